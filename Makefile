@@ -1,0 +1,36 @@
+# fencelock — the two commands a user needs:
+#   make test   installs what is missing (idempotent) and runs every test
+#   make demo   builds the wasm core and serves the browser demo on 127.0.0.1
+# Each layer's steps live in scripts/, so this file only says what runs in which order.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PORT ?= 8080
+
+.PHONY: help setup test demo test-rust test-nostd test-ffi test-wasm test-demo test-verify fuzz bench cluster bench-cluster lint
+
+help:
+	@echo "make test   - install what is missing, then run every test"
+	@echo "make demo   - build and serve the browser demo (PORT=$(PORT))"
+	@echo "make bench  - run the benchmarks and regenerate BENCHMARKS.md"
+	@echo "make fuzz   - fuzz each target for longer (FUZZ_SECONDS=300)"
+
+setup:
+	@scripts/setup.sh
+
+test: setup
+	@scripts/test-all.sh
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+test-rust:
+	cargo test --workspace --all-features
+
+test-nostd:
+	cargo build -p fencelock --target thumbv7em-none-eabihf
+	cargo build -p fencelock --target thumbv7em-none-eabihf --release
+
+demo: setup
+	@scripts/demo.sh $(PORT)

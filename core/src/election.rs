@@ -1,0 +1,69 @@
+//! Leader election: `acquire(wait: forever)` on an election lock. The holder is the
+//! leader and its fencing token is the epoch; a downstream [`FenceGate`](crate::FenceGate)
+//! rejects epoch n once it has seen n + 1. A thin layer over the lock service, not a
+//! second state machine.
+
+use crate::LockService;
+use crate::{Error, Mode, Output, SessionId, Storage, Token, Wait};
+
+/// The current leader of an election.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leader {
+    /// The leader's session.
+    pub session: SessionId,
+    /// Its epoch: the token of its grant. Every action it takes downstream carries it.
+    pub epoch: Token,
+}
+
+impl<S: Storage> LockService<S> {
+    /// Stands `session` as a candidate in `election`: an exclusive acquire that waits
+    /// forever. `Granted` means it leads (the token is its epoch); `Queued` means it
+    /// watches, and a later `Granted` promotes it.
+    ///
+    /// Errors: those of [`acquire`](Self::acquire). Cost: as acquire.
+    pub fn campaign(
+        &mut self,
+        session: SessionId,
+        election: &str,
+        request: Option<u64>,
+        out: &mut impl FnMut(Output),
+    ) -> Result<(), Error> {
+        self.acquire(
+            session,
+            election,
+            Mode::Exclusive,
+            Wait::Forever,
+            request,
+            out,
+        )
+    }
+
+    /// Withdraws `session` from `election`: steps down if it leads (the next candidate is
+    /// promoted with a higher epoch), else leaves the queue.
+    ///
+    /// Errors: [`Error::NotQueued`] if it is neither leader nor candidate, and those of
+    /// [`release`](Self::release) / [`cancel`](Self::cancel). Cost: as release.
+    pub fn resign(
+        &mut self,
+        session: SessionId,
+        election: &str,
+        request: Option<u64>,
+        out: &mut impl FnMut(Output),
+    ) -> Result<(), Error> {
+        if self.leader(election).is_some_and(|l| l.session == session) {
+            self.release(session, election, request, out)
+        } else {
+            self.cancel(session, election, request, out)
+        }
+    }
+
+    /// The current leader of `election`, if any. Cost: O(name length).
+    pub fn leader(&self, election: &str) -> Option<Leader> {
+        self.holders(election)
+            .find(|h| h.mode == Mode::Exclusive)
+            .map(|h| Leader {
+                session: h.session,
+                epoch: h.token,
+            })
+    }
+}

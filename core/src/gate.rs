@@ -1,0 +1,217 @@
+//! [`FenceGate`]: the resource-side check that stops a stale holder.
+
+use crate::table::{fnv1a, Aux, Row, TableState};
+use crate::{Error, LockName, Table, Token};
+
+/// The four bytes a fence-gate snapshot begins with.
+pub const GATE_MAGIC: [u8; 4] = *b"FLGT";
+/// The gate snapshot format this build writes and reads.
+pub const GATE_VERSION: u16 = 1;
+
+/// The highest token a [`FenceGate`] has seen for one resource. Opaque row of its table.
+#[derive(Clone, Debug)]
+pub struct GateRow {
+    name: LockName,
+    highest: u64, // 0 = free row
+    aux: Aux,
+}
+
+impl GateRow {
+    /// A free row.
+    pub const EMPTY: GateRow = GateRow {
+        name: LockName::EMPTY,
+        highest: 0,
+        aux: Aux::EMPTY,
+    };
+}
+
+impl Row for GateRow {
+    fn aux(&self) -> &Aux {
+        &self.aux
+    }
+    fn aux_mut(&mut self) -> &mut Aux {
+        &mut self.aux
+    }
+    fn key_hash(&self) -> u64 {
+        fnv1a(self.name.as_str().as_bytes())
+    }
+    fn timer_key(&self) -> (u64, u64) {
+        (0, 0)
+    }
+}
+
+/// The resource side of fencing: remembers the highest token seen per resource and
+/// refuses anything lower. This is the seeds' `WHERE token <= 34` conditional write, the
+/// object store's `412 Precondition Failed`, shipped as a component: put it (or its
+/// rule) in front of whatever the lock protects, and a holder that was paused past its
+/// session's expiry is refused instead of corrupting data.
+///
+/// Entries are never evicted: forgetting a resource's highest token would let a stale
+/// holder back in. Size the table for every resource the gate will ever guard.
+///
+/// Storage is the caller's: `[GateRow; N]`, a `Vec<GateRow>` or a `&mut [GateRow]`.
+#[derive(Debug)]
+pub struct FenceGate<R: AsRef<[GateRow]> + AsMut<[GateRow]>> {
+    rows: R,
+    st: TableState,
+}
+
+impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
+    /// An empty gate over `rows` (their content is discarded). Cost: O(capacity).
+    pub fn new(mut rows: R) -> Self {
+        for r in rows.as_mut().iter_mut() {
+            *r = GateRow::EMPTY;
+        }
+        let st = TableState::init(rows.as_mut());
+        FenceGate { rows, st }
+    }
+
+    fn find(&self, resource: &str) -> Option<u32> {
+        let rows = self.rows.as_ref();
+        TableState::find(rows, fnv1a(resource.as_bytes()), |r| {
+            r.highest != 0 && r.name.as_str() == resource
+        })
+    }
+
+    /// Checks `token` for a write to `resource` without recording it.
+    ///
+    /// Errors: [`Error::ZeroToken`], [`Error::Stale`] if a higher token was seen. Cost:
+    /// O(name length).
+    pub fn check(&self, resource: &str, token: Token) -> Result<(), Error> {
+        if token.0 == 0 {
+            return Err(Error::ZeroToken);
+        }
+        match self.highest(resource) {
+            Some(highest) if token < highest => Err(Error::Stale { token, highest }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Admits a write to `resource` carrying `token`: accepted if `token` is at least the
+    /// highest seen (the same holder writes many times), which then becomes the highest.
+    ///
+    /// Errors (nothing recorded): [`Error::ZeroToken`], [`Error::Stale`]`{ token, highest }`,
+    /// [`Error::EmptyName`], [`Error::NameTooLong`], [`Error::CapacityExceeded`]`(Resources)`
+    /// for a new resource when the table is full. Cost: O(name length).
+    pub fn admit(&mut self, resource: &str, token: Token) -> Result<(), Error> {
+        self.check(resource, token)?;
+        if let Some(r) = self.find(resource) {
+            self.rows.as_mut()[r as usize].highest = token.0;
+            return Ok(());
+        }
+        let name = LockName::new(resource)?;
+        let rows = self.rows.as_mut();
+        let r = self
+            .st
+            .alloc(rows)
+            .ok_or(Error::CapacityExceeded(Table::Resources))?;
+        rows[r as usize].name = name;
+        rows[r as usize].highest = token.0;
+        TableState::index_insert(rows, r);
+        Ok(())
+    }
+
+    /// The highest token admitted for `resource`, if any. Cost: O(name length).
+    pub fn highest(&self, resource: &str) -> Option<Token> {
+        self.find(resource)
+            .map(|r| Token(self.rows.as_ref()[r as usize].highest))
+    }
+
+    /// Resources with their highest tokens, in the order first admitted. Cost: O(1) per item.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Token)> + '_ {
+        // Rows are never freed, so the live ones are exactly 0..len, in admission order.
+        self.rows.as_ref()[..self.st.len as usize]
+            .iter()
+            .map(|r| (r.name.as_str(), Token(r.highest)))
+    }
+
+    /// Resources recorded. Cost: O(1).
+    pub fn len(&self) -> usize {
+        self.st.len as usize
+    }
+
+    /// True before the first admitted write. Cost: O(1).
+    pub fn is_empty(&self) -> bool {
+        self.st.len == 0
+    }
+
+    /// How many resources fit. Cost: O(1).
+    pub fn capacity(&self) -> usize {
+        self.rows.as_ref().len()
+    }
+
+    /// True when a new resource would be refused. Cost: O(1).
+    pub fn is_full(&self) -> bool {
+        self.st.is_full()
+    }
+
+    /// Writes `GATE_MAGIC`, `GATE_VERSION`, the count, then `(name, highest)` per resource
+    /// in admission order (postcard), returning the length.
+    ///
+    /// Errors: [`Error::BufferTooSmall`] with the size needed. Cost: O(resources).
+    pub fn snapshot(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let mut used = 0;
+        let mut need = 0;
+        let mut put = |bytes: &[u8]| {
+            if used == need && used + bytes.len() <= buf.len() {
+                buf[used..used + bytes.len()].copy_from_slice(bytes);
+                used += bytes.len();
+            }
+            need += bytes.len();
+        };
+        let mut scratch = [0u8; 96];
+        let header = (GATE_MAGIC, GATE_VERSION, self.st.len);
+        put(postcard::to_slice(&header, &mut scratch).map_err(|_| Error::BadFrame)?);
+        for (name, token) in self.iter() {
+            put(postcard::to_slice(&(name, token.0), &mut scratch).map_err(|_| Error::BadFrame)?);
+        }
+        if need > used {
+            return Err(Error::BufferTooSmall { need: need as u32 });
+        }
+        Ok(used)
+    }
+
+    /// Rebuilds a gate in `rows` from [`snapshot`](Self::snapshot) bytes, checking magic,
+    /// version, names (valid, unique), tokens (≥ 1), capacity, and no trailing bytes.
+    ///
+    /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
+    /// [`Error::CorruptSnapshot`], [`Error::CapacityExceeded`]; the rows come back with the
+    /// error. Cost: O(resources).
+    pub fn restore(rows: R, bytes: &[u8]) -> Result<Self, (R, Error)> {
+        let mut gate = FenceGate::new(rows);
+        match gate.load(bytes) {
+            Ok(()) => Ok(gate),
+            Err(e) => Err((gate.rows, e)),
+        }
+    }
+
+    fn load(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        let ((magic, version, count), mut rest) =
+            postcard::take_from_bytes::<([u8; 4], u16, u32)>(bytes).map_err(|_| Error::BadMagic)?;
+        if magic != GATE_MAGIC {
+            return Err(Error::BadMagic);
+        }
+        if version != GATE_VERSION {
+            return Err(Error::UnsupportedVersion(version));
+        }
+        if count as usize > self.capacity() {
+            return Err(Error::CapacityExceeded(Table::Resources));
+        }
+        for _ in 0..count {
+            let ((name, highest), r) = postcard::take_from_bytes::<(LockName, u64)>(rest)
+                .map_err(|_| Error::CorruptSnapshot("truncated resource record"))?;
+            rest = r;
+            if name.is_empty() || highest == 0 {
+                return Err(Error::CorruptSnapshot("empty resource name or token 0"));
+            }
+            if self.find(name.as_str()).is_some() {
+                return Err(Error::CorruptSnapshot("resource twice"));
+            }
+            self.admit(name.as_str(), crate::Token(highest))?;
+        }
+        if !rest.is_empty() {
+            return Err(Error::CorruptSnapshot("trailing bytes"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,73 @@
+//! What the host feeds the service.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{LockName, Mode, SessionId, Tick, Wait};
+
+/// One input to [`LockService::handle`](crate::LockService::handle). Every input but
+/// `Tick` applies at the current tick.
+///
+/// `request` is the optional per-session request number of idempotent retries (Raft
+/// dissertation §6.3): the host numbers a session's requests 1, 2, 3…; a repeat of the
+/// session's latest number replays the recorded answer without applying twice; an older
+/// number is refused with [`Error::StaleRequest`](crate::Error); `None` opts out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Input {
+    /// Open a session that expires `ttl` ticks from now unless kept alive.
+    OpenSession {
+        /// Time to live in ticks, at least 1.
+        ttl: u64,
+    },
+    /// Renew a session: its deadline becomes now + its ttl.
+    KeepAlive {
+        /// The session.
+        session: SessionId,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
+    /// Close a session: release everything it holds, drop its waits.
+    CloseSession {
+        /// The session.
+        session: SessionId,
+        /// Idempotent-retry number (a retry after success finds the session gone and gets
+        /// [`Error::UnknownSession`](crate::Error), which a client may treat as done).
+        request: Option<u64>,
+    },
+    /// Acquire a lock, waiting as `wait` says if it is not free.
+    Acquire {
+        /// The session that will hold it.
+        session: SessionId,
+        /// The lock.
+        lock: LockName,
+        /// Exclusive or shared.
+        mode: Mode,
+        /// Try-lock, timed wait or wait forever.
+        wait: Wait,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
+    /// Release a held lock.
+    Release {
+        /// The holder.
+        session: SessionId,
+        /// The lock.
+        lock: LockName,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
+    /// Withdraw a queued acquire.
+    Cancel {
+        /// The waiter.
+        session: SessionId,
+        /// The lock.
+        lock: LockName,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
+    /// Advance logical time to `now` and do whatever has come due.
+    Tick {
+        /// The new current tick (not earlier than the current one).
+        now: Tick,
+    },
+}

@@ -1,0 +1,150 @@
+//! # fencelock — a lock-service core that gives every grant a fencing token
+//!
+//! A distributed lock is easy to grant and hard to make safe. A holder paused by a
+//! 25-second garbage-collection pause comes back believing it still holds the lock, after
+//! the service expired its session and granted the lock to someone else. Consensus gives
+//! agreement on *who* holds the lock; only a **fencing token checked by the resource**
+//! stops the stale holder. This crate ships both halves:
+//!
+//! * [`LockService`] — sessions, FIFO wait queues, shared/exclusive locks, a global fencing
+//!   revision, expiry on logical ticks, lock-delay, try/timed/cancelled acquire, idempotent
+//!   retries, leader election ([`LockService::campaign`]).
+//! * [`FenceGate`] — the resource-side check: highest token per resource, lower refused.
+//! * [`SessionKeeper`] — the client-side lease view: heartbeat due? may I still act?
+//!
+//! It is `no_std`, allocates nothing, has no `unsafe`, reads no clock and does no I/O. It
+//! is a pure function of its inputs, so the same inputs give the same outputs and the
+//! same snapshot bytes on every platform — which is what a replicated state machine under
+//! a consensus log needs.
+//!
+//! ```text
+//!        host: transport, clock, storage, consensus log (all its own)
+//!          │ Input (commands, Tick{now})          ▲ Output (events, each names a session)
+//!          ▼                                      │
+//!   ┌──────────────────────── LockService ─────────────────────────┐
+//!   │ sessions ── deadline heap      locks ── holders + FIFO queue │
+//!   │ revision (fencing tokens)      lock-delay heap · wait heap   │
+//!   └──────────────────────────────────────────────────────────────┘
+//!          │ Granted{token}                                  client: SessionKeeper
+//!          ▼                                                   (heartbeats, may_act)
+//!   resource: FenceGate::admit(resource, token) → Ok / Stale{token, highest}
+//! ```
+//!
+//! ## Tutorial
+//!
+//! **1. Give it storage and a config.** Capacity is fixed at construction: fixed arrays
+//! ([`ArrayStorage`]), slices you own ([`SliceStorage`]) or, with feature `alloc`,
+//! [`VecStorage`] sized at run time. See [`storage`] for bytes per entry.
+//!
+//! ```
+//! use fencelock::{ArrayStorage, Config, LockService, Mode, Output, Tick, Wait};
+//!
+//! let mut svc = LockService::new(ArrayStorage::<8, 8, 16>::new(), Config::default()).unwrap();
+//! let mut events = Vec::new();
+//! let mut out = |o: Output| events.push(o);
+//!
+//! // 2. Open sessions (ttl in ticks) and acquire.
+//! let a = svc.open_session(10, &mut out).unwrap();
+//! let b = svc.open_session(10, &mut out).unwrap();
+//! svc.acquire(a, "jobs/reindex", Mode::Exclusive, Wait::Forever, None, &mut out).unwrap();
+//! svc.acquire(b, "jobs/reindex", Mode::Exclusive, Wait::Forever, None, &mut out).unwrap();
+//!
+//! // 3. Time passes only through ticks. A never heartbeats; B does.
+//! svc.tick(Tick(5), &mut out).unwrap();
+//! svc.keep_alive(b, None, &mut out).unwrap();
+//! svc.tick(Tick(10), &mut out).unwrap(); // A expires; B is granted, with a higher token
+//! drop(out);
+//! assert!(matches!(events.last(), Some(Output::Granted { session, token, .. })
+//!     if *session == b && token.0 == 2));
+//! ```
+//!
+//! **4. Fence the resource.** Every write carries the token; the resource admits it
+//! through a [`FenceGate`]:
+//!
+//! ```
+//! use fencelock::{Error, FenceGate, GateRow, Token};
+//!
+//! let mut gate = FenceGate::new([GateRow::EMPTY; 4]);
+//! gate.admit("ledger", Token(35)).unwrap();              // B's write
+//! assert_eq!(gate.admit("ledger", Token(34)),            // A's late write after its pause
+//!            Err(Error::Stale { token: Token(34), highest: Token(35) }));
+//! ```
+//!
+//! **5. Run the loop.** The host owns the clock, the transport and (when replicated) the
+//! log. Ticks are inputs like any other; in a replicated deployment they are log entries.
+//!
+//! ```text
+//! loop {
+//!     wait for: a client message, or the clock reaching svc.poll_timeout()
+//!     input = the message decoded (Input::from_frame), or Input::Tick { now }
+//!     // replicated: propose `input` to the log; apply each *committed* entry below
+//!     match svc.handle(input, &mut |o| route(o.session(), o)) {
+//!         Ok(())   => {}                       // outputs already routed, in order
+//!         Err(e)   => reply(client, e),        // nothing changed
+//!     }
+//! }
+//! ```
+//!
+//! `route` sends each [`Output`] to the session it names: a `Granted` wakes exactly the
+//! waiter it names (no polling, no thundering herd).
+//!
+//! **6. Persist.** [`LockService::snapshot`] writes canonical, versioned bytes;
+//! [`LockService::restore`] validates every invariant before accepting them.
+//!
+//! ## Guarantees
+//!
+//! | guarantee | how |
+//! |---|---|
+//! | mutual exclusion | one exclusive holder, or shared holders only |
+//! | fencing | each grant's token is greater than every earlier one, never 0, kept across eviction and restore |
+//! | FIFO, no herd | waiters granted in arrival order; a release wakes one exclusive waiter or the run of shared ones at the head |
+//! | no grant to the dead | in a tick, expiry precedes every grant |
+//! | lock-delay | after an *expiry*, the lock is not granted again for `lock_delay` ticks |
+//! | atomic errors | a refused input changes nothing and emits nothing |
+//! | idempotent retries | per-session request numbers replay the recorded answer |
+//! | determinism | same inputs → same outputs and snapshot bytes on every platform |
+//! | nothing lost | outputs go straight to the host's sink; bound per input documented on [`LockService`] |
+//!
+//! ## When to pick what (the seeds' table, mapped)
+//!
+//! | situation | choose | in fencelock |
+//! |---|---|---|
+//! | avoid duplicate work; a rare double run is harmless | a simple TTL lock | [`LockService`] alone, [`Wait::None`] |
+//! | correctness matters (money, shared state) | consensus sessions + fencing | [`LockService`] replicated under a log + [`FenceGate`] at the resource + [`SessionKeeper`] at the client |
+//! | leader election | consensus lock; the token is the epoch | [`LockService::campaign`] / [`LockService::leader`]; downstream [`FenceGate`] |
+//! | the resource cannot check a token | redesign: idempotency, reconciliation | nothing here makes it safe |
+//! | many waiters on one lock | an ordered wait queue | FIFO queues; one `Granted` per release |
+#![cfg_attr(not(test), no_std)]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![warn(clippy::unwrap_used)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
+mod election;
+mod error;
+mod gate;
+mod input;
+mod keeper;
+mod output;
+mod service;
+mod snapshot;
+pub mod storage;
+mod table;
+mod types;
+mod wire;
+
+pub use election::Leader;
+pub use error::{Error, Table};
+pub use gate::{FenceGate, GateRow, GATE_MAGIC, GATE_VERSION};
+pub use input::Input;
+pub use keeper::{Lease, SessionKeeper};
+pub use output::{Output, ReleaseReason};
+pub use service::{Capacity, Config, Holder, LockService, SessionInfo, Waiter};
+pub use snapshot::{SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
+#[cfg(feature = "alloc")]
+pub use storage::VecStorage;
+pub use storage::{ArrayStorage, SliceStorage, Storage};
+pub use types::{LockName, Mode, SessionId, Tick, Token, Wait, MAX_NAME_LEN};
+pub use wire::MAX_FRAME_LEN;

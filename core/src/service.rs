@@ -1,0 +1,1102 @@
+//! [`LockService`]: sessions, locks, FIFO wait queues and the fencing revision.
+
+use serde::{Deserialize, Serialize};
+
+use crate::storage::{claim_hash, ClaimRow, Link, List, LockRow, Reply, SessionRow, Storage};
+use crate::table::{fnv1a, TableState, NIL};
+use crate::{
+    Error, Input, LockName, Mode, Output, ReleaseReason, SessionId, Table, Tick, Token, Wait,
+    MAX_NAME_LEN,
+};
+
+/// Settings fixed at construction (capacities come from the [`Storage`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    /// Ticks during which a lock whose holder's session *expired* is not granted again
+    /// (Chubby's and Consul's lock-delay). 0 turns it off. Release and close never delay.
+    pub lock_delay: u64,
+    /// The longest lock name accepted, 1 to [`MAX_NAME_LEN`] bytes.
+    pub max_name_len: u32,
+}
+
+impl Default for Config {
+    /// No lock-delay, names up to [`MAX_NAME_LEN`] bytes.
+    fn default() -> Self {
+        Config {
+            lock_delay: 0,
+            max_name_len: MAX_NAME_LEN as u32,
+        }
+    }
+}
+
+impl Config {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.max_name_len == 0 || self.max_name_len as usize > MAX_NAME_LEN {
+            return Err(Error::BadConfig("max_name_len must be 1..=64"));
+        }
+        Ok(())
+    }
+}
+
+/// Capacities of the three tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capacity {
+    /// Sessions that can be open at once.
+    pub sessions: u32,
+    /// Locks that can be held, awaited or in lock-delay at once.
+    pub locks: u32,
+    /// Holds plus waits, over all sessions and locks.
+    pub claims: u32,
+}
+
+/// A session as seen by [`LockService::session`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// Its id.
+    pub id: SessionId,
+    /// Its time to live in ticks.
+    pub ttl: u64,
+    /// It expires at this tick unless kept alive.
+    pub expires_at: Tick,
+    /// Locks it holds.
+    pub holds: u32,
+    /// Locks it waits for.
+    pub waits: u32,
+    /// Its latest idempotent-retry request number (0 = none yet).
+    pub last_request: u64,
+}
+
+/// A holder of a lock, as seen by [`LockService::holders`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    /// The holding session.
+    pub session: SessionId,
+    /// Its mode.
+    pub mode: Mode,
+    /// Its fencing token.
+    pub token: Token,
+}
+
+/// A waiter for a lock, as seen by [`LockService::waiters`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiter {
+    /// The waiting session.
+    pub session: SessionId,
+    /// The mode asked for.
+    pub mode: Mode,
+    /// When the wait times out (`None` = waits forever).
+    pub deadline: Option<Tick>,
+}
+
+/// Everything but the rows: counters, list heads, time. Small and `Copy`, so the
+/// service's whole state is this plus the rows.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct State {
+    pub(crate) config: Config,
+    pub(crate) now: u64,
+    pub(crate) next_session: u64,
+    pub(crate) revision: u64,
+    pub(crate) next_seq: u64,
+    pub(crate) next_lock: u64,
+    pub(crate) sessions: TableState,
+    pub(crate) locks: TableState,
+    pub(crate) claims: TableState,
+    pub(crate) session_order: List,
+    pub(crate) lock_order: List,
+    pub(crate) claim_order: List,
+    dirty_head: u32,
+    dirty_tail: u32,
+}
+
+/// The lock service: a deterministic state machine with no clock and no I/O.
+///
+/// # Call order and the host's obligations
+///
+/// * **Inputs**: [`handle`](Self::handle) (or the typed methods it dispatches to:
+///   [`open_session`](Self::open_session), [`keep_alive`](Self::keep_alive),
+///   [`close_session`](Self::close_session), [`acquire`](Self::acquire),
+///   [`release`](Self::release), [`cancel`](Self::cancel), [`tick`](Self::tick)).
+///   Each takes a sink `out`; outputs are passed to it, in order, before the call returns.
+///   The service buffers nothing, so it can drop nothing.
+/// * **Time**: the host MUST call [`tick`](Self::tick) no later than
+///   [`poll_timeout`](Self::poll_timeout) says (calling it earlier, or twice with the
+///   same tick, is a harmless no-op). Every other input applies at the current tick.
+/// * **Outputs**: the host MUST deliver each output to the session it names
+///   ([`Output::session`]); a `Granted` is how a waiter learns it holds the lock, so
+///   nobody polls.
+/// * **Errors**: a refused input changed nothing and emitted nothing; the host answers
+///   the client with the error.
+/// * **Getters** (`&self`) never change anything.
+///
+/// # Bound on outputs per input
+///
+/// open, keep-alive, try-acquire, queue, cancel-without-wakeup: 1. Release or cancel:
+/// 1 + the waiters then granted (≤ the lock's queue length). Close: 1 + one `Released` per
+/// hold + grants. Tick: one `SessionExpired` per expired session, one `Released` per hold
+/// they had, one `WaitTimedOut` per timed-out wait, one `Granted` per woken waiter: at
+/// most sessions + 2 × claims in all.
+///
+/// # Cost
+///
+/// Every input is O(1) expected plus O(log n) per deadline it moves, plus O(1) per output,
+/// except close/expiry which is O(claims of that session). A tick with nothing due is
+/// O(1); expiring k sessions is O(k log n) plus their outputs. No call scans a table.
+#[derive(Debug)]
+pub struct LockService<S: Storage> {
+    pub(crate) storage: S,
+    pub(crate) st: State,
+}
+
+/// Which input a recorded reply belongs to (to catch a reused request number).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    KeepAlive,
+    Acquire,
+    Release,
+    Cancel,
+    Close,
+}
+
+impl<S: Storage> LockService<S> {
+    /// A service with empty tables in `storage` (whatever the rows held is discarded).
+    ///
+    /// Errors: [`Error::BadConfig`] for a bad `max_name_len` or a table of more than
+    /// 2³¹ − 1 rows. Cost: O(capacity).
+    pub fn new(mut storage: S, config: Config) -> Result<Self, Error> {
+        Self::check(&mut storage, &config)?;
+        Ok(Self::build(storage, config))
+    }
+
+    pub(crate) fn check(storage: &mut S, config: &Config) -> Result<(), Error> {
+        config.validate()?;
+        let t = storage.tables();
+        let limit = (i32::MAX) as usize;
+        if t.sessions.len() > limit || t.locks.len() > limit || t.claims.len() > limit {
+            return Err(Error::BadConfig("a table has more than 2^31 - 1 rows"));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn build(mut storage: S, config: Config) -> Self {
+        let t = storage.tables();
+        for r in t.sessions.iter_mut() {
+            *r = SessionRow::EMPTY;
+        }
+        for r in t.locks.iter_mut() {
+            *r = LockRow::EMPTY;
+        }
+        for r in t.claims.iter_mut() {
+            *r = ClaimRow::EMPTY;
+        }
+        let st = State {
+            config,
+            now: 0,
+            next_session: 1,
+            revision: 0,
+            next_seq: 1,
+            next_lock: 1,
+            sessions: TableState::init(t.sessions),
+            locks: TableState::init(t.locks),
+            claims: TableState::init(t.claims),
+            session_order: List::EMPTY,
+            lock_order: List::EMPTY,
+            claim_order: List::EMPTY,
+            dirty_head: NIL,
+            dirty_tail: NIL,
+        };
+        LockService { storage, st }
+    }
+
+    /// Gives the storage back. Cost: O(1).
+    pub fn into_storage(self) -> S {
+        self.storage
+    }
+
+    fn view(&mut self) -> View<'_> {
+        let t = self.storage.tables();
+        View {
+            s: t.sessions,
+            l: t.locks,
+            c: t.claims,
+            st: &mut self.st,
+        }
+    }
+
+    // ------------------------------------------------------------------ inputs
+
+    /// Applies one input; outputs go to `out` in order.
+    ///
+    /// Errors: those of the typed method the input names. Cost: that method's.
+    pub fn handle(&mut self, input: Input, out: &mut impl FnMut(Output)) -> Result<(), Error> {
+        match input {
+            Input::OpenSession { ttl } => self.open_session(ttl, out).map(|_| ()),
+            Input::KeepAlive { session, request } => self.keep_alive(session, request, out),
+            Input::CloseSession { session, request } => self.close_session(session, request, out),
+            Input::Acquire {
+                session,
+                lock,
+                mode,
+                wait,
+                request,
+            } => self.acquire(session, lock.as_str(), mode, wait, request, out),
+            Input::Release {
+                session,
+                lock,
+                request,
+            } => self.release(session, lock.as_str(), request, out),
+            Input::Cancel {
+                session,
+                lock,
+                request,
+            } => self.cancel(session, lock.as_str(), request, out),
+            Input::Tick { now } => self.tick(now, out),
+        }
+    }
+
+    /// Opens a session expiring `ttl` ticks from now. Emits `SessionOpened`.
+    ///
+    /// Errors: [`Error::BadTtl`] (0), [`Error::DeadlineOverflow`],
+    /// [`Error::CapacityExceeded`]`(Sessions)`. Cost: O(log sessions).
+    pub fn open_session(
+        &mut self,
+        ttl: u64,
+        out: &mut impl FnMut(Output),
+    ) -> Result<SessionId, Error> {
+        let mut v = self.view();
+        if ttl == 0 {
+            return Err(Error::BadTtl);
+        }
+        let expires_at = v.st.now.checked_add(ttl).ok_or(Error::DeadlineOverflow)?;
+        let slot =
+            v.st.sessions
+                .alloc(v.s)
+                .ok_or(Error::CapacityExceeded(Table::Sessions))?;
+        let id = v.st.next_session;
+        v.st.next_session += 1;
+        v.insert_session(slot, id, ttl, expires_at);
+        out(Output::SessionOpened {
+            session: SessionId(id),
+            expires_at: Tick(expires_at),
+        });
+        Ok(SessionId(id))
+    }
+
+    /// Renews a session: its deadline becomes now + ttl. Emits `SessionRenewed` (the
+    /// heartbeat's acknowledgement).
+    ///
+    /// Errors: [`Error::UnknownSession`], [`Error::DeadlineOverflow`], request-number
+    /// errors. Cost: O(log sessions).
+    pub fn keep_alive(
+        &mut self,
+        session: SessionId,
+        request: Option<u64>,
+        out: &mut impl FnMut(Output),
+    ) -> Result<(), Error> {
+        let mut v = self.view();
+        let s = v.session_slot(session)?;
+        if let Some(reply) = v.check_request(s, request, Kind::KeepAlive)? {
+            if let Reply::Renewed { expires_at } = reply {
+                out(Output::SessionRenewed {
+                    session,
+                    expires_at: Tick(expires_at),
+                });
+            }
+            return Ok(());
+        }
+        let expires_at =
+            v.st.now
+                .checked_add(v.s[s as usize].ttl)
+                .ok_or(Error::DeadlineOverflow)?;
+        v.s[s as usize].expires_at = expires_at;
+        v.st.sessions.schedule(v.s, s);
+        v.record(s, request, Reply::Renewed { expires_at });
+        out(Output::SessionRenewed {
+            session,
+            expires_at: Tick(expires_at),
+        });
+        Ok(())
+    }
+
+    /// Closes a session: emits `SessionClosed`, then `Released` for each lock it held (in
+    /// the order it acquired them), then `Granted` to the waiters that this frees. Its
+    /// waits are dropped silently. No lock-delay.
+    ///
+    /// Errors: [`Error::UnknownSession`], request-number errors. Cost: O(its claims +
+    /// outputs).
+    pub fn close_session(
+        &mut self,
+        session: SessionId,
+        request: Option<u64>,
+        out: &mut impl FnMut(Output),
+    ) -> Result<(), Error> {
+        let mut v = self.view();
+        let s = v.session_slot(session)?;
+        v.check_request(s, request, Kind::Close)?;
+        out(Output::SessionClosed { session });
+        v.end_session(s, ReleaseReason::Closed, out);
+        v.grant_dirty(out);
+        Ok(())
+    }
+
+    /// Acquires `lock` for `session` in `mode`.
+    ///
+    /// * Free (or held shared, for a shared request, with nobody queued) and not in
+    ///   lock-delay: emits `Granted` with a fresh token.
+    /// * Already held by this session in this mode: emits `Granted` with its current token
+    ///   (no second hold, no new token).
+    /// * Otherwise with `Wait::None` or a deadline not after now: emits `Busy`; with a later
+    ///   deadline or `Wait::Forever`: queues it at the tail and emits `Queued`.
+    ///
+    /// Errors: [`Error::UnknownSession`], [`Error::EmptyName`], [`Error::NameTooLong`],
+    /// [`Error::AlreadyQueued`], [`Error::ModeMismatch`],
+    /// [`Error::CapacityExceeded`]`(Locks | Claims)`, request-number errors.
+    /// Cost: O(name length + log claims).
+    pub fn acquire(
+        &mut self,
+        session: SessionId,
+        lock: &str,
+        mode: Mode,
+        wait: Wait,
+        request: Option<u64>,
+        out: &mut impl FnMut(Output),
+    ) -> Result<(), Error> {
+        let mut v = self.view();
+        let s = v.session_slot(session)?;
+        let name = v.name(lock)?;
+        if let Some(reply) = v.check_request(s, request, Kind::Acquire)? {
+            out(match reply {
+                Reply::Granted { mode, token } => Output::Granted {
+                    session,
+                    lock: name,
+                    mode,
+                    token: Token(token),
+                },
+                Reply::Queued { mode, position } => Output::Queued {
+                    session,
+                    lock: name,
+                    mode,
+                    position,
+                },
+                _ => Output::Busy {
+                    session,
+                    lock: name,
+                },
+            });
+            return Ok(());
+        }
+        let l = v.lock_slot(&name);
+        if let Some(l) = l {
+            if let Some(c) = v.claim_slot(s, l) {
+                let claim = &v.c[c as usize];
+                if !claim.holding {
+                    return Err(Error::AlreadyQueued(session));
+                }
+                if claim.mode != mode {
+                    return Err(Error::ModeMismatch { held: claim.mode });
+                }
+                let token = claim.value;
+                v.record(s, request, Reply::Granted { mode, token });
+                out(Output::Granted {
+                    session,
+                    lock: name,
+                    mode,
+                    token: Token(token),
+                });
+                return Ok(());
+            }
+        }
+        let grantable = match l {
+            None => true,
+            Some(l) => v.grantable_now(l, mode),
+        };
+        let deadline = match wait {
+            Wait::None => None,
+            Wait::Until(t) if t.0 <= v.st.now => None,
+            Wait::Until(t) => Some(t.0),
+            Wait::Forever => Some(u64::MAX),
+        };
+        if !grantable && deadline.is_none() {
+            v.record(s, request, Reply::Busy);
+            out(Output::Busy {
+                session,
+                lock: name,
+            });
+            return Ok(());
+        }
+        // Every check is done before the first change: a full table changes nothing.
+        if v.st.claims.is_full() {
+            return Err(Error::CapacityExceeded(Table::Claims));
+        }
+        if l.is_none() && v.st.locks.is_full() {
+            return Err(Error::CapacityExceeded(Table::Locks));
+        }
+        let l = match l {
+            Some(l) => l,
+            None => {
+                let id = v.st.next_lock;
+                v.st.next_lock += 1;
+                v.insert_lock(name.clone(), id)
+            }
+        };
+        let seq = v.st.next_seq;
+        v.st.next_seq += 1;
+        let c = v.insert_claim(s, l, mode, seq);
+        if grantable {
+            let token = v.grant(c);
+            v.record(s, request, Reply::Granted { mode, token });
+            out(Output::Granted {
+                session,
+                lock: name,
+                mode,
+                token: Token(token),
+            });
+        } else {
+            let deadline = deadline.unwrap_or(u64::MAX);
+            v.c[c as usize].value = deadline;
+            v.l[l as usize].waiters.push_back(v.c, c, in_lock);
+            if deadline != u64::MAX {
+                v.st.claims.schedule(v.c, c);
+            }
+            let position = v.l[l as usize].waiters.len;
+            v.record(s, request, Reply::Queued { mode, position });
+            out(Output::Queued {
+                session,
+                lock: name,
+                mode,
+                position,
+            });
+        }
+        Ok(())
+    }
+
+    /// Releases a lock the session holds: emits `Released`, then `Granted` to the head of
+    /// the queue (one exclusive waiter, or the run of shared waiters at the head).
+    ///
+    /// Errors: [`Error::UnknownSession`], name errors, [`Error::NotHolder`],
+    /// request-number errors. Cost: O(name length + log claims + outputs).
+    pub fn release(
+        &mut self,
+        session: SessionId,
+        lock: &str,
+        request: Option<u64>,
+        out: &mut impl FnMut(Output),
+    ) -> Result<(), Error> {
+        let mut v = self.view();
+        let s = v.session_slot(session)?;
+        let name = v.name(lock)?;
+        if let Some(reply) = v.check_request(s, request, Kind::Release)? {
+            if let Reply::Released { token } = reply {
+                out(Output::Released {
+                    session,
+                    lock: name,
+                    token: Token(token),
+                    reason: ReleaseReason::Released,
+                });
+            }
+            return Ok(());
+        }
+        let c = v
+            .lock_slot(&name)
+            .and_then(|l| v.claim_slot(s, l))
+            .filter(|c| v.c[*c as usize].holding)
+            .ok_or(Error::NotHolder(session))?;
+        let l = v.c[c as usize].lock;
+        let token = v.c[c as usize].value;
+        v.remove_claim(c);
+        v.record(s, request, Reply::Released { token });
+        out(Output::Released {
+            session,
+            lock: name,
+            token: Token(token),
+            reason: ReleaseReason::Released,
+        });
+        v.mark_dirty(l);
+        v.grant_dirty(out);
+        Ok(())
+    }
+
+    /// Withdraws a queued acquire: emits `WaitCancelled`, then `Granted` to any shared
+    /// waiters that were only blocked behind it.
+    ///
+    /// Errors: [`Error::UnknownSession`], name errors, [`Error::NotQueued`],
+    /// request-number errors. Cost: O(name length + log claims + outputs).
+    pub fn cancel(
+        &mut self,
+        session: SessionId,
+        lock: &str,
+        request: Option<u64>,
+        out: &mut impl FnMut(Output),
+    ) -> Result<(), Error> {
+        let mut v = self.view();
+        let s = v.session_slot(session)?;
+        let name = v.name(lock)?;
+        if let Some(reply) = v.check_request(s, request, Kind::Cancel)? {
+            if reply == Reply::Cancelled {
+                out(Output::WaitCancelled {
+                    session,
+                    lock: name,
+                });
+            }
+            return Ok(());
+        }
+        let c = v
+            .lock_slot(&name)
+            .and_then(|l| v.claim_slot(s, l))
+            .filter(|c| !v.c[*c as usize].holding)
+            .ok_or(Error::NotQueued(session))?;
+        let l = v.c[c as usize].lock;
+        v.remove_claim(c);
+        v.record(s, request, Reply::Cancelled);
+        out(Output::WaitCancelled {
+            session,
+            lock: name,
+        });
+        v.mark_dirty(l);
+        v.grant_dirty(out);
+        Ok(())
+    }
+
+    /// Advances time to `now` and does what has come due, in this order:
+    /// 1. expire every session with `expires_at <= now` (earliest first, ties by id):
+    ///    `SessionExpired`, then `Released` (reason `Expired`) per hold, starting
+    ///    lock-delay on each;
+    /// 2. time out every wait with `deadline <= now` (`WaitTimedOut`);
+    /// 3. end lock-delays that are over;
+    /// 4. grant the locks these freed to their live waiters, FIFO (`Granted`).
+    ///
+    /// So expiry at a tick always comes before any grant at that tick: a session past its
+    /// deadline is never granted. A tick equal to the current one is a no-op.
+    ///
+    /// Errors: [`Error::TimeWentBackwards`]. Cost: O(1) with nothing due, else
+    /// O(log n) per due deadline plus the outputs.
+    pub fn tick(&mut self, now: Tick, out: &mut impl FnMut(Output)) -> Result<(), Error> {
+        let mut v = self.view();
+        if now.0 < v.st.now {
+            return Err(Error::TimeWentBackwards {
+                now: Tick(v.st.now),
+                requested: now,
+            });
+        }
+        v.st.now = now.0;
+        while let Some(s) = v.st.sessions.earliest(v.s) {
+            if v.s[s as usize].expires_at > now.0 {
+                break;
+            }
+            out(Output::SessionExpired {
+                session: SessionId(v.s[s as usize].id),
+            });
+            v.end_session(s, ReleaseReason::Expired, out);
+        }
+        while let Some(c) = v.st.claims.earliest(v.c) {
+            if v.c[c as usize].value > now.0 {
+                break;
+            }
+            let claim = &v.c[c as usize];
+            let (session, l) = (SessionId(v.s[claim.session as usize].id), claim.lock);
+            let lock = v.l[l as usize].name.clone();
+            v.remove_claim(c);
+            out(Output::WaitTimedOut { session, lock });
+            v.mark_dirty(l);
+        }
+        while let Some(l) = v.st.locks.earliest(v.l) {
+            if v.l[l as usize].delay_until > now.0 {
+                break;
+            }
+            v.st.locks.unschedule(v.l, l);
+            v.mark_dirty(l);
+        }
+        v.grant_dirty(out);
+        Ok(())
+    }
+
+    // ----------------------------------------------------------------- getters
+
+    /// The current tick. Cost: O(1).
+    pub fn now(&self) -> Tick {
+        Tick(self.st.now)
+    }
+
+    /// The next tick at which something is due (a session deadline, a wait deadline or
+    /// the end of a lock-delay), or `None` if nothing is scheduled. Cost: O(1).
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        let t = self.storage.tables_ref();
+        let a = self
+            .st
+            .sessions
+            .earliest(t.sessions)
+            .map(|s| t.sessions[s as usize].expires_at);
+        let b = self
+            .st
+            .claims
+            .earliest(t.claims)
+            .map(|c| t.claims[c as usize].value);
+        let c = self
+            .st
+            .locks
+            .earliest(t.locks)
+            .map(|l| t.locks[l as usize].delay_until);
+        [a, b, c].into_iter().flatten().min().map(Tick)
+    }
+
+    /// The configuration. Cost: O(1).
+    pub fn config(&self) -> Config {
+        self.st.config
+    }
+
+    /// The highest token granted so far (0 before the first grant). The next grant gets a
+    /// higher one. Cost: O(1).
+    pub fn revision(&self) -> u64 {
+        self.st.revision
+    }
+
+    /// Table capacities. Cost: O(1).
+    pub fn capacity(&self) -> Capacity {
+        let t = self.storage.tables_ref();
+        Capacity {
+            sessions: t.sessions.len() as u32,
+            locks: t.locks.len() as u32,
+            claims: t.claims.len() as u32,
+        }
+    }
+
+    /// Entries in use per table (open sessions, live lock entries, holds + waits).
+    /// Cost: O(1).
+    pub fn len(&self) -> Capacity {
+        Capacity {
+            sessions: self.st.sessions.len,
+            locks: self.st.locks.len,
+            claims: self.st.claims.len,
+        }
+    }
+
+    /// True when no session is open. Cost: O(1).
+    pub fn is_empty(&self) -> bool {
+        self.st.sessions.len == 0
+    }
+
+    /// A live session's state, `None` if it is not open. Cost: O(1) expected.
+    pub fn session(&self, session: SessionId) -> Option<SessionInfo> {
+        let t = self.storage.tables_ref();
+        let s = find_session(t.sessions, session.0)?;
+        let row = &t.sessions[s as usize];
+        let mut holds = 0;
+        let mut c = row.claims.head;
+        while c != NIL {
+            holds += t.claims[c as usize].holding as u32;
+            c = t.claims[c as usize].in_session.next;
+        }
+        Some(SessionInfo {
+            id: session,
+            ttl: row.ttl,
+            expires_at: Tick(row.expires_at),
+            holds,
+            waits: row.claims.len - holds,
+            last_request: row.last_request,
+        })
+    }
+
+    /// Open sessions, in id order. Cost: O(1) per item.
+    pub fn sessions(&self) -> impl Iterator<Item = SessionId> + '_ {
+        let rows = self.storage.tables_ref().sessions;
+        walk(rows, self.st.session_order.head, |r: &SessionRow| {
+            r.order.next
+        })
+        .map(|s| SessionId(rows[s as usize].id))
+    }
+
+    /// Lock entries (held, awaited or in lock-delay), in creation order. Idle locks are
+    /// evicted, so a lock nobody uses is not listed. Cost: O(1) per item.
+    pub fn locks(&self) -> impl Iterator<Item = &LockName> + '_ {
+        let rows = self.storage.tables_ref().locks;
+        walk(rows, self.st.lock_order.head, |r: &LockRow| r.order.next)
+            .map(|l| &rows[l as usize].name)
+    }
+
+    /// The holders of `lock` in grant order (empty if free or unknown). Cost: O(name
+    /// length) + O(1) per item.
+    pub fn holders(&self, lock: &str) -> impl Iterator<Item = Holder> + '_ {
+        self.claims_of(lock, true).map(|(t, c)| {
+            let claim = &t.claims[c as usize];
+            Holder {
+                session: SessionId(t.sessions[claim.session as usize].id),
+                mode: claim.mode,
+                token: Token(claim.value),
+            }
+        })
+    }
+
+    /// The queue of `lock`, head first. Cost: O(name length) + O(1) per item.
+    pub fn waiters(&self, lock: &str) -> impl Iterator<Item = Waiter> + '_ {
+        self.claims_of(lock, false).map(|(t, c)| {
+            let claim = &t.claims[c as usize];
+            Waiter {
+                session: SessionId(t.sessions[claim.session as usize].id),
+                mode: claim.mode,
+                deadline: (claim.value != u64::MAX).then_some(Tick(claim.value)),
+            }
+        })
+    }
+
+    /// The tick before which `lock` will not be granted because of lock-delay, if that is
+    /// in the future. Cost: O(name length).
+    pub fn lock_delay_until(&self, lock: &str) -> Option<Tick> {
+        let t = self.storage.tables_ref();
+        let l = find_lock(t.locks, lock)?;
+        let until = t.locks[l as usize].delay_until;
+        (until > self.st.now).then_some(Tick(until))
+    }
+
+    fn claims_of(
+        &self,
+        lock: &str,
+        holders: bool,
+    ) -> impl Iterator<Item = (crate::storage::TablesRef<'_>, u32)> + '_ {
+        let t = self.storage.tables_ref();
+        let head = match find_lock(t.locks, lock) {
+            Some(l) if holders => t.locks[l as usize].holders.head,
+            Some(l) => t.locks[l as usize].waiters.head,
+            None => NIL,
+        };
+        walk(t.claims, head, |r: &ClaimRow| r.in_lock.next).map(move |c| (t, c))
+    }
+}
+
+fn walk<T>(rows: &[T], head: u32, next: fn(&T) -> u32) -> impl Iterator<Item = u32> + '_ {
+    let mut cur = head;
+    core::iter::from_fn(move || {
+        if cur == NIL {
+            return None;
+        }
+        let here = cur;
+        cur = next(&rows[here as usize]);
+        Some(here)
+    })
+}
+
+pub(crate) fn find_session(rows: &[SessionRow], id: u64) -> Option<u32> {
+    TableState::find(rows, crate::table::mix(id), |r| r.id == id)
+}
+
+pub(crate) fn find_lock(rows: &[LockRow], name: &str) -> Option<u32> {
+    TableState::find(rows, fnv1a(name.as_bytes()), |r| {
+        r.id != 0 && r.name.as_str() == name
+    })
+}
+
+pub(crate) fn in_lock(c: &mut ClaimRow) -> &mut Link {
+    &mut c.in_lock
+}
+pub(crate) fn in_session(c: &mut ClaimRow) -> &mut Link {
+    &mut c.in_session
+}
+pub(crate) fn claim_order(c: &mut ClaimRow) -> &mut Link {
+    &mut c.order
+}
+pub(crate) fn session_order(s: &mut SessionRow) -> &mut Link {
+    &mut s.order
+}
+pub(crate) fn lock_order(l: &mut LockRow) -> &mut Link {
+    &mut l.order
+}
+
+/// The mutable working view of one input: the three tables and the counters.
+pub(crate) struct View<'a> {
+    pub(crate) s: &'a mut [SessionRow],
+    pub(crate) l: &'a mut [LockRow],
+    pub(crate) c: &'a mut [ClaimRow],
+    pub(crate) st: &'a mut State,
+}
+
+impl View<'_> {
+    fn session_slot(&self, session: SessionId) -> Result<u32, Error> {
+        find_session(self.s, session.0).ok_or(Error::UnknownSession(session))
+    }
+
+    fn lock_slot(&self, name: &LockName) -> Option<u32> {
+        find_lock(self.l, name.as_str())
+    }
+
+    fn claim_slot(&self, s: u32, l: u32) -> Option<u32> {
+        TableState::find(self.c, claim_hash(s, l), |r| r.session == s && r.lock == l)
+    }
+
+    fn name(&self, name: &str) -> Result<LockName, Error> {
+        if name.is_empty() {
+            return Err(Error::EmptyName);
+        }
+        if name.len() > self.st.config.max_name_len as usize {
+            return Err(Error::NameTooLong {
+                len: name.len().min(u32::MAX as usize) as u32,
+                max: self.st.config.max_name_len,
+            });
+        }
+        LockName::new(name)
+    }
+
+    /// `Some(reply)` for a repeat of the latest request (replay it), `None` to apply.
+    fn check_request(
+        &self,
+        s: u32,
+        request: Option<u64>,
+        kind: Kind,
+    ) -> Result<Option<Reply>, Error> {
+        let Some(n) = request else { return Ok(None) };
+        let row = &self.s[s as usize];
+        if n < row.last_request {
+            return Err(Error::StaleRequest {
+                request: n,
+                latest: row.last_request,
+            });
+        }
+        if n > row.last_request {
+            return Ok(None);
+        }
+        let recorded = match row.last_reply {
+            Reply::None => return Ok(None),
+            Reply::Renewed { .. } => Kind::KeepAlive,
+            Reply::Granted { .. } | Reply::Queued { .. } | Reply::Busy => Kind::Acquire,
+            Reply::Released { .. } => Kind::Release,
+            Reply::Cancelled => Kind::Cancel,
+        };
+        // Close records nothing (the session is gone), so it never matches.
+        if recorded != kind {
+            return Err(Error::RequestReused { request: n });
+        }
+        Ok(Some(row.last_reply))
+    }
+
+    fn record(&mut self, s: u32, request: Option<u64>, reply: Reply) {
+        if let Some(n) = request {
+            let row = &mut self.s[s as usize];
+            row.last_request = n;
+            row.last_reply = reply;
+        }
+    }
+
+    pub(crate) fn insert_session(&mut self, slot: u32, id: u64, ttl: u64, expires_at: u64) {
+        let row = &mut self.s[slot as usize];
+        row.id = id;
+        row.ttl = ttl;
+        row.expires_at = expires_at;
+        row.last_request = 0;
+        row.last_reply = Reply::None;
+        row.claims = List::EMPTY;
+        TableState::index_insert(self.s, slot);
+        self.st.session_order.push_back(self.s, slot, session_order);
+        self.st.sessions.schedule(self.s, slot);
+    }
+
+    /// Allocates a lock entry (capacity checked by the caller).
+    pub(crate) fn insert_lock(&mut self, name: LockName, id: u64) -> u32 {
+        let l = self
+            .st
+            .locks
+            .alloc(self.l)
+            .expect("capacity checked before");
+        let row = &mut self.l[l as usize];
+        row.id = id;
+        row.name = name;
+        row.holders = List::EMPTY;
+        row.waiters = List::EMPTY;
+        row.delay_until = 0;
+        row.dirty = false;
+        row.dirty_next = NIL;
+        TableState::index_insert(self.l, l);
+        self.st.lock_order.push_back(self.l, l, lock_order);
+        l
+    }
+
+    /// Allocates a claim of `s` on `l`, neither holding nor queued yet (capacity checked by
+    /// the caller).
+    pub(crate) fn insert_claim(&mut self, s: u32, l: u32, mode: Mode, seq: u64) -> u32 {
+        let c = self
+            .st
+            .claims
+            .alloc(self.c)
+            .expect("capacity checked before");
+        let row = &mut self.c[c as usize];
+        row.session = s;
+        row.lock = l;
+        row.mode = mode;
+        row.holding = false;
+        row.seq = seq;
+        row.value = 0;
+        TableState::index_insert(self.c, c);
+        let mut list = self.s[s as usize].claims;
+        list.push_back(self.c, c, in_session);
+        self.s[s as usize].claims = list;
+        self.st.claim_order.push_back(self.c, c, claim_order);
+        c
+    }
+
+    /// Makes claim `c` a holder with a fresh token and returns the token.
+    fn grant(&mut self, c: u32) -> u64 {
+        self.st.revision += 1;
+        let token = self.st.revision;
+        self.st.claims.unschedule(self.c, c);
+        let l = self.c[c as usize].lock;
+        let row = &mut self.c[c as usize];
+        row.holding = true;
+        row.value = token;
+        let mode = row.mode;
+        // Holders are kept in claim-sequence order (like every other list), so a restored
+        // service lists them exactly as the original did.
+        let mut holders = self.l[l as usize].holders;
+        holders.insert_sorted(self.c, c, in_lock, |r| r.seq);
+        self.l[l as usize].holders = holders;
+        self.l[l as usize].holder_mode = mode;
+        token
+    }
+
+    /// Unlinks and frees a claim (hold or wait). The lock is not re-examined here.
+    fn remove_claim(&mut self, c: u32) {
+        let (s, l, holding) = {
+            let r = &self.c[c as usize];
+            (r.session, r.lock, r.holding)
+        };
+        self.st.claims.unschedule(self.c, c);
+        let lock = &mut self.l[l as usize];
+        let mut list = if holding { lock.holders } else { lock.waiters };
+        list.remove(self.c, c, in_lock);
+        if holding {
+            self.l[l as usize].holders = list;
+        } else {
+            self.l[l as usize].waiters = list;
+        }
+        let mut list = self.s[s as usize].claims;
+        list.remove(self.c, c, in_session);
+        self.s[s as usize].claims = list;
+        self.st.claim_order.remove(self.c, c, claim_order);
+        TableState::index_remove(self.c, c);
+        self.c[c as usize] = ClaimRow {
+            aux: self.c[c as usize].aux,
+            ..ClaimRow::EMPTY
+        };
+        self.st.claims.release(self.c, c);
+    }
+
+    fn grantable_now(&self, l: u32, mode: Mode) -> bool {
+        let lock = &self.l[l as usize];
+        if lock.delay_until > self.st.now || lock.waiters.len > 0 {
+            return false;
+        }
+        lock.holders.len == 0 || (mode == Mode::Shared && lock.holder_mode == Mode::Shared)
+    }
+
+    /// Ends a session: `Released` per hold (lock-delay if it expired), waits dropped, the
+    /// row freed. Its locks are marked for [`grant_dirty`](Self::grant_dirty).
+    fn end_session(&mut self, s: u32, reason: ReleaseReason, out: &mut impl FnMut(Output)) {
+        let session = SessionId(self.s[s as usize].id);
+        let delay = self.st.config.lock_delay;
+        while self.s[s as usize].claims.head != NIL {
+            let c = self.s[s as usize].claims.head;
+            let (l, holding, token) = {
+                let r = &self.c[c as usize];
+                (r.lock, r.holding, r.value)
+            };
+            self.remove_claim(c);
+            if holding {
+                out(Output::Released {
+                    session,
+                    lock: self.l[l as usize].name.clone(),
+                    token: Token(token),
+                    reason,
+                });
+                if reason == ReleaseReason::Expired && delay > 0 {
+                    let until = self.st.now.saturating_add(delay);
+                    let lock = &mut self.l[l as usize];
+                    if until > lock.delay_until {
+                        lock.delay_until = until;
+                        self.st.locks.schedule(self.l, l);
+                    }
+                }
+            }
+            self.mark_dirty(l);
+        }
+        self.st.sessions.unschedule(self.s, s);
+        TableState::index_remove(self.s, s);
+        self.st.session_order.remove(self.s, s, session_order);
+        self.s[s as usize] = SessionRow {
+            aux: self.s[s as usize].aux,
+            ..SessionRow::EMPTY
+        };
+        self.st.sessions.release(self.s, s);
+    }
+
+    fn mark_dirty(&mut self, l: u32) {
+        if self.l[l as usize].dirty {
+            return;
+        }
+        self.l[l as usize].dirty = true;
+        self.l[l as usize].dirty_next = NIL;
+        if self.st.dirty_tail == NIL {
+            self.st.dirty_head = l;
+        } else {
+            self.l[self.st.dirty_tail as usize].dirty_next = l;
+        }
+        self.st.dirty_tail = l;
+    }
+
+    /// For each marked lock in marking order: grant its queue head (one exclusive waiter
+    /// or the run of shared ones), then evict it if idle.
+    fn grant_dirty(&mut self, out: &mut impl FnMut(Output)) {
+        while self.st.dirty_head != NIL {
+            let l = self.st.dirty_head;
+            self.st.dirty_head = self.l[l as usize].dirty_next;
+            if self.st.dirty_head == NIL {
+                self.st.dirty_tail = NIL;
+            }
+            self.l[l as usize].dirty = false;
+            self.l[l as usize].dirty_next = NIL;
+            self.grant_queue_head(l, out);
+            self.evict_if_idle(l);
+        }
+    }
+
+    fn grant_queue_head(&mut self, l: u32, out: &mut impl FnMut(Output)) {
+        if self.l[l as usize].delay_until > self.st.now {
+            return;
+        }
+        loop {
+            let lock = &self.l[l as usize];
+            let head = lock.waiters.head;
+            if head == NIL {
+                return;
+            }
+            let mode = self.c[head as usize].mode;
+            let fits =
+                lock.holders.len == 0 || (mode == Mode::Shared && lock.holder_mode == Mode::Shared);
+            if !fits {
+                return;
+            }
+            let mut waiters = lock.waiters;
+            waiters.remove(self.c, head, in_lock);
+            self.l[l as usize].waiters = waiters;
+            let token = self.grant(head);
+            let session = SessionId(self.s[self.c[head as usize].session as usize].id);
+            out(Output::Granted {
+                session,
+                lock: self.l[l as usize].name.clone(),
+                mode,
+                token: Token(token),
+            });
+            if mode == Mode::Exclusive {
+                return;
+            }
+        }
+    }
+
+    fn evict_if_idle(&mut self, l: u32) {
+        let lock = &self.l[l as usize];
+        if lock.holders.len > 0 || lock.waiters.len > 0 || TableState::is_scheduled(self.l, l) {
+            return;
+        }
+        TableState::index_remove(self.l, l);
+        self.st.lock_order.remove(self.l, l, lock_order);
+        self.l[l as usize] = LockRow {
+            aux: self.l[l as usize].aux,
+            ..LockRow::EMPTY
+        };
+        self.st.locks.release(self.l, l);
+    }
+}

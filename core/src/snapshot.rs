@@ -1,0 +1,393 @@
+//! Versioned, canonical snapshots of a [`LockService`].
+//!
+//! Layout (each record postcard-encoded, one after another):
+//!
+//! ```text
+//! Header  { magic: b"FLCK", version: u16 }
+//! Meta    { config, now, next_session, revision, next_seq, next_lock,
+//!           sessions: u32, locks: u32, claims: u32 }
+//! SessionRec × sessions   in id order
+//! LockRec    × locks      in creation order (id order)
+//! ClaimRec   × claims     in sequence order (arrival order)
+//! ```
+//!
+//! The logical state is encoded, never the rows' layout, so two services in the same
+//! logical state give the same bytes whatever their history, on every platform (all
+//! integers are fixed-width or postcard varints; nothing depends on `usize`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::service::{find_lock, find_session, in_lock, Config, LockService, View};
+use crate::storage::{Reply, Storage};
+use crate::table::{TableState, NIL};
+use crate::{Error, LockName, Mode, Table};
+
+/// The four bytes every snapshot begins with.
+pub const SNAPSHOT_MAGIC: [u8; 4] = *b"FLCK";
+/// The snapshot format this build writes and reads.
+pub const SNAPSHOT_VERSION: u16 = 1;
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    magic: [u8; 4],
+    version: u16,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    config: Config,
+    now: u64,
+    next_session: u64,
+    revision: u64,
+    next_seq: u64,
+    next_lock: u64,
+    sessions: u32,
+    locks: u32,
+    claims: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SessionRec {
+    id: u64,
+    ttl: u64,
+    expires_at: u64,
+    last_request: u64,
+    last_reply: Reply,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LockRec {
+    id: u64,
+    name: LockName,
+    delay_until: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ClaimRec {
+    session: u64,
+    lock: u64,
+    mode: Mode,
+    holding: bool,
+    seq: u64,
+    value: u64,
+}
+
+/// Writes records into a buffer, counting what did not fit.
+struct Writer<'b> {
+    buf: &'b mut [u8],
+    used: usize,
+    need: usize,
+}
+
+impl Writer<'_> {
+    fn put<T: Serialize>(&mut self, rec: &T) {
+        // Every record is small and bounded (a name is at most 64 bytes).
+        let mut scratch = [0u8; 160];
+        // The largest record (a lock: two varints and a 64-byte name) is under 100 bytes,
+        // so this cannot fail; if it ever did, count the whole scratch (an over-estimate
+        // that makes `snapshot` report BufferTooSmall rather than write a short record).
+        let n = postcard::to_slice(rec, &mut scratch)
+            .map(|b| b.len())
+            .unwrap_or(scratch.len());
+        if self.need == self.used && self.used + n <= self.buf.len() {
+            self.buf[self.used..self.used + n].copy_from_slice(&scratch[..n]);
+            self.used += n;
+        }
+        self.need += n;
+    }
+}
+
+impl<S: Storage> LockService<S> {
+    fn write_snapshot(&self, w: &mut Writer<'_>) {
+        let t = self.storage.tables_ref();
+        let st = &self.st;
+        w.put(&Header {
+            magic: SNAPSHOT_MAGIC,
+            version: SNAPSHOT_VERSION,
+        });
+        w.put(&Meta {
+            config: st.config,
+            now: st.now,
+            next_session: st.next_session,
+            revision: st.revision,
+            next_seq: st.next_seq,
+            next_lock: st.next_lock,
+            sessions: st.sessions.len,
+            locks: st.locks.len,
+            claims: st.claims.len,
+        });
+        let mut s = st.session_order.head;
+        while s != NIL {
+            let r = &t.sessions[s as usize];
+            w.put(&SessionRec {
+                id: r.id,
+                ttl: r.ttl,
+                expires_at: r.expires_at,
+                last_request: r.last_request,
+                last_reply: r.last_reply,
+            });
+            s = r.order.next;
+        }
+        let mut l = st.lock_order.head;
+        while l != NIL {
+            let r = &t.locks[l as usize];
+            w.put(&LockRec {
+                id: r.id,
+                name: r.name.clone(),
+                delay_until: r.delay_until,
+            });
+            l = r.order.next;
+        }
+        let mut c = st.claim_order.head;
+        while c != NIL {
+            let r = &t.claims[c as usize];
+            w.put(&ClaimRec {
+                session: t.sessions[r.session as usize].id,
+                lock: t.locks[r.lock as usize].id,
+                mode: r.mode,
+                holding: r.holding,
+                seq: r.seq,
+                value: r.value,
+            });
+            c = r.order.next;
+        }
+    }
+
+    /// The size of [`snapshot`](Self::snapshot)'s output in bytes.
+    /// Cost: O(sessions + locks + claims).
+    pub fn snapshot_len(&self) -> usize {
+        let mut w = Writer {
+            buf: &mut [],
+            used: 0,
+            need: 0,
+        };
+        self.write_snapshot(&mut w);
+        w.need
+    }
+
+    /// Writes the canonical snapshot into `buf` and returns its length.
+    ///
+    /// Errors: [`Error::BufferTooSmall`] with the size needed (nothing useful is written).
+    /// Cost: O(sessions + locks + claims).
+    pub fn snapshot(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let mut w = Writer {
+            buf,
+            used: 0,
+            need: 0,
+        };
+        self.write_snapshot(&mut w);
+        if w.need > w.used {
+            return Err(Error::BufferTooSmall {
+                need: w.need.min(u32::MAX as usize) as u32,
+            });
+        }
+        Ok(w.used)
+    }
+
+    /// The snapshot in a new vector (feature `alloc`). Cost: as [`snapshot`](Self::snapshot).
+    #[cfg(feature = "alloc")]
+    pub fn snapshot_vec(&self) -> alloc::vec::Vec<u8> {
+        let mut v = alloc::vec![0u8; self.snapshot_len()];
+        let n = self.snapshot(&mut v).unwrap_or(0);
+        v.truncate(n);
+        v
+    }
+
+    /// Rebuilds a service in `storage` from snapshot bytes, checking every invariant:
+    /// magic and version; ids below their counters and in canonical order; sessions live
+    /// (`now < expires_at <= now + ttl`); names valid and unique; at most one exclusive
+    /// holder and never a mix of modes; tokens in `1..=revision`; waits in arrival order
+    /// with deadlines after now; no (session, lock) pair twice; no lock left idle; no
+    /// waiter left ungranted on a lock that could grant it; everything within capacity.
+    /// Trailing bytes are refused.
+    ///
+    /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
+    /// [`Error::CorruptSnapshot`] (says which check failed), [`Error::CapacityExceeded`],
+    /// [`Error::BadConfig`]. On error the storage is handed back (its rows are scratch).
+    /// Cost: O(sessions + locks + claims) expected.
+    pub fn restore(storage: S, bytes: &[u8]) -> Result<Self, (S, Error)> {
+        let (header, rest) = match postcard::take_from_bytes::<Header>(bytes) {
+            Ok(x) => x,
+            Err(_) => return Err((storage, Error::BadMagic)),
+        };
+        if header.magic != SNAPSHOT_MAGIC {
+            return Err((storage, Error::BadMagic));
+        }
+        if header.version != SNAPSHOT_VERSION {
+            return Err((storage, Error::UnsupportedVersion(header.version)));
+        }
+        let (meta, rest) = match postcard::take_from_bytes::<Meta>(rest) {
+            Ok(x) => x,
+            Err(_) => return Err((storage, Error::CorruptSnapshot("truncated header"))),
+        };
+        let mut storage = storage;
+        if let Err(e) = LockService::check(&mut storage, &meta.config) {
+            return Err((storage, e));
+        }
+        let mut svc = LockService::build(storage, meta.config);
+        match svc.load(&meta, rest) {
+            Ok(()) => Ok(svc),
+            Err(e) => Err((svc.storage, e)),
+        }
+    }
+
+    fn load(&mut self, meta: &Meta, mut rest: &[u8]) -> Result<(), Error> {
+        fn take<'a, T: Deserialize<'a>>(rest: &mut &'a [u8]) -> Result<T, Error> {
+            let (v, r) = postcard::take_from_bytes::<T>(rest)
+                .map_err(|_| Error::CorruptSnapshot("truncated record"))?;
+            *rest = r;
+            Ok(v)
+        }
+        let corrupt = Error::CorruptSnapshot;
+        let cap = self.capacity();
+        if meta.sessions > cap.sessions {
+            return Err(Error::CapacityExceeded(Table::Sessions));
+        }
+        if meta.locks > cap.locks {
+            return Err(Error::CapacityExceeded(Table::Locks));
+        }
+        if meta.claims > cap.claims {
+            return Err(Error::CapacityExceeded(Table::Claims));
+        }
+        if meta.next_session == 0 || meta.next_seq == 0 || meta.next_lock == 0 {
+            return Err(corrupt("counter is zero"));
+        }
+        let config = meta.config;
+        {
+            let st = &mut self.st;
+            st.now = meta.now;
+            st.next_session = meta.next_session;
+            st.revision = meta.revision;
+            st.next_seq = meta.next_seq;
+            st.next_lock = meta.next_lock;
+        }
+        let mut v = self.view_for_restore();
+        let now = meta.now;
+
+        let mut last_id = 0;
+        for _ in 0..meta.sessions {
+            let r: SessionRec = take(&mut rest)?;
+            if r.id <= last_id || r.id >= meta.next_session {
+                return Err(corrupt("session ids out of order or beyond the counter"));
+            }
+            last_id = r.id;
+            if r.ttl == 0 || r.expires_at <= now || r.expires_at > now.saturating_add(r.ttl) {
+                return Err(corrupt("session deadline not in (now, now + ttl]"));
+            }
+            let slot =
+                v.st.sessions
+                    .alloc(v.s)
+                    .ok_or(Error::CapacityExceeded(Table::Sessions))?;
+            v.insert_session(slot, r.id, r.ttl, r.expires_at);
+            v.s[slot as usize].last_request = r.last_request;
+            v.s[slot as usize].last_reply = r.last_reply;
+        }
+
+        let mut last_id = 0;
+        for _ in 0..meta.locks {
+            let r: LockRec = take(&mut rest)?;
+            if r.id <= last_id || r.id >= meta.next_lock {
+                return Err(corrupt("lock ids out of order or beyond the counter"));
+            }
+            last_id = r.id;
+            if r.name.is_empty() || r.name.len() > config.max_name_len as usize {
+                return Err(corrupt("lock name empty or too long"));
+            }
+            if find_lock(v.l, r.name.as_str()).is_some() {
+                return Err(corrupt("lock name twice"));
+            }
+            if r.delay_until > now && r.delay_until > now.saturating_add(config.lock_delay) {
+                return Err(corrupt("lock-delay beyond now + lock_delay"));
+            }
+            let l = v.insert_lock(r.name, r.id);
+            if r.delay_until > now {
+                v.l[l as usize].delay_until = r.delay_until;
+                v.st.locks.schedule(v.l, l);
+            }
+        }
+
+        let mut last_seq = 0;
+        for _ in 0..meta.claims {
+            let r: ClaimRec = take(&mut rest)?;
+            if r.seq <= last_seq || r.seq >= meta.next_seq {
+                return Err(corrupt("claim sequence out of order or beyond the counter"));
+            }
+            last_seq = r.seq;
+            let s = find_session(v.s, r.session).ok_or(corrupt("claim of an unknown session"))?;
+            // Locks were restored into rows 0..n in id order: binary search by id.
+            let n = meta.locks as usize;
+            let l = v.l[..n]
+                .binary_search_by_key(&r.lock, |row| row.id)
+                .map_err(|_| corrupt("claim on an unknown lock"))? as u32;
+            if TableState::find(v.c, crate::storage::claim_hash(s, l), |c| {
+                c.session == s && c.lock == l
+            })
+            .is_some()
+            {
+                return Err(corrupt("a session claims a lock twice"));
+            }
+            let lock = &v.l[l as usize];
+            if r.holding {
+                if r.value == 0 || r.value > meta.revision {
+                    return Err(corrupt("token outside 1..=revision"));
+                }
+                if lock.holders.len > 0
+                    && (r.mode == Mode::Exclusive || lock.holder_mode == Mode::Exclusive)
+                {
+                    return Err(corrupt("exclusive lock with more than one holder"));
+                }
+            } else if r.value <= now {
+                return Err(corrupt("wait deadline not after now"));
+            }
+            let c = v.insert_claim(s, l, r.mode, r.seq);
+            let row = &mut v.c[c as usize];
+            row.holding = r.holding;
+            row.value = r.value;
+            let lock = &mut v.l[l as usize];
+            if r.holding {
+                let mut h = lock.holders;
+                h.push_back(v.c, c, in_lock);
+                v.l[l as usize].holders = h;
+                v.l[l as usize].holder_mode = r.mode;
+            } else {
+                let mut w = lock.waiters;
+                w.push_back(v.c, c, in_lock);
+                v.l[l as usize].waiters = w;
+                if r.value != u64::MAX {
+                    v.st.claims.schedule(v.c, c);
+                }
+            }
+        }
+        if !rest.is_empty() {
+            return Err(corrupt("trailing bytes"));
+        }
+
+        // Whole-lock checks: no idle entry, no missed grant.
+        for l in 0..meta.locks as usize {
+            let lock = &v.l[l];
+            let delayed = lock.delay_until > now;
+            if lock.holders.len == 0 && lock.waiters.len == 0 && !delayed {
+                return Err(corrupt("idle lock entry"));
+            }
+            if !delayed && lock.waiters.head != NIL {
+                let head = &v.c[lock.waiters.head as usize];
+                let fits = lock.holders.len == 0
+                    || (head.mode == Mode::Shared && lock.holder_mode == Mode::Shared);
+                if fits {
+                    return Err(corrupt("a grantable waiter was left waiting"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn view_for_restore(&mut self) -> View<'_> {
+        let t = self.storage.tables();
+        View {
+            s: t.sessions,
+            l: t.locks,
+            c: t.claims,
+            st: &mut self.st,
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! Where the service's tables live. The host provides the memory (smoltcp's way): fixed
+//! arrays for firmware, caller-provided slices, or (feature `alloc`) vectors sized at run
+//! time. The service itself never allocates.
+//!
+//! Memory per entry (x86_64 and thumbv7em alike; the rows hold no pointers):
+//!
+//! | row | bytes | one per |
+//! |---|---|---|
+//! | [`SessionRow`] | `size_of::<SessionRow>()` = 104 | session |
+//! | [`LockRow`] | `size_of::<LockRow>()` = 152 | lock that is held, awaited or in lock-delay |
+//! | [`ClaimRow`] | `size_of::<ClaimRow>()` = 80 | hold or wait of one session on one lock |
+//!
+//! Each row includes its share of the table's hash index (two buckets, load ≤ 50 %) and
+//! heap of deadlines; there is no other memory. A test checks these figures.
+
+use crate::table::{Aux, Row, NIL};
+use crate::{LockName, Mode};
+
+/// Hands the service its three tables. Implemented for [`ArrayStorage`],
+/// [`SliceStorage`] and (feature `alloc`) [`VecStorage`]; implement it for anything else
+/// that owns the rows. The lengths must not change while a service uses the storage.
+pub trait Storage {
+    /// The three tables, mutably.
+    fn tables(&mut self) -> Tables<'_>;
+    /// The three tables, read-only.
+    fn tables_ref(&self) -> TablesRef<'_>;
+}
+
+/// Mutable views of the three tables.
+#[derive(Debug)]
+pub struct Tables<'a> {
+    /// One row per session.
+    pub sessions: &'a mut [SessionRow],
+    /// One row per live lock entry.
+    pub locks: &'a mut [LockRow],
+    /// One row per claim (hold or wait).
+    pub claims: &'a mut [ClaimRow],
+}
+
+/// Read-only views of the three tables.
+#[derive(Debug, Clone, Copy)]
+pub struct TablesRef<'a> {
+    /// One row per session.
+    pub sessions: &'a [SessionRow],
+    /// One row per live lock entry.
+    pub locks: &'a [LockRow],
+    /// One row per claim (hold or wait).
+    pub claims: &'a [ClaimRow],
+}
+
+/// Storage in fixed arrays, for `static`s and firmware: `S` sessions, `L` locks, `C`
+/// claims. Large services belong in a `static` or on the heap, not on the stack.
+#[derive(Debug)]
+pub struct ArrayStorage<const S: usize, const L: usize, const C: usize> {
+    sessions: [SessionRow; S],
+    locks: [LockRow; L],
+    claims: [ClaimRow; C],
+}
+
+impl<const S: usize, const L: usize, const C: usize> ArrayStorage<S, L, C> {
+    /// Empty tables. `const`, so it can initialise a `static`. Cost: O(S + L + C).
+    pub const fn new() -> Self {
+        ArrayStorage {
+            sessions: [SessionRow::EMPTY; S],
+            locks: [LockRow::EMPTY; L],
+            claims: [ClaimRow::EMPTY; C],
+        }
+    }
+}
+
+impl<const S: usize, const L: usize, const C: usize> Default for ArrayStorage<S, L, C> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const S: usize, const L: usize, const C: usize> Storage for ArrayStorage<S, L, C> {
+    fn tables(&mut self) -> Tables<'_> {
+        Tables {
+            sessions: &mut self.sessions,
+            locks: &mut self.locks,
+            claims: &mut self.claims,
+        }
+    }
+    fn tables_ref(&self) -> TablesRef<'_> {
+        TablesRef {
+            sessions: &self.sessions,
+            locks: &self.locks,
+            claims: &self.claims,
+        }
+    }
+}
+
+/// Storage in slices the caller owns (memory from a linker section, an arena, C).
+pub type SliceStorage<'a> = Tables<'a>;
+
+impl Storage for Tables<'_> {
+    fn tables(&mut self) -> Tables<'_> {
+        Tables {
+            sessions: self.sessions,
+            locks: self.locks,
+            claims: self.claims,
+        }
+    }
+    fn tables_ref(&self) -> TablesRef<'_> {
+        TablesRef {
+            sessions: self.sessions,
+            locks: self.locks,
+            claims: self.claims,
+        }
+    }
+}
+
+/// Storage on the heap, sized at run time (C ABI, wasm, servers, benchmarks).
+#[cfg(feature = "alloc")]
+#[derive(Debug)]
+pub struct VecStorage {
+    sessions: alloc::vec::Vec<SessionRow>,
+    locks: alloc::vec::Vec<LockRow>,
+    claims: alloc::vec::Vec<ClaimRow>,
+}
+
+#[cfg(feature = "alloc")]
+impl VecStorage {
+    /// Allocates the three tables (the host's allocation; the service makes none).
+    /// Cost: O(sessions + locks + claims) time and the memory in the module table.
+    pub fn new(sessions: usize, locks: usize, claims: usize) -> Self {
+        VecStorage {
+            sessions: alloc::vec![SessionRow::EMPTY; sessions],
+            locks: alloc::vec![LockRow::EMPTY; locks],
+            claims: alloc::vec![ClaimRow::EMPTY; claims],
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Storage for VecStorage {
+    fn tables(&mut self) -> Tables<'_> {
+        Tables {
+            sessions: &mut self.sessions,
+            locks: &mut self.locks,
+            claims: &mut self.claims,
+        }
+    }
+    fn tables_ref(&self) -> TablesRef<'_> {
+        TablesRef {
+            sessions: &self.sessions,
+            locks: &self.locks,
+            claims: &self.claims,
+        }
+    }
+}
+
+/// What a session's latest numbered request answered, for idempotent retries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) enum Reply {
+    None,
+    Renewed { expires_at: u64 },
+    Granted { mode: Mode, token: u64 },
+    Queued { mode: Mode, position: u32 },
+    Busy,
+    Released { token: u64 },
+    Cancelled,
+}
+
+/// One row of the session table. Opaque: only the service reads it.
+#[derive(Clone, Debug)]
+pub struct SessionRow {
+    pub(crate) id: u64, // 0 = free row
+    pub(crate) ttl: u64,
+    pub(crate) expires_at: u64,
+    pub(crate) last_request: u64,
+    pub(crate) last_reply: Reply,
+    /// This session's claims, in claim-sequence order.
+    pub(crate) claims: List,
+    /// Neighbours in the list of all sessions, in id order.
+    pub(crate) order: Link,
+    pub(crate) aux: Aux,
+}
+
+impl SessionRow {
+    /// A free row.
+    pub const EMPTY: SessionRow = SessionRow {
+        id: 0,
+        ttl: 0,
+        expires_at: 0,
+        last_request: 0,
+        last_reply: Reply::None,
+        claims: List::EMPTY,
+        order: Link::EMPTY,
+        aux: Aux::EMPTY,
+    };
+}
+
+impl Row for SessionRow {
+    fn aux(&self) -> &Aux {
+        &self.aux
+    }
+    fn aux_mut(&mut self) -> &mut Aux {
+        &mut self.aux
+    }
+    fn key_hash(&self) -> u64 {
+        crate::table::mix(self.id)
+    }
+    fn timer_key(&self) -> (u64, u64) {
+        (self.expires_at, self.id)
+    }
+}
+
+/// One row of the lock table. Opaque: only the service reads it.
+#[derive(Clone, Debug)]
+pub struct LockRow {
+    pub(crate) id: u64, // 0 = free row; otherwise creation order
+    pub(crate) name: LockName,
+    pub(crate) holders: List,
+    pub(crate) holder_mode: Mode,
+    pub(crate) waiters: List,
+    /// No grant before this tick (lock-delay); scheduled in the heap while in the future.
+    pub(crate) delay_until: u64,
+    pub(crate) order: Link,
+    /// Next lock in the tick's list of locks to try granting (`NIL` = end).
+    pub(crate) dirty_next: u32,
+    pub(crate) dirty: bool,
+    pub(crate) aux: Aux,
+}
+
+impl LockRow {
+    /// A free row.
+    pub const EMPTY: LockRow = LockRow {
+        id: 0,
+        name: LockName::EMPTY,
+        holders: List::EMPTY,
+        holder_mode: Mode::Exclusive,
+        waiters: List::EMPTY,
+        delay_until: 0,
+        order: Link::EMPTY,
+        dirty_next: NIL,
+        dirty: false,
+        aux: Aux::EMPTY,
+    };
+}
+
+impl Row for LockRow {
+    fn aux(&self) -> &Aux {
+        &self.aux
+    }
+    fn aux_mut(&mut self) -> &mut Aux {
+        &mut self.aux
+    }
+    fn key_hash(&self) -> u64 {
+        crate::table::fnv1a(self.name.as_str().as_bytes())
+    }
+    fn timer_key(&self) -> (u64, u64) {
+        (self.delay_until, self.id)
+    }
+}
+
+/// One row of the claim pool: a session's hold on, or wait for, one lock.
+#[derive(Clone, Debug)]
+pub struct ClaimRow {
+    pub(crate) session: u32, // NIL = free row
+    pub(crate) lock: u32,
+    pub(crate) mode: Mode,
+    pub(crate) holding: bool,
+    /// Arrival order, unique: FIFO order and the heap's tie-breaker.
+    pub(crate) seq: u64,
+    /// Holding: the token. Waiting: the deadline (`u64::MAX` = forever).
+    pub(crate) value: u64,
+    /// Neighbours in the lock's holder list or wait queue.
+    pub(crate) in_lock: Link,
+    /// Neighbours in the session's claim list.
+    pub(crate) in_session: Link,
+    /// Neighbours in the list of all claims, in sequence order.
+    pub(crate) order: Link,
+    pub(crate) aux: Aux,
+}
+
+impl ClaimRow {
+    /// A free row.
+    pub const EMPTY: ClaimRow = ClaimRow {
+        session: NIL,
+        lock: NIL,
+        mode: Mode::Exclusive,
+        holding: false,
+        seq: 0,
+        value: 0,
+        in_lock: Link::EMPTY,
+        in_session: Link::EMPTY,
+        order: Link::EMPTY,
+        aux: Aux::EMPTY,
+    };
+}
+
+impl Row for ClaimRow {
+    fn aux(&self) -> &Aux {
+        &self.aux
+    }
+    fn aux_mut(&mut self) -> &mut Aux {
+        &mut self.aux
+    }
+    fn key_hash(&self) -> u64 {
+        claim_hash(self.session, self.lock)
+    }
+    fn timer_key(&self) -> (u64, u64) {
+        (self.value, self.seq)
+    }
+}
+
+pub(crate) fn claim_hash(session: u32, lock: u32) -> u64 {
+    crate::table::mix(((session as u64) << 32) | lock as u64)
+}
+
+/// Links of an intrusive doubly-linked list (row numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Link {
+    pub(crate) prev: u32,
+    pub(crate) next: u32,
+}
+
+impl Link {
+    pub(crate) const EMPTY: Link = Link {
+        prev: NIL,
+        next: NIL,
+    };
+}
+
+/// Head, tail and length of an intrusive list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct List {
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
+    pub(crate) len: u32,
+}
+
+impl List {
+    pub(crate) const EMPTY: List = List {
+        head: NIL,
+        tail: NIL,
+        len: 0,
+    };
+
+    /// Appends `slot` (whose link is reached through `link`). O(1).
+    pub(crate) fn push_back<T>(
+        &mut self,
+        rows: &mut [T],
+        slot: u32,
+        link: fn(&mut T) -> &mut Link,
+    ) {
+        let l = link(&mut rows[slot as usize]);
+        l.prev = self.tail;
+        l.next = NIL;
+        if self.tail == NIL {
+            self.head = slot;
+        } else {
+            link(&mut rows[self.tail as usize]).next = slot;
+        }
+        self.tail = slot;
+        self.len += 1;
+    }
+
+    /// Inserts `slot` keeping the list sorted by `key` (scans from the tail, so appending
+    /// in order is O(1)). Used by restore.
+    pub(crate) fn insert_sorted<T>(
+        &mut self,
+        rows: &mut [T],
+        slot: u32,
+        link: fn(&mut T) -> &mut Link,
+        key: fn(&T) -> u64,
+    ) {
+        let k = key(&rows[slot as usize]);
+        let mut after = self.tail;
+        while after != NIL && key(&rows[after as usize]) > k {
+            after = link(&mut rows[after as usize]).prev;
+        }
+        let next = if after == NIL {
+            self.head
+        } else {
+            link(&mut rows[after as usize]).next
+        };
+        {
+            let l = link(&mut rows[slot as usize]);
+            l.prev = after;
+            l.next = next;
+        }
+        if after == NIL {
+            self.head = slot;
+        } else {
+            link(&mut rows[after as usize]).next = slot;
+        }
+        if next == NIL {
+            self.tail = slot;
+        } else {
+            link(&mut rows[next as usize]).prev = slot;
+        }
+        self.len += 1;
+    }
+
+    /// Unlinks `slot`. O(1).
+    pub(crate) fn remove<T>(&mut self, rows: &mut [T], slot: u32, link: fn(&mut T) -> &mut Link) {
+        let Link { prev, next } = *link(&mut rows[slot as usize]);
+        if prev == NIL {
+            self.head = next;
+        } else {
+            link(&mut rows[prev as usize]).next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            link(&mut rows[next as usize]).prev = prev;
+        }
+        *link(&mut rows[slot as usize]) = Link::EMPTY;
+        self.len -= 1;
+    }
+}

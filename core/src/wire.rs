@@ -1,0 +1,78 @@
+//! postcard frames: how inputs and outputs cross a transport the host owns (a socket, a
+//! consensus log, a worker message). A frame is exactly one postcard-encoded value; the
+//! transport delimits frames (length prefix, message boundary…).
+
+use crate::{Error, Input, LockService, Output, Storage};
+
+/// The largest encoded [`Output`] or [`Input`], in bytes: a buffer this size always fits
+/// one frame.
+pub const MAX_FRAME_LEN: usize = 128;
+
+impl Input {
+    /// Decodes one input frame. Trailing bytes are refused.
+    ///
+    /// Errors: [`Error::BadFrame`] for anything that is not exactly one valid input
+    /// (including a lock name over [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes).
+    /// Cost: O(frame length).
+    pub fn from_frame(frame: &[u8]) -> Result<Input, Error> {
+        match postcard::take_from_bytes::<Input>(frame) {
+            Ok((input, [])) => Ok(input),
+            _ => Err(Error::BadFrame),
+        }
+    }
+
+    /// Encodes this input into `buf`, returning the frame's length.
+    ///
+    /// Errors: [`Error::BufferTooSmall`]. Cost: O(frame length).
+    pub fn to_frame(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        encode(self, buf)
+    }
+}
+
+impl Output {
+    /// Encodes this output into `buf`, returning the frame's length.
+    ///
+    /// Errors: [`Error::BufferTooSmall`] (a buffer of [`MAX_FRAME_LEN`] always fits).
+    /// Cost: O(frame length).
+    pub fn to_frame(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        encode(self, buf)
+    }
+
+    /// Decodes one output frame. Trailing bytes are refused.
+    ///
+    /// Errors: [`Error::BadFrame`]. Cost: O(frame length).
+    pub fn from_frame(frame: &[u8]) -> Result<Output, Error> {
+        match postcard::take_from_bytes::<Output>(frame) {
+            Ok((output, [])) => Ok(output),
+            _ => Err(Error::BadFrame),
+        }
+    }
+}
+
+fn encode<T: serde::Serialize>(value: &T, buf: &mut [u8]) -> Result<usize, Error> {
+    match postcard::to_slice(value, buf) {
+        Ok(b) => Ok(b.len()),
+        Err(_) => {
+            let mut big = [0u8; MAX_FRAME_LEN];
+            let need = postcard::to_slice(value, &mut big)
+                .map(|b| b.len())
+                .unwrap_or(MAX_FRAME_LEN);
+            Err(Error::BufferTooSmall { need: need as u32 })
+        }
+    }
+}
+
+impl<S: Storage> LockService<S> {
+    /// Decodes an input frame and [`handle`](Self::handle)s it.
+    ///
+    /// Errors: [`Error::BadFrame`] (nothing changed), then whatever the input's method
+    /// returns. Cost: O(frame length) + the input's cost.
+    pub fn handle_frame(
+        &mut self,
+        frame: &[u8],
+        out: &mut impl FnMut(Output),
+    ) -> Result<(), Error> {
+        let input = Input::from_frame(frame)?;
+        self.handle(input, out)
+    }
+}

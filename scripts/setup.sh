@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs what `make test` / `make demo` need and is missing. Idempotent: every step
+# checks first, so a second run takes seconds. Pinned versions live here and in Cargo.lock.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WANT_TARGETS="wasm32-unknown-unknown thumbv7em-none-eabihf"
+CBINDGEN_VERSION=0.29.2
+CARGO_FUZZ_VERSION=0.13.1
+
+log() { printf '[setup] %s\n' "$*"; }
+
+# Rust targets (wasm for the browser/node build, a bare-metal one to prove no_std).
+installed=$(rustup target list --installed)
+for t in $WANT_TARGETS; do
+  grep -qx "$t" <<<"$installed" || { log "rustup target add $t"; rustup target add "$t"; }
+done
+
+# wasm-bindgen CLI at exactly the version Cargo.lock resolved (the CLI and the crate must match).
+want_wb=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock 2>/dev/null || true)
+if [ -n "${want_wb:-}" ]; then
+  have_wb=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+  if [ "$have_wb" != "$want_wb" ]; then
+    log "cargo install wasm-bindgen-cli $want_wb (a few minutes, once)"
+    # no --locked: its lock file names a crate version the registry lacks (TOOLCHAIN.md)
+    cargo install wasm-bindgen-cli --version "$want_wb" --quiet
+  fi
+fi
+
+# cbindgen, to regenerate and check the C header.
+if [ "$(cbindgen --version 2>/dev/null | awk '{print $2}')" != "$CBINDGEN_VERSION" ]; then
+  log "cargo install cbindgen $CBINDGEN_VERSION"
+  cargo install cbindgen --version "$CBINDGEN_VERSION" --locked --quiet
+fi
+
+# cargo-fuzz + nightly pieces for the fuzz smoke run and Miri.
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  log "cargo install cargo-fuzz $CARGO_FUZZ_VERSION"
+  cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --quiet
+fi
+if ! cargo +nightly miri --version >/dev/null 2>&1; then
+  log "rustup component add miri rust-src (nightly)"
+  rustup component add miri rust-src --toolchain nightly
+fi
+
+# Debian packages: a real browser for the demo tests, valgrind for the C test.
+need_apt=()
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# npm tools (playwright-core to drive Chromium, binaryen for wasm-opt), pinned in tools/package-lock.json.
+if [ ! -x tools/node_modules/.bin/wasm-opt ] || [ ! -d tools/node_modules/playwright-core ]; then
+  log "npm ci in tools/"
+  (cd tools && npm ci --no-audit --no-fund --loglevel=error)
+fi
+log "ok"
