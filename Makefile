@@ -34,3 +34,16 @@ test-nostd:
 
 demo: setup
 	@scripts/demo.sh $(PORT)
+
+# Longer-running, optional targets; each script says what it needs.
+fuzz: setup
+	@scripts/fuzz.sh
+
+bench: setup
+	@scripts/bench.sh
+
+cluster:
+	@scripts/cluster.sh
+
+bench-cluster:
+	@scripts/bench-cluster.sh
