@@ -603,6 +603,8 @@ impl<S: Storage> LockService<S> {
                 break;
             }
             v.st.locks.unschedule(v.l, l);
+            // Canonical state: a lock-delay that is over is no lock-delay at all.
+            v.l[l as usize].delay_until = 0;
             v.mark_dirty(l);
         }
         v.grant_dirty(out);

@@ -296,7 +296,10 @@ impl<S: Storage> LockService<S> {
             if find_lock(v.l, r.name.as_str()).is_some() {
                 return Err(corrupt("lock name twice"));
             }
-            if r.delay_until > now && r.delay_until > now.saturating_add(config.lock_delay) {
+            if r.delay_until != 0 && r.delay_until <= now {
+                return Err(corrupt("lock-delay that is over is not zeroed (non-canonical)"));
+            }
+            if r.delay_until > now.saturating_add(config.lock_delay) {
                 return Err(corrupt("lock-delay beyond now + lock_delay"));
             }
             let l = v.insert_lock(r.name, r.id);
