@@ -50,7 +50,13 @@ impl<S: Storage> LockService<S> {
         request: Option<u64>,
         out: &mut impl FnMut(Output),
     ) -> Result<(), Error> {
-        if self.leader(election).is_some_and(|l| l.session == session) {
+        // A retry of a resign must take the same path as the original (which changed who
+        // leads), so the recorded answer decides; otherwise whether it leads now does.
+        let leads = match self.recorded_release_or_cancel(session, request) {
+            Some(released) => released,
+            None => self.leader(election).is_some_and(|l| l.session == session),
+        };
+        if leads {
             self.release(session, election, request, out)
         } else {
             self.cancel(session, election, request, out)

@@ -73,17 +73,21 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         })
     }
 
-    /// Checks `token` for a write to `resource` without recording it.
+    /// Checks `token` for a write to `resource` without recording it: `Ok` means
+    /// [`admit`](Self::admit) would accept it, unless `resource` is new and the table is
+    /// full.
     ///
-    /// Errors: [`Error::ZeroToken`], [`Error::Stale`] if a higher token was seen. Cost:
-    /// O(name length).
+    /// Errors: [`Error::ZeroToken`], [`Error::Stale`] if a higher token was seen,
+    /// [`Error::EmptyName`] / [`Error::NameTooLong`] for a name no resource can have.
+    /// Cost: O(name length).
     pub fn check(&self, resource: &str, token: Token) -> Result<(), Error> {
         if token.0 == 0 {
             return Err(Error::ZeroToken);
         }
         match self.highest(resource) {
             Some(highest) if token < highest => Err(Error::Stale { token, highest }),
-            _ => Ok(()),
+            Some(_) => Ok(()),
+            None => LockName::new(resource).map(|_| ()),
         }
     }
 

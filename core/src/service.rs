@@ -294,7 +294,7 @@ impl<S: Storage> LockService<S> {
     ) -> Result<(), Error> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
-        if let Some(reply) = v.check_request(s, request, Kind::KeepAlive)? {
+        if let Some(reply) = v.check_request(s, request, Kind::KeepAlive, 0)? {
             if let Reply::Renewed { expires_at } = reply {
                 out(Output::SessionRenewed {
                     session,
@@ -309,7 +309,7 @@ impl<S: Storage> LockService<S> {
                 .ok_or(Error::DeadlineOverflow)?;
         v.s[s as usize].expires_at = expires_at;
         v.st.sessions.schedule(v.s, s);
-        v.record(s, request, Reply::Renewed { expires_at });
+        v.record(s, request, 0, Reply::Renewed { expires_at });
         out(Output::SessionRenewed {
             session,
             expires_at: Tick(expires_at),
@@ -331,7 +331,7 @@ impl<S: Storage> LockService<S> {
     ) -> Result<(), Error> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
-        v.check_request(s, request, Kind::Close)?;
+        v.check_request(s, request, Kind::Close, 0)?;
         out(Output::SessionClosed { session });
         v.end_session(s, ReleaseReason::Closed, out);
         v.grant_dirty(out);
@@ -363,7 +363,8 @@ impl<S: Storage> LockService<S> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
         let name = v.name(lock)?;
-        if let Some(reply) = v.check_request(s, request, Kind::Acquire)? {
+        let target = target(&name, Some(mode));
+        if let Some(reply) = v.check_request(s, request, Kind::Acquire, target)? {
             out(match reply {
                 Reply::Granted { mode, token } => Output::Granted {
                     session,
@@ -395,7 +396,7 @@ impl<S: Storage> LockService<S> {
                     return Err(Error::ModeMismatch { held: claim.mode });
                 }
                 let token = claim.value;
-                v.record(s, request, Reply::Granted { mode, token });
+                v.record(s, request, target, Reply::Granted { mode, token });
                 out(Output::Granted {
                     session,
                     lock: name,
@@ -416,34 +417,37 @@ impl<S: Storage> LockService<S> {
             Wait::Forever => Some(u64::MAX),
         };
         if !grantable && deadline.is_none() {
-            v.record(s, request, Reply::Busy);
+            v.record(s, request, target, Reply::Busy);
             out(Output::Busy {
                 session,
                 lock: name,
             });
             return Ok(());
         }
-        // Every check is done before the first change: a full table changes nothing.
-        if v.st.claims.is_full() {
+        // Take the rows before the first change: a full table changes nothing. Taking a
+        // free row and giving it back leaves the free list exactly as it was.
+        let Some(c) = v.st.claims.alloc(v.c) else {
             return Err(Error::CapacityExceeded(Table::Claims));
-        }
-        if l.is_none() && v.st.locks.is_full() {
-            return Err(Error::CapacityExceeded(Table::Locks));
-        }
+        };
         let l = match l {
             Some(l) => l,
             None => {
+                let Some(slot) = v.st.locks.alloc(v.l) else {
+                    v.st.claims.release(v.c, c);
+                    return Err(Error::CapacityExceeded(Table::Locks));
+                };
                 let id = v.st.next_lock;
                 v.st.next_lock += 1;
-                v.insert_lock(name.clone(), id)
+                v.insert_lock(slot, name.clone(), id);
+                slot
             }
         };
         let seq = v.st.next_seq;
         v.st.next_seq += 1;
-        let c = v.insert_claim(s, l, mode, seq);
+        v.insert_claim(c, s, l, mode, seq);
         if grantable {
             let token = v.grant(c);
-            v.record(s, request, Reply::Granted { mode, token });
+            v.record(s, request, target, Reply::Granted { mode, token });
             out(Output::Granted {
                 session,
                 lock: name,
@@ -458,7 +462,7 @@ impl<S: Storage> LockService<S> {
                 v.st.claims.schedule(v.c, c);
             }
             let position = v.l[l as usize].waiters.len;
-            v.record(s, request, Reply::Queued { mode, position });
+            v.record(s, request, target, Reply::Queued { mode, position });
             out(Output::Queued {
                 session,
                 lock: name,
@@ -484,7 +488,8 @@ impl<S: Storage> LockService<S> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
         let name = v.name(lock)?;
-        if let Some(reply) = v.check_request(s, request, Kind::Release)? {
+        let target = target(&name, None);
+        if let Some(reply) = v.check_request(s, request, Kind::Release, target)? {
             if let Reply::Released { token } = reply {
                 out(Output::Released {
                     session,
@@ -503,7 +508,7 @@ impl<S: Storage> LockService<S> {
         let l = v.c[c as usize].lock;
         let token = v.c[c as usize].value;
         v.remove_claim(c);
-        v.record(s, request, Reply::Released { token });
+        v.record(s, request, target, Reply::Released { token });
         out(Output::Released {
             session,
             lock: name,
@@ -530,7 +535,8 @@ impl<S: Storage> LockService<S> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
         let name = v.name(lock)?;
-        if let Some(reply) = v.check_request(s, request, Kind::Cancel)? {
+        let target = target(&name, None);
+        if let Some(reply) = v.check_request(s, request, Kind::Cancel, target)? {
             if reply == Reply::Cancelled {
                 out(Output::WaitCancelled {
                     session,
@@ -546,7 +552,7 @@ impl<S: Storage> LockService<S> {
             .ok_or(Error::NotQueued(session))?;
         let l = v.c[c as usize].lock;
         v.remove_claim(c);
-        v.record(s, request, Reply::Cancelled);
+        v.record(s, request, target, Reply::Cancelled);
         out(Output::WaitCancelled {
             session,
             lock: name,
@@ -609,6 +615,25 @@ impl<S: Storage> LockService<S> {
         }
         v.grant_dirty(out);
         Ok(())
+    }
+
+    /// For a repeat of `session`'s latest numbered request: `Some(true)` if it was
+    /// answered by a release, `Some(false)` by a cancel, else `None`.
+    pub(crate) fn recorded_release_or_cancel(
+        &self,
+        session: SessionId,
+        request: Option<u64>,
+    ) -> Option<bool> {
+        let t = self.storage.tables_ref();
+        let row = &t.sessions[find_session(t.sessions, session.0)? as usize];
+        if request != Some(row.last_request) {
+            return None;
+        }
+        match row.last_reply {
+            Reply::Released { .. } => Some(true),
+            Reply::Cancelled => Some(false),
+            _ => None,
+        }
     }
 
     // ----------------------------------------------------------------- getters
@@ -676,7 +701,8 @@ impl<S: Storage> LockService<S> {
         self.st.sessions.len == 0
     }
 
-    /// A live session's state, `None` if it is not open. Cost: O(1) expected.
+    /// A live session's state, `None` if it is not open. Cost: O(1) expected plus O(its
+    /// holds and waits) to count them.
     pub fn session(&self, session: SessionId) -> Option<SessionInfo> {
         let t = self.storage.tables_ref();
         let s = find_session(t.sessions, session.0)?;
@@ -775,6 +801,20 @@ fn walk<T>(rows: &[T], head: u32, next: fn(&T) -> u32) -> impl Iterator<Item = u
     })
 }
 
+/// The fingerprint of a numbered request's arguments: FNV-1a over the lock name, then one
+/// byte for the mode (0xFE/0xFF never occur in UTF-8, so no name can imitate it).
+fn target(name: &LockName, mode: Option<Mode>) -> u64 {
+    let mut h = fnv1a(name.as_str().as_bytes());
+    if let Some(mode) = mode {
+        h ^= match mode {
+            Mode::Exclusive => 0xFE,
+            Mode::Shared => 0xFF,
+        };
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
 pub(crate) fn find_session(rows: &[SessionRow], id: u64) -> Option<u32> {
     TableState::find(rows, crate::table::mix(id), |r| r.id == id)
 }
@@ -841,6 +881,7 @@ impl View<'_> {
         s: u32,
         request: Option<u64>,
         kind: Kind,
+        target: u64,
     ) -> Result<Option<Reply>, Error> {
         let Some(n) = request else { return Ok(None) };
         let row = &self.s[s as usize];
@@ -860,18 +901,20 @@ impl View<'_> {
             Reply::Released { .. } => Kind::Release,
             Reply::Cancelled => Kind::Cancel,
         };
-        // Close records nothing (the session is gone), so it never matches.
-        if recorded != kind {
+        // Close records nothing (the session is gone), so it never matches. The same number
+        // for another lock or mode is a different request, not a retry.
+        if recorded != kind || row.last_target != target {
             return Err(Error::RequestReused { request: n });
         }
         Ok(Some(row.last_reply))
     }
 
-    fn record(&mut self, s: u32, request: Option<u64>, reply: Reply) {
+    fn record(&mut self, s: u32, request: Option<u64>, target: u64, reply: Reply) {
         if let Some(n) = request {
             let row = &mut self.s[s as usize];
             row.last_request = n;
             row.last_reply = reply;
+            row.last_target = target;
         }
     }
 
@@ -882,19 +925,15 @@ impl View<'_> {
         row.expires_at = expires_at;
         row.last_request = 0;
         row.last_reply = Reply::None;
+        row.last_target = 0;
         row.claims = List::EMPTY;
         TableState::index_insert(self.s, slot);
         self.st.session_order.push_back(self.s, slot, session_order);
         self.st.sessions.schedule(self.s, slot);
     }
 
-    /// Allocates a lock entry (capacity checked by the caller).
-    pub(crate) fn insert_lock(&mut self, name: LockName, id: u64) -> u32 {
-        let l = self
-            .st
-            .locks
-            .alloc(self.l)
-            .expect("capacity checked before");
+    /// Fills lock row `l`, just taken from the free list, as entry `id` named `name`.
+    pub(crate) fn insert_lock(&mut self, l: u32, name: LockName, id: u64) {
         let row = &mut self.l[l as usize];
         row.id = id;
         row.name = name;
@@ -905,17 +944,11 @@ impl View<'_> {
         row.dirty_next = NIL;
         TableState::index_insert(self.l, l);
         self.st.lock_order.push_back(self.l, l, lock_order);
-        l
     }
 
-    /// Allocates a claim of `s` on `l`, neither holding nor queued yet (capacity checked by
-    /// the caller).
-    pub(crate) fn insert_claim(&mut self, s: u32, l: u32, mode: Mode, seq: u64) -> u32 {
-        let c = self
-            .st
-            .claims
-            .alloc(self.c)
-            .expect("capacity checked before");
+    /// Fills claim row `c`, just taken from the free list, as a claim of `s` on `l`,
+    /// neither holding nor queued yet.
+    pub(crate) fn insert_claim(&mut self, c: u32, s: u32, l: u32, mode: Mode, seq: u64) {
         let row = &mut self.c[c as usize];
         row.session = s;
         row.lock = l;
@@ -928,7 +961,6 @@ impl View<'_> {
         list.push_back(self.c, c, in_session);
         self.s[s as usize].claims = list;
         self.st.claim_order.push_back(self.c, c, claim_order);
-        c
     }
 
     /// Makes claim `c` a holder with a fresh token and returns the token.

@@ -53,6 +53,7 @@ struct SessionRec {
     expires_at: u64,
     last_request: u64,
     last_reply: Reply,
+    last_target: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -125,6 +126,7 @@ impl<S: Storage> LockService<S> {
                 expires_at: r.expires_at,
                 last_request: r.last_request,
                 last_reply: r.last_reply,
+                last_target: r.last_target,
             });
             s = r.order.next;
         }
@@ -252,6 +254,17 @@ impl<S: Storage> LockService<S> {
         if meta.next_session == 0 || meta.next_seq == 0 || meta.next_lock == 0 {
             return Err(corrupt("counter is zero"));
         }
+        // Each counter grows by at most one per grant or applied input, so a real history
+        // keeps them far below 2^63; refusing more means `+= 1` can never overflow after a
+        // restore of hostile bytes.
+        let limit = 1u64 << 63;
+        if meta.next_session > limit
+            || meta.next_seq > limit
+            || meta.next_lock > limit
+            || meta.revision > limit
+        {
+            return Err(corrupt("counter beyond 2^63"));
+        }
         let config = meta.config;
         {
             let st = &mut self.st;
@@ -274,6 +287,20 @@ impl<S: Storage> LockService<S> {
             if r.ttl == 0 || r.expires_at <= now || r.expires_at > now.saturating_add(r.ttl) {
                 return Err(corrupt("session deadline not in (now, now + ttl]"));
             }
+            let reply_ok = match r.last_reply {
+                // A number is only ever recorded together with its reply (0 may precede
+                // any reply: request number 0 is legal).
+                Reply::None => r.last_request == 0 && r.last_target == 0,
+                Reply::Renewed { expires_at } => r.last_target == 0 && expires_at <= r.expires_at,
+                Reply::Granted { token, .. } | Reply::Released { token } => {
+                    token >= 1 && token <= meta.revision
+                }
+                Reply::Queued { position, .. } => position >= 1,
+                Reply::Busy | Reply::Cancelled => true,
+            };
+            if !reply_ok {
+                return Err(corrupt("recorded reply does not fit its session"));
+            }
             let slot =
                 v.st.sessions
                     .alloc(v.s)
@@ -281,6 +308,7 @@ impl<S: Storage> LockService<S> {
             v.insert_session(slot, r.id, r.ttl, r.expires_at);
             v.s[slot as usize].last_request = r.last_request;
             v.s[slot as usize].last_reply = r.last_reply;
+            v.s[slot as usize].last_target = r.last_target;
         }
 
         let mut last_id = 0;
@@ -297,12 +325,18 @@ impl<S: Storage> LockService<S> {
                 return Err(corrupt("lock name twice"));
             }
             if r.delay_until != 0 && r.delay_until <= now {
-                return Err(corrupt("lock-delay that is over is not zeroed (non-canonical)"));
+                return Err(corrupt(
+                    "lock-delay that is over is not zeroed (non-canonical)",
+                ));
             }
             if r.delay_until > now.saturating_add(config.lock_delay) {
                 return Err(corrupt("lock-delay beyond now + lock_delay"));
             }
-            let l = v.insert_lock(r.name, r.id);
+            let l =
+                v.st.locks
+                    .alloc(v.l)
+                    .ok_or(Error::CapacityExceeded(Table::Locks))?;
+            v.insert_lock(l, r.name, r.id);
             if r.delay_until > now {
                 v.l[l as usize].delay_until = r.delay_until;
                 v.st.locks.schedule(v.l, l);
@@ -339,10 +373,19 @@ impl<S: Storage> LockService<S> {
                 {
                     return Err(corrupt("exclusive lock with more than one holder"));
                 }
+                // Holders of one lock were granted in arrival order, so their tokens rise
+                // with their sequence numbers.
+                if lock.holders.tail != NIL && v.c[lock.holders.tail as usize].value >= r.value {
+                    return Err(corrupt("holders' tokens not rising in arrival order"));
+                }
             } else if r.value <= now {
                 return Err(corrupt("wait deadline not after now"));
             }
-            let c = v.insert_claim(s, l, r.mode, r.seq);
+            let c =
+                v.st.claims
+                    .alloc(v.c)
+                    .ok_or(Error::CapacityExceeded(Table::Claims))?;
+            v.insert_claim(c, s, l, r.mode, r.seq);
             let row = &mut v.c[c as usize];
             row.holding = r.holding;
             row.value = r.value;

@@ -2,19 +2,38 @@
 //! arrays for firmware, caller-provided slices, or (feature `alloc`) vectors sized at run
 //! time. The service itself never allocates.
 //!
-//! Memory per entry (x86_64 and thumbv7em alike; the rows hold no pointers):
+//! Memory per entry, the whole cost of the service (there is no other memory):
 //!
 //! | row | bytes | one per |
 //! |---|---|---|
-//! | [`SessionRow`] | `size_of::<SessionRow>()` = 104 | session |
-//! | [`LockRow`] | `size_of::<LockRow>()` = 152 | lock that is held, awaited or in lock-delay |
-//! | [`ClaimRow`] | `size_of::<ClaimRow>()` = 80 | hold or wait of one session on one lock |
+//! | [`SessionRow`] | 96 | open session |
+//! | [`LockRow`] | 136 | lock that is held, awaited or in lock-delay (idle locks are evicted) |
+//! | [`ClaimRow`] | 72 | hold *or* wait of one session on one lock (one pool for both) |
+//! | [`GateRow`](crate::GateRow) | 96 | resource a [`FenceGate`](crate::FenceGate) guards |
 //!
-//! Each row includes its share of the table's hash index (two buckets, load ≤ 50 %) and
-//! heap of deadlines; there is no other memory. A test checks these figures.
+//! So a service for 10 000 sessions, 10 000 locks and 40 000 claims takes
+//! 0.96 + 1.36 + 2.88 MB = 5.2 MB. Each row includes its share of the table's hash index
+//! (two buckets, so the load stays ≤ 50 %) and of its heap of deadlines.
+//!
+//! The figures are the same on 64-bit and 32-bit targets: rows hold only `u64`, `u32`
+//! and `u8` fields (a name's length is a `u8`, never a `usize`; no pointers), so their
+//! layout depends only on the alignment of `u64`, which is 8 bytes on x86_64, aarch64,
+//! wasm32 and ARM EABI targets such as thumbv7em. A compile-time assertion below checks
+//! them on every build for such a target (the `thumbv7em-none-eabihf` build in CI
+//! included), and `core/tests/memory.rs` checks them on the host. On a target where `u64`
+//! is only 4-byte aligned (i686) rows can be a few bytes smaller, never larger.
 
 use crate::table::{Aux, Row, NIL};
 use crate::{LockName, Mode};
+
+// The table above, checked at compile time wherever `u64` is 8-byte aligned.
+const _: () = assert!(
+    core::mem::align_of::<u64>() != 8
+        || (core::mem::size_of::<SessionRow>() == 96
+            && core::mem::size_of::<LockRow>() == 136
+            && core::mem::size_of::<ClaimRow>() == 72
+            && core::mem::size_of::<crate::GateRow>() == 96)
+);
 
 /// Hands the service its three tables. Implemented for [`ArrayStorage`],
 /// [`SliceStorage`] and (feature `alloc`) [`VecStorage`]; implement it for anything else
@@ -171,6 +190,9 @@ pub struct SessionRow {
     pub(crate) expires_at: u64,
     pub(crate) last_request: u64,
     pub(crate) last_reply: Reply,
+    /// Fingerprint of the latest numbered request's arguments (lock name and mode), so a
+    /// number reused for another lock or mode is refused instead of replayed.
+    pub(crate) last_target: u64,
     /// This session's claims, in claim-sequence order.
     pub(crate) claims: List,
     /// Neighbours in the list of all sessions, in id order.
@@ -186,6 +208,7 @@ impl SessionRow {
         expires_at: 0,
         last_request: 0,
         last_reply: Reply::None,
+        last_target: 0,
         claims: List::EMPTY,
         order: Link::EMPTY,
         aux: Aux::EMPTY,

@@ -87,7 +87,7 @@ pub enum Wait {
 /// The name of a lock (or of a resource behind a [`FenceGate`](crate::FenceGate)): 1 to
 /// [`MAX_NAME_LEN`] bytes of UTF-8, stored inline (no heap).
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct LockName(heapless::String<MAX_NAME_LEN>);
+pub struct LockName(heapless::String<MAX_NAME_LEN, u8>);
 
 impl LockName {
     /// The empty name of a free table row (never valid in an input).
@@ -103,7 +103,7 @@ impl LockName {
         }
         let mut s = heapless::String::new();
         s.push_str(name).map_err(|_| Error::NameTooLong {
-            len: name.len() as u32,
+            len: name.len().min(u32::MAX as usize) as u32,
             max: MAX_NAME_LEN as u32,
         })?;
         Ok(LockName(s))
