@@ -1,0 +1,158 @@
+//! Conformance vectors: the native runner replays every committed file, the files match
+//! what the generator produces (they cannot go stale), and together they cover every input
+//! kind and every error an input can get.
+
+use std::collections::BTreeSet;
+
+use fencelock::Input;
+use fencelock_tests::hex;
+use fencelock_tests::vectors::{render, replay, scenarios, vectors_dir};
+
+fn files() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::fs::read_dir(vectors_dir())
+        .expect("tests/vectors exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "vec"))
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("read vector");
+            (p.file_name().unwrap().to_string_lossy().into_owned(), text)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn native_runner_replays_every_vector() {
+    let files = files();
+    assert!(
+        files.len() >= 16,
+        "expected the committed vectors, found {}",
+        files.len()
+    );
+    let mut total = 0;
+    for (name, text) in &files {
+        let stats = replay(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(stats.inputs > 0 && stats.snapshots > 0, "{name}: {stats:?}");
+        total += stats.inputs;
+    }
+    println!("replayed {} vectors, {total} inputs", files.len());
+}
+
+#[test]
+fn vectors_are_fresh() {
+    let committed = files();
+    let mut generated: Vec<(String, String)> = scenarios()
+        .iter()
+        .map(|sc| {
+            (
+                format!("{}.vec", sc.name),
+                render(sc).unwrap_or_else(|e| panic!("{e}")),
+            )
+        })
+        .collect();
+    generated.sort();
+    let names = |v: &[(String, String)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&committed),
+        names(&generated),
+        "vector files differ from the scenarios: run `cargo run -p fencelock-tests --bin gen-vectors`"
+    );
+    for ((name, have), (_, want)) in committed.iter().zip(&generated) {
+        assert!(
+            have == want,
+            "{name} is stale: run `cargo run -p fencelock-tests --bin gen-vectors`"
+        );
+    }
+}
+
+#[test]
+fn runner_detects_a_wrong_output_a_wrong_error_and_a_wrong_snapshot() {
+    let (_, text) = files()
+        .into_iter()
+        .find(|(n, _)| n.starts_with("02_"))
+        .unwrap();
+    // Flip the last digit of the first `out`, `err` and `snapshot` line in turn.
+    for word in ["out ", "err ", "snapshot "] {
+        let mut done = false;
+        let broken: String = text
+            .lines()
+            .map(|l| {
+                if !done && l.starts_with(word) {
+                    done = true;
+                    let mut s = l.to_string();
+                    let last = s.pop().unwrap();
+                    s.push(if last == '0' { '1' } else { '0' });
+                    s
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(done, "no {word}line");
+        assert!(
+            replay(&broken).is_err(),
+            "a corrupted {word}line was accepted"
+        );
+    }
+    // A missing output line is caught too.
+    let dropped: String = {
+        let mut skipped = false;
+        text.lines()
+            .filter(|l| {
+                if !skipped && l.starts_with("out ") {
+                    skipped = true;
+                    return false;
+                }
+                true
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(replay(&dropped).is_err());
+}
+
+#[test]
+fn vectors_cover_every_input_kind_and_every_input_error() {
+    let mut kinds = BTreeSet::new();
+    let mut codes = BTreeSet::new();
+    for (_, text) in files() {
+        for line in text.lines() {
+            if let Some(h) = line.strip_prefix("in ") {
+                if let Ok(i) = Input::from_frame(&hex::decode(h).unwrap()) {
+                    kinds.insert(match i {
+                        Input::OpenSession { .. } => "open",
+                        Input::KeepAlive { .. } => "keep_alive",
+                        Input::CloseSession { .. } => "close",
+                        Input::Acquire { .. } => "acquire",
+                        Input::Release { .. } => "release",
+                        Input::Cancel { .. } => "cancel",
+                        Input::Tick { .. } => "tick",
+                        _ => "other",
+                    });
+                }
+            }
+            if let Some(c) = line.strip_prefix("err ") {
+                codes.insert(c.parse::<u32>().unwrap());
+            }
+        }
+    }
+    let want_kinds: BTreeSet<&str> = [
+        "open",
+        "keep_alive",
+        "close",
+        "acquire",
+        "release",
+        "cancel",
+        "tick",
+    ]
+    .into();
+    assert_eq!(kinds, want_kinds);
+    // Every error an input frame can get (206 and 4xx/50[2-5] cannot come from an input).
+    let want_codes: BTreeSet<u32> = [
+        101, 102, 103, 104, 105, 106, 107, 201, 202, 203, 204, 205, 301, 501,
+    ]
+    .into();
+    assert_eq!(codes, want_codes);
+}
