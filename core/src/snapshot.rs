@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::service::{find_lock, find_session, in_lock, Config, LockService, View};
 use crate::storage::{Reply, Storage};
 use crate::table::{TableState, NIL};
-use crate::{Error, LockName, Mode, Table};
+use crate::{Error, LockName, Mode, SessionId, Table};
 
 /// The four bytes every snapshot begins with.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"FLCK";
@@ -153,6 +153,14 @@ impl<S: Storage> LockService<S> {
             });
             c = r.order.next;
         }
+    }
+
+    /// The id the next [`open_session`](Self::open_session) will assign (ids count up from
+    /// 1 and are never reused; the counter is part of the snapshot). A binding whose host
+    /// numbers are narrower than `u64` (JavaScript's 2^53 - 1) checks it before opening a
+    /// session, so it never emits an id it cannot represent. Cost: O(1).
+    pub fn next_session_id(&self) -> SessionId {
+        SessionId(self.st.next_session)
     }
 
     /// The size of [`snapshot`](Self::snapshot)'s output in bytes.
