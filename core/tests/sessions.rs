@@ -1,0 +1,161 @@
+//! Sessions: open, keep-alive, close, expiry, ids and the session queries.
+
+mod common;
+use common::*;
+
+use fencelock::{LockService, Mode, Output, ReleaseReason::*, SessionId, Tick, VecStorage, Wait};
+
+#[test]
+fn open_assigns_increasing_ids_and_deadlines() {
+    let mut svc = svc(4);
+    let (a, out) = run(&mut svc, |v, o| v.open_session(10, o));
+    assert_eq!(a, SessionId(1));
+    assert_eq!(out, vec![Output::SessionOpened { session: a, expires_at: Tick(10) }]);
+    tick(&mut svc, 3);
+    let (b, out) = run(&mut svc, |v, o| v.open_session(5, o));
+    assert_eq!(b, SessionId(2));
+    assert_eq!(out, vec![Output::SessionOpened { session: b, expires_at: Tick(8) }]);
+    let info = svc.session(b).unwrap();
+    assert_eq!((info.id, info.ttl, info.expires_at, info.holds, info.waits), (b, 5, Tick(8), 0, 0));
+    assert_eq!(info.last_request, 0);
+    assert_eq!(svc.sessions().collect::<Vec<_>>(), vec![a, b]);
+    assert_eq!(svc.len().sessions, 2);
+    assert!(!svc.is_empty());
+}
+
+#[test]
+fn ids_are_never_reused_not_even_after_restore() {
+    let mut svc = svc(2);
+    let a = open(&mut svc, 10);
+    close(&mut svc, a);
+    let b = open(&mut svc, 10);
+    assert_eq!(b, SessionId(2));
+    let bytes = svc.snapshot_vec();
+    let mut restored = LockService::restore(VecStorage::new(2, 2, 4), &bytes).map_err(|e| e.1).unwrap();
+    let c = open(&mut restored, 10);
+    assert_eq!(c, SessionId(3));
+}
+
+#[test]
+fn keep_alive_moves_the_deadline_to_now_plus_ttl() {
+    let mut svc = svc(2);
+    let a = open(&mut svc, 10);
+    tick(&mut svc, 7);
+    assert_eq!(keep_alive(&mut svc, a), vec![Output::SessionRenewed { session: a, expires_at: Tick(17) }]);
+    assert_eq!(svc.session(a).unwrap().expires_at, Tick(17));
+    assert_eq!(svc.poll_timeout(), Some(Tick(17)));
+    // the old deadline passes without effect
+    assert_eq!(tick(&mut svc, 10), vec![]);
+    assert_eq!(tick(&mut svc, 16), vec![]);
+    assert_eq!(tick(&mut svc, 17), vec![Output::SessionExpired { session: a }]);
+    assert!(svc.session(a).is_none());
+}
+
+#[test]
+fn many_renewals_leave_no_garbage() {
+    // An indexed heap, not lazy deletion: a million renewals would otherwise fill it up.
+    let mut svc = svc(2);
+    let a = open(&mut svc, 10);
+    let b = open(&mut svc, 1_000_000);
+    for t in 1..=5_000 {
+        tick(&mut svc, t);
+        keep_alive(&mut svc, a);
+    }
+    assert_eq!(svc.poll_timeout(), Some(Tick(5_010)));
+    assert_eq!(tick(&mut svc, 5_010), vec![Output::SessionExpired { session: a }]);
+    assert_eq!(svc.poll_timeout(), Some(Tick(1_000_000)));
+    assert!(svc.session(b).is_some());
+}
+
+#[test]
+fn close_releases_holds_in_acquire_order_drops_waits_and_grants() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 10);
+    let b = open(&mut svc, 10);
+    x(&mut svc, b, "q"); // b holds q, a will wait for it
+    x(&mut svc, a, "m");
+    x(&mut svc, a, "q");
+    x(&mut svc, a, "k");
+    x(&mut svc, b, "m"); // b waits for m
+    assert_eq!(svc.session(a).unwrap().holds, 2);
+    assert_eq!(svc.session(a).unwrap().waits, 1);
+    assert_eq!(
+        close(&mut svc, a),
+        vec![
+            Output::SessionClosed { session: a },
+            released(a, "m", 2, Closed),
+            released(a, "k", 3, Closed),
+            gx(b, "m", 4),
+        ]
+    );
+    assert!(svc.session(a).is_none());
+    assert_eq!(waiters(&svc, "q"), vec![]);
+    assert_eq!(holders(&svc, "m"), vec![(b, Mode::Exclusive, 4)]);
+    // "k" was idle after the close and is evicted
+    assert_eq!(svc.locks().map(|l| l.as_str().to_owned()).collect::<Vec<_>>(), vec!["q", "m"]);
+}
+
+#[test]
+fn close_applies_no_lock_delay() {
+    let mut svc = svc_with(4, 4, 8, fencelock::Config { lock_delay: 100, max_name_len: 64 });
+    let a = open(&mut svc, 10);
+    let b = open(&mut svc, 10);
+    x(&mut svc, a, "l");
+    x(&mut svc, b, "l");
+    let out = close(&mut svc, a);
+    assert_eq!(out.last(), Some(&gx(b, "l", 2)));
+    assert_eq!(svc.lock_delay_until("l"), None);
+}
+
+#[test]
+fn expiry_releases_holds_with_reason_expired_and_drops_waits() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 5);
+    let b = open(&mut svc, 50);
+    x(&mut svc, a, "one");
+    x(&mut svc, b, "two");
+    x(&mut svc, a, "two"); // a waits on two
+    assert_eq!(
+        tick(&mut svc, 5),
+        vec![Output::SessionExpired { session: a }, released(a, "one", 1, Expired)]
+    );
+    assert_eq!(waiters(&svc, "two"), vec![]);
+    assert_eq!(svc.len().claims, 1);
+    // an expired session is unknown from then on
+    let e = refused(&mut svc, |v, o| v.keep_alive(a, None, o));
+    assert_eq!(e, fencelock::Error::UnknownSession(a));
+}
+
+#[test]
+fn sessions_expire_in_deadline_order_ties_by_id() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 9);
+    let b = open(&mut svc, 7);
+    let c = open(&mut svc, 7);
+    let d = open(&mut svc, 20);
+    assert_eq!(
+        tick(&mut svc, 9),
+        vec![
+            Output::SessionExpired { session: b },
+            Output::SessionExpired { session: c },
+            Output::SessionExpired { session: a },
+        ]
+    );
+    assert_eq!(svc.sessions().collect::<Vec<_>>(), vec![d]);
+}
+
+#[test]
+fn session_query_counts_holds_and_waits() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 10);
+    let b = open(&mut svc, 10);
+    acquire(&mut svc, a, "r", Mode::Shared, Wait::None);
+    acquire(&mut svc, a, "w", Mode::Exclusive, Wait::None);
+    x(&mut svc, b, "w");
+    acquire(&mut svc, b, "r", Mode::Shared, Wait::None);
+    let ia = svc.session(a).unwrap();
+    let ib = svc.session(b).unwrap();
+    assert_eq!((ia.holds, ia.waits), (2, 0));
+    assert_eq!((ib.holds, ib.waits), (1, 1));
+    assert_eq!(svc.session(SessionId(77)), None);
+}
