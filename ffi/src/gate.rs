@@ -1,0 +1,231 @@
+//! `fencelock_gate`: the resource-side fencing check behind an opaque handle.
+
+use fencelock::{FenceGate, GateRow, Token};
+
+use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
+use crate::types::{
+    buf, bytes, fencelock_name, give, name, out, put, set, take, with_handle, write_list,
+    Poisonable,
+};
+
+/// A fence gate: the highest token seen per resource; lower tokens are refused. Opaque:
+/// create with `fencelock_gate_new` or `fencelock_gate_restore`, free with
+/// `fencelock_gate_free`. Not thread-safe per handle.
+pub struct fencelock_gate {
+    gate: FenceGate<Vec<GateRow>>,
+    poisoned: bool,
+}
+
+impl Poisonable for fencelock_gate {
+    fn poisoned(&mut self) -> &mut bool {
+        &mut self.poisoned
+    }
+}
+
+/// Creates an empty gate for up to `capacity` resources (entries are never evicted:
+/// size it for every resource it will ever guard).
+///
+/// Errors: `NULL_PARAMETER`. Cost: O(capacity) time and about 100 bytes per resource.
+///
+/// # Safety
+/// `out_gate` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_new(
+    capacity: usize,
+    out_gate: *mut *mut fencelock_gate,
+) -> fencelock_result {
+    ffi_panic_boundary!({
+        let dst = out(out_gate)?;
+        let gate = FenceGate::new(vec![GateRow::EMPTY; capacity]);
+        // SAFETY: checked non-NULL, writable (contract).
+        unsafe {
+            give(
+                dst,
+                fencelock_gate {
+                    gate,
+                    poisoned: false,
+                },
+            )
+        };
+        Ok(())
+    })
+}
+
+/// Frees a gate. NULL is fine; must not be called twice; the handle must not be used
+/// afterwards. Cost: O(1).
+///
+/// # Safety
+/// `gate` NULL or a live gate handle.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_free(gate: *mut fencelock_gate) {
+    let _ = ffi_panic_boundary!({
+        // SAFETY: NULL or live, freed once (contract).
+        unsafe { take(gate) };
+        Ok(())
+    });
+}
+
+/// Admits a write to `resource` carrying `token`: accepted if `token` is at least the
+/// highest seen, which it then becomes.
+///
+/// Errors (nothing recorded): `STALE` (a higher token was seen: see
+/// `fencelock_gate_highest`), `ZERO_TOKEN`, `EMPTY_NAME`, `NAME_TOO_LONG`,
+/// `INVALID_UTF8`, `CAPACITY_EXCEEDED` (a new resource when full), `NULL_PARAMETER`.
+/// Cost: O(name length).
+///
+/// # Safety
+/// `gate` NULL or live; `resource` NULL or valid for `resource_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_admit(
+    gate: *mut fencelock_gate,
+    resource: *const u8,
+    resource_len: usize,
+    token: u64,
+) -> fencelock_result {
+    ffi_panic_boundary!({
+        // SAFETY: NULL or valid (contract).
+        let resource = unsafe { name(resource, resource_len) }?;
+        // SAFETY: NULL or live (contract).
+        unsafe { with_handle(gate, |g| Ok(g.gate.admit(resource, Token(token))?)) }
+    })
+}
+
+/// Checks `token` for `resource` without recording it. Errors: as admit, less capacity.
+/// Cost: O(name length).
+///
+/// # Safety
+/// As `fencelock_gate_admit`.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_check(
+    gate: *mut fencelock_gate,
+    resource: *const u8,
+    resource_len: usize,
+    token: u64,
+) -> fencelock_result {
+    ffi_panic_boundary!({
+        // SAFETY: NULL or valid (contract).
+        let resource = unsafe { name(resource, resource_len) }?;
+        // SAFETY: NULL or live (contract).
+        unsafe { with_handle(gate, |g| Ok(g.gate.check(resource, Token(token))?)) }
+    })
+}
+
+/// The highest token admitted for `resource`: `*seen` false (and `*highest` 0) if none.
+/// Cost: O(name length).
+///
+/// # Safety
+/// As `fencelock_gate_admit`; `seen` and `highest` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_highest(
+    gate: *mut fencelock_gate,
+    resource: *const u8,
+    resource_len: usize,
+    seen: *mut bool,
+    highest: *mut u64,
+) -> fencelock_result {
+    ffi_panic_boundary!({
+        // SAFETY: NULL or valid (contract).
+        let resource = unsafe { name(resource, resource_len) }?;
+        let (s, h) = (out(seen)?, out(highest)?);
+        // SAFETY: NULL or live (contract); s and h checked and writable.
+        unsafe {
+            with_handle(gate, |g| {
+                let t = g.gate.highest(resource);
+                put(s, t.is_some());
+                put(h, t.map_or(0, |t| t.0));
+                Ok(())
+            })
+        }
+    })
+}
+
+/// The resources with their highest tokens (`fencelock_name.highest`), in the order
+/// first admitted, into `entries[..cap]`; `*count` = how many; `BUFFER_TOO_SMALL`
+/// (nothing written) if more than `cap`. Cost: O(resources).
+///
+/// # Safety
+/// `gate` NULL or live; `entries` NULL or valid for `cap` elements; `count` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_entries(
+    gate: *mut fencelock_gate,
+    entries: *mut fencelock_name,
+    cap: usize,
+    count: *mut usize,
+) -> fencelock_result {
+    ffi_panic_boundary!({
+        // SAFETY: NULL or live (contract); list pointers per contract.
+        unsafe {
+            with_handle(gate, |g| {
+                write_list(entries, cap, count, || {
+                    g.gate.iter().map(|(n, t)| fencelock_name::new(n, t.0))
+                })
+            })
+        }
+    })
+}
+
+/// Writes the gate's snapshot into `buf[..cap]`; `*len` = bytes written, or with
+/// `BUFFER_TOO_SMALL` the size needed (`buf` may be NULL when `cap` is 0: a size query).
+/// Cost: O(resources).
+///
+/// # Safety
+/// `gate` NULL or live; `buf` NULL or valid for `cap` bytes; `len` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_snapshot(
+    gate: *mut fencelock_gate,
+    buf_: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> fencelock_result {
+    ffi_panic_boundary!({
+        // SAFETY: NULL or valid for cap bytes (contract).
+        let dst = unsafe { buf(buf_, cap) }?;
+        let len = out(len)?;
+        // SAFETY: NULL or live (contract); len checked and writable.
+        unsafe {
+            with_handle(gate, |g| match g.gate.snapshot(dst) {
+                Ok(n) => set(len, n),
+                Err(fencelock::Error::BufferTooSmall { need }) => {
+                    put(len, need as usize);
+                    Err(fencelock_result::BufferTooSmall.into())
+                }
+                Err(e) => Err(Fail::Core(e)),
+            })
+        }
+    })
+}
+
+/// Creates a gate for up to `capacity` resources from `fencelock_gate_snapshot` bytes.
+///
+/// Errors (nothing created): `BAD_MAGIC`, `UNSUPPORTED_VERSION`, `CORRUPT_SNAPSHOT`,
+/// `CAPACITY_EXCEEDED`, `NULL_PARAMETER`. Cost: O(capacity + resources).
+///
+/// # Safety
+/// `snapshot` NULL or valid for `len` bytes; `out_gate` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_restore(
+    capacity: usize,
+    snapshot: *const u8,
+    len: usize,
+    out_gate: *mut *mut fencelock_gate,
+) -> fencelock_result {
+    ffi_panic_boundary!({
+        // SAFETY: NULL or valid for len bytes (contract).
+        let bytes = unsafe { bytes(snapshot, len) }?;
+        let dst = out(out_gate)?;
+        let gate = FenceGate::restore(vec![GateRow::EMPTY; capacity], bytes)
+            .map_err(|(_, e)| Fail::Core(e))?;
+        // SAFETY: checked non-NULL, writable (contract).
+        unsafe {
+            give(
+                dst,
+                fencelock_gate {
+                    gate,
+                    poisoned: false,
+                },
+            )
+        };
+        Ok(())
+    })
+}

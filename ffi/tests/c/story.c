@@ -1,0 +1,599 @@
+/*
+ * The seed's GC-pause timeline through the C ABI, every result asserted, then every kind
+ * of bad input: each must give its code and change nothing. Built twice by
+ * scripts/test-ffi.sh (static and shared library) and run under valgrind.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fencelock.h"
+
+static int checks, failures;
+
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    checks++;                                                              \
+    if (!(cond)) {                                                         \
+      failures++;                                                          \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                      \
+  } while (0)
+
+/* Asserts a result code, printing both codes' messages on a mismatch. */
+#define EXPECT(call, want)                                                  \
+  do {                                                                      \
+    fencelock_result got_ = (call);                                         \
+    checks++;                                                               \
+    if (got_ != (fencelock_result)(want)) {                                 \
+      char m_[128];                                                         \
+      fencelock_result_message(got_, m_, sizeof m_, NULL);                  \
+      failures++;                                                           \
+      fprintf(stderr, "%s:%d: %s returned %u (%s), want %u\n", __FILE__,    \
+              __LINE__, #call, (unsigned)got_, m_, (unsigned)(want));       \
+    }                                                                       \
+  } while (0)
+
+#define OK(call) EXPECT(call, FENCELOCK_RESULT_OK)
+#define S(str) (const uint8_t *)(str), strlen(str)
+
+/* Drains every queued output into outs (at most max); returns how many. */
+static size_t drain(fencelock_service *svc, fencelock_output *outs, size_t max) {
+  size_t n = 0;
+  fencelock_output o;
+  while (fencelock_service_poll_output(svc, &o) == FENCELOCK_RESULT_OK) {
+    if (n < max) outs[n] = o;
+    n++;
+  }
+  CHECK(o.kind == FENCELOCK_OUTPUT_KIND_NONE);
+  return n;
+}
+
+static int is_output(const fencelock_output *o, fencelock_output_kind kind, uint64_t session,
+                     const char *lock, uint64_t token) {
+  if (o->kind != kind || o->session != session) return 0;
+  if (lock && (o->lock_len != strlen(lock) || strcmp(o->lock, lock) != 0)) return 0;
+  if (!lock && o->lock_len != 0) return 0;
+  return o->token == token;
+}
+
+/* The service's snapshot in a malloc'd buffer (*len bytes). */
+static uint8_t *snapshot(fencelock_service *svc, size_t *len) {
+  size_t need = 0;
+  OK(fencelock_service_snapshot_len(svc, &need));
+  uint8_t *buf = malloc(need ? need : 1);
+  OK(fencelock_service_snapshot(svc, buf, need, len));
+  CHECK(*len == need);
+  return buf;
+}
+
+/* True when the service's snapshot still equals before[..len]. */
+static int unchanged(fencelock_service *svc, const uint8_t *before, size_t len) {
+  size_t now_len = 0;
+  uint8_t *now = snapshot(svc, &now_len);
+  int same = now_len == len && memcmp(now, before, len) == 0;
+  free(now);
+  return same;
+}
+
+static fencelock_config config(uint32_t sessions, uint32_t locks, uint32_t claims) {
+  fencelock_config c = {{sessions, locks, claims}, 0, FENCELOCK_MAX_NAME_LEN};
+  return c;
+}
+
+/* ------------------------------------------------------------ the GC-pause timeline */
+
+static void gc_pause_timeline(void) {
+  fencelock_config cfg = config(8, 8, 16);
+  fencelock_service *svc = NULL;
+  fencelock_output outs[80];
+  uint64_t warm = 0, a = 0, b = 0;
+  OK(fencelock_service_new(&cfg, &svc));
+  CHECK(svc != NULL);
+
+  /* Burn 33 tokens on another lock so A's grant is token 34, as in the article. */
+  OK(fencelock_service_open_session(svc, 1000, &warm));
+  for (uint64_t i = 1; i <= 33; i++) {
+    OK(fencelock_service_acquire(svc, warm, S("warmup"), FENCELOCK_MODE_EXCLUSIVE,
+                                 FENCELOCK_WAIT_NONE, 0, 0));
+    OK(fencelock_service_release(svc, warm, S("warmup"), 0));
+  }
+  OK(fencelock_service_close_session(svc, warm, 0));
+  CHECK(drain(svc, outs, 80) == 1 + 33 * 2 + 1);
+  CHECK(is_output(&outs[0], FENCELOCK_OUTPUT_KIND_SESSION_OPENED, warm, NULL, 0));
+  CHECK(outs[0].expires_at == 1000);
+  CHECK(is_output(&outs[65], FENCELOCK_OUTPUT_KIND_GRANTED, warm, "warmup", 33));
+  CHECK(is_output(&outs[66], FENCELOCK_OUTPUT_KIND_RELEASED, warm, "warmup", 33));
+  CHECK(outs[66].reason == FENCELOCK_RELEASE_REASON_RELEASED);
+  CHECK(is_output(&outs[67], FENCELOCK_OUTPUT_KIND_SESSION_CLOSED, warm, NULL, 0));
+
+  /* t0 = 0: A and B open sessions (ttl 10 s); A acquires and gets token 34. */
+  OK(fencelock_service_open_session(svc, 10, &a));
+  OK(fencelock_service_open_session(svc, 10, &b));
+  CHECK(a == 2 && b == 3);
+  CHECK(drain(svc, outs, 80) == 2);
+  CHECK(is_output(&outs[0], FENCELOCK_OUTPUT_KIND_SESSION_OPENED, a, NULL, 0));
+  CHECK(outs[0].expires_at == 10);
+  OK(fencelock_service_acquire(svc, a, S("jobs/reindex"), FENCELOCK_MODE_EXCLUSIVE,
+                               FENCELOCK_WAIT_NONE, 0, 0));
+  CHECK(drain(svc, outs, 80) == 1);
+  CHECK(is_output(&outs[0], FENCELOCK_OUTPUT_KIND_GRANTED, a, "jobs/reindex", 34));
+  CHECK(outs[0].mode == FENCELOCK_MODE_EXCLUSIVE);
+
+  /* B waits in the queue. */
+  OK(fencelock_service_acquire(svc, b, S("jobs/reindex"), FENCELOCK_MODE_EXCLUSIVE,
+                               FENCELOCK_WAIT_FOREVER, 0, 0));
+  CHECK(drain(svc, outs, 80) == 1);
+  CHECK(is_output(&outs[0], FENCELOCK_OUTPUT_KIND_QUEUED, b, "jobs/reindex", 0));
+  CHECK(outs[0].position == 1);
+
+  /* t1: A enters a 25 s pause; B heartbeats every 3 s. */
+  for (uint64_t t = 3; t <= 9; t += 3) {
+    OK(fencelock_service_tick(svc, t));
+    OK(fencelock_service_keep_alive(svc, b, 0));
+    CHECK(drain(svc, outs, 80) == 1);
+    CHECK(is_output(&outs[0], FENCELOCK_OUTPUT_KIND_SESSION_RENEWED, b, NULL, 0));
+    CHECK(outs[0].expires_at == t + 10);
+  }
+  bool scheduled = false;
+  uint64_t at = 0;
+  OK(fencelock_service_poll_timeout(svc, &scheduled, &at));
+  CHECK(scheduled && at == 10); /* A's deadline */
+
+  /* t2 = 10: A missed its heartbeats and expires; t3: B is granted 35. */
+  OK(fencelock_service_tick(svc, 10));
+  CHECK(drain(svc, outs, 80) == 3);
+  CHECK(is_output(&outs[0], FENCELOCK_OUTPUT_KIND_SESSION_EXPIRED, a, NULL, 0));
+  CHECK(is_output(&outs[1], FENCELOCK_OUTPUT_KIND_RELEASED, a, "jobs/reindex", 34));
+  CHECK(outs[1].reason == FENCELOCK_RELEASE_REASON_EXPIRED);
+  CHECK(is_output(&outs[2], FENCELOCK_OUTPUT_KIND_GRANTED, b, "jobs/reindex", 35));
+
+  /* The service's view now. */
+  fencelock_holder holders[4];
+  size_t count = 0;
+  OK(fencelock_service_holders(svc, S("jobs/reindex"), holders, 4, &count));
+  CHECK(count == 1 && holders[0].session == b && holders[0].token == 35 &&
+        holders[0].mode == FENCELOCK_MODE_EXCLUSIVE);
+  OK(fencelock_service_waiters(svc, S("jobs/reindex"), NULL, 0, &count));
+  CHECK(count == 0);
+  uint64_t rev = 0, now = 0;
+  OK(fencelock_service_revision(svc, &rev));
+  OK(fencelock_service_now(svc, &now));
+  CHECK(rev == 35 && now == 10);
+  fencelock_session_info info;
+  EXPECT(fencelock_service_session(svc, a, &info), FENCELOCK_RESULT_UNKNOWN_SESSION);
+  OK(fencelock_service_session(svc, b, &info));
+  CHECK(info.id == b && info.ttl == 10 && info.expires_at == 19 && info.holds == 1 &&
+        info.waits == 0);
+  uint64_t ids[8];
+  OK(fencelock_service_sessions(svc, ids, 8, &count));
+  CHECK(count == 1 && ids[0] == b);
+  fencelock_name names[8];
+  OK(fencelock_service_locks(svc, names, 8, &count));
+  CHECK(count == 1 && names[0].len == 12 && strcmp(names[0].name, "jobs/reindex") == 0);
+  OK(fencelock_service_poll_timeout(svc, &scheduled, &at));
+  CHECK(scheduled && at == 19);
+
+  /* B writes with 35; at t4 = 26 A resumes and writes with 34: the gate refuses it. */
+  fencelock_gate *gate = NULL;
+  OK(fencelock_gate_new(4, &gate));
+  OK(fencelock_gate_admit(gate, S("storage"), 35));
+  EXPECT(fencelock_gate_admit(gate, S("storage"), 34), FENCELOCK_RESULT_STALE);
+  bool seen = false;
+  uint64_t highest = 0;
+  OK(fencelock_gate_highest(gate, S("storage"), &seen, &highest));
+  CHECK(seen && highest == 35);
+
+  /* A's keeper would have told it to stop before any of this (ttl 10, margin 2). */
+  fencelock_keeper *keeper = NULL;
+  bool extended = false, may = false;
+  fencelock_lease lease;
+  OK(fencelock_keeper_new(10, 3, 2, &keeper));
+  OK(fencelock_keeper_heartbeat_sent(keeper, 0));
+  OK(fencelock_keeper_heartbeat_acked(keeper, 0, &extended));
+  CHECK(extended);
+  OK(fencelock_keeper_may_act(keeper, 1, &may));
+  CHECK(may);
+  OK(fencelock_keeper_lease(keeper, 8, &lease));
+  CHECK(lease.state == FENCELOCK_LEASE_STATE_JEOPARDY && lease.expires_at == 10);
+  OK(fencelock_keeper_lease(keeper, 26, &lease));
+  CHECK(lease.state == FENCELOCK_LEASE_STATE_EXPIRED);
+  OK(fencelock_keeper_may_act(keeper, 26, &may));
+  CHECK(!may);
+
+  /* Snapshot and restore: the restored service has the same bytes and carries on. */
+  size_t len = 0;
+  uint8_t *snap = snapshot(svc, &len);
+  fencelock_capacity cap = {8, 8, 16};
+  fencelock_service *back = NULL;
+  OK(fencelock_service_restore(&cap, snap, len, &back));
+  CHECK(back != NULL && unchanged(back, snap, len));
+  OK(fencelock_service_release(back, b, S("jobs/reindex"), 0));
+  CHECK(drain(back, outs, 80) == 1);
+  CHECK(is_output(&outs[0], FENCELOCK_OUTPUT_KIND_RELEASED, b, "jobs/reindex", 35));
+  CHECK(unchanged(svc, snap, len)); /* the original is untouched */
+
+  /* The gate's snapshot round-trips too. */
+  size_t glen = 0;
+  EXPECT(fencelock_gate_snapshot(gate, NULL, 0, &glen), FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  uint8_t gsnap[64];
+  CHECK(glen > 0 && glen <= sizeof gsnap);
+  OK(fencelock_gate_snapshot(gate, gsnap, sizeof gsnap, &glen));
+  fencelock_gate *gate2 = NULL;
+  OK(fencelock_gate_restore(4, gsnap, glen, &gate2));
+  EXPECT(fencelock_gate_admit(gate2, S("storage"), 34), FENCELOCK_RESULT_STALE);
+  OK(fencelock_gate_entries(gate2, names, 8, &count));
+  CHECK(count == 1 && names[0].highest == 35 && strcmp(names[0].name, "storage") == 0);
+
+  free(snap);
+  fencelock_service_free(back);
+  fencelock_service_free(svc);
+  fencelock_gate_free(gate);
+  fencelock_gate_free(gate2);
+  fencelock_keeper_free(keeper);
+}
+
+/* -------------------------------------------------- frames: in, out, too small, retry */
+
+static void frames(void) {
+  fencelock_config cfg = config(4, 4, 8);
+  fencelock_service *svc = NULL;
+  uint8_t out[512];
+  size_t n = 99;
+  OK(fencelock_service_new(&cfg, &svc));
+  /* Input::OpenSession { ttl: 10 } = variant 0, varint 10. */
+  const uint8_t open[] = {0x00, 0x0a};
+  OK(fencelock_service_handle_frame(svc, open, sizeof open, out, sizeof out, &n));
+  /* Output::SessionOpened { session: 1, expires_at: 10 } = [0, 1, 10], length-prefixed. */
+  const uint8_t want_open[] = {0x03, 0x00, 0x00, 0x01, 0x0a};
+  CHECK(n == sizeof want_open && memcmp(out, want_open, n) == 0);
+
+  /* Input::Acquire { session 1, "a", Exclusive, Wait::None, request None }. */
+  const uint8_t acquire[] = {0x03, 0x01, 0x01, 'a', 0x00, 0x00, 0x00};
+  EXPECT(fencelock_service_handle_frame(svc, acquire, sizeof acquire, out, 3, &n),
+         FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  /* Granted { session 1, "a", Exclusive, token 1 } = [4, 1, 1, 'a', 0, 1]. */
+  CHECK(n == 2 + 6);
+  uint64_t rev = 0;
+  OK(fencelock_service_revision(svc, &rev));
+  CHECK(rev == 1); /* applied exactly once */
+  size_t pending = 0;
+  OK(fencelock_service_pending(svc, &pending));
+  CHECK(pending == 1);
+  EXPECT(fencelock_service_drain_frames(svc, out, 7, &n), FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  CHECK(n == 8);
+  OK(fencelock_service_drain_frames(svc, out, sizeof out, &n));
+  const uint8_t want_grant[] = {0x06, 0x00, 0x04, 0x01, 0x01, 'a', 0x00, 0x01};
+  CHECK(n == sizeof want_grant && memcmp(out, want_grant, n) == 0);
+  OK(fencelock_service_drain_frames(svc, out, sizeof out, &n));
+  CHECK(n == 0);
+  OK(fencelock_service_revision(svc, &rev));
+  CHECK(rev == 1);
+
+  /* Garbage frames: refused, nothing written, nothing changed. */
+  size_t slen = 0;
+  uint8_t *before = snapshot(svc, &slen);
+  const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+  const uint8_t trailing[] = {0x00, 0x0a, 0x00};
+  const uint8_t long_name[] = {0x03, 0x01, 0x41}; /* claims a 65-byte name, truncated */
+  n = 99;
+  EXPECT(fencelock_service_handle_frame(svc, garbage, sizeof garbage, out, sizeof out, &n),
+         FENCELOCK_RESULT_BAD_FRAME);
+  CHECK(n == 0);
+  EXPECT(fencelock_service_handle_frame(svc, trailing, sizeof trailing, out, sizeof out, &n),
+         FENCELOCK_RESULT_BAD_FRAME);
+  EXPECT(fencelock_service_handle_frame(svc, long_name, sizeof long_name, out, sizeof out, &n),
+         FENCELOCK_RESULT_BAD_FRAME);
+  EXPECT(fencelock_service_handle_frame(svc, open, 0, out, sizeof out, &n),
+         FENCELOCK_RESULT_BAD_FRAME);
+  for (size_t cut = 0; cut < sizeof acquire; cut++)
+    EXPECT(fencelock_service_handle_frame(svc, acquire, cut, out, sizeof out, &n),
+           FENCELOCK_RESULT_BAD_FRAME);
+  /* A well-formed frame the service refuses: keep-alive of session 9. */
+  const uint8_t keep9[] = {0x01, 0x09, 0x00};
+  EXPECT(fencelock_service_handle_frame(svc, keep9, sizeof keep9, out, sizeof out, &n),
+         FENCELOCK_RESULT_UNKNOWN_SESSION);
+  CHECK(n == 0);
+  EXPECT(fencelock_service_handle_frame(svc, NULL, 2, out, sizeof out, &n),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_handle_frame(svc, open, sizeof open, NULL, 10, &n),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_handle_frame(svc, open, sizeof open, out, sizeof out, NULL),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  CHECK(unchanged(svc, before, slen));
+  free(before);
+  fencelock_service_free(svc);
+}
+
+/* ------------------------------------------------------------------ bad input */
+
+static void bad_input(void) {
+  fencelock_config cfg = config(2, 2, 2);
+  cfg.max_name_len = 8;
+  fencelock_service *svc = NULL;
+  uint64_t s = 0, other = 0, u = 0;
+  fencelock_output o;
+  OK(fencelock_service_new(&cfg, &svc));
+  OK(fencelock_service_open_session(svc, 5, &s));
+  OK(fencelock_service_acquire(svc, s, S("held"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE,
+                               0, 1));
+  fencelock_output outs[8];
+  CHECK(drain(svc, outs, 8) == 2);
+  size_t slen = 0;
+  uint8_t *before = snapshot(svc, &slen);
+
+  /* NULL handles and NULL required pointers. */
+  EXPECT(fencelock_service_new(NULL, &svc), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_new(&cfg, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_open_session(NULL, 5, &u), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_open_session(svc, 5, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_tick(NULL, 1), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_acquire(svc, s, NULL, 4, FENCELOCK_MODE_EXCLUSIVE,
+                                   FENCELOCK_WAIT_NONE, 0, 0),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_poll_output(NULL, &o), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_poll_output(svc, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_now(svc, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_snapshot(svc, NULL, 10, &slen), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_holders(svc, S("held"), NULL, 4, &slen),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_sessions(svc, NULL, 0, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_gate_admit(NULL, S("r"), 1), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_keeper_heartbeat_sent(NULL, 1), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_restore(NULL, before, slen, &svc), FENCELOCK_RESULT_NULL_PARAMETER);
+  fencelock_service_free(NULL);
+  fencelock_gate_free(NULL);
+  fencelock_keeper_free(NULL);
+
+  /* Names: empty, too long for the service (8), too long for any build, not UTF-8. */
+  const uint8_t bad_utf8[] = {'h', 0xc3, 0x28};
+  char huge[1000];
+  memset(huge, 'x', sizeof huge);
+  EXPECT(fencelock_service_acquire(svc, s, (const uint8_t *)"", 0, FENCELOCK_MODE_EXCLUSIVE,
+                                   FENCELOCK_WAIT_NONE, 0, 0),
+         FENCELOCK_RESULT_EMPTY_NAME);
+  EXPECT(fencelock_service_acquire(svc, s, S("ninebytes"), FENCELOCK_MODE_EXCLUSIVE,
+                                   FENCELOCK_WAIT_NONE, 0, 0),
+         FENCELOCK_RESULT_NAME_TOO_LONG);
+  char msg[128];
+  size_t mlen = 0;
+  OK(fencelock_service_last_error(svc, msg, sizeof msg, &mlen));
+  CHECK(strcmp(msg, "name too long: 9 bytes, at most 8") == 0 && mlen == strlen(msg));
+  EXPECT(fencelock_service_acquire(svc, s, (const uint8_t *)huge, sizeof huge,
+                                   FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE, 0, 0),
+         FENCELOCK_RESULT_NAME_TOO_LONG);
+  EXPECT(fencelock_service_release(svc, s, bad_utf8, sizeof bad_utf8, 0),
+         FENCELOCK_RESULT_INVALID_UTF8);
+  EXPECT(fencelock_service_holders(svc, bad_utf8, sizeof bad_utf8, NULL, 0, &slen),
+         FENCELOCK_RESULT_INVALID_UTF8);
+  EXPECT(fencelock_service_cancel(svc, s, S("held"), 0), FENCELOCK_RESULT_NOT_QUEUED);
+  EXPECT(fencelock_service_release(svc, s, S("free"), 0), FENCELOCK_RESULT_NOT_HOLDER);
+
+  /* Enum arguments outside their enums; the session and ttl rules. */
+  EXPECT(fencelock_service_acquire(svc, s, S("x"), 0, FENCELOCK_WAIT_NONE, 0, 0),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
+  EXPECT(fencelock_service_acquire(svc, s, S("x"), 7, FENCELOCK_WAIT_NONE, 0, 0),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
+  EXPECT(fencelock_service_acquire(svc, s, S("x"), FENCELOCK_MODE_SHARED, 9, 0, 0),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
+  EXPECT(fencelock_service_acquire(svc, s, S("held"), FENCELOCK_MODE_SHARED,
+                                   FENCELOCK_WAIT_NONE, 0, 0),
+         FENCELOCK_RESULT_MODE_MISMATCH);
+  EXPECT(fencelock_service_acquire(svc, 42, S("x"), FENCELOCK_MODE_EXCLUSIVE,
+                                   FENCELOCK_WAIT_NONE, 0, 0),
+         FENCELOCK_RESULT_UNKNOWN_SESSION);
+  CHECK(unchanged(svc, before, slen)); /* none of those refusals changed anything */
+  OK(fencelock_service_keep_alive(svc, s, 0)); /* and the handle still works */
+  CHECK(drain(svc, outs, 8) == 1 && outs[0].kind == FENCELOCK_OUTPUT_KIND_SESSION_RENEWED);
+  OK(fencelock_service_tick(svc, 1)); /* so that now + UINT64_MAX overflows */
+  CHECK(drain(svc, outs, 8) == 0);
+  free(before);
+  before = snapshot(svc, &slen);
+  EXPECT(fencelock_service_open_session(svc, 0, &u), FENCELOCK_RESULT_BAD_TTL);
+  EXPECT(fencelock_service_open_session(svc, UINT64_MAX, &u), FENCELOCK_RESULT_DEADLINE_OVERFLOW);
+  CHECK(unchanged(svc, before, slen));
+  /* Idempotent retries: request 1 was the acquire; an older number is stale. */
+  EXPECT(fencelock_service_release(svc, s, S("held"), 1), FENCELOCK_RESULT_REQUEST_REUSED);
+  OK(fencelock_service_acquire(svc, s, S("held"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE,
+                               0, 1)); /* replays the recorded answer, changes nothing */
+  CHECK(drain(svc, outs, 8) == 1 && outs[0].kind == FENCELOCK_OUTPUT_KIND_GRANTED &&
+        outs[0].token == 1);
+  CHECK(unchanged(svc, before, slen));
+  OK(fencelock_service_open_session(svc, 5, &other));
+  CHECK(drain(svc, outs, 8) == 1);
+  free(before);
+  before = snapshot(svc, &slen);
+  EXPECT(fencelock_service_open_session(svc, 5, &u), FENCELOCK_RESULT_CAPACITY_EXCEEDED);
+  OK(fencelock_service_tick(svc, 3));
+  CHECK(drain(svc, outs, 8) == 0);
+  free(before);
+  before = snapshot(svc, &slen);
+  EXPECT(fencelock_service_tick(svc, 2), FENCELOCK_RESULT_TIME_WENT_BACKWARDS);
+
+  /* Nothing any of that did changed the service, and it still works. */
+  CHECK(unchanged(svc, before, slen));
+  size_t pending = 9;
+  OK(fencelock_service_pending(svc, &pending));
+  CHECK(pending == 0);
+  OK(fencelock_service_release(svc, s, S("held"), 2));
+  CHECK(drain(svc, outs, 8) == 1 && outs[0].kind == FENCELOCK_OUTPUT_KIND_RELEASED);
+
+  /* Snapshot buffers: too small says how big. */
+  size_t need = 0;
+  uint8_t tiny[4];
+  EXPECT(fencelock_service_snapshot(svc, tiny, sizeof tiny, &need),
+         FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  size_t len = 0;
+  free(before);
+  before = snapshot(svc, &len);
+  CHECK(need == len);
+
+  /* Truncated and corrupted snapshots: refused, nothing created. */
+  fencelock_capacity cap = {2, 2, 2};
+  for (size_t cut = 0; cut < len; cut++) {
+    fencelock_service *r = NULL;
+    fencelock_result got = fencelock_service_restore(&cap, before, cut, &r);
+    CHECK(got == FENCELOCK_RESULT_BAD_MAGIC || got == FENCELOCK_RESULT_CORRUPT_SNAPSHOT);
+    CHECK(r == NULL);
+  }
+  uint8_t *flipped = malloc(len);
+  for (size_t i = 0; i < len; i++) {
+    memcpy(flipped, before, len);
+    flipped[i] ^= 0x5a;
+    fencelock_service *r = NULL;
+    fencelock_result got = fencelock_service_restore(&cap, flipped, len, &r);
+    CHECK((got == FENCELOCK_RESULT_OK) == (r != NULL));
+    CHECK(got == FENCELOCK_RESULT_OK || (got >= 100 && got < 600));
+    fencelock_service_free(r);
+  }
+  free(flipped);
+  fencelock_capacity small = {0, 0, 0};
+  fencelock_service *r = NULL;
+  EXPECT(fencelock_service_restore(&small, before, len, &r), FENCELOCK_RESULT_CAPACITY_EXCEEDED);
+  CHECK(r == NULL);
+
+  /* Bad configs. */
+  fencelock_config bad = config(1, 1, 1);
+  bad.max_name_len = 0;
+  EXPECT(fencelock_service_new(&bad, &r), FENCELOCK_RESULT_BAD_CONFIG);
+  bad.max_name_len = 65;
+  EXPECT(fencelock_service_new(&bad, &r), FENCELOCK_RESULT_BAD_CONFIG);
+  CHECK(r == NULL);
+
+  /* Gate and keeper refusals. */
+  fencelock_gate *gate = NULL;
+  OK(fencelock_gate_new(1, &gate));
+  EXPECT(fencelock_gate_admit(gate, S("r"), 0), FENCELOCK_RESULT_ZERO_TOKEN);
+  EXPECT(fencelock_gate_admit(gate, (const uint8_t *)"", 0, 1), FENCELOCK_RESULT_EMPTY_NAME);
+  EXPECT(fencelock_gate_admit(gate, bad_utf8, sizeof bad_utf8, 1), FENCELOCK_RESULT_INVALID_UTF8);
+  EXPECT(fencelock_gate_admit(gate, (const uint8_t *)huge, 65, 1), FENCELOCK_RESULT_NAME_TOO_LONG);
+  OK(fencelock_gate_admit(gate, S("r"), 5));
+  EXPECT(fencelock_gate_admit(gate, S("q"), 5), FENCELOCK_RESULT_CAPACITY_EXCEEDED);
+  EXPECT(fencelock_gate_check(gate, S("r"), 4), FENCELOCK_RESULT_STALE);
+  OK(fencelock_gate_check(gate, S("r"), 5));
+  uint8_t gsnap[64];
+  size_t glen = 0;
+  OK(fencelock_gate_snapshot(gate, gsnap, sizeof gsnap, &glen));
+  for (size_t cut = 0; cut < glen; cut++) {
+    fencelock_gate *g = NULL;
+    fencelock_result got = fencelock_gate_restore(1, gsnap, cut, &g);
+    CHECK(got == FENCELOCK_RESULT_BAD_MAGIC || got == FENCELOCK_RESULT_CORRUPT_SNAPSHOT);
+    CHECK(g == NULL);
+  }
+  fencelock_gate *g0 = NULL;
+  EXPECT(fencelock_gate_restore(0, gsnap, glen, &g0), FENCELOCK_RESULT_CAPACITY_EXCEEDED);
+  fencelock_gate_free(gate);
+
+  fencelock_keeper *k = NULL;
+  EXPECT(fencelock_keeper_new(10, 0, 2, &k), FENCELOCK_RESULT_BAD_CONFIG);
+  EXPECT(fencelock_keeper_new(10, 3, 10, &k), FENCELOCK_RESULT_BAD_CONFIG);
+  CHECK(k == NULL);
+  OK(fencelock_keeper_new(10, 3, 2, &k));
+  bool ext = true;
+  EXPECT(fencelock_keeper_heartbeat_acked(k, 0, &ext), FENCELOCK_RESULT_TIME_WENT_BACKWARDS);
+  OK(fencelock_keeper_heartbeat_sent(k, 5));
+  EXPECT(fencelock_keeper_heartbeat_sent(k, 4), FENCELOCK_RESULT_TIME_WENT_BACKWARDS);
+  OK(fencelock_keeper_heartbeat_acked(k, 5, &ext));
+  CHECK(ext);
+  OK(fencelock_keeper_session_lost(k));
+  bool sched = true;
+  uint64_t at = 1;
+  OK(fencelock_keeper_poll_timeout(k, 6, &sched, &at));
+  CHECK(!sched && at == 0);
+  fencelock_keeper_free(k);
+
+  free(before);
+  fencelock_service_free(svc);
+}
+
+/* ------------------------------------------------------------------ messages */
+
+static void messages(void) {
+  char buf[160];
+  size_t len = 0;
+  const fencelock_result codes[] = {
+      FENCELOCK_RESULT_OK, FENCELOCK_RESULT_DONE, FENCELOCK_RESULT_UNKNOWN_SESSION,
+      FENCELOCK_RESULT_STALE, FENCELOCK_RESULT_BAD_FRAME, FENCELOCK_RESULT_NULL_PARAMETER,
+      FENCELOCK_RESULT_INVALID_UTF8, FENCELOCK_RESULT_PANIC, FENCELOCK_RESULT_BUFFER_TOO_SMALL};
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+    OK(fencelock_result_message(codes[i], buf, sizeof buf, &len));
+    CHECK(len > 0 && strlen(buf) == len);
+  }
+  OK(fencelock_result_message(FENCELOCK_RESULT_STALE, buf, sizeof buf, &len));
+  CHECK(strncmp(buf, "stale:", 6) == 0);
+  EXPECT(fencelock_result_message(12345, buf, sizeof buf, &len), FENCELOCK_RESULT_INVALID_ARGUMENT);
+  CHECK(strcmp(buf, "unknown result code") == 0);
+  EXPECT(fencelock_result_message(FENCELOCK_RESULT_STALE, buf, 6, &len),
+         FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  CHECK(strcmp(buf, "stale") == 0 && len > 5); /* truncated, NUL-terminated */
+  EXPECT(fencelock_result_message(FENCELOCK_RESULT_STALE, NULL, 0, &len),
+         FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  EXPECT(fencelock_result_message(FENCELOCK_RESULT_STALE, NULL, 5, &len),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+}
+
+/* ------------------------------------------------------- caller-provided memory */
+
+static _Alignas(16) uint8_t arena[64 * 1024];
+
+static void placed(void) {
+  fencelock_config cfg = config(4, 4, 8);
+  size_t size = 0, align = 0;
+  OK(fencelock_service_layout(&cfg.capacity, &size, &align));
+  CHECK(size > 0 && size + 1 <= sizeof arena && align > 1 && align <= 16);
+  fencelock_service *svc = NULL;
+  EXPECT(fencelock_service_init_in(arena + 1, size, &cfg, &svc),
+         FENCELOCK_RESULT_MISALIGNED_MEMORY);
+  EXPECT(fencelock_service_init_in(arena, size - 1, &cfg, &svc),
+         FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  EXPECT(fencelock_service_init_in(NULL, size, &cfg, &svc), FENCELOCK_RESULT_NULL_PARAMETER);
+  CHECK(svc == NULL);
+  OK(fencelock_service_init_in(arena, size, &cfg, &svc));
+  CHECK((void *)svc == (void *)arena);
+  uint64_t a = 0, b = 0;
+  OK(fencelock_service_open_session(svc, 10, &a));
+  /* The fixed queue holds one input's outputs: drain before the next input. */
+  EXPECT(fencelock_service_open_session(svc, 10, &b), FENCELOCK_RESULT_OUTPUTS_PENDING);
+  fencelock_output outs[32];
+  CHECK(drain(svc, outs, 32) == 1);
+  OK(fencelock_service_open_session(svc, 10, &b));
+  CHECK(drain(svc, outs, 32) == 1);
+  OK(fencelock_service_acquire(svc, a, S("l"), FENCELOCK_MODE_SHARED, FENCELOCK_WAIT_NONE, 0, 0));
+  CHECK(drain(svc, outs, 32) == 1);
+  OK(fencelock_service_acquire(svc, b, S("l"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_UNTIL, 5,
+                               0));
+  CHECK(drain(svc, outs, 32) == 1 && outs[0].kind == FENCELOCK_OUTPUT_KIND_QUEUED);
+  OK(fencelock_service_tick(svc, 5));
+  CHECK(drain(svc, outs, 32) == 1 && outs[0].kind == FENCELOCK_OUTPUT_KIND_WAIT_TIMED_OUT &&
+        outs[0].session == b);
+  /* Restore into a second region of the arena from the first's snapshot. */
+  size_t len = 0;
+  uint8_t *snap = snapshot(svc, &len);
+  fencelock_service *copy = NULL;
+  uint8_t *second = arena + ((size + 15) / 16) * 16;
+  OK(fencelock_service_restore_in(second, size, &cfg.capacity, snap, len, &copy));
+  CHECK(copy != NULL && unchanged(copy, snap, len));
+  /* Wait-forever, then the close that grants it: the ring holds the whole burst. */
+  OK(fencelock_service_acquire(copy, b, S("l"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_FOREVER,
+                               0, 0));
+  CHECK(drain(copy, outs, 32) == 1);
+  OK(fencelock_service_close_session(copy, a, 0));
+  CHECK(drain(copy, outs, 32) == 3);
+  CHECK(is_output(&outs[0], FENCELOCK_OUTPUT_KIND_SESSION_CLOSED, a, NULL, 0));
+  CHECK(is_output(&outs[1], FENCELOCK_OUTPUT_KIND_RELEASED, a, "l", 1));
+  CHECK(is_output(&outs[2], FENCELOCK_OUTPUT_KIND_GRANTED, b, "l", 2));
+  free(snap);
+  fencelock_service_free(copy);
+  fencelock_service_free(svc);
+}
+
+int main(void) {
+  gc_pause_timeline();
+  frames();
+  bad_input();
+  messages();
+  placed();
+  printf("story.c: %d checks, %d passed, %d failed\n", checks, checks - failures, failures);
+  return failures ? 1 : 0;
+}
