@@ -1,0 +1,344 @@
+//! Crossing the boundary: JS values in (validated, never trusted), JS values out, and the
+//! errors thrown. Nothing here knows a lock rule; it only translates.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use fencelock::{Error, Mode, ReleaseReason, SessionId, Table, Tick, Token, Wait};
+use js_sys::{Array, Object, Reflect, Uint8Array};
+use wasm_bindgen::{JsCast, JsValue};
+
+/// `Number.MAX_SAFE_INTEGER`: the largest integer a JS number holds exactly.
+pub const MAX_SAFE: u64 = (1 << 53) - 1;
+
+/// Why a call was refused. Core errors pass through unchanged; the binding adds three
+/// kinds of its own for what only a JS caller can get wrong (see `ERRNO_*`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fail {
+    /// The core refused the input (nothing changed).
+    Core(Error),
+    /// A number that is not a safe non-negative integer, or a value that would not fit
+    /// one. Thrown as a `RangeError`.
+    OutOfRange(String),
+    /// A value of the wrong type or shape (a name that is not a string, an unknown mode…).
+    /// Thrown as a `TypeError`.
+    BadArgument(String),
+    /// The tables could not be allocated. Thrown as an `Error`.
+    OutOfMemory(String),
+}
+
+/// `.errno` of `out_of_range` (binding errors are 7xx; core's are 1xx–5xx).
+pub const ERRNO_OUT_OF_RANGE: u32 = 701;
+/// `.errno` of `bad_argument`.
+pub const ERRNO_BAD_ARGUMENT: u32 = 702;
+/// `.errno` of `out_of_memory`.
+pub const ERRNO_OUT_OF_MEMORY: u32 = 703;
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        Fail::Core(e)
+    }
+}
+
+impl Fail {
+    /// The `.code` string.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Fail::Core(e) => e.kind(),
+            Fail::OutOfRange(_) => "out_of_range",
+            Fail::BadArgument(_) => "bad_argument",
+            Fail::OutOfMemory(_) => "out_of_memory",
+        }
+    }
+
+    /// The `.errno` number.
+    pub fn errno(&self) -> u32 {
+        match self {
+            Fail::Core(e) => e.code(),
+            Fail::OutOfRange(_) => ERRNO_OUT_OF_RANGE,
+            Fail::BadArgument(_) => ERRNO_BAD_ARGUMENT,
+            Fail::OutOfMemory(_) => ERRNO_OUT_OF_MEMORY,
+        }
+    }
+
+    /// The `.message`: core's `Display` text, or the binding's own.
+    pub fn message(&self) -> String {
+        match self {
+            Fail::Core(e) => e.to_string(),
+            Fail::OutOfRange(m) => format!("out of range: {m}"),
+            Fail::BadArgument(m) => format!("bad argument: {m}"),
+            Fail::OutOfMemory(m) => format!("out of memory: {m}"),
+        }
+    }
+}
+
+fn set(obj: &JsValue, key: &str, value: &JsValue) {
+    // Defining a property on a fresh plain object or Error cannot fail.
+    let _ = Reflect::set(obj, &JsValue::from_str(key), value);
+}
+
+impl From<Fail> for JsValue {
+    /// The thrown value: a `RangeError`, `TypeError` or `Error` with `.code` and `.errno`,
+    /// plus the details a caller acts on (`.token`/`.highest` for `stale`, …).
+    fn from(f: Fail) -> JsValue {
+        let msg = f.message();
+        let err: JsValue = match f {
+            Fail::OutOfRange(_) => js_sys::RangeError::new(&msg).into(),
+            Fail::BadArgument(_) => js_sys::TypeError::new(&msg).into(),
+            _ => js_sys::Error::new(&msg).into(),
+        };
+        set(&err, "code", &JsValue::from_str(f.code()));
+        set(&err, "errno", &JsValue::from_f64(f64::from(f.errno())));
+        let detail = |k: &str, v: u64| {
+            if v <= MAX_SAFE {
+                set(&err, k, &JsValue::from_f64(v as f64));
+            }
+        };
+        if let Fail::Core(e) = f {
+            match e {
+                Error::Stale { token, highest } => {
+                    detail("token", token.0);
+                    detail("highest", highest.0);
+                }
+                Error::UnknownSession(s)
+                | Error::NotHolder(s)
+                | Error::NotQueued(s)
+                | Error::AlreadyQueued(s) => detail("session", s.0),
+                Error::TimeWentBackwards { now, requested } => {
+                    detail("now", now.0);
+                    detail("requested", requested.0);
+                }
+                Error::StaleRequest { request, latest } => {
+                    detail("request", request);
+                    detail("latest", latest);
+                }
+                Error::NameTooLong { len, max } => {
+                    detail("len", u64::from(len));
+                    detail("max", u64::from(max));
+                }
+                Error::BufferTooSmall { need } => detail("need", u64::from(need)),
+                Error::CapacityExceeded(t) => set(&err, "table", &JsValue::from_str(table(t))),
+                Error::ModeMismatch { held } => set(&err, "held", &JsValue::from_str(mode(held))),
+                _ => {}
+            }
+        }
+        err
+    }
+}
+
+fn table(t: Table) -> &'static str {
+    match t {
+        Table::Sessions => "sessions",
+        Table::Locks => "locks",
+        Table::Claims => "claims",
+        Table::Resources => "resources",
+        _ => "unknown",
+    }
+}
+
+// ------------------------------------------------------------------------- numbers in
+
+/// The `u64` a JS number stands for, if it is a safe non-negative integer
+/// (`Number.isSafeInteger(x) && x >= 0`; `-0` counts as 0).
+pub fn safe_u64(x: f64) -> Option<u64> {
+    if x.is_finite() && x.trunc() == x && (0.0..=MAX_SAFE as f64).contains(&x) {
+        Some(x as u64)
+    } else {
+        None
+    }
+}
+
+/// A required number argument named `what`.
+pub fn num(v: &JsValue, what: &str) -> Result<u64, Fail> {
+    v.as_f64().and_then(safe_u64).ok_or_else(|| {
+        Fail::OutOfRange(format!(
+            "{what} must be a safe non-negative integer (0..=2^53-1), got {}",
+            describe(v)
+        ))
+    })
+}
+
+/// An optional number: `undefined` and `null` are `None`.
+pub fn opt_num(v: &JsValue, what: &str) -> Result<Option<u64>, Fail> {
+    if v.is_undefined() || v.is_null() {
+        Ok(None)
+    } else {
+        num(v, what).map(Some)
+    }
+}
+
+/// A number that must also fit a `u32`.
+pub fn num_u32(v: &JsValue, what: &str) -> Result<u32, Fail> {
+    let n = num(v, what)?;
+    u32::try_from(n).map_err(|_| Fail::OutOfRange(format!("{what} must be at most 2^32-1")))
+}
+
+/// A short, safe description of a value for messages (never its full contents).
+fn describe(v: &JsValue) -> String {
+    if v.as_f64().is_some() {
+        // JS formats the number (Rust's float formatting would add kilobytes to the module).
+        match v.unchecked_ref::<js_sys::Number>().to_string_with_radix(10) {
+            Ok(s) => String::from(s),
+            Err(_) => "a number".into(),
+        }
+    } else if v.is_undefined() {
+        "undefined".into()
+    } else if v.is_null() {
+        "null".into()
+    } else if v.is_string() {
+        "a string".into()
+    } else if v.is_bigint() {
+        "a bigint".into()
+    } else {
+        format!(
+            "a value of type {}",
+            v.js_typeof().as_string().unwrap_or_default()
+        )
+    }
+}
+
+// ------------------------------------------------------------------------- other values in
+
+/// A required string argument (a lock, election or resource name). Strings holding lone
+/// surrogates are refused: they have no UTF-8 form and would silently become U+FFFD.
+pub fn string(v: &JsValue, what: &str) -> Result<String, Fail> {
+    let Some(js) = v.dyn_ref::<js_sys::JsString>() else {
+        return Err(Fail::BadArgument(format!(
+            "{what} must be a string, got {}",
+            describe(v)
+        )));
+    };
+    if !js.is_valid_utf16() {
+        return Err(Fail::BadArgument(format!(
+            "{what} holds a lone surrogate (not valid UTF-16)"
+        )));
+    }
+    Ok(String::from(js))
+}
+
+/// `"exclusive"` or `"shared"`.
+pub fn parse_mode(v: &JsValue) -> Result<Mode, Fail> {
+    match v.as_string().as_deref() {
+        Some("exclusive") => Ok(Mode::Exclusive),
+        Some("shared") => Ok(Mode::Shared),
+        _ => Err(Fail::BadArgument(format!(
+            "mode must be \"exclusive\" or \"shared\", got {}",
+            describe(v)
+        ))),
+    }
+}
+
+/// `"none"`, `"forever"` or `{until: tick}`.
+pub fn parse_wait(v: &JsValue) -> Result<Wait, Fail> {
+    match v.as_string().as_deref() {
+        Some("none") => return Ok(Wait::None),
+        Some("forever") => return Ok(Wait::Forever),
+        _ => {}
+    }
+    if v.is_object() && !Array::is_array(v) {
+        return Ok(Wait::Until(Tick(num(&get(v, "until")?, "wait.until")?)));
+    }
+    Err(Fail::BadArgument(format!(
+        "wait must be \"none\", \"forever\" or {{until: tick}}, got {}",
+        describe(v)
+    )))
+}
+
+/// `obj[key]`; a throwing getter or proxy becomes `bad_argument`.
+pub fn get(obj: &JsValue, key: &str) -> Result<JsValue, Fail> {
+    Reflect::get(obj, &JsValue::from_str(key))
+        .map_err(|_| Fail::BadArgument(format!("reading .{key} threw")))
+}
+
+/// Requires a plain object (not null, not an array).
+pub fn object<'a>(v: &'a JsValue, what: &str) -> Result<&'a JsValue, Fail> {
+    if v.is_object() && !Array::is_array(v) {
+        Ok(v)
+    } else {
+        Err(Fail::BadArgument(format!(
+            "{what} must be an object, got {}",
+            describe(v)
+        )))
+    }
+}
+
+/// The bytes of a `Uint8Array` argument (copied into wasm memory).
+pub fn bytes(v: &JsValue, what: &str) -> Result<Vec<u8>, Fail> {
+    v.dyn_ref::<Uint8Array>()
+        .map(Uint8Array::to_vec)
+        .ok_or_else(|| {
+            Fail::BadArgument(format!("{what} must be a Uint8Array, got {}", describe(v)))
+        })
+}
+
+// ------------------------------------------------------------------------- values out
+
+/// A JS number for a `u64`, or `out_of_range` above 2^53 - 1 (never a rounded value).
+pub fn number(v: u64, what: &str) -> Result<JsValue, Fail> {
+    if v <= MAX_SAFE {
+        Ok(JsValue::from_f64(v as f64))
+    } else {
+        Err(Fail::OutOfRange(format!(
+            "{what} is {v}, above 2^53-1: a JS number cannot hold it exactly"
+        )))
+    }
+}
+
+/// `number` or `null`.
+pub fn opt_number(v: Option<u64>, what: &str) -> Result<JsValue, Fail> {
+    v.map_or(Ok(JsValue::NULL), |v| number(v, what))
+}
+
+/// Builds a plain object, property by property.
+pub struct Obj(JsValue);
+
+impl Obj {
+    /// `{}`.
+    pub fn new() -> Obj {
+        Obj(Object::new().into())
+    }
+
+    /// Sets `key`.
+    pub fn with(self, key: &str, value: impl Into<JsValue>) -> Obj {
+        set(&self.0, key, &value.into());
+        self
+    }
+
+    /// The object.
+    pub fn done(self) -> JsValue {
+        self.0
+    }
+}
+
+/// `"exclusive"` / `"shared"`.
+pub fn mode(m: Mode) -> &'static str {
+    match m {
+        Mode::Exclusive => "exclusive",
+        Mode::Shared => "shared",
+    }
+}
+
+/// `"released"` / `"closed"` / `"expired"`.
+pub fn reason(r: ReleaseReason) -> &'static str {
+    match r {
+        ReleaseReason::Released => "released",
+        ReleaseReason::Closed => "closed",
+        ReleaseReason::Expired => "expired",
+    }
+}
+
+/// A session id out.
+pub fn session(s: SessionId) -> Result<JsValue, Fail> {
+    number(s.0, "session id")
+}
+
+/// A token out.
+pub fn token(t: Token) -> Result<JsValue, Fail> {
+    number(t.0, "token")
+}
+
+/// A `Uint8Array` copy of `bytes`.
+pub fn uint8(bytes: &[u8]) -> JsValue {
+    Uint8Array::from(bytes).into()
+}
