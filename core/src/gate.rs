@@ -175,8 +175,18 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         Ok(used)
     }
 
+    /// The size of [`snapshot`](Self::snapshot)'s output in bytes. Cost: O(resources).
+    pub fn snapshot_len(&self) -> usize {
+        match self.snapshot(&mut []) {
+            Ok(n) => n,
+            Err(Error::BufferTooSmall { need }) => need as usize,
+            Err(_) => 0,
+        }
+    }
+
     /// Rebuilds a gate in `rows` from [`snapshot`](Self::snapshot) bytes, checking magic,
-    /// version, names (valid, unique), tokens (≥ 1), capacity, and no trailing bytes.
+    /// version, names (valid, unique), tokens (≥ 1), capacity, no trailing bytes and the
+    /// canonical encoding (exactly the bytes `snapshot` writes).
     ///
     /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
     /// [`Error::CorruptSnapshot`], [`Error::CapacityExceeded`]; the rows come back with the
@@ -184,6 +194,11 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     pub fn restore(rows: R, bytes: &[u8]) -> Result<Self, (R, Error)> {
         let mut gate = FenceGate::new(rows);
         match gate.load(bytes) {
+            // Over-long varints decode too; the canonical re-encoding is then shorter.
+            Ok(()) if gate.snapshot_len() != bytes.len() => Err((
+                gate.rows,
+                Error::CorruptSnapshot("non-canonical encoding"),
+            )),
             Ok(()) => Ok(gate),
             Err(e) => Err((gate.rows, e)),
         }

@@ -209,7 +209,8 @@ impl<S: Storage> LockService<S> {
     /// holder and never a mix of modes; tokens in `1..=revision`; waits in arrival order
     /// with deadlines after now; no (session, lock) pair twice; no lock left idle; no
     /// waiter left ungranted on a lock that could grant it; everything within capacity.
-    /// Trailing bytes are refused.
+    /// Trailing bytes and non-canonical encodings (over-long varints) are refused, so
+    /// restore accepts exactly the bytes [`snapshot`](Self::snapshot) writes.
     ///
     /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
     /// [`Error::CorruptSnapshot`] (says which check failed), [`Error::CapacityExceeded`],
@@ -236,6 +237,13 @@ impl<S: Storage> LockService<S> {
         }
         let mut svc = LockService::build(storage, meta.config);
         match svc.load(&meta, rest) {
+            // postcard also decodes over-long varints; the state re-encodes minimally, so
+            // the lengths differ exactly when the input was not the canonical encoding.
+            // Refusing it keeps "one state, one byte string" true for restored bytes too.
+            Ok(()) if svc.snapshot_len() != bytes.len() => Err((
+                svc.storage,
+                Error::CorruptSnapshot("non-canonical encoding"),
+            )),
             Ok(()) => Ok(svc),
             Err(e) => Err((svc.storage, e)),
         }

@@ -169,3 +169,19 @@ fn restore_never_panics_on_mutated_bytes() {
         let _ = FenceGate::restore([GateRow::EMPTY; 4], &good[..i]);
     }
 }
+
+#[test]
+fn restore_refuses_a_non_canonical_encoding() {
+    let mut g = gate::<2>();
+    g.admit("a", Token(3)).unwrap();
+    let good = snapshot(&g);
+    assert_eq!(g.snapshot_len(), good.len());
+    // magic (4) + version (1) + count (1) + name ("a": 2) + token 3 at the end
+    assert_eq!(good[good.len() - 1], 3);
+    let mut long = good[..good.len() - 1].to_vec();
+    long.extend_from_slice(&[0x83, 0x00]);
+    assert_eq!(
+        FenceGate::restore([GateRow::EMPTY; 2], &long).map(|_| ()).map_err(|e| e.1),
+        Err(Error::CorruptSnapshot("non-canonical encoding"))
+    );
+}

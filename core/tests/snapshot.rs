@@ -1,0 +1,367 @@
+//! Snapshots: canonical bytes, round trips, and `restore` refusing every broken invariant
+//! with a typed error (never a panic, never a broken state).
+
+mod common;
+use common::*;
+
+use fencelock::{
+    Config, Error, LockService, Mode, Table, Tick, VecStorage, Wait, SNAPSHOT_MAGIC,
+    SNAPSHOT_VERSION,
+};
+use serde::Serialize;
+
+/// Mirror of the snapshot's records (the real ones are private): postcard encodes a
+/// struct as its fields in order, so tuples of the same fields encode identically.
+#[derive(Serialize, Clone, Copy)]
+#[allow(dead_code)]
+enum Reply {
+    None,
+    Renewed { expires_at: u64 },
+    Granted { mode: Mode, token: u64 },
+    Queued { mode: Mode, position: u32 },
+    Busy,
+    Released { token: u64 },
+    Cancelled,
+}
+
+#[derive(Clone)]
+struct Snap {
+    config: Config,
+    now: u64,
+    next_session: u64,
+    revision: u64,
+    next_seq: u64,
+    next_lock: u64,
+    /// (id, ttl, expires_at, last_request, last_reply, last_target)
+    sessions: Vec<(u64, u64, u64, u64, Reply, u64)>,
+    /// (id, name, delay_until)
+    locks: Vec<(u64, &'static str, u64)>,
+    /// (session id, lock id, mode, holding, seq, value)
+    claims: Vec<(u64, u64, Mode, bool, u64, u64)>,
+    trailing: Vec<u8>,
+}
+
+fn put<T: Serialize>(out: &mut Vec<u8>, v: &T) {
+    let mut buf = [0u8; 256];
+    out.extend_from_slice(postcard::to_slice(v, &mut buf).unwrap());
+}
+
+impl Snap {
+    /// Session 1 (ttl 10) holds "l" with token 1; session 2 (ttl 20) waits for it forever.
+    fn base() -> Snap {
+        Snap {
+            config: Config::default(),
+            now: 0,
+            next_session: 3,
+            revision: 1,
+            next_seq: 3,
+            next_lock: 2,
+            sessions: vec![(1, 10, 10, 0, Reply::None, 0), (2, 20, 20, 0, Reply::None, 0)],
+            locks: vec![(1, "l", 0)],
+            claims: vec![(1, 1, Mode::Exclusive, true, 1, 1), (2, 1, Mode::Exclusive, false, 2, u64::MAX)],
+            trailing: vec![],
+        }
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        put(&mut b, &(SNAPSHOT_MAGIC, SNAPSHOT_VERSION));
+        put(
+            &mut b,
+            &(
+                self.config,
+                self.now,
+                self.next_session,
+                self.revision,
+                self.next_seq,
+                self.next_lock,
+                self.sessions.len() as u32,
+                self.locks.len() as u32,
+                self.claims.len() as u32,
+            ),
+        );
+        for s in &self.sessions {
+            put(&mut b, s);
+        }
+        for l in &self.locks {
+            put(&mut b, l);
+        }
+        for c in &self.claims {
+            put(&mut b, c);
+        }
+        b.extend_from_slice(&self.trailing);
+        b
+    }
+
+    fn restore(&self) -> Result<Svc, Error> {
+        LockService::restore(VecStorage::new(4, 4, 8), &self.bytes()).map_err(|(_, e)| e)
+    }
+
+    fn refused(&self, why: &'static str) {
+        match self.restore() {
+            Err(e) => assert_eq!(e, Error::CorruptSnapshot(why)),
+            Ok(_) => panic!("restore accepted a snapshot that breaks: {why}"),
+        }
+    }
+}
+
+#[test]
+fn the_mirror_matches_a_real_snapshot() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 10);
+    let b = open(&mut svc, 20);
+    x(&mut svc, a, "l");
+    x(&mut svc, b, "l");
+    assert_eq!(svc.snapshot_vec(), Snap::base().bytes());
+    let restored = Snap::base().restore().unwrap();
+    check_invariants(&restored);
+    assert_eq!(holders(&restored, "l"), vec![(a, Mode::Exclusive, 1)]);
+    assert_eq!(waiters(&restored, "l"), vec![b]);
+}
+
+#[test]
+fn restore_checks_counters() {
+    let mut s = Snap::base();
+    s.next_session = 0;
+    s.refused("counter is zero");
+    let mut s = Snap::base();
+    s.revision = (1 << 63) + 1;
+    s.refused("counter beyond 2^63");
+    let mut s = Snap::base();
+    s.next_seq = u64::MAX;
+    s.refused("counter beyond 2^63");
+}
+
+#[test]
+fn restore_checks_sessions() {
+    let mut s = Snap::base();
+    s.sessions.swap(0, 1);
+    s.refused("session ids out of order or beyond the counter");
+    let mut s = Snap::base();
+    s.next_session = 2;
+    s.refused("session ids out of order or beyond the counter");
+    let mut s = Snap::base();
+    s.now = 10; // session 1's deadline is not after now
+    s.refused("session deadline not in (now, now + ttl]");
+    let mut s = Snap::base();
+    s.sessions[0].2 = 11; // expires_at beyond now + ttl
+    s.refused("session deadline not in (now, now + ttl]");
+    let mut s = Snap::base();
+    s.sessions[0].1 = 0; // ttl 0
+    s.refused("session deadline not in (now, now + ttl]");
+}
+
+#[test]
+fn restore_checks_recorded_replies() {
+    let mut s = Snap::base();
+    s.sessions[0].3 = 4; // a request number without its reply
+    s.refused("recorded reply does not fit its session");
+    let mut s = Snap::base();
+    s.sessions[0].3 = 4;
+    s.sessions[0].4 = Reply::Granted { mode: Mode::Exclusive, token: 2 }; // beyond revision
+    s.refused("recorded reply does not fit its session");
+    let mut s = Snap::base();
+    s.sessions[0].3 = 4;
+    s.sessions[0].4 = Reply::Queued { mode: Mode::Shared, position: 0 };
+    s.refused("recorded reply does not fit its session");
+    let mut s = Snap::base();
+    s.sessions[0].3 = 4;
+    s.sessions[0].4 = Reply::Renewed { expires_at: 11 }; // later than the session's deadline
+    s.refused("recorded reply does not fit its session");
+    let mut s = Snap::base();
+    s.sessions[0].3 = 4;
+    s.sessions[0].4 = Reply::Released { token: 1 };
+    s.sessions[0].5 = 0xdead_beef;
+    assert!(s.restore().is_ok(), "a valid recorded reply restores");
+}
+
+#[test]
+fn restore_checks_locks() {
+    let mut s = Snap::base();
+    s.locks[0].0 = 2; // not below next_lock
+    s.refused("lock ids out of order or beyond the counter");
+    let mut s = Snap::base();
+    s.locks[0].1 = "";
+    s.refused("lock name empty or too long");
+    let mut s = Snap::base();
+    s.config.max_name_len = 4;
+    s.locks[0].1 = "lllll";
+    s.refused("lock name empty or too long");
+    let mut s = Snap::base();
+    s.locks.push((1, "m", 0));
+    s.next_lock = 3;
+    s.locks[1].0 = 2;
+    s.locks[1].1 = "l";
+    s.refused("lock name twice");
+    let mut s = Snap::base();
+    s.now = 5;
+    s.locks[0].2 = 5; // a delay that is over must be stored as 0
+    s.refused("lock-delay that is over is not zeroed (non-canonical)");
+    let mut s = Snap::base();
+    s.locks[0].2 = 7; // lock_delay is 0: no delay can run
+    s.refused("lock-delay beyond now + lock_delay");
+    let mut s = Snap::base();
+    s.claims.clear();
+    s.refused("idle lock entry");
+}
+
+#[test]
+fn restore_checks_claims() {
+    let mut s = Snap::base();
+    s.claims.swap(0, 1);
+    s.refused("claim sequence out of order or beyond the counter");
+    let mut s = Snap::base();
+    s.next_seq = 2;
+    s.refused("claim sequence out of order or beyond the counter");
+    let mut s = Snap::base();
+    s.claims[1].0 = 9;
+    s.refused("claim of an unknown session");
+    let mut s = Snap::base();
+    s.claims[1].1 = 7;
+    s.refused("claim on an unknown lock");
+    let mut s = Snap::base();
+    s.claims[1].0 = 1;
+    s.refused("a session claims a lock twice");
+    let mut s = Snap::base();
+    s.claims[0].5 = 0;
+    s.refused("token outside 1..=revision");
+    let mut s = Snap::base();
+    s.claims[0].5 = 2;
+    s.refused("token outside 1..=revision");
+    let mut s = Snap::base();
+    s.revision = 2;
+    s.claims[1] = (2, 1, Mode::Shared, true, 2, 2);
+    s.refused("exclusive lock with more than one holder");
+    let mut s = Snap::base();
+    s.revision = 2;
+    s.claims[0] = (1, 1, Mode::Shared, true, 1, 2);
+    s.claims[1] = (2, 1, Mode::Shared, true, 2, 1);
+    s.refused("holders' tokens not rising in arrival order");
+    let mut s = Snap::base();
+    s.claims[1].5 = 0;
+    s.refused("wait deadline not after now");
+    let mut s = Snap::base();
+    s.claims.remove(0);
+    s.refused("a grantable waiter was left waiting");
+    let mut s = Snap::base();
+    s.claims[0].2 = Mode::Shared;
+    s.claims[1].2 = Mode::Shared;
+    s.refused("a grantable waiter was left waiting");
+}
+
+#[test]
+fn restore_checks_framing_capacity_and_config() {
+    let mut s = Snap::base();
+    s.trailing = vec![0];
+    s.refused("trailing bytes");
+    let good = Snap::base().bytes();
+    let restore = |b: &[u8]| LockService::restore(VecStorage::new(4, 4, 8), b).map(|_| ()).map_err(|e| e.1);
+    assert_eq!(restore(&good[..6]), Err(Error::CorruptSnapshot("truncated header")));
+    assert_eq!(restore(&good[..good.len() - 1]), Err(Error::CorruptSnapshot("truncated record")));
+    assert_eq!(restore(&good[..2]), Err(Error::BadMagic));
+    for (storage, table) in [
+        (VecStorage::new(1, 4, 8), Table::Sessions),
+        (VecStorage::new(4, 0, 8), Table::Locks),
+        (VecStorage::new(4, 4, 1), Table::Claims),
+    ] {
+        let (back, e) = LockService::restore(storage, &good).map(|_| ()).unwrap_err();
+        assert_eq!(e, Error::CapacityExceeded(table));
+        // the storage comes back and is usable
+        let _ = LockService::new(back, Config::default()).unwrap();
+    }
+    let mut s = Snap::base();
+    s.config.max_name_len = 0;
+    assert_eq!(s.restore().map(|_| ()), Err(Error::BadConfig("max_name_len must be 1..=64")));
+}
+
+/// A service in a busy state: holds, shared runs, timed waits, lock-delay, numbered replies.
+fn busy() -> Svc {
+    let mut svc = svc_with(8, 8, 16, Config { lock_delay: 7, max_name_len: 64 });
+    let a = open(&mut svc, 10);
+    let b = open(&mut svc, 30);
+    let c = open(&mut svc, 40);
+    run(&mut svc, |v, o| v.acquire(a, "x", Mode::Exclusive, Wait::None, Some(1), o));
+    run(&mut svc, |v, o| v.acquire(b, "r", Mode::Shared, Wait::None, Some(2), o));
+    acquire(&mut svc, c, "r", Mode::Shared, Wait::None);
+    acquire(&mut svc, b, "x", Mode::Exclusive, Wait::Until(Tick(25)));
+    acquire(&mut svc, c, "x", Mode::Shared, Wait::Forever);
+    run(&mut svc, |v, o| v.keep_alive(c, Some(5), o));
+    x(&mut svc, a, "y");
+    tick(&mut svc, 10); // a expires: x and y enter lock-delay
+    svc
+}
+
+#[test]
+fn round_trip_is_byte_identical_and_behaves_the_same() {
+    let mut original = busy();
+    let bytes = original.snapshot_vec();
+    assert_eq!(bytes.len(), original.snapshot_len());
+    assert_eq!(bytes[..4], SNAPSHOT_MAGIC);
+    // into storage of another size: the layout differs, the bytes do not
+    let mut restored = LockService::restore(VecStorage::new(20, 9, 33), &bytes).map_err(|e| e.1).unwrap();
+    assert_eq!(restored.snapshot_vec(), bytes);
+    assert_eq!(restored.poll_timeout(), original.poll_timeout());
+    for t in [11, 17, 25, 40, 60] {
+        assert_eq!(tick(&mut restored, t), tick(&mut original, t), "at {t}");
+        assert_eq!(restored.snapshot_vec(), original.snapshot_vec());
+    }
+}
+
+#[test]
+fn equal_states_give_equal_bytes_whatever_the_history() {
+    // Two histories that free rows in opposite orders, so the next lock and claim land in
+    // different rows; the logical state, and so the snapshot, is the same.
+    let history = |release_first: &str, release_second: &str| {
+        let mut svc = svc(4);
+        let a = open(&mut svc, 50);
+        x(&mut svc, a, "p");
+        x(&mut svc, a, "q");
+        release(&mut svc, a, release_first);
+        release(&mut svc, a, release_second);
+        x(&mut svc, a, "r");
+        svc.snapshot_vec()
+    };
+    assert_eq!(history("p", "q"), history("q", "p"));
+}
+
+#[test]
+fn snapshot_into_a_short_buffer_reports_the_size_needed() {
+    let svc = busy();
+    let need = svc.snapshot_len();
+    for len in [0, 1, 10, need - 1] {
+        let mut buf = vec![0u8; len];
+        assert_eq!(svc.snapshot(&mut buf), Err(Error::BufferTooSmall { need: need as u32 }));
+    }
+}
+
+#[test]
+fn restore_never_panics_on_mutated_or_truncated_bytes() {
+    let good = busy().snapshot_vec();
+    let mut accepted = 0;
+    for i in 0..good.len() {
+        let _ = LockService::restore(VecStorage::new(8, 8, 16), &good[..i]);
+        for b in [0u8, 1, 2, 0x3f, 0x7f, 0x80, 0xfe, 0xff] {
+            let mut v = good.clone();
+            v[i] = b;
+            if let Ok(svc) = LockService::restore(VecStorage::new(8, 8, 16), &v) {
+                // whatever was accepted is a state the service could be in
+                check_invariants(&svc);
+                assert_eq!(svc.snapshot_vec(), v, "accepted bytes are canonical");
+                accepted += 1;
+            }
+        }
+    }
+    assert!(accepted > 0, "some mutations (a deadline, a ttl) are valid states");
+}
+
+#[test]
+fn restore_refuses_a_non_canonical_encoding_of_a_valid_state() {
+    let good = Snap::base().bytes();
+    // header: magic (4) + version (1); meta: lock_delay (1), max_name_len (1), now at 7
+    assert_eq!(good[7], 0);
+    let mut long = good[..7].to_vec();
+    long.extend_from_slice(&[0x80, 0x00]); // 0 as an over-long varint
+    long.extend_from_slice(&good[8..]);
+    let e = LockService::restore(VecStorage::new(4, 4, 8), &long).map(|_| ()).unwrap_err().1;
+    assert_eq!(e, Error::CorruptSnapshot("non-canonical encoding"));
+}
