@@ -1,0 +1,561 @@
+//! The Rust client: connects to any node, follows redirects to the leader, retries with
+//! the session's request numbers (so a retry after a leader crash is applied once),
+//! receives `Granted` pushed on its connection (no polling), and re-attaches its sessions
+//! after reconnecting.
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), fencelock_server::protocol::ClientError> {
+//! use fencelock::Mode;
+//! use fencelock_server::client::{Acquired, Client};
+//! use fencelock_server::protocol::WaitSpec;
+//! let client = Client::new(vec!["127.0.0.1:7101".into()]);
+//! let session = client.open_session(5_000).await?;
+//! if let Acquired::Granted(token) = session.acquire("jobs/reindex", Mode::Exclusive, WaitSpec::Forever).await? {
+//!     // ... write to the resource with `token` ...
+//!     session.release("jobs/reindex").await?;
+//! }
+//! session.close().await?;
+//! # Ok(()) }
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fencelock::{Holder, Mode, Output, SessionInfo, Token, Waiter};
+use tokio::io::{BufReader, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use crate::frame::{self, MAX_CLIENT_FRAME};
+use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply, ClientError>>>>>;
+
+struct Conn {
+    tx: mpsc::UnboundedSender<ClientFrame>,
+    pending: Pending,
+    alive: watch::Receiver<bool>,
+    epoch: u64,
+}
+
+/// What an acquire ended with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acquired {
+    /// The lock is held; carry this token with every action on the resource.
+    Granted(Token),
+    /// Try-lock found it taken.
+    Busy,
+    /// A timed wait ran out.
+    TimedOut,
+    /// The session ended (expired or closed) before a grant.
+    SessionLost,
+}
+
+#[derive(Default)]
+struct State {
+    addrs: Vec<String>,
+    preferred: Option<String>,
+    rr: usize,
+    conn: Option<Arc<Conn>>,
+    epoch: u64,
+    attached: HashSet<u64>,
+    /// Latest lock event per (session, lock), set by pushes and replies.
+    lock_events: HashMap<(u64, String), Acquired>,
+    lost: HashSet<u64>,
+}
+
+struct Inner {
+    st: Mutex<State>,
+    ids: AtomicU64,
+    changed: watch::Sender<u64>,
+    pushes: broadcast::Sender<Output>,
+    connect_lock: tokio::sync::Mutex<()>,
+    /// How long one call keeps retrying before giving up.
+    retry_for: Duration,
+}
+
+/// A connection to a fencelock cluster (cheap to clone; clones share the connection).
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl Client {
+    /// A client for the cluster whose nodes' client addresses are `addrs` (any subset; a
+    /// follower redirects to the leader). Connects lazily.
+    pub fn new(addrs: Vec<String>) -> Client {
+        let (changed, _) = watch::channel(0);
+        let (pushes, _) = broadcast::channel(4096);
+        Client {
+            inner: Arc::new(Inner {
+                st: Mutex::new(State {
+                    addrs,
+                    ..State::default()
+                }),
+                ids: AtomicU64::new(1),
+                changed,
+                pushes,
+                connect_lock: tokio::sync::Mutex::new(()),
+                retry_for: Duration::from_secs(15),
+            }),
+        }
+    }
+
+    fn st(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every output pushed to this client's sessions, as it arrives.
+    pub fn subscribe(&self) -> broadcast::Receiver<Output> {
+        self.inner.pushes.subscribe()
+    }
+
+    /// How many times this client has (re)connected. Cost: O(1).
+    pub fn epoch(&self) -> u64 {
+        self.st().epoch
+    }
+
+    fn note(&self, o: &Output) {
+        let mut st = self.st();
+        match o {
+            Output::Granted {
+                session,
+                lock,
+                token,
+                ..
+            } => {
+                st.lock_events
+                    .insert((session.0, lock.to_string()), Acquired::Granted(*token));
+            }
+            Output::WaitTimedOut { session, lock } => {
+                st.lock_events
+                    .insert((session.0, lock.to_string()), Acquired::TimedOut);
+            }
+            Output::Busy { session, lock } => {
+                st.lock_events
+                    .insert((session.0, lock.to_string()), Acquired::Busy);
+            }
+            Output::Released { session, lock, .. } | Output::WaitCancelled { session, lock } => {
+                st.lock_events.remove(&(session.0, lock.to_string()));
+            }
+            Output::SessionExpired { session } | Output::SessionClosed { session } => {
+                st.lost.insert(session.0);
+                st.attached.remove(&session.0);
+            }
+            _ => {}
+        }
+        drop(st);
+        self.inner.changed.send_modify(|v| *v += 1);
+    }
+
+    async fn connect(&self) -> Result<Arc<Conn>, ClientError> {
+        let _g = self.inner.connect_lock.lock().await;
+        if let Some(c) = self.st().conn.clone() {
+            if *c.alive.borrow() {
+                return Ok(c);
+            }
+        }
+        let addr = {
+            let mut st = self.st();
+            match st.preferred.take() {
+                Some(a) => a,
+                None => {
+                    if st.addrs.is_empty() {
+                        return Err(ClientError::Unavailable("no addresses".into()));
+                    }
+                    st.rr = (st.rr + 1) % st.addrs.len();
+                    st.addrs[st.rr].clone()
+                }
+            }
+        };
+        let sock = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(&addr))
+            .await
+            .map_err(|_| ClientError::Unavailable(format!("connect to {addr} timed out")))?
+            .map_err(|e| ClientError::Unavailable(format!("connect to {addr}: {e}")))?;
+        let _ = sock.set_nodelay(true);
+        let (r, w) = sock.into_split();
+        let (tx, mut rx) = mpsc::unbounded_channel::<ClientFrame>();
+        let pending: Pending = Arc::default();
+        let (alive_tx, alive) = watch::channel(true);
+        let alive_tx = Arc::new(alive_tx);
+        let epoch = {
+            let mut st = self.st();
+            st.epoch += 1;
+            st.epoch
+        };
+        let conn = Arc::new(Conn {
+            tx,
+            pending: pending.clone(),
+            alive,
+            epoch,
+        });
+        let a2 = alive_tx.clone();
+        tokio::spawn(async move {
+            let mut w = BufWriter::new(w);
+            while let Some(f) = rx.recv().await {
+                if frame::write(&mut w, &f).await.is_err() {
+                    break;
+                }
+            }
+            let _ = a2.send(false);
+        });
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut r = BufReader::new(r);
+            while let Ok(Some(f)) = frame::read::<_, ServerFrame>(&mut r, MAX_CLIENT_FRAME).await {
+                match f {
+                    ServerFrame::Reply { id, result } => {
+                        let tx = pending
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&id);
+                        if let Some(tx) = tx {
+                            let _ = tx.send(result);
+                        }
+                    }
+                    ServerFrame::Push(o) => {
+                        me.note(&o);
+                        let _ = me.inner.pushes.send(o);
+                    }
+                    ServerFrame::Malformed(_) => break,
+                }
+            }
+            let _ = alive_tx.send(false);
+            // Fail whatever is still waiting: the caller retries elsewhere.
+            pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            me.inner.changed.send_modify(|v| *v += 1);
+        });
+        // Re-attach sessions so their pushes come here now.
+        let sessions: Vec<u64> = self.st().attached.iter().copied().collect();
+        for s in sessions {
+            if let Err(e) = self.send(&conn, Request::Attach { session: s }).await {
+                if let ClientError::NotLeader { leader } = &e {
+                    self.st().preferred = leader.clone();
+                }
+                return Err(e);
+            }
+        }
+        self.st().conn = Some(conn.clone());
+        Ok(conn)
+    }
+
+    async fn send(&self, conn: &Conn, req: Request) -> Result<Reply, ClientError> {
+        let id = self.inner.ids.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        conn.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, tx);
+        if conn.tx.send(ClientFrame { id, req }).is_err() {
+            return Err(ClientError::Unavailable("connection closed".into()));
+        }
+        match tokio::time::timeout(Duration::from_secs(5), rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(ClientError::Unavailable("connection lost".into())),
+            Err(_) => Err(ClientError::Unavailable("no reply".into())),
+        }
+    }
+
+    fn drop_conn(&self, epoch: u64) {
+        let mut st = self.st();
+        if st.conn.as_ref().is_some_and(|c| c.epoch == epoch) {
+            st.conn = None;
+        }
+    }
+
+    /// Sends `req`, following redirects and retrying on lost connections and
+    /// unavailability for up to 15 s. Only send requests that are safe to repeat
+    /// (reads, keep-alives, or writes carrying a request number).
+    ///
+    /// Errors: a core refusal or a bad request at once; `Unavailable` when retries ran out.
+    pub async fn call(&self, req: Request) -> Result<Reply, ClientError> {
+        let start = Instant::now();
+        let mut last = ClientError::Unavailable("not tried".into());
+        while start.elapsed() < self.inner.retry_for {
+            let conn = match self.connect().await {
+                Ok(c) => c,
+                Err(e) => {
+                    last = e;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            match self.send(&conn, req.clone()).await {
+                Ok(r) => {
+                    if let Reply::Done { outputs, .. } = &r {
+                        for o in outputs {
+                            self.note(o);
+                        }
+                    }
+                    return Ok(r);
+                }
+                Err(ClientError::NotLeader { leader }) => {
+                    self.drop_conn(conn.epoch);
+                    let known = leader.is_some();
+                    self.st().preferred = leader.clone();
+                    last = ClientError::NotLeader { leader };
+                    if !known {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+                Err(ClientError::Unavailable(m)) => {
+                    self.drop_conn(conn.epoch);
+                    last = ClientError::Unavailable(m);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    /// Opens a session of `ttl_ms`. (Not retried after an ambiguous failure: a retry
+    /// could open a second session; an orphan simply expires.)
+    ///
+    /// Errors: core errors (bad ttl, sessions full), `Unavailable`.
+    pub async fn open_session(&self, ttl_ms: u64) -> Result<Session, ClientError> {
+        let start = Instant::now();
+        loop {
+            let conn = self.connect().await;
+            let res = match conn {
+                Ok(c) => {
+                    let r = self.send(&c, Request::Open { ttl_ms }).await;
+                    if r.is_err() {
+                        self.drop_conn(c.epoch);
+                    }
+                    r
+                }
+                Err(e) => Err(e),
+            };
+            match res {
+                Ok(Reply::Done { outputs, .. }) => {
+                    let id = outputs
+                        .iter()
+                        .find_map(|o| match o {
+                            Output::SessionOpened { session, .. } => Some(session.0),
+                            _ => None,
+                        })
+                        .ok_or_else(|| ClientError::Unavailable("no session opened".into()))?;
+                    self.st().attached.insert(id);
+                    return Ok(Session {
+                        client: self.clone(),
+                        id,
+                        requests: tokio::sync::Mutex::new(0),
+                    });
+                }
+                Ok(_) => return Err(ClientError::Unavailable("unexpected reply".into())),
+                Err(ClientError::NotLeader { leader }) => {
+                    self.st().preferred = leader;
+                }
+                Err(ClientError::Unavailable(m)) => {
+                    if start.elapsed() > self.inner.retry_for {
+                        return Err(ClientError::Unavailable(m));
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Linearizable read of a lock's holders.
+    ///
+    /// Errors: bad name, `Unavailable`.
+    pub async fn holders(&self, lock: &str) -> Result<Vec<Holder>, ClientError> {
+        match self.call(Request::Holders { lock: lock.into() }).await? {
+            Reply::Holders(h) => Ok(h),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
+    /// Linearizable read of a lock's queue, head first.
+    ///
+    /// Errors: bad name, `Unavailable`.
+    pub async fn waiters(&self, lock: &str) -> Result<Vec<Waiter>, ClientError> {
+        match self.call(Request::Waiters { lock: lock.into() }).await? {
+            Reply::Waiters(w) => Ok(w),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
+    /// Linearizable read of a session's state.
+    ///
+    /// Errors: `Unavailable`.
+    pub async fn session_info(&self, session: u64) -> Result<Option<SessionInfo>, ClientError> {
+        match self.call(Request::Session { session }).await? {
+            Reply::Session(s) => Ok(s),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+}
+
+/// An open session. Its lock requests are numbered 1, 2, 3… and sent one at a time, so a
+/// retry of the latest is replayed by the core instead of applied twice.
+pub struct Session {
+    client: Client,
+    id: u64,
+    requests: tokio::sync::Mutex<u64>,
+}
+
+impl Session {
+    /// The session id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The client it belongs to.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// True once the service said this session expired or closed. Cost: O(1).
+    pub fn is_lost(&self) -> bool {
+        self.client.st().lost.contains(&self.id)
+    }
+
+    /// Renews the session; returns its new deadline (logical ms).
+    ///
+    /// Errors: `Core(unknown_session)` if it is gone; `Unavailable`.
+    pub async fn keep_alive(&self) -> Result<u64, ClientError> {
+        match self
+            .client
+            .call(Request::KeepAlive { session: self.id })
+            .await?
+        {
+            Reply::Done { outputs, .. } => outputs
+                .iter()
+                .find_map(|o| match o {
+                    Output::SessionRenewed { expires_at, .. } => Some(expires_at.0),
+                    _ => None,
+                })
+                .ok_or_else(|| ClientError::Unavailable("no renewal".into())),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
+    async fn numbered(&self, make: impl Fn(u64) -> Request) -> Result<Reply, ClientError> {
+        let mut n = self.requests.lock().await;
+        *n += 1;
+        self.client.call(make(*n)).await
+    }
+
+    /// Acquires `lock`. With a waiting `wait`, returns once the `Granted` push arrives (or
+    /// the wait times out / the session ends). After a reconnect the pushes in between may
+    /// be lost, so it then checks the holders once with a linearizable read.
+    ///
+    /// Errors: core refusals (already queued, mode mismatch, capacity…), `Unavailable`.
+    pub async fn acquire(
+        &self,
+        lock: &str,
+        mode: Mode,
+        wait: WaitSpec,
+    ) -> Result<Acquired, ClientError> {
+        let key = (self.id, lock.to_string());
+        self.client.st().lock_events.remove(&key);
+        let mut changed = self.client.inner.changed.subscribe();
+        let epoch0 = self.client.epoch();
+        let reply = self
+            .numbered(|n| Request::Acquire {
+                session: self.id,
+                lock: lock.into(),
+                mode,
+                wait,
+                request: Some(n),
+            })
+            .await?;
+        let Reply::Done { .. } = reply else {
+            return Err(ClientError::Unavailable("unexpected reply".into()));
+        };
+        let mut checked_epoch = epoch0;
+        loop {
+            {
+                let st = self.client.st();
+                if let Some(ev) = st.lock_events.get(&key) {
+                    return Ok(*ev);
+                }
+                if st.lost.contains(&self.id) {
+                    return Ok(Acquired::SessionLost);
+                }
+            }
+            let epoch = self.client.epoch();
+            if epoch != checked_epoch {
+                // Reconnected: pushes may have been missed. One linearizable check.
+                checked_epoch = epoch;
+                if let Some(h) = self
+                    .client
+                    .holders(lock)
+                    .await?
+                    .into_iter()
+                    .find(|h| h.session.0 == self.id)
+                {
+                    return Ok(Acquired::Granted(h.token));
+                }
+                let queued = self
+                    .client
+                    .waiters(lock)
+                    .await?
+                    .iter()
+                    .any(|w| w.session.0 == self.id);
+                if !queued {
+                    let alive = self.client.session_info(self.id).await?.is_some();
+                    return Ok(if alive {
+                        Acquired::TimedOut
+                    } else {
+                        Acquired::SessionLost
+                    });
+                }
+                continue;
+            }
+            // Wake on any push or on a connection change; the timeout only re-checks the
+            // connection epoch (no request is sent unless it changed).
+            let _ = tokio::time::timeout(Duration::from_millis(500), changed.changed()).await;
+        }
+    }
+
+    /// Releases `lock`.
+    ///
+    /// Errors: `Core(not_holder)` (for example after the session expired), `Unavailable`.
+    pub async fn release(&self, lock: &str) -> Result<(), ClientError> {
+        self.numbered(|n| Request::Release {
+            session: self.id,
+            lock: lock.into(),
+            request: Some(n),
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Withdraws a queued acquire.
+    ///
+    /// Errors: `Core(not_queued)`, `Unavailable`.
+    pub async fn cancel(&self, lock: &str) -> Result<(), ClientError> {
+        self.numbered(|n| Request::Cancel {
+            session: self.id,
+            lock: lock.into(),
+            request: Some(n),
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Closes the session, releasing everything it holds. A retry that finds the session
+    /// already gone counts as done.
+    ///
+    /// Errors: `Unavailable`.
+    pub async fn close(&self) -> Result<(), ClientError> {
+        let r = self
+            .numbered(|n| Request::Close {
+                session: self.id,
+                request: Some(n),
+            })
+            .await;
+        self.client.st().attached.remove(&self.id);
+        match r {
+            Ok(_) => Ok(()),
+            Err(ClientError::Core(e)) if e.kind == "unknown_session" => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! # fencelock-server — the fencelock core replicated by openraft
+//!
+//! A lock server whose state machine is the core's [`fencelock::LockService`], replicated
+//! by [openraft](https://docs.rs/openraft) 0.9 over TCP on loopback; a client library
+//! ([`client`]) and a CLI (`fencelock`). See `server/README.md` for running a cluster and
+//! what is guaranteed under which faults.
+//!
+//! Layers, bottom up: [`log_store`] (durable Raft log and vote), [`state_machine`] (the
+//! core under openraft), [`node`] (a node: Raft + the leader's logical clock + request
+//! handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
+//! [`mem_network`] (an in-process network with faults, for tests), [`client`].
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod frame;
+pub mod log_store;
+// openraft's RPC error types are large; their size is dictated by the RaftNetwork trait.
+#[allow(clippy::result_large_err)]
+pub mod mem_network;
+#[allow(clippy::result_large_err)]
+pub mod net;
+pub mod node;
+pub mod protocol;
+pub mod state_machine;
+pub mod types;

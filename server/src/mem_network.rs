@@ -1,0 +1,202 @@
+//! An in-process Raft network with faults you control, for tests (modelled on openraft's
+//! own test fixtures): nodes call each other's [`Raft`] handles directly; a link can be cut
+//! (isolate a node, split into partitions, heal) or delayed. A cut link answers
+//! `Unreachable` — also for a reply that would cross it after the call was made, so a
+//! partition drops requests and responses alike.
+
+use std::collections::{HashMap, HashSet};
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+
+use crate::types::{NodeAddr, NodeId, Raft, TypeConfig};
+
+#[derive(Default)]
+struct Inner {
+    nodes: HashMap<NodeId, Raft>,
+    cut: HashSet<(NodeId, NodeId)>,
+    delay_ms: u64,
+}
+
+/// The network: a registry of running nodes plus the set of cut links.
+#[derive(Clone, Default)]
+pub struct MemNet {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl MemNet {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a running node.
+    pub fn add(&self, id: NodeId, raft: Raft) {
+        self.lock().nodes.insert(id, raft);
+    }
+
+    /// Unregisters a node (it crashed): every call to it fails.
+    pub fn remove(&self, id: NodeId) {
+        self.lock().nodes.remove(&id);
+    }
+
+    /// Cuts every link to and from `id`.
+    pub fn isolate(&self, id: NodeId) {
+        let mut g = self.lock();
+        let ids: Vec<NodeId> = (1..=16).collect();
+        for other in ids {
+            if other != id {
+                g.cut.insert((id, other));
+                g.cut.insert((other, id));
+            }
+        }
+    }
+
+    /// Splits the nodes into `groups`: links between groups are cut.
+    pub fn partition(&self, groups: &[&[NodeId]]) {
+        let mut g = self.lock();
+        for (i, a) in groups.iter().enumerate() {
+            for (j, b) in groups.iter().enumerate() {
+                if i != j {
+                    for x in a.iter() {
+                        for y in b.iter() {
+                            g.cut.insert((*x, *y));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Restores every link.
+    pub fn heal(&self) {
+        self.lock().cut.clear();
+    }
+
+    /// Delays every message by `ms` each way.
+    pub fn set_delay(&self, ms: u64) {
+        self.lock().delay_ms = ms;
+    }
+
+    /// The network factory for node `from`.
+    pub fn factory(&self, from: NodeId) -> MemFactory {
+        MemFactory {
+            net: self.clone(),
+            from,
+        }
+    }
+
+    fn route(&self, from: NodeId, to: NodeId) -> Result<(Raft, u64), Unreachable> {
+        let g = self.lock();
+        if g.cut.contains(&(from, to)) {
+            return Err(Unreachable::new(&io::Error::other(format!(
+                "link {from}->{to} is cut"
+            ))));
+        }
+        match g.nodes.get(&to) {
+            Some(r) => Ok((r.clone(), g.delay_ms)),
+            None => Err(Unreachable::new(&io::Error::other(format!(
+                "node {to} is down"
+            )))),
+        }
+    }
+
+    async fn call<T, E, F, Fut>(
+        &self,
+        from: NodeId,
+        to: NodeId,
+        f: F,
+    ) -> Result<T, RPCError<NodeId, NodeAddr, E>>
+    where
+        E: std::error::Error,
+        F: FnOnce(Raft) -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        let (raft, delay) = self.route(from, to).map_err(RPCError::Unreachable)?;
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        let res = f(raft).await;
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        // A reply crossing a link cut meanwhile is lost too.
+        self.route(to, from).map_err(RPCError::Unreachable)?;
+        res.map_err(|e| {
+            RPCError::Network(NetworkError::new(&io::Error::other(format!(
+                "remote error: {e}"
+            ))))
+        })
+    }
+}
+
+/// Creates [`MemConn`]s from one node.
+pub struct MemFactory {
+    net: MemNet,
+    from: NodeId,
+}
+
+impl RaftNetworkFactory<TypeConfig> for MemFactory {
+    type Network = MemConn;
+
+    async fn new_client(&mut self, target: NodeId, _node: &NodeAddr) -> MemConn {
+        MemConn {
+            net: self.net.clone(),
+            from: self.from,
+            to: target,
+        }
+    }
+}
+
+/// One node's connection to another over a [`MemNet`].
+pub struct MemConn {
+    net: MemNet,
+    from: NodeId,
+    to: NodeId,
+}
+
+impl RaftNetwork<TypeConfig> for MemConn {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
+        self.net
+            .call(self.from, self.to, |r| async move {
+                r.append_entries(rpc).await
+            })
+            .await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, NodeAddr, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        self.net
+            .call(self.from, self.to, |r| async move {
+                r.install_snapshot(rpc).await
+            })
+            .await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
+        self.net
+            .call(self.from, self.to, |r| async move { r.vote(rpc).await })
+            .await
+    }
+}

@@ -1,0 +1,266 @@
+//! TCP transport: Raft RPCs between nodes and the client protocol, both as
+//! length-prefixed postcard frames ([`crate::frame`]).
+//!
+//! A garbage, truncated or oversized frame closes that connection (the client port first
+//! answers [`ServerFrame::Malformed`]); it never takes the node down.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::frame::{self, MAX_CLIENT_FRAME, MAX_RAFT_FRAME};
+use crate::node::Node;
+use crate::protocol::{ClientFrame, ServerFrame};
+use crate::types::{NodeAddr, NodeId, Raft, TypeConfig};
+
+/// A Raft RPC on the wire.
+#[derive(Serialize, Deserialize)]
+enum RaftReq {
+    Append(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    Snapshot(InstallSnapshotRequest<TypeConfig>),
+}
+
+/// A Raft RPC's answer on the wire.
+#[derive(Serialize, Deserialize)]
+enum RaftResp {
+    Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+}
+
+/// Serves Raft RPCs on `listener` for `raft`, one task per connection, until the process
+/// ends. Requests on one connection are answered in order.
+pub async fn serve_raft(listener: TcpListener, raft: Raft) {
+    loop {
+        let Ok((sock, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let _ = sock.set_nodelay(true);
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            let (r, w) = sock.into_split();
+            let mut r = BufReader::new(r);
+            let mut w = BufWriter::new(w);
+            while let Ok(Some(req)) = frame::read::<_, RaftReq>(&mut r, MAX_RAFT_FRAME).await {
+                let resp = match req {
+                    RaftReq::Append(x) => RaftResp::Append(raft.append_entries(x).await),
+                    RaftReq::Vote(x) => RaftResp::Vote(raft.vote(x).await),
+                    RaftReq::Snapshot(x) => RaftResp::Snapshot(raft.install_snapshot(x).await),
+                };
+                if frame::write(&mut w, &resp).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// Opens Raft connections by the target's `raft` address.
+#[derive(Clone, Default)]
+pub struct TcpNetwork;
+
+impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
+    type Network = TcpConn;
+
+    async fn new_client(&mut self, _target: NodeId, node: &NodeAddr) -> TcpConn {
+        TcpConn {
+            addr: node.raft.clone(),
+            conn: None,
+        }
+    }
+}
+
+/// One node's connection to another (reconnects after any error).
+pub struct TcpConn {
+    addr: String,
+    conn: Option<(
+        BufReader<tokio::net::tcp::OwnedReadHalf>,
+        BufWriter<tokio::net::tcp::OwnedWriteHalf>,
+    )>,
+}
+
+enum CallError {
+    Unreachable(io::Error),
+    Network(io::Error),
+}
+
+impl TcpConn {
+    async fn call(&mut self, req: RaftReq, ttl: Duration) -> Result<RaftResp, CallError> {
+        let res = tokio::time::timeout(ttl, self.call_inner(req)).await;
+        let res = match res {
+            Ok(r) => r,
+            Err(_) => Err(CallError::Network(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "rpc timed out",
+            ))),
+        };
+        if res.is_err() {
+            self.conn = None;
+        }
+        res
+    }
+
+    async fn call_inner(&mut self, req: RaftReq) -> Result<RaftResp, CallError> {
+        if self.conn.is_none() {
+            let s = TcpStream::connect(&self.addr)
+                .await
+                .map_err(CallError::Unreachable)?;
+            let _ = s.set_nodelay(true);
+            let (r, w) = s.into_split();
+            self.conn = Some((BufReader::new(r), BufWriter::new(w)));
+        }
+        let Some((r, w)) = self.conn.as_mut() else {
+            return Err(CallError::Unreachable(io::Error::other("no connection")));
+        };
+        frame::write(w, &req).await.map_err(CallError::Network)?;
+        match frame::read::<_, RaftResp>(r, MAX_RAFT_FRAME).await {
+            Ok(Some(resp)) => Ok(resp),
+            Ok(None) => Err(CallError::Network(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed",
+            ))),
+            Err(e) => Err(CallError::Network(e)),
+        }
+    }
+}
+
+fn rpc_err<E: std::error::Error>(e: CallError) -> RPCError<NodeId, NodeAddr, E> {
+    match e {
+        CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+        CallError::Network(e) => RPCError::Network(NetworkError::new(&e)),
+    }
+}
+
+fn remote<T, E: std::error::Error>(r: Result<T, E>) -> Result<T, RPCError<NodeId, NodeAddr, E>> {
+    r.map_err(|e| {
+        RPCError::Network(NetworkError::new(&io::Error::other(format!(
+            "remote error: {e}"
+        ))))
+    })
+}
+
+fn unexpected<E: std::error::Error>() -> RPCError<NodeId, NodeAddr, E> {
+    RPCError::Network(NetworkError::new(&io::Error::other(
+        "mismatched rpc response",
+    )))
+}
+
+impl RaftNetwork<TypeConfig> for TcpConn {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
+        match self.call(RaftReq::Append(rpc), option.hard_ttl()).await {
+            Ok(RaftResp::Append(r)) => remote(r),
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(rpc_err(e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, NodeAddr, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        match self.call(RaftReq::Snapshot(rpc), option.hard_ttl()).await {
+            Ok(RaftResp::Snapshot(r)) => remote(r),
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(rpc_err(e)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
+        match self.call(RaftReq::Vote(rpc), option.hard_ttl()).await {
+            Ok(RaftResp::Vote(r)) => remote(r),
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(rpc_err(e)),
+        }
+    }
+}
+
+/// Requests one client connection may have in flight at once.
+pub const MAX_IN_FLIGHT: usize = 256;
+
+/// Serves the client protocol on `listener` for `node`, one task per connection, until
+/// the process ends.
+pub async fn serve_clients(listener: TcpListener, node: Arc<Node>) {
+    loop {
+        let Ok((sock, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let _ = sock.set_nodelay(true);
+        tokio::spawn(client_conn(sock, node.clone()));
+    }
+}
+
+async fn client_conn(sock: TcpStream, node: Arc<Node>) {
+    let conn = node.next_conn_id();
+    let (r, w) = sock.into_split();
+    let mut r = BufReader::new(r);
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<ServerFrame>();
+    let (push_tx, mut push_rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(async move {
+        let mut w = BufWriter::new(w);
+        loop {
+            let f = tokio::select! {
+                f = out_rx.recv() => f,
+                p = push_rx.recv() => p.map(ServerFrame::Push),
+            };
+            let Some(f) = f else { break };
+            let closing = matches!(f, ServerFrame::Malformed(_));
+            if frame::write(&mut w, &f).await.is_err() || closing {
+                break;
+            }
+        }
+        let _ = w.shutdown().await;
+    });
+    let limit = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    loop {
+        match frame::read::<_, ClientFrame>(&mut r, MAX_CLIENT_FRAME).await {
+            Ok(Some(ClientFrame { id, req })) => {
+                let Ok(permit) = limit.clone().acquire_owned().await else {
+                    break;
+                };
+                let node = node.clone();
+                let out = out_tx.clone();
+                let push = push_tx.clone();
+                tokio::spawn(async move {
+                    let result = node.handle_request(req, conn, &push).await;
+                    let _ = out.send(ServerFrame::Reply { id, result });
+                    drop(permit);
+                });
+            }
+            Ok(None) => break,
+            Err(e) => {
+                let _ = out_tx.send(ServerFrame::Malformed(e.to_string()));
+                break;
+            }
+        }
+    }
+    node.shared.hub.detach_conn(conn);
+    drop(out_tx);
+    drop(push_tx);
+    let _ = writer.await;
+}

@@ -1,0 +1,459 @@
+//! A fencelock node: openraft + the durable log + the core state machine + the leader's
+//! clock. Transport-agnostic: [`Node::start`] takes any openraft network factory (TCP in
+//! the binary, an in-memory network with faults in the tests), and
+//! [`Node::handle_request`] serves one client request whatever carried it.
+//!
+//! # Time
+//!
+//! The service's logical time is milliseconds of *leader-active* time. A leader anchors
+//! its clock `grace_ms` after it was elected and its first entry is applied: from then on
+//! it stamps every proposal with `anchor + elapsed` (and proposes a bare `Tick` when the
+//! core's `poll_timeout` comes due). Between the last entry of the old leader and the
+//! anchor of the new one, logical time stands still: every session deadline is in effect
+//! shifted by the failover time plus the grace period (etcd's lessor `Promote`,
+//! Hazelcast's `shiftExpirationTimes`), so a failover never expires a session early and
+//! clients get `grace_ms` to find the new leader and renew. Logical time never goes
+//! backwards (it restarts from the applied state's `now`) and never runs faster than the
+//! leader's monotonic clock, so a client's [`fencelock::SessionKeeper`] (counting from
+//! the send time of its last acknowledged keep-alive) is always conservative.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fencelock::{Input, LockName, SessionId, Tick, Wait};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::network::RaftNetworkFactory;
+use openraft::ServerState;
+use tokio::task::JoinHandle;
+
+use crate::log_store::LogStore;
+use crate::protocol::{ClientError, Reply, Request, WaitSpec};
+use crate::state_machine::{PushSink, ServiceConfig, Shared, StateMachine};
+use crate::types::{Cmd, CmdResult, NodeAddr, NodeId, Raft, TypeConfig};
+
+/// Everything a node needs to start.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// This node's id (1, 2, 3…).
+    pub id: NodeId,
+    /// Directory for `raft.log` and `snapshot.bin`.
+    pub dir: PathBuf,
+    /// Table sizes and core settings (the same on every node).
+    pub service: ServiceConfig,
+    /// A new leader waits this long (ms) before its clock runs.
+    pub grace_ms: u64,
+    /// How often (ms) the leader checks whether a tick is due.
+    pub tick_ms: u64,
+    /// How long a write or a linearizable read may take before `Unavailable` (ms).
+    pub request_timeout_ms: u64,
+    /// openraft heartbeat interval (ms).
+    pub heartbeat_ms: u64,
+    /// openraft election timeout range (ms).
+    pub election_ms: (u64, u64),
+    /// Build a snapshot (and purge the log before it) after this many applied entries.
+    pub snapshot_logs: u64,
+}
+
+impl NodeConfig {
+    /// Defaults for a loopback cluster: grace 1 s, tick check every 20 ms, heartbeats
+    /// every 50 ms, election timeout 300–600 ms, requests time out after 3 s, a snapshot
+    /// every 2000 entries.
+    pub fn new(id: NodeId, dir: PathBuf) -> NodeConfig {
+        NodeConfig {
+            id,
+            dir,
+            service: ServiceConfig::default(),
+            grace_ms: 1000,
+            tick_ms: 20,
+            request_timeout_ms: 3000,
+            heartbeat_ms: 50,
+            election_ms: (300, 600),
+            snapshot_logs: 2000,
+        }
+    }
+}
+
+#[derive(Default)]
+struct ClockState {
+    term: u64,
+    since: Option<Instant>,
+    anchor: Option<(Instant, u64)>,
+}
+
+/// The leader's logical clock (see the module docs).
+#[derive(Default)]
+pub struct LeaderClock {
+    st: Mutex<ClockState>,
+}
+
+impl LeaderClock {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The stamp for a proposal now: `Some` only on an anchored leader. Cost: O(1).
+    pub fn stamp(&self) -> Option<u64> {
+        self.lock()
+            .anchor
+            .map(|(at, logical)| logical + at.elapsed().as_millis() as u64)
+    }
+}
+
+/// A running node.
+pub struct Node {
+    /// Its id.
+    pub id: NodeId,
+    /// The openraft handle.
+    pub raft: Raft,
+    /// The state machine's shared state (reads, push routing).
+    pub shared: Arc<Shared>,
+    /// The log store (for diagnostics).
+    pub log: LogStore,
+    clock: Arc<LeaderClock>,
+    config: NodeConfig,
+    ticker: JoinHandle<()>,
+    conn_ids: AtomicU64,
+}
+
+fn not_leader<N: Clone>(leader: Option<N>, f: impl Fn(N) -> String) -> ClientError {
+    ClientError::NotLeader {
+        leader: leader.map(f),
+    }
+}
+
+impl Node {
+    /// Opens the node's storage in `config.dir` and starts openraft over `network`.
+    ///
+    /// Errors: I/O errors opening the log or the snapshot, openraft start-up errors.
+    pub async fn start<N>(config: NodeConfig, network: N) -> io::Result<Arc<Node>>
+    where
+        N: RaftNetworkFactory<TypeConfig>,
+    {
+        let log = LogStore::open(&config.dir)?;
+        let (sm, shared) = StateMachine::open(&config.dir, config.service)?;
+        let raft_config = openraft::Config {
+            cluster_name: "fencelock".into(),
+            heartbeat_interval: config.heartbeat_ms,
+            election_timeout_min: config.election_ms.0,
+            election_timeout_max: config.election_ms.1,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(config.snapshot_logs),
+            max_in_snapshot_log_to_keep: config.snapshot_logs / 4,
+            ..Default::default()
+        };
+        let raft_config = Arc::new(
+            raft_config
+                .validate()
+                .map_err(|e| io::Error::other(e.to_string()))?,
+        );
+        let raft = Raft::new(config.id, raft_config, network, log.clone(), sm)
+            .await
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        let clock = Arc::new(LeaderClock::default());
+        let ticker = tokio::spawn(run_ticker(
+            config.id,
+            raft.clone(),
+            shared.clone(),
+            clock.clone(),
+            config.clone(),
+        ));
+        Ok(Arc::new(Node {
+            id: config.id,
+            raft,
+            shared,
+            log,
+            clock,
+            config,
+            ticker,
+            conn_ids: AtomicU64::new(1),
+        }))
+    }
+
+    /// Initializes a new cluster with these members (call on one node, once).
+    ///
+    /// Errors: openraft's (already initialized, …).
+    pub async fn initialize(
+        &self,
+        members: std::collections::BTreeMap<NodeId, NodeAddr>,
+    ) -> Result<(), String> {
+        self.raft
+            .initialize(members)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Stops openraft and the ticker. The node's files stay; [`Node::start`] on the same
+    /// directory resumes it.
+    pub async fn shutdown(&self) {
+        self.ticker.abort();
+        let _ = self.raft.shutdown().await;
+    }
+
+    /// The leader's current stamp (`None` unless this node is an anchored leader).
+    pub fn stamp(&self) -> Option<u64> {
+        self.clock.stamp()
+    }
+
+    /// A fresh connection id for [`crate::state_machine::Hub::attach`].
+    pub fn next_conn_id(&self) -> u64 {
+        self.conn_ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn leader_client_addr(&self, leader: Option<NodeId>) -> Option<String> {
+        let leader = leader?;
+        let m = self.raft.metrics().borrow().clone();
+        m.membership_config
+            .membership()
+            .get_node(&leader)
+            .map(|n| n.client.clone())
+    }
+
+    /// Proposes `input` (stamped with the leader's clock) and waits until it is committed
+    /// and applied.
+    ///
+    /// Errors: `NotLeader` (with the leader's client address when known), `Unavailable`
+    /// when it could not commit within the request timeout (it may still commit later: retry
+    /// with the same request number). A core refusal is in the result's `error`.
+    pub async fn propose(&self, input: Input) -> Result<CmdResult, ClientError> {
+        let cmd = Cmd {
+            now: self.clock.stamp(),
+            input,
+        };
+        let fut = self.raft.client_write(cmd);
+        match tokio::time::timeout(Duration::from_millis(self.config.request_timeout_ms), fut).await
+        {
+            Err(_) => Err(ClientError::Unavailable("commit timed out".into())),
+            Ok(Ok(resp)) => Ok(resp.data),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                Err(not_leader(f.leader_node, |n| n.client))
+            }
+            Ok(Err(e)) => Err(ClientError::Unavailable(e.to_string())),
+        }
+    }
+
+    /// Waits until this node may serve a linearizable read (it is the leader, a quorum
+    /// confirmed it, and it applied everything committed before the read).
+    ///
+    /// Errors: `NotLeader`, `Unavailable` on timeout.
+    pub async fn linearizable(&self) -> Result<(), ClientError> {
+        let fut = self.raft.ensure_linearizable();
+        match tokio::time::timeout(Duration::from_millis(self.config.request_timeout_ms), fut).await
+        {
+            Err(_) => Err(ClientError::Unavailable(
+                "read confirmation timed out".into(),
+            )),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
+                let addr = f
+                    .leader_node
+                    .map(|n| n.client)
+                    .or_else(|| self.leader_client_addr(f.leader_id));
+                Err(ClientError::NotLeader { leader: addr })
+            }
+            Ok(Err(e)) => Err(ClientError::Unavailable(e.to_string())),
+        }
+    }
+
+    fn name(lock: &str) -> Result<LockName, ClientError> {
+        LockName::new(lock).map_err(|e| ClientError::BadRequest(e.to_string()))
+    }
+
+    async fn write(&self, input: Input) -> Result<Reply, ClientError> {
+        let r = self.propose(input).await?;
+        match r.error {
+            Some(e) => Err(ClientError::Core(e)),
+            None => Ok(Reply::Done {
+                outputs: r.outputs,
+                now: r.now,
+                index: r.index,
+            }),
+        }
+    }
+
+    /// Serves one client request. `conn` and `sink` identify the connection that pushes
+    /// for the sessions it opens or attaches to.
+    ///
+    /// Errors: see [`ClientError`].
+    pub async fn handle_request(
+        &self,
+        req: Request,
+        conn: u64,
+        sink: &PushSink,
+    ) -> Result<Reply, ClientError> {
+        match req {
+            Request::Open { ttl_ms } => {
+                let reply = self.write(Input::OpenSession { ttl: ttl_ms }).await?;
+                if let Reply::Done { outputs, .. } = &reply {
+                    for o in outputs {
+                        self.shared.hub.attach(o.session(), conn, sink.clone());
+                    }
+                }
+                Ok(reply)
+            }
+            Request::KeepAlive { session } => {
+                self.write(Input::KeepAlive {
+                    session: SessionId(session),
+                    request: None,
+                })
+                .await
+            }
+            Request::Close { session, request } => {
+                self.write(Input::CloseSession {
+                    session: SessionId(session),
+                    request,
+                })
+                .await
+            }
+            Request::Acquire {
+                session,
+                lock,
+                mode,
+                wait,
+                request,
+            } => {
+                let lock = Self::name(&lock)?;
+                let wait = match wait {
+                    WaitSpec::None => Wait::None,
+                    WaitSpec::Forever => Wait::Forever,
+                    WaitSpec::ForMs(ms) => {
+                        let now = self
+                            .clock
+                            .stamp()
+                            .unwrap_or_else(|| self.shared.state().svc.now().0);
+                        Wait::Until(Tick(now.saturating_add(ms)))
+                    }
+                };
+                self.shared
+                    .hub
+                    .attach(SessionId(session), conn, sink.clone());
+                self.write(Input::Acquire {
+                    session: SessionId(session),
+                    lock,
+                    mode,
+                    wait,
+                    request,
+                })
+                .await
+            }
+            Request::Release {
+                session,
+                lock,
+                request,
+            } => {
+                let lock = Self::name(&lock)?;
+                self.write(Input::Release {
+                    session: SessionId(session),
+                    lock,
+                    request,
+                })
+                .await
+            }
+            Request::Cancel {
+                session,
+                lock,
+                request,
+            } => {
+                let lock = Self::name(&lock)?;
+                self.write(Input::Cancel {
+                    session: SessionId(session),
+                    lock,
+                    request,
+                })
+                .await
+            }
+            Request::Attach { session } => {
+                self.linearizable().await?;
+                self.shared
+                    .hub
+                    .attach(SessionId(session), conn, sink.clone());
+                Ok(Reply::Attached)
+            }
+            Request::Holders { lock } => {
+                Self::name(&lock)?;
+                self.linearizable().await?;
+                let g = self.shared.state();
+                Ok(Reply::Holders(g.svc.holders(&lock).collect()))
+            }
+            Request::Waiters { lock } => {
+                Self::name(&lock)?;
+                self.linearizable().await?;
+                let g = self.shared.state();
+                Ok(Reply::Waiters(g.svc.waiters(&lock).collect()))
+            }
+            Request::Session { session } => {
+                self.linearizable().await?;
+                let g = self.shared.state();
+                Ok(Reply::Session(g.svc.session(SessionId(session))))
+            }
+        }
+    }
+}
+
+async fn run_ticker(
+    id: NodeId,
+    raft: Raft,
+    shared: Arc<Shared>,
+    clock: Arc<LeaderClock>,
+    config: NodeConfig,
+) {
+    let mut iv = tokio::time::interval(Duration::from_millis(config.tick_ms.max(1)));
+    iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        iv.tick().await;
+        let m = raft.metrics().borrow().clone();
+        let leading = m.state == ServerState::Leader && m.current_leader == Some(id);
+        if !leading {
+            *clock.lock() = ClockState::default();
+            continue;
+        }
+        let need_anchor = {
+            let mut c = clock.lock();
+            if c.term != m.current_term {
+                *c = ClockState {
+                    term: m.current_term,
+                    since: Some(Instant::now()),
+                    anchor: None,
+                };
+            }
+            c.anchor.is_none()
+                && c.since
+                    .is_some_and(|s| s.elapsed() >= Duration::from_millis(config.grace_ms))
+        };
+        if need_anchor {
+            // Everything committed before this term is applied once this returns.
+            let ok = tokio::time::timeout(
+                Duration::from_millis(config.request_timeout_ms),
+                raft.ensure_linearizable(),
+            )
+            .await;
+            if !matches!(ok, Ok(Ok(_))) {
+                continue;
+            }
+            let logical = shared.state().svc.now().0;
+            let mut c = clock.lock();
+            if c.term == m.current_term && c.anchor.is_none() {
+                c.anchor = Some((Instant::now(), logical));
+            }
+            continue;
+        }
+        let Some(stamp) = clock.stamp() else { continue };
+        let due = shared
+            .state()
+            .svc
+            .poll_timeout()
+            .is_some_and(|t| t.0 <= stamp);
+        if due {
+            let cmd = Cmd {
+                now: None,
+                input: Input::Tick { now: Tick(stamp) },
+            };
+            let _ = tokio::time::timeout(
+                Duration::from_millis(config.request_timeout_ms),
+                raft.client_write(cmd),
+            )
+            .await;
+        }
+    }
+}

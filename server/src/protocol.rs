@@ -1,0 +1,170 @@
+//! The client protocol: [`ClientFrame`]s in, [`ServerFrame`]s out, each a length-prefixed
+//! postcard frame ([`crate::frame`]). Requests carry an id chosen by the client; the reply
+//! carries it back. `Push` frames (a `Granted` after `Queued`, an expiry, a release by
+//! expiry…) arrive unasked on the connection a session is attached to.
+
+use fencelock::{Holder, Mode, Output, SessionInfo, Waiter};
+use serde::{Deserialize, Serialize};
+
+use crate::types::CoreError;
+
+/// How long an acquire may wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WaitSpec {
+    /// Try-lock.
+    None,
+    /// Wait at most this many milliseconds of the cluster's logical time.
+    ForMs(u64),
+    /// Wait until granted, cancelled, or the session ends.
+    Forever,
+}
+
+/// A client request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Open a session of `ttl_ms`; the connection is attached to it.
+    Open {
+        /// Time to live in milliseconds.
+        ttl_ms: u64,
+    },
+    /// Renew a session (a keep-alive is a log entry; no request number needed: renewing
+    /// twice is harmless).
+    KeepAlive {
+        /// The session.
+        session: u64,
+    },
+    /// Close a session.
+    Close {
+        /// The session.
+        session: u64,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
+    /// Acquire a lock.
+    Acquire {
+        /// The session.
+        session: u64,
+        /// The lock name.
+        lock: String,
+        /// Exclusive or shared.
+        mode: Mode,
+        /// How long to wait.
+        wait: WaitSpec,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
+    /// Release a lock.
+    Release {
+        /// The session.
+        session: u64,
+        /// The lock name.
+        lock: String,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
+    /// Withdraw a queued acquire.
+    Cancel {
+        /// The session.
+        session: u64,
+        /// The lock name.
+        lock: String,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
+    /// Attach this connection to a session's pushes (after reconnecting to a new leader).
+    Attach {
+        /// The session.
+        session: u64,
+    },
+    /// Linearizable read: a lock's holders.
+    Holders {
+        /// The lock name.
+        lock: String,
+    },
+    /// Linearizable read: a lock's queue.
+    Waiters {
+        /// The lock name.
+        lock: String,
+    },
+    /// Linearizable read: a session's state.
+    Session {
+        /// The session.
+        session: u64,
+    },
+}
+
+/// One frame from a client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientFrame {
+    /// Echoed in the reply.
+    pub id: u64,
+    /// The request.
+    pub req: Request,
+}
+
+/// A successful reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// A write was committed and applied: its outputs (for the requesting session).
+    Done {
+        /// The input's outputs.
+        outputs: Vec<Output>,
+        /// Logical time after applying.
+        now: u64,
+        /// Log index of the entry.
+        index: u64,
+    },
+    /// Holders of a lock.
+    Holders(Vec<Holder>),
+    /// Queue of a lock, head first.
+    Waiters(Vec<Waiter>),
+    /// A session's state (`None`: not open).
+    Session(Option<SessionInfo>),
+    /// The connection is attached.
+    Attached,
+}
+
+/// Why a request failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientError {
+    /// This node is not the leader; retry at `leader` (client address), if known.
+    NotLeader {
+        /// The leader's client address.
+        leader: Option<String>,
+    },
+    /// The core refused the input; nothing changed.
+    Core(CoreError),
+    /// The cluster could not commit or confirm in time (retry with the same request number).
+    Unavailable(String),
+    /// The request was malformed (a bad name…).
+    BadRequest(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::NotLeader { leader } => write!(f, "not the leader (leader: {leader:?})"),
+            ClientError::Core(e) => write!(f, "{e}"),
+            ClientError::Unavailable(m) => write!(f, "unavailable: {m}"),
+            ClientError::BadRequest(m) => write!(f, "bad request: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// One frame from a node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ServerFrame {
+    /// The answer to request `id`.
+    Reply {
+        /// The request's id.
+        id: u64,
+        /// The outcome.
+        result: Result<Reply, ClientError>,
+    },
+    /// An output for an attached session.
+    Push(Output),
+    /// The node could not decode a frame; it closes the connection after this.
+    Malformed(String),
+}

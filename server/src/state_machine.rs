@@ -1,0 +1,434 @@
+//! The core's [`LockService`] as openraft's state machine.
+//!
+//! `apply` runs each committed [`Cmd`] through the core (a tick to the entry's stamped time
+//! first, then the input), records the last applied log id and membership, returns the
+//! input's outputs to the proposer and pushes every other output to the session it names
+//! through the [`Hub`] (a waiter's `Granted` reaches it without polling). A snapshot is
+//! the core's own versioned snapshot plus the last applied log id and membership; it is
+//! written to `dir/snapshot.bin` (temp file, fsync, rename) so a restarted node rebuilds
+//! its state from it and the log after it.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Cursor, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use fencelock::{Config, Input, LockService, Output, SessionId, Tick, VecStorage};
+use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
+use openraft::{EntryPayload, StorageIOError};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::types::{
+    CmdResult, CoreError, Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+};
+
+/// Table sizes and core settings of a node's service. All nodes of a cluster must agree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServiceConfig {
+    /// Session table capacity.
+    pub sessions: usize,
+    /// Lock table capacity.
+    pub locks: usize,
+    /// Claim pool capacity (holds + waits).
+    pub claims: usize,
+    /// The core's settings (lock-delay in milliseconds, name limit).
+    pub core: Config,
+}
+
+impl Default for ServiceConfig {
+    /// 16 384 sessions, 16 384 locks, 32 768 claims, no lock-delay.
+    fn default() -> Self {
+        ServiceConfig {
+            sessions: 1 << 14,
+            locks: 1 << 14,
+            claims: 1 << 15,
+            core: Config::default(),
+        }
+    }
+}
+
+impl ServiceConfig {
+    fn storage(&self) -> VecStorage {
+        VecStorage::new(self.sessions, self.locks, self.claims)
+    }
+
+    /// An empty service.
+    pub(crate) fn fresh(&self) -> LockService<VecStorage> {
+        // Config is validated by the binary and tests; a bad one is a programming error.
+        LockService::new(self.storage(), self.core).expect("valid service config")
+    }
+}
+
+/// Where a push goes: the connection tasks attached to a session.
+pub type PushSink = UnboundedSender<Output>;
+
+/// Routes applied outputs to attached sessions; optionally keeps a journal of every
+/// applied output (tests use it to check order and expiry).
+#[derive(Default)]
+pub struct Hub {
+    subs: Mutex<HashMap<u64, Vec<(u64, PushSink)>>>,
+    journal: Mutex<Option<Vec<(u64, Output)>>>,
+}
+
+impl Hub {
+    /// Registers `sink` (identified by `conn`) for the outputs naming `session`.
+    /// Cost: O(attachments of that session).
+    pub fn attach(&self, session: SessionId, conn: u64, sink: PushSink) {
+        let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        let v = g.entry(session.0).or_default();
+        v.retain(|(c, _)| *c != conn);
+        v.push((conn, sink));
+    }
+
+    /// Removes every registration of connection `conn`. Cost: O(sessions attached).
+    pub fn detach_conn(&self, conn: u64) {
+        let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        g.retain(|_, v| {
+            v.retain(|(c, _)| *c != conn);
+            !v.is_empty()
+        });
+    }
+
+    /// Starts keeping a journal of every applied output with its log index.
+    pub fn enable_journal(&self) {
+        *self.journal.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
+    }
+
+    /// The journal so far (empty unless enabled).
+    pub fn journal(&self) -> Vec<(u64, Output)> {
+        self.journal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default()
+    }
+
+    fn record(&self, index: u64, outs: &[Output]) {
+        if let Some(j) = self
+            .journal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            j.extend(outs.iter().map(|o| (index, o.clone())));
+        }
+    }
+
+    fn push(&self, o: &Output) {
+        let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = g.get_mut(&o.session().0) {
+            v.retain(|(_, s)| s.send(o.clone()).is_ok());
+        }
+        if matches!(
+            o,
+            Output::SessionExpired { .. } | Output::SessionClosed { .. }
+        ) {
+            g.remove(&o.session().0);
+        }
+    }
+}
+
+/// The replicated state: the service plus what openraft needs to know about it.
+pub struct SmState {
+    /// The lock service.
+    pub svc: LockService<VecStorage>,
+    /// The last applied log id.
+    pub last_applied: Option<LogId>,
+    /// The last applied membership.
+    pub membership: StoredMembership,
+}
+
+/// State shared between the state machine (owned by openraft) and the node (reads, pushes).
+pub struct Shared {
+    state: Mutex<SmState>,
+    /// Output routing.
+    pub hub: Hub,
+    /// The service configuration.
+    pub config: ServiceConfig,
+}
+
+impl Shared {
+    /// Locks the state for a read. Keep the guard short: apply waits for it.
+    pub fn state(&self) -> MutexGuard<'_, SmState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The snapshot file's contents.
+#[derive(Serialize, Deserialize)]
+struct SnapFile {
+    meta: SnapshotMeta,
+    data: Vec<u8>,
+}
+
+/// The snapshot data: the core snapshot plus openraft's bookkeeping.
+#[derive(Serialize, Deserialize)]
+struct SnapData {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    core: Vec<u8>,
+}
+
+/// The state machine handed to openraft.
+pub struct StateMachine {
+    shared: Arc<Shared>,
+    dir: PathBuf,
+    current: Option<SnapFile>,
+    snap_seq: u64,
+}
+
+fn decode_snapshot(
+    config: &ServiceConfig,
+    data: &[u8],
+) -> io::Result<(SmState, Option<LogId>, StoredMembership)> {
+    let d: SnapData = postcard::from_bytes(data).map_err(|e| io::Error::other(e.to_string()))?;
+    let svc = LockService::restore(config.storage(), &d.core)
+        .map_err(|(_, e)| io::Error::other(e.to_string()))?;
+    Ok((
+        SmState {
+            svc,
+            last_applied: d.last_applied,
+            membership: d.membership.clone(),
+        },
+        d.last_applied,
+        d.membership,
+    ))
+}
+
+impl StateMachine {
+    /// Opens the state machine in `dir`: restored from `dir/snapshot.bin` if present, else
+    /// empty. Returns it and the handle the node keeps.
+    ///
+    /// Errors: I/O errors, or a snapshot file that does not decode or restore.
+    /// Cost: O(snapshot size).
+    pub fn open(dir: &Path, config: ServiceConfig) -> io::Result<(StateMachine, Arc<Shared>)> {
+        fs::create_dir_all(dir)?;
+        let path = dir.join("snapshot.bin");
+        let (state, current) = match fs::read(&path) {
+            Ok(bytes) => {
+                let f: SnapFile =
+                    postcard::from_bytes(&bytes).map_err(|e| io::Error::other(e.to_string()))?;
+                let (state, _, _) = decode_snapshot(&config, &f.data)?;
+                (state, Some(f))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (
+                SmState {
+                    svc: config.fresh(),
+                    last_applied: None,
+                    membership: StoredMembership::default(),
+                },
+                None,
+            ),
+            Err(e) => return Err(e),
+        };
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            hub: Hub::default(),
+            config,
+        });
+        Ok((
+            StateMachine {
+                shared: shared.clone(),
+                dir: dir.to_path_buf(),
+                current,
+                snap_seq: 0,
+            },
+            shared,
+        ))
+    }
+
+    fn persist(&self, f: &SnapFile) -> io::Result<()> {
+        let bytes = postcard::to_allocvec(f).map_err(|e| io::Error::other(e.to_string()))?;
+        let tmp = self.dir.join("snapshot.tmp");
+        {
+            let mut file = fs::File::create(&tmp)?;
+            file.write_all(&bytes)?;
+            file.sync_all()?;
+        }
+        fs::rename(&tmp, self.dir.join("snapshot.bin"))?;
+        fs::File::open(&self.dir)?.sync_all()
+    }
+}
+
+/// The session an input is about (its outputs go back to the proposer, not pushed).
+fn requester(input: &Input) -> Option<SessionId> {
+    match input {
+        Input::KeepAlive { session, .. }
+        | Input::CloseSession { session, .. }
+        | Input::Acquire { session, .. }
+        | Input::Release { session, .. }
+        | Input::Cancel { session, .. } => Some(*session),
+        _ => None,
+    }
+}
+
+/// Applies one command to `svc`; returns the outputs to push and the proposer's result.
+pub(crate) fn apply_cmd(
+    svc: &mut LockService<VecStorage>,
+    now: Option<u64>,
+    input: Input,
+    index: u64,
+) -> (Vec<Output>, CmdResult) {
+    let mut pushed = Vec::new();
+    if let Some(now) = now {
+        if now > svc.now().0 {
+            // Cannot fail: `now` is later than the current tick.
+            let _ = svc.tick(Tick(now), &mut |o| pushed.push(o));
+        }
+    }
+    let me = requester(&input);
+    let is_open = matches!(input, Input::OpenSession { .. });
+    let mut outs = Vec::new();
+    let res = svc.handle(input, &mut |o| outs.push(o));
+    let mut result = CmdResult {
+        outputs: Vec::new(),
+        error: res.err().map(CoreError::from),
+        now: svc.now().0,
+        index,
+    };
+    for o in outs {
+        let mine = match me {
+            Some(s) => o.session() == s,
+            None => is_open && matches!(o, Output::SessionOpened { .. }),
+        };
+        if mine {
+            result.outputs.push(o);
+        } else {
+            pushed.push(o);
+        }
+    }
+    (pushed, result)
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let (data, last_applied, membership) = {
+            let g = self.shared.state();
+            let d = SnapData {
+                last_applied: g.last_applied,
+                membership: g.membership.clone(),
+                core: g.svc.snapshot_vec(),
+            };
+            (
+                postcard::to_allocvec(&d).map_err(|e| StorageIOError::read_state_machine(&e))?,
+                g.last_applied,
+                g.membership.clone(),
+            )
+        };
+        self.snap_seq += 1;
+        let snapshot_id = match last_applied {
+            Some(l) => format!("{}-{}-{}", l.leader_id, l.index, self.snap_seq),
+            None => format!("none-{}", self.snap_seq),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: last_applied,
+            last_membership: membership,
+            snapshot_id,
+        };
+        let f = SnapFile {
+            meta: meta.clone(),
+            data: data.clone(),
+        };
+        self.persist(&f)
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        self.current = Some(f);
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = StateMachine;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let g = self.shared.state();
+        Ok((g.last_applied, g.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<CmdResult>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut results = Vec::new();
+        let mut g = self.shared.state();
+        for entry in entries {
+            let index = entry.log_id.index;
+            g.last_applied = Some(entry.log_id);
+            match entry.payload {
+                EntryPayload::Blank => results.push(CmdResult {
+                    now: g.svc.now().0,
+                    index,
+                    ..CmdResult::default()
+                }),
+                EntryPayload::Normal(cmd) => {
+                    let (pushed, result) = apply_cmd(&mut g.svc, cmd.now, cmd.input, index);
+                    self.shared.hub.record(index, &pushed);
+                    self.shared.hub.record(index, &result.outputs);
+                    for o in &pushed {
+                        self.shared.hub.push(o);
+                    }
+                    results.push(result);
+                }
+                EntryPayload::Membership(m) => {
+                    g.membership = StoredMembership::new(Some(entry.log_id), m);
+                    results.push(CmdResult {
+                        now: g.svc.now().0,
+                        index,
+                        ..CmdResult::default()
+                    });
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        StateMachine {
+            shared: self.shared.clone(),
+            dir: self.dir.clone(),
+            current: None,
+            snap_seq: self.snap_seq + 1_000_000,
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let data = snapshot.into_inner();
+        let (state, _, _) = decode_snapshot(&self.shared.config, &data)
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        let f = SnapFile {
+            meta: meta.clone(),
+            data,
+        };
+        self.persist(&f)
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        *self.shared.state() = state;
+        self.current = Some(f);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        // The builder (a clone) may have persisted a newer one: the file is the truth.
+        if let Ok(bytes) = fs::read(self.dir.join("snapshot.bin")) {
+            if let Ok(f) = postcard::from_bytes(&bytes) {
+                self.current = Some(f);
+            }
+        }
+        Ok(self.current.as_ref().map(|f| Snapshot {
+            meta: f.meta.clone(),
+            snapshot: Box::new(Cursor::new(f.data.clone())),
+        }))
+    }
+}

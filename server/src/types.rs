@@ -1,0 +1,113 @@
+//! The openraft type configuration and the log entry / response types of the server.
+
+use std::fmt;
+use std::io::Cursor;
+
+use fencelock::{Input, Output};
+use serde::{Deserialize, Serialize};
+
+/// A node's two loopback addresses: Raft RPCs and the client protocol. Stored in the Raft
+/// membership so that any node can tell a client where the leader listens.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeAddr {
+    /// `host:port` of the Raft RPC listener.
+    pub raft: String,
+    /// `host:port` of the client-protocol listener.
+    pub client: String,
+}
+
+impl fmt::Display for NodeAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "raft={} client={}", self.raft, self.client)
+    }
+}
+
+/// One replicated log entry: a core [`Input`], stamped with the proposing leader's logical
+/// time (`now`, in milliseconds of leader-active time; `None` while a new leader is still
+/// in its grace period). Applying it ticks the service to `now` first when `now` is later
+/// than the service's clock, then handles `input` — so every replica applies exactly the
+/// same ticks at exactly the same log positions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cmd {
+    /// The leader's logical time when it proposed this entry.
+    pub now: Option<u64>,
+    /// The core input.
+    pub input: Input,
+}
+
+impl fmt::Display for Cmd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}@{:?}", self.input, self.now)
+    }
+}
+
+/// A core error as it crosses the wire: its stable code, kind and message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoreError {
+    /// [`fencelock::Error::code`].
+    pub code: u32,
+    /// [`fencelock::Error::kind`].
+    pub kind: String,
+    /// The Display message.
+    pub message: String,
+}
+
+impl From<fencelock::Error> for CoreError {
+    fn from(e: fencelock::Error) -> Self {
+        CoreError {
+            code: e.code(),
+            kind: e.kind().to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for CoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.kind, self.code, self.message)
+    }
+}
+
+/// What applying one entry produced for its proposer: the outputs of its input (the
+/// outputs of the tick that preceded it are pushed to their sessions, not returned here),
+/// or the core's refusal.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CmdResult {
+    /// The input's outputs, in order.
+    pub outputs: Vec<Output>,
+    /// The core refused the input (nothing changed).
+    pub error: Option<CoreError>,
+    /// The service's logical time after applying the entry.
+    pub now: u64,
+    /// The log index of the entry.
+    pub index: u64,
+}
+
+openraft::declare_raft_types!(
+    /// The Raft types of a fencelock cluster.
+    pub TypeConfig:
+        D = Cmd,
+        R = CmdResult,
+        NodeId = u64,
+        Node = NodeAddr,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// A Raft instance of this cluster.
+pub type Raft = openraft::Raft<TypeConfig>;
+/// Node id.
+pub type NodeId = u64;
+/// Log id.
+pub type LogId = openraft::LogId<NodeId>;
+/// Log entry.
+pub type Entry = openraft::Entry<TypeConfig>;
+/// Storage error.
+pub type StorageError = openraft::StorageError<NodeId>;
+/// Vote.
+pub type Vote = openraft::Vote<NodeId>;
+/// Stored membership.
+pub type StoredMembership = openraft::StoredMembership<NodeId, NodeAddr>;
+/// Snapshot meta.
+pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, NodeAddr>;

@@ -1,0 +1,308 @@
+//! In-process three-node cluster tests over a network with faults (isolate, partition,
+//! heal, delay), on real openraft with the durable log on disk.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{session_of, Cluster};
+use fencelock::{Input, LockName, Mode, Output, SessionId, Token, Wait};
+use fencelock_server::protocol::{Reply, Request};
+use tokio::sync::mpsc;
+
+fn acquire(s: SessionId, lock: &str, wait: Wait, request: Option<u64>) -> Input {
+    Input::Acquire {
+        session: s,
+        lock: LockName::new(lock).unwrap(),
+        mode: Mode::Exclusive,
+        wait,
+        request,
+    }
+}
+
+fn release(s: SessionId, lock: &str, request: Option<u64>) -> Input {
+    Input::Release {
+        session: s,
+        lock: LockName::new(lock).unwrap(),
+        request,
+    }
+}
+
+fn granted_token(outs: &[Output], s: SessionId) -> Option<Token> {
+    outs.iter().find_map(|o| match o {
+        Output::Granted { session, token, .. } if *session == s => Some(*token),
+        _ => None,
+    })
+}
+
+const TTL: u64 = 1500;
+
+/// The leader dies while A holds a lock and B, C wait. Heartbeats stop at the kill and
+/// resume only after more than a ttl of wall time has passed since the last acknowledged
+/// one: logical time stands still from the old leader's last entry until the new leader's
+/// grace period is over, so no session expires. Then A's release grants B (pushed to B's
+/// attached connection on the new leader), B's release grants C: FIFO across failover,
+/// tokens increasing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_with_sessions_and_waiters() {
+    let mut c = Cluster::start("failover", 800).await;
+    let a = session_of(&c.propose(Input::OpenSession { ttl: TTL }).await);
+    let b = session_of(&c.propose(Input::OpenSession { ttl: TTL }).await);
+    let cc = session_of(&c.propose(Input::OpenSession { ttl: TTL }).await);
+    let r = c.propose(acquire(a, "x", Wait::Forever, Some(1))).await;
+    let t1 = granted_token(&r.outputs, a).expect("A granted");
+    let r = c.propose(acquire(b, "x", Wait::Forever, Some(1))).await;
+    assert!(matches!(
+        r.outputs[..],
+        [Output::Queued { position: 1, .. }]
+    ));
+    let r = c.propose(acquire(cc, "x", Wait::Forever, Some(1))).await;
+    assert!(matches!(
+        r.outputs[..],
+        [Output::Queued { position: 2, .. }]
+    ));
+
+    // Heartbeat everyone, then kill the leader right after.
+    for s in [a, b, cc] {
+        c.propose(Input::KeepAlive {
+            session: s,
+            request: None,
+        })
+        .await;
+    }
+    let last_ack = Instant::now();
+    let old = c.leader().await;
+    c.kill(old).await;
+    let new = c.leader().await;
+    assert_ne!(new, old);
+
+    // Stay silent until more than a ttl has passed since the last acknowledged heartbeat.
+    let silent_until = last_ack + Duration::from_millis(TTL + 200);
+    tokio::time::sleep_until(silent_until.into()).await;
+    assert!(last_ack.elapsed() > Duration::from_millis(TTL));
+    for s in [a, b, cc] {
+        let r = c
+            .propose(Input::KeepAlive {
+                session: s,
+                request: None,
+            })
+            .await;
+        assert!(
+            r.error.is_none(),
+            "session {s} lost in failover: {:?}",
+            r.error
+        );
+    }
+
+    // B and C re-attach on the new leader (as a client does after reconnecting).
+    let node = c.nodes[&new].clone();
+    let (tx_b, mut rx_b) = mpsc::unbounded_channel();
+    let (tx_c, mut rx_c) = mpsc::unbounded_channel();
+    let conn_b = node.next_conn_id();
+    let conn_c = node.next_conn_id();
+    assert_eq!(
+        node.handle_request(Request::Attach { session: b.0 }, conn_b, &tx_b)
+            .await
+            .unwrap(),
+        Reply::Attached
+    );
+    node.handle_request(Request::Attach { session: cc.0 }, conn_c, &tx_c)
+        .await
+        .unwrap();
+
+    let r = c.propose(release(a, "x", Some(2))).await;
+    assert!(r.error.is_none());
+    let pushed = tokio::time::timeout(Duration::from_secs(5), rx_b.recv())
+        .await
+        .expect("B's grant is pushed")
+        .unwrap();
+    let t2 = match pushed {
+        Output::Granted { session, token, .. } if session == b => token,
+        other => panic!("B got {other:?}"),
+    };
+    assert!(t2 > t1);
+    assert!(
+        rx_c.try_recv().is_err(),
+        "C must not be woken by A's release"
+    );
+    c.propose(release(b, "x", Some(2))).await;
+    let pushed = tokio::time::timeout(Duration::from_secs(5), rx_c.recv())
+        .await
+        .expect("C's grant is pushed")
+        .unwrap();
+    let t3 = match pushed {
+        Output::Granted { session, token, .. } if session == cc => token,
+        other => panic!("C got {other:?}"),
+    };
+    assert!(t3 > t2);
+
+    // No node ever applied an expiry.
+    c.converged().await;
+    for id in c.nodes.keys() {
+        let j = c.journal(*id);
+        assert!(
+            !j.iter()
+                .any(|(_, o)| matches!(o, Output::SessionExpired { .. })),
+            "node {id} expired a session: {j:?}"
+        );
+    }
+    // The old leader comes back from its files and catches up.
+    c.boot(old).await;
+    c.converged().await;
+    let holder = c.nodes[&old].shared.state().svc.holders("x").next();
+    assert_eq!(holder.map(|h| h.session), Some(cc));
+    c.shutdown().await;
+}
+
+/// A leader cut off from the others cannot commit a grant; the majority elects a new
+/// leader that can; after healing, all three hold byte-identical state in which only the
+/// majority's grant exists, and a retry of the minority's request applies exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minority_partition_cannot_grant_and_heal_converges() {
+    let c = Cluster::start("partition", 300).await;
+    c.net.set_delay(2);
+    let s = session_of(&c.propose(Input::OpenSession { ttl: 60_000 }).await);
+    let t = session_of(&c.propose(Input::OpenSession { ttl: 60_000 }).await);
+    c.converged().await;
+    let old = c.leader().await;
+    let majority: Vec<u64> = (1..=3).filter(|id| *id != old).collect();
+    c.net.isolate(old);
+
+    let r = c.nodes[&old]
+        .propose(acquire(s, "m", Wait::None, Some(1)))
+        .await;
+    assert!(r.is_err(), "an isolated leader committed: {r:?}");
+
+    let new = c.leader_among(&majority).await;
+    assert_ne!(new, old);
+    let r = c
+        .propose_among(&majority, acquire(t, "m", Wait::None, Some(1)))
+        .await;
+    let tok = granted_token(&r.outputs, t).expect("majority grants");
+
+    c.net.heal();
+    c.converged().await;
+    for (id, n) in &c.nodes {
+        let h: Vec<_> = n.shared.state().svc.holders("m").collect();
+        assert_eq!(h.len(), 1, "node {id}");
+        assert_eq!((h[0].session, h[0].token), (t, tok), "node {id}");
+        assert!(
+            !c.journal(*id)
+                .iter()
+                .any(|(_, o)| matches!(o, Output::Granted { session, .. } if *session == s)),
+            "node {id} applied the minority's grant"
+        );
+    }
+    // The client retries its request 1 at the new leader: applied once, now Busy.
+    let r = c.propose(acquire(s, "m", Wait::None, Some(1))).await;
+    assert!(matches!(r.outputs[..], [Output::Busy { .. }]), "{r:?}");
+    let again = c.propose(acquire(s, "m", Wait::None, Some(1))).await;
+    assert_eq!(
+        again.outputs, r.outputs,
+        "a repeat replays the recorded answer"
+    );
+    c.converged().await;
+    c.shutdown().await;
+}
+
+/// A write acknowledged by the old leader, retried (same request number) at the new one
+/// after a crash, is replayed, not applied twice: same token, revision unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_leader_crash_applies_once() {
+    let mut c = Cluster::start("retry", 300).await;
+    let s = session_of(&c.propose(Input::OpenSession { ttl: 60_000 }).await);
+    let r = c.propose(acquire(s, "k", Wait::None, Some(1))).await;
+    let tok = granted_token(&r.outputs, s).unwrap();
+    let old = c.leader().await;
+    c.kill(old).await;
+    let r = c.propose(acquire(s, "k", Wait::None, Some(1))).await;
+    assert_eq!(granted_token(&r.outputs, s), Some(tok));
+    let l = c.leader().await;
+    assert_eq!(c.nodes[&l].shared.state().svc.revision(), tok.0);
+    c.shutdown().await;
+}
+
+/// Every node killed at once and restarted from its files: nothing acknowledged is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_cluster_restart_keeps_acknowledged_state() {
+    let mut c = Cluster::start("restart", 300).await;
+    let s = session_of(&c.propose(Input::OpenSession { ttl: 60_000 }).await);
+    let mut last = None;
+    for i in 0..50u64 {
+        let lock = format!("l{}", i % 5);
+        let r = c
+            .propose(acquire(s, &lock, Wait::None, Some(2 * i + 1)))
+            .await;
+        last = granted_token(&r.outputs, s).or(last);
+        c.propose(release(s, &lock, Some(2 * i + 2))).await;
+    }
+    let before = c.converged().await;
+    for id in 1..=3 {
+        c.kill(id).await;
+    }
+    for id in 1..=3 {
+        c.boot(id).await;
+    }
+    c.leader().await;
+    let after = c.converged().await;
+    assert_eq!(before, after);
+    {
+        let g = c.nodes[&1].shared.state();
+        assert_eq!(g.svc.revision(), last.unwrap().0);
+        assert!(g.svc.session(s).is_some());
+    }
+    c.shutdown().await;
+}
+
+/// A follower that misses many entries (more than the snapshot threshold) catches up by
+/// snapshot after rejoining.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lagging_follower_catches_up() {
+    let c = Cluster::start("lag", 300).await;
+    let s = session_of(&c.propose(Input::OpenSession { ttl: 600_000 }).await);
+    let l = c.leader().await;
+    let f = (1..=3).find(|id| *id != l).unwrap();
+    c.net.isolate(f);
+    let others: Vec<u64> = (1..=3).filter(|id| *id != f).collect();
+    let leader = c.nodes[&c.leader_among(&others).await].clone();
+    let behind = c.nodes[&f]
+        .raft
+        .metrics()
+        .borrow()
+        .last_log_index
+        .unwrap_or(0);
+    for _batch in 0..6 {
+        let mut futs = Vec::new();
+        for _ in 0..50 {
+            let leader = leader.clone();
+            futs.push(tokio::spawn(async move {
+                leader
+                    .propose(Input::KeepAlive {
+                        session: s,
+                        request: None,
+                    })
+                    .await
+            }));
+        }
+        for f in futs {
+            let r = f.await.unwrap().expect("majority commits");
+            assert!(r.error.is_none());
+        }
+    }
+    // Wait for the leader to snapshot and purge past what the follower has.
+    let start = std::time::Instant::now();
+    loop {
+        let purged = leader.raft.metrics().borrow().purged.map(|p| p.index);
+        if purged.is_some_and(|p| p > behind) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "leader never purged"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.net.heal();
+    c.converged().await;
+    c.shutdown().await;
+}

@@ -1,0 +1,183 @@
+//! An in-process three-node cluster over [`MemNet`], with helpers that act like a client
+//! (find the leader, retry).
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fencelock::{Input, Output};
+use fencelock_server::mem_network::MemNet;
+use fencelock_server::node::{Node, NodeConfig};
+use fencelock_server::protocol::ClientError;
+use fencelock_server::types::{CmdResult, NodeAddr, NodeId};
+
+pub struct Cluster {
+    pub net: MemNet,
+    pub nodes: HashMap<NodeId, Arc<Node>>,
+    pub base: PathBuf,
+    pub grace_ms: u64,
+}
+
+pub fn temp_dir(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let d = std::env::temp_dir().join(format!("fencelock-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+impl Cluster {
+    pub fn config(&self, id: NodeId) -> NodeConfig {
+        let mut c = NodeConfig::new(id, self.base.join(format!("n{id}")));
+        c.grace_ms = self.grace_ms;
+        c.request_timeout_ms = 2000;
+        c.snapshot_logs = 100;
+        c
+    }
+
+    pub async fn start(name: &str, grace_ms: u64) -> Cluster {
+        let mut c = Cluster {
+            net: MemNet::default(),
+            nodes: HashMap::new(),
+            base: temp_dir(name),
+            grace_ms,
+        };
+        for id in 1..=3 {
+            c.boot(id).await;
+        }
+        let members: BTreeMap<NodeId, NodeAddr> = (1..=3)
+            .map(|id| {
+                (
+                    id,
+                    NodeAddr {
+                        raft: format!("mem:{id}"),
+                        client: format!("mem:{id}"),
+                    },
+                )
+            })
+            .collect();
+        c.nodes[&1].initialize(members).await.expect("initialize");
+        c.leader().await;
+        c
+    }
+
+    pub async fn boot(&mut self, id: NodeId) {
+        let node = Node::start(self.config(id), self.net.factory(id))
+            .await
+            .expect("node starts");
+        node.shared.hub.enable_journal();
+        self.net.add(id, node.raft.clone());
+        self.nodes.insert(id, node);
+    }
+
+    pub async fn kill(&mut self, id: NodeId) {
+        self.net.remove(id);
+        if let Some(n) = self.nodes.remove(&id) {
+            n.shutdown().await;
+        }
+    }
+
+    /// The leader that the live nodes agree on (waits up to 10 s).
+    pub async fn leader(&self) -> NodeId {
+        self.leader_among(&self.nodes.keys().copied().collect::<Vec<_>>())
+            .await
+    }
+
+    /// A leader among `ids` that a majority of `ids` follows.
+    pub async fn leader_among(&self, ids: &[NodeId]) -> NodeId {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            let mut votes: HashMap<NodeId, usize> = HashMap::new();
+            for id in ids {
+                if let Some(n) = self.nodes.get(id) {
+                    if let Some(l) = n.raft.metrics().borrow().current_leader {
+                        *votes.entry(l).or_default() += 1;
+                    }
+                }
+            }
+            if let Some((l, _)) = votes
+                .into_iter()
+                .find(|(l, v)| *v >= 2 && ids.contains(l) && self.nodes.contains_key(l))
+            {
+                let m = self.nodes[&l].raft.metrics().borrow().clone();
+                if m.state == openraft::ServerState::Leader {
+                    return l;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no leader among {ids:?} within 10 s");
+    }
+
+    /// Proposes like a client: to the current leader among `ids`, retrying on
+    /// NotLeader/Unavailable for up to 10 s.
+    pub async fn propose_among(&self, ids: &[NodeId], input: Input) -> CmdResult {
+        let start = Instant::now();
+        loop {
+            let l = self.leader_among(ids).await;
+            match self.nodes[&l].propose(input.clone()).await {
+                Ok(r) => return r,
+                Err(ClientError::NotLeader { .. }) | Err(ClientError::Unavailable(_)) => {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(10),
+                        "could not commit {input:?}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("unexpected {e}"),
+            }
+        }
+    }
+
+    pub async fn propose(&self, input: Input) -> CmdResult {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        self.propose_among(&ids, input).await
+    }
+
+    /// Waits until every live node applied the same log id and holds byte-identical core
+    /// snapshots; returns the snapshot.
+    pub async fn converged(&self) -> Vec<u8> {
+        let start = Instant::now();
+        loop {
+            let snaps: Vec<(Option<fencelock_server::types::LogId>, Vec<u8>)> = self
+                .nodes
+                .values()
+                .map(|n| {
+                    let g = n.shared.state();
+                    (g.last_applied, g.svc.snapshot_vec())
+                })
+                .collect();
+            if snaps.windows(2).all(|w| w[0] == w[1]) {
+                return snaps[0].1.clone();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "nodes did not converge"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn journal(&self, id: NodeId) -> Vec<(u64, Output)> {
+        self.nodes[&id].shared.hub.journal()
+    }
+
+    pub async fn shutdown(mut self) {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            self.kill(id).await;
+        }
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+pub fn session_of(r: &CmdResult) -> fencelock::SessionId {
+    match r.outputs.first() {
+        Some(Output::SessionOpened { session, .. }) => *session,
+        other => panic!("expected SessionOpened, got {other:?} / {:?}", r.error),
+    }
+}
