@@ -1,0 +1,382 @@
+// The renderer: draws a World. It only reads (the world, and the cores' getters) and never
+// changes anything, so drawing the same point twice gives the same picture.
+
+const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
+
+const W = 800;
+const H = 300;
+
+// ------------------------------------------------------------------ the stage
+
+/** What a client believes, in a few words (its badge) and in a sentence (for screen readers). */
+function clientBadge(w, c) {
+  if (c.status === 'dead') return { text: 'killed', cls: 'dead' };
+  const paused = c.status === 'paused';
+  let text;
+  let cls;
+  if (c.holding && c.token != null) {
+    const truth = stillHolds(w, c);
+    text = truth === false ? `believes ${c.token}` : `holds ${c.token}`;
+    cls = truth === false ? 'stale' : 'holds';
+  } else if (c.waiting) {
+    text = `queued #${queuePosition(w, c) ?? c.waiting}`;
+    cls = 'waits';
+  } else if (c.lost) {
+    text = 'lost the lock';
+    cls = 'lost';
+  } else if (c.mem?.finished) {
+    text = 'done';
+    cls = 'idle';
+  } else if (c.mem?.watching) {
+    text = 'watching';
+    cls = 'waits';
+  } else {
+    text = c.session ? 'no lock' : 'idle';
+    cls = 'idle';
+  }
+  if (paused) text = `${c.pausedBy === 'gc' ? 'GC pause' : 'paused'} · ${text}`;
+  return { text, cls: paused ? `${cls} paused` : cls };
+}
+
+/** Does the core still list this client's believed grant? (null = no core to ask) */
+function stillHolds(w, c) {
+  if (w.scene.key === 'replication') return null; // holders differ per replica: shown on each
+  const node = Object.values(w.nodes).find((n) => n.group === c.group);
+  if (!w.scene.lock || !node || !node.alive) return null;
+  const hs = node.core.holders(w.scene.lock);
+  return hs.some((h) => h.token === c.token && w.sessions[`${node.group}:${h.session}`] === c.id);
+}
+
+/** The client's place in the core's wait queue now (its Queued output said where it joined). */
+function queuePosition(w, c) {
+  const node = Object.values(w.nodes).find((n) => n.group === c.group && n.alive);
+  if (!node || !w.scene.lock || w.scene.key === 'replication') return null;
+  const i = node.core.waiters(w.scene.lock).findIndex((q) => w.sessions[`${node.group}:${q.session}`] === c.id);
+  return i >= 0 ? i + 1 : null;
+}
+
+function nameOf(w, group, session) {
+  const id = w.sessions[`${group}:${session}`];
+  return id ? w.clients[id].name : `session ${session}`;
+}
+
+function drawClient(w, n, interactive) {
+  const c = w.clients[n.id];
+  const r = n.small ? 21 : 29;
+  const b = clientBadge(w, c);
+  const label = `Client ${c.name}: ${b.text}${c.status === 'running' ? '' : ` (${c.status})`}. Press Enter to pause, resume or kill it.`;
+  const icon = c.status === 'paused' ? `<g class="icon-pause" transform="translate(${n.x + r * 0.72},${n.y - r * 0.72})"><circle r="9"/><rect x="-4" y="-4.5" width="3" height="9"/><rect x="1" y="-4.5" width="3" height="9"/></g>` : '';
+  const dead = c.status === 'dead' ? `<path class="icon-dead" d="M${n.x - r * 0.6},${n.y - r * 0.6}L${n.x + r * 0.6},${n.y + r * 0.6}M${n.x + r * 0.6},${n.y - r * 0.6}L${n.x - r * 0.6},${n.y + r * 0.6}"/>` : '';
+  const by = n.small ? n.y + r + 13 : n.y + r + 17;
+  return `<g class="node client ${b.cls} st-${c.status}" data-testid="client-${n.id}" data-client="${n.id}" data-status="${c.status}" data-badge="${esc(b.text)}"
+      ${interactive ? `tabindex="0" role="button" aria-haspopup="menu" aria-label="${esc(label)}"` : ''}>
+    <circle class="halo" cx="${n.x}" cy="${n.y}" r="${r + 5}"/>
+    <circle class="body" cx="${n.x}" cy="${n.y}" r="${r}"/>
+    <text class="name ${n.small ? 'small' : ''}" x="${n.x}" y="${n.y + (n.small ? 5 : 7)}">${esc(c.name)}</text>
+    ${icon}${dead}
+    <text class="badge ${b.cls}" x="${n.x}" y="${by}">${esc(b.text)}</text>
+  </g>`;
+}
+
+function drawService(w, n) {
+  const core = w.nodes[n.id].core;
+  const hs = core.holders(n.lock);
+  const ws = core.waiters(n.lock);
+  const x = n.x - 115;
+  const y = n.y - 95;
+  const sessions = core.sessions();
+  const rows = [];
+  rows.push(`<tspan class="k">lock</tspan> <tspan class="mono">${esc(n.lock)}</tspan>`);
+  rows.push(`<tspan class="k">holder</tspan> ${hs.length ? hs.map((h) => `<tspan class="v good">${esc(nameOf(w, 'svc', h.session))} · token ${h.token}</tspan>`).join(', ') : '<tspan class="v muted">free</tspan>'}`);
+  rows.push(`<tspan class="k">queue</tspan> ${ws.length ? ws.map((q, i) => `<tspan class="v">${i + 1}. ${esc(nameOf(w, 'svc', q.session))}</tspan>`).join('  ') : '<tspan class="v muted">empty</tspan>'}`);
+  for (const s of sessions) {
+    const info = core.session(s);
+    const nm = nameOf(w, 'svc', s);
+    rows.push(`<tspan class="k">session</tspan> <tspan class="v">${esc(nm)}: expires t=${info.expiresAt}</tspan>`);
+  }
+  rows.push(`<tspan class="k">revision</tspan> <tspan class="v">${core.revision()}</tspan>`);
+  const lines = rows.slice(0, 7).map((r, i) => `<text class="row" x="${x + 14}" y="${y + 64 + i * 18}">${r}</text>`).join('');
+  return `<g class="node service" data-testid="service">
+    <rect class="box" x="${x}" y="${y}" width="230" height="190" rx="12"/>
+    <text class="title" x="${x + 14}" y="${y + 24}">Lock service</text>
+    <text class="subtitle" x="${x + 14}" y="${y + 40}">the real fencelock core, in wasm</text>
+    ${lines}
+  </g>`;
+}
+
+function drawStore(w, n) {
+  const s = w.stores[n.id];
+  const x = n.x - 95;
+  const y = n.y - 95;
+  const hi = w.highest(n.id);
+  const head = s.fencing ? `highest token seen: <tspan class="big" data-testid="highest">${hi ?? '—'}</tspan>` : `<tspan class="muted">checks no token</tspan>`;
+  const rows = s.rows.slice(-5).map((r, i) => {
+    const cls = r.accepted ? (r.stale ? 'corrupt' : 'ok') : 'refused';
+    const mark = r.accepted ? (r.stale ? '!' : '✓') : '✗';
+    const what = r.accepted ? (s.http ? '200' : r.stale ? 'landed' : 'ok') : s.http ? '412' : `stale ${r.token}<${r.highest}`;
+    return `<text class="row ${cls}" x="${x + 12}" y="${y + 72 + i * 20}"><tspan class="m">${mark}</tspan> ${esc(r.by)} · ${r.token} <tspan class="what">${esc(what)}</tspan></text>`;
+  });
+  const banner = s.corrupted ? `<g class="corrupt-banner"><rect x="${x}" y="${y + 170}" width="190" height="26" rx="6"/><text x="${x + 95}" y="${y + 188}">DATA CORRUPTED</text></g>` : '';
+  return `<g class="node store ${s.corrupted ? 'is-corrupt' : ''}" data-testid="store">
+    <rect class="box" x="${x}" y="${y}" width="190" height="${s.corrupted ? 200 : 190}" rx="12"/>
+    <text class="title" x="${x + 12}" y="${y + 24}">${esc(s.label)}</text>
+    <text class="row" x="${x + 12}" y="${y + 46}">${head}</text>
+    ${rows.join('')}
+    ${banner}
+  </g>`;
+}
+
+function drawHub(w, n) {
+  const core = w.nodes[n.id].core;
+  const lock = w.scene.lock;
+  const hs = core.holders(lock);
+  const ws = core.waiters(lock);
+  const holder = hs[0] ? `${nameOf(w, n.id, hs[0].session)} · ${hs[0].token}` : 'free';
+  const ids = w.scene.laneIds[n.id];
+  const wake = ids.reduce((a, id) => a + w.clients[id].mem.wakeups, 0);
+  const wasted = ids.reduce((a, id) => a + w.clients[id].mem.wasted, 0);
+  return `<g class="node hub" data-testid="hub-${n.id}">
+    <text class="panel-title" x="${n.x}" y="18">${esc(n.title)}</text>
+    <circle class="box" cx="${n.x}" cy="${n.y}" r="50"/>
+    <text class="lockname" x="${n.x}" y="${n.y - 12}">${esc(lock)}</text>
+    <text class="holder" x="${n.x}" y="${n.y + 8}">${esc(holder)}</text>
+    <text class="queue" x="${n.x}" y="${n.y + 26}">${n.id === 'queue' ? `queue: ${ws.length}` : `watchers: ${ids.filter((id) => w.clients[id].mem.watching).length}`}</text>
+    <g class="counters" data-testid="counters-${n.id}" data-wakeups="${wake}" data-wasted="${wasted}">
+      <text x="${n.x - 60}" y="${H - 4}" class="count">wake-ups <tspan class="num">${wake}</tspan></text>
+      <text x="${n.x + 60}" y="${H - 4}" class="count ${wasted ? 'bad' : ''}">wasted <tspan class="num">${wasted}</tspan></text>
+    </g>
+  </g>`;
+}
+
+function drawReplica(w, n) {
+  const node = w.nodes[n.id];
+  const L = w.custom[n.lane];
+  const x = n.x - 55;
+  const y = n.y - 55;
+  const lock = w.scene.lock;
+  const hs = node.alive ? node.core.holders(lock) : [];
+  const holder = hs.length ? hs.map((h) => `${nameOf(w, node.group, h.session)}·${h.token}`).join(' ') : 'free';
+  const applied = L.applied[n.id];
+  const head = L.head === n.id;
+  const role = !node.alive ? 'DOWN' : head ? (n.lane === 'redis' ? '★ primary' : '★ leader') : n.lane === 'redis' ? 'replica' : 'follower';
+  const cells = L.log.map((e, i) => `<rect class="cell ${i < applied ? 'applied' : ''} ${i < L.acked && n.lane === 'raft' ? 'acked' : ''}" x="${x + 10 + i * 15}" y="${y + 60}" width="12" height="12" rx="2"><title>entry #${i + 1}: ${esc(e.input.type)}</title></rect>`).join('');
+  return `<g class="node replica ${node.alive ? '' : 'down'} ${head ? 'head' : ''}" data-testid="replica-${n.id}" data-alive="${node.alive}">
+    <rect class="box" x="${x}" y="${y}" width="110" height="110" rx="10"/>
+    <text class="title" x="${x + 10}" y="${y + 20}">${esc(n.title || n.id)}</text>
+    <text class="row role" x="${x + 10}" y="${y + 37}">${role}</text>
+    <text class="row" x="${x + 10}" y="${y + 54}">${node.alive ? `applied ${applied}/${L.log.length}` : ''}</text>
+    ${cells}
+    <text class="row holder" x="${x + 10}" y="${y + 96}">${node.alive ? `holder: ${esc(holder)}` : ''}</text>
+  </g>`;
+}
+
+function edge(n, tx, ty) {
+  // the point where the line toward (tx, ty) leaves node n
+  const dx = tx - n.x;
+  const dy = ty - n.y;
+  const len = Math.hypot(dx, dy) || 1;
+  if (n.kind === 'client' || n.kind === 'hub') {
+    const r = n.kind === 'hub' ? 52 : n.small ? 24 : 33;
+    return [n.x + (dx / len) * r, n.y + (dy / len) * r];
+  }
+  const [hw, hh] = n.kind === 'service' ? [117, 97] : n.kind === 'store' ? [97, 97] : [57, 57];
+  const s = Math.min(hw / Math.abs(dx || 1e-9), hh / Math.abs(dy || 1e-9));
+  return [n.x + dx * s, n.y + dy * s];
+}
+
+function drawFlashes(w, byId) {
+  const seen = new Map();
+  return w.flashes
+    .map((f) => {
+      const a = byId[f.from];
+      const b = byId[f.to];
+      if (!a || !b || a === b) return '';
+      const key = `${f.from}>${f.to}`;
+      const k = seen.get(key) || 0;
+      seen.set(key, k + 1);
+      const [x1, y1] = edge(a, b.x, b.y);
+      const [x2, y2] = edge(b, a.x, a.y);
+      const off = k * 14;
+      const mx = (x1 + x2) / 2;
+      const my = (y1 + y2) / 2 - 6 - off;
+      return `<g class="flash ${f.kind}">
+        <line x1="${x1}" y1="${y1}" x2="${x2}" y2="${y2}" marker-end="url(#arrow-${f.kind})"/>
+        ${f.label && f.kind !== 'hb' ? `<text x="${mx}" y="${my}"><tspan class="bg">${esc(f.label)}</tspan></text>` : ''}
+      </g>`;
+    })
+    .join('');
+}
+
+const KINDS = ['msg', 'good', 'bad', 'warn', 'refused', 'hb', 'repl'];
+
+export function renderStage(el, w) {
+  const lay = w.scene.layout(w);
+  const byId = Object.fromEntries(lay.nodes.map((n) => [n.id, n]));
+  const panels = (lay.panels || []).map((p) => `<g class="panel-bg"><rect x="${p.x}" y="${p.y}" width="${p.w}" height="${p.h}" rx="12"/><text x="${p.x + 14}" y="${p.y + 22}">${esc(p.title)}</text></g>`).join('');
+  const nodes = lay.nodes
+    .map((n) => {
+      switch (n.kind) {
+        case 'client':
+          return drawClient(w, n, true);
+        case 'service':
+          return drawService(w, n);
+        case 'store':
+          return drawStore(w, n);
+        case 'hub':
+          return drawHub(w, n);
+        case 'replica':
+          return drawReplica(w, n);
+        default:
+          return '';
+      }
+    })
+    .join('');
+  const markers = KINDS.map((k) => `<marker id="arrow-${k}" class="arrow ${k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z"/></marker>`).join('');
+  el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(w.scene.title)} at t=${w.t}" preserveAspectRatio="xMidYMid meet">
+    <defs>${markers}
+      <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" class="hatch"/></pattern>
+    </defs>
+    ${panels}
+    <g class="flashes">${drawFlashes(w, byId)}</g>
+    ${nodes}
+  </svg>`;
+}
+
+// ------------------------------------------------------------------ the swimlane
+
+export function renderSwimlane(el, w, totalT) {
+  const lanes = w.scene.lanes;
+  if (!lanes) {
+    el.hidden = true;
+    el.innerHTML = '';
+    return;
+  }
+  el.hidden = false;
+  const LW = 104;
+  const LH = 38;
+  const top = 20;
+  const height = top + lanes.length * LH + 8;
+  const T = Math.max(totalT, 1);
+  const X = (t) => LW + 8 + ((W - LW - 56) * t) / T;
+  const laneY = Object.fromEntries(lanes.map((l, i) => [l.id, top + i * LH]));
+  const axis = [];
+  const stepT = T > 60 ? 10 : 5;
+  for (let t = 0; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 8}">${t}s</text>`);
+  const rows = lanes.map((l) => `<text class="lane-label" x="${LW}" y="${laneY[l.id] + LH / 2 + 4}">${esc(l.label)}</text><line class="lane-line" x1="${LW + 8}" x2="${W - 16}" y1="${laneY[l.id] + LH / 2}" y2="${laneY[l.id] + LH / 2}"/>`);
+  const spans = w.spans
+    .filter((s) => laneY[s.lane] !== undefined)
+    .map((s) => {
+      const to = s.to ?? w.t;
+      const x1 = X(s.from);
+      const x2 = Math.max(X(to), x1 + 3);
+      // two rows per lane: what the client holds or believes (top), whether it runs (bottom)
+      const pause = s.kind === 'pause';
+      const y = laneY[s.lane] + (pause ? 23 : 4);
+      const h = pause ? 12 : 17;
+      const label = x2 - x1 > 46 ? `<text class="span-label ${pause ? 'small' : ''}" x="${x1 + 4}" y="${y + h - (pause ? 3 : 5)}">${esc(s.label)}</text>` : '';
+      return `<g class="span ${s.kind}"><rect x="${x1}" y="${y}" width="${x2 - x1}" height="${h}" rx="4"/>${label}</g>`;
+    });
+  const marks = w.marks
+    .filter((m) => laneY[m.lane] !== undefined)
+    .map((m) => {
+      const x = X(m.t);
+      const client = !!w.clients[m.lane];
+      const y = laneY[m.lane] + (client ? 12 : LH / 2);
+      const shape = m.kind === 'refused' || m.kind === 'expire' || m.kind === 'crash' ? `<path d="M${x - 5},${y - 5}L${x + 5},${y + 5}M${x + 5},${y - 5}L${x - 5},${y + 5}"/>` : m.kind === 'grant' ? `<path d="M${x},${y - 6}L${x + 6},${y}L${x},${y + 6}L${x - 6},${y}z"/>` : `<circle cx="${x}" cy="${y}" r="5"/>`;
+      return `<g class="mark ${m.kind}"><title>${esc(m.label)}</title>${shape}${m.lane === 'store' || m.lane === 'db' ? `<text x="${x + 7}" y="${m.kind === 'ok' ? y - 4 : y + 13}">${esc(m.label)}</text>` : m.short ? `<text class="svc" x="${x + 8}" y="${m.kind === 'grant' ? y - 4 : y + 13}">${esc(m.short)}</text>` : ''}</g>`;
+    });
+  el.innerHTML = `<svg viewBox="0 0 ${W} ${height}" role="img" aria-label="Timeline up to t=${w.t}">
+    <defs><pattern id="hatch-lane" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3.5" height="7" class="hatch"/></pattern></defs>
+    ${axis.join('')}${rows.join('')}${spans.join('')}${marks.join('')}
+    <line class="cursor" x1="${X(w.t)}" x2="${X(w.t)}" y1="${top - 4}" y2="${height - 4}"/>
+  </svg>`;
+}
+
+// ------------------------------------------------------------------ side panels
+
+export function renderLog(el, w) {
+  const items = w.log.map((l) => `<li class="${esc(l.cls)}"><span class="t">t=${l.t < 0 ? 0 : l.t}</span><span class="src">${esc(l.src)}</span><span class="txt">${esc(l.text)}</span></li>`);
+  el.innerHTML = items.join('');
+  el.scrollTop = el.scrollHeight;
+}
+
+export function renderState(el, w) {
+  const rows = [];
+  for (const s of Object.values(w.stores)) {
+    const hi = w.highest(s.name);
+    rows.push(['Storage', s.fencing ? 'checks fencing tokens (FenceGate)' : 'checks nothing (last writer wins)']);
+    rows.push(['Highest token seen', s.fencing ? `<b data-testid="state-highest">${hi ?? '—'}</b>` : '<span class="muted">not tracked</span>']);
+    const acc = s.rows.filter((r) => r.accepted);
+    const ref = s.rows.filter((r) => !r.accepted);
+    rows.push(['Accepted', acc.map((r) => `<span class="chip ${r.stale ? 'bad' : 'good'}" data-testid="accepted-${r.token}">${r.token}${r.stale ? ' (stale)' : ''}</span>`).join(' ') || '—']);
+    rows.push(['Refused', ref.map((r) => `<span class="chip refused" data-testid="refused-${r.token}">${r.token} &lt; ${r.highest}</span>`).join(' ') || '—']);
+  }
+  for (const n of Object.values(w.nodes)) {
+    if (w.scene.key === 'replication' || w.scene.key === 'herd') break;
+    rows.push(['Core revision', `${n.core.revision()} <span class="muted">(last token granted)</span>`]);
+  }
+  if (w.scene.key === 'herd') {
+    for (const lane of ['queue', 'herd']) {
+      const ids = w.scene.laneIds[lane];
+      const wake = ids.reduce((a, id) => a + w.clients[id].mem.wakeups, 0);
+      const wasted = ids.reduce((a, id) => a + w.clients[id].mem.wasted, 0);
+      rows.push([lane === 'queue' ? 'Ordered queue' : 'Herd', `${wake} wake-ups, <b class="${wasted ? 'bad' : 'good'}">${wasted} wasted</b>`]);
+    }
+  }
+  if (w.scene.key === 'replication') {
+    for (const [lane, label] of [['redis', 'Single Redis'], ['raft', 'Consensus']]) {
+      const ids = lane === 'redis' ? ['A1', 'B1'] : ['A2', 'B2'];
+      const hs = ids.filter((id) => w.clients[id].holding);
+      rows.push([`${label}: clients told "granted"`, `<b class="${hs.length > 1 ? 'bad' : 'good'}" data-testid="holders-${lane}">${hs.length}</b> ${hs.map((id) => `${w.clients[id].name}·${w.clients[id].token}`).join(', ')}`]);
+    }
+  }
+  el.innerHTML = `<table class="kv">${rows.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join('')}</table>`;
+}
+
+export function renderOutcome(el, w) {
+  if (!w.done || !w.outcome) {
+    el.hidden = true;
+    el.innerHTML = '';
+    delete el.dataset.kind;
+    return;
+  }
+  const o = w.outcome;
+  el.hidden = false;
+  let kind = 'ok';
+  let text = '';
+  switch (w.scene.key) {
+    case 'gc':
+    case 'shardpay': {
+      if (o.refused.length) {
+        kind = 'fenced';
+        text = `${o.refused.map((r) => `${r.token} refused (stale: ${r.token} < ${r.highest})`).join(', ')} · ${[...new Set(o.accepted.filter((t) => t >= (o.highest ?? 0)))].map((t) => `${t} accepted`).join(', ')}`;
+      } else if (o.corrupted) {
+        kind = 'corrupted';
+        text = `Corrupted: a stale write landed (${o.accepted.join(' → ')})`;
+      } else {
+        text = `No corruption: the pause fit inside the session timeout (${o.accepted.join(' → ')} accepted)`;
+      }
+      break;
+    }
+    case 'election':
+      kind = o.bounced.length ? 'fenced' : o.corrupted ? 'corrupted' : 'ok';
+      text = o.bounced.length
+        ? `Old leader's epoch ${o.bounced[0].token} bounced (${o.bounced[0].token} < ${o.bounced[0].highest}) · leader ${o.leader}, epoch ${o.epoch}`
+        : o.corrupted
+          ? `Split brain: the old leader's action landed · leader ${o.leader}, epoch ${o.epoch}`
+          : `One leader throughout · leader ${o.leader}, epoch ${o.epoch}`;
+      break;
+    case 'herd':
+      kind = 'ok';
+      text = `Ordered queue: ${o.queue.wakeups} wake-ups, ${o.queue.wasted} wasted · Herd: ${o.herd.wakeups} wake-ups, ${o.herd.wasted} wasted`;
+      break;
+    case 'replication':
+      kind = o.redis.holders.length > 1 ? 'corrupted' : 'ok';
+      text = `Single Redis: ${o.redis.holders.length} holders (${o.redis.holders.map((h) => `${h.name}·${h.token}`).join(', ')}) · Consensus: ${o.raft.holders.length} holder (${o.raft.holders.map((h) => `${h.name}·${h.token}`).join(', ')})`;
+      break;
+    default:
+      break;
+  }
+  el.dataset.kind = kind;
+  el.innerHTML = `<b>${kind === 'fenced' ? 'Fenced' : kind === 'corrupted' ? 'Unsafe' : 'Outcome'}</b> ${esc(text)}`;
+}

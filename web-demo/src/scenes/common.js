@@ -1,0 +1,104 @@
+// Client behaviour shared by the scenes: what a worker process does (heartbeat, run its job,
+// write with the token it believes it holds). None of this decides who holds a lock — the
+// core's outputs do; these are the *clients*, which may be wrong (that is the story).
+
+/** Starts the next step: advances the scene clock. Returns the new time. */
+export function nextTime(w, emit) {
+  const t = w.t + 1;
+  emit({ op: 'time', t });
+  return t;
+}
+
+/** Feeds `tick(now)` to every live core. Returns the outputs per node. */
+export function tickAll(w, emit, t) {
+  const all = {};
+  for (const n of Object.values(w.nodes)) {
+    if (n.alive) all[n.name] = emit({ op: 'core', node: n.name, input: { type: 'tick', now: t }, quiet: true });
+  }
+  return all;
+}
+
+/** The session's deadline as the core reports it (null if the core no longer has it). */
+export function deadlineOf(w, node, c) {
+  if (!c.session) return null;
+  const info = w.nodes[node].core.session(c.session);
+  return info ? info.expiresAt : null;
+}
+
+/**
+ * One step of a worker client: if running, run at most one due job action, then read what
+ * reached it while paused, then heartbeat if due. A job is a list of actions with times
+ * relative to the client's grant (`rel`) or absolute (`at`).
+ *
+ * Returns a list of what it did ({kind, ...}) for the scene's captions.
+ */
+export function runWorker(w, emit, id, ctx) {
+  const c = w.clients[id];
+  const did = [];
+  if (c.status !== 'running') return did;
+  const m = c.mem;
+  const t = w.t;
+  // 1. the job (one action a step, so each is visible)
+  if (!m.finished) {
+    const job = m.jobs[m.next ?? 0];
+    if (c.lost) {
+      emit({ op: 'client', id, mem: { finished: true } });
+      emit({ op: 'note', src: c.name, text: `${c.name} stops work: it knows it lost the lock`, cls: 'warn' });
+      did.push({ kind: 'gave-up' });
+    } else if (job) {
+      const due = job.at != null ? job.at : c.grantedAt != null ? c.grantedAt + job.rel : Infinity;
+      if (t >= due && (c.holding || c.token != null || job.do === 'act')) {
+        const late = t > due;
+        if (job.do === 'write') {
+          emit({ op: 'write', store: ctx.store, by: id, token: c.token, data: job.data });
+          const row = w.stores[ctx.store].rows.at(-1);
+          did.push({ kind: 'write', row, late });
+        } else if (job.do === 'release') {
+          const outs = emit({ op: 'core', node: ctx.node, by: id, input: { type: 'release', session: c.session, lock: ctx.lock } });
+          did.push({ kind: 'release', outs });
+        }
+        const next = (m.next ?? 0) + 1;
+        emit({ op: 'client', id, mem: { next, finished: next >= m.jobs.length } });
+        if (next >= m.jobs.length && !c.lost && c.session) {
+          const outs = emit({ op: 'core', node: ctx.node, by: id, input: { type: 'closeSession', session: c.session } });
+          did.push({ kind: 'closed', outs });
+        }
+      }
+    }
+  }
+  // 2. what arrived while it was paused
+  if (c.inbox.length) {
+    emit({ op: 'inbox', id });
+    did.push({ kind: 'inbox' });
+  }
+  // 3. heartbeat
+  heartbeat(w, emit, id, ctx);
+  return did;
+}
+
+/** Sends a keep-alive when one is due (every `hb` seconds since the last one sent). */
+export function heartbeat(w, emit, id, ctx) {
+  const c = w.clients[id];
+  if (c.status !== 'running' || c.lost || !c.session || c.mem.finished) return;
+  if (w.t - (c.mem.lastHb ?? 0) < ctx.hb) return;
+  emit({ op: 'client', id, mem: { lastHb: w.t } });
+  emit({ op: 'core', node: ctx.node, by: id, input: { type: 'keepAlive', session: c.session }, quiet: true });
+  emit({ op: 'flash', from: id, to: ctx.node, label: '♥', kind: 'hb' });
+}
+
+/** Clients that still have something to do. */
+export function active(w, ids) {
+  return ids.filter((id) => w.clients[id].status !== 'dead' && !w.clients[id].mem.finished);
+}
+
+/** A tiny seeded PRNG (mulberry32) for the herd's race order: same seed, same race. */
+export function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

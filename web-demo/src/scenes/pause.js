@@ -1,0 +1,95 @@
+// Scenes 1 and 5: a holder paused past its session's expiry, a second client granted the
+// lock, and the storage that either checks the fencing token (a real FenceGate) or not.
+
+import { nextTime, tickAll, runWorker, active, deadlineOf } from './common.js';
+
+/**
+ * Builds a pause scene. `cfg` holds the names, numbers and the captions (the seeds' words).
+ */
+export function pauseScene(cfg) {
+  const [A, B] = cfg.ids;
+  const ctx = { node: 'svc', store: 'store', lock: cfg.lock, hb: cfg.hb };
+
+  function setup(w, emit, P) {
+    emit({ op: 'node', create: true, node: 'svc', label: 'Lock service' });
+    emit({ op: 'store', create: true, store: 'store', label: cfg.storeLabel, resource: cfg.resource, lock: cfg.lock, node: 'svc', fencing: P.fencing, http: cfg.http });
+    emit({ op: 'client', create: true, id: A, name: A, group: 'svc', mem: { jobs: cfg.jobsA, lastHb: 0 } });
+    emit({ op: 'client', create: true, id: B, name: B, group: 'svc', mem: { jobs: cfg.jobsB, lastHb: 0 } });
+    emit({ op: 'history', node: 'svc', lock: cfg.lock, count: cfg.history });
+    emit({ op: 'core', node: 'svc', by: A, input: { type: 'openSession', ttl: P.ttl } });
+    emit({ op: 'core', node: 'svc', by: B, input: { type: 'openSession', ttl: P.ttl } });
+    const ga = emit({ op: 'core', node: 'svc', by: A, input: { type: 'acquire', session: w.clients[A].session, lock: cfg.lock, mode: 'exclusive', wait: 'forever' } });
+    const gb = emit({ op: 'core', node: 'svc', by: B, input: { type: 'acquire', session: w.clients[B].session, lock: cfg.lock, mode: 'exclusive', wait: 'forever' } });
+    const tokA = ga.find((o) => o.type === 'granted')?.token;
+    const posB = gb.find((o) => o.type === 'queued')?.position;
+    emit({ op: 'caption', text: cfg.text.start(tokA, posB, P) });
+  }
+
+  function step(w, emit, P) {
+    const t = nextTime(w, emit);
+    if (t === 0) return setup(w, emit, P);
+    const ev = { expired: [], granted: [], writes: [], pausedNow: false, resumedNow: false, renewedA: false };
+    const outs = tickAll(w, emit, t).svc || [];
+    for (const o of outs) {
+      if (o.type === 'sessionExpired') ev.expired.push(o);
+      if (o.type === 'granted') ev.granted.push(o);
+    }
+    const a = w.clients[A];
+    // The scripted stop-the-world pause (skipped if you already paused or killed A).
+    if (t === cfg.pauseAt && a.status === 'running' && !a.mem.finished) {
+      emit({ op: 'client', id: A, set: { status: 'paused', pausedBy: 'gc' }, mem: { resumeAt: t + P.pause } });
+      ev.pausedNow = true;
+    }
+    if (a.status === 'paused' && a.pausedBy === 'gc' && t === a.mem.resumeAt) {
+      emit({ op: 'client', id: A, set: { status: 'running', pausedBy: null } });
+      ev.resumedNow = true;
+    }
+    for (const id of [A, B]) {
+      const did = runWorker(w, emit, id, ctx);
+      for (const d of did) {
+        if (d.kind === 'write') ev.writes.push({ id, ...d });
+        for (const o of d.outs || []) if (o.type === 'granted') ev.granted.push(o);
+      }
+    }
+    ev.renewedA = ev.resumedNow && !w.clients[A].lost && w.clients[A].holding;
+    const text = cfg.text.step(w, ev, P, { A, B, deadline: (id) => deadlineOf(w, 'svc', w.clients[id]) });
+    if (text) emit({ op: 'caption', text });
+    if (active(w, [A, B]).length === 0 || t >= cfg.maxT) {
+      emit({ op: 'caption', text: cfg.text.end(w, P, { A, B }) });
+      emit({ op: 'done' });
+    }
+  }
+
+  function outcome(w) {
+    const s = w.stores.store;
+    return {
+      accepted: s.rows.filter((r) => r.accepted).map((r) => r.token),
+      refused: s.rows.filter((r) => !r.accepted).map((r) => ({ token: r.token, highest: r.highest })),
+      corrupted: s.corrupted,
+      highest: w.highest('store'),
+    };
+  }
+
+  return {
+    ...cfg.meta,
+    params: cfg.params,
+    lock: cfg.lock,
+    lanes: [
+      { id: A, label: `Client ${A}` },
+      { id: B, label: `Client ${B}` },
+      { id: 'svc', label: 'Lock service' },
+      { id: 'store', label: cfg.storeLabel },
+    ],
+    clients: [A, B],
+    step,
+    outcome,
+    layout: (w) => ({
+      nodes: [
+        { id: A, kind: 'client', x: 110, y: 70 },
+        { id: B, kind: 'client', x: 110, y: 210 },
+        { id: 'svc', kind: 'service', x: 400, y: 140, lock: cfg.lock },
+        { id: 'store', kind: 'store', x: 690, y: 140 },
+      ],
+    }),
+  };
+}

@@ -1,0 +1,208 @@
+// Scene 4: the seed's comparison of designs, built from several real core instances that
+// replicate an input log. Left: a single Redis-style primary that answers at once and ships
+// its log to a replica asynchronously (lagging). Right: a consensus group of three where an
+// entry is acknowledged only once a majority has applied it. Each core decides its own grants;
+// this file only moves log entries between cores and decides when a client hears the answer.
+
+import { nextTime } from './common.js';
+
+const LOCK = 'jobs/reindex';
+const RAFT_LAG = { N2: 1, N3: 3 }; // N3 sits behind a slow link
+
+function init(w) {
+  w.custom = {
+    redis: { group: 'redis', log: [], applied: { P: 0, R: 0 }, outs: { P: [], R: [] }, head: 'P', acked: 0 },
+    raft: { group: 'raft', log: [], applied: { N1: 0, N2: 0, N3: 0 }, outs: { N1: [], N2: [], N3: [] }, head: 'N1', acked: 0 },
+  };
+}
+
+/** The scene's own ops: move log entries and deliver answers. Called by World.apply. */
+function apply(w, r) {
+  if (r.kind === 'init') return init(w);
+  const L = w.custom[r.lane];
+  switch (r.kind) {
+    case 'append': {
+      L.log.push({ input: r.input, by: r.by, t: w.t });
+      w.addLog(w.nodes[L.head].label, `log entry #${L.log.length} appended: ${r.input.type}${r.input.lock ? ` ${JSON.stringify(r.input.lock)}` : ''} from ${w.clients[r.by].name}`, 'in');
+      w.flashes.push({ from: r.by, to: L.head, label: r.input.type === 'openSession' ? 'open' : r.input.type, kind: 'msg' });
+      return;
+    }
+    case 'apply': {
+      const i = L.applied[r.node];
+      const e = L.log[i];
+      const outs = w.applyCore({ op: 'core', node: r.node, by: e.by, input: e.input, deliver: false, quiet: true });
+      L.outs[r.node][i] = outs;
+      L.applied[r.node] = i + 1;
+      if (r.node !== L.head) w.flashes.push({ from: L.head, to: r.node, label: `#${i + 1}`, kind: 'repl' });
+      return;
+    }
+    case 'ack': {
+      const e = L.log[r.index];
+      for (const o of L.outs[r.node][r.index] || []) w.route(L.group, o, w.clients[e.by]);
+      L.acked = Math.max(L.acked, r.index + 1);
+      w.addLog(w.nodes[r.node].label, `acknowledged entry #${r.index + 1} to ${w.clients[e.by].name}${r.why ? ` (${r.why})` : ''}`, 'note');
+      return;
+    }
+    case 'promote': {
+      L.head = r.node;
+      if (r.truncate) L.log = L.log.slice(0, L.applied[r.node]);
+      w.nodes[r.node].label = r.label;
+      w.addLog(r.node, r.text, 'warn');
+      return;
+    }
+    default:
+      throw new Error(`unknown scene op ${r.kind}`);
+  }
+}
+
+function setup(w, emit) {
+  emit({ op: 'custom', kind: 'init' });
+  emit({ op: 'node', create: true, node: 'P', label: 'Primary', group: 'redis' });
+  emit({ op: 'node', create: true, node: 'R', label: 'Replica', group: 'redis' });
+  for (const n of ['N1', 'N2', 'N3']) emit({ op: 'node', create: true, node: n, label: n === 'N1' ? 'N1 leader' : n, group: 'raft' });
+  for (const [id, name, group] of [['A1', 'A', 'redis'], ['B1', 'B', 'redis'], ['A2', 'A', 'raft'], ['B2', 'B', 'raft']]) emit({ op: 'client', create: true, id, name, group });
+  for (const id of ['A1', 'B1']) redisRequest(w, emit, id, { type: 'openSession', ttl: 100000 });
+  for (const id of ['A2', 'B2']) raftRequest(w, emit, id, { type: 'openSession', ttl: 100000 });
+  emit({
+    op: 'caption',
+    text: `Two ways to replicate the same lock service. Left: single Redis — the primary answers at once and ships its log to the replica asynchronously. ` +
+      `Right: consensus — three core replicas, and an entry is acknowledged only once a majority has applied it. A and B open sessions on both.`,
+  });
+}
+
+/** Redis-style: the primary applies and answers immediately; the replica catches up later. */
+function redisRequest(w, emit, id, input) {
+  const L = w.custom.redis;
+  emit({ op: 'custom', kind: 'append', lane: 'redis', by: id, input });
+  emit({ op: 'custom', kind: 'apply', lane: 'redis', node: L.head });
+  emit({ op: 'custom', kind: 'ack', lane: 'redis', node: L.head, index: L.log.length - 1, why: 'at once, before any replica has it' });
+}
+
+/** Consensus: the leader appends and applies; the answer waits for a majority. */
+function raftRequest(w, emit, id, input) {
+  const L = w.custom.raft;
+  emit({ op: 'custom', kind: 'append', lane: 'raft', by: id, input });
+  emit({ op: 'custom', kind: 'apply', lane: 'raft', node: L.head });
+}
+
+function withSession(w, id, input) {
+  return { ...input, session: w.clients[id].session };
+}
+
+function step(w, emit, P) {
+  const t = nextTime(w, emit);
+  if (t === 0) return setup(w, emit);
+  const Rd = w.custom.redis;
+  const Rf = w.custom.raft;
+  const ev = [];
+  // Replication: followers apply what the head shipped, each with its own lag.
+  if (w.nodes[Rd.head].alive) {
+    for (const n of ['P', 'R']) {
+      if (n === Rd.head || !w.nodes[n].alive) continue;
+      while (Rd.applied[n] < Rd.log.length && Rd.log[Rd.applied[n]].t <= t - P.lag) emit({ op: 'custom', kind: 'apply', lane: 'redis', node: n });
+    }
+  }
+  if (w.nodes[Rf.head].alive) {
+    for (const n of ['N1', 'N2', 'N3']) {
+      if (n === Rf.head || !w.nodes[n].alive) continue;
+      const lag = Rf.head === 'N1' ? RAFT_LAG[n] : 1;
+      while (Rf.applied[n] < Rf.log.length && Rf.log[Rf.applied[n]].t <= t - lag) emit({ op: 'custom', kind: 'apply', lane: 'raft', node: n });
+    }
+    // Commit: acknowledge each entry a majority (2 of 3) has applied.
+    for (let i = Rf.acked; i < Rf.log.length; i += 1) {
+      const have = Object.values(Rf.applied).filter((a) => a > i).length;
+      if (have < 2) break;
+      emit({ op: 'custom', kind: 'ack', lane: 'raft', node: Rf.head, index: i, why: `a majority (${have} of 3) applied it` });
+      ev.push('commit');
+    }
+  }
+  const run = (id) => w.clients[id].status === 'running';
+  const acquire = { type: 'acquire', lock: LOCK, mode: 'exclusive', wait: 'forever' };
+  let text = null;
+  if (t === 1) text = `The replicas apply the session entries. On the right, once two of three have applied them, the leader acknowledges the sessions to A and B.`;
+  if (t === 2) {
+    if (run('A1')) redisRequest(w, emit, 'A1', withSession(w, 'A1', acquire));
+    if (run('A2')) raftRequest(w, emit, 'A2', withSession(w, 'A2', acquire));
+    const g = w.clients.A1.token;
+    text = `A asks for the lock on both. Left: the primary grants it and acknowledges at once (token ${g ?? '—'}); the entry has not reached the replica yet. Right: the leader has applied it, but A hears nothing until a majority has.`;
+  }
+  if (t === 3) {
+    emit({ op: 'node', node: 'P', set: { alive: false } });
+    text = `Left: the primary dies before the replica sees the grant (${Rd.applied.R < Rd.log.length ? 'the replica has applied ' + Rd.applied.R + ' of ' + Rd.log.length + ' entries' : 'this time the replica had it'}). ` +
+      `Right: N2 applied the entry, a majority has it, and only now is A told: granted, token ${w.clients.A2.token ?? '—'}.`;
+  }
+  if (t === 4) {
+    emit({ op: 'custom', kind: 'promote', lane: 'redis', node: 'R', truncate: true, label: 'Replica (promoted)', text: `failover: the replica is promoted with the ${Rd.applied.R} entries it had applied` });
+    emit({ op: 'node', node: 'N1', set: { alive: false } });
+    text = `Left: failover — the replica is promoted, with only what it had applied. Right: the leader N1 dies too.`;
+  }
+  if (t === 5) {
+    const best = ['N2', 'N3'].filter((n) => w.nodes[n].alive).sort((a, b) => Rf.applied[b] - Rf.applied[a])[0];
+    emit({ op: 'custom', kind: 'promote', lane: 'raft', node: best, label: `${best} leader`, text: `election: ${best} becomes leader (it has every acknowledged entry)` });
+    text = `Right: ${best} is elected — a node with every acknowledged entry, so the grant to A survives the failover. N3 catches up from it.`;
+  }
+  if (t === 6) {
+    const b1 = run('B1') ? (redisRequest(w, emit, 'B1', withSession(w, 'B1', acquire)), w.clients.B1) : null;
+    if (run('B2')) raftRequest(w, emit, 'B2', withSession(w, 'B2', acquire));
+    text = b1 && b1.holding
+      ? `Left: B acquires the "same" lock on the promoted replica and is granted (token ${b1.token}). Two holders, each with a legitimate grant — and even the token counter was lost with the primary.`
+      : `B asks for the lock on both sides.`;
+  }
+  if (t === 7) {
+    const b2 = w.clients.B2;
+    text = b2.waiting ? `Right: the new leader queued B (position ${b2.waiting}) and a majority applied it: A is still the single holder. This refuses rather than double-grants, the right bias for correctness.` : text;
+  }
+  if (text) emit({ op: 'caption', text });
+  if (t >= 8) {
+    const o = outcome(w);
+    emit({
+      op: 'caption',
+      text: `Outcome — single Redis: ${o.redis.holders.length} holder${o.redis.holders.length === 1 ? '' : 's'} (${o.redis.holders.map((h) => `${h.name} with ${h.token}`).join(', ')}). ` +
+        `Consensus: ${o.raft.holders.length} holder (${o.raft.holders.map((h) => `${h.name} with ${h.token}`).join(', ')})${o.raft.queued.length ? `, ${o.raft.queued.join(', ')} waiting` : ''}. ` +
+        `Asynchronous replication can lose the lock; a replicated state machine does not. Neither stops a paused holder: that still takes a fencing token.`,
+    });
+    emit({ op: 'done' });
+  }
+}
+
+function outcome(w) {
+  const lane = (ids) => ({
+    holders: ids.filter((id) => w.clients[id].holding).map((id) => ({ name: w.clients[id].name, token: w.clients[id].token })),
+    queued: ids.filter((id) => w.clients[id].waiting).map((id) => w.clients[id].name),
+  });
+  return { redis: lane(['A1', 'B1']), raft: lane(['A2', 'B2']) };
+}
+
+export const replication = {
+  key: 'replication',
+  title: '4 · Async replica vs consensus',
+  short: 'Replication',
+  lede: 'The primary can acknowledge the lock and die before the replica sees it. A consensus group answers only what a majority has.',
+  fencingSwitch: false,
+  params: {
+    lag: { label: 'replica lag (async side)', type: 'range', min: 1, max: 4, step: 1, value: 2, unit: ' steps' },
+  },
+  lanes: null,
+  clients: ['A1', 'B1', 'A2', 'B2'],
+  step,
+  apply,
+  outcome,
+  lock: LOCK,
+  layout: () => ({
+    nodes: [
+      { id: 'P', kind: 'replica', x: 110, y: 100, lane: 'redis', title: 'Primary' },
+      { id: 'R', kind: 'replica', x: 280, y: 100, lane: 'redis', title: 'Replica' },
+      { id: 'A1', kind: 'client', x: 110, y: 240 },
+      { id: 'B1', kind: 'client', x: 280, y: 240 },
+      { id: 'N1', kind: 'replica', x: 485, y: 100, lane: 'raft', title: 'N1' },
+      { id: 'N2', kind: 'replica', x: 610, y: 100, lane: 'raft', title: 'N2' },
+      { id: 'N3', kind: 'replica', x: 735, y: 100, lane: 'raft', title: 'N3' },
+      { id: 'A2', kind: 'client', x: 548, y: 240 },
+      { id: 'B2', kind: 'client', x: 672, y: 240 },
+    ],
+    panels: [
+      { x: 12, y: 6, w: 368, h: 288, title: 'Single Redis, asynchronous replica' },
+      { x: 416, y: 6, w: 376, h: 288, title: 'Consensus: 3 core replicas, majority' },
+    ],
+  }),
+};

@@ -1,0 +1,436 @@
+// The model: one scene's world at one point in time. It owns real fencelock cores (wasm
+// LockService instances), the storage (a real FenceGate when "checks fencing tokens" is on,
+// else a dumb last-writer-wins store) and the clients' own beliefs. It changes ONLY through
+// `apply(record)`; a scene script decides which records to emit, the timeline keeps them,
+// and replaying the same records into a fresh World gives the same state (the cores are
+// deterministic). Nothing here decides who holds a lock: that is read from core outputs.
+
+/** Short human form of a core output, for the log. */
+export function fmtOutput(o) {
+  const parts = Object.entries(o)
+    .filter(([k]) => k !== 'type')
+    .map(([k, v]) => `${k}: ${typeof v === 'string' ? JSON.stringify(v) : v}`);
+  return `${o.type} {${parts.join(', ')}}`;
+}
+
+/** Short human form of an input (the record of what was fed to a core). */
+export function fmtInput(i) {
+  const args = Object.entries(i)
+    .filter(([k]) => k !== 'type')
+    .map(([k, v]) => (typeof v === 'object' && v !== null ? `${k}: ${JSON.stringify(v)}` : `${k}: ${typeof v === 'string' ? JSON.stringify(v) : v}`));
+  return `${i.type}(${args.join(', ')})`;
+}
+
+const clone = (v) => (v === undefined ? v : JSON.parse(JSON.stringify(v)));
+
+export class World {
+  /**
+   * @param api   the wasm module ({LockService, FenceGate})
+   * @param scene the scene definition (for custom ops and lanes)
+   * @param params the scene's parameters (sliders, switches)
+   */
+  constructor(api, scene, params) {
+    this.api = api;
+    this.scene = scene;
+    this.params = params;
+    this.t = -1; // the clock of the scene (seconds); -1 = before the first step
+    this.step = 0;
+    this.nodes = {}; // name -> {name, label, core: LockService, alive, group}
+    this.clients = {}; // id -> client (beliefs + status)
+    this.sessions = {}; // `${group}:${session}` -> client id
+    this.stores = {}; // name -> storage
+    this.log = []; // {t, src, text, cls}
+    this.marks = []; // {t, lane, kind, label}
+    this.spans = []; // {lane, from, to|null, kind, label}
+    this.flashes = []; // this step's messages {from, to, label, kind}
+    this.caption = '';
+    this.done = false;
+    this.outcome = null;
+    this.custom = {}; // scene-owned state, changed only by the scene's own apply hook
+  }
+
+  dispose() {
+    for (const n of Object.values(this.nodes)) n.core.free?.();
+    for (const s of Object.values(this.stores)) s.gate?.free?.();
+  }
+
+  // ------------------------------------------------------------------ apply
+
+  apply(r) {
+    switch (r.op) {
+      case 'time':
+        this.t = r.t;
+        this.step += 1;
+        this.flashes = [];
+        return;
+      case 'node':
+        return this.applyNode(r);
+      case 'client':
+        return this.applyClient(r);
+      case 'store':
+        return this.applyStore(r);
+      case 'core':
+        return this.applyCore(r);
+      case 'history':
+        return this.applyHistory(r);
+      case 'write':
+        return this.applyWrite(r);
+      case 'inbox':
+        return this.readInbox(r.id);
+      case 'caption':
+        this.caption = r.text;
+        return;
+      case 'note':
+        this.addLog(r.src || 'scene', r.text, r.cls || 'note');
+        return;
+      case 'flash':
+        this.flashes.push({ from: r.from, to: r.to, label: r.label, kind: r.kind || 'msg' });
+        return;
+      case 'mark':
+        this.marks.push({ t: this.t, lane: r.lane, kind: r.kind, label: r.label });
+        return;
+      case 'done':
+        this.done = true;
+        this.outcome = r.outcome ?? this.scene.outcome?.(this) ?? null;
+        return;
+      case 'custom':
+        return this.scene.apply(this, r);
+      default:
+        throw new Error(`unknown record op ${r.op}`);
+    }
+  }
+
+  addLog(src, text, cls = '') {
+    this.log.push({ t: this.t, src, text, cls });
+  }
+
+  applyNode(r) {
+    if (r.create) {
+      const cfg = { sessions: 16, locks: 8, claims: 32, lockDelay: 0, ...r.config };
+      this.nodes[r.node] = {
+        name: r.node,
+        label: r.label || r.node,
+        group: r.group || r.node,
+        core: new this.api.LockService(cfg),
+        alive: true,
+      };
+      return;
+    }
+    Object.assign(this.nodes[r.node], clone(r.set));
+    if (r.set?.alive === false) {
+      this.addLog(r.node, `${this.nodes[r.node].label} crashed`, 'bad');
+      this.marks.push({ t: this.t, lane: r.node, kind: 'crash', label: 'crash' });
+    }
+  }
+
+  applyClient(r) {
+    if (r.create) {
+      this.clients[r.id] = {
+        id: r.id,
+        name: r.name || r.id,
+        group: r.group,
+        status: 'running', // running | paused | dead
+        pausedBy: null,
+        session: null,
+        token: null, // the token the client BELIEVES it holds
+        holding: false,
+        waiting: null, // queue position while queued
+        lost: false, // it has learnt its session/lock is gone
+        grantedAt: null, // when it heard "granted" (its job's clock)
+        expiresAt: null,
+        inbox: [], // outputs that reached it while paused
+        busy: 0,
+        wakeups: 0,
+        mem: clone(r.mem) || {},
+      };
+      return;
+    }
+    const c = this.clients[r.id];
+    const before = c.status;
+    if (r.set) Object.assign(c, clone(r.set));
+    if (r.mem) Object.assign(c.mem, clone(r.mem));
+    if (before !== c.status) {
+      if (c.status === 'paused') {
+        this.spans.push({ lane: c.id, from: this.t, to: null, kind: 'pause', label: c.pausedBy === 'gc' ? 'GC pause' : 'paused' });
+        this.addLog(c.name, c.pausedBy === 'gc' ? `${c.name} enters a stop-the-world GC pause` : `${c.name} paused (by you)`, 'warn');
+      } else if (before === 'paused') {
+        this.closeSpan(c.id, 'pause');
+        if (c.status === 'running') this.addLog(c.name, `${c.name} resumes`, 'warn');
+      }
+      if (c.status === 'dead') {
+        this.closeSpan(c.id, 'hold');
+        this.closeSpan(c.id, 'wait');
+        this.addLog(c.name, `${c.name} was killed`, 'bad');
+        this.marks.push({ t: this.t, lane: c.id, kind: 'crash', label: 'killed' });
+      }
+    }
+  }
+
+  closeSpan(lane, kind) {
+    for (const s of this.spans) if (s.lane === lane && s.kind === kind && s.to === null) s.to = this.t;
+  }
+
+  applyStore(r) {
+    if (r.create) {
+      this.stores[r.store] = {
+        name: r.store,
+        label: r.label || r.store,
+        resource: r.resource,
+        lock: r.lock, // the lock that is meant to protect it (to SHOW corruption, not to decide)
+        node: r.node,
+        fencing: !!r.fencing,
+        http: !!r.http,
+        gate: r.fencing ? new this.api.FenceGate(4) : null,
+        rows: [], // {t, by, token, data, accepted, stale, reason}
+        corrupted: false,
+        lastToken: null,
+      };
+    }
+  }
+
+  /** Feeds one input to a core and routes its outputs (or its error) to the clients. */
+  applyCore(r) {
+    const node = this.nodes[r.node];
+    const by = r.by ? this.clients[r.by] : null;
+    const input = r.input;
+    if (!node.alive) {
+      this.addLog(r.node, `${node.label} is down: ${fmtInput(input)} lost`, 'bad');
+      return [];
+    }
+    let outs;
+    try {
+      outs = callCore(node.core, input);
+    } catch (e) {
+      if (!e || typeof e.code !== 'string') throw e;
+      this.addLog(node.label, `refused ${fmtInput(input)}: ${e.code} (errno ${e.errno}) — ${e.message}`, 'bad');
+      if (by && (e.code === 'unknown_session')) {
+        // The service's answer is how a client learns its session is gone.
+        this.learnLost(by, `its ${input.type} was refused: ${e.code}`);
+      }
+      if (by) this.flashes.push({ from: by.id, to: r.node, label: `${input.type} ✗`, kind: 'bad' });
+      return [];
+    }
+    if (input.type !== 'tick' || outs.length) {
+      if (by && r.quiet !== true) this.flashes.push({ from: by.id, to: r.node, label: shortInput(input), kind: 'msg' });
+    }
+    if (r.quiet !== true || outs.length) {
+      if (input.type !== 'tick' && !(r.quiet && input.type === 'keepAlive')) {
+        this.addLog(by ? by.name : node.label, `→ ${node.label}: ${fmtInput(input)}`, 'in');
+      }
+    }
+    for (const o of outs) {
+      const cls = { granted: 'good', sessionExpired: 'bad', released: o.reason === 'expired' ? 'bad' : '', busy: 'warn', queued: '' }[o.type] ?? '';
+      if (!(r.quiet && o.type === 'sessionRenewed')) this.addLog(node.label, fmtOutput(o), `out ${cls}`);
+      if (r.deliver === false) continue;
+      this.route(node.group, o, by);
+    }
+    return outs;
+  }
+
+  applyHistory(r) {
+    // Earlier runs of the job: real acquire/release cycles that advance the core's revision,
+    // so the scene's grants carry the article's token numbers (34, 42, ...).
+    const core = this.nodes[r.node].core;
+    const [opened] = core.openSession(1_000_000);
+    let first = null;
+    let last = null;
+    for (let i = 0; i < r.count; i += 1) {
+      const outs = core.acquire(opened.session, r.lock, 'exclusive', 'none');
+      const g = outs.find((o) => o.type === 'granted');
+      first ??= g.token;
+      last = g.token;
+      core.release(opened.session, r.lock);
+    }
+    core.closeSession(opened.session);
+    this.addLog(this.nodes[r.node].label, `history: ${r.count} earlier runs of ${JSON.stringify(r.lock)} were granted tokens ${first}–${last} (real acquire/release inputs)`, 'note');
+  }
+
+  /** Routes one output to the client whose session it names. */
+  route(group, o, by) {
+    if (o.type === 'sessionOpened' && by) {
+      this.sessions[`${group}:${o.session}`] = by.id;
+      by.session = o.session;
+      by.expiresAt = o.expiresAt;
+      by.lost = false;
+      return;
+    }
+    const id = this.sessions[`${group}:${o.session}`];
+    const c = id && this.clients[id];
+    if (!c) return;
+    if (c.status === 'dead') return;
+    if (c.status === 'paused' && (o.type === 'granted' || o.type === 'released' || o.type === 'sessionExpired')) {
+      c.inbox.push(o); // a paused process reads nothing; it finds this when it resumes
+      this.closeSpanFor(c, o);
+      return;
+    }
+    this.believe(c, o);
+  }
+
+  closeSpanFor(c, o) {
+    // The lane shows the service's truth: the hold ends when the core says so, even if the
+    // paused client has not heard yet.
+    if (o.type === 'released' || o.type === 'sessionExpired') {
+      this.closeSpan(c.id, 'hold');
+      if (o.type === 'released') this.spans.push({ lane: c.id, from: this.t, to: null, kind: 'ghost', label: `still believes ${o.token}` });
+    }
+  }
+
+  believe(c, o) {
+    switch (o.type) {
+      case 'granted':
+        c.token = o.token;
+        c.holding = true;
+        c.grantedAt = this.t;
+        c.waiting = null;
+        c.wakeups += c.mem.queuedOnce ? 1 : 0;
+        this.closeSpan(c.id, 'wait');
+        this.spans.push({ lane: c.id, from: this.t, to: null, kind: 'hold', label: `holds ${o.token}` });
+        this.marks.push({ t: this.t, lane: 'svc', kind: 'grant', label: `grant ${o.token} → ${c.name}`, short: `${o.token}→${c.name}` });
+        this.flashes.push({ from: this.nodeOfGroup(c.group), to: c.id, label: `granted ${o.token}`, kind: 'good' });
+        break;
+      case 'queued':
+        c.waiting = o.position;
+        c.mem.queuedOnce = true;
+        this.spans.push({ lane: c.id, from: this.t, to: null, kind: 'wait', label: `queued #${o.position}` });
+        this.flashes.push({ from: this.nodeOfGroup(c.group), to: c.id, label: `queued #${o.position}`, kind: 'msg' });
+        break;
+      case 'busy':
+        c.busy += 1;
+        this.flashes.push({ from: this.nodeOfGroup(c.group), to: c.id, label: 'busy', kind: 'warn' });
+        break;
+      case 'sessionRenewed':
+        c.expiresAt = o.expiresAt;
+        break;
+      case 'released':
+        this.closeSpan(c.id, 'hold');
+        this.closeSpan(c.id, 'ghost');
+        if (o.token === c.token) {
+          c.holding = false;
+          c.token = null;
+        }
+        if (o.reason === 'expired') this.marks.push({ t: this.t, lane: 'svc', kind: 'expire', label: `expired ${c.name}, released ${o.token}`, short: `${c.name} expired` });
+        else this.marks.push({ t: this.t, lane: 'svc', kind: 'release', label: `${c.name} released ${o.token}` });
+        break;
+      case 'sessionExpired':
+        this.closeSpan(c.id, 'wait');
+        this.learnLost(c, 'the service expired its session');
+        break;
+      case 'sessionClosed':
+        c.session = null;
+        break;
+      default:
+        break;
+    }
+  }
+
+  learnLost(c, why) {
+    if (c.lost) return;
+    c.lost = true;
+    c.holding = false;
+    c.token = null;
+    c.waiting = null;
+    this.closeSpan(c.id, 'ghost');
+    this.closeSpan(c.id, 'hold');
+    this.addLog(c.name, `${c.name} learns it lost the lock: ${why}`, 'warn');
+  }
+
+  readInbox(id) {
+    const c = this.clients[id];
+    const pending = c.inbox;
+    c.inbox = [];
+    for (const o of pending) {
+      if (o.type === 'granted') this.believe(c, o);
+      else if (o.type === 'released' && o.token === c.token) this.learnLost(c, `its hold ${o.token} was released (${o.reason}) while it was paused`);
+      else if (o.type === 'sessionExpired') this.learnLost(c, 'its session expired while it was paused');
+    }
+  }
+
+  nodeOfGroup(group) {
+    const n = Object.values(this.nodes).find((x) => x.group === group && x.alive);
+    return n ? n.name : group;
+  }
+
+  /** A write to the storage carrying a token. The gate (if any) decides; nothing else does. */
+  applyWrite(r) {
+    const s = this.stores[r.store];
+    const c = this.clients[r.by];
+    const row = { t: this.t, by: c.name, byId: c.id, token: r.token, data: r.data, accepted: true, stale: false, reason: '' };
+    if (s.gate) {
+      try {
+        s.gate.admit(s.resource, r.token);
+      } catch (e) {
+        if (!e || typeof e.code !== 'string') throw e;
+        row.accepted = false;
+        row.reason = e.code === 'stale' ? `stale: ${e.token} < ${e.highest}` : e.code;
+        row.highest = e.highest;
+      }
+    }
+    if (row.accepted) {
+      // Show what the fence would have prevented: does the lock service (the core) still
+      // list this writer's grant? It is only an observation for the picture; the dumb
+      // store acts on nothing.
+      const node = this.nodes[s.node];
+      const holders = node && node.alive ? node.core.holders(s.lock) : [];
+      const current = holders.some((h) => h.token === r.token && this.sessions[`${node.group}:${h.session}`] === c.id);
+      if (!current) {
+        row.stale = true;
+        s.corrupted = true;
+      }
+      s.lastToken = r.token;
+    }
+    s.rows.push(row);
+    const status = s.http ? (row.accepted ? '200 OK' : '412 Precondition Failed') : row.accepted ? 'accepted' : 'refused';
+    row.status = status;
+    const what = `${c.name} writes ${JSON.stringify(r.data)} with token ${r.token} → ${status}${row.reason ? ` (${row.reason})` : ''}`;
+    this.addLog(s.label, what, row.accepted ? (row.stale ? 'bad' : 'good') : 'refused');
+    this.flashes.push({ from: c.id, to: r.store, label: `write ${r.token}`, kind: row.accepted ? (row.stale ? 'bad' : 'good') : 'refused' });
+    this.marks.push({ t: this.t, lane: c.id, kind: row.accepted ? (row.stale ? 'corrupt' : 'ok') : 'refused', label: `${r.token}` });
+    this.marks.push({ t: this.t, lane: r.store, kind: row.accepted ? (row.stale ? 'corrupt' : 'ok') : 'refused', label: row.accepted ? `${r.token} ${s.http ? '200' : '✓'}` : `${r.token} ${s.http ? '412' : '✗'}` });
+    if (!row.accepted) this.learnLost(c, `the storage refused token ${r.token} (highest ${row.highest})`);
+  }
+
+  highest(storeName) {
+    const s = this.stores[storeName];
+    if (!s.gate) return null;
+    return s.gate.highest(s.resource);
+  }
+}
+
+function shortInput(i) {
+  switch (i.type) {
+    case 'keepAlive':
+      return 'heartbeat';
+    case 'openSession':
+      return 'open session';
+    case 'acquire':
+      return i.wait === 'none' ? 'try-lock' : 'acquire';
+    default:
+      return i.type;
+  }
+}
+
+/** Dispatches an input record to the wasm API's typed methods. */
+export function callCore(core, i) {
+  switch (i.type) {
+    case 'openSession':
+      return core.openSession(i.ttl);
+    case 'keepAlive':
+      return core.keepAlive(i.session);
+    case 'closeSession':
+      return core.closeSession(i.session);
+    case 'acquire':
+      return core.acquire(i.session, i.lock, i.mode || 'exclusive', i.wait ?? 'forever');
+    case 'release':
+      return core.release(i.session, i.lock);
+    case 'cancel':
+      return core.cancel(i.session, i.lock);
+    case 'campaign':
+      return core.campaign(i.session, i.election);
+    case 'resign':
+      return core.resign(i.session, i.election);
+    case 'tick':
+      return core.tick(i.now);
+    default:
+      throw new Error(`unknown input ${i.type}`);
+  }
+}
