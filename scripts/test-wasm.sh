@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds the wasm package (scripts/build-wasm.sh) and runs its JS tests under node's
+# built-in test runner against the built node package: wasm/tests/*.test.mjs (every
+# input and query, the GC-pause story, every bad-input case, garbage that must never
+# trap, the .d.ts types, and every conformance vector incl. the native determinism one).
+# The native side of the determinism test runs in `cargo test` (wasm/tests/native_vector.rs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build-wasm.sh
+echo "[test-wasm] node --test wasm/tests/"
+node --test wasm/tests/
