@@ -195,10 +195,9 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         let mut gate = FenceGate::new(rows);
         match gate.load(bytes) {
             // Over-long varints decode too; the canonical re-encoding is then shorter.
-            Ok(()) if gate.snapshot_len() != bytes.len() => Err((
-                gate.rows,
-                Error::CorruptSnapshot("non-canonical encoding"),
-            )),
+            Ok(()) if gate.snapshot_len() != bytes.len() => {
+                Err((gate.rows, Error::CorruptSnapshot("non-canonical encoding")))
+            }
             Ok(()) => Ok(gate),
             Err(e) => Err((gate.rows, e)),
         }

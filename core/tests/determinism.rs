@@ -57,21 +57,41 @@ fn inputs(seed: u64, len: usize) -> Vec<Input> {
         let input = match rng.below(20) {
             0..=1 => {
                 opened += 1;
-                Input::OpenSession { ttl: 1 + rng.below(60) }
+                Input::OpenSession {
+                    ttl: 1 + rng.below(60),
+                }
             }
             2..=4 => Input::KeepAlive { session, request },
             5 => Input::CloseSession { session, request },
             6..=11 => {
-                let mode = if rng.below(3) == 0 { Mode::Shared } else { Mode::Exclusive };
+                let mode = if rng.below(3) == 0 {
+                    Mode::Shared
+                } else {
+                    Mode::Exclusive
+                };
                 let wait = match rng.below(4) {
                     0 => Wait::None,
                     1 => Wait::Until(Tick(now + rng.below(15))),
                     _ => Wait::Forever,
                 };
-                Input::Acquire { session, lock, mode, wait, request }
+                Input::Acquire {
+                    session,
+                    lock,
+                    mode,
+                    wait,
+                    request,
+                }
             }
-            12..=14 => Input::Release { session, lock, request },
-            15 => Input::Cancel { session, lock, request },
+            12..=14 => Input::Release {
+                session,
+                lock,
+                request,
+            },
+            15 => Input::Cancel {
+                session,
+                lock,
+                request,
+            },
             _ => {
                 // mostly forward, sometimes the same tick, rarely backwards (refused)
                 now = match rng.below(10) {
@@ -91,11 +111,16 @@ type Step = Result<Vec<Output>, u32>;
 
 fn apply<S: Storage>(svc: &mut LockService<S>, input: &Input) -> Step {
     let mut got = Vec::new();
-    svc.handle(input.clone(), &mut |o| got.push(o)).map(|()| got).map_err(|e| e.code())
+    svc.handle(input.clone(), &mut |o| got.push(o))
+        .map(|()| got)
+        .map_err(|e| e.code())
 }
 
 fn config() -> Config {
-    Config { lock_delay: 3, max_name_len: 64 }
+    Config {
+        lock_delay: 3,
+        max_name_len: 64,
+    }
 }
 
 #[test]
@@ -105,12 +130,15 @@ fn same_inputs_same_outputs_and_bytes() {
         let mut one = LockService::new(VecStorage::new(12, 4, 16), config()).unwrap();
         let mut two = LockService::new(VecStorage::new(12, 4, 16), config()).unwrap();
         // another storage type: the same bytes
-        let mut three =
-            LockService::new(ArrayStorage::<12, 4, 16>::new(), config()).unwrap();
+        let mut three = LockService::new(ArrayStorage::<12, 4, 16>::new(), config()).unwrap();
         for (i, input) in ins.iter().enumerate() {
             let a = apply(&mut one, input);
             assert_eq!(a, apply(&mut two, input), "seed {seed} step {i}: {input:?}");
-            assert_eq!(a, apply(&mut three, input), "seed {seed} step {i}: {input:?}");
+            assert_eq!(
+                a,
+                apply(&mut three, input),
+                "seed {seed} step {i}: {input:?}"
+            );
             let bytes = one.snapshot_vec();
             assert_eq!(bytes, two.snapshot_vec(), "seed {seed} step {i}");
             let mut buf = vec![0u8; bytes.len()];
@@ -141,8 +169,16 @@ fn a_restored_service_behaves_like_the_original() {
                 "seed {seed} step {}: {input:?}",
                 cut + i
             );
-            assert_eq!(restored.snapshot_vec(), original.snapshot_vec(), "seed {seed}");
-            assert_eq!(restored.poll_timeout(), original.poll_timeout(), "seed {seed}");
+            assert_eq!(
+                restored.snapshot_vec(),
+                original.snapshot_vec(),
+                "seed {seed}"
+            );
+            assert_eq!(
+                restored.poll_timeout(),
+                original.poll_timeout(),
+                "seed {seed}"
+            );
         }
     }
 }
@@ -157,21 +193,37 @@ impl History {
     fn check(&mut self, svc: &Svc, before: &Before, input: &Input, step: &Step, ctx: &str) {
         let outs = match step {
             Err(_) => {
-                assert_eq!(svc.snapshot_vec(), before.bytes, "{ctx}: a refused input changed the state");
+                assert_eq!(
+                    svc.snapshot_vec(),
+                    before.bytes,
+                    "{ctx}: a refused input changed the state"
+                );
                 return;
             }
             Ok(o) => o,
         };
         // 7. the documented bound on outputs per input
         let bound = 1 + before.sessions + 2 * before.claims;
-        assert!(outs.len() as u32 <= bound, "{ctx}: {} outputs > bound {bound}", outs.len());
+        assert!(
+            outs.len() as u32 <= bound,
+            "{ctx}: {} outputs > bound {bound}",
+            outs.len()
+        );
         let live: BTreeSet<SessionId> = svc.sessions().collect();
         let mut granted: BTreeMap<String, Vec<(SessionId, Mode)>> = BTreeMap::new();
         let now = svc.now().0;
         for o in outs {
             match o {
-                Output::Granted { session, lock, mode, token } => {
-                    let held = before.holders.get(lock.as_str()).and_then(|h| h.get(session));
+                Output::Granted {
+                    session,
+                    lock,
+                    mode,
+                    token,
+                } => {
+                    let held = before
+                        .holders
+                        .get(lock.as_str())
+                        .and_then(|h| h.get(session));
                     if let Some(&t) = held {
                         // 10. re-acquire (or a replayed grant) returns the same token
                         assert_eq!(t, token.0, "{ctx}: re-acquire changed the token");
@@ -180,7 +232,13 @@ impl History {
                     if token.0 <= self.max_token {
                         // only a replay of a recorded grant may repeat an old token
                         assert!(
-                            matches!(input, Input::Acquire { request: Some(_), .. }) && outs.len() == 1,
+                            matches!(
+                                input,
+                                Input::Acquire {
+                                    request: Some(_),
+                                    ..
+                                }
+                            ) && outs.len() == 1,
                             "{ctx}: token {token} not above {}",
                             self.max_token
                         );
@@ -189,15 +247,29 @@ impl History {
                     // 2. tokens rise
                     self.max_token = token.0;
                     // 4. no grant to the dead
-                    assert!(live.contains(session), "{ctx}: {session} granted after its end");
+                    assert!(
+                        live.contains(session),
+                        "{ctx}: {session} granted after its end"
+                    );
                     // 8. lock-delay
                     if let Some(&until) = self.delay_until.get(lock.as_str()) {
-                        assert!(now >= until, "{ctx}: {lock} granted at {now} in lock-delay until {until}");
+                        assert!(
+                            now >= until,
+                            "{ctx}: {lock} granted at {now} in lock-delay until {until}"
+                        );
                     }
-                    granted.entry(lock.as_str().to_owned()).or_default().push((*session, *mode));
+                    granted
+                        .entry(lock.as_str().to_owned())
+                        .or_default()
+                        .push((*session, *mode));
                 }
-                Output::Released { lock, reason: ReleaseReason::Expired, .. } if svc.config().lock_delay > 0 => {
-                    self.delay_until.insert(lock.as_str().to_owned(), now + svc.config().lock_delay);
+                Output::Released {
+                    lock,
+                    reason: ReleaseReason::Expired,
+                    ..
+                } if svc.config().lock_delay > 0 => {
+                    self.delay_until
+                        .insert(lock.as_str().to_owned(), now + svc.config().lock_delay);
                 }
                 _ => {}
             }
@@ -217,9 +289,17 @@ impl History {
                 .filter(|s| still.contains(s) || g.iter().any(|(x, _)| x == s))
                 .collect();
             let got: Vec<SessionId> = from_queue.iter().map(|(s, _)| *s).collect();
-            assert_eq!(got[..], in_order[..got.len()], "{ctx}: {lock} not granted in FIFO order");
+            assert_eq!(
+                got[..],
+                in_order[..got.len()],
+                "{ctx}: {lock} not granted in FIFO order"
+            );
             if from_queue.iter().any(|(_, m)| *m == Mode::Exclusive) {
-                assert_eq!(from_queue.len(), 1, "{ctx}: {lock}: an exclusive waiter woken with others");
+                assert_eq!(
+                    from_queue.len(),
+                    1,
+                    "{ctx}: {lock}: an exclusive waiter woken with others"
+                );
             }
         }
     }
@@ -238,7 +318,10 @@ fn before(svc: &Svc) -> Before {
     let mut waiters = BTreeMap::new();
     for l in svc.locks() {
         let l = l.as_str();
-        holders.insert(l.to_owned(), svc.holders(l).map(|h| (h.session, h.token.0)).collect());
+        holders.insert(
+            l.to_owned(),
+            svc.holders(l).map(|h| (h.session, h.token.0)).collect(),
+        );
         waiters.insert(l.to_owned(), svc.waiters(l).map(|w| w.session).collect());
     }
     Before {
@@ -257,13 +340,21 @@ fn every_invariant_holds_after_every_input() {
     for seed in seeds() {
         let ins = inputs(seed, 400);
         let mut svc = svc_with(12, 4, 16, config());
-        let mut history = History { max_token: 0, delay_until: BTreeMap::new() };
+        let mut history = History {
+            max_token: 0,
+            delay_until: BTreeMap::new(),
+        };
         for (i, input) in ins.iter().enumerate() {
             let ctx = format!("seed {seed} step {i}: {input:?}");
             let b = before(&svc);
             let step = apply(&mut svc, input);
             match &step {
-                Ok(o) => grants += o.iter().filter(|o| matches!(o, Output::Granted { .. })).count(),
+                Ok(o) => {
+                    grants += o
+                        .iter()
+                        .filter(|o| matches!(o, Output::Granted { .. }))
+                        .count()
+                }
                 Err(_) => refusals += 1,
             }
             history.check(&svc, &b, input, &step, &ctx);
@@ -271,6 +362,8 @@ fn every_invariant_holds_after_every_input() {
         }
     }
     // the generator reaches interesting states, not only refusals
-    assert!(grants > 1_000 && refusals > 100, "grants {grants}, refusals {refusals}");
+    assert!(
+        grants > 1_000 && refusals > 100,
+        "grants {grants}, refusals {refusals}"
+    );
 }
-

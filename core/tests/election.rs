@@ -18,7 +18,13 @@ fn leader_dies_next_candidate_promoted_with_epoch_plus_one_old_leader_bounces() 
     let (_, out) = run(&mut svc, |v, o| v.campaign(l2, e, None, o));
     assert_eq!(out, vec![queued(l2, e, Mode::Exclusive, 1)]);
     run(&mut svc, |v, o| v.campaign(l3, e, None, o));
-    assert_eq!(svc.leader(e), Some(Leader { session: l1, epoch: Token(1) }));
+    assert_eq!(
+        svc.leader(e),
+        Some(Leader {
+            session: l1,
+            epoch: Token(1)
+        })
+    );
 
     // The leader acts downstream with its epoch.
     let mut downstream = FenceGate::new([GateRow::EMPTY; 4]);
@@ -27,16 +33,29 @@ fn leader_dies_next_candidate_promoted_with_epoch_plus_one_old_leader_bounces() 
     // The leader's process dies: its session expires; the next candidate is promoted.
     assert_eq!(
         tick(&mut svc, 10),
-        vec![Output::SessionExpired { session: l1 }, released(l1, e, 1, Expired), gx(l2, e, 2)]
+        vec![
+            Output::SessionExpired { session: l1 },
+            released(l1, e, 1, Expired),
+            gx(l2, e, 2)
+        ]
     );
     let leader = svc.leader(e).unwrap();
-    assert_eq!(leader, Leader { session: l2, epoch: Token(2) });
+    assert_eq!(
+        leader,
+        Leader {
+            session: l2,
+            epoch: Token(2)
+        }
+    );
     downstream.admit("orders", leader.epoch).unwrap();
 
     // The old leader (split brain for a moment) still acts with epoch 1: it bounces.
     assert_eq!(
         downstream.admit("orders", Token(1)),
-        Err(Error::Stale { token: Token(1), highest: Token(2) })
+        Err(Error::Stale {
+            token: Token(1),
+            highest: Token(2)
+        })
     );
     assert_eq!(waiters(&svc, e), vec![l3]);
 }
@@ -50,7 +69,13 @@ fn resign_steps_down_and_promotes_the_next_candidate() {
     run(&mut svc, |v, o| v.campaign(b, "e", None, o));
     let (_, out) = run(&mut svc, |v, o| v.resign(a, "e", None, o));
     assert_eq!(out, vec![released(a, "e", 1, Released), gx(b, "e", 2)]);
-    assert_eq!(svc.leader("e"), Some(Leader { session: b, epoch: Token(2) }));
+    assert_eq!(
+        svc.leader("e"),
+        Some(Leader {
+            session: b,
+            epoch: Token(2)
+        })
+    );
 }
 
 #[test]
@@ -63,7 +88,13 @@ fn a_candidate_resigning_leaves_the_queue() {
         run(&mut svc, |v, o| v.campaign(s, "e", None, o));
     }
     let (_, out) = run(&mut svc, |v, o| v.resign(b, "e", None, o));
-    assert_eq!(out, vec![Output::WaitCancelled { session: b, lock: name("e") }]);
+    assert_eq!(
+        out,
+        vec![Output::WaitCancelled {
+            session: b,
+            lock: name("e")
+        }]
+    );
     assert_eq!(svc.leader("e").unwrap().session, a);
     assert_eq!(waiters(&svc, "e"), vec![c]);
 }
@@ -74,7 +105,10 @@ fn resign_by_a_stranger_is_not_queued_and_changes_nothing() {
     let a = open(&mut svc, 100);
     let b = open(&mut svc, 100);
     run(&mut svc, |v, o| v.campaign(a, "e", None, o));
-    assert_eq!(refused(&mut svc, |v, o| v.resign(b, "e", None, o)), Error::NotQueued(b));
+    assert_eq!(
+        refused(&mut svc, |v, o| v.resign(b, "e", None, o)),
+        Error::NotQueued(b)
+    );
 }
 
 #[test]

@@ -14,7 +14,9 @@ fn busy_service() -> (Svc, SessionId, SessionId) {
     let mut svc = svc(4);
     let a = open(&mut svc, 10);
     let b = open(&mut svc, 10);
-    run(&mut svc, |v, o| v.acquire(a, "a", Mode::Exclusive, Wait::None, Some(5), o));
+    run(&mut svc, |v, o| {
+        v.acquire(a, "a", Mode::Exclusive, Wait::None, Some(5), o)
+    });
     x(&mut svc, b, "a");
     (svc, a, b)
 }
@@ -29,7 +31,9 @@ fn unknown_session() {
     assert_eq!((e.code(), e.kind()), (101, "unknown_session"));
     // every input naming a session refuses it the same way
     refused(&mut svc, |v, o| v.close_session(ghost, None, o));
-    refused(&mut svc, |v, o| v.acquire(ghost, "a", Mode::Shared, Wait::None, None, o));
+    refused(&mut svc, |v, o| {
+        v.acquire(ghost, "a", Mode::Shared, Wait::None, None, o)
+    });
     refused(&mut svc, |v, o| v.release(ghost, "a", None, o));
     refused(&mut svc, |v, o| v.cancel(ghost, "a", None, o));
     refused(&mut svc, |v, o| v.campaign(ghost, "a", None, o));
@@ -42,8 +46,14 @@ fn not_holder() {
     // b waits for "a" but does not hold it; nobody holds "z"
     let e = refused(&mut svc, |v, o| v.release(b, "a", None, o));
     assert_eq!(e, Error::NotHolder(b));
-    assert_eq!(e.to_string(), "not holder: session 2 does not hold this lock");
-    assert_eq!(refused(&mut svc, |v, o| v.release(b, "z", None, o)), Error::NotHolder(b));
+    assert_eq!(
+        e.to_string(),
+        "not holder: session 2 does not hold this lock"
+    );
+    assert_eq!(
+        refused(&mut svc, |v, o| v.release(b, "z", None, o)),
+        Error::NotHolder(b)
+    );
 }
 
 #[test]
@@ -52,33 +62,58 @@ fn not_queued() {
     // a holds "a" (a hold is not a wait) and has nothing on "z"
     let e = refused(&mut svc, |v, o| v.cancel(a, "a", None, o));
     assert_eq!(e, Error::NotQueued(a));
-    assert_eq!(e.to_string(), "not queued: session 1 does not wait for this lock");
-    assert_eq!(refused(&mut svc, |v, o| v.cancel(a, "z", None, o)), Error::NotQueued(a));
+    assert_eq!(
+        e.to_string(),
+        "not queued: session 1 does not wait for this lock"
+    );
+    assert_eq!(
+        refused(&mut svc, |v, o| v.cancel(a, "z", None, o)),
+        Error::NotQueued(a)
+    );
 }
 
 #[test]
 fn already_queued() {
     let (mut svc, _, b) = busy_service();
-    let e = refused(&mut svc, |v, o| v.acquire(b, "a", Mode::Exclusive, Wait::Forever, None, o));
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(b, "a", Mode::Exclusive, Wait::Forever, None, o)
+    });
     assert_eq!(e, Error::AlreadyQueued(b));
-    assert_eq!(e.to_string(), "already queued: session 2 already waits for this lock");
+    assert_eq!(
+        e.to_string(),
+        "already queued: session 2 already waits for this lock"
+    );
     // whatever the mode or wait of the second attempt
-    let e = refused(&mut svc, |v, o| v.acquire(b, "a", Mode::Shared, Wait::None, None, o));
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(b, "a", Mode::Shared, Wait::None, None, o)
+    });
     assert_eq!(e, Error::AlreadyQueued(b));
 }
 
 #[test]
 fn mode_mismatch() {
     let (mut svc, a, _) = busy_service();
-    let e = refused(&mut svc, |v, o| v.acquire(a, "a", Mode::Shared, Wait::Forever, None, o));
-    assert_eq!(e, Error::ModeMismatch { held: Mode::Exclusive });
-    assert_eq!(e.to_string(), "mode mismatch: the lock is held exclusive by this session");
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(a, "a", Mode::Shared, Wait::Forever, None, o)
+    });
+    assert_eq!(
+        e,
+        Error::ModeMismatch {
+            held: Mode::Exclusive
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "mode mismatch: the lock is held exclusive by this session"
+    );
 }
 
 #[test]
 fn empty_name() {
     let (mut svc, a, _) = busy_service();
-    let e = refused(&mut svc, |v, o| v.acquire(a, "", Mode::Exclusive, Wait::None, None, o));
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(a, "", Mode::Exclusive, Wait::None, None, o)
+    });
     assert_eq!(e, Error::EmptyName);
     assert_eq!(e.to_string(), "empty name: a name needs at least one byte");
     refused(&mut svc, |v, o| v.release(a, "", None, o));
@@ -89,13 +124,25 @@ fn empty_name() {
 fn name_too_long() {
     let (mut svc, a, _) = busy_service();
     let long = "n".repeat(65);
-    let e = refused(&mut svc, |v, o| v.acquire(a, &long, Mode::Exclusive, Wait::None, None, o));
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(a, &long, Mode::Exclusive, Wait::None, None, o)
+    });
     assert_eq!(e, Error::NameTooLong { len: 65, max: 64 });
     assert_eq!(e.to_string(), "name too long: 65 bytes, at most 64");
     // the configured limit applies, not just the build's
-    let mut small = svc_with(2, 2, 2, Config { lock_delay: 0, max_name_len: 4 });
+    let mut small = svc_with(
+        2,
+        2,
+        2,
+        Config {
+            lock_delay: 0,
+            max_name_len: 4,
+        },
+    );
     let s = open(&mut small, 5);
-    let e = refused(&mut small, |v, o| v.acquire(s, "abcde", Mode::Exclusive, Wait::None, None, o));
+    let e = refused(&mut small, |v, o| {
+        v.acquire(s, "abcde", Mode::Exclusive, Wait::None, None, o)
+    });
     assert_eq!(e, Error::NameTooLong { len: 5, max: 4 });
     acquire(&mut small, s, "abcd", Mode::Exclusive, Wait::None);
 }
@@ -105,7 +152,10 @@ fn bad_ttl() {
     let (mut svc, _, _) = busy_service();
     let e = refused(&mut svc, |v, o| v.open_session(0, o));
     assert_eq!(e, Error::BadTtl);
-    assert_eq!(e.to_string(), "bad ttl: a session needs a ttl of at least 1 tick");
+    assert_eq!(
+        e.to_string(),
+        "bad ttl: a session needs a ttl of at least 1 tick"
+    );
 }
 
 #[test]
@@ -115,9 +165,15 @@ fn deadline_overflow() {
     tick(&mut svc, 20);
     let e = refused(&mut svc, |v, o| v.open_session(u64::MAX - 10, o));
     assert_eq!(e, Error::DeadlineOverflow);
-    assert_eq!(e.to_string(), "deadline overflow: now + ttl does not fit in u64");
+    assert_eq!(
+        e.to_string(),
+        "deadline overflow: now + ttl does not fit in u64"
+    );
     // a keep-alive would move the deadline past u64::MAX too
-    assert_eq!(refused(&mut svc, |v, o| v.keep_alive(long, None, o)), Error::DeadlineOverflow);
+    assert_eq!(
+        refused(&mut svc, |v, o| v.keep_alive(long, None, o)),
+        Error::DeadlineOverflow
+    );
 }
 
 #[test]
@@ -125,16 +181,34 @@ fn time_went_backwards() {
     let (mut svc, _, _) = busy_service();
     tick(&mut svc, 7);
     let e = refused(&mut svc, |v, o| v.tick(Tick(6), o));
-    assert_eq!(e, Error::TimeWentBackwards { now: Tick(7), requested: Tick(6) });
-    assert_eq!(e.to_string(), "time went backwards: now is t7, asked for t6");
+    assert_eq!(
+        e,
+        Error::TimeWentBackwards {
+            now: Tick(7),
+            requested: Tick(6)
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "time went backwards: now is t7, asked for t6"
+    );
 }
 
 #[test]
 fn stale_request() {
     let (mut svc, a, _) = busy_service(); // a's latest request number is 5
     let e = refused(&mut svc, |v, o| v.keep_alive(a, Some(4), o));
-    assert_eq!(e, Error::StaleRequest { request: 4, latest: 5 });
-    assert_eq!(e.to_string(), "stale request: number 4 is older than the latest, 5");
+    assert_eq!(
+        e,
+        Error::StaleRequest {
+            request: 4,
+            latest: 5
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "stale request: number 4 is older than the latest, 5"
+    );
 }
 
 #[test]
@@ -142,11 +216,18 @@ fn request_reused() {
     let (mut svc, a, _) = busy_service(); // request 5 was an acquire of "a"
     let e = refused(&mut svc, |v, o| v.keep_alive(a, Some(5), o));
     assert_eq!(e, Error::RequestReused { request: 5 });
-    assert_eq!(e.to_string(), "request reused: number 5 was used for a different input");
+    assert_eq!(
+        e.to_string(),
+        "request reused: number 5 was used for a different input"
+    );
     // the same number for another lock, or another mode, is not a retry either
-    let e = refused(&mut svc, |v, o| v.acquire(a, "b", Mode::Exclusive, Wait::None, Some(5), o));
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(a, "b", Mode::Exclusive, Wait::None, Some(5), o)
+    });
     assert_eq!(e, Error::RequestReused { request: 5 });
-    let e = refused(&mut svc, |v, o| v.acquire(a, "a", Mode::Shared, Wait::None, Some(5), o));
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(a, "a", Mode::Shared, Wait::None, Some(5), o)
+    });
     assert_eq!(e, Error::RequestReused { request: 5 });
     let e = refused(&mut svc, |v, o| v.close_session(a, Some(5), o));
     assert_eq!(e, Error::RequestReused { request: 5 });
@@ -159,7 +240,10 @@ fn capacity_exceeded_sessions() {
     open(&mut svc, 5);
     let e = refused(&mut svc, |v, o| v.open_session(5, o));
     assert_eq!(e, Error::CapacityExceeded(Table::Sessions));
-    assert_eq!(e.to_string(), "capacity exceeded: the sessions table is full");
+    assert_eq!(
+        e.to_string(),
+        "capacity exceeded: the sessions table is full"
+    );
     assert_eq!((e.code(), e.kind()), (301, "capacity_exceeded"));
 }
 
@@ -168,7 +252,9 @@ fn capacity_exceeded_locks() {
     let mut svc = svc_with(2, 1, 4, Config::default());
     let a = open(&mut svc, 5);
     x(&mut svc, a, "one");
-    let e = refused(&mut svc, |v, o| v.acquire(a, "two", Mode::Exclusive, Wait::None, None, o));
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(a, "two", Mode::Exclusive, Wait::None, None, o)
+    });
     assert_eq!(e, Error::CapacityExceeded(Table::Locks));
     assert_eq!(e.to_string(), "capacity exceeded: the locks table is full");
     // the existing lock still takes claims
@@ -185,13 +271,20 @@ fn capacity_exceeded_claims() {
     x(&mut svc, b, "one"); // a hold and a wait: the pool is full
     let c = open(&mut svc, 5);
     // a new wait, and a new grant on a new lock, both need a claim
-    let e = refused(&mut svc, |v, o| v.acquire(c, "one", Mode::Exclusive, Wait::Forever, None, o));
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(c, "one", Mode::Exclusive, Wait::Forever, None, o)
+    });
     assert_eq!(e, Error::CapacityExceeded(Table::Claims));
     assert_eq!(e.to_string(), "capacity exceeded: the claims table is full");
-    let e = refused(&mut svc, |v, o| v.acquire(c, "two", Mode::Exclusive, Wait::None, None, o));
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(c, "two", Mode::Exclusive, Wait::None, None, o)
+    });
     assert_eq!(e, Error::CapacityExceeded(Table::Claims));
     // a try-lock that finds the lock busy needs no claim, nor does a re-acquire
-    assert_eq!(acquire(&mut svc, c, "one", Mode::Exclusive, Wait::None), vec![busy(c, "one")]);
+    assert_eq!(
+        acquire(&mut svc, c, "one", Mode::Exclusive, Wait::None),
+        vec![busy(c, "one")]
+    );
     assert_eq!(x(&mut svc, a, "one"), vec![gx(a, "one", 1)]);
 }
 
@@ -202,7 +295,9 @@ fn capacity_exceeded_claims_and_locks_together() {
     let mut svc = svc_with(2, 1, 1, Config::default());
     let a = open(&mut svc, 5);
     x(&mut svc, a, "one");
-    let e = refused(&mut svc, |v, o| v.acquire(a, "two", Mode::Exclusive, Wait::None, None, o));
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(a, "two", Mode::Exclusive, Wait::None, None, o)
+    });
     assert_eq!(e, Error::CapacityExceeded(Table::Claims));
     release(&mut svc, a, "one");
     // lock table empty again, claim pool empty again: a new lock fits
@@ -216,7 +311,9 @@ fn capacity_exceeded_locks_gives_the_claim_row_back() {
     x(&mut svc, a, "one");
     for _ in 0..5 {
         // each refusal takes a claim row and must give it back
-        refused(&mut svc, |v, o| v.acquire(a, "two", Mode::Exclusive, Wait::None, None, o));
+        refused(&mut svc, |v, o| {
+            v.acquire(a, "two", Mode::Exclusive, Wait::None, None, o)
+        });
     }
     assert_eq!(svc.len().claims, 1);
     let b = open(&mut svc, 5);
@@ -240,14 +337,20 @@ fn buffer_too_small() {
     let mut buf = vec![0u8; need - 1];
     let e = svc.snapshot(&mut buf).unwrap_err();
     assert_eq!(e, Error::BufferTooSmall { need: need as u32 });
-    assert_eq!(e.to_string(), format!("buffer too small: need {need} bytes"));
+    assert_eq!(
+        e.to_string(),
+        format!("buffer too small: need {need} bytes")
+    );
     let mut buf = vec![0u8; need];
     assert_eq!(svc.snapshot(&mut buf), Ok(need));
 }
 
 #[test]
 fn bad_magic() {
-    let e = LockService::restore(VecStorage::new(1, 1, 1), b"NOPE\x01").map(|_| ()).unwrap_err().1;
+    let e = LockService::restore(VecStorage::new(1, 1, 1), b"NOPE\x01")
+        .map(|_| ())
+        .unwrap_err()
+        .1;
     assert_eq!(e, Error::BadMagic);
     assert_eq!(e.to_string(), "bad magic: not a fencelock snapshot");
 }
@@ -257,7 +360,10 @@ fn unsupported_version() {
     let (svc, _, _) = busy_service();
     let mut bytes = svc.snapshot_vec();
     bytes[4] = 9; // the version varint follows the 4-byte magic
-    let e = LockService::restore(VecStorage::new(4, 4, 8), &bytes).map(|_| ()).unwrap_err().1;
+    let e = LockService::restore(VecStorage::new(4, 4, 8), &bytes)
+        .map(|_| ())
+        .unwrap_err()
+        .1;
     assert_eq!(e, Error::UnsupportedVersion(9));
     assert_eq!(e.to_string(), "unsupported snapshot version 9");
 }
@@ -267,19 +373,34 @@ fn corrupt_snapshot() {
     let (svc, _, _) = busy_service();
     let mut bytes = svc.snapshot_vec();
     bytes.push(0);
-    let e = LockService::restore(VecStorage::new(4, 4, 8), &bytes).map(|_| ()).unwrap_err().1;
+    let e = LockService::restore(VecStorage::new(4, 4, 8), &bytes)
+        .map(|_| ())
+        .unwrap_err()
+        .1;
     assert_eq!(e, Error::CorruptSnapshot("trailing bytes"));
     assert_eq!(e.to_string(), "corrupt snapshot: trailing bytes");
 }
 
 #[test]
 fn bad_config() {
-    let e = LockService::new(VecStorage::new(1, 1, 1), Config { lock_delay: 0, max_name_len: 0 })
-        .unwrap_err();
+    let e = LockService::new(
+        VecStorage::new(1, 1, 1),
+        Config {
+            lock_delay: 0,
+            max_name_len: 0,
+        },
+    )
+    .unwrap_err();
     assert_eq!(e, Error::BadConfig("max_name_len must be 1..=64"));
     assert_eq!(e.to_string(), "bad config: max_name_len must be 1..=64");
-    let e = LockService::new(VecStorage::new(1, 1, 1), Config { lock_delay: 0, max_name_len: 65 })
-        .unwrap_err();
+    let e = LockService::new(
+        VecStorage::new(1, 1, 1),
+        Config {
+            lock_delay: 0,
+            max_name_len: 65,
+        },
+    )
+    .unwrap_err();
     assert_eq!(e.code(), 206);
     let e = SessionKeeper::new(10, 3, 10).unwrap_err();
     assert_eq!(e.to_string(), "bad config: margin must be smaller than ttl");
@@ -301,8 +422,17 @@ fn stale() {
     let mut gate = FenceGate::new([GateRow::EMPTY; 2]);
     gate.admit("ledger", Token(35)).unwrap();
     let e = gate_refuses(&mut gate, "ledger", 34);
-    assert_eq!(e, Error::Stale { token: Token(34), highest: Token(35) });
-    assert_eq!(e.to_string(), "stale: token 34 is lower than the highest seen, token 35");
+    assert_eq!(
+        e,
+        Error::Stale {
+            token: Token(34),
+            highest: Token(35)
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "stale: token 34 is lower than the highest seen, token 35"
+    );
     assert_eq!((e.code(), e.kind()), (401, "stale"));
 }
 
@@ -311,7 +441,10 @@ fn zero_token() {
     let mut gate = FenceGate::new([GateRow::EMPTY; 2]);
     let e = gate_refuses(&mut gate, "ledger", 0);
     assert_eq!(e, Error::ZeroToken);
-    assert_eq!(e.to_string(), "zero token: 0 is never a valid fencing token");
+    assert_eq!(
+        e.to_string(),
+        "zero token: 0 is never a valid fencing token"
+    );
 }
 
 #[test]
@@ -321,7 +454,10 @@ fn capacity_exceeded_resources() {
     gate.admit("b", Token(1)).unwrap();
     let e = gate_refuses(&mut gate, "c", 3);
     assert_eq!(e, Error::CapacityExceeded(Table::Resources));
-    assert_eq!(e.to_string(), "capacity exceeded: the resources table is full");
+    assert_eq!(
+        e.to_string(),
+        "capacity exceeded: the resources table is full"
+    );
     assert!(gate.is_full());
     // known resources still admit
     gate.admit("a", Token(2)).unwrap();
@@ -331,7 +467,10 @@ fn capacity_exceeded_resources() {
 fn gate_name_errors() {
     let mut gate = FenceGate::new([GateRow::EMPTY; 2]);
     assert_eq!(gate_refuses(&mut gate, "", 1), Error::EmptyName);
-    assert_eq!(gate_refuses(&mut gate, &"r".repeat(65), 1), Error::NameTooLong { len: 65, max: 64 });
+    assert_eq!(
+        gate_refuses(&mut gate, &"r".repeat(65), 1),
+        Error::NameTooLong { len: 65, max: 64 }
+    );
     assert_eq!(gate.check("", Token(1)), Err(Error::EmptyName));
 }
 
@@ -343,16 +482,25 @@ fn codes_and_kinds_are_unique_and_stable() {
         Error::NotQueued(SessionId(1)),
         Error::AlreadyQueued(SessionId(1)),
         Error::ModeMismatch { held: Mode::Shared },
-        Error::StaleRequest { request: 1, latest: 2 },
+        Error::StaleRequest {
+            request: 1,
+            latest: 2,
+        },
         Error::RequestReused { request: 1 },
         Error::EmptyName,
         Error::NameTooLong { len: 1, max: 1 },
         Error::BadTtl,
         Error::DeadlineOverflow,
-        Error::TimeWentBackwards { now: Tick(1), requested: Tick(0) },
+        Error::TimeWentBackwards {
+            now: Tick(1),
+            requested: Tick(0),
+        },
         Error::BadConfig("x"),
         Error::CapacityExceeded(Table::Claims),
-        Error::Stale { token: Token(1), highest: Token(2) },
+        Error::Stale {
+            token: Token(1),
+            highest: Token(2),
+        },
         Error::ZeroToken,
         Error::BadFrame,
         Error::BufferTooSmall { need: 1 },
@@ -363,12 +511,18 @@ fn codes_and_kinds_are_unique_and_stable() {
     let codes: Vec<u32> = all.iter().map(|e| e.code()).collect();
     assert_eq!(
         codes,
-        [101, 102, 103, 104, 105, 106, 107, 201, 202, 203, 204, 205, 206, 301, 401, 402, 501, 502, 503, 504, 505]
+        [
+            101, 102, 103, 104, 105, 106, 107, 201, 202, 203, 204, 205, 206, 301, 401, 402, 501,
+            502, 503, 504, 505
+        ]
     );
     let kinds: std::collections::BTreeSet<_> = all.iter().map(|e| e.kind()).collect();
     assert_eq!(kinds.len(), all.len());
     for e in &all {
         assert!(!e.to_string().is_empty());
-        assert!(e.to_string().starts_with(&e.kind().replace('_', " ")[..4]), "{e}");
+        assert!(
+            e.to_string().starts_with(&e.kind().replace('_', " ")[..4]),
+            "{e}"
+        );
     }
 }

@@ -28,7 +28,13 @@ fn admits_the_same_or_a_higher_token_and_refuses_a_lower_one() {
     assert_eq!(g.highest("r"), Some(Token(5)));
     g.admit("r", Token(9)).unwrap();
     assert_eq!(g.highest("r"), Some(Token(9)));
-    assert_eq!(g.admit("r", Token(8)), Err(Error::Stale { token: Token(8), highest: Token(9) }));
+    assert_eq!(
+        g.admit("r", Token(8)),
+        Err(Error::Stale {
+            token: Token(8),
+            highest: Token(9)
+        })
+    );
     assert_eq!(g.highest("r"), Some(Token(9)));
 }
 
@@ -56,7 +62,13 @@ fn check_answers_like_admit_but_records_nothing() {
     g.admit("r", Token(5)).unwrap();
     assert_eq!(g.check("r", Token(7)), Ok(()));
     assert_eq!(g.highest("r"), Some(Token(5)));
-    assert_eq!(g.check("r", Token(4)), Err(Error::Stale { token: Token(4), highest: Token(5) }));
+    assert_eq!(
+        g.check("r", Token(4)),
+        Err(Error::Stale {
+            token: Token(4),
+            highest: Token(5)
+        })
+    );
     assert_eq!(g.check("new", Token(1)), Ok(()));
     assert_eq!(g.highest("new"), None);
 }
@@ -68,7 +80,10 @@ fn a_full_gate_refuses_new_resources_but_serves_known_ones() {
     g.admit("b", Token(1)).unwrap();
     assert!(g.is_full());
     assert_eq!(g.capacity(), 2);
-    assert_eq!(g.admit("c", Token(1)), Err(Error::CapacityExceeded(Table::Resources)));
+    assert_eq!(
+        g.admit("c", Token(1)),
+        Err(Error::CapacityExceeded(Table::Resources))
+    );
     g.admit("a", Token(2)).unwrap();
     assert_eq!(g.admit("b", Token(0)), Err(Error::ZeroToken));
 }
@@ -113,15 +128,25 @@ fn snapshot_and_restore_round_trip() {
     g.admit("report.xml", Token(43)).unwrap();
     let bytes = snapshot(&g);
     assert_eq!(bytes[..4], GATE_MAGIC);
-    let r = FenceGate::restore([GateRow::EMPTY; 4], &bytes).map_err(|e| e.1).unwrap();
+    let r = FenceGate::restore([GateRow::EMPTY; 4], &bytes)
+        .map_err(|e| e.1)
+        .unwrap();
     assert_eq!(snapshot(&r), bytes);
     assert_eq!(r.highest("ledger"), Some(Token(35)));
     assert_eq!(r.highest("report.xml"), Some(Token(43)));
     // restored, it still refuses the stale holder
     let mut r = r;
-    assert_eq!(r.admit("ledger", Token(34)), Err(Error::Stale { token: Token(34), highest: Token(35) }));
+    assert_eq!(
+        r.admit("ledger", Token(34)),
+        Err(Error::Stale {
+            token: Token(34),
+            highest: Token(35)
+        })
+    );
     let mut buf = [0u8; 3];
-    assert!(matches!(g.snapshot(&mut buf), Err(Error::BufferTooSmall { need }) if need as usize == bytes.len()));
+    assert!(
+        matches!(g.snapshot(&mut buf), Err(Error::BufferTooSmall { need }) if need as usize == bytes.len())
+    );
 }
 
 #[test]
@@ -130,26 +155,41 @@ fn restore_refuses_bad_bytes_with_typed_errors() {
     g.admit("a", Token(3)).unwrap();
     g.admit("b", Token(4)).unwrap();
     let good = snapshot(&g);
-    let restore = |bytes: &[u8]| FenceGate::restore([GateRow::EMPTY; 2], bytes).map(|_| ()).map_err(|e| e.1);
+    let restore = |bytes: &[u8]| {
+        FenceGate::restore([GateRow::EMPTY; 2], bytes)
+            .map(|_| ())
+            .map_err(|e| e.1)
+    };
     assert_eq!(restore(b"XXXX\x01\x00"), Err(Error::BadMagic));
     assert_eq!(restore(&[]), Err(Error::BadMagic));
     let mut v = good.clone();
     v[4] = (GATE_VERSION + 1) as u8;
-    assert_eq!(restore(&v), Err(Error::UnsupportedVersion(GATE_VERSION + 1)));
-    assert_eq!(restore(&good[..good.len() - 1]), Err(Error::CorruptSnapshot("truncated resource record")));
+    assert_eq!(
+        restore(&v),
+        Err(Error::UnsupportedVersion(GATE_VERSION + 1))
+    );
+    assert_eq!(
+        restore(&good[..good.len() - 1]),
+        Err(Error::CorruptSnapshot("truncated resource record"))
+    );
     let mut v = good.clone();
     v.push(0);
     assert_eq!(restore(&v), Err(Error::CorruptSnapshot("trailing bytes")));
     // too many for the rows given
     assert_eq!(
-        FenceGate::restore([GateRow::EMPTY; 1], &good).map(|_| ()).map_err(|e| e.1),
+        FenceGate::restore([GateRow::EMPTY; 1], &good)
+            .map(|_| ())
+            .map_err(|e| e.1),
         Err(Error::CapacityExceeded(Table::Resources))
     );
     // a resource twice, token 0
     let dup = enc(&(GATE_MAGIC, GATE_VERSION, 2u32, ("a", 1u64), ("a", 2u64)));
     assert_eq!(restore(&dup), Err(Error::CorruptSnapshot("resource twice")));
     let zero = enc(&(GATE_MAGIC, GATE_VERSION, 1u32, ("a", 0u64)));
-    assert_eq!(restore(&zero), Err(Error::CorruptSnapshot("empty resource name or token 0")));
+    assert_eq!(
+        restore(&zero),
+        Err(Error::CorruptSnapshot("empty resource name or token 0"))
+    );
 }
 
 #[test]
@@ -181,7 +221,9 @@ fn restore_refuses_a_non_canonical_encoding() {
     let mut long = good[..good.len() - 1].to_vec();
     long.extend_from_slice(&[0x83, 0x00]);
     assert_eq!(
-        FenceGate::restore([GateRow::EMPTY; 2], &long).map(|_| ()).map_err(|e| e.1),
+        FenceGate::restore([GateRow::EMPTY; 2], &long)
+            .map(|_| ())
+            .map_err(|e| e.1),
         Err(Error::CorruptSnapshot("non-canonical encoding"))
     );
 }

@@ -10,9 +10,18 @@ fn keeper() -> SessionKeeper {
 #[test]
 fn bad_configurations_are_refused_at_construction() {
     let bad = |ttl, interval, margin| SessionKeeper::new(ttl, interval, margin).unwrap_err();
-    assert_eq!(bad(10, 3, 10), Error::BadConfig("margin must be smaller than ttl"));
-    assert_eq!(bad(10, 3, 11), Error::BadConfig("margin must be smaller than ttl"));
-    assert_eq!(bad(0, 0, 0), Error::BadConfig("margin must be smaller than ttl"));
+    assert_eq!(
+        bad(10, 3, 10),
+        Error::BadConfig("margin must be smaller than ttl")
+    );
+    assert_eq!(
+        bad(10, 3, 11),
+        Error::BadConfig("margin must be smaller than ttl")
+    );
+    assert_eq!(
+        bad(0, 0, 0),
+        Error::BadConfig("margin must be smaller than ttl")
+    );
     let interval = Error::BadConfig("heartbeat interval must be in 1..ttl - margin");
     assert_eq!(bad(10, 8, 2), interval); // a heartbeat at 8 lands when the lease is no longer safe
     assert_eq!(bad(10, 9, 2), interval);
@@ -63,15 +72,28 @@ fn a_late_ack_of_an_older_heartbeat_does_not_extend_the_lease() {
     assert_eq!(k.heartbeat_acked(3), Ok(true));
     assert_eq!(k.heartbeat_acked(0), Ok(false));
     assert_eq!(k.lease(4), Lease::Safe { until: 11 });
-    assert_eq!(k.heartbeat_acked(3), Ok(false), "a duplicate ack changes nothing");
+    assert_eq!(
+        k.heartbeat_acked(3),
+        Ok(false),
+        "a duplicate ack changes nothing"
+    );
 }
 
 #[test]
 fn an_ack_for_a_heartbeat_never_sent_is_refused() {
     let mut k = keeper();
-    assert!(matches!(k.heartbeat_acked(0), Err(Error::TimeWentBackwards { .. })));
+    assert!(matches!(
+        k.heartbeat_acked(0),
+        Err(Error::TimeWentBackwards { .. })
+    ));
     k.heartbeat_sent(5).unwrap();
-    assert_eq!(k.heartbeat_acked(6), Err(Error::TimeWentBackwards { now: Tick(5), requested: Tick(6) }));
+    assert_eq!(
+        k.heartbeat_acked(6),
+        Err(Error::TimeWentBackwards {
+            now: Tick(5),
+            requested: Tick(6)
+        })
+    );
     assert_eq!(k.lease(6), Lease::Unconfirmed);
 }
 
@@ -79,7 +101,13 @@ fn an_ack_for_a_heartbeat_never_sent_is_refused() {
 fn send_times_cannot_go_backwards() {
     let mut k = keeper();
     k.heartbeat_sent(5).unwrap();
-    assert_eq!(k.heartbeat_sent(4), Err(Error::TimeWentBackwards { now: Tick(5), requested: Tick(4) }));
+    assert_eq!(
+        k.heartbeat_sent(4),
+        Err(Error::TimeWentBackwards {
+            now: Tick(5),
+            requested: Tick(4)
+        })
+    );
     assert_eq!(k.heartbeat_due(0), 8, "the refused send changed nothing");
 }
 
@@ -140,8 +168,18 @@ fn huge_times_saturate_instead_of_overflowing() {
     let mut k = keeper();
     k.heartbeat_sent(u64::MAX - 1).unwrap();
     k.heartbeat_acked(u64::MAX - 1).unwrap();
-    assert_eq!(k.lease(u64::MAX - 3), Lease::Safe { until: u64::MAX - 2 });
-    assert_eq!(k.lease(u64::MAX - 1), Lease::Jeopardy { expires_at: u64::MAX });
+    assert_eq!(
+        k.lease(u64::MAX - 3),
+        Lease::Safe {
+            until: u64::MAX - 2
+        }
+    );
+    assert_eq!(
+        k.lease(u64::MAX - 1),
+        Lease::Jeopardy {
+            expires_at: u64::MAX
+        }
+    );
     assert_eq!(k.heartbeat_due(u64::MAX - 1), u64::MAX);
     assert_eq!(k.poll_timeout(u64::MAX - 1), Some(u64::MAX));
 }

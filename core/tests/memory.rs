@@ -19,10 +19,15 @@ fn bytes_per_row_match_the_documented_table() {
 #[test]
 fn a_service_is_its_rows_and_nothing_else() {
     // ArrayStorage is exactly the three arrays: no hidden per-entry memory.
-    assert_eq!(size_of::<ArrayStorage<10, 20, 30>>(), 10 * 96 + 20 * 136 + 30 * 72);
+    assert_eq!(
+        size_of::<ArrayStorage<10, 20, 30>>(),
+        10 * 96 + 20 * 136 + 30 * 72
+    );
     // The service adds a small fixed header to its storage, independent of capacity.
-    let small = size_of::<fencelock::LockService<ArrayStorage<1, 1, 1>>>() - size_of::<ArrayStorage<1, 1, 1>>();
-    let large = size_of::<fencelock::LockService<ArrayStorage<64, 64, 64>>>() - size_of::<ArrayStorage<64, 64, 64>>();
+    let small = size_of::<fencelock::LockService<ArrayStorage<1, 1, 1>>>()
+        - size_of::<ArrayStorage<1, 1, 1>>();
+    let large = size_of::<fencelock::LockService<ArrayStorage<64, 64, 64>>>()
+        - size_of::<ArrayStorage<64, 64, 64>>();
     assert_eq!(small, large);
     assert!(small < 256, "fixed state: {small} bytes");
 }
@@ -30,6 +35,8 @@ fn a_service_is_its_rows_and_nothing_else() {
 #[test]
 fn the_documented_example_adds_up() {
     // "10 000 sessions, 10 000 locks and 40 000 claims take 5.2 MB"
-    let total = 10_000 * size_of::<SessionRow>() + 10_000 * size_of::<LockRow>() + 40_000 * size_of::<ClaimRow>();
+    let total = 10_000 * size_of::<SessionRow>()
+        + 10_000 * size_of::<LockRow>()
+        + 40_000 * size_of::<ClaimRow>();
     assert_eq!(total, 5_200_000);
 }

@@ -15,7 +15,10 @@ fn waiters_are_granted_in_arrival_order_one_per_release() {
     let s = sessions(&mut svc, 5);
     x(&mut svc, s[0], "l");
     for (i, w) in s[1..].iter().enumerate() {
-        assert_eq!(x(&mut svc, *w, "l"), vec![queued(*w, "l", Mode::Exclusive, i as u32 + 1)]);
+        assert_eq!(
+            x(&mut svc, *w, "l"),
+            vec![queued(*w, "l", Mode::Exclusive, i as u32 + 1)]
+        );
     }
     assert_eq!(waiters(&svc, "l"), s[1..].to_vec());
     let mut token = 1;
@@ -25,7 +28,10 @@ fn waiters_are_granted_in_arrival_order_one_per_release() {
         // exactly one Granted: no thundering herd
         assert_eq!(
             release(&mut svc, holder, "l"),
-            vec![released(holder, "l", token - 1, Released), gx(next, "l", token)]
+            vec![
+                released(holder, "l", token - 1, Released),
+                gx(next, "l", token)
+            ]
         );
     }
 }
@@ -53,7 +59,10 @@ fn a_release_wakes_the_run_of_shared_waiters_at_the_head_and_stops_at_a_writer()
     release(&mut svc, s[1], "l");
     release(&mut svc, s[2], "l");
     assert_eq!(release(&mut svc, s[3], "l").last(), Some(&gx(s[4], "l", 5)));
-    assert_eq!(release(&mut svc, s[4], "l").last(), Some(&granted(s[5], "l", Mode::Shared, 6)));
+    assert_eq!(
+        release(&mut svc, s[4], "l").last(),
+        Some(&granted(s[5], "l", Mode::Shared, 6))
+    );
 }
 
 #[test]
@@ -64,7 +73,13 @@ fn cancel_removes_the_wait_and_keeps_the_others_in_order() {
     for w in &s[1..] {
         x(&mut svc, *w, "l");
     }
-    assert_eq!(cancel(&mut svc, s[2], "l"), vec![Output::WaitCancelled { session: s[2], lock: name("l") }]);
+    assert_eq!(
+        cancel(&mut svc, s[2], "l"),
+        vec![Output::WaitCancelled {
+            session: s[2],
+            lock: name("l")
+        }]
+    );
     assert_eq!(waiters(&svc, "l"), vec![s[1], s[3]]);
     assert_eq!(release(&mut svc, s[0], "l").last(), Some(&gx(s[1], "l", 2)));
     assert_eq!(release(&mut svc, s[1], "l").last(), Some(&gx(s[3], "l", 3)));
@@ -81,7 +96,10 @@ fn cancelling_a_queued_writer_wakes_the_readers_behind_it() {
     assert_eq!(
         cancel(&mut svc, s[1], "l"),
         vec![
-            Output::WaitCancelled { session: s[1], lock: name("l") },
+            Output::WaitCancelled {
+                session: s[1],
+                lock: name("l")
+            },
             granted(s[2], "l", Mode::Shared, 2),
             granted(s[3], "l", Mode::Shared, 3),
         ]
@@ -108,7 +126,10 @@ fn positions_count_from_one_at_the_head() {
     x(&mut svc, s[1], "l");
     x(&mut svc, s[2], "l");
     cancel(&mut svc, s[1], "l");
-    assert_eq!(x(&mut svc, s[3], "l"), vec![queued(s[3], "l", Mode::Exclusive, 2)]);
+    assert_eq!(
+        x(&mut svc, s[3], "l"),
+        vec![queued(s[3], "l", Mode::Exclusive, 2)]
+    );
 }
 
 #[test]
@@ -118,7 +139,10 @@ fn a_waiter_whose_session_closes_leaves_the_queue_silently() {
     x(&mut svc, s[0], "l");
     x(&mut svc, s[1], "l");
     x(&mut svc, s[2], "l");
-    assert_eq!(close(&mut svc, s[1]), vec![Output::SessionClosed { session: s[1] }]);
+    assert_eq!(
+        close(&mut svc, s[1]),
+        vec![Output::SessionClosed { session: s[1] }]
+    );
     assert_eq!(release(&mut svc, s[0], "l").last(), Some(&gx(s[2], "l", 2)));
 }
 

@@ -13,23 +13,43 @@ fn a_repeated_keep_alive_replays_the_deadline_without_moving_it() {
     let a = open(&mut svc, 10);
     tick(&mut svc, 2);
     let (_, first) = run(&mut svc, |v, o| v.keep_alive(a, Some(1), o));
-    assert_eq!(first, vec![Output::SessionRenewed { session: a, expires_at: Tick(12) }]);
+    assert_eq!(
+        first,
+        vec![Output::SessionRenewed {
+            session: a,
+            expires_at: Tick(12)
+        }]
+    );
     tick(&mut svc, 5);
     let (_, again) = run(&mut svc, |v, o| v.keep_alive(a, Some(1), o));
     assert_eq!(again, first);
-    assert_eq!(svc.session(a).unwrap().expires_at, Tick(12), "not applied twice");
+    assert_eq!(
+        svc.session(a).unwrap().expires_at,
+        Tick(12),
+        "not applied twice"
+    );
     assert_eq!(svc.session(a).unwrap().last_request, 1);
     let (_, next) = run(&mut svc, |v, o| v.keep_alive(a, Some(2), o));
-    assert_eq!(next, vec![Output::SessionRenewed { session: a, expires_at: Tick(15) }]);
+    assert_eq!(
+        next,
+        vec![Output::SessionRenewed {
+            session: a,
+            expires_at: Tick(15)
+        }]
+    );
 }
 
 #[test]
 fn a_repeated_acquire_replays_the_grant_without_a_new_token() {
     let mut svc = svc(4);
     let a = open(&mut svc, 10);
-    let (_, first) = run(&mut svc, |v, o| v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(7), o));
+    let (_, first) = run(&mut svc, |v, o| {
+        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(7), o)
+    });
     assert_eq!(first, vec![gx(a, "l", 1)]);
-    let (_, again) = run(&mut svc, |v, o| v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(7), o));
+    let (_, again) = run(&mut svc, |v, o| {
+        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(7), o)
+    });
     assert_eq!(again, first);
     assert_eq!(svc.revision(), 1);
     assert_eq!(svc.len().claims, 1);
@@ -41,10 +61,14 @@ fn a_repeated_queued_acquire_replays_queued_and_queues_once() {
     let a = open(&mut svc, 10);
     let b = open(&mut svc, 10);
     x(&mut svc, a, "l");
-    let (_, first) = run(&mut svc, |v, o| v.acquire(b, "l", Mode::Shared, Wait::Forever, Some(1), o));
+    let (_, first) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Shared, Wait::Forever, Some(1), o)
+    });
     assert_eq!(first, vec![queued(b, "l", Mode::Shared, 1)]);
     // without the number this would be AlreadyQueued; with it, it is the same request
-    let (_, again) = run(&mut svc, |v, o| v.acquire(b, "l", Mode::Shared, Wait::Forever, Some(1), o));
+    let (_, again) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Shared, Wait::Forever, Some(1), o)
+    });
     assert_eq!(again, first);
     assert_eq!(waiters(&svc, "l"), vec![b]);
 }
@@ -55,12 +79,18 @@ fn a_repeated_try_lock_replays_busy_even_once_the_lock_is_free() {
     let a = open(&mut svc, 10);
     let b = open(&mut svc, 10);
     x(&mut svc, a, "l");
-    let (_, first) = run(&mut svc, |v, o| v.acquire(b, "l", Mode::Exclusive, Wait::None, Some(3), o));
+    let (_, first) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Exclusive, Wait::None, Some(3), o)
+    });
     assert_eq!(first, vec![busy(b, "l")]);
     release(&mut svc, a, "l");
-    let (_, again) = run(&mut svc, |v, o| v.acquire(b, "l", Mode::Exclusive, Wait::None, Some(3), o));
+    let (_, again) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Exclusive, Wait::None, Some(3), o)
+    });
     assert_eq!(again, first, "the recorded outcome, not a new evaluation");
-    let (_, fresh) = run(&mut svc, |v, o| v.acquire(b, "l", Mode::Exclusive, Wait::None, Some(4), o));
+    let (_, fresh) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Exclusive, Wait::None, Some(4), o)
+    });
     assert_eq!(fresh, vec![gx(b, "l", 2)]);
 }
 
@@ -74,7 +104,11 @@ fn a_repeated_release_does_not_release_the_next_holder() {
     let (_, first) = run(&mut svc, |v, o| v.release(a, "l", Some(1), o));
     assert_eq!(first, vec![released(a, "l", 1, Released), gx(b, "l", 2)]);
     let (_, again) = run(&mut svc, |v, o| v.release(a, "l", Some(1), o));
-    assert_eq!(again, vec![released(a, "l", 1, Released)], "the answer, not the wake-ups");
+    assert_eq!(
+        again,
+        vec![released(a, "l", 1, Released)],
+        "the answer, not the wake-ups"
+    );
     assert_eq!(holders(&svc, "l"), vec![(b, Mode::Exclusive, 2)]);
 }
 
@@ -87,7 +121,13 @@ fn a_repeated_cancel_replays_wait_cancelled() {
     x(&mut svc, b, "l");
     let (_, first) = run(&mut svc, |v, o| v.cancel(b, "l", Some(9), o));
     let (_, again) = run(&mut svc, |v, o| v.cancel(b, "l", Some(9), o));
-    assert_eq!(first, vec![Output::WaitCancelled { session: b, lock: name("l") }]);
+    assert_eq!(
+        first,
+        vec![Output::WaitCancelled {
+            session: b,
+            lock: name("l")
+        }]
+    );
     assert_eq!(again, first);
 }
 
@@ -95,10 +135,18 @@ fn a_repeated_cancel_replays_wait_cancelled() {
 fn an_older_number_is_refused() {
     let mut svc = svc(4);
     let a = open(&mut svc, 10);
-    run(&mut svc, |v, o| v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(5), o));
+    run(&mut svc, |v, o| {
+        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(5), o)
+    });
     for old in [0, 1, 4] {
         let e = refused(&mut svc, |v, o| v.release(a, "l", Some(old), o));
-        assert_eq!(e, Error::StaleRequest { request: old, latest: 5 });
+        assert_eq!(
+            e,
+            Error::StaleRequest {
+                request: old,
+                latest: 5
+            }
+        );
     }
     // numbers may skip ahead
     run(&mut svc, |v, o| v.release(a, "l", Some(100), o));
@@ -110,11 +158,15 @@ fn an_error_records_nothing_so_the_retry_is_evaluated_again() {
     let mut svc = svc_with(4, 1, 4, Default::default());
     let a = open(&mut svc, 10);
     x(&mut svc, a, "one");
-    let e = refused(&mut svc, |v, o| v.acquire(a, "two", Mode::Exclusive, Wait::None, Some(1), o));
+    let e = refused(&mut svc, |v, o| {
+        v.acquire(a, "two", Mode::Exclusive, Wait::None, Some(1), o)
+    });
     assert_eq!(e, Error::CapacityExceeded(fencelock::Table::Locks));
     assert_eq!(svc.session(a).unwrap().last_request, 0);
     release(&mut svc, a, "one");
-    let (_, out) = run(&mut svc, |v, o| v.acquire(a, "two", Mode::Exclusive, Wait::None, Some(1), o));
+    let (_, out) = run(&mut svc, |v, o| {
+        v.acquire(a, "two", Mode::Exclusive, Wait::None, Some(1), o)
+    });
     assert_eq!(out, vec![gx(a, "two", 2)]);
 }
 
@@ -127,7 +179,13 @@ fn unnumbered_inputs_neither_check_nor_record() {
     x(&mut svc, a, "l");
     assert_eq!(svc.session(a).unwrap().last_request, 4);
     let (_, again) = run(&mut svc, |v, o| v.keep_alive(a, Some(4), o));
-    assert_eq!(again, vec![Output::SessionRenewed { session: a, expires_at: Tick(10) }]);
+    assert_eq!(
+        again,
+        vec![Output::SessionRenewed {
+            session: a,
+            expires_at: Tick(10)
+        }]
+    );
 }
 
 #[test]
@@ -135,7 +193,10 @@ fn a_retried_close_finds_the_session_gone() {
     let mut svc = svc(4);
     let a = open(&mut svc, 10);
     run(&mut svc, |v, o| v.close_session(a, Some(1), o));
-    assert_eq!(refused(&mut svc, |v, o| v.close_session(a, Some(1), o)), Error::UnknownSession(a));
+    assert_eq!(
+        refused(&mut svc, |v, o| v.close_session(a, Some(1), o)),
+        Error::UnknownSession(a)
+    );
 }
 
 #[test]
@@ -162,13 +223,19 @@ fn a_retried_resign_replays_even_after_the_next_leader_took_over() {
 fn request_numbers_survive_snapshot_and_restore() {
     let mut svc = svc(4);
     let a = open(&mut svc, 10);
-    let (_, first) = run(&mut svc, |v, o| v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(3), o));
+    let (_, first) = run(&mut svc, |v, o| {
+        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(3), o)
+    });
     let bytes = svc.snapshot_vec();
     let mut restored = fencelock::LockService::restore(fencelock::VecStorage::new(4, 4, 8), &bytes)
         .map_err(|e| e.1)
         .unwrap();
-    let (_, again) = run(&mut restored, |v, o| v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(3), o));
+    let (_, again) = run(&mut restored, |v, o| {
+        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(3), o)
+    });
     assert_eq!(again, first);
-    let e = refused(&mut restored, |v, o| v.acquire(a, "m", Mode::Exclusive, Wait::None, Some(3), o));
+    let e = refused(&mut restored, |v, o| {
+        v.acquire(a, "m", Mode::Exclusive, Wait::None, Some(3), o)
+    });
     assert_eq!(e, Error::RequestReused { request: 3 });
 }

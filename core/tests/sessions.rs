@@ -10,13 +10,28 @@ fn open_assigns_increasing_ids_and_deadlines() {
     let mut svc = svc(4);
     let (a, out) = run(&mut svc, |v, o| v.open_session(10, o));
     assert_eq!(a, SessionId(1));
-    assert_eq!(out, vec![Output::SessionOpened { session: a, expires_at: Tick(10) }]);
+    assert_eq!(
+        out,
+        vec![Output::SessionOpened {
+            session: a,
+            expires_at: Tick(10)
+        }]
+    );
     tick(&mut svc, 3);
     let (b, out) = run(&mut svc, |v, o| v.open_session(5, o));
     assert_eq!(b, SessionId(2));
-    assert_eq!(out, vec![Output::SessionOpened { session: b, expires_at: Tick(8) }]);
+    assert_eq!(
+        out,
+        vec![Output::SessionOpened {
+            session: b,
+            expires_at: Tick(8)
+        }]
+    );
     let info = svc.session(b).unwrap();
-    assert_eq!((info.id, info.ttl, info.expires_at, info.holds, info.waits), (b, 5, Tick(8), 0, 0));
+    assert_eq!(
+        (info.id, info.ttl, info.expires_at, info.holds, info.waits),
+        (b, 5, Tick(8), 0, 0)
+    );
     assert_eq!(info.last_request, 0);
     assert_eq!(svc.sessions().collect::<Vec<_>>(), vec![a, b]);
     assert_eq!(svc.len().sessions, 2);
@@ -31,7 +46,9 @@ fn ids_are_never_reused_not_even_after_restore() {
     let b = open(&mut svc, 10);
     assert_eq!(b, SessionId(2));
     let bytes = svc.snapshot_vec();
-    let mut restored = LockService::restore(VecStorage::new(2, 2, 4), &bytes).map_err(|e| e.1).unwrap();
+    let mut restored = LockService::restore(VecStorage::new(2, 2, 4), &bytes)
+        .map_err(|e| e.1)
+        .unwrap();
     let c = open(&mut restored, 10);
     assert_eq!(c, SessionId(3));
 }
@@ -41,13 +58,22 @@ fn keep_alive_moves_the_deadline_to_now_plus_ttl() {
     let mut svc = svc(2);
     let a = open(&mut svc, 10);
     tick(&mut svc, 7);
-    assert_eq!(keep_alive(&mut svc, a), vec![Output::SessionRenewed { session: a, expires_at: Tick(17) }]);
+    assert_eq!(
+        keep_alive(&mut svc, a),
+        vec![Output::SessionRenewed {
+            session: a,
+            expires_at: Tick(17)
+        }]
+    );
     assert_eq!(svc.session(a).unwrap().expires_at, Tick(17));
     assert_eq!(svc.poll_timeout(), Some(Tick(17)));
     // the old deadline passes without effect
     assert_eq!(tick(&mut svc, 10), vec![]);
     assert_eq!(tick(&mut svc, 16), vec![]);
-    assert_eq!(tick(&mut svc, 17), vec![Output::SessionExpired { session: a }]);
+    assert_eq!(
+        tick(&mut svc, 17),
+        vec![Output::SessionExpired { session: a }]
+    );
     assert!(svc.session(a).is_none());
 }
 
@@ -62,7 +88,10 @@ fn many_renewals_leave_no_garbage() {
         keep_alive(&mut svc, a);
     }
     assert_eq!(svc.poll_timeout(), Some(Tick(5_010)));
-    assert_eq!(tick(&mut svc, 5_010), vec![Output::SessionExpired { session: a }]);
+    assert_eq!(
+        tick(&mut svc, 5_010),
+        vec![Output::SessionExpired { session: a }]
+    );
     assert_eq!(svc.poll_timeout(), Some(Tick(1_000_000)));
     assert!(svc.session(b).is_some());
 }
@@ -92,12 +121,25 @@ fn close_releases_holds_in_acquire_order_drops_waits_and_grants() {
     assert_eq!(waiters(&svc, "q"), vec![]);
     assert_eq!(holders(&svc, "m"), vec![(b, Mode::Exclusive, 4)]);
     // "k" was idle after the close and is evicted
-    assert_eq!(svc.locks().map(|l| l.as_str().to_owned()).collect::<Vec<_>>(), vec!["q", "m"]);
+    assert_eq!(
+        svc.locks()
+            .map(|l| l.as_str().to_owned())
+            .collect::<Vec<_>>(),
+        vec!["q", "m"]
+    );
 }
 
 #[test]
 fn close_applies_no_lock_delay() {
-    let mut svc = svc_with(4, 4, 8, fencelock::Config { lock_delay: 100, max_name_len: 64 });
+    let mut svc = svc_with(
+        4,
+        4,
+        8,
+        fencelock::Config {
+            lock_delay: 100,
+            max_name_len: 64,
+        },
+    );
     let a = open(&mut svc, 10);
     let b = open(&mut svc, 10);
     x(&mut svc, a, "l");
@@ -117,7 +159,10 @@ fn expiry_releases_holds_with_reason_expired_and_drops_waits() {
     x(&mut svc, a, "two"); // a waits on two
     assert_eq!(
         tick(&mut svc, 5),
-        vec![Output::SessionExpired { session: a }, released(a, "one", 1, Expired)]
+        vec![
+            Output::SessionExpired { session: a },
+            released(a, "one", 1, Expired)
+        ]
     );
     assert_eq!(waiters(&svc, "two"), vec![]);
     assert_eq!(svc.len().claims, 1);

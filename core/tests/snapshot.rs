@@ -56,9 +56,15 @@ impl Snap {
             revision: 1,
             next_seq: 3,
             next_lock: 2,
-            sessions: vec![(1, 10, 10, 0, Reply::None, 0), (2, 20, 20, 0, Reply::None, 0)],
+            sessions: vec![
+                (1, 10, 10, 0, Reply::None, 0),
+                (2, 20, 20, 0, Reply::None, 0),
+            ],
             locks: vec![(1, "l", 0)],
-            claims: vec![(1, 1, Mode::Exclusive, true, 1, 1), (2, 1, Mode::Exclusive, false, 2, u64::MAX)],
+            claims: vec![
+                (1, 1, Mode::Exclusive, true, 1, 1),
+                (2, 1, Mode::Exclusive, false, 2, u64::MAX),
+            ],
             trailing: vec![],
         }
     }
@@ -158,11 +164,17 @@ fn restore_checks_recorded_replies() {
     s.refused("recorded reply does not fit its session");
     let mut s = Snap::base();
     s.sessions[0].3 = 4;
-    s.sessions[0].4 = Reply::Granted { mode: Mode::Exclusive, token: 2 }; // beyond revision
+    s.sessions[0].4 = Reply::Granted {
+        mode: Mode::Exclusive,
+        token: 2,
+    }; // beyond revision
     s.refused("recorded reply does not fit its session");
     let mut s = Snap::base();
     s.sessions[0].3 = 4;
-    s.sessions[0].4 = Reply::Queued { mode: Mode::Shared, position: 0 };
+    s.sessions[0].4 = Reply::Queued {
+        mode: Mode::Shared,
+        position: 0,
+    };
     s.refused("recorded reply does not fit its session");
     let mut s = Snap::base();
     s.sessions[0].3 = 4;
@@ -255,33 +267,60 @@ fn restore_checks_framing_capacity_and_config() {
     s.trailing = vec![0];
     s.refused("trailing bytes");
     let good = Snap::base().bytes();
-    let restore = |b: &[u8]| LockService::restore(VecStorage::new(4, 4, 8), b).map(|_| ()).map_err(|e| e.1);
-    assert_eq!(restore(&good[..6]), Err(Error::CorruptSnapshot("truncated header")));
-    assert_eq!(restore(&good[..good.len() - 1]), Err(Error::CorruptSnapshot("truncated record")));
+    let restore = |b: &[u8]| {
+        LockService::restore(VecStorage::new(4, 4, 8), b)
+            .map(|_| ())
+            .map_err(|e| e.1)
+    };
+    assert_eq!(
+        restore(&good[..6]),
+        Err(Error::CorruptSnapshot("truncated header"))
+    );
+    assert_eq!(
+        restore(&good[..good.len() - 1]),
+        Err(Error::CorruptSnapshot("truncated record"))
+    );
     assert_eq!(restore(&good[..2]), Err(Error::BadMagic));
     for (storage, table) in [
         (VecStorage::new(1, 4, 8), Table::Sessions),
         (VecStorage::new(4, 0, 8), Table::Locks),
         (VecStorage::new(4, 4, 1), Table::Claims),
     ] {
-        let (back, e) = LockService::restore(storage, &good).map(|_| ()).unwrap_err();
+        let (back, e) = LockService::restore(storage, &good)
+            .map(|_| ())
+            .unwrap_err();
         assert_eq!(e, Error::CapacityExceeded(table));
         // the storage comes back and is usable
         let _ = LockService::new(back, Config::default()).unwrap();
     }
     let mut s = Snap::base();
     s.config.max_name_len = 0;
-    assert_eq!(s.restore().map(|_| ()), Err(Error::BadConfig("max_name_len must be 1..=64")));
+    assert_eq!(
+        s.restore().map(|_| ()),
+        Err(Error::BadConfig("max_name_len must be 1..=64"))
+    );
 }
 
 /// A service in a busy state: holds, shared runs, timed waits, lock-delay, numbered replies.
 fn busy() -> Svc {
-    let mut svc = svc_with(8, 8, 16, Config { lock_delay: 7, max_name_len: 64 });
+    let mut svc = svc_with(
+        8,
+        8,
+        16,
+        Config {
+            lock_delay: 7,
+            max_name_len: 64,
+        },
+    );
     let a = open(&mut svc, 10);
     let b = open(&mut svc, 30);
     let c = open(&mut svc, 40);
-    run(&mut svc, |v, o| v.acquire(a, "x", Mode::Exclusive, Wait::None, Some(1), o));
-    run(&mut svc, |v, o| v.acquire(b, "r", Mode::Shared, Wait::None, Some(2), o));
+    run(&mut svc, |v, o| {
+        v.acquire(a, "x", Mode::Exclusive, Wait::None, Some(1), o)
+    });
+    run(&mut svc, |v, o| {
+        v.acquire(b, "r", Mode::Shared, Wait::None, Some(2), o)
+    });
     acquire(&mut svc, c, "r", Mode::Shared, Wait::None);
     acquire(&mut svc, b, "x", Mode::Exclusive, Wait::Until(Tick(25)));
     acquire(&mut svc, c, "x", Mode::Shared, Wait::Forever);
@@ -298,7 +337,9 @@ fn round_trip_is_byte_identical_and_behaves_the_same() {
     assert_eq!(bytes.len(), original.snapshot_len());
     assert_eq!(bytes[..4], SNAPSHOT_MAGIC);
     // into storage of another size: the layout differs, the bytes do not
-    let mut restored = LockService::restore(VecStorage::new(20, 9, 33), &bytes).map_err(|e| e.1).unwrap();
+    let mut restored = LockService::restore(VecStorage::new(20, 9, 33), &bytes)
+        .map_err(|e| e.1)
+        .unwrap();
     assert_eq!(restored.snapshot_vec(), bytes);
     assert_eq!(restored.poll_timeout(), original.poll_timeout());
     for t in [11, 17, 25, 40, 60] {
@@ -330,7 +371,10 @@ fn snapshot_into_a_short_buffer_reports_the_size_needed() {
     let need = svc.snapshot_len();
     for len in [0, 1, 10, need - 1] {
         let mut buf = vec![0u8; len];
-        assert_eq!(svc.snapshot(&mut buf), Err(Error::BufferTooSmall { need: need as u32 }));
+        assert_eq!(
+            svc.snapshot(&mut buf),
+            Err(Error::BufferTooSmall { need: need as u32 })
+        );
     }
 }
 
@@ -351,7 +395,10 @@ fn restore_never_panics_on_mutated_or_truncated_bytes() {
             }
         }
     }
-    assert!(accepted > 0, "some mutations (a deadline, a ttl) are valid states");
+    assert!(
+        accepted > 0,
+        "some mutations (a deadline, a ttl) are valid states"
+    );
 }
 
 #[test]
@@ -362,6 +409,9 @@ fn restore_refuses_a_non_canonical_encoding_of_a_valid_state() {
     let mut long = good[..7].to_vec();
     long.extend_from_slice(&[0x80, 0x00]); // 0 as an over-long varint
     long.extend_from_slice(&good[8..]);
-    let e = LockService::restore(VecStorage::new(4, 4, 8), &long).map(|_| ()).unwrap_err().1;
+    let e = LockService::restore(VecStorage::new(4, 4, 8), &long)
+        .map(|_| ())
+        .unwrap_err()
+        .1;
     assert_eq!(e, Error::CorruptSnapshot("non-canonical encoding"));
 }

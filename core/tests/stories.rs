@@ -31,7 +31,10 @@ struct Store {
 
 impl Store {
     fn new(fenced: bool) -> Store {
-        Store { gate: fenced.then(|| FenceGate::new([GateRow::EMPTY; 4])), report: None }
+        Store {
+            gate: fenced.then(|| FenceGate::new([GateRow::EMPTY; 4])),
+            report: None,
+        }
     }
 
     fn put(&mut self, writer: SessionId, token: Token, content: &'static str) -> Result<(), Error> {
@@ -57,14 +60,20 @@ fn gc_pause_timeline() {
 
     // t0: A acquires the lock, token 34; B asks too and waits in the queue.
     assert_eq!(x(&mut svc, a, lock), vec![gx(a, lock, 34)]);
-    assert_eq!(x(&mut svc, b, lock), vec![queued(b, lock, Mode::Exclusive, 1)]);
+    assert_eq!(
+        x(&mut svc, b, lock),
+        vec![queued(b, lock, Mode::Exclusive, 1)]
+    );
 
     // t1: A hits a 25 s stop-the-world pause; B heartbeats every 3 s.
     for t in [3, 6, 9] {
         assert_eq!(tick(&mut svc, start + t), vec![]);
         assert_eq!(
             keep_alive(&mut svc, b),
-            vec![Output::SessionRenewed { session: b, expires_at: fencelock::Tick(start + t + 10) }]
+            vec![Output::SessionRenewed {
+                session: b,
+                expires_at: fencelock::Tick(start + t + 10)
+            }]
         );
     }
 
@@ -84,7 +93,10 @@ fn gc_pause_timeline() {
     assert_eq!(store.put(b, Token(35), "B's index"), Ok(()));
     assert_eq!(
         store.put(a, Token(34), "A's index"),
-        Err(Error::Stale { token: Token(34), highest: Token(35) })
+        Err(Error::Stale {
+            token: Token(34),
+            highest: Token(35)
+        })
     );
     assert_eq!(store.report, Some(("B's index", b)));
 }
@@ -107,7 +119,10 @@ fn shardpay_reconciliation() {
 
     // W1 acquires: fenceToken=42. Standby W2 waits (a watch, no polling).
     assert_eq!(x(&mut svc, w1, lock), vec![gx(w1, lock, 42)]);
-    assert_eq!(x(&mut svc, w2, lock), vec![queued(w2, lock, Mode::Exclusive, 1)]);
+    assert_eq!(
+        x(&mut svc, w2, lock),
+        vec![queued(w2, lock, Mode::Exclusive, 1)]
+    );
 
     // Both renew at t0 + 10. W1's GC pause starts at t0 + 12 and lasts 45 s; W2 keeps
     // renewing every 10 s.
@@ -137,14 +152,29 @@ fn shardpay_reconciliation() {
 
     // t0 + 57: W1 resumes. Its own keeper says the lease is gone (it had said "stop" at
     // t0 + 35); W1 ignores it and PUTs report.xml with 42: 412 Precondition Failed.
-    assert_eq!(w1_keeper.lease(t0 + 35), Lease::Jeopardy { expires_at: t0 + 40 });
+    assert_eq!(
+        w1_keeper.lease(t0 + 35),
+        Lease::Jeopardy {
+            expires_at: t0 + 40
+        }
+    );
     assert_eq!(w1_keeper.lease(t0 + 57), Lease::Expired);
     assert_eq!(
         s3.put(w1, Token(42), "W1 report"),
-        Err(Error::Stale { token: Token(42), highest: Token(43) })
+        Err(Error::Stale {
+            token: Token(42),
+            highest: Token(43)
+        })
     );
-    assert_eq!(s3.report, Some(("W2 report", w2)), "one reconciliation output: W2's");
-    assert_eq!(s3.gate.as_ref().unwrap().highest("report.xml"), Some(Token(43)));
+    assert_eq!(
+        s3.report,
+        Some(("W2 report", w2)),
+        "one reconciliation output: W2's"
+    );
+    assert_eq!(
+        s3.gate.as_ref().unwrap().highest("report.xml"),
+        Some(Token(43))
+    );
     // The lock service is consistent throughout: W2 holds the lock with 43.
     assert_eq!(holders(&svc, lock), vec![(w2, Mode::Exclusive, 43)]);
 }
@@ -230,7 +260,10 @@ fn seed_timeline_with_fence_gate() {
     let (a, b) = (tl.a, tl.b);
     let lock = "storage-lock";
     let renewals = |ts: [u64; 3]| {
-        ts.map(|t| Output::SessionRenewed { session: b, expires_at: fencelock::Tick(t + 10) })
+        ts.map(|t| Output::SessionRenewed {
+            session: b,
+            expires_at: fencelock::Tick(t + 10),
+        })
     };
     let mut expected = vec![gx(a, lock, 34), queued(b, lock, Mode::Exclusive, 1)];
     expected.extend(renewals([3, 6, 9]));
@@ -240,10 +273,23 @@ fn seed_timeline_with_fence_gate() {
         gx(b, lock, 35),
     ]);
     assert_eq!(tl.outputs, expected);
-    assert!(!tl.a_may_act_when_paused, "A's keeper says stop at ttl - margin");
+    assert!(
+        !tl.a_may_act_when_paused,
+        "A's keeper says stop at ttl - margin"
+    );
     assert_eq!(tl.a_lease_at_resume, Lease::Expired);
-    assert_eq!(tl.a_late_write, Err(Error::Stale { token: Token(34), highest: Token(35) }));
-    assert_eq!(tl.store.report, Some(("B's write", b)), "the resource keeps B's write");
+    assert_eq!(
+        tl.a_late_write,
+        Err(Error::Stale {
+            token: Token(34),
+            highest: Token(35)
+        })
+    );
+    assert_eq!(
+        tl.store.report,
+        Some(("B's write", b)),
+        "the resource keeps B's write"
+    );
     assert_eq!(tl.holder_at_end, vec![(b, Mode::Exclusive, 35)]);
 }
 
@@ -272,7 +318,16 @@ fn a_try_lock_loser_gets_busy_and_is_never_woken() {
     let mut svc = svc(4);
     let a = open(&mut svc, 10);
     let b = open(&mut svc, 10);
-    assert_eq!(acquire(&mut svc, a, "nightly", Mode::Exclusive, Wait::None), vec![gx(a, "nightly", 1)]);
-    assert_eq!(acquire(&mut svc, b, "nightly", Mode::Exclusive, Wait::None), vec![busy(b, "nightly")]);
-    assert_eq!(release(&mut svc, a, "nightly"), vec![released(a, "nightly", 1, Released)]);
+    assert_eq!(
+        acquire(&mut svc, a, "nightly", Mode::Exclusive, Wait::None),
+        vec![gx(a, "nightly", 1)]
+    );
+    assert_eq!(
+        acquire(&mut svc, b, "nightly", Mode::Exclusive, Wait::None),
+        vec![busy(b, "nightly")]
+    );
+    assert_eq!(
+        release(&mut svc, a, "nightly"),
+        vec![released(a, "nightly", 1, Released)]
+    );
 }

@@ -6,7 +6,15 @@ use common::*;
 use fencelock::{Config, Mode, Output, ReleaseReason::*, Tick, Wait};
 
 fn delayed(delay: u64) -> Svc {
-    svc_with(8, 8, 16, Config { lock_delay: delay, max_name_len: 64 })
+    svc_with(
+        8,
+        8,
+        16,
+        Config {
+            lock_delay: delay,
+            max_name_len: 64,
+        },
+    )
 }
 
 #[test]
@@ -44,7 +52,10 @@ fn a_holder_expiring_after_the_waiters_deadline_at_the_same_tick_grants_nobody()
         vec![
             Output::SessionExpired { session: a },
             released(a, "l", 1, Expired),
-            Output::WaitTimedOut { session: b, lock: name("l") },
+            Output::WaitTimedOut {
+                session: b,
+                lock: name("l")
+            },
         ]
     );
     assert_eq!(svc.len().locks, 0);
@@ -82,7 +93,13 @@ fn time_cannot_go_backwards_and_the_same_tick_is_a_no_op() {
     assert_eq!(tick(&mut svc, 4), vec![]);
     assert_eq!(svc.snapshot_vec(), before);
     let e = refused(&mut svc, |v, o| v.tick(Tick(3), o));
-    assert_eq!(e, fencelock::Error::TimeWentBackwards { now: Tick(4), requested: Tick(3) });
+    assert_eq!(
+        e,
+        fencelock::Error::TimeWentBackwards {
+            now: Tick(4),
+            requested: Tick(3)
+        }
+    );
 }
 
 #[test]
@@ -100,7 +117,11 @@ fn a_tick_with_nothing_due_changes_nothing_but_the_time() {
     assert_eq!(poll, Some(Tick(1_000)));
     let revision = svc.revision();
     for now in [1, 500, 999] {
-        assert_eq!(tick(&mut svc, now), vec![], "nothing is due before {poll:?}");
+        assert_eq!(
+            tick(&mut svc, now),
+            vec![],
+            "nothing is due before {poll:?}"
+        );
         assert_eq!(svc.now(), Tick(now));
         assert_eq!(svc.poll_timeout(), poll);
         assert_eq!(svc.revision(), revision);
@@ -138,7 +159,13 @@ fn lock_delay_holds_a_lock_after_its_holder_expires() {
     let b = open(&mut svc, 100);
     x(&mut svc, a, "l");
     x(&mut svc, b, "l");
-    assert_eq!(tick(&mut svc, 10), vec![Output::SessionExpired { session: a }, released(a, "l", 1, Expired)]);
+    assert_eq!(
+        tick(&mut svc, 10),
+        vec![
+            Output::SessionExpired { session: a },
+            released(a, "l", 1, Expired)
+        ]
+    );
     assert_eq!(svc.lock_delay_until("l"), Some(Tick(15)));
     assert_eq!(svc.poll_timeout(), Some(Tick(15)));
     assert_eq!(tick(&mut svc, 14), vec![]);
@@ -155,17 +182,32 @@ fn lock_delay_refuses_new_and_shared_acquires_too() {
     acquire(&mut svc, a, "l", Mode::Shared, Wait::None);
     tick(&mut svc, 10);
     // the lock is free, but in lock-delay: a try-lock is busy in either mode
-    assert_eq!(acquire(&mut svc, b, "l", Mode::Shared, Wait::None), vec![busy(b, "l")]);
-    assert_eq!(acquire(&mut svc, b, "l", Mode::Exclusive, Wait::Until(Tick(10))), vec![busy(b, "l")]);
+    assert_eq!(
+        acquire(&mut svc, b, "l", Mode::Shared, Wait::None),
+        vec![busy(b, "l")]
+    );
+    assert_eq!(
+        acquire(&mut svc, b, "l", Mode::Exclusive, Wait::Until(Tick(10))),
+        vec![busy(b, "l")]
+    );
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Shared, Wait::Until(Tick(12))),
         vec![queued(b, "l", Mode::Shared, 1)]
     );
-    assert_eq!(tick(&mut svc, 12), vec![Output::WaitTimedOut { session: b, lock: name("l") }]);
+    assert_eq!(
+        tick(&mut svc, 12),
+        vec![Output::WaitTimedOut {
+            session: b,
+            lock: name("l")
+        }]
+    );
     assert_eq!(svc.len().locks, 1, "the entry stays while the delay runs");
     assert_eq!(tick(&mut svc, 15), vec![]);
     assert_eq!(svc.len().locks, 0, "evicted once the delay is over");
-    assert_eq!(acquire(&mut svc, b, "l", Mode::Shared, Wait::None), vec![granted(b, "l", Mode::Shared, 2)]);
+    assert_eq!(
+        acquire(&mut svc, b, "l", Mode::Shared, Wait::None),
+        vec![granted(b, "l", Mode::Shared, 2)]
+    );
 }
 
 #[test]

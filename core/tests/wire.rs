@@ -18,13 +18,45 @@ fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
     let s = SessionId(big);
     vec![
         Input::OpenSession { ttl: big },
-        Input::KeepAlive { session: s, request: Some(big) },
-        Input::CloseSession { session: s, request: None },
-        Input::Acquire { session: s, lock: n.clone(), mode: Mode::Shared, wait: Wait::Until(Tick(big)), request: Some(big) },
-        Input::Acquire { session: s, lock: n.clone(), mode: Mode::Exclusive, wait: Wait::Forever, request: None },
-        Input::Acquire { session: s, lock: n.clone(), mode: Mode::Exclusive, wait: Wait::None, request: None },
-        Input::Release { session: s, lock: n.clone(), request: Some(big) },
-        Input::Cancel { session: s, lock: n, request: Some(big) },
+        Input::KeepAlive {
+            session: s,
+            request: Some(big),
+        },
+        Input::CloseSession {
+            session: s,
+            request: None,
+        },
+        Input::Acquire {
+            session: s,
+            lock: n.clone(),
+            mode: Mode::Shared,
+            wait: Wait::Until(Tick(big)),
+            request: Some(big),
+        },
+        Input::Acquire {
+            session: s,
+            lock: n.clone(),
+            mode: Mode::Exclusive,
+            wait: Wait::Forever,
+            request: None,
+        },
+        Input::Acquire {
+            session: s,
+            lock: n.clone(),
+            mode: Mode::Exclusive,
+            wait: Wait::None,
+            request: None,
+        },
+        Input::Release {
+            session: s,
+            lock: n.clone(),
+            request: Some(big),
+        },
+        Input::Cancel {
+            session: s,
+            lock: n,
+            request: Some(big),
+        },
         Input::Tick { now: Tick(big) },
     ]
 }
@@ -32,16 +64,46 @@ fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
 fn all_outputs(n: LockName, big: u64) -> Vec<Output> {
     let s = SessionId(big);
     vec![
-        Output::SessionOpened { session: s, expires_at: Tick(big) },
-        Output::SessionRenewed { session: s, expires_at: Tick(big) },
+        Output::SessionOpened {
+            session: s,
+            expires_at: Tick(big),
+        },
+        Output::SessionRenewed {
+            session: s,
+            expires_at: Tick(big),
+        },
         Output::SessionClosed { session: s },
         Output::SessionExpired { session: s },
-        Output::Granted { session: s, lock: n.clone(), mode: Mode::Shared, token: Token(big) },
-        Output::Queued { session: s, lock: n.clone(), mode: Mode::Exclusive, position: u32::MAX },
-        Output::Busy { session: s, lock: n.clone() },
-        Output::Released { session: s, lock: n.clone(), token: Token(big), reason: ReleaseReason::Expired },
-        Output::WaitTimedOut { session: s, lock: n.clone() },
-        Output::WaitCancelled { session: s, lock: n },
+        Output::Granted {
+            session: s,
+            lock: n.clone(),
+            mode: Mode::Shared,
+            token: Token(big),
+        },
+        Output::Queued {
+            session: s,
+            lock: n.clone(),
+            mode: Mode::Exclusive,
+            position: u32::MAX,
+        },
+        Output::Busy {
+            session: s,
+            lock: n.clone(),
+        },
+        Output::Released {
+            session: s,
+            lock: n.clone(),
+            token: Token(big),
+            reason: ReleaseReason::Expired,
+        },
+        Output::WaitTimedOut {
+            session: s,
+            lock: n.clone(),
+        },
+        Output::WaitCancelled {
+            session: s,
+            lock: n,
+        },
     ]
 }
 
@@ -49,21 +111,30 @@ fn all_outputs(n: LockName, big: u64) -> Vec<Output> {
 fn every_input_round_trips_and_fits_max_frame_len() {
     let mut largest = 0;
     for big in [0, 1, 300, u64::MAX] {
-        for input in all_inputs(longest(), big).into_iter().chain(all_inputs(name("a"), big)) {
+        for input in all_inputs(longest(), big)
+            .into_iter()
+            .chain(all_inputs(name("a"), big))
+        {
             let mut buf = [0u8; MAX_FRAME_LEN];
             let n = input.to_frame(&mut buf).unwrap();
             largest = largest.max(n);
             assert_eq!(Input::from_frame(&buf[..n]), Ok(input));
         }
     }
-    assert!(largest <= MAX_FRAME_LEN && largest > MAX_FRAME_LEN / 2, "largest input frame: {largest}");
+    assert!(
+        largest <= MAX_FRAME_LEN && largest > MAX_FRAME_LEN / 2,
+        "largest input frame: {largest}"
+    );
 }
 
 #[test]
 fn every_output_round_trips_and_fits_max_frame_len() {
     let mut largest = 0;
     for big in [0, 1, 300, u64::MAX] {
-        for output in all_outputs(longest(), big).into_iter().chain(all_outputs(name("a"), big)) {
+        for output in all_outputs(longest(), big)
+            .into_iter()
+            .chain(all_outputs(name("a"), big))
+        {
             let mut buf = [0u8; MAX_FRAME_LEN];
             let n = output.to_frame(&mut buf).unwrap();
             largest = largest.max(n);
@@ -83,11 +154,22 @@ fn the_encoding_is_pinned() {
     assert_eq!(enc(Input::OpenSession { ttl: 10 }), [0, 10]);
     assert_eq!(enc(Input::Tick { now: Tick(300) }), [6, 0xac, 0x02]);
     assert_eq!(
-        enc(Input::Acquire { session: SessionId(1), lock: name("l"), mode: Mode::Shared, wait: Wait::Until(Tick(9)), request: Some(2) }),
+        enc(Input::Acquire {
+            session: SessionId(1),
+            lock: name("l"),
+            mode: Mode::Shared,
+            wait: Wait::Until(Tick(9)),
+            request: Some(2)
+        }),
         [3, 1, 1, b'l', 1, 1, 9, 1, 2]
     );
     let mut buf = [0u8; MAX_FRAME_LEN];
-    let g = Output::Granted { session: SessionId(2), lock: name("l"), mode: Mode::Exclusive, token: Token(35) };
+    let g = Output::Granted {
+        session: SessionId(2),
+        lock: name("l"),
+        mode: Mode::Exclusive,
+        token: Token(35),
+    };
     let n = g.to_frame(&mut buf).unwrap();
     assert_eq!(buf[..n], [4, 2, 1, b'l', 0, 35]);
 }
@@ -100,29 +182,53 @@ fn bad_frames_are_refused() {
     trailing.push(0);
     assert_eq!(Input::from_frame(&trailing), Err(Error::BadFrame));
     assert_eq!(Input::from_frame(&buf[..n - 1]), Err(Error::BadFrame));
-    assert_eq!(Input::from_frame(&[99]), Err(Error::BadFrame), "unknown variant");
+    assert_eq!(
+        Input::from_frame(&[99]),
+        Err(Error::BadFrame),
+        "unknown variant"
+    );
     // a name longer than MAX_NAME_LEN cannot be decoded
     let mut long = vec![3, 1, 65];
     long.extend(std::iter::repeat_n(b'n', 65));
     long.extend([0, 2, 0]);
     assert_eq!(Input::from_frame(&long), Err(Error::BadFrame));
     // invalid UTF-8 in a name
-    assert_eq!(Input::from_frame(&[3, 1, 1, 0xff, 0, 2, 0]), Err(Error::BadFrame));
-    let o = Output::SessionClosed { session: SessionId(1) };
+    assert_eq!(
+        Input::from_frame(&[3, 1, 1, 0xff, 0, 2, 0]),
+        Err(Error::BadFrame)
+    );
+    let o = Output::SessionClosed {
+        session: SessionId(1),
+    };
     let n = o.to_frame(&mut buf).unwrap();
     assert_eq!(Output::from_frame(&buf[..n + 1]), Err(Error::BadFrame));
 }
 
 #[test]
 fn a_short_buffer_reports_the_size_needed() {
-    let i = Input::Acquire { session: SessionId(1), lock: longest(), mode: Mode::Shared, wait: Wait::Forever, request: None };
+    let i = Input::Acquire {
+        session: SessionId(1),
+        lock: longest(),
+        mode: Mode::Shared,
+        wait: Wait::Forever,
+        request: None,
+    };
     let mut big = [0u8; MAX_FRAME_LEN];
     let need = i.to_frame(&mut big).unwrap();
     let mut small = [0u8; 10];
-    assert_eq!(i.to_frame(&mut small), Err(Error::BufferTooSmall { need: need as u32 }));
-    let o = Output::Busy { session: SessionId(1), lock: longest() };
+    assert_eq!(
+        i.to_frame(&mut small),
+        Err(Error::BufferTooSmall { need: need as u32 })
+    );
+    let o = Output::Busy {
+        session: SessionId(1),
+        lock: longest(),
+    };
     let need = o.to_frame(&mut big).unwrap();
-    assert_eq!(o.to_frame(&mut small), Err(Error::BufferTooSmall { need: need as u32 }));
+    assert_eq!(
+        o.to_frame(&mut small),
+        Err(Error::BufferTooSmall { need: need as u32 })
+    );
 }
 
 #[test]
@@ -131,20 +237,41 @@ fn handle_frame_applies_the_decoded_input() {
     let mut buf = [0u8; MAX_FRAME_LEN];
     let n = Input::OpenSession { ttl: 5 }.to_frame(&mut buf).unwrap();
     let (_, out) = run(&mut svc, |v, o| v.handle_frame(&buf[..n], o));
-    assert_eq!(out, vec![Output::SessionOpened { session: SessionId(1), expires_at: Tick(5) }]);
+    assert_eq!(
+        out,
+        vec![Output::SessionOpened {
+            session: SessionId(1),
+            expires_at: Tick(5)
+        }]
+    );
     // an empty name decodes, and is refused by the service like any other input
-    let n = Input::Acquire { session: SessionId(1), lock: LockName::default(), mode: Mode::Shared, wait: Wait::None, request: None }
-        .to_frame(&mut buf)
-        .unwrap();
-    assert_eq!(refused(&mut svc, |v, o| v.handle_frame(&buf[..n], o)), Error::EmptyName);
+    let n = Input::Acquire {
+        session: SessionId(1),
+        lock: LockName::default(),
+        mode: Mode::Shared,
+        wait: Wait::None,
+        request: None,
+    }
+    .to_frame(&mut buf)
+    .unwrap();
+    assert_eq!(
+        refused(&mut svc, |v, o| v.handle_frame(&buf[..n], o)),
+        Error::EmptyName
+    );
 }
 
 #[test]
 fn errors_and_queries_serialize() {
     let errors = [
         Error::CapacityExceeded(Table::Resources),
-        Error::Stale { token: Token(34), highest: Token(35) },
-        Error::TimeWentBackwards { now: Tick(2), requested: Tick(1) },
+        Error::Stale {
+            token: Token(34),
+            highest: Token(35),
+        },
+        Error::TimeWentBackwards {
+            now: Tick(2),
+            requested: Tick(1),
+        },
         Error::NameTooLong { len: 70, max: 64 },
     ];
     for e in errors {
@@ -159,15 +286,24 @@ fn errors_and_queries_serialize() {
     let info = svc.session(a).unwrap();
     let mut buf = [0u8; 64];
     let bytes = postcard::to_slice(&info, &mut buf).unwrap();
-    assert_eq!(postcard::from_bytes::<fencelock::SessionInfo>(bytes).unwrap(), info);
+    assert_eq!(
+        postcard::from_bytes::<fencelock::SessionInfo>(bytes).unwrap(),
+        info
+    );
 }
 
 #[test]
 fn names_display_and_validate() {
     assert_eq!(LockName::new(""), Err(Error::EmptyName));
-    assert_eq!(LockName::new(&"x".repeat(65)), Err(Error::NameTooLong { len: 65, max: 64 }));
+    assert_eq!(
+        LockName::new(&"x".repeat(65)),
+        Err(Error::NameTooLong { len: 65, max: 64 })
+    );
     let n = LockName::try_from("jobs/reindex").unwrap();
-    assert_eq!((n.as_str(), n.len(), n.is_empty()), ("jobs/reindex", 12, false));
+    assert_eq!(
+        (n.as_str(), n.len(), n.is_empty()),
+        ("jobs/reindex", 12, false)
+    );
     assert_eq!(n.to_string(), "jobs/reindex");
     assert_eq!(SessionId(3).to_string(), "session 3");
     assert_eq!(Token(34).to_string(), "token 34");

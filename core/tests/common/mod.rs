@@ -28,7 +28,10 @@ pub fn svc_with(sessions: usize, locks: usize, claims: usize, config: Config) ->
 }
 
 /// Runs one input and returns its outputs (panics on an error: use `refused` for those).
-pub fn run<T>(svc: &mut Svc, f: impl FnOnce(&mut Svc, &mut Sink) -> Result<T, Error>) -> (T, Vec<Output>) {
+pub fn run<T>(
+    svc: &mut Svc,
+    f: impl FnOnce(&mut Svc, &mut Sink) -> Result<T, Error>,
+) -> (T, Vec<Output>) {
     let mut got = Vec::new();
     let mut sink: Sink = &mut |o| got.push(o);
     let r = f(svc, &mut sink).unwrap_or_else(|e| panic!("refused: {e}"));
@@ -48,7 +51,11 @@ pub fn refused<T: std::fmt::Debug>(
     let mut sink: Sink = &mut |o| got.push(o);
     let e = f(svc, &mut sink).expect_err("the input must be refused");
     assert_eq!(got, vec![], "a refused input emitted outputs");
-    assert_eq!(svc.snapshot_vec(), before, "a refused input changed the state ({e})");
+    assert_eq!(
+        svc.snapshot_vec(),
+        before,
+        "a refused input changed the state ({e})"
+    );
     assert_eq!(svc.poll_timeout(), poll);
     check_invariants(svc);
     e
@@ -87,7 +94,12 @@ pub fn close(svc: &mut Svc, s: SessionId) -> Vec<Output> {
 }
 
 pub fn granted(session: SessionId, lock: &str, mode: Mode, token: u64) -> Output {
-    Output::Granted { session, lock: name(lock), mode, token: Token(token) }
+    Output::Granted {
+        session,
+        lock: name(lock),
+        mode,
+        token: Token(token),
+    }
 }
 
 pub fn gx(session: SessionId, lock: &str, token: u64) -> Output {
@@ -95,19 +107,34 @@ pub fn gx(session: SessionId, lock: &str, token: u64) -> Output {
 }
 
 pub fn queued(session: SessionId, lock: &str, mode: Mode, position: u32) -> Output {
-    Output::Queued { session, lock: name(lock), mode, position }
+    Output::Queued {
+        session,
+        lock: name(lock),
+        mode,
+        position,
+    }
 }
 
 pub fn released(session: SessionId, lock: &str, token: u64, reason: ReleaseReason) -> Output {
-    Output::Released { session, lock: name(lock), token: Token(token), reason }
+    Output::Released {
+        session,
+        lock: name(lock),
+        token: Token(token),
+        reason,
+    }
 }
 
 pub fn busy(session: SessionId, lock: &str) -> Output {
-    Output::Busy { session, lock: name(lock) }
+    Output::Busy {
+        session,
+        lock: name(lock),
+    }
 }
 
 pub fn holders(svc: &Svc, lock: &str) -> Vec<(SessionId, Mode, u64)> {
-    svc.holders(lock).map(|h| (h.session, h.mode, h.token.0)).collect()
+    svc.holders(lock)
+        .map(|h| (h.session, h.mode, h.token.0))
+        .collect()
 }
 
 pub fn waiters(svc: &Svc, lock: &str) -> Vec<SessionId> {
@@ -129,10 +156,16 @@ pub fn check_invariants(svc: &Svc) {
         let delayed = svc.lock_delay_until(lock);
         // 1. mutual exclusion
         let exclusive = hs.iter().filter(|h| h.mode == Mode::Exclusive).count();
-        assert!(exclusive == 0 || hs.len() == 1, "{lock}: exclusive holder with others: {hs:?}");
+        assert!(
+            exclusive == 0 || hs.len() == 1,
+            "{lock}: exclusive holder with others: {hs:?}"
+        );
         // 2. tokens: non-zero, within the revision, all distinct
         for h in &hs {
-            assert!(h.token.0 >= 1 && h.token.0 <= svc.revision(), "{lock}: bad token {h:?}");
+            assert!(
+                h.token.0 >= 1 && h.token.0 <= svc.revision(),
+                "{lock}: bad token {h:?}"
+            );
             assert!(tokens.insert(h.token), "token {} held twice", h.token);
         }
         // 3. FIFO / no missed grant: the head of the queue cannot be granted now
@@ -143,13 +176,23 @@ pub fn check_invariants(svc: &Svc) {
         }
         // 4. nothing waits past its deadline
         for w in &ws {
-            assert!(w.deadline.is_none_or(|d| d > now), "{lock}: wait past deadline {w:?}");
+            assert!(
+                w.deadline.is_none_or(|d| d > now),
+                "{lock}: wait past deadline {w:?}"
+            );
         }
         // idle lock entries are evicted
-        assert!(!hs.is_empty() || !ws.is_empty() || delayed.is_some(), "{lock}: idle entry kept");
+        assert!(
+            !hs.is_empty() || !ws.is_empty() || delayed.is_some(),
+            "{lock}: idle entry kept"
+        );
         // no session twice on one lock
         let mut seen = BTreeSet::new();
-        for s in hs.iter().map(|h| h.session).chain(ws.iter().map(|w| w.session)) {
+        for s in hs
+            .iter()
+            .map(|h| h.session)
+            .chain(ws.iter().map(|w| w.session))
+        {
             assert!(seen.insert(s), "{lock}: {s} claims it twice");
         }
         for h in &hs {
@@ -163,7 +206,10 @@ pub fn check_invariants(svc: &Svc) {
     assert_eq!(claims, svc.len().claims);
     let sessions: Vec<_> = svc.sessions().collect();
     assert_eq!(sessions.len() as u32, svc.len().sessions);
-    assert!(sessions.windows(2).all(|w| w[0] < w[1]), "sessions not in id order");
+    assert!(
+        sessions.windows(2).all(|w| w[0] < w[1]),
+        "sessions not in id order"
+    );
     for s in &sessions {
         let info = svc.session(*s).unwrap();
         // 4. no live session is past its deadline
@@ -171,7 +217,10 @@ pub fn check_invariants(svc: &Svc) {
         let (h, w) = per_session.remove(s).unwrap_or_default();
         assert_eq!((info.holds, info.waits), (h, w), "{s}: claim counts");
     }
-    assert!(per_session.is_empty(), "claims of sessions that are not open: {per_session:?}");
+    assert!(
+        per_session.is_empty(),
+        "claims of sessions that are not open: {per_session:?}"
+    );
     if let Some(t) = svc.poll_timeout() {
         assert!(t > now, "something due at {t} was not done at {now}");
     }
@@ -179,12 +228,20 @@ pub fn check_invariants(svc: &Svc) {
     let bytes = svc.snapshot_vec();
     let cap = svc.capacity();
     let restored = LockService::restore(
-        VecStorage::new(cap.sessions as usize, cap.locks as usize, cap.claims as usize),
+        VecStorage::new(
+            cap.sessions as usize,
+            cap.locks as usize,
+            cap.claims as usize,
+        ),
         &bytes,
     )
     .map_err(|(_, e)| e)
     .expect("a snapshot of a live service restores");
-    assert_eq!(restored.snapshot_vec(), bytes, "restore changed the snapshot");
+    assert_eq!(
+        restored.snapshot_vec(),
+        bytes,
+        "restore changed the snapshot"
+    );
 }
 
 /// A seeded xorshift64* generator: tests print the seed, and the same seed replays.
