@@ -91,6 +91,38 @@
 //! **6. Persist.** [`LockService::snapshot`] writes canonical, versioned bytes;
 //! [`LockService::restore`] validates every invariant before accepting them.
 //!
+//! ```
+//! # use fencelock::{Config, LockService, Mode, VecStorage, Wait};
+//! # let mut svc = LockService::new(VecStorage::new(4, 4, 8), Config::default()).unwrap();
+//! # let a = svc.open_session(10, &mut |_| {}).unwrap();
+//! # svc.acquire(a, "l", Mode::Exclusive, Wait::None, None, &mut |_| {}).unwrap();
+//! let bytes = svc.snapshot_vec();
+//! let restored = LockService::restore(VecStorage::new(4, 4, 8), &bytes)
+//!     .map_err(|(_storage, e)| e)
+//!     .unwrap();
+//! assert_eq!(restored.snapshot_vec(), bytes); // same state, same bytes
+//! ```
+//!
+//! **7. Keep the client honest.** A [`SessionKeeper`] runs in the client, on the client's
+//! clock: it says when to heartbeat and whether the lease is still safe to act on.
+//!
+//! ```
+//! use fencelock::{Lease, SessionKeeper};
+//!
+//! let mut keeper = SessionKeeper::new(10, 3, 2).unwrap(); // ttl, interval, margin
+//! keeper.heartbeat_sent(0).unwrap();
+//! keeper.heartbeat_acked(0).unwrap();
+//! assert!(keeper.may_act(7));
+//! assert_eq!(keeper.lease(8), Lease::Jeopardy { expires_at: 10 }); // stop acting now
+//! ```
+//!
+//! ## Memory
+//!
+//! All memory is the host's: one row per session (96 bytes), per live lock entry (136)
+//! and per hold or wait (72), the same on 64- and 32-bit targets; the table and its
+//! reasoning are in [`storage`]. Capacities are fixed at construction; a full table is a
+//! typed error ([`Error::CapacityExceeded`]), never a panic.
+//!
 //! ## Guarantees
 //!
 //! | guarantee | how |
@@ -112,12 +144,13 @@
 //! | avoid duplicate work; a rare double run is harmless | a simple TTL lock | [`LockService`] alone, [`Wait::None`] |
 //! | correctness matters (money, shared state) | consensus sessions + fencing | [`LockService`] replicated under a log + [`FenceGate`] at the resource + [`SessionKeeper`] at the client |
 //! | leader election | consensus lock; the token is the epoch | [`LockService::campaign`] / [`LockService::leader`]; downstream [`FenceGate`] |
-//! | the resource cannot check a token | redesign: idempotency, reconciliation | nothing here makes it safe |
-//! | many waiters on one lock | an ordered wait queue | FIFO queues; one `Granted` per release |
+//! | the resource cannot check a token | redesign: idempotent operations, or avoid the lock | nothing here makes it safe: a [`FenceGate`] needs the resource's cooperation |
+//! | many waiters on one lock | an ordered wait queue with watches | FIFO queues; one [`Output::Granted`] per release is the watch firing |
+//! | the lease cannot be renewed | treat it as fatal: stop work | [`SessionKeeper::may_act`] turns false at `ttl − margin`; [`SessionKeeper::session_lost`] on `SessionExpired` |
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
-#![warn(clippy::unwrap_used)]
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
@@ -148,3 +181,8 @@ pub use storage::VecStorage;
 pub use storage::{ArrayStorage, SliceStorage, Storage};
 pub use types::{LockName, Mode, SessionId, Tick, Token, Wait, MAX_NAME_LEN};
 pub use wire::MAX_FRAME_LEN;
+
+/// The examples of `core/README.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -39,9 +39,11 @@ const _: () = assert!(
 /// [`SliceStorage`] and (feature `alloc`) [`VecStorage`]; implement it for anything else
 /// that owns the rows. The lengths must not change while a service uses the storage.
 pub trait Storage {
-    /// The three tables, mutably.
+    /// The three tables, mutably. Called once per input: it must be O(1) and must return
+    /// slices of the same lengths every time (a service never re-checks them).
     fn tables(&mut self) -> Tables<'_>;
-    /// The three tables, read-only.
+    /// The three tables, read-only. Called by every query; O(1) like
+    /// [`tables`](Self::tables).
     fn tables_ref(&self) -> TablesRef<'_>;
 }
 

@@ -78,7 +78,8 @@ pub enum Wait {
     None,
     /// Queue until the given tick; at that tick the wait times out
     /// ([`Output::WaitTimedOut`](crate::Output)). A deadline at or before the current
-    /// tick behaves as [`Wait::None`].
+    /// tick behaves as [`Wait::None`]; `Until(Tick(u64::MAX))` never times out (as
+    /// [`Wait::Forever`]).
     Until(Tick),
     /// Queue until granted, cancelled, or the session ends.
     Forever,
@@ -109,17 +110,18 @@ impl LockName {
         Ok(LockName(s))
     }
 
-    /// The name as text.
+    /// The name as text. Cost: O(1).
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }
 
-    /// Length in bytes.
+    /// Length in bytes. Cost: O(1).
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
-    /// True for the empty name, which only a default value has; inputs never carry it.
+    /// True for the empty name, which only a default value has (an input carrying it is
+    /// refused with [`Error::EmptyName`]). Cost: O(1).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
