@@ -346,6 +346,9 @@ impl<S: Storage> LockService<S> {
     ///   (no second hold, no new token).
     /// * Otherwise with `Wait::None` or a deadline not after now: emits `Busy`; with a later
     ///   deadline or `Wait::Forever`: queues it at the tail and emits `Queued`.
+    /// * A repeat of the session's latest `request` number applies nothing: it emits
+    ///   `Granted` with the current token if the session holds the lock now (a queued
+    ///   acquire granted since included), else the recorded `Queued` or `Busy`.
     ///
     /// Errors: [`Error::UnknownSession`], [`Error::EmptyName`], [`Error::NameTooLong`],
     /// [`Error::AlreadyQueued`], [`Error::ModeMismatch`],
@@ -365,6 +368,23 @@ impl<S: Storage> LockService<S> {
         let name = v.name(lock)?;
         let target = target(&name, Some(mode));
         if let Some(reply) = v.check_request(s, request, Kind::Acquire, target)? {
+            // A queued acquire may have been granted since: a client that lost both the
+            // Queued and the Granted and retries must learn that it holds the lock (no
+            // second Granted would ever come), so a hold now answers for the recorded reply.
+            let holding = v
+                .lock_slot(&name)
+                .and_then(|l| v.claim_slot(s, l))
+                .map(|c| &v.c[c as usize])
+                .filter(|c| c.holding);
+            if let Some(claim) = holding {
+                out(Output::Granted {
+                    session,
+                    lock: name,
+                    mode: claim.mode,
+                    token: Token(claim.value),
+                });
+                return Ok(());
+            }
             out(match reply {
                 Reply::Granted { mode, token } => Output::Granted {
                     session,

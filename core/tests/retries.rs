@@ -239,3 +239,22 @@ fn request_numbers_survive_snapshot_and_restore() {
     });
     assert_eq!(e, Error::RequestReused { request: 3 });
 }
+
+#[test]
+fn a_retried_queued_acquire_granted_since_answers_granted() {
+    // The client lost both the Queued and the later Granted and retries its acquire: it
+    // must learn it holds the lock, since no second Granted will ever come.
+    let mut svc = svc(4);
+    let a = open(&mut svc, 10);
+    let b = open(&mut svc, 10);
+    x(&mut svc, a, "l");
+    run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Exclusive, Wait::Forever, Some(1), o)
+    });
+    release(&mut svc, a, "l");
+    let (_, again) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Exclusive, Wait::Forever, Some(1), o)
+    });
+    assert_eq!(again, vec![gx(b, "l", 2)]);
+    assert_eq!(svc.revision(), 2, "nothing applied twice");
+}
