@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Browser tests of the demo: makes sure the wasm core is built and copied to web-demo/pkg/,
+# serves web-demo/ on a free port on 127.0.0.1, runs web-demo/tests/*.test.mjs with node's
+# test runner (headless Debian Chromium via tools/node_modules/playwright-core), stops the
+# server. Screenshots land in web-demo/test-output/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ -x /usr/bin/chromium ] || { echo "test-demo: /usr/bin/chromium missing: run scripts/setup.sh" >&2; exit 1; }
+[ -d tools/node_modules/playwright-core ] || { echo "test-demo: playwright-core missing: run scripts/setup.sh" >&2; exit 1; }
+scripts/demo-pkg.sh
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+log=$(mktemp)
+python3 -m http.server "$port" --bind 127.0.0.1 --directory web-demo >"$log" 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
+python3 - "$port" <<'PY'
+import socket, sys, time
+for _ in range(100):
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.05)
+sys.exit("test-demo: the static server did not start")
+PY
+echo "[test-demo] serving web-demo on http://127.0.0.1:$port/"
+DEMO_URL="http://127.0.0.1:$port/" node --test web-demo/tests/demo.test.mjs
