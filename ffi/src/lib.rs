@@ -67,3 +67,6 @@ pub unsafe extern "C" fn fencelock_result_message(
         }
     })
 }
+
+#[cfg(test)]
+mod abi_tests;

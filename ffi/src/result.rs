@@ -220,3 +220,102 @@ macro_rules! ffi_panic_boundary {
     }};
 }
 pub(crate) use ffi_panic_boundary;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencelock::{Mode, SessionId, Table, Tick, Token};
+
+    fn snake(name: &str) -> String {
+        let mut s = String::new();
+        for (i, c) in name.chars().enumerate() {
+            if c.is_uppercase() && i > 0 {
+                s.push('_');
+            }
+            s.push(c.to_ascii_lowercase());
+        }
+        s
+    }
+
+    /// Every core error crosses with the core's own number, as the code of the same name.
+    #[test]
+    fn every_core_error_keeps_its_number_and_name() {
+        let s = SessionId(1);
+        let all = [
+            Error::UnknownSession(s),
+            Error::NotHolder(s),
+            Error::NotQueued(s),
+            Error::AlreadyQueued(s),
+            Error::ModeMismatch { held: Mode::Shared },
+            Error::EmptyName,
+            Error::NameTooLong { len: 9, max: 8 },
+            Error::BadTtl,
+            Error::DeadlineOverflow,
+            Error::TimeWentBackwards {
+                now: Tick(2),
+                requested: Tick(1),
+            },
+            Error::StaleRequest {
+                request: 1,
+                latest: 2,
+            },
+            Error::RequestReused { request: 1 },
+            Error::CapacityExceeded(Table::Claims),
+            Error::Stale {
+                token: Token(1),
+                highest: Token(2),
+            },
+            Error::ZeroToken,
+            Error::BadFrame,
+            Error::BufferTooSmall { need: 3 },
+            Error::BadMagic,
+            Error::UnsupportedVersion(9),
+            Error::CorruptSnapshot("x"),
+            Error::BadConfig("x"),
+        ];
+        for e in all {
+            let r = fencelock_result::from_error(&e);
+            assert_eq!(r as u32, e.code(), "{e:?}");
+            assert_eq!(snake(&format!("{r:?}")), e.kind(), "{e:?}");
+        }
+        // 21 core codes + OK, DONE and the 7 ABI codes: every code is accounted for.
+        assert_eq!(all.len() + 9, fencelock_result::ALL.len());
+    }
+
+    /// The numbers are the ABI: they never change and are never reused.
+    #[test]
+    fn codes_are_distinct_and_stable() {
+        let mut seen: Vec<u32> = fencelock_result::ALL.iter().map(|r| *r as u32).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), fencelock_result::ALL.len());
+        let abi = [
+            (fencelock_result::Ok, 0),
+            (fencelock_result::Done, 1),
+            (fencelock_result::NullParameter, 901),
+            (fencelock_result::InvalidUtf8, 902),
+            (fencelock_result::InvalidArgument, 903),
+            (fencelock_result::OutputsPending, 904),
+            (fencelock_result::MisalignedMemory, 905),
+            (fencelock_result::UnknownError, 998),
+            (fencelock_result::Panic, 999),
+        ];
+        for (r, n) in abi {
+            assert_eq!(r as u32, n, "{r:?}");
+        }
+        assert_eq!(fencelock_result::from_code(700), None);
+    }
+
+    #[test]
+    fn the_boundary_turns_a_panic_into_a_code() {
+        let r = ffi_panic_boundary!({
+            if std::hint::black_box(true) {
+                panic!("boom (expected by this test)");
+            }
+            Ok(())
+        });
+        assert_eq!(r, fencelock_result::Panic);
+        let r = ffi_panic_boundary!({ Err(Fail::Core(Error::BadTtl)) });
+        assert_eq!(r, fencelock_result::BadTtl);
+    }
+}

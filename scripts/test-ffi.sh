@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Tests the C ABI (ffi/): the header is current, a C program runs the GC-pause story and
+# every bad-input case against the static and the shared library under valgrind, a C
+# runner replays the conformance vectors (and must reject tampered ones), Python embeds
+# the library with ctypes, and Miri checks the extern functions called from Rust.
+# Needs what scripts/setup.sh installs (cbindgen, valgrind, nightly miri).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '\n--- ffi: %s\n' "$*"; }
+
+target=$(cargo metadata --format-version 1 --no-deps |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+lib="$target/debug"
+work="$target/ffi-test"
+mkdir -p "$work"
+
+step "build libfencelock.a and libfencelock.so"
+cargo build -q -p fencelock-ffi
+ls -l "$lib/libfencelock.a" "$lib/libfencelock.so" | awk '{print $5, $9}'
+
+step "header is current (cbindgen 0.29.2)"
+(cd ffi && cbindgen --config cbindgen.toml --crate fencelock-ffi --quiet) > "$work/fencelock.h"
+if ! diff -u ffi/include/fencelock.h "$work/fencelock.h"; then
+  echo "ffi/include/fencelock.h is stale: cd ffi && cbindgen --config cbindgen.toml --crate fencelock-ffi --output include/fencelock.h" >&2
+  exit 1
+fi
+echo "ffi/include/fencelock.h matches the source"
+
+CFLAGS=(-std=c11 -Wall -Wextra -Werror -g -Iffi/include)
+VALGRIND=(valgrind -q --error-exitcode=1 --leak-check=full)
+
+step "C story test, static library, under valgrind"
+gcc "${CFLAGS[@]}" ffi/tests/c/story.c "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/story-static"
+"${VALGRIND[@]}" "$work/story-static"
+
+step "C story test, shared library (linked through pkg-config), under valgrind"
+prefix="$work/prefix"
+mkdir -p "$prefix/lib" "$prefix/include"
+cp "$lib/libfencelock.so" "$lib/libfencelock.a" "$prefix/lib/"
+cp ffi/include/fencelock.h "$prefix/include/"
+version=$(cargo metadata --format-version 1 --no-deps |
+  python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"]=="fencelock-ffi"))')
+mkdir -p "$prefix/lib/pkgconfig"
+sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" ffi/fencelock.pc.in > "$prefix/lib/pkgconfig/fencelock.pc"
+if command -v pkg-config >/dev/null 2>&1; then
+  read -r -a PC <<<"$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs fencelock)"
+else
+  echo "(pkg-config not installed: using the same flags by hand)"
+  PC=(-I"$prefix/include" -L"$prefix/lib" -lfencelock)
+fi
+gcc -std=c11 -Wall -Wextra -Werror -g ffi/tests/c/story.c "${PC[@]}" -Wl,-rpath,"$prefix/lib" -o "$work/story-shared"
+ldd "$work/story-shared" | grep -q "$prefix/lib/libfencelock.so" || { echo "not linked to the shared library" >&2; exit 1; }
+"${VALGRIND[@]}" "$work/story-shared"
+
+step "C conformance runner over tests/vectors/*.vec, under valgrind"
+gcc "${CFLAGS[@]}" ffi/tests/c/vectors.c "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/vectors"
+shopt -s nullglob
+vectors=(tests/vectors/*.vec)
+if [ ${#vectors[@]} -eq 0 ]; then
+  echo "no conformance vectors in tests/vectors (cargo run -p fencelock-tests --bin gen-vectors)" >&2
+  exit 1
+fi
+"${VALGRIND[@]}" "$work/vectors" "${vectors[@]}"
+
+step "the runner rejects tampered vectors"
+python3 - "$work" "${vectors[@]}" <<'PY'
+import sys
+work, files = sys.argv[1], sys.argv[2:]
+lines = [l.rstrip("\n") for f in files for l in open(f)]
+text = "\n".join(lines) + "\n"
+def first(prefix):
+    return next(i for i, l in enumerate(lines) if l.startswith(prefix) and len(l) > len(prefix) + 1)
+def flip(line):  # change the last hex digit / digit
+    head, last = line[:-1], line[-1]
+    return head + ("1" if last != "1" else "2")
+# Each tampered file keeps everything up to the changed line, so the change is what fails.
+cases = {}
+i = first("out "); cases["changed-output"] = lines[:i] + [flip(lines[i])]
+i = first("out "); cases["missing-output"] = lines[:i] + lines[i + 1:i + 1]
+i = first("out "); cases["extra-output"] = lines[:i + 1] + [lines[i]]
+i = first("err "); cases["changed-error"] = lines[:i] + [flip(lines[i])]
+i = first("snapshot "); cases["changed-snapshot"] = lines[:i] + [flip(lines[i])]
+for name, body in cases.items():
+    with open(f"{work}/tampered-{name}.vec", "w") as f:
+        f.write("\n".join(body) + "\n")
+PY
+for t in "$work"/tampered-*.vec; do
+  if "$work/vectors" "$t" >/dev/null 2>&1; then
+    echo "the runner accepted $(basename "$t")" >&2
+    exit 1
+  fi
+  echo "rejected $(basename "$t" .vec)"
+done
+
+step "Python ctypes example and test"
+PYTHONDONTWRITEBYTECODE=1 FENCELOCK_LIB="$lib/libfencelock.so" python3 ffi/python/test_fencelock.py 2>&1 | tail -n 4
+
+step "Rust tests of the extern functions under Miri"
+if ! cargo +nightly miri test -p fencelock-ffi >"$work/miri.log" 2>&1; then
+  cat "$work/miri.log"
+  exit 1
+fi
+grep -E "^test |^test result" "$work/miri.log"
+echo "ffi: all passed"
