@@ -34,7 +34,7 @@
 //!
 //! **1. Give it storage and a config.** Capacity is fixed at construction: fixed arrays
 //! ([`ArrayStorage`]), slices you own ([`SliceStorage`]) or, with feature `alloc`,
-//! [`VecStorage`] sized at run time. See [`storage`] for bytes per entry.
+//! `VecStorage` sized at run time. See [`storage`] for bytes per entry.
 //!
 //! ```
 //! use fencelock::{ArrayStorage, Config, LockService, Mode, Output, Tick, Wait};

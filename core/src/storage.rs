@@ -36,7 +36,7 @@ const _: () = assert!(
 );
 
 /// Hands the service its three tables. Implemented for [`ArrayStorage`],
-/// [`SliceStorage`] and (feature `alloc`) [`VecStorage`]; implement it for anything else
+/// [`SliceStorage`] and (feature `alloc`) `VecStorage`; implement it for anything else
 /// that owns the rows. The lengths must not change while a service uses the storage.
 pub trait Storage {
     /// The three tables, mutably. Called once per input: it must be O(1) and must return
