@@ -40,19 +40,31 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_want" ] &&
   [ -f wasm/pkg/web/fencelock_wasm_bg.wasm ] && [ -f wasm/pkg/node/fencelock_wasm_bg.wasm ]; then
   log "wasm/pkg is up to date"
 else
-  rm -rf wasm/pkg
+  # Build into a scratch dir and swap it in, so a concurrent reader (a test run, the demo
+  # server) never sees a half-written package.
+  tmp=$(mktemp -d wasm/.pkg-new.XXXXXX)
+  trap 'rm -rf "$tmp"' EXIT
   for t in web node; do
     [ "$t" = node ] && bt=nodejs || bt=web
     log "wasm-bindgen --target $bt -> wasm/pkg/$t"
-    wasm-bindgen --target "$bt" --out-dir "wasm/pkg/$t" "$raw"
+    wasm-bindgen --target "$bt" --out-dir "$tmp/$t" "$raw"
     log "wasm-opt -Oz wasm/pkg/$t/fencelock_wasm_bg.wasm"
-    "$WASM_OPT" -Oz --strip-debug --strip-producers --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-      --enable-mutable-globals --enable-reference-types --enable-multivalue \
-      "wasm/pkg/$t/fencelock_wasm_bg.wasm" -o "wasm/pkg/$t/fencelock_wasm_bg.wasm"
+    "$WASM_OPT" -Oz --strip-debug --strip-producers --enable-bulk-memory \
+      --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals \
+      --enable-reference-types --enable-multivalue \
+      "$tmp/$t/fencelock_wasm_bg.wasm" -o "$tmp/$t/fencelock_wasm_bg.wasm"
   done
   # Module kinds for node and bundlers (wasm-bindgen writes no package.json itself).
-  printf '{\n  "name": "fencelock-wasm",\n  "type": "module",\n  "main": "fencelock_wasm.js",\n  "types": "fencelock_wasm.d.ts"\n}\n' >wasm/pkg/web/package.json
-  printf '{\n  "name": "fencelock-wasm",\n  "type": "commonjs",\n  "main": "fencelock_wasm.js",\n  "types": "fencelock_wasm.d.ts"\n}\n' >wasm/pkg/node/package.json
+  printf '{\n  "name": "fencelock-wasm",\n  "type": "module",\n  "main": "fencelock_wasm.js",\n  "types": "fencelock_wasm.d.ts"\n}\n' >"$tmp/web/package.json"
+  printf '{\n  "name": "fencelock-wasm",\n  "type": "commonjs",\n  "main": "fencelock_wasm.js",\n  "types": "fencelock_wasm.d.ts"\n}\n' >"$tmp/node/package.json"
+  mkdir -p wasm/pkg
+  for t in web node; do
+    rm -rf "wasm/pkg/$t.old"
+    [ -d "wasm/pkg/$t" ] && mv "wasm/pkg/$t" "wasm/pkg/$t.old"
+    mv "$tmp/$t" "wasm/pkg/$t"
+    rm -rf "wasm/pkg/$t.old"
+  done
+  rmdir "$tmp"
   printf '%s' "$stamp_want" >"$stamp"
 fi
 
