@@ -415,3 +415,34 @@ fn restore_refuses_a_non_canonical_encoding_of_a_valid_state() {
         .1;
     assert_eq!(e, Error::CorruptSnapshot("non-canonical encoding"));
 }
+
+#[test]
+fn restore_survives_random_corruption_of_busy_snapshots() {
+    let mut rng = Rng(0xc0ff_ee11);
+    let base = busy().snapshot_vec();
+    let mut accepted = 0;
+    for round in 0..3_000 {
+        let mut v = base.clone();
+        for _ in 0..1 + rng.below(3) {
+            let i = rng.below(v.len() as u64) as usize;
+            match rng.below(4) {
+                0 => v[i] = rng.below(256) as u8,
+                1 => v[i] ^= 1 << rng.below(8),
+                2 => {
+                    v.remove(i);
+                }
+                _ => v.insert(i, rng.below(256) as u8),
+            }
+        }
+        if let Ok(svc) = LockService::restore(VecStorage::new(8, 8, 16), &v) {
+            check_invariants(&svc);
+            assert_eq!(
+                svc.snapshot_vec(),
+                v,
+                "round {round}: accepted bytes are canonical"
+            );
+            accepted += 1;
+        }
+    }
+    assert!(accepted > 0);
+}

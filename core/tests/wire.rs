@@ -312,3 +312,85 @@ fn names_display_and_validate() {
     assert_eq!(Tick(u64::MAX).checked_add(1), None);
     assert_eq!(Tick(1).checked_add(2), Some(Tick(3)));
 }
+
+fn random_input(rng: &mut Rng, now: u64) -> Input {
+    let session = SessionId(1 + rng.below(6));
+    let lock = name(["a", "b", "c"][rng.below(3) as usize]);
+    let request = [None, Some(rng.below(4))][rng.below(2) as usize];
+    let mode = [Mode::Exclusive, Mode::Shared][rng.below(2) as usize];
+    match rng.below(8) {
+        0 => Input::OpenSession { ttl: rng.below(30) },
+        1 => Input::KeepAlive { session, request },
+        2 => Input::CloseSession { session, request },
+        3 | 4 => {
+            let wait = [
+                Wait::None,
+                Wait::Forever,
+                Wait::Until(Tick(now + rng.below(9))),
+            ][rng.below(3) as usize];
+            Input::Acquire {
+                session,
+                lock,
+                mode,
+                wait,
+                request,
+            }
+        }
+        5 => Input::Release {
+            session,
+            lock,
+            request,
+        },
+        6 => Input::Cancel {
+            session,
+            lock,
+            request,
+        },
+        _ => Input::Tick {
+            now: Tick(now + rng.below(4)),
+        },
+    }
+}
+
+#[test]
+fn random_frames_never_panic_and_refusals_change_nothing() {
+    // Seeded: valid frames of random inputs, half of them then mutated.
+    let mut rng = Rng(0x5eed_f00d);
+    let mut svc = svc(8);
+    let (mut applied, mut refused_frames) = (0, 0);
+    for i in 0..20_000 {
+        let input = random_input(&mut rng, svc.now().0);
+        let mut buf = [0u8; MAX_FRAME_LEN];
+        let n = input.to_frame(&mut buf).unwrap();
+        let mut frame = buf[..n].to_vec();
+        if rng.below(2) == 0 {
+            let j = rng.below(n as u64) as usize;
+            match rng.below(3) {
+                0 => frame[j] = rng.below(256) as u8,
+                1 => frame.truncate(j),
+                _ => frame.push(rng.below(256) as u8),
+            }
+        }
+        let before = svc.snapshot_vec();
+        let mut got = Vec::new();
+        match svc.handle_frame(&frame, &mut |o| got.push(o)) {
+            Ok(()) => applied += 1,
+            Err(e) => {
+                refused_frames += 1;
+                assert!(got.is_empty(), "frame {i} {frame:?}: {e} emitted {got:?}");
+                assert_eq!(
+                    svc.snapshot_vec(),
+                    before,
+                    "frame {i} {frame:?}: {e} changed the state"
+                );
+            }
+        }
+        if i % 20 == 0 {
+            check_invariants(&svc);
+        }
+    }
+    assert!(
+        applied > 2_000 && refused_frames > 2_000,
+        "applied {applied}, refused {refused_frames}"
+    );
+}
