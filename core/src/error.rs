@@ -76,7 +76,8 @@ pub enum Error {
         /// The session's latest request number.
         latest: u64,
     },
-    /// The session's latest request number was reused for a different kind of input.
+    /// The session's latest request number was reused for a different input (another
+    /// kind of input, or another lock or mode): a retry must repeat its request exactly.
     RequestReused {
         /// The reused number.
         request: u64,

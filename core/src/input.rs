@@ -10,7 +10,11 @@ use crate::{LockName, Mode, SessionId, Tick, Wait};
 /// `request` is the optional per-session request number of idempotent retries (Raft
 /// dissertation §6.3): the host numbers a session's requests 1, 2, 3…; a repeat of the
 /// session's latest number replays the recorded answer without applying twice; an older
-/// number is refused with [`Error::StaleRequest`](crate::Error); `None` opts out.
+/// number is refused with [`Error::StaleRequest`](crate::Error); the latest number on a
+/// different kind of input, lock or mode is refused with
+/// [`Error::RequestReused`](crate::Error); a refused input records nothing, so its retry
+/// is evaluated afresh; `None` opts out (nothing checked, nothing recorded).
+/// "Request-number errors" in the methods' docs means `StaleRequest` and `RequestReused`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Input {

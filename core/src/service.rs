@@ -130,11 +130,14 @@ pub(crate) struct State {
 ///
 /// # Bound on outputs per input
 ///
-/// open, keep-alive, try-acquire, queue, cancel-without-wakeup: 1. Release or cancel:
-/// 1 + the waiters then granted (≤ the lock's queue length). Close: 1 + one `Released` per
-/// hold + grants. Tick: one `SessionExpired` per expired session, one `Released` per hold
-/// they had, one `WaitTimedOut` per timed-out wait, one `Granted` per woken waiter: at
-/// most sessions + 2 × claims in all.
+/// Open, keep-alive, acquire (granted, queued or busy), a replayed retry: exactly 1.
+/// Release or cancel: 1 + the waiters then granted (≤ the lock's queue length). Close:
+/// 1 + one `Released` per hold + the grants they free. Tick: one `SessionExpired` per
+/// expired session, then one output per claim at most (`Released` for a hold it ends,
+/// `WaitTimedOut` or `Granted` for a wait). So no input emits more than
+/// 1 + sessions + 2 × claims outputs (the counts of [`len`](Self::len) before it); a host
+/// that must buffer them sizes its buffer from [`capacity`](Self::capacity). Refused
+/// inputs emit nothing.
 ///
 /// # Cost
 ///
