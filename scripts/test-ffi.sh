@@ -52,6 +52,13 @@ gcc -std=c11 -Wall -Wextra -Werror -g ffi/tests/c/story.c "${PC[@]}" -Wl,-rpath,
 ldd "$work/story-shared" | grep -q "$prefix/lib/libfencelock.so" || { echo "not linked to the shared library" >&2; exit 1; }
 "${VALGRIND[@]}" "$work/story-shared"
 
+step "the README's embedding example compiles and runs"
+awk '/^```c$/{on=1; next} /^```$/{on=0} on' ffi/README.md > "$work/readme_example.c"
+gcc "${CFLAGS[@]}" "$work/readme_example.c" "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/readme_example"
+got=$("${VALGRIND[@]}" "$work/readme_example")
+echo "$got"
+[ "$got" = "session 1 holds jobs/reindex, token 1" ] || { echo "unexpected README example output" >&2; exit 1; }
+
 step "C conformance runner over tests/vectors/*.vec, under valgrind"
 gcc "${CFLAGS[@]}" ffi/tests/c/vectors.c "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/vectors"
 shopt -s nullglob

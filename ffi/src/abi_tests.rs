@@ -486,6 +486,15 @@ fn bad_input_is_refused_and_changes_nothing() {
     );
     let text: String = msg[..len].iter().map(|c| *c as u8 as char).collect();
     assert_eq!(text, "name too long: 9 bytes, at most 8");
+    // An argument check refuses before the service is reached; it is still the last error.
+    let bad = [0xffu8];
+    // SAFETY: valid pointers to this test's locals; live handles.
+    let r = unsafe { fencelock_service_cancel(svc, s, bad.as_ptr(), 1, 0) };
+    assert_eq!(r, fencelock_result::InvalidUtf8);
+    // SAFETY: valid pointers to this test's locals; live handles.
+    unsafe { fencelock_service_last_error(svc, msg.as_mut_ptr(), 64, &mut len) };
+    let text: String = msg[..len].iter().map(|c| *c as u8 as char).collect();
+    assert!(text.starts_with("invalid utf-8"), "{text}");
     assert_eq!(
         acquire(svc, s, "held", fencelock_mode::Shared, fencelock_wait::None),
         fencelock_result::ModeMismatch

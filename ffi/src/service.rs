@@ -282,8 +282,31 @@ unsafe fn place(
     Ok(unsafe { build(mem.cast(), &plan, Owner::Caller, make) }?)
 }
 
+/// [`ffi_panic_boundary`] for a function on a service handle: also remembers the failure
+/// (argument checks included) for `fencelock_service_last_error`.
+macro_rules! service_call {
+    ($svc:expr, $body:block) => {{
+        let svc: *mut fencelock_service = $svc;
+        let run = || -> Result<(), Fail> { $body };
+        match catch_unwind(AssertUnwindSafe(run)) {
+            Ok(Ok(())) => fencelock_result::Ok,
+            Ok(Err(fail)) => {
+                if !matches!(fail, Fail::Code(fencelock_result::Done)) {
+                    // SAFETY: `svc` is NULL or a live handle (every caller's contract), and
+                    // no other reference to it is alive here.
+                    if let Some(h) = unsafe { svc.as_mut() } {
+                        h.last = Some(fail);
+                    }
+                }
+                fail.code()
+            }
+            Err(_) => fencelock_result::Panic,
+        }
+    }};
+}
+
 /// Runs `f` on a live handle: `NULL_PARAMETER` for NULL, `PANIC` for a poisoned one.
-/// A panic inside `f` poisons the handle; a failure is remembered for `last_error`.
+/// A panic inside `f` poisons the handle.
 ///
 /// # Safety
 /// `svc` is NULL or a live handle not used by another call at the same time.
@@ -297,13 +320,7 @@ pub(crate) unsafe fn with_service(
         return Err(fencelock_result::Panic.into());
     }
     match catch_unwind(AssertUnwindSafe(|| f(&mut *h))) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(fail)) => {
-            if !matches!(fail, Fail::Code(fencelock_result::Done)) {
-                h.last = Some(fail);
-            }
-            Err(fail)
-        }
+        Ok(r) => r,
         Err(_) => {
             h.poisoned = true;
             h.last = Some(Fail::Code(fencelock_result::Panic));
@@ -561,7 +578,7 @@ pub unsafe extern "C" fn fencelock_service_open_session(
     ttl: u64,
     session: *mut u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         let dst = out(session)?;
         // SAFETY: NULL or live (contract).
         unsafe {
@@ -588,7 +605,7 @@ pub unsafe extern "C" fn fencelock_service_keep_alive(
     session: u64,
     request_number: u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or live (contract).
         unsafe {
             with_service(svc, |h| {
@@ -612,7 +629,7 @@ pub unsafe extern "C" fn fencelock_service_close_session(
     session: u64,
     request_number: u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or live (contract).
         unsafe {
             with_service(svc, |h| {
@@ -645,7 +662,7 @@ pub unsafe extern "C" fn fencelock_service_acquire(
     wait_until: u64,
     request_number: u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid for lock_len bytes (contract).
         let lock = unsafe { name(lock, lock_len) }?;
         let (mode, wait) = (mode_arg(mode)?, wait_arg(wait, wait_until)?);
@@ -682,7 +699,7 @@ pub unsafe extern "C" fn fencelock_service_release(
     lock_len: usize,
     request_number: u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid for lock_len bytes (contract).
         let lock = unsafe { name(lock, lock_len) }?;
         // SAFETY: NULL or live (contract).
@@ -709,7 +726,7 @@ pub unsafe extern "C" fn fencelock_service_cancel(
     lock_len: usize,
     request_number: u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid for lock_len bytes (contract).
         let lock = unsafe { name(lock, lock_len) }?;
         // SAFETY: NULL or live (contract).
@@ -735,7 +752,7 @@ pub unsafe extern "C" fn fencelock_service_tick(
     svc: *mut fencelock_service,
     now: u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or live (contract).
         unsafe { with_service(svc, |h| h.apply(|s, o| s.tick(Tick(now), o))) }
     })
@@ -756,7 +773,7 @@ pub unsafe extern "C" fn fencelock_service_campaign(
     election_len: usize,
     request_number: u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid (contract).
         let election = unsafe { name(election, election_len) }?;
         // SAFETY: NULL or live (contract).
@@ -784,7 +801,7 @@ pub unsafe extern "C" fn fencelock_service_resign(
     election_len: usize,
     request_number: u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid (contract).
         let election = unsafe { name(election, election_len) }?;
         // SAFETY: NULL or live (contract).
@@ -821,7 +838,7 @@ pub unsafe extern "C" fn fencelock_service_handle_frame(
     out_cap: usize,
     out_len: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid for frame_len bytes (contract).
         let frame = unsafe { bytes(frame, frame_len) }?;
         // SAFETY: NULL or valid for out_cap bytes (contract).
@@ -865,7 +882,7 @@ pub unsafe extern "C" fn fencelock_service_drain_frames(
     out_cap: usize,
     out_len: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid for out_cap bytes (contract).
         let dst = unsafe { buf(out_buf, out_cap) }?;
         let len = out(out_len)?;
@@ -889,7 +906,7 @@ pub unsafe extern "C" fn fencelock_service_poll_output(
     svc: *mut fencelock_service,
     output: *mut fencelock_output,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         let dst = out(output)?;
         // SAFETY: NULL or live (contract).
         unsafe {
@@ -915,7 +932,7 @@ pub unsafe extern "C" fn fencelock_service_pending(
     svc: *mut fencelock_service,
     count: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         let dst = out(count)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
         unsafe { with_service(svc, |h| set(dst, h.queue.len())) }
@@ -935,7 +952,7 @@ pub unsafe extern "C" fn fencelock_service_now(
     svc: *mut fencelock_service,
     now: *mut u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         let dst = out(now)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
         unsafe { with_service(svc, |h| set(dst, h.svc.now().0)) }
@@ -953,7 +970,7 @@ pub unsafe extern "C" fn fencelock_service_poll_timeout(
     scheduled: *mut bool,
     at: *mut u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         let (s, a) = (out(scheduled)?, out(at)?);
         // SAFETY: NULL or live (contract); s and a checked and writable.
         unsafe {
@@ -976,7 +993,7 @@ pub unsafe extern "C" fn fencelock_service_revision(
     svc: *mut fencelock_service,
     revision: *mut u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         let dst = out(revision)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
         unsafe { with_service(svc, |h| set(dst, h.svc.revision())) }
@@ -992,7 +1009,7 @@ pub unsafe extern "C" fn fencelock_service_config(
     svc: *mut fencelock_service,
     config: *mut fencelock_config,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         let dst = out(config)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
         unsafe {
@@ -1022,7 +1039,7 @@ pub unsafe extern "C" fn fencelock_service_len(
     svc: *mut fencelock_service,
     len: *mut fencelock_capacity,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         let dst = out(len)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
         unsafe { with_service(svc, |h| set(dst, h.svc.len().into())) }
@@ -1039,7 +1056,7 @@ pub unsafe extern "C" fn fencelock_service_session(
     session: u64,
     info: *mut fencelock_session_info,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         let dst = out(info)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
         unsafe {
@@ -1077,7 +1094,7 @@ pub unsafe extern "C" fn fencelock_service_sessions(
     cap: usize,
     count: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or live (contract); list pointers per contract.
         unsafe {
             with_service(svc, |h| {
@@ -1099,7 +1116,7 @@ pub unsafe extern "C" fn fencelock_service_locks(
     cap: usize,
     count: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or live (contract); list pointers per contract.
         unsafe {
             with_service(svc, |h| {
@@ -1125,7 +1142,7 @@ pub unsafe extern "C" fn fencelock_service_holders(
     cap: usize,
     count: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid (contract).
         let lock = unsafe { name(lock, lock_len) }?;
         // SAFETY: NULL or live (contract); list pointers per contract.
@@ -1157,7 +1174,7 @@ pub unsafe extern "C" fn fencelock_service_waiters(
     cap: usize,
     count: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid (contract).
         let lock = unsafe { name(lock, lock_len) }?;
         // SAFETY: NULL or live (contract); list pointers per contract.
@@ -1190,7 +1207,7 @@ pub unsafe extern "C" fn fencelock_service_lock_delay_until(
     active: *mut bool,
     until: *mut u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid (contract).
         let lock = unsafe { name(lock, lock_len) }?;
         let (a, u) = (out(active)?, out(until)?);
@@ -1220,7 +1237,7 @@ pub unsafe extern "C" fn fencelock_service_leader(
     has_leader: *mut bool,
     leader: *mut fencelock_leader,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid (contract).
         let election = unsafe { name(election, election_len) }?;
         let (has, dst) = (out(has_leader)?, out(leader)?);
@@ -1253,7 +1270,7 @@ pub unsafe extern "C" fn fencelock_service_snapshot_len(
     svc: *mut fencelock_service,
     len: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         let dst = out(len)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
         unsafe { with_service(svc, |h| set(dst, h.svc.snapshot_len())) }
@@ -1274,7 +1291,7 @@ pub unsafe extern "C" fn fencelock_service_snapshot(
     cap: usize,
     len: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
+    service_call!(svc, {
         // SAFETY: NULL or valid for cap bytes (contract).
         let dst = unsafe { buf(buf_, cap) }?;
         let len = out(len)?;
