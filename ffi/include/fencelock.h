@@ -782,20 +782,20 @@ fencelock_result fencelock_service_poll_output(struct fencelock_service *svc,
 //
 // # Safety
 // `svc` NULL or a live handle; `count` NULL or writable.
-fencelock_result fencelock_service_pending(struct fencelock_service *svc, size_t *count);
+fencelock_result fencelock_service_pending(const struct fencelock_service *svc, size_t *count);
 
 // The current tick. Cost: O(1).
 //
 // # Safety
 // `svc` NULL or a live handle; `now` NULL or writable.
-fencelock_result fencelock_service_now(struct fencelock_service *svc, uint64_t *now);
+fencelock_result fencelock_service_now(const struct fencelock_service *svc, uint64_t *now);
 
 // The next tick at which something is due (`*scheduled` true, `*at` the tick), or
 // nothing scheduled (`*scheduled` false, `*at` 0). Cost: O(1).
 //
 // # Safety
 // `svc` NULL or a live handle; `scheduled` and `at` NULL or writable.
-fencelock_result fencelock_service_poll_timeout(struct fencelock_service *svc,
+fencelock_result fencelock_service_poll_timeout(const struct fencelock_service *svc,
                                                 bool *scheduled,
                                                 uint64_t *at);
 
@@ -803,13 +803,14 @@ fencelock_result fencelock_service_poll_timeout(struct fencelock_service *svc,
 //
 // # Safety
 // `svc` NULL or a live handle; `revision` NULL or writable.
-fencelock_result fencelock_service_revision(struct fencelock_service *svc, uint64_t *revision);
+fencelock_result fencelock_service_revision(const struct fencelock_service *svc,
+                                            uint64_t *revision);
 
 // The configuration, capacities included. Cost: O(1).
 //
 // # Safety
 // `svc` NULL or a live handle; `config` NULL or writable.
-fencelock_result fencelock_service_config(struct fencelock_service *svc,
+fencelock_result fencelock_service_config(const struct fencelock_service *svc,
                                           struct fencelock_config *config);
 
 // Entries in use per table (open sessions, live lock entries, holds + waits).
@@ -817,14 +818,14 @@ fencelock_result fencelock_service_config(struct fencelock_service *svc,
 //
 // # Safety
 // `svc` NULL or a live handle; `len` NULL or writable.
-fencelock_result fencelock_service_len(struct fencelock_service *svc,
+fencelock_result fencelock_service_len(const struct fencelock_service *svc,
                                        struct fencelock_capacity *len);
 
 // A live session's state; `UNKNOWN_SESSION` if it is not open. Cost: O(its claims).
 //
 // # Safety
 // `svc` NULL or a live handle; `info` NULL or writable.
-fencelock_result fencelock_service_session(struct fencelock_service *svc,
+fencelock_result fencelock_service_session(const struct fencelock_service *svc,
                                            uint64_t session,
                                            struct fencelock_session_info *info);
 
@@ -835,7 +836,7 @@ fencelock_result fencelock_service_session(struct fencelock_service *svc,
 // # Safety
 // `svc` NULL or a live handle; `ids` NULL or valid for `cap` elements; `count` NULL or
 // writable.
-fencelock_result fencelock_service_sessions(struct fencelock_service *svc,
+fencelock_result fencelock_service_sessions(const struct fencelock_service *svc,
                                             uint64_t *ids,
                                             size_t cap,
                                             size_t *count);
@@ -845,7 +846,7 @@ fencelock_result fencelock_service_sessions(struct fencelock_service *svc,
 //
 // # Safety
 // As `fencelock_service_sessions`.
-fencelock_result fencelock_service_locks(struct fencelock_service *svc,
+fencelock_result fencelock_service_locks(const struct fencelock_service *svc,
                                          struct fencelock_name *names,
                                          size_t cap,
                                          size_t *count);
@@ -855,7 +856,7 @@ fencelock_result fencelock_service_locks(struct fencelock_service *svc,
 //
 // # Safety
 // As `fencelock_service_sessions`; `lock` NULL or valid for `lock_len` bytes.
-fencelock_result fencelock_service_holders(struct fencelock_service *svc,
+fencelock_result fencelock_service_holders(const struct fencelock_service *svc,
                                            const uint8_t *lock,
                                            size_t lock_len,
                                            struct fencelock_holder *holders,
@@ -867,7 +868,7 @@ fencelock_result fencelock_service_holders(struct fencelock_service *svc,
 //
 // # Safety
 // As `fencelock_service_holders`.
-fencelock_result fencelock_service_waiters(struct fencelock_service *svc,
+fencelock_result fencelock_service_waiters(const struct fencelock_service *svc,
                                            const uint8_t *lock,
                                            size_t lock_len,
                                            struct fencelock_waiter *waiters,
@@ -880,7 +881,7 @@ fencelock_result fencelock_service_waiters(struct fencelock_service *svc,
 // # Safety
 // `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `active`, `until` NULL
 // or writable.
-fencelock_result fencelock_service_lock_delay_until(struct fencelock_service *svc,
+fencelock_result fencelock_service_lock_delay_until(const struct fencelock_service *svc,
                                                     const uint8_t *lock,
                                                     size_t lock_len,
                                                     bool *active,
@@ -892,7 +893,7 @@ fencelock_result fencelock_service_lock_delay_until(struct fencelock_service *sv
 // # Safety
 // `svc` NULL or live; `election` NULL or valid for `election_len` bytes; `has_leader`
 // and `leader` NULL or writable.
-fencelock_result fencelock_service_leader(struct fencelock_service *svc,
+fencelock_result fencelock_service_leader(const struct fencelock_service *svc,
                                           const uint8_t *election,
                                           size_t election_len,
                                           bool *has_leader,
@@ -902,7 +903,7 @@ fencelock_result fencelock_service_leader(struct fencelock_service *svc,
 //
 // # Safety
 // `svc` NULL or a live handle; `len` NULL or writable.
-fencelock_result fencelock_service_snapshot_len(struct fencelock_service *svc, size_t *len);
+fencelock_result fencelock_service_snapshot_len(const struct fencelock_service *svc, size_t *len);
 
 // Writes the canonical snapshot of the service's state (not its queued outputs) into
 // `buf[..cap]`; `*len` = bytes written, or with `BUFFER_TOO_SMALL` the size needed.
@@ -911,7 +912,7 @@ fencelock_result fencelock_service_snapshot_len(struct fencelock_service *svc, s
 // # Safety
 // `svc` NULL or a live handle; `buf` NULL or valid for `cap` bytes; `len` NULL or
 // writable.
-fencelock_result fencelock_service_snapshot(struct fencelock_service *svc,
+fencelock_result fencelock_service_snapshot(const struct fencelock_service *svc,
                                             uint8_t *buf_,
                                             size_t cap,
                                             size_t *len);
@@ -923,7 +924,7 @@ fencelock_result fencelock_service_snapshot(struct fencelock_service *svc,
 // # Safety
 // `svc` NULL or a live handle; `buf` NULL or valid for `len` bytes; `out_len` NULL or
 // writable.
-fencelock_result fencelock_service_last_error(struct fencelock_service *svc,
+fencelock_result fencelock_service_last_error(const struct fencelock_service *svc,
                                               char *buf_,
                                               size_t len,
                                               size_t *out_len);

@@ -10,6 +10,7 @@
 //! sessions + 2 × claims + 1, the core's documented bound). Both paths run the same
 //! code, so every test of one tests the other.
 
+use core::cell::Cell;
 use core::ffi::{c_char, c_void};
 use core::ptr;
 use std::alloc::{self, Layout};
@@ -117,8 +118,11 @@ pub struct fencelock_service {
     svc: Service,
     queue: Queue,
     owner: Owner,
-    last: Option<Fail>,
-    poisoned: bool,
+    /// The latest failure, for `fencelock_service_last_error` (a `Cell`: getters, which
+    /// take a `const` handle, record their failures too).
+    last: Cell<Option<Fail>>,
+    /// Set by a caught panic: the state may be half-updated, so nothing runs on it again.
+    poisoned: Cell<bool>,
 }
 
 /// Where each part of a service's block goes.
@@ -229,8 +233,8 @@ unsafe fn build(
             svc,
             queue,
             owner,
-            last: None,
-            poisoned: false,
+            last: Cell::new(None),
+            poisoned: Cell::new(false),
         })
     };
     Ok(h)
@@ -286,7 +290,7 @@ unsafe fn place(
 /// (argument checks included) for `fencelock_service_last_error`.
 macro_rules! service_call {
     ($svc:expr, $body:block) => {{
-        let svc: *mut fencelock_service = $svc;
+        let svc: *const fencelock_service = $svc;
         let run = || -> Result<(), Fail> { $body };
         match catch_unwind(AssertUnwindSafe(run)) {
             Ok(Ok(())) => fencelock_result::Ok,
@@ -294,8 +298,8 @@ macro_rules! service_call {
                 if !matches!(fail, Fail::Code(fencelock_result::Done)) {
                     // SAFETY: `svc` is NULL or a live handle (every caller's contract), and
                     // no other reference to it is alive here.
-                    if let Some(h) = unsafe { svc.as_mut() } {
-                        h.last = Some(fail);
+                    if let Some(h) = unsafe { svc.as_ref() } {
+                        h.last.set(Some(fail));
                     }
                 }
                 fail.code()
@@ -316,14 +320,35 @@ pub(crate) unsafe fn with_service(
 ) -> Result<(), Fail> {
     // SAFETY: the caller's contract: NULL or live and unaliased.
     let h = unsafe { svc.as_mut() }.ok_or(Fail::Code(fencelock_result::NullParameter))?;
-    if h.poisoned {
+    if h.poisoned.get() {
         return Err(fencelock_result::Panic.into());
     }
     match catch_unwind(AssertUnwindSafe(|| f(&mut *h))) {
         Ok(r) => r,
         Err(_) => {
-            h.poisoned = true;
-            h.last = Some(Fail::Code(fencelock_result::Panic));
+            h.poisoned.set(true);
+            Err(fencelock_result::Panic.into())
+        }
+    }
+}
+
+/// [`with_service`] for getters, on a `const` handle.
+///
+/// # Safety
+/// `svc` is NULL or a live handle not mutated by another call at the same time.
+pub(crate) unsafe fn with_service_ref(
+    svc: *const fencelock_service,
+    f: impl FnOnce(&fencelock_service) -> Result<(), Fail>,
+) -> Result<(), Fail> {
+    // SAFETY: the caller's contract: NULL or live.
+    let h = unsafe { svc.as_ref() }.ok_or(Fail::Code(fencelock_result::NullParameter))?;
+    if h.poisoned.get() {
+        return Err(fencelock_result::Panic.into());
+    }
+    match catch_unwind(AssertUnwindSafe(|| f(h))) {
+        Ok(r) => r,
+        Err(_) => {
+            h.poisoned.set(true);
             Err(fencelock_result::Panic.into())
         }
     }
@@ -929,13 +954,13 @@ pub unsafe extern "C" fn fencelock_service_poll_output(
 /// `svc` NULL or a live handle; `count` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_pending(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     count: *mut usize,
 ) -> fencelock_result {
     service_call!(svc, {
         let dst = out(count)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_service(svc, |h| set(dst, h.queue.len())) }
+        unsafe { with_service_ref(svc, |h| set(dst, h.queue.len())) }
     })
 }
 
@@ -949,13 +974,13 @@ pub unsafe extern "C" fn fencelock_service_pending(
 /// `svc` NULL or a live handle; `now` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_now(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     now: *mut u64,
 ) -> fencelock_result {
     service_call!(svc, {
         let dst = out(now)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_service(svc, |h| set(dst, h.svc.now().0)) }
+        unsafe { with_service_ref(svc, |h| set(dst, h.svc.now().0)) }
     })
 }
 
@@ -966,7 +991,7 @@ pub unsafe extern "C" fn fencelock_service_now(
 /// `svc` NULL or a live handle; `scheduled` and `at` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_poll_timeout(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     scheduled: *mut bool,
     at: *mut u64,
 ) -> fencelock_result {
@@ -974,7 +999,7 @@ pub unsafe extern "C" fn fencelock_service_poll_timeout(
         let (s, a) = (out(scheduled)?, out(at)?);
         // SAFETY: NULL or live (contract); s and a checked and writable.
         unsafe {
-            with_service(svc, |h| {
+            with_service_ref(svc, |h| {
                 let t = h.svc.poll_timeout();
                 put(s, t.is_some());
                 put(a, t.map_or(0, |t| t.0));
@@ -990,13 +1015,13 @@ pub unsafe extern "C" fn fencelock_service_poll_timeout(
 /// `svc` NULL or a live handle; `revision` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_revision(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     revision: *mut u64,
 ) -> fencelock_result {
     service_call!(svc, {
         let dst = out(revision)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_service(svc, |h| set(dst, h.svc.revision())) }
+        unsafe { with_service_ref(svc, |h| set(dst, h.svc.revision())) }
     })
 }
 
@@ -1006,14 +1031,14 @@ pub unsafe extern "C" fn fencelock_service_revision(
 /// `svc` NULL or a live handle; `config` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_config(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     config: *mut fencelock_config,
 ) -> fencelock_result {
     service_call!(svc, {
         let dst = out(config)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
         unsafe {
-            with_service(svc, |h| {
+            with_service_ref(svc, |h| {
                 let c = h.svc.config();
                 put(
                     dst,
@@ -1036,13 +1061,13 @@ pub unsafe extern "C" fn fencelock_service_config(
 /// `svc` NULL or a live handle; `len` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_len(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     len: *mut fencelock_capacity,
 ) -> fencelock_result {
     service_call!(svc, {
         let dst = out(len)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_service(svc, |h| set(dst, h.svc.len().into())) }
+        unsafe { with_service_ref(svc, |h| set(dst, h.svc.len().into())) }
     })
 }
 
@@ -1052,7 +1077,7 @@ pub unsafe extern "C" fn fencelock_service_len(
 /// `svc` NULL or a live handle; `info` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_session(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     session: u64,
     info: *mut fencelock_session_info,
 ) -> fencelock_result {
@@ -1060,7 +1085,7 @@ pub unsafe extern "C" fn fencelock_service_session(
         let dst = out(info)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
         unsafe {
-            with_service(svc, |h| {
+            with_service_ref(svc, |h| {
                 let id = SessionId(session);
                 let s = h.svc.session(id).ok_or(Error::UnknownSession(id))?;
                 put(
@@ -1089,7 +1114,7 @@ pub unsafe extern "C" fn fencelock_service_session(
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_sessions(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     ids: *mut u64,
     cap: usize,
     count: *mut usize,
@@ -1097,7 +1122,7 @@ pub unsafe extern "C" fn fencelock_service_sessions(
     service_call!(svc, {
         // SAFETY: NULL or live (contract); list pointers per contract.
         unsafe {
-            with_service(svc, |h| {
+            with_service_ref(svc, |h| {
                 write_list(ids, cap, count, || h.svc.sessions().map(|s| s.0))
             })
         }
@@ -1111,7 +1136,7 @@ pub unsafe extern "C" fn fencelock_service_sessions(
 /// As `fencelock_service_sessions`.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_locks(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     names: *mut fencelock_name,
     cap: usize,
     count: *mut usize,
@@ -1119,7 +1144,7 @@ pub unsafe extern "C" fn fencelock_service_locks(
     service_call!(svc, {
         // SAFETY: NULL or live (contract); list pointers per contract.
         unsafe {
-            with_service(svc, |h| {
+            with_service_ref(svc, |h| {
                 write_list(names, cap, count, || {
                     h.svc.locks().map(|l| fencelock_name::new(l.as_str(), 0))
                 })
@@ -1135,7 +1160,7 @@ pub unsafe extern "C" fn fencelock_service_locks(
 /// As `fencelock_service_sessions`; `lock` NULL or valid for `lock_len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_holders(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     lock: *const u8,
     lock_len: usize,
     holders: *mut fencelock_holder,
@@ -1147,7 +1172,7 @@ pub unsafe extern "C" fn fencelock_service_holders(
         let lock = unsafe { name(lock, lock_len) }?;
         // SAFETY: NULL or live (contract); list pointers per contract.
         unsafe {
-            with_service(svc, |h| {
+            with_service_ref(svc, |h| {
                 write_list(holders, cap, count, || {
                     h.svc.holders(lock).map(|x| fencelock_holder {
                         session: x.session.0,
@@ -1167,7 +1192,7 @@ pub unsafe extern "C" fn fencelock_service_holders(
 /// As `fencelock_service_holders`.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_waiters(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     lock: *const u8,
     lock_len: usize,
     waiters: *mut fencelock_waiter,
@@ -1179,7 +1204,7 @@ pub unsafe extern "C" fn fencelock_service_waiters(
         let lock = unsafe { name(lock, lock_len) }?;
         // SAFETY: NULL or live (contract); list pointers per contract.
         unsafe {
-            with_service(svc, |h| {
+            with_service_ref(svc, |h| {
                 write_list(waiters, cap, count, || {
                     h.svc.waiters(lock).map(|w| fencelock_waiter {
                         session: w.session.0,
@@ -1201,7 +1226,7 @@ pub unsafe extern "C" fn fencelock_service_waiters(
 /// or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_lock_delay_until(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     lock: *const u8,
     lock_len: usize,
     active: *mut bool,
@@ -1213,7 +1238,7 @@ pub unsafe extern "C" fn fencelock_service_lock_delay_until(
         let (a, u) = (out(active)?, out(until)?);
         // SAFETY: NULL or live (contract); a and u checked and writable.
         unsafe {
-            with_service(svc, |h| {
+            with_service_ref(svc, |h| {
                 let t = h.svc.lock_delay_until(lock);
                 put(a, t.is_some());
                 put(u, t.map_or(0, |t| t.0));
@@ -1231,7 +1256,7 @@ pub unsafe extern "C" fn fencelock_service_lock_delay_until(
 /// and `leader` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_leader(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     election: *const u8,
     election_len: usize,
     has_leader: *mut bool,
@@ -1243,7 +1268,7 @@ pub unsafe extern "C" fn fencelock_service_leader(
         let (has, dst) = (out(has_leader)?, out(leader)?);
         // SAFETY: NULL or live (contract); has and dst checked and writable.
         unsafe {
-            with_service(svc, |h| {
+            with_service_ref(svc, |h| {
                 let l = h.svc.leader(election);
                 put(has, l.is_some());
                 put(
@@ -1267,13 +1292,13 @@ pub unsafe extern "C" fn fencelock_service_leader(
 /// `svc` NULL or a live handle; `len` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_snapshot_len(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     len: *mut usize,
 ) -> fencelock_result {
     service_call!(svc, {
         let dst = out(len)?;
         // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_service(svc, |h| set(dst, h.svc.snapshot_len())) }
+        unsafe { with_service_ref(svc, |h| set(dst, h.svc.snapshot_len())) }
     })
 }
 
@@ -1286,7 +1311,7 @@ pub unsafe extern "C" fn fencelock_service_snapshot_len(
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_snapshot(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     buf_: *mut u8,
     cap: usize,
     len: *mut usize,
@@ -1297,7 +1322,7 @@ pub unsafe extern "C" fn fencelock_service_snapshot(
         let len = out(len)?;
         // SAFETY: NULL or live (contract); len checked and writable.
         unsafe {
-            with_service(svc, |h| match h.svc.snapshot(dst) {
+            with_service_ref(svc, |h| match h.svc.snapshot(dst) {
                 Ok(n) => set(len, n),
                 Err(Error::BufferTooSmall { need }) => {
                     put(len, need as usize);
@@ -1320,7 +1345,7 @@ pub unsafe extern "C" fn fencelock_service_snapshot(
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_last_error(
-    svc: *mut fencelock_service,
+    svc: *const fencelock_service,
     buf_: *mut c_char,
     len: usize,
     out_len: *mut usize,
@@ -1328,7 +1353,7 @@ pub unsafe extern "C" fn fencelock_service_last_error(
     ffi_panic_boundary!({
         // SAFETY: NULL or live (contract). A poisoned handle still answers this.
         let h = unsafe { svc.as_ref() }.ok_or(fencelock_result::NullParameter)?;
-        let msg = match h.last {
+        let msg = match h.last.get() {
             None => fencelock_result::Ok.message().to_string(),
             Some(Fail::Core(e)) => e.to_string(),
             Some(Fail::Code(c)) => c.message().to_string(),
