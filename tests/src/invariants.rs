@@ -228,6 +228,10 @@ pub struct Shadow {
     queues: BTreeMap<String, VecDeque<Wait>>,
     delay_until: BTreeMap<String, u64>,
     input: Option<Input>,
+    /// Per session: its latest numbered request, what it was for, and the reply output.
+    numbered: BTreeMap<SessionId, (u64, Input, Output)>,
+    /// Replayed answers seen (idempotent retries).
+    pub replays: u64,
     /// Grants counted (new tokens).
     pub grants: u64,
     /// Waits that ended: granted, timed out, cancelled or dropped with their session.
@@ -261,6 +265,34 @@ impl Shadow {
                 return Err(format!("refused input (err {code}) emitted {outputs:?}"));
             }
             return Ok(());
+        }
+        if let Some((session, n)) = numbered(&input) {
+            if let Some((m, first, reply)) = self.numbered.get(&session) {
+                if *m == n && same_request(first, &input) {
+                    // 9. A repeat of the latest request replays the recorded answer and
+                    // applies nothing.
+                    let upgraded = match (reply, outputs) {
+                        // A queued acquire granted since answers with the hold.
+                        (Output::Queued { .. }, [Output::Granted { lock, token, .. }]) => {
+                            self.holds.get(lock.as_str()).is_some_and(|h| {
+                                h.iter().any(|h| h.session == session && h.token == token.0)
+                            })
+                        }
+                        _ => false,
+                    };
+                    if !upgraded && outputs != std::slice::from_ref(reply) {
+                        return Err(format!(
+                            "retry of request {n} answered {outputs:?}, first answer was {reply:?}"
+                        ));
+                    }
+                    self.replays += 1;
+                    return Ok(());
+                }
+            }
+            if let Some(reply) = outputs.first() {
+                self.numbered
+                    .insert(session, (n, input.clone(), reply.clone()));
+            }
         }
         if let Input::Tick { now } = input {
             if now.0 < self.now {
@@ -340,6 +372,7 @@ impl Shadow {
                     }
                 }
                 self.end_waits_of(*session);
+                self.numbered.remove(session);
             }
             Output::Released {
                 session,
@@ -547,5 +580,49 @@ impl Shadow {
         }
         let _ = Tick(0);
         Ok(())
+    }
+}
+
+/// The session and number of a numbered request (close never replays).
+fn numbered(input: &Input) -> Option<(SessionId, u64)> {
+    match input {
+        Input::KeepAlive {
+            session,
+            request: Some(n),
+        }
+        | Input::Acquire {
+            session,
+            request: Some(n),
+            ..
+        }
+        | Input::Release {
+            session,
+            request: Some(n),
+            ..
+        }
+        | Input::Cancel {
+            session,
+            request: Some(n),
+            ..
+        } => Some((*session, *n)),
+        _ => None,
+    }
+}
+
+/// Whether two numbered inputs are the same request (same kind, lock and mode).
+fn same_request(a: &Input, b: &Input) -> bool {
+    match (a, b) {
+        (Input::KeepAlive { .. }, Input::KeepAlive { .. }) => true,
+        (
+            Input::Acquire {
+                lock: l1, mode: m1, ..
+            },
+            Input::Acquire {
+                lock: l2, mode: m2, ..
+            },
+        ) => l1 == l2 && m1 == m2,
+        (Input::Release { lock: l1, .. }, Input::Release { lock: l2, .. })
+        | (Input::Cancel { lock: l1, .. }, Input::Cancel { lock: l2, .. }) => l1 == l2,
+        _ => false,
     }
 }

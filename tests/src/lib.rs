@@ -15,6 +15,7 @@
 
 pub mod hex;
 pub mod invariants;
+pub mod model;
 pub mod rng;
 pub mod sim;
 pub mod vectors;

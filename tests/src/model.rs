@@ -1,0 +1,803 @@
+//! A reference model of the lock service built from std collections: the semantics of
+//! DESIGN.md written the plain way (vectors and maps, scans everywhere, no heaps, no free
+//! lists, no hashing), so that the core's fast structures can be compared against it.
+//!
+//! It mirrors the documented contract of every input: which error wins when several
+//! apply, the order of outputs inside a close or a tick, idempotent-retry replies, and the
+//! capacity accounting (a lock entry exists while held, awaited or in lock-delay).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use fencelock::{
+    Capacity, Error, Holder, Input, LockName, Mode, Output, ReleaseReason, SessionId, SessionInfo,
+    Table, Tick, Token, Wait, Waiter,
+};
+
+/// What a numbered request answered, and for which arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Reply {
+    None,
+    Renewed(u64),
+    Granted(Mode, u64),
+    Queued(Mode, u32),
+    Busy,
+    Released(u64),
+    Cancelled,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    KeepAlive,
+    Acquire,
+    Release,
+    Cancel,
+    Close,
+}
+
+/// The arguments a request number was used for (the lock and, for acquire, the mode).
+type Target = Option<(String, Option<Mode>)>;
+
+#[derive(Clone, Debug)]
+struct Session {
+    ttl: u64,
+    expires_at: u64,
+    last_request: u64,
+    last_reply: Reply,
+    last_target: Target,
+}
+
+#[derive(Clone, Debug)]
+struct Claim {
+    session: u64,
+    lock: String,
+    mode: Mode,
+    holding: bool,
+    /// The token when holding; the deadline (u64::MAX = forever) when waiting.
+    value: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Lock {
+    id: u64,
+    holders: Vec<u64>, // claim seqs, ascending
+    waiters: VecDeque<u64>,
+    delay_until: u64, // 0 = none
+}
+
+/// The reference model.
+#[derive(Clone, Debug)]
+pub struct Model {
+    cap: Capacity,
+    lock_delay: u64,
+    max_name_len: u32,
+    now: u64,
+    next_session: u64,
+    revision: u64,
+    next_seq: u64,
+    next_lock: u64,
+    sessions: BTreeMap<u64, Session>,
+    locks: BTreeMap<String, Lock>,
+    claims: BTreeMap<u64, Claim>,
+}
+
+impl Model {
+    /// An empty model with these capacities and settings.
+    pub fn new(cap: Capacity, lock_delay: u64, max_name_len: u32) -> Model {
+        Model {
+            cap,
+            lock_delay,
+            max_name_len,
+            now: 0,
+            next_session: 1,
+            revision: 0,
+            next_seq: 1,
+            next_lock: 1,
+            sessions: BTreeMap::new(),
+            locks: BTreeMap::new(),
+            claims: BTreeMap::new(),
+        }
+    }
+
+    /// Applies one input: its outputs, or the error (and then nothing changed).
+    pub fn apply(&mut self, input: &Input) -> Result<Vec<Output>, Error> {
+        let mut next = self.clone();
+        let mut out = Vec::new();
+        next.step(input, &mut out)?;
+        *self = next;
+        Ok(out)
+    }
+
+    fn step(&mut self, input: &Input, out: &mut Vec<Output>) -> Result<(), Error> {
+        match input {
+            Input::OpenSession { ttl } => self.open(*ttl, out),
+            Input::KeepAlive { session, request } => self.keep_alive(*session, *request, out),
+            Input::CloseSession { session, request } => self.close(*session, *request, out),
+            Input::Acquire {
+                session,
+                lock,
+                mode,
+                wait,
+                request,
+            } => self.acquire(*session, lock, *mode, *wait, *request, out),
+            Input::Release {
+                session,
+                lock,
+                request,
+            } => self.release(*session, lock, *request, out),
+            Input::Cancel {
+                session,
+                lock,
+                request,
+            } => self.cancel(*session, lock, *request, out),
+            Input::Tick { now } => self.tick(now.0, out),
+            _ => Err(Error::BadFrame),
+        }
+    }
+
+    fn session(&self, s: SessionId) -> Result<&Session, Error> {
+        self.sessions.get(&s.0).ok_or(Error::UnknownSession(s))
+    }
+
+    fn name(&self, lock: &LockName) -> Result<String, Error> {
+        if lock.is_empty() {
+            return Err(Error::EmptyName);
+        }
+        if lock.len() > self.max_name_len as usize {
+            return Err(Error::NameTooLong {
+                len: lock.len() as u32,
+                max: self.max_name_len,
+            });
+        }
+        Ok(lock.as_str().to_string())
+    }
+
+    /// `Some(reply)` to replay, `None` to apply.
+    fn check_request(
+        &self,
+        s: SessionId,
+        request: Option<u64>,
+        kind: Kind,
+        target: &Target,
+    ) -> Result<Option<Reply>, Error> {
+        let Some(n) = request else { return Ok(None) };
+        let row = self.session(s)?;
+        if n < row.last_request {
+            return Err(Error::StaleRequest {
+                request: n,
+                latest: row.last_request,
+            });
+        }
+        if n > row.last_request || row.last_reply == Reply::None {
+            return Ok(None);
+        }
+        let recorded = match row.last_reply {
+            Reply::None => unreachable!("handled above"),
+            Reply::Renewed(_) => Kind::KeepAlive,
+            Reply::Granted(..) | Reply::Queued(..) | Reply::Busy => Kind::Acquire,
+            Reply::Released(_) => Kind::Release,
+            Reply::Cancelled => Kind::Cancel,
+        };
+        if recorded != kind || row.last_target != *target {
+            return Err(Error::RequestReused { request: n });
+        }
+        Ok(Some(row.last_reply.clone()))
+    }
+
+    fn record(&mut self, s: SessionId, request: Option<u64>, target: Target, reply: Reply) {
+        if let Some(n) = request {
+            let row = self.sessions.get_mut(&s.0).expect("live session");
+            row.last_request = n;
+            row.last_reply = reply;
+            row.last_target = target;
+        }
+    }
+
+    fn open(&mut self, ttl: u64, out: &mut Vec<Output>) -> Result<(), Error> {
+        if ttl == 0 {
+            return Err(Error::BadTtl);
+        }
+        let expires_at = self.now.checked_add(ttl).ok_or(Error::DeadlineOverflow)?;
+        if self.sessions.len() >= self.cap.sessions as usize {
+            return Err(Error::CapacityExceeded(Table::Sessions));
+        }
+        let id = self.next_session;
+        self.next_session += 1;
+        self.sessions.insert(
+            id,
+            Session {
+                ttl,
+                expires_at,
+                last_request: 0,
+                last_reply: Reply::None,
+                last_target: None,
+            },
+        );
+        out.push(Output::SessionOpened {
+            session: SessionId(id),
+            expires_at: Tick(expires_at),
+        });
+        Ok(())
+    }
+
+    fn keep_alive(
+        &mut self,
+        s: SessionId,
+        request: Option<u64>,
+        out: &mut Vec<Output>,
+    ) -> Result<(), Error> {
+        let ttl = self.session(s)?.ttl;
+        if let Some(reply) = self.check_request(s, request, Kind::KeepAlive, &None)? {
+            if let Reply::Renewed(e) = reply {
+                out.push(Output::SessionRenewed {
+                    session: s,
+                    expires_at: Tick(e),
+                });
+            }
+            return Ok(());
+        }
+        let e = self.now.checked_add(ttl).ok_or(Error::DeadlineOverflow)?;
+        self.sessions.get_mut(&s.0).expect("live").expires_at = e;
+        self.record(s, request, None, Reply::Renewed(e));
+        out.push(Output::SessionRenewed {
+            session: s,
+            expires_at: Tick(e),
+        });
+        Ok(())
+    }
+
+    fn close(
+        &mut self,
+        s: SessionId,
+        request: Option<u64>,
+        out: &mut Vec<Output>,
+    ) -> Result<(), Error> {
+        self.session(s)?;
+        self.check_request(s, request, Kind::Close, &None)?;
+        out.push(Output::SessionClosed { session: s });
+        let mut dirty = Vec::new();
+        self.end_session(s.0, ReleaseReason::Closed, &mut dirty, out);
+        self.grant_dirty(&dirty, out);
+        Ok(())
+    }
+
+    fn lock_name(lock: &str) -> LockName {
+        LockName::new(lock).expect("validated name")
+    }
+
+    fn acquire(
+        &mut self,
+        s: SessionId,
+        lock: &LockName,
+        mode: Mode,
+        wait: Wait,
+        request: Option<u64>,
+        out: &mut Vec<Output>,
+    ) -> Result<(), Error> {
+        self.session(s)?;
+        let name = self.name(lock)?;
+        let target: Target = Some((name.clone(), Some(mode)));
+        if let Some(reply) = self.check_request(s, request, Kind::Acquire, &target)? {
+            // A retried acquire that was queued and has been granted since answers with
+            // the hold (the client may have lost both the Queued and the Granted).
+            if let Some(c) = self.claim_of(s.0, &name).map(|c| &self.claims[&c]) {
+                if c.holding {
+                    out.push(Output::Granted {
+                        session: s,
+                        lock: lock.clone(),
+                        mode: c.mode,
+                        token: Token(c.value),
+                    });
+                    return Ok(());
+                }
+            }
+            out.push(match reply {
+                Reply::Granted(mode, token) => Output::Granted {
+                    session: s,
+                    lock: lock.clone(),
+                    mode,
+                    token: Token(token),
+                },
+                Reply::Queued(mode, position) => Output::Queued {
+                    session: s,
+                    lock: lock.clone(),
+                    mode,
+                    position,
+                },
+                _ => Output::Busy {
+                    session: s,
+                    lock: lock.clone(),
+                },
+            });
+            return Ok(());
+        }
+        if let Some(c) = self.claim_of(s.0, &name) {
+            let claim = &self.claims[&c];
+            if !claim.holding {
+                return Err(Error::AlreadyQueued(s));
+            }
+            if claim.mode != mode {
+                return Err(Error::ModeMismatch { held: claim.mode });
+            }
+            let token = claim.value;
+            self.record(s, request, target, Reply::Granted(mode, token));
+            out.push(Output::Granted {
+                session: s,
+                lock: lock.clone(),
+                mode,
+                token: Token(token),
+            });
+            return Ok(());
+        }
+        let grantable = match self.locks.get(&name) {
+            None => true,
+            Some(l) => {
+                l.delay_until <= self.now
+                    && l.waiters.is_empty()
+                    && (l.holders.is_empty()
+                        || (mode == Mode::Shared && self.holder_mode(l) == Mode::Shared))
+            }
+        };
+        let deadline = match wait {
+            Wait::None => None,
+            Wait::Until(t) if t.0 <= self.now => None,
+            Wait::Until(t) => Some(t.0),
+            Wait::Forever => Some(u64::MAX),
+        };
+        if !grantable && deadline.is_none() {
+            self.record(s, request, target, Reply::Busy);
+            out.push(Output::Busy {
+                session: s,
+                lock: lock.clone(),
+            });
+            return Ok(());
+        }
+        if self.claims.len() >= self.cap.claims as usize {
+            return Err(Error::CapacityExceeded(Table::Claims));
+        }
+        if !self.locks.contains_key(&name) {
+            if self.locks.len() >= self.cap.locks as usize {
+                return Err(Error::CapacityExceeded(Table::Locks));
+            }
+            let id = self.next_lock;
+            self.next_lock += 1;
+            self.locks.insert(
+                name.clone(),
+                Lock {
+                    id,
+                    holders: Vec::new(),
+                    waiters: VecDeque::new(),
+                    delay_until: 0,
+                },
+            );
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.claims.insert(
+            seq,
+            Claim {
+                session: s.0,
+                lock: name.clone(),
+                mode,
+                holding: false,
+                value: 0,
+            },
+        );
+        if grantable {
+            let token = self.grant(seq);
+            self.record(s, request, target, Reply::Granted(mode, token));
+            out.push(Output::Granted {
+                session: s,
+                lock: lock.clone(),
+                mode,
+                token: Token(token),
+            });
+        } else {
+            let d = deadline.expect("checked");
+            self.claims.get_mut(&seq).expect("new").value = d;
+            let l = self.locks.get_mut(&name).expect("exists");
+            l.waiters.push_back(seq);
+            let position = l.waiters.len() as u32;
+            self.record(s, request, target, Reply::Queued(mode, position));
+            out.push(Output::Queued {
+                session: s,
+                lock: lock.clone(),
+                mode,
+                position,
+            });
+        }
+        Ok(())
+    }
+
+    fn release(
+        &mut self,
+        s: SessionId,
+        lock: &LockName,
+        request: Option<u64>,
+        out: &mut Vec<Output>,
+    ) -> Result<(), Error> {
+        self.session(s)?;
+        let name = self.name(lock)?;
+        let target: Target = Some((name.clone(), None));
+        if let Some(reply) = self.check_request(s, request, Kind::Release, &target)? {
+            if let Reply::Released(token) = reply {
+                out.push(Output::Released {
+                    session: s,
+                    lock: lock.clone(),
+                    token: Token(token),
+                    reason: ReleaseReason::Released,
+                });
+            }
+            return Ok(());
+        }
+        let c = self
+            .claim_of(s.0, &name)
+            .filter(|c| self.claims[c].holding)
+            .ok_or(Error::NotHolder(s))?;
+        let token = self.claims[&c].value;
+        self.remove_claim(c);
+        self.record(s, request, target, Reply::Released(token));
+        out.push(Output::Released {
+            session: s,
+            lock: lock.clone(),
+            token: Token(token),
+            reason: ReleaseReason::Released,
+        });
+        self.grant_dirty(&[name], out);
+        Ok(())
+    }
+
+    fn cancel(
+        &mut self,
+        s: SessionId,
+        lock: &LockName,
+        request: Option<u64>,
+        out: &mut Vec<Output>,
+    ) -> Result<(), Error> {
+        self.session(s)?;
+        let name = self.name(lock)?;
+        let target: Target = Some((name.clone(), None));
+        if let Some(reply) = self.check_request(s, request, Kind::Cancel, &target)? {
+            if reply == Reply::Cancelled {
+                out.push(Output::WaitCancelled {
+                    session: s,
+                    lock: lock.clone(),
+                });
+            }
+            return Ok(());
+        }
+        let c = self
+            .claim_of(s.0, &name)
+            .filter(|c| !self.claims[c].holding)
+            .ok_or(Error::NotQueued(s))?;
+        self.remove_claim(c);
+        self.record(s, request, target, Reply::Cancelled);
+        out.push(Output::WaitCancelled {
+            session: s,
+            lock: lock.clone(),
+        });
+        self.grant_dirty(&[name], out);
+        Ok(())
+    }
+
+    fn tick(&mut self, now: u64, out: &mut Vec<Output>) -> Result<(), Error> {
+        if now < self.now {
+            return Err(Error::TimeWentBackwards {
+                now: Tick(self.now),
+                requested: Tick(now),
+            });
+        }
+        self.now = now;
+        let mut dirty = Vec::new();
+        // 1. Expire sessions, earliest deadline first, ties by id.
+        let mut due: Vec<(u64, u64)> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.expires_at <= now)
+            .map(|(id, s)| (s.expires_at, *id))
+            .collect();
+        due.sort();
+        for (_, id) in due {
+            out.push(Output::SessionExpired {
+                session: SessionId(id),
+            });
+            self.end_session(id, ReleaseReason::Expired, &mut dirty, out);
+        }
+        // 2. Time out waits, earliest deadline first, ties by arrival.
+        let mut due: Vec<(u64, u64)> = self
+            .claims
+            .iter()
+            .filter(|(_, c)| !c.holding && c.value != u64::MAX && c.value <= now)
+            .map(|(seq, c)| (c.value, *seq))
+            .collect();
+        due.sort();
+        for (_, seq) in due {
+            let c = self.claims[&seq].clone();
+            self.remove_claim(seq);
+            out.push(Output::WaitTimedOut {
+                session: SessionId(c.session),
+                lock: Self::lock_name(&c.lock),
+            });
+            mark(&mut dirty, &c.lock);
+        }
+        // 3. End lock-delays that are over, earliest first, ties by lock id.
+        let mut due: Vec<(u64, u64, String)> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| l.delay_until != 0 && l.delay_until <= now)
+            .map(|(n, l)| (l.delay_until, l.id, n.clone()))
+            .collect();
+        due.sort();
+        for (_, _, name) in due {
+            self.locks.get_mut(&name).expect("lock").delay_until = 0;
+            mark(&mut dirty, &name);
+        }
+        // 4. Grant what was freed.
+        self.grant_dirty(&dirty, out);
+        Ok(())
+    }
+
+    fn end_session(
+        &mut self,
+        id: u64,
+        reason: ReleaseReason,
+        dirty: &mut Vec<String>,
+        out: &mut Vec<Output>,
+    ) {
+        let mine: Vec<u64> = self
+            .claims
+            .iter()
+            .filter(|(_, c)| c.session == id)
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in mine {
+            let c = self.claims[&seq].clone();
+            self.remove_claim(seq);
+            if c.holding {
+                out.push(Output::Released {
+                    session: SessionId(id),
+                    lock: Self::lock_name(&c.lock),
+                    token: Token(c.value),
+                    reason,
+                });
+                if reason == ReleaseReason::Expired && self.lock_delay > 0 {
+                    let until = self.now.saturating_add(self.lock_delay);
+                    let l = self.locks.get_mut(&c.lock).expect("lock");
+                    l.delay_until = l.delay_until.max(until);
+                }
+            }
+            mark(dirty, &c.lock);
+        }
+        self.sessions.remove(&id);
+    }
+
+    fn holder_mode(&self, l: &Lock) -> Mode {
+        l.holders
+            .first()
+            .map_or(Mode::Exclusive, |c| self.claims[c].mode)
+    }
+
+    fn grant(&mut self, seq: u64) -> u64 {
+        self.revision += 1;
+        let token = self.revision;
+        let c = self.claims.get_mut(&seq).expect("claim");
+        c.holding = true;
+        c.value = token;
+        let l = self.locks.get_mut(&c.lock).expect("lock");
+        l.holders.push(seq);
+        l.holders.sort();
+        token
+    }
+
+    fn grant_dirty(&mut self, dirty: &[String], out: &mut Vec<Output>) {
+        for name in dirty {
+            let Some(l) = self.locks.get(name) else {
+                continue;
+            };
+            if l.delay_until <= self.now {
+                loop {
+                    let l = &self.locks[name];
+                    let Some(&head) = l.waiters.front() else {
+                        break;
+                    };
+                    let mode = self.claims[&head].mode;
+                    let fits = l.holders.is_empty()
+                        || (mode == Mode::Shared && self.holder_mode(l) == Mode::Shared);
+                    if !fits {
+                        break;
+                    }
+                    self.locks.get_mut(name).expect("lock").waiters.pop_front();
+                    let token = self.grant(head);
+                    out.push(Output::Granted {
+                        session: SessionId(self.claims[&head].session),
+                        lock: Self::lock_name(name),
+                        mode,
+                        token: Token(token),
+                    });
+                    if mode == Mode::Exclusive {
+                        break;
+                    }
+                }
+            }
+            let l = &self.locks[name];
+            if l.holders.is_empty() && l.waiters.is_empty() && l.delay_until == 0 {
+                self.locks.remove(name);
+            }
+        }
+    }
+
+    fn claim_of(&self, session: u64, lock: &str) -> Option<u64> {
+        self.claims
+            .iter()
+            .find(|(_, c)| c.session == session && c.lock == lock)
+            .map(|(seq, _)| *seq)
+    }
+
+    fn remove_claim(&mut self, seq: u64) {
+        let c = self.claims.remove(&seq).expect("claim");
+        let l = self.locks.get_mut(&c.lock).expect("lock");
+        l.holders.retain(|x| *x != seq);
+        l.waiters.retain(|x| *x != seq);
+    }
+
+    // ------------------------------------------------------------------ queries
+
+    /// The current tick.
+    pub fn now(&self) -> Tick {
+        Tick(self.now)
+    }
+
+    /// The highest token granted.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Open sessions in id order.
+    pub fn sessions(&self) -> Vec<SessionId> {
+        self.sessions.keys().map(|id| SessionId(*id)).collect()
+    }
+
+    /// A session's state.
+    pub fn session_info(&self, id: SessionId) -> Option<SessionInfo> {
+        let s = self.sessions.get(&id.0)?;
+        let mine = self.claims.values().filter(|c| c.session == id.0);
+        let holds = mine.clone().filter(|c| c.holding).count() as u32;
+        let waits = mine.filter(|c| !c.holding).count() as u32;
+        Some(SessionInfo {
+            id,
+            ttl: s.ttl,
+            expires_at: Tick(s.expires_at),
+            holds,
+            waits,
+            last_request: s.last_request,
+        })
+    }
+
+    /// Lock entries in creation order.
+    pub fn locks(&self) -> Vec<String> {
+        let mut v: Vec<(u64, &String)> = self.locks.iter().map(|(n, l)| (l.id, n)).collect();
+        v.sort();
+        v.into_iter().map(|(_, n)| n.clone()).collect()
+    }
+
+    /// Holders in grant order (claim sequence).
+    pub fn holders(&self, lock: &str) -> Vec<Holder> {
+        self.locks.get(lock).map_or_else(Vec::new, |l| {
+            l.holders
+                .iter()
+                .map(|c| {
+                    let c = &self.claims[c];
+                    Holder {
+                        session: SessionId(c.session),
+                        mode: c.mode,
+                        token: Token(c.value),
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// The queue, head first.
+    pub fn waiters(&self, lock: &str) -> Vec<Waiter> {
+        self.locks.get(lock).map_or_else(Vec::new, |l| {
+            l.waiters
+                .iter()
+                .map(|c| {
+                    let c = &self.claims[c];
+                    Waiter {
+                        session: SessionId(c.session),
+                        mode: c.mode,
+                        deadline: (c.value != u64::MAX).then_some(Tick(c.value)),
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// Lock-delay end if in the future.
+    pub fn lock_delay_until(&self, lock: &str) -> Option<Tick> {
+        let l = self.locks.get(lock)?;
+        (l.delay_until > self.now).then_some(Tick(l.delay_until))
+    }
+
+    /// The next due tick.
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        let a = self.sessions.values().map(|s| s.expires_at);
+        let b = self
+            .claims
+            .values()
+            .filter(|c| !c.holding && c.value != u64::MAX)
+            .map(|c| c.value);
+        let c = self
+            .locks
+            .values()
+            .filter(|l| l.delay_until != 0)
+            .map(|l| l.delay_until);
+        a.chain(b).chain(c).min().map(Tick)
+    }
+
+    /// Entries in use.
+    pub fn len(&self) -> Capacity {
+        Capacity {
+            sessions: self.sessions.len() as u32,
+            locks: self.locks.len() as u32,
+            claims: self.claims.len() as u32,
+        }
+    }
+
+    /// True when no session is open.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Compares every query of `svc` with the model's.
+    ///
+    /// Errors: the first difference.
+    pub fn agrees_with<S: fencelock::Storage>(
+        &self,
+        svc: &fencelock::LockService<S>,
+    ) -> Result<(), String> {
+        macro_rules! same {
+            ($what:expr, $a:expr, $b:expr) => {
+                let (a, b) = ($a, $b);
+                if a != b {
+                    return Err(format!("{}: service {:?}, model {:?}", $what, a, b));
+                }
+            };
+        }
+        same!("now", svc.now(), self.now());
+        same!("revision", svc.revision(), self.revision());
+        same!("len", svc.len(), self.len());
+        same!("poll_timeout", svc.poll_timeout(), self.poll_timeout());
+        let sessions: Vec<SessionId> = svc.sessions().collect();
+        same!("sessions", &sessions, &self.sessions());
+        for s in &sessions {
+            same!(format!("{s}"), svc.session(*s), self.session_info(*s));
+        }
+        let locks: Vec<String> = svc.locks().map(|l| l.as_str().to_string()).collect();
+        same!("locks", &locks, &self.locks());
+        for l in &locks {
+            same!(
+                format!("holders of {l}"),
+                svc.holders(l).collect::<Vec<_>>(),
+                self.holders(l)
+            );
+            same!(
+                format!("waiters of {l}"),
+                svc.waiters(l).collect::<Vec<_>>(),
+                self.waiters(l)
+            );
+            same!(
+                format!("lock_delay_until {l}"),
+                svc.lock_delay_until(l),
+                self.lock_delay_until(l)
+            );
+        }
+        Ok(())
+    }
+}
+
+fn mark(dirty: &mut Vec<String>, lock: &str) {
+    if !dirty.iter().any(|d| d == lock) {
+        dirty.push(lock.to_string());
+    }
+}
