@@ -639,3 +639,83 @@ fn a_panic_poisons_the_handle() {
     }
     assert_eq!(now, 7);
 }
+
+/// A placed service's fixed ring takes a whole burst (an expiry that releases three holds
+/// and grants three waiters), wrapping around its end, and loses nothing.
+#[test]
+fn placed_ring_takes_a_burst_and_wraps() {
+    let c = config(3, 3, 6);
+    let (mut size, mut align) = (0, 0);
+    // SAFETY: valid pointers to this test's locals; live handles.
+    unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
+    let mut arena = vec![0u128; size / 16 + 1];
+    let mut svc = null_mut();
+    // SAFETY: the arena is 16-aligned, `size` bytes long, and outlives the service.
+    let r = unsafe { fencelock_service_init_in(arena.as_mut_ptr().cast(), size, &c, &mut svc) };
+    assert_eq!(r, fencelock_result::Ok);
+    let a = open(svc, 5);
+    drain(svc);
+    let b = open(svc, 100);
+    drain(svc);
+    let mut seen = 2;
+    for lock in ["l1", "l2", "l3"] {
+        assert_eq!(
+            acquire(
+                svc,
+                a,
+                lock,
+                fencelock_mode::Exclusive,
+                fencelock_wait::None
+            ),
+            fencelock_result::Ok
+        );
+        drain(svc);
+        assert_eq!(
+            acquire(
+                svc,
+                b,
+                lock,
+                fencelock_mode::Exclusive,
+                fencelock_wait::Forever
+            ),
+            fencelock_result::Ok
+        );
+        drain(svc);
+        seen += 2;
+    }
+    for _ in 0..2 {
+        // SAFETY: valid pointers to this test's locals; live handles.
+        let r = unsafe { fencelock_service_keep_alive(svc, b, 0) };
+        assert_eq!(r, fencelock_result::Ok);
+        drain(svc);
+        seen += 1;
+    }
+    let ring = 1 + 3 + 2 * 6; // sessions + 2 x claims + 1
+    assert!(
+        seen % ring + 7 > ring,
+        "the burst must cross the ring's end"
+    );
+    // SAFETY: valid pointers to this test's locals; live handles.
+    let r = unsafe { fencelock_service_tick(svc, 5) };
+    assert_eq!(r, fencelock_result::Ok);
+    let got: Vec<_> = drain(svc)
+        .iter()
+        .map(|o| (o.kind, o.session, o.token, lock_of(o)))
+        .collect();
+    use fencelock_output_kind::*;
+    assert_eq!(
+        got,
+        vec![
+            (SessionExpired, a, 0, String::new()),
+            (Released, a, 1, "l1".into()),
+            (Released, a, 2, "l2".into()),
+            (Released, a, 3, "l3".into()),
+            (Granted, b, 4, "l1".into()),
+            (Granted, b, 5, "l2".into()),
+            (Granted, b, 6, "l3".into()),
+        ]
+    );
+    // SAFETY: live handle, freed once; the arena outlives it.
+    unsafe { fencelock_service_free(svc) };
+    drop(arena);
+}
