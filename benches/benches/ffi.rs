@@ -1,0 +1,229 @@
+//! The same operations as `core.rs`, called through the C ABI (`fencelock-ffi`'s extern
+//! "C" functions, linked as an rlib — the code a C program runs, minus the PLT jump of a
+//! shared library). A C host drains outputs after each input, so each step here does what
+//! a C host does: the call, then `fencelock_service_poll_output` until `DONE`.
+//!
+//! Group `ffi`; the report divides each by its native counterpart in `core.rs`.
+
+use std::hint::black_box;
+use std::mem::MaybeUninit;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use fencelock::Input;
+use ffi::{
+    fencelock_capacity, fencelock_config, fencelock_output, fencelock_result, fencelock_service,
+    fencelock_service_acquire, fencelock_service_free, fencelock_service_handle_frame,
+    fencelock_service_keep_alive, fencelock_service_new, fencelock_service_open_session,
+    fencelock_service_poll_output, fencelock_service_release, fencelock_service_tick,
+    FENCELOCK_MAX_FRAME_LEN,
+};
+
+const MODE_EXCLUSIVE: u32 = 1;
+const WAIT_NONE: u32 = 1;
+const WAIT_FOREVER: u32 = 2;
+
+/// A service handle made and freed through the C ABI.
+struct C {
+    svc: *mut fencelock_service,
+    out: MaybeUninit<fencelock_output>,
+}
+
+impl C {
+    fn new(sessions: u32, locks: u32, claims: u32) -> C {
+        let config = fencelock_config {
+            capacity: fencelock_capacity {
+                sessions,
+                locks,
+                claims,
+            },
+            lock_delay: 0,
+            max_name_len: 64,
+        };
+        let mut svc = std::ptr::null_mut();
+        // SAFETY: valid config and out-pointer.
+        let r = unsafe { fencelock_service_new(&config, &mut svc) };
+        assert_eq!(r, fencelock_result::Ok);
+        C {
+            svc,
+            out: MaybeUninit::uninit(),
+        }
+    }
+
+    /// Polls outputs until none is left, as a C host does after each input.
+    #[inline(always)]
+    fn drain(&mut self) {
+        // SAFETY: live handle, writable output.
+        while unsafe { fencelock_service_poll_output(self.svc, self.out.as_mut_ptr()) }
+            == fencelock_result::Ok
+        {
+            // SAFETY: poll_output wrote it.
+            black_box(unsafe { self.out.assume_init_ref() }.token);
+        }
+    }
+
+    fn open(&mut self, n: usize, ttl: u64) -> Vec<u64> {
+        (0..n)
+            .map(|_| {
+                let mut id = 0;
+                // SAFETY: live handle, writable id.
+                let r = unsafe { fencelock_service_open_session(self.svc, ttl, &mut id) };
+                assert_eq!(r, fencelock_result::Ok);
+                self.drain();
+                id
+            })
+            .collect()
+    }
+
+    #[inline(always)]
+    fn acquire(&mut self, s: u64, name: &str, wait: u32) -> fencelock_result {
+        // SAFETY: live handle; name valid for its length.
+        let r = unsafe {
+            fencelock_service_acquire(
+                self.svc,
+                s,
+                name.as_ptr(),
+                name.len(),
+                MODE_EXCLUSIVE,
+                wait,
+                0,
+                0,
+            )
+        };
+        self.drain();
+        r
+    }
+
+    #[inline(always)]
+    fn release(&mut self, s: u64, name: &str) -> fencelock_result {
+        // SAFETY: live handle; name valid for its length.
+        let r = unsafe { fencelock_service_release(self.svc, s, name.as_ptr(), name.len(), 0) };
+        self.drain();
+        r
+    }
+}
+
+impl Drop for C {
+    fn drop(&mut self) {
+        // SAFETY: live handle, freed once.
+        unsafe { fencelock_service_free(self.svc) };
+    }
+}
+
+const FOREVER_TTL: u64 = fencelock_bench::FOREVER_TTL;
+
+fn ffi(c: &mut Criterion) {
+    let mut g = c.benchmark_group("ffi");
+
+    // uncontended: acquire all n, release all n (as core.rs)
+    {
+        let n = 1usize << 10;
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_with_input(BenchmarkId::new("uncontended", n), &n, |b, &n| {
+            let mut svc = C::new(1, n as u32, n as u32);
+            let s = svc.open(1, FOREVER_TTL)[0];
+            let names = fencelock_bench::names("lock", n);
+            b.iter(|| {
+                for name in &names {
+                    black_box(svc.acquire(s, name, WAIT_NONE));
+                }
+                for name in &names {
+                    black_box(svc.release(s, name));
+                }
+            });
+        });
+    }
+
+    // handoff: release by the holder grants the head waiter (as core.rs, batches of 1024)
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("handoff", |b| {
+        const BATCH: usize = 1024;
+        let mut svc = C::new(BATCH as u32 + 1, 1, BATCH as u32 + 1);
+        let sessions = svc.open(BATCH + 1, FOREVER_TTL);
+        let lock = "jobs/reindex";
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut left = iters as usize;
+            while left > 0 {
+                let steps = left.min(BATCH);
+                for s in &sessions[..=steps] {
+                    assert_eq!(svc.acquire(*s, lock, WAIT_FOREVER), fencelock_result::Ok);
+                }
+                let t = Instant::now();
+                for s in &sessions[..steps] {
+                    black_box(svc.release(*s, lock));
+                }
+                total += t.elapsed();
+                assert_eq!(svc.release(sessions[steps], lock), fencelock_result::Ok);
+                left -= steps;
+            }
+            total
+        });
+    });
+
+    // tick with nothing due, 16k live sessions
+    g.bench_function(BenchmarkId::new("tick_idle", 1usize << 14), |b| {
+        let mut svc = C::new(1 << 14, 1, 1);
+        svc.open(1 << 14, FOREVER_TTL);
+        let mut now = 0;
+        b.iter(|| {
+            now += 1;
+            // SAFETY: live handle.
+            black_box(unsafe { fencelock_service_tick(svc.svc, now) });
+            svc.drain();
+        });
+    });
+
+    // keep-alive round-robin over 16k sessions, a tick per round (as core.rs)
+    g.bench_function(BenchmarkId::new("keep_alive", 1usize << 14), |b| {
+        let n = 1usize << 14;
+        let mut svc = C::new(n as u32, 1, 1);
+        let sessions = svc.open(n, 1000);
+        let (mut next, mut now) = (0, 0);
+        b.iter(|| {
+            // SAFETY: live handle.
+            black_box(unsafe { fencelock_service_keep_alive(svc.svc, sessions[next], 0) });
+            svc.drain();
+            next += 1;
+            if next == n {
+                next = 0;
+                now += 1;
+                // SAFETY: live handle.
+                unsafe { fencelock_service_tick(svc.svc, now) };
+                svc.drain();
+            }
+        });
+    });
+
+    // the frame entry point: keep-alive frame in, output frames out
+    g.bench_function(BenchmarkId::new("handle_frame", "keep_alive"), |b| {
+        let mut svc = C::new(1, 1, 1);
+        let s = svc.open(1, FOREVER_TTL)[0];
+        let mut frame = [0u8; FENCELOCK_MAX_FRAME_LEN];
+        let n = Input::KeepAlive {
+            session: fencelock::SessionId(s),
+            request: None,
+        }
+        .to_frame(&mut frame)
+        .expect("fits");
+        let mut outb = [0u8; 4 * (2 + FENCELOCK_MAX_FRAME_LEN)];
+        let mut out_len = 0usize;
+        b.iter(|| {
+            // SAFETY: live handle; buffers valid for their lengths.
+            black_box(unsafe {
+                fencelock_service_handle_frame(
+                    svc.svc,
+                    frame.as_ptr(),
+                    n,
+                    outb.as_mut_ptr(),
+                    outb.len(),
+                    &mut out_len,
+                )
+            });
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, ffi);
+criterion_main!(benches);
