@@ -67,7 +67,7 @@ async function boot() {
 
 function buildTabs() {
   ui.tabs.innerHTML = SCENES.map(
-    (s, i) => `<button role="tab" id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-selected="false" title="${s.title} (${i + 1})"><span class="n">${i + 1}</span> ${s.short}</button>`,
+    (s, i) => `<button id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-pressed="false" title="${s.title} (key ${i + 1})"><span class="n">${i + 1}</span> ${s.short}</button>`,
   ).join('');
   ui.tabs.addEventListener('click', (e) => {
     const b = e.target.closest('button[data-scene]');
@@ -80,7 +80,7 @@ function chooseScene(i) {
   pause();
   sceneIndex = i;
   const s = SCENES[i];
-  for (const b of ui.tabs.querySelectorAll('button')) b.setAttribute('aria-selected', String(Number(b.dataset.scene) === i));
+  for (const b of ui.tabs.querySelectorAll('button')) b.setAttribute('aria-pressed', String(Number(b.dataset.scene) === i));
   ui.title.textContent = s.title;
   ui.lede.textContent = s.lede;
   document.body.dataset.scene = s.key;
@@ -127,11 +127,15 @@ function seek(k) {
   draw(w);
 }
 
+const narrowQuery = window.matchMedia('(max-width: 600px)');
+narrowQuery.addEventListener('change', () => timeline && draw(timeline.world));
+
 function draw(w) {
   const tl = timeline;
-  renderStage(ui.stage, w);
+  const narrow = narrowQuery.matches;
+  renderStage(ui.stage, w, narrow);
   const lastT = lastTime(tl);
-  renderSwimlane(ui.swimlane, w, lastT);
+  renderSwimlane(ui.swimlane, w, lastT, narrow);
   ui.caption.textContent = w.caption;
   renderState(ui.state, w);
   renderOutcome(ui.outcome, w);

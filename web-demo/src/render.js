@@ -3,8 +3,9 @@
 
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 
-const W = 800;
-const H = 300;
+// Stage and swimlane sizes in SVG units; a scene's layout may ask for a narrow (phone) form.
+const WIDE = 800;
+const NARROW = 400;
 
 // ------------------------------------------------------------------ the stage
 
@@ -60,6 +61,14 @@ function nameOf(w, group, session) {
   return id ? w.clients[id].name : `session ${session}`;
 }
 
+/** The client's own view of its lease (the core's SessionKeeper), by its own clock. */
+function leaseLine(w, c, x, y) {
+  const l = w.lease(c.id);
+  if (!l || c.status === 'dead' || (!c.session && !c.lost)) return '';
+  const text = { safe: `own clock: safe ≤ t=${l.until}`, jeopardy: `own clock: jeopardy`, expired: 'own clock: expired', unconfirmed: 'own clock: unconfirmed' }[l.state];
+  return `<text class="lease ${l.state}" x="${x}" y="${y}" data-lease="${l.state}">${esc(text)}${c.status === 'paused' ? ' (frozen)' : ''}</text>`;
+}
+
 function drawClient(w, n, interactive) {
   const c = w.clients[n.id];
   const r = n.small ? 21 : 29;
@@ -75,6 +84,7 @@ function drawClient(w, n, interactive) {
     <text class="name ${n.small ? 'small' : ''}" x="${n.x}" y="${n.y + (n.small ? 5 : 7)}">${esc(c.name)}</text>
     ${icon}${dead}
     <text class="badge ${b.cls}" x="${n.x}" y="${by}">${esc(b.text)}</text>
+    ${leaseLine(w, c, n.x, by + 15)}
   </g>`;
 }
 
@@ -136,14 +146,14 @@ function drawHub(w, n) {
   const wake = ids.reduce((a, id) => a + w.clients[id].mem.wakeups, 0);
   const wasted = ids.reduce((a, id) => a + w.clients[id].mem.wasted, 0);
   return `<g class="node hub" data-testid="hub-${n.id}">
-    <text class="panel-title" x="${n.x}" y="18">${esc(n.title)}</text>
+    <text class="panel-title" x="${n.x}" y="${n.y - 132}">${esc(n.title)}</text>
     <circle class="box" cx="${n.x}" cy="${n.y}" r="50"/>
     <text class="lockname" x="${n.x}" y="${n.y - 12}">${esc(lock)}</text>
     <text class="holder" x="${n.x}" y="${n.y + 8}">${esc(holder)}</text>
     <text class="queue" x="${n.x}" y="${n.y + 26}">${n.id === 'queue' ? `queue: ${ws.length}` : `watchers: ${ids.filter((id) => w.clients[id].mem.watching).length}`}</text>
     <g class="counters" data-testid="counters-${n.id}" data-wakeups="${wake}" data-wasted="${wasted}">
-      <text x="${n.x - 60}" y="${H - 4}" class="count">wake-ups <tspan class="num">${wake}</tspan></text>
-      <text x="${n.x + 60}" y="${H - 4}" class="count ${wasted ? 'bad' : ''}">wasted <tspan class="num">${wasted}</tspan></text>
+      <text x="${n.x - 60}" y="${n.y + 146}" class="count">wake-ups <tspan class="num">${wake}</tspan></text>
+      <text x="${n.x + 60}" y="${n.y + 146}" class="count ${wasted ? 'bad' : ''}">wasted <tspan class="num">${wasted}</tspan></text>
     </g>
   </g>`;
 }
@@ -184,7 +194,29 @@ function edge(n, tx, ty) {
   return [n.x + dx * s, n.y + dy * s];
 }
 
-function drawFlashes(w, byId) {
+const HALF = { service: [117, 97], store: [97, 100], replica: [57, 57], hub: [52, 52] };
+
+function halfSize(n) {
+  if (n.kind === 'client') return n.small ? [24, 24] : [33, 33];
+  return HALF[n.kind] || [40, 40];
+}
+
+/** A node (other than the ends) whose box the straight line a→b would cross, if any. */
+function obstacle(a, b, nodes) {
+  let hit = null;
+  for (const n of nodes) {
+    if (n === a || n === b || n.kind === 'client') continue;
+    const [hw, hh] = halfSize(n);
+    for (let i = 1; i < 20; i += 1) {
+      const x = a.x + ((b.x - a.x) * i) / 20;
+      const y = a.y + ((b.y - a.y) * i) / 20;
+      if (Math.abs(x - n.x) < hw + 8 && Math.abs(y - n.y) < hh + 8) hit = n;
+    }
+  }
+  return hit;
+}
+
+function drawFlashes(w, byId, nodes, W) {
   const seen = new Map();
   return w.flashes
     .map((f) => {
@@ -194,23 +226,49 @@ function drawFlashes(w, byId) {
       const key = `${f.from}>${f.to}`;
       const k = seen.get(key) || 0;
       seen.set(key, k + 1);
-      const [x1, y1] = edge(a, b.x, b.y);
-      const [x2, y2] = edge(b, a.x, a.y);
+      // a message that would pass through another box bends around it
+      const dx = b.x - a.x;
+      const dy = b.y - a.y;
+      const len = Math.hypot(dx, dy) || 1;
+      const [px, py] = [-dy / len, dx / len];
+      let cx = (a.x + b.x) / 2;
+      let cy = (a.y + b.y) / 2;
+      const o = obstacle(a, b, nodes);
+      if (o) {
+        // go round the obstacle on the side the line already leans to; a quadratic curve
+        // reaches half its control offset at the middle, hence the factor 2
+        const [hw, hh] = halfSize(o);
+        const extent = Math.abs(px) * hw + Math.abs(py) * hh + 14;
+        const s0 = px * (o.x - cx) + py * (o.y - cy);
+        const dev = s0 > 0 ? s0 - extent : s0 + extent;
+        cx += px * 2 * dev;
+        cy += py * 2 * dev;
+      }
+      const [x1, y1] = edgeToward(a, cx, cy);
+      const [x2, y2] = edgeToward(b, cx, cy);
       const off = k * 14;
-      const mx = (x1 + x2) / 2;
-      const my = (y1 + y2) / 2 - 6 - off;
+      const mx = Math.min(W - 44, Math.max(44, 0.25 * x1 + 0.5 * cx + 0.25 * x2));
+      const my = 0.25 * y1 + 0.5 * cy + 0.25 * y2 - 6 - off;
+      const d = o ? `M${x1},${y1}Q${cx},${cy} ${x2},${y2}` : `M${x1},${y1}L${x2},${y2}`;
       return `<g class="flash ${f.kind}">
-        <line x1="${x1}" y1="${y1}" x2="${x2}" y2="${y2}" marker-end="url(#arrow-${f.kind})"/>
-        ${f.label && f.kind !== 'hb' ? `<text x="${mx}" y="${my}"><tspan class="bg">${esc(f.label)}</tspan></text>` : ''}
+        <path d="${d}" marker-end="url(#arrow-${f.kind})"/>
+        ${f.label && f.kind !== 'hb' ? `<text x="${mx}" y="${my}">${esc(f.label)}</text>` : ''}
       </g>`;
     })
     .join('');
 }
 
+function edgeToward(n, tx, ty) {
+  if (Math.abs(tx - n.x) < 1 && Math.abs(ty - n.y) < 1) return [n.x, n.y];
+  return edge(n, tx, ty);
+}
+
 const KINDS = ['msg', 'good', 'bad', 'warn', 'refused', 'hb', 'repl'];
 
-export function renderStage(el, w) {
-  const lay = w.scene.layout(w);
+export function renderStage(el, w, narrow = false) {
+  const lay = w.scene.layout(w, narrow);
+  const W = lay.width ?? WIDE;
+  const H = lay.height ?? 300;
   const byId = Object.fromEntries(lay.nodes.map((n) => [n.id, n]));
   const panels = (lay.panels || []).map((p) => `<g class="panel-bg"><rect x="${p.x}" y="${p.y}" width="${p.w}" height="${p.h}" rx="12"/><text x="${p.x + 14}" y="${p.y + 22}">${esc(p.title)}</text></g>`).join('');
   const nodes = lay.nodes
@@ -237,14 +295,15 @@ export function renderStage(el, w) {
       <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" class="hatch"/></pattern>
     </defs>
     ${panels}
-    <g class="flashes">${drawFlashes(w, byId)}</g>
+    <g class="flashes">${drawFlashes(w, byId, lay.nodes, W)}</g>
     ${nodes}
   </svg>`;
 }
 
 // ------------------------------------------------------------------ the swimlane
 
-export function renderSwimlane(el, w, totalT) {
+export function renderSwimlane(el, w, totalT, narrow = false) {
+  const W = narrow ? NARROW : WIDE;
   const lanes = w.scene.lanes;
   if (!lanes) {
     el.hidden = true;
@@ -252,7 +311,7 @@ export function renderSwimlane(el, w, totalT) {
     return;
   }
   el.hidden = false;
-  const LW = 104;
+  const LW = narrow ? 74 : 104;
   const LH = 38;
   const top = 20;
   const height = top + lanes.length * LH + 8;
@@ -285,7 +344,7 @@ export function renderSwimlane(el, w, totalT) {
       const shape = m.kind === 'refused' || m.kind === 'expire' || m.kind === 'crash' ? `<path d="M${x - 5},${y - 5}L${x + 5},${y + 5}M${x + 5},${y - 5}L${x - 5},${y + 5}"/>` : m.kind === 'grant' ? `<path d="M${x},${y - 6}L${x + 6},${y}L${x},${y + 6}L${x - 6},${y}z"/>` : `<circle cx="${x}" cy="${y}" r="5"/>`;
       return `<g class="mark ${m.kind}"><title>${esc(m.label)}</title>${shape}${m.lane === 'store' || m.lane === 'db' ? `<text x="${x + 7}" y="${m.kind === 'ok' ? y - 4 : y + 13}">${esc(m.label)}</text>` : m.short ? `<text class="svc" x="${x + 8}" y="${m.kind === 'grant' ? y - 4 : y + 13}">${esc(m.short)}</text>` : ''}</g>`;
     });
-  el.innerHTML = `<svg viewBox="0 0 ${W} ${height}" role="img" aria-label="Timeline up to t=${w.t}">
+  el.innerHTML = `<svg viewBox="0 0 ${W} ${height}" class="${narrow ? 'narrow' : ''}" role="img" aria-label="Timeline up to t=${w.t}">
     <defs><pattern id="hatch-lane" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3.5" height="7" class="hatch"/></pattern></defs>
     ${axis.join('')}${rows.join('')}${spans.join('')}${marks.join('')}
     <line class="cursor" x1="${X(w.t)}" x2="${X(w.t)}" y1="${top - 4}" y2="${height - 4}"/>

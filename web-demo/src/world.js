@@ -47,11 +47,19 @@ export class World {
     this.done = false;
     this.outcome = null;
     this.custom = {}; // scene-owned state, changed only by the scene's own apply hook
+    this.keepers = {}; // client id -> the core's SessionKeeper: the client's own view of its lease
   }
 
   dispose() {
     for (const n of Object.values(this.nodes)) n.core.free?.();
     for (const s of Object.values(this.stores)) s.gate?.free?.();
+    for (const k of Object.values(this.keepers)) k.free?.();
+  }
+
+  /** The client's lease by its own clock (the core's SessionKeeper), or null. */
+  lease(id) {
+    const k = this.keepers[id];
+    return k ? k.lease(this.t) : null;
   }
 
   // ------------------------------------------------------------------ apply
@@ -142,6 +150,8 @@ export class World {
         busy: 0,
         wakeups: 0,
         mem: clone(r.mem) || {},
+        keeper: clone(r.keeper) || null, // {interval, margin}: this client keeps a SessionKeeper
+        sentAt: null, // when its latest open/heartbeat was sent (to acknowledge it)
       };
       return;
     }
@@ -197,6 +207,14 @@ export class World {
       this.addLog(r.node, `${node.label} is down: ${fmtInput(input)} lost`, 'bad');
       return [];
     }
+    if (by?.keeper && (input.type === 'openSession' || input.type === 'keepAlive')) {
+      if (input.type === 'openSession') {
+        this.keepers[by.id]?.free?.();
+        this.keepers[by.id] = new this.api.SessionKeeper(input.ttl, by.keeper.interval, by.keeper.margin);
+      }
+      this.keepers[by.id].heartbeatSent(this.t);
+      by.sentAt = this.t;
+    }
     let outs;
     try {
       outs = callCore(node.core, input);
@@ -249,6 +267,7 @@ export class World {
   route(group, o, by) {
     if (o.type === 'sessionOpened' && by) {
       this.sessions[`${group}:${o.session}`] = by.id;
+      this.keepers[by.id]?.heartbeatAcked(by.sentAt);
       by.session = o.session;
       by.expiresAt = o.expiresAt;
       by.lost = false;
@@ -300,6 +319,7 @@ export class World {
         break;
       case 'sessionRenewed':
         c.expiresAt = o.expiresAt;
+        if (c.sentAt != null) this.keepers[c.id]?.heartbeatAcked(c.sentAt);
         break;
       case 'released':
         this.closeSpan(c.id, 'hold');
@@ -325,6 +345,7 @@ export class World {
 
   learnLost(c, why) {
     if (c.lost) return;
+    this.keepers[c.id]?.sessionLost();
     c.lost = true;
     c.holding = false;
     c.token = null;

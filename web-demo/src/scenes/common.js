@@ -47,18 +47,34 @@ export function runWorker(w, emit, id, ctx) {
       did.push({ kind: 'gave-up' });
     } else if (job) {
       const due = job.at != null ? job.at : c.grantedAt != null ? c.grantedAt + job.rel : Infinity;
-      if (t >= due && (c.holding || c.token != null || job.do === 'act')) {
+      const idx = m.next ?? 0;
+      const prepared = m.prepared === idx;
+      const lease = w.lease(id);
+      if (t >= due && (c.holding || c.token != null)) {
+        if (!prepared && job.do === 'write' && m.checksLease && lease && lease.state !== 'safe') {
+          // An honest client checks its lease by its own clock before each action and stops
+          // when it cannot be sure: erring toward unavailability rather than unsafety.
+          emit({ op: 'client', id, mem: { finished: true } });
+          emit({ op: 'note', src: c.name, text: `${c.name} checks its lease by its own clock: ${lease.state} — it stops acting`, cls: 'warn' });
+          did.push({ kind: 'stepped-down', lease });
+          return did;
+        }
+        if (!prepared && ctx.freezeAfterCheck?.(w, id, job)) {
+          // The check passed; the pause strikes between the check and the use.
+          emit({ op: 'client', id, mem: { prepared: idx } });
+          did.push({ kind: 'prepared', job, lease });
+          return did;
+        }
         const late = t > due;
         if (job.do === 'write') {
           emit({ op: 'write', store: ctx.store, by: id, token: c.token, data: job.data });
-          const row = w.stores[ctx.store].rows.at(-1);
-          did.push({ kind: 'write', row, late });
+          did.push({ kind: 'write', row: w.stores[ctx.store].rows.at(-1), late: late || prepared });
         } else if (job.do === 'release') {
           const outs = emit({ op: 'core', node: ctx.node, by: id, input: { type: 'release', session: c.session, lock: ctx.lock } });
           did.push({ kind: 'release', outs });
         }
-        const next = (m.next ?? 0) + 1;
-        emit({ op: 'client', id, mem: { next, finished: next >= m.jobs.length } });
+        const next = idx + 1;
+        emit({ op: 'client', id, mem: { next, prepared: null, finished: next >= m.jobs.length } });
         if (next >= m.jobs.length && !c.lost && c.session) {
           const outs = emit({ op: 'core', node: ctx.node, by: id, input: { type: 'closeSession', session: c.session } });
           did.push({ kind: 'closed', outs });

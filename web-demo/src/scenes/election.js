@@ -11,7 +11,7 @@ const PAUSE_AT = 5;
 function setup(w, emit, P) {
   emit({ op: 'node', create: true, node: 'svc', label: 'Lock service' });
   emit({ op: 'store', create: true, store: 'db', label: 'Orders DB', resource: 'orders', lock: ELECTION, node: 'svc', fencing: P.fencing });
-  for (const id of IDS) emit({ op: 'client', create: true, id, name: id, group: 'svc', mem: { lastHb: 0, acts: 0 } });
+  for (const id of IDS) emit({ op: 'client', create: true, id, name: id, group: 'svc', keeper: { interval: 3, margin: 2 }, mem: { lastHb: 0, acts: 0 } });
   emit({ op: 'history', node: 'svc', lock: ELECTION, count: 6 });
   for (const id of IDS) emit({ op: 'core', node: 'svc', by: id, input: { type: 'openSession', ttl: P.ttl } });
   for (const id of IDS) emit({ op: 'core', node: 'svc', by: id, input: { type: 'campaign', session: w.clients[id].session, election: ELECTION } });
@@ -29,20 +29,33 @@ function step(w, emit, P) {
   const outs = tickAll(w, emit, t).svc || [];
   const n1 = w.clients.N1;
   const ev = { acts: [], expired: outs.filter((o) => o.type === 'sessionExpired'), granted: outs.filter((o) => o.type === 'granted'), paused: false, rejoined: null };
-  if (t === PAUSE_AT && n1.status === 'running' && n1.holding) {
-    emit({ op: 'client', id: 'N1', set: { status: 'paused', pausedBy: 'gc' }, mem: { resumeAt: t + P.pause } });
-    ev.paused = true;
-  }
   if (n1.status === 'paused' && n1.pausedBy === 'gc' && t === n1.mem.resumeAt) emit({ op: 'client', id: 'N1', set: { status: 'running', pausedBy: null } });
+  const freeze = t === PAUSE_AT && n1.status === 'running' && n1.holding;
   for (const id of IDS) {
     const c = w.clients[id];
     if (c.status !== 'running') continue;
     if (c.holding && c.mem.ledSince == null) emit({ op: 'client', id, mem: { ledSince: t, nextAct: t } });
-    // A leader acts every 2 s, each action stamped with its epoch (the token it believes it holds).
-    if (c.holding && c.token != null && t >= (c.mem.nextAct ?? t)) {
+    // A leader acts every 2 s, each action stamped with its epoch (the token it believes it
+    // holds), after checking its lease by its own clock (the core's SessionKeeper).
+    const act = (late) => {
       emit({ op: 'write', store: 'db', by: id, token: c.token, data: `orders batch #${c.mem.acts + 1} (epoch ${c.token})` });
-      emit({ op: 'client', id, mem: { acts: c.mem.acts + 1, nextAct: t + 2 } });
-      ev.acts.push({ id, row: w.stores.db.rows.at(-1), late: c.mem.resumeAt === t });
+      emit({ op: 'client', id, mem: { acts: c.mem.acts + 1, nextAct: t + 2, prepared: null } });
+      ev.acts.push({ id, row: w.stores.db.rows.at(-1), late });
+    };
+    if (c.holding && c.token != null && c.mem.prepared) act(true);
+    else if (c.holding && c.token != null && !c.mem.steppedDown && t >= (c.mem.nextAct ?? t)) {
+      const lease = w.lease(id);
+      if (lease && lease.state !== 'safe') {
+        emit({ op: 'client', id, mem: { steppedDown: t } });
+        emit({ op: 'note', src: c.name, text: `${c.name}'s lease by its own clock: ${lease.state} — it stops acting as leader`, cls: 'warn' });
+        ev.stepped = { id, lease };
+      } else if (freeze && id === 'N1') {
+        // the check passed; the pause strikes between the check and the send
+        emit({ op: 'client', id, mem: { prepared: true } });
+        emit({ op: 'client', id, set: { status: 'paused', pausedBy: 'gc' }, mem: { resumeAt: t + P.pause } });
+        ev.paused = { lease };
+        continue;
+      } else act(false);
     }
     if (c.inbox.length) emit({ op: 'inbox', id });
     if (c.lost && c.mem.rejoinedAt == null) {
@@ -54,7 +67,8 @@ function step(w, emit, P) {
     }
     heartbeat(w, emit, id, ctx);
   }
-  emit({ op: 'caption', text: caption(w, ev, P) });
+  const text = caption(w, ev, P);
+  if (text) emit({ op: 'caption', text });
   const survived = n1.mem.rejoinedAt == null && n1.status === 'running' && t >= PAUSE_AT + P.pause + 4;
   if ((n1.mem.rejoinedAt != null && t >= n1.mem.rejoinedAt + 2) || survived || t >= 80) {
     emit({
@@ -73,7 +87,7 @@ function caption(w, ev, P) {
   if (act && act.late) {
     const r = act.row;
     if (!r.accepted)
-      return `${act.id} wakes and sends its action stamped epoch ${r.token}. Downstream systems reject epoch n once they have seen n + 1: the old leader's action bounces (${r.token} < ${r.highest}). A brief overlap of two self-believed leaders is tolerable.`;
+      return `${act.id} wakes and sends the action it prepared before the pause, stamped epoch ${r.token} — its lease check passed back then. Downstream systems reject epoch n once they have seen n + 1: the old leader's action bounces (${r.token} < ${r.highest}). A brief overlap of two self-believed leaders is tolerable.`;
     if (r.stale) return `${act.id} wakes and acts with epoch ${r.token} — and the orders DB, checking nothing, takes it: two leaders acted (split brain).`;
     return `${act.id} wakes within its session timeout: still leader, its action with epoch ${r.token} is legitimate.`;
   }
@@ -81,7 +95,9 @@ function caption(w, ev, P) {
     const o = ev.rejoined.out;
     return `${ev.rejoined.id} learns it is no longer leader and rejoins the election with a new session: it watches from the wait queue (position ${o?.position}).`;
   }
-  if (ev.paused) return `N1 freezes in a ${P.pause}-second pause, in the middle of sending an action stamped epoch ${w.clients.N1.token}. Its heartbeats stop.`;
+  if (ev.paused)
+    return `N1 checks its lease by its own clock (safe until t=${ev.paused.lease?.until}), prepares an action stamped epoch ${w.clients.N1.token} — and freezes in a ${P.pause}-second pause before sending it. Its heartbeats stop.`;
+  if (ev.stepped) return `${ev.stepped.id}'s own clock says its lease is ${ev.stepped.lease.state}: it steps down and stops acting — a gap with no leader rather than two leaders.`;
   if (ev.expired.length) {
     const g = ev.granted[0];
     return `Leader death means session expiry, then the next waiter is promoted with epoch + 1` +
@@ -108,7 +124,7 @@ export const election = {
   lock: ELECTION,
   params: {
     fencing: { label: 'downstream checks the epoch', type: 'switch', value: true },
-    ttl: { label: 'session timeout', type: 'range', min: 4, max: 20, step: 1, value: 10, unit: 's' },
+    ttl: { label: 'session timeout', type: 'range', min: 6, max: 20, step: 1, value: 10, unit: 's' },
     pause: { label: "old leader's pause", type: 'range', min: 2, max: 30, step: 1, value: 14, unit: 's' },
   },
   lanes: [...IDS.map((id) => ({ id, label: id })), { id: 'svc', label: 'Lock service' }, { id: 'db', label: 'Orders DB' }],
@@ -125,13 +141,27 @@ export const election = {
       highest: w.highest('db'),
     };
   },
-  layout: () => ({
+  layout: (w, narrow) =>
+    narrow
+      ? {
+          width: 400,
+          height: 550,
+          nodes: [
+            { id: 'N1', kind: 'client', x: 70, y: 50 },
+            { id: 'N2', kind: 'client', x: 200, y: 50 },
+            { id: 'N3', kind: 'client', x: 330, y: 50 },
+            { id: 'svc', kind: 'service', x: 200, y: 235, lock: ELECTION },
+            { id: 'db', kind: 'store', x: 200, y: 445 },
+          ],
+        }
+      : {
+    height: 350,
     nodes: [
-      { id: 'N1', kind: 'client', x: 110, y: 50 },
-      { id: 'N2', kind: 'client', x: 110, y: 140 },
-      { id: 'N3', kind: 'client', x: 110, y: 230 },
-      { id: 'svc', kind: 'service', x: 400, y: 140, lock: ELECTION },
-      { id: 'db', kind: 'store', x: 690, y: 140 },
+      { id: 'N1', kind: 'client', x: 110, y: 52 },
+      { id: 'N2', kind: 'client', x: 110, y: 165 },
+      { id: 'N3', kind: 'client', x: 110, y: 278 },
+      { id: 'svc', kind: 'service', x: 400, y: 170, lock: ELECTION },
+      { id: 'db', kind: 'store', x: 690, y: 170 },
     ],
-  }),
+  },
 };

@@ -25,11 +25,13 @@ export const gcPause = pauseScene({
   http: false,
   history: 33,
   hb: 3,
+  margin: 2,
+  checksLease: true,
   pauseAt: 2,
   maxT: 120,
   params: {
     fencing: { label: 'storage checks fencing tokens', type: 'switch', value: true },
-    ttl: { label: 'session timeout', type: 'range', min: 4, max: 40, step: 1, value: 10, unit: 's' },
+    ttl: { label: 'session timeout', type: 'range', min: 6, max: 40, step: 1, value: 10, unit: 's' },
     pause: { label: 'GC pause length', type: 'range', min: 1, max: 60, step: 1, value: 25, unit: 's' },
   },
   jobsA: [
@@ -54,7 +56,7 @@ export const gcPause = pauseScene({
         const r = wa.row;
         if (!r.accepted)
           return `t4 — A's pause ends. A believes it still holds the lock and writes with token ${r.token}. ` +
-            `The storage remembers the highest token it has seen (${r.highest}) and rejects anything lower: ${r.token} < ${r.highest}, refused as stale. ` +
+            `Its lease check passed before the pause, so it does not check again. The storage remembers the highest token it has seen (${r.highest}) and rejects anything lower: ${r.token} < ${r.highest}, refused as stale. ` +
             `A learns it lost the lock the only way a paused process can, by being told after the fact.`;
         if (r.stale)
           return `t4 — A's pause ends. A believes it still holds the lock and writes with token ${r.token}. The storage checks nothing, so the write lands on top of B's: the data is corrupted. ` +
@@ -64,9 +66,12 @@ export const gcPause = pauseScene({
       }
       if (ev.pausedNow) {
         const d = h.deadline('A');
-        return `t1 — A hits a ${P.pause}-second stop-the-world garbage-collection pause. Nothing in A runs: no work, no heartbeats. ` +
-          `The service has A's session deadline at t=${d} (its last heartbeat + the ${P.ttl}-second session timeout).`;
+        const l = ev.prepared?.lease;
+        return `t1 — ${l ? `A checks its lease by its own clock (safe until t=${l.until}) and is about to write — then ` : ''}A hits a ${P.pause}-second stop-the-world garbage-collection pause. ` +
+          `Nothing in A runs: no work, no heartbeats. The service has A's session deadline at t=${d} (last heartbeat + the ${P.ttl}-second timeout).`;
       }
+      if (ev.steppedDown)
+        return `${ev.steppedDown.id} checks its lease by its own clock before writing: ${ev.steppedDown.lease.state}. It stops acting — erring toward unavailability rather than unsafety.`;
       if (ev.expired.length && ev.expired.some((o) => o.session === a.session)) {
         const g = ev.granted[0];
         return `t2 — A misses heartbeats; the service expires its session and releases the lock.` +

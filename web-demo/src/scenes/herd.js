@@ -127,17 +127,19 @@ export const herd = {
   outcome,
   laneIds: { queue: Q, herd: H },
   lock: LOCK,
-  layout: () => {
+  layout: (w, narrow) => {
+    // side by side when wide, stacked on a phone
+    const at = narrow ? [[200, 150], [200, 460]] : [[200, 150], [600, 150]];
     const nodes = [
-      { id: 'queue', kind: 'hub', x: 200, y: 150, title: 'Ordered wait queue' },
-      { id: 'herd', kind: 'hub', x: 600, y: 150, title: 'Notify all (herd)' },
+      { id: 'queue', kind: 'hub', x: at[0][0], y: at[0][1], title: 'Ordered wait queue' },
+      { id: 'herd', kind: 'hub', x: at[1][0], y: at[1][1], title: 'Notify all (herd)' },
     ];
     [Q, H].forEach((lane, li) =>
       lane.forEach((id, i) => {
         const a = -Math.PI / 2 + (i * 2 * Math.PI) / N;
-        nodes.push({ id, kind: 'client', small: true, x: (li ? 600 : 200) + Math.cos(a) * 112, y: 150 + Math.sin(a) * 104 });
+        nodes.push({ id, kind: 'client', small: true, x: at[li][0] + Math.cos(a) * 112, y: at[li][1] + Math.sin(a) * 104 });
       }),
     );
-    return { nodes };
+    return narrow ? { width: 400, height: 610, nodes } : { nodes };
   },
 };

@@ -13,8 +13,9 @@ export function pauseScene(cfg) {
   function setup(w, emit, P) {
     emit({ op: 'node', create: true, node: 'svc', label: 'Lock service' });
     emit({ op: 'store', create: true, store: 'store', label: cfg.storeLabel, resource: cfg.resource, lock: cfg.lock, node: 'svc', fencing: P.fencing, http: cfg.http });
-    emit({ op: 'client', create: true, id: A, name: A, group: 'svc', mem: { jobs: cfg.jobsA, lastHb: 0 } });
-    emit({ op: 'client', create: true, id: B, name: B, group: 'svc', mem: { jobs: cfg.jobsB, lastHb: 0 } });
+    const keeper = { interval: cfg.hb, margin: cfg.margin };
+    emit({ op: 'client', create: true, id: A, name: A, group: 'svc', keeper, mem: { jobs: cfg.jobsA, lastHb: 0, checksLease: cfg.checksLease } });
+    emit({ op: 'client', create: true, id: B, name: B, group: 'svc', keeper, mem: { jobs: cfg.jobsB, lastHb: 0, checksLease: cfg.checksLease } });
     emit({ op: 'history', node: 'svc', lock: cfg.lock, count: cfg.history });
     emit({ op: 'core', node: 'svc', by: A, input: { type: 'openSession', ttl: P.ttl } });
     emit({ op: 'core', node: 'svc', by: B, input: { type: 'openSession', ttl: P.ttl } });
@@ -35,21 +36,26 @@ export function pauseScene(cfg) {
       if (o.type === 'granted') ev.granted.push(o);
     }
     const a = w.clients[A];
-    // The scripted stop-the-world pause (skipped if you already paused or killed A).
-    if (t === cfg.pauseAt && a.status === 'running' && !a.mem.finished) {
-      emit({ op: 'client', id: A, set: { status: 'paused', pausedBy: 'gc' }, mem: { resumeAt: t + P.pause } });
-      ev.pausedNow = true;
-    }
     if (a.status === 'paused' && a.pausedBy === 'gc' && t === a.mem.resumeAt) {
       emit({ op: 'client', id: A, set: { status: 'running', pausedBy: null } });
       ev.resumedNow = true;
     }
+    // The scripted stop-the-world pause (skipped if you already paused or killed A). It
+    // strikes after A's lease check and before the write it was about to do.
+    const freeze = t === cfg.pauseAt && a.status === 'running' && !a.mem.finished;
+    const wctx = { ...ctx, freezeAfterCheck: (_, id) => freeze && id === A };
     for (const id of [A, B]) {
-      const did = runWorker(w, emit, id, ctx);
+      const did = runWorker(w, emit, id, wctx);
       for (const d of did) {
         if (d.kind === 'write') ev.writes.push({ id, ...d });
+        if (d.kind === 'prepared') ev.prepared = d;
+        if (d.kind === 'stepped-down') ev.steppedDown = { id, ...d };
         for (const o of d.outs || []) if (o.type === 'granted') ev.granted.push(o);
       }
+    }
+    if (freeze && w.clients[A].status === 'running') {
+      emit({ op: 'client', id: A, set: { status: 'paused', pausedBy: 'gc' }, mem: { resumeAt: t + P.pause } });
+      ev.pausedNow = true;
     }
     ev.renewedA = ev.resumedNow && !w.clients[A].lost && w.clients[A].holding;
     const text = cfg.text.step(w, ev, P, { A, B, deadline: (id) => deadlineOf(w, 'svc', w.clients[id]) });
@@ -83,13 +89,25 @@ export function pauseScene(cfg) {
     clients: [A, B],
     step,
     outcome,
-    layout: (w) => ({
-      nodes: [
-        { id: A, kind: 'client', x: 110, y: 70 },
-        { id: B, kind: 'client', x: 110, y: 210 },
-        { id: 'svc', kind: 'service', x: 400, y: 140, lock: cfg.lock },
-        { id: 'store', kind: 'store', x: 690, y: 140 },
-      ],
-    }),
+    layout: (w, narrow) =>
+      narrow
+        ? {
+            width: 400,
+            height: 550,
+            nodes: [
+              { id: A, kind: 'client', x: 110, y: 50 },
+              { id: B, kind: 'client', x: 290, y: 50 },
+              { id: 'svc', kind: 'service', x: 200, y: 235, lock: cfg.lock },
+              { id: 'store', kind: 'store', x: 200, y: 445 },
+            ],
+          }
+        : {
+            nodes: [
+              { id: A, kind: 'client', x: 110, y: 70 },
+              { id: B, kind: 'client', x: 110, y: 210 },
+              { id: 'svc', kind: 'service', x: 400, y: 140, lock: cfg.lock },
+              { id: 'store', kind: 'store', x: 690, y: 140 },
+            ],
+          },
   };
 }

@@ -188,7 +188,28 @@ export const replication = {
   apply,
   outcome,
   lock: LOCK,
-  layout: () => ({
+  layout: (w, narrow) =>
+    narrow
+      ? {
+          width: 400,
+          height: 600,
+          nodes: [
+            { id: 'P', kind: 'replica', x: 110, y: 100, lane: 'redis', title: 'Primary' },
+            { id: 'R', kind: 'replica', x: 290, y: 100, lane: 'redis', title: 'Replica' },
+            { id: 'A1', kind: 'client', x: 110, y: 240 },
+            { id: 'B1', kind: 'client', x: 290, y: 240 },
+            { id: 'N1', kind: 'replica', x: 75, y: 405, lane: 'raft', title: 'N1' },
+            { id: 'N2', kind: 'replica', x: 200, y: 405, lane: 'raft', title: 'N2' },
+            { id: 'N3', kind: 'replica', x: 325, y: 405, lane: 'raft', title: 'N3' },
+            { id: 'A2', kind: 'client', x: 140, y: 545 },
+            { id: 'B2', kind: 'client', x: 260, y: 545 },
+          ],
+          panels: [
+            { x: 6, y: 6, w: 388, h: 288, title: 'Single Redis, asynchronous replica' },
+            { x: 6, y: 310, w: 388, h: 288, title: 'Consensus: 3 core replicas, majority' },
+          ],
+        }
+      : {
     nodes: [
       { id: 'P', kind: 'replica', x: 110, y: 100, lane: 'redis', title: 'Primary' },
       { id: 'R', kind: 'replica', x: 280, y: 100, lane: 'redis', title: 'Replica' },
@@ -204,5 +225,5 @@ export const replication = {
       { x: 12, y: 6, w: 368, h: 288, title: 'Single Redis, asynchronous replica' },
       { x: 416, y: 6, w: 376, h: 288, title: 'Consensus: 3 core replicas, majority' },
     ],
-  }),
+  },
 };

@@ -21,11 +21,13 @@ export const shardPay = pauseScene({
   http: true,
   history: 41,
   hb: 10,
+  margin: 5,
+  checksLease: false, // ShardPay's worker relies on its renewal thread to report a lost lease
   pauseAt: 12,
   maxT: 150,
   params: {
     fencing: { label: 'object store checks fenceToken', type: 'switch', value: true },
-    ttl: { label: 'lease', type: 'range', min: 15, max: 60, step: 5, value: 30, unit: 's' },
+    ttl: { label: 'lease', type: 'range', min: 20, max: 60, step: 5, value: 30, unit: 's' },
     pause: { label: 'GC pause length', type: 'range', min: 5, max: 90, step: 5, value: 45, unit: 's' },
   },
   jobsA: [
@@ -47,7 +49,8 @@ export const shardPay = pauseScene({
       if (wa) {
         const r = wa.row;
         if (!r.accepted)
-          return `W1 resumes, completes scan, attempts PUT report.xml with token ${r.token}. Object store rejects: maxFenceSeen=${r.highest} — W1's write discarded (412 Precondition Failed).`;
+          return `W1 resumes, completes scan, attempts PUT report.xml with token ${r.token}. Object store rejects: maxFenceSeen=${r.highest} — W1's write discarded (412 Precondition Failed). ` +
+            `Its renewal thread would have reported the lost lease, but the PUT went first.`;
         if (r.stale)
           return `W1 resumes, completes scan, PUTs report.xml with token ${r.token} — and with no fence check the store takes it over W2's run. ` +
             `This is ShardPay's early incident: two nodes both uploaded, duplicate settlement totals; finance caught a $2M double-count before wire.`;
