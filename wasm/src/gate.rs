@@ -51,7 +51,7 @@ impl FenceGate {
             .map_err(|(_, e)| Fail::from(e))?;
         if let Some((name, t)) = core.iter().find(|(_, t)| t.0 > MAX_SAFE) {
             return Err(Fail::OutOfRange(alloc::format!(
-                "resource {name:?} has token {}, above 2^53-1",
+                "resource \"{name}\" has token {}, above 2^53-1",
                 t.0
             ))
             .into());
