@@ -200,8 +200,15 @@ fn describe(v: &JsValue) -> String {
 
 // ------------------------------------------------------------------------- other values in
 
+/// Strings longer than this (in UTF-16 units) are refused without being copied into wasm
+/// memory: no name is longer than 64 bytes, and copying a string of hundreds of
+/// megabytes could exhaust the module's memory (an abort, not an error).
+const STRING_COPY_LIMIT: u32 = 1 << 16;
+
 /// A required string argument (a lock, election or resource name). Strings holding lone
 /// surrogates are refused: they have no UTF-8 form and would silently become U+FFFD.
+/// Over [`STRING_COPY_LIMIT`] units: `name_too_long` (with `len` the UTF-16 length, a
+/// lower bound of the UTF-8 length).
 pub fn string(v: &JsValue, what: &str) -> Result<String, Fail> {
     let Some(js) = v.dyn_ref::<js_sys::JsString>() else {
         return Err(Fail::BadArgument(format!(
@@ -209,6 +216,14 @@ pub fn string(v: &JsValue, what: &str) -> Result<String, Fail> {
             describe(v)
         )));
     };
+    let units = js.length();
+    if units > STRING_COPY_LIMIT {
+        return Err(Error::NameTooLong {
+            len: units,
+            max: fencelock::MAX_NAME_LEN as u32,
+        }
+        .into());
+    }
     if !js.is_valid_utf16() {
         return Err(Fail::BadArgument(format!(
             "{what} holds a lone surrogate (not valid UTF-16)"
@@ -263,13 +278,29 @@ pub fn object<'a>(v: &'a JsValue, what: &str) -> Result<&'a JsValue, Fail> {
     }
 }
 
-/// The bytes of a `Uint8Array` argument (copied into wasm memory).
+/// A `Uint8Array` argument (a `Buffer` is one too).
+pub fn uint8_array<'a>(v: &'a JsValue, what: &str) -> Result<&'a Uint8Array, Fail> {
+    v.dyn_ref::<Uint8Array>().ok_or_else(|| {
+        Fail::BadArgument(format!("{what} must be a Uint8Array, got {}", describe(v)))
+    })
+}
+
+/// The bytes of a `Uint8Array` argument, copied into wasm memory with a fallible
+/// allocation: an array too large for the module's memory is `out_of_memory`, not an
+/// abort.
 pub fn bytes(v: &JsValue, what: &str) -> Result<Vec<u8>, Fail> {
-    v.dyn_ref::<Uint8Array>()
-        .map(Uint8Array::to_vec)
-        .ok_or_else(|| {
-            Fail::BadArgument(format!("{what} must be a Uint8Array, got {}", describe(v)))
-        })
+    copy(uint8_array(v, what)?, what)
+}
+
+/// [`bytes`] of an already checked array.
+pub fn copy(arr: &Uint8Array, what: &str) -> Result<Vec<u8>, Fail> {
+    let n = arr.length() as usize;
+    let mut out = Vec::new();
+    out.try_reserve_exact(n)
+        .map_err(|_| Fail::OutOfMemory(format!("cannot copy {n} bytes of {what}")))?;
+    out.resize(n, 0);
+    arr.copy_to(&mut out);
+    Ok(out)
 }
 
 // ------------------------------------------------------------------------- values out

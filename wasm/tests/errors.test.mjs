@@ -118,6 +118,8 @@ const serviceCases = [
   ['an empty lock name', (s) => s.acquire(1, '', 'exclusive', 'none'), 'empty_name'],
   ['a name over maxNameLen', (s) => s.acquire(1, '123456789', 'exclusive', 'none'), 'name_too_long'],
   ['a name over 64 bytes', (s) => s.acquire(1, 'x'.repeat(65), 'exclusive', 'none'), 'name_too_long'],
+  ['a name of 2^16 + 1 characters (never copied in)', (s) => s.release(1, 'x'.repeat(2 ** 16 + 1)), 'name_too_long'],
+  ['a query with a name of 2^20 characters', (s) => s.holders('y'.repeat(2 ** 20)), 'name_too_long'],
   ['ttl 0', (s) => s.openSession(0), 'bad_ttl'],
   ['time going backwards', (s) => s.tick(99), 'time_went_backwards'],
   ['a full session table', (s) => s.openSession(5), 'capacity_exceeded', (s) => s.openSession(5)],
@@ -132,6 +134,7 @@ const serviceCases = [
   ['a name of 65 bytes', (s) => s.handleFrame(new Uint8Array([0x03, 0x01, 65, ...Array(65).fill(0x61), 0, 0, 0])), 'bad_frame'],
   ['a frame with invalid UTF-8', (s) => s.handleFrame(new Uint8Array([0x04, 0x01, 0x01, 0xff, 0x00])), 'bad_frame'],
   ['a huge frame', (s) => s.handleFrame(new Uint8Array(100_000)), 'bad_frame'],
+  ['a 64 MiB frame (refused before it is copied in)', (s) => s.handleFrame(new Uint8Array(64 << 20)), 'bad_frame'],
   // errors the typed API cannot reach, through frames: OpenSession{ttl: u64::MAX}
   ['a frame whose ttl overflows u64', (s) => s.handleFrame(new Uint8Array([0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01])), 'deadline_overflow'],
 ];
@@ -214,6 +217,7 @@ test('restore refuses bad snapshots with the right code', () => {
     [hex(good), caps, 'bad_argument'],
     [good, null, 'bad_argument'],
     [good, { sessions: 3, locks: 3 }, 'out_of_range'],
+    [new Uint8Array(32 << 20), caps, 'bad_magic'], // 32 MiB of zeros: copied, then refused
   ];
   for (const [bytes, c, code] of cases) {
     expectError(thrown(() => LockService.restore(bytes, c)), code);
