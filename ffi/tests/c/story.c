@@ -507,6 +507,115 @@ static void bad_input(void) {
   fencelock_service_free(svc);
 }
 
+/* ------------------------------------- elections, lock-delay, cancel and the getters */
+
+static void elections_and_lock_delay(void) {
+  fencelock_config cfg = config(4, 4, 8);
+  cfg.lock_delay = 5;
+  fencelock_service *svc = NULL;
+  fencelock_output outs[8];
+  OK(fencelock_service_new(&cfg, &svc));
+  fencelock_config back;
+  OK(fencelock_service_config(svc, &back));
+  CHECK(back.capacity.sessions == 4 && back.capacity.locks == 4 && back.capacity.claims == 8 &&
+        back.lock_delay == 5 && back.max_name_len == FENCELOCK_MAX_NAME_LEN);
+  uint64_t a = 0, b = 0, c = 0;
+  OK(fencelock_service_open_session(svc, 10, &a));
+  OK(fencelock_service_open_session(svc, 10, &b));
+  OK(fencelock_service_open_session(svc, 100, &c));
+  CHECK(drain(svc, outs, 8) == 3);
+
+  /* Leader election: the token is the epoch. */
+  OK(fencelock_service_campaign(svc, a, S("leader"), 0));
+  CHECK(drain(svc, outs, 8) == 1 && is_output(&outs[0], FENCELOCK_OUTPUT_KIND_GRANTED, a, "leader", 1));
+  OK(fencelock_service_campaign(svc, b, S("leader"), 0));
+  CHECK(drain(svc, outs, 8) == 1 && outs[0].kind == FENCELOCK_OUTPUT_KIND_QUEUED);
+  bool has = false;
+  fencelock_leader leader;
+  OK(fencelock_service_leader(svc, S("leader"), &has, &leader));
+  CHECK(has && leader.session == a && leader.epoch == 1);
+  fencelock_waiter waiters[4];
+  size_t count = 0;
+  OK(fencelock_service_waiters(svc, S("leader"), waiters, 4, &count));
+  CHECK(count == 1 && waiters[0].session == b && !waiters[0].has_deadline &&
+        waiters[0].mode == FENCELOCK_MODE_EXCLUSIVE);
+  EXPECT(fencelock_service_waiters(svc, S("leader"), waiters, 0, &count),
+         FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  CHECK(count == 1);
+  OK(fencelock_service_resign(svc, a, S("leader"), 0));
+  CHECK(drain(svc, outs, 8) == 2);
+  CHECK(is_output(&outs[0], FENCELOCK_OUTPUT_KIND_RELEASED, a, "leader", 1));
+  CHECK(is_output(&outs[1], FENCELOCK_OUTPUT_KIND_GRANTED, b, "leader", 2));
+  OK(fencelock_service_leader(svc, S("leader"), &has, &leader));
+  CHECK(has && leader.session == b && leader.epoch == 2);
+  OK(fencelock_service_resign(svc, b, S("leader"), 0));
+  CHECK(drain(svc, outs, 8) == 1);
+  OK(fencelock_service_leader(svc, S("leader"), &has, &leader));
+  CHECK(!has && leader.session == 0);
+  EXPECT(fencelock_service_resign(svc, b, S("leader"), 0), FENCELOCK_RESULT_NOT_QUEUED);
+
+  /* Lock-delay after an expiry: the lock is not granted again for 5 ticks. */
+  OK(fencelock_service_acquire(svc, a, S("x"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE, 0, 0));
+  CHECK(drain(svc, outs, 8) == 1 && outs[0].token == 3);
+  OK(fencelock_service_tick(svc, 5));
+  OK(fencelock_service_keep_alive(svc, b, 0));
+  CHECK(drain(svc, outs, 8) == 1);
+  OK(fencelock_service_tick(svc, 10));
+  CHECK(drain(svc, outs, 8) == 2);
+  CHECK(is_output(&outs[0], FENCELOCK_OUTPUT_KIND_SESSION_EXPIRED, a, NULL, 0));
+  CHECK(is_output(&outs[1], FENCELOCK_OUTPUT_KIND_RELEASED, a, "x", 3) &&
+        outs[1].reason == FENCELOCK_RELEASE_REASON_EXPIRED);
+  bool active = false;
+  uint64_t until = 0;
+  OK(fencelock_service_lock_delay_until(svc, S("x"), &active, &until));
+  CHECK(active && until == 15);
+  OK(fencelock_service_acquire(svc, b, S("x"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE, 0, 0));
+  CHECK(drain(svc, outs, 8) == 1 && is_output(&outs[0], FENCELOCK_OUTPUT_KIND_BUSY, b, "x", 0));
+  fencelock_capacity len;
+  OK(fencelock_service_len(svc, &len));
+  CHECK(len.sessions == 2 && len.locks == 1 && len.claims == 0);
+  OK(fencelock_service_tick(svc, 12));
+  OK(fencelock_service_keep_alive(svc, b, 0));
+  CHECK(drain(svc, outs, 8) == 1);
+  OK(fencelock_service_tick(svc, 15));
+  CHECK(drain(svc, outs, 8) == 0);
+  OK(fencelock_service_lock_delay_until(svc, S("x"), &active, &until));
+  CHECK(!active && until == 0);
+  OK(fencelock_service_acquire(svc, b, S("x"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE, 0, 0));
+  CHECK(drain(svc, outs, 8) == 1 && is_output(&outs[0], FENCELOCK_OUTPUT_KIND_GRANTED, b, "x", 4));
+
+  /* A timed wait, then cancelled. */
+  OK(fencelock_service_acquire(svc, c, S("x"), FENCELOCK_MODE_SHARED, FENCELOCK_WAIT_UNTIL, 40, 0));
+  CHECK(drain(svc, outs, 8) == 1 && outs[0].kind == FENCELOCK_OUTPUT_KIND_QUEUED &&
+        outs[0].mode == FENCELOCK_MODE_SHARED);
+  OK(fencelock_service_waiters(svc, S("x"), waiters, 4, &count));
+  CHECK(count == 1 && waiters[0].has_deadline && waiters[0].deadline == 40);
+  OK(fencelock_service_cancel(svc, c, S("x"), 0));
+  CHECK(drain(svc, outs, 8) == 1 && is_output(&outs[0], FENCELOCK_OUTPUT_KIND_WAIT_CANCELLED, c, "x", 0));
+
+  /* The keeper's clock. */
+  fencelock_keeper *k = NULL;
+  uint64_t due = 0, at = 0;
+  bool sched = false;
+  OK(fencelock_keeper_new(10, 3, 2, &k));
+  OK(fencelock_keeper_heartbeat_due(k, 7, &due));
+  CHECK(due == 7); /* nothing sent yet: due now */
+  fencelock_lease lease;
+  OK(fencelock_keeper_lease(k, 7, &lease));
+  CHECK(lease.state == FENCELOCK_LEASE_STATE_UNCONFIRMED);
+  OK(fencelock_keeper_heartbeat_sent(k, 7));
+  OK(fencelock_keeper_heartbeat_due(k, 8, &due));
+  CHECK(due == 10);
+  bool ext = false;
+  OK(fencelock_keeper_heartbeat_acked(k, 7, &ext));
+  OK(fencelock_keeper_lease(k, 8, &lease));
+  CHECK(lease.state == FENCELOCK_LEASE_STATE_SAFE && lease.until == 15);
+  OK(fencelock_keeper_poll_timeout(k, 8, &sched, &at));
+  CHECK(sched && at == 10);
+  fencelock_keeper_free(k);
+  fencelock_service_free(svc);
+}
+
 /* ------------------------------------------------------------------ messages */
 
 static void messages(void) {
@@ -591,6 +700,7 @@ static void placed(void) {
 int main(void) {
   gc_pause_timeline();
   frames();
+  elections_and_lock_delay();
   bad_input();
   messages();
   placed();
