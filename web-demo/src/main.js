@@ -167,8 +167,12 @@ function play() {
   document.body.dataset.playing = 'true';
   const tick = () => {
     if (timeline.cursor >= timeline.length) return pause();
+    const before = timeline.world.caption;
     seek(timeline.cursor + 1);
-    timer = setTimeout(tick, BASE_MS / 2 ** Number(ui.speed.value));
+    // a step where nothing but heartbeats happens (a long pause) goes by three times faster
+    const w = timeline.world;
+    const quiet = w.caption === before && w.flashes.every((f) => f.kind === 'hb');
+    timer = setTimeout(tick, (BASE_MS / 2 ** Number(ui.speed.value)) * (quiet ? 0.35 : 1));
   };
   timer = setTimeout(tick, TEST ? 0 : 250);
 }

@@ -29,8 +29,8 @@ function clientBadge(w, c) {
     text = 'done';
     cls = 'idle';
   } else if (c.mem?.watching) {
-    text = 'watching';
-    cls = 'waits';
+    text = c.mem.wasted ? `busy ×${c.mem.wasted}` : 'watching';
+    cls = c.mem.wasted ? 'busy' : 'waits';
   } else {
     text = c.session ? 'no lock' : 'idle';
     cls = 'idle';
@@ -146,14 +146,14 @@ function drawHub(w, n) {
   const wake = ids.reduce((a, id) => a + w.clients[id].mem.wakeups, 0);
   const wasted = ids.reduce((a, id) => a + w.clients[id].mem.wasted, 0);
   return `<g class="node hub" data-testid="hub-${n.id}">
-    <text class="panel-title" x="${n.x}" y="${n.y - 132}">${esc(n.title)}</text>
+    <text class="panel-title" x="${n.x}" y="${n.y - 150}">${esc(n.title)}</text>
     <circle class="box" cx="${n.x}" cy="${n.y}" r="50"/>
     <text class="lockname" x="${n.x}" y="${n.y - 12}">${esc(lock)}</text>
     <text class="holder" x="${n.x}" y="${n.y + 8}">${esc(holder)}</text>
     <text class="queue" x="${n.x}" y="${n.y + 26}">${n.id === 'queue' ? `queue: ${ws.length}` : `watchers: ${ids.filter((id) => w.clients[id].mem.watching).length}`}</text>
     <g class="counters" data-testid="counters-${n.id}" data-wakeups="${wake}" data-wasted="${wasted}">
-      <text x="${n.x - 60}" y="${n.y + 146}" class="count">wake-ups <tspan class="num">${wake}</tspan></text>
-      <text x="${n.x + 60}" y="${n.y + 146}" class="count ${wasted ? 'bad' : ''}">wasted <tspan class="num">${wasted}</tspan></text>
+      <text x="${n.x - 60}" y="${n.y + 158}" class="count">wake-ups <tspan class="num">${wake}</tspan></text>
+      <text x="${n.x + 60}" y="${n.y + 158}" class="count ${wasted ? 'bad' : ''}">wasted <tspan class="num">${wasted}</tspan></text>
     </g>
   </g>`;
 }
@@ -216,7 +216,7 @@ function obstacle(a, b, nodes) {
   return hit;
 }
 
-function drawFlashes(w, byId, nodes, W) {
+function drawFlashes(w, byId, nodes, W, H, onlyGrantLabels) {
   const seen = new Map();
   return w.flashes
     .map((f) => {
@@ -231,28 +231,51 @@ function drawFlashes(w, byId, nodes, W) {
       const dy = b.y - a.y;
       const len = Math.hypot(dx, dy) || 1;
       const [px, py] = [-dy / len, dx / len];
-      let cx = (a.x + b.x) / 2;
-      let cy = (a.y + b.y) / 2;
+      // a request and its answer travel the same pair of nodes: keep them on parallel tracks
+      const lane = f.from < f.to ? 3.5 : -3.5;
       const o = obstacle(a, b, nodes);
-      if (o) {
-        // go round the obstacle on the side the line already leans to; a quadratic curve
-        // reaches half its control offset at the middle, hence the factor 2
-        const [hw, hh] = halfSize(o);
-        const extent = Math.abs(px) * hw + Math.abs(py) * hh + 14;
-        const s0 = px * (o.x - cx) + py * (o.y - cy);
-        const dev = s0 > 0 ? s0 - extent : s0 + extent;
-        cx += px * 2 * dev;
-        cy += py * 2 * dev;
-      }
-      const [x1, y1] = edgeToward(a, cx, cy);
-      const [x2, y2] = edgeToward(b, cx, cy);
       const off = k * 14;
-      const mx = Math.min(W - 44, Math.max(44, 0.25 * x1 + 0.5 * cx + 0.25 * x2));
-      const my = 0.25 * y1 + 0.5 * cy + 0.25 * y2 - 6 - off;
-      const d = o ? `M${x1},${y1}Q${cx},${cy} ${x2},${y2}` : `M${x1},${y1}L${x2},${y2}`;
+      let d;
+      let lx;
+      let ly;
+      if (o) {
+        // route round the box in the way: along its nearer side, clear of it by a margin
+        const [hw, hh] = halfSize(o);
+        const mx0 = (a.x + b.x) / 2;
+        const my0 = (a.y + b.y) / 2;
+        let p1;
+        let p2;
+        if (Math.abs(dx) >= Math.abs(dy)) {
+          const sx = Math.sign(dx);
+          const yr = Math.min(H - 8, Math.max(8, my0 < o.y - 1 ? o.y - hh - 14 : o.y + hh + 14)) + lane;
+          p1 = [o.x - sx * (hw + 14), yr];
+          p2 = [o.x + sx * (hw + 14), yr];
+        } else {
+          const sy = Math.sign(dy);
+          const xr = Math.min(W - 8, Math.max(8, mx0 < o.x - 1 ? o.x - hw - 14 : o.x + hw + 14)) + lane;
+          p1 = [xr, o.y - sy * (hh + 14)];
+          p2 = [xr, o.y + sy * (hh + 14)];
+        }
+        const [x1, y1] = edgeToward(a, p1[0], p1[1]);
+        const [x2, y2] = edgeToward(b, p2[0], p2[1]);
+        d = `M${x1},${y1}L${p1[0]},${p1[1]}L${p2[0]},${p2[1]}L${x2},${y2}`;
+        const horizontal = Math.abs(dx) >= Math.abs(dy);
+        lx = horizontal ? (p1[0] + p2[0]) / 2 : p1[0];
+        ly = horizontal ? (p1[1] + p2[1]) / 2 + 4 : p1[1] - 6;
+      } else {
+        const [x1, y1] = edgeToward(a, b.x, b.y);
+        const [x2, y2] = edgeToward(b, a.x, a.y);
+        d = `M${x1 + px * lane},${y1 + py * lane}L${x2 + px * lane},${y2 + py * lane}`;
+        // labels sit nearer the sender, so a request and its answer do not cover each other
+        lx = x1 + (x2 - x1) * 0.36;
+        ly = y1 + (y2 - y1) * 0.36 + 4;
+      }
+      const mx = Math.min(W - 44, Math.max(44, lx));
+      const my = ly - off;
+      const labelled = f.label && f.kind !== 'hb' && (!onlyGrantLabels || f.kind === 'good');
       return `<g class="flash ${f.kind}">
         <path d="${d}" marker-end="url(#arrow-${f.kind})"/>
-        ${f.label && f.kind !== 'hb' ? `<text x="${mx}" y="${my}">${esc(f.label)}</text>` : ''}
+        ${labelled ? `<text x="${mx}" y="${my}">${esc(f.label)}</text>` : ''}
       </g>`;
     })
     .join('');
@@ -295,7 +318,7 @@ export function renderStage(el, w, narrow = false) {
       <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" class="hatch"/></pattern>
     </defs>
     ${panels}
-    <g class="flashes">${drawFlashes(w, byId, lay.nodes, W)}</g>
+    <g class="flashes">${drawFlashes(w, byId, lay.nodes, W, H, lay.onlyGrantLabels)}</g>
     ${nodes}
   </svg>`;
 }

@@ -231,10 +231,9 @@ export class World {
     if (input.type !== 'tick' || outs.length) {
       if (by && r.quiet !== true) this.flashes.push({ from: by.id, to: r.node, label: shortInput(input), kind: 'msg' });
     }
-    if (r.quiet !== true || outs.length) {
-      if (input.type !== 'tick' && !(r.quiet && input.type === 'keepAlive')) {
-        this.addLog(by ? by.name : node.label, `→ ${node.label}: ${fmtInput(input)}`, 'in');
-      }
+    if (r.via) this.addLog(node.label, `${r.via}: ${fmtInput(input)}`, 'in');
+    else if (input.type !== 'tick' && !(r.quiet && input.type === 'keepAlive')) {
+      this.addLog(by ? by.name : node.label, `→ ${node.label}: ${fmtInput(input)}`, 'in');
     }
     for (const o of outs) {
       const cls = { granted: 'good', sessionExpired: 'bad', released: o.reason === 'expired' ? 'bad' : '', busy: 'warn', queued: '' }[o.type] ?? '';

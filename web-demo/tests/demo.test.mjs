@@ -77,8 +77,15 @@ async function setSlider(name, value) {
 }
 
 async function shot(name) {
+  // Grow the viewport to the whole page first, so the sticky transport bar sits at the
+  // bottom of the picture as it does at the end of a scrolled page.
+  await page.evaluate(() => document.activeElement?.blur());
+  const size = page.viewportSize();
+  const height = await page.evaluate(() => document.documentElement.scrollHeight);
+  await page.setViewportSize({ width: size.width, height });
   const file = path.join(OUT, `${name}.png`);
-  await page.screenshot({ path: file, fullPage: true });
+  await page.screenshot({ path: file });
+  await page.setViewportSize(size);
   return file;
 }
 
@@ -119,8 +126,11 @@ test('scene 1, fencing on: played to the end, the storage refuses 34 as stale an
     assert.ok(i > at, `log has "${s}" after the previous event`);
     at = i;
   }
-  const file = await shot('scene-1-fenced');
-  copyFileSync(file, path.join(root, 'web-demo', 'screenshot.png'));
+  await shot('scene-1-fenced');
+  // the README's picture: one step back, the moment the storage refuses A's stale write
+  await page.keyboard.press('ArrowLeft');
+  assert.match(await text('[data-testid=caption]'), /t4 — A's pause ends.*refused as stale/);
+  copyFileSync(await shot('scene-1-refusal'), path.join(root, 'web-demo', 'screenshot.png'));
 });
 
 test('scene 1, fencing off: A\'s stale write lands and the data is shown corrupted', async () => {

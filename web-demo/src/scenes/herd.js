@@ -129,7 +129,7 @@ export const herd = {
   lock: LOCK,
   layout: (w, narrow) => {
     // side by side when wide, stacked on a phone
-    const at = narrow ? [[200, 150], [200, 460]] : [[200, 150], [600, 150]];
+    const at = narrow ? [[200, 170], [200, 510]] : [[200, 170], [600, 170]];
     const nodes = [
       { id: 'queue', kind: 'hub', x: at[0][0], y: at[0][1], title: 'Ordered wait queue' },
       { id: 'herd', kind: 'hub', x: at[1][0], y: at[1][1], title: 'Notify all (herd)' },
@@ -137,9 +137,9 @@ export const herd = {
     [Q, H].forEach((lane, li) =>
       lane.forEach((id, i) => {
         const a = -Math.PI / 2 + (i * 2 * Math.PI) / N;
-        nodes.push({ id, kind: 'client', small: true, x: at[li][0] + Math.cos(a) * 112, y: at[li][1] + Math.sin(a) * 104 });
+        nodes.push({ id, kind: 'client', small: true, x: at[li][0] + Math.cos(a) * 128, y: at[li][1] + Math.sin(a) * 112 });
       }),
     );
-    return narrow ? { width: 400, height: 610, nodes } : { nodes };
+    return narrow ? { width: 400, height: 680, nodes, onlyGrantLabels: true } : { height: 340, nodes, onlyGrantLabels: true };
   },
 };

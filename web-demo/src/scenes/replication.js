@@ -30,7 +30,7 @@ function apply(w, r) {
     case 'apply': {
       const i = L.applied[r.node];
       const e = L.log[i];
-      const outs = w.applyCore({ op: 'core', node: r.node, by: e.by, input: e.input, deliver: false, quiet: true });
+      const outs = w.applyCore({ op: 'core', node: r.node, by: e.by, input: e.input, deliver: false, quiet: true, via: `applies log entry #${i + 1} (from ${w.clients[e.by].name})` });
       L.outs[r.node][i] = outs;
       L.applied[r.node] = i + 1;
       if (r.node !== L.head) w.flashes.push({ from: L.head, to: r.node, label: `#${i + 1}`, kind: 'repl' });
