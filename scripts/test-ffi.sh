@@ -26,6 +26,14 @@ if ! diff -u ffi/include/fencelock.h "$work/fencelock.h"; then
 fi
 echo "ffi/include/fencelock.h matches the source"
 
+if command -v g++ >/dev/null 2>&1; then
+  printf '#include "fencelock.h"\nint main() { fencelock_service_free(nullptr); return FENCELOCK_RESULT_OK; }\n' > "$work/cpp.cpp"
+  g++ -std=c++17 -Wall -Wextra -Werror -Iffi/include "$work/cpp.cpp" "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/cpp"
+  "$work/cpp" && echo "the header compiles and links as C++ too"
+else
+  echo "(not checked: the header as C++, g++ is not installed)"
+fi
+
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -g -Iffi/include)
 VALGRIND=(valgrind -q --error-exitcode=1 --leak-check=full)
 
