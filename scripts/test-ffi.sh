@@ -108,7 +108,11 @@ for t in "$work"/tampered-*.vec; do
 done
 
 step "Python ctypes example and test"
-PYTHONDONTWRITEBYTECODE=1 FENCELOCK_LIB="$lib/libfencelock.so" python3 ffi/python/test_fencelock.py 2>&1 | tail -n 4
+export PYTHONDONTWRITEBYTECODE=1 FENCELOCK_LIB="$lib/libfencelock.so"
+python3 ffi/python/test_fencelock.py 2>&1 | tail -n 4
+example=$(python3 ffi/python/example.py)
+echo "$example"
+[ "$(tail -n 1 <<<"$example" | cut -c1-12)" = "refused: 401" ] || { echo "example.py: A's stale write was not refused" >&2; exit 1; }
 
 step "Rust tests of the extern functions under Miri"
 if ! cargo +nightly miri test -p fencelock-ffi >"$work/miri.log" 2>&1; then
