@@ -342,3 +342,72 @@ test('SessionKeeper refuses bad configs, backwards time, unknown acks, bad numbe
   assert.deepEqual(k.lease(6), { state: 'unconfirmed' });
   assert.equal(k.heartbeatDue(6), 8);
 });
+
+// A snapshot (as a u64 host could write it) of an empty service with the given counters.
+function emptySnapshot({ now = 0, nextSession = 1, revision = 0 }) {
+  const varint = (n) => {
+    const out = [];
+    let v = BigInt(n);
+    do {
+      let b = Number(v & 0x7fn);
+      v >>= 7n;
+      if (v) b |= 0x80;
+      out.push(b);
+    } while (v);
+    return out;
+  };
+  // "FLCK", version 1, config {lock_delay 0, max_name_len 64}, now, next_session,
+  // revision, next_seq 1, next_lock 1, no sessions, locks or claims
+  return new Uint8Array([0x46, 0x4c, 0x43, 0x4b, 1, 0, 64, ...varint(now), ...varint(nextSession),
+    ...varint(revision), 1, 1, 0, 0, 0]);
+}
+
+test('counters near 2^53: an input whose outputs could not be exact is refused before it applies', () => {
+  const MAX = 2 ** 53 - 1;
+  // sanity: the crafted bytes are what the service itself writes
+  assert.equal(hex(emptySnapshot({})), hex(new LockService({ sessions: 1, locks: 1, claims: 1 }).snapshot()));
+
+  // the next session id would be 2^53: refused, nothing changed
+  let svc = LockService.restore(emptySnapshot({ nextSession: 2 ** 53 }), { sessions: 2, locks: 2, claims: 2 });
+  let before = hex(svc.snapshot());
+  expectError(thrown(() => svc.openSession(5)), 'out_of_range');
+  expectError(thrown(() => svc.handle({ type: 'openSession', ttl: 5 })), 'out_of_range');
+  assert.equal(hex(svc.snapshot()), before);
+  // …while frames, which carry u64, still work
+  assert.deepEqual(svc.handleFrame(new Uint8Array([0x00, 0x05])).map(hex), [
+    '00' + '8080808080808010' + '05', // SessionOpened{session: varint 2^53, expires_at: 5}
+  ]);
+  // the last exact id is fine
+  svc = LockService.restore(emptySnapshot({ nextSession: MAX }), { sessions: 2, locks: 2, claims: 2 });
+  assert.deepEqual(svc.openSession(5), [{ type: 'sessionOpened', session: MAX, expiresAt: 5 }]);
+
+  // revision + claims capacity past 2^53 - 1: a grant could not be exact
+  const rev = MAX - 2;
+  svc = LockService.restore(emptySnapshot({ revision: rev }), { sessions: 2, locks: 2, claims: 3 });
+  before = hex(svc.snapshot());
+  expectError(thrown(() => svc.openSession(5)), 'out_of_range');
+  assert.equal(hex(svc.snapshot()), before);
+  // with room for every possible grant, the same state works up to the last exact token
+  svc = LockService.restore(emptySnapshot({ revision: rev }), { sessions: 2, locks: 2, claims: 2 });
+  svc.openSession(5);
+  assert.deepEqual(svc.acquire(1, 'l', 'exclusive', 'none'), [
+    { type: 'granted', session: 1, lock: 'l', mode: 'exclusive', token: MAX - 1 },
+  ]);
+  assert.equal(svc.revision(), MAX - 1);
+
+  // now + ttl past 2^53 - 1
+  svc = LockService.restore(emptySnapshot({ now: MAX - 10 }), { sessions: 2, locks: 2, claims: 2 });
+  expectError(thrown(() => svc.openSession(11)), 'out_of_range');
+  assert.deepEqual(svc.openSession(10), [{ type: 'sessionOpened', session: 1, expiresAt: MAX }]);
+  svc.tick(MAX - 5);
+  before = hex(svc.snapshot());
+  expectError(thrown(() => svc.keepAlive(1)), 'out_of_range'); // MAX - 5 + 10
+  assert.equal(hex(svc.snapshot()), before);
+
+  // a service whose clock is past 2^53 (frames): numeric queries throw, inputs are refused
+  svc = LockService.restore(emptySnapshot({ now: 2 ** 60 }), { sessions: 2, locks: 2, claims: 2 });
+  expectError(thrown(() => svc.now()), 'out_of_range');
+  expectError(thrown(() => svc.tick(MAX)), 'time_went_backwards');
+  expectError(thrown(() => svc.openSession(1)), 'out_of_range');
+  assert.deepEqual(svc.sessions(), []);
+});
