@@ -719,3 +719,105 @@ fn placed_ring_takes_a_burst_and_wraps() {
     unsafe { fencelock_service_free(svc) };
     drop(arena);
 }
+
+/// Seeded random frames (valid ones, mutated) through the frame entry point: every call
+/// returns a code, a refused one changes nothing and writes nothing, and an accepted
+/// one's frames are all written. A failure prints the seed; set FENCELOCK_SEED to replay.
+#[test]
+fn random_frames_never_crash_and_refusals_change_nothing() {
+    let seed: u64 = std::env::var("FENCELOCK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_f00d);
+    let rounds = if cfg!(miri) { 150 } else { 3000 };
+    let mut x = seed;
+    let mut rng = move || {
+        // xorshift64*: deterministic, seeded only here.
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    let svc = new_service(&config(4, 4, 8));
+    let valid: [&[u8]; 7] = [
+        &[0, 10],                  // open, ttl 10
+        &[1, 1, 0],                // keep-alive session 1
+        &[3, 1, 1, b'a', 0, 2, 0], // acquire "a" exclusive, forever
+        &[3, 2, 1, b'a', 1, 0, 0], // session 2 acquire "a" shared, try
+        &[4, 1, 1, b'a', 0],       // release
+        &[5, 2, 1, b'a', 0],       // cancel
+        &[2, 1, 0],                // close session 1
+    ];
+    let mut out = vec![0u8; 4096];
+    let mut accepted = 0;
+    let mut kinds = [0usize; 8];
+    let mut opened: Vec<u8> = Vec::new();
+    for round in 0..rounds {
+        let pick = (rng() % (valid.len() as u64 + 1)) as usize;
+        let mut frame = match valid.get(pick) {
+            Some(f) => f.to_vec(),
+            // A tick that moves time forward slowly: 0 to 99 over the run.
+            None => vec![6, (round * 100 / rounds) as u8],
+        };
+        if (1..=5).contains(&frame[0]) {
+            // Name one of the sessions opened lately (ids are never reused).
+            let k = (rng() % 4) as usize;
+            frame[1] = opened.iter().rev().nth(k).copied().unwrap_or(1);
+        }
+        // Mutate half the frames (never the ticks, so time keeps moving forward).
+        if frame[0] != 6 {
+            match rng() % 6 {
+                0 => {
+                    let i = (rng() as usize) % frame.len();
+                    frame[i] = rng() as u8;
+                }
+                1 => frame.truncate((rng() as usize) % frame.len()),
+                2 => frame.push(rng() as u8),
+                _ => {}
+            }
+        }
+        let before = snapshot(svc);
+        let mut n = usize::MAX;
+        // SAFETY: valid pointers to this test's locals; live handles.
+        let r = unsafe {
+            fencelock_service_handle_frame(
+                svc,
+                frame.as_ptr(),
+                frame.len(),
+                out.as_mut_ptr(),
+                out.len(),
+                &mut n,
+            )
+        };
+        let ctx = format!("seed {seed} round {round} frame {frame:02x?}: {r:?}");
+        if r == fencelock_result::Ok {
+            accepted += 1;
+            kinds[frame[0].min(7) as usize] += 1;
+            let mut at = 0;
+            while at < n {
+                let len = u16::from_le_bytes([out[at], out[at + 1]]) as usize;
+                assert!(len > 0 && at + 2 + len <= n, "{ctx}");
+                if out[at + 2] == 0 && out[at + 3] < 0x80 {
+                    opened.push(out[at + 3]); // SessionOpened { session: a one-byte varint, .. }
+                }
+                at += 2 + len;
+            }
+            assert_eq!(at, n, "{ctx}");
+        } else {
+            assert!((100..600).contains(&(r as u32)), "{ctx}");
+            assert_eq!(n, 0, "{ctx}");
+            assert_eq!(snapshot(svc), before, "{ctx}");
+        }
+        let mut pending = 1;
+        // SAFETY: valid pointers to this test's locals; live handles.
+        unsafe { fencelock_service_pending(svc, &mut pending) };
+        assert_eq!(pending, 0, "{ctx}");
+    }
+    eprintln!("seed {seed}: accepted {accepted} of {rounds} frames; by input kind {kinds:?}");
+    assert!(
+        accepted > rounds / 5,
+        "seed {seed}: too few frames accepted to mean anything"
+    );
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+}
