@@ -373,3 +373,49 @@ pub fn token(t: Token) -> Result<JsValue, Fail> {
 pub fn uint8(bytes: &[u8]) -> JsValue {
     Uint8Array::from(bytes).into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safe_u64_accepts_exactly_the_safe_non_negative_integers() {
+        for (x, want) in [
+            (0.0, Some(0)),
+            (-0.0, Some(0)),
+            (1.0, Some(1)),
+            (MAX_SAFE as f64, Some(MAX_SAFE)),
+            (MAX_SAFE as f64 + 1.0, None), // 2^53: exact in f64, but not safe
+            (-1.0, None),
+            (0.5, None),
+            (1e300, None),
+            (f64::NAN, None),
+            (f64::INFINITY, None),
+            (f64::NEG_INFINITY, None),
+        ] {
+            assert_eq!(safe_u64(x), want, "{x}");
+        }
+    }
+
+    #[test]
+    fn binding_codes_are_distinct_from_core_codes() {
+        let fails = [
+            Fail::OutOfRange(String::new()),
+            Fail::BadArgument(String::new()),
+            Fail::OutOfMemory(String::new()),
+        ];
+        let codes: Vec<_> = fails.iter().map(|f| (f.code(), f.errno())).collect();
+        assert_eq!(
+            codes,
+            [
+                ("out_of_range", 701),
+                ("bad_argument", 702),
+                ("out_of_memory", 703)
+            ]
+        );
+        // core errors pass through unchanged
+        let core = Fail::from(Error::ZeroToken);
+        assert_eq!((core.code(), core.errno()), ("zero_token", 402));
+        assert_eq!(core.message(), Error::ZeroToken.to_string());
+    }
+}
