@@ -6,8 +6,37 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use fencelock::{Error, Mode, ReleaseReason, SessionId, Table, Tick, Token, Wait};
-use js_sys::{Array, Object, Reflect, Uint8Array};
-use wasm_bindgen::{JsCast, JsValue};
+use js_sys::{Object, Reflect, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+// The few JS operations on caller values that can throw (a revoked Proxy, a detached
+// buffer) are imported with `catch`: an exception that unwound through this module
+// would leave the handle's borrow flag set and the handle unusable.
+#[wasm_bindgen]
+extern "C" {
+    /// `Array.isArray(v)`; throws for a revoked Proxy.
+    #[wasm_bindgen(js_namespace = Array, js_name = isArray, catch)]
+    fn array_is_array(v: &JsValue) -> Result<bool, JsValue>;
+
+    /// The global `Uint8Array`, bound a second time for a constructor that may throw.
+    #[wasm_bindgen(js_name = Uint8Array)]
+    type PlainCopy;
+
+    /// `new Uint8Array(src)`: a plain copy made from `src`'s internal slots, so a
+    /// subclass's overridden `length` getter is never consulted; throws if detached.
+    #[wasm_bindgen(constructor, js_class = "Uint8Array", catch)]
+    fn new(src: &Uint8Array) -> Result<PlainCopy, JsValue>;
+}
+
+fn plain_uint8_array(src: &Uint8Array) -> Result<Uint8Array, JsValue> {
+    PlainCopy::new(src).map(JsCast::unchecked_into)
+}
+
+/// True for a plain object (not null, not an array, not a function).
+fn is_plain_object(v: &JsValue) -> bool {
+    v.is_object() && matches!(array_is_array(v), Ok(false))
+}
 
 /// `Number.MAX_SAFE_INTEGER`: the largest integer a JS number holds exactly.
 pub const MAX_SAFE: u64 = (1 << 53) - 1;
@@ -251,7 +280,7 @@ pub fn parse_wait(v: &JsValue) -> Result<Wait, Fail> {
         Some("forever") => return Ok(Wait::Forever),
         _ => {}
     }
-    if v.is_object() && !Array::is_array(v) {
+    if is_plain_object(v) {
         return Ok(Wait::Until(Tick(num(&get(v, "until")?, "wait.until")?)));
     }
     Err(Fail::BadArgument(format!(
@@ -268,7 +297,7 @@ pub fn get(obj: &JsValue, key: &str) -> Result<JsValue, Fail> {
 
 /// Requires a plain object (not null, not an array).
 pub fn object<'a>(v: &'a JsValue, what: &str) -> Result<&'a JsValue, Fail> {
-    if v.is_object() && !Array::is_array(v) {
+    if is_plain_object(v) {
         Ok(v)
     } else {
         Err(Fail::BadArgument(format!(
@@ -278,28 +307,32 @@ pub fn object<'a>(v: &'a JsValue, what: &str) -> Result<&'a JsValue, Fail> {
     }
 }
 
-/// A `Uint8Array` argument (a `Buffer` is one too).
-pub fn uint8_array<'a>(v: &'a JsValue, what: &str) -> Result<&'a Uint8Array, Fail> {
-    v.dyn_ref::<Uint8Array>().ok_or_else(|| {
+/// A `Uint8Array` argument (a `Buffer` is one too), as a plain `Uint8Array` copy made from
+/// its internal slots: a subclass's overridden getters are never consulted, so its
+/// `length` cannot lie or throw. The copy is on the JS heap, not in wasm memory.
+pub fn plain_bytes(v: &JsValue, what: &str) -> Result<Uint8Array, Fail> {
+    let arr = v.dyn_ref::<Uint8Array>().ok_or_else(|| {
         Fail::BadArgument(format!("{what} must be a Uint8Array, got {}", describe(v)))
-    })
+    })?;
+    plain_uint8_array(arr)
+        .map_err(|_| Fail::BadArgument(format!("{what} cannot be read (a detached buffer?)")))
 }
 
 /// The bytes of a `Uint8Array` argument, copied into wasm memory with a fallible
 /// allocation: an array too large for the module's memory is `out_of_memory`, not an
 /// abort.
 pub fn bytes(v: &JsValue, what: &str) -> Result<Vec<u8>, Fail> {
-    copy(uint8_array(v, what)?, what)
+    copy(&plain_bytes(v, what)?, what)
 }
 
-/// [`bytes`] of an already checked array.
-pub fn copy(arr: &Uint8Array, what: &str) -> Result<Vec<u8>, Fail> {
-    let n = arr.length() as usize;
+/// Copies a [`plain_bytes`] array into wasm memory (fallibly, as [`bytes`]).
+pub fn copy(plain: &Uint8Array, what: &str) -> Result<Vec<u8>, Fail> {
+    let n = plain.length() as usize;
     let mut out = Vec::new();
     out.try_reserve_exact(n)
         .map_err(|_| Fail::OutOfMemory(format!("cannot copy {n} bytes of {what}")))?;
     out.resize(n, 0);
-    arr.copy_to(&mut out);
+    plain.copy_to(&mut out);
     Ok(out)
 }
 

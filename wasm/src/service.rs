@@ -510,12 +510,12 @@ impl LockService {
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] frame: JsValue,
     ) -> Result<Array, JsValue> {
-        let frame = js::uint8_array(&frame, "frame")?;
+        let frame = js::plain_bytes(&frame, "frame")?;
         // No input frame is longer than MAX_FRAME_LEN: refuse without copying it in.
         if frame.length() as usize > MAX_FRAME_LEN {
             return Err(Fail::from(Error::BadFrame).into());
         }
-        let frame = js::copy(frame, "frame")?;
+        let frame = js::copy(&frame, "frame")?;
         let out = Array::new();
         let mut failed = None;
         let r = self.core.handle_frame(&frame, &mut |o: Output| {

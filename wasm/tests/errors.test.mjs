@@ -37,6 +37,16 @@ function busyService() {
 }
 
 const BIG = 2 ** 53;
+const revoked = () => {
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  return proxy; // every operation on it throws, even Array.isArray
+};
+const detached = () => {
+  const b = new Uint8Array([6, 120]);
+  structuredClone(b.buffer, { transfer: [b.buffer] });
+  return b;
+};
 const numberGarbage = [
   ['negative', -1], ['fractional', 1.5], ['2^53', BIG], ['huge', 1e300], ['NaN', NaN],
   ['Infinity', Infinity], ['-Infinity', -Infinity], ['a numeric string', '5'], ['a bigint', 5n],
@@ -94,6 +104,10 @@ const serviceCases = [
   ['handle({type: "campaign"}) (not a core input)', (s) => s.handle({ type: 'campaign', session: 1, election: 'e' }), 'bad_argument'],
   ['handle(throwing getter)', (s) => s.handle({ get type() { throw new Error('boom'); } }), 'bad_argument'],
   ['handle(getter that re-enters the service)', (s) => s.handle({ type: 'tick', get now() { return s.tick(200); } }), 'bad_argument'],
+  ['handle(revoked proxy)', (s) => s.handle(revoked()), 'bad_argument'],
+  ['acquire(wait: revoked proxy)', (s) => s.acquire(1, 'x', 'exclusive', revoked()), 'bad_argument'],
+  ['handleFrame(revoked proxy)', (s) => s.handleFrame(revoked()), 'bad_argument'],
+  ['handleFrame(a detached Uint8Array)', (s) => s.handleFrame(detached()), 'bad_argument'],
   ['handleFrame("0614")', (s) => s.handleFrame('0614'), 'bad_argument'],
   ['handleFrame([6, 20])', (s) => s.handleFrame([6, 20]), 'bad_argument'],
   ['handleFrame(ArrayBuffer)', (s) => s.handleFrame(new ArrayBuffer(2)), 'bad_argument'],
@@ -187,6 +201,7 @@ test('constructor refuses bad configs and capacities', () => {
     [{ sessions: 2 ** 31 - 1, locks: 8, claims: 8 }, 'out_of_memory'],
     [{ sessions: 8, locks: 8, claims: 2 ** 30 }, 'out_of_memory'],
   ];
+  cases.push([revoked(), 'bad_argument']);
   for (const [config, code] of cases) {
     expectError(thrown(() => new LockService(config)), code);
   }
@@ -216,6 +231,9 @@ test('restore refuses bad snapshots with the right code', () => {
     [Array.from(good), caps, 'bad_argument'],
     [hex(good), caps, 'bad_argument'],
     [good, null, 'bad_argument'],
+    [good, revoked(), 'bad_argument'],
+    [revoked(), caps, 'bad_argument'],
+    [detached(), caps, 'bad_argument'],
     [good, { sessions: 3, locks: 3 }, 'out_of_range'],
     [new Uint8Array(32 << 20), caps, 'bad_magic'], // 32 MiB of zeros: copied, then refused
   ];

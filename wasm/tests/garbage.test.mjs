@@ -9,6 +9,17 @@ import { LockService, FenceGate, SessionKeeper, hex, rng, seed } from './pkg.mjs
 
 const ROUNDS = 4000;
 
+const revoked = (() => {
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  return proxy;
+})();
+const detached = (() => {
+  const b = new Uint8Array([6, 2]);
+  structuredClone(b.buffer, { transfer: [b.buffer] });
+  return b;
+})();
+
 function values(r, svc) {
   const bytes = () => new Uint8Array(Array.from({ length: r.below(40) }, () => r.below(256)));
   const pool = [
@@ -24,6 +35,9 @@ function values(r, svc) {
     { get type() { return svc.tick(1) && 'tick'; }, now: 1 },
     { get until() { return svc.snapshot().length; } }, // re-enters while the service is borrowed
     Object.create(null),
+    revoked,
+    detached,
+    new (class extends Uint8Array { get length() { throw new Error('lying subclass'); } })([6, 1]),
   ];
   return () => (r.chance(15) ? bytes() : r.pick(pool));
 }
@@ -102,7 +116,11 @@ test(`garbage never traps and refused calls change nothing (seed ${seed})`, () =
   // the instance is alive and well
   const fresh = new LockService({ sessions: 1, locks: 1, claims: 1 });
   assert.deepEqual(fresh.openSession(3), [{ type: 'sessionOpened', session: 1, expiresAt: 3 }]);
+  // and no handle was left unusable by an exception unwinding through the module
+  call(() => svc.tick(svc.now()), 'final tick');
   assert.equal(typeof svc.revision(), 'number');
+  assert.ok(Array.isArray(gate.entries()));
+  assert.equal(typeof keeper.mayAct(0), 'boolean');
 });
 
 // Input frames shaped like the postcard encoding of `Input` (tag, varints, names), then

@@ -312,3 +312,19 @@ test('free() releases the wasm memory of a handle; using it afterwards throws, n
   })();
   assert.ok(err instanceof Error && !(err instanceof WebAssembly.RuntimeError), String(err));
 });
+
+test('a Uint8Array subclass is read by its contents, whatever its getters say', () => {
+  class Liar extends Uint8Array {
+    get length() {
+      throw new Error('length getter');
+    }
+    get byteLength() {
+      return 1e9;
+    }
+  }
+  const svc = svcOf();
+  assert.deepEqual(svc.handleFrame(new Liar([0x00, 0x0a])).map(hex), ['00010a']);
+  const copy = LockService.restore(new Liar(svc.snapshot()), caps);
+  assert.equal(hex(copy.snapshot()), hex(svc.snapshot()));
+  assert.equal(svc.tick(1).length, 0, 'the handle is still usable');
+});
