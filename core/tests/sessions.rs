@@ -204,3 +204,45 @@ fn session_query_counts_holds_and_waits() {
     assert_eq!((ib.holds, ib.waits), (1, 1));
     assert_eq!(svc.session(SessionId(77)), None);
 }
+
+#[test]
+fn capacity_and_len_report_the_tables() {
+    let mut svc = svc_with(3, 5, 7, fencelock::Config::default());
+    let cap = svc.capacity();
+    assert_eq!((cap.sessions, cap.locks, cap.claims), (3, 5, 7));
+    assert!(svc.is_empty());
+    let a = open(&mut svc, 10);
+    let b = open(&mut svc, 10);
+    x(&mut svc, a, "l");
+    x(&mut svc, b, "l");
+    x(&mut svc, b, "m");
+    let len = svc.len();
+    assert_eq!((len.sessions, len.locks, len.claims), (2, 2, 3));
+}
+
+#[test]
+fn slice_storage_owned_by_the_caller_works_like_the_others() {
+    use fencelock::storage::{ClaimRow, LockRow, SessionRow};
+    use fencelock::{Config, SliceStorage};
+    let mut sessions = [SessionRow::EMPTY; 4];
+    let mut locks = [LockRow::EMPTY; 4];
+    let mut claims = [ClaimRow::EMPTY; 8];
+    let storage = SliceStorage {
+        sessions: &mut sessions,
+        locks: &mut locks,
+        claims: &mut claims,
+    };
+    let mut slice = LockService::new(storage, Config::default()).unwrap();
+    let mut vec = svc(4);
+    let v = open(&mut vec, 10);
+    x(&mut vec, v, "l");
+    let a = slice.open_session(10, &mut |_| {}).unwrap();
+    slice
+        .acquire(a, "l", Mode::Exclusive, Wait::Forever, None, &mut |_| {})
+        .unwrap();
+    let mut buf = vec![0u8; slice.snapshot_len()];
+    slice.snapshot(&mut buf).unwrap();
+    assert_eq!(buf, vec.snapshot_vec());
+    // the caller gets its memory back
+    let _storage = slice.into_storage();
+}
