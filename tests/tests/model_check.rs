@@ -1,0 +1,408 @@
+//! Exhaustive model checking with stateright, over the real core.
+//!
+//! The state is the service's canonical snapshot plus each client's view (its session,
+//! the tokens it believes it holds, an inbox of undelivered outputs) and
+//! the resource (highest token per resource, as a `FenceGate` keeps it). Every transition
+//! restores the service from the snapshot, applies one real input, checks the state
+//! invariants (`check_service`) and snapshots again, so equal states are deduplicated by
+//! their canonical bytes.
+//!
+//! A stop-the-world pause is a client that is not scheduled while time passes: the
+//! checker explores every interleaving, so a client may stay silent (no heartbeat, not
+//! reading its inbox) for any number of ticks, then write with the token it believes it
+//! holds before reading the news (the GC pause of the seeds). Sessions expire; the lock is
+//! granted on. Properties:
+//! * always: the service's invariants hold after every input;
+//! * always: no write with a token lower than an accepted one is accepted at the resource —
+//!   holds with the fence check, and with the check off the checker must find the GC-pause
+//!   counterexample by itself;
+//! * sometimes: a stale write is attempted and refused (the scenario is reachable).
+
+use fencelock::{
+    Config, Input, LockName, LockService, Mode, Output, SessionId, Tick, VecStorage, Wait,
+};
+use fencelock_tests::invariants::check_service;
+use stateright::{Checker, HasDiscoveries, Model, Property};
+
+const NAMES: [&str; 2] = ["a", "b"];
+
+#[derive(Clone, Debug)]
+struct LockModel {
+    clients: usize,
+    locks: usize,
+    fence: bool,
+    max_time: u64,
+    max_tokens: u64,
+    ttl: u64,
+    lock_delay: u64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+enum Msg {
+    Granted(usize, u64),
+    Lost(usize),
+    SessionGone,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Client {
+    session: Option<u64>,
+    opened: bool,
+    /// The token the client believes it holds, per lock.
+    believes: Vec<Option<u64>>,
+    waiting: Vec<bool>,
+    inbox: Vec<Msg>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct State {
+    svc: Vec<u8>,
+    revision: u64,
+    now: u64,
+    clients: Vec<Client>,
+    /// The gate's highest admitted token per resource (0 = none yet).
+    highest: Vec<u64>,
+    stale_accepted: bool,
+    stale_refused: bool,
+    broken: Option<String>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+enum Action {
+    Open(usize),
+    Acquire(usize, usize),
+    KeepAlive(usize),
+    Release(usize, usize),
+    Write(usize, usize),
+    Deliver(usize),
+    Tick,
+}
+
+impl LockModel {
+    fn service(&self, bytes: &[u8]) -> LockService<VecStorage> {
+        let storage = VecStorage::new(self.clients, self.locks, self.clients * self.locks);
+        LockService::restore(storage, bytes).expect("own snapshot restores")
+    }
+
+    /// Applies `input` to the service in `st`; routes the outputs; None if refused.
+    fn apply(&self, st: &mut State, input: Input) -> Option<()> {
+        let mut svc = self.service(&st.svc);
+        let mut outs = Vec::new();
+        svc.handle(input, &mut |o| outs.push(o)).ok()?;
+        if let Err(e) = check_service(&svc) {
+            st.broken = Some(e);
+        }
+        st.svc = svc.snapshot_vec();
+        st.revision = svc.revision();
+        st.now = svc.now().0;
+        for o in outs {
+            let owner = st
+                .clients
+                .iter()
+                .position(|c| c.session == Some(o.session().0));
+            let lock = |l: &LockName| NAMES.iter().position(|n| *n == l.as_str()).expect("ours");
+            let (c, msg) = match &o {
+                Output::SessionOpened { .. } => continue,
+                Output::Granted { lock: l, token, .. } => (owner, Msg::Granted(lock(l), token.0)),
+                Output::Released { lock: l, .. } => (owner, Msg::Lost(lock(l))),
+                Output::SessionExpired { .. } => (owner, Msg::SessionGone),
+                _ => continue,
+            };
+            if let Some(c) = c {
+                st.clients[c].inbox.push(msg);
+            }
+        }
+        Some(())
+    }
+}
+
+impl Model for LockModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let svc = LockService::new(
+            VecStorage::new(self.clients, self.locks, self.clients * self.locks),
+            Config {
+                lock_delay: self.lock_delay,
+                ..Config::default()
+            },
+        )
+        .expect("config");
+        vec![State {
+            svc: svc.snapshot_vec(),
+            revision: 0,
+            now: 0,
+            clients: vec![
+                Client {
+                    session: None,
+                    opened: false,
+                    believes: vec![None; self.locks],
+                    waiting: vec![false; self.locks],
+                    inbox: Vec::new(),
+                };
+                self.clients
+            ],
+            highest: vec![0; self.locks],
+            stale_accepted: false,
+            stale_refused: false,
+            broken: None,
+        }]
+    }
+
+    fn actions(&self, st: &State, actions: &mut Vec<Action>) {
+        if st.stale_accepted || st.broken.is_some() {
+            return; // a violation ends the path
+        }
+        if st.now < self.max_time {
+            actions.push(Action::Tick);
+        }
+        for (i, c) in st.clients.iter().enumerate() {
+            if !c.inbox.is_empty() {
+                actions.push(Action::Deliver(i));
+            }
+            match c.session {
+                None if !c.opened => actions.push(Action::Open(i)),
+                None => {}
+                Some(_) => {
+                    actions.push(Action::KeepAlive(i));
+                    for l in 0..self.locks {
+                        if c.believes[l].is_some() {
+                            actions.push(Action::Release(i, l));
+                        } else if !c.waiting[l] && st.revision < self.max_tokens {
+                            actions.push(Action::Acquire(i, l));
+                        }
+                    }
+                }
+            }
+            // A client writes whenever it believes it holds the lock, session or not
+            // (it has not read the news yet).
+            for l in 0..self.locks {
+                if c.believes[l].is_some() {
+                    actions.push(Action::Write(i, l));
+                }
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut st = last.clone();
+        match action {
+            Action::Tick => {
+                let now = Tick(st.now + 1);
+                self.apply(&mut st, Input::Tick { now })?;
+            }
+            Action::Open(i) => {
+                let svc = self.service(&st.svc);
+                let id = svc.next_session_id();
+                self.apply(&mut st, Input::OpenSession { ttl: self.ttl })?;
+                st.clients[i].session = Some(id.0);
+                st.clients[i].opened = true;
+            }
+            Action::KeepAlive(i) => {
+                let session = SessionId(st.clients[i].session?);
+                let before = st.svc.clone();
+                self.apply(
+                    &mut st,
+                    Input::KeepAlive {
+                        session,
+                        request: None,
+                    },
+                )?;
+                if st.svc == before {
+                    return None;
+                }
+            }
+            Action::Acquire(i, l) => {
+                let session = SessionId(st.clients[i].session?);
+                self.apply(
+                    &mut st,
+                    Input::Acquire {
+                        session,
+                        lock: LockName::new(NAMES[l]).expect("name"),
+                        mode: Mode::Exclusive,
+                        wait: Wait::Forever,
+                        request: None,
+                    },
+                )?;
+                st.clients[i].waiting[l] = true;
+            }
+            Action::Release(i, l) => {
+                let session = SessionId(st.clients[i].session?);
+                self.apply(
+                    &mut st,
+                    Input::Release {
+                        session,
+                        lock: LockName::new(NAMES[l]).expect("name"),
+                        request: None,
+                    },
+                )?;
+                // The client knows it let go: it stops using the token at once.
+                st.clients[i].believes[l] = None;
+            }
+            Action::Write(i, l) => {
+                let token = st.clients[i].believes[l]?;
+                let admitted = !self.fence || token >= st.highest[l];
+                if admitted {
+                    if token < st.highest[l] {
+                        st.stale_accepted = true;
+                    }
+                    st.highest[l] = st.highest[l].max(token);
+                } else {
+                    st.stale_refused = true;
+                }
+                if st == *last {
+                    return None;
+                }
+            }
+            Action::Deliver(i) => {
+                let c = &mut st.clients[i];
+                match c.inbox.remove(0) {
+                    Msg::Granted(l, t) => {
+                        c.believes[l] = Some(t);
+                        c.waiting[l] = false;
+                    }
+                    Msg::Lost(l) => c.believes[l] = None,
+                    Msg::SessionGone => {
+                        c.session = None;
+                        c.believes.iter_mut().for_each(|b| *b = None);
+                        c.waiting.iter_mut().for_each(|w| *w = false);
+                    }
+                }
+            }
+        }
+        Some(st)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("service invariants hold", |_, s: &State| s.broken.is_none()),
+            Property::always("no stale write accepted", |_, s: &State| !s.stale_accepted),
+            Property::sometimes("a stale write is refused", |_, s: &State| s.stale_refused),
+        ]
+    }
+}
+
+fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
+    // One thread: breadth-first in a fixed order, so the counterexample is a shortest one
+    // and the same on every run.
+    // With the fence off, stop at the first failure: its path is the shortest.
+    let mut builder = m.clone().checker().threads(1);
+    if !m.fence {
+        builder = builder.finish_when(HasDiscoveries::AnyFailures);
+    }
+    let checker = builder.spawn_bfs().join();
+    let states = checker.unique_state_count();
+    let depth = checker.max_depth();
+    println!(
+        "MODELCHECK clients={} locks={} lock_delay={} max_time={} max_tokens={} fence={} states={} depth={}",
+        m.clients,
+        m.locks,
+        m.lock_delay,
+        m.max_time,
+        m.max_tokens,
+        if m.fence { "on" } else { "off" },
+        states,
+        depth
+    );
+    checker.assert_no_discovery("service invariants hold");
+    let cex = checker.discovery("no stale write accepted").map(|p| {
+        println!("counterexample (fence off):\n{p}");
+        p.into_actions()
+    });
+    if m.fence {
+        assert!(cex.is_none(), "a stale write got past the fence");
+        // The scenario the fence exists for is reachable: a stale write was attempted.
+        checker.assert_any_discovery("a stale write is refused");
+    }
+    (states, depth, cex)
+}
+
+fn full() -> bool {
+    !cfg!(debug_assertions) || std::env::var_os("MODEL_CHECK_FULL").is_some()
+}
+
+fn base(fence: bool) -> LockModel {
+    LockModel {
+        clients: 2,
+        locks: 1,
+        fence,
+        max_time: if full() { 5 } else { 4 },
+        max_tokens: 3,
+        ttl: 2,
+        lock_delay: 0,
+    }
+}
+
+#[test]
+fn two_clients_one_lock_fence_on_no_stale_write() {
+    let (states, _, _) = check(base(true));
+    assert!(states > 1000, "suspiciously small state space: {states}");
+}
+
+/// The deliberately broken build: the resource accepts lower tokens. The checker must find
+/// the GC-pause timeline by itself: a holder pauses, its session expires, the next holder
+/// is granted a higher token and writes, the first resumes and writes with its old token.
+#[test]
+fn fence_off_checker_finds_the_gc_pause() {
+    let (states, _, cex) = check(base(false));
+    println!("fence off: counterexample found after {states} states");
+    let actions = cex.expect("with the fence off the checker must find a stale write");
+    // Replay the path up to the first stale write: it is a write by a client whose inbox
+    // still holds the news that it lost the lock (it was "paused": it had not read it),
+    // after time passed and its session expired.
+    let m = base(false);
+    let mut st = m.init_states().remove(0);
+    let mut steps = 0;
+    for a in &actions {
+        let next = m.next_state(&st, a.clone()).expect("path replays");
+        steps += 1;
+        if next.stale_accepted {
+            let Action::Write(c, _) = a else {
+                panic!("the stale write is not a write: {actions:?}")
+            };
+            assert!(
+                st.clients[*c].inbox.contains(&Msg::SessionGone),
+                "the stale writer had not lost its session: {st:?}"
+            );
+            break;
+        }
+        st = next;
+    }
+    assert!(actions[..steps].iter().any(|a| matches!(a, Action::Tick)));
+    assert_eq!(steps, actions.len(), "the path goes on after the violation");
+}
+
+#[test]
+fn three_clients_and_two_locks_with_lock_delay() {
+    let configs = if full() {
+        vec![
+            LockModel {
+                clients: 3,
+                max_time: 4,
+                max_tokens: 3,
+                ..base(true)
+            },
+            LockModel {
+                locks: 2,
+                max_time: 4,
+                max_tokens: 3,
+                lock_delay: 1,
+                ..base(true)
+            },
+        ]
+    } else {
+        // Debug builds (the quick workspace run) check a smaller space; the release run of
+        // scripts/test-verify.sh checks the full ones above.
+        vec![LockModel {
+            locks: 2,
+            max_time: 3,
+            max_tokens: 2,
+            lock_delay: 1,
+            ..base(true)
+        }]
+    };
+    for m in configs {
+        check(m);
+    }
+}
