@@ -221,6 +221,23 @@ pub fn check_invariants(svc: &Svc) {
         per_session.is_empty(),
         "claims of sessions that are not open: {per_session:?}"
     );
+    // poll_timeout is exactly the earliest deadline of any kind (the heaps agree with
+    // the rows), and it is in the future (everything due was done)
+    let earliest = sessions
+        .iter()
+        .map(|s| svc.session(*s).unwrap().expires_at)
+        .chain(
+            locks
+                .iter()
+                .flat_map(|l| svc.waiters(l).filter_map(|w| w.deadline)),
+        )
+        .chain(locks.iter().filter_map(|l| svc.lock_delay_until(l)))
+        .min();
+    assert_eq!(
+        svc.poll_timeout(),
+        earliest,
+        "poll_timeout disagrees with the deadlines"
+    );
     if let Some(t) = svc.poll_timeout() {
         assert!(t > now, "something due at {t} was not done at {now}");
     }
