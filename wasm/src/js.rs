@@ -253,12 +253,14 @@ pub fn string(v: &JsValue, what: &str) -> Result<String, Fail> {
         }
         .into());
     }
-    if !js.is_valid_utf16() {
+    let text = String::from(js);
+    // A lone surrogate comes out as U+FFFD; only then is the (per-unit) check worth it.
+    if text.chars().any(|c| c == '\u{FFFD}') && !js.is_valid_utf16() {
         return Err(Fail::BadArgument(format!(
             "{what} holds a lone surrogate (not valid UTF-16)"
         )));
     }
-    Ok(String::from(js))
+    Ok(text)
 }
 
 /// `"exclusive"` or `"shared"`.
