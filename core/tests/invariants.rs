@@ -1,0 +1,233 @@
+//! One named test per invariant of DESIGN.md (1–10), each a small scenario that would
+//! break it if the service were wrong. The same invariants are also checked after every
+//! input of every test (`common::check_invariants`) and over random histories
+//! (`determinism.rs`).
+
+mod common;
+use common::*;
+
+use fencelock::{Config, Error, Mode, Output, ReleaseReason::*, Tick, Wait};
+
+#[test]
+fn inv1_mutual_exclusion() {
+    let mut svc = svc(8);
+    let (a, b, c) = (open(&mut svc, 50), open(&mut svc, 50), open(&mut svc, 50));
+    x(&mut svc, a, "l");
+    // an exclusive holder blocks both modes
+    assert_eq!(
+        acquire(&mut svc, b, "l", Mode::Shared, Wait::None),
+        vec![busy(b, "l")]
+    );
+    assert_eq!(
+        acquire(&mut svc, b, "l", Mode::Exclusive, Wait::None),
+        vec![busy(b, "l")]
+    );
+    release(&mut svc, a, "l");
+    // shared holders together, but never with an exclusive one
+    acquire(&mut svc, a, "l", Mode::Shared, Wait::None);
+    acquire(&mut svc, b, "l", Mode::Shared, Wait::None);
+    assert_eq!(
+        acquire(&mut svc, c, "l", Mode::Exclusive, Wait::None),
+        vec![busy(c, "l")]
+    );
+    assert_eq!(holders(&svc, "l").len(), 2);
+}
+
+#[test]
+fn inv2_tokens_strictly_increase_never_zero_across_eviction_and_restore() {
+    let mut svc = svc(8);
+    let a = open(&mut svc, 50);
+    let mut last = 0;
+    for round in 0..4 {
+        for lock in ["p", "q"] {
+            let out = x(&mut svc, a, lock);
+            let Output::Granted { token, .. } = out[0] else {
+                panic!("{out:?}")
+            };
+            assert!(token.0 > last && token.0 != 0);
+            last = token.0;
+        }
+        release(&mut svc, a, "p");
+        release(&mut svc, a, "q");
+        assert_eq!(svc.len().locks, 0, "idle entries evicted");
+        if round == 2 {
+            let bytes = svc.snapshot_vec();
+            svc = fencelock::LockService::restore(fencelock::VecStorage::new(8, 8, 16), &bytes)
+                .map_err(|e| e.1)
+                .unwrap();
+        }
+    }
+    assert_eq!(x(&mut svc, a, "p"), vec![gx(a, "p", last + 1)]);
+}
+
+#[test]
+fn inv3_fifo_one_exclusive_waiter_per_release() {
+    let mut svc = svc(8);
+    let s: Vec<_> = (0..4).map(|_| open(&mut svc, 50)).collect();
+    x(&mut svc, s[0], "l");
+    x(&mut svc, s[3], "l");
+    x(&mut svc, s[1], "l");
+    x(&mut svc, s[2], "l");
+    let out = release(&mut svc, s[0], "l");
+    assert_eq!(
+        out.iter()
+            .filter(|o| matches!(o, Output::Granted { .. }))
+            .count(),
+        1
+    );
+    assert_eq!(
+        out.last(),
+        Some(&gx(s[3], "l", 2)),
+        "arrival order, not session order"
+    );
+    assert_eq!(waiters(&svc, "l"), vec![s[1], s[2]]);
+}
+
+#[test]
+fn inv4_no_grant_to_the_dead() {
+    // the waiter's deadline is the very tick at which the holder expires
+    let mut svc = svc(8);
+    let holder = open(&mut svc, 10);
+    let dead_waiter = open(&mut svc, 10);
+    x(&mut svc, holder, "l");
+    x(&mut svc, dead_waiter, "l");
+    let out = tick(&mut svc, 10);
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::Granted { .. })),
+        "{out:?}"
+    );
+    assert_eq!(svc.len().locks, 0);
+}
+
+#[test]
+fn inv5_atomic_errors() {
+    let mut svc = svc_with(2, 1, 2, Config::default());
+    let a = open(&mut svc, 10);
+    x(&mut svc, a, "l");
+    tick(&mut svc, 3);
+    // each is refused with a typed error, nothing changed and nothing emitted (`refused`
+    // compares the snapshot bytes and the sink)
+    let errors = [
+        refused(&mut svc, |v, o| {
+            v.acquire(a, "m", Mode::Exclusive, Wait::Forever, Some(1), o)
+        }),
+        refused(&mut svc, |v, o| v.tick(Tick(2), o)),
+        refused(&mut svc, |v, o| v.release(a, "m", None, o)),
+        refused(&mut svc, |v, o| v.open_session(0, o)),
+        refused(&mut svc, |v, o| {
+            v.keep_alive(fencelock::SessionId(9), None, o)
+        }),
+    ];
+    assert_eq!(
+        errors.map(|e| e.kind()),
+        [
+            "capacity_exceeded",
+            "time_went_backwards",
+            "not_holder",
+            "bad_ttl",
+            "unknown_session"
+        ]
+    );
+    // and the refused numbered acquire recorded nothing
+    assert_eq!(svc.session(a).unwrap().last_request, 0);
+}
+
+#[test]
+fn inv6_determinism_same_inputs_same_bytes() {
+    let run_once = || {
+        let mut svc = svc(8);
+        let a = open(&mut svc, 10);
+        let b = open(&mut svc, 20);
+        x(&mut svc, a, "l");
+        acquire(&mut svc, b, "l", Mode::Shared, Wait::Until(Tick(15)));
+        let out = tick(&mut svc, 10);
+        (out, svc.snapshot_vec())
+    };
+    assert_eq!(run_once(), run_once());
+}
+
+#[test]
+fn inv7_nothing_lost_every_output_reaches_the_sink() {
+    // one tick expiring everything: every event is delivered, in order, within the bound
+    let mut svc = svc(16);
+    let s: Vec<_> = (0..8).map(|i| open(&mut svc, 5 + (i % 2) * 100)).collect();
+    for (i, id) in s.iter().enumerate() {
+        x(&mut svc, *id, &format!("l{}", i % 3));
+    }
+    let len = svc.len();
+    let out = tick(&mut svc, 5);
+    let expired = out
+        .iter()
+        .filter(|o| matches!(o, Output::SessionExpired { .. }))
+        .count();
+    let released = out
+        .iter()
+        .filter(|o| matches!(o, Output::Released { .. }))
+        .count();
+    let granted = out
+        .iter()
+        .filter(|o| matches!(o, Output::Granted { .. }))
+        .count();
+    assert_eq!((expired, released, granted), (4, 2, 2));
+    assert!(out.len() as u32 <= 1 + len.sessions + 2 * len.claims);
+}
+
+#[test]
+fn inv8_lock_delay_after_expiry_only() {
+    let mut svc = svc_with(
+        8,
+        8,
+        16,
+        Config {
+            lock_delay: 4,
+            max_name_len: 64,
+        },
+    );
+    let (a, b) = (open(&mut svc, 10), open(&mut svc, 100));
+    x(&mut svc, a, "l");
+    x(&mut svc, b, "l");
+    tick(&mut svc, 10);
+    assert_eq!(holders(&svc, "l"), vec![]);
+    assert_eq!(tick(&mut svc, 13), vec![]);
+    assert_eq!(tick(&mut svc, 14), vec![gx(b, "l", 2)]);
+    // a release applies none
+    let c = open(&mut svc, 100);
+    x(&mut svc, c, "l");
+    assert_eq!(
+        release(&mut svc, b, "l"),
+        vec![released(b, "l", 2, Released), gx(c, "l", 3)]
+    );
+}
+
+#[test]
+fn inv9_idempotent_retries() {
+    let mut svc = svc(8);
+    let a = open(&mut svc, 10);
+    let (_, first) = run(&mut svc, |v, o| {
+        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(1), o)
+    });
+    let (_, again) = run(&mut svc, |v, o| {
+        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(1), o)
+    });
+    assert_eq!(first, again);
+    assert_eq!(svc.revision(), 1);
+    let e = refused(&mut svc, |v, o| v.release(a, "l", Some(0), o));
+    assert_eq!(
+        e,
+        Error::StaleRequest {
+            request: 0,
+            latest: 1
+        }
+    );
+}
+
+#[test]
+fn inv10_reacquire_returns_the_current_grant() {
+    let mut svc = svc(8);
+    let (a, b) = (open(&mut svc, 10), open(&mut svc, 10));
+    x(&mut svc, a, "l");
+    x(&mut svc, b, "l");
+    assert_eq!(x(&mut svc, a, "l"), vec![gx(a, "l", 1)]);
+    assert_eq!(waiters(&svc, "l"), vec![b], "no second queue entry");
+    assert_eq!(svc.len().claims, 2);
+}
