@@ -57,7 +57,10 @@ use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &'static str = r#"
-/** Numbers are safe non-negative integers (Number.isSafeInteger); larger ones throw "out_of_range". */
+// fencelock-wasm: every number below is a safe non-negative integer
+// (Number.isSafeInteger); anything else passed in throws "out_of_range".
+
+/** Exclusive (one holder) or shared (any number of shared holders). */
 export type Mode = "exclusive" | "shared";
 /** Try-lock, wait until a tick (a deadline at or before now behaves as "none"), or wait forever. */
 export type Wait = "none" | "forever" | { until: number };
@@ -121,7 +124,22 @@ export interface FencelockError extends Error {
   /** "stale": the token offered and the highest seen. */
   token?: number;
   highest?: number;
+  /** "unknown_session", "not_holder", "not_queued", "already_queued": the session. */
   session?: number;
+  /** "capacity_exceeded": the full table. */
   table?: "sessions" | "locks" | "claims" | "resources";
+  /** "time_went_backwards": the current time and the time asked for. */
+  now?: number;
+  requested?: number;
+  /** "stale_request": the number carried and the session's latest. */
+  request?: number;
+  latest?: number;
+  /** "name_too_long": the length in bytes (at least) and the limit. */
+  len?: number;
+  max?: number;
+  /** "mode_mismatch": the mode the session holds the lock in. */
+  held?: Mode;
+  /** "buffer_too_small": bytes needed. */
+  need?: number;
 }
 "#;

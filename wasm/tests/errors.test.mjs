@@ -180,6 +180,9 @@ test('error details: stale_request, time_went_backwards, capacity_exceeded, unkn
   assert.equal(e3.table, 'sessions');
   assert.match(e3.message, /sessions table is full/);
   assert.equal(thrown(() => svc.release(42, 'x')).session, 42);
+  assert.equal(thrown(() => svc.acquire(1, 'rd', 'exclusive', 'none')).held, 'shared');
+  const long = thrown(() => svc.acquire(1, 'x'.repeat(70), 'exclusive', 'none'));
+  assert.deepEqual([long.len, long.max], [70, 64]);
 });
 
 test('constructor refuses bad configs and capacities', () => {
