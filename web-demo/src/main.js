@@ -133,6 +133,8 @@ narrowQuery.addEventListener('change', () => timeline && draw(timeline.world));
 function draw(w) {
   const tl = timeline;
   const narrow = narrowQuery.matches;
+  // the stage is redrawn from scratch: keep keyboard focus on the client that had it
+  const focused = document.activeElement?.closest?.('#stage [data-client]')?.dataset.client;
   renderStage(ui.stage, w, narrow);
   const lastT = lastTime(tl);
   renderSwimlane(ui.swimlane, w, lastT, narrow);
@@ -150,6 +152,7 @@ function draw(w) {
   document.body.dataset.atEnd = String(tl.cursor === tl.length);
   document.body.dataset.done = String(!!w.done);
   attachClientHandlers();
+  if (focused) ui.stage.querySelector(`[data-client="${focused}"]`)?.focus();
 }
 
 function lastTime(tl) {
@@ -167,11 +170,11 @@ function play() {
   document.body.dataset.playing = 'true';
   const tick = () => {
     if (timeline.cursor >= timeline.length) return pause();
-    const before = timeline.world.caption;
+    const before = timeline.world.log.length;
     seek(timeline.cursor + 1);
     // a step where nothing but heartbeats happens (a long pause) goes by three times faster
     const w = timeline.world;
-    const quiet = w.caption === before && w.flashes.every((f) => f.kind === 'hb');
+    const quiet = w.log.length === before && w.flashes.every((f) => f.kind === 'hb');
     timer = setTimeout(tick, (BASE_MS / 2 ** Number(ui.speed.value)) * (quiet ? 0.35 : 1));
   };
   timer = setTimeout(tick, TEST ? 0 : 250);
@@ -279,7 +282,7 @@ function openMenu(id, e) {
   ui.menu.style.left = `${Math.min(window.scrollX + node.left, window.scrollX + document.documentElement.clientWidth - 200)}px`;
   ui.menu.style.top = `${window.scrollY + node.bottom + 4}px`;
   ui.menu.hidden = false;
-  ui.menu.dataset.client = id;
+  ui.menu.dataset.forClient = id;
   ui.menu.querySelector('button').focus();
   ui.menu.onclick = (ev) => {
     const b = ev.target.closest('button[data-action]');
@@ -290,6 +293,7 @@ function openMenu(id, e) {
     const set = a === 'pause' ? { status: 'paused', pausedBy: 'you' } : a === 'resume' ? { status: 'running', pausedBy: null } : { status: 'dead' };
     const w = timeline.intervene([{ op: 'client', id, set }, { op: 'caption', text: `You ${a === 'kill' ? 'killed' : a === 'pause' ? 'paused' : 'resumed'} ${c.name} at t=${timeline.world.t}. The future is recomputed from here by the real core.` }]);
     draw(w);
+    ui.stage.querySelector(`[data-client="${id}"]`)?.focus();
   };
   ui.menu.onkeydown = (ev) => {
     const bs = [...ui.menu.querySelectorAll('button')];
@@ -300,7 +304,7 @@ function openMenu(id, e) {
 }
 
 function closeMenu(refocus) {
-  const id = ui.menu.dataset.client;
+  const id = ui.menu.dataset.forClient;
   ui.menu.hidden = true;
   if (refocus && id) ui.stage.querySelector(`[data-client="${id}"]`)?.focus();
 }

@@ -292,3 +292,36 @@ test('phone width (390 px): no horizontal scrolling, every scene still renders',
   await jumpToEnd();
   await shot('phone-scene-1');
 });
+
+test('random interventions (seeded) in every scene: the page never errors and each scene still reaches its end', async () => {
+  // mulberry32; the seed is printed on failure and replays exactly
+  const seed = Number(process.env.DEMO_SEED ?? 20261129);
+  let a = seed >>> 0;
+  const rnd = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const pick = (xs) => xs[Math.floor(rnd() * xs.length)];
+  await open(1);
+  try {
+    for (let s = 1; s <= 5; s += 1) {
+      await page.click(`[data-testid=tab-${s}]`);
+      for (let round = 0; round < 3; round += 1) {
+        const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+        await scrubTo(1 + Math.floor(rnd() * length));
+        const clients = await page.locator('[data-client]').evaluateAll((gs) => gs.map((g) => g.dataset.client));
+        await page.click(`[data-client="${pick(clients)}"]`);
+        const actions = await page.locator('#menu [data-action]').evaluateAll((bs) => bs.map((b) => b.dataset.action));
+        await page.click(`#menu [data-action="${pick(actions)}"]`);
+      }
+      await jumpToEnd();
+      assert.equal(await page.getAttribute('body', 'data-done'), 'true', `scene ${s} reached its end`);
+    }
+  } catch (e) {
+    e.message = `${e.message} (replay with DEMO_SEED=${seed})`;
+    throw e;
+  }
+});

@@ -70,16 +70,24 @@ function step(w, emit, P) {
   const text = caption(w, ev, P);
   if (text) emit({ op: 'caption', text });
   const survived = n1.mem.rejoinedAt == null && n1.status === 'running' && t >= PAUSE_AT + P.pause + 4;
-  if ((n1.mem.rejoinedAt != null && t >= n1.mem.rejoinedAt + 2) || survived || t >= 80) {
+  const cap = Math.max(30, PAUSE_AT + P.pause + 8);
+  if ((n1.mem.rejoinedAt != null && t >= n1.mem.rejoinedAt + 2) || survived || t >= cap) {
     emit({
       op: 'caption',
-      text: survived
+      text: !survived && n1.mem.rejoinedAt == null
+        ? `The story went another way: ${leaderNow(w)}. Whoever leads, every action carries its epoch, and the downstream check refuses an older one.`
+        : survived
         ? `N1's pause was shorter than the session timeout, so it never lost leadership: one leader throughout. A longer pause would have produced two self-believed leaders — and only the epoch check downstream keeps that harmless.`
         : `One detail interviewers probe: a leader that loses contact must stop acting before its session would expire, stepping down at session timeout − safety margin by its own clock. ` +
           `But a pause can strike between that check and the act — which is why the epoch travels with every action and the downstream check has the last word.`,
     });
     emit({ op: 'done' });
   }
+}
+
+function leaderNow(w) {
+  const l = w.nodes.svc.core.leader(ELECTION);
+  return l ? `${w.sessions[`svc:${l.session}`]} leads with epoch ${l.epoch}` : 'nobody leads right now';
 }
 
 function caption(w, ev, P) {

@@ -114,6 +114,8 @@ export const gcPause = pauseScene({
         return `Outcome: corrupted — A's stale write sits on top of B's. No timeout tuning fixes this; a longer timeout trades t2's promptness for a wider t4 window` +
           (P.ttl !== 10 ? ` (at ${P.ttl} s the expiry simply moved)` : '') +
           `. Turn on "storage checks fencing tokens": a TTL is a clock opinion; the resource's token check is a fact.`;
+      if (w.log.some((l) => l.text.startsWith('sessionExpired')) || Object.values(w.clients).some((c) => c.status !== 'running'))
+        return `Outcome: no stale write reached the storage this time (accepted: ${accepted.join(', ') || 'nothing'}). The storage ${s.fencing ? 'checked every token anyway' : 'checked nothing: it was luck, not design'}.`;
       return `Outcome: nothing went wrong, because the pause (${P.pause} s) was shorter than the session timeout (${P.ttl} s). ` +
         `But a stop-the-world pause has no upper bound: make it longer than the timeout and the same story ends in corruption — or, with fencing, in a refused write.`;
     },

@@ -4,11 +4,12 @@
 // with try-locks against a second real core. The Busy answers are counted as wasted wake-ups.
 // Both lanes use the real core; only the herd's "notify everyone" is the (bad) client design.
 
-import { nextTime, rng } from './common.js';
+import { nextTime, tickAll, heartbeat, rng } from './common.js';
 
 const LOCK = 'jobs/nightly';
 const N = 7; // one holder + six waiters
 const HOLD = 2; // seconds each holder works
+const TTL = 6; // session timeout: a killed client's session expires after this
 
 const ids = (lane) => Array.from({ length: N }, (_, i) => `${lane}${i}`);
 const Q = ids('q');
@@ -22,8 +23,8 @@ function setup(w, emit) {
       emit({ op: 'client', create: true, id, name: i === 0 ? 'H' : `C${i}`, group: li ? 'herd' : 'queue', mem: { wakeups: 0, wasted: 0, watching: false } }),
     ),
   );
-  for (const id of Q) emit({ op: 'core', node: 'queue', by: id, input: { type: 'openSession', ttl: 1000 } });
-  for (const id of H) emit({ op: 'core', node: 'herd', by: id, input: { type: 'openSession', ttl: 1000 } });
+  for (const id of Q) emit({ op: 'core', node: 'queue', by: id, input: { type: 'openSession', ttl: TTL } });
+  for (const id of H) emit({ op: 'core', node: 'herd', by: id, input: { type: 'openSession', ttl: TTL } });
   for (const id of Q) emit({ op: 'core', node: 'queue', by: id, input: { type: 'acquire', session: w.clients[id].session, lock: LOCK, mode: 'exclusive', wait: 'forever' } });
   for (const id of H) {
     const outs = emit({ op: 'core', node: 'herd', by: id, input: { type: 'acquire', session: w.clients[id].session, lock: LOCK, mode: 'exclusive', wait: 'none' } });
@@ -40,55 +41,68 @@ function step(w, emit, P) {
   const t = nextTime(w, emit);
   if (t === 0) return setup(w, emit);
   const ev = { q: null, h: null };
+  // Time passes in both cores: a holder you killed stops heartbeating and its session expires.
+  const ticked = tickAll(w, emit, t);
+  const qOuts = [...(ticked.queue || [])];
+  const hOuts = [...(ticked.herd || [])];
   // Ordered queue: the holder releases after HOLD seconds; the core grants exactly one waiter.
+  let qReleaser = qOuts.some((o) => o.type === 'released' && o.reason === 'expired') ? 'the killed holder\'s expired session' : null;
   for (const id of Q) {
     const c = w.clients[id];
     if (c.status !== 'running') continue;
     if (c.holding && c.mem.since == null) emit({ op: 'client', id, mem: { since: t } });
     else if (c.holding && t - c.mem.since >= HOLD) {
-      const outs = emit({ op: 'core', node: 'queue', by: id, input: { type: 'release', session: c.session, lock: LOCK } });
+      qOuts.push(...emit({ op: 'core', node: 'queue', by: id, input: { type: 'release', session: c.session, lock: LOCK } }));
+      emit({ op: 'core', node: 'queue', by: id, input: { type: 'closeSession', session: c.session }, quiet: true });
       emit({ op: 'client', id, mem: { finished: true } });
-      const woken = outs.filter((o) => o.type === 'granted');
-      for (const g of woken) {
-        const wid = w.sessions[`queue:${g.session}`];
-        emit({ op: 'client', id: wid, mem: { wakeups: w.clients[wid].mem.wakeups + 1 } });
-      }
-      ev.q = { released: c.name, woken: woken.map((g) => w.clients[w.sessions[`queue:${g.session}`]].name), token: woken[0]?.token };
+      qReleaser = c.name;
     }
   }
+  const woken = qOuts.filter((o) => o.type === 'granted').map((g) => w.sessions[`queue:${g.session}`]);
+  for (const wid of woken) emit({ op: 'client', id: wid, mem: { wakeups: w.clients[wid].mem.wakeups + 1 } });
+  if (qReleaser) ev.q = { released: qReleaser, woken: woken.map((id) => w.clients[id].name), token: qOuts.find((o) => o.type === 'granted')?.token };
   // Herd: the holder releases; the naive watch notifies every watcher; all race with try-locks.
+  let hReleaser = hOuts.some((o) => o.type === 'released' && o.reason === 'expired') ? 'the killed holder\'s expired session' : null;
   for (const id of H) {
     const c = w.clients[id];
     if (c.status !== 'running') continue;
     if (c.holding && c.mem.since == null) emit({ op: 'client', id, mem: { since: t } });
     else if (c.holding && t - c.mem.since >= HOLD) {
-      emit({ op: 'core', node: 'herd', by: id, input: { type: 'release', session: c.session, lock: LOCK } });
+      hOuts.push(...emit({ op: 'core', node: 'herd', by: id, input: { type: 'release', session: c.session, lock: LOCK } }));
+      emit({ op: 'core', node: 'herd', by: id, input: { type: 'closeSession', session: c.session }, quiet: true });
       emit({ op: 'client', id, mem: { finished: true } });
-      const watchers = H.filter((x) => w.clients[x].mem.watching && w.clients[x].status === 'running');
-      // The race order is seeded (same seed, same race) so the replay is exact.
-      const r = rng(P.seed * 7919 + t);
-      const order = watchers.map((x) => [r(), x]).sort((a, b) => a[0] - b[0]).map((p) => p[1]);
-      let winner = null;
-      let busy = 0;
-      for (const x of order) {
-        const cx = w.clients[x];
-        const outs = emit({ op: 'core', node: 'herd', by: x, input: { type: 'acquire', session: cx.session, lock: LOCK, mode: 'exclusive', wait: 'none' } });
-        const won = outs.some((o) => o.type === 'granted');
-        const isBusy = outs.some((o) => o.type === 'busy');
-        if (won) winner = cx.name;
-        if (isBusy) busy += 1;
-        emit({ op: 'client', id: x, mem: { wakeups: cx.mem.wakeups + 1, wasted: cx.mem.wasted + (isBusy ? 1 : 0), watching: !won } });
-      }
-      ev.h = { released: c.name, woke: order.length, busy, winner };
+      hReleaser = c.name;
     }
   }
+  if (hOuts.some((o) => o.type === 'released')) {
+    // the naive design: every watcher is told, and all of them race
+    const watchers = H.filter((x) => w.clients[x].mem.watching && w.clients[x].status === 'running');
+    // The race order is seeded (same seed, same race) so the replay is exact.
+    const r = rng(P.seed * 7919 + t);
+    const order = watchers.map((x) => [r(), x]).sort((a, b) => a[0] - b[0]).map((p) => p[1]);
+    let winner = null;
+    let busy = 0;
+    for (const x of order) {
+      const cx = w.clients[x];
+      const outs = emit({ op: 'core', node: 'herd', by: x, input: { type: 'acquire', session: cx.session, lock: LOCK, mode: 'exclusive', wait: 'none' } });
+      const won = outs.some((o) => o.type === 'granted');
+      const isBusy = outs.some((o) => o.type === 'busy');
+      if (won) winner = cx.name;
+      if (isBusy) busy += 1;
+      emit({ op: 'client', id: x, mem: { wakeups: cx.mem.wakeups + 1, wasted: cx.mem.wasted + (isBusy ? 1 : 0), watching: !won } });
+    }
+    ev.h = { released: hReleaser, woke: order.length, busy, winner };
+  }
+  // Live clients heartbeat (quietly) so that only a killed or paused one expires.
+  for (const id of [...Q, ...H]) heartbeat(w, emit, id, { node: w.clients[id].group, hb: 2 });
   const parts = [];
   if (ev.q) parts.push(`Left: ${ev.q.released} releases; the core grants exactly one waiter, ${ev.q.woken.join(', ') || 'nobody'}${ev.q.token ? ` (token ${ev.q.token})` : ''}. Nobody else wakes.`);
   if (ev.h) parts.push(`Right: ${ev.h.released} releases; all ${ev.h.woke} watchers wake and race to re-acquire. ${ev.h.winner ?? 'Nobody'} wins; the core answers "busy" to the other ${ev.h.busy} — wasted wake-ups.`);
   if (parts.length) emit({ op: 'caption', text: parts.join(' ') });
-  const left = [...Q, ...H].filter((id) => w.clients[id].status === 'running' && !w.clients[id].mem.finished);
-  const someoneHolds = left.some((id) => w.clients[id].holding);
-  if (left.length === 0 || !someoneHolds || t >= 60) {
+  // done when both locks are free and nobody is left waiting or watching
+  const idle = ['queue', 'herd'].every((n) => w.nodes[n].core.holders(LOCK).length === 0 && w.nodes[n].core.waiters(LOCK).length === 0);
+  const watching = H.some((id) => w.clients[id].mem.watching && w.clients[id].status === 'running');
+  if ((idle && !watching) || t >= 60) {
     const o = outcome(w);
     emit({
       op: 'caption',

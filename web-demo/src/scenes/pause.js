@@ -1,7 +1,7 @@
 // Scenes 1 and 5: a holder paused past its session's expiry, a second client granted the
 // lock, and the storage that either checks the fencing token (a real FenceGate) or not.
 
-import { nextTime, tickAll, runWorker, active, deadlineOf } from './common.js';
+import { nextTime, tickAll, runWorker, deadlineOf } from './common.js';
 
 /**
  * Builds a pause scene. `cfg` holds the names, numbers and the captions (the seeds' words).
@@ -60,8 +60,14 @@ export function pauseScene(cfg) {
     ev.renewedA = ev.resumedNow && !w.clients[A].lost && w.clients[A].holding;
     const text = cfg.text.step(w, ev, P, { A, B, deadline: (id) => deadlineOf(w, 'svc', w.clients[id]) });
     if (text) emit({ op: 'caption', text });
-    if (active(w, [A, B]).length === 0 || t >= cfg.maxT) {
-      emit({ op: 'caption', text: cfg.text.end(w, P, { A, B }) });
+    // Over when nobody runs with work left and no scripted resume is pending. A client you
+    // paused stays paused: resume it earlier on the timeline to see what it would do.
+    const working = [A, B].some((id) => w.clients[id].status === 'running' && !w.clients[id].mem.finished);
+    const gcPending = [A, B].some((id) => w.clients[id].status === 'paused' && w.clients[id].pausedBy === 'gc');
+    if ((!working && !gcPending) || t >= cfg.maxT) {
+      const still = [A, B].filter((id) => w.clients[id].status === 'paused' && !w.clients[id].mem.finished);
+      const note = still.length ? ` (${still.join(' and ')} ${still.length > 1 ? 'are' : 'is'} still paused: scrub back and resume ${still.length > 1 ? 'them' : 'it'} to see the rest.)` : '';
+      emit({ op: 'caption', text: cfg.text.end(w, P, { A, B }) + note });
       emit({ op: 'done' });
     }
   }

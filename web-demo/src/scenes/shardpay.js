@@ -94,6 +94,8 @@ export const shardPay = pauseScene({
           `Lock renewal failure should be treated as fatal: stop work, do not assume the lock is held.`;
       if (s.corrupted)
         return `Outcome: report.xml mixes two runs. TTL locks alone are unsafe — storage must reject stale fencing tokens. Turn the fence check back on and replay.`;
+      if (w.log.some((l) => l.text.startsWith('sessionExpired')) || Object.values(w.clients).some((c) => c.status !== 'running'))
+        return `Outcome: no stale PUT reached the object store this time (${s.rows.filter((r) => r.accepted).length} accepted). ${s.fencing ? 'The fence checked every token anyway.' : 'Nothing checked: luck, not design.'}`;
       return `Outcome: the pause fit inside the lease, so W1 kept the lock and there was a single run. Make the pause longer than the lease to see why the fence is needed.`;
     },
   },
