@@ -33,7 +33,12 @@ impl fmt::Display for Table {
 
 /// Everything that can be refused. Each variant has a stable numeric [`code`](Error::code)
 /// that the C ABI and the JS binding expose unchanged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// It serializes like any derived enum and decodes from any bytes (`DeserializeOwned`):
+/// the reason texts of [`CorruptSnapshot`](Error::CorruptSnapshot) and
+/// [`BadConfig`](Error::BadConfig) are mapped back to this build's own `&'static str`s
+/// (an unknown one decodes as `"unrecognised reason"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub enum Error {
     /// No live session has this id (never opened, closed, or expired).
@@ -108,6 +113,131 @@ pub enum Error {
     CorruptSnapshot(&'static str),
     /// A configuration that cannot work (the text says why).
     BadConfig(&'static str),
+}
+
+/// Every reason text the crate puts in [`Error::CorruptSnapshot`] and
+/// [`Error::BadConfig`]. Decoding maps a reason back to its `&'static str` here, so
+/// `Error` decodes from any bytes (it is `DeserializeOwned`), not only `'static` ones.
+const REASONS: &[&str] = &[
+    "a grantable waiter was left waiting",
+    "a session claims a lock twice",
+    "a table has more than 2^31 - 1 rows",
+    "claim of an unknown session",
+    "claim on an unknown lock",
+    "claim sequence out of order or beyond the counter",
+    "counter beyond 2^63",
+    "counter is zero",
+    "empty resource name or token 0",
+    "exclusive lock with more than one holder",
+    "heartbeat interval must be in 1..ttl - margin",
+    "holders' tokens not rising in arrival order",
+    "idle lock entry",
+    "lock ids out of order or beyond the counter",
+    "lock name empty or too long",
+    "lock name twice",
+    "lock-delay beyond now + lock_delay",
+    "lock-delay that is over is not zeroed (non-canonical)",
+    "margin must be smaller than ttl",
+    "max_name_len must be 1..=64",
+    "non-canonical encoding",
+    "recorded reply does not fit its session",
+    "resource twice",
+    "session deadline not in (now, now + ttl]",
+    "session ids out of order or beyond the counter",
+    "token outside 1..=revision",
+    "trailing bytes",
+    "truncated header",
+    "truncated record",
+    "truncated resource record",
+    "wait deadline not after now",
+];
+
+/// The text of a reason that is not in [`REASONS`] (sent by a newer build, or a binding).
+const UNKNOWN_REASON: &str = "unrecognised reason";
+
+/// A reason text decoded from any lifetime, as one of [`REASONS`].
+struct Reason(&'static str);
+
+impl<'de> Deserialize<'de> for Reason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Reason, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Reason;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a reason text")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Reason, E> {
+                let known = REASONS.iter().find(|r| **r == v).copied();
+                Ok(Reason(known.unwrap_or(UNKNOWN_REASON)))
+            }
+        }
+        d.deserialize_str(Visit)
+    }
+}
+
+/// [`Error`]'s decoding shape: the same variants in the same order (postcard numbers them
+/// by position; a test round-trips every variant), with [`Reason`] for the texts.
+#[derive(Deserialize)]
+#[serde(rename = "Error")]
+enum ErrorRepr {
+    UnknownSession(SessionId),
+    NotHolder(SessionId),
+    NotQueued(SessionId),
+    AlreadyQueued(SessionId),
+    ModeMismatch { held: Mode },
+    EmptyName,
+    NameTooLong { len: u32, max: u32 },
+    BadTtl,
+    DeadlineOverflow,
+    TimeWentBackwards { now: Tick, requested: Tick },
+    StaleRequest { request: u64, latest: u64 },
+    RequestReused { request: u64 },
+    CapacityExceeded(Table),
+    Stale { token: Token, highest: Token },
+    ZeroToken,
+    BadFrame,
+    BufferTooSmall { need: u32 },
+    BadMagic,
+    UnsupportedVersion(u16),
+    CorruptSnapshot(Reason),
+    BadConfig(Reason),
+}
+
+// By hand: a derive would require `'de: 'static` for the `&'static str` fields.
+impl<'de> Deserialize<'de> for Error {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Error, D::Error> {
+        ErrorRepr::deserialize(d).map(Error::from)
+    }
+}
+
+impl From<ErrorRepr> for Error {
+    fn from(r: ErrorRepr) -> Error {
+        match r {
+            ErrorRepr::UnknownSession(s) => Error::UnknownSession(s),
+            ErrorRepr::NotHolder(s) => Error::NotHolder(s),
+            ErrorRepr::NotQueued(s) => Error::NotQueued(s),
+            ErrorRepr::AlreadyQueued(s) => Error::AlreadyQueued(s),
+            ErrorRepr::ModeMismatch { held } => Error::ModeMismatch { held },
+            ErrorRepr::EmptyName => Error::EmptyName,
+            ErrorRepr::NameTooLong { len, max } => Error::NameTooLong { len, max },
+            ErrorRepr::BadTtl => Error::BadTtl,
+            ErrorRepr::DeadlineOverflow => Error::DeadlineOverflow,
+            ErrorRepr::TimeWentBackwards { now, requested } => {
+                Error::TimeWentBackwards { now, requested }
+            }
+            ErrorRepr::StaleRequest { request, latest } => Error::StaleRequest { request, latest },
+            ErrorRepr::RequestReused { request } => Error::RequestReused { request },
+            ErrorRepr::CapacityExceeded(t) => Error::CapacityExceeded(t),
+            ErrorRepr::Stale { token, highest } => Error::Stale { token, highest },
+            ErrorRepr::ZeroToken => Error::ZeroToken,
+            ErrorRepr::BadFrame => Error::BadFrame,
+            ErrorRepr::BufferTooSmall { need } => Error::BufferTooSmall { need },
+            ErrorRepr::BadMagic => Error::BadMagic,
+            ErrorRepr::UnsupportedVersion(v) => Error::UnsupportedVersion(v),
+            ErrorRepr::CorruptSnapshot(r) => Error::CorruptSnapshot(r.0),
+            ErrorRepr::BadConfig(r) => Error::BadConfig(r.0),
+        }
+    }
 }
 
 impl Error {
@@ -219,5 +349,100 @@ impl fmt::Display for Error {
             Error::CorruptSnapshot(why) => write!(f, "corrupt snapshot: {why}"),
             Error::BadConfig(why) => write!(f, "bad config: {why}"),
         }
+    }
+}
+
+/// The inverse of `From<ErrorRepr>`: an exhaustive match, so a variant added to `Error`
+/// but not to `ErrorRepr` fails to compile (in test builds).
+#[cfg(test)]
+impl From<Error> for ErrorRepr {
+    fn from(e: Error) -> ErrorRepr {
+        match e {
+            Error::UnknownSession(s) => ErrorRepr::UnknownSession(s),
+            Error::NotHolder(s) => ErrorRepr::NotHolder(s),
+            Error::NotQueued(s) => ErrorRepr::NotQueued(s),
+            Error::AlreadyQueued(s) => ErrorRepr::AlreadyQueued(s),
+            Error::ModeMismatch { held } => ErrorRepr::ModeMismatch { held },
+            Error::EmptyName => ErrorRepr::EmptyName,
+            Error::NameTooLong { len, max } => ErrorRepr::NameTooLong { len, max },
+            Error::BadTtl => ErrorRepr::BadTtl,
+            Error::DeadlineOverflow => ErrorRepr::DeadlineOverflow,
+            Error::TimeWentBackwards { now, requested } => {
+                ErrorRepr::TimeWentBackwards { now, requested }
+            }
+            Error::StaleRequest { request, latest } => ErrorRepr::StaleRequest { request, latest },
+            Error::RequestReused { request } => ErrorRepr::RequestReused { request },
+            Error::CapacityExceeded(t) => ErrorRepr::CapacityExceeded(t),
+            Error::Stale { token, highest } => ErrorRepr::Stale { token, highest },
+            Error::ZeroToken => ErrorRepr::ZeroToken,
+            Error::BadFrame => ErrorRepr::BadFrame,
+            Error::BufferTooSmall { need } => ErrorRepr::BufferTooSmall { need },
+            Error::BadMagic => ErrorRepr::BadMagic,
+            Error::UnsupportedVersion(v) => ErrorRepr::UnsupportedVersion(v),
+            Error::CorruptSnapshot(r) => ErrorRepr::CorruptSnapshot(Reason(r)),
+            Error::BadConfig(r) => ErrorRepr::BadConfig(Reason(r)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_decoding_shape_maps_every_variant_back() {
+        let all = [
+            Error::UnknownSession(SessionId(1)),
+            Error::ModeMismatch { held: Mode::Shared },
+            Error::TimeWentBackwards {
+                now: Tick(2),
+                requested: Tick(1),
+            },
+            Error::CorruptSnapshot("trailing bytes"),
+            Error::BadConfig("counter is zero"),
+            Error::UnsupportedVersion(3),
+        ];
+        for e in all {
+            assert_eq!(Error::from(ErrorRepr::from(e)), e);
+        }
+    }
+
+    /// REASONS must list every reason literal in the crate's source (error.rs itself has
+    /// none outside the list).
+    #[test]
+    fn reasons_list_every_reason_in_the_source() {
+        let sources = [
+            include_str!("election.rs"),
+            include_str!("gate.rs"),
+            include_str!("input.rs"),
+            include_str!("keeper.rs"),
+            include_str!("lib.rs"),
+            include_str!("output.rs"),
+            include_str!("service.rs"),
+            include_str!("snapshot.rs"),
+            include_str!("storage.rs"),
+            include_str!("table.rs"),
+            include_str!("types.rs"),
+            include_str!("wire.rs"),
+        ];
+        let mut found = 0;
+        for src in sources {
+            for opener in ["corrupt(", "CorruptSnapshot(", "BadConfig("] {
+                for (at, _) in src.match_indices(opener) {
+                    let rest = src[at + opener.len()..].trim_start();
+                    let Some(text) = rest.strip_prefix('"') else {
+                        continue;
+                    };
+                    let Some(end) = text.find('"') else { continue };
+                    let reason = &text[..end];
+                    found += 1;
+                    assert!(
+                        REASONS.contains(&reason),
+                        "{reason:?} is missing from REASONS"
+                    );
+                }
+            }
+        }
+        assert!(found >= 25, "the scan found only {found} reasons");
     }
 }

@@ -276,9 +276,7 @@ fn errors_and_queries_serialize() {
     ];
     for e in errors {
         let mut buf = [0u8; 64];
-        let n = postcard::to_slice(&e, &mut buf).unwrap().len();
-        // Error carries `&'static str` reasons, so it decodes from 'static bytes only.
-        let bytes: &'static [u8] = Box::leak(buf[..n].to_vec().into_boxed_slice());
+        let bytes = postcard::to_slice(&e, &mut buf).unwrap();
         assert_eq!(postcard::from_bytes::<Error>(bytes).unwrap(), e);
     }
     let mut svc = svc(4);
@@ -392,5 +390,57 @@ fn random_frames_never_panic_and_refusals_change_nothing() {
     assert!(
         applied > 2_000 && refused_frames > 2_000,
         "applied {applied}, refused {refused_frames}"
+    );
+}
+
+#[test]
+fn errors_decode_from_owned_bytes_with_their_reasons() {
+    fn owned<T: serde::de::DeserializeOwned>(bytes: Vec<u8>) -> T {
+        postcard::from_bytes(&bytes).unwrap()
+    }
+    for e in [
+        Error::UnknownSession(SessionId(4)),
+        Error::NotHolder(SessionId(1)),
+        Error::NotQueued(SessionId(1)),
+        Error::AlreadyQueued(SessionId(1)),
+        Error::ModeMismatch { held: Mode::Shared },
+        Error::EmptyName,
+        Error::NameTooLong { len: 70, max: 64 },
+        Error::BadTtl,
+        Error::DeadlineOverflow,
+        Error::TimeWentBackwards {
+            now: Tick(2),
+            requested: Tick(1),
+        },
+        Error::StaleRequest {
+            request: 1,
+            latest: 2,
+        },
+        Error::RequestReused { request: 3 },
+        Error::CapacityExceeded(Table::Claims),
+        Error::Stale {
+            token: Token(34),
+            highest: Token(35),
+        },
+        Error::ZeroToken,
+        Error::BadFrame,
+        Error::BufferTooSmall { need: 9 },
+        Error::BadMagic,
+        Error::UnsupportedVersion(7),
+        Error::CorruptSnapshot("trailing bytes"),
+        Error::BadConfig("margin must be smaller than ttl"),
+    ] {
+        let mut buf = [0u8; 128];
+        let bytes = postcard::to_slice(&e, &mut buf).unwrap().to_vec();
+        assert_eq!(owned::<Error>(bytes), e);
+    }
+    // a reason this build does not know still decodes, as "unrecognised reason"
+    let mut buf = [0u8; 128];
+    let foreign = postcard::to_slice(&(19u8, "from a newer build"), &mut buf)
+        .unwrap()
+        .to_vec();
+    assert_eq!(
+        owned::<Error>(foreign),
+        Error::CorruptSnapshot("unrecognised reason")
     );
 }
