@@ -1,6 +1,6 @@
 //! [`FenceGate`]: the resource-side check that stops a stale holder.
 
-use crate::table::{fnv1a, Aux, Row, TableState};
+use crate::table::{name_hash, Aux, Row, TableState};
 use crate::{Error, LockName, Table, Token};
 
 /// The four bytes a fence-gate snapshot begins with.
@@ -33,7 +33,7 @@ impl Row for GateRow {
         &mut self.aux
     }
     fn key_hash(&self) -> u64 {
-        fnv1a(self.name.as_str().as_bytes())
+        name_hash(self.name.as_str().as_bytes())
     }
     fn timer_key(&self) -> (u64, u64) {
         (0, 0)
@@ -68,7 +68,7 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
 
     fn find(&self, resource: &str) -> Option<u32> {
         let rows = self.rows.as_ref();
-        TableState::find(rows, fnv1a(resource.as_bytes()), |r| {
+        TableState::find(rows, name_hash(resource.as_bytes()), |r| {
             r.highest != 0 && r.name.as_str() == resource
         })
     }

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::storage::{claim_hash, ClaimRow, Link, List, LockRow, Reply, SessionRow, Storage};
-use crate::table::{fnv1a, TableState, NIL};
+use crate::table::{fnv1a, name_hash, TableState, NIL};
 use crate::{
     Error, Input, LockName, Mode, Output, ReleaseReason, SessionId, Table, Tick, Token, Wait,
     MAX_NAME_LEN,
@@ -843,7 +843,7 @@ pub(crate) fn find_session(rows: &[SessionRow], id: u64) -> Option<u32> {
 }
 
 pub(crate) fn find_lock(rows: &[LockRow], name: &str) -> Option<u32> {
-    TableState::find(rows, fnv1a(name.as_bytes()), |r| {
+    TableState::find(rows, name_hash(name.as_bytes()), |r| {
         r.id != 0 && r.name.as_str() == name
     })
 }

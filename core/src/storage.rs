@@ -273,7 +273,7 @@ impl Row for LockRow {
         &mut self.aux
     }
     fn key_hash(&self) -> u64 {
-        crate::table::fnv1a(self.name.as_str().as_bytes())
+        crate::table::name_hash(self.name.as_str().as_bytes())
     }
     fn timer_key(&self) -> (u64, u64) {
         (self.delay_until, self.id)

@@ -103,10 +103,9 @@ impl TableState {
     }
 
     fn home(hash: u64, n: usize) -> usize {
-        // Lemire's multiply-shift range reduction (no power-of-two requirement) keeps the
-        // hash's *high* bits, and FNV-1a's high bits barely depend on a name's last bytes:
-        // `lock/0001`, `lock/0002`… would share a home and probe linearly. Finalise first.
-        ((mix(hash) as u128 * n as u128) >> 64) as usize
+        // Lemire's multiply-shift range reduction (no power-of-two requirement). It keeps
+        // the hash's *high* bits, so keys must be well mixed: see `name_hash`.
+        ((hash as u128 * n as u128) >> 64) as usize
     }
 
     /// The row whose key hashes to `hash` and satisfies `eq`. O(1) expected.
@@ -269,6 +268,15 @@ impl TableState {
     }
 }
 
+/// The index hash of a name: FNV-1a finalised by [`mix`]. FNV-1a's high bits barely
+/// depend on a name's last bytes and [`TableState::home`] keeps the high bits, so without
+/// the finaliser `lock/0001`, `lock/0002`… would share a home bucket and probe linearly.
+/// (Integer keys are hashed by [`mix`] alone; `fnv1a` stays as it is for the persisted
+/// request fingerprint.)
+pub(crate) fn name_hash(bytes: &[u8]) -> u64 {
+    mix(fnv1a(bytes))
+}
+
 /// FNV-1a, 64 bit: fixed, seedless, the same on every platform.
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -300,7 +308,7 @@ mod tests {
         let mut seen = std::vec![false; n];
         for i in 0..n / 2 {
             let name = std::format!("lock/{i:08}");
-            seen[TableState::home(fnv1a(name.as_bytes()), n)] = true;
+            seen[TableState::home(name_hash(name.as_bytes()), n)] = true;
         }
         let distinct = seen.iter().filter(|b| **b).count();
         assert!(
