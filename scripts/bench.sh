@@ -2,7 +2,9 @@
 # make bench: every benchmark of issue 8 in one run, then BENCHMARKS.md.
 #   1. criterion: benches/benches/core.rs (native core + std baselines) and
 #      benches/benches/ffi.rs (the same operations through the C ABI);
-#   2. memory figures (bench-memory) and, if valgrind is installed, instructions per
+#   2. the goal pairs again, interleaved (bench-pairs: fastest batch of each side, the
+#      estimate least disturbed by other jobs on a shared machine);
+#      memory figures (bench-memory) and, if valgrind is installed, instructions per
 #      operation under callgrind (bench-ops at two repetition counts, difference divided);
 #   3. the wasm build under node (benches/js/bench.mjs), if wasm/pkg/node exists or
 #      scripts/build-wasm.sh can build it;
@@ -11,7 +13,8 @@
 # Knobs (environment): BENCH_MEASURE_SECS (criterion measurement time per benchmark,
 # default 2), BENCH_WARMUP_SECS (default 0.5), BENCH_SAMPLES (default 20),
 # BENCH_FILTER (a criterion filter regex; default all), BENCH_JS_SECS (default 1),
-# BENCH_WASM=0 / BENCH_CALLGRIND=0 to skip those parts, BENCH_OUT (default BENCHMARKS.md).
+# BENCH_PAIRS_ROUNDS (interleaved goal pairs, default 200), BENCH_WASM=0 /
+# BENCH_CALLGRIND=0 to skip those parts, BENCH_OUT (default BENCHMARKS.md).
 # With the defaults the whole run takes about 6–8 minutes on 2 cores (plus a cold
 # release build, ~1–3 min).
 set -euo pipefail
@@ -59,6 +62,9 @@ log "criterion: benches core + ffi (measurement ${MEASURE}s, warm-up ${WARMUP}s,
 cargo bench -p fencelock-bench --bench core --bench ffi -- \
   --warm-up-time "$WARMUP" --measurement-time "$MEASURE" --sample-size "$SAMPLES" $FILTER
 
+log "interleaved pairs: fencelock vs baseline, fastest batch of each"
+cargo run --release --quiet -p fencelock-bench --bin bench-pairs -- "${BENCH_PAIRS_ROUNDS:-200}" >"$side/pairs.json"
+
 log "memory figures"
 cargo run --release --quiet -p fencelock-bench --bin bench-memory >"$side/memory.json"
 
@@ -66,15 +72,20 @@ if [ "${BENCH_CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null 2>&1; then
   log "callgrind: instructions per operation"
   cargo build --release --quiet -p fencelock-bench --bin bench-ops
   ops="$target/release/bench-ops"
-  ir() { # workload size reps -> total instructions
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$ops" "$1" "$2" "$3" 2>&1 |
-      awk '/Collected|refs:/ {gsub(",", "", $NF); print $NF; exit}'
-  }
-  per_op() { # workload size reps ops_per_rep: (Ir(2r) - Ir(r)) / (r * ops_per_rep)
-    local a b
-    a=$(ir "$1" "$2" "$3")
-    b=$(ir "$1" "$2" $(($3 * 2)))
-    python3 -c "print(($b - $a) / ($3 * $4))"
+  # Only the measured function (`fencelock_bench::<Workload>::run`) is counted, so setup
+  # is excluded; the cache and branch simulation give D1 misses and mispredicts per op.
+  per_op() { # workload size reps ops_per_rep -> {"ir":..,"d1":..,"bm":..} per op
+    valgrind --tool=callgrind --cache-sim=yes --branch-sim=yes \
+      --toggle-collect='fencelock_bench::*::run' --callgrind-out-file=/dev/null \
+      "$ops" "$1" "$2" "$3" 2>&1 | python3 -c '
+import re, sys
+t = sys.stdin.read()
+def n(label):
+    m = re.search(label + r":\s+([\d,]+)", t)
+    return int(m.group(1).replace(",", "")) if m else 0
+ops = int(sys.argv[1])
+print("{\"ir\": %.1f, \"d1\": %.2f, \"bm\": %.2f}" % (n("I\s+refs") / ops, n("D1\s+misses") / ops, n("Mispredicts") / ops))
+' $(($3 * $4))
   }
   {
     echo "{"
