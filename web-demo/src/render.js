@@ -313,7 +313,7 @@ export function renderStage(el, w, narrow = false) {
     })
     .join('');
   const markers = KINDS.map((k) => `<marker id="arrow-${k}" class="arrow ${k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z"/></marker>`).join('');
-  el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(w.scene.title)} at t=${w.t}" preserveAspectRatio="xMidYMid meet">
+  el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" role="group" aria-label="${esc(w.scene.title)} at t=${Math.max(w.t, 0)}" preserveAspectRatio="xMidYMid meet">
     <defs>${markers}
       <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" class="hatch"/></pattern>
     </defs>
@@ -371,7 +371,9 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
     <defs><pattern id="hatch-lane" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3.5" height="7" class="hatch"/></pattern></defs>
     ${axis.join('')}${rows.join('')}${spans.join('')}${marks.join('')}
     <line class="cursor" x1="${X(w.t)}" x2="${X(w.t)}" y1="${top - 4}" y2="${height - 4}"/>
-  </svg>`;
+  </svg>
+  <p class="legend" aria-hidden="true"><span class="k hold"></span>holds (the service agrees) <span class="k ghost"></span>believes it holds — the lock is gone
+  <span class="k wait"></span>queued <span class="k pause"></span>paused <span class="k ok">●</span>write accepted <span class="k bad">✕</span>refused / expired <span class="k grant">◆</span>grant</p>`;
 }
 
 // ------------------------------------------------------------------ side panels

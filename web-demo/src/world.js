@@ -275,6 +275,10 @@ export class World {
     const id = this.sessions[`${group}:${o.session}`];
     const c = id && this.clients[id];
     if (!c) return;
+    // the service lane shows the service's truth, whether or not the client can hear it
+    if (o.type === 'granted') this.marks.push({ t: this.t, lane: 'svc', kind: 'grant', label: `grant ${o.token} → ${c.name}`, short: `${o.token}→${c.name}` });
+    if (o.type === 'released' && o.reason === 'expired') this.marks.push({ t: this.t, lane: 'svc', kind: 'expire', label: `expired ${c.name}, released ${o.token}`, short: `${c.name} expired` });
+    else if (o.type === 'released') this.marks.push({ t: this.t, lane: 'svc', kind: 'release', label: `${c.name} released ${o.token}` });
     if (c.status === 'dead') return;
     if (c.status === 'paused' && (o.type === 'granted' || o.type === 'released' || o.type === 'sessionExpired')) {
       c.inbox.push(o); // a paused process reads nothing; it finds this when it resumes
@@ -303,7 +307,6 @@ export class World {
         c.wakeups += c.mem.queuedOnce ? 1 : 0;
         this.closeSpan(c.id, 'wait');
         this.spans.push({ lane: c.id, from: this.t, to: null, kind: 'hold', label: `holds ${o.token}` });
-        this.marks.push({ t: this.t, lane: 'svc', kind: 'grant', label: `grant ${o.token} → ${c.name}`, short: `${o.token}→${c.name}` });
         this.flashes.push({ from: this.nodeOfGroup(c.group), to: c.id, label: `granted ${o.token}`, kind: 'good' });
         break;
       case 'queued':
@@ -327,8 +330,6 @@ export class World {
           c.holding = false;
           c.token = null;
         }
-        if (o.reason === 'expired') this.marks.push({ t: this.t, lane: 'svc', kind: 'expire', label: `expired ${c.name}, released ${o.token}`, short: `${c.name} expired` });
-        else this.marks.push({ t: this.t, lane: 'svc', kind: 'release', label: `${c.name} released ${o.token}` });
         break;
       case 'sessionExpired':
         this.closeSpan(c.id, 'wait');

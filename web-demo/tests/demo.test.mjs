@@ -111,8 +111,8 @@ test('scene 1, fencing on: played to the end, the storage refuses 34 as stale an
   await setSwitch('fencing', true);
   await playToEnd();
   assert.match(await text('[data-testid=refused-34]'), /34 < 35/);
-  // A's first write (34, before its pause), then B's (35); A's late 34 was refused
-  assert.deepEqual(await page.locator('[data-testid^=accepted-]').allTextContents(), ['34', '35']);
+  // A's first write (34, before its pause), then B's two (35); A's late 34 was refused
+  assert.deepEqual(await page.locator('[data-testid^=accepted-]').allTextContents(), ['34', '35', '35']);
   assert.equal(await page.locator('[data-testid=highest]').textContent(), '35');
   assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'fenced');
   assert.match(await text('[data-testid=outcome]'), /34 refused \(stale: 34 < 35\).*35 accepted/);
@@ -203,7 +203,7 @@ test('scene 1: clicking a client to kill it rewrites the future from that point'
   await jumpToEnd();
   // A never wrote; its session expired by itself and B did the work with 35
   assert.equal(await page.locator('[data-testid=accepted-34]').count(), 0);
-  assert.equal(await page.locator('[data-testid=accepted-35]').count(), 1);
+  assert.equal(await page.locator('[data-testid=accepted-35]').count(), 2);
   assert.match(await text('[data-testid=log]'), /sessionExpired \{session: 2\}/);
 });
 

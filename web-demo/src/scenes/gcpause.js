@@ -40,8 +40,9 @@ export const gcPause = pauseScene({
     { rel: 4, do: 'release' },
   ],
   jobsB: [
-    { rel: 1, do: 'write', data: 'full reindex (rows 1–1000)' },
-    { rel: 4, do: 'release' },
+    { rel: 1, do: 'write', data: 'reindex part 1 (rows 1–500)' },
+    { rel: 8, do: 'write', data: 'reindex part 2 (rows 501–1000)' },
+    { rel: 20, do: 'release' },
   ],
   text: {
     start: (tok, pos) =>
@@ -83,6 +84,8 @@ export const gcPause = pauseScene({
         const who = w.sessions[`svc:${g.session}`];
         return `The lock is released: exactly one waiter is notified. ${who} is granted token ${g.token}.`;
       }
+      if (wb && wb.row.accepted && w.stores.store.rows.filter((r) => r.byId === 'B').length > 1)
+        return `B writes its next batch with token ${wb.row.token}. B holds the lock and does its work; A, frozen, still believes it holds ${a.token ?? 'it'}.`;
       if (wb && wb.row.accepted) {
         return fencing
           ? `B writes to the resource with token ${wb.row.token} and it is accepted. The storage records ${wb.row.token} as the highest token it has seen.`
