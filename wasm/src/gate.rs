@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 
-use fencelock::{Error, GateRow, Token};
+use fencelock::{GateRow, Token};
 use js_sys::Array;
 use wasm_bindgen::prelude::*;
 
@@ -116,11 +116,7 @@ impl FenceGate {
     /// The gate's snapshot bytes. Cost: O(resources).
     #[wasm_bindgen(unchecked_return_type = "Uint8Array")]
     pub fn snapshot(&self) -> Result<JsValue, JsValue> {
-        let need = match self.core.snapshot(&mut []) {
-            Ok(n) => n,
-            Err(Error::BufferTooSmall { need }) => need as usize,
-            Err(e) => return Err(Fail::from(e).into()),
-        };
+        let need = self.core.snapshot_len();
         let mut buf = Vec::new();
         buf.try_reserve_exact(need)
             .map_err(|_| Fail::OutOfMemory(alloc::format!("{need} snapshot bytes")))?;
