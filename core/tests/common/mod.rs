@@ -2,11 +2,11 @@
 //! refusals are atomic, and checks every DESIGN.md invariant through the public queries.
 #![allow(dead_code)] // each test binary uses a different subset
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use fencelock::{
-    Config, Error, LockName, LockService, Mode, Output, ReleaseReason, SessionId, Tick, Token,
-    VecStorage, Wait,
+    Config, Error, Input, LockName, LockService, Mode, Output, ReleaseReason, SessionId, Tick,
+    Token, VecStorage, Wait,
 };
 
 pub type Svc = LockService<VecStorage>;
@@ -274,4 +274,87 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
+}
+
+const LOCKS: [&str; 4] = ["a", "b", "c", "jobs/reindex"];
+
+/// A random input sequence; it depends only on the seed, never on the service's answers.
+pub fn inputs(seed: u64, len: usize) -> Vec<Input> {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut now = 0u64;
+    let mut opened = 0u64;
+    let mut last_request: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut out = Vec::with_capacity(len);
+    for _ in 0..len {
+        // mostly one of the latest sessions (likely alive), sometimes any id at all
+        let session = if rng.below(10) == 0 || opened == 0 {
+            SessionId(1 + rng.below(opened + 1))
+        } else {
+            SessionId(opened - rng.below(opened.min(5)))
+        };
+        let lock = name(LOCKS[rng.below(LOCKS.len() as u64) as usize]);
+        // drawn for every input, used by those that carry one
+        let request = {
+            let last = last_request.entry(session.0).or_default();
+            match rng.below(6) {
+                0 => None,
+                1 | 2 => Some(*last), // a retry (or the first number, 0)
+                3 => Some(last.saturating_sub(1)),
+                _ => {
+                    *last += 1;
+                    Some(*last)
+                }
+            }
+        };
+        let input = match rng.below(20) {
+            0..=1 => {
+                opened += 1;
+                Input::OpenSession {
+                    ttl: 1 + rng.below(60),
+                }
+            }
+            2..=4 => Input::KeepAlive { session, request },
+            5 => Input::CloseSession { session, request },
+            6..=11 => {
+                let mode = if rng.below(3) == 0 {
+                    Mode::Shared
+                } else {
+                    Mode::Exclusive
+                };
+                let wait = match rng.below(4) {
+                    0 => Wait::None,
+                    1 => Wait::Until(Tick(now + rng.below(15))),
+                    _ => Wait::Forever,
+                };
+                Input::Acquire {
+                    session,
+                    lock,
+                    mode,
+                    wait,
+                    request,
+                }
+            }
+            12..=14 => Input::Release {
+                session,
+                lock,
+                request,
+            },
+            15 => Input::Cancel {
+                session,
+                lock,
+                request,
+            },
+            _ => {
+                // mostly forward, sometimes the same tick, rarely backwards (refused)
+                now = match rng.below(10) {
+                    0 => now.saturating_sub(1),
+                    1 => now,
+                    _ => now + 1 + rng.below(3),
+                };
+                Input::Tick { now: Tick(now) }
+            }
+        };
+        out.push(input);
+    }
+    out
 }
