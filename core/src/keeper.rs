@@ -153,7 +153,8 @@ impl SessionKeeper {
     }
 
     /// The next instant the host should wake: a heartbeat falling due, or the lease
-    /// changing state (safe → jeopardy → expired); `None` once lost. Cost: O(1).
+    /// changing state (safe → jeopardy → expired); `None` once lost. It may be at or
+    /// before `now` (a heartbeat is overdue): act at once. Cost: O(1).
     pub fn poll_timeout(&self, now: u64) -> Option<u64> {
         if self.lost {
             return None;

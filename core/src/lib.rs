@@ -136,6 +136,7 @@
 //! | idempotent retries | per-session request numbers replay the recorded answer |
 //! | determinism | same inputs → same outputs and snapshot bytes on every platform |
 //! | nothing lost | outputs go straight to the host's sink; bound per input documented on [`LockService`] |
+//! | no panic on input | every refusal is a typed [`Error`]; frames and snapshots are validated before use; a full table is [`Error::CapacityExceeded`] |
 //!
 //! ## When to pick what (the seeds' table, mapped)
 //!
