@@ -232,7 +232,8 @@ function drawFlashes(w, byId, nodes, W, H, onlyGrantLabels) {
       const len = Math.hypot(dx, dy) || 1;
       const [px, py] = [-dy / len, dx / len];
       // a request and its answer travel the same pair of nodes: keep them on parallel tracks
-      const lane = f.from < f.to ? 3.5 : -3.5;
+      // (the perpendicular flips with the direction, so "keep right" separates them)
+      const lane = 3.5;
       const o = obstacle(a, b, nodes);
       const off = k * 14;
       let d;
@@ -267,8 +268,9 @@ function drawFlashes(w, byId, nodes, W, H, onlyGrantLabels) {
         const [x2, y2] = edgeToward(b, a.x, a.y);
         d = `M${x1 + px * lane},${y1 + py * lane}L${x2 + px * lane},${y2 + py * lane}`;
         // labels sit nearer the sender, so a request and its answer do not cover each other
-        lx = x1 + (x2 - x1) * 0.36;
-        ly = y1 + (y2 - y1) * 0.36 + 4;
+        // and on opposite sides of their tracks
+        lx = x1 + (x2 - x1) * 0.36 + px * lane * 3.4;
+        ly = y1 + (y2 - y1) * 0.36 + 4 + py * lane * 3.4;
       }
       const mx = Math.min(W - 44, Math.max(44, lx));
       const my = ly - off;

@@ -229,7 +229,8 @@ export class World {
       return [];
     }
     if (input.type !== 'tick' || outs.length) {
-      if (by && r.quiet !== true) this.flashes.push({ from: by.id, to: r.node, label: shortInput(input), kind: 'msg' });
+      // (opening a session is bookkeeping: not drawn, so the first frame shows the acquire)
+      if (by && r.quiet !== true && input.type !== 'openSession') this.flashes.push({ from: by.id, to: r.node, label: shortInput(input), kind: 'msg' });
     }
     if (r.via) this.addLog(node.label, `${r.via}: ${fmtInput(input)}`, 'in');
     else if (input.type !== 'tick' && !(r.quiet && input.type === 'keepAlive')) {
