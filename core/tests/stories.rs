@@ -54,11 +54,28 @@ fn gc_pause_timeline() {
     let mut svc = svc(8);
     burn_tokens(&mut svc, 33);
     let start = svc.now().0;
-    let a = open(&mut svc, 10);
-    let b = open(&mut svc, 10);
     let lock = "jobs/reindex";
 
-    // t0: A acquires the lock, token 34; B asks too and waits in the queue.
+    // t0: A and B open sessions (timeout 10 s)...
+    let (a, opened_a) = run(&mut svc, |v, o| v.open_session(10, o));
+    let (b, opened_b) = run(&mut svc, |v, o| v.open_session(10, o));
+    let deadline = fencelock::Tick(start + 10);
+    assert_eq!(
+        opened_a,
+        vec![Output::SessionOpened {
+            session: a,
+            expires_at: deadline
+        }]
+    );
+    assert_eq!(
+        opened_b,
+        vec![Output::SessionOpened {
+            session: b,
+            expires_at: deadline
+        }]
+    );
+
+    // ...A acquires the lock, token 34; B asks too and waits in the queue.
     assert_eq!(x(&mut svc, a, lock), vec![gx(a, lock, 34)]);
     assert_eq!(
         x(&mut svc, b, lock),
