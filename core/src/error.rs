@@ -122,6 +122,7 @@ const REASONS: &[&str] = &[
     "a grantable waiter was left waiting",
     "a session claims a lock twice",
     "a table has more than 2^31 - 1 rows",
+    "a token held twice",
     "claim of an unknown session",
     "claim on an unknown lock",
     "claim sequence out of order or beyond the counter",

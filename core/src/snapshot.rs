@@ -206,7 +206,7 @@ impl<S: Storage> LockService<S> {
     /// Rebuilds a service in `storage` from snapshot bytes, checking every invariant:
     /// magic and version; ids below their counters and in canonical order; sessions live
     /// (`now < expires_at <= now + ttl`); names valid and unique; at most one exclusive
-    /// holder and never a mix of modes; tokens in `1..=revision`; waits in arrival order
+    /// holder and never a mix of modes; tokens in `1..=revision`, each held once; waits in arrival order
     /// with deadlines after now; no (session, lock) pair twice; no lock left idle; no
     /// waiter left ungranted on a lock that could grant it; everything within capacity.
     /// Trailing bytes and non-canonical encodings (over-long varints) are refused, so
@@ -215,7 +215,7 @@ impl<S: Storage> LockService<S> {
     /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
     /// [`Error::CorruptSnapshot`] (says which check failed), [`Error::CapacityExceeded`],
     /// [`Error::BadConfig`]. On error the storage is handed back (its rows are scratch).
-    /// Cost: O(sessions + locks + claims) expected.
+    /// Cost: O(sessions + locks) expected + O(claims log claims) (the token check).
     pub fn restore(storage: S, bytes: &[u8]) -> Result<Self, (S, Error)> {
         let (header, rest) = match postcard::take_from_bytes::<Header>(bytes) {
             Ok(x) => x,
@@ -415,13 +415,34 @@ impl<S: Storage> LockService<S> {
                 let mut w = lock.waiters;
                 w.push_back(v.c, c, in_lock);
                 v.l[l as usize].waiters = w;
-                if r.value != u64::MAX {
-                    v.st.claims.schedule(v.c, c);
-                }
+            }
+            if r.holding {
+                // Scratch use of the claim heap (keyed by value = token): see below.
+                v.st.claims.schedule(v.c, c);
             }
         }
         if !rest.is_empty() {
             return Err(corrupt("trailing bytes"));
+        }
+        // Every grant got its own token, across all locks: drain the holders from the heap
+        // in token order and refuse a repeat. Then schedule the timed waits for real.
+        let mut prev = 0;
+        while let Some(c) = v.st.claims.earliest(v.c) {
+            let token = v.c[c as usize].value;
+            if token == prev {
+                return Err(corrupt("a token held twice"));
+            }
+            prev = token;
+            v.st.claims.unschedule(v.c, c);
+        }
+        let mut c = v.st.claim_order.head;
+        while c != NIL {
+            let row = &v.c[c as usize];
+            let next = row.order.next;
+            if !row.holding && row.value != u64::MAX {
+                v.st.claims.schedule(v.c, c);
+            }
+            c = next;
         }
 
         // Whole-lock checks: no idle entry, no missed grant.
