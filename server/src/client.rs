@@ -559,3 +559,107 @@ impl Session {
         }
     }
 }
+
+/// Keeps a session alive in the background and tracks the lease with the core's
+/// [`SessionKeeper`](fencelock::SessionKeeper): the holder may act only while
+/// [`LeaseGuard::may_act`] is true (until `last acknowledged send + ttl − margin`).
+pub struct LeaseGuard {
+    keeper: Arc<Mutex<fencelock::SessionKeeper>>,
+    origin: Instant,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LeaseGuard {
+    /// Starts heartbeating `session` every `interval_ms`. `opened_at` is when the open
+    /// request was sent (its success is the first acknowledged heartbeat).
+    ///
+    /// Errors: [`fencelock::Error::BadConfig`] unless `0 < interval < ttl − margin`.
+    pub fn start(
+        session: Arc<Session>,
+        ttl_ms: u64,
+        interval_ms: u64,
+        margin_ms: u64,
+        opened_at: Instant,
+    ) -> Result<LeaseGuard, fencelock::Error> {
+        let mut k = fencelock::SessionKeeper::new(ttl_ms, interval_ms, margin_ms)?;
+        k.heartbeat_sent(0)?;
+        k.heartbeat_acked(0)?;
+        let keeper = Arc::new(Mutex::new(k));
+        let origin = opened_at;
+        let kk = keeper.clone();
+        let task = tokio::spawn(async move {
+            let ms = |i: Instant| i.saturating_duration_since(origin).as_millis() as u64;
+            loop {
+                let due = {
+                    let k = kk.lock().unwrap_or_else(|p| p.into_inner());
+                    k.heartbeat_due(ms(Instant::now()))
+                };
+                let now = ms(Instant::now());
+                if due > now {
+                    tokio::time::sleep(Duration::from_millis(due - now)).await;
+                }
+                let sent = ms(Instant::now());
+                if kk
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .heartbeat_sent(sent)
+                    .is_err()
+                {
+                    continue;
+                }
+                match session.keep_alive().await {
+                    Ok(_) => {
+                        let _ = kk
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .heartbeat_acked(sent);
+                    }
+                    Err(ClientError::Core(e)) if e.kind == "unknown_session" => {
+                        kk.lock().unwrap_or_else(|p| p.into_inner()).session_lost();
+                        return;
+                    }
+                    Err(_) => {}
+                }
+                if session.is_lost() {
+                    kk.lock().unwrap_or_else(|p| p.into_inner()).session_lost();
+                    return;
+                }
+            }
+        });
+        Ok(LeaseGuard {
+            keeper,
+            origin,
+            task,
+        })
+    }
+
+    /// The lease now, by this process's monotonic clock. Cost: O(1).
+    pub fn lease(&self) -> fencelock::Lease {
+        let now = Instant::now()
+            .saturating_duration_since(self.origin)
+            .as_millis() as u64;
+        self.keeper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lease(now)
+    }
+
+    /// True only while the lease is certainly valid. Cost: O(1).
+    pub fn may_act(&self) -> bool {
+        matches!(self.lease(), fencelock::Lease::Safe { .. })
+    }
+
+    /// Marks the session lost (the service said so). Cost: O(1).
+    pub fn session_lost(&self) {
+        self.keeper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .session_lost();
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,1 +1,261 @@
-fn main() {}
+//! `fencelock`: the command-line client.
+//!
+//! ```text
+//! fencelock lock NAME -- COMMAND [ARGS…]   run COMMAND while holding NAME (token in FENCELOCK_TOKEN)
+//! fencelock holder NAME                     who holds NAME (linearizable read)
+//! fencelock queue NAME                      who waits for NAME, head first
+//! fencelock elect NAME                      campaign; print the epoch when elected; lead until Ctrl-C/SIGTERM
+//! ```
+//! The cluster's client addresses come from `--cluster` or `FENCELOCK_CLUSTER`
+//! (comma-separated; default the three of `make cluster`).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use fencelock::{Mode, Output};
+use fencelock_server::client::{Acquired, Client, LeaseGuard, Session};
+use fencelock_server::protocol::WaitSpec;
+
+#[derive(Parser)]
+#[command(about = "fencelock client: locks with fencing tokens on a replicated cluster")]
+struct Args {
+    /// Client addresses of the cluster's nodes, comma-separated.
+    #[arg(
+        long,
+        env = "FENCELOCK_CLUSTER",
+        default_value = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
+    )]
+    cluster: String,
+    /// Session time-to-live (ms).
+    #[arg(long, default_value_t = 10_000)]
+    ttl_ms: u64,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a command while holding the lock; stop it if the lease is no longer safe.
+    Lock {
+        /// The lock.
+        name: String,
+        /// Give up after this many ms of waiting (default: wait forever).
+        #[arg(long)]
+        wait_ms: Option<u64>,
+        /// Try once; exit 2 if the lock is taken.
+        #[arg(long = "try")]
+        try_only: bool,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Print the holder(s) of a lock: `SESSION MODE TOKEN` per line.
+    Holder {
+        /// The lock.
+        name: String,
+    },
+    /// Print the queue of a lock, head first: `SESSION MODE` per line.
+    Queue {
+        /// The lock.
+        name: String,
+    },
+    /// Campaign in an election; print `epoch N` when elected; lead until Ctrl-C.
+    Elect {
+        /// The election.
+        name: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let client = Client::new(
+        args.cluster
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .collect(),
+    );
+    let res: Result<ExitCode, Box<dyn std::error::Error>> = match args.cmd {
+        Cmd::Holder { name } => client
+            .holders(&name)
+            .await
+            .map(|hs| {
+                for h in hs {
+                    println!("{} {} {}", h.session.0, h.mode, h.token.0);
+                }
+                ExitCode::SUCCESS
+            })
+            .map_err(Into::into),
+        Cmd::Queue { name } => client
+            .waiters(&name)
+            .await
+            .map(|ws| {
+                for w in ws {
+                    println!("{} {}", w.session.0, w.mode);
+                }
+                ExitCode::SUCCESS
+            })
+            .map_err(Into::into),
+        Cmd::Lock {
+            name,
+            wait_ms,
+            try_only,
+            command,
+        } => {
+            let wait = match (try_only, wait_ms) {
+                (true, _) => WaitSpec::None,
+                (false, Some(ms)) => WaitSpec::ForMs(ms),
+                (false, None) => WaitSpec::Forever,
+            };
+            lock(&client, args.ttl_ms, &name, wait, &command).await
+        }
+        Cmd::Elect { name } => elect(&client, args.ttl_ms, &name).await,
+    };
+    match res {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fencelock: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn open(
+    client: &Client,
+    ttl_ms: u64,
+) -> Result<(Arc<Session>, LeaseGuard), Box<dyn std::error::Error>> {
+    let opened_at = Instant::now();
+    let session = Arc::new(client.open_session(ttl_ms).await?);
+    let guard = LeaseGuard::start(session.clone(), ttl_ms, ttl_ms / 4, ttl_ms / 5, opened_at)
+        .map_err(|e| format!("ttl too small: {e}"))?;
+    Ok((session, guard))
+}
+
+async fn lock(
+    client: &Client,
+    ttl_ms: u64,
+    name: &str,
+    wait: WaitSpec,
+    command: &[String],
+) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let mut pushes = client.subscribe();
+    let (session, guard) = open(client, ttl_ms).await?;
+    let token = match session.acquire(name, Mode::Exclusive, wait).await? {
+        Acquired::Granted(t) => t,
+        other => {
+            eprintln!("fencelock: lock {name} not acquired: {other:?}");
+            let _ = session.close().await;
+            return Ok(ExitCode::from(2));
+        }
+    };
+    eprintln!("fencelock: holding {name} with token {}", token.0);
+    let mut child = tokio::process::Command::new(&command[0])
+        .args(&command[1..])
+        .env("FENCELOCK_TOKEN", token.0.to_string())
+        .env("FENCELOCK_SESSION", session.id().to_string())
+        .env("FENCELOCK_LOCK", name)
+        .spawn()?;
+    let mut check = tokio::time::interval(Duration::from_millis(20));
+    let stop_signal = interrupted();
+    tokio::pin!(stop_signal);
+    let status = loop {
+        tokio::select! {
+            st = child.wait() => break Some(st?),
+            _ = &mut stop_signal => {
+                eprintln!("fencelock: interrupted; stopping the command and releasing {name}");
+                stop(&mut child).await;
+                let _ = session.release(name).await;
+                let _ = session.close().await;
+                return Ok(ExitCode::from(130));
+            }
+            p = pushes.recv() => {
+                if let Ok(Output::Released { session: s, lock, .. }) = p {
+                    if s.0 == session.id() && lock.as_str() == name {
+                        guard.session_lost();
+                    }
+                }
+            }
+            _ = check.tick() => {}
+        }
+        if !guard.may_act() {
+            break None;
+        }
+    };
+    let Some(status) = status else {
+        eprintln!("fencelock: lease on {name} no longer safe; stopping the command");
+        stop(&mut child).await;
+        let _ = session.close().await;
+        return Ok(ExitCode::from(3));
+    };
+    let _ = session.release(name).await;
+    let _ = session.close().await;
+    Ok(ExitCode::from(
+        status.code().unwrap_or(1).clamp(0, 255) as u8
+    ))
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn interrupted() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(t) => t,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+async fn stop(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        // SIGTERM first, SIGKILL after a second.
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        if tokio::time::timeout(Duration::from_secs(1), child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = child.kill().await;
+}
+
+async fn elect(
+    client: &Client,
+    ttl_ms: u64,
+    name: &str,
+) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let (session, guard) = open(client, ttl_ms).await?;
+    match session
+        .acquire(name, Mode::Exclusive, WaitSpec::Forever)
+        .await?
+    {
+        Acquired::Granted(t) => println!("epoch {}", t.0),
+        other => {
+            eprintln!("fencelock: not elected: {other:?}");
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let mut check = tokio::time::interval(Duration::from_millis(50));
+    let stop_signal = interrupted();
+    tokio::pin!(stop_signal);
+    loop {
+        tokio::select! {
+            _ = &mut stop_signal => {
+                let _ = session.release(name).await;
+                let _ = session.close().await;
+                return Ok(ExitCode::SUCCESS);
+            }
+            _ = check.tick() => {
+                if !guard.may_act() {
+                    eprintln!("fencelock: leadership lease lost");
+                    return Ok(ExitCode::from(3));
+                }
+            }
+        }
+    }
+}
