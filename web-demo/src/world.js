@@ -17,7 +17,7 @@ export function fmtOutput(o) {
 export function fmtInput(i) {
   const args = Object.entries(i)
     .filter(([k]) => k !== 'type')
-    .map(([k, v]) => (typeof v === 'object' && v !== null ? `${k}: ${JSON.stringify(v)}` : `${k}: ${typeof v === 'string' ? JSON.stringify(v) : v}`));
+    .map(([k, v]) => `${k}: ${typeof v === 'number' ? v : JSON.stringify(v)}`);
   return `${i.type}(${args.join(', ')})`;
 }
 
@@ -147,8 +147,6 @@ export class World {
         grantedAt: null, // when it heard "granted" (its job's clock)
         expiresAt: null,
         inbox: [], // outputs that reached it while paused
-        busy: 0,
-        wakeups: 0,
         mem: clone(r.mem) || {},
         keeper: clone(r.keeper) || null, // {interval, margin}: this client keeps a SessionKeeper
         sentAt: null, // when its latest open/heartbeat was sent (to acknowledge it)
@@ -193,7 +191,6 @@ export class World {
         gate: r.fencing ? new this.api.FenceGate(4) : null,
         rows: [], // {t, by, token, data, accepted, stale, reason}
         corrupted: false,
-        lastToken: null,
       };
     }
   }
@@ -305,19 +302,16 @@ export class World {
         c.holding = true;
         c.grantedAt = this.t;
         c.waiting = null;
-        c.wakeups += c.mem.queuedOnce ? 1 : 0;
         this.closeSpan(c.id, 'wait');
         this.spans.push({ lane: c.id, from: this.t, to: null, kind: 'hold', label: `holds ${o.token}` });
         this.flashes.push({ from: this.nodeOfGroup(c.group), to: c.id, label: `granted ${o.token}`, kind: 'good' });
         break;
       case 'queued':
         c.waiting = o.position;
-        c.mem.queuedOnce = true;
         this.spans.push({ lane: c.id, from: this.t, to: null, kind: 'wait', label: `queued #${o.position}` });
         this.flashes.push({ from: this.nodeOfGroup(c.group), to: c.id, label: `queued #${o.position}`, kind: 'msg' });
         break;
       case 'busy':
-        c.busy += 1;
         this.flashes.push({ from: this.nodeOfGroup(c.group), to: c.id, label: 'busy', kind: 'warn' });
         break;
       case 'sessionRenewed':
@@ -398,7 +392,6 @@ export class World {
         row.stale = true;
         s.corrupted = true;
       }
-      s.lastToken = r.token;
     }
     s.rows.push(row);
     const status = s.http ? (row.accepted ? '200 OK' : '412 Precondition Failed') : row.accepted ? 'accepted' : 'refused';

@@ -113,17 +113,16 @@ function step(w, emit, P) {
   }
 }
 
-function laneStats(w, lane, node) {
+function laneStats(w, lane) {
   const cs = lane.map((id) => w.clients[id]);
   return {
     wakeups: cs.reduce((n, c) => n + c.mem.wakeups, 0),
     wasted: cs.reduce((n, c) => n + c.mem.wasted, 0),
-    grants: w.log.filter((l) => l.src === w.nodes[node].label && l.text.startsWith('granted')).length,
   };
 }
 
 function outcome(w) {
-  return { queue: laneStats(w, Q, 'queue'), herd: laneStats(w, H, 'herd') };
+  return { queue: laneStats(w, Q), herd: laneStats(w, H) };
 }
 
 export const herd = {
