@@ -12,6 +12,7 @@ use js_sys::Array;
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, Fail, Obj, MAX_SAFE};
+use crate::json;
 
 /// The core's limit on rows per table, checked here before allocating anything.
 const MAX_ROWS: u64 = i32::MAX as u64;
@@ -80,111 +81,44 @@ pub struct LockService {
     core: Core,
 }
 
-/// Collects outputs as JS objects. The guards in `LockService::guard_*` make sure every
-/// number an input can emit fits a JS number before the input is applied, so the
-/// conversion below cannot fail after the state has changed.
+/// Collects outputs as the JSON text of an `Output[]` and parses it once at the end: one
+/// crossing into JS per input instead of one per property (in node, an acquire/release
+/// loop runs about 1.5 times faster than building the objects property by property). The
+/// guards in `LockService::guard_*` make sure every number an input can emit fits a JS
+/// number before the input is applied, so the conversion cannot fail after the state has
+/// changed.
 struct Sink {
-    out: Array,
+    json: String,
     failed: Option<Fail>,
 }
 
 impl Sink {
     fn new() -> Sink {
         Sink {
-            out: Array::new(),
+            json: String::from("["),
             failed: None,
         }
     }
     fn push(&mut self, o: Output) {
-        match output(&o) {
-            Ok(v) => {
-                self.out.push(&v);
-            }
-            Err(e) => {
-                self.failed.get_or_insert(e);
-            }
+        if self.json.len() > 1 {
+            self.json.push(',');
+        }
+        if let Err(e) = json::output(&mut self.json, &o) {
+            self.failed.get_or_insert(e);
         }
     }
-    fn finish(self, r: Result<(), Error>) -> Result<Array, JsValue> {
+    fn finish(mut self, r: Result<(), Error>) -> Result<Array, JsValue> {
         r.map_err(Fail::from)?;
-        match self.failed {
-            Some(f) => Err(f.into()),
-            None => Ok(self.out),
+        if let Some(f) = self.failed {
+            return Err(f.into());
+        }
+        self.json.push(']');
+        match js_sys::JSON::parse(&self.json) {
+            Ok(v) => Ok(v.unchecked_into()),
+            // Only an exhausted JS heap makes JSON.parse fail on this text.
+            Err(_) => Err(Fail::OutOfMemory(String::from("cannot build the outputs")).into()),
         }
     }
-}
-
-/// One output as a tagged object (see the `Output` type in the `.d.ts`).
-fn output(o: &Output) -> Result<JsValue, Fail> {
-    let ty = |t: &str| Obj::new().with("type", t);
-    let lock = |l: &LockName| JsValue::from_str(l.as_str());
-    Ok(match o {
-        Output::SessionOpened {
-            session,
-            expires_at,
-        } => ty("sessionOpened")
-            .with("session", js::session(*session)?)
-            .with("expiresAt", js::number(expires_at.0, "expiresAt")?),
-        Output::SessionRenewed {
-            session,
-            expires_at,
-        } => ty("sessionRenewed")
-            .with("session", js::session(*session)?)
-            .with("expiresAt", js::number(expires_at.0, "expiresAt")?),
-        Output::SessionClosed { session } => {
-            ty("sessionClosed").with("session", js::session(*session)?)
-        }
-        Output::SessionExpired { session } => {
-            ty("sessionExpired").with("session", js::session(*session)?)
-        }
-        Output::Granted {
-            session,
-            lock: l,
-            mode,
-            token,
-        } => ty("granted")
-            .with("session", js::session(*session)?)
-            .with("lock", lock(l))
-            .with("mode", js::mode(*mode))
-            .with("token", js::token(*token)?),
-        Output::Queued {
-            session,
-            lock: l,
-            mode,
-            position,
-        } => ty("queued")
-            .with("session", js::session(*session)?)
-            .with("lock", lock(l))
-            .with("mode", js::mode(*mode))
-            .with("position", *position),
-        Output::Busy { session, lock: l } => ty("busy")
-            .with("session", js::session(*session)?)
-            .with("lock", lock(l)),
-        Output::Released {
-            session,
-            lock: l,
-            token,
-            reason,
-        } => ty("released")
-            .with("session", js::session(*session)?)
-            .with("lock", lock(l))
-            .with("token", js::token(*token)?)
-            .with("reason", js::reason(*reason)),
-        Output::WaitTimedOut { session, lock: l } => ty("waitTimedOut")
-            .with("session", js::session(*session)?)
-            .with("lock", lock(l)),
-        Output::WaitCancelled { session, lock: l } => ty("waitCancelled")
-            .with("session", js::session(*session)?)
-            .with("lock", lock(l)),
-        // `Output` is non-exhaustive: a variant added to core later still crosses, as
-        // its frame, rather than being dropped.
-        other => {
-            let mut buf = [0u8; MAX_FRAME_LEN];
-            let n = other.to_frame(&mut buf)?;
-            ty("unknown").with("frame", js::uint8(buf.get(..n).unwrap_or(&[])))
-        }
-    }
-    .done())
 }
 
 fn request(v: &JsValue) -> Result<Option<u64>, Fail> {
