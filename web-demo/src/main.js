@@ -107,7 +107,8 @@ function buildControls() {
         return `<label class="switch"><input type="checkbox" role="switch" data-param="${k}" data-testid="param-${k}" ${p[k] ? 'checked' : ''}><span class="track" aria-hidden="true"></span><span class="lbl">${d.label}</span></label>`;
       return `<label class="slider"><span class="lbl">${d.label}</span><input type="range" data-param="${k}" data-testid="param-${k}" min="${d.min}" max="${d.max}" step="${d.step}" value="${p[k]}"><output data-for="${k}">${p[k]}${d.unit}</output></label>`;
     })
-    .join('');
+    .join('') +
+    (s.tryThis ? `<div class="try"><p class="try-h">Try this</p><ul>${s.tryThis.map((t) => `<li>${t}</li>`).join('')}</ul></div>` : '');
   for (const input of ui.controls.querySelectorAll('input[data-param]')) {
     const k = input.dataset.param;
     const d = s.params[k];

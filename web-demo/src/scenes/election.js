@@ -70,8 +70,11 @@ function step(w, emit, P) {
   const text = caption(w, ev, P);
   if (text) emit({ op: 'caption', text });
   const survived = n1.mem.rejoinedAt == null && n1.status === 'running' && t >= PAUSE_AT + P.pause + 4;
-  const cap = Math.max(30, PAUSE_AT + P.pause + 8);
-  if ((n1.mem.rejoinedAt != null && t >= n1.mem.rejoinedAt + 2) || survived || t >= cap) {
+  const cap = Math.max(40, PAUSE_AT + P.pause + 3 * P.ttl);
+  // a leader the core lists whose process is dead is not an ending: wait for its expiry
+  const l = w.nodes.svc.core.leader(ELECTION);
+  const liveLeader = !l || w.clients[w.sessions[`svc:${l.session}`]]?.status === 'running';
+  if ((n1.mem.rejoinedAt != null && t >= n1.mem.rejoinedAt + 2 && liveLeader) || survived || t >= cap) {
     emit({
       op: 'caption',
       text: !survived && n1.mem.rejoinedAt == null
@@ -130,6 +133,11 @@ export const election = {
   lede: 'Election is the acquire path with a longer lease. The fencing token doubles as the epoch number.',
   fencingSwitch: true,
   lock: ELECTION,
+  tryThis: [
+    'Turn the epoch check off: the old leader\'s action lands (split brain).',
+    "Make N1's pause 6 s: shorter than the timeout, it stays leader.",
+    'Kill N2 after it is promoted: N3 becomes leader with the next epoch.',
+  ],
   params: {
     fencing: { label: 'downstream checks the epoch', type: 'switch', value: true },
     ttl: { label: 'session timeout', type: 'range', min: 6, max: 20, step: 1, value: 10, unit: 's' },

@@ -17,6 +17,12 @@ export const gcPause = pauseScene({
     short: 'GC pause',
     lede: 'A holds the lock and pauses. The service, seeing only silence, expires A and grants B. Then A wakes up.',
     fencingSwitch: true,
+    tryThis: [
+      'Turn the fencing switch off and jump to the end: the stale write lands.',
+      'Set the pause to 5 s: shorter than the timeout, A keeps its session.',
+      'Timeout 30 s, pause 45 s: the expiry only moves — the window stays.',
+      'Kill B while it holds 35 (click it): A\'s late 34 is refused all the same.',
+    ],
   },
   ids: ['A', 'B'],
   lock: LOCK,

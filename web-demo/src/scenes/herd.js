@@ -131,6 +131,11 @@ export const herd = {
   short: 'Wait queue',
   lede: 'Many waiters on one lock. An ordered wait queue wakes exactly one; notifying everyone wakes them all to fight.',
   fencingSwitch: false,
+  tryThis: [
+    'Step through one release at a time and count the arrows on each side.',
+    'Kill the holder H on the left: its session expires and the queue still wakes one.',
+    'Change the race seed: a different winner, the same waste.',
+  ],
   params: {
     seed: { label: 'race seed (herd)', type: 'range', min: 1, max: 9, step: 1, value: 1, unit: '' },
   },

@@ -179,6 +179,10 @@ export const replication = {
   short: 'Replication',
   lede: 'The primary can acknowledge the lock and die before the replica sees it. A consensus group answers only what a majority has.',
   fencingSwitch: false,
+  tryThis: [
+    'Set the replica lag to 1: it happens to keep up — safe by luck, not design.',
+    'Watch the acknowledgement on the right wait for the second replica.',
+  ],
   params: {
     lag: { label: 'replica lag (async side)', type: 'range', min: 1, max: 4, step: 1, value: 2, unit: ' steps' },
   },

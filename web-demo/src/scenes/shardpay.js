@@ -13,6 +13,11 @@ export const shardPay = pauseScene({
     short: 'ShardPay',
     lede: 'The end-of-day reconciliation job holds a 30-second lease renewed every 10 s. The object store checks a monotonic fencing token on every write.',
     fencingSwitch: true,
+    tryThis: [
+      'Switch the fence check off: W1\'s PUT with 42 lands over run 43.',
+      'Make the lease 60 s: the 45 s pause now fits inside it.',
+      'Kill W2 once it holds 43: the lease expires and nobody reruns.',
+    ],
   },
   ids: ['W1', 'W2'],
   lock: LOCK,
