@@ -58,7 +58,8 @@ pub enum Output {
         /// Its fencing token.
         token: Token,
     },
-    /// The acquire was queued; a `Granted`, `WaitTimedOut` or the session's end follows.
+    /// The acquire was queued; a `Granted`, `WaitTimedOut`, `WaitCancelled` or the
+    /// session's end follows. Nothing else needs polling.
     Queued {
         /// The waiter.
         session: SessionId,
