@@ -15,13 +15,14 @@
 //! 0.96 + 1.36 + 2.88 MB = 5.2 MB. Each row includes its share of the table's hash index
 //! (two buckets, so the load stays ≤ 50 %) and of its heap of deadlines.
 //!
-//! The figures are the same on 64-bit and 32-bit targets: rows hold only `u64`, `u32`
-//! and `u8` fields (a name's length is a `u8`, never a `usize`; no pointers), so their
-//! layout depends only on the alignment of `u64`, which is 8 bytes on x86_64, aarch64,
-//! wasm32 and ARM EABI targets such as thumbv7em. A compile-time assertion below checks
-//! them on every build for such a target (the `thumbv7em-none-eabihf` build in CI
-//! included), and `core/tests/memory.rs` checks them on the host. On a target where `u64`
-//! is only 4-byte aligned (i686) rows can be a few bytes smaller, never larger.
+//! The figures are the same on 64-bit and 32-bit targets: rows hold only `u64`, `u32`,
+//! byte-sized fields (`u8`, `bool`, fieldless enums) and enums of those (a name's length
+//! is a `u8`, never a `usize`; no pointers), so their layout depends only on the
+//! alignment of `u64`, which is 8 bytes on x86_64, aarch64, wasm32 and ARM EABI targets
+//! such as thumbv7em. A compile-time assertion below checks the figures on every build
+//! for such a target (the `thumbv7em-none-eabihf` build in CI included), and
+//! `core/tests/memory.rs` checks them on the host. On a target where `u64` is only 4-byte
+//! aligned (i686) rows can be a few bytes smaller, never larger.
 
 use crate::table::{Aux, Row, NIL};
 use crate::{LockName, Mode};
