@@ -325,3 +325,35 @@ test('random interventions (seeded) in every scene: the page never errors and ea
     throw e;
   }
 });
+
+test('the "Try this" suggestions do what they say (scenes 2, 3, 5)', async () => {
+  const kill = async (id) => {
+    await page.click(`#stage [data-client="${id}"]`);
+    await page.click('#menu [data-action=kill]');
+  };
+  // scene 3: a pause shorter than the timeout keeps N1 the leader; killing the promoted N2
+  // hands the lease to N3 with the next epoch
+  await open(3);
+  await setSlider('pause', 6);
+  await jumpToEnd();
+  assert.match(await text('[data-testid=outcome]'), /One leader throughout · leader N1, epoch 7/);
+  await setSlider('pause', 14);
+  await scrubTo(15);
+  await kill('N2');
+  await jumpToEnd();
+  assert.match(await text('[data-testid=outcome]'), /leader N3, epoch 9/);
+  // scene 2: a killed holder's session expires and the ordered queue still wakes exactly one
+  await page.click('[data-testid=tab-2]');
+  await scrubTo(2);
+  await kill('q0');
+  await jumpToEnd();
+  assert.match(await text('[data-testid=log]'), /Ordered queue\s+sessionExpired \{session: 1\}/);
+  assert.equal(await page.getAttribute('[data-testid=counters-queue]', 'data-wasted'), '0');
+  assert.equal(await page.getAttribute('[data-testid=counters-queue]', 'data-wakeups'), '6');
+  // scene 5: a 60 s lease outlasts the 45 s pause — no expiry, no 412
+  await page.click('[data-testid=tab-5]');
+  await setSlider('ttl', 60);
+  await jumpToEnd();
+  assert.equal(await page.locator('[data-testid^=refused-]').count(), 0);
+  assert.doesNotMatch(await text('[data-testid=log]'), /sessionExpired/);
+});
