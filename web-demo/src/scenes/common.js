@@ -99,7 +99,7 @@ export function heartbeat(w, emit, id, ctx) {
   if (w.t - (c.mem.lastHb ?? 0) < ctx.hb) return;
   emit({ op: 'client', id, mem: { lastHb: w.t } });
   emit({ op: 'core', node: ctx.node, by: id, input: { type: 'keepAlive', session: c.session }, quiet: true });
-  emit({ op: 'flash', from: id, to: ctx.node, label: '♥', kind: 'hb' });
+  if (!ctx.hideHeartbeats) emit({ op: 'flash', from: id, to: ctx.node, label: '♥', kind: 'hb' });
 }
 
 /** Clients that still have something to do. */

@@ -94,7 +94,7 @@ function step(w, emit, P) {
     ev.h = { released: hReleaser, woke: order.length, busy, winner };
   }
   // Live clients heartbeat (quietly) so that only a killed or paused one expires.
-  for (const id of [...Q, ...H]) heartbeat(w, emit, id, { node: w.clients[id].group, hb: 2 });
+  for (const id of [...Q, ...H]) heartbeat(w, emit, id, { node: w.clients[id].group, hb: 2, hideHeartbeats: true });
   const parts = [];
   if (ev.q) parts.push(`Left: ${ev.q.released} releases; the core grants exactly one waiter, ${ev.q.woken.join(', ') || 'nobody'}${ev.q.token ? ` (token ${ev.q.token})` : ''}. Nobody else wakes.`);
   if (ev.h) parts.push(`Right: ${ev.h.released} releases; all ${ev.h.woke} watchers wake and race to re-acquire. ${ev.h.winner ?? 'Nobody'} wins; the core answers "busy" to the other ${ev.h.busy} — wasted wake-ups.`);
