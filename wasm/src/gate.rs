@@ -116,11 +116,7 @@ impl FenceGate {
     /// The gate's snapshot bytes. Cost: O(resources).
     #[wasm_bindgen(unchecked_return_type = "Uint8Array")]
     pub fn snapshot(&self) -> Result<JsValue, JsValue> {
-        let need = self.core.snapshot_len();
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(need)
-            .map_err(|_| Fail::OutOfMemory(alloc::format!("{need} snapshot bytes")))?;
-        buf.resize(need, 0);
+        let mut buf = js::zeroed(self.core.snapshot_len(), "snapshot")?;
         let n = self.core.snapshot(&mut buf).map_err(Fail::from)?;
         Ok(js::uint8(buf.get(..n).unwrap_or(&[])))
     }

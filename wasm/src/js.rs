@@ -329,12 +329,17 @@ pub fn bytes(v: &JsValue, what: &str) -> Result<Vec<u8>, Fail> {
 
 /// Copies a [`plain_bytes`] array into wasm memory (fallibly, as [`bytes`]).
 pub fn copy(plain: &Uint8Array, what: &str) -> Result<Vec<u8>, Fail> {
-    let n = plain.length() as usize;
+    let mut out = zeroed(plain.length() as usize, what)?;
+    plain.copy_to(&mut out);
+    Ok(out)
+}
+
+/// `n` zero bytes, allocated fallibly (`out_of_memory` rather than an abort).
+pub fn zeroed(n: usize, what: &str) -> Result<Vec<u8>, Fail> {
     let mut out = Vec::new();
     out.try_reserve_exact(n)
-        .map_err(|_| Fail::OutOfMemory(format!("cannot copy {n} bytes of {what}")))?;
+        .map_err(|_| Fail::OutOfMemory(format!("cannot allocate {n} bytes for {what}")))?;
     out.resize(n, 0);
-    plain.copy_to(&mut out);
     Ok(out)
 }
 

@@ -631,10 +631,13 @@ impl LockService {
     }
 
     /// The canonical snapshot bytes (equal states give equal bytes, on every platform).
-    /// Cost: O(sessions + locks + claims).
+    /// Throws `out_of_memory` if the module cannot hold a copy. Cost: O(sessions + locks
+    /// + claims).
     #[wasm_bindgen(unchecked_return_type = "Uint8Array")]
-    pub fn snapshot(&self) -> JsValue {
-        js::uint8(&self.core.snapshot_vec())
+    pub fn snapshot(&self) -> Result<JsValue, JsValue> {
+        let mut buf = js::zeroed(self.core.snapshot_len(), "snapshot")?;
+        let n = self.core.snapshot(&mut buf).map_err(Fail::from)?;
+        Ok(js::uint8(buf.get(..n).unwrap_or(&[])))
     }
 }
 
