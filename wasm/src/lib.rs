@@ -14,8 +14,9 @@
 //! is thrown; a value above 2^53 - 1 is never rounded: an input whose outputs could
 //! not be exact is refused beforehand (`out_of_range`, nothing changed) and a query
 //! whose answer is too large throws `out_of_range`. Numbers rather than `BigInt`: 2^53
-//! ticks is 285 000 years of milliseconds, every JS API (timers, JSON, `postMessage`,
-//! `Date`) speaks numbers, and `BigInt` makes every caller write `5n` and convert back.
+//! ticks is 285 000 years of milliseconds, every JS API (timers, `Date`, JSON, which
+//! cannot serialize a `BigInt`) speaks numbers, and `BigInt` makes every caller write `5n`
+//! and convert back.
 //! The frame entry point (`handleFrame`) keeps full `u64` range: its numbers never
 //! become JS numbers.
 //!
@@ -30,9 +31,12 @@
 //! ## No traps
 //!
 //! Nothing here panics on input: every argument is checked before the core sees it,
-//! tables are allocated with `try_reserve`, and the code has no `unwrap`, no indexing
-//! that can fail and no arithmetic that can overflow. (An `unreachable` trap would leave
-//! the module unusable; the JS tests throw garbage at every method to show none occurs.)
+//! tables, copies and snapshots are allocated with `try_reserve`, and the code has no
+//! `unwrap`, no indexing that can fail and no arithmetic that can overflow. (An
+//! `unreachable` trap would leave the module unusable; the JS tests throw garbage at
+//! every method to show none occurs.) Nor may a JS exception unwind through the module
+//! (it would leave the handle borrowed for good): the JS operations on caller values
+//! that can throw are imported with `catch` and become `bad_argument`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 // No panic path in the shipped code (tests may unwrap).
