@@ -120,17 +120,25 @@ function drawStore(w, n) {
   const y = n.y - 95;
   const hi = w.highest(n.id);
   const head = s.fencing ? `highest token seen: <tspan class="big" data-testid="highest">${hi ?? '—'}</tspan>` : `<tspan class="muted">checks no token</tspan>`;
-  const rows = s.rows.slice(-5).map((r, i) => {
+  // what the resource holds now, part by part (a stale part is the corruption), then the
+  // latest writes
+  const parts = Object.entries(s.contents);
+  const contents = parts.map(([part, v], i) => `<text class="row part ${v.stale ? 'corrupt' : ''}" x="${x + 12}" y="${y + 70 + i * 18}"><tspan class="k">${esc(part)}</tspan> ${esc(v.by)}·${v.token}${v.stale ? ' stale' : ''}</text>`);
+  const top = parts.length ? 70 + parts.length * 18 + 8 : 72;
+  const sep = parts.length ? `<line class="sep" x1="${x + 12}" x2="${x + 178}" y1="${y + top - 12}" y2="${y + top - 12}"/>` : '';
+  const room = Math.max(1, Math.floor((s.corrupted ? 160 : 180) - top) / 20 + 1);
+  const rows = s.rows.slice(-Math.floor(room)).map((r, i) => {
     const cls = r.accepted ? (r.stale ? 'corrupt' : 'ok') : 'refused';
     const mark = r.accepted ? (r.stale ? '!' : '✓') : '✗';
     const what = r.accepted ? (s.http ? '200' : r.stale ? 'landed' : 'ok') : s.http ? '412' : `stale ${r.token}<${r.highest}`;
-    return `<text class="row ${cls}" x="${x + 12}" y="${y + 72 + i * 20}"><tspan class="m">${mark}</tspan> ${esc(r.by)} · ${r.token} <tspan class="what">${esc(what)}</tspan></text>`;
+    return `<text class="row ${cls}" x="${x + 12}" y="${y + top + 8 + i * 18}"><tspan class="m">${mark}</tspan> ${esc(r.by)} · ${r.token} <tspan class="what">${esc(what)}</tspan></text>`;
   });
   const banner = s.corrupted ? `<g class="corrupt-banner"><rect x="${x}" y="${y + 170}" width="190" height="26" rx="6"/><text x="${x + 95}" y="${y + 188}">DATA CORRUPTED</text></g>` : '';
   return `<g class="node store ${s.corrupted ? 'is-corrupt' : ''}" data-testid="store">
     <rect class="box" x="${x}" y="${y}" width="190" height="${s.corrupted ? 200 : 190}" rx="12"/>
     <text class="title" x="${x + 12}" y="${y + 24}">${esc(s.label)}</text>
     <text class="row" x="${x + 12}" y="${y + 46}">${head}</text>
+    ${contents.join('')}${sep}
     ${rows.join('')}
     ${banner}
   </g>`;

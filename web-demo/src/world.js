@@ -190,6 +190,7 @@ export class World {
         http: !!r.http,
         gate: r.fencing ? new this.api.FenceGate(4) : null,
         rows: [], // {t, by, token, data, accepted, stale, reason}
+        contents: {}, // part -> {by, token, stale}: what the resource holds now
         corrupted: false,
       };
     }
@@ -393,6 +394,7 @@ export class World {
         s.corrupted = true;
       }
     }
+    if (row.accepted && r.part) s.contents[r.part] = { by: c.name, token: r.token, stale: row.stale };
     s.rows.push(row);
     const status = s.http ? (row.accepted ? '200 OK' : '412 Precondition Failed') : row.accepted ? 'accepted' : 'refused';
     row.status = status;

@@ -67,7 +67,7 @@ export function runWorker(w, emit, id, ctx) {
         }
         const late = t > due;
         if (job.do === 'write') {
-          emit({ op: 'write', store: ctx.store, by: id, token: c.token, data: job.data });
+          emit({ op: 'write', store: ctx.store, by: id, token: c.token, data: job.data, part: job.part });
           did.push({ kind: 'write', row: w.stores[ctx.store].rows.at(-1), late: late || prepared });
         } else if (job.do === 'release') {
           const outs = emit({ op: 'core', node: ctx.node, by: id, input: { type: 'release', session: c.session, lock: ctx.lock } });

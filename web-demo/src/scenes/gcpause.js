@@ -41,13 +41,13 @@ export const gcPause = pauseScene({
     pause: { label: 'GC pause length', type: 'range', min: 1, max: 60, step: 1, value: 25, unit: 's' },
   },
   jobsA: [
-    { rel: 1, do: 'write', data: 'index part 1 (rows 1–500)' },
-    { rel: 2, do: 'write', data: 'index part 2 (rows 501–1000)' },
+    { rel: 1, do: 'write', data: 'index part 1 (rows 1–500)', part: 'rows 1–500' },
+    { rel: 2, do: 'write', data: 'index part 2 (rows 501–1000)', part: 'rows 501–1000' },
     { rel: 4, do: 'release' },
   ],
   jobsB: [
-    { rel: 1, do: 'write', data: 'reindex part 1 (rows 1–500)' },
-    { rel: 8, do: 'write', data: 'reindex part 2 (rows 501–1000)' },
+    { rel: 1, do: 'write', data: 'reindex part 1 (rows 1–500)', part: 'rows 1–500' },
+    { rel: 8, do: 'write', data: 'reindex part 2 (rows 501–1000)', part: 'rows 501–1000' },
     { rel: 20, do: 'release' },
   ],
   text: {

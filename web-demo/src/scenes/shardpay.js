@@ -36,12 +36,12 @@ export const shardPay = pauseScene({
     pause: { label: 'GC pause length', type: 'range', min: 5, max: 90, step: 5, value: 45, unit: 's' },
   },
   jobsA: [
-    { rel: 14, do: 'write', data: 'report.xml — W1 totals' },
+    { rel: 14, do: 'write', data: 'report.xml — W1 totals', part: 'report.xml' },
     { rel: 16, do: 'release' },
   ],
   jobsB: [
-    { rel: 1, do: 'write', data: 'report.xml — run 43 in progress' },
-    { rel: 20, do: 'write', data: 'report.xml — run 43 final totals' },
+    { rel: 1, do: 'write', data: 'report.xml — run 43 in progress', part: 'report.xml' },
+    { rel: 20, do: 'write', data: 'report.xml — run 43 final totals', part: 'report.xml' },
     { rel: 21, do: 'release' },
   ],
   text: {
