@@ -278,9 +278,10 @@ fn every_invariant_holds_after_every_input() {
             check_invariants(&svc);
         }
     }
-    // the generator reaches interesting states, not only refusals
+    // the generator reaches interesting states, not only refusals (checked over the
+    // default seed set; one replayed seed may be dull)
     assert!(
-        grants > 1_000 && refusals > 100,
+        seeds().len() == 1 || (grants > 1_000 && refusals > 100),
         "grants {grants}, refusals {refusals}"
     );
 }
