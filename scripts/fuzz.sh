@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Fuzzes each cargo-fuzz target (fuzz/fuzz_targets) for FUZZ_SECONDS seconds (default 300;
+# scripts/test-verify.sh runs each for ~20 s). The committed corpus in fuzz/corpus/<target>
+# seeds every run and is never modified: new inputs go to a temporary directory, and a
+# crash leaves its reproducer in fuzz/artifacts/<target>/ (replay it with
+# `cargo +nightly fuzz run <target> <file>`). Prints one FUZZ line per target.
+# Needs nightly and cargo-fuzz (scripts/setup.sh installs them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS="${FUZZ_SECONDS:-300}"
+TARGETS="${FUZZ_TARGETS:-frame_decode snapshot_restore input_sequence}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# No sanitizer: the code under test is safe Rust (forbid(unsafe_code)), so ASan would only
+# slow the search; panics and failed assertions are what the targets report.
+FUZZ_FLAGS=(--sanitizer none)
+(cd fuzz && cargo +nightly fuzz build "${FUZZ_FLAGS[@]}" >/dev/null 2>&1) || (cd fuzz && cargo +nightly fuzz build "${FUZZ_FLAGS[@]}")
+total=0
+for t in $TARGETS; do
+  mkdir -p "$work/$t"
+  log="$work/$t.log"
+  if ! (cd fuzz && cargo +nightly fuzz run "${FUZZ_FLAGS[@]}" "$t" "$work/$t" "corpus/$t" -- \
+        -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -print_final_stats=1) >"$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "FUZZ target=$t FAILED (reproducer in fuzz/artifacts/$t/)"
+    exit 1
+  fi
+  runs=$(awk '/^stat::number_of_executed_units:/ {print $2}' "$log" | tail -n1)
+  runs=${runs:-$(grep -o 'Done [0-9]* runs' "$log" | awk '{print $2}' | tail -n1)}
+  corpus=$(ls "fuzz/corpus/$t" | wc -l)
+  echo "FUZZ target=$t seconds=$FUZZ_SECONDS executions=${runs:-?} seed_corpus=$corpus crashes=0"
+  total=$((total + ${runs:-0}))
+done
+echo "FUZZ total_executions=$total"
