@@ -24,6 +24,8 @@ test: setup
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc -p fencelock --no-deps --all-features
+	RUSTDOCFLAGS="-D warnings" cargo doc -p fencelock --no-deps
 
 test-rust:
 	cargo test --workspace --all-features
