@@ -37,6 +37,10 @@ pub enum Fault {
     None,
     /// The resource's gate accepts any non-zero token, lower ones too (fencing off).
     GateAcceptsLower,
+    /// A broken host loop: it sometimes applies clients' inputs before ticking the
+    /// service up to the real time, so the service grants a session whose deadline has
+    /// already passed (the etcd #9921 bug, made by the host).
+    HostTicksLate,
 }
 
 /// One simulation run's settings.
@@ -309,6 +313,7 @@ impl World {
     ) -> Result<Result<Vec<Output>, Error>, String> {
         let before = self.svc.snapshot_vec();
         let mut outs = Vec::new();
+        self.shadow.set_real_now(self.now);
         self.shadow.before(&input);
         let r = self.svc.handle(input.clone(), &mut |o| outs.push(o));
         self.report.inputs += 1;
@@ -470,6 +475,12 @@ impl World {
 
     fn advance(&mut self, to: u64) -> Check {
         self.now = to;
+        if self.cfg.fault == Fault::HostTicksLate && self.rng.chance(70) {
+            self.log(format!(
+                "broken host: time is {to}, the service is not ticked"
+            ));
+            return Ok(());
+        }
         self.tick_service(to)
     }
 

@@ -77,3 +77,23 @@ fn fault_gate_accepting_lower_tokens_is_caught() {
     println!("caught as expected:\n{f}");
     run(SimConfig::new(f.seed)).expect("the same seed passes with the real gate");
 }
+
+/// The broken host: inputs applied before the service is ticked up to the real time. The
+/// simulation's no-grant-to-the-dead check (by the host's clock) must catch it, and the
+/// same seed must pass with a correct host.
+#[test]
+fn fault_host_ticking_late_is_caught() {
+    let mut caught = None;
+    for seed in 0..300 {
+        let mut cfg = SimConfig::new(seed);
+        cfg.fault = Fault::HostTicksLate;
+        if let Err(f) = run(cfg) {
+            caught = Some(f);
+            break;
+        }
+    }
+    let f = caught.expect("300 seeds did not catch a host that ticks late");
+    println!("caught as expected:\n{f}");
+    assert!(f.message.contains("granted to dead"), "{f}");
+    run(SimConfig::new(f.seed)).expect("the same seed passes with a correct host");
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Verification layer (tests/ and fuzz/): runs, in an optimised build,
+#   * the conformance vectors (native runner; freshness; coverage) and the C and wasm
+#     runners over the same files when those layers are built (test-ffi/test-wasm build them),
+#   * the deterministic simulation: 10 000 seeds x 1 000 steps (SIM_SEEDS, SIM_STEPS),
+#   * stateright model checking (fence on: no stale write; fence off: the GC pause found),
+#   * model-based tests against the reference model (PROPTEST_CASES, default 2 000),
+#   * atomic errors for every error kind, fuzz regressions, the fault-injection tests,
+#   * each fuzz target for VERIFY_FUZZ_SECONDS (default 20) seconds,
+# and prints the figures tests/README.md quotes ("verification figures" block).
+#
+#   scripts/test-verify.sh          what `make test` runs (a few minutes)
+#   scripts/test-verify.sh soak     a longer soak: 200 000 fresh seeds (SIM_SEEDS), seeds
+#                                   10 000 onwards, and 300 s per fuzz target
+# A failing seed is printed with the command that replays it (SEED=<n> ... replay_seed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode="${1:-test}"
+target=$(cargo metadata --format-version 1 --no-deps |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+# An optimised profile without LTO (the workspace's release profile has fat LTO and one
+# codegen unit, which triples the build time and buys nothing here).
+export CARGO_PROFILE_VERIFY_INHERITS=release
+export CARGO_PROFILE_VERIFY_LTO=false
+export CARGO_PROFILE_VERIFY_CODEGEN_UNITS=16
+export CARGO_PROFILE_VERIFY_DEBUG_ASSERTIONS=true
+export CARGO_PROFILE_VERIFY_OVERFLOW_CHECKS=true
+export PROPTEST_CASES="${PROPTEST_CASES:-2000}"
+fuzz_seconds="${VERIFY_FUZZ_SECONDS:-20}"
+if [ "$mode" = soak ]; then
+  export SIM_SEEDS="${SIM_SEEDS:-200000}" SIM_FIRST_SEED="${SIM_FIRST_SEED:-10000}"
+  fuzz_seconds="${VERIFY_FUZZ_SECONDS:-300}"
+fi
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+echo "[verify] cargo test --profile verify -p fencelock-tests (vectors, simulation, model checking, model-based, atomic errors, faults)"
+if ! cargo test --profile verify -p fencelock-tests -- --nocapture --test-threads 1 >"$log" 2>&1; then
+  grep -E -A40 "panicked|simulation failed|FAILED" "$log" | head -n 120
+  echo "[verify] FAILED (full log above; a failing seed replays with the command it printed)"
+  exit 1
+fi
+grep -E "^(SIM|MODELCHECK) |^replayed |^shrunk |^caught as expected|^fence off" "$log" | sed 's/^/[verify] /'
+
+echo "[verify] fuzzing each target for ${fuzz_seconds}s"
+fuzz_out=$(FUZZ_SECONDS="$fuzz_seconds" scripts/fuzz.sh)
+echo "$fuzz_out" | sed 's/^/[verify] /'
+
+# The same vector files through the other layers, when their artifacts exist.
+vectors=(tests/vectors/*.vec)
+layers="native"
+if [ -x "$target/ffi-test/vectors" ]; then
+  c_line=$("$target/ffi-test/vectors" "${vectors[@]}")
+  echo "[verify] C ABI runner: $c_line"
+  layers="$layers c"
+fi
+if [ -f wasm/pkg/node/package.json ] && [ -f wasm/tests/conformance.test.mjs ]; then
+  if node --test wasm/tests/conformance.test.mjs >"$log.wasm" 2>&1; then
+    echo "[verify] wasm runner (node): $(grep -E '^# (pass|fail)' "$log.wasm" | tr '\n' ' ')"
+    layers="$layers wasm"
+  else
+    cat "$log.wasm"
+    echo "[verify] wasm conformance runner FAILED"
+    exit 1
+  fi
+  rm -f "$log.wasm"
+fi
+
+passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
+sim=$(grep -E '^SIM ' "$log" | head -n1)
+states=$(grep -Eo 'fence=on states=[0-9]+' "$log" | awk -F= '{s+=$3} END {print s+0}')
+configs=$(grep -c 'fence=on states=' "$log" || true)
+cex=$(grep -Eo 'fence=off states=[0-9]+ depth=[0-9]+' "$log" | head -n1)
+inputs=$(grep -Eo '^replayed [0-9]+ vectors, [0-9]+ inputs' "$log" | head -n1)
+nlayers=$(wc -w <<<"$layers")
+cat <<SUMMARY
+
+=== verification figures ($(date -u +%Y-%m-%dT%H:%MZ), mode $mode) ===
+simulation:      $(sed -E 's/.*seeds=([0-9]+) steps_per_seed=([0-9]+).*steps=([0-9]+) inputs=([0-9]+).*/\1 seeds x \2 steps (\3 steps, \4 inputs in all)/' <<<"$sim"), 0 failures
+                 $(grep -Eo 'grants=[0-9]+ expiries=[0-9]+ waits=[0-9]+ pauses=[0-9]+' <<<"$sim") $(grep -Eo 'stale_writes_refused=[0-9]+' <<<"$sim")
+model checking:  $states states explored over $configs fence-on configurations, no stale write; fence off: counterexample found ($cex)
+fuzzing:         $(echo "$fuzz_out" | grep -E '^FUZZ target' | sed -E 's/FUZZ target=([a-z_]+) seconds=([0-9]+) executions=([0-9]+).*/\1 \3/' | tr '\n' ';' | sed 's/;/ executions; /g')0 crashes
+vectors:         ${#vectors[@]} files ($inputs) x $nlayers layers ($layers), byte-identical
+tests:           $passed passed, $failed failed (fencelock-tests, optimised build; PROPTEST_CASES=$PROPTEST_CASES)
+SUMMARY
+[ "$failed" -eq 0 ]
