@@ -186,6 +186,19 @@ function snapshotRestore(n) {
   };
 }
 
+// The floor of one call into the wasm module: a getter that returns a number.
+function callFloor() {
+  const svc = service(1, 1, 1);
+  return {
+    perIter: 1,
+    run(iters) {
+      const t = now();
+      for (let k = 0; k < iters; k++) sink += svc.now();
+      return Number(now() - t);
+    },
+  };
+}
+
 // ---------------------------------------------------------------- harness
 
 function measure(w) {
@@ -206,6 +219,7 @@ function measure(w) {
 
 // id: this benchmark; rust: the criterion id of the native equivalent (group/function/param).
 const benches = [
+  ['call_floor/now', null, callFloor],
   ['uncontended/1024', 'uncontended/fencelock/1024', () => uncontended(1024)],
   ['handoff', 'handoff/fencelock', handoff],
   ['tick_idle/16384', 'tick_idle/fencelock/16384', () => tickIdle(16384)],
