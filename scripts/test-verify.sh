@@ -27,9 +27,12 @@ export CARGO_PROFILE_VERIFY_CODEGEN_UNITS=16
 export CARGO_PROFILE_VERIFY_DEBUG_ASSERTIONS=true
 export CARGO_PROFILE_VERIFY_OVERFLOW_CHECKS=true
 export PROPTEST_CASES="${PROPTEST_CASES:-2000}"
+# The full sizes (a debug-assertion build would otherwise pick the quick ones).
+export SIM_SEEDS="${SIM_SEEDS:-10000}" MODEL_CHECK_FULL=1
 fuzz_seconds="${VERIFY_FUZZ_SECONDS:-20}"
 if [ "$mode" = soak ]; then
-  export SIM_SEEDS="${SIM_SEEDS:-200000}" SIM_FIRST_SEED="${SIM_FIRST_SEED:-10000}"
+  [ "$SIM_SEEDS" = 10000 ] && SIM_SEEDS=200000
+  export SIM_FIRST_SEED="${SIM_FIRST_SEED:-10000}"
   fuzz_seconds="${VERIFY_FUZZ_SECONDS:-300}"
 fi
 log=$(mktemp)
@@ -41,7 +44,7 @@ if ! cargo test --profile verify -p fencelock-tests -- --nocapture --test-thread
   echo "[verify] FAILED (full log above; a failing seed replays with the command it printed)"
   exit 1
 fi
-grep -E "^(SIM|MODELCHECK) |^replayed |^shrunk |^caught as expected|^fence off" "$log" | sed 's/^/[verify] /'
+grep -oE "(SIM|MODELCHECK) .*|replayed [0-9]+ vectors.*|shrunk to [0-9]+ inputs|FAULT .*|fence off: .*" "$log" | sed 's/^/[verify] /'
 
 echo "[verify] fuzzing each target for ${fuzz_seconds}s"
 fuzz_out=$(FUZZ_SECONDS="$fuzz_seconds" scripts/fuzz.sh)
@@ -69,11 +72,11 @@ fi
 
 passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
-sim=$(grep -E '^SIM ' "$log" | head -n1)
+sim=$(grep -oE 'SIM seeds=.*' "$log" | head -n1)
 states=$(grep -Eo 'fence=on states=[0-9]+' "$log" | awk -F= '{s+=$3} END {print s+0}')
 configs=$(grep -c 'fence=on states=' "$log" || true)
 cex=$(grep -Eo 'fence=off states=[0-9]+ depth=[0-9]+' "$log" | head -n1)
-inputs=$(grep -Eo '^replayed [0-9]+ vectors, [0-9]+ inputs' "$log" | head -n1)
+inputs=$(grep -Eo 'replayed [0-9]+ vectors, [0-9]+ inputs' "$log" | head -n1)
 nlayers=$(wc -w <<<"$layers")
 cat <<SUMMARY
 
@@ -83,6 +86,7 @@ simulation:      $(sed -E 's/.*seeds=([0-9]+) steps_per_seed=([0-9]+).*steps=([0
 model checking:  $states states explored over $configs fence-on configurations, no stale write; fence off: counterexample found ($cex)
 fuzzing:         $(echo "$fuzz_out" | grep -E '^FUZZ target' | sed -E 's/FUZZ target=([a-z_]+) seconds=([0-9]+) executions=([0-9]+).*/\1 \3/' | tr '\n' ';' | sed 's/;/ executions; /g')0 crashes
 vectors:         ${#vectors[@]} files ($inputs) x $nlayers layers ($layers), byte-identical
+faults injected: $(grep -c 'FAULT .* caught' "$log") broken builds, each caught (see FAULT lines)
 tests:           $passed passed, $failed failed (fencelock-tests, optimised build; PROPTEST_CASES=$PROPTEST_CASES)
 SUMMARY
 [ "$failed" -eq 0 ]

@@ -24,7 +24,7 @@ fn config(cases: u32) -> ProptestConfig {
     let seed = seed();
     println!("proptest seed {seed} (replay: PROPTEST_RNG_SEED={seed})");
     ProptestConfig {
-        cases,
+        cases: cases_from_env(cases),
         rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
         ..ProptestConfig::default()
@@ -144,7 +144,10 @@ proptest! {
 #[test]
 fn a_divergence_is_found_and_shrunk() {
     use proptest::test_runner::{TestError, TestRunner};
-    let mut runner = TestRunner::new(config(2000));
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 2000,
+        ..config(2000)
+    });
     let result = runner.run(&prop::collection::vec(input(), 1..80), |inputs| {
         let cap = fencelock::Capacity {
             sessions: 4,
@@ -168,4 +171,12 @@ fn a_divergence_is_found_and_shrunk() {
         }
         other => panic!("the difference was not found: {other:?}"),
     }
+}
+
+/// `PROPTEST_CASES` if set (scripts/test-verify.sh raises it), else the quick default.
+fn cases_from_env(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }

@@ -348,6 +348,10 @@ fn fence_off_checker_finds_the_gc_pause() {
     let (states, _, cex) = check(base(false));
     println!("fence off: counterexample found after {states} states");
     let actions = cex.expect("with the fence off the checker must find a stale write");
+    println!(
+        "FAULT gate-accepts-lower-tokens caught by the model checker: a {}-step GC-pause path",
+        actions.len()
+    );
     // Replay the path up to the first stale write: it is a write by a client whose inbox
     // still holds the news that it lost the lock (it was "paused": it had not read it),
     // after time passed and its session expired.

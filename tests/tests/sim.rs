@@ -75,6 +75,10 @@ fn fault_gate_accepting_lower_tokens_is_caught() {
     }
     let f = caught.expect("300 seeds did not catch a gate that accepts lower tokens");
     println!("caught as expected:\n{f}");
+    println!(
+        "FAULT gate-accepts-lower-tokens caught by the simulation: seed {} step {}: {}",
+        f.seed, f.step, f.message
+    );
     run(SimConfig::new(f.seed)).expect("the same seed passes with the real gate");
 }
 
@@ -94,6 +98,10 @@ fn fault_host_ticking_late_is_caught() {
     }
     let f = caught.expect("300 seeds did not catch a host that ticks late");
     println!("caught as expected:\n{f}");
+    println!(
+        "FAULT host-ticks-late caught by the simulation: seed {} step {}: {}",
+        f.seed, f.step, f.message
+    );
     assert!(f.message.contains("granted to dead"), "{f}");
     run(SimConfig::new(f.seed)).expect("the same seed passes with a correct host");
 }
