@@ -223,12 +223,23 @@ async fn client_conn(sock: TcpStream, node: Arc<Node>) {
     let (push_tx, mut push_rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(async move {
         let mut w = BufWriter::new(w);
+        let mut pushes_open = true;
         loop {
+            // Replies first: a Malformed frame must be written before the connection ends.
             let f = tokio::select! {
-                f = out_rx.recv() => f,
-                p = push_rx.recv() => p.map(ServerFrame::Push),
+                biased;
+                f = out_rx.recv() => match f {
+                    Some(f) => f,
+                    None => break,
+                },
+                p = push_rx.recv(), if pushes_open => match p {
+                    Some(o) => ServerFrame::Push(o),
+                    None => {
+                        pushes_open = false;
+                        continue;
+                    }
+                },
             };
-            let Some(f) = f else { break };
             let closing = matches!(f, ServerFrame::Malformed(_));
             if frame::write(&mut w, &f).await.is_err() || closing {
                 break;

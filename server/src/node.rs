@@ -60,7 +60,7 @@ pub struct NodeConfig {
 impl NodeConfig {
     /// Defaults for a loopback cluster: grace 1 s, tick check every 20 ms, heartbeats
     /// every 50 ms, election timeout 300–600 ms, requests time out after 3 s, a snapshot
-    /// every 2000 entries.
+    /// every 20 000 entries.
     pub fn new(id: NodeId, dir: PathBuf) -> NodeConfig {
         NodeConfig {
             id,
@@ -71,7 +71,7 @@ impl NodeConfig {
             request_timeout_ms: 3000,
             heartbeat_ms: 50,
             election_ms: (300, 600),
-            snapshot_logs: 2000,
+            snapshot_logs: 20_000,
         }
     }
 }

@@ -67,7 +67,7 @@ fn parse_peer(s: &str) -> Result<(u64, NodeAddr), String> {
     ))
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
     if let Err(e) = run(Args::parse()).await {
         eprintln!("fencelock-node: {e}");

@@ -1,0 +1,255 @@
+//! Three in-process nodes over the real TCP transport on 127.0.0.1, driven through the
+//! client library: redirects from a follower, pushed grants, linearizable reads, and bad
+//! input on both ports.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencelock::Mode;
+use fencelock_server::client::{Acquired, Client};
+use fencelock_server::frame;
+use fencelock_server::net::{serve_clients, serve_raft, TcpNetwork};
+use fencelock_server::node::{Node, NodeConfig};
+use fencelock_server::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
+use fencelock_server::types::NodeAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+struct Tcp {
+    nodes: Vec<Arc<Node>>,
+    addrs: Vec<NodeAddr>,
+    base: std::path::PathBuf,
+}
+
+async fn start() -> Tcp {
+    let base = common::temp_dir("tcp");
+    let mut listeners = Vec::new();
+    let mut members = BTreeMap::new();
+    let mut addrs = Vec::new();
+    for id in 1..=3u64 {
+        let r = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let c = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = NodeAddr {
+            raft: r.local_addr().unwrap().to_string(),
+            client: c.local_addr().unwrap().to_string(),
+        };
+        members.insert(id, a.clone());
+        addrs.push(a);
+        listeners.push((r, c));
+    }
+    let mut nodes = Vec::new();
+    for (i, (r, c)) in listeners.into_iter().enumerate() {
+        let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
+        cfg.grace_ms = 200;
+        let node = Node::start(cfg, TcpNetwork).await.unwrap();
+        tokio::spawn(serve_raft(r, node.raft.clone()));
+        tokio::spawn(serve_clients(c, node.clone()));
+        nodes.push(node);
+    }
+    nodes[0].initialize(members).await.unwrap();
+    Tcp { nodes, addrs, base }
+}
+
+impl Tcp {
+    async fn leader(&self) -> usize {
+        for _ in 0..500 {
+            for (i, n) in self.nodes.iter().enumerate() {
+                if n.raft.metrics().borrow().state == openraft::ServerState::Leader {
+                    return i;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no leader");
+    }
+
+    async fn stop(self) {
+        for n in &self.nodes {
+            n.shutdown().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_redirects_gets_pushed_grants_and_reads_linearizably() {
+    let t = start().await;
+    let l = t.leader().await;
+    let follower = (l + 1) % 3;
+    // Only a follower's address: the client must follow the redirect.
+    let client = Client::new(vec![t.addrs[follower].client.clone()]);
+    let a = client.open_session(10_000).await.unwrap();
+    let b = client.open_session(10_000).await.unwrap();
+    let ta = match a
+        .acquire("job", Mode::Exclusive, WaitSpec::Forever)
+        .await
+        .unwrap()
+    {
+        Acquired::Granted(t) => t,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        b.acquire("job", Mode::Exclusive, WaitSpec::None)
+            .await
+            .unwrap(),
+        Acquired::Busy
+    );
+    let b = Arc::new(b);
+    let b2 = b.clone();
+    let waiter =
+        tokio::spawn(async move { b2.acquire("job", Mode::Exclusive, WaitSpec::Forever).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "B must wait while A holds");
+    let q = client.waiters("job").await.unwrap();
+    assert_eq!(
+        q.iter().map(|w| w.session.0).collect::<Vec<_>>(),
+        vec![b.id()]
+    );
+    a.release("job").await.unwrap();
+    let tb = match tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("B's grant is pushed")
+        .unwrap()
+        .unwrap()
+    {
+        Acquired::Granted(t) => t,
+        other => panic!("{other:?}"),
+    };
+    assert!(tb > ta);
+    let h = client.holders("job").await.unwrap();
+    assert_eq!((h[0].session.0, h[0].token), (b.id(), tb));
+    let unknown = client.call(Request::KeepAlive { session: 999_999 }).await;
+    assert!(matches!(unknown, Err(ClientError::Core(e)) if e.kind == "unknown_session"));
+    // A timed wait ends with TimedOut.
+    assert_eq!(
+        a.acquire("job", Mode::Exclusive, WaitSpec::ForMs(200))
+            .await
+            .unwrap(),
+        Acquired::TimedOut
+    );
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+    assert!(client.holders("job").await.unwrap().is_empty());
+    t.stop().await;
+}
+
+async fn raw(addr: &str) -> TcpStream {
+    TcpStream::connect(addr).await.unwrap()
+}
+
+async fn closed(s: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 256];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(3), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_and_oversized_frames_close_the_connection_not_the_node() {
+    let t = start().await;
+    let l = t.leader().await;
+    let caddr = t.addrs[l].client.clone();
+    // Oversized length prefix on the client port: a Malformed frame, then closed.
+    let mut s = raw(&caddr).await;
+    s.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+    let f: Option<ServerFrame> = frame::read(&mut s, frame::MAX_CLIENT_FRAME).await.unwrap();
+    assert!(matches!(f, Some(ServerFrame::Malformed(_))), "{f:?}");
+    assert!(closed(&mut s).await);
+    // A frame of junk.
+    let mut s = raw(&caddr).await;
+    s.write_all(&[0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff])
+        .await
+        .unwrap();
+    let f: Option<ServerFrame> = frame::read(&mut s, frame::MAX_CLIENT_FRAME).await.unwrap();
+    assert!(matches!(f, Some(ServerFrame::Malformed(_))), "{f:?}");
+    // Junk and an oversized frame on every Raft port.
+    for a in &t.addrs {
+        let mut s = raw(&a.raft).await;
+        s.write_all(&[0, 0, 0, 3, 0xfe, 0xfe, 0xfe]).await.unwrap();
+        assert!(closed(&mut s).await);
+        let mut s = raw(&a.raft).await;
+        s.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+        assert!(closed(&mut s).await);
+    }
+    // A bad lock name is a typed error.
+    let client = Client::new(vec![caddr.clone()]);
+    let r = client.holders("").await;
+    assert!(matches!(r, Err(ClientError::BadRequest(_))), "{r:?}");
+    // The cluster still works.
+    let s = client.open_session(5_000).await.unwrap();
+    assert!(matches!(
+        s.acquire("after", Mode::Exclusive, WaitSpec::None)
+            .await
+            .unwrap(),
+        Acquired::Granted(_)
+    ));
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_disconnects_stays_queued_until_its_session_expires() {
+    let t = start().await;
+    let l = t.leader().await;
+    let caddr = t.addrs[l].client.clone();
+    let client = Client::new(vec![caddr.clone()]);
+    let holder = client.open_session(30_000).await.unwrap();
+    holder
+        .acquire("q", Mode::Exclusive, WaitSpec::None)
+        .await
+        .unwrap();
+    // A raw client opens a short session, queues, and vanishes.
+    let mut s = raw(&caddr).await;
+    frame::write(
+        &mut s,
+        &ClientFrame {
+            id: 1,
+            req: Request::Open { ttl_ms: 800 },
+        },
+    )
+    .await
+    .unwrap();
+    let sid = match frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME)
+        .await
+        .unwrap()
+    {
+        Some(ServerFrame::Reply {
+            result: Ok(Reply::Done { outputs, .. }),
+            ..
+        }) => outputs[0].session().0,
+        other => panic!("{other:?}"),
+    };
+    let acq = Request::Acquire {
+        session: sid,
+        lock: "q".into(),
+        mode: Mode::Exclusive,
+        wait: WaitSpec::Forever,
+        request: Some(1),
+    };
+    frame::write(&mut s, &ClientFrame { id: 2, req: acq })
+        .await
+        .unwrap();
+    let _queued = frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME).await;
+    drop(s);
+    let q = client.waiters("q").await.unwrap();
+    assert_eq!(q.iter().map(|w| w.session.0).collect::<Vec<_>>(), vec![sid]);
+    // No keep-alives: its session expires and its wait goes with it.
+    let mut gone = false;
+    for _ in 0..100 {
+        if client.waiters("q").await.unwrap().is_empty() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the vanished waiter's session never expired");
+    assert!(client.session_info(sid).await.unwrap().is_none());
+    assert!(client.session_info(holder.id()).await.unwrap().is_some());
+    t.stop().await;
+}
