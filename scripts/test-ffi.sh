@@ -57,7 +57,9 @@ else
   PC=(-I"$prefix/include" -L"$prefix/lib" -lfencelock)
 fi
 gcc -std=c11 -Wall -Wextra -Werror -g ffi/tests/c/story.c "${PC[@]}" -Wl,-rpath,"$prefix/lib" -o "$work/story-shared"
-ldd "$work/story-shared" | grep -q "$prefix/lib/libfencelock.so" || { echo "not linked to the shared library" >&2; exit 1; }
+# Capture first: `ldd | grep -q` under pipefail fails at random (grep exits early, ldd gets SIGPIPE).
+linked=$(ldd "$work/story-shared")
+grep -q "$prefix/lib/libfencelock.so" <<<"$linked" || { echo "not linked to the shared library" >&2; exit 1; }
 "${VALGRIND[@]}" "$work/story-shared"
 
 step "the README's embedding example compiles and runs"
