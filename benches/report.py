@@ -375,6 +375,9 @@ def main():
     else:
         w(f"wasm measured with node {wasm.get('node')} ({wasm.get('secs')} s per benchmark, median of 5).")
         w("")
+    w("A ratio near or below 1× is within run-to-run noise (the C ABI also lays its three")
+    w("tables out in one block, where the native bench uses three vectors).")
+    w("")
     floor = next((r for r in (wasm or {}).get("results", []) if r["id"].startswith("call_floor")), None)
     w("Where the overhead comes from: the C ABI validates every pointer and name (UTF-8), runs")
     w("each call inside a panic boundary, queues outputs and converts each to a flat")
