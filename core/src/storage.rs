@@ -156,6 +156,35 @@ impl VecStorage {
 }
 
 #[cfg(feature = "alloc")]
+impl VecStorage {
+    /// As [`new`](Self::new), but a size the allocator cannot satisfy is an error instead
+    /// of an abort (for hosts that take capacities from untrusted input, like wasm).
+    ///
+    /// Errors: the allocator's [`TryReserveError`](alloc::collections::TryReserveError);
+    /// nothing stays allocated. Cost: as `new`.
+    pub fn try_new(
+        sessions: usize,
+        locks: usize,
+        claims: usize,
+    ) -> Result<Self, alloc::collections::TryReserveError> {
+        fn rows<T: Clone>(
+            n: usize,
+            empty: T,
+        ) -> Result<alloc::vec::Vec<T>, alloc::collections::TryReserveError> {
+            let mut v = alloc::vec::Vec::new();
+            v.try_reserve_exact(n)?;
+            v.resize(n, empty);
+            Ok(v)
+        }
+        Ok(VecStorage {
+            sessions: rows(sessions, SessionRow::EMPTY)?,
+            locks: rows(locks, LockRow::EMPTY)?,
+            claims: rows(claims, ClaimRow::EMPTY)?,
+        })
+    }
+}
+
+#[cfg(feature = "alloc")]
 impl Storage for VecStorage {
     fn tables(&mut self) -> Tables<'_> {
         Tables {

@@ -4,9 +4,9 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use fencelock::storage::{ClaimRow, LockRow, SessionRow, Tables, TablesRef};
 use fencelock::{
-    Config, Error, Input, LockName, Output, SessionId, Storage, Tick, MAX_FRAME_LEN, MAX_NAME_LEN,
+    Config, Error, Input, LockName, Output, SessionId, Tick, VecStorage, MAX_FRAME_LEN,
+    MAX_NAME_LEN,
 };
 use js_sys::Array;
 use wasm_bindgen::prelude::*;
@@ -16,15 +16,6 @@ use crate::json;
 
 /// The core's limit on rows per table, checked here before allocating anything.
 const MAX_ROWS: u64 = i32::MAX as u64;
-
-/// Heap tables allocated with `try_reserve`: a capacity too large for the wasm memory is
-/// an `out_of_memory` error, not an abort (`VecStorage` would trap).
-#[derive(Debug)]
-pub(crate) struct HeapStorage {
-    sessions: Vec<SessionRow>,
-    locks: Vec<LockRow>,
-    claims: Vec<ClaimRow>,
-}
 
 pub(crate) fn rows<T: Clone>(n: u64, empty: T, what: &str) -> Result<Vec<T>, Fail> {
     if n > MAX_ROWS {
@@ -38,38 +29,25 @@ pub(crate) fn rows<T: Clone>(n: u64, empty: T, what: &str) -> Result<Vec<T>, Fai
     Ok(v)
 }
 
-impl HeapStorage {
-    fn new(caps: &JsValue) -> Result<HeapStorage, Fail> {
-        let caps = js::object(caps, "capacities")?;
-        let s = js::num(&js::get(caps, "sessions")?, "sessions")?;
-        let l = js::num(&js::get(caps, "locks")?, "locks")?;
-        let c = js::num(&js::get(caps, "claims")?, "claims")?;
-        Ok(HeapStorage {
-            sessions: rows(s, SessionRow::EMPTY, "sessions")?,
-            locks: rows(l, LockRow::EMPTY, "locks")?,
-            claims: rows(c, ClaimRow::EMPTY, "claims")?,
-        })
+/// The core's heap tables, sized from a `{sessions, locks, claims}` object and allocated
+/// fallibly (`VecStorage::try_new`): a capacity too large for the wasm memory is an
+/// `out_of_memory` error, not an abort.
+fn storage(caps: &JsValue) -> Result<VecStorage, Fail> {
+    let caps = js::object(caps, "capacities")?;
+    let s = js::num(&js::get(caps, "sessions")?, "sessions")?;
+    let l = js::num(&js::get(caps, "locks")?, "locks")?;
+    let c = js::num(&js::get(caps, "claims")?, "claims")?;
+    if s > MAX_ROWS || l > MAX_ROWS || c > MAX_ROWS {
+        return Err(Error::BadConfig("a table has more than 2^31 - 1 rows").into());
     }
+    VecStorage::try_new(s as usize, l as usize, c as usize).map_err(|_| {
+        Fail::OutOfMemory(format!(
+            "cannot allocate tables of {s} sessions, {l} locks, {c} claims"
+        ))
+    })
 }
 
-impl Storage for HeapStorage {
-    fn tables(&mut self) -> Tables<'_> {
-        Tables {
-            sessions: &mut self.sessions,
-            locks: &mut self.locks,
-            claims: &mut self.claims,
-        }
-    }
-    fn tables_ref(&self) -> TablesRef<'_> {
-        TablesRef {
-            sessions: &self.sessions,
-            locks: &self.locks,
-            claims: &self.claims,
-        }
-    }
-}
-
-type Core = fencelock::LockService<HeapStorage>;
+type Core = fencelock::LockService<VecStorage>;
 
 /// The lock service (core's `LockService` over heap tables sized at construction).
 ///
@@ -239,7 +217,7 @@ impl LockService {
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "ServiceConfig")] config: JsValue,
     ) -> Result<LockService, JsValue> {
-        let storage = HeapStorage::new(&config)?;
+        let storage = storage(&config)?;
         let lock_delay = js::opt_num(&js::get(&config, "lockDelay")?, "lockDelay")?.unwrap_or(0);
         let max_name_len = match js::get(&config, "maxNameLen")? {
             v if v.is_undefined() || v.is_null() => MAX_NAME_LEN as u32,
@@ -264,7 +242,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "Capacities")] capacities: JsValue,
     ) -> Result<LockService, JsValue> {
         let bytes = js::bytes(&bytes, "snapshot")?;
-        let storage = HeapStorage::new(&capacities)?;
+        let storage = storage(&capacities)?;
         let core = Core::restore(storage, &bytes).map_err(|(_, e)| Fail::from(e))?;
         Ok(LockService { core })
     }
