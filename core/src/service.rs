@@ -106,6 +106,10 @@ pub(crate) struct State {
     pub(crate) claim_order: List,
     dirty_head: u32,
     dirty_tail: u32,
+    /// TEST ONLY (feature `fault-injection`): see
+    /// [`LockService::inject_fault_expiry_after_grants`].
+    #[cfg(feature = "fault-injection")]
+    fault_expiry_after_grants: bool,
 }
 
 /// The lock service: a deterministic state machine with no clock and no I/O.
@@ -206,6 +210,8 @@ impl<S: Storage> LockService<S> {
             claim_order: List::EMPTY,
             dirty_head: NIL,
             dirty_tail: NIL,
+            #[cfg(feature = "fault-injection")]
+            fault_expiry_after_grants: false,
         };
         LockService { storage, st }
     }
@@ -607,14 +613,14 @@ impl<S: Storage> LockService<S> {
             });
         }
         v.st.now = now.0;
-        while let Some(s) = v.st.sessions.earliest(v.s) {
-            if v.s[s as usize].expires_at > now.0 {
-                break;
-            }
-            out(Output::SessionExpired {
-                session: SessionId(v.s[s as usize].id),
-            });
-            v.end_session(s, ReleaseReason::Expired, out);
+        // A deliberately broken order for the verification suite only; `false` (and gone)
+        // without the test-only feature.
+        #[cfg(feature = "fault-injection")]
+        let broken = v.st.fault_expiry_after_grants;
+        #[cfg(not(feature = "fault-injection"))]
+        let broken = false;
+        if !broken {
+            v.expire_due(now.0, out);
         }
         while let Some(c) = v.st.claims.earliest(v.c) {
             if v.c[c as usize].value > now.0 {
@@ -637,7 +643,22 @@ impl<S: Storage> LockService<S> {
             v.mark_dirty(l);
         }
         v.grant_dirty(out);
+        if broken {
+            v.expire_due(now.0, out);
+            v.grant_dirty(out);
+        }
         Ok(())
+    }
+
+    /// TEST ONLY — exists only with the non-default feature `fault-injection`, which no
+    /// shipped crate enables. `true` makes [`tick`](Self::tick) grant freed locks *before*
+    /// expiring the sessions that are due (the etcd #9921 bug), so the verification suite
+    /// (`tests/`) can prove that its simulation and invariant checks catch a broken core.
+    /// Never use it otherwise. Cost: O(1).
+    #[cfg(feature = "fault-injection")]
+    #[doc(hidden)]
+    pub fn inject_fault_expiry_after_grants(&mut self, on: bool) {
+        self.st.fault_expiry_after_grants = on;
     }
 
     /// For a repeat of `session`'s latest numbered request: `Some(true)` if it was
@@ -1078,6 +1099,19 @@ impl View<'_> {
             ..SessionRow::EMPTY
         };
         self.st.sessions.release(self.s, s);
+    }
+
+    /// Expires every session whose deadline is at or before `now`, earliest first.
+    fn expire_due(&mut self, now: u64, out: &mut impl FnMut(Output)) {
+        while let Some(s) = self.st.sessions.earliest(self.s) {
+            if self.s[s as usize].expires_at > now {
+                break;
+            }
+            out(Output::SessionExpired {
+                session: SessionId(self.s[s as usize].id),
+            });
+            self.end_session(s, ReleaseReason::Expired, out);
+        }
     }
 
     fn mark_dirty(&mut self, l: u32) {
