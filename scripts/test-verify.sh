@@ -38,8 +38,8 @@ fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-echo "[verify] cargo test --profile verify -p fencelock-tests (vectors, simulation, model checking, model-based, atomic errors, faults)"
-if ! cargo test --profile verify -p fencelock-tests -- --nocapture --test-threads 1 >"$log" 2>&1; then
+echo "[verify] cargo test --profile verify -p fencelock-tests --features fault-injection (vectors, simulation, model checking, model-based, atomic errors, faults)"
+if ! cargo test --profile verify -p fencelock-tests --features fault-injection -- --nocapture --test-threads 1 >"$log" 2>&1; then
   grep -E -A40 "panicked|simulation failed|FAILED" "$log" | head -n 120
   echo "[verify] FAILED (full log above; a failing seed replays with the command it printed)"
   exit 1

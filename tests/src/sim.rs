@@ -41,6 +41,10 @@ pub enum Fault {
     /// service up to the real time, so the service grants a session whose deadline has
     /// already passed (the etcd #9921 bug, made by the host).
     HostTicksLate,
+    /// A broken core (feature `fault-injection`): a tick grants freed locks before it
+    /// expires the sessions that are due.
+    #[cfg(feature = "fault-injection")]
+    CoreExpiryAfterGrants,
 }
 
 /// One simulation run's settings.
@@ -275,6 +279,12 @@ impl World {
             },
         )
         .expect("valid config");
+        #[cfg(feature = "fault-injection")]
+        let svc = {
+            let mut svc = svc;
+            svc.inject_fault_expiry_after_grants(cfg.fault == Fault::CoreExpiryAfterGrants);
+            svc
+        };
         World {
             cfg,
             rng,

@@ -35,6 +35,8 @@ struct LockModel {
     max_tokens: u64,
     ttl: u64,
     lock_delay: u64,
+    /// Run the core with its test-only fault (feature `fault-injection`).
+    core_fault: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -64,6 +66,8 @@ struct State {
     highest: Vec<u64>,
     stale_accepted: bool,
     stale_refused: bool,
+    /// A Granted went to a session whose deadline had passed (etcd #9921).
+    granted_to_dead: bool,
     broken: Option<String>,
 }
 
@@ -81,14 +85,30 @@ enum Action {
 impl LockModel {
     fn service(&self, bytes: &[u8]) -> LockService<VecStorage> {
         let storage = VecStorage::new(self.clients, self.locks, self.clients * self.locks);
-        LockService::restore(storage, bytes).expect("own snapshot restores")
+        #[allow(unused_mut)]
+        let mut svc = LockService::restore(storage, bytes).expect("own snapshot restores");
+        #[cfg(feature = "fault-injection")]
+        svc.inject_fault_expiry_after_grants(self.core_fault);
+        svc
     }
 
     /// Applies `input` to the service in `st`; routes the outputs; None if refused.
     fn apply(&self, st: &mut State, input: Input) -> Option<()> {
         let mut svc = self.service(&st.svc);
+        let deadlines: Vec<(SessionId, u64)> = svc
+            .sessions()
+            .map(|id| (id, svc.session(id).expect("listed").expires_at.0))
+            .collect();
         let mut outs = Vec::new();
         svc.handle(input, &mut |o| outs.push(o)).ok()?;
+        let now = svc.now().0;
+        for o in &outs {
+            if let Output::Granted { session, .. } = o {
+                if deadlines.iter().any(|(id, d)| id == session && *d <= now) {
+                    st.granted_to_dead = true;
+                }
+            }
+        }
         if let Err(e) = check_service(&svc) {
             st.broken = Some(e);
         }
@@ -146,12 +166,13 @@ impl Model for LockModel {
             highest: vec![0; self.locks],
             stale_accepted: false,
             stale_refused: false,
+            granted_to_dead: false,
             broken: None,
         }]
     }
 
     fn actions(&self, st: &State, actions: &mut Vec<Action>) {
-        if st.stale_accepted || st.broken.is_some() {
+        if st.stale_accepted || st.granted_to_dead || st.broken.is_some() {
             return; // a violation ends the path
         }
         if st.now < self.max_time {
@@ -278,6 +299,9 @@ impl Model for LockModel {
         vec![
             Property::always("service invariants hold", |_, s: &State| s.broken.is_none()),
             Property::always("no stale write accepted", |_, s: &State| !s.stale_accepted),
+            Property::always("no grant to a dead session", |_, s: &State| {
+                !s.granted_to_dead
+            }),
             Property::sometimes("a stale write is refused", |_, s: &State| s.stale_refused),
         ]
     }
@@ -306,6 +330,9 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
         depth
     );
     checker.assert_no_discovery("service invariants hold");
+    if !m.core_fault {
+        checker.assert_no_discovery("no grant to a dead session");
+    }
     let cex = checker.discovery("no stale write accepted").map(|p| {
         println!("counterexample (fence off):\n{p}");
         p.into_actions()
@@ -331,6 +358,7 @@ fn base(fence: bool) -> LockModel {
         max_tokens: 3,
         ttl: 2,
         lock_delay: 0,
+        core_fault: false,
     }
 }
 
@@ -409,4 +437,45 @@ fn three_clients_and_two_locks_with_lock_delay() {
     for m in configs {
         check(m);
     }
+}
+
+/// A broken core (test-only feature `fault-injection`: a tick grants before it expires):
+/// the checker must find a grant to a session whose deadline has passed — a waiter whose
+/// session dies at the very tick its lock's delay ends.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn fault_core_expiry_after_grants_is_found() {
+    let m = LockModel {
+        lock_delay: 1,
+        core_fault: true,
+        ..base(true)
+    };
+    let checker = m
+        .clone()
+        .checker()
+        .threads(1)
+        .finish_when(HasDiscoveries::AnyOf(["no grant to a dead session"].into()))
+        .spawn_bfs()
+        .join();
+    let path = checker
+        .discovery("no grant to a dead session")
+        .expect("the checker must find a grant to a dead session");
+    println!("counterexample (core fault):\n{path}");
+    let actions = path.into_actions();
+    println!(
+        "FAULT core-expiry-after-grants caught by the model checker: a {}-step path, {} states",
+        actions.len(),
+        checker.unique_state_count()
+    );
+    assert!(matches!(actions.last(), Some(Action::Tick)), "{actions:?}");
+    // The same path on the real core grants nobody dead.
+    let good = LockModel {
+        core_fault: false,
+        ..m
+    };
+    let mut st = good.init_states().remove(0);
+    for a in actions {
+        st = good.next_state(&st, a).expect("path replays");
+    }
+    assert!(!st.granted_to_dead);
 }

@@ -105,3 +105,33 @@ fn fault_host_ticking_late_is_caught() {
     assert!(f.message.contains("granted to dead"), "{f}");
     run(SimConfig::new(f.seed)).expect("the same seed passes with a correct host");
 }
+
+/// A broken core (test-only feature `fault-injection`): a tick grants before it expires.
+/// With the reference model switched off, the simulation's own invariant checks must catch
+/// it (a grant to a session already past its deadline), and the same seed must pass with
+/// the real order.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn fault_core_expiry_after_grants_is_caught() {
+    let mut caught = None;
+    for seed in 0..1000 {
+        let mut cfg = SimConfig::new(seed);
+        cfg.fault = Fault::CoreExpiryAfterGrants;
+        cfg.check_model = false;
+        if let Err(f) = run(cfg) {
+            caught = Some(f);
+            break;
+        }
+    }
+    let f = caught.expect("1000 seeds did not catch a core that grants before expiring");
+    println!("caught as expected:\n{f}");
+    println!(
+        "FAULT core-expiry-after-grants caught by the simulation: seed {} step {}: {}",
+        f.seed, f.step, f.message
+    );
+    assert!(
+        f.message.contains("granted to dead") || f.message.contains("expired after a grant"),
+        "{f}"
+    );
+    run(SimConfig::new(f.seed)).expect("the same seed passes with the real core");
+}
