@@ -60,7 +60,7 @@ EOF
 log "criterion: benches core + ffi (measurement ${MEASURE}s, warm-up ${WARMUP}s, ${SAMPLES} samples)"
 # shellcheck disable=SC2086
 cargo bench -p fencelock-bench --bench core --bench ffi -- \
-  --warm-up-time "$WARMUP" --measurement-time "$MEASURE" --sample-size "$SAMPLES" $FILTER
+  --warm-up-time "$WARMUP" --measurement-time "$MEASURE" --sample-size "$SAMPLES" --noplot $FILTER
 
 log "interleaved pairs: fencelock vs baseline, fastest batch of each"
 cargo run --release --quiet -p fencelock-bench --bin bench-pairs -- "${BENCH_PAIRS_ROUNDS:-200}" >"$side/pairs.json"
