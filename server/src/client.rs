@@ -311,8 +311,10 @@ impl Client {
         Err(last)
     }
 
-    /// Opens a session of `ttl_ms`. (Not retried after an ambiguous failure: a retry
-    /// could open a second session; an orphan simply expires.)
+    /// Opens a session of `ttl_ms`, retrying on redirects and unavailability for up to
+    /// 15 s. Opening carries no request number (there is no session yet), so a retry after
+    /// an ambiguous failure (a reply lost with the leader) can leave an orphan session,
+    /// which holds nothing and expires after its ttl.
     ///
     /// Errors: core errors (bad ttl, sessions full), `Unavailable`.
     pub async fn open_session(&self, ttl_ms: u64) -> Result<Session, ClientError> {
