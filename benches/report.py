@@ -183,18 +183,19 @@ def main():
     goal_rows.append(("handoff", None, x, px))
     w(f"| contended handoff (release → next waiter granted) vs the same baseline (1024 keys) | {fmt_ci(f)} | {fmt_ci(b)} | {fmt_x(x)} | {fmt_x(px)} | {fmt_x(ratio(ir('handoff'), ir('map_string')))} | ≤ {GOAL_HANDOFF}× | {verdict(x, GOAL_HANDOFF)} / {verdict(px, GOAL_HANDOFF)} |")
     w("")
-    w("Stricter comparisons (information, no goal): the uncontended case against borrowed")
+    w("Stricter comparisons (information; the issue's goals are the table above): the")
+    w("uncontended case against borrowed")
     w("`&str` keys, and the handoff against a std FIFO lock table doing exactly a handoff")
     w("(`HashMap<String, {holder, token, VecDeque}>`: look up, check holder, pop, new token).")
     w("")
-    w("| operation | fencelock / op | stricter baseline / op | ratio (time) | ratio (instructions) |")
-    w("|---|---|---|---|---|")
+    w("| operation | fencelock / op | stricter baseline / op | ratio (time) | ratio (instructions) | the goal's bound held against it? |")
+    w("|---|---|---|---|---|---|")
     for n in (16, 1024, 16384):
         f, b = ns(f"uncontended/fencelock/{n}"), ns(f"uncontended/hashmap_str/{n}")
         ix = ratio(ir("uncontended"), ir("map_str")) if n == 1024 else None
-        w(f"| uncontended, {n} locks vs `HashMap<&str, _>` | {fmt_ns(f)} | {fmt_ns(b)} | {fmt_x(ratio(f, b))} | {fmt_x(ix)} |")
+        w(f"| uncontended, {n} locks vs `HashMap<&str, _>` | {fmt_ns(f)} | {fmt_ns(b)} | {fmt_x(ratio(f, b))} | {fmt_x(ix)} | {verdict(ratio(f, b), GOAL_UNCONTENDED)} (≤ {GOAL_UNCONTENDED}×) |")
     f, b = ns("handoff/fencelock"), ns("handoff/hashmap_vecdeque")
-    w(f"| handoff vs `HashMap` + `VecDeque` handoff | {fmt_ns(f)} | {fmt_ns(b)} | {fmt_x(ratio(f, b))} | {fmt_x(ratio(ir('handoff'), ir('map_handoff')))} |")
+    w(f"| handoff vs `HashMap` + `VecDeque` handoff | {fmt_ns(f)} | {fmt_ns(b)} | {fmt_x(ratio(f, b))} | {fmt_x(ratio(ir('handoff'), ir('map_handoff')))} | {verdict(ratio(f, b), GOAL_HANDOFF)} (≤ {GOAL_HANDOFF}×) |")
     w("")
     if cg:
         w("Per operation under callgrind (only the measured function is counted; 1024 locks or")
@@ -222,6 +223,9 @@ def main():
         return any(x is not None and x > goal for x in r[2:])
 
     missed = [r for r in goal_rows if over(r)]
+    strict_handoff = ratio(ns("handoff/fencelock"), ns("handoff/hashmap_vecdeque"))
+    if strict_handoff is not None and strict_handoff > GOAL_HANDOFF and not any(r[0] == "handoff" for r in missed):
+        missed.append(("handoff", None, None, None))
     if missed:
         w("### Why a goal is missed, and what would fix it")
         w("")
@@ -264,7 +268,11 @@ def main():
             w("  event.")
         if any(r[0] == "handoff" for r in missed):
             hr = next(r for r in missed if r[0] == "handoff")
-            w(f"- **Contended handoff** (criterion {fmt_x(hr[2])}, interleaved fastest {fmt_x(hr[3])} against a {GOAL_HANDOFF}× goal).")
+            if hr[2] is None:
+                w(f"- **Contended handoff against the stricter FIFO table** ({fmt_x(strict_handoff)}; the goal")
+                w("  against the issue's baseline is met above). That table does nothing but the handoff.")
+            else:
+                w(f"- **Contended handoff** (criterion {fmt_x(hr[2])}, interleaved fastest {fmt_x(hr[3])} against a {GOAL_HANDOFF}× goal).")
             if hr[2] is not None and hr[3] is not None and (hr[2] > GOAL_HANDOFF) != (hr[3] > GOAL_HANDOFF):
                 w("  The two estimates disagree about the goal, which puts it at the edge: under load")
                 w("  the longer criterion runs absorb more interference from other jobs.")
