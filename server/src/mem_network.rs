@@ -1,6 +1,7 @@
 //! An in-process Raft network with faults you control, for tests (modelled on openraft's
 //! own test fixtures): nodes call each other's [`Raft`] handles directly; a link can be cut
-//! (isolate a node, split into partitions, heal) or delayed. A cut link answers
+//! (isolate a node, split into partitions, heal), delayed, or lossy (seeded random drops of
+//! requests and replies). A cut link answers
 //! `Unreachable` — also for a reply that would cross it after the call was made, so a
 //! partition drops requests and responses alike.
 
@@ -24,6 +25,10 @@ struct Inner {
     nodes: HashMap<NodeId, Raft>,
     cut: HashSet<(NodeId, NodeId)>,
     delay_ms: u64,
+    /// Per-million chance that a request, or its reply, is dropped.
+    drop_ppm: u32,
+    /// xorshift state of the drop decisions (seeded: runs are replayable).
+    rng: u64,
 }
 
 /// The network: a registry of running nodes plus the set of cut links.
@@ -80,6 +85,26 @@ impl MemNet {
         self.lock().cut.clear();
     }
 
+    /// Drops each request and each reply with probability `ppm` / 1 000 000, decided by a
+    /// xorshift generator seeded with `seed` (print the seed: a failing run replays). A
+    /// dropped reply means the call took effect but the caller sees `Unreachable`.
+    pub fn set_drop(&self, ppm: u32, seed: u64) {
+        let mut g = self.lock();
+        g.drop_ppm = ppm;
+        g.rng = seed | 1;
+    }
+
+    fn dropped(&self) -> bool {
+        let mut g = self.lock();
+        if g.drop_ppm == 0 {
+            return false;
+        }
+        g.rng ^= g.rng << 13;
+        g.rng ^= g.rng >> 7;
+        g.rng ^= g.rng << 17;
+        (g.rng % 1_000_000) < g.drop_ppm as u64
+    }
+
     /// Delays every message by `ms` each way.
     pub fn set_delay(&self, ms: u64) {
         self.lock().delay_ms = ms;
@@ -120,6 +145,11 @@ impl MemNet {
         Fut: std::future::Future<Output = Result<T, E>>,
     {
         let (raft, delay) = self.route(from, to).map_err(RPCError::Unreachable)?;
+        if self.dropped() {
+            return Err(RPCError::Unreachable(Unreachable::new(&io::Error::other(
+                "request dropped",
+            ))));
+        }
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
@@ -129,6 +159,11 @@ impl MemNet {
         }
         // A reply crossing a link cut meanwhile is lost too.
         self.route(to, from).map_err(RPCError::Unreachable)?;
+        if self.dropped() {
+            return Err(RPCError::Unreachable(Unreachable::new(&io::Error::other(
+                "reply dropped",
+            ))));
+        }
         res.map_err(|e| {
             RPCError::Network(NetworkError::new(&io::Error::other(format!(
                 "remote error: {e}"

@@ -18,6 +18,7 @@ pub struct Cluster {
     pub nodes: HashMap<NodeId, Arc<Node>>,
     pub base: PathBuf,
     pub grace_ms: u64,
+    pub request_timeout_ms: u64,
 }
 
 pub fn temp_dir(name: &str) -> PathBuf {
@@ -34,17 +35,23 @@ impl Cluster {
     pub fn config(&self, id: NodeId) -> NodeConfig {
         let mut c = NodeConfig::new(id, self.base.join(format!("n{id}")));
         c.grace_ms = self.grace_ms;
-        c.request_timeout_ms = 2000;
+        c.request_timeout_ms = self.request_timeout_ms;
         c.snapshot_logs = 100;
         c
     }
 
     pub async fn start(name: &str, grace_ms: u64) -> Cluster {
+        Self::start_with(name, grace_ms, 2000).await
+    }
+
+    /// A cluster whose proposals give up (`Unavailable`) after `request_timeout_ms`.
+    pub async fn start_with(name: &str, grace_ms: u64, request_timeout_ms: u64) -> Cluster {
         let mut c = Cluster {
             net: MemNet::default(),
             nodes: HashMap::new(),
             base: temp_dir(name),
             grace_ms,
+            request_timeout_ms,
         };
         for id in 1..=3 {
             c.boot(id).await;
