@@ -133,6 +133,24 @@ if "fencelock" in c:
     if "etcd" in c and c["etcd"]["ops_per_s"] > 0:
         out.append(f'Hand-off rate: fencelock {f["ops_per_s"]:.0f}/s, etcd {c["etcd"]["ops_per_s"]:.0f}/s '
                    f'({f["ops_per_s"]/c["etcd"]["ops_per_s"]:.1f}×).')
+goals = []
+for label, d in by.items():
+    f, e = d.get("fencelock"), d.get("etcd")
+    if not (f and e and e["ops_per_s"] > 0 and f["p99_ms"] > 0):
+        continue
+    t = f["ops_per_s"] / e["ops_per_s"]
+    q = e["p99_ms"] / f["p99_ms"]
+    if f["contended"]:
+        goals.append(f'{label}: hand-off rate {t:.1f}× etcd\'s (goal ≥ 10×: {"met" if t >= 10 else "missed"}), '
+                     f'p99 {q:.1f}× lower (goal ≥ 2×: {"met" if q >= 2 else "missed"})')
+    else:
+        goals.append(f'{label}: throughput {t:.1f}× etcd\'s (goal ≥ 2×: {"met" if t >= 2 else "missed"}), '
+                     f'p99 {q:.1f}× lower (goal ≥ 2×: {"met" if q >= 2 else "missed"})')
+if goals:
+    out.append("")
+    out.append("Goals of issue 9, this run:")
+    out.append("")
+    out.extend(f"- {g}" for g in goals)
 out.append("")
 out.append("Reading it: both systems need a quorum's fsync per write, so with a slow or busy disk (see fdatasync above) "
            "throughput is bounded by how many writes share one flush; fencelock's log batches concurrent appends into one "
