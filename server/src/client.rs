@@ -84,7 +84,7 @@ pub struct Client {
 
 impl Client {
     /// A client for the cluster whose nodes' client addresses are `addrs` (any subset; a
-    /// follower redirects to the leader). Connects lazily.
+    /// follower redirects to the leader). Connects lazily. Cost: O(1), no I/O.
     pub fn new(addrs: Vec<String>) -> Client {
         let (changed, _) = watch::channel(0);
         let (pushes, _) = broadcast::channel(4096);
@@ -107,7 +107,8 @@ impl Client {
         self.inner.st.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Every output pushed to this client's sessions, as it arrives.
+    /// Every output pushed to this client's sessions, as it arrives (a bounded broadcast of
+    /// 4096: a receiver that falls further behind gets `Lagged`). Cost: O(1).
     pub fn subscribe(&self) -> broadcast::Receiver<Output> {
         self.inner.pushes.subscribe()
     }
@@ -362,7 +363,8 @@ impl Client {
         }
     }
 
-    /// Linearizable read of a lock's holders.
+    /// Linearizable read of a lock's holders. Cost: one round trip plus a quorum
+    /// confirmation on the leader.
     ///
     /// Errors: bad name, `Unavailable`.
     pub async fn holders(&self, lock: &str) -> Result<Vec<Holder>, ClientError> {
@@ -372,7 +374,7 @@ impl Client {
         }
     }
 
-    /// Linearizable read of a lock's queue, head first.
+    /// Linearizable read of a lock's queue, head first. Cost: as [`Client::holders`].
     ///
     /// Errors: bad name, `Unavailable`.
     pub async fn waiters(&self, lock: &str) -> Result<Vec<Waiter>, ClientError> {
@@ -382,7 +384,7 @@ impl Client {
         }
     }
 
-    /// Linearizable read of a session's state.
+    /// Linearizable read of a session's state. Cost: as [`Client::holders`].
     ///
     /// Errors: `Unavailable`.
     pub async fn session_info(&self, session: u64) -> Result<Option<SessionInfo>, ClientError> {
@@ -402,12 +404,12 @@ pub struct Session {
 }
 
 impl Session {
-    /// The session id.
+    /// The session id. Cost: O(1).
     pub fn id(&self) -> u64 {
         self.id
     }
 
-    /// The client it belongs to.
+    /// The client it belongs to. Cost: O(1).
     pub fn client(&self) -> &Client {
         &self.client
     }
@@ -417,7 +419,8 @@ impl Session {
         self.client.st().lost.contains(&self.id)
     }
 
-    /// Renews the session; returns its new deadline (logical ms).
+    /// Renews the session; returns its new deadline (logical ms). Cost: one replicated
+    /// write (a log entry).
     ///
     /// Errors: `Core(unknown_session)` if it is gone; `Unavailable`.
     pub async fn keep_alive(&self) -> Result<u64, ClientError> {
@@ -516,7 +519,7 @@ impl Session {
         }
     }
 
-    /// Releases `lock`.
+    /// Releases `lock`. Cost: one replicated write.
     ///
     /// Errors: `Core(not_holder)` (for example after the session expired), `Unavailable`.
     pub async fn release(&self, lock: &str) -> Result<(), ClientError> {
@@ -529,7 +532,7 @@ impl Session {
         .map(|_| ())
     }
 
-    /// Withdraws a queued acquire.
+    /// Withdraws a queued acquire. Cost: one replicated write.
     ///
     /// Errors: `Core(not_queued)`, `Unavailable`.
     pub async fn cancel(&self, lock: &str) -> Result<(), ClientError> {

@@ -42,7 +42,7 @@ impl MemNet {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a running node.
+    /// Registers a running node. Cost: O(1).
     pub fn add(&self, id: NodeId, raft: Raft) {
         self.lock().nodes.insert(id, raft);
     }
@@ -80,7 +80,7 @@ impl MemNet {
         }
     }
 
-    /// Restores every link.
+    /// Restores every link. Cost: O(links).
     pub fn heal(&self) {
         self.lock().cut.clear();
     }

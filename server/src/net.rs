@@ -41,7 +41,8 @@ enum RaftResp {
 }
 
 /// Serves Raft RPCs on `listener` for `raft`, one task per connection, until the process
-/// ends. Requests on one connection are answered in order.
+/// ends. Requests on one connection are answered in order. Errors: none (a bad peer only
+/// loses its connection).
 pub async fn serve_raft(listener: TcpListener, raft: Raft) {
     loop {
         let Ok((sock, _)) = listener.accept().await else {
@@ -203,7 +204,9 @@ impl RaftNetwork<TypeConfig> for TcpConn {
 pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Serves the client protocol on `listener` for `node`, one task per connection, until
-/// the process ends.
+/// the process ends. Requests on a connection run concurrently (at most
+/// [`MAX_IN_FLIGHT`]); replies carry the request id. Errors: none (a bad client only loses
+/// its connection).
 pub async fn serve_clients(listener: TcpListener, node: Arc<Node>) {
     loop {
         let Ok((sock, _)) = listener.accept().await else {

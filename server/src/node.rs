@@ -171,7 +171,8 @@ impl Node {
         }))
     }
 
-    /// Initializes a new cluster with these members (call on one node, once).
+    /// Initializes a new cluster with these members (call on one node, once). Cost: one
+    /// membership entry committed.
     ///
     /// Errors: openraft's (already initialized, …).
     pub async fn initialize(
@@ -185,18 +186,19 @@ impl Node {
     }
 
     /// Stops openraft and the ticker. The node's files stay; [`Node::start`] on the same
-    /// directory resumes it.
+    /// directory resumes it. Errors: none (a failed shutdown is ignored).
     pub async fn shutdown(&self) {
         self.ticker.abort();
         let _ = self.raft.shutdown().await;
     }
 
     /// The leader's current stamp (`None` unless this node is an anchored leader).
+    /// Cost: O(1).
     pub fn stamp(&self) -> Option<u64> {
         self.clock.stamp()
     }
 
-    /// A fresh connection id for [`crate::state_machine::Hub::attach`].
+    /// A fresh connection id for [`crate::state_machine::Hub::attach`]. Cost: O(1).
     pub fn next_conn_id(&self) -> u64 {
         self.conn_ids.fetch_add(1, Ordering::Relaxed)
     }
@@ -211,7 +213,7 @@ impl Node {
     }
 
     /// Proposes `input` (stamped with the leader's clock) and waits until it is committed
-    /// and applied.
+    /// and applied. Cost: one replicated write (a quorum's fsync).
     ///
     /// Errors: `NotLeader` (with the leader's client address when known), `Unavailable`
     /// when it could not commit within the request timeout (it may still commit later: retry
@@ -234,7 +236,8 @@ impl Node {
     }
 
     /// Waits until this node may serve a linearizable read (it is the leader, a quorum
-    /// confirmed it, and it applied everything committed before the read).
+    /// confirmed it, and it applied everything committed before the read). Cost: one
+    /// heartbeat round to a quorum.
     ///
     /// Errors: `NotLeader`, `Unavailable` on timeout.
     pub async fn linearizable(&self) -> Result<(), ClientError> {
@@ -273,7 +276,8 @@ impl Node {
     }
 
     /// Serves one client request. `conn` and `sink` identify the connection that pushes
-    /// for the sessions it opens or attaches to.
+    /// for the sessions it opens or attaches to. Cost: one replicated write for inputs,
+    /// one quorum confirmation for reads and attach.
     ///
     /// Errors: see [`ClientError`].
     pub async fn handle_request(
