@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the wasm package: wasm/pkg/web (ES module, for the browser demo) and
 # wasm/pkg/node (CommonJS, for node and the tests), each run through wasm-opt -Oz, and
-# prints the bundle size (also written into wasm/README.md between the size markers).
+# prints the bundle size (with UPDATE_DOCS=1 also written into wasm/README.md between the size markers).
 #
 # Needs (scripts/setup.sh installs them): the wasm32-unknown-unknown target, the
 # wasm-bindgen CLI at exactly Cargo.lock's wasm-bindgen version, and tools/node_modules
@@ -81,7 +81,8 @@ table=$(
 )
 printf '%s\n' "$table"
 readme=wasm/README.md
-if [ -f "$readme" ] && grep -q '<!-- size:begin -->' "$readme"; then
+# Only on request: a user's `make demo` / `make test` must not rewrite tracked files.
+if [ "${UPDATE_DOCS:-0}" = 1 ] && [ -f "$readme" ] && grep -q '<!-- size:begin -->' "$readme"; then
   TABLE="$table" node -e '
     const fs = require("fs"); const f = process.argv[1];
     const s = fs.readFileSync(f, "utf8");
