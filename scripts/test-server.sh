@@ -19,7 +19,23 @@ rm -f "$log"
 step "CLI against a real cluster (scripts/cluster.sh, detached, on spare ports)"
 tdir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 dir=$(mktemp -d "${TMPDIR:-/tmp}/fencelock-clitest.XXXXXX")
-base=$((20000 + RANDOM % 20000))
+# a base port whose six ports (BASE+1..3, BASE+101..103) are free on 127.0.0.1 (bounded tries)
+base=$(python3 - <<'PY'
+import random, socket
+for _ in range(50):
+    b = random.randrange(20000, 40000)
+    socks = []
+    try:
+        for p in (b + 1, b + 2, b + 3, b + 101, b + 102, b + 103):
+            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
+        print(b); break
+    except OSError:
+        pass
+    finally:
+        for s in socks: s.close()
+PY
+)
+[ -n "$base" ] || { echo "no free loopback ports"; exit 1; }
 CLUSTER_DIR=$dir CLUSTER_DETACH=1 CLUSTER_BASE_PORT=$base CLUSTER_PROFILE=debug scripts/cluster.sh >/dev/null
 cleanup() { xargs -r kill <"$dir/pids" 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT

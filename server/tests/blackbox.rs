@@ -7,7 +7,7 @@
 //!
 //! Slow (~40 s): ignored in `cargo test`, run by `scripts/test-server.sh`
 //! (`cargo test -p fencelock-server --test blackbox -- --ignored --nocapture`).
-//! `BLACKBOX_SECONDS` sets the workload duration (default 30).
+//! `BLACKBOX_SECONDS` sets the workload duration (default 30, at least 20).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -580,7 +580,8 @@ async fn blackbox_kill9_sigstop_linearizable() {
     let secs: u64 = std::env::var("BLACKBOX_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
+        .unwrap_or(30)
+        .max(20); // room for at least one kill and one pause
     let dir = std::env::temp_dir().join(format!("fencelock-blackbox-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
