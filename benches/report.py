@@ -114,7 +114,9 @@ def main():
     w("Times are criterion's estimate per operation (95 % confidence interval in brackets);")
     w("instruction counts are from callgrind (deterministic, so they do not move with machine")
     w("load). Workloads are defined in `benches/src/lib.rs`, whose unit tests check that each")
-    w("one does what its name says.")
+    w("one does what its name says. Sections between `<!-- name:begin -->` / `<!-- name:end -->`")
+    w("markers are written by other scripts (the replicated-cluster section at the end by")
+    w("`make bench-cluster`) and are kept as they are when this file is regenerated.")
     w("")
     w("## Machine")
     w("")
@@ -462,7 +464,19 @@ def main():
     w("</details>")
     w("")
 
-    open(a.out, "w").write("\n".join(L))
+    # Sections other scripts own (e.g. scripts/bench-cluster.sh's
+    # <!-- cluster:begin --> … <!-- cluster:end -->) are kept as they are, after ours.
+    import re
+    kept = []
+    try:
+        old = open(a.out).read()
+        kept = [m.group(0) for m in re.finditer(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", old, re.S)]
+    except OSError:
+        pass
+    text = "\n".join(L)
+    if kept:
+        text = text.rstrip("\n") + "\n\n" + "\n\n".join(kept) + "\n"
+    open(a.out, "w").write(text)
     print(f"report.py: wrote {a.out} ({len(crit)} criterion results)")
 
 
