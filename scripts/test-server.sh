@@ -54,4 +54,16 @@ wait "$holder_pid"
 [ -z "$("$fl" holder held)" ] || { echo "lock still held after the command ended"; exit 1; }
 epoch=$(timeout 3 "$fl" elect smoke-election || true)
 grep -q '^epoch [1-9]' <<<"$epoch" || { echo "elect printed: $epoch"; exit 1; }
-echo "CLI ok: lock/holder/try-lock/elect"
+# When the cluster becomes unreachable, the lease stops being safe after ttl - margin and
+# `lock` must stop the command (SIGTERM) and exit 3 — long before the command would end.
+"$fl" --ttl-ms 1500 lock doomed -- sleep 30 2>/dev/null &
+doomed=$!
+for _ in $(seq 1 50); do [ -n "$("$fl" holder doomed)" ] && break; sleep 0.1; done
+[ -n "$("$fl" holder doomed)" ] || { echo "doomed lock never held"; exit 1; }
+xargs -r kill -9 <"$dir/pids"
+start=$SECONDS
+set +e; wait "$doomed"; rc=$?; set -e
+took=$((SECONDS - start))
+[ "$rc" = 3 ] || { echo "lock exited $rc after losing the cluster, expected 3"; exit 1; }
+[ "$took" -le 10 ] || { echo "lock took ${took}s to stop the command"; exit 1; }
+echo "CLI ok: lock/holder/try-lock/elect; command stopped ${took}s after the cluster vanished (exit 3)"

@@ -166,8 +166,11 @@ async fn lock(
             _ = &mut stop_signal => {
                 eprintln!("fencelock: interrupted; stopping the command and releasing {name}");
                 stop(&mut child).await;
-                let _ = session.release(name).await;
-                let _ = session.close().await;
+                let _ = tokio::time::timeout(Duration::from_secs(5), async {
+                    let _ = session.release(name).await;
+                    let _ = session.close().await;
+                })
+                .await;
                 return Ok(ExitCode::from(130));
             }
             p = pushes.recv() => {
@@ -186,7 +189,8 @@ async fn lock(
     let Some(status) = status else {
         eprintln!("fencelock: lease on {name} no longer safe; stopping the command");
         stop(&mut child).await;
-        let _ = session.close().await;
+        // Best effort: the cluster may be unreachable, and the session expires anyway.
+        let _ = tokio::time::timeout(Duration::from_secs(2), session.close()).await;
         return Ok(ExitCode::from(3));
     };
     let _ = session.release(name).await;
