@@ -222,13 +222,14 @@ async fn retry_after_leader_crash_applies_once() {
     c.shutdown().await;
 }
 
-/// Every node killed at once and restarted from its files: nothing acknowledged is lost.
+/// Every node killed at once and restarted from its files (snapshot + log): nothing
+/// acknowledged is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_cluster_restart_keeps_acknowledged_state() {
     let mut c = Cluster::start("restart", 300).await;
     let s = session_of(&c.propose(Input::OpenSession { ttl: 60_000 }).await);
     let mut last = None;
-    for i in 0..50u64 {
+    for i in 0..80u64 {
         let lock = format!("l{}", i % 5);
         let r = c
             .propose(acquire(s, &lock, Wait::None, Some(2 * i + 1)))
@@ -237,6 +238,16 @@ async fn whole_cluster_restart_keeps_acknowledged_state() {
         c.propose(release(s, &lock, Some(2 * i + 2))).await;
     }
     let before = c.converged().await;
+    // More entries than the snapshot threshold (100 in tests): every node restarts from
+    // its own snapshot file plus the log after it.
+    let start = Instant::now();
+    while !(1..=3).all(|id| c.base.join(format!("n{id}/snapshot.bin")).exists()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no snapshot was built"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     for id in 1..=3 {
         c.kill(id).await;
     }

@@ -73,7 +73,10 @@ async fn fencelock_client(a: Args, i: usize, stop: Instant, c: Arc<Counters>) ->
     let mut lat = Vec::new();
     while Instant::now() < stop {
         let t0 = Instant::now();
-        match session.acquire(&name, Mode::Exclusive, WaitSpec::Forever).await {
+        match session
+            .acquire(&name, Mode::Exclusive, WaitSpec::Forever)
+            .await
+        {
             Ok(Acquired::Granted(_)) => {}
             other => panic!("acquire: {other:?}"),
         }
