@@ -107,7 +107,7 @@ if [ "${BENCH_WASM:-1}" != 0 ]; then
   # the bench measures the current core rather than a stale package.
   if [ -x scripts/build-wasm.sh ]; then
     log "scripts/build-wasm.sh (brings wasm/pkg up to date)"
-    scripts/build-wasm.sh >/dev/null || log "wasm build failed; measuring the existing wasm/pkg if any"
+    UPDATE_DOCS=1 scripts/build-wasm.sh >/dev/null || log "wasm build failed; measuring the existing wasm/pkg if any"
   fi
   if [ -f wasm/pkg/node/fencelock_wasm.js ]; then
     log "wasm under node: benches/js/bench.mjs"
