@@ -117,3 +117,28 @@ async fn run(args: Args) -> Result<(), String> {
     tokio::time::sleep(Duration::from_millis(10)).await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_addresses_are_accepted() {
+        assert!(loopback("127.0.0.1:7101").is_ok());
+        assert!(loopback("[::1]:7101").is_ok());
+        assert!(loopback("0.0.0.0:7101").is_err());
+        assert!(loopback("10.1.2.3:7101").is_err());
+        assert!(
+            loopback("localhost:7101").is_err(),
+            "names are not resolved"
+        );
+        let (id, a) = parse_peer("2=127.0.0.1:7202/127.0.0.1:7102").unwrap();
+        assert_eq!(
+            (id, a.raft.as_str(), a.client.as_str()),
+            (2, "127.0.0.1:7202", "127.0.0.1:7102")
+        );
+        assert!(parse_peer("2=127.0.0.1:7202").is_err());
+        assert!(parse_peer("2=192.168.0.1:7202/127.0.0.1:7102").is_err());
+        assert!(parse_peer("x=127.0.0.1:7202/127.0.0.1:7102").is_err());
+    }
+}
