@@ -54,8 +54,15 @@ pub async fn read<R: AsyncRead + Unpin, T: DeserializeOwned>(
             format!("frame of {len} bytes exceeds the limit of {max}"),
         ));
     }
-    let mut body = vec![0u8; len as usize];
-    r.read_exact(&mut body).await?;
+    // Grow with the bytes that actually arrive: a lying length prefix costs no memory.
+    let mut body = Vec::with_capacity((len as usize).min(64 << 10));
+    (&mut *r).take(len as u64).read_to_end(&mut body).await?;
+    if body.len() != len as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "connection closed inside a frame",
+        ));
+    }
     match postcard::take_from_bytes::<T>(&body) {
         Ok((v, [])) => Ok(Some(v)),
         Ok(_) => Err(io::Error::new(
@@ -63,5 +70,39 @@ pub async fn read<R: AsyncRead + Unpin, T: DeserializeOwned>(
             "trailing bytes after the frame's value",
         )),
         Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn read_bytes(bytes: &[u8], max: u32) -> io::Result<Option<(u32, u64)>> {
+        let mut r = bytes;
+        read::<_, (u32, u64)>(&mut r, max).await
+    }
+
+    #[tokio::test]
+    async fn frames_round_trip_and_bad_ones_are_refused() {
+        let f = encode(&(7u32, 300u64)).unwrap();
+        assert_eq!(read_bytes(&f, 64).await.unwrap(), Some((7, 300)));
+        assert_eq!(read_bytes(&[], 64).await.unwrap(), None, "clean end");
+        // Over the limit: refused before reading the body.
+        assert!(read_bytes(&f, 2).await.is_err());
+        // A length that promises more than arrives.
+        let mut short = f.clone();
+        short[3] += 5;
+        assert!(read_bytes(&short, 64).await.is_err());
+        // Trailing bytes inside the frame.
+        let mut trailing = f.clone();
+        trailing[3] += 1;
+        trailing.push(0);
+        assert!(read_bytes(&trailing, 64).await.is_err());
+        // Garbage that does not decode.
+        assert!(read_bytes(&[0, 0, 0, 2, 0xff, 0xff], 64).await.is_err());
+        // A huge claimed length with nothing behind it costs no allocation and fails.
+        assert!(read_bytes(&[0x03, 0xff, 0xff, 0xff], u32::MAX)
+            .await
+            .is_err());
     }
 }
