@@ -355,35 +355,98 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
   const stepT = T > 60 ? 10 : 5;
   for (let t = 0; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 8}">${t}s</text>`);
   const rows = lanes.map((l) => `<text class="lane-label" x="${LW}" y="${laneY[l.id] + LH / 2 + 4}">${esc(l.label)}</text><line class="lane-line" x1="${LW + 8}" x2="${W - 16}" y1="${laneY[l.id] + LH / 2}" y2="${laneY[l.id] + LH / 2}"/>`);
-  const spans = w.spans
-    .filter((s) => laneY[s.lane] !== undefined)
-    .map((s) => {
-      const to = s.to ?? w.t;
-      const x1 = X(s.from);
-      const x2 = Math.max(X(to), x1 + 3);
-      // two rows per lane: what the client holds or believes (top), whether it runs (bottom)
-      const pause = s.kind === 'pause';
-      const y = laneY[s.lane] + (pause ? 23 : 4);
-      const h = pause ? 12 : 17;
-      const label = x2 - x1 > 46 ? `<text class="span-label ${pause ? 'small' : ''}" x="${x1 + 4}" y="${y + h - (pause ? 3 : 5)}">${esc(s.label)}</text>` : '';
-      return `<g class="span ${s.kind}"><rect x="${x1}" y="${y}" width="${x2 - x1}" height="${h}" rx="4"/>${label}</g>`;
-    });
-  const marks = w.marks
-    .filter((m) => laneY[m.lane] !== undefined)
-    .map((m) => {
-      const x = X(m.t);
-      const client = !!w.clients[m.lane];
-      const y = laneY[m.lane] + (client ? 12 : LH / 2);
-      const shape = m.kind === 'refused' || m.kind === 'expire' || m.kind === 'crash' ? `<path d="M${x - 5},${y - 5}L${x + 5},${y + 5}M${x + 5},${y - 5}L${x - 5},${y + 5}"/>` : m.kind === 'grant' ? `<path d="M${x},${y - 6}L${x + 6},${y}L${x},${y + 6}L${x - 6},${y}z"/>` : `<circle cx="${x}" cy="${y}" r="5"/>`;
-      return `<g class="mark ${m.kind}"><title>${esc(m.label)}</title>${shape}${m.lane === 'store' || m.lane === 'db' ? `<text x="${x + 7}" y="${m.kind === 'ok' ? y - 4 : y + 13}">${esc(m.label)}</text>` : m.short ? `<text class="svc" x="${x + 8}" y="${m.kind === 'grant' ? y - 4 : y + 13}">${esc(m.short)}</text>` : ''}</g>`;
-    });
+  // Shapes first, every text after them: a marker never paints over a label. Each label is
+  // then placed, at its measured width, clear of every marker and of the labels placed
+  // before it; one with no such place is shortened or left out (its marker's tooltip and
+  // the stage still say it), and a halo keeps it legible over lines.
+  const shapes = [];
+  const labels = []; // what to place, in order: span labels first, then refusals, then the rest
+  const markers = []; // marker boxes {x1, x2, y1, y2}
+  for (const m of w.marks.filter((m) => laneY[m.lane] !== undefined)) {
+    const x = X(m.t);
+    const client = !!w.clients[m.lane];
+    const y = laneY[m.lane] + (client ? 12 : LH / 2);
+    const shape = m.kind === 'refused' || m.kind === 'expire' || m.kind === 'crash' ? `<path d="M${x - 5},${y - 5}L${x + 5},${y + 5}M${x + 5},${y - 5}L${x - 5},${y + 5}"/>` : m.kind === 'grant' ? `<path d="M${x},${y - 6}L${x + 6},${y}L${x},${y + 6}L${x - 6},${y}z"/>` : `<circle cx="${x}" cy="${y}" r="5"/>`;
+    shapes.push(`<g class="mark ${m.kind}"><title>${esc(m.label)}</title>${shape}</g>`);
+    markers.push({ x1: x - 7, x2: x + 7, y1: y - 6, y2: y + 6 });
+    const store = m.lane === 'store' || m.lane === 'db';
+    const text = store ? m.label : m.short;
+    if (text) labels.push({ mark: true, m, x, y, store, text, rank: ['refused', 'corrupt', 'expire', 'crash'].includes(m.kind) ? 1 : 2 });
+  }
+  const spans = [];
+  for (const s of w.spans.filter((s) => laneY[s.lane] !== undefined)) {
+    const to = s.to ?? w.t;
+    const x1 = X(s.from);
+    const x2 = Math.max(X(to), x1 + 3);
+    // two rows per lane: what the client holds or believes (top), whether it runs (bottom)
+    const pause = s.kind === 'pause';
+    const y = laneY[s.lane] + (pause ? 23 : 4);
+    const h = pause ? 12 : 17;
+    spans.push(`<g class="span ${s.kind}"><rect x="${x1}" y="${y}" width="${x2 - x1}" height="${h}" rx="4"/></g>`);
+    if (x2 - x1 > 46) labels.push({ span: true, s, x1, x2, y, h, pause, text: s.label, rank: 0 });
+  }
+  labels.sort((a, b) => a.rank - b.rank);
+  const texts = labels.map((l) =>
+    l.span
+      ? `<text class="span-label ${l.s.kind} ${l.pause ? 'small' : ''}" x="-999" y="${l.y + l.h - (l.pause ? 3 : 5)}">${esc(l.text)}</text>`
+      : `<g class="mark ${l.m.kind}"><text${l.store ? '' : ' class="svc"'} x="-999" y="0">${esc(l.text)}</text></g>`,
+  );
   el.innerHTML = `<svg viewBox="0 0 ${W} ${height}" class="${narrow ? 'narrow' : ''}" role="img" aria-label="Timeline up to t=${w.t}">
     <defs><pattern id="hatch-lane" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3.5" height="7" class="hatch"/></pattern></defs>
-    ${axis.join('')}${rows.join('')}${spans.join('')}${marks.join('')}
+    ${axis.join('')}${rows.join('')}${spans.join('')}${shapes.join('')}
     <line class="cursor" x1="${X(w.t)}" x2="${X(w.t)}" y1="${top - 4}" y2="${height - 4}"/>
+    <g class="labels">${texts.join('')}</g>
   </svg>
   <p class="legend" aria-hidden="true"><span class="k hold"></span>holds (the service agrees) <span class="k ghost"></span>believes it holds — the lock is gone
   <span class="k wait"></span>queued <span class="k pause"></span>paused <span class="k ok">●</span>write accepted <span class="k bad">✕</span>refused / expired <span class="k grant">◆</span>grant</p>`;
+  placeLabels([...el.querySelectorAll('.labels text')], labels, markers, LW);
+}
+
+/** Positions the swimlane's label texts (see renderSwimlane); `texts[i]` shows `labels[i]`. */
+function placeLabels(texts, labels, markers, LW) {
+  // the lane names are off limits too
+  const boxes = [{ x1: 0, x2: LW + 2, y1: 0, y2: 1e6 }, ...markers];
+  const hit = (b) => boxes.some((o) => b.x1 < o.x2 && o.x1 < b.x2 && b.y1 < o.y2 && o.y1 < b.y2);
+  labels.forEach((l, i) => {
+    const t = texts[i];
+    const width = t.getComputedTextLength();
+    let box = null;
+    if (l.span) {
+      // at the span's start, else just past a marker on it (a write dot right after the
+      // grant), inside the span if it fits there; else the label's last word ("holds 8" →
+      // "8", write dots a tick apart on a phone) in the first gap inside the span
+      const { x1, x2, y, h } = l;
+      const starts = [x1 + 4, ...boxes.filter((o) => o.x2 > x1 && o.x2 < x2 && y < o.y2 && o.y1 < y + h).map((o) => o.x2 + 1).sort((a, b) => a - b)];
+      const fits = (wd) => starts.map((lx) => ({ x1: lx, x2: lx + wd, y1: y, y2: y + h })).filter((b) => !hit(b));
+      const whole = fits(width);
+      box = whole.find((b) => b.x2 <= x2 - 2) ?? whole[0];
+      if (!box) {
+        const word = l.text.split(' ').pop();
+        const wd = word.length ? t.getSubStringLength(l.text.length - word.length, word.length) : 0;
+        box = word.length < l.text.length ? fits(wd).find((b) => b.x2 <= x2 - 2) : null;
+        if (box) t.textContent = word;
+      }
+      if (box) t.setAttribute('x', box.x1);
+    } else {
+      // right of the marker as before (above for an accepted write or a grant, else below),
+      // then the other row, then the left side; the rows keep clear of the marker line
+      const { x, y } = l;
+      const dx = l.store ? 7 : 8;
+      const up = l.store ? l.m.kind === 'ok' : l.m.kind === 'grant';
+      const at = (side, above) => {
+        const bx = side > 0 ? x + dx : x - dx - width;
+        const by = above ? y - 8 : y + 16;
+        return { bx, by, x1: bx, x2: bx + width, y1: by - 8, y2: by + 2 };
+      };
+      box = [at(1, up), at(1, !up), at(-1, up), at(-1, !up)].find((b) => !hit(b));
+      if (box) {
+        t.setAttribute('x', box.bx);
+        t.setAttribute('y', box.by);
+      }
+    }
+    if (box) boxes.push(box);
+    else (l.span ? t : t.parentNode).remove();
+  });
 }
 
 // ------------------------------------------------------------------ side panels

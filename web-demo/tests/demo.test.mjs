@@ -293,6 +293,49 @@ test('phone width (390 px): no horizontal scrolling, every scene still renders',
   await shot('phone-scene-1');
 });
 
+/** Overlaps seen now: swimlane labels a marker sits on, stage nodes outside their panel. */
+async function layoutProblems() {
+  return page.evaluate(() => {
+    const found = [];
+    const meet = (a, b) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+    const lane = document.querySelector('[data-testid=swimlane] svg');
+    if (lane) {
+      const shapes = [...lane.querySelectorAll('g.mark > circle, g.mark > path')].map((e) => e.getBBox());
+      for (const t of lane.querySelectorAll('text.span-label, g.mark text')) {
+        const b = t.getBBox();
+        if (shapes.some((s) => meet(b, s))) found.push(`a marker covers the label "${t.textContent}"`);
+      }
+    }
+    const stage = document.querySelector('[data-testid=stage] svg');
+    const panels = [...stage.querySelectorAll('.panel-bg rect')].map((r) => r.getBBox());
+    if (panels.length) {
+      for (const g of stage.querySelectorAll('g.node')) {
+        const box = g.querySelector('rect.box');
+        const b = (box ?? g).getBBox();
+        // a bordered box keeps 8 units clear of the panel's border (touching reads as cut off)
+        const m = box ? 8 : 0;
+        const inside = panels.some((p) => b.x >= p.x + m && b.y >= p.y + m && b.x + b.width <= p.x + p.width - m && b.y + b.height <= p.y + p.height - m);
+        if (!inside) found.push(`node ${g.dataset.testid ?? g.dataset.client} is not inside its panel`);
+      }
+    }
+    return found;
+  });
+}
+
+test('layout: no swimlane marker covers a label and every node fits its panel (each step, 1280 and 390 px)', async () => {
+  for (const size of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+    await open(1, size);
+    for (let s = 1; s <= 5; s += 1) {
+      await page.click(`[data-testid=tab-${s}]`);
+      const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+      for (let k = 1; k <= length; k += 1) {
+        await scrubTo(k);
+        assert.deepEqual(await layoutProblems(), [], `scene ${s}, step ${k}, ${size.width} px wide`);
+      }
+    }
+  }
+});
+
 test('random interventions (seeded) in every scene: the page never errors and each scene still reaches its end', async () => {
   // mulberry32; the seed is printed on failure and replays exactly
   const seed = Number(process.env.DEMO_SEED ?? 20261129);

@@ -215,19 +215,21 @@ export const replication = {
         }
       : {
     nodes: [
-      { id: 'P', kind: 'replica', x: 110, y: 100, lane: 'redis', title: 'Primary' },
-      { id: 'R', kind: 'replica', x: 280, y: 100, lane: 'redis', title: 'Replica' },
-      { id: 'A1', kind: 'client', x: 110, y: 240 },
-      { id: 'B1', kind: 'client', x: 280, y: 240 },
-      { id: 'N1', kind: 'replica', x: 485, y: 100, lane: 'raft', title: 'N1' },
-      { id: 'N2', kind: 'replica', x: 610, y: 100, lane: 'raft', title: 'N2' },
-      { id: 'N3', kind: 'replica', x: 735, y: 100, lane: 'raft', title: 'N3' },
-      { id: 'A2', kind: 'client', x: 548, y: 240 },
-      { id: 'B2', kind: 'client', x: 672, y: 240 },
+      // Replica boxes are 110 wide (render.js drawReplica): the right panel holds three with
+      // 21-24 between them and its edges, the left one two, so no box meets a border.
+      { id: 'P', kind: 'replica', x: 97, y: 100, lane: 'redis', title: 'Primary' },
+      { id: 'R', kind: 'replica', x: 267, y: 100, lane: 'redis', title: 'Replica' },
+      { id: 'A1', kind: 'client', x: 97, y: 240 },
+      { id: 'B1', kind: 'client', x: 267, y: 240 },
+      { id: 'N1', kind: 'replica', x: 448, y: 100, lane: 'raft', title: 'N1' },
+      { id: 'N2', kind: 'replica', x: 582, y: 100, lane: 'raft', title: 'N2' },
+      { id: 'N3', kind: 'replica', x: 716, y: 100, lane: 'raft', title: 'N3' },
+      { id: 'A2', kind: 'client', x: 515, y: 240 },
+      { id: 'B2', kind: 'client', x: 649, y: 240 },
     ],
     panels: [
-      { x: 12, y: 6, w: 368, h: 288, title: 'Single Redis, asynchronous replica' },
-      { x: 416, y: 6, w: 376, h: 288, title: 'Consensus: 3 core replicas, majority' },
+      { x: 8, y: 6, w: 348, h: 288, title: 'Single Redis, asynchronous replica' },
+      { x: 372, y: 6, w: 420, h: 288, title: 'Consensus: 3 core replicas, majority' },
     ],
   },
 };
