@@ -49,7 +49,7 @@ pub struct NodeConfig {
     pub tick_ms: u64,
     /// How long a write or a linearizable read may take before `Unavailable` (ms).
     pub request_timeout_ms: u64,
-    /// openraft heartbeat interval (ms).
+    /// openraft heartbeat interval (ms); openraft also times out an AppendEntries RPC after it.
     pub heartbeat_ms: u64,
     /// openraft election timeout range (ms).
     pub election_ms: (u64, u64),
@@ -59,7 +59,8 @@ pub struct NodeConfig {
 
 impl NodeConfig {
     /// Defaults for a loopback cluster: grace 1 s, tick check every 20 ms, heartbeats
-    /// every 50 ms, election timeout 300–600 ms, requests time out after 3 s, a snapshot
+    /// every 50 ms (openraft also uses this as the AppendEntries timeout), election timeout
+    /// 300–600 ms, requests time out after 3 s, a snapshot
     /// every 20 000 entries.
     pub fn new(id: NodeId, dir: PathBuf) -> NodeConfig {
         NodeConfig {

@@ -41,6 +41,12 @@ struct Args {
     /// Lock-delay after an expiry (ms).
     #[arg(long, default_value_t = 0)]
     lock_delay_ms: u64,
+    /// Raft heartbeat interval (ms); also openraft's AppendEntries timeout.
+    #[arg(long, default_value_t = 50)]
+    heartbeat_ms: u64,
+    /// Raft election timeout, the lower bound (ms); the upper bound is twice it.
+    #[arg(long, default_value_t = 300)]
+    election_ms: u64,
 }
 
 fn loopback(addr: &str) -> Result<SocketAddr, String> {
@@ -94,6 +100,8 @@ async fn run(args: Args) -> Result<(), String> {
     let mut config = NodeConfig::new(args.id, args.dir);
     config.grace_ms = args.grace_ms;
     config.service.core.lock_delay = args.lock_delay_ms;
+    config.heartbeat_ms = args.heartbeat_ms;
+    config.election_ms = (args.election_ms, 2 * args.election_ms);
     let node = Node::start(config, TcpNetwork)
         .await
         .map_err(|e| e.to_string())?;
