@@ -73,7 +73,7 @@ fn parse_peer(s: &str) -> Result<(u64, NodeAddr), String> {
     ))
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+#[tokio::main]
 async fn main() {
     if let Err(e) = run(Args::parse()).await {
         eprintln!("fencelock-node: {e}");
