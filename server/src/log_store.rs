@@ -174,9 +174,12 @@ impl Inner {
 
 impl LogStore {
     /// Opens (or creates) the log file `dir/raft.log`, replaying its valid prefix and
-    /// cutting off a torn or corrupt tail.
+    /// cutting off a torn tail (the last append, damaged by a crash before its fsync, so
+    /// never acknowledged).
     ///
-    /// Errors: I/O errors opening, reading or truncating the file. Cost: O(file size).
+    /// Errors: I/O errors opening, reading or truncating the file; `InvalidData` for a
+    /// corrupt record that has more records after it (cutting there could lose
+    /// acknowledged entries or votes). Cost: O(file size).
     pub fn open(dir: &Path) -> io::Result<LogStore> {
         Self::open_with_compaction(dir, COMPACT_BYTES)
     }
@@ -212,6 +215,19 @@ impl LogStore {
             let (rec, used) = rec;
             inner.apply(rec);
             pos += used;
+        }
+        if pos < bytes.len() && !is_torn_tail(&bytes[pos..]) {
+            // A bad record with more records after it is not a crash mid-append (that
+            // can only damage the end): cutting there would drop entries and votes that
+            // were fsynced and acknowledged. Refuse to start instead.
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "log {}: corrupt record at byte {pos} with {} bytes after it; refusing to cut acknowledged records",
+                    path.display(),
+                    bytes.len() - pos
+                ),
+            ));
         }
         if pos < bytes.len() {
             tracing::warn!(
@@ -262,6 +278,18 @@ impl LogStore {
 }
 
 /// One record from the front of `bytes`, or `None` at a torn/corrupt/absent record.
+/// True when the unreadable rest of the file can only be the last append, torn by a crash:
+/// shorter than a header, a length running past the end of the file, or exactly one
+/// complete record (whose checksum then failed) ending at the end of the file. An append
+/// is acknowledged only after its fsync, so such a record was never acknowledged.
+fn is_torn_tail(rest: &[u8]) -> bool {
+    if rest.len() < 8 {
+        return true;
+    }
+    let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+    len > MAX_RECORD as usize || 8 + len >= rest.len()
+}
+
 fn read_record(bytes: &[u8]) -> Option<(Rec, usize)> {
     if bytes.len() < 8 {
         return None;

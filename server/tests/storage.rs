@@ -120,6 +120,21 @@ async fn torn_or_corrupt_tail_is_cut_not_fatal() {
     drop(log);
     let mut log = LogStore::open(&dir).unwrap();
     assert_eq!(indices(&mut log).await, vec![1, 2, 3, 4, 5]);
+    drop(log);
+    // A flipped byte in a record that has records after it is not a torn append: opening
+    // refuses, and the file is left as it was (nothing acknowledged is cut).
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[12] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = LogStore::open(&dir)
+        .err()
+        .expect("a corrupt middle record must refuse to open");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "the file must not be truncated"
+    );
 }
 
 #[tokio::test]
