@@ -10,6 +10,15 @@ CARGO_FUZZ_VERSION=0.13.1
 
 log() { printf '[setup] %s\n' "$*"; }
 
+# rustfmt and clippy on the default (stable) toolchain, for the lint step of test-all.sh.
+need_comp=()
+cargo fmt --version >/dev/null 2>&1 || need_comp+=(rustfmt)
+cargo clippy --version >/dev/null 2>&1 || need_comp+=(clippy)
+if [ ${#need_comp[@]} -gt 0 ]; then
+  log "rustup component add ${need_comp[*]}"
+  rustup component add "${need_comp[@]}"
+fi
+
 # Rust targets (wasm for the browser/node build, a bare-metal one to prove no_std).
 installed=$(rustup target list --installed)
 for t in $WANT_TARGETS; do
