@@ -27,11 +27,32 @@ const WORKLOAD: &str = env!("CARGO_BIN_EXE_fencelock-workload");
 const WORKERS: u64 = 4;
 const TTL_MS: u64 = 1500;
 
+/// A loopback port that is free now, drawn from 20000–31999 (below Linux's ephemeral range
+/// 32768–60999, so no outgoing connection takes it before the node binds it) and never handed
+/// out twice in this process.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut x = (nanos ^ (u64::from(std::process::id()) << 32)) | 1;
+    for _ in 0..1000 {
+        // xorshift: a cheap pseudo-random walk over the range
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let port = 20_000 + (x % 12_000) as u16;
+        if given.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
+            return port;
+        }
+    }
+    panic!("no free loopback port in 20000-31999 after 1000 tries")
 }
 
 struct Cluster {

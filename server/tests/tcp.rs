@@ -101,9 +101,17 @@ async fn client_redirects_gets_pushed_grants_and_reads_linearizably() {
     let b2 = b.clone();
     let waiter =
         tokio::spawn(async move { b2.acquire("job", Mode::Exclusive, WaitSpec::Forever).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Poll (bounded) until B shows up as the waiter: no fixed sleep to race against.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut q = Vec::new();
+    while tokio::time::Instant::now() < deadline {
+        q = client.waiters("job").await.unwrap();
+        if !q.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(!waiter.is_finished(), "B must wait while A holds");
-    let q = client.waiters("job").await.unwrap();
     assert_eq!(
         q.iter().map(|w| w.session.0).collect::<Vec<_>>(),
         vec![b.id()]

@@ -150,6 +150,19 @@ async fn lock(
             return Ok(ExitCode::from(2));
         }
     };
+    // The grant may arrive after the lease stopped being safe (a slow wait, a pause): then
+    // the command must not start at all.
+    if !guard.may_act() {
+        eprintln!(
+            "fencelock: granted {name} but the lease is no longer safe; not running the command"
+        );
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            let _ = session.release(name).await;
+            let _ = session.close().await;
+        })
+        .await;
+        return Ok(ExitCode::from(3));
+    }
     eprintln!("fencelock: holding {name} with token {}", token.0);
     let mut child = tokio::process::Command::new(&command[0])
         .args(&command[1..])
