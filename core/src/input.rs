@@ -9,9 +9,16 @@ use crate::{LockName, Mode, SessionId, Tick, Wait};
 ///
 /// `request` is the optional per-session request number of idempotent retries (Raft
 /// dissertation §6.3): the host numbers a session's requests 1, 2, 3…; a repeat of the
-/// session's latest number replays the recorded answer without applying twice; an older
-/// number is refused with [`Error::StaleRequest`](crate::Error); the latest number on a
-/// different kind of input, lock or mode is refused with
+/// session's latest number applies nothing twice and leaves the recorded answer unchanged.
+/// It replays the recorded answer, except for an acquire, whose repeat answers from the
+/// session's claim on the lock now (the state may have moved on since the recorded
+/// answer): holding it → `Granted` with the held mode and current token; queued for it →
+/// `Queued` with the queued mode and current 1-based position (an O(queue length) walk,
+/// on the replay path only); neither → the recorded `Busy` stays `Busy`, a recorded
+/// `Queued` becomes `WaitTimedOut` (the wait ended without a grant), a recorded `Granted`
+/// becomes `Released` with the recorded token and reason `Released` (that hold has
+/// ended). An older number is refused with [`Error::StaleRequest`](crate::Error); the
+/// latest number on a different kind of input, lock or mode is refused with
 /// [`Error::RequestReused`](crate::Error); a refused input records nothing, so its retry
 /// is evaluated afresh; `None` opts out (nothing checked, nothing recorded).
 /// "Request-number errors" in the methods' docs means `StaleRequest` and `RequestReused`.

@@ -133,7 +133,7 @@
 //! | no grant to the dead | in a tick, expiry precedes every grant |
 //! | lock-delay | after an *expiry*, the lock is not granted again for `lock_delay` ticks |
 //! | atomic errors | a refused input changes nothing and emits nothing |
-//! | idempotent retries | per-session request numbers replay the recorded answer |
+//! | idempotent retries | a repeat of a session's latest request number applies nothing twice; it replays the recorded answer, or for an acquire answers from the claim now (granted, queued at its current position, or how the recorded wait or hold ended) |
 //! | determinism | same inputs → same outputs and snapshot bytes on every platform |
 //! | nothing lost | outputs go straight to the host's sink; bound per input documented on [`LockService`] |
 //! | no panic on input | every refusal is a typed [`Error`]; frames and snapshots are validated before use; a full table is [`Error::CapacityExceeded`] |

@@ -355,14 +355,25 @@ impl<S: Storage> LockService<S> {
     ///   (no second hold, no new token).
     /// * Otherwise with `Wait::None` or a deadline not after now: emits `Busy`; with a later
     ///   deadline or `Wait::Forever`: queues it at the tail and emits `Queued`.
-    /// * A repeat of the session's latest `request` number applies nothing: it emits
-    ///   `Granted` with the current token if the session holds the lock now (a queued
-    ///   acquire granted since included), else the recorded `Queued` or `Busy`.
+    /// * A repeat of the session's latest `request` number applies nothing and leaves the
+    ///   recorded reply as it was; it answers from the session's claim on the lock *now*,
+    ///   so a client that lost replies never waits on a stale one:
+    ///   - holding it: `Granted` with the held mode and current token (a queued acquire
+    ///     granted since included: no second `Granted` would ever come);
+    ///   - queued for it: `Queued` with the queued mode and its current 1-based position
+    ///     (found by walking the queue from its head: O(queue length), on this replay path
+    ///     only);
+    ///   - neither, recorded `Busy`: `Busy`;
+    ///   - neither, recorded `Queued`: `WaitTimedOut` (the wait ended without a grant; a
+    ///     cancel would have been the client's own later request);
+    ///   - neither, recorded `Granted`: `Released` with the recorded token and reason
+    ///     `Released` (the hold that reply answered has ended).
     ///
     /// Errors: [`Error::UnknownSession`], [`Error::EmptyName`], [`Error::NameTooLong`],
     /// [`Error::AlreadyQueued`], [`Error::ModeMismatch`],
     /// [`Error::CapacityExceeded`]`(Locks | Claims)`, request-number errors.
-    /// Cost: O(name length + log claims).
+    /// Cost: O(name length + log claims); a replay that finds the session queued adds
+    /// O(queue length).
     pub fn acquire(
         &mut self,
         session: SessionId,
@@ -377,41 +388,7 @@ impl<S: Storage> LockService<S> {
         let name = v.name(lock)?;
         let target = target(&name, Some(mode));
         if let Some(reply) = v.check_request(s, request, Kind::Acquire, target)? {
-            // A queued acquire may have been granted since: a client that lost both the
-            // Queued and the Granted and retries must learn that it holds the lock (no
-            // second Granted would ever come), so a hold now answers for the recorded reply.
-            let holding = v
-                .lock_slot(&name)
-                .and_then(|l| v.claim_slot(s, l))
-                .map(|c| &v.c[c as usize])
-                .filter(|c| c.holding);
-            if let Some(claim) = holding {
-                out(Output::Granted {
-                    session,
-                    lock: name,
-                    mode: claim.mode,
-                    token: Token(claim.value),
-                });
-                return Ok(());
-            }
-            out(match reply {
-                Reply::Granted { mode, token } => Output::Granted {
-                    session,
-                    lock: name,
-                    mode,
-                    token: Token(token),
-                },
-                Reply::Queued { mode, position } => Output::Queued {
-                    session,
-                    lock: name,
-                    mode,
-                    position,
-                },
-                _ => Output::Busy {
-                    session,
-                    lock: name,
-                },
-            });
+            out(v.replay_acquire(s, session, name, reply));
             return Ok(());
         }
         let l = v.lock_slot(&name);
@@ -904,6 +881,48 @@ impl View<'_> {
 
     fn claim_slot(&self, s: u32, l: u32) -> Option<u32> {
         TableState::find(self.c, claim_hash(s, l), |r| r.session == s && r.lock == l)
+    }
+
+    /// The answer to a repeat of an acquire whose recorded reply is `reply`, from the
+    /// session's claim on the lock now (see [`LockService::acquire`]). Applies nothing.
+    /// Cost: O(log claims), plus O(queue length) when the session is queued.
+    fn replay_acquire(&self, s: u32, session: SessionId, lock: LockName, reply: Reply) -> Output {
+        let claim = self
+            .lock_slot(&lock)
+            .and_then(|l| self.claim_slot(s, l).map(|c| (l, c)));
+        if let Some((l, c)) = claim {
+            let row = &self.c[c as usize];
+            if row.holding {
+                return Output::Granted {
+                    session,
+                    lock,
+                    mode: row.mode,
+                    token: Token(row.value),
+                };
+            }
+            let mut position = 1u32;
+            let mut cur = self.l[l as usize].waiters.head;
+            while cur != c && cur != NIL {
+                position += 1;
+                cur = self.c[cur as usize].in_lock.next;
+            }
+            return Output::Queued {
+                session,
+                lock,
+                mode: row.mode,
+                position,
+            };
+        }
+        match reply {
+            Reply::Granted { token, .. } => Output::Released {
+                session,
+                lock,
+                token: Token(token),
+                reason: ReleaseReason::Released,
+            },
+            Reply::Queued { .. } => Output::WaitTimedOut { session, lock },
+            _ => Output::Busy { session, lock },
+        }
     }
 
     fn name(&self, name: &str) -> Result<LockName, Error> {

@@ -329,28 +329,31 @@ impl Model {
                 if let Some(r) =
                     self.check_request(session, request, Some(Kind::Acquire), &name, Some(mode))?
                 {
-                    let held = self
-                        .claim(session.0, &name)
-                        .filter(|i| self.claims[*i].holding);
-                    out.push(match (held, r) {
-                        (Some(i), _) => Output::Granted {
+                    // answered from the claim now, not from the recorded reply
+                    let claim = self.claim(session.0, &name);
+                    out.push(match (claim, r) {
+                        (Some(i), _) if self.claims[i].holding => Output::Granted {
                             session,
                             lock,
                             mode: self.claims[i].mode,
                             token: Token(self.claims[i].value),
                         },
-                        (None, Reply::Granted(m, t)) => Output::Granted {
+                        (Some(i), _) => Output::Queued {
                             session,
                             lock,
-                            mode: m,
+                            mode: self.claims[i].mode,
+                            position: 1 + self.claims[..i]
+                                .iter()
+                                .filter(|c| c.lock == name && !c.holding)
+                                .count() as u32,
+                        },
+                        (None, Reply::Granted(_, t)) => Output::Released {
+                            session,
+                            lock,
                             token: Token(t),
+                            reason: ReleaseReason::Released,
                         },
-                        (None, Reply::Queued(m, p)) => Output::Queued {
-                            session,
-                            lock,
-                            mode: m,
-                            position: p,
-                        },
+                        (None, Reply::Queued(..)) => Output::WaitTimedOut { session, lock },
                         (None, _) => Output::Busy { session, lock },
                     });
                     return Ok(out);

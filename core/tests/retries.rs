@@ -258,3 +258,127 @@ fn a_retried_queued_acquire_granted_since_answers_granted() {
     assert_eq!(again, vec![gx(b, "l", 2)]);
     assert_eq!(svc.revision(), 2, "nothing applied twice");
 }
+
+// A replayed acquire answers from the session's claim on the lock now, never from a
+// recorded reply the state has moved past (a client acting on it would wait forever or
+// use a dead token).
+
+#[test]
+fn a_retried_acquire_whose_wait_timed_out_answers_wait_timed_out() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 100);
+    let b = open(&mut svc, 100);
+    x(&mut svc, a, "l");
+    let (_, first) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Exclusive, Wait::Until(Tick(5)), Some(1), o)
+    });
+    assert_eq!(first, vec![queued(b, "l", Mode::Exclusive, 1)]);
+    let timed_out = Output::WaitTimedOut {
+        session: b,
+        lock: name("l"),
+    };
+    assert_eq!(tick(&mut svc, 5), vec![timed_out.clone()]);
+    let before = svc.snapshot_vec();
+    let (_, again) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Exclusive, Wait::Until(Tick(5)), Some(1), o)
+    });
+    assert_eq!(again, vec![timed_out], "no longer queued: not Queued");
+    assert_eq!(
+        svc.snapshot_vec(),
+        before,
+        "nothing applied, nothing recorded"
+    );
+    assert_eq!(waiters(&svc, "l"), vec![]);
+}
+
+#[test]
+fn a_retried_acquire_whose_hold_ended_answers_released_with_the_recorded_token() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 100);
+    let b = open(&mut svc, 100);
+    let (_, first) = run(&mut svc, |v, o| {
+        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(1), o)
+    });
+    assert_eq!(first, vec![gx(a, "l", 1)]);
+    release(&mut svc, a, "l"); // unnumbered: the latest number is still 1
+    x(&mut svc, b, "l");
+    let before = svc.snapshot_vec();
+    let (_, again) = run(&mut svc, |v, o| {
+        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(1), o)
+    });
+    assert_eq!(
+        again,
+        vec![released(a, "l", 1, Released)],
+        "the hold the reply answered has ended: not a stale Granted"
+    );
+    assert_eq!(
+        svc.snapshot_vec(),
+        before,
+        "nothing applied, nothing recorded"
+    );
+    assert_eq!(holders(&svc, "l"), vec![(b, Mode::Exclusive, 2)]);
+}
+
+#[test]
+fn a_retried_acquire_still_queued_answers_its_current_position() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 100);
+    let b = open(&mut svc, 100);
+    let c = open(&mut svc, 100);
+    x(&mut svc, a, "l");
+    x(&mut svc, c, "l");
+    let (_, first) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Shared, Wait::Forever, Some(1), o)
+    });
+    assert_eq!(first, vec![queued(b, "l", Mode::Shared, 2)]);
+    cancel(&mut svc, c, "l");
+    let before = svc.snapshot_vec();
+    let (_, again) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Shared, Wait::Forever, Some(1), o)
+    });
+    assert_eq!(again, vec![queued(b, "l", Mode::Shared, 1)]);
+    assert_eq!(
+        svc.snapshot_vec(),
+        before,
+        "nothing applied, nothing recorded"
+    );
+    assert_eq!(waiters(&svc, "l"), vec![b]);
+}
+
+#[test]
+fn a_retried_busy_acquire_queued_since_answers_queued() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 100);
+    let b = open(&mut svc, 100);
+    let c = open(&mut svc, 100);
+    x(&mut svc, a, "l");
+    x(&mut svc, c, "l");
+    let (_, first) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Exclusive, Wait::None, Some(1), o)
+    });
+    assert_eq!(first, vec![busy(b, "l")]);
+    // an unnumbered acquire queues it without moving the latest number
+    acquire(&mut svc, b, "l", Mode::Shared, Wait::Forever);
+    let (_, again) = run(&mut svc, |v, o| {
+        v.acquire(b, "l", Mode::Exclusive, Wait::None, Some(1), o)
+    });
+    assert_eq!(again, vec![queued(b, "l", Mode::Shared, 2)]);
+    assert_eq!(waiters(&svc, "l"), vec![c, b]);
+}
+
+#[test]
+fn a_retried_acquire_holding_again_answers_the_current_token() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 100);
+    let (_, first) = run(&mut svc, |v, o| {
+        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(1), o)
+    });
+    assert_eq!(first, vec![gx(a, "l", 1)]);
+    release(&mut svc, a, "l");
+    acquire(&mut svc, a, "l", Mode::Shared, Wait::None);
+    let (_, again) = run(&mut svc, |v, o| {
+        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(1), o)
+    });
+    assert_eq!(again, vec![granted(a, "l", Mode::Shared, 2)]);
+    assert_eq!(svc.revision(), 2, "nothing applied twice");
+}

@@ -257,6 +257,58 @@ impl Shadow {
         self.real_now = now;
     }
 
+    /// What a retried acquire must answer now (see rule 9), given its recorded reply. A
+    /// queued session's mode is not tracked here, so it is taken from `outputs`.
+    fn acquire_replay(
+        &self,
+        session: SessionId,
+        lock: &fencelock::LockName,
+        reply: &Output,
+        outputs: &[Output],
+    ) -> Output {
+        let held = self
+            .holds
+            .get(lock.as_str())
+            .and_then(|h| h.iter().find(|h| h.session == session));
+        if let Some(h) = held {
+            return Output::Granted {
+                session,
+                lock: lock.clone(),
+                mode: h.mode,
+                token: fencelock::Token(h.token),
+            };
+        }
+        let queued = self
+            .queues
+            .get(lock.as_str())
+            .and_then(|q| q.iter().position(|w| w.session == session));
+        if let Some(at) = queued {
+            let mode = match outputs {
+                [Output::Queued { mode, .. }] => *mode,
+                _ => Mode::Exclusive,
+            };
+            return Output::Queued {
+                session,
+                lock: lock.clone(),
+                mode,
+                position: at as u32 + 1,
+            };
+        }
+        match reply {
+            Output::Granted { token, .. } => Output::Released {
+                session,
+                lock: lock.clone(),
+                token: *token,
+                reason: ReleaseReason::Released,
+            },
+            Output::Queued { .. } => Output::WaitTimedOut {
+                session,
+                lock: lock.clone(),
+            },
+            _ => reply.clone(),
+        }
+    }
+
     /// Records the input about to be applied.
     pub fn before(&mut self, input: &Input) {
         self.input = Some(input.clone());
@@ -277,20 +329,23 @@ impl Shadow {
         if let Some((session, n)) = numbered(&input) {
             if let Some((m, first, reply)) = self.numbered.get(&session) {
                 if *m == n && same_request(first, &input) {
-                    // 9. A repeat of the latest request replays the recorded answer and
-                    // applies nothing.
-                    let upgraded = match (reply, outputs) {
-                        // A queued acquire granted since answers with the hold.
-                        (Output::Queued { .. }, [Output::Granted { lock, token, .. }]) => {
-                            self.holds.get(lock.as_str()).is_some_and(|h| {
-                                h.iter().any(|h| h.session == session && h.token == token.0)
-                            })
+                    // 9. A repeat of the latest request applies nothing. It replays the
+                    // recorded answer, except an acquire's, which answers from the
+                    // session's claim now: holding → Granted (current token), queued →
+                    // Queued (current position), neither → Busy stays Busy, Queued →
+                    // WaitTimedOut, Granted → Released with the recorded token.
+                    let expected = match reply {
+                        Output::Granted { lock, .. }
+                        | Output::Queued { lock, .. }
+                        | Output::Busy { lock, .. } => {
+                            self.acquire_replay(session, lock, reply, outputs)
                         }
-                        _ => false,
+                        _ => reply.clone(),
                     };
-                    if !upgraded && outputs != std::slice::from_ref(reply) {
+                    if outputs != std::slice::from_ref(&expected) {
                         return Err(format!(
-                            "retry of request {n} answered {outputs:?}, first answer was {reply:?}"
+                            "retry of request {n} answered {outputs:?}, expected {expected:?} \
+                             (first answer was {reply:?})"
                         ));
                     }
                     self.replays += 1;

@@ -277,33 +277,41 @@ impl Model {
         let name = self.name(lock)?;
         let target: Target = Some((name.clone(), Some(mode)));
         if let Some(reply) = self.check_request(s, request, Kind::Acquire, &target)? {
-            // A retried acquire that was queued and has been granted since answers with
-            // the hold (the client may have lost both the Queued and the Granted).
-            if let Some(c) = self.claim_of(s.0, &name).map(|c| &self.claims[&c]) {
-                if c.holding {
-                    out.push(Output::Granted {
-                        session: s,
-                        lock: lock.clone(),
-                        mode: c.mode,
-                        token: Token(c.value),
-                    });
-                    return Ok(());
+            // A retry answers from the claim now, not from the recorded reply: holding →
+            // Granted (current token), queued → Queued (current position), neither → Busy
+            // stays Busy, Queued → WaitTimedOut, Granted → Released (recorded token).
+            out.push(match (self.claim_of(s.0, &name), reply) {
+                (Some(seq), _) => {
+                    let c = &self.claims[&seq];
+                    if c.holding {
+                        Output::Granted {
+                            session: s,
+                            lock: lock.clone(),
+                            mode: c.mode,
+                            token: Token(c.value),
+                        }
+                    } else {
+                        let queue = &self.locks[&name].waiters;
+                        let at = queue.iter().position(|x| *x == seq).expect("queued");
+                        Output::Queued {
+                            session: s,
+                            lock: lock.clone(),
+                            mode: c.mode,
+                            position: at as u32 + 1,
+                        }
+                    }
                 }
-            }
-            out.push(match reply {
-                Reply::Granted(mode, token) => Output::Granted {
+                (None, Reply::Granted(_, token)) => Output::Released {
                     session: s,
                     lock: lock.clone(),
-                    mode,
                     token: Token(token),
+                    reason: ReleaseReason::Released,
                 },
-                Reply::Queued(mode, position) => Output::Queued {
+                (None, Reply::Queued(..)) => Output::WaitTimedOut {
                     session: s,
                     lock: lock.clone(),
-                    mode,
-                    position,
                 },
-                _ => Output::Busy {
+                (None, _) => Output::Busy {
                     session: s,
                     lock: lock.clone(),
                 },
