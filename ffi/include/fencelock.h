@@ -364,7 +364,9 @@ fencelock_result fencelock_result_message(uint32_t code, char *buf, size_t len, 
 // Creates an empty gate for up to `capacity` resources (entries are never evicted:
 // size it for every resource it will ever guard).
 //
-// Errors: `NULL_PARAMETER`. Cost: O(capacity) time and about 100 bytes per resource.
+// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (more than 2^31 − 1 resources, or not enough
+// memory: refused, never an abort). Cost: O(capacity) time and about 100 bytes per
+// resource.
 //
 // # Safety
 // `out_gate` NULL or writable.
@@ -439,7 +441,8 @@ fencelock_result fencelock_gate_snapshot(struct fencelock_gate *gate,
 // Creates a gate for up to `capacity` resources from `fencelock_gate_snapshot` bytes.
 //
 // Errors (nothing created): `BAD_MAGIC`, `UNSUPPORTED_VERSION`, `CORRUPT_SNAPSHOT`,
-// `CAPACITY_EXCEEDED`, `NULL_PARAMETER`. Cost: O(capacity + resources).
+// `CAPACITY_EXCEEDED`, `NULL_PARAMETER`, `BAD_CONFIG` (as `fencelock_gate_new`).
+// Cost: O(capacity + resources).
 //
 // # Safety
 // `snapshot` NULL or valid for `len` bytes; `out_gate` NULL or writable.
@@ -600,8 +603,10 @@ fencelock_result fencelock_service_restore(const struct fencelock_capacity *capa
                                            struct fencelock_service **out_service);
 
 // `fencelock_service_restore` into caller memory (see `fencelock_service_init_in`).
+// The snapshot must not lie in `mem[..mem_len]` (which is overwritten while the
+// snapshot is read): overlapping ranges are refused with `INVALID_ARGUMENT`.
 //
-// Errors: those of both. Cost: O(capacity + snapshot length).
+// Errors: those of both, and `INVALID_ARGUMENT`. Cost: O(capacity + snapshot length).
 //
 // # Safety
 // As `fencelock_service_init_in` and `fencelock_service_restore`.
@@ -743,9 +748,14 @@ fencelock_result fencelock_service_resign(struct fencelock_service *svc,
 // A buffer of (sessions + 2 × claims + 1) × (2 + `FENCELOCK_MAX_FRAME_LEN`) bytes always
 // fits one input's outputs. Cost: O(frame length) + the input's cost + O(outputs).
 //
+// The input frame is copied before anything is written, so `frame` and `out_buf` may
+// be the same buffer (or overlap): reusing one buffer for request and response is fine.
+// A frame longer than `FENCELOCK_MAX_FRAME_LEN` is refused with `BAD_FRAME`.
+//
 // # Safety
 // `svc` NULL or a live handle; `frame` NULL or valid for `frame_len` bytes; `out_buf`
-// NULL or valid for `out_cap` bytes; `out_len` NULL or writable.
+// NULL or valid for `out_cap` bytes (it may overlap `frame`); `out_len` NULL or
+// writable.
 fencelock_result fencelock_service_handle_frame(struct fencelock_service *svc,
                                                 const uint8_t *frame,
                                                 size_t frame_len,
@@ -855,7 +865,8 @@ fencelock_result fencelock_service_locks(const struct fencelock_service *svc,
 // `fencelock_service_sessions`. Errors add `INVALID_UTF8`. Cost: O(name + holders).
 //
 // # Safety
-// As `fencelock_service_sessions`; `lock` NULL or valid for `lock_len` bytes.
+// As `fencelock_service_sessions`; `lock` NULL or valid for `lock_len` bytes (it is
+// copied first, so it may overlap the outputs).
 fencelock_result fencelock_service_holders(const struct fencelock_service *svc,
                                            const uint8_t *lock,
                                            size_t lock_len,

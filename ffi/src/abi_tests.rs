@@ -821,3 +821,175 @@ fn random_frames_never_crash_and_refusals_change_nothing() {
     // SAFETY: live handle, freed once.
     unsafe { fencelock_service_free(svc) };
 }
+
+/// A huge capacity is refused with `BAD_CONFIG` before anything is allocated (it used to
+/// abort the host process on allocation failure, or panic on overflow).
+#[test]
+fn huge_capacities_are_refused_not_fatal() {
+    let mut gate = null_mut();
+    let junk = [0u8; 4];
+    for cap in [1usize << 31, 1 << 40, 100_000_000_000_000_000, usize::MAX] {
+        // SAFETY: valid pointers to this test's locals.
+        unsafe {
+            assert_eq!(
+                fencelock_gate_new(cap, &mut gate),
+                fencelock_result::BadConfig,
+                "{cap}"
+            );
+            assert_eq!(
+                fencelock_gate_restore(cap, junk.as_ptr(), junk.len(), &mut gate),
+                fencelock_result::BadConfig,
+                "{cap}"
+            );
+        }
+        assert!(gate.is_null(), "nothing created");
+    }
+    let mut svc = null_mut();
+    let (mut size, mut align) = (0, 0);
+    for big in [
+        config(u32::MAX, 1, 1),
+        config(1, 1 << 31, 1),
+        config(1, 1, u32::MAX),
+    ] {
+        // SAFETY: valid pointers to this test's locals.
+        unsafe {
+            assert_eq!(
+                fencelock_service_new(&big, &mut svc),
+                fencelock_result::BadConfig
+            );
+            assert_eq!(
+                fencelock_service_layout(&big.capacity, &mut size, &mut align),
+                fencelock_result::BadConfig
+            );
+        }
+        assert!(svc.is_null(), "nothing created");
+    }
+}
+
+/// One buffer for the request and the response (what C callers do): the input frame
+/// is copied first, so this is defined (Miri checks it) and works.
+#[test]
+fn handle_frame_may_reuse_one_buffer() {
+    let svc = new_service(&config(4, 4, 8));
+    let mut io = [0u8; 200];
+    io[..2].copy_from_slice(&[0, 10]); // open, ttl 10
+    let p = io.as_mut_ptr();
+    let mut n = 0;
+    // SAFETY: live handle; `p` valid for 200 bytes, used as both buffers (allowed).
+    let r = unsafe { fencelock_service_handle_frame(svc, p, 2, p, io.len(), &mut n) };
+    assert_eq!(r, fencelock_result::Ok);
+    assert_eq!(&io[..n], &[3, 0, 0, 1, 10]);
+    // Longer than any input frame: refused unread, nothing written.
+    let before = snapshot(svc);
+    let mut n = 99;
+    let long = FENCELOCK_MAX_FRAME_LEN + 1;
+    // SAFETY: as above; `long` < 200.
+    let r = unsafe { fencelock_service_handle_frame(svc, p, long, p, io.len(), &mut n) };
+    assert_eq!((r, n), (fencelock_result::BadFrame, 0));
+    assert_eq!(snapshot(svc), before);
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+}
+
+/// Snapshot bytes inside the memory being restored into are refused, not read while
+/// overwritten.
+#[test]
+fn restore_in_refuses_a_snapshot_inside_mem() {
+    let c = config(2, 2, 4);
+    let svc = new_service(&c);
+    open(svc, 10);
+    drain(svc);
+    let snap = snapshot(svc);
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+    let (mut size, mut align) = (0, 0);
+    // SAFETY: valid pointers to this test's locals.
+    unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
+    assert!(align <= 16);
+    let mut arena = vec![0u128; size / 16 + 2];
+    let mem = arena.as_mut_ptr().cast::<u8>();
+    let at = size - snap.len(); // the snapshot's last byte is the block's last byte
+    let mut out = null_mut();
+    // SAFETY: the arena is valid for `size` (+ up to 32) bytes; `at + snap.len()` = size.
+    unsafe {
+        ptr_copy(snap.as_ptr(), mem.add(at), snap.len());
+        assert_eq!(
+            fencelock_service_restore_in(
+                mem.cast(),
+                size,
+                &c.capacity,
+                mem.add(at),
+                snap.len(),
+                &mut out
+            ),
+            fencelock_result::InvalidArgument
+        );
+        assert!(out.is_null());
+        let mut copy = vec![0u8; snap.len()];
+        copy.copy_from_slice(&snap);
+        assert_eq!(
+            fencelock_service_restore_in(
+                mem.cast(),
+                size,
+                &c.capacity,
+                copy.as_ptr(),
+                copy.len(),
+                &mut out
+            ),
+            fencelock_result::Ok
+        );
+        assert_eq!(snapshot(out), snap);
+        fencelock_service_free(out);
+    }
+    drop(arena);
+}
+
+/// `ptr::copy_nonoverlapping` for the test above.
+///
+/// # Safety
+/// As `core::ptr::copy_nonoverlapping`.
+unsafe fn ptr_copy(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { core::ptr::copy_nonoverlapping(src, dst, n) }
+}
+
+/// The lock name of a list query may share memory with the outputs (here `*count`): it
+/// is copied before anything is written.
+#[test]
+fn holders_name_may_overlap_the_outputs() {
+    let svc = new_service(&config(2, 2, 4));
+    let a = open(svc, 10);
+    drain(svc);
+    assert_eq!(
+        acquire(svc, a, "l", fencelock_mode::Exclusive, fencelock_wait::None),
+        fencelock_result::Ok
+    );
+    drain(svc);
+    let mut cell: usize = 0;
+    let p = (&mut cell as *mut usize).cast::<u8>();
+    let mut holders = [fencelock_holder {
+        session: 0,
+        token: 0,
+        mode: fencelock_mode::Shared,
+    }; 2];
+    // SAFETY: `p` is valid for the usize's bytes; the name is its first byte; the
+    // count is written over it (allowed); the holder array is valid for 2.
+    unsafe {
+        p.write(b'l');
+        assert_eq!(
+            fencelock_service_holders(svc, p, 1, holders.as_mut_ptr(), 2, p.cast()),
+            fencelock_result::Ok
+        );
+        assert_eq!(cell, 1);
+        p.cast::<usize>().write(0);
+        p.write(b'l');
+        assert_eq!(
+            fencelock_service_waiters(svc, p, 1, null_mut(), 0, p.cast()),
+            fencelock_result::Ok
+        );
+        assert_eq!(cell, 0);
+    }
+    assert_eq!(holders[0].session, a);
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+}

@@ -1,6 +1,6 @@
 //! `fencelock_gate`: the resource-side fencing check behind an opaque handle.
 
-use fencelock::{FenceGate, GateRow, Token};
+use fencelock::{Error, FenceGate, GateRow, Token};
 
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
@@ -16,6 +16,23 @@ pub struct fencelock_gate {
     poisoned: bool,
 }
 
+/// The most rows a gate may have: the core numbers rows with `u32`, `u32::MAX` meaning
+/// none, and keeps to 2^31 − 1 like the service's tables.
+const MAX_GATE_ROWS: usize = i32::MAX as usize;
+
+/// `capacity` empty rows, or `BAD_CONFIG` (more than 2^31 − 1 rows, or the allocation
+/// failed) instead of aborting the host process on allocation failure.
+fn gate_rows(capacity: usize) -> Result<Vec<GateRow>, Fail> {
+    if capacity > MAX_GATE_ROWS {
+        return Err(Error::BadConfig("a gate has more than 2^31 - 1 rows").into());
+    }
+    let mut rows = Vec::new();
+    rows.try_reserve_exact(capacity)
+        .map_err(|_| Error::BadConfig("not enough memory for this gate capacity"))?;
+    rows.resize(capacity, GateRow::EMPTY);
+    Ok(rows)
+}
+
 impl Poisonable for fencelock_gate {
     fn poisoned(&mut self) -> &mut bool {
         &mut self.poisoned
@@ -25,7 +42,9 @@ impl Poisonable for fencelock_gate {
 /// Creates an empty gate for up to `capacity` resources (entries are never evicted:
 /// size it for every resource it will ever guard).
 ///
-/// Errors: `NULL_PARAMETER`. Cost: O(capacity) time and about 100 bytes per resource.
+/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (more than 2^31 − 1 resources, or not enough
+/// memory: refused, never an abort). Cost: O(capacity) time and about 100 bytes per
+/// resource.
 ///
 /// # Safety
 /// `out_gate` NULL or writable.
@@ -36,7 +55,7 @@ pub unsafe extern "C" fn fencelock_gate_new(
 ) -> fencelock_result {
     ffi_panic_boundary!({
         let dst = out(out_gate)?;
-        let gate = FenceGate::new(vec![GateRow::EMPTY; capacity]);
+        let gate = FenceGate::new(gate_rows(capacity)?);
         // SAFETY: checked non-NULL, writable (contract).
         unsafe {
             give(
@@ -199,7 +218,8 @@ pub unsafe extern "C" fn fencelock_gate_snapshot(
 /// Creates a gate for up to `capacity` resources from `fencelock_gate_snapshot` bytes.
 ///
 /// Errors (nothing created): `BAD_MAGIC`, `UNSUPPORTED_VERSION`, `CORRUPT_SNAPSHOT`,
-/// `CAPACITY_EXCEEDED`, `NULL_PARAMETER`. Cost: O(capacity + resources).
+/// `CAPACITY_EXCEEDED`, `NULL_PARAMETER`, `BAD_CONFIG` (as `fencelock_gate_new`).
+/// Cost: O(capacity + resources).
 ///
 /// # Safety
 /// `snapshot` NULL or valid for `len` bytes; `out_gate` NULL or writable.
@@ -214,8 +234,8 @@ pub unsafe extern "C" fn fencelock_gate_restore(
         // SAFETY: NULL or valid for len bytes (contract).
         let bytes = unsafe { bytes(snapshot, len) }?;
         let dst = out(out_gate)?;
-        let gate = FenceGate::restore(vec![GateRow::EMPTY; capacity], bytes)
-            .map_err(|(_, e)| Fail::Core(e))?;
+        let gate =
+            FenceGate::restore(gate_rows(capacity)?, bytes).map_err(|(_, e)| Fail::Core(e))?;
         // SAFETY: checked non-NULL, writable (contract).
         unsafe {
             give(

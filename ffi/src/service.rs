@@ -24,7 +24,7 @@ use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
     arg, buf, bytes, fencelock_capacity, fencelock_config, fencelock_holder, fencelock_leader,
     fencelock_name, fencelock_output, fencelock_session_info, fencelock_waiter, mode_arg, name,
-    out, put, set, wait_arg, write_list, write_message, FENCELOCK_FRAME_PREFIX_LEN,
+    name_copy, out, put, set, wait_arg, write_list, write_message, FENCELOCK_FRAME_PREFIX_LEN,
     FENCELOCK_MAX_FRAME_LEN,
 };
 
@@ -144,6 +144,12 @@ fn plan(cap: &fencelock_capacity, placed: bool) -> Result<Plan, Fail> {
         cap.locks as usize,
         cap.claims as usize,
     );
+    // The core refuses these too, but only after the tables were allocated and filled:
+    // refuse up front instead of touching gigabytes first.
+    let limit = i32::MAX as usize;
+    if s > limit || l > limit || c > limit {
+        return Err(Error::BadConfig("a table has more than 2^31 - 1 rows").into());
+    }
     let ring_len = if placed {
         c.checked_mul(2)
             .and_then(|x| x.checked_add(s))
@@ -550,8 +556,10 @@ pub unsafe extern "C" fn fencelock_service_restore(
 }
 
 /// `fencelock_service_restore` into caller memory (see `fencelock_service_init_in`).
+/// The snapshot must not lie in `mem[..mem_len]` (which is overwritten while the
+/// snapshot is read): overlapping ranges are refused with `INVALID_ARGUMENT`.
 ///
-/// Errors: those of both. Cost: O(capacity + snapshot length).
+/// Errors: those of both, and `INVALID_ARGUMENT`. Cost: O(capacity + snapshot length).
 ///
 /// # Safety
 /// As `fencelock_service_init_in` and `fencelock_service_restore`.
@@ -565,14 +573,18 @@ pub unsafe extern "C" fn fencelock_service_restore_in(
     out_service: *mut *mut fencelock_service,
 ) -> fencelock_result {
     ffi_panic_boundary!({
-        // SAFETY: NULL or valid (contract).
-        let cap = unsafe { arg(capacity) }?;
-        // SAFETY: NULL or valid for len bytes (contract).
+        // SAFETY: NULL or valid (contract). Copied: `mem` is written below.
+        let cap = *unsafe { arg(capacity) }?;
+        let (at, mem_at) = (snapshot as usize, mem as usize);
+        if at != 0 && mem_at != 0 && overlap(at, len, mem_at, mem_len) {
+            return Err(fencelock_result::InvalidArgument.into());
+        }
+        // SAFETY: NULL or valid for len bytes (contract), outside `mem` (checked).
         let bytes = unsafe { bytes(snapshot, len) }?;
         let dst = out(out_service)?;
         // SAFETY: forwarded contract on `mem`.
         let h = unsafe {
-            place(mem, mem_len, cap, |s| {
+            place(mem, mem_len, &cap, |s| {
                 LockService::restore(s, bytes).map_err(|(_, e)| e)
             })
         }?;
@@ -580,6 +592,12 @@ pub unsafe extern "C" fn fencelock_service_restore_in(
         unsafe { put(dst, h) };
         Ok(())
     })
+}
+
+/// Whether the address ranges `[a, a + a_len)` and `[b, b + b_len)` share a byte (empty
+/// ranges share none). Addresses only: no pointer is formed or read.
+fn overlap(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {
+    a_len != 0 && b_len != 0 && a < b.saturating_add(b_len) && b < a.saturating_add(a_len)
 }
 
 // ======================================================================== inputs
@@ -851,9 +869,14 @@ pub unsafe extern "C" fn fencelock_service_resign(
 /// A buffer of (sessions + 2 × claims + 1) × (2 + `FENCELOCK_MAX_FRAME_LEN`) bytes always
 /// fits one input's outputs. Cost: O(frame length) + the input's cost + O(outputs).
 ///
+/// The input frame is copied before anything is written, so `frame` and `out_buf` may
+/// be the same buffer (or overlap): reusing one buffer for request and response is fine.
+/// A frame longer than `FENCELOCK_MAX_FRAME_LEN` is refused with `BAD_FRAME`.
+///
 /// # Safety
 /// `svc` NULL or a live handle; `frame` NULL or valid for `frame_len` bytes; `out_buf`
-/// NULL or valid for `out_cap` bytes; `out_len` NULL or writable.
+/// NULL or valid for `out_cap` bytes (it may overlap `frame`); `out_len` NULL or
+/// writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_handle_frame(
     svc: *mut fencelock_service,
@@ -864,9 +887,22 @@ pub unsafe extern "C" fn fencelock_service_handle_frame(
     out_len: *mut usize,
 ) -> fencelock_result {
     service_call!(svc, {
-        // SAFETY: NULL or valid for frame_len bytes (contract).
-        let frame = unsafe { bytes(frame, frame_len) }?;
-        // SAFETY: NULL or valid for out_cap bytes (contract).
+        if frame.is_null() {
+            return Err(fencelock_result::NullParameter.into());
+        }
+        // Copy the input out of the caller's memory before anything is written: the
+        // caller may reuse one buffer for the request and the response. No valid input
+        // frame is longer than FENCELOCK_MAX_FRAME_LEN, so a longer one is BAD_FRAME
+        // (decided below, after the usual argument checks); its bytes are never read.
+        let mut input = [0u8; FENCELOCK_MAX_FRAME_LEN];
+        let copied = frame_len <= input.len();
+        if copied {
+            // SAFETY: `frame` is non-NULL and valid for frame_len bytes (contract), which
+            // fit `input`, a local that cannot overlap the caller's memory.
+            unsafe { ptr::copy_nonoverlapping(frame, input.as_mut_ptr(), frame_len) };
+        }
+        // SAFETY: NULL or valid for out_cap bytes (contract); no reference into the
+        // input frame is alive any more.
         let dst = unsafe { buf(out_buf, out_cap) }?;
         let len = out(out_len)?;
         // SAFETY: checked non-NULL, writable (contract).
@@ -874,7 +910,13 @@ pub unsafe extern "C" fn fencelock_service_handle_frame(
         // SAFETY: NULL or live (contract).
         unsafe {
             with_service(svc, |h| {
-                h.apply(|s, o| s.handle_frame(frame, o))?;
+                h.apply(|s, o| {
+                    if copied {
+                        s.handle_frame(&input[..frame_len], o)
+                    } else {
+                        Err(Error::BadFrame)
+                    }
+                })?;
                 write_frames(h, dst, len)
             })
         }
@@ -1157,7 +1199,8 @@ pub unsafe extern "C" fn fencelock_service_locks(
 /// `fencelock_service_sessions`. Errors add `INVALID_UTF8`. Cost: O(name + holders).
 ///
 /// # Safety
-/// As `fencelock_service_sessions`; `lock` NULL or valid for `lock_len` bytes.
+/// As `fencelock_service_sessions`; `lock` NULL or valid for `lock_len` bytes (it is
+/// copied first, so it may overlap the outputs).
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_holders(
     svc: *const fencelock_service,
@@ -1168,17 +1211,20 @@ pub unsafe extern "C" fn fencelock_service_holders(
     count: *mut usize,
 ) -> fencelock_result {
     service_call!(svc, {
-        // SAFETY: NULL or valid (contract).
-        let lock = unsafe { name(lock, lock_len) }?;
+        // SAFETY: NULL or valid (contract). Copied: the list may overlap its bytes.
+        let lock = unsafe { name_copy(lock, lock_len) }?;
         // SAFETY: NULL or live (contract); list pointers per contract.
         unsafe {
             with_service_ref(svc, |h| {
                 write_list(holders, cap, count, || {
-                    h.svc.holders(lock).map(|x| fencelock_holder {
-                        session: x.session.0,
-                        token: x.token.0,
-                        mode: x.mode.into(),
-                    })
+                    let lock = lock.get();
+                    lock.into_iter()
+                        .flat_map(|l| h.svc.holders(l))
+                        .map(|x| fencelock_holder {
+                            session: x.session.0,
+                            token: x.token.0,
+                            mode: x.mode.into(),
+                        })
                 })
             })
         }
@@ -1200,18 +1246,21 @@ pub unsafe extern "C" fn fencelock_service_waiters(
     count: *mut usize,
 ) -> fencelock_result {
     service_call!(svc, {
-        // SAFETY: NULL or valid (contract).
-        let lock = unsafe { name(lock, lock_len) }?;
+        // SAFETY: NULL or valid (contract). Copied: the list may overlap its bytes.
+        let lock = unsafe { name_copy(lock, lock_len) }?;
         // SAFETY: NULL or live (contract); list pointers per contract.
         unsafe {
             with_service_ref(svc, |h| {
                 write_list(waiters, cap, count, || {
-                    h.svc.waiters(lock).map(|w| fencelock_waiter {
-                        session: w.session.0,
-                        deadline: w.deadline.map_or(0, |t| t.0),
-                        mode: w.mode.into(),
-                        has_deadline: w.deadline.is_some(),
-                    })
+                    let lock = lock.get();
+                    lock.into_iter()
+                        .flat_map(|l| h.svc.waiters(l))
+                        .map(|w| fencelock_waiter {
+                            session: w.session.0,
+                            deadline: w.deadline.map_or(0, |t| t.0),
+                            mode: w.mode.into(),
+                            has_deadline: w.deadline.is_some(),
+                        })
                 })
             })
         }

@@ -477,6 +477,38 @@ pub(crate) unsafe fn name<'a>(p: *const u8, len: usize) -> Result<&'a str, Fail>
     core::str::from_utf8(b).map_err(|_| fencelock_result::InvalidUtf8.into())
 }
 
+/// A caller name copied out of the caller's memory, for functions that write outputs
+/// while they still need the name (the outputs may then overlap the name's bytes).
+pub(crate) struct NameCopy {
+    /// `None`: longer than any name can be, so it names nothing.
+    len: Option<usize>,
+    buf: [u8; FENCELOCK_MAX_NAME_LEN],
+}
+
+impl NameCopy {
+    /// The name, or `None` if it is longer than any name can be.
+    pub(crate) fn get(&self) -> Option<&str> {
+        // Always valid UTF-8 (checked when copied); `.ok()` keeps this panic-free.
+        self.len
+            .and_then(|n| core::str::from_utf8(&self.buf[..n]).ok())
+    }
+}
+
+/// [`name`], copied: `NULL_PARAMETER`, then `INVALID_UTF8`.
+///
+/// # Safety
+/// As [`bytes`].
+pub(crate) unsafe fn name_copy(p: *const u8, len: usize) -> Result<NameCopy, Fail> {
+    // SAFETY: forwarded contract.
+    let s = unsafe { name(p, len) }?;
+    let mut buf = [0u8; FENCELOCK_MAX_NAME_LEN];
+    let len = buf.get_mut(..s.len()).map(|d| {
+        d.copy_from_slice(s.as_bytes());
+        s.len()
+    });
+    Ok(NameCopy { len, buf })
+}
+
 /// A caller output byte buffer: NULL is allowed only with `cap == 0` (a size query).
 ///
 /// # Safety

@@ -303,6 +303,17 @@ static void frames(void) {
          FENCELOCK_RESULT_NULL_PARAMETER);
   CHECK(unchanged(svc, before, slen));
   free(before);
+
+  /* One buffer for the request and the response (the input is copied first). */
+  uint8_t io[64] = {0x00, 0x0a};
+  OK(fencelock_service_handle_frame(svc, io, 2, io, sizeof io, &n));
+  const uint8_t want_open2[] = {0x03, 0x00, 0x00, 0x02, 0x0a};
+  CHECK(n == sizeof want_open2 && memcmp(io, want_open2, n) == 0);
+  /* Longer than any input frame: refused unread. */
+  uint8_t big[FENCELOCK_MAX_FRAME_LEN + 1] = {0x00, 0x0a};
+  EXPECT(fencelock_service_handle_frame(svc, big, sizeof big, big, sizeof big, &n),
+         FENCELOCK_RESULT_BAD_FRAME);
+  CHECK(n == 0);
   fencelock_service_free(svc);
 }
 
@@ -463,6 +474,10 @@ static void bad_input(void) {
 
   /* Gate and keeper refusals. */
   fencelock_gate *gate = NULL;
+  /* A capacity too large is BAD_CONFIG (it used to abort the process). */
+  EXPECT(fencelock_gate_new((size_t)INT32_MAX + 1, &gate), FENCELOCK_RESULT_BAD_CONFIG);
+  EXPECT(fencelock_gate_new(SIZE_MAX, &gate), FENCELOCK_RESULT_BAD_CONFIG);
+  CHECK(gate == NULL);
   OK(fencelock_gate_new(1, &gate));
   EXPECT(fencelock_gate_admit(gate, S("r"), 0), FENCELOCK_RESULT_ZERO_TOKEN);
   EXPECT(fencelock_gate_admit(gate, (const uint8_t *)"", 0, 1), FENCELOCK_RESULT_EMPTY_NAME);
