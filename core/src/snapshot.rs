@@ -381,6 +381,11 @@ impl<S: Storage> LockService<S> {
             }
             let lock = &v.l[l as usize];
             if r.holding {
+                // Holders are granted only from an empty queue or from its head, so every
+                // holder arrived before every waiter (claims come in arrival order).
+                if lock.waiters.len > 0 {
+                    return Err(corrupt("a waiter arrived before a holder"));
+                }
                 if r.value == 0 || r.value > meta.revision {
                     return Err(corrupt("token outside 1..=revision"));
                 }
@@ -445,12 +450,18 @@ impl<S: Storage> LockService<S> {
             c = next;
         }
 
-        // Whole-lock checks: no idle entry, no missed grant.
+        // Whole-lock checks: no idle entry, no exclusive hold in lock-delay, no missed
+        // grant.
         for l in 0..meta.locks as usize {
             let lock = &v.l[l];
             let delayed = lock.delay_until > now;
             if lock.holders.len == 0 && lock.waiters.len == 0 && !delayed {
                 return Err(corrupt("idle lock entry"));
+            }
+            // A delay starts only when a holder expires, and nothing is granted during it:
+            // an exclusive holder is then gone, so only shared holders (or none) remain.
+            if delayed && lock.holders.len > 0 && lock.holder_mode == Mode::Exclusive {
+                return Err(corrupt("lock-delay with an exclusive holder"));
             }
             if !delayed && lock.waiters.head != NIL {
                 let head = &v.c[lock.waiters.head as usize];

@@ -262,6 +262,44 @@ fn restore_checks_claims() {
 }
 
 #[test]
+fn restore_refuses_a_waiter_that_arrived_before_a_holder() {
+    // Holders are granted only from an empty queue or its head: a holder's seq is below
+    // every waiter's on its lock.
+    let mut s = Snap::base();
+    s.claims = vec![
+        (2, 1, Mode::Exclusive, false, 1, u64::MAX),
+        (1, 1, Mode::Exclusive, true, 2, 1),
+    ];
+    s.refused("a waiter arrived before a holder");
+    let mut s = Snap::base();
+    s.claims = vec![
+        (2, 1, Mode::Exclusive, false, 1, u64::MAX),
+        (1, 1, Mode::Shared, true, 2, 1),
+    ];
+    s.refused("a waiter arrived before a holder");
+    // the same claims with the holder first restore
+    let mut s = Snap::base();
+    s.claims[0].2 = Mode::Shared;
+    assert!(s.restore().is_ok());
+}
+
+#[test]
+fn restore_refuses_an_exclusive_holder_in_lock_delay() {
+    // A delay starts when a holder expires and nothing is granted during it, so a
+    // delayed lock has only shared holders or none.
+    let mut s = Snap::base();
+    s.config.lock_delay = 5;
+    s.locks[0].2 = 3;
+    s.refused("lock-delay with an exclusive holder");
+    let mut s = Snap::base();
+    s.config.lock_delay = 5;
+    s.locks[0].2 = 3;
+    s.claims[0].2 = Mode::Shared;
+    let restored = s.restore().expect("a shared holder in lock-delay restores");
+    assert_eq!(restored.lock_delay_until("l"), Some(Tick(3)));
+}
+
+#[test]
 fn restore_checks_framing_capacity_and_config() {
     let mut s = Snap::base();
     s.trailing = vec![0];
