@@ -11,9 +11,21 @@
 //! ClaimRec   × claims     in sequence order (arrival order)
 //! ```
 //!
-//! The logical state is encoded, never the rows' layout, so two services in the same
-//! logical state give the same bytes whatever their history, on every platform (all
-//! integers are fixed-width or postcard varints; nothing depends on `usize`).
+//! What the bytes promise:
+//!
+//! * **Deterministic.** The same input history gives the same bytes on every platform (all
+//!   integers are fixed-width or postcard varints; nothing depends on `usize`), and a
+//!   refused input leaves them unchanged.
+//! * **Canonical.** Each state has exactly one encoding: the logical state is written,
+//!   never the rows' layout (which row a session, lock or claim landed in never shows),
+//!   and [`restore`](LockService::restore) refuses every other byte string (trailing
+//!   bytes, over-long varints, a lock-delay that is over but not zeroed, records out of
+//!   order).
+//! * **Not history-free.** The state includes counters that record history: `next_seq`
+//!   (claims ever made) and the lock ids (`next_lock`, entries ever created). Two
+//!   histories that behave the same from now on can differ there, so their bytes differ:
+//!   e.g. a wait queued then cancelled advances `next_seq` and a try-lock answered `Busy`
+//!   does not.
 
 use serde::{Deserialize, Serialize};
 
@@ -206,9 +218,11 @@ impl<S: Storage> LockService<S> {
     /// Rebuilds a service in `storage` from snapshot bytes, checking every invariant:
     /// magic and version; ids below their counters and in canonical order; sessions live
     /// (`now < expires_at <= now + ttl`); names valid and unique; at most one exclusive
-    /// holder and never a mix of modes; tokens in `1..=revision`, each held once; waits in arrival order
-    /// with deadlines after now; no (session, lock) pair twice; no lock left idle; no
-    /// waiter left ungranted on a lock that could grant it; everything within capacity.
+    /// holder and never a mix of modes; tokens in `1..=revision`, each held once, rising
+    /// in arrival order; waits in arrival order with deadlines after now, every holder of
+    /// a lock older than its every waiter; no exclusive holder in lock-delay; no (session,
+    /// lock) pair twice; no lock left idle; no waiter left ungranted on a lock that could
+    /// grant it; everything within capacity.
     /// Trailing bytes and non-canonical encodings (over-long varints) are refused, so
     /// restore accepts exactly the bytes [`snapshot`](Self::snapshot) writes.
     ///

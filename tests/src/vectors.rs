@@ -905,8 +905,8 @@ fn tick_order() -> Scenario {
 fn eviction_keeps_revision() -> Scenario {
     let mut v = Scenario::new(
         "16_eviction",
-        "idle lock entries are evicted, but the revision (the next token) survives, and a \
-         snapshot of the same logical state is the same bytes whatever the history",
+        "idle lock entries are evicted, but the revision (the next token) survives, and the \
+         snapshot records it",
         VecConfig {
             sessions: 2,
             locks: 1,
