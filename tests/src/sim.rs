@@ -213,7 +213,8 @@ impl Client {
                 self.waiting.remove(lock.as_str());
                 self.held.insert(lock.as_str().to_string(), (*mode, *token));
             }
-            // A replayed Queued of a wait that has since ended says nothing new.
+            // A Queued (fresh, or a replay answered from the current state) means waiting,
+            // unless the client already holds the lock.
             Output::Queued { lock, .. } if !self.held.contains_key(lock.as_str()) => {
                 self.waiting.insert(lock.as_str().to_string());
             }

@@ -612,7 +612,8 @@ impl LockService {
             .done())
     }
 
-    /// The canonical snapshot bytes (equal states give equal bytes, on every platform).
+    /// The canonical snapshot bytes (the same input history gives the same bytes, on every
+    /// platform; a refused input leaves them unchanged).
     /// Throws `out_of_memory` if the module cannot hold a copy. Cost: O(sessions + locks
     /// + claims).
     #[wasm_bindgen(unchecked_return_type = "Uint8Array")]
