@@ -7,7 +7,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PORT ?= 8080
 
-.PHONY: help setup test demo test-rust test-nostd test-ffi test-wasm test-demo test-verify fuzz bench cluster bench-cluster lint
+.PHONY: help setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-demo test-verify fuzz bench cluster bench-cluster lint
 
 help:
 	@echo "make test   - install what is missing, then run every test"
@@ -17,6 +17,10 @@ help:
 
 setup:
 	@scripts/setup.sh
+
+# The demo needs only the wasm build: no browser, valgrind, Miri or fuzzer.
+setup-demo:
+	@scripts/setup.sh demo
 
 test: setup
 	@scripts/test-all.sh
@@ -34,7 +38,7 @@ test-nostd:
 	cargo build -p fencelock --target thumbv7em-none-eabihf
 	cargo build -p fencelock --target thumbv7em-none-eabihf --release
 
-demo: setup
+demo: setup-demo
 	@scripts/demo.sh $(PORT)
 
 # Longer-running, optional targets; each script says what it needs.

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Installs what `make test` / `make demo` need and is missing. Idempotent: every step
-# checks first, so a second run takes seconds. Pinned versions live here and in Cargo.lock.
+# Installs what `make test` (scripts/setup.sh) or `make demo` (scripts/setup.sh demo) needs
+# and is missing. Idempotent: every step checks first, so a second run takes seconds.
+# Pinned versions live here, in Cargo.lock and in tools/package-lock.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-WANT_TARGETS="wasm32-unknown-unknown thumbv7em-none-eabihf"
+# "demo": only the wasm build (target, wasm-bindgen, wasm-opt); "all": everything the tests use.
+MODE=${1:-all}
+case "$MODE" in all | demo) ;; *) echo "usage: scripts/setup.sh [all|demo]" >&2; exit 2 ;; esac
+tests() { [ "$MODE" = all ]; }
+
+WANT_TARGETS="wasm32-unknown-unknown"
+tests && WANT_TARGETS="$WANT_TARGETS thumbv7em-none-eabihf"
 CBINDGEN_VERSION=0.29.2
 CARGO_FUZZ_VERSION=0.13.1
 
@@ -12,8 +19,10 @@ log() { printf '[setup] %s\n' "$*"; }
 
 # rustfmt and clippy on the default (stable) toolchain, for the lint step of test-all.sh.
 need_comp=()
-cargo fmt --version >/dev/null 2>&1 || need_comp+=(rustfmt)
-cargo clippy --version >/dev/null 2>&1 || need_comp+=(clippy)
+if tests; then
+  cargo fmt --version >/dev/null 2>&1 || need_comp+=(rustfmt)
+  cargo clippy --version >/dev/null 2>&1 || need_comp+=(clippy)
+fi
 if [ ${#need_comp[@]} -gt 0 ]; then
   log "rustup component add ${need_comp[*]}"
   rustup component add "${need_comp[@]}"
@@ -36,32 +45,34 @@ if [ -n "${want_wb:-}" ]; then
   fi
 fi
 
-# cbindgen, to regenerate and check the C header.
-if [ "$(cbindgen --version 2>/dev/null | awk '{print $2}')" != "$CBINDGEN_VERSION" ]; then
-  log "cargo install cbindgen $CBINDGEN_VERSION"
-  cargo install cbindgen --version "$CBINDGEN_VERSION" --locked --quiet
-fi
+if tests; then
+  # cbindgen, to regenerate and check the C header.
+  if [ "$(cbindgen --version 2>/dev/null | awk '{print $2}')" != "$CBINDGEN_VERSION" ]; then
+    log "cargo install cbindgen $CBINDGEN_VERSION"
+    cargo install cbindgen --version "$CBINDGEN_VERSION" --locked --quiet
+  fi
 
-# cargo-fuzz + nightly pieces for the fuzz smoke run and Miri.
-if ! cargo fuzz --version >/dev/null 2>&1; then
-  log "cargo install cargo-fuzz $CARGO_FUZZ_VERSION"
-  cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --quiet
-fi
-if ! cargo +nightly miri --version >/dev/null 2>&1; then
-  log "rustup component add miri rust-src (nightly)"
-  rustup component add miri rust-src --toolchain nightly
-fi
+  # cargo-fuzz + nightly pieces for the fuzz smoke run and Miri.
+  if ! cargo fuzz --version >/dev/null 2>&1; then
+    log "cargo install cargo-fuzz $CARGO_FUZZ_VERSION"
+    cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --quiet
+  fi
+  if ! cargo +nightly miri --version >/dev/null 2>&1; then
+    log "rustup component add miri rust-src (nightly)"
+    rustup component add miri rust-src --toolchain nightly
+  fi
 
-# Debian packages: a real browser for the demo tests, valgrind for the C test.
-need_apt=()
-command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
-command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  log "apt-get install ${need_apt[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+  # Debian packages: a real browser for the demo tests, valgrind for the C test.
+  need_apt=()
+  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+  command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
+  if [ ${#need_apt[@]} -gt 0 ]; then
+    log "apt-get install ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  fi
+fi # tests
 
 # npm tools (playwright-core to drive Chromium, binaryen for wasm-opt), pinned in tools/package-lock.json.
 if [ ! -x tools/node_modules/.bin/wasm-opt ] || [ ! -d tools/node_modules/playwright-core ]; then
