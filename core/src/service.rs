@@ -221,7 +221,7 @@ impl<S: Storage> LockService<S> {
         self.storage
     }
 
-    fn view(&mut self) -> View<'_> {
+    pub(crate) fn view(&mut self) -> View<'_> {
         let t = self.storage.tables();
         View {
             s: t.sessions,

@@ -29,7 +29,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::service::{find_lock, find_session, in_lock, Config, LockService, View};
+use crate::service::{find_lock, find_session, in_lock, Config, LockService};
 use crate::storage::{Reply, Storage};
 use crate::table::{TableState, NIL};
 use crate::{Error, LockName, Mode, SessionId, Table};
@@ -304,7 +304,7 @@ impl<S: Storage> LockService<S> {
             st.next_seq = meta.next_seq;
             st.next_lock = meta.next_lock;
         }
-        let mut v = self.view_for_restore();
+        let mut v = self.view();
         let now = meta.now;
 
         let mut last_id = 0;
@@ -487,15 +487,5 @@ impl<S: Storage> LockService<S> {
             }
         }
         Ok(())
-    }
-
-    fn view_for_restore(&mut self) -> View<'_> {
-        let t = self.storage.tables();
-        View {
-            s: t.sessions,
-            l: t.locks,
-            c: t.claims,
-            st: &mut self.st,
-        }
     }
 }

@@ -414,7 +414,8 @@ impl List {
     }
 
     /// Inserts `slot` keeping the list sorted by `key` (scans from the tail, so appending
-    /// in order is O(1)). Used by restore.
+    /// in order is O(1)). Used for a lock's holders, which grants append in sequence order
+    /// (so in practice this appends); kept sorted by construction rather than by assumption.
     pub(crate) fn insert_sorted<T>(
         &mut self,
         rows: &mut [T],
