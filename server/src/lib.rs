@@ -6,8 +6,8 @@
 //! what is guaranteed under which faults.
 //!
 //! Layers, bottom up: [`log_store`] (durable Raft log and vote), [`state_machine`] (the
-//! core under openraft), [`node`] (a node: Raft + the leader's logical clock + request
-//! handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
+//! core under openraft), [`proposer`] (concurrent requests batched into one entry),
+//! [`node`] (a node: Raft + the leader's logical clock + request handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
 //! [`mem_network`] (an in-process network with faults, for tests), [`client`].
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -21,6 +21,7 @@ pub mod mem_network;
 #[allow(clippy::result_large_err)]
 pub mod net;
 pub mod node;
+pub mod proposer;
 pub mod protocol;
 pub mod state_machine;
 pub mod types;

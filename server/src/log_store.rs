@@ -6,13 +6,25 @@
 //! crash mid-write) ends the valid prefix and the file is cut back to it. Records that
 //! were never fsynced were never acknowledged, so nothing acknowledged is lost.
 //!
-//! Group commit: an append writes its records at once and hands openraft's completion
-//! callback to a flusher thread, which takes every callback queued so far, runs one
-//! `fdatasync` for all of them, and only then reports them durable, in order. So the
-//! async runtime never blocks on a disk flush, and concurrent appends share a flush.
-//! Votes and truncations are fsynced inline before returning (they are rare).
+//! Preallocation: the file is grown ahead of the records, [`PREALLOC`] bytes at a time,
+//! by writing zeros (and fsyncing the new size once). An append then overwrites blocks
+//! that already exist, so its `fdatasync` flushes only data: no file-size or block
+//! allocation metadata, no filesystem journal commit (about a quarter less per flush on
+//! this machine's ext4; PostgreSQL zero-fills its WAL segments for the same reason). A
+//! record never has length 0, so on replay the zeros after the last record read as the
+//! end of the log; a torn last append is judged on the bytes up to the last non-zero one,
+//! and its damaged bytes are zeroed again before new records go after the valid prefix.
 //!
-//! Cost: an append is one `write`; one `fdatasync` per batch of appends; the whole log is also kept in
+//! Flushing: an append writes its records at once, `fdatasync`s the file and only then
+//! reports them durable. It does so inline: openraft 0.9's core hands the store one append
+//! at a time and waits for its flush before doing anything else, so a flusher thread could
+//! never group two appends (it was measured: one flush per append either way) and only
+//! added a thread hop to every write. Requests are grouped one level up instead, several
+//! to an entry, by the [proposer](crate::proposer). The index of the last flushed entry is
+//! published ([`LogStore::flushed`]); the proposer uses it to know when the next batch can
+//! go. Votes and truncations are fsynced too before returning.
+//!
+//! Cost: an append is one `write` and one `fdatasync`; the whole log is also kept in
 //! memory (a `BTreeMap`), bounded by openraft's snapshot-and-purge policy. When purges
 //! have left the file more than [`COMPACT_BYTES`] long it is rewritten (temp file, fsync,
 //! rename, fsync of the directory).
@@ -20,20 +32,23 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Write};
 use std::ops::RangeBounds;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{RaftLogId, StorageIOError};
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 
 /// A purge leaves the file alone until it is at least this long; then it is rewritten.
 pub const COMPACT_BYTES: u64 = 16 << 20;
+/// The file grows by this many zero bytes whenever an append would run past its end.
+pub const PREALLOC: u64 = 8 << 20;
 /// A record larger than this is treated as corruption.
 const MAX_RECORD: u32 = 64 << 20;
 
@@ -51,9 +66,10 @@ enum Rec {
 struct Inner {
     path: PathBuf,
     file: File,
-    /// The handle the flusher syncs (replaced when compaction replaces the file).
-    sync_file: Arc<Mutex<File>>,
+    /// End of the last record (appends go here).
     len: u64,
+    /// The file's size: zeros from `len` to here.
+    allocated: u64,
     log: BTreeMap<u64, Entry>,
     vote: Option<Vote>,
     committed: Option<LogId>,
@@ -65,24 +81,8 @@ struct Inner {
 #[derive(Clone)]
 pub struct LogStore {
     inner: Arc<Mutex<Inner>>,
-    flusher: Sender<LogFlushed<TypeConfig>>,
-}
-
-/// The flusher thread: one `fdatasync` per batch of queued completions. It ends when
-/// every sender (every clone of the store) is dropped.
-fn run_flusher(file: Arc<Mutex<File>>, rx: Receiver<LogFlushed<TypeConfig>>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        batch.extend(rx.try_iter());
-        let res = file.lock().unwrap_or_else(|p| p.into_inner()).sync_data();
-        for cb in batch {
-            let r = match &res {
-                Ok(()) => Ok(()),
-                Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
-            };
-            cb.log_io_completed(r);
-        }
-    }
+    flushed_tx: Arc<watch::Sender<u64>>,
+    flushed: watch::Receiver<u64>,
 }
 
 fn io_err(e: impl std::error::Error + 'static) -> io::Error {
@@ -96,6 +96,19 @@ fn encode(rec: &Rec) -> io::Result<Vec<u8>> {
     buf.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
     buf.extend_from_slice(&payload);
     Ok(buf)
+}
+
+/// Writes zeros over `from..to` of `file` (growing it to `to` if shorter).
+fn zero_fill(file: &File, from: u64, to: u64) -> io::Result<()> {
+    const CHUNK: usize = 1 << 20;
+    let zeros = vec![0u8; CHUNK];
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(CHUNK as u64) as usize;
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -130,8 +143,15 @@ impl Inner {
         for r in recs {
             buf.extend_from_slice(&encode(r)?);
         }
-        self.file.write_all(&buf)?;
-        self.len += buf.len() as u64;
+        let end = self.len + buf.len() as u64;
+        if end > self.allocated {
+            let grow_to = end.max(self.allocated + PREALLOC);
+            zero_fill(&self.file, self.allocated, grow_to)?;
+            self.file.sync_all()?;
+            self.allocated = grow_to;
+        }
+        self.file.write_all_at(&buf, self.len)?;
+        self.len = end;
         if sync {
             self.file.sync_data()?;
         }
@@ -156,18 +176,20 @@ impl Inner {
         for e in self.log.values() {
             buf.extend_from_slice(&encode(&Rec::Entry(e.clone()))?);
         }
+        let allocated = buf.len() as u64 + PREALLOC;
         {
             let mut f = File::create(&tmp)?;
             f.write_all(&buf)?;
+            zero_fill(&f, buf.len() as u64, allocated)?;
             f.sync_all()?;
         }
         fs::rename(&tmp, &self.path)?;
         if let Some(dir) = self.path.parent() {
             sync_dir(dir)?;
         }
-        self.file = OpenOptions::new().append(true).open(&self.path)?;
-        *self.sync_file.lock().unwrap_or_else(|p| p.into_inner()) = self.file.try_clone()?;
+        self.file = OpenOptions::new().write(true).open(&self.path)?;
         self.len = buf.len() as u64;
+        self.allocated = allocated;
         Ok(())
     }
 }
@@ -198,12 +220,12 @@ impl LogStore {
             .open(&path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
-        let append = OpenOptions::new().append(true).open(&path)?;
+        let writer = OpenOptions::new().write(true).open(&path)?;
         let mut inner = Inner {
             path: path.clone(),
-            sync_file: Arc::new(Mutex::new(append.try_clone()?)),
-            file: append,
+            file: writer,
             len: 0,
+            allocated: bytes.len() as u64,
             log: BTreeMap::new(),
             vote: None,
             committed: None,
@@ -216,7 +238,13 @@ impl LogStore {
             inner.apply(rec);
             pos += used;
         }
-        if pos < bytes.len() && !is_torn_tail(&bytes[pos..]) {
+        // Past the last record: preallocated zeros, possibly after a torn last append.
+        let written = pos
+            + bytes[pos..]
+                .iter()
+                .rposition(|&b| b != 0)
+                .map_or(0, |i| i + 1);
+        if written > pos && !is_torn_tail(&bytes[pos..written]) {
             // A bad record with more records after it is not a crash mid-append (that
             // can only damage the end): cutting there would drop entries and votes that
             // were fsynced and acknowledged. Refuse to start instead.
@@ -225,29 +253,26 @@ impl LogStore {
                 format!(
                     "log {}: corrupt record at byte {pos} with {} bytes after it; refusing to cut acknowledged records",
                     path.display(),
-                    bytes.len() - pos
+                    written - pos
                 ),
             ));
         }
-        if pos < bytes.len() {
+        if written > pos {
             tracing::warn!(
                 "log {}: cutting {} bytes of torn or corrupt tail",
                 path.display(),
-                bytes.len() - pos
+                written - pos
             );
-            file.set_len(pos as u64)?;
+            zero_fill(&file, pos as u64, written as u64)?;
             file.sync_all()?;
         }
-        file.seek(SeekFrom::End(0))?;
         inner.len = pos as u64;
-        let (tx, rx) = channel();
-        let sync_handle = inner.sync_file.clone();
-        std::thread::Builder::new()
-            .name("fencelock-log-flush".into())
-            .spawn(move || run_flusher(sync_handle, rx))?;
+        let last = inner.log.keys().next_back().copied().unwrap_or(0);
+        let (flushed_tx, flushed) = watch::channel(last);
         Ok(LogStore {
             inner: Arc::new(Mutex::new(inner)),
-            flusher: tx,
+            flushed_tx: Arc::new(flushed_tx),
+            flushed,
         })
     }
 
@@ -261,9 +286,28 @@ impl LogStore {
         self.lock().vote
     }
 
-    /// The size of the log file in bytes. Cost: O(1).
+    /// The length of the log's records in bytes (the file itself is longer: preallocated
+    /// zeros follow). Cost: O(1).
     pub fn file_len(&self) -> u64 {
         self.lock().len
+    }
+
+    /// The index of the last entry appended (flushed or not; 0 for an empty log).
+    /// Cost: O(log n).
+    pub fn last_index(&self) -> u64 {
+        let g = self.lock();
+        g.log
+            .keys()
+            .next_back()
+            .copied()
+            .or(g.last_purged.map(|p| p.index))
+            .unwrap_or(0)
+    }
+
+    /// Watches the index of the last entry made durable by a flush (it can move back
+    /// after a truncation). Cost: O(1).
+    pub fn flushed(&self) -> watch::Receiver<u64> {
+        self.flushed.clone()
     }
 
     /// The last log id in the log. Cost: O(log n).
@@ -277,10 +321,9 @@ impl LogStore {
     }
 }
 
-/// One record from the front of `bytes`, or `None` at a torn/corrupt/absent record.
-/// True when the unreadable rest of the file can only be the last append, torn by a crash:
-/// shorter than a header, a length running past the end of the file, or exactly one
-/// complete record (whose checksum then failed) ending at the end of the file. An append
+/// True when the unreadable rest of the file (up to its last non-zero byte) can only be
+/// the last append, torn by a crash: shorter than a header, a length running past the
+/// end, or exactly one complete record (whose checksum then failed) ending at the end. An append
 /// is acknowledged only after its fsync, so such a record was never acknowledged.
 fn is_torn_tail(rest: &[u8]) -> bool {
     if rest.len() < 8 {
@@ -290,6 +333,7 @@ fn is_torn_tail(rest: &[u8]) -> bool {
     len > MAX_RECORD as usize || 8 + len >= rest.len()
 }
 
+/// One record from the front of `bytes`, or `None` at a torn/corrupt/absent record.
 fn read_record(bytes: &[u8]) -> Option<(Rec, usize)> {
     if bytes.len() < 8 {
         return None;
@@ -372,8 +416,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         let recs: Vec<Rec> = entries.into_iter().map(Rec::Entry).collect();
+        let last = recs.iter().fold(0, |m, r| match r {
+            Rec::Entry(e) => m.max(e.log_id.index),
+            _ => m,
+        });
         let mut g = self.lock();
-        if let Err(e) = g.write(&recs, false) {
+        if let Err(e) = g.write(&recs, true) {
             callback.log_io_completed(Err(io::Error::new(e.kind(), e.to_string())));
             return Err(StorageIOError::write_logs(&e).into());
         }
@@ -381,10 +429,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             g.apply(r);
         }
         drop(g);
-        // Durable (and reported so) once the flusher's next fdatasync returns.
-        if let Err(e) = self.flusher.send(callback) {
-            e.0.log_io_completed(Err(io::Error::other("log flusher stopped")));
-        }
+        self.flushed_tx.send_replace(last);
+        callback.log_io_completed(Ok(()));
         Ok(())
     }
 

@@ -24,12 +24,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fencelock::{Input, LockName, SessionId, Tick, Wait};
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::network::RaftNetworkFactory;
 use openraft::ServerState;
 use tokio::task::JoinHandle;
 
 use crate::log_store::LogStore;
+use crate::proposer::Proposer;
 use crate::protocol::{ClientError, Reply, Request, WaitSpec};
 use crate::state_machine::{PushSink, ServiceConfig, Shared, StateMachine};
 use crate::types::{Cmd, CmdResult, NodeAddr, NodeId, Raft, TypeConfig};
@@ -115,14 +116,10 @@ pub struct Node {
     pub log: LogStore,
     clock: Arc<LeaderClock>,
     config: NodeConfig,
+    proposer: Proposer,
     ticker: JoinHandle<()>,
+    proposer_task: JoinHandle<()>,
     conn_ids: AtomicU64,
-}
-
-fn not_leader<N: Clone>(leader: Option<N>, f: impl Fn(N) -> String) -> ClientError {
-    ClientError::NotLeader {
-        leader: leader.map(f),
-    }
 }
 
 impl Node {
@@ -153,6 +150,7 @@ impl Node {
             .await
             .map_err(|e| io::Error::other(e.to_string()))?;
         let clock = Arc::new(LeaderClock::default());
+        let (proposer, proposer_task) = Proposer::start(raft.clone(), log.clone(), clock.clone());
         let ticker = tokio::spawn(run_ticker(
             config.id,
             raft.clone(),
@@ -167,7 +165,9 @@ impl Node {
             log,
             clock,
             config,
+            proposer,
             ticker,
+            proposer_task,
             conn_ids: AtomicU64::new(1),
         }))
     }
@@ -190,6 +190,7 @@ impl Node {
     /// directory resumes it. Errors: none (a failed shutdown is ignored).
     pub async fn shutdown(&self) {
         self.ticker.abort();
+        self.proposer_task.abort();
         let _ = self.raft.shutdown().await;
     }
 
@@ -213,26 +214,19 @@ impl Node {
             .map(|n| n.client.clone())
     }
 
-    /// Proposes `input` (stamped with the leader's clock) and waits until it is committed
-    /// and applied. Cost: one replicated write (a quorum's fsync).
+    /// Proposes `input` (batched with concurrent requests by the [`Proposer`], stamped
+    /// with the leader's clock) and waits until it is committed and applied. Cost: a share
+    /// of one replicated write (a quorum's fsync).
     ///
     /// Errors: `NotLeader` (with the leader's client address when known), `Unavailable`
     /// when it could not commit within the request timeout (it may still commit later: retry
     /// with the same request number). A core refusal is in the result's `error`.
     pub async fn propose(&self, input: Input) -> Result<CmdResult, ClientError> {
-        let cmd = Cmd {
-            now: self.clock.stamp(),
-            input,
-        };
-        let fut = self.raft.client_write(cmd);
+        let fut = self.proposer.propose(input);
         match tokio::time::timeout(Duration::from_millis(self.config.request_timeout_ms), fut).await
         {
             Err(_) => Err(ClientError::Unavailable("commit timed out".into())),
-            Ok(Ok(resp)) => Ok(resp.data),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
-                Err(not_leader(f.leader_node, |n| n.client))
-            }
-            Ok(Err(e)) => Err(ClientError::Unavailable(e.to_string())),
+            Ok(r) => r,
         }
     }
 
@@ -450,9 +444,11 @@ async fn run_ticker(
             .poll_timeout()
             .is_some_and(|t| t.0 <= stamp);
         if due {
+            // Straight to openraft, not through the proposer: a batch is stamped when it
+            // is formed, later than this tick, which the core would refuse as going back.
             let cmd = Cmd {
                 now: None,
-                input: Input::Tick { now: Tick(stamp) },
+                inputs: vec![Input::Tick { now: Tick(stamp) }],
             };
             let _ = tokio::time::timeout(
                 Duration::from_millis(config.request_timeout_ms),

@@ -1,8 +1,8 @@
 //! The core's [`LockService`] as openraft's state machine.
 //!
 //! `apply` runs each committed [`Cmd`](crate::types::Cmd) through the core (a tick to the entry's stamped time
-//! first, then the input), records the last applied log id and membership, returns the
-//! input's outputs to the proposer and pushes every other output to the session it names
+//! first, then its inputs in order), records the last applied log id and membership, returns the
+//! inputs' outputs to their proposers and pushes every other output to the session it names
 //! through the [`Hub`] (a waiter's `Granted` reaches it without polling). A snapshot is
 //! the core's own versioned snapshot plus the last applied log id and membership; it is
 //! written to `dir/snapshot.bin` (temp file, fsync, rename) so a restarted node rebuilds
@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::types::{
-    CmdResult, CoreError, Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+    BatchResult, CmdResult, CoreError, Entry, LogId, SnapshotMeta, StorageError, StoredMembership,
+    TypeConfig,
 };
 
 /// Table sizes and core settings of a node's service. All nodes of a cluster must agree.
@@ -350,7 +351,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok((g.last_applied, g.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<CmdResult>, StorageError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<BatchResult>, StorageError>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
@@ -361,27 +362,24 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let index = entry.log_id.index;
             g.last_applied = Some(entry.log_id);
             match entry.payload {
-                EntryPayload::Blank => results.push(CmdResult {
-                    now: g.svc.now().0,
-                    index,
-                    ..CmdResult::default()
-                }),
+                EntryPayload::Blank => results.push(BatchResult::default()),
                 EntryPayload::Normal(cmd) => {
-                    let (pushed, result) = apply_cmd(&mut g.svc, cmd.now, cmd.input, index);
-                    self.shared.hub.record(index, &pushed);
-                    self.shared.hub.record(index, &result.outputs);
-                    for o in &pushed {
-                        self.shared.hub.push(o);
+                    let mut batch = Vec::with_capacity(cmd.inputs.len());
+                    for input in cmd.inputs {
+                        // Only the first input can tick: the rest see `now` already reached.
+                        let (pushed, result) = apply_cmd(&mut g.svc, cmd.now, input, index);
+                        self.shared.hub.record(index, &pushed);
+                        self.shared.hub.record(index, &result.outputs);
+                        for o in &pushed {
+                            self.shared.hub.push(o);
+                        }
+                        batch.push(result);
                     }
-                    results.push(result);
+                    results.push(BatchResult(batch));
                 }
                 EntryPayload::Membership(m) => {
                     g.membership = StoredMembership::new(Some(entry.log_id), m);
-                    results.push(CmdResult {
-                        now: g.svc.now().0,
-                        index,
-                        ..CmdResult::default()
-                    });
+                    results.push(BatchResult::default());
                 }
             }
         }

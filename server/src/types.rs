@@ -22,22 +22,25 @@ impl fmt::Display for NodeAddr {
     }
 }
 
-/// One replicated log entry: a core [`Input`], stamped with the proposing leader's logical
-/// time (`now`, in milliseconds of leader-active time; `None` while a new leader is still
-/// in its grace period). Applying it ticks the service to `now` first when `now` is later
-/// than the service's clock, then handles `input` — so every replica applies exactly the
-/// same ticks at exactly the same log positions.
+/// One replicated log entry: a batch of core [`Input`]s, stamped with the proposing
+/// leader's logical time (`now`, in milliseconds of leader-active time; `None` while a new
+/// leader is still in its grace period). Applying it ticks the service to `now` first when
+/// `now` is later than the service's clock, then handles the inputs in order — so every
+/// replica applies exactly the same ticks at exactly the same log positions.
+///
+/// A batch holds the requests that arrived while the leader was flushing the previous
+/// entry (see [`crate::proposer`]): one entry, one fsync, however many requests.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cmd {
     /// The leader's logical time when it proposed this entry.
     pub now: Option<u64>,
-    /// The core input.
-    pub input: Input,
+    /// The core inputs, applied in this order.
+    pub inputs: Vec<Input>,
 }
 
 impl fmt::Display for Cmd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}@{:?}", self.input, self.now)
+        write!(f, "{:?}@{:?}", self.inputs, self.now)
     }
 }
 
@@ -68,7 +71,12 @@ impl fmt::Display for CoreError {
     }
 }
 
-/// What applying one entry produced for its proposer: the outputs of its input (the
+/// What applying one entry produced: one [`CmdResult`] per input of its [`Cmd`], in order
+/// (empty for openraft's blank and membership entries).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchResult(pub Vec<CmdResult>);
+
+/// What applying one input produced for its proposer: the outputs of its input (the
 /// outputs of the tick that preceded it are pushed to their sessions, not returned here),
 /// or the core's refusal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,7 +87,7 @@ pub struct CmdResult {
     pub error: Option<CoreError>,
     /// The service's logical time after applying the entry.
     pub now: u64,
-    /// The log index of the entry.
+    /// The log index of the entry that carried the input (a batch shares one index).
     pub index: u64,
 }
 
@@ -87,7 +95,7 @@ openraft::declare_raft_types!(
     /// The Raft types of a fencelock cluster.
     pub TypeConfig:
         D = Cmd,
-        R = CmdResult,
+        R = BatchResult,
         NodeId = u64,
         Node = NodeAddr,
         Entry = openraft::Entry<TypeConfig>,

@@ -282,7 +282,19 @@ async fn lagging_follower_catches_up() {
         .borrow()
         .last_log_index
         .unwrap_or(0);
-    for _batch in 0..6 {
+    // Commit entries until the leader has snapshotted and purged past what the follower
+    // has. Concurrent proposals share entries (the proposer batches them), so how many
+    // rounds that takes depends on timing; each round is 50 concurrent keep-alives.
+    let start = std::time::Instant::now();
+    loop {
+        let purged = leader.raft.metrics().borrow().purged.map(|p| p.index);
+        if purged.is_some_and(|p| p > behind) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "leader never purged"
+        );
         let mut futs = Vec::new();
         for _ in 0..50 {
             let leader = leader.clone();
@@ -299,19 +311,6 @@ async fn lagging_follower_catches_up() {
             let r = f.await.unwrap().expect("majority commits");
             assert!(r.error.is_none());
         }
-    }
-    // Wait for the leader to snapshot and purge past what the follower has.
-    let start = std::time::Instant::now();
-    loop {
-        let purged = leader.raft.metrics().borrow().purged.map(|p| p.index);
-        if purged.is_some_and(|p| p > behind) {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "leader never purged"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     c.net.heal();
     c.converged().await;
@@ -396,5 +395,61 @@ async fn lossy_network_retries_apply_exactly_once() {
         ambiguous > 0,
         "no ambiguous attempt: the retry path was not exercised"
     );
+    c.shutdown().await;
+}
+
+/// Concurrent requests share log entries (the proposer batches what arrives during a
+/// flush), yet each gets its own result: the granted ones their own tokens, the refused
+/// ones (an unknown session) their own error, and a refusal leaves the rest of its batch
+/// applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_share_entries_with_results_of_their_own() {
+    let c = Cluster::start("batch", 300).await;
+    let s = session_of(&c.propose(Input::OpenSession { ttl: 600_000 }).await);
+    let leader = c.nodes[&c.leader().await].clone();
+    let first = leader.log.last_index();
+    let mut futs = Vec::new();
+    for i in 0..60u64 {
+        let leader = leader.clone();
+        // Every third request names a session that does not exist.
+        let who = if i % 3 == 2 { SessionId(999_999) } else { s };
+        let input = acquire(who, &format!("batch/{i}"), Wait::None, None);
+        futs.push(tokio::spawn(
+            async move { (i, leader.propose(input).await) },
+        ));
+    }
+    let mut tokens = Vec::new();
+    for f in futs {
+        let (i, r) = f.await.unwrap();
+        let r = r.expect("committed");
+        if i % 3 == 2 {
+            let e = r.error.expect("unknown session refused");
+            assert_eq!(e.kind, "unknown_session", "request {i}: {e}");
+            assert!(r.outputs.is_empty());
+        } else {
+            assert!(r.error.is_none(), "request {i}: {:?}", r.error);
+            match r.outputs[..] {
+                [Output::Granted {
+                    session,
+                    ref lock,
+                    token,
+                    ..
+                }] => {
+                    assert_eq!((session, lock.as_str()), (s, format!("batch/{i}").as_str()));
+                    tokens.push(token);
+                }
+                ref o => panic!("request {i}: {o:?}"),
+            }
+        }
+    }
+    tokens.sort();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 40, "40 grants, 40 distinct tokens");
+    let used = leader.log.last_index() - first;
+    assert!(
+        used < 60,
+        "60 concurrent requests took {used} entries: not batched"
+    );
+    c.converged().await;
     c.shutdown().await;
 }

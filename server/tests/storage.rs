@@ -3,10 +3,10 @@
 
 mod common;
 
-use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-use fencelock_server::log_store::LogStore;
+use fencelock_server::log_store::{LogStore, PREALLOC};
 use fencelock_server::state_machine::{ServiceConfig, StateMachine};
 use fencelock_server::types::{Cmd, Entry, LogId, StorageError, TypeConfig, Vote};
 use openraft::storage::{RaftLogReader, RaftLogStorage, RaftLogStorageExt};
@@ -47,7 +47,7 @@ fn entry(term: u64, index: u64) -> Entry {
         log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
         payload: EntryPayload::Normal(Cmd {
             now: Some(index),
-            input: fencelock::Input::OpenSession { ttl: 10 },
+            inputs: vec![fencelock::Input::OpenSession { ttl: 10 }],
         }),
     }
 }
@@ -95,23 +95,24 @@ async fn torn_or_corrupt_tail_is_cut_not_fatal() {
         append(&mut log, (1..=5).map(|i| entry(1, i)).collect()).await;
     }
     let path = dir.join("raft.log");
-    let good = std::fs::metadata(&path).unwrap().len();
-    // A record cut short by a crash.
+    let good = LogStore::open(&dir).unwrap().file_len() as usize;
+    // A record cut short by a crash: its first bytes landed in the preallocated zeros.
     std::fs::OpenOptions::new()
-        .append(true)
+        .write(true)
         .open(&path)
         .unwrap()
-        .write_all(&[200, 0, 0, 0, 1, 2, 3])
+        .write_all_at(&[200, 0, 0, 0, 1, 2, 3], good as u64)
         .unwrap();
     {
         let mut log = LogStore::open(&dir).unwrap();
         assert_eq!(indices(&mut log).await, vec![1, 2, 3, 4, 5]);
+        assert_eq!(log.file_len() as usize, good);
     }
-    assert_eq!(std::fs::metadata(&path).unwrap().len(), good, "tail cut");
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes[good..].iter().all(|&b| b == 0), "torn tail zeroed");
     // A flipped byte in the last record: that record (and anything after) is dropped.
     let mut bytes = std::fs::read(&path).unwrap();
-    let n = bytes.len();
-    bytes[n - 2] ^= 0xff;
+    bytes[good - 2] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
     let mut log = LogStore::open(&dir).unwrap();
     assert_eq!(indices(&mut log).await, vec![1, 2, 3, 4]);
@@ -161,4 +162,29 @@ async fn purge_compacts_the_file() {
     assert_eq!(log.vote(), Some(Vote::new(1, 1)));
     let st = log.get_log_state().await.unwrap();
     assert_eq!(st.last_purged_log_id.map(|l| l.index), Some(190));
+}
+
+#[tokio::test]
+async fn appends_overwrite_preallocated_zeros_and_grow_the_file() {
+    let dir = common::temp_dir("prealloc");
+    let _g = Guard(dir.clone());
+    let path = dir.join("raft.log");
+    let mut log = LogStore::open(&dir).unwrap();
+    append(&mut log, (1..=3).map(|i| entry(1, i)).collect()).await;
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(size, PREALLOC, "first append preallocates");
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes[log.file_len() as usize..].iter().all(|&b| b == 0));
+    // Enough records to run past the preallocated end: the file grows by another chunk.
+    let per = log.file_len() / 3;
+    let n = PREALLOC / per + 10;
+    for chunk in (4..4 + n).collect::<Vec<_>>().chunks(1000) {
+        append(&mut log, chunk.iter().map(|&i| entry(1, i)).collect()).await;
+    }
+    assert!(log.file_len() > PREALLOC);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * PREALLOC);
+    drop(log);
+    // The zeros after the last record read as the end of the log.
+    let mut log = LogStore::open(&dir).unwrap();
+    assert_eq!(indices(&mut log).await, (1..4 + n).collect::<Vec<_>>());
 }

@@ -73,7 +73,7 @@ fn parse_peer(s: &str) -> Result<(u64, NodeAddr), String> {
     ))
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     if let Err(e) = run(Args::parse()).await {
         eprintln!("fencelock-node: {e}");

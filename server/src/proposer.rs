@@ -1,0 +1,166 @@
+//! The proposer: gathers concurrent client inputs into one log entry.
+//!
+//! openraft 0.9's core handles one client write at a time and, on the leader, waits for
+//! that entry's flush to disk before it replicates it or looks at the next write. Sent to
+//! openraft one by one, N concurrent requests cost N sequential fsyncs on the leader (no
+//! log store can group them: it never sees a second append before the first is flushed).
+//!
+//! So every write of a node goes through one proposer task. It takes whatever has queued
+//! (up to [`MAX_BATCH`] inputs), proposes it as one [`Cmd`], and holds the next batch until
+//! the log store reports that entry flushed (or it is answered, or [`MAX_HOLD`] passes).
+//! Requests that arrive meanwhile share the next entry: one append, one fsync and one
+//! replication round for all of them. A lone request is proposed at once, so an idle
+//! cluster pays no batching delay.
+//!
+//! Each input of a batch is applied on its own (in order): one input's refusal by the core
+//! does not affect the others. If the entry fails to commit, every request of the batch
+//! gets the same error.
+
+use std::time::Duration;
+
+use fencelock::Input;
+use std::sync::Arc;
+
+use openraft::error::ClientWriteError;
+use openraft::raft::ClientWriteResult;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::log_store::LogStore;
+use crate::node::LeaderClock;
+use crate::protocol::ClientError;
+use crate::types::{Cmd, CmdResult, Raft, TypeConfig};
+
+/// At most this many inputs go into one entry.
+pub const MAX_BATCH: usize = 256;
+/// Requests that may wait for the proposer before [`Proposer::propose`] itself waits.
+pub const QUEUE: usize = 4096;
+/// The longest the proposer holds a batch back while the previous entry is unflushed.
+pub const MAX_HOLD: Duration = Duration::from_millis(20);
+
+type Answer = Result<CmdResult, ClientError>;
+
+struct Proposal {
+    input: Input,
+    reply: oneshot::Sender<Answer>,
+}
+
+/// The handle requests are proposed through (cheap to clone).
+#[derive(Clone)]
+pub struct Proposer {
+    tx: mpsc::Sender<Proposal>,
+}
+
+impl Proposer {
+    /// Starts the proposer task for `raft`, stamping entries with `clock`. Cost: one task.
+    pub(crate) fn start(
+        raft: Raft,
+        log: LogStore,
+        clock: Arc<LeaderClock>,
+    ) -> (Proposer, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let task = tokio::spawn(run(raft, log, clock, rx));
+        (Proposer { tx }, task)
+    }
+
+    /// Proposes `input` and waits for its result: committed and applied, refused by the
+    /// core (in the result's `error`), or the batch's failure. Cost: a share of one
+    /// replicated write.
+    ///
+    /// Errors: `NotLeader`, `Unavailable` (the proposer stopped, or the entry could not
+    /// commit). Waits while [`QUEUE`] requests are already queued (backpressure).
+    pub async fn propose(&self, input: Input) -> Answer {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Proposal { input, reply })
+            .await
+            .map_err(|_| ClientError::Unavailable("node is shutting down".into()))?;
+        rx.await
+            .unwrap_or_else(|_| Err(ClientError::Unavailable("node is shutting down".into())))
+    }
+}
+
+async fn run(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, mut rx: mpsc::Receiver<Proposal>) {
+    let mut flushed = log.flushed();
+    while let Some(first) = rx.recv().await {
+        let mut inputs = vec![first.input];
+        let mut replies = vec![first.reply];
+        while inputs.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(p) => {
+                    inputs.push(p.input);
+                    replies.push(p.reply);
+                }
+                Err(_) => break,
+            }
+        }
+        // The entry will land after everything appended so far.
+        let target = log.last_index() + 1;
+        let cmd = Cmd {
+            now: clock.stamp(),
+            inputs,
+        };
+        let pending = match raft.client_write_ff(cmd).await {
+            Ok(p) => p,
+            Err(fatal) => {
+                for r in replies {
+                    let _ = r.send(Err(ClientError::Unavailable(fatal.to_string())));
+                }
+                continue;
+            }
+        };
+        let (done_tx, mut done_rx) = oneshot::channel::<()>();
+        let raft2 = raft.clone();
+        tokio::spawn(async move {
+            answer(&raft2, pending.await, replies);
+            let _ = done_tx.send(());
+        });
+        tokio::select! {
+            _ = flushed.wait_for(|&i| i >= target) => {}
+            _ = &mut done_rx => {}
+            _ = tokio::time::sleep(MAX_HOLD) => {}
+        }
+    }
+}
+
+type Outcome = Result<ClientWriteResult<TypeConfig>, oneshot::error::RecvError>;
+
+fn answer(raft: &Raft, outcome: Outcome, replies: Vec<oneshot::Sender<Answer>>) {
+    match outcome {
+        Ok(Ok(resp)) => {
+            let mut results = resp.data.0.into_iter();
+            for r in replies {
+                let a = results
+                    .next()
+                    .ok_or_else(|| ClientError::Unavailable("batch result missing".into()));
+                let _ = r.send(a);
+            }
+        }
+        Ok(Err(ClientWriteError::ForwardToLeader(f))) => {
+            let leader = f.leader_node.map(|n| n.client).or_else(|| {
+                let id = f.leader_id?;
+                let m = raft.metrics().borrow().clone();
+                m.membership_config
+                    .membership()
+                    .get_node(&id)
+                    .map(|n| n.client.clone())
+            });
+            for r in replies {
+                let _ = r.send(Err(ClientError::NotLeader {
+                    leader: leader.clone(),
+                }));
+            }
+        }
+        Ok(Err(e)) => {
+            for r in replies {
+                let _ = r.send(Err(ClientError::Unavailable(e.to_string())));
+            }
+        }
+        Err(_) => {
+            for r in replies {
+                let _ = r.send(Err(ClientError::Unavailable(
+                    "node stopped before the entry committed".into(),
+                )));
+            }
+        }
+    }
+}
