@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 
 use fencelock::{Holder, Mode, Output, SessionInfo, Token, Waiter};
 use tokio::io::{BufReader, BufWriter};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::frame::{self, MAX_CLIENT_FRAME};
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
@@ -34,7 +35,10 @@ use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, Wai
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply, ClientError>>>>>;
 
 struct Conn {
-    tx: mpsc::UnboundedSender<ClientFrame>,
+    /// Requests are written by the caller itself (no writer task to wake: one hop less
+    /// per request), one frame at a time.
+    writer: tokio::sync::Mutex<BufWriter<OwnedWriteHalf>>,
+    alive_tx: Arc<watch::Sender<bool>>,
     pending: Pending,
     alive: watch::Receiver<bool>,
     epoch: u64,
@@ -177,7 +181,6 @@ impl Client {
             .map_err(|e| ClientError::Unavailable(format!("connect to {addr}: {e}")))?;
         let _ = sock.set_nodelay(true);
         let (r, w) = sock.into_split();
-        let (tx, mut rx) = mpsc::unbounded_channel::<ClientFrame>();
         let pending: Pending = Arc::default();
         let (alive_tx, alive) = watch::channel(true);
         let alive_tx = Arc::new(alive_tx);
@@ -187,20 +190,11 @@ impl Client {
             st.epoch
         };
         let conn = Arc::new(Conn {
-            tx,
+            writer: tokio::sync::Mutex::new(BufWriter::new(w)),
+            alive_tx: alive_tx.clone(),
             pending: pending.clone(),
             alive,
             epoch,
-        });
-        let a2 = alive_tx.clone();
-        tokio::spawn(async move {
-            let mut w = BufWriter::new(w);
-            while let Some(f) = rx.recv().await {
-                if frame::write(&mut w, &f).await.is_err() {
-                    break;
-                }
-            }
-            let _ = a2.send(false);
         });
         let me = self.clone();
         tokio::spawn(async move {
@@ -249,7 +243,16 @@ impl Client {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id, tx);
-        if conn.tx.send(ClientFrame { id, req }).is_err() {
+        let written = {
+            let mut w = conn.writer.lock().await;
+            frame::write(&mut *w, &ClientFrame { id, req }).await
+        };
+        if written.is_err() {
+            conn.pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            let _ = conn.alive_tx.send(false);
             return Err(ClientError::Unavailable("connection closed".into()));
         }
         match tokio::time::timeout(Duration::from_secs(5), rx).await {
