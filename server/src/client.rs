@@ -117,6 +117,11 @@ impl Client {
         self.inner.pushes.subscribe()
     }
 
+    /// Whether the client has a live connection. Cost: O(1).
+    fn connected(&self) -> bool {
+        self.st().conn.as_ref().is_some_and(|c| *c.alive.borrow())
+    }
+
     /// How many times this client has (re)connected. Cost: O(1).
     pub fn epoch(&self) -> u64 {
         self.st().epoch
@@ -514,6 +519,13 @@ impl Session {
                         Acquired::SessionLost
                     });
                 }
+                continue;
+            }
+            // The connection died (a node restart, or the node cut it off for falling
+            // behind on pushes): reconnect now rather than wait for the next request, so
+            // the check above runs and a grant pushed meanwhile is not waited for forever.
+            if !self.client.connected() && self.client.connect().await.is_err() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
             // Wake on any push or on a connection change; the timeout only re-checks the

@@ -17,11 +17,12 @@ use openraft::raft::{
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::frame::{self, MAX_CLIENT_FRAME, MAX_RAFT_FRAME};
 use crate::node::Node;
 use crate::protocol::{ClientFrame, ServerFrame};
+use crate::state_machine::{PushSink, PUSH_BACKLOG};
 use crate::types::{NodeAddr, NodeId, Raft, TypeConfig};
 
 /// A Raft RPC on the wire.
@@ -200,13 +201,16 @@ impl RaftNetwork<TypeConfig> for TcpConn {
     }
 }
 
-/// Requests one client connection may have in flight at once.
+/// Requests one client connection may have in flight at once, counted until the reply is
+/// written to the socket: a client that sends without reading stops being read once this
+/// many replies are waiting for it (TCP backpressure), so it cannot grow the node's memory.
 pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Serves the client protocol on `listener` for `node`, one task per connection, until
 /// the process ends. Requests on a connection run concurrently (at most
-/// [`MAX_IN_FLIGHT`]); replies carry the request id. Errors: none (a bad client only loses
-/// its connection).
+/// [`MAX_IN_FLIGHT`]); replies carry the request id. Pushes queue at most
+/// [`PUSH_BACKLOG`] deep; a connection that falls further behind is closed. Errors: none
+/// (a bad or stalled client only loses its connection).
 pub async fn serve_clients(listener: TcpListener, node: Arc<Node>) {
     loop {
         let Ok((sock, _)) = listener.accept().await else {
@@ -222,21 +226,26 @@ async fn client_conn(sock: TcpStream, node: Arc<Node>) {
     let conn = node.next_conn_id();
     let (r, w) = sock.into_split();
     let mut r = BufReader::new(r);
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<ServerFrame>();
-    let (push_tx, mut push_rx) = mpsc::unbounded_channel();
+    // Each reply travels with its in-flight permit, released once the reply is written.
+    let (out_tx, mut out_rx) =
+        mpsc::unbounded_channel::<(ServerFrame, Option<OwnedSemaphorePermit>)>();
+    let (push, mut push_rx, overflow) = PushSink::new(PUSH_BACKLOG);
+    let writer_done = Arc::new(Notify::new());
+    let done = writer_done.clone();
     let writer = tokio::spawn(async move {
         let mut w = BufWriter::new(w);
         let mut pushes_open = true;
         loop {
             // Replies first: a Malformed frame must be written before the connection ends.
-            let f = tokio::select! {
+            let (f, permit) = tokio::select! {
                 biased;
+                _ = overflow.notified() => break,
                 f = out_rx.recv() => match f {
                     Some(f) => f,
                     None => break,
                 },
                 p = push_rx.recv(), if pushes_open => match p {
-                    Some(o) => ServerFrame::Push(o),
+                    Some(o) => (ServerFrame::Push(o), None),
                     None => {
                         pushes_open = false;
                         continue;
@@ -244,37 +253,50 @@ async fn client_conn(sock: TcpStream, node: Arc<Node>) {
                 },
             };
             let closing = matches!(f, ServerFrame::Malformed(_));
-            if frame::write(&mut w, &f).await.is_err() || closing {
+            // A client that stops reading blocks this write; the push queue then fills and
+            // its overflow ends the connection.
+            let written = tokio::select! {
+                r = frame::write(&mut w, &f) => r.is_ok(),
+                _ = overflow.notified() => false,
+            };
+            drop(permit);
+            if !written || closing {
                 break;
             }
         }
         let _ = w.shutdown().await;
+        done.notify_one();
     });
     let limit = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     loop {
-        match frame::read::<_, ClientFrame>(&mut r, MAX_CLIENT_FRAME).await {
+        let next = tokio::select! {
+            f = frame::read::<_, ClientFrame>(&mut r, MAX_CLIENT_FRAME) => f,
+            _ = writer_done.notified() => break,
+        };
+        match next {
             Ok(Some(ClientFrame { id, req })) => {
-                let Ok(permit) = limit.clone().acquire_owned().await else {
-                    break;
+                let permit = tokio::select! {
+                    p = limit.clone().acquire_owned() => p,
+                    _ = writer_done.notified() => break,
                 };
+                let Ok(permit) = permit else { break };
                 let node = node.clone();
                 let out = out_tx.clone();
-                let push = push_tx.clone();
+                let push = push.clone();
                 tokio::spawn(async move {
                     let result = node.handle_request(req, conn, &push).await;
-                    let _ = out.send(ServerFrame::Reply { id, result });
-                    drop(permit);
+                    let _ = out.send((ServerFrame::Reply { id, result }, Some(permit)));
                 });
             }
             Ok(None) => break,
             Err(e) => {
-                let _ = out_tx.send(ServerFrame::Malformed(e.to_string()));
+                let _ = out_tx.send((ServerFrame::Malformed(e.to_string()), None));
                 break;
             }
         }
     }
     node.shared.hub.detach_conn(conn);
     drop(out_tx);
-    drop(push_tx);
+    drop(push);
     let _ = writer.await;
 }

@@ -18,7 +18,7 @@ use fencelock::{Config, Input, LockService, Output, SessionId, Tick, VecStorage}
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, StorageIOError};
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::{mpsc, Notify};
 
 use crate::types::{
     BatchResult, CmdResult, CoreError, Entry, LogId, SnapshotMeta, StorageError, StoredMembership,
@@ -62,8 +62,50 @@ impl ServiceConfig {
     }
 }
 
-/// Where a push goes: the connection tasks attached to a session.
-pub type PushSink = UnboundedSender<Output>;
+/// How many pushes may wait for one connection's writer. A connection whose client stops
+/// reading fills its socket buffer, then this queue; the next push closes the connection
+/// (its sessions stay open; the client reconnects, re-attaches and re-reads the lock state
+/// once) instead of letting the node's memory grow without bound.
+pub const PUSH_BACKLOG: usize = 1024;
+
+/// Where a push goes: one connection attached to a session, with a bounded queue
+/// ([`PUSH_BACKLOG`] by default). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct PushSink {
+    tx: mpsc::Sender<Output>,
+    overflow: Arc<Notify>,
+}
+
+impl PushSink {
+    /// A sink queueing at most `backlog` pushes, the receiver its connection's writer
+    /// reads, and the signal it gives when a push finds the queue full (the writer then
+    /// closes the connection). Cost: one allocation of `backlog` slots.
+    pub fn new(backlog: usize) -> (PushSink, mpsc::Receiver<Output>, Arc<Notify>) {
+        let (tx, rx) = mpsc::channel(backlog.max(1));
+        let overflow = Arc::new(Notify::new());
+        (
+            PushSink {
+                tx,
+                overflow: overflow.clone(),
+            },
+            rx,
+            overflow,
+        )
+    }
+
+    /// Queues `o`; false when the connection is gone or has fallen [`PUSH_BACKLOG`]
+    /// behind (then it is told to close). Cost: O(1), never waits.
+    fn send(&self, o: Output) -> bool {
+        match self.tx.try_send(o) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.overflow.notify_one();
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
 
 /// Routes applied outputs to attached sessions; optionally keeps a journal of every
 /// applied output (tests use it to check order and expiry).
@@ -121,7 +163,8 @@ impl Hub {
     fn push(&self, o: &Output) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(v) = g.get_mut(&o.session().0) {
-            v.retain(|(_, s)| s.send(o.clone()).is_ok());
+            // A sink that is gone or full is dropped (a full one closes its connection).
+            v.retain(|(_, s)| s.send(o.clone()));
         }
         if matches!(
             o,

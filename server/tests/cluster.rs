@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use common::{session_of, Cluster};
 use fencelock::{Input, LockName, Mode, Output, SessionId, Token, Wait};
 use fencelock_server::protocol::{Reply, Request};
-use tokio::sync::mpsc;
+use fencelock_server::state_machine::{PushSink, PUSH_BACKLOG};
 
 fn acquire(s: SessionId, lock: &str, wait: Wait, request: Option<u64>) -> Input {
     Input::Acquire {
@@ -96,8 +96,8 @@ async fn leader_killed_with_sessions_and_waiters() {
 
     // B and C re-attach on the new leader (as a client does after reconnecting).
     let node = c.nodes[&new].clone();
-    let (tx_b, mut rx_b) = mpsc::unbounded_channel();
-    let (tx_c, mut rx_c) = mpsc::unbounded_channel();
+    let (tx_b, mut rx_b, _) = PushSink::new(PUSH_BACKLOG);
+    let (tx_c, mut rx_c, _) = PushSink::new(PUSH_BACKLOG);
     let conn_b = node.next_conn_id();
     let conn_c = node.next_conn_id();
     assert_eq!(
@@ -451,5 +451,56 @@ async fn concurrent_requests_share_entries_with_results_of_their_own() {
         "60 concurrent requests took {used} entries: not batched"
     );
     c.converged().await;
+    c.shutdown().await;
+}
+
+/// A connection that falls behind on its pushes is cut off rather than buffered without
+/// bound: with a push queue of 2, the third push to a session whose connection reads
+/// nothing signals the connection to close and detaches it (later pushes do not reach it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_does_not_read_its_pushes_is_cut_off() {
+    let c = Cluster::start("backlog", 300).await;
+    let a = session_of(&c.propose(Input::OpenSession { ttl: 600_000 }).await);
+    let b = session_of(&c.propose(Input::OpenSession { ttl: 600_000 }).await);
+    let node = c.nodes[&c.leader().await].clone();
+    let (sink, mut rx, overflow) = PushSink::new(2);
+    let conn = node.next_conn_id();
+    node.handle_request(Request::Attach { session: b.0 }, conn, &sink)
+        .await
+        .unwrap();
+    // A holds four locks; B queues on each; A's releases push four grants to B.
+    for i in 0..4 {
+        let lock = format!("bl/{i}");
+        let r = c.propose(acquire(a, &lock, Wait::None, None)).await;
+        assert!(granted_token(&r.outputs, a).is_some());
+        let r = c.propose(acquire(b, &lock, Wait::Forever, None)).await;
+        assert!(matches!(r.outputs[..], [Output::Queued { .. }]), "{r:?}");
+    }
+    for i in 0..3 {
+        c.propose(release(a, &format!("bl/{i}"), None)).await;
+    }
+    tokio::time::timeout(Duration::from_secs(5), overflow.notified())
+        .await
+        .expect("the third push overflows a queue of 2 and asks the connection to close");
+    // Drain what was queued; the sink was detached, so the fourth grant is not pushed.
+    let mut got = Vec::new();
+    while let Ok(o) = rx.try_recv() {
+        got.push(o);
+    }
+    assert_eq!(got.len(), 2, "{got:?}");
+    c.propose(release(a, "bl/3", None)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        rx.try_recv().is_err(),
+        "a detached sink gets no more pushes"
+    );
+    // B's session is untouched: it holds all four locks (what a reconnecting client reads).
+    {
+        let g = node.shared.state();
+        for i in 0..4 {
+            let lock = format!("bl/{i}");
+            assert!(g.svc.holders(&lock).any(|h| h.session == b), "{lock}");
+        }
+    }
     c.shutdown().await;
 }
