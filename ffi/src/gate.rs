@@ -4,7 +4,7 @@ use fencelock::{Error, FenceGate, GateRow, Token};
 
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
-    buf, bytes, fencelock_name, give, name, out, put, set, take, with_handle, write_list,
+    buf, bytes, fencelock_name, give, handle_call, name, out, put, set, take, write_list,
     Poisonable,
 };
 
@@ -101,12 +101,15 @@ pub unsafe extern "C" fn fencelock_gate_admit(
     resource_len: usize,
     token: u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        // SAFETY: NULL or valid (contract).
-        let resource = unsafe { name(resource, resource_len) }?;
-        // SAFETY: NULL or live (contract).
-        unsafe { with_handle(gate, |g| Ok(g.gate.admit(resource, Token(token))?)) }
-    })
+    // SAFETY: `gate` NULL or live; `resource` NULL or valid for `resource_len` bytes
+    // (contract).
+    unsafe {
+        handle_call(
+            gate,
+            || name(resource, resource_len),
+            |g, resource| Ok(g.gate.admit(resource, Token(token))?),
+        )
+    }
 }
 
 /// Checks `token` for `resource` without recording it. Errors: as admit, less capacity.
@@ -121,12 +124,15 @@ pub unsafe extern "C" fn fencelock_gate_check(
     resource_len: usize,
     token: u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        // SAFETY: NULL or valid (contract).
-        let resource = unsafe { name(resource, resource_len) }?;
-        // SAFETY: NULL or live (contract).
-        unsafe { with_handle(gate, |g| Ok(g.gate.check(resource, Token(token))?)) }
-    })
+    // SAFETY: `gate` NULL or live; `resource` NULL or valid for `resource_len` bytes
+    // (contract).
+    unsafe {
+        handle_call(
+            gate,
+            || name(resource, resource_len),
+            |g, resource| Ok(g.gate.check(resource, Token(token))?),
+        )
+    }
 }
 
 /// The highest token admitted for `resource`: `*seen` false (and `*highest` 0) if none.
@@ -142,20 +148,20 @@ pub unsafe extern "C" fn fencelock_gate_highest(
     seen: *mut bool,
     highest: *mut u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        // SAFETY: NULL or valid (contract).
-        let resource = unsafe { name(resource, resource_len) }?;
-        let (s, h) = (out(seen)?, out(highest)?);
-        // SAFETY: NULL or live (contract); s and h checked and writable.
-        unsafe {
-            with_handle(gate, |g| {
+    // SAFETY: `gate` NULL or live; `resource` NULL or valid for `resource_len` bytes;
+    // `seen` and `highest` checked, then writable (contract).
+    unsafe {
+        handle_call(
+            gate,
+            || Ok((name(resource, resource_len)?, out(seen)?, out(highest)?)),
+            |g, (resource, s, h)| {
                 let t = g.gate.highest(resource);
                 put(s, t.is_some());
                 put(h, t.map_or(0, |t| t.0));
                 Ok(())
-            })
-        }
-    })
+            },
+        )
+    }
 }
 
 /// The resources with their highest tokens (`fencelock_name.highest`), in the order
@@ -172,16 +178,18 @@ pub unsafe extern "C" fn fencelock_gate_entries(
     cap: usize,
     count: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        // SAFETY: NULL or live (contract); list pointers per contract.
-        unsafe {
-            with_handle(gate, |g| {
+    // SAFETY: `gate` NULL or live; list pointers per contract.
+    unsafe {
+        handle_call(
+            gate,
+            || Ok(()),
+            |g, ()| {
                 write_list(entries, cap, count, || {
                     g.gate.iter().map(|(n, t)| fencelock_name::new(n, t.0))
                 })
-            })
-        }
-    })
+            },
+        )
+    }
 }
 
 /// Writes the gate's snapshot into `buf[..cap]`; `*len` = bytes written, or with
@@ -197,22 +205,22 @@ pub unsafe extern "C" fn fencelock_gate_snapshot(
     cap: usize,
     len: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        // SAFETY: NULL or valid for cap bytes (contract).
-        let dst = unsafe { buf(buf_, cap) }?;
-        let len = out(len)?;
-        // SAFETY: NULL or live (contract); len checked and writable.
-        unsafe {
-            with_handle(gate, |g| match g.gate.snapshot(dst) {
+    // SAFETY: `gate` NULL or live; `buf_` NULL or valid for `cap` bytes; `len` checked,
+    // then writable (contract).
+    unsafe {
+        handle_call(
+            gate,
+            || Ok((buf(buf_, cap)?, out(len)?)),
+            |g, (dst, len)| match g.gate.snapshot(dst) {
                 Ok(n) => set(len, n),
                 Err(fencelock::Error::BufferTooSmall { need }) => {
                     put(len, need as usize);
                     Err(fencelock_result::BufferTooSmall.into())
                 }
                 Err(e) => Err(Fail::Core(e)),
-            })
-        }
-    })
+            },
+        )
+    }
 }
 
 /// Creates a gate for up to `capacity` resources from `fencelock_gate_snapshot` bytes.

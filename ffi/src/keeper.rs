@@ -4,7 +4,7 @@
 use fencelock::SessionKeeper;
 
 use crate::result::{fencelock_result, ffi_panic_boundary};
-use crate::types::{fencelock_lease, give, out, put, set, take, with_handle, Poisonable};
+use crate::types::{fencelock_lease, give, handle_call, out, put, set, take, Poisonable};
 
 /// A session keeper: when to heartbeat, whether the client may still act. Opaque: create
 /// with `fencelock_keeper_new`, free with `fencelock_keeper_free`. Not thread-safe per
@@ -77,10 +77,8 @@ pub unsafe extern "C" fn fencelock_keeper_heartbeat_sent(
     keeper: *mut fencelock_keeper,
     at: u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        // SAFETY: NULL or live (contract).
-        unsafe { with_handle(keeper, |k| Ok(k.keeper.heartbeat_sent(at)?)) }
-    })
+    // SAFETY: `keeper` NULL or live (contract).
+    unsafe { handle_call(keeper, || Ok(()), |k, ()| Ok(k.keeper.heartbeat_sent(at)?)) }
 }
 
 /// Records the ack of the heartbeat sent at `sent_at`; `*extended` says whether it
@@ -97,11 +95,14 @@ pub unsafe extern "C" fn fencelock_keeper_heartbeat_acked(
     sent_at: u64,
     extended: *mut bool,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        let dst = out(extended)?;
-        // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_handle(keeper, |k| set(dst, k.keeper.heartbeat_acked(sent_at)?)) }
-    })
+    // SAFETY: `keeper` NULL or live; `extended` checked, then writable (contract).
+    unsafe {
+        handle_call(
+            keeper,
+            || out(extended),
+            |k, dst| set(dst, k.keeper.heartbeat_acked(sent_at)?),
+        )
+    }
 }
 
 /// The service said the session expired or closed: the lease is gone for good.
@@ -113,15 +114,17 @@ pub unsafe extern "C" fn fencelock_keeper_heartbeat_acked(
 pub unsafe extern "C" fn fencelock_keeper_session_lost(
     keeper: *mut fencelock_keeper,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        // SAFETY: NULL or live (contract).
-        unsafe {
-            with_handle(keeper, |k| {
+    // SAFETY: `keeper` NULL or live (contract).
+    unsafe {
+        handle_call(
+            keeper,
+            || Ok(()),
+            |k, ()| {
                 k.keeper.session_lost();
                 Ok(())
-            })
-        }
-    })
+            },
+        )
+    }
 }
 
 /// The lease at `now`. Errors: `NULL_PARAMETER`. Cost: O(1).
@@ -134,11 +137,14 @@ pub unsafe extern "C" fn fencelock_keeper_lease(
     now: u64,
     lease: *mut fencelock_lease,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        let dst = out(lease)?;
-        // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_handle(keeper, |k| set(dst, k.keeper.lease(now).into())) }
-    })
+    // SAFETY: `keeper` NULL or live; `lease` checked, then writable (contract).
+    unsafe {
+        handle_call(
+            keeper,
+            || out(lease),
+            |k, dst| set(dst, k.keeper.lease(now).into()),
+        )
+    }
 }
 
 /// Whether the lease is `SAFE` at `now`: check before each action on the resource (and
@@ -152,11 +158,14 @@ pub unsafe extern "C" fn fencelock_keeper_may_act(
     now: u64,
     may_act: *mut bool,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        let dst = out(may_act)?;
-        // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_handle(keeper, |k| set(dst, k.keeper.may_act(now))) }
-    })
+    // SAFETY: `keeper` NULL or live; `may_act` checked, then writable (contract).
+    unsafe {
+        handle_call(
+            keeper,
+            || out(may_act),
+            |k, dst| set(dst, k.keeper.may_act(now)),
+        )
+    }
 }
 
 /// When the next heartbeat is due (`now` if none was sent yet). Errors:
@@ -170,11 +179,14 @@ pub unsafe extern "C" fn fencelock_keeper_heartbeat_due(
     now: u64,
     due: *mut u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        let dst = out(due)?;
-        // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_handle(keeper, |k| set(dst, k.keeper.heartbeat_due(now))) }
-    })
+    // SAFETY: `keeper` NULL or live; `due` checked, then writable (contract).
+    unsafe {
+        handle_call(
+            keeper,
+            || out(due),
+            |k, dst| set(dst, k.keeper.heartbeat_due(now)),
+        )
+    }
 }
 
 /// The next instant the host should wake (a heartbeat due, or the lease changing
@@ -190,16 +202,18 @@ pub unsafe extern "C" fn fencelock_keeper_poll_timeout(
     scheduled: *mut bool,
     at: *mut u64,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        let (s, a) = (out(scheduled)?, out(at)?);
-        // SAFETY: NULL or live (contract); s and a checked and writable.
-        unsafe {
-            with_handle(keeper, |k| {
+    // SAFETY: `keeper` NULL or live; `scheduled` and `at` checked, then writable
+    // (contract).
+    unsafe {
+        handle_call(
+            keeper,
+            || Ok((out(scheduled)?, out(at)?)),
+            |k, (s, a)| {
                 let t = k.keeper.poll_timeout(now);
                 put(s, t.is_some());
                 put(a, t.unwrap_or(0));
                 Ok(())
-            })
-        }
-    })
+            },
+        )
+    }
 }

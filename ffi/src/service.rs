@@ -12,6 +12,7 @@
 
 use core::cell::Cell;
 use core::ffi::{c_char, c_void};
+use core::ops::Deref;
 use core::ptr;
 use std::alloc::{self, Layout};
 use std::collections::VecDeque;
@@ -292,44 +293,65 @@ unsafe fn place(
     Ok(unsafe { build(mem.cast(), &plan, Owner::Caller, make) }?)
 }
 
-/// [`ffi_panic_boundary`] for a function on a service handle: also remembers the failure
-/// (argument checks included) for `fencelock_service_last_error`.
-macro_rules! service_call {
-    ($svc:expr, $body:block) => {{
-        let svc: *const fencelock_service = $svc;
-        let run = || -> Result<(), Fail> { $body };
-        match catch_unwind(AssertUnwindSafe(run)) {
-            Ok(Ok(())) => fencelock_result::Ok,
-            Ok(Err(fail)) => {
-                if !matches!(fail, Fail::Code(fencelock_result::Done)) {
-                    // SAFETY: `svc` is NULL or a live handle (every caller's contract), and
-                    // no other reference to it is alive here.
-                    if let Some(h) = unsafe { svc.as_ref() } {
-                        h.last.set(Some(fail));
-                    }
-                }
-                fail.code()
-            }
-            Err(_) => fencelock_result::Panic,
-        }
-    }};
+/// How an extern function receives its service: `*mut` (inputs, drains) lends the body a
+/// `&mut fencelock_service`, `*const` (getters) a `&fencelock_service`.
+pub(crate) trait ServicePtr: Copy {
+    /// What the body gets.
+    type Handle<'a>: Deref<Target = fencelock_service>;
+
+    /// The handle behind the pointer, `None` for NULL.
+    ///
+    /// # Safety
+    /// `self` is NULL or a live handle that no other call uses (for `*const`: mutates)
+    /// during `'a`.
+    unsafe fn handle<'a>(self) -> Option<Self::Handle<'a>>;
+
+    /// `h` lent for a shorter time, usable again afterwards.
+    fn reborrow<'b>(h: &'b mut Self::Handle<'_>) -> Self::Handle<'b>;
+}
+
+impl ServicePtr for *mut fencelock_service {
+    type Handle<'a> = &'a mut fencelock_service;
+
+    unsafe fn handle<'a>(self) -> Option<&'a mut fencelock_service> {
+        // SAFETY: the caller's contract: NULL or live and unaliased.
+        unsafe { self.as_mut() }
+    }
+
+    fn reborrow<'b>(h: &'b mut &mut fencelock_service) -> &'b mut fencelock_service {
+        h
+    }
+}
+
+impl ServicePtr for *const fencelock_service {
+    type Handle<'a> = &'a fencelock_service;
+
+    unsafe fn handle<'a>(self) -> Option<&'a fencelock_service> {
+        // SAFETY: the caller's contract: NULL or live and not mutated meanwhile.
+        unsafe { self.as_ref() }
+    }
+
+    fn reborrow<'b>(h: &'b mut &fencelock_service) -> &'b fencelock_service {
+        h
+    }
 }
 
 /// Runs `f` on a live handle: `NULL_PARAMETER` for NULL, `PANIC` for a poisoned one.
 /// A panic inside `f` poisons the handle.
 ///
 /// # Safety
-/// `svc` is NULL or a live handle not used by another call at the same time.
-pub(crate) unsafe fn with_service(
-    svc: *mut fencelock_service,
-    f: impl FnOnce(&mut fencelock_service) -> Result<(), Fail>,
+/// `svc` is NULL or a live handle not used (for `*const`: not mutated) by another call at
+/// the same time.
+pub(crate) unsafe fn with_service<P: ServicePtr>(
+    svc: P,
+    f: impl FnOnce(P::Handle<'_>) -> Result<(), Fail>,
 ) -> Result<(), Fail> {
-    // SAFETY: the caller's contract: NULL or live and unaliased.
-    let h = unsafe { svc.as_mut() }.ok_or(Fail::Code(fencelock_result::NullParameter))?;
+    // SAFETY: the caller's contract.
+    let mut h = unsafe { svc.handle() }.ok_or(Fail::Code(fencelock_result::NullParameter))?;
     if h.poisoned.get() {
         return Err(fencelock_result::Panic.into());
     }
-    match catch_unwind(AssertUnwindSafe(|| f(&mut *h))) {
+    match catch_unwind(AssertUnwindSafe(|| f(P::reborrow(&mut h)))) {
         Ok(r) => r,
         Err(_) => {
             h.poisoned.set(true);
@@ -338,26 +360,52 @@ pub(crate) unsafe fn with_service(
     }
 }
 
-/// [`with_service`] for getters, on a `const` handle.
+/// The body of every extern function on a service handle, inside the panic boundary:
+/// `args` checks and converts the other arguments (before the handle is looked at), then
+/// `body` runs on the handle through [`with_service`]. Returns the result code, and
+/// remembers a failure (argument checks included; `DONE` is none) for
+/// `fencelock_service_last_error`.
 ///
 /// # Safety
-/// `svc` is NULL or a live handle not mutated by another call at the same time.
-pub(crate) unsafe fn with_service_ref(
-    svc: *const fencelock_service,
-    f: impl FnOnce(&fencelock_service) -> Result<(), Fail>,
-) -> Result<(), Fail> {
-    // SAFETY: the caller's contract: NULL or live.
-    let h = unsafe { svc.as_ref() }.ok_or(Fail::Code(fencelock_result::NullParameter))?;
-    if h.poisoned.get() {
-        return Err(fencelock_result::Panic.into());
-    }
-    match catch_unwind(AssertUnwindSafe(|| f(h))) {
-        Ok(r) => r,
-        Err(_) => {
-            h.poisoned.set(true);
-            Err(fencelock_result::Panic.into())
+/// As [`with_service`].
+unsafe fn service_call<P: ServicePtr, A>(
+    svc: P,
+    args: impl FnOnce() -> Result<A, Fail>,
+    body: impl FnOnce(P::Handle<'_>, A) -> Result<(), Fail>,
+) -> fencelock_result {
+    let run = || -> Result<(), Fail> {
+        let a = args()?;
+        // SAFETY: forwarded contract.
+        unsafe { with_service(svc, |h| body(h, a)) }
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(Ok(())) => fencelock_result::Ok,
+        Ok(Err(fail)) => {
+            if !matches!(fail, Fail::Code(fencelock_result::Done)) {
+                // SAFETY: `svc` is NULL or a live handle (the contract), and the one lent
+                // to `body` is gone.
+                if let Some(h) = unsafe { svc.handle() } {
+                    h.last.set(Some(fail));
+                }
+            }
+            fail.code()
         }
+        Err(_) => fencelock_result::Panic,
     }
+}
+
+/// [`service_call`] for an input: `f` runs the core on the converted arguments, its
+/// outputs are queued (`OUTPUTS_PENDING` while a fixed ring still holds some).
+///
+/// # Safety
+/// As [`with_service`].
+unsafe fn service_input<A>(
+    svc: *mut fencelock_service,
+    args: impl FnOnce() -> Result<A, Fail>,
+    f: impl FnOnce(&mut Service, &mut Sink<'_>, A) -> Result<(), Error>,
+) -> fencelock_result {
+    // SAFETY: forwarded contract.
+    unsafe { service_call(svc, args, |h, a| h.apply(|s, o| f(s, o, a))) }
 }
 
 impl fencelock_service {
@@ -621,18 +669,17 @@ pub unsafe extern "C" fn fencelock_service_open_session(
     ttl: u64,
     session: *mut u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        let dst = out(session)?;
-        // SAFETY: NULL or live (contract).
-        unsafe {
-            with_service(svc, |h| {
+    // SAFETY: `svc` NULL or live; `session` checked, then writable (contract).
+    unsafe {
+        service_call(
+            svc,
+            || out(session),
+            |h, dst| {
                 let id = h.apply(|s, o| s.open_session(ttl, o))?;
-                // SAFETY: checked non-NULL, writable (contract).
-                put(dst, id.0);
-                Ok(())
-            })
-        }
-    })
+                set(dst, id.0)
+            },
+        )
+    }
 }
 
 /// Renews a session (deadline = now + ttl). Queues `SESSION_RENEWED`, the heartbeat ack.
@@ -648,14 +695,14 @@ pub unsafe extern "C" fn fencelock_service_keep_alive(
     session: u64,
     request_number: u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or live (contract).
-        unsafe {
-            with_service(svc, |h| {
-                h.apply(|s, o| s.keep_alive(SessionId(session), request(request_number), o))
-            })
-        }
-    })
+    // SAFETY: `svc` NULL or live (contract).
+    unsafe {
+        service_input(
+            svc,
+            || Ok(()),
+            |s, o, ()| s.keep_alive(SessionId(session), request(request_number), o),
+        )
+    }
 }
 
 /// Closes a session: queues `SESSION_CLOSED`, `RELEASED` per hold, then the `GRANTED`s
@@ -672,14 +719,14 @@ pub unsafe extern "C" fn fencelock_service_close_session(
     session: u64,
     request_number: u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or live (contract).
-        unsafe {
-            with_service(svc, |h| {
-                h.apply(|s, o| s.close_session(SessionId(session), request(request_number), o))
-            })
-        }
-    })
+    // SAFETY: `svc` NULL or live (contract).
+    unsafe {
+        service_input(
+            svc,
+            || Ok(()),
+            |s, o, ()| s.close_session(SessionId(session), request(request_number), o),
+        )
+    }
 }
 
 /// Acquires the lock named by `lock[..lock_len]` (UTF-8) in `mode` (a `fencelock_mode`),
@@ -705,26 +752,29 @@ pub unsafe extern "C" fn fencelock_service_acquire(
     wait_until: u64,
     request_number: u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or valid for lock_len bytes (contract).
-        let lock = unsafe { name(lock, lock_len) }?;
-        let (mode, wait) = (mode_arg(mode)?, wait_arg(wait, wait_until)?);
-        // SAFETY: NULL or live (contract).
-        unsafe {
-            with_service(svc, |h| {
-                h.apply(|s, o| {
-                    s.acquire(
-                        SessionId(session),
-                        lock,
-                        mode,
-                        wait,
-                        request(request_number),
-                        o,
-                    )
-                })
-            })
-        }
-    })
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes (contract).
+    unsafe {
+        service_input(
+            svc,
+            || {
+                Ok((
+                    name(lock, lock_len)?,
+                    mode_arg(mode)?,
+                    wait_arg(wait, wait_until)?,
+                ))
+            },
+            |s, o, (lock, mode, wait)| {
+                s.acquire(
+                    SessionId(session),
+                    lock,
+                    mode,
+                    wait,
+                    request(request_number),
+                    o,
+                )
+            },
+        )
+    }
 }
 
 /// Releases a held lock. Queues `RELEASED`, then `GRANTED` to the head of its queue.
@@ -742,16 +792,14 @@ pub unsafe extern "C" fn fencelock_service_release(
     lock_len: usize,
     request_number: u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or valid for lock_len bytes (contract).
-        let lock = unsafe { name(lock, lock_len) }?;
-        // SAFETY: NULL or live (contract).
-        unsafe {
-            with_service(svc, |h| {
-                h.apply(|s, o| s.release(SessionId(session), lock, request(request_number), o))
-            })
-        }
-    })
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes (contract).
+    unsafe {
+        service_input(
+            svc,
+            || name(lock, lock_len),
+            |s, o, lock| s.release(SessionId(session), lock, request(request_number), o),
+        )
+    }
 }
 
 /// Withdraws a queued acquire. Queues `WAIT_CANCELLED`, then any `GRANTED` it unblocks.
@@ -769,16 +817,14 @@ pub unsafe extern "C" fn fencelock_service_cancel(
     lock_len: usize,
     request_number: u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or valid for lock_len bytes (contract).
-        let lock = unsafe { name(lock, lock_len) }?;
-        // SAFETY: NULL or live (contract).
-        unsafe {
-            with_service(svc, |h| {
-                h.apply(|s, o| s.cancel(SessionId(session), lock, request(request_number), o))
-            })
-        }
-    })
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes (contract).
+    unsafe {
+        service_input(
+            svc,
+            || name(lock, lock_len),
+            |s, o, lock| s.cancel(SessionId(session), lock, request(request_number), o),
+        )
+    }
 }
 
 /// Advances logical time to `now`: expiries (`SESSION_EXPIRED`, `RELEASED`), wait
@@ -795,10 +841,8 @@ pub unsafe extern "C" fn fencelock_service_tick(
     svc: *mut fencelock_service,
     now: u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or live (contract).
-        unsafe { with_service(svc, |h| h.apply(|s, o| s.tick(Tick(now), o))) }
-    })
+    // SAFETY: `svc` NULL or live (contract).
+    unsafe { service_input(svc, || Ok(()), |s, o, ()| s.tick(Tick(now), o)) }
 }
 
 /// Stands `session` as a candidate in `election` (an exclusive acquire that waits
@@ -816,16 +860,15 @@ pub unsafe extern "C" fn fencelock_service_campaign(
     election_len: usize,
     request_number: u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or valid (contract).
-        let election = unsafe { name(election, election_len) }?;
-        // SAFETY: NULL or live (contract).
-        unsafe {
-            with_service(svc, |h| {
-                h.apply(|s, o| s.campaign(SessionId(session), election, request(request_number), o))
-            })
-        }
-    })
+    // SAFETY: `svc` NULL or live; `election` NULL or valid for `election_len` bytes
+    // (contract).
+    unsafe {
+        service_input(
+            svc,
+            || name(election, election_len),
+            |s, o, election| s.campaign(SessionId(session), election, request(request_number), o),
+        )
+    }
 }
 
 /// Withdraws `session` from `election`: steps down if it leads (the next candidate gets
@@ -844,16 +887,15 @@ pub unsafe extern "C" fn fencelock_service_resign(
     election_len: usize,
     request_number: u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or valid (contract).
-        let election = unsafe { name(election, election_len) }?;
-        // SAFETY: NULL or live (contract).
-        unsafe {
-            with_service(svc, |h| {
-                h.apply(|s, o| s.resign(SessionId(session), election, request(request_number), o))
-            })
-        }
-    })
+    // SAFETY: `svc` NULL or live; `election` NULL or valid for `election_len` bytes
+    // (contract).
+    unsafe {
+        service_input(
+            svc,
+            || name(election, election_len),
+            |s, o, election| s.resign(SessionId(session), election, request(request_number), o),
+        )
+    }
 }
 
 /// The byte-level entry point: decodes one postcard input frame, applies it, and writes
@@ -886,7 +928,7 @@ pub unsafe extern "C" fn fencelock_service_handle_frame(
     out_cap: usize,
     out_len: *mut usize,
 ) -> fencelock_result {
-    service_call!(svc, {
+    let args = || -> Result<_, Fail> {
         if frame.is_null() {
             return Err(fencelock_result::NullParameter.into());
         }
@@ -907,20 +949,21 @@ pub unsafe extern "C" fn fencelock_service_handle_frame(
         let len = out(out_len)?;
         // SAFETY: checked non-NULL, writable (contract).
         unsafe { put(len, 0) };
-        // SAFETY: NULL or live (contract).
-        unsafe {
-            with_service(svc, |h| {
-                h.apply(|s, o| {
-                    if copied {
-                        s.handle_frame(&input[..frame_len], o)
-                    } else {
-                        Err(Error::BadFrame)
-                    }
-                })?;
-                write_frames(h, dst, len)
-            })
-        }
-    })
+        Ok((input, copied, dst, len))
+    };
+    // SAFETY: `svc` NULL or live (contract).
+    unsafe {
+        service_call(svc, args, |h, (input, copied, dst, len)| {
+            h.apply(|s, o| {
+                if copied {
+                    s.handle_frame(&input[..frame_len], o)
+                } else {
+                    Err(Error::BadFrame)
+                }
+            })?;
+            write_frames(h, dst, len)
+        })
+    }
 }
 
 fn write_frames(h: &mut fencelock_service, dst: &mut [u8], len: *mut usize) -> Result<(), Fail> {
@@ -949,13 +992,15 @@ pub unsafe extern "C" fn fencelock_service_drain_frames(
     out_cap: usize,
     out_len: *mut usize,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or valid for out_cap bytes (contract).
-        let dst = unsafe { buf(out_buf, out_cap) }?;
-        let len = out(out_len)?;
-        // SAFETY: NULL or live (contract).
-        unsafe { with_service(svc, |h| write_frames(h, dst, len)) }
-    })
+    // SAFETY: `svc` NULL or live; `out_buf` NULL or valid for `out_cap` bytes; `out_len`
+    // checked, then writable (contract).
+    unsafe {
+        service_call(
+            svc,
+            || Ok((buf(out_buf, out_cap)?, out(out_len)?)),
+            |h, (dst, len)| write_frames(h, dst, len),
+        )
+    }
 }
 
 // ======================================================================= outputs
@@ -973,21 +1018,21 @@ pub unsafe extern "C" fn fencelock_service_poll_output(
     svc: *mut fencelock_service,
     output: *mut fencelock_output,
 ) -> fencelock_result {
-    service_call!(svc, {
-        let dst = out(output)?;
-        // SAFETY: NULL or live (contract).
-        unsafe {
-            with_service(svc, |h| {
+    // SAFETY: `svc` NULL or live; `output` checked, then writable (contract).
+    unsafe {
+        service_call(
+            svc,
+            || out(output),
+            |h, dst| {
                 let o = h.queue.pop();
                 let r = o
                     .as_ref()
                     .map_or(fencelock_output::NONE, fencelock_output::from_core);
-                // SAFETY: checked non-NULL, writable (contract).
                 put(dst, r);
                 o.map(|_| ()).ok_or(fencelock_result::Done.into())
-            })
-        }
-    })
+            },
+        )
+    }
 }
 
 /// How many outputs are queued. Cost: O(1).
@@ -999,11 +1044,8 @@ pub unsafe extern "C" fn fencelock_service_pending(
     svc: *const fencelock_service,
     count: *mut usize,
 ) -> fencelock_result {
-    service_call!(svc, {
-        let dst = out(count)?;
-        // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_service_ref(svc, |h| set(dst, h.queue.len())) }
-    })
+    // SAFETY: `svc` NULL or live; `count` checked, then writable (contract).
+    unsafe { service_call(svc, || out(count), |h, dst| set(dst, h.queue.len())) }
 }
 
 // ======================================================================= queries
@@ -1019,11 +1061,8 @@ pub unsafe extern "C" fn fencelock_service_now(
     svc: *const fencelock_service,
     now: *mut u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        let dst = out(now)?;
-        // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_service_ref(svc, |h| set(dst, h.svc.now().0)) }
-    })
+    // SAFETY: `svc` NULL or live; `now` checked, then writable (contract).
+    unsafe { service_call(svc, || out(now), |h, dst| set(dst, h.svc.now().0)) }
 }
 
 /// The next tick at which something is due (`*scheduled` true, `*at` the tick), or
@@ -1037,18 +1076,19 @@ pub unsafe extern "C" fn fencelock_service_poll_timeout(
     scheduled: *mut bool,
     at: *mut u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        let (s, a) = (out(scheduled)?, out(at)?);
-        // SAFETY: NULL or live (contract); s and a checked and writable.
-        unsafe {
-            with_service_ref(svc, |h| {
+    // SAFETY: `svc` NULL or live; `scheduled` and `at` checked, then writable (contract).
+    unsafe {
+        service_call(
+            svc,
+            || Ok((out(scheduled)?, out(at)?)),
+            |h, (s, a)| {
                 let t = h.svc.poll_timeout();
                 put(s, t.is_some());
                 put(a, t.map_or(0, |t| t.0));
                 Ok(())
-            })
-        }
-    })
+            },
+        )
+    }
 }
 
 /// The highest token granted so far (0 before the first grant). Cost: O(1).
@@ -1060,11 +1100,8 @@ pub unsafe extern "C" fn fencelock_service_revision(
     svc: *const fencelock_service,
     revision: *mut u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        let dst = out(revision)?;
-        // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_service_ref(svc, |h| set(dst, h.svc.revision())) }
-    })
+    // SAFETY: `svc` NULL or live; `revision` checked, then writable (contract).
+    unsafe { service_call(svc, || out(revision), |h, dst| set(dst, h.svc.revision())) }
 }
 
 /// The configuration, capacities included. Cost: O(1).
@@ -1076,24 +1113,24 @@ pub unsafe extern "C" fn fencelock_service_config(
     svc: *const fencelock_service,
     config: *mut fencelock_config,
 ) -> fencelock_result {
-    service_call!(svc, {
-        let dst = out(config)?;
-        // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe {
-            with_service_ref(svc, |h| {
+    // SAFETY: `svc` NULL or live; `config` checked, then writable (contract).
+    unsafe {
+        service_call(
+            svc,
+            || out(config),
+            |h, dst| {
                 let c = h.svc.config();
-                put(
+                set(
                     dst,
                     fencelock_config {
                         capacity: h.svc.capacity().into(),
                         lock_delay: c.lock_delay,
                         max_name_len: c.max_name_len,
                     },
-                );
-                Ok(())
-            })
-        }
-    })
+                )
+            },
+        )
+    }
 }
 
 /// Entries in use per table (open sessions, live lock entries, holds + waits).
@@ -1106,11 +1143,8 @@ pub unsafe extern "C" fn fencelock_service_len(
     svc: *const fencelock_service,
     len: *mut fencelock_capacity,
 ) -> fencelock_result {
-    service_call!(svc, {
-        let dst = out(len)?;
-        // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_service_ref(svc, |h| set(dst, h.svc.len().into())) }
-    })
+    // SAFETY: `svc` NULL or live; `len` checked, then writable (contract).
+    unsafe { service_call(svc, || out(len), |h, dst| set(dst, h.svc.len().into())) }
 }
 
 /// A live session's state; `UNKNOWN_SESSION` if it is not open. Cost: O(its claims).
@@ -1123,14 +1157,15 @@ pub unsafe extern "C" fn fencelock_service_session(
     session: u64,
     info: *mut fencelock_session_info,
 ) -> fencelock_result {
-    service_call!(svc, {
-        let dst = out(info)?;
-        // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe {
-            with_service_ref(svc, |h| {
+    // SAFETY: `svc` NULL or live; `info` checked, then writable (contract).
+    unsafe {
+        service_call(
+            svc,
+            || out(info),
+            |h, dst| {
                 let id = SessionId(session);
                 let s = h.svc.session(id).ok_or(Error::UnknownSession(id))?;
-                put(
+                set(
                     dst,
                     fencelock_session_info {
                         id: s.id.0,
@@ -1140,11 +1175,10 @@ pub unsafe extern "C" fn fencelock_service_session(
                         holds: s.holds,
                         waits: s.waits,
                     },
-                );
-                Ok(())
-            })
-        }
-    })
+                )
+            },
+        )
+    }
 }
 
 /// Open session ids in id order, into `ids[..cap]`; `*count` = how many there are.
@@ -1161,14 +1195,14 @@ pub unsafe extern "C" fn fencelock_service_sessions(
     cap: usize,
     count: *mut usize,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or live (contract); list pointers per contract.
-        unsafe {
-            with_service_ref(svc, |h| {
-                write_list(ids, cap, count, || h.svc.sessions().map(|s| s.0))
-            })
-        }
-    })
+    // SAFETY: `svc` NULL or live; list pointers per contract.
+    unsafe {
+        service_call(
+            svc,
+            || Ok(()),
+            |h, ()| write_list(ids, cap, count, || h.svc.sessions().map(|s| s.0)),
+        )
+    }
 }
 
 /// Lock entries (held, awaited or in lock-delay) in creation order, as
@@ -1183,16 +1217,18 @@ pub unsafe extern "C" fn fencelock_service_locks(
     cap: usize,
     count: *mut usize,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or live (contract); list pointers per contract.
-        unsafe {
-            with_service_ref(svc, |h| {
+    // SAFETY: `svc` NULL or live; list pointers per contract.
+    unsafe {
+        service_call(
+            svc,
+            || Ok(()),
+            |h, ()| {
                 write_list(names, cap, count, || {
                     h.svc.locks().map(|l| fencelock_name::new(l.as_str(), 0))
                 })
-            })
-        }
-    })
+            },
+        )
+    }
 }
 
 /// The holders of a lock in grant order (none if free or unknown), written like
@@ -1210,12 +1246,13 @@ pub unsafe extern "C" fn fencelock_service_holders(
     cap: usize,
     count: *mut usize,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or valid (contract). Copied: the list may overlap its bytes.
-        let lock = unsafe { name_copy(lock, lock_len) }?;
-        // SAFETY: NULL or live (contract); list pointers per contract.
-        unsafe {
-            with_service_ref(svc, |h| {
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes, copied before
+    // the list (which may overlap it) is written; list pointers per contract.
+    unsafe {
+        service_call(
+            svc,
+            || name_copy(lock, lock_len),
+            |h, lock| {
                 write_list(holders, cap, count, || {
                     let lock = lock.get();
                     lock.into_iter()
@@ -1226,9 +1263,9 @@ pub unsafe extern "C" fn fencelock_service_holders(
                             mode: x.mode.into(),
                         })
                 })
-            })
-        }
-    })
+            },
+        )
+    }
 }
 
 /// The queue of a lock, head first, written like `fencelock_service_sessions`. Errors
@@ -1245,12 +1282,13 @@ pub unsafe extern "C" fn fencelock_service_waiters(
     cap: usize,
     count: *mut usize,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or valid (contract). Copied: the list may overlap its bytes.
-        let lock = unsafe { name_copy(lock, lock_len) }?;
-        // SAFETY: NULL or live (contract); list pointers per contract.
-        unsafe {
-            with_service_ref(svc, |h| {
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes, copied before
+    // the list (which may overlap it) is written; list pointers per contract.
+    unsafe {
+        service_call(
+            svc,
+            || name_copy(lock, lock_len),
+            |h, lock| {
                 write_list(waiters, cap, count, || {
                     let lock = lock.get();
                     lock.into_iter()
@@ -1262,9 +1300,9 @@ pub unsafe extern "C" fn fencelock_service_waiters(
                             has_deadline: w.deadline.is_some(),
                         })
                 })
-            })
-        }
-    })
+            },
+        )
+    }
 }
 
 /// Whether a lock is in lock-delay (`*active`) and until which tick (`*until`, else 0).
@@ -1281,20 +1319,20 @@ pub unsafe extern "C" fn fencelock_service_lock_delay_until(
     active: *mut bool,
     until: *mut u64,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or valid (contract).
-        let lock = unsafe { name(lock, lock_len) }?;
-        let (a, u) = (out(active)?, out(until)?);
-        // SAFETY: NULL or live (contract); a and u checked and writable.
-        unsafe {
-            with_service_ref(svc, |h| {
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `active` and
+    // `until` checked, then writable (contract).
+    unsafe {
+        service_call(
+            svc,
+            || Ok((name(lock, lock_len)?, out(active)?, out(until)?)),
+            |h, (lock, a, u)| {
                 let t = h.svc.lock_delay_until(lock);
                 put(a, t.is_some());
                 put(u, t.map_or(0, |t| t.0));
                 Ok(())
-            })
-        }
-    })
+            },
+        )
+    }
 }
 
 /// The leader of an election (`*has_leader`, `*leader`; zeroed if none). Errors add
@@ -1311,26 +1349,31 @@ pub unsafe extern "C" fn fencelock_service_leader(
     has_leader: *mut bool,
     leader: *mut fencelock_leader,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or valid (contract).
-        let election = unsafe { name(election, election_len) }?;
-        let (has, dst) = (out(has_leader)?, out(leader)?);
-        // SAFETY: NULL or live (contract); has and dst checked and writable.
-        unsafe {
-            with_service_ref(svc, |h| {
+    // SAFETY: `svc` NULL or live; `election` NULL or valid for `election_len` bytes;
+    // `has_leader` and `leader` checked, then writable (contract).
+    unsafe {
+        service_call(
+            svc,
+            || {
+                Ok((
+                    name(election, election_len)?,
+                    out(has_leader)?,
+                    out(leader)?,
+                ))
+            },
+            |h, (election, has, dst)| {
                 let l = h.svc.leader(election);
                 put(has, l.is_some());
-                put(
+                set(
                     dst,
                     fencelock_leader {
                         session: l.map_or(0, |l| l.session.0),
                         epoch: l.map_or(0, |l| l.epoch.0),
                     },
-                );
-                Ok(())
-            })
-        }
-    })
+                )
+            },
+        )
+    }
 }
 
 // ===================================================================== snapshots
@@ -1344,11 +1387,8 @@ pub unsafe extern "C" fn fencelock_service_snapshot_len(
     svc: *const fencelock_service,
     len: *mut usize,
 ) -> fencelock_result {
-    service_call!(svc, {
-        let dst = out(len)?;
-        // SAFETY: NULL or live (contract); dst checked and writable.
-        unsafe { with_service_ref(svc, |h| set(dst, h.svc.snapshot_len())) }
-    })
+    // SAFETY: `svc` NULL or live; `len` checked, then writable (contract).
+    unsafe { service_call(svc, || out(len), |h, dst| set(dst, h.svc.snapshot_len())) }
 }
 
 /// Writes the canonical snapshot of the service's state (not its queued outputs) into
@@ -1365,22 +1405,22 @@ pub unsafe extern "C" fn fencelock_service_snapshot(
     cap: usize,
     len: *mut usize,
 ) -> fencelock_result {
-    service_call!(svc, {
-        // SAFETY: NULL or valid for cap bytes (contract).
-        let dst = unsafe { buf(buf_, cap) }?;
-        let len = out(len)?;
-        // SAFETY: NULL or live (contract); len checked and writable.
-        unsafe {
-            with_service_ref(svc, |h| match h.svc.snapshot(dst) {
+    // SAFETY: `svc` NULL or live; `buf_` NULL or valid for `cap` bytes; `len` checked,
+    // then writable (contract).
+    unsafe {
+        service_call(
+            svc,
+            || Ok((buf(buf_, cap)?, out(len)?)),
+            |h, (dst, len)| match h.svc.snapshot(dst) {
                 Ok(n) => set(len, n),
                 Err(Error::BufferTooSmall { need }) => {
                     put(len, need as usize);
                     Err(fencelock_result::BufferTooSmall.into())
                 }
                 Err(e) => Err(e.into()),
-            })
-        }
-    })
+            },
+        )
+    }
 }
 
 // ======================================================================== errors

@@ -4,7 +4,7 @@ use core::ffi::c_char;
 
 use fencelock::{Lease, Mode, Output, ReleaseReason, Wait, MAX_NAME_LEN};
 
-use crate::result::{fencelock_result, Fail};
+use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 
 /// The longest lock or resource name, in bytes (the core's `MAX_NAME_LEN`).
 pub const FENCELOCK_MAX_NAME_LEN: usize = 64;
@@ -614,6 +614,24 @@ pub(crate) unsafe fn with_handle<T: Poisonable>(
             Err(fencelock_result::Panic.into())
         }
     }
+}
+
+/// The body of every extern function on a gate or keeper handle, inside the panic
+/// boundary: `args` checks and converts the other arguments (before the handle is looked
+/// at), then `body` runs on the handle through [`with_handle`].
+///
+/// # Safety
+/// As [`with_handle`].
+pub(crate) unsafe fn handle_call<T: Poisonable, A>(
+    p: *mut T,
+    args: impl FnOnce() -> Result<A, Fail>,
+    body: impl FnOnce(&mut T, A) -> Result<(), Fail>,
+) -> fencelock_result {
+    ffi_panic_boundary!({
+        let a = args()?;
+        // SAFETY: forwarded contract.
+        unsafe { with_handle(p, |h| body(h, a)) }
+    })
 }
 
 /// Boxes a handle into `*dst`.
