@@ -82,3 +82,31 @@ pub enum Input {
         now: Tick,
     },
 }
+
+impl Input {
+    /// The session this input acts for: `None` for [`Input::OpenSession`] (there is none
+    /// yet) and [`Input::Tick`]. Hosts use it to route an input's outputs back to the
+    /// requester. Cost: O(1). Errors: none.
+    pub fn session(&self) -> Option<SessionId> {
+        match self {
+            Input::KeepAlive { session, .. }
+            | Input::CloseSession { session, .. }
+            | Input::Acquire { session, .. }
+            | Input::Release { session, .. }
+            | Input::Cancel { session, .. } => Some(*session),
+            Input::OpenSession { .. } | Input::Tick { .. } => None,
+        }
+    }
+
+    /// The idempotent-retry number the input carries, if any. Cost: O(1). Errors: none.
+    pub fn request(&self) -> Option<u64> {
+        match self {
+            Input::KeepAlive { request, .. }
+            | Input::CloseSession { request, .. }
+            | Input::Acquire { request, .. }
+            | Input::Release { request, .. }
+            | Input::Cancel { request, .. } => *request,
+            Input::OpenSession { .. } | Input::Tick { .. } => None,
+        }
+    }
+}

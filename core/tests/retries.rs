@@ -382,3 +382,52 @@ fn a_retried_acquire_holding_again_answers_the_current_token() {
     assert_eq!(again, vec![granted(a, "l", Mode::Shared, 2)]);
     assert_eq!(svc.revision(), 2, "nothing applied twice");
 }
+
+#[test]
+fn an_input_names_its_session_and_request_number() {
+    use fencelock::{Input, LockName, Mode, SessionId, Tick, Wait};
+    let s = SessionId(7);
+    let lock = LockName::new("a").unwrap();
+    let with = [
+        Input::KeepAlive {
+            session: s,
+            request: Some(3),
+        },
+        Input::CloseSession {
+            session: s,
+            request: Some(3),
+        },
+        Input::Acquire {
+            session: s,
+            lock: lock.clone(),
+            mode: Mode::Shared,
+            wait: Wait::None,
+            request: Some(3),
+        },
+        Input::Release {
+            session: s,
+            lock: lock.clone(),
+            request: Some(3),
+        },
+        Input::Cancel {
+            session: s,
+            lock: lock.clone(),
+            request: Some(3),
+        },
+    ];
+    for i in &with {
+        assert_eq!((i.session(), i.request()), (Some(s), Some(3)), "{i:?}");
+    }
+    let unnumbered = Input::Release {
+        session: s,
+        lock,
+        request: None,
+    };
+    assert_eq!(
+        (unnumbered.session(), unnumbered.request()),
+        (Some(s), None)
+    );
+    for i in [Input::OpenSession { ttl: 5 }, Input::Tick { now: Tick(1) }] {
+        assert_eq!((i.session(), i.request()), (None, None), "{i:?}");
+    }
+}

@@ -297,18 +297,6 @@ impl StateMachine {
     }
 }
 
-/// The session an input is about (its outputs go back to the proposer, not pushed).
-fn requester(input: &Input) -> Option<SessionId> {
-    match input {
-        Input::KeepAlive { session, .. }
-        | Input::CloseSession { session, .. }
-        | Input::Acquire { session, .. }
-        | Input::Release { session, .. }
-        | Input::Cancel { session, .. } => Some(*session),
-        _ => None,
-    }
-}
-
 /// Applies one command to `svc`; returns the outputs to push and the proposer's result.
 pub(crate) fn apply_cmd(
     svc: &mut LockService<VecStorage>,
@@ -323,7 +311,8 @@ pub(crate) fn apply_cmd(
             let _ = svc.tick(Tick(now), &mut |o| pushed.push(o));
         }
     }
-    let me = requester(&input);
+    // The session an input is about: its outputs go back to the proposer, not pushed.
+    let me = input.session();
     let is_open = matches!(input, Input::OpenSession { .. });
     let mut outs = Vec::new();
     let res = svc.handle(input, &mut |o| outs.push(o));

@@ -115,8 +115,9 @@ fn compare(
     let mut model = Model::new(svc.capacity(), config.lock_delay, config.max_name_len);
     for (i, input) in inputs.iter().enumerate() {
         let before = svc.snapshot_vec();
-        let latest = request_of(input)
-            .and_then(|_| svc.session(session_of(input)?))
+        let latest = input
+            .request()
+            .and_then(|_| svc.session(input.session()?))
             .map(|info| info.last_request);
         let mut outs = Vec::new();
         let got = svc.handle(input.clone(), &mut |o| outs.push(o));
@@ -213,30 +214,6 @@ fn cases_from_env(default: u32) -> u32 {
 
 // ------------------------------------------------------------ long client-like runs
 
-/// The session an input names, if any.
-fn session_of(input: &Input) -> Option<SessionId> {
-    match input {
-        Input::KeepAlive { session, .. }
-        | Input::CloseSession { session, .. }
-        | Input::Acquire { session, .. }
-        | Input::Release { session, .. }
-        | Input::Cancel { session, .. } => Some(*session),
-        _ => None,
-    }
-}
-
-/// The request number an input carries, if any.
-fn request_of(input: &Input) -> Option<u64> {
-    match input {
-        Input::KeepAlive { request, .. }
-        | Input::CloseSession { request, .. }
-        | Input::Acquire { request, .. }
-        | Input::Release { request, .. }
-        | Input::Cancel { request, .. } => *request,
-        _ => None,
-    }
-}
-
 /// How far the accepted inputs of a run got: the client-like runs must reach what the short
 /// sequences cannot (asserted by `client_like_runs_agree_with_the_reference_model`).
 #[derive(Debug, Default)]
@@ -266,7 +243,7 @@ impl Reach {
         outs: &[Output],
         svc: &LockService<VecStorage>,
     ) {
-        if matches!((request_of(input), latest), (Some(n), Some(l)) if n == l && n > 0) {
+        if matches!((input.request(), latest), (Some(n), Some(l)) if n == l && n > 0) {
             self.replays += 1;
         }
         for o in outs {
