@@ -22,7 +22,7 @@ rm -f "$log"
 step "CLI against a real cluster (scripts/cluster.sh, detached, on spare ports)"
 tdir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 dir=$(mktemp -d "${TMPDIR:-/tmp}/fencelock-clitest.XXXXXX")
-# a base port whose six ports (BASE+1..3, BASE+101..103) are free on 127.0.0.1 (bounded tries),
+# a base port whose eight ports (BASE+1..4, BASE+101..104; node 4 joins later) are free on 127.0.0.1 (bounded tries),
 # all below Linux's ephemeral range (32768-60999) so an outgoing connection cannot take one
 base=$(python3 - <<'PY'
 import random, socket
@@ -30,7 +30,7 @@ for _ in range(50):
     b = random.randrange(20000, 31800)
     socks = []
     try:
-        for p in (b + 1, b + 2, b + 3, b + 101, b + 102, b + 103):
+        for p in (b + 1, b + 2, b + 3, b + 4, b + 101, b + 102, b + 103, b + 104):
             s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
         print(b); break
     except OSError:
@@ -67,6 +67,25 @@ for _ in $(seq 1 100); do grep -q '^epoch [1-9]' "$elog" && break; sleep 0.1; do
 kill "$elect_pid" 2>/dev/null || true
 set +e; wait "$elect_pid"; set -e
 grep -q '^epoch [1-9]' "$elog" || { echo "elect printed: $(cat "$elog")"; exit 1; }
+# Membership: start a fourth node, add it as a learner, make voters 1,2,4 (3 is removed),
+# stop node 3, and the cluster still serves, with the hold taken before the change.
+"$fl" lock kept -- sleep 120 2>/dev/null &
+kept_pid=$!
+for _ in $(seq 1 100); do [ -n "$("$fl" holder kept)" ] && break; sleep 0.1; done
+kept_before=$("$fl" holder kept)
+[ -n "$kept_before" ] || { echo "kept lock never held"; exit 1; }
+"$tdir/debug/fencelock-node" --id 4 --dir "$dir/n4" --peer "4=127.0.0.1:$((base + 104))/127.0.0.1:$((base + 4))" >>"$dir/n4.log" 2>&1 &
+echo $! >>"$dir/pids"
+disown # killed with the others at the end; no job notice
+"$fl" add-learner 4 "127.0.0.1:$((base + 104))" "127.0.0.1:$((base + 4))"
+"$fl" set-voters 1,2,4
+members=$("$fl" members)
+[ "$(grep -c '^voter' <<<"$members")" = 3 ] && grep -q '^voter 4 ' <<<"$members" && ! grep -q '^voter 3 ' <<<"$members" ||
+  { echo "members after the change: $members"; exit 1; }
+kill -9 "$(sed -n 3p "$dir/pids")"
+export FENCELOCK_CLUSTER="127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 4))"
+[ "$("$fl" holder kept)" = "$kept_before" ] || { echo "hold changed across the membership change: $("$fl" holder kept)"; exit 1; }
+kill -TERM "$kept_pid"; set +e; wait "$kept_pid"; set -e
 # When the cluster becomes unreachable, the lease stops being safe after ttl - margin and
 # `lock` must stop the command (SIGTERM) and exit 3 — long before the command would end.
 "$fl" --ttl-ms 1500 lock doomed -- sleep 30 2>/dev/null &
@@ -79,4 +98,4 @@ set +e; wait "$doomed"; rc=$?; set -e
 took=$((SECONDS - start))
 [ "$rc" = 3 ] || { echo "lock exited $rc after losing the cluster, expected 3"; exit 1; }
 [ "$took" -le 10 ] || { echo "lock took ${took}s to stop the command"; exit 1; }
-echo "CLI ok: lock/holder/try-lock/elect; command stopped ${took}s after the cluster vanished (exit 3)"
+echo "CLI ok: lock/holder/try-lock/elect/members/add-learner/set-voters; command stopped ${took}s after the cluster vanished (exit 3)"

@@ -31,6 +31,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::frame::{self, MAX_CLIENT_FRAME};
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
+use crate::types::NodeAddr;
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply, ClientError>>>>>;
 
@@ -401,7 +402,41 @@ impl Client {
             _ => Err(ClientError::Unavailable("unexpected reply".into())),
         }
     }
+
+    /// Linearizable read of the cluster's members: `(voters, learners)`, each by id.
+    /// Cost: as [`Client::holders`].
+    ///
+    /// Errors: `Unavailable`.
+    pub async fn members(&self) -> Result<Members, ClientError> {
+        match self.call(Request::Members).await? {
+            Reply::Members { voters, learners } => Ok((voters, learners)),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
+    /// Adds node `id` (listening on `addr`) as a learner and waits until it has caught up
+    /// with the log; then [`Client::set_voters`] can make it a voter. Safe to retry.
+    /// Cost: one membership entry, plus the learner's catch-up (log or snapshot).
+    ///
+    /// Errors: `BadRequest` (the change is not allowed, a bad address), `Unavailable`.
+    pub async fn add_learner(&self, id: u64, addr: NodeAddr) -> Result<(), ClientError> {
+        self.call(Request::AddLearner { id, addr })
+            .await
+            .map(|_| ())
+    }
+
+    /// Makes exactly `voters` the voting members (members left out are removed). Runs
+    /// through joint consensus: safe at every step, and safe to retry. Cost: two
+    /// membership entries.
+    ///
+    /// Errors: `BadRequest` (an id that is not a member, an empty set), `Unavailable`.
+    pub async fn set_voters(&self, voters: Vec<u64>) -> Result<(), ClientError> {
+        self.call(Request::SetVoters { voters }).await.map(|_| ())
+    }
 }
+
+/// The cluster's members: voters and learners, each `(id, addresses)`.
+pub type Members = (Vec<(u64, NodeAddr)>, Vec<(u64, NodeAddr)>);
 
 /// An open session. Its lock requests are numbered 1, 2, 3… and sent one at a time, so a
 /// retry of the latest is replayed by the core instead of applied twice.

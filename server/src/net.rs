@@ -70,7 +70,22 @@ pub async fn serve_raft(listener: TcpListener, raft: Raft) {
     }
 }
 
-/// Opens Raft connections by the target's `raft` address.
+/// `addr` as a socket address if it is a loopback one: the only kind a node listens on or
+/// dials (the cluster is loopback-only by design: no authentication, no TLS).
+///
+/// Errors: an unparsable or non-loopback address, described.
+pub fn loopback_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
+    let a: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|e| format!("bad address {addr}: {e}"))?;
+    if !a.ip().is_loopback() {
+        return Err(format!("{addr} is not a loopback address (refused)"));
+    }
+    Ok(a)
+}
+
+/// Opens Raft connections by the target's `raft` address (loopback addresses only: a
+/// member added with another address is unreachable, never dialled).
 #[derive(Clone, Default)]
 pub struct TcpNetwork;
 
@@ -117,7 +132,10 @@ impl TcpConn {
 
     async fn call_inner(&mut self, req: RaftReq) -> Result<RaftResp, CallError> {
         if self.conn.is_none() {
-            let s = TcpStream::connect(&self.addr)
+            let addr = loopback_addr(&self.addr).map_err(|e| {
+                CallError::Unreachable(io::Error::new(io::ErrorKind::InvalidInput, e))
+            })?;
+            let s = TcpStream::connect(addr)
                 .await
                 .map_err(CallError::Unreachable)?;
             let _ = s.set_nodelay(true);

@@ -17,6 +17,7 @@
 //! leader's monotonic clock, so a client's [`fencelock::SessionKeeper`] (counting from
 //! the send time of its last acknowledged keep-alive) is always conservative.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fencelock::{Input, LockName, SessionId, Tick, Wait};
-use openraft::error::{CheckIsLeaderError, RaftError};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::network::RaftNetworkFactory;
 use openraft::ServerState;
 use tokio::task::JoinHandle;
@@ -386,6 +387,59 @@ impl Node {
                 let g = self.shared.state();
                 Ok(Reply::Session(g.svc.session(SessionId(session))))
             }
+            Request::Members => {
+                self.linearizable().await?;
+                let m = self.shared.state().membership.membership().clone();
+                let node = |id: NodeId| m.get_node(&id).map(|n| (id, n.clone()));
+                let voters = m.voter_ids().filter_map(node).collect();
+                let learners = m.learner_ids().filter_map(node).collect();
+                Ok(Reply::Members { voters, learners })
+            }
+            Request::AddLearner { id, addr } => {
+                for a in [&addr.raft, &addr.client] {
+                    if a.is_empty() || a.len() > 255 {
+                        return Err(ClientError::BadRequest(format!("bad node address {a:?}")));
+                    }
+                }
+                let fut = self.raft.add_learner(id, addr, true);
+                self.membership_write(fut).await
+            }
+            Request::SetVoters { voters } => {
+                let voters: BTreeSet<NodeId> = voters.into_iter().collect();
+                let fut = self.raft.change_membership(voters, false);
+                self.membership_write(fut).await
+            }
+        }
+    }
+
+    /// Waits for a membership change (bounded by 5 request timeouts: a learner may have
+    /// a log to catch up on) and maps its outcome.
+    async fn membership_write(
+        &self,
+        fut: impl std::future::Future<
+            Output = Result<
+                openraft::raft::ClientWriteResponse<TypeConfig>,
+                RaftError<NodeId, ClientWriteError<NodeId, NodeAddr>>,
+            >,
+        >,
+    ) -> Result<Reply, ClientError> {
+        let limit = Duration::from_millis(self.config.request_timeout_ms.saturating_mul(5));
+        match tokio::time::timeout(limit, fut).await {
+            Err(_) => Err(ClientError::Unavailable(
+                "membership change timed out".into(),
+            )),
+            Ok(Ok(_)) => Ok(Reply::MembershipChanged),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                let addr = f
+                    .leader_node
+                    .map(|n| n.client)
+                    .or_else(|| self.leader_client_addr(f.leader_id));
+                Err(ClientError::NotLeader { leader: addr })
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => {
+                Err(ClientError::BadRequest(e.to_string()))
+            }
+            Ok(Err(e)) => Err(ClientError::Unavailable(e.to_string())),
         }
     }
 }

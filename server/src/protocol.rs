@@ -6,7 +6,7 @@
 use fencelock::{Holder, Mode, Output, SessionInfo, Waiter};
 use serde::{Deserialize, Serialize};
 
-use crate::types::CoreError;
+use crate::types::{CoreError, NodeAddr};
 
 /// How long an acquire may wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +91,24 @@ pub enum Request {
         /// The session.
         session: u64,
     },
+    /// Linearizable read: the cluster's members.
+    Members,
+    /// Add a node as a learner (it receives the log but does not vote) and wait until it
+    /// has caught up. Adding a learner that is already there with the same addresses is a
+    /// no-op, so a retry is safe.
+    AddLearner {
+        /// The new node's id.
+        id: u64,
+        /// Its addresses (loopback only).
+        addr: NodeAddr,
+    },
+    /// Make exactly these nodes the voters (joint consensus; each must already be a member,
+    /// a learner being promoted). Voters left out are removed from the cluster. Setting the
+    /// same voters again is a no-op, so a retry is safe.
+    SetVoters {
+        /// The voters' ids.
+        voters: Vec<u64>,
+    },
 }
 
 /// One frame from a client.
@@ -122,6 +140,15 @@ pub enum Reply {
     Session(Option<SessionInfo>),
     /// The connection is attached.
     Attached,
+    /// The cluster's members.
+    Members {
+        /// Voting members, by id.
+        voters: Vec<(u64, NodeAddr)>,
+        /// Learners (receive the log, do not vote), by id.
+        learners: Vec<(u64, NodeAddr)>,
+    },
+    /// A membership change was committed.
+    MembershipChanged,
 }
 
 /// Why a request failed.

@@ -504,3 +504,96 @@ async fn a_connection_that_does_not_read_its_pushes_is_cut_off() {
     }
     c.shutdown().await;
 }
+
+/// Sends an admin request to the current leader, retrying while leadership moves.
+async fn admin(
+    c: &Cluster,
+    req: Request,
+) -> Result<Reply, fencelock_server::protocol::ClientError> {
+    let start = Instant::now();
+    loop {
+        let node = c.nodes[&c.leader().await].clone();
+        let (sink, _rx, _) = PushSink::new(PUSH_BACKLOG);
+        match node
+            .handle_request(req.clone(), node.next_conn_id(), &sink)
+            .await
+        {
+            Err(fencelock_server::protocol::ClientError::NotLeader { .. })
+                if start.elapsed() < Duration::from_secs(10) =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A dead node is replaced: a fresh node 4 joins as a learner (catching up on the log),
+/// becomes a voter while node 1 is removed, node 1 is then stopped, and the cluster of
+/// 2, 3, 4 keeps every session and hold, grants with higher tokens, and converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_is_replaced_through_membership_changes() {
+    use fencelock_server::types::NodeAddr;
+    let mut c = Cluster::start("members", 300).await;
+    let s = session_of(&c.propose(Input::OpenSession { ttl: 600_000 }).await);
+    let r = c.propose(acquire(s, "m", Wait::None, Some(1))).await;
+    let t1 = granted_token(&r.outputs, s).expect("granted");
+    c.boot(4).await;
+    let addr = NodeAddr {
+        raft: "mem:4".into(),
+        client: "mem:4".into(),
+    };
+    let r = admin(
+        &c,
+        Request::AddLearner {
+            id: 4,
+            addr: addr.clone(),
+        },
+    )
+    .await;
+    assert_eq!(r, Ok(Reply::MembershipChanged));
+    // Retrying the same addition is harmless.
+    let r = admin(&c, Request::AddLearner { id: 4, addr }).await;
+    assert_eq!(r, Ok(Reply::MembershipChanged));
+    // A voter set naming a node that is not a member is refused, and changes nothing.
+    let r = admin(
+        &c,
+        Request::SetVoters {
+            voters: vec![2, 3, 9],
+        },
+    )
+    .await;
+    assert!(
+        matches!(
+            r,
+            Err(fencelock_server::protocol::ClientError::BadRequest(_))
+        ),
+        "{r:?}"
+    );
+    let r = admin(
+        &c,
+        Request::SetVoters {
+            voters: vec![4, 2, 3],
+        },
+    )
+    .await;
+    assert_eq!(r, Ok(Reply::MembershipChanged));
+    match admin(&c, Request::Members).await {
+        Ok(Reply::Members { voters, learners }) => {
+            let ids: Vec<u64> = voters.iter().map(|(id, _)| *id).collect();
+            assert_eq!(ids, vec![2, 3, 4]);
+            assert!(learners.is_empty(), "{learners:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    c.kill(1).await;
+    // The new cluster has the old state: S still holds m; a release and re-acquire
+    // commit on 2, 3, 4 with a higher token.
+    let r = c.propose(release(s, "m", Some(2))).await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let r = c.propose(acquire(s, "m", Wait::None, Some(3))).await;
+    let t2 = granted_token(&r.outputs, s).expect("granted again");
+    assert!(t2 > t1);
+    c.converged().await;
+    c.shutdown().await;
+}

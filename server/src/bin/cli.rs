@@ -5,6 +5,9 @@
 //! fencelock holder NAME                     who holds NAME (linearizable read)
 //! fencelock queue NAME                      who waits for NAME, head first
 //! fencelock elect NAME                      campaign; print the epoch when elected; lead until Ctrl-C/SIGTERM
+//! fencelock members                         the cluster's voters and learners
+//! fencelock add-learner ID RAFT CLIENT      add a node (as a learner) and wait until it caught up
+//! fencelock set-voters ID[,ID…]             make exactly these nodes the voters
 //! ```
 //! The cluster's client addresses come from `--cluster` or `FENCELOCK_CLUSTER`
 //! (comma-separated; default the three of `make cluster`).
@@ -17,6 +20,7 @@ use clap::{Parser, Subcommand};
 use fencelock::{Mode, Output};
 use fencelock_server::client::{Acquired, Client, LeaseGuard, Session};
 use fencelock_server::protocol::WaitSpec;
+use fencelock_server::types::NodeAddr;
 
 #[derive(Parser)]
 #[command(about = "fencelock client: locks with fencing tokens on a replicated cluster")]
@@ -66,6 +70,23 @@ enum Cmd {
         /// The election.
         name: String,
     },
+    /// Print the cluster's members: `voter|learner ID RAFT CLIENT` per line.
+    Members,
+    /// Add a node as a learner (start it first, without --init) and wait until it caught up.
+    AddLearner {
+        /// The node's id.
+        id: u64,
+        /// Its Raft address (host:port, loopback).
+        raft: String,
+        /// Its client address (host:port, loopback).
+        client: String,
+    },
+    /// Make exactly these nodes the voters (comma-separated ids); members left out are removed.
+    SetVoters {
+        /// The voters' ids.
+        #[arg(value_delimiter = ',', required = true)]
+        ids: Vec<u64>,
+    },
 }
 
 #[tokio::main]
@@ -112,6 +133,32 @@ async fn main() -> ExitCode {
             lock(&client, args.ttl_ms, &name, wait, &command).await
         }
         Cmd::Elect { name } => elect(&client, args.ttl_ms, &name).await,
+        Cmd::Members => client
+            .members()
+            .await
+            .map(|(voters, learners)| {
+                for (kind, list) in [("voter", voters), ("learner", learners)] {
+                    for (id, a) in list {
+                        println!("{kind} {id} {} {}", a.raft, a.client);
+                    }
+                }
+                ExitCode::SUCCESS
+            })
+            .map_err(Into::into),
+        Cmd::AddLearner {
+            id,
+            raft,
+            client: c,
+        } => client
+            .add_learner(id, NodeAddr { raft, client: c })
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Into::into),
+        Cmd::SetVoters { ids } => client
+            .set_voters(ids)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Into::into),
     };
     match res {
         Ok(code) => code,

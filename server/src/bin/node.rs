@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use fencelock_server::net::{serve_clients, serve_raft, TcpNetwork};
+use fencelock_server::net::{loopback_addr, serve_clients, serve_raft, TcpNetwork};
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::types::NodeAddr;
 use tokio::net::TcpListener;
@@ -50,13 +50,7 @@ struct Args {
 }
 
 fn loopback(addr: &str) -> Result<SocketAddr, String> {
-    let a: SocketAddr = addr
-        .parse()
-        .map_err(|e| format!("bad address {addr}: {e}"))?;
-    if !a.ip().is_loopback() {
-        return Err(format!("{addr} is not a loopback address (refused)"));
-    }
-    Ok(a)
+    loopback_addr(addr)
 }
 
 fn parse_peer(s: &str) -> Result<(u64, NodeAddr), String> {
