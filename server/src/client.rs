@@ -322,18 +322,20 @@ impl Client {
     }
 
     /// Opens a session of `ttl_ms`, retrying on redirects and unavailability for up to
-    /// 15 s. Opening carries no request number (there is no session yet), so a retry after
-    /// an ambiguous failure (a reply lost with the leader) can leave an orphan session,
-    /// which holds nothing and expires after its ttl.
+    /// 15 s. Every attempt carries the same random idempotency key, so a retry after an
+    /// ambiguous failure (a reply lost with the leader) gets the session the first attempt
+    /// opened rather than a second one.
     ///
     /// Errors: core errors (bad ttl, sessions full), `Unavailable`.
     pub async fn open_session(&self, ttl_ms: u64) -> Result<Session, ClientError> {
         let start = Instant::now();
+        let key = fresh_key();
         loop {
             let conn = self.connect().await;
             let res = match conn {
                 Ok(c) => {
-                    let r = self.send(&c, Request::Open { ttl_ms }).await;
+                    let key = Some(key);
+                    let r = self.send(&c, Request::Open { ttl_ms, key }).await;
                     if r.is_err() {
                         self.drop_conn(c.epoch);
                     }
@@ -433,6 +435,22 @@ impl Client {
     pub async fn set_voters(&self, voters: Vec<u64>) -> Result<(), ClientError> {
         self.call(Request::SetVoters { voters }).await.map(|_| ())
     }
+}
+
+/// A random 64-bit key (from the standard library's per-process random hasher keys, the
+/// time and a counter): unique per open with overwhelming probability.
+fn fresh_key() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNT.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 /// The cluster's members: voters and learners, each `(id, addresses)`.

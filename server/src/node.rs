@@ -34,7 +34,7 @@ use crate::log_store::LogStore;
 use crate::proposer::Proposer;
 use crate::protocol::{ClientError, Reply, Request, WaitSpec};
 use crate::state_machine::{PushSink, ServiceConfig, Shared, StateMachine};
-use crate::types::{Cmd, CmdResult, NodeAddr, NodeId, Raft, TypeConfig};
+use crate::types::{Cmd, CmdResult, NodeAddr, NodeId, Op, Raft, TypeConfig};
 
 /// Everything a node needs to start.
 #[derive(Clone, Debug)]
@@ -223,7 +223,12 @@ impl Node {
     /// when it could not commit within the request timeout (it may still commit later: retry
     /// with the same request number). A core refusal is in the result's `error`.
     pub async fn propose(&self, input: Input) -> Result<CmdResult, ClientError> {
-        let fut = self.proposer.propose(input);
+        self.propose_op(Op::Input(input)).await
+    }
+
+    /// [`Node::propose`] for any [`Op`] (an idempotent open). Errors and cost: as there.
+    pub async fn propose_op(&self, op: Op) -> Result<CmdResult, ClientError> {
+        let fut = self.proposer.propose(op);
         match tokio::time::timeout(Duration::from_millis(self.config.request_timeout_ms), fut).await
         {
             Err(_) => Err(ClientError::Unavailable("commit timed out".into())),
@@ -260,7 +265,11 @@ impl Node {
     }
 
     async fn write(&self, input: Input) -> Result<Reply, ClientError> {
-        let r = self.propose(input).await?;
+        self.write_op(Op::Input(input)).await
+    }
+
+    async fn write_op(&self, op: Op) -> Result<Reply, ClientError> {
+        let r = self.propose_op(op).await?;
         match r.error {
             Some(e) => Err(ClientError::Core(e)),
             None => Ok(Reply::Done {
@@ -283,8 +292,12 @@ impl Node {
         sink: &PushSink,
     ) -> Result<Reply, ClientError> {
         match req {
-            Request::Open { ttl_ms } => {
-                let reply = self.write(Input::OpenSession { ttl: ttl_ms }).await?;
+            Request::Open { ttl_ms, key } => {
+                let op = match key {
+                    Some(key) => Op::Open { ttl: ttl_ms, key },
+                    None => Op::Input(Input::OpenSession { ttl: ttl_ms }),
+                };
+                let reply = self.write_op(op).await?;
                 if let Reply::Done { outputs, .. } = &reply {
                     for o in outputs {
                         self.shared.hub.attach(o.session(), conn, sink.clone());
@@ -502,7 +515,7 @@ async fn run_ticker(
             // is formed, later than this tick, which the core would refuse as going back.
             let cmd = Cmd {
                 now: None,
-                inputs: vec![Input::Tick { now: Tick(stamp) }],
+                ops: vec![Op::Input(Input::Tick { now: Tick(stamp) })],
             };
             let _ = tokio::time::timeout(
                 Duration::from_millis(config.request_timeout_ms),

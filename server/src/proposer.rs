@@ -6,19 +6,18 @@
 //! log store can group them: it never sees a second append before the first is flushed).
 //!
 //! So every write of a node goes through one proposer task. It takes whatever has queued
-//! (up to [`MAX_BATCH`] inputs), proposes it as one [`Cmd`], and holds the next batch until
+//! (up to [`MAX_BATCH`] requests), proposes it as one [`Cmd`], and holds the next batch until
 //! the log store reports that entry flushed (or it is answered, or [`MAX_HOLD`] passes).
 //! Requests that arrive meanwhile share the next entry: one append, one fsync and one
 //! replication round for all of them. A lone request is proposed at once, so an idle
 //! cluster pays no batching delay.
 //!
-//! Each input of a batch is applied on its own (in order): one input's refusal by the core
+//! Each op of a batch is applied on its own (in order): one op's refusal by the core
 //! does not affect the others. If the entry fails to commit, every request of the batch
 //! gets the same error.
 
 use std::time::Duration;
 
-use fencelock::Input;
 use std::sync::Arc;
 
 use openraft::error::ClientWriteError;
@@ -28,9 +27,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::log_store::LogStore;
 use crate::node::LeaderClock;
 use crate::protocol::ClientError;
-use crate::types::{Cmd, CmdResult, Raft, TypeConfig};
+use crate::types::{Cmd, CmdResult, Op, Raft, TypeConfig};
 
-/// At most this many inputs go into one entry.
+/// At most this many requests go into one entry.
 pub const MAX_BATCH: usize = 256;
 /// Requests that may wait for the proposer before [`Proposer::propose`] itself waits.
 pub const QUEUE: usize = 4096;
@@ -40,7 +39,7 @@ pub const MAX_HOLD: Duration = Duration::from_millis(20);
 type Answer = Result<CmdResult, ClientError>;
 
 struct Proposal {
-    input: Input,
+    op: Op,
     reply: oneshot::Sender<Answer>,
 }
 
@@ -62,16 +61,16 @@ impl Proposer {
         (Proposer { tx }, task)
     }
 
-    /// Proposes `input` and waits for its result: committed and applied, refused by the
+    /// Proposes `op` and waits for its result: committed and applied, refused by the
     /// core (in the result's `error`), or the batch's failure. Cost: a share of one
     /// replicated write.
     ///
     /// Errors: `NotLeader`, `Unavailable` (the proposer stopped, or the entry could not
     /// commit). Waits while [`QUEUE`] requests are already queued (backpressure).
-    pub async fn propose(&self, input: Input) -> Answer {
+    pub async fn propose(&self, op: Op) -> Answer {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Proposal { input, reply })
+            .send(Proposal { op, reply })
             .await
             .map_err(|_| ClientError::Unavailable("node is shutting down".into()))?;
         rx.await
@@ -82,12 +81,12 @@ impl Proposer {
 async fn run(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, mut rx: mpsc::Receiver<Proposal>) {
     let mut flushed = log.flushed();
     while let Some(first) = rx.recv().await {
-        let mut inputs = vec![first.input];
+        let mut ops = vec![first.op];
         let mut replies = vec![first.reply];
-        while inputs.len() < MAX_BATCH {
+        while ops.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(p) => {
-                    inputs.push(p.input);
+                    ops.push(p.op);
                     replies.push(p.reply);
                 }
                 Err(_) => break,
@@ -97,7 +96,7 @@ async fn run(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, mut rx: mpsc::R
         let target = log.last_index() + 1;
         let cmd = Cmd {
             now: clock.stamp(),
-            inputs,
+            ops,
         };
         let pending = match raft.client_write_ff(cmd).await {
             Ok(p) => p,

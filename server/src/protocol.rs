@@ -26,6 +26,9 @@ pub enum Request {
     Open {
         /// Time to live in milliseconds.
         ttl_ms: u64,
+        /// Idempotency key (random, chosen by the client): a retry with the same key
+        /// while the session lives answers with the same session ([`crate::types::Op::Open`]).
+        key: Option<u64>,
     },
     /// Renew a session (a keep-alive is a log entry; no request number needed: renewing
     /// twice is harmless).

@@ -8,7 +8,7 @@
 //! written to `dir/snapshot.bin` (temp file, fsync, rename) so a restarted node rebuilds
 //! its state from it and the log after it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, Notify};
 
 use crate::types::{
-    BatchResult, CmdResult, CoreError, Entry, LogId, SnapshotMeta, StorageError, StoredMembership,
-    TypeConfig,
+    BatchResult, CmdResult, CoreError, Entry, LogId, Op, SnapshotMeta, StorageError,
+    StoredMembership, TypeConfig,
 };
 
 /// Table sizes and core settings of a node's service. All nodes of a cluster must agree.
@@ -183,6 +183,63 @@ pub struct SmState {
     pub last_applied: Option<LogId>,
     /// The last applied membership.
     pub membership: StoredMembership,
+    /// Idempotency keys of open sessions ([`Op::Open`]): key → session, and back.
+    pub open_keys: OpenKeys,
+}
+
+/// The idempotency keys of sessions opened with [`Op::Open`], forgotten when the session
+/// ends. Replicated: every replica applies the same opens and ends, and snapshots carry it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenKeys {
+    by_key: BTreeMap<u64, SessionId>,
+    by_session: BTreeMap<SessionId, u64>,
+}
+
+impl OpenKeys {
+    /// The session opened with `key`, if it is still remembered. Cost: O(log n).
+    pub fn get(&self, key: u64) -> Option<SessionId> {
+        self.by_key.get(&key).copied()
+    }
+
+    /// How many keys are remembered (one per open session at most). Cost: O(1).
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// True when no key is remembered. Cost: O(1).
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    fn insert(&mut self, key: u64, session: SessionId) {
+        self.by_key.insert(key, session);
+        self.by_session.insert(session, key);
+    }
+
+    /// Forgets the key of every session `outs` reports ended.
+    fn forget_ended(&mut self, outs: &[Output]) {
+        for o in outs {
+            if let Output::SessionExpired { session, .. } | Output::SessionClosed { session, .. } =
+                o
+            {
+                if let Some(k) = self.by_session.remove(session) {
+                    self.by_key.remove(&k);
+                }
+            }
+        }
+    }
+
+    fn to_vec(&self) -> Vec<(u64, u64)> {
+        self.by_key.iter().map(|(k, s)| (*k, s.0)).collect()
+    }
+
+    fn from_vec(v: Vec<(u64, u64)>) -> OpenKeys {
+        let mut k = OpenKeys::default();
+        for (key, s) in v {
+            k.insert(key, SessionId(s));
+        }
+        k
+    }
 }
 
 /// State shared between the state machine (owned by openraft) and the node (reads, pushes).
@@ -214,6 +271,7 @@ struct SnapData {
     last_applied: Option<LogId>,
     membership: StoredMembership,
     core: Vec<u8>,
+    open_keys: Vec<(u64, u64)>,
 }
 
 /// The state machine handed to openraft.
@@ -236,6 +294,7 @@ fn decode_snapshot(
             svc,
             last_applied: d.last_applied,
             membership: d.membership.clone(),
+            open_keys: OpenKeys::from_vec(d.open_keys),
         },
         d.last_applied,
         d.membership,
@@ -263,6 +322,7 @@ impl StateMachine {
                     svc: config.fresh(),
                     last_applied: None,
                     membership: StoredMembership::default(),
+                    open_keys: OpenKeys::default(),
                 },
                 None,
             ),
@@ -297,7 +357,61 @@ impl StateMachine {
     }
 }
 
-/// Applies one command to `svc`; returns the outputs to push and the proposer's result.
+/// Applies one op; returns the outputs to push and the proposer's result.
+fn apply_op(g: &mut SmState, now: Option<u64>, op: Op, index: u64) -> (Vec<Output>, CmdResult) {
+    let (pushed, result) = match op {
+        Op::Input(input) => apply_cmd(&mut g.svc, now, input, index),
+        Op::Open { ttl, key } => {
+            let mut pushed = Vec::new();
+            tick_to(&mut g.svc, now, &mut pushed);
+            // Ends reported by that tick first: a key whose session just expired is free.
+            g.open_keys.forget_ended(&pushed);
+            let open = g
+                .open_keys
+                .get(key)
+                .and_then(|s| g.svc.session(s).map(|info| (s, info)));
+            match open {
+                // A retry: answer with the session this key opened.
+                Some((session, info)) => (
+                    pushed,
+                    CmdResult {
+                        outputs: vec![Output::SessionOpened {
+                            session,
+                            expires_at: info.expires_at,
+                        }],
+                        error: None,
+                        now: g.svc.now().0,
+                        index,
+                    },
+                ),
+                None => {
+                    let (more, result) =
+                        apply_cmd(&mut g.svc, None, Input::OpenSession { ttl }, index);
+                    pushed.extend(more);
+                    if let Some(Output::SessionOpened { session, .. }) = result.outputs.first() {
+                        g.open_keys.insert(key, *session);
+                    }
+                    (pushed, result)
+                }
+            }
+        }
+    };
+    g.open_keys.forget_ended(&pushed);
+    g.open_keys.forget_ended(&result.outputs);
+    (pushed, result)
+}
+
+/// Ticks `svc` to `now` when that is later than its clock, collecting the outputs.
+fn tick_to(svc: &mut LockService<VecStorage>, now: Option<u64>, out: &mut Vec<Output>) {
+    if let Some(now) = now {
+        if now > svc.now().0 {
+            // Cannot fail: `now` is later than the current tick.
+            let _ = svc.tick(Tick(now), &mut |o| out.push(o));
+        }
+    }
+}
+
+/// Applies one core input to `svc`; returns the outputs to push and the proposer's result.
 pub(crate) fn apply_cmd(
     svc: &mut LockService<VecStorage>,
     now: Option<u64>,
@@ -305,12 +419,7 @@ pub(crate) fn apply_cmd(
     index: u64,
 ) -> (Vec<Output>, CmdResult) {
     let mut pushed = Vec::new();
-    if let Some(now) = now {
-        if now > svc.now().0 {
-            // Cannot fail: `now` is later than the current tick.
-            let _ = svc.tick(Tick(now), &mut |o| pushed.push(o));
-        }
-    }
+    tick_to(svc, now, &mut pushed);
     // The session an input is about: its outputs go back to the proposer, not pushed.
     let me = input.session();
     let is_open = matches!(input, Input::OpenSession { .. });
@@ -344,6 +453,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
                 last_applied: g.last_applied,
                 membership: g.membership.clone(),
                 core: g.svc.snapshot_vec(),
+                open_keys: g.open_keys.to_vec(),
             };
             (
                 postcard::to_allocvec(&d).map_err(|e| StorageIOError::read_state_machine(&e))?,
@@ -396,10 +506,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             match entry.payload {
                 EntryPayload::Blank => results.push(BatchResult::default()),
                 EntryPayload::Normal(cmd) => {
-                    let mut batch = Vec::with_capacity(cmd.inputs.len());
-                    for input in cmd.inputs {
-                        // Only the first input can tick: the rest see `now` already reached.
-                        let (pushed, result) = apply_cmd(&mut g.svc, cmd.now, input, index);
+                    let mut batch = Vec::with_capacity(cmd.ops.len());
+                    for op in cmd.ops {
+                        // Only the first op can tick: the rest see `now` already reached.
+                        let (pushed, result) = apply_op(&mut g, cmd.now, op, index);
                         self.shared.hub.record(index, &pushed);
                         self.shared.hub.record(index, &result.outputs);
                         for o in &pushed {

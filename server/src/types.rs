@@ -22,11 +22,31 @@ impl fmt::Display for NodeAddr {
     }
 }
 
-/// One replicated log entry: a batch of core [`Input`]s, stamped with the proposing
-/// leader's logical time (`now`, in milliseconds of leader-active time; `None` while a new
-/// leader is still in its grace period). Applying it ticks the service to `now` first when
-/// `now` is later than the service's clock, then handles the inputs in order — so every
-/// replica applies exactly the same ticks at exactly the same log positions.
+/// One request in a log entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// A core input, applied as it is.
+    Input(Input),
+    /// Open a session *idempotently*: the first entry carrying `key` opens a session of
+    /// `ttl` (the core's `OpenSession`); a later one with the same key, while that session
+    /// is open, answers with that session instead of opening another. So a client that
+    /// retries an open after a lost reply (a leader crash) does not leave an orphan
+    /// session behind. The key is forgotten when the session ends. This is request
+    /// de-duplication, like the request numbers of the other inputs; the session itself
+    /// is the core's.
+    Open {
+        /// Time to live in ticks (milliseconds).
+        ttl: u64,
+        /// Chosen by the client, unique per open it means (random 64 bits).
+        key: u64,
+    },
+}
+
+/// One replicated log entry: a batch of [`Op`]s, stamped with the proposing leader's
+/// logical time (`now`, in milliseconds of leader-active time; `None` while a new leader
+/// is still in its grace period). Applying it ticks the service to `now` first when `now`
+/// is later than the service's clock, then applies the ops in order — so every replica
+/// applies exactly the same ticks at exactly the same log positions.
 ///
 /// A batch holds the requests that arrived while the leader was flushing the previous
 /// entry (see [`crate::proposer`]): one entry, one fsync, however many requests.
@@ -34,13 +54,13 @@ impl fmt::Display for NodeAddr {
 pub struct Cmd {
     /// The leader's logical time when it proposed this entry.
     pub now: Option<u64>,
-    /// The core inputs, applied in this order.
-    pub inputs: Vec<Input>,
+    /// The requests, applied in this order.
+    pub ops: Vec<Op>,
 }
 
 impl fmt::Display for Cmd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}@{:?}", self.inputs, self.now)
+        write!(f, "{:?}@{:?}", self.ops, self.now)
     }
 }
 
@@ -71,12 +91,12 @@ impl fmt::Display for CoreError {
     }
 }
 
-/// What applying one entry produced: one [`CmdResult`] per input of its [`Cmd`], in order
+/// What applying one entry produced: one [`CmdResult`] per op of its [`Cmd`], in order
 /// (empty for openraft's blank and membership entries).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchResult(pub Vec<CmdResult>);
 
-/// What applying one input produced for its proposer: the outputs of its input (the
+/// What applying one op produced for its proposer: the outputs of its input (the
 /// outputs of the tick that preceded it are pushed to their sessions, not returned here),
 /// or the core's refusal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -597,3 +597,50 @@ async fn a_node_is_replaced_through_membership_changes() {
     c.converged().await;
     c.shutdown().await;
 }
+
+/// Opening a session with an idempotency key is applied once: a retry with the same key
+/// answers with the same session (no orphan), another key opens another session, every
+/// replica remembers the same keys, a node restarted from its snapshot still knows them,
+/// and a key is forgotten when its session ends (then it opens a new session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_retried_with_its_key_opens_one_session() {
+    use fencelock_server::types::Op;
+    let mut c = Cluster::start("openkey", 300).await;
+    let open = |ttl, key| Op::Open { ttl, key };
+    let leader = c.nodes[&c.leader().await].clone();
+    let a = session_of(&leader.propose_op(open(600_000, 42)).await.unwrap());
+    let again = leader.propose_op(open(600_000, 42)).await.unwrap();
+    assert_eq!(session_of(&again), a, "a retry gets the same session");
+    let b = session_of(&leader.propose_op(open(600_000, 43)).await.unwrap());
+    assert_ne!(a, b);
+    let short = session_of(&leader.propose_op(open(400, 44)).await.unwrap());
+    assert_eq!(leader.shared.state().svc.len().sessions, 3, "no orphan");
+    // Every replica knows the keys; a follower restarted from its own snapshot too.
+    c.converged().await;
+    let f = (1..=3).find(|id| *id != leader.id).unwrap();
+    c.nodes[&f].raft.trigger().snapshot().await.unwrap();
+    let start = Instant::now();
+    while c.nodes[&f].raft.metrics().borrow().snapshot.is_none() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no snapshot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.kill(f).await;
+    c.boot(f).await;
+    c.converged().await;
+    for n in c.nodes.values() {
+        let g = n.shared.state();
+        assert_eq!(g.open_keys.get(42), Some(a), "node {}", n.id);
+        assert_eq!(g.open_keys.get(43), Some(b), "node {}", n.id);
+    }
+    // The short session expires (nobody keeps it alive); its key is forgotten and opens
+    // a new session.
+    let start = Instant::now();
+    while leader.shared.state().svc.session(short).is_some() {
+        assert!(start.elapsed() < Duration::from_secs(10), "never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(leader.shared.state().open_keys.get(44), None);
+    let renewed = session_of(&leader.propose_op(open(400, 44)).await.unwrap());
+    assert_ne!(renewed, short);
+    c.shutdown().await;
+}

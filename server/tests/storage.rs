@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use fencelock_server::log_store::{LogStore, PREALLOC};
 use fencelock_server::state_machine::{ServiceConfig, StateMachine};
-use fencelock_server::types::{Cmd, Entry, LogId, StorageError, TypeConfig, Vote};
+use fencelock_server::types::{Cmd, Entry, LogId, Op, StorageError, TypeConfig, Vote};
 use openraft::storage::{RaftLogReader, RaftLogStorage, RaftLogStorageExt};
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::{CommittedLeaderId, EntryPayload};
@@ -47,7 +47,7 @@ fn entry(term: u64, index: u64) -> Entry {
         log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
         payload: EntryPayload::Normal(Cmd {
             now: Some(index),
-            inputs: vec![fencelock::Input::OpenSession { ttl: 10 }],
+            ops: vec![Op::Input(fencelock::Input::OpenSession { ttl: 10 })],
         }),
     }
 }

@@ -218,7 +218,10 @@ async fn a_waiter_that_disconnects_stays_queued_until_its_session_expires() {
         &mut s,
         &ClientFrame {
             id: 1,
-            req: Request::Open { ttl_ms: 800 },
+            req: Request::Open {
+                ttl_ms: 800,
+                key: None,
+            },
         },
     )
     .await
