@@ -62,10 +62,12 @@ if tests; then
     rustup component add miri rust-src --toolchain nightly
   fi
 
-  # Debian packages: a real browser for the demo tests, valgrind for the C test.
+  # Debian packages: a real browser for the demo tests, valgrind for the C test, protoc
+  # for building the etcd comparison (server/bench, checked by make test).
   need_apt=()
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
   command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
+  command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
   if [ ${#need_apt[@]} -gt 0 ]; then
     log "apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

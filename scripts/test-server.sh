@@ -2,11 +2,16 @@
 # Server tests that are part of `make test` beyond `cargo test --workspace` (which already
 # runs the in-process three-node cluster tests): the black-box test with three real node
 # processes on 127.0.0.1, kill -9 of the leader and SIGSTOP/SIGCONT of a client, checked
-# for stale writes and linearizability; then a CLI smoke test against a real cluster.
+# for stale writes and linearizability; then a CLI smoke test against a real cluster. First
+# it checks that server/bench (its own crate: etcd-client needs protoc) still builds, so the
+# etcd comparison cannot rot unnoticed between `make bench-cluster` runs.
 # Everything listens on loopback only; every loop is bounded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf -- '--- %s\n' "$*"; }
+
+step "server/bench (the etcd comparison of make bench-cluster) still builds"
+cargo check -q --manifest-path server/bench/Cargo.toml --locked
 
 step "black-box: 3 node processes, kill -9 leader + restart, SIGSTOP a client (${BLACKBOX_SECONDS:-30} s)"
 BLACKBOX_TEST=blackbox_kill9_sigstop_linearizable
