@@ -243,6 +243,12 @@ impl Client {
     }
 
     async fn send(&self, conn: &Conn, req: Request) -> Result<Reply, ClientError> {
+        // A membership change may wait for a learner to catch up (the node allows it 5
+        // request timeouts, 15 s by default): wait longer than the node does.
+        let wait = match req {
+            Request::AddLearner { .. } | Request::SetVoters { .. } => Duration::from_secs(30),
+            _ => Duration::from_secs(5),
+        };
         let id = self.inner.ids.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         conn.pending
@@ -253,7 +259,9 @@ impl Client {
             let mut w = conn.writer.lock().await;
             frame::write(&mut *w, &ClientFrame { id, req }).await
         };
-        if written.is_err() {
+        // The reader may have died (and cleared `pending`) before our id went in; then no
+        // reply can come: fail now rather than after the reply timeout.
+        if written.is_err() || !*conn.alive.borrow() {
             conn.pending
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -261,7 +269,7 @@ impl Client {
             let _ = conn.alive_tx.send(false);
             return Err(ClientError::Unavailable("connection closed".into()));
         }
-        match tokio::time::timeout(Duration::from_secs(5), rx).await {
+        match tokio::time::timeout(wait, rx).await {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Err(ClientError::Unavailable("connection lost".into())),
             Err(_) => Err(ClientError::Unavailable("no reply".into())),
@@ -361,7 +369,16 @@ impl Client {
                 }
                 Ok(_) => return Err(ClientError::Unavailable("unexpected reply".into())),
                 Err(ClientError::NotLeader { leader }) => {
+                    if start.elapsed() > self.inner.retry_for {
+                        return Err(ClientError::NotLeader { leader });
+                    }
+                    // No leader known (an election, or no quorum): wait before asking again,
+                    // as `call` does, instead of reconnecting in a tight loop.
+                    let known = leader.is_some();
                     self.st().preferred = leader;
+                    if !known {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
                 }
                 Err(ClientError::Unavailable(m)) => {
                     if start.elapsed() > self.inner.retry_for {

@@ -1,28 +1,36 @@
-//! The durable Raft log and vote: one append-only file of checksummed records, fsynced
-//! before openraft is told an append or a vote is durable.
+//! The durable Raft log and vote: one file of checksummed, numbered *groups*, each written
+//! by one `write` and made durable by an `fdatasync` before openraft is told so.
 //!
-//! Record layout: `len: u32 LE | crc32(payload): u32 LE | payload (postcard Rec)`. On open
-//! the file is replayed; the first record that is truncated or fails its checksum (a
-//! crash mid-write) ends the valid prefix and the file is cut back to it. Records that
-//! were never fsynced were never acknowledged, so nothing acknowledged is lost.
+//! Layout: an 8-byte file header ([`FILE_MAGIC`]: the format and its version), then groups:
+//! `b"FLG1" | seq: u64 LE | len: u32 LE | crc32(seq, len, payload): u32 LE | payload`, the
+//! payload being records `len: u32 LE | postcard Rec`. Sequence numbers follow each other.
+//! Every group is fsynced before the call that wrote it returns (appends, votes,
+//! truncations, purges; the committed log id rides along in the next group), so at any
+//! moment at most one group — the last — is not yet durable.
 //!
-//! Preallocation: the file is grown ahead of the records, [`PREALLOC`] bytes at a time,
-//! by writing zeros (and fsyncing the new size once). An append then overwrites blocks
-//! that already exist, so its `fdatasync` flushes only data: no file-size or block
-//! allocation metadata, no filesystem journal commit (about a quarter less per flush on
-//! this machine's ext4; PostgreSQL zero-fills its WAL segments for the same reason). A
-//! record never has length 0, so on replay the zeros after the last record read as the
-//! end of the log; a torn last append is judged on the bytes up to the last non-zero one,
-//! and its damaged bytes are zeroed again before new records go after the valid prefix.
+//! Replay reads groups in order; the first one that fails (checksum, sequence, magic) ends
+//! the valid prefix. What follows is judged: all zeros is the preallocated end of the log;
+//! a torn last write (any subset of its pages reached the disk) is cut — its bytes are
+//! zeroed — since it was never acknowledged; but if a *valid* later group exists anywhere
+//! after the failure, the failure is damage to acknowledged data, and the node refuses to
+//! start rather than cut it. The checksum covers the length, so a flipped length cannot
+//! pass for a torn tail; a group that checksums but does not decode (another version's
+//! records) also refuses to start. Nothing acknowledged is lost; nothing is cut silently.
+//! (Damage to the very last acknowledged group is indistinguishable from a torn write, as in
+//! every write-ahead log; it is cut.)
 //!
-//! Flushing: an append writes its records at once, `fdatasync`s the file and only then
-//! reports them durable. It does so inline: openraft 0.9's core hands the store one append
-//! at a time and waits for its flush before doing anything else, so a flusher thread could
-//! never group two appends (it was measured: one flush per append either way) and only
-//! added a thread hop to every write. Requests are grouped one level up instead, several
-//! to an entry, by the [proposer](crate::proposer). The index of the last flushed entry is
-//! published ([`LogStore::flushed`]); the proposer uses it to know when the next batch can
-//! go. Votes and truncations are fsynced too before returning.
+//! Preallocation: the file is grown ahead of the groups, [`PREALLOC`] bytes at a time, by
+//! writing zeros (and fsyncing the new size once). A write then overwrites blocks that
+//! already exist, so its `fdatasync` flushes only data: no file-size or block-allocation
+//! metadata, no filesystem journal commit (about a quarter less per flush on this
+//! machine's ext4; PostgreSQL zero-fills its WAL segments for the same reason).
+//!
+//! Flushing is inline: openraft 0.9's core hands the store one append at a time and waits
+//! for its flush before doing anything else, so a flusher thread could never group two
+//! appends (it was measured: one flush per append either way) and only added a thread
+//! hop to every write. Requests are grouped one level up instead, several to an entry, by
+//! the [proposer](crate::proposer). The index of the last flushed entry is published
+//! ([`LogStore::flushed`]); the proposer uses it to know when the next batch can go.
 //!
 //! Cost: an append is one `write` and one `fdatasync`; the whole log is also kept in
 //! memory (a `BTreeMap`), bounded by openraft's snapshot-and-purge policy. When purges
@@ -49,8 +57,12 @@ use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 pub const COMPACT_BYTES: u64 = 16 << 20;
 /// The file grows by this many zero bytes whenever an append would run past its end.
 pub const PREALLOC: u64 = 8 << 20;
-/// A record larger than this is treated as corruption.
-const MAX_RECORD: u32 = 64 << 20;
+/// A group larger than this is treated as corruption.
+const MAX_GROUP: u32 = 256 << 20;
+/// The first 8 bytes of a log file: this format, version 2.
+pub const FILE_MAGIC: [u8; 8] = *b"FLLOG\0\0\x02";
+const GROUP_MAGIC: [u8; 4] = *b"FLG1";
+const GROUP_HEADER: usize = 20;
 
 #[derive(Serialize, Deserialize)]
 enum Rec {
@@ -60,6 +72,7 @@ enum Rec {
     /// Delete every entry up to and including this log id.
     Purge(LogId),
     Vote(Vote),
+    /// The last committed log id (not fsynced on its own: it rides in the next group).
     Committed(Option<LogId>),
 }
 
@@ -70,9 +83,13 @@ struct Inner {
     len: u64,
     /// The file's size: zeros from `len` to here.
     allocated: u64,
+    /// The sequence number of the next group.
+    next_seq: u64,
     log: BTreeMap<u64, Entry>,
     vote: Option<Vote>,
     committed: Option<LogId>,
+    /// A committed log id saved since the last group, written with the next one.
+    committed_unwritten: bool,
     last_purged: Option<LogId>,
     compact_bytes: u64,
 }
@@ -89,13 +106,64 @@ fn io_err(e: impl std::error::Error + 'static) -> io::Error {
     io::Error::other(e.to_string())
 }
 
-fn encode(rec: &Rec) -> io::Result<Vec<u8>> {
-    let payload = postcard::to_allocvec(rec).map_err(io_err)?;
-    let mut buf = Vec::with_capacity(payload.len() + 8);
-    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    buf.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+/// One group: header, then the records, each `len: u32 LE | postcard`.
+fn encode_group<'a>(seq: u64, recs: impl IntoIterator<Item = &'a Rec>) -> io::Result<Vec<u8>> {
+    let mut payload = Vec::new();
+    for r in recs {
+        let bytes = postcard::to_allocvec(r).map_err(io_err)?;
+        payload.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        payload.extend_from_slice(&bytes);
+    }
+    if payload.len() > MAX_GROUP as usize {
+        return Err(io::Error::other("log group too large"));
+    }
+    let len = payload.len() as u32;
+    let mut buf = Vec::with_capacity(GROUP_HEADER + payload.len());
+    buf.extend_from_slice(&GROUP_MAGIC);
+    buf.extend_from_slice(&seq.to_le_bytes());
+    buf.extend_from_slice(&len.to_le_bytes());
+    buf.extend_from_slice(&group_crc(seq, len, &payload).to_le_bytes());
     buf.extend_from_slice(&payload);
     Ok(buf)
+}
+
+fn group_crc(seq: u64, len: u32, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&seq.to_le_bytes());
+    h.update(&len.to_le_bytes());
+    h.update(payload);
+    h.finalize()
+}
+
+/// The group at the front of `bytes` if its magic, length and checksum hold:
+/// `(seq, payload, bytes used)`.
+fn read_group(bytes: &[u8]) -> Option<(u64, &[u8], usize)> {
+    if bytes.len() < GROUP_HEADER || bytes[..4] != GROUP_MAGIC {
+        return None;
+    }
+    let seq = u64::from_le_bytes(bytes[4..12].try_into().ok()?);
+    let len = u32::from_le_bytes(bytes[12..16].try_into().ok()?);
+    let crc = u32::from_le_bytes(bytes[16..20].try_into().ok()?);
+    if len > MAX_GROUP || bytes.len() < GROUP_HEADER + len as usize {
+        return None;
+    }
+    let payload = &bytes[GROUP_HEADER..GROUP_HEADER + len as usize];
+    (group_crc(seq, len, payload) == crc).then_some((seq, payload, GROUP_HEADER + len as usize))
+}
+
+/// The records of a checksummed group; `None` if they do not decode (another format).
+fn decode_records(mut payload: &[u8]) -> Option<Vec<Rec>> {
+    let mut recs = Vec::new();
+    while !payload.is_empty() {
+        if payload.len() < 4 {
+            return None;
+        }
+        let n = u32::from_le_bytes(payload[..4].try_into().ok()?) as usize;
+        let body = payload.get(4..4 + n)?;
+        recs.push(postcard::from_bytes(body).ok()?);
+        payload = &payload[4 + n..];
+    }
+    Some(recs)
 }
 
 /// Writes zeros over `from..to` of `file` (growing it to `to` if shorter).
@@ -138,11 +206,14 @@ impl Inner {
         }
     }
 
-    fn write(&mut self, recs: &[Rec], sync: bool) -> io::Result<()> {
-        let mut buf = Vec::new();
-        for r in recs {
-            buf.extend_from_slice(&encode(r)?);
-        }
+    /// Writes `recs` as one group (with a committed log id saved since the last group)
+    /// and fsyncs it. Cost: one `write`, one `fdatasync` (and, every [`PREALLOC`] bytes,
+    /// writing that many zeros and one `fsync`).
+    fn write(&mut self, recs: &[Rec]) -> io::Result<()> {
+        let committed = self
+            .committed_unwritten
+            .then_some(Rec::Committed(self.committed));
+        let buf = encode_group(self.next_seq, committed.iter().chain(recs))?;
         let end = self.len + buf.len() as u64;
         if end > self.allocated {
             let grow_to = end.max(self.allocated + PREALLOC);
@@ -151,10 +222,10 @@ impl Inner {
             self.allocated = grow_to;
         }
         self.file.write_all_at(&buf, self.len)?;
+        self.file.sync_data()?;
         self.len = end;
-        if sync {
-            self.file.sync_data()?;
-        }
+        self.next_seq += 1;
+        self.committed_unwritten = false;
         Ok(())
     }
 
@@ -169,13 +240,9 @@ impl Inner {
         if let Some(p) = self.last_purged {
             recs.push(Rec::Purge(p));
         }
-        let mut buf = Vec::new();
-        for r in &recs {
-            buf.extend_from_slice(&encode(r)?);
-        }
-        for e in self.log.values() {
-            buf.extend_from_slice(&encode(&Rec::Entry(e.clone()))?);
-        }
+        recs.extend(self.log.values().map(|e| Rec::Entry(e.clone())));
+        let mut buf = FILE_MAGIC.to_vec();
+        buf.extend_from_slice(&encode_group(self.next_seq, &recs)?);
         let allocated = buf.len() as u64 + PREALLOC;
         {
             let mut f = File::create(&tmp)?;
@@ -190,6 +257,8 @@ impl Inner {
         self.file = OpenOptions::new().write(true).open(&self.path)?;
         self.len = buf.len() as u64;
         self.allocated = allocated;
+        self.next_seq += 1;
+        self.committed_unwritten = false;
         Ok(())
     }
 }
@@ -220,52 +289,84 @@ impl LogStore {
             .open(&path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
+        let bad = |msg: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("log {}: {msg}", path.display()),
+            )
+        };
+        if bytes.is_empty() {
+            // A new log: its header first, durable before anything relies on the file.
+            file.write_all_at(&FILE_MAGIC, 0)?;
+            file.sync_all()?;
+            if let Some(d) = path.parent() {
+                sync_dir(d)?;
+            }
+            bytes.extend_from_slice(&FILE_MAGIC);
+        }
+        if bytes.len() < FILE_MAGIC.len() || bytes[..FILE_MAGIC.len()] != FILE_MAGIC {
+            return Err(bad(
+                "not a fencelock log of this version (header mismatch); refusing to touch it"
+                    .into(),
+            ));
+        }
         let writer = OpenOptions::new().write(true).open(&path)?;
         let mut inner = Inner {
             path: path.clone(),
             file: writer,
             len: 0,
             allocated: bytes.len() as u64,
+            next_seq: 0,
             log: BTreeMap::new(),
             vote: None,
             committed: None,
+            committed_unwritten: false,
             last_purged: None,
             compact_bytes,
         };
-        let mut pos = 0usize;
-        while let Some(rec) = read_record(&bytes[pos..]) {
-            let (rec, used) = rec;
-            inner.apply(rec);
+        let mut pos = FILE_MAGIC.len();
+        let mut last_seq: Option<u64> = None;
+        while let Some((seq, payload, used)) = read_group(&bytes[pos..]) {
+            if last_seq.is_some_and(|l| seq != l + 1) {
+                break;
+            }
+            let recs = decode_records(payload).ok_or_else(|| {
+                bad(format!("group {seq} at byte {pos} checksums but does not decode (another format?); refusing to start"))
+            })?;
+            for r in recs {
+                inner.apply(r);
+            }
             pos += used;
+            last_seq = Some(seq);
         }
-        // Past the last record: preallocated zeros, possibly after a torn last append.
+        // After the valid prefix: preallocated zeros, possibly after a torn last write.
         let written = pos
             + bytes[pos..]
                 .iter()
                 .rposition(|&b| b != 0)
                 .map_or(0, |i| i + 1);
-        if written > pos && !is_torn_tail(&bytes[pos..written]) {
-            // A bad record with more records after it is not a crash mid-append (that
-            // can only damage the end): cutting there would drop entries and votes that
-            // were fsynced and acknowledged. Refuse to start instead.
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "log {}: corrupt record at byte {pos} with {} bytes after it; refusing to cut acknowledged records",
-                    path.display(),
-                    written - pos
-                ),
-            ));
-        }
         if written > pos {
+            // Only the last group can be torn (every write is fsynced before the next), so a
+            // valid group further on means the failure is damage to acknowledged data:
+            // cutting there would drop entries and votes. Refuse to start instead.
+            let later = (pos + 1..written).find(|&o| {
+                read_group(&bytes[o..written])
+                    .is_some_and(|(seq, _, _)| last_seq.is_none_or(|l| seq > l))
+            });
+            if let Some(o) = later {
+                return Err(bad(format!(
+                    "damaged group at byte {pos} with a valid group after it (byte {o}); refusing to cut acknowledged records"
+                )));
+            }
             tracing::warn!(
-                "log {}: cutting {} bytes of torn or corrupt tail",
+                "log {}: cutting {} bytes of a torn last write",
                 path.display(),
                 written - pos
             );
             zero_fill(&file, pos as u64, written as u64)?;
             file.sync_all()?;
         }
+        inner.next_seq = last_seq.map_or(0, |l| l + 1);
         inner.len = pos as u64;
         let last = inner.log.keys().next_back().copied().unwrap_or(0);
         let (flushed_tx, flushed) = watch::channel(last);
@@ -321,36 +422,6 @@ impl LogStore {
     }
 }
 
-/// True when the unreadable rest of the file (up to its last non-zero byte) can only be
-/// the last append, torn by a crash: shorter than a header, a length running past the
-/// end, or exactly one complete record (whose checksum then failed) ending at the end. An append
-/// is acknowledged only after its fsync, so such a record was never acknowledged.
-fn is_torn_tail(rest: &[u8]) -> bool {
-    if rest.len() < 8 {
-        return true;
-    }
-    let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-    len > MAX_RECORD as usize || 8 + len >= rest.len()
-}
-
-/// One record from the front of `bytes`, or `None` at a torn/corrupt/absent record.
-fn read_record(bytes: &[u8]) -> Option<(Rec, usize)> {
-    if bytes.len() < 8 {
-        return None;
-    }
-    let len = u32::from_le_bytes(bytes[0..4].try_into().ok()?);
-    let crc = u32::from_le_bytes(bytes[4..8].try_into().ok()?);
-    if len > MAX_RECORD || bytes.len() < 8 + len as usize {
-        return None;
-    }
-    let payload = &bytes[8..8 + len as usize];
-    if crc32fast::hash(payload) != crc {
-        return None;
-    }
-    let rec = postcard::from_bytes(payload).ok()?;
-    Some((rec, 8 + len as usize))
-}
-
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
         &mut self,
@@ -383,7 +454,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
         let mut g = self.lock();
-        g.write(&[Rec::Vote(*vote)], true)
+        g.write(&[Rec::Vote(*vote)])
             .map_err(|e| StorageIOError::write_vote(&e))?;
         g.vote = Some(*vote);
         Ok(())
@@ -394,11 +465,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        // Not fsynced: losing it only means re-deriving the commit index from a quorum.
+        // Not written on its own: it rides in the next group (losing it only means
+        // re-deriving the commit index from a quorum after a restart).
         let mut g = self.lock();
-        g.write(&[Rec::Committed(committed)], false)
-            .map_err(|e| StorageIOError::write(&e))?;
         g.committed = committed;
+        g.committed_unwritten = true;
         Ok(())
     }
 
@@ -421,7 +492,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             _ => m,
         });
         let mut g = self.lock();
-        if let Err(e) = g.write(&recs, true) {
+        if let Err(e) = g.write(&recs) {
             callback.log_io_completed(Err(io::Error::new(e.kind(), e.to_string())));
             return Err(StorageIOError::write_logs(&e).into());
         }
@@ -436,7 +507,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let mut g = self.lock();
-        g.write(&[Rec::Truncate(log_id.index)], true)
+        g.write(&[Rec::Truncate(log_id.index)])
             .map_err(|e| StorageIOError::write_logs(&e))?;
         g.apply(Rec::Truncate(log_id.index));
         Ok(())
@@ -444,7 +515,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let mut g = self.lock();
-        g.write(&[Rec::Purge(log_id)], false)
+        g.write(&[Rec::Purge(log_id)])
             .map_err(|e| StorageIOError::write_logs(&e))?;
         g.apply(Rec::Purge(log_id));
         if g.len >= g.compact_bytes {

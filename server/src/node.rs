@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fencelock::{Input, LockName, SessionId, Tick, Wait};
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::error::{ChangeMembershipError, CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::network::RaftNetworkFactory;
 use openraft::ServerState;
 use tokio::task::JoinHandle;
@@ -57,13 +57,16 @@ pub struct NodeConfig {
     pub election_ms: (u64, u64),
     /// Build a snapshot (and purge the log before it) after this many applied entries.
     pub snapshot_logs: u64,
+    /// Accept only loopback `host:port` addresses for a new member (true for TCP nodes;
+    /// the in-process test network names nodes `mem:N`).
+    pub loopback_members: bool,
 }
 
 impl NodeConfig {
     /// Defaults for a loopback cluster: grace 1 s, tick check every 20 ms, heartbeats
     /// every 50 ms (openraft also uses this as the AppendEntries timeout), election timeout
-    /// 300–600 ms, requests time out after 3 s, a snapshot
-    /// every 20 000 entries.
+    /// 300–600 ms, requests time out after 3 s, a snapshot every 20 000 entries, members
+    /// on loopback addresses only.
     pub fn new(id: NodeId, dir: PathBuf) -> NodeConfig {
         NodeConfig {
             id,
@@ -75,6 +78,7 @@ impl NodeConfig {
             heartbeat_ms: 50,
             election_ms: (300, 600),
             snapshot_logs: 20_000,
+            loopback_members: true,
         }
     }
 }
@@ -413,6 +417,11 @@ impl Node {
                     if a.is_empty() || a.len() > 255 {
                         return Err(ClientError::BadRequest(format!("bad node address {a:?}")));
                     }
+                    // A member the transport would never dial would stay in the membership
+                    // for good: refuse it before it is committed.
+                    if self.config.loopback_members {
+                        crate::net::loopback_addr(a).map_err(ClientError::BadRequest)?;
+                    }
                 }
                 let fut = self.raft.add_learner(id, addr, true);
                 self.membership_write(fut).await
@@ -449,6 +458,11 @@ impl Node {
                     .or_else(|| self.leader_client_addr(f.leader_id));
                 Err(ClientError::NotLeader { leader: addr })
             }
+            // The previous change is still committing: transient, the client retries.
+            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                e @ ChangeMembershipError::InProgress(_),
+            )))) => Err(ClientError::Unavailable(e.to_string())),
+            // An empty voter set, or a voter that is not a member: retrying cannot help.
             Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => {
                 Err(ClientError::BadRequest(e.to_string()))
             }

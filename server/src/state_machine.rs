@@ -65,8 +65,10 @@ impl ServiceConfig {
 /// How many pushes may wait for one connection's writer. A connection whose client stops
 /// reading fills its socket buffer, then this queue; the next push closes the connection
 /// (its sessions stay open; the client reconnects, re-attaches and re-reads the lock state
-/// once) instead of letting the node's memory grow without bound.
-pub const PUSH_BACKLOG: usize = 1024;
+/// once) instead of letting the node's memory grow without bound. It is large because one
+/// apply pushes all its outputs at once: a tick expiring thousands of one client's
+/// sessions must not cut off a client that reads normally (~1.5 MB queued at most).
+pub const PUSH_BACKLOG: usize = 16 * 1024;
 
 /// Where a push goes: one connection attached to a session, with a bounded queue
 /// ([`PUSH_BACKLOG`] by default). Cheap to clone.
@@ -249,6 +251,10 @@ pub struct Shared {
     pub hub: Hub,
     /// The service configuration.
     pub config: ServiceConfig,
+    /// The last log id of `snapshot.bin`; held while a snapshot is written, so the
+    /// builder and an installed snapshot never race and an older one never replaces a
+    /// newer.
+    persisted: Mutex<Option<LogId>>,
 }
 
 impl Shared {
@@ -328,10 +334,12 @@ impl StateMachine {
             ),
             Err(e) => return Err(e),
         };
+        let persisted = current.as_ref().and_then(|f: &SnapFile| f.meta.last_log_id);
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             hub: Hub::default(),
             config,
+            persisted: Mutex::new(persisted),
         });
         Ok((
             StateMachine {
@@ -344,7 +352,16 @@ impl StateMachine {
         ))
     }
 
+    /// Writes `f` as `snapshot.bin` unless the file already holds a newer snapshot.
     fn persist(&self, f: &SnapFile) -> io::Result<()> {
+        let mut persisted = self
+            .shared
+            .persisted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if *persisted > f.meta.last_log_id {
+            return Ok(());
+        }
         let bytes = postcard::to_allocvec(f).map_err(|e| io::Error::other(e.to_string()))?;
         let tmp = self.dir.join("snapshot.tmp");
         {
@@ -353,7 +370,9 @@ impl StateMachine {
             file.sync_all()?;
         }
         fs::rename(&tmp, self.dir.join("snapshot.bin"))?;
-        fs::File::open(&self.dir)?.sync_all()
+        fs::File::open(&self.dir)?.sync_all()?;
+        *persisted = f.meta.last_log_id;
+        Ok(())
     }
 }
 

@@ -248,6 +248,11 @@ async fn whole_cluster_restart_keeps_acknowledged_state() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let applied = c.nodes[&c.leader().await]
+        .shared
+        .state()
+        .last_applied
+        .map(|l| l.index);
     for id in 1..=3 {
         c.kill(id).await;
     }
@@ -255,6 +260,20 @@ async fn whole_cluster_restart_keeps_acknowledged_state() {
         c.boot(id).await;
     }
     c.leader().await;
+    // A restarted node applies at once only what its log knows to be committed (the
+    // commit index rides in the next write); the rest once the new leader commits.
+    let start = Instant::now();
+    while !c
+        .nodes
+        .values()
+        .all(|n| n.shared.state().last_applied.map(|l| l.index) >= applied)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "restarted nodes did not apply everything"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let after = c.converged().await;
     assert_eq!(before, after);
     {
@@ -570,6 +589,34 @@ async fn a_node_is_replaced_through_membership_changes() {
         ),
         "{r:?}"
     );
+    match admin(&c, Request::Members).await {
+        Ok(Reply::Members { voters, learners }) => {
+            let v: Vec<u64> = voters.iter().map(|(id, _)| *id).collect();
+            let l: Vec<u64> = learners.iter().map(|(id, _)| *id).collect();
+            assert_eq!(
+                (v, l),
+                (vec![1, 2, 3], vec![4]),
+                "a refused change changes nothing"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // The same change twice at once (a client retry racing its original): the one that
+    // finds the other in progress is told to retry (Unavailable), never BadRequest.
+    let req = Request::SetVoters {
+        voters: vec![1, 2, 3, 4],
+    };
+    let (x, y) = tokio::join!(admin(&c, req.clone()), admin(&c, req));
+    for r in [&x, &y] {
+        assert!(
+            matches!(
+                r,
+                Ok(Reply::MembershipChanged)
+                    | Err(fencelock_server::protocol::ClientError::Unavailable(_))
+            ),
+            "{r:?}"
+        );
+    }
     let r = admin(
         &c,
         Request::SetVoters {

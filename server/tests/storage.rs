@@ -6,7 +6,7 @@ mod common;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-use fencelock_server::log_store::{LogStore, PREALLOC};
+use fencelock_server::log_store::{LogStore, FILE_MAGIC, PREALLOC};
 use fencelock_server::state_machine::{ServiceConfig, StateMachine};
 use fencelock_server::types::{Cmd, Entry, LogId, Op, StorageError, TypeConfig, Vote};
 use openraft::storage::{RaftLogReader, RaftLogStorage, RaftLogStorageExt};
@@ -92,11 +92,14 @@ async fn torn_or_corrupt_tail_is_cut_not_fatal() {
     let _g = Guard(dir.clone());
     {
         let mut log = LogStore::open(&dir).unwrap();
-        append(&mut log, (1..=5).map(|i| entry(1, i)).collect()).await;
+        // One append (one group) per entry.
+        for i in 1..=5 {
+            append(&mut log, vec![entry(1, i)]).await;
+        }
     }
     let path = dir.join("raft.log");
     let good = LogStore::open(&dir).unwrap().file_len() as usize;
-    // A record cut short by a crash: its first bytes landed in the preallocated zeros.
+    // A write cut short by a crash: its first bytes landed in the preallocated zeros.
     std::fs::OpenOptions::new()
         .write(true)
         .open(&path)
@@ -110,7 +113,8 @@ async fn torn_or_corrupt_tail_is_cut_not_fatal() {
     }
     let bytes = std::fs::read(&path).unwrap();
     assert!(bytes[good..].iter().all(|&b| b == 0), "torn tail zeroed");
-    // A flipped byte in the last record: that record (and anything after) is dropped.
+    // A flipped byte in the last group (an append never acknowledged, as far as the file
+    // can tell): that group is dropped.
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[good - 2] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
@@ -122,10 +126,10 @@ async fn torn_or_corrupt_tail_is_cut_not_fatal() {
     let mut log = LogStore::open(&dir).unwrap();
     assert_eq!(indices(&mut log).await, vec![1, 2, 3, 4, 5]);
     drop(log);
-    // A flipped byte in a record that has records after it is not a torn append: opening
-    // refuses, and the file is left as it was (nothing acknowledged is cut).
+    // A flipped byte in a group that has valid groups after it is not a torn append:
+    // opening refuses, and the file is left as it was (nothing acknowledged is cut).
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes[12] ^= 0xff;
+    bytes[FILE_MAGIC.len() + 30] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
     let err = LogStore::open(&dir)
         .err()
@@ -172,19 +176,156 @@ async fn appends_overwrite_preallocated_zeros_and_grow_the_file() {
     let mut log = LogStore::open(&dir).unwrap();
     append(&mut log, (1..=3).map(|i| entry(1, i)).collect()).await;
     let size = std::fs::metadata(&path).unwrap().len();
-    assert_eq!(size, PREALLOC, "first append preallocates");
+    let header = FILE_MAGIC.len() as u64;
+    assert_eq!(size, header + PREALLOC, "first append preallocates");
     let bytes = std::fs::read(&path).unwrap();
     assert!(bytes[log.file_len() as usize..].iter().all(|&b| b == 0));
     // Enough records to run past the preallocated end: the file grows by another chunk.
-    let per = log.file_len() / 3;
+    let per = (log.file_len() - header - 20) / 3; // one record, without the headers
     let n = PREALLOC / per + 10;
     for chunk in (4..4 + n).collect::<Vec<_>>().chunks(1000) {
         append(&mut log, chunk.iter().map(|&i| entry(1, i)).collect()).await;
     }
     assert!(log.file_len() > PREALLOC);
-    assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * PREALLOC);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        header + 2 * PREALLOC
+    );
     drop(log);
     // The zeros after the last record read as the end of the log.
     let mut log = LogStore::open(&dir).unwrap();
     assert_eq!(indices(&mut log).await, (1..4 + n).collect::<Vec<_>>());
+}
+
+const PAGE: u64 = 4096;
+
+fn entry_ops(term: u64, index: u64, ops: usize) -> Entry {
+    Entry {
+        log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+        payload: EntryPayload::Normal(Cmd {
+            now: Some(index),
+            ops: vec![Op::Input(fencelock::Input::OpenSession { ttl: 10 }); ops],
+        }),
+    }
+}
+
+/// Overwrites `from..to` of the file with zeros: what a preallocated page reads as when
+/// its write-back had not happened before the power went.
+fn lose(path: &std::path::Path, from: u64, to: u64) {
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(&vec![0u8; (to - from) as usize], from)
+        .unwrap();
+}
+
+/// One append of many entries (a follower catching up) spans pages; power is lost before
+/// its fdatasync and a middle page never reached the disk while later ones did. Nothing of
+/// it was acknowledged: opening cuts it and keeps the acknowledged entries. (Found by
+/// review: the per-record rule refused to start here.)
+#[tokio::test]
+async fn a_torn_multi_page_append_with_a_lost_middle_page_is_cut() {
+    let dir = common::temp_dir("torn-middle");
+    let _g = Guard(dir.clone());
+    let path = dir.join("raft.log");
+    let (acked_end, end) = {
+        let mut log = LogStore::open(&dir).unwrap();
+        append(&mut log, vec![entry_ops(1, 1, 1), entry_ops(1, 2, 1)]).await;
+        let acked_end = log.file_len();
+        append(&mut log, (3..2000).map(|i| entry_ops(1, i, 1)).collect()).await;
+        (acked_end, log.file_len())
+    };
+    assert!(end - acked_end > 3 * PAGE, "the append spans pages");
+    let p = (acked_end / PAGE + 2) * PAGE;
+    lose(&path, p, p + PAGE);
+    let mut log = LogStore::open(&dir).expect("a torn unacknowledged append is cut, not fatal");
+    assert_eq!(indices(&mut log).await, vec![1, 2]);
+    assert_eq!(log.file_len(), acked_end);
+    drop(log);
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(
+        bytes[acked_end as usize..].iter().all(|&b| b == 0),
+        "torn bytes zeroed"
+    );
+}
+
+/// A large entry spans pages; the page holding its header was lost, later pages written.
+#[tokio::test]
+async fn a_torn_large_entry_whose_header_page_was_lost_is_cut() {
+    let dir = common::temp_dir("torn-header");
+    let _g = Guard(dir.clone());
+    let path = dir.join("raft.log");
+    let (acked_end, end) = {
+        let mut log = LogStore::open(&dir).unwrap();
+        append(&mut log, vec![entry_ops(1, 1, 1)]).await;
+        let acked_end = log.file_len();
+        append(&mut log, vec![entry_ops(1, 2, 6000)]).await;
+        (acked_end, log.file_len())
+    };
+    assert!(end - acked_end > 2 * PAGE, "the entry spans pages");
+    lose(&path, acked_end, (acked_end / PAGE + 1) * PAGE);
+    let mut log = LogStore::open(&dir).expect("cut, not fatal");
+    assert_eq!(indices(&mut log).await, vec![1]);
+}
+
+/// A flipped length field in an acknowledged group with groups after it is damage, not a
+/// torn tail: the checksum covers the length, a valid group follows, so opening refuses
+/// and cuts nothing. (Found by review: it used to cut everything from there silently.)
+#[tokio::test]
+async fn a_corrupt_length_in_the_middle_refuses_to_open() {
+    let dir = common::temp_dir("corrupt-len");
+    let _g = Guard(dir.clone());
+    let path = dir.join("raft.log");
+    {
+        let mut log = LogStore::open(&dir).unwrap();
+        for i in 1..=20 {
+            append(&mut log, vec![entry_ops(1, i, 1)]).await;
+        }
+    }
+    let before = std::fs::read(&path).unwrap();
+    // The first group's length field (after the file header, magic and sequence number):
+    // its top byte set, a length far past the end of the file.
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&[0x7f], (FILE_MAGIC.len() + 15) as u64)
+        .unwrap();
+    drop(f);
+    let err = LogStore::open(&dir).err().expect("must refuse");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+    let after = std::fs::read(&path).unwrap();
+    assert_eq!(
+        after[FILE_MAGIC.len() + 16..],
+        before[FILE_MAGIC.len() + 16..],
+        "nothing cut"
+    );
+}
+
+/// A file that is not a log of this format (an older version's, or anything else) is
+/// refused and left alone — never "repaired" into an empty log.
+#[tokio::test]
+async fn a_file_of_another_format_is_refused_untouched() {
+    let dir = common::temp_dir("foreign");
+    let _g = Guard(dir.clone());
+    let path = dir.join("raft.log");
+    std::fs::write(&path, b"\x10\x00\x00\x00 an older log's first record").unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let err = LogStore::open(&dir).err().expect("must refuse");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+/// The committed log id is not written on its own; it rides in the next group and is
+/// there after a reopen.
+#[tokio::test]
+async fn the_committed_id_rides_in_the_next_group() {
+    let dir = common::temp_dir("committed");
+    let _g = Guard(dir.clone());
+    let id = LogId::new(CommittedLeaderId::new(1, 1), 2);
+    {
+        let mut log = LogStore::open(&dir).unwrap();
+        append(&mut log, vec![entry(1, 1), entry(1, 2)]).await;
+        let len = log.file_len();
+        log.save_committed(Some(id)).await.unwrap();
+        assert_eq!(log.file_len(), len, "no write of its own");
+        append(&mut log, vec![entry(1, 3)]).await;
+    }
+    let mut log = LogStore::open(&dir).unwrap();
+    assert_eq!(log.read_committed().await.unwrap(), Some(id));
 }

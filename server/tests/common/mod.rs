@@ -37,6 +37,7 @@ impl Cluster {
         c.grace_ms = self.grace_ms;
         c.request_timeout_ms = self.request_timeout_ms;
         c.snapshot_logs = 100;
+        c.loopback_members = false; // nodes here are named `mem:N`
         c
     }
 
