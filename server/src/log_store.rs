@@ -295,8 +295,10 @@ impl LogStore {
                 format!("log {}: {msg}", path.display()),
             )
         };
-        if bytes.is_empty() {
-            // A new log: its header first, durable before anything relies on the file.
+        if bytes.len() < FILE_MAGIC.len() && FILE_MAGIC.starts_with(&bytes) {
+            // A new log (or one whose creation was cut short while writing the header):
+            // its header first, durable before anything relies on the file.
+            bytes.clear();
             file.write_all_at(&FILE_MAGIC, 0)?;
             file.sync_all()?;
             if let Some(d) = path.parent() {

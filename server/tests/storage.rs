@@ -329,3 +329,17 @@ async fn the_committed_id_rides_in_the_next_group() {
     let mut log = LogStore::open(&dir).unwrap();
     assert_eq!(log.read_committed().await.unwrap(), Some(id));
 }
+
+/// A crash while a new log's header was being written leaves a prefix of it: the log
+/// starts afresh instead of refusing (there was nothing in it).
+#[tokio::test]
+async fn a_cut_short_header_of_a_new_log_starts_afresh() {
+    let dir = common::temp_dir("short-header");
+    let _g = Guard(dir.clone());
+    std::fs::write(dir.join("raft.log"), &FILE_MAGIC[..3]).unwrap();
+    let mut log = LogStore::open(&dir).expect("a header prefix is a new log");
+    append(&mut log, vec![entry(1, 1)]).await;
+    drop(log);
+    let mut log = LogStore::open(&dir).unwrap();
+    assert_eq!(indices(&mut log).await, vec![1]);
+}
