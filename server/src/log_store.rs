@@ -79,7 +79,7 @@ enum Rec {
 struct Inner {
     path: PathBuf,
     file: File,
-    /// End of the last record (appends go here).
+    /// End of the last group (the next write goes here).
     len: u64,
     /// The file's size: zeros from `len` to here.
     allocated: u64,
@@ -265,12 +265,13 @@ impl Inner {
 
 impl LogStore {
     /// Opens (or creates) the log file `dir/raft.log`, replaying its valid prefix and
-    /// cutting off a torn tail (the last append, damaged by a crash before its fsync, so
+    /// cutting off a torn tail (the last write, damaged by a crash before its fsync, so
     /// never acknowledged).
     ///
-    /// Errors: I/O errors opening, reading or truncating the file; `InvalidData` for a
-    /// corrupt record that has more records after it (cutting there could lose
-    /// acknowledged entries or votes). Cost: O(file size).
+    /// Errors: I/O errors opening, reading or zeroing the file; `InvalidData` for a
+    /// damaged group with a valid group after it (cutting there could lose acknowledged
+    /// entries or votes), a checksummed group that does not decode, or a file that is not
+    /// a log of this format. Cost: O(file size).
     pub fn open(dir: &Path) -> io::Result<LogStore> {
         Self::open_with_compaction(dir, COMPACT_BYTES)
     }
@@ -389,7 +390,7 @@ impl LogStore {
         self.lock().vote
     }
 
-    /// The length of the log's records in bytes (the file itself is longer: preallocated
+    /// The length of the log's header and groups in bytes (the file itself is longer: preallocated
     /// zeros follow). Cost: O(1).
     pub fn file_len(&self) -> u64 {
         self.lock().len
