@@ -4,7 +4,7 @@
 //! second state machine.
 
 use crate::LockService;
-use crate::{Error, Mode, Output, SessionId, Storage, Token, Wait};
+use crate::{Error, Mode, Reply, SessionId, Sink, Storage, Tick, Token, Wait};
 
 /// The current leader of an election.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,18 +17,20 @@ pub struct Leader {
 
 impl<S: Storage> LockService<S> {
     /// Stands `session` as a candidate in `election`: an exclusive acquire that waits
-    /// forever. `Granted` means it leads (the token is its epoch); `Queued` means it
-    /// watches, and a later `Granted` promotes it.
+    /// forever. A `Granted` reply means it leads (the token is its epoch); `Queued` means
+    /// it waits in line, and a later [`Output::Granted`](crate::Output) promotes it.
     ///
     /// Errors: those of [`acquire`](Self::acquire). Cost: as acquire.
     pub fn campaign(
         &mut self,
+        now: Tick,
         session: SessionId,
         election: &str,
         request: Option<u64>,
-        out: &mut impl FnMut(Output),
-    ) -> Result<(), Error> {
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
         self.acquire(
+            now,
             session,
             election,
             Mode::Exclusive,
@@ -38,18 +40,23 @@ impl<S: Storage> LockService<S> {
         )
     }
 
-    /// Withdraws `session` from `election`: steps down if it leads (the next candidate is
-    /// promoted with a higher epoch), else leaves the queue.
+    /// Withdraws `session` from `election` (after advancing to `now`): steps down if it
+    /// leads (replies `Released`; the next candidate is promoted with a higher epoch), else
+    /// leaves the queue (replies `Cancelled`).
     ///
     /// Errors: [`Error::NotQueued`] if it is neither leader nor candidate, and those of
     /// [`release`](Self::release) / [`cancel`](Self::cancel). Cost: as release.
     pub fn resign(
         &mut self,
+        now: Tick,
         session: SessionId,
         election: &str,
         request: Option<u64>,
-        out: &mut impl FnMut(Output),
-    ) -> Result<(), Error> {
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
+        // Whether it leads is decided at `now`: advance first (release or cancel below
+        // then find nothing more to do for time).
+        self.tick(now, out)?;
         // A retry of a resign must take the same path as the original (which changed who
         // leads), so the recorded answer decides; otherwise whether it leads now does.
         let leads = match self.recorded_release_or_cancel(session, request) {
@@ -57,9 +64,9 @@ impl<S: Storage> LockService<S> {
             None => self.leader(election).is_some_and(|l| l.session == session),
         };
         if leads {
-            self.release(session, election, request, out)
+            self.release(now, session, election, request, out)
         } else {
-            self.cancel(session, election, request, out)
+            self.cancel(now, session, election, request, out)
         }
     }
 

@@ -113,6 +113,12 @@ pub enum Error {
     CorruptSnapshot(&'static str),
     /// A configuration that cannot work (the text says why).
     BadConfig(&'static str),
+    /// A [`SessionKeeper`](crate::SessionKeeper) was told of an acknowledgement for a
+    /// keep-alive it has no record of sending.
+    UnknownKeepAlive {
+        /// The send time the acknowledgement named.
+        sent_at: u64,
+    },
 }
 
 /// Every reason text the crate puts in [`Error::CorruptSnapshot`] and
@@ -131,7 +137,7 @@ const REASONS: &[&str] = &[
     "counter is zero",
     "empty resource name or token 0",
     "exclusive lock with more than one holder",
-    "heartbeat interval must be in 1..ttl - margin",
+    "keep-alive interval must be in 1..ttl - margin",
     "holders' tokens not rising in arrival order",
     "idle lock entry",
     "lock ids out of order or beyond the counter",
@@ -204,6 +210,7 @@ enum ErrorRepr {
     UnsupportedVersion(u16),
     CorruptSnapshot(Reason),
     BadConfig(Reason),
+    UnknownKeepAlive { sent_at: u64 },
 }
 
 // By hand: a derive would require `'de: 'static` for the `&'static str` fields.
@@ -239,13 +246,53 @@ impl From<ErrorRepr> for Error {
             ErrorRepr::UnsupportedVersion(v) => Error::UnsupportedVersion(v),
             ErrorRepr::CorruptSnapshot(r) => Error::CorruptSnapshot(r.0),
             ErrorRepr::BadConfig(r) => Error::BadConfig(r.0),
+            ErrorRepr::UnknownKeepAlive { sent_at } => Error::UnknownKeepAlive { sent_at },
         }
     }
 }
 
 impl Error {
+    /// One value of every variant, in [`code`](Error::code) order: the one list of error
+    /// kinds that the bindings and every layer's tests iterate (a test proves it complete).
+    pub const EXAMPLES: &'static [Error] = &[
+        Error::UnknownSession(SessionId(1)),
+        Error::NotHolder(SessionId(1)),
+        Error::NotQueued(SessionId(1)),
+        Error::AlreadyQueued(SessionId(1)),
+        Error::ModeMismatch {
+            held: Mode::Exclusive,
+        },
+        Error::StaleRequest {
+            request: 1,
+            latest: 2,
+        },
+        Error::RequestReused { request: 1 },
+        Error::EmptyName,
+        Error::NameTooLong { len: 65, max: 64 },
+        Error::BadTtl,
+        Error::DeadlineOverflow,
+        Error::TimeWentBackwards {
+            now: Tick(2),
+            requested: Tick(1),
+        },
+        Error::BadConfig("max_name_len must be 1..=64"),
+        Error::CapacityExceeded(Table::Sessions),
+        Error::Stale {
+            token: Token(1),
+            highest: Token(2),
+        },
+        Error::ZeroToken,
+        Error::BadFrame,
+        Error::BufferTooSmall { need: 1 },
+        Error::BadMagic,
+        Error::UnsupportedVersion(99),
+        Error::CorruptSnapshot("trailing bytes"),
+        Error::UnknownKeepAlive { sent_at: 1 },
+    ];
+
     /// A stable number for this kind of error, never reused: 1xx session and lock rules,
-    /// 2xx names and time, 3xx capacity, 4xx fencing, 5xx bytes. Cost: O(1).
+    /// 2xx names and time, 3xx capacity, 4xx fencing, 5xx bytes, 6xx the client's lease
+    /// view. Cost: O(1).
     pub fn code(&self) -> u32 {
         match self {
             Error::UnknownSession(_) => 101,
@@ -269,6 +316,7 @@ impl Error {
             Error::BadMagic => 503,
             Error::UnsupportedVersion(_) => 504,
             Error::CorruptSnapshot(_) => 505,
+            Error::UnknownKeepAlive { .. } => 601,
         }
     }
 
@@ -297,6 +345,7 @@ impl Error {
             Error::BadMagic => "bad_magic",
             Error::UnsupportedVersion(_) => "unsupported_version",
             Error::CorruptSnapshot(_) => "corrupt_snapshot",
+            Error::UnknownKeepAlive { .. } => "unknown_keep_alive",
         }
     }
 }
@@ -351,6 +400,10 @@ impl fmt::Display for Error {
             Error::UnsupportedVersion(v) => write!(f, "unsupported snapshot version {v}"),
             Error::CorruptSnapshot(why) => write!(f, "corrupt snapshot: {why}"),
             Error::BadConfig(why) => write!(f, "bad config: {why}"),
+            Error::UnknownKeepAlive { sent_at } => write!(
+                f,
+                "unknown keep-alive: no keep-alive sent at {sent_at} is on record"
+            ),
         }
     }
 }
@@ -384,6 +437,7 @@ impl From<Error> for ErrorRepr {
             Error::UnsupportedVersion(v) => ErrorRepr::UnsupportedVersion(v),
             Error::CorruptSnapshot(r) => ErrorRepr::CorruptSnapshot(Reason(r)),
             Error::BadConfig(r) => ErrorRepr::BadConfig(Reason(r)),
+            Error::UnknownKeepAlive { sent_at } => ErrorRepr::UnknownKeepAlive { sent_at },
         }
     }
 }
@@ -394,19 +448,51 @@ mod tests {
 
     #[test]
     fn the_decoding_shape_maps_every_variant_back() {
-        let all = [
-            Error::UnknownSession(SessionId(1)),
-            Error::ModeMismatch { held: Mode::Shared },
-            Error::TimeWentBackwards {
-                now: Tick(2),
-                requested: Tick(1),
-            },
-            Error::CorruptSnapshot("trailing bytes"),
-            Error::BadConfig("counter is zero"),
-            Error::UnsupportedVersion(3),
-        ];
-        for e in all {
-            assert_eq!(Error::from(ErrorRepr::from(e)), e);
+        for e in Error::EXAMPLES {
+            assert_eq!(Error::from(ErrorRepr::from(*e)), *e);
+        }
+    }
+
+    /// The position of a variant in declaration order; exhaustive, so a new variant must
+    /// be added here, and then the test below demands it in `EXAMPLES`.
+    fn variant(e: &Error) -> usize {
+        match e {
+            Error::UnknownSession(_) => 0,
+            Error::NotHolder(_) => 1,
+            Error::NotQueued(_) => 2,
+            Error::AlreadyQueued(_) => 3,
+            Error::ModeMismatch { .. } => 4,
+            Error::EmptyName => 5,
+            Error::NameTooLong { .. } => 6,
+            Error::BadTtl => 7,
+            Error::DeadlineOverflow => 8,
+            Error::TimeWentBackwards { .. } => 9,
+            Error::StaleRequest { .. } => 10,
+            Error::RequestReused { .. } => 11,
+            Error::CapacityExceeded(_) => 12,
+            Error::Stale { .. } => 13,
+            Error::ZeroToken => 14,
+            Error::BadFrame => 15,
+            Error::BufferTooSmall { .. } => 16,
+            Error::BadMagic => 17,
+            Error::UnsupportedVersion(_) => 18,
+            Error::CorruptSnapshot(_) => 19,
+            Error::BadConfig(_) => 20,
+            Error::UnknownKeepAlive { .. } => 21,
+        }
+    }
+
+    #[test]
+    fn examples_hold_every_variant_once_in_code_order() {
+        let mut seen = [false; 22];
+        for e in Error::EXAMPLES {
+            assert!(!seen[variant(e)], "{e:?} twice");
+            seen[variant(e)] = true;
+        }
+        assert!(seen.iter().all(|s| *s), "a variant is missing from EXAMPLES");
+        for w in Error::EXAMPLES.windows(2) {
+            assert!(w[0].code() < w[1].code(), "not in code order at {:?}", w[1]);
+            assert_ne!(w[0].kind(), w[1].kind());
         }
     }
 
@@ -421,7 +507,9 @@ mod tests {
             include_str!("keeper.rs"),
             include_str!("lib.rs"),
             include_str!("output.rs"),
+            include_str!("reply.rs"),
             include_str!("service.rs"),
+            include_str!("sink.rs"),
             include_str!("snapshot.rs"),
             include_str!("storage.rs"),
             include_str!("table.rs"),

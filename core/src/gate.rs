@@ -57,8 +57,16 @@ pub struct FenceGate<R: AsRef<[GateRow]> + AsMut<[GateRow]>> {
 }
 
 impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
-    /// An empty gate over `rows` (their content is discarded). Cost: O(capacity).
-    pub fn new(mut rows: R) -> Self {
+    /// An empty gate over `rows` (their content is discarded).
+    ///
+    /// Errors: [`Error::BadConfig`] for more than [`MAX_ROWS`](crate::MAX_ROWS) rows.
+    /// Cost: O(capacity).
+    pub fn new(rows: R) -> Result<Self, Error> {
+        crate::check_rows(rows.as_ref().len())?;
+        Ok(Self::build(rows))
+    }
+
+    fn build(mut rows: R) -> Self {
         for r in rows.as_mut().iter_mut() {
             *r = GateRow::EMPTY;
         }
@@ -189,10 +197,14 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     /// canonical encoding (exactly the bytes `snapshot` writes).
     ///
     /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
-    /// [`Error::CorruptSnapshot`], [`Error::CapacityExceeded`]; the rows come back with the
-    /// error. Cost: O(resources).
+    /// [`Error::CorruptSnapshot`], [`Error::CapacityExceeded`], [`Error::BadConfig`] (more
+    /// than [`MAX_ROWS`](crate::MAX_ROWS) rows); the rows come back with the error.
+    /// Cost: O(resources).
     pub fn restore(rows: R, bytes: &[u8]) -> Result<Self, (R, Error)> {
-        let mut gate = FenceGate::new(rows);
+        if let Err(e) = crate::check_rows(rows.as_ref().len()) {
+            return Err((rows, e));
+        }
+        let mut gate = FenceGate::build(rows);
         match gate.load(bytes) {
             // Over-long varints decode too; the canonical re-encoding is then shorter.
             Ok(()) if gate.snapshot_len() != bytes.len() => {

@@ -4,34 +4,38 @@ use serde::{Deserialize, Serialize};
 
 use crate::{LockName, Mode, SessionId, Tick, Wait};
 
-/// One input to [`LockService::handle`](crate::LockService::handle). Every input but
-/// `Tick` applies at the current tick.
+/// One input to [`LockService::handle`](crate::LockService::handle).
+///
+/// **Every input carries the host's `now`.** Before applying it the service advances to
+/// `now` exactly as [`Input::Tick`] would (expire sessions, time out waits, end
+/// lock-delays, grant), so a host that handles each message as it arrives, with no tick in
+/// between, gets the same outcome as one that ticks first. A `now` earlier than the
+/// service's is refused with [`Error::TimeWentBackwards`](crate::Error).
 ///
 /// `request` is the optional per-session request number of idempotent retries (Raft
 /// dissertation §6.3): the host numbers a session's requests 1, 2, 3…; a repeat of the
-/// session's latest number applies nothing twice and leaves the recorded answer unchanged.
-/// It replays the recorded answer, except for an acquire, whose repeat answers from the
-/// session's claim on the lock now (the state may have moved on since the recorded
-/// answer): holding it → `Granted` with the held mode and current token; queued for it →
-/// `Queued` with the queued mode and current 1-based position (an O(queue length) walk,
-/// on the replay path only); neither → the recorded `Busy` stays `Busy`, a recorded
-/// `Queued` becomes `WaitTimedOut` (the wait ended without a grant), a recorded `Granted`
-/// becomes `Released` with the recorded token and reason `Released` (that hold has
-/// ended). An older number is refused with [`Error::StaleRequest`](crate::Error); the
-/// latest number on a different kind of input, lock or mode is refused with
-/// [`Error::RequestReused`](crate::Error); a refused input records nothing, so its retry
-/// is evaluated afresh; `None` opts out (nothing checked, nothing recorded).
-/// "Request-number errors" in the methods' docs means `StaleRequest` and `RequestReused`.
+/// session's latest number applies nothing twice and returns the reply the original
+/// returned — for an acquire, brought up to date from the session's claim on the lock now
+/// (see [`LockService::acquire`](crate::LockService::acquire)). An older number is refused
+/// with [`Error::StaleRequest`](crate::Error); the latest number on a different kind of
+/// input, lock or mode is refused with [`Error::RequestReused`](crate::Error); a refused
+/// input records nothing, so its retry is evaluated afresh; `None` opts out (nothing
+/// checked, nothing recorded). "Request-number errors" in the methods' docs means
+/// `StaleRequest` and `RequestReused`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Input {
-    /// Open a session that expires `ttl` ticks from now unless kept alive.
+    /// Open a session that expires `ttl` ticks after `now` unless kept alive.
     OpenSession {
+        /// The host's current tick.
+        now: Tick,
         /// Time to live in ticks, at least 1.
         ttl: u64,
     },
-    /// Renew a session: its deadline becomes now + its ttl.
+    /// Keep a session alive: its deadline becomes `now` + its ttl.
     KeepAlive {
+        /// The host's current tick.
+        now: Tick,
         /// The session.
         session: SessionId,
         /// Idempotent-retry number.
@@ -39,6 +43,8 @@ pub enum Input {
     },
     /// Close a session: release everything it holds, drop its waits.
     CloseSession {
+        /// The host's current tick.
+        now: Tick,
         /// The session.
         session: SessionId,
         /// Idempotent-retry number (a retry after success finds the session gone and gets
@@ -47,6 +53,8 @@ pub enum Input {
     },
     /// Acquire a lock, waiting as `wait` says if it is not free.
     Acquire {
+        /// The host's current tick.
+        now: Tick,
         /// The session that will hold it.
         session: SessionId,
         /// The lock.
@@ -60,6 +68,8 @@ pub enum Input {
     },
     /// Release a held lock.
     Release {
+        /// The host's current tick.
+        now: Tick,
         /// The holder.
         session: SessionId,
         /// The lock.
@@ -69,6 +79,8 @@ pub enum Input {
     },
     /// Withdraw a queued acquire.
     Cancel {
+        /// The host's current tick.
+        now: Tick,
         /// The waiter.
         session: SessionId,
         /// The lock.
@@ -76,7 +88,8 @@ pub enum Input {
         /// Idempotent-retry number.
         request: Option<u64>,
     },
-    /// Advance logical time to `now` and do whatever has come due.
+    /// Advance logical time to `now` and do whatever has come due (for timers: a host
+    /// calls it when [`poll_timeout`](crate::LockService::poll_timeout) comes due).
     Tick {
         /// The new current tick (not earlier than the current one).
         now: Tick,
@@ -84,9 +97,21 @@ pub enum Input {
 }
 
 impl Input {
+    /// The host's tick this input carries. Cost: O(1). Errors: none.
+    pub fn now(&self) -> Tick {
+        match self {
+            Input::OpenSession { now, .. }
+            | Input::KeepAlive { now, .. }
+            | Input::CloseSession { now, .. }
+            | Input::Acquire { now, .. }
+            | Input::Release { now, .. }
+            | Input::Cancel { now, .. }
+            | Input::Tick { now } => *now,
+        }
+    }
+
     /// The session this input acts for: `None` for [`Input::OpenSession`] (there is none
-    /// yet) and [`Input::Tick`]. Hosts use it to route an input's outputs back to the
-    /// requester. Cost: O(1). Errors: none.
+    /// yet) and [`Input::Tick`]. Cost: O(1). Errors: none.
     pub fn session(&self) -> Option<SessionId> {
         match self {
             Input::KeepAlive { session, .. }
@@ -108,5 +133,20 @@ impl Input {
             | Input::Cancel { request, .. } => *request,
             Input::OpenSession { .. } | Input::Tick { .. } => None,
         }
+    }
+
+    /// A copy of this input with its `now` replaced (a replicated host stamps inputs with
+    /// the leader's clock when it proposes them). Cost: O(1). Errors: none.
+    pub fn at(mut self, tick: Tick) -> Input {
+        match &mut self {
+            Input::OpenSession { now, .. }
+            | Input::KeepAlive { now, .. }
+            | Input::CloseSession { now, .. }
+            | Input::Acquire { now, .. }
+            | Input::Release { now, .. }
+            | Input::Cancel { now, .. }
+            | Input::Tick { now } => *now = tick,
+        }
+        self
     }
 }

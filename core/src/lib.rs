@@ -162,7 +162,9 @@ mod gate;
 mod input;
 mod keeper;
 mod output;
+mod reply;
 mod service;
+mod sink;
 mod snapshot;
 pub mod storage;
 mod table;
@@ -173,9 +175,13 @@ pub use election::Leader;
 pub use error::{Error, Table};
 pub use gate::{FenceGate, GateRow, GATE_MAGIC, GATE_VERSION};
 pub use input::Input;
-pub use keeper::{Lease, SessionKeeper};
+pub use keeper::{Lease, SessionKeeper, KEEPER_MEMORY};
 pub use output::{Output, ReleaseReason};
-pub use service::{Capacity, Config, Holder, LockService, SessionInfo, Waiter};
+pub use reply::Reply;
+pub use service::{
+    check_rows, Capacity, Config, Holder, LockService, SessionInfo, Usage, Waiter, MAX_ROWS,
+};
+pub use sink::Sink;
 pub use snapshot::{SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 #[cfg(feature = "alloc")]
 pub use storage::VecStorage;

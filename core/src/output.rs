@@ -1,8 +1,8 @@
-//! What the service hands back to the host.
+//! What the service tells sessions other than the caller: the events of an input.
 
 use serde::{Deserialize, Serialize};
 
-use crate::{LockName, Mode, SessionId, Tick, Token};
+use crate::{LockName, Mode, SessionId, Token};
 
 /// Why a hold ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -15,38 +15,15 @@ pub enum ReleaseReason {
     Expired,
 }
 
-/// One event for the host to route. Each names the session the host must tell; none may
-/// be dropped (the host's sink receives every one, see
-/// [`LockService::handle`](crate::LockService::handle) for the bound per input).
+/// One event for the host to route to the session it names ([`Output::session`]). Events
+/// are what an input causes *besides* the caller's own answer (its [`Reply`](crate::Reply)):
+/// grants to waiters, and what time or a close ended. None may be dropped: the host's
+/// [`Sink`](crate::Sink) receives every one (see
+/// [`LockService::max_events`](crate::LockService::max_events) for the bound per input).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Output {
-    /// A session was opened. Tell the client its id and deadline.
-    SessionOpened {
-        /// The new session.
-        session: SessionId,
-        /// It expires at this tick unless kept alive.
-        expires_at: Tick,
-    },
-    /// A keep-alive was applied. Tell the client (this is its heartbeat ack).
-    SessionRenewed {
-        /// The session.
-        session: SessionId,
-        /// Its new deadline.
-        expires_at: Tick,
-    },
-    /// A session was closed at its client's request.
-    SessionClosed {
-        /// The session.
-        session: SessionId,
-    },
-    /// A session's deadline passed: its holds are released (lock-delay applies) and its
-    /// waits dropped. Tell the client, if it can still be reached, that it lost everything.
-    SessionExpired {
-        /// The session.
-        session: SessionId,
-    },
-    /// The session now holds the lock. Wake the client; every action it takes on the
+    /// A waiter now holds the lock. Wake its client; every action it takes on the
     /// protected resource must carry `token`.
     Granted {
         /// The new holder.
@@ -58,26 +35,8 @@ pub enum Output {
         /// Its fencing token.
         token: Token,
     },
-    /// The acquire was queued; a `Granted`, `WaitTimedOut`, `WaitCancelled` or the
-    /// session's end follows. Nothing else needs polling.
-    Queued {
-        /// The waiter.
-        session: SessionId,
-        /// The lock.
-        lock: LockName,
-        /// The mode asked for.
-        mode: Mode,
-        /// 1 = next in line.
-        position: u32,
-    },
-    /// A try-lock (or an already-passed deadline) found the lock taken: nothing queued.
-    Busy {
-        /// The session that asked.
-        session: SessionId,
-        /// The lock.
-        lock: LockName,
-    },
-    /// A hold ended. Tell the former holder: its token is no longer good.
+    /// A hold ended by its session's close or expiry. Tell the former holder: its token is
+    /// no longer good. (A release the holder asked for is its [`Reply::Released`](crate::Reply).)
     Released {
         /// The former holder.
         session: SessionId,
@@ -85,8 +44,15 @@ pub enum Output {
         lock: LockName,
         /// The token of the hold that ended.
         token: Token,
-        /// Why.
+        /// Why: `Closed` or `Expired`.
         reason: ReleaseReason,
+    },
+    /// A session's deadline passed: its holds are released (a `Released` with reason
+    /// `Expired` follows for each, lock-delay applies) and its waits dropped. Tell the
+    /// client, if it can still be reached, that it lost everything.
+    SessionExpired {
+        /// The session.
+        session: SessionId,
     },
     /// A timed wait reached its deadline without a grant; it is no longer queued.
     WaitTimedOut {
@@ -95,29 +61,27 @@ pub enum Output {
         /// The lock.
         lock: LockName,
     },
-    /// A queued acquire was withdrawn at the waiter's request.
-    WaitCancelled {
-        /// The former waiter.
-        session: SessionId,
-        /// The lock.
-        lock: LockName,
-    },
 }
 
 impl Output {
-    /// The session the host must notify of this output. Cost: O(1).
+    /// The session the host must notify of this event. Cost: O(1).
     pub fn session(&self) -> SessionId {
         match self {
-            Output::SessionOpened { session, .. }
-            | Output::SessionRenewed { session, .. }
-            | Output::SessionClosed { session }
-            | Output::SessionExpired { session }
-            | Output::Granted { session, .. }
-            | Output::Queued { session, .. }
-            | Output::Busy { session, .. }
+            Output::Granted { session, .. }
             | Output::Released { session, .. }
-            | Output::WaitTimedOut { session, .. }
-            | Output::WaitCancelled { session, .. } => *session,
+            | Output::SessionExpired { session }
+            | Output::WaitTimedOut { session, .. } => *session,
+        }
+    }
+
+    /// A short, stable, snake_case name for the kind of event (`"granted"`…), the
+    /// discriminant the JS and Python bindings use. Cost: O(1).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Output::Granted { .. } => "granted",
+            Output::Released { .. } => "released",
+            Output::SessionExpired { .. } => "session_expired",
+            Output::WaitTimedOut { .. } => "wait_timed_out",
         }
     }
 }

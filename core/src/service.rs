@@ -2,11 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::storage::{claim_hash, ClaimRow, Link, List, LockRow, Reply, SessionRow, Storage};
+use crate::storage::{claim_hash, ClaimRow, Link, List, LockRow, Recorded, SessionRow, Storage};
 use crate::table::{fnv1a, name_hash, TableState, NIL};
 use crate::{
-    Error, Input, LockName, Mode, Output, ReleaseReason, SessionId, Table, Tick, Token, Wait,
-    MAX_NAME_LEN,
+    Error, Input, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Sink, Table, Tick,
+    Token, Wait, MAX_NAME_LEN,
 };
 
 /// Settings fixed at construction (capacities come from the [`Storage`]).
@@ -46,6 +46,17 @@ pub struct Capacity {
     /// Locks that can be held, awaited or in lock-delay at once.
     pub locks: u32,
     /// Holds plus waits, over all sessions and locks.
+    pub claims: u32,
+}
+
+/// Rows in use in each of the three tables, as returned by [`LockService::usage`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Open sessions.
+    pub sessions: u32,
+    /// Live lock entries (held, awaited or in lock-delay).
+    pub locks: u32,
+    /// Holds plus waits.
     pub claims: u32,
 }
 
@@ -154,6 +165,19 @@ pub struct LockService<S: Storage> {
     pub(crate) st: State,
 }
 
+/// The most rows any table (the service's three, a gate's) may have: row indexes are
+/// `u32` with one value reserved, and the bindings hand counts to 32-bit callers.
+pub const MAX_ROWS: usize = i32::MAX as usize;
+
+/// The one check of [`MAX_ROWS`]; every constructor and restore calls it, and so may a
+/// binding before it allocates. Errors: [`Error::BadConfig`]. Cost: O(1).
+pub fn check_rows(rows: usize) -> Result<(), Error> {
+    if rows > MAX_ROWS {
+        return Err(Error::BadConfig("a table has more than 2^31 - 1 rows"));
+    }
+    Ok(())
+}
+
 /// Which input a recorded reply belongs to (to catch a reused request number).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -177,11 +201,9 @@ impl<S: Storage> LockService<S> {
     pub(crate) fn check(storage: &mut S, config: &Config) -> Result<(), Error> {
         config.validate()?;
         let t = storage.tables();
-        let limit = (i32::MAX) as usize;
-        if t.sessions.len() > limit || t.locks.len() > limit || t.claims.len() > limit {
-            return Err(Error::BadConfig("a table has more than 2^31 - 1 rows"));
-        }
-        Ok(())
+        check_rows(t.sessions.len())?;
+        check_rows(t.locks.len())?;
+        check_rows(t.claims.len())
     }
 
     pub(crate) fn build(mut storage: S, config: Config) -> Self {
@@ -233,44 +255,60 @@ impl<S: Storage> LockService<S> {
 
     // ------------------------------------------------------------------ inputs
 
-    /// Applies one input; outputs go to `out` in order.
+    /// Applies one input and returns the caller's [`Reply`]; events for other sessions (and
+    /// those time caused) go to `out`, in order.
     ///
     /// Errors: those of the typed method the input names. Cost: that method's.
-    pub fn handle(&mut self, input: Input, out: &mut impl FnMut(Output)) -> Result<(), Error> {
+    pub fn handle(&mut self, input: Input, out: &mut impl Sink) -> Result<Reply, Error> {
         match input {
-            Input::OpenSession { ttl } => self.open_session(ttl, out).map(|_| ()),
-            Input::KeepAlive { session, request } => self.keep_alive(session, request, out),
-            Input::CloseSession { session, request } => self.close_session(session, request, out),
+            Input::OpenSession { now, ttl } => self.open_session(now, ttl, out),
+            Input::KeepAlive {
+                now,
+                session,
+                request,
+            } => self.keep_alive(now, session, request, out),
+            Input::CloseSession {
+                now,
+                session,
+                request,
+            } => self.close_session(now, session, request, out),
             Input::Acquire {
+                now,
                 session,
                 lock,
                 mode,
                 wait,
                 request,
-            } => self.acquire(session, lock.as_str(), mode, wait, request, out),
+            } => self.acquire(now, session, lock.as_str(), mode, wait, request, out),
             Input::Release {
+                now,
                 session,
                 lock,
                 request,
-            } => self.release(session, lock.as_str(), request, out),
+            } => self.release(now, session, lock.as_str(), request, out),
             Input::Cancel {
+                now,
                 session,
                 lock,
                 request,
-            } => self.cancel(session, lock.as_str(), request, out),
-            Input::Tick { now } => self.tick(now, out),
+            } => self.cancel(now, session, lock.as_str(), request, out),
+            Input::Tick { now } => self.tick(now, out).map(|()| Reply::Ticked { now }),
         }
     }
 
-    /// Opens a session expiring `ttl` ticks from now. Emits `SessionOpened`.
+    /// Opens a session expiring `ttl` ticks after `now`. Replies `Opened`.
     ///
-    /// Errors: [`Error::BadTtl`] (0), [`Error::DeadlineOverflow`],
-    /// [`Error::CapacityExceeded`]`(Sessions)`. Cost: O(log sessions).
+    /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`] (a bounded sink
+    /// with less room than [`max_events`](Self::max_events)), then — after advancing to
+    /// `now`, which stands — [`Error::BadTtl`] (0), [`Error::DeadlineOverflow`],
+    /// [`Error::CapacityExceeded`]`(Sessions)`. Cost: the advance, then O(log sessions).
     pub fn open_session(
         &mut self,
+        now: Tick,
         ttl: u64,
-        out: &mut impl FnMut(Output),
-    ) -> Result<SessionId, Error> {
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
+        self.advance(now, out)?;
         let mut v = self.view();
         if ttl == 0 {
             return Err(Error::BadTtl);
@@ -283,34 +321,31 @@ impl<S: Storage> LockService<S> {
         let id = v.st.next_session;
         v.st.next_session += 1;
         v.insert_session(slot, id, ttl, expires_at);
-        out(Output::SessionOpened {
+        Ok(Reply::Opened {
             session: SessionId(id),
             expires_at: Tick(expires_at),
-        });
-        Ok(SessionId(id))
+        })
     }
 
-    /// Renews a session: its deadline becomes now + ttl. Emits `SessionRenewed` (the
-    /// heartbeat's acknowledgement).
+    /// Keeps a session alive: its deadline becomes `now` + ttl. Replies `KeptAlive` (the
+    /// client's acknowledgement; its [`SessionKeeper`](crate::SessionKeeper) counts the
+    /// lease from when it sent this).
     ///
-    /// Errors: [`Error::UnknownSession`], [`Error::DeadlineOverflow`], request-number
-    /// errors. Cost: O(log sessions).
+    /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
+    /// advance) [`Error::UnknownSession`], request-number errors,
+    /// [`Error::DeadlineOverflow`]. Cost: the advance, then O(log sessions).
     pub fn keep_alive(
         &mut self,
+        now: Tick,
         session: SessionId,
         request: Option<u64>,
-        out: &mut impl FnMut(Output),
-    ) -> Result<(), Error> {
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
+        self.advance(now, out)?;
         let mut v = self.view();
         let s = v.session_slot(session)?;
-        if let Some(reply) = v.check_request(s, request, Kind::KeepAlive, 0)? {
-            if let Reply::Renewed { expires_at } = reply {
-                out(Output::SessionRenewed {
-                    session,
-                    expires_at: Tick(expires_at),
-                });
-            }
-            return Ok(());
+        if let Some(recorded) = v.check_request(s, request, Kind::KeepAlive, 0)? {
+            return Ok(recorded.reply());
         }
         let expires_at =
             v.st.now
@@ -318,43 +353,43 @@ impl<S: Storage> LockService<S> {
                 .ok_or(Error::DeadlineOverflow)?;
         v.s[s as usize].expires_at = expires_at;
         v.st.sessions.schedule(v.s, s);
-        v.record(s, request, 0, Reply::Renewed { expires_at });
-        out(Output::SessionRenewed {
-            session,
+        v.record(s, request, 0, Recorded::KeptAlive { expires_at });
+        Ok(Reply::KeptAlive {
             expires_at: Tick(expires_at),
-        });
-        Ok(())
+        })
     }
 
-    /// Closes a session: emits `SessionClosed`, then `Released` for each lock it held (in
-    /// the order it acquired them), then `Granted` to the waiters that this frees. Its
-    /// waits are dropped silently. No lock-delay.
+    /// Closes a session. Replies `Closed`; emits `Released` (reason `Closed`) for each
+    /// lock it held (in the order it acquired them), then `Granted` to the waiters that
+    /// this frees. Its waits are dropped silently. No lock-delay.
     ///
-    /// Errors: [`Error::UnknownSession`], request-number errors. Cost: O(its claims +
-    /// outputs).
+    /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
+    /// advance) [`Error::UnknownSession`], request-number errors. Cost: the advance, then
+    /// O(its claims + events).
     pub fn close_session(
         &mut self,
+        now: Tick,
         session: SessionId,
         request: Option<u64>,
-        out: &mut impl FnMut(Output),
-    ) -> Result<(), Error> {
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
+        self.advance(now, out)?;
         let mut v = self.view();
         let s = v.session_slot(session)?;
         v.check_request(s, request, Kind::Close, 0)?;
-        out(Output::SessionClosed { session });
         v.end_session(s, ReleaseReason::Closed, out);
         v.grant_dirty(out);
-        Ok(())
+        Ok(Reply::Closed)
     }
 
     /// Acquires `lock` for `session` in `mode`.
     ///
     /// * Free (or held shared, for a shared request, with nobody queued) and not in
-    ///   lock-delay: emits `Granted` with a fresh token.
-    /// * Already held by this session in this mode: emits `Granted` with its current token
-    ///   (no second hold, no new token).
-    /// * Otherwise with `Wait::None` or a deadline not after now: emits `Busy`; with a later
-    ///   deadline or `Wait::Forever`: queues it at the tail and emits `Queued`.
+    ///   lock-delay: replies `Granted` with a fresh token.
+    /// * Already held by this session in this mode: replies `Granted` with its current
+    ///   token (no second hold, no new token).
+    /// * Otherwise with `Wait::None` or a deadline not after now: replies `Busy`; with a
+    ///   later deadline or `Wait::Forever`: queues it at the tail and replies `Queued`.
     /// * A repeat of the session's latest `request` number applies nothing and leaves the
     ///   recorded reply as it was; it answers from the session's claim on the lock *now*,
     ///   so a client that lost replies never waits on a stale one:
@@ -364,32 +399,36 @@ impl<S: Storage> LockService<S> {
     ///     (found by walking the queue from its head: O(queue length), on this replay path
     ///     only);
     ///   - neither, recorded `Busy`: `Busy`;
-    ///   - neither, recorded `Queued`: `WaitTimedOut` (the wait ended without a grant; a
+    ///   - neither, recorded `Queued`: `WaitEnded` (the wait ended without a grant; a
     ///     cancel would have been the client's own later request);
-    ///   - neither, recorded `Granted`: `Released` with the recorded token and reason
-    ///     `Released` (the hold that reply answered has ended).
+    ///   - neither, recorded `Granted`: `HoldEnded` with the recorded token.
     ///
-    /// Errors: [`Error::UnknownSession`], [`Error::EmptyName`], [`Error::NameTooLong`],
-    /// [`Error::AlreadyQueued`], [`Error::ModeMismatch`],
-    /// [`Error::CapacityExceeded`]`(Locks | Claims)`, request-number errors.
-    /// Cost: O(name length + log claims); a replay that finds the session queued adds
-    /// O(queue length).
+    /// Acquire emits no events of its own (only those of the advance to `now`).
+    ///
+    /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
+    /// advance) [`Error::UnknownSession`], [`Error::EmptyName`], [`Error::NameTooLong`],
+    /// request-number errors, [`Error::AlreadyQueued`], [`Error::ModeMismatch`],
+    /// [`Error::CapacityExceeded`]`(Claims | Locks)`, in that order.
+    /// Cost: the advance, then O(name length + log claims); a replay that finds the
+    /// session queued adds O(queue length).
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
+        now: Tick,
         session: SessionId,
         lock: &str,
         mode: Mode,
         wait: Wait,
         request: Option<u64>,
-        out: &mut impl FnMut(Output),
-    ) -> Result<(), Error> {
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
+        self.advance(now, out)?;
         let mut v = self.view();
         let s = v.session_slot(session)?;
         let name = v.name(lock)?;
         let target = target(&name, Some(mode));
-        if let Some(reply) = v.check_request(s, request, Kind::Acquire, target)? {
-            out(v.replay_acquire(s, session, name, reply));
-            return Ok(());
+        if let Some(recorded) = v.check_request(s, request, Kind::Acquire, target)? {
+            return Ok(v.replay_acquire(s, &name, recorded));
         }
         let l = v.lock_slot(&name);
         if let Some(l) = l {
@@ -402,14 +441,11 @@ impl<S: Storage> LockService<S> {
                     return Err(Error::ModeMismatch { held: claim.mode });
                 }
                 let token = claim.value;
-                v.record(s, request, target, Reply::Granted { mode, token });
-                out(Output::Granted {
-                    session,
-                    lock: name,
+                v.record(s, request, target, Recorded::Granted { mode, token });
+                return Ok(Reply::Granted {
                     mode,
                     token: Token(token),
                 });
-                return Ok(());
             }
         }
         let grantable = match l {
@@ -423,12 +459,8 @@ impl<S: Storage> LockService<S> {
             Wait::Forever => Some(u64::MAX),
         };
         if !grantable && deadline.is_none() {
-            v.record(s, request, target, Reply::Busy);
-            out(Output::Busy {
-                session,
-                lock: name,
-            });
-            return Ok(());
+            v.record(s, request, target, Recorded::Busy);
+            return Ok(Reply::Busy);
         }
         // Take the rows before the first change: a full table changes nothing. Taking a
         // free row and giving it back leaves the free list exactly as it was.
@@ -444,7 +476,7 @@ impl<S: Storage> LockService<S> {
                 };
                 let id = v.st.next_lock;
                 v.st.next_lock += 1;
-                v.insert_lock(slot, name.clone(), id);
+                v.insert_lock(slot, name, id);
                 slot
             }
         };
@@ -453,13 +485,11 @@ impl<S: Storage> LockService<S> {
         v.insert_claim(c, s, l, mode, seq);
         if grantable {
             let token = v.grant(c);
-            v.record(s, request, target, Reply::Granted { mode, token });
-            out(Output::Granted {
-                session,
-                lock: name,
+            v.record(s, request, target, Recorded::Granted { mode, token });
+            Ok(Reply::Granted {
                 mode,
                 token: Token(token),
-            });
+            })
         } else {
             let deadline = deadline.unwrap_or(u64::MAX);
             v.c[c as usize].value = deadline;
@@ -468,43 +498,32 @@ impl<S: Storage> LockService<S> {
                 v.st.claims.schedule(v.c, c);
             }
             let position = v.l[l as usize].waiters.len;
-            v.record(s, request, target, Reply::Queued { mode, position });
-            out(Output::Queued {
-                session,
-                lock: name,
-                mode,
-                position,
-            });
+            v.record(s, request, target, Recorded::Queued { mode, position });
+            Ok(Reply::Queued { mode, position })
         }
-        Ok(())
     }
 
-    /// Releases a lock the session holds: emits `Released`, then `Granted` to the head of
-    /// the queue (one exclusive waiter, or the run of shared waiters at the head).
+    /// Releases a lock the session holds. Replies `Released`; emits `Granted` to the head
+    /// of the queue (one exclusive waiter, or the run of shared waiters at the head).
     ///
-    /// Errors: [`Error::UnknownSession`], name errors, [`Error::NotHolder`],
-    /// request-number errors. Cost: O(name length + log claims + outputs).
+    /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
+    /// advance) [`Error::UnknownSession`], name errors, request-number errors,
+    /// [`Error::NotHolder`]. Cost: the advance, then O(name length + log claims + events).
     pub fn release(
         &mut self,
+        now: Tick,
         session: SessionId,
         lock: &str,
         request: Option<u64>,
-        out: &mut impl FnMut(Output),
-    ) -> Result<(), Error> {
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
+        self.advance(now, out)?;
         let mut v = self.view();
         let s = v.session_slot(session)?;
         let name = v.name(lock)?;
         let target = target(&name, None);
-        if let Some(reply) = v.check_request(s, request, Kind::Release, target)? {
-            if let Reply::Released { token } = reply {
-                out(Output::Released {
-                    session,
-                    lock: name,
-                    token: Token(token),
-                    reason: ReleaseReason::Released,
-                });
-            }
-            return Ok(());
+        if let Some(recorded) = v.check_request(s, request, Kind::Release, target)? {
+            return Ok(recorded.reply());
         }
         let c = v
             .lock_slot(&name)
@@ -514,42 +533,35 @@ impl<S: Storage> LockService<S> {
         let l = v.c[c as usize].lock;
         let token = v.c[c as usize].value;
         v.remove_claim(c);
-        v.record(s, request, target, Reply::Released { token });
-        out(Output::Released {
-            session,
-            lock: name,
-            token: Token(token),
-            reason: ReleaseReason::Released,
-        });
+        v.record(s, request, target, Recorded::Released { token });
         v.mark_dirty(l);
         v.grant_dirty(out);
-        Ok(())
+        Ok(Reply::Released {
+            token: Token(token),
+        })
     }
 
-    /// Withdraws a queued acquire: emits `WaitCancelled`, then `Granted` to any shared
+    /// Withdraws a queued acquire. Replies `Cancelled`; emits `Granted` to any shared
     /// waiters that were only blocked behind it.
     ///
-    /// Errors: [`Error::UnknownSession`], name errors, [`Error::NotQueued`],
-    /// request-number errors. Cost: O(name length + log claims + outputs).
+    /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
+    /// advance) [`Error::UnknownSession`], name errors, request-number errors,
+    /// [`Error::NotQueued`]. Cost: the advance, then O(name length + log claims + events).
     pub fn cancel(
         &mut self,
+        now: Tick,
         session: SessionId,
         lock: &str,
         request: Option<u64>,
-        out: &mut impl FnMut(Output),
-    ) -> Result<(), Error> {
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
+        self.advance(now, out)?;
         let mut v = self.view();
         let s = v.session_slot(session)?;
         let name = v.name(lock)?;
         let target = target(&name, None);
-        if let Some(reply) = v.check_request(s, request, Kind::Cancel, target)? {
-            if reply == Reply::Cancelled {
-                out(Output::WaitCancelled {
-                    session,
-                    lock: name,
-                });
-            }
-            return Ok(());
+        if let Some(recorded) = v.check_request(s, request, Kind::Cancel, target)? {
+            return Ok(recorded.reply());
         }
         let c = v
             .lock_slot(&name)
@@ -558,14 +570,10 @@ impl<S: Storage> LockService<S> {
             .ok_or(Error::NotQueued(session))?;
         let l = v.c[c as usize].lock;
         v.remove_claim(c);
-        v.record(s, request, target, Reply::Cancelled);
-        out(Output::WaitCancelled {
-            session,
-            lock: name,
-        });
+        v.record(s, request, target, Recorded::Cancelled);
         v.mark_dirty(l);
         v.grant_dirty(out);
-        Ok(())
+        Ok(Reply::Cancelled)
     }
 
     /// Advances time to `now` and does what has come due, in this order:
@@ -577,18 +585,45 @@ impl<S: Storage> LockService<S> {
     /// 4. grant the locks these freed to their live waiters, FIFO (`Granted`).
     ///
     /// So expiry at a tick always comes before any grant at that tick: a session past its
-    /// deadline is never granted. A tick equal to the current one is a no-op.
+    /// deadline is never granted. A tick equal to the current one is a no-op. Every other
+    /// input does exactly this first, with the `now` it carries.
     ///
-    /// Errors: [`Error::TimeWentBackwards`]. Cost: O(1) with nothing due, else
-    /// O(log n) per due deadline plus the outputs.
-    pub fn tick(&mut self, now: Tick, out: &mut impl FnMut(Output)) -> Result<(), Error> {
-        let mut v = self.view();
-        if now.0 < v.st.now {
+    /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`] (nothing changed).
+    /// Cost: O(1) with nothing due, else O(log n) per due deadline plus the events.
+    pub fn tick(&mut self, now: Tick, out: &mut impl Sink) -> Result<(), Error> {
+        self.advance(now, out)
+    }
+
+    /// The most events one input can emit now: one `SessionExpired` per open session plus
+    /// two per claim (a wait granted by the advance and then released by a close, say).
+    /// A bounded [`Sink`] must have this much room, or the input is refused with
+    /// [`Error::BufferTooSmall`]; sizing it for `capacity().sessions + 2 ×
+    /// capacity().claims` is always enough. Cost: O(1).
+    pub fn max_events(&self) -> usize {
+        self.st.sessions.len as usize + 2 * self.st.claims.len as usize
+    }
+
+    /// The shared first step of every input: refuse a `now` in the past or a sink too
+    /// small for [`max_events`](Self::max_events) (nothing changes), then advance.
+    fn advance(&mut self, now: Tick, out: &mut impl Sink) -> Result<(), Error> {
+        if now.0 < self.st.now {
             return Err(Error::TimeWentBackwards {
-                now: Tick(v.st.now),
+                now: Tick(self.st.now),
                 requested: now,
             });
         }
+        let need = self.max_events();
+        if out.room() < need {
+            return Err(Error::BufferTooSmall {
+                need: u32::try_from(need).unwrap_or(u32::MAX),
+            });
+        }
+        if now.0 == self.st.now {
+            // Everything due at or before the current tick was done when time reached it,
+            // and nothing an input schedules is due at the tick it is applied.
+            return Ok(());
+        }
+        let mut v = self.view();
         v.st.now = now.0;
         // A deliberately broken order for the verification suite only; `false` (and gone)
         // without the test-only feature.
@@ -607,7 +642,7 @@ impl<S: Storage> LockService<S> {
             let (session, l) = (SessionId(v.s[claim.session as usize].id), claim.lock);
             let lock = v.l[l as usize].name.clone();
             v.remove_claim(c);
-            out(Output::WaitTimedOut { session, lock });
+            out.event(Output::WaitTimedOut { session, lock });
             v.mark_dirty(l);
         }
         while let Some(l) = v.st.locks.earliest(v.l) {
@@ -626,7 +661,6 @@ impl<S: Storage> LockService<S> {
         }
         Ok(())
     }
-
     /// TEST ONLY — exists only with the non-default feature `fault-injection`, which no
     /// shipped crate enables. `true` makes [`tick`](Self::tick) grant freed locks *before*
     /// expiring the sessions that are due (the etcd #9921 bug), so the verification suite
@@ -651,8 +685,8 @@ impl<S: Storage> LockService<S> {
             return None;
         }
         match row.last_reply {
-            Reply::Released { .. } => Some(true),
-            Reply::Cancelled => Some(false),
+            Recorded::Released { .. } => Some(true),
+            Recorded::Cancelled => Some(false),
             _ => None,
         }
     }
@@ -707,10 +741,10 @@ impl<S: Storage> LockService<S> {
         }
     }
 
-    /// Entries in use per table (open sessions, live lock entries, holds + waits).
+    /// Rows in use per table (open sessions, live lock entries, holds + waits).
     /// Cost: O(1).
-    pub fn len(&self) -> Capacity {
-        Capacity {
+    pub fn usage(&self) -> Usage {
+        Usage {
             sessions: self.st.sessions.len,
             locks: self.st.locks.len,
             claims: self.st.claims.len,
@@ -883,19 +917,17 @@ impl View<'_> {
         TableState::find(self.c, claim_hash(s, l), |r| r.session == s && r.lock == l)
     }
 
-    /// The answer to a repeat of an acquire whose recorded reply is `reply`, from the
+    /// The answer to a repeat of an acquire whose recorded reply is `recorded`, from the
     /// session's claim on the lock now (see [`LockService::acquire`]). Applies nothing.
     /// Cost: O(log claims), plus O(queue length) when the session is queued.
-    fn replay_acquire(&self, s: u32, session: SessionId, lock: LockName, reply: Reply) -> Output {
+    fn replay_acquire(&self, s: u32, lock: &LockName, recorded: Recorded) -> Reply {
         let claim = self
-            .lock_slot(&lock)
+            .lock_slot(lock)
             .and_then(|l| self.claim_slot(s, l).map(|c| (l, c)));
         if let Some((l, c)) = claim {
             let row = &self.c[c as usize];
             if row.holding {
-                return Output::Granted {
-                    session,
-                    lock,
+                return Reply::Granted {
                     mode: row.mode,
                     token: Token(row.value),
                 };
@@ -906,22 +938,17 @@ impl View<'_> {
                 position += 1;
                 cur = self.c[cur as usize].in_lock.next;
             }
-            return Output::Queued {
-                session,
-                lock,
+            return Reply::Queued {
                 mode: row.mode,
                 position,
             };
         }
-        match reply {
-            Reply::Granted { token, .. } => Output::Released {
-                session,
-                lock,
+        match recorded {
+            Recorded::Granted { token, .. } => Reply::HoldEnded {
                 token: Token(token),
-                reason: ReleaseReason::Released,
             },
-            Reply::Queued { .. } => Output::WaitTimedOut { session, lock },
-            _ => Output::Busy { session, lock },
+            Recorded::Queued { .. } => Reply::WaitEnded,
+            _ => Reply::Busy,
         }
     }
 
@@ -945,7 +972,7 @@ impl View<'_> {
         request: Option<u64>,
         kind: Kind,
         target: u64,
-    ) -> Result<Option<Reply>, Error> {
+    ) -> Result<Option<Recorded>, Error> {
         let Some(n) = request else { return Ok(None) };
         let row = &self.s[s as usize];
         if n < row.last_request {
@@ -958,11 +985,11 @@ impl View<'_> {
             return Ok(None);
         }
         let recorded = match row.last_reply {
-            Reply::None => return Ok(None),
-            Reply::Renewed { .. } => Kind::KeepAlive,
-            Reply::Granted { .. } | Reply::Queued { .. } | Reply::Busy => Kind::Acquire,
-            Reply::Released { .. } => Kind::Release,
-            Reply::Cancelled => Kind::Cancel,
+            Recorded::None => return Ok(None),
+            Recorded::KeptAlive { .. } => Kind::KeepAlive,
+            Recorded::Granted { .. } | Recorded::Queued { .. } | Recorded::Busy => Kind::Acquire,
+            Recorded::Released { .. } => Kind::Release,
+            Recorded::Cancelled => Kind::Cancel,
         };
         // Close records nothing (the session is gone), so it never matches. The same number
         // for another lock or mode is a different request, not a retry.
@@ -972,7 +999,7 @@ impl View<'_> {
         Ok(Some(row.last_reply))
     }
 
-    fn record(&mut self, s: u32, request: Option<u64>, target: u64, reply: Reply) {
+    fn record(&mut self, s: u32, request: Option<u64>, target: u64, reply: Recorded) {
         if let Some(n) = request {
             let row = &mut self.s[s as usize];
             row.last_request = n;
@@ -987,7 +1014,7 @@ impl View<'_> {
         row.ttl = ttl;
         row.expires_at = expires_at;
         row.last_request = 0;
-        row.last_reply = Reply::None;
+        row.last_reply = Recorded::None;
         row.last_target = 0;
         row.claims = List::EMPTY;
         TableState::index_insert(self.s, slot);
@@ -1082,7 +1109,7 @@ impl View<'_> {
 
     /// Ends a session: `Released` per hold (lock-delay if it expired), waits dropped, the
     /// row freed. Its locks are marked for [`grant_dirty`](Self::grant_dirty).
-    fn end_session(&mut self, s: u32, reason: ReleaseReason, out: &mut impl FnMut(Output)) {
+    fn end_session(&mut self, s: u32, reason: ReleaseReason, out: &mut impl Sink) {
         let session = SessionId(self.s[s as usize].id);
         let delay = self.st.config.lock_delay;
         while self.s[s as usize].claims.head != NIL {
@@ -1093,7 +1120,7 @@ impl View<'_> {
             };
             self.remove_claim(c);
             if holding {
-                out(Output::Released {
+                out.event(Output::Released {
                     session,
                     lock: self.l[l as usize].name.clone(),
                     token: Token(token),
@@ -1121,12 +1148,12 @@ impl View<'_> {
     }
 
     /// Expires every session whose deadline is at or before `now`, earliest first.
-    fn expire_due(&mut self, now: u64, out: &mut impl FnMut(Output)) {
+    fn expire_due(&mut self, now: u64, out: &mut impl Sink) {
         while let Some(s) = self.st.sessions.earliest(self.s) {
             if self.s[s as usize].expires_at > now {
                 break;
             }
-            out(Output::SessionExpired {
+            out.event(Output::SessionExpired {
                 session: SessionId(self.s[s as usize].id),
             });
             self.end_session(s, ReleaseReason::Expired, out);
@@ -1149,7 +1176,7 @@ impl View<'_> {
 
     /// For each marked lock in marking order: grant its queue head (one exclusive waiter
     /// or the run of shared ones), then evict it if idle.
-    fn grant_dirty(&mut self, out: &mut impl FnMut(Output)) {
+    fn grant_dirty(&mut self, out: &mut impl Sink) {
         while self.st.dirty_head != NIL {
             let l = self.st.dirty_head;
             self.st.dirty_head = self.l[l as usize].dirty_next;
@@ -1163,7 +1190,7 @@ impl View<'_> {
         }
     }
 
-    fn grant_queue_head(&mut self, l: u32, out: &mut impl FnMut(Output)) {
+    fn grant_queue_head(&mut self, l: u32, out: &mut impl Sink) {
         if self.l[l as usize].delay_until > self.st.now {
             return;
         }
@@ -1184,7 +1211,7 @@ impl View<'_> {
             self.l[l as usize].waiters = waiters;
             let token = self.grant(head);
             let session = SessionId(self.s[self.c[head as usize].session as usize].id);
-            out(Output::Granted {
+            out.event(Output::Granted {
                 session,
                 lock: self.l[l as usize].name.clone(),
                 mode,

@@ -30,7 +30,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::service::{find_lock, find_session, in_lock, Config, LockService};
-use crate::storage::{Reply, Storage};
+use crate::storage::{Recorded, Storage};
 use crate::table::{TableState, NIL};
 use crate::{Error, LockName, Mode, SessionId, Table};
 
@@ -64,7 +64,7 @@ struct SessionRec {
     ttl: u64,
     expires_at: u64,
     last_request: u64,
-    last_reply: Reply,
+    last_reply: Recorded,
     last_target: u64,
 }
 
@@ -320,13 +320,13 @@ impl<S: Storage> LockService<S> {
             let reply_ok = match r.last_reply {
                 // A number is only ever recorded together with its reply (0 may precede
                 // any reply: request number 0 is legal).
-                Reply::None => r.last_request == 0 && r.last_target == 0,
-                Reply::Renewed { expires_at } => r.last_target == 0 && expires_at <= r.expires_at,
-                Reply::Granted { token, .. } | Reply::Released { token } => {
+                Recorded::None => r.last_request == 0 && r.last_target == 0,
+                Recorded::KeptAlive { expires_at } => r.last_target == 0 && expires_at <= r.expires_at,
+                Recorded::Granted { token, .. } | Recorded::Released { token } => {
                     token >= 1 && token <= meta.revision
                 }
-                Reply::Queued { position, .. } => position >= 1,
-                Reply::Busy | Reply::Cancelled => true,
+                Recorded::Queued { position, .. } => position >= 1,
+                Recorded::Busy | Recorded::Cancelled => true,
             };
             if !reply_ok {
                 return Err(corrupt("recorded reply does not fit its session"));

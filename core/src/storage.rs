@@ -202,11 +202,13 @@ impl Storage for VecStorage {
     }
 }
 
-/// What a session's latest numbered request answered, for idempotent retries.
+/// What a session's latest numbered request answered, for idempotent retries. The same
+/// variants, in the same order, as when this was first written: its encoding is part of
+/// the snapshot format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) enum Reply {
+pub(crate) enum Recorded {
     None,
-    Renewed { expires_at: u64 },
+    KeptAlive { expires_at: u64 },
     Granted { mode: Mode, token: u64 },
     Queued { mode: Mode, position: u32 },
     Busy,
@@ -221,7 +223,7 @@ pub struct SessionRow {
     pub(crate) ttl: u64,
     pub(crate) expires_at: u64,
     pub(crate) last_request: u64,
-    pub(crate) last_reply: Reply,
+    pub(crate) last_reply: Recorded,
     /// Fingerprint of the latest numbered request's arguments (lock name and mode), so a
     /// number reused for another lock or mode is refused instead of replayed.
     pub(crate) last_target: u64,
@@ -239,7 +241,7 @@ impl SessionRow {
         ttl: 0,
         expires_at: 0,
         last_request: 0,
-        last_reply: Reply::None,
+        last_reply: Recorded::None,
         last_target: 0,
         claims: List::EMPTY,
         order: Link::EMPTY,
@@ -466,5 +468,30 @@ impl List {
         }
         *link(&mut rows[slot as usize]) = Link::EMPTY;
         self.len -= 1;
+    }
+}
+
+impl Recorded {
+    /// The reply a repeat of the request returns (an acquire's repeat is answered from the
+    /// claim now instead, see `LockService::acquire`).
+    pub(crate) fn reply(self) -> crate::Reply {
+        use crate::{Reply, Tick, Token};
+        match self {
+            Recorded::KeptAlive { expires_at } => Reply::KeptAlive {
+                expires_at: Tick(expires_at),
+            },
+            Recorded::Granted { mode, token } => Reply::Granted {
+                mode,
+                token: Token(token),
+            },
+            Recorded::Queued { mode, position } => Reply::Queued { mode, position },
+            Recorded::Busy => Reply::Busy,
+            Recorded::Released { token } => Reply::Released {
+                token: Token(token),
+            },
+            Recorded::Cancelled => Reply::Cancelled,
+            // `check_request` never replays a session with nothing recorded.
+            Recorded::None => Reply::Closed,
+        }
     }
 }

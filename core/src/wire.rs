@@ -2,9 +2,9 @@
 //! consensus log, a worker message). A frame is exactly one postcard-encoded value; the
 //! transport delimits frames (length prefix, message boundary…).
 
-use crate::{Error, Input, LockService, Output, Storage};
+use crate::{Error, Input, LockService, Output, Reply, Sink, Storage};
 
-/// The largest encoded [`Output`] or [`Input`], in bytes: a buffer this size always fits
+/// The largest encoded [`Output`], [`Reply`] or [`Input`], in bytes: a buffer this size always fits
 /// one frame.
 pub const MAX_FRAME_LEN: usize = 128;
 
@@ -49,6 +49,26 @@ impl Output {
     }
 }
 
+impl Reply {
+    /// Encodes this reply into `buf`, returning the frame's length.
+    ///
+    /// Errors: [`Error::BufferTooSmall`] (a buffer of [`MAX_FRAME_LEN`] always fits).
+    /// Cost: O(frame length).
+    pub fn to_frame(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        encode(self, buf)
+    }
+
+    /// Decodes one reply frame. Trailing bytes are refused.
+    ///
+    /// Errors: [`Error::BadFrame`]. Cost: O(frame length).
+    pub fn from_frame(frame: &[u8]) -> Result<Reply, Error> {
+        match postcard::take_from_bytes::<Reply>(frame) {
+            Ok((reply, [])) => Ok(reply),
+            _ => Err(Error::BadFrame),
+        }
+    }
+}
+
 fn encode<T: serde::Serialize>(value: &T, buf: &mut [u8]) -> Result<usize, Error> {
     match postcard::to_slice(value, buf) {
         Ok(b) => Ok(b.len()),
@@ -63,15 +83,12 @@ fn encode<T: serde::Serialize>(value: &T, buf: &mut [u8]) -> Result<usize, Error
 }
 
 impl<S: Storage> LockService<S> {
-    /// Decodes an input frame and [`handle`](Self::handle)s it.
+    /// Decodes an input frame and [`handle`](Self::handle)s it, returning the caller's
+    /// reply.
     ///
     /// Errors: [`Error::BadFrame`] (nothing changed), then whatever the input's method
     /// returns. Cost: O(frame length) + the input's cost.
-    pub fn handle_frame(
-        &mut self,
-        frame: &[u8],
-        out: &mut impl FnMut(Output),
-    ) -> Result<(), Error> {
+    pub fn handle_frame(&mut self, frame: &[u8], out: &mut impl Sink) -> Result<Reply, Error> {
         let input = Input::from_frame(frame)?;
         self.handle(input, out)
     }
