@@ -10,23 +10,24 @@
 //!   revision, expiry on logical ticks, lock-delay, try/timed/cancelled acquire, idempotent
 //!   retries, leader election ([`LockService::campaign`]).
 //! * [`FenceGate`] — the resource-side check: highest token per resource, lower refused.
-//! * [`SessionKeeper`] — the client-side lease view: heartbeat due? may I still act?
+//! * [`SessionKeeper`] — the client-side lease view: keep-alive due? may I still act?
 //!
 //! It is `no_std`, allocates nothing, has no `unsafe`, reads no clock and does no I/O. It
-//! is a pure function of its inputs, so the same inputs give the same outputs and the
-//! same snapshot bytes on every platform — which is what a replicated state machine under
-//! a consensus log needs.
+//! is a pure function of its inputs, so the same inputs give the same replies, events and
+//! snapshot bytes on every platform — which is what a replicated state machine under a
+//! consensus log needs. The contract is written down in `docs/SPEC.md` in the repository;
+//! section numbers (§n) and invariants (I*n*) below refer to it.
 //!
 //! ```text
 //!        host: transport, clock, storage, consensus log (all its own)
-//!          │ Input (commands, Tick{now})          ▲ Output (events, each names a session)
-//!          ▼                                      │
+//!          │ Input { now, … }     ▲ Reply (to the caller)   ▲ Output events (to others)
+//!          ▼                      │                         │  via the host's Sink
 //!   ┌──────────────────────── LockService ─────────────────────────┐
 //!   │ sessions ── deadline heap      locks ── holders + FIFO queue │
 //!   │ revision (fencing tokens)      lock-delay heap · wait heap   │
 //!   └──────────────────────────────────────────────────────────────┘
 //!          │ Granted{token}                                  client: SessionKeeper
-//!          ▼                                                   (heartbeats, may_act)
+//!          ▼                                                   (keep-alives, may_act)
 //!   resource: FenceGate::admit(resource, token) → Ok / Stale{token, highest}
 //! ```
 //!
@@ -34,86 +35,138 @@
 //!
 //! **1. Give it storage and a config.** Capacity is fixed at construction: fixed arrays
 //! ([`ArrayStorage`]), slices you own ([`SliceStorage`]) or, with feature `alloc`,
-//! `VecStorage` sized at run time. See [`storage`] for bytes per entry.
+//! `VecStorage` sized at run time. See [`storage`] for bytes per row.
+//!
+//! **2. Every input carries the host's `now` and returns the caller's [`Reply`].** Events
+//! for *other* sessions (a waiter granted, a session expired) go to a [`Sink`] — here a
+//! `heapless::Deque`, so not even the event buffer allocates.
 //!
 //! ```
-//! use fencelock::{ArrayStorage, Config, LockService, Mode, Output, Tick, Wait};
+//! use fencelock::{ArrayStorage, Config, LockService, Mode, Output, Reply, Tick, Token, Wait};
+//! use heapless::Deque;
 //!
 //! let mut svc = LockService::new(ArrayStorage::<8, 8, 16>::new(), Config::default()).unwrap();
-//! let mut events = Vec::new();
-//! let mut out = |o: Output| events.push(o);
+//! // Room for the most events one input can emit with these capacities (8 + 2 × 16).
+//! let mut events: Deque<Output, 40> = Deque::new();
 //!
-//! // 2. Open sessions (ttl in ticks) and acquire.
-//! let a = svc.open_session(10, &mut out).unwrap();
-//! let b = svc.open_session(10, &mut out).unwrap();
-//! svc.acquire(a, "jobs/reindex", Mode::Exclusive, Wait::Forever, None, &mut out).unwrap();
-//! svc.acquire(b, "jobs/reindex", Mode::Exclusive, Wait::Forever, None, &mut out).unwrap();
+//! let a = svc.open_session(Tick(0), 10, &mut events).unwrap().opened().unwrap();
+//! let b = svc.open_session(Tick(0), 10, &mut events).unwrap().opened().unwrap();
+//! let got = svc.acquire(Tick(0), a, "jobs/reindex", Mode::Exclusive, Wait::Forever, None, &mut events);
+//! assert_eq!(got, Ok(Reply::Granted { mode: Mode::Exclusive, token: Token(1) }));
+//! let got = svc.acquire(Tick(1), b, "jobs/reindex", Mode::Exclusive, Wait::Forever, None, &mut events);
+//! assert_eq!(got, Ok(Reply::Queued { mode: Mode::Exclusive, position: 1 }));
 //!
-//! // 3. Time passes only through ticks. A never heartbeats; B does.
-//! svc.tick(Tick(5), &mut out).unwrap();
-//! svc.keep_alive(b, None, &mut out).unwrap();
-//! svc.tick(Tick(10), &mut out).unwrap(); // A expires; B is granted, with a higher token
-//! drop(out);
-//! assert!(matches!(events.last(), Some(Output::Granted { session, token, .. })
-//!     if *session == b && token.0 == 2));
+//! // 3. A stops sending keep-alives (a GC pause); B keeps its session alive at 5. No tick
+//! //    is needed between messages: each input advances time to its own `now` first.
+//! svc.keep_alive(Tick(5), b, None, &mut events).unwrap(); // B: expires at 15
+//! svc.tick(Tick(10), &mut events).unwrap();               // A expires; B is granted
+//! assert_eq!(events.pop_back(), Some(Output::Granted {
+//!     session: b, lock: "jobs/reindex".try_into().unwrap(), mode: Mode::Exclusive, token: Token(2),
+//! }));
 //! ```
 //!
 //! **4. Fence the resource.** Every write carries the token; the resource admits it
-//! through a [`FenceGate`]:
+//! through a [`FenceGate`] (§11):
 //!
 //! ```
 //! use fencelock::{Error, FenceGate, GateRow, Token};
 //!
-//! let mut gate = FenceGate::new([GateRow::EMPTY; 4]);
+//! let mut gate = FenceGate::new([GateRow::EMPTY; 4]).unwrap();
 //! gate.admit("ledger", Token(35)).unwrap();              // B's write
 //! assert_eq!(gate.admit("ledger", Token(34)),            // A's late write after its pause
 //!            Err(Error::Stale { token: Token(34), highest: Token(35) }));
 //! ```
 //!
 //! **5. Run the loop.** The host owns the clock, the transport and (when replicated) the
-//! log. Ticks are inputs like any other; in a replicated deployment they are log entries.
+//! log. It applies each client message when it arrives, stamped with its clock, answers
+//! the caller with the reply, routes each event to the session it names, and wakes at
+//! [`poll_timeout`](LockService::poll_timeout) to tick. This loop runs as written (its
+//! "network" is a list of timed messages):
 //!
-//! ```text
+//! ```
+//! use std::collections::{BTreeMap, VecDeque};
+//! use fencelock::{Config, Input, LockService, Mode, Output, Reply, SessionId, Tick, VecStorage, Wait};
+//!
+//! # fn main() -> Result<(), fencelock::Error> {
+//! let mut svc = LockService::new(VecStorage::new(16, 16, 32), Config::default())?;
+//! // What clients send, with the host clock's reading when each arrives. Nobody ticks
+//! // between them: the keep-alives at 3, 6 and 9 each move the deadline from their own time.
+//! let mut inbox: VecDeque<(u64, Input)> = VecDeque::from([
+//!     (0, Input::OpenSession { now: Tick(0), ttl: 10 }),
+//!     (3, Input::KeepAlive { now: Tick(0), session: SessionId(1), request: None }),
+//!     (6, Input::KeepAlive { now: Tick(0), session: SessionId(1), request: None }),
+//!     (9, Input::KeepAlive { now: Tick(0), session: SessionId(1), request: None }),
+//!     (12, Input::Acquire { now: Tick(0), session: SessionId(1), lock: "l".try_into()?,
+//!                           mode: Mode::Exclusive, wait: Wait::None, request: Some(1) }),
+//! ]);
+//! let mut replies: Vec<(u64, Reply)> = Vec::new();                // what each caller is told
+//! let mut mailboxes: BTreeMap<SessionId, Vec<Output>> = BTreeMap::new(); // pushed events
+//!
 //! loop {
-//!     wait for: a client message, or the clock reaching svc.poll_timeout()
-//!     input = the message decoded (Input::from_frame), or Input::Tick { now }
-//!     // replicated: propose `input` to the log; apply each *committed* entry below
-//!     match svc.handle(input, &mut |o| route(o.session(), o)) {
-//!         Ok(())   => {}                       // outputs already routed, in order
-//!         Err(e)   => reply(client, e),        // nothing changed
+//!     let message_at = inbox.front().map(|(at, _)| *at);
+//!     let timer_at = svc.poll_timeout().map(|t| t.0);
+//!     let mut route = |o: Output| mailboxes.entry(o.session()).or_default().push(o);
+//!     match (message_at, timer_at) {
+//!         (None, None) => break,
+//!         // A deadline comes due before the next message: tick to it.
+//!         (m, Some(t)) if m.is_none_or(|at| t <= at) => svc.tick(Tick(t), &mut route)?,
+//!         // Otherwise the next message arrives: stamp it with the clock and apply it.
+//!         _ => {
+//!             let Some((at, input)) = inbox.pop_front() else { break };
+//!             match svc.handle(input.at(Tick(at)), &mut route) {
+//!                 Ok(reply) => replies.push((at, reply)),
+//!                 Err(e) => println!("refused at {at}: {e}"), // nothing changed but time
+//!             }
+//!         }
 //!     }
 //! }
+//! // The session lived: the last keep-alive (at 9) kept it until 19, so the acquire at 12
+//! // was granted; then it expired at 19 with its lock.
+//! assert_eq!(replies[3], (9, Reply::KeptAlive { expires_at: Tick(19) }));
+//! assert!(matches!(replies[4], (12, Reply::Granted { .. })));
+//! assert!(matches!(mailboxes[&SessionId(1)][..], [Output::SessionExpired { .. }, Output::Released { .. }]));
+//! assert_eq!(svc.now(), Tick(19));
+//! # Ok(())
+//! # }
 //! ```
 //!
-//! `route` sends each [`Output`] to the session it names: a `Granted` wakes exactly the
-//! waiter it names (no polling, no thundering herd).
+//! In a replicated deployment the leader stamps each input with its clock when it
+//! proposes it ([`Input::at`]), ticks are log entries too, and every replica applies the
+//! committed entries with the stamped `now`: the same bytes everywhere (§8).
 //!
 //! **6. Persist.** [`LockService::snapshot`] writes canonical, versioned bytes;
-//! [`LockService::restore`] validates every invariant before accepting them.
+//! [`LockService::restore`] validates every invariant before accepting them. (`VecStorage`
+//! and `snapshot_vec` need the `alloc` feature:
+//! `fencelock = { version = "0.2", features = ["alloc"] }`.)
 //!
 //! ```
-//! # use fencelock::{Config, LockService, Mode, VecStorage, Wait};
-//! # let mut svc = LockService::new(VecStorage::new(4, 4, 8), Config::default()).unwrap();
-//! # let a = svc.open_session(10, &mut |_| {}).unwrap();
-//! # svc.acquire(a, "l", Mode::Exclusive, Wait::None, None, &mut |_| {}).unwrap();
+//! # #[cfg(feature = "alloc")] {
+//! use fencelock::{Config, LockService, Mode, Output, Tick, VecStorage, Wait};
+//! let mut svc = LockService::new(VecStorage::new(4, 4, 8), Config::default()).unwrap();
+//! let mut events: Vec<Output> = Vec::new();
+//! let a = svc.open_session(Tick(0), 10, &mut events).unwrap().opened().unwrap();
+//! svc.acquire(Tick(0), a, "l", Mode::Exclusive, Wait::None, None, &mut events).unwrap();
 //! let bytes = svc.snapshot_vec();
 //! let restored = LockService::restore(VecStorage::new(4, 4, 8), &bytes)
 //!     .map_err(|(_storage, e)| e)
 //!     .unwrap();
 //! assert_eq!(restored.snapshot_vec(), bytes); // same state, same bytes
+//! # }
 //! ```
 //!
 //! **7. Keep the client honest.** A [`SessionKeeper`] runs in the client, on the client's
-//! clock: it says when to heartbeat and whether the lease is still safe to act on.
+//! clock: it says when to send a keep-alive and whether the lease is still safe to act on
+//! (§10).
 //!
 //! ```
 //! use fencelock::{Lease, SessionKeeper};
 //!
 //! let mut keeper = SessionKeeper::new(10, 3, 2).unwrap(); // ttl, interval, margin
-//! keeper.heartbeat_sent(0).unwrap();
-//! keeper.heartbeat_acked(0).unwrap();
+//! keeper.keep_alive_sent(0).unwrap();
+//! keeper.keep_alive_acked(0).unwrap();
 //! assert!(keeper.may_act(7));
 //! assert_eq!(keeper.lease(8), Lease::Jeopardy { expires_at: 10 }); // stop acting now
+//! assert!(keeper.keep_alive_acked(4).is_err()); // no keep-alive was sent at 4
 //! ```
 //!
 //! ## Memory
@@ -127,18 +180,19 @@
 //!
 //! | guarantee | how |
 //! |---|---|
-//! | mutual exclusion | one exclusive holder, or shared holders only |
-//! | fencing | each grant's token is greater than every earlier one, never 0, kept across eviction and restore |
-//! | FIFO, no herd | waiters granted in arrival order; a release wakes one exclusive waiter or the run of shared ones at the head |
-//! | no grant to the dead | in a tick, expiry precedes every grant |
-//! | lock-delay | after an *expiry*, the lock is not granted again for `lock_delay` ticks |
-//! | atomic errors | a refused input changes nothing and emits nothing |
-//! | idempotent retries | a repeat of a session's latest request number applies nothing twice; it replays the recorded answer, or for an acquire answers from the claim now (granted, queued at its current position, or how the recorded wait or hold ended) |
-//! | determinism | same inputs → same outputs and snapshot bytes on every platform |
-//! | nothing lost | outputs go straight to the host's sink; bound per input documented on [`LockService`] |
-//! | no panic on input | every refusal is a typed [`Error`]; frames and snapshots are validated before use; a full table is [`Error::CapacityExceeded`] |
+//! | mutual exclusion (I1) | one exclusive holder, or shared holders only |
+//! | fencing (I2) | each grant's token is greater than every earlier one, never 0, kept across eviction and restore |
+//! | FIFO, no herd (I3) | waiters granted in arrival order; a release wakes one exclusive waiter or the run of shared ones at the head |
+//! | no grant to the dead (I4) | in every advance, expiry precedes every grant |
+//! | time in every input (§2) | each input advances to its own `now` first: a host that never ticks between messages loses no session |
+//! | atomic errors (I5) | a refused input changes nothing beyond the advance to its `now`; one error precedence in every layer (§5) |
+//! | idempotent retries (I9) | a repeat of a session's latest request number applies nothing twice and returns the recorded reply (an acquire's brought up to date, §6) |
+//! | determinism (I6) | same inputs → same replies, events and snapshot bytes on every platform |
+//! | nothing lost (I7) | the reply is returned; events go straight to the host's sink, at most [`max_events`](LockService::max_events) per input, checked against a bounded sink's room before anything changes |
+//! | lock-delay (I8) | after an *expiry*, the lock is not granted again for `lock_delay` ticks |
+//! | no panic on input | every refusal is a typed [`Error`]; frames and snapshots are validated before use |
 //!
-//! ## When to pick what (the seeds' table, mapped)
+//! ## When to pick what
 //!
 //! | situation | choose | in fencelock |
 //! |---|---|---|
