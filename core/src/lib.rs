@@ -137,7 +137,7 @@
 //! **6. Persist.** [`LockService::snapshot`] writes canonical, versioned bytes;
 //! [`LockService::restore`] validates every invariant before accepting them. (`VecStorage`
 //! and `snapshot_vec` need the `alloc` feature:
-//! `fencelock = { version = "0.2", features = ["alloc"] }`.)
+//! `fencelock = { path = "…/core", features = ["alloc"] }`.)
 //!
 //! ```
 //! # #[cfg(feature = "alloc")] {
