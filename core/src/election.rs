@@ -54,9 +54,9 @@ impl<S: Storage> LockService<S> {
         request: Option<u64>,
         out: &mut impl Sink,
     ) -> Result<Reply, Error> {
-        // Whether it leads is decided at `now`: advance first (release or cancel below
-        // then find nothing more to do for time).
-        self.tick(now, out)?;
+        // Whether it leads is decided at `now`: advance first (one room check for the
+        // whole input), then release or cancel without advancing again.
+        self.advance(now, out)?;
         // A retry of a resign must take the same path as the original (which changed who
         // leads), so the recorded answer decides; otherwise whether it leads now does.
         let leads = match self.recorded_release_or_cancel(session, request) {
@@ -64,9 +64,9 @@ impl<S: Storage> LockService<S> {
             None => self.leader(election).is_some_and(|l| l.session == session),
         };
         if leads {
-            self.release(now, session, election, request, out)
+            self.release_now(session, election, request, out)
         } else {
-            self.cancel(now, session, election, request, out)
+            self.cancel_now(session, election, request, out)
         }
     }
 

@@ -100,9 +100,11 @@ pub enum Error {
     ZeroToken,
     /// A frame that does not decode as the expected type.
     BadFrame,
-    /// A caller buffer is too small; `need` bytes would do.
+    /// A caller buffer is too small (`need` bytes would do), or a bounded
+    /// [`Sink`](crate::Sink) has room for fewer events than the input may emit (`need`
+    /// events would do). Nothing changed.
     BufferTooSmall {
-        /// Bytes needed.
+        /// Bytes (a buffer) or events (a sink) needed.
         need: u32,
     },
     /// A snapshot does not begin with the expected magic.
@@ -395,7 +397,12 @@ impl fmt::Display for Error {
             }
             Error::ZeroToken => f.write_str("zero token: 0 is never a valid fencing token"),
             Error::BadFrame => f.write_str("bad frame: bytes do not decode"),
-            Error::BufferTooSmall { need } => write!(f, "buffer too small: need {need} bytes"),
+            Error::BufferTooSmall { need } => {
+                write!(
+                    f,
+                    "buffer too small: room for {need} needed (bytes, or events for a sink)"
+                )
+            }
             Error::BadMagic => f.write_str("bad magic: not a fencelock snapshot"),
             Error::UnsupportedVersion(v) => write!(f, "unsupported snapshot version {v}"),
             Error::CorruptSnapshot(why) => write!(f, "corrupt snapshot: {why}"),
@@ -489,7 +496,10 @@ mod tests {
             assert!(!seen[variant(e)], "{e:?} twice");
             seen[variant(e)] = true;
         }
-        assert!(seen.iter().all(|s| *s), "a variant is missing from EXAMPLES");
+        assert!(
+            seen.iter().all(|s| *s),
+            "a variant is missing from EXAMPLES"
+        );
         for w in Error::EXAMPLES.windows(2) {
             assert!(w[0].code() < w[1].code(), "not in code order at {:?}", w[1]);
             assert_ne!(w[0].kind(), w[1].kind());

@@ -41,7 +41,7 @@ impl Row for GateRow {
 }
 
 /// The resource side of fencing: remembers the highest token seen per resource and
-/// refuses anything lower. This is the seeds' `WHERE token <= 34` conditional write, the
+/// refuses anything lower. This is the `UPDATE … WHERE token <= 34` conditional write, the
 /// object store's `412 Precondition Failed`, shipped as a component: put it (or its
 /// rule) in front of whatever the lock protects, and a holder that was paused past its
 /// session's expiry is refused instead of corrupting data.

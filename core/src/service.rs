@@ -518,6 +518,17 @@ impl<S: Storage> LockService<S> {
         out: &mut impl Sink,
     ) -> Result<Reply, Error> {
         self.advance(now, out)?;
+        self.release_now(session, lock, request, out)
+    }
+
+    /// [`release`](Self::release) after the advance (also [`resign`](Self::resign)'s).
+    pub(crate) fn release_now(
+        &mut self,
+        session: SessionId,
+        lock: &str,
+        request: Option<u64>,
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
         let name = v.name(lock)?;
@@ -556,6 +567,17 @@ impl<S: Storage> LockService<S> {
         out: &mut impl Sink,
     ) -> Result<Reply, Error> {
         self.advance(now, out)?;
+        self.cancel_now(session, lock, request, out)
+    }
+
+    /// [`cancel`](Self::cancel) after the advance (also [`resign`](Self::resign)'s).
+    pub(crate) fn cancel_now(
+        &mut self,
+        session: SessionId,
+        lock: &str,
+        request: Option<u64>,
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
         let name = v.name(lock)?;
@@ -604,8 +626,9 @@ impl<S: Storage> LockService<S> {
     }
 
     /// The shared first step of every input: refuse a `now` in the past or a sink too
-    /// small for [`max_events`](Self::max_events) (nothing changes), then advance.
-    fn advance(&mut self, now: Tick, out: &mut impl Sink) -> Result<(), Error> {
+    /// small for [`max_events`](Self::max_events) (nothing changes), then advance. Called
+    /// once per input: the room it checked covers the advance and the input together.
+    pub(crate) fn advance(&mut self, now: Tick, out: &mut impl Sink) -> Result<(), Error> {
         if now.0 < self.st.now {
             return Err(Error::TimeWentBackwards {
                 now: Tick(self.st.now),

@@ -321,7 +321,9 @@ impl<S: Storage> LockService<S> {
                 // A number is only ever recorded together with its reply (0 may precede
                 // any reply: request number 0 is legal).
                 Recorded::None => r.last_request == 0 && r.last_target == 0,
-                Recorded::KeptAlive { expires_at } => r.last_target == 0 && expires_at <= r.expires_at,
+                Recorded::KeptAlive { expires_at } => {
+                    r.last_target == 0 && expires_at <= r.expires_at
+                }
                 Recorded::Granted { token, .. } | Recorded::Released { token } => {
                     token >= 1 && token <= meta.revision
                 }

@@ -1,29 +1,32 @@
 //! Acquire and release: grants, tokens, try-locks, timed waits, shared mode, re-acquire.
+//! The caller's answer is its `Reply`; only other sessions' grants and what time ended
+//! are events.
 
 mod common;
 use common::*;
 
-use fencelock::{Error, Mode, Output, ReleaseReason::*, Tick, Wait};
+use fencelock::{Error, Input, Mode, Reply, Tick, Token, Wait};
 
 #[test]
 fn a_free_lock_is_granted_with_token_one_then_higher() {
     let mut svc = svc(4);
     let a = open(&mut svc, 10);
     assert_eq!(svc.revision(), 0);
-    assert_eq!(x(&mut svc, a, "l"), vec![gx(a, "l", 1)]);
-    assert_eq!(x(&mut svc, a, "m"), vec![gx(a, "m", 2)]);
+    assert_eq!(x(&mut svc, a, "l"), (reply_x(1), vec![]));
+    assert_eq!(x(&mut svc, a, "m"), (reply_x(2), vec![]));
     assert_eq!(svc.revision(), 2);
     assert_eq!(holders(&svc, "l"), vec![(a, Mode::Exclusive, 1)]);
 }
 
 #[test]
-fn release_emits_released_and_frees_the_lock() {
+fn release_replies_released_and_frees_the_lock() {
     let mut svc = svc(4);
     let a = open(&mut svc, 10);
     x(&mut svc, a, "l");
     assert_eq!(
         release(&mut svc, a, "l"),
-        vec![released(a, "l", 1, Released)]
+        (reply_released(1), vec![]),
+        "the releaser's own answer is its reply, not an event"
     );
     assert_eq!(holders(&svc, "l"), vec![]);
     assert_eq!(svc.locks().count(), 0, "an idle lock entry is evicted");
@@ -34,9 +37,9 @@ fn tokens_keep_rising_after_an_idle_lock_is_evicted() {
     let mut svc = svc(4);
     let a = open(&mut svc, 10);
     for expected in 1..=5 {
-        assert_eq!(x(&mut svc, a, "l"), vec![gx(a, "l", expected)]);
+        assert_eq!(x(&mut svc, a, "l"), (reply_x(expected), vec![]));
         release(&mut svc, a, "l");
-        assert_eq!(svc.len().locks, 0);
+        assert_eq!(svc.usage().locks, 0);
     }
 }
 
@@ -48,11 +51,11 @@ fn try_lock_on_a_held_lock_answers_busy_and_queues_nothing() {
     x(&mut svc, a, "l");
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Exclusive, Wait::None),
-        vec![busy(b, "l")]
+        (Reply::Busy, vec![])
     );
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Shared, Wait::None),
-        vec![busy(b, "l")]
+        (Reply::Busy, vec![])
     );
     assert_eq!(waiters(&svc, "l"), vec![]);
     assert_eq!(svc.revision(), 1);
@@ -67,18 +70,24 @@ fn a_deadline_at_or_before_now_behaves_as_try_lock() {
     tick(&mut svc, 5);
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Exclusive, Wait::Until(Tick(5))),
-        vec![busy(b, "l")]
+        (Reply::Busy, vec![])
     );
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Exclusive, Wait::Until(Tick(2))),
-        vec![busy(b, "l")]
+        (Reply::Busy, vec![])
     );
     assert_eq!(waiters(&svc, "l"), vec![]);
     // but a free lock is granted whatever the deadline
     assert_eq!(
         acquire(&mut svc, b, "m", Mode::Exclusive, Wait::Until(Tick(0))),
-        vec![gx(b, "m", 2)]
+        (reply_x(2), vec![])
     );
+    // the deadline is compared with the input's own now, after its advance
+    assert_eq!(
+        acquire_at(&mut svc, 9, b, "l", Mode::Exclusive, Wait::Until(Tick(9))),
+        (Reply::Busy, vec![])
+    );
+    assert_eq!(waiters(&svc, "l"), vec![]);
 }
 
 #[test]
@@ -89,24 +98,15 @@ fn a_timed_wait_times_out_at_its_deadline() {
     x(&mut svc, a, "l");
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Exclusive, Wait::Until(Tick(8))),
-        vec![queued(b, "l", Mode::Exclusive, 1)]
+        (reply_queued(Mode::Exclusive, 1), vec![])
     );
     assert_eq!(svc.waiters("l").next().unwrap().deadline, Some(Tick(8)));
     assert_eq!(svc.poll_timeout(), Some(Tick(8)));
     assert_eq!(tick(&mut svc, 7), vec![]);
-    assert_eq!(
-        tick(&mut svc, 8),
-        vec![Output::WaitTimedOut {
-            session: b,
-            lock: name("l")
-        }]
-    );
+    assert_eq!(tick(&mut svc, 8), vec![timed_out(b, "l")]);
     assert_eq!(waiters(&svc, "l"), vec![]);
     // a release now grants nobody
-    assert_eq!(
-        release(&mut svc, a, "l"),
-        vec![released(a, "l", 1, Released)]
-    );
+    assert_eq!(release(&mut svc, a, "l"), (reply_released(1), vec![]));
 }
 
 #[test]
@@ -116,7 +116,10 @@ fn a_timed_wait_granted_in_time_is_not_timed_out() {
     let b = open(&mut svc, 100);
     x(&mut svc, a, "l");
     acquire(&mut svc, b, "l", Mode::Exclusive, Wait::Until(Tick(8)));
-    assert_eq!(release(&mut svc, a, "l").last(), Some(&gx(b, "l", 2)));
+    assert_eq!(
+        release(&mut svc, a, "l"),
+        (reply_released(1), vec![gx(b, "l", 2)])
+    );
     assert_eq!(
         svc.poll_timeout(),
         Some(Tick(100)),
@@ -134,23 +137,26 @@ fn shared_holders_coexist_each_with_its_own_token() {
     let c = open(&mut svc, 10);
     assert_eq!(
         acquire(&mut svc, a, "r", Mode::Shared, Wait::None),
-        vec![granted(a, "r", Mode::Shared, 1)]
+        (reply_s(1), vec![])
     );
     assert_eq!(
         acquire(&mut svc, b, "r", Mode::Shared, Wait::None),
-        vec![granted(b, "r", Mode::Shared, 2)]
+        (reply_s(2), vec![])
     );
     assert_eq!(
         acquire(&mut svc, c, "r", Mode::Exclusive, Wait::Forever),
-        vec![queued(c, "r", Mode::Exclusive, 1)]
+        (reply_queued(Mode::Exclusive, 1), vec![])
     );
-    release(&mut svc, a, "r");
+    assert_eq!(release(&mut svc, a, "r"), (reply_released(1), vec![]));
     assert_eq!(
         waiters(&svc, "r"),
         vec![c],
         "one shared holder left: the writer still waits"
     );
-    assert_eq!(release(&mut svc, b, "r").last(), Some(&gx(c, "r", 3)));
+    assert_eq!(
+        release(&mut svc, b, "r"),
+        (reply_released(2), vec![gx(c, "r", 3)])
+    );
 }
 
 #[test]
@@ -164,10 +170,10 @@ fn a_shared_request_waits_behind_a_queued_writer() {
     x(&mut svc, w, "r");
     assert_eq!(
         acquire(&mut svc, r, "r", Mode::Shared, Wait::Forever),
-        vec![queued(r, "r", Mode::Shared, 2)]
+        (reply_queued(Mode::Shared, 2), vec![])
     );
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(r, "r", Mode::Shared, Wait::None, None, o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, r, "r", Mode::Shared, Wait::None, None, o)
     });
     assert_eq!(e, Error::AlreadyQueued(r));
 }
@@ -182,17 +188,17 @@ fn reacquire_by_the_holder_returns_the_same_token() {
     for wait in [Wait::None, Wait::Forever, Wait::Until(Tick(3))] {
         assert_eq!(
             acquire(&mut svc, a, "l", Mode::Exclusive, wait),
-            vec![gx(a, "l", 1)]
+            (reply_x(1), vec![])
         );
     }
     assert_eq!(svc.revision(), 1);
-    assert_eq!(svc.len().claims, 2, "no second hold, no queue entry");
+    assert_eq!(svc.usage().claims, 2, "no second hold, no queue entry");
     assert_eq!(waiters(&svc, "l"), vec![b]);
     // shared too
     acquire(&mut svc, a, "r", Mode::Shared, Wait::None);
     assert_eq!(
         acquire(&mut svc, a, "r", Mode::Shared, Wait::None),
-        vec![granted(a, "r", Mode::Shared, 2)]
+        (reply_s(2), vec![])
     );
 }
 
@@ -201,8 +207,8 @@ fn reacquire_in_the_other_mode_is_a_mode_mismatch() {
     let mut svc = svc(4);
     let a = open(&mut svc, 10);
     acquire(&mut svc, a, "r", Mode::Shared, Wait::None);
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(a, "r", Mode::Exclusive, Wait::Forever, None, o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "r", Mode::Exclusive, Wait::Forever, None, o)
     });
     assert_eq!(e, Error::ModeMismatch { held: Mode::Shared });
 }
@@ -215,12 +221,12 @@ fn release_requires_a_hold() {
     x(&mut svc, a, "l");
     x(&mut svc, b, "l");
     assert_eq!(
-        refused(&mut svc, |v, o| v.release(b, "l", None, o)),
+        refused(&mut svc, |v, now, o| v.release(now, b, "l", None, o)),
         Error::NotHolder(b)
     );
     release(&mut svc, a, "l");
     assert_eq!(
-        refused(&mut svc, |v, o| v.release(a, "l", None, o)),
+        refused(&mut svc, |v, now, o| v.release(now, a, "l", None, o)),
         Error::NotHolder(a)
     );
 }
@@ -233,24 +239,35 @@ fn names_are_compared_bytewise() {
     x(&mut svc, a, "Lock");
     assert_eq!(
         acquire(&mut svc, b, "lock", Mode::Exclusive, Wait::None),
-        vec![gx(b, "lock", 2)]
+        (reply_x(2), vec![])
     );
     let full = "é".repeat(32); // 64 bytes of UTF-8
     assert_eq!(
         acquire(&mut svc, b, &full, Mode::Exclusive, Wait::None),
-        vec![gx(b, &full, 3)]
+        (reply_x(3), vec![])
     );
+    assert_eq!(holders(&svc, &full), vec![(b, Mode::Exclusive, 3)]);
 }
 
 #[test]
 fn handle_dispatches_to_the_typed_methods() {
-    use fencelock::Input;
     let mut svc = svc(4);
-    let (_, out) = run(&mut svc, |v, o| v.handle(Input::OpenSession { ttl: 4 }, o));
-    let a = out[0].session();
-    let (_, out) = run(&mut svc, |v, o| {
+    let (reply, out) = run(&mut svc, |v, now, o| {
+        v.handle(Input::OpenSession { now, ttl: 4 }, o)
+    });
+    assert_eq!(out, vec![]);
+    let Reply::Opened {
+        session: a,
+        expires_at,
+    } = reply
+    else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(expires_at, Tick(4));
+    let (reply, out) = run(&mut svc, |v, now, o| {
         v.handle(
             Input::Acquire {
+                now,
                 session: a,
                 lock: name("l"),
                 mode: Mode::Exclusive,
@@ -260,10 +277,11 @@ fn handle_dispatches_to_the_typed_methods() {
             o,
         )
     });
-    assert_eq!(out, vec![gx(a, "l", 1)]);
-    let (_, out) = run(&mut svc, |v, o| {
+    assert_eq!((reply, out), (reply_x(1), vec![]));
+    let (reply, out) = run(&mut svc, |v, now, o| {
         v.handle(
             Input::Release {
+                now,
                 session: a,
                 lock: name("l"),
                 request: None,
@@ -271,23 +289,23 @@ fn handle_dispatches_to_the_typed_methods() {
             o,
         )
     });
-    assert_eq!(out, vec![released(a, "l", 1, Released)]);
-    let (_, out) = run(&mut svc, |v, o| {
+    assert_eq!((reply, out), (reply_released(1), vec![]));
+    let (reply, out) = run(&mut svc, |v, now, o| {
         v.handle(
             Input::KeepAlive {
+                now,
                 session: a,
                 request: None,
             },
             o,
         )
     });
+    assert_eq!((reply, out), (reply_kept_alive(4), vec![]));
+    let (reply, out) = run_at(&mut svc, 4, |v, now, o| v.handle(Input::Tick { now }, o));
     assert_eq!(
-        out,
-        vec![Output::SessionRenewed {
-            session: a,
-            expires_at: Tick(4)
-        }]
+        (reply, out),
+        (Reply::Ticked { now: Tick(4) }, vec![expired(a)])
     );
-    let (_, out) = run(&mut svc, |v, o| v.handle(Input::Tick { now: Tick(4) }, o));
-    assert_eq!(out, vec![Output::SessionExpired { session: a }]);
+    assert_eq!(reply.token(), None);
+    assert_eq!(reply_x(7).token(), Some(Token(7)));
 }

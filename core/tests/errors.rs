@@ -5,8 +5,8 @@ mod common;
 use common::*;
 
 use fencelock::{
-    Config, Error, FenceGate, GateRow, Input, LockService, Mode, SessionId, SessionKeeper, Table,
-    Tick, Token, VecStorage, Wait,
+    Config, Error, FenceGate, GateRow, Input, LockService, Mode, Reply, SessionId, SessionKeeper,
+    Table, Tick, Token, VecStorage, Wait,
 };
 
 /// A service with a holder (1) of "a", a waiter (2) on "a", and numbered requests used.
@@ -14,8 +14,8 @@ fn busy_service() -> (Svc, SessionId, SessionId) {
     let mut svc = svc(4);
     let a = open(&mut svc, 10);
     let b = open(&mut svc, 10);
-    run(&mut svc, |v, o| {
-        v.acquire(a, "a", Mode::Exclusive, Wait::None, Some(5), o)
+    run(&mut svc, |v, now, o| {
+        v.acquire(now, a, "a", Mode::Exclusive, Wait::None, Some(5), o)
     });
     x(&mut svc, b, "a");
     (svc, a, b)
@@ -25,33 +25,33 @@ fn busy_service() -> (Svc, SessionId, SessionId) {
 fn unknown_session() {
     let (mut svc, _, _) = busy_service();
     let ghost = SessionId(99);
-    let e = refused(&mut svc, |v, o| v.keep_alive(ghost, None, o));
+    let e = refused(&mut svc, |v, now, o| v.keep_alive(now, ghost, None, o));
     assert_eq!(e, Error::UnknownSession(ghost));
     assert_eq!(e.to_string(), "unknown session: session 99 is not open");
     assert_eq!((e.code(), e.kind()), (101, "unknown_session"));
     // every input naming a session refuses it the same way
-    refused(&mut svc, |v, o| v.close_session(ghost, None, o));
-    refused(&mut svc, |v, o| {
-        v.acquire(ghost, "a", Mode::Shared, Wait::None, None, o)
+    refused(&mut svc, |v, now, o| v.close_session(now, ghost, None, o));
+    refused(&mut svc, |v, now, o| {
+        v.acquire(now, ghost, "a", Mode::Shared, Wait::None, None, o)
     });
-    refused(&mut svc, |v, o| v.release(ghost, "a", None, o));
-    refused(&mut svc, |v, o| v.cancel(ghost, "a", None, o));
-    refused(&mut svc, |v, o| v.campaign(ghost, "a", None, o));
-    refused(&mut svc, |v, o| v.resign(ghost, "a", None, o));
+    refused(&mut svc, |v, now, o| v.release(now, ghost, "a", None, o));
+    refused(&mut svc, |v, now, o| v.cancel(now, ghost, "a", None, o));
+    refused(&mut svc, |v, now, o| v.campaign(now, ghost, "a", None, o));
+    refused(&mut svc, |v, now, o| v.resign(now, ghost, "a", None, o));
 }
 
 #[test]
 fn not_holder() {
     let (mut svc, _, b) = busy_service();
     // b waits for "a" but does not hold it; nobody holds "z"
-    let e = refused(&mut svc, |v, o| v.release(b, "a", None, o));
+    let e = refused(&mut svc, |v, now, o| v.release(now, b, "a", None, o));
     assert_eq!(e, Error::NotHolder(b));
     assert_eq!(
         e.to_string(),
         "not holder: session 2 does not hold this lock"
     );
     assert_eq!(
-        refused(&mut svc, |v, o| v.release(b, "z", None, o)),
+        refused(&mut svc, |v, now, o| v.release(now, b, "z", None, o)),
         Error::NotHolder(b)
     );
 }
@@ -60,14 +60,14 @@ fn not_holder() {
 fn not_queued() {
     let (mut svc, a, _) = busy_service();
     // a holds "a" (a hold is not a wait) and has nothing on "z"
-    let e = refused(&mut svc, |v, o| v.cancel(a, "a", None, o));
+    let e = refused(&mut svc, |v, now, o| v.cancel(now, a, "a", None, o));
     assert_eq!(e, Error::NotQueued(a));
     assert_eq!(
         e.to_string(),
         "not queued: session 1 does not wait for this lock"
     );
     assert_eq!(
-        refused(&mut svc, |v, o| v.cancel(a, "z", None, o)),
+        refused(&mut svc, |v, now, o| v.cancel(now, a, "z", None, o)),
         Error::NotQueued(a)
     );
 }
@@ -75,8 +75,8 @@ fn not_queued() {
 #[test]
 fn already_queued() {
     let (mut svc, _, b) = busy_service();
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(b, "a", Mode::Exclusive, Wait::Forever, None, o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, b, "a", Mode::Exclusive, Wait::Forever, None, o)
     });
     assert_eq!(e, Error::AlreadyQueued(b));
     assert_eq!(
@@ -84,8 +84,8 @@ fn already_queued() {
         "already queued: session 2 already waits for this lock"
     );
     // whatever the mode or wait of the second attempt
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(b, "a", Mode::Shared, Wait::None, None, o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, b, "a", Mode::Shared, Wait::None, None, o)
     });
     assert_eq!(e, Error::AlreadyQueued(b));
 }
@@ -93,8 +93,8 @@ fn already_queued() {
 #[test]
 fn mode_mismatch() {
     let (mut svc, a, _) = busy_service();
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(a, "a", Mode::Shared, Wait::Forever, None, o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "a", Mode::Shared, Wait::Forever, None, o)
     });
     assert_eq!(
         e,
@@ -111,21 +111,21 @@ fn mode_mismatch() {
 #[test]
 fn empty_name() {
     let (mut svc, a, _) = busy_service();
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(a, "", Mode::Exclusive, Wait::None, None, o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "", Mode::Exclusive, Wait::None, None, o)
     });
     assert_eq!(e, Error::EmptyName);
     assert_eq!(e.to_string(), "empty name: a name needs at least one byte");
-    refused(&mut svc, |v, o| v.release(a, "", None, o));
-    refused(&mut svc, |v, o| v.cancel(a, "", None, o));
+    refused(&mut svc, |v, now, o| v.release(now, a, "", None, o));
+    refused(&mut svc, |v, now, o| v.cancel(now, a, "", None, o));
 }
 
 #[test]
 fn name_too_long() {
     let (mut svc, a, _) = busy_service();
     let long = "n".repeat(65);
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(a, &long, Mode::Exclusive, Wait::None, None, o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, &long, Mode::Exclusive, Wait::None, None, o)
     });
     assert_eq!(e, Error::NameTooLong { len: 65, max: 64 });
     assert_eq!(e.to_string(), "name too long: 65 bytes, at most 64");
@@ -140,8 +140,8 @@ fn name_too_long() {
         },
     );
     let s = open(&mut small, 5);
-    let e = refused(&mut small, |v, o| {
-        v.acquire(s, "abcde", Mode::Exclusive, Wait::None, None, o)
+    let e = refused(&mut small, |v, now, o| {
+        v.acquire(now, s, "abcde", Mode::Exclusive, Wait::None, None, o)
     });
     assert_eq!(e, Error::NameTooLong { len: 5, max: 4 });
     acquire(&mut small, s, "abcd", Mode::Exclusive, Wait::None);
@@ -150,7 +150,7 @@ fn name_too_long() {
 #[test]
 fn bad_ttl() {
     let (mut svc, _, _) = busy_service();
-    let e = refused(&mut svc, |v, o| v.open_session(0, o));
+    let e = refused(&mut svc, |v, now, o| v.open_session(now, 0, o));
     assert_eq!(e, Error::BadTtl);
     assert_eq!(
         e.to_string(),
@@ -163,7 +163,7 @@ fn deadline_overflow() {
     let mut svc = svc(2);
     let long = open(&mut svc, u64::MAX - 10); // deadline u64::MAX - 10: fits
     tick(&mut svc, 20);
-    let e = refused(&mut svc, |v, o| v.open_session(u64::MAX - 10, o));
+    let e = refused(&mut svc, |v, now, o| v.open_session(now, u64::MAX - 10, o));
     assert_eq!(e, Error::DeadlineOverflow);
     assert_eq!(
         e.to_string(),
@@ -171,7 +171,7 @@ fn deadline_overflow() {
     );
     // a keep-alive would move the deadline past u64::MAX too
     assert_eq!(
-        refused(&mut svc, |v, o| v.keep_alive(long, None, o)),
+        refused(&mut svc, |v, now, o| v.keep_alive(now, long, None, o)),
         Error::DeadlineOverflow
     );
 }
@@ -180,7 +180,7 @@ fn deadline_overflow() {
 fn time_went_backwards() {
     let (mut svc, _, _) = busy_service();
     tick(&mut svc, 7);
-    let e = refused(&mut svc, |v, o| v.tick(Tick(6), o));
+    let e = refused(&mut svc, |v, _now, o| v.tick(Tick(6), o));
     assert_eq!(
         e,
         Error::TimeWentBackwards {
@@ -197,7 +197,7 @@ fn time_went_backwards() {
 #[test]
 fn stale_request() {
     let (mut svc, a, _) = busy_service(); // a's latest request number is 5
-    let e = refused(&mut svc, |v, o| v.keep_alive(a, Some(4), o));
+    let e = refused(&mut svc, |v, now, o| v.keep_alive(now, a, Some(4), o));
     assert_eq!(
         e,
         Error::StaleRequest {
@@ -214,22 +214,22 @@ fn stale_request() {
 #[test]
 fn request_reused() {
     let (mut svc, a, _) = busy_service(); // request 5 was an acquire of "a"
-    let e = refused(&mut svc, |v, o| v.keep_alive(a, Some(5), o));
+    let e = refused(&mut svc, |v, now, o| v.keep_alive(now, a, Some(5), o));
     assert_eq!(e, Error::RequestReused { request: 5 });
     assert_eq!(
         e.to_string(),
         "request reused: number 5 was used for a different input"
     );
     // the same number for another lock, or another mode, is not a retry either
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(a, "b", Mode::Exclusive, Wait::None, Some(5), o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "b", Mode::Exclusive, Wait::None, Some(5), o)
     });
     assert_eq!(e, Error::RequestReused { request: 5 });
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(a, "a", Mode::Shared, Wait::None, Some(5), o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "a", Mode::Shared, Wait::None, Some(5), o)
     });
     assert_eq!(e, Error::RequestReused { request: 5 });
-    let e = refused(&mut svc, |v, o| v.close_session(a, Some(5), o));
+    let e = refused(&mut svc, |v, now, o| v.close_session(now, a, Some(5), o));
     assert_eq!(e, Error::RequestReused { request: 5 });
 }
 
@@ -238,7 +238,7 @@ fn capacity_exceeded_sessions() {
     let mut svc = svc_with(2, 2, 2, Config::default());
     open(&mut svc, 5);
     open(&mut svc, 5);
-    let e = refused(&mut svc, |v, o| v.open_session(5, o));
+    let e = refused(&mut svc, |v, now, o| v.open_session(now, 5, o));
     assert_eq!(e, Error::CapacityExceeded(Table::Sessions));
     assert_eq!(
         e.to_string(),
@@ -252,8 +252,8 @@ fn capacity_exceeded_locks() {
     let mut svc = svc_with(2, 1, 4, Config::default());
     let a = open(&mut svc, 5);
     x(&mut svc, a, "one");
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(a, "two", Mode::Exclusive, Wait::None, None, o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "two", Mode::Exclusive, Wait::None, None, o)
     });
     assert_eq!(e, Error::CapacityExceeded(Table::Locks));
     assert_eq!(e.to_string(), "capacity exceeded: the locks table is full");
@@ -271,21 +271,21 @@ fn capacity_exceeded_claims() {
     x(&mut svc, b, "one"); // a hold and a wait: the pool is full
     let c = open(&mut svc, 5);
     // a new wait, and a new grant on a new lock, both need a claim
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(c, "one", Mode::Exclusive, Wait::Forever, None, o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, c, "one", Mode::Exclusive, Wait::Forever, None, o)
     });
     assert_eq!(e, Error::CapacityExceeded(Table::Claims));
     assert_eq!(e.to_string(), "capacity exceeded: the claims table is full");
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(c, "two", Mode::Exclusive, Wait::None, None, o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, c, "two", Mode::Exclusive, Wait::None, None, o)
     });
     assert_eq!(e, Error::CapacityExceeded(Table::Claims));
     // a try-lock that finds the lock busy needs no claim, nor does a re-acquire
     assert_eq!(
         acquire(&mut svc, c, "one", Mode::Exclusive, Wait::None),
-        vec![busy(c, "one")]
+        (Reply::Busy, vec![])
     );
-    assert_eq!(x(&mut svc, a, "one"), vec![gx(a, "one", 1)]);
+    assert_eq!(x(&mut svc, a, "one"), (reply_x(1), vec![]));
 }
 
 #[test]
@@ -295,13 +295,13 @@ fn capacity_exceeded_claims_and_locks_together() {
     let mut svc = svc_with(2, 1, 1, Config::default());
     let a = open(&mut svc, 5);
     x(&mut svc, a, "one");
-    let e = refused(&mut svc, |v, o| {
-        v.acquire(a, "two", Mode::Exclusive, Wait::None, None, o)
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "two", Mode::Exclusive, Wait::None, None, o)
     });
     assert_eq!(e, Error::CapacityExceeded(Table::Claims));
     release(&mut svc, a, "one");
     // lock table empty again, claim pool empty again: a new lock fits
-    assert_eq!(x(&mut svc, a, "two"), vec![gx(a, "two", 2)]);
+    assert_eq!(x(&mut svc, a, "two"), (reply_x(2), vec![]));
 }
 
 #[test]
@@ -311,20 +311,22 @@ fn capacity_exceeded_locks_gives_the_claim_row_back() {
     x(&mut svc, a, "one");
     for _ in 0..5 {
         // each refusal takes a claim row and must give it back
-        refused(&mut svc, |v, o| {
-            v.acquire(a, "two", Mode::Exclusive, Wait::None, None, o)
+        refused(&mut svc, |v, now, o| {
+            v.acquire(now, a, "two", Mode::Exclusive, Wait::None, None, o)
         });
     }
-    assert_eq!(svc.len().claims, 1);
+    assert_eq!(svc.usage().claims, 1);
     let b = open(&mut svc, 5);
     x(&mut svc, b, "one");
-    assert_eq!(svc.len().claims, 2);
+    assert_eq!(svc.usage().claims, 2);
 }
 
 #[test]
 fn bad_frame() {
     let (mut svc, _, _) = busy_service();
-    let e = refused(&mut svc, |v, o| v.handle_frame(&[0xff, 0xff, 0xff], o));
+    let e = refused(&mut svc, |v, _now, o| {
+        v.handle_frame(&[0xff, 0xff, 0xff], o)
+    });
     assert_eq!(e, Error::BadFrame);
     assert_eq!(e.to_string(), "bad frame: bytes do not decode");
     assert_eq!(Input::from_frame(&[]), Err(Error::BadFrame));
@@ -339,7 +341,7 @@ fn buffer_too_small() {
     assert_eq!(e, Error::BufferTooSmall { need: need as u32 });
     assert_eq!(
         e.to_string(),
-        format!("buffer too small: need {need} bytes")
+        format!("buffer too small: room for {need} needed (bytes, or events for a sink)")
     );
     let mut buf = vec![0u8; need];
     assert_eq!(svc.snapshot(&mut buf), Ok(need));
@@ -419,7 +421,7 @@ fn gate_refuses(gate: &mut FenceGate<[GateRow; 2]>, resource: &str, token: u64) 
 
 #[test]
 fn stale() {
-    let mut gate = FenceGate::new([GateRow::EMPTY; 2]);
+    let mut gate = FenceGate::new([GateRow::EMPTY; 2]).unwrap();
     gate.admit("ledger", Token(35)).unwrap();
     let e = gate_refuses(&mut gate, "ledger", 34);
     assert_eq!(
@@ -438,7 +440,7 @@ fn stale() {
 
 #[test]
 fn zero_token() {
-    let mut gate = FenceGate::new([GateRow::EMPTY; 2]);
+    let mut gate = FenceGate::new([GateRow::EMPTY; 2]).unwrap();
     let e = gate_refuses(&mut gate, "ledger", 0);
     assert_eq!(e, Error::ZeroToken);
     assert_eq!(
@@ -449,7 +451,7 @@ fn zero_token() {
 
 #[test]
 fn capacity_exceeded_resources() {
-    let mut gate = FenceGate::new([GateRow::EMPTY; 2]);
+    let mut gate = FenceGate::new([GateRow::EMPTY; 2]).unwrap();
     gate.admit("a", Token(1)).unwrap();
     gate.admit("b", Token(1)).unwrap();
     let e = gate_refuses(&mut gate, "c", 3);
@@ -465,7 +467,7 @@ fn capacity_exceeded_resources() {
 
 #[test]
 fn gate_name_errors() {
-    let mut gate = FenceGate::new([GateRow::EMPTY; 2]);
+    let mut gate = FenceGate::new([GateRow::EMPTY; 2]).unwrap();
     assert_eq!(gate_refuses(&mut gate, "", 1), Error::EmptyName);
     assert_eq!(
         gate_refuses(&mut gate, &"r".repeat(65), 1),
@@ -475,50 +477,198 @@ fn gate_name_errors() {
 }
 
 #[test]
-fn codes_and_kinds_are_unique_and_stable() {
-    let all = [
-        Error::UnknownSession(SessionId(1)),
-        Error::NotHolder(SessionId(1)),
-        Error::NotQueued(SessionId(1)),
-        Error::AlreadyQueued(SessionId(1)),
-        Error::ModeMismatch { held: Mode::Shared },
-        Error::StaleRequest {
-            request: 1,
-            latest: 2,
+fn time_went_backwards_for_every_input() {
+    // every input carries a now; one earlier than the service's is refused first, with
+    // nothing changed (not even for a session that does not exist)
+    let (mut svc, a, b) = busy_service();
+    tick(&mut svc, 7);
+    let back = Error::TimeWentBackwards {
+        now: Tick(7),
+        requested: Tick(6),
+    };
+    let t = Tick(6);
+    let ghost = SessionId(99);
+    type Call<'a> = &'a dyn Fn(&mut Svc, &mut Events) -> Result<Reply, Error>;
+    let calls: [Call; 10] = [
+        &|v, o| v.open_session(t, 5, o),
+        &|v, o| v.keep_alive(t, a, None, o),
+        &|v, o| v.close_session(t, a, None, o),
+        &|v, o| v.acquire(t, ghost, "", Mode::Exclusive, Wait::None, None, o),
+        &|v, o| v.release(t, a, "a", None, o),
+        &|v, o| v.cancel(t, b, "a", None, o),
+        &|v, o| v.campaign(t, a, "e", None, o),
+        &|v, o| v.resign(t, a, "a", None, o),
+        &|v, o| v.handle(Input::Tick { now: t }, o),
+        &|v, o| {
+            let mut frame = [0u8; fencelock::MAX_FRAME_LEN];
+            let input = Input::KeepAlive {
+                now: t,
+                session: a,
+                request: Some(5),
+            };
+            let n = input.to_frame(&mut frame)?;
+            v.handle_frame(&frame[..n], o)
         },
-        Error::RequestReused { request: 1 },
-        Error::EmptyName,
-        Error::NameTooLong { len: 1, max: 1 },
-        Error::BadTtl,
-        Error::DeadlineOverflow,
-        Error::TimeWentBackwards {
-            now: Tick(1),
-            requested: Tick(0),
-        },
-        Error::BadConfig("x"),
-        Error::CapacityExceeded(Table::Claims),
-        Error::Stale {
-            token: Token(1),
-            highest: Token(2),
-        },
-        Error::ZeroToken,
-        Error::BadFrame,
-        Error::BufferTooSmall { need: 1 },
-        Error::BadMagic,
-        Error::UnsupportedVersion(2),
-        Error::CorruptSnapshot("x"),
     ];
+    for (i, call) in calls.iter().enumerate() {
+        let e = refused(&mut svc, |v, _now, o| call(v, o));
+        assert_eq!(e, back, "call {i}");
+    }
+}
+
+#[test]
+fn buffer_too_small_for_an_input() {
+    // a bounded sink with less room than max_events() refuses the input before anything
+    // changes, even one whose advance would expire sessions
+    let (mut svc, a, _) = busy_service();
+    let need = svc.max_events();
+    assert_eq!(need, 2 + 2 * 2);
+    let mut small: heapless::Deque<fencelock::Output, 5> = heapless::Deque::new();
+    let before = svc.snapshot_vec();
+    let e = svc.keep_alive(Tick(10), a, None, &mut small).unwrap_err();
+    assert_eq!(e, Error::BufferTooSmall { need: need as u32 });
+    assert!(small.is_empty());
+    assert_eq!(svc.snapshot_vec(), before);
+    assert_eq!(svc.now(), Tick(0));
+}
+
+#[test]
+fn the_order_of_checks_is_the_documented_precedence() {
+    // docs/SPEC.md §5: TimeWentBackwards → BufferTooSmall → (the advance) →
+    // UnknownSession → EmptyName/NameTooLong → request-number errors → input-specific.
+    let (mut svc, a, b) = busy_service(); // a: latest request 5 (an acquire of "a")
+    tick(&mut svc, 2);
+    let ghost = SessionId(99);
+    // backwards beats a sink too small
+    let mut tiny: heapless::Deque<fencelock::Output, 1> = heapless::Deque::new();
+    assert_eq!(
+        svc.acquire(
+            Tick(1),
+            ghost,
+            "",
+            Mode::Exclusive,
+            Wait::None,
+            None,
+            &mut tiny
+        ),
+        Err(Error::TimeWentBackwards {
+            now: Tick(2),
+            requested: Tick(1)
+        })
+    );
+    // a sink too small beats an unknown session
+    assert_eq!(
+        svc.acquire(
+            Tick(2),
+            ghost,
+            "",
+            Mode::Exclusive,
+            Wait::None,
+            None,
+            &mut tiny
+        ),
+        Err(Error::BufferTooSmall {
+            need: svc.max_events() as u32
+        })
+    );
+    // the unknown session beats the empty name
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, ghost, "", Mode::Exclusive, Wait::None, None, o)
+    });
+    assert_eq!(e, Error::UnknownSession(ghost));
+    // the name beats the request number
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "", Mode::Exclusive, Wait::None, Some(1), o)
+    });
+    assert_eq!(e, Error::EmptyName);
+    // the stale request number beats the input's own checks (b holds nothing)
+    run(&mut svc, |v, now, o| v.keep_alive(now, b, Some(3), o));
+    let e = refused(&mut svc, |v, now, o| v.release(now, b, "a", Some(2), o));
+    assert_eq!(
+        e,
+        Error::StaleRequest {
+            request: 2,
+            latest: 3
+        }
+    );
+    // a reused number beats AlreadyQueued
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, b, "a", Mode::Exclusive, Wait::Forever, Some(3), o)
+    });
+    assert_eq!(e, Error::RequestReused { request: 3 });
+    // claims before locks when both tables are full
+    let mut full = svc_with(2, 1, 1, Config::default());
+    let c = open(&mut full, 9);
+    x(&mut full, c, "one");
+    let e = refused(&mut full, |v, now, o| {
+        v.acquire(now, c, "two", Mode::Exclusive, Wait::None, None, o)
+    });
+    assert_eq!(e, Error::CapacityExceeded(Table::Claims));
+}
+
+/// Every kind of error in `Error::EXAMPLES` (the one list of them) is provoked by a real
+/// scenario in this file: a new variant without a test fails here.
+#[test]
+fn every_error_kind_is_provoked_by_a_test_here() {
+    for e in Error::EXAMPLES {
+        match e.kind() {
+            "unknown_session" => unknown_session(),
+            "not_holder" => not_holder(),
+            "not_queued" => not_queued(),
+            "already_queued" => already_queued(),
+            "mode_mismatch" => mode_mismatch(),
+            "stale_request" => stale_request(),
+            "request_reused" => request_reused(),
+            "empty_name" => empty_name(),
+            "name_too_long" => name_too_long(),
+            "bad_ttl" => bad_ttl(),
+            "deadline_overflow" => deadline_overflow(),
+            "time_went_backwards" => time_went_backwards(),
+            "bad_config" => bad_config(),
+            "capacity_exceeded" => capacity_exceeded_sessions(),
+            "stale" => stale(),
+            "zero_token" => zero_token(),
+            "bad_frame" => bad_frame(),
+            "buffer_too_small" => buffer_too_small(),
+            "bad_magic" => bad_magic(),
+            "unsupported_version" => unsupported_version(),
+            "corrupt_snapshot" => corrupt_snapshot(),
+            "unknown_keep_alive" => unknown_keep_alive(),
+            other => panic!("no test here provokes {other} ({e:?})"),
+        }
+    }
+}
+
+#[test]
+fn unknown_keep_alive() {
+    let mut keeper = SessionKeeper::new(10, 3, 2).unwrap();
+    keeper.keep_alive_sent(0).unwrap();
+    let before = keeper;
+    let e = keeper.keep_alive_acked(4).unwrap_err();
+    assert_eq!(e, Error::UnknownKeepAlive { sent_at: 4 });
+    assert_eq!(
+        e.to_string(),
+        "unknown keep-alive: no keep-alive sent at 4 is on record"
+    );
+    assert_eq!((e.code(), e.kind()), (601, "unknown_keep_alive"));
+    assert_eq!(keeper, before, "nothing changed");
+}
+
+#[test]
+fn codes_and_kinds_are_unique_and_stable() {
+    let all = Error::EXAMPLES;
     let codes: Vec<u32> = all.iter().map(|e| e.code()).collect();
+    // the codes are part of the C and JS interfaces: they never change
     assert_eq!(
         codes,
         [
             101, 102, 103, 104, 105, 106, 107, 201, 202, 203, 204, 205, 206, 301, 401, 402, 501,
-            502, 503, 504, 505
+            502, 503, 504, 505, 601
         ]
     );
     let kinds: std::collections::BTreeSet<_> = all.iter().map(|e| e.kind()).collect();
     assert_eq!(kinds.len(), all.len());
-    for e in &all {
+    for e in all {
         assert!(!e.to_string().is_empty());
         assert!(
             e.to_string().starts_with(&e.kind().replace('_', " ")[..4]),

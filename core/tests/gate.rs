@@ -1,9 +1,11 @@
 //! FenceGate: the resource-side check.
 
-use fencelock::{Error, FenceGate, GateRow, Table, Token, GATE_MAGIC, GATE_VERSION};
+use fencelock::{
+    check_rows, Error, FenceGate, GateRow, Table, Token, GATE_MAGIC, GATE_VERSION, MAX_ROWS,
+};
 
 fn gate<const N: usize>() -> FenceGate<[GateRow; N]> {
-    FenceGate::new([GateRow::EMPTY; N])
+    FenceGate::new([GateRow::EMPTY; N]).unwrap()
 }
 
 fn snapshot<R: AsRef<[GateRow]> + AsMut<[GateRow]>>(g: &FenceGate<R>) -> Vec<u8> {
@@ -101,17 +103,17 @@ fn iter_lists_resources_in_admission_order() {
 
 #[test]
 fn storage_may_be_a_vec_or_a_slice() {
-    let mut g = FenceGate::new(vec![GateRow::EMPTY; 3]);
+    let mut g = FenceGate::new(vec![GateRow::EMPTY; 3]).unwrap();
     g.admit("r", Token(1)).unwrap();
     let mut rows = [GateRow::EMPTY, GateRow::EMPTY];
-    let mut s = FenceGate::new(&mut rows[..]);
+    let mut s = FenceGate::new(&mut rows[..]).unwrap();
     s.admit("r", Token(1)).unwrap();
     assert_eq!(snapshot(&g), snapshot(&s));
 }
 
 #[test]
 fn many_resources_are_all_found() {
-    let mut g = FenceGate::new(vec![GateRow::EMPTY; 1000]);
+    let mut g = FenceGate::new(vec![GateRow::EMPTY; 1000]).unwrap();
     for i in 0..1000u64 {
         g.admit(&format!("resource/{i}"), Token(i + 1)).unwrap();
     }
@@ -225,5 +227,30 @@ fn restore_refuses_a_non_canonical_encoding() {
             .map(|_| ())
             .map_err(|e| e.1),
         Err(Error::CorruptSnapshot("non-canonical encoding"))
+    );
+}
+
+#[test]
+fn the_row_limit_is_the_one_check_rows() {
+    // FenceGate::new (like LockService::new and both restores) refuses a table of more
+    // than MAX_ROWS rows through check_rows. A real table that large (2^31 rows of
+    // GateRow) cannot be allocated in a test, so the rule is tested here directly, and
+    // the constructors at the sizes they can reach.
+    assert_eq!(MAX_ROWS, (1usize << 31) - 1);
+    assert_eq!(check_rows(0), Ok(()));
+    assert_eq!(check_rows(MAX_ROWS), Ok(()));
+    let too_many = Err(Error::BadConfig("a table has more than 2^31 - 1 rows"));
+    assert_eq!(check_rows(MAX_ROWS + 1), too_many);
+    assert_eq!(check_rows(usize::MAX), too_many);
+    // at the sizes a test can build, new accepts every one, empty included
+    for rows in [0, 1, 7, 1024] {
+        let g = FenceGate::new(vec![GateRow::EMPTY; rows]).unwrap();
+        assert_eq!(g.iter().count(), 0);
+    }
+    let mut empty = FenceGate::new(Vec::<GateRow>::new()).unwrap();
+    assert!(empty.is_full());
+    assert_eq!(
+        empty.admit("r", Token(1)),
+        Err(Error::CapacityExceeded(Table::Resources))
     );
 }

@@ -1,12 +1,13 @@
-//! One named test per invariant of DESIGN.md (1–10), each a small scenario that would
-//! break it if the service were wrong. The same invariants are also checked after every
-//! input of every test (`common::check_invariants`) and over random histories
-//! (`determinism.rs`).
+//! One named test per invariant of docs/SPEC.md §7 (I1–I10), each a small scenario that
+//! would break it if the service were wrong. The state invariants are also checked after
+//! every input of every test (`common::check_invariants`, through the core's own
+//! validator in `restore`) and over random histories (the verification crate
+//! `fencelock-tests`: `tests/tests/determinism.rs` and the simulation).
 
 mod common;
 use common::*;
 
-use fencelock::{Config, Error, Mode, Output, ReleaseReason::*, Tick, Wait};
+use fencelock::{Config, Error, Mode, Output, Reply, Tick, Wait};
 
 #[test]
 fn inv1_mutual_exclusion() {
@@ -16,11 +17,11 @@ fn inv1_mutual_exclusion() {
     // an exclusive holder blocks both modes
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Shared, Wait::None),
-        vec![busy(b, "l")]
+        (Reply::Busy, vec![])
     );
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Exclusive, Wait::None),
-        vec![busy(b, "l")]
+        (Reply::Busy, vec![])
     );
     release(&mut svc, a, "l");
     // shared holders together, but never with an exclusive one
@@ -28,7 +29,7 @@ fn inv1_mutual_exclusion() {
     acquire(&mut svc, b, "l", Mode::Shared, Wait::None);
     assert_eq!(
         acquire(&mut svc, c, "l", Mode::Exclusive, Wait::None),
-        vec![busy(c, "l")]
+        (Reply::Busy, vec![])
     );
     assert_eq!(holders(&svc, "l").len(), 2);
 }
@@ -40,16 +41,16 @@ fn inv2_tokens_strictly_increase_never_zero_across_eviction_and_restore() {
     let mut last = 0;
     for round in 0..4 {
         for lock in ["p", "q"] {
-            let out = x(&mut svc, a, lock);
-            let Output::Granted { token, .. } = out[0] else {
-                panic!("{out:?}")
+            let (reply, _) = x(&mut svc, a, lock);
+            let Reply::Granted { token, .. } = reply else {
+                panic!("{reply:?}")
             };
             assert!(token.0 > last && token.0 != 0);
             last = token.0;
         }
         release(&mut svc, a, "p");
         release(&mut svc, a, "q");
-        assert_eq!(svc.len().locks, 0, "idle entries evicted");
+        assert_eq!(svc.usage().locks, 0, "idle entries evicted");
         if round == 2 {
             let bytes = svc.snapshot_vec();
             svc = fencelock::LockService::restore(fencelock::VecStorage::new(8, 8, 16), &bytes)
@@ -57,7 +58,7 @@ fn inv2_tokens_strictly_increase_never_zero_across_eviction_and_restore() {
                 .unwrap();
         }
     }
-    assert_eq!(x(&mut svc, a, "p"), vec![gx(a, "p", last + 1)]);
+    assert_eq!(x(&mut svc, a, "p"), (reply_x(last + 1), vec![]));
 }
 
 #[test]
@@ -68,17 +69,12 @@ fn inv3_fifo_one_exclusive_waiter_per_release() {
     x(&mut svc, s[3], "l");
     x(&mut svc, s[1], "l");
     x(&mut svc, s[2], "l");
-    let out = release(&mut svc, s[0], "l");
+    let (reply, out) = release(&mut svc, s[0], "l");
+    assert_eq!(reply, reply_released(1));
     assert_eq!(
-        out.iter()
-            .filter(|o| matches!(o, Output::Granted { .. }))
-            .count(),
-        1
-    );
-    assert_eq!(
-        out.last(),
-        Some(&gx(s[3], "l", 2)),
-        "arrival order, not session order"
+        out,
+        vec![gx(s[3], "l", 2)],
+        "one grant, in arrival order, not session order"
     );
     assert_eq!(waiters(&svc, "l"), vec![s[1], s[2]]);
 }
@@ -96,7 +92,7 @@ fn inv4_no_grant_to_the_dead() {
         !out.iter().any(|o| matches!(o, Output::Granted { .. })),
         "{out:?}"
     );
-    assert_eq!(svc.len().locks, 0);
+    assert_eq!(svc.usage().locks, 0);
 }
 
 #[test]
@@ -108,20 +104,22 @@ fn inv5_atomic_errors() {
     // each is refused with a typed error, nothing changed and nothing emitted (`refused`
     // compares the snapshot bytes and the sink)
     let errors = [
-        refused(&mut svc, |v, o| {
-            v.acquire(a, "m", Mode::Exclusive, Wait::Forever, Some(1), o)
+        refused(&mut svc, |v, now, o| {
+            v.acquire(now, a, "m", Mode::Exclusive, Wait::Forever, Some(1), o)
         }),
-        refused(&mut svc, |v, o| v.tick(Tick(2), o)),
-        refused(&mut svc, |v, o| v.release(a, "m", None, o)),
-        refused(&mut svc, |v, o| v.open_session(0, o)),
-        refused(&mut svc, |v, o| {
-            v.keep_alive(fencelock::SessionId(9), None, o)
+        refused(&mut svc, |v, _now, o| v.tick(Tick(2), o)),
+        refused(&mut svc, |v, _now, o| v.keep_alive(Tick(2), a, None, o)),
+        refused(&mut svc, |v, now, o| v.release(now, a, "m", None, o)),
+        refused(&mut svc, |v, now, o| v.open_session(now, 0, o)),
+        refused(&mut svc, |v, now, o| {
+            v.keep_alive(now, fencelock::SessionId(9), None, o)
         }),
     ];
     assert_eq!(
         errors.map(|e| e.kind()),
         [
             "capacity_exceeded",
+            "time_went_backwards",
             "time_went_backwards",
             "not_holder",
             "bad_ttl",
@@ -130,6 +128,19 @@ fn inv5_atomic_errors() {
     );
     // and the refused numbered acquire recorded nothing
     assert_eq!(svc.session(a).unwrap().last_request, 0);
+    // refused at a later now: only the advance to that now stands (`refused_at` compares
+    // with a twin that just ticked)
+    let (e, events) = refused_at(&mut svc, 10, |v, now, o| {
+        v.acquire(now, a, "m", Mode::Exclusive, Wait::None, None, o)
+    });
+    assert_eq!(e, Error::UnknownSession(a), "a expired in the advance");
+    assert_eq!(
+        events,
+        vec![
+            expired(a),
+            released(a, "l", 1, fencelock::ReleaseReason::Expired)
+        ]
+    );
 }
 
 #[test]
@@ -154,7 +165,9 @@ fn inv7_nothing_lost_every_output_reaches_the_sink() {
     for (i, id) in s.iter().enumerate() {
         x(&mut svc, *id, &format!("l{}", i % 3));
     }
-    let len = svc.len();
+    let usage = svc.usage();
+    let bound = svc.max_events();
+    assert_eq!(bound, (usage.sessions + 2 * usage.claims) as usize);
     let out = tick(&mut svc, 5);
     let expired = out
         .iter()
@@ -169,7 +182,7 @@ fn inv7_nothing_lost_every_output_reaches_the_sink() {
         .filter(|o| matches!(o, Output::Granted { .. }))
         .count();
     assert_eq!((expired, released, granted), (4, 2, 2));
-    assert!(out.len() as u32 <= 1 + len.sessions + 2 * len.claims);
+    assert!(out.len() <= bound);
 }
 
 #[test]
@@ -195,7 +208,7 @@ fn inv8_lock_delay_after_expiry_only() {
     x(&mut svc, c, "l");
     assert_eq!(
         release(&mut svc, b, "l"),
-        vec![released(b, "l", 2, Released), gx(c, "l", 3)]
+        (reply_released(2), vec![gx(c, "l", 3)])
     );
 }
 
@@ -203,15 +216,16 @@ fn inv8_lock_delay_after_expiry_only() {
 fn inv9_idempotent_retries() {
     let mut svc = svc(8);
     let a = open(&mut svc, 10);
-    let (_, first) = run(&mut svc, |v, o| {
-        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(1), o)
+    let first = run(&mut svc, |v, now, o| {
+        v.acquire(now, a, "l", Mode::Exclusive, Wait::None, Some(1), o)
     });
-    let (_, again) = run(&mut svc, |v, o| {
-        v.acquire(a, "l", Mode::Exclusive, Wait::None, Some(1), o)
+    let again = run(&mut svc, |v, now, o| {
+        v.acquire(now, a, "l", Mode::Exclusive, Wait::None, Some(1), o)
     });
+    assert_eq!(first, (reply_x(1), vec![]));
     assert_eq!(first, again);
     assert_eq!(svc.revision(), 1);
-    let e = refused(&mut svc, |v, o| v.release(a, "l", Some(0), o));
+    let e = refused(&mut svc, |v, now, o| v.release(now, a, "l", Some(0), o));
     assert_eq!(
         e,
         Error::StaleRequest {
@@ -227,7 +241,7 @@ fn inv10_reacquire_returns_the_current_grant() {
     let (a, b) = (open(&mut svc, 10), open(&mut svc, 10));
     x(&mut svc, a, "l");
     x(&mut svc, b, "l");
-    assert_eq!(x(&mut svc, a, "l"), vec![gx(a, "l", 1)]);
+    assert_eq!(x(&mut svc, a, "l"), (reply_x(1), vec![]));
     assert_eq!(waiters(&svc, "l"), vec![b], "no second queue entry");
-    assert_eq!(svc.len().claims, 2);
+    assert_eq!(svc.usage().claims, 2);
 }

@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 
-use fencelock::{Mode, Output, ReleaseReason::*, SessionId, Wait};
+use fencelock::{Mode, Reply, SessionId, Wait};
 
 fn sessions(svc: &mut Svc, n: usize) -> Vec<SessionId> {
     (0..n).map(|_| open(svc, 1_000)).collect()
@@ -17,7 +17,7 @@ fn waiters_are_granted_in_arrival_order_one_per_release() {
     for (i, w) in s[1..].iter().enumerate() {
         assert_eq!(
             x(&mut svc, *w, "l"),
-            vec![queued(*w, "l", Mode::Exclusive, i as u32 + 1)]
+            (reply_queued(Mode::Exclusive, i as u32 + 1), vec![])
         );
     }
     assert_eq!(waiters(&svc, "l"), s[1..].to_vec());
@@ -28,10 +28,7 @@ fn waiters_are_granted_in_arrival_order_one_per_release() {
         // exactly one Granted: no thundering herd
         assert_eq!(
             release(&mut svc, holder, "l"),
-            vec![
-                released(holder, "l", token - 1, Released),
-                gx(next, "l", token)
-            ]
+            (reply_released(token - 1), vec![gx(next, "l", token)])
         );
     }
 }
@@ -48,20 +45,25 @@ fn a_release_wakes_the_run_of_shared_waiters_at_the_head_and_stops_at_a_writer()
     acquire(&mut svc, s[5], "l", Mode::Shared, Wait::Forever);
     assert_eq!(
         release(&mut svc, s[0], "l"),
-        vec![
-            released(s[0], "l", 1, Released),
-            granted(s[1], "l", Mode::Shared, 2),
-            granted(s[2], "l", Mode::Shared, 3),
-            granted(s[3], "l", Mode::Shared, 4),
-        ]
+        (
+            reply_released(1),
+            vec![
+                granted(s[1], "l", Mode::Shared, 2),
+                granted(s[2], "l", Mode::Shared, 3),
+                granted(s[3], "l", Mode::Shared, 4),
+            ]
+        )
     );
     assert_eq!(waiters(&svc, "l"), vec![s[4], s[5]]);
     release(&mut svc, s[1], "l");
     release(&mut svc, s[2], "l");
-    assert_eq!(release(&mut svc, s[3], "l").last(), Some(&gx(s[4], "l", 5)));
     assert_eq!(
-        release(&mut svc, s[4], "l").last(),
-        Some(&granted(s[5], "l", Mode::Shared, 6))
+        release(&mut svc, s[3], "l"),
+        (reply_released(4), vec![gx(s[4], "l", 5)])
+    );
+    assert_eq!(
+        release(&mut svc, s[4], "l"),
+        (reply_released(5), vec![granted(s[5], "l", Mode::Shared, 6)])
     );
 }
 
@@ -73,16 +75,16 @@ fn cancel_removes_the_wait_and_keeps_the_others_in_order() {
     for w in &s[1..] {
         x(&mut svc, *w, "l");
     }
-    assert_eq!(
-        cancel(&mut svc, s[2], "l"),
-        vec![Output::WaitCancelled {
-            session: s[2],
-            lock: name("l")
-        }]
-    );
+    assert_eq!(cancel(&mut svc, s[2], "l"), (Reply::Cancelled, vec![]));
     assert_eq!(waiters(&svc, "l"), vec![s[1], s[3]]);
-    assert_eq!(release(&mut svc, s[0], "l").last(), Some(&gx(s[1], "l", 2)));
-    assert_eq!(release(&mut svc, s[1], "l").last(), Some(&gx(s[3], "l", 3)));
+    assert_eq!(
+        release(&mut svc, s[0], "l"),
+        (reply_released(1), vec![gx(s[1], "l", 2)])
+    );
+    assert_eq!(
+        release(&mut svc, s[1], "l"),
+        (reply_released(2), vec![gx(s[3], "l", 3)])
+    );
 }
 
 #[test]
@@ -95,14 +97,13 @@ fn cancelling_a_queued_writer_wakes_the_readers_behind_it() {
     acquire(&mut svc, s[3], "l", Mode::Shared, Wait::Forever);
     assert_eq!(
         cancel(&mut svc, s[1], "l"),
-        vec![
-            Output::WaitCancelled {
-                session: s[1],
-                lock: name("l")
-            },
-            granted(s[2], "l", Mode::Shared, 2),
-            granted(s[3], "l", Mode::Shared, 3),
-        ]
+        (
+            Reply::Cancelled,
+            vec![
+                granted(s[2], "l", Mode::Shared, 2),
+                granted(s[3], "l", Mode::Shared, 3),
+            ]
+        )
     );
 }
 
@@ -113,9 +114,9 @@ fn cancelling_the_last_waiter_of_a_free_lock_evicts_nothing_held() {
     x(&mut svc, s[0], "l");
     x(&mut svc, s[1], "l");
     cancel(&mut svc, s[1], "l");
-    assert_eq!(svc.len().locks, 1);
+    assert_eq!(svc.usage().locks, 1);
     release(&mut svc, s[0], "l");
-    assert_eq!(svc.len().locks, 0);
+    assert_eq!(svc.usage().locks, 0);
 }
 
 #[test]
@@ -128,7 +129,7 @@ fn positions_count_from_one_at_the_head() {
     cancel(&mut svc, s[1], "l");
     assert_eq!(
         x(&mut svc, s[3], "l"),
-        vec![queued(s[3], "l", Mode::Exclusive, 2)]
+        (reply_queued(Mode::Exclusive, 2), vec![])
     );
 }
 
@@ -139,11 +140,11 @@ fn a_waiter_whose_session_closes_leaves_the_queue_silently() {
     x(&mut svc, s[0], "l");
     x(&mut svc, s[1], "l");
     x(&mut svc, s[2], "l");
+    assert_eq!(close(&mut svc, s[1]), (Reply::Closed, vec![]));
     assert_eq!(
-        close(&mut svc, s[1]),
-        vec![Output::SessionClosed { session: s[1] }]
+        release(&mut svc, s[0], "l"),
+        (reply_released(1), vec![gx(s[2], "l", 2)])
     );
-    assert_eq!(release(&mut svc, s[0], "l").last(), Some(&gx(s[2], "l", 2)));
 }
 
 #[test]
@@ -154,6 +155,9 @@ fn queues_of_different_locks_are_independent() {
     x(&mut svc, s[1], "b");
     x(&mut svc, s[2], "a");
     x(&mut svc, s[3], "b");
-    assert_eq!(release(&mut svc, s[1], "b").last(), Some(&gx(s[3], "b", 3)));
+    assert_eq!(
+        release(&mut svc, s[1], "b"),
+        (reply_released(2), vec![gx(s[3], "b", 3)])
+    );
     assert_eq!(waiters(&svc, "a"), vec![s[2]]);
 }

@@ -3,30 +3,40 @@
 mod common;
 use common::*;
 
-use fencelock::{LockService, Mode, Output, ReleaseReason::*, SessionId, Tick, VecStorage, Wait};
+use fencelock::{LockService, Mode, ReleaseReason::*, Reply, SessionId, Tick, VecStorage, Wait};
 
 #[test]
 fn open_assigns_increasing_ids_and_deadlines() {
     let mut svc = svc(4);
-    let (a, out) = run(&mut svc, |v, o| v.open_session(10, o));
-    assert_eq!(a, SessionId(1));
+    let (reply, out) = run(&mut svc, |v, now, o| v.open_session(now, 10, o));
+    let a = SessionId(1);
     assert_eq!(
-        out,
-        vec![Output::SessionOpened {
-            session: a,
-            expires_at: Tick(10)
-        }]
+        (reply, out),
+        (
+            Reply::Opened {
+                session: a,
+                expires_at: Tick(10)
+            },
+            vec![]
+        )
     );
     tick(&mut svc, 3);
-    let (b, out) = run(&mut svc, |v, o| v.open_session(5, o));
-    assert_eq!(b, SessionId(2));
+    let (reply, out) = run(&mut svc, |v, now, o| v.open_session(now, 5, o));
+    let b = SessionId(2);
     assert_eq!(
-        out,
-        vec![Output::SessionOpened {
-            session: b,
-            expires_at: Tick(8)
-        }]
+        (reply, out),
+        (
+            Reply::Opened {
+                session: b,
+                expires_at: Tick(8)
+            },
+            vec![]
+        )
     );
+    // an open at a later now counts its ttl from that now
+    let c = open_at(&mut svc, 6, 5);
+    assert_eq!(svc.session(c).unwrap().expires_at, Tick(11));
+    close(&mut svc, c);
     let info = svc.session(b).unwrap();
     assert_eq!(
         (info.id, info.ttl, info.expires_at, info.holds, info.waits),
@@ -34,7 +44,7 @@ fn open_assigns_increasing_ids_and_deadlines() {
     );
     assert_eq!(info.last_request, 0);
     assert_eq!(svc.sessions().collect::<Vec<_>>(), vec![a, b]);
-    assert_eq!(svc.len().sessions, 2);
+    assert_eq!(svc.usage().sessions, 2);
     assert!(!svc.is_empty());
 }
 
@@ -58,40 +68,33 @@ fn keep_alive_moves_the_deadline_to_now_plus_ttl() {
     let mut svc = svc(2);
     let a = open(&mut svc, 10);
     tick(&mut svc, 7);
-    assert_eq!(
-        keep_alive(&mut svc, a),
-        vec![Output::SessionRenewed {
-            session: a,
-            expires_at: Tick(17)
-        }]
-    );
+    assert_eq!(keep_alive(&mut svc, a), (reply_kept_alive(17), vec![]));
     assert_eq!(svc.session(a).unwrap().expires_at, Tick(17));
     assert_eq!(svc.poll_timeout(), Some(Tick(17)));
     // the old deadline passes without effect
     assert_eq!(tick(&mut svc, 10), vec![]);
     assert_eq!(tick(&mut svc, 16), vec![]);
-    assert_eq!(
-        tick(&mut svc, 17),
-        vec![Output::SessionExpired { session: a }]
-    );
+    assert_eq!(tick(&mut svc, 17), vec![expired(a)]);
     assert!(svc.session(a).is_none());
 }
 
 #[test]
-fn many_renewals_leave_no_garbage() {
-    // An indexed heap, not lazy deletion: a million renewals would otherwise fill it up.
+fn many_keep_alives_leave_no_garbage() {
+    // An indexed heap, not lazy deletion: a million keep-alives would otherwise fill it up.
     let mut svc = svc(2);
     let a = open(&mut svc, 10);
     let b = open(&mut svc, 1_000_000);
     for t in 1..=5_000 {
-        tick(&mut svc, t);
-        keep_alive(&mut svc, a);
+        if t % 2 == 0 {
+            tick(&mut svc, t);
+            keep_alive(&mut svc, a);
+        } else {
+            // no tick first: the keep-alive advances time itself
+            keep_alive_at(&mut svc, t, a);
+        }
     }
     assert_eq!(svc.poll_timeout(), Some(Tick(5_010)));
-    assert_eq!(
-        tick(&mut svc, 5_010),
-        vec![Output::SessionExpired { session: a }]
-    );
+    assert_eq!(tick(&mut svc, 5_010), vec![expired(a)]);
     assert_eq!(svc.poll_timeout(), Some(Tick(1_000_000)));
     assert!(svc.session(b).is_some());
 }
@@ -110,12 +113,14 @@ fn close_releases_holds_in_acquire_order_drops_waits_and_grants() {
     assert_eq!(svc.session(a).unwrap().waits, 1);
     assert_eq!(
         close(&mut svc, a),
-        vec![
-            Output::SessionClosed { session: a },
-            released(a, "m", 2, Closed),
-            released(a, "k", 3, Closed),
-            gx(b, "m", 4),
-        ]
+        (
+            Reply::Closed,
+            vec![
+                released(a, "m", 2, Closed),
+                released(a, "k", 3, Closed),
+                gx(b, "m", 4),
+            ]
+        )
     );
     assert!(svc.session(a).is_none());
     assert_eq!(waiters(&svc, "q"), vec![]);
@@ -144,7 +149,8 @@ fn close_applies_no_lock_delay() {
     let b = open(&mut svc, 10);
     x(&mut svc, a, "l");
     x(&mut svc, b, "l");
-    let out = close(&mut svc, a);
+    let (reply, out) = close(&mut svc, a);
+    assert_eq!(reply, Reply::Closed);
     assert_eq!(out.last(), Some(&gx(b, "l", 2)));
     assert_eq!(svc.lock_delay_until("l"), None);
 }
@@ -159,15 +165,12 @@ fn expiry_releases_holds_with_reason_expired_and_drops_waits() {
     x(&mut svc, a, "two"); // a waits on two
     assert_eq!(
         tick(&mut svc, 5),
-        vec![
-            Output::SessionExpired { session: a },
-            released(a, "one", 1, Expired)
-        ]
+        vec![expired(a), released(a, "one", 1, Expired)]
     );
     assert_eq!(waiters(&svc, "two"), vec![]);
-    assert_eq!(svc.len().claims, 1);
+    assert_eq!(svc.usage().claims, 1);
     // an expired session is unknown from then on
-    let e = refused(&mut svc, |v, o| v.keep_alive(a, None, o));
+    let e = refused(&mut svc, |v, now, o| v.keep_alive(now, a, None, o));
     assert_eq!(e, fencelock::Error::UnknownSession(a));
 }
 
@@ -178,14 +181,7 @@ fn sessions_expire_in_deadline_order_ties_by_id() {
     let b = open(&mut svc, 7);
     let c = open(&mut svc, 7);
     let d = open(&mut svc, 20);
-    assert_eq!(
-        tick(&mut svc, 9),
-        vec![
-            Output::SessionExpired { session: b },
-            Output::SessionExpired { session: c },
-            Output::SessionExpired { session: a },
-        ]
-    );
+    assert_eq!(tick(&mut svc, 9), vec![expired(b), expired(c), expired(a)]);
     assert_eq!(svc.sessions().collect::<Vec<_>>(), vec![d]);
 }
 
@@ -206,7 +202,7 @@ fn session_query_counts_holds_and_waits() {
 }
 
 #[test]
-fn capacity_and_len_report_the_tables() {
+fn capacity_and_usage_report_the_tables() {
     let mut svc = svc_with(3, 5, 7, fencelock::Config::default());
     let cap = svc.capacity();
     assert_eq!((cap.sessions, cap.locks, cap.claims), (3, 5, 7));
@@ -216,8 +212,8 @@ fn capacity_and_len_report_the_tables() {
     x(&mut svc, a, "l");
     x(&mut svc, b, "l");
     x(&mut svc, b, "m");
-    let len = svc.len();
-    assert_eq!((len.sessions, len.locks, len.claims), (2, 2, 3));
+    let usage = svc.usage();
+    assert_eq!((usage.sessions, usage.locks, usage.claims), (2, 2, 3));
 }
 
 #[test]
@@ -236,10 +232,24 @@ fn slice_storage_owned_by_the_caller_works_like_the_others() {
     let mut vec = svc(4);
     let v = open(&mut vec, 10);
     x(&mut vec, v, "l");
-    let a = slice.open_session(10, &mut |_| {}).unwrap();
-    slice
-        .acquire(a, "l", Mode::Exclusive, Wait::Forever, None, &mut |_| {})
+    let mut events = Vec::new();
+    let a = slice
+        .open_session(Tick(0), 10, &mut events)
+        .unwrap()
+        .opened()
         .unwrap();
+    slice
+        .acquire(
+            Tick(0),
+            a,
+            "l",
+            Mode::Exclusive,
+            Wait::Forever,
+            None,
+            &mut events,
+        )
+        .unwrap();
+    assert_eq!(events, vec![]);
     let mut buf = vec![0u8; slice.snapshot_len()];
     slice.snapshot(&mut buf).unwrap();
     assert_eq!(buf, vec.snapshot_vec());

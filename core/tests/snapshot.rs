@@ -14,9 +14,9 @@ use serde::Serialize;
 /// struct as its fields in order, so tuples of the same fields encode identically.
 #[derive(Serialize, Clone, Copy)]
 #[allow(dead_code)]
-enum Reply {
+enum Recorded {
     None,
-    Renewed { expires_at: u64 },
+    KeptAlive { expires_at: u64 },
     Granted { mode: Mode, token: u64 },
     Queued { mode: Mode, position: u32 },
     Busy,
@@ -33,7 +33,7 @@ struct Snap {
     next_seq: u64,
     next_lock: u64,
     /// (id, ttl, expires_at, last_request, last_reply, last_target)
-    sessions: Vec<(u64, u64, u64, u64, Reply, u64)>,
+    sessions: Vec<(u64, u64, u64, u64, Recorded, u64)>,
     /// (id, name, delay_until)
     locks: Vec<(u64, &'static str, u64)>,
     /// (session id, lock id, mode, holding, seq, value)
@@ -57,8 +57,8 @@ impl Snap {
             next_seq: 3,
             next_lock: 2,
             sessions: vec![
-                (1, 10, 10, 0, Reply::None, 0),
-                (2, 20, 20, 0, Reply::None, 0),
+                (1, 10, 10, 0, Recorded::None, 0),
+                (2, 20, 20, 0, Recorded::None, 0),
             ],
             locks: vec![(1, "l", 0)],
             claims: vec![
@@ -164,25 +164,25 @@ fn restore_checks_recorded_replies() {
     s.refused("recorded reply does not fit its session");
     let mut s = Snap::base();
     s.sessions[0].3 = 4;
-    s.sessions[0].4 = Reply::Granted {
+    s.sessions[0].4 = Recorded::Granted {
         mode: Mode::Exclusive,
         token: 2,
     }; // beyond revision
     s.refused("recorded reply does not fit its session");
     let mut s = Snap::base();
     s.sessions[0].3 = 4;
-    s.sessions[0].4 = Reply::Queued {
+    s.sessions[0].4 = Recorded::Queued {
         mode: Mode::Shared,
         position: 0,
     };
     s.refused("recorded reply does not fit its session");
     let mut s = Snap::base();
     s.sessions[0].3 = 4;
-    s.sessions[0].4 = Reply::Renewed { expires_at: 11 }; // later than the session's deadline
+    s.sessions[0].4 = Recorded::KeptAlive { expires_at: 11 }; // later than the session's deadline
     s.refused("recorded reply does not fit its session");
     let mut s = Snap::base();
     s.sessions[0].3 = 4;
-    s.sessions[0].4 = Reply::Released { token: 1 };
+    s.sessions[0].4 = Recorded::Released { token: 1 };
     s.sessions[0].5 = 0xdead_beef;
     assert!(s.restore().is_ok(), "a valid recorded reply restores");
 }
@@ -353,16 +353,16 @@ fn busy() -> Svc {
     let a = open(&mut svc, 10);
     let b = open(&mut svc, 30);
     let c = open(&mut svc, 40);
-    run(&mut svc, |v, o| {
-        v.acquire(a, "x", Mode::Exclusive, Wait::None, Some(1), o)
+    run(&mut svc, |v, now, o| {
+        v.acquire(now, a, "x", Mode::Exclusive, Wait::None, Some(1), o)
     });
-    run(&mut svc, |v, o| {
-        v.acquire(b, "r", Mode::Shared, Wait::None, Some(2), o)
+    run(&mut svc, |v, now, o| {
+        v.acquire(now, b, "r", Mode::Shared, Wait::None, Some(2), o)
     });
     acquire(&mut svc, c, "r", Mode::Shared, Wait::None);
     acquire(&mut svc, b, "x", Mode::Exclusive, Wait::Until(Tick(25)));
     acquire(&mut svc, c, "x", Mode::Shared, Wait::Forever);
-    run(&mut svc, |v, o| v.keep_alive(c, Some(5), o));
+    run(&mut svc, |v, now, o| v.keep_alive(now, c, Some(5), o));
     x(&mut svc, a, "y");
     tick(&mut svc, 10); // a expires: x and y enter lock-delay
     svc
@@ -420,7 +420,7 @@ fn the_bytes_record_history_that_behaviour_does_not_show() {
         } else {
             assert_eq!(
                 acquire(&mut svc, b, "l", Mode::Exclusive, Wait::None),
-                vec![common::busy(b, "l")]
+                (fencelock::Reply::Busy, vec![])
             );
         }
         (svc, a)

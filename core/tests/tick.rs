@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 
-use fencelock::{Config, Mode, Output, ReleaseReason::*, Tick, Wait};
+use fencelock::{Config, Mode, ReleaseReason::*, Reply, Tick, Wait};
 
 fn delayed(delay: u64) -> Svc {
     svc_with(
@@ -30,9 +30,9 @@ fn expiry_comes_before_any_grant_in_the_same_tick() {
     assert_eq!(
         tick(&mut svc, 10),
         vec![
-            Output::SessionExpired { session: a },
+            expired(a),
             released(a, "l", 1, Expired),
-            Output::SessionExpired { session: b },
+            expired(b),
             gx(c, "l", 2),
         ],
         "b's deadline had passed: it must not be granted (etcd #9921)"
@@ -49,16 +49,9 @@ fn a_holder_expiring_after_the_waiters_deadline_at_the_same_tick_grants_nobody()
     // order: expire sessions, then time out waits, then grant
     assert_eq!(
         tick(&mut svc, 10),
-        vec![
-            Output::SessionExpired { session: a },
-            released(a, "l", 1, Expired),
-            Output::WaitTimedOut {
-                session: b,
-                lock: name("l")
-            },
-        ]
+        vec![expired(a), released(a, "l", 1, Expired), timed_out(b, "l"),]
     );
-    assert_eq!(svc.len().locks, 0);
+    assert_eq!(svc.usage().locks, 0);
 }
 
 #[test]
@@ -75,9 +68,9 @@ fn one_tick_across_many_deadlines_does_everything_due() {
     assert_eq!(
         tick(&mut svc, 50),
         vec![
-            Output::SessionExpired { session: a },
+            expired(a),
             released(a, "l", 1, Expired),
-            Output::SessionExpired { session: b },
+            expired(b),
             gx(c, "l", 3),
         ]
     );
@@ -92,7 +85,7 @@ fn time_cannot_go_backwards_and_the_same_tick_is_a_no_op() {
     let before = svc.snapshot_vec();
     assert_eq!(tick(&mut svc, 4), vec![]);
     assert_eq!(svc.snapshot_vec(), before);
-    let e = refused(&mut svc, |v, o| v.tick(Tick(3), o));
+    let e = refused(&mut svc, |v, _now, o| v.tick(Tick(3), o));
     assert_eq!(
         e,
         fencelock::Error::TimeWentBackwards {
@@ -161,10 +154,7 @@ fn lock_delay_holds_a_lock_after_its_holder_expires() {
     x(&mut svc, b, "l");
     assert_eq!(
         tick(&mut svc, 10),
-        vec![
-            Output::SessionExpired { session: a },
-            released(a, "l", 1, Expired)
-        ]
+        vec![expired(a), released(a, "l", 1, Expired)]
     );
     assert_eq!(svc.lock_delay_until("l"), Some(Tick(15)));
     assert_eq!(svc.poll_timeout(), Some(Tick(15)));
@@ -184,29 +174,23 @@ fn lock_delay_refuses_new_and_shared_acquires_too() {
     // the lock is free, but in lock-delay: a try-lock is busy in either mode
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Shared, Wait::None),
-        vec![busy(b, "l")]
+        (Reply::Busy, vec![])
     );
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Exclusive, Wait::Until(Tick(10))),
-        vec![busy(b, "l")]
+        (Reply::Busy, vec![])
     );
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Shared, Wait::Until(Tick(12))),
-        vec![queued(b, "l", Mode::Shared, 1)]
+        (reply_queued(Mode::Shared, 1), vec![])
     );
-    assert_eq!(
-        tick(&mut svc, 12),
-        vec![Output::WaitTimedOut {
-            session: b,
-            lock: name("l")
-        }]
-    );
-    assert_eq!(svc.len().locks, 1, "the entry stays while the delay runs");
+    assert_eq!(tick(&mut svc, 12), vec![timed_out(b, "l")]);
+    assert_eq!(svc.usage().locks, 1, "the entry stays while the delay runs");
     assert_eq!(tick(&mut svc, 15), vec![]);
-    assert_eq!(svc.len().locks, 0, "evicted once the delay is over");
+    assert_eq!(svc.usage().locks, 0, "evicted once the delay is over");
     assert_eq!(
         acquire(&mut svc, b, "l", Mode::Shared, Wait::None),
-        vec![granted(b, "l", Mode::Shared, 2)]
+        (reply_s(2), vec![])
     );
 }
 
@@ -217,7 +201,10 @@ fn release_and_close_apply_no_lock_delay() {
     let b = open(&mut svc, 100);
     x(&mut svc, a, "l");
     x(&mut svc, b, "l");
-    assert_eq!(release(&mut svc, a, "l").last(), Some(&gx(b, "l", 2)));
+    assert_eq!(
+        release(&mut svc, a, "l"),
+        (reply_released(1), vec![gx(b, "l", 2)])
+    );
     assert_eq!(svc.lock_delay_until("l"), None);
 }
 
@@ -243,4 +230,43 @@ fn zero_lock_delay_grants_at_the_expiry_tick() {
     x(&mut svc, a, "l");
     x(&mut svc, b, "l");
     assert_eq!(tick(&mut svc, 10).last(), Some(&gx(b, "l", 2)));
+}
+
+#[test]
+fn any_input_does_what_a_tick_to_its_now_would_first() {
+    // The same history, once with ticks and once with the inputs alone carrying the time:
+    // the advance inside each input gives the same events, in the same place, and the
+    // same bytes (docs/SPEC.md §2).
+    let mut ticked = delayed(5);
+    let mut stamped = delayed(5);
+    for svc in [&mut ticked, &mut stamped] {
+        let a = open(svc, 10);
+        let b = open(svc, 100);
+        x(svc, a, "l");
+        x(svc, b, "l");
+        acquire(svc, b, "m", Mode::Exclusive, Wait::None);
+        acquire(svc, a, "m", Mode::Exclusive, Wait::Until(Tick(7)));
+    }
+    let (a, b) = (fencelock::SessionId(1), fencelock::SessionId(2));
+    // at 7 a's wait times out; at 10 a expires (lock-delay to 15); at 15 b is granted
+    let mut with_ticks = tick(&mut ticked, 7);
+    with_ticks.extend(keep_alive(&mut ticked, b).1);
+    with_ticks.extend(tick(&mut ticked, 10));
+    with_ticks.extend(release(&mut ticked, b, "m").1);
+    with_ticks.extend(tick(&mut ticked, 15));
+    with_ticks.extend(keep_alive(&mut ticked, b).1);
+    let mut alone = keep_alive_at(&mut stamped, 7, b).1;
+    alone.extend(release_at(&mut stamped, 10, b, "m").1);
+    alone.extend(keep_alive_at(&mut stamped, 15, b).1);
+    assert_eq!(
+        alone,
+        vec![
+            timed_out(a, "m"),
+            expired(a),
+            released(a, "l", 1, Expired),
+            gx(b, "l", 3),
+        ]
+    );
+    assert_eq!(alone, with_ticks);
+    assert_eq!(stamped.snapshot_vec(), ticked.snapshot_vec());
 }

@@ -1,4 +1,4 @@
-//! postcard frames: every input and output round-trips, the largest fits MAX_FRAME_LEN,
+//! postcard frames: every input, reply and output round-trips, the largest fits MAX_FRAME_LEN,
 //! bad bytes are refused, and the encoding of a few values is pinned (other layers and the
 //! conformance vectors depend on it).
 
@@ -6,8 +6,8 @@ mod common;
 use common::*;
 
 use fencelock::{
-    Error, Input, LockName, Mode, Output, ReleaseReason, SessionId, Table, Tick, Token, Wait,
-    MAX_FRAME_LEN, MAX_NAME_LEN,
+    Error, Input, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Table, Tick, Token,
+    Wait, MAX_FRAME_LEN, MAX_NAME_LEN,
 };
 
 fn longest() -> LockName {
@@ -16,17 +16,21 @@ fn longest() -> LockName {
 
 fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
     let s = SessionId(big);
+    let now = Tick(big);
     vec![
-        Input::OpenSession { ttl: big },
+        Input::OpenSession { now, ttl: big },
         Input::KeepAlive {
+            now,
             session: s,
             request: Some(big),
         },
         Input::CloseSession {
+            now,
             session: s,
             request: None,
         },
         Input::Acquire {
+            now,
             session: s,
             lock: n.clone(),
             mode: Mode::Shared,
@@ -34,6 +38,7 @@ fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
             request: Some(big),
         },
         Input::Acquire {
+            now,
             session: s,
             lock: n.clone(),
             mode: Mode::Exclusive,
@@ -41,6 +46,7 @@ fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
             request: None,
         },
         Input::Acquire {
+            now,
             session: s,
             lock: n.clone(),
             mode: Mode::Exclusive,
@@ -48,11 +54,13 @@ fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
             request: None,
         },
         Input::Release {
+            now,
             session: s,
             lock: n.clone(),
             request: Some(big),
         },
         Input::Cancel {
+            now,
             session: s,
             lock: n,
             request: Some(big),
@@ -64,15 +72,6 @@ fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
 fn all_outputs(n: LockName, big: u64) -> Vec<Output> {
     let s = SessionId(big);
     vec![
-        Output::SessionOpened {
-            session: s,
-            expires_at: Tick(big),
-        },
-        Output::SessionRenewed {
-            session: s,
-            expires_at: Tick(big),
-        },
-        Output::SessionClosed { session: s },
         Output::SessionExpired { session: s },
         Output::Granted {
             session: s,
@@ -80,30 +79,50 @@ fn all_outputs(n: LockName, big: u64) -> Vec<Output> {
             mode: Mode::Shared,
             token: Token(big),
         },
-        Output::Queued {
-            session: s,
-            lock: n.clone(),
-            mode: Mode::Exclusive,
-            position: u32::MAX,
-        },
-        Output::Busy {
-            session: s,
-            lock: n.clone(),
-        },
         Output::Released {
             session: s,
             lock: n.clone(),
             token: Token(big),
             reason: ReleaseReason::Expired,
         },
-        Output::WaitTimedOut {
+        Output::Released {
             session: s,
             lock: n.clone(),
+            token: Token(big),
+            reason: ReleaseReason::Closed,
         },
-        Output::WaitCancelled {
+        Output::WaitTimedOut {
             session: s,
             lock: n,
         },
+    ]
+}
+
+fn all_replies(big: u64) -> Vec<Reply> {
+    let position = big.min(u32::MAX as u64) as u32;
+    vec![
+        Reply::Opened {
+            session: SessionId(big),
+            expires_at: Tick(big),
+        },
+        Reply::KeptAlive {
+            expires_at: Tick(big),
+        },
+        Reply::Closed,
+        Reply::Granted {
+            mode: Mode::Shared,
+            token: Token(big),
+        },
+        Reply::Queued {
+            mode: Mode::Exclusive,
+            position,
+        },
+        Reply::Busy,
+        Reply::Released { token: Token(big) },
+        Reply::Cancelled,
+        Reply::HoldEnded { token: Token(big) },
+        Reply::WaitEnded,
+        Reply::Ticked { now: Tick(big) },
     ]
 }
 
@@ -145,23 +164,50 @@ fn every_output_round_trips_and_fits_max_frame_len() {
 }
 
 #[test]
+fn every_reply_round_trips_and_fits_max_frame_len() {
+    let mut kinds = std::collections::BTreeSet::new();
+    for big in [0, 1, 300, u64::MAX] {
+        for reply in all_replies(big) {
+            let mut buf = [0u8; MAX_FRAME_LEN];
+            let n = reply.to_frame(&mut buf).unwrap();
+            assert!(n <= MAX_FRAME_LEN);
+            assert_eq!(Reply::from_frame(&buf[..n]), Ok(reply));
+            let mut trailing = buf[..n].to_vec();
+            trailing.push(0);
+            assert_eq!(Reply::from_frame(&trailing), Err(Error::BadFrame));
+            kinds.insert(reply.kind());
+        }
+    }
+    assert_eq!(kinds.len(), all_replies(0).len(), "kinds are distinct");
+    assert_eq!(Reply::from_frame(&[99]), Err(Error::BadFrame));
+}
+
+#[test]
 fn the_encoding_is_pinned() {
     let enc = |i: Input| {
         let mut buf = [0u8; MAX_FRAME_LEN];
         let n = i.to_frame(&mut buf).unwrap();
         buf[..n].to_vec()
     };
-    assert_eq!(enc(Input::OpenSession { ttl: 10 }), [0, 10]);
+    // every input begins with its variant, then its now
+    assert_eq!(
+        enc(Input::OpenSession {
+            now: Tick(4),
+            ttl: 10
+        }),
+        [0, 4, 10]
+    );
     assert_eq!(enc(Input::Tick { now: Tick(300) }), [6, 0xac, 0x02]);
     assert_eq!(
         enc(Input::Acquire {
+            now: Tick(7),
             session: SessionId(1),
             lock: name("l"),
             mode: Mode::Shared,
             wait: Wait::Until(Tick(9)),
             request: Some(2)
         }),
-        [3, 1, 1, b'l', 1, 1, 9, 1, 2]
+        [3, 7, 1, 1, b'l', 1, 1, 9, 1, 2]
     );
     let mut buf = [0u8; MAX_FRAME_LEN];
     let g = Output::Granted {
@@ -171,7 +217,19 @@ fn the_encoding_is_pinned() {
         token: Token(35),
     };
     let n = g.to_frame(&mut buf).unwrap();
-    assert_eq!(buf[..n], [4, 2, 1, b'l', 0, 35]);
+    assert_eq!(buf[..n], [0, 2, 1, b'l', 0, 35]);
+    let r = Reply::Granted {
+        mode: Mode::Exclusive,
+        token: Token(35),
+    };
+    let n = r.to_frame(&mut buf).unwrap();
+    assert_eq!(buf[..n], [3, 0, 35]);
+    let r = Reply::Queued {
+        mode: Mode::Shared,
+        position: 2,
+    };
+    let n = r.to_frame(&mut buf).unwrap();
+    assert_eq!(buf[..n], [4, 1, 2]);
 }
 
 #[test]
@@ -188,16 +246,16 @@ fn bad_frames_are_refused() {
         "unknown variant"
     );
     // a name longer than MAX_NAME_LEN cannot be decoded
-    let mut long = vec![3, 1, 65];
+    let mut long = vec![3, 0, 1, 65];
     long.extend(std::iter::repeat_n(b'n', 65));
     long.extend([0, 2, 0]);
     assert_eq!(Input::from_frame(&long), Err(Error::BadFrame));
     // invalid UTF-8 in a name
     assert_eq!(
-        Input::from_frame(&[3, 1, 1, 0xff, 0, 2, 0]),
+        Input::from_frame(&[3, 0, 1, 1, 0xff, 0, 2, 0]),
         Err(Error::BadFrame)
     );
-    let o = Output::SessionClosed {
+    let o = Output::SessionExpired {
         session: SessionId(1),
     };
     let n = o.to_frame(&mut buf).unwrap();
@@ -207,6 +265,7 @@ fn bad_frames_are_refused() {
 #[test]
 fn a_short_buffer_reports_the_size_needed() {
     let i = Input::Acquire {
+        now: Tick(u64::MAX),
         session: SessionId(1),
         lock: longest(),
         mode: Mode::Shared,
@@ -220,7 +279,7 @@ fn a_short_buffer_reports_the_size_needed() {
         i.to_frame(&mut small),
         Err(Error::BufferTooSmall { need: need as u32 })
     );
-    let o = Output::Busy {
+    let o = Output::WaitTimedOut {
         session: SessionId(1),
         lock: longest(),
     };
@@ -235,17 +294,27 @@ fn a_short_buffer_reports_the_size_needed() {
 fn handle_frame_applies_the_decoded_input() {
     let mut svc = svc(4);
     let mut buf = [0u8; MAX_FRAME_LEN];
-    let n = Input::OpenSession { ttl: 5 }.to_frame(&mut buf).unwrap();
-    let (_, out) = run(&mut svc, |v, o| v.handle_frame(&buf[..n], o));
+    let n = Input::OpenSession {
+        now: Tick(2),
+        ttl: 5,
+    }
+    .to_frame(&mut buf)
+    .unwrap();
+    let got = run_at(&mut svc, 2, |v, _now, o| v.handle_frame(&buf[..n], o));
     assert_eq!(
-        out,
-        vec![Output::SessionOpened {
-            session: SessionId(1),
-            expires_at: Tick(5)
-        }]
+        got,
+        (
+            Reply::Opened {
+                session: SessionId(1),
+                expires_at: Tick(7)
+            },
+            vec![]
+        ),
+        "the frame's now is applied"
     );
     // an empty name decodes, and is refused by the service like any other input
     let n = Input::Acquire {
+        now: Tick(2),
         session: SessionId(1),
         lock: LockName::default(),
         mode: Mode::Shared,
@@ -255,26 +324,32 @@ fn handle_frame_applies_the_decoded_input() {
     .to_frame(&mut buf)
     .unwrap();
     assert_eq!(
-        refused(&mut svc, |v, o| v.handle_frame(&buf[..n], o)),
+        refused(&mut svc, |v, _now, o| v.handle_frame(&buf[..n], o)),
         Error::EmptyName
     );
+    // at a later now, the refusal keeps the frame's advance (and only that)
+    let n = Input::Acquire {
+        now: Tick(7),
+        session: SessionId(1),
+        lock: LockName::default(),
+        mode: Mode::Shared,
+        wait: Wait::None,
+        request: None,
+    }
+    .to_frame(&mut buf)
+    .unwrap();
+    let (e, events) = refused_at(&mut svc, 7, |v, _now, o| v.handle_frame(&buf[..n], o));
+    assert_eq!(e, Error::UnknownSession(SessionId(1)));
+    assert_eq!(events, vec![expired(SessionId(1))]);
 }
 
 #[test]
 fn errors_and_queries_serialize() {
-    let errors = [
-        Error::CapacityExceeded(Table::Resources),
-        Error::Stale {
-            token: Token(34),
-            highest: Token(35),
-        },
-        Error::TimeWentBackwards {
-            now: Tick(2),
-            requested: Tick(1),
-        },
-        Error::NameTooLong { len: 70, max: 64 },
-    ];
-    for e in errors {
+    for e in Error::EXAMPLES
+        .iter()
+        .copied()
+        .chain([Error::CapacityExceeded(Table::Resources)])
+    {
         let mut buf = [0u8; 64];
         let bytes = postcard::to_slice(&e, &mut buf).unwrap();
         assert_eq!(postcard::from_bytes::<Error>(bytes).unwrap(), e);
@@ -316,10 +391,27 @@ fn random_input(rng: &mut Rng, now: u64) -> Input {
     let lock = name(["a", "b", "c"][rng.below(3) as usize]);
     let request = [None, Some(rng.below(4))][rng.below(2) as usize];
     let mode = [Mode::Exclusive, Mode::Shared][rng.below(2) as usize];
+    // mostly now, sometimes later, sometimes earlier (refused)
+    let at = Tick(match rng.below(6) {
+        0 => now.saturating_sub(1),
+        1 => now + rng.below(4),
+        _ => now,
+    });
     match rng.below(8) {
-        0 => Input::OpenSession { ttl: rng.below(30) },
-        1 => Input::KeepAlive { session, request },
-        2 => Input::CloseSession { session, request },
+        0 => Input::OpenSession {
+            now: at,
+            ttl: rng.below(30),
+        },
+        1 => Input::KeepAlive {
+            now: at,
+            session,
+            request,
+        },
+        2 => Input::CloseSession {
+            now: at,
+            session,
+            request,
+        },
         3 | 4 => {
             let wait = [
                 Wait::None,
@@ -327,6 +419,7 @@ fn random_input(rng: &mut Rng, now: u64) -> Input {
                 Wait::Until(Tick(now + rng.below(9))),
             ][rng.below(3) as usize];
             Input::Acquire {
+                now: at,
                 session,
                 lock,
                 mode,
@@ -335,11 +428,13 @@ fn random_input(rng: &mut Rng, now: u64) -> Input {
             }
         }
         5 => Input::Release {
+            now: at,
             session,
             lock,
             request,
         },
         6 => Input::Cancel {
+            now: at,
             session,
             lock,
             request,
@@ -369,16 +464,22 @@ fn random_frames_never_panic_and_refusals_change_nothing() {
                 _ => frame.push(rng.below(256) as u8),
             }
         }
-        let before = svc.snapshot_vec();
+        // what a refusal may leave: the advance to the frame's now, if it decodes to a
+        // now not in the past; otherwise nothing at all
+        let mut ticked = twin(&svc);
+        let mut advance = Vec::new();
+        if let Ok(decoded) = Input::from_frame(&frame) {
+            let _ = ticked.tick(decoded.now(), &mut advance);
+        }
         let mut got = Vec::new();
-        match svc.handle_frame(&frame, &mut |o| got.push(o)) {
-            Ok(()) => applied += 1,
+        match svc.handle_frame(&frame, &mut got) {
+            Ok(_) => applied += 1,
             Err(e) => {
                 refused_frames += 1;
-                assert!(got.is_empty(), "frame {i} {frame:?}: {e} emitted {got:?}");
+                assert_eq!(got, advance, "frame {i} {frame:?}: {e} emitted more");
                 assert_eq!(
                     svc.snapshot_vec(),
-                    before,
+                    ticked.snapshot_vec(),
                     "frame {i} {frame:?}: {e} changed the state"
                 );
             }
@@ -398,38 +499,11 @@ fn errors_decode_from_owned_bytes_with_their_reasons() {
     fn owned<T: serde::de::DeserializeOwned>(bytes: Vec<u8>) -> T {
         postcard::from_bytes(&bytes).unwrap()
     }
-    for e in [
-        Error::UnknownSession(SessionId(4)),
-        Error::NotHolder(SessionId(1)),
-        Error::NotQueued(SessionId(1)),
-        Error::AlreadyQueued(SessionId(1)),
-        Error::ModeMismatch { held: Mode::Shared },
-        Error::EmptyName,
-        Error::NameTooLong { len: 70, max: 64 },
-        Error::BadTtl,
-        Error::DeadlineOverflow,
-        Error::TimeWentBackwards {
-            now: Tick(2),
-            requested: Tick(1),
-        },
-        Error::StaleRequest {
-            request: 1,
-            latest: 2,
-        },
-        Error::RequestReused { request: 3 },
-        Error::CapacityExceeded(Table::Claims),
-        Error::Stale {
-            token: Token(34),
-            highest: Token(35),
-        },
-        Error::ZeroToken,
-        Error::BadFrame,
-        Error::BufferTooSmall { need: 9 },
-        Error::BadMagic,
-        Error::UnsupportedVersion(7),
-        Error::CorruptSnapshot("trailing bytes"),
-        Error::BadConfig("margin must be smaller than ttl"),
-    ] {
+    for e in Error::EXAMPLES
+        .iter()
+        .copied()
+        .chain([Error::BadConfig("margin must be smaller than ttl")])
+    {
         let mut buf = [0u8; 128];
         let bytes = postcard::to_slice(&e, &mut buf).unwrap().to_vec();
         assert_eq!(owned::<Error>(bytes), e);

@@ -1,18 +1,19 @@
-//! Shared helpers for the integration tests: a small harness that collects outputs, checks
-//! refusals are atomic, and checks every DESIGN.md invariant through the public queries.
+//! Shared helpers for the integration tests: a small harness that runs one input at a
+//! time, returns the caller's [`Reply`] and the [`Output`] events separately, checks that
+//! a refused input changes nothing beyond the advance to its `now` (docs/SPEC.md §2, §5),
+//! and after every input checks every state invariant (docs/SPEC.md §7) through the core's
+//! own validator: snapshot → [`LockService::restore`] → snapshot, byte-identical.
 #![allow(dead_code)] // each test binary uses a different subset
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use fencelock::{
-    Config, Error, Input, LockName, LockService, Mode, Output, ReleaseReason, SessionId, Tick,
+    Config, Error, LockName, LockService, Mode, Output, ReleaseReason, Reply, SessionId, Tick,
     Token, VecStorage, Wait,
 };
 
 pub type Svc = LockService<VecStorage>;
 
-/// The output sink the harness hands to an input.
-pub type Sink<'a> = &'a mut dyn FnMut(Output);
+/// The events of one input, in order (the sink the harness hands to every input).
+pub type Events = Vec<Output>;
 
 pub fn name(s: &str) -> LockName {
     LockName::new(s).unwrap()
@@ -27,30 +28,62 @@ pub fn svc_with(sessions: usize, locks: usize, claims: usize, config: Config) ->
     LockService::new(VecStorage::new(sessions, locks, claims), config).unwrap()
 }
 
-/// Runs one input and returns its outputs (panics on an error: use `refused` for those).
-pub fn run<T>(
-    svc: &mut Svc,
-    f: impl FnOnce(&mut Svc, &mut Sink) -> Result<T, Error>,
-) -> (T, Vec<Output>) {
-    let mut got = Vec::new();
-    let mut sink: Sink = &mut |o| got.push(o);
-    let r = f(svc, &mut sink).unwrap_or_else(|e| panic!("refused: {e}"));
-    check_invariants(svc);
-    (r, got)
+/// A copy of `svc` made through its snapshot (the service is not `Clone`).
+pub fn twin(svc: &Svc) -> Svc {
+    let cap = svc.capacity();
+    LockService::restore(
+        VecStorage::new(
+            cap.sessions as usize,
+            cap.locks as usize,
+            cap.claims as usize,
+        ),
+        &svc.snapshot_vec(),
+    )
+    .map_err(|(_, e)| e)
+    .expect("a snapshot of a live service restores")
 }
 
-/// Runs an input that must be refused; asserts the error, that nothing was emitted and that
-/// the snapshot is byte-identical. Returns the error.
+/// Runs one input at the service's current `now` and returns what the call returned (the
+/// caller's reply, for an input) and the events it emitted. Panics on an error: use
+/// [`refused`] for those.
+pub fn run<T>(
+    svc: &mut Svc,
+    f: impl FnOnce(&mut Svc, Tick, &mut Events) -> Result<T, Error>,
+) -> (T, Events) {
+    let now = svc.now();
+    run_at(svc, now.0, f)
+}
+
+/// [`run`] with an explicit `now` (not earlier than the service's): the input's own
+/// advance to `now` comes first, and its events lead the returned ones.
+pub fn run_at<T>(
+    svc: &mut Svc,
+    now: u64,
+    f: impl FnOnce(&mut Svc, Tick, &mut Events) -> Result<T, Error>,
+) -> (T, Events) {
+    let mut events = Vec::new();
+    let r = f(svc, Tick(now), &mut events).unwrap_or_else(|e| panic!("refused: {e}"));
+    assert_eq!(
+        svc.now(),
+        Tick(now),
+        "an accepted input leaves time at its now"
+    );
+    check_invariants(svc);
+    (r, events)
+}
+
+/// Runs an input at the service's current `now` that must be refused; asserts that nothing
+/// changed: no event, byte-identical snapshot, same `poll_timeout`. Returns the error.
 pub fn refused<T: std::fmt::Debug>(
     svc: &mut Svc,
-    f: impl FnOnce(&mut Svc, &mut Sink) -> Result<T, Error>,
+    f: impl FnOnce(&mut Svc, Tick, &mut Events) -> Result<T, Error>,
 ) -> Error {
+    let now = svc.now();
     let before = svc.snapshot_vec();
     let poll = svc.poll_timeout();
-    let mut got = Vec::new();
-    let mut sink: Sink = &mut |o| got.push(o);
-    let e = f(svc, &mut sink).expect_err("the input must be refused");
-    assert_eq!(got, vec![], "a refused input emitted outputs");
+    let mut events = Vec::new();
+    let e = f(svc, now, &mut events).expect_err("the input must be refused");
+    assert_eq!(events, vec![], "a refused input emitted events ({e})");
     assert_eq!(
         svc.snapshot_vec(),
         before,
@@ -61,37 +94,143 @@ pub fn refused<T: std::fmt::Debug>(
     e
 }
 
+/// Runs an input at a later `now` that must be refused by its own checks (after its
+/// advance); asserts that the service is byte-identical to a twin that only ticked to
+/// `now`, with the same events. Returns the error and the advance's events.
+pub fn refused_at<T: std::fmt::Debug>(
+    svc: &mut Svc,
+    now: u64,
+    f: impl FnOnce(&mut Svc, Tick, &mut Events) -> Result<T, Error>,
+) -> (Error, Events) {
+    let mut ticked = twin(svc);
+    let mut expected = Vec::new();
+    ticked.tick(Tick(now), &mut expected).unwrap();
+    let mut events = Vec::new();
+    let e = f(svc, Tick(now), &mut events).expect_err("the input must be refused");
+    assert_eq!(
+        events, expected,
+        "a refused input emitted more than its advance ({e})"
+    );
+    assert_eq!(
+        svc.snapshot_vec(),
+        ticked.snapshot_vec(),
+        "a refused input changed more than its advance ({e})"
+    );
+    assert_eq!(svc.poll_timeout(), ticked.poll_timeout());
+    check_invariants(svc);
+    (e, events)
+}
+
 pub fn open(svc: &mut Svc, ttl: u64) -> SessionId {
-    run(svc, |s, o| s.open_session(ttl, o)).0
+    let now = svc.now().0;
+    open_at(svc, now, ttl)
 }
 
-pub fn acquire(svc: &mut Svc, s: SessionId, lock: &str, mode: Mode, wait: Wait) -> Vec<Output> {
-    run(svc, |v, o| v.acquire(s, lock, mode, wait, None, o)).1
+pub fn open_at(svc: &mut Svc, now: u64, ttl: u64) -> SessionId {
+    let (reply, _) = run_at(svc, now, |v, now, o| v.open_session(now, ttl, o));
+    reply.opened().expect("open replies Opened")
 }
 
-pub fn x(svc: &mut Svc, s: SessionId, lock: &str) -> Vec<Output> {
+pub fn acquire(svc: &mut Svc, s: SessionId, lock: &str, mode: Mode, wait: Wait) -> (Reply, Events) {
+    run(svc, |v, now, o| {
+        v.acquire(now, s, lock, mode, wait, None, o)
+    })
+}
+
+pub fn acquire_at(
+    svc: &mut Svc,
+    now: u64,
+    s: SessionId,
+    lock: &str,
+    mode: Mode,
+    wait: Wait,
+) -> (Reply, Events) {
+    run_at(svc, now, |v, now, o| {
+        v.acquire(now, s, lock, mode, wait, None, o)
+    })
+}
+
+/// An exclusive acquire that waits forever, at the current `now`.
+pub fn x(svc: &mut Svc, s: SessionId, lock: &str) -> (Reply, Events) {
     acquire(svc, s, lock, Mode::Exclusive, Wait::Forever)
 }
 
-pub fn release(svc: &mut Svc, s: SessionId, lock: &str) -> Vec<Output> {
-    run(svc, |v, o| v.release(s, lock, None, o)).1
+pub fn x_at(svc: &mut Svc, now: u64, s: SessionId, lock: &str) -> (Reply, Events) {
+    acquire_at(svc, now, s, lock, Mode::Exclusive, Wait::Forever)
 }
 
-pub fn cancel(svc: &mut Svc, s: SessionId, lock: &str) -> Vec<Output> {
-    run(svc, |v, o| v.cancel(s, lock, None, o)).1
+pub fn release(svc: &mut Svc, s: SessionId, lock: &str) -> (Reply, Events) {
+    run(svc, |v, now, o| v.release(now, s, lock, None, o))
 }
 
-pub fn tick(svc: &mut Svc, now: u64) -> Vec<Output> {
-    run(svc, |v, o| v.tick(Tick(now), o)).1
+pub fn release_at(svc: &mut Svc, now: u64, s: SessionId, lock: &str) -> (Reply, Events) {
+    run_at(svc, now, |v, now, o| v.release(now, s, lock, None, o))
 }
 
-pub fn keep_alive(svc: &mut Svc, s: SessionId) -> Vec<Output> {
-    run(svc, |v, o| v.keep_alive(s, None, o)).1
+pub fn cancel(svc: &mut Svc, s: SessionId, lock: &str) -> (Reply, Events) {
+    run(svc, |v, now, o| v.cancel(now, s, lock, None, o))
 }
 
-pub fn close(svc: &mut Svc, s: SessionId) -> Vec<Output> {
-    run(svc, |v, o| v.close_session(s, None, o)).1
+pub fn cancel_at(svc: &mut Svc, now: u64, s: SessionId, lock: &str) -> (Reply, Events) {
+    run_at(svc, now, |v, now, o| v.cancel(now, s, lock, None, o))
 }
+
+/// Ticks to `now`; returns its events (its reply would only repeat `now`).
+pub fn tick(svc: &mut Svc, now: u64) -> Events {
+    run_at(svc, now, |v, now, o| v.tick(now, o)).1
+}
+
+pub fn keep_alive(svc: &mut Svc, s: SessionId) -> (Reply, Events) {
+    run(svc, |v, now, o| v.keep_alive(now, s, None, o))
+}
+
+pub fn keep_alive_at(svc: &mut Svc, now: u64, s: SessionId) -> (Reply, Events) {
+    run_at(svc, now, |v, now, o| v.keep_alive(now, s, None, o))
+}
+
+pub fn close(svc: &mut Svc, s: SessionId) -> (Reply, Events) {
+    run(svc, |v, now, o| v.close_session(now, s, None, o))
+}
+
+pub fn close_at(svc: &mut Svc, now: u64, s: SessionId) -> (Reply, Events) {
+    run_at(svc, now, |v, now, o| v.close_session(now, s, None, o))
+}
+
+// ------------------------------------------------------------------ replies (the caller's)
+
+/// `Reply::Granted` in exclusive mode.
+pub fn reply_x(token: u64) -> Reply {
+    Reply::Granted {
+        mode: Mode::Exclusive,
+        token: Token(token),
+    }
+}
+
+/// `Reply::Granted` in shared mode.
+pub fn reply_s(token: u64) -> Reply {
+    Reply::Granted {
+        mode: Mode::Shared,
+        token: Token(token),
+    }
+}
+
+pub fn reply_queued(mode: Mode, position: u32) -> Reply {
+    Reply::Queued { mode, position }
+}
+
+pub fn reply_released(token: u64) -> Reply {
+    Reply::Released {
+        token: Token(token),
+    }
+}
+
+pub fn reply_kept_alive(expires_at: u64) -> Reply {
+    Reply::KeptAlive {
+        expires_at: Tick(expires_at),
+    }
+}
+
+// ------------------------------------------------------------------ events (for others)
 
 pub fn granted(session: SessionId, lock: &str, mode: Mode, token: u64) -> Output {
     Output::Granted {
@@ -102,17 +241,9 @@ pub fn granted(session: SessionId, lock: &str, mode: Mode, token: u64) -> Output
     }
 }
 
+/// An `Output::Granted` in exclusive mode.
 pub fn gx(session: SessionId, lock: &str, token: u64) -> Output {
     granted(session, lock, Mode::Exclusive, token)
-}
-
-pub fn queued(session: SessionId, lock: &str, mode: Mode, position: u32) -> Output {
-    Output::Queued {
-        session,
-        lock: name(lock),
-        mode,
-        position,
-    }
 }
 
 pub fn released(session: SessionId, lock: &str, token: u64, reason: ReleaseReason) -> Output {
@@ -124,8 +255,12 @@ pub fn released(session: SessionId, lock: &str, token: u64, reason: ReleaseReaso
     }
 }
 
-pub fn busy(session: SessionId, lock: &str) -> Output {
-    Output::Busy {
+pub fn expired(session: SessionId) -> Output {
+    Output::SessionExpired { session }
+}
+
+pub fn timed_out(session: SessionId, lock: &str) -> Output {
+    Output::WaitTimedOut {
         session,
         lock: name(lock),
     }
@@ -141,124 +276,19 @@ pub fn waiters(svc: &Svc, lock: &str) -> Vec<SessionId> {
     svc.waiters(lock).map(|w| w.session).collect()
 }
 
-/// Every invariant of DESIGN.md that the state (not the history) shows, through public
-/// queries only, plus: snapshot -> restore -> snapshot gives the same bytes.
+/// Every state invariant of docs/SPEC.md §7, checked by the core's own validator:
+/// [`LockService::restore`] accepts a snapshot only if it holds all of them, so
+/// snapshot → restore → snapshot must succeed and give the same bytes. (The public-query
+/// checker lives in the verification crate, `fencelock-tests`, which depends on this one.)
 pub fn check_invariants(svc: &Svc) {
-    let now = svc.now();
-    let mut tokens = BTreeSet::new();
-    let mut claims = 0u32;
-    let mut per_session: std::collections::BTreeMap<SessionId, (u32, u32)> = Default::default();
-    let locks: Vec<String> = svc.locks().map(|l| l.as_str().to_owned()).collect();
-    assert_eq!(locks.len() as u32, svc.len().locks);
-    for lock in &locks {
-        let hs: Vec<_> = svc.holders(lock).collect();
-        let ws: Vec<_> = svc.waiters(lock).collect();
-        let delayed = svc.lock_delay_until(lock);
-        // 1. mutual exclusion
-        let exclusive = hs.iter().filter(|h| h.mode == Mode::Exclusive).count();
-        assert!(
-            exclusive == 0 || hs.len() == 1,
-            "{lock}: exclusive holder with others: {hs:?}"
-        );
-        // 2. tokens: non-zero, within the revision, all distinct
-        for h in &hs {
-            assert!(
-                h.token.0 >= 1 && h.token.0 <= svc.revision(),
-                "{lock}: bad token {h:?}"
-            );
-            assert!(tokens.insert(h.token), "token {} held twice", h.token);
-        }
-        // 3. FIFO / no missed grant: the head of the queue cannot be granted now
-        if let (Some(head), None) = (ws.first(), delayed) {
-            let fits = hs.is_empty()
-                || (head.mode == Mode::Shared && hs.iter().all(|h| h.mode == Mode::Shared));
-            assert!(!fits, "{lock}: waiter {head:?} left waiting behind {hs:?}");
-        }
-        // 4. nothing waits past its deadline
-        for w in &ws {
-            assert!(
-                w.deadline.is_none_or(|d| d > now),
-                "{lock}: wait past deadline {w:?}"
-            );
-        }
-        // idle lock entries are evicted
-        assert!(
-            !hs.is_empty() || !ws.is_empty() || delayed.is_some(),
-            "{lock}: idle entry kept"
-        );
-        // no session twice on one lock
-        let mut seen = BTreeSet::new();
-        for s in hs
-            .iter()
-            .map(|h| h.session)
-            .chain(ws.iter().map(|w| w.session))
-        {
-            assert!(seen.insert(s), "{lock}: {s} claims it twice");
-        }
-        for h in &hs {
-            per_session.entry(h.session).or_default().0 += 1;
-        }
-        for w in &ws {
-            per_session.entry(w.session).or_default().1 += 1;
-        }
-        claims += (hs.len() + ws.len()) as u32;
-    }
-    assert_eq!(claims, svc.len().claims);
-    let sessions: Vec<_> = svc.sessions().collect();
-    assert_eq!(sessions.len() as u32, svc.len().sessions);
-    assert!(
-        sessions.windows(2).all(|w| w[0] < w[1]),
-        "sessions not in id order"
-    );
-    for s in &sessions {
-        let info = svc.session(*s).unwrap();
-        // 4. no live session is past its deadline
-        assert!(info.expires_at > now, "{s} is past its deadline");
-        let (h, w) = per_session.remove(s).unwrap_or_default();
-        assert_eq!((info.holds, info.waits), (h, w), "{s}: claim counts");
-    }
-    assert!(
-        per_session.is_empty(),
-        "claims of sessions that are not open: {per_session:?}"
-    );
-    // poll_timeout is exactly the earliest deadline of any kind (the heaps agree with
-    // the rows), and it is in the future (everything due was done)
-    let earliest = sessions
-        .iter()
-        .map(|s| svc.session(*s).unwrap().expires_at)
-        .chain(
-            locks
-                .iter()
-                .flat_map(|l| svc.waiters(l).filter_map(|w| w.deadline)),
-        )
-        .chain(locks.iter().filter_map(|l| svc.lock_delay_until(l)))
-        .min();
-    assert_eq!(
-        svc.poll_timeout(),
-        earliest,
-        "poll_timeout disagrees with the deadlines"
-    );
-    if let Some(t) = svc.poll_timeout() {
-        assert!(t > now, "something due at {t} was not done at {now}");
-    }
-    // snapshot -> restore -> snapshot is byte-identical
     let bytes = svc.snapshot_vec();
-    let cap = svc.capacity();
-    let restored = LockService::restore(
-        VecStorage::new(
-            cap.sessions as usize,
-            cap.locks as usize,
-            cap.claims as usize,
-        ),
-        &bytes,
-    )
-    .map_err(|(_, e)| e)
-    .expect("a snapshot of a live service restores");
+    let restored = twin(svc);
     assert_eq!(
         restored.snapshot_vec(),
         bytes,
         "restore changed the snapshot"
     );
+    assert_eq!(restored.poll_timeout(), svc.poll_timeout());
 }
 
 /// A seeded xorshift64* generator: tests print the seed, and the same seed replays.
@@ -274,87 +304,4 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-}
-
-const LOCKS: [&str; 4] = ["a", "b", "c", "jobs/reindex"];
-
-/// A random input sequence; it depends only on the seed, never on the service's answers.
-pub fn inputs(seed: u64, len: usize) -> Vec<Input> {
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-    let mut now = 0u64;
-    let mut opened = 0u64;
-    let mut last_request: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut out = Vec::with_capacity(len);
-    for _ in 0..len {
-        // mostly one of the latest sessions (likely alive), sometimes any id at all
-        let session = if rng.below(10) == 0 || opened == 0 {
-            SessionId(1 + rng.below(opened + 1))
-        } else {
-            SessionId(opened - rng.below(opened.min(5)))
-        };
-        let lock = name(LOCKS[rng.below(LOCKS.len() as u64) as usize]);
-        // drawn for every input, used by those that carry one
-        let request = {
-            let last = last_request.entry(session.0).or_default();
-            match rng.below(6) {
-                0 => None,
-                1 | 2 => Some(*last), // a retry (or the first number, 0)
-                3 => Some(last.saturating_sub(1)),
-                _ => {
-                    *last += 1;
-                    Some(*last)
-                }
-            }
-        };
-        let input = match rng.below(20) {
-            0..=1 => {
-                opened += 1;
-                Input::OpenSession {
-                    ttl: 1 + rng.below(60),
-                }
-            }
-            2..=4 => Input::KeepAlive { session, request },
-            5 => Input::CloseSession { session, request },
-            6..=11 => {
-                let mode = if rng.below(3) == 0 {
-                    Mode::Shared
-                } else {
-                    Mode::Exclusive
-                };
-                let wait = match rng.below(4) {
-                    0 => Wait::None,
-                    1 => Wait::Until(Tick(now + rng.below(15))),
-                    _ => Wait::Forever,
-                };
-                Input::Acquire {
-                    session,
-                    lock,
-                    mode,
-                    wait,
-                    request,
-                }
-            }
-            12..=14 => Input::Release {
-                session,
-                lock,
-                request,
-            },
-            15 => Input::Cancel {
-                session,
-                lock,
-                request,
-            },
-            _ => {
-                // mostly forward, sometimes the same tick, rarely backwards (refused)
-                now = match rng.below(10) {
-                    0 => now.saturating_sub(1),
-                    1 => now,
-                    _ => now + 1 + rng.below(3),
-                };
-                Input::Tick { now: Tick(now) }
-            }
-        };
-        out.push(input);
-    }
-    out
 }
