@@ -224,6 +224,12 @@ class Service:
     def __exit__(self, *exc):
         self.close()
 
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
+
     def _events(self):
         got, o = [], Output()
         while lib.fencelock_service_poll_output(self._h, C.byref(o)) == OK:
@@ -329,8 +335,21 @@ class Gate:
             raise FencelockError(code)
 
     def close(self):
+        """Frees the handle; a second close does nothing."""
         lib.fencelock_gate_free(self._h)
         self._h = P()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
 
     def _check(self, code):
         if code != OK:
@@ -359,8 +378,21 @@ class Keeper:
             raise FencelockError(code)
 
     def close(self):
+        """Frees the handle; a second close does nothing."""
         lib.fencelock_keeper_free(self._h)
         self._h = P()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
 
     def _check(self, code):
         if code != OK:
