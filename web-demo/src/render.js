@@ -61,12 +61,17 @@ function nameOf(w, group, session) {
   return id ? w.clients[id].name : `session ${session}`;
 }
 
-/** The client's own view of its lease (the core's SessionKeeper), by its own clock. */
-function leaseLine(w, c, x, y) {
-  const l = w.lease(c.id);
-  if (!l || c.status === 'dead' || (!c.session && !c.lost)) return '';
-  const text = { safe: `own clock: safe ≤ t=${l.until}`, jeopardy: `own clock: jeopardy`, expired: 'own clock: expired', unconfirmed: 'own clock: unconfirmed' }[l.state];
-  return `<text class="lease ${l.state}" x="${x}" y="${y}" data-lease="${l.state}">${esc(text)}${c.status === 'paused' ? ' (frozen)' : ''}</text>`;
+/** The client's own view of its lease (the core's SessionKeeper), by its own clock. A paused
+ * process's clock is stopped: it shows what the client last knew, at the moment it froze. */
+function leaseLine(w, c, x, y, side = false) {
+  if (c.status === 'dead' || (!c.session && !c.lost)) return '';
+  const frozen = c.status === 'paused' ? w.spans.filter((s) => s.lane === c.id && s.kind === 'pause' && s.to === null).at(-1) : null;
+  const at = frozen ? frozen.from : w.t;
+  const l = w.lease(c.id, at);
+  if (!l) return '';
+  const state = { safe: `safe ≤ t=${l.until}`, jeopardy: 'jeopardy', expired: 'expired', unconfirmed: 'unconfirmed' }[l.state];
+  const text = frozen ? `⏸ own clock stopped at t=${at}: ${l.state}` : `own clock: ${state}`;
+  return `<text class="lease ${l.state} ${frozen ? 'stopped' : ''} ${side ? 'side' : ''}" x="${x}" y="${y}" data-lease="${l.state}" data-clock="${frozen ? 'stopped' : 'running'}">${esc(text)}</text>`;
 }
 
 function drawClient(w, n, interactive) {
@@ -76,15 +81,19 @@ function drawClient(w, n, interactive) {
   const label = `Client ${c.name}: ${b.text}${c.status === 'running' ? '' : ` (${c.status})`}. Press Enter to pause, resume or kill it.`;
   const icon = c.status === 'paused' ? `<g class="icon-pause" transform="translate(${n.x + r * 0.72},${n.y - r * 0.72})"><circle r="9"/><rect x="-4" y="-4.5" width="3" height="9"/><rect x="1" y="-4.5" width="3" height="9"/></g>` : '';
   const dead = c.status === 'dead' ? `<path class="icon-dead" d="M${n.x - r * 0.6},${n.y - r * 0.6}L${n.x + r * 0.6},${n.y + r * 0.6}M${n.x + r * 0.6},${n.y - r * 0.6}L${n.x - r * 0.6},${n.y + r * 0.6}"/>` : '';
-  const by = n.small ? n.y + r + 13 : n.y + r + 17;
+  // the badge and the own-clock line go under the circle, or beside it (`side: 'right'`, a
+  // phone's narrow column)
+  const side = n.side === 'right';
+  const bx = side ? n.x + r + 10 : n.x;
+  const by = side ? n.y - 3 : n.small ? n.y + r + 13 : n.y + r + 17;
   return `<g class="node client ${b.cls} st-${c.status}" data-testid="client-${n.id}" data-client="${n.id}" data-status="${c.status}" data-badge="${esc(b.text)}"
       ${interactive ? `tabindex="0" role="button" aria-haspopup="menu" aria-label="${esc(label)}"` : ''}>
     <circle class="halo" cx="${n.x}" cy="${n.y}" r="${r + 5}"/>
     <circle class="body" cx="${n.x}" cy="${n.y}" r="${r}"/>
     <text class="name ${n.small ? 'small' : ''}" x="${n.x}" y="${n.y + (n.small ? 5 : 7)}">${esc(c.name)}</text>
     ${icon}${dead}
-    <text class="badge ${b.cls}" x="${n.x}" y="${by}">${esc(b.text)}</text>
-    ${leaseLine(w, c, n.x, by + 15)}
+    <text class="badge ${b.cls} ${side ? 'side' : ''}" x="${bx}" y="${by}">${esc(b.text)}</text>
+    ${leaseLine(w, c, bx, by + 17, side)}
   </g>`;
 }
 
@@ -226,6 +235,7 @@ function obstacle(a, b, nodes) {
 
 function drawFlashes(w, byId, nodes, W, H, onlyGrantLabels) {
   const seen = new Map();
+  const detours = new Map(); // messages already routed round each side of a box: the next goes wider
   return w.flashes
     .map((f) => {
       const a = byId[f.from];
@@ -243,13 +253,15 @@ function drawFlashes(w, byId, nodes, W, H, onlyGrantLabels) {
       // (the perpendicular flips with the direction, so "keep right" separates them)
       const lane = 3.5;
       const o = obstacle(a, b, nodes);
-      const off = k * 14;
+      const off = k * 7; // a second message between the same pair runs on a track beside the first
       let d;
-      let lx;
-      let ly;
       if (o) {
         // route round the box in the way: along its nearer side, clear of it by a margin
-        const [hw, hh] = halfSize(o);
+        const [hw0, hh0] = halfSize(o);
+        const dkey = `${o.id}:${Math.abs(dx) >= Math.abs(dy) ? 'h' : 'v'}:${(a.y + b.y) / 2 < o.y ? 'lo' : 'hi'}`;
+        const wider = (detours.get(dkey) || 0) * 16;
+        detours.set(dkey, (detours.get(dkey) || 0) + 1);
+        const [hw, hh] = [hw0 + wider, hh0 + wider];
         const mx0 = (a.x + b.x) / 2;
         const my0 = (a.y + b.y) / 2;
         let p1;
@@ -268,24 +280,14 @@ function drawFlashes(w, byId, nodes, W, H, onlyGrantLabels) {
         const [x1, y1] = edgeToward(a, p1[0], p1[1]);
         const [x2, y2] = edgeToward(b, p2[0], p2[1]);
         d = `M${x1},${y1}L${p1[0]},${p1[1]}L${p2[0]},${p2[1]}L${x2},${y2}`;
-        const horizontal = Math.abs(dx) >= Math.abs(dy);
-        lx = horizontal ? (p1[0] + p2[0]) / 2 : p1[0];
-        ly = horizontal ? (p1[1] + p2[1]) / 2 + 4 : p1[1] - 6;
       } else {
         const [x1, y1] = edgeToward(a, b.x, b.y);
         const [x2, y2] = edgeToward(b, a.x, a.y);
-        d = `M${x1 + px * lane},${y1 + py * lane}L${x2 + px * lane},${y2 + py * lane}`;
-        // labels sit nearer the sender, so a request and its answer do not cover each other
-        // and on opposite sides of their tracks
-        lx = x1 + (x2 - x1) * 0.36 + px * lane * 3.4;
-        ly = y1 + (y2 - y1) * 0.36 + 4 + py * lane * 3.4;
+        d = `M${x1 + px * (lane + off)},${y1 + py * (lane + off)}L${x2 + px * (lane + off)},${y2 + py * (lane + off)}`;
       }
-      const mx = Math.min(W - 44, Math.max(44, lx));
-      const my = ly - off;
       const labelled = f.label && f.kind !== 'hb' && (!onlyGrantLabels || f.kind === 'good');
-      return `<g class="flash ${f.kind}">
+      return `<g class="flash ${f.kind}" data-kind="${f.kind}" ${labelled ? `data-label="${esc(f.label)}"` : ''}>
         <path d="${d}" marker-end="url(#arrow-${f.kind})"/>
-        ${labelled ? `<text x="${mx}" y="${my}">${esc(f.label)}</text>` : ''}
       </g>`;
     })
     .join('');
@@ -305,7 +307,81 @@ export function renderStage(el, w, narrow = false) {
   const byId = Object.fromEntries(lay.nodes.map((n) => [n.id, n]));
   const panels = (lay.panels || []).map((p) => `<g class="panel-bg"><rect x="${p.x}" y="${p.y}" width="${p.w}" height="${p.h}" rx="12"/><text x="${p.x + 14}" y="${p.y + 22}">${esc(p.title)}</text></g>`).join('');
   const nodes = lay.nodes
-    .map((n) => {
+    .map((n) => `<g class="nodewrap" data-node="${esc(n.id)}">${drawNode(w, n)}</g>`)
+    .join('');
+  const markers = KINDS.map((k) => `<marker id="arrow-${k}" class="arrow ${k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z"/></marker>`).join('');
+  el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" class="${narrow ? 'narrow' : ''}" role="group" aria-label="${esc(w.scene.title)} at t=${Math.max(w.t, 0)}" preserveAspectRatio="xMidYMid meet">
+    <defs>${markers}
+      <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" class="hatch"/></pattern>
+    </defs>
+    ${panels}
+    <g class="spots"></g>
+    <g class="flashes">${drawFlashes(w, byId, lay.nodes, W, H, lay.onlyGrantLabels)}</g>
+    ${nodes}
+    <g class="flash-labels"></g>
+  </svg>`;
+  const svg = el.querySelector('svg');
+  // the story's "what changed": a spot behind each node the milestone names
+  const spots = svg.querySelector('.spots');
+  for (const id of w.milestone?.focus ?? []) {
+    const g = svg.querySelector(`.nodewrap[data-node="${CSS.escape(id)}"]`);
+    if (!g) continue;
+    g.classList.add('focus');
+    const b = g.getBBox();
+    spots.insertAdjacentHTML('beforeend', `<rect class="spot" data-spot="${esc(id)}" x="${b.x - 6}" y="${b.y - 6}" width="${b.width + 12}" height="${b.height + 12}" rx="14"/>`);
+  }
+  placeFlashLabels(svg, W, H);
+}
+
+/**
+ * Puts each message's label on its path where it meets no other text, no node and no label
+ * placed before it (the swimlane's rule, on the stage): along the path from the sender's
+ * end, on the line or just above or below it. A label with no free place is left out — the
+ * arrow stays and the event log has the message.
+ */
+function placeFlashLabels(svg, W, H) {
+  const meet = (a, b) => a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2;
+  const boxOf = (b, pad = 0) => ({ x1: b.x - pad, y1: b.y - pad, x2: b.x + b.width + pad, y2: b.y + b.height + pad });
+  const taken = [];
+  for (const t of svg.querySelectorAll('.nodewrap text')) if (t.textContent.trim()) taken.push(boxOf(t.getBBox(), 1));
+  for (const r of svg.querySelectorAll('.nodewrap rect.box, .nodewrap circle.body, .nodewrap circle.box')) taken.push(boxOf(r.getBBox(), 1));
+  for (const t of svg.querySelectorAll('.panel-bg text')) taken.push(boxOf(t.getBBox(), 1));
+  const layer = svg.querySelector('.flash-labels');
+  for (const g of svg.querySelectorAll('.flashes g.flash[data-label]')) {
+    const path = g.querySelector('path');
+    const label = g.dataset.label;
+    layer.insertAdjacentHTML('beforeend', `<text class="flash-label ${g.dataset.kind}" x="-999" y="-999">${esc(label)}</text>`);
+    const t = layer.lastElementChild;
+    const wd = t.getComputedTextLength();
+    const bb = t.getBBox();
+    const hgt = bb.height || 12;
+    const len = path.getTotalLength();
+    let placed = null;
+    for (const f of [0.36, 0.5, 0.26, 0.62, 0.18, 0.72, 0.82, 0.1]) {
+      const p = path.getPointAtLength(len * f);
+      for (const dy of [0, -11, 11, -20, 20]) {
+        const cx = Math.min(W - wd / 2 - 2, Math.max(wd / 2 + 2, p.x));
+        const cy = p.y + dy;
+        const box = { x1: cx - wd / 2 - 2, x2: cx + wd / 2 + 2, y1: cy - hgt / 2, y2: cy + hgt / 2 };
+        if (box.y1 < 0 || box.y2 > H) continue;
+        if (taken.some((o) => meet(box, o))) continue;
+        placed = { cx, cy, box };
+        break;
+      }
+      if (placed) break;
+    }
+    if (!placed) {
+      t.remove();
+      continue;
+    }
+    t.setAttribute('x', placed.cx);
+    // centre the text's box on the point (the baseline sits below the middle)
+    t.setAttribute('y', placed.cy - hgt / 2 - (bb.y + 999));
+    taken.push(placed.box);
+  }
+}
+
+function drawNode(w, n) {
       switch (n.kind) {
         case 'client':
           return drawClient(w, n, true);
@@ -320,17 +396,6 @@ export function renderStage(el, w, narrow = false) {
         default:
           return '';
       }
-    })
-    .join('');
-  const markers = KINDS.map((k) => `<marker id="arrow-${k}" class="arrow ${k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z"/></marker>`).join('');
-  el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" role="group" aria-label="${esc(w.scene.title)} at t=${Math.max(w.t, 0)}" preserveAspectRatio="xMidYMid meet">
-    <defs>${markers}
-      <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" class="hatch"/></pattern>
-    </defs>
-    ${panels}
-    <g class="flashes">${drawFlashes(w, byId, lay.nodes, W, H, lay.onlyGrantLabels)}</g>
-    ${nodes}
-  </svg>`;
 }
 
 // ------------------------------------------------------------------ the swimlane
@@ -344,16 +409,25 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
     return;
   }
   el.hidden = false;
-  const LW = narrow ? 74 : 104;
+  const LW = narrow ? 90 : 104;
   const LH = 38;
-  const top = 20;
+  const top = 38; // room above the lanes for the time ticks and the story's milestones
   const height = top + lanes.length * LH + 8;
   const T = Math.max(totalT, 1);
   const X = (t) => LW + 8 + ((W - LW - 56) * t) / T;
   const laneY = Object.fromEntries(lanes.map((l, i) => [l.id, top + i * LH]));
   const axis = [];
   const stepT = T > 60 ? 10 : 5;
-  for (let t = 0; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 8}">${t}s</text>`);
+  for (let t = 0; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 26}">${t}s</text>`);
+  // the story's milestones so far, numbered on the time axis (side by side when they share a time)
+  let lastX = -1e9;
+  for (const m of w.milestones) {
+    const x = Math.max(X(m.t), lastX + 19);
+    lastX = x;
+    const now = w.milestone && m.t === w.t && m.n === w.milestone.n && m.yours === w.milestone.yours;
+    const mark = m.yours ? '✋' : m.n == null ? '■' : String(m.n);
+    axis.push(`<g class="ms-mark ${m.yours ? 'yours' : m.n == null ? 'end' : ''} ${now ? 'now' : ''}" data-testid="ms-${m.yours ? 'yours' : m.n ?? 'end'}" data-t="${m.t}"><title>${esc(m.n == null ? m.label : `${m.n}. ${m.label}`)} (t=${m.t})</title><circle cx="${x}" cy="${top - 11}" r="8.5"/><text x="${x}" y="${top - 7}">${mark}</text></g>`);
+  }
   const rows = lanes.map((l) => `<text class="lane-label" x="${LW}" y="${laneY[l.id] + LH / 2 + 4}">${esc(l.label)}</text><line class="lane-line" x1="${LW + 8}" x2="${W - 16}" y1="${laneY[l.id] + LH / 2}" y2="${laneY[l.id] + LH / 2}"/>`);
   // Shapes first, every text after them: a marker never paints over a label. Each label is
   // then placed, at its measured width, clear of every marker and of the labels placed
