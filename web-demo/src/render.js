@@ -101,7 +101,8 @@ function drawService(w, n) {
   const core = w.nodes[n.id].core;
   const hs = core.holders(n.lock);
   const ws = core.waiters(n.lock);
-  const x = n.x - 115;
+  const bw = n.w ?? 230; // a phone's layout may widen the box for a long lock name
+  const x = n.x - bw / 2;
   const y = n.y - 95;
   const sessions = core.sessions();
   const rows = [];
@@ -116,7 +117,7 @@ function drawService(w, n) {
   rows.push(`<tspan class="k">revision</tspan> <tspan class="v">${core.revision()}</tspan>`);
   const lines = rows.slice(0, 7).map((r, i) => `<text class="row" x="${x + 14}" y="${y + 64 + i * 18}">${r}</text>`).join('');
   return `<g class="node service" data-testid="service">
-    <rect class="box" x="${x}" y="${y}" width="230" height="190" rx="12"/>
+    <rect class="box" x="${x}" y="${y}" width="${bw}" height="190" rx="12"/>
     <text class="title" x="${x + 14}" y="${y + 24}">Lock service</text>
     <text class="subtitle" x="${x + 14}" y="${y + 40}">the real fencelock core, in wasm</text>
     ${lines}
@@ -135,16 +136,20 @@ function drawStore(w, n) {
   const contents = parts.map(([part, v], i) => `<text class="row part ${v.stale ? 'corrupt' : ''}" x="${x + 12}" y="${y + 70 + i * 18}"><tspan class="k">${esc(part)}</tspan> ${esc(v.by)}·${v.token}${v.stale ? ' stale' : ''}</text>`);
   const top = parts.length ? 70 + parts.length * 18 + 8 : 72;
   const sep = parts.length ? `<line class="sep" x1="${x + 12}" x2="${x + 178}" y1="${y + top - 12}" y2="${y + top - 12}"/>` : '';
-  const room = Math.max(1, Math.floor((s.corrupted ? 160 : 180) - top) / 20 + 1);
+  // the banner says what the storage's decisions add up to (the scene's verdict): mixed
+  // data, or a stale write that landed without overwriting anyone
+  const v = w.scene.verdict ? w.scene.verdict(w) : { corrupted: s.corrupted, stale: [] };
+  const bannerText = v.corrupted ? 'DATA CORRUPTED' : v.stale.length ? (w.scene.key === 'election' ? 'SPLIT BRAIN' : 'STALE WRITE LANDED') : '';
+  const room = Math.max(1, Math.floor((bannerText ? 160 : 180) - top) / 20 + 1);
   const rows = s.rows.slice(-Math.floor(room)).map((r, i) => {
     const cls = r.accepted ? (r.stale ? 'corrupt' : 'ok') : 'refused';
     const mark = r.accepted ? (r.stale ? '!' : '✓') : '✗';
     const what = r.accepted ? (s.http ? '200' : r.stale ? 'landed' : 'ok') : s.http ? '412' : `stale ${r.token}<${r.highest}`;
     return `<text class="row ${cls}" x="${x + 12}" y="${y + top + 8 + i * 18}"><tspan class="m">${mark}</tspan> ${esc(r.by)} · ${r.token} <tspan class="what">${esc(what)}</tspan></text>`;
   });
-  const banner = s.corrupted ? `<g class="corrupt-banner"><rect x="${x}" y="${y + 170}" width="190" height="26" rx="6"/><text x="${x + 95}" y="${y + 188}">DATA CORRUPTED</text></g>` : '';
-  return `<g class="node store ${s.corrupted ? 'is-corrupt' : ''}" data-testid="store">
-    <rect class="box" x="${x}" y="${y}" width="190" height="${s.corrupted ? 200 : 190}" rx="12"/>
+  const banner = bannerText ? `<g class="corrupt-banner" data-testid="banner"><rect x="${x}" y="${y + 170}" width="190" height="26" rx="6"/><text x="${x + 95}" y="${y + 188}">${bannerText}</text></g>` : '';
+  return `<g class="node store ${bannerText ? 'is-corrupt' : ''}" data-testid="store" data-verdict="${v.corrupted ? 'corrupted' : v.stale.length ? 'stale' : 'clean'}">
+    <rect class="box" x="${x}" y="${y}" width="190" height="${bannerText ? 200 : 190}" rx="12"/>
     <text class="title" x="${x + 12}" y="${y + 24}">${esc(s.label)}</text>
     <text class="row" x="${x + 12}" y="${y + 46}">${head}</text>
     ${contents.join('')}${sep}
@@ -163,14 +168,14 @@ function drawHub(w, n) {
   const wake = ids.reduce((a, id) => a + w.clients[id].mem.wakeups, 0);
   const wasted = ids.reduce((a, id) => a + w.clients[id].mem.wasted, 0);
   return `<g class="node hub" data-testid="hub-${n.id}">
-    <text class="panel-title" x="${n.x}" y="${n.y - 150}">${esc(n.title)}</text>
+    <text class="panel-title" x="${n.x}" y="${n.y - (n.titleDy ?? 150)}">${esc(n.title)}</text>
     <circle class="box" cx="${n.x}" cy="${n.y}" r="50"/>
     <text class="lockname" x="${n.x}" y="${n.y - 12}">${esc(lock)}</text>
     <text class="holder" x="${n.x}" y="${n.y + 8}">${esc(holder)}</text>
     <text class="queue" x="${n.x}" y="${n.y + 26}">${n.id === 'queue' ? `queue: ${ws.length}` : `watchers: ${ids.filter((id) => w.clients[id].mem.watching).length}`}</text>
     <g class="counters" data-testid="counters-${n.id}" data-wakeups="${wake}" data-wasted="${wasted}">
-      <text x="${n.x - 60}" y="${n.y + 158}" class="count">wake-ups <tspan class="num">${wake}</tspan></text>
-      <text x="${n.x + 60}" y="${n.y + 158}" class="count ${wasted ? 'bad' : ''}">wasted <tspan class="num">${wasted}</tspan></text>
+      <text x="${n.x - 60}" y="${n.y + (n.countDy ?? 158)}" class="count">wake-ups <tspan class="num">${wake}</tspan></text>
+      <text x="${n.x + 60}" y="${n.y + (n.countDy ?? 158)}" class="count ${wasted ? 'bad' : ''}">wasted <tspan class="num">${wasted}</tspan></text>
     </g>
   </g>`;
 }
@@ -186,12 +191,23 @@ function drawReplica(w, n) {
   const applied = L.applied[n.id];
   const head = L.head === n.id;
   const role = !node.alive ? 'DOWN' : head ? (n.lane === 'redis' ? '★ primary' : '★ leader') : n.lane === 'redis' ? 'replica' : 'follower';
-  const cells = L.log.map((e, i) => `<rect class="cell ${i < applied ? 'applied' : ''} ${i < L.acked && n.lane === 'raft' ? 'acked' : ''}" x="${x + 10 + i * 15}" y="${y + 60}" width="12" height="12" rx="2"><title>entry #${i + 1}: ${esc(e.input.type)}</title></rect>`).join('');
+  // This node's own log: what it has applied (filled), of it what the group acknowledged to
+  // the client (filled green with a tick), and — while it is alive — the entries the head has
+  // that have not reached it yet (empty, dashed). A dead node keeps what it had when it died.
+  const shown = node.alive ? L.log.length : applied;
+  const cells = L.log.slice(0, shown).map((e, i) => {
+    const cx = x + 10 + i * 15;
+    const cy = y + 60;
+    const has = i < applied;
+    const acked = has && i < L.acked && n.lane === 'raft';
+    const what = `entry #${i + 1}: ${e.input.type} — ${has ? (acked ? 'applied here and acknowledged' : 'applied here') : 'not here yet'}`;
+    return `<g class="cell-g" data-cell="${has ? (acked ? 'acked' : 'applied') : 'missing'}"><rect class="cell ${has ? 'applied' : 'missing'} ${acked ? 'acked' : ''}" x="${cx}" y="${cy}" width="12" height="12" rx="2"><title>${esc(what)}</title></rect>${acked ? `<path class="tick" d="M${cx + 2.5},${cy + 6.5}l2.5,2.5l4.5,-5.5"/>` : ''}</g>`;
+  }).join('');
   return `<g class="node replica ${node.alive ? '' : 'down'} ${head ? 'head' : ''}" data-testid="replica-${n.id}" data-alive="${node.alive}">
     <rect class="box" x="${x}" y="${y}" width="110" height="110" rx="10"/>
     <text class="title" x="${x + 10}" y="${y + 20}">${esc(n.title || n.id)}</text>
     <text class="row role" x="${x + 10}" y="${y + 37}">${role}</text>
-    <text class="row" x="${x + 10}" y="${y + 54}">${node.alive ? `applied ${applied}/${L.log.length}` : ''}</text>
+    <text class="row" x="${x + 10}" y="${y + 54}">${node.alive ? `applied ${applied}/${L.log.length}` : `had ${applied} entries`}</text>
     ${cells}
     <text class="row holder" x="${x + 10}" y="${y + 96}">${node.alive ? `holder: ${esc(holder)}` : ''}</text>
   </g>`;
@@ -206,7 +222,7 @@ function edge(n, tx, ty) {
     const r = n.kind === 'hub' ? 52 : n.small ? 24 : 33;
     return [n.x + (dx / len) * r, n.y + (dy / len) * r];
   }
-  const [hw, hh] = n.kind === 'service' ? [117, 97] : n.kind === 'store' ? [97, 97] : [57, 57];
+  const [hw, hh] = n.kind === 'service' ? [(n.w ?? 230) / 2 + 2, 97] : n.kind === 'store' ? [97, 97] : [57, 57];
   const s = Math.min(hw / Math.abs(dx || 1e-9), hh / Math.abs(dy || 1e-9));
   return [n.x + dx * s, n.y + dy * s];
 }
@@ -215,6 +231,7 @@ const HALF = { service: [117, 97], store: [97, 100], replica: [57, 57], hub: [52
 
 function halfSize(n) {
   if (n.kind === 'client') return n.small ? [24, 24] : [33, 33];
+  if (n.kind === 'service' && n.w) return [n.w / 2 + 2, 97];
   return HALF[n.kind] || [40, 40];
 }
 
@@ -578,25 +595,26 @@ export function renderOutcome(el, w) {
   switch (w.scene.key) {
     case 'gc':
     case 'shardpay': {
-      if (o.refused.length) {
-        kind = 'fenced';
-        text = `${o.refused.map((r) => `${r.token} refused (stale: ${r.token} < ${r.highest})`).join(', ')} · ${[...new Set(o.accepted.filter((t) => t >= (o.highest ?? 0)))].map((t) => `${t} accepted`).join(', ')}`;
-      } else if (o.corrupted) {
-        kind = 'corrupted';
-        text = `Corrupted: a stale write landed (${o.accepted.join(' → ')})`;
-      } else {
-        text = `No corruption: the pause fit inside the session timeout (${o.accepted.join(' → ')} accepted)`;
-      }
+      // from the storage's decisions (the scene's verdict), never from the switch alone
+      const parts = [];
+      if (o.refused.length) parts.push(o.refused.map((r) => `${r.token} refused (stale: ${r.token} < ${r.highest})`).join(', '));
+      if (o.stale.length) parts.push(`stale ${o.stale.join(', ')} landed${o.corrupted ? ' beside another writer\'s data' : ' (the storage never saw the newer token)'}`);
+      parts.push(`accepted: ${o.accepted.join(' → ') || 'nothing'}`);
+      kind = o.kind === 'corrupted' || o.kind === 'stale' ? 'corrupted' : o.kind;
+      text = parts.join(' · ');
+      if (o.kind === 'ok') text = `No stale write reached the storage · ${text}`;
       break;
     }
-    case 'election':
-      kind = o.bounced.length ? 'fenced' : o.corrupted ? 'corrupted' : 'ok';
-      text = o.bounced.length
-        ? `Old leader's epoch ${o.bounced[0].token} bounced (${o.bounced[0].token} < ${o.bounced[0].highest}) · leader ${o.leader}, epoch ${o.epoch}`
-        : o.corrupted
-          ? `Split brain: the old leader's action landed · leader ${o.leader}, epoch ${o.epoch}`
-          : `One leader throughout · leader ${o.leader}, epoch ${o.epoch}`;
+    case 'election': {
+      kind = o.corrupted || o.stale.length ? 'corrupted' : o.bounced.length ? 'fenced' : 'ok';
+      const parts = [];
+      if (o.bounced.length) parts.push(`Old leader's epoch ${o.bounced[0].token} bounced (${o.bounced[0].token} < ${o.bounced[0].highest})`);
+      if (o.stale.length) parts.push(`epoch ${o.stale.join(', ')} landed after a newer leader was elected${o.fencing ? ' (the DB never saw the newer epoch)' : ' (split brain)'}`);
+      if (!parts.length) parts.push(o.expired ? 'No stale action reached the DB' : 'One leader throughout');
+      parts.push(o.leader ? `leader ${o.leader}, epoch ${o.epoch}` : 'no leader now');
+      text = parts.join(' · ');
       break;
+    }
     case 'herd':
       kind = 'ok';
       text = `Ordered queue: ${o.queue.wakeups} wake-ups, ${o.queue.wasted} wasted · Herd: ${o.herd.wakeups} wake-ups, ${o.herd.wasted} wasted`;

@@ -46,7 +46,7 @@ export const gcPause = pauseScene({
     { rel: 8, do: 'write', data: 'reindex part 2 (rows 501–1000)', part: 'rows 501–1000' },
     { rel: 20, do: 'release' },
   ],
-  words: { store: 'storage', token: 'token', refused: 'refused' },
+  words: { refusedVerb: 'was refused', store: 'storage', token: 'token', refused: 'refused' },
   text: {
     start: (tok, pos) =>
       `A acquires ${JSON.stringify(LOCK)}: the grant returns fencing token ${tok}, and A starts work. ` +

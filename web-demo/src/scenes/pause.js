@@ -6,55 +6,7 @@
 // intervention (a kill, an early resume) changes the words with the picture.
 
 import { nextTime, tickAll, runWorker, deadlineOf, milestone, whoseSession } from './common.js';
-
-/** Scene-owned state changes (World.apply routes `{op: 'custom'}` here). */
-function apply(w, r) {
-  if (r.kind !== 'fact') throw new Error(`unknown scene op ${r.kind}`);
-  w.custom.facts ??= { grants: [], expiries: [] };
-  w.custom.facts[r.list].push({ t: w.t, ...r.fact });
-}
-
-const facts = (w) => w.custom.facts ?? { grants: [], expiries: [] };
-
-/** Records the grants and expiries among a core's outputs as facts of this run. */
-function recordOutputs(w, emit, outs) {
-  for (const o of outs || []) {
-    const id = whoseSession(w, 'svc', o.session);
-    if (o.type === 'granted') emit({ op: 'custom', kind: 'fact', list: 'grants', fact: { token: o.token, id } });
-    if (o.type === 'sessionExpired') emit({ op: 'custom', kind: 'fact', list: 'expiries', fact: { id } });
-  }
-}
-
-/** Tokens the accepted writes before `row` carried: the gate's highest when `row` arrived. */
-function highestBefore(s, row) {
-  let hi = null;
-  for (const r of s.rows) {
-    if (r === row) break;
-    if (r.accepted && (hi == null || r.token > hi)) hi = r.token;
-  }
-  return hi;
-}
-
-/** The latest grant of a token above `token` made at or before `t` (null if none). */
-function newerGrant(w, token, t) {
-  return facts(w).grants.filter((g) => g.token > token && g.t <= t).at(-1) ?? null;
-}
-
-/**
- * What the storage's decisions add up to, from its rows and the recorded grants:
- * `refused` (the gate said stale), `stale` (accepted although the lock service had granted a
- * newer token), `corrupted` (a stale write's data sits beside or over another writer's).
- */
-export function storeVerdict(w, storeName = 'store') {
-  const s = w.stores[storeName];
-  const refused = s.rows.filter((r) => !r.accepted);
-  const stale = s.rows.filter((r) => r.accepted && r.stale);
-  const writers = new Set(Object.values(s.contents).map((v) => v.by));
-  const staleParts = Object.values(s.contents).filter((v) => v.stale);
-  const corrupted = staleParts.length > 0 && writers.size > 1;
-  const kind = corrupted ? 'corrupted' : stale.length ? 'stale' : refused.length ? 'fenced' : 'ok';
-  return { refused, stale, corrupted, kind };
-}
+import { applyFact as apply, facts, recordOutputs, highestBefore, newerGrant, storeVerdict } from './facts.js';
 
 /**
  * Builds a pause scene. `cfg` holds the names, numbers and the scene's own words.
@@ -100,7 +52,7 @@ export function pauseScene(cfg) {
     const f = facts(w);
     const out = [];
     for (const r of v.refused) {
-      out.push(`${r.by}'s write with ${W.token} ${r.token} was ${W.refused}: the ${W.store} had already seen ${r.highest} (${r.token} < ${r.highest}).`);
+      out.push(`${r.by}'s write with ${W.token} ${r.token} ${W.refusedVerb}: the ${W.store} had already seen ${r.highest} (${r.token} < ${r.highest}).`);
     }
     for (const r of v.stale) {
       const g = newerGrant(w, r.token, r.t);
@@ -153,7 +105,11 @@ export function pauseScene(cfg) {
       const c = w.clients[id];
       const idx = c.mem.next ?? 0;
       const job = c.mem.jobs[idx];
-      if (c.status === 'running' && c.mem.prepared === idx && c.mem.sent !== idx && job?.do === 'write' && !c.lost) {
+      const due = job ? (job.at != null ? job.at : c.grantedAt != null ? c.grantedAt + job.rel : Infinity) : Infinity;
+      // a write prepared before a pause, or (for a client that does not check its lease
+      // before acting) one that fell due while it was paused
+      const late = c.mem.prepared === idx || (!c.mem.checksLease && t > due);
+      if (c.status === 'running' && late && c.token != null && c.mem.sent !== idx && job?.do === 'write' && !c.lost) {
         // The payoff's first beat: the woken client sends the write it prepared before the
         // pause, still believing its token; the storage's answer is the next step.
         emit({ op: 'client', id, mem: { sent: idx } });

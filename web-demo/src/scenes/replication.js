@@ -4,7 +4,7 @@
 // entry is acknowledged only once a majority has applied it. Each core decides its own grants;
 // this file only moves log entries between cores and decides when a client hears the answer.
 
-import { nextTime } from './common.js';
+import { nextTime, milestone } from './common.js';
 
 const LOCK = 'jobs/reindex';
 const RAFT_LAG = { N2: 1, N3: 3 }; // N3 sits behind a slow link
@@ -63,6 +63,7 @@ function setup(w, emit) {
   for (const [id, name, group] of [['A1', 'A', 'redis'], ['B1', 'B', 'redis'], ['A2', 'A', 'raft'], ['B2', 'B', 'raft']]) emit({ op: 'client', create: true, id, name, group });
   for (const id of ['A1', 'B1']) redisRequest(w, emit, id, { type: 'openSession', ttl: 100000 });
   for (const id of ['A2', 'B2']) raftRequest(w, emit, id, { type: 'openSession', ttl: 100000 });
+  milestone(w, emit, 'two designs', ['P', 'N1']);
   emit({
     op: 'caption',
     text: `Two ways to replicate the same lock service. Left: single Redis — the primary answers at once and ships its log to the replica asynchronously. ` +
@@ -152,8 +153,11 @@ function step(w, emit, P) {
     const b2 = w.clients.B2;
     text = b2.waiting ? `Right: the new leader queued B (position ${b2.waiting}) and a majority applied it: A is still the single holder. This refuses rather than double-grants, the right bias for correctness.` : text;
   }
-  if (text) emit({ op: 'caption', text });
+  const stops = { 2: ['A asks', ['P', 'N1']], 3: ['primary dies', ['P', 'R', 'A2']], 4: ['failover', ['R', 'N1']], 5: ['new leader', ['N2', 'N3']], 6: ['B asks', ['R', 'B1']], 7: ['B queued', ['B2']] };
+  if (stops[t] && t < 8 && text) milestone(w, emit, stops[t][0], stops[t][1]);
+  if (text && t < 8) emit({ op: 'caption', text });
   if (t >= 8) {
+    milestone(w, emit, 'outcome', ['R', 'N2'], true);
     const o = outcome(w);
     emit({
       op: 'caption',

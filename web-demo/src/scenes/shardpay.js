@@ -44,7 +44,7 @@ export const shardPay = pauseScene({
     { rel: 20, do: 'write', data: 'report.xml — run 43 final totals', part: 'report.xml' },
     { rel: 21, do: 'release' },
   ],
-  words: { store: 'object store', token: 'fenceToken', refused: '412 Precondition Failed' },
+  words: { refusedVerb: 'got 412 Precondition Failed', store: 'object store', token: 'fenceToken', refused: '412 Precondition Failed' },
   text: {
     start: (tok, pos, P) =>
       `Worker W1 acquires etcd lock ${LOCK} and receives fencing token (fenceToken) ${tok}, with a ${P.ttl} s lease that its heartbeat thread renews every 10 s. ` +
