@@ -136,7 +136,7 @@ function rebuild(cursor, { forget = false } = {}) {
   const still = [];
   for (const iv of kept[sceneIndex]) {
     if (iv.step > timeline.length) {
-      dropped.push(`${describe(iv)} dropped: the scene now ends at step ${timeline.length}`);
+      dropped.push(`${describe(iv)} dropped: the scene now ends at t=${lastTime(timeline)}`);
       continue;
     }
     const why = applicable(iv, timeline.seek(iv.step));
@@ -221,7 +221,7 @@ function draw(w) {
   ui.scrubber.min = '1';
   ui.scrubber.value = String(tl.cursor);
   ui.scrubber.setAttribute('aria-valuetext', `t = ${Math.max(w.t, 0)} seconds, step ${tl.cursor} of ${tl.length}`);
-  ui.clock.textContent = `t = ${Math.max(w.t, 0)} s`;
+  ui.clock.innerHTML = `<span class="tl">t = </span>${Math.max(w.t, 0)} s`;
   ui.clock.dataset.step = String(tl.cursor);
   ui.clock.dataset.length = String(tl.length);
   document.body.dataset.atEnd = String(tl.cursor === tl.length);

@@ -524,10 +524,13 @@ function placeLabels(texts, labels, markers, LW) {
       const { x, y } = l;
       const dx = l.store ? 7 : 8;
       const up = l.store ? l.m.kind === 'ok' : l.m.kind === 'grant';
+      // the text's measured extent about its baseline (the font is larger on a phone)
+      const m = t.getBBox();
+      const [asc, desc] = [Math.max(8, -m.y), Math.max(2, m.y + m.height)];
       const at = (side, above) => {
         const bx = side > 0 ? x + dx : x - dx - width;
-        const by = above ? y - 8 : y + 16;
-        return { bx, by, x1: bx, x2: bx + width, y1: by - 8, y2: by + 2 };
+        const by = above ? y - 6 - desc : y + 6 + asc;
+        return { bx, by, x1: bx, x2: bx + width, y1: by - asc, y2: by + desc };
       };
       box = [at(1, up), at(1, !up), at(-1, up), at(-1, !up)].find((b) => !hit(b));
       if (box) {

@@ -254,7 +254,7 @@ export const election = {
     narrow
       ? {
           width: 400,
-          height: 596,
+          height: 584,
           nodes: [
             { id: 'N1', kind: 'client', x: 30, y: 28, small: true, side: 'right' },
             { id: 'N2', kind: 'client', x: 30, y: 84, small: true, side: 'right' },

@@ -171,7 +171,7 @@ export const herd = {
     // side by side when wide, stacked (flatter rings) on a phone
     const at = narrow ? [[200, 132], [200, 400]] : [[200, 170], [600, 170]];
     const [rx, ry] = narrow ? [134, 84] : [128, 112];
-    const dy = narrow ? { titleDy: 114, countDy: 126 } : {};
+    const dy = narrow ? { titleDy: 114, countDy: 132 } : {};
     const nodes = [
       { id: 'queue', kind: 'hub', x: at[0][0], y: at[0][1], title: 'Ordered wait queue', ...dy },
       { id: 'herd', kind: 'hub', x: at[1][0], y: at[1][1], title: 'Notify all (herd)', ...dy },
@@ -182,6 +182,6 @@ export const herd = {
         nodes.push({ id, kind: 'client', small: true, x: at[li][0] + Math.cos(a) * rx, y: at[li][1] + Math.sin(a) * ry });
       }),
     );
-    return narrow ? { width: 400, height: 540, nodes, onlyGrantLabels: true } : { height: 340, nodes, onlyGrantLabels: true };
+    return narrow ? { width: 400, height: 544, nodes, onlyGrantLabels: true } : { height: 340, nodes, onlyGrantLabels: true };
   },
 };
