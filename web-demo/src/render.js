@@ -564,7 +564,7 @@ export function renderState(el, w) {
   }
   for (const n of Object.values(w.nodes)) {
     if (w.scene.key === 'replication' || w.scene.key === 'herd') break;
-    rows.push(['Core revision', `${n.core.revision()} <span class="muted">(last token granted)</span>`]);
+    rows.push(['Core revision', `${n.core.revision()} <span class="muted">(the highest token granted so far; the next grant gets a higher one)</span>`]);
   }
   if (w.scene.key === 'herd') {
     for (const lane of ['queue', 'herd']) {

@@ -16,6 +16,7 @@ export const TERMS = [
   ['wait queue', /wait queue/i, "The wait queue is the lock service's ordered list of clients waiting for a held lock: on release it grants the lock to the first of them and wakes no one else."],
   ['session timeout', /session timeout|\blease\b/i, 'A session is a client\'s registration with the lock service, kept alive by heartbeats; if none arrives within the session timeout (the lease), the service expires the session and releases its locks.'],
   ['own clock', /own clock/i, "A client's own clock is its SessionKeeper, the client-side half of the core: from the heartbeats it sent and had answered, it tells the client how long its lease is surely valid (safe), nearly over (jeopardy) or possibly gone (expired) — without asking the service."],
+  ['revision', /\brevision\b/i, "The lock service's revision is the highest token it has granted so far; the next grant gets a higher one, so tokens only grow, even across expiries."],
   ['stop-the-world pause', /stop-the-world|GC pause|garbage-collection/i, 'A stop-the-world pause (garbage collection, swapping, a suspended VM) freezes the whole process: it neither works nor heartbeats nor notices that time passed.'],
   ['epoch', /\bepoch\b/i, "In an election the winner's fencing token is its epoch: each new leader gets a larger one, and downstream systems refuse an action stamped with an older epoch."],
   ['thundering herd', /thundering herd/i, 'A thundering herd: every waiter is woken for one free slot, all of them race, and all but one lose and go back to waiting.'],

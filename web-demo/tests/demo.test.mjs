@@ -382,7 +382,7 @@ test('random interventions (seeded) in every scene: the page never errors and ea
   }
 });
 
-test('the "Try this" suggestions do what they say (scenes 2, 3, 5)', async () => {
+test('the "Try this" suggestions do what they say (scenes 1, 2, 3, 5)', async () => {
   const kill = async (id) => {
     await page.click(`#stage [data-client="${id}"]`);
     await page.click('#menu [data-action=kill]');
@@ -413,6 +413,25 @@ test('the "Try this" suggestions do what they say (scenes 2, 3, 5)', async () =>
   await jumpToEnd();
   assert.equal(await page.locator('[data-testid^=refused-]').count(), 0);
   assert.doesNotMatch(await text('[data-testid=log]'), /sessionExpired/);
+  // scene 5: W2 killed the moment it gets 43 — the store never sees 43 and W1's 42 gets through
+  await setSlider('ttl', 30);
+  await scrubTo(await stepOf('W2 gets 43'));
+  await kill('W2');
+  await jumpToEnd();
+  assert.equal(await page.locator('[data-testid^=refused-]').count(), 0);
+  assert.equal(await page.getAttribute('[data-testid=store]', 'data-verdict'), 'stale');
+  // scene 1: B killed after its first write — 34 is refused all the same; killed at t=10 — 34 gets through
+  await page.click('[data-testid=tab-1]');
+  await scrubTo(await stepOf('B writes 35'));
+  await kill('B');
+  await jumpToEnd();
+  assert.match(await text('[data-testid=refused-34]'), /34 < 35/);
+  await page.keyboard.press('r');
+  await scrubTo(await stepOf('B gets 35'));
+  await kill('B');
+  await jumpToEnd();
+  assert.equal(await page.locator('[data-testid^=refused-]').count(), 0);
+  assert.equal(await page.getAttribute('[data-testid=store]', 'data-verdict'), 'stale');
 });
 
 // ------------------------------------------------------------------ the guided story
@@ -834,8 +853,9 @@ test('random interventions (seeded): every ending agrees with the recorded outpu
         // "X was paused N s (t=a–b)": the log's pause and resume of X
         for (const m of cap.matchAll(/(\w+) was paused (\d+) s(?: \(t=(\d+)–(\d+)\))?/g)) {
           const [, who, secs, from, to] = m;
-          const p = log.find((l) => new RegExp(`^t=\\d+\\s+${who}\\s+${who} (enters a stop-the-world GC pause|paused \\(by you\\))`).test(l));
-          assert.ok(p, `${where}: the log has ${who}'s pause`);
+          const pauses = log.filter((l) => new RegExp(`^t=\\d+\\s+${who}\\s+${who} (enters a stop-the-world GC pause|paused \\(by you\\))`).test(l));
+          const p = from ? pauses.find((l) => l.startsWith(`t=${from}\t`) || l.startsWith(`t=${from}\n`) || new RegExp(`^t=${from}\\s`).test(l)) : pauses[0];
+          assert.ok(p, `${where}: the log has ${who}'s pause${from ? ` at t=${from}` : ''}`);
           const t0 = Number(p.match(/^t=(\d+)/)[1]);
           const r = log.find((l) => new RegExp(`^t=(\\d+)\\s+${who}\\s+${who} resumes`).test(l) && Number(l.match(/^t=(\d+)/)[1]) >= t0);
           const t1 = r ? Number(r.match(/^t=(\d+)/)[1]) : null;

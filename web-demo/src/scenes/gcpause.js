@@ -17,7 +17,8 @@ export const gcPause = pauseScene({
       'Turn the fencing switch off and jump to the end: the stale write lands.',
       'Set the pause to 5 s: shorter than the timeout, A keeps its session.',
       'Timeout 30 s, pause 45 s: the expiry only moves — the window stays.',
-      'Kill B while it holds 35 (click it): A\'s late 34 is refused all the same.',
+      'Kill B after its first write (t ≥ 11): A\'s late 34 is refused all the same — the storage has seen 35.',
+      'Kill B at t=10, the moment it gets 35: the storage never sees 35, and A\'s 34 gets through.',
     ],
   },
   ids: ['A', 'B'],
@@ -49,7 +50,7 @@ export const gcPause = pauseScene({
   words: { refusedVerb: 'was refused', store: 'storage', token: 'token', refused: 'refused' },
   text: {
     start: (tok, pos) =>
-      `A acquires ${JSON.stringify(LOCK)}: the grant returns fencing token ${tok}, and A starts work. ` +
+      `A acquires ${JSON.stringify(LOCK)}: the grant returns fencing token ${tok} — the lock service's revision after ${tok - 1} earlier grants, plus one — and A starts work. ` +
       `B asks too; the lock is held, so B joins the wait queue (position ${pos}) and is told when it is its turn — no polling.`,
     lesson:
       'The resource, not the lock service, enforced exclusion by rejecting a lower token. The mechanism is one integer comparison, but it relocates the guarantee: ' +

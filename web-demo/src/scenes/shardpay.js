@@ -16,7 +16,7 @@ export const shardPay = pauseScene({
     tryThis: [
       'Switch the fence check off: W1\'s PUT with 42 lands over run 43.',
       'Make the lease 60 s: the 45 s pause now fits inside it.',
-      'Kill W2 once it holds 43: the lease expires and nobody reruns.',
+      'Kill W2 at t=40, the moment it gets 43: the store never sees 43, so W1\'s 42 is accepted — a fence only knows the tokens written to it.',
     ],
   },
   ids: ['W1', 'W2'],
