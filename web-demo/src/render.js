@@ -70,7 +70,7 @@ function leaseLine(w, c, x, y, side = false) {
   const l = w.lease(c.id, at);
   if (!l) return '';
   const state = { safe: `safe ≤ t=${l.until}`, jeopardy: 'jeopardy', expired: 'expired', unconfirmed: 'unconfirmed' }[l.state];
-  const text = frozen ? `⏸ own clock stopped at t=${at}: ${l.state}` : `own clock: ${state}`;
+  const text = frozen ? `❚❚ own clock stopped at t=${at}` : `own clock: ${state}`;
   return `<text class="lease ${l.state} ${frozen ? 'stopped' : ''} ${side ? 'side' : ''}" x="${x}" y="${y}" data-lease="${l.state}" data-clock="${frozen ? 'stopped' : 'running'}">${esc(text)}</text>`;
 }
 
@@ -376,8 +376,8 @@ function placeFlashLabels(svg, W, H) {
     let placed = null;
     for (const f of [0.36, 0.5, 0.26, 0.62, 0.18, 0.72, 0.82, 0.1]) {
       const p = path.getPointAtLength(len * f);
-      for (const dy of [0, -11, 11, -20, 20]) {
-        const cx = Math.min(W - wd / 2 - 2, Math.max(wd / 2 + 2, p.x));
+      for (const [ddx, dy] of [[0, 0], [0, -11], [0, 11], [0, -20], [0, 20], [-28, 0], [28, 0], [-28, -14], [28, -14], [-28, 14], [28, 14], [0, -30], [0, 30]]) {
+        const cx = Math.min(W - wd / 2 - 2, Math.max(wd / 2 + 2, p.x + ddx));
         const cy = p.y + dy;
         const box = { x1: cx - wd / 2 - 2, x2: cx + wd / 2 + 2, y1: cy - hgt / 2, y2: cy + hgt / 2 };
         if (box.y1 < 0 || box.y2 > H) continue;

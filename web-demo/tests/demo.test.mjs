@@ -138,11 +138,14 @@ test('scene 1, fencing on: played to the end, the storage refuses 34 as stale an
   await shot('scene-1-fenced');
   // the README's pictures: the moment the storage refuses A's stale write (the second beat
   // of the payoff), at 1280 and at 390 px, viewport-sized as a learner sees them
+  await page.keyboard.press('s'); // story mode back on, as a learner meets the page
+  await page.locator('[data-testid=speed]').fill('0');
   await scrubTo(await stepOf('34 refused'));
   assert.match(await text('[data-testid=caption]'), /34 < 35: refused/);
+  await page.evaluate(() => document.activeElement?.blur());
   await page.screenshot({ path: path.join(root, 'web-demo', 'screenshot.png') });
   await page.setViewportSize({ width: 390, height: 844 });
-  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.evaluate(() => (window.scrollTo(0, 0), document.activeElement?.blur()));
   await page.screenshot({ path: path.join(root, 'web-demo', 'screenshot-phone.png') });
 });
 

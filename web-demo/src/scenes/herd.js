@@ -61,7 +61,7 @@ function step(w, emit, P) {
   }
   const woken = qOuts.filter((o) => o.type === 'granted').map((g) => w.sessions[`queue:${g.session}`]);
   for (const wid of woken) emit({ op: 'client', id: wid, mem: { wakeups: w.clients[wid].mem.wakeups + 1 } });
-  if (qReleaser) ev.q = { released: qReleaser, woken: woken.map((id) => w.clients[id].name), token: qOuts.find((o) => o.type === 'granted')?.token };
+  if (qReleaser) ev.q = { released: qReleaser, woken: woken.map((id) => w.clients[id].name), wokenIds: woken, token: qOuts.find((o) => o.type === 'granted')?.token };
   // Herd: the holder releases; the naive watch notifies every watcher; all race with try-locks.
   let hReleaser = hOuts.some((o) => o.type === 'released' && o.reason === 'expired') ? 'the killed holder\'s expired session' : null;
   for (const id of H) {
@@ -82,17 +82,18 @@ function step(w, emit, P) {
     const r = rng(P.seed * 7919 + t);
     const order = watchers.map((x) => [r(), x]).sort((a, b) => a[0] - b[0]).map((p) => p[1]);
     let winner = null;
+    let winnerId = null;
     let busy = 0;
     for (const x of order) {
       const cx = w.clients[x];
       const outs = emit({ op: 'core', node: 'herd', by: x, input: { type: 'acquire', session: cx.session, lock: LOCK, mode: 'exclusive', wait: 'none' } });
       const won = outs.some((o) => o.type === 'granted');
       const isBusy = outs.some((o) => o.type === 'busy');
-      if (won) winner = cx.name;
+      if (won) (winner = cx.name), (winnerId = x);
       if (isBusy) busy += 1;
       emit({ op: 'client', id: x, mem: { wakeups: cx.mem.wakeups + 1, wasted: cx.mem.wasted + (isBusy ? 1 : 0), watching: !won } });
     }
-    ev.h = { released: hReleaser, woke: order.length, busy, winner };
+    ev.h = { released: hReleaser, woke: order.length, busy, winner, winnerId };
   }
   // Live clients heartbeat (quietly) so that only a killed or paused one expires.
   for (const id of [...Q, ...H]) heartbeat(w, emit, id, { node: w.clients[id].group, hb: 2, hideHeartbeats: true });
@@ -130,7 +131,9 @@ function step(w, emit, P) {
     // the first release on each side, and any release after a kill, is a stop of the story
     const firstQ = ev.q && !w.milestones.some((m) => m.label.startsWith('release'));
     const expiry = (ev.q && ev.q.released.includes('expired')) || (ev.h && ev.h.released.includes('expired'));
-    if (firstQ || expiry) milestone(w, emit, expiry ? 'release by expiry' : 'release: one vs all', ['queue', 'herd']);
+    // the spot is on who woke: the one the queue granted, the herd's race winner
+    const woke = [...(ev.q?.wokenIds ?? []), ...(ev.h?.winnerId ? [ev.h.winnerId] : [])];
+    if (firstQ || expiry) milestone(w, emit, expiry ? 'release by expiry' : 'release: one vs all', woke.length ? woke : ['queue', 'herd']);
     emit({ op: 'caption', text: parts.join(' ') });
   }
 }

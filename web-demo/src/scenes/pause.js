@@ -273,9 +273,11 @@ export function pauseScene(cfg) {
             height: 572,
             nodes: [
               { id: A, kind: 'client', x: 34, y: 40, side: 'right' },
-              { id: B, kind: 'client', x: 34, y: 118, side: 'right' },
-              { id: 'svc', kind: 'service', x: 200, y: 265, lock: cfg.lock },
-              { id: 'store', kind: 'store', x: 200, y: 468 },
+              { id: B, kind: 'client', x: 150, y: 118, side: 'right' },
+              // boxes right of centre and B indented: the arrows from the clients run down
+              // the boxes' left side, clear of B and its text
+              { id: 'svc', kind: 'service', x: 222, y: 265, lock: cfg.lock },
+              { id: 'store', kind: 'store', x: 222, y: 468 },
             ],
           }
         : {
