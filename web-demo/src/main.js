@@ -93,6 +93,7 @@ function chooseScene(i) {
   for (const b of ui.tabs.querySelectorAll('button')) b.setAttribute('aria-pressed', String(Number(b.dataset.scene) === i));
   ui.title.textContent = s.title;
   ui.lede.textContent = s.lede;
+  $('scene-lede-2').textContent = s.lede; // a phone shows the lede under the stage, not above it
   document.body.dataset.scene = s.key;
   if (!TEST) history.replaceState(null, '', `#scene-${i + 1}`);
   buildControls();

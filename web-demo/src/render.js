@@ -345,7 +345,12 @@ export function renderStage(el, w, narrow = false) {
     if (!g) continue;
     g.classList.add('focus');
     const b = g.getBBox();
-    spots.insertAdjacentHTML('beforeend', `<rect class="spot" data-spot="${esc(id)}" x="${b.x - 6}" y="${b.y - 6}" width="${b.width + 12}" height="${b.height + 12}" rx="14"/>`);
+    // kept inside the drawing, so no side of it is cut off
+    const x1 = Math.max(2, b.x - 6);
+    const y1 = Math.max(2, b.y - 6);
+    const x2 = Math.min(W - 2, b.x + b.width + 6);
+    const y2 = Math.min(H - 2, b.y + b.height + 6);
+    spots.insertAdjacentHTML('beforeend', `<rect class="spot" data-spot="${esc(id)}" x="${x1}" y="${y1}" width="${x2 - x1}" height="${y2 - y1}" rx="14"/>`);
   }
   placeFlashLabels(svg, W, H);
 }
