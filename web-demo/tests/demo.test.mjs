@@ -473,7 +473,22 @@ async function walkStory() {
     stops.push(await seen());
   }
   assert.equal(await page.getAttribute('body', 'data-at-end'), 'true');
+  for (const st of stops) claimsHold(st);
   return stops;
+}
+
+/**
+ * The claims any caption makes that the picture must bear out: "X is granted token N" (X's
+ * badge holds N), "X leads with epoch N" (the service lists X with N), "a < b" (a refused
+ * chip a < b), "records N as the highest" (the storage's highest is N).
+ */
+function claimsHold(st) {
+  const where = `step ${st.step}: "${st.caption}"`;
+  assert.ok(st.milestone, `${where}: a story stop is a milestone`);
+  for (const [, who, n] of st.caption.matchAll(/\b(\w+) is granted (?:token |fenceToken )?(\d+)/g)) assert.equal(st.badges[who], `holds ${n}`, where);
+  for (const [, who, n] of st.caption.matchAll(/\b([A-Z]\d+) leads with epoch (\d+)/g)) assert.match(st.service, new RegExp(`holder ${who} · token ${n}`), where);
+  for (const [, a, b] of st.caption.matchAll(/\b(\d+) < (\d+)/g)) if (!/epoch n once/.test(st.caption) || a !== 'n') assert.ok(st.refused.includes(`${a} < ${b}`), `${where}: refused chips ${st.refused}`);
+  for (const [, n] of st.caption.matchAll(/records (?:epoch )?(\d+) as the highest/g)) assert.equal(st.highest, n, where);
 }
 
 test('story, scene 1: playback stops at each milestone and each caption matches the picture', async () => {
@@ -560,6 +575,33 @@ test('story, scene 2: a release with an empty queue says nobody is woken', async
   assert.ok(captions >= 3);
   for (const s of stops) assert.doesNotMatch(s.caption, /exactly one waiter, nobody/);
   assert.match(stops.at(-1).caption, /6 wake-ups, 0 wasted.*21 wake-ups, 15 of them wasted/);
+});
+
+test('story, scenes 2 and 4: every stop\'s caption matches the picture', async () => {
+  await open(2);
+  for (const st of await walkStory()) {
+    const m = st.caption.match(/head of its wait queue: (\w+) \(token (\d+)\)/);
+    if (m) {
+      const id = Object.entries(await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#stage [data-client]')].map((g) => [g.dataset.client, g.querySelector('.name').textContent])))).find(([k, v]) => k.startsWith('q') && v === m[1])?.[0];
+      assert.equal(st.badges[id], `holds ${m[2]}`, st.caption);
+    }
+    const h = st.caption.match(/(\w+) wins; the core answers "busy" to the other (\d+)/);
+    if (h) assert.ok(Object.entries(st.badges).some(([k, v]) => k.startsWith('h') && v.startsWith('holds')), st.caption);
+  }
+  await open(4);
+  const stops = await walkStory();
+  const alive = async (id) => page.getAttribute(`[data-testid=replica-${id}]`, 'data-alive');
+  for (const st of stops) {
+    await scrubTo(st.step);
+    if (/only now is A told: granted, token (\d+)/.test(st.caption)) assert.equal(st.badges.A2, `holds ${st.caption.match(/token (\d+)/)[1]}`);
+    if (/Left: the primary dies/.test(st.caption)) assert.equal(await alive('P'), 'false');
+    if (/the leader N1 dies/.test(st.caption)) assert.equal(await alive('N1'), 'false');
+    if (/Right: (N\d) is elected/.test(st.caption)) assert.match(await page.locator(`[data-testid=replica-${st.caption.match(/Right: (N\d) is elected/)[1]}]`).textContent(), /★ leader/);
+    if (/B acquires the "same" lock .* granted \(token (\d+)\)/.test(st.caption)) assert.equal(st.badges.B1, `holds ${st.caption.match(/granted \(token (\d+)\)/)[1]}`);
+    if (/two holders/.test(st.caption)) assert.equal(await text('[data-testid=holders-redis]'), '2');
+    if (/queued B \(position (\d+)\)/.test(st.caption)) assert.equal(st.badges.B2, `queued #${st.caption.match(/position (\d+)/)[1]}`);
+  }
+  assert.match(stops.at(-1).caption, /single Redis: 2 holders \(A with 1, B with 1\)\. Consensus: 1 holder \(A with 1\), B waiting/);
 });
 
 test('story, scene 3: the old leader wakes and sends epoch 7, then it bounces', async () => {
