@@ -221,7 +221,7 @@ function draw(w) {
   ui.scrubber.max = String(tl.length);
   ui.scrubber.min = '1';
   ui.scrubber.value = String(tl.cursor);
-  ui.scrubber.setAttribute('aria-valuetext', `t = ${Math.max(w.t, 0)} seconds, step ${tl.cursor} of ${tl.length}`);
+  ui.scrubber.setAttribute('aria-valuetext', `t = ${Math.max(w.t, 0)} seconds, step ${tl.cursor} of ${tl.length}${m ? `, ${m.yours ? 'your intervention' : m.n == null ? 'outcome' : `milestone ${m.n}`}: ${m.label}` : ''}`);
   ui.clock.innerHTML = `<span class="tl">t = </span>${Math.max(w.t, 0)} s`;
   ui.clock.dataset.step = String(tl.cursor);
   ui.clock.dataset.length = String(tl.length);
