@@ -1,4 +1,4 @@
-// Scene 4: the seed's comparison of designs, built from several real core instances that
+// Scene 4: a comparison of two replication designs, built from several real core instances that
 // replicate an input log. Left: a single Redis-style primary that answers at once and ships
 // its log to a replica asynchronously (lagging). Right: a consensus group of three where an
 // entry is acknowledged only once a majority has applied it. Each core decides its own grants;

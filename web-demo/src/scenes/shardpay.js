@@ -1,4 +1,4 @@
-// Scene 5: ShardPay's reconciliation walkthrough (seed "Distributed Locks and Fencing
+// Scene 5: ShardPay's reconciliation walkthrough ("Distributed Locks and Fencing
 // Tokens"): lease 30 s renewed every 10 s, a 45-second GC pause, fenceToken 42 vs 43, and
 // the object store's 412 Precondition Failed.
 
