@@ -55,6 +55,8 @@ export const gcPause = pauseScene({
     lesson:
       'The resource, not the lock service, enforced exclusion by rejecting a lower token. The mechanism is one integer comparison, but it relocates the guarantee: ' +
       'from a promise about the future ("nobody else holds this") to a check in the present ("this token is stale", a fact).',
+    unfencedLesson:
+      'No timeout tuning fixes this: a longer timeout only moves the expiry and the window after it. A session timeout is a clock opinion; the resource\'s token check is a fact.',
     staleExtra: 'Every component behaved correctly: the service expired a silent session, and A was merely slow.',
     quiet(w, P) {
       const b = w.clients.B;

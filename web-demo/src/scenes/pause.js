@@ -78,7 +78,7 @@ export function pauseScene(cfg) {
       }
     }
     if (v.refused.length) out.push(cfg.text.lesson);
-    else if (v.stale.length && !s.fencing) out.push(`Turn on "${cfg.params.fencing.label}" and replay.`);
+    else if (v.stale.length && !s.fencing) out.push(`${cfg.text.unfencedLesson ? `${cfg.text.unfencedLesson} ` : ''}Turn on "${cfg.params.fencing.label}" and replay.`);
     return `Outcome: ${out.join(' ')}`;
   }
 

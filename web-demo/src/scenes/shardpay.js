@@ -50,6 +50,7 @@ export const shardPay = pauseScene({
       `Worker W1 acquires etcd lock ${LOCK} and receives fencing token (fenceToken) ${tok}, with a ${P.ttl} s lease that its heartbeat thread renews every 10 s. ` +
       `Standby W2 asks for the same lock and waits (queue position ${pos}).`,
     lesson: 'Lock renewal failure should be treated as fatal: stop work, do not assume the lock is held — and let the store check the token, because the worker cannot always know.',
+    unfencedLesson: 'TTL locks alone are unsafe — storage must reject stale fencing tokens.',
     refusedExtra: "Its renewal thread would have reported the lost lease, but the PUT went first.",
     staleExtra: "This is ShardPay's early incident: two nodes both uploaded, duplicate settlement totals; finance caught a $2M double-count before wire.",
     quiet(w, P, h) {
