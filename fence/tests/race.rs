@@ -46,7 +46,7 @@ where
             let (make, write, counter, attempts) = (&make, &write, &counter, &attempts);
             s.spawn(move || {
                 let mut fence = make();
-                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (w + 1) * 0x1000_0001);
+                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((w + 1) * 0x1000_0001));
                 let mut mine = Vec::new();
                 for _ in 0..WRITES {
                     let token = counter.fetch_add(1, Ordering::SeqCst) + 1;
