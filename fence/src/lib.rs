@@ -45,6 +45,30 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+//! The same with PostgreSQL, as a worker run by `fencelock lock ledger -- ./pay` (the CLI
+//! puts the grant's token in `FENCELOCK_TOKEN`):
+//!
+//! ```no_run
+//! use fencelock::Token;
+//! use fencelock_fence::{Fence, PgFence};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let token = Token(std::env::var("FENCELOCK_TOKEN")?.parse()?);
+//! let db = postgres::Client::connect("host=/run/postgresql dbname=shop", postgres::NoTls)?;
+//! let mut fence = PgFence::new(db)?; // creates the table fencelock_fence if missing
+//! let paid = fence.write("ledger", token, |tx| {
+//!     // the same transaction as the token check: both commit, or neither
+//!     tx.execute("INSERT INTO ledger (amount) VALUES ($1)", &[&10_i64])
+//! });
+//! match paid {
+//!     Ok(_) => println!("paid"),
+//!     Err(e) if e.stale_highest().is_some() => eprintln!("refused: a newer holder wrote"),
+//!     Err(e) => return Err(e.into()),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
