@@ -11,12 +11,16 @@ pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
+        TempDir::new_in(&std::env::temp_dir(), tag)
+    }
+
+    pub fn new_in(base: &Path, tag: &str) -> TempDir {
         static N: AtomicU32 = AtomicU32::new(0);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
-        let p = std::env::temp_dir().join(format!(
+        let p = base.join(format!(
             "fencelock-{tag}-{}-{}-{nanos}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
@@ -120,7 +124,9 @@ impl Postgres {
 
     pub fn try_start() -> Result<Postgres, String> {
         let bin = pg_bin_dir()?;
-        let dir = TempDir::new("pg");
+        // Under /tmp, not $TMPDIR: the server's user must reach it, and the socket path
+        // (dir + "/.s.PGSQL.5432") must stay under the kernel's 107 bytes.
+        let dir = TempDir::new_in(Path::new("/tmp"), "pg");
         let user = if id(&["-u"]) == Some(0) {
             let name = if id(&["-u", "postgres"]).is_some() {
                 "postgres"
@@ -181,7 +187,12 @@ impl Postgres {
     fn cmd(&self, program: &Path) -> Command {
         let mut c = match &self.user {
             Some(u) => {
-                let mut c = Command::new("runuser");
+                // util-linux (essential in Debian); /usr/sbin may be missing from PATH.
+                let runuser = ["/usr/sbin/runuser", "/sbin/runuser"]
+                    .into_iter()
+                    .find(|p| Path::new(p).is_file())
+                    .unwrap_or("runuser");
+                let mut c = Command::new(runuser);
                 c.args(["-u", u, "--"]).arg(program);
                 c
             }
