@@ -245,3 +245,51 @@ fn postgres_fence_rolls_back_a_failed_write_and_survives_a_lost_connection() {
     let mut f = PgFence::new(pg.connect()).unwrap();
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(35)));
 }
+
+/// Random admits (bad names and token 0 included) on a few resources, answered by the
+/// fence under test and by a plain `FenceGate`: every answer and every highest token agree.
+fn random_vs_gate<F: Fence>(what: &str, fence: F, seed: u64) {
+    let long = "x".repeat(65);
+    let names = ["a", "b", "ledger/1", "", long.as_str()];
+    let mut model = fencelock::FenceGate::new(vec![fencelock::GateRow::EMPTY; 8]);
+    let mut under = Under(fence);
+    let mut x = seed | 1;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut refused = 0;
+    for step in 0..300 {
+        let r = names[next(names.len() as u64) as usize];
+        let t = match next(10) {
+            0 => 0,
+            1 => i64::MAX as u64 - next(3),
+            _ => next(25) + 1,
+        };
+        let want = model.admit(r, Token(t));
+        let got = under.admit(r, Token(t));
+        assert_eq!(got, want, "{what}: step {step}: admit({r:?}, {t})");
+        refused += got.is_err() as u32;
+        for n in names {
+            assert_eq!(under.highest(n), model.highest(n), "{what}: step {step}: highest({n:?})");
+        }
+    }
+    assert!(refused > 50, "{what}: only {refused} refusals; the run did not exercise the rule");
+}
+
+#[test]
+fn random_admits_answer_like_fence_gate_on_every_fence() {
+    for seed in [1, 2, 3] {
+        random_vs_gate("in-process gate", GateFence::new(8, ()), seed);
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        random_vs_gate("sqlite", SqliteFence::new(c).unwrap(), seed);
+    }
+    let pg = common::Postgres::start();
+    for seed in [1, 2, 3] {
+        let mut c = pg.connect();
+        c.batch_execute("DROP TABLE IF EXISTS fencelock_fence").unwrap();
+        random_vs_gate("postgres", PgFence::new(c).unwrap(), seed);
+    }
+}
