@@ -273,10 +273,17 @@ fn random_vs_gate<F: Fence>(what: &str, fence: F, seed: u64) {
         assert_eq!(got, want, "{what}: step {step}: admit({r:?}, {t})");
         refused += got.is_err() as u32;
         for n in names {
-            assert_eq!(under.highest(n), model.highest(n), "{what}: step {step}: highest({n:?})");
+            assert_eq!(
+                under.highest(n),
+                model.highest(n),
+                "{what}: step {step}: highest({n:?})"
+            );
         }
     }
-    assert!(refused > 50, "{what}: only {refused} refusals; the run did not exercise the rule");
+    assert!(
+        refused > 50,
+        "{what}: only {refused} refusals; the run did not exercise the rule"
+    );
 }
 
 #[test]
@@ -289,7 +296,8 @@ fn random_admits_answer_like_fence_gate_on_every_fence() {
     let pg = common::Postgres::start();
     for seed in [1, 2, 3] {
         let mut c = pg.connect();
-        c.batch_execute("DROP TABLE IF EXISTS fencelock_fence").unwrap();
+        c.batch_execute("DROP TABLE IF EXISTS fencelock_fence")
+            .unwrap();
         random_vs_gate("postgres", PgFence::new(c).unwrap(), seed);
     }
 }
