@@ -14,7 +14,7 @@ struct Guarded<D> {
 /// An in-process fence: a [`FenceGate`] and the data `D` it guards, behind one mutex, so
 /// that the check, the write to `D` and the admit are one step for every thread.
 ///
-/// Cloning gives another handle to the same gate and data (an `Arc`). The gate holds at
+/// Cloning gives another handle to the same gate and data (an `Arc`; O(1)). The gate holds at
 /// most `capacity` resources and never forgets one (forgetting a highest token would let
 /// a stale holder back in); a new resource past that is refused with
 /// [`Error::CapacityExceeded`].

@@ -115,10 +115,11 @@ pub trait Fence {
     /// any database commit does: read back before retrying.
     ///
     /// Cost: the in-process gate O(name length) plus the write, under one mutex; the SQL
-    /// fences one transaction of two statements plus the write (three when refused), with
-    /// the resource's fence row locked until commit, so writes to one resource are
-    /// serialised and writes to different resources are not (SQLite serialises all
-    /// writers of the database file anyway).
+    /// fences one transaction — `BEGIN`, the conditional upsert, the write's statements,
+    /// `COMMIT` (a stale one: `BEGIN`, the upsert, one read, `ROLLBACK`) — with the
+    /// resource's fence row locked until it ends, so writes to one resource are serialised
+    /// and writes to different resources are not (SQLite serialises all writers of the
+    /// database file anyway).
     fn write<T, E, F>(
         &mut self,
         resource: &str,

@@ -54,7 +54,9 @@ impl PgFence {
     /// statements.
     ///
     /// Errors: [`StorageError`] if the table cannot be created or a statement prepared.
-    /// Cost: four round trips.
+    /// Cost: six round trips (a transaction taking an advisory lock around
+    /// `CREATE TABLE IF NOT EXISTS`, then two prepares); make one fence per connection and
+    /// keep it.
     pub fn new(mut client: Client) -> Result<Self, StorageError> {
         let mut tx = client
             .transaction()

@@ -56,7 +56,7 @@ impl SqliteFence {
     /// timeout of `busy`, and makes a fence on it.
     ///
     /// Errors: [`StorageError`] if the file cannot be opened or set up. Cost: a file open
-    /// and three statements.
+    /// and two statements.
     pub fn open(path: impl AsRef<Path>, busy: Duration) -> Result<Self, StorageError> {
         let conn = Connection::open(path).map_err(|e| StorageError::new("open the database", e))?;
         conn.busy_timeout(busy)
