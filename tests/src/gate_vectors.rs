@@ -295,6 +295,9 @@ pub fn render_gate(sc: &GateScenario) -> Result<String, String> {
     Ok(text)
 }
 
+/// The largest gate a `config` line may ask for (a replay allocates it).
+pub const MAX_GATE_RESOURCES: usize = 1 << 16;
+
 /// A gate vector file's `config` line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GateConfig {
@@ -342,7 +345,10 @@ pub fn replay_gate<G: GateUnderTest>(
                 let resources = rest
                     .strip_prefix("resources=")
                     .and_then(|v| v.parse().ok())
-                    .ok_or(format!("line {ln}: expected `config resources=N`"))?;
+                    .filter(|n| (1..=MAX_GATE_RESOURCES).contains(n))
+                    .ok_or(format!(
+                        "line {ln}: expected `config resources=N`, N in 1..={MAX_GATE_RESOURCES}"
+                    ))?;
                 gate = Some(make(GateConfig { resources }));
             }
             "in" => {

@@ -87,3 +87,50 @@ fn replay_refuses_malformed_lines() {
         .unwrap_err()
         .contains("unknown directive"));
 }
+
+#[test]
+fn admit_frames_round_trip_and_garbage_is_refused_without_panic() {
+    use fencelock_tests::gate_vectors::{admit_frame, parse_admit_frame};
+    for (r, t) in [
+        ("", 0),
+        ("ledger", 35),
+        ("a\0b", u64::MAX),
+        (&*"é".repeat(40), 1 << 40),
+    ] {
+        assert_eq!(
+            parse_admit_frame(&admit_frame(r, t)),
+            Ok((r.to_string(), t))
+        );
+    }
+    // every frame of up to 2 bytes, and seeded random ones up to 24: an answer, never a panic
+    let mut n = 0;
+    for len in 0..=2usize {
+        for v in 0..(1u32 << (8 * len)) {
+            let _ = parse_admit_frame(&v.to_le_bytes()[..len]);
+            n += 1;
+        }
+    }
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..50_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = (x % 25) as usize;
+        let bytes: Vec<u8> = (0..len).map(|i| (x >> (i % 8 * 8)) as u8).collect();
+        let _ = parse_admit_frame(&bytes);
+        n += 1;
+    }
+    assert!(n > 100_000);
+    assert!(parse_admit_frame(&[0x01, b'a', 0x05, 0x00]).is_err()); // trailing byte
+    assert!(parse_admit_frame(&[0x02, b'a']).is_err()); // name past the end
+    assert!(parse_admit_frame(&[0x01, 0xff, 0x05]).is_err()); // not UTF-8
+    let mut over = vec![0x00];
+    over.extend([0xff; 9]);
+    over.push(0x02); // 2^64 and up
+    assert!(parse_admit_frame(&over).is_err());
+    // a config line cannot make a replay allocate without bound
+    let big = replay_gate("config resources=99999999999", |c| {
+        FenceGate::new(vec![GateRow::EMPTY; c.resources])
+    });
+    assert!(big.unwrap_err().contains("1..="));
+}
