@@ -208,7 +208,7 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
     }
     println!("cluster up in {:?}", up.elapsed());
 
-    let worker = |note: &str, delay_ms: u64| {
+    let worker = |note: &str, wait_for: Option<&Path>| {
         let mut c = Command::new(&cli);
         c.args(["--cluster", &cluster, "--ttl-ms", &TTL_MS.to_string()])
             .args([
@@ -221,14 +221,22 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
                 "--note",
                 note,
             ])
-            .args(["--delay-ms", &delay_ms.to_string()])
+            .args(
+                wait_for
+                    .map(|p| ["--wait-for".as_ref(), p.as_os_str()])
+                    .into_iter()
+                    .flatten(),
+            )
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.path().join(format!("{note}.log"))).unwrap());
         c.spawn().expect("fencelock lock starts")
     };
 
-    // 1. A holds the lock and is about to write; stop it and its lock process.
-    let mut a_cli = worker("A", 1500);
+    // 1. A holds the lock and is about to write (it writes once `go` exists, so it cannot
+    //    write before it is stopped, however slow this machine is); stop it and its lock
+    //    process.
+    let go = dir.path().join("go");
+    let mut a_cli = worker("A", Some(&go));
     let a_out = lines(&mut a_cli);
     let a_cli_pid = a_cli.id();
     let a_cli_i = procs.add(a_cli);
@@ -242,7 +250,7 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
 
     // 2. B waits for the lock, is granted it once A's session expired, and writes.
     let paused_at = Instant::now();
-    let mut b_cli = worker("B", 0);
+    let mut b_cli = worker("B", None);
     let b_out = lines(&mut b_cli);
     let b_i = procs.add(b_cli);
     let b_ready = wait_line(&b_out, "ready ", Duration::from_secs(30), "B");
@@ -269,6 +277,7 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
     );
 
     // 3. A wakes up and writes with its old token; its lock process stays stopped.
+    std::fs::write(&go, b"").unwrap();
     signal("CONT", a_pid);
     let refused = wait_line(&a_out, "refused ", Duration::from_secs(20), "A");
     assert_eq!(field(&refused, "token"), a_token);

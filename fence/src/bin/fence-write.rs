@@ -3,13 +3,14 @@
 //!
 //! ```text
 //! fencelock lock ledger -- fencelock-fence-write --pg 'host=/run/postgresql user=app' \
-//!     --note 'nightly close' [--resource ledger] [--delay-ms 2000]
+//!     --note 'nightly close' [--resource ledger] [--delay-ms 2000] [--wait-for PATH]
 //! ```
 //!
 //! Reads the token from `FENCELOCK_TOKEN` and the resource from `--resource`, else
 //! `FENCELOCK_LOCK` (both set by `fencelock lock`). Connects, prints
-//! `ready pid=P token=T resource=R`, waits `--delay-ms` (the work before the write: the
-//! window a pause hits), then inserts `(resource, token, note)` into the table
+//! `ready pid=P token=T resource=R`, waits `--delay-ms` and then until `--wait-for`'s path
+//! exists (at most a minute; both stand for the work before the write, the window a pause
+//! hits), then inserts `(resource, token, note)` into the table
 //! `fencelock_demo` (made if missing) through the fence, in one transaction with the
 //! token's admission. Prints `written token=T` and exits 0, or `refused token=T highest=H`
 //! and exits 4 when the fence refuses a stale token; 2 for bad arguments or environment,
@@ -27,10 +28,11 @@ struct Args {
     resource: String,
     note: String,
     delay: Duration,
+    wait_for: Option<std::path::PathBuf>,
 }
 
 const USAGE: &str =
-    "usage: fencelock-fence-write --pg CONNINFO --note TEXT [--resource NAME] [--delay-ms N]
+    "usage: fencelock-fence-write --pg CONNINFO --note TEXT [--resource NAME] [--delay-ms N] [--wait-for PATH]
   token from FENCELOCK_TOKEN; resource from --resource or FENCELOCK_LOCK";
 
 fn parse() -> Result<(Args, Token), String> {
@@ -38,6 +40,7 @@ fn parse() -> Result<(Args, Token), String> {
     let mut resource = std::env::var("FENCELOCK_LOCK").ok();
     let mut note = None;
     let mut delay_ms = 0u64;
+    let mut wait_for = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut val = || it.next().ok_or(format!("{a} needs a value"));
@@ -45,6 +48,7 @@ fn parse() -> Result<(Args, Token), String> {
             "--pg" => pg = Some(val()?),
             "--resource" => resource = Some(val()?),
             "--note" => note = Some(val()?),
+            "--wait-for" => wait_for = Some(val()?.into()),
             "--delay-ms" => {
                 delay_ms = val()?
                     .parse()
@@ -66,6 +70,7 @@ fn parse() -> Result<(Args, Token), String> {
             resource: resource.ok_or("--resource or FENCELOCK_LOCK is required")?,
             note: note.ok_or("--note is required")?,
             delay: Duration::from_millis(delay_ms),
+            wait_for,
         },
         token,
     ))
@@ -111,6 +116,19 @@ fn main() -> ExitCode {
         args.resource
     ));
     std::thread::sleep(args.delay);
+    if let Some(path) = &args.wait_for {
+        let since = std::time::Instant::now();
+        while !path.exists() {
+            if since.elapsed() > Duration::from_secs(60) {
+                eprintln!(
+                    "fencelock-fence-write: {} did not appear within a minute",
+                    path.display()
+                );
+                return ExitCode::from(1);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
     let r = fence.write(&args.resource, token, |tx| {
         tx.execute(
             "INSERT INTO fencelock_demo (resource, token, note) VALUES ($1, $2, $3)",
