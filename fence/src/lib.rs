@@ -231,10 +231,20 @@ impl StorageError {
     }
 }
 
+/// Includes the whole source chain: a database client's own message is often only its
+/// outermost layer ("db error"), with what went wrong in the sources.
 impl fmt::Display for StorageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.source {
-            Some(e) => write!(f, "fence storage failed ({}): {e}", self.what),
+            Some(e) => {
+                write!(f, "fence storage failed ({}): {e}", self.what)?;
+                let mut next = e.source();
+                while let Some(s) = next {
+                    write!(f, ": {s}")?;
+                    next = s.source();
+                }
+                Ok(())
+            }
             None => write!(f, "fence storage failed: {}", self.what),
         }
     }

@@ -238,10 +238,14 @@ fn postgres_fence_rolls_back_a_failed_write_and_survives_a_lost_connection() {
              WHERE pid <> pg_backend_pid() AND datname = 'postgres'",
         )
         .unwrap();
-    assert!(matches!(
-        f.admit("ledger", Token(36)),
-        Err(FenceError::Storage(_))
-    ));
+    match f.admit("ledger", Token(36)) {
+        Err(FenceError::Storage(e)) => {
+            let text = e.to_string();
+            println!("lost connection: {text}");
+            assert!(text.starts_with("fence storage failed ("), "{text}");
+        }
+        other => panic!("expected a storage error, got {other:?}"),
+    }
     let mut f = PgFence::new(pg.connect()).unwrap();
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(35)));
 }

@@ -90,8 +90,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let fail = |what: &str, e: &dyn std::fmt::Display| {
-        eprintln!("fencelock-fence-write: {what}: {e}");
+    let fail = |what: &str, e: &dyn std::error::Error| {
+        let mut msg = e.to_string();
+        let mut next = e.source();
+        while let Some(s) = next {
+            if !msg.contains(&s.to_string()) {
+                msg = format!("{msg}: {s}");
+            }
+            next = s.source();
+        }
+        eprintln!("fencelock-fence-write: {what}: {msg}");
         ExitCode::from(1)
     };
     let client = match postgres::Client::connect(&args.pg, postgres::NoTls) {
