@@ -295,3 +295,61 @@ fn stale<E>(token: Token, stored: Option<i64>) -> FenceError<E> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precheck_is_the_cores_order_then_the_sql_range() {
+        let p = |r: &str, t: u64, sql: bool| precheck::<()>(r, Token(t), sql);
+        assert!(matches!(
+            p("", 0, true),
+            Err(FenceError::Refused(Error::ZeroToken))
+        ));
+        assert!(matches!(
+            p("", 1, true),
+            Err(FenceError::Refused(Error::EmptyName))
+        ));
+        assert!(matches!(
+            p(&"n".repeat(65), 1, true),
+            Err(FenceError::Refused(Error::NameTooLong { len: 65, max: 64 }))
+        ));
+        assert!(p("r", i64::MAX as u64, true).is_ok());
+        assert!(
+            matches!(p("r", 1 << 63, true), Err(FenceError::TokenOutOfRange(Token(t))) if t == 1 << 63)
+        );
+        assert!(p("r", u64::MAX, false).is_ok());
+    }
+
+    #[test]
+    fn a_stored_token_must_be_positive_and_above_a_stale_one() {
+        assert_eq!(stored_token(7).unwrap(), Token(7));
+        assert!(stored_token(0).is_err() && stored_token(-1).is_err());
+        assert_eq!(
+            stale::<()>(Token(3), Some(7)).stale_highest(),
+            Some(Token(7))
+        );
+        // Nothing higher stored, yet the conditional write changed no row: not "stale".
+        for stored in [None, Some(3), Some(2), Some(-4)] {
+            assert!(
+                matches!(stale::<()>(Token(3), stored), FenceError::Storage(_)),
+                "{stored:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_sql_names_the_documented_table() {
+        for sql in [
+            sqlite::CREATE,
+            sqlite::ADMIT,
+            sqlite::HIGHEST,
+            pg::CREATE,
+            pg::ADMIT,
+            pg::HIGHEST,
+        ] {
+            assert!(sql.contains(FENCE_TABLE), "{sql}");
+        }
+    }
+}

@@ -8,7 +8,7 @@ use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Toke
 // EXISTS, which can otherwise fail with a unique violation when two sessions race.
 const CREATE_LOCK: i64 = 0x6665_6e63_656c_6f63; // "fenceloc"
 
-const CREATE: &str = "CREATE TABLE IF NOT EXISTS fencelock_fence (
+pub(crate) const CREATE: &str = "CREATE TABLE IF NOT EXISTS fencelock_fence (
     resource bytea PRIMARY KEY,
     highest bigint NOT NULL CHECK (highest > 0)
 )";
@@ -16,12 +16,13 @@ const CREATE: &str = "CREATE TABLE IF NOT EXISTS fencelock_fence (
 // Insert the resource's first token, or raise the stored one if it is not higher than
 // ours. ON CONFLICT DO UPDATE locks the conflicting row even when the WHERE fails, so the
 // row stays locked until this transaction ends. RETURNING yields no row: stale.
-const ADMIT: &str = "INSERT INTO fencelock_fence AS f (resource, highest) VALUES ($1, $2)
+pub(crate) const ADMIT: &str =
+    "INSERT INTO fencelock_fence AS f (resource, highest) VALUES ($1, $2)
     ON CONFLICT (resource) DO UPDATE SET highest = EXCLUDED.highest
     WHERE f.highest <= EXCLUDED.highest
     RETURNING f.highest";
 
-const HIGHEST: &str = "SELECT highest FROM fencelock_fence WHERE resource = $1";
+pub(crate) const HIGHEST: &str = "SELECT highest FROM fencelock_fence WHERE resource = $1";
 
 /// A fence in a PostgreSQL database: the table `fencelock_fence` (see
 /// [`FENCE_TABLE`](crate::FENCE_TABLE)) next to your data, and every fenced write one

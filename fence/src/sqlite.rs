@@ -7,19 +7,19 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Token};
 
-const CREATE: &str = "CREATE TABLE IF NOT EXISTS fencelock_fence (
+pub(crate) const CREATE: &str = "CREATE TABLE IF NOT EXISTS fencelock_fence (
     resource BLOB PRIMARY KEY NOT NULL,
     highest INTEGER NOT NULL CHECK (highest > 0)
 ) STRICT, WITHOUT ROWID";
 
 // Insert the resource's first token, or raise the stored one if it is not higher than
 // ours. RETURNING yields a row only when a row was written: none means stale.
-const ADMIT: &str = "INSERT INTO fencelock_fence (resource, highest) VALUES (?1, ?2)
+pub(crate) const ADMIT: &str = "INSERT INTO fencelock_fence (resource, highest) VALUES (?1, ?2)
     ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest
     WHERE fencelock_fence.highest <= excluded.highest
     RETURNING highest";
 
-const HIGHEST: &str = "SELECT highest FROM fencelock_fence WHERE resource = ?1";
+pub(crate) const HIGHEST: &str = "SELECT highest FROM fencelock_fence WHERE resource = ?1";
 
 /// A fence in an SQLite database: the table `fencelock_fence` (see
 /// [`FENCE_TABLE`](crate::FENCE_TABLE)) next to your data, and every fenced write one
