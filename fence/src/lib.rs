@@ -172,6 +172,15 @@ impl<E> FenceError<E> {
     }
 }
 
+impl<E> FenceError<E> {
+    /// True for a [`FenceError::Storage`] that [`StorageError::is_retryable`] says may be
+    /// retried as it is. Your write's own errors ([`FenceError::Write`]) are yours to judge.
+    /// Cost: O(length of the source chain).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, FenceError::Storage(e) if e.is_retryable())
+    }
+}
+
 impl<E> From<StorageError> for FenceError<E> {
     fn from(e: StorageError) -> Self {
         FenceError::Storage(e)
@@ -228,6 +237,35 @@ impl StorageError {
     /// What the fence was doing, or which rule a stored row broke. Cost: O(1).
     pub fn what(&self) -> &'static str {
         self.what
+    }
+
+    /// True when the same write may simply be made again (nothing was written): a
+    /// PostgreSQL serialization failure (SQLSTATE 40001, under `REPEATABLE READ` or
+    /// `SERIALIZABLE`) or deadlock (40P01), or SQLite still busy or locked after the busy
+    /// timeout. Cost: O(length of the source chain).
+    pub fn is_retryable(&self) -> bool {
+        use postgres::error::SqlState;
+        let mut next: Option<&(dyn std::error::Error + 'static)> = self
+            .source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static));
+        while let Some(e) = next {
+            if let Some(pg) = e.downcast_ref::<postgres::Error>() {
+                if let Some(code) = pg.code() {
+                    return code == &SqlState::T_R_SERIALIZATION_FAILURE
+                        || code == &SqlState::T_R_DEADLOCK_DETECTED;
+                }
+            }
+            if let Some(rusqlite::Error::SqliteFailure(f, _)) = e.downcast_ref::<rusqlite::Error>()
+            {
+                return matches!(
+                    f.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                );
+            }
+            next = e.source();
+        }
+        false
     }
 }
 

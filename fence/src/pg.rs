@@ -42,8 +42,9 @@ pub(crate) const HIGHEST: &str = "SELECT highest FROM fencelock_fence WHERE reso
 /// locks the conflicting row whether or not the `WHERE` holds), so until `COMMIT` no other
 /// transaction can raise the fence and then see its own write overtaken by this one:
 /// writes to one resource commit in fence order. Written for the default isolation,
-/// `READ COMMITTED`; under `REPEATABLE READ` or `SERIALIZABLE` a concurrent writer gets a
-/// serialization failure ([`FenceError::Storage`]) and may retry.
+/// `READ COMMITTED`; under `REPEATABLE READ` or `SERIALIZABLE` a writer that waited for a
+/// concurrent one to commit gets a serialization failure instead
+/// ([`FenceError::is_retryable`]) and may simply retry.
 pub struct PgFence {
     client: Client,
     admit: Statement,

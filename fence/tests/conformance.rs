@@ -305,3 +305,20 @@ fn random_admits_answer_like_fence_gate_on_every_fence() {
         random_vs_gate("postgres", PgFence::new(c).unwrap(), seed);
     }
 }
+
+#[test]
+fn sqlite_fence_busy_past_its_timeout_is_a_retryable_storage_error() {
+    let dir = common::TempDir::new("sqlite-busy");
+    let path = dir.path().join("busy.db");
+    let mut holder = SqliteFence::open(&path, std::time::Duration::from_secs(5)).unwrap();
+    let mut waiter = SqliteFence::open(&path, std::time::Duration::from_millis(50)).unwrap();
+    let r = holder.write("a", Token(2), |_| {
+        // While the holder's transaction is open, the other connection cannot fence.
+        let e = waiter.admit("b", Token(1)).unwrap_err();
+        assert!(e.is_retryable(), "{e}");
+        Ok::<_, ()>(())
+    });
+    r.unwrap();
+    waiter.admit("b", Token(1)).unwrap(); // and retried later, it goes through
+    assert!(!FenceError::<()>::Refused(Error::ZeroToken).is_retryable());
+}

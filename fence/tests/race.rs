@@ -302,7 +302,7 @@ fn postgres_fence_race_under_serializable_with_retries() {
     let pg = common::Postgres::start();
     let mut first = PgFence::new(pg.connect()).unwrap();
     first.client().batch_execute(PG_SCHEMA).unwrap();
-    let retries = AtomicU64::new(0);
+    let (retries, write_retries) = (AtomicU64::new(0), AtomicU64::new(0));
     let attempts = race(
         || {
             let mut c = pg.connect();
@@ -317,8 +317,13 @@ fn postgres_fence_race_under_serializable_with_retries() {
                     Err(e) if e.stale_highest().is_some() => {
                         return Err(e.stale_highest().unwrap().0)
                     }
-                    Err(e) if serialization_failure(&e) => {
+                    // At the fence's upsert: the fence says so.
+                    Err(e) if e.is_retryable() => {
                         retries.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // At the write's own UPDATE: the caller's judgement.
+                    Err(e @ FenceError::Write(_)) if serialization_failure(&e) => {
+                        write_retries.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => panic!("fenced write failed: {e}"),
                 }
@@ -329,7 +334,12 @@ fn postgres_fence_race_under_serializable_with_retries() {
     let landed = pg_history(first.client());
     let highest = first.highest(RESOURCE).unwrap().map(|t| t.0);
     assert_race("postgres serializable", &attempts, &landed, highest);
-    println!("postgres serializable: {} retries", retries.into_inner());
+    let (fence, write) = (retries.into_inner(), write_retries.into_inner());
+    println!("postgres serializable: {fence} retries at the fence, {write} at the write");
+    assert!(
+        fence > 0,
+        "no serialization failure at the fence: the case was not exercised"
+    );
 }
 
 fn serialization_failure<E: std::error::Error + 'static>(e: &FenceError<E>) -> bool {
