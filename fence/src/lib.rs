@@ -25,8 +25,9 @@
 //! stored highest token runs in the database.
 //!
 //! The SQL fences store the highest token in a signed 64-bit column, so they refuse a
-//! token above `i64::MAX` with [`FenceError::TokenOutOfRange`] (no grant ever reaches it:
-//! the service's counter is refused past 2^63 and grows by one per grant).
+//! token above `i64::MAX` with [`FenceError::TokenOutOfRange`] (no real history reaches
+//! it: the token grows by one per grant, and 2^63 grants at a billion a second take 292
+//! years).
 //!
 //! ```
 //! use fencelock::{Error, Token};
