@@ -45,7 +45,7 @@
 //! assert_eq!(n, 1);                                             // only B's write landed
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-
+//!
 //! The same with PostgreSQL, as a worker run by `fencelock lock ledger -- ./pay` (the CLI
 //! puts the grant's token in `FENCELOCK_TOKEN`):
 //!
