@@ -5,6 +5,8 @@
 //!   same files.
 //! * [`calls`]: error-precedence tables (`tests/vectors/*.calls`): the format, its parser
 //!   and the native runner (typed methods and frames).
+//! * [`gate_vectors`]: conformance vectors for fences (`tests/vectors/gate/*.vec`): what
+//!   the in-process gate, a database table or an object store must answer.
 //! * [`invariants`]: the invariants of docs/SPEC.md §7 (I1–I10) as checks over a
 //!   service's queries and snapshot ([`invariants::check_service`]) and over its replies
 //!   and events ([`invariants::Shadow`]): the one checker, used by every other part, the
@@ -23,6 +25,7 @@
 //! and the keep-alive timing test live in `tests/tests/`.
 
 pub mod calls;
+pub mod gate_vectors;
 pub mod gen;
 pub mod hex;
 pub mod invariants;
