@@ -535,3 +535,15 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
     let st = n.cli(&["lock", "L"]).output().unwrap();
     assert_eq!(st.status.code(), Some(64), "a lock without a command");
 }
+
+#[test]
+fn what_the_command_leaves_running_is_stopped_when_it_exits() {
+    let _s = serial();
+    let n = Node::start("leftover");
+    let mut holder = n.lock("L", "sleep 60 & echo $! > gc");
+    let st = wait_exit(&mut holder, Duration::from_secs(20));
+    assert!(st.success(), "{st:?}");
+    let gc = read_pid(&n.path("gc"));
+    assert!(!running(gc), "a background process outlived the lock");
+    assert_eq!(n.holder("L"), "");
+}

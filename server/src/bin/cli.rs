@@ -98,6 +98,15 @@ struct Opts {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a command while holding the lock; stop it if the lease is no longer safe.
+    #[command(
+        after_help = "Exit status: the command's (128+N if signal N ended it; 137 if what it left \
+running had to be killed); 2 not acquired (--try, --wait-ms); 3 the lease was lost; 1 the \
+cluster did not answer or refused; 126/127 the command could not be run / was not found; \
+128+N this process got signal N (SIGINT 130, SIGTERM 143, SIGHUP 129); 64 a usage error.\n\
+The command runs in its own process group: the whole group is stopped (SIGTERM, SIGKILL after \
+--kill-after-ms) when the lease is lost, on a signal, when the command exits, and when this \
+process dies. Every way out but its death closes the session, so the lock passes on at once."
+    )]
     Lock {
         /// The lock.
         name: String,
