@@ -547,3 +547,128 @@ fn what_the_command_leaves_running_is_stopped_when_it_exits() {
     assert!(!running(gc), "a background process outlived the lock");
     assert_eq!(n.holder("L"), "");
 }
+
+/// Which of `clients` serves a linearizable read (the leader), asked over the wire.
+fn leader_of(clients: &[String]) -> Option<usize> {
+    use fencelock_server::frame;
+    use fencelock_server::protocol::{ClientFrame, Reply, Request, ServerFrame};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async {
+        for (i, addr) in clients.iter().enumerate() {
+            let Ok(Ok(mut s)) =
+                tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(addr))
+                    .await
+            else {
+                continue;
+            };
+            let req = ClientFrame {
+                id: 1,
+                req: Request::Holders { lock: "x".into() },
+            };
+            if frame::write(&mut s, &req).await.is_err() {
+                continue;
+            }
+            let r = tokio::time::timeout(
+                Duration::from_secs(3),
+                frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME),
+            )
+            .await;
+            if let Ok(Ok(Some(ServerFrame::Reply {
+                result: Ok(Reply::Holders(_)),
+                ..
+            }))) = r
+            {
+                return Some(i);
+            }
+        }
+        None
+    })
+}
+
+/// A leader that stops answering (SIGSTOP: its connections stay open, nothing comes back)
+/// must not cost a session its lease when a new leader takes over in time: the CLI gives
+/// up on a reply after ttl/4 and retries elsewhere. With a fixed 5 s reply wait, a 6 s
+/// session's keep-alive (sent every 1.5 s, safe for 4.8 s after its last acknowledgement)
+/// would wait on the stalled node past the lease, and the command would be stopped.
+#[test]
+fn a_stalled_leader_does_not_cost_the_lease() {
+    let _s = serial();
+    let dir = temp_dir("stall");
+    let mut peers = Vec::new();
+    let mut clients = Vec::new();
+    for id in 1..=3 {
+        let (r, c) = (free_port(), free_port());
+        peers.push(format!("{id}=127.0.0.1:{r}/127.0.0.1:{c}"));
+        clients.push(format!("127.0.0.1:{c}"));
+    }
+    struct Procs(Vec<Child>);
+    impl Drop for Procs {
+        fn drop(&mut self) {
+            for p in &mut self.0 {
+                let _ = Command::new("kill")
+                    .args(["-CONT", &p.id().to_string()])
+                    .status();
+                let _ = p.kill();
+                let _ = p.wait();
+            }
+        }
+    }
+    let mut procs = Procs(Vec::new());
+    for id in 1..=3 {
+        let mut cmd = Command::new(NODE);
+        cmd.args(["--id", &id.to_string(), "--dir"])
+            .arg(dir.join(format!("n{id}")));
+        for p in &peers {
+            cmd.args(["--peer", p]);
+        }
+        if id == 1 {
+            cmd.arg("--init");
+        }
+        let log = std::fs::File::create(dir.join(format!("n{id}.log"))).unwrap();
+        procs
+            .0
+            .push(cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap());
+    }
+    let mut leader = None;
+    wait_until("a leader", Duration::from_secs(30), || {
+        leader = leader_of(&clients);
+        leader.is_some()
+    });
+    let leader = leader.unwrap_or_default();
+    // The leader first: the CLI's first connection goes to the second address, is
+    // redirected to the leader, and after the stall its retry goes on to the third — a
+    // follower — rather than back to the stalled node.
+    let mut order = vec![clients[leader].clone()];
+    order.extend((0..3).filter(|i| *i != leader).map(|i| clients[i].clone()));
+    let mut holder = Command::new(CLI)
+        .env_remove("FENCELOCK_CLUSTER")
+        .current_dir(&dir)
+        .args([
+            "lock",
+            "L",
+            "--ttl-ms",
+            "6000",
+            "--cluster",
+            &order.join(","),
+        ])
+        .args(["--", "sh", "-c", "echo $$ > cmd; sleep 7; echo done > out"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    read_pid(&dir.join("cmd"));
+    let stalled = procs.0[leader].id();
+    signal(stalled, "-STOP");
+    std::thread::sleep(Duration::from_secs(6));
+    signal(stalled, "-CONT");
+    let st = wait_exit(&mut holder, Duration::from_secs(20));
+    assert!(st.success(), "{st:?}: {}", stderr_of(&mut holder));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("out")).unwrap_or_default(),
+        "done\n"
+    );
+    drop(procs);
+    let _ = std::fs::remove_dir_all(&dir);
+}
