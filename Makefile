@@ -6,14 +6,18 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PORT ?= 8080
+# install-cli: where the `fencelock` CLI goes ($(DESTDIR)$(BINDIR)/fencelock)
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
 
-.PHONY: help setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-demo test-verify fuzz bench cluster bench-cluster lint
+.PHONY: help setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-demo test-verify fuzz bench cluster bench-cluster lint install-cli
 
 help:
 	@echo "make test   - install what is missing, then run every test"
 	@echo "make demo   - build and serve the browser demo (PORT=$(PORT))"
 	@echo "make bench  - run the benchmarks and regenerate BENCHMARKS.md"
 	@echo "make fuzz   - fuzz each target for longer (FUZZ_SECONDS=300)"
+	@echo "make install-cli - build the fencelock CLI and install it as $(PREFIX)/bin/fencelock (PREFIX=..., DESTDIR=...)"
 
 setup:
 	@scripts/setup.sh
@@ -53,3 +57,10 @@ cluster:
 
 bench-cluster:
 	@scripts/bench-cluster.sh
+
+# The CLI, release build, installed as $(DESTDIR)$(BINDIR)/fencelock (PREFIX=$$HOME/.local
+# for a user install; DESTDIR for packaging). The build honours CARGO_TARGET_DIR.
+install-cli:
+	cargo build --release --locked -p fencelock-server --bin fencelock
+	install -d "$(DESTDIR)$(BINDIR)"
+	install -m 0755 "$$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/fencelock" "$(DESTDIR)$(BINDIR)/fencelock"

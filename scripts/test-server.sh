@@ -60,7 +60,7 @@ for _ in $(seq 1 100); do [ -n "$("$fl" holder held)" ] && break; sleep 0.1; don
 [ -n "$("$fl" holder held)" ] || { echo "holder shows nothing"; exit 1; }
 set +e; "$fl" lock held --try -- true 2>/dev/null; rc=$?; set -e
 [ "$rc" = 2 ] || { echo "try-lock on a held lock exited $rc, expected 2"; exit 1; }
-kill -TERM "$holder_pid" # the CLI stops the command, releases and exits 130
+kill -TERM "$holder_pid" # the CLI stops the command, releases and exits 143 (128 + SIGTERM)
 set +e; wait "$holder_pid"; set -e
 for _ in $(seq 1 100); do [ -z "$("$fl" holder held)" ] && break; sleep 0.1; done
 [ -z "$("$fl" holder held)" ] || { echo "lock still held after the CLI was stopped"; exit 1; }

@@ -101,6 +101,53 @@ struct Inner {
     connect_lock: tokio::sync::Mutex<()>,
     /// How long one call keeps retrying before giving up.
     retry_for: Duration,
+    /// How long one TCP connect may take.
+    connect_timeout: Duration,
+    /// How long one attempt waits for its reply (membership changes wait longer).
+    reply_timeout: Duration,
+}
+
+/// How long a [`Client`] waits. [`Timeouts::default`] is 2 s per connect, 5 s per reply,
+/// 15 s of retries; [`Timeouts::for_ttl`] derives them from a session's ttl so that a
+/// request never waits longer than the lease can survive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// How long one TCP connect to a node may take before the next node is tried.
+    pub connect: Duration,
+    /// How long one attempt waits for its reply before the connection is dropped and the
+    /// request retried (elsewhere, if the node is gone). Membership changes wait 30 s.
+    pub reply: Duration,
+    /// How long one call keeps retrying (redirects, lost connections, `Unavailable`)
+    /// before it fails with the last error. Checked before each attempt, so a call can
+    /// take up to `retry_for + connect + reply`.
+    pub retry_for: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            connect: Duration::from_secs(2),
+            reply: Duration::from_secs(5),
+            retry_for: Duration::from_secs(15),
+        }
+    }
+}
+
+impl Timeouts {
+    /// Timeouts for a client whose sessions have `ttl_ms`: retries for at most the ttl (a
+    /// keep-alive that cannot get through in a ttl is too late anyway), each reply awaited
+    /// for at most a quarter of it (the keep-alive interval the CLI uses, capped at 5 s), so
+    /// a stalled node is given up on while the lease can still be kept alive through
+    /// another one, and a connect for at most a quarter of it (capped at 2 s). Never
+    /// below 1 ms. Cost: O(1).
+    pub fn for_ttl(ttl_ms: u64) -> Timeouts {
+        let quarter = Duration::from_millis((ttl_ms / 4).max(1));
+        Timeouts {
+            connect: quarter.min(Duration::from_secs(2)),
+            reply: quarter.min(Duration::from_secs(5)),
+            retry_for: Duration::from_millis(ttl_ms.max(1)),
+        }
+    }
 }
 
 /// A connection to a fencelock cluster (cheap to clone; clones share the connection).
@@ -113,6 +160,11 @@ impl Client {
     /// A client for the cluster whose nodes' client addresses are `addrs` (any subset; a
     /// follower redirects to the leader). Connects lazily. Cost: O(1), no I/O.
     pub fn new(addrs: Vec<String>) -> Client {
+        Client::with_timeouts(addrs, Timeouts::default())
+    }
+
+    /// [`Client::new`] with its own [`Timeouts`]. Cost: O(1), no I/O.
+    pub fn with_timeouts(addrs: Vec<String>, timeouts: Timeouts) -> Client {
         let (changed, _) = watch::channel(0);
         let (pushes, _) = broadcast::channel(4096);
         Client {
@@ -125,7 +177,9 @@ impl Client {
                 changed,
                 pushes,
                 connect_lock: tokio::sync::Mutex::new(()),
-                retry_for: Duration::from_secs(15),
+                retry_for: timeouts.retry_for,
+                connect_timeout: timeouts.connect,
+                reply_timeout: timeouts.reply,
             }),
         }
     }
@@ -210,7 +264,7 @@ impl Client {
                 }
             }
         };
-        let sock = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(&addr))
+        let sock = tokio::time::timeout(self.inner.connect_timeout, TcpStream::connect(&addr))
             .await
             .map_err(|_| ClientError::Unavailable(format!("connect to {addr} timed out")))?
             .map_err(|e| ClientError::Unavailable(format!("connect to {addr}: {e}")))?;
@@ -276,7 +330,7 @@ impl Client {
         // request timeouts, 15 s by default): wait longer than the node does.
         let wait = match req {
             Request::AddLearner { .. } | Request::SetVoters { .. } => Duration::from_secs(30),
-            _ => Duration::from_secs(5),
+            _ => self.inner.reply_timeout,
         };
         let id = self.inner.ids.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();

@@ -10,38 +10,103 @@
 //! fencelock set-voters ID[,ID…]             make exactly these nodes the voters
 //! ```
 //! The cluster's client addresses come from `--cluster` or `FENCELOCK_CLUSTER`
-//! (comma-separated; default the three of `make cluster`).
+//! (comma-separated; default the three of `make cluster`). The options `--cluster`,
+//! `--ttl-ms`, `--timeout-ms` and `--connect-timeout-ms` may stand before or after the
+//! subcommand.
+//!
+//! # How `lock` keeps its command inside the lease
+//!
+//! `lock` does not start COMMAND itself: it starts a copy of its own binary in a hidden
+//! mode, the *supervisor* (`fencelock __supervise`), in a new process group, and the
+//! supervisor starts COMMAND in that same group. The supervisor
+//! * makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`), so every descendant of
+//!   COMMAND that is orphaned becomes its child, and it knows that the group is empty when
+//!   it has no children left;
+//! * asks the kernel for SIGTERM when the `lock` process dies (`PR_SET_PDEATHSIG`, set on
+//!   itself after exec, then checks that its parent is still the `lock` process that
+//!   started it, which closes the race with a `lock` that died before that), and also
+//!   polls its parent id every 100 ms;
+//! * on SIGTERM, SIGINT or SIGHUP, or when `lock` is gone, or when COMMAND has ended and
+//!   left processes behind, sends SIGTERM to the group, and SIGKILL to the group (itself
+//!   included) after `--kill-after-ms` if anything is left;
+//! * exits with COMMAND's status (128 + N if a signal N ended it) once nothing is left.
+//!
+//! Every call is a safe one (std, tokio and the `nix` crate's safe wrappers of `prctl`,
+//! `killpg` and `waitpid`): no `unsafe`, no code between `fork` and `exec`.
 
-use std::process::ExitCode;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitCode, ExitStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use fencelock::{Mode, Output};
-use fencelock_server::client::{Acquired, Client, LeaseGuard, Session};
-use fencelock_server::protocol::WaitSpec;
+use fencelock_server::client::{Acquired, Client, LeaseGuard, Session, Timeouts};
+use fencelock_server::protocol::{ClientError, WaitSpec};
 use fencelock_server::types::NodeAddr;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// Exit status when `lock --try` / `--wait-ms` did not get the lock, or `elect` was not
+/// elected.
+const EXIT_NOT_ACQUIRED: u8 = 2;
+/// Exit status when the lease stopped being safe (the command was stopped or not started).
+const EXIT_LEASE_LOST: u8 = 3;
+/// Exit status of a usage error (`EX_USAGE` of BSD's sysexits.h; clap's own 2 would read
+/// as "not acquired").
+const EXIT_USAGE: u8 = 64;
+/// Exit status when the command was not found (as a POSIX shell).
+const EXIT_NOT_FOUND: u8 = 127;
+/// Exit status when the command was found but could not be run (as a POSIX shell).
+const EXIT_CANNOT_RUN: u8 = 126;
+/// The hidden subcommand that runs the supervisor.
+const SUPERVISE: &str = "__supervise";
 
 #[derive(Parser)]
 #[command(about = "fencelock client: locks with fencing tokens on a replicated cluster")]
 struct Args {
+    #[command(flatten)]
+    opts: Opts,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+/// Options every subcommand takes, before or after the subcommand's name.
+#[derive(clap::Args, Clone)]
+struct Opts {
     /// Client addresses of the cluster's nodes, comma-separated.
     #[arg(
         long,
         env = "FENCELOCK_CLUSTER",
-        default_value = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
+        default_value = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103",
+        global = true
     )]
     cluster: String,
-    /// Session time-to-live (ms).
-    #[arg(long, default_value_t = 10_000)]
+    /// Session time-to-live (ms) of `lock` and `elect`.
+    #[arg(long, default_value_t = 10_000, global = true)]
     ttl_ms: u64,
-    #[command(subcommand)]
-    cmd: Cmd,
+    /// How long to keep trying to reach the cluster (ms) before failing (exit 1): for a
+    /// read, the whole command; for `lock` and `elect`, opening the session and each later
+    /// request (capped by the ttl).
+    #[arg(long, default_value_t = 3_000, global = true)]
+    timeout_ms: u64,
+    /// How long one TCP connect to a node may take (ms) before the next node is tried.
+    #[arg(long, default_value_t = 1_000, global = true)]
+    connect_timeout_ms: u64,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a command while holding the lock; stop it if the lease is no longer safe.
+    #[command(
+        after_help = "Exit status: the command's (128+N if signal N ended it; 137 if what it left \
+running had to be killed); 2 not acquired (--try, --wait-ms); 3 the lease was lost; 1 the \
+cluster did not answer or refused; 126/127 the command could not be run / was not found; \
+128+N this process got signal N (SIGINT 130, SIGTERM 143, SIGHUP 129); 64 a usage error.\n\
+The command runs in its own process group: the whole group is stopped (SIGTERM, SIGKILL after \
+--kill-after-ms) when the lease is lost, on a signal, when the command exits, and when this \
+process dies. Every way out but its death closes the session, so the lock passes on at once."
+    )]
     Lock {
         /// The lock.
         name: String,
@@ -51,6 +116,9 @@ enum Cmd {
         /// Try once; exit 2 if the lock is taken.
         #[arg(long = "try")]
         try_only: bool,
+        /// Grace (ms) between SIGTERM and SIGKILL when the command's group is stopped.
+        #[arg(long, default_value_t = 1_000)]
+        kill_after_ms: u64,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -87,42 +155,95 @@ enum Cmd {
         #[arg(value_delimiter = ',', required = true)]
         ids: Vec<u64>,
     },
+    /// Internal: run COMMAND in this process's group and stop the group when told (see the
+    /// crate docs). Started by `lock`; not for direct use.
+    #[command(name = SUPERVISE, hide = true)]
+    Supervise {
+        /// The pid of the `lock` process that started this one.
+        #[arg(long)]
+        parent: u32,
+        /// Grace (ms) between SIGTERM and SIGKILL.
+        #[arg(long)]
+        kill_after_ms: u64,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let args = Args::parse();
-    let client = Client::new(
-        args.cluster
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .collect(),
-    );
-    let res: Result<ExitCode, Box<dyn std::error::Error>> = match args.cmd {
-        Cmd::Holder { name } => client
-            .holders(&name)
-            .await
-            .map(|hs| {
-                for h in hs {
-                    println!("{} {} {}", h.session.0, h.mode, h.token.0);
-                }
-                ExitCode::SUCCESS
-            })
-            .map_err(Into::into),
-        Cmd::Queue { name } => client
-            .waiters(&name)
-            .await
-            .map(|ws| {
-                for w in ws {
-                    println!("{} {}", w.session.0, w.mode);
-                }
-                ExitCode::SUCCESS
-            })
-            .map_err(Into::into),
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::SUCCESS // --help, --version
+            };
+        }
+    };
+    // One thread: the supervisor is spawned from the main thread, and PR_SET_PDEATHSIG
+    // fires when the thread that spawned it ends, which must be when this process ends.
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("fencelock: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let opts = args.opts;
+    let res = rt.block_on(run(&opts, args.cmd));
+    match res {
+        Ok(code) => code,
+        Err(e) => {
+            match e.downcast_ref::<ClientError>() {
+                Some(ClientError::Unavailable(m)) => eprintln!(
+                    "fencelock: no node of {} answered within {} ms (last: {m})",
+                    opts.cluster, opts.timeout_ms
+                ),
+                Some(ClientError::NotLeader { .. }) => eprintln!(
+                    "fencelock: no leader among {} within {} ms",
+                    opts.cluster, opts.timeout_ms
+                ),
+                _ => eprintln!("fencelock: {e}"),
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
+    match cmd {
+        Cmd::Supervise {
+            parent,
+            kill_after_ms,
+            command,
+        } => Ok(supervise(parent, Duration::from_millis(kill_after_ms), &command).await),
+        Cmd::Holder { name } => {
+            let hs = opts.deadline(opts.client().holders(&name)).await?;
+            for h in hs {
+                println!("{} {} {}", h.session.0, h.mode, h.token.0);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Queue { name } => {
+            let ws = opts.deadline(opts.client().waiters(&name)).await?;
+            for w in ws {
+                println!("{} {}", w.session.0, w.mode);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Lock {
             name,
             wait_ms,
             try_only,
+            kill_after_ms,
             command,
         } => {
             let wait = match (try_only, wait_ms) {
@@ -130,71 +251,210 @@ async fn main() -> ExitCode {
                 (false, Some(ms)) => WaitSpec::ForMs(ms),
                 (false, None) => WaitSpec::Forever,
             };
-            lock(&client, args.ttl_ms, &name, wait, &command).await
+            let kill_after = Duration::from_millis(kill_after_ms);
+            lock(opts, &name, wait, kill_after, &command).await
         }
-        Cmd::Elect { name } => elect(&client, args.ttl_ms, &name).await,
-        Cmd::Members => client
-            .members()
-            .await
-            .map(|(voters, learners)| {
-                for (kind, list) in [("voter", voters), ("learner", learners)] {
-                    for (id, a) in list {
-                        println!("{kind} {id} {} {}", a.raft, a.client);
-                    }
+        Cmd::Elect { name } => elect(opts, &name).await,
+        Cmd::Members => {
+            let (voters, learners) = opts.deadline(opts.client().members()).await?;
+            for (kind, list) in [("voter", voters), ("learner", learners)] {
+                for (id, a) in list {
+                    println!("{kind} {id} {} {}", a.raft, a.client);
                 }
-                ExitCode::SUCCESS
-            })
-            .map_err(Into::into),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        // A membership change may wait for a learner to catch up: no overall deadline.
         Cmd::AddLearner {
             id,
             raft,
             client: c,
-        } => client
-            .add_learner(id, NodeAddr { raft, client: c })
-            .await
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(Into::into),
-        Cmd::SetVoters { ids } => client
-            .set_voters(ids)
-            .await
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(Into::into),
-    };
-    match res {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("fencelock: {e}");
-            ExitCode::from(1)
+        } => {
+            opts.client()
+                .add_learner(id, NodeAddr { raft, client: c })
+                .await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::SetVoters { ids } => {
+            opts.client().set_voters(ids).await?;
+            Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-async fn open(
-    client: &Client,
-    ttl_ms: u64,
-) -> Result<(Arc<Session>, LeaseGuard), Box<dyn std::error::Error>> {
+impl Opts {
+    fn addrs(&self) -> Vec<String> {
+        self.cluster
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms)
+    }
+
+    /// A client for reads and membership changes: retries for `--timeout-ms`.
+    fn client(&self) -> Client {
+        Client::with_timeouts(
+            self.addrs(),
+            Timeouts {
+                connect: self.connect_timeout(),
+                reply: self.timeout().min(Timeouts::default().reply),
+                retry_for: self.timeout(),
+            },
+        )
+    }
+
+    /// A client for a session of `--ttl-ms`: [`Timeouts::for_ttl`], each bound lowered to
+    /// the command line's where that is smaller.
+    fn session_client(&self) -> Client {
+        let mut t = Timeouts::for_ttl(self.ttl_ms);
+        t.connect = t.connect.min(self.connect_timeout());
+        t.retry_for = t.retry_for.min(self.timeout());
+        Client::with_timeouts(self.addrs(), t)
+    }
+
+    /// `f`, failing with `Unavailable` if it has not finished after `--timeout-ms` plus
+    /// one connect timeout (the client's own retries end first and report their cause;
+    /// this bound catches a node that accepts connections but never answers).
+    async fn deadline<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
+        match tokio::time::timeout(self.timeout() + self.connect_timeout(), f).await {
+            Ok(r) => r,
+            Err(_) => Err(ClientError::Unavailable("no reply".into())),
+        }
+    }
+}
+
+/// The signals that make `lock` and `elect` clean up and exit: SIGINT, SIGTERM, SIGHUP.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers (from now on these signals no longer end the process).
+    fn new() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next signal to arrive.
+    async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.int.recv() => Signal::SIGINT,
+            _ = self.term.recv() => Signal::SIGTERM,
+            _ = self.hup.recv() => Signal::SIGHUP,
+        }
+    }
+}
+
+/// 128 + the signal's number, as a shell reports a process that a signal ended.
+fn by_signal(sig: Signal) -> ExitCode {
+    ExitCode::from(128u8.saturating_add(sig as i32 as u8))
+}
+
+async fn open(opts: &Opts, client: &Client) -> Res<(Arc<Session>, LeaseGuard)> {
+    let ttl_ms = opts.ttl_ms;
     let opened_at = Instant::now();
-    let session = Arc::new(client.open_session(ttl_ms).await?);
-    let guard = LeaseGuard::start(session.clone(), ttl_ms, ttl_ms / 4, ttl_ms / 5, opened_at)
-        .map_err(|e| format!("ttl too small: {e}"))?;
-    Ok((session, guard))
+    let session = Arc::new(opts.deadline(client.open_session(ttl_ms)).await?);
+    match LeaseGuard::start(session.clone(), ttl_ms, ttl_ms / 4, ttl_ms / 5, opened_at) {
+        Ok(guard) => Ok((session, guard)),
+        Err(e) => {
+            end_session(opts, &session).await;
+            Err(format!("ttl too small: {e}").into())
+        }
+    }
+}
+
+/// Closes the session (which releases its holds and ends its waits: the lock goes to the
+/// next waiter at once), waiting at most `--timeout-ms`; says so if that failed.
+async fn end_session(opts: &Opts, session: &Session) {
+    match tokio::time::timeout(opts.timeout(), session.close()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!(
+            "fencelock: could not close session {} ({e}); what it holds is freed when it expires ({} ms after its last keep-alive)",
+            session.id(),
+            opts.ttl_ms
+        ),
+        Err(_) => eprintln!(
+            "fencelock: could not close session {} within {} ms; what it holds is freed when it expires ({} ms after its last keep-alive)",
+            session.id(),
+            opts.timeout_ms,
+            opts.ttl_ms
+        ),
+    }
+}
+
+/// How the command's run ended.
+enum Ended {
+    /// The supervisor exited (with the command's status, or killed by a signal).
+    Exited(std::io::Result<ExitStatus>),
+    /// This process got a signal; the command's group was stopped.
+    Signal(Signal),
+    /// The lease stopped being safe; the command's group was stopped.
+    LeaseLost,
 }
 
 async fn lock(
-    client: &Client,
-    ttl_ms: u64,
+    opts: &Opts,
     name: &str,
     wait: WaitSpec,
+    kill_after: Duration,
     command: &[String],
-) -> Result<ExitCode, Box<dyn std::error::Error>> {
+) -> Res<ExitCode> {
+    let mut signals = Signals::new()?;
+    let client = opts.session_client();
     let mut pushes = client.subscribe();
-    let (session, guard) = open(client, ttl_ms).await?;
-    let token = match session.acquire(name, Mode::Exclusive, wait).await? {
-        Acquired::Granted(t) => t,
-        other => {
-            eprintln!("fencelock: lock {name} not acquired: {other:?}");
-            let _ = session.close().await;
-            return Ok(ExitCode::from(2));
+    let (session, guard) = tokio::select! {
+        r = open(opts, &client) => r?,
+        // A session the cluster opened meanwhile holds nothing and expires by itself.
+        sig = signals.recv() => return Ok(by_signal(sig)),
+    };
+    let acquired = tokio::select! {
+        r = session.acquire(name, Mode::Exclusive, wait) => r,
+        sig = signals.recv() => {
+            // Closing ends the wait (and frees a grant made in the meantime).
+            eprintln!("fencelock: {sig} while waiting for {name}; leaving the queue");
+            end_session(opts, &session).await;
+            return Ok(by_signal(sig));
+        }
+    };
+    let token = match acquired {
+        Ok(Acquired::Granted(t)) => t,
+        Ok(a @ (Acquired::Busy | Acquired::TimedOut)) => {
+            let why = if a == Acquired::Busy {
+                "it is taken"
+            } else {
+                "the wait timed out"
+            };
+            eprintln!("fencelock: lock {name} not acquired: {why}");
+            end_session(opts, &session).await;
+            return Ok(ExitCode::from(EXIT_NOT_ACQUIRED));
+        }
+        Ok(Acquired::HoldEnded(_) | Acquired::SessionLost) => {
+            eprintln!(
+                "fencelock: the session ended before {name} was held; not running the command"
+            );
+            end_session(opts, &session).await;
+            return Ok(ExitCode::from(EXIT_LEASE_LOST));
+        }
+        Err(e) => {
+            end_session(opts, &session).await;
+            return Err(e.into());
         }
     };
     // The grant may arrive after the lease stopped being safe (a slow wait, a pause): then
@@ -203,35 +463,31 @@ async fn lock(
         eprintln!(
             "fencelock: granted {name} but the lease is no longer safe; not running the command"
         );
-        let _ = tokio::time::timeout(Duration::from_secs(2), async {
-            let _ = session.release(name).await;
-            let _ = session.close().await;
-        })
-        .await;
-        return Ok(ExitCode::from(3));
+        end_session(opts, &session).await;
+        return Ok(ExitCode::from(EXIT_LEASE_LOST));
     }
     eprintln!("fencelock: holding {name} with token {}", token.0);
-    let mut child = tokio::process::Command::new(&command[0])
-        .args(&command[1..])
-        .env("FENCELOCK_TOKEN", token.0.to_string())
-        .env("FENCELOCK_SESSION", session.id().to_string())
-        .env("FENCELOCK_LOCK", name)
-        .spawn()?;
+    let spawned = supervisor(kill_after, command).and_then(|mut c| {
+        c.env("FENCELOCK_TOKEN", token.0.to_string())
+            .env("FENCELOCK_SESSION", session.id().to_string())
+            .env("FENCELOCK_LOCK", name)
+            .spawn()
+    });
+    let mut sup = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            end_session(opts, &session).await;
+            return Err(format!("cannot start the supervisor: {e}").into());
+        }
+    };
     let mut check = tokio::time::interval(Duration::from_millis(20));
-    let stop_signal = interrupted();
-    tokio::pin!(stop_signal);
-    let status = loop {
+    let ended = loop {
         tokio::select! {
-            st = child.wait() => break Some(st?),
-            _ = &mut stop_signal => {
-                eprintln!("fencelock: interrupted; stopping the command and releasing {name}");
-                stop(&mut child).await;
-                let _ = tokio::time::timeout(Duration::from_secs(5), async {
-                    let _ = session.release(name).await;
-                    let _ = session.close().await;
-                })
-                .await;
-                return Ok(ExitCode::from(130));
+            st = sup.wait() => break Ended::Exited(st),
+            sig = signals.recv() => {
+                eprintln!("fencelock: {sig}; stopping the command and releasing {name}");
+                stop(&mut sup, kill_after).await;
+                break Ended::Signal(sig);
             }
             p = pushes.recv() => {
                 if let Ok(Output::Released { session: s, lock, .. }) = p {
@@ -243,81 +499,214 @@ async fn lock(
             _ = check.tick() => {}
         }
         if !guard.may_act() {
-            break None;
+            eprintln!("fencelock: lease on {name} no longer safe; stopping the command");
+            stop(&mut sup, kill_after).await;
+            break Ended::LeaseLost;
         }
     };
-    let Some(status) = status else {
-        eprintln!("fencelock: lease on {name} no longer safe; stopping the command");
-        stop(&mut child).await;
-        // Best effort: the cluster may be unreachable, and the session expires anyway.
-        let _ = tokio::time::timeout(Duration::from_secs(2), session.close()).await;
-        return Ok(ExitCode::from(3));
-    };
-    let _ = session.release(name).await;
-    let _ = session.close().await;
-    Ok(ExitCode::from(
-        status.code().unwrap_or(1).clamp(0, 255) as u8
-    ))
+    drop(guard); // no keep-alive may race the close
+    end_session(opts, &session).await;
+    Ok(match ended {
+        Ended::LeaseLost => ExitCode::from(EXIT_LEASE_LOST),
+        Ended::Signal(sig) => by_signal(sig),
+        Ended::Exited(Ok(st)) => match (st.code(), st.signal()) {
+            (Some(c), _) => ExitCode::from(c.clamp(0, 255) as u8),
+            (None, Some(s)) => ExitCode::from(128u8.saturating_add(s.clamp(0, 127) as u8)),
+            (None, None) => ExitCode::from(1),
+        },
+        Ended::Exited(Err(e)) => return Err(format!("waiting for the command: {e}").into()),
+    })
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn interrupted() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(t) => t,
-        Err(_) => return std::future::pending().await,
+/// The command that starts the supervisor of `command` in a new process group: this very
+/// binary (`/proc/self/exe` on Linux, so a binary replaced on disk meanwhile still runs as
+/// the same version), in its hidden mode.
+fn supervisor(
+    kill_after: Duration,
+    command: &[String],
+) -> std::io::Result<tokio::process::Command> {
+    let exe = if cfg!(target_os = "linux") {
+        std::path::PathBuf::from("/proc/self/exe")
+    } else {
+        std::env::current_exe()?
     };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let mut c = tokio::process::Command::new(exe);
+    c.arg0("fencelock")
+        .arg(SUPERVISE)
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        .arg("--kill-after-ms")
+        .arg(kill_after.as_millis().to_string())
+        .arg("--")
+        .args(command)
+        .process_group(0);
+    Ok(c)
+}
+
+/// Stops the supervisor's group: SIGTERM to the group (the supervisor then waits until
+/// every process of it is gone, SIGKILLing the rest after `kill_after`); if the
+/// supervisor itself has not exited a second after that, SIGKILL to the group.
+async fn stop(sup: &mut tokio::process::Child, kill_after: Duration) {
+    let Some(pid) = sup.id() else {
+        return; // already exited and reaped
+    };
+    let group = Pid::from_raw(pid as i32);
+    let _ = killpg(group, Signal::SIGTERM);
+    if tokio::time::timeout(kill_after + Duration::from_secs(1), sup.wait())
+        .await
+        .is_err()
+    {
+        let _ = killpg(group, Signal::SIGKILL);
+        let _ = sup.wait().await;
     }
 }
 
-async fn stop(child: &mut tokio::process::Child) {
-    if let Some(pid) = child.id() {
-        // SIGTERM first, SIGKILL after a second.
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-        if tokio::time::timeout(Duration::from_secs(1), child.wait())
-            .await
-            .is_ok()
-        {
+/// The supervisor (hidden subcommand): see the crate docs. Returns the command's status,
+/// 126/127 if it could not be started, 1 if `parent` is no longer this process's parent.
+async fn supervise(parent: u32, kill_after: Duration, command: &[String]) -> ExitCode {
+    use nix::errno::Errno;
+    use nix::sys::wait::{waitpid, WaitStatus};
+    use std::os::unix::process::parent_id;
+
+    // Catch the stop signals first: from here on they mean "stop the group".
+    let mut signals = match Signals::new() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("fencelock: supervisor: cannot catch signals: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    #[cfg(target_os = "linux")]
+    {
+        // SIGTERM to this process when `lock` dies; orphans of the command come here.
+        // Should either call fail, the parent poll below still notices `lock`'s death,
+        // and the group is still signalled; only the wait for orphans would end early.
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
+        let _ = nix::sys::prctl::set_child_subreaper(true);
+    }
+    if parent_id() != parent {
+        return ExitCode::from(1); // `lock` died before the death signal was armed
+    }
+    let group = nix::unistd::getpgrp();
+    let child = match std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fencelock: cannot run {}: {}", command[0], describe(&e));
+            return ExitCode::from(match e.kind() {
+                std::io::ErrorKind::NotFound => EXIT_NOT_FOUND,
+                _ => EXIT_CANNOT_RUN,
+            });
+        }
+    };
+    let command_pid = child.id() as i32;
+    drop(child); // reaped below, with every orphan (a std Child does nothing on drop)
+                 // Reaps every child (the command and the orphans that came here) and reports
+                 // (pid, status as a shell would print it); `None` once there is no child left.
+    let (tx, mut reaped) = tokio::sync::mpsc::unbounded_channel::<Option<(i32, i32)>>();
+    std::thread::spawn(move || loop {
+        let event = match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) => Some((pid.as_raw(), code)),
+            Ok(WaitStatus::Signaled(pid, sig, _)) => Some((pid.as_raw(), 128 + sig as i32)),
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(_) => None, // ECHILD: nobody left
+        };
+        let last = event.is_none();
+        if tx.send(event).is_err() || last {
             return;
         }
+    });
+    let mut status: Option<i32> = None;
+    let mut kill_at: Option<tokio::time::Instant> = None;
+    let mut poll = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        let stop = tokio::select! {
+            r = reaped.recv() => match r {
+                Some(Some((pid, code))) => {
+                    if pid == command_pid {
+                        status = Some(code);
+                        true // whatever it left behind does not outlive it
+                    } else {
+                        false
+                    }
+                }
+                // No process of the group is left.
+                _ => return ExitCode::from(status.unwrap_or(1).clamp(0, 255) as u8),
+            },
+            _ = signals.recv() => true,
+            _ = poll.tick() => parent_id() != parent,
+            _ = sleep_until(kill_at) => {
+                let _ = killpg(group, Signal::SIGKILL); // this process included
+                continue;
+            }
+        };
+        if stop && kill_at.is_none() {
+            let _ = killpg(group, Signal::SIGTERM);
+            kill_at = Some(tokio::time::Instant::now() + kill_after);
+        }
     }
-    let _ = child.kill().await;
 }
 
-async fn elect(
-    client: &Client,
-    ttl_ms: u64,
-    name: &str,
-) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let (session, guard) = open(client, ttl_ms).await?;
-    match session
-        .acquire(name, Mode::Exclusive, WaitSpec::Forever)
-        .await?
-    {
-        Acquired::Granted(t) => println!("epoch {}", t.0),
-        other => {
+/// Sleeps until `t`, or forever if there is none.
+async fn sleep_until(t: Option<tokio::time::Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// An I/O error as a shell says it: "No such file or directory", without " (os error 2)".
+fn describe(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
+    let mut signals = Signals::new()?;
+    let client = opts.session_client();
+    let (session, guard) = tokio::select! {
+        r = open(opts, &client) => r?,
+        sig = signals.recv() => return Ok(by_signal(sig)),
+    };
+    let acquired = tokio::select! {
+        r = session.acquire(name, Mode::Exclusive, WaitSpec::Forever) => r,
+        sig = signals.recv() => {
+            end_session(opts, &session).await;
+            return Ok(by_signal(sig));
+        }
+    };
+    match acquired {
+        Ok(Acquired::Granted(t)) => println!("epoch {}", t.0),
+        Ok(other) => {
             eprintln!("fencelock: not elected: {other:?}");
-            return Ok(ExitCode::from(2));
+            end_session(opts, &session).await;
+            return Ok(ExitCode::from(EXIT_NOT_ACQUIRED));
+        }
+        Err(e) => {
+            end_session(opts, &session).await;
+            return Err(e.into());
         }
     }
     let mut check = tokio::time::interval(Duration::from_millis(50));
-    let stop_signal = interrupted();
-    tokio::pin!(stop_signal);
     loop {
         tokio::select! {
-            _ = &mut stop_signal => {
-                let _ = session.release(name).await;
-                let _ = session.close().await;
+            _ = signals.recv() => {
+                // Resigning on request is the normal end of `elect`.
+                drop(guard);
+                end_session(opts, &session).await;
                 return Ok(ExitCode::SUCCESS);
             }
             _ = check.tick() => {
                 if !guard.may_act() {
                     eprintln!("fencelock: leadership lease lost");
-                    return Ok(ExitCode::from(3));
+                    drop(guard);
+                    end_session(opts, &session).await;
+                    return Ok(ExitCode::from(EXIT_LEASE_LOST));
                 }
             }
         }

@@ -1,0 +1,674 @@
+//! The `fencelock` CLI as a user runs it: real `fencelock` processes against a real
+//! one-node cluster (a `fencelock-node` process on 127.0.0.1), one test per failure path of
+//! `lock`. Each checks that the lock is free (or granted to the next waiter) when the CLI
+//! has exited — the sessions here live 60 s, so a lock left to expire would still be held —
+//! and that no process of the command is left.
+//!
+//! The tests run one at a time (a process-wide mutex): their bounds on how soon the next
+//! waiter gets the lock must not depend on how many other clusters start meanwhile.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const NODE: &str = env!("CARGO_BIN_EXE_fencelock-node");
+const CLI: &str = env!("CARGO_BIN_EXE_fencelock");
+/// A ttl no test waits out: a lock still held at a check was not released by the CLI.
+const LONG_TTL: &str = "60000";
+/// How soon, after the CLI holding a lock is told to stop, the next waiter must have run
+/// its command and exited: "at once", as opposed to a ttl later.
+const PROMPT: Duration = Duration::from_secs(1);
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A loopback port that is free now, drawn from 20000–31999 (below Linux's ephemeral range
+/// 32768–60999, so no outgoing connection takes it before the node binds it) and never handed
+/// out twice in this process.
+fn free_port() -> u16 {
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut x = (nanos ^ (u64::from(std::process::id()) << 32)) | 1;
+    for _ in 0..1000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let port = 20_000 + (x % 12_000) as u16;
+        if given.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
+            return port;
+        }
+    }
+    panic!("no free loopback port in 20000-31999 after 1000 tries")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let d = std::env::temp_dir().join(format!(
+        "fencelock-cli-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// Waits (bounded) until `f` holds; panics with `what` otherwise.
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (bounded) for `child` to exit.
+fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("process {} did not exit within {limit:?}", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// True while `pid` runs (a zombie no longer runs: the supervisor of a killed CLI is
+/// reparented, and the reaper of the machine may be slow).
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.trim().chars().next());
+            !matches!(state, Some('Z' | 'X'))
+        }
+        Err(_) => false,
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// Reads a pid the command wrote to `path`, waiting (bounded) for it.
+fn read_pid(path: &Path) -> u32 {
+    u32::try_from(read_number(path)).expect("a pid")
+}
+
+/// Reads a number the command wrote to `path`, waiting (bounded) for it.
+fn read_number(path: &Path) -> u64 {
+    let mut pid = None;
+    wait_until(
+        &format!("{} written", path.display()),
+        Duration::from_secs(20),
+        || {
+            pid = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            pid.is_some()
+        },
+    );
+    pid.unwrap_or_default()
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut s);
+    }
+    s
+}
+
+/// A one-node cluster in a `fencelock-node` process.
+struct Node {
+    dir: PathBuf,
+    args: Vec<String>,
+    client: String,
+    proc: Option<Child>,
+}
+
+impl Node {
+    fn start(name: &str) -> Node {
+        let dir = temp_dir(name);
+        let (raft, client) = (free_port(), free_port());
+        let args = vec![
+            "--id".into(),
+            "1".into(),
+            "--dir".into(),
+            dir.join("n1").display().to_string(),
+            "--peer".into(),
+            format!("1=127.0.0.1:{raft}/127.0.0.1:{client}"),
+            "--init".into(),
+            "--grace-ms".into(),
+            "100".into(),
+        ];
+        let mut n = Node {
+            dir,
+            args,
+            client: format!("127.0.0.1:{client}"),
+            proc: None,
+        };
+        n.boot();
+        n
+    }
+
+    /// Starts the node process (again, on the same data) and waits until it answers.
+    fn boot(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("node.log"))
+            .expect("node log");
+        self.proc = Some(
+            Command::new(NODE)
+                .args(&self.args)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start fencelock-node"),
+        );
+        wait_until("the node answers", Duration::from_secs(30), || {
+            self.cli(&["holder", "probe"])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+    }
+
+    /// The CLI with this cluster's address (after the subcommand, as the README writes it).
+    fn cli(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(CLI);
+        c.env_remove("FENCELOCK_CLUSTER")
+            .current_dir(&self.dir)
+            .args(args)
+            .args(["--cluster", &self.client])
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `fencelock lock NAME --ttl-ms 60000 -- sh -c SCRIPT`, with stderr captured.
+    fn lock(&self, name: &str, script: &str) -> Child {
+        self.cli(&["lock", name, "--ttl-ms", LONG_TTL])
+            .args(["--", "sh", "-c", script])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start fencelock lock")
+    }
+
+    fn read(&self, what: &str, name: &str) -> String {
+        let out: Output = self.cli(&[what, name]).output().expect("fencelock read");
+        assert!(
+            out.status.success(),
+            "fencelock {what} {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn holder(&self, name: &str) -> String {
+        self.read("holder", name)
+    }
+
+    fn queue(&self, name: &str) -> String {
+        self.read("queue", name)
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A shell script that starts a grandchild (`sleep 60`, its pid in `gc`), writes its own
+/// pid to `cmd`, and waits.
+const WITH_GRANDCHILD: &str = "sleep 60 & echo $! > gc; echo $$ > cmd; wait";
+
+#[test]
+fn a_command_that_cannot_start_is_named_and_the_lock_freed() {
+    let _s = serial();
+    let n = Node::start("nostart");
+    let mut c = n
+        .cli(&["lock", "jobs/reindex", "--ttl-ms", LONG_TTL])
+        .args(["--", "./missing.sh"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_exit(&mut c, Duration::from_secs(20));
+    let err = stderr_of(&mut c);
+    assert_eq!(st.code(), Some(127), "stderr: {err}");
+    assert!(
+        err.contains("fencelock: cannot run ./missing.sh: No such file or directory"),
+        "stderr: {err}"
+    );
+    assert_eq!(n.holder("jobs/reindex"), "", "lock left held");
+
+    std::fs::write(n.path("not-executable.sh"), "#!/bin/sh\n").unwrap();
+    let mut c = n
+        .cli(&["lock", "jobs/reindex", "--ttl-ms", LONG_TTL])
+        .args(["--", "./not-executable.sh"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_exit(&mut c, Duration::from_secs(20));
+    let err = stderr_of(&mut c);
+    assert_eq!(st.code(), Some(126), "stderr: {err}");
+    assert!(
+        err.contains("fencelock: cannot run ./not-executable.sh: Permission denied"),
+        "stderr: {err}"
+    );
+    assert_eq!(n.holder("jobs/reindex"), "", "lock left held");
+}
+
+#[test]
+fn a_signal_while_queued_leaves_the_queue() {
+    let _s = serial();
+    let n = Node::start("queued");
+    let mut holder = n.lock("L", "echo $$ > cmd; exec sleep 60");
+    let cmd = read_pid(&n.path("cmd"));
+    for (sig, code) in [("-TERM", 143), ("-INT", 130), ("-HUP", 129)] {
+        let mut waiter = n.lock("L", "touch waiter-ran");
+        wait_until("the waiter queued", Duration::from_secs(20), || {
+            !n.queue("L").is_empty()
+        });
+        signal(waiter.id(), sig);
+        let st = wait_exit(&mut waiter, Duration::from_secs(20));
+        assert_eq!(st.code(), Some(code), "waiter after {sig}: {st:?}");
+        assert_eq!(n.queue("L"), "", "the waiter stayed queued after {sig}");
+    }
+    // The next waiter gets the lock at once when the holder is stopped; no dead waiter ran.
+    let mut next = n.lock("L", "touch next-ran");
+    wait_until("the next waiter queued", Duration::from_secs(20), || {
+        !n.queue("L").is_empty()
+    });
+    let t0 = Instant::now();
+    signal(holder.id(), "-TERM");
+    assert_eq!(wait_exit(&mut holder, PROMPT).code(), Some(143));
+    assert!(!running(cmd), "the holder's command still runs");
+    let st = wait_exit(&mut next, PROMPT.saturating_sub(t0.elapsed()));
+    assert!(st.success(), "next waiter: {st:?} {}", stderr_of(&mut next));
+    eprintln!(
+        "next waiter ran and exited {:?} after SIGTERM to the holder",
+        t0.elapsed()
+    );
+    assert!(n.path("next-ran").exists());
+    assert!(
+        !n.path("waiter-ran").exists(),
+        "a signalled waiter ran its command"
+    );
+    assert_eq!(n.holder("L"), "");
+}
+
+#[test]
+fn a_signal_while_holding_stops_the_group_and_passes_the_lock_on() {
+    let _s = serial();
+    let n = Node::start("holding");
+    for (sig, code) in [("-TERM", 143), ("-INT", 130)] {
+        let _ = std::fs::remove_file(n.path("gc"));
+        let _ = std::fs::remove_file(n.path("cmd"));
+        let mut holder = n.lock("L", WITH_GRANDCHILD);
+        let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
+        let mut next = n.lock("L", "true");
+        wait_until("the next waiter queued", Duration::from_secs(20), || {
+            !n.queue("L").is_empty()
+        });
+        let t0 = Instant::now();
+        signal(holder.id(), sig);
+        assert_eq!(wait_exit(&mut holder, PROMPT).code(), Some(code));
+        assert!(!running(cmd), "command still runs after {sig}");
+        assert!(!running(gc), "grandchild still runs after {sig}");
+        let st = wait_exit(&mut next, PROMPT.saturating_sub(t0.elapsed()));
+        assert!(st.success(), "next waiter: {st:?}");
+        eprintln!("{sig}: next waiter ran and exited {:?} later", t0.elapsed());
+        assert_eq!(n.holder("L"), "");
+    }
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
+    let _s = serial();
+    let n = Node::start("ignores");
+    let mut holder = n
+        .cli(&["lock", "L", "--ttl-ms", LONG_TTL, "--kill-after-ms", "300"])
+        .args(["--", "sh", "-c"])
+        .arg(format!("trap '' TERM; {WITH_GRANDCHILD}"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
+    signal(holder.id(), "-TERM");
+    let st = wait_exit(&mut holder, Duration::from_secs(10));
+    assert_eq!(st.code(), Some(143));
+    assert!(!running(cmd) && !running(gc), "SIGKILL did not follow");
+    assert_eq!(n.holder("L"), "");
+}
+
+#[test]
+fn a_lost_lease_stops_the_command_and_its_grandchild() {
+    let _s = serial();
+    let mut n = Node::start("leaselost");
+    let mut holder = n
+        .cli(&["lock", "L", "--ttl-ms", "1500"])
+        .args(["--", "sh", "-c", WITH_GRANDCHILD])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
+    n.kill9(); // the connection is lost and no node answers again
+    let st = wait_exit(&mut holder, Duration::from_secs(15));
+    let err = stderr_of(&mut holder);
+    assert_eq!(st.code(), Some(3), "stderr: {err}");
+    assert!(err.contains("no longer safe"), "stderr: {err}");
+    assert!(!running(cmd), "command still runs after the lease was lost");
+    assert!(
+        !running(gc),
+        "grandchild still runs after the lease was lost"
+    );
+}
+
+#[test]
+fn killing_the_cli_stops_the_command_and_its_grandchild() {
+    let _s = serial();
+    let n = Node::start("kill9");
+    let mut holder = n.lock("L", WITH_GRANDCHILD);
+    let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
+    signal(holder.id(), "-KILL");
+    let _ = holder.wait();
+    wait_until(
+        "the command and its grandchild stopped after kill -9 of the CLI",
+        PROMPT,
+        || !running(cmd) && !running(gc),
+    );
+}
+
+#[test]
+fn a_lost_connection_is_reconnected_within_the_lease() {
+    let _s = serial();
+    let mut n = Node::start("reconnect");
+    let mut holder = n
+        .cli(&["lock", "L", "--ttl-ms", "10000"])
+        .args(["--", "sh", "-c", "echo $$ > cmd; sleep 4; echo done > out"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    read_pid(&n.path("cmd"));
+    let before = n.holder("L");
+    assert!(!before.is_empty());
+    n.kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    n.boot(); // same data: the session and its hold survive
+    assert_eq!(n.holder("L"), before, "the hold changed across the restart");
+    let st = wait_exit(&mut holder, Duration::from_secs(20));
+    assert!(st.success(), "{st:?}: {}", stderr_of(&mut holder));
+    assert_eq!(
+        std::fs::read_to_string(n.path("out")).unwrap_or_default(),
+        "done\n"
+    );
+    assert_eq!(n.holder("L"), "");
+}
+
+#[test]
+fn no_cluster_fails_fast_and_clearly() {
+    let _s = serial();
+    let dir = temp_dir("nocluster");
+    let nobody = format!("127.0.0.1:{},127.0.0.1:{}", free_port(), free_port());
+    let run = |args: &[&str]| {
+        let t0 = Instant::now();
+        let out = Command::new(CLI)
+            .env_remove("FENCELOCK_CLUSTER")
+            .current_dir(&dir)
+            .args(args)
+            .output()
+            .unwrap();
+        (out, t0.elapsed())
+    };
+    // Default deadline: --timeout-ms 3000 (plus one connect timeout at most).
+    let (out, took) = run(&["--cluster", &nobody, "holder", "x"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("no node of {nobody} answered within 3000 ms")),
+        "{err}"
+    );
+    assert!(err.contains("Connection refused"), "{err}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    let (out, took) = run(&[
+        "lock",
+        "x",
+        "--cluster",
+        &nobody,
+        "--timeout-ms",
+        "500",
+        "--",
+        "touch",
+        "ran",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!dir.join("ran").exists(), "the command ran without a lock");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+
+    // A node that accepts connections but never answers: the overall deadline ends it.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let (out, took) = run(&["holder", "x", "--cluster", &addr, "--timeout-ms", "1000"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    drop(silent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn options_follow_the_subcommand_and_usage_errors_exit_64() {
+    let _s = serial();
+    let n = Node::start("options");
+    let mut c = n
+        .cli(&["lock", "L", "--ttl-ms", "4321"])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo $FENCELOCK_SESSION > sid; exec sleep 60",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sid = read_number(&n.path("sid"));
+    let client = fencelock_server::client::Client::new(vec![n.client.clone()]);
+    let info = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(client.session_info(sid))
+        .unwrap()
+        .expect("the session exists");
+    assert_eq!(info.ttl, 4321, "--ttl-ms after the subcommand was not used");
+    signal(c.id(), "-TERM");
+    wait_exit(&mut c, Duration::from_secs(10));
+
+    let st = n
+        .cli(&["lock", "L", "--no-such-option", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(64));
+    let st = n.cli(&["lock", "L"]).output().unwrap();
+    assert_eq!(st.status.code(), Some(64), "a lock without a command");
+}
+
+#[test]
+fn what_the_command_leaves_running_is_stopped_when_it_exits() {
+    let _s = serial();
+    let n = Node::start("leftover");
+    let mut holder = n.lock("L", "sleep 60 & echo $! > gc");
+    let st = wait_exit(&mut holder, Duration::from_secs(20));
+    assert!(st.success(), "{st:?}");
+    let gc = read_pid(&n.path("gc"));
+    assert!(!running(gc), "a background process outlived the lock");
+    assert_eq!(n.holder("L"), "");
+}
+
+/// Which of `clients` serves a linearizable read (the leader), asked over the wire.
+fn leader_of(clients: &[String]) -> Option<usize> {
+    use fencelock_server::frame;
+    use fencelock_server::protocol::{ClientFrame, Reply, Request, ServerFrame};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async {
+        for (i, addr) in clients.iter().enumerate() {
+            let Ok(Ok(mut s)) =
+                tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(addr))
+                    .await
+            else {
+                continue;
+            };
+            let req = ClientFrame {
+                id: 1,
+                req: Request::Holders { lock: "x".into() },
+            };
+            if frame::write(&mut s, &req).await.is_err() {
+                continue;
+            }
+            let r = tokio::time::timeout(
+                Duration::from_secs(3),
+                frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME),
+            )
+            .await;
+            if let Ok(Ok(Some(ServerFrame::Reply {
+                result: Ok(Reply::Holders(_)),
+                ..
+            }))) = r
+            {
+                return Some(i);
+            }
+        }
+        None
+    })
+}
+
+/// A leader that stops answering (SIGSTOP: its connections stay open, nothing comes back)
+/// must not cost a session its lease when a new leader takes over in time: the CLI gives
+/// up on a reply after ttl/4 and retries elsewhere. With a fixed 5 s reply wait, a 6 s
+/// session's keep-alive (sent every 1.5 s, safe for 4.8 s after its last acknowledgement)
+/// would wait on the stalled node past the lease, and the command would be stopped.
+#[test]
+fn a_stalled_leader_does_not_cost_the_lease() {
+    let _s = serial();
+    let dir = temp_dir("stall");
+    let mut peers = Vec::new();
+    let mut clients = Vec::new();
+    for id in 1..=3 {
+        let (r, c) = (free_port(), free_port());
+        peers.push(format!("{id}=127.0.0.1:{r}/127.0.0.1:{c}"));
+        clients.push(format!("127.0.0.1:{c}"));
+    }
+    struct Procs(Vec<Child>);
+    impl Drop for Procs {
+        fn drop(&mut self) {
+            for p in &mut self.0 {
+                let _ = Command::new("kill")
+                    .args(["-CONT", &p.id().to_string()])
+                    .status();
+                let _ = p.kill();
+                let _ = p.wait();
+            }
+        }
+    }
+    let mut procs = Procs(Vec::new());
+    for id in 1..=3 {
+        let mut cmd = Command::new(NODE);
+        cmd.args(["--id", &id.to_string(), "--dir"])
+            .arg(dir.join(format!("n{id}")));
+        for p in &peers {
+            cmd.args(["--peer", p]);
+        }
+        if id == 1 {
+            cmd.arg("--init");
+        }
+        let log = std::fs::File::create(dir.join(format!("n{id}.log"))).unwrap();
+        procs
+            .0
+            .push(cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap());
+    }
+    let mut leader = None;
+    wait_until("a leader", Duration::from_secs(30), || {
+        leader = leader_of(&clients);
+        leader.is_some()
+    });
+    let leader = leader.unwrap_or_default();
+    // The leader first: the CLI's first connection goes to the second address, is
+    // redirected to the leader, and after the stall its retry goes on to the third — a
+    // follower — rather than back to the stalled node.
+    let mut order = vec![clients[leader].clone()];
+    order.extend((0..3).filter(|i| *i != leader).map(|i| clients[i].clone()));
+    let mut holder = Command::new(CLI)
+        .env_remove("FENCELOCK_CLUSTER")
+        .current_dir(&dir)
+        .args([
+            "lock",
+            "L",
+            "--ttl-ms",
+            "6000",
+            "--cluster",
+            &order.join(","),
+        ])
+        .args(["--", "sh", "-c", "echo $$ > cmd; sleep 7; echo done > out"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    read_pid(&dir.join("cmd"));
+    let stalled = procs.0[leader].id();
+    signal(stalled, "-STOP");
+    std::thread::sleep(Duration::from_secs(6));
+    signal(stalled, "-CONT");
+    let st = wait_exit(&mut holder, Duration::from_secs(20));
+    assert!(st.success(), "{st:?}: {}", stderr_of(&mut holder));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("out")).unwrap_or_default(),
+        "done\n"
+    );
+    drop(procs);
+    let _ = std::fs::remove_dir_all(&dir);
+}
