@@ -425,12 +425,13 @@ impl<S: Storage> LockService<S> {
         self.advance(now, out)?;
         let mut v = self.view();
         let s = v.session_slot(session)?;
-        let name = v.name(lock)?;
-        let target = target(&name, Some(mode));
+        v.check_name(lock)?;
+        let hash = name_hash(lock.as_bytes());
+        let target = target(lock, Some(mode));
         if let Some(recorded) = v.check_request(s, request, Kind::Acquire, target)? {
-            return Ok(v.replay_acquire(s, &name, recorded));
+            return Ok(v.replay_acquire(s, lock, hash, recorded));
         }
-        let l = v.lock_slot(&name);
+        let l = v.lock_slot(lock, hash);
         if let Some(l) = l {
             if let Some(c) = v.claim_slot(s, l) {
                 let claim = &v.c[c as usize];
@@ -470,13 +471,21 @@ impl<S: Storage> LockService<S> {
         let l = match l {
             Some(l) => l,
             None => {
+                // Cannot fail: `check_name` allowed at most `max_name_len` ≤ 64 bytes.
+                let name = match LockName::new(lock) {
+                    Ok(name) => name,
+                    Err(e) => {
+                        v.st.claims.release(v.c, c);
+                        return Err(e);
+                    }
+                };
                 let Some(slot) = v.st.locks.alloc(v.l) else {
                     v.st.claims.release(v.c, c);
                     return Err(Error::CapacityExceeded(Table::Locks));
                 };
                 let id = v.st.next_lock;
                 v.st.next_lock += 1;
-                v.insert_lock(slot, name, id);
+                v.insert_lock(slot, name, hash, id);
                 slot
             }
         };
@@ -531,13 +540,13 @@ impl<S: Storage> LockService<S> {
     ) -> Result<Reply, Error> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
-        let name = v.name(lock)?;
-        let target = target(&name, None);
+        v.check_name(lock)?;
+        let target = target(lock, None);
         if let Some(recorded) = v.check_request(s, request, Kind::Release, target)? {
             return Ok(recorded.reply());
         }
         let c = v
-            .lock_slot(&name)
+            .lock_slot(lock, name_hash(lock.as_bytes()))
             .and_then(|l| v.claim_slot(s, l))
             .filter(|c| v.c[*c as usize].holding)
             .ok_or(Error::NotHolder(session))?;
@@ -580,13 +589,13 @@ impl<S: Storage> LockService<S> {
     ) -> Result<Reply, Error> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
-        let name = v.name(lock)?;
-        let target = target(&name, None);
+        v.check_name(lock)?;
+        let target = target(lock, None);
         if let Some(recorded) = v.check_request(s, request, Kind::Cancel, target)? {
             return Ok(recorded.reply());
         }
         let c = v
-            .lock_slot(&name)
+            .lock_slot(lock, name_hash(lock.as_bytes()))
             .and_then(|l| v.claim_slot(s, l))
             .filter(|c| !v.c[*c as usize].holding)
             .ok_or(Error::NotQueued(session))?;
@@ -881,8 +890,8 @@ fn walk<T>(rows: &[T], head: u32, next: fn(&T) -> u32) -> impl Iterator<Item = u
 
 /// The fingerprint of a numbered request's arguments: FNV-1a over the lock name, then one
 /// byte for the mode (0xFE/0xFF never occur in UTF-8, so no name can imitate it).
-fn target(name: &LockName, mode: Option<Mode>) -> u64 {
-    let mut h = fnv1a(name.as_str().as_bytes());
+fn target(name: &str, mode: Option<Mode>) -> u64 {
+    let mut h = fnv1a(name.as_bytes());
     if let Some(mode) = mode {
         h ^= match mode {
             Mode::Exclusive => 0xFE,
@@ -932,8 +941,9 @@ impl View<'_> {
         find_session(self.s, session.0).ok_or(Error::UnknownSession(session))
     }
 
-    fn lock_slot(&self, name: &LockName) -> Option<u32> {
-        find_lock(self.l, name.as_str())
+    /// The live lock named `name`, whose [`name_hash`] is `hash`.
+    fn lock_slot(&self, name: &str, hash: u64) -> Option<u32> {
+        TableState::find(self.l, hash, |r| r.name.as_str() == name)
     }
 
     fn claim_slot(&self, s: u32, l: u32) -> Option<u32> {
@@ -943,9 +953,9 @@ impl View<'_> {
     /// The answer to a repeat of an acquire whose recorded reply is `recorded`, from the
     /// session's claim on the lock now (see [`LockService::acquire`]). Applies nothing.
     /// Cost: O(log claims), plus O(queue length) when the session is queued.
-    fn replay_acquire(&self, s: u32, lock: &LockName, recorded: Recorded) -> Reply {
+    fn replay_acquire(&self, s: u32, lock: &str, hash: u64, recorded: Recorded) -> Reply {
         let claim = self
-            .lock_slot(lock)
+            .lock_slot(lock, hash)
             .and_then(|l| self.claim_slot(s, l).map(|c| (l, c)));
         if let Some((l, c)) = claim {
             let row = &self.c[c as usize];
@@ -975,7 +985,7 @@ impl View<'_> {
         }
     }
 
-    fn name(&self, name: &str) -> Result<LockName, Error> {
+    fn check_name(&self, name: &str) -> Result<(), Error> {
         if name.is_empty() {
             return Err(Error::EmptyName);
         }
@@ -985,7 +995,7 @@ impl View<'_> {
                 max: self.st.config.max_name_len,
             });
         }
-        LockName::new(name)
+        Ok(())
     }
 
     /// `Some(reply)` for a repeat of the latest request (replay it), `None` to apply.
@@ -1040,13 +1050,14 @@ impl View<'_> {
         row.last_reply = Recorded::None;
         row.last_target = 0;
         row.claims = List::EMPTY;
-        TableState::index_insert(self.s, slot);
+        TableState::index_insert(self.s, slot, crate::table::mix(id));
         self.st.session_order.push_back(self.s, slot, session_order);
         self.st.sessions.schedule(self.s, slot);
     }
 
     /// Fills lock row `l`, just taken from the free list, as entry `id` named `name`.
-    pub(crate) fn insert_lock(&mut self, l: u32, name: LockName, id: u64) {
+    /// `hash` is the name's [`name_hash`].
+    pub(crate) fn insert_lock(&mut self, l: u32, name: LockName, hash: u64, id: u64) {
         let row = &mut self.l[l as usize];
         row.id = id;
         row.name = name;
@@ -1055,7 +1066,7 @@ impl View<'_> {
         row.delay_until = 0;
         row.dirty = false;
         row.dirty_next = NIL;
-        TableState::index_insert(self.l, l);
+        TableState::index_insert(self.l, l, hash);
         self.st.lock_order.push_back(self.l, l, lock_order);
     }
 
@@ -1069,7 +1080,7 @@ impl View<'_> {
         row.holding = false;
         row.seq = seq;
         row.value = 0;
-        TableState::index_insert(self.c, c);
+        TableState::index_insert(self.c, c, claim_hash(s, l));
         let mut list = self.s[s as usize].claims;
         list.push_back(self.c, c, in_session);
         self.s[s as usize].claims = list;

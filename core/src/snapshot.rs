@@ -368,7 +368,8 @@ impl<S: Storage> LockService<S> {
                 v.st.locks
                     .alloc(v.l)
                     .ok_or(Error::CapacityExceeded(Table::Locks))?;
-            v.insert_lock(l, r.name, r.id);
+            let hash = crate::table::name_hash(r.name.as_str().as_bytes());
+            v.insert_lock(l, r.name, hash, r.id);
             if r.delay_until > now {
                 v.l[l as usize].delay_until = r.delay_until;
                 v.st.locks.schedule(v.l, l);

@@ -7,12 +7,12 @@
 //! | row | bytes | one per |
 //! |---|---|---|
 //! | [`SessionRow`] | 96 | open session |
-//! | [`LockRow`] | 136 | lock that is held, awaited or in lock-delay (idle locks are evicted) |
+//! | [`LockRow`] | 144 | lock that is held, awaited or in lock-delay (idle locks are evicted) |
 //! | [`ClaimRow`] | 72 | hold *or* wait of one session on one lock (one pool for both) |
 //! | [`GateRow`](crate::GateRow) | 96 | resource a [`FenceGate`](crate::FenceGate) guards |
 //!
 //! So a service for 10 000 sessions, 10 000 locks and 40 000 claims takes
-//! 0.96 + 1.36 + 2.88 MB = 5.2 MB. Each row includes its share of the table's hash index
+//! 0.96 + 1.44 + 2.88 MB = 5.28 MB. Each row includes its share of the table's hash index
 //! (two buckets, so the load stays ≤ 50 %) and of its heap of deadlines.
 //!
 //! The figures are the same on 64-bit and 32-bit targets: rows hold only `u64`, `u32`,
@@ -24,14 +24,14 @@
 //! `core/tests/memory.rs` checks them on the host. On a target where `u64` is only 4-byte
 //! aligned (i686) rows can be a few bytes smaller, never larger.
 
-use crate::table::{Aux, Row, NIL};
+use crate::table::{Aux, Indexed, Plain, Row, Tagged, NIL};
 use crate::{LockName, Mode};
 
 // The table above, checked at compile time wherever `u64` is 8-byte aligned.
 const _: () = assert!(
     core::mem::align_of::<u64>() != 8
         || (core::mem::size_of::<SessionRow>() == 96
-            && core::mem::size_of::<LockRow>() == 136
+            && core::mem::size_of::<LockRow>() == 144
             && core::mem::size_of::<ClaimRow>() == 72
             && core::mem::size_of::<crate::GateRow>() == 96)
 );
@@ -231,7 +231,7 @@ pub struct SessionRow {
     pub(crate) claims: List,
     /// Neighbours in the list of all sessions, in id order.
     pub(crate) order: Link,
-    pub(crate) aux: Aux,
+    pub(crate) aux: Aux<Plain>,
 }
 
 impl SessionRow {
@@ -249,15 +249,25 @@ impl SessionRow {
     };
 }
 
-impl Row for SessionRow {
-    fn aux(&self) -> &Aux {
-        &self.aux
+impl Indexed for SessionRow {
+    type B = Plain;
+    fn index(&self) -> &Plain {
+        &self.aux.index
     }
-    fn aux_mut(&mut self) -> &mut Aux {
-        &mut self.aux
+    fn index_mut(&mut self) -> &mut Plain {
+        &mut self.aux.index
     }
     fn key_hash(&self) -> u64 {
         crate::table::mix(self.id)
+    }
+}
+
+impl Row for SessionRow {
+    fn aux(&self) -> &Aux<Plain> {
+        &self.aux
+    }
+    fn aux_mut(&mut self) -> &mut Aux<Plain> {
+        &mut self.aux
     }
     fn timer_key(&self) -> (u64, u64) {
         (self.expires_at, self.id)
@@ -278,7 +288,7 @@ pub struct LockRow {
     /// Next lock in the tick's list of locks to try granting (`NIL` = end).
     pub(crate) dirty_next: u32,
     pub(crate) dirty: bool,
-    pub(crate) aux: Aux,
+    pub(crate) aux: Aux<Tagged>,
 }
 
 impl LockRow {
@@ -297,15 +307,25 @@ impl LockRow {
     };
 }
 
-impl Row for LockRow {
-    fn aux(&self) -> &Aux {
-        &self.aux
+impl Indexed for LockRow {
+    type B = Tagged;
+    fn index(&self) -> &Tagged {
+        &self.aux.index
     }
-    fn aux_mut(&mut self) -> &mut Aux {
-        &mut self.aux
+    fn index_mut(&mut self) -> &mut Tagged {
+        &mut self.aux.index
     }
     fn key_hash(&self) -> u64 {
         crate::table::name_hash(self.name.as_str().as_bytes())
+    }
+}
+
+impl Row for LockRow {
+    fn aux(&self) -> &Aux<Tagged> {
+        &self.aux
+    }
+    fn aux_mut(&mut self) -> &mut Aux<Tagged> {
+        &mut self.aux
     }
     fn timer_key(&self) -> (u64, u64) {
         (self.delay_until, self.id)
@@ -329,7 +349,7 @@ pub struct ClaimRow {
     pub(crate) in_session: Link,
     /// Neighbours in the list of all claims, in sequence order.
     pub(crate) order: Link,
-    pub(crate) aux: Aux,
+    pub(crate) aux: Aux<Plain>,
 }
 
 impl ClaimRow {
@@ -348,15 +368,25 @@ impl ClaimRow {
     };
 }
 
-impl Row for ClaimRow {
-    fn aux(&self) -> &Aux {
-        &self.aux
+impl Indexed for ClaimRow {
+    type B = Plain;
+    fn index(&self) -> &Plain {
+        &self.aux.index
     }
-    fn aux_mut(&mut self) -> &mut Aux {
-        &mut self.aux
+    fn index_mut(&mut self) -> &mut Plain {
+        &mut self.aux.index
     }
     fn key_hash(&self) -> u64 {
         claim_hash(self.session, self.lock)
+    }
+}
+
+impl Row for ClaimRow {
+    fn aux(&self) -> &Aux<Plain> {
+        &self.aux
+    }
+    fn aux_mut(&mut self) -> &mut Aux<Plain> {
+        &mut self.aux
     }
     fn timer_key(&self) -> (u64, u64) {
         (self.value, self.seq)
