@@ -2,7 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::storage::{claim_hash, ClaimRow, Link, List, LockRow, Recorded, SessionRow, Storage};
+use crate::storage::{
+    claim_hash, Chain, ClaimRow, Link, List, LockRow, Recorded, SessionRow, Storage, TtlClass,
+    CLASSES, NO_CLASS,
+};
 use crate::table::{fnv1a, name_hash, TableState, NIL};
 use crate::{
     Error, Input, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Sink, Table, Tick,
@@ -117,6 +120,9 @@ pub(crate) struct State {
     pub(crate) claim_order: List,
     dirty_head: u32,
     dirty_tail: u32,
+    /// Up to [`CLASSES`] ttls whose sessions are kept in deadline lists (see
+    /// `View::renew`); which ttls they are depends on history and never shows outside.
+    pub(crate) classes: [TtlClass; CLASSES],
     /// TEST ONLY (feature `fault-injection`): see
     /// [`LockService::inject_fault_expiry_after_grants`].
     #[cfg(feature = "fault-injection")]
@@ -159,6 +165,14 @@ pub(crate) struct State {
 /// Every input is O(1) expected plus O(log n) per deadline it moves, plus O(1) per output,
 /// except close/expiry which is O(claims of that session). A tick with nothing due is
 /// O(1); expiring k sessions is O(k log n) plus their outputs. No call scans a table.
+///
+/// Session deadlines of up to four ttls at a time are kept in one list per ttl, in
+/// deadline order, with only each list's head in the deadline heap: a keep-alive (whose
+/// new deadline, now + ttl, is the latest of its ttl) moves its session to the tail in
+/// O(1), whatever the number of sessions. Sessions of other ttls, and those restored from
+/// a snapshot until their first keep-alive, are in the heap on their own (O(log n) per
+/// keep-alive). Which ttls have lists depends on history and never shows: replies,
+/// events, [`poll_timeout`](Self::poll_timeout) and snapshots are the same either way.
 #[derive(Debug)]
 pub struct LockService<S: Storage> {
     pub(crate) storage: S,
@@ -232,6 +246,7 @@ impl<S: Storage> LockService<S> {
             claim_order: List::EMPTY,
             dirty_head: NIL,
             dirty_tail: NIL,
+            classes: [TtlClass::EMPTY; CLASSES],
             #[cfg(feature = "fault-injection")]
             fault_expiry_after_grants: false,
         };
@@ -301,7 +316,9 @@ impl<S: Storage> LockService<S> {
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`] (a bounded sink
     /// with less room than [`max_events`](Self::max_events)), then — after advancing to
     /// `now`, which stands — [`Error::BadTtl`] (0), [`Error::DeadlineOverflow`],
-    /// [`Error::CapacityExceeded`]`(Sessions)`. Cost: the advance, then O(log sessions).
+    /// [`Error::CapacityExceeded`]`(Sessions)`. Cost: the advance, then O(1) expected for
+    /// a ttl that open sessions already have or while fewer than four ttls are in use
+    /// (see the type's Cost section), else O(log sessions).
     pub fn open_session(
         &mut self,
         now: Tick,
@@ -321,6 +338,7 @@ impl<S: Storage> LockService<S> {
         let id = v.st.next_session;
         v.st.next_session += 1;
         v.insert_session(slot, id, ttl, expires_at);
+        v.schedule_session(slot, true);
         Ok(Reply::Opened {
             session: SessionId(id),
             expires_at: Tick(expires_at),
@@ -333,7 +351,9 @@ impl<S: Storage> LockService<S> {
     ///
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
     /// advance) [`Error::UnknownSession`], request-number errors,
-    /// [`Error::DeadlineOverflow`]. Cost: the advance, then O(log sessions).
+    /// [`Error::DeadlineOverflow`]. Cost: the advance, then O(1) expected (the session
+    /// moves to the tail of its ttl's deadline list), O(log sessions) for a session alone
+    /// in its list or in none (see the type's Cost section).
     pub fn keep_alive(
         &mut self,
         now: Tick,
@@ -351,8 +371,7 @@ impl<S: Storage> LockService<S> {
             v.st.now
                 .checked_add(v.s[s as usize].ttl)
                 .ok_or(Error::DeadlineOverflow)?;
-        v.s[s as usize].expires_at = expires_at;
-        v.st.sessions.schedule(v.s, s);
+        v.renew(s, expires_at);
         v.record(s, request, 0, Recorded::KeptAlive { expires_at });
         Ok(Reply::KeptAlive {
             expires_at: Tick(expires_at),
@@ -716,7 +735,7 @@ impl<S: Storage> LockService<S> {
         if request != Some(row.last_request) {
             return None;
         }
-        match row.last_reply {
+        match row.last_reply() {
             Recorded::Released { .. } => Some(true),
             Recorded::Cancelled => Some(false),
             _ => None,
@@ -794,10 +813,14 @@ impl<S: Storage> LockService<S> {
         let t = self.storage.tables_ref();
         let s = find_session(t.sessions, session.0)?;
         let row = &t.sessions[s as usize];
-        let mut holds = 0;
+        let (mut holds, mut waits) = (0, 0);
         let mut c = row.claims.head;
         while c != NIL {
-            holds += t.claims[c as usize].holding as u32;
+            if t.claims[c as usize].holding {
+                holds += 1;
+            } else {
+                waits += 1;
+            }
             c = t.claims[c as usize].in_session.next;
         }
         Some(SessionInfo {
@@ -805,7 +828,7 @@ impl<S: Storage> LockService<S> {
             ttl: row.ttl,
             expires_at: Tick(row.expires_at),
             holds,
-            waits: row.claims.len - holds,
+            waits,
             last_request: row.last_request,
         })
     }
@@ -1017,7 +1040,8 @@ impl View<'_> {
         if n > row.last_request {
             return Ok(None);
         }
-        let recorded = match row.last_reply {
+        let last_reply = row.last_reply();
+        let recorded = match last_reply {
             Recorded::None => return Ok(None),
             Recorded::KeptAlive { .. } => Kind::KeepAlive,
             Recorded::Granted { .. } | Recorded::Queued { .. } | Recorded::Busy => Kind::Acquire,
@@ -1029,14 +1053,14 @@ impl View<'_> {
         if recorded != kind || row.last_target != target {
             return Err(Error::RequestReused { request: n });
         }
-        Ok(Some(row.last_reply))
+        Ok(Some(last_reply))
     }
 
     fn record(&mut self, s: u32, request: Option<u64>, target: u64, reply: Recorded) {
         if let Some(n) = request {
             let row = &mut self.s[s as usize];
             row.last_request = n;
-            row.last_reply = reply;
+            row.set_last_reply(reply);
             row.last_target = target;
         }
     }
@@ -1047,12 +1071,96 @@ impl View<'_> {
         row.ttl = ttl;
         row.expires_at = expires_at;
         row.last_request = 0;
-        row.last_reply = Recorded::None;
+        row.set_last_reply(Recorded::None);
         row.last_target = 0;
-        row.claims = List::EMPTY;
+        row.claims = Chain::EMPTY;
         TableState::index_insert(self.s, slot, crate::table::mix(id));
         self.st.session_order.push_back(self.s, slot, session_order);
-        self.st.sessions.schedule(self.s, slot);
+    }
+
+    /// Schedules session `s` (scheduled nowhere yet) by its `expires_at`. With `join`, it
+    /// joins the class of its ttl — claiming a free class if none has it — at the tail,
+    /// which keeps the class in deadline order only because `expires_at` is now + ttl,
+    /// never earlier than any member's (open, keep-alive; a restore schedules every
+    /// session on its own). Cost: O(1) in a class that has members, else O(log n).
+    pub(crate) fn schedule_session(&mut self, s: u32, join: bool) {
+        let ttl = self.s[s as usize].ttl;
+        let class = if join {
+            let classes = &self.st.classes;
+            (0..CLASSES)
+                .find(|&c| classes[c].head != NIL && classes[c].ttl == ttl)
+                .or_else(|| (0..CLASSES).find(|&c| classes[c].head == NIL))
+        } else {
+            None
+        };
+        let Some(c) = class else {
+            self.st.sessions.schedule(self.s, s);
+            return;
+        };
+        let tail = self.st.classes[c].tail;
+        let row = &mut self.s[s as usize];
+        row.class = c as u8;
+        row.due = Link {
+            prev: tail,
+            next: NIL,
+        };
+        let class = &mut self.st.classes[c];
+        class.tail = s;
+        if tail == NIL {
+            class.ttl = ttl;
+            class.head = s;
+            self.st.sessions.schedule(self.s, s);
+        } else {
+            self.s[tail as usize].due.next = s;
+        }
+    }
+
+    /// Takes session `s` out of the heap and its class. Cost: O(1) for a class member
+    /// behind the head, else O(log n).
+    fn unschedule_session(&mut self, s: u32) {
+        let row = &mut self.s[s as usize];
+        let c = row.class as usize;
+        if c == NO_CLASS as usize {
+            self.st.sessions.unschedule(self.s, s);
+            return;
+        }
+        let Link { prev, next } = row.due;
+        row.class = NO_CLASS;
+        row.due = Link::EMPTY;
+        if prev == NIL {
+            // The head: its successor (never earlier) takes its place in the heap.
+            self.st.classes[c].head = next;
+            if next == NIL {
+                self.st.sessions.unschedule(self.s, s);
+            } else {
+                self.s[next as usize].due.prev = NIL;
+                self.st.sessions.replace(self.s, s, next);
+            }
+        } else {
+            self.s[prev as usize].due.next = next;
+        }
+        if next == NIL {
+            self.st.classes[c].tail = prev;
+        } else {
+            self.s[next as usize].due.prev = prev;
+        }
+    }
+
+    /// Moves session `s`'s deadline to `expires_at` (now + ttl): the tail of its class, so
+    /// no heap sift unless it is alone in it or not in a class. Cost: O(1) for a session in
+    /// a class with other members; O(log n) otherwise.
+    fn renew(&mut self, s: u32, expires_at: u64) {
+        let c = self.s[s as usize].class as usize;
+        if c != NO_CLASS as usize && self.st.classes[c].tail == s {
+            self.s[s as usize].expires_at = expires_at;
+            if self.st.classes[c].head == s {
+                self.st.sessions.schedule(self.s, s);
+            }
+            return;
+        }
+        self.unschedule_session(s);
+        self.s[s as usize].expires_at = expires_at;
+        self.schedule_session(s, true);
     }
 
     /// Fills lock row `l`, just taken from the free list, as entry `id` named `name`.
@@ -1171,7 +1279,7 @@ impl View<'_> {
             }
             self.mark_dirty(l);
         }
-        self.st.sessions.unschedule(self.s, s);
+        self.unschedule_session(s);
         TableState::index_remove(self.s, s);
         self.st.session_order.remove(self.s, s, session_order);
         self.s[s as usize] = SessionRow {
@@ -1181,16 +1289,45 @@ impl View<'_> {
         self.st.sessions.release(self.s, s);
     }
 
-    /// Expires every session whose deadline is at or before `now`, earliest first.
+    /// Expires every session whose deadline is at or before `now`, earliest first, ties
+    /// by id.
     fn expire_due(&mut self, now: u64, out: &mut impl Sink) {
-        while let Some(s) = self.st.sessions.earliest(self.s) {
-            if self.s[s as usize].expires_at > now {
+        while let Some(top) = self.st.sessions.earliest(self.s) {
+            let due = self.s[top as usize].expires_at;
+            if due > now {
                 break;
             }
-            out.event(Output::SessionExpired {
-                session: SessionId(self.s[s as usize].id),
-            });
-            self.end_session(s, ReleaseReason::Expired, out);
+            // Every session due at `due` must be in the heap before the first of them
+            // goes, so the heap orders them by id: take the class members due then out
+            // of their classes (each heads its class in turn, so each is scheduled).
+            for c in 0..CLASSES {
+                loop {
+                    let head = self.st.classes[c].head;
+                    if head == NIL || self.s[head as usize].expires_at != due {
+                        break;
+                    }
+                    let next = self.s[head as usize].due.next;
+                    let row = &mut self.s[head as usize];
+                    row.class = NO_CLASS;
+                    row.due = Link::EMPTY;
+                    self.st.classes[c].head = next;
+                    if next == NIL {
+                        self.st.classes[c].tail = NIL;
+                    } else {
+                        self.s[next as usize].due.prev = NIL;
+                        self.st.sessions.schedule(self.s, next);
+                    }
+                }
+            }
+            while let Some(s) = self.st.sessions.earliest(self.s) {
+                if self.s[s as usize].expires_at != due {
+                    break;
+                }
+                out.event(Output::SessionExpired {
+                    session: SessionId(self.s[s as usize].id),
+                });
+                self.end_session(s, ReleaseReason::Expired, out);
+            }
         }
     }
 

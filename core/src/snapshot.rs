@@ -137,7 +137,7 @@ impl<S: Storage> LockService<S> {
                 ttl: r.ttl,
                 expires_at: r.expires_at,
                 last_request: r.last_request,
-                last_reply: r.last_reply,
+                last_reply: r.last_reply(),
                 last_target: r.last_target,
             });
             s = r.order.next;
@@ -338,8 +338,11 @@ impl<S: Storage> LockService<S> {
                     .alloc(v.s)
                     .ok_or(Error::CapacityExceeded(Table::Sessions))?;
             v.insert_session(slot, r.id, r.ttl, r.expires_at);
+            // On its own in the heap: records come in id order, not deadline order, so
+            // they cannot be appended to classes (a later keep-alive moves it into one).
+            v.schedule_session(slot, false);
             v.s[slot as usize].last_request = r.last_request;
-            v.s[slot as usize].last_reply = r.last_reply;
+            v.s[slot as usize].set_last_reply(r.last_reply);
             v.s[slot as usize].last_target = r.last_target;
         }
 

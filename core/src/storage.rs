@@ -223,14 +223,20 @@ pub struct SessionRow {
     pub(crate) ttl: u64,
     pub(crate) expires_at: u64,
     pub(crate) last_request: u64,
-    pub(crate) last_reply: Recorded,
+    /// The latest numbered request's reply, packed (see [`SessionRow::last_reply`]).
+    pub(crate) last_value: u64,
+    pub(crate) last_kind: u8,
     /// Fingerprint of the latest numbered request's arguments (lock name and mode), so a
     /// number reused for another lock or mode is refused instead of replayed.
     pub(crate) last_target: u64,
     /// This session's claims, in claim-sequence order.
-    pub(crate) claims: List,
+    pub(crate) claims: Chain,
     /// Neighbours in the list of all sessions, in id order.
     pub(crate) order: Link,
+    /// Neighbours in its ttl class's deadline list (see `View::renew`), if in one.
+    pub(crate) due: Link,
+    /// Its ttl class, `NO_CLASS` if it is scheduled on its own.
+    pub(crate) class: u8,
     pub(crate) aux: Aux<Plain>,
 }
 
@@ -241,11 +247,82 @@ impl SessionRow {
         ttl: 0,
         expires_at: 0,
         last_request: 0,
-        last_reply: Recorded::None,
+        last_value: 0,
+        last_kind: 0,
         last_target: 0,
-        claims: List::EMPTY,
+        claims: Chain::EMPTY,
         order: Link::EMPTY,
+        due: Link::EMPTY,
+        class: NO_CLASS,
         aux: Aux::EMPTY,
+    };
+}
+
+impl SessionRow {
+    /// What its latest numbered request answered. Cost: O(1).
+    pub(crate) fn last_reply(&self) -> Recorded {
+        let v = self.last_value;
+        let mode = |k: u8| {
+            if k & 1 == 0 {
+                Mode::Exclusive
+            } else {
+                Mode::Shared
+            }
+        };
+        match self.last_kind {
+            1 => Recorded::KeptAlive { expires_at: v },
+            k @ (2 | 3) => Recorded::Granted {
+                mode: mode(k),
+                token: v,
+            },
+            k @ (4 | 5) => Recorded::Queued {
+                mode: mode(k),
+                position: v as u32,
+            },
+            6 => Recorded::Busy,
+            7 => Recorded::Released { token: v },
+            8 => Recorded::Cancelled,
+            _ => Recorded::None,
+        }
+    }
+
+    /// Records `reply` in a byte and a word (an enum with a payload would take 16 bytes).
+    pub(crate) fn set_last_reply(&mut self, reply: Recorded) {
+        let shared = |m: Mode| (m == Mode::Shared) as u8;
+        (self.last_kind, self.last_value) = match reply {
+            Recorded::None => (0, 0),
+            Recorded::KeptAlive { expires_at } => (1, expires_at),
+            Recorded::Granted { mode, token } => (2 + shared(mode), token),
+            Recorded::Queued { mode, position } => (4 + shared(mode), position as u64),
+            Recorded::Busy => (6, 0),
+            Recorded::Released { token } => (7, token),
+            Recorded::Cancelled => (8, 0),
+        };
+    }
+}
+
+/// The `class` of a session in no ttl class.
+pub(crate) const NO_CLASS: u8 = u8::MAX;
+
+/// How many ttl classes a service tracks at once.
+pub(crate) const CLASSES: usize = 4;
+
+/// The sessions of one ttl in deadline order: only the head is in the session heap, so a
+/// keep-alive moves a session to the tail in O(1) instead of sifting it through the heap
+/// (a keep-alive's new deadline, now + ttl, is never earlier than any other member's).
+/// `head == NIL`: the class is unused.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TtlClass {
+    pub(crate) ttl: u64,
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
+}
+
+impl TtlClass {
+    pub(crate) const EMPTY: TtlClass = TtlClass {
+        ttl: 0,
+        head: NIL,
+        tail: NIL,
     };
 }
 
@@ -501,6 +578,54 @@ impl List {
     }
 }
 
+/// Head and tail of an intrusive list whose length nobody needs (a session's claims).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Chain {
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
+}
+
+impl Chain {
+    pub(crate) const EMPTY: Chain = Chain {
+        head: NIL,
+        tail: NIL,
+    };
+
+    /// Appends `slot` (whose link is reached through `link`). O(1).
+    pub(crate) fn push_back<T>(
+        &mut self,
+        rows: &mut [T],
+        slot: u32,
+        link: fn(&mut T) -> &mut Link,
+    ) {
+        let mut list = self.as_list();
+        list.push_back(rows, slot, link);
+        *self = Chain {
+            head: list.head,
+            tail: list.tail,
+        };
+    }
+
+    /// Unlinks `slot`. O(1).
+    pub(crate) fn remove<T>(&mut self, rows: &mut [T], slot: u32, link: fn(&mut T) -> &mut Link) {
+        let mut list = self.as_list();
+        list.remove(rows, slot, link);
+        *self = Chain {
+            head: list.head,
+            tail: list.tail,
+        };
+    }
+
+    fn as_list(self) -> List {
+        // The length is not kept; `List` only counts it (1 so a removal cannot underflow).
+        List {
+            head: self.head,
+            tail: self.tail,
+            len: 1,
+        }
+    }
+}
+
 impl Recorded {
     /// The reply a repeat of the request returns (an acquire's repeat is answered from the
     /// claim now instead, see `LockService::acquire`).
@@ -522,6 +647,44 @@ impl Recorded {
             Recorded::Cancelled => Reply::Cancelled,
             // `check_request` never replays a session with nothing recorded.
             Recorded::None => Reply::Closed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The packed reply of a session row gives back every variant it was given.
+    #[test]
+    fn a_recorded_reply_round_trips_through_its_packed_form() {
+        let all = [
+            Recorded::None,
+            Recorded::KeptAlive { expires_at: 17 },
+            Recorded::Granted {
+                mode: Mode::Exclusive,
+                token: u64::MAX,
+            },
+            Recorded::Granted {
+                mode: Mode::Shared,
+                token: 3,
+            },
+            Recorded::Queued {
+                mode: Mode::Exclusive,
+                position: u32::MAX,
+            },
+            Recorded::Queued {
+                mode: Mode::Shared,
+                position: 1,
+            },
+            Recorded::Busy,
+            Recorded::Released { token: 9 },
+            Recorded::Cancelled,
+        ];
+        let mut row = SessionRow::EMPTY;
+        for r in all {
+            row.set_last_reply(r);
+            assert_eq!(row.last_reply(), r);
         }
     }
 }

@@ -347,6 +347,19 @@ impl TableState {
         }
     }
 
+    /// Gives `old`'s place in the heap to `new` (not scheduled) and unschedules `old`.
+    /// O(log n).
+    pub(crate) fn replace<T: Row>(&mut self, rows: &mut [T], old: u32, new: u32) {
+        let pos = rows[old as usize].aux().heap_pos;
+        debug_assert!(pos != NIL && rows[new as usize].aux().heap_pos == NIL);
+        rows[old as usize].aux_mut().heap_pos = NIL;
+        Self::place(rows, pos, new);
+        // The same deadline with a smaller tie-breaker can sort before `old`.
+        Self::sift_up(rows, pos);
+        let pos = rows[new as usize].aux().heap_pos;
+        self.sift_down(rows, pos);
+    }
+
     /// Removes a row's deadline if it has one. O(log n).
     pub(crate) fn unschedule<T: Row>(&mut self, rows: &mut [T], slot: u32) {
         let pos = rows[slot as usize].aux().heap_pos;
