@@ -137,28 +137,29 @@ pub(crate) struct State {
 ///   [`open_session`](Self::open_session), [`keep_alive`](Self::keep_alive),
 ///   [`close_session`](Self::close_session), [`acquire`](Self::acquire),
 ///   [`release`](Self::release), [`cancel`](Self::cancel), [`tick`](Self::tick)).
-///   Each takes a sink `out`; outputs are passed to it, in order, before the call returns.
-///   The service buffers nothing, so it can drop nothing.
-/// * **Time**: the host MUST call [`tick`](Self::tick) no later than
-///   [`poll_timeout`](Self::poll_timeout) says (calling it earlier, or twice with the
-///   same tick, is a harmless no-op). Every other input applies at the current tick.
-/// * **Outputs**: the host MUST deliver each output to the session it names
+///   Each returns the caller's [`Reply`] and takes a sink `out`; events are passed to it,
+///   in order, before the call returns. The service buffers nothing, so it can drop
+///   nothing.
+/// * **Time**: every input carries the host's `now` and first advances to it exactly as
+///   [`tick`](Self::tick) would. The host MUST call `tick` no later than
+///   [`poll_timeout`](Self::poll_timeout) says when no other input comes (calling it
+///   earlier, or twice with the same tick, is harmless).
+/// * **Events**: the host MUST deliver each event to the session it names
 ///   ([`Output::session`]); a `Granted` is how a waiter learns it holds the lock, so
 ///   nobody polls.
-/// * **Errors**: a refused input changed nothing and emitted nothing; the host answers
-///   the client with the error.
+/// * **Errors**: a refused input changed nothing beyond the advance to its `now` (whose
+///   events stand); the host answers the client with the error.
 /// * **Getters** (`&self`) never change anything.
 ///
-/// # Bound on outputs per input
+/// # Bound on events per input
 ///
-/// Open, keep-alive, acquire (granted, queued or busy), a replayed retry: exactly 1.
-/// Release or cancel: 1 + the waiters then granted (≤ the lock's queue length). Close:
-/// 1 + one `Released` per hold + the grants they free. Tick: one `SessionExpired` per
-/// expired session, then one output per claim at most (`Released` for a hold it ends,
-/// `WaitTimedOut` or `Granted` for a wait). So no input emits more than
-/// 1 + sessions + 2 × claims outputs (the counts of [`len`](Self::len) before it); a host
-/// that must buffer them sizes its buffer from [`capacity`](Self::capacity). Refused
-/// inputs emit nothing.
+/// The caller's answer is the returned [`Reply`]; events are for other sessions or caused
+/// by time. The advance to `now` emits one `SessionExpired` per expired session, then one
+/// event per claim at most (`Released` for a hold it ends, `WaitTimedOut` or `Granted` for
+/// a wait); release and cancel emit a `Granted` per waiter they free; close emits a
+/// `Released` per hold and the grants they free. So no input emits more than
+/// [`max_events`](Self::max_events) = sessions + 2 × claims in use before it; a host that
+/// must buffer them sizes its buffer from [`capacity`](Self::capacity).
 ///
 /// # Cost
 ///
