@@ -447,7 +447,7 @@ impl<S: Storage> LockService<S> {
         let s = v.session_slot(session)?;
         v.check_name(lock)?;
         let hash = name_hash(lock.as_bytes());
-        let target = target(lock, Some(mode));
+        let target = target(lock, Some(mode), request);
         if let Some(recorded) = v.check_request(s, request, Kind::Acquire, target)? {
             return Ok(v.replay_acquire(s, lock, hash, recorded));
         }
@@ -561,7 +561,7 @@ impl<S: Storage> LockService<S> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
         v.check_name(lock)?;
-        let target = target(lock, None);
+        let target = target(lock, None, request);
         if let Some(recorded) = v.check_request(s, request, Kind::Release, target)? {
             return Ok(recorded.reply());
         }
@@ -574,8 +574,13 @@ impl<S: Storage> LockService<S> {
         let token = v.c[c as usize].value;
         v.remove_claim(c);
         v.record(s, request, target, Recorded::Released { token });
-        v.mark_dirty(l);
-        v.grant_dirty(out);
+        if v.l[l as usize].waiters.head == NIL {
+            // Nobody to grant: only the eviction check of `grant_dirty` applies.
+            v.evict_if_idle(l);
+        } else {
+            v.mark_dirty(l);
+            v.grant_dirty(out);
+        }
         Ok(Reply::Released {
             token: Token(token),
         })
@@ -610,7 +615,7 @@ impl<S: Storage> LockService<S> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
         v.check_name(lock)?;
-        let target = target(lock, None);
+        let target = target(lock, None, request);
         if let Some(recorded) = v.check_request(s, request, Kind::Cancel, target)? {
             return Ok(recorded.reply());
         }
@@ -913,8 +918,12 @@ fn walk<T>(rows: &[T], head: u32, next: fn(&T) -> u32) -> impl Iterator<Item = u
 }
 
 /// The fingerprint of a numbered request's arguments: FNV-1a over the lock name, then one
-/// byte for the mode (0xFE/0xFF never occur in UTF-8, so no name can imitate it).
-fn target(name: &str, mode: Option<Mode>) -> u64 {
+/// byte for the mode (0xFE/0xFF never occur in UTF-8, so no name can imitate it). 0 for an
+/// unnumbered request, which records nothing and is never compared.
+fn target(name: &str, mode: Option<Mode>, request: Option<u64>) -> u64 {
+    if request.is_none() {
+        return 0;
+    }
     let mut h = fnv1a(name.as_bytes());
     if let Some(mode) = mode {
         h ^= match mode {
@@ -1171,6 +1180,7 @@ impl View<'_> {
         row.id = id;
         row.name = name;
         row.holders = List::EMPTY;
+        row.holder_mode = Mode::Exclusive;
         row.waiters = List::EMPTY;
         row.delay_until = 0;
         row.dirty = false;
@@ -1235,10 +1245,8 @@ impl View<'_> {
         self.s[s as usize].claims = list;
         self.st.claim_order.remove(self.c, c, claim_order);
         TableState::index_remove(self.c, c);
-        self.c[c as usize] = ClaimRow {
-            aux: self.c[c as usize].aux,
-            ..ClaimRow::EMPTY
-        };
+        // Free (no session); `insert_claim` sets every field when the row is taken again.
+        self.c[c as usize].session = NIL;
         self.st.claims.release(self.c, c);
     }
 
@@ -1402,10 +1410,8 @@ impl View<'_> {
         }
         TableState::index_remove(self.l, l);
         self.st.lock_order.remove(self.l, l, lock_order);
-        self.l[l as usize] = LockRow {
-            aux: self.l[l as usize].aux,
-            ..LockRow::EMPTY
-        };
+        // Free (id 0); `insert_lock` sets every field when the row is taken again.
+        self.l[l as usize].id = 0;
         self.st.locks.release(self.l, l);
     }
 }
