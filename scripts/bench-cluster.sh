@@ -191,7 +191,7 @@ for label, d in by.items():
                          f'{p99} (goal ≥ 2× lower: {"met" if q >= 2 else "missed"})')
 if goals:
     out.append("")
-    out.append("Goals of issue 9, this run:")
+    out.append("Goals against etcd (throughput ≥ 2×, a contended hand-off ≥ 10×, p99 ≥ 2× lower), this run:")
     out.append("")
     out.extend(f"- {g}" for g in goals)
 out.append("")

@@ -110,7 +110,11 @@ def main():
                         k += 1
                         with open(os.path.join(tmp, m.group(1)), "w") as f:
                             f.write(text)
-                        code, log = run(nxt[2], tmp, env)
+                        # The reader's shell: cargo's default target dir (the commands
+                        # name fencelock/target/...), not this run's.
+                        shell_env = {k: v for k, v in os.environ.items()
+                                     if k != "CARGO_TARGET_DIR"}
+                        code, log = run(nxt[2], tmp, shell_env)
                         ok = code == 0
                 else:
                     ok, log = False, "neither runnable nor marked <!-- excerpt -->"

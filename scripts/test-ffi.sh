@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Tests the C ABI (ffi/): the header is current, a C program runs the GC-pause story and
 # every bad-input case against the static and the shared library under valgrind, a C
-# runner replays the conformance vectors (and must reject tampered ones), Python embeds
-# the library with ctypes, and Miri checks the extern functions called from Rust.
+# runner replays the conformance vectors through frames and the error-precedence table
+# through the typed functions (and must reject tampered ones), Python embeds the library
+# with ctypes, and Miri checks the extern functions called from Rust.
+# Builds into ${CARGO_TARGET_DIR:-target} (cargo metadata reports whichever is in force).
 # Needs what scripts/setup.sh installs (cbindgen, valgrind, nightly miri).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +71,7 @@ got=$("${VALGRIND[@]}" "$work/readme_example")
 echo "$got"
 [ "$got" = "session 1 holds jobs/reindex, token 1" ] || { echo "unexpected README example output" >&2; exit 1; }
 
-step "C conformance runner over tests/vectors/*.vec, under valgrind"
+step "C conformance runner over tests/vectors (*.vec by frames, precedence.calls by typed calls), under valgrind"
 gcc "${CFLAGS[@]}" ffi/tests/c/vectors.c "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/vectors"
 shopt -s nullglob
 vectors=(tests/vectors/*.vec)
@@ -77,36 +79,54 @@ if [ ${#vectors[@]} -eq 0 ]; then
   echo "no conformance vectors in tests/vectors (cargo run -p fencelock-tests --bin gen-vectors)" >&2
   exit 1
 fi
-"${VALGRIND[@]}" "$work/vectors" "${vectors[@]}"
+calls=tests/vectors/precedence.calls
+[ -f "$calls" ] || { echo "no $calls" >&2; exit 1; }
+"${VALGRIND[@]}" "$work/vectors" "${vectors[@]}" "$calls"
 
-step "the runner rejects tampered vectors"
-python3 - "$work" "${vectors[@]}" <<'PY'
+step "the runner rejects tampered vectors and calls"
+python3 - "$work" "$calls" "${vectors[@]}" <<'PY'
 import sys
-work, files = sys.argv[1], sys.argv[2:]
+work, calls, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 lines = [l.rstrip("\n") for f in files for l in open(f)]
-text = "\n".join(lines) + "\n"
 def first(prefix):
     return next(i for i, l in enumerate(lines) if l.startswith(prefix) and len(l) > len(prefix) + 1)
 def flip(line):  # change the last hex digit / digit
     head, last = line[:-1], line[-1]
     return head + ("1" if last != "1" else "2")
-# Each tampered file keeps everything up to the changed line, so the change is what fails.
-cases = {}
-i = first("out "); cases["changed-output"] = lines[:i] + [flip(lines[i])]
-i = first("out "); cases["missing-output"] = lines[:i] + lines[i + 1:i + 1]
-i = first("out "); cases["extra-output"] = lines[:i + 1] + [lines[i]]
-i = first("err "); cases["changed-error"] = lines[:i] + [flip(lines[i])]
-i = first("snapshot "); cases["changed-snapshot"] = lines[:i] + [flip(lines[i])]
+# Every tampered file is the whole (accepted) set with one change, so the change is what
+# the runner must catch.
+cases = {"untampered": lines}
+i = first("out "); cases["changed-output"] = lines[:i] + [flip(lines[i])] + lines[i + 1:]
+i = first("out "); cases["missing-output"] = lines[:i] + lines[i + 1:]
+i = first("out "); cases["extra-output"] = lines[:i + 1] + [lines[i]] + lines[i + 1:]
+i = first("reply "); cases["changed-reply"] = lines[:i] + [flip(lines[i])] + lines[i + 1:]
+i = first("reply "); cases["missing-reply"] = lines[:i] + lines[i + 1:]
+i = first("err "); cases["changed-error"] = lines[:i] + [flip(lines[i])] + lines[i + 1:]
+i = first("err "); cases["error-for-reply"] = lines[:i] + ["reply 02"] + lines[i + 1:]
+i = first("snapshot "); cases["changed-snapshot"] = lines[:i] + [flip(lines[i])] + lines[i + 1:]
 for name, body in cases.items():
     with open(f"{work}/tampered-{name}.vec", "w") as f:
         f.write("\n".join(body) + "\n")
+rows = [l.rstrip("\n") for l in open(calls)]
+def change(old, new):
+    i = next(i for i, l in enumerate(rows) if l.endswith(old))
+    return rows[:i] + [rows[i][: -len(old)] + new] + rows[i + 1:]
+for name, body in {"untampered": rows, "changed-kind": change("-> ok granted", "-> ok busy"),
+                   "changed-code": change("-> err 101", "-> err 102")}.items():
+    with open(f"{work}/tampered-{name}.calls", "w") as f:
+        f.write("\n".join(body) + "\n")
 PY
-for t in "$work"/tampered-*.vec; do
+for kind in vec calls; do
+  "$work/vectors" "$work/tampered-untampered.$kind" >/dev/null ||
+    { echo "the runner refused the untampered $kind set" >&2; exit 1; }
+done
+for t in "$work"/tampered-*.vec "$work"/tampered-*.calls; do
+  case "$t" in *untampered*) continue ;; esac
   if "$work/vectors" "$t" >/dev/null 2>&1; then
     echo "the runner accepted $(basename "$t")" >&2
     exit 1
   fi
-  echo "rejected $(basename "$t" .vec)"
+  echo "rejected $(basename "$t")"
 done
 
 step "Python ctypes example and test"

@@ -1,7 +1,8 @@
 //! The same operations as `core.rs`, called through the C ABI (`fencelock-ffi`'s extern
 //! "C" functions, linked as an rlib — the code a C program runs, minus the PLT jump of a
-//! shared library). A C host drains outputs after each input, so each step here does what
-//! a C host does: the call, then `fencelock_service_poll_output` until `DONE`.
+//! shared library). A C host reads the reply each input writes and drains the events
+//! after it, so each step here does what a C host does: the call (its `now` and reply
+//! out-parameter included), then `fencelock_service_poll_output` until `DONE`.
 //!
 //! Group `ffi`; the report divides each by its native counterpart in `core.rs`.
 
@@ -12,11 +13,11 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fencelock::Input;
 use ffi::{
-    fencelock_capacity, fencelock_config, fencelock_output, fencelock_result, fencelock_service,
-    fencelock_service_acquire, fencelock_service_free, fencelock_service_handle_frame,
-    fencelock_service_keep_alive, fencelock_service_new, fencelock_service_open_session,
-    fencelock_service_poll_output, fencelock_service_release, fencelock_service_tick,
-    FENCELOCK_MAX_FRAME_LEN,
+    fencelock_capacity, fencelock_config, fencelock_output, fencelock_reply, fencelock_result,
+    fencelock_service, fencelock_service_acquire, fencelock_service_free,
+    fencelock_service_handle_frame, fencelock_service_keep_alive, fencelock_service_new,
+    fencelock_service_open_session, fencelock_service_poll_output, fencelock_service_release,
+    fencelock_service_tick, FENCELOCK_MAX_FRAME_LEN,
 };
 
 const MODE_EXCLUSIVE: u32 = 1;
@@ -27,6 +28,7 @@ const WAIT_FOREVER: u32 = 2;
 struct C {
     svc: *mut fencelock_service,
     out: MaybeUninit<fencelock_output>,
+    reply: MaybeUninit<fencelock_reply>,
 }
 
 impl C {
@@ -47,6 +49,7 @@ impl C {
         C {
             svc,
             out: MaybeUninit::uninit(),
+            reply: MaybeUninit::uninit(),
         }
     }
 
@@ -62,25 +65,36 @@ impl C {
         }
     }
 
+    /// The reply the last input wrote, read as a C host reads it.
+    #[inline(always)]
+    fn read_reply(&self) {
+        // SAFETY: every input call writes the reply before it returns (a zeroed one when
+        // refused), and each call below is an input.
+        black_box(unsafe { self.reply.assume_init_ref() }.token);
+    }
+
     fn open(&mut self, n: usize, ttl: u64) -> Vec<u64> {
         (0..n)
             .map(|_| {
-                let mut id = 0;
-                // SAFETY: live handle, writable id.
-                let r = unsafe { fencelock_service_open_session(self.svc, ttl, &mut id) };
+                // SAFETY: live handle, writable reply.
+                let r = unsafe {
+                    fencelock_service_open_session(self.svc, 0, ttl, self.reply.as_mut_ptr())
+                };
                 assert_eq!(r, fencelock_result::Ok);
                 self.drain();
-                id
+                // SAFETY: written by the successful call above.
+                unsafe { self.reply.assume_init_ref() }.session
             })
             .collect()
     }
 
     #[inline(always)]
-    fn acquire(&mut self, s: u64, name: &str, wait: u32) -> fencelock_result {
-        // SAFETY: live handle; name valid for its length.
+    fn acquire(&mut self, now: u64, s: u64, name: &str, wait: u32) -> fencelock_result {
+        // SAFETY: live handle; name valid for its length; writable reply.
         let r = unsafe {
             fencelock_service_acquire(
                 self.svc,
+                now,
                 s,
                 name.as_ptr(),
                 name.len(),
@@ -88,16 +102,39 @@ impl C {
                 wait,
                 0,
                 0,
+                self.reply.as_mut_ptr(),
             )
         };
+        self.read_reply();
         self.drain();
         r
     }
 
     #[inline(always)]
-    fn release(&mut self, s: u64, name: &str) -> fencelock_result {
-        // SAFETY: live handle; name valid for its length.
-        let r = unsafe { fencelock_service_release(self.svc, s, name.as_ptr(), name.len(), 0) };
+    fn release(&mut self, now: u64, s: u64, name: &str) -> fencelock_result {
+        // SAFETY: live handle; name valid for its length; writable reply.
+        let r = unsafe {
+            fencelock_service_release(
+                self.svc,
+                now,
+                s,
+                name.as_ptr(),
+                name.len(),
+                0,
+                self.reply.as_mut_ptr(),
+            )
+        };
+        self.read_reply();
+        self.drain();
+        r
+    }
+
+    #[inline(always)]
+    fn keep_alive(&mut self, now: u64, s: u64) -> fencelock_result {
+        // SAFETY: live handle; writable reply.
+        let r =
+            unsafe { fencelock_service_keep_alive(self.svc, now, s, 0, self.reply.as_mut_ptr()) };
+        self.read_reply();
         self.drain();
         r
     }
@@ -125,10 +162,10 @@ fn ffi(c: &mut Criterion) {
             let names = fencelock_bench::names("lock", n);
             b.iter(|| {
                 for name in &names {
-                    black_box(svc.acquire(s, name, WAIT_NONE));
+                    black_box(svc.acquire(0, s, name, WAIT_NONE));
                 }
                 for name in &names {
-                    black_box(svc.release(s, name));
+                    black_box(svc.release(0, s, name));
                 }
             });
         });
@@ -147,14 +184,14 @@ fn ffi(c: &mut Criterion) {
             while left > 0 {
                 let steps = left.min(BATCH);
                 for s in &sessions[..=steps] {
-                    assert_eq!(svc.acquire(*s, lock, WAIT_FOREVER), fencelock_result::Ok);
+                    assert_eq!(svc.acquire(0, *s, lock, WAIT_FOREVER), fencelock_result::Ok);
                 }
                 let t = Instant::now();
                 for s in &sessions[..steps] {
-                    black_box(svc.release(*s, lock));
+                    black_box(svc.release(0, *s, lock));
                 }
                 total += t.elapsed();
-                assert_eq!(svc.release(sessions[steps], lock), fencelock_result::Ok);
+                assert_eq!(svc.release(0, sessions[steps], lock), fencelock_result::Ok);
                 left -= steps;
             }
             total
@@ -181,9 +218,7 @@ fn ffi(c: &mut Criterion) {
         let sessions = svc.open(n, 1000);
         let (mut next, mut now) = (0, 0);
         b.iter(|| {
-            // SAFETY: live handle.
-            black_box(unsafe { fencelock_service_keep_alive(svc.svc, sessions[next], 0) });
-            svc.drain();
+            black_box(svc.keep_alive(now, sessions[next]));
             next += 1;
             if next == n {
                 next = 0;
@@ -195,31 +230,34 @@ fn ffi(c: &mut Criterion) {
         });
     });
 
-    // the frame entry point: keep-alive frame in, output frames out
+    // the frame entry point: keep-alive frame in, reply frame out (it queues no events)
     g.bench_function(BenchmarkId::new("handle_frame", "keep_alive"), |b| {
         let mut svc = C::new(1, 1, 1);
         let s = svc.open(1, FOREVER_TTL)[0];
         let mut frame = [0u8; FENCELOCK_MAX_FRAME_LEN];
         let n = Input::KeepAlive {
+            now: fencelock::Tick(0),
             session: fencelock::SessionId(s),
             request: None,
         }
         .to_frame(&mut frame)
         .expect("fits");
-        let mut outb = [0u8; 4 * (2 + FENCELOCK_MAX_FRAME_LEN)];
-        let mut out_len = 0usize;
+        let mut reply_frame = [0u8; FENCELOCK_MAX_FRAME_LEN];
+        let mut reply_len = 0usize;
         b.iter(|| {
-            // SAFETY: live handle; buffers valid for their lengths.
+            // SAFETY: live handle; buffers valid for their lengths; writable reply.
             black_box(unsafe {
                 fencelock_service_handle_frame(
                     svc.svc,
                     frame.as_ptr(),
                     n,
-                    outb.as_mut_ptr(),
-                    outb.len(),
-                    &mut out_len,
+                    svc.reply.as_mut_ptr(),
+                    reply_frame.as_mut_ptr(),
+                    reply_frame.len(),
+                    &mut reply_len,
                 )
             });
+            black_box(reply_len);
         });
     });
     g.finish();

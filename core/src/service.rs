@@ -131,41 +131,46 @@ pub(crate) struct State {
 
 /// The lock service: a deterministic state machine with no clock and no I/O.
 ///
-/// # Call order and the host's obligations
+/// # Call order and the host's obligations (docs/SPEC.md §8)
 ///
 /// * **Inputs**: [`handle`](Self::handle) (or the typed methods it dispatches to:
 ///   [`open_session`](Self::open_session), [`keep_alive`](Self::keep_alive),
 ///   [`close_session`](Self::close_session), [`acquire`](Self::acquire),
 ///   [`release`](Self::release), [`cancel`](Self::cancel), [`tick`](Self::tick)).
-///   Each returns the caller's [`Reply`] and takes a sink `out`; events are passed to it,
-///   in order, before the call returns. The service buffers nothing, so it can drop
-///   nothing.
-/// * **Time**: every input carries the host's `now` and first advances to it exactly as
-///   [`tick`](Self::tick) would. The host MUST call `tick` no later than
-///   [`poll_timeout`](Self::poll_timeout) says when no other input comes (calling it
-///   earlier, or twice with the same tick, is harmless).
+///   Each carries the host's `now` and returns the caller's [`Reply`]; events for other
+///   sessions, or caused by time, go to the [`Sink`] `out`, in order, before the call
+///   returns. The service buffers nothing, so it can drop nothing.
+/// * **Time**: every input first advances the service to its `now`, exactly as
+///   [`tick`](Self::tick) would, so messages need no tick between them. The host MUST
+///   still call `tick` no later than [`poll_timeout`](Self::poll_timeout) says, so that
+///   expiries, timeouts and lock-delay ends are not late (calling it earlier, or twice
+///   with the same tick, is harmless). `now` never goes backwards.
 /// * **Events**: the host MUST deliver each event to the session it names
 ///   ([`Output::session`]); a `Granted` is how a waiter learns it holds the lock, so
 ///   nobody polls.
 /// * **Errors**: a refused input changed nothing beyond the advance to its `now` (whose
-///   events stand); the host answers the client with the error.
+///   events are in the sink); the host answers the client with the error. The order in
+///   which several faults are reported is docs/SPEC.md §5.
 /// * **Getters** (`&self`) never change anything.
 ///
 /// # Bound on events per input
 ///
-/// The caller's answer is the returned [`Reply`]; events are for other sessions or caused
-/// by time. The advance to `now` emits one `SessionExpired` per expired session, then one
-/// event per claim at most (`Released` for a hold it ends, `WaitTimedOut` or `Granted` for
-/// a wait); release and cancel emit a `Granted` per waiter they free; close emits a
-/// `Released` per hold and the grants they free. So no input emits more than
-/// [`max_events`](Self::max_events) = sessions + 2 × claims in use before it; a host that
-/// must buffer them sizes its buffer from [`capacity`](Self::capacity).
+/// The advance: one `SessionExpired` per expired session, then one event per claim at
+/// most (`Released` for a hold it ends, `WaitTimedOut` or `Granted` for a wait). The input
+/// itself: release or cancel, the waiters then granted; close, one `Released` per hold plus
+/// the grants they free; open, keep-alive, acquire and replays, none. A claim granted by
+/// the advance and released by a close in the same input has two events, so no input
+/// emits more than [`max_events`](Self::max_events) = sessions + 2 × claims in use (the
+/// counts of [`usage`](Self::usage) before it); a bounded sink sized from
+/// [`capacity`](Self::capacity) (sessions + 2 × claims) always has room. A bounded sink
+/// with less room than `max_events()` is refused up front ([`Error::BufferTooSmall`]).
 ///
 /// # Cost
 ///
-/// Every input is O(1) expected plus O(log n) per deadline it moves, plus O(1) per output,
-/// except close/expiry which is O(claims of that session). A tick with nothing due is
-/// O(1); expiring k sessions is O(k log n) plus their outputs. No call scans a table.
+/// Every input is its advance plus O(1) expected, plus O(log n) per deadline it moves,
+/// plus O(1) per event, except close/expiry which is O(claims of that session). An
+/// advance with nothing due is O(1); expiring k sessions is O(k log n) plus their events.
+/// No call scans a table.
 ///
 /// Session deadlines of up to four ttls at a time are kept in one list per ttl, in
 /// deadline order, with only each list's head in the deadline heap: a keep-alive (whose

@@ -9,8 +9,9 @@ use crate::Error;
 /// configured with a smaller limit ([`Config::max_name_len`](crate::Config)).
 pub const MAX_NAME_LEN: usize = 64;
 
-/// A logical instant. Time advances only through [`Input::Tick`](crate::Input); the host
-/// decides what one tick is worth (a millisecond, a second, a log index…).
+/// A logical instant. Time advances only through the `now` every [`Input`](crate::Input)
+/// carries (a [`Input::Tick`](crate::Input) carries nothing else); the host decides what
+/// one tick is worth (a millisecond, a second, a log index…).
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
@@ -74,7 +75,7 @@ impl fmt::Display for Mode {
 /// What an acquire does when the lock cannot be granted at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Wait {
-    /// Try-lock: answer [`Output::Busy`](crate::Output) and queue nothing.
+    /// Try-lock: reply [`Reply::Busy`](crate::Reply) and queue nothing.
     None,
     /// Queue until the given tick; at that tick the wait times out
     /// ([`Output::WaitTimedOut`](crate::Output)). A deadline at or before the current

@@ -1,6 +1,14 @@
 /*
  * fencelock C ABI. Every function returns a fencelock_result (or nothing, for _free).
  * Handles are opaque: fencelock_service, fencelock_gate, fencelock_keeper.
+ *
+ * Every service input takes the host's `now` after the handle and writes the caller's
+ * reply to a fencelock_reply (zeroed, kind NONE, when refused); events for other sessions
+ * are queued: drain them with fencelock_service_poll_output. Before applying an input the
+ * core advances to its `now` as fencelock_service_tick would; that advance (and its
+ * events) stands even if the input is then refused, which changes nothing else. Error
+ * precedence is the core's.
+ *
  * See ffi/README.md for the ownership and error rules and an embedding example.
  */
 
@@ -16,26 +24,33 @@
 // The longest lock or resource name, in bytes (the core's `MAX_NAME_LEN`).
 #define FENCELOCK_MAX_NAME_LEN 64
 
-// The largest encoded input or output frame, in bytes (the core's `MAX_FRAME_LEN`).
+// The largest encoded input, reply or event frame, in bytes (the core's `MAX_FRAME_LEN`).
 #define FENCELOCK_MAX_FRAME_LEN 128
 
-// Bytes in a name buffer of an output struct: the longest name plus its NUL.
+// Bytes in a name buffer of an event or name struct: the longest name plus its NUL.
 #define FENCELOCK_NAME_BUF_LEN 65
 
-// Bytes in front of every frame `fencelock_service_handle_frame` writes: its length,
-// little-endian.
+// Bytes in front of every event frame `fencelock_service_drain_frames` writes: its
+// length, little-endian.
 #define FENCELOCK_FRAME_PREFIX_LEN 2
+
+// How many recent keep-alive send times a keeper remembers to match acknowledgements
+// against (the core's `KEEPER_MEMORY`).
+#define FENCELOCK_KEEPER_MEMORY 8
 
 // What every fallible `fencelock_` function returns. Numbers are stable and never reused.
 //
 // * `0` success, `1` the end of a drain (not an error).
-// * `1xx`–`5xx`: the core's refusals, numbered exactly as the core's `Error::code()`
+// * `1xx`–`6xx`: the core's refusals, numbered exactly as the core's `Error::code()`
 //   (1xx session and lock rules, 2xx names and time, 3xx capacity, 4xx fencing,
-//   5xx bytes). A refused input changed nothing and queued nothing.
-// * `9xx`: the ABI layer itself (bad pointers, bad arguments, panics).
+//   5xx bytes, 6xx the client's lease view).
+// * `9xx`: the ABI layer itself (bad pointers, bad arguments, panics). `904` is retired
+//   (it was a placed service's "outputs pending"; a full event ring is now the core's
+//   `BUFFER_TOO_SMALL`) and is never reused.
 //
-// [`fencelock_result_message`] writes a code's message into a caller buffer;
-// `fencelock_service_last_error` gives the detailed message of a service's last refusal.
+// [`fencelock_result_message`](crate::fencelock_result_message) writes a code's fixed
+// message into a caller buffer; `fencelock_service_last_error`, `fencelock_gate_last_error`
+// and `fencelock_keeper_last_error` give the detailed message of a handle's last failure.
 enum fencelock_result
 #ifdef __cplusplus
   : uint32_t
@@ -57,7 +72,7 @@ enum fencelock_result
   FENCELOCK_RESULT_MODE_MISMATCH = 105,
   // A request number older than the session's latest one (a stale retry).
   FENCELOCK_RESULT_STALE_REQUEST = 106,
-  // The session's latest request number was reused for a different kind of input.
+  // The session's latest request number was reused for a different input.
   FENCELOCK_RESULT_REQUEST_REUSED = 107,
   // A lock or resource name was empty.
   FENCELOCK_RESULT_EMPTY_NAME = 201,
@@ -67,7 +82,7 @@ enum fencelock_result
   FENCELOCK_RESULT_BAD_TTL = 203,
   // `now + ttl` does not fit in 64 bits.
   FENCELOCK_RESULT_DEADLINE_OVERFLOW = 204,
-  // A tick (or a keeper's send time) earlier than the current one.
+  // A `now` (or a keeper's send time) earlier than the current one.
   FENCELOCK_RESULT_TIME_WENT_BACKWARDS = 205,
   // A configuration that cannot work.
   FENCELOCK_RESULT_BAD_CONFIG = 206,
@@ -79,9 +94,10 @@ enum fencelock_result
   FENCELOCK_RESULT_ZERO_TOKEN = 402,
   // A frame that does not decode as an input.
   FENCELOCK_RESULT_BAD_FRAME = 501,
-  // A caller buffer is too small; the function's length out-parameter says how many
-  // bytes (or items) would do. Whatever was to be written is kept (queued outputs stay
-  // queued), so calling again with a bigger buffer loses nothing.
+  // A buffer is too small: a caller buffer (the function's length out-parameter says
+  // how many bytes or items would do; whatever was to be written is kept, so calling
+  // again with a bigger one loses nothing), or a placed service's event ring with less
+  // room than the input could need (drain it; the input changed nothing).
   FENCELOCK_RESULT_BUFFER_TOO_SMALL = 502,
   // Snapshot bytes do not begin with the expected magic.
   FENCELOCK_RESULT_BAD_MAGIC = 503,
@@ -89,19 +105,20 @@ enum fencelock_result
   FENCELOCK_RESULT_UNSUPPORTED_VERSION = 504,
   // A snapshot decodes but breaks an invariant (or is truncated).
   FENCELOCK_RESULT_CORRUPT_SNAPSHOT = 505,
+  // A keeper was told of an acknowledgement for a keep-alive it has no record of
+  // sending.
+  FENCELOCK_RESULT_UNKNOWN_KEEP_ALIVE = 601,
   // A required pointer argument was NULL.
   FENCELOCK_RESULT_NULL_PARAMETER = 901,
   // A name was not valid UTF-8.
   FENCELOCK_RESULT_INVALID_UTF8 = 902,
-  // An enum argument (mode, wait) had a value outside its enum.
+  // An enum argument (mode, wait) had a value outside its enum, or overlapping memory
+  // where it may not overlap.
   FENCELOCK_RESULT_INVALID_ARGUMENT = 903,
-  // A service placed in caller memory refuses a new input until the outputs of the
-  // previous one are drained (its fixed queue is sized for one input's outputs).
-  FENCELOCK_RESULT_OUTPUTS_PENDING = 904,
   // Caller-provided memory is not aligned as `fencelock_service_layout` said.
   FENCELOCK_RESULT_MISALIGNED_MEMORY = 905,
   // The core refused with an error this build of the ABI has no code for (a core
-  // newer than its ABI; never expected).
+  // newer than its ABI; never expected: a test checks every core error has its code).
   FENCELOCK_RESULT_UNKNOWN_ERROR = 998,
   // A panic was caught at the ABI boundary. The handle involved is poisoned: every
   // later call on it returns `PANIC`; free it.
@@ -117,11 +134,11 @@ enum fencelock_lease_state
   : uint32_t
 #endif // __cplusplus
  {
-  // No heartbeat has been acknowledged yet: the client holds nothing.
+  // No keep-alive (or open) has been acknowledged yet: the client holds nothing.
   FENCELOCK_LEASE_STATE_UNCONFIRMED = 1,
   // Certainly valid: act freely until `until`.
   FENCELOCK_LEASE_STATE_SAFE = 2,
-  // Within the margin of possible expiry: stop acting now, keep heartbeating.
+  // Within the margin of possible expiry: stop acting now, keep sending keep-alives.
   FENCELOCK_LEASE_STATE_JEOPARDY = 3,
   // The lease may have expired: everything held is lost.
   FENCELOCK_LEASE_STATE_EXPIRED = 4,
@@ -130,38 +147,44 @@ enum fencelock_lease_state
 typedef uint32_t fencelock_lease_state;
 #endif // __cplusplus
 
-// Which event a `fencelock_output` is. Each names the session the host must tell.
-enum fencelock_output_kind
+// Which answer a `fencelock_reply` is: the caller's own answer to its input (the
+// core's `Reply`; the number is its variant index + 1).
+enum fencelock_reply_kind
 #ifdef __cplusplus
   : uint32_t
 #endif // __cplusplus
  {
-  // No output (what a `DONE` poll leaves in the struct).
-  FENCELOCK_OUTPUT_KIND_NONE = 0,
-  // A session was opened: `session`, `expires_at`.
-  FENCELOCK_OUTPUT_KIND_SESSION_OPENED = 1,
-  // A keep-alive was applied (the heartbeat's ack): `session`, `expires_at`.
-  FENCELOCK_OUTPUT_KIND_SESSION_RENEWED = 2,
-  // A session was closed at its client's request: `session`.
-  FENCELOCK_OUTPUT_KIND_SESSION_CLOSED = 3,
-  // A session's deadline passed; it lost everything: `session`.
-  FENCELOCK_OUTPUT_KIND_SESSION_EXPIRED = 4,
-  // The session now holds the lock; every action on the resource must carry `token`:
-  // `session`, `lock`, `mode`, `token`.
-  FENCELOCK_OUTPUT_KIND_GRANTED = 5,
-  // The acquire was queued (1 = next in line): `session`, `lock`, `mode`, `position`.
-  FENCELOCK_OUTPUT_KIND_QUEUED = 6,
-  // A try-lock found the lock taken; nothing queued: `session`, `lock`.
-  FENCELOCK_OUTPUT_KIND_BUSY = 7,
-  // A hold ended; its token is no longer good: `session`, `lock`, `token`, `reason`.
-  FENCELOCK_OUTPUT_KIND_RELEASED = 8,
-  // A timed wait reached its deadline ungranted: `session`, `lock`.
-  FENCELOCK_OUTPUT_KIND_WAIT_TIMED_OUT = 9,
-  // A queued acquire was withdrawn: `session`, `lock`.
-  FENCELOCK_OUTPUT_KIND_WAIT_CANCELLED = 10,
+  // No reply: what a refused call leaves in the struct.
+  FENCELOCK_REPLY_KIND_NONE = 0,
+  // The session was opened: `session`, `expires_at`.
+  FENCELOCK_REPLY_KIND_OPENED = 1,
+  // The keep-alive was applied (the client's acknowledgement): `expires_at`.
+  FENCELOCK_REPLY_KIND_KEPT_ALIVE = 2,
+  // The session was closed; its holds were released (`RELEASED` events).
+  FENCELOCK_REPLY_KIND_CLOSED = 3,
+  // The session holds the lock; carry `token` with every action on the resource:
+  // `mode`, `token`.
+  FENCELOCK_REPLY_KIND_GRANTED = 4,
+  // The acquire waits in the queue (1 = next in line); a `GRANTED` or
+  // `WAIT_TIMED_OUT` event for this session follows, or the session ends: `mode`,
+  // `position`.
+  FENCELOCK_REPLY_KIND_QUEUED = 5,
+  // A try-lock (or a deadline not after now) found the lock taken; nothing queued.
+  FENCELOCK_REPLY_KIND_BUSY = 6,
+  // The hold ended; `token` is no longer good: `token`.
+  FENCELOCK_REPLY_KIND_RELEASED = 7,
+  // The queued acquire was withdrawn.
+  FENCELOCK_REPLY_KIND_CANCELLED = 8,
+  // Only as the repeat of an acquire that was granted: that hold has since ended:
+  // `token`.
+  FENCELOCK_REPLY_KIND_HOLD_ENDED = 9,
+  // Only as the repeat of an acquire that was queued: the wait ended ungranted.
+  FENCELOCK_REPLY_KIND_WAIT_ENDED = 10,
+  // The answer to a tick input frame: time is now `now`.
+  FENCELOCK_REPLY_KIND_TICKED = 11,
 };
 #ifndef __cplusplus
-typedef uint32_t fencelock_output_kind;
+typedef uint32_t fencelock_reply_kind;
 #endif // __cplusplus
 
 // How a lock is held. 0 is not a mode (so a zeroed argument is refused).
@@ -170,7 +193,7 @@ enum fencelock_mode
   : uint32_t
 #endif // __cplusplus
  {
-  // Not a mode: the value of this field in outputs that carry none.
+  // Not a mode: the value of this field in replies and events that carry none.
   FENCELOCK_MODE_NONE = 0,
   // One holder at a time.
   FENCELOCK_MODE_EXCLUSIVE = 1,
@@ -181,15 +204,41 @@ enum fencelock_mode
 typedef uint32_t fencelock_mode;
 #endif // __cplusplus
 
-// Why a hold ended (`RELEASED` outputs only).
+// Which event a `fencelock_output` is: what an input caused for a session other than
+// the caller's, or what time caused. Each names the session the host must tell.
+// (The number is the core's event variant index + 1.)
+enum fencelock_output_kind
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // No event (what a `DONE` poll leaves in the struct).
+  FENCELOCK_OUTPUT_KIND_NONE = 0,
+  // A waiter now holds the lock; every action on the resource must carry `token`:
+  // `session`, `lock`, `mode`, `token`.
+  FENCELOCK_OUTPUT_KIND_GRANTED = 1,
+  // A hold ended by its session's close or expiry; its token is no longer good:
+  // `session`, `lock`, `token`, `reason` (`CLOSED` or `EXPIRED`).
+  FENCELOCK_OUTPUT_KIND_RELEASED = 2,
+  // A session's deadline passed; it lost everything: `session`.
+  FENCELOCK_OUTPUT_KIND_SESSION_EXPIRED = 3,
+  // A timed wait reached its deadline ungranted: `session`, `lock`.
+  FENCELOCK_OUTPUT_KIND_WAIT_TIMED_OUT = 4,
+};
+#ifndef __cplusplus
+typedef uint32_t fencelock_output_kind;
+#endif // __cplusplus
+
+// Why a hold ended (`RELEASED` events). Events carry only `CLOSED` or `EXPIRED`: a
+// release the holder asked for is its own reply (`FENCELOCK_REPLY_KIND_RELEASED`).
 enum fencelock_release_reason
 #ifdef __cplusplus
   : uint32_t
 #endif // __cplusplus
  {
-  // Not a reason: the value of this field in every other output.
+  // Not a reason: the value of this field in every other event.
   FENCELOCK_RELEASE_REASON_NONE = 0,
-  // The holder released it.
+  // The holder released it (never in an event; kept so the numbers stay the core's).
   FENCELOCK_RELEASE_REASON_RELEASED = 1,
   // The holder closed its session.
   FENCELOCK_RELEASE_REASON_CLOSED = 2,
@@ -206,11 +255,12 @@ enum fencelock_wait
   : uint32_t
 #endif // __cplusplus
  {
-  // Try-lock: answer `BUSY`, queue nothing.
+  // Try-lock: reply `BUSY`, queue nothing.
   FENCELOCK_WAIT_NONE = 1,
   // Queue until granted, cancelled, or the session ends.
   FENCELOCK_WAIT_FOREVER = 2,
-  // Queue until the tick given as `wait_until`, then `WAIT_TIMED_OUT`.
+  // Queue until the tick given as `wait_until`, then a `WAIT_TIMED_OUT` event (a
+  // deadline not after `now` is a try-lock).
   FENCELOCK_WAIT_UNTIL = 3,
 };
 #ifndef __cplusplus
@@ -222,9 +272,9 @@ typedef uint32_t fencelock_wait;
 // `fencelock_gate_free`. Not thread-safe per handle.
 typedef struct fencelock_gate fencelock_gate;
 
-// A session keeper: when to heartbeat, whether the client may still act. Opaque: create
-// with `fencelock_keeper_new`, free with `fencelock_keeper_free`. Not thread-safe per
-// handle.
+// A session keeper: when to send a keep-alive, whether the client may still act.
+// Opaque: create with `fencelock_keeper_new`, free with `fencelock_keeper_free`. Not
+// thread-safe per handle.
 typedef struct fencelock_keeper fencelock_keeper;
 
 // A lock service. Opaque: create with `fencelock_service_new` (or `_init_in`,
@@ -275,21 +325,37 @@ typedef struct fencelock_config {
   uint32_t max_name_len;
 } fencelock_config;
 
-// One output, copied out of the service (it owns no memory). Fields an output kind does
-// not use are zero (`mode` `NONE`, `reason` `NONE`, `lock_len` 0, `lock` all NUL).
+// The caller's reply to one input, copied out (it owns no memory). Fields a reply kind
+// does not use are zero (`mode` `NONE`).
+typedef struct fencelock_reply {
+  // Which reply.
+  fencelock_reply_kind kind;
+  // The mode held or asked for (`GRANTED`, `QUEUED`).
+  fencelock_mode mode;
+  // Place in the queue, 1 = next (`QUEUED`).
+  uint32_t position;
+  // The new session (`OPENED`).
+  uint64_t session;
+  // The session's deadline (`OPENED`, `KEPT_ALIVE`).
+  uint64_t expires_at;
+  // The fencing token (`GRANTED`, `RELEASED`, `HOLD_ENDED`).
+  uint64_t token;
+  // The current tick (`TICKED`).
+  uint64_t now;
+} fencelock_reply;
+
+// One event, copied out of the service (it owns no memory). Fields an event kind does
+// not use are zero (`mode` `NONE`, `reason` `NONE`, `token` 0, `lock_len` 0, `lock` all
+// NUL).
 typedef struct fencelock_output {
   // Which event.
   fencelock_output_kind kind;
-  // The mode granted or asked for (`GRANTED`, `QUEUED`).
+  // The mode granted (`GRANTED`).
   fencelock_mode mode;
   // Why a hold ended (`RELEASED`).
   fencelock_release_reason reason;
-  // Place in the queue, 1 = next (`QUEUED`).
-  uint32_t position;
   // The session to tell.
   uint64_t session;
-  // The session's deadline (`SESSION_OPENED`, `SESSION_RENEWED`).
-  uint64_t expires_at;
   // The fencing token (`GRANTED`, `RELEASED`).
   uint64_t token;
   // Length of `lock` in bytes, without the NUL.
@@ -298,6 +364,16 @@ typedef struct fencelock_output {
   // `lock_len`).
   char lock[FENCELOCK_NAME_BUF_LEN];
 } fencelock_output;
+
+// Rows in use in each of a service's three tables (the core's `Usage`).
+typedef struct fencelock_usage {
+  // Open sessions.
+  uint32_t sessions;
+  // Live lock entries (held, awaited or in lock-delay).
+  uint32_t locks;
+  // Holds plus waits.
+  uint32_t claims;
+} fencelock_usage;
 
 // A live session's state.
 typedef struct fencelock_session_info {
@@ -349,7 +425,8 @@ typedef struct fencelock_leader {
 extern "C" {
 #endif // __cplusplus
 
-// Writes the fixed message of result code `code` into `buf[..len]`, NUL-terminated
+// Writes the fixed message of result code `code` (for a core refusal, its kind in words:
+// "unknown session") into `buf[..len]`, NUL-terminated
 // (truncated like `snprintf` if it does not fit); `*out_len` (may be NULL) gets the
 // message length without the NUL.
 //
@@ -364,9 +441,9 @@ fencelock_result fencelock_result_message(uint32_t code, char *buf, size_t len, 
 // Creates an empty gate for up to `capacity` resources (entries are never evicted:
 // size it for every resource it will ever guard).
 //
-// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (more than 2^31 − 1 resources, or not enough
-// memory: refused, never an abort). Cost: O(capacity) time and about 100 bytes per
-// resource.
+// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (more than 2^31 − 1 resources, the core's
+// `MAX_ROWS`, or not enough memory: refused, never an abort). Cost: O(capacity) time
+// and about 100 bytes per resource.
 //
 // # Safety
 // `out_gate` NULL or writable.
@@ -399,7 +476,7 @@ fencelock_result fencelock_gate_admit(struct fencelock_gate *gate,
 //
 // # Safety
 // As `fencelock_gate_admit`.
-fencelock_result fencelock_gate_check(struct fencelock_gate *gate,
+fencelock_result fencelock_gate_check(const struct fencelock_gate *gate,
                                       const uint8_t *resource,
                                       size_t resource_len,
                                       uint64_t token);
@@ -409,7 +486,7 @@ fencelock_result fencelock_gate_check(struct fencelock_gate *gate,
 //
 // # Safety
 // As `fencelock_gate_admit`; `seen` and `highest` NULL or writable.
-fencelock_result fencelock_gate_highest(struct fencelock_gate *gate,
+fencelock_result fencelock_gate_highest(const struct fencelock_gate *gate,
                                         const uint8_t *resource,
                                         size_t resource_len,
                                         bool *seen,
@@ -422,7 +499,7 @@ fencelock_result fencelock_gate_highest(struct fencelock_gate *gate,
 // # Safety
 // `gate` NULL or live; `entries` NULL or valid for `cap` elements; `count` NULL or
 // writable.
-fencelock_result fencelock_gate_entries(struct fencelock_gate *gate,
+fencelock_result fencelock_gate_entries(const struct fencelock_gate *gate,
                                         struct fencelock_name *entries,
                                         size_t cap,
                                         size_t *count);
@@ -433,7 +510,7 @@ fencelock_result fencelock_gate_entries(struct fencelock_gate *gate,
 //
 // # Safety
 // `gate` NULL or live; `buf` NULL or valid for `cap` bytes; `len` NULL or writable.
-fencelock_result fencelock_gate_snapshot(struct fencelock_gate *gate,
+fencelock_result fencelock_gate_snapshot(const struct fencelock_gate *gate,
                                          uint8_t *buf_,
                                          size_t cap,
                                          size_t *len);
@@ -451,8 +528,20 @@ fencelock_result fencelock_gate_restore(size_t capacity,
                                         size_t len,
                                         struct fencelock_gate **out_gate);
 
-// Creates a keeper for a session of `ttl`, heartbeating every `interval`, stopping
-// `margin` before the lease could expire.
+// Writes the detailed message of the most recent failed call on this gate (the core's
+// text, with the tokens of a `STALE` refusal), or "ok" if none failed yet. Buffer rules as `fencelock_result_message`; a poisoned
+// gate still answers. Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL` (truncated).
+// Cost: O(message length).
+//
+// # Safety
+// `gate` NULL or live; `buf` NULL or valid for `len` bytes; `out_len` NULL or writable.
+fencelock_result fencelock_gate_last_error(const struct fencelock_gate *gate,
+                                           char *buf,
+                                           size_t len,
+                                           size_t *out_len);
+
+// Creates a keeper for a session of `ttl`, sending a keep-alive every `interval`,
+// stopping `margin` before the lease could expire.
 //
 // Errors: `BAD_CONFIG` unless `0 < interval < ttl - margin` and `margin < ttl`;
 // `NULL_PARAMETER`. Cost: O(1).
@@ -471,25 +560,29 @@ fencelock_result fencelock_keeper_new(uint64_t ttl,
 // `keeper` NULL or a live keeper handle.
 void fencelock_keeper_free(struct fencelock_keeper *keeper);
 
-// Records that a heartbeat (or the session open) was sent at `at`.
+// Records that a keep-alive (or the session open) was sent at `at`, by the client's
+// clock. The keeper remembers the last `FENCELOCK_KEEPER_MEMORY` send times.
 //
-// Errors: `TIME_WENT_BACKWARDS` (before the previous send), `NULL_PARAMETER`. Cost: O(1).
+// Errors: `TIME_WENT_BACKWARDS` (before the previous send; nothing recorded),
+// `NULL_PARAMETER`. Cost: O(1).
 //
 // # Safety
 // `keeper` NULL or live.
-fencelock_result fencelock_keeper_heartbeat_sent(struct fencelock_keeper *keeper, uint64_t at);
+fencelock_result fencelock_keeper_keep_alive_sent(struct fencelock_keeper *keeper, uint64_t at);
 
-// Records the ack of the heartbeat sent at `sent_at`; `*extended` says whether it
-// extended the lease (a late ack of an older heartbeat does not).
+// Records the acknowledgement (the `KEPT_ALIVE` or `OPENED` reply) of the keep-alive
+// sent at `sent_at`; `*extended` says whether it extended the lease (a late ack of an
+// older keep-alive does not).
 //
-// Errors: `TIME_WENT_BACKWARDS` (no such heartbeat was sent), `NULL_PARAMETER`.
-// Cost: O(1).
+// Errors: `UNKNOWN_KEEP_ALIVE` (no keep-alive sent at `sent_at` is among the last
+// `FENCELOCK_KEEPER_MEMORY` recorded: an ack from the future, a forged or garbled
+// time; nothing changes), `NULL_PARAMETER`. Cost: O(1).
 //
 // # Safety
 // `keeper` NULL or live; `extended` NULL or writable.
-fencelock_result fencelock_keeper_heartbeat_acked(struct fencelock_keeper *keeper,
-                                                  uint64_t sent_at,
-                                                  bool *extended);
+fencelock_result fencelock_keeper_keep_alive_acked(struct fencelock_keeper *keeper,
+                                                   uint64_t sent_at,
+                                                   bool *extended);
 
 // The service said the session expired or closed: the lease is gone for good.
 // Errors: `NULL_PARAMETER`. Cost: O(1).
@@ -502,7 +595,7 @@ fencelock_result fencelock_keeper_session_lost(struct fencelock_keeper *keeper);
 //
 // # Safety
 // `keeper` NULL or live; `lease` NULL or writable.
-fencelock_result fencelock_keeper_lease(struct fencelock_keeper *keeper,
+fencelock_result fencelock_keeper_lease(const struct fencelock_keeper *keeper,
                                         uint64_t now,
                                         struct fencelock_lease *lease);
 
@@ -511,36 +604,52 @@ fencelock_result fencelock_keeper_lease(struct fencelock_keeper *keeper,
 //
 // # Safety
 // `keeper` NULL or live; `may_act` NULL or writable.
-fencelock_result fencelock_keeper_may_act(struct fencelock_keeper *keeper,
+fencelock_result fencelock_keeper_may_act(const struct fencelock_keeper *keeper,
                                           uint64_t now,
                                           bool *may_act);
 
-// When the next heartbeat is due (`now` if none was sent yet). Errors:
-// `NULL_PARAMETER`. Cost: O(1).
+// The time the next keep-alive is due: `interval` after the last send, or `now` if none
+// was sent yet. Errors: `NULL_PARAMETER`. Cost: O(1).
 //
 // # Safety
-// `keeper` NULL or live; `due` NULL or writable.
-fencelock_result fencelock_keeper_heartbeat_due(struct fencelock_keeper *keeper,
-                                                uint64_t now,
-                                                uint64_t *due);
+// `keeper` NULL or live; `at` NULL or writable.
+fencelock_result fencelock_keeper_next_keep_alive(const struct fencelock_keeper *keeper,
+                                                  uint64_t now,
+                                                  uint64_t *at);
 
-// The next instant the host should wake (a heartbeat due, or the lease changing
-// state): `*scheduled` false (and `*at` 0) once the session is lost. Errors:
-// `NULL_PARAMETER`. Cost: O(1).
+// The next instant the host should wake (a keep-alive due, or the lease changing
+// state): `*scheduled` false (and `*at` 0) once the session is lost. It may be at or
+// before `now` (a keep-alive is overdue: send it at once). Errors: `NULL_PARAMETER`.
+// Cost: O(1).
 //
 // # Safety
 // `keeper` NULL or live; `scheduled` and `at` NULL or writable.
-fencelock_result fencelock_keeper_poll_timeout(struct fencelock_keeper *keeper,
+fencelock_result fencelock_keeper_poll_timeout(const struct fencelock_keeper *keeper,
                                                uint64_t now,
                                                bool *scheduled,
                                                uint64_t *at);
 
+// Writes the detailed message of the most recent failed call on this keeper (the
+// core's text: "unknown keep-alive: no keep-alive sent at 4 is on record"), or "ok" if
+// none failed yet. Buffer rules as `fencelock_result_message`; a poisoned keeper still
+// answers. Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL` (truncated).
+// Cost: O(message length).
+//
+// # Safety
+// `keeper` NULL or live; `buf` NULL or valid for `len` bytes; `out_len` NULL or
+// writable.
+fencelock_result fencelock_keeper_last_error(const struct fencelock_keeper *keeper,
+                                             char *buf,
+                                             size_t len,
+                                             size_t *out_len);
+
 // Creates a service with empty tables of the configured capacities, allocated by this
 // library, and stores its handle in `*out`.
 //
-// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `max_name_len` outside 1..=64, a table of
-// more than 2^31 − 1 rows, or not enough memory). Cost: O(capacity) time; memory
-// `fencelock_service_layout`'s size (minus the output ring) plus queued outputs.
+// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `max_name_len` outside 1..=64, then a table
+// of more than 2^31 − 1 rows — the core's `MAX_ROWS`, checked before anything is
+// allocated — or not enough memory). Cost: O(capacity) time; memory
+// `fencelock_service_layout`'s size (minus the event ring) plus queued events.
 //
 // # Safety
 // `config` is NULL or a valid config; `out` is NULL or writable.
@@ -550,7 +659,7 @@ fencelock_result fencelock_service_new(const struct fencelock_config *config,
 // Ends a service and frees what this library allocated for it. `NULL` is fine (does
 // nothing). Must not be called twice on the same handle, and the handle must not be
 // used afterwards. For a service placed with `_init_in`/`_restore_in`, the memory is
-// the caller's again once this returns. Cost: O(1) plus the queued outputs.
+// the caller's again once this returns. Cost: O(1) plus the queued events.
 //
 // # Safety
 // `svc` is NULL or a live handle, not used concurrently or after this call.
@@ -558,9 +667,10 @@ void fencelock_service_free(struct fencelock_service *svc);
 
 // The size and alignment of the memory `fencelock_service_init_in` /
 // `fencelock_service_restore_in` need for these capacities (the handle, the tables and
-// a fixed output ring of sessions + 2 × claims + 1 outputs).
+// a fixed event ring of sessions + 2 × claims events, the most one input can emit).
 //
-// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (sizes overflow). Cost: O(1).
+// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a table of more than 2^31 − 1 rows, or sizes
+// that overflow). Cost: O(1).
 //
 // # Safety
 // `capacity` is NULL or valid; `size` and `align` are NULL or writable.
@@ -569,14 +679,17 @@ fencelock_result fencelock_service_layout(const struct fencelock_capacity *capac
                                           size_t *align);
 
 // Creates a service inside `mem` (for embedders without malloc: a static array, an
-// arena). This library allocates nothing for it, ever: outputs queue in a fixed ring
-// inside `mem`, so each input is refused with `OUTPUTS_PENDING` until the previous
-// input's outputs have been drained.
+// arena). This library allocates nothing for it, ever: events queue in a fixed ring
+// inside `mem`, and the core refuses an input with `BUFFER_TOO_SMALL` (changing
+// nothing) while the ring has less room than the most events that input could emit
+// (the open sessions + 2 × the holds and waits): drain the ring and send it again. An
+// empty ring always has room.
 //
 // The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
 //
-// Errors: `NULL_PARAMETER`, `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL` (`mem_len` below
-// the layout's size), `BAD_CONFIG`. Cost: O(capacity).
+// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (as `fencelock_service_new`),
+// `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL` (`mem_len` below the layout's size).
+// Cost: O(capacity).
 //
 // # Safety
 // `mem` is NULL or valid for reading and writing `mem_len` bytes as said above;
@@ -590,9 +703,11 @@ fencelock_result fencelock_service_init_in(void *mem,
 // `capacity`; lock-delay and the name limit come from the snapshot. Every invariant is
 // checked before the bytes are accepted.
 //
-// Errors: `NULL_PARAMETER`, `BAD_MAGIC`, `UNSUPPORTED_VERSION`, `CORRUPT_SNAPSHOT`
-// (including truncated bytes), `CAPACITY_EXCEEDED` (the snapshot does not fit),
-// `BAD_CONFIG`. Nothing is created on error. Cost: O(capacity + snapshot length).
+// Errors, in the core's order: `NULL_PARAMETER`, `BAD_MAGIC`, `UNSUPPORTED_VERSION`,
+// `CORRUPT_SNAPSHOT` (a truncated header), `BAD_CONFIG` (its config, then a table of
+// more than 2^31 − 1 rows, or not enough memory), `CAPACITY_EXCEEDED` (the snapshot
+// does not fit), `CORRUPT_SNAPSHOT` (a record breaks an invariant, or is truncated).
+// Nothing is created on error. Cost: O(capacity + snapshot length).
 //
 // # Safety
 // `capacity` NULL or valid; `snapshot` NULL or valid for `len` bytes; `out_service`
@@ -617,157 +732,196 @@ fencelock_result fencelock_service_restore_in(void *mem,
                                               size_t len,
                                               struct fencelock_service **out_service);
 
-// Opens a session expiring `ttl` ticks from now; its id goes to `*session`. Queues
-// `SESSION_OPENED`.
+// Opens a session expiring `ttl` ticks after `now`. Replies `OPENED` (`session`,
+// `expires_at`).
 //
-// Errors: `BAD_TTL` (0), `DEADLINE_OVERFLOW`, `CAPACITY_EXCEEDED`. Cost: O(log sessions).
+// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `BAD_TTL` (0),
+// `DEADLINE_OVERFLOW`, `CAPACITY_EXCEEDED`. Cost: the advance, then O(log sessions).
 //
 // # Safety
-// `svc` NULL or a live handle; `session` NULL or writable.
+// `svc` NULL or a live handle; `reply` NULL or writable.
 fencelock_result fencelock_service_open_session(struct fencelock_service *svc,
+                                                uint64_t now,
                                                 uint64_t ttl,
-                                                uint64_t *session);
+                                                struct fencelock_reply *reply);
 
-// Renews a session (deadline = now + ttl). Queues `SESSION_RENEWED`, the heartbeat ack.
+// Keeps a session alive: its deadline becomes `now` + its ttl. Replies `KEPT_ALIVE`
+// (`expires_at`), the client's acknowledgement (`fencelock_keeper_keep_alive_acked`).
 //
-// Errors: `UNKNOWN_SESSION`, `DEADLINE_OVERFLOW`, `STALE_REQUEST`, `REQUEST_REUSED`.
-// Cost: O(log sessions).
+// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+// `STALE_REQUEST`, `REQUEST_REUSED`, `DEADLINE_OVERFLOW`. Cost: the advance, then
+// O(log sessions).
 //
 // # Safety
-// `svc` NULL or a live handle.
+// `svc` NULL or a live handle; `reply` NULL or writable.
 fencelock_result fencelock_service_keep_alive(struct fencelock_service *svc,
+                                              uint64_t now,
                                               uint64_t session,
-                                              uint64_t request_number);
+                                              uint64_t request_number,
+                                              struct fencelock_reply *reply);
 
-// Closes a session: queues `SESSION_CLOSED`, `RELEASED` per hold, then the `GRANTED`s
-// this frees.
+// Closes a session. Replies `CLOSED`; queues `RELEASED` (reason `CLOSED`) per hold,
+// then the `GRANTED`s this frees.
 //
-// Errors: `UNKNOWN_SESSION`, `STALE_REQUEST`, `REQUEST_REUSED`. Cost: O(its claims +
-// outputs).
+// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+// `STALE_REQUEST`, `REQUEST_REUSED`. Cost: the advance, then O(its claims + events).
 //
 // # Safety
-// `svc` NULL or a live handle.
+// `svc` NULL or a live handle; `reply` NULL or writable.
 fencelock_result fencelock_service_close_session(struct fencelock_service *svc,
+                                                 uint64_t now,
                                                  uint64_t session,
-                                                 uint64_t request_number);
+                                                 uint64_t request_number,
+                                                 struct fencelock_reply *reply);
 
 // Acquires the lock named by `lock[..lock_len]` (UTF-8) in `mode` (a `fencelock_mode`),
 // waiting as `wait` (a `fencelock_wait`) says; `wait_until` is the deadline tick for
-// `FENCELOCK_WAIT_UNTIL` and ignored otherwise. Queues `GRANTED` (with the fencing
-// token), `QUEUED` or `BUSY`.
+// `FENCELOCK_WAIT_UNTIL` and ignored otherwise. Replies `GRANTED` (`mode`, the fencing
+// `token`), `QUEUED` (`mode`, `position`) or `BUSY`; a repeated request number may
+// also reply `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
 //
-// Errors: `INVALID_ARGUMENT` (mode or wait), `INVALID_UTF8`, `UNKNOWN_SESSION`,
-// `EMPTY_NAME`, `NAME_TOO_LONG`, `ALREADY_QUEUED`, `MODE_MISMATCH`, `CAPACITY_EXCEEDED`,
-// `STALE_REQUEST`, `REQUEST_REUSED`. Cost: O(name length + log claims).
+// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `ALREADY_QUEUED`,
+// `MODE_MISMATCH`, `CAPACITY_EXCEEDED`, in that order. Cost: the advance, then
+// O(name length + log claims).
 //
 // # Safety
-// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes.
+// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes; `reply` NULL
+// or writable.
 fencelock_result fencelock_service_acquire(struct fencelock_service *svc,
+                                           uint64_t now,
                                            uint64_t session,
                                            const uint8_t *lock,
                                            size_t lock_len,
                                            uint32_t mode,
                                            uint32_t wait,
                                            uint64_t wait_until,
-                                           uint64_t request_number);
+                                           uint64_t request_number,
+                                           struct fencelock_reply *reply);
 
-// Releases a held lock. Queues `RELEASED`, then `GRANTED` to the head of its queue.
+// Releases a held lock. Replies `RELEASED` (`token`, no longer good); queues `GRANTED`
+// to the head of its queue.
 //
-// Errors: `INVALID_UTF8`, `UNKNOWN_SESSION`, name errors, `NOT_HOLDER`,
-// `STALE_REQUEST`, `REQUEST_REUSED`. Cost: O(name length + log claims + outputs).
+// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_HOLDER`.
+// Cost: the advance, then O(name length + log claims + events).
 //
 // # Safety
-// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes.
+// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes; `reply` NULL
+// or writable.
 fencelock_result fencelock_service_release(struct fencelock_service *svc,
+                                           uint64_t now,
                                            uint64_t session,
                                            const uint8_t *lock,
                                            size_t lock_len,
-                                           uint64_t request_number);
+                                           uint64_t request_number,
+                                           struct fencelock_reply *reply);
 
-// Withdraws a queued acquire. Queues `WAIT_CANCELLED`, then any `GRANTED` it unblocks.
+// Withdraws a queued acquire. Replies `CANCELLED`; queues any `GRANTED` it unblocks.
 //
-// Errors: `INVALID_UTF8`, `UNKNOWN_SESSION`, name errors, `NOT_QUEUED`,
-// `STALE_REQUEST`, `REQUEST_REUSED`. Cost: O(name length + log claims + outputs).
+// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_QUEUED`.
+// Cost: the advance, then O(name length + log claims + events).
 //
 // # Safety
-// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes.
+// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes; `reply` NULL
+// or writable.
 fencelock_result fencelock_service_cancel(struct fencelock_service *svc,
+                                          uint64_t now,
                                           uint64_t session,
                                           const uint8_t *lock,
                                           size_t lock_len,
-                                          uint64_t request_number);
+                                          uint64_t request_number,
+                                          struct fencelock_reply *reply);
 
 // Advances logical time to `now`: expiries (`SESSION_EXPIRED`, `RELEASED`), wait
-// timeouts (`WAIT_TIMED_OUT`), then grants (`GRANTED`), in that order. Call it no later
-// than `fencelock_service_poll_timeout` says; earlier or repeated calls are harmless.
+// timeouts (`WAIT_TIMED_OUT`), the end of lock-delays, then grants (`GRANTED`), in that
+// order — what every other input does first. Call it when
+// `fencelock_service_poll_timeout`'s tick comes due; earlier or repeated calls are
+// harmless. It has no reply (its frame, through `fencelock_service_handle_frame`,
+// replies `TICKED`).
 //
-// Errors: `TIME_WENT_BACKWARDS`. Cost: O(1) with nothing due, else O(log n) per due
-// deadline plus the outputs.
+// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL` (nothing changed). Cost: O(1) with
+// nothing due, else O(log n) per due deadline plus the events.
 //
 // # Safety
 // `svc` NULL or a live handle.
 fencelock_result fencelock_service_tick(struct fencelock_service *svc, uint64_t now);
 
 // Stands `session` as a candidate in `election` (an exclusive acquire that waits
-// forever): `GRANTED` = it leads, the token is its epoch; `QUEUED` = it watches.
+// forever): replies `GRANTED` = it leads, the token is its epoch; `QUEUED` = it waits in
+// line, and a `GRANTED` event promotes it.
 //
 // Errors: those of `fencelock_service_acquire`. Cost: as acquire.
 //
 // # Safety
-// `svc` NULL or a live handle; `election` NULL or valid for `election_len` bytes.
+// `svc` NULL or a live handle; `election` NULL or valid for `election_len` bytes;
+// `reply` NULL or writable.
 fencelock_result fencelock_service_campaign(struct fencelock_service *svc,
+                                            uint64_t now,
                                             uint64_t session,
                                             const uint8_t *election,
                                             size_t election_len,
-                                            uint64_t request_number);
+                                            uint64_t request_number,
+                                            struct fencelock_reply *reply);
 
-// Withdraws `session` from `election`: steps down if it leads (the next candidate gets
-// a higher epoch), else leaves the queue.
+// Withdraws `session` from `election` (whether it leads is decided at `now`): steps
+// down if it leads (replies `RELEASED`; the next candidate is granted a higher epoch),
+// else leaves the queue (replies `CANCELLED`).
 //
-// Errors: `NOT_QUEUED` (neither leader nor candidate), and those of release/cancel.
-// Cost: as release.
+// Errors: those of release / cancel (`NOT_QUEUED` if it is neither leader nor
+// candidate). Cost: as release.
 //
 // # Safety
-// `svc` NULL or a live handle; `election` NULL or valid for `election_len` bytes.
+// `svc` NULL or a live handle; `election` NULL or valid for `election_len` bytes;
+// `reply` NULL or writable.
 fencelock_result fencelock_service_resign(struct fencelock_service *svc,
+                                          uint64_t now,
                                           uint64_t session,
                                           const uint8_t *election,
                                           size_t election_len,
-                                          uint64_t request_number);
+                                          uint64_t request_number,
+                                          struct fencelock_reply *reply);
 
-// The byte-level entry point: decodes one postcard input frame, applies it, and writes
-// the queued outputs' frames into `out_buf` as `[length: u16 little-endian][frame]`
-// records, oldest first; `*out_len` gets the bytes written.
+// The byte-level entry point: decodes one postcard input frame (its `now` inside) and
+// applies it like the typed functions: the reply goes to `*reply`, and — if
+// `reply_frame` has room — its postcard frame to `reply_frame[..*reply_len]`; the
+// events are queued (drain them with `fencelock_service_drain_frames` or
+// `fencelock_service_poll_output`), the advance's even when the input is refused.
 //
-// * Input refused (`BAD_FRAME` or the input's error): nothing changed, nothing
-//   written, `*out_len` = 0.
-// * `BUFFER_TOO_SMALL`: the input **was applied**; its outputs stay queued and
-//   `*out_len` is the size needed. Fetch them with `fencelock_service_drain_frames`
-//   (never by sending the input again). `out_buf` may be NULL when `out_cap` is 0.
+// * `reply_cap` 0 (then `reply_frame` may be NULL): no reply frame is written. Else
+//   `reply_frame` needs `FENCELOCK_MAX_FRAME_LEN` bytes (any reply fits): a smaller
+//   one is `BUFFER_TOO_SMALL` with `*reply_len` = `FENCELOCK_MAX_FRAME_LEN`, before
+//   anything is decoded or applied.
+// * `reply_len` may be NULL; it gets the reply frame's length (0 when none is written,
+//   and on any refusal).
+// * The input frame is copied before anything is written, so `frame` and `reply_frame`
+//   may be the same buffer (or overlap). A frame longer than `FENCELOCK_MAX_FRAME_LEN`
+//   is `BAD_FRAME` (no valid input is longer).
 //
-// A buffer of (sessions + 2 × claims + 1) × (2 + `FENCELOCK_MAX_FRAME_LEN`) bytes always
-// fits one input's outputs. Cost: O(frame length) + the input's cost + O(outputs).
-//
-// The input frame is copied before anything is written, so `frame` and `out_buf` may
-// be the same buffer (or overlap): reusing one buffer for request and response is fine.
-// A frame longer than `FENCELOCK_MAX_FRAME_LEN` is refused with `BAD_FRAME`.
+// Errors: the ABI's (`NULL_PARAMETER`: handle, `reply` or `frame`; `BUFFER_TOO_SMALL`
+// as above), `BAD_FRAME` (nothing changed), then the input's, as its typed function.
+// Cost: O(frame length) + the input's cost.
 //
 // # Safety
-// `svc` NULL or a live handle; `frame` NULL or valid for `frame_len` bytes; `out_buf`
-// NULL or valid for `out_cap` bytes (it may overlap `frame`); `out_len` NULL or
-// writable.
+// `svc` NULL or a live handle; `frame` NULL or valid for `frame_len` bytes; `reply`
+// NULL or writable; `reply_frame` NULL or valid for `reply_cap` bytes (it may overlap
+// `frame`); `reply_len` NULL or writable.
 fencelock_result fencelock_service_handle_frame(struct fencelock_service *svc,
                                                 const uint8_t *frame,
                                                 size_t frame_len,
-                                                uint8_t *out_buf,
-                                                size_t out_cap,
-                                                size_t *out_len);
+                                                struct fencelock_reply *reply,
+                                                uint8_t *reply_frame,
+                                                size_t reply_cap,
+                                                size_t *reply_len);
 
-// Writes every queued output as frames (the format of `fencelock_service_handle_frame`),
-// all or nothing. `*out_len` gets the bytes written, or with `BUFFER_TOO_SMALL` the
-// size needed (nothing is dequeued). Nothing queued: `OK` with `*out_len` = 0.
+// Writes every queued event as `[length: u16 little-endian][postcard frame]` records,
+// oldest first, all or nothing. `*out_len` gets the bytes written, or with
+// `BUFFER_TOO_SMALL` the size needed (nothing is dequeued). Nothing queued: `OK` with
+// `*out_len` = 0. A buffer of (sessions + 2 × claims) × (`FENCELOCK_FRAME_PREFIX_LEN` +
+// `FENCELOCK_MAX_FRAME_LEN`) bytes always fits one input's events.
 //
-// Cost: O(queued outputs).
+// Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL`, `PANIC`. Cost: O(queued events).
 //
 // # Safety
 // `svc` NULL or a live handle; `out_buf` NULL or valid for `out_cap` bytes; `out_len`
@@ -777,9 +931,10 @@ fencelock_result fencelock_service_drain_frames(struct fencelock_service *svc,
                                                 size_t out_cap,
                                                 size_t *out_len);
 
-// Moves the oldest queued output into `*output`: `OK`, or `DONE` when none is left
-// (then `output->kind` is `FENCELOCK_OUTPUT_KIND_NONE`). Each output names the session
-// the host must tell; none may be dropped.
+// Moves the oldest queued event into `*output`: `OK`, or `DONE` when none is left (then
+// `output->kind` is `FENCELOCK_OUTPUT_KIND_NONE`). Each event names the session the host
+// must tell; none may be dropped. Events are what inputs cause for sessions other than
+// the caller (and what time causes): the caller's own answer is its reply.
 //
 // Errors: `NULL_PARAMETER`, `PANIC`. Cost: O(1).
 //
@@ -788,7 +943,7 @@ fencelock_result fencelock_service_drain_frames(struct fencelock_service *svc,
 fencelock_result fencelock_service_poll_output(struct fencelock_service *svc,
                                                struct fencelock_output *output);
 
-// How many outputs are queued. Cost: O(1).
+// How many events are queued. Errors: `NULL_PARAMETER`, `PANIC`. Cost: O(1).
 //
 // # Safety
 // `svc` NULL or a live handle; `count` NULL or writable.
@@ -823,13 +978,21 @@ fencelock_result fencelock_service_revision(const struct fencelock_service *svc,
 fencelock_result fencelock_service_config(const struct fencelock_service *svc,
                                           struct fencelock_config *config);
 
-// Entries in use per table (open sessions, live lock entries, holds + waits).
+// Rows in use per table (open sessions, live lock entries, holds + waits).
 // Cost: O(1).
 //
 // # Safety
-// `svc` NULL or a live handle; `len` NULL or writable.
-fencelock_result fencelock_service_len(const struct fencelock_service *svc,
-                                       struct fencelock_capacity *len);
+// `svc` NULL or a live handle; `usage` NULL or writable.
+fencelock_result fencelock_service_usage(const struct fencelock_service *svc,
+                                         struct fencelock_usage *usage);
+
+// The most events one input can emit now (the core's `max_events`: the open sessions
+// plus 2 × the holds and waits). A placed service refuses an input with
+// `BUFFER_TOO_SMALL` while its ring has less room than this. Cost: O(1).
+//
+// # Safety
+// `svc` NULL or a live handle; `count` NULL or writable.
+fencelock_result fencelock_service_max_events(const struct fencelock_service *svc, size_t *count);
 
 // A live session's state; `UNKNOWN_SESSION` if it is not open. Cost: O(its claims).
 //
@@ -866,7 +1029,7 @@ fencelock_result fencelock_service_locks(const struct fencelock_service *svc,
 //
 // # Safety
 // As `fencelock_service_sessions`; `lock` NULL or valid for `lock_len` bytes (it is
-// copied first, so it may overlap the outputs).
+// copied first, so it may overlap the out-values).
 fencelock_result fencelock_service_holders(const struct fencelock_service *svc,
                                            const uint8_t *lock,
                                            size_t lock_len,
@@ -916,7 +1079,7 @@ fencelock_result fencelock_service_leader(const struct fencelock_service *svc,
 // `svc` NULL or a live handle; `len` NULL or writable.
 fencelock_result fencelock_service_snapshot_len(const struct fencelock_service *svc, size_t *len);
 
-// Writes the canonical snapshot of the service's state (not its queued outputs) into
+// Writes the canonical snapshot of the service's state (not its queued events) into
 // `buf[..cap]`; `*len` = bytes written, or with `BUFFER_TOO_SMALL` the size needed.
 // `buf` may be NULL when `cap` is 0. Cost: O(sessions + locks + claims).
 //
@@ -930,13 +1093,15 @@ fencelock_result fencelock_service_snapshot(const struct fencelock_service *svc,
 
 // Writes the detailed message of the most recent failed call on this handle (the
 // core's text, with its numbers: "name too long: 70 bytes, at most 64"), or "ok" if
-// none failed yet. Buffer rules as `fencelock_result_message`.
+// none failed yet. Buffer rules as `fencelock_result_message`; a poisoned handle still
+// answers. Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL` (truncated). Cost: O(message
+// length).
 //
 // # Safety
 // `svc` NULL or a live handle; `buf` NULL or valid for `len` bytes; `out_len` NULL or
 // writable.
 fencelock_result fencelock_service_last_error(const struct fencelock_service *svc,
-                                              char *buf_,
+                                              char *buf,
                                               size_t len,
                                               size_t *out_len);
 

@@ -6,16 +6,14 @@ Run: FENCELOCK_LIB=target/debug/libfencelock.so python3 ffi/python/example.py
 import fencelock as fl
 
 with fl.Service(sessions=8, locks=8, claims=16) as svc:
-    a, b = svc.open_session(ttl=10), svc.open_session(ttl=10)
-    svc.acquire(a, "ledger")                   # A holds the lock
-    svc.acquire(b, "ledger", wait="forever")   # B waits
-    for t in (3, 6, 9):                        # A is paused; only B heartbeats
-        svc.tick(t)
-        svc.keep_alive(b)
-    svc.tick(10)                               # A's session expires; B is granted
-    for out in svc.outputs():
-        if out["kind"] in ("granted", "released", "session_expired"):
-            print(out)
+    a = svc.open_session(now=0, ttl=10)["session"]
+    b = svc.open_session(now=0, ttl=10)["session"]
+    print("A:", svc.acquire(0, a, "ledger"))                  # A holds the lock
+    print("B:", svc.acquire(0, b, "ledger", wait="forever"))  # B waits
+    for t in (3, 6, 9):                        # A is paused; only B's keep-alives arrive,
+        svc.keep_alive(t, b)                   # each applied at its own time, no tick needed
+    for event in svc.tick(10).events:          # A's session expires; B is granted
+        print(event)
 
 gate = fl.Gate(capacity=4)
 gate.admit("ledger", 2)                        # B writes with its token

@@ -1,4 +1,4 @@
-"""The seed's GC-pause timeline and the bad-input rules, from Python through ctypes only.
+"""The GC-pause timeline and the bad-input rules, from Python through ctypes only.
 
 Run: FENCELOCK_LIB=path/to/libfencelock.so python3 ffi/python/test_fencelock.py
 Prints 'N passed, N failed' and exits 1 on any failure.
@@ -17,34 +17,35 @@ JOB = "jobs/reindex"
 class GcPauseTimeline(unittest.TestCase):
     def test_gc_pause_timeline(self):
         with fl.Service(8, 8, 16) as svc:
-            # Burn 33 tokens so A's grant is token 34, as in the article.
-            warm = svc.open_session(1000)
-            for _ in range(33):
-                svc.acquire(warm, "warmup")
-                svc.release(warm, "warmup")
-            svc.close_session(warm)
-            burnt = svc.outputs()
-            self.assertEqual(len(burnt), 68)
-            self.assertEqual(burnt[-2]["token"], 33)
+            # Burn 33 tokens so A's grant is token 34, as in Martin Kleppmann's "How to do
+            # distributed locking".
+            warm = svc.open_session(0, 1000)["session"]
+            for t in range(1, 34):
+                got = svc.acquire(0, warm, "warmup")
+                self.assertEqual(got, {"kind": "granted", "mode": "exclusive", "token": t})
+                self.assertEqual(got.events, [])
+                self.assertEqual(svc.release(0, warm, "warmup"),
+                                 {"kind": "released", "token": t})
+            self.assertEqual(svc.close_session(0, warm), {"kind": "closed"})
 
             # t0: A and B open (ttl 10); A acquires with token 34; B queues.
-            a, b = svc.open_session(10), svc.open_session(10)
-            self.assertEqual([o["kind"] for o in svc.outputs()], ["session_opened"] * 2)
-            svc.acquire(a, JOB)
-            self.assertEqual(svc.outputs(), [{"kind": "granted", "session": a, "lock": JOB,
-                                              "mode": "exclusive", "token": 34}])
-            svc.acquire(b, JOB, wait="forever")
-            self.assertEqual(svc.outputs(), [{"kind": "queued", "session": b, "lock": JOB,
-                                              "mode": "exclusive", "position": 1}])
-            # A pauses for 25 s; B heartbeats every 3 s.
+            a = svc.open_session(0, 10)
+            self.assertEqual(a, {"kind": "opened", "session": 2, "expires_at": 10})
+            a = a["session"]
+            b = svc.open_session(0, 10)["session"]
+            self.assertEqual(svc.acquire(0, a, JOB),
+                             {"kind": "granted", "mode": "exclusive", "token": 34})
+            self.assertEqual(svc.acquire(0, b, JOB, wait="forever"),
+                             {"kind": "queued", "mode": "exclusive", "position": 1})
+            # A pauses for 25 s; B's keep-alives arrive at 3, 6, 9, with no tick between.
             for t in (3, 6, 9):
-                svc.tick(t)
-                svc.keep_alive(b)
-                self.assertEqual(svc.outputs(), [{"kind": "session_renewed", "session": b,
-                                                  "expires_at": t + 10}])
+                got = svc.keep_alive(t, b)
+                self.assertEqual(got, {"kind": "kept_alive", "expires_at": t + 10})
+                self.assertEqual(got.events, [])
             # t = 10: A expires, its hold is released, B is granted 35.
-            svc.tick(10)
-            self.assertEqual(svc.outputs(), [
+            ticked = svc.tick(10)
+            self.assertEqual(ticked, {"kind": "ticked", "now": 10})
+            self.assertEqual(ticked.events, [
                 {"kind": "session_expired", "session": a},
                 {"kind": "released", "session": a, "lock": JOB, "token": 34,
                  "reason": "expired"},
@@ -60,45 +61,60 @@ class GcPauseTimeline(unittest.TestCase):
         with self.assertRaises(fl.FencelockError) as stale:
             gate.admit("storage", 34)
         self.assertEqual(stale.exception.code, 401)
+        self.assertTrue(str(stale.exception).startswith("401: stale"))
+        self.assertIn("34", str(stale.exception))
         self.assertEqual(gate.highest("storage"), 35)
         gate.close()
 
-        # A's keeper (ttl 10, heartbeat 3, margin 2) would have stopped it first.
+        # A's keeper (ttl 10, keep-alive every 3, margin 2) would have stopped it first.
         keeper = fl.Keeper(10, 3, 2)
-        keeper.heartbeat_sent(0)
-        self.assertTrue(keeper.heartbeat_acked(0))
+        keeper.keep_alive_sent(0)
+        self.assertTrue(keeper.keep_alive_acked(0))
+        self.assertEqual(keeper.next_keep_alive(1), 3)
         self.assertTrue(keeper.may_act(1))
         self.assertEqual(keeper.lease(8), ("jeopardy", 0, 10))
         self.assertEqual(keeper.lease(26)[0], "expired")
+        with self.assertRaises(fl.FencelockError) as unknown:
+            keeper.keep_alive_acked(4)  # no keep-alive was sent at 4
+        self.assertEqual(unknown.exception.code, 601)
+        self.assertTrue(str(unknown.exception).startswith("601: unknown keep-alive"))
         keeper.close()
+
+    def test_a_refused_input_keeps_the_advance(self):
+        with fl.Service(4, 4, 8) as svc:
+            a = svc.open_session(0, 5)["session"]
+            b = svc.open_session(0, 100)["session"]
+            svc.acquire(0, a, "l")
+            svc.acquire(0, b, "l", wait="forever")
+            # At 7, A (expired at 5 in the advance) asks to release: refused, but the
+            # advance's events stand and come with the error.
+            with self.assertRaises(fl.FencelockError) as e:
+                svc.release(7, a, "l")
+            self.assertEqual(e.exception.code, 101)
+            self.assertEqual([o["kind"] for o in e.exception.events],
+                             ["session_expired", "released", "granted"])
+            self.assertEqual(svc.now(), 7)
 
 
 class Frames(unittest.TestCase):
-    def test_frame_in_frames_out(self):
+    def test_frame_in_reply_out(self):
         with fl.Service(4, 4, 8) as svc:
-            # OpenSession{ttl 10} -> SessionOpened{session 1, expires_at 10}
-            self.assertEqual(svc.handle_frame(bytes([0, 10])), [bytes([0, 1, 10])])
-            # Acquire{1, "a", Exclusive, None, None} -> Granted{1, "a", Exclusive, token 1}
-            self.assertEqual(svc.handle_frame(bytes([3, 1, 1, 97, 0, 0, 0])),
-                             [bytes([4, 1, 1, 97, 0, 1])])
-
-    def test_too_small_keeps_outputs_and_applies_once(self):
-        with fl.Service(4, 4, 8) as svc:
-            with self.assertRaises(fl.FencelockError) as small:
-                svc.handle_frame(bytes([0, 10]), cap=2)
-            self.assertEqual(small.exception.code, 502)
-            buf = fl.C.create_string_buffer(64)
-            n = fl.C.c_size_t()
-            self.assertEqual(fl.lib.fencelock_service_drain_frames(svc._h, buf, 64,
-                                                                   fl.C.byref(n)), 0)
-            self.assertEqual(buf.raw[:n.value], bytes([3, 0, 0, 1, 10]))
-            self.assertEqual(svc.open_session(5), 2)  # the first input applied exactly once
+            # OpenSession{now 0, ttl 10} -> Opened{session 1, expires_at 10}
+            got = svc.handle_frame(bytes([0, 0, 10]))
+            self.assertEqual(got, {"kind": "opened", "session": 1, "expires_at": 10})
+            self.assertEqual(got.frame, bytes([0, 1, 10]))
+            # Acquire{now 0, 1, "a", Exclusive, None, None} -> Granted{Exclusive, token 1}
+            got = svc.handle_frame(bytes([3, 0, 1, 1, 97, 0, 0, 0]))
+            self.assertEqual(got.frame, bytes([3, 0, 1]))
+            self.assertEqual(got["token"], 1)
+            # Tick{now 4} -> Ticked{4}
+            self.assertEqual(svc.handle_frame(bytes([6, 4])).frame, bytes([10, 4]))
 
     def test_garbage_frames_change_nothing(self):
         with fl.Service(4, 4, 8) as svc:
-            svc.handle_frame(bytes([0, 10]))
+            svc.handle_frame(bytes([0, 0, 10]))
             before = svc.snapshot()
-            for frame in (b"", b"\x7f", b"\x00\x0a\x00", b"\x03\x01\x41", b"\xff" * 11):
+            for frame in (b"", b"\x7f", b"\x00\x00\x0a\x00", b"\x03\x00\x01\x41", b"\xff" * 11):
                 with self.assertRaises(fl.FencelockError) as bad:
                     svc.handle_frame(frame)
                 self.assertEqual(bad.exception.code, 501)
@@ -114,30 +130,33 @@ class BadInput(unittest.TestCase):
 
     def test_bad_names_modes_and_sessions_change_nothing(self):
         with fl.Service(2, 2, 2, max_name_len=8) as svc:
-            s = svc.open_session(5)
-            svc.acquire(s, "held")
-            svc.outputs()
+            s = svc.open_session(0, 5)["session"]
+            svc.acquire(0, s, "held")
             before = svc.snapshot()
-            self.refused(201, svc.acquire, s, "")
-            e = self.refused(202, svc.acquire, s, "ninebytes")
+            self.refused(201, svc.acquire, 0, s, "")
+            e = self.refused(202, svc.acquire, 0, s, "ninebytes")
             self.assertIn("9 bytes, at most 8", str(e))
-            self.refused(202, svc.acquire, s, "x" * 1000)
-            self.refused(902, svc.acquire, s, b"h\xc3\x28")
-            self.refused(903, svc.acquire, s, "x", mode="upgrade")
-            self.refused(903, svc.acquire, s, "x", wait="sometimes")
-            self.refused(101, svc.acquire, 99, "x")
-            self.refused(102, svc.release, s, "free")
-            self.refused(105, svc.acquire, s, "held", mode="shared")
-            self.refused(203, svc.open_session, 0)
+            self.refused(202, svc.acquire, 0, s, "x" * 1000)
+            self.refused(902, svc.acquire, 0, s, b"h\xc3\x28")
+            self.refused(903, svc.acquire, 0, s, "x", mode="upgrade")
+            self.refused(903, svc.acquire, 0, s, "x", wait="sometimes")
+            self.refused(101, svc.acquire, 0, 99, "x")
+            self.refused(101, svc.acquire, 0, 99, "")  # the core's order: session first
+            self.refused(102, svc.release, 0, s, "free")
+            self.refused(105, svc.acquire, 0, s, "held", mode="shared")
+            self.refused(203, svc.open_session, 0, 0)
+            # Not a u64: refused before the library is called.
+            self.refused(903, svc.keep_alive, -1, s)
+            self.refused(903, svc.keep_alive, 0, 1 << 64)
             self.assertEqual(svc.snapshot(), before)
-            self.assertEqual(svc.outputs(), [])
-            svc.tick(1)  # the handle still works after every refusal
+            self.assertEqual(svc.tick(1).events, [])  # the handle still works
             self.refused(205, svc.tick, 0)
+            self.refused(205, svc.keep_alive, 0, s)
 
     def test_truncated_snapshots_are_refused(self):
         with fl.Service(2, 2, 2) as svc:
-            s = svc.open_session(5)
-            svc.acquire(s, "held")
+            s = svc.open_session(0, 5)["session"]
+            svc.acquire(0, s, "held")
             snap = svc.snapshot()
         for cut in range(len(snap)):
             with self.assertRaises(fl.FencelockError) as e:
@@ -151,7 +170,8 @@ class BadInput(unittest.TestCase):
         self.assertEqual(fl.lib.fencelock_service_tick(None, 1), 901)
         self.assertEqual(fl.lib.fencelock_gate_admit(None, b"r", 1, 1), 901)
         fl.lib.fencelock_service_free(None)  # NULL is fine
-        self.assertTrue(fl.message(401).startswith("stale"))
+        self.assertEqual(fl.message(401), "stale")
+        self.assertEqual(fl.message(601), "unknown keep-alive")
         self.assertEqual(fl.message(12345), "unknown result code")
         self.refused(206, fl.Keeper, 10, 0, 2)
 

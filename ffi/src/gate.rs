@@ -1,31 +1,32 @@
 //! `fencelock_gate`: the resource-side fencing check behind an opaque handle.
 
+use core::ffi::c_char;
+
 use fencelock::{Error, FenceGate, GateRow, Token};
 
+use crate::handle::{call, last_error, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
-use crate::types::{
-    buf, bytes, fencelock_name, give, handle_call, name, out, put, set, take, write_list,
-    Poisonable,
-};
+use crate::types::{buf, bytes, fencelock_name, give, name, out, put, set, take, write_list};
 
 /// A fence gate: the highest token seen per resource; lower tokens are refused. Opaque:
 /// create with `fencelock_gate_new` or `fencelock_gate_restore`, free with
 /// `fencelock_gate_free`. Not thread-safe per handle.
 pub struct fencelock_gate {
     gate: FenceGate<Vec<GateRow>>,
-    poisoned: bool,
+    state: HandleState,
 }
 
-/// The most rows a gate may have: the core numbers rows with `u32`, `u32::MAX` meaning
-/// none, and keeps to 2^31 − 1 like the service's tables.
-const MAX_GATE_ROWS: usize = i32::MAX as usize;
-
-/// `capacity` empty rows, or `BAD_CONFIG` (more than 2^31 − 1 rows, or the allocation
-/// failed) instead of aborting the host process on allocation failure.
-fn gate_rows(capacity: usize) -> Result<Vec<GateRow>, Fail> {
-    if capacity > MAX_GATE_ROWS {
-        return Err(Error::BadConfig("a gate has more than 2^31 - 1 rows").into());
+impl Handle for fencelock_gate {
+    fn state(&self) -> &HandleState {
+        &self.state
     }
+}
+
+/// `capacity` empty rows, or `BAD_CONFIG` — more rows than the core allows (its
+/// `check_rows`, the same check `FenceGate::new` makes, made here before allocating), or
+/// the allocation failed — instead of aborting the host process.
+fn gate_rows(capacity: usize) -> Result<Vec<GateRow>, Fail> {
+    fencelock::check_rows(capacity)?;
     let mut rows = Vec::new();
     rows.try_reserve_exact(capacity)
         .map_err(|_| Error::BadConfig("not enough memory for this gate capacity"))?;
@@ -33,18 +34,19 @@ fn gate_rows(capacity: usize) -> Result<Vec<GateRow>, Fail> {
     Ok(rows)
 }
 
-impl Poisonable for fencelock_gate {
-    fn poisoned(&mut self) -> &mut bool {
-        &mut self.poisoned
+fn gate_handle(gate: FenceGate<Vec<GateRow>>) -> fencelock_gate {
+    fencelock_gate {
+        gate,
+        state: HandleState::default(),
     }
 }
 
 /// Creates an empty gate for up to `capacity` resources (entries are never evicted:
 /// size it for every resource it will ever guard).
 ///
-/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (more than 2^31 − 1 resources, or not enough
-/// memory: refused, never an abort). Cost: O(capacity) time and about 100 bytes per
-/// resource.
+/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (more than 2^31 − 1 resources, the core's
+/// `MAX_ROWS`, or not enough memory: refused, never an abort). Cost: O(capacity) time
+/// and about 100 bytes per resource.
 ///
 /// # Safety
 /// `out_gate` NULL or writable.
@@ -55,17 +57,9 @@ pub unsafe extern "C" fn fencelock_gate_new(
 ) -> fencelock_result {
     ffi_panic_boundary!({
         let dst = out(out_gate)?;
-        let gate = FenceGate::new(gate_rows(capacity)?);
+        let gate = FenceGate::new(gate_rows(capacity)?)?;
         // SAFETY: checked non-NULL, writable (contract).
-        unsafe {
-            give(
-                dst,
-                fencelock_gate {
-                    gate,
-                    poisoned: false,
-                },
-            )
-        };
+        unsafe { give(dst, gate_handle(gate)) };
         Ok(())
     })
 }
@@ -104,7 +98,7 @@ pub unsafe extern "C" fn fencelock_gate_admit(
     // SAFETY: `gate` NULL or live; `resource` NULL or valid for `resource_len` bytes
     // (contract).
     unsafe {
-        handle_call(
+        call(
             gate,
             || name(resource, resource_len),
             |g, resource| Ok(g.gate.admit(resource, Token(token))?),
@@ -119,7 +113,7 @@ pub unsafe extern "C" fn fencelock_gate_admit(
 /// As `fencelock_gate_admit`.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_gate_check(
-    gate: *mut fencelock_gate,
+    gate: *const fencelock_gate,
     resource: *const u8,
     resource_len: usize,
     token: u64,
@@ -127,7 +121,7 @@ pub unsafe extern "C" fn fencelock_gate_check(
     // SAFETY: `gate` NULL or live; `resource` NULL or valid for `resource_len` bytes
     // (contract).
     unsafe {
-        handle_call(
+        call(
             gate,
             || name(resource, resource_len),
             |g, resource| Ok(g.gate.check(resource, Token(token))?),
@@ -142,7 +136,7 @@ pub unsafe extern "C" fn fencelock_gate_check(
 /// As `fencelock_gate_admit`; `seen` and `highest` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_gate_highest(
-    gate: *mut fencelock_gate,
+    gate: *const fencelock_gate,
     resource: *const u8,
     resource_len: usize,
     seen: *mut bool,
@@ -151,7 +145,7 @@ pub unsafe extern "C" fn fencelock_gate_highest(
     // SAFETY: `gate` NULL or live; `resource` NULL or valid for `resource_len` bytes;
     // `seen` and `highest` checked, then writable (contract).
     unsafe {
-        handle_call(
+        call(
             gate,
             || Ok((name(resource, resource_len)?, out(seen)?, out(highest)?)),
             |g, (resource, s, h)| {
@@ -173,14 +167,14 @@ pub unsafe extern "C" fn fencelock_gate_highest(
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_gate_entries(
-    gate: *mut fencelock_gate,
+    gate: *const fencelock_gate,
     entries: *mut fencelock_name,
     cap: usize,
     count: *mut usize,
 ) -> fencelock_result {
     // SAFETY: `gate` NULL or live; list pointers per contract.
     unsafe {
-        handle_call(
+        call(
             gate,
             || Ok(()),
             |g, ()| {
@@ -200,7 +194,7 @@ pub unsafe extern "C" fn fencelock_gate_entries(
 /// `gate` NULL or live; `buf` NULL or valid for `cap` bytes; `len` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_gate_snapshot(
-    gate: *mut fencelock_gate,
+    gate: *const fencelock_gate,
     buf_: *mut u8,
     cap: usize,
     len: *mut usize,
@@ -208,7 +202,7 @@ pub unsafe extern "C" fn fencelock_gate_snapshot(
     // SAFETY: `gate` NULL or live; `buf_` NULL or valid for `cap` bytes; `len` checked,
     // then writable (contract).
     unsafe {
-        handle_call(
+        call(
             gate,
             || Ok((buf(buf_, cap)?, out(len)?)),
             |g, (dst, len)| match g.gate.snapshot(dst) {
@@ -245,15 +239,25 @@ pub unsafe extern "C" fn fencelock_gate_restore(
         let gate =
             FenceGate::restore(gate_rows(capacity)?, bytes).map_err(|(_, e)| Fail::Core(e))?;
         // SAFETY: checked non-NULL, writable (contract).
-        unsafe {
-            give(
-                dst,
-                fencelock_gate {
-                    gate,
-                    poisoned: false,
-                },
-            )
-        };
+        unsafe { give(dst, gate_handle(gate)) };
         Ok(())
     })
+}
+
+/// Writes the detailed message of the most recent failed call on this gate (the core's
+/// text, with the tokens of a `STALE` refusal), or "ok" if none failed yet. Buffer rules as `fencelock_result_message`; a poisoned
+/// gate still answers. Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL` (truncated).
+/// Cost: O(message length).
+///
+/// # Safety
+/// `gate` NULL or live; `buf` NULL or valid for `len` bytes; `out_len` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_last_error(
+    gate: *const fencelock_gate,
+    buf: *mut c_char,
+    len: usize,
+    out_len: *mut usize,
+) -> fencelock_result {
+    // SAFETY: forwarded contract.
+    unsafe { last_error(gate, buf, len, out_len) }
 }

@@ -1,27 +1,30 @@
 //! `fencelock_keeper`: the client's view of its session lease behind an opaque handle.
 //! Its instants are the host's own clock units, not the service's ticks.
 
+use core::ffi::c_char;
+
 use fencelock::SessionKeeper;
 
+use crate::handle::{call, last_error, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary};
-use crate::types::{fencelock_lease, give, handle_call, out, put, set, take, Poisonable};
+use crate::types::{fencelock_lease, give, out, put, set, take};
 
-/// A session keeper: when to heartbeat, whether the client may still act. Opaque: create
-/// with `fencelock_keeper_new`, free with `fencelock_keeper_free`. Not thread-safe per
-/// handle.
+/// A session keeper: when to send a keep-alive, whether the client may still act.
+/// Opaque: create with `fencelock_keeper_new`, free with `fencelock_keeper_free`. Not
+/// thread-safe per handle.
 pub struct fencelock_keeper {
     keeper: SessionKeeper,
-    poisoned: bool,
+    state: HandleState,
 }
 
-impl Poisonable for fencelock_keeper {
-    fn poisoned(&mut self) -> &mut bool {
-        &mut self.poisoned
+impl Handle for fencelock_keeper {
+    fn state(&self) -> &HandleState {
+        &self.state
     }
 }
 
-/// Creates a keeper for a session of `ttl`, heartbeating every `interval`, stopping
-/// `margin` before the lease could expire.
+/// Creates a keeper for a session of `ttl`, sending a keep-alive every `interval`,
+/// stopping `margin` before the lease could expire.
 ///
 /// Errors: `BAD_CONFIG` unless `0 < interval < ttl - margin` and `margin < ttl`;
 /// `NULL_PARAMETER`. Cost: O(1).
@@ -44,7 +47,7 @@ pub unsafe extern "C" fn fencelock_keeper_new(
                 dst,
                 fencelock_keeper {
                     keeper,
-                    poisoned: false,
+                    state: HandleState::default(),
                 },
             )
         };
@@ -66,41 +69,45 @@ pub unsafe extern "C" fn fencelock_keeper_free(keeper: *mut fencelock_keeper) {
     });
 }
 
-/// Records that a heartbeat (or the session open) was sent at `at`.
+/// Records that a keep-alive (or the session open) was sent at `at`, by the client's
+/// clock. The keeper remembers the last `FENCELOCK_KEEPER_MEMORY` send times.
 ///
-/// Errors: `TIME_WENT_BACKWARDS` (before the previous send), `NULL_PARAMETER`. Cost: O(1).
+/// Errors: `TIME_WENT_BACKWARDS` (before the previous send; nothing recorded),
+/// `NULL_PARAMETER`. Cost: O(1).
 ///
 /// # Safety
 /// `keeper` NULL or live.
 #[no_mangle]
-pub unsafe extern "C" fn fencelock_keeper_heartbeat_sent(
+pub unsafe extern "C" fn fencelock_keeper_keep_alive_sent(
     keeper: *mut fencelock_keeper,
     at: u64,
 ) -> fencelock_result {
     // SAFETY: `keeper` NULL or live (contract).
-    unsafe { handle_call(keeper, || Ok(()), |k, ()| Ok(k.keeper.heartbeat_sent(at)?)) }
+    unsafe { call(keeper, || Ok(()), |k, ()| Ok(k.keeper.keep_alive_sent(at)?)) }
 }
 
-/// Records the ack of the heartbeat sent at `sent_at`; `*extended` says whether it
-/// extended the lease (a late ack of an older heartbeat does not).
+/// Records the acknowledgement (the `KEPT_ALIVE` or `OPENED` reply) of the keep-alive
+/// sent at `sent_at`; `*extended` says whether it extended the lease (a late ack of an
+/// older keep-alive does not).
 ///
-/// Errors: `TIME_WENT_BACKWARDS` (no such heartbeat was sent), `NULL_PARAMETER`.
-/// Cost: O(1).
+/// Errors: `UNKNOWN_KEEP_ALIVE` (no keep-alive sent at `sent_at` is among the last
+/// `FENCELOCK_KEEPER_MEMORY` recorded: an ack from the future, a forged or garbled
+/// time; nothing changes), `NULL_PARAMETER`. Cost: O(1).
 ///
 /// # Safety
 /// `keeper` NULL or live; `extended` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn fencelock_keeper_heartbeat_acked(
+pub unsafe extern "C" fn fencelock_keeper_keep_alive_acked(
     keeper: *mut fencelock_keeper,
     sent_at: u64,
     extended: *mut bool,
 ) -> fencelock_result {
     // SAFETY: `keeper` NULL or live; `extended` checked, then writable (contract).
     unsafe {
-        handle_call(
+        call(
             keeper,
             || out(extended),
-            |k, dst| set(dst, k.keeper.heartbeat_acked(sent_at)?),
+            |k, dst| set(dst, k.keeper.keep_alive_acked(sent_at)?),
         )
     }
 }
@@ -116,7 +123,7 @@ pub unsafe extern "C" fn fencelock_keeper_session_lost(
 ) -> fencelock_result {
     // SAFETY: `keeper` NULL or live (contract).
     unsafe {
-        handle_call(
+        call(
             keeper,
             || Ok(()),
             |k, ()| {
@@ -133,13 +140,13 @@ pub unsafe extern "C" fn fencelock_keeper_session_lost(
 /// `keeper` NULL or live; `lease` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_keeper_lease(
-    keeper: *mut fencelock_keeper,
+    keeper: *const fencelock_keeper,
     now: u64,
     lease: *mut fencelock_lease,
 ) -> fencelock_result {
     // SAFETY: `keeper` NULL or live; `lease` checked, then writable (contract).
     unsafe {
-        handle_call(
+        call(
             keeper,
             || out(lease),
             |k, dst| set(dst, k.keeper.lease(now).into()),
@@ -154,13 +161,13 @@ pub unsafe extern "C" fn fencelock_keeper_lease(
 /// `keeper` NULL or live; `may_act` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_keeper_may_act(
-    keeper: *mut fencelock_keeper,
+    keeper: *const fencelock_keeper,
     now: u64,
     may_act: *mut bool,
 ) -> fencelock_result {
     // SAFETY: `keeper` NULL or live; `may_act` checked, then writable (contract).
     unsafe {
-        handle_call(
+        call(
             keeper,
             || out(may_act),
             |k, dst| set(dst, k.keeper.may_act(now)),
@@ -168,36 +175,37 @@ pub unsafe extern "C" fn fencelock_keeper_may_act(
     }
 }
 
-/// When the next heartbeat is due (`now` if none was sent yet). Errors:
-/// `NULL_PARAMETER`. Cost: O(1).
+/// The time the next keep-alive is due: `interval` after the last send, or `now` if none
+/// was sent yet. Errors: `NULL_PARAMETER`. Cost: O(1).
 ///
 /// # Safety
-/// `keeper` NULL or live; `due` NULL or writable.
+/// `keeper` NULL or live; `at` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn fencelock_keeper_heartbeat_due(
-    keeper: *mut fencelock_keeper,
+pub unsafe extern "C" fn fencelock_keeper_next_keep_alive(
+    keeper: *const fencelock_keeper,
     now: u64,
-    due: *mut u64,
+    at: *mut u64,
 ) -> fencelock_result {
-    // SAFETY: `keeper` NULL or live; `due` checked, then writable (contract).
+    // SAFETY: `keeper` NULL or live; `at` checked, then writable (contract).
     unsafe {
-        handle_call(
+        call(
             keeper,
-            || out(due),
-            |k, dst| set(dst, k.keeper.heartbeat_due(now)),
+            || out(at),
+            |k, dst| set(dst, k.keeper.next_keep_alive(now)),
         )
     }
 }
 
-/// The next instant the host should wake (a heartbeat due, or the lease changing
-/// state): `*scheduled` false (and `*at` 0) once the session is lost. Errors:
-/// `NULL_PARAMETER`. Cost: O(1).
+/// The next instant the host should wake (a keep-alive due, or the lease changing
+/// state): `*scheduled` false (and `*at` 0) once the session is lost. It may be at or
+/// before `now` (a keep-alive is overdue: send it at once). Errors: `NULL_PARAMETER`.
+/// Cost: O(1).
 ///
 /// # Safety
 /// `keeper` NULL or live; `scheduled` and `at` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_keeper_poll_timeout(
-    keeper: *mut fencelock_keeper,
+    keeper: *const fencelock_keeper,
     now: u64,
     scheduled: *mut bool,
     at: *mut u64,
@@ -205,7 +213,7 @@ pub unsafe extern "C" fn fencelock_keeper_poll_timeout(
     // SAFETY: `keeper` NULL or live; `scheduled` and `at` checked, then writable
     // (contract).
     unsafe {
-        handle_call(
+        call(
             keeper,
             || Ok((out(scheduled)?, out(at)?)),
             |k, (s, a)| {
@@ -216,4 +224,24 @@ pub unsafe extern "C" fn fencelock_keeper_poll_timeout(
             },
         )
     }
+}
+
+/// Writes the detailed message of the most recent failed call on this keeper (the
+/// core's text: "unknown keep-alive: no keep-alive sent at 4 is on record"), or "ok" if
+/// none failed yet. Buffer rules as `fencelock_result_message`; a poisoned keeper still
+/// answers. Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL` (truncated).
+/// Cost: O(message length).
+///
+/// # Safety
+/// `keeper` NULL or live; `buf` NULL or valid for `len` bytes; `out_len` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_keeper_last_error(
+    keeper: *const fencelock_keeper,
+    buf: *mut c_char,
+    len: usize,
+    out_len: *mut usize,
+) -> fencelock_result {
+    // SAFETY: forwarded contract.
+    unsafe { last_error(keeper, buf, len, out_len) }
 }

@@ -8,7 +8,12 @@
 //! * every symbol starts with `fencelock_`; handles are opaque, made by `_new` (or
 //!   `_init_in`/`_restore`/`_restore_in`) and ended by `_free` (NULL is fine; never twice);
 //! * every fallible function returns a [`fencelock_result`]; out-values go through
-//!   pointers; a NULL required pointer is `NULL_PARAMETER`; a refused call changes nothing;
+//!   pointers; a NULL required pointer is `NULL_PARAMETER`; a refused call changes nothing
+//!   (a refused *input* nothing beyond the core's advance to its `now`);
+//! * every input takes the host's `now` and writes the caller's reply to a
+//!   [`fencelock_reply`]; events for other sessions are queued and drained;
+//! * error precedence is the core's: the ABI checks only what the core cannot be given
+//!   (NULL pointers, non-UTF-8 names, enum values out of range) before calling it;
 //! * names cross as pointer + length and must be UTF-8;
 //! * bytes go into caller buffers; too small gives `BUFFER_TOO_SMALL` with the size needed
 //!   and loses nothing;
@@ -19,6 +24,7 @@
 #![allow(non_camel_case_types)]
 
 mod gate;
+mod handle;
 mod keeper;
 mod result;
 mod service;
@@ -31,14 +37,16 @@ pub use service::*;
 pub use types::{
     fencelock_capacity, fencelock_config, fencelock_holder, fencelock_leader, fencelock_lease,
     fencelock_lease_state, fencelock_mode, fencelock_name, fencelock_output, fencelock_output_kind,
-    fencelock_release_reason, fencelock_session_info, fencelock_wait, fencelock_waiter,
-    FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN, FENCELOCK_MAX_NAME_LEN,
+    fencelock_release_reason, fencelock_reply, fencelock_reply_kind, fencelock_session_info,
+    fencelock_usage, fencelock_wait, fencelock_waiter, FENCELOCK_FRAME_PREFIX_LEN,
+    FENCELOCK_KEEPER_MEMORY, FENCELOCK_MAX_FRAME_LEN, FENCELOCK_MAX_NAME_LEN,
 };
 
 use core::ffi::c_char;
 use result::ffi_panic_boundary;
 
-/// Writes the fixed message of result code `code` into `buf[..len]`, NUL-terminated
+/// Writes the fixed message of result code `code` (for a core refusal, its kind in words:
+/// "unknown session") into `buf[..len]`, NUL-terminated
 /// (truncated like `snprintf` if it does not fit); `*out_len` (may be NULL) gets the
 /// message length without the NUL.
 ///
@@ -58,7 +66,7 @@ pub unsafe extern "C" fn fencelock_result_message(
     ffi_panic_boundary!({
         match fencelock_result::from_code(code) {
             // SAFETY: forwarded contract.
-            Some(r) => unsafe { types::write_message(r.message(), buf, len, out_len) },
+            Some(r) => unsafe { types::write_message(&r.message(), buf, len, out_len) },
             None => {
                 // SAFETY: forwarded contract.
                 unsafe { types::write_message("unknown result code", buf, len, out_len) }?;

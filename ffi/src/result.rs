@@ -1,17 +1,26 @@
 //! Result codes, their messages, and the panic boundary every extern function runs in.
+//!
+//! The core's error kinds are listed once, in `fencelock::Error::EXAMPLES`. The enum below
+//! is only the C declaration of their numbers (cbindgen needs each constant written out);
+//! the mapping from a core error, the codes' messages and the tests all come from
+//! `Error::EXAMPLES`, and a test checks that every example has a constant of its own name
+//! and number, and that every core-range constant has an example.
 
 use fencelock::Error;
 
 /// What every fallible `fencelock_` function returns. Numbers are stable and never reused.
 ///
 /// * `0` success, `1` the end of a drain (not an error).
-/// * `1xx`–`5xx`: the core's refusals, numbered exactly as the core's `Error::code()`
+/// * `1xx`–`6xx`: the core's refusals, numbered exactly as the core's `Error::code()`
 ///   (1xx session and lock rules, 2xx names and time, 3xx capacity, 4xx fencing,
-///   5xx bytes). A refused input changed nothing and queued nothing.
-/// * `9xx`: the ABI layer itself (bad pointers, bad arguments, panics).
+///   5xx bytes, 6xx the client's lease view).
+/// * `9xx`: the ABI layer itself (bad pointers, bad arguments, panics). `904` is retired
+///   (it was a placed service's "outputs pending"; a full event ring is now the core's
+///   `BUFFER_TOO_SMALL`) and is never reused.
 ///
-/// [`fencelock_result_message`] writes a code's message into a caller buffer;
-/// `fencelock_service_last_error` gives the detailed message of a service's last refusal.
+/// [`fencelock_result_message`](crate::fencelock_result_message) writes a code's fixed
+/// message into a caller buffer; `fencelock_service_last_error`, `fencelock_gate_last_error`
+/// and `fencelock_keeper_last_error` give the detailed message of a handle's last failure.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(non_camel_case_types)]
@@ -32,7 +41,7 @@ pub enum fencelock_result {
     ModeMismatch = 105,
     /// A request number older than the session's latest one (a stale retry).
     StaleRequest = 106,
-    /// The session's latest request number was reused for a different kind of input.
+    /// The session's latest request number was reused for a different input.
     RequestReused = 107,
     /// A lock or resource name was empty.
     EmptyName = 201,
@@ -42,7 +51,7 @@ pub enum fencelock_result {
     BadTtl = 203,
     /// `now + ttl` does not fit in 64 bits.
     DeadlineOverflow = 204,
-    /// A tick (or a keeper's send time) earlier than the current one.
+    /// A `now` (or a keeper's send time) earlier than the current one.
     TimeWentBackwards = 205,
     /// A configuration that cannot work.
     BadConfig = 206,
@@ -54,9 +63,10 @@ pub enum fencelock_result {
     ZeroToken = 402,
     /// A frame that does not decode as an input.
     BadFrame = 501,
-    /// A caller buffer is too small; the function's length out-parameter says how many
-    /// bytes (or items) would do. Whatever was to be written is kept (queued outputs stay
-    /// queued), so calling again with a bigger buffer loses nothing.
+    /// A buffer is too small: a caller buffer (the function's length out-parameter says
+    /// how many bytes or items would do; whatever was to be written is kept, so calling
+    /// again with a bigger one loses nothing), or a placed service's event ring with less
+    /// room than the input could need (drain it; the input changed nothing).
     BufferTooSmall = 502,
     /// Snapshot bytes do not begin with the expected magic.
     BadMagic = 503,
@@ -64,19 +74,20 @@ pub enum fencelock_result {
     UnsupportedVersion = 504,
     /// A snapshot decodes but breaks an invariant (or is truncated).
     CorruptSnapshot = 505,
+    /// A keeper was told of an acknowledgement for a keep-alive it has no record of
+    /// sending.
+    UnknownKeepAlive = 601,
     /// A required pointer argument was NULL.
     NullParameter = 901,
     /// A name was not valid UTF-8.
     InvalidUtf8 = 902,
-    /// An enum argument (mode, wait) had a value outside its enum.
+    /// An enum argument (mode, wait) had a value outside its enum, or overlapping memory
+    /// where it may not overlap.
     InvalidArgument = 903,
-    /// A service placed in caller memory refuses a new input until the outputs of the
-    /// previous one are drained (its fixed queue is sized for one input's outputs).
-    OutputsPending = 904,
     /// Caller-provided memory is not aligned as `fencelock_service_layout` said.
     MisalignedMemory = 905,
     /// The core refused with an error this build of the ABI has no code for (a core
-    /// newer than its ABI; never expected).
+    /// newer than its ABI; never expected: a test checks every core error has its code).
     UnknownError = 998,
     /// A panic was caught at the ABI boundary. The handle involved is poisoned: every
     /// later call on it returns `PANIC`; free it.
@@ -84,7 +95,8 @@ pub enum fencelock_result {
 }
 
 impl fencelock_result {
-    /// Every code, for tests and for [`from_code`](Self::from_code).
+    /// Every code. The core-range ones are checked against `Error::EXAMPLES` by a test,
+    /// and the whole list against the generated header's constants.
     pub(crate) const ALL: [fencelock_result; 30] = [
         Self::Ok,
         Self::Done,
@@ -109,10 +121,10 @@ impl fencelock_result {
         Self::BadMagic,
         Self::UnsupportedVersion,
         Self::CorruptSnapshot,
+        Self::UnknownKeepAlive,
         Self::NullParameter,
         Self::InvalidUtf8,
         Self::InvalidArgument,
-        Self::OutputsPending,
         Self::MisalignedMemory,
         Self::UnknownError,
         Self::Panic,
@@ -123,60 +135,55 @@ impl fencelock_result {
         Self::ALL.iter().copied().find(|r| *r as u32 == code)
     }
 
-    /// The code of a core error: the same number as `Error::code()`. Cost: O(1).
+    /// The code of a core error: the same number as `Error::code()`. Cost: O(codes).
     pub fn from_error(e: &Error) -> fencelock_result {
         match Self::from_code(e.code()) {
-            Some(r) if e.code() >= 100 && e.code() < 900 => r,
+            Some(r) if core_range(e.code()) => r,
             _ => Self::UnknownError,
         }
     }
 
-    /// The fixed message of this code (the core's detailed text, with the numbers of a
-    /// particular refusal, comes from `fencelock_service_last_error`). Cost: O(1).
-    pub fn message(self) -> &'static str {
+    /// The core error kind this code stands for (`None` for the ABI's own codes).
+    /// Cost: O(error kinds).
+    pub fn example(self) -> Option<&'static Error> {
+        Error::EXAMPLES.iter().find(|e| e.code() == self as u32)
+    }
+
+    /// The fixed message of this code: for a core refusal the core's kind name in words
+    /// ("unknown session"; the detailed text, with the numbers of a particular refusal,
+    /// comes from a handle's `last_error`), for the ABI's own codes a sentence.
+    /// Cost: O(message length).
+    pub fn message(self) -> String {
+        if let Some(e) = self.example() {
+            // One word for keep-alive everywhere (the kind is `unknown_keep_alive`).
+            return e
+                .kind()
+                .replace("keep_alive", "keep-alive")
+                .replace('_', " ");
+        }
         match self {
             Self::Ok => "ok",
             Self::Done => "done: nothing more to drain",
-            Self::UnknownSession => "unknown session: no live session has this id",
-            Self::NotHolder => "not holder: the session does not hold this lock",
-            Self::NotQueued => "not queued: the session does not wait for this lock",
-            Self::AlreadyQueued => "already queued: the session already waits for this lock",
-            Self::ModeMismatch => "mode mismatch: the session holds this lock in the other mode",
-            Self::StaleRequest => "stale request: the request number is older than the latest",
-            Self::RequestReused => {
-                "request reused: the latest request number was used for a different input"
-            }
-            Self::EmptyName => "empty name: a name needs at least one byte",
-            Self::NameTooLong => "name too long: longer than the configured maximum",
-            Self::BadTtl => "bad ttl: a session needs a ttl of at least 1 tick",
-            Self::DeadlineOverflow => "deadline overflow: now + ttl does not fit in 64 bits",
-            Self::TimeWentBackwards => "time went backwards: earlier than the current time",
-            Self::BadConfig => "bad config: the configuration cannot work",
-            Self::CapacityExceeded => "capacity exceeded: a fixed-capacity table is full",
-            Self::Stale => "stale: the token is lower than the highest seen for the resource",
-            Self::ZeroToken => "zero token: 0 is never a valid fencing token",
-            Self::BadFrame => "bad frame: the bytes do not decode as one input",
-            Self::BufferTooSmall => {
-                "buffer too small: the length out-parameter says what is needed"
-            }
-            Self::BadMagic => "bad magic: not a fencelock snapshot",
-            Self::UnsupportedVersion => {
-                "unsupported version: a snapshot format this build does not read"
-            }
-            Self::CorruptSnapshot => "corrupt snapshot: truncated or breaks an invariant",
             Self::NullParameter => "null parameter: a required pointer was NULL",
             Self::InvalidUtf8 => "invalid utf-8: a name must be UTF-8 text",
-            Self::InvalidArgument => "invalid argument: an enum value outside its enum",
-            Self::OutputsPending => {
-                "outputs pending: drain the previous input's outputs before the next input"
+            Self::InvalidArgument => {
+                "invalid argument: an enum value outside its enum, or overlapping memory"
             }
             Self::MisalignedMemory => "misaligned memory: align as fencelock_service_layout says",
             Self::UnknownError => {
                 "unknown error: the core refused with an error this ABI has no code for"
             }
             Self::Panic => "panic: caught at the ABI boundary; the handle is poisoned, free it",
+            // Every core-range code has an example (a test checks it).
+            _ => "unknown error",
         }
+        .to_string()
     }
+}
+
+/// Whether `code` is in the range of the core's error codes.
+fn core_range(code: u32) -> bool {
+    (100..900).contains(&code)
 }
 
 /// Why an ABI call failed: a core refusal (kept for its detailed message) or an ABI code.
@@ -191,6 +198,14 @@ impl Fail {
         match self {
             Fail::Core(e) => fencelock_result::from_error(&e),
             Fail::Code(c) => c,
+        }
+    }
+
+    /// The detailed message: the core's text for a core refusal.
+    pub(crate) fn message(self) -> String {
+        match self {
+            Fail::Core(e) => e.to_string(),
+            Fail::Code(c) => c.message(),
         }
     }
 }
@@ -208,7 +223,8 @@ impl From<fencelock_result> for Fail {
 }
 
 /// Runs an extern function's body, turning `Err` into its code and a panic into `PANIC`.
-/// The body is a block of type `Result<(), Fail>`.
+/// The body is a block of type `Result<(), Fail>`. (For functions without a handle; the
+/// ones on a handle run through `handle::call`, which also records the last error.)
 macro_rules! ffi_panic_boundary {
     ($body:block) => {{
         let run = || -> ::core::result::Result<(), $crate::result::Fail> { $body };
@@ -224,62 +240,66 @@ pub(crate) use ffi_panic_boundary;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fencelock::{Mode, SessionId, Table, Tick, Token};
 
-    fn snake(name: &str) -> String {
+    fn upper_snake(r: fencelock_result) -> String {
+        let name = format!("{r:?}");
         let mut s = String::new();
         for (i, c) in name.chars().enumerate() {
             if c.is_uppercase() && i > 0 {
                 s.push('_');
             }
-            s.push(c.to_ascii_lowercase());
+            s.push(c.to_ascii_uppercase());
         }
         s
     }
 
-    /// Every core error crosses with the core's own number, as the code of the same name.
+    /// The one list of error kinds, `Error::EXAMPLES`, against the ABI's constants: every
+    /// example's code is a distinct constant named after the example's kind
+    /// (`FENCELOCK_RESULT_` + kind in capitals), and back: every core-range constant is
+    /// some example's code, and `from_error` gives the example's own constant.
     #[test]
-    fn every_core_error_keeps_its_number_and_name() {
-        let s = SessionId(1);
-        let all = [
-            Error::UnknownSession(s),
-            Error::NotHolder(s),
-            Error::NotQueued(s),
-            Error::AlreadyQueued(s),
-            Error::ModeMismatch { held: Mode::Shared },
-            Error::EmptyName,
-            Error::NameTooLong { len: 9, max: 8 },
-            Error::BadTtl,
-            Error::DeadlineOverflow,
-            Error::TimeWentBackwards {
-                now: Tick(2),
-                requested: Tick(1),
-            },
-            Error::StaleRequest {
-                request: 1,
-                latest: 2,
-            },
-            Error::RequestReused { request: 1 },
-            Error::CapacityExceeded(Table::Claims),
-            Error::Stale {
-                token: Token(1),
-                highest: Token(2),
-            },
-            Error::ZeroToken,
-            Error::BadFrame,
-            Error::BufferTooSmall { need: 3 },
-            Error::BadMagic,
-            Error::UnsupportedVersion(9),
-            Error::CorruptSnapshot("x"),
-            Error::BadConfig("x"),
-        ];
-        for e in all {
-            let r = fencelock_result::from_error(&e);
+    fn every_core_error_kind_has_its_own_constant_and_back() {
+        let mut seen = Vec::new();
+        for e in Error::EXAMPLES {
+            let r = fencelock_result::from_error(e);
+            assert_ne!(r, fencelock_result::UnknownError, "{e:?} has no constant");
             assert_eq!(r as u32, e.code(), "{e:?}");
-            assert_eq!(snake(&format!("{r:?}")), e.kind(), "{e:?}");
+            assert_eq!(upper_snake(r), e.kind().to_uppercase(), "{e:?}");
+            assert_eq!(r.example().map(Error::code), Some(e.code()));
+            assert!(!seen.contains(&(r as u32)), "{e:?}: code used twice");
+            seen.push(r as u32);
         }
-        // 21 core codes + OK, DONE and the 7 ABI codes: every code is accounted for.
-        assert_eq!(all.len() + 9, fencelock_result::ALL.len());
+        for r in fencelock_result::ALL {
+            if core_range(r as u32) {
+                assert!(seen.contains(&(r as u32)), "{r:?} is no core error kind");
+            } else {
+                assert_eq!(r.example(), None, "{r:?}");
+            }
+        }
+    }
+
+    /// Every constant of the generated header is in `ALL` with the same number, and every
+    /// code of `ALL` is in the header: `ALL` is the enum, complete.
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri's isolation forbids reading the header file")]
+    fn all_lists_exactly_the_header_constants() {
+        let header =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/fencelock.h"))
+                .unwrap();
+        let mut declared = Vec::new();
+        for line in header.lines() {
+            let line = line.trim().trim_end_matches(',');
+            if let Some((name, value)) = line.split_once(" = ") {
+                if let Some(name) = name.strip_prefix("FENCELOCK_RESULT_") {
+                    declared.push((name.to_string(), value.parse::<u32>().unwrap()));
+                }
+            }
+        }
+        let ours: Vec<(String, u32)> = fencelock_result::ALL
+            .iter()
+            .map(|r| (upper_snake(*r), *r as u32))
+            .collect();
+        assert_eq!(declared, ours);
     }
 
     /// The numbers are the ABI: they never change and are never reused.
@@ -295,7 +315,6 @@ mod tests {
             (fencelock_result::NullParameter, 901),
             (fencelock_result::InvalidUtf8, 902),
             (fencelock_result::InvalidArgument, 903),
-            (fencelock_result::OutputsPending, 904),
             (fencelock_result::MisalignedMemory, 905),
             (fencelock_result::UnknownError, 998),
             (fencelock_result::Panic, 999),
@@ -303,7 +322,22 @@ mod tests {
         for (r, n) in abi {
             assert_eq!(r as u32, n, "{r:?}");
         }
+        // 904 was retired; 700 never existed.
+        assert_eq!(fencelock_result::from_code(904), None);
         assert_eq!(fencelock_result::from_code(700), None);
+    }
+
+    #[test]
+    fn messages_come_from_the_core_kinds() {
+        assert_eq!(fencelock_result::Stale.message(), "stale");
+        assert_eq!(
+            fencelock_result::UnknownKeepAlive.message(),
+            "unknown keep-alive"
+        );
+        for r in fencelock_result::ALL {
+            assert!(r.message().len() >= 2, "{r:?}");
+            assert_ne!(r.message(), "unknown error", "{r:?}");
+        }
     }
 
     #[test]

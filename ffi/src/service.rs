@@ -1,40 +1,40 @@
-//! `fencelock_service`: the lock service behind an opaque handle, with an output queue.
+//! `fencelock_service`: the lock service behind an opaque handle, with an event queue.
 //!
 //! # Memory
 //!
 //! A service is one block: the handle, then the session, lock and claim rows (the core's
 //! `SliceStorage`), then — for a service placed in caller memory — a fixed ring of
-//! outputs. `fencelock_service_new` allocates that block itself (and queues outputs in a
+//! events. `fencelock_service_new` allocates that block itself (and queues events in a
 //! growable deque); `fencelock_service_init_in` lays it out in memory the caller gives
-//! (and queues outputs in the fixed ring, sized for the most outputs one input can emit:
-//! sessions + 2 × claims + 1, the core's documented bound). Both paths run the same
-//! code, so every test of one tests the other.
+//! (and queues events in the fixed ring, sized for the most events one input can emit:
+//! sessions + 2 × claims, the core's bound). Both queues are the core's `Sink`: the
+//! ring reports its free room, so the core itself refuses an input with
+//! `BUFFER_TOO_SMALL`, before changing anything, when the ring could not take every
+//! event that input might emit. Both paths run the same code, so every test of one tests
+//! the other.
 
-use core::cell::Cell;
 use core::ffi::{c_char, c_void};
-use core::ops::Deref;
 use core::ptr;
 use std::alloc::{self, Layout};
 use std::collections::VecDeque;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use fencelock::storage::{ClaimRow, LockRow, SessionRow};
-use fencelock::{Error, LockService, Output, SessionId, SliceStorage, Tick};
+use fencelock::{Error, LockService, Output, Reply, SessionId, Sink, SliceStorage, Tick};
 
+use crate::handle::{call, last_error, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
     arg, buf, bytes, fencelock_capacity, fencelock_config, fencelock_holder, fencelock_leader,
-    fencelock_name, fencelock_output, fencelock_session_info, fencelock_waiter, mode_arg, name,
-    name_copy, out, put, set, wait_arg, write_list, write_message, FENCELOCK_FRAME_PREFIX_LEN,
-    FENCELOCK_MAX_FRAME_LEN,
+    fencelock_name, fencelock_output, fencelock_reply, fencelock_session_info, fencelock_usage,
+    fencelock_waiter, mode_arg, name, name_copy, out, put, set, wait_arg, write_list,
+    FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
 };
 
 type Service = LockService<SliceStorage<'static>>;
-type Sink<'a> = &'a mut dyn FnMut(Output);
 
-/// Outputs not yet drained, oldest first.
+/// Events not yet drained, oldest first: the core's [`Sink`] for every input.
 enum Queue {
-    /// `fencelock_service_new`: grows as needed.
+    /// `fencelock_service_new`: grows as needed (`room` is unbounded).
     Heap(VecDeque<Output>),
     /// `fencelock_service_init_in`: fixed slots in the caller's block.
     Ring {
@@ -64,21 +64,6 @@ impl Queue {
         }
     }
 
-    fn push(&mut self, o: Output) {
-        match self {
-            Queue::Heap(q) => q.push_back(o),
-            Queue::Ring { slots, head, len } => {
-                // The ring holds the core's documented worst case for one input and inputs
-                // are refused unless it is empty, so this cannot fail; if it did, the
-                // panic poisons the handle rather than dropping an output.
-                assert!(*len < slots.len(), "output bound exceeded");
-                let i = (*head + *len) % slots.len();
-                slots[i] = Some(o);
-                *len += 1;
-            }
-        }
-    }
-
     fn pop(&mut self) -> Option<Output> {
         match self {
             Queue::Heap(q) => q.pop_front(),
@@ -93,11 +78,28 @@ impl Queue {
             }
         }
     }
+}
 
-    fn accepts_input(&self) -> bool {
+impl Sink for Queue {
+    fn event(&mut self, o: Output) {
         match self {
-            Queue::Heap(_) => true,
-            Queue::Ring { len, .. } => *len == 0,
+            Queue::Heap(q) => q.push_back(o),
+            Queue::Ring { slots, head, len } => {
+                // The core checks `room` against the most events the input can emit before
+                // it changes anything, so this cannot fail; if it did (a core bug), the
+                // panic poisons the handle rather than dropping an event.
+                assert!(*len < slots.len(), "event bound exceeded");
+                let i = (*head + *len) % slots.len();
+                slots[i] = Some(o);
+                *len += 1;
+            }
+        }
+    }
+
+    fn room(&self) -> usize {
+        match self {
+            Queue::Heap(_) => usize::MAX,
+            Queue::Ring { slots, len, .. } => slots.len() - len,
         }
     }
 }
@@ -119,11 +121,13 @@ pub struct fencelock_service {
     svc: Service,
     queue: Queue,
     owner: Owner,
-    /// The latest failure, for `fencelock_service_last_error` (a `Cell`: getters, which
-    /// take a `const` handle, record their failures too).
-    last: Cell<Option<Fail>>,
-    /// Set by a caught panic: the state may be half-updated, so nothing runs on it again.
-    poisoned: Cell<bool>,
+    state: HandleState,
+}
+
+impl Handle for fencelock_service {
+    fn state(&self) -> &HandleState {
+        &self.state
+    }
 }
 
 /// Where each part of a service's block goes.
@@ -145,16 +149,15 @@ fn plan(cap: &fencelock_capacity, placed: bool) -> Result<Plan, Fail> {
         cap.locks as usize,
         cap.claims as usize,
     );
-    // The core refuses these too, but only after the tables were allocated and filled:
-    // refuse up front instead of touching gigabytes first.
-    let limit = i32::MAX as usize;
-    if s > limit || l > limit || c > limit {
-        return Err(Error::BadConfig("a table has more than 2^31 - 1 rows").into());
-    }
+    // The core's own row limit, in the core's order, before anything is allocated (the
+    // core checks it too, but only once the tables exist: gigabytes touched first).
+    fencelock::check_rows(s)?;
+    fencelock::check_rows(l)?;
+    fencelock::check_rows(c)?;
+    // The core's bound on the events of one input: sessions + 2 × claims.
     let ring_len = if placed {
         c.checked_mul(2)
             .and_then(|x| x.checked_add(s))
-            .and_then(|x| x.checked_add(1))
             .ok_or(too_big)?
     } else {
         0
@@ -240,8 +243,7 @@ unsafe fn build(
             svc,
             queue,
             owner,
-            last: Cell::new(None),
-            poisoned: Cell::new(false),
+            state: HandleState::default(),
         })
     };
     Ok(h)
@@ -277,11 +279,13 @@ unsafe fn place(
     mem: *mut c_void,
     mem_len: usize,
     cap: &fencelock_capacity,
+    judge: impl FnOnce() -> Result<(), Error>,
     make: impl FnOnce(SliceStorage<'static>) -> Result<Service, Error>,
 ) -> Result<*mut fencelock_service, Fail> {
     if mem.is_null() {
         return Err(fencelock_result::NullParameter.into());
     }
+    judge()?;
     let plan = plan(cap, true)?;
     if (mem as usize) % plan.layout.align() != 0 {
         return Err(fencelock_result::MisalignedMemory.into());
@@ -293,137 +297,49 @@ unsafe fn place(
     Ok(unsafe { build(mem.cast(), &plan, Owner::Caller, make) }?)
 }
 
-/// How an extern function receives its service: `*mut` (inputs, drains) lends the body a
-/// `&mut fencelock_service`, `*const` (getters) a `&fencelock_service`.
-pub(crate) trait ServicePtr: Copy {
-    /// What the body gets.
-    type Handle<'a>: Deref<Target = fencelock_service>;
-
-    /// The handle behind the pointer, `None` for NULL.
-    ///
-    /// # Safety
-    /// `self` is NULL or a live handle that no other call uses (for `*const`: mutates)
-    /// during `'a`.
-    unsafe fn handle<'a>(self) -> Option<Self::Handle<'a>>;
-
-    /// `h` lent for a shorter time, usable again afterwards.
-    fn reborrow<'b>(h: &'b mut Self::Handle<'_>) -> Self::Handle<'b>;
-}
-
-impl ServicePtr for *mut fencelock_service {
-    type Handle<'a> = &'a mut fencelock_service;
-
-    unsafe fn handle<'a>(self) -> Option<&'a mut fencelock_service> {
-        // SAFETY: the caller's contract: NULL or live and unaliased.
-        unsafe { self.as_mut() }
-    }
-
-    fn reborrow<'b>(h: &'b mut &mut fencelock_service) -> &'b mut fencelock_service {
-        h
-    }
-}
-
-impl ServicePtr for *const fencelock_service {
-    type Handle<'a> = &'a fencelock_service;
-
-    unsafe fn handle<'a>(self) -> Option<&'a fencelock_service> {
-        // SAFETY: the caller's contract: NULL or live and not mutated meanwhile.
-        unsafe { self.as_ref() }
-    }
-
-    fn reborrow<'b>(h: &'b mut &fencelock_service) -> &'b fencelock_service {
-        h
-    }
-}
-
-/// Runs `f` on a live handle: `NULL_PARAMETER` for NULL, `PANIC` for a poisoned one.
-/// A panic inside `f` poisons the handle.
+/// The body of every extern function on a service handle (see [`call`]).
 ///
 /// # Safety
-/// `svc` is NULL or a live handle not used (for `*const`: not mutated) by another call at
-/// the same time.
-pub(crate) unsafe fn with_service<P: ServicePtr>(
-    svc: P,
-    f: impl FnOnce(P::Handle<'_>) -> Result<(), Fail>,
-) -> Result<(), Fail> {
-    // SAFETY: the caller's contract.
-    let mut h = unsafe { svc.handle() }.ok_or(Fail::Code(fencelock_result::NullParameter))?;
-    if h.poisoned.get() {
-        return Err(fencelock_result::Panic.into());
-    }
-    match catch_unwind(AssertUnwindSafe(|| f(P::reborrow(&mut h)))) {
-        Ok(r) => r,
-        Err(_) => {
-            h.poisoned.set(true);
-            Err(fencelock_result::Panic.into())
-        }
-    }
-}
-
-/// The body of every extern function on a service handle, inside the panic boundary:
-/// `args` checks and converts the other arguments (before the handle is looked at), then
-/// `body` runs on the handle through [`with_service`]. Returns the result code, and
-/// remembers a failure (argument checks included; `DONE` is none) for
-/// `fencelock_service_last_error`.
-///
-/// # Safety
-/// As [`with_service`].
-unsafe fn service_call<P: ServicePtr, A>(
+/// As [`call`].
+unsafe fn service_call<P: crate::handle::HandlePtr<Target = fencelock_service>, A>(
     svc: P,
     args: impl FnOnce() -> Result<A, Fail>,
-    body: impl FnOnce(P::Handle<'_>, A) -> Result<(), Fail>,
-) -> fencelock_result {
-    let run = || -> Result<(), Fail> {
-        let a = args()?;
-        // SAFETY: forwarded contract.
-        unsafe { with_service(svc, |h| body(h, a)) }
-    };
-    match catch_unwind(AssertUnwindSafe(run)) {
-        Ok(Ok(())) => fencelock_result::Ok,
-        Ok(Err(fail)) => {
-            if !matches!(fail, Fail::Code(fencelock_result::Done)) {
-                // SAFETY: `svc` is NULL or a live handle (the contract), and the one lent
-                // to `body` is gone.
-                if let Some(h) = unsafe { svc.handle() } {
-                    h.last.set(Some(fail));
-                }
-            }
-            fail.code()
-        }
-        Err(_) => fencelock_result::Panic,
-    }
-}
-
-/// [`service_call`] for an input: `f` runs the core on the converted arguments, its
-/// outputs are queued (`OUTPUTS_PENDING` while a fixed ring still holds some).
-///
-/// # Safety
-/// As [`with_service`].
-unsafe fn service_input<A>(
-    svc: *mut fencelock_service,
-    args: impl FnOnce() -> Result<A, Fail>,
-    f: impl FnOnce(&mut Service, &mut Sink<'_>, A) -> Result<(), Error>,
+    body: impl FnOnce(P::Ref<'_>, A) -> Result<(), Fail>,
 ) -> fencelock_result {
     // SAFETY: forwarded contract.
-    unsafe { service_call(svc, args, |h, a| h.apply(|s, o| f(s, o, a))) }
+    unsafe { call(svc, args, body) }
+}
+
+/// [`call`] for an input: `reply` is checked first and zeroed (kind `NONE`), then `args`
+/// convert the other arguments; `f` runs the core with the service's queue as its sink,
+/// and its reply is written to `*reply`. A refusal by the core leaves the events of the
+/// advance to `now` queued (they stand: the core's rule).
+///
+/// # Safety
+/// As [`call`]; `reply` NULL or writable.
+unsafe fn service_input<A>(
+    svc: *mut fencelock_service,
+    reply: *mut fencelock_reply,
+    args: impl FnOnce() -> Result<A, Fail>,
+    f: impl FnOnce(&mut Service, &mut Queue, A) -> Result<Reply, Error>,
+) -> fencelock_result {
+    let args = || -> Result<_, Fail> {
+        let dst = out(reply)?;
+        // SAFETY: checked non-NULL, writable (contract).
+        unsafe { put(dst, fencelock_reply::NONE) };
+        Ok((dst, args()?))
+    };
+    // SAFETY: forwarded contract.
+    unsafe {
+        call(svc, args, |h, (dst, a)| {
+            let r = f(&mut h.svc, &mut h.queue, a)?;
+            set(dst, fencelock_reply::from_core(&r))
+        })
+    }
 }
 
 impl fencelock_service {
-    /// Applies one input, queueing its outputs. Refused while a fixed ring still holds
-    /// outputs (so it can never overflow).
-    fn apply<R>(
-        &mut self,
-        f: impl FnOnce(&mut Service, &mut Sink<'_>) -> Result<R, Error>,
-    ) -> Result<R, Fail> {
-        if !self.queue.accepts_input() {
-            return Err(fencelock_result::OutputsPending.into());
-        }
-        let queue = &mut self.queue;
-        let mut sink: Sink<'_> = &mut |o| queue.push(o);
-        Ok(f(&mut self.svc, &mut sink)?)
-    }
-
-    /// Writes every queued output as `[len u16 LE][frame]` into `dst`, all or nothing:
+    /// Writes every queued event as `[len u16 LE][frame]` into `dst`, all or nothing:
     /// `Ok(bytes written)`, or `Err((bytes needed, BUFFER_TOO_SMALL))` dequeuing nothing.
     fn drain_frames(&mut self, dst: &mut [u8]) -> Result<usize, (usize, Fail)> {
         let mut frame = [0u8; FENCELOCK_MAX_FRAME_LEN];
@@ -441,13 +357,47 @@ impl fencelock_service {
         }
         let mut at = 0;
         while let Some(o) = self.queue.pop() {
-            // Cannot fail: a MAX_FRAME_LEN buffer fits every output (and did just above).
+            // Cannot fail: a MAX_FRAME_LEN buffer fits every event (and did just above).
             let n = o.to_frame(&mut frame).map_err(|e| (0, e.into()))?;
             dst[at..at + 2].copy_from_slice(&(n as u16).to_le_bytes());
             dst[at + 2..at + 2 + n].copy_from_slice(&frame[..n]);
             at += 2 + n;
         }
         Ok(at)
+    }
+}
+
+/// Tables of no rows: what the core judges a config or snapshot header on before this
+/// library allocates the real ones.
+fn no_rows() -> SliceStorage<'static> {
+    SliceStorage {
+        sessions: &mut [],
+        locks: &mut [],
+        claims: &mut [],
+    }
+}
+
+/// The core's verdict on a config, given before the row limit is checked and the tables
+/// are allocated — the core's own order (config, then rows), so a config wrong in both
+/// ways gets the core's error. Cost: O(1).
+fn judge_config(config: &fencelock_config) -> Result<(), Error> {
+    LockService::new(no_rows(), config.core()).map(|_| ())
+}
+
+/// The core's verdict on what a snapshot says before the row limit matters — its magic,
+/// version, header and config, which the core judges before the tables — given before
+/// this library checks the row limit and allocates. A later refusal (capacity, records)
+/// is left to the real restore. Cost: O(snapshot length) at most.
+fn judge_snapshot(bytes: &[u8]) -> Result<(), Error> {
+    match LockService::restore(no_rows(), bytes) {
+        Err((
+            _,
+            e @ (Error::BadMagic
+            | Error::UnsupportedVersion(_)
+            | Error::BadConfig(_)
+            | Error::CorruptSnapshot("truncated header")),
+        )) => Err(e),
+        _ => Ok(()),
     }
 }
 
@@ -461,9 +411,10 @@ fn request(n: u64) -> Option<u64> {
 /// Creates a service with empty tables of the configured capacities, allocated by this
 /// library, and stores its handle in `*out`.
 ///
-/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `max_name_len` outside 1..=64, a table of
-/// more than 2^31 − 1 rows, or not enough memory). Cost: O(capacity) time; memory
-/// `fencelock_service_layout`'s size (minus the output ring) plus queued outputs.
+/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `max_name_len` outside 1..=64, then a table
+/// of more than 2^31 − 1 rows — the core's `MAX_ROWS`, checked before anything is
+/// allocated — or not enough memory). Cost: O(capacity) time; memory
+/// `fencelock_service_layout`'s size (minus the event ring) plus queued events.
 ///
 /// # Safety
 /// `config` is NULL or a valid config; `out` is NULL or writable.
@@ -476,6 +427,7 @@ pub unsafe extern "C" fn fencelock_service_new(
         // SAFETY: NULL or valid (contract).
         let config = *unsafe { arg(config) }?;
         let dst = out(out_service)?;
+        judge_config(&config)?;
         let h = create(&config.capacity, |s| LockService::new(s, config.core()))?;
         // SAFETY: checked non-NULL, writable (contract).
         unsafe { put(dst, h) };
@@ -486,7 +438,7 @@ pub unsafe extern "C" fn fencelock_service_new(
 /// Ends a service and frees what this library allocated for it. `NULL` is fine (does
 /// nothing). Must not be called twice on the same handle, and the handle must not be
 /// used afterwards. For a service placed with `_init_in`/`_restore_in`, the memory is
-/// the caller's again once this returns. Cost: O(1) plus the queued outputs.
+/// the caller's again once this returns. Cost: O(1) plus the queued events.
 ///
 /// # Safety
 /// `svc` is NULL or a live handle, not used concurrently or after this call.
@@ -510,9 +462,10 @@ pub unsafe extern "C" fn fencelock_service_free(svc: *mut fencelock_service) {
 
 /// The size and alignment of the memory `fencelock_service_init_in` /
 /// `fencelock_service_restore_in` need for these capacities (the handle, the tables and
-/// a fixed output ring of sessions + 2 × claims + 1 outputs).
+/// a fixed event ring of sessions + 2 × claims events, the most one input can emit).
 ///
-/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (sizes overflow). Cost: O(1).
+/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a table of more than 2^31 − 1 rows, or sizes
+/// that overflow). Cost: O(1).
 ///
 /// # Safety
 /// `capacity` is NULL or valid; `size` and `align` are NULL or writable.
@@ -537,14 +490,17 @@ pub unsafe extern "C" fn fencelock_service_layout(
 }
 
 /// Creates a service inside `mem` (for embedders without malloc: a static array, an
-/// arena). This library allocates nothing for it, ever: outputs queue in a fixed ring
-/// inside `mem`, so each input is refused with `OUTPUTS_PENDING` until the previous
-/// input's outputs have been drained.
+/// arena). This library allocates nothing for it, ever: events queue in a fixed ring
+/// inside `mem`, and the core refuses an input with `BUFFER_TOO_SMALL` (changing
+/// nothing) while the ring has less room than the most events that input could emit
+/// (the open sessions + 2 × the holds and waits): drain the ring and send it again. An
+/// empty ring always has room.
 ///
 /// The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
 ///
-/// Errors: `NULL_PARAMETER`, `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL` (`mem_len` below
-/// the layout's size), `BAD_CONFIG`. Cost: O(capacity).
+/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (as `fencelock_service_new`),
+/// `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL` (`mem_len` below the layout's size).
+/// Cost: O(capacity).
 ///
 /// # Safety
 /// `mem` is NULL or valid for reading and writing `mem_len` bytes as said above;
@@ -562,9 +518,13 @@ pub unsafe extern "C" fn fencelock_service_init_in(
         let dst = out(out_service)?;
         // SAFETY: forwarded contract on `mem`.
         let h = unsafe {
-            place(mem, mem_len, &config.capacity, |s| {
-                LockService::new(s, config.core())
-            })
+            place(
+                mem,
+                mem_len,
+                &config.capacity,
+                || judge_config(&config),
+                |s| LockService::new(s, config.core()),
+            )
         }?;
         // SAFETY: checked non-NULL, writable (contract).
         unsafe { put(dst, h) };
@@ -576,9 +536,11 @@ pub unsafe extern "C" fn fencelock_service_init_in(
 /// `capacity`; lock-delay and the name limit come from the snapshot. Every invariant is
 /// checked before the bytes are accepted.
 ///
-/// Errors: `NULL_PARAMETER`, `BAD_MAGIC`, `UNSUPPORTED_VERSION`, `CORRUPT_SNAPSHOT`
-/// (including truncated bytes), `CAPACITY_EXCEEDED` (the snapshot does not fit),
-/// `BAD_CONFIG`. Nothing is created on error. Cost: O(capacity + snapshot length).
+/// Errors, in the core's order: `NULL_PARAMETER`, `BAD_MAGIC`, `UNSUPPORTED_VERSION`,
+/// `CORRUPT_SNAPSHOT` (a truncated header), `BAD_CONFIG` (its config, then a table of
+/// more than 2^31 − 1 rows, or not enough memory), `CAPACITY_EXCEEDED` (the snapshot
+/// does not fit), `CORRUPT_SNAPSHOT` (a record breaks an invariant, or is truncated).
+/// Nothing is created on error. Cost: O(capacity + snapshot length).
 ///
 /// # Safety
 /// `capacity` NULL or valid; `snapshot` NULL or valid for `len` bytes; `out_service`
@@ -596,6 +558,7 @@ pub unsafe extern "C" fn fencelock_service_restore(
         // SAFETY: NULL or valid for len bytes (contract).
         let bytes = unsafe { bytes(snapshot, len) }?;
         let dst = out(out_service)?;
+        judge_snapshot(bytes)?;
         let h = create(cap, |s| LockService::restore(s, bytes).map_err(|(_, e)| e))?;
         // SAFETY: checked non-NULL, writable (contract).
         unsafe { put(dst, h) };
@@ -632,9 +595,13 @@ pub unsafe extern "C" fn fencelock_service_restore_in(
         let dst = out(out_service)?;
         // SAFETY: forwarded contract on `mem`.
         let h = unsafe {
-            place(mem, mem_len, &cap, |s| {
-                LockService::restore(s, bytes).map_err(|(_, e)| e)
-            })
+            place(
+                mem,
+                mem_len,
+                &cap,
+                || judge_snapshot(bytes),
+                |s| LockService::restore(s, bytes).map_err(|(_, e)| e),
+            )
         }?;
         // SAFETY: checked non-NULL, writable (contract).
         unsafe { put(dst, h) };
@@ -650,100 +617,125 @@ fn overlap(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {
 
 // ======================================================================== inputs
 //
-// Every input: on success its outputs are queued (drain them with
-// `fencelock_service_poll_output` or `fencelock_service_drain_frames`); on error nothing
-// changed and nothing was queued. `request` is the idempotent-retry number, 0 = none.
-// All share: `NULL_PARAMETER` (NULL handle or required pointer), `PANIC` (poisoned
-// handle), `OUTPUTS_PENDING` (placed service with undrained outputs).
+// Every input carries the host's `now` (the service's tick) and writes the caller's reply
+// to `*reply`. Before applying it the core advances to `now` exactly as
+// `fencelock_service_tick` would; the events of that advance (expiries, timeouts, grants)
+// are queued and STAND even if the input itself is then refused. Errors, in the core's
+// order (docs/SPEC.md §5): `TIME_WENT_BACKWARDS` (now earlier than the service's; nothing
+// changes), `BUFFER_TOO_SMALL` (a placed service's event ring has less room than the
+// input could need; nothing changes), then — after the advance — the input's own checks.
+// A refused input changes nothing beyond the advance to `now`.
+//
+// The ABI's own refusals come before the core sees anything, and change nothing (not
+// even time): `NULL_PARAMETER` (NULL handle, `reply` or name), `INVALID_UTF8` (a name
+// that is not UTF-8), `INVALID_ARGUMENT` (a mode or wait outside its enum) — inputs the
+// core cannot even be given — and `PANIC` (poisoned handle).
+//
+// `*reply` is written on every return once `reply` is checked non-NULL: the reply on
+// `OK`, a zeroed one (kind `NONE`) on any error. `request` is the idempotent-retry
+// number, 0 = none: a repeat of the session's latest number applies nothing twice and
+// replies as the original did (an acquire's brought up to date).
 
-/// Opens a session expiring `ttl` ticks from now; its id goes to `*session`. Queues
-/// `SESSION_OPENED`.
+/// Opens a session expiring `ttl` ticks after `now`. Replies `OPENED` (`session`,
+/// `expires_at`).
 ///
-/// Errors: `BAD_TTL` (0), `DEADLINE_OVERFLOW`, `CAPACITY_EXCEEDED`. Cost: O(log sessions).
+/// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `BAD_TTL` (0),
+/// `DEADLINE_OVERFLOW`, `CAPACITY_EXCEEDED`. Cost: the advance, then O(log sessions).
 ///
 /// # Safety
-/// `svc` NULL or a live handle; `session` NULL or writable.
+/// `svc` NULL or a live handle; `reply` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_open_session(
     svc: *mut fencelock_service,
+    now: u64,
     ttl: u64,
-    session: *mut u64,
+    reply: *mut fencelock_reply,
 ) -> fencelock_result {
-    // SAFETY: `svc` NULL or live; `session` checked, then writable (contract).
+    // SAFETY: `svc` NULL or live; `reply` checked, then writable (contract).
     unsafe {
-        service_call(
+        service_input(
             svc,
-            || out(session),
-            |h, dst| {
-                let id = h.apply(|s, o| s.open_session(ttl, o))?;
-                set(dst, id.0)
-            },
+            reply,
+            || Ok(()),
+            |s, q, ()| s.open_session(Tick(now), ttl, q),
         )
     }
 }
 
-/// Renews a session (deadline = now + ttl). Queues `SESSION_RENEWED`, the heartbeat ack.
+/// Keeps a session alive: its deadline becomes `now` + its ttl. Replies `KEPT_ALIVE`
+/// (`expires_at`), the client's acknowledgement (`fencelock_keeper_keep_alive_acked`).
 ///
-/// Errors: `UNKNOWN_SESSION`, `DEADLINE_OVERFLOW`, `STALE_REQUEST`, `REQUEST_REUSED`.
-/// Cost: O(log sessions).
+/// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+/// `STALE_REQUEST`, `REQUEST_REUSED`, `DEADLINE_OVERFLOW`. Cost: the advance, then
+/// O(log sessions).
 ///
 /// # Safety
-/// `svc` NULL or a live handle.
+/// `svc` NULL or a live handle; `reply` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_keep_alive(
     svc: *mut fencelock_service,
+    now: u64,
     session: u64,
     request_number: u64,
+    reply: *mut fencelock_reply,
 ) -> fencelock_result {
-    // SAFETY: `svc` NULL or live (contract).
+    // SAFETY: `svc` NULL or live; `reply` checked, then writable (contract).
     unsafe {
         service_input(
             svc,
+            reply,
             || Ok(()),
-            |s, o, ()| s.keep_alive(SessionId(session), request(request_number), o),
+            |s, q, ()| s.keep_alive(Tick(now), SessionId(session), request(request_number), q),
         )
     }
 }
 
-/// Closes a session: queues `SESSION_CLOSED`, `RELEASED` per hold, then the `GRANTED`s
-/// this frees.
+/// Closes a session. Replies `CLOSED`; queues `RELEASED` (reason `CLOSED`) per hold,
+/// then the `GRANTED`s this frees.
 ///
-/// Errors: `UNKNOWN_SESSION`, `STALE_REQUEST`, `REQUEST_REUSED`. Cost: O(its claims +
-/// outputs).
+/// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+/// `STALE_REQUEST`, `REQUEST_REUSED`. Cost: the advance, then O(its claims + events).
 ///
 /// # Safety
-/// `svc` NULL or a live handle.
+/// `svc` NULL or a live handle; `reply` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_close_session(
     svc: *mut fencelock_service,
+    now: u64,
     session: u64,
     request_number: u64,
+    reply: *mut fencelock_reply,
 ) -> fencelock_result {
-    // SAFETY: `svc` NULL or live (contract).
+    // SAFETY: `svc` NULL or live; `reply` checked, then writable (contract).
     unsafe {
         service_input(
             svc,
+            reply,
             || Ok(()),
-            |s, o, ()| s.close_session(SessionId(session), request(request_number), o),
+            |s, q, ()| s.close_session(Tick(now), SessionId(session), request(request_number), q),
         )
     }
 }
 
 /// Acquires the lock named by `lock[..lock_len]` (UTF-8) in `mode` (a `fencelock_mode`),
 /// waiting as `wait` (a `fencelock_wait`) says; `wait_until` is the deadline tick for
-/// `FENCELOCK_WAIT_UNTIL` and ignored otherwise. Queues `GRANTED` (with the fencing
-/// token), `QUEUED` or `BUSY`.
+/// `FENCELOCK_WAIT_UNTIL` and ignored otherwise. Replies `GRANTED` (`mode`, the fencing
+/// `token`), `QUEUED` (`mode`, `position`) or `BUSY`; a repeated request number may
+/// also reply `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
 ///
-/// Errors: `INVALID_ARGUMENT` (mode or wait), `INVALID_UTF8`, `UNKNOWN_SESSION`,
-/// `EMPTY_NAME`, `NAME_TOO_LONG`, `ALREADY_QUEUED`, `MODE_MISMATCH`, `CAPACITY_EXCEEDED`,
-/// `STALE_REQUEST`, `REQUEST_REUSED`. Cost: O(name length + log claims).
+/// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+/// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `ALREADY_QUEUED`,
+/// `MODE_MISMATCH`, `CAPACITY_EXCEEDED`, in that order. Cost: the advance, then
+/// O(name length + log claims).
 ///
 /// # Safety
-/// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes.
+/// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes; `reply` NULL
+/// or writable.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn fencelock_service_acquire(
     svc: *mut fencelock_service,
+    now: u64,
     session: u64,
     lock: *const u8,
     lock_len: usize,
@@ -751,11 +743,14 @@ pub unsafe extern "C" fn fencelock_service_acquire(
     wait: u32,
     wait_until: u64,
     request_number: u64,
+    reply: *mut fencelock_reply,
 ) -> fencelock_result {
-    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes (contract).
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `reply`
+    // checked, then writable (contract).
     unsafe {
         service_input(
             svc,
+            reply,
             || {
                 Ok((
                     name(lock, lock_len)?,
@@ -763,76 +758,109 @@ pub unsafe extern "C" fn fencelock_service_acquire(
                     wait_arg(wait, wait_until)?,
                 ))
             },
-            |s, o, (lock, mode, wait)| {
+            |s, q, (lock, mode, wait)| {
                 s.acquire(
+                    Tick(now),
                     SessionId(session),
                     lock,
                     mode,
                     wait,
                     request(request_number),
-                    o,
+                    q,
                 )
             },
         )
     }
 }
 
-/// Releases a held lock. Queues `RELEASED`, then `GRANTED` to the head of its queue.
+/// Releases a held lock. Replies `RELEASED` (`token`, no longer good); queues `GRANTED`
+/// to the head of its queue.
 ///
-/// Errors: `INVALID_UTF8`, `UNKNOWN_SESSION`, name errors, `NOT_HOLDER`,
-/// `STALE_REQUEST`, `REQUEST_REUSED`. Cost: O(name length + log claims + outputs).
+/// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+/// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_HOLDER`.
+/// Cost: the advance, then O(name length + log claims + events).
 ///
 /// # Safety
-/// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes.
+/// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes; `reply` NULL
+/// or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_release(
     svc: *mut fencelock_service,
+    now: u64,
     session: u64,
     lock: *const u8,
     lock_len: usize,
     request_number: u64,
+    reply: *mut fencelock_reply,
 ) -> fencelock_result {
-    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes (contract).
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `reply`
+    // checked, then writable (contract).
     unsafe {
         service_input(
             svc,
+            reply,
             || name(lock, lock_len),
-            |s, o, lock| s.release(SessionId(session), lock, request(request_number), o),
+            |s, q, lock| {
+                s.release(
+                    Tick(now),
+                    SessionId(session),
+                    lock,
+                    request(request_number),
+                    q,
+                )
+            },
         )
     }
 }
 
-/// Withdraws a queued acquire. Queues `WAIT_CANCELLED`, then any `GRANTED` it unblocks.
+/// Withdraws a queued acquire. Replies `CANCELLED`; queues any `GRANTED` it unblocks.
 ///
-/// Errors: `INVALID_UTF8`, `UNKNOWN_SESSION`, name errors, `NOT_QUEUED`,
-/// `STALE_REQUEST`, `REQUEST_REUSED`. Cost: O(name length + log claims + outputs).
+/// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+/// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_QUEUED`.
+/// Cost: the advance, then O(name length + log claims + events).
 ///
 /// # Safety
-/// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes.
+/// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes; `reply` NULL
+/// or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_cancel(
     svc: *mut fencelock_service,
+    now: u64,
     session: u64,
     lock: *const u8,
     lock_len: usize,
     request_number: u64,
+    reply: *mut fencelock_reply,
 ) -> fencelock_result {
-    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes (contract).
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `reply`
+    // checked, then writable (contract).
     unsafe {
         service_input(
             svc,
+            reply,
             || name(lock, lock_len),
-            |s, o, lock| s.cancel(SessionId(session), lock, request(request_number), o),
+            |s, q, lock| {
+                s.cancel(
+                    Tick(now),
+                    SessionId(session),
+                    lock,
+                    request(request_number),
+                    q,
+                )
+            },
         )
     }
 }
 
 /// Advances logical time to `now`: expiries (`SESSION_EXPIRED`, `RELEASED`), wait
-/// timeouts (`WAIT_TIMED_OUT`), then grants (`GRANTED`), in that order. Call it no later
-/// than `fencelock_service_poll_timeout` says; earlier or repeated calls are harmless.
+/// timeouts (`WAIT_TIMED_OUT`), the end of lock-delays, then grants (`GRANTED`), in that
+/// order — what every other input does first. Call it when
+/// `fencelock_service_poll_timeout`'s tick comes due; earlier or repeated calls are
+/// harmless. It has no reply (its frame, through `fencelock_service_handle_frame`,
+/// replies `TICKED`).
 ///
-/// Errors: `TIME_WENT_BACKWARDS`. Cost: O(1) with nothing due, else O(log n) per due
-/// deadline plus the outputs.
+/// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL` (nothing changed). Cost: O(1) with
+/// nothing due, else O(log n) per due deadline plus the events.
 ///
 /// # Safety
 /// `svc` NULL or a live handle.
@@ -842,100 +870,141 @@ pub unsafe extern "C" fn fencelock_service_tick(
     now: u64,
 ) -> fencelock_result {
     // SAFETY: `svc` NULL or live (contract).
-    unsafe { service_input(svc, || Ok(()), |s, o, ()| s.tick(Tick(now), o)) }
+    unsafe {
+        service_call(
+            svc,
+            || Ok(()),
+            |h: &mut fencelock_service, ()| Ok(h.svc.tick(Tick(now), &mut h.queue)?),
+        )
+    }
 }
 
 /// Stands `session` as a candidate in `election` (an exclusive acquire that waits
-/// forever): `GRANTED` = it leads, the token is its epoch; `QUEUED` = it watches.
+/// forever): replies `GRANTED` = it leads, the token is its epoch; `QUEUED` = it waits in
+/// line, and a `GRANTED` event promotes it.
 ///
 /// Errors: those of `fencelock_service_acquire`. Cost: as acquire.
 ///
 /// # Safety
-/// `svc` NULL or a live handle; `election` NULL or valid for `election_len` bytes.
+/// `svc` NULL or a live handle; `election` NULL or valid for `election_len` bytes;
+/// `reply` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_campaign(
     svc: *mut fencelock_service,
+    now: u64,
     session: u64,
     election: *const u8,
     election_len: usize,
     request_number: u64,
+    reply: *mut fencelock_reply,
 ) -> fencelock_result {
-    // SAFETY: `svc` NULL or live; `election` NULL or valid for `election_len` bytes
-    // (contract).
+    // SAFETY: `svc` NULL or live; `election` NULL or valid for `election_len` bytes;
+    // `reply` checked, then writable (contract).
     unsafe {
         service_input(
             svc,
+            reply,
             || name(election, election_len),
-            |s, o, election| s.campaign(SessionId(session), election, request(request_number), o),
+            |s, q, election| {
+                s.campaign(
+                    Tick(now),
+                    SessionId(session),
+                    election,
+                    request(request_number),
+                    q,
+                )
+            },
         )
     }
 }
 
-/// Withdraws `session` from `election`: steps down if it leads (the next candidate gets
-/// a higher epoch), else leaves the queue.
+/// Withdraws `session` from `election` (whether it leads is decided at `now`): steps
+/// down if it leads (replies `RELEASED`; the next candidate is granted a higher epoch),
+/// else leaves the queue (replies `CANCELLED`).
 ///
-/// Errors: `NOT_QUEUED` (neither leader nor candidate), and those of release/cancel.
-/// Cost: as release.
+/// Errors: those of release / cancel (`NOT_QUEUED` if it is neither leader nor
+/// candidate). Cost: as release.
 ///
 /// # Safety
-/// `svc` NULL or a live handle; `election` NULL or valid for `election_len` bytes.
+/// `svc` NULL or a live handle; `election` NULL or valid for `election_len` bytes;
+/// `reply` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_resign(
     svc: *mut fencelock_service,
+    now: u64,
     session: u64,
     election: *const u8,
     election_len: usize,
     request_number: u64,
+    reply: *mut fencelock_reply,
 ) -> fencelock_result {
-    // SAFETY: `svc` NULL or live; `election` NULL or valid for `election_len` bytes
-    // (contract).
+    // SAFETY: `svc` NULL or live; `election` NULL or valid for `election_len` bytes;
+    // `reply` checked, then writable (contract).
     unsafe {
         service_input(
             svc,
+            reply,
             || name(election, election_len),
-            |s, o, election| s.resign(SessionId(session), election, request(request_number), o),
+            |s, q, election| {
+                s.resign(
+                    Tick(now),
+                    SessionId(session),
+                    election,
+                    request(request_number),
+                    q,
+                )
+            },
         )
     }
 }
 
-/// The byte-level entry point: decodes one postcard input frame, applies it, and writes
-/// the queued outputs' frames into `out_buf` as `[length: u16 little-endian][frame]`
-/// records, oldest first; `*out_len` gets the bytes written.
+/// The byte-level entry point: decodes one postcard input frame (its `now` inside) and
+/// applies it like the typed functions: the reply goes to `*reply`, and — if
+/// `reply_frame` has room — its postcard frame to `reply_frame[..*reply_len]`; the
+/// events are queued (drain them with `fencelock_service_drain_frames` or
+/// `fencelock_service_poll_output`), the advance's even when the input is refused.
 ///
-/// * Input refused (`BAD_FRAME` or the input's error): nothing changed, nothing
-///   written, `*out_len` = 0.
-/// * `BUFFER_TOO_SMALL`: the input **was applied**; its outputs stay queued and
-///   `*out_len` is the size needed. Fetch them with `fencelock_service_drain_frames`
-///   (never by sending the input again). `out_buf` may be NULL when `out_cap` is 0.
+/// * `reply_cap` 0 (then `reply_frame` may be NULL): no reply frame is written. Else
+///   `reply_frame` needs `FENCELOCK_MAX_FRAME_LEN` bytes (any reply fits): a smaller
+///   one is `BUFFER_TOO_SMALL` with `*reply_len` = `FENCELOCK_MAX_FRAME_LEN`, before
+///   anything is decoded or applied.
+/// * `reply_len` may be NULL; it gets the reply frame's length (0 when none is written,
+///   and on any refusal).
+/// * The input frame is copied before anything is written, so `frame` and `reply_frame`
+///   may be the same buffer (or overlap). A frame longer than `FENCELOCK_MAX_FRAME_LEN`
+///   is `BAD_FRAME` (no valid input is longer).
 ///
-/// A buffer of (sessions + 2 × claims + 1) × (2 + `FENCELOCK_MAX_FRAME_LEN`) bytes always
-/// fits one input's outputs. Cost: O(frame length) + the input's cost + O(outputs).
-///
-/// The input frame is copied before anything is written, so `frame` and `out_buf` may
-/// be the same buffer (or overlap): reusing one buffer for request and response is fine.
-/// A frame longer than `FENCELOCK_MAX_FRAME_LEN` is refused with `BAD_FRAME`.
+/// Errors: the ABI's (`NULL_PARAMETER`: handle, `reply` or `frame`; `BUFFER_TOO_SMALL`
+/// as above), `BAD_FRAME` (nothing changed), then the input's, as its typed function.
+/// Cost: O(frame length) + the input's cost.
 ///
 /// # Safety
-/// `svc` NULL or a live handle; `frame` NULL or valid for `frame_len` bytes; `out_buf`
-/// NULL or valid for `out_cap` bytes (it may overlap `frame`); `out_len` NULL or
-/// writable.
+/// `svc` NULL or a live handle; `frame` NULL or valid for `frame_len` bytes; `reply`
+/// NULL or writable; `reply_frame` NULL or valid for `reply_cap` bytes (it may overlap
+/// `frame`); `reply_len` NULL or writable.
 #[no_mangle]
+#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn fencelock_service_handle_frame(
     svc: *mut fencelock_service,
     frame: *const u8,
     frame_len: usize,
-    out_buf: *mut u8,
-    out_cap: usize,
-    out_len: *mut usize,
+    reply: *mut fencelock_reply,
+    reply_frame: *mut u8,
+    reply_cap: usize,
+    reply_len: *mut usize,
 ) -> fencelock_result {
+    if !reply_len.is_null() {
+        // SAFETY: non-NULL and writable (contract).
+        unsafe { reply_len.write(0) };
+    }
     let args = || -> Result<_, Fail> {
         if frame.is_null() {
             return Err(fencelock_result::NullParameter.into());
         }
         // Copy the input out of the caller's memory before anything is written: the
-        // caller may reuse one buffer for the request and the response. No valid input
+        // caller may reuse one buffer for the request and the reply. No valid input
         // frame is longer than FENCELOCK_MAX_FRAME_LEN, so a longer one is BAD_FRAME
-        // (decided below, after the usual argument checks); its bytes are never read.
+        // (decided by the core's decoder, below); its bytes are never read.
         let mut input = [0u8; FENCELOCK_MAX_FRAME_LEN];
         let copied = frame_len <= input.len();
         if copied {
@@ -943,44 +1012,45 @@ pub unsafe extern "C" fn fencelock_service_handle_frame(
             // fit `input`, a local that cannot overlap the caller's memory.
             unsafe { ptr::copy_nonoverlapping(frame, input.as_mut_ptr(), frame_len) };
         }
-        // SAFETY: NULL or valid for out_cap bytes (contract); no reference into the
+        // SAFETY: NULL or valid for reply_cap bytes (contract); no reference into the
         // input frame is alive any more.
-        let dst = unsafe { buf(out_buf, out_cap) }?;
-        let len = out(out_len)?;
-        // SAFETY: checked non-NULL, writable (contract).
-        unsafe { put(len, 0) };
-        Ok((input, copied, dst, len))
+        let dst = unsafe { buf(reply_frame, reply_cap) }?;
+        if !dst.is_empty() && dst.len() < FENCELOCK_MAX_FRAME_LEN {
+            if !reply_len.is_null() {
+                // SAFETY: non-NULL and writable (contract).
+                unsafe { reply_len.write(FENCELOCK_MAX_FRAME_LEN) };
+            }
+            return Err(fencelock_result::BufferTooSmall.into());
+        }
+        Ok((input, copied, dst))
     };
-    // SAFETY: `svc` NULL or live (contract).
+    // SAFETY: `svc` NULL or live; `reply` checked, then writable (contract).
     unsafe {
-        service_call(svc, args, |h, (input, copied, dst, len)| {
-            h.apply(|s, o| {
-                if copied {
-                    s.handle_frame(&input[..frame_len], o)
-                } else {
-                    Err(Error::BadFrame)
+        service_input(svc, reply, args, |s, q, (input, copied, dst)| {
+            // An input frame longer than any valid one decodes as the empty frame would
+            // not: hand the decoder a byte string it refuses (BAD_FRAME, nothing applied).
+            let frame: &[u8] = if copied { &input[..frame_len] } else { &[] };
+            let r = s.handle_frame(frame, q)?;
+            if !dst.is_empty() {
+                // Fits: a MAX_FRAME_LEN buffer holds every reply (checked above).
+                let n = r.to_frame(dst)?;
+                if !reply_len.is_null() {
+                    // Non-NULL and writable (contract), inside the outer `unsafe`.
+                    reply_len.write(n);
                 }
-            })?;
-            write_frames(h, dst, len)
+            }
+            Ok(r)
         })
     }
 }
 
-fn write_frames(h: &mut fencelock_service, dst: &mut [u8], len: *mut usize) -> Result<(), Fail> {
-    let (n, r) = match h.drain_frames(dst) {
-        Ok(n) => (n, Ok(())),
-        Err((need, fail)) => (need, Err(fail)),
-    };
-    // SAFETY: `len` was checked non-NULL by the caller and is writable (its contract).
-    unsafe { put(len, n) };
-    r
-}
-
-/// Writes every queued output as frames (the format of `fencelock_service_handle_frame`),
-/// all or nothing. `*out_len` gets the bytes written, or with `BUFFER_TOO_SMALL` the
-/// size needed (nothing is dequeued). Nothing queued: `OK` with `*out_len` = 0.
+/// Writes every queued event as `[length: u16 little-endian][postcard frame]` records,
+/// oldest first, all or nothing. `*out_len` gets the bytes written, or with
+/// `BUFFER_TOO_SMALL` the size needed (nothing is dequeued). Nothing queued: `OK` with
+/// `*out_len` = 0. A buffer of (sessions + 2 × claims) × (`FENCELOCK_FRAME_PREFIX_LEN` +
+/// `FENCELOCK_MAX_FRAME_LEN`) bytes always fits one input's events.
 ///
-/// Cost: O(queued outputs).
+/// Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL`, `PANIC`. Cost: O(queued events).
 ///
 /// # Safety
 /// `svc` NULL or a live handle; `out_buf` NULL or valid for `out_cap` bytes; `out_len`
@@ -998,16 +1068,24 @@ pub unsafe extern "C" fn fencelock_service_drain_frames(
         service_call(
             svc,
             || Ok((buf(out_buf, out_cap)?, out(out_len)?)),
-            |h, (dst, len)| write_frames(h, dst, len),
+            |h: &mut fencelock_service, (dst, len)| {
+                let (n, r) = match h.drain_frames(dst) {
+                    Ok(n) => (n, Ok(())),
+                    Err((need, fail)) => (need, Err(fail)),
+                };
+                put(len, n);
+                r
+            },
         )
     }
 }
 
-// ======================================================================= outputs
+// ======================================================================== events
 
-/// Moves the oldest queued output into `*output`: `OK`, or `DONE` when none is left
-/// (then `output->kind` is `FENCELOCK_OUTPUT_KIND_NONE`). Each output names the session
-/// the host must tell; none may be dropped.
+/// Moves the oldest queued event into `*output`: `OK`, or `DONE` when none is left (then
+/// `output->kind` is `FENCELOCK_OUTPUT_KIND_NONE`). Each event names the session the host
+/// must tell; none may be dropped. Events are what inputs cause for sessions other than
+/// the caller (and what time causes): the caller's own answer is its reply.
 ///
 /// Errors: `NULL_PARAMETER`, `PANIC`. Cost: O(1).
 ///
@@ -1023,7 +1101,7 @@ pub unsafe extern "C" fn fencelock_service_poll_output(
         service_call(
             svc,
             || out(output),
-            |h, dst| {
+            |h: &mut fencelock_service, dst| {
                 let o = h.queue.pop();
                 let r = o
                     .as_ref()
@@ -1035,7 +1113,7 @@ pub unsafe extern "C" fn fencelock_service_poll_output(
     }
 }
 
-/// How many outputs are queued. Cost: O(1).
+/// How many events are queued. Errors: `NULL_PARAMETER`, `PANIC`. Cost: O(1).
 ///
 /// # Safety
 /// `svc` NULL or a live handle; `count` NULL or writable.
@@ -1133,18 +1211,33 @@ pub unsafe extern "C" fn fencelock_service_config(
     }
 }
 
-/// Entries in use per table (open sessions, live lock entries, holds + waits).
+/// Rows in use per table (open sessions, live lock entries, holds + waits).
 /// Cost: O(1).
 ///
 /// # Safety
-/// `svc` NULL or a live handle; `len` NULL or writable.
+/// `svc` NULL or a live handle; `usage` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn fencelock_service_len(
+pub unsafe extern "C" fn fencelock_service_usage(
     svc: *const fencelock_service,
-    len: *mut fencelock_capacity,
+    usage: *mut fencelock_usage,
 ) -> fencelock_result {
-    // SAFETY: `svc` NULL or live; `len` checked, then writable (contract).
-    unsafe { service_call(svc, || out(len), |h, dst| set(dst, h.svc.len().into())) }
+    // SAFETY: `svc` NULL or live; `usage` checked, then writable (contract).
+    unsafe { service_call(svc, || out(usage), |h, dst| set(dst, h.svc.usage().into())) }
+}
+
+/// The most events one input can emit now (the core's `max_events`: the open sessions
+/// plus 2 × the holds and waits). A placed service refuses an input with
+/// `BUFFER_TOO_SMALL` while its ring has less room than this. Cost: O(1).
+///
+/// # Safety
+/// `svc` NULL or a live handle; `count` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_max_events(
+    svc: *const fencelock_service,
+    count: *mut usize,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live; `count` checked, then writable (contract).
+    unsafe { service_call(svc, || out(count), |h, dst| set(dst, h.svc.max_events())) }
 }
 
 /// A live session's state; `UNKNOWN_SESSION` if it is not open. Cost: O(its claims).
@@ -1236,7 +1329,7 @@ pub unsafe extern "C" fn fencelock_service_locks(
 ///
 /// # Safety
 /// As `fencelock_service_sessions`; `lock` NULL or valid for `lock_len` bytes (it is
-/// copied first, so it may overlap the outputs).
+/// copied first, so it may overlap the out-values).
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_holders(
     svc: *const fencelock_service,
@@ -1391,7 +1484,7 @@ pub unsafe extern "C" fn fencelock_service_snapshot_len(
     unsafe { service_call(svc, || out(len), |h, dst| set(dst, h.svc.snapshot_len())) }
 }
 
-/// Writes the canonical snapshot of the service's state (not its queued outputs) into
+/// Writes the canonical snapshot of the service's state (not its queued events) into
 /// `buf[..cap]`; `*len` = bytes written, or with `BUFFER_TOO_SMALL` the size needed.
 /// `buf` may be NULL when `cap` is 0. Cost: O(sessions + locks + claims).
 ///
@@ -1427,7 +1520,9 @@ pub unsafe extern "C" fn fencelock_service_snapshot(
 
 /// Writes the detailed message of the most recent failed call on this handle (the
 /// core's text, with its numbers: "name too long: 70 bytes, at most 64"), or "ok" if
-/// none failed yet. Buffer rules as `fencelock_result_message`.
+/// none failed yet. Buffer rules as `fencelock_result_message`; a poisoned handle still
+/// answers. Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL` (truncated). Cost: O(message
+/// length).
 ///
 /// # Safety
 /// `svc` NULL or a live handle; `buf` NULL or valid for `len` bytes; `out_len` NULL or
@@ -1435,19 +1530,10 @@ pub unsafe extern "C" fn fencelock_service_snapshot(
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_last_error(
     svc: *const fencelock_service,
-    buf_: *mut c_char,
+    buf: *mut c_char,
     len: usize,
     out_len: *mut usize,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        // SAFETY: NULL or live (contract). A poisoned handle still answers this.
-        let h = unsafe { svc.as_ref() }.ok_or(fencelock_result::NullParameter)?;
-        let msg = match h.last.get() {
-            None => fencelock_result::Ok.message().to_string(),
-            Some(Fail::Core(e)) => e.to_string(),
-            Some(Fail::Code(c)) => c.message().to_string(),
-        };
-        // SAFETY: forwarded contract.
-        unsafe { write_message(&msg, buf_, len, out_len) }
-    })
+    // SAFETY: forwarded contract.
+    unsafe { last_error(svc, buf, len, out_len) }
 }

@@ -2,21 +2,26 @@
 
 use core::ffi::c_char;
 
-use fencelock::{Lease, Mode, Output, ReleaseReason, Wait, MAX_NAME_LEN};
+use fencelock::{Lease, Mode, Output, ReleaseReason, Reply, Wait, MAX_NAME_LEN};
 
-use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
+use crate::result::{fencelock_result, Fail};
 
 /// The longest lock or resource name, in bytes (the core's `MAX_NAME_LEN`).
 pub const FENCELOCK_MAX_NAME_LEN: usize = 64;
-/// The largest encoded input or output frame, in bytes (the core's `MAX_FRAME_LEN`).
+/// The largest encoded input, reply or event frame, in bytes (the core's `MAX_FRAME_LEN`).
 pub const FENCELOCK_MAX_FRAME_LEN: usize = 128;
-/// Bytes in a name buffer of an output struct: the longest name plus its NUL.
+/// Bytes in a name buffer of an event or name struct: the longest name plus its NUL.
 pub const FENCELOCK_NAME_BUF_LEN: usize = 65;
-/// Bytes in front of every frame `fencelock_service_handle_frame` writes: its length,
-/// little-endian.
+/// Bytes in front of every event frame `fencelock_service_drain_frames` writes: its
+/// length, little-endian.
 pub const FENCELOCK_FRAME_PREFIX_LEN: usize = 2;
 
+/// How many recent keep-alive send times a keeper remembers to match acknowledgements
+/// against (the core's `KEEPER_MEMORY`).
+pub const FENCELOCK_KEEPER_MEMORY: usize = 8;
+
 const _: () = assert!(FENCELOCK_MAX_NAME_LEN == MAX_NAME_LEN);
+const _: () = assert!(FENCELOCK_KEEPER_MEMORY == fencelock::KEEPER_MEMORY);
 const _: () = assert!(FENCELOCK_NAME_BUF_LEN == FENCELOCK_MAX_NAME_LEN + 1);
 const _: () = assert!(FENCELOCK_MAX_FRAME_LEN == fencelock::MAX_FRAME_LEN);
 const _: () = assert!(FENCELOCK_MAX_FRAME_LEN <= u16::MAX as usize);
@@ -40,6 +45,29 @@ impl From<fencelock::Capacity> for fencelock_capacity {
             sessions: c.sessions,
             locks: c.locks,
             claims: c.claims,
+        }
+    }
+}
+
+/// Rows in use in each of a service's three tables (the core's `Usage`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub struct fencelock_usage {
+    /// Open sessions.
+    pub sessions: u32,
+    /// Live lock entries (held, awaited or in lock-delay).
+    pub locks: u32,
+    /// Holds plus waits.
+    pub claims: u32,
+}
+
+impl From<fencelock::Usage> for fencelock_usage {
+    fn from(u: fencelock::Usage) -> Self {
+        fencelock_usage {
+            sessions: u.sessions,
+            locks: u.locks,
+            claims: u.claims,
         }
     }
 }
@@ -72,7 +100,7 @@ impl fencelock_config {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(non_camel_case_types)]
 pub enum fencelock_mode {
-    /// Not a mode: the value of this field in outputs that carry none.
+    /// Not a mode: the value of this field in replies and events that carry none.
     None = 0,
     /// One holder at a time.
     Exclusive = 1,
@@ -102,11 +130,12 @@ pub(crate) fn mode_arg(mode: u32) -> Result<Mode, Fail> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(non_camel_case_types)]
 pub enum fencelock_wait {
-    /// Try-lock: answer `BUSY`, queue nothing.
+    /// Try-lock: reply `BUSY`, queue nothing.
     None = 1,
     /// Queue until granted, cancelled, or the session ends.
     Forever = 2,
-    /// Queue until the tick given as `wait_until`, then `WAIT_TIMED_OUT`.
+    /// Queue until the tick given as `wait_until`, then a `WAIT_TIMED_OUT` event (a
+    /// deadline not after `now` is a try-lock).
     Until = 3,
 }
 
@@ -119,14 +148,15 @@ pub(crate) fn wait_arg(wait: u32, until: u64) -> Result<Wait, Fail> {
     }
 }
 
-/// Why a hold ended (`RELEASED` outputs only).
+/// Why a hold ended (`RELEASED` events). Events carry only `CLOSED` or `EXPIRED`: a
+/// release the holder asked for is its own reply (`FENCELOCK_REPLY_KIND_RELEASED`).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(non_camel_case_types)]
 pub enum fencelock_release_reason {
-    /// Not a reason: the value of this field in every other output.
+    /// Not a reason: the value of this field in every other event.
     None = 0,
-    /// The holder released it.
+    /// The holder released it (never in an event; kept so the numbers stay the core's).
     Released = 1,
     /// The holder closed its session.
     Closed = 2,
@@ -134,54 +164,42 @@ pub enum fencelock_release_reason {
     Expired = 3,
 }
 
-/// Which event a `fencelock_output` is. Each names the session the host must tell.
+/// Which event a `fencelock_output` is: what an input caused for a session other than
+/// the caller's, or what time caused. Each names the session the host must tell.
+/// (The number is the core's event variant index + 1.)
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(non_camel_case_types)]
 pub enum fencelock_output_kind {
-    /// No output (what a `DONE` poll leaves in the struct).
+    /// No event (what a `DONE` poll leaves in the struct).
     None = 0,
-    /// A session was opened: `session`, `expires_at`.
-    SessionOpened = 1,
-    /// A keep-alive was applied (the heartbeat's ack): `session`, `expires_at`.
-    SessionRenewed = 2,
-    /// A session was closed at its client's request: `session`.
-    SessionClosed = 3,
-    /// A session's deadline passed; it lost everything: `session`.
-    SessionExpired = 4,
-    /// The session now holds the lock; every action on the resource must carry `token`:
+    /// A waiter now holds the lock; every action on the resource must carry `token`:
     /// `session`, `lock`, `mode`, `token`.
-    Granted = 5,
-    /// The acquire was queued (1 = next in line): `session`, `lock`, `mode`, `position`.
-    Queued = 6,
-    /// A try-lock found the lock taken; nothing queued: `session`, `lock`.
-    Busy = 7,
-    /// A hold ended; its token is no longer good: `session`, `lock`, `token`, `reason`.
-    Released = 8,
+    Granted = 1,
+    /// A hold ended by its session's close or expiry; its token is no longer good:
+    /// `session`, `lock`, `token`, `reason` (`CLOSED` or `EXPIRED`).
+    Released = 2,
+    /// A session's deadline passed; it lost everything: `session`.
+    SessionExpired = 3,
     /// A timed wait reached its deadline ungranted: `session`, `lock`.
-    WaitTimedOut = 9,
-    /// A queued acquire was withdrawn: `session`, `lock`.
-    WaitCancelled = 10,
+    WaitTimedOut = 4,
 }
 
-/// One output, copied out of the service (it owns no memory). Fields an output kind does
-/// not use are zero (`mode` `NONE`, `reason` `NONE`, `lock_len` 0, `lock` all NUL).
+/// One event, copied out of the service (it owns no memory). Fields an event kind does
+/// not use are zero (`mode` `NONE`, `reason` `NONE`, `token` 0, `lock_len` 0, `lock` all
+/// NUL).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 #[allow(non_camel_case_types)]
 pub struct fencelock_output {
     /// Which event.
     pub kind: fencelock_output_kind,
-    /// The mode granted or asked for (`GRANTED`, `QUEUED`).
+    /// The mode granted (`GRANTED`).
     pub mode: fencelock_mode,
     /// Why a hold ended (`RELEASED`).
     pub reason: fencelock_release_reason,
-    /// Place in the queue, 1 = next (`QUEUED`).
-    pub position: u32,
     /// The session to tell.
     pub session: u64,
-    /// The session's deadline (`SESSION_OPENED`, `SESSION_RENEWED`).
-    pub expires_at: u64,
     /// The fencing token (`GRANTED`, `RELEASED`).
     pub token: u64,
     /// Length of `lock` in bytes, without the NUL.
@@ -202,14 +220,12 @@ pub(crate) fn name_buf(name: &str) -> (usize, [c_char; FENCELOCK_NAME_BUF_LEN]) 
 }
 
 impl fencelock_output {
-    /// The empty output (`kind` `NONE`, everything zero).
+    /// The empty event (`kind` `NONE`, everything zero).
     pub(crate) const NONE: fencelock_output = fencelock_output {
         kind: fencelock_output_kind::None,
         mode: fencelock_mode::None,
         reason: fencelock_release_reason::None,
-        position: 0,
         session: 0,
-        expires_at: 0,
         token: 0,
         lock_len: 0,
         lock: [0; FENCELOCK_NAME_BUF_LEN],
@@ -223,16 +239,6 @@ impl fencelock_output {
         };
         let mut lock = None;
         match o {
-            Output::SessionOpened { expires_at, .. } => {
-                r.kind = K::SessionOpened;
-                r.expires_at = expires_at.0;
-            }
-            Output::SessionRenewed { expires_at, .. } => {
-                r.kind = K::SessionRenewed;
-                r.expires_at = expires_at.0;
-            }
-            Output::SessionClosed { .. } => r.kind = K::SessionClosed,
-            Output::SessionExpired { .. } => r.kind = K::SessionExpired,
             Output::Granted {
                 lock: l,
                 mode,
@@ -242,21 +248,6 @@ impl fencelock_output {
                 r.kind = K::Granted;
                 r.mode = (*mode).into();
                 r.token = token.0;
-                lock = Some(l);
-            }
-            Output::Queued {
-                lock: l,
-                mode,
-                position,
-                ..
-            } => {
-                r.kind = K::Queued;
-                r.mode = (*mode).into();
-                r.position = *position;
-                lock = Some(l);
-            }
-            Output::Busy { lock: l, .. } => {
-                r.kind = K::Busy;
                 lock = Some(l);
             }
             Output::Released {
@@ -274,21 +265,139 @@ impl fencelock_output {
                 };
                 lock = Some(l);
             }
+            Output::SessionExpired { .. } => r.kind = K::SessionExpired,
             Output::WaitTimedOut { lock: l, .. } => {
                 r.kind = K::WaitTimedOut;
                 lock = Some(l);
             }
-            Output::WaitCancelled { lock: l, .. } => {
-                r.kind = K::WaitCancelled;
-                lock = Some(l);
-            }
-            // The core's Output is non_exhaustive; a new kind would need a new code here.
+            // The core's Output is non_exhaustive; a new kind would need a new code here
+            // (a test decodes every event variant and checks none maps to NONE).
             _ => r.kind = K::None,
         }
         if let Some(l) = lock {
             (r.lock_len, r.lock) = name_buf(l.as_str());
         }
         r
+    }
+}
+
+/// Which answer a `fencelock_reply` is: the caller's own answer to its input (the
+/// core's `Reply`; the number is its variant index + 1).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub enum fencelock_reply_kind {
+    /// No reply: what a refused call leaves in the struct.
+    None = 0,
+    /// The session was opened: `session`, `expires_at`.
+    Opened = 1,
+    /// The keep-alive was applied (the client's acknowledgement): `expires_at`.
+    KeptAlive = 2,
+    /// The session was closed; its holds were released (`RELEASED` events).
+    Closed = 3,
+    /// The session holds the lock; carry `token` with every action on the resource:
+    /// `mode`, `token`.
+    Granted = 4,
+    /// The acquire waits in the queue (1 = next in line); a `GRANTED` or
+    /// `WAIT_TIMED_OUT` event for this session follows, or the session ends: `mode`,
+    /// `position`.
+    Queued = 5,
+    /// A try-lock (or a deadline not after now) found the lock taken; nothing queued.
+    Busy = 6,
+    /// The hold ended; `token` is no longer good: `token`.
+    Released = 7,
+    /// The queued acquire was withdrawn.
+    Cancelled = 8,
+    /// Only as the repeat of an acquire that was granted: that hold has since ended:
+    /// `token`.
+    HoldEnded = 9,
+    /// Only as the repeat of an acquire that was queued: the wait ended ungranted.
+    WaitEnded = 10,
+    /// The answer to a tick input frame: time is now `now`.
+    Ticked = 11,
+}
+
+/// The caller's reply to one input, copied out (it owns no memory). Fields a reply kind
+/// does not use are zero (`mode` `NONE`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub struct fencelock_reply {
+    /// Which reply.
+    pub kind: fencelock_reply_kind,
+    /// The mode held or asked for (`GRANTED`, `QUEUED`).
+    pub mode: fencelock_mode,
+    /// Place in the queue, 1 = next (`QUEUED`).
+    pub position: u32,
+    /// The new session (`OPENED`).
+    pub session: u64,
+    /// The session's deadline (`OPENED`, `KEPT_ALIVE`).
+    pub expires_at: u64,
+    /// The fencing token (`GRANTED`, `RELEASED`, `HOLD_ENDED`).
+    pub token: u64,
+    /// The current tick (`TICKED`).
+    pub now: u64,
+}
+
+impl fencelock_reply {
+    /// The empty reply (`kind` `NONE`, everything zero).
+    pub(crate) const NONE: fencelock_reply = fencelock_reply {
+        kind: fencelock_reply_kind::None,
+        mode: fencelock_mode::None,
+        position: 0,
+        session: 0,
+        expires_at: 0,
+        token: 0,
+        now: 0,
+    };
+
+    pub(crate) fn from_core(r: &Reply) -> Self {
+        use fencelock_reply_kind as K;
+        let mut out = Self::NONE;
+        match *r {
+            Reply::Opened {
+                session,
+                expires_at,
+            } => {
+                out.kind = K::Opened;
+                out.session = session.0;
+                out.expires_at = expires_at.0;
+            }
+            Reply::KeptAlive { expires_at } => {
+                out.kind = K::KeptAlive;
+                out.expires_at = expires_at.0;
+            }
+            Reply::Closed => out.kind = K::Closed,
+            Reply::Granted { mode, token } => {
+                out.kind = K::Granted;
+                out.mode = mode.into();
+                out.token = token.0;
+            }
+            Reply::Queued { mode, position } => {
+                out.kind = K::Queued;
+                out.mode = mode.into();
+                out.position = position;
+            }
+            Reply::Busy => out.kind = K::Busy,
+            Reply::Released { token } => {
+                out.kind = K::Released;
+                out.token = token.0;
+            }
+            Reply::Cancelled => out.kind = K::Cancelled,
+            Reply::HoldEnded { token } => {
+                out.kind = K::HoldEnded;
+                out.token = token.0;
+            }
+            Reply::WaitEnded => out.kind = K::WaitEnded,
+            Reply::Ticked { now } => {
+                out.kind = K::Ticked;
+                out.now = now.0;
+            }
+            // The core's Reply is non_exhaustive; a new kind would need a new code here
+            // (a test decodes every reply variant and checks none maps to NONE).
+            _ => {}
+        }
+        out
     }
 }
 
@@ -375,11 +484,11 @@ impl fencelock_name {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(non_camel_case_types)]
 pub enum fencelock_lease_state {
-    /// No heartbeat has been acknowledged yet: the client holds nothing.
+    /// No keep-alive (or open) has been acknowledged yet: the client holds nothing.
     Unconfirmed = 1,
     /// Certainly valid: act freely until `until`.
     Safe = 2,
-    /// Within the margin of possible expiry: stop acting now, keep heartbeating.
+    /// Within the margin of possible expiry: stop acting now, keep sending keep-alives.
     Jeopardy = 3,
     /// The lease may have expired: everything held is lost.
     Expired = 4,
@@ -477,8 +586,8 @@ pub(crate) unsafe fn name<'a>(p: *const u8, len: usize) -> Result<&'a str, Fail>
     core::str::from_utf8(b).map_err(|_| fencelock_result::InvalidUtf8.into())
 }
 
-/// A caller name copied out of the caller's memory, for functions that write outputs
-/// while they still need the name (the outputs may then overlap the name's bytes).
+/// A caller name copied out of the caller's memory, for functions that write out-values
+/// while they still need the name (the out-values may then overlap the name's bytes).
 pub(crate) struct NameCopy {
     /// `None`: longer than any name can be, so it names nothing.
     len: Option<usize>,
@@ -586,52 +695,6 @@ pub(crate) unsafe fn write_message(
         return Err(fencelock_result::BufferTooSmall.into());
     }
     Ok(())
-}
-
-/// A handle that a caught panic poisons (gate, keeper).
-pub(crate) trait Poisonable {
-    fn poisoned(&mut self) -> &mut bool;
-}
-
-/// Runs `f` on a live handle: `NULL_PARAMETER` for NULL, `PANIC` if poisoned; a panic in
-/// `f` poisons it.
-///
-/// # Safety
-/// `p` is NULL or a live handle not used by another call at the same time.
-pub(crate) unsafe fn with_handle<T: Poisonable>(
-    p: *mut T,
-    f: impl FnOnce(&mut T) -> Result<(), Fail>,
-) -> Result<(), Fail> {
-    // SAFETY: the caller's contract: NULL or live and unaliased.
-    let h = unsafe { p.as_mut() }.ok_or(Fail::Code(fencelock_result::NullParameter))?;
-    if *h.poisoned() {
-        return Err(fencelock_result::Panic.into());
-    }
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut *h))) {
-        Ok(r) => r,
-        Err(_) => {
-            *h.poisoned() = true;
-            Err(fencelock_result::Panic.into())
-        }
-    }
-}
-
-/// The body of every extern function on a gate or keeper handle, inside the panic
-/// boundary: `args` checks and converts the other arguments (before the handle is looked
-/// at), then `body` runs on the handle through [`with_handle`].
-///
-/// # Safety
-/// As [`with_handle`].
-pub(crate) unsafe fn handle_call<T: Poisonable, A>(
-    p: *mut T,
-    args: impl FnOnce() -> Result<A, Fail>,
-    body: impl FnOnce(&mut T, A) -> Result<(), Fail>,
-) -> fencelock_result {
-    ffi_panic_boundary!({
-        let a = args()?;
-        // SAFETY: forwarded contract.
-        unsafe { with_handle(p, |h| body(h, a)) }
-    })
 }
 
 /// Boxes a handle into `*dst`.

@@ -3,6 +3,23 @@
 //! receives `Granted` pushed on its connection (no polling), and re-attaches its sessions
 //! after reconnecting.
 //!
+//! # Request numbers
+//!
+//! A [`Session`] numbers its acquires, releases and cancels 1, 2, 3… and sends them one at
+//! a time: the next waits until the previous one's outcome is known — for an acquire that
+//! queued, until it is granted, its wait ends or the session ends. A retry (after a lost
+//! connection, a timeout or a redirect to a new leader) repeats the request's own number,
+//! and the core answers a repeat of a session's latest number without applying it twice
+//! ([`fencelock::Reply`]): so a retry is always of the session's latest number, never
+//! refused as stale. In particular a queued acquire that lost its connection repeats its
+//! number once reconnected, and the core's answer — `Granted` (a grant pushed while the
+//! client was away), `Queued` with the current position (still waiting), `WaitEnded`,
+//! `HoldEnded` — is the outcome; the client never infers it from reads. Keep-alives and
+//! closes carry no number (applying either twice is harmless, and neither waits for a
+//! pending acquire: closing a session ends its waiting acquire). To do other numbered
+//! requests on a session while an acquire waits, drop the acquire's future first (say, in
+//! `tokio::select!`), then [`Session::cancel`] its wait; or use one session per task.
+//!
 //! ```no_run
 //! # async fn f() -> Result<(), fencelock_server::protocol::ClientError> {
 //! use fencelock::Mode;
@@ -50,10 +67,15 @@ struct Conn {
 pub enum Acquired {
     /// The lock is held; carry this token with every action on the resource.
     Granted(Token),
-    /// Try-lock found it taken.
+    /// Try-lock (or a deadline already passed) found it taken; nothing was queued.
     Busy,
-    /// A timed wait ran out.
+    /// A timed wait ran out without a grant (a `WaitTimedOut` push, or the core's
+    /// `WaitEnded` answer to the acquire's repeat after a reconnect).
     TimedOut,
+    /// The acquire was granted this token while the client was away, and that hold has
+    /// already ended (the core's `HoldEnded` answer to the acquire's repeat): the token is
+    /// no longer good.
+    HoldEnded(Token),
     /// The session ended (expired or closed) before a grant.
     SessionLost,
 }
@@ -66,7 +88,7 @@ struct State {
     conn: Option<Arc<Conn>>,
     epoch: u64,
     attached: HashSet<u64>,
-    /// Latest lock event per (session, lock), set by pushes and replies.
+    /// Latest lock event per (session, lock), set by pushes.
     lock_events: HashMap<(u64, String), Acquired>,
     lost: HashSet<u64>,
 }
@@ -128,6 +150,7 @@ impl Client {
         self.st().epoch
     }
 
+    /// Records a pushed event for the acquires waiting on it.
     fn note(&self, o: &Output) {
         let mut st = self.st();
         match o {
@@ -144,20 +167,26 @@ impl Client {
                 st.lock_events
                     .insert((session.0, lock.to_string()), Acquired::TimedOut);
             }
-            Output::Busy { session, lock } => {
-                st.lock_events
-                    .insert((session.0, lock.to_string()), Acquired::Busy);
-            }
-            Output::Released { session, lock, .. } | Output::WaitCancelled { session, lock } => {
+            Output::Released { session, lock, .. } => {
                 st.lock_events.remove(&(session.0, lock.to_string()));
             }
-            Output::SessionExpired { session } | Output::SessionClosed { session } => {
+            Output::SessionExpired { session } => {
                 st.lost.insert(session.0);
                 st.attached.remove(&session.0);
             }
             _ => {}
         }
         drop(st);
+        self.inner.changed.send_modify(|v| *v += 1);
+    }
+
+    /// Records that `session` ended (the service said it is closed or unknown).
+    fn lose(&self, session: u64) {
+        {
+            let mut st = self.st();
+            st.lost.insert(session);
+            st.attached.remove(&session);
+        }
         self.inner.changed.send_modify(|v| *v += 1);
     }
 
@@ -289,6 +318,11 @@ impl Client {
     ///
     /// Errors: a core refusal or a bad request at once; `Unavailable` when retries ran out.
     pub async fn call(&self, req: Request) -> Result<Reply, ClientError> {
+        self.call_on(req).await.map(|(r, _)| r)
+    }
+
+    /// [`Client::call`], also returning the epoch of the connection that answered.
+    async fn call_on(&self, req: Request) -> Result<(Reply, u64), ClientError> {
         let start = Instant::now();
         let mut last = ClientError::Unavailable("not tried".into());
         while start.elapsed() < self.inner.retry_for {
@@ -301,14 +335,7 @@ impl Client {
                 }
             };
             match self.send(&conn, req.clone()).await {
-                Ok(r) => {
-                    if let Reply::Done { outputs, .. } = &r {
-                        for o in outputs {
-                            self.note(o);
-                        }
-                    }
-                    return Ok(r);
-                }
+                Ok(r) => return Ok((r, conn.epoch)),
                 Err(ClientError::NotLeader { leader }) => {
                     self.drop_conn(conn.epoch);
                     let known = leader.is_some();
@@ -352,14 +379,11 @@ impl Client {
                 Err(e) => Err(e),
             };
             match res {
-                Ok(Reply::Done { outputs, .. }) => {
-                    let id = outputs
-                        .iter()
-                        .find_map(|o| match o {
-                            Output::SessionOpened { session, .. } => Some(session.0),
-                            _ => None,
-                        })
-                        .ok_or_else(|| ClientError::Unavailable("no session opened".into()))?;
+                Ok(Reply::Done { reply, .. }) => {
+                    let id = reply
+                        .opened()
+                        .ok_or_else(|| ClientError::Unavailable("no session opened".into()))?
+                        .0;
                     self.st().attached.insert(id);
                     return Ok(Session {
                         client: self.clone(),
@@ -473,11 +497,14 @@ fn fresh_key() -> u64 {
 /// The cluster's members: voters and learners, each `(id, addresses)`.
 pub type Members = (Vec<(u64, NodeAddr)>, Vec<(u64, NodeAddr)>);
 
-/// An open session. Its lock requests are numbered 1, 2, 3… and sent one at a time, so a
-/// retry of the latest is replayed by the core instead of applied twice.
+/// An open session. Its acquires, releases and cancels are numbered 1, 2, 3… and done one
+/// at a time (an acquire until its outcome is known), so every retry repeats the session's
+/// latest number and the core replays it instead of applying it twice (see the module
+/// docs).
 pub struct Session {
     client: Client,
     id: u64,
+    /// The session's latest request number; held for the whole of a numbered request.
     requests: tokio::sync::Mutex<u64>,
 }
 
@@ -497,38 +524,61 @@ impl Session {
         self.client.st().lost.contains(&self.id)
     }
 
-    /// Renews the session; returns its new deadline (logical ms). Cost: one replicated
-    /// write (a log entry).
+    /// Keeps the session alive; returns its new deadline (logical ms). Carries no request
+    /// number and does not wait for a pending acquire. Cost: one replicated write (a log
+    /// entry).
     ///
     /// Errors: `Core(unknown_session)` if it is gone; `Unavailable`.
     pub async fn keep_alive(&self) -> Result<u64, ClientError> {
         match self
             .client
             .call(Request::KeepAlive { session: self.id })
-            .await?
+            .await
         {
-            Reply::Done { outputs, .. } => outputs
-                .iter()
-                .find_map(|o| match o {
-                    Output::SessionRenewed { expires_at, .. } => Some(expires_at.0),
-                    _ => None,
-                })
-                .ok_or_else(|| ClientError::Unavailable("no renewal".into())),
-            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+            Ok(Reply::Done {
+                reply: fencelock::Reply::KeptAlive { expires_at },
+                ..
+            }) => Ok(expires_at.0),
+            Ok(_) => Err(ClientError::Unavailable("unexpected reply".into())),
+            Err(e) => Err(self.lost_if_unknown(e)),
         }
     }
 
-    async fn numbered(&self, make: impl Fn(u64) -> Request) -> Result<Reply, ClientError> {
-        let mut n = self.requests.lock().await;
-        *n += 1;
-        self.client.call(make(*n)).await
+    /// Notes the session lost when `e` says the service does not know it; returns `e`.
+    fn lost_if_unknown(&self, e: ClientError) -> ClientError {
+        if matches!(&e, ClientError::Core(c) if c.kind == "unknown_session") {
+            self.client.lose(self.id);
+        }
+        e
     }
 
-    /// Acquires `lock`. With a waiting `wait`, returns once the `Granted` push arrives (or
-    /// the wait times out / the session ends). After a reconnect the pushes in between may
-    /// be lost, so it then checks the holders once with a linearizable read.
+    /// Sends the request `make` builds with the session's next number (after the previous
+    /// numbered request is done) and returns the core's reply.
+    async fn numbered(
+        &self,
+        make: impl Fn(u64) -> Request,
+    ) -> Result<fencelock::Reply, ClientError> {
+        let mut n = self.requests.lock().await;
+        *n += 1;
+        match self.client.call(make(*n)).await {
+            Ok(Reply::Done { reply, .. }) => Ok(reply),
+            Ok(_) => Err(ClientError::Unavailable("unexpected reply".into())),
+            Err(e) => Err(self.lost_if_unknown(e)),
+        }
+    }
+
+    /// Acquires `lock`. Try-lock answers at once; with a waiting `wait`, a `Queued` answer
+    /// is followed by waiting for this session's `Granted` or `WaitTimedOut` push, or the
+    /// session's end. If the connection is lost meanwhile (pushes may have been missed),
+    /// the acquire repeats its request number once reconnected and takes the core's
+    /// answer: `Granted`, `Queued` (keep waiting), `WaitEnded` ([`Acquired::TimedOut`]) or
+    /// `HoldEnded` ([`Acquired::HoldEnded`]). The session's other numbered requests wait
+    /// until this returns (see the module docs). Cost: one replicated write, plus one per
+    /// reconnect while waiting.
     ///
-    /// Errors: core refusals (already queued, mode mismatch, capacity…), `Unavailable`.
+    /// Errors: core refusals (already queued, mode mismatch, capacity…), `Unavailable`
+    /// (no leader answered within the retry period). A session that ended is
+    /// `Ok(Acquired::SessionLost)`.
     pub async fn acquire(
         &self,
         lock: &str,
@@ -536,117 +586,121 @@ impl Session {
         wait: WaitSpec,
     ) -> Result<Acquired, ClientError> {
         let key = (self.id, lock.to_string());
-        self.client.st().lock_events.remove(&key);
-        let mut changed = self.client.inner.changed.subscribe();
-        let epoch0 = self.client.epoch();
-        let reply = self
-            .numbered(|n| Request::Acquire {
-                session: self.id,
-                lock: lock.into(),
-                mode,
-                wait,
-                request: Some(n),
-            })
-            .await?;
-        let Reply::Done { .. } = reply else {
-            return Err(ClientError::Unavailable("unexpected reply".into()));
+        let mut n = self.requests.lock().await;
+        *n += 1;
+        let req = Request::Acquire {
+            session: self.id,
+            lock: lock.into(),
+            mode,
+            wait,
+            request: Some(*n),
         };
-        let mut checked_epoch = epoch0;
+        self.client.st().lock_events.remove(&key);
+        // Subscribed before sending: a push that overtakes the reply still wakes us.
+        let mut changed = self.client.inner.changed.subscribe();
         loop {
-            {
-                let st = self.client.st();
-                if let Some(ev) = st.lock_events.get(&key) {
-                    return Ok(*ev);
-                }
-                if st.lost.contains(&self.id) {
+            let (reply, epoch) = match self.client.call_on(req.clone()).await {
+                Ok((Reply::Done { reply, .. }, epoch)) => (reply, epoch),
+                Ok(_) => return Err(ClientError::Unavailable("unexpected reply".into())),
+                Err(ClientError::Core(e)) if e.kind == "unknown_session" => {
+                    self.client.lose(self.id);
                     return Ok(Acquired::SessionLost);
                 }
+                Err(e) => return Err(e),
+            };
+            match reply {
+                fencelock::Reply::Granted { token, .. } => return Ok(Acquired::Granted(token)),
+                fencelock::Reply::Busy => return Ok(Acquired::Busy),
+                fencelock::Reply::WaitEnded => return Ok(Acquired::TimedOut),
+                fencelock::Reply::HoldEnded { token } => return Ok(Acquired::HoldEnded(token)),
+                fencelock::Reply::Queued { .. } => {}
+                _ => return Err(ClientError::Unavailable("unexpected reply".into())),
             }
-            let epoch = self.client.epoch();
-            if epoch != checked_epoch {
-                // Reconnected: pushes may have been missed. One linearizable check.
-                checked_epoch = epoch;
-                if let Some(h) = self
-                    .client
-                    .holders(lock)
-                    .await?
-                    .into_iter()
-                    .find(|h| h.session.0 == self.id)
+            // Queued: wait for a push, the session's end, or a lost connection.
+            loop {
                 {
-                    return Ok(Acquired::Granted(h.token));
+                    let st = self.client.st();
+                    if let Some(ev) = st.lock_events.get(&key) {
+                        return Ok(*ev);
+                    }
+                    if st.lost.contains(&self.id) {
+                        return Ok(Acquired::SessionLost);
+                    }
                 }
-                let queued = self
-                    .client
-                    .waiters(lock)
-                    .await?
-                    .iter()
-                    .any(|w| w.session.0 == self.id);
-                if !queued {
-                    let alive = self.client.session_info(self.id).await?.is_some();
-                    return Ok(if alive {
-                        Acquired::TimedOut
-                    } else {
-                        Acquired::SessionLost
-                    });
+                // The connection that answered died (a node restart, a leader change, or
+                // the node cut it off for falling behind on pushes): pushes may have been
+                // missed, so ask the core again with the same number.
+                if self.client.epoch() != epoch || !self.client.connected() {
+                    break;
                 }
-                continue;
+                // Wake on any push or connection change; the timeout only re-checks the
+                // connection (no request is sent unless it changed).
+                let _ = tokio::time::timeout(Duration::from_millis(500), changed.changed()).await;
             }
-            // The connection died (a node restart, or the node cut it off for falling
-            // behind on pushes): reconnect now rather than wait for the next request, so
-            // the check above runs and a grant pushed meanwhile is not waited for forever.
-            if !self.client.connected() && self.client.connect().await.is_err() {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-            // Wake on any push or on a connection change; the timeout only re-checks the
-            // connection epoch (no request is sent unless it changed).
-            let _ = tokio::time::timeout(Duration::from_millis(500), changed.changed()).await;
         }
     }
 
-    /// Releases `lock`. Cost: one replicated write.
+    /// Releases `lock`; returns the token of the hold that ended. Numbered (waits for a
+    /// pending acquire of this session). Cost: one replicated write.
     ///
     /// Errors: `Core(not_holder)` (for example after the session expired), `Unavailable`.
-    pub async fn release(&self, lock: &str) -> Result<(), ClientError> {
-        self.numbered(|n| Request::Release {
-            session: self.id,
-            lock: lock.into(),
-            request: Some(n),
-        })
-        .await
-        .map(|_| ())
+    pub async fn release(&self, lock: &str) -> Result<Token, ClientError> {
+        let reply = self
+            .numbered(|n| Request::Release {
+                session: self.id,
+                lock: lock.into(),
+                request: Some(n),
+            })
+            .await?;
+        match reply {
+            fencelock::Reply::Released { token } => Ok(token),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
     }
 
-    /// Withdraws a queued acquire. Cost: one replicated write.
+    /// Withdraws a queued acquire (whose future was dropped). Numbered. Cost: one
+    /// replicated write.
     ///
     /// Errors: `Core(not_queued)`, `Unavailable`.
     pub async fn cancel(&self, lock: &str) -> Result<(), ClientError> {
-        self.numbered(|n| Request::Cancel {
-            session: self.id,
-            lock: lock.into(),
-            request: Some(n),
-        })
-        .await
-        .map(|_| ())
+        match self
+            .numbered(|n| Request::Cancel {
+                session: self.id,
+                lock: lock.into(),
+                request: Some(n),
+            })
+            .await?
+        {
+            fencelock::Reply::Cancelled => Ok(()),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
     }
 
-    /// Closes the session, releasing everything it holds. A retry that finds the session
-    /// already gone counts as done.
+    /// Closes the session, releasing everything it holds and ending its waits (a pending
+    /// [`Session::acquire`] returns [`Acquired::SessionLost`]). Carries no request number
+    /// and does not wait for a pending acquire: a retry of a close that was applied finds
+    /// the session gone, which counts as done. Cost: one replicated write.
     ///
     /// Errors: `Unavailable`.
     pub async fn close(&self) -> Result<(), ClientError> {
         let r = self
-            .numbered(|n| Request::Close {
+            .client
+            .call(Request::Close {
                 session: self.id,
-                request: Some(n),
+                request: None,
             })
             .await;
-        self.client.st().attached.remove(&self.id);
         match r {
-            Ok(_) => Ok(()),
-            Err(ClientError::Core(e)) if e.kind == "unknown_session" => Ok(()),
-            Err(e) => Err(e),
+            Ok(Reply::Done {
+                reply: fencelock::Reply::Closed,
+                ..
+            }) => {}
+            Ok(_) => return Err(ClientError::Unavailable("unexpected reply".into())),
+            Err(ClientError::Core(e)) if e.kind == "unknown_session" => {}
+            Err(e) => return Err(e),
         }
+        self.client.lose(self.id);
+        Ok(())
     }
 }
 
@@ -660,8 +714,8 @@ pub struct LeaseGuard {
 }
 
 impl LeaseGuard {
-    /// Starts heartbeating `session` every `interval_ms`. `opened_at` is when the open
-    /// request was sent (its success is the first acknowledged heartbeat).
+    /// Starts keeping `session` alive every `interval_ms`. `opened_at` is when the open
+    /// request was sent (its success is the first acknowledged keep-alive).
     ///
     /// Errors: [`fencelock::Error::BadConfig`] unless `0 < interval < ttl − margin`.
     pub fn start(
@@ -672,8 +726,8 @@ impl LeaseGuard {
         opened_at: Instant,
     ) -> Result<LeaseGuard, fencelock::Error> {
         let mut k = fencelock::SessionKeeper::new(ttl_ms, interval_ms, margin_ms)?;
-        k.heartbeat_sent(0)?;
-        k.heartbeat_acked(0)?;
+        k.keep_alive_sent(0)?;
+        k.keep_alive_acked(0)?;
         let keeper = Arc::new(Mutex::new(k));
         let origin = opened_at;
         let kk = keeper.clone();
@@ -682,7 +736,7 @@ impl LeaseGuard {
             loop {
                 let due = {
                     let k = kk.lock().unwrap_or_else(|p| p.into_inner());
-                    k.heartbeat_due(ms(Instant::now()))
+                    k.next_keep_alive(ms(Instant::now()))
                 };
                 let now = ms(Instant::now());
                 if due > now {
@@ -692,7 +746,7 @@ impl LeaseGuard {
                 if kk
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .heartbeat_sent(sent)
+                    .keep_alive_sent(sent)
                     .is_err()
                 {
                     continue;
@@ -702,7 +756,7 @@ impl LeaseGuard {
                         let _ = kk
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
-                            .heartbeat_acked(sent);
+                            .keep_alive_acked(sent);
                     }
                     Err(ClientError::Core(e)) if e.kind == "unknown_session" => {
                         kk.lock().unwrap_or_else(|p| p.into_inner()).session_lost();

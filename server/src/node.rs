@@ -12,7 +12,7 @@
 //! anchor of the new one, logical time stands still: every session deadline is in effect
 //! shifted by the failover time plus the grace period (etcd's lessor `Promote`,
 //! Hazelcast's `shiftExpirationTimes`), so a failover never expires a session early and
-//! clients get `grace_ms` to find the new leader and renew. Logical time never goes
+//! clients get `grace_ms` to find the new leader and send keep-alives. Logical time never goes
 //! backwards (it restarts from the applied state's `now`) and never runs faster than the
 //! leader's monotonic clock, so a client's [`fencelock::SessionKeeper`] (counting from
 //! the send time of its last acknowledged keep-alive) is always conservative.
@@ -34,7 +34,7 @@ use crate::log_store::LogStore;
 use crate::proposer::Proposer;
 use crate::protocol::{ClientError, Reply, Request, WaitSpec};
 use crate::state_machine::{PushSink, ServiceConfig, Shared, StateMachine};
-use crate::types::{Cmd, CmdResult, NodeAddr, NodeId, Op, Raft, TypeConfig};
+use crate::types::{Cmd, CmdResult, NodeAddr, NodeId, Op, Raft, TypeConfig, STAMPED_AT_APPLY};
 
 /// Everything a node needs to start.
 #[derive(Clone, Debug)]
@@ -225,7 +225,7 @@ impl Node {
     ///
     /// Errors: `NotLeader` (with the leader's client address when known), `Unavailable`
     /// when it could not commit within the request timeout (it may still commit later: retry
-    /// with the same request number). A core refusal is in the result's `error`.
+    /// with the same request number). A core refusal is in the result's `reply`.
     pub async fn propose(&self, input: Input) -> Result<CmdResult, ClientError> {
         self.propose_op(Op::Input(input)).await
     }
@@ -268,16 +268,28 @@ impl Node {
         LockName::new(lock).map_err(|e| ClientError::BadRequest(e.to_string()))
     }
 
+    /// A lock name for a core input. The core checks names itself, after the session
+    /// (its error precedence), so an empty name is passed on (as the empty `LockName`)
+    /// for the core to refuse. Only a name longer than [`fencelock::MAX_NAME_LEN`] bytes,
+    /// which no input can carry, is refused here, before any other check, with the core's
+    /// own `name_too_long`.
+    fn input_name(lock: &str) -> Result<LockName, ClientError> {
+        if lock.is_empty() {
+            return Ok(LockName::default());
+        }
+        LockName::new(lock).map_err(|e| ClientError::Core(e.into()))
+    }
+
     async fn write(&self, input: Input) -> Result<Reply, ClientError> {
         self.write_op(Op::Input(input)).await
     }
 
     async fn write_op(&self, op: Op) -> Result<Reply, ClientError> {
         let r = self.propose_op(op).await?;
-        match r.error {
-            Some(e) => Err(ClientError::Core(e)),
-            None => Ok(Reply::Done {
-                outputs: r.outputs,
+        match r.reply {
+            Err(e) => Err(ClientError::Core(e)),
+            Ok(reply) => Ok(Reply::Done {
+                reply,
                 now: r.now,
                 index: r.index,
             }),
@@ -299,18 +311,22 @@ impl Node {
             Request::Open { ttl_ms, key } => {
                 let op = match key {
                     Some(key) => Op::Open { ttl: ttl_ms, key },
-                    None => Op::Input(Input::OpenSession { ttl: ttl_ms }),
+                    None => Op::Input(Input::OpenSession {
+                        now: STAMPED_AT_APPLY,
+                        ttl: ttl_ms,
+                    }),
                 };
                 let reply = self.write_op(op).await?;
-                if let Reply::Done { outputs, .. } = &reply {
-                    for o in outputs {
-                        self.shared.hub.attach(o.session(), conn, sink.clone());
+                if let Reply::Done { reply: r, .. } = &reply {
+                    if let Some(session) = r.opened() {
+                        self.shared.hub.attach(session, conn, sink.clone());
                     }
                 }
                 Ok(reply)
             }
             Request::KeepAlive { session } => {
                 self.write(Input::KeepAlive {
+                    now: STAMPED_AT_APPLY,
                     session: SessionId(session),
                     request: None,
                 })
@@ -318,6 +334,7 @@ impl Node {
             }
             Request::Close { session, request } => {
                 self.write(Input::CloseSession {
+                    now: STAMPED_AT_APPLY,
                     session: SessionId(session),
                     request,
                 })
@@ -330,7 +347,7 @@ impl Node {
                 wait,
                 request,
             } => {
-                let lock = Self::name(&lock)?;
+                let lock = Self::input_name(&lock)?;
                 let wait = match wait {
                     WaitSpec::None => Wait::None,
                     WaitSpec::Forever => Wait::Forever,
@@ -346,6 +363,7 @@ impl Node {
                     .hub
                     .attach(SessionId(session), conn, sink.clone());
                 self.write(Input::Acquire {
+                    now: STAMPED_AT_APPLY,
                     session: SessionId(session),
                     lock,
                     mode,
@@ -359,8 +377,9 @@ impl Node {
                 lock,
                 request,
             } => {
-                let lock = Self::name(&lock)?;
+                let lock = Self::input_name(&lock)?;
                 self.write(Input::Release {
+                    now: STAMPED_AT_APPLY,
                     session: SessionId(session),
                     lock,
                     request,
@@ -372,8 +391,9 @@ impl Node {
                 lock,
                 request,
             } => {
-                let lock = Self::name(&lock)?;
+                let lock = Self::input_name(&lock)?;
                 self.write(Input::Cancel {
+                    now: STAMPED_AT_APPLY,
                     session: SessionId(session),
                     lock,
                     request,

@@ -1,7 +1,9 @@
 //! The client protocol: [`ClientFrame`]s in, [`ServerFrame`]s out, each a length-prefixed
 //! postcard frame ([`crate::frame`]). Requests carry an id chosen by the client; the reply
-//! carries it back. `Push` frames (a `Granted` after `Queued`, an expiry, a release by
-//! expiry…) arrive unasked on the connection a session is attached to.
+//! carries it back. A write's reply is the core's [`fencelock::Reply`] to its input
+//! ([`Reply::Done`]); the core's events ([`Output`]: a `Granted` after `Queued`, a wait
+//! timed out, an expiry, a release by expiry or close) arrive unasked as `Push` frames on
+//! the connection a session is attached to.
 
 use fencelock::{Holder, Mode, Output, SessionInfo, Waiter};
 use serde::{Deserialize, Serialize};
@@ -30,8 +32,8 @@ pub enum Request {
         /// while the session lives answers with the same session ([`crate::types::Op::Open`]).
         key: Option<u64>,
     },
-    /// Renew a session (a keep-alive is a log entry; no request number needed: renewing
-    /// twice is harmless).
+    /// Keep a session alive (a keep-alive is a log entry; no request number needed: a
+    /// keep-alive applied twice is harmless).
     KeepAlive {
         /// The session.
         session: u64,
@@ -40,7 +42,8 @@ pub enum Request {
     Close {
         /// The session.
         session: u64,
-        /// Idempotent-retry number.
+        /// Idempotent-retry number (optional: a retry of a close that was applied finds
+        /// the session gone, `unknown_session`, which a client may take as done).
         request: Option<u64>,
     },
     /// Acquire a lock.
@@ -126,10 +129,12 @@ pub struct ClientFrame {
 /// A successful reply.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reply {
-    /// A write was committed and applied: its outputs (for the requesting session).
+    /// A write was committed and applied: the core's answer to its input (a repeat of the
+    /// session's latest request number gets the core's replay of it). The input's events
+    /// are pushed, not returned here.
     Done {
-        /// The input's outputs.
-        outputs: Vec<Output>,
+        /// The core's reply.
+        reply: fencelock::Reply,
         /// Logical time after applying.
         now: u64,
         /// Log index of the entry.
@@ -162,11 +167,15 @@ pub enum ClientError {
         /// The leader's client address.
         leader: Option<String>,
     },
-    /// The core refused the input; nothing changed.
+    /// The core refused the input; nothing changed (beyond the advance of logical time to
+    /// the entry's time, which stands).
     Core(CoreError),
     /// The cluster could not commit or confirm in time (retry with the same request number).
     Unavailable(String),
-    /// The request was malformed (a bad name…).
+    /// The request was malformed (a bad lock name in a read, a bad node address…). A core
+    /// input's lock name is the core's to check (`Core` errors, in the core's order), except
+    /// one longer than [`fencelock::MAX_NAME_LEN`] bytes, which no input can carry: that is
+    /// refused before any other check, as `Core(name_too_long)`.
     BadRequest(String),
 }
 
@@ -193,7 +202,7 @@ pub enum ServerFrame {
         /// The outcome.
         result: Result<Reply, ClientError>,
     },
-    /// An output for an attached session.
+    /// An event for an attached session.
     Push(Output),
     /// The node could not decode a frame; it closes the connection after this.
     Malformed(String),

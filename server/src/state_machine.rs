@@ -1,12 +1,13 @@
 //! The core's [`LockService`] as openraft's state machine.
 //!
-//! `apply` runs each committed [`Cmd`](crate::types::Cmd) through the core (a tick to the entry's stamped time
-//! first, then its inputs in order), records the last applied log id and membership, returns the
-//! inputs' outputs to their proposers and pushes every other output to the session it names
-//! through the [`Hub`] (a waiter's `Granted` reaches it without polling). A snapshot is
-//! the core's own versioned snapshot plus the last applied log id and membership; it is
-//! written to `dir/snapshot.bin` (temp file, fsync, rename) so a restarted node rebuilds
-//! its state from it and the log after it.
+//! `apply` runs each committed [`Cmd`](crate::types::Cmd) through the core, each input
+//! stamped with the entry's time ([`Input::at`]), records the last applied log id and
+//! membership, returns each input's [`Reply`] to its proposer and pushes every event
+//! ([`Output`]) to the session it names through the [`Hub`] (a waiter's `Granted` reaches
+//! it without polling). A snapshot is the core's own versioned snapshot plus the last
+//! applied log id, the membership and the open keys; it is written to `dir/snapshot.bin`
+//! (temp file, fsync, rename) so a restarted node rebuilds its state from it and the log
+//! after it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -14,7 +15,7 @@ use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use fencelock::{Config, Input, LockService, Output, SessionId, Tick, VecStorage};
+use fencelock::{Config, Input, LockService, Output, Reply, SessionId, Tick, VecStorage};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, StorageIOError};
 use serde::{Deserialize, Serialize};
@@ -168,12 +169,15 @@ impl Hub {
             // A sink that is gone or full is dropped (a full one closes its connection).
             v.retain(|(_, s)| s.send(o.clone()));
         }
-        if matches!(
-            o,
-            Output::SessionExpired { .. } | Output::SessionClosed { .. }
-        ) {
+        if matches!(o, Output::SessionExpired { .. }) {
             g.remove(&o.session().0);
         }
+    }
+
+    /// Forgets the registrations of a session that ended (closed). Cost: O(1).
+    fn forget(&self, session: SessionId) {
+        let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        g.remove(&session.0);
     }
 }
 
@@ -190,7 +194,8 @@ pub struct SmState {
 }
 
 /// The idempotency keys of sessions opened with [`Op::Open`], forgotten when the session
-/// ends. Replicated: every replica applies the same opens and ends, and snapshots carry it.
+/// ends (expires or closes). Replicated: every replica applies the same opens and ends,
+/// and snapshots carry it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpenKeys {
     by_key: BTreeMap<u64, SessionId>,
@@ -218,16 +223,19 @@ impl OpenKeys {
         self.by_session.insert(session, key);
     }
 
-    /// Forgets the key of every session `outs` reports ended.
-    fn forget_ended(&mut self, outs: &[Output]) {
+    /// Forgets the key of every session `outs` reports expired.
+    fn forget_expired(&mut self, outs: &[Output]) {
         for o in outs {
-            if let Output::SessionExpired { session, .. } | Output::SessionClosed { session, .. } =
-                o
-            {
-                if let Some(k) = self.by_session.remove(session) {
-                    self.by_key.remove(&k);
-                }
+            if let Output::SessionExpired { session } = o {
+                self.forget(*session);
             }
+        }
+    }
+
+    /// Forgets the key of `session` (it ended).
+    fn forget(&mut self, session: SessionId) {
+        if let Some(k) = self.by_session.remove(&session) {
+            self.by_key.remove(&k);
         }
     }
 
@@ -376,15 +384,36 @@ impl StateMachine {
     }
 }
 
-/// Applies one op; returns the outputs to push and the proposer's result.
-fn apply_op(g: &mut SmState, now: Option<u64>, op: Op, index: u64) -> (Vec<Output>, CmdResult) {
-    let (pushed, result) = match op {
-        Op::Input(input) => apply_cmd(&mut g.svc, now, input, index),
+/// The time an op of an entry stamped `stamp` is applied at: the latest of the stamp, the
+/// time `carried` by the input itself and the service's current time (see
+/// [`Cmd`](crate::types::Cmd)). Never earlier than the service's time, so the core never
+/// refuses an entry's input as going back in time.
+fn op_time(svc: &LockService<VecStorage>, stamp: Option<u64>, carried: Tick) -> Tick {
+    Tick(svc.now().0.max(stamp.unwrap_or(0)).max(carried.0))
+}
+
+/// Applies one op of an entry stamped `stamp`; returns the events to push and the
+/// proposer's result.
+fn apply_op(g: &mut SmState, stamp: Option<u64>, op: Op, index: u64) -> (Vec<Output>, CmdResult) {
+    let (events, result) = match op {
+        Op::Input(input) => {
+            let closing = match &input {
+                Input::CloseSession { session, .. } => Some(*session),
+                _ => None,
+            };
+            let (events, result) = apply_cmd(&mut g.svc, stamp, input, index);
+            if let (Some(s), Ok(Reply::Closed)) = (closing, &result.reply) {
+                g.open_keys.forget(s);
+            }
+            (events, result)
+        }
         Op::Open { ttl, key } => {
-            let mut pushed = Vec::new();
-            tick_to(&mut g.svc, now, &mut pushed);
-            // Ends reported by that tick first: a key whose session just expired is free.
-            g.open_keys.forget_ended(&pushed);
+            let now = op_time(&g.svc, stamp, Tick(0));
+            let mut events = Vec::new();
+            // Advance first, so that a key whose session expires at `now` is free. Cannot
+            // fail: `now` is not before the service's time and a Vec has room.
+            let _ = g.svc.tick(now, &mut events);
+            g.open_keys.forget_expired(&events);
             let open = g
                 .open_keys
                 .get(key)
@@ -392,76 +421,51 @@ fn apply_op(g: &mut SmState, now: Option<u64>, op: Op, index: u64) -> (Vec<Outpu
             match open {
                 // A retry: answer with the session this key opened.
                 Some((session, info)) => (
-                    pushed,
+                    events,
                     CmdResult {
-                        outputs: vec![Output::SessionOpened {
+                        reply: Ok(Reply::Opened {
                             session,
                             expires_at: info.expires_at,
-                        }],
-                        error: None,
+                        }),
                         now: g.svc.now().0,
                         index,
                     },
                 ),
                 None => {
                     let (more, result) =
-                        apply_cmd(&mut g.svc, None, Input::OpenSession { ttl }, index);
-                    pushed.extend(more);
-                    if let Some(Output::SessionOpened { session, .. }) = result.outputs.first() {
-                        g.open_keys.insert(key, *session);
+                        apply_cmd(&mut g.svc, None, Input::OpenSession { now, ttl }, index);
+                    events.extend(more);
+                    if let Ok(Reply::Opened { session, .. }) = result.reply {
+                        g.open_keys.insert(key, session);
                     }
-                    (pushed, result)
+                    (events, result)
                 }
             }
         }
     };
-    g.open_keys.forget_ended(&pushed);
-    g.open_keys.forget_ended(&result.outputs);
-    (pushed, result)
+    g.open_keys.forget_expired(&events);
+    (events, result)
 }
 
-/// Ticks `svc` to `now` when that is later than its clock, collecting the outputs.
-fn tick_to(svc: &mut LockService<VecStorage>, now: Option<u64>, out: &mut Vec<Output>) {
-    if let Some(now) = now {
-        if now > svc.now().0 {
-            // Cannot fail: `now` is later than the current tick.
-            let _ = svc.tick(Tick(now), &mut |o| out.push(o));
-        }
-    }
-}
-
-/// Applies one core input to `svc`; returns the outputs to push and the proposer's result.
+/// Applies one core input of an entry stamped `stamp` to `svc`, at the op's time
+/// ([`op_time`]); returns its events (to push to the sessions they name) and the
+/// proposer's result (the core's reply or refusal).
 pub(crate) fn apply_cmd(
     svc: &mut LockService<VecStorage>,
-    now: Option<u64>,
+    stamp: Option<u64>,
     input: Input,
     index: u64,
 ) -> (Vec<Output>, CmdResult) {
-    let mut pushed = Vec::new();
-    tick_to(svc, now, &mut pushed);
-    // The session an input is about: its outputs go back to the proposer, not pushed.
-    let me = input.session();
-    let is_open = matches!(input, Input::OpenSession { .. });
-    let mut outs = Vec::new();
-    let res = svc.handle(input, &mut |o| outs.push(o));
-    let mut result = CmdResult {
-        outputs: Vec::new(),
-        error: res.err().map(CoreError::from),
+    let carried = input.now();
+    let input = input.at(op_time(svc, stamp, carried));
+    let mut events = Vec::new();
+    let reply = svc.handle(input, &mut events).map_err(CoreError::from);
+    let result = CmdResult {
+        reply,
         now: svc.now().0,
         index,
     };
-    for o in outs {
-        let mine = match me {
-            Some(s) => o.session() == s,
-            None => is_open && matches!(o, Output::SessionOpened { .. }),
-        };
-        if mine {
-            result.outputs.push(o);
-        } else {
-            pushed.push(o);
-        }
-    }
-    (pushed, result)
+    (events, result)
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
@@ -527,12 +531,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 EntryPayload::Normal(cmd) => {
                     let mut batch = Vec::with_capacity(cmd.ops.len());
                     for op in cmd.ops {
-                        // Only the first op can tick: the rest see `now` already reached.
-                        let (pushed, result) = apply_op(&mut g, cmd.now, op, index);
-                        self.shared.hub.record(index, &pushed);
-                        self.shared.hub.record(index, &result.outputs);
-                        for o in &pushed {
+                        // Only the first op can advance time: the rest find it reached.
+                        let closed = match &op {
+                            Op::Input(Input::CloseSession { session, .. }) => Some(*session),
+                            _ => None,
+                        };
+                        let (events, result) = apply_op(&mut g, cmd.now, op, index);
+                        self.shared.hub.record(index, &events);
+                        for o in &events {
                             self.shared.hub.push(o);
+                        }
+                        if let (Some(s), Ok(Reply::Closed)) = (closed, &result.reply) {
+                            self.shared.hub.forget(s);
                         }
                         batch.push(result);
                     }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io::Cursor;
 
-use fencelock::{Input, Output};
+use fencelock::{Input, Tick};
 use serde::{Deserialize, Serialize};
 
 /// A node's two loopback addresses: Raft RPCs and the client protocol. Stored in the Raft
@@ -22,10 +22,15 @@ impl fmt::Display for NodeAddr {
     }
 }
 
+/// The time a client [`Input`] carries when a node builds it: none of its own. The state
+/// machine stamps every input with its entry's time when it applies it (see [`Cmd`]), so
+/// this placeholder never reaches the core.
+pub const STAMPED_AT_APPLY: Tick = Tick(0);
+
 /// One request in a log entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
-    /// A core input, applied as it is.
+    /// A core input, applied at its entry's time ([`Cmd`]).
     Input(Input),
     /// Open a session *idempotently*: the first entry carrying `key` opens a session of
     /// `ttl` (the core's `OpenSession`); a later one with the same key, while that session
@@ -44,9 +49,13 @@ pub enum Op {
 
 /// One replicated log entry: a batch of [`Op`]s, stamped with the proposing leader's
 /// logical time (`now`, in milliseconds of leader-active time; `None` while a new leader
-/// is still in its grace period). Applying it ticks the service to `now` first when `now`
-/// is later than the service's clock, then applies the ops in order — so every replica
-/// applies exactly the same ticks at exactly the same log positions.
+/// is still in its grace period). Every op is applied at the entry's time: the input
+/// handed to the core carries (via [`Input::at`]) the latest of the entry's stamp, the
+/// time the input itself carries (only the leader's bare `Tick` carries one; client inputs
+/// carry [`STAMPED_AT_APPLY`]) and the service's current time — so time never goes
+/// backwards, stands still while no stamp moves it, and every replica applies exactly the
+/// same inputs at exactly the same times. The core advances to that time before applying
+/// each input (expiries, timeouts and grants first).
 ///
 /// A batch holds the requests that arrived while the leader was flushing the previous
 /// entry (see [`crate::proposer`]): one entry, one fsync, however many requests.
@@ -96,16 +105,15 @@ impl fmt::Display for CoreError {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchResult(pub Vec<CmdResult>);
 
-/// What applying one op produced for its proposer: the outputs of its input (the
-/// outputs of the tick that preceded it are pushed to their sessions, not returned here),
-/// or the core's refusal.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What applying one op produced for its proposer: the core's [`fencelock::Reply`] to its
+/// input, or the core's refusal. The input's events (grants to waiters, expiries…) are not
+/// here: they are pushed to the sessions they name, the proposer's own included.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CmdResult {
-    /// The input's outputs, in order.
-    pub outputs: Vec<Output>,
-    /// The core refused the input (nothing changed).
-    pub error: Option<CoreError>,
-    /// The service's logical time after applying the entry.
+    /// The core's answer to the input, or its refusal (then nothing changed beyond the
+    /// advance to the entry's time).
+    pub reply: Result<fencelock::Reply, CoreError>,
+    /// The service's logical time after applying the op.
     pub now: u64,
     /// The log index of the entry that carried the input (a batch shares one index).
     pub index: u64,

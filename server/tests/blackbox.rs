@@ -163,7 +163,9 @@ struct Resource {
 }
 
 async fn serve_resource(l: TcpListener, res: Arc<Mutex<Resource>>) {
-    let gate = Arc::new(Mutex::new(FenceGate::new([GateRow::EMPTY; 4])));
+    let gate = Arc::new(Mutex::new(
+        FenceGate::new([GateRow::EMPTY; 4]).expect("4 rows are within the limit"),
+    ));
     loop {
         let Ok((sock, _)) = l.accept().await else {
             continue;

@@ -5,39 +5,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{session_of, Cluster};
-use fencelock::{Input, LockName, Mode, Output, SessionId, Token, Wait};
+use common::{acquire, granted, keep_alive, open, release, session_of, Cluster};
+use fencelock::{Output, Reply as CoreReply, SessionId, Wait};
 use fencelock_server::protocol::{Reply, Request};
 use fencelock_server::state_machine::{PushSink, PUSH_BACKLOG};
 
-fn acquire(s: SessionId, lock: &str, wait: Wait, request: Option<u64>) -> Input {
-    Input::Acquire {
-        session: s,
-        lock: LockName::new(lock).unwrap(),
-        mode: Mode::Exclusive,
-        wait,
-        request,
-    }
-}
-
-fn release(s: SessionId, lock: &str, request: Option<u64>) -> Input {
-    Input::Release {
-        session: s,
-        lock: LockName::new(lock).unwrap(),
-        request,
-    }
-}
-
-fn granted_token(outs: &[Output], s: SessionId) -> Option<Token> {
-    outs.iter().find_map(|o| match o {
-        Output::Granted { session, token, .. } if *session == s => Some(*token),
-        _ => None,
-    })
-}
-
 const TTL: u64 = 1500;
 
-/// The leader dies while A holds a lock and B, C wait. Heartbeats stop at the kill and
+/// The leader dies while A holds a lock and B, C wait. Keep-alives stop at the kill and
 /// resume only after more than a ttl of wall time has passed since the last acknowledged
 /// one: logical time stands still from the old leader's last entry until the new leader's
 /// grace period is over, so no session expires. Then A's release grants B (pushed to B's
@@ -46,29 +21,19 @@ const TTL: u64 = 1500;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_killed_with_sessions_and_waiters() {
     let mut c = Cluster::start("failover", 800).await;
-    let a = session_of(&c.propose(Input::OpenSession { ttl: TTL }).await);
-    let b = session_of(&c.propose(Input::OpenSession { ttl: TTL }).await);
-    let cc = session_of(&c.propose(Input::OpenSession { ttl: TTL }).await);
+    let a = session_of(&c.propose(open(TTL)).await);
+    let b = session_of(&c.propose(open(TTL)).await);
+    let cc = session_of(&c.propose(open(TTL)).await);
     let r = c.propose(acquire(a, "x", Wait::Forever, Some(1))).await;
-    let t1 = granted_token(&r.outputs, a).expect("A granted");
+    let t1 = granted(&r).expect("A granted");
     let r = c.propose(acquire(b, "x", Wait::Forever, Some(1))).await;
-    assert!(matches!(
-        r.outputs[..],
-        [Output::Queued { position: 1, .. }]
-    ));
+    assert!(matches!(r.reply, Ok(CoreReply::Queued { position: 1, .. })));
     let r = c.propose(acquire(cc, "x", Wait::Forever, Some(1))).await;
-    assert!(matches!(
-        r.outputs[..],
-        [Output::Queued { position: 2, .. }]
-    ));
+    assert!(matches!(r.reply, Ok(CoreReply::Queued { position: 2, .. })));
 
-    // Heartbeat everyone, then kill the leader right after.
+    // Keep everyone alive, then kill the leader right after.
     for s in [a, b, cc] {
-        c.propose(Input::KeepAlive {
-            session: s,
-            request: None,
-        })
-        .await;
+        c.propose(keep_alive(s)).await;
     }
     let last_ack = Instant::now();
     let old = c.leader().await;
@@ -76,21 +41,16 @@ async fn leader_killed_with_sessions_and_waiters() {
     let new = c.leader().await;
     assert_ne!(new, old);
 
-    // Stay silent until more than a ttl has passed since the last acknowledged heartbeat.
+    // Stay silent until more than a ttl has passed since the last acknowledged keep-alive.
     let silent_until = last_ack + Duration::from_millis(TTL + 200);
     tokio::time::sleep_until(silent_until.into()).await;
     assert!(last_ack.elapsed() > Duration::from_millis(TTL));
     for s in [a, b, cc] {
-        let r = c
-            .propose(Input::KeepAlive {
-                session: s,
-                request: None,
-            })
-            .await;
+        let r = c.propose(keep_alive(s)).await;
         assert!(
-            r.error.is_none(),
+            matches!(r.reply, Ok(CoreReply::KeptAlive { .. })),
             "session {s} lost in failover: {:?}",
-            r.error
+            r.reply
         );
     }
 
@@ -111,7 +71,7 @@ async fn leader_killed_with_sessions_and_waiters() {
         .unwrap();
 
     let r = c.propose(release(a, "x", Some(2))).await;
-    assert!(r.error.is_none());
+    assert_eq!(r.reply, Ok(CoreReply::Released { token: t1 }));
     let pushed = tokio::time::timeout(Duration::from_secs(5), rx_b.recv())
         .await
         .expect("B's grant is pushed")
@@ -161,8 +121,8 @@ async fn leader_killed_with_sessions_and_waiters() {
 async fn minority_partition_cannot_grant_and_heal_converges() {
     let c = Cluster::start("partition", 300).await;
     c.net.set_delay(2);
-    let s = session_of(&c.propose(Input::OpenSession { ttl: 60_000 }).await);
-    let t = session_of(&c.propose(Input::OpenSession { ttl: 60_000 }).await);
+    let s = session_of(&c.propose(open(60_000)).await);
+    let t = session_of(&c.propose(open(60_000)).await);
     c.converged().await;
     let old = c.leader().await;
     let majority: Vec<u64> = (1..=3).filter(|id| *id != old).collect();
@@ -178,7 +138,7 @@ async fn minority_partition_cannot_grant_and_heal_converges() {
     let r = c
         .propose_among(&majority, acquire(t, "m", Wait::None, Some(1)))
         .await;
-    let tok = granted_token(&r.outputs, t).expect("majority grants");
+    let tok = granted(&r).expect("majority grants");
 
     c.net.heal();
     c.converged().await;
@@ -186,21 +146,14 @@ async fn minority_partition_cannot_grant_and_heal_converges() {
         let h: Vec<_> = n.shared.state().svc.holders("m").collect();
         assert_eq!(h.len(), 1, "node {id}");
         assert_eq!((h[0].session, h[0].token), (t, tok), "node {id}");
-        assert!(
-            !c.journal(*id)
-                .iter()
-                .any(|(_, o)| matches!(o, Output::Granted { session, .. } if *session == s)),
-            "node {id} applied the minority's grant"
-        );
     }
-    // The client retries its request 1 at the new leader: applied once, now Busy.
+    // The client retries its request 1 at the new leader: the minority's attempt was
+    // never applied (a replay of it would answer Granted or HoldEnded), so it is
+    // evaluated now: Busy.
     let r = c.propose(acquire(s, "m", Wait::None, Some(1))).await;
-    assert!(matches!(r.outputs[..], [Output::Busy { .. }]), "{r:?}");
+    assert_eq!(r.reply, Ok(CoreReply::Busy), "{r:?}");
     let again = c.propose(acquire(s, "m", Wait::None, Some(1))).await;
-    assert_eq!(
-        again.outputs, r.outputs,
-        "a repeat replays the recorded answer"
-    );
+    assert_eq!(again.reply, r.reply, "a repeat replays the recorded answer");
     c.converged().await;
     c.shutdown().await;
 }
@@ -210,13 +163,13 @@ async fn minority_partition_cannot_grant_and_heal_converges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_after_leader_crash_applies_once() {
     let mut c = Cluster::start("retry", 300).await;
-    let s = session_of(&c.propose(Input::OpenSession { ttl: 60_000 }).await);
+    let s = session_of(&c.propose(open(60_000)).await);
     let r = c.propose(acquire(s, "k", Wait::None, Some(1))).await;
-    let tok = granted_token(&r.outputs, s).unwrap();
+    let tok = granted(&r).unwrap();
     let old = c.leader().await;
     c.kill(old).await;
     let r = c.propose(acquire(s, "k", Wait::None, Some(1))).await;
-    assert_eq!(granted_token(&r.outputs, s), Some(tok));
+    assert_eq!(granted(&r), Some(tok));
     let l = c.leader().await;
     assert_eq!(c.nodes[&l].shared.state().svc.revision(), tok.0);
     c.shutdown().await;
@@ -227,14 +180,14 @@ async fn retry_after_leader_crash_applies_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_cluster_restart_keeps_acknowledged_state() {
     let mut c = Cluster::start("restart", 300).await;
-    let s = session_of(&c.propose(Input::OpenSession { ttl: 60_000 }).await);
+    let s = session_of(&c.propose(open(60_000)).await);
     let mut last = None;
     for i in 0..80u64 {
         let lock = format!("l{}", i % 5);
         let r = c
             .propose(acquire(s, &lock, Wait::None, Some(2 * i + 1)))
             .await;
-        last = granted_token(&r.outputs, s).or(last);
+        last = granted(&r).or(last);
         c.propose(release(s, &lock, Some(2 * i + 2))).await;
     }
     let before = c.converged().await;
@@ -289,7 +242,7 @@ async fn whole_cluster_restart_keeps_acknowledged_state() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lagging_follower_catches_up() {
     let c = Cluster::start("lag", 300).await;
-    let s = session_of(&c.propose(Input::OpenSession { ttl: 600_000 }).await);
+    let s = session_of(&c.propose(open(600_000)).await);
     let l = c.leader().await;
     let f = (1..=3).find(|id| *id != l).unwrap();
     c.net.isolate(f);
@@ -317,18 +270,13 @@ async fn lagging_follower_catches_up() {
         let mut futs = Vec::new();
         for _ in 0..50 {
             let leader = leader.clone();
-            futs.push(tokio::spawn(async move {
-                leader
-                    .propose(Input::KeepAlive {
-                        session: s,
-                        request: None,
-                    })
-                    .await
-            }));
+            futs.push(tokio::spawn(
+                async move { leader.propose(keep_alive(s)).await },
+            ));
         }
         for f in futs {
             let r = f.await.unwrap().expect("majority commits");
-            assert!(r.error.is_none());
+            assert!(r.reply.is_ok(), "{r:?}");
         }
     }
     c.net.heal();
@@ -353,9 +301,7 @@ async fn lossy_network_retries_apply_exactly_once() {
     let sessions: Vec<SessionId> = {
         let mut v = Vec::new();
         for _ in 0..3 {
-            v.push(session_of(
-                &c.propose(Input::OpenSession { ttl: 600_000 }).await,
-            ));
+            v.push(session_of(&c.propose(open(600_000)).await));
         }
         v
     };
@@ -379,7 +325,7 @@ async fn lossy_network_retries_apply_exactly_once() {
                         for n in &nodes {
                             match n.propose(input.clone()).await {
                                 Ok(r) => {
-                                    assert!(r.error.is_none(), "request {req}: {:?}", r.error);
+                                    assert!(r.reply.is_ok(), "request {req}: {:?}", r.reply);
                                     break 'retry;
                                 }
                                 Err(fencelock_server::protocol::ClientError::Unavailable(_)) => {
@@ -424,7 +370,7 @@ async fn lossy_network_retries_apply_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_share_entries_with_results_of_their_own() {
     let c = Cluster::start("batch", 300).await;
-    let s = session_of(&c.propose(Input::OpenSession { ttl: 600_000 }).await);
+    let s = session_of(&c.propose(open(600_000)).await);
     let leader = c.nodes[&c.leader().await].clone();
     let first = leader.log.last_index();
     let mut futs = Vec::new();
@@ -442,21 +388,11 @@ async fn concurrent_requests_share_entries_with_results_of_their_own() {
         let (i, r) = f.await.unwrap();
         let r = r.expect("committed");
         if i % 3 == 2 {
-            let e = r.error.expect("unknown session refused");
+            let e = r.reply.expect_err("unknown session refused");
             assert_eq!(e.kind, "unknown_session", "request {i}: {e}");
-            assert!(r.outputs.is_empty());
         } else {
-            assert!(r.error.is_none(), "request {i}: {:?}", r.error);
-            match r.outputs[..] {
-                [Output::Granted {
-                    session,
-                    ref lock,
-                    token,
-                    ..
-                }] => {
-                    assert_eq!((session, lock.as_str()), (s, format!("batch/{i}").as_str()));
-                    tokens.push(token);
-                }
+            match r.reply {
+                Ok(CoreReply::Granted { token, .. }) => tokens.push(token),
                 ref o => panic!("request {i}: {o:?}"),
             }
         }
@@ -479,8 +415,8 @@ async fn concurrent_requests_share_entries_with_results_of_their_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_does_not_read_its_pushes_is_cut_off() {
     let c = Cluster::start("backlog", 300).await;
-    let a = session_of(&c.propose(Input::OpenSession { ttl: 600_000 }).await);
-    let b = session_of(&c.propose(Input::OpenSession { ttl: 600_000 }).await);
+    let a = session_of(&c.propose(open(600_000)).await);
+    let b = session_of(&c.propose(open(600_000)).await);
     let node = c.nodes[&c.leader().await].clone();
     let (sink, mut rx, overflow) = PushSink::new(2);
     let conn = node.next_conn_id();
@@ -491,9 +427,9 @@ async fn a_connection_that_does_not_read_its_pushes_is_cut_off() {
     for i in 0..4 {
         let lock = format!("bl/{i}");
         let r = c.propose(acquire(a, &lock, Wait::None, None)).await;
-        assert!(granted_token(&r.outputs, a).is_some());
+        assert!(granted(&r).is_some());
         let r = c.propose(acquire(b, &lock, Wait::Forever, None)).await;
-        assert!(matches!(r.outputs[..], [Output::Queued { .. }]), "{r:?}");
+        assert!(matches!(r.reply, Ok(CoreReply::Queued { .. })), "{r:?}");
     }
     for i in 0..3 {
         c.propose(release(a, &format!("bl/{i}"), None)).await;
@@ -554,9 +490,9 @@ async fn admin(
 async fn a_node_is_replaced_through_membership_changes() {
     use fencelock_server::types::NodeAddr;
     let mut c = Cluster::start("members", 300).await;
-    let s = session_of(&c.propose(Input::OpenSession { ttl: 600_000 }).await);
+    let s = session_of(&c.propose(open(600_000)).await);
     let r = c.propose(acquire(s, "m", Wait::None, Some(1))).await;
-    let t1 = granted_token(&r.outputs, s).expect("granted");
+    let t1 = granted(&r).expect("granted");
     c.boot(4).await;
     let addr = NodeAddr {
         raft: "mem:4".into(),
@@ -637,9 +573,9 @@ async fn a_node_is_replaced_through_membership_changes() {
     // The new cluster has the old state: S still holds m; a release and re-acquire
     // commit on 2, 3, 4 with a higher token.
     let r = c.propose(release(s, "m", Some(2))).await;
-    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.reply, Ok(CoreReply::Released { token: t1 }));
     let r = c.propose(acquire(s, "m", Wait::None, Some(3))).await;
-    let t2 = granted_token(&r.outputs, s).expect("granted again");
+    let t2 = granted(&r).expect("granted again");
     assert!(t2 > t1);
     c.converged().await;
     c.shutdown().await;
@@ -661,7 +597,7 @@ async fn an_open_retried_with_its_key_opens_one_session() {
     let b = session_of(&leader.propose_op(open(600_000, 43)).await.unwrap());
     assert_ne!(a, b);
     let short = session_of(&leader.propose_op(open(400, 44)).await.unwrap());
-    assert_eq!(leader.shared.state().svc.len().sessions, 3, "no orphan");
+    assert_eq!(leader.shared.state().svc.usage().sessions, 3, "no orphan");
     // Every replica knows the keys; a follower restarted from its own snapshot too.
     c.converged().await;
     let f = (1..=3).find(|id| *id != leader.id).unwrap();
@@ -687,7 +623,158 @@ async fn an_open_retried_with_its_key_opens_one_session() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(leader.shared.state().open_keys.get(44), None);
-    let renewed = session_of(&leader.propose_op(open(400, 44)).await.unwrap());
-    assert_ne!(renewed, short);
+    let reopened = session_of(&leader.propose_op(open(400, 44)).await.unwrap());
+    assert_ne!(reopened, short);
+    c.shutdown().await;
+}
+
+/// Through the client protocol: each write's answer is the core's reply to it, and the
+/// events go to the sessions they name, the caller's own included. A holds a lock and B
+/// waits for it; A's close answers `Closed`, pushes A's `Released` (reason `Closed`) to A's
+/// connection and B's `Granted` (a higher token) to B's. The close also forgets A's open
+/// key on every replica, and a second close finds the session unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_answer_the_caller_and_events_are_pushed_to_the_sessions_they_name() {
+    use fencelock::{Mode, ReleaseReason};
+    use fencelock_server::protocol::{ClientError, WaitSpec};
+    let c = Cluster::start("replies", 300).await;
+    let node = c.nodes[&c.leader().await].clone();
+    let (sink_a, mut rx_a, _) = PushSink::new(PUSH_BACKLOG);
+    let (sink_b, mut rx_b, _) = PushSink::new(PUSH_BACKLOG);
+    let (conn_a, conn_b) = (node.next_conn_id(), node.next_conn_id());
+    let reply = |r: Result<Reply, ClientError>| match r {
+        Ok(Reply::Done { reply, .. }) => reply,
+        other => panic!("{other:?}"),
+    };
+    let open = |key| Request::Open {
+        ttl_ms: 600_000,
+        key: Some(key),
+    };
+    let a = reply(node.handle_request(open(7), conn_a, &sink_a).await)
+        .opened()
+        .expect("opened");
+    let b = reply(node.handle_request(open(8), conn_b, &sink_b).await)
+        .opened()
+        .expect("opened");
+    let acquire = |session: SessionId, wait| Request::Acquire {
+        session: session.0,
+        lock: "e".into(),
+        mode: Mode::Exclusive,
+        wait,
+        request: Some(1),
+    };
+    let t1 = match reply(
+        node.handle_request(acquire(a, WaitSpec::None), conn_a, &sink_a)
+            .await,
+    ) {
+        CoreReply::Granted { token, .. } => token,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        reply(
+            node.handle_request(acquire(b, WaitSpec::Forever), conn_b, &sink_b)
+                .await
+        ),
+        CoreReply::Queued {
+            mode: Mode::Exclusive,
+            position: 1
+        }
+    );
+    let close = Request::Close {
+        session: a.0,
+        request: None,
+    };
+    assert_eq!(
+        reply(node.handle_request(close.clone(), conn_a, &sink_a).await),
+        CoreReply::Closed
+    );
+    let pushed_a = tokio::time::timeout(Duration::from_secs(5), rx_a.recv())
+        .await
+        .expect("A's release is pushed")
+        .unwrap();
+    assert_eq!(
+        pushed_a,
+        Output::Released {
+            session: a,
+            lock: fencelock::LockName::new("e").unwrap(),
+            token: t1,
+            reason: ReleaseReason::Closed
+        }
+    );
+    let pushed_b = tokio::time::timeout(Duration::from_secs(5), rx_b.recv())
+        .await
+        .expect("B's grant is pushed")
+        .unwrap();
+    match pushed_b {
+        Output::Granted { session, token, .. } => {
+            assert_eq!(session, b);
+            assert!(token > t1);
+        }
+        other => panic!("B got {other:?}"),
+    }
+    assert!(rx_a.try_recv().is_err(), "A gets nothing else: {rx_a:?}");
+    assert!(rx_b.try_recv().is_err(), "B gets nothing else");
+    match node.handle_request(close, conn_a, &sink_a).await {
+        Err(ClientError::Core(e)) => assert_eq!(e.kind, "unknown_session"),
+        other => panic!("{other:?}"),
+    }
+    c.converged().await;
+    for n in c.nodes.values() {
+        let g = n.shared.state();
+        assert_eq!(g.open_keys.get(7), None, "node {}", n.id);
+        assert_eq!(g.open_keys.get(8), Some(b), "node {}", n.id);
+    }
+    c.shutdown().await;
+}
+
+/// A write's errors are the core's, in the core's order: an unknown session comes before a
+/// bad name (as natively, through frames, from C and from wasm), an empty name with a live
+/// session is `empty_name`. The one exception is a name longer than the most any input can
+/// carry, refused before anything else as `name_too_long`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_errors_follow_the_cores_precedence() {
+    use fencelock::{Mode, MAX_NAME_LEN};
+    use fencelock_server::protocol::{ClientError, WaitSpec};
+    let c = Cluster::start("precedence", 300).await;
+    let s = session_of(&c.propose(open(600_000)).await);
+    let node = c.nodes[&c.leader().await].clone();
+    let (sink, _rx, _) = PushSink::new(PUSH_BACKLOG);
+    let conn = node.next_conn_id();
+    let kind = |r: Result<Reply, ClientError>| match r {
+        Err(ClientError::Core(e)) => e.kind,
+        other => panic!("{other:?}"),
+    };
+    let too_long = "x".repeat(MAX_NAME_LEN + 1);
+    for (session, lock, want) in [
+        (999_999, "", "unknown_session"),
+        (s.0, "", "empty_name"),
+        (s.0, too_long.as_str(), "name_too_long"),
+        (999_999, too_long.as_str(), "name_too_long"),
+    ] {
+        let acquire = Request::Acquire {
+            session,
+            lock: lock.into(),
+            mode: Mode::Exclusive,
+            wait: WaitSpec::None,
+            request: Some(1),
+        };
+        let release = Request::Release {
+            session,
+            lock: lock.into(),
+            request: Some(1),
+        };
+        let cancel = Request::Cancel {
+            session,
+            lock: lock.into(),
+            request: Some(1),
+        };
+        for req in [acquire, release, cancel] {
+            let got = kind(node.handle_request(req.clone(), conn, &sink).await);
+            assert_eq!(got, want, "{req:?}");
+        }
+    }
+    // Nothing was applied: the session's request 1 is still unused.
+    let r = c.propose(acquire(s, "p", Wait::None, Some(1))).await;
+    assert!(granted(&r).is_some(), "{r:?}");
     c.shutdown().await;
 }

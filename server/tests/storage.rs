@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use fencelock_server::log_store::{LogStore, FILE_MAGIC, PREALLOC};
 use fencelock_server::state_machine::{ServiceConfig, StateMachine};
-use fencelock_server::types::{Cmd, Entry, LogId, Op, StorageError, TypeConfig, Vote};
+use fencelock_server::types::{
+    Cmd, Entry, LogId, Op, StorageError, TypeConfig, Vote, STAMPED_AT_APPLY,
+};
 use openraft::storage::{RaftLogReader, RaftLogStorage, RaftLogStorageExt};
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::{CommittedLeaderId, EntryPayload};
@@ -47,7 +49,10 @@ fn entry(term: u64, index: u64) -> Entry {
         log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
         payload: EntryPayload::Normal(Cmd {
             now: Some(index),
-            ops: vec![Op::Input(fencelock::Input::OpenSession { ttl: 10 })],
+            ops: vec![Op::Input(fencelock::Input::OpenSession {
+                now: STAMPED_AT_APPLY,
+                ttl: 10,
+            })],
         }),
     }
 }
@@ -204,7 +209,13 @@ fn entry_ops(term: u64, index: u64, ops: usize) -> Entry {
         log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
         payload: EntryPayload::Normal(Cmd {
             now: Some(index),
-            ops: vec![Op::Input(fencelock::Input::OpenSession { ttl: 10 }); ops],
+            ops: vec![
+                Op::Input(fencelock::Input::OpenSession {
+                    now: STAMPED_AT_APPLY,
+                    ttl: 10,
+                });
+                ops
+            ],
         }),
     }
 }

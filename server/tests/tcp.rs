@@ -116,7 +116,11 @@ async fn client_redirects_gets_pushed_grants_and_reads_linearizably() {
         q.iter().map(|w| w.session.0).collect::<Vec<_>>(),
         vec![b.id()]
     );
-    a.release("job").await.unwrap();
+    assert_eq!(
+        a.release("job").await.unwrap(),
+        ta,
+        "the release answers its token"
+    );
     let tb = match tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
         .expect("B's grant is pushed")
@@ -231,9 +235,9 @@ async fn a_waiter_that_disconnects_stays_queued_until_its_session_expires() {
         .unwrap()
     {
         Some(ServerFrame::Reply {
-            result: Ok(Reply::Done { outputs, .. }),
+            result: Ok(Reply::Done { reply, .. }),
             ..
-        }) => outputs[0].session().0,
+        }) => reply.opened().expect("opened").0,
         other => panic!("{other:?}"),
     };
     let acq = Request::Acquire {
@@ -286,4 +290,169 @@ async fn opening_a_session_without_a_leader_does_not_spin() {
     assert!(conns < 100, "{conns} connections in 2 s: a busy retry loop");
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A loopback TCP proxy whose connections the test can cut: `down` closes every open
+/// connection and refuses new ones (accepts and closes them) until `up`.
+struct Proxy {
+    addr: String,
+    up: tokio::sync::watch::Sender<bool>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Proxy {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let (up, _) = tokio::sync::watch::channel(true);
+        let up_rx = up.subscribe();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = l.accept().await {
+                let mut up = up_rx.clone();
+                if !*up.borrow_and_update() {
+                    continue; // dropped: closed at once
+                }
+                let target = target.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = up.wait_for(|u| !*u) => {}
+                    }
+                });
+            }
+        });
+        Proxy { addr, up }
+    }
+
+    fn down(&self) {
+        self.up.send_replace(false);
+    }
+
+    fn up(&self) {
+        self.up.send_replace(true);
+    }
+}
+
+/// Polls (bounded, 10 s) until `f` holds.
+async fn eventually<F: std::future::Future<Output = bool>>(mut f: impl FnMut() -> F, what: &str) {
+    for _ in 0..500 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("never: {what}");
+}
+
+/// A waiting acquire whose connection is cut learns its outcome by repeating its request
+/// number once reconnected, and the core's replay answers it: a grant pushed while the
+/// client was away comes back as `Granted` with that hold's token (not a second hold:
+/// the revision does not move), and a timed wait that ran out meanwhile as `TimedOut`
+/// (the core's `WaitEnded`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outcome() {
+    let t = start().await;
+    let l = t.leader().await;
+    let proxy = Proxy::start(t.addrs[l].client.clone()).await;
+    let direct = Client::new(vec![t.addrs[l].client.clone()]);
+    let cut = Client::new(vec![proxy.addr.clone()]);
+    let a = direct.open_session(30_000).await.unwrap();
+    let b = Arc::new(cut.open_session(30_000).await.unwrap());
+    let ta = match a.acquire("job", Mode::Exclusive, WaitSpec::None).await {
+        Ok(Acquired::Granted(t)) => t,
+        other => panic!("{other:?}"),
+    };
+
+    // Granted while cut off.
+    let b2 = b.clone();
+    let waiter =
+        tokio::spawn(async move { b2.acquire("job", Mode::Exclusive, WaitSpec::Forever).await });
+    let bid = b.id();
+    eventually(
+        || async {
+            direct
+                .waiters("job")
+                .await
+                .unwrap()
+                .iter()
+                .any(|w| w.session.0 == bid)
+        },
+        "B queued",
+    )
+    .await;
+    let epoch = cut.epoch();
+    proxy.down();
+    a.release("job").await.unwrap();
+    let held = direct.holders("job").await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].session.0, bid, "B was granted while cut off");
+    let tb = held[0].token;
+    assert!(tb > ta);
+    // Long enough for the client to notice the cut and fail at least one reconnect.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the grant cannot reach B while it is cut off"
+    );
+    proxy.up();
+    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("B learns its outcome once reconnected")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, Acquired::Granted(tb));
+    assert!(cut.epoch() > epoch, "B reconnected");
+    let node = &t.nodes[t.leader().await];
+    assert_eq!(
+        node.shared.state().svc.revision(),
+        tb.0,
+        "the repeat granted nothing new"
+    );
+
+    // A timed wait that ran out while cut off.
+    let a2 = Arc::new(a);
+    let ta2 = match a2.acquire("slow", Mode::Exclusive, WaitSpec::None).await {
+        Ok(Acquired::Granted(t)) => t,
+        other => panic!("{other:?}"),
+    };
+    let b3 = b.clone();
+    let waiter = tokio::spawn(async move {
+        b3.acquire("slow", Mode::Exclusive, WaitSpec::ForMs(400))
+            .await
+    });
+    eventually(
+        || async {
+            direct
+                .waiters("slow")
+                .await
+                .unwrap()
+                .iter()
+                .any(|w| w.session.0 == bid)
+        },
+        "B queued on slow",
+    )
+    .await;
+    proxy.down();
+    eventually(
+        || async { direct.waiters("slow").await.unwrap().is_empty() },
+        "B's wait timed out",
+    )
+    .await;
+    assert!(
+        !waiter.is_finished(),
+        "the timeout cannot reach B while it is cut off"
+    );
+    proxy.up();
+    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("B learns its outcome once reconnected")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, Acquired::TimedOut);
+    // A still holds it; B's next numbered request follows on without a stale number.
+    assert_eq!(direct.holders("slow").await.unwrap()[0].token, ta2);
+    assert_eq!(b.release("job").await.unwrap(), tb);
+    t.stop().await;
 }

@@ -27,6 +27,20 @@ extern "C" {
     /// subclass's overridden `length` getter is never consulted; throws if detached.
     #[wasm_bindgen(constructor, js_class = "Uint8Array", catch)]
     fn new(src: &Uint8Array) -> Result<PlainCopy, JsValue>;
+
+    /// The options object of an acquire, read property by property: one crossing each
+    /// (a `Reflect.get` with a key made from Rust costs three); a throwing getter, a
+    /// revoked `Proxy` or a receiver that is not an object throws, and is caught.
+    type AcquireOptions;
+
+    #[wasm_bindgen(method, getter, structural, catch)]
+    fn mode(this: &AcquireOptions) -> Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(method, getter, structural, catch)]
+    fn wait(this: &AcquireOptions) -> Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(method, getter, structural, catch)]
+    fn request(this: &AcquireOptions) -> Result<JsValue, JsValue>;
 }
 
 fn plain_uint8_array(src: &Uint8Array) -> Result<Uint8Array, JsValue> {
@@ -63,6 +77,20 @@ pub const ERRNO_OUT_OF_RANGE: u32 = 701;
 pub const ERRNO_BAD_ARGUMENT: u32 = 702;
 /// `.errno` of `out_of_memory`.
 pub const ERRNO_OUT_OF_MEMORY: u32 = 703;
+
+/// Every `.code` a call can throw, with its `.errno`: the core's kinds, one per variant
+/// (`fencelock::Error::EXAMPLES`, the core's one list), then the binding's own three.
+pub fn error_kinds() -> impl Iterator<Item = (&'static str, u32)> {
+    let binding = [
+        Fail::OutOfRange(String::new()),
+        Fail::BadArgument(String::new()),
+        Fail::OutOfMemory(String::new()),
+    ];
+    Error::EXAMPLES
+        .iter()
+        .map(|e| (e.kind(), e.code()))
+        .chain(binding.into_iter().map(|f| (f.code(), f.errno())))
+}
 
 impl From<Error> for Fail {
     fn from(e: Error) -> Self {
@@ -119,11 +147,7 @@ impl From<Fail> for JsValue {
         };
         set(&err, "code", &JsValue::from_str(f.code()));
         set(&err, "errno", &JsValue::from_f64(f64::from(f.errno())));
-        let detail = |k: &str, v: u64| {
-            if v <= MAX_SAFE {
-                set(&err, k, &JsValue::from_f64(v as f64));
-            }
-        };
+        let detail = |k: &str, v: u64| set(&err, k, &number(v));
         if let Fail::Core(e) = f {
             match e {
                 Error::Stale { token, highest } => {
@@ -147,6 +171,7 @@ impl From<Fail> for JsValue {
                     detail("max", u64::from(max));
                 }
                 Error::BufferTooSmall { need } => detail("need", u64::from(need)),
+                Error::UnknownKeepAlive { sent_at } => detail("sentAt", sent_at),
                 Error::CapacityExceeded(t) => set(&err, "table", &JsValue::from_str(table(t))),
                 Error::ModeMismatch { held } => set(&err, "held", &JsValue::from_str(mode(held))),
                 _ => {}
@@ -178,11 +203,21 @@ pub fn safe_u64(x: f64) -> Option<u64> {
     }
 }
 
-/// A required number argument named `what`.
+/// A required `u64` argument named `what`: a safe non-negative integer number
+/// (`Number.isSafeInteger(x) && x >= 0`), or a `bigint` in `0..=2^64-1`. Anything else —
+/// a number that is negative, fractional, not finite or at least 2^53 (it may already
+/// be rounded), a bigint out of range, another type — is `out_of_range`: it cannot stand
+/// for a `u64` exactly, so no core call could be made with it.
 pub fn num(v: &JsValue, what: &str) -> Result<u64, Fail> {
-    v.as_f64().and_then(safe_u64).ok_or_else(|| {
+    let exact = match v.as_f64() {
+        Some(x) => safe_u64(x),
+        None if v.is_bigint() => u64::try_from(v.clone()).ok(),
+        None => None,
+    };
+    exact.ok_or_else(|| {
         Fail::OutOfRange(format!(
-            "{what} must be a safe non-negative integer (0..=2^53-1), got {}",
+            "{what} must be a safe non-negative integer (0..=2^53-1) or a bigint in \
+             0..=2^64-1, got {}",
             describe(v)
         ))
     })
@@ -229,16 +264,52 @@ fn describe(v: &JsValue) -> String {
 
 // ------------------------------------------------------------------------- other values in
 
-/// Strings longer than this (in UTF-16 units) are refused without being copied into wasm
-/// memory: no name is longer than 64 bytes, and copying a string of hundreds of
-/// megabytes could exhaust the module's memory (an abort, not an error).
+/// Strings longer than this (in UTF-16 units) are not copied into wasm memory: no name
+/// is longer than 64 bytes, and copying a string of hundreds of megabytes could exhaust
+/// the module's memory (an abort, not an error).
 const STRING_COPY_LIMIT: u32 = 1 << 16;
 
-/// A required string argument (a lock, election or resource name). Strings holding lone
-/// surrogates are refused: they have no UTF-8 form and would silently become U+FFFD.
-/// Over [`STRING_COPY_LIMIT`] units: `name_too_long` (with `len` the UTF-16 length, a
-/// lower bound of the UTF-8 length).
-pub fn string(v: &JsValue, what: &str) -> Result<String, Fail> {
+/// What the core is given for a name over [`STRING_COPY_LIMIT`]: one byte longer than
+/// any name can be, so the core refuses it as `NameTooLong` exactly where its own
+/// precedence puts that check (after the session check, say) — the binding decides
+/// nothing about names.
+const TOO_LONG: &str = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+const _: () = assert!(TOO_LONG.len() == fencelock::MAX_NAME_LEN + 1);
+
+/// A name argument (lock, election, resource) as the core is to see it.
+pub enum Name {
+    /// The string itself.
+    Text(String),
+    /// A string of this many UTF-16 units, over [`STRING_COPY_LIMIT`]: not copied.
+    TooLong(u32),
+}
+
+impl Name {
+    /// The text handed to the core ([`TOO_LONG`] for a string not copied).
+    pub fn as_str(&self) -> &str {
+        match self {
+            Name::Text(s) => s,
+            Name::TooLong(_) => TOO_LONG,
+        }
+    }
+
+    /// The core's error, with the true length (in UTF-16 units, a lower bound of the UTF-8
+    /// length) in a `NameTooLong` caused by the stand-in of a string not copied.
+    pub fn error(&self, e: Error) -> Error {
+        match (self, e) {
+            (Name::TooLong(units), Error::NameTooLong { max, .. }) => {
+                Error::NameTooLong { len: *units, max }
+            }
+            (_, e) => e,
+        }
+    }
+}
+
+/// A name argument (a lock, election or resource name). Only what cannot be a Rust
+/// string is refused here, as `bad_argument`: a value that is not a string, or a string
+/// holding a lone surrogate (it has no UTF-8 form and would silently become U+FFFD).
+/// Whether the name is empty or too long is the core's to say, in its own order.
+pub fn name(v: &JsValue, what: &str) -> Result<Name, Fail> {
     let Some(js) = v.dyn_ref::<js_sys::JsString>() else {
         return Err(Fail::BadArgument(format!(
             "{what} must be a string, got {}",
@@ -247,11 +318,7 @@ pub fn string(v: &JsValue, what: &str) -> Result<String, Fail> {
     };
     let units = js.length();
     if units > STRING_COPY_LIMIT {
-        return Err(Error::NameTooLong {
-            len: units,
-            max: fencelock::MAX_NAME_LEN as u32,
-        }
-        .into());
+        return Ok(Name::TooLong(units));
     }
     let text = String::from(js);
     // A lone surrogate comes out as U+FFFD; only then is the (per-unit) check worth it.
@@ -260,7 +327,7 @@ pub fn string(v: &JsValue, what: &str) -> Result<String, Fail> {
             "{what} holds a lone surrogate (not valid UTF-16)"
         )));
     }
-    Ok(text)
+    Ok(Name::Text(text))
 }
 
 /// `"exclusive"` or `"shared"`.
@@ -289,6 +356,22 @@ pub fn parse_wait(v: &JsValue) -> Result<Wait, Fail> {
         "wait must be \"none\", \"forever\" or {{until: tick}}, got {}",
         describe(v)
     )))
+}
+
+/// The options of an acquire, `{mode, wait, request?}`. Not an object (or a getter that
+/// throws): `bad_argument`; then as [`parse_mode`], [`parse_wait`], [`opt_num`].
+pub fn acquire_options(v: &JsValue) -> Result<(Mode, Wait, Option<u64>), Fail> {
+    let o: &AcquireOptions = v.unchecked_ref();
+    let bad = |_| {
+        Fail::BadArgument(format!(
+            "options must be an object {{mode, wait, request?}}, got {}",
+            describe(v)
+        ))
+    };
+    let mode = parse_mode(&o.mode().map_err(bad)?)?;
+    let wait = parse_wait(&o.wait().map_err(bad)?)?;
+    let request = opt_num(&o.request().map_err(bad)?, "request")?;
+    Ok((mode, wait, request))
 }
 
 /// `obj[key]`; a throwing getter or proxy becomes `bad_argument`.
@@ -345,20 +428,19 @@ pub fn zeroed(n: usize, what: &str) -> Result<Vec<u8>, Fail> {
 
 // ------------------------------------------------------------------------- values out
 
-/// A JS number for a `u64`, or `out_of_range` above 2^53 - 1 (never a rounded value).
-pub fn number(v: u64, what: &str) -> Result<JsValue, Fail> {
+/// A `u64` out, exactly: a JS number up to 2^53 - 1, else a `bigint` (never a rounded
+/// number, never an error). Cost: O(1).
+pub fn number(v: u64) -> JsValue {
     if v <= MAX_SAFE {
-        Ok(JsValue::from_f64(v as f64))
+        JsValue::from_f64(v as f64)
     } else {
-        Err(Fail::OutOfRange(format!(
-            "{what} is {v}, above 2^53-1: a JS number cannot hold it exactly"
-        )))
+        JsValue::from(v)
     }
 }
 
-/// `number` or `null`.
-pub fn opt_number(v: Option<u64>, what: &str) -> Result<JsValue, Fail> {
-    v.map_or(Ok(JsValue::NULL), |v| number(v, what))
+/// [`number`] or `null`.
+pub fn opt_number(v: Option<u64>) -> JsValue {
+    v.map_or(JsValue::NULL, number)
 }
 
 /// Builds a plain object, property by property.
@@ -400,13 +482,13 @@ pub fn reason(r: ReleaseReason) -> &'static str {
 }
 
 /// A session id out.
-pub fn session(s: SessionId) -> Result<JsValue, Fail> {
-    number(s.0, "session id")
+pub fn session(s: SessionId) -> JsValue {
+    number(s.0)
 }
 
 /// A token out.
-pub fn token(t: Token) -> Result<JsValue, Fail> {
-    number(t.0, "token")
+pub fn token(t: Token) -> JsValue {
+    number(t.0)
 }
 
 /// A `Uint8Array` copy of `bytes`.

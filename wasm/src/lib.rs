@@ -1,32 +1,35 @@
 //! # fencelock-wasm — the fencelock core for JavaScript (node and the browser)
 //!
 //! Three classes over the core, camelCase, with TypeScript types in the generated
-//! `.d.ts`: [`LockService`], [`FenceGate`], [`SessionKeeper`]. Every input method
-//! returns the outputs it produced as an array of tagged objects
-//! (`{type: "granted", session, lock, mode, token}`…); a refused input throws and changes
-//! nothing. This crate translates and validates; every lock rule lives in `fencelock`.
+//! `.d.ts`: [`LockService`], [`FenceGate`], [`SessionKeeper`]. Every input method takes
+//! the host's `now` first and returns `{reply, events}`: the caller's own answer (the
+//! core's `Reply`, e.g. `{kind: "granted", mode: "exclusive", token: 3}`) and the events
+//! for other sessions or caused by time (the core's `Output`s, e.g. `{kind:
+//! "session_expired", session: 2}`). `kind` is the core's `Reply::kind()` /
+//! `Output::kind()`. A refused input throws; the advance to `now` stands and its events
+//! are on the error's `.events`. This crate translates; every lock rule, the error
+//! precedence and the bound on events live in `fencelock`.
 //!
 //! ## Numbers
 //!
-//! Ticks, ttls, tokens, session ids and request numbers are `u64` in the core and plain
-//! JS numbers here. An argument must be a safe non-negative integer
-//! (`Number.isSafeInteger(x) && x >= 0`), else a `RangeError` with code `out_of_range`
-//! is thrown; a value above 2^53 - 1 is never rounded: an input whose outputs could
-//! not be exact is refused beforehand (`out_of_range`, nothing changed) and a query
-//! whose answer is too large throws `out_of_range`. Numbers rather than `BigInt`: 2^53
-//! ticks is 285 000 years of milliseconds, every JS API (timers, `Date`, JSON, which
-//! cannot serialize a `BigInt`) speaks numbers, and `BigInt` makes every caller write `5n`
-//! and convert back.
-//! The frame entry point (`handleFrame`) keeps full `u64` range: its numbers never
-//! become JS numbers.
+//! Ticks, ttls, tokens, session ids and request numbers are `u64` in the core. In JS an
+//! argument is a safe non-negative integer number (`Number.isSafeInteger(x) && x >= 0`)
+//! or a `bigint` in `0..=2^64-1`; anything else cannot stand for a `u64` exactly and is
+//! refused with `out_of_range` before the core is called (the one check the binding
+//! makes first; see `wasm/README.md`). Out, a value is a number up to 2^53 - 1 and a
+//! `bigint` above (TypeScript: `U64 = number | bigint`): exact, never rounded, and the
+//! conversion cannot fail after the core applied an input. The frame entry point
+//! (`handleFrame`) takes and returns bytes.
 //!
 //! ## Errors
 //!
 //! Thrown values are `Error`s with `.code` (core's `Error::kind()`, e.g.
 //! `"unknown_session"`) and `.errno` (core's `Error::code()`), and details where a caller
 //! acts on them (`stale` has `.token` and `.highest`). The binding adds `out_of_range`
-//! (701, a `RangeError`), `bad_argument` (702, a `TypeError`: wrong type or shape) and
-//! `out_of_memory` (703: the tables could not be allocated).
+//! (701, a `RangeError`), `bad_argument` (702, a `TypeError`: a value of the wrong type or
+//! shape, which no core call could be made with) and `out_of_memory` (703: the tables
+//! could not be allocated). [`error_kinds`] lists them all, the core's from
+//! `fencelock::Error::EXAMPLES`.
 //!
 //! ## No traps
 //!
@@ -64,57 +67,99 @@ pub use service::LockService;
 
 use wasm_bindgen::prelude::*;
 
+/// Every `.code` a call can throw, with its `.errno`: one entry per kind of core error
+/// (from `fencelock::Error::EXAMPLES`, in code order), then `out_of_range`,
+/// `bad_argument` and `out_of_memory`. Cost: O(kinds).
+#[wasm_bindgen(js_name = errorKinds, unchecked_return_type = "ErrorKind[]")]
+pub fn error_kinds() -> js_sys::Array {
+    js::error_kinds()
+        .map(|(code, errno)| {
+            js::Obj::new()
+                .with("code", code)
+                .with("errno", errno)
+                .done()
+        })
+        .collect()
+}
+
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &'static str = r#"
-// fencelock-wasm: every number below is a safe non-negative integer
-// (Number.isSafeInteger); anything else passed in throws "out_of_range".
+/**
+ * A u64 of the core. In: a safe non-negative integer number, or a bigint in 0..=2^64-1
+ * (anything else throws "out_of_range"). Out: a number up to 2^53-1, a bigint above
+ * (only counters, deadlines or ticks past 2^53 give one).
+ */
+export type U64 = number | bigint;
 
 /** Exclusive (one holder) or shared (any number of shared holders). */
 export type Mode = "exclusive" | "shared";
 /** Try-lock, wait until a tick (a deadline at or before now behaves as "none"), or wait forever. */
-export type Wait = "none" | "forever" | { until: number };
+export type Wait = "none" | "forever" | { until: U64 };
+/** Why a hold ended, in a "released" event ("released" itself is the releaser's own reply). */
 export type ReleaseReason = "released" | "closed" | "expired";
+/** The arguments of LockService.acquire after the lock name. */
+export interface AcquireOptions { mode: Mode; wait: Wait; request?: U64 | null }
 
-/** One event for the host to route to the session it names. */
+/** The caller's own answer to an input (the core's Reply; kind = Reply::kind()). */
+export type Opened = { kind: "opened"; session: U64; expiresAt: U64 };
+export type KeptAlive = { kind: "kept_alive"; expiresAt: U64 };
+export type Closed = { kind: "closed" };
+export type Granted = { kind: "granted"; mode: Mode; token: U64 };
+export type Queued = { kind: "queued"; mode: Mode; position: number };
+export type Busy = { kind: "busy" };
+export type Released = { kind: "released"; token: U64 };
+export type Cancelled = { kind: "cancelled" };
+/** Only as the reply to a repeated acquire: the hold it answered has ended since. */
+export type HoldEnded = { kind: "hold_ended"; token: U64 };
+/** Only as the reply to a repeated acquire: the wait it answered ended without a grant. */
+export type WaitEnded = { kind: "wait_ended" };
+export type Ticked = { kind: "ticked"; now: U64 };
+export type AcquireReply = Granted | Queued | Busy | HoldEnded | WaitEnded;
+export type Reply =
+  | Opened | KeptAlive | Closed | Granted | Queued | Busy | Released | Cancelled
+  | HoldEnded | WaitEnded | Ticked;
+
+/** One event for the host to route to the session it names (the core's Output; kind = Output::kind()). */
 export type Output =
-  | { type: "sessionOpened"; session: number; expiresAt: number }
-  | { type: "sessionRenewed"; session: number; expiresAt: number }
-  | { type: "sessionClosed"; session: number }
-  | { type: "sessionExpired"; session: number }
-  | { type: "granted"; session: number; lock: string; mode: Mode; token: number }
-  | { type: "queued"; session: number; lock: string; mode: Mode; position: number }
-  | { type: "busy"; session: number; lock: string }
-  | { type: "released"; session: number; lock: string; token: number; reason: ReleaseReason }
-  | { type: "waitTimedOut"; session: number; lock: string }
-  | { type: "waitCancelled"; session: number; lock: string };
+  | { kind: "granted"; session: U64; lock: string; mode: Mode; token: U64 }
+  | { kind: "released"; session: U64; lock: string; token: U64; reason: ReleaseReason }
+  | { kind: "session_expired"; session: U64 }
+  | { kind: "wait_timed_out"; session: U64; lock: string };
+
+/** What every input method returns: the caller's reply and the events, in order (the advance to now first). */
+export interface Answer<R extends Reply = Reply> { reply: R; events: Output[] }
+/** What handleFrame returns: the reply frame and the event frames. */
+export interface FrameAnswer { reply: Uint8Array; events: Uint8Array[] }
 
 /** One input, for LockService.handle (the same inputs as the frames of handleFrame). */
 export type Input =
-  | { type: "openSession"; ttl: number }
-  | { type: "keepAlive"; session: number; request?: number | null }
-  | { type: "closeSession"; session: number; request?: number | null }
-  | { type: "acquire"; session: number; lock: string; mode: Mode; wait: Wait; request?: number | null }
-  | { type: "release"; session: number; lock: string; request?: number | null }
-  | { type: "cancel"; session: number; lock: string; request?: number | null }
-  | { type: "tick"; now: number };
+  | { kind: "open_session"; now: U64; ttl: U64 }
+  | { kind: "keep_alive"; now: U64; session: U64; request?: U64 | null }
+  | { kind: "close_session"; now: U64; session: U64; request?: U64 | null }
+  | { kind: "acquire"; now: U64; session: U64; lock: string; mode: Mode; wait: Wait; request?: U64 | null }
+  | { kind: "release"; now: U64; session: U64; lock: string; request?: U64 | null }
+  | { kind: "cancel"; now: U64; session: U64; lock: string; request?: U64 | null }
+  | { kind: "tick"; now: U64 };
 
 export interface Capacities { sessions: number; locks: number; claims: number }
+/** Rows in use per table (LockService.usage). */
+export interface Usage { sessions: number; locks: number; claims: number }
 export interface ServiceConfig extends Capacities {
   /** Ticks a lock stays ungrantable after its holder's session expired (default 0). */
-  lockDelay?: number;
+  lockDelay?: U64;
   /** Longest lock name in bytes, 1..=64 (default 64). */
   maxNameLen?: number;
 }
-export interface Holder { session: number; mode: Mode; token: number }
-export interface Waiter { session: number; mode: Mode; deadline: number | null }
+export interface Holder { session: U64; mode: Mode; token: U64 }
+export interface Waiter { session: U64; mode: Mode; deadline: U64 | null }
 export interface SessionInfo {
-  id: number; ttl: number; expiresAt: number; holds: number; waits: number; lastRequest: number;
+  id: U64; ttl: U64; expiresAt: U64; holds: number; waits: number; lastRequest: U64;
 }
-export interface Leader { session: number; epoch: number }
-export interface GateEntry { resource: string; highest: number }
+export interface Leader { session: U64; epoch: U64 }
+export interface GateEntry { resource: string; highest: U64 }
 export type Lease =
-  | { state: "safe"; until: number }
-  | { state: "jeopardy"; expiresAt: number }
+  | { state: "safe"; until: U64 }
+  | { state: "jeopardy"; expiresAt: U64 }
   | { state: "expired" }
   | { state: "unconfirmed" };
 
@@ -123,32 +168,64 @@ export type ErrorCode =
   | "stale_request" | "request_reused" | "empty_name" | "name_too_long" | "bad_ttl"
   | "deadline_overflow" | "time_went_backwards" | "bad_config" | "capacity_exceeded"
   | "stale" | "zero_token" | "bad_frame" | "buffer_too_small" | "bad_magic"
-  | "unsupported_version" | "corrupt_snapshot"
+  | "unsupported_version" | "corrupt_snapshot" | "unknown_keep_alive"
   | "out_of_range" | "bad_argument" | "out_of_memory";
+/** One entry of errorKinds(). */
+export interface ErrorKind { code: ErrorCode; errno: number }
 /** What every method throws: an Error (RangeError for out_of_range, TypeError for bad_argument). */
 export interface FencelockError extends Error {
   code: ErrorCode;
-  /** Core's stable numeric code (1xx-5xx); 701 out_of_range, 702 bad_argument, 703 out_of_memory. */
+  /** Core's stable numeric code (1xx-6xx); 701 out_of_range, 702 bad_argument, 703 out_of_memory. */
   errno: number;
+  /** A refused input of LockService (not handleFrame): the events of the advance to its now, which stands. */
+  events?: Output[];
+  /** A refused handleFrame: the same, as frames. */
+  eventFrames?: Uint8Array[];
   /** "stale": the token offered and the highest seen. */
-  token?: number;
-  highest?: number;
+  token?: U64;
+  highest?: U64;
   /** "unknown_session", "not_holder", "not_queued", "already_queued": the session. */
-  session?: number;
+  session?: U64;
   /** "capacity_exceeded": the full table. */
   table?: "sessions" | "locks" | "claims" | "resources";
   /** "time_went_backwards": the current time and the time asked for. */
-  now?: number;
-  requested?: number;
+  now?: U64;
+  requested?: U64;
   /** "stale_request": the number carried and the session's latest. */
-  request?: number;
-  latest?: number;
-  /** "name_too_long": the length in bytes (at least) and the limit. */
+  request?: U64;
+  latest?: U64;
+  /** "name_too_long": the length in bytes (UTF-16 units, a lower bound, past 65 536) and the limit. */
   len?: number;
   max?: number;
   /** "mode_mismatch": the mode the session holds the lock in. */
   held?: Mode;
-  /** "buffer_too_small": bytes needed. */
+  /** "buffer_too_small": what is needed. */
   need?: number;
+  /** "unknown_keep_alive": the send time the acknowledgement named. */
+  sentAt?: U64;
 }
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `ErrorCode` union of the `.d.ts` is exactly the kinds `js::error_kinds` lists
+    /// (the core's from `Error::EXAMPLES`, then the binding's), so a new core error kind
+    /// fails this test until the union names it.
+    #[test]
+    fn error_code_union_is_the_list_of_error_kinds() {
+        // The custom section's text is consumed by the macro: read it from this file.
+        let source = include_str!("lib.rs");
+        let start = source.find("export type ErrorCode =").expect("the union");
+        let body = &source[start..];
+        let body = &body[..body.find(';').expect("its end")];
+        let union: Vec<&str> = body.split('"').skip(1).step_by(2).collect();
+        let kinds: Vec<&str> = js::error_kinds().map(|(code, _)| code).collect();
+        let (mut u, mut k) = (union.clone(), kinds.clone());
+        u.sort_unstable();
+        k.sort_unstable();
+        assert_eq!(u, k);
+        assert_eq!(union.len(), kinds.len(), "no kind twice");
+    }
+}

@@ -5,23 +5,28 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use fencelock::{
-    Config, Error, Input, LockName, Output, SessionId, Tick, VecStorage, MAX_FRAME_LEN,
+    check_rows, Config, Error, Output, Reply, SessionId, Tick, VecStorage, MAX_FRAME_LEN,
     MAX_NAME_LEN,
 };
-use js_sys::Array;
+use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
 
-use crate::js::{self, Fail, Obj, MAX_SAFE};
-use crate::json;
+use crate::js::{self, Fail, Name, Obj};
+use crate::json::Answer;
 
-/// The core's limit on rows per table, checked here before allocating anything.
-const MAX_ROWS: u64 = i32::MAX as u64;
+/// A table size from JS, checked by the core's one rule (`fencelock::check_rows`) before
+/// anything is allocated.
+fn row_count(n: u64) -> Result<usize, Fail> {
+    // On wasm32 a count past usize::MAX is past the core's limit as well.
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    check_rows(n)?;
+    Ok(n)
+}
 
+/// `n` copies of `empty`, allocated fallibly (`out_of_memory`, not an abort), after the
+/// core's row check.
 pub(crate) fn rows<T: Clone>(n: u64, empty: T, what: &str) -> Result<Vec<T>, Fail> {
-    if n > MAX_ROWS {
-        return Err(Error::BadConfig("a table has more than 2^31 - 1 rows").into());
-    }
-    let n = n as usize;
+    let n = row_count(n)?;
     let mut v = Vec::new();
     v.try_reserve_exact(n)
         .map_err(|_| Fail::OutOfMemory(format!("cannot allocate {n} rows for the {what} table")))?;
@@ -34,13 +39,10 @@ pub(crate) fn rows<T: Clone>(n: u64, empty: T, what: &str) -> Result<Vec<T>, Fai
 /// `out_of_memory` error, not an abort.
 fn storage(caps: &JsValue) -> Result<VecStorage, Fail> {
     let caps = js::object(caps, "capacities")?;
-    let s = js::num(&js::get(caps, "sessions")?, "sessions")?;
-    let l = js::num(&js::get(caps, "locks")?, "locks")?;
-    let c = js::num(&js::get(caps, "claims")?, "claims")?;
-    if s > MAX_ROWS || l > MAX_ROWS || c > MAX_ROWS {
-        return Err(Error::BadConfig("a table has more than 2^31 - 1 rows").into());
-    }
-    VecStorage::try_new(s as usize, l as usize, c as usize).map_err(|_| {
+    let s = row_count(js::num(&js::get(caps, "sessions")?, "sessions")?)?;
+    let l = row_count(js::num(&js::get(caps, "locks")?, "locks")?)?;
+    let c = row_count(js::num(&js::get(caps, "claims")?, "claims")?)?;
+    VecStorage::try_new(s, l, c).map_err(|_| {
         Fail::OutOfMemory(format!(
             "cannot allocate tables of {s} sessions, {l} locks, {c} claims"
         ))
@@ -51,161 +53,115 @@ type Core = fencelock::LockService<VecStorage>;
 
 /// The lock service (core's `LockService` over heap tables sized at construction).
 ///
-/// Inputs return the outputs they produced, in order, as an array of tagged objects; a
-/// refused input throws and changes nothing. Queries never change anything. Time moves
-/// only through `tick(now)`; call it no later than `pollTimeout()` says.
+/// Every input takes the host's `now` first and returns `{reply, events}`: the caller's
+/// own answer (core's `Reply`) and the events for other sessions or caused by time
+/// (core's `Output`s, in order, those of the advance to `now` first). A refused input
+/// throws; the advance to `now` stands, and its events are on the error's `.events`.
+/// Queries never change anything.
 #[wasm_bindgen]
 pub struct LockService {
     core: Core,
-}
-
-/// Collects outputs as the JSON text of an `Output[]` and parses it once at the end: one
-/// crossing into JS per input instead of one per property (in node, an acquire/release
-/// loop runs about 1.5 times faster than building the objects property by property). The
-/// guards in `LockService::guard_*` make sure every number an input can emit fits a JS
-/// number before the input is applied, so the conversion cannot fail after the state has
-/// changed. An input that emits nothing (e.g. a `tick` with nothing due) builds no text and
-/// skips `JSON.parse`: it returns a fresh empty array.
-struct Sink {
-    json: String,
-    failed: Option<Fail>,
-}
-
-impl Sink {
-    fn new() -> Sink {
-        Sink {
-            // Empty until the first output: no allocation for an input that emits nothing.
-            json: String::new(),
-            failed: None,
-        }
-    }
-    fn push(&mut self, o: Output) {
-        self.json.push(if self.json.is_empty() { '[' } else { ',' });
-        if let Err(e) = json::output(&mut self.json, &o) {
-            self.failed.get_or_insert(e);
-        }
-    }
-    fn finish(mut self, r: Result<(), Error>) -> Result<Array, JsValue> {
-        r.map_err(Fail::from)?;
-        if let Some(f) = self.failed {
-            return Err(f.into());
-        }
-        if self.json.is_empty() {
-            // Fast path: nothing emitted, so no text to build or parse.
-            return Ok(Array::new());
-        }
-        self.json.push(']');
-        match js_sys::JSON::parse(&self.json) {
-            Ok(v) => Ok(v.unchecked_into()),
-            // Only an exhausted JS heap makes JSON.parse fail on this text.
-            Err(_) => Err(Fail::OutOfMemory(String::from("cannot build the outputs")).into()),
-        }
-    }
-}
-
-fn request(v: &JsValue) -> Result<Option<u64>, Fail> {
-    js::opt_num(v, "request")
 }
 
 fn session_arg(v: &JsValue) -> Result<SessionId, Fail> {
     js::num(v, "session").map(SessionId)
 }
 
-/// An `Input` from a tagged object (see the `Input` type in the `.d.ts`).
-fn parse_input(v: &JsValue) -> Result<Input, Fail> {
-    let v = js::object(v, "input")?;
-    let ty = js::get(v, "type")?;
-    let field = |k: &str| js::get(v, k);
-    let name =
-        |k: &str| -> Result<LockName, Fail> { Ok(LockName::new(&js::string(&field(k)?, k)?)?) };
-    Ok(match ty.as_string().as_deref() {
-        Some("openSession") => Input::OpenSession {
-            ttl: js::num(&field("ttl")?, "ttl")?,
-        },
-        Some("keepAlive") => Input::KeepAlive {
-            session: session_arg(&field("session")?)?,
-            request: request(&field("request")?)?,
-        },
-        Some("closeSession") => Input::CloseSession {
-            session: session_arg(&field("session")?)?,
-            request: request(&field("request")?)?,
-        },
-        Some("acquire") => Input::Acquire {
-            session: session_arg(&field("session")?)?,
-            lock: name("lock")?,
-            mode: js::parse_mode(&field("mode")?)?,
-            wait: js::parse_wait(&field("wait")?)?,
-            request: request(&field("request")?)?,
-        },
-        Some("release") => Input::Release {
-            session: session_arg(&field("session")?)?,
-            lock: name("lock")?,
-            request: request(&field("request")?)?,
-        },
-        Some("cancel") => Input::Cancel {
-            session: session_arg(&field("session")?)?,
-            lock: name("lock")?,
-            request: request(&field("request")?)?,
-        },
-        Some("tick") => Input::Tick {
-            now: Tick(js::num(&field("now")?, "now")?),
-        },
-        _ => {
-            return Err(Fail::BadArgument(String::from(
-                "input.type must be one of openSession, keepAlive, closeSession, acquire, \
-                 release, cancel, tick",
-            )))
-        }
-    })
+fn now_arg(v: &JsValue) -> Result<Tick, Fail> {
+    js::num(v, "now").map(Tick)
+}
+
+fn request_arg(v: &JsValue) -> Result<Option<u64>, Fail> {
+    js::opt_num(v, "request")
+}
+
+/// The thrown value of a refused input: the error, with the events the input emitted
+/// before it was refused (the advance to its `now`, which stands) as `.events`.
+fn refused(fail: Fail, events: &[Output]) -> JsValue {
+    let err = JsValue::from(fail);
+    // Only an exhausted JS heap makes the parse fail; the error is thrown without them then.
+    if let Ok(list) = Answer::build_events(events).parse(false) {
+        let _ = Reflect::set(&err, &JsValue::from_str("events"), &list);
+    }
+    err
+}
+
+/// A core call's result with the name's true length restored in a `name_too_long`.
+fn named(r: Result<Reply, Error>, name: &Name) -> Result<Reply, Fail> {
+    r.map_err(|e| Fail::from(name.error(e)))
 }
 
 impl LockService {
-    /// Every session id and token an input other than open/keep-alive can emit is at most
-    /// `next_session_id - 1`, or `revision + claims` (one grant per claim at most), so
-    /// checking these two bounds before applying the input keeps every output exact.
-    /// They are only ever hit by a service whose counters came from frames or a snapshot.
-    fn guard_counters(&self) -> Result<(), Fail> {
-        let next = self.core.next_session_id().0;
-        let claims = u64::from(self.core.capacity().claims);
-        let rev = self.core.revision();
-        if next > MAX_SAFE || rev.saturating_add(claims) > MAX_SAFE {
-            return Err(Fail::OutOfRange(format!(
-                "the service's counters (next session id {next}, revision {rev}) are too \
-                 close to 2^53-1 for its outputs to be exact JS numbers"
-            )));
+    /// Runs one input: `call` reads its arguments (a bad one throws before the core is
+    /// called, with no events) and calls the core with a `Vec` as its sink. The sink
+    /// cannot fail, and turning the answer into JS values cannot either (see `json`).
+    fn input(
+        &mut self,
+        call: impl FnOnce(&mut Core, &mut Vec<Output>) -> Result<Reply, Fail>,
+    ) -> Result<JsValue, JsValue> {
+        let mut events = Vec::new();
+        match call(&mut self.core, &mut events) {
+            Ok(reply) => Answer::build(&reply, &events).parse(true),
+            Err(fail) => Err(refused(fail, &events)),
         }
-        Ok(())
     }
 
-    /// `now + ttl` must be a safe integer: it is the `expiresAt` the input emits.
-    fn guard_deadline(&self, ttl: u64) -> Result<(), Fail> {
-        let now = self.core.now().0;
-        if now.saturating_add(ttl) > MAX_SAFE {
-            return Err(Fail::OutOfRange(format!(
-                "now + ttl = {now} + {ttl} is above 2^53-1"
-            )));
-        }
-        Ok(())
-    }
-
-    fn apply(&mut self, input: Input) -> Result<Array, JsValue> {
-        self.guard_counters()?;
-        match &input {
-            Input::OpenSession { ttl } if *ttl > 0 => self.guard_deadline(*ttl)?,
-            Input::KeepAlive { session, .. } => {
-                if let Some(info) = self.core.session(*session) {
-                    self.guard_deadline(info.ttl)?;
-                }
+    /// A tagged input object (`{kind: "acquire", now, session, lock, mode, wait,
+    /// request?}`…) applied through the same core calls as the typed methods.
+    fn dispatch(core: &mut Core, v: &JsValue, out: &mut Vec<Output>) -> Result<Reply, Fail> {
+        let v = js::object(v, "input")?;
+        let kind = js::get(v, "kind")?;
+        let field = |k: &str| js::get(v, k);
+        let now = now_arg(&field("now")?)?;
+        match kind.as_string().as_deref() {
+            Some("open_session") => {
+                let ttl = js::num(&field("ttl")?, "ttl")?;
+                Ok(core.open_session(now, ttl, out)?)
             }
-            _ => {}
+            Some("keep_alive") => {
+                let session = session_arg(&field("session")?)?;
+                let request = request_arg(&field("request")?)?;
+                Ok(core.keep_alive(now, session, request, out)?)
+            }
+            Some("close_session") => {
+                let session = session_arg(&field("session")?)?;
+                let request = request_arg(&field("request")?)?;
+                Ok(core.close_session(now, session, request, out)?)
+            }
+            Some("acquire") => {
+                let session = session_arg(&field("session")?)?;
+                let lock = js::name(&field("lock")?, "lock")?;
+                let (mode, wait, request) = js::acquire_options(v)?;
+                let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
+                named(r, &lock)
+            }
+            Some("release") => {
+                let session = session_arg(&field("session")?)?;
+                let lock = js::name(&field("lock")?, "lock")?;
+                let request = request_arg(&field("request")?)?;
+                named(
+                    core.release(now, session, lock.as_str(), request, out),
+                    &lock,
+                )
+            }
+            Some("cancel") => {
+                let session = session_arg(&field("session")?)?;
+                let lock = js::name(&field("lock")?, "lock")?;
+                let request = request_arg(&field("request")?)?;
+                named(
+                    core.cancel(now, session, lock.as_str(), request, out),
+                    &lock,
+                )
+            }
+            Some("tick") => {
+                core.tick(now, out)?;
+                Ok(Reply::Ticked { now })
+            }
+            _ => Err(Fail::BadArgument(String::from(
+                "input.kind must be one of open_session, keep_alive, close_session, acquire, \
+                 release, cancel, tick",
+            ))),
         }
-        let mut sink = Sink::new();
-        let r = self.core.handle(input, &mut |o| sink.push(o));
-        sink.finish(r)
-    }
-
-    fn lock_name(v: &JsValue, what: &str) -> Result<LockName, Fail> {
-        Ok(LockName::new(&js::string(v, what)?)?)
     }
 }
 
@@ -215,8 +171,9 @@ impl LockService {
     /// Cost: O(sessions + locks + claims) time, and the bytes per row documented in
     /// `fencelock::storage` (about 100 per session, 140 per lock, 70 per claim).
     ///
-    /// Throws `out_of_range` (a number that is not a safe non-negative integer),
-    /// `bad_argument` (not an object), `bad_config`, `out_of_memory`.
+    /// Throws `out_of_range` (a number that cannot be a `u64`), `bad_argument` (not an
+    /// object), `bad_config` (the core's: a table over 2^31-1 rows, a bad `maxNameLen`),
+    /// `out_of_memory`.
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "ServiceConfig")] config: JsValue,
@@ -253,302 +210,330 @@ impl LockService {
 
     // ------------------------------------------------------------------ inputs
 
-    /// Opens a session expiring `ttl` ticks from now: `[{type: "sessionOpened", …}]`.
-    /// Throws `bad_ttl`, `capacity_exceeded`, `out_of_range` (also when now + ttl is above
-    /// 2^53-1). Cost: O(log sessions).
-    #[wasm_bindgen(js_name = openSession, unchecked_return_type = "Output[]")]
+    /// Opens a session expiring `ttl` ticks after `now`: reply `{kind: "opened", session,
+    /// expiresAt}`. Throws (core's order) `time_went_backwards`, then — after the advance
+    /// to `now`, which stands — `bad_ttl`, `deadline_overflow`, `capacity_exceeded`; before
+    /// the core, `out_of_range`. Cost: the advance, then O(log sessions).
+    #[wasm_bindgen(js_name = openSession, unchecked_return_type = "Answer<Opened>")]
     pub fn open_session(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "number")] ttl: JsValue,
-    ) -> Result<Array, JsValue> {
-        let ttl = js::num(&ttl, "ttl")?;
-        self.apply(Input::OpenSession { ttl })
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] ttl: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| {
+            let (now, ttl) = (now_arg(&now)?, js::num(&ttl, "ttl")?);
+            Ok(core.open_session(now, ttl, out)?)
+        })
     }
 
-    /// Renews a session (the heartbeat): `[{type: "sessionRenewed", …}]`. Throws
-    /// `unknown_session`, request-number errors, `out_of_range`. Cost: O(log sessions).
-    #[wasm_bindgen(js_name = keepAlive, unchecked_return_type = "Output[]")]
+    /// Keeps a session alive: its deadline becomes `now` + its ttl; reply `{kind:
+    /// "kept_alive", expiresAt}`. Throws `time_went_backwards`, then `unknown_session`,
+    /// request-number errors, `deadline_overflow`; before the core, `out_of_range`.
+    /// Cost: the advance, then O(log sessions).
+    #[wasm_bindgen(js_name = keepAlive, unchecked_return_type = "Answer<KeptAlive>")]
     pub fn keep_alive(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "number")] session: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] request: JsValue,
-    ) -> Result<Array, JsValue> {
-        let session = session_arg(&session)?;
-        let request = opt(request)?;
-        self.apply(Input::KeepAlive { session, request })
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| {
+            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
+            let request = request_arg(&request)?;
+            Ok(core.keep_alive(now, session, request, out)?)
+        })
     }
 
-    /// Closes a session: `sessionClosed`, a `released` per hold, then the grants this
-    /// frees. Throws `unknown_session`, request-number errors. Cost: O(its claims).
-    #[wasm_bindgen(js_name = closeSession, unchecked_return_type = "Output[]")]
+    /// Closes a session: reply `{kind: "closed"}`; events: a `released` (reason
+    /// `"closed"`) per hold, then the grants this frees. Throws `time_went_backwards`,
+    /// then `unknown_session`, request-number errors; before the core, `out_of_range`.
+    /// Cost: the advance, then O(its claims + events).
+    #[wasm_bindgen(js_name = closeSession, unchecked_return_type = "Answer<Closed>")]
     pub fn close_session(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "number")] session: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] request: JsValue,
-    ) -> Result<Array, JsValue> {
-        let session = session_arg(&session)?;
-        let request = opt(request)?;
-        self.apply(Input::CloseSession { session, request })
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| {
+            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
+            let request = request_arg(&request)?;
+            Ok(core.close_session(now, session, request, out)?)
+        })
     }
 
-    /// Acquires `lock`: `granted`, `queued` or `busy`. `mode` is `"exclusive"` or
-    /// `"shared"`; `wait` is `"none"`, `"forever"` or `{until: tick}`. Throws
-    /// `unknown_session`, `empty_name`, `name_too_long`, `already_queued`,
-    /// `mode_mismatch`, `capacity_exceeded`, request-number errors, `bad_argument`,
-    /// `out_of_range`. Cost: O(name length + log claims).
-    #[wasm_bindgen(unchecked_return_type = "Output[]")]
+    /// Acquires `lock` for `session`: `options` is `{mode, wait, request?}` (`mode`
+    /// `"exclusive"` or `"shared"`; `wait` `"none"`, `"forever"` or `{until: tick}`).
+    /// Reply `granted` (`mode`, `token`), `queued` (`mode`, `position`) or `busy` — or,
+    /// for a repeated request number, `hold_ended` / `wait_ended`. Throws in the core's
+    /// order: `time_went_backwards`, then (after the advance) `unknown_session`,
+    /// `empty_name`, `name_too_long`, request-number errors, `already_queued`,
+    /// `mode_mismatch`, `capacity_exceeded`; before the core, `out_of_range` and
+    /// `bad_argument` for arguments that cannot be a tick, an id, a string, a mode or a
+    /// wait. Cost: the advance, then O(name length + log claims).
+    #[wasm_bindgen(unchecked_return_type = "Answer<AcquireReply>")]
     pub fn acquire(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "number")] session: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Mode")] mode: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Wait")] wait: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] request: JsValue,
-    ) -> Result<Array, JsValue> {
-        let input = Input::Acquire {
-            session: session_arg(&session)?,
-            lock: Self::lock_name(&lock, "lock")?,
-            mode: js::parse_mode(&mode)?,
-            wait: js::parse_wait(&wait)?,
-            request: opt(request)?,
-        };
-        self.apply(input)
+        #[wasm_bindgen(unchecked_param_type = "AcquireOptions")] options: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| {
+            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
+            let lock = js::name(&lock, "lock")?;
+            let (mode, wait, request) = js::acquire_options(&options)?;
+            let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
+            named(r, &lock)
+        })
     }
 
-    /// Releases a held lock: `released`, then the grants it frees. Throws
-    /// `unknown_session`, `not_holder`, name and request-number errors. Cost: O(name
-    /// length + grants).
-    #[wasm_bindgen(unchecked_return_type = "Output[]")]
+    /// Releases a held lock: reply `{kind: "released", token}`; events: the grants it
+    /// frees. Throws `time_went_backwards`, then `unknown_session`, name errors,
+    /// request-number errors, `not_holder`; before the core, `out_of_range`,
+    /// `bad_argument`. Cost: the advance, then O(name length + log claims + events).
+    #[wasm_bindgen(unchecked_return_type = "Answer<Released>")]
     pub fn release(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "number")] session: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] request: JsValue,
-    ) -> Result<Array, JsValue> {
-        let input = Input::Release {
-            session: session_arg(&session)?,
-            lock: Self::lock_name(&lock, "lock")?,
-            request: opt(request)?,
-        };
-        self.apply(input)
+        #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| {
+            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
+            let lock = js::name(&lock, "lock")?;
+            let request = request_arg(&request)?;
+            named(
+                core.release(now, session, lock.as_str(), request, out),
+                &lock,
+            )
+        })
     }
 
-    /// Withdraws a queued acquire: `waitCancelled` (and grants it unblocks). Throws
-    /// `unknown_session`, `not_queued`, name and request-number errors. Cost: O(name
-    /// length + grants).
-    #[wasm_bindgen(unchecked_return_type = "Output[]")]
+    /// Withdraws a queued acquire: reply `{kind: "cancelled"}`; events: grants it
+    /// unblocks. Throws `time_went_backwards`, then `unknown_session`, name errors,
+    /// request-number errors, `not_queued`; before the core, `out_of_range`,
+    /// `bad_argument`. Cost: the advance, then O(name length + log claims + events).
+    #[wasm_bindgen(unchecked_return_type = "Answer<Cancelled>")]
     pub fn cancel(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "number")] session: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] request: JsValue,
-    ) -> Result<Array, JsValue> {
-        let input = Input::Cancel {
-            session: session_arg(&session)?,
-            lock: Self::lock_name(&lock, "lock")?,
-            request: opt(request)?,
-        };
-        self.apply(input)
+        #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| {
+            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
+            let lock = js::name(&lock, "lock")?;
+            let request = request_arg(&request)?;
+            named(
+                core.cancel(now, session, lock.as_str(), request, out),
+                &lock,
+            )
+        })
     }
 
-    /// Advances time to `now`: expiries (`sessionExpired`, `released` with reason
-    /// `"expired"`), timed-out waits, then grants, in that order. Throws
-    /// `time_went_backwards`, `out_of_range`. Cost: O(1) with nothing due, else O(log n)
-    /// per due deadline plus the outputs.
-    #[wasm_bindgen(unchecked_return_type = "Output[]")]
+    /// Advances time to `now`: reply `{kind: "ticked", now}`; events: expiries
+    /// (`session_expired`, `released` with reason `"expired"`), timed-out waits, then
+    /// grants, in that order. Call it when `pollTimeout()` comes due. Throws
+    /// `time_went_backwards`; before the core, `out_of_range`. Cost: O(1) with nothing
+    /// due, else O(log n) per due deadline plus the events.
+    #[wasm_bindgen(unchecked_return_type = "Answer<Ticked>")]
     pub fn tick(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "number")] now: JsValue,
-    ) -> Result<Array, JsValue> {
-        let now = Tick(js::num(&now, "now")?);
-        self.apply(Input::Tick { now })
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| {
+            let now = now_arg(&now)?;
+            core.tick(now, out)?;
+            Ok(Reply::Ticked { now })
+        })
     }
 
     /// Stands `session` as a candidate in `election` (an exclusive acquire that waits
-    /// forever): `granted` (it leads; the token is its epoch) or `queued`. Throws as
+    /// forever): reply `granted` (it leads; the token is its epoch) or `queued`. Throws as
     /// `acquire`. Cost: as acquire.
-    #[wasm_bindgen(unchecked_return_type = "Output[]")]
+    #[wasm_bindgen(unchecked_return_type = "Answer<AcquireReply>")]
     pub fn campaign(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "number")] session: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] election: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] request: JsValue,
-    ) -> Result<Array, JsValue> {
-        let session = session_arg(&session)?;
-        let election = Self::lock_name(&election, "election")?;
-        let request = opt(request)?;
-        self.guard_counters()?;
-        let mut sink = Sink::new();
-        let r = self
-            .core
-            .campaign(session, election.as_str(), request, &mut |o| sink.push(o));
-        sink.finish(r)
+        #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| {
+            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
+            let election = js::name(&election, "election")?;
+            let request = request_arg(&request)?;
+            let r = core.campaign(now, session, election.as_str(), request, out);
+            named(r, &election)
+        })
     }
 
-    /// Withdraws `session` from `election`: steps down if it leads (the next candidate is
-    /// granted with a higher epoch), else leaves the queue. Throws `not_queued` if it is
-    /// neither, and as `release`/`cancel`. Cost: as release.
-    #[wasm_bindgen(unchecked_return_type = "Output[]")]
+    /// Withdraws `session` from `election`: steps down if it leads (reply `released`; the
+    /// next candidate is granted with a higher epoch), else leaves the queue (reply
+    /// `cancelled`). Throws `not_queued` if it is neither, and as `release`/`cancel`.
+    /// Cost: as release.
+    #[wasm_bindgen(unchecked_return_type = "Answer<Released | Cancelled>")]
     pub fn resign(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "number")] session: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] election: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] request: JsValue,
-    ) -> Result<Array, JsValue> {
-        let session = session_arg(&session)?;
-        let election = Self::lock_name(&election, "election")?;
-        let request = opt(request)?;
-        self.guard_counters()?;
-        let mut sink = Sink::new();
-        let r = self
-            .core
-            .resign(session, election.as_str(), request, &mut |o| sink.push(o));
-        sink.finish(r)
+        #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| {
+            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
+            let election = js::name(&election, "election")?;
+            let request = request_arg(&request)?;
+            let r = core.resign(now, session, election.as_str(), request, out);
+            named(r, &election)
+        })
     }
 
-    /// Applies one input given as a tagged object (`{type: "acquire", session, lock,
-    /// mode, wait, request?}`…; see `Input` in the `.d.ts`). Throws what the named method
-    /// throws, and `bad_argument` for an unknown `type`.
-    #[wasm_bindgen(unchecked_return_type = "Output[]")]
+    /// Applies one input given as a tagged object (`{kind: "acquire", now, session, lock,
+    /// mode, wait, request?}`…; see `Input` in the `.d.ts`) through the same core calls as
+    /// the typed methods. Throws what the named method throws, and `bad_argument` for an
+    /// unknown `kind`. Cost: that method's.
+    #[wasm_bindgen(unchecked_return_type = "Answer<Reply>")]
     pub fn handle(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "Input")] input: JsValue,
-    ) -> Result<Array, JsValue> {
-        let input = parse_input(&input)?;
-        self.apply(input)
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| Self::dispatch(core, &input, out))
     }
 
-    /// Applies one postcard input frame and returns the output frames, for hosts that
-    /// carry frames over their own transport (a WebSocket, a worker message). Numbers
-    /// stay `u64` end to end here: no 2^53 limit. Throws `bad_frame` (nothing changed),
-    /// then what the input's method throws. Cost: O(frame length) + the input's cost.
-    #[wasm_bindgen(js_name = handleFrame, unchecked_return_type = "Uint8Array[]")]
+    /// Applies one postcard input frame; returns `{reply, events}` as frames (`reply` one
+    /// `Uint8Array`, `events` an array of them), for hosts that carry frames over their
+    /// own transport (a WebSocket, a worker message). Numbers stay `u64` end to end.
+    /// Throws `bad_frame` (nothing changed), then what the input's method throws, with
+    /// the advance's event frames on `.eventFrames`. Cost: O(frame length) + the input's.
+    #[wasm_bindgen(js_name = handleFrame, unchecked_return_type = "FrameAnswer")]
     pub fn handle_frame(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] frame: JsValue,
-    ) -> Result<Array, JsValue> {
+    ) -> Result<JsValue, JsValue> {
         let frame = js::plain_bytes(&frame, "frame")?;
-        // No input frame is longer than MAX_FRAME_LEN: refuse without copying it in.
+        // No input frame is longer than MAX_FRAME_LEN (the core's decoder would refuse it
+        // as BadFrame too): refuse it without copying it in.
         if frame.length() as usize > MAX_FRAME_LEN {
             return Err(Fail::from(Error::BadFrame).into());
         }
         let frame = js::copy(&frame, "frame")?;
-        let out = Array::new();
-        let mut failed = None;
-        let r = self.core.handle_frame(&frame, &mut |o: Output| {
-            let mut buf = [0u8; MAX_FRAME_LEN];
-            match o.to_frame(&mut buf) {
-                Ok(n) => {
-                    out.push(&js::uint8(buf.get(..n).unwrap_or(&[])));
-                }
-                Err(e) => {
-                    failed.get_or_insert(e);
-                }
+        let mut events: Vec<Output> = Vec::new();
+        let r = self.core.handle_frame(&frame, &mut events);
+        let mut buf = [0u8; MAX_FRAME_LEN];
+        let list: Array = events
+            .iter()
+            .map(|o| {
+                let n = o.to_frame(&mut buf);
+                bytes(n, &buf)
+            })
+            .collect();
+        match r {
+            Ok(reply) => {
+                let n = reply.to_frame(&mut buf);
+                Ok(Obj::new()
+                    .with("reply", bytes(n, &buf))
+                    .with("events", list)
+                    .done())
             }
-        });
-        r.map_err(Fail::from)?;
-        match failed {
-            // MAX_FRAME_LEN fits every output, so this is unreachable in practice.
-            Some(e) => Err(Fail::from(e).into()),
-            None => Ok(out),
+            Err(e) => {
+                let err = JsValue::from(Fail::from(e));
+                let _ = Reflect::set(&err, &JsValue::from_str("eventFrames"), &list);
+                Err(err)
+            }
         }
     }
 
     // ------------------------------------------------------------------ queries
 
     /// The current tick. Cost: O(1).
-    pub fn now(&self) -> Result<f64, JsValue> {
-        Ok(num_out(self.core.now().0, "now")?)
+    #[wasm_bindgen(unchecked_return_type = "U64")]
+    pub fn now(&self) -> JsValue {
+        js::number(self.core.now().0)
     }
 
     /// The next tick at which something is due, or `null`. Cost: O(1).
-    #[wasm_bindgen(js_name = pollTimeout, unchecked_return_type = "number | null")]
-    pub fn poll_timeout(&self) -> Result<JsValue, JsValue> {
-        Ok(js::opt_number(
-            self.core.poll_timeout().map(|t| t.0),
-            "pollTimeout",
-        )?)
+    #[wasm_bindgen(js_name = pollTimeout, unchecked_return_type = "U64 | null")]
+    pub fn poll_timeout(&self) -> JsValue {
+        js::opt_number(self.core.poll_timeout().map(|t| t.0))
     }
 
     /// The highest token granted so far (0 before the first grant). Cost: O(1).
-    pub fn revision(&self) -> Result<f64, JsValue> {
-        Ok(num_out(self.core.revision(), "revision")?)
+    #[wasm_bindgen(unchecked_return_type = "U64")]
+    pub fn revision(&self) -> JsValue {
+        js::number(self.core.revision())
     }
 
-    /// The holders of `lock` in grant order: `[{session, mode, token}]`. Cost: O(name
-    /// length + holders).
+    /// The holders of `lock` in grant order: `[{session, mode, token}]` (none for a name
+    /// no lock can have). Throws `bad_argument`. Cost: O(name length + holders).
     #[wasm_bindgen(unchecked_return_type = "Holder[]")]
     pub fn holders(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
     ) -> Result<Array, JsValue> {
-        let lock = js::string(&lock, "lock")?;
-        let out = Array::new();
-        for h in self.core.holders(&lock) {
-            out.push(
-                &Obj::new()
-                    .with("session", js::session(h.session)?)
+        let lock = js::name(&lock, "lock")?;
+        Ok(self
+            .core
+            .holders(lock.as_str())
+            .map(|h| {
+                Obj::new()
+                    .with("session", js::session(h.session))
                     .with("mode", js::mode(h.mode))
-                    .with("token", js::token(h.token)?)
-                    .done(),
-            );
-        }
-        Ok(out)
+                    .with("token", js::token(h.token))
+                    .done()
+            })
+            .collect())
     }
 
     /// The queue of `lock`, head first: `[{session, mode, deadline}]` (`deadline` null =
-    /// waits forever). Cost: O(name length + waiters).
+    /// waits forever). Throws `bad_argument`. Cost: O(name length + waiters).
     #[wasm_bindgen(unchecked_return_type = "Waiter[]")]
     pub fn waiters(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
     ) -> Result<Array, JsValue> {
-        let lock = js::string(&lock, "lock")?;
-        let out = Array::new();
-        for w in self.core.waiters(&lock) {
-            out.push(
-                &Obj::new()
-                    .with("session", js::session(w.session)?)
+        let lock = js::name(&lock, "lock")?;
+        Ok(self
+            .core
+            .waiters(lock.as_str())
+            .map(|w| {
+                Obj::new()
+                    .with("session", js::session(w.session))
                     .with("mode", js::mode(w.mode))
-                    .with(
-                        "deadline",
-                        js::opt_number(w.deadline.map(|t| t.0), "deadline")?,
-                    )
-                    .done(),
-            );
-        }
-        Ok(out)
+                    .with("deadline", js::opt_number(w.deadline.map(|t| t.0)))
+                    .done()
+            })
+            .collect())
     }
 
     /// A live session `{id, ttl, expiresAt, holds, waits, lastRequest}`, or `null`.
-    /// Cost: O(its claims).
+    /// Throws `out_of_range`. Cost: O(its claims).
     #[wasm_bindgen(unchecked_return_type = "SessionInfo | null")]
     pub fn session(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] id: JsValue,
     ) -> Result<JsValue, JsValue> {
         let id = session_arg(&id)?;
         let Some(s) = self.core.session(id) else {
             return Ok(JsValue::NULL);
         };
         Ok(Obj::new()
-            .with("id", js::session(s.id)?)
-            .with("ttl", js::number(s.ttl, "ttl")?)
-            .with("expiresAt", js::number(s.expires_at.0, "expiresAt")?)
+            .with("id", js::session(s.id))
+            .with("ttl", js::number(s.ttl))
+            .with("expiresAt", js::number(s.expires_at.0))
             .with("holds", s.holds)
             .with("waits", s.waits)
-            .with("lastRequest", js::number(s.last_request, "lastRequest")?)
+            .with("lastRequest", js::number(s.last_request))
             .done())
     }
 
     /// Open session ids, ascending. Cost: O(sessions).
-    #[wasm_bindgen(unchecked_return_type = "number[]")]
-    pub fn sessions(&self) -> Result<Array, JsValue> {
-        let out = Array::new();
-        for s in self.core.sessions() {
-            out.push(&js::session(s)?);
-        }
-        Ok(out)
+    #[wasm_bindgen(unchecked_return_type = "U64[]")]
+    pub fn sessions(&self) -> Array {
+        self.core.sessions().map(js::session).collect()
     }
 
     /// Lock entries (held, awaited or in lock-delay), in creation order. Cost: O(locks).
@@ -560,60 +545,68 @@ impl LockService {
             .collect()
     }
 
-    /// The leader of `election`, `{session, epoch}`, or `null`. Cost: O(name length).
+    /// The leader of `election`, `{session, epoch}`, or `null`. Throws `bad_argument`.
+    /// Cost: O(name length).
     #[wasm_bindgen(unchecked_return_type = "Leader | null")]
     pub fn leader(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] election: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let election = js::string(&election, "election")?;
-        let Some(l) = self.core.leader(&election) else {
-            return Ok(JsValue::NULL);
-        };
-        Ok(Obj::new()
-            .with("session", js::session(l.session)?)
-            .with("epoch", js::token(l.epoch)?)
-            .done())
+        let election = js::name(&election, "election")?;
+        Ok(match self.core.leader(election.as_str()) {
+            Some(l) => Obj::new()
+                .with("session", js::session(l.session))
+                .with("epoch", js::token(l.epoch))
+                .done(),
+            None => JsValue::NULL,
+        })
     }
 
     /// The tick before which `lock` will not be granted because of lock-delay, or `null`.
-    /// Cost: O(name length).
-    #[wasm_bindgen(js_name = lockDelayUntil, unchecked_return_type = "number | null")]
+    /// Throws `bad_argument`. Cost: O(name length).
+    #[wasm_bindgen(js_name = lockDelayUntil, unchecked_return_type = "U64 | null")]
     pub fn lock_delay_until(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let lock = js::string(&lock, "lock")?;
+        let lock = js::name(&lock, "lock")?;
         Ok(js::opt_number(
-            self.core.lock_delay_until(&lock).map(|t| t.0),
-            "lockDelayUntil",
-        )?)
+            self.core.lock_delay_until(lock.as_str()).map(|t| t.0),
+        ))
     }
 
     /// Table capacities `{sessions, locks, claims}`. Cost: O(1).
     #[wasm_bindgen(unchecked_return_type = "Capacities")]
     pub fn capacity(&self) -> JsValue {
-        caps(self.core.capacity())
+        let c = self.core.capacity();
+        counts(c.sessions, c.locks, c.claims)
     }
 
-    /// Entries in use per table `{sessions, locks, claims}`. Cost: O(1).
-    #[wasm_bindgen(unchecked_return_type = "Capacities")]
-    pub fn len(&self) -> JsValue {
-        caps(self.core.len())
+    /// Rows in use per table `{sessions, locks, claims}` (core's `usage()`). Cost: O(1).
+    #[wasm_bindgen(unchecked_return_type = "Usage")]
+    pub fn usage(&self) -> JsValue {
+        let u = self.core.usage();
+        counts(u.sessions, u.locks, u.claims)
+    }
+
+    /// The most events one input can emit now (core's `max_events()`). Cost: O(1).
+    #[wasm_bindgen(js_name = maxEvents)]
+    pub fn max_events(&self) -> f64 {
+        self.core.max_events() as f64
     }
 
     /// The configuration `{lockDelay, maxNameLen}`. Cost: O(1).
-    #[wasm_bindgen(unchecked_return_type = "{ lockDelay: number; maxNameLen: number }")]
-    pub fn config(&self) -> Result<JsValue, JsValue> {
+    #[wasm_bindgen(unchecked_return_type = "{ lockDelay: U64; maxNameLen: number }")]
+    pub fn config(&self) -> JsValue {
         let c = self.core.config();
-        Ok(Obj::new()
-            .with("lockDelay", js::number(c.lock_delay, "lockDelay")?)
+        Obj::new()
+            .with("lockDelay", js::number(c.lock_delay))
             .with("maxNameLen", c.max_name_len)
-            .done())
+            .done()
     }
 
     /// The canonical snapshot bytes (the same input history gives the same bytes, on every
-    /// platform; a refused input leaves them unchanged).
+    /// platform; a refused input leaves them as the advance to its `now` left them).
     /// Throws `out_of_memory` if the module cannot hold a copy. Cost: O(sessions + locks
     /// + claims).
     #[wasm_bindgen(unchecked_return_type = "Uint8Array")]
@@ -624,18 +617,16 @@ impl LockService {
     }
 }
 
-fn opt(request: JsValue) -> Result<Option<u64>, Fail> {
-    self::request(&request)
+/// The first `n` bytes of `buf` as a `Uint8Array` (`n` from `to_frame`: MAX_FRAME_LEN fits
+/// every reply and event, so the encoding does not fail).
+fn bytes(n: Result<usize, Error>, buf: &[u8]) -> JsValue {
+    js::uint8(buf.get(..n.unwrap_or(0)).unwrap_or(&[]))
 }
 
-fn num_out(v: u64, what: &str) -> Result<f64, Fail> {
-    js::number(v, what).map(|_| v as f64)
-}
-
-fn caps(c: fencelock::Capacity) -> JsValue {
+fn counts(sessions: u32, locks: u32, claims: u32) -> JsValue {
     Obj::new()
-        .with("sessions", c.sessions)
-        .with("locks", c.locks)
-        .with("claims", c.claims)
+        .with("sessions", sessions)
+        .with("locks", locks)
+        .with("claims", claims)
         .done()
 }

@@ -1,11 +1,13 @@
 // Garbage in, errors out — never a trap. Seeded random calls of every method with
 // hostile arguments (wrong types, edge numbers, throwing proxies, getters that re-enter
 // the service, random bytes). Each call either succeeds or throws an Error with a
-// string .code; a refused call leaves the snapshot unchanged; a WebAssembly.RuntimeError
-// (`unreachable` executed) fails the test. Replay a failure with FENCELOCK_SEED=<seed>.
+// string .code; a refused call changes nothing beyond the advance to its `now` (the
+// service's state is then exactly that of a copy ticked to the same time, and the
+// error's events are that tick's); a WebAssembly.RuntimeError (`unreachable` executed)
+// fails the test. Replay a failure with FENCELOCK_SEED=<seed>.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LockService, FenceGate, SessionKeeper, hex, rng, seed } from './pkg.mjs';
+import { LockService, FenceGate, SessionKeeper, hex, unhex, rng, seed } from './pkg.mjs';
 
 const ROUNDS = 4000;
 
@@ -27,12 +29,14 @@ function values(r, svc) {
     NaN, Infinity, -Infinity, '', 'l', 'held', 'x'.repeat(64), 'x'.repeat(65), 'é'.repeat(33),
     '\ud800', '\u0000', 'exclusive', 'shared', 'none', 'forever', '1', 5n, -5n, 2n ** 64n,
     null, undefined, true, false, Symbol('s'), {}, [], [1, 2], { until: 3 }, { until: -1 },
-    { until: 2 ** 53 }, { type: 'tick', now: 5 }, { type: 'openSession', ttl: 3 },
-    { type: 'acquire', session: 1, lock: 'l', mode: 'shared', wait: 'forever', request: 2 },
+    { until: 2 ** 53 }, { kind: 'tick', now: 5 }, { kind: 'open_session', now: 2, ttl: 3 },
+    { kind: 'acquire', now: 3, session: 1, lock: 'l', mode: 'shared', wait: 'forever', request: 2 },
+    { mode: 'exclusive', wait: 'none' }, { mode: 'shared', wait: { until: 4 }, request: 1 },
+    { mode: 'exclusive', wait: 'forever', request: 5n },
     { sessions: 2, locks: 2, claims: 2 }, { sessions: 2 ** 40, locks: 1, claims: 1 },
     () => 1, new Uint8Array([0, 10]), new Uint8Array([6, 3]), new ArrayBuffer(4), new Uint16Array(2),
     new Proxy({}, { get() { throw new Error('proxy get'); }, has() { throw new Error('proxy has'); } }),
-    { get type() { return svc.tick(1) && 'tick'; }, now: 1 },
+    { get kind() { return svc.tick(1) && 'tick'; }, now: 1 },
     { get until() { return svc.snapshot().length; } }, // re-enters while the service is borrowed
     Object.create(null),
     revoked,
@@ -45,10 +49,40 @@ function values(r, svc) {
 const serviceMethods = [
   'openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign',
   'resign', 'handle', 'handleFrame', 'now', 'pollTimeout', 'revision', 'holders', 'waiters',
-  'session', 'sessions', 'locks', 'leader', 'lockDelayUntil', 'capacity', 'len', 'config', 'snapshot',
+  'session', 'sessions', 'locks', 'leader', 'lockDelayUntil', 'capacity', 'usage', 'maxEvents', 'config',
+  'snapshot',
 ];
+const inputMethods = new Set(['openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign', 'resign', 'handle', 'handleFrame']);
 const gateMethods = ['admit', 'check', 'highest', 'entries', 'snapshot'];
-const keeperMethods = ['heartbeatSent', 'heartbeatAcked', 'sessionLost', 'lease', 'mayAct', 'heartbeatDue', 'pollTimeout'];
+const keeperMethods = ['keepAliveSent', 'keepAliveAcked', 'sessionLost', 'lease', 'mayAct', 'nextKeepAlive', 'pollTimeout'];
+
+/** A postcard varint (frames carry u64 as varints). */
+function varint(n) {
+  const out = [];
+  let v = BigInt(n);
+  do {
+    let b = Number(v & 0x7fn);
+    v >>= 7n;
+    if (v) b |= 0x80;
+    out.push(b);
+  } while (v);
+  return out;
+}
+
+/**
+ * After `svc` refused an input: it changed nothing beyond the advance to its `now`. A
+ * copy restored from the state before, ticked to the service's time now, must have the
+ * same bytes, and its tick's events must be the error's.
+ */
+function onlyTheAdvance(svc, before, err, label) {
+  const copy = LockService.restore(unhex(before), svc.capacity());
+  const tick = copy.handleFrame(new Uint8Array([6, ...varint(svc.now())]));
+  assert.equal(hex(svc.snapshot()), hex(copy.snapshot()), `${label}: refused (${err.code}) but changed more than the time`);
+  const events = err.eventFrames ? err.eventFrames : null;
+  if (events) assert.deepEqual(events.map(hex), tick.events.map(hex), `${label}: the error's event frames`);
+  else if (err.events) assert.equal(err.events.length, tick.events.length, `${label}: the error's events`);
+  copy.free();
+}
 
 function call(fn, label) {
   try {
@@ -62,7 +96,7 @@ function call(fn, label) {
   }
 }
 
-test(`garbage never traps and refused calls change nothing (seed ${seed})`, () => {
+test(`garbage never traps and refused calls change nothing beyond the advance (seed ${seed})`, () => {
   const r = rng(seed);
   const svc = new LockService({ sessions: 4, locks: 4, claims: 6, lockDelay: 2, maxNameLen: 64 });
   const gate = new FenceGate(3);
@@ -72,8 +106,8 @@ test(`garbage never traps and refused calls change nothing (seed ${seed})`, () =
   let applied = 0;
   for (let i = 0; i < ROUNDS; i++) {
     // keep some live sessions around so inputs reach deeper than unknown_session
-    if (r.chance(10)) call(() => svc.openSession(1 + r.below(20)), 'setup');
-    if (r.chance(5)) call(() => svc.tick(svc.now() + r.below(3)), 'setup');
+    if (r.chance(10)) call(() => svc.openSession(svc.now(), 1 + r.below(20)), 'setup');
+    if (r.chance(5)) call(() => svc.tick(BigInt(svc.now()) + BigInt(r.below(3))), 'setup');
     const which = r.below(10);
     const args = Array.from({ length: r.below(6) }, arg);
     let target;
@@ -82,7 +116,11 @@ test(`garbage never traps and refused calls change nothing (seed ${seed})`, () =
     if (which < 7) {
       target = svc;
       method = r.pick(serviceMethods);
-      if (r.chance(40)) args[0] = r.pick(svc.sessions().concat([0, 9]));
+      // a plausible now first, then often a live session
+      if (inputMethods.has(method) && method !== 'handle' && method !== 'handleFrame' && r.chance(70)) {
+        args[0] = r.chance(80) ? svc.now() : BigInt(svc.now()) + BigInt(r.below(4));
+        if (r.chance(50)) args[1] = r.pick(svc.sessions().concat([0, 9]));
+      } else if (r.chance(40)) args[0] = r.pick(svc.sessions().concat([0, 9]));
       before = () => hex(svc.snapshot());
     } else if (which < 9) {
       target = gate;
@@ -91,7 +129,7 @@ test(`garbage never traps and refused calls change nothing (seed ${seed})`, () =
     } else {
       target = keeper;
       method = r.pick(keeperMethods);
-      before = () => JSON.stringify([keeper.lease(2 ** 40), keeper.heartbeatDue(0)]);
+      before = () => JSON.stringify([keeper.lease(2 ** 40), keeper.nextKeepAlive(0)], (k, v) => (typeof v === 'bigint' ? `${v}n` : v));
     }
     const label = `seed ${seed} round ${i}: ${method}(${args.map((a) => typeof a).join(', ')})`;
     const snap = before();
@@ -99,7 +137,8 @@ test(`garbage never traps and refused calls change nothing (seed ${seed})`, () =
     if (res.ok) applied++;
     else {
       refused++;
-      assert.equal(before(), snap, `${label}: refused (${res.error.code}) but changed the state`);
+      if (target === svc && inputMethods.has(method)) onlyTheAdvance(svc, snap, res.error, label);
+      else assert.equal(before(), snap, `${label}: refused (${res.error.code}) but changed the state`);
     }
   }
   // statics and constructors with garbage
@@ -115,16 +154,16 @@ test(`garbage never traps and refused calls change nothing (seed ${seed})`, () =
   assert.ok(refused > ROUNDS / 4 && applied > ROUNDS / 10, `refused ${refused}, applied ${applied}`);
   // the instance is alive and well
   const fresh = new LockService({ sessions: 1, locks: 1, claims: 1 });
-  assert.deepEqual(fresh.openSession(3), [{ type: 'sessionOpened', session: 1, expiresAt: 3 }]);
+  assert.deepEqual(fresh.openSession(0, 3), { reply: { kind: 'opened', session: 1, expiresAt: 3 }, events: [] });
   // and no handle was left unusable by an exception unwinding through the module
   call(() => svc.tick(svc.now()), 'final tick');
-  assert.equal(typeof svc.revision(), 'number');
+  assert.ok(['number', 'bigint'].includes(typeof svc.revision()));
   assert.ok(Array.isArray(gate.entries()));
   assert.equal(typeof keeper.mayAct(0), 'boolean');
 });
 
-// Input frames shaped like the postcard encoding of `Input` (tag, varints, names), then
-// sometimes mutated, so that many decode and reach the service and many do not.
+// Input frames shaped like the postcard encoding of `Input` (tag, now, varints, names),
+// then sometimes mutated, so that many decode and reach the service and many do not.
 function plausibleFrame(r, live, now) {
   const v = () => (r.chance(90) ? r.below(12) : r.below(128));
   const session = () => (live.length && r.chance(85) ? r.pick(live) : 1 + r.below(100));
@@ -133,18 +172,20 @@ function plausibleFrame(r, live, now) {
     return [n, ...Array.from({ length: n }, () => 0x61 + r.below(3))];
   };
   const request = () => (r.chance(60) ? [0] : [1, v()]);
+  // mostly the service's time, often a little later, sometimes earlier (refused)
+  const at = varint(r.chance(10) ? Math.max(0, now - 1) : now + (r.chance(30) ? r.below(3) : 0));
   const tag = r.below(7);
   let f;
   switch (tag) {
-    case 0: f = [0, r.chance(95) ? 20 + v() : 0]; break; // OpenSession{ttl}
-    case 1: case 2: f = [tag, session(), ...request()]; break; // KeepAlive / CloseSession
-    case 3: { // Acquire{session, lock, mode, wait, request}
-      const wait = r.pick([[0], [2], [1, v()]]);
-      f = [3, session(), ...name(), r.below(2), ...wait, ...request()];
+    case 0: f = [0, ...at, r.chance(95) ? 20 + v() : 0]; break; // OpenSession{now, ttl}
+    case 1: case 2: f = [tag, ...at, session(), ...request()]; break; // KeepAlive / CloseSession
+    case 3: { // Acquire{now, session, lock, mode, wait, request}
+      const wait = r.pick([[0], [2], [1, ...varint(now + v())]]);
+      f = [3, ...at, session(), ...name(), r.below(2), ...wait, ...request()];
       break;
     }
-    case 4: case 5: f = [tag, session(), ...name(), ...request()]; break; // Release / Cancel
-    default: f = [6, Math.min(127, now + r.below(3))]; // Tick{now}, a one-byte varint
+    case 4: case 5: f = [tag, ...at, session(), ...name(), ...request()]; break; // Release / Cancel
+    default: f = [6, ...at]; // Tick{now}
   }
   if (r.chance(25)) {
     const i = r.below(f.length);
@@ -157,22 +198,30 @@ function plausibleFrame(r, live, now) {
   return new Uint8Array(f);
 }
 
-test('random frames never trap; refused frames change nothing', () => {
+test('random frames never trap; refused frames change nothing beyond the advance', () => {
   const r = rng(seed + 1);
   const svc = new LockService({ sessions: 4, locks: 4, claims: 6 });
   let accepted = 0;
   let decoded = 0;
+  let advancedThenRefused = 0;
   for (let i = 0; i < 5000; i++) {
-    const frame = plausibleFrame(r, svc.sessions(), svc.now());
+    // the time stays a number here: mutated frames may jump it, then we start over
+    if (typeof svc.now() !== 'number' || svc.now() > 1e6) svc.handleFrame(new Uint8Array([6, ...varint(svc.now())]));
+    const now = typeof svc.now() === 'number' ? svc.now() : 0;
+    const frame = plausibleFrame(r, svc.sessions().filter((s) => typeof s === 'number'), now);
     const before = hex(svc.snapshot());
-    const res = call(() => svc.handleFrame(frame), `seed ${seed + 1} frame ${hex(frame)}`);
+    const label = `seed ${seed + 1} frame ${hex(frame)}`;
+    const res = call(() => svc.handleFrame(frame), label);
     if (res.ok || res.error.code !== 'bad_frame') decoded++;
     if (res.ok) {
       accepted++;
-      for (const out of res.value) assert.ok(out instanceof Uint8Array && out.length > 0);
+      assert.ok(res.value.reply instanceof Uint8Array && res.value.reply.length > 0);
+      for (const out of res.value.events) assert.ok(out instanceof Uint8Array && out.length > 0);
     } else {
-      assert.equal(hex(svc.snapshot()), before, `frame ${hex(frame)} refused but changed the state`);
+      if (res.error.eventFrames?.length) advancedThenRefused++;
+      onlyTheAdvance(svc, before, res.error, label);
     }
   }
   assert.ok(decoded > 2000 && accepted > 500, `decoded ${decoded}, accepted ${accepted}`);
+  assert.ok(advancedThenRefused > 0, 'no refused input after an advance with events');
 });

@@ -27,40 +27,56 @@ test('FenceGate: admit, check, highest, entries, snapshot/restore', () => {
   assert.equal(hex(copy.snapshot()), hex(bytes));
   // a gate of capacity 0 guards nothing new
   assert.deepEqual(new FenceGate(0).entries(), []);
-  // the largest safe token is accepted
+  // the largest safe token is a number, larger ones go in and come out as bigints
   gate.admit('max', 2 ** 53 - 1);
   assert.equal(gate.highest('max'), 2 ** 53 - 1);
+  gate.admit('max', 2n ** 64n - 1n);
+  assert.equal(gate.highest('max'), 2n ** 64n - 1n);
+  // a capacity over the core's row limit is the core's bad_config
+  assert.throws(() => new FenceGate(2 ** 31), (e) => e.code === 'bad_config');
 });
 
-test('SessionKeeper: unconfirmed, safe, jeopardy, expired; heartbeats; poll timeout', () => {
-  const k = new SessionKeeper(10, 3, 2); // ttl 10, heartbeat every 3, stop 2 before expiry
+test('SessionKeeper: unconfirmed, safe, jeopardy, expired; keep-alives; poll timeout', () => {
+  const k = new SessionKeeper(10, 3, 2); // ttl 10, keep-alive every 3, stop 2 before expiry
   assert.deepEqual(k.lease(0), { state: 'unconfirmed' });
   assert.equal(k.mayAct(0), false);
-  assert.equal(k.heartbeatDue(4), 4, 'nothing sent yet: due now');
-  k.heartbeatSent(0);
-  assert.equal(k.heartbeatDue(1), 3);
-  assert.equal(k.heartbeatAcked(0), true);
+  assert.equal(k.nextKeepAlive(4), 4, 'nothing sent yet: due now');
+  k.keepAliveSent(0);
+  assert.equal(k.nextKeepAlive(1), 3, 'a time: the last send + the interval');
+  assert.equal(k.keepAliveAcked(0), true);
   assert.deepEqual(k.lease(5), { state: 'safe', until: 8 });
   assert.equal(k.mayAct(7), true);
-  assert.equal(k.pollTimeout(1), 3, 'the next heartbeat comes before the lease changes');
+  assert.equal(k.pollTimeout(1), 3, 'the next keep-alive comes before the lease changes');
   assert.deepEqual(k.lease(8), { state: 'jeopardy', expiresAt: 10 });
   assert.equal(k.mayAct(8), false);
   assert.deepEqual(k.lease(10), { state: 'expired' });
-  // a later heartbeat extends; a late ack of an older one does not
-  k.heartbeatSent(3);
-  k.heartbeatSent(6);
-  assert.equal(k.heartbeatAcked(6), true);
-  assert.equal(k.heartbeatAcked(3), false);
+  // a later keep-alive extends; a late ack of an older one does not
+  k.keepAliveSent(3);
+  k.keepAliveSent(6);
+  assert.equal(k.keepAliveAcked(6), true);
+  assert.equal(k.keepAliveAcked(3), false);
   assert.deepEqual(k.lease(12), { state: 'safe', until: 14 });
-  assert.equal(k.pollTimeout(12), 9, 'heartbeat due at 6 + 3, before the lease turns at 14');
+  assert.equal(k.pollTimeout(12), 9, 'keep-alive due at 6 + 3, before the lease turns at 14');
+  // an ack for a send it never recorded is refused, and changes nothing
+  assert.throws(() => k.keepAliveAcked(4), (e) => e.code === 'unknown_keep_alive' && e.errno === 601 && e.sentAt === 4);
+  assert.deepEqual(k.lease(12), { state: 'safe', until: 14 });
   k.sessionLost();
   assert.deepEqual(k.lease(12), { state: 'expired' });
   assert.equal(k.mayAct(12), false);
   assert.equal(k.pollTimeout(12), null);
-  // the largest heartbeat time whose lease end is still exact
+  // past 2^53 - 1 the lease's times are exact bigints
   const big = new SessionKeeper(10, 3, 2);
-  big.heartbeatSent(2 ** 53 - 11);
-  big.heartbeatAcked(2 ** 53 - 11);
-  assert.deepEqual(big.lease(2 ** 53 - 5), { state: 'safe', until: 2 ** 53 - 3 });
-  assert.deepEqual(big.lease(2 ** 53 - 2), { state: 'jeopardy', expiresAt: 2 ** 53 - 1 });
+  big.keepAliveSent(2 ** 53 - 5);
+  big.keepAliveAcked(2 ** 53 - 5);
+  assert.deepEqual(big.lease(2 ** 53 - 1), { state: 'safe', until: 2n ** 53n + 3n });
+  assert.deepEqual(big.lease(2n ** 53n + 3n), { state: 'jeopardy', expiresAt: 2n ** 53n + 5n });
+  assert.equal(big.nextKeepAlive(0), 2 ** 53 - 2, 'still exact: a number');
+});
+
+test('SessionKeeper remembers the last 8 sends: an ack of an older one is unknown', () => {
+  const k = new SessionKeeper(100, 3, 2);
+  for (let t = 0; t < 10; t++) k.keepAliveSent(t);
+  assert.throws(() => k.keepAliveAcked(1), (e) => e.code === 'unknown_keep_alive');
+  assert.equal(k.keepAliveAcked(2), true);
+  assert.deepEqual(k.lease(3), { state: 'safe', until: 100 });
 });

@@ -1,7 +1,8 @@
 //! The native half of the wasm determinism test.
 //!
 //! Generates a seeded input log, runs it through the core *natively* and renders it in
-//! the conformance-vector format (`config`, `in`, `out`, `err`, `snapshot` lines). The
+//! the conformance-vector format (`config`, `in`, then the input's `out` lines and one
+//! `reply` or `err`, `snapshot` lines). The
 //! result must equal the committed `wasm/tests/vectors/determinism.vec`, which the JS
 //! conformance runner (`wasm/tests/conformance.test.mjs`) replays through the wasm build
 //! under node, byte for byte. So: same input log, same outputs and snapshot bytes in
@@ -14,7 +15,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use fencelock::{Config, Input, LockName, LockService, Mode, SessionId, Tick, VecStorage, Wait};
+use fencelock::{
+    Config, Input, LockName, LockService, Mode, Output, SessionId, Tick, VecStorage, Wait,
+};
 
 const SEED: u64 = 0x5eed_f00d_2026_1129;
 const INPUTS: usize = 600;
@@ -46,8 +49,19 @@ fn hex(bytes: &[u8]) -> String {
 
 /// One input frame: mostly valid inputs over a small universe (so locks contend, tables
 /// fill and sessions expire), some refused ones, some undecodable bytes, and numbers
-/// past 2^53 (frames carry full u64s).
+/// past 2^53 (frames carry full u64s). Every input carries a `now`: usually the
+/// generator's clock, often a little later (the input advances time itself, with no tick
+/// before it), sometimes earlier (refused: time went backwards).
 fn next_frame(rng: &mut Rng, now: &mut u64, live: &[SessionId]) -> Vec<u8> {
+    let at = match rng.below(10) {
+        0 => now.saturating_sub(1 + rng.below(3)),
+        1..=3 => {
+            *now += 1 + rng.below(3);
+            *now
+        }
+        _ => *now,
+    };
+    let at = Tick(at);
     if rng.chance(3) {
         let n = rng.below(12) as usize;
         return (0..n).map(|_| rng.next() as u8).collect();
@@ -66,15 +80,25 @@ fn next_frame(rng: &mut Rng, now: &mut u64, live: &[SessionId]) -> Vec<u8> {
     };
     let input = match rng.below(20) {
         0..=2 => Input::OpenSession {
+            now: at,
             ttl: if rng.chance(5) {
                 u64::MAX - rng.below(3)
             } else {
                 rng.below(25)
             },
         },
-        3..=4 => Input::KeepAlive { session, request },
-        5 => Input::CloseSession { session, request },
+        3..=4 => Input::KeepAlive {
+            now: at,
+            session,
+            request,
+        },
+        5 => Input::CloseSession {
+            now: at,
+            session,
+            request,
+        },
         6..=11 => Input::Acquire {
+            now: at,
             session,
             lock,
             mode: if rng.chance(30) {
@@ -90,11 +114,13 @@ fn next_frame(rng: &mut Rng, now: &mut u64, live: &[SessionId]) -> Vec<u8> {
             request,
         },
         12..=13 => Input::Release {
+            now: at,
             session,
             lock,
             request,
         },
         14 => Input::Cancel {
+            now: at,
             session,
             lock,
             request,
@@ -144,17 +170,21 @@ fn render() -> String {
         let live: Vec<SessionId> = svc.sessions().collect();
         let frame = next_frame(&mut rng, &mut now, &live);
         let _ = writeln!(text, "in {}", hex(&frame));
-        let mut outs = Vec::new();
-        match svc.handle_frame(&frame, &mut |o| outs.push(o)) {
-            Ok(()) => {
-                for o in outs {
-                    let mut buf = [0u8; fencelock::MAX_FRAME_LEN];
-                    let n = o.to_frame(&mut buf).expect("an output fits a frame");
-                    let _ = writeln!(text, "out {}", hex(&buf[..n]));
-                }
+        let mut events: Vec<Output> = Vec::new();
+        let result = svc.handle_frame(&frame, &mut events);
+        let mut buf = [0u8; fencelock::MAX_FRAME_LEN];
+        // The events first (a refused input's too: the advance to its `now` stands), then
+        // exactly one reply or err.
+        for o in events {
+            let n = o.to_frame(&mut buf).expect("an event fits a frame");
+            let _ = writeln!(text, "out {}", hex(&buf[..n]));
+        }
+        match result {
+            Ok(reply) => {
+                let n = reply.to_frame(&mut buf).expect("a reply fits a frame");
+                let _ = writeln!(text, "reply {}", hex(&buf[..n]));
             }
             Err(e) => {
-                assert!(outs.is_empty(), "a refused input emitted outputs");
                 let _ = writeln!(text, "err {}", e.code());
             }
         }
@@ -180,9 +210,12 @@ fn determinism_vector_matches_the_native_core() {
          purpose, regenerate with FENCELOCK_BLESS=1 and review the diff",
         path.display()
     );
-    // the log exercises what it claims to: grants, refusals, undecodable frames, big ticks
+    // the log exercises what it claims to: events and replies, refusals, undecodable
+    // frames, time going backwards, big ticks, and a refused input whose advance emitted
+    // events (an `out` line right before an `err`)
     for needle in [
-        "\nout 04",
+        "\nout ",
+        "\nreply ",
         "\nerr 101",
         "\nerr 501",
         "\nerr 301",
@@ -194,4 +227,23 @@ fn determinism_vector_matches_the_native_core() {
             needle.trim()
         );
     }
+    let lines: Vec<&str> = want.lines().collect();
+    assert!(
+        lines
+            .windows(2)
+            .any(|w| w[0].starts_with("out ") && w[1].starts_with("err ")),
+        "no refused input after an advance that emitted events"
+    );
+    // every `in` is closed by exactly one reply or err
+    let mut open = false;
+    for l in &lines {
+        if l.starts_with("in ") {
+            assert!(!open, "an `in` without reply/err");
+            open = true;
+        } else if l.starts_with("reply ") || l.starts_with("err ") {
+            assert!(open, "a reply/err without `in`");
+            open = false;
+        }
+    }
+    assert!(!open);
 }

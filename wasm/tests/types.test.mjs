@@ -1,27 +1,36 @@
-// The generated TypeScript declarations: the tagged unions are there, and every public
-// method is typed (no `any` in the classes' signatures), in both packages.
+// The generated TypeScript declarations: the tagged unions are there (one discriminant,
+// `kind`, with the core's kind strings), and every public method is typed (no `any` in
+// the classes' signatures), in both packages.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { repo } from './pkg.mjs';
+import { repo, wasm } from './pkg.mjs';
 
-for (const kind of ['node', 'web']) {
-  const dts = readFileSync(path.join(repo, 'wasm', 'pkg', kind, 'fencelock_wasm.d.ts'), 'utf8');
+for (const pkg of ['node', 'web']) {
+  const dts = readFileSync(path.join(repo, 'wasm', 'pkg', pkg, 'fencelock_wasm.d.ts'), 'utf8');
 
-  test(`${kind} .d.ts declares the union types`, () => {
-    for (const name of ['Output', 'Input', 'Mode', 'Wait', 'Lease', 'ErrorCode', 'ReleaseReason']) {
+  test(`${pkg} .d.ts declares the union types`, () => {
+    for (const name of ['U64', 'Reply', 'Output', 'Input', 'Mode', 'Wait', 'Lease', 'ErrorCode', 'ReleaseReason', 'AcquireReply']) {
       assert.match(dts, new RegExp(`export type ${name} =`), name);
     }
-    for (const name of ['Holder', 'Waiter', 'SessionInfo', 'Leader', 'GateEntry', 'Capacities', 'ServiceConfig', 'FencelockError']) {
+    for (const name of ['Answer', 'FrameAnswer', 'AcquireOptions', 'Holder', 'Waiter', 'SessionInfo', 'Leader', 'GateEntry', 'Capacities', 'Usage', 'ServiceConfig', 'FencelockError', 'ErrorKind']) {
       assert.match(dts, new RegExp(`export interface ${name}\\b`), name);
     }
-    for (const t of ['sessionOpened', 'sessionRenewed', 'sessionClosed', 'sessionExpired', 'granted', 'queued', 'busy', 'released', 'waitTimedOut', 'waitCancelled']) {
-      assert.match(dts, new RegExp(`type: "${t}"`), t);
+    // the reply kinds are Reply::kind(), the event kinds Output::kind()
+    for (const k of ['opened', 'kept_alive', 'closed', 'granted', 'queued', 'busy', 'released', 'cancelled', 'hold_ended', 'wait_ended', 'ticked', 'session_expired', 'wait_timed_out']) {
+      assert.match(dts, new RegExp(`kind: "${k}"`), k);
     }
+    for (const k of ['open_session', 'keep_alive', 'close_session', 'acquire', 'release', 'cancel', 'tick']) {
+      assert.match(dts, new RegExp(`\\{ kind: "${k}"; now: U64`), `input ${k}`);
+    }
+    assert.doesNotMatch(dts, /\btype: "/, 'the discriminant is kind');
+    // every error kind the binding can throw is in ErrorCode
+    const union = dts.slice(dts.indexOf('export type ErrorCode ='));
+    for (const { code } of wasm.errorKinds()) assert.match(union.slice(0, union.indexOf(';')), new RegExp(`"${code}"`), code);
   });
 
-  test(`${kind} .d.ts types every method (no any)`, () => {
+  test(`${pkg} .d.ts types every method (no any)`, () => {
     const classes = dts.match(/export class \w+ \{[\s\S]*?\n\}/g);
     assert.equal(classes.length, 3);
     for (const body of classes) {
@@ -30,24 +39,35 @@ for (const kind of ['node', 'web']) {
     }
     const expect = [
       'constructor(config: ServiceConfig);',
-      'openSession(ttl: number): Output[];',
-      'keepAlive(session: number, request?: number | null): Output[];',
-      'acquire(session: number, lock: string, mode: Mode, wait: Wait, request?: number | null): Output[];',
-      'handle(input: Input): Output[];',
-      'handleFrame(frame: Uint8Array): Uint8Array[];',
-      'pollTimeout(): number | null;',
+      'openSession(now: U64, ttl: U64): Answer<Opened>;',
+      'keepAlive(now: U64, session: U64, request?: U64 | null): Answer<KeptAlive>;',
+      'closeSession(now: U64, session: U64, request?: U64 | null): Answer<Closed>;',
+      'acquire(now: U64, session: U64, lock: string, options: AcquireOptions): Answer<AcquireReply>;',
+      'release(now: U64, session: U64, lock: string, request?: U64 | null): Answer<Released>;',
+      'cancel(now: U64, session: U64, lock: string, request?: U64 | null): Answer<Cancelled>;',
+      'tick(now: U64): Answer<Ticked>;',
+      'resign(now: U64, session: U64, election: string, request?: U64 | null): Answer<Released | Cancelled>;',
+      'handle(input: Input): Answer<Reply>;',
+      'handleFrame(frame: Uint8Array): FrameAnswer;',
+      'pollTimeout(): U64 | null;',
+      'usage(): Usage;',
+      'maxEvents(): number;',
       'holders(lock: string): Holder[];',
       'waiters(lock: string): Waiter[];',
-      'session(id: number): SessionInfo | null;',
+      'session(id: U64): SessionInfo | null;',
       'leader(election: string): Leader | null;',
       'snapshot(): Uint8Array;',
       'static restore(bytes: Uint8Array, capacities: Capacities): LockService;',
-      'admit(resource: string, token: number): void;',
+      'admit(resource: string, token: U64): void;',
       'entries(): GateEntry[];',
-      'static restore(bytes: Uint8Array, capacity: number): FenceGate;',
-      'lease(now: number): Lease;',
-      'heartbeatAcked(sentAt: number): boolean;',
+      'static restore(bytes: Uint8Array, capacity: U64): FenceGate;',
+      'lease(now: U64): Lease;',
+      'keepAliveSent(at: U64): void;',
+      'keepAliveAcked(sentAt: U64): boolean;',
+      'nextKeepAlive(now: U64): U64;',
+      'export function errorKinds(): ErrorKind[];',
     ];
     for (const sig of expect) assert.ok(dts.includes(sig), `missing: ${sig}`);
+    assert.ok(!dts.includes('heartbeat'), 'one word: keep-alive');
   });
 }

@@ -15,20 +15,26 @@ test('the web package initialises and runs the README example', async () => {
   const { LockService, FenceGate } = web;
 
   const svc = new LockService({ sessions: 64, locks: 64, claims: 256, lockDelay: 0 });
-  const a = svc.openSession(10)[0].session;
-  const b = svc.openSession(30)[0].session;
-  assert.deepEqual(svc.acquire(a, 'ledger', 'exclusive', 'forever'), [
-    { type: 'granted', session: a, lock: 'ledger', mode: 'exclusive', token: 1 },
-  ]);
-  assert.deepEqual(svc.acquire(b, 'ledger', 'exclusive', { until: 20 }), [
-    { type: 'queued', session: b, lock: 'ledger', mode: 'exclusive', position: 1 },
-  ]);
+  const a = svc.openSession(0, 10).reply.session;
+  const b = svc.openSession(0, 30).reply.session;
+  assert.deepEqual(svc.acquire(0, a, 'ledger', { mode: 'exclusive', wait: 'forever' }), {
+    reply: { kind: 'granted', mode: 'exclusive', token: 1 },
+    events: [],
+  });
+  assert.deepEqual(svc.acquire(1, b, 'ledger', { mode: 'exclusive', wait: { until: 20 } }).reply, {
+    kind: 'queued',
+    mode: 'exclusive',
+    position: 1,
+  });
   assert.equal(svc.pollTimeout(), 10);
-  assert.deepEqual(svc.tick(10), [
-    { type: 'sessionExpired', session: a },
-    { type: 'released', session: a, lock: 'ledger', token: 1, reason: 'expired' },
-    { type: 'granted', session: b, lock: 'ledger', mode: 'exclusive', token: 2 },
-  ]);
+  assert.deepEqual(svc.tick(10), {
+    reply: { kind: 'ticked', now: 10 },
+    events: [
+      { kind: 'session_expired', session: a },
+      { kind: 'released', session: a, lock: 'ledger', token: 1, reason: 'expired' },
+      { kind: 'granted', session: b, lock: 'ledger', mode: 'exclusive', token: 2 },
+    ],
+  });
   const gate = new FenceGate(16);
   gate.admit('ledger', 2);
   let err;
@@ -38,8 +44,10 @@ test('the web package initialises and runs the README example', async () => {
     err = e;
   }
   assert.deepEqual([err.code, err.token, err.highest], ['stale', 1, 2]);
-  const outFrames = svc.handleFrame(new Uint8Array([0x00, 0x0a]));
-  assert.deepEqual(outFrames.map((f) => Array.from(f)), [[0x00, 0x03, 0x14]]); // session 3, expires 20
+  // OpenSession{now: 10, ttl: 10} → Opened{session 3, expires_at 20}
+  const frames = svc.handleFrame(new Uint8Array([0x00, 0x0a, 0x0a]));
+  assert.deepEqual(Array.from(frames.reply), [0x00, 0x03, 0x14]);
+  assert.deepEqual(frames.events, []);
   const bytes = svc.snapshot();
   const copy = LockService.restore(bytes, svc.capacity());
   assert.deepEqual(Array.from(copy.snapshot()), Array.from(bytes));

@@ -149,7 +149,7 @@ export class World {
         inbox: [], // outputs that reached it while paused
         mem: clone(r.mem) || {},
         keeper: clone(r.keeper) || null, // {interval, margin}: this client keeps a SessionKeeper
-        sentAt: null, // when its latest open/heartbeat was sent (to acknowledge it)
+        sentAt: null, // when its latest open/keep-alive was sent (to acknowledge it)
       };
       return;
     }
@@ -210,14 +210,17 @@ export class World {
         this.keepers[by.id]?.free?.();
         this.keepers[by.id] = new this.api.SessionKeeper(input.ttl, by.keeper.interval, by.keeper.margin);
       }
-      this.keepers[by.id].heartbeatSent(this.t);
+      this.keepers[by.id].keepAliveSent(this.t);
       by.sentAt = this.t;
     }
     let outs;
     try {
-      outs = callCore(node.core, input);
+      // every input carries the host's clock: a tick its own `now`, anything else the scene's time
+      outs = notesOf(input, callCore(node.core, input, input.now ?? Math.max(this.t, 0)));
     } catch (e) {
       if (!e || typeof e.code !== 'string') throw e;
+      // the advance to the input's now stands even when the input is refused: its events count
+      this.deliver(node, r, by, notesOf(input, { reply: {}, events: e.events ?? [] }));
       this.addLog(node.label, `refused ${fmtInput(input)}: ${e.code} (errno ${e.errno}) — ${e.message}`, 'bad');
       if (by && (e.code === 'unknown_session')) {
         // The service's answer is how a client learns its session is gone.
@@ -234,30 +237,35 @@ export class World {
     else if (input.type !== 'tick' && !(r.quiet && input.type === 'keepAlive')) {
       this.addLog(by ? by.name : node.label, `→ ${node.label}: ${fmtInput(input)}`, 'in');
     }
+    this.deliver(node, r, by, outs);
+    return outs;
+  }
+
+  /** Logs a core's notes and routes them to the clients (unless the record says not to). */
+  deliver(node, r, by, outs) {
     for (const o of outs) {
       const cls = { granted: 'good', sessionExpired: 'bad', released: o.reason === 'expired' ? 'bad' : '', busy: 'warn', queued: '' }[o.type] ?? '';
       if (!(r.quiet && o.type === 'sessionRenewed')) this.addLog(node.label, fmtOutput(o), `out ${cls}`);
       if (r.deliver === false) continue;
       this.route(node.group, o, by);
     }
-    return outs;
   }
 
   applyHistory(r) {
     // Earlier runs of the job: real acquire/release cycles that advance the core's revision,
     // so the scene's grants carry the article's token numbers (34, 42, ...).
     const core = this.nodes[r.node].core;
-    const [opened] = core.openSession(1_000_000);
+    const now = Math.max(this.t, 0);
+    const { session } = core.openSession(now, 1_000_000).reply;
     let first = null;
     let last = null;
     for (let i = 0; i < r.count; i += 1) {
-      const outs = core.acquire(opened.session, r.lock, 'exclusive', 'none');
-      const g = outs.find((o) => o.type === 'granted');
-      first ??= g.token;
-      last = g.token;
-      core.release(opened.session, r.lock);
+      const { token } = core.acquire(now, session, r.lock, { mode: 'exclusive', wait: 'none' }).reply;
+      first ??= token;
+      last = token;
+      core.release(now, session, r.lock);
     }
-    core.closeSession(opened.session);
+    core.closeSession(now, session);
     this.addLog(this.nodes[r.node].label, `history: ${r.count} earlier runs of ${JSON.stringify(r.lock)} were granted tokens ${first}–${last} (real acquire/release inputs)`, 'note');
   }
 
@@ -265,7 +273,7 @@ export class World {
   route(group, o, by) {
     if (o.type === 'sessionOpened' && by) {
       this.sessions[`${group}:${o.session}`] = by.id;
-      this.keepers[by.id]?.heartbeatAcked(by.sentAt);
+      this.keepers[by.id]?.keepAliveAcked(by.sentAt);
       by.session = o.session;
       by.expiresAt = o.expiresAt;
       by.lost = false;
@@ -317,7 +325,7 @@ export class World {
         break;
       case 'sessionRenewed':
         c.expiresAt = o.expiresAt;
-        if (c.sentAt != null) this.keepers[c.id]?.heartbeatAcked(c.sentAt);
+        if (c.sentAt != null) this.keepers[c.id]?.keepAliveAcked(c.sentAt);
         break;
       case 'released':
         this.closeSpan(c.id, 'hold');
@@ -426,28 +434,61 @@ function shortInput(i) {
   }
 }
 
-/** Dispatches an input record to the wasm API's typed methods. */
-export function callCore(core, i) {
+/**
+ * Dispatches an input record to the wasm API's typed methods, stamped with the host's
+ * clock `now`. Returns the core's answer: `{reply, events}`.
+ */
+export function callCore(core, i, now) {
+  const acquire = { mode: i.mode || 'exclusive', wait: i.wait ?? 'forever' };
   switch (i.type) {
     case 'openSession':
-      return core.openSession(i.ttl);
+      return core.openSession(now, i.ttl);
     case 'keepAlive':
-      return core.keepAlive(i.session);
+      return core.keepAlive(now, i.session);
     case 'closeSession':
-      return core.closeSession(i.session);
+      return core.closeSession(now, i.session);
     case 'acquire':
-      return core.acquire(i.session, i.lock, i.mode || 'exclusive', i.wait ?? 'forever');
+      return core.acquire(now, i.session, i.lock, acquire);
     case 'release':
-      return core.release(i.session, i.lock);
+      return core.release(now, i.session, i.lock);
     case 'cancel':
-      return core.cancel(i.session, i.lock);
+      return core.cancel(now, i.session, i.lock);
     case 'campaign':
-      return core.campaign(i.session, i.election);
+      return core.campaign(now, i.session, i.election);
     case 'resign':
-      return core.resign(i.session, i.election);
+      return core.resign(now, i.session, i.election);
     case 'tick':
-      return core.tick(i.now);
+      return core.tick(now);
     default:
       throw new Error(`unknown input ${i.type}`);
   }
+}
+
+// Event kinds (the core's Output::kind()) in the words of the demo's notes.
+const EVENT_NOTE = { granted: 'granted', released: 'released', session_expired: 'sessionExpired', wait_timed_out: 'waitTimedOut' };
+
+/**
+ * The demo's log and clients speak in notes — what the service told which session —
+ * named as the scenes and the log know them ({type: 'granted', session, lock, mode,
+ * token}, {type: 'sessionExpired', session}, …). The caller's reply becomes the note for
+ * the caller's own session (with the lock it asked about), first; each event becomes the
+ * note for the session it names, in order.
+ */
+export function notesOf(input, { reply, events }) {
+  const session = input.session;
+  const lock = input.lock ?? input.election;
+  const own = {
+    opened: () => ({ type: 'sessionOpened', session: reply.session, expiresAt: reply.expiresAt }),
+    kept_alive: () => ({ type: 'sessionRenewed', session, expiresAt: reply.expiresAt }),
+    closed: () => ({ type: 'sessionClosed', session }),
+    granted: () => ({ type: 'granted', session, lock, mode: reply.mode, token: reply.token }),
+    queued: () => ({ type: 'queued', session, lock, mode: reply.mode, position: reply.position }),
+    busy: () => ({ type: 'busy', session, lock }),
+    released: () => ({ type: 'released', session, lock, token: reply.token, reason: 'released' }),
+    cancelled: () => ({ type: 'waitCancelled', session, lock }),
+  }[reply.kind];
+  // a tick's reply ("ticked") tells no session anything
+  const notes = own ? [own()] : [];
+  for (const { kind, ...fields } of events) notes.push({ type: EVENT_NOTE[kind] ?? kind, ...fields });
+  return notes;
 }

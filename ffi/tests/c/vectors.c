@@ -1,7 +1,17 @@
 /*
- * Conformance runner: replays the tests/vectors files through the C ABI's frame entry point
- * (fencelock_service_handle_frame) and compares every output frame, refusal code and
- * snapshot byte for byte. Usage: vectors FILE.vec...  Exit status 1 on any mismatch.
+ * Conformance runner. Usage: vectors FILE...   Exit status 1 on any mismatch.
+ *
+ * FILE.vec (the tests/vectors files): replays each `in` frame through the C ABI's frame entry
+ * point (fencelock_service_handle_frame) and compares, byte for byte, the events it queued
+ * (`out` lines, drained with fencelock_service_drain_frames; they come first, the advance's
+ * first, and stand even when the input is refused), then exactly one `reply <hex>` (the
+ * reply frame) or `err <code>` closing each `in`, and every `snapshot`.
+ *
+ * FILE.calls (tests/vectors/precedence.calls): runs each line through the TYPED functions
+ * (fencelock_service_open_session, _acquire, …; not frames) and checks the expected reply
+ * kind or error code:
+ *   config sessions=N locks=N claims=N lock_delay=N max_name_len=N
+ *   <method> key=value ... -> ok <reply kind>   |   -> err <code>
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -13,7 +23,7 @@
 
 static const char *file;
 static long line_no;
-static int failures, inputs, outputs, snapshots;
+static int failures, inputs, outputs, replies, snapshots, calls;
 
 static void fail(const char *what) {
   failures++;
@@ -23,37 +33,14 @@ static void fail(const char *what) {
 /* Decodes hex text into a malloc'd buffer; returns its length, or -1 if not hex. */
 static long unhex(const char *text, uint8_t **out) {
   size_t n = strlen(text);
-  if (n % 2) return -1;
   *out = malloc(n / 2 + 1);
+  if (n % 2) return -1;
   for (size_t i = 0; i < n / 2; i++) {
     unsigned v;
     if (sscanf(text + 2 * i, "%2x", &v) != 1) return -1;
     (*out)[i] = (uint8_t)v;
   }
   return (long)(n / 2);
-}
-
-/* What the last `in` produced, consumed by the `out` / `err` lines after it. */
-static struct {
-  int active;
-  fencelock_result code;
-  uint8_t *frames;
-  size_t len, pos;
-  int err_seen;
-} last;
-
-static void settle(void) {
-  if (!last.active) return;
-  if (last.code == FENCELOCK_RESULT_OK && last.pos != last.len)
-    fail("the input produced more outputs than the vector lists");
-  if (last.code != FENCELOCK_RESULT_OK && !last.err_seen) {
-    char m[160];
-    fencelock_result_message(last.code, m, sizeof m, NULL);
-    fprintf(stderr, "%s:%ld: input refused with %u (%s), vector expects success\n", file,
-            line_no, (unsigned)last.code, m);
-    failures++;
-  }
-  last.active = 0;
 }
 
 static unsigned long field(const char *cfg, const char *key) {
@@ -65,7 +52,58 @@ static unsigned long field(const char *cfg, const char *key) {
   return strtoul(p + strlen(key), NULL, 10);
 }
 
-static void run(FILE *f) {
+/* A new service from a `config` line; NULL (and a failure) if refused. */
+static fencelock_service *configure(const char *text, fencelock_config *c) {
+  fencelock_service *svc = NULL;
+  c->capacity.sessions = (uint32_t)field(text, "sessions=");
+  c->capacity.locks = (uint32_t)field(text, "locks=");
+  c->capacity.claims = (uint32_t)field(text, "claims=");
+  c->lock_delay = field(text, "lock_delay=");
+  c->max_name_len = (uint32_t)field(text, "max_name_len=");
+  if (fencelock_service_new(c, &svc) != FENCELOCK_RESULT_OK) fail("config refused");
+  return svc;
+}
+
+/* The reply kinds' names, as the core's Reply::kind() spells them, by kind number. */
+static const char *const REPLY_KINDS[] = {
+    "none",    "opened",    "kept_alive", "closed",     "granted", "queued",
+    "busy",    "released",  "cancelled",  "hold_ended", "wait_ended", "ticked"};
+
+static const char *reply_kind(fencelock_reply_kind k) {
+  return (size_t)k < sizeof REPLY_KINDS / sizeof REPLY_KINDS[0] ? REPLY_KINDS[k] : "?";
+}
+
+/* ------------------------------------------------------------------------- .vec */
+
+/* What the last `in` produced, consumed by the `out` / `reply` / `err` lines after it. */
+static struct {
+  int active, closed;
+  fencelock_result code;
+  uint8_t reply[FENCELOCK_MAX_FRAME_LEN];
+  size_t reply_len;
+  uint8_t *events;
+  size_t len, pos;
+} last;
+
+static void settle(void) {
+  if (!last.active) return;
+  if (!last.closed) fail("an `in` without its `reply` or `err` line");
+  if (last.pos != last.len) fail("the input queued more events than the vector lists");
+  last.active = 0;
+}
+
+/* The `out` lines must all precede the closing line and match every queued event. */
+static void close_input(void) {
+  if (!last.active) {
+    fail("reply/err without an in");
+    return;
+  }
+  if (last.closed) fail("a second reply/err for one in");
+  if (last.pos != last.len) fail("the input queued an event the vector does not list");
+  last.closed = 1;
+}
+
+static void run_vec(FILE *f) {
   fencelock_service *svc = NULL;
   uint8_t *buf = NULL;
   size_t cap = 0;
@@ -73,6 +111,7 @@ static void run(FILE *f) {
   size_t text_cap = 0;
   ssize_t n;
   line_no = 0;
+  memset(&last, 0, sizeof last);
   while ((n = getline(&text, &text_cap, f)) >= 0) {
     line_no++;
     while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r')) text[--n] = 0;
@@ -80,19 +119,13 @@ static void run(FILE *f) {
     if (strncmp(text, "config ", 7) == 0) {
       settle();
       fencelock_service_free(svc);
-      svc = NULL;
       fencelock_config c;
-      c.capacity.sessions = (uint32_t)field(text, "sessions=");
-      c.capacity.locks = (uint32_t)field(text, "locks=");
-      c.capacity.claims = (uint32_t)field(text, "claims=");
-      c.lock_delay = field(text, "lock_delay=");
-      c.max_name_len = (uint32_t)field(text, "max_name_len=");
-      if (fencelock_service_new(&c, &svc) != FENCELOCK_RESULT_OK) fail("config refused");
-      /* Room for the most outputs one input can emit. */
-      cap = ((size_t)c.capacity.sessions + 2 * (size_t)c.capacity.claims + 1) *
+      svc = configure(text, &c);
+      /* Room for the most events one input can emit. */
+      cap = ((size_t)c.capacity.sessions + 2 * (size_t)c.capacity.claims) *
             (FENCELOCK_FRAME_PREFIX_LEN + FENCELOCK_MAX_FRAME_LEN);
       free(buf);
-      buf = malloc(cap);
+      buf = malloc(cap ? cap : 1);
     } else if (strncmp(text, "in", 2) == 0 && (text[2] == ' ' || text[2] == 0)) {
       settle();
       uint8_t *frame = NULL;
@@ -102,44 +135,63 @@ static void run(FILE *f) {
         free(frame);
         continue;
       }
-      size_t written = 0;
       /* A non-NULL pointer even for the empty frame, so the empty frame is what is judged. */
-      uint8_t empty = 0;
-      last.code = fencelock_service_handle_frame(svc, len ? frame : &empty, (size_t)len, buf,
-                                                 cap, &written);
-      if (last.code == FENCELOCK_RESULT_BUFFER_TOO_SMALL) fail("output buffer too small");
+      fencelock_reply reply;
+      last.code = fencelock_service_handle_frame(svc, frame, (size_t)len, &reply, last.reply,
+                                                 sizeof last.reply, &last.reply_len);
+      if (last.code != FENCELOCK_RESULT_OK &&
+          (reply.kind != FENCELOCK_REPLY_KIND_NONE || last.reply_len != 0))
+        fail("a refused input left a reply");
+      size_t written = 0;
+      if (fencelock_service_drain_frames(svc, buf, cap, &written) != FENCELOCK_RESULT_OK)
+        fail("the events do not fit the bound of one input");
       last.active = 1;
-      last.frames = buf;
-      last.len = last.code == FENCELOCK_RESULT_OK ? written : 0;
+      last.closed = 0;
+      last.events = buf;
+      last.len = written;
       last.pos = 0;
-      last.err_seen = 0;
       inputs++;
       free(frame);
     } else if (strncmp(text, "out ", 4) == 0) {
       uint8_t *want = NULL;
       long len = unhex(text + 4, &want);
       outputs++;
-      if (!last.active || last.code != FENCELOCK_RESULT_OK) {
-        fail("vector expects an output, but the input was refused (or there was no input)");
+      if (!last.active || last.closed) {
+        fail("an out line after the reply/err of its in (or with no in)");
       } else if (last.pos + 2 > last.len) {
-        fail("vector expects an output the input did not produce");
+        fail("vector expects an event the input did not queue");
       } else {
-        size_t flen = last.frames[last.pos] | (size_t)last.frames[last.pos + 1] << 8;
+        size_t flen = last.events[last.pos] | (size_t)last.events[last.pos + 1] << 8;
         if ((long)flen != len || last.pos + 2 + flen > last.len ||
-            memcmp(last.frames + last.pos + 2, want, flen) != 0)
-          fail("output frame differs");
+            memcmp(last.events + last.pos + 2, want, flen) != 0)
+          fail("event frame differs");
         last.pos += 2 + flen;
+      }
+      free(want);
+    } else if (strncmp(text, "reply ", 6) == 0) {
+      uint8_t *want = NULL;
+      long len = unhex(text + 6, &want);
+      replies++;
+      close_input();
+      if (last.code != FENCELOCK_RESULT_OK) {
+        char m[160];
+        fencelock_result_message(last.code, m, sizeof m, NULL);
+        char w[240];
+        snprintf(w, sizeof w, "input refused with %u (%s), vector expects a reply",
+                 (unsigned)last.code, m);
+        fail(w);
+      } else if ((long)last.reply_len != len || memcmp(last.reply, want, last.reply_len) != 0) {
+        fail("reply frame differs");
       }
       free(want);
     } else if (strncmp(text, "err ", 4) == 0) {
       unsigned long code = strtoul(text + 4, NULL, 10);
-      if (!last.active) fail("err without in");
-      else if ((unsigned long)last.code != code) {
+      close_input();
+      if ((unsigned long)last.code != code) {
         char m[200];
-        snprintf(m, sizeof m, "refusal code %u, vector expects %lu", (unsigned)last.code, code);
+        snprintf(m, sizeof m, "result %u, vector expects err %lu", (unsigned)last.code, code);
         fail(m);
       }
-      last.err_seen = 1;
     } else if (strncmp(text, "snapshot ", 9) == 0) {
       settle();
       uint8_t *want = NULL;
@@ -166,9 +218,188 @@ static void run(FILE *f) {
   fencelock_service_free(svc);
 }
 
+/* ----------------------------------------------------------------------- .calls */
+
+/* The value of `key=` among the words of `args` (up to " ->"), or NULL. The value ends at
+ * the next space; *len gets its length. */
+static const char *arg(const char *args, const char *key, size_t *len) {
+  size_t k = strlen(key);
+  for (const char *p = args; *p && strncmp(p, "->", 2) != 0;) {
+    const char *end = strchr(p, ' ');
+    if (!end) end = p + strlen(p);
+    if ((size_t)(end - p) > k && strncmp(p, key, k) == 0 && p[k] == '=') {
+      *len = (size_t)(end - p) - k - 1;
+      return p + k + 1;
+    }
+    p = *end ? end + 1 : end;
+  }
+  return NULL;
+}
+
+static int number(const char *args, const char *key, uint64_t *v) {
+  size_t len = 0;
+  const char *p = arg(args, key, &len);
+  if (!p || len == 0) return 0;
+  char *end = NULL;
+  *v = strtoull(p, &end, 10);
+  return end == p + len;
+}
+
+/* Rows whose request=0 this ABI reads as "no request number" (its typed functions cannot
+ * say request number 0); reported in the summary line. */
+static int request_zero;
+
+/* request=-|N: 0 ("no request number") for `-`. */
+static int request_arg(const char *args, uint64_t *v) {
+  size_t len = 0;
+  const char *p = arg(args, "request", &len);
+  *v = 0;
+  if (!p || (len == 1 && *p == '-')) return 1;
+  if (!number(args, "request", v)) return 0;
+  if (*v == 0) request_zero++;
+  return 1;
+}
+
+static void run_call(fencelock_service *svc, char *text) {
+  char *arrow = strstr(text, " -> ");
+  if (!arrow) {
+    fail("a call line without ` -> `");
+    return;
+  }
+  char want_kind[32] = "";
+  unsigned long want_code = 0;
+  int want_ok = 0;
+  if (sscanf(arrow + 4, "ok %31s", want_kind) == 1) {
+    want_ok = 1;
+  } else if (sscanf(arrow + 4, "err %lu", &want_code) != 1) {
+    fail("expected `ok <kind>` or `err <code>` after ->");
+    return;
+  }
+  char method[32] = "";
+  if (sscanf(text, "%31s", method) != 1) {
+    fail("no method");
+    return;
+  }
+  const char *args = text + strlen(method);
+  while (*args == ' ') args++;
+  uint64_t now = 0, ttl = 0, session = 0, request = 0, until = 0;
+  if (!number(args, "now", &now)) {
+    fail("a call without now=");
+    return;
+  }
+  if (!request_arg(args, &request)) {
+    fail("request= must be - or a number");
+    return;
+  }
+  size_t lock_len = 0, mode_len = 0, wait_len = 0;
+  const char *lock = arg(args, "lock", &lock_len);
+  const char *mode_s = arg(args, "mode", &mode_len);
+  const char *wait_s = arg(args, "wait", &wait_len);
+  uint32_t mode = FENCELOCK_MODE_EXCLUSIVE, wait = FENCELOCK_WAIT_NONE;
+  if (mode_s && mode_len == 1 && *mode_s == 's') mode = FENCELOCK_MODE_SHARED;
+  else if (mode_s && !(mode_len == 1 && *mode_s == 'x')) fail("mode= must be x or s");
+  if (wait_s && wait_len == 7 && strncmp(wait_s, "forever", 7) == 0) {
+    wait = FENCELOCK_WAIT_FOREVER;
+  } else if (wait_s && wait_len > 6 && strncmp(wait_s, "until:", 6) == 0) {
+    wait = FENCELOCK_WAIT_UNTIL;
+    until = strtoull(wait_s + 6, NULL, 10);
+  } else if (wait_s && !(wait_len == 4 && strncmp(wait_s, "none", 4) == 0)) {
+    fail("wait= must be none, forever or until:N");
+  }
+  int has_session = number(args, "session", &session);
+  /* The name's bytes, NUL-free and space-free; a non-NULL pointer even when empty. */
+  static const uint8_t empty = 0;
+  const uint8_t *name = lock && lock_len ? (const uint8_t *)lock : &empty;
+  fencelock_reply reply;
+  memset(&reply, 0xa5, sizeof reply);
+  fencelock_result got;
+  calls++;
+  if (strcmp(method, "open") == 0) {
+    number(args, "ttl", &ttl);
+    got = fencelock_service_open_session(svc, now, ttl, &reply);
+  } else if (strcmp(method, "tick") == 0) {
+    got = fencelock_service_tick(svc, now);
+    /* The typed tick has no reply; its frame's reply is TICKED (as the core's handle). */
+    memset(&reply, 0, sizeof reply);
+    if (got == FENCELOCK_RESULT_OK) {
+      reply.kind = FENCELOCK_REPLY_KIND_TICKED;
+      reply.now = now;
+    }
+  } else if (!has_session) {
+    fail("a session input without session=");
+    return;
+  } else if (strcmp(method, "keep_alive") == 0) {
+    got = fencelock_service_keep_alive(svc, now, session, request, &reply);
+  } else if (strcmp(method, "close") == 0) {
+    got = fencelock_service_close_session(svc, now, session, request, &reply);
+  } else if (!lock) {
+    fail("a lock input without lock=");
+    return;
+  } else if (strcmp(method, "acquire") == 0) {
+    got = fencelock_service_acquire(svc, now, session, name, lock_len, mode, wait, until,
+                                    request, &reply);
+  } else if (strcmp(method, "release") == 0) {
+    got = fencelock_service_release(svc, now, session, name, lock_len, request, &reply);
+  } else if (strcmp(method, "cancel") == 0) {
+    got = fencelock_service_cancel(svc, now, session, name, lock_len, request, &reply);
+  } else {
+    fail("unknown method");
+    return;
+  }
+  /* Events are the .vec files' concern; they must not pile up here. */
+  fencelock_output o;
+  while (fencelock_service_poll_output(svc, &o) == FENCELOCK_RESULT_OK) {
+  }
+  char m[300];
+  if (want_ok && got != FENCELOCK_RESULT_OK) {
+    char why[160];
+    fencelock_service_last_error(svc, why, sizeof why, NULL);
+    snprintf(m, sizeof m, "refused with %u (%s), expected ok %s", (unsigned)got, why, want_kind);
+    fail(m);
+  } else if (want_ok && strcmp(reply_kind(reply.kind), want_kind) != 0) {
+    snprintf(m, sizeof m, "replied %s, expected %s", reply_kind(reply.kind), want_kind);
+    fail(m);
+  } else if (!want_ok && (unsigned long)got != want_code) {
+    snprintf(m, sizeof m, "result %u (reply %s), expected err %lu", (unsigned)got,
+             reply_kind(reply.kind), want_code);
+    fail(m);
+  } else if (!want_ok && reply.kind != FENCELOCK_REPLY_KIND_NONE) {
+    fail("a refused call left a reply");
+  }
+}
+
+static void run_calls(FILE *f) {
+  fencelock_service *svc = NULL;
+  char *text = NULL;
+  size_t text_cap = 0;
+  ssize_t n;
+  line_no = 0;
+  while ((n = getline(&text, &text_cap, f)) >= 0) {
+    line_no++;
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r')) text[--n] = 0;
+    if (n == 0 || text[0] == '#') continue;
+    if (strncmp(text, "config ", 7) == 0) {
+      fencelock_service_free(svc);
+      fencelock_config c;
+      svc = configure(text, &c);
+    } else if (!svc) {
+      fail("a call before the config line");
+    } else {
+      run_call(svc, text);
+    }
+  }
+  free(text);
+  fencelock_service_free(svc);
+}
+
+static int ends_with(const char *s, const char *tail) {
+  size_t a = strlen(s), b = strlen(tail);
+  return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s FILE.vec...\n", argv[0]);
+    fprintf(stderr, "usage: %s FILE.vec|FILE.calls...\n", argv[0]);
     return 2;
   }
   for (int i = 1; i < argc; i++) {
@@ -179,10 +410,16 @@ int main(int argc, char **argv) {
       failures++;
       continue;
     }
-    run(f);
+    if (ends_with(file, ".calls")) run_calls(f);
+    else run_vec(f);
     fclose(f);
   }
-  printf("vectors.c: %d files, %d inputs, %d outputs, %d snapshots replayed, %d failed\n",
-         argc - 1, inputs, outputs, snapshots, failures);
+  printf("vectors.c: %d files, %d inputs, %d events, %d replies, %d snapshots, %d typed calls "
+         "replayed, %d failed\n",
+         argc - 1, inputs, outputs, replies, snapshots, calls, failures);
+  if (request_zero)
+    printf("vectors.c: %d typed calls had request=0, run as \"no request number\" (the C ABI's "
+           "0)\n",
+           request_zero);
   return failures ? 1 : 0;
 }

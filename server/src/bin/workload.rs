@@ -123,7 +123,8 @@ async fn main() {
             {
                 Ok(Acquired::Granted(t)) => t.0,
                 Ok(_) => {
-                    // The session ended while waiting: the acquire did not take effect.
+                    // With a wait forever, anything but a grant means the session ended
+                    // (a hold that ended meanwhile counts as not taken: it wrote nothing).
                     log.ev(thread, "indet");
                     continue 'sessions;
                 }
@@ -151,7 +152,7 @@ async fn main() {
             }
             log.ev(thread, "inv_rel");
             match session.release(&a.lock).await {
-                Ok(()) => log.ev(thread, "ok_rel"),
+                Ok(_) => log.ev(thread, "ok_rel"),
                 Err(ClientError::Core(e))
                     if e.kind == "not_holder" || e.kind == "unknown_session" =>
                 {

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencelock::{Input, Output};
+use fencelock::{Input, LockName, Mode, Output, Reply, SessionId, Token, Wait};
 use fencelock_server::mem_network::MemNet;
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::protocol::ClientError;
-use fencelock_server::types::{CmdResult, NodeAddr, NodeId};
+use fencelock_server::types::{CmdResult, NodeAddr, NodeId, STAMPED_AT_APPLY};
 
 pub struct Cluster {
     pub net: MemNet,
@@ -183,9 +183,62 @@ impl Cluster {
     }
 }
 
-pub fn session_of(r: &CmdResult) -> fencelock::SessionId {
-    match r.outputs.first() {
-        Some(Output::SessionOpened { session, .. }) => *session,
-        other => panic!("expected SessionOpened, got {other:?} / {:?}", r.error),
+pub fn session_of(r: &CmdResult) -> SessionId {
+    match r.reply {
+        Ok(Reply::Opened { session, .. }) => session,
+        ref other => panic!("expected Opened, got {other:?}"),
+    }
+}
+
+/// The token of a `Granted` reply.
+pub fn granted(r: &CmdResult) -> Option<Token> {
+    match r.reply {
+        Ok(Reply::Granted { token, .. }) => Some(token),
+        _ => None,
+    }
+}
+
+// Client inputs as a node builds them: the state machine stamps their time.
+
+pub fn open(ttl: u64) -> Input {
+    Input::OpenSession {
+        now: STAMPED_AT_APPLY,
+        ttl,
+    }
+}
+
+pub fn keep_alive(session: SessionId) -> Input {
+    Input::KeepAlive {
+        now: STAMPED_AT_APPLY,
+        session,
+        request: None,
+    }
+}
+
+pub fn close(session: SessionId) -> Input {
+    Input::CloseSession {
+        now: STAMPED_AT_APPLY,
+        session,
+        request: None,
+    }
+}
+
+pub fn acquire(s: SessionId, lock: &str, wait: Wait, request: Option<u64>) -> Input {
+    Input::Acquire {
+        now: STAMPED_AT_APPLY,
+        session: s,
+        lock: LockName::new(lock).unwrap(),
+        mode: Mode::Exclusive,
+        wait,
+        request,
+    }
+}
+
+pub fn release(s: SessionId, lock: &str, request: Option<u64>) -> Input {
+    Input::Release {
+        now: STAMPED_AT_APPLY,
+        session: s,
+        lock: LockName::new(lock).unwrap(),
+        request,
     }
 }
