@@ -984,8 +984,19 @@ impl View<'_> {
         TableState::find(self.l, hash, |r| r.name.as_str() == name)
     }
 
-    fn claim_slot(&self, s: u32, l: u32) -> Option<u32> {
-        TableState::find(self.c, claim_hash(s, l), |r| r.session == s && r.lock == l)
+    /// The claim of session `s` on lock `l`. A lock's only claim is found from the lock
+    /// row; the claim index holds only the claims of locks with two or more (see
+    /// [`insert_claim`](Self::insert_claim)). Cost: O(1) expected.
+    pub(crate) fn claim_slot(&self, s: u32, l: u32) -> Option<u32> {
+        let lock = &self.l[l as usize];
+        match lock.holders.len + lock.waiters.len {
+            0 => None,
+            1 => {
+                let only = lock.only_claim();
+                (self.c[only as usize].session == s).then_some(only)
+            }
+            _ => TableState::find(self.c, claim_hash(s, l), |r| r.session == s && r.lock == l),
+        }
     }
 
     /// The answer to a repeat of an acquire whose recorded reply is `recorded`, from the
@@ -1195,7 +1206,11 @@ impl View<'_> {
     }
 
     /// Fills claim row `c`, just taken from the free list, as a claim of `s` on `l`,
-    /// neither holding nor queued yet.
+    /// neither holding nor queued yet (the caller links it next).
+    ///
+    /// The claim index holds the claims of locks with two claims or more: the common lock
+    /// with a single holder costs no index insert or removal, and its claim is found from
+    /// the lock row ([`claim_slot`](Self::claim_slot)). A second claim indexes both.
     pub(crate) fn insert_claim(&mut self, c: u32, s: u32, l: u32, mode: Mode, seq: u64) {
         let row = &mut self.c[c as usize];
         row.session = s;
@@ -1204,7 +1219,18 @@ impl View<'_> {
         row.holding = false;
         row.seq = seq;
         row.value = 0;
-        TableState::index_insert(self.c, c, claim_hash(s, l));
+        let lock = &self.l[l as usize];
+        match lock.holders.len + lock.waiters.len {
+            0 => {}
+            1 => {
+                let only = lock.only_claim();
+                let other = &self.c[only as usize];
+                let hash = claim_hash(other.session, other.lock);
+                TableState::index_insert(self.c, only, hash);
+                TableState::index_insert(self.c, c, claim_hash(s, l));
+            }
+            _ => TableState::index_insert(self.c, c, claim_hash(s, l)),
+        }
         let mut list = self.s[s as usize].claims;
         list.push_back(self.c, c, in_session);
         self.s[s as usize].claims = list;
@@ -1249,7 +1275,18 @@ impl View<'_> {
         list.remove(self.c, c, in_session);
         self.s[s as usize].claims = list;
         self.st.claim_order.remove(self.c, c, claim_order);
-        TableState::index_remove(self.c, c);
+        // Indexed only while its lock had two claims or more; at two, the one left is
+        // found from the lock row from now on.
+        let lock = &self.l[l as usize];
+        match lock.holders.len + lock.waiters.len {
+            0 => {}
+            1 => {
+                let only = lock.only_claim();
+                TableState::index_remove(self.c, c);
+                TableState::index_remove(self.c, only);
+            }
+            _ => TableState::index_remove(self.c, c),
+        }
         // Free (no session); `insert_claim` sets every field when the row is taken again.
         self.c[c as usize].session = NIL;
         self.st.claims.release(self.c, c);

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::service::{find_lock, find_session, in_lock, Config, LockService};
 use crate::storage::{Recorded, Storage};
-use crate::table::{TableState, NIL};
+use crate::table::NIL;
 use crate::{Error, LockName, Mode, SessionId, Table};
 
 /// The four bytes every snapshot begins with.
@@ -392,11 +392,7 @@ impl<S: Storage> LockService<S> {
             let l = v.l[..n]
                 .binary_search_by_key(&r.lock, |row| row.id)
                 .map_err(|_| corrupt("claim on an unknown lock"))? as u32;
-            if TableState::find(v.c, crate::storage::claim_hash(s, l), |c| {
-                c.session == s && c.lock == l
-            })
-            .is_some()
-            {
+            if v.claim_slot(s, l).is_some() {
                 return Err(corrupt("a session claims a lock twice"));
             }
             let lock = &v.l[l as usize];

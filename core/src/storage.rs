@@ -384,6 +384,17 @@ impl LockRow {
     };
 }
 
+impl LockRow {
+    /// Its one claim, when it has exactly one (holder or waiter).
+    pub(crate) fn only_claim(&self) -> u32 {
+        if self.holders.head != NIL {
+            self.holders.head
+        } else {
+            self.waiters.head
+        }
+    }
+}
+
 impl Indexed for LockRow {
     type B = Tagged;
     fn index(&self) -> &Tagged {
