@@ -460,11 +460,11 @@ impl<S: Storage> LockService<S> {
         if let Some(l) = l {
             if let Some(c) = v.claim_slot(s, l) {
                 let claim = &v.c[c as usize];
-                if !claim.holding {
+                if !claim.holding() {
                     return Err(Error::AlreadyQueued(session));
                 }
-                if claim.mode != mode {
-                    return Err(Error::ModeMismatch { held: claim.mode });
+                if claim.mode() != mode {
+                    return Err(Error::ModeMismatch { held: claim.mode() });
                 }
                 let token = claim.value;
                 v.record(s, request, target, Recorded::Granted { mode, token });
@@ -573,9 +573,9 @@ impl<S: Storage> LockService<S> {
         let c = v
             .lock_slot(lock, name_hash(lock.as_bytes()))
             .and_then(|l| v.claim_slot(s, l))
-            .filter(|c| v.c[*c as usize].holding)
+            .filter(|c| v.c[*c as usize].holding())
             .ok_or(Error::NotHolder(session))?;
-        let l = v.c[c as usize].lock;
+        let l = v.c[c as usize].lock();
         let token = v.c[c as usize].value;
         v.remove_claim(c);
         v.record(s, request, target, Recorded::Released { token });
@@ -627,9 +627,9 @@ impl<S: Storage> LockService<S> {
         let c = v
             .lock_slot(lock, name_hash(lock.as_bytes()))
             .and_then(|l| v.claim_slot(s, l))
-            .filter(|c| !v.c[*c as usize].holding)
+            .filter(|c| !v.c[*c as usize].holding())
             .ok_or(Error::NotQueued(session))?;
-        let l = v.c[c as usize].lock;
+        let l = v.c[c as usize].lock();
         v.remove_claim(c);
         v.record(s, request, target, Recorded::Cancelled);
         v.mark_dirty(l);
@@ -701,7 +701,7 @@ impl<S: Storage> LockService<S> {
                 break;
             }
             let claim = &v.c[c as usize];
-            let (session, l) = (SessionId(v.s[claim.session as usize].id), claim.lock);
+            let (session, l) = (SessionId(v.s[claim.session() as usize].id), claim.lock());
             let lock = v.l[l as usize].name.clone();
             v.remove_claim(c);
             out.event(Output::WaitTimedOut { session, lock });
@@ -827,7 +827,7 @@ impl<S: Storage> LockService<S> {
         let (mut holds, mut waits) = (0, 0);
         let mut c = row.claims.head;
         while c != NIL {
-            if t.claims[c as usize].holding {
+            if t.claims[c as usize].holding() {
                 holds += 1;
             } else {
                 waits += 1;
@@ -867,8 +867,8 @@ impl<S: Storage> LockService<S> {
         self.claims_of(lock, true).map(|(t, c)| {
             let claim = &t.claims[c as usize];
             Holder {
-                session: SessionId(t.sessions[claim.session as usize].id),
-                mode: claim.mode,
+                session: SessionId(t.sessions[claim.session() as usize].id),
+                mode: claim.mode(),
                 token: Token(claim.value),
             }
         })
@@ -879,8 +879,8 @@ impl<S: Storage> LockService<S> {
         self.claims_of(lock, false).map(|(t, c)| {
             let claim = &t.claims[c as usize];
             Waiter {
-                session: SessionId(t.sessions[claim.session as usize].id),
-                mode: claim.mode,
+                session: SessionId(t.sessions[claim.session() as usize].id),
+                mode: claim.mode(),
                 deadline: (claim.value != u64::MAX).then_some(Tick(claim.value)),
             }
         })
@@ -993,9 +993,11 @@ impl View<'_> {
             0 => None,
             1 => {
                 let only = lock.only_claim();
-                (self.c[only as usize].session == s).then_some(only)
+                (self.c[only as usize].session() == s).then_some(only)
             }
-            _ => TableState::find(self.c, claim_hash(s, l), |r| r.session == s && r.lock == l),
+            _ => TableState::find(self.c, claim_hash(s, l), |r| {
+                r.session() == s && r.lock() == l
+            }),
         }
     }
 
@@ -1008,9 +1010,9 @@ impl View<'_> {
             .and_then(|l| self.claim_slot(s, l).map(|c| (l, c)));
         if let Some((l, c)) = claim {
             let row = &self.c[c as usize];
-            if row.holding {
+            if row.holding() {
                 return Reply::Granted {
-                    mode: row.mode,
+                    mode: row.mode(),
                     token: Token(row.value),
                 };
             }
@@ -1021,7 +1023,7 @@ impl View<'_> {
                 cur = self.c[cur as usize].in_lock.next;
             }
             return Reply::Queued {
-                mode: row.mode,
+                mode: row.mode(),
                 position,
             };
         }
@@ -1213,10 +1215,7 @@ impl View<'_> {
     /// the lock row ([`claim_slot`](Self::claim_slot)). A second claim indexes both.
     pub(crate) fn insert_claim(&mut self, c: u32, s: u32, l: u32, mode: Mode, seq: u64) {
         let row = &mut self.c[c as usize];
-        row.session = s;
-        row.lock = l;
-        row.mode = mode;
-        row.holding = false;
+        row.set(s, l, mode, false);
         row.seq = seq;
         row.value = 0;
         let lock = &self.l[l as usize];
@@ -1225,7 +1224,7 @@ impl View<'_> {
             1 => {
                 let only = lock.only_claim();
                 let other = &self.c[only as usize];
-                let hash = claim_hash(other.session, other.lock);
+                let hash = claim_hash(other.session(), other.lock());
                 TableState::index_insert(self.c, only, hash);
                 TableState::index_insert(self.c, c, claim_hash(s, l));
             }
@@ -1242,11 +1241,11 @@ impl View<'_> {
         self.st.revision += 1;
         let token = self.st.revision;
         self.st.claims.unschedule(self.c, c);
-        let l = self.c[c as usize].lock;
+        let l = self.c[c as usize].lock();
         let row = &mut self.c[c as usize];
-        row.holding = true;
+        row.set_holding(true);
         row.value = token;
-        let mode = row.mode;
+        let mode = row.mode();
         // Holders are kept in claim-sequence order (like every other list), so a restored
         // service lists them exactly as the original did.
         let mut holders = self.l[l as usize].holders;
@@ -1260,7 +1259,7 @@ impl View<'_> {
     fn remove_claim(&mut self, c: u32) {
         let (s, l, holding) = {
             let r = &self.c[c as usize];
-            (r.session, r.lock, r.holding)
+            (r.session(), r.lock(), r.holding())
         };
         self.st.claims.unschedule(self.c, c);
         let lock = &mut self.l[l as usize];
@@ -1288,7 +1287,7 @@ impl View<'_> {
             _ => TableState::index_remove(self.c, c),
         }
         // Free (no session); `insert_claim` sets every field when the row is taken again.
-        self.c[c as usize].session = NIL;
+        self.c[c as usize].free();
         self.st.claims.release(self.c, c);
     }
 
@@ -1309,7 +1308,7 @@ impl View<'_> {
             let c = self.s[s as usize].claims.head;
             let (l, holding, token) = {
                 let r = &self.c[c as usize];
-                (r.lock, r.holding, r.value)
+                (r.lock(), r.holding(), r.value)
             };
             self.remove_claim(c);
             if holding {
@@ -1422,7 +1421,7 @@ impl View<'_> {
             if head == NIL {
                 return;
             }
-            let mode = self.c[head as usize].mode;
+            let mode = self.c[head as usize].mode();
             let fits =
                 lock.holders.len == 0 || (mode == Mode::Shared && lock.holder_mode == Mode::Shared);
             if !fits {
@@ -1432,7 +1431,7 @@ impl View<'_> {
             waiters.remove(self.c, head, in_lock);
             self.l[l as usize].waiters = waiters;
             let token = self.grant(head);
-            let session = SessionId(self.s[self.c[head as usize].session as usize].id);
+            let session = SessionId(self.s[self.c[head as usize].session() as usize].id);
             out.event(Output::Granted {
                 session,
                 lock: self.l[l as usize].name.clone(),

@@ -156,10 +156,10 @@ impl<S: Storage> LockService<S> {
         while c != NIL {
             let r = &t.claims[c as usize];
             w.put(&ClaimRec {
-                session: t.sessions[r.session as usize].id,
-                lock: t.locks[r.lock as usize].id,
-                mode: r.mode,
-                holding: r.holding,
+                session: t.sessions[r.session() as usize].id,
+                lock: t.locks[r.lock() as usize].id,
+                mode: r.mode(),
+                holding: r.holding(),
                 seq: r.seq,
                 value: r.value,
             });
@@ -424,7 +424,7 @@ impl<S: Storage> LockService<S> {
                     .ok_or(Error::CapacityExceeded(Table::Claims))?;
             v.insert_claim(c, s, l, r.mode, r.seq);
             let row = &mut v.c[c as usize];
-            row.holding = r.holding;
+            row.set_holding(r.holding);
             row.value = r.value;
             let lock = &mut v.l[l as usize];
             if r.holding {
@@ -460,7 +460,7 @@ impl<S: Storage> LockService<S> {
         while c != NIL {
             let row = &v.c[c as usize];
             let next = row.order.next;
-            if !row.holding && row.value != u64::MAX {
+            if !row.holding() && row.value != u64::MAX {
                 v.st.claims.schedule(v.c, c);
             }
             c = next;
@@ -482,7 +482,7 @@ impl<S: Storage> LockService<S> {
             if !delayed && lock.waiters.head != NIL {
                 let head = &v.c[lock.waiters.head as usize];
                 let fits = lock.holders.len == 0
-                    || (head.mode == Mode::Shared && lock.holder_mode == Mode::Shared);
+                    || (head.mode() == Mode::Shared && lock.holder_mode == Mode::Shared);
                 if fits {
                     return Err(corrupt("a grantable waiter was left waiting"));
                 }
