@@ -413,13 +413,26 @@ pub(crate) fn name_hash(bytes: &[u8]) -> u64 {
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
-        let mut w = [0u8; 8];
-        for (d, s) in w.iter_mut().zip(rest) {
-            *d = *s;
-        }
-        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K).rotate_left(29);
+        h = (h ^ tail_word(rest)).wrapping_mul(K).rotate_left(29);
     }
     mix(h)
+}
+
+/// The 1 to 7 bytes after the last whole word, as one word, with two or three loads
+/// instead of a byte loop: 4 to 7 bytes as two overlapping 4-byte words, 1 to 3 as their
+/// first, middle and last byte. Every byte counts; together with the length, which
+/// `name_hash` folds in first, that is all a hash needs.
+fn tail_word(rest: &[u8]) -> u64 {
+    let n = rest.len();
+    let le32 = |b: &[u8]| match <[u8; 4]>::try_from(b) {
+        Ok(w) => u32::from_le_bytes(w) as u64,
+        Err(_) => 0,
+    };
+    if n >= 4 {
+        le32(&rest[..4]) | (le32(&rest[n - 4..]) << 32)
+    } else {
+        rest[0] as u64 | (rest[n / 2] as u64) << 8 | (rest[n - 1] as u64) << 16
+    }
 }
 
 /// FNV-1a, 64 bit: fixed, seedless, the same on every platform.
