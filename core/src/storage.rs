@@ -15,6 +15,25 @@
 //! 0.96 + 1.44 + 2.56 MB = 4.96 MB. Each row includes its share of the table's hash index
 //! (two buckets, so the load stays ≤ 50 %) and of its heap of deadlines.
 //!
+//! Where the bytes go, and why each field has the width it has:
+//!
+//! * **Session** (96): id, ttl, deadline, latest request number and its fingerprint (five
+//!   `u64`); the latest reply packed into a `u64` and a byte; its claim list (head, tail);
+//!   its neighbours in id order (the snapshot's order) and in its ttl's deadline list (what
+//!   makes a keep-alive O(1)); its ttl-list number (a byte); 8 bytes of index (two row
+//!   numbers) and 8 of heap.
+//! * **Lock** (144): the name inline (65); id, lock-delay end (two `u64`); holder list
+//!   (head, tail, count) and wait queue (head, tail, count, the count is a queue
+//!   position); creation-order neighbours; the dirty-list link; the holders' mode and a
+//!   dirty flag (bytes); 16 bytes of index (two row numbers and the high 32 bits of each
+//!   entry's name hash, so a probe never compares or re-hashes a name it need not) and 8
+//!   of heap.
+//! * **Claim** (64): session and lock row numbers (`u32`, with the mode and hold/wait in
+//!   their top bits, free since rows are < 2³¹); arrival number and token-or-deadline
+//!   (`u64`); its neighbours on the lock, in the session and in arrival order (the
+//!   snapshot's); 8 bytes of index and 8 of heap. A lock's only claim is not in the claim
+//!   index at all (it is found from the lock row), but keeps its share of the buckets.
+//!
 //! The figures are the same on 64-bit and 32-bit targets: rows hold only `u64`, `u32`,
 //! byte-sized fields (`u8`, `bool`, fieldless enums) and enums of those (a name's length
 //! is a `u8`, never a `usize`; no pointers), so their layout depends only on the
