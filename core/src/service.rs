@@ -570,8 +570,9 @@ impl<S: Storage> LockService<S> {
         if let Some(recorded) = v.check_request(s, request, Kind::Release, target)? {
             return Ok(recorded.reply());
         }
+        let hash = name_hash(lock.as_bytes());
         let c = v
-            .lock_slot(lock, name_hash(lock.as_bytes()))
+            .lock_slot(lock, hash)
             .and_then(|l| v.claim_slot(s, l))
             .filter(|c| v.c[*c as usize].holding())
             .ok_or(Error::NotHolder(session))?;
@@ -581,7 +582,7 @@ impl<S: Storage> LockService<S> {
         v.record(s, request, target, Recorded::Released { token });
         if v.l[l as usize].waiters.head == NIL {
             // Nobody to grant: only the eviction check of `grant_dirty` applies.
-            v.evict_if_idle(l);
+            v.evict_if_idle(l, Some(hash));
         } else {
             v.mark_dirty(l);
             v.grant_dirty(out);
@@ -1407,7 +1408,7 @@ impl View<'_> {
             self.l[l as usize].dirty = false;
             self.l[l as usize].dirty_next = NIL;
             self.grant_queue_head(l, out);
-            self.evict_if_idle(l);
+            self.evict_if_idle(l, None);
         }
     }
 
@@ -1444,12 +1445,15 @@ impl View<'_> {
         }
     }
 
-    fn evict_if_idle(&mut self, l: u32) {
+    /// Frees lock row `l` if nothing holds, awaits or delays it. `hash` is its name's
+    /// [`name_hash`] if the caller has it (else it is computed).
+    fn evict_if_idle(&mut self, l: u32, hash: Option<u64>) {
         let lock = &self.l[l as usize];
         if lock.holders.len > 0 || lock.waiters.len > 0 || TableState::is_scheduled(self.l, l) {
             return;
         }
-        TableState::index_remove(self.l, l);
+        let hash = hash.unwrap_or_else(|| name_hash(lock.name.as_str().as_bytes()));
+        TableState::index_remove_hashed(self.l, l, hash);
         self.st.lock_order.remove(self.l, l, lock_order);
         // Free (id 0); `insert_lock` sets every field when the row is taken again.
         self.l[l as usize].id = 0;

@@ -251,8 +251,15 @@ impl TableState {
     /// Removes a row from the index. Reads no other row: homes come from the stored hash
     /// bits. O(1) expected.
     pub(crate) fn index_remove<T: Indexed>(rows: &mut [T], slot: u32) {
+        let hash = rows[slot as usize].key_hash();
+        Self::index_remove_hashed(rows, slot, hash);
+    }
+
+    /// [`index_remove`](Self::index_remove) of a row whose key hash the caller has.
+    pub(crate) fn index_remove_hashed<T: Indexed>(rows: &mut [T], slot: u32, hash: u64) {
+        debug_assert_eq!(hash, rows[slot as usize].key_hash());
         let n = Self::buckets(rows);
-        let mut b = home(tag_of(rows[slot as usize].key_hash()), n);
+        let mut b = home(tag_of(hash), n);
         while Self::bucket(rows, b).0 != slot {
             b = if b + 1 == n { 0 } else { b + 1 };
         }
@@ -360,12 +367,16 @@ impl TableState {
         self.sift_down(rows, pos);
     }
 
-    /// Removes a row's deadline if it has one. O(log n).
+    /// Removes a row's deadline if it has one. O(1) if it has none, else O(log n).
+    #[inline]
     pub(crate) fn unschedule<T: Row>(&mut self, rows: &mut [T], slot: u32) {
         let pos = rows[slot as usize].aux().heap_pos;
-        if pos == NIL {
-            return;
+        if pos != NIL {
+            self.unschedule_at(rows, slot, pos);
         }
+    }
+
+    fn unschedule_at<T: Row>(&mut self, rows: &mut [T], slot: u32, pos: u32) {
         rows[slot as usize].aux_mut().heap_pos = NIL;
         self.heap_len -= 1;
         let last = self.heap_len;
