@@ -117,6 +117,11 @@ pub(crate) struct State {
     pub(crate) claims: TableState,
     pub(crate) session_order: List,
     pub(crate) lock_order: List,
+    /// Lock rows that went idle, oldest first (linked through `order`, which only live
+    /// locks use otherwise): still indexed by name, so taking the lock again reuses the
+    /// row; taken for another name when the free list is empty. Invisible: not listed,
+    /// counted or snapshotted; a lock in it is free, unheld and undelayed.
+    pub(crate) idle_locks: List,
     pub(crate) claim_order: List,
     dirty_head: u32,
     dirty_tail: u32,
@@ -249,6 +254,7 @@ impl<S: Storage> LockService<S> {
             claims: TableState::init(t.claims),
             session_order: List::EMPTY,
             lock_order: List::EMPTY,
+            idle_locks: List::EMPTY,
             claim_order: List::EMPTY,
             dirty_head: NIL,
             dirty_tail: NIL,
@@ -494,7 +500,16 @@ impl<S: Storage> LockService<S> {
             return Err(Error::CapacityExceeded(Table::Claims));
         };
         let l = match l {
-            Some(l) => l,
+            Some(l) if v.l[l as usize].id != 0 => l,
+            Some(l) => {
+                // Idle since its last use: a new entry in the same row, name and index.
+                v.st.idle_locks.remove(v.l, l, lock_order);
+                let id = v.st.next_lock;
+                v.st.next_lock += 1;
+                v.l[l as usize].id = id;
+                v.st.lock_order.push_back(v.l, l, lock_order);
+                l
+            }
             None => {
                 // Cannot fail: `check_name` allowed at most `max_name_len` ≤ 64 bytes.
                 let name = match LockName::new(lock) {
@@ -504,9 +519,19 @@ impl<S: Storage> LockService<S> {
                         return Err(e);
                     }
                 };
-                let Some(slot) = v.st.locks.alloc(v.l) else {
-                    v.st.claims.release(v.c, c);
-                    return Err(Error::CapacityExceeded(Table::Locks));
+                let slot = match v.st.locks.alloc(v.l) {
+                    Some(slot) => slot,
+                    // A full table may still hold idle rows: the oldest goes.
+                    None if v.st.idle_locks.head != NIL => {
+                        let slot = v.st.idle_locks.head;
+                        v.st.idle_locks.remove(v.l, slot, lock_order);
+                        TableState::index_remove(v.l, slot);
+                        slot
+                    }
+                    None => {
+                        v.st.claims.release(v.c, c);
+                        return Err(Error::CapacityExceeded(Table::Locks));
+                    }
                 };
                 let id = v.st.next_lock;
                 v.st.next_lock += 1;
@@ -582,7 +607,7 @@ impl<S: Storage> LockService<S> {
         v.record(s, request, target, Recorded::Released { token });
         if v.l[l as usize].waiters.head == NIL {
             // Nobody to grant: only the eviction check of `grant_dirty` applies.
-            v.evict_if_idle(l, Some(hash));
+            v.evict_if_idle(l);
         } else {
             v.mark_dirty(l);
             v.grant_dirty(out);
@@ -809,7 +834,7 @@ impl<S: Storage> LockService<S> {
     pub fn usage(&self) -> Usage {
         Usage {
             sessions: self.st.sessions.len,
-            locks: self.st.locks.len,
+            locks: self.st.lock_order.len,
             claims: self.st.claims.len,
         }
     }
@@ -1408,7 +1433,7 @@ impl View<'_> {
             self.l[l as usize].dirty = false;
             self.l[l as usize].dirty_next = NIL;
             self.grant_queue_head(l, out);
-            self.evict_if_idle(l, None);
+            self.evict_if_idle(l);
         }
     }
 
@@ -1445,18 +1470,17 @@ impl View<'_> {
         }
     }
 
-    /// Frees lock row `l` if nothing holds, awaits or delays it. `hash` is its name's
-    /// [`name_hash`] if the caller has it (else it is computed).
-    fn evict_if_idle(&mut self, l: u32, hash: Option<u64>) {
+    /// Ends lock entry `l` if nothing holds, awaits or delays it: out of the list of
+    /// entries, onto the idle list (still indexed, so the next acquire of the name reuses
+    /// the row without re-indexing or copying the name). O(1).
+    fn evict_if_idle(&mut self, l: u32) {
         let lock = &self.l[l as usize];
         if lock.holders.len > 0 || lock.waiters.len > 0 || TableState::is_scheduled(self.l, l) {
             return;
         }
-        let hash = hash.unwrap_or_else(|| name_hash(lock.name.as_str().as_bytes()));
-        TableState::index_remove_hashed(self.l, l, hash);
         self.st.lock_order.remove(self.l, l, lock_order);
-        // Free (id 0); `insert_lock` sets every field when the row is taken again.
+        // Not an entry any more (id 0): getters, snapshots and counts skip it.
         self.l[l as usize].id = 0;
-        self.st.locks.release(self.l, l);
+        self.st.idle_locks.push_back(self.l, l, lock_order);
     }
 }

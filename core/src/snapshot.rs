@@ -126,7 +126,7 @@ impl<S: Storage> LockService<S> {
             next_seq: st.next_seq,
             next_lock: st.next_lock,
             sessions: st.sessions.len,
-            locks: st.locks.len,
+            locks: st.lock_order.len,
             claims: st.claims.len,
         });
         let mut s = st.session_order.head;

@@ -7,7 +7,7 @@
 //! | row | bytes | one per |
 //! |---|---|---|
 //! | [`SessionRow`] | 96 | open session |
-//! | [`LockRow`] | 144 | lock that is held, awaited or in lock-delay (idle locks are evicted) |
+//! | [`LockRow`] | 144 | lock that is held, awaited or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
 //! | [`ClaimRow`] | 64 | hold *or* wait of one session on one lock (one pool for both) |
 //! | [`GateRow`](crate::GateRow) | 96 | resource a [`FenceGate`](crate::FenceGate) guards |
 //!
