@@ -605,13 +605,12 @@ impl<S: Storage> LockService<S> {
         let token = v.c[c as usize].value;
         v.remove_claim(c);
         v.record(s, request, target, Recorded::Released { token });
-        if v.l[l as usize].waiters.head == NIL {
-            // Nobody to grant: only the eviction check of `grant_dirty` applies.
-            v.evict_if_idle(l);
-        } else {
-            v.mark_dirty(l);
-            v.grant_dirty(out);
+        // What `grant_dirty` does for one lock, without the list (nothing else is marked
+        // after the advance).
+        if v.l[l as usize].waiters.head != NIL {
+            v.grant_queue_head(l, out);
         }
+        v.evict_if_idle(l);
         Ok(Reply::Released {
             token: Token(token),
         })
@@ -658,8 +657,8 @@ impl<S: Storage> LockService<S> {
         let l = v.c[c as usize].lock();
         v.remove_claim(c);
         v.record(s, request, target, Recorded::Cancelled);
-        v.mark_dirty(l);
-        v.grant_dirty(out);
+        v.grant_queue_head(l, out);
+        v.evict_if_idle(l);
         Ok(Reply::Cancelled)
     }
 
