@@ -368,7 +368,7 @@ impl TableState {
     }
 
     /// Removes a row's deadline if it has one. O(1) if it has none, else O(log n).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn unschedule<T: Row>(&mut self, rows: &mut [T], slot: u32) {
         let pos = rows[slot as usize].aux().heap_pos;
         if pos != NIL {
