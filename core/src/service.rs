@@ -692,6 +692,7 @@ impl<S: Storage> LockService<S> {
     /// The shared first step of every input: refuse a `now` in the past or a sink too
     /// small for [`max_events`](Self::max_events) (nothing changes), then advance. Called
     /// once per input: the room it checked covers the advance and the input together.
+    #[inline(always)]
     pub(crate) fn advance(&mut self, now: Tick, out: &mut impl Sink) -> Result<(), Error> {
         if now.0 < self.st.now {
             return Err(Error::TimeWentBackwards {
@@ -710,6 +711,12 @@ impl<S: Storage> LockService<S> {
             // and nothing an input schedules is due at the tick it is applied.
             return Ok(());
         }
+        self.advance_to(now, out);
+        Ok(())
+    }
+
+    /// [`advance`](Self::advance) once its checks passed and `now` is later.
+    fn advance_to(&mut self, now: Tick, out: &mut impl Sink) {
         let mut v = self.view();
         v.st.now = now.0;
         // A deliberately broken order for the verification suite only; `false` (and gone)
@@ -746,7 +753,6 @@ impl<S: Storage> LockService<S> {
             v.expire_due(now.0, out);
             v.grant_dirty(out);
         }
-        Ok(())
     }
     /// TEST ONLY — exists only with the non-default feature `fault-injection`, which no
     /// shipped crate enables. `true` makes [`tick`](Self::tick) grant freed locks *before*
