@@ -9,6 +9,7 @@ import { herd } from './scenes/herd.js';
 import { election } from './scenes/election.js';
 import { replication } from './scenes/replication.js';
 import { shardPay } from './scenes/shardpay.js';
+import { milestoneMark, captionsOf, termsAt } from './story.js';
 
 const SCENES = [gcPause, herd, election, replication, shardPay];
 const query = new URLSearchParams(location.search);
@@ -23,6 +24,9 @@ const ui = {
   stage: $('stage'),
   swimlane: $('swimlane'),
   caption: $('caption'),
+  terms: $('terms'),
+  story: $('story'),
+  interventions: $('interventions'),
   controls: $('controls'),
   state: $('state'),
   outcome: $('outcome'),
@@ -41,6 +45,11 @@ let api = null;
 let sceneIndex = 0;
 let timeline = null;
 let timer = null;
+let captions = []; // the caption of every recorded step (for first uses of terms)
+// Your interventions per scene, {step, t, id, name, action}: replayed into every rebuilt
+// timeline (after the switch, a slider, a return to the scene) so none vanishes silently.
+const kept = [[], [], [], [], []];
+let droppedNote = '';
 const params = SCENES.map((s) => Object.fromEntries(Object.entries(s.params).map(([k, p]) => [k, p.value])));
 
 // ------------------------------------------------------------------ boot
@@ -58,16 +67,17 @@ async function boot() {
   }
   ui.boot.textContent = '';
   buildTabs();
+  // the hash is what the page itself keeps current (and what a shared link carries last)
   const fromHash = Number((location.hash.match(/scene-(\d)/) || [])[1]);
   const fromQuery = Number(query.get('scene'));
-  chooseScene((fromQuery || fromHash || 1) - 1);
+  chooseScene((fromHash || fromQuery || 1) - 1);
   wireControls();
   document.body.dataset.ready = '1';
 }
 
 function buildTabs() {
   ui.tabs.innerHTML = SCENES.map(
-    (s, i) => `<button id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-pressed="false" title="${s.title} (key ${i + 1})"><span class="n">${i + 1}</span> ${s.short}</button>`,
+    (s, i) => `<button id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-pressed="false" title="${s.title} (key ${i + 1})" aria-label="${s.title}"><span class="n">${i + 1}</span> <span class="lbl">${s.short}</span></button>`,
   ).join('');
   ui.tabs.addEventListener('click', (e) => {
     const b = e.target.closest('button[data-scene]');
@@ -83,17 +93,76 @@ function chooseScene(i) {
   for (const b of ui.tabs.querySelectorAll('button')) b.setAttribute('aria-pressed', String(Number(b.dataset.scene) === i));
   ui.title.textContent = s.title;
   ui.lede.textContent = s.lede;
+  $('scene-lede-2').textContent = s.lede; // a phone shows the lede under the stage, not above it
   document.body.dataset.scene = s.key;
   if (!TEST) history.replaceState(null, '', `#scene-${i + 1}`);
   buildControls();
   rebuild(1);
 }
 
-/** A new timeline from the scene script with the current parameters; keeps the cursor. */
-function rebuild(cursor) {
+/** What an intervention does to the client, as records (the same on every replay). */
+function interventionRecords(iv) {
+  const set = iv.action === 'pause' ? { status: 'paused', pausedBy: 'you' } : iv.action === 'resume' ? { status: 'running', pausedBy: null } : { status: 'dead' };
+  const verb = { kill: 'killed', pause: 'paused', resume: 'resumed' }[iv.action];
+  return [
+    { op: 'client', id: iv.id, set },
+    { op: 'milestone', n: null, label: `you ${iv.action} ${iv.name}`, focus: [iv.id], yours: true },
+    { op: 'caption', text: `You ${verb} ${iv.name} at t=${iv.t}. The future is recomputed from here by the real core.` },
+  ];
+}
+
+/** Can this intervention be applied to the world as it is now? (else: why not) */
+function applicable(iv, w) {
+  const c = w.clients[iv.id];
+  if (!c) return `${iv.name} does not exist in this version`;
+  if (iv.action === 'kill' && c.status === 'dead') return `${iv.name} is already dead at t=${iv.t}`;
+  if (iv.action === 'pause' && c.status !== 'running') return `${iv.name} is not running at t=${iv.t}`;
+  if (iv.action === 'resume' && c.status !== 'paused') return `${iv.name} is not paused at t=${iv.t}`;
+  return null;
+}
+
+/**
+ * A new timeline from the scene script with the current parameters; replays your kept
+ * interventions into it (each at its step), drops the ones that no longer apply with a
+ * visible note, and keeps the cursor.
+ */
+function rebuild(cursor, { forget = false } = {}) {
   timeline?.world?.dispose();
   timeline = new Timeline(api, SCENES[sceneIndex], { ...params[sceneIndex] });
+  const dropped = [];
+  if (forget) {
+    if (kept[sceneIndex].length) dropped.push(`reset: ${kept[sceneIndex].length} intervention${kept[sceneIndex].length > 1 ? 's' : ''} removed`);
+    kept[sceneIndex] = [];
+  }
+  const still = [];
+  for (const iv of kept[sceneIndex]) {
+    if (iv.step > timeline.length) {
+      dropped.push(`${describe(iv)} dropped: the scene now ends at t=${lastTime(timeline)}`);
+      continue;
+    }
+    const why = applicable(iv, timeline.seek(iv.step));
+    if (why) {
+      dropped.push(`${describe(iv)} dropped: ${why}`);
+      continue;
+    }
+    timeline.intervene(interventionRecords(iv));
+    still.push(iv);
+  }
+  kept[sceneIndex] = still;
+  droppedNote = dropped.join('; ');
+  captions = captionsOf(timeline);
   seek(cursor ?? 1);
+}
+
+const describe = (iv) => `${iv.action} ${iv.name} at t=${iv.t}`;
+
+function showInterventions() {
+  const list = kept[sceneIndex];
+  const parts = [];
+  if (list.length) parts.push(`Your interventions, replayed after every change: ${list.map((iv) => `<span class="iv" data-testid="iv">${describe(iv)}</span>`).join(', ')}.`);
+  if (droppedNote) parts.push(`<span class="dropped" data-testid="iv-dropped">${droppedNote}.</span>`);
+  ui.interventions.hidden = parts.length === 0;
+  ui.interventions.innerHTML = parts.join(' ');
 }
 
 // ------------------------------------------------------------------ scene controls
@@ -134,27 +203,36 @@ narrowQuery.addEventListener('change', () => timeline && draw(timeline.world));
 function draw(w) {
   const tl = timeline;
   const narrow = narrowQuery.matches;
+  if (!ui.menu.hidden) closeMenu(false); // its title names a time that is no longer now
   // the stage is redrawn from scratch: keep keyboard focus on the client that had it
   const focused = document.activeElement?.closest?.('#stage [data-client]')?.dataset.client;
   renderStage(ui.stage, w, narrow);
   const lastT = lastTime(tl);
   renderSwimlane(ui.swimlane, w, lastT, narrow);
-  ui.caption.textContent = w.caption;
+  const m = w.milestone;
+  ui.caption.innerHTML = `${m ? `<span class="ms" data-testid="milestone" data-n="${m.n ?? ''}" aria-label="${m.yours ? 'your intervention' : m.n == null ? 'outcome' : `milestone ${m.n}`}">${m.yours ? '✋' : milestoneMark(m.n)}</span> ` : ''}<span class="txt" data-testid="caption-text">${escHtml(w.caption)}</span>`;
+  ui.caption.dataset.milestone = m ? (m.yours ? 'yours' : String(m.n ?? 'outcome')) : '';
+  const terms = termsAt(captions, tl.cursor);
+  ui.terms.innerHTML = terms.map((d) => `<p class="def" data-term="${escHtml(d.term)}"><dfn>${escHtml(d.term)}</dfn> — ${escHtml(d.def)}</p>`).join('');
   renderState(ui.state, w);
   renderOutcome(ui.outcome, w);
   renderLog(ui.log, w);
+  showInterventions();
   ui.scrubber.max = String(tl.length);
   ui.scrubber.min = '1';
   ui.scrubber.value = String(tl.cursor);
-  ui.scrubber.setAttribute('aria-valuetext', `t = ${Math.max(w.t, 0)} seconds, step ${tl.cursor} of ${tl.length}`);
-  ui.clock.textContent = `t = ${Math.max(w.t, 0)} s`;
+  ui.scrubber.setAttribute('aria-valuetext', `t = ${Math.max(w.t, 0)} seconds, step ${tl.cursor} of ${tl.length}${m ? `, ${m.yours ? 'your intervention' : m.n == null ? 'outcome' : `milestone ${m.n}`}: ${m.label}` : ''}`);
+  ui.clock.innerHTML = `<span class="tl">t = </span>${Math.max(w.t, 0)} s`;
   ui.clock.dataset.step = String(tl.cursor);
   ui.clock.dataset.length = String(tl.length);
   document.body.dataset.atEnd = String(tl.cursor === tl.length);
   document.body.dataset.done = String(!!w.done);
+  document.body.dataset.story = String(ui.story.checked);
   attachClientHandlers();
   if (focused) ui.stage.querySelector(`[data-client="${focused}"]`)?.focus();
 }
+
+const escHtml = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 
 function lastTime(tl) {
   // the time of the last recorded step: the first record of each step is its 'time'
@@ -170,15 +248,27 @@ function play() {
   ui.play.setAttribute('aria-label', 'Pause');
   document.body.dataset.playing = 'true';
   const tick = () => {
-    if (timeline.cursor >= timeline.length) return pause();
+    if (timeline.cursor >= timeline.length) return finished();
     const before = timeline.world.log.length;
     seek(timeline.cursor + 1);
-    // a step where nothing but heartbeats happens (a long pause) goes by three times faster
     const w = timeline.world;
+    // story mode: stop at each milestone, so its caption can be read with its picture
+    if (ui.story.checked && w.milestone && timeline.cursor < timeline.length) return pause();
+    // a step where nothing but heartbeats happens (a long pause) goes by three times faster
     const quiet = w.log.length === before && w.flashes.every((f) => f.kind === 'hb');
     timer = setTimeout(tick, (BASE_MS / 2 ** Number(ui.speed.value)) * (quiet ? 0.35 : 1));
   };
   timer = setTimeout(tick, TEST ? 0 : 250);
+}
+
+/** The end of the recorded story: after it, play is free play (no stops). */
+function finished() {
+  pause();
+  if (ui.story.checked) {
+    ui.story.checked = false;
+    document.body.dataset.story = 'false';
+    ui.terms.insertAdjacentHTML('beforeend', '<p class="def free" data-testid="free-play">The story is over: free play. Playback no longer stops at milestones (press <kbd>s</kbd> or tick “story” to bring the stops back). Change a switch or a slider, or click a client to pause, resume or kill it.</p>');
+  }
 }
 
 function pause() {
@@ -201,7 +291,8 @@ function wireControls() {
   $('btn-step').addEventListener('click', () => (pause(), seek(timeline.cursor + 1)));
   $('btn-back').addEventListener('click', () => (pause(), seek(timeline.cursor - 1)));
   $('btn-end').addEventListener('click', () => (pause(), seek(timeline.length)));
-  $('btn-reset').addEventListener('click', () => (pause(), rebuild(1)));
+  $('btn-reset').addEventListener('click', () => (pause(), rebuild(1, { forget: true })));
+  ui.story.addEventListener('change', () => (document.body.dataset.story = String(ui.story.checked)));
   ui.scrubber.addEventListener('input', () => (pause(), seek(Number(ui.scrubber.value))));
   ui.speed.addEventListener('input', showSpeed);
   showSpeed();
@@ -235,15 +326,21 @@ function onKey(e) {
       return seek(timeline.cursor - 1);
     case 'Home':
       if (inField) return;
+      e.preventDefault(); // the key moves the story, not the page
       pause();
       return seek(1);
     case 'End':
       if (inField) return;
+      e.preventDefault();
       pause();
       return seek(timeline.length);
     case 'r':
       pause();
-      return rebuild(1);
+      return rebuild(1, { forget: true });
+    case 's':
+      ui.story.checked = !ui.story.checked;
+      document.body.dataset.story = String(ui.story.checked);
+      return;
     case 'f': {
       const sw = ui.controls.querySelector('input[role="switch"]');
       if (sw) sw.click();
@@ -291,8 +388,14 @@ function openMenu(id, e) {
     const a = b.dataset.action;
     closeMenu(true);
     if (a === 'close') return;
-    const set = a === 'pause' ? { status: 'paused', pausedBy: 'you' } : a === 'resume' ? { status: 'running', pausedBy: null } : { status: 'dead' };
-    const w = timeline.intervene([{ op: 'client', id, set }, { op: 'caption', text: `You ${a === 'kill' ? 'killed' : a === 'pause' ? 'paused' : 'resumed'} ${c.name} at t=${timeline.world.t}. The future is recomputed from here by the real core.` }]);
+    const w0 = timeline.world;
+    const iv = { step: timeline.cursor, t: w0.t, id, name: c.name, action: a };
+    // an earlier intervention rewrites the future, so later ones are gone from it
+    const later = kept[sceneIndex].filter((x) => x.step > iv.step);
+    kept[sceneIndex] = kept[sceneIndex].filter((x) => x.step <= iv.step).concat(iv);
+    droppedNote = later.length ? `${later.map(describe).join(', ')} dropped: your change at t=${iv.t} rewrote the future they were in` : '';
+    const w = timeline.intervene(interventionRecords(iv));
+    captions = captionsOf(timeline);
     draw(w);
     ui.stage.querySelector(`[data-client="${id}"]`)?.focus();
   };
@@ -323,6 +426,25 @@ window.fencelockDemo = {
   },
   get scene() {
     return SCENES[sceneIndex].key;
+  },
+  /** The milestones recorded for this run: [{step, t, n, label}] (read-only copy). */
+  get milestones() {
+    const out = [];
+    timeline.steps.forEach((records, i) => {
+      let t = null;
+      for (const r of records) {
+        if (r.op === 'time') t = r.t;
+        if (r.op === 'milestone') out.push({ step: i + 1, t, n: r.n, label: r.label, yours: !!r.yours });
+      }
+    });
+    return out;
+  },
+  /** The storage's decisions so far, as recorded rows (for checking the captions). */
+  get rows() {
+    return Object.fromEntries(Object.entries(timeline.world.stores).map(([k, s]) => [k, JSON.parse(JSON.stringify(s.rows))]));
+  },
+  get interventions() {
+    return kept[sceneIndex].map((x) => ({ ...x }));
   },
 };
 

@@ -61,12 +61,17 @@ function nameOf(w, group, session) {
   return id ? w.clients[id].name : `session ${session}`;
 }
 
-/** The client's own view of its lease (the core's SessionKeeper), by its own clock. */
-function leaseLine(w, c, x, y) {
-  const l = w.lease(c.id);
-  if (!l || c.status === 'dead' || (!c.session && !c.lost)) return '';
-  const text = { safe: `own clock: safe ≤ t=${l.until}`, jeopardy: `own clock: jeopardy`, expired: 'own clock: expired', unconfirmed: 'own clock: unconfirmed' }[l.state];
-  return `<text class="lease ${l.state}" x="${x}" y="${y}" data-lease="${l.state}">${esc(text)}${c.status === 'paused' ? ' (frozen)' : ''}</text>`;
+/** The client's own view of its lease (the core's SessionKeeper), by its own clock. A paused
+ * process's clock is stopped: it shows what the client last knew, at the moment it froze. */
+function leaseLine(w, c, x, y, side = false) {
+  if (c.status === 'dead' || (!c.session && !c.lost)) return '';
+  const frozen = c.status === 'paused' ? w.spans.filter((s) => s.lane === c.id && s.kind === 'pause' && s.to === null).at(-1) : null;
+  const at = frozen ? frozen.from : w.t;
+  const l = w.lease(c.id, at);
+  if (!l) return '';
+  const state = { safe: `safe ≤ t=${l.until}`, jeopardy: 'jeopardy', expired: 'expired', unconfirmed: 'unconfirmed' }[l.state];
+  const text = frozen ? `❚❚ own clock stopped at t=${at}` : `own clock: ${state}`;
+  return `<text class="lease ${l.state} ${frozen ? 'stopped' : ''} ${side ? 'side' : ''}" x="${x}" y="${y}" data-lease="${l.state}" data-clock="${frozen ? 'stopped' : 'running'}">${esc(text)}</text>`;
 }
 
 function drawClient(w, n, interactive) {
@@ -76,15 +81,19 @@ function drawClient(w, n, interactive) {
   const label = `Client ${c.name}: ${b.text}${c.status === 'running' ? '' : ` (${c.status})`}. Press Enter to pause, resume or kill it.`;
   const icon = c.status === 'paused' ? `<g class="icon-pause" transform="translate(${n.x + r * 0.72},${n.y - r * 0.72})"><circle r="9"/><rect x="-4" y="-4.5" width="3" height="9"/><rect x="1" y="-4.5" width="3" height="9"/></g>` : '';
   const dead = c.status === 'dead' ? `<path class="icon-dead" d="M${n.x - r * 0.6},${n.y - r * 0.6}L${n.x + r * 0.6},${n.y + r * 0.6}M${n.x + r * 0.6},${n.y - r * 0.6}L${n.x - r * 0.6},${n.y + r * 0.6}"/>` : '';
-  const by = n.small ? n.y + r + 13 : n.y + r + 17;
+  // the badge and the own-clock line go under the circle, or beside it (`side: 'right'`, a
+  // phone's narrow column)
+  const side = n.side === 'right';
+  const bx = side ? n.x + r + 10 : n.x;
+  const by = side ? n.y - 3 : n.small ? n.y + r + 13 : n.y + r + 17;
   return `<g class="node client ${b.cls} st-${c.status}" data-testid="client-${n.id}" data-client="${n.id}" data-status="${c.status}" data-badge="${esc(b.text)}"
       ${interactive ? `tabindex="0" role="button" aria-haspopup="menu" aria-label="${esc(label)}"` : ''}>
     <circle class="halo" cx="${n.x}" cy="${n.y}" r="${r + 5}"/>
     <circle class="body" cx="${n.x}" cy="${n.y}" r="${r}"/>
     <text class="name ${n.small ? 'small' : ''}" x="${n.x}" y="${n.y + (n.small ? 5 : 7)}">${esc(c.name)}</text>
     ${icon}${dead}
-    <text class="badge ${b.cls}" x="${n.x}" y="${by}">${esc(b.text)}</text>
-    ${leaseLine(w, c, n.x, by + 15)}
+    <text class="badge ${b.cls} ${side ? 'side' : ''}" x="${bx}" y="${by}">${esc(b.text)}</text>
+    ${leaseLine(w, c, bx, by + 17, side)}
   </g>`;
 }
 
@@ -92,7 +101,8 @@ function drawService(w, n) {
   const core = w.nodes[n.id].core;
   const hs = core.holders(n.lock);
   const ws = core.waiters(n.lock);
-  const x = n.x - 115;
+  const bw = n.w ?? 230; // a phone's layout may widen the box for a long lock name
+  const x = n.x - bw / 2;
   const y = n.y - 95;
   const sessions = core.sessions();
   const rows = [];
@@ -107,7 +117,7 @@ function drawService(w, n) {
   rows.push(`<tspan class="k">revision</tspan> <tspan class="v">${core.revision()}</tspan>`);
   const lines = rows.slice(0, 7).map((r, i) => `<text class="row" x="${x + 14}" y="${y + 64 + i * 18}">${r}</text>`).join('');
   return `<g class="node service" data-testid="service">
-    <rect class="box" x="${x}" y="${y}" width="230" height="190" rx="12"/>
+    <rect class="box" x="${x}" y="${y}" width="${bw}" height="190" rx="12"/>
     <text class="title" x="${x + 14}" y="${y + 24}">Lock service</text>
     <text class="subtitle" x="${x + 14}" y="${y + 40}">the real fencelock core, in wasm</text>
     ${lines}
@@ -126,16 +136,20 @@ function drawStore(w, n) {
   const contents = parts.map(([part, v], i) => `<text class="row part ${v.stale ? 'corrupt' : ''}" x="${x + 12}" y="${y + 70 + i * 18}"><tspan class="k">${esc(part)}</tspan> ${esc(v.by)}·${v.token}${v.stale ? ' stale' : ''}</text>`);
   const top = parts.length ? 70 + parts.length * 18 + 8 : 72;
   const sep = parts.length ? `<line class="sep" x1="${x + 12}" x2="${x + 178}" y1="${y + top - 12}" y2="${y + top - 12}"/>` : '';
-  const room = Math.max(1, Math.floor((s.corrupted ? 160 : 180) - top) / 20 + 1);
+  // the banner says what the storage's decisions add up to (the scene's verdict): mixed
+  // data, or a stale write that landed without overwriting anyone
+  const v = w.scene.verdict ? w.scene.verdict(w) : { corrupted: s.corrupted, stale: [] };
+  const bannerText = v.corrupted ? 'DATA CORRUPTED' : v.stale.length ? (w.scene.key === 'election' ? 'SPLIT BRAIN' : 'STALE WRITE LANDED') : '';
+  const room = Math.max(1, Math.floor((bannerText ? 160 : 180) - top) / 20 + 1);
   const rows = s.rows.slice(-Math.floor(room)).map((r, i) => {
     const cls = r.accepted ? (r.stale ? 'corrupt' : 'ok') : 'refused';
     const mark = r.accepted ? (r.stale ? '!' : '✓') : '✗';
     const what = r.accepted ? (s.http ? '200' : r.stale ? 'landed' : 'ok') : s.http ? '412' : `stale ${r.token}<${r.highest}`;
     return `<text class="row ${cls}" x="${x + 12}" y="${y + top + 8 + i * 18}"><tspan class="m">${mark}</tspan> ${esc(r.by)} · ${r.token} <tspan class="what">${esc(what)}</tspan></text>`;
   });
-  const banner = s.corrupted ? `<g class="corrupt-banner"><rect x="${x}" y="${y + 170}" width="190" height="26" rx="6"/><text x="${x + 95}" y="${y + 188}">DATA CORRUPTED</text></g>` : '';
-  return `<g class="node store ${s.corrupted ? 'is-corrupt' : ''}" data-testid="store">
-    <rect class="box" x="${x}" y="${y}" width="190" height="${s.corrupted ? 200 : 190}" rx="12"/>
+  const banner = bannerText ? `<g class="corrupt-banner" data-testid="banner"><rect x="${x}" y="${y + 170}" width="190" height="26" rx="6"/><text x="${x + 95}" y="${y + 188}">${bannerText}</text></g>` : '';
+  return `<g class="node store ${bannerText ? 'is-corrupt' : ''}" data-testid="store" data-verdict="${v.corrupted ? 'corrupted' : v.stale.length ? 'stale' : 'clean'}">
+    <rect class="box" x="${x}" y="${y}" width="190" height="${bannerText ? 200 : 190}" rx="12"/>
     <text class="title" x="${x + 12}" y="${y + 24}">${esc(s.label)}</text>
     <text class="row" x="${x + 12}" y="${y + 46}">${head}</text>
     ${contents.join('')}${sep}
@@ -154,14 +168,14 @@ function drawHub(w, n) {
   const wake = ids.reduce((a, id) => a + w.clients[id].mem.wakeups, 0);
   const wasted = ids.reduce((a, id) => a + w.clients[id].mem.wasted, 0);
   return `<g class="node hub" data-testid="hub-${n.id}">
-    <text class="panel-title" x="${n.x}" y="${n.y - 150}">${esc(n.title)}</text>
+    <text class="panel-title" x="${n.x}" y="${n.y - (n.titleDy ?? 150)}">${esc(n.title)}</text>
     <circle class="box" cx="${n.x}" cy="${n.y}" r="50"/>
     <text class="lockname" x="${n.x}" y="${n.y - 12}">${esc(lock)}</text>
     <text class="holder" x="${n.x}" y="${n.y + 8}">${esc(holder)}</text>
     <text class="queue" x="${n.x}" y="${n.y + 26}">${n.id === 'queue' ? `queue: ${ws.length}` : `watchers: ${ids.filter((id) => w.clients[id].mem.watching).length}`}</text>
     <g class="counters" data-testid="counters-${n.id}" data-wakeups="${wake}" data-wasted="${wasted}">
-      <text x="${n.x - 60}" y="${n.y + 158}" class="count">wake-ups <tspan class="num">${wake}</tspan></text>
-      <text x="${n.x + 60}" y="${n.y + 158}" class="count ${wasted ? 'bad' : ''}">wasted <tspan class="num">${wasted}</tspan></text>
+      <text x="${n.x - 60}" y="${n.y + (n.countDy ?? 158)}" class="count">wake-ups <tspan class="num">${wake}</tspan></text>
+      <text x="${n.x + 60}" y="${n.y + (n.countDy ?? 158)}" class="count ${wasted ? 'bad' : ''}">wasted <tspan class="num">${wasted}</tspan></text>
     </g>
   </g>`;
 }
@@ -177,12 +191,23 @@ function drawReplica(w, n) {
   const applied = L.applied[n.id];
   const head = L.head === n.id;
   const role = !node.alive ? 'DOWN' : head ? (n.lane === 'redis' ? '★ primary' : '★ leader') : n.lane === 'redis' ? 'replica' : 'follower';
-  const cells = L.log.map((e, i) => `<rect class="cell ${i < applied ? 'applied' : ''} ${i < L.acked && n.lane === 'raft' ? 'acked' : ''}" x="${x + 10 + i * 15}" y="${y + 60}" width="12" height="12" rx="2"><title>entry #${i + 1}: ${esc(e.input.type)}</title></rect>`).join('');
+  // This node's own log: what it has applied (filled), of it what the group acknowledged to
+  // the client (filled green with a tick), and — while it is alive — the entries the head has
+  // that have not reached it yet (empty, dashed). A dead node keeps what it had when it died.
+  const shown = node.alive ? L.log.length : applied;
+  const cells = L.log.slice(0, shown).map((e, i) => {
+    const cx = x + 10 + i * 15;
+    const cy = y + 60;
+    const has = i < applied;
+    const acked = has && i < L.acked && n.lane === 'raft';
+    const what = `entry #${i + 1}: ${e.input.type} — ${has ? (acked ? 'applied here and acknowledged' : 'applied here') : 'not here yet'}`;
+    return `<g class="cell-g" data-cell="${has ? (acked ? 'acked' : 'applied') : 'missing'}"><rect class="cell ${has ? 'applied' : 'missing'} ${acked ? 'acked' : ''}" x="${cx}" y="${cy}" width="12" height="12" rx="2"><title>${esc(what)}</title></rect>${acked ? `<path class="tick" d="M${cx + 2.5},${cy + 6.5}l2.5,2.5l4.5,-5.5"/>` : ''}</g>`;
+  }).join('');
   return `<g class="node replica ${node.alive ? '' : 'down'} ${head ? 'head' : ''}" data-testid="replica-${n.id}" data-alive="${node.alive}">
     <rect class="box" x="${x}" y="${y}" width="110" height="110" rx="10"/>
     <text class="title" x="${x + 10}" y="${y + 20}">${esc(n.title || n.id)}</text>
     <text class="row role" x="${x + 10}" y="${y + 37}">${role}</text>
-    <text class="row" x="${x + 10}" y="${y + 54}">${node.alive ? `applied ${applied}/${L.log.length}` : ''}</text>
+    <text class="row" x="${x + 10}" y="${y + 54}">${node.alive ? `applied ${applied}/${L.log.length}` : `had ${applied} entries`}</text>
     ${cells}
     <text class="row holder" x="${x + 10}" y="${y + 96}">${node.alive ? `holder: ${esc(holder)}` : ''}</text>
   </g>`;
@@ -197,7 +222,7 @@ function edge(n, tx, ty) {
     const r = n.kind === 'hub' ? 52 : n.small ? 24 : 33;
     return [n.x + (dx / len) * r, n.y + (dy / len) * r];
   }
-  const [hw, hh] = n.kind === 'service' ? [117, 97] : n.kind === 'store' ? [97, 97] : [57, 57];
+  const [hw, hh] = n.kind === 'service' ? [(n.w ?? 230) / 2 + 2, 97] : n.kind === 'store' ? [97, 97] : [57, 57];
   const s = Math.min(hw / Math.abs(dx || 1e-9), hh / Math.abs(dy || 1e-9));
   return [n.x + dx * s, n.y + dy * s];
 }
@@ -206,6 +231,7 @@ const HALF = { service: [117, 97], store: [97, 100], replica: [57, 57], hub: [52
 
 function halfSize(n) {
   if (n.kind === 'client') return n.small ? [24, 24] : [33, 33];
+  if (n.kind === 'service' && n.w) return [n.w / 2 + 2, 97];
   return HALF[n.kind] || [40, 40];
 }
 
@@ -226,6 +252,7 @@ function obstacle(a, b, nodes) {
 
 function drawFlashes(w, byId, nodes, W, H, onlyGrantLabels) {
   const seen = new Map();
+  const detours = new Map(); // messages already routed round each side of a box: the next goes wider
   return w.flashes
     .map((f) => {
       const a = byId[f.from];
@@ -243,13 +270,15 @@ function drawFlashes(w, byId, nodes, W, H, onlyGrantLabels) {
       // (the perpendicular flips with the direction, so "keep right" separates them)
       const lane = 3.5;
       const o = obstacle(a, b, nodes);
-      const off = k * 14;
+      const off = k * 7; // a second message between the same pair runs on a track beside the first
       let d;
-      let lx;
-      let ly;
       if (o) {
         // route round the box in the way: along its nearer side, clear of it by a margin
-        const [hw, hh] = halfSize(o);
+        const [hw0, hh0] = halfSize(o);
+        const dkey = `${o.id}:${Math.abs(dx) >= Math.abs(dy) ? 'h' : 'v'}:${(a.y + b.y) / 2 < o.y ? 'lo' : 'hi'}`;
+        const wider = (detours.get(dkey) || 0) * 16;
+        detours.set(dkey, (detours.get(dkey) || 0) + 1);
+        const [hw, hh] = [hw0 + wider, hh0 + wider];
         const mx0 = (a.x + b.x) / 2;
         const my0 = (a.y + b.y) / 2;
         let p1;
@@ -268,24 +297,14 @@ function drawFlashes(w, byId, nodes, W, H, onlyGrantLabels) {
         const [x1, y1] = edgeToward(a, p1[0], p1[1]);
         const [x2, y2] = edgeToward(b, p2[0], p2[1]);
         d = `M${x1},${y1}L${p1[0]},${p1[1]}L${p2[0]},${p2[1]}L${x2},${y2}`;
-        const horizontal = Math.abs(dx) >= Math.abs(dy);
-        lx = horizontal ? (p1[0] + p2[0]) / 2 : p1[0];
-        ly = horizontal ? (p1[1] + p2[1]) / 2 + 4 : p1[1] - 6;
       } else {
         const [x1, y1] = edgeToward(a, b.x, b.y);
         const [x2, y2] = edgeToward(b, a.x, a.y);
-        d = `M${x1 + px * lane},${y1 + py * lane}L${x2 + px * lane},${y2 + py * lane}`;
-        // labels sit nearer the sender, so a request and its answer do not cover each other
-        // and on opposite sides of their tracks
-        lx = x1 + (x2 - x1) * 0.36 + px * lane * 3.4;
-        ly = y1 + (y2 - y1) * 0.36 + 4 + py * lane * 3.4;
+        d = `M${x1 + px * (lane + off)},${y1 + py * (lane + off)}L${x2 + px * (lane + off)},${y2 + py * (lane + off)}`;
       }
-      const mx = Math.min(W - 44, Math.max(44, lx));
-      const my = ly - off;
       const labelled = f.label && f.kind !== 'hb' && (!onlyGrantLabels || f.kind === 'good');
-      return `<g class="flash ${f.kind}">
+      return `<g class="flash ${f.kind}" data-kind="${f.kind}" ${labelled ? `data-label="${esc(f.label)}"` : ''}>
         <path d="${d}" marker-end="url(#arrow-${f.kind})"/>
-        ${labelled ? `<text x="${mx}" y="${my}">${esc(f.label)}</text>` : ''}
       </g>`;
     })
     .join('');
@@ -305,7 +324,86 @@ export function renderStage(el, w, narrow = false) {
   const byId = Object.fromEntries(lay.nodes.map((n) => [n.id, n]));
   const panels = (lay.panels || []).map((p) => `<g class="panel-bg"><rect x="${p.x}" y="${p.y}" width="${p.w}" height="${p.h}" rx="12"/><text x="${p.x + 14}" y="${p.y + 22}">${esc(p.title)}</text></g>`).join('');
   const nodes = lay.nodes
-    .map((n) => {
+    .map((n) => `<g class="nodewrap" data-node="${esc(n.id)}">${drawNode(w, n)}</g>`)
+    .join('');
+  const markers = KINDS.map((k) => `<marker id="arrow-${k}" class="arrow ${k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z"/></marker>`).join('');
+  el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" class="${narrow ? 'narrow' : ''}" role="group" aria-label="${esc(w.scene.title)} at t=${Math.max(w.t, 0)}" preserveAspectRatio="xMidYMid meet">
+    <defs>${markers}
+      <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" class="hatch"/></pattern>
+    </defs>
+    ${panels}
+    <g class="spots"></g>
+    <g class="flashes">${drawFlashes(w, byId, lay.nodes, W, H, lay.onlyGrantLabels)}</g>
+    ${nodes}
+    <g class="flash-labels"></g>
+  </svg>`;
+  const svg = el.querySelector('svg');
+  // the story's "what changed": a spot behind each node the milestone names
+  const spots = svg.querySelector('.spots');
+  for (const id of w.milestone?.focus ?? []) {
+    const g = svg.querySelector(`.nodewrap[data-node="${CSS.escape(id)}"]`);
+    if (!g) continue;
+    g.classList.add('focus');
+    const b = g.getBBox();
+    // kept inside the drawing, so no side of it is cut off
+    const x1 = Math.max(2, b.x - 6);
+    const y1 = Math.max(2, b.y - 6);
+    const x2 = Math.min(W - 2, b.x + b.width + 6);
+    const y2 = Math.min(H - 2, b.y + b.height + 6);
+    spots.insertAdjacentHTML('beforeend', `<rect class="spot" data-spot="${esc(id)}" x="${x1}" y="${y1}" width="${x2 - x1}" height="${y2 - y1}" rx="14"/>`);
+  }
+  placeFlashLabels(svg, W, H);
+}
+
+/**
+ * Puts each message's label on its path where it meets no other text, no node and no label
+ * placed before it (the swimlane's rule, on the stage): along the path from the sender's
+ * end, on the line or just above or below it. A label with no free place is left out — the
+ * arrow stays and the event log has the message.
+ */
+function placeFlashLabels(svg, W, H) {
+  const meet = (a, b) => a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2;
+  const boxOf = (b, pad = 0) => ({ x1: b.x - pad, y1: b.y - pad, x2: b.x + b.width + pad, y2: b.y + b.height + pad });
+  const taken = [];
+  for (const t of svg.querySelectorAll('.nodewrap text')) if (t.textContent.trim()) taken.push(boxOf(t.getBBox(), 1));
+  for (const r of svg.querySelectorAll('.nodewrap rect.box, .nodewrap circle.body, .nodewrap circle.box')) taken.push(boxOf(r.getBBox(), 1));
+  for (const t of svg.querySelectorAll('.panel-bg text')) taken.push(boxOf(t.getBBox(), 1));
+  const layer = svg.querySelector('.flash-labels');
+  for (const g of svg.querySelectorAll('.flashes g.flash[data-label]')) {
+    const path = g.querySelector('path');
+    const label = g.dataset.label;
+    layer.insertAdjacentHTML('beforeend', `<text class="flash-label ${g.dataset.kind}" x="-999" y="-999">${esc(label)}</text>`);
+    const t = layer.lastElementChild;
+    const wd = t.getComputedTextLength();
+    const bb = t.getBBox();
+    const hgt = bb.height || 12;
+    const len = path.getTotalLength();
+    let placed = null;
+    for (const f of [0.36, 0.5, 0.26, 0.62, 0.18, 0.72, 0.82, 0.1]) {
+      const p = path.getPointAtLength(len * f);
+      for (const [ddx, dy] of [[0, 0], [0, -11], [0, 11], [0, -20], [0, 20], [-28, 0], [28, 0], [-28, -14], [28, -14], [-28, 14], [28, 14], [0, -30], [0, 30]]) {
+        const cx = Math.min(W - wd / 2 - 2, Math.max(wd / 2 + 2, p.x + ddx));
+        const cy = p.y + dy;
+        const box = { x1: cx - wd / 2 - 2, x2: cx + wd / 2 + 2, y1: cy - hgt / 2, y2: cy + hgt / 2 };
+        if (box.y1 < 0 || box.y2 > H) continue;
+        if (taken.some((o) => meet(box, o))) continue;
+        placed = { cx, cy, box };
+        break;
+      }
+      if (placed) break;
+    }
+    if (!placed) {
+      t.remove();
+      continue;
+    }
+    t.setAttribute('x', placed.cx);
+    // centre the text's box on the point (the baseline sits below the middle)
+    t.setAttribute('y', placed.cy - hgt / 2 - (bb.y + 999));
+    taken.push(placed.box);
+  }
+}
+
+function drawNode(w, n) {
       switch (n.kind) {
         case 'client':
           return drawClient(w, n, true);
@@ -320,17 +418,6 @@ export function renderStage(el, w, narrow = false) {
         default:
           return '';
       }
-    })
-    .join('');
-  const markers = KINDS.map((k) => `<marker id="arrow-${k}" class="arrow ${k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z"/></marker>`).join('');
-  el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" role="group" aria-label="${esc(w.scene.title)} at t=${Math.max(w.t, 0)}" preserveAspectRatio="xMidYMid meet">
-    <defs>${markers}
-      <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" class="hatch"/></pattern>
-    </defs>
-    ${panels}
-    <g class="flashes">${drawFlashes(w, byId, lay.nodes, W, H, lay.onlyGrantLabels)}</g>
-    ${nodes}
-  </svg>`;
 }
 
 // ------------------------------------------------------------------ the swimlane
@@ -344,16 +431,25 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
     return;
   }
   el.hidden = false;
-  const LW = narrow ? 74 : 104;
+  const LW = narrow ? 90 : 104;
   const LH = 38;
-  const top = 20;
+  const top = 38; // room above the lanes for the time ticks and the story's milestones
   const height = top + lanes.length * LH + 8;
   const T = Math.max(totalT, 1);
   const X = (t) => LW + 8 + ((W - LW - 56) * t) / T;
   const laneY = Object.fromEntries(lanes.map((l, i) => [l.id, top + i * LH]));
   const axis = [];
   const stepT = T > 60 ? 10 : 5;
-  for (let t = 0; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 8}">${t}s</text>`);
+  for (let t = 0; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 26}">${t}s</text>`);
+  // the story's milestones so far, numbered on the time axis (side by side when they share a time)
+  let lastX = -1e9;
+  for (const m of w.milestones) {
+    const x = Math.max(X(m.t), lastX + 19);
+    lastX = x;
+    const now = w.milestone && m.t === w.t && m.n === w.milestone.n && m.yours === w.milestone.yours;
+    const mark = m.yours ? '✋' : m.n == null ? '■' : String(m.n);
+    axis.push(`<g class="ms-mark ${m.yours ? 'yours' : m.n == null ? 'end' : ''} ${now ? 'now' : ''}" data-testid="ms-${m.yours ? 'yours' : m.n ?? 'end'}" data-t="${m.t}"><title>${esc(m.n == null ? m.label : `${m.n}. ${m.label}`)} (t=${m.t})</title><circle cx="${x}" cy="${top - 11}" r="8.5"/><text x="${x}" y="${top - 7}">${mark}</text></g>`);
+  }
   const rows = lanes.map((l) => `<text class="lane-label" x="${LW}" y="${laneY[l.id] + LH / 2 + 4}">${esc(l.label)}</text><line class="lane-line" x1="${LW + 8}" x2="${W - 16}" y1="${laneY[l.id] + LH / 2}" y2="${laneY[l.id] + LH / 2}"/>`);
   // Shapes first, every text after them: a marker never paints over a label. Each label is
   // then placed, at its measured width, clear of every marker and of the labels placed
@@ -433,10 +529,13 @@ function placeLabels(texts, labels, markers, LW) {
       const { x, y } = l;
       const dx = l.store ? 7 : 8;
       const up = l.store ? l.m.kind === 'ok' : l.m.kind === 'grant';
+      // the text's measured extent about its baseline (the font is larger on a phone)
+      const m = t.getBBox();
+      const [asc, desc] = [Math.max(8, -m.y), Math.max(2, m.y + m.height)];
       const at = (side, above) => {
         const bx = side > 0 ? x + dx : x - dx - width;
-        const by = above ? y - 8 : y + 16;
-        return { bx, by, x1: bx, x2: bx + width, y1: by - 8, y2: by + 2 };
+        const by = above ? y - 6 - desc : y + 6 + asc;
+        return { bx, by, x1: bx, x2: bx + width, y1: by - asc, y2: by + desc };
       };
       box = [at(1, up), at(1, !up), at(-1, up), at(-1, !up)].find((b) => !hit(b));
       if (box) {
@@ -470,7 +569,7 @@ export function renderState(el, w) {
   }
   for (const n of Object.values(w.nodes)) {
     if (w.scene.key === 'replication' || w.scene.key === 'herd') break;
-    rows.push(['Core revision', `${n.core.revision()} <span class="muted">(last token granted)</span>`]);
+    rows.push(['Core revision', `${n.core.revision()} <span class="muted">(the highest token granted so far; the next grant gets a higher one)</span>`]);
   }
   if (w.scene.key === 'herd') {
     for (const lane of ['queue', 'herd']) {
@@ -504,25 +603,26 @@ export function renderOutcome(el, w) {
   switch (w.scene.key) {
     case 'gc':
     case 'shardpay': {
-      if (o.refused.length) {
-        kind = 'fenced';
-        text = `${o.refused.map((r) => `${r.token} refused (stale: ${r.token} < ${r.highest})`).join(', ')} · ${[...new Set(o.accepted.filter((t) => t >= (o.highest ?? 0)))].map((t) => `${t} accepted`).join(', ')}`;
-      } else if (o.corrupted) {
-        kind = 'corrupted';
-        text = `Corrupted: a stale write landed (${o.accepted.join(' → ')})`;
-      } else {
-        text = `No corruption: the pause fit inside the session timeout (${o.accepted.join(' → ')} accepted)`;
-      }
+      // from the storage's decisions (the scene's verdict), never from the switch alone
+      const parts = [];
+      if (o.refused.length) parts.push(o.refused.map((r) => `${r.token} refused (stale: ${r.token} < ${r.highest})`).join(', '));
+      if (o.stale.length) parts.push(`stale ${o.stale.join(', ')} landed${o.corrupted ? ' beside another writer\'s data' : ' (the storage never saw the newer token)'}`);
+      parts.push(`accepted: ${o.accepted.join(' → ') || 'nothing'}`);
+      kind = o.kind === 'corrupted' || o.kind === 'stale' ? 'corrupted' : o.kind;
+      text = parts.join(' · ');
+      if (o.kind === 'ok') text = `No stale write reached the storage · ${text}`;
       break;
     }
-    case 'election':
-      kind = o.bounced.length ? 'fenced' : o.corrupted ? 'corrupted' : 'ok';
-      text = o.bounced.length
-        ? `Old leader's epoch ${o.bounced[0].token} bounced (${o.bounced[0].token} < ${o.bounced[0].highest}) · leader ${o.leader}, epoch ${o.epoch}`
-        : o.corrupted
-          ? `Split brain: the old leader's action landed · leader ${o.leader}, epoch ${o.epoch}`
-          : `One leader throughout · leader ${o.leader}, epoch ${o.epoch}`;
+    case 'election': {
+      kind = o.corrupted || o.stale.length ? 'corrupted' : o.bounced.length ? 'fenced' : 'ok';
+      const parts = [];
+      if (o.bounced.length) parts.push(`Old leader's epoch ${o.bounced[0].token} bounced (${o.bounced[0].token} < ${o.bounced[0].highest})`);
+      if (o.stale.length) parts.push(`epoch ${o.stale.join(', ')} landed after a newer leader was elected${o.fencing ? ' (the DB never saw the newer epoch)' : ' (split brain)'}`);
+      if (!parts.length) parts.push(o.expired ? 'No stale action reached the DB' : 'One leader throughout');
+      parts.push(o.leader ? `leader ${o.leader}, epoch ${o.epoch}` : 'no leader now');
+      text = parts.join(' · ');
       break;
+    }
     case 'herd':
       kind = 'ok';
       text = `Ordered queue: ${o.queue.wakeups} wake-ups, ${o.queue.wasted} wasted · Herd: ${o.herd.wakeups} wake-ups, ${o.herd.wasted} wasted`;

@@ -71,8 +71,10 @@ export class Timeline {
   intervene(records) {
     const k = this.cursor;
     this.steps = this.steps.slice(0, k);
-    // a 'done' recorded in this step no longer holds: the future is open again
-    this.steps[k - 1] = this.steps[k - 1].filter((r) => r.op !== 'done').concat(records);
+    // a 'done' (and the outcome's milestone) recorded in this step no longer holds: the
+    // future is open again
+    const ending = (r) => r.op === 'done' || (r.op === 'milestone' && r.n == null && !r.yours);
+    this.steps[k - 1] = this.steps[k - 1].filter((r) => !ending(r)).concat(records);
     this.extend(this.replay(k));
     this.world?.dispose();
     this.world = null;

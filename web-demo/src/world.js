@@ -48,6 +48,8 @@ export class World {
     this.outcome = null;
     this.custom = {}; // scene-owned state, changed only by the scene's own apply hook
     this.keepers = {}; // client id -> the core's SessionKeeper: the client's own view of its lease
+    this.milestone = null; // the story milestone reached in this step, if any {n, label, focus}
+    this.milestones = []; // every milestone so far {t, n, label}
   }
 
   dispose() {
@@ -56,10 +58,10 @@ export class World {
     for (const k of Object.values(this.keepers)) k.free?.();
   }
 
-  /** The client's lease by its own clock (the core's SessionKeeper), or null. */
-  lease(id) {
+  /** The client's lease by its own clock (the core's SessionKeeper) at `at` (default now), or null. */
+  lease(id, at = this.t) {
     const k = this.keepers[id];
-    return k ? k.lease(this.t) : null;
+    return k ? k.lease(at) : null;
   }
 
   // ------------------------------------------------------------------ apply
@@ -70,6 +72,7 @@ export class World {
         this.t = r.t;
         this.step += 1;
         this.flashes = [];
+        this.milestone = null;
         return;
       case 'node':
         return this.applyNode(r);
@@ -87,6 +90,11 @@ export class World {
         return this.readInbox(r.id);
       case 'caption':
         this.caption = r.text;
+        return;
+      case 'milestone':
+        // story bookkeeping only: which step is a stop of the guided story, and what to show
+        this.milestone = { n: r.n, label: r.label, focus: r.focus || [], yours: !!r.yours };
+        this.milestones.push({ t: this.t, n: r.n, label: r.label, yours: !!r.yours });
         return;
       case 'note':
         this.addLog(r.src || 'scene', r.text, r.cls || 'note');

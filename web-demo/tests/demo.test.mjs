@@ -54,9 +54,10 @@ async function open(scene = 1, size) {
 
 const text = (sel) => page.locator(sel).innerText();
 
-/** Plays with the play button until the last step (no sleeping: waits on the page's state). */
+/** Free play (story stops off) with the play button until the last step (waits on the page's state, never sleeps). */
 async function playToEnd() {
   await page.locator('[data-testid=speed]').fill('3');
+  if (await page.locator('[data-testid=story]').isChecked()) await page.keyboard.press('s');
   await page.keyboard.press('Space');
   await page.waitForSelector('body[data-playing="false"][data-at-end="true"]');
 }
@@ -101,6 +102,14 @@ async function snapshot() {
   }));
 }
 
+/** The step of the recorded milestone with this label. */
+async function stepOf(label) {
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  const m = ms.find((x) => x.label === label);
+  assert.ok(m, `a milestone "${label}" (have: ${ms.map((x) => x.label).join(', ')})`);
+  return m.step;
+}
+
 async function scrubTo(step) {
   await page.locator('[data-testid=scrubber]').fill(String(step));
   await page.waitForFunction((s) => document.querySelector('[data-testid=clock]').dataset.step === String(s), step);
@@ -115,7 +124,7 @@ test('scene 1, fencing on: played to the end, the storage refuses 34 as stale an
   assert.deepEqual(await page.locator('[data-testid^=accepted-]').allTextContents(), ['34', '35', '35']);
   assert.equal(await page.locator('[data-testid=highest]').textContent(), '35');
   assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'fenced');
-  assert.match(await text('[data-testid=outcome]'), /34 refused \(stale: 34 < 35\).*35 accepted/);
+  assert.match(await text('[data-testid=outcome]'), /34 refused \(stale: 34 < 35\) · accepted: 34 → 35 → 35/);
   assert.doesNotMatch(await text('[data-testid=stage]'), /DATA CORRUPTED/);
   // the event log shows the core's real outputs of the story, in order
   const log = await text('[data-testid=log]');
@@ -127,10 +136,17 @@ test('scene 1, fencing on: played to the end, the storage refuses 34 as stale an
     at = i;
   }
   await shot('scene-1-fenced');
-  // the README's picture: one step back, the moment the storage refuses A's stale write
-  await page.keyboard.press('ArrowLeft');
-  assert.match(await text('[data-testid=caption]'), /t4 — A's pause ends.*refused as stale/);
-  copyFileSync(await shot('scene-1-refusal'), path.join(root, 'web-demo', 'screenshot.png'));
+  // the README's pictures: the moment the storage refuses A's stale write (the second beat
+  // of the payoff), at 1280 and at 390 px, viewport-sized as a learner sees them
+  await page.keyboard.press('s'); // story mode back on, as a learner meets the page
+  await page.locator('[data-testid=speed]').fill('0');
+  await scrubTo(await stepOf('34 refused'));
+  assert.match(await text('[data-testid=caption]'), /34 < 35: refused/);
+  await page.evaluate(() => document.activeElement?.blur());
+  await page.screenshot({ path: path.join(root, 'web-demo', 'screenshot.png') });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.evaluate(() => (window.scrollTo(0, 0), document.activeElement?.blur()));
+  await page.screenshot({ path: path.join(root, 'web-demo', 'screenshot-phone.png') });
 });
 
 test('scene 1, fencing off: A\'s stale write lands and the data is shown corrupted', async () => {
@@ -178,7 +194,7 @@ test('scene 1: a pause shorter than the session timeout changes the outcome — 
   assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'ok');
   assert.doesNotMatch(await text('[data-testid=log]'), /sessionExpired/);
   assert.doesNotMatch(await text('[data-testid=stage]'), /DATA CORRUPTED/);
-  assert.match(await text('[data-testid=caption]'), /shorter than the session timeout/);
+  assert.match(await text('[data-testid=caption]'), /No session expired: A was paused 5 s \(t=2–7\) — less than the 10 s session timeout/);
 });
 
 test('scene 1: a longer timeout only moves the window — expiry comes later, the stale write still lands', async () => {
@@ -369,7 +385,7 @@ test('random interventions (seeded) in every scene: the page never errors and ea
   }
 });
 
-test('the "Try this" suggestions do what they say (scenes 2, 3, 5)', async () => {
+test('the "Try this" suggestions do what they say (scenes 1, 2, 3, 5)', async () => {
   const kill = async (id) => {
     await page.click(`#stage [data-client="${id}"]`);
     await page.click('#menu [data-action=kill]');
@@ -380,6 +396,7 @@ test('the "Try this" suggestions do what they say (scenes 2, 3, 5)', async () =>
   await setSlider('pause', 6);
   await jumpToEnd();
   assert.match(await text('[data-testid=outcome]'), /One leader throughout · leader N1, epoch 7/);
+  assert.match(await text('[data-testid=caption]'), /No session expired \(N1 was paused 6 s, less than the 10 s session timeout\): one leader throughout/);
   await setSlider('pause', 14);
   await scrubTo(15);
   await kill('N2');
@@ -399,4 +416,513 @@ test('the "Try this" suggestions do what they say (scenes 2, 3, 5)', async () =>
   await jumpToEnd();
   assert.equal(await page.locator('[data-testid^=refused-]').count(), 0);
   assert.doesNotMatch(await text('[data-testid=log]'), /sessionExpired/);
+  // scene 5: W2 killed the moment it gets 43 — the store never sees 43 and W1's 42 gets through
+  await setSlider('ttl', 30);
+  await scrubTo(await stepOf('W2 gets 43'));
+  await kill('W2');
+  await jumpToEnd();
+  assert.equal(await page.locator('[data-testid^=refused-]').count(), 0);
+  assert.equal(await page.getAttribute('[data-testid=store]', 'data-verdict'), 'stale');
+  // scene 1: B killed after its first write — 34 is refused all the same; killed at t=10 — 34 gets through
+  await page.click('[data-testid=tab-1]');
+  await scrubTo(await stepOf('B writes 35'));
+  await kill('B');
+  await jumpToEnd();
+  assert.match(await text('[data-testid=refused-34]'), /34 < 35/);
+  await page.keyboard.press('r');
+  await scrubTo(await stepOf('B gets 35'));
+  await kill('B');
+  await jumpToEnd();
+  assert.equal(await page.locator('[data-testid^=refused-]').count(), 0);
+  assert.equal(await page.getAttribute('[data-testid=store]', 'data-verdict'), 'stale');
+});
+
+// ------------------------------------------------------------------ the guided story
+
+/** What the learner sees now: caption, milestone, badges, store, outcome. */
+async function seen() {
+  return page.evaluate(() => {
+    const q = (s) => document.querySelector(s);
+    const badges = Object.fromEntries([...document.querySelectorAll('#stage [data-client]')].map((g) => [g.dataset.client, g.dataset.badge]));
+    return {
+      step: Number(q('[data-testid=clock]').dataset.step),
+      milestone: q('[data-testid=caption]').dataset.milestone,
+      caption: q('[data-testid=caption-text]').textContent,
+      terms: [...document.querySelectorAll('[data-testid=terms] [data-term]')].map((p) => p.dataset.term),
+      badges,
+      clocks: Object.fromEntries([...document.querySelectorAll('#stage [data-client]')].map((g) => [g.dataset.client, g.querySelector('.lease')?.dataset.clock ?? null])),
+      spots: [...document.querySelectorAll('#stage .spot')].map((r) => r.dataset.spot),
+      flashLabels: [...document.querySelectorAll('#stage .flash-label')].map((t) => t.textContent),
+      store: q('#stage [data-testid=store]')?.textContent.replace(/\s+/g, ' ') ?? '',
+      service: q('#stage [data-testid=service]')?.textContent.replace(/\s+/g, ' ') ?? '',
+      refused: [...document.querySelectorAll('[data-testid^=refused-]')].map((e) => e.textContent),
+      highest: q('[data-testid=state-highest]')?.textContent ?? null,
+      outcome: q('[data-testid=outcome]').hidden ? null : q('[data-testid=outcome]').textContent,
+    };
+  });
+}
+
+/** Plays the story: each press of space runs to the next milestone. Returns what was seen at each stop. */
+async function walkStory() {
+  assert.equal(await page.locator('[data-testid=story]').isChecked(), true, 'story mode is on when a scene opens');
+  const stops = [await seen()];
+  for (let i = 0; i < 40 && (await page.getAttribute('body', 'data-at-end')) !== 'true'; i += 1) {
+    await page.evaluate(() => document.activeElement?.blur()); // space on a focused client opens its menu
+    await page.keyboard.press('Space');
+    await page.waitForSelector('body[data-playing="false"]');
+    stops.push(await seen());
+  }
+  assert.equal(await page.getAttribute('body', 'data-at-end'), 'true');
+  for (const st of stops) claimsHold(st);
+  return stops;
+}
+
+/**
+ * The claims any caption makes that the picture must bear out: "X is granted token N" (X's
+ * badge holds N), "X leads with epoch N" (the service lists X with N), "a < b" (a refused
+ * chip a < b), "records N as the highest" (the storage's highest is N).
+ */
+function claimsHold(st) {
+  const where = `step ${st.step}: "${st.caption}"`;
+  assert.ok(st.milestone, `${where}: a story stop is a milestone`);
+  for (const [, who, n] of st.caption.matchAll(/\b(\w+) is granted (?:token |fenceToken )?(\d+)/g)) assert.equal(st.badges[who], `holds ${n}`, where);
+  for (const [, who, n] of st.caption.matchAll(/\b([A-Z]\d+) leads with epoch (\d+)/g)) assert.match(st.service, new RegExp(`holder ${who} · token ${n}`), where);
+  for (const [, a, b] of st.caption.matchAll(/\b(\d+) < (\d+)/g)) if (!/epoch n once/.test(st.caption) || a !== 'n') assert.ok(st.refused.includes(`${a} < ${b}`), `${where}: refused chips ${st.refused}`);
+  for (const [, n] of st.caption.matchAll(/records (?:epoch )?(\d+) as the highest/g)) assert.equal(st.highest, n, where);
+}
+
+test('story, scene 1: playback stops at each milestone and each caption matches the picture', async () => {
+  await open(1);
+  const stops = await walkStory();
+  // every stop is a milestone, numbered in order, the last one the outcome
+  assert.deepEqual(stops.map((s) => s.milestone), ['1', '2', '3', '4', '5', '6', '7', 'outcome']);
+  const [acq, write34, paused, granted35, write35, sends, refused, end] = stops;
+  assert.match(acq.caption, /fencing token 34/);
+  assert.equal(acq.badges.A, 'holds 34');
+  assert.equal(acq.badges.B, 'queued #1');
+  assert.match(acq.service, /holder A · token 34/);
+  assert.ok(acq.terms.includes('fencing token'), 'the term is defined where it is first used');
+  assert.match(write34.caption, /records 34 as the highest/);
+  assert.equal(write34.highest, '34');
+  assert.ok(!write34.terms.includes('fencing token'), 'defined once');
+  assert.match(paused.caption, /A hits a 25-second stop-the-world/);
+  assert.equal(paused.badges.A, 'GC pause · holds 34');
+  assert.equal(paused.clocks.A, 'stopped', "a frozen process's own clock is drawn stopped");
+  assert.deepEqual(paused.spots, ['A']);
+  assert.match(granted35.caption, /B is granted token 35.*A cannot know: it still believes it holds 34/);
+  assert.equal(granted35.badges.B, 'holds 35');
+  assert.equal(granted35.badges.A, 'GC pause · believes 34');
+  assert.match(write35.caption, /B writes with token 35.*records 35/);
+  assert.equal(write35.highest, '35');
+  // the payoff, beat 1: A wakes still believing 34 and sends; nothing refused yet
+  assert.match(sends.caption, /A wakes\. It still believes it holds token 34.*sends its write with 34/);
+  assert.equal(sends.badges.A, 'believes 34');
+  assert.deepEqual(sends.refused, []);
+  assert.ok(sends.flashLabels.includes('write 34'), 'the write is on its way, labelled');
+  assert.deepEqual(sends.spots, ['A']);
+  // beat 2: 34 < 35, refused; only now does A know
+  assert.match(refused.caption, /^34 < 35: refused/);
+  assert.deepEqual(refused.refused, ['34 < 35']);
+  assert.equal(refused.badges.A, 'lost the lock');
+  assert.ok(refused.spots.includes('store'));
+  assert.match(end.caption, /^Outcome: A's write with token 34 was refused: the storage had already seen 35 \(34 < 35\)/);
+  assert.match(end.outcome, /Fenced/);
+  // after the story: free play
+  assert.equal(await page.locator('[data-testid=story]').isChecked(), false);
+  assert.equal(await page.locator('[data-testid=free-play]').count(), 1);
+  // the milestones are numbered on the time axis
+  assert.equal(await page.locator('#swimlane [data-testid^=ms-]').count(), 8);
+});
+
+test('story, scene 1: killing B before its first write — the ending says the storage never saw 35', async () => {
+  await open(1);
+  const stepB = await stepOf('B gets 35');
+  await scrubTo(stepB);
+  await page.click('[data-testid=client-B]');
+  await page.click('[data-testid=menu-kill]');
+  const stops = await walkStory();
+  const end = stops.at(-1);
+  assert.equal(await page.locator('[data-testid^=refused-]').count(), 0, 'nothing was refused');
+  assert.match(end.caption, /A's write with 34 was accepted although the lock service had given the lock to B \(token 35\): the storage had seen no token above 34 — 35 never reached it/);
+  assert.doesNotMatch(end.caption, /corrupted|Turn on/);
+  assert.equal(await page.getAttribute('[data-testid=store]', 'data-verdict'), 'stale');
+  assert.doesNotMatch(await text('[data-testid=stage]'), /DATA CORRUPTED/);
+  assert.match(await text('[data-testid=stage]'), /STALE WRITE LANDED/);
+  // the stop where the write lands says why, in the present
+  const landed = stops.find((s) => /^Accepted — yet A no longer holds the lock/.test(s.caption));
+  assert.ok(landed, 'a stop explains the accepted stale write');
+});
+
+test('story, scene 1: resuming A early — the ending gives the pause A really had', async () => {
+  await open(1);
+  await scrubTo(6); // t=5, A paused at t=2
+  await page.click('[data-testid=client-A]');
+  await page.click('[data-testid=menu-resume]');
+  await jumpToEnd();
+  const cap = await text('[data-testid=caption]');
+  assert.doesNotMatch(await text('[data-testid=log]'), /sessionExpired/);
+  assert.match(cap, /No session expired: A was paused 3 s \(t=2–5\) — less than the 10 s session timeout/);
+  assert.doesNotMatch(cap, /25 s/);
+});
+
+test('story, scene 2: a release with an empty queue says nobody is woken', async () => {
+  await open(2);
+  const stops = await walkStory();
+  assert.equal(stops[0].milestone, '1');
+  assert.match(stops[1].caption, /Left: H releases; the core grants the lock to exactly one waiter, the head of its wait queue: C1 \(token 2\)/);
+  assert.match(stops[1].caption, /C6 wins; the core answers "busy" to the other 5/);
+  const captions = (await page.evaluate(() => window.fencelockDemo.milestones)).length;
+  assert.ok(captions >= 3);
+  for (const s of stops) assert.doesNotMatch(s.caption, /exactly one waiter, nobody/);
+  assert.match(stops.at(-1).caption, /6 wake-ups, 0 wasted.*21 wake-ups, 15 of them wasted/);
+});
+
+test('story, scenes 2 and 4: every stop\'s caption matches the picture', async () => {
+  await open(2);
+  for (const st of await walkStory()) {
+    const m = st.caption.match(/head of its wait queue: (\w+) \(token (\d+)\)/);
+    if (m) {
+      const id = Object.entries(await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#stage [data-client]')].map((g) => [g.dataset.client, g.querySelector('.name').textContent])))).find(([k, v]) => k.startsWith('q') && v === m[1])?.[0];
+      assert.equal(st.badges[id], `holds ${m[2]}`, st.caption);
+    }
+    const h = st.caption.match(/(\w+) wins; the core answers "busy" to the other (\d+)/);
+    if (h) assert.ok(Object.entries(st.badges).some(([k, v]) => k.startsWith('h') && v.startsWith('holds')), st.caption);
+  }
+  await open(4);
+  const stops = await walkStory();
+  const alive = async (id) => page.getAttribute(`[data-testid=replica-${id}]`, 'data-alive');
+  for (const st of stops) {
+    await scrubTo(st.step);
+    if (/only now is A told: granted, token (\d+)/.test(st.caption)) assert.equal(st.badges.A2, `holds ${st.caption.match(/token (\d+)/)[1]}`);
+    if (/Left: the primary dies/.test(st.caption)) assert.equal(await alive('P'), 'false');
+    if (/the leader N1 dies/.test(st.caption)) assert.equal(await alive('N1'), 'false');
+    if (/Right: (N\d) is elected/.test(st.caption)) assert.match(await page.locator(`[data-testid=replica-${st.caption.match(/Right: (N\d) is elected/)[1]}]`).textContent(), /★ leader/);
+    if (/B acquires the "same" lock .* granted \(token (\d+)\)/.test(st.caption)) assert.equal(st.badges.B1, `holds ${st.caption.match(/granted \(token (\d+)\)/)[1]}`);
+    if (/two holders/.test(st.caption)) assert.equal(await text('[data-testid=holders-redis]'), '2');
+    if (/queued B \(position (\d+)\)/.test(st.caption)) assert.equal(st.badges.B2, `queued #${st.caption.match(/position (\d+)/)[1]}`);
+  }
+  assert.match(stops.at(-1).caption, /single Redis: 2 holders \(A with 1, B with 1\)\. Consensus: 1 holder \(A with 1\), B waiting/);
+});
+
+test('story, scene 3: the old leader wakes and sends epoch 7, then it bounces', async () => {
+  await open(3);
+  const stops = await walkStory();
+  const byLabel = Object.fromEntries(stops.map((s) => [s.caption.slice(0, 30), s]));
+  const sends = stops.find((s) => /^N1 wakes\. It still believes it leads with epoch 7/.test(s.caption));
+  assert.ok(sends, `a stop for the send (${Object.keys(byLabel).join(' | ')})`);
+  assert.deepEqual(sends.refused, []);
+  assert.ok(sends.flashLabels.includes('epoch 7'));
+  const bounced = stops[stops.indexOf(sends) + 1];
+  assert.match(bounced.caption, /^7 < 8: bounced/);
+  assert.deepEqual(bounced.refused, ['7 < 8']);
+  assert.ok(stops[0].terms.includes('epoch'));
+});
+
+test('story, scene 4: replica cells tell the truth — N3 applied 2 of 3, a dead primary keeps only what it had', async () => {
+  await open(4);
+  await scrubTo(4); // t=3: the primary dies, N3 lags
+  const cells = (id) => page.locator(`[data-testid=replica-${id}] [data-cell]`).evaluateAll((gs) => gs.map((g) => g.dataset.cell));
+  assert.match(await page.locator('[data-testid=replica-N3]').textContent(), /applied 2\/3/);
+  assert.deepEqual(await cells('N3'), ['acked', 'acked', 'missing']);
+  assert.deepEqual(await cells('N1'), ['acked', 'acked', 'acked']);
+  await jumpToEnd();
+  // the primary died at t=3 with 3 entries; B's acquire came later and is not in its log
+  assert.match(await page.locator('[data-testid=replica-P]').textContent(), /had 3 entries/);
+  assert.equal((await cells('P')).length, 3);
+  // the promoted replica kept the 2 entries it had applied; B's acquire is its third
+  assert.deepEqual(await cells('R'), ['applied', 'applied', 'applied']);
+});
+
+test('story, scene 5: the 412 comes in two beats — W1 sends 42, then the store refuses it', async () => {
+  await open(5);
+  const stops = await walkStory();
+  const i = stops.findIndex((s) => /^W1 wakes\. It still believes it holds fenceToken 42/.test(s.caption));
+  assert.ok(i > 0);
+  assert.equal(stops[i].badges.W1, 'believes 42');
+  assert.match(stops[i + 1].caption, /^42 < 43: 412 Precondition Failed/);
+  assert.match(stops.at(-1).caption, /W1's write with fenceToken 42 got 412 Precondition Failed: the object store had already seen 43/);
+});
+
+test('interventions survive the switch and the sliders, and a dropped one says so', async () => {
+  await open(1);
+  await scrubTo(await stepOf('B gets 35'));
+  await page.click('[data-testid=client-B]');
+  await page.click('[data-testid=menu-kill]');
+  assert.match(await text('[data-testid=interventions]'), /kill B at t=10/);
+  await page.keyboard.press('f'); // fencing off: rebuilt, B killed again at t=10
+  assert.match(await text('[data-testid=interventions]'), /kill B at t=10/);
+  await jumpToEnd();
+  assert.equal(await page.getAttribute('[data-testid=client-B]', 'data-status'), 'dead');
+  await setSlider('ttl', 12); // A now expires at t=12: B is not granted before t=12, still alive at t=10 → killed
+  assert.match(await text('[data-testid=interventions]'), /kill B at t=10/);
+  // resume A at t=20, then make the pause short: A is no longer paused at t=20 — dropped, visibly
+  await setSlider('ttl', 10);
+  await scrubTo(21);
+  await page.click('[data-testid=client-A]');
+  await page.click('[data-testid=menu-resume]');
+  assert.match(await text('[data-testid=interventions]'), /resume A at t=20/);
+  await setSlider('pause', 15); // A now wakes by itself at t=17 and, with B dead, the scene ends sooner
+  assert.match(await text('[data-testid=iv-dropped]'), /resume A at t=20 dropped: (A is not paused at t=20|the scene now ends at t=\d+)/);
+  assert.deepEqual(await page.locator('[data-testid=iv]').allTextContents(), ['kill B at t=10']);
+  assert.match(await text('[data-testid=interventions]'), /kill B at t=10/);
+  // another scene and back: still there
+  await page.keyboard.press('2');
+  await page.keyboard.press('1');
+  assert.match(await text('[data-testid=interventions]'), /kill B at t=10/);
+  // reset drops them, and says so
+  await page.keyboard.press('r');
+  assert.match(await text('[data-testid=iv-dropped]'), /reset: 1 intervention removed/);
+});
+
+test('keys and links: Home/End do not scroll the page, a step closes a stale menu, the hash wins', async () => {
+  await open(1);
+  await page.evaluate(() => window.scrollTo(0, 300));
+  const y = await page.evaluate(() => window.scrollY);
+  await page.keyboard.press('End');
+  assert.equal(await page.evaluate(() => window.scrollY), y);
+  assert.equal(await page.getAttribute('body', 'data-at-end'), 'true');
+  await page.keyboard.press('Home');
+  assert.equal(await page.evaluate(() => window.scrollY), y);
+  await page.focus('[data-testid=client-A]');
+  await page.keyboard.press('Enter');
+  assert.match(await text('#menu'), /A at t=0/);
+  await page.keyboard.press('Escape');
+  await page.click('[data-testid=client-A]');
+  await page.click('[data-testid=step]');
+  assert.equal(await page.locator('#menu').isHidden(), true, 'the menu (which named t=0) closed when time moved');
+  await page.goto(`${BASE}?test&scene=5#scene-2`);
+  await page.waitForSelector('body[data-ready="1"]');
+  assert.equal(await page.getAttribute('[data-testid=tab-2]', 'aria-pressed'), 'true');
+});
+
+test('layout: the caption is on screen with the stage at every milestone (390×844), and the controls never move or cover the stage (1280×800)', async () => {
+  for (let s = 1; s <= 5; s += 1) {
+    await open(s, { width: 390, height: 844 });
+    const steps = (await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.step);
+    for (const k of steps) {
+      await scrubTo(k);
+      await page.evaluate(() => window.scrollTo(0, 0));
+      const r = await page.evaluate(() => {
+        const b = (s) => document.querySelector(s).getBoundingClientRect();
+        return { stage: b('[data-testid=stage]'), dock: b('[data-testid=dock]'), h: innerHeight };
+      });
+      assert.ok(r.stage.top >= 0 && r.dock.bottom <= r.h, `scene ${s}, step ${k}: stage ${r.stage.top}–${r.stage.bottom}, caption ${r.dock.top}–${r.dock.bottom}, screen ${r.h}`);
+    }
+  }
+  await open(1, { width: 1280, height: 800 });
+  assert.equal(await page.$eval('.transport', (e) => getComputedStyle(e).position), 'static', 'the bar is in the flow: it covers nothing');
+  const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  // scrolled so that the whole timeline shows under the stage, the bar still in view
+  await page.evaluate(() => window.scrollTo(0, 100));
+  const first = await page.$eval('[data-testid=step]', (e) => JSON.stringify(e.getBoundingClientRect()));
+  for (let k = 2; k <= length; k += 1) {
+    await page.click('[data-testid=step]');
+    assert.equal(await page.$eval('[data-testid=step]', (e) => JSON.stringify(e.getBoundingClientRect())), first, `step ${k}: the Step button stays under the pointer`);
+  }
+});
+
+/** Stage texts that overlap another stage text (bounding boxes in the SVG's units). */
+async function stageOverlaps() {
+  return page.evaluate(() => {
+    const svg = document.querySelector('[data-testid=stage] svg');
+    const texts = [...svg.querySelectorAll('text')].filter((t) => t.textContent.trim() && t.getAttribute('x') !== '-999');
+    const boxes = texts.map((t) => ({ t: t.textContent, b: t.getBBox() }));
+    const meet = (a, b) => a.x + 0.5 < b.x + b.width && b.x + 0.5 < a.x + a.width && a.y + 0.5 < b.y + b.height && b.y + 0.5 < a.y + a.height;
+    const found = [];
+    for (let i = 0; i < boxes.length; i += 1) for (let j = i + 1; j < boxes.length; j += 1) if (meet(boxes[i].b, boxes[j].b)) found.push(`"${boxes[i].t}" overlaps "${boxes[j].t}"`);
+    const W = svg.viewBox.baseVal.width;
+    for (const { t, b } of boxes) if (b.x < 0 || b.x + b.width > W) found.push(`"${t}" runs off the stage`);
+    return found;
+  });
+}
+
+/** The smallest rendered font size of the drawings' text, in CSS pixels. */
+async function smallestDrawingText() {
+  return page.evaluate(() => {
+    let min = Infinity;
+    let which = '';
+    for (const svg of document.querySelectorAll('[data-testid=stage] svg, [data-testid=swimlane] svg')) {
+      const scale = svg.getScreenCTM().a;
+      for (const t of svg.querySelectorAll('text')) {
+        if (!t.textContent.trim() || t.closest('[hidden]')) continue;
+        const px = parseFloat(getComputedStyle(t).fontSize) * scale;
+        if (px < min) (min = px), (which = t.textContent);
+      }
+    }
+    return { min, which };
+  });
+}
+
+test('layout: no two stage labels overlap, and the drawings keep text legible (every step, 1280 and 390 px)', async () => {
+  for (const size of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+    await open(1, size);
+    for (let s = 1; s <= 5; s += 1) {
+      await page.click(`[data-testid=tab-${s}]`);
+      const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+      for (let k = 1; k <= length; k += 1) {
+        await scrubTo(k);
+        assert.deepEqual(await stageOverlaps(), [], `scene ${s}, step ${k}, ${size.width} px wide`);
+        const small = await smallestDrawingText();
+        assert.ok(small.min >= 12 - 0.01, `scene ${s}, step ${k}, ${size.width} px: "${small.which}" is drawn at ${small.min.toFixed(1)} px`);
+      }
+    }
+  }
+});
+
+// WCAG 2 relative luminance and contrast ratio
+const CONTRAST_FN = `
+  const rgb = (c) => { const m = c.match(/rgba?\\(([^)]+)\\)/); if (!m) return null; const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number); return { r: p[0], g: p[1], b: p[2], a: p[3] ?? 1 }; };
+  const lum = ({ r, g, b }) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }; return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const over = (top, under) => ({ r: top.r * top.a + under.r * (1 - top.a), g: top.g * top.a + under.g * (1 - top.a), b: top.b * top.a + under.b * (1 - top.a), a: 1 });
+  const ratio = (x, y) => { const [a, b] = [lum(x), lum(y)].sort((p, q) => q - p); return (a + 0.05) / (b + 0.05); };
+`;
+
+test('contrast: the palette pairs and every text drawn in each scene meet WCAG AA', async () => {
+  await open(1);
+  // the palette: each text colour on each background it is used on
+  const palette = await page.evaluate(`(() => { ${CONTRAST_FN}
+    const probe = document.createElement('span'); document.body.append(probe);
+    const colour = (v) => { probe.style.color = v; return rgb(getComputedStyle(probe).color); };
+    const css = (name) => colour(getComputedStyle(document.documentElement).getPropertyValue(name).trim());
+    const pairs = [['--ink', '--panel'], ['--muted', '--panel'], ['--muted', '--bg'], ['--good', '--panel'], ['--good', '--good-bg'], ['--bad', '--panel'], ['--bad', '--bad-bg'],
+      ['--warn', '--panel'], ['--warn', '--warn-bg'], ['--blue', '--panel'], ['--blue', '--blue-bg'], ['--ink', '--bg']];
+    const out = pairs.map(([f, b]) => [f + ' on ' + b, ratio(css(f), css(b))]);
+    probe.remove();
+    return out;
+  })()`);
+  for (const [pair, r] of palette) assert.ok(r >= 4.5, `${pair}: ${r.toFixed(2)}:1`);
+  // every text on the page, in every scene's end frame and at its milestones: colour on what is
+  // really behind it (the halo it is drawn with, else the shape or box under its centre)
+  for (let s = 1; s <= 5; s += 1) {
+    await page.click(`[data-testid=tab-${s}]`);
+    const steps = [...new Set([...(await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.step)])];
+    for (const k of steps) {
+      await scrubTo(k);
+      const bad = await page.evaluate(`(() => { ${CONTRAST_FN}
+        const bgOf = (el) => { for (let e = el; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c && c.a > 0) return c.a < 1 ? over(c, { r: 255, g: 255, b: 255, a: 1 }) : c; } return { r: 255, g: 255, b: 255, a: 1 }; };
+        const found = [];
+        for (const t of document.querySelectorAll('svg text, svg tspan')) {
+          if (!t.textContent.trim() || t.getAttribute('x') === '-999') continue;
+          if (t.tagName === 'text' && t.querySelector('tspan') && !t.childNodes[0]?.textContent.trim()) continue;
+          const st = getComputedStyle(t);
+          const fg = rgb(st.fill);
+          if (!fg) continue;
+          let bg = null;
+          const halo = rgb(st.stroke);
+          if (st.paintOrder.startsWith('stroke') && halo && halo.a > 0 && parseFloat(st.strokeWidth) >= 3) bg = halo;
+          if (!bg) {
+            const r = t.getBoundingClientRect();
+            const under = document.elementsFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+            for (const e of under) {
+              if (e === t || t.contains(e) || e.closest('text')) continue;
+              if (e instanceof SVGGraphicsElement && !(e instanceof SVGSVGElement)) {
+                const f = rgb(getComputedStyle(e).fill);
+                if (f && f.a > 0) { const o = parseFloat(getComputedStyle(e).fillOpacity); bg = o < 1 ? over({ ...f, a: o }, bgOf(e.ownerSVGElement)) : f; break; }
+                continue;
+              }
+              bg = bgOf(e); break;
+            }
+          }
+          bg ??= { r: 255, g: 255, b: 255, a: 1 };
+          const size = parseFloat(st.fontSize);
+          const large = size >= 24 || (size >= 18.66 && Number(st.fontWeight) >= 700);
+          const r = ratio(fg, bg);
+          if (r < (large ? 3 : 4.5)) found.push('"' + t.textContent.slice(0, 40) + '" ' + st.fill + ' on rgb(' + [bg.r, bg.g, bg.b].map(Math.round) + '): ' + r.toFixed(2));
+        }
+        for (const el of document.querySelectorAll('.dock, .dock *, .kv th, .kv td, .kv td *, .outcome, .log li span, .interventions, .interventions *, .controls label, .try li, .hint, .lede, .panel h3, .transport, .transport *')) {
+          if (!el.childNodes.length || ![...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+          const st = getComputedStyle(el);
+          if (st.visibility === 'hidden' || el.closest('[hidden]')) continue;
+          const fg = rgb(st.color);
+          const bg = bgOf(el);
+          const size = parseFloat(st.fontSize);
+          const large = size >= 24 || (size >= 18.66 && Number(st.fontWeight) >= 700);
+          const r = ratio(fg, bg);
+          if (r < (large ? 3 : 4.5)) found.push('"' + el.textContent.trim().slice(0, 40) + '" ' + st.color + ' on rgb(' + [bg.r, bg.g, bg.b].map(Math.round) + '): ' + r.toFixed(2));
+        }
+        return [...new Set(found)];
+      })()`);
+      assert.deepEqual(bad, [], `scene ${s}, step ${k}`);
+    }
+  }
+});
+
+test('random interventions (seeded): every ending agrees with the recorded outputs and the storage\'s decisions', async () => {
+  const seed = Number(process.env.DEMO_SEED ?? 20261201);
+  let a = seed >>> 0;
+  const rnd = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const pick = (xs) => xs[Math.floor(rnd() * xs.length)];
+  await open(1);
+  let checked = 0;
+  try {
+    for (let trial = 0; trial < 24; trial += 1) {
+      const s = pick([1, 3, 5, 1, 3, 5, 2, 4]);
+      await page.click(`[data-testid=tab-${s}]`);
+      await page.keyboard.press('r');
+      if (s !== 2 && s !== 4 && rnd() < 0.4) await page.keyboard.press('f');
+      for (let round = 0, n = 1 + Math.floor(rnd() * 3); round < n; round += 1) {
+        const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+        await scrubTo(1 + Math.floor(rnd() * length));
+        const clients = await page.locator('[data-client]').evaluateAll((gs) => gs.map((g) => g.dataset.client));
+        await page.click(`[data-client="${pick(clients)}"]`);
+        const actions = await page.locator('#menu [data-action]').evaluateAll((bs) => bs.map((b) => b.dataset.action));
+        await page.click(`#menu [data-action="${pick(actions)}"]`);
+      }
+      await jumpToEnd();
+      const where = `trial ${trial}, scene ${s}`;
+      assert.equal(await page.getAttribute('body', 'data-done'), 'true', `${where}: reached its end`);
+      const cap = await text('[data-testid=caption-text]');
+      const log = await page.locator('[data-testid=log] li').allInnerTexts();
+      const logText = log.join('\n');
+      if (s === 1 || s === 3 || s === 5) {
+        const rows = Object.values(await page.evaluate(() => window.fencelockDemo.rows))[0];
+        const fencing = await page.locator('input[role=switch]').isChecked();
+        const refused = rows.filter((r) => !r.accepted);
+        const stale = rows.filter((r) => r.accepted && r.stale);
+        for (const r of refused) assert.ok(cap.includes(`(${r.token} < ${r.highest})`), `${where}: the ending names the refusal ${r.token} < ${r.highest}: ${cap}`);
+        if (!refused.length) assert.doesNotMatch(cap, /refused|bounced|412/, `${where}: nothing was refused: ${cap}`);
+        for (const r of stale) assert.match(cap, new RegExp(`with (epoch )?${r.token} (landed|was accepted)`), `${where}: the ending names the stale ${r.token}: ${cap}`);
+        if (!stale.length) assert.doesNotMatch(cap, /landed|was accepted although|corrupted|split brain/i, `${where}: no stale write landed: ${cap}`);
+        const verdict = await page.getAttribute('[data-testid=store]', 'data-verdict');
+        assert.equal(/data is corrupted/.test(cap), verdict === 'corrupted', `${where}: "corrupted" iff the data mixes a stale writer's with another's: ${cap}`);
+        if (fencing) assert.doesNotMatch(cap, /Turn on/, `${where}: the switch is on: ${cap}`);
+        const expired = /sessionExpired/.test(logText);
+        if (/No session expired/.test(cap)) assert.ok(!expired, `${where}: the log has an expiry: ${cap}`);
+        if (!expired && !refused.length && !stale.length) assert.match(cap, /No session expired/, `${where}: ${cap}`);
+        // "X was paused N s (t=a–b)": the log's pause and resume of X
+        for (const m of cap.matchAll(/(\w+) was paused (\d+) s(?: \(t=(\d+)–(\d+)\))?/g)) {
+          const [, who, secs, from, to] = m;
+          const pauses = log.filter((l) => new RegExp(`^t=\\d+\\s+${who}\\s+${who} (enters a stop-the-world GC pause|paused \\(by you\\))`).test(l));
+          const p = from ? pauses.find((l) => l.startsWith(`t=${from}\t`) || l.startsWith(`t=${from}\n`) || new RegExp(`^t=${from}\\s`).test(l)) : pauses[0];
+          assert.ok(p, `${where}: the log has ${who}'s pause${from ? ` at t=${from}` : ''}`);
+          const t0 = Number(p.match(/^t=(\d+)/)[1]);
+          const r = log.find((l) => new RegExp(`^t=(\\d+)\\s+${who}\\s+${who} resumes`).test(l) && Number(l.match(/^t=(\d+)/)[1]) >= t0);
+          const t1 = r ? Number(r.match(/^t=(\d+)/)[1]) : null;
+          if (from) assert.deepEqual([Number(from), Number(to)], [t0, t1 ?? Number(to)], `${where}: ${m[0]}`);
+          if (t1 != null) assert.equal(Number(secs), t1 - t0, `${where}: ${m[0]}`);
+        }
+      } else if (s === 2) {
+        const [qw, qx] = await page.locator('[data-testid=counters-queue]').evaluate((g) => [g.dataset.wakeups, g.dataset.wasted]);
+        const [hw, hx] = await page.locator('[data-testid=counters-herd]').evaluate((g) => [g.dataset.wakeups, g.dataset.wasted]);
+        assert.match(cap, new RegExp(`\\(${qw} wake-ups, ${qx} wasted\\).*${hw} wake-ups, ${hx} of them wasted`), `${where}: ${cap}`);
+        const busy = log.filter((l) => !l.startsWith('t=0') && /Herd\s+busy \{/.test(l)).length;
+        assert.equal(Number(hx), busy, `${where}: wasted = the herd core's busy answers`);
+      } else {
+        const redis = Number(await text('[data-testid=holders-redis]'));
+        const raft = Number(await text('[data-testid=holders-raft]'));
+        assert.match(cap, new RegExp(`single Redis: ${redis} holders?\\b.*Consensus: ${raft} holder`), `${where}: ${cap}`);
+      }
+      checked += 1;
+    }
+  } catch (e) {
+    e.message = `${e.message} (replay with DEMO_SEED=${seed})`;
+    throw e;
+  }
+  assert.equal(checked, 24);
 });

@@ -118,3 +118,18 @@ export function rng(seed) {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/**
+ * Marks this step as a stop of the guided story: `label` names it on the time axis, `focus`
+ * lists the stage nodes that changed (highlighted). Numbered ①, ②, … in the order reached;
+ * `n: null` is the outcome. Story bookkeeping only: it decides nothing.
+ */
+export function milestone(w, emit, label, focus = [], outcome = false) {
+  const n = outcome ? null : w.milestones.filter((m) => m.n != null).length + 1;
+  emit({ op: 'milestone', n, label, focus });
+}
+
+/** The client id that a core output's session belongs to (in the node group `group`). */
+export function whoseSession(w, group, session) {
+  return w.sessions[`${group}:${session}`] ?? null;
+}

@@ -4,7 +4,7 @@
 // with try-locks against a second real core. The Busy answers are counted as wasted wake-ups.
 // Both lanes use the real core; only the herd's "notify everyone" is the (bad) client design.
 
-import { nextTime, tickAll, heartbeat, rng } from './common.js';
+import { nextTime, tickAll, heartbeat, rng, milestone } from './common.js';
 
 const LOCK = 'jobs/nightly';
 const N = 7; // one holder + six waiters
@@ -30,6 +30,7 @@ function setup(w, emit) {
     const outs = emit({ op: 'core', node: 'herd', by: id, input: { type: 'acquire', session: w.clients[id].session, lock: LOCK, mode: 'exclusive', wait: 'none' } });
     if (outs.some((o) => o.type === 'busy')) emit({ op: 'client', id, mem: { watching: true } });
   }
+  milestone(w, emit, 'seven clients wait', ['queue', 'herd']);
   emit({
     op: 'caption',
     text: `Seven clients want ${JSON.stringify(LOCK)}. Left: the lock was held, so each request joins an ordered wait queue and the client sets a watch; there is no polling. ` +
@@ -60,7 +61,7 @@ function step(w, emit, P) {
   }
   const woken = qOuts.filter((o) => o.type === 'granted').map((g) => w.sessions[`queue:${g.session}`]);
   for (const wid of woken) emit({ op: 'client', id: wid, mem: { wakeups: w.clients[wid].mem.wakeups + 1 } });
-  if (qReleaser) ev.q = { released: qReleaser, woken: woken.map((id) => w.clients[id].name), token: qOuts.find((o) => o.type === 'granted')?.token };
+  if (qReleaser) ev.q = { released: qReleaser, woken: woken.map((id) => w.clients[id].name), wokenIds: woken, token: qOuts.find((o) => o.type === 'granted')?.token };
   // Herd: the holder releases; the naive watch notifies every watcher; all race with try-locks.
   let hReleaser = hOuts.some((o) => o.type === 'released' && o.reason === 'expired') ? 'the killed holder\'s expired session' : null;
   for (const id of H) {
@@ -81,35 +82,59 @@ function step(w, emit, P) {
     const r = rng(P.seed * 7919 + t);
     const order = watchers.map((x) => [r(), x]).sort((a, b) => a[0] - b[0]).map((p) => p[1]);
     let winner = null;
+    let winnerId = null;
     let busy = 0;
     for (const x of order) {
       const cx = w.clients[x];
       const outs = emit({ op: 'core', node: 'herd', by: x, input: { type: 'acquire', session: cx.session, lock: LOCK, mode: 'exclusive', wait: 'none' } });
       const won = outs.some((o) => o.type === 'granted');
       const isBusy = outs.some((o) => o.type === 'busy');
-      if (won) winner = cx.name;
+      if (won) (winner = cx.name), (winnerId = x);
       if (isBusy) busy += 1;
       emit({ op: 'client', id: x, mem: { wakeups: cx.mem.wakeups + 1, wasted: cx.mem.wasted + (isBusy ? 1 : 0), watching: !won } });
     }
-    ev.h = { released: hReleaser, woke: order.length, busy, winner };
+    ev.h = { released: hReleaser, woke: order.length, busy, winner, winnerId };
   }
   // Live clients heartbeat (quietly) so that only a killed or paused one expires.
   for (const id of [...Q, ...H]) heartbeat(w, emit, id, { node: w.clients[id].group, hb: 2, hideHeartbeats: true });
   const parts = [];
-  if (ev.q) parts.push(`Left: ${ev.q.released} releases; the core grants exactly one waiter, ${ev.q.woken.join(', ') || 'nobody'}${ev.q.token ? ` (token ${ev.q.token})` : ''}. Nobody else wakes.`);
-  if (ev.h) parts.push(`Right: ${ev.h.released} releases; all ${ev.h.woke} watchers wake and race to re-acquire. ${ev.h.winner ?? 'Nobody'} wins; the core answers "busy" to the other ${ev.h.busy} — wasted wake-ups.`);
-  if (parts.length) emit({ op: 'caption', text: parts.join(' ') });
+  if (ev.q) {
+    const who = ev.q.woken;
+    parts.push(
+      who.length
+        ? `Left: ${ev.q.released} releases; the core grants the lock to exactly one waiter, the head of its wait queue: ${who.join(', ')} (token ${ev.q.token}). Nobody else wakes.`
+        : `Left: ${ev.q.released} releases; the wait queue is empty, so nobody is woken.`,
+    );
+  }
+  if (ev.h) {
+    parts.push(
+      ev.h.woke
+        ? `Right: ${ev.h.released} releases; all ${ev.h.woke} watchers wake and race to re-acquire with a try-lock. ${ev.h.winner ?? 'Nobody'} wins; the core answers "busy" to the other ${ev.h.busy} — wasted wake-ups.`
+        : `Right: ${ev.h.released} releases; nobody is watching any more.`,
+    );
+  }
   // done when both locks are free and nobody is left waiting or watching
   const idle = ['queue', 'herd'].every((n) => w.nodes[n].core.holders(LOCK).length === 0 && w.nodes[n].core.waiters(LOCK).length === 0);
   const watching = H.some((id) => w.clients[id].mem.watching && w.clients[id].status === 'running');
   if ((idle && !watching) || t >= 60) {
     const o = outcome(w);
+    milestone(w, emit, 'outcome', ['queue', 'herd'], true);
     emit({
       op: 'caption',
-      text: `Why a wait queue with ordered grants: on release, exactly one waiter is notified (${o.queue.wakeups} wake-ups, ${o.queue.wasted} wasted). ` +
-        `Notifying everyone and letting them race is a thundering herd: ${o.herd.wakeups} wake-ups, ${o.herd.wasted} of them wasted on "busy" — grant storms at scale.`,
+      text: `${parts.length ? `${parts.join(' ')} ` : ''}Outcome: on the left each release woke at most one waiter (${o.queue.wakeups} wake-ups, ${o.queue.wasted} wasted). ` +
+        `On the right every release woke every watcher: ${o.herd.wakeups} wake-ups, ${o.herd.wasted} of them wasted on "busy" — a thundering herd, grant storms at scale.`,
     });
     emit({ op: 'done' });
+    return;
+  }
+  if (parts.length) {
+    // the first release on each side, and any release after a kill, is a stop of the story
+    const firstQ = ev.q && !w.milestones.some((m) => m.label.startsWith('release'));
+    const expiry = (ev.q && ev.q.released.includes('expired')) || (ev.h && ev.h.released.includes('expired'));
+    // the spot is on who woke: the one the queue granted, the herd's race winner
+    const woke = [...(ev.q?.wokenIds ?? []), ...(ev.h?.winnerId ? [ev.h.winnerId] : [])];
+    if (firstQ || expiry) milestone(w, emit, expiry ? 'release by expiry' : 'release: one vs all', woke.length ? woke : ['queue', 'herd']);
+    emit({ op: 'caption', text: parts.join(' ') });
   }
 }
 
@@ -146,18 +171,20 @@ export const herd = {
   laneIds: { queue: Q, herd: H },
   lock: LOCK,
   layout: (w, narrow) => {
-    // side by side when wide, stacked on a phone
-    const at = narrow ? [[200, 170], [200, 510]] : [[200, 170], [600, 170]];
+    // side by side when wide, stacked (flatter rings) on a phone
+    const at = narrow ? [[200, 132], [200, 400]] : [[200, 170], [600, 170]];
+    const [rx, ry] = narrow ? [134, 84] : [128, 112];
+    const dy = narrow ? { titleDy: 114, countDy: 132 } : {};
     const nodes = [
-      { id: 'queue', kind: 'hub', x: at[0][0], y: at[0][1], title: 'Ordered wait queue' },
-      { id: 'herd', kind: 'hub', x: at[1][0], y: at[1][1], title: 'Notify all (herd)' },
+      { id: 'queue', kind: 'hub', x: at[0][0], y: at[0][1], title: 'Ordered wait queue', ...dy },
+      { id: 'herd', kind: 'hub', x: at[1][0], y: at[1][1], title: 'Notify all (herd)', ...dy },
     ];
     [Q, H].forEach((lane, li) =>
       lane.forEach((id, i) => {
         const a = -Math.PI / 2 + (i * 2 * Math.PI) / N;
-        nodes.push({ id, kind: 'client', small: true, x: at[li][0] + Math.cos(a) * 128, y: at[li][1] + Math.sin(a) * 112 });
+        nodes.push({ id, kind: 'client', small: true, x: at[li][0] + Math.cos(a) * rx, y: at[li][1] + Math.sin(a) * ry });
       }),
     );
-    return narrow ? { width: 400, height: 680, nodes, onlyGrantLabels: true } : { height: 340, nodes, onlyGrantLabels: true };
+    return narrow ? { width: 400, height: 544, nodes, onlyGrantLabels: true } : { height: 340, nodes, onlyGrantLabels: true };
   },
 };

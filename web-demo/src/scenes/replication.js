@@ -1,10 +1,10 @@
-// Scene 4: the seed's comparison of designs, built from several real core instances that
+// Scene 4: a comparison of two replication designs, built from several real core instances that
 // replicate an input log. Left: a single Redis-style primary that answers at once and ships
 // its log to a replica asynchronously (lagging). Right: a consensus group of three where an
 // entry is acknowledged only once a majority has applied it. Each core decides its own grants;
 // this file only moves log entries between cores and decides when a client hears the answer.
 
-import { nextTime } from './common.js';
+import { nextTime, milestone } from './common.js';
 
 const LOCK = 'jobs/reindex';
 const RAFT_LAG = { N2: 1, N3: 3 }; // N3 sits behind a slow link
@@ -63,6 +63,7 @@ function setup(w, emit) {
   for (const [id, name, group] of [['A1', 'A', 'redis'], ['B1', 'B', 'redis'], ['A2', 'A', 'raft'], ['B2', 'B', 'raft']]) emit({ op: 'client', create: true, id, name, group });
   for (const id of ['A1', 'B1']) redisRequest(w, emit, id, { type: 'openSession', ttl: 100000 });
   for (const id of ['A2', 'B2']) raftRequest(w, emit, id, { type: 'openSession', ttl: 100000 });
+  milestone(w, emit, 'two designs', ['P', 'N1']);
   emit({
     op: 'caption',
     text: `Two ways to replicate the same lock service. Left: single Redis — the primary answers at once and ships its log to the replica asynchronously. ` +
@@ -120,49 +121,69 @@ function step(w, emit, P) {
   const acquire = { type: 'acquire', lock: LOCK, mode: 'exclusive', wait: 'forever' };
   let text = null;
   if (t === 1) text = `The replicas apply the session entries. On the right, once two of three have applied them, the leader acknowledges the sessions to A and B.`;
+  const who = (id) => w.clients[id];
+  const down = (id) => `${who(id).name} is ${who(id).status === 'dead' ? 'dead' : 'paused'}`;
   if (t === 2) {
-    if (run('A1')) redisRequest(w, emit, 'A1', withSession(w, 'A1', acquire));
-    if (run('A2')) raftRequest(w, emit, 'A2', withSession(w, 'A2', acquire));
+    const left = run('A1') ? (redisRequest(w, emit, 'A1', withSession(w, 'A1', acquire)), true) : false;
+    const right = run('A2') ? (raftRequest(w, emit, 'A2', withSession(w, 'A2', acquire)), true) : false;
     const g = w.clients.A1.token;
-    text = `A asks for the lock on both. Left: the primary grants it and acknowledges at once (token ${g ?? '—'}); the entry has not reached the replica yet. Right: the leader has applied it, but A hears nothing until a majority has.`;
+    text = `${left ? `Left: A asks for the lock; the primary grants it and acknowledges at once (token ${g ?? '—'}); the entry has not reached the replica yet.` : `Left: ${down('A1')}, so it asks for nothing.`} ` +
+      `${right ? 'Right: A asks too; the leader has applied the entry, but A hears nothing until a majority has.' : `Right: ${down('A2')}, so it asks for nothing.`}`;
   }
   if (t === 3) {
     emit({ op: 'node', node: 'P', set: { alive: false } });
-    text = `Left: the primary dies before the replica sees the grant (${Rd.applied.R < Rd.log.length ? 'the replica has applied ' + Rd.applied.R + ' of ' + Rd.log.length + ' entries' : 'this time the replica had it'}). ` +
-      `Right: N2 applied the entry, a majority has it, and only now is A told: granted, token ${w.clients.A2.token ?? '—'}.`;
+    const a2 = w.clients.A2;
+    text = `Left: the primary dies ${Rd.applied.R < Rd.log.length ? `before the replica has everything (it has applied ${Rd.applied.R} of ${Rd.log.length} entries)` : 'after the replica applied everything it had'}. ` +
+      (a2.holding ? `Right: N2 applied the entry, a majority has it, and only now is A told: granted, token ${a2.token}.` : a2.waiting ? `Right: a majority has A's request: A is queued.` : 'Right: nothing new for A.');
   }
   if (t === 4) {
     emit({ op: 'custom', kind: 'promote', lane: 'redis', node: 'R', truncate: true, label: 'Replica (promoted)', text: `failover: the replica is promoted with the ${Rd.applied.R} entries it had applied` });
     emit({ op: 'node', node: 'N1', set: { alive: false } });
-    text = `Left: failover — the replica is promoted, with only what it had applied. Right: the leader N1 dies too.`;
+    text = `Left: failover — the replica is promoted, with only the ${Rd.applied.R} entries it had applied. Right: the leader N1 dies too.`;
   }
   if (t === 5) {
     const best = ['N2', 'N3'].filter((n) => w.nodes[n].alive).sort((a, b) => Rf.applied[b] - Rf.applied[a])[0];
     emit({ op: 'custom', kind: 'promote', lane: 'raft', node: best, label: `${best} leader`, text: `election: ${best} becomes leader (it has every acknowledged entry)` });
-    text = `Right: ${best} is elected — a node with every acknowledged entry, so the grant to A survives the failover. N3 catches up from it.`;
+    text = `Right: ${best} is elected — a node with every acknowledged entry, so ${w.clients.A2.holding ? 'the grant to A survives' : 'every acknowledged answer survives'} the failover. N3 catches up from it.`;
   }
   if (t === 6) {
     const b1 = run('B1') ? (redisRequest(w, emit, 'B1', withSession(w, 'B1', acquire)), w.clients.B1) : null;
-    if (run('B2')) raftRequest(w, emit, 'B2', withSession(w, 'B2', acquire));
+    const b2 = run('B2') ? (raftRequest(w, emit, 'B2', withSession(w, 'B2', acquire)), true) : false;
+    const a1 = w.clients.A1;
     text = b1 && b1.holding
-      ? `Left: B acquires the "same" lock on the promoted replica and is granted (token ${b1.token}). Two holders, each with a legitimate grant — and even the token counter was lost with the primary.`
-      : `B asks for the lock on both sides.`;
+      ? `Left: B acquires the "same" lock on the promoted replica and is granted (token ${b1.token}).` +
+        (a1.holding && a1.status !== 'dead' ? ` A was told "granted" too: two holders, each with a legitimate grant — and even the token counter was lost with the primary.` : ' A holds nothing here, so this time one holder.')
+      : `${b1 ? 'Left: B asks and is queued.' : `Left: ${down('B1')}, so it asks for nothing.`} ${b2 ? 'Right: B asks too.' : `Right: ${down('B2')}.`}`;
   }
   if (t === 7) {
     const b2 = w.clients.B2;
-    text = b2.waiting ? `Right: the new leader queued B (position ${b2.waiting}) and a majority applied it: A is still the single holder. This refuses rather than double-grants, the right bias for correctness.` : text;
+    text = b2.waiting
+      ? `Right: the new leader queued B (position ${b2.waiting}) and a majority applied it: A is still the single holder. This refuses rather than double-grants, the right bias for correctness.`
+      : b2.holding
+        ? `Right: a majority applied B's request and B is granted (token ${b2.token}): A does not hold the lock here.`
+        : null;
   }
-  if (text) emit({ op: 'caption', text });
+  const stops = { 2: ['A asks', ['P', 'N1']], 3: ['primary dies', ['P', 'R', 'A2']], 4: ['failover', ['R', 'N1']], 5: ['new leader', ['N2', 'N3']], 6: ['B asks', ['R', 'B1']], 7: ['B queued', ['B2']] };
+  if (stops[t] && t < 8 && text) milestone(w, emit, stops[t][0], stops[t][1]);
+  if (text && t < 8) emit({ op: 'caption', text });
   if (t >= 8) {
+    milestone(w, emit, 'outcome', ['R', 'N2'], true);
     const o = outcome(w);
     emit({
       op: 'caption',
-      text: `Outcome — single Redis: ${o.redis.holders.length} holder${o.redis.holders.length === 1 ? '' : 's'} (${o.redis.holders.map((h) => `${h.name} with ${h.token}`).join(', ')}). ` +
-        `Consensus: ${o.raft.holders.length} holder (${o.raft.holders.map((h) => `${h.name} with ${h.token}`).join(', ')})${o.raft.queued.length ? `, ${o.raft.queued.join(', ')} waiting` : ''}. ` +
-        `Asynchronous replication can lose the lock; a replicated state machine does not. Neither stops a paused holder: that still takes a fencing token.`,
+      text: `Outcome — single Redis: ${holders(o.redis)}. Consensus: ${holders(o.raft)}${o.raft.queued.length ? `, ${o.raft.queued.join(', ')} waiting` : ''}. ` +
+        (o.redis.holders.length > 1
+          ? 'Asynchronous replication lost the lock in the failover; the replicated state machine did not. '
+          : 'This time the failover lost nothing that mattered — asynchronous replication is safe only by luck. ') +
+        'Neither stops a paused holder: that still takes a fencing token.',
     });
     emit({ op: 'done' });
   }
+}
+
+function holders(lane) {
+  const n = lane.holders.length;
+  return `${n} holder${n === 1 ? '' : 's'}${n ? ` (${lane.holders.map((h) => `${h.name} with ${h.token}`).join(', ')})` : ''}`;
 }
 
 function outcome(w) {
