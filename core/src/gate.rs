@@ -1,6 +1,6 @@
 //! [`FenceGate`]: the resource-side check that stops a stale holder.
 
-use crate::table::{name_hash, Aux, Row, TableState};
+use crate::table::{name_hash, Buckets, Indexed, TableState, Tagged};
 use crate::{Error, LockName, Table, Token};
 
 /// The four bytes a fence-gate snapshot begins with.
@@ -13,7 +13,7 @@ pub const GATE_VERSION: u16 = 1;
 pub struct GateRow {
     name: LockName,
     highest: u64, // 0 = free row
-    aux: Aux,
+    index: Tagged,
 }
 
 impl GateRow {
@@ -21,22 +21,20 @@ impl GateRow {
     pub const EMPTY: GateRow = GateRow {
         name: LockName::EMPTY,
         highest: 0,
-        aux: Aux::EMPTY,
+        index: Tagged::EMPTY,
     };
 }
 
-impl Row for GateRow {
-    fn aux(&self) -> &Aux {
-        &self.aux
+impl Indexed for GateRow {
+    type B = Tagged;
+    fn index(&self) -> &Tagged {
+        &self.index
     }
-    fn aux_mut(&mut self) -> &mut Aux {
-        &mut self.aux
+    fn index_mut(&mut self) -> &mut Tagged {
+        &mut self.index
     }
     fn key_hash(&self) -> u64 {
         name_hash(self.name.as_str().as_bytes())
-    }
-    fn timer_key(&self) -> (u64, u64) {
-        (0, 0)
     }
 }
 
@@ -70,7 +68,7 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         for r in rows.as_mut().iter_mut() {
             *r = GateRow::EMPTY;
         }
-        let st = TableState::init(rows.as_mut());
+        let st = TableState::init_append_only(rows.as_mut());
         FenceGate { rows, st }
     }
 
@@ -115,11 +113,11 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         let rows = self.rows.as_mut();
         let r = self
             .st
-            .alloc(rows)
+            .alloc_append_only(rows.len())
             .ok_or(Error::CapacityExceeded(Table::Resources))?;
         rows[r as usize].name = name;
         rows[r as usize].highest = token.0;
-        TableState::index_insert(rows, r);
+        TableState::index_insert(rows, r, name_hash(resource.as_bytes()));
         Ok(())
     }
 

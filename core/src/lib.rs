@@ -171,8 +171,8 @@
 //!
 //! ## Memory
 //!
-//! All memory is the host's: one row per session (96 bytes), per live lock entry (136)
-//! and per hold or wait (72), the same on 64- and 32-bit targets; the table and its
+//! All memory is the host's: one row per session (96 bytes), per live lock entry (144)
+//! and per hold or wait (64), the same on 64- and 32-bit targets; the table and its
 //! reasoning are in [`storage`]. Capacities are fixed at construction; a full table is a
 //! typed error ([`Error::CapacityExceeded`]), never a panic.
 //!

@@ -2,7 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::storage::{claim_hash, ClaimRow, Link, List, LockRow, Recorded, SessionRow, Storage};
+use crate::storage::{
+    claim_hash, Chain, ClaimRow, Link, List, LockRow, Recorded, SessionRow, Storage, TtlClass,
+    CLASSES, NO_CLASS,
+};
 use crate::table::{fnv1a, name_hash, TableState, NIL};
 use crate::{
     Error, Input, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Sink, Table, Tick,
@@ -114,9 +117,17 @@ pub(crate) struct State {
     pub(crate) claims: TableState,
     pub(crate) session_order: List,
     pub(crate) lock_order: List,
+    /// Lock rows that went idle, oldest first (linked through `order`, which only live
+    /// locks use otherwise): still indexed by name, so taking the lock again reuses the
+    /// row; taken for another name when the free list is empty. Invisible: not listed,
+    /// counted or snapshotted; a lock in it is free, unheld and undelayed.
+    pub(crate) idle_locks: List,
     pub(crate) claim_order: List,
     dirty_head: u32,
     dirty_tail: u32,
+    /// Up to [`CLASSES`] ttls whose sessions are kept in deadline lists (see
+    /// `View::renew`); which ttls they are depends on history and never shows outside.
+    pub(crate) classes: [TtlClass; CLASSES],
     /// TEST ONLY (feature `fault-injection`): see
     /// [`LockService::inject_fault_expiry_after_grants`].
     #[cfg(feature = "fault-injection")]
@@ -165,6 +176,14 @@ pub(crate) struct State {
 /// plus O(1) per event, except close/expiry which is O(claims of that session). An
 /// advance with nothing due is O(1); expiring k sessions is O(k log n) plus their events.
 /// No call scans a table.
+///
+/// Session deadlines of up to four ttls at a time are kept in one list per ttl, in
+/// deadline order, with only each list's head in the deadline heap: a keep-alive (whose
+/// new deadline, now + ttl, is the latest of its ttl) moves its session to the tail in
+/// O(1), whatever the number of sessions. Sessions of other ttls, and those restored from
+/// a snapshot until their first keep-alive, are in the heap on their own (O(log n) per
+/// keep-alive). Which ttls have lists depends on history and never shows: replies,
+/// events, [`poll_timeout`](Self::poll_timeout) and snapshots are the same either way.
 #[derive(Debug)]
 pub struct LockService<S: Storage> {
     pub(crate) storage: S,
@@ -235,9 +254,11 @@ impl<S: Storage> LockService<S> {
             claims: TableState::init(t.claims),
             session_order: List::EMPTY,
             lock_order: List::EMPTY,
+            idle_locks: List::EMPTY,
             claim_order: List::EMPTY,
             dirty_head: NIL,
             dirty_tail: NIL,
+            classes: [TtlClass::EMPTY; CLASSES],
             #[cfg(feature = "fault-injection")]
             fault_expiry_after_grants: false,
         };
@@ -307,7 +328,9 @@ impl<S: Storage> LockService<S> {
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`] (a bounded sink
     /// with less room than [`max_events`](Self::max_events)), then — after advancing to
     /// `now`, which stands — [`Error::BadTtl`] (0), [`Error::DeadlineOverflow`],
-    /// [`Error::CapacityExceeded`]`(Sessions)`. Cost: the advance, then O(log sessions).
+    /// [`Error::CapacityExceeded`]`(Sessions)`. Cost: the advance, then O(1) expected for
+    /// a ttl that open sessions already have or while fewer than four ttls are in use
+    /// (see the type's Cost section), else O(log sessions).
     pub fn open_session(
         &mut self,
         now: Tick,
@@ -327,6 +350,7 @@ impl<S: Storage> LockService<S> {
         let id = v.st.next_session;
         v.st.next_session += 1;
         v.insert_session(slot, id, ttl, expires_at);
+        v.schedule_session(slot, true);
         Ok(Reply::Opened {
             session: SessionId(id),
             expires_at: Tick(expires_at),
@@ -339,7 +363,9 @@ impl<S: Storage> LockService<S> {
     ///
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
     /// advance) [`Error::UnknownSession`], request-number errors,
-    /// [`Error::DeadlineOverflow`]. Cost: the advance, then O(log sessions).
+    /// [`Error::DeadlineOverflow`]. Cost: the advance, then O(1) expected (the session
+    /// moves to the tail of its ttl's deadline list), O(log sessions) for a session alone
+    /// in its list or in none (see the type's Cost section).
     pub fn keep_alive(
         &mut self,
         now: Tick,
@@ -357,8 +383,7 @@ impl<S: Storage> LockService<S> {
             v.st.now
                 .checked_add(v.s[s as usize].ttl)
                 .ok_or(Error::DeadlineOverflow)?;
-        v.s[s as usize].expires_at = expires_at;
-        v.st.sessions.schedule(v.s, s);
+        v.renew(s, expires_at);
         v.record(s, request, 0, Recorded::KeptAlive { expires_at });
         Ok(Reply::KeptAlive {
             expires_at: Tick(expires_at),
@@ -431,20 +456,21 @@ impl<S: Storage> LockService<S> {
         self.advance(now, out)?;
         let mut v = self.view();
         let s = v.session_slot(session)?;
-        let name = v.name(lock)?;
-        let target = target(&name, Some(mode));
+        v.check_name(lock)?;
+        let hash = name_hash(lock.as_bytes());
+        let target = target(lock, Some(mode), request);
         if let Some(recorded) = v.check_request(s, request, Kind::Acquire, target)? {
-            return Ok(v.replay_acquire(s, &name, recorded));
+            return Ok(v.replay_acquire(s, lock, hash, recorded));
         }
-        let l = v.lock_slot(&name);
+        let l = v.lock_slot(lock, hash);
         if let Some(l) = l {
             if let Some(c) = v.claim_slot(s, l) {
                 let claim = &v.c[c as usize];
-                if !claim.holding {
+                if !claim.holding() {
                     return Err(Error::AlreadyQueued(session));
                 }
-                if claim.mode != mode {
-                    return Err(Error::ModeMismatch { held: claim.mode });
+                if claim.mode() != mode {
+                    return Err(Error::ModeMismatch { held: claim.mode() });
                 }
                 let token = claim.value;
                 v.record(s, request, target, Recorded::Granted { mode, token });
@@ -474,15 +500,42 @@ impl<S: Storage> LockService<S> {
             return Err(Error::CapacityExceeded(Table::Claims));
         };
         let l = match l {
-            Some(l) => l,
+            Some(l) if v.l[l as usize].id != 0 => l,
+            Some(l) => {
+                // Idle since its last use: a new entry in the same row, name and index.
+                v.st.idle_locks.remove(v.l, l, lock_order);
+                let id = v.st.next_lock;
+                v.st.next_lock += 1;
+                v.l[l as usize].id = id;
+                v.st.lock_order.push_back(v.l, l, lock_order);
+                l
+            }
             None => {
-                let Some(slot) = v.st.locks.alloc(v.l) else {
-                    v.st.claims.release(v.c, c);
-                    return Err(Error::CapacityExceeded(Table::Locks));
+                // Cannot fail: `check_name` allowed at most `max_name_len` ≤ 64 bytes.
+                let name = match LockName::new(lock) {
+                    Ok(name) => name,
+                    Err(e) => {
+                        v.st.claims.release(v.c, c);
+                        return Err(e);
+                    }
+                };
+                let slot = match v.st.locks.alloc(v.l) {
+                    Some(slot) => slot,
+                    // A full table may still hold idle rows: the oldest goes.
+                    None if v.st.idle_locks.head != NIL => {
+                        let slot = v.st.idle_locks.head;
+                        v.st.idle_locks.remove(v.l, slot, lock_order);
+                        TableState::index_remove(v.l, slot);
+                        slot
+                    }
+                    None => {
+                        v.st.claims.release(v.c, c);
+                        return Err(Error::CapacityExceeded(Table::Locks));
+                    }
                 };
                 let id = v.st.next_lock;
                 v.st.next_lock += 1;
-                v.insert_lock(slot, name, id);
+                v.insert_lock(slot, name, hash, id);
                 slot
             }
         };
@@ -537,22 +590,27 @@ impl<S: Storage> LockService<S> {
     ) -> Result<Reply, Error> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
-        let name = v.name(lock)?;
-        let target = target(&name, None);
+        v.check_name(lock)?;
+        let target = target(lock, None, request);
         if let Some(recorded) = v.check_request(s, request, Kind::Release, target)? {
             return Ok(recorded.reply());
         }
+        let hash = name_hash(lock.as_bytes());
         let c = v
-            .lock_slot(&name)
+            .lock_slot(lock, hash)
             .and_then(|l| v.claim_slot(s, l))
-            .filter(|c| v.c[*c as usize].holding)
+            .filter(|c| v.c[*c as usize].holding())
             .ok_or(Error::NotHolder(session))?;
-        let l = v.c[c as usize].lock;
+        let l = v.c[c as usize].lock();
         let token = v.c[c as usize].value;
         v.remove_claim(c);
         v.record(s, request, target, Recorded::Released { token });
-        v.mark_dirty(l);
-        v.grant_dirty(out);
+        // What `grant_dirty` does for one lock, without the list (nothing else is marked
+        // after the advance).
+        if v.l[l as usize].waiters.head != NIL {
+            v.grant_queue_head(l, out);
+        }
+        v.evict_if_idle(l);
         Ok(Reply::Released {
             token: Token(token),
         })
@@ -586,21 +644,21 @@ impl<S: Storage> LockService<S> {
     ) -> Result<Reply, Error> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
-        let name = v.name(lock)?;
-        let target = target(&name, None);
+        v.check_name(lock)?;
+        let target = target(lock, None, request);
         if let Some(recorded) = v.check_request(s, request, Kind::Cancel, target)? {
             return Ok(recorded.reply());
         }
         let c = v
-            .lock_slot(&name)
+            .lock_slot(lock, name_hash(lock.as_bytes()))
             .and_then(|l| v.claim_slot(s, l))
-            .filter(|c| !v.c[*c as usize].holding)
+            .filter(|c| !v.c[*c as usize].holding())
             .ok_or(Error::NotQueued(session))?;
-        let l = v.c[c as usize].lock;
+        let l = v.c[c as usize].lock();
         v.remove_claim(c);
         v.record(s, request, target, Recorded::Cancelled);
-        v.mark_dirty(l);
-        v.grant_dirty(out);
+        v.grant_queue_head(l, out);
+        v.evict_if_idle(l);
         Ok(Reply::Cancelled)
     }
 
@@ -634,6 +692,7 @@ impl<S: Storage> LockService<S> {
     /// The shared first step of every input: refuse a `now` in the past or a sink too
     /// small for [`max_events`](Self::max_events) (nothing changes), then advance. Called
     /// once per input: the room it checked covers the advance and the input together.
+    #[inline(always)]
     pub(crate) fn advance(&mut self, now: Tick, out: &mut impl Sink) -> Result<(), Error> {
         if now.0 < self.st.now {
             return Err(Error::TimeWentBackwards {
@@ -652,6 +711,12 @@ impl<S: Storage> LockService<S> {
             // and nothing an input schedules is due at the tick it is applied.
             return Ok(());
         }
+        self.advance_to(now, out);
+        Ok(())
+    }
+
+    /// [`advance`](Self::advance) once its checks passed and `now` is later.
+    fn advance_to(&mut self, now: Tick, out: &mut impl Sink) {
         let mut v = self.view();
         v.st.now = now.0;
         // A deliberately broken order for the verification suite only; `false` (and gone)
@@ -668,7 +733,7 @@ impl<S: Storage> LockService<S> {
                 break;
             }
             let claim = &v.c[c as usize];
-            let (session, l) = (SessionId(v.s[claim.session as usize].id), claim.lock);
+            let (session, l) = (SessionId(v.s[claim.session() as usize].id), claim.lock());
             let lock = v.l[l as usize].name.clone();
             v.remove_claim(c);
             out.event(Output::WaitTimedOut { session, lock });
@@ -688,7 +753,6 @@ impl<S: Storage> LockService<S> {
             v.expire_due(now.0, out);
             v.grant_dirty(out);
         }
-        Ok(())
     }
     /// TEST ONLY — exists only with the non-default feature `fault-injection`, which no
     /// shipped crate enables. `true` makes [`tick`](Self::tick) grant freed locks *before*
@@ -713,7 +777,7 @@ impl<S: Storage> LockService<S> {
         if request != Some(row.last_request) {
             return None;
         }
-        match row.last_reply {
+        match row.last_reply() {
             Recorded::Released { .. } => Some(true),
             Recorded::Cancelled => Some(false),
             _ => None,
@@ -775,7 +839,7 @@ impl<S: Storage> LockService<S> {
     pub fn usage(&self) -> Usage {
         Usage {
             sessions: self.st.sessions.len,
-            locks: self.st.locks.len,
+            locks: self.st.lock_order.len,
             claims: self.st.claims.len,
         }
     }
@@ -791,10 +855,14 @@ impl<S: Storage> LockService<S> {
         let t = self.storage.tables_ref();
         let s = find_session(t.sessions, session.0)?;
         let row = &t.sessions[s as usize];
-        let mut holds = 0;
+        let (mut holds, mut waits) = (0, 0);
         let mut c = row.claims.head;
         while c != NIL {
-            holds += t.claims[c as usize].holding as u32;
+            if t.claims[c as usize].holding() {
+                holds += 1;
+            } else {
+                waits += 1;
+            }
             c = t.claims[c as usize].in_session.next;
         }
         Some(SessionInfo {
@@ -802,7 +870,7 @@ impl<S: Storage> LockService<S> {
             ttl: row.ttl,
             expires_at: Tick(row.expires_at),
             holds,
-            waits: row.claims.len - holds,
+            waits,
             last_request: row.last_request,
         })
     }
@@ -830,8 +898,8 @@ impl<S: Storage> LockService<S> {
         self.claims_of(lock, true).map(|(t, c)| {
             let claim = &t.claims[c as usize];
             Holder {
-                session: SessionId(t.sessions[claim.session as usize].id),
-                mode: claim.mode,
+                session: SessionId(t.sessions[claim.session() as usize].id),
+                mode: claim.mode(),
                 token: Token(claim.value),
             }
         })
@@ -842,8 +910,8 @@ impl<S: Storage> LockService<S> {
         self.claims_of(lock, false).map(|(t, c)| {
             let claim = &t.claims[c as usize];
             Waiter {
-                session: SessionId(t.sessions[claim.session as usize].id),
-                mode: claim.mode,
+                session: SessionId(t.sessions[claim.session() as usize].id),
+                mode: claim.mode(),
                 deadline: (claim.value != u64::MAX).then_some(Tick(claim.value)),
             }
         })
@@ -886,9 +954,13 @@ fn walk<T>(rows: &[T], head: u32, next: fn(&T) -> u32) -> impl Iterator<Item = u
 }
 
 /// The fingerprint of a numbered request's arguments: FNV-1a over the lock name, then one
-/// byte for the mode (0xFE/0xFF never occur in UTF-8, so no name can imitate it).
-fn target(name: &LockName, mode: Option<Mode>) -> u64 {
-    let mut h = fnv1a(name.as_str().as_bytes());
+/// byte for the mode (0xFE/0xFF never occur in UTF-8, so no name can imitate it). 0 for an
+/// unnumbered request, which records nothing and is never compared.
+fn target(name: &str, mode: Option<Mode>, request: Option<u64>) -> u64 {
+    if request.is_none() {
+        return 0;
+    }
+    let mut h = fnv1a(name.as_bytes());
     if let Some(mode) = mode {
         h ^= match mode {
             Mode::Exclusive => 0xFE,
@@ -938,26 +1010,40 @@ impl View<'_> {
         find_session(self.s, session.0).ok_or(Error::UnknownSession(session))
     }
 
-    fn lock_slot(&self, name: &LockName) -> Option<u32> {
-        find_lock(self.l, name.as_str())
+    /// The live lock named `name`, whose [`name_hash`] is `hash`.
+    fn lock_slot(&self, name: &str, hash: u64) -> Option<u32> {
+        TableState::find(self.l, hash, |r| r.name.as_str() == name)
     }
 
-    fn claim_slot(&self, s: u32, l: u32) -> Option<u32> {
-        TableState::find(self.c, claim_hash(s, l), |r| r.session == s && r.lock == l)
+    /// The claim of session `s` on lock `l`. A lock's only claim is found from the lock
+    /// row; the claim index holds only the claims of locks with two or more (see
+    /// [`insert_claim`](Self::insert_claim)). Cost: O(1) expected.
+    pub(crate) fn claim_slot(&self, s: u32, l: u32) -> Option<u32> {
+        let lock = &self.l[l as usize];
+        match lock.holders.len + lock.waiters.len {
+            0 => None,
+            1 => {
+                let only = lock.only_claim();
+                (self.c[only as usize].session() == s).then_some(only)
+            }
+            _ => TableState::find(self.c, claim_hash(s, l), |r| {
+                r.session() == s && r.lock() == l
+            }),
+        }
     }
 
     /// The answer to a repeat of an acquire whose recorded reply is `recorded`, from the
     /// session's claim on the lock now (see [`LockService::acquire`]). Applies nothing.
     /// Cost: O(log claims), plus O(queue length) when the session is queued.
-    fn replay_acquire(&self, s: u32, lock: &LockName, recorded: Recorded) -> Reply {
+    fn replay_acquire(&self, s: u32, lock: &str, hash: u64, recorded: Recorded) -> Reply {
         let claim = self
-            .lock_slot(lock)
+            .lock_slot(lock, hash)
             .and_then(|l| self.claim_slot(s, l).map(|c| (l, c)));
         if let Some((l, c)) = claim {
             let row = &self.c[c as usize];
-            if row.holding {
+            if row.holding() {
                 return Reply::Granted {
-                    mode: row.mode,
+                    mode: row.mode(),
                     token: Token(row.value),
                 };
             }
@@ -968,7 +1054,7 @@ impl View<'_> {
                 cur = self.c[cur as usize].in_lock.next;
             }
             return Reply::Queued {
-                mode: row.mode,
+                mode: row.mode(),
                 position,
             };
         }
@@ -981,7 +1067,7 @@ impl View<'_> {
         }
     }
 
-    fn name(&self, name: &str) -> Result<LockName, Error> {
+    fn check_name(&self, name: &str) -> Result<(), Error> {
         if name.is_empty() {
             return Err(Error::EmptyName);
         }
@@ -991,7 +1077,7 @@ impl View<'_> {
                 max: self.st.config.max_name_len,
             });
         }
-        LockName::new(name)
+        Ok(())
     }
 
     /// `Some(reply)` for a repeat of the latest request (replay it), `None` to apply.
@@ -1013,7 +1099,8 @@ impl View<'_> {
         if n > row.last_request {
             return Ok(None);
         }
-        let recorded = match row.last_reply {
+        let last_reply = row.last_reply();
+        let recorded = match last_reply {
             Recorded::None => return Ok(None),
             Recorded::KeptAlive { .. } => Kind::KeepAlive,
             Recorded::Granted { .. } | Recorded::Queued { .. } | Recorded::Busy => Kind::Acquire,
@@ -1025,14 +1112,14 @@ impl View<'_> {
         if recorded != kind || row.last_target != target {
             return Err(Error::RequestReused { request: n });
         }
-        Ok(Some(row.last_reply))
+        Ok(Some(last_reply))
     }
 
     fn record(&mut self, s: u32, request: Option<u64>, target: u64, reply: Recorded) {
         if let Some(n) = request {
             let row = &mut self.s[s as usize];
             row.last_request = n;
-            row.last_reply = reply;
+            row.set_last_reply(reply);
             row.last_target = target;
         }
     }
@@ -1043,39 +1130,137 @@ impl View<'_> {
         row.ttl = ttl;
         row.expires_at = expires_at;
         row.last_request = 0;
-        row.last_reply = Recorded::None;
+        row.set_last_reply(Recorded::None);
         row.last_target = 0;
-        row.claims = List::EMPTY;
-        TableState::index_insert(self.s, slot);
+        row.claims = Chain::EMPTY;
+        TableState::index_insert(self.s, slot, crate::table::mix(id));
         self.st.session_order.push_back(self.s, slot, session_order);
-        self.st.sessions.schedule(self.s, slot);
+    }
+
+    /// Schedules session `s` (scheduled nowhere yet) by its `expires_at`. With `join`, it
+    /// joins the class of its ttl — claiming a free class if none has it — at the tail,
+    /// which keeps the class in deadline order only because `expires_at` is now + ttl,
+    /// never earlier than any member's (open, keep-alive; a restore schedules every
+    /// session on its own). Cost: O(1) in a class that has members, else O(log n).
+    pub(crate) fn schedule_session(&mut self, s: u32, join: bool) {
+        let ttl = self.s[s as usize].ttl;
+        let class = if join {
+            let classes = &self.st.classes;
+            (0..CLASSES)
+                .find(|&c| classes[c].head != NIL && classes[c].ttl == ttl)
+                .or_else(|| (0..CLASSES).find(|&c| classes[c].head == NIL))
+        } else {
+            None
+        };
+        let Some(c) = class else {
+            self.st.sessions.schedule(self.s, s);
+            return;
+        };
+        let tail = self.st.classes[c].tail;
+        let row = &mut self.s[s as usize];
+        row.class = c as u8;
+        row.due = Link {
+            prev: tail,
+            next: NIL,
+        };
+        let class = &mut self.st.classes[c];
+        class.tail = s;
+        if tail == NIL {
+            class.ttl = ttl;
+            class.head = s;
+            self.st.sessions.schedule(self.s, s);
+        } else {
+            self.s[tail as usize].due.next = s;
+        }
+    }
+
+    /// Takes session `s` out of the heap and its class. Cost: O(1) for a class member
+    /// behind the head, else O(log n).
+    fn unschedule_session(&mut self, s: u32) {
+        let row = &mut self.s[s as usize];
+        let c = row.class as usize;
+        if c == NO_CLASS as usize {
+            self.st.sessions.unschedule(self.s, s);
+            return;
+        }
+        let Link { prev, next } = row.due;
+        row.class = NO_CLASS;
+        row.due = Link::EMPTY;
+        if prev == NIL {
+            // The head: its successor (never earlier) takes its place in the heap.
+            self.st.classes[c].head = next;
+            if next == NIL {
+                self.st.sessions.unschedule(self.s, s);
+            } else {
+                self.s[next as usize].due.prev = NIL;
+                self.st.sessions.replace(self.s, s, next);
+            }
+        } else {
+            self.s[prev as usize].due.next = next;
+        }
+        if next == NIL {
+            self.st.classes[c].tail = prev;
+        } else {
+            self.s[next as usize].due.prev = prev;
+        }
+    }
+
+    /// Moves session `s`'s deadline to `expires_at` (now + ttl): the tail of its class, so
+    /// no heap sift unless it is alone in it or not in a class. Cost: O(1) for a session in
+    /// a class with other members; O(log n) otherwise.
+    fn renew(&mut self, s: u32, expires_at: u64) {
+        let c = self.s[s as usize].class as usize;
+        if c != NO_CLASS as usize && self.st.classes[c].tail == s {
+            self.s[s as usize].expires_at = expires_at;
+            if self.st.classes[c].head == s {
+                self.st.sessions.schedule(self.s, s);
+            }
+            return;
+        }
+        self.unschedule_session(s);
+        self.s[s as usize].expires_at = expires_at;
+        self.schedule_session(s, true);
     }
 
     /// Fills lock row `l`, just taken from the free list, as entry `id` named `name`.
-    pub(crate) fn insert_lock(&mut self, l: u32, name: LockName, id: u64) {
+    /// `hash` is the name's [`name_hash`].
+    pub(crate) fn insert_lock(&mut self, l: u32, name: LockName, hash: u64, id: u64) {
         let row = &mut self.l[l as usize];
         row.id = id;
         row.name = name;
         row.holders = List::EMPTY;
+        row.holder_mode = Mode::Exclusive;
         row.waiters = List::EMPTY;
         row.delay_until = 0;
         row.dirty = false;
         row.dirty_next = NIL;
-        TableState::index_insert(self.l, l);
+        TableState::index_insert(self.l, l, hash);
         self.st.lock_order.push_back(self.l, l, lock_order);
     }
 
     /// Fills claim row `c`, just taken from the free list, as a claim of `s` on `l`,
-    /// neither holding nor queued yet.
+    /// neither holding nor queued yet (the caller links it next).
+    ///
+    /// The claim index holds the claims of locks with two claims or more: the common lock
+    /// with a single holder costs no index insert or removal, and its claim is found from
+    /// the lock row ([`claim_slot`](Self::claim_slot)). A second claim indexes both.
     pub(crate) fn insert_claim(&mut self, c: u32, s: u32, l: u32, mode: Mode, seq: u64) {
         let row = &mut self.c[c as usize];
-        row.session = s;
-        row.lock = l;
-        row.mode = mode;
-        row.holding = false;
+        row.set(s, l, mode, false);
         row.seq = seq;
         row.value = 0;
-        TableState::index_insert(self.c, c);
+        let lock = &self.l[l as usize];
+        match lock.holders.len + lock.waiters.len {
+            0 => {}
+            1 => {
+                let only = lock.only_claim();
+                let other = &self.c[only as usize];
+                let hash = claim_hash(other.session(), other.lock());
+                TableState::index_insert(self.c, only, hash);
+                TableState::index_insert(self.c, c, claim_hash(s, l));
+            }
+            _ => TableState::index_insert(self.c, c, claim_hash(s, l)),
+        }
         let mut list = self.s[s as usize].claims;
         list.push_back(self.c, c, in_session);
         self.s[s as usize].claims = list;
@@ -1087,11 +1272,11 @@ impl View<'_> {
         self.st.revision += 1;
         let token = self.st.revision;
         self.st.claims.unschedule(self.c, c);
-        let l = self.c[c as usize].lock;
+        let l = self.c[c as usize].lock();
         let row = &mut self.c[c as usize];
-        row.holding = true;
+        row.set_holding(true);
         row.value = token;
-        let mode = row.mode;
+        let mode = row.mode();
         // Holders are kept in claim-sequence order (like every other list), so a restored
         // service lists them exactly as the original did.
         let mut holders = self.l[l as usize].holders;
@@ -1105,7 +1290,7 @@ impl View<'_> {
     fn remove_claim(&mut self, c: u32) {
         let (s, l, holding) = {
             let r = &self.c[c as usize];
-            (r.session, r.lock, r.holding)
+            (r.session(), r.lock(), r.holding())
         };
         self.st.claims.unschedule(self.c, c);
         let lock = &mut self.l[l as usize];
@@ -1120,11 +1305,20 @@ impl View<'_> {
         list.remove(self.c, c, in_session);
         self.s[s as usize].claims = list;
         self.st.claim_order.remove(self.c, c, claim_order);
-        TableState::index_remove(self.c, c);
-        self.c[c as usize] = ClaimRow {
-            aux: self.c[c as usize].aux,
-            ..ClaimRow::EMPTY
-        };
+        // Indexed only while its lock had two claims or more; at two, the one left is
+        // found from the lock row from now on.
+        let lock = &self.l[l as usize];
+        match lock.holders.len + lock.waiters.len {
+            0 => {}
+            1 => {
+                let only = lock.only_claim();
+                TableState::index_remove(self.c, c);
+                TableState::index_remove(self.c, only);
+            }
+            _ => TableState::index_remove(self.c, c),
+        }
+        // Free (no session); `insert_claim` sets every field when the row is taken again.
+        self.c[c as usize].free();
         self.st.claims.release(self.c, c);
     }
 
@@ -1145,7 +1339,7 @@ impl View<'_> {
             let c = self.s[s as usize].claims.head;
             let (l, holding, token) = {
                 let r = &self.c[c as usize];
-                (r.lock, r.holding, r.value)
+                (r.lock(), r.holding(), r.value)
             };
             self.remove_claim(c);
             if holding {
@@ -1166,7 +1360,7 @@ impl View<'_> {
             }
             self.mark_dirty(l);
         }
-        self.st.sessions.unschedule(self.s, s);
+        self.unschedule_session(s);
         TableState::index_remove(self.s, s);
         self.st.session_order.remove(self.s, s, session_order);
         self.s[s as usize] = SessionRow {
@@ -1176,16 +1370,45 @@ impl View<'_> {
         self.st.sessions.release(self.s, s);
     }
 
-    /// Expires every session whose deadline is at or before `now`, earliest first.
+    /// Expires every session whose deadline is at or before `now`, earliest first, ties
+    /// by id.
     fn expire_due(&mut self, now: u64, out: &mut impl Sink) {
-        while let Some(s) = self.st.sessions.earliest(self.s) {
-            if self.s[s as usize].expires_at > now {
+        while let Some(top) = self.st.sessions.earliest(self.s) {
+            let due = self.s[top as usize].expires_at;
+            if due > now {
                 break;
             }
-            out.event(Output::SessionExpired {
-                session: SessionId(self.s[s as usize].id),
-            });
-            self.end_session(s, ReleaseReason::Expired, out);
+            // Every session due at `due` must be in the heap before the first of them
+            // goes, so the heap orders them by id: take the class members due then out
+            // of their classes (each heads its class in turn, so each is scheduled).
+            for c in 0..CLASSES {
+                loop {
+                    let head = self.st.classes[c].head;
+                    if head == NIL || self.s[head as usize].expires_at != due {
+                        break;
+                    }
+                    let next = self.s[head as usize].due.next;
+                    let row = &mut self.s[head as usize];
+                    row.class = NO_CLASS;
+                    row.due = Link::EMPTY;
+                    self.st.classes[c].head = next;
+                    if next == NIL {
+                        self.st.classes[c].tail = NIL;
+                    } else {
+                        self.s[next as usize].due.prev = NIL;
+                        self.st.sessions.schedule(self.s, next);
+                    }
+                }
+            }
+            while let Some(s) = self.st.sessions.earliest(self.s) {
+                if self.s[s as usize].expires_at != due {
+                    break;
+                }
+                out.event(Output::SessionExpired {
+                    session: SessionId(self.s[s as usize].id),
+                });
+                self.end_session(s, ReleaseReason::Expired, out);
+            }
         }
     }
 
@@ -1229,7 +1452,7 @@ impl View<'_> {
             if head == NIL {
                 return;
             }
-            let mode = self.c[head as usize].mode;
+            let mode = self.c[head as usize].mode();
             let fits =
                 lock.holders.len == 0 || (mode == Mode::Shared && lock.holder_mode == Mode::Shared);
             if !fits {
@@ -1239,7 +1462,7 @@ impl View<'_> {
             waiters.remove(self.c, head, in_lock);
             self.l[l as usize].waiters = waiters;
             let token = self.grant(head);
-            let session = SessionId(self.s[self.c[head as usize].session as usize].id);
+            let session = SessionId(self.s[self.c[head as usize].session() as usize].id);
             out.event(Output::Granted {
                 session,
                 lock: self.l[l as usize].name.clone(),
@@ -1252,17 +1475,17 @@ impl View<'_> {
         }
     }
 
+    /// Ends lock entry `l` if nothing holds, awaits or delays it: out of the list of
+    /// entries, onto the idle list (still indexed, so the next acquire of the name reuses
+    /// the row without re-indexing or copying the name). O(1).
     fn evict_if_idle(&mut self, l: u32) {
         let lock = &self.l[l as usize];
         if lock.holders.len > 0 || lock.waiters.len > 0 || TableState::is_scheduled(self.l, l) {
             return;
         }
-        TableState::index_remove(self.l, l);
         self.st.lock_order.remove(self.l, l, lock_order);
-        self.l[l as usize] = LockRow {
-            aux: self.l[l as usize].aux,
-            ..LockRow::EMPTY
-        };
-        self.st.locks.release(self.l, l);
+        // Not an entry any more (id 0): getters, snapshots and counts skip it.
+        self.l[l as usize].id = 0;
+        self.st.idle_locks.push_back(self.l, l, lock_order);
     }
 }

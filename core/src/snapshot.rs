@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::service::{find_lock, find_session, in_lock, Config, LockService};
 use crate::storage::{Recorded, Storage};
-use crate::table::{TableState, NIL};
+use crate::table::NIL;
 use crate::{Error, LockName, Mode, SessionId, Table};
 
 /// The four bytes every snapshot begins with.
@@ -126,7 +126,7 @@ impl<S: Storage> LockService<S> {
             next_seq: st.next_seq,
             next_lock: st.next_lock,
             sessions: st.sessions.len,
-            locks: st.locks.len,
+            locks: st.lock_order.len,
             claims: st.claims.len,
         });
         let mut s = st.session_order.head;
@@ -137,7 +137,7 @@ impl<S: Storage> LockService<S> {
                 ttl: r.ttl,
                 expires_at: r.expires_at,
                 last_request: r.last_request,
-                last_reply: r.last_reply,
+                last_reply: r.last_reply(),
                 last_target: r.last_target,
             });
             s = r.order.next;
@@ -156,10 +156,10 @@ impl<S: Storage> LockService<S> {
         while c != NIL {
             let r = &t.claims[c as usize];
             w.put(&ClaimRec {
-                session: t.sessions[r.session as usize].id,
-                lock: t.locks[r.lock as usize].id,
-                mode: r.mode,
-                holding: r.holding,
+                session: t.sessions[r.session() as usize].id,
+                lock: t.locks[r.lock() as usize].id,
+                mode: r.mode(),
+                holding: r.holding(),
                 seq: r.seq,
                 value: r.value,
             });
@@ -338,8 +338,11 @@ impl<S: Storage> LockService<S> {
                     .alloc(v.s)
                     .ok_or(Error::CapacityExceeded(Table::Sessions))?;
             v.insert_session(slot, r.id, r.ttl, r.expires_at);
+            // On its own in the heap: records come in id order, not deadline order, so
+            // they cannot be appended to classes (a later keep-alive moves it into one).
+            v.schedule_session(slot, false);
             v.s[slot as usize].last_request = r.last_request;
-            v.s[slot as usize].last_reply = r.last_reply;
+            v.s[slot as usize].set_last_reply(r.last_reply);
             v.s[slot as usize].last_target = r.last_target;
         }
 
@@ -368,7 +371,8 @@ impl<S: Storage> LockService<S> {
                 v.st.locks
                     .alloc(v.l)
                     .ok_or(Error::CapacityExceeded(Table::Locks))?;
-            v.insert_lock(l, r.name, r.id);
+            let hash = crate::table::name_hash(r.name.as_str().as_bytes());
+            v.insert_lock(l, r.name, hash, r.id);
             if r.delay_until > now {
                 v.l[l as usize].delay_until = r.delay_until;
                 v.st.locks.schedule(v.l, l);
@@ -388,11 +392,7 @@ impl<S: Storage> LockService<S> {
             let l = v.l[..n]
                 .binary_search_by_key(&r.lock, |row| row.id)
                 .map_err(|_| corrupt("claim on an unknown lock"))? as u32;
-            if TableState::find(v.c, crate::storage::claim_hash(s, l), |c| {
-                c.session == s && c.lock == l
-            })
-            .is_some()
-            {
+            if v.claim_slot(s, l).is_some() {
                 return Err(corrupt("a session claims a lock twice"));
             }
             let lock = &v.l[l as usize];
@@ -424,7 +424,7 @@ impl<S: Storage> LockService<S> {
                     .ok_or(Error::CapacityExceeded(Table::Claims))?;
             v.insert_claim(c, s, l, r.mode, r.seq);
             let row = &mut v.c[c as usize];
-            row.holding = r.holding;
+            row.set_holding(r.holding);
             row.value = r.value;
             let lock = &mut v.l[l as usize];
             if r.holding {
@@ -460,7 +460,7 @@ impl<S: Storage> LockService<S> {
         while c != NIL {
             let row = &v.c[c as usize];
             let next = row.order.next;
-            if !row.holding && row.value != u64::MAX {
+            if !row.holding() && row.value != u64::MAX {
                 v.st.claims.schedule(v.c, c);
             }
             c = next;
@@ -482,7 +482,7 @@ impl<S: Storage> LockService<S> {
             if !delayed && lock.waiters.head != NIL {
                 let head = &v.c[lock.waiters.head as usize];
                 let fits = lock.holders.len == 0
-                    || (head.mode == Mode::Shared && lock.holder_mode == Mode::Shared);
+                    || (head.mode() == Mode::Shared && lock.holder_mode == Mode::Shared);
                 if fits {
                     return Err(corrupt("a grantable waiter was left waiting"));
                 }

@@ -7,13 +7,32 @@
 //! | row | bytes | one per |
 //! |---|---|---|
 //! | [`SessionRow`] | 96 | open session |
-//! | [`LockRow`] | 136 | lock that is held, awaited or in lock-delay (idle locks are evicted) |
-//! | [`ClaimRow`] | 72 | hold *or* wait of one session on one lock (one pool for both) |
+//! | [`LockRow`] | 144 | lock that is held, awaited or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
+//! | [`ClaimRow`] | 64 | hold *or* wait of one session on one lock (one pool for both) |
 //! | [`GateRow`](crate::GateRow) | 96 | resource a [`FenceGate`](crate::FenceGate) guards |
 //!
 //! So a service for 10 000 sessions, 10 000 locks and 40 000 claims takes
-//! 0.96 + 1.36 + 2.88 MB = 5.2 MB. Each row includes its share of the table's hash index
+//! 0.96 + 1.44 + 2.56 MB = 4.96 MB. Each row includes its share of the table's hash index
 //! (two buckets, so the load stays ≤ 50 %) and of its heap of deadlines.
+//!
+//! Where the bytes go, and why each field has the width it has:
+//!
+//! * **Session** (96): id, ttl, deadline, latest request number and its fingerprint (five
+//!   `u64`); the latest reply packed into a `u64` and a byte; its claim list (head, tail);
+//!   its neighbours in id order (the snapshot's order) and in its ttl's deadline list (what
+//!   makes a keep-alive O(1)); its ttl-list number (a byte); 8 bytes of index (two row
+//!   numbers) and 8 of heap.
+//! * **Lock** (144): the name inline (65); id, lock-delay end (two `u64`); holder list
+//!   (head, tail, count) and wait queue (head, tail, count, the count is a queue
+//!   position); creation-order neighbours; the dirty-list link; the holders' mode and a
+//!   dirty flag (bytes); 16 bytes of index (two row numbers and the high 32 bits of each
+//!   entry's name hash, so a probe never compares or re-hashes a name it need not) and 8
+//!   of heap.
+//! * **Claim** (64): session and lock row numbers (`u32`, with the mode and hold/wait in
+//!   their top bits, free since rows are < 2³¹); arrival number and token-or-deadline
+//!   (`u64`); its neighbours on the lock, in the session and in arrival order (the
+//!   snapshot's); 8 bytes of index and 8 of heap. A lock's only claim is not in the claim
+//!   index at all (it is found from the lock row), but keeps its share of the buckets.
 //!
 //! The figures are the same on 64-bit and 32-bit targets: rows hold only `u64`, `u32`,
 //! byte-sized fields (`u8`, `bool`, fieldless enums) and enums of those (a name's length
@@ -24,15 +43,15 @@
 //! `core/tests/memory.rs` checks them on the host. On a target where `u64` is only 4-byte
 //! aligned (i686) rows can be a few bytes smaller, never larger.
 
-use crate::table::{Aux, Row, NIL};
+use crate::table::{Aux, Indexed, Plain, Row, Tagged, NIL};
 use crate::{LockName, Mode};
 
 // The table above, checked at compile time wherever `u64` is 8-byte aligned.
 const _: () = assert!(
     core::mem::align_of::<u64>() != 8
         || (core::mem::size_of::<SessionRow>() == 96
-            && core::mem::size_of::<LockRow>() == 136
-            && core::mem::size_of::<ClaimRow>() == 72
+            && core::mem::size_of::<LockRow>() == 144
+            && core::mem::size_of::<ClaimRow>() == 64
             && core::mem::size_of::<crate::GateRow>() == 96)
 );
 
@@ -223,15 +242,21 @@ pub struct SessionRow {
     pub(crate) ttl: u64,
     pub(crate) expires_at: u64,
     pub(crate) last_request: u64,
-    pub(crate) last_reply: Recorded,
+    /// The latest numbered request's reply, packed (see [`SessionRow::last_reply`]).
+    pub(crate) last_value: u64,
+    pub(crate) last_kind: u8,
     /// Fingerprint of the latest numbered request's arguments (lock name and mode), so a
     /// number reused for another lock or mode is refused instead of replayed.
     pub(crate) last_target: u64,
     /// This session's claims, in claim-sequence order.
-    pub(crate) claims: List,
+    pub(crate) claims: Chain,
     /// Neighbours in the list of all sessions, in id order.
     pub(crate) order: Link,
-    pub(crate) aux: Aux,
+    /// Neighbours in its ttl class's deadline list (see `View::renew`), if in one.
+    pub(crate) due: Link,
+    /// Its ttl class, `NO_CLASS` if it is scheduled on its own.
+    pub(crate) class: u8,
+    pub(crate) aux: Aux<Plain>,
 }
 
 impl SessionRow {
@@ -241,23 +266,104 @@ impl SessionRow {
         ttl: 0,
         expires_at: 0,
         last_request: 0,
-        last_reply: Recorded::None,
+        last_value: 0,
+        last_kind: 0,
         last_target: 0,
-        claims: List::EMPTY,
+        claims: Chain::EMPTY,
         order: Link::EMPTY,
+        due: Link::EMPTY,
+        class: NO_CLASS,
         aux: Aux::EMPTY,
     };
 }
 
-impl Row for SessionRow {
-    fn aux(&self) -> &Aux {
-        &self.aux
+impl SessionRow {
+    /// What its latest numbered request answered. Cost: O(1).
+    pub(crate) fn last_reply(&self) -> Recorded {
+        let v = self.last_value;
+        let mode = |k: u8| {
+            if k & 1 == 0 {
+                Mode::Exclusive
+            } else {
+                Mode::Shared
+            }
+        };
+        match self.last_kind {
+            1 => Recorded::KeptAlive { expires_at: v },
+            k @ (2 | 3) => Recorded::Granted {
+                mode: mode(k),
+                token: v,
+            },
+            k @ (4 | 5) => Recorded::Queued {
+                mode: mode(k),
+                position: v as u32,
+            },
+            6 => Recorded::Busy,
+            7 => Recorded::Released { token: v },
+            8 => Recorded::Cancelled,
+            _ => Recorded::None,
+        }
     }
-    fn aux_mut(&mut self) -> &mut Aux {
-        &mut self.aux
+
+    /// Records `reply` in a byte and a word (an enum with a payload would take 16 bytes).
+    pub(crate) fn set_last_reply(&mut self, reply: Recorded) {
+        let shared = |m: Mode| (m == Mode::Shared) as u8;
+        (self.last_kind, self.last_value) = match reply {
+            Recorded::None => (0, 0),
+            Recorded::KeptAlive { expires_at } => (1, expires_at),
+            Recorded::Granted { mode, token } => (2 + shared(mode), token),
+            Recorded::Queued { mode, position } => (4 + shared(mode), position as u64),
+            Recorded::Busy => (6, 0),
+            Recorded::Released { token } => (7, token),
+            Recorded::Cancelled => (8, 0),
+        };
+    }
+}
+
+/// The `class` of a session in no ttl class.
+pub(crate) const NO_CLASS: u8 = u8::MAX;
+
+/// How many ttl classes a service tracks at once.
+pub(crate) const CLASSES: usize = 4;
+
+/// The sessions of one ttl in deadline order: only the head is in the session heap, so a
+/// keep-alive moves a session to the tail in O(1) instead of sifting it through the heap
+/// (a keep-alive's new deadline, now + ttl, is never earlier than any other member's).
+/// `head == NIL`: the class is unused.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TtlClass {
+    pub(crate) ttl: u64,
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
+}
+
+impl TtlClass {
+    pub(crate) const EMPTY: TtlClass = TtlClass {
+        ttl: 0,
+        head: NIL,
+        tail: NIL,
+    };
+}
+
+impl Indexed for SessionRow {
+    type B = Plain;
+    fn index(&self) -> &Plain {
+        &self.aux.index
+    }
+    fn index_mut(&mut self) -> &mut Plain {
+        &mut self.aux.index
     }
     fn key_hash(&self) -> u64 {
         crate::table::mix(self.id)
+    }
+}
+
+impl Row for SessionRow {
+    fn aux(&self) -> &Aux<Plain> {
+        &self.aux
+    }
+    fn aux_mut(&mut self) -> &mut Aux<Plain> {
+        &mut self.aux
     }
     fn timer_key(&self) -> (u64, u64) {
         (self.expires_at, self.id)
@@ -278,7 +384,7 @@ pub struct LockRow {
     /// Next lock in the tick's list of locks to try granting (`NIL` = end).
     pub(crate) dirty_next: u32,
     pub(crate) dirty: bool,
-    pub(crate) aux: Aux,
+    pub(crate) aux: Aux<Tagged>,
 }
 
 impl LockRow {
@@ -297,15 +403,36 @@ impl LockRow {
     };
 }
 
-impl Row for LockRow {
-    fn aux(&self) -> &Aux {
-        &self.aux
+impl LockRow {
+    /// Its one claim, when it has exactly one (holder or waiter).
+    pub(crate) fn only_claim(&self) -> u32 {
+        if self.holders.head != NIL {
+            self.holders.head
+        } else {
+            self.waiters.head
+        }
     }
-    fn aux_mut(&mut self) -> &mut Aux {
-        &mut self.aux
+}
+
+impl Indexed for LockRow {
+    type B = Tagged;
+    fn index(&self) -> &Tagged {
+        &self.aux.index
+    }
+    fn index_mut(&mut self) -> &mut Tagged {
+        &mut self.aux.index
     }
     fn key_hash(&self) -> u64 {
         crate::table::name_hash(self.name.as_str().as_bytes())
+    }
+}
+
+impl Row for LockRow {
+    fn aux(&self) -> &Aux<Tagged> {
+        &self.aux
+    }
+    fn aux_mut(&mut self) -> &mut Aux<Tagged> {
+        &mut self.aux
     }
     fn timer_key(&self) -> (u64, u64) {
         (self.delay_until, self.id)
@@ -315,10 +442,11 @@ impl Row for LockRow {
 /// One row of the claim pool: a session's hold on, or wait for, one lock.
 #[derive(Clone, Debug)]
 pub struct ClaimRow {
-    pub(crate) session: u32, // NIL = free row
-    pub(crate) lock: u32,
-    pub(crate) mode: Mode,
-    pub(crate) holding: bool,
+    /// The session's row, and the mode in the top bit (row numbers are < 2³¹); `NIL` =
+    /// free row (no live value is all ones: the largest row number is 2³¹ − 2).
+    who: u32,
+    /// The lock's row, and in the top bit whether this claim holds it.
+    at: u32,
     /// Arrival order, unique: FIFO order and the heap's tie-breaker.
     pub(crate) seq: u64,
     /// Holding: the token. Waiting: the deadline (`u64::MAX` = forever).
@@ -329,16 +457,14 @@ pub struct ClaimRow {
     pub(crate) in_session: Link,
     /// Neighbours in the list of all claims, in sequence order.
     pub(crate) order: Link,
-    pub(crate) aux: Aux,
+    pub(crate) aux: Aux<Plain>,
 }
 
 impl ClaimRow {
     /// A free row.
     pub const EMPTY: ClaimRow = ClaimRow {
-        session: NIL,
-        lock: NIL,
-        mode: Mode::Exclusive,
-        holding: false,
+        who: NIL,
+        at: NIL,
         seq: 0,
         value: 0,
         in_lock: Link::EMPTY,
@@ -348,15 +474,64 @@ impl ClaimRow {
     };
 }
 
-impl Row for ClaimRow {
-    fn aux(&self) -> &Aux {
-        &self.aux
+const TOP: u32 = 1 << 31;
+
+impl ClaimRow {
+    /// The claiming session's row. Cost: O(1).
+    pub(crate) fn session(&self) -> u32 {
+        self.who & !TOP
     }
-    fn aux_mut(&mut self) -> &mut Aux {
-        &mut self.aux
+    /// The claimed lock's row. Cost: O(1).
+    pub(crate) fn lock(&self) -> u32 {
+        self.at & !TOP
+    }
+    /// The mode held or asked for. Cost: O(1).
+    pub(crate) fn mode(&self) -> Mode {
+        if self.who & TOP == 0 {
+            Mode::Exclusive
+        } else {
+            Mode::Shared
+        }
+    }
+    /// True for a hold, false for a wait. Cost: O(1).
+    pub(crate) fn holding(&self) -> bool {
+        self.at & TOP != 0
+    }
+    /// Fills the packed fields of a live claim (rows < 2³¹). Cost: O(1).
+    pub(crate) fn set(&mut self, session: u32, lock: u32, mode: Mode, holding: bool) {
+        debug_assert!(session < TOP && lock < TOP);
+        self.who = session | if mode == Mode::Shared { TOP } else { 0 };
+        self.at = lock | if holding { TOP } else { 0 };
+    }
+    /// Makes it a hold or a wait. Cost: O(1).
+    pub(crate) fn set_holding(&mut self, holding: bool) {
+        self.at = self.lock() | if holding { TOP } else { 0 };
+    }
+    /// Marks the row free. Cost: O(1).
+    pub(crate) fn free(&mut self) {
+        self.who = NIL;
+    }
+}
+
+impl Indexed for ClaimRow {
+    type B = Plain;
+    fn index(&self) -> &Plain {
+        &self.aux.index
+    }
+    fn index_mut(&mut self) -> &mut Plain {
+        &mut self.aux.index
     }
     fn key_hash(&self) -> u64 {
-        claim_hash(self.session, self.lock)
+        claim_hash(self.session(), self.lock())
+    }
+}
+
+impl Row for ClaimRow {
+    fn aux(&self) -> &Aux<Plain> {
+        &self.aux
+    }
+    fn aux_mut(&mut self) -> &mut Aux<Plain> {
+        &mut self.aux
     }
     fn timer_key(&self) -> (u64, u64) {
         (self.value, self.seq)
@@ -471,6 +646,54 @@ impl List {
     }
 }
 
+/// Head and tail of an intrusive list whose length nobody needs (a session's claims).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Chain {
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
+}
+
+impl Chain {
+    pub(crate) const EMPTY: Chain = Chain {
+        head: NIL,
+        tail: NIL,
+    };
+
+    /// Appends `slot` (whose link is reached through `link`). O(1).
+    pub(crate) fn push_back<T>(
+        &mut self,
+        rows: &mut [T],
+        slot: u32,
+        link: fn(&mut T) -> &mut Link,
+    ) {
+        let mut list = self.as_list();
+        list.push_back(rows, slot, link);
+        *self = Chain {
+            head: list.head,
+            tail: list.tail,
+        };
+    }
+
+    /// Unlinks `slot`. O(1).
+    pub(crate) fn remove<T>(&mut self, rows: &mut [T], slot: u32, link: fn(&mut T) -> &mut Link) {
+        let mut list = self.as_list();
+        list.remove(rows, slot, link);
+        *self = Chain {
+            head: list.head,
+            tail: list.tail,
+        };
+    }
+
+    fn as_list(self) -> List {
+        // The length is not kept; `List` only counts it (1 so a removal cannot underflow).
+        List {
+            head: self.head,
+            tail: self.tail,
+            len: 1,
+        }
+    }
+}
+
 impl Recorded {
     /// The reply a repeat of the request returns (an acquire's repeat is answered from the
     /// claim now instead, see `LockService::acquire`).
@@ -492,6 +715,44 @@ impl Recorded {
             Recorded::Cancelled => Reply::Cancelled,
             // `check_request` never replays a session with nothing recorded.
             Recorded::None => Reply::Closed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The packed reply of a session row gives back every variant it was given.
+    #[test]
+    fn a_recorded_reply_round_trips_through_its_packed_form() {
+        let all = [
+            Recorded::None,
+            Recorded::KeptAlive { expires_at: 17 },
+            Recorded::Granted {
+                mode: Mode::Exclusive,
+                token: u64::MAX,
+            },
+            Recorded::Granted {
+                mode: Mode::Shared,
+                token: 3,
+            },
+            Recorded::Queued {
+                mode: Mode::Exclusive,
+                position: u32::MAX,
+            },
+            Recorded::Queued {
+                mode: Mode::Shared,
+                position: 1,
+            },
+            Recorded::Busy,
+            Recorded::Released { token: 9 },
+            Recorded::Cancelled,
+        ];
+        let mut row = SessionRow::EMPTY;
+        for r in all {
+            row.set_last_reply(r);
+            assert_eq!(row.last_reply(), r);
         }
     }
 }

@@ -1,18 +1,81 @@
 //! Fixed-capacity tables over caller-provided rows: a free list, a seedless hash index
 //! and an indexed min-heap of deadlines, all stored in the rows themselves.
 //!
-//! Row `i` carries three *columns* that do not belong to that row's entry: buckets
-//! `2i` and `2i + 1` of the table's hash index, and slot `i` of its heap array. Packing
-//! them into the rows means a table is one slice (sized by the host, at compile time or
-//! run time) instead of four, with the index always at 2× capacity (load ≤ 50 %).
+//! Row `i` carries *columns* that do not belong to that row's entry: buckets `2i` and
+//! `2i + 1` of the table's hash index ([`Index`]), and slot `i` of its heap array
+//! ([`Sched`]). Packing them into the rows means a table is one slice (sized by the host,
+//! at compile time or run time) instead of four, with the index always at 2× capacity
+//! (load ≤ 50 %).
+//!
+//! In the tables keyed by names (locks, a gate's resources) each bucket also stores the
+//! high 32 bits of its entry's hash ([`Tagged`]). A probe compares those bits first and
+//! reads a row only when they match (a false match has probability 2⁻³²), and an entry's
+//! home bucket is computed from the stored bits alone, so a deletion's backward shift
+//! never reads a row or re-hashes a name. Tables keyed by integers (sessions, claims)
+//! store row numbers only ([`Plain`]): their key is one load from the row and one mix.
 
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// Per-row bookkeeping: the packed index/heap columns and this entry's heap position.
+/// Two buckets of a table's hash index, packed into one row.
+pub(crate) trait Buckets: Copy {
+    const EMPTY: Self;
+    /// The row number in bucket `k` (0 or 1), `NIL` = empty.
+    fn slot(&self, k: usize) -> u32;
+    /// The stored high hash bits of bucket `k`, if this index stores them.
+    fn tag(&self, k: usize) -> Option<u32>;
+    fn set(&mut self, k: usize, slot: u32, tag: u32);
+}
+
+/// Buckets that store the high 32 bits of their entries' hashes beside the row numbers
+/// (for tables keyed by names, where reading a row to compare costs a name comparison and
+/// re-hashing a key costs a pass over the name).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Aux {
-    /// Two buckets of the hash index (slot numbers, `NIL` = empty).
-    bucket: [u32; 2],
+pub(crate) struct Tagged {
+    slot: [u32; 2],
+    tag: [u32; 2],
+}
+
+impl Buckets for Tagged {
+    const EMPTY: Tagged = Tagged {
+        slot: [NIL; 2],
+        tag: [0; 2],
+    };
+    fn slot(&self, k: usize) -> u32 {
+        self.slot[k]
+    }
+    fn tag(&self, k: usize) -> Option<u32> {
+        Some(self.tag[k])
+    }
+    fn set(&mut self, k: usize, slot: u32, tag: u32) {
+        self.slot[k] = slot;
+        self.tag[k] = tag;
+    }
+}
+
+/// Buckets of row numbers only (for tables keyed by integers, whose hash is one mix).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plain {
+    slot: [u32; 2],
+}
+
+impl Buckets for Plain {
+    const EMPTY: Plain = Plain { slot: [NIL; 2] };
+    fn slot(&self, k: usize) -> u32 {
+        self.slot[k]
+    }
+    fn tag(&self, _: usize) -> Option<u32> {
+        None
+    }
+    fn set(&mut self, k: usize, slot: u32, _: u32) {
+        self.slot[k] = slot;
+    }
+}
+
+/// Per-row bookkeeping of a table with deadlines and a free list: the packed index
+/// column, one slot of the heap array and this entry's heap position.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Aux<B> {
+    pub(crate) index: B,
     /// One slot of the heap array (a row number).
     heap: u32,
     /// Where this entry sits in the heap array, `NIL` when it has no pending deadline.
@@ -20,20 +83,27 @@ pub(crate) struct Aux {
     heap_pos: u32,
 }
 
-impl Aux {
-    pub(crate) const EMPTY: Aux = Aux {
-        bucket: [NIL; 2],
+impl<B: Buckets> Aux<B> {
+    pub(crate) const EMPTY: Aux<B> = Aux {
+        index: B::EMPTY,
         heap: NIL,
         heap_pos: NIL,
     };
 }
 
-/// A row type that a [`Table`] can index and schedule.
-pub(crate) trait Row {
-    fn aux(&self) -> &Aux;
-    fn aux_mut(&mut self) -> &mut Aux;
+/// A row type whose table has a hash index.
+pub(crate) trait Indexed {
+    type B: Buckets;
+    fn index(&self) -> &Self::B;
+    fn index_mut(&mut self) -> &mut Self::B;
     /// The hash of this entry's key (only called on live rows).
     fn key_hash(&self) -> u64;
+}
+
+/// A row type that a [`TableState`] can allocate, index and schedule.
+pub(crate) trait Row: Indexed {
+    fn aux(&self) -> &Aux<Self::B>;
+    fn aux_mut(&mut self) -> &mut Aux<Self::B>;
     /// (deadline, unique tie-breaker): a total order, so the heap pops in the same order
     /// whatever its layout (a restored replica behaves like one that never restarted).
     fn timer_key(&self) -> (u64, u64);
@@ -45,6 +115,18 @@ pub(crate) struct TableState {
     pub(crate) len: u32,
     free: u32,
     heap_len: u32,
+}
+
+/// The high bits of a hash that a bucket stores.
+fn tag_of(hash: u64) -> u32 {
+    (hash >> 32) as u32
+}
+
+/// The home bucket of a stored tag among `n` buckets: Lemire's multiply-shift range
+/// reduction (no power-of-two requirement; `n` < 2³² since a table has < 2³¹ rows). It
+/// keeps the hash's *high* bits, so keys must be well mixed: see `name_hash`.
+fn home(tag: u32, n: usize) -> usize {
+    ((tag as u64 * n as u64) >> 32) as usize
 }
 
 impl TableState {
@@ -61,6 +143,34 @@ impl TableState {
             free: if n > 0 { 0 } else { NIL },
             heap_len: 0,
         }
+    }
+
+    /// A table whose rows are taken in order and never freed (a gate's): no free list.
+    pub(crate) fn init_append_only<T: Indexed>(rows: &mut [T]) -> TableState {
+        for r in rows.iter_mut() {
+            *r.index_mut() = Buckets::EMPTY;
+        }
+        let n = rows.len() as u32;
+        TableState {
+            len: 0,
+            free: if n > 0 { 0 } else { NIL },
+            heap_len: 0,
+        }
+    }
+
+    /// Takes the next row of an append-only table. O(1).
+    pub(crate) fn alloc_append_only(&mut self, capacity: usize) -> Option<u32> {
+        let slot = self.free;
+        if slot == NIL {
+            return None;
+        }
+        self.free = if slot as usize + 1 < capacity {
+            slot + 1
+        } else {
+            NIL
+        };
+        self.len += 1;
+        Some(slot)
     }
 
     pub(crate) fn is_full(&self) -> bool {
@@ -94,55 +204,63 @@ impl TableState {
         rows.len() * 2
     }
 
-    fn bucket<T: Row>(rows: &[T], b: usize) -> u32 {
-        rows[b / 2].aux().bucket[b % 2]
+    fn bucket<T: Indexed>(rows: &[T], b: usize) -> (u32, Option<u32>) {
+        let i = rows[b / 2].index();
+        (i.slot(b % 2), i.tag(b % 2))
     }
 
-    fn set_bucket<T: Row>(rows: &mut [T], b: usize, v: u32) {
-        rows[b / 2].aux_mut().bucket[b % 2] = v;
+    fn set_bucket<T: Indexed>(rows: &mut [T], b: usize, slot: u32, tag: u32) {
+        rows[b / 2].index_mut().set(b % 2, slot, tag);
     }
 
-    fn home(hash: u64, n: usize) -> usize {
-        // Lemire's multiply-shift range reduction (no power-of-two requirement). It keeps
-        // the hash's *high* bits, so keys must be well mixed: see `name_hash`.
-        ((hash as u128 * n as u128) >> 64) as usize
-    }
-
-    /// The row whose key hashes to `hash` and satisfies `eq`. O(1) expected.
-    pub(crate) fn find<T: Row>(rows: &[T], hash: u64, eq: impl Fn(&T) -> bool) -> Option<u32> {
+    /// The row whose key hashes to `hash` and satisfies `eq`. Reads only rows whose
+    /// stored hash bits match. O(1) expected.
+    pub(crate) fn find<T: Indexed>(rows: &[T], hash: u64, eq: impl Fn(&T) -> bool) -> Option<u32> {
         let n = Self::buckets(rows);
         if n == 0 {
             return None;
         }
-        let mut b = Self::home(hash, n);
+        let tag = tag_of(hash);
+        let mut b = home(tag, n);
         // At most half the buckets are used, so an empty one always ends the probe.
         loop {
-            let slot = Self::bucket(rows, b);
+            let (slot, t) = Self::bucket(rows, b);
             if slot == NIL {
                 return None;
             }
-            if eq(&rows[slot as usize]) {
+            // A stored tag that differs rules the row out without reading it.
+            if t.is_none_or(|t| t == tag) && eq(&rows[slot as usize]) {
                 return Some(slot);
             }
             b = if b + 1 == n { 0 } else { b + 1 };
         }
     }
 
-    /// Indexes a live row under its key. O(1) expected.
-    pub(crate) fn index_insert<T: Row>(rows: &mut [T], slot: u32) {
+    /// Indexes a live row under its key, whose hash is `hash`. O(1) expected.
+    pub(crate) fn index_insert<T: Indexed>(rows: &mut [T], slot: u32, hash: u64) {
+        debug_assert_eq!(hash, rows[slot as usize].key_hash());
         let n = Self::buckets(rows);
-        let mut b = Self::home(rows[slot as usize].key_hash(), n);
-        while Self::bucket(rows, b) != NIL {
+        let tag = tag_of(hash);
+        let mut b = home(tag, n);
+        while Self::bucket(rows, b).0 != NIL {
             b = if b + 1 == n { 0 } else { b + 1 };
         }
-        Self::set_bucket(rows, b, slot);
+        Self::set_bucket(rows, b, slot, tag);
     }
 
-    /// Removes a row from the index. O(1) expected.
-    pub(crate) fn index_remove<T: Row>(rows: &mut [T], slot: u32) {
+    /// Removes a row from the index. Reads no other row: homes come from the stored hash
+    /// bits. O(1) expected.
+    pub(crate) fn index_remove<T: Indexed>(rows: &mut [T], slot: u32) {
+        let hash = rows[slot as usize].key_hash();
+        Self::index_remove_hashed(rows, slot, hash);
+    }
+
+    /// [`index_remove`](Self::index_remove) of a row whose key hash the caller has.
+    pub(crate) fn index_remove_hashed<T: Indexed>(rows: &mut [T], slot: u32, hash: u64) {
+        debug_assert_eq!(hash, rows[slot as usize].key_hash());
         let n = Self::buckets(rows);
-        let mut b = Self::home(rows[slot as usize].key_hash(), n);
-        while Self::bucket(rows, b) != slot {
+        let mut b = home(tag_of(hash), n);
+        while Self::bucket(rows, b).0 != slot {
             b = if b + 1 == n { 0 } else { b + 1 };
         }
         // Backward shift: pull later members of the probe run into the hole.
@@ -150,11 +268,12 @@ impl TableState {
         let mut j = b;
         loop {
             j = if j + 1 == n { 0 } else { j + 1 };
-            let s = Self::bucket(rows, j);
+            let (s, t) = Self::bucket(rows, j);
             if s == NIL {
                 break;
             }
-            let h = Self::home(rows[s as usize].key_hash(), n);
+            let t = t.unwrap_or_else(|| tag_of(rows[s as usize].key_hash()));
+            let h = home(t, n);
             // Move s into the hole unless its home lies cyclically in (hole, j].
             let stays = if hole <= j {
                 hole < h && h <= j
@@ -162,11 +281,11 @@ impl TableState {
                 hole < h || h <= j
             };
             if !stays {
-                Self::set_bucket(rows, hole, s);
+                Self::set_bucket(rows, hole, s, t);
                 hole = j;
             }
         }
-        Self::set_bucket(rows, hole, NIL);
+        Self::set_bucket(rows, hole, NIL, 0);
     }
 
     // ---- indexed binary min-heap of deadlines ----
@@ -235,12 +354,29 @@ impl TableState {
         }
     }
 
-    /// Removes a row's deadline if it has one. O(log n).
+    /// Gives `old`'s place in the heap to `new` (not scheduled) and unschedules `old`.
+    /// O(log n).
+    pub(crate) fn replace<T: Row>(&mut self, rows: &mut [T], old: u32, new: u32) {
+        let pos = rows[old as usize].aux().heap_pos;
+        debug_assert!(pos != NIL && rows[new as usize].aux().heap_pos == NIL);
+        rows[old as usize].aux_mut().heap_pos = NIL;
+        Self::place(rows, pos, new);
+        // The same deadline with a smaller tie-breaker can sort before `old`.
+        Self::sift_up(rows, pos);
+        let pos = rows[new as usize].aux().heap_pos;
+        self.sift_down(rows, pos);
+    }
+
+    /// Removes a row's deadline if it has one. O(1) if it has none, else O(log n).
+    #[inline(always)]
     pub(crate) fn unschedule<T: Row>(&mut self, rows: &mut [T], slot: u32) {
         let pos = rows[slot as usize].aux().heap_pos;
-        if pos == NIL {
-            return;
+        if pos != NIL {
+            self.unschedule_at(rows, slot, pos);
         }
+    }
+
+    fn unschedule_at<T: Row>(&mut self, rows: &mut [T], slot: u32, pos: u32) {
         rows[slot as usize].aux_mut().heap_pos = NIL;
         self.heap_len -= 1;
         let last = self.heap_len;
@@ -269,7 +405,7 @@ impl TableState {
 }
 
 /// The index hash of a name: a word-at-a-time multiply-rotate over the bytes, finalised
-/// by [`mix`]. [`TableState::home`] keeps the high bits, so they must depend on every byte
+/// by [`mix`]. `home` keeps the high bits, so they must depend on every byte
 /// (plain FNV-1a's do not: `lock/0001`, `lock/0002`… shared a home bucket and probed
 /// linearly), and one multiply per 8 bytes is a shorter dependency chain than FNV-1a's
 /// one per byte. Seedless and the same on every platform; it only places rows in the
@@ -288,13 +424,26 @@ pub(crate) fn name_hash(bytes: &[u8]) -> u64 {
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
-        let mut w = [0u8; 8];
-        for (d, s) in w.iter_mut().zip(rest) {
-            *d = *s;
-        }
-        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K).rotate_left(29);
+        h = (h ^ tail_word(rest)).wrapping_mul(K).rotate_left(29);
     }
     mix(h)
+}
+
+/// The 1 to 7 bytes after the last whole word, as one word, with two or three loads
+/// instead of a byte loop: 4 to 7 bytes as two overlapping 4-byte words, 1 to 3 as their
+/// first, middle and last byte. Every byte counts; together with the length, which
+/// `name_hash` folds in first, that is all a hash needs.
+fn tail_word(rest: &[u8]) -> u64 {
+    let n = rest.len();
+    let le32 = |b: &[u8]| match <[u8; 4]>::try_from(b) {
+        Ok(w) => u32::from_le_bytes(w) as u64,
+        Err(_) => 0,
+    };
+    if n >= 4 {
+        le32(&rest[..4]) | (le32(&rest[n - 4..]) << 32)
+    } else {
+        rest[0] as u64 | (rest[n / 2] as u64) << 8 | (rest[n - 1] as u64) << 16
+    }
 }
 
 /// FNV-1a, 64 bit: fixed, seedless, the same on every platform.
@@ -328,7 +477,7 @@ mod tests {
         let mut seen = std::vec![false; n];
         for i in 0..n / 2 {
             let name = std::format!("lock/{i:08}");
-            seen[TableState::home(name_hash(name.as_bytes()), n)] = true;
+            seen[home(tag_of(name_hash(name.as_bytes())), n)] = true;
         }
         let distinct = seen.iter().filter(|b| **b).count();
         assert!(
@@ -346,7 +495,7 @@ mod tests {
         let mut seen = std::vec![false; n];
         for i in 0..n / 2 {
             let name = std::format!("{i:08}/lock");
-            seen[TableState::home(name_hash(name.as_bytes()), n)] = true;
+            seen[home(tag_of(name_hash(name.as_bytes())), n)] = true;
         }
         let distinct = seen.iter().filter(|b| **b).count();
         assert!(

@@ -309,3 +309,70 @@ fn handle_dispatches_to_the_typed_methods() {
     assert_eq!(reply.token(), None);
     assert_eq!(reply_x(7).token(), Some(Token(7)));
 }
+
+/// A lock row that went idle stays indexed for the next acquire of its name, but nothing
+/// shows it: the entry is gone from `locks()`, `usage()` and the snapshot, a new name may
+/// take its row when the table is otherwise full, and only live entries count against the
+/// capacity. A twin restored from the snapshot (which has no idle rows) answers every
+/// later input exactly as the original does.
+#[test]
+fn idle_lock_rows_are_reused_and_invisible() {
+    use fencelock::{Table, VecStorage};
+    let mut svc =
+        fencelock::LockService::new(VecStorage::new(2, 2, 4), Default::default()).unwrap();
+    let a = open(&mut svc, 100);
+    let b = open(&mut svc, 100);
+    x(&mut svc, a, "one");
+    x(&mut svc, a, "two");
+    release(&mut svc, a, "one");
+    release(&mut svc, a, "two");
+    assert_eq!(svc.locks().count(), 0);
+    assert_eq!(svc.usage().locks, 0);
+    assert!(svc.holders("one").next().is_none());
+    let mut twin = twin(&svc);
+    assert_eq!(twin.snapshot_vec(), svc.snapshot_vec());
+    // The same inputs on both: reuse of an idle row by name, a new name taking the oldest
+    // idle row, then a full table of live entries.
+    type Step = fn(&mut Svc, fencelock::SessionId, fencelock::SessionId) -> String;
+    let steps: [Step; 7] = [
+        |v, a, _| format!("{:?}", x(v, a, "two")),
+        |v, _, b| format!("{:?}", x(v, b, "three")),
+        |v, a, b| {
+            let r = v.acquire(
+                Tick(0),
+                b,
+                "four",
+                Mode::Exclusive,
+                Wait::None,
+                None,
+                &mut Vec::new(),
+            );
+            assert_eq!(r, Err(Error::CapacityExceeded(Table::Locks)), "{a:?}");
+            format!("{r:?}")
+        },
+        |v, a, _| format!("{:?}", release(v, a, "two")),
+        |v, _, b| format!("{:?}", x(v, b, "four")),
+        |v, a, _| {
+            format!(
+                "{:?}",
+                acquire(v, a, "three", Mode::Exclusive, Wait::Forever)
+            )
+        },
+        |v, _, b| {
+            format!(
+                "{:?} {:?}",
+                release(v, b, "three"),
+                v.locks().collect::<Vec<_>>()
+            )
+        },
+    ];
+    for (i, step) in steps.iter().enumerate() {
+        assert_eq!(step(&mut svc, a, b), step(&mut twin, a, b), "step {i}");
+        assert_eq!(svc.snapshot_vec(), twin.snapshot_vec(), "step {i}");
+        assert_eq!(svc.usage(), twin.usage(), "step {i}");
+        check_invariants(&svc);
+    }
+    let names: Vec<String> = svc.locks().map(|n| n.to_string()).collect();
+    assert_eq!(names, ["three", "four"]);
+    assert_eq!(holders(&svc, "three"), vec![(a, Mode::Exclusive, 6)]);
+}

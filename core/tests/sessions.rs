@@ -256,3 +256,67 @@ fn slice_storage_owned_by_the_caller_works_like_the_others() {
     // the caller gets its memory back
     let _storage = slice.into_storage();
 }
+
+/// Sessions due at the same tick expire in id order, whatever order their keep-alives came
+/// in, and `poll_timeout` is the earliest deadline after every step: checked against a
+/// plain model (a map of deadlines) over random opens, keep-alives and closes with more
+/// distinct ttls than the service keeps deadline lists for, with snapshots restored on
+/// the way (a restored service schedules every session on its own).
+#[test]
+fn expiry_order_and_poll_timeout_match_a_model_under_random_keep_alives() {
+    use std::collections::BTreeMap;
+    for seed in 1..=25u64 {
+        let mut rng = Rng(seed);
+        let mut svc = svc(32);
+        let mut model: BTreeMap<SessionId, (u64, u64)> = BTreeMap::new(); // id -> (ttl, due)
+        let mut now = 0u64;
+        let ttls = [5u64, 7, 9, 11, 13, 20];
+        for step in 0..400 {
+            match rng.below(10) {
+                0..=2 if model.len() < 32 => {
+                    let ttl = ttls[rng.below(ttls.len() as u64) as usize];
+                    let s = open_at(&mut svc, now, ttl);
+                    model.insert(s, (ttl, now + ttl));
+                }
+                3..=6 if !model.is_empty() => {
+                    let k = rng.below(model.len() as u64) as usize;
+                    let s = *model.keys().nth(k).unwrap();
+                    let ttl = model[&s].0;
+                    assert_eq!(
+                        keep_alive_at(&mut svc, now, s).0,
+                        reply_kept_alive(now + ttl)
+                    );
+                    model.insert(s, (ttl, now + ttl));
+                }
+                7 if !model.is_empty() => {
+                    let k = rng.below(model.len() as u64) as usize;
+                    let s = *model.keys().nth(k).unwrap();
+                    close_at(&mut svc, now, s);
+                    model.remove(&s);
+                }
+                8 if step % 50 == 8 => {
+                    let bytes = svc.snapshot_vec();
+                    svc = LockService::restore(VecStorage::new(32, 32, 64), &bytes)
+                        .map_err(|e| e.1)
+                        .unwrap();
+                }
+                _ => {
+                    now += rng.below(4);
+                    let mut due: Vec<(u64, SessionId)> = model
+                        .iter()
+                        .filter(|(_, (_, d))| *d <= now)
+                        .map(|(s, (_, d))| (*d, *s))
+                        .collect();
+                    due.sort();
+                    let want: Vec<_> = due.iter().map(|(_, s)| expired(*s)).collect();
+                    assert_eq!(tick(&mut svc, now), want, "seed {seed} step {step}");
+                    for (_, s) in due {
+                        model.remove(&s);
+                    }
+                }
+            }
+            let earliest = model.values().map(|(_, d)| *d).min().map(Tick);
+            assert_eq!(svc.poll_timeout(), earliest, "seed {seed} step {step}");
+        }
+    }
+}
