@@ -6,14 +6,24 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PORT ?= 8080
+PREFIX ?= /usr/local
 
-.PHONY: help setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-demo test-verify fuzz bench cluster bench-cluster lint
+.PHONY: help install wheel setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-demo test-verify fuzz bench cluster bench-cluster lint
 
 help:
 	@echo "make test   - install what is missing, then run every test"
 	@echo "make demo   - build and serve the browser demo (PORT=$(PORT))"
 	@echo "make bench  - run the benchmarks and regenerate BENCHMARKS.md"
 	@echo "make fuzz   - fuzz each target for longer (FUZZ_SECONDS=300)"
+	@echo "make install PREFIX=/usr/local - install the C library, header and fencelock.pc (DESTDIR respected)"
+	@echo "make wheel  - build the Python wheel (with the library inside) into target/wheels/"
+
+# Packages a user installs: the C library under PREFIX (DESTDIR for staging), the wheel.
+install:
+	@PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" scripts/install-c.sh
+
+wheel:
+	@scripts/build-wheel.sh
 
 setup:
 	@scripts/setup.sh
