@@ -12,6 +12,10 @@ fn main() {
     }
     let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap_or_default();
     let minor = std::env::var("CARGO_PKG_VERSION_MINOR").unwrap_or_default();
-    let abi = if major == "0" { format!("0.{minor}") } else { major };
+    let abi = if major == "0" {
+        format!("0.{minor}")
+    } else {
+        major
+    };
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libfencelock.so.{abi}");
 }

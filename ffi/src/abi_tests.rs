@@ -1437,14 +1437,14 @@ fn a_short_snapshot_buffer_gets_only_the_size() {
     );
     let whole = snapshot(svc);
     let mut gate = null_mut();
-    // SAFETY: valid out-pointer.
     assert_eq!(
+        // SAFETY: valid out-pointer.
         unsafe { fencelock_gate_new(4, &mut gate) },
         fencelock_result::Ok
     );
     let (p, n) = name("ledger");
-    // SAFETY: live gate; name valid for n bytes.
     assert_eq!(
+        // SAFETY: live gate; name valid for n bytes.
         unsafe { fencelock_gate_admit(gate, p, n, 7) },
         fencelock_result::Ok
     );
