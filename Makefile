@@ -8,7 +8,7 @@ SHELL := /bin/bash
 PORT ?= 8080
 PREFIX ?= /usr/local
 
-.PHONY: help install wheel setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-demo test-verify fuzz bench cluster bench-cluster lint
+.PHONY: help install wheel setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-packages test-demo test-verify fuzz bench cluster bench-cluster lint
 
 help:
 	@echo "make test   - install what is missing, then run every test"
@@ -24,6 +24,10 @@ install:
 
 wheel:
 	@scripts/build-wheel.sh
+
+# The packages as a user installs them (also part of make test).
+test-packages:
+	@scripts/test-packages.sh
 
 setup:
 	@scripts/setup.sh

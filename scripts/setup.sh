@@ -63,11 +63,16 @@ if tests; then
   fi
 
   # Debian packages: a real browser for the demo tests, valgrind for the C test, protoc
-  # for building the etcd comparison (server/bench, checked by make test).
+  # for building the etcd comparison (server/bench, checked by make test); for the
+  # package tests (scripts/test-packages.sh) virtual environments (Debian's python3 has
+  # no ensurepip without python3-venv), pkg-config, and readelf/strip (binutils).
   need_apt=()
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
   command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
   command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
+  command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+  command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
   if [ ${#need_apt[@]} -gt 0 ]; then
     log "apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
