@@ -48,6 +48,10 @@ step "C story test, shared library (linked through pkg-config), under valgrind"
 prefix="$work/prefix"
 mkdir -p "$prefix/lib" "$prefix/include"
 cp "$lib/libfencelock.so" "$lib/libfencelock.a" "$prefix/lib/"
+# Programs record the library's soname (ffi/build.rs), so the loader looks for that name.
+soname=$(readelf -d "$lib/libfencelock.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+[ -n "$soname" ] || { echo "libfencelock.so has no soname" >&2; exit 1; }
+ln -sfn libfencelock.so "$prefix/lib/$soname"
 cp ffi/include/fencelock.h "$prefix/include/"
 version=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"]=="fencelock-ffi"))')
