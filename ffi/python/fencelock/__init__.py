@@ -784,6 +784,19 @@ class Service(_Handle):
         return cls(0, 0, 0, _handle=h, _memory=mem)
 
     @classmethod
+    def restore_placed(cls, snapshot: Union[bytes, bytearray, memoryview], sessions: int,
+                       locks: int, claims: int) -> Service:
+        """`restore` into one block of memory this object owns
+        (fencelock_service_restore_in; see `placed`). Errors: as restore. Cost: as
+        restore."""
+        raw = _bytes(snapshot, "snapshot")
+        size, align = cls.layout(sessions, locks, claims)
+        mem, at = cls._place(size, align)
+        cap = cls._capacity(sessions, locks, claims)
+        h = _new(_lib.fencelock_service_restore_in, at, size, C.byref(cap), raw, len(raw))
+        return cls(0, 0, 0, _handle=h, _memory=mem)
+
+    @classmethod
     def restore(cls, snapshot: Union[bytes, bytearray, memoryview], sessions: int, locks: int,
                 claims: int) -> Service:
         """A service from `snapshot()` bytes, with tables of these capacities; lock-delay

@@ -187,6 +187,8 @@ def test_snapshots_restore_from_any_bytes_like():
     for form in (snap, bytearray(snap), memoryview(snap)):
         with fl.Service.restore(form, 2, 2, 2) as back:
             assert back.snapshot() == snap and back.holders("held")[0].session == s
+        with fl.Service.restore_placed(form, 2, 2, 2) as back:
+            assert back.snapshot() == snap and back.holders("held")[0].session == s
     for cut in range(len(snap)):
         with pytest.raises(fl.FencelockError) as e:
             fl.Service.restore(snap[:cut], 2, 2, 2)
@@ -272,13 +274,13 @@ def test_names_are_str_or_bytes_like_and_nul_is_kept():
         assert svc.acquire(0, t, b"a\x00b", wait="forever").kind == "queued"
         assert sorted(svc.locks()) == ["a", "a\0b"]
         assert svc.holders(bytearray(b"a\x00b"))[0].session == s
-        assert svc.release(0, s, memoryview(b"a\x00b")) == fl.Released(token=1)
-        got = svc.close_session(0, t)
-        assert got == fl.Closed()
-        s2 = svc.open_session(1, 50).session
-        assert svc.acquire(1, s2, "a\0b", wait="forever").kind == "granted"
-        ended = svc.close_session(2, s)
-        assert fl.ReleasedEvent(session=s, lock="a", token=2, reason="closed") in ended.events
+        # Names come back whole in events, NUL and all (a C string would stop at it).
+        rel = svc.release(0, s, memoryview(b"a\x00b"))
+        assert rel == fl.Released(token=1)
+        assert rel.events == (fl.GrantedEvent(session=t, lock="a\0b", mode="exclusive", token=3),)
+        assert svc.close_session(0, t).events == (
+            fl.ReleasedEvent(session=t, lock="a\0b", token=3, reason=fl.Reason.CLOSED),)
+        assert svc.holders("a") == [fl.Holder(session=s, token=2, mode="exclusive")]
         with fl.Gate(2) as gate:
             gate.admit("r\0", 3)
             assert gate.entries() == {"r\0": 3} and gate.highest("r") is None
@@ -428,3 +430,14 @@ def test_a_missing_library_is_a_clear_import_error(tmp_path):
                          capture_output=True, text=True)
     assert got.returncode != 0
     assert "ImportError" in got.stderr and "FENCELOCK_LIB" in got.stderr
+
+
+def test_every_function_of_the_header_is_wrapped():
+    text = open(HEADER).read()
+    declared = set(re.findall(r"^(?:fencelock_result|void) (fencelock_\w+)\(", text, re.M))
+    assert len(declared) > 50
+    assert declared == set(fl._SIGNATURES), (declared ^ set(fl._SIGNATURES))
+    # ... and each is called by the package, not only declared to ctypes.
+    source = open(fl.__file__).read()
+    unused = [f for f in declared if source.count(f'"{f}"') + source.count(f"_lib.{f}") < 2]
+    assert unused == []
