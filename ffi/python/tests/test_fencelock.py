@@ -441,3 +441,58 @@ def test_every_function_of_the_header_is_wrapped():
     source = open(fl.__file__).read()
     unused = [f for f in declared if source.count(f'"{f}"') + source.count(f"_lib.{f}") < 2]
     assert unused == []
+
+
+CALLS = os.path.join(HERE, "..", "..", "..", "tests", "vectors", "precedence.calls")
+
+
+def test_error_precedence_table_through_the_typed_methods():
+    # tests/vectors/precedence.calls: multi-fault inputs and the one outcome each gets in
+    # every layer. A row with request=0 cannot cross this binding (None is "no request
+    # number", which the C ABI spells 0): it must raise ArgumentError, changing nothing,
+    # and a tick to its `now` stands in for the advance the core would have made.
+    rows = [line.split("#")[0].strip() for line in open(CALLS)]
+    rows = [r for r in rows if r]
+    config = dict(kv.split("=") for kv in rows[0].split()[1:])
+    assert rows[0].startswith("config ")
+    svc = fl.Service(int(config["sessions"]), int(config["locks"]), int(config["claims"]),
+                     lock_delay=int(config["lock_delay"]),
+                     max_name_len=int(config["max_name_len"]))
+    checked = request_zero = 0
+    for row in rows[1:]:
+        call, expect = (part.strip() for part in row.split("->"))
+        method, *pairs = call.split()
+        a = dict(p.split("=", 1) for p in pairs)
+        now = int(a["now"])
+        request = None if a.get("request", "-") == "-" else int(a["request"])
+        if request == 0:
+            with pytest.raises(fl.ArgumentError):
+                svc.release(now, int(a["session"]), a.get("lock", ""), request=0)
+            svc.tick(now)
+            request_zero += 1
+            continue
+        wait, until = a.get("wait", "none"), None
+        if wait.startswith("until:"):
+            wait, until = "until", int(wait[len("until:"):])
+        mode = {"x": "exclusive", "s": "shared"}.get(a.get("mode", "x"))
+        run = {
+            "open": lambda: svc.open_session(now, int(a["ttl"])),
+            "keep_alive": lambda: svc.keep_alive(now, int(a["session"]), request),
+            "close": lambda: svc.close_session(now, int(a["session"]), request),
+            "acquire": lambda: svc.acquire(now, int(a["session"]), a["lock"], mode, wait,
+                                           until, request),
+            "release": lambda: svc.release(now, int(a["session"]), a["lock"], request),
+            "cancel": lambda: svc.cancel(now, int(a["session"]), a["lock"], request),
+            "tick": lambda: svc.tick(now),
+        }[method]
+        outcome, value = expect.split()
+        if outcome == "ok":
+            assert run().kind == value, row
+        else:
+            with pytest.raises(fl.FencelockError) as e:
+                run()
+            assert e.value.code == int(value), f"{row}: got {e.value!r}"
+        checked += 1
+    svc.close()
+    assert checked > 40
+    assert request_zero == sum(" request=0 " in f" {r.split('->')[0]} " for r in rows)
