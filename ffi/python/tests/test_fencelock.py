@@ -496,3 +496,49 @@ def test_error_precedence_table_through_the_typed_methods():
     svc.close()
     assert checked > 40
     assert request_zero == sum(" request=0 " in f" {r.split('->')[0]} " for r in rows)
+
+
+VECTORS = os.path.join(HERE, "..", "..", "..", "tests", "vectors")
+
+
+def _replay(path):
+    """Replays one conformance vector through handle_frame: the events of each input (as
+    frames, in order), then exactly its reply frame or its error code, and snapshots."""
+    svc, inputs = None, 0
+    lines = [line.strip() for line in open(path)]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    i = 0
+    while i < len(lines):
+        word, _, arg = lines[i].partition(" ")
+        i += 1
+        if word == "config":
+            c = {k: int(v) for k, v in (kv.split("=") for kv in arg.split())}
+            svc = fl.Service(c["sessions"], c["locks"], c["claims"], c["lock_delay"],
+                             c["max_name_len"])
+        elif word == "snapshot":
+            assert svc.snapshot().hex() == arg, f"{path}: snapshot before line {i}"
+        elif word == "in":
+            outs = []
+            while lines[i].startswith("out "):
+                outs.append(lines[i][4:])
+                i += 1
+            end, _, want = lines[i].partition(" ")
+            i += 1
+            try:
+                got = svc.handle_frame(bytes.fromhex(arg))
+                frames, result = got.event_frames, ("reply", got.frame.hex())
+            except fl.FencelockError as e:
+                frames, result = tuple(e.event_frames), ("err", str(e.code))
+            assert [f.hex() for f in frames] == outs, f"{path}: events of input {inputs}"
+            assert result == (end, want), f"{path}: input {inputs}: {result}"
+            inputs += 1
+        else:
+            raise AssertionError(f"{path}: unknown line {word!r}")
+    svc.close()
+    return inputs
+
+
+def test_conformance_vectors_through_frames():
+    files = sorted(f for f in os.listdir(VECTORS) if f.endswith(".vec"))
+    assert len(files) >= 16
+    assert sum(_replay(os.path.join(VECTORS, f)) for f in files) > 300
