@@ -145,13 +145,13 @@ def main():
         w("")
 
     # ------------------------------------------------------------------ goals
-    w("## Goals (issue 8)")
+    w("## Goals")
     w("")
     w("Baselines (`benches/src/lib.rs`): **uncontended** — `std::collections::HashMap<String, (u64, u64)>`")
     w("insert then remove of the same names (the map owns its keys, as a lock table fed names")
     w("from the network must; capacity reserved up front, like the core's tables). A stricter")
     w("floor with borrowed `&str` keys (no key allocation) is shown for information.")
-    w("**handoff** — the issue sets its goal against *the* baseline, so the verdict divides")
+    w("**handoff** — the goal is set against *the* baseline, so the verdict divides")
     w("one handoff by one insert + remove of that map (1024 keys); a stricter std FIFO lock")
     w("table doing exactly a handoff is compared below for information.")
     w("")
@@ -185,7 +185,7 @@ def main():
     goal_rows.append(("handoff", None, x, px))
     w(f"| contended handoff (release → next waiter granted) vs the same baseline (1024 keys) | {fmt_ci(f)} | {fmt_ci(b)} | {fmt_x(x)} | {fmt_x(px)} | {fmt_x(ratio(ir('handoff'), ir('map_string')))} | ≤ {GOAL_HANDOFF}× | {verdict(x, GOAL_HANDOFF)} / {verdict(px, GOAL_HANDOFF)} |")
     w("")
-    w("Stricter comparisons (information; the issue's goals are the table above): the")
+    w("Stricter comparisons (information; the goals are the table above): the")
     w("uncontended case against borrowed")
     w("`&str` keys, and the handoff against a std FIFO lock table doing exactly a handoff")
     w("(`HashMap<String, {holder, token, VecDeque}>`: look up, check holder, pop, new token).")
@@ -272,7 +272,7 @@ def main():
             hr = next(r for r in missed if r[0] == "handoff")
             if hr[2] is None:
                 w(f"- **Contended handoff against the stricter FIFO table** ({fmt_x(strict_handoff)}; the goal")
-                w("  against the issue's baseline is met above). That table does nothing but the handoff.")
+                w("  against the baseline is met above). That table does nothing but the handoff.")
             else:
                 w(f"- **Contended handoff** (criterion {fmt_x(hr[2])}, interleaved fastest {fmt_x(hr[3])} against a {GOAL_HANDOFF}× goal).")
             if hr[2] is not None and hr[3] is not None and (hr[2] > GOAL_HANDOFF) != (hr[3] > GOAL_HANDOFF):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Seeds fuzz/corpus/<target>/ from the conformance vectors (tests/vectors/*.vec):
-input and output frames for frame_decode, snapshots for snapshot_restore, and each
+input, event and reply frames for frame_decode, snapshots for snapshot_restore, and each
 vector's input frames (length-prefixed, after a config byte) for input_sequence.
 Run from anywhere: python3 fuzz/make-corpus.py. Idempotent (files are named by hash)."""
 import glob, hashlib, os
@@ -18,7 +18,7 @@ for path in vectors:
     frames = []
     for line in open(path):
         word, _, rest = line.strip().partition(" ")
-        if word in ("in", "out"):
+        if word in ("in", "out", "reply"):
             data = bytes.fromhex(rest)
             put("frame_decode", data)
             if word == "in" and len(data) < 256:

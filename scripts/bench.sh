@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: every benchmark of issue 8 in one run, then BENCHMARKS.md.
+# make bench: every benchmark of the core and its bindings in one run, then BENCHMARKS.md.
 #   1. criterion: benches/benches/core.rs (native core + std baselines) and
 #      benches/benches/ffi.rs (the same operations through the C ABI);
 #   2. the goal pairs again, interleaved (bench-pairs: fastest batch of each side, the

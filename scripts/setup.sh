@@ -63,9 +63,9 @@ if tests; then
   fi
 
   # Debian packages: a real browser for the demo tests, valgrind for the C test, protoc
-  # for building the etcd comparison (server/bench, checked by make test); for the
-  # package tests (scripts/test-packages.sh) virtual environments (Debian's python3 has
-  # no ensurepip without python3-venv), pkg-config, and readelf/strip (binutils).
+  # for building the etcd comparison (server/bench, checked by make test), PostgreSQL;
+  # for the package tests (scripts/test-packages.sh) virtual environments (Debian's
+  # python3 has no ensurepip without python3-venv), pkg-config, readelf/strip (binutils).
   need_apt=()
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
   command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
@@ -73,6 +73,16 @@ if tests; then
   python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
   command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
   command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
+  # A real PostgreSQL server for the fence tests (they start their own in a temp dir).
+  # Debian keeps initdb and pg_ctl in /usr/lib/postgresql/VERSION/bin, not on PATH.
+  have_pg() {
+    command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1 && return 0
+    for d in /usr/lib/postgresql/*/bin; do
+      [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && return 0
+    done
+    return 1
+  }
+  have_pg || need_apt+=(postgresql)
   if [ ${#need_apt[@]} -gt 0 ]; then
     log "apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

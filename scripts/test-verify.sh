@@ -2,10 +2,12 @@
 # Verification layer (tests/ and fuzz/): runs, in an optimised build,
 #   * the conformance vectors (native runner; freshness; coverage) and the C and wasm
 #     runners over the same files when those layers are built (test-ffi/test-wasm build them),
+#   * the error-precedence table (tests/vectors/precedence.calls), typed and through frames,
 #   * the deterministic simulation: 10 000 seeds x 1 000 steps (SIM_SEEDS, SIM_STEPS),
 #   * stateright model checking (fence on: no stale write; fence off: the GC pause found),
 #   * model-based tests against the reference model (PROPTEST_CASES, default 2 000),
-#   * atomic errors for every error kind, fuzz regressions, the fault-injection tests,
+#   * determinism, keepers vs hosts that tick late or never, atomic errors for every error
+#     kind, fuzz regressions, the fault-injection tests,
 #   * each fuzz target for VERIFY_FUZZ_SECONDS (default 20) seconds,
 # and prints the figures tests/README.md quotes ("verification figures" block).
 #
@@ -28,7 +30,7 @@ export CARGO_PROFILE_VERIFY_DEBUG_ASSERTIONS=true
 export CARGO_PROFILE_VERIFY_OVERFLOW_CHECKS=true
 export PROPTEST_CASES="${PROPTEST_CASES:-2000}"
 # The full sizes (a debug-assertion build would otherwise pick the quick ones).
-export SIM_SEEDS="${SIM_SEEDS:-10000}" MODEL_CHECK_FULL=1
+export SIM_SEEDS="${SIM_SEEDS:-10000}" MODEL_CHECK_FULL=1 VERIFY_FULL=1
 fuzz_seconds="${VERIFY_FUZZ_SECONDS:-20}"
 if [ "$mode" = soak ]; then
   [ "$SIM_SEEDS" = 10000 ] && SIM_SEEDS=200000
@@ -38,7 +40,7 @@ fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-echo "[verify] cargo test --profile verify -p fencelock-tests --features fault-injection (vectors, simulation, model checking, model-based, atomic errors, faults)"
+echo "[verify] cargo test --profile verify -p fencelock-tests --features fault-injection (vectors, precedence, simulation, model checking, model-based, determinism, keepers, atomic errors, faults)"
 if ! cargo test --profile verify -p fencelock-tests --features fault-injection -- --nocapture --test-threads 1 >"$log" 2>&1; then
   # The failure's context, or the log's tail when nothing matches (a compile error, a timeout);
   # `|| tail` keeps `set -o pipefail` from ending the script before anything is printed.
@@ -46,7 +48,7 @@ if ! cargo test --profile verify -p fencelock-tests --features fault-injection -
   echo "[verify] FAILED (excerpt of the log above; a failing seed replays with the command it printed)"
   exit 1
 fi
-grep -oE "(SIM|MODELCHECK) .*|replayed [0-9]+ vectors.*|shrunk to [0-9]+ inputs|FAULT .*|fence off: .*" "$log" | sed 's/^/[verify] /'
+grep -oE "(SIM|MODELCHECK|KEEPERS) .*|replayed [0-9]+ vectors.*|precedence: .*|host [A-Za-z]+: .*|shrunk to [0-9]+ inputs|FAULT .*|fence off: .*" "$log" | sed 's/^/[verify] /'
 
 echo "[verify] fuzzing each target for ${fuzz_seconds}s"
 fuzz_out=$(FUZZ_SECONDS="$fuzz_seconds" scripts/fuzz.sh)
@@ -56,7 +58,8 @@ echo "$fuzz_out" | sed 's/^/[verify] /'
 vectors=(tests/vectors/*.vec)
 layers="native"
 if [ -x "$target/ffi-test/vectors" ]; then
-  c_line=$("$target/ffi-test/vectors" "${vectors[@]}")
+  # The C runner reads the precedence table too (through the typed C functions).
+  c_line=$("$target/ffi-test/vectors" "${vectors[@]}" tests/vectors/precedence.calls)
   echo "[verify] C ABI runner: $c_line"
   layers="$layers c"
 fi
@@ -79,6 +82,8 @@ states=$({ grep -Eo 'fence=on states=[0-9]+' "$log" || true; } | awk -F= '{s+=$3
 configs=$(grep -c 'fence=on states=' "$log" || true)
 cex=$(grep -m1 -Eo 'fence=off states=[0-9]+ depth=[0-9]+' "$log" || true)
 inputs=$(grep -m1 -Eo 'replayed [0-9]+ vectors, [0-9]+ inputs' "$log" || true)
+precedence=$(grep -m1 -Eo 'precedence: [0-9]+ rows, [0-9]+ refusals' "$log" | sed 's/precedence: //' || true)
+keepers=$({ grep -Eo 'KEEPERS host ticks [A-Za-z]+: [0-9]+ seeds' "$log" || true; } | sed -E 's/KEEPERS host ticks ([A-Za-z]+): ([0-9]+) seeds/\1 \2/' | tr '\n' ';' | sed 's/;$//')
 sim_failures=$(grep -Eo 'failures=[0-9]+' <<<"$sim" | cut -d= -f2 || true)
 fuzz_lines=$(grep -E '^FUZZ target' <<<"$fuzz_out" || true)
 fuzz_crashes=$({ grep -Eo 'crashes=[0-9]+' <<<"$fuzz_lines" || true; } | awk -F= '{s+=$2} END {print s+0}')
@@ -99,6 +104,8 @@ simulation:      $(sed -E 's/.*seeds=([0-9]+) steps_per_seed=([0-9]+) first_seed
 model checking:  $states states explored over $configs fence-on configurations, no stale write; fence off: counterexample found ($cex)
 fuzzing:         $(sed -E 's/FUZZ target=([a-z_]+) seconds=([0-9]+) executions=([0-9?]+).*/\1 \3/' <<<"$fuzz_lines" | tr '\n' ';' | sed 's/;/ executions; /g')$fuzz_crashes crashes over $fuzz_targets targets
 vectors:         ${#vectors[@]} files ($inputs) replayed by $nlayers runners ($layers), each passed
+precedence:      ${precedence:-?} (native: typed and through frames; the C and wasm runners above read the same table)
+keepers:         no session lost while its SessionKeeper said safe, hosts ticking late / never (seeds: ${keepers:-?})
 faults injected: $faults ($(tr '\n' ' ' <<<"$fault_names" | sed 's/ $//')), $detections detections ($by_sim by the simulation, $by_mc by the model checker)
 tests:           $passed passed, $failed failed (fencelock-tests, optimised build; PROPTEST_CASES=$PROPTEST_CASES)
 SUMMARY

@@ -13,7 +13,8 @@ use std::hint::black_box;
 
 use fencelock::storage::{ClaimRow, LockRow, SessionRow};
 use fencelock::{
-    Capacity, Config, Input, LockName, LockService, Mode, Output, SessionId, Tick, VecStorage, Wait,
+    Capacity, Config, Input, LockName, LockService, Mode, Output, Reply, SessionId, Tick, Usage,
+    VecStorage, Wait,
 };
 
 /// A service with heap tables of the given capacities and the default config.
@@ -27,7 +28,7 @@ pub fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}/{i:08}")).collect()
 }
 
-/// A sink that keeps every output alive just long enough for the optimiser not to drop it.
+/// A sink that keeps every event alive just long enough for the optimiser not to drop it.
 #[inline(always)]
 pub fn sink(o: Output) {
     black_box(o);
@@ -36,10 +37,15 @@ pub fn sink(o: Output) {
 /// Ticks far enough away that no benchmark ever reaches them.
 pub const FOREVER_TTL: u64 = 1 << 40;
 
-/// Opens `n` sessions with `ttl`.
+/// Opens `n` sessions with `ttl`, at the service's current time.
 pub fn open(svc: &mut LockService<VecStorage>, n: usize, ttl: u64) -> Vec<SessionId> {
     (0..n)
-        .map(|_| svc.open_session(ttl, &mut sink).expect("capacity sized"))
+        .map(|_| {
+            svc.open_session(svc.now(), ttl, &mut sink)
+                .ok()
+                .and_then(|r| r.opened())
+                .expect("capacity sized")
+        })
         .collect()
 }
 
@@ -71,6 +77,7 @@ impl Uncontended {
     pub fn run(&mut self) {
         for name in &self.names {
             let r = self.svc.acquire(
+                self.svc.now(),
                 self.session,
                 name,
                 Mode::Exclusive,
@@ -82,7 +89,9 @@ impl Uncontended {
             black_box(r).ok();
         }
         for name in &self.names {
-            let r = self.svc.release(self.session, name, None, &mut sink);
+            let r = self
+                .svc
+                .release(self.svc.now(), self.session, name, None, &mut sink);
             debug_assert!(r.is_ok());
             black_box(r).ok();
         }
@@ -196,7 +205,15 @@ impl Handoff {
         let lock = self.lock.as_str();
         for s in &self.sessions[..=steps] {
             self.svc
-                .acquire(*s, lock, Mode::Exclusive, Wait::Forever, None, &mut sink)
+                .acquire(
+                    self.svc.now(),
+                    *s,
+                    lock,
+                    Mode::Exclusive,
+                    Wait::Forever,
+                    None,
+                    &mut sink,
+                )
                 .expect("capacity sized");
         }
         self.holder = 0;
@@ -208,9 +225,13 @@ impl Handoff {
     pub fn run(&mut self, steps: usize) {
         let lock = self.lock.as_str();
         for _ in 0..steps {
-            let r = self
-                .svc
-                .release(self.sessions[self.holder], lock, None, &mut sink);
+            let r = self.svc.release(
+                self.svc.now(),
+                self.sessions[self.holder],
+                lock,
+                None,
+                &mut sink,
+            );
             debug_assert!(r.is_ok());
             black_box(r).ok();
             self.holder += 1;
@@ -221,7 +242,13 @@ impl Handoff {
     pub fn finish(&mut self) {
         debug_assert_eq!(self.holder, self.last);
         self.svc
-            .release(self.sessions[self.holder], &self.lock, None, &mut sink)
+            .release(
+                self.svc.now(),
+                self.sessions[self.holder],
+                &self.lock,
+                None,
+                &mut sink,
+            )
             .expect("holder");
     }
 }
@@ -358,10 +385,20 @@ impl Expiry {
             let ttl = (i / self.k) as u64 + 1;
             let s = self
                 .svc
-                .open_session(ttl, &mut sink)
+                .open_session(self.svc.now(), ttl, &mut sink)
+                .ok()
+                .and_then(|r| r.opened())
                 .expect("capacity sized");
             self.svc
-                .acquire(s, name, Mode::Exclusive, Wait::None, None, &mut sink)
+                .acquire(
+                    self.svc.now(),
+                    s,
+                    name,
+                    Mode::Exclusive,
+                    Wait::None,
+                    None,
+                    &mut sink,
+                )
                 .expect("capacity sized");
         }
     }
@@ -384,7 +421,7 @@ impl Expiry {
 }
 
 /// `n` live sessions kept alive round-robin; after each full round time advances one
-/// tick, so every keep-alive moves a deadline (a heap sift) as in a real heartbeat load.
+/// tick, so every keep-alive moves a deadline (a heap sift) as in a real keep-alive load.
 pub struct KeepAlive {
     svc: LockService<VecStorage>,
     sessions: Vec<SessionId>,
@@ -411,7 +448,7 @@ impl KeepAlive {
         for _ in 0..steps {
             let r = self
                 .svc
-                .keep_alive(self.sessions[self.next], None, &mut sink);
+                .keep_alive(self.svc.now(), self.sessions[self.next], None, &mut sink);
             debug_assert!(r.is_ok());
             black_box(r).ok();
             self.next += 1;
@@ -454,11 +491,27 @@ impl SharedRun {
     pub fn prepare(&mut self) {
         for (w, name) in self.writers.iter().zip(&self.names) {
             self.svc
-                .acquire(*w, name, Mode::Exclusive, Wait::None, None, &mut sink)
+                .acquire(
+                    self.svc.now(),
+                    *w,
+                    name,
+                    Mode::Exclusive,
+                    Wait::None,
+                    None,
+                    &mut sink,
+                )
                 .expect("free");
             for r in &self.readers {
                 self.svc
-                    .acquire(*r, name, Mode::Shared, Wait::Forever, None, &mut sink)
+                    .acquire(
+                        self.svc.now(),
+                        *r,
+                        name,
+                        Mode::Shared,
+                        Wait::Forever,
+                        None,
+                        &mut sink,
+                    )
                     .expect("capacity sized");
             }
         }
@@ -468,7 +521,7 @@ impl SharedRun {
     #[inline(never)]
     pub fn run(&mut self) {
         for (w, name) in self.writers.iter().zip(&self.names) {
-            let r = self.svc.release(*w, name, None, &mut sink);
+            let r = self.svc.release(self.svc.now(), *w, name, None, &mut sink);
             debug_assert!(r.is_ok());
             black_box(r).ok();
         }
@@ -478,7 +531,9 @@ impl SharedRun {
     pub fn finish(&mut self) {
         for name in &self.names {
             for r in &self.readers {
-                self.svc.release(*r, name, None, &mut sink).expect("holder");
+                self.svc
+                    .release(self.svc.now(), *r, name, None, &mut sink)
+                    .expect("holder");
             }
         }
     }
@@ -498,20 +553,36 @@ pub fn populated(n: usize) -> LockService<VecStorage> {
     let sessions = open(&mut svc, n, FOREVER_TTL);
     let names = names("snap", n);
     for (s, name) in sessions.iter().zip(&names) {
-        svc.acquire(*s, name, Mode::Exclusive, Wait::None, None, &mut sink)
-            .expect("free");
+        svc.acquire(
+            svc.now(),
+            *s,
+            name,
+            Mode::Exclusive,
+            Wait::None,
+            None,
+            &mut sink,
+        )
+        .expect("free");
     }
     for (i, s) in sessions.iter().enumerate() {
         let next = &names[(i + 1) % n];
-        svc.acquire(*s, next, Mode::Exclusive, Wait::Forever, Some(1), &mut sink)
-            .expect("capacity sized");
+        svc.acquire(
+            svc.now(),
+            *s,
+            next,
+            Mode::Exclusive,
+            Wait::Forever,
+            Some(1),
+            &mut sink,
+        )
+        .expect("capacity sized");
     }
     svc
 }
 
 /// Entities (sessions + locks + claims) in a service.
-pub fn entities(len: Capacity) -> usize {
-    (len.sessions + len.locks + len.claims) as usize
+pub fn entities(usage: Usage) -> usize {
+    (usage.sessions + usage.locks + usage.claims) as usize
 }
 
 /// Fresh storage the size of `svc`'s (for restore).
@@ -530,6 +601,7 @@ pub fn input_frames() -> Vec<(&'static str, Vec<u8>)> {
         (
             "acquire",
             Input::Acquire {
+                now: Tick(1_000_000),
                 session: SessionId(4242),
                 lock: lock.clone(),
                 mode: Mode::Exclusive,
@@ -540,6 +612,7 @@ pub fn input_frames() -> Vec<(&'static str, Vec<u8>)> {
         (
             "release",
             Input::Release {
+                now: Tick(1_000_000),
                 session: SessionId(4242),
                 lock,
                 request: Some(18),
@@ -548,6 +621,7 @@ pub fn input_frames() -> Vec<(&'static str, Vec<u8>)> {
         (
             "keep_alive",
             Input::KeepAlive {
+                now: Tick(1_000_000),
                 session: SessionId(4242),
                 request: Some(19),
             },
@@ -640,6 +714,11 @@ pub fn memory() -> Vec<MemoryRow> {
             per: "size_of::<Output>() (one event passed to the sink)",
         },
         MemoryRow {
+            what: "reply",
+            bytes: size_of::<Reply>(),
+            per: "size_of::<Reply>() (the caller's answer, returned by value)",
+        },
+        MemoryRow {
             what: "hashmap_entry",
             bytes: hashmap_entry_bytes(),
             per: "std HashMap<String, (u64, u64)> entry at its load + the 13-byte key's 32-byte malloc chunk (for comparison)",
@@ -671,31 +750,33 @@ mod tests {
         let mut w = Uncontended::new(64);
         let mut n = 0;
         for name in &w.names {
-            w.svc
-                .acquire(
-                    w.session,
-                    name,
-                    Mode::Exclusive,
-                    Wait::None,
-                    None,
-                    &mut counter(&mut n),
-                )
-                .unwrap();
+            let r = w.svc.acquire(
+                w.svc.now(),
+                w.session,
+                name,
+                Mode::Exclusive,
+                Wait::None,
+                None,
+                &mut counter(&mut n),
+            );
+            assert!(matches!(r, Ok(Reply::Granted { .. })), "{r:?}");
         }
-        assert_eq!(w.svc.len().locks, 64);
+        assert_eq!(w.svc.usage().locks, 64);
         assert_eq!(w.svc.revision(), 64);
         for name in &w.names {
-            w.svc
-                .release(w.session, name, None, &mut counter(&mut n))
-                .unwrap();
+            let r = w
+                .svc
+                .release(w.svc.now(), w.session, name, None, &mut counter(&mut n));
+            assert!(matches!(r, Ok(Reply::Released { .. })), "{r:?}");
         }
-        assert_eq!(n, 128);
-        assert_eq!(w.svc.len().locks, 0);
+        // The caller's answers are replies: nothing for anyone else.
+        assert_eq!(n, 0);
+        assert_eq!(w.svc.usage().locks, 0);
         // The measured loop repeats the same cycle with fresh tokens.
         w.run();
         w.run();
         assert_eq!(w.svc.revision(), 64 * 3);
-        assert_eq!(w.svc.len().claims, 0);
+        assert_eq!(w.svc.usage().claims, 0);
     }
 
     #[test]
@@ -724,26 +805,26 @@ mod tests {
         assert_eq!(h.svc.revision(), before + 3);
         h.run(5);
         h.finish();
-        assert_eq!(h.svc.len().locks, 0);
+        assert_eq!(h.svc.usage().locks, 0);
         // Repeatable: a second batch works the same.
         h.prepare(8);
         h.run(8);
         h.finish();
-        assert_eq!(h.svc.len().claims, 0);
+        assert_eq!(h.svc.usage().claims, 0);
     }
 
     #[test]
-    fn one_handoff_emits_released_then_granted() {
+    fn one_handoff_replies_released_and_grants_the_next_waiter() {
         let mut h = Handoff::new(1);
         h.prepare(1);
         let (a, b) = (h.sessions[0], h.sessions[1]);
-        let mut outs = Vec::new();
-        h.svc
-            .release(a, "jobs/reindex", None, &mut |o| outs.push(o))
+        let mut outs: Vec<Output> = Vec::new();
+        let r = h
+            .svc
+            .release(h.svc.now(), a, "jobs/reindex", None, &mut outs)
             .unwrap();
-        assert!(
-            matches!(outs[..], [Output::Released { session: s1, .. }, Output::Granted { session: s2, .. }] if s1 == a && s2 == b)
-        );
+        assert!(matches!(r, Reply::Released { .. }));
+        assert!(matches!(outs[..], [Output::Granted { session, .. }] if session == b));
     }
 
     #[test]
@@ -761,23 +842,23 @@ mod tests {
     #[test]
     fn idle_ticks_emit_nothing() {
         let mut t = TickIdle::new(100);
-        let mut outs = Vec::new();
-        t.svc.tick(Tick(5), &mut |o| outs.push(o)).unwrap();
+        let mut outs: Vec<Output> = Vec::new();
+        t.svc.tick(Tick(5), &mut outs).unwrap();
         assert!(outs.is_empty());
         t.now = 5;
         t.run(10);
         assert_eq!(t.svc.now(), Tick(15));
-        assert_eq!(t.svc.len().sessions, 100);
+        assert_eq!(t.svc.usage().sessions, 100);
     }
 
     #[test]
     fn expiry_expires_exactly_k_sessions_per_tick() {
         let mut e = Expiry::new(50, 7, 3);
         e.prepare();
-        assert_eq!(e.svc.len().sessions, 50 + 21);
+        assert_eq!(e.svc.usage().sessions, 50 + 21);
         for t in 1..=3 {
-            let mut outs = Vec::new();
-            e.svc.tick(Tick(t), &mut |o| outs.push(o)).unwrap();
+            let mut outs: Vec<Output> = Vec::new();
+            e.svc.tick(Tick(t), &mut outs).unwrap();
             let expired = outs
                 .iter()
                 .filter(|o| matches!(o, Output::SessionExpired { .. }))
@@ -788,13 +869,13 @@ mod tests {
                 .count();
             assert_eq!((expired, released), (7, 7), "tick {t}");
         }
-        assert_eq!(e.svc.len().sessions, 50);
+        assert_eq!(e.svc.usage().sessions, 50);
         // The measured cycle: prepare, then `rounds` ticks expire everything prepared.
         e.now = 3;
         e.prepare();
         e.run();
-        assert_eq!(e.svc.len().sessions, 50);
-        assert_eq!(e.svc.len().locks, 0);
+        assert_eq!(e.svc.usage().sessions, 50);
+        assert_eq!(e.svc.usage().locks, 0);
         assert_eq!(e.expired_per_run(), 21);
     }
 
@@ -803,7 +884,7 @@ mod tests {
         let mut k = KeepAlive::new(10);
         k.run(35);
         assert_eq!(k.svc.now(), Tick(3));
-        assert_eq!(k.svc.len().sessions, 10);
+        assert_eq!(k.svc.usage().sessions, 10);
         let s = k.svc.session(k.sessions[0]).unwrap();
         assert_eq!(s.expires_at, Tick(1003));
     }
@@ -814,9 +895,9 @@ mod tests {
         w.prepare();
         let name = w.names[0].clone();
         let writer = w.writers[0];
-        let mut outs = Vec::new();
+        let mut outs: Vec<Output> = Vec::new();
         w.svc
-            .release(writer, &name, None, &mut |o| outs.push(o))
+            .release(w.svc.now(), writer, &name, None, &mut outs)
             .unwrap();
         let granted = outs
             .iter()
@@ -834,20 +915,20 @@ mod tests {
         assert_eq!(w.svc.holders(&name).count(), 5);
         // The rest of the cycle.
         w.svc
-            .release(w.writers[1], &w.names[1], None, &mut sink)
+            .release(w.svc.now(), w.writers[1], &w.names[1], None, &mut sink)
             .unwrap();
         w.finish();
-        assert_eq!(w.svc.len().claims, 0);
+        assert_eq!(w.svc.usage().claims, 0);
         w.prepare();
         w.run();
         w.finish();
-        assert_eq!(w.svc.len().locks, 0);
+        assert_eq!(w.svc.usage().locks, 0);
     }
 
     #[test]
     fn populated_state_snapshots_and_restores_to_the_same_bytes() {
         let svc = populated(16);
-        assert_eq!(entities(svc.len()), 64);
+        assert_eq!(entities(svc.usage()), 64);
         let bytes = svc.snapshot_vec();
         let back = LockService::restore(storage_like(svc.capacity()), &bytes)
             .map_err(|(_, e)| e)

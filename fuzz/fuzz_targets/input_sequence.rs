@@ -1,13 +1,14 @@
 //! Arbitrary input sequences: the bytes are a config byte, then frames, each preceded by
 //! its length. Every frame goes to the service (`handle_frame`) and, if it decodes, to the
-//! reference model; outputs and errors must be equal, queries must agree, every state
-//! and history invariant must hold, and a refused input must change nothing.
+//! reference model; replies, events and errors must be equal, queries must agree, every
+//! state and history invariant must hold, and a refused input must change nothing beyond
+//! the advance to its `now`.
 #![no_main]
 
-use fencelock::{Capacity, Input};
+use fencelock::{Capacity, Error, Input, Output};
 use fencelock_tests::invariants::{check_round_trip, check_service, Shadow};
 use fencelock_tests::model::Model;
-use fencelock_tests::vectors::VecConfig;
+use fencelock_tests::vectors::{ticked_copy, VecConfig};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -34,33 +35,49 @@ fuzz_target!(|data: &[u8]| {
         let (frame, next) = tail.split_at(len);
         rest = next;
         let before = svc.snapshot_vec();
-        let mut outs = Vec::new();
+        let mut events: Vec<Output> = Vec::new();
         let decoded = Input::from_frame(frame);
+        let ticked = decoded
+            .as_ref()
+            .ok()
+            .map(|i| ticked_copy(&svc, i.now().max(svc.now())));
         if let Ok(input) = &decoded {
             shadow.before(input);
         }
-        let got = svc.handle_frame(frame, &mut |o| outs.push(o));
+        let got = svc.handle_frame(frame, &mut events);
         match &decoded {
             Ok(input) => {
                 let want = model.apply(input);
-                match (&got, &want) {
-                    (Ok(()), Ok(w)) => assert_eq!(&outs, w, "{input:?}"),
-                    (Err(e), Err(w)) => assert_eq!(e, w, "{input:?}"),
-                    _ => panic!("{input:?}: service {got:?} {outs:?}, model {want:?}"),
-                }
-                if let Err(e) = shadow.after(got.map_err(|e| e.code()), &outs) {
+                assert_eq!(got, want.result, "{input:?}");
+                assert_eq!(events, want.events, "{input:?}");
+                if let Err(e) = shadow.after(&got, &events) {
                     panic!("history invariant after {input:?}: {e}");
                 }
             }
-            Err(_) => assert_eq!(got.map_err(|e| e.code()), Err(501)),
+            Err(_) => assert_eq!(got.as_ref().map_err(|e| e.code()), Err(501)),
         }
-        if got.is_err() {
-            assert!(outs.is_empty());
-            assert_eq!(
-                svc.snapshot_vec(),
-                before,
-                "refused input changed the state"
-            );
+        if let Err(e) = &got {
+            match (e, ticked) {
+                (Error::BadFrame | Error::TimeWentBackwards { .. }, _) | (_, None) => {
+                    assert!(events.is_empty());
+                    assert_eq!(
+                        svc.snapshot_vec(),
+                        before,
+                        "refused input changed the state"
+                    );
+                }
+                (_, Some((copy, advance))) => {
+                    assert_eq!(
+                        events, advance,
+                        "refused input emitted more than its advance"
+                    );
+                    assert_eq!(
+                        svc.snapshot_vec(),
+                        copy.snapshot_vec(),
+                        "refused input changed more than the advance"
+                    );
+                }
+            }
         }
         if let Err(e) = check_service(&svc) {
             panic!("state invariant: {e}");

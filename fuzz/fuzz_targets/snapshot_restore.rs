@@ -4,7 +4,7 @@
 //! working (a tick and the inputs after it keep every invariant).
 #![no_main]
 
-use fencelock::{FenceGate, GateRow, LockService, Tick, VecStorage};
+use fencelock::{FenceGate, GateRow, LockService, Output, Tick, VecStorage};
 use fencelock_tests::invariants::{check_round_trip, check_service};
 use libfuzzer_sys::fuzz_target;
 
@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
         }
         assert_eq!(svc.snapshot_vec(), data, "accepted bytes are not canonical");
         check_round_trip(&svc).expect("round trip");
-        let mut sink = |_| {};
+        let mut sink: Vec<Output> = Vec::new();
         if let Some(t) = svc.poll_timeout() {
             if svc.tick(t, &mut sink).is_ok() {
                 check_service(&svc).expect("invariants after a tick");

@@ -1,18 +1,26 @@
-//! DESIGN.md's invariants as executable checks, shared by the simulation, the model-based
-//! tests, the conformance generator and the fuzz targets.
+//! The invariants of docs/SPEC.md §7 as executable checks: the one checker, used by the
+//! simulation, the model-based tests, the determinism tests, the conformance generator,
+//! the model checker and the fuzz targets. Every message names the invariant it found
+//! broken (I1 … I10, and "I-time" for the rule on keep-alives after the list).
 //!
 //! * [`check_service`]: the state invariants, from the service's public queries alone
-//!   (mutual exclusion, tokens in `1..=revision`, no dead or duplicate claims, no waiter
-//!   left behind on a lock that could grant it, counts, deadlines, `poll_timeout`).
-//! * [`check_round_trip`]: snapshot → restore → snapshot gives the same bytes.
-//! * [`Shadow`]: the history invariants, from the output stream: strictly growing tokens,
-//!   FIFO, no barging, no grant to a dead session, lock-delay, and every waiter accounted
-//!   for.
+//!   (I1 mutual exclusion, I2 tokens in `1..=revision` and never held twice, I4 no dead or
+//!   past-deadline session listed, I3 no waiter left behind on a lock that could grant
+//!   it, I8 lock-delay in the future only, I10 no session twice on a lock; counts,
+//!   deadlines, `poll_timeout`).
+//! * [`check_round_trip`]: snapshot → restore → snapshot gives the same bytes (§9).
+//! * [`Shadow`]: the history invariants, from each input's reply and events: I2 strictly
+//!   growing tokens, I3 FIFO and no barging, I4 no grant to a dead session and expiry
+//!   before grants, I5 a refused input emits only its advance's events, I7 at most
+//!   `max_events` events, I8 lock-delay, I9 retries replay, I10 re-acquire keeps the
+//!   token, I-time (a keep-alive moves the deadline to its own `now` + ttl), and every
+//!   waiter accounted for.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use fencelock::{
-    Input, LockService, Mode, Output, ReleaseReason, SessionId, Storage, Tick, VecStorage,
+    Error, Input, LockName, LockService, Mode, Output, ReleaseReason, Reply, SessionId, Storage,
+    Token, VecStorage,
 };
 
 /// Checks every state invariant of `svc` through its queries.
@@ -22,7 +30,7 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
     let now = svc.now().0;
     let revision = svc.revision();
     let cap = svc.capacity();
-    let len = svc.len();
+    let len = svc.usage();
     let sessions: Vec<SessionId> = svc.sessions().collect();
     if sessions.windows(2).any(|w| w[0] >= w[1]) {
         return Err(format!(
@@ -48,13 +56,13 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
         // No grant to the dead: every listed session is live at `now`.
         if info.expires_at.0 <= now {
             return Err(format!(
-                "{s} is listed but expired at {} <= now {now}",
+                "I4: {s} is listed but expired at {} <= now {now}",
                 info.expires_at
             ));
         }
         if info.ttl == 0 || info.expires_at.0 > now.saturating_add(info.ttl) {
             return Err(format!(
-                "{s}: expires_at {} beyond now + ttl {}",
+                "I-time: {s}: expires_at {} beyond now + ttl {}",
                 info.expires_at, info.ttl
             ));
         }
@@ -86,49 +94,52 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
         if let Some(d) = delay {
             if d.0 <= now {
                 return Err(format!(
-                    "lock {lock:?}: delay {d} reported though not after now"
+                    "I8: lock {lock:?}: delay {d} reported though not after now"
                 ));
             }
             deadlines.push(d.0);
         }
-        // 1. Mutual exclusion.
+        // I1 Mutual exclusion.
         let exclusive = holders.iter().filter(|h| h.mode == Mode::Exclusive).count();
         if exclusive > 1 || (exclusive == 1 && holders.len() > 1) {
             return Err(format!(
-                "lock {lock:?}: mutual exclusion violated: {holders:?}"
+                "I1: lock {lock:?}: mutual exclusion violated: {holders:?}"
             ));
         }
         let mut seen = BTreeSet::new();
         for h in &holders {
-            // 2. Tokens: 1..=revision, every grant its own.
+            // I2 Tokens: 1..=revision, every grant its own.
             if h.token.0 == 0 || h.token.0 > revision {
                 return Err(format!(
-                    "lock {lock:?}: token {} outside 1..={revision}",
+                    "I2: lock {lock:?}: token {} outside 1..={revision}",
                     h.token.0
                 ));
             }
             if !tokens.insert(h.token.0) {
-                return Err(format!("token {} held twice", h.token.0));
+                return Err(format!("I2: token {} held twice", h.token.0));
             }
             if !live.contains(&h.session) {
-                return Err(format!("lock {lock:?} held by dead {}", h.session));
+                return Err(format!("I4: lock {lock:?} held by dead {}", h.session));
             }
             if !seen.insert(h.session) {
-                return Err(format!("lock {lock:?}: {} holds twice", h.session));
+                return Err(format!("I10: lock {lock:?}: {} holds twice", h.session));
             }
             *holds.entry(h.session).or_default() += 1;
         }
         for w in &waiters {
             if !live.contains(&w.session) {
-                return Err(format!("lock {lock:?}: dead {} waits", w.session));
+                return Err(format!("I4: lock {lock:?}: dead {} waits", w.session));
             }
             if !seen.insert(w.session) {
-                return Err(format!("lock {lock:?}: {} holds/waits twice", w.session));
+                return Err(format!(
+                    "I10: lock {lock:?}: {} holds/waits twice",
+                    w.session
+                ));
             }
             if let Some(d) = w.deadline {
                 if d.0 <= now {
                     return Err(format!(
-                        "lock {lock:?}: wait of {} past its deadline",
+                        "I3: lock {lock:?}: wait of {} past its deadline",
                         w.session
                     ));
                 }
@@ -136,14 +147,14 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
             }
             *waits.entry(w.session).or_default() += 1;
         }
-        // 3. No lost wake-up: the head of a queue waits only for a reason.
+        // I3 No lost wake-up: the head of a queue waits only for a reason.
         if let Some(head) = waiters.first() {
             let blocked = delay.is_some()
                 || (!holders.is_empty()
                     && (head.mode == Mode::Exclusive || holders[0].mode == Mode::Exclusive));
             if !blocked {
                 return Err(format!(
-                    "lock {lock:?}: head {} could be granted but waits",
+                    "I3: lock {lock:?}: head {} could be granted but waits",
                     head.session
                 ));
             }
@@ -207,30 +218,33 @@ struct Hold {
 }
 
 #[derive(Clone, Debug)]
-struct Wait {
+struct Waiting {
     session: SessionId,
+    mode: Mode,
     deadline: Option<u64>,
 }
 
-/// Bookkeeping of the output stream that checks the history invariants.
+/// Bookkeeping of what the service answered and emitted, which checks the history
+/// invariants.
 ///
-/// Feed it every input with [`Shadow::before`] and the outputs (or the error) it produced
-/// with [`Shadow::after`]. It follows only what the outputs say plus the inputs' own
-/// fields, never the service's internals.
+/// Feed it every input with [`Shadow::before`] and, after the service handled it, the
+/// reply (or the error) and the events with [`Shadow::after`]. It follows only what the
+/// replies and events say plus the inputs' own fields, never the service's internals.
 #[derive(Clone, Debug, Default)]
 pub struct Shadow {
     lock_delay: u64,
     now: u64,
     real_now: u64,
     max_token: u64,
-    /// Live sessions and their deadline as the outputs announced it.
-    sessions: BTreeMap<SessionId, u64>,
+    max_session: u64,
+    /// Live sessions: their ttl and deadline as the replies announced them.
+    sessions: BTreeMap<SessionId, (u64, u64)>,
     holds: BTreeMap<String, Vec<Hold>>,
-    queues: BTreeMap<String, VecDeque<Wait>>,
+    queues: BTreeMap<String, VecDeque<Waiting>>,
     delay_until: BTreeMap<String, u64>,
-    input: Option<Input>,
-    /// Per session: its latest numbered request, what it was for, and the reply output.
-    numbered: BTreeMap<SessionId, (u64, Input, Output)>,
+    input: Option<(Input, usize)>,
+    /// Per session: its latest numbered request, what it was, and the reply it got.
+    numbered: BTreeMap<SessionId, (u64, Input, Reply)>,
     /// Replayed answers seen (idempotent retries).
     pub replays: u64,
     /// Grants counted (new tokens).
@@ -242,7 +256,7 @@ pub struct Shadow {
 }
 
 impl Shadow {
-    /// A shadow for a fresh service with this lock-delay.
+    /// A shadow for a fresh service with this lock-delay. Cost: O(1).
     pub fn new(lock_delay: u64) -> Shadow {
         Shadow {
             lock_delay,
@@ -250,138 +264,190 @@ impl Shadow {
         }
     }
 
-    /// Tells the shadow the host's real time (in ticks). A host must tick the service up
-    /// to it before any other input; if it does not, a session past its deadline can be
-    /// granted (etcd #9921), which [`after`](Self::after) then reports.
+    /// Tells the shadow the host's real time (in ticks). A host must stamp each input with
+    /// it; one that stamps an older time (the time of its last tick, say) can get a
+    /// session past its deadline granted (the lease-expiry race etcd fixed in its lessor),
+    /// which [`after`](Self::after) then reports. Cost: O(1).
     pub fn set_real_now(&mut self, now: u64) {
         self.real_now = now;
     }
 
-    /// What a retried acquire must answer now (see rule 9), given its recorded reply. A
-    /// queued session's mode is not tracked here, so it is taken from `outputs`.
-    fn acquire_replay(
-        &self,
-        session: SessionId,
-        lock: &fencelock::LockName,
-        reply: &Output,
-        outputs: &[Output],
-    ) -> Output {
+    /// Records the input about to be applied. Cost: O(locks).
+    pub fn before(&mut self, input: &Input) {
+        let claims: usize = self.holds.values().map(Vec::len).sum::<usize>()
+            + self.queues.values().map(VecDeque::len).sum::<usize>();
+        let bound = self.sessions.len() + 2 * claims;
+        self.input = Some((input.clone(), bound));
+    }
+
+    /// Checks the reply (or error) and the events of the input given to
+    /// [`before`](Self::before). Cost: O(events × (claims + locks)).
+    ///
+    /// Errors: a description of the first violation, naming the invariant.
+    pub fn after(
+        &mut self,
+        result: &Result<Reply, Error>,
+        events: &[Output],
+    ) -> Result<(), String> {
+        let (input, bound) = self.input.take().ok_or("after() without before()")?;
+        if events.len() > bound {
+            return Err(format!(
+                "I7: {} events, more than max_events = {bound} before the input",
+                events.len()
+            ));
+        }
+        let now = input.now().0;
+        match result {
+            Err(Error::TimeWentBackwards { .. }) | Err(Error::BufferTooSmall { .. }) => {
+                if matches!(result, Err(Error::TimeWentBackwards { .. })) && now >= self.now {
+                    return Err(format!(
+                        "TimeWentBackwards for {now}, but time is {}",
+                        self.now
+                    ));
+                }
+                if !events.is_empty() {
+                    return Err(format!(
+                        "I5: refused before the advance but emitted {events:?}"
+                    ));
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        if now < self.now {
+            return Err(format!(
+                "I-time: an input at {now} was taken though time is {}",
+                self.now
+            ));
+        }
+        self.now = now;
+        let replay = match (result, numbered(&input)) {
+            (Ok(_), Some((session, n))) => match self.numbered.get(&session) {
+                Some((m, first, _)) if n == *m && same_request(first, &input) => true,
+                Some((m, _, _)) if n == *m => {
+                    return Err(format!(
+                        "I9: request number {n} reused for {input:?}, accepted"
+                    ))
+                }
+                Some((m, _, _)) if n < *m => {
+                    return Err(format!("I9: stale request number {n} (< {m}) accepted"))
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        let mut pending = match result {
+            Ok(r) if !replay => Some(*r),
+            _ => None,
+        };
+        let own_events = matches!(
+            input,
+            Input::Release { .. } | Input::Cancel { .. } | Input::CloseSession { .. }
+        );
+        let mut granted = false;
+        for e in events {
+            if own_events && pending.is_some() && self.needs_reply(e) {
+                let r = pending.take().expect("pending");
+                self.reply(&input, r)?;
+            }
+            self.event(&input, e, &mut granted)?;
+        }
+        if replay {
+            let Ok(got) = result else {
+                unreachable!("a replay is Ok")
+            };
+            let (session, _) = numbered(&input).expect("numbered");
+            let (_, first, recorded) = self.numbered[&session].clone();
+            let want = self.replay_answer(session, &first, recorded);
+            if *got != want {
+                return Err(format!(
+                    "I9: retry of {input:?} answered {got:?}, expected {want:?} (first answer \
+                     {recorded:?})"
+                ));
+            }
+            self.replays += 1;
+        } else {
+            if let Some(r) = pending {
+                self.reply(&input, r)?;
+            }
+            // A fresh numbered request (close records nothing: the session is gone).
+            if let (Ok(r), Some((session, n))) = (result, numbered(&input)) {
+                if self.sessions.contains_key(&session) {
+                    self.numbered.insert(session, (n, input.clone(), *r));
+                }
+            }
+        }
+        // Anything the advance made due is gone (docs/SPEC.md §2).
+        if let Some((s, (_, d))) = self.sessions.iter().find(|(_, (_, d))| *d <= self.now) {
+            return Err(format!(
+                "I4: {s} (deadline {d}) not expired at {}",
+                self.now
+            ));
+        }
+        for (lock, q) in &self.queues {
+            if let Some(w) = q.iter().find(|w| w.deadline.is_some_and(|d| d <= self.now)) {
+                return Err(format!(
+                    "I3: wait of {} on {lock:?} not timed out at {}",
+                    w.session, self.now
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether event `e` (of a release, cancel or close) cannot be explained before the
+    /// input's own change: a grant to a waiter that is not yet grantable.
+    fn needs_reply(&self, e: &Output) -> bool {
+        match e {
+            Output::Granted {
+                session,
+                lock,
+                mode,
+                ..
+            } => !self.grantable_head(*session, lock.as_str(), *mode),
+            _ => false,
+        }
+    }
+
+    fn grantable_head(&self, session: SessionId, lock: &str, mode: Mode) -> bool {
+        let head = self.queues.get(lock).and_then(|q| q.front());
+        let holds = self.holds.get(lock).map_or(&[][..], |h| &h[..]);
+        head.is_some_and(|w| w.session == session)
+            && compatible(holds, mode)
+            && self.delay_until.get(lock).is_none_or(|d| self.now >= *d)
+    }
+
+    /// What a repeat of `first` (which was answered `recorded`) must answer now.
+    fn replay_answer(&self, session: SessionId, first: &Input, recorded: Reply) -> Reply {
+        let Input::Acquire { lock, .. } = first else {
+            return recorded;
+        };
         let held = self
             .holds
             .get(lock.as_str())
             .and_then(|h| h.iter().find(|h| h.session == session));
         if let Some(h) = held {
-            return Output::Granted {
-                session,
-                lock: lock.clone(),
+            return Reply::Granted {
                 mode: h.mode,
-                token: fencelock::Token(h.token),
+                token: Token(h.token),
             };
         }
-        let queued = self
-            .queues
-            .get(lock.as_str())
-            .and_then(|q| q.iter().position(|w| w.session == session));
-        if let Some(at) = queued {
-            let mode = match outputs {
-                [Output::Queued { mode, .. }] => *mode,
-                _ => Mode::Exclusive,
-            };
-            return Output::Queued {
-                session,
-                lock: lock.clone(),
+        let queued = self.queues.get(lock.as_str()).and_then(|q| {
+            q.iter()
+                .position(|w| w.session == session)
+                .map(|at| (at, q[at].mode))
+        });
+        if let Some((at, mode)) = queued {
+            return Reply::Queued {
                 mode,
                 position: at as u32 + 1,
             };
         }
-        match reply {
-            Output::Granted { token, .. } => Output::Released {
-                session,
-                lock: lock.clone(),
-                token: *token,
-                reason: ReleaseReason::Released,
-            },
-            Output::Queued { .. } => Output::WaitTimedOut {
-                session,
-                lock: lock.clone(),
-            },
-            _ => reply.clone(),
+        match recorded {
+            Reply::Granted { token, .. } => Reply::HoldEnded { token },
+            Reply::Queued { .. } => Reply::WaitEnded,
+            other => other,
         }
-    }
-
-    /// Records the input about to be applied.
-    pub fn before(&mut self, input: &Input) {
-        self.input = Some(input.clone());
-    }
-
-    /// Checks the outputs of the input given to [`before`](Self::before).
-    ///
-    /// Errors: a description of the first violation.
-    pub fn after(&mut self, result: Result<(), u32>, outputs: &[Output]) -> Result<(), String> {
-        let input = self.input.take().ok_or("after() without before()")?;
-        if let Err(code) = result {
-            // 5. Atomic errors: nothing emitted (the caller compares snapshots).
-            if !outputs.is_empty() {
-                return Err(format!("refused input (err {code}) emitted {outputs:?}"));
-            }
-            return Ok(());
-        }
-        if let Some((session, n)) = numbered(&input) {
-            if let Some((m, first, reply)) = self.numbered.get(&session) {
-                if *m == n && same_request(first, &input) {
-                    // 9. A repeat of the latest request applies nothing. It replays the
-                    // recorded answer, except an acquire's, which answers from the
-                    // session's claim now: holding → Granted (current token), queued →
-                    // Queued (current position), neither → Busy stays Busy, Queued →
-                    // WaitTimedOut, Granted → Released with the recorded token.
-                    let expected = match reply {
-                        Output::Granted { lock, .. }
-                        | Output::Queued { lock, .. }
-                        | Output::Busy { lock, .. } => {
-                            self.acquire_replay(session, lock, reply, outputs)
-                        }
-                        _ => reply.clone(),
-                    };
-                    if outputs != std::slice::from_ref(&expected) {
-                        return Err(format!(
-                            "retry of request {n} answered {outputs:?}, expected {expected:?} \
-                             (first answer was {reply:?})"
-                        ));
-                    }
-                    self.replays += 1;
-                    return Ok(());
-                }
-            }
-            if let Some(reply) = outputs.first() {
-                self.numbered
-                    .insert(session, (n, input.clone(), reply.clone()));
-            }
-        }
-        if let Input::Tick { now } = input {
-            if now.0 < self.now {
-                return Err("time went backwards but the tick was accepted".into());
-            }
-            self.now = now.0;
-        }
-        let mut tick_granted = false;
-        for o in outputs {
-            self.output(&input, o, &mut tick_granted)?;
-        }
-        if let Input::Tick { .. } = input {
-            // Anything the tick made due is gone.
-            if let Some((s, d)) = self.sessions.iter().find(|(_, d)| **d <= self.now) {
-                return Err(format!(
-                    "{s} (deadline {d}) not expired at tick {}",
-                    self.now
-                ));
-            }
-            for (lock, q) in &self.queues {
-                if let Some(w) = q.iter().find(|w| w.deadline.is_some_and(|d| d <= self.now)) {
-                    return Err(format!("wait of {} on {lock:?} not timed out", w.session));
-                }
-            }
-        }
-        Ok(())
     }
 
     fn end_waits_of(&mut self, session: SessionId) {
@@ -392,47 +458,72 @@ impl Shadow {
         }
     }
 
-    fn output(&mut self, input: &Input, o: &Output, tick_granted: &mut bool) -> Result<(), String> {
-        let is_tick = matches!(input, Input::Tick { .. });
-        match o {
-            Output::SessionOpened {
-                session,
-                expires_at,
-            } => {
-                if self.sessions.contains_key(session) {
-                    return Err(format!("{session} opened twice"));
-                }
-                if expires_at.0 <= self.now {
-                    return Err(format!("{session} opened already expired"));
-                }
-                self.sessions.insert(*session, expires_at.0);
+    /// A new token for `session` on `lock`: I1, I2, I4, I8.
+    fn new_grant(
+        &mut self,
+        session: SessionId,
+        lock: &LockName,
+        mode: Mode,
+        token: Token,
+    ) -> Result<(), String> {
+        let name = lock.as_str().to_string();
+        // I2 Strictly growing tokens.
+        if token.0 <= self.max_token {
+            return Err(format!(
+                "I2: {token} not above the previous {}",
+                self.max_token
+            ));
+        }
+        self.max_token = token.0;
+        self.grants += 1;
+        // I4 No grant to the dead (by the service's clock and by the host's).
+        let now = self.now.max(self.real_now);
+        match self.sessions.get(&session) {
+            Some((_, d)) if *d > now => {}
+            _ => return Err(format!("I4: {token} granted to dead {session} at {now}")),
+        }
+        // I8 Lock-delay.
+        if let Some(d) = self.delay_until.get(&name) {
+            if self.now < *d {
+                return Err(format!(
+                    "I8: {lock} granted at {} inside lock-delay until {d}",
+                    self.now
+                ));
             }
-            Output::SessionRenewed {
-                session,
-                expires_at,
-            } => {
-                let d = self
-                    .sessions
-                    .get_mut(session)
-                    .ok_or(format!("renewed unknown {session}"))?;
-                *d = expires_at.0;
-            }
-            Output::SessionClosed { session } | Output::SessionExpired { session } => {
-                let d = self
+        }
+        let holds = self.holds.entry(name).or_default();
+        // I1 Mutual exclusion.
+        if !compatible(holds, mode) {
+            return Err(format!(
+                "I1: {session} granted {lock} {mode} while held: {holds:?}"
+            ));
+        }
+        holds.push(Hold {
+            session,
+            mode,
+            token: token.0,
+        });
+        Ok(())
+    }
+
+    fn event(&mut self, input: &Input, e: &Output, granted: &mut bool) -> Result<(), String> {
+        match e {
+            Output::SessionExpired { session } => {
+                let (_, d) = self
                     .sessions
                     .remove(session)
-                    .ok_or(format!("ended unknown {session}"))?;
-                if matches!(o, Output::SessionExpired { .. }) {
-                    if !is_tick || d > self.now {
-                        return Err(format!(
-                            "{session} expired before its deadline {d} (now {})",
-                            self.now
-                        ));
-                    }
-                    // 4. Expiry precedes every grant in the tick.
-                    if *tick_granted {
-                        return Err(format!("{session} expired after a grant in the same tick"));
-                    }
+                    .ok_or(format!("{session} expired but was not open"))?;
+                if d > self.now {
+                    return Err(format!(
+                        "I-time: {session} expired at {} before its deadline {d}",
+                        self.now
+                    ));
+                }
+                // I4 Expiry precedes every grant of the advance.
+                if *granted {
+                    return Err(format!(
+                        "I4: {session} expired after a grant in the same input"
+                    ));
                 }
                 self.end_waits_of(*session);
                 self.numbered.remove(session);
@@ -451,16 +542,28 @@ impl Shadow {
                         "{session} released {lock} ({token}) it did not hold"
                     ))?;
                 holds.remove(i);
-                if *reason == ReleaseReason::Expired && self.lock_delay > 0 {
-                    let until = self.now.saturating_add(self.lock_delay);
-                    let d = self
-                        .delay_until
-                        .entry(lock.as_str().to_string())
-                        .or_default();
-                    *d = (*d).max(until);
-                }
-                if self.sessions.contains_key(session) && *reason != ReleaseReason::Released {
-                    return Err(format!("{session} released ({reason:?}) while still open"));
+                match reason {
+                    ReleaseReason::Expired => {
+                        if self.sessions.contains_key(session) {
+                            return Err(format!("{session} released (expired) while still open"));
+                        }
+                        if self.lock_delay > 0 {
+                            let until = self.now.saturating_add(self.lock_delay);
+                            let d = self
+                                .delay_until
+                                .entry(lock.as_str().to_string())
+                                .or_default();
+                            *d = (*d).max(until);
+                        }
+                    }
+                    ReleaseReason::Closed => {
+                        if input.session() != Some(*session)
+                            || !matches!(input, Input::CloseSession { .. })
+                        {
+                            return Err(format!("{e:?} but the input was {input:?}"));
+                        }
+                    }
+                    _ => return Err(format!("an event for the caller's own release: {e:?}")),
                 }
             }
             Output::Granted {
@@ -469,113 +572,25 @@ impl Shadow {
                 mode,
                 token,
             } => {
-                let name = lock.as_str().to_string();
-                let holds = self.holds.entry(name.clone()).or_default();
-                if let Some(h) = holds.iter().find(|h| h.session == *session) {
-                    // 10. Re-acquire (or a replayed answer): the same grant.
-                    if h.token != token.0 || h.mode != *mode || is_tick {
-                        return Err(format!(
-                            "{session} granted {lock} twice: {} then {token}",
-                            h.token
-                        ));
-                    }
-                    return Ok(());
-                }
-                // 2. Strictly growing tokens.
-                if token.0 <= self.max_token {
-                    return Err(format!("{token} not above the previous {}", self.max_token));
-                }
-                self.max_token = token.0;
-                self.grants += 1;
-                // 4. No grant to the dead.
-                // 4. No grant to the dead (by the service's clock and by the host's).
-                let now = self.now.max(self.real_now);
-                match self.sessions.get(session) {
-                    Some(d) if *d > now => {}
-                    _ => return Err(format!("{token} granted to dead {session} at {now}")),
-                }
-                // 1. Mutual exclusion.
-                if holds
-                    .iter()
-                    .any(|h| *mode == Mode::Exclusive || h.mode == Mode::Exclusive)
-                {
-                    return Err(format!(
-                        "{session} granted {lock} {mode} while held: {holds:?}"
-                    ));
-                }
-                // 8. Lock-delay.
-                if let Some(d) = self.delay_until.get(&name) {
-                    if self.now < *d {
-                        return Err(format!(
-                            "{lock} granted at {} inside lock-delay until {d}",
-                            self.now
-                        ));
-                    }
-                }
-                holds.push(Hold {
-                    session: *session,
-                    mode: *mode,
-                    token: token.0,
-                });
-                // 3. FIFO, no barging: a grant goes to the queue head, or to a new
-                // acquirer only when nobody waits.
-                let q = self.queues.entry(name).or_default();
+                // I3 FIFO: an event grant goes to the head of the queue.
+                let q = self.queues.entry(lock.as_str().to_string()).or_default();
                 match q.front() {
-                    Some(w) if w.session == *session => {
+                    Some(w) if w.session == *session && w.mode == *mode => {
                         q.pop_front();
                         self.waits_ended += 1;
                     }
                     Some(w) => {
                         return Err(format!(
-                            "{session} granted {lock} ahead of waiter {}",
-                            w.session
+                            "I3: {session} granted {lock} {mode} ahead of waiter {} ({})",
+                            w.session, w.mode
                         ));
                     }
-                    None => {
-                        let direct = matches!(input, Input::Acquire { session: s, lock: l, .. } if s == session && l == lock);
-                        if !direct {
-                            return Err(format!(
-                                "{session} granted {lock} without asking or waiting"
-                            ));
-                        }
-                    }
+                    None => return Err(format!("I3: {session} granted {lock} without waiting")),
                 }
-                if is_tick {
-                    *tick_granted = true;
-                }
+                self.new_grant(*session, lock, *mode, *token)?;
+                *granted = true;
             }
-            Output::Queued {
-                session,
-                lock,
-                mode: _,
-                position,
-            } => {
-                let q = self.queues.entry(lock.as_str().to_string()).or_default();
-                if q.iter().any(|w| w.session == *session) {
-                    // A replayed answer (idempotent retry): nothing new.
-                    return Ok(());
-                }
-                let deadline = match input {
-                    Input::Acquire {
-                        wait: fencelock::Wait::Until(t),
-                        ..
-                    } => Some(t.0),
-                    _ => None,
-                };
-                q.push_back(Wait {
-                    session: *session,
-                    deadline,
-                });
-                if *position as usize != q.len() {
-                    return Err(format!(
-                        "{session} queued at {position}, shadow says {}",
-                        q.len()
-                    ));
-                }
-                self.waits_queued += 1;
-            }
-            Output::Busy { .. } => {}
-            Output::WaitTimedOut { session, lock } | Output::WaitCancelled { session, lock } => {
+            Output::WaitTimedOut { session, lock } => {
                 let q = self.queues.entry(lock.as_str().to_string()).or_default();
                 let i = q
                     .iter()
@@ -583,36 +598,210 @@ impl Shadow {
                     .ok_or(format!("{session} left {lock}'s queue it was not in"))?;
                 let w = q.remove(i).expect("index found");
                 self.waits_ended += 1;
-                if let Output::WaitTimedOut { .. } = o {
-                    if !is_tick || w.deadline.is_none_or(|d| d > self.now) {
-                        return Err(format!("{session} timed out on {lock} before its deadline"));
-                    }
+                if w.deadline.is_none_or(|d| d > self.now) {
+                    return Err(format!(
+                        "I3: {session} timed out on {lock} before its deadline"
+                    ));
                 }
             }
-            _ => return Err(format!("unknown output {o:?}")),
+            _ => return Err(format!("unknown event {e:?}")),
         }
         Ok(())
     }
 
-    /// Waits the outputs announced that have not ended yet.
+    /// Applies the caller's reply to a fresh (not replayed) input.
+    fn reply(&mut self, input: &Input, r: Reply) -> Result<(), String> {
+        let now = self.now;
+        match (input, r) {
+            (
+                Input::OpenSession { ttl, .. },
+                Reply::Opened {
+                    session,
+                    expires_at,
+                },
+            ) => {
+                if session.0 <= self.max_session {
+                    return Err(format!(
+                        "{session} opened, but ids up to {} were used",
+                        self.max_session
+                    ));
+                }
+                self.max_session = session.0;
+                if Some(expires_at.0) != now.checked_add(*ttl) {
+                    return Err(format!(
+                        "I-time: opened at {now} with ttl {ttl}, expires at {expires_at}"
+                    ));
+                }
+                self.sessions.insert(session, (*ttl, expires_at.0));
+            }
+            (Input::KeepAlive { session, .. }, Reply::KeptAlive { expires_at }) => {
+                let (ttl, d) = self
+                    .sessions
+                    .get_mut(session)
+                    .ok_or(format!("kept alive {session}, which is not open"))?;
+                if Some(expires_at.0) != now.checked_add(*ttl) {
+                    return Err(format!(
+                        "I-time: keep-alive of {session} at {now} (ttl {ttl}) gave deadline {expires_at}"
+                    ));
+                }
+                *d = expires_at.0;
+            }
+            (Input::CloseSession { session, .. }, Reply::Closed) => {
+                self.sessions
+                    .remove(session)
+                    .ok_or(format!("closed {session}, which is not open"))?;
+                if let Some((lock, _)) = self
+                    .holds
+                    .iter()
+                    .find(|(_, h)| h.iter().any(|h| h.session == *session))
+                {
+                    return Err(format!("closed {session} still holds {lock:?}"));
+                }
+                self.end_waits_of(*session);
+                self.numbered.remove(session);
+            }
+            (
+                Input::Acquire {
+                    session,
+                    lock,
+                    mode,
+                    ..
+                },
+                Reply::Granted { mode: m, token },
+            ) => {
+                let name = lock.as_str();
+                let held = self
+                    .holds
+                    .get(name)
+                    .and_then(|h| h.iter().find(|h| h.session == *session))
+                    .cloned();
+                if let Some(h) = held {
+                    // I10 Re-acquire: the same grant.
+                    if h.token != token.0 || h.mode != m || m != *mode {
+                        return Err(format!(
+                            "I10: {session} re-acquired {lock}: held {} {}, answered {token} {m}",
+                            h.token, h.mode
+                        ));
+                    }
+                    return Ok(());
+                }
+                if m != *mode {
+                    return Err(format!("asked for {lock} {mode}, granted {m}"));
+                }
+                // I3 No barging: a direct grant only when nobody waits.
+                if let Some(w) = self.queues.get(name).and_then(|q| q.front()) {
+                    return Err(format!(
+                        "I3: {session} granted {lock} directly while {} waits",
+                        w.session
+                    ));
+                }
+                self.new_grant(*session, lock, m, token)?;
+            }
+            (
+                Input::Acquire {
+                    session,
+                    lock,
+                    mode,
+                    wait,
+                    ..
+                },
+                Reply::Queued { mode: m, position },
+            ) => {
+                if m != *mode {
+                    return Err(format!("asked for {lock} {mode}, queued {m}"));
+                }
+                let deadline = match wait {
+                    fencelock::Wait::Until(t) if t.0 <= now => {
+                        return Err(format!(
+                            "I3: queued with a deadline {t} not after now {now}"
+                        ))
+                    }
+                    fencelock::Wait::Until(t) => Some(t.0),
+                    fencelock::Wait::Forever => None,
+                    fencelock::Wait::None => return Err("I3: a try-lock was queued".into()),
+                };
+                let q = self.queues.entry(lock.as_str().to_string()).or_default();
+                if q.iter().any(|w| w.session == *session) {
+                    return Err(format!("{session} queued twice on {lock}"));
+                }
+                q.push_back(Waiting {
+                    session: *session,
+                    mode: m,
+                    deadline,
+                });
+                if position as usize != q.len() {
+                    return Err(format!(
+                        "I3: {session} queued at {position}, shadow says {}",
+                        q.len()
+                    ));
+                }
+                self.waits_queued += 1;
+            }
+            (Input::Acquire { lock, mode, .. }, Reply::Busy) => {
+                let name = lock.as_str();
+                let holds = self.holds.get(name).map_or(&[][..], |h| &h[..]);
+                let free = compatible(holds, *mode)
+                    && self.queues.get(name).is_none_or(|q| q.is_empty())
+                    && self.delay_until.get(name).is_none_or(|d| now >= *d);
+                if free {
+                    return Err(format!("I3: busy, but {lock} was grantable in {mode}"));
+                }
+            }
+            (Input::Release { session, lock, .. }, Reply::Released { token }) => {
+                let holds = self.holds.entry(lock.as_str().to_string()).or_default();
+                let i = holds
+                    .iter()
+                    .position(|h| h.session == *session && h.token == token.0)
+                    .ok_or(format!(
+                        "{session} released {lock} ({token}) it did not hold"
+                    ))?;
+                holds.remove(i);
+            }
+            (Input::Cancel { session, lock, .. }, Reply::Cancelled) => {
+                let q = self.queues.entry(lock.as_str().to_string()).or_default();
+                let i = q
+                    .iter()
+                    .position(|w| w.session == *session)
+                    .ok_or(format!("{session} cancelled {lock}, but it was not queued"))?;
+                q.remove(i);
+                self.waits_ended += 1;
+            }
+            (Input::Tick { now: t }, Reply::Ticked { now: got }) if *t == got => {}
+            (input, r) => return Err(format!("reply {r:?} does not answer {input:?}")),
+        }
+        Ok(())
+    }
+
+    /// Waits the replies announced that have not ended yet. Cost: O(locks).
     pub fn open_waits(&self) -> usize {
         self.queues.values().map(|q| q.len()).sum()
     }
 
-    /// Live sessions per the outputs.
+    /// Live sessions per the replies and events. Cost: O(1).
     pub fn live_sessions(&self) -> usize {
         self.sessions.len()
     }
 
-    /// Checks the service's queries against what the outputs said (holders and queues
-    /// in order, live sessions).
+    /// Checks the service's queries against what the replies and events said (sessions
+    /// and their deadlines, holders, queues in order, the revision).
+    /// Cost: O(sessions + claims).
     ///
     /// Errors: the first difference.
     pub fn agrees_with<S: Storage>(&self, svc: &LockService<S>) -> Result<(), String> {
         let live: Vec<SessionId> = svc.sessions().collect();
         let mine: Vec<SessionId> = self.sessions.keys().copied().collect();
         if live != mine {
-            return Err(format!("sessions: service {live:?}, outputs {mine:?}"));
+            return Err(format!(
+                "sessions: service {live:?}, replies and events {mine:?}"
+            ));
+        }
+        for (s, (_, d)) in &self.sessions {
+            let got = svc.session(*s).map(|i| i.expires_at.0);
+            if got != Some(*d) {
+                return Err(format!(
+                    "I-time: deadline of {s}: service {got:?}, replies {d}"
+                ));
+            }
         }
         for (lock, holds) in &self.holds {
             let mut got: Vec<(SessionId, u64)> =
@@ -623,7 +812,7 @@ impl Shadow {
             want.sort();
             if got != want {
                 return Err(format!(
-                    "holders of {lock:?}: service {got:?}, outputs {want:?}"
+                    "holders of {lock:?}: service {got:?}, replies {want:?}"
                 ));
             }
         }
@@ -632,44 +821,33 @@ impl Shadow {
             let want: Vec<SessionId> = q.iter().map(|w| w.session).collect();
             if got != want {
                 return Err(format!(
-                    "queue of {lock:?}: service {got:?}, outputs {want:?}"
+                    "queue of {lock:?}: service {got:?}, replies {want:?}"
                 ));
             }
         }
         if svc.revision() != self.max_token {
             return Err(format!(
-                "revision {} but the highest token granted is {}",
+                "I2: revision {} but the highest token granted is {}",
                 svc.revision(),
                 self.max_token
             ));
         }
-        let _ = Tick(0);
         Ok(())
     }
+}
+
+/// Whether a `mode` grant fits beside `holds` (I1).
+fn compatible(holds: &[Hold], mode: Mode) -> bool {
+    holds.is_empty() || (mode == Mode::Shared && holds.iter().all(|h| h.mode == Mode::Shared))
 }
 
 /// The session and number of a numbered request (close never replays).
 fn numbered(input: &Input) -> Option<(SessionId, u64)> {
     match input {
-        Input::KeepAlive {
-            session,
-            request: Some(n),
-        }
-        | Input::Acquire {
-            session,
-            request: Some(n),
-            ..
-        }
-        | Input::Release {
-            session,
-            request: Some(n),
-            ..
-        }
-        | Input::Cancel {
-            session,
-            request: Some(n),
-            ..
-        } => Some((*session, *n)),
+        Input::KeepAlive { .. }
+        | Input::Acquire { .. }
+        | Input::Release { .. }
+        | Input::Cancel { .. } => Some((input.session()?, input.request()?)),
         _ => None,
     }
 }

@@ -1,23 +1,36 @@
 //! A reference model of the lock service built from std collections: the semantics of
-//! DESIGN.md written the plain way (vectors and maps, scans everywhere, no heaps, no free
-//! lists, no hashing), so that the core's fast structures can be compared against it.
+//! docs/SPEC.md written the plain way (vectors and maps, scans everywhere, no heaps, no
+//! free lists, no hashing), so that the core's fast structures can be compared against it.
 //!
-//! It mirrors the documented contract of every input: which error wins when several
-//! apply, the order of outputs inside a close or a tick, idempotent-retry replies, and the
+//! It mirrors the documented contract of every input (docs/SPEC.md §2–§6): the advance to
+//! the input's `now` first (its events stand even when the input is then refused), which
+//! error wins when several apply, the caller's [`Reply`] apart from the events for others,
+//! the order of events inside a close or an advance, idempotent-retry replies, and the
 //! capacity accounting (a lock entry exists while held, awaited or in lock-delay).
 
 use std::collections::{BTreeMap, VecDeque};
 
 use fencelock::{
-    Capacity, Error, Holder, Input, LockName, Mode, Output, ReleaseReason, SessionId, SessionInfo,
-    Table, Tick, Token, Wait, Waiter,
+    Capacity, Error, Holder, Input, LockName, Mode, Output, ReleaseReason, Reply, SessionId,
+    SessionInfo, Table, Tick, Token, Usage, Wait, Waiter,
 };
+
+/// What one input did, as the model predicts it: the caller's answer and, apart from it,
+/// the events for others (the advance's first). A refused input's `events` are its
+/// advance's, which stand (docs/SPEC.md §5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// The caller's reply, or the refusal.
+    pub result: Result<Reply, Error>,
+    /// The events, in order.
+    pub events: Vec<Output>,
+}
 
 /// What a numbered request answered, and for which arguments.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Reply {
+enum Recorded {
     None,
-    Renewed(u64),
+    KeptAlive(u64),
     Granted(Mode, u64),
     Queued(Mode, u32),
     Busy,
@@ -42,7 +55,7 @@ struct Session {
     ttl: u64,
     expires_at: u64,
     last_request: u64,
-    last_reply: Reply,
+    last_reply: Recorded,
     last_target: Target,
 }
 
@@ -98,38 +111,82 @@ impl Model {
         }
     }
 
-    /// Applies one input: its outputs, or the error (and then nothing changed).
-    pub fn apply(&mut self, input: &Input) -> Result<Vec<Output>, Error> {
-        let mut next = self.clone();
-        let mut out = Vec::new();
-        next.step(input, &mut out)?;
-        *self = next;
-        Ok(out)
+    /// Applies one input with an unbounded sink: `TimeWentBackwards` changes nothing;
+    /// otherwise the advance to the input's `now` happens and stands, then the input
+    /// itself is applied, or refused with nothing changed beyond the advance.
+    pub fn apply(&mut self, input: &Input) -> Step {
+        self.apply_with_room(input, usize::MAX)
     }
 
-    fn step(&mut self, input: &Input, out: &mut Vec<Output>) -> Result<(), Error> {
+    /// [`apply`](Self::apply) with a sink that has `room` free places: less than
+    /// [`max_events`](Self::max_events) is `BufferTooSmall`, checked after the time and
+    /// before anything changes.
+    pub fn apply_with_room(&mut self, input: &Input, room: usize) -> Step {
+        let now = input.now().0;
+        if now < self.now {
+            return Step {
+                result: Err(Error::TimeWentBackwards {
+                    now: Tick(self.now),
+                    requested: Tick(now),
+                }),
+                events: Vec::new(),
+            };
+        }
+        let need = self.max_events();
+        if room < need {
+            return Step {
+                result: Err(Error::BufferTooSmall { need: need as u32 }),
+                events: Vec::new(),
+            };
+        }
+        let mut events = Vec::new();
+        self.advance(now, &mut events);
+        let advanced = events.len();
+        let mut next = self.clone();
+        let result = next.step(input, &mut events);
+        match result {
+            Ok(_) => *self = next,
+            // Nothing beyond the advance (every step checks before it emits anything).
+            Err(_) => events.truncate(advanced),
+        }
+        Step { result, events }
+    }
+
+    /// The most events one input can emit now: sessions + 2 × claims in use.
+    pub fn max_events(&self) -> usize {
+        self.sessions.len() + 2 * self.claims.len()
+    }
+
+    fn step(&mut self, input: &Input, out: &mut Vec<Output>) -> Result<Reply, Error> {
         match input {
-            Input::OpenSession { ttl } => self.open(*ttl, out),
-            Input::KeepAlive { session, request } => self.keep_alive(*session, *request, out),
-            Input::CloseSession { session, request } => self.close(*session, *request, out),
+            Input::OpenSession { ttl, .. } => self.open(*ttl),
+            Input::KeepAlive {
+                session, request, ..
+            } => self.keep_alive(*session, *request),
+            Input::CloseSession {
+                session, request, ..
+            } => self.close(*session, *request, out),
             Input::Acquire {
                 session,
                 lock,
                 mode,
                 wait,
                 request,
-            } => self.acquire(*session, lock, *mode, *wait, *request, out),
+                ..
+            } => self.acquire(*session, lock, *mode, *wait, *request),
             Input::Release {
                 session,
                 lock,
                 request,
+                ..
             } => self.release(*session, lock, *request, out),
             Input::Cancel {
                 session,
                 lock,
                 request,
+                ..
             } => self.cancel(*session, lock, *request, out),
-            Input::Tick { now } => self.tick(now.0, out),
+            Input::Tick { now } => Ok(Reply::Ticked { now: *now }),
             _ => Err(Error::BadFrame),
         }
     }
@@ -151,14 +208,14 @@ impl Model {
         Ok(lock.as_str().to_string())
     }
 
-    /// `Some(reply)` to replay, `None` to apply.
+    /// `Some(recorded)` to replay, `None` to apply.
     fn check_request(
         &self,
         s: SessionId,
         request: Option<u64>,
         kind: Kind,
         target: &Target,
-    ) -> Result<Option<Reply>, Error> {
+    ) -> Result<Option<Recorded>, Error> {
         let Some(n) = request else { return Ok(None) };
         let row = self.session(s)?;
         if n < row.last_request {
@@ -167,15 +224,15 @@ impl Model {
                 latest: row.last_request,
             });
         }
-        if n > row.last_request || row.last_reply == Reply::None {
+        if n > row.last_request || row.last_reply == Recorded::None {
             return Ok(None);
         }
         let recorded = match row.last_reply {
-            Reply::None => unreachable!("handled above"),
-            Reply::Renewed(_) => Kind::KeepAlive,
-            Reply::Granted(..) | Reply::Queued(..) | Reply::Busy => Kind::Acquire,
-            Reply::Released(_) => Kind::Release,
-            Reply::Cancelled => Kind::Cancel,
+            Recorded::None => unreachable!("handled above"),
+            Recorded::KeptAlive(_) => Kind::KeepAlive,
+            Recorded::Granted(..) | Recorded::Queued(..) | Recorded::Busy => Kind::Acquire,
+            Recorded::Released(_) => Kind::Release,
+            Recorded::Cancelled => Kind::Cancel,
         };
         if recorded != kind || row.last_target != *target {
             return Err(Error::RequestReused { request: n });
@@ -183,7 +240,7 @@ impl Model {
         Ok(Some(row.last_reply.clone()))
     }
 
-    fn record(&mut self, s: SessionId, request: Option<u64>, target: Target, reply: Reply) {
+    fn record(&mut self, s: SessionId, request: Option<u64>, target: Target, reply: Recorded) {
         if let Some(n) = request {
             let row = self.sessions.get_mut(&s.0).expect("live session");
             row.last_request = n;
@@ -192,7 +249,7 @@ impl Model {
         }
     }
 
-    fn open(&mut self, ttl: u64, out: &mut Vec<Output>) -> Result<(), Error> {
+    fn open(&mut self, ttl: u64) -> Result<Reply, Error> {
         if ttl == 0 {
             return Err(Error::BadTtl);
         }
@@ -208,41 +265,32 @@ impl Model {
                 ttl,
                 expires_at,
                 last_request: 0,
-                last_reply: Reply::None,
+                last_reply: Recorded::None,
                 last_target: None,
             },
         );
-        out.push(Output::SessionOpened {
+        Ok(Reply::Opened {
             session: SessionId(id),
             expires_at: Tick(expires_at),
-        });
-        Ok(())
+        })
     }
 
-    fn keep_alive(
-        &mut self,
-        s: SessionId,
-        request: Option<u64>,
-        out: &mut Vec<Output>,
-    ) -> Result<(), Error> {
+    fn keep_alive(&mut self, s: SessionId, request: Option<u64>) -> Result<Reply, Error> {
         let ttl = self.session(s)?.ttl;
-        if let Some(reply) = self.check_request(s, request, Kind::KeepAlive, &None)? {
-            if let Reply::Renewed(e) = reply {
-                out.push(Output::SessionRenewed {
-                    session: s,
-                    expires_at: Tick(e),
-                });
-            }
-            return Ok(());
+        if let Some(recorded) = self.check_request(s, request, Kind::KeepAlive, &None)? {
+            let Recorded::KeptAlive(e) = recorded else {
+                unreachable!("the kind matched")
+            };
+            return Ok(Reply::KeptAlive {
+                expires_at: Tick(e),
+            });
         }
         let e = self.now.checked_add(ttl).ok_or(Error::DeadlineOverflow)?;
         self.sessions.get_mut(&s.0).expect("live").expires_at = e;
-        self.record(s, request, None, Reply::Renewed(e));
-        out.push(Output::SessionRenewed {
-            session: s,
+        self.record(s, request, None, Recorded::KeptAlive(e));
+        Ok(Reply::KeptAlive {
             expires_at: Tick(e),
-        });
-        Ok(())
+        })
     }
 
     fn close(
@@ -250,14 +298,13 @@ impl Model {
         s: SessionId,
         request: Option<u64>,
         out: &mut Vec<Output>,
-    ) -> Result<(), Error> {
+    ) -> Result<Reply, Error> {
         self.session(s)?;
         self.check_request(s, request, Kind::Close, &None)?;
-        out.push(Output::SessionClosed { session: s });
         let mut dirty = Vec::new();
         self.end_session(s.0, ReleaseReason::Closed, &mut dirty, out);
         self.grant_dirty(&dirty, out);
-        Ok(())
+        Ok(Reply::Closed)
     }
 
     fn lock_name(lock: &str) -> LockName {
@@ -271,52 +318,37 @@ impl Model {
         mode: Mode,
         wait: Wait,
         request: Option<u64>,
-        out: &mut Vec<Output>,
-    ) -> Result<(), Error> {
+    ) -> Result<Reply, Error> {
         self.session(s)?;
         let name = self.name(lock)?;
         let target: Target = Some((name.clone(), Some(mode)));
-        if let Some(reply) = self.check_request(s, request, Kind::Acquire, &target)? {
-            // A retry answers from the claim now, not from the recorded reply: holding →
-            // Granted (current token), queued → Queued (current position), neither → Busy
-            // stays Busy, Queued → WaitTimedOut, Granted → Released (recorded token).
-            out.push(match (self.claim_of(s.0, &name), reply) {
+        if let Some(recorded) = self.check_request(s, request, Kind::Acquire, &target)? {
+            // A retry answers from the claim now (docs/SPEC.md §6): holding → Granted
+            // (current token), queued → Queued (current position), neither → Busy stays
+            // Busy, Queued → WaitEnded, Granted → HoldEnded (recorded token).
+            return Ok(match (self.claim_of(s.0, &name), recorded) {
                 (Some(seq), _) => {
                     let c = &self.claims[&seq];
                     if c.holding {
-                        Output::Granted {
-                            session: s,
-                            lock: lock.clone(),
+                        Reply::Granted {
                             mode: c.mode,
                             token: Token(c.value),
                         }
                     } else {
                         let queue = &self.locks[&name].waiters;
                         let at = queue.iter().position(|x| *x == seq).expect("queued");
-                        Output::Queued {
-                            session: s,
-                            lock: lock.clone(),
+                        Reply::Queued {
                             mode: c.mode,
                             position: at as u32 + 1,
                         }
                     }
                 }
-                (None, Reply::Granted(_, token)) => Output::Released {
-                    session: s,
-                    lock: lock.clone(),
+                (None, Recorded::Granted(_, token)) => Reply::HoldEnded {
                     token: Token(token),
-                    reason: ReleaseReason::Released,
                 },
-                (None, Reply::Queued(..)) => Output::WaitTimedOut {
-                    session: s,
-                    lock: lock.clone(),
-                },
-                (None, _) => Output::Busy {
-                    session: s,
-                    lock: lock.clone(),
-                },
+                (None, Recorded::Queued(..)) => Reply::WaitEnded,
+                (None, _) => Reply::Busy,
             });
-            return Ok(());
         }
         if let Some(c) = self.claim_of(s.0, &name) {
             let claim = &self.claims[&c];
@@ -327,14 +359,11 @@ impl Model {
                 return Err(Error::ModeMismatch { held: claim.mode });
             }
             let token = claim.value;
-            self.record(s, request, target, Reply::Granted(mode, token));
-            out.push(Output::Granted {
-                session: s,
-                lock: lock.clone(),
+            self.record(s, request, target, Recorded::Granted(mode, token));
+            return Ok(Reply::Granted {
                 mode,
                 token: Token(token),
             });
-            return Ok(());
         }
         let grantable = match self.locks.get(&name) {
             None => true,
@@ -352,12 +381,8 @@ impl Model {
             Wait::Forever => Some(u64::MAX),
         };
         if !grantable && deadline.is_none() {
-            self.record(s, request, target, Reply::Busy);
-            out.push(Output::Busy {
-                session: s,
-                lock: lock.clone(),
-            });
-            return Ok(());
+            self.record(s, request, target, Recorded::Busy);
+            return Ok(Reply::Busy);
         }
         if self.claims.len() >= self.cap.claims as usize {
             return Err(Error::CapacityExceeded(Table::Claims));
@@ -392,28 +417,20 @@ impl Model {
         );
         if grantable {
             let token = self.grant(seq);
-            self.record(s, request, target, Reply::Granted(mode, token));
-            out.push(Output::Granted {
-                session: s,
-                lock: lock.clone(),
+            self.record(s, request, target, Recorded::Granted(mode, token));
+            Ok(Reply::Granted {
                 mode,
                 token: Token(token),
-            });
+            })
         } else {
             let d = deadline.expect("checked");
             self.claims.get_mut(&seq).expect("new").value = d;
             let l = self.locks.get_mut(&name).expect("exists");
             l.waiters.push_back(seq);
             let position = l.waiters.len() as u32;
-            self.record(s, request, target, Reply::Queued(mode, position));
-            out.push(Output::Queued {
-                session: s,
-                lock: lock.clone(),
-                mode,
-                position,
-            });
+            self.record(s, request, target, Recorded::Queued(mode, position));
+            Ok(Reply::Queued { mode, position })
         }
-        Ok(())
     }
 
     fn release(
@@ -422,20 +439,17 @@ impl Model {
         lock: &LockName,
         request: Option<u64>,
         out: &mut Vec<Output>,
-    ) -> Result<(), Error> {
+    ) -> Result<Reply, Error> {
         self.session(s)?;
         let name = self.name(lock)?;
         let target: Target = Some((name.clone(), None));
-        if let Some(reply) = self.check_request(s, request, Kind::Release, &target)? {
-            if let Reply::Released(token) = reply {
-                out.push(Output::Released {
-                    session: s,
-                    lock: lock.clone(),
-                    token: Token(token),
-                    reason: ReleaseReason::Released,
-                });
-            }
-            return Ok(());
+        if let Some(recorded) = self.check_request(s, request, Kind::Release, &target)? {
+            let Recorded::Released(token) = recorded else {
+                unreachable!("the kind matched")
+            };
+            return Ok(Reply::Released {
+                token: Token(token),
+            });
         }
         let c = self
             .claim_of(s.0, &name)
@@ -443,15 +457,11 @@ impl Model {
             .ok_or(Error::NotHolder(s))?;
         let token = self.claims[&c].value;
         self.remove_claim(c);
-        self.record(s, request, target, Reply::Released(token));
-        out.push(Output::Released {
-            session: s,
-            lock: lock.clone(),
-            token: Token(token),
-            reason: ReleaseReason::Released,
-        });
+        self.record(s, request, target, Recorded::Released(token));
         self.grant_dirty(&[name], out);
-        Ok(())
+        Ok(Reply::Released {
+            token: Token(token),
+        })
     }
 
     fn cancel(
@@ -460,39 +470,30 @@ impl Model {
         lock: &LockName,
         request: Option<u64>,
         out: &mut Vec<Output>,
-    ) -> Result<(), Error> {
+    ) -> Result<Reply, Error> {
         self.session(s)?;
         let name = self.name(lock)?;
         let target: Target = Some((name.clone(), None));
-        if let Some(reply) = self.check_request(s, request, Kind::Cancel, &target)? {
-            if reply == Reply::Cancelled {
-                out.push(Output::WaitCancelled {
-                    session: s,
-                    lock: lock.clone(),
-                });
-            }
-            return Ok(());
+        if self
+            .check_request(s, request, Kind::Cancel, &target)?
+            .is_some()
+        {
+            return Ok(Reply::Cancelled);
         }
         let c = self
             .claim_of(s.0, &name)
             .filter(|c| !self.claims[c].holding)
             .ok_or(Error::NotQueued(s))?;
         self.remove_claim(c);
-        self.record(s, request, target, Reply::Cancelled);
-        out.push(Output::WaitCancelled {
-            session: s,
-            lock: lock.clone(),
-        });
+        self.record(s, request, target, Recorded::Cancelled);
         self.grant_dirty(&[name], out);
-        Ok(())
+        Ok(Reply::Cancelled)
     }
 
-    fn tick(&mut self, now: u64, out: &mut Vec<Output>) -> Result<(), Error> {
-        if now < self.now {
-            return Err(Error::TimeWentBackwards {
-                now: Tick(self.now),
-                requested: Tick(now),
-            });
+    /// The advance to `now` (docs/SPEC.md §2): expire, time out, end lock-delays, grant.
+    fn advance(&mut self, now: u64, out: &mut Vec<Output>) {
+        if now == self.now {
+            return;
         }
         self.now = now;
         let mut dirty = Vec::new();
@@ -541,7 +542,6 @@ impl Model {
         }
         // 4. Grant what was freed.
         self.grant_dirty(&dirty, out);
-        Ok(())
     }
 
     fn end_session(
@@ -743,9 +743,9 @@ impl Model {
         a.chain(b).chain(c).min().map(Tick)
     }
 
-    /// Entries in use.
-    pub fn len(&self) -> Capacity {
-        Capacity {
+    /// Rows in use.
+    pub fn usage(&self) -> Usage {
+        Usage {
             sessions: self.sessions.len() as u32,
             locks: self.locks.len() as u32,
             claims: self.claims.len() as u32,
@@ -774,7 +774,7 @@ impl Model {
         }
         same!("now", svc.now(), self.now());
         same!("revision", svc.revision(), self.revision());
-        same!("len", svc.len(), self.len());
+        same!("usage", svc.usage(), self.usage());
         same!("poll_timeout", svc.poll_timeout(), self.poll_timeout());
         let sessions: Vec<SessionId> = svc.sessions().collect();
         same!("sessions", &sessions, &self.sessions());

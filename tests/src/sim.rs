@@ -1,20 +1,28 @@
 //! The deterministic simulation: one seeded harness owns time and drives one service,
 //! several clients and a resource behind a [`FenceGate`].
 //!
-//! Clients open sessions, heartbeat through a [`SessionKeeper`] (some heartbeats are
+//! Clients open sessions, send keep-alives as their [`SessionKeeper`] says (some are
 //! lost), acquire (exclusive and shared; try-lock, timed and forever), release, cancel,
 //! close, retry numbered requests, and write to the resource carrying their token. They
 //! suffer stop-the-world pauses — sometimes between checking their lease and writing,
-//! the GC-pause of the seeds — and see the service's outputs only when they run again.
-//! A chaos source adds refused inputs (unknown sessions, bad names, time going back).
+//! the GC pause fencing exists for — and see the events for them only when they run
+//! again (a reply reaches the caller at once). A chaos source adds hostile inputs from
+//! the shared generator ([`crate::gen::ClientLike::hostile`]).
 //!
-//! After every input: the outputs equal the [`Model`]'s, every query agrees with it,
-//! [`check_service`] passes, the [`Shadow`] checks the history invariants, a refused input
-//! left the snapshot byte-identical, and periodically snapshot → restore → snapshot is
-//! the identity. At the resource: no accepted write carries a token lower than one
-//! accepted before (no stale write), and every accepted token was granted for that lock.
-//! At the end the clients stop and time runs out: every waiter must have been granted,
-//! timed out, cancelled or dropped with its session.
+//! The host stamps every message with its clock. Which loop it runs comes from the seed
+//! ([`HostLoop`]): tick to the clock before each message, tick only when
+//! `poll_timeout` comes due (sometimes late), or never tick until the end — all must give
+//! a correct service (docs/SPEC.md §2, §8).
+//!
+//! After every input: the reply and events equal the [`Model`]'s, every query agrees with
+//! it, [`check_service`] passes, the [`Shadow`] checks the history invariants, a refused
+//! input left the service exactly as a tick to its `now` would (I5), and periodically
+//! snapshot → restore → snapshot is the identity. At the resource: no accepted write
+//! carries a token lower than one accepted before (no stale write), every accepted token
+//! was granted for that lock, and whenever a client's keeper said its lease was safe the
+//! service agreed that the session lives past the host's clock and holds the lock with
+//! that token. At the end the clients stop and time runs out: every waiter must have been
+//! granted, timed out, cancelled or dropped with its session.
 //!
 //! Everything derives from the seed: a failure prints it, and `SEED=<n>` replays it.
 
@@ -22,10 +30,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 
 use fencelock::{
-    Capacity, Config, Error, FenceGate, GateRow, Input, LockName, LockService, Mode, Output,
+    Capacity, Config, Error, FenceGate, GateRow, Input, LockName, LockService, Mode, Output, Reply,
     SessionId, SessionKeeper, Tick, Token, VecStorage, Wait,
 };
 
+use crate::gen::{ClientLike, Profile};
 use crate::invariants::{check_round_trip, check_service, Shadow};
 use crate::model::Model;
 use crate::rng::Rng;
@@ -37,14 +46,27 @@ pub enum Fault {
     None,
     /// The resource's gate accepts any non-zero token, lower ones too (fencing off).
     GateAcceptsLower,
-    /// A broken host loop: it sometimes applies clients' inputs before ticking the
-    /// service up to the real time, so the service grants a session whose deadline has
-    /// already passed (the etcd #9921 bug, made by the host).
-    HostTicksLate,
+    /// A broken host: it stamps each message with the time of its last tick instead of
+    /// its clock, and ticks late, so the service grants a session whose deadline has
+    /// already passed by the host's clock (the lease-expiry race etcd fixed in its lessor,
+    /// made by the host).
+    HostStampsStaleTime,
     /// A broken core (feature `fault-injection`): a tick grants freed locks before it
     /// expires the sessions that are due.
     #[cfg(feature = "fault-injection")]
     CoreExpiryAfterGrants,
+}
+
+/// How the host drives time (docs/SPEC.md §8). Every loop stamps each message with the
+/// host's clock; they differ in when they tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostLoop {
+    /// Ticks to its clock whenever the clock moves, before any message.
+    TickFirst,
+    /// Ticks only when `poll_timeout` has come due, and then late 30 % of the time.
+    OnTimer,
+    /// Never ticks during the run: only the messages' own advances move time.
+    NeverTicks,
 }
 
 /// One simulation run's settings.
@@ -60,6 +82,8 @@ pub struct SimConfig {
     pub check_model: bool,
     /// Snapshot round trip every this many steps (0 = never).
     pub round_trip_every: u32,
+    /// The host loop (`None`: chosen by the seed).
+    pub host: Option<HostLoop>,
 }
 
 impl SimConfig {
@@ -71,6 +95,7 @@ impl SimConfig {
             fault: Fault::None,
             check_model: true,
             round_trip_every: 25,
+            host: None,
         }
     }
 }
@@ -94,8 +119,10 @@ pub struct SimReport {
     pub waits: u64,
     /// Client pauses.
     pub pauses: u64,
-    /// Heartbeats lost on the way.
-    pub lost_heartbeats: u64,
+    /// Keep-alives lost on the way.
+    pub lost_keep_alives: u64,
+    /// Inputs the host applied at a later time than the service's, with no tick first.
+    pub untick_inputs: u64,
     /// Writes the resource accepted.
     pub writes_accepted: u64,
     /// Stale writes the gate refused.
@@ -115,7 +142,8 @@ impl SimReport {
         self.expiries += o.expiries;
         self.waits += o.waits;
         self.pauses += o.pauses;
-        self.lost_heartbeats += o.lost_heartbeats;
+        self.lost_keep_alives += o.lost_keep_alives;
+        self.untick_inputs += o.untick_inputs;
         self.writes_accepted += o.writes_accepted;
         self.stale_refused += o.stale_refused;
         self.round_trips += o.round_trips;
@@ -160,13 +188,11 @@ struct Client {
     session: Option<SessionId>,
     keeper: Option<SessionKeeper>,
     ttl: u64,
-    /// Locks this client believes it holds (from the outputs it has seen).
+    /// Locks this client believes it holds (from the replies and events it has seen).
     held: BTreeMap<String, (Mode, Token)>,
     waiting: BTreeSet<String>,
     paused_until: u64,
     inbox: VecDeque<Output>,
-    /// Sent keep-alives not yet acknowledged, by send time.
-    sent: VecDeque<u64>,
     /// A write it decided to make before a pause hit.
     pending_write: Option<(String, Token)>,
     next_request: u64,
@@ -183,46 +209,83 @@ impl Client {
             waiting: BTreeSet::new(),
             paused_until: 0,
             inbox: VecDeque::new(),
-            sent: VecDeque::new(),
             pending_write: None,
             next_request: 1,
             last_input: None,
         }
     }
 
-    /// Applies an output the client has now seen.
+    /// The session is gone (expired or closed): everything it held is lost.
+    fn lost(&mut self) {
+        if let Some(k) = self.keeper.as_mut() {
+            k.session_lost();
+        }
+        self.session = None;
+        self.held.clear();
+        self.waiting.clear();
+    }
+
+    /// An acknowledgement: the service applied the open or keep-alive at `expires_at −
+    /// ttl`, which in this simulation is when it was sent (a retry's reply names the
+    /// original's deadline, so it acknowledges the original send).
+    fn acked(&mut self, expires_at: Tick) {
+        if let Some(k) = self.keeper.as_mut() {
+            // An ack for a send the keeper does not remember (or a stale stamp) is
+            // refused by the keeper and changes nothing.
+            let _ = k.keep_alive_acked(expires_at.0.saturating_sub(self.ttl));
+        }
+    }
+
+    /// Applies an event the client has now seen.
     fn see(&mut self, o: &Output) {
         match o {
-            Output::SessionRenewed { .. } => {
-                if let (Some(k), Some(at)) = (self.keeper.as_mut(), self.sent.pop_front()) {
-                    let _ = k.heartbeat_acked(at);
-                }
-            }
-            Output::SessionExpired { .. } | Output::SessionClosed { .. } => {
-                if let Some(k) = self.keeper.as_mut() {
-                    k.session_lost();
-                }
-                self.session = None;
-                self.held.clear();
-                self.waiting.clear();
-                self.sent.clear();
-            }
+            Output::SessionExpired { .. } => self.lost(),
             Output::Granted {
                 lock, mode, token, ..
             } => {
                 self.waiting.remove(lock.as_str());
                 self.held.insert(lock.as_str().to_string(), (*mode, *token));
             }
-            // A Queued (fresh, or a replay answered from the current state) means waiting,
-            // unless the client already holds the lock.
-            Output::Queued { lock, .. } if !self.held.contains_key(lock.as_str()) => {
-                self.waiting.insert(lock.as_str().to_string());
-            }
             Output::Released { lock, .. } => {
                 self.held.remove(lock.as_str());
             }
-            Output::WaitTimedOut { lock, .. } | Output::WaitCancelled { lock, .. } => {
+            Output::WaitTimedOut { lock, .. } => {
                 self.waiting.remove(lock.as_str());
+            }
+            _ => {}
+        }
+    }
+
+    /// Applies the reply to its own input.
+    fn see_reply(&mut self, input: &Input, r: &Reply) {
+        let lock = match input {
+            Input::Acquire { lock, .. }
+            | Input::Release { lock, .. }
+            | Input::Cancel { lock, .. } => lock.as_str().to_string(),
+            _ => String::new(),
+        };
+        match r {
+            Reply::Opened {
+                session,
+                expires_at,
+            } => {
+                self.session = Some(*session);
+                self.acked(*expires_at);
+            }
+            Reply::KeptAlive { expires_at } => self.acked(*expires_at),
+            Reply::Closed => self.lost(),
+            Reply::Granted { mode, token } => {
+                self.waiting.remove(&lock);
+                self.held.insert(lock, (*mode, *token));
+            }
+            Reply::Queued { .. } => {
+                self.waiting.insert(lock);
+            }
+            Reply::Released { .. } | Reply::HoldEnded { .. } => {
+                self.held.remove(&lock);
+            }
+            Reply::Cancelled | Reply::WaitEnded => {
+                self.waiting.remove(&lock);
             }
             _ => {}
         }
@@ -244,6 +307,8 @@ struct World {
     shadow: Shadow,
     clients: Vec<Client>,
     owner: BTreeMap<SessionId, usize>,
+    host: HostLoop,
+    chaos: ClientLike,
     locks: Vec<&'static str>,
     resource: Resource,
     /// Every (lock, token) the service granted.
@@ -260,6 +325,11 @@ type Check = Result<(), String>;
 impl World {
     fn new(cfg: SimConfig) -> World {
         let mut rng = Rng::new(cfg.seed);
+        let host = cfg.host.unwrap_or(match rng.below(3) {
+            0 => HostLoop::TickFirst,
+            1 => HostLoop::OnTimer,
+            _ => HostLoop::NeverTicks,
+        });
         let n_clients = rng.range(2, 5) as usize;
         let n_locks = rng.range(1, 3) as usize;
         let lock_delay = *rng.pick(&[0, 0, 2, 5]);
@@ -295,9 +365,16 @@ impl World {
             shadow: Shadow::new(lock_delay),
             clients: (0..n_clients).map(|_| Client::new()).collect(),
             owner: BTreeMap::new(),
+            host,
+            chaos: ClientLike::new(Profile {
+                locks: &LOCK_NAMES,
+                too_long: Some("too-long-name"),
+                max_ttl: 15,
+                hostile: 100,
+            }),
             locks: LOCK_NAMES[..n_locks].to_vec(),
             resource: Resource {
-                gate: FenceGate::new(vec![GateRow::EMPTY; 4]),
+                gate: FenceGate::new(vec![GateRow::EMPTY; 4]).expect("4 rows"),
                 accepted: BTreeMap::new(),
             },
             granted: BTreeSet::new(),
@@ -316,104 +393,125 @@ impl World {
     }
 
     /// Applies one input to the service (and the model), checks everything, and routes
-    /// the outputs. Returns the outputs or the error.
+    /// the events. Returns the reply (or the error) for the caller.
     fn deliver(
         &mut self,
         input: Input,
         from: Option<usize>,
-    ) -> Result<Result<Vec<Output>, Error>, String> {
+    ) -> Result<Result<Reply, Error>, String> {
         let before = self.svc.snapshot_vec();
-        let mut outs = Vec::new();
+        let behind = input.now() > self.svc.now() && !matches!(input, Input::Tick { .. });
+        let mut events: Vec<Output> = Vec::new();
         self.shadow.set_real_now(self.now);
         self.shadow.before(&input);
-        let r = self.svc.handle(input.clone(), &mut |o| outs.push(o));
+        let r = self.svc.handle(input.clone(), &mut events);
         self.report.inputs += 1;
+        if behind && r.is_ok() {
+            self.report.untick_inputs += 1;
+        }
         let mut line = format!("{input:?} -> ");
         match &r {
-            Ok(()) => {
-                let _ = write!(line, "{outs:?}");
+            Ok(reply) => {
+                let _ = write!(line, "{reply:?} {events:?}");
             }
             Err(e) => {
-                let _ = write!(line, "err {}", e.code());
+                let _ = write!(line, "err {} {events:?}", e.code());
             }
         }
         self.log(line);
         if self.cfg.check_model {
             let m = self.model.apply(&input);
-            match (&r, &m) {
-                (Ok(()), Ok(mo)) if *mo == outs => {}
-                (Err(e), Err(me)) if e == me => {}
-                _ => {
-                    return Err(format!(
-                    "service and model differ on {input:?}: service {r:?} {outs:?}, model {m:?}"
-                ))
-                }
+            if m.result != r || m.events != events {
+                return Err(format!(
+                    "service and model differ on {input:?}: service {r:?} {events:?}, model {:?} {:?}",
+                    m.result, m.events
+                ));
             }
         }
         if let Err(e) = &r {
             self.report.refused += 1;
-            // 5. Atomic errors.
-            if !outs.is_empty() {
-                return Err(format!("refused input (err {e}) emitted outputs"));
+            // I5 Atomic errors: nothing changed beyond the advance to the input's now.
+            let (want, advance) = match e {
+                Error::TimeWentBackwards { .. } => (before, Vec::new()),
+                _ => {
+                    let cap = self.svc.capacity();
+                    let storage = VecStorage::new(
+                        cap.sessions as usize,
+                        cap.locks as usize,
+                        cap.claims as usize,
+                    );
+                    let mut copy = LockService::restore(storage, &before)
+                        .map_err(|(_, e)| format!("own snapshot refused: {e}"))?;
+                    #[cfg(feature = "fault-injection")]
+                    copy.inject_fault_expiry_after_grants(
+                        self.cfg.fault == Fault::CoreExpiryAfterGrants,
+                    );
+                    let mut advance = Vec::new();
+                    let _ = copy.tick(input.now(), &mut advance);
+                    (copy.snapshot_vec(), advance)
+                }
+            };
+            if events != advance {
+                return Err(format!(
+                    "I5: refused input (err {e}) emitted {events:?}, its advance {advance:?}"
+                ));
             }
-            if self.svc.snapshot_vec() != before {
-                return Err(format!("refused input (err {e}) changed the snapshot"));
+            if self.svc.snapshot_vec() != want {
+                return Err(format!(
+                    "I5: refused input (err {e}) changed more than the advance to its now"
+                ));
             }
         }
         self.shadow
-            .after(r.map_err(|e| e.code()), &outs)
+            .after(&r, &events)
             .map_err(|e| format!("history invariant: {e}"))?;
         check_service(&self.svc).map_err(|e| format!("state invariant: {e}"))?;
         self.shadow
             .agrees_with(&self.svc)
-            .map_err(|e| format!("outputs vs queries: {e}"))?;
+            .map_err(|e| format!("replies and events vs queries: {e}"))?;
         if self.cfg.check_model {
             self.model
                 .agrees_with(&self.svc)
                 .map_err(|e| format!("model: {e}"))?;
         }
-        for o in &outs {
-            self.route(o, from)?;
+        for o in &events {
+            self.route(o)?;
         }
-        Ok(r.map(|()| outs))
-    }
-
-    fn route(&mut self, o: &Output, from: Option<usize>) -> Check {
-        self.report.outputs += 1;
-        match o {
-            Output::SessionOpened { session, .. } => {
-                let c = match from {
-                    Some(c) => c,
-                    None => {
+        if let (Input::Acquire { lock, .. }, Ok(Reply::Granted { token, .. })) = (&input, &r) {
+            self.granted.insert((lock.as_str().to_string(), token.0));
+        }
+        if let Ok(reply) = &r {
+            match from {
+                Some(c) => self.clients[c].see_reply(&input, reply),
+                None => {
+                    if let Reply::Opened { session, .. } = reply {
                         // A chaos open: a phantom client that never acts.
                         let mut ph = Client::new();
                         ph.paused_until = u64::MAX;
+                        ph.session = Some(*session);
                         self.clients.push(ph);
-                        self.clients.len() - 1
+                        self.owner.insert(*session, self.clients.len() - 1);
                     }
-                };
-                self.owner.insert(*session, c);
-                let cl = &mut self.clients[c];
-                cl.session = Some(*session);
-                if let (Some(k), Some(at)) = (cl.keeper.as_mut(), cl.sent.pop_front()) {
-                    let _ = k.heartbeat_acked(at);
                 }
-                return Ok(());
             }
-            Output::Granted {
-                lock,
-                token,
-                session,
-                ..
-            } => {
+            if let (Some(c), Reply::Opened { session, .. }) = (from, reply) {
+                self.owner.insert(*session, c);
+            }
+        }
+        Ok(r)
+    }
+
+    fn route(&mut self, o: &Output) -> Check {
+        self.report.outputs += 1;
+        match o {
+            Output::Granted { lock, token, .. } => {
                 self.granted.insert((lock.as_str().to_string(), token.0));
-                let _ = session;
             }
             Output::SessionExpired { .. } => self.report.expiries += 1,
             _ => {}
         }
         let Some(&c) = self.owner.get(&o.session()) else {
-            return Err(format!("output for a session no client opened: {o:?}"));
+            return Err(format!("event for a session no client opened: {o:?}"));
         };
         let now = self.now;
         let cl = &mut self.clients[c];
@@ -460,8 +558,16 @@ impl World {
                 self.report.writes_accepted += 1;
                 if checked {
                     // The keeper said the lease was safe: the service must agree that
-                    // this client still holds the lock with this token.
+                    // this client's session lives past the host's clock (however late the
+                    // host ticks) and still holds the lock with this token.
                     let s = self.clients[c].session.ok_or("safe lease but no session")?;
+                    let deadline = self.svc.session(s).map(|i| i.expires_at.0);
+                    if deadline.is_none_or(|d| d <= self.now) {
+                        return Err(format!(
+                            "I-time: SessionKeeper said safe at {} but {s}'s deadline is {deadline:?}",
+                            self.now
+                        ));
+                    }
                     if !self
                         .svc
                         .holders(lock)
@@ -484,12 +590,18 @@ impl World {
         Ok(())
     }
 
+    /// The host's clock moves to `to`; whether the service is ticked depends on the host.
     fn advance(&mut self, to: u64) -> Check {
         self.now = to;
-        if self.cfg.fault == Fault::HostTicksLate && self.rng.chance(70) {
-            self.log(format!(
-                "broken host: time is {to}, the service is not ticked"
-            ));
+        let due = self.svc.poll_timeout().is_some_and(|t| t.0 <= to);
+        let tick = match (self.cfg.fault, self.host) {
+            (Fault::HostStampsStaleTime, _) => !self.rng.chance(70),
+            (_, HostLoop::TickFirst) => true,
+            (_, HostLoop::OnTimer) => due && !self.rng.chance(30),
+            (_, HostLoop::NeverTicks) => false,
+        };
+        if !tick {
+            self.log(format!("host: time is {to}, the service is not ticked"));
             return Ok(());
         }
         self.tick_service(to)
@@ -499,6 +611,15 @@ impl World {
         self.deliver(Input::Tick { now: Tick(to) }, None)?
             .map_err(|e| format!("tick refused: {e}"))?;
         Ok(())
+    }
+
+    /// The time the host stamps a message with: its clock (the broken host: the time of
+    /// its last tick).
+    fn stamp(&self) -> Tick {
+        match self.cfg.fault {
+            Fault::HostStampsStaleTime => self.svc.now(),
+            _ => Tick(self.now),
+        }
     }
 
     fn resume(&mut self, c: usize) -> Check {
@@ -530,31 +651,37 @@ impl World {
             let cl = &mut self.clients[c];
             cl.ttl = ttl;
             let mut k = SessionKeeper::new(ttl, interval, margin).map_err(|e| e.to_string())?;
-            k.heartbeat_sent(now).map_err(|e| e.to_string())?;
+            k.keep_alive_sent(now).map_err(|e| e.to_string())?;
             cl.keeper = Some(k);
-            cl.sent = VecDeque::from([now]);
             cl.next_request = 1;
             cl.last_input = None;
-            let _ = self.deliver(Input::OpenSession { ttl }, Some(c))?;
+            let input = Input::OpenSession {
+                now: self.stamp(),
+                ttl,
+            };
+            let _ = self.deliver(input, Some(c))?;
             return Ok(());
         };
         let due = self.clients[c]
             .keeper
             .as_ref()
-            .is_some_and(|k| k.heartbeat_due(now) <= now);
+            .is_some_and(|k| k.next_keep_alive(now) <= now);
         if due && self.rng.chance(85) {
             let cl = &mut self.clients[c];
             if let Some(k) = cl.keeper.as_mut() {
-                k.heartbeat_sent(now).map_err(|e| e.to_string())?;
+                k.keep_alive_sent(now).map_err(|e| e.to_string())?;
             }
             if self.rng.chance(12) {
-                self.report.lost_heartbeats += 1;
-                self.log(format!("client {c}: heartbeat lost"));
+                self.report.lost_keep_alives += 1;
+                self.log(format!("client {c}: keep-alive lost"));
                 return Ok(());
             }
-            self.clients[c].sent.push_back(now);
             let request = self.request(c);
-            let input = Input::KeepAlive { session, request };
+            let input = Input::KeepAlive {
+                now: self.stamp(),
+                session,
+                request,
+            };
             self.send(c, input)?;
             return Ok(());
         }
@@ -574,6 +701,7 @@ impl World {
                 };
                 let request = self.request(c);
                 let input = Input::Acquire {
+                    now: self.stamp(),
                     session,
                     lock: LockName::new(lock).expect("name"),
                     mode,
@@ -591,6 +719,7 @@ impl World {
                 };
                 let request = self.request(c);
                 let input = Input::Release {
+                    now: self.stamp(),
                     session,
                     lock: LockName::new(&lock).expect("name"),
                     request,
@@ -606,6 +735,7 @@ impl World {
                 };
                 let request = self.request(c);
                 let input = Input::Cancel {
+                    now: self.stamp(),
                     session,
                     lock: LockName::new(&lock).expect("name"),
                     request,
@@ -652,12 +782,18 @@ impl World {
             88..=92 => {
                 // Retry the last numbered input verbatim (a lost reply).
                 if let Some(input) = self.clients[c].last_input.clone() {
+                    let input = input.at(self.stamp());
                     self.send(c, input)?;
                 }
             }
             93..=95 => {
                 let request = self.request(c);
-                self.send(c, Input::CloseSession { session, request })?;
+                let input = Input::CloseSession {
+                    now: self.stamp(),
+                    session,
+                    request,
+                };
+                self.send(c, input)?;
             }
             _ => {}
         }
@@ -678,88 +814,33 @@ impl World {
     }
 
     fn send(&mut self, c: usize, input: Input) -> Check {
-        let numbered = matches!(
-            &input,
-            Input::KeepAlive {
-                request: Some(_),
-                ..
-            } | Input::Acquire {
-                request: Some(_),
-                ..
-            } | Input::Release {
-                request: Some(_),
-                ..
-            } | Input::Cancel {
-                request: Some(_),
-                ..
-            }
-        );
         // Only the latest input a client sent can be retried (Raft §6.3): a client that
         // moved on never repeats an older request.
+        let numbered = input.request().is_some() && !matches!(input, Input::CloseSession { .. });
         self.clients[c].last_input = numbered.then(|| input.clone());
-        if let Input::KeepAlive { .. } = input {
-            // A refused keep-alive acknowledges nothing.
-            if let Err(_e) = self.deliver(input, Some(c))? {
-                self.clients[c].sent.pop_back();
-            }
-            return Ok(());
-        }
         let _ = self.deliver(input, Some(c))?;
         Ok(())
     }
 
+    /// A hostile input from the shared generator, stamped with the host's clock; for a
+    /// live session, sometimes a stale or reused request number (the [`Shadow`] fails the
+    /// run if one is accepted).
     fn chaos(&mut self) -> Check {
-        let now = self.now;
         let live: Vec<SessionId> = self.svc.sessions().collect();
-        if !live.is_empty() && self.rng.chance(40) {
+        let target = if !live.is_empty() && self.rng.chance(40) {
             let s = *self.rng.pick(&live);
-            let last = self.svc.session(s).map_or(0, |i| i.last_request);
-            if last >= 1 {
-                let input = if self.rng.chance(50) {
-                    // 107: the latest number, for a request it was not used for.
-                    Input::Release {
-                        session: s,
-                        lock: LockName::new("zz").expect("name"),
-                        request: Some(last),
-                    }
-                } else {
-                    // 106: an older number.
-                    Input::KeepAlive {
-                        session: s,
-                        request: Some(last - 1),
-                    }
-                };
-                if self.deliver(input, None)?.is_ok() {
-                    return Err("a stale or reused request number was accepted".into());
-                }
-                return Ok(());
-            }
-        }
-        let input = match self.rng.below(6) {
-            0 => Input::KeepAlive {
-                session: SessionId(self.rng.range(1_000, 2_000)),
-                request: None,
-            },
-            1 => Input::Acquire {
-                session: SessionId(self.rng.range(1, 20)),
-                lock: LockName::new("too-long-name").expect("name"),
-                mode: Mode::Exclusive,
-                wait: Wait::None,
-                request: None,
-            },
-            2 if now > 0 => Input::Tick { now: Tick(now - 1) },
-            3 => Input::OpenSession { ttl: 0 },
-            4 => Input::Release {
-                session: SessionId(self.rng.range(1, 20)),
-                lock: LockName::default(),
-                request: None,
-            },
-            // now + ttl overflows (at t0: a zero ttl).
-            _ => Input::OpenSession {
-                ttl: (u64::MAX - now).saturating_add(1 + self.rng.below(3)) % u64::MAX,
-            },
+            Some((s, self.svc.session(s).map_or(0, |i| i.last_request)))
+        } else {
+            None
         };
-        // May succeed (e.g. a real session id); only lock rules and atomicity matter.
+        let stamp = self.stamp();
+        let mut input = self.chaos.hostile(&mut self.rng, stamp, target);
+        if input.now() < stamp {
+            // A time behind the service's (a peer with a lagging clock): refused. Behind
+            // only the host's clock would make the host the faulty one.
+            input = input.at(Tick(self.svc.now().0.checked_sub(1).unwrap_or(stamp.0)));
+        }
+        // May succeed (e.g. a real session id); only the rules and atomicity matter.
         let _ = self.deliver(input, None)?;
         Ok(())
     }
@@ -810,10 +891,10 @@ impl World {
                 self.resume(c)?;
             }
         }
-        if !self.svc.is_empty() || self.svc.len().claims != 0 || self.svc.len().locks != 0 {
+        if !self.svc.is_empty() || self.svc.usage().claims != 0 || self.svc.usage().locks != 0 {
             return Err(format!(
                 "after the drain the service is not empty: {:?}",
-                self.svc.len()
+                self.svc.usage()
             ));
         }
         if self.shadow.open_waits() != 0 {

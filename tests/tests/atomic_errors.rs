@@ -1,14 +1,18 @@
-//! Atomic errors (invariant 5): for every error kind, generated states in which it
-//! happens, and a check that the refused call changed nothing (snapshot bytes before ==
-//! after, no output) and left every invariant intact.
+//! Atomic errors (I5, docs/SPEC.md §5): for every error kind, generated states in which
+//! it happens, and a check that the refused call changed nothing beyond the advance to its
+//! `now`: the service equals a copy that only ticked to that `now` (snapshot bytes), the
+//! events are that tick's, and every invariant holds. Each refusal is also tried on a copy
+//! at a later `now`, where the advance may expire sessions and grant waiters first: it
+//! must again change nothing beyond that advance.
 
 use std::collections::BTreeSet;
 
 use fencelock::{
     Config, Error, FenceGate, GateRow, Input, LockName, LockService, Mode, Output, SessionId,
-    SessionKeeper, Table, Tick, Token, VecStorage, Wait, SNAPSHOT_MAGIC,
+    SessionKeeper, Sink, Table, Tick, Token, VecStorage, Wait, SNAPSHOT_MAGIC,
 };
 use fencelock_tests::invariants::check_service;
+use fencelock_tests::vectors::ticked_copy;
 use proptest::prelude::*;
 
 type Svc = LockService<VecStorage>;
@@ -23,41 +27,77 @@ fn fork(svc: &Svc) -> Svc {
 }
 
 fn ok(svc: &mut Svc, input: Input) -> Vec<Output> {
-    let mut outs = Vec::new();
-    svc.handle(input.clone(), &mut |o| outs.push(o))
+    let mut events = Vec::new();
+    svc.handle(input.clone(), &mut events)
         .unwrap_or_else(|e| panic!("setup input {input:?} refused: {e}"));
-    outs
+    events
 }
 
 fn open(svc: &mut Svc) -> SessionId {
-    let mut out = |_| {};
-    svc.open_session(1000, &mut out).expect("setup open")
+    let mut events = Vec::new();
+    svc.open_session(svc.now(), 1000, &mut events)
+        .expect("setup open")
+        .opened()
+        .expect("opened")
 }
 
-/// Applies `input`, which must be refused with `code`, and checks atomicity.
-fn refused(svc: &mut Svc, input: Input, code: u32, seen: &mut BTreeSet<u32>) {
+/// Applies `input` to `svc` and requires a refusal that changed nothing beyond the
+/// advance to the input's `now`. Returns the error.
+fn refused_atomically(svc: &mut Svc, input: &Input) -> Error {
     let before = svc.snapshot_vec();
-    let mut outs = Vec::new();
+    let (ticked, advance) = ticked_copy(svc, input.now().max(svc.now()));
+    let mut events = Vec::new();
     let err = svc
-        .handle(input.clone(), &mut |o| outs.push(o))
+        .handle(input.clone(), &mut events)
         .expect_err(&format!("{input:?} was accepted"));
-    assert_eq!(err.code(), code, "{input:?}: {err}");
-    assert!(outs.is_empty(), "{input:?} refused but emitted {outs:?}");
+    let (want, want_events) = match err {
+        Error::TimeWentBackwards { .. } => (before, Vec::new()),
+        _ => (ticked.snapshot_vec(), advance),
+    };
+    assert_eq!(
+        events, want_events,
+        "{input:?} ({err}): events beyond its advance"
+    );
     assert_eq!(
         svc.snapshot_vec(),
-        before,
-        "{input:?} refused but changed the state"
+        want,
+        "{input:?} ({err}) changed more than the advance to its now"
     );
     check_service(svc).unwrap();
+    err
+}
+
+/// `input` (stamped with the service's time) must be refused with `code`, changing
+/// nothing; at a later time, on a copy, whatever it gives, a refusal must again change
+/// nothing beyond that advance.
+fn refused(svc: &mut Svc, input: Input, code: u32, seen: &mut BTreeSet<u32>) {
+    let input = if code == 205 {
+        input
+    } else {
+        input.at(svc.now())
+    };
+    let err = refused_atomically(svc, &input);
+    assert_eq!(err.code(), code, "{input:?}: {err}");
     seen.insert(code);
+    if code != 205 {
+        let mut later = fork(svc);
+        let input = input.at(Tick(svc.now().0 + 7));
+        let mut probe = fork(&later);
+        if probe.handle(input.clone(), &mut Vec::new()).is_err() {
+            refused_atomically(&mut later, &input);
+        }
+    }
 }
 
 fn name(n: &str) -> LockName {
     LockName::new(n).unwrap()
 }
 
+const T0: Tick = Tick(0);
+
 fn acquire(session: SessionId, lock: &str, mode: Mode, wait: Wait, request: Option<u64>) -> Input {
     Input::Acquire {
+        now: T0,
         session,
         lock: if lock.is_empty() {
             LockName::default()
@@ -70,98 +110,62 @@ fn acquire(session: SessionId, lock: &str, mode: Mode, wait: Wait, request: Opti
     }
 }
 
-/// Every service error, each from the state `base` reached by random inputs.
+fn keep_alive(session: SessionId, request: Option<u64>) -> Input {
+    Input::KeepAlive {
+        now: T0,
+        session,
+        request,
+    }
+}
+
+fn release(session: SessionId, lock: &str, request: Option<u64>) -> Input {
+    Input::Release {
+        now: T0,
+        session,
+        lock: name(lock),
+        request,
+    }
+}
+
+fn cancel(session: SessionId, lock: &str, request: Option<u64>) -> Input {
+    Input::Cancel {
+        now: T0,
+        session,
+        lock: name(lock),
+        request,
+    }
+}
+
+/// Every service error, each from the state `base` reached by random inputs. Inputs are
+/// written with `now` 0 and stamped with the service's time when applied.
 fn every_service_error(base: &Svc, seen: &mut BTreeSet<u32>) {
     use Mode::{Exclusive as X, Shared as S};
+    let at = |v: &Svc, i: Input| i.at(v.now());
     // 101 unknown session
     let mut v = fork(base);
     let ghost = SessionId(v.next_session_id().0 + 100);
-    refused(
-        &mut v,
-        Input::KeepAlive {
-            session: ghost,
-            request: None,
-        },
-        101,
-        seen,
-    );
+    refused(&mut v, keep_alive(ghost, None), 101, seen);
     refused(&mut v, acquire(ghost, "zq", X, Wait::None, None), 101, seen);
     // 102 not holder, 103 not queued
     let a = open(&mut v);
-    refused(
-        &mut v,
-        Input::Release {
-            session: a,
-            lock: name("zq"),
-            request: None,
-        },
-        102,
-        seen,
-    );
-    refused(
-        &mut v,
-        Input::Cancel {
-            session: a,
-            lock: name("zq"),
-            request: None,
-        },
-        103,
-        seen,
-    );
+    refused(&mut v, release(a, "zq", None), 102, seen);
+    refused(&mut v, cancel(a, "zq", None), 103, seen);
     // 104 already queued, 105 mode mismatch
     let b = open(&mut v);
-    ok(&mut v, acquire(a, "zq", X, Wait::None, None));
-    ok(&mut v, acquire(b, "zq", X, Wait::Forever, None));
+    let i = at(&v, acquire(a, "zq", X, Wait::None, None));
+    ok(&mut v, i);
+    let i = at(&v, acquire(b, "zq", X, Wait::Forever, None));
+    ok(&mut v, i);
     refused(&mut v, acquire(b, "zq", X, Wait::Forever, None), 104, seen);
     refused(&mut v, acquire(b, "zq", S, Wait::None, None), 104, seen);
     refused(&mut v, acquire(a, "zq", S, Wait::None, None), 105, seen);
-    refused(
-        &mut v,
-        Input::Release {
-            session: b,
-            lock: name("zq"),
-            request: None,
-        },
-        102,
-        seen,
-    );
-    refused(
-        &mut v,
-        Input::Cancel {
-            session: a,
-            lock: name("zq"),
-            request: None,
-        },
-        103,
-        seen,
-    );
+    refused(&mut v, release(b, "zq", None), 102, seen);
+    refused(&mut v, cancel(a, "zq", None), 103, seen);
     // 106 stale request, 107 request reused
-    ok(
-        &mut v,
-        Input::KeepAlive {
-            session: a,
-            request: Some(5),
-        },
-    );
-    refused(
-        &mut v,
-        Input::KeepAlive {
-            session: a,
-            request: Some(4),
-        },
-        106,
-        seen,
-    );
-    refused(
-        &mut v,
-        Input::Release {
-            session: a,
-            lock: name("zq"),
-            request: Some(5),
-        },
-        107,
-        seen,
-    );
+    let i = at(&v, keep_alive(a, Some(5)));
+    ok(&mut v, i);
+    refused(&mut v, keep_alive(a, Some(4)), 106, seen);
+    refused(&mut v, release(a, "zq", Some(5)), 107, seen);
     refused(&mut v, acquire(a, "zq", X, Wait::None, Some(3)), 106, seen);
     // 201 empty name, 202 name too long (max_name_len is 8 here)
     refused(&mut v, acquire(a, "", X, Wait::None, None), 201, seen);
@@ -171,51 +175,46 @@ fn every_service_error(base: &Svc, seen: &mut BTreeSet<u32>) {
         202,
         seen,
     );
-    refused(
-        &mut v,
-        Input::Cancel {
-            session: a,
-            lock: name("123456789"),
-            request: None,
-        },
-        202,
-        seen,
-    );
+    refused(&mut v, cancel(a, "123456789", None), 202, seen);
     // 203 bad ttl
-    refused(&mut v, Input::OpenSession { ttl: 0 }, 203, seen);
+    refused(&mut v, Input::OpenSession { now: T0, ttl: 0 }, 203, seen);
     // 204 deadline overflow, 205 time went backwards
     let now = v.now().0;
     ok(&mut v, Input::Tick { now: Tick(now + 1) });
-    refused(&mut v, Input::OpenSession { ttl: u64::MAX }, 204, seen);
-    refused(&mut v, Input::Tick { now: Tick(now) }, 205, seen);
-    let mut w = fork(&v);
-    let mut out = |_| {};
-    let long = w.open_session(u64::MAX - now - 1, &mut out).unwrap();
-    ok(&mut w, Input::Tick { now: Tick(now + 2) });
     refused(
-        &mut w,
-        Input::KeepAlive {
-            session: long,
-            request: None,
+        &mut v,
+        Input::OpenSession {
+            now: T0,
+            ttl: u64::MAX,
         },
         204,
         seen,
     );
+    refused(&mut v, Input::Tick { now: Tick(now) }, 205, seen);
+    refused(&mut v, keep_alive(a, None).at(Tick(now)), 205, seen);
+    let mut w = fork(&v);
+    let long = w
+        .open_session(w.now(), u64::MAX - now - 1, &mut Vec::new())
+        .unwrap()
+        .opened()
+        .unwrap();
+    ok(&mut w, Input::Tick { now: Tick(now + 2) });
+    refused(&mut w, keep_alive(long, None), 204, seen);
     // 301 capacity: claims, locks, sessions — each filled from this state.
     let mut w = fork(&v);
     let s = open_or_reuse(&mut w, a);
     let mut i = 0;
     loop {
-        let lock = format!("c{i}");
-        let mut outs = Vec::new();
-        let before = w.snapshot_vec();
-        match w.acquire(s, &lock, X, Wait::None, None, &mut |o| outs.push(o)) {
-            Ok(()) => i += 1,
+        let input = at(&w, acquire(s, &format!("c{i}"), X, Wait::None, None));
+        let mut probe = fork(&w);
+        match probe.handle(input.clone(), &mut Vec::new()) {
+            Ok(_) => {
+                ok(&mut w, input);
+                i += 1;
+            }
             Err(Error::CapacityExceeded(Table::Locks))
             | Err(Error::CapacityExceeded(Table::Claims)) => {
-                assert!(outs.is_empty());
-                assert_eq!(w.snapshot_vec(), before);
-                seen.insert(301);
+                refused(&mut w, input, 301, seen);
                 break;
             }
             Err(e) => panic!("unexpected {e}"),
@@ -223,27 +222,57 @@ fn every_service_error(base: &Svc, seen: &mut BTreeSet<u32>) {
     }
     let mut w = fork(&v);
     loop {
-        let mut out = |_| {};
-        let before = w.snapshot_vec();
-        match w.open_session(10, &mut out) {
-            Ok(_) => {}
+        let input = Input::OpenSession {
+            now: w.now(),
+            ttl: 10,
+        };
+        let mut probe = fork(&w);
+        match probe.handle(input.clone(), &mut Vec::new()) {
+            Ok(_) => {
+                ok(&mut w, input);
+            }
             Err(Error::CapacityExceeded(Table::Sessions)) => {
-                assert_eq!(w.snapshot_vec(), before);
+                refused(&mut w, input, 301, seen);
                 break;
             }
             Err(e) => panic!("unexpected {e}"),
         }
     }
-    // 501 bad frame
+    // 501 bad frame: before anything, not even the advance.
     let before = v.snapshot_vec();
-    for frame in [&[][..], &[0xff, 0xff], &[3, 1, 1, b'a', 9, 9, 9, 9]] {
+    for frame in [&[][..], &[0xff, 0xff], &[3, 1, 1, 1, b'a', 9, 9, 9, 9]] {
         let e = v
-            .handle_frame(frame, &mut |_| panic!("output"))
+            .handle_frame(frame, &mut |_: Output| panic!("an event"))
             .unwrap_err();
         assert_eq!(e.code(), 501);
     }
     assert_eq!(v.snapshot_vec(), before);
     seen.insert(501);
+    // 502 a bounded sink with less room than max_events: before the advance too, even at a
+    // later now.
+    let later = Tick(v.now().0 + 50);
+    let e = v
+        .handle(keep_alive(a, None).at(later), &mut NoRoom)
+        .unwrap_err();
+    assert_eq!(e.code(), 502);
+    assert_eq!(
+        v.snapshot_vec(),
+        before,
+        "a refused sink changed the service"
+    );
+    seen.insert(502);
+}
+
+/// A sink with no room at all.
+struct NoRoom;
+
+impl Sink for NoRoom {
+    fn event(&mut self, e: Output) {
+        panic!("an event reached a sink with no room: {e:?}");
+    }
+    fn room(&self) -> usize {
+        0
+    }
 }
 
 fn open_or_reuse(v: &mut Svc, a: SessionId) -> SessionId {
@@ -268,7 +297,7 @@ fn build(ops: &[(u8, u8, u8)]) -> Svc {
         },
     )
     .unwrap();
-    let mut out = |_| {};
+    let mut out: Vec<Output> = Vec::new();
     for &(op, x, y) in ops {
         let sessions: Vec<SessionId> = v.sessions().collect();
         let s = sessions
@@ -276,21 +305,25 @@ fn build(ops: &[(u8, u8, u8)]) -> Svc {
             .copied()
             .unwrap_or(SessionId(1));
         let lock = ["a", "b", "c"][y as usize];
+        let now = v.now();
         let _ = match op {
-            0 if v.len().sessions < 8 => v.open_session(3 + x as u64, &mut out).map(|_| ()),
-            0 => Ok(()),
-            1 => v.acquire(s, lock, Mode::Exclusive, Wait::Forever, None, &mut out),
+            0 if v.usage().sessions < 8 => v.open_session(now, 3 + x as u64, &mut out),
+            0 => Ok(fencelock::Reply::Ticked { now }),
+            1 => v.acquire(now, s, lock, Mode::Exclusive, Wait::Forever, None, &mut out),
             2 => v.acquire(
+                now,
                 s,
                 lock,
                 Mode::Shared,
-                Wait::Until(Tick(v.now().0 + 3)),
+                Wait::Until(Tick(now.0 + 3)),
                 None,
                 &mut out,
             ),
-            3 => v.release(s, lock, None, &mut out),
-            4 => v.keep_alive(s, Some(x as u64 + 1), &mut out),
-            _ => v.tick(Tick(v.now().0 + 1 + x as u64), &mut out),
+            3 => v.release(now, s, lock, None, &mut out),
+            4 => v.keep_alive(now, s, Some(x as u64 + 1), &mut out),
+            _ => v
+                .tick(Tick(now.0 + 1 + x as u64), &mut out)
+                .map(|()| fencelock::Reply::Ticked { now }),
         };
     }
     check_service(&v).unwrap();
@@ -314,14 +347,14 @@ proptest! {
         let mut seen = BTreeSet::new();
         every_service_error(&base, &mut seen);
         let want: BTreeSet<u32> =
-            [101, 102, 103, 104, 105, 106, 107, 201, 202, 203, 204, 205, 301, 501].into();
+            [101, 102, 103, 104, 105, 106, 107, 201, 202, 203, 204, 205, 301, 501, 502].into();
         prop_assert_eq!(seen, want);
     }
 
     #[test]
     fn gate_errors_are_atomic(tokens in prop::collection::vec((0..3usize, 1..50u64), 1..20)) {
         let names = ["r0", "r1", "r2"];
-        let mut gate = FenceGate::new(vec![GateRow::EMPTY; 3]);
+        let mut gate = FenceGate::new(vec![GateRow::EMPTY; 3]).unwrap();
         for (r, t) in tokens {
             let _ = gate.admit(names[r], Token(t));
         }
@@ -348,7 +381,7 @@ proptest! {
         prop_assert_eq!(gate.admit("", Token(5)).map_err(|e| e.code()), Err(201));
         prop_assert_eq!(gate.admit(&"n".repeat(65), Token(5)).map_err(|e| e.code()), Err(202));
         // 301 a full gate refuses a new resource
-        let mut full = FenceGate::new(vec![GateRow::EMPTY; 1]);
+        let mut full = FenceGate::new(vec![GateRow::EMPTY; 1]).unwrap();
         full.admit("only", Token(1)).unwrap();
         prop_assert_eq!(full.admit("another", Token(2)), Err(Error::CapacityExceeded(Table::Resources)));
         prop_assert_eq!(full.len(), 1);
@@ -408,8 +441,8 @@ fn config_buffer_and_snapshot_errors_change_nothing() {
         assert_eq!(again.snapshot_vec(), before);
     }
     // The service that was snapshotted is untouched by all of this.
-    let mut out = |_| {};
-    v.tick(Tick(1), &mut out).unwrap();
+    let later = Tick(v.now().0 + 1);
+    v.tick(later, &mut Vec::new()).unwrap();
     check_service(&v).unwrap();
 }
 

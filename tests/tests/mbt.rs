@@ -1,24 +1,30 @@
 //! Model-based tests (proptest): the service against the std-collections reference model
 //! (`fencelock_tests::model::Model`) over random input sequences. After every input the
-//! outputs (or the error) must be equal, every query must agree, the state invariants must
-//! hold and a refused input must leave the snapshot byte-identical. proptest shrinks a
-//! failing sequence to a minimal one. `PROPTEST_CASES` sets the number of sequences.
+//! reply and the events (or the error and the advance's events) must be equal, every
+//! query must agree, the invariant checker (state and history) must pass, and a refused
+//! input must leave the service exactly as a tick to its `now` would (I5). proptest
+//! shrinks a failing sequence to a minimal one. `PROPTEST_CASES` sets the number of
+//! sequences.
 //!
 //! Two generators: short sequences of arbitrary inputs on tiny tables (valid and invalid
-//! names, any session id 1–6, absolute ticks that often go backwards), and long client-like
-//! runs on larger tables (up to 400 inputs, 12 sessions / 4 locks / 16 claims, addressed to
-//! the sessions opened lately, time moving forward, request numbers that advance, retry and
-//! go stale as a client's would) — the second reaches full tables, long queues and session
-//! ids far above 6, which the first cannot.
+//! names, any session id 1–6, each input stamped with a host clock that mostly stays or
+//! moves on, sometimes one tick behind), and long client-like runs from the shared
+//! generator (`fencelock_tests::gen::ClientLike`: up to 400 inputs, 12 sessions / 4 locks /
+//! 16 claims, addressed to the sessions opened lately, time moving forward with jumps and
+//! no tick before most messages, request numbers that advance, retry and go stale as a
+//! client's would) — the second reaches full tables, long queues and session ids far above
+//! 6, which the first cannot.
 
 use std::cell::RefCell;
 
 use fencelock::{
-    Config, Input, LockName, LockService, Mode, Output, SessionId, Tick, VecStorage, Wait,
-    MAX_NAME_LEN,
+    Config, Error, Input, LockName, LockService, Mode, Output, Reply, SessionId, Tick, VecStorage,
+    Wait, MAX_NAME_LEN,
 };
-use fencelock_tests::invariants::{check_round_trip, check_service};
+use fencelock_tests::gen::{ClientLike, Profile, DRAWS_PER_INPUT};
+use fencelock_tests::invariants::{check_round_trip, check_service, Shadow};
 use fencelock_tests::model::Model;
+use fencelock_tests::vectors::ticked_copy;
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 
@@ -61,12 +67,31 @@ fn request() -> impl Strategy<Value = Option<u64>> {
     prop_oneof![3 => Just(None), 2 => (0..6u64).prop_map(Some)]
 }
 
+/// How the host's clock moves before an input: stays, moves on, or the input is stamped
+/// one tick behind (refused unless the service is behind too).
+#[derive(Clone, Copy, Debug)]
+enum Clock {
+    Stay,
+    Forward(u64),
+    Behind,
+}
+
+fn clock() -> impl Strategy<Value = Clock> {
+    prop_oneof![
+        6 => Just(Clock::Stay),
+        3 => (1..5u64).prop_map(Clock::Forward),
+        1 => Just(Clock::Behind),
+    ]
+}
+
+/// An input with `now` 0; [`stamp`] gives it the host's clock.
 fn input() -> impl Strategy<Value = Input> {
+    let now = Tick(0);
     prop_oneof![
         3 => prop_oneof![8 => 1..12u64, 1 => Just(0u64), 1 => Just(u64::MAX)]
-            .prop_map(|ttl| Input::OpenSession { ttl }),
-        2 => (session(), request()).prop_map(|(session, request)| Input::KeepAlive { session, request }),
-        1 => (session(), request()).prop_map(|(session, request)| Input::CloseSession { session, request }),
+            .prop_map(move |ttl| Input::OpenSession { now, ttl }),
+        2 => (session(), request()).prop_map(move |(session, request)| Input::KeepAlive { now, session, request }),
+        1 => (session(), request()).prop_map(move |(session, request)| Input::CloseSession { now, session, request }),
         6 => (
             session(),
             name(),
@@ -79,7 +104,8 @@ fn input() -> impl Strategy<Value = Input> {
             ],
             request()
         )
-            .prop_map(|(session, lock, mode, wait, request)| Input::Acquire {
+            .prop_map(move |(session, lock, mode, wait, request)| Input::Acquire {
+                now,
                 session,
                 lock,
                 mode,
@@ -87,24 +113,48 @@ fn input() -> impl Strategy<Value = Input> {
                 request
             }),
         3 => (session(), name(), request())
-            .prop_map(|(session, lock, request)| Input::Release { session, lock, request }),
+            .prop_map(move |(session, lock, request)| Input::Release { now, session, lock, request }),
         2 => (session(), name(), request())
-            .prop_map(|(session, lock, request)| Input::Cancel { session, lock, request }),
-        4 => (0..40u64).prop_map(|t| Input::Tick { now: Tick(t) }),
+            .prop_map(move |(session, lock, request)| Input::Cancel { now, session, lock, request }),
+        3 => Just(Input::Tick { now }),
     ]
 }
 
-fn run(inputs: &[Input], lock_delay: u64) -> Result<(), TestCaseError> {
+fn steps() -> impl Strategy<Value = Vec<(Clock, Input)>> {
+    prop::collection::vec((clock(), input()), 1..80)
+}
+
+/// The inputs stamped with the host's clock.
+fn stamp(steps: &[(Clock, Input)]) -> Vec<Input> {
+    let mut now = 0u64;
+    steps
+        .iter()
+        .map(|(c, input)| {
+            let at = match c {
+                Clock::Stay => now,
+                Clock::Forward(d) => {
+                    now += d;
+                    now
+                }
+                Clock::Behind => now.saturating_sub(1),
+            };
+            input.clone().at(Tick(at))
+        })
+        .collect()
+}
+
+fn run(steps: &[(Clock, Input)], lock_delay: u64) -> Result<(), TestCaseError> {
     let config = Config {
         lock_delay,
         max_name_len: 8,
     };
-    compare(inputs, (4, 2, 5), config, &mut Reach::default())
+    compare(&stamp(steps), (4, 2, 5), config, &mut Reach::default())
 }
 
 /// Feeds `inputs` to a service with these table sizes and to the reference model: after
 /// every input the answers, every query and the invariants must agree, and a refusal must
-/// be atomic. `reach` records which states the sequence got to.
+/// change nothing beyond the advance to its now. `reach` records which states the
+/// sequence got to.
 fn compare(
     inputs: &[Input],
     (s, l, c): (usize, usize, usize),
@@ -113,40 +163,51 @@ fn compare(
 ) -> Result<(), TestCaseError> {
     let mut svc = LockService::new(VecStorage::new(s, l, c), config).unwrap();
     let mut model = Model::new(svc.capacity(), config.lock_delay, config.max_name_len);
+    let mut shadow = Shadow::new(config.lock_delay);
     for (i, input) in inputs.iter().enumerate() {
         let before = svc.snapshot_vec();
+        let ticked = ticked_copy(&svc, input.now().max(svc.now()));
         let latest = input
             .request()
             .and_then(|_| svc.session(input.session()?))
             .map(|info| info.last_request);
-        let mut outs = Vec::new();
-        let got = svc.handle(input.clone(), &mut |o| outs.push(o));
+        let behind = svc.now() < input.now();
+        let mut events: Vec<Output> = Vec::new();
+        shadow.before(input);
+        let got = svc.handle(input.clone(), &mut events);
         let want = model.apply(input);
-        match (&got, &want) {
-            (Ok(()), Ok(w)) => {
-                prop_assert_eq!(&outs, w, "step {}: {:?}", i, input);
-                reach.saw(input, latest, &outs, &svc);
-            }
-            (Err(e), Err(w)) => {
-                prop_assert_eq!(e, w, "step {}: {:?}", i, input);
-                prop_assert!(outs.is_empty(), "refused input emitted {:?}", outs);
-                prop_assert_eq!(&svc.snapshot_vec(), &before, "refused input changed state");
+        prop_assert_eq!(&got, &want.result, "step {}: {:?}", i, input);
+        prop_assert_eq!(&events, &want.events, "step {}: {:?}", i, input);
+        match &got {
+            Ok(reply) => reach.saw(input, latest, reply, &events, behind, &svc),
+            Err(e) => {
+                let (state, advance) = match e {
+                    Error::TimeWentBackwards { .. } => (before, Vec::new()),
+                    _ => (ticked.0.snapshot_vec(), ticked.1),
+                };
+                prop_assert_eq!(
+                    &events,
+                    &advance,
+                    "refused input emitted more than its advance"
+                );
+                prop_assert_eq!(
+                    &svc.snapshot_vec(),
+                    &state,
+                    "refused input changed more than the advance"
+                );
                 reach.refused += 1;
             }
-            _ => prop_assert!(
-                false,
-                "step {}: {:?}: service {:?} {:?}, model {:?}",
-                i,
-                input,
-                got,
-                outs,
-                want
-            ),
         }
+        shadow
+            .after(&got, &events)
+            .map_err(|e| TestCaseError::fail(format!("step {i}: {input:?}: {e}")))?;
         model
             .agrees_with(&svc)
             .map_err(|e| TestCaseError::fail(format!("step {i}: {input:?}: {e}")))?;
         check_service(&svc).map_err(|e| TestCaseError::fail(format!("step {i}: {e}")))?;
+        shadow
+            .agrees_with(&svc)
+            .map_err(|e| TestCaseError::fail(format!("step {i}: {e}")))?;
     }
     check_round_trip(&svc).map_err(TestCaseError::fail)?;
     Ok(())
@@ -156,16 +217,16 @@ proptest! {
     #![proptest_config(config(512))]
 
     #[test]
-    fn service_agrees_with_the_reference_model(inputs in prop::collection::vec(input(), 1..80)) {
-        run(&inputs, 0)?;
+    fn service_agrees_with_the_reference_model(steps in steps()) {
+        run(&steps, 0)?;
     }
 
     #[test]
     fn service_agrees_with_the_reference_model_under_lock_delay(
-        inputs in prop::collection::vec(input(), 1..80),
+        steps in steps(),
         delay in 1..6u64,
     ) {
-        run(&inputs, delay)?;
+        run(&steps, delay)?;
     }
 }
 
@@ -179,7 +240,7 @@ fn a_divergence_is_found_and_shrunk() {
         cases: 2000,
         ..config(2000)
     });
-    let result = runner.run(&prop::collection::vec(input(), 1..80), |inputs| {
+    let result = runner.run(&steps(), |steps| {
         let cap = fencelock::Capacity {
             sessions: 4,
             locks: 2,
@@ -187,18 +248,20 @@ fn a_divergence_is_found_and_shrunk() {
         };
         let mut a = Model::new(cap, 0, 8);
         let mut b = Model::new(cap, 3, 8);
-        for i in &inputs {
+        for i in &stamp(&steps) {
             prop_assert_eq!(a.apply(i), b.apply(i));
         }
         Ok(())
     });
     match result {
         Err(TestError::Fail(_, minimal)) => {
-            println!("shrunk to {} inputs: {minimal:?}", minimal.len());
-            // An expiry of a holder needs an open, an acquire and a tick, then an acquire
-            // that sees the delay (plus the opens that make its session id exist).
-            assert!(minimal.len() <= 10, "not shrunk: {minimal:?}");
-            assert!(minimal.iter().any(|i| matches!(i, Input::Tick { .. })));
+            let inputs = stamp(&minimal);
+            println!("shrunk to {} inputs: {inputs:?}", inputs.len());
+            // An expiry of a holder needs an open, an acquire and time moving past the
+            // deadline, then an acquire that sees the delay (plus the opens that make its
+            // session id exist).
+            assert!(inputs.len() <= 10, "not shrunk: {inputs:?}");
+            assert!(inputs.iter().any(|i| i.now() > Tick(0)), "{inputs:?}");
         }
         other => panic!("the difference was not found: {other:?}"),
     }
@@ -224,7 +287,7 @@ struct Reach {
     /// The longest queue a `Queued` reported.
     queue: u32,
     /// The most entries in use at once, per table.
-    len: (u32, u32, u32),
+    usage: (u32, u32, u32),
     /// Shared holders of one lock at once.
     shared: usize,
     expired_holders: u64,
@@ -232,6 +295,9 @@ struct Reach {
     delayed: u64,
     /// Accepted inputs that repeated their session's latest request number (replays).
     replays: u64,
+    /// Messages (not ticks) applied at a later time than the service's whose advance
+    /// emitted events: expiries, timeouts or grants with no tick before them.
+    untick_events: u64,
     long_name_granted: bool,
 }
 
@@ -240,24 +306,41 @@ impl Reach {
         &mut self,
         input: &Input,
         latest: Option<u64>,
-        outs: &[Output],
+        reply: &Reply,
+        events: &[Output],
+        behind: bool,
         svc: &LockService<VecStorage>,
     ) {
         if matches!((input.request(), latest), (Some(n), Some(l)) if n == l && n > 0) {
             self.replays += 1;
         }
-        for o in outs {
+        if behind && !events.is_empty() && !matches!(input, Input::Tick { .. }) {
+            self.untick_events += 1;
+        }
+        let mut granted: Vec<(SessionId, &LockName)> = events
+            .iter()
+            .filter_map(|o| match o {
+                Output::Granted { session, lock, .. } => Some((*session, lock)),
+                _ => None,
+            })
+            .collect();
+        if let (Input::Acquire { session, lock, .. }, Reply::Granted { .. }) = (input, reply) {
+            granted.push((*session, lock));
+        }
+        if let Reply::Queued { position, .. } = reply {
+            self.queue = self.queue.max(*position);
+        }
+        for (session, lock) in granted {
+            self.granted_session = self.granted_session.max(session.0);
+            self.long_name_granted |= lock.as_str() == LONG_NAME;
+            let shared = svc
+                .holders(lock.as_str())
+                .filter(|h| h.mode == Mode::Shared)
+                .count();
+            self.shared = self.shared.max(shared);
+        }
+        for o in events {
             match o {
-                Output::Granted { session, lock, .. } => {
-                    self.granted_session = self.granted_session.max(session.0);
-                    self.long_name_granted |= lock.as_str() == LONG_NAME;
-                    let shared = svc
-                        .holders(lock.as_str())
-                        .filter(|h| h.mode == Mode::Shared)
-                        .count();
-                    self.shared = self.shared.max(shared);
-                }
-                Output::Queued { position, .. } => self.queue = self.queue.max(*position),
                 Output::Released {
                     reason: fencelock::ReleaseReason::Expired,
                     ..
@@ -266,11 +349,11 @@ impl Reach {
                 _ => {}
             }
         }
-        let len = svc.len();
-        self.len = (
-            self.len.0.max(len.sessions),
-            self.len.1.max(len.locks),
-            self.len.2.max(len.claims),
+        let u = svc.usage();
+        self.usage = (
+            self.usage.0.max(u.sessions),
+            self.usage.1.max(u.locks),
+            self.usage.2.max(u.claims),
         );
         if svc
             .locks()
@@ -287,86 +370,18 @@ const CLIENT_LOCKS: [&str; 4] = ["a", "b", "c", LONG_NAME];
 /// Table sizes of the client-like runs: sessions, locks, claims.
 const CLIENT_TABLES: (usize, usize, usize) = (12, 4, 16);
 
-/// One step of a client-like run: raw draws, turned into an input by `client_run` relative
-/// to the run so far (so a shrunk run stays client-like).
-type Draws = [u32; 8];
+/// One step of a client-like run: raw draws, turned into an input by the shared generator
+/// relative to the run so far (so a shrunk run stays client-like).
+type Draws = [u32; DRAWS_PER_INPUT];
 
-/// The inputs of a client-like run: mostly addressed to one of the five sessions opened
-/// last (likely alive), sometimes to any id up to one not yet opened; request numbers per
-/// session advance (1/2), retry the latest (1/3), go one back (stale) or are absent; time
-/// mostly moves forward by 1–3, sometimes stays, rarely goes back one (refused); timed waits
-/// end 0–14 ticks from now (0: a try-lock). Only valid names.
 fn client_run(draws: &[Draws]) -> Vec<Input> {
-    let mut now = 0u64;
-    let mut opened = 0u64;
-    let mut last_request = std::collections::BTreeMap::<u64, u64>::new();
-    let below = |d: u32, n: u64| u64::from(d) % n;
-    draws
-        .iter()
-        .map(|d| {
-            let session = if below(d[0], 10) == 0 || opened == 0 {
-                SessionId(1 + below(d[1], opened + 1))
-            } else {
-                SessionId(opened - below(d[1], opened.min(5)))
-            };
-            let lock = LockName::new(CLIENT_LOCKS[below(d[2], 4) as usize]).unwrap();
-            let request = {
-                let last = last_request.entry(session.0).or_default();
-                match below(d[3], 6) {
-                    0 => None,
-                    1 | 2 => Some(*last),
-                    3 => Some(last.saturating_sub(1)),
-                    _ => {
-                        *last += 1;
-                        Some(*last)
-                    }
-                }
-            };
-            match below(d[4], 20) {
-                0..=1 => {
-                    opened += 1;
-                    Input::OpenSession {
-                        ttl: 1 + below(d[5], 60),
-                    }
-                }
-                2..=4 => Input::KeepAlive { session, request },
-                5 => Input::CloseSession { session, request },
-                6..=11 => Input::Acquire {
-                    session,
-                    lock,
-                    mode: if below(d[5], 3) == 0 {
-                        Mode::Shared
-                    } else {
-                        Mode::Exclusive
-                    },
-                    wait: match below(d[6], 4) {
-                        0 => Wait::None,
-                        1 => Wait::Until(Tick(now + below(d[7], 15))),
-                        _ => Wait::Forever,
-                    },
-                    request,
-                },
-                12..=14 => Input::Release {
-                    session,
-                    lock,
-                    request,
-                },
-                15 => Input::Cancel {
-                    session,
-                    lock,
-                    request,
-                },
-                _ => {
-                    now = match below(d[5], 10) {
-                        0 => now.saturating_sub(1),
-                        1 => now,
-                        _ => now + 1 + below(d[6], 3),
-                    };
-                    Input::Tick { now: Tick(now) }
-                }
-            }
-        })
-        .collect()
+    ClientLike::from_draws(
+        Profile {
+            locks: &CLIENT_LOCKS,
+            ..Profile::default()
+        },
+        draws,
+    )
 }
 
 fn client_config(lock_delay: u64) -> Config {
@@ -386,7 +401,7 @@ fn client_like_runs_agree_with_the_reference_model() {
     let reach = RefCell::new(Reach::default());
     let mut runner = TestRunner::new(config(160));
     let strategy = (
-        prop::collection::vec(prop::array::uniform8(any::<u32>()), 1..=400),
+        prop::collection::vec(prop::array::uniform16(any::<u32>()), 1..=400),
         0..6u64,
     );
     let result = runner.run(&strategy, |(draws, lock_delay)| {
@@ -415,7 +430,7 @@ fn client_like_runs_agree_with_the_reference_model() {
         // Beyond the short generator: session ids above its 6, fuller tables than its
         // 4 sessions / 2 locks / 5 claims, a valid 12-byte name; long queues and shared runs.
         assert!(r.granted_session > 20, "{r:?}");
-        assert!(r.len.0 > 4 && r.len.1 > 2 && r.len.2 > 5, "{r:?}");
+        assert!(r.usage.0 > 4 && r.usage.1 > 2 && r.usage.2 > 5, "{r:?}");
         assert!(r.long_name_granted, "{r:?}");
         assert!(r.queue >= 4 && r.shared >= 3, "{r:?}");
         // and the rest of the rules, many times over
@@ -425,6 +440,7 @@ fn client_like_runs_agree_with_the_reference_model() {
             r.timed_out,
             r.delayed,
             r.replays,
+            r.untick_events,
         ] {
             assert!(n >= 100, "{r:?}");
         }
@@ -437,11 +453,14 @@ fn client_like_runs_agree_with_the_reference_model() {
 fn client_like_runs_from_fixed_seeds_agree_with_the_reference_model() {
     let mut reach = Reach::default();
     for seed in 1..=80u64 {
-        let mut rng = fencelock_tests::rng::Rng::new(seed);
-        let draws: Vec<Draws> = (0..400)
-            .map(|_| std::array::from_fn(|_| rng.next_u64() as u32))
-            .collect();
-        let inputs = client_run(&draws);
+        let inputs = ClientLike::seeded(
+            Profile {
+                locks: &CLIENT_LOCKS,
+                ..Profile::default()
+            },
+            seed,
+            400,
+        );
         compare(
             &inputs,
             CLIENT_TABLES,
@@ -453,9 +472,10 @@ fn client_like_runs_from_fixed_seeds_agree_with_the_reference_model() {
     println!("fixed seeds reached {reach:?}");
     assert!(reach.granted_session > 20 && reach.queue >= 4, "{reach:?}");
     assert!(
-        reach.len.0 > 4 && reach.len.1 > 2 && reach.len.2 > 5,
+        reach.usage.0 > 4 && reach.usage.1 > 2 && reach.usage.2 > 5,
         "{reach:?}"
     );
     assert!(reach.expired_holders > 0 && reach.timed_out > 0 && reach.delayed > 0);
     assert!(reach.replays > 0 && reach.refused > 0 && reach.long_name_granted);
+    assert!(reach.untick_events > 0, "{reach:?}");
 }

@@ -8,10 +8,13 @@
 //! their canonical bytes.
 //!
 //! A stop-the-world pause is a client that is not scheduled while time passes: the
-//! checker explores every interleaving, so a client may stay silent (no heartbeat, not
+//! checker explores every interleaving, so a client may stay silent (no keep-alive, not
 //! reading its inbox) for any number of ticks, then write with the token it believes it
-//! holds before reading the news (the GC pause of the seeds). Sessions expire; the lock is
-//! granted on. Properties:
+//! holds before reading the news (the GC pause fencing exists for). A reply reaches its
+//! caller at once; events wait in the inbox of the session they name. Sessions expire;
+//! the lock is granted on. Every input carries the host's clock; with a lazy host the
+//! clock moves without any tick, and only the inputs' own advances move the service's
+//! time (docs/SPEC.md §2). Properties:
 //! * always: the service's invariants hold after every input;
 //! * always: no write with a token lower than an accepted one is accepted at the resource —
 //!   holds with the fence check, and with the check off the checker must find the GC-pause
@@ -19,7 +22,7 @@
 //! * sometimes: a stale write is attempted and refused (the scenario is reachable).
 
 use fencelock::{
-    Config, Input, LockName, LockService, Mode, Output, SessionId, Tick, VecStorage, Wait,
+    Config, Input, LockName, LockService, Mode, Output, Reply, SessionId, Tick, VecStorage, Wait,
 };
 use fencelock_tests::invariants::check_service;
 use stateright::{Checker, HasDiscoveries, Model, Property};
@@ -37,6 +40,8 @@ struct LockModel {
     lock_delay: u64,
     /// Run the core with its test-only fault (feature `fault-injection`).
     core_fault: bool,
+    /// The host's clock moves without ticking the service (inputs carry it).
+    lazy_host: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -60,13 +65,14 @@ struct Client {
 struct State {
     svc: Vec<u8>,
     revision: u64,
+    /// The host's clock.
     now: u64,
     clients: Vec<Client>,
     /// The gate's highest admitted token per resource (0 = none yet).
     highest: Vec<u64>,
     stale_accepted: bool,
     stale_refused: bool,
-    /// A Granted went to a session whose deadline had passed (etcd #9921).
+    /// A Granted went to a session whose deadline had passed (the lease-expiry race).
     granted_to_dead: bool,
     broken: Option<String>,
 }
@@ -80,6 +86,8 @@ enum Action {
     Write(usize, usize),
     Deliver(usize),
     Tick,
+    /// The lazy host's clock moves on; the service is not ticked.
+    Elapse,
 }
 
 impl LockModel {
@@ -92,17 +100,18 @@ impl LockModel {
         svc
     }
 
-    /// Applies `input` to the service in `st`; routes the outputs; None if refused.
-    fn apply(&self, st: &mut State, input: Input) -> Option<()> {
+    /// Applies `input` (stamped with the host's clock) to the service in `st`; routes the
+    /// events; returns the caller's reply, or None if refused.
+    fn apply(&self, st: &mut State, input: Input) -> Option<Reply> {
         let mut svc = self.service(&st.svc);
         let deadlines: Vec<(SessionId, u64)> = svc
             .sessions()
             .map(|id| (id, svc.session(id).expect("listed").expires_at.0))
             .collect();
-        let mut outs = Vec::new();
-        svc.handle(input, &mut |o| outs.push(o)).ok()?;
+        let mut events: Vec<Output> = Vec::new();
+        let reply = svc.handle(input.at(Tick(st.now)), &mut events).ok()?;
         let now = svc.now().0;
-        for o in &outs {
+        for o in &events {
             if let Output::Granted { session, .. } = o {
                 if deadlines.iter().any(|(id, d)| id == session && *d <= now) {
                     st.granted_to_dead = true;
@@ -114,25 +123,23 @@ impl LockModel {
         }
         st.svc = svc.snapshot_vec();
         st.revision = svc.revision();
-        st.now = svc.now().0;
-        for o in outs {
+        for o in events {
             let owner = st
                 .clients
                 .iter()
                 .position(|c| c.session == Some(o.session().0));
             let lock = |l: &LockName| NAMES.iter().position(|n| *n == l.as_str()).expect("ours");
-            let (c, msg) = match &o {
-                Output::SessionOpened { .. } => continue,
-                Output::Granted { lock: l, token, .. } => (owner, Msg::Granted(lock(l), token.0)),
-                Output::Released { lock: l, .. } => (owner, Msg::Lost(lock(l))),
-                Output::SessionExpired { .. } => (owner, Msg::SessionGone),
+            let msg = match &o {
+                Output::Granted { lock: l, token, .. } => Msg::Granted(lock(l), token.0),
+                Output::Released { lock: l, .. } => Msg::Lost(lock(l)),
+                Output::SessionExpired { .. } => Msg::SessionGone,
                 _ => continue,
             };
-            if let Some(c) = c {
+            if let Some(c) = owner {
                 st.clients[c].inbox.push(msg);
             }
         }
-        Some(())
+        Some(reply)
     }
 }
 
@@ -176,7 +183,11 @@ impl Model for LockModel {
             return; // a violation ends the path
         }
         if st.now < self.max_time {
-            actions.push(Action::Tick);
+            actions.push(if self.lazy_host {
+                Action::Elapse
+            } else {
+                Action::Tick
+            });
         }
         for (i, c) in st.clients.iter().enumerate() {
             if !c.inbox.is_empty() {
@@ -208,15 +219,18 @@ impl Model for LockModel {
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut st = last.clone();
+        // The host's clock (apply stamps every input with it).
+        let now = Tick(st.now);
         match action {
             Action::Tick => {
-                let now = Tick(st.now + 1);
+                st.now += 1;
+                let now = Tick(st.now);
                 self.apply(&mut st, Input::Tick { now })?;
             }
+            Action::Elapse => st.now += 1,
             Action::Open(i) => {
-                let svc = self.service(&st.svc);
-                let id = svc.next_session_id();
-                self.apply(&mut st, Input::OpenSession { ttl: self.ttl })?;
+                let input = Input::OpenSession { now, ttl: self.ttl };
+                let id = self.apply(&mut st, input)?.opened()?;
                 st.clients[i].session = Some(id.0);
                 st.clients[i].opened = true;
             }
@@ -226,6 +240,7 @@ impl Model for LockModel {
                 self.apply(
                     &mut st,
                     Input::KeepAlive {
+                        now,
                         session,
                         request: None,
                     },
@@ -236,9 +251,10 @@ impl Model for LockModel {
             }
             Action::Acquire(i, l) => {
                 let session = SessionId(st.clients[i].session?);
-                self.apply(
+                let reply = self.apply(
                     &mut st,
                     Input::Acquire {
+                        now,
                         session,
                         lock: LockName::new(NAMES[l]).expect("name"),
                         mode: Mode::Exclusive,
@@ -246,13 +262,18 @@ impl Model for LockModel {
                         request: None,
                     },
                 )?;
-                st.clients[i].waiting[l] = true;
+                // The caller's answer arrives at once.
+                match reply {
+                    Reply::Granted { token, .. } => st.clients[i].believes[l] = Some(token.0),
+                    _ => st.clients[i].waiting[l] = true,
+                }
             }
             Action::Release(i, l) => {
                 let session = SessionId(st.clients[i].session?);
                 self.apply(
                     &mut st,
                     Input::Release {
+                        now,
                         session,
                         lock: LockName::new(NAMES[l]).expect("name"),
                         request: None,
@@ -319,12 +340,13 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
     let states = checker.unique_state_count();
     let depth = checker.max_depth();
     println!(
-        "MODELCHECK clients={} locks={} lock_delay={} max_time={} max_tokens={} fence={} states={} depth={}",
+        "MODELCHECK clients={} locks={} lock_delay={} max_time={} max_tokens={} host={} fence={} states={} depth={}",
         m.clients,
         m.locks,
         m.lock_delay,
         m.max_time,
         m.max_tokens,
+        if m.lazy_host { "lazy" } else { "ticking" },
         if m.fence { "on" } else { "off" },
         states,
         depth
@@ -359,6 +381,7 @@ fn base(fence: bool) -> LockModel {
         ttl: 2,
         lock_delay: 0,
         core_fault: false,
+        lazy_host: false,
     }
 }
 
@@ -403,6 +426,30 @@ fn fence_off_checker_finds_the_gc_pause() {
     }
     assert!(actions[..steps].iter().any(|a| matches!(a, Action::Tick)));
     assert_eq!(steps, actions.len(), "the path goes on after the violation");
+}
+
+/// A lazy host: its clock moves without ticking the service, and every input carries the
+/// clock, so expiries and grants happen in the advance of whatever message comes next.
+/// With the fence the resource still admits no stale write and nobody dead is granted;
+/// without it the checker still finds the GC pause.
+#[test]
+fn lazy_host_fence_holds_and_fence_off_finds_the_gc_pause() {
+    let lazy = |fence| LockModel {
+        lazy_host: true,
+        ..base(fence)
+    };
+    let (states, _, _) = check(lazy(true));
+    assert!(states > 1000, "suspiciously small state space: {states}");
+    let (_, _, cex) = check(lazy(false));
+    let actions = cex.expect("with the fence off the checker must find a stale write");
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Elapse)),
+        "{actions:?}"
+    );
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Tick)),
+        "{actions:?}"
+    );
 }
 
 #[test]

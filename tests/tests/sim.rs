@@ -4,7 +4,7 @@
 //!   (default 1 000) steps; `SIM_FIRST_SEED` moves the window (a soak: see tests/README.md).
 //! * `SEED=<n>` replays one seed exactly and prints its last events.
 
-use fencelock_tests::sim::{run, run_many, Fault, SimConfig};
+use fencelock_tests::sim::{run, run_many, Fault, HostLoop, SimConfig};
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| {
@@ -23,12 +23,18 @@ fn simulation_many_seeds() {
     match run_many(first, seeds, steps, Fault::None) {
         Ok(r) => {
             println!(
-                "SIM seeds={seeds} steps_per_seed={steps} first_seed={first} failures=0 steps={} inputs={} refused={} outputs={} grants={} expiries={} waits={} pauses={} lost_heartbeats={} writes_accepted={} stale_writes_refused={} round_trips={}",
+                "SIM seeds={seeds} steps_per_seed={steps} first_seed={first} failures=0 steps={} inputs={} refused={} events={} grants={} expiries={} waits={} pauses={} lost_keep_alives={} untick_inputs={} writes_accepted={} stale_writes_refused={} round_trips={}",
                 r.steps, r.inputs, r.refused, r.outputs, r.grants, r.expiries, r.waits, r.pauses,
-                r.lost_heartbeats, r.writes_accepted, r.stale_refused, r.round_trips
+                r.lost_keep_alives, r.untick_inputs, r.writes_accepted, r.stale_refused, r.round_trips
             );
             // The runs must actually exercise what they claim to check.
             assert!(r.grants > 0 && r.expiries > 0 && r.waits > 0 && r.refused > 0);
+            // Hosts that tick late or never applied messages at later times than the
+            // service's, with no tick first.
+            assert!(
+                r.untick_inputs > 0,
+                "no input was applied without a tick first"
+            );
             assert!(
                 r.stale_refused > 0 || seeds < 50,
                 "no stale write was ever attempted"
@@ -43,6 +49,13 @@ fn replay_seed() {
     let seed = env_u64("SEED").unwrap_or(7);
     let mut cfg = SimConfig::new(seed);
     cfg.round_trip_every = 1;
+    // SIM_HOST=tick_first|on_timer|never_ticks replays the seed with that host loop.
+    cfg.host = std::env::var("SIM_HOST").ok().map(|h| match h.as_str() {
+        "tick_first" => HostLoop::TickFirst,
+        "on_timer" => HostLoop::OnTimer,
+        "never_ticks" => HostLoop::NeverTicks,
+        other => panic!("SIM_HOST={other:?}: tick_first, on_timer or never_ticks"),
+    });
     match run(cfg) {
         Ok(r) => println!("seed {seed}: ok, {r:?}"),
         Err(f) => panic!("{f}"),
@@ -82,24 +95,51 @@ fn fault_gate_accepting_lower_tokens_is_caught() {
     run(SimConfig::new(f.seed)).expect("the same seed passes with the real gate");
 }
 
-/// The broken host: inputs applied before the service is ticked up to the real time. The
-/// simulation's no-grant-to-the-dead check (by the host's clock) must catch it, and the
-/// same seed must pass with a correct host.
+/// Every host loop — tick first, tick on the timer (sometimes late), never tick — gives a
+/// correct service over the same seeds: messages stamped with the host's clock need no
+/// tick before them (docs/SPEC.md §2).
 #[test]
-fn fault_host_ticking_late_is_caught() {
+fn every_host_loop_passes_the_same_seeds() {
+    // 20 seeds per loop in a quick debug run, 200 in an optimised one or with VERIFY_FULL.
+    let full = !cfg!(debug_assertions) || std::env::var_os("VERIFY_FULL").is_some();
+    let seeds = if full { 200 } else { 20 };
+    for host in [HostLoop::TickFirst, HostLoop::OnTimer, HostLoop::NeverTicks] {
+        let mut untick = 0;
+        for seed in 0..seeds {
+            let mut cfg = SimConfig::new(seed);
+            cfg.host = Some(host);
+            match run(cfg) {
+                Ok(r) => untick += r.untick_inputs,
+                Err(f) => panic!("{host:?}: {f}"),
+            }
+        }
+        println!(
+            "host {host:?}: {seeds} seeds passed, {untick} inputs applied without a tick first"
+        );
+        if host != HostLoop::TickFirst {
+            assert!(untick > 0, "{host:?}");
+        }
+    }
+}
+
+/// The broken host: messages stamped with the time of its last tick instead of its clock,
+/// and late ticks. The simulation's no-grant-to-the-dead check (by the host's clock) must
+/// catch it, and the same seed must pass with a correct host.
+#[test]
+fn fault_host_stamping_stale_time_is_caught() {
     let mut caught = None;
     for seed in 0..300 {
         let mut cfg = SimConfig::new(seed);
-        cfg.fault = Fault::HostTicksLate;
+        cfg.fault = Fault::HostStampsStaleTime;
         if let Err(f) = run(cfg) {
             caught = Some(f);
             break;
         }
     }
-    let f = caught.expect("300 seeds did not catch a host that ticks late");
+    let f = caught.expect("300 seeds did not catch a host that stamps stale times");
     println!("caught as expected:\n{f}");
     println!(
-        "FAULT host-ticks-late caught by the simulation: seed {} step {}: {}",
+        "FAULT host-stamps-stale-time caught by the simulation: seed {} step {}: {}",
         f.seed, f.step, f.message
     );
     assert!(f.message.contains("granted to dead"), "{f}");

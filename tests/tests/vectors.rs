@@ -1,10 +1,10 @@
 //! Conformance vectors: the native runner replays every committed file, the files match
 //! what the generator produces (they cannot go stale), and together they cover every input
-//! kind and every error an input can get.
+//! kind, every reply kind, every event kind and every error an input can get.
 
 use std::collections::BTreeSet;
 
-use fencelock::Input;
+use fencelock::{Input, Output, Reply};
 use fencelock_tests::hex;
 use fencelock_tests::vectors::{render, replay, scenarios, vectors_dir};
 
@@ -26,7 +26,7 @@ fn files() -> Vec<(String, String)> {
 fn native_runner_replays_every_vector() {
     let files = files();
     assert!(
-        files.len() >= 16,
+        files.len() >= 18,
         "expected the committed vectors, found {}",
         files.len()
     );
@@ -73,7 +73,7 @@ fn runner_detects_a_wrong_output_a_wrong_error_and_a_wrong_snapshot() {
         .find(|(n, _)| n.starts_with("02_"))
         .unwrap();
     // Flip the last digit of the first `out`, `err` and `snapshot` line in turn.
-    for word in ["out ", "err ", "snapshot "] {
+    for word in ["out ", "reply ", "err ", "snapshot "] {
         let mut done = false;
         let broken: String = text
             .lines()
@@ -111,14 +111,39 @@ fn runner_detects_a_wrong_output_a_wrong_error_and_a_wrong_snapshot() {
             .join("\n")
     };
     assert!(replay(&dropped).is_err());
+    // So is an `in` that no reply or err line closes, and a reply where an err belongs.
+    let unclosed: String = {
+        let mut skipped = false;
+        text.lines()
+            .filter(|l| {
+                if !skipped && l.starts_with("reply ") {
+                    skipped = true;
+                    return false;
+                }
+                true
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(replay(&unclosed).is_err());
+    let swapped = text.replacen("err 101", "reply 08", 1);
+    assert!(replay(&swapped).is_err());
 }
 
 #[test]
 fn vectors_cover_every_input_kind_and_every_input_error() {
     let mut kinds = BTreeSet::new();
     let mut codes = BTreeSet::new();
+    let mut replies = BTreeSet::new();
+    let mut events = BTreeSet::new();
     for (_, text) in files() {
         for line in text.lines() {
+            if let Some(h) = line.strip_prefix("reply ") {
+                replies.insert(Reply::from_frame(&hex::decode(h).unwrap()).unwrap().kind());
+            }
+            if let Some(h) = line.strip_prefix("out ") {
+                events.insert(Output::from_frame(&hex::decode(h).unwrap()).unwrap().kind());
+            }
             if let Some(h) = line.strip_prefix("in ") {
                 if let Ok(i) = Input::from_frame(&hex::decode(h).unwrap()) {
                     kinds.insert(match i {
@@ -149,6 +174,24 @@ fn vectors_cover_every_input_kind_and_every_input_error() {
     ]
     .into();
     assert_eq!(kinds, want_kinds);
+    let want_replies: BTreeSet<&str> = [
+        "opened",
+        "kept_alive",
+        "closed",
+        "granted",
+        "queued",
+        "busy",
+        "released",
+        "cancelled",
+        "hold_ended",
+        "wait_ended",
+        "ticked",
+    ]
+    .into();
+    assert_eq!(replies, want_replies);
+    let want_events: BTreeSet<&str> =
+        ["granted", "released", "session_expired", "wait_timed_out"].into();
+    assert_eq!(events, want_events);
     // Every error an input frame can get (206 and 4xx/50[2-5] cannot come from an input).
     let want_codes: BTreeSet<u32> = [
         101, 102, 103, 104, 105, 106, 107, 201, 202, 203, 204, 205, 301, 501,

@@ -1,0 +1,394 @@
+//! # fencelock-fence — the resource checks the token, in real storage
+//!
+//! Fencing only works if **the resource** refuses a write whose token is lower than one it
+//! has already seen. fencelock's [`FenceGate`](fencelock::FenceGate) is that check in
+//! process; this crate puts the same rule in front of real storage, and makes the check and
+//! the write **one atomic step**: a check followed by a separate write reopens the race
+//! (between the two, a newer holder can write, and the older write then lands on top).
+//!
+//! One trait, [`Fence`]: `write(resource, token, |tx| …)` admits `token` for `resource`
+//! and runs the caller's write inside the same transaction; either both happen or neither.
+//!
+//! | implementation | storage | what makes it atomic |
+//! |---|---|---|
+//! | [`GateFence`] | a `FenceGate` and the data it guards, in process | one mutex around check, write and admit |
+//! | [`SqliteFence`] | an SQLite database (bundled build) | `BEGIN IMMEDIATE`: conditional upsert of the fence row, then the write, one transaction |
+//! | [`PgFence`] | a PostgreSQL database | conditional upsert of the fence row (which locks it until commit), then the write, one transaction |
+//!
+//! The rule is `FenceGate`'s, answer for answer (the gate conformance vectors in
+//! `tests/vectors/gate/` are replayed against every implementation): a token equal to the
+//! highest seen is admitted (the same holder writes again), a higher one is admitted and
+//! becomes the highest, a lower one is refused with
+//! [`Error::Stale`]`{ token, highest }`, token 0 with [`Error::ZeroToken`], a bad name
+//! with [`Error::EmptyName`] / [`Error::NameTooLong`]. Names and tokens are checked by the
+//! core's own `FenceGate::check` before storage is touched; only the comparison with the
+//! stored highest token runs in the database.
+//!
+//! The SQL fences store the highest token in a signed 64-bit column, so they refuse a
+//! token above `i64::MAX` with [`FenceError::TokenOutOfRange`] (no real history reaches
+//! it: the token grows by one per grant, and 2^63 grants at a billion a second take 292
+//! years).
+//!
+//! ```
+//! use fencelock::{Error, Token};
+//! use fencelock_fence::{Fence, FenceError, SqliteFence};
+//!
+//! let mut fence = SqliteFence::new(rusqlite::Connection::open_in_memory()?)?;
+//! fence.connection().execute("CREATE TABLE ledger (entry TEXT)", [])?;
+//! let pay = |tx: &mut rusqlite::Transaction<'_>| tx.execute("INSERT INTO ledger VALUES ('pay')", []);
+//! fence.write("ledger", Token(35), pay)?;                       // B, the newer holder
+//! match fence.write("ledger", Token(34), pay) {                 // A, back from a pause
+//!     Err(FenceError::Refused(Error::Stale { highest, .. })) => assert_eq!(highest, Token(35)),
+//!     other => panic!("stale write not refused: {other:?}"),
+//! }
+//! let n: i64 = fence.connection().query_row("SELECT count(*) FROM ledger", [], |r| r.get(0))?;
+//! assert_eq!(n, 1);                                             // only B's write landed
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The same with PostgreSQL, as a worker run by `fencelock lock ledger -- ./pay` (the CLI
+//! puts the grant's token in `FENCELOCK_TOKEN`):
+//!
+//! ```no_run
+//! use fencelock::Token;
+//! use fencelock_fence::{Fence, PgFence};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let token = Token(std::env::var("FENCELOCK_TOKEN")?.parse()?);
+//! let db = postgres::Client::connect("host=/run/postgresql dbname=shop", postgres::NoTls)?;
+//! let mut fence = PgFence::new(db)?; // creates the table fencelock_fence if missing
+//! let paid = fence.write("ledger", token, |tx| {
+//!     // the same transaction as the token check: both commit, or neither
+//!     tx.execute("INSERT INTO ledger (amount) VALUES ($1)", &[&10_i64])
+//! });
+//! match paid {
+//!     Ok(_) => println!("paid"),
+//!     Err(e) if e.stale_highest().is_some() => eprintln!("refused: a newer holder wrote"),
+//!     Err(e) => return Err(e.into()),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+use std::convert::Infallible;
+use std::fmt;
+
+pub use fencelock::{Error, Token};
+
+mod gate;
+mod pg;
+mod sqlite;
+
+pub use gate::GateFence;
+pub use pg::PgFence;
+pub use sqlite::SqliteFence;
+
+/// The table the SQL fences keep their highest tokens in: one row per resource,
+/// `(resource, highest)`, with `resource` the name's UTF-8 bytes (compared byte for byte,
+/// like `FenceGate`) and `highest > 0`.
+pub const FENCE_TABLE: &str = "fencelock_fence";
+
+/// A fence in front of a resource: admits a write carrying a fencing token and makes it
+/// in one atomic step.
+pub trait Fence {
+    /// What the write runs against: the open transaction (SQL fences) or the guarded data
+    /// (in process). The write's effects become visible only together with the admit.
+    type Tx<'t>
+    where
+        Self: 't;
+
+    /// Admits `token` for `resource` and, in the same atomic step, runs `write`.
+    ///
+    /// On `Ok`, the write's effects and the new highest token (`max(highest, token)`) are
+    /// both durable as far as the storage makes anything durable. On any `Err`, neither:
+    /// the transaction is rolled back and the highest token is unchanged.
+    ///
+    /// Errors: [`FenceError::Refused`] with [`Error::Stale`]`{ token, highest }` (a higher
+    /// token was admitted before), [`Error::ZeroToken`], [`Error::EmptyName`],
+    /// [`Error::NameTooLong`] (checked before storage is touched), or
+    /// [`Error::CapacityExceeded`] (a full in-process gate); [`FenceError::TokenOutOfRange`]
+    /// (SQL fences, token above `i64::MAX`); [`FenceError::Write`] with the error `write`
+    /// returned; [`FenceError::Storage`] when the storage fails (connection lost, disk
+    /// error, lock timeout). A storage failure at commit leaves the outcome unknown, as
+    /// any database commit does: read back before retrying.
+    ///
+    /// Cost: the in-process gate O(name length) plus the write, under one mutex; the SQL
+    /// fences one transaction — `BEGIN`, the conditional upsert, the write's statements,
+    /// `COMMIT` (a stale one: `BEGIN`, the upsert, one read, `ROLLBACK`) — with the
+    /// resource's fence row locked until it ends, so writes to one resource are serialised
+    /// and writes to different resources are not (SQLite serialises all writers of the
+    /// database file anyway).
+    fn write<T, E, F>(
+        &mut self,
+        resource: &str,
+        token: Token,
+        write: F,
+    ) -> Result<T, FenceError<E>>
+    where
+        F: FnOnce(&mut Self::Tx<'_>) -> Result<T, E>;
+
+    /// The highest token admitted for `resource`, if any (`None` too for a name no
+    /// resource can have).
+    ///
+    /// Errors: [`StorageError`] when the storage fails or holds a row that breaks the
+    /// table's rules (a token of 0 or less). Cost: one indexed read.
+    fn highest(&mut self, resource: &str) -> Result<Option<Token>, StorageError>;
+
+    /// Admits `token` for `resource` with nothing else written: [`write`](Self::write)
+    /// with an empty write.
+    ///
+    /// Errors: as [`write`](Self::write), never [`FenceError::Write`]. Cost: as `write`.
+    fn admit(&mut self, resource: &str, token: Token) -> Result<(), FenceError<Infallible>> {
+        self.write(resource, token, |_| Ok(()))
+    }
+}
+
+/// Why a fenced write did not happen. In every case nothing was written and the highest
+/// token is unchanged (but see [`FenceError::Storage`] at commit).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FenceError<E> {
+    /// The fence refused the write: [`Error::Stale`] (the caller's lock is gone: stop
+    /// acting on it), [`Error::ZeroToken`], [`Error::EmptyName`], [`Error::NameTooLong`],
+    /// [`Error::CapacityExceeded`].
+    Refused(Error),
+    /// An SQL fence cannot store a token above `i64::MAX`.
+    TokenOutOfRange(Token),
+    /// The caller's write failed; the transaction was rolled back.
+    Write(E),
+    /// The storage failed.
+    Storage(StorageError),
+}
+
+impl<E> FenceError<E> {
+    /// The highest token seen, if this is a stale refusal. Cost: O(1).
+    pub fn stale_highest(&self) -> Option<Token> {
+        match self {
+            FenceError::Refused(Error::Stale { highest, .. }) => Some(*highest),
+            _ => None,
+        }
+    }
+}
+
+impl<E> FenceError<E> {
+    /// True for a [`FenceError::Storage`] that [`StorageError::is_retryable`] says may be
+    /// retried as it is. Your write's own errors ([`FenceError::Write`]) are yours to judge.
+    /// Cost: O(length of the source chain).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, FenceError::Storage(e) if e.is_retryable())
+    }
+}
+
+impl<E> From<StorageError> for FenceError<E> {
+    fn from(e: StorageError) -> Self {
+        FenceError::Storage(e)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for FenceError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FenceError::Refused(e) => write!(f, "fence refused the write: {e}"),
+            FenceError::TokenOutOfRange(t) => {
+                write!(f, "{t} is above i64::MAX, which an SQL fence cannot store")
+            }
+            FenceError::Write(e) => write!(f, "the fenced write failed: {e}"),
+            FenceError::Storage(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for FenceError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FenceError::Write(e) => Some(e),
+            FenceError::Storage(e) => Some(e),
+            // The refusal's text is in this error's own message.
+            FenceError::Refused(_) | FenceError::TokenOutOfRange(_) => None,
+        }
+    }
+}
+
+/// The storage failed: the database's own error, or a row that breaks the fence table's
+/// rules.
+#[derive(Debug)]
+pub struct StorageError {
+    what: &'static str,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl StorageError {
+    pub(crate) fn new(
+        what: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        StorageError {
+            what,
+            source: Some(source.into()),
+        }
+    }
+
+    pub(crate) fn corrupt(what: &'static str) -> Self {
+        StorageError { what, source: None }
+    }
+
+    /// What the fence was doing, or which rule a stored row broke. Cost: O(1).
+    pub fn what(&self) -> &'static str {
+        self.what
+    }
+
+    /// True when the same write may simply be made again (nothing was written): a
+    /// PostgreSQL serialization failure (SQLSTATE 40001, under `REPEATABLE READ` or
+    /// `SERIALIZABLE`) or deadlock (40P01), or SQLite still busy or locked after the busy
+    /// timeout. Cost: O(length of the source chain).
+    pub fn is_retryable(&self) -> bool {
+        use postgres::error::SqlState;
+        let mut next: Option<&(dyn std::error::Error + 'static)> = self
+            .source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static));
+        while let Some(e) = next {
+            if let Some(pg) = e.downcast_ref::<postgres::Error>() {
+                if let Some(code) = pg.code() {
+                    return code == &SqlState::T_R_SERIALIZATION_FAILURE
+                        || code == &SqlState::T_R_DEADLOCK_DETECTED;
+                }
+            }
+            if let Some(rusqlite::Error::SqliteFailure(f, _)) = e.downcast_ref::<rusqlite::Error>()
+            {
+                return matches!(
+                    f.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                );
+            }
+            next = e.source();
+        }
+        false
+    }
+}
+
+/// Includes the whole source chain: a database client's own message is often only its
+/// outermost layer ("db error"), with what went wrong in the sources.
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.source {
+            Some(e) => {
+                write!(f, "fence storage failed ({}): {e}", self.what)?;
+                let mut next = e.source();
+                while let Some(s) = next {
+                    write!(f, ": {s}")?;
+                    next = s.source();
+                }
+                Ok(())
+            }
+            None => write!(f, "fence storage failed: {}", self.what),
+        }
+    }
+}
+
+impl std::error::Error for StorageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// The checks made before storage is touched, by the core's own rule: token 0, then the
+/// name; for the SQL fences, a token their column cannot hold.
+fn precheck<E>(resource: &str, token: Token, sql: bool) -> Result<(), FenceError<E>> {
+    // A one-row gate that has seen nothing answers exactly the input checks of `admit`.
+    fencelock::FenceGate::new([fencelock::GateRow::EMPTY])
+        .and_then(|gate| gate.check(resource, token))
+        .map_err(FenceError::Refused)?;
+    if sql && i64::try_from(token.0).is_err() {
+        return Err(FenceError::TokenOutOfRange(token));
+    }
+    Ok(())
+}
+
+/// A token read back from an SQL fence table: must be positive.
+fn stored_token(h: i64) -> Result<Token, StorageError> {
+    u64::try_from(h)
+        .ok()
+        .filter(|&h| h > 0)
+        .map(Token)
+        .ok_or(StorageError::corrupt(
+            "the fence table holds a token of 0 or less",
+        ))
+}
+
+/// The stale refusal after the conditional upsert changed no row: the stored highest must
+/// be above `token`, or the table changed under the transaction's lock.
+fn stale<E>(token: Token, stored: Option<i64>) -> FenceError<E> {
+    match stored.map(stored_token) {
+        Some(Ok(highest)) if highest > token => {
+            FenceError::Refused(Error::Stale { token, highest })
+        }
+        Some(Err(e)) => FenceError::Storage(e),
+        _ => FenceError::Storage(StorageError::corrupt(
+            "the conditional write changed no row, yet no higher token is stored",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precheck_is_the_cores_order_then_the_sql_range() {
+        let p = |r: &str, t: u64, sql: bool| precheck::<()>(r, Token(t), sql);
+        assert!(matches!(
+            p("", 0, true),
+            Err(FenceError::Refused(Error::ZeroToken))
+        ));
+        assert!(matches!(
+            p("", 1, true),
+            Err(FenceError::Refused(Error::EmptyName))
+        ));
+        assert!(matches!(
+            p(&"n".repeat(65), 1, true),
+            Err(FenceError::Refused(Error::NameTooLong { len: 65, max: 64 }))
+        ));
+        assert!(p("r", i64::MAX as u64, true).is_ok());
+        assert!(
+            matches!(p("r", 1 << 63, true), Err(FenceError::TokenOutOfRange(Token(t))) if t == 1 << 63)
+        );
+        assert!(p("r", u64::MAX, false).is_ok());
+    }
+
+    #[test]
+    fn a_stored_token_must_be_positive_and_above_a_stale_one() {
+        assert_eq!(stored_token(7).unwrap(), Token(7));
+        assert!(stored_token(0).is_err() && stored_token(-1).is_err());
+        assert_eq!(
+            stale::<()>(Token(3), Some(7)).stale_highest(),
+            Some(Token(7))
+        );
+        // Nothing higher stored, yet the conditional write changed no row: not "stale".
+        for stored in [None, Some(3), Some(2), Some(-4)] {
+            assert!(
+                matches!(stale::<()>(Token(3), stored), FenceError::Storage(_)),
+                "{stored:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_sql_names_the_documented_table() {
+        for sql in [
+            sqlite::CREATE,
+            sqlite::ADMIT,
+            sqlite::HIGHEST,
+            pg::CREATE,
+            pg::ADMIT,
+            pg::HIGHEST,
+        ] {
+            assert!(sql.contains(FENCE_TABLE), "{sql}");
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! [`SqliteFence`]: the fence row and the data in one SQLite transaction.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
+
+use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Token};
+
+pub(crate) const CREATE: &str = "CREATE TABLE IF NOT EXISTS fencelock_fence (
+    resource BLOB PRIMARY KEY NOT NULL,
+    highest INTEGER NOT NULL CHECK (highest > 0)
+) STRICT, WITHOUT ROWID";
+
+// Insert the resource's first token, or raise the stored one if it is not higher than
+// ours. RETURNING yields a row only when a row was written: none means stale.
+pub(crate) const ADMIT: &str = "INSERT INTO fencelock_fence (resource, highest) VALUES (?1, ?2)
+    ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest
+    WHERE fencelock_fence.highest <= excluded.highest
+    RETURNING highest";
+
+pub(crate) const HIGHEST: &str = "SELECT highest FROM fencelock_fence WHERE resource = ?1";
+
+/// A fence in an SQLite database: the table `fencelock_fence` (see
+/// [`FENCE_TABLE`](crate::FENCE_TABLE)) next to your data, and every fenced write one
+/// `BEGIN IMMEDIATE` transaction:
+///
+/// ```sql
+/// INSERT INTO fencelock_fence (resource, highest) VALUES (:resource, :token)
+///   ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest
+///   WHERE fencelock_fence.highest <= excluded.highest
+///   RETURNING highest;            -- no row: stale (then read the highest back)
+/// -- your write
+/// COMMIT;
+/// ```
+///
+/// `IMMEDIATE` takes SQLite's write lock before the conditional upsert, so no other
+/// connection can move the fence between the check and the commit. Writers on other
+/// connections wait for the lock up to the connection's busy timeout (then
+/// [`FenceError::Storage`]). Every connection to the file may fence; they share the table.
+pub struct SqliteFence {
+    conn: Connection,
+}
+
+impl SqliteFence {
+    /// A fence on `conn`, creating the fence table if it is missing.
+    ///
+    /// Errors: [`StorageError`] if the table cannot be created. Cost: one statement.
+    pub fn new(conn: Connection) -> Result<Self, StorageError> {
+        conn.execute_batch(CREATE)
+            .map_err(|e| StorageError::new("create the fence table", e))?;
+        Ok(SqliteFence { conn })
+    }
+
+    /// Opens (creating if needed) the database file at `path` in WAL mode with a busy
+    /// timeout of `busy`, and makes a fence on it.
+    ///
+    /// Errors: [`StorageError`] if the file cannot be opened or set up. Cost: a file open
+    /// and two statements.
+    pub fn open(path: impl AsRef<Path>, busy: Duration) -> Result<Self, StorageError> {
+        let conn = Connection::open(path).map_err(|e| StorageError::new("open the database", e))?;
+        conn.busy_timeout(busy)
+            .map_err(|e| StorageError::new("set the busy timeout", e))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| StorageError::new("switch to WAL", e))?;
+        Self::new(conn)
+    }
+
+    /// The connection, for reads and unfenced statements. Cost: O(1).
+    pub fn connection(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    /// Gives the connection back. Cost: O(1).
+    pub fn into_inner(self) -> Connection {
+        self.conn
+    }
+}
+
+impl Fence for SqliteFence {
+    type Tx<'t> = Transaction<'t>;
+
+    fn write<T, E, F>(&mut self, resource: &str, token: Token, write: F) -> Result<T, FenceError<E>>
+    where
+        F: FnOnce(&mut Transaction<'_>) -> Result<T, E>,
+    {
+        precheck(resource, token, true)?;
+        let key = resource.as_bytes();
+        let t = token.0 as i64; // in range: precheck
+        let mut tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| StorageError::new("begin", e))?;
+        let admitted: Option<i64> = tx
+            .query_row(ADMIT, (key, t), |r| r.get(0))
+            .optional()
+            .map_err(|e| StorageError::new("conditional upsert", e))?;
+        if admitted.is_none() {
+            let stored: Option<i64> = tx
+                .query_row(HIGHEST, (key,), |r| r.get(0))
+                .optional()
+                .map_err(|e| StorageError::new("read the highest token", e))?;
+            return Err(stale(token, stored)); // dropping tx rolls back
+        }
+        let out = write(&mut tx).map_err(FenceError::Write)?;
+        tx.commit().map_err(|e| StorageError::new("commit", e))?;
+        Ok(out)
+    }
+
+    fn highest(&mut self, resource: &str) -> Result<Option<Token>, StorageError> {
+        let stored: Option<i64> = self
+            .conn
+            .query_row(HIGHEST, (resource.as_bytes(),), |r| r.get(0))
+            .optional()
+            .map_err(|e| StorageError::new("read the highest token", e))?;
+        stored.map(stored_token).transpose()
+    }
+}

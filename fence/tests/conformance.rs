@@ -1,0 +1,324 @@
+//! Every fence gives FenceGate's answers: the gate conformance vectors
+//! (`tests/vectors/gate/*.vec`) replayed against the in-process gate, SQLite and a real
+//! PostgreSQL server; then what each does on a failed write, a token it cannot store and a
+//! hostile table.
+
+mod common;
+
+use fencelock::{Error, Table, Token};
+use fencelock_fence::{Fence, FenceError, GateFence, PgFence, SqliteFence};
+use fencelock_tests::gate_vectors::{gate_vector_files, replay_gate, GateUnderTest};
+
+/// Drives any fence as a gate vector expects; a storage failure fails the test.
+struct Under<F: Fence>(F);
+
+impl<F: Fence> GateUnderTest for Under<F> {
+    fn admit(&mut self, resource: &str, token: Token) -> Result<(), Error> {
+        match self.0.admit(resource, token) {
+            Ok(()) => Ok(()),
+            Err(FenceError::Refused(e)) => Err(e),
+            Err(e) => panic!("admit({resource:?}, {token}): {e}"),
+        }
+    }
+    fn highest(&mut self, resource: &str) -> Option<Token> {
+        self.0
+            .highest(resource)
+            .unwrap_or_else(|e| panic!("highest({resource:?}): {e}"))
+    }
+}
+
+fn replay_all<F: Fence>(what: &str, mut make: impl FnMut(usize) -> F) {
+    let files = gate_vector_files().expect("tests/vectors/gate");
+    assert!(files.len() >= 3, "expected the committed gate vectors");
+    let mut admits = 0;
+    for (name, text) in &files {
+        let stats = replay_gate(text, |c| Under(make(c.resources)))
+            .unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
+        assert!(stats.refusals > 0 && stats.highest > 0, "{name}: {stats:?}");
+        admits += stats.admits;
+    }
+    println!(
+        "{what}: {} gate vector files, {admits} admits, same answers as FenceGate",
+        files.len()
+    );
+}
+
+#[test]
+fn gate_fence_replays_the_gate_vectors() {
+    replay_all("in-process gate", |n| GateFence::new(n, ()).unwrap());
+}
+
+#[test]
+fn sqlite_fence_replays_the_gate_vectors() {
+    replay_all("sqlite", |_| {
+        SqliteFence::new(rusqlite::Connection::open_in_memory().unwrap()).unwrap()
+    });
+}
+
+#[test]
+fn postgres_fence_replays_the_gate_vectors() {
+    let pg = common::Postgres::start();
+    replay_all("postgres", |_| {
+        let mut c = pg.connect();
+        c.batch_execute("DROP TABLE IF EXISTS fencelock_fence")
+            .unwrap();
+        PgFence::new(c).unwrap()
+    });
+}
+
+#[test]
+fn gate_fence_failed_write_records_nothing_and_capacity_is_kept() {
+    let mut f = GateFence::new(2, Vec::<u64>::new()).unwrap();
+    f.write("a", Token(5), |d| {
+        d.push(5);
+        Ok::<_, ()>(())
+    })
+    .unwrap();
+    // The write fails: the gate is unchanged (a new resource is not recorded either).
+    assert!(matches!(
+        f.write("a", Token(9), |_| Err::<(), _>("disk full")),
+        Err(FenceError::Write("disk full"))
+    ));
+    assert!(matches!(
+        f.write("b", Token(9), |_| Err::<(), _>("disk full")),
+        Err(FenceError::Write(_))
+    ));
+    assert_eq!(f.highest("a").unwrap(), Some(Token(5)));
+    assert_eq!(f.highest("b").unwrap(), None);
+    // A stale write never reaches the data.
+    let r = f.write("a", Token(4), |d| {
+        d.push(4);
+        Ok::<_, ()>(())
+    });
+    assert_eq!(r.unwrap_err().stale_highest(), Some(Token(5)));
+    assert_eq!(f.read(|d| d.clone()).unwrap(), vec![5]);
+    // Full: known resources are served, a new one is refused before its write runs.
+    f.admit("b", Token(1)).unwrap();
+    let mut ran = false;
+    let r = f.write("c", Token(1), |_| {
+        ran = true;
+        Ok::<_, ()>(())
+    });
+    assert!(matches!(
+        r,
+        Err(FenceError::Refused(Error::CapacityExceeded(
+            Table::Resources
+        )))
+    ));
+    assert!(!ran);
+    f.admit("a", Token(6)).unwrap();
+    // The in-process gate keeps FenceGate's full token range.
+    f.admit("b", Token(u64::MAX)).unwrap();
+    assert_eq!(f.highest("b").unwrap(), Some(Token(u64::MAX)));
+}
+
+#[test]
+fn gate_fence_poisoned_by_a_panicking_write_refuses_with_a_storage_error() {
+    // Keep the log clean: the one panic this test causes is expected.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<&str>() != Some(&"write panics") {
+            hook(info)
+        }
+    }));
+    let f = GateFence::new(2, 0u32).unwrap();
+    let mut g = f.clone();
+    let _ = std::thread::spawn(move || {
+        let _ = g.write("a", Token(1), |_| -> Result<(), ()> {
+            panic!("write panics")
+        });
+    })
+    .join();
+    let mut f = f;
+    assert!(matches!(
+        f.admit("a", Token(2)),
+        Err(FenceError::Storage(_))
+    ));
+    assert!(f.highest("a").is_err());
+    assert!(f.read(|d| *d).is_err());
+}
+
+fn count(conn: &rusqlite::Connection, sql: &str) -> i64 {
+    conn.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+#[test]
+fn sqlite_fence_rolls_back_a_failed_write_and_refuses_what_it_cannot_store() {
+    let mut f = SqliteFence::new(rusqlite::Connection::open_in_memory().unwrap()).unwrap();
+    f.connection()
+        .execute_batch("CREATE TABLE ledger (entry TEXT NOT NULL)")
+        .unwrap();
+    let insert = |e: &'static str| {
+        move |tx: &mut rusqlite::Transaction<'_>| tx.execute("INSERT INTO ledger VALUES (?1)", [e])
+    };
+    f.write("ledger", Token(35), insert("b")).unwrap();
+    // The write fails after a first statement: both it and the fence move roll back.
+    let r = f.write("ledger", Token(40), |tx| {
+        tx.execute("INSERT INTO ledger VALUES ('half')", [])?;
+        tx.execute("INSERT INTO nowhere VALUES (1)", [])
+    });
+    assert!(matches!(r, Err(FenceError::Write(_))));
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(35)));
+    let r = f.write("new", Token(7), |_| Err::<(), _>("no"));
+    assert!(matches!(r, Err(FenceError::Write("no"))));
+    assert_eq!(f.highest("new").unwrap(), None);
+    // Stale: refused with the highest, nothing written.
+    assert_eq!(
+        f.write("ledger", Token(34), insert("a"))
+            .unwrap_err()
+            .stale_highest(),
+        Some(Token(35))
+    );
+    assert_eq!(count(f.connection(), "SELECT count(*) FROM ledger"), 1);
+    // A token no BIGINT holds is refused, not wrapped into a negative number.
+    let big = Token(i64::MAX as u64 + 1);
+    assert!(matches!(f.admit("ledger", big), Err(FenceError::TokenOutOfRange(t)) if t == big));
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(35)));
+}
+
+#[test]
+fn sqlite_fence_refuses_a_hostile_fence_table_instead_of_trusting_it() {
+    // A database file whose fence table was made by someone else, without the rule
+    // `highest > 0`, and holds a negative token.
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    c.execute_batch(
+        "CREATE TABLE fencelock_fence (resource BLOB PRIMARY KEY, highest INTEGER);
+         INSERT INTO fencelock_fence VALUES (CAST('ledger' AS BLOB), -5);",
+    )
+    .unwrap();
+    let mut f = SqliteFence::new(c).unwrap();
+    let e = f.highest("ledger").unwrap_err();
+    assert_eq!(e.what(), "the fence table holds a token of 0 or less");
+    // -5 <= 3, so the upsert overwrote it: the fence treats its own writes normally.
+    f.admit("ledger", Token(3)).unwrap();
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(3)));
+}
+
+#[test]
+fn postgres_fence_rolls_back_a_failed_write_and_survives_a_lost_connection() {
+    let pg = common::Postgres::start();
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    f.client()
+        .batch_execute("CREATE TABLE ledger (entry text NOT NULL)")
+        .unwrap();
+    f.write("ledger", Token(35), |tx| {
+        tx.execute("INSERT INTO ledger VALUES ('b')", &[])
+    })
+    .unwrap();
+    let r = f.write("ledger", Token(40), |tx| {
+        tx.execute("INSERT INTO ledger VALUES ('half')", &[])?;
+        tx.execute("INSERT INTO nowhere VALUES (1)", &[])
+    });
+    assert!(matches!(r, Err(FenceError::Write(_))));
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(35)));
+    let r = f.write("ledger", Token(34), |tx| {
+        tx.execute("INSERT INTO ledger VALUES ('a')", &[])
+    });
+    assert_eq!(r.unwrap_err().stale_highest(), Some(Token(35)));
+    let n: i64 = f
+        .client()
+        .query_one("SELECT count(*) FROM ledger", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+    assert!(matches!(
+        f.admit("ledger", Token(u64::MAX)),
+        Err(FenceError::TokenOutOfRange(_))
+    ));
+    // The table's rule holds in the database too: a direct write of 0 is refused.
+    assert!(f
+        .client()
+        .execute("UPDATE fencelock_fence SET highest = 0", &[])
+        .is_err());
+    // The server drops the fence's connection: a typed storage error, no panic.
+    let mut admin = pg.connect();
+    admin
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE pid <> pg_backend_pid() AND datname = 'postgres'",
+        )
+        .unwrap();
+    match f.admit("ledger", Token(36)) {
+        Err(FenceError::Storage(e)) => {
+            let text = e.to_string();
+            println!("lost connection: {text}");
+            assert!(text.starts_with("fence storage failed ("), "{text}");
+        }
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(35)));
+}
+
+/// Random admits (bad names and token 0 included) on a few resources, answered by the
+/// fence under test and by a plain `FenceGate`: every answer and every highest token agree.
+fn random_vs_gate<F: Fence>(what: &str, fence: F, seed: u64) {
+    let long = "x".repeat(65);
+    let names = ["a", "b", "ledger/1", "", long.as_str()];
+    let mut model = fencelock::FenceGate::new(vec![fencelock::GateRow::EMPTY; 8]).unwrap();
+    let mut under = Under(fence);
+    let mut x = seed | 1;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut refused = 0;
+    for step in 0..300 {
+        let r = names[next(names.len() as u64) as usize];
+        let t = match next(10) {
+            0 => 0,
+            1 => i64::MAX as u64 - next(3),
+            _ => next(25) + 1,
+        };
+        let want = model.admit(r, Token(t));
+        let got = under.admit(r, Token(t));
+        assert_eq!(got, want, "{what}: step {step}: admit({r:?}, {t})");
+        refused += got.is_err() as u32;
+        for n in names {
+            assert_eq!(
+                under.highest(n),
+                model.highest(n),
+                "{what}: step {step}: highest({n:?})"
+            );
+        }
+    }
+    assert!(
+        refused > 50,
+        "{what}: only {refused} refusals; the run did not exercise the rule"
+    );
+}
+
+#[test]
+fn random_admits_answer_like_fence_gate_on_every_fence() {
+    for seed in [1, 2, 3] {
+        random_vs_gate("in-process gate", GateFence::new(8, ()).unwrap(), seed);
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        random_vs_gate("sqlite", SqliteFence::new(c).unwrap(), seed);
+    }
+    let pg = common::Postgres::start();
+    for seed in [1, 2, 3] {
+        let mut c = pg.connect();
+        c.batch_execute("DROP TABLE IF EXISTS fencelock_fence")
+            .unwrap();
+        random_vs_gate("postgres", PgFence::new(c).unwrap(), seed);
+    }
+}
+
+#[test]
+fn sqlite_fence_busy_past_its_timeout_is_a_retryable_storage_error() {
+    let dir = common::TempDir::new("sqlite-busy");
+    let path = dir.path().join("busy.db");
+    let mut holder = SqliteFence::open(&path, std::time::Duration::from_secs(5)).unwrap();
+    let mut waiter = SqliteFence::open(&path, std::time::Duration::from_millis(50)).unwrap();
+    let r = holder.write("a", Token(2), |_| {
+        // While the holder's transaction is open, the other connection cannot fence.
+        let e = waiter.admit("b", Token(1)).unwrap_err();
+        assert!(e.is_retryable(), "{e}");
+        Ok::<_, ()>(())
+    });
+    r.unwrap();
+    waiter.admit("b", Token(1)).unwrap(); // and retried later, it goes through
+    assert!(!FenceError::<()>::Refused(Error::ZeroToken).is_retryable());
+}

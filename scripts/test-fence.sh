@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The fence layer end to end: a three-node cluster on loopback, two workers under
+# `fencelock lock` writing through the PostgreSQL fence, the first stopped with SIGSTOP
+# past its lease, and PostgreSQL refusing its late write (fence/tests/e2e.rs). The rest of
+# the fence tests (gate vectors on every fence, the race) run in `make test-rust`
+# (`cargo test -p fencelock-fence`). Needs initdb/pg_ctl (scripts/setup.sh installs
+# Debian's postgresql). About 5 s once built.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf -- '--- %s\n' "$*"; }
+
+step "server binaries for the end-to-end test"
+cargo build -q -p fencelock-server --bins
+step "fencelock-fence end to end (cluster + PostgreSQL + SIGSTOP)"
+cargo test -q -p fencelock-fence --test e2e -- --ignored --nocapture

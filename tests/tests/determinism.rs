@@ -1,0 +1,140 @@
+//! Determinism (I6) and every invariant over seeded client-like runs from the shared
+//! generator (`fencelock_tests::gen::ClientLike`). The seed is printed on failure; replay
+//! one with `FENCELOCK_SEED=<n> cargo test -p fencelock-tests --test determinism`.
+//!
+//! * The same inputs give the same replies, events and snapshot bytes, twice, and with
+//!   another storage type (fixed arrays instead of vectors): nothing depends on where the
+//!   rows live. (The conformance vectors carry the same bytes to the C and wasm builds.)
+//! * Snapshot → restore mid-run gives a service that behaves identically from then on.
+//! * After every input the one invariant checker passes: the state (`check_service`), the
+//!   history of replies and events (`Shadow`), and snapshot → restore → snapshot.
+
+use fencelock::{ArrayStorage, Config, Input, LockService, Output, Reply, Storage, VecStorage};
+use fencelock_tests::gen::{ClientLike, Profile};
+use fencelock_tests::invariants::{check_round_trip, check_service, Shadow};
+
+fn seeds() -> Vec<u64> {
+    match std::env::var("FENCELOCK_SEED") {
+        Ok(s) => vec![s.parse().expect("FENCELOCK_SEED is a number")],
+        Err(_) => (1..=60).collect(),
+    }
+}
+
+fn inputs(seed: u64, len: usize) -> Vec<Input> {
+    ClientLike::seeded(Profile::default(), seed, len)
+}
+
+type Step = (Result<Reply, u32>, Vec<Output>);
+
+fn apply<S: Storage>(svc: &mut LockService<S>, input: &Input) -> Step {
+    let mut events = Vec::new();
+    let r = svc.handle(input.clone(), &mut events).map_err(|e| e.code());
+    (r, events)
+}
+
+fn config() -> Config {
+    Config {
+        lock_delay: 3,
+        max_name_len: 64,
+    }
+}
+
+#[test]
+fn same_inputs_same_replies_events_and_bytes() {
+    for seed in seeds() {
+        let ins = inputs(seed, 400);
+        let mut one = LockService::new(VecStorage::new(12, 4, 16), config()).unwrap();
+        let mut two = LockService::new(VecStorage::new(12, 4, 16), config()).unwrap();
+        // another storage type: the same bytes
+        let mut three = LockService::new(ArrayStorage::<12, 4, 16>::new(), config()).unwrap();
+        for (i, input) in ins.iter().enumerate() {
+            let a = apply(&mut one, input);
+            assert_eq!(a, apply(&mut two, input), "seed {seed} step {i}: {input:?}");
+            assert_eq!(
+                a,
+                apply(&mut three, input),
+                "seed {seed} step {i}: {input:?}"
+            );
+            let bytes = one.snapshot_vec();
+            assert_eq!(bytes, two.snapshot_vec(), "seed {seed} step {i}");
+            let mut buf = vec![0u8; bytes.len()];
+            three.snapshot(&mut buf).unwrap();
+            assert_eq!(bytes, buf, "seed {seed} step {i}");
+        }
+    }
+}
+
+#[test]
+fn a_restored_service_behaves_like_the_original() {
+    for seed in seeds() {
+        let ins = inputs(seed, 300);
+        let cut = 50 + (seed as usize * 37) % 200;
+        let mut original = LockService::new(VecStorage::new(12, 4, 16), config()).unwrap();
+        for input in &ins[..cut] {
+            let _ = apply(&mut original, input);
+        }
+        let bytes = original.snapshot_vec();
+        let mut restored = LockService::restore(VecStorage::new(12, 4, 16), &bytes)
+            .map_err(|e| e.1)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(restored.snapshot_vec(), bytes, "seed {seed}");
+        for (i, input) in ins[cut..].iter().enumerate() {
+            assert_eq!(
+                apply(&mut restored, input),
+                apply(&mut original, input),
+                "seed {seed} step {}: {input:?}",
+                cut + i
+            );
+            assert_eq!(
+                restored.snapshot_vec(),
+                original.snapshot_vec(),
+                "seed {seed}"
+            );
+            assert_eq!(
+                restored.poll_timeout(),
+                original.poll_timeout(),
+                "seed {seed}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_invariant_holds_after_every_input() {
+    let (mut grants, mut refusals, mut untick) = (0, 0, 0);
+    for seed in seeds() {
+        let ins = inputs(seed, 400);
+        let mut svc = LockService::new(VecStorage::new(12, 4, 16), config()).unwrap();
+        let mut shadow = Shadow::new(config().lock_delay);
+        for (i, input) in ins.iter().enumerate() {
+            let ctx = format!("seed {seed} step {i}: {input:?}");
+            let behind = svc.now() < input.now() && !matches!(input, Input::Tick { .. });
+            shadow.before(input);
+            let mut events = Vec::new();
+            let r = svc.handle(input.clone(), &mut events);
+            shadow
+                .after(&r, &events)
+                .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            check_service(&svc).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            shadow
+                .agrees_with(&svc)
+                .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            if i % 50 == 0 {
+                check_round_trip(&svc).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            }
+            grants += events
+                .iter()
+                .filter(|o| matches!(o, Output::Granted { .. }))
+                .count()
+                + matches!(r, Ok(Reply::Granted { .. })) as usize;
+            refusals += r.is_err() as usize;
+            untick += (behind && !events.is_empty()) as usize;
+        }
+    }
+    // The generator reaches interesting states, not only refusals (checked over the
+    // default seed set; one replayed seed may be dull).
+    assert!(
+        seeds().len() == 1 || (grants > 1_000 && refusals > 100 && untick > 50),
+        "grants {grants}, refusals {refusals}, advances by messages {untick}"
+    );
+}
