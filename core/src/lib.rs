@@ -247,8 +247,3 @@ pub use wire::MAX_FRAME_LEN;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
-
-/// The Rust example of the repository's README runs as a doctest, so it stays true.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct RootReadme;
