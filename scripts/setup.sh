@@ -70,7 +70,9 @@ if tests; then
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
   command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
   command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
-  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
+  probe=$(mktemp -d)
+  python3 -m venv "$probe/venv" >/dev/null 2>&1 || need_apt+=(python3-venv)
+  rm -rf "$probe"
   command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
   command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
   # A real PostgreSQL server for the fence tests (they start their own in a temp dir).
