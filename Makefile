@@ -6,18 +6,33 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PORT ?= 8080
-# install-cli: where the `fencelock` CLI goes ($(DESTDIR)$(BINDIR)/fencelock)
+# install-cli: where the `fencelock` CLI goes ($(DESTDIR)$(BINDIR)/fencelock); install: the C library
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: help setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-demo test-verify fuzz bench cluster bench-cluster lint install-cli
+.PHONY: help install wheel install-cli setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-packages test-demo test-verify fuzz bench cluster bench-cluster lint
 
 help:
 	@echo "make test   - install what is missing, then run every test"
 	@echo "make demo   - build and serve the browser demo (PORT=$(PORT))"
 	@echo "make bench  - run the benchmarks and regenerate BENCHMARKS.md"
 	@echo "make fuzz   - fuzz each target for longer (FUZZ_SECONDS=300)"
+	@echo "make cluster       - run a local three-node replicated server and print how to use it"
+	@echo "make bench-cluster - measure that cluster against a three-member etcd (BENCHMARKS.md)"
 	@echo "make install-cli - build the fencelock CLI and install it as $(PREFIX)/bin/fencelock (PREFIX=..., DESTDIR=...)"
+	@echo "make install PREFIX=/usr/local - install the C library, header and fencelock.pc (DESTDIR respected)"
+	@echo "make wheel  - build the Python wheel (with the library inside) into target/wheels/"
+
+# Packages a user installs: the C library under PREFIX (DESTDIR for staging), the wheel.
+install:
+	@PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" scripts/install-c.sh
+
+wheel:
+	@scripts/build-wheel.sh
+
+# The packages as a user installs them (also part of make test).
+test-packages:
+	@scripts/test-packages.sh
 
 setup:
 	@scripts/setup.sh

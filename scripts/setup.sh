@@ -63,11 +63,18 @@ if tests; then
   fi
 
   # Debian packages: a real browser for the demo tests, valgrind for the C test, protoc
-  # for building the etcd comparison (server/bench, checked by make test), PostgreSQL.
+  # for building the etcd comparison (server/bench, checked by make test), PostgreSQL;
+  # for the package tests (scripts/test-packages.sh) virtual environments (Debian's
+  # python3 has no ensurepip without python3-venv), pkg-config, readelf/strip (binutils).
   need_apt=()
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
   command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
   command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+  probe=$(mktemp -d)
+  python3 -m venv "$probe/venv" >/dev/null 2>&1 || need_apt+=(python3-venv)
+  rm -rf "$probe"
+  command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+  command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
   # A real PostgreSQL server for the fence tests (they start their own in a temp dir).
   # Debian keeps initdb and pg_ctl in /usr/lib/postgresql/VERSION/bin, not on PATH.
   have_pg() {

@@ -36,6 +36,7 @@ else
   echo "(not checked: the header as C++, g++ is not installed)"
 fi
 
+PYTEST_VERSION=9.2.0
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -g -Iffi/include)
 VALGRIND=(valgrind -q --error-exitcode=1 --leak-check=full)
 
@@ -47,6 +48,10 @@ step "C story test, shared library (linked through pkg-config), under valgrind"
 prefix="$work/prefix"
 mkdir -p "$prefix/lib" "$prefix/include"
 cp "$lib/libfencelock.so" "$lib/libfencelock.a" "$prefix/lib/"
+# Programs record the library's soname (ffi/build.rs), so the loader looks for that name.
+soname=$(readelf -d "$lib/libfencelock.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+[ -n "$soname" ] || { echo "libfencelock.so has no soname" >&2; exit 1; }
+ln -sfn libfencelock.so "$prefix/lib/$soname"
 cp ffi/include/fencelock.h "$prefix/include/"
 version=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"]=="fencelock-ffi"))')
@@ -129,12 +134,24 @@ for t in "$work"/tampered-*.vec "$work"/tampered-*.calls; do
   echo "rejected $(basename "$t")"
 done
 
-step "Python ctypes example and test"
+step "Python package: pytest (ffi/python/tests) and the example, against the debug library"
+# A virtual environment of our own for pytest (pinned), made once per target directory.
+venv="$work/venv"
+if [ ! -x "$venv/bin/pytest" ] || [ "$("$venv/bin/pytest" --version 2>&1)" != "pytest $PYTEST_VERSION" ]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "pytest==$PYTEST_VERSION"
+fi
 export PYTHONDONTWRITEBYTECODE=1 FENCELOCK_LIB="$lib/libfencelock.so"
-python3 ffi/python/test_fencelock.py 2>&1 | tail -n 4
-example=$(python3 ffi/python/example.py)
+pyout=$(PYTHONPATH=ffi/python "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs ffi/python/tests 2>&1) ||
+  { echo "$pyout"; exit 1; }
+tail -n 1 <<<"$pyout"
+# A skipped test is not a passed one.
+if grep -qi "skipped" <<<"$pyout"; then echo "$pyout" >&2; echo "python tests were skipped" >&2; exit 1; fi
+example=$(cd "$work" && PYTHONPATH="$OLDPWD/ffi/python" python3 "$OLDPWD/ffi/python/example.py")
 echo "$example"
 [ "$(tail -n 1 <<<"$example" | cut -c1-12)" = "refused: 401" ] || { echo "example.py: A's stale write was not refused" >&2; exit 1; }
+unset FENCELOCK_LIB
 
 step "Rust tests of the extern functions under Miri"
 if ! cargo +nightly miri test -p fencelock-ffi >"$work/miri.log" 2>&1; then

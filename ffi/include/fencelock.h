@@ -505,8 +505,8 @@ fencelock_result fencelock_gate_entries(const struct fencelock_gate *gate,
                                         size_t *count);
 
 // Writes the gate's snapshot into `buf[..cap]`; `*len` = bytes written, or with
-// `BUFFER_TOO_SMALL` the size needed (`buf` may be NULL when `cap` is 0: a size query).
-// Cost: O(resources).
+// `BUFFER_TOO_SMALL` the size needed and nothing written to `buf` (`buf` may be NULL
+// when `cap` is 0: a size query). Cost: O(resources), twice when `buf` is given.
 //
 // # Safety
 // `gate` NULL or live; `buf` NULL or valid for `cap` bytes; `len` NULL or writable.
@@ -1080,8 +1080,9 @@ fencelock_result fencelock_service_leader(const struct fencelock_service *svc,
 fencelock_result fencelock_service_snapshot_len(const struct fencelock_service *svc, size_t *len);
 
 // Writes the canonical snapshot of the service's state (not its queued events) into
-// `buf[..cap]`; `*len` = bytes written, or with `BUFFER_TOO_SMALL` the size needed.
-// `buf` may be NULL when `cap` is 0. Cost: O(sessions + locks + claims).
+// `buf[..cap]`; `*len` = bytes written, or with `BUFFER_TOO_SMALL` the size needed
+// (and nothing written to `buf`). `buf` may be NULL when `cap` is 0 (a size query).
+// Cost: O(sessions + locks + claims), twice when `buf` is given.
 //
 // # Safety
 // `svc` NULL or a live handle; `buf` NULL or valid for `cap` bytes; `len` NULL or

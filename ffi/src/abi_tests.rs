@@ -1426,3 +1426,101 @@ fn holders_name_may_overlap_the_outputs() {
     // SAFETY: live handle, freed once.
     unsafe { fencelock_service_free(svc) };
 }
+
+#[test]
+fn a_short_snapshot_buffer_gets_only_the_size() {
+    let svc = new_service(&config(2, 2, 4));
+    let a = open(svc, 0, 10);
+    assert_eq!(
+        kind_token(acquire(svc, 0, a, "ledger", X, NONE)),
+        granted(1)
+    );
+    let whole = snapshot(svc);
+    let mut gate = null_mut();
+    assert_eq!(
+        // SAFETY: valid out-pointer.
+        unsafe { fencelock_gate_new(4, &mut gate) },
+        fencelock_result::Ok
+    );
+    let (p, n) = name("ledger");
+    assert_eq!(
+        // SAFETY: live gate; name valid for n bytes.
+        unsafe { fencelock_gate_admit(gate, p, n, 7) },
+        fencelock_result::Ok
+    );
+    let mut gate_len = 0;
+    // SAFETY: a size query (NULL buffer, capacity 0).
+    let r = unsafe { fencelock_gate_snapshot(gate, null_mut(), 0, &mut gate_len) };
+    assert_eq!((r, gate_len > 0), (fencelock_result::BufferTooSmall, true));
+    // Every capacity short of the size: BUFFER_TOO_SMALL, the size, and the buffer as it
+    // was (the core's own snapshot would have written the prefix that fits).
+    for cap in 1..whole.len() {
+        let mut buf = vec![0xAAu8; cap];
+        let mut len = 0;
+        // SAFETY: buf valid for cap bytes.
+        let r = unsafe { fencelock_service_snapshot(svc, buf.as_mut_ptr(), cap, &mut len) };
+        assert_eq!((r, len), (fencelock_result::BufferTooSmall, whole.len()));
+        assert!(
+            buf.iter().all(|b| *b == 0xAA),
+            "service snapshot wrote into a {cap}-byte buffer"
+        );
+    }
+    for cap in 1..gate_len {
+        let mut buf = vec![0xAAu8; cap];
+        let mut len = 0;
+        // SAFETY: buf valid for cap bytes.
+        let r = unsafe { fencelock_gate_snapshot(gate, buf.as_mut_ptr(), cap, &mut len) };
+        assert_eq!((r, len), (fencelock_result::BufferTooSmall, gate_len));
+        assert!(
+            buf.iter().all(|b| *b == 0xAA),
+            "gate snapshot wrote into a {cap}-byte buffer"
+        );
+    }
+    // SAFETY: live handles, freed once.
+    unsafe {
+        fencelock_gate_free(gate);
+        fencelock_service_free(svc);
+    }
+}
+
+#[test]
+fn a_short_reply_frame_buffer_applies_nothing() {
+    let svc = new_service(&config(2, 2, 4));
+    let before = snapshot(svc);
+    let open_frame = frame_of(Input::OpenSession {
+        now: Tick(0),
+        ttl: 10,
+    });
+    for cap in 1..FENCELOCK_MAX_FRAME_LEN {
+        let mut reply = junk_reply();
+        let mut out = vec![0xAAu8; cap];
+        let mut n = 0;
+        // SAFETY: live handle; buffers valid for their lengths.
+        let r = unsafe {
+            fencelock_service_handle_frame(
+                svc,
+                open_frame.as_ptr(),
+                open_frame.len(),
+                &mut reply,
+                out.as_mut_ptr(),
+                cap,
+                &mut n,
+            )
+        };
+        assert_eq!(
+            (r, n),
+            (fencelock_result::BufferTooSmall, FENCELOCK_MAX_FRAME_LEN)
+        );
+        assert_eq!(reply.kind, fencelock_reply_kind::None);
+        assert!(out.iter().all(|b| *b == 0xAA));
+    }
+    // No session was opened by any of those calls: the retry with room opens session 1.
+    assert_eq!(snapshot(svc), before);
+    let (r, reply, _) = handle_frame(svc, &open_frame);
+    assert_eq!(
+        (r, reply.kind, reply.session),
+        (fencelock_result::Ok, fencelock_reply_kind::Opened, 1)
+    );
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+}

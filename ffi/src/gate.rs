@@ -187,8 +187,8 @@ pub unsafe extern "C" fn fencelock_gate_entries(
 }
 
 /// Writes the gate's snapshot into `buf[..cap]`; `*len` = bytes written, or with
-/// `BUFFER_TOO_SMALL` the size needed (`buf` may be NULL when `cap` is 0: a size query).
-/// Cost: O(resources).
+/// `BUFFER_TOO_SMALL` the size needed and nothing written to `buf` (`buf` may be NULL
+/// when `cap` is 0: a size query). Cost: O(resources), twice when `buf` is given.
 ///
 /// # Safety
 /// `gate` NULL or live; `buf` NULL or valid for `cap` bytes; `len` NULL or writable.
@@ -205,13 +205,15 @@ pub unsafe extern "C" fn fencelock_gate_snapshot(
         call(
             gate,
             || Ok((buf(buf_, cap)?, out(len)?)),
-            |g, (dst, len)| match g.gate.snapshot(dst) {
-                Ok(n) => set(len, n),
-                Err(fencelock::Error::BufferTooSmall { need }) => {
-                    put(len, need as usize);
-                    Err(fencelock_result::BufferTooSmall.into())
+            |g, (dst, len)| {
+                // Sized first: the core's snapshot writes the prefix that fits, and a
+                // short buffer must get nothing but the size.
+                let need = g.gate.snapshot_len();
+                if dst.len() < need {
+                    put(len, need);
+                    return Err(fencelock_result::BufferTooSmall.into());
                 }
-                Err(e) => Err(Fail::Core(e)),
+                set(len, g.gate.snapshot(dst).map_err(Fail::Core)?)
             },
         )
     }

@@ -1485,8 +1485,9 @@ pub unsafe extern "C" fn fencelock_service_snapshot_len(
 }
 
 /// Writes the canonical snapshot of the service's state (not its queued events) into
-/// `buf[..cap]`; `*len` = bytes written, or with `BUFFER_TOO_SMALL` the size needed.
-/// `buf` may be NULL when `cap` is 0. Cost: O(sessions + locks + claims).
+/// `buf[..cap]`; `*len` = bytes written, or with `BUFFER_TOO_SMALL` the size needed
+/// (and nothing written to `buf`). `buf` may be NULL when `cap` is 0 (a size query).
+/// Cost: O(sessions + locks + claims), twice when `buf` is given.
 ///
 /// # Safety
 /// `svc` NULL or a live handle; `buf` NULL or valid for `cap` bytes; `len` NULL or
@@ -1504,13 +1505,15 @@ pub unsafe extern "C" fn fencelock_service_snapshot(
         service_call(
             svc,
             || Ok((buf(buf_, cap)?, out(len)?)),
-            |h, (dst, len)| match h.svc.snapshot(dst) {
-                Ok(n) => set(len, n),
-                Err(Error::BufferTooSmall { need }) => {
-                    put(len, need as usize);
-                    Err(fencelock_result::BufferTooSmall.into())
+            |h, (dst, len)| {
+                // Sized first: the core's snapshot writes the prefix that fits, and a
+                // short buffer must get nothing but the size.
+                let need = h.svc.snapshot_len();
+                if dst.len() < need {
+                    put(len, need);
+                    return Err(fencelock_result::BufferTooSmall.into());
                 }
-                Err(e) => Err(e.into()),
+                set(len, h.svc.snapshot(dst)?)
             },
         )
     }

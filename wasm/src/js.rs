@@ -67,6 +67,10 @@ pub enum Fail {
     /// A value of the wrong type or shape (a name that is not a string, an unknown mode…).
     /// Thrown as a `TypeError`.
     BadArgument(String),
+    /// An object argument with a key the call does not know (a typo such as `lockdelay`
+    /// must not be ignored): `key`, then the message. Thrown as a `TypeError` with code
+    /// `bad_argument` and the key as `.key`.
+    UnknownKey(String, String),
     /// The tables could not be allocated. Thrown as an `Error`.
     OutOfMemory(String),
 }
@@ -104,7 +108,7 @@ impl Fail {
         match self {
             Fail::Core(e) => e.kind(),
             Fail::OutOfRange(_) => "out_of_range",
-            Fail::BadArgument(_) => "bad_argument",
+            Fail::BadArgument(_) | Fail::UnknownKey(..) => "bad_argument",
             Fail::OutOfMemory(_) => "out_of_memory",
         }
     }
@@ -114,7 +118,7 @@ impl Fail {
         match self {
             Fail::Core(e) => e.code(),
             Fail::OutOfRange(_) => ERRNO_OUT_OF_RANGE,
-            Fail::BadArgument(_) => ERRNO_BAD_ARGUMENT,
+            Fail::BadArgument(_) | Fail::UnknownKey(..) => ERRNO_BAD_ARGUMENT,
             Fail::OutOfMemory(_) => ERRNO_OUT_OF_MEMORY,
         }
     }
@@ -124,7 +128,7 @@ impl Fail {
         match self {
             Fail::Core(e) => e.to_string(),
             Fail::OutOfRange(m) => format!("out of range: {m}"),
-            Fail::BadArgument(m) => format!("bad argument: {m}"),
+            Fail::BadArgument(m) | Fail::UnknownKey(_, m) => format!("bad argument: {m}"),
             Fail::OutOfMemory(m) => format!("out of memory: {m}"),
         }
     }
@@ -142,12 +146,15 @@ impl From<Fail> for JsValue {
         let msg = f.message();
         let err: JsValue = match f {
             Fail::OutOfRange(_) => js_sys::RangeError::new(&msg).into(),
-            Fail::BadArgument(_) => js_sys::TypeError::new(&msg).into(),
+            Fail::BadArgument(_) | Fail::UnknownKey(..) => js_sys::TypeError::new(&msg).into(),
             _ => js_sys::Error::new(&msg).into(),
         };
         set(&err, "code", &JsValue::from_str(f.code()));
         set(&err, "errno", &JsValue::from_f64(f64::from(f.errno())));
         let detail = |k: &str, v: u64| set(&err, k, &number(v));
+        if let Fail::UnknownKey(key, _) = &f {
+            set(&err, "key", &JsValue::from_str(key));
+        }
         if let Fail::Core(e) = f {
             match e {
                 Error::Stale { token, highest } => {
@@ -342,6 +349,30 @@ pub fn parse_mode(v: &JsValue) -> Result<Mode, Fail> {
     }
 }
 
+/// Refuses an object whose own string keys are not all in `known`: `bad_argument` naming
+/// the first unknown one (`.key`), so a misspelt option (`lockdelay`) is an error rather
+/// than a default silently used. Symbol keys are ignored; a `Proxy` whose `ownKeys` trap
+/// throws is `bad_argument`. Call it only on objects. Cost: O(keys × known).
+pub fn known_keys(v: &JsValue, what: &str, known: &[&str]) -> Result<(), Fail> {
+    let keys = Reflect::own_keys(v)
+        .map_err(|_| Fail::BadArgument(format!("reading the keys of {what} threw")))?;
+    for key in keys.iter() {
+        if let Some(key) = key.as_string() {
+            if !known.contains(&key.as_str()) {
+                let msg = format!(
+                    "{what} has an unknown key \"{key}\" (known: {})",
+                    known.join(", ")
+                );
+                return Err(Fail::UnknownKey(key, msg));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The keys of an acquire's options.
+pub const ACQUIRE_KEYS: &[&str] = &["mode", "wait", "request"];
+
 /// `"none"`, `"forever"` or `{until: tick}`.
 pub fn parse_wait(v: &JsValue) -> Result<Wait, Fail> {
     match v.as_string().as_deref() {
@@ -350,6 +381,7 @@ pub fn parse_wait(v: &JsValue) -> Result<Wait, Fail> {
         _ => {}
     }
     if is_plain_object(v) {
+        known_keys(v, "wait", &["until"])?;
         return Ok(Wait::Until(Tick(num(&get(v, "until")?, "wait.until")?)));
     }
     Err(Fail::BadArgument(format!(
@@ -358,9 +390,14 @@ pub fn parse_wait(v: &JsValue) -> Result<Wait, Fail> {
     )))
 }
 
-/// The options of an acquire, `{mode, wait, request?}`. Not an object (or a getter that
-/// throws): `bad_argument`; then as [`parse_mode`], [`parse_wait`], [`opt_num`].
-pub fn acquire_options(v: &JsValue) -> Result<(Mode, Wait, Option<u64>), Fail> {
+/// The options of an acquire, `{mode, wait, request?}`, read from `v`, whose keys must
+/// all be in `known` (`ACQUIRE_KEYS`, or an input object's). Not an object (or a getter
+/// that throws): `bad_argument`; a key not in `known`: `bad_argument` naming it; then as
+/// [`parse_mode`], [`parse_wait`], [`opt_num`].
+pub fn acquire_options(v: &JsValue, known: &[&str]) -> Result<(Mode, Wait, Option<u64>), Fail> {
+    if is_plain_object(v) {
+        known_keys(v, "options", known)?;
+    }
     let o: &AcquireOptions = v.unchecked_ref();
     let bad = |_| {
         Fail::BadArgument(format!(

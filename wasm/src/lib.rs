@@ -203,6 +203,8 @@ export interface FencelockError extends Error {
   need?: number;
   /** "unknown_keep_alive": the send time the acknowledgement named. */
   sentAt?: U64;
+  /** "bad_argument" for an object argument with a key the call does not know (a typo): that key. */
+  key?: string;
 }
 "#;
 

@@ -111,6 +111,17 @@ impl LockService {
     fn dispatch(core: &mut Core, v: &JsValue, out: &mut Vec<Output>) -> Result<Reply, Fail> {
         let v = js::object(v, "input")?;
         let kind = js::get(v, "kind")?;
+        let keys: &[&str] = match kind.as_string().as_deref() {
+            Some("open_session") => &["kind", "now", "ttl"],
+            Some("keep_alive" | "close_session") => &["kind", "now", "session", "request"],
+            Some("acquire") => &["kind", "now", "session", "lock", "mode", "wait", "request"],
+            Some("release" | "cancel") => &["kind", "now", "session", "lock", "request"],
+            Some("tick") => &["kind", "now"],
+            _ => &[],
+        };
+        if !keys.is_empty() {
+            js::known_keys(v, "input", keys)?;
+        }
         let field = |k: &str| js::get(v, k);
         let now = now_arg(&field("now")?)?;
         match kind.as_string().as_deref() {
@@ -131,7 +142,7 @@ impl LockService {
             Some("acquire") => {
                 let session = session_arg(&field("session")?)?;
                 let lock = js::name(&field("lock")?, "lock")?;
-                let (mode, wait, request) = js::acquire_options(v)?;
+                let (mode, wait, request) = js::acquire_options(v, keys)?;
                 let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
                 named(r, &lock)
             }
@@ -172,12 +183,17 @@ impl LockService {
     /// `fencelock::storage` (about 100 per session, 140 per lock, 70 per claim).
     ///
     /// Throws `out_of_range` (a number that cannot be a `u64`), `bad_argument` (not an
-    /// object), `bad_config` (the core's: a table over 2^31-1 rows, a bad `maxNameLen`),
+    /// object, or a key it does not know, named in `.key`), `bad_config` (the core's: a table over 2^31-1 rows, a bad `maxNameLen`),
     /// `out_of_memory`.
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "ServiceConfig")] config: JsValue,
     ) -> Result<LockService, JsValue> {
+        js::known_keys(
+            js::object(&config, "config")?,
+            "config",
+            &["sessions", "locks", "claims", "lockDelay", "maxNameLen"],
+        )?;
         let storage = storage(&config)?;
         let lock_delay = js::opt_num(&js::get(&config, "lockDelay")?, "lockDelay")?.unwrap_or(0);
         let max_name_len = match js::get(&config, "maxNameLen")? {
@@ -203,6 +219,11 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "Capacities")] capacities: JsValue,
     ) -> Result<LockService, JsValue> {
         let bytes = js::bytes(&bytes, "snapshot")?;
+        js::known_keys(
+            js::object(&capacities, "capacities")?,
+            "capacities",
+            &["sessions", "locks", "claims"],
+        )?;
         let storage = storage(&capacities)?;
         let core = Core::restore(storage, &bytes).map_err(|(_, e)| Fail::from(e))?;
         Ok(LockService { core })
@@ -282,7 +303,7 @@ impl LockService {
         self.input(|core, out| {
             let (now, session) = (now_arg(&now)?, session_arg(&session)?);
             let lock = js::name(&lock, "lock")?;
-            let (mode, wait, request) = js::acquire_options(&options)?;
+            let (mode, wait, request) = js::acquire_options(&options, js::ACQUIRE_KEYS)?;
             let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
             named(r, &lock)
         })

@@ -471,3 +471,32 @@ test('counters near 2^53: inputs apply as in the core, and their answers are exa
   assert.deepEqual([back.now, back.requested], [2n ** 60n, MAX]);
   assert.deepEqual(svc.openSession(2n ** 60n, 1).reply, { kind: 'opened', session: 1, expiresAt: 2n ** 60n + 1n });
 });
+
+test('an unknown key in any object argument is a bad_argument naming it, and changes nothing', () => {
+  const unknown = (fn, key) => {
+    const e = thrown(fn);
+    assert.ok(e instanceof TypeError, `${e}`);
+    assert.equal(e.code, 'bad_argument');
+    assert.equal(e.errno, ERRNO.bad_argument);
+    assert.equal(e.key, key);
+    assert.match(e.message, new RegExp(`unknown key "${key}"`));
+  };
+  // The typo of the issue: lockdelay for lockDelay used to leave lock-delay at 0.
+  unknown(() => new LockService({ sessions: 2, locks: 2, claims: 2, lockdelay: 5 }), 'lockdelay');
+  unknown(() => new LockService({ sessions: 2, locks: 2, claim: 2 }), 'claim');
+  const svc = new LockService({ sessions: 2, locks: 2, claims: 2, lockDelay: 5, maxNameLen: 8 });
+  assert.equal(svc.config().lockDelay, 5);
+  const a = svc.openSession(0, 10).reply.session;
+  const before = hex(svc.snapshot());
+  unknown(() => svc.acquire(1, a, 'l', { mode: 'exclusive', wait: 'none', requets: 3 }), 'requets');
+  unknown(() => svc.acquire(1, a, 'l', { mode: 'exclusive', wait: { until: 5, unitl: 6 } }), 'unitl');
+  unknown(() => svc.handle({ kind: 'tick', now: 1, ttl: 3 }), 'ttl');
+  unknown(() => svc.handle({ kind: 'acquire', now: 1, session: a, lock: 'l', mode: 'shared', wait: 'none', extra: 1 }), 'extra');
+  unknown(() => LockService.restore(svc.snapshot(), { sessions: 2, locks: 2, claims: 2, lockDelay: 5 }), 'lockDelay');
+  // Nothing was applied, not even the advance to now = 1.
+  assert.equal(hex(svc.snapshot()), before);
+  assert.equal(svc.now(), 0);
+  // Symbol keys are not options, and known keys with undefined values are fine.
+  const opts = { mode: 'exclusive', wait: 'none', request: undefined, [Symbol('tag')]: 1 };
+  assert.equal(svc.acquire(1, a, 'l', opts).reply.kind, 'granted');
+});

@@ -1,0 +1,1198 @@
+"""fencelock for Python: the lock-service core with fencing tokens, through its C ABI.
+
+    import fencelock as fl
+
+    with fl.Service(sessions=8, locks=8, claims=16) as svc:
+        a = svc.open_session(now=0, ttl=10).session
+        got = svc.acquire(0, a, "jobs/reindex")   # Granted(kind='granted', mode=..., token=1)
+        for event in svc.tick(10).events:         # events for other sessions, or caused by time
+            route(event)                          # SessionExpired(kind='session_expired', ...)
+
+The library (libfencelock.so) is found beside this module (the wheel puts it there), or
+wherever the environment variable FENCELOCK_LIB points (a path to the library file);
+FENCELOCK_LIB wins when set. Nothing depends on the current directory.
+
+Every input takes the host's clock reading `now` first and returns the caller's reply, a
+small frozen dataclass whose `kind` is the core's `Reply::kind()` string ("opened",
+"kept_alive", "closed", "granted", "queued", "busy", "released", "cancelled",
+"hold_ended", "wait_ended", "ticked", the same strings as the JavaScript binding). The
+events the call caused for other sessions, or that time caused (the advance to `now`
+comes first), are beside it in `reply.events`: dataclasses whose `kind` is the core's
+`Output::kind()` ("granted", "released", "session_expired", "wait_timed_out").
+
+A refusal raises `FencelockError`: `.code` (the stable number), `.result` (a `Result`),
+`.kind` (the core's `Error::kind()` string, "unknown_session"), `.detail` (the handle's
+detailed message, also `str(e)`), and `.events`: a refused input changes nothing beyond
+the advance to its `now`, whose events stand and are there. What cannot even be handed to
+the library raises `ArgumentError` (a `FencelockError` with code 903 INVALID_ARGUMENT
+that is also a `ValueError`) before the library is called, so nothing changes, not even
+time: an integer outside its C type (negative, or 2^64 and above for a u64), a bool or a
+non-integer where an integer goes, a name that is neither str nor bytes-like, an unknown
+mode or wait, request number 0 (None means "no request number", which the C ABI spells
+0, so a real request number 0 cannot cross it), a closed handle. Nothing else is checked
+here: every other rule is the core's, in the core's order.
+
+Names are `str` (or UTF-8 bytes-like objects) and come back as `str`. A NUL is an
+ordinary character: "a\\0b" is a three-character name, kept whole both ways.
+
+Handles (`Service`, `Gate`, `Keeper`) are context managers; `close()` frees the library's
+memory at once, and a finalizer frees it when an unclosed handle is garbage-collected.
+A handle serializes its own calls with a lock, so sharing one between threads is safe
+(though the calls do not run in parallel).
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import enum
+import operator
+import os
+import sys
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Literal, Optional, Union
+
+__all__ = [
+    "ENV_VAR", "MAX_NAME_LEN", "MAX_FRAME_LEN", "KEEPER_MEMORY",
+    "Result", "Mode", "Wait", "Reason", "LeaseState",
+    "FencelockError", "ArgumentError", "message",
+    "Opened", "KeptAlive", "Closed", "Granted", "Queued", "Busy", "Released", "Cancelled",
+    "HoldEnded", "WaitEnded", "Ticked", "Reply",
+    "GrantedEvent", "ReleasedEvent", "SessionExpired", "WaitTimedOut", "Event",
+    "Capacity", "Config", "Usage", "SessionInfo", "Holder", "Waiter", "Leader", "Lease",
+    "Service", "Gate", "Keeper",
+]
+
+#: The one environment variable this package reads: a path to libfencelock.
+ENV_VAR = "FENCELOCK_LIB"
+#: The longest lock or resource name, in bytes (the core's MAX_NAME_LEN).
+MAX_NAME_LEN = 64
+#: The largest encoded input, reply or event frame, in bytes.
+MAX_FRAME_LEN = 128
+#: How many recent keep-alive send times a keeper remembers.
+KEEPER_MEMORY = 8
+_NAME_BUF_LEN = MAX_NAME_LEN + 1
+_FRAME_PREFIX_LEN = 2
+
+_LIB_FILE = {"darwin": "libfencelock.dylib", "win32": "fencelock.dll"}.get(sys.platform,
+                                                                           "libfencelock.so")
+
+
+def _load() -> C.CDLL:
+    path = os.environ.get(ENV_VAR)
+    if path:
+        where = f"{ENV_VAR}={path}"
+    else:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), _LIB_FILE)
+        where = f"beside the module ({path})"
+    try:
+        return C.CDLL(path)
+    except OSError as e:
+        raise ImportError(
+            f"fencelock: cannot load the C library {where}: {e}. Install the wheel (which "
+            f"bundles it), or set {ENV_VAR} to the path of {_LIB_FILE}") from e
+
+
+_lib = _load()
+
+
+# ---------------------------------------------------------------------------- enums
+
+class Result(enum.IntEnum):
+    """Every fencelock_result code (stable; never reused). Lower-cased, a core code's name
+    is the core's `Error::kind()` string."""
+    OK = 0
+    DONE = 1
+    UNKNOWN_SESSION = 101
+    NOT_HOLDER = 102
+    NOT_QUEUED = 103
+    ALREADY_QUEUED = 104
+    MODE_MISMATCH = 105
+    STALE_REQUEST = 106
+    REQUEST_REUSED = 107
+    EMPTY_NAME = 201
+    NAME_TOO_LONG = 202
+    BAD_TTL = 203
+    DEADLINE_OVERFLOW = 204
+    TIME_WENT_BACKWARDS = 205
+    BAD_CONFIG = 206
+    CAPACITY_EXCEEDED = 301
+    STALE = 401
+    ZERO_TOKEN = 402
+    BAD_FRAME = 501
+    BUFFER_TOO_SMALL = 502
+    BAD_MAGIC = 503
+    UNSUPPORTED_VERSION = 504
+    CORRUPT_SNAPSHOT = 505
+    UNKNOWN_KEEP_ALIVE = 601
+    NULL_PARAMETER = 901
+    INVALID_UTF8 = 902
+    INVALID_ARGUMENT = 903
+    MISALIGNED_MEMORY = 905
+    UNKNOWN_ERROR = 998
+    PANIC = 999
+
+
+class _StrEnum(str, enum.Enum):
+    """An enum that is its string: compares, prints and reprs as its value."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Mode(_StrEnum):
+    """How a lock is held. Compares equal to its string ("exclusive", "shared")."""
+    EXCLUSIVE = "exclusive"
+    SHARED = "shared"
+
+
+class Wait(_StrEnum):
+    """What an acquire does when the lock is taken: "none" (try-lock: Busy), "forever"
+    (queue), "until" (queue until the tick given as `until`)."""
+    NONE = "none"
+    FOREVER = "forever"
+    UNTIL = "until"
+
+
+class Reason(_StrEnum):
+    """Why a hold ended (ReleasedEvent): "closed" or "expired". ("released" is a holder's
+    own release, which is its reply, never an event.)"""
+    RELEASED = "released"
+    CLOSED = "closed"
+    EXPIRED = "expired"
+
+
+class LeaseState(_StrEnum):
+    """What a client may do now, by its own clock."""
+    UNCONFIRMED = "unconfirmed"
+    SAFE = "safe"
+    JEOPARDY = "jeopardy"
+    EXPIRED = "expired"
+
+
+_MODE_NUM = {Mode.EXCLUSIVE: 1, Mode.SHARED: 2}
+_MODE_OF = {1: Mode.EXCLUSIVE, 2: Mode.SHARED}
+_WAIT_NUM = {Wait.NONE: 1, Wait.FOREVER: 2, Wait.UNTIL: 3}
+_REASON_OF = {1: Reason.RELEASED, 2: Reason.CLOSED, 3: Reason.EXPIRED}
+_LEASE_OF = {1: LeaseState.UNCONFIRMED, 2: LeaseState.SAFE, 3: LeaseState.JEOPARDY,
+             4: LeaseState.EXPIRED}
+
+
+# --------------------------------------------------------------------------- errors
+
+class FencelockError(Exception):
+    """A refusal. `.code` is the fencelock_result number, `.result` the `Result` (or the
+    bare number if this package does not know it), `.kind` its lower-case name (the core's
+    `Error::kind()` for core codes), `.detail` the detailed message (also `str(e)`),
+    `.events` the events that stand (a refused input's advance to its `now`), and
+    `.event_frames` the same as frames when the call was `handle_frame`."""
+
+    def __init__(self, code: int, detail: Optional[str] = None,
+                 events: Iterable[Any] = (), event_frames: Iterable[bytes] = ()) -> None:
+        self.code = int(code)
+        try:
+            self.result: Union[Result, int] = Result(self.code)
+            self.kind = self.result.name.lower()
+        except ValueError:
+            self.result = self.code
+            self.kind = "unknown"
+        self.detail = detail or message(self.code)
+        self.events: list[Event] = list(events)
+        self.event_frames: list[bytes] = list(event_frames)
+        super().__init__(self.detail)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.kind} {self.code}: {self.detail!r})"
+
+
+class ArgumentError(FencelockError, ValueError):
+    """A value this binding cannot hand to the library (code 903, INVALID_ARGUMENT): an
+    integer outside its C type, a bool or non-integer for an integer, a name that is not
+    str or bytes-like, an unknown mode or wait, request number 0, a closed handle. Raised
+    before the library is called: nothing changed."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(Result.INVALID_ARGUMENT, detail)
+
+
+def message(code: int) -> str:
+    """The fixed message of a result code ("stale", "unknown keep-alive"; for an unknown
+    number "unknown result code"). Cost: O(message length)."""
+    code = _uint(code, 32, "code")
+    buf = C.create_string_buffer(128)
+    _lib.fencelock_result_message(code, buf, len(buf), None)
+    return buf.value.decode()
+
+
+# -------------------------------------------------------------- argument conversion
+
+def _uint(v: Any, bits: int, what: str) -> int:
+    """A Python integer as a C unsigned integer of `bits` bits, or ArgumentError."""
+    if isinstance(v, bool):
+        raise ArgumentError(f"invalid argument: {what} must be an integer, not a bool ({v!r})")
+    try:
+        n = operator.index(v)
+    except TypeError:
+        raise ArgumentError(
+            f"invalid argument: {what} must be an integer, not {type(v).__name__}") from None
+    if not 0 <= n < 1 << bits:
+        raise ArgumentError(f"invalid argument: {what} = {n} is outside 0 ..= 2^{bits} - 1")
+    return n
+
+
+def _u64(v: Any, what: str) -> int:
+    return _uint(v, 64, what)
+
+
+def _u32(v: Any, what: str) -> int:
+    return _uint(v, 32, what)
+
+
+def _size(v: Any, what: str) -> int:
+    return _uint(v, 8 * C.sizeof(C.c_size_t), what)
+
+
+def _request(v: Any) -> int:
+    # None is "no request number", which the C ABI spells 0; so a real request number 0
+    # cannot cross it, and is refused rather than quietly taken for none.
+    if v is None:
+        return 0
+    n = _u64(v, "request")
+    if n == 0:
+        raise ArgumentError("invalid argument: request numbers start at 1 (None is none)")
+    return n
+
+
+Name = Union[str, bytes, bytearray, memoryview]
+
+
+def _name(v: Any, what: str = "name") -> bytes:
+    """A name as the UTF-8 bytes handed to the library (which checks UTF-8 and the core
+    judges the length). str is encoded; bytes-like objects pass as they are."""
+    if isinstance(v, str):
+        try:
+            return v.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: not UTF-8, as the library would say
+            raise FencelockError(Result.INVALID_UTF8,
+                                 f"invalid UTF-8: {what} {v!r} is not valid Unicode") from None
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    raise ArgumentError(
+        f"invalid argument: {what} must be str or bytes-like, not {type(v).__name__}")
+
+
+def _bytes(v: Any, what: str) -> bytes:
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    raise ArgumentError(f"invalid argument: {what} must be bytes-like, not {type(v).__name__}")
+
+
+def _enum(cls: Any, v: Any, what: str) -> Any:
+    try:
+        return cls(v)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in cls)
+        raise ArgumentError(f"invalid argument: {what} {v!r} is not one of {allowed}") from None
+
+
+def _text(raw: Any, n: int) -> str:
+    return bytes(raw[:n]).decode("utf-8")
+
+
+# ------------------------------------------------------------------- C structures
+
+class _Capacity(C.Structure):
+    _fields_ = [("sessions", C.c_uint32), ("locks", C.c_uint32), ("claims", C.c_uint32)]
+
+
+class _Config(C.Structure):
+    _fields_ = [("capacity", _Capacity), ("lock_delay", C.c_uint64),
+                ("max_name_len", C.c_uint32)]
+
+
+class _Reply(C.Structure):
+    _fields_ = [("kind", C.c_uint32), ("mode", C.c_uint32), ("position", C.c_uint32),
+                ("session", C.c_uint64), ("expires_at", C.c_uint64), ("token", C.c_uint64),
+                ("now", C.c_uint64)]
+
+
+class _Output(C.Structure):
+    # The name as unsigned bytes: a c_char array would cut it at its first NUL.
+    _fields_ = [("kind", C.c_uint32), ("mode", C.c_uint32), ("reason", C.c_uint32),
+                ("session", C.c_uint64), ("token", C.c_uint64), ("lock_len", C.c_size_t),
+                ("lock", C.c_uint8 * _NAME_BUF_LEN)]
+
+
+class _Name(C.Structure):
+    _fields_ = [("highest", C.c_uint64), ("len", C.c_size_t),
+                ("name", C.c_uint8 * _NAME_BUF_LEN)]
+
+
+class _Usage(C.Structure):
+    _fields_ = [("sessions", C.c_uint32), ("locks", C.c_uint32), ("claims", C.c_uint32)]
+
+
+class _SessionInfo(C.Structure):
+    _fields_ = [("id", C.c_uint64), ("ttl", C.c_uint64), ("expires_at", C.c_uint64),
+                ("last_request", C.c_uint64), ("holds", C.c_uint32), ("waits", C.c_uint32)]
+
+
+class _Holder(C.Structure):
+    _fields_ = [("session", C.c_uint64), ("token", C.c_uint64), ("mode", C.c_uint32)]
+
+
+class _Waiter(C.Structure):
+    _fields_ = [("session", C.c_uint64), ("deadline", C.c_uint64), ("mode", C.c_uint32),
+                ("has_deadline", C.c_bool)]
+
+
+class _Leader(C.Structure):
+    _fields_ = [("session", C.c_uint64), ("epoch", C.c_uint64)]
+
+
+class _Lease(C.Structure):
+    _fields_ = [("state", C.c_uint32), ("until", C.c_uint64), ("expires_at", C.c_uint64)]
+
+
+_P, _U64, _U32, _SIZE, _BYTES = C.c_void_p, C.c_uint64, C.c_uint32, C.c_size_t, C.c_char_p
+_PP, _PSIZE, _PU64, _PBOOL = C.POINTER(_P), C.POINTER(_SIZE), C.POINTER(_U64), C.POINTER(C.c_bool)
+_PREPLY = C.POINTER(_Reply)
+_SIGNATURES: dict[str, list[Any]] = {
+    "fencelock_result_message": [_U32, _BYTES, _SIZE, _PSIZE],
+    "fencelock_service_new": [C.POINTER(_Config), _PP],
+    "fencelock_service_free": [_P],
+    "fencelock_service_layout": [C.POINTER(_Capacity), _PSIZE, _PSIZE],
+    "fencelock_service_init_in": [_P, _SIZE, C.POINTER(_Config), _PP],
+    "fencelock_service_restore": [C.POINTER(_Capacity), _BYTES, _SIZE, _PP],
+    "fencelock_service_restore_in": [_P, _SIZE, C.POINTER(_Capacity), _BYTES, _SIZE, _PP],
+    "fencelock_service_open_session": [_P, _U64, _U64, _PREPLY],
+    "fencelock_service_keep_alive": [_P, _U64, _U64, _U64, _PREPLY],
+    "fencelock_service_close_session": [_P, _U64, _U64, _U64, _PREPLY],
+    "fencelock_service_acquire": [_P, _U64, _U64, _BYTES, _SIZE, _U32, _U32, _U64, _U64,
+                                  _PREPLY],
+    "fencelock_service_release": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
+    "fencelock_service_cancel": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
+    "fencelock_service_campaign": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
+    "fencelock_service_resign": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
+    "fencelock_service_tick": [_P, _U64],
+    "fencelock_service_handle_frame": [_P, _BYTES, _SIZE, _PREPLY, _P, _SIZE, _PSIZE],
+    "fencelock_service_drain_frames": [_P, _P, _SIZE, _PSIZE],
+    "fencelock_service_poll_output": [_P, C.POINTER(_Output)],
+    "fencelock_service_pending": [_P, _PSIZE],
+    "fencelock_service_now": [_P, _PU64],
+    "fencelock_service_poll_timeout": [_P, _PBOOL, _PU64],
+    "fencelock_service_revision": [_P, _PU64],
+    "fencelock_service_config": [_P, C.POINTER(_Config)],
+    "fencelock_service_usage": [_P, C.POINTER(_Usage)],
+    "fencelock_service_max_events": [_P, _PSIZE],
+    "fencelock_service_session": [_P, _U64, C.POINTER(_SessionInfo)],
+    "fencelock_service_sessions": [_P, _PU64, _SIZE, _PSIZE],
+    "fencelock_service_locks": [_P, C.POINTER(_Name), _SIZE, _PSIZE],
+    "fencelock_service_holders": [_P, _BYTES, _SIZE, C.POINTER(_Holder), _SIZE, _PSIZE],
+    "fencelock_service_waiters": [_P, _BYTES, _SIZE, C.POINTER(_Waiter), _SIZE, _PSIZE],
+    "fencelock_service_lock_delay_until": [_P, _BYTES, _SIZE, _PBOOL, _PU64],
+    "fencelock_service_leader": [_P, _BYTES, _SIZE, _PBOOL, C.POINTER(_Leader)],
+    "fencelock_service_snapshot_len": [_P, _PSIZE],
+    "fencelock_service_snapshot": [_P, _P, _SIZE, _PSIZE],
+    "fencelock_service_last_error": [_P, _BYTES, _SIZE, _PSIZE],
+    "fencelock_gate_new": [_SIZE, _PP],
+    "fencelock_gate_free": [_P],
+    "fencelock_gate_admit": [_P, _BYTES, _SIZE, _U64],
+    "fencelock_gate_check": [_P, _BYTES, _SIZE, _U64],
+    "fencelock_gate_highest": [_P, _BYTES, _SIZE, _PBOOL, _PU64],
+    "fencelock_gate_entries": [_P, C.POINTER(_Name), _SIZE, _PSIZE],
+    "fencelock_gate_snapshot": [_P, _P, _SIZE, _PSIZE],
+    "fencelock_gate_restore": [_SIZE, _BYTES, _SIZE, _PP],
+    "fencelock_gate_last_error": [_P, _BYTES, _SIZE, _PSIZE],
+    "fencelock_keeper_new": [_U64, _U64, _U64, _PP],
+    "fencelock_keeper_free": [_P],
+    "fencelock_keeper_keep_alive_sent": [_P, _U64],
+    "fencelock_keeper_keep_alive_acked": [_P, _U64, _PBOOL],
+    "fencelock_keeper_session_lost": [_P],
+    "fencelock_keeper_lease": [_P, _U64, C.POINTER(_Lease)],
+    "fencelock_keeper_may_act": [_P, _U64, _PBOOL],
+    "fencelock_keeper_next_keep_alive": [_P, _U64, _PU64],
+    "fencelock_keeper_poll_timeout": [_P, _U64, _PBOOL, _PU64],
+    "fencelock_keeper_last_error": [_P, _BYTES, _SIZE, _PSIZE],
+}
+for _fn, _args in _SIGNATURES.items():
+    _f = getattr(_lib, _fn)
+    _f.argtypes = _args
+    _f.restype = None if _fn.endswith("_free") else C.c_uint32
+del _fn, _args, _f
+
+
+# ------------------------------------------------------------- replies and events
+
+@dataclass(frozen=True)
+class _Answer:
+    # Beside the reply, not part of it (not compared, not in repr): the events the call
+    # queued, and from handle_frame the reply's frame and the events as frames.
+    events: tuple[Event, ...] = field(default=(), compare=False, repr=False, kw_only=True)
+    frame: Optional[bytes] = field(default=None, compare=False, repr=False, kw_only=True)
+    event_frames: tuple[bytes, ...] = field(default=(), compare=False, repr=False,
+                                            kw_only=True)
+
+
+@dataclass(frozen=True)
+class Opened(_Answer):
+    """The session was opened."""
+    kind: Literal["opened"] = field(default="opened", init=False)
+    session: int
+    expires_at: int
+
+
+@dataclass(frozen=True)
+class KeptAlive(_Answer):
+    """The keep-alive was applied (the client's acknowledgement)."""
+    kind: Literal["kept_alive"] = field(default="kept_alive", init=False)
+    expires_at: int
+
+
+@dataclass(frozen=True)
+class Closed(_Answer):
+    """The session was closed; its holds were released (ReleasedEvent per hold)."""
+    kind: Literal["closed"] = field(default="closed", init=False)
+
+
+@dataclass(frozen=True)
+class Granted(_Answer):
+    """The session holds the lock; carry `token` with every action on the resource."""
+    kind: Literal["granted"] = field(default="granted", init=False)
+    mode: Mode
+    token: int
+
+
+@dataclass(frozen=True)
+class Queued(_Answer):
+    """The acquire waits in line (position 1 = next); a GrantedEvent or WaitTimedOut for
+    this session follows, or the session ends."""
+    kind: Literal["queued"] = field(default="queued", init=False)
+    mode: Mode
+    position: int
+
+
+@dataclass(frozen=True)
+class Busy(_Answer):
+    """A try-lock (or a deadline not after now) found the lock taken; nothing queued."""
+    kind: Literal["busy"] = field(default="busy", init=False)
+
+
+@dataclass(frozen=True)
+class Released(_Answer):
+    """The hold ended; `token` is no longer good."""
+    kind: Literal["released"] = field(default="released", init=False)
+    token: int
+
+
+@dataclass(frozen=True)
+class Cancelled(_Answer):
+    """The queued acquire was withdrawn."""
+    kind: Literal["cancelled"] = field(default="cancelled", init=False)
+
+
+@dataclass(frozen=True)
+class HoldEnded(_Answer):
+    """Only as the repeat of a granted acquire whose hold has since ended."""
+    kind: Literal["hold_ended"] = field(default="hold_ended", init=False)
+    token: int
+
+
+@dataclass(frozen=True)
+class WaitEnded(_Answer):
+    """Only as the repeat of a queued acquire whose wait ended ungranted."""
+    kind: Literal["wait_ended"] = field(default="wait_ended", init=False)
+
+
+@dataclass(frozen=True)
+class Ticked(_Answer):
+    """The answer to a tick: time is now `now`."""
+    kind: Literal["ticked"] = field(default="ticked", init=False)
+    now: int
+
+
+Reply = Union[Opened, KeptAlive, Closed, Granted, Queued, Busy, Released, Cancelled,
+              HoldEnded, WaitEnded, Ticked]
+
+
+@dataclass(frozen=True)
+class GrantedEvent:
+    """A waiter now holds the lock; every action on the resource must carry `token`."""
+    kind: Literal["granted"] = field(default="granted", init=False)
+    session: int
+    lock: str
+    mode: Mode
+    token: int
+
+
+@dataclass(frozen=True)
+class ReleasedEvent:
+    """A hold ended by its session's close or expiry; its token is no longer good."""
+    kind: Literal["released"] = field(default="released", init=False)
+    session: int
+    lock: str
+    token: int
+    reason: Reason
+
+
+@dataclass(frozen=True)
+class SessionExpired:
+    """A session's deadline passed; it lost everything."""
+    kind: Literal["session_expired"] = field(default="session_expired", init=False)
+    session: int
+
+
+@dataclass(frozen=True)
+class WaitTimedOut:
+    """A timed wait reached its deadline ungranted."""
+    kind: Literal["wait_timed_out"] = field(default="wait_timed_out", init=False)
+    session: int
+    lock: str
+
+
+Event = Union[GrantedEvent, ReleasedEvent, SessionExpired, WaitTimedOut]
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Rows of a service's three fixed tables."""
+    sessions: int
+    locks: int
+    claims: int
+
+
+@dataclass(frozen=True)
+class Config:
+    """A service's configuration."""
+    capacity: Capacity
+    lock_delay: int
+    max_name_len: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Rows in use: open sessions, live lock entries, holds plus waits."""
+    sessions: int
+    locks: int
+    claims: int
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A live session. `last_request` is None before its first request number."""
+    id: int
+    ttl: int
+    expires_at: int
+    last_request: Optional[int]
+    holds: int
+    waits: int
+
+
+@dataclass(frozen=True)
+class Holder:
+    session: int
+    token: int
+    mode: Mode
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A queued acquire; `deadline` None means it waits forever."""
+    session: int
+    mode: Mode
+    deadline: Optional[int]
+
+
+@dataclass(frozen=True)
+class Leader:
+    session: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The client's lease: act until `until` (SAFE); the session may be gone from
+    `expires_at` (JEOPARDY). The field a state does not use is None."""
+    state: LeaseState
+    until: Optional[int] = None
+    expires_at: Optional[int] = None
+
+
+_REPLY_OF: dict[int, Callable[[_Reply], Any]] = {
+    1: lambda c: Opened(session=c.session, expires_at=c.expires_at),
+    2: lambda c: KeptAlive(expires_at=c.expires_at),
+    3: lambda c: Closed(),
+    4: lambda c: Granted(mode=_MODE_OF[c.mode], token=c.token),
+    5: lambda c: Queued(mode=_MODE_OF[c.mode], position=c.position),
+    6: lambda c: Busy(),
+    7: lambda c: Released(token=c.token),
+    8: lambda c: Cancelled(),
+    9: lambda c: HoldEnded(token=c.token),
+    10: lambda c: WaitEnded(),
+    11: lambda c: Ticked(now=c.now),
+}
+
+
+def _reply_of(c: _Reply) -> Any:
+    make = _REPLY_OF.get(c.kind)
+    if make is None:  # a library newer than this module; never expected
+        raise FencelockError(Result.UNKNOWN_ERROR, f"a reply of unknown kind {c.kind}")
+    return make(c)
+
+
+def _event(o: _Output) -> Event:
+    if o.kind == 1:
+        return GrantedEvent(session=o.session, lock=_text(o.lock, o.lock_len),
+                            mode=_MODE_OF[o.mode], token=o.token)
+    if o.kind == 2:
+        return ReleasedEvent(session=o.session, lock=_text(o.lock, o.lock_len),
+                             token=o.token, reason=_REASON_OF[o.reason])
+    if o.kind == 3:
+        return SessionExpired(session=o.session)
+    if o.kind == 4:
+        return WaitTimedOut(session=o.session, lock=_text(o.lock, o.lock_len))
+    raise FencelockError(Result.UNKNOWN_ERROR, f"an event of unknown kind {o.kind}")
+
+
+# -------------------------------------------------------------------------- handles
+
+class _Handle:
+    """An owned library handle: freed by close(), the with-block's end, or a finalizer."""
+
+    _free: ClassVar[str]
+    _last_error: ClassVar[str]
+    _what: ClassVar[str]
+
+    def __init__(self, handle: C.c_void_p, keep: Any = None) -> None:
+        self._h = handle
+        self._mutex = threading.RLock()
+        # The finalizer holds the handle (and a placed service's memory, which must
+        # outlive it), never the object itself.
+        self._finalizer = weakref.finalize(self, _release, getattr(_lib, self._free), handle,
+                                           keep)
+
+    def close(self) -> None:
+        """Frees the library's memory for this handle. A second close does nothing; any
+        other call afterwards raises ArgumentError. Cost: O(1) plus queued events."""
+        with self._mutex:
+            self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _ptr(self) -> C.c_void_p:
+        if not self._finalizer.alive:
+            raise ArgumentError(f"invalid argument: this {self._what} is closed")
+        return self._h
+
+    def _detail(self) -> str:
+        buf = C.create_string_buffer(256)
+        getattr(_lib, self._last_error)(self._h, buf, len(buf), None)
+        return buf.value.decode("utf-8", "replace")
+
+    def _check(self, code: int) -> None:
+        if code != Result.OK:
+            raise FencelockError(code, self._detail())
+
+    def _call(self, fn: str, *args: Any) -> None:
+        with self._mutex:
+            self._check(getattr(_lib, fn)(self._ptr(), *args))
+
+
+def _release(free: Callable[[C.c_void_p], None], handle: C.c_void_p, keep: Any) -> None:
+    free(handle)
+    del keep  # a placed service's memory: only now may it go
+
+
+def _new(fn: Callable[..., int], *args: Any) -> C.c_void_p:
+    h = _P()
+    code = fn(*args, C.byref(h))
+    if code != Result.OK:
+        raise FencelockError(code)
+    return h
+
+
+class Service(_Handle):
+    """A lock service (fencelock_service): sessions, FIFO wait queues, fencing tokens,
+    lock-delay, elections. Capacities are fixed for its life. Free it with close() or a
+    with-block (a finalizer frees an unclosed one when it is collected).
+
+    Service(sessions, locks, claims, lock_delay=0, max_name_len=64): capacities are u32
+    (ArgumentError outside); the core refuses a table over 2^31 - 1 rows and a
+    max_name_len outside 1..=64 (BAD_CONFIG). Cost: O(capacity) time and memory.
+    """
+
+    _free = "fencelock_service_free"
+    _last_error = "fencelock_service_last_error"
+    _what = "service"
+
+    def __init__(self, sessions: int, locks: int, claims: int, lock_delay: int = 0,
+                 max_name_len: int = MAX_NAME_LEN, *, _handle: Optional[C.c_void_p] = None,
+                 _memory: Any = None) -> None:
+        if _handle is None:
+            cfg = _Config(_Capacity(_u32(sessions, "sessions"), _u32(locks, "locks"),
+                                    _u32(claims, "claims")),
+                          _u64(lock_delay, "lock_delay"), _u32(max_name_len, "max_name_len"))
+            _handle = _new(_lib.fencelock_service_new, C.byref(cfg))
+        super().__init__(_handle, keep=_memory)
+
+    @staticmethod
+    def _capacity(sessions: int, locks: int, claims: int) -> _Capacity:
+        return _Capacity(_u32(sessions, "sessions"), _u32(locks, "locks"),
+                         _u32(claims, "claims"))
+
+    @classmethod
+    def layout(cls, sessions: int, locks: int, claims: int) -> tuple[int, int]:
+        """(size, alignment) of the memory a placed service of these capacities needs.
+        Errors: BAD_CONFIG. Cost: O(1)."""
+        cap, size, align = cls._capacity(sessions, locks, claims), _SIZE(), _SIZE()
+        code = _lib.fencelock_service_layout(C.byref(cap), C.byref(size), C.byref(align))
+        if code != Result.OK:
+            raise FencelockError(code)
+        return size.value, align.value
+
+    @staticmethod
+    def _place(size: int, align: int) -> tuple[Any, int]:
+        mem = C.create_string_buffer(size + align)
+        at = C.addressof(mem)
+        return mem, at + (-at % align)
+
+    @classmethod
+    def placed(cls, sessions: int, locks: int, claims: int, lock_delay: int = 0,
+               max_name_len: int = MAX_NAME_LEN) -> Service:
+        """A service inside one block of memory this object owns
+        (fencelock_service_init_in): the library allocates nothing for it, and its events
+        queue in a fixed ring, so an input the ring has no room for is refused with
+        BUFFER_TOO_SMALL (nothing changed). This wrapper drains the ring after every call,
+        so that never happens here. Cost: as Service()."""
+        size, align = cls.layout(sessions, locks, claims)
+        mem, at = cls._place(size, align)
+        cfg = _Config(cls._capacity(sessions, locks, claims), _u64(lock_delay, "lock_delay"),
+                      _u32(max_name_len, "max_name_len"))
+        h = _new(_lib.fencelock_service_init_in, at, size, C.byref(cfg))
+        return cls(0, 0, 0, _handle=h, _memory=mem)
+
+    @classmethod
+    def restore_placed(cls, snapshot: Union[bytes, bytearray, memoryview], sessions: int,
+                       locks: int, claims: int) -> Service:
+        """`restore` into one block of memory this object owns
+        (fencelock_service_restore_in; see `placed`). Errors: as restore. Cost: as
+        restore."""
+        raw = _bytes(snapshot, "snapshot")
+        size, align = cls.layout(sessions, locks, claims)
+        mem, at = cls._place(size, align)
+        cap = cls._capacity(sessions, locks, claims)
+        h = _new(_lib.fencelock_service_restore_in, at, size, C.byref(cap), raw, len(raw))
+        return cls(0, 0, 0, _handle=h, _memory=mem)
+
+    @classmethod
+    def restore(cls, snapshot: Union[bytes, bytearray, memoryview], sessions: int, locks: int,
+                claims: int) -> Service:
+        """A service from `snapshot()` bytes, with tables of these capacities; lock-delay
+        and the name limit come from the snapshot. Errors, in the core's order: BAD_MAGIC,
+        UNSUPPORTED_VERSION, CORRUPT_SNAPSHOT, BAD_CONFIG, CAPACITY_EXCEEDED. Cost:
+        O(capacity + snapshot length)."""
+        raw = _bytes(snapshot, "snapshot")
+        cap = cls._capacity(sessions, locks, claims)
+        h = _new(_lib.fencelock_service_restore, C.byref(cap), raw, len(raw))
+        return cls(0, 0, 0, _handle=h)
+
+    # --- inputs: each takes now first, returns the reply with the events beside it
+
+    def _events(self) -> tuple[Event, ...]:
+        got, o = [], _Output()
+        while _lib.fencelock_service_poll_output(self._h, C.byref(o)) == Result.OK:
+            got.append(_event(o))
+        return tuple(got)
+
+    def _input(self, fn: Callable[..., int], *args: Any) -> Any:
+        c = _Reply()
+        with self._mutex:
+            code = fn(self._ptr(), *args, C.byref(c))
+            events = self._events()
+            if code != Result.OK:
+                raise FencelockError(code, self._detail(), events)
+        reply = _reply_of(c)
+        object.__setattr__(reply, "events", events)
+        return reply
+
+    def open_session(self, now: int, ttl: int) -> Opened:
+        """Opens a session expiring `ttl` ticks after `now`. Errors: TIME_WENT_BACKWARDS,
+        then BAD_TTL, DEADLINE_OVERFLOW, CAPACITY_EXCEEDED. Cost: the advance, then
+        O(log sessions)."""
+        return self._input(_lib.fencelock_service_open_session, _u64(now, "now"),
+                           _u64(ttl, "ttl"))
+
+    def keep_alive(self, now: int, session: int, request: Optional[int] = None) -> KeptAlive:
+        """Keeps a session alive until now + its ttl. Errors: TIME_WENT_BACKWARDS, then
+        UNKNOWN_SESSION, STALE_REQUEST, REQUEST_REUSED, DEADLINE_OVERFLOW. Cost: the
+        advance, then O(log sessions)."""
+        return self._input(_lib.fencelock_service_keep_alive, _u64(now, "now"),
+                           _u64(session, "session"), _request(request))
+
+    def close_session(self, now: int, session: int, request: Optional[int] = None) -> Closed:
+        """Closes a session, releasing its holds. Errors: TIME_WENT_BACKWARDS, then
+        UNKNOWN_SESSION, STALE_REQUEST, REQUEST_REUSED. Cost: the advance, then O(its
+        claims + events)."""
+        return self._input(_lib.fencelock_service_close_session, _u64(now, "now"),
+                           _u64(session, "session"), _request(request))
+
+    def acquire(self, now: int, session: int, lock: Name, mode: Union[Mode, str] = Mode.EXCLUSIVE,
+                wait: Union[Wait, str] = Wait.NONE, until: Optional[int] = None,
+                request: Optional[int] = None) -> Union[Granted, Queued, Busy, HoldEnded,
+                                                        WaitEnded]:
+        """Acquires `lock` in `mode`; `wait` "none" (try-lock), "forever", or "until" with
+        the deadline tick `until` (given exactly when wait is "until"). Replies Granted,
+        Queued or Busy (a repeated request number also HoldEnded or WaitEnded). Errors:
+        TIME_WENT_BACKWARDS, then UNKNOWN_SESSION, EMPTY_NAME, NAME_TOO_LONG,
+        STALE_REQUEST, REQUEST_REUSED, ALREADY_QUEUED, MODE_MISMATCH, CAPACITY_EXCEEDED.
+        Cost: the advance, then O(name length + log claims)."""
+        m = _enum(Mode, mode, "mode")
+        w = _enum(Wait, wait, "wait")
+        if (w is Wait.UNTIL) != (until is not None):
+            raise ArgumentError("invalid argument: give `until` exactly when wait is 'until'")
+        deadline = 0 if until is None else _u64(until, "until")
+        raw = _name(lock, "lock")
+        return self._input(_lib.fencelock_service_acquire, _u64(now, "now"),
+                           _u64(session, "session"), raw, len(raw), _MODE_NUM[m],
+                           _WAIT_NUM[w], deadline, _request(request))
+
+    def _named(self, fn: Callable[..., int], now: int, session: int, name: Name,
+               request: Optional[int], what: str) -> Any:
+        raw = _name(name, what)
+        return self._input(fn, _u64(now, "now"), _u64(session, "session"), raw, len(raw),
+                           _request(request))
+
+    def release(self, now: int, session: int, lock: Name,
+                request: Optional[int] = None) -> Released:
+        """Releases a held lock; the head of its queue is granted (GrantedEvent). Errors:
+        TIME_WENT_BACKWARDS, then UNKNOWN_SESSION, EMPTY_NAME, NAME_TOO_LONG,
+        STALE_REQUEST, REQUEST_REUSED, NOT_HOLDER. Cost: the advance, then O(name length +
+        log claims + events)."""
+        return self._named(_lib.fencelock_service_release, now, session, lock, request, "lock")
+
+    def cancel(self, now: int, session: int, lock: Name,
+               request: Optional[int] = None) -> Cancelled:
+        """Withdraws a queued acquire. Errors: as release, with NOT_QUEUED. Cost: as
+        release."""
+        return self._named(_lib.fencelock_service_cancel, now, session, lock, request, "lock")
+
+    def campaign(self, now: int, session: int, election: Name,
+                 request: Optional[int] = None) -> Union[Granted, Queued]:
+        """Stands `session` in `election` (an exclusive acquire waiting forever): Granted =
+        it leads (the token is its epoch), Queued = it waits in line. Errors and cost: as
+        acquire."""
+        return self._named(_lib.fencelock_service_campaign, now, session, election, request,
+                           "election")
+
+    def resign(self, now: int, session: int, election: Name,
+               request: Optional[int] = None) -> Union[Released, Cancelled]:
+        """Withdraws from `election`: Released if it led, Cancelled if it waited. Errors:
+        as release / cancel. Cost: as release."""
+        return self._named(_lib.fencelock_service_resign, now, session, election, request,
+                           "election")
+
+    def tick(self, now: int) -> Ticked:
+        """Advances time to `now` (expiries, wait timeouts, the end of lock-delays, grants)
+        — what every input does first. Call it when poll_timeout() comes due. Errors:
+        TIME_WENT_BACKWARDS. Cost: O(1) with nothing due, else O(log n) per deadline."""
+        now = _u64(now, "now")
+        with self._mutex:
+            code = _lib.fencelock_service_tick(self._ptr(), now)
+            events = self._events()
+            if code != Result.OK:
+                raise FencelockError(code, self._detail(), events)
+        return Ticked(now=now, events=events)
+
+    def handle_frame(self, frame: Union[bytes, bytearray, memoryview]) -> Reply:
+        """One postcard input frame in (its `now` inside); its reply out, with the reply's
+        frame in `.frame` and the events as frames (`[u16 LE length][frame]` records
+        split) in `.event_frames` (`.events` is empty: a frame host gets frames). Errors:
+        BAD_FRAME (nothing changed), then the input's. Cost: O(frame length) + the input's.
+        """
+        raw = _bytes(frame, "frame")
+        c, out, n = _Reply(), C.create_string_buffer(MAX_FRAME_LEN), _SIZE()
+        with self._mutex:
+            code = _lib.fencelock_service_handle_frame(self._ptr(), raw, len(raw),
+                                                       C.byref(c), out, MAX_FRAME_LEN,
+                                                       C.byref(n))
+            frames = self._drain_frames()
+            if code != Result.OK:
+                raise FencelockError(code, self._detail(), event_frames=frames)
+        reply = _reply_of(c)
+        object.__setattr__(reply, "frame", out.raw[:n.value])
+        object.__setattr__(reply, "event_frames", frames)
+        return reply
+
+    def _drain_frames(self) -> tuple[bytes, ...]:
+        need = _SIZE()
+        code = _lib.fencelock_service_drain_frames(self._h, None, 0, C.byref(need))
+        if code == Result.OK:
+            return ()
+        if code != Result.BUFFER_TOO_SMALL:
+            raise FencelockError(code, self._detail())
+        buf = C.create_string_buffer(need.value)
+        self._check(_lib.fencelock_service_drain_frames(self._h, buf, need.value,
+                                                        C.byref(need)))
+        raw, frames, at = buf.raw[:need.value], [], 0
+        while at < len(raw):
+            n = int.from_bytes(raw[at:at + _FRAME_PREFIX_LEN], "little")
+            at += _FRAME_PREFIX_LEN
+            frames.append(raw[at:at + n])
+            at += n
+        return tuple(frames)
+
+    def drain_frames(self) -> tuple[bytes, ...]:
+        """The queued events as postcard frames, oldest first (every input method drains
+        the queue itself, so this finds events only from a placed service's refusals or
+        calls made on the library directly). Cost: O(queued events)."""
+        with self._mutex:
+            self._ptr()
+            return self._drain_frames()
+
+    # --- queries: never change anything
+
+    def _get(self, fn: str, ctype: Any, *args: Any) -> Any:
+        v = ctype()
+        self._call(fn, *args, C.byref(v))
+        return v
+
+    def now(self) -> int:
+        """The current tick. Cost: O(1)."""
+        return self._get("fencelock_service_now", _U64).value
+
+    def poll_timeout(self) -> Optional[int]:
+        """The next tick at which something is due, or None. Cost: O(1)."""
+        due, at = C.c_bool(), _U64()
+        self._call("fencelock_service_poll_timeout", C.byref(due), C.byref(at))
+        return at.value if due.value else None
+
+    def revision(self) -> int:
+        """The highest token granted so far (0 before the first grant). Cost: O(1)."""
+        return self._get("fencelock_service_revision", _U64).value
+
+    def pending(self) -> int:
+        """Events queued and not yet drained (0 after every method here). Cost: O(1)."""
+        return self._get("fencelock_service_pending", _SIZE).value
+
+    def max_events(self) -> int:
+        """The most events one input can emit now (open sessions + 2 × holds and waits).
+        Cost: O(1)."""
+        return self._get("fencelock_service_max_events", _SIZE).value
+
+    def config(self) -> Config:
+        """The configuration, capacities included. Cost: O(1)."""
+        c = self._get("fencelock_service_config", _Config)
+        cap = Capacity(c.capacity.sessions, c.capacity.locks, c.capacity.claims)
+        return Config(cap, c.lock_delay, c.max_name_len)
+
+    def capacity(self) -> Capacity:
+        """The capacities (as config().capacity). Cost: O(1)."""
+        return self.config().capacity
+
+    def usage(self) -> Usage:
+        """Rows in use per table. Cost: O(1)."""
+        u = self._get("fencelock_service_usage", _Usage)
+        return Usage(u.sessions, u.locks, u.claims)
+
+    def session(self, session: int) -> Optional[SessionInfo]:
+        """A live session's state, or None if it is not open. Cost: O(its claims)."""
+        s = _SessionInfo()
+        with self._mutex:
+            code = _lib.fencelock_service_session(self._ptr(), _u64(session, "session"),
+                                                  C.byref(s))
+            if code == Result.UNKNOWN_SESSION:
+                return None
+            self._check(code)
+        return SessionInfo(s.id, s.ttl, s.expires_at, s.last_request or None, s.holds, s.waits)
+
+    def _list(self, fn: str, ctype: Any, *args: Any) -> list[Any]:
+        with self._mutex:
+            h, count = self._ptr(), _SIZE()
+            code = getattr(_lib, fn)(h, *args, None, 0, C.byref(count))
+            if code not in (Result.OK, Result.BUFFER_TOO_SMALL):
+                self._check(code)
+            items = (ctype * max(count.value, 1))()
+            self._check(getattr(_lib, fn)(h, *args, items, count.value, C.byref(count)))
+            return list(items[:count.value])
+
+    def sessions(self) -> list[int]:
+        """Open session ids in id order. Cost: O(sessions)."""
+        return [int(s) for s in self._list("fencelock_service_sessions", _U64)]
+
+    def locks(self) -> list[str]:
+        """Lock entries (held, awaited or in lock-delay) in creation order. Cost:
+        O(locks)."""
+        return [_text(n.name, n.len) for n in self._list("fencelock_service_locks", _Name)]
+
+    def holders(self, lock: Name) -> list[Holder]:
+        """The holders of `lock` in grant order (none if free or unknown). Cost: O(name +
+        holders)."""
+        raw = _name(lock, "lock")
+        return [Holder(h.session, h.token, _MODE_OF[h.mode])
+                for h in self._list("fencelock_service_holders", _Holder, raw, len(raw))]
+
+    def waiters(self, lock: Name) -> list[Waiter]:
+        """The queue of `lock`, head first. Cost: O(name + waiters)."""
+        raw = _name(lock, "lock")
+        return [Waiter(w.session, _MODE_OF[w.mode], w.deadline if w.has_deadline else None)
+                for w in self._list("fencelock_service_waiters", _Waiter, raw, len(raw))]
+
+    def lock_delay_until(self, lock: Name) -> Optional[int]:
+        """The tick until which `lock` is in lock-delay, or None. Cost: O(name length)."""
+        raw, active, until = _name(lock, "lock"), C.c_bool(), _U64()
+        self._call("fencelock_service_lock_delay_until", raw, len(raw), C.byref(active),
+                   C.byref(until))
+        return until.value if active.value else None
+
+    def leader(self, election: Name) -> Optional[Leader]:
+        """The leader of `election` and its epoch, or None. Cost: O(name length)."""
+        raw, has, lead = _name(election, "election"), C.c_bool(), _Leader()
+        self._call("fencelock_service_leader", raw, len(raw), C.byref(has), C.byref(lead))
+        return Leader(lead.session, lead.epoch) if has.value else None
+
+    def snapshot(self) -> bytes:
+        """The canonical snapshot of the state (not the queued events). Cost:
+        O(sessions + locks + claims)."""
+        with self._mutex:
+            h, need = self._ptr(), _SIZE()
+            self._check(_lib.fencelock_service_snapshot_len(h, C.byref(need)))
+            buf = C.create_string_buffer(max(need.value, 1))
+            self._check(_lib.fencelock_service_snapshot(h, buf, need.value, C.byref(need)))
+            return buf.raw[:need.value]
+
+
+class Gate(_Handle):
+    """A fence gate (fencelock_gate): the resource's check of fencing tokens — the highest
+    token seen per resource; a lower one is refused (STALE). Gate(capacity): resources it
+    can ever guard (entries are never evicted). Errors: BAD_CONFIG (over 2^31 - 1). Cost:
+    O(capacity), about 100 bytes per resource."""
+
+    _free = "fencelock_gate_free"
+    _last_error = "fencelock_gate_last_error"
+    _what = "gate"
+
+    def __init__(self, capacity: int, *, _handle: Optional[C.c_void_p] = None) -> None:
+        if _handle is None:
+            _handle = _new(_lib.fencelock_gate_new, _size(capacity, "capacity"))
+        super().__init__(_handle)
+
+    @classmethod
+    def restore(cls, snapshot: Union[bytes, bytearray, memoryview], capacity: int) -> Gate:
+        """A gate from `snapshot()` bytes. Errors: BAD_MAGIC, UNSUPPORTED_VERSION,
+        CORRUPT_SNAPSHOT, CAPACITY_EXCEEDED, BAD_CONFIG. Cost: O(capacity + resources)."""
+        raw = _bytes(snapshot, "snapshot")
+        h = _new(_lib.fencelock_gate_restore, _size(capacity, "capacity"), raw, len(raw))
+        return cls(0, _handle=h)
+
+    def admit(self, resource: Name, token: int) -> None:
+        """Admits a write carrying `token`: it becomes the highest seen, or STALE is raised
+        (its detail names both tokens). Errors: STALE, ZERO_TOKEN, EMPTY_NAME,
+        NAME_TOO_LONG, INVALID_UTF8, CAPACITY_EXCEEDED. Cost: O(name length)."""
+        raw = _name(resource, "resource")
+        self._call("fencelock_gate_admit", raw, len(raw), _u64(token, "token"))
+
+    def check(self, resource: Name, token: int) -> None:
+        """Checks `token` as admit does, recording nothing. Cost: O(name length)."""
+        raw = _name(resource, "resource")
+        self._call("fencelock_gate_check", raw, len(raw), _u64(token, "token"))
+
+    def highest(self, resource: Name) -> Optional[int]:
+        """The highest token admitted for `resource`, or None. Cost: O(name length)."""
+        raw, seen, top = _name(resource, "resource"), C.c_bool(), _U64()
+        self._call("fencelock_gate_highest", raw, len(raw), C.byref(seen), C.byref(top))
+        return top.value if seen.value else None
+
+    def entries(self) -> dict[str, int]:
+        """Every resource with its highest token, in the order first admitted. Cost:
+        O(resources)."""
+        with self._mutex:
+            h, count = self._ptr(), _SIZE()
+            code = _lib.fencelock_gate_entries(h, None, 0, C.byref(count))
+            if code not in (Result.OK, Result.BUFFER_TOO_SMALL):
+                self._check(code)
+            items = (_Name * max(count.value, 1))()
+            self._check(_lib.fencelock_gate_entries(h, items, count.value, C.byref(count)))
+            return {_text(n.name, n.len): n.highest for n in items[:count.value]}
+
+    def snapshot(self) -> bytes:
+        """The gate's snapshot bytes. Cost: O(resources)."""
+        with self._mutex:
+            h, need = self._ptr(), _SIZE()
+            code = _lib.fencelock_gate_snapshot(h, None, 0, C.byref(need))
+            if code not in (Result.OK, Result.BUFFER_TOO_SMALL):
+                self._check(code)
+            buf = C.create_string_buffer(max(need.value, 1))
+            self._check(_lib.fencelock_gate_snapshot(h, buf, need.value, C.byref(need)))
+            return buf.raw[:need.value]
+
+
+class Keeper(_Handle):
+    """A session keeper (fencelock_keeper): the client's own view of its lease — when to
+    send a keep-alive, whether it may still act. Keeper(ttl, interval, margin). Errors:
+    BAD_CONFIG unless 0 < interval < ttl - margin and margin < ttl. Cost: O(1)."""
+
+    _free = "fencelock_keeper_free"
+    _last_error = "fencelock_keeper_last_error"
+    _what = "keeper"
+
+    def __init__(self, ttl: int, interval: int, margin: int) -> None:
+        super().__init__(_new(_lib.fencelock_keeper_new, _u64(ttl, "ttl"),
+                              _u64(interval, "interval"), _u64(margin, "margin")))
+
+    def keep_alive_sent(self, at: int) -> None:
+        """Records a keep-alive (or the open) sent at `at`. Errors: TIME_WENT_BACKWARDS.
+        Cost: O(1)."""
+        self._call("fencelock_keeper_keep_alive_sent", _u64(at, "at"))
+
+    def keep_alive_acked(self, sent_at: int) -> bool:
+        """Records the acknowledgement of the keep-alive sent at `sent_at`; whether it
+        extended the lease. Errors: UNKNOWN_KEEP_ALIVE (no such send among the last
+        KEEPER_MEMORY). Cost: O(1)."""
+        return self._get("fencelock_keeper_keep_alive_acked", _u64(sent_at, "sent_at"))
+
+    def _get(self, fn: str, *args: Any) -> bool:
+        v = C.c_bool()
+        self._call(fn, *args, C.byref(v))
+        return v.value
+
+    def session_lost(self) -> None:
+        """The service said the session expired or closed: the lease is gone. Cost: O(1)."""
+        self._call("fencelock_keeper_session_lost")
+
+    def lease(self, now: int) -> Lease:
+        """The lease at `now`. Cost: O(1)."""
+        c = _Lease()
+        self._call("fencelock_keeper_lease", _u64(now, "now"), C.byref(c))
+        state = _LEASE_OF[c.state]
+        return Lease(state, c.until if state is LeaseState.SAFE else None,
+                     c.expires_at if state is LeaseState.JEOPARDY else None)
+
+    def may_act(self, now: int) -> bool:
+        """Whether the lease is SAFE at `now`: check before each action. Cost: O(1)."""
+        return self._get("fencelock_keeper_may_act", _u64(now, "now"))
+
+    def next_keep_alive(self, now: int) -> int:
+        """When the next keep-alive is due. Cost: O(1)."""
+        at = _U64()
+        self._call("fencelock_keeper_next_keep_alive", _u64(now, "now"), C.byref(at))
+        return at.value
+
+    def poll_timeout(self, now: int) -> Optional[int]:
+        """The next instant to wake (maybe at or before `now`: send at once), or None once
+        the session is lost. Cost: O(1)."""
+        due, at = C.c_bool(), _U64()
+        self._call("fencelock_keeper_poll_timeout", _u64(now, "now"), C.byref(due),
+                   C.byref(at))
+        return at.value if due.value else None

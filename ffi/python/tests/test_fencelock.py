@@ -1,0 +1,544 @@
+"""The Python package over the C library: the GC-pause story, the whole ABI with Python
+types, and hostile input (integers that do not fit, names that are not names, bytes-like
+objects, closed handles, unclosed handles, short buffers).
+
+Run (scripts/test-ffi.sh does): FENCELOCK_LIB=target/debug/libfencelock.so \
+    python -m pytest ffi/python/tests   (with ffi/python on sys.path, or the wheel installed)
+"""
+
+import ctypes as C
+import gc
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import fencelock as fl
+
+JOB = "jobs/reindex"
+HERE = os.path.dirname(os.path.abspath(__file__))
+HEADER = os.path.join(HERE, "..", "..", "include", "fencelock.h")
+
+
+def refused(code, fn, *args, **kw):
+    with pytest.raises(fl.FencelockError) as e:
+        fn(*args, **kw)
+    assert e.value.code == code, repr(e.value)
+    return e.value
+
+
+# ------------------------------------------------------------------------- the story
+
+def test_gc_pause_story():
+    with fl.Service(8, 8, 16) as svc:
+        # Burn 33 tokens so A's grant is token 34, as in Martin Kleppmann's "How to do
+        # distributed locking".
+        warm = svc.open_session(0, 1000).session
+        for t in range(1, 34):
+            got = svc.acquire(0, warm, "warmup")
+            assert got == fl.Granted(mode=fl.Mode.EXCLUSIVE, token=t)
+            assert got.events == ()
+            assert svc.release(0, warm, "warmup") == fl.Released(token=t)
+        assert svc.close_session(0, warm) == fl.Closed()
+
+        a = svc.open_session(0, 10)
+        assert a == fl.Opened(session=2, expires_at=10) and a.kind == "opened"
+        a = a.session
+        b = svc.open_session(0, 10).session
+        assert svc.acquire(0, a, JOB) == fl.Granted(mode="exclusive", token=34)
+        queued = svc.acquire(0, b, JOB, wait="forever")
+        assert (queued.kind, queued.mode, queued.position) == ("queued", fl.Mode.EXCLUSIVE, 1)
+        # A pauses; B's keep-alives arrive at 3, 6, 9 and are applied at their own times.
+        for t in (3, 6, 9):
+            got = svc.keep_alive(t, b)
+            assert got == fl.KeptAlive(expires_at=t + 10) and got.events == ()
+        ticked = svc.tick(10)
+        assert ticked == fl.Ticked(now=10)
+        assert ticked.events == (
+            fl.SessionExpired(session=a),
+            fl.ReleasedEvent(session=a, lock=JOB, token=34, reason=fl.Reason.EXPIRED),
+            fl.GrantedEvent(session=b, lock=JOB, mode=fl.Mode.EXCLUSIVE, token=35),
+        )
+        assert [e.kind for e in ticked.events] == ["session_expired", "released", "granted"]
+        assert svc.holders(JOB) == [fl.Holder(session=b, token=35, mode=fl.Mode.EXCLUSIVE)]
+        assert svc.revision() == 35
+
+    with fl.Gate(4) as gate:
+        gate.admit("storage", 35)
+        stale = refused(401, gate.admit, "storage", 34)
+        assert stale.result is fl.Result.STALE and stale.kind == "stale"
+        assert str(stale) == "stale: token 34 is lower than the highest seen, token 35"
+        assert gate.highest("storage") == 35
+
+    # A's keeper (ttl 10, keep-alive every 3, margin 2) would have stopped it first.
+    with fl.Keeper(10, 3, 2) as keeper:
+        keeper.keep_alive_sent(0)
+        assert keeper.keep_alive_acked(0) is True
+        assert keeper.next_keep_alive(1) == 3
+        assert keeper.may_act(1) is True
+        assert keeper.lease(1) == fl.Lease(fl.LeaseState.SAFE, until=8)
+        assert keeper.lease(8) == fl.Lease(fl.LeaseState.JEOPARDY, expires_at=10)
+        assert keeper.lease(26).state == "expired" and keeper.may_act(26) is False
+        unknown = refused(601, keeper.keep_alive_acked, 4)
+        assert unknown.kind == "unknown_keep_alive" and "4" in str(unknown)
+
+
+def test_a_refused_input_keeps_the_advance():
+    with fl.Service(4, 4, 8) as svc:
+        a = svc.open_session(0, 5).session
+        b = svc.open_session(0, 100).session
+        svc.acquire(0, a, "l")
+        svc.acquire(0, b, "l", wait="forever")
+        e = refused(101, svc.release, 7, a, "l")  # A expired at 5, in the advance to 7
+        assert [o.kind for o in e.events] == ["session_expired", "released", "granted"]
+        assert e.events[2] == fl.GrantedEvent(session=b, lock="l", mode="exclusive", token=2)
+        assert svc.now() == 7 and svc.pending() == 0
+
+
+# ------------------------------------------------------------------- the whole ABI
+
+def test_queries_elections_waits_and_cancel():
+    with fl.Service(4, 4, 8, lock_delay=3) as svc:
+        assert svc.config() == fl.Config(fl.Capacity(4, 4, 8), lock_delay=3, max_name_len=64)
+        assert svc.capacity() == fl.Capacity(4, 4, 8)
+        a = svc.open_session(0, 10).session
+        b = svc.open_session(0, 50).session
+        assert svc.sessions() == [a, b]
+        assert svc.campaign(0, a, "leader", request=1) == fl.Granted(mode="exclusive", token=1)
+        assert svc.campaign(0, b, "leader") == fl.Queued(mode="exclusive", position=1)
+        assert svc.leader("leader") == fl.Leader(session=a, epoch=1)
+        assert svc.acquire(1, b, "r", mode="shared") == fl.Granted(mode="shared", token=2)
+        assert svc.acquire(1, a, "r", wait="until", until=5) == fl.Queued(
+            mode="exclusive", position=1)
+        assert svc.waiters("r") == [fl.Waiter(session=a, mode="exclusive", deadline=5)]
+        assert svc.waiters("leader") == [fl.Waiter(session=b, mode="exclusive", deadline=None)]
+        assert svc.cancel(2, a, "r") == fl.Cancelled()
+        assert svc.acquire(2, a, "r") == fl.Busy()
+        assert svc.session(a) == fl.SessionInfo(id=a, ttl=10, expires_at=10, last_request=1,
+                                                holds=1, waits=0)
+        assert svc.session(99) is None
+        assert svc.usage() == fl.Usage(sessions=2, locks=2, claims=3)
+        assert svc.max_events() == 2 + 2 * 3
+        assert svc.locks() == ["leader", "r"]
+        assert svc.poll_timeout() == 10
+        # A repeat of request 1 replays the campaign's reply.
+        assert svc.campaign(3, a, "leader", request=1) == fl.Granted(mode="exclusive", token=1)
+        ended = svc.tick(10)  # A expires; its election is in lock-delay until 13
+        assert fl.SessionExpired(session=a) in ended.events
+        assert svc.lock_delay_until("leader") == 13
+        assert svc.leader("leader") is None
+        grant = svc.tick(13).events
+        assert grant == (fl.GrantedEvent(session=b, lock="leader", mode="exclusive", token=3),)
+        assert svc.resign(14, b, "leader") == fl.Released(token=3)
+        assert svc.lock_delay_until("leader") is None
+
+
+def test_frames_in_and_out():
+    with fl.Service(4, 4, 8) as svc:
+        # OpenSession{now 0, ttl 10} -> Opened{session 1, expires_at 10}
+        got = svc.handle_frame(bytes([0, 0, 10]))
+        assert got == fl.Opened(session=1, expires_at=10) and got.frame == bytes([0, 1, 10])
+        svc.handle_frame(bytearray([0, 0, 10]))  # session 2; bytes-like frames are fine
+        # Acquire{now 0, session 1, "a", Exclusive, None, None} -> Granted{Exclusive, 1}
+        got = svc.handle_frame(memoryview(bytes([3, 0, 1, 1, 97, 0, 0, 0])))
+        assert got.token == 1 and got.frame == bytes([3, 0, 1])
+        svc.handle_frame(bytes([3, 0, 2, 1, 97, 0, 2, 0]))  # session 2 waits forever
+        # Tick{now 10}: both expire; the events come as frames.
+        got = svc.handle_frame(bytes([6, 10]))
+        assert got == fl.Ticked(now=10) and got.frame == bytes([10, 10])
+        assert got.events == () and len(got.event_frames) >= 3
+        assert all(isinstance(f, bytes) and 0 < len(f) <= fl.MAX_FRAME_LEN
+                   for f in got.event_frames)
+
+
+def test_garbage_frames_change_nothing():
+    with fl.Service(4, 4, 8) as svc:
+        svc.handle_frame(bytes([0, 0, 10]))
+        before = svc.snapshot()
+        for frame in (b"", b"\x7f", b"\x00\x00\x0a\x00", b"\x03\x00\x01\x41", b"\xff" * 11,
+                      bytes(fl.MAX_FRAME_LEN + 1)):
+            e = refused(501, svc.handle_frame, frame)
+            assert e.kind == "bad_frame"
+        refused(903, svc.handle_frame, "\x06\x01")  # str is not bytes
+        assert svc.snapshot() == before and svc.now() == 0
+
+
+def test_placed_service_and_layout():
+    size, align = fl.Service.layout(4, 4, 8)
+    assert size > 0 and align & (align - 1) == 0
+    with fl.Service.placed(4, 4, 8) as svc:
+        a = svc.open_session(0, 5).session
+        b = svc.open_session(0, 50).session
+        svc.acquire(0, a, "x")
+        svc.acquire(0, b, "x", wait="forever")
+        assert [e.kind for e in svc.tick(5).events] == ["session_expired", "released",
+                                                        "granted"]
+    refused(206, fl.Service.layout, 2**31, 1, 1)
+
+
+def test_snapshots_restore_from_any_bytes_like():
+    with fl.Service(2, 2, 2) as svc:
+        s = svc.open_session(0, 5).session
+        svc.acquire(0, s, "held")
+        snap = svc.snapshot()
+    for form in (snap, bytearray(snap), memoryview(snap)):
+        with fl.Service.restore(form, 2, 2, 2) as back:
+            assert back.snapshot() == snap and back.holders("held")[0].session == s
+        with fl.Service.restore_placed(form, 2, 2, 2) as back:
+            assert back.snapshot() == snap and back.holders("held")[0].session == s
+    for cut in range(len(snap)):
+        with pytest.raises(fl.FencelockError) as e:
+            fl.Service.restore(snap[:cut], 2, 2, 2)
+        assert e.value.code in (503, 505)
+    refused(301, fl.Service.restore, snap, 0, 0, 0)
+    refused(903, fl.Service.restore, list(snap), 2, 2, 2)
+    with fl.Gate(4) as gate:
+        gate.admit("r", 7)
+        gs = gate.snapshot()
+        gate.check("r", 7)
+        refused(401, gate.check, "r", 6)
+    with fl.Gate.restore(bytearray(gs), 4) as back:
+        assert back.entries() == {"r": 7}
+    refused(301, fl.Gate.restore, memoryview(gs), 0)
+
+
+# ------------------------------------------------------------------ hostile input
+
+NOT_U64 = [-1, 1 << 64, 2**100, True, False, 1.0, "1", None, b"\x01"]
+
+
+def test_integers_that_do_not_fit_raise_and_change_nothing():
+    with fl.Service(4, 4, 8) as svc:
+        s = svc.open_session(0, 10).session
+        svc.acquire(0, s, "l")
+        before = svc.snapshot()
+        for bad in NOT_U64:
+            for call in (lambda: svc.tick(bad), lambda: svc.open_session(bad, 5),
+                         lambda: svc.open_session(0, bad), lambda: svc.keep_alive(0, bad),
+                         lambda: svc.keep_alive(bad, s), lambda: svc.release(bad, s, "l"),
+                         lambda: svc.acquire(0, s, "m", wait="until", until=bad)):
+                e = refused(903, call)
+                assert isinstance(e, fl.ArgumentError) and isinstance(e, ValueError)
+        assert svc.snapshot() == before and svc.now() == 0
+        # request number 0 would mean "none" in the C ABI: refused, not reinterpreted.
+        refused(903, svc.keep_alive, 0, s, request=0)
+        refused(903, svc.keep_alive, 0, s, request=-1)
+        assert svc.keep_alive(0, s, request=1) == fl.KeptAlive(expires_at=10)
+    # The story of the issue: tick(-1) used to move time to the end.
+    with fl.Service(2, 2, 2) as svc:
+        refused(903, svc.tick, -1)
+        assert svc.now() == 0
+        refused(903, svc.open_session, 0, -1)  # used to be a session that never expires
+        assert svc.usage().sessions == 0
+    # Capacities are u32: 2^32 + 8 used to become 8 sessions.
+    for bad in (2**32 + 8, -1, True, 8.0):
+        refused(903, fl.Service, bad, 8, 8)
+        refused(903, fl.Service, 8, 8, 8, max_name_len=bad)
+        refused(903, fl.Gate, bad if bad != 2**32 + 8 else 2**64)
+        refused(903, fl.Keeper, bad if bad != 2**32 + 8 else 2**64, 3, 2)
+    refused(206, fl.Service, 2**31, 8, 8)  # fits u32; the core's row limit refuses it
+    refused(206, fl.Gate, 2**31)
+
+
+def test_a_gate_refuses_negative_tokens_and_keeps_working():
+    with fl.Gate(4) as gate:
+        for bad in (-1, 1 << 64, True):
+            refused(903, gate.admit, "r", bad)  # used to store 2^64 - 1 and refuse all
+        assert gate.highest("r") is None
+        gate.admit("r", 5)
+        refused(402, gate.admit, "q", 0)
+        assert gate.entries() == {"r": 5}
+
+
+def test_names_are_str_or_bytes_like_and_nul_is_kept():
+    with fl.Service(4, 4, 8, max_name_len=8) as svc:
+        s = svc.open_session(0, 50).session
+        t = svc.open_session(0, 50).session
+        before = svc.snapshot()
+        for bad in (5, 5.0, None, ["l"], True):
+            refused(903, svc.acquire, 0, s, bad)  # acquire(a, 5) used to lock "\0" * 5
+        refused(902, svc.acquire, 0, s, b"h\xc3\x28")  # not UTF-8
+        refused(902, svc.acquire, 0, s, "\udc80")  # a lone surrogate is not UTF-8 either
+        refused(201, svc.acquire, 0, s, "")
+        e = refused(202, svc.acquire, 0, s, "ninebytes")
+        assert "9 bytes, at most 8" in str(e)
+        refused(202, svc.acquire, 0, s, "é" * 5)  # ten bytes: the limit counts bytes
+        refused(101, svc.acquire, 0, 99, "")  # the core's order: session before name
+        assert svc.snapshot() == before
+        # A NUL is part of the name: "a\0b" and "a" are two locks, and names come back whole.
+        assert svc.acquire(0, s, "a\0b").kind == "granted"
+        assert svc.acquire(0, s, "a").kind == "granted"
+        assert svc.acquire(0, t, b"a\x00b", wait="forever").kind == "queued"
+        assert sorted(svc.locks()) == ["a", "a\0b"]
+        assert svc.holders(bytearray(b"a\x00b"))[0].session == s
+        # Names come back whole in events, NUL and all (a C string would stop at it).
+        rel = svc.release(0, s, memoryview(b"a\x00b"))
+        assert rel == fl.Released(token=1)
+        assert rel.events == (fl.GrantedEvent(session=t, lock="a\0b", mode="exclusive", token=3),)
+        assert svc.close_session(0, t).events == (
+            fl.ReleasedEvent(session=t, lock="a\0b", token=3, reason=fl.Reason.CLOSED),)
+        assert svc.holders("a") == [fl.Holder(session=s, token=2, mode="exclusive")]
+        with fl.Gate(2) as gate:
+            gate.admit("r\0", 3)
+            assert gate.entries() == {"r\0": 3} and gate.highest("r") is None
+
+
+def test_mode_and_wait_are_checked_before_the_call():
+    with fl.Service(2, 2, 2) as svc:
+        s = svc.open_session(0, 5).session
+        before = svc.snapshot()
+        refused(903, svc.acquire, 0, s, "x", mode="upgrade")
+        refused(903, svc.acquire, 0, s, "x", mode=1)
+        refused(903, svc.acquire, 0, s, "x", wait="sometimes")
+        refused(903, svc.acquire, 0, s, "x", wait="until")  # no deadline given
+        refused(903, svc.acquire, 0, s, "x", until=5)  # a deadline without wait="until"
+        assert svc.snapshot() == before
+        assert svc.acquire(0, s, "x", mode=fl.Mode.SHARED, wait=fl.Wait.NONE).mode == "shared"
+
+
+def test_the_core_decides_everything_else_in_its_order():
+    with fl.Service(2, 2, 2) as svc:
+        s = svc.open_session(0, 5).session
+        svc.acquire(0, s, "held")
+        refused(102, svc.release, 0, s, "free")
+        refused(103, svc.cancel, 0, s, "free")
+        refused(105, svc.acquire, 0, s, "held", mode="shared")
+        refused(203, svc.open_session, 0, 0)
+        refused(204, svc.open_session, 1, 2**64 - 1)
+        svc.tick(1)
+        e = refused(205, svc.tick, 0)
+        assert e.kind == "time_went_backwards" and e.events == []
+        refused(205, svc.keep_alive, 0, s)
+
+
+# --------------------------------------------------------- the short-buffer traps
+
+def test_a_short_reply_frame_buffer_applies_nothing():
+    # The ABI checks the reply frame's room before it decodes or applies anything, so
+    # BUFFER_TOO_SMALL from handle_frame means "nothing happened", as everywhere else: a
+    # retry with room opens session 1, not session 2.
+    with fl.Service(4, 4, 8) as svc:
+        frame = bytes([0, 0, 10])  # OpenSession{now 0, ttl 10}
+        for cap in (1, 3, fl.MAX_FRAME_LEN - 1):
+            out, n, reply = C.create_string_buffer(cap), C.c_size_t(), fl._Reply()
+            code = fl._lib.fencelock_service_handle_frame(svc._h, frame, len(frame),
+                                                          C.byref(reply), out, cap,
+                                                          C.byref(n))
+            assert code == fl.Result.BUFFER_TOO_SMALL and n.value == fl.MAX_FRAME_LEN
+            assert reply.kind == 0 and out.raw == bytes(cap)
+        assert svc.usage().sessions == 0 and svc.pending() == 0
+        assert svc.handle_frame(frame) == fl.Opened(session=1, expires_at=10)
+
+
+def test_a_short_snapshot_buffer_gets_only_the_size():
+    with fl.Service(2, 2, 2) as svc, fl.Gate(2) as gate:
+        svc.acquire(0, svc.open_session(0, 5).session, "held")
+        gate.admit("r", 1)
+        for fn, h, whole in ((fl._lib.fencelock_service_snapshot, svc._h, svc.snapshot()),
+                             (fl._lib.fencelock_gate_snapshot, gate._h, gate.snapshot())):
+            for cap in range(1, len(whole)):
+                buf, n = C.create_string_buffer(b"\xaa" * cap, cap), C.c_size_t()
+                assert fn(h, buf, cap, C.byref(n)) == fl.Result.BUFFER_TOO_SMALL
+                assert n.value == len(whole) and buf.raw == b"\xaa" * cap
+
+
+# ---------------------------------------------------- handles: close, finalize, threads
+
+def test_every_handle_is_a_context_manager_and_closes_once():
+    for make in (lambda: fl.Service(1, 1, 1), lambda: fl.Gate(1), lambda: fl.Keeper(10, 3, 2),
+                 lambda: fl.Service.placed(1, 1, 1)):
+        with make() as h:
+            assert not h.closed
+        assert h.closed
+        h.close()  # a second close does nothing
+        with pytest.raises(fl.ArgumentError, match="closed"):
+            if isinstance(h, fl.Service):
+                h.tick(1)
+            elif isinstance(h, fl.Gate):
+                h.admit("r", 1)
+            else:
+                h.keep_alive_sent(1)
+
+
+def _rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_unclosed_handles_are_freed_by_the_finalizer():
+    # Each of these services takes about a megabyte of library memory; 400 of them never
+    # closed would hold ~400 MB without a finalizer.
+    gc.collect()
+    start = _rss()
+    for i in range(400):
+        svc = fl.Service(1000, 1000, 4000)
+        svc.open_session(0, 10)
+        fl.Gate(1000).admit("r", 1)
+        fl.Keeper(10, 3, 2)
+    del svc
+    gc.collect()
+    grown = _rss() - start
+    assert grown < 64 << 20, f"RSS grew by {grown >> 20} MB: handles were not freed"
+
+
+def test_a_finalizer_runs_when_the_handle_is_collected():
+    svc = fl.Service(1, 1, 1)
+    fin = svc._finalizer
+    del svc
+    gc.collect()
+    assert not fin.alive
+
+
+def test_one_handle_shared_by_threads_stays_consistent():
+    with fl.Gate(8) as gate:
+        def admit(base):
+            for t in range(1, 200):
+                try:
+                    gate.admit("r", base + t)
+                except fl.FencelockError as e:
+                    assert e.kind == "stale"
+        threads = [threading.Thread(target=admit, args=(k * 1000,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert gate.highest("r") == 3199
+
+
+# ------------------------------------------------------------------ codes and loading
+
+def test_result_codes_match_the_header_and_have_messages():
+    text = open(HEADER).read()
+    header = {m[0]: int(m[1]) for m in re.findall(r"FENCELOCK_RESULT_(\w+) = (\d+),", text)}
+    assert header == {r.name: r.value for r in fl.Result}
+    for r in fl.Result:
+        assert fl.message(r) not in ("", "unknown result code"), r
+    assert fl.message(401) == "stale" and fl.message(12345) == "unknown result code"
+    assert fl.MAX_NAME_LEN == int(re.search(r"FENCELOCK_MAX_NAME_LEN (\d+)", text)[1])
+    assert fl.MAX_FRAME_LEN == int(re.search(r"FENCELOCK_MAX_FRAME_LEN (\d+)", text)[1])
+    assert fl.KEEPER_MEMORY == int(re.search(r"FENCELOCK_KEEPER_MEMORY (\d+)", text)[1])
+
+
+def test_a_missing_library_is_a_clear_import_error(tmp_path):
+    env = dict(os.environ, FENCELOCK_LIB=str(tmp_path / "nowhere.so"))
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(fl.__file__)))
+    env["PYTHONPATH"] = pkg
+    got = subprocess.run([sys.executable, "-c", "import fencelock"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert got.returncode != 0
+    assert "ImportError" in got.stderr and "FENCELOCK_LIB" in got.stderr
+
+
+def test_every_function_of_the_header_is_wrapped():
+    text = open(HEADER).read()
+    declared = set(re.findall(r"^(?:fencelock_result|void) (fencelock_\w+)\(", text, re.M))
+    assert len(declared) > 50
+    assert declared == set(fl._SIGNATURES), (declared ^ set(fl._SIGNATURES))
+    # ... and each is called by the package, not only declared to ctypes.
+    source = open(fl.__file__).read()
+    unused = [f for f in declared if source.count(f'"{f}"') + source.count(f"_lib.{f}") < 2]
+    assert unused == []
+
+
+CALLS = os.path.join(HERE, "..", "..", "..", "tests", "vectors", "precedence.calls")
+
+
+def test_error_precedence_table_through_the_typed_methods():
+    # tests/vectors/precedence.calls: multi-fault inputs and the one outcome each gets in
+    # every layer. A row with request=0 cannot cross this binding (None is "no request
+    # number", which the C ABI spells 0): it must raise ArgumentError, changing nothing,
+    # and a tick to its `now` stands in for the advance the core would have made.
+    rows = [line.split("#")[0].strip() for line in open(CALLS)]
+    rows = [r for r in rows if r]
+    config = dict(kv.split("=") for kv in rows[0].split()[1:])
+    assert rows[0].startswith("config ")
+    svc = fl.Service(int(config["sessions"]), int(config["locks"]), int(config["claims"]),
+                     lock_delay=int(config["lock_delay"]),
+                     max_name_len=int(config["max_name_len"]))
+    checked = request_zero = 0
+    for row in rows[1:]:
+        call, expect = (part.strip() for part in row.split("->"))
+        method, *pairs = call.split()
+        a = dict(p.split("=", 1) for p in pairs)
+        now = int(a["now"])
+        request = None if a.get("request", "-") == "-" else int(a["request"])
+        if request == 0:
+            with pytest.raises(fl.ArgumentError):
+                svc.release(now, int(a["session"]), a.get("lock", ""), request=0)
+            svc.tick(now)
+            request_zero += 1
+            continue
+        wait, until = a.get("wait", "none"), None
+        if wait.startswith("until:"):
+            wait, until = "until", int(wait[len("until:"):])
+        mode = {"x": "exclusive", "s": "shared"}.get(a.get("mode", "x"))
+        run = {
+            "open": lambda: svc.open_session(now, int(a["ttl"])),
+            "keep_alive": lambda: svc.keep_alive(now, int(a["session"]), request),
+            "close": lambda: svc.close_session(now, int(a["session"]), request),
+            "acquire": lambda: svc.acquire(now, int(a["session"]), a["lock"], mode, wait,
+                                           until, request),
+            "release": lambda: svc.release(now, int(a["session"]), a["lock"], request),
+            "cancel": lambda: svc.cancel(now, int(a["session"]), a["lock"], request),
+            "tick": lambda: svc.tick(now),
+        }[method]
+        outcome, value = expect.split()
+        if outcome == "ok":
+            assert run().kind == value, row
+        else:
+            with pytest.raises(fl.FencelockError) as e:
+                run()
+            assert e.value.code == int(value), f"{row}: got {e.value!r}"
+        checked += 1
+    svc.close()
+    assert checked > 40
+    assert request_zero == sum(" request=0 " in f" {r.split('->')[0]} " for r in rows)
+
+
+VECTORS = os.path.join(HERE, "..", "..", "..", "tests", "vectors")
+
+
+def _replay(path):
+    """Replays one conformance vector through handle_frame: the events of each input (as
+    frames, in order), then exactly its reply frame or its error code, and snapshots."""
+    svc, inputs = None, 0
+    lines = [line.strip() for line in open(path)]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    i = 0
+    while i < len(lines):
+        word, _, arg = lines[i].partition(" ")
+        i += 1
+        if word == "config":
+            c = {k: int(v) for k, v in (kv.split("=") for kv in arg.split())}
+            svc = fl.Service(c["sessions"], c["locks"], c["claims"], c["lock_delay"],
+                             c["max_name_len"])
+        elif word == "snapshot":
+            assert svc.snapshot().hex() == arg, f"{path}: snapshot before line {i}"
+        elif word == "in":
+            outs = []
+            while lines[i].startswith("out "):
+                outs.append(lines[i][4:])
+                i += 1
+            end, _, want = lines[i].partition(" ")
+            i += 1
+            try:
+                got = svc.handle_frame(bytes.fromhex(arg))
+                frames, result = got.event_frames, ("reply", got.frame.hex())
+            except fl.FencelockError as e:
+                frames, result = tuple(e.event_frames), ("err", str(e.code))
+            assert [f.hex() for f in frames] == outs, f"{path}: events of input {inputs}"
+            assert result == (end, want), f"{path}: input {inputs}: {result}"
+            inputs += 1
+        else:
+            raise AssertionError(f"{path}: unknown line {word!r}")
+    svc.close()
+    return inputs
+
+
+def test_conformance_vectors_through_frames():
+    files = sorted(f for f in os.listdir(VECTORS) if f.endswith(".vec"))
+    assert len(files) >= 16
+    assert sum(_replay(os.path.join(VECTORS, f)) for f in files) > 300
