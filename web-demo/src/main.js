@@ -9,9 +9,10 @@ import { herd } from './scenes/herd.js';
 import { election } from './scenes/election.js';
 import { replication } from './scenes/replication.js';
 import { shardPay } from './scenes/shardpay.js';
+import { redlock } from './scenes/redlock.js';
 import { milestoneMark, captionsOf, termsAt } from './story.js';
 
-const SCENES = [gcPause, herd, election, replication, shardPay];
+const SCENES = [gcPause, herd, election, replication, shardPay, redlock];
 const query = new URLSearchParams(location.search);
 const TEST = query.has('test'); // no animation, fast playback: for the browser tests
 const BASE_MS = TEST ? 8 : 1100;
@@ -48,7 +49,7 @@ let timer = null;
 let captions = []; // the caption of every recorded step (for first uses of terms)
 // Your interventions per scene, {step, t, id, name, action}: replayed into every rebuilt
 // timeline (after the switch, a slider, a return to the scene) so none vanishes silently.
-const kept = [[], [], [], [], []];
+const kept = SCENES.map(() => []);
 let droppedNote = '';
 const params = SCENES.map((s) => Object.fromEntries(Object.entries(s.params).map(([k, p]) => [k, p.value])));
 
@@ -68,7 +69,7 @@ async function boot() {
   ui.boot.textContent = '';
   buildTabs();
   // the hash is what the page itself keeps current (and what a shared link carries last)
-  const fromHash = Number((location.hash.match(/scene-(\d)/) || [])[1]);
+  const fromHash = Number((location.hash.match(/scene-(\d+)/) || [])[1]);
   const fromQuery = Number(query.get('scene'));
   chooseScene((fromHash || fromQuery || 1) - 1);
   wireControls();
@@ -172,19 +173,21 @@ function buildControls() {
   const p = params[sceneIndex];
   ui.controls.innerHTML = Object.entries(s.params)
     .map(([k, d]) => {
+      if (d.type === 'choice')
+        return `<label class="slider choice"><span class="lbl">${d.label}</span><select data-param="${k}" data-testid="param-${k}">${d.options.map(([v, l]) => `<option value="${v}" ${p[k] === v ? 'selected' : ''}>${l}</option>`).join('')}</select></label>`;
       if (d.type === 'switch')
         return `<label class="switch"><input type="checkbox" role="switch" data-param="${k}" data-testid="param-${k}" ${p[k] ? 'checked' : ''}><span class="track" aria-hidden="true"></span><span class="lbl">${d.label}</span></label>`;
       return `<label class="slider"><span class="lbl">${d.label}</span><input type="range" data-param="${k}" data-testid="param-${k}" min="${d.min}" max="${d.max}" step="${d.step}" value="${p[k]}"><output data-for="${k}">${p[k]}${d.unit}</output></label>`;
     })
     .join('') +
     (s.tryThis ? `<div class="try"><p class="try-h">Try this</p><ul>${s.tryThis.map((t) => `<li>${t}</li>`).join('')}</ul></div>` : '');
-  for (const input of ui.controls.querySelectorAll('input[data-param]')) {
+  for (const input of ui.controls.querySelectorAll('[data-param]')) {
     const k = input.dataset.param;
     const d = s.params[k];
-    input.addEventListener(d.type === 'switch' ? 'change' : 'input', () => {
-      p[k] = d.type === 'switch' ? input.checked : Number(input.value);
+    input.addEventListener(d.type === 'range' ? 'input' : 'change', () => {
+      p[k] = d.type === 'switch' ? input.checked : d.type === 'choice' ? input.value : Number(input.value);
       const out = ui.controls.querySelector(`output[data-for="${k}"]`);
-      if (out) out.textContent = `${p[k]}${d.unit}`;
+      if (out) out.textContent = `${p[k]}${d.unit ?? ''}`;
       rebuild(timeline.cursor);
     });
   }
@@ -349,7 +352,7 @@ function onKey(e) {
     case '?':
       return ui.help.showModal();
     default:
-      if (/^[1-5]$/.test(e.key) && !inField) chooseScene(Number(e.key) - 1);
+      if (/^[1-9]$/.test(e.key) && Number(e.key) <= SCENES.length && !inField) chooseScene(Number(e.key) - 1);
   }
 }
 

@@ -15,7 +15,9 @@ function clientBadge(w, c) {
   const paused = c.status === 'paused';
   let text;
   let cls;
-  if (c.holding && c.token != null) {
+  const own = w.scene.badge?.(w, c); // a scene whose clients hold on several cores says how many
+  if (own) ({ text, cls } = own);
+  else if (c.holding && c.token != null) {
     const truth = stillHolds(w, c);
     text = truth === false ? `believes ${c.token}` : `holds ${c.token}`;
     cls = truth === false ? 'stale' : 'holds';
@@ -93,11 +95,73 @@ function drawClient(w, n, interactive) {
     <text class="name ${n.small ? 'small' : ''}" x="${n.x}" y="${n.y + (n.small ? 5 : 7)}">${esc(c.name)}</text>
     ${icon}${dead}
     <text class="badge ${b.cls} ${side ? 'side' : ''}" x="${bx}" y="${by}">${esc(b.text)}</text>
-    ${leaseLine(w, c, bx, by + 17, side)}
+    ${n.noLease ? '' : leaseLine(w, c, bx, by + 17, side)}
+  </g>`;
+}
+
+/** A phone's short storage box (250 × 84): its verdict, highest token and latest writes. */
+function drawStoreCompact(w, n) {
+  const s = w.stores[n.id];
+  const x = n.x - 125;
+  const y = n.y - 42;
+  const hi = w.highest(n.id);
+  const v = w.scene.verdict ? w.scene.verdict(w, n.id) : { corrupted: s.corrupted, stale: [] };
+  const bannerText = v.corrupted ? 'CORRUPTED' : v.stale.length ? 'STALE LANDED' : '';
+  const rows = s.rows.slice(-2).map((r, i) => {
+    const cls = r.accepted ? (r.stale ? 'corrupt' : 'ok') : 'refused';
+    const mark = r.accepted ? (r.stale ? '!' : '✓') : '✗';
+    const what = r.accepted ? (r.stale ? 'landed' : 'ok') : `${r.token}<${r.highest}`;
+    return `<text class="row ${cls}" x="${x + 10}" y="${y + 58 + i * 18}"><tspan class="m">${mark}</tspan> ${esc(r.by)} · ${r.token} <tspan class="what">${esc(what)}</tspan></text>`;
+  });
+  return `<g class="node store compact ${bannerText ? 'is-corrupt' : ''}" data-testid="${n.id}" data-verdict="${v.corrupted ? 'corrupted' : v.stale.length ? 'stale' : 'clean'}">
+    <rect class="box" x="${x}" y="${y}" width="250" height="84" rx="10"/>
+    <text class="title" x="${x + 10}" y="${y + 20}">${s.fencing ? `max <tspan data-testid="highest">${hi ?? '—'}</tspan>` : 'checks nothing'}</text>
+    ${bannerText ? `<text class="banner-text" data-testid="banner" x="${x + 240}" y="${y + 20}" text-anchor="end">${bannerText}</text>` : ''}
+    ${rows.join('')}
+  </g>`;
+}
+
+/** A phone's short lock-service box (250 × 84): holder, queue and revision. */
+function drawServiceCompact(w, n) {
+  const core = w.nodes[n.id].core;
+  const hs = core.holders(n.lock);
+  const ws = core.waiters(n.lock);
+  const x = n.x - 125;
+  const y = n.y - 42;
+  const holder = hs.length ? hs.map((h) => `${nameOf(w, 'svc', h.session)} · token ${h.token}`).join(', ') : 'free';
+  return `<g class="node service compact" data-testid="service">
+    <rect class="box" x="${x}" y="${y}" width="250" height="84" rx="10"/>
+    <text class="title" x="${x + 10}" y="${y + 20}">${esc(w.nodes[n.id].label)}</text>
+    <text class="row" x="${x + 10}" y="${y + 40}"><tspan class="k">holder</tspan> <tspan class="v ${hs.length ? 'good' : 'muted'}">${esc(holder)}</tspan></text>
+    <text class="row" x="${x + 10}" y="${y + 58}"><tspan class="k">queue</tspan> ${ws.length ? ws.map((q) => esc(nameOf(w, 'svc', q.session))).join(' ') : 'empty'} <tspan class="k">rev</tspan> ${core.revision()}</text>
+    <text class="row" x="${x + 10}" y="${y + 76}"><tspan class="k">clock</tspan> t=${core.now()}</text>
+  </g>`;
+}
+
+/** One Redlock node: its own clock, and the holder its core lists (whose value, until when). */
+function drawRlNode(w, n) {
+  const node = w.nodes[n.id];
+  const core = node.core;
+  const bw = n.w ?? 80;
+  const x = n.x - bw / 2;
+  const y = n.y - 46;
+  const skew = w.custom.skew?.[n.id] ?? 0;
+  const hs = core.holders(w.scene.lock);
+  const h = hs[0];
+  const id = h ? w.sessions[`${n.id}:${h.session}`] : null;
+  const c = id ? w.clients[id] : null;
+  const exp = h ? core.session(h.session)?.expiresAt : null;
+  return `<g class="node rlnode ${skew ? 'skewed' : ''} ${h ? 'held' : ''}" data-testid="rl-${n.id}" data-holder="${c ? esc(c.name) : ''}" data-clock="${core.now()}">
+    <rect class="box" x="${x}" y="${y}" width="${bw}" height="92" rx="9"/>
+    <text class="title" x="${x + 8}" y="${y + 19}">${esc(n.id)}</text>
+    <text class="row clock ${skew ? 'bad' : ''}" x="${x + 8}" y="${y + 37}">t=${core.now()}${skew ? ` +${skew}` : ''}</text>
+    <text class="row ${c ? 'good' : 'muted'}" x="${x + 8}" y="${y + 58}">${c ? `${esc(c.name)} · ${c.mem.value ?? ''}` : 'free'}</text>
+    <text class="row" x="${x + 8}" y="${y + 78}">${exp != null ? `until ${exp}` : ''}</text>
   </g>`;
 }
 
 function drawService(w, n) {
+  if (n.compact) return drawServiceCompact(w, n);
   const core = w.nodes[n.id].core;
   const hs = core.holders(n.lock);
   const ws = core.waiters(n.lock);
@@ -125,6 +189,7 @@ function drawService(w, n) {
 }
 
 function drawStore(w, n) {
+  if (n.compact) return drawStoreCompact(w, n);
   const s = w.stores[n.id];
   const x = n.x - 95;
   const y = n.y - 95;
@@ -138,7 +203,7 @@ function drawStore(w, n) {
   const sep = parts.length ? `<line class="sep" x1="${x + 12}" x2="${x + 178}" y1="${y + top - 12}" y2="${y + top - 12}"/>` : '';
   // the banner says what the storage's decisions add up to (the scene's verdict): mixed
   // data, or a stale write that landed without overwriting anyone
-  const v = w.scene.verdict ? w.scene.verdict(w) : { corrupted: s.corrupted, stale: [] };
+  const v = w.scene.verdict ? w.scene.verdict(w, n.id) : { corrupted: s.corrupted, stale: [] };
   const bannerText = v.corrupted ? 'DATA CORRUPTED' : v.stale.length ? (w.scene.key === 'election' ? 'SPLIT BRAIN' : 'STALE WRITE LANDED') : '';
   const room = Math.max(1, Math.floor((bannerText ? 160 : 180) - top) / 20 + 1);
   const rows = s.rows.slice(-Math.floor(room)).map((r, i) => {
@@ -148,7 +213,7 @@ function drawStore(w, n) {
     return `<text class="row ${cls}" x="${x + 12}" y="${y + top + 8 + i * 18}"><tspan class="m">${mark}</tspan> ${esc(r.by)} · ${r.token} <tspan class="what">${esc(what)}</tspan></text>`;
   });
   const banner = bannerText ? `<g class="corrupt-banner" data-testid="banner"><rect x="${x}" y="${y + 170}" width="190" height="26" rx="6"/><text x="${x + 95}" y="${y + 188}">${bannerText}</text></g>` : '';
-  return `<g class="node store ${bannerText ? 'is-corrupt' : ''}" data-testid="store" data-verdict="${v.corrupted ? 'corrupted' : v.stale.length ? 'stale' : 'clean'}">
+  return `<g class="node store ${bannerText ? 'is-corrupt' : ''}" data-testid="${n.id === 'store2' ? 'store2' : 'store'}" data-verdict="${v.corrupted ? 'corrupted' : v.stale.length ? 'stale' : 'clean'}">
     <rect class="box" x="${x}" y="${y}" width="190" height="${bannerText ? 200 : 190}" rx="12"/>
     <text class="title" x="${x + 12}" y="${y + 24}">${esc(s.label)}</text>
     <text class="row" x="${x + 12}" y="${y + 46}">${head}</text>
@@ -222,7 +287,7 @@ function edge(n, tx, ty) {
     const r = n.kind === 'hub' ? 52 : n.small ? 24 : 33;
     return [n.x + (dx / len) * r, n.y + (dy / len) * r];
   }
-  const [hw, hh] = n.kind === 'service' ? [(n.w ?? 230) / 2 + 2, 97] : n.kind === 'store' ? [97, 97] : [57, 57];
+  const [hw, hh] = n.compact || n.kind === 'rlnode' ? halfSize(n) : n.kind === 'service' ? [(n.w ?? 230) / 2 + 2, 97] : n.kind === 'store' ? [97, 97] : [57, 57];
   const s = Math.min(hw / Math.abs(dx || 1e-9), hh / Math.abs(dy || 1e-9));
   return [n.x + dx * s, n.y + dy * s];
 }
@@ -231,6 +296,8 @@ const HALF = { service: [117, 97], store: [97, 100], replica: [57, 57], hub: [52
 
 function halfSize(n) {
   if (n.kind === 'client') return n.small ? [24, 24] : [33, 33];
+  if (n.compact) return [127, 44];
+  if (n.kind === 'rlnode') return [(n.w ?? 80) / 2 + 2, 48];
   if (n.kind === 'service' && n.w) return [n.w / 2 + 2, 97];
   return HALF[n.kind] || [40, 40];
 }
@@ -415,6 +482,8 @@ function drawNode(w, n) {
           return drawHub(w, n);
         case 'replica':
           return drawReplica(w, n);
+        case 'rlnode':
+          return drawRlNode(w, n);
         default:
           return '';
       }
@@ -560,7 +629,7 @@ export function renderState(el, w) {
   const rows = [];
   for (const s of Object.values(w.stores)) {
     const hi = w.highest(s.name);
-    rows.push(['Storage', s.fencing ? 'checks fencing tokens (FenceGate)' : 'checks nothing (last writer wins)']);
+    rows.push([w.scene.key === 'redlock' ? s.label : 'Storage', s.fencing ? 'checks fencing tokens (FenceGate)' : 'checks nothing (last writer wins)']);
     rows.push(['Highest token seen', s.fencing ? `<b data-testid="state-highest">${hi ?? '—'}</b>` : '<span class="muted">not tracked</span>']);
     const acc = s.rows.filter((r) => r.accepted);
     const ref = s.rows.filter((r) => !r.accepted);
@@ -569,6 +638,7 @@ export function renderState(el, w) {
   }
   for (const n of Object.values(w.nodes)) {
     if (w.scene.key === 'replication' || w.scene.key === 'herd') break;
+    if (w.scene.key === 'redlock' && n.name !== 'svc') continue;
     rows.push(['Core revision', `${n.core.revision()} <span class="muted">(the highest token granted so far; the next grant gets a higher one)</span>`]);
   }
   if (w.scene.key === 'herd') {
@@ -621,6 +691,18 @@ export function renderOutcome(el, w) {
       if (!parts.length) parts.push(o.expired ? 'No stale action reached the DB' : 'One leader throughout');
       parts.push(o.leader ? `leader ${o.leader}, epoch ${o.epoch}` : 'no leader now');
       text = parts.join(' · ');
+      break;
+    }
+    case 'redlock': {
+      const side = (name, x, what) => {
+        const p = [];
+        if (x.refused.length) p.push(x.refused.map((r) => `${r.by}'s ${r.token} refused (${r.token} < ${r.highest})${r.legit ? ' while it held the lock' : ''}`).join(', '));
+        if (x.stale.length) p.push(`stale ${what} ${x.stale.join(', ')} landed${x.corrupted ? ', data corrupted' : ''}`);
+        if (!p.length) p.push('safe');
+        return `${name}: ${p.join('; ')}`;
+      };
+      kind = o.redlock.safe && o.consensus.safe ? (o.consensus.refused.length ? 'fenced' : 'ok') : 'corrupted';
+      text = `${side('Redlock', o.redlock, 'value')} · ${side('Consensus', o.consensus, 'token')}`;
       break;
     }
     case 'herd':

@@ -20,6 +20,9 @@ if (!BASE) throw new Error('DEMO_URL is not set: run scripts/test-demo.sh');
 const OUT = path.join(root, 'web-demo', 'test-output');
 mkdirSync(OUT, { recursive: true });
 
+// scenes 1–5 (the articles' designs), 6 (Redlock)
+const SCENE_COUNT = 6;
+
 let browser;
 let page;
 let problems; // console errors and uncaught page errors of the current test
@@ -298,7 +301,7 @@ test('scene 5: ShardPay — lease 30 s, 45 s pause, token 42 gets 412 Preconditi
 
 test('phone width (390 px): no horizontal scrolling, every scene still renders', async () => {
   await open(1, { width: 390, height: 844 });
-  for (let s = 1; s <= 5; s += 1) {
+  for (let s = 1; s <= SCENE_COUNT; s += 1) {
     await page.click(`[data-testid=tab-${s}]`);
     await jumpToEnd();
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
@@ -341,7 +344,7 @@ async function layoutProblems() {
 test('layout: no swimlane marker covers a label and every node fits its panel (each step, 1280 and 390 px)', async () => {
   for (const size of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
     await open(1, size);
-    for (let s = 1; s <= 5; s += 1) {
+    for (let s = 1; s <= SCENE_COUNT; s += 1) {
       await page.click(`[data-testid=tab-${s}]`);
       const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
       for (let k = 1; k <= length; k += 1) {
@@ -366,7 +369,7 @@ test('random interventions (seeded) in every scene: the page never errors and ea
   const pick = (xs) => xs[Math.floor(rnd() * xs.length)];
   await open(1);
   try {
-    for (let s = 1; s <= 5; s += 1) {
+    for (let s = 1; s <= SCENE_COUNT; s += 1) {
       await page.click(`[data-testid=tab-${s}]`);
       for (let round = 0; round < 3; round += 1) {
         const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
@@ -696,7 +699,7 @@ test('keys and links: Home/End do not scroll the page, a step closes a stale men
 });
 
 test('layout: the caption is on screen with the stage at every milestone (390×844), and the controls never move or cover the stage (1280×800)', async () => {
-  for (let s = 1; s <= 5; s += 1) {
+  for (let s = 1; s <= SCENE_COUNT; s += 1) {
     await open(s, { width: 390, height: 844 });
     const steps = (await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.step);
     for (const k of steps) {
@@ -756,7 +759,7 @@ async function smallestDrawingText() {
 test('layout: no two stage labels overlap, and the drawings keep text legible (every step, 1280 and 390 px)', async () => {
   for (const size of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
     await open(1, size);
-    for (let s = 1; s <= 5; s += 1) {
+    for (let s = 1; s <= SCENE_COUNT; s += 1) {
       await page.click(`[data-testid=tab-${s}]`);
       const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
       for (let k = 1; k <= length; k += 1) {
@@ -793,7 +796,7 @@ test('contrast: the palette pairs and every text drawn in each scene meet WCAG A
   for (const [pair, r] of palette) assert.ok(r >= 4.5, `${pair}: ${r.toFixed(2)}:1`);
   // every text on the page, in every scene's end frame and at its milestones: colour on what is
   // really behind it (the halo it is drawn with, else the shape or box under its centre)
-  for (let s = 1; s <= 5; s += 1) {
+  for (let s = 1; s <= SCENE_COUNT; s += 1) {
     await page.click(`[data-testid=tab-${s}]`);
     const steps = [...new Set([...(await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.step)])];
     for (const k of steps) {
@@ -925,4 +928,116 @@ test('random interventions (seeded): every ending agrees with the recorded outpu
     throw e;
   }
   assert.equal(checked, 24);
+});
+
+// ------------------------------------------------------------------ scene 6: Redlock
+
+const outcomeNow = () => page.evaluate(() => window.fencelockDemo.outcome);
+const badge = (id) => page.getAttribute(`[data-testid=client-${id}]`, 'data-badge');
+
+test('scene 6, clock jump, "checks tokens" on: B collects N3–N5 while A still believes; the storage orders random values by luck, the consensus side refuses token 1', async () => {
+  await open(6);
+  await setSwitch('fencing', true);
+  // the story's stops, in order
+  const labels = (await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.label);
+  assert.deepEqual(labels.slice(0, 5), ['five nodes', 'A holds 3/5', 'A writes', 'N3 clock jumps', 'B holds 3/5']);
+  await scrubTo(await stepOf('N3 clock jumps'));
+  // N3's own clock jumped: the node shows it, and the caption says the same number
+  const n3 = await page.getAttribute('[data-testid=rl-N3]', 'data-clock');
+  assert.equal(n3, '13');
+  assert.match(await text('[data-testid=caption-text]'), /N3's clock jumps 10 s forward .* now reads t=13/);
+  assert.equal(await page.getAttribute('[data-testid=rl-N3]', 'data-holder'), '', 'A\'s key on N3 expired by N3\'s clock');
+  assert.equal(await page.getAttribute('[data-testid=rl-N1]', 'data-holder'), 'A');
+  await scrubTo(await stepOf('B holds 3/5'));
+  // two clients hold "the" lock: B by a majority of real cores, A by its own belief
+  assert.match(await badge('B'), /^holds \d+ · 3\/5$/);
+  assert.match(await badge('A'), /^believes \d+ · 2\/5$/);
+  for (const n of ['N3', 'N4', 'N5']) assert.equal(await page.getAttribute(`[data-testid=rl-${n}]`, 'data-holder'), 'B');
+  await jumpToEnd();
+  const o = await outcomeNow();
+  // seed 1: A's random value is the larger, so the storage refuses B (who held the lock) and takes A's stale write
+  assert.equal(o.redlock.safe, false);
+  assert.ok(o.redlock.refused.some((r) => r.by === 'B' && r.legit), JSON.stringify(o.redlock));
+  assert.equal(o.redlock.stale.length, 1);
+  assert.deepEqual(o.consensus.refused.map((r) => [r.token, r.highest]), [[1, 2]]);
+  assert.deepEqual(o.consensus.stale, []);
+  assert.equal(o.consensus.safe, true);
+  // the page says so
+  const state = await text('[data-testid=state]');
+  assert.match(state, /1 < 2/);
+  assert.match(await text('[data-testid=caption-text]'), /"Checks tokens" did not help Redlock: its value is random/);
+  assert.match(await text('[data-testid=caption-text]'), /the same check refuses the stale write/);
+  assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'corrupted');
+  await shot('scene-6-jump');
+});
+
+test('scene 6, clock jump, "checks tokens" off: both sides corrupt the data', async () => {
+  await open(6);
+  await setSwitch('fencing', false);
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.equal(o.redlock.corrupted, true);
+  assert.equal(o.consensus.corrupted, true);
+  assert.deepEqual(o.consensus.stale, [1]);
+  assert.deepEqual(o.consensus.refused, []);
+  assert.match(await text('[data-testid=caption-text]'), /Nothing checked anything: turn on "storage checks tokens"/);
+  assert.equal(await page.locator('[data-testid=store] [data-testid=banner]').textContent(), 'DATA CORRUPTED');
+  assert.equal(await page.locator('[data-testid=store2] [data-testid=banner]').textContent(), 'DATA CORRUPTED');
+});
+
+test('scene 6, A pauses after acquiring: its validity runs out, B acquires on all five, A wakes and writes; fencing on and off', async () => {
+  await open(6);
+  await page.locator('[data-testid=param-scenario]').selectOption('pause');
+  await setSwitch('fencing', true);
+  const labels = (await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.label);
+  assert.deepEqual(labels, ['five nodes', 'A holds 5/5', 'A writes', 'A pauses', 'keys expire', 'B holds 5/5', labels[6], labels[7], 'outcome']);
+  await scrubTo(await stepOf('B holds 5/5'));
+  assert.match(await badge('A'), /^GC pause · believes \d+ · 0\/5$/);
+  assert.match(await badge('B'), /^holds \d+ · 5\/5$/);
+  await jumpToEnd();
+  let o = await outcomeNow();
+  assert.equal(o.redlock.safe, false, 'a random value cannot be fenced');
+  assert.deepEqual(o.consensus.refused.map((r) => [r.token, r.highest]), [[1, 2]]);
+  assert.equal(o.consensus.safe, true);
+  await setSwitch('fencing', false);
+  await jumpToEnd();
+  o = await outcomeNow();
+  assert.equal(o.redlock.corrupted, true);
+  assert.equal(o.consensus.corrupted, true);
+  // a pause shorter than the validity: nothing goes wrong on either side
+  await setSlider('pause', 5);
+  await jumpToEnd();
+  o = await outcomeNow();
+  assert.equal(o.redlock.safe, true, JSON.stringify(o));
+  assert.equal(o.consensus.safe, true, JSON.stringify(o));
+});
+
+test('scene 6: another seed makes the random values fall the other way — the stale write is refused, by luck, and the ending says so', async () => {
+  await open(6);
+  await setSwitch('fencing', true);
+  await setSlider('seed', 4);
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.deepEqual(o.redlock.stale, []);
+  assert.ok(o.redlock.refused.some((r) => r.by === 'A' && !r.legit), JSON.stringify(o.redlock));
+  assert.match(await text('[data-testid=caption-text]'), /only because its random value happened to be lower: that is luck, not order/);
+});
+
+test('scene 6, story: the play key stops at every milestone in order, and each caption agrees with the stage', async () => {
+  await open(6);
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  for (const m of ms.slice(1)) {
+    await page.keyboard.press('Space');
+    await page.waitForSelector('body[data-playing="false"]');
+    assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), String(m.step), `stopped at "${m.label}"`);
+    const cap = await text('[data-testid=caption-text]');
+    // "X acquires on N of 5 (…)" → X's badge counts N nodes, and those nodes list X
+    const got = cap.match(/(A|B) acquires on (\d) of 5 \(([^)]*)\)/);
+    if (got) {
+      assert.match(await badge(got[1]), new RegExp(`· ${got[2]}/5$`));
+      for (const n of got[3].split(/, | and /)) assert.equal(await page.getAttribute(`[data-testid=rl-${n}]`, 'data-holder'), got[1], `${n} lists ${got[1]}`);
+    }
+    // "… is refused (a < b)" → a refused chip a < b
+    for (const r of cap.matchAll(/refused \((\d+) < (\d+)\)/g)) assert.match(await text('[data-testid=state]'), new RegExp(`${r[1]} < ${r[2]}`));
+  }
 });
