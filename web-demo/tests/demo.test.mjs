@@ -1023,6 +1023,23 @@ test('scene 6: another seed makes the random values fall the other way — the s
   assert.match(await text('[data-testid=caption-text]'), /only because its random value happened to be lower: that is luck, not order/);
 });
 
+test('scene 6, Try this: no clock jump — B gets its majority only after A is done, and the storage still refuses B, the rightful holder, for its lower random value', async () => {
+  await open(6);
+  await setSwitch('fencing', true);
+  await setSlider('jump', 0);
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  assert.ok(!ms.some((m) => m.label === 'N3 clock jumps'), 'no jump, no jump milestone');
+  const bHolds = ms.find((m) => m.label === 'B holds 5/5');
+  assert.ok(bHolds, ms.map((m) => m.label).join(', '));
+  await scrubTo(bHolds.step);
+  assert.equal(await badge('A'), 'done');
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.deepEqual(o.redlock.stale, []);
+  assert.ok(o.redlock.refused.some((r) => r.by === 'B' && r.legit), JSON.stringify(o.redlock));
+  assert.equal(o.consensus.safe, true);
+});
+
 test('scene 6, story: the play key stops at every milestone in order, and each caption agrees with the stage', async () => {
   await open(6);
   const ms = await page.evaluate(() => window.fencelockDemo.milestones);

@@ -254,7 +254,7 @@ function step(w, emit, P) {
   const t = nextTime(w, emit);
   if (t === 0) return setup(w, emit, P);
   const ev = { did: [], expired: [], granted: [], jumped: false, woke: [] };
-  if (P.scenario === 'jump' && t === 3) {
+  if (P.scenario === 'jump' && t === 3 && P.jump > 0) {
     // the jump: N3's clock (say, an NTP correction or an operator) — and, on the right, the
     // consensus service's leader clock, by the same amount
     emit({ op: 'custom', kind: 'skew', node: 'N3', by: P.jump });
@@ -291,6 +291,8 @@ function step(w, emit, P) {
     if (d) ev.did.push(d);
   }
   for (const id of ['CB', 'CA']) {
+    // a waiter granted when the holder released: its job's clock starts now
+    if (w.clients[id].holding && w.clients[id].mem.base == null) emit({ op: 'client', id, mem: { base: t } });
     const d = runJobs(w, emit, id, P, 'consensus');
     if (d) ev.did.push(d);
     const c = w.clients[id];
@@ -422,7 +424,7 @@ function ending(w, P) {
   const legitRefused = rl.refused.filter((r) => r.legit);
   if (fenced) {
     if (rl.stale.length || legitRefused.length)
-      out.push(`"Checks tokens" did not help Redlock: its value is random, so "${rl.stale[0]?.token ?? legitRefused[0]?.token} is higher" means nothing — the storage ${legitRefused.length ? 'turned away the rightful holder and ' : ''}${rl.stale.length ? 'let the stale writer through' : ''}.`);
+      out.push(`"Checks tokens" did not help Redlock: its value is random, so which value is higher means nothing — the storage ${list([legitRefused.length ? 'turned away the rightful holder' : '', rl.stale.length ? 'let a stale writer through' : ''].filter(Boolean))}.`);
     else if (rl.refused.length) out.push(`Redlock's stale write was refused this time only because its random value happened to be lower: that is luck, not order — another seed refuses the rightful holder instead.`);
     if (cs.refused.length) out.push(`The consensus service's token grows with every grant, so the same check refuses the stale write: a fencing token, not a random value, is what the storage can order.`);
   } else {
@@ -467,7 +469,7 @@ export const redlock = {
     'Switch "storage checks tokens" off and on: the consensus side is saved by it, Redlock is not.',
     'Choose "A pauses after acquiring": the validity runs out while A sleeps.',
     'Change the seed of the random values: sometimes the storage refuses the rightful holder, sometimes the stale one — a coin toss.',
-    'Set the clock jump below 8 s: N3 keeps A\'s key and B never gets a majority.',
+    'Set the clock jump to 0: B gets its majority only after A is done — and a storage that orders random values may still refuse B, the rightful holder.',
   ],
   params: {
     fencing: { label: 'storage checks tokens', type: 'switch', value: true },
