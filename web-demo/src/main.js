@@ -10,9 +10,10 @@ import { election } from './scenes/election.js';
 import { replication } from './scenes/replication.js';
 import { shardPay } from './scenes/shardpay.js';
 import { redlock } from './scenes/redlock.js';
+import { lockDelay } from './scenes/lockdelay.js';
 import { milestoneMark, captionsOf, termsAt } from './story.js';
 
-const SCENES = [gcPause, herd, election, replication, shardPay, redlock];
+const SCENES = [gcPause, herd, election, replication, shardPay, redlock, lockDelay];
 const query = new URLSearchParams(location.search);
 const TEST = query.has('test'); // no animation, fast playback: for the browser tests
 const BASE_MS = TEST ? 8 : 1100;

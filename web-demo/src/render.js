@@ -172,6 +172,8 @@ function drawService(w, n) {
   const rows = [];
   rows.push(`<tspan class="k">lock</tspan> <tspan class="mono">${esc(n.lock)}</tspan>`);
   rows.push(`<tspan class="k">holder</tspan> ${hs.length ? hs.map((h) => `<tspan class="v good">${esc(nameOf(w, 'svc', h.session))} · token ${h.token}</tspan>`).join(', ') : '<tspan class="v muted">free</tspan>'}`);
+  const delayed = core.lockDelayUntil(n.lock);
+  if (delayed != null) rows.push(`<tspan class="k">lock-delay</tspan> <tspan class="v warn" data-testid="lock-delay">until t=${delayed}</tspan>`);
   rows.push(`<tspan class="k">queue</tspan> ${ws.length ? ws.map((q, i) => `<tspan class="v">${i + 1}. ${esc(nameOf(w, 'svc', q.session))}</tspan>`).join('  ') : '<tspan class="v muted">empty</tspan>'}`);
   for (const s of sessions) {
     const info = core.session(s);
@@ -703,6 +705,16 @@ export function renderOutcome(el, w) {
       };
       kind = o.redlock.safe && o.consensus.safe ? (o.consensus.refused.length ? 'fenced' : 'ok') : 'corrupted';
       text = `${side('Redlock', o.redlock, 'value')} · ${side('Consensus', o.consensus, 'token')}`;
+      break;
+    }
+    case 'lockdelay': {
+      const parts = [];
+      if (o.drain === 'drained') parts.push(`A's late write ${o.stale.join(', ')} drained before B started (lock-delay)`);
+      if (o.drain === 'broken') parts.push(`A's late write ${o.stale.join(', ')} landed inside B's run${o.corrupted ? ': data corrupted' : ''}`);
+      if (o.drain === 'ok') parts.push('No late write');
+      parts.push(`accepted: ${o.accepted.join(' → ') || 'nothing'}`);
+      kind = o.drain === 'broken' ? 'corrupted' : 'ok';
+      text = parts.join(' · ');
       break;
     }
     case 'herd':

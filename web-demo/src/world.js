@@ -261,6 +261,7 @@ export class World {
   }
 
   applyHistory(r) {
+    if (!r.count) return;
     // Earlier runs of the job: real acquire/release cycles that advance the core's revision,
     // so the scene's grants carry the article's token numbers (34, 42, ...).
     const core = this.nodes[r.node].core;

@@ -20,8 +20,8 @@ if (!BASE) throw new Error('DEMO_URL is not set: run scripts/test-demo.sh');
 const OUT = path.join(root, 'web-demo', 'test-output');
 mkdirSync(OUT, { recursive: true });
 
-// scenes 1–5 (the articles' designs), 6 (Redlock)
-const SCENE_COUNT = 6;
+// scenes 1–5 (the articles' designs), 6 (Redlock), 7 (lock-delay)
+const SCENE_COUNT = 7;
 
 let browser;
 let page;
@@ -1057,4 +1057,61 @@ test('scene 6, story: the play key stops at every milestone in order, and each c
     // "… is refused (a < b)" → a refused chip a < b
     for (const r of cap.matchAll(/refused \((\d+) < (\d+)\)/g)) assert.match(await text('[data-testid=state]'), new RegExp(`${r[1]} < ${r[2]}`));
   }
+});
+
+// ------------------------------------------------------------------ scene 7: lock-delay
+
+test('scene 7, lock-delay 6 s, pause 8 s: the service holds the lock free after A expires, A\'s late write drains before B starts', async () => {
+  await open(7);
+  await scrubTo(await stepOf('A expires'));
+  // the core's lock-delay, read from the service box: expired at t=8, held back until t=14
+  assert.equal(await page.locator('[data-testid=lock-delay]').textContent(), 'until t=14');
+  assert.match(await text('[data-testid=caption-text]'), /the service holds the lock free until t=14 \(lock-delay 6 s\)/);
+  await scrubTo(await stepOf('B gets 2'));
+  assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), String(await stepOf('B gets 2')));
+  assert.equal((await page.evaluate(() => window.fencelockDemo.milestones)).find((m) => m.label === 'B gets 2').t, 14);
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.equal(o.drain, 'drained');
+  assert.deepEqual(o.stale, [1]);
+  assert.equal(o.corrupted, false, 'B\'s run wrote over the drained write');
+  assert.match(await text('[data-testid=caption-text]'), /A's late write landed at t=12, .* before B started \(B was granted at t=14, when the 6 s lock-delay ended\): it drained/);
+  await shot('scene-7-drained');
+});
+
+test('scene 7: a write sent just before the expiry is on the wire and still lands (pause 4 s: sent at t=7, lands at t=8, drained)', async () => {
+  await open(7);
+  await setSlider('pause', 4);
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.equal(o.drain, 'drained');
+  assert.deepEqual(o.stale, [1]);
+  assert.match(await text('[data-testid=caption-text]'), /A's late write landed at t=8, after its session expired at t=8/);
+});
+
+test('scene 7: no lock-delay — B starts the moment A expires and A\'s late write lands inside B\'s run', async () => {
+  await open(7);
+  await setSlider('delay', 0);
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.equal(o.drain, 'broken');
+  assert.equal(o.corrupted, true);
+  assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'corrupted');
+  assert.match(await text('[data-testid=caption-text]'), /With no lock-delay, B started the moment A expired/);
+});
+
+test('scene 7: a pause longer than the lock-delay still breaks it; a pause shorter than the timeout never needed it', async () => {
+  await open(7);
+  await setSlider('pause', 16);
+  await jumpToEnd();
+  let o = await outcomeNow();
+  assert.equal(o.drain, 'broken');
+  assert.equal(o.corrupted, true);
+  assert.match(await text('[data-testid=caption-text]'), /The 6 s lock-delay covers a write that arrives within 6 s of the expiry; A was paused 16 s, and a pause has no bound/);
+  await setSlider('pause', 2);
+  await jumpToEnd();
+  o = await outcomeNow();
+  assert.equal(o.drain, 'ok');
+  assert.deepEqual(o.stale, []);
+  assert.match(await text('[data-testid=caption-text]'), /A's session never expired/);
 });
