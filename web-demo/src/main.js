@@ -12,6 +12,8 @@ import { shardPay } from './scenes/shardpay.js';
 import { redlock } from './scenes/redlock.js';
 import { lockDelay } from './scenes/lockdelay.js';
 import { milestoneMark, captionsOf, termsAt } from './story.js';
+import { verifyRecording, RecordingError, LIMITS } from './recording.js';
+import { replayScene } from './scenes/replay.js';
 
 const SCENES = [gcPause, herd, election, replication, shardPay, redlock, lockDelay];
 const query = new URLSearchParams(location.search);
@@ -74,21 +76,105 @@ async function boot() {
   const fromQuery = Number(query.get('scene'));
   chooseScene((fromHash || fromQuery || 1) - 1);
   wireControls();
+  wireRecordings();
   document.body.dataset.ready = '1';
 }
 
 function buildTabs() {
-  ui.tabs.innerHTML = SCENES.map(
-    (s, i) => `<button id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-pressed="false" title="${s.title} (key ${i + 1})" aria-label="${s.title}"><span class="n">${i + 1}</span> <span class="lbl">${s.short}</span></button>`,
-  ).join('');
+  renderTabs();
   ui.tabs.addEventListener('click', (e) => {
     const b = e.target.closest('button[data-scene]');
     if (b) chooseScene(Number(b.dataset.scene));
   });
 }
 
+function renderTabs() {
+  ui.tabs.innerHTML = SCENES.map(
+    (s, i) => `<button id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-pressed="false" title="${s.title} (key ${i + 1})" aria-label="${s.title}"><span class="n">${i + 1}</span> <span class="lbl">${s.short}</span></button>`,
+  ).join('');
+  for (const b of ui.tabs.querySelectorAll('button')) b.setAttribute('aria-pressed', String(Number(b.dataset.scene) === sceneIndex));
+}
+
+// ------------------------------------------------------------------ recordings
+
+const REPLAY = 7; // the opened recording's place among the scenes (key 8)
+
+/** Replays a recording's text into a fresh core, line by line; shows it, or says which line failed. */
+function openRecording(text, name) {
+  const err = $('rec-error');
+  let rec;
+  try {
+    rec = verifyRecording(api, text);
+  } catch (e) {
+    err.textContent = `Could not open ${name}: ${e instanceof RecordingError ? e.message : `unexpected error: ${e?.message ?? e}`}. The page keeps what it showed.`;
+    err.hidden = false;
+    document.body.dataset.recording = 'error';
+    return false;
+  }
+  err.hidden = true;
+  pause();
+  SCENES[REPLAY] = replayScene(rec, name);
+  params[REPLAY] = {};
+  kept[REPLAY] = [];
+  renderTabs();
+  chooseScene(REPLAY);
+  document.body.dataset.recording = 'open';
+  return true;
+}
+
+async function openRecordingFile(file) {
+  if (!file) return;
+  if (file.size > LIMITS.bytes) {
+    const err = $('rec-error');
+    err.textContent = `Could not open ${file.name}: it is ${file.size} bytes, more than the ${LIMITS.bytes} this page reads.`;
+    err.hidden = false;
+    document.body.dataset.recording = 'error';
+    return;
+  }
+  openRecording(await file.text(), file.name);
+}
+
+function wireRecordings() {
+  const input = $('rec-file');
+  input.addEventListener('change', () => {
+    openRecordingFile(input.files[0]);
+    input.value = '';
+  });
+  document.addEventListener('dragover', (e) => {
+    if ([...(e.dataTransfer?.types ?? [])].includes('Files')) {
+      e.preventDefault();
+      document.body.classList.add('dropping');
+    }
+  });
+  document.addEventListener('dragleave', (e) => {
+    if (!e.relatedTarget) document.body.classList.remove('dropping');
+  });
+  document.addEventListener('drop', (e) => {
+    document.body.classList.remove('dropping');
+    const file = e.dataTransfer?.files?.[0];
+    if (!file) return;
+    e.preventDefault();
+    openRecordingFile(file);
+  });
+}
+
+/** Jumps to the next step after the cursor whose line names the query (wrapping round). */
+function searchNext(q) {
+  const s = SCENES[sceneIndex];
+  const out = ui.controls.querySelector('[data-testid=search-out]');
+  const hits = s.find ? s.find(q) : [];
+  if (!hits.length) {
+    out.textContent = q.trim() ? `no line names "${q.trim()}"` : '';
+    return;
+  }
+  const next = hits.find((k) => k > timeline.cursor) ?? hits[0];
+  pause();
+  seek(next);
+  out.textContent = `match ${hits.indexOf(next) + 1} of ${hits.length} (line ${next})`;
+}
+
 function chooseScene(i) {
-  if (!(i >= 0 && i < SCENES.length)) i = 0;
+  if (!(i >= 0 && i < SCENES.length && SCENES[i])) i = 0;
   pause();
   sceneIndex = i;
   const s = SCENES[i];
@@ -181,7 +267,14 @@ function buildControls() {
       return `<label class="slider"><span class="lbl">${d.label}</span><input type="range" data-param="${k}" data-testid="param-${k}" min="${d.min}" max="${d.max}" step="${d.step}" value="${p[k]}"><output data-for="${k}">${p[k]}${d.unit}</output></label>`;
     })
     .join('') +
+    (s.find
+      ? `<form class="rec-search" data-testid="rec-search"><label><span class="lbl">Find a lock or session</span><input type="search" data-testid="search" placeholder="jobs/reindex, session 2, 2" list="rec-names"></label><datalist id="rec-names">${[...s.locks, ...s.sessions.map((x) => `session ${x}`)].map((x) => `<option value="${escHtml(String(x))}">`).join('')}</datalist><button type="submit" data-testid="search-next">next match</button><output data-testid="search-out" aria-live="polite"></output></form>`
+      : '') +
     (s.tryThis ? `<div class="try"><p class="try-h">Try this</p><ul>${s.tryThis.map((t) => `<li>${t}</li>`).join('')}</ul></div>` : '');
+  ui.controls.querySelector('.rec-search')?.addEventListener('submit', (e) => {
+    e.preventDefault();
+    searchNext(ui.controls.querySelector('[data-testid=search]').value);
+  });
   for (const input of ui.controls.querySelectorAll('[data-param]')) {
     const k = input.dataset.param;
     const d = s.params[k];
@@ -360,6 +453,8 @@ function onKey(e) {
 // ------------------------------------------------------------------ interventions
 
 function attachClientHandlers() {
+  // a recording is what happened: its sessions are not yours to pause or kill
+  if (SCENES[sceneIndex].key === 'replay') return;
   for (const g of ui.stage.querySelectorAll('[data-client]')) {
     g.addEventListener('click', (e) => openMenu(g.dataset.client, e));
     g.addEventListener('keydown', (e) => {

@@ -127,7 +127,8 @@ export class World {
         name: r.node,
         label: r.label || r.node,
         group: r.group || r.node,
-        core: new this.api.LockService(cfg),
+        // a replayed recording starts from its snapshot (checked before the page shows it)
+        core: r.restore ? this.api.LockService.restore(r.restore.snapshot, r.restore.capacity) : new this.api.LockService(cfg),
         alive: true,
       };
       return;
@@ -197,7 +198,7 @@ export class World {
         quorum: r.quorum || null, // Redlock's nodes: the writer holds if a majority lists it
         fencing: !!r.fencing,
         http: !!r.http,
-        gate: r.fencing ? new this.api.FenceGate(4) : null,
+        gate: r.fencing ? new this.api.FenceGate(r.rows ?? 4) : null,
         rows: [], // {t, by, token, data, accepted, stale, reason}
         contents: {}, // part -> {by, token, stale}: what the resource holds now
         corrupted: false,
