@@ -6,7 +6,7 @@
 import { test, before, after, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { mkdirSync, copyFileSync } from 'node:fs';
+import { mkdirSync, copyFileSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
@@ -1114,4 +1114,125 @@ test('scene 7: a pause longer than the lock-delay still breaks it; a pause short
   assert.equal(o.drain, 'ok');
   assert.deepEqual(o.stale, []);
   assert.match(await text('[data-testid=caption-text]'), /A's session never expired/);
+});
+
+// ------------------------------------------------------------------ recordings
+
+const SAMPLE = path.join(root, 'web-demo', 'recordings', 'paused-holder.flrec');
+const sampleText = () => readFileSync(SAMPLE, 'utf8');
+
+async function openRecording(buffer, name = 'paused-holder.flrec') {
+  await page.setInputFiles('[data-testid=rec-file]', { name, mimeType: 'text/plain', buffer: Buffer.from(buffer) });
+  await page.waitForSelector('body[data-recording]', { state: 'attached' });
+}
+
+/** The grants the recorded clients saw: [session, lock, token] from replies and events. */
+function recordedGrants(text) {
+  const out = [];
+  for (const row of text.trim().split('\n').slice(1)) {
+    const o = JSON.parse(row.split('\t')[0]);
+    if (o.reply?.kind === 'granted') out.push([o.input.session, o.input.lock, o.reply.token]);
+    for (const e of o.events ?? []) if (e.kind === 'granted') out.push([e.session, e.lock, e.token]);
+  }
+  return out;
+}
+
+test('replay: the sample recording opened with the file picker shows the recorded grants, tokens, expiry and refused write', async () => {
+  await open(1);
+  await openRecording(sampleText());
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'open');
+  assert.equal(await text('[data-testid=scene-title]'), 'Recording · paused-holder.flrec');
+  assert.equal(await page.getAttribute('[data-testid=tab-8]', 'aria-pressed'), 'true');
+  const grants = recordedGrants(sampleText());
+  assert.deepEqual(grants, [[1, 'jobs/reindex', 1], [3, 'cache/warm', 2], [2, 'jobs/reindex', 3]]);
+  // each recorded grant is a milestone, and at it the core's service box and the log show it
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  for (const [session, lock, token] of grants) {
+    const m = ms.find((x) => x.label === `session ${session} gets ${token}`);
+    assert.ok(m, `a milestone for session ${session}'s token ${token} (have ${ms.map((x) => x.label).join(', ')})`);
+    await scrubTo(m.step);
+    assert.match(await text('[data-testid=caption-text]'), new RegExp(`session ${session}.* granted "${lock.replace('/', '\\/')}" with token ${token}`));
+    assert.match(await text('[data-testid=log]'), new RegExp(`granted \\{session: ${session}, lock: "${lock.replace('/', '\\/')}", mode: "exclusive", token: ${token}\\}`));
+    if (lock === 'jobs/reindex') assert.match(await page.locator('[data-testid=service]').textContent(), new RegExp(`S${session} · token ${token}`));
+  }
+  await scrubTo((await page.evaluate(() => window.fencelockDemo.milestones)).find((x) => x.label === 'session 1 expires' || x.label === 'session 2 gets 3').step);
+  assert.match(await text('[data-testid=log]'), /sessionExpired \{session: 1\}/);
+  await jumpToEnd();
+  assert.equal(await page.locator('[data-testid=refused-1]').textContent(), '1 < 3');
+  assert.equal(await text('[data-testid=state-highest]'), '3');
+  assert.match(await text('[data-testid=caption-text]'), /End of the recording: 22 lines replayed into a fresh core, every answer the same as recorded/);
+  // the keyboard scrubs it like any scene
+  const end = Number(await page.getAttribute('[data-testid=clock]', 'data-step'));
+  await page.keyboard.press('ArrowLeft');
+  assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), String(end - 1));
+  await page.keyboard.press('Home');
+  assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), '1');
+  await shot('replay');
+});
+
+test('replay: search by lock name or session jumps to the lines that name it', async () => {
+  await open(1);
+  await openRecording(sampleText());
+  await page.locator('[data-testid=search]').fill('cache/warm');
+  await page.keyboard.press('Enter');
+  assert.match(await text('[data-testid=caption-text]'), /line 7\): session 3 is granted "cache\/warm" with token 2/);
+  assert.equal(await text('[data-testid=search-out]'), 'match 1 of 2 (line 7)');
+  await page.click('[data-testid=search-next]');
+  assert.match(await text('[data-testid=caption-text]'), /line 13\): session 3 releases "cache\/warm" \(token 2\)/);
+  assert.equal(await text('[data-testid=search-out]'), 'match 2 of 2 (line 13)');
+  // a session by number: every line that names session 1 (its open, acquire, keep-alive, expiry, refused keep-alive)
+  await page.locator('[data-testid=search]').fill('session 1');
+  await page.keyboard.press('Enter');
+  assert.match(await text('[data-testid=search-out]'), /^match \d+ of 5 \(line \d+\)$/);
+  assert.match(await text('[data-testid=caption-text]'), /session 1/);
+  await page.locator('[data-testid=search]').fill('no/such/lock');
+  await page.keyboard.press('Enter');
+  assert.equal(await text('[data-testid=search-out]'), 'no line names "no/such/lock"');
+});
+
+test('replay: a damaged recording is reported with its line and the page keeps working; a lying one too; drag and drop opens one', async () => {
+  await open(1);
+  const rows = sampleText().split('\n');
+  rows[4] = rows[4].replace('"token":1', '"token":9'); // line 5: damaged, its checksum no longer matches
+  await openRecording(rows.join('\n'), 'damaged.flrec');
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'error');
+  assert.match(await text('[data-testid=rec-error]'), /^Could not open damaged\.flrec: line 5: checksum mismatch/);
+  assert.equal(await text('[data-testid=scene-title]'), '1 · The GC pause', 'the page keeps its scene');
+  assert.equal(await page.locator('[data-testid=tab-8]').count(), 0);
+  await playToEnd(); // and it still plays
+  // a line that lies (checksum recomputed) is caught by the replay: the core answers otherwise
+  const { crc32 } = await import('../src/recording.js');
+  const lying = sampleText().split('\n');
+  const body = lying[4].split('\t')[0].replace('"token":1', '"token":9');
+  lying[4] = `${body}\t${crc32(body)}`;
+  await openRecording(lying.join('\n'), 'lying.flrec');
+  assert.match(await text('[data-testid=rec-error]'), /line 5: the core answers \{"kind":"granted","mode":"exclusive","token":1\}, the recording says .*"token":9/);
+  // drag and drop the good one onto the page
+  await page.evaluate((t) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([t], 'dropped.flrec', { type: 'text/plain' }));
+    document.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
+    document.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+  }, sampleText());
+  await page.waitForFunction(() => document.body.dataset.recording === 'open');
+  assert.equal(await text('[data-testid=scene-title]'), 'Recording · dropped.flrec');
+  assert.equal(await page.locator('[data-testid=rec-error]').isHidden(), true);
+});
+
+test('replay layout: no two stage labels overlap, no marker covers a label, text stays legible (every step, 1280 and 390 px)', async () => {
+  for (const size of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+    await open(1, size);
+    await openRecording(sampleText());
+    const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+    for (let k = 1; k <= length; k += 1) {
+      await scrubTo(k);
+      assert.deepEqual(await stageOverlaps(), [], `step ${k}, ${size.width} px wide`);
+      assert.deepEqual(await layoutProblems(), [], `step ${k}, ${size.width} px wide`);
+      const small = await smallestDrawingText();
+      assert.ok(small.min >= 12 - 0.01, `step ${k}, ${size.width} px: "${small.which}" is drawn at ${small.min.toFixed(1)} px`);
+    }
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert.ok(overflow <= 0, `the page overflows by ${overflow}px`);
+  }
+  await shot('replay-phone');
 });
