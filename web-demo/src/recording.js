@@ -1,7 +1,7 @@
 // Recordings: what a lock service applied over a window, in a line-based format that a host
 // (this module's Recorder, over the wasm LockService) or a server can write, and that the
 // demo replays into a fresh core, checking every answer. The format is described in
-// web-demo/RECORDING.md. Plain ES module, no DOM: it runs in a browser and in node.
+// docs/RECORDING.md. Plain ES module, no DOM: it runs in a browser and in node.
 //
 // Every line is `<JSON>\t<crc32>`: one JSON object, a tab, and the CRC-32 (IEEE) of the JSON
 // text's UTF-8 bytes as 8 lowercase hex digits. Line 1 is the header, every other line one
