@@ -965,8 +965,8 @@ test('scene 6, clock jump, "checks tokens" on: B collects N3–N5 while A still 
   // the page says so
   const state = await text('[data-testid=state]');
   assert.match(state, /1 < 2/);
-  assert.match(await text('[data-testid=caption-text]'), /"Checks tokens" did not help Redlock: its value is random/);
-  assert.match(await text('[data-testid=caption-text]'), /the same check refuses the stale write/);
+  assert.match(await text('[data-testid=caption-text]'), /Checking tokens cannot help Redlock: its values are random, so their order means nothing — the storage turned away the rightful holder and let a stale writer through/);
+  assert.match(await text('[data-testid=caption-text]'), /Consensus: A's token 1 refused \(1 < 2\)/);
   assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'corrupted');
   await shot('scene-6-jump');
 });
@@ -980,7 +980,7 @@ test('scene 6, clock jump, "checks tokens" off: both sides corrupt the data', as
   assert.equal(o.consensus.corrupted, true);
   assert.deepEqual(o.consensus.stale, [1]);
   assert.deepEqual(o.consensus.refused, []);
-  assert.match(await text('[data-testid=caption-text]'), /Nothing checked anything: turn on "storage checks tokens"/);
+  assert.match(await text('[data-testid=caption-text]'), /Nothing checked anything: turn on "storage checks tokens" — it saves the consensus side, not Redlock/);
   assert.equal(await page.locator('[data-testid=store] [data-testid=banner]').textContent(), 'DATA CORRUPTED');
   assert.equal(await page.locator('[data-testid=store2] [data-testid=banner]').textContent(), 'DATA CORRUPTED');
 });
@@ -1020,7 +1020,7 @@ test('scene 6: another seed makes the random values fall the other way — the s
   const o = await outcomeNow();
   assert.deepEqual(o.redlock.stale, []);
   assert.ok(o.redlock.refused.some((r) => r.by === 'A' && !r.legit), JSON.stringify(o.redlock));
-  assert.match(await text('[data-testid=caption-text]'), /only because its random value happened to be lower: that is luck, not order/);
+  assert.match(await text('[data-testid=caption-text]'), /Redlock's stale write was refused only because its random value happened to be lower: that is luck, not order/);
 });
 
 test('scene 6, Try this: no clock jump — B gets its majority only after A is done, and the storage still refuses B, the rightful holder, for its lower random value', async () => {

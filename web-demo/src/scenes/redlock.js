@@ -319,7 +319,7 @@ function step(w, emit, P) {
   if (said?.label && !over) milestone(w, emit, said.label, said.focus);
   if (over) {
     milestone(w, emit, 'outcome', ['store', 'store2'], true);
-    emit({ op: 'caption', text: `${said?.text ? `${said.text} ` : ''}${ending(w, P)}` });
+    emit({ op: 'caption', text: `${said?.text ? `${said.text} ` : ''}${ending(w)}` });
     emit({ op: 'done' });
   } else if (said) emit({ op: 'caption', text: said.text });
 }
@@ -409,14 +409,14 @@ function sideWords(w, store, what) {
   const s = w.stores[store];
   const v = storeVerdict(w, store);
   const out = [];
-  for (const r of v.refused) out.push(`${r.by}'s write with ${what} ${r.token} was refused (${r.token} < ${r.highest})${r.legit ? ' — although it held the lock' : ''}`);
-  for (const r of v.stale) out.push(`${r.by}'s write with ${what} ${r.token} landed without the lock`);
-  if (v.corrupted) out.push('the data is corrupted: a stale writer\'s part beside the holder\'s');
-  if (!out.length) out.push(s.fencing ? 'every write was legitimate' : 'no stale write landed');
+  for (const r of v.refused) out.push(`${r.by}'s ${what} ${r.token} refused (${r.token} < ${r.highest})${r.legit ? ' while it held the lock' : ''}`);
+  for (const r of v.stale) out.push(`${r.by}'s stale ${r.token} landed`);
+  if (v.corrupted) out.push('data corrupted');
+  if (!out.length) out.push(s.fencing ? 'every write legitimate' : 'no stale write landed');
   return out.join('; ');
 }
 
-function ending(w, P) {
+function ending(w) {
   const rl = storeVerdict(w, 'store');
   const cs = storeVerdict(w, 'store2');
   const fenced = w.stores.store.fencing;
@@ -424,11 +424,11 @@ function ending(w, P) {
   const legitRefused = rl.refused.filter((r) => r.legit);
   if (fenced) {
     if (rl.stale.length || legitRefused.length)
-      out.push(`"Checks tokens" did not help Redlock: its value is random, so which value is higher means nothing — the storage ${list([legitRefused.length ? 'turned away the rightful holder' : '', rl.stale.length ? 'let a stale writer through' : ''].filter(Boolean))}.`);
-    else if (rl.refused.length) out.push(`Redlock's stale write was refused this time only because its random value happened to be lower: that is luck, not order — another seed refuses the rightful holder instead.`);
-    if (cs.refused.length) out.push(`The consensus service's token grows with every grant, so the same check refuses the stale write: a fencing token, not a random value, is what the storage can order.`);
+      out.push(`Checking tokens cannot help Redlock: its values are random, so their order means nothing — the storage ${list([legitRefused.length ? 'turned away the rightful holder' : '', rl.stale.length ? 'let a stale writer through' : ''].filter(Boolean))}.`);
+    else if (rl.refused.length) out.push(`Redlock's stale write was refused only because its random value happened to be lower: that is luck, not order.`);
+    if (cs.refused.length) out.push(`The consensus service's token grows with every grant: that is an order a storage can check.`);
   } else {
-    out.push(`Nothing checked anything: turn on "storage checks tokens" and replay — it saves the consensus side, not Redlock.`);
+    out.push(`Nothing checked anything: turn on "storage checks tokens" — it saves the consensus side, not Redlock.`);
   }
   return out.join(' ');
 }
