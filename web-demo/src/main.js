@@ -179,6 +179,8 @@ function chooseScene(i) {
   sceneIndex = i;
   const s = SCENES[i];
   for (const b of ui.tabs.querySelectorAll('button')) b.setAttribute('aria-pressed', String(Number(b.dataset.scene) === i));
+  // a phone's tab row scrolls sideways: keep the chosen scene's tab in view
+  ui.tabs.querySelector('[aria-pressed="true"]')?.scrollIntoView?.({ block: 'nearest', inline: 'nearest' });
   ui.title.textContent = s.title;
   ui.lede.textContent = s.lede;
   $('scene-lede-2').textContent = s.lede; // a phone shows the lede under the stage, not above it

@@ -698,7 +698,7 @@ test('keys and links: Home/End do not scroll the page, a step closes a stale men
   assert.equal(await page.getAttribute('[data-testid=tab-2]', 'aria-pressed'), 'true');
 });
 
-test('layout: the caption is on screen with the stage at every milestone (390×844), and the controls never move or cover the stage (1280×800)', async () => {
+test('layout: the caption is on screen with the stage at every milestone and no control covers it (390×844), and the controls never move or cover the stage (1280×800)', async () => {
   for (let s = 1; s <= SCENE_COUNT; s += 1) {
     await open(s, { width: 390, height: 844 });
     const steps = (await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.step);
@@ -707,9 +707,15 @@ test('layout: the caption is on screen with the stage at every milestone (390×8
       await page.evaluate(() => window.scrollTo(0, 0));
       const r = await page.evaluate(() => {
         const b = (s) => document.querySelector(s).getBoundingClientRect();
-        return { stage: b('[data-testid=stage]'), dock: b('[data-testid=dock]'), h: innerHeight };
+        // every control (transport, header, the scene's own controls) and the narrative text
+        const controls = [...document.querySelectorAll('.transport, .top, #controls, #menu:not([hidden])')].map((e) => ({ what: e.className || e.id, box: e.getBoundingClientRect() }));
+        return { stage: b('[data-testid=stage]'), dock: b('[data-testid=dock]'), h: innerHeight, controls };
       });
       assert.ok(r.stage.top >= 0 && r.dock.bottom <= r.h, `scene ${s}, step ${k}: stage ${r.stage.top}–${r.stage.bottom}, caption ${r.dock.top}–${r.dock.bottom}, screen ${r.h}`);
+      for (const c of r.controls) {
+        const meet = c.box.left < r.dock.right && r.dock.left < c.box.right && c.box.top < r.dock.bottom && r.dock.top < c.box.bottom;
+        assert.ok(!meet, `scene ${s}, step ${k}: ${c.what} covers the caption`);
+      }
     }
   }
   await open(1, { width: 1280, height: 800 });
@@ -1222,7 +1228,20 @@ test('replay: a damaged recording is reported with its line and the page keeps w
 test('replay layout: no two stage labels overlap, no marker covers a label, text stays legible (every step, 1280 and 390 px)', async () => {
   for (const size of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
     await open(1, size);
-    await openRecording(sampleText());
+    if (size.width < 600) {
+      // a phone opens it from "Try it" (the header keeps its row for the scenes): the real picker
+      const phoneOpen = page.locator('[data-testid=open-recording-phone]');
+      assert.equal(await phoneOpen.isVisible(), true);
+      const [chooser] = await Promise.all([page.waitForEvent('filechooser'), phoneOpen.click()]);
+      await chooser.setFiles(SAMPLE);
+      await page.waitForFunction(() => document.body.dataset.recording === 'open');
+      const tabs = await page.$eval('[data-testid=scene-tabs]', (n) => ({ row: n.getBoundingClientRect().height, pressed: n.querySelector('[aria-pressed="true"]').getBoundingClientRect().right <= n.getBoundingClientRect().right + 0.5 }));
+      assert.ok(tabs.row < 40, `one row of tabs (${tabs.row}px)`);
+      assert.ok(tabs.pressed, 'the recording\'s tab is scrolled into view');
+    } else {
+      assert.equal(await page.locator('[data-testid=open-recording-phone]').isVisible(), false);
+      await openRecording(sampleText());
+    }
     const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
     for (let k = 1; k <= length; k += 1) {
       await scrubTo(k);
