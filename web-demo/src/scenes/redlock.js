@@ -499,18 +499,18 @@ export const redlock = {
           width: 400,
           height: 600,
           nodes: [
-            ...NODES.map((id, i) => ({ id, kind: 'rlnode', x: 48 + i * 76, y: 80, w: 68 })),
-            { id: 'A', kind: 'client', x: 36, y: 150, side: 'right', small: true },
-            { id: 'B', kind: 'client', x: 36, y: 196, side: 'right', small: true },
-            { id: 'store', kind: 'store', x: 200, y: 268, compact: true },
-            { id: 'svc', kind: 'service', x: 200, y: 398, lock: LOCK, compact: true },
-            { id: 'CA', kind: 'client', x: 36, y: 474, side: 'right', small: true, noLease: true },
-            { id: 'CB', kind: 'client', x: 236, y: 474, side: 'right', small: true, noLease: true },
-            { id: 'store2', kind: 'store', x: 200, y: 542, compact: true },
+            ...NODES.map((id, i) => ({ id, kind: 'rlnode', x: 48 + i * 76, y: 88, w: 68 })),
+            { id: 'A', kind: 'client', x: 36, y: 156, side: 'right', small: true },
+            { id: 'B', kind: 'client', x: 36, y: 202, side: 'right', small: true },
+            { id: 'store', kind: 'store', x: 200, y: 270, compact: true },
+            { id: 'svc', kind: 'service', x: 200, y: 402, lock: LOCK, compact: true },
+            { id: 'CA', kind: 'client', x: 36, y: 478, side: 'right', small: true, noLease: true },
+            { id: 'CB', kind: 'client', x: 236, y: 478, side: 'right', small: true, noLease: true },
+            { id: 'store2', kind: 'store', x: 200, y: 544, compact: true },
           ],
           panels: [
-            { x: 6, y: 6, w: 388, h: 312, title: 'Redlock: 5 independent nodes' },
-            { x: 6, y: 326, w: 388, h: 268, title: 'Consensus + fencing token' },
+            { x: 6, y: 6, w: 388, h: 314, title: 'Redlock: 5 independent nodes' },
+            { x: 6, y: 328, w: 388, h: 268, title: 'Consensus + fencing token' },
           ],
         }
       : {
