@@ -154,8 +154,8 @@ function drawRlNode(w, n) {
   const exp = h ? core.session(h.session)?.expiresAt : null;
   return `<g class="node rlnode ${skew ? 'skewed' : ''} ${h ? 'held' : ''}" data-testid="rl-${n.id}" data-holder="${c ? esc(c.name) : ''}" data-clock="${core.now()}">
     <rect class="box" x="${x}" y="${y}" width="${bw}" height="92" rx="9"/>
-    <text class="title" x="${x + 8}" y="${y + 19}">${esc(n.id)}${skew && narrow ? `<tspan class="jump"> +${skew}</tspan>` : ''}</text>
-    <text class="row clock ${skew ? 'bad' : ''}" x="${x + 8}" y="${y + 37}">t=${core.now()}${skew && !narrow ? ` +${skew}` : ''}</text>
+    <text class="title" x="${x + 8}" y="${y + 19}">${esc(n.id)}</text>
+    <text class="row clock ${skew ? 'bad' : ''}" x="${x + 8}" y="${y + 37}">t=${core.now()}${skew ? `${narrow ? '' : ' '}+${skew}` : ''}</text>
     <text class="row ${c ? 'good' : 'muted'}" x="${x + 8}" y="${y + 58}">${c ? `${esc(c.name)}${narrow ? ' ' : ' · '}${c.mem.value ?? ''}` : 'free'}</text>
     <text class="row" x="${x + 8}" y="${y + 78}">${exp != null ? `${narrow ? 'to' : 'until'} ${exp}` : ''}</text>
   </g>`;

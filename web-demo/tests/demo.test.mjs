@@ -741,6 +741,14 @@ async function stageOverlaps() {
     for (let i = 0; i < boxes.length; i += 1) for (let j = i + 1; j < boxes.length; j += 1) if (meet(boxes[i].b, boxes[j].b)) found.push(`"${boxes[i].t}" overlaps "${boxes[j].t}"`);
     const W = svg.viewBox.baseVal.width;
     for (const { t, b } of boxes) if (b.x < 0 || b.x + b.width > W) found.push(`"${t}" runs off the stage`);
+    // the small boxes (Redlock's nodes, a phone's compact service and storage) hold their text
+    for (const g of svg.querySelectorAll('.rlnode, .node.compact')) {
+      const r = g.querySelector('rect.box').getBBox();
+      for (const t of g.querySelectorAll('text')) {
+        const b = t.getBBox();
+        if (t.textContent.trim() && (b.x < r.x || b.x + b.width > r.x + r.width + 0.5)) found.push(`"${t.textContent}" runs out of its box`);
+      }
+    }
     return found;
   });
 }
