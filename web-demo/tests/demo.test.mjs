@@ -1263,3 +1263,25 @@ test('replay layout: no two stage labels overlap, no marker covers a label, text
   }
   await shot('replay-phone');
 });
+
+test('scene 7, story: the play key stops at every milestone in order, and each lock-delay the caption names is the core\'s', async () => {
+  await open(7);
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  assert.deepEqual(ms.map((m) => m.label), ['A gets 1', 'A writes 1', 'A pauses', 'A expires', 'A sends 1', '1 lands', 'B gets 2', 'B writes 2', 'outcome']);
+  let delays = 0;
+  for (const m of ms.slice(1)) {
+    await page.keyboard.press('Space');
+    await page.waitForSelector('body[data-playing="false"]');
+    assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), String(m.step), `stopped at "${m.label}"`);
+    const cap = await text('[data-testid=caption-text]');
+    const held = cap.match(/held back until t=(\d+)|holds the lock free until t=(\d+)/);
+    if (held) {
+      delays += 1;
+      assert.equal(await page.locator('[data-testid=lock-delay]').textContent(), `until t=${held[1] ?? held[2]}`);
+    }
+    const got = cap.match(/grants the lock to the head of the queue, (A|B), with token (\d+)/);
+    if (got) assert.equal(await badge(got[1]), `holds ${got[2]}`);
+    if (m.label === 'B gets 2') assert.ok(got, cap);
+  }
+  assert.ok(delays >= 1, 'a caption named the lock-delay');
+});
