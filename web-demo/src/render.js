@@ -507,15 +507,20 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
   const LH = 38;
   const top = 38; // room above the lanes for the time ticks and the story's milestones
   const height = top + lanes.length * LH + 8;
-  const T = Math.max(totalT, 1);
-  const X = (t) => LW + 8 + ((W - LW - 56) * t) / T;
+  // a long recording shows a window of time that ends at the cursor (a scene asks for it
+  // with laneWindow); everything else shows the whole run
+  const win = w.scene.laneWindow && totalT > w.scene.laneWindow ? w.scene.laneWindow : null;
+  const t0 = win ? Math.max(0, Math.min(w.t, totalT) - win) : 0;
+  const T = win ? t0 + win : Math.max(totalT, 1);
+  const X = (t) => LW + 8 + ((W - LW - 56) * (Math.max(t, t0) - t0)) / (T - t0);
+  const inWindow = (from, to = from) => !win || (to >= t0 && from <= T);
   const laneY = Object.fromEntries(lanes.map((l, i) => [l.id, top + i * LH]));
   const axis = [];
-  const stepT = T > 60 ? 10 : 5;
-  for (let t = 0; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 26}">${t}s</text>`);
+  const stepT = T - t0 > 60 ? 10 : 5;
+  for (let t = Math.ceil(t0 / stepT) * stepT; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 26}">${t}s</text>`);
   // the story's milestones so far, numbered on the time axis (side by side when they share a time)
   let lastX = -1e9;
-  for (const m of w.milestones) {
+  for (const m of w.milestones.filter((x) => inWindow(x.t))) {
     const x = Math.max(X(m.t), lastX + 19);
     lastX = x;
     const now = w.milestone && m.t === w.t && m.n === w.milestone.n && m.yours === w.milestone.yours;
@@ -530,7 +535,7 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
   const shapes = [];
   const labels = []; // what to place, in order: span labels first, then refusals, then the rest
   const markers = []; // marker boxes {x1, x2, y1, y2}
-  for (const m of w.marks.filter((m) => laneY[m.lane] !== undefined)) {
+  for (const m of w.marks.filter((m) => laneY[m.lane] !== undefined && inWindow(m.t))) {
     const x = X(m.t);
     const client = !!w.clients[m.lane];
     const y = laneY[m.lane] + (client ? 12 : LH / 2);
@@ -542,7 +547,7 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
     if (text) labels.push({ mark: true, m, x, y, store, text, rank: ['refused', 'corrupt', 'expire', 'crash'].includes(m.kind) ? 1 : 2 });
   }
   const spans = [];
-  for (const s of w.spans.filter((s) => laneY[s.lane] !== undefined)) {
+  for (const s of w.spans.filter((s) => laneY[s.lane] !== undefined && inWindow(s.from, s.to ?? w.t))) {
     const to = s.to ?? w.t;
     const x1 = X(s.from);
     const x2 = Math.max(X(to), x1 + 3);
@@ -575,9 +580,19 @@ function placeLabels(texts, labels, markers, LW) {
   // the lane names are off limits too
   const boxes = [{ x1: 0, x2: LW + 2, y1: 0, y2: 1e6 }, ...markers];
   const hit = (b) => boxes.some((o) => b.x1 < o.x2 && o.x1 < b.x2 && b.y1 < o.y2 && o.y1 < b.y2);
+  // measure every text before moving any: a measurement after a move would make the browser
+  // lay the drawing out again, once per label (seconds for a long recording)
+  const widths = texts.map((t) => t.getComputedTextLength());
+  const bboxes = texts.map((t, i) => (labels[i].span ? null : t.getBBox()));
+  const lastWords = texts.map((t, i) => {
+    const l = labels[i];
+    if (!l.span) return 0;
+    const word = l.text.split(' ').pop();
+    return word.length ? t.getSubStringLength(l.text.length - word.length, word.length) : 0;
+  });
   labels.forEach((l, i) => {
     const t = texts[i];
-    const width = t.getComputedTextLength();
+    const width = widths[i];
     let box = null;
     if (l.span) {
       // at the span's start, else just past a marker on it (a write dot right after the
@@ -590,7 +605,7 @@ function placeLabels(texts, labels, markers, LW) {
       box = whole.find((b) => b.x2 <= x2 - 2) ?? whole[0];
       if (!box) {
         const word = l.text.split(' ').pop();
-        const wd = word.length ? t.getSubStringLength(l.text.length - word.length, word.length) : 0;
+        const wd = lastWords[i];
         box = word.length < l.text.length ? fits(wd).find((b) => b.x2 <= x2 - 2) : null;
         if (box) t.textContent = word;
       }
@@ -602,7 +617,7 @@ function placeLabels(texts, labels, markers, LW) {
       const dx = l.store ? 7 : 8;
       const up = l.store ? l.m.kind === 'ok' : l.m.kind === 'grant';
       // the text's measured extent about its baseline (the font is larger on a phone)
-      const m = t.getBBox();
+      const m = bboxes[i];
       const [asc, desc] = [Math.max(8, -m.y), Math.max(2, m.y + m.height)];
       const at = (side, above) => {
         const bx = side > 0 ? x + dx : x - dx - width;
@@ -622,9 +637,12 @@ function placeLabels(texts, labels, markers, LW) {
 
 // ------------------------------------------------------------------ side panels
 
+const LOG_SHOWN = 400; // a long recording's log: the latest entries (the stage and the caption say the rest)
+
 export function renderLog(el, w) {
-  const items = w.log.map((l) => `<li class="${esc(l.cls)}"><span class="t">t=${l.t < 0 ? 0 : l.t}</span><span class="src">${esc(l.src)}</span><span class="txt">${esc(l.text)}</span></li>`);
-  el.innerHTML = items.join('');
+  const earlier = Math.max(0, w.log.length - LOG_SHOWN);
+  const items = w.log.slice(earlier).map((l) => `<li class="${esc(l.cls)}"><span class="t">t=${l.t < 0 ? 0 : l.t}</span><span class="src">${esc(l.src)}</span><span class="txt">${esc(l.text)}</span></li>`);
+  el.innerHTML = (earlier ? `<li class="note" data-testid="log-earlier"><span class="txt">${earlier} earlier entries not shown</span></li>` : '') + items.join('');
   el.scrollTop = el.scrollHeight;
 }
 

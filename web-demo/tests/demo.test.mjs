@@ -1285,3 +1285,29 @@ test('scene 7, story: the play key stops at every milestone in order, and each l
   }
   assert.ok(delays >= 1, 'a caption named the lock-delay');
 });
+
+test('replay: a long recording shows the last 120 s of its timeline up to the cursor and the latest 400 log entries', async () => {
+  const { Recorder } = await import('../src/recording.js');
+  const api = createRequire(import.meta.url)(path.join(root, 'wasm', 'pkg', 'node', 'fencelock_wasm.js'));
+  const svc = new api.LockService({ sessions: 4, locks: 2, claims: 4 });
+  const rec = new Recorder(svc, { source: 'a long test run' });
+  const a = rec.handle({ kind: 'open_session', now: 0, ttl: 30 }).reply.session;
+  for (let now = 1; now <= 600; now += 1) {
+    rec.handle({ kind: 'keep_alive', now, session: a });
+    if (now % 10 === 0) rec.handle({ kind: 'acquire', now, session: a, lock: 'x', mode: 'exclusive', wait: 'none' });
+    if (now % 10 === 5 && now > 5) rec.handle({ kind: 'release', now, session: a, lock: 'x' });
+  }
+  await open(1);
+  await openRecording(rec.text(), 'long.flrec');
+  await jumpToEnd();
+  const ticks = await page.$$eval('[data-testid=swimlane] text.tick', (ts) => ts.map((t) => Number(t.textContent.replace('s', ''))));
+  assert.equal(Math.max(...ticks), 600);
+  assert.equal(Math.min(...ticks), 480, 'the window starts 120 s before the cursor');
+  assert.match(await text('[data-testid=log-earlier]'), /^\d+ earlier entries not shown$/);
+  assert.equal(await page.locator('[data-testid=log] li').count(), 401);
+  // the last grant is on the stage: token 60, from the core
+  assert.match(await page.locator('[data-testid=service]').textContent(), /S1 · token 60/);
+  await scrubTo(3);
+  const early = await page.$$eval('[data-testid=swimlane] text.tick', (ts) => ts.map((t) => Number(t.textContent.replace('s', ''))));
+  assert.equal(Math.min(...early), 0);
+});

@@ -183,6 +183,7 @@ export function replayScene(rec, name, { lock } = {}) {
     locks,
     sessions,
     maxSteps: rec.entries.length + 2,
+    laneWindow: 120, // a long recording's timeline shows the 120 s up to the cursor
     lanes,
     clients: shown.map(sid),
     step,
