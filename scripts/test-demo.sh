@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Browser tests of the demo: makes sure the wasm core is built and copied to web-demo/pkg/,
-# serves web-demo/ on a free port on 127.0.0.1, runs web-demo/tests/*.test.mjs with node's
+# runs the recording format's node tests (web-demo/tests/recording.test.mjs, no browser), then
+# serves web-demo/ on a free port on 127.0.0.1, runs web-demo/tests/demo.test.mjs with node's
 # test runner (headless Debian Chromium via tools/node_modules/playwright-core), stops the
 # server. Screenshots land in web-demo/test-output/.
 set -euo pipefail
@@ -26,4 +27,5 @@ for _ in range(100):
 sys.exit("test-demo: the static server did not start")
 PY
 echo "[test-demo] serving web-demo on http://127.0.0.1:$port/"
+node --test web-demo/tests/recording.test.mjs
 DEMO_URL="http://127.0.0.1:$port/" node --test web-demo/tests/demo.test.mjs

@@ -9,9 +9,13 @@ import { herd } from './scenes/herd.js';
 import { election } from './scenes/election.js';
 import { replication } from './scenes/replication.js';
 import { shardPay } from './scenes/shardpay.js';
+import { redlock } from './scenes/redlock.js';
+import { lockDelay } from './scenes/lockdelay.js';
 import { milestoneMark, captionsOf, termsAt } from './story.js';
+import { verifyRecording, RecordingError, LIMITS } from './recording.js';
+import { replayScene } from './scenes/replay.js';
 
-const SCENES = [gcPause, herd, election, replication, shardPay];
+const SCENES = [gcPause, herd, election, replication, shardPay, redlock, lockDelay];
 const query = new URLSearchParams(location.search);
 const TEST = query.has('test'); // no animation, fast playback: for the browser tests
 const BASE_MS = TEST ? 8 : 1100;
@@ -48,7 +52,7 @@ let timer = null;
 let captions = []; // the caption of every recorded step (for first uses of terms)
 // Your interventions per scene, {step, t, id, name, action}: replayed into every rebuilt
 // timeline (after the switch, a slider, a return to the scene) so none vanishes silently.
-const kept = [[], [], [], [], []];
+const kept = SCENES.map(() => []);
 let droppedNote = '';
 const params = SCENES.map((s) => Object.fromEntries(Object.entries(s.params).map(([k, p]) => [k, p.value])));
 
@@ -68,29 +72,115 @@ async function boot() {
   ui.boot.textContent = '';
   buildTabs();
   // the hash is what the page itself keeps current (and what a shared link carries last)
-  const fromHash = Number((location.hash.match(/scene-(\d)/) || [])[1]);
+  const fromHash = Number((location.hash.match(/scene-(\d+)/) || [])[1]);
   const fromQuery = Number(query.get('scene'));
   chooseScene((fromHash || fromQuery || 1) - 1);
   wireControls();
+  wireRecordings();
   document.body.dataset.ready = '1';
 }
 
 function buildTabs() {
-  ui.tabs.innerHTML = SCENES.map(
-    (s, i) => `<button id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-pressed="false" title="${s.title} (key ${i + 1})" aria-label="${s.title}"><span class="n">${i + 1}</span> <span class="lbl">${s.short}</span></button>`,
-  ).join('');
+  renderTabs();
   ui.tabs.addEventListener('click', (e) => {
     const b = e.target.closest('button[data-scene]');
     if (b) chooseScene(Number(b.dataset.scene));
   });
 }
 
+function renderTabs() {
+  ui.tabs.innerHTML = SCENES.map(
+    (s, i) => `<button id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-pressed="false" title="${s.title} (key ${i + 1})" aria-label="${s.title}"><span class="n">${i + 1}</span> <span class="lbl">${s.short}</span></button>`,
+  ).join('');
+  for (const b of ui.tabs.querySelectorAll('button')) b.setAttribute('aria-pressed', String(Number(b.dataset.scene) === sceneIndex));
+}
+
+// ------------------------------------------------------------------ recordings
+
+const REPLAY = 7; // the opened recording's place among the scenes (key 8)
+
+/** Replays a recording's text into a fresh core, line by line; shows it, or says which line failed. */
+function openRecording(text, name) {
+  const err = $('rec-error');
+  let rec;
+  try {
+    rec = verifyRecording(api, text);
+  } catch (e) {
+    err.textContent = `Could not open ${name}: ${e instanceof RecordingError ? e.message : `unexpected error: ${e?.message ?? e}`}. The page keeps what it showed.`;
+    err.hidden = false;
+    document.body.dataset.recording = 'error';
+    return false;
+  }
+  err.hidden = true;
+  pause();
+  SCENES[REPLAY] = replayScene(rec, name);
+  params[REPLAY] = {};
+  kept[REPLAY] = [];
+  renderTabs();
+  chooseScene(REPLAY);
+  document.body.dataset.recording = 'open';
+  return true;
+}
+
+async function openRecordingFile(file) {
+  if (!file) return;
+  if (file.size > LIMITS.bytes) {
+    const err = $('rec-error');
+    err.textContent = `Could not open ${file.name}: it is ${file.size} bytes, more than the ${LIMITS.bytes} this page reads.`;
+    err.hidden = false;
+    document.body.dataset.recording = 'error';
+    return;
+  }
+  openRecording(await file.text(), file.name);
+}
+
+function wireRecordings() {
+  const input = $('rec-file');
+  input.addEventListener('change', () => {
+    openRecordingFile(input.files[0]);
+    input.value = '';
+  });
+  document.addEventListener('dragover', (e) => {
+    if ([...(e.dataTransfer?.types ?? [])].includes('Files')) {
+      e.preventDefault();
+      document.body.classList.add('dropping');
+    }
+  });
+  document.addEventListener('dragleave', (e) => {
+    if (!e.relatedTarget) document.body.classList.remove('dropping');
+  });
+  document.addEventListener('drop', (e) => {
+    document.body.classList.remove('dropping');
+    const file = e.dataTransfer?.files?.[0];
+    if (!file) return;
+    e.preventDefault();
+    openRecordingFile(file);
+  });
+}
+
+/** Jumps to the next step after the cursor whose line names the query (wrapping round). */
+function searchNext(q) {
+  const s = SCENES[sceneIndex];
+  const out = ui.controls.querySelector('[data-testid=search-out]');
+  const hits = s.find ? s.find(q) : [];
+  if (!hits.length) {
+    out.textContent = q.trim() ? `no line names "${q.trim()}"` : '';
+    return;
+  }
+  const next = hits.find((k) => k > timeline.cursor) ?? hits[0];
+  pause();
+  seek(next);
+  out.textContent = `match ${hits.indexOf(next) + 1} of ${hits.length} (line ${next})`;
+}
+
 function chooseScene(i) {
-  if (!(i >= 0 && i < SCENES.length)) i = 0;
+  if (!(i >= 0 && i < SCENES.length && SCENES[i])) i = 0;
   pause();
   sceneIndex = i;
   const s = SCENES[i];
   for (const b of ui.tabs.querySelectorAll('button')) b.setAttribute('aria-pressed', String(Number(b.dataset.scene) === i));
+  // a phone's tab row scrolls sideways: keep the chosen scene's tab in view
+  ui.tabs.querySelector('[aria-pressed="true"]')?.scrollIntoView?.({ block: 'nearest', inline: 'nearest' });
   ui.title.textContent = s.title;
   ui.lede.textContent = s.lede;
   $('scene-lede-2').textContent = s.lede; // a phone shows the lede under the stage, not above it
@@ -172,19 +262,28 @@ function buildControls() {
   const p = params[sceneIndex];
   ui.controls.innerHTML = Object.entries(s.params)
     .map(([k, d]) => {
+      if (d.type === 'choice')
+        return `<label class="slider choice"><span class="lbl">${d.label}</span><select data-param="${k}" data-testid="param-${k}">${d.options.map(([v, l]) => `<option value="${v}" ${p[k] === v ? 'selected' : ''}>${l}</option>`).join('')}</select></label>`;
       if (d.type === 'switch')
         return `<label class="switch"><input type="checkbox" role="switch" data-param="${k}" data-testid="param-${k}" ${p[k] ? 'checked' : ''}><span class="track" aria-hidden="true"></span><span class="lbl">${d.label}</span></label>`;
       return `<label class="slider"><span class="lbl">${d.label}</span><input type="range" data-param="${k}" data-testid="param-${k}" min="${d.min}" max="${d.max}" step="${d.step}" value="${p[k]}"><output data-for="${k}">${p[k]}${d.unit}</output></label>`;
     })
     .join('') +
+    (s.find
+      ? `<form class="rec-search" data-testid="rec-search"><label><span class="lbl">Find a lock or session</span><input type="search" data-testid="search" placeholder="jobs/reindex, session 2, 2" list="rec-names"></label><datalist id="rec-names">${[...s.locks, ...s.sessions.map((x) => `session ${x}`)].map((x) => `<option value="${escHtml(String(x))}">`).join('')}</datalist><button type="submit" data-testid="search-next">next match</button><output data-testid="search-out" aria-live="polite"></output></form>`
+      : '') +
     (s.tryThis ? `<div class="try"><p class="try-h">Try this</p><ul>${s.tryThis.map((t) => `<li>${t}</li>`).join('')}</ul></div>` : '');
-  for (const input of ui.controls.querySelectorAll('input[data-param]')) {
+  ui.controls.querySelector('.rec-search')?.addEventListener('submit', (e) => {
+    e.preventDefault();
+    searchNext(ui.controls.querySelector('[data-testid=search]').value);
+  });
+  for (const input of ui.controls.querySelectorAll('[data-param]')) {
     const k = input.dataset.param;
     const d = s.params[k];
-    input.addEventListener(d.type === 'switch' ? 'change' : 'input', () => {
-      p[k] = d.type === 'switch' ? input.checked : Number(input.value);
+    input.addEventListener(d.type === 'range' ? 'input' : 'change', () => {
+      p[k] = d.type === 'switch' ? input.checked : d.type === 'choice' ? input.value : Number(input.value);
       const out = ui.controls.querySelector(`output[data-for="${k}"]`);
-      if (out) out.textContent = `${p[k]}${d.unit}`;
+      if (out) out.textContent = `${p[k]}${d.unit ?? ''}`;
       rebuild(timeline.cursor);
     });
   }
@@ -349,13 +448,15 @@ function onKey(e) {
     case '?':
       return ui.help.showModal();
     default:
-      if (/^[1-5]$/.test(e.key) && !inField) chooseScene(Number(e.key) - 1);
+      if (/^[1-9]$/.test(e.key) && Number(e.key) <= SCENES.length && !inField) chooseScene(Number(e.key) - 1);
   }
 }
 
 // ------------------------------------------------------------------ interventions
 
 function attachClientHandlers() {
+  // a recording is what happened: its sessions are not yours to pause or kill
+  if (SCENES[sceneIndex].key === 'replay') return;
   for (const g of ui.stage.querySelectorAll('[data-client]')) {
     g.addEventListener('click', (e) => openMenu(g.dataset.client, e));
     g.addEventListener('keydown', (e) => {

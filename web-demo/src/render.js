@@ -15,7 +15,9 @@ function clientBadge(w, c) {
   const paused = c.status === 'paused';
   let text;
   let cls;
-  if (c.holding && c.token != null) {
+  const own = w.scene.badge?.(w, c); // a scene whose clients hold on several cores says how many
+  if (own) ({ text, cls } = own);
+  else if (c.holding && c.token != null) {
     const truth = stillHolds(w, c);
     text = truth === false ? `believes ${c.token}` : `holds ${c.token}`;
     cls = truth === false ? 'stale' : 'holds';
@@ -93,11 +95,74 @@ function drawClient(w, n, interactive) {
     <text class="name ${n.small ? 'small' : ''}" x="${n.x}" y="${n.y + (n.small ? 5 : 7)}">${esc(c.name)}</text>
     ${icon}${dead}
     <text class="badge ${b.cls} ${side ? 'side' : ''}" x="${bx}" y="${by}">${esc(b.text)}</text>
-    ${leaseLine(w, c, bx, by + 17, side)}
+    ${n.noLease ? '' : leaseLine(w, c, bx, by + 17, side)}
+  </g>`;
+}
+
+/** A phone's short storage box (250 × 84): its verdict, highest token and latest writes. */
+function drawStoreCompact(w, n) {
+  const s = w.stores[n.id];
+  const x = n.x - 125;
+  const y = n.y - 42;
+  const hi = w.highest(n.id);
+  const v = w.scene.verdict ? w.scene.verdict(w, n.id) : { corrupted: s.corrupted, stale: [] };
+  const bannerText = v.corrupted ? 'CORRUPTED' : v.stale.length ? 'STALE LANDED' : '';
+  const rows = s.rows.slice(-2).map((r, i) => {
+    const cls = r.accepted ? (r.stale ? 'corrupt' : 'ok') : 'refused';
+    const mark = r.accepted ? (r.stale ? '!' : '✓') : '✗';
+    const what = r.accepted ? (r.stale ? 'landed' : 'ok') : `${r.token}<${r.highest}`;
+    return `<text class="row ${cls}" x="${x + 10}" y="${y + 58 + i * 18}"><tspan class="m">${mark}</tspan> ${esc(r.by)} · ${r.token} <tspan class="what">${esc(what)}</tspan></text>`;
+  });
+  return `<g class="node store compact ${bannerText ? 'is-corrupt' : ''}" data-testid="${n.id}" data-verdict="${v.corrupted ? 'corrupted' : v.stale.length ? 'stale' : 'clean'}">
+    <rect class="box" x="${x}" y="${y}" width="250" height="84" rx="10"/>
+    <text class="title" x="${x + 10}" y="${y + 20}">${s.fencing ? `max <tspan data-testid="highest">${hi ?? '—'}</tspan>` : 'checks nothing'}</text>
+    ${bannerText ? `<text class="banner-text" data-testid="banner" x="${x + 240}" y="${y + 20}" text-anchor="end">${bannerText}</text>` : ''}
+    ${rows.join('')}
+  </g>`;
+}
+
+/** A phone's short lock-service box (250 × 84): holder, queue and revision. */
+function drawServiceCompact(w, n) {
+  const core = w.nodes[n.id].core;
+  const hs = core.holders(n.lock);
+  const ws = core.waiters(n.lock);
+  const x = n.x - 125;
+  const y = n.y - 42;
+  const holder = hs.length ? hs.map((h) => `${nameOf(w, 'svc', h.session)} · token ${h.token}`).join(', ') : 'free';
+  return `<g class="node service compact" data-testid="service">
+    <rect class="box" x="${x}" y="${y}" width="250" height="84" rx="10"/>
+    <text class="title" x="${x + 10}" y="${y + 20}">${esc(w.nodes[n.id].label)}</text>
+    <text class="row" x="${x + 10}" y="${y + 40}"><tspan class="k">holder</tspan> <tspan class="v ${hs.length ? 'good' : 'muted'}">${esc(holder)}</tspan></text>
+    <text class="row" x="${x + 10}" y="${y + 58}"><tspan class="k">queue</tspan> ${ws.length ? ws.map((q) => esc(nameOf(w, 'svc', q.session))).join(' ') : 'empty'} <tspan class="k">rev</tspan> ${core.revision()}</text>
+    <text class="row" x="${x + 10}" y="${y + 76}"><tspan class="k">clock</tspan> t=${core.now()}</text>
+  </g>`;
+}
+
+/** One Redlock node: its own clock, and the holder its core lists (whose value, until when). */
+function drawRlNode(w, n) {
+  const node = w.nodes[n.id];
+  const core = node.core;
+  const bw = n.w ?? 80;
+  const x = n.x - bw / 2;
+  const y = n.y - 46; // the box is 92 tall
+  const skew = w.custom.skew?.[n.id] ?? 0;
+  const narrow = bw < 75; // a phone's box: shorter rows
+  const hs = core.holders(w.scene.lock);
+  const h = hs[0];
+  const id = h ? w.sessions[`${n.id}:${h.session}`] : null;
+  const c = id ? w.clients[id] : null;
+  const exp = h ? core.session(h.session)?.expiresAt : null;
+  return `<g class="node rlnode ${skew ? 'skewed' : ''} ${h ? 'held' : ''}" data-testid="rl-${n.id}" data-holder="${c ? esc(c.name) : ''}" data-clock="${core.now()}">
+    <rect class="box" x="${x}" y="${y}" width="${bw}" height="92" rx="9"/>
+    <text class="title" x="${x + 8}" y="${y + 19}">${esc(n.id)}</text>
+    <text class="row clock ${skew ? 'bad' : ''}" x="${x + 8}" y="${y + 37}">t=${core.now()}${skew ? `${narrow ? '' : ' '}+${skew}` : ''}</text>
+    <text class="row ${c ? 'good' : 'muted'}" x="${x + 8}" y="${y + 58}">${c ? `${esc(c.name)}${narrow ? ' ' : ' · '}${c.mem.value ?? ''}` : 'free'}</text>
+    <text class="row" x="${x + 8}" y="${y + 78}">${exp != null ? `${narrow ? 'to' : 'until'} ${exp}` : ''}</text>
   </g>`;
 }
 
 function drawService(w, n) {
+  if (n.compact) return drawServiceCompact(w, n);
   const core = w.nodes[n.id].core;
   const hs = core.holders(n.lock);
   const ws = core.waiters(n.lock);
@@ -108,6 +173,8 @@ function drawService(w, n) {
   const rows = [];
   rows.push(`<tspan class="k">lock</tspan> <tspan class="mono">${esc(n.lock)}</tspan>`);
   rows.push(`<tspan class="k">holder</tspan> ${hs.length ? hs.map((h) => `<tspan class="v good">${esc(nameOf(w, 'svc', h.session))} · token ${h.token}</tspan>`).join(', ') : '<tspan class="v muted">free</tspan>'}`);
+  const delayed = core.lockDelayUntil(n.lock);
+  if (delayed != null) rows.push(`<tspan class="k">lock-delay</tspan> <tspan class="v warn" data-testid="lock-delay">until t=${delayed}</tspan>`);
   rows.push(`<tspan class="k">queue</tspan> ${ws.length ? ws.map((q, i) => `<tspan class="v">${i + 1}. ${esc(nameOf(w, 'svc', q.session))}</tspan>`).join('  ') : '<tspan class="v muted">empty</tspan>'}`);
   for (const s of sessions) {
     const info = core.session(s);
@@ -125,6 +192,7 @@ function drawService(w, n) {
 }
 
 function drawStore(w, n) {
+  if (n.compact) return drawStoreCompact(w, n);
   const s = w.stores[n.id];
   const x = n.x - 95;
   const y = n.y - 95;
@@ -138,7 +206,7 @@ function drawStore(w, n) {
   const sep = parts.length ? `<line class="sep" x1="${x + 12}" x2="${x + 178}" y1="${y + top - 12}" y2="${y + top - 12}"/>` : '';
   // the banner says what the storage's decisions add up to (the scene's verdict): mixed
   // data, or a stale write that landed without overwriting anyone
-  const v = w.scene.verdict ? w.scene.verdict(w) : { corrupted: s.corrupted, stale: [] };
+  const v = w.scene.verdict ? w.scene.verdict(w, n.id) : { corrupted: s.corrupted, stale: [] };
   const bannerText = v.corrupted ? 'DATA CORRUPTED' : v.stale.length ? (w.scene.key === 'election' ? 'SPLIT BRAIN' : 'STALE WRITE LANDED') : '';
   const room = Math.max(1, Math.floor((bannerText ? 160 : 180) - top) / 20 + 1);
   const rows = s.rows.slice(-Math.floor(room)).map((r, i) => {
@@ -148,7 +216,7 @@ function drawStore(w, n) {
     return `<text class="row ${cls}" x="${x + 12}" y="${y + top + 8 + i * 18}"><tspan class="m">${mark}</tspan> ${esc(r.by)} · ${r.token} <tspan class="what">${esc(what)}</tspan></text>`;
   });
   const banner = bannerText ? `<g class="corrupt-banner" data-testid="banner"><rect x="${x}" y="${y + 170}" width="190" height="26" rx="6"/><text x="${x + 95}" y="${y + 188}">${bannerText}</text></g>` : '';
-  return `<g class="node store ${bannerText ? 'is-corrupt' : ''}" data-testid="store" data-verdict="${v.corrupted ? 'corrupted' : v.stale.length ? 'stale' : 'clean'}">
+  return `<g class="node store ${bannerText ? 'is-corrupt' : ''}" data-testid="${n.id === 'store2' ? 'store2' : 'store'}" data-verdict="${v.corrupted ? 'corrupted' : v.stale.length ? 'stale' : 'clean'}">
     <rect class="box" x="${x}" y="${y}" width="190" height="${bannerText ? 200 : 190}" rx="12"/>
     <text class="title" x="${x + 12}" y="${y + 24}">${esc(s.label)}</text>
     <text class="row" x="${x + 12}" y="${y + 46}">${head}</text>
@@ -222,7 +290,7 @@ function edge(n, tx, ty) {
     const r = n.kind === 'hub' ? 52 : n.small ? 24 : 33;
     return [n.x + (dx / len) * r, n.y + (dy / len) * r];
   }
-  const [hw, hh] = n.kind === 'service' ? [(n.w ?? 230) / 2 + 2, 97] : n.kind === 'store' ? [97, 97] : [57, 57];
+  const [hw, hh] = n.compact || n.kind === 'rlnode' ? halfSize(n) : n.kind === 'service' ? [(n.w ?? 230) / 2 + 2, 97] : n.kind === 'store' ? [97, 97] : [57, 57];
   const s = Math.min(hw / Math.abs(dx || 1e-9), hh / Math.abs(dy || 1e-9));
   return [n.x + dx * s, n.y + dy * s];
 }
@@ -231,6 +299,8 @@ const HALF = { service: [117, 97], store: [97, 100], replica: [57, 57], hub: [52
 
 function halfSize(n) {
   if (n.kind === 'client') return n.small ? [24, 24] : [33, 33];
+  if (n.compact) return [127, 44];
+  if (n.kind === 'rlnode') return [(n.w ?? 80) / 2 + 2, 48];
   if (n.kind === 'service' && n.w) return [n.w / 2 + 2, 97];
   return HALF[n.kind] || [40, 40];
 }
@@ -415,6 +485,8 @@ function drawNode(w, n) {
           return drawHub(w, n);
         case 'replica':
           return drawReplica(w, n);
+        case 'rlnode':
+          return drawRlNode(w, n);
         default:
           return '';
       }
@@ -435,15 +507,20 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
   const LH = 38;
   const top = 38; // room above the lanes for the time ticks and the story's milestones
   const height = top + lanes.length * LH + 8;
-  const T = Math.max(totalT, 1);
-  const X = (t) => LW + 8 + ((W - LW - 56) * t) / T;
+  // a long recording shows a window of time that ends at the cursor (a scene asks for it
+  // with laneWindow); everything else shows the whole run
+  const win = w.scene.laneWindow && totalT > w.scene.laneWindow ? w.scene.laneWindow : null;
+  const t0 = win ? Math.max(0, Math.min(w.t, totalT) - win) : 0;
+  const T = win ? t0 + win : Math.max(totalT, 1);
+  const X = (t) => LW + 8 + ((W - LW - 56) * (Math.max(t, t0) - t0)) / (T - t0);
+  const inWindow = (from, to = from) => !win || (to >= t0 && from <= T);
   const laneY = Object.fromEntries(lanes.map((l, i) => [l.id, top + i * LH]));
   const axis = [];
-  const stepT = T > 60 ? 10 : 5;
-  for (let t = 0; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 26}">${t}s</text>`);
+  const stepT = T - t0 > 60 ? 10 : 5;
+  for (let t = Math.ceil(t0 / stepT) * stepT; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 26}">${t}s</text>`);
   // the story's milestones so far, numbered on the time axis (side by side when they share a time)
   let lastX = -1e9;
-  for (const m of w.milestones) {
+  for (const m of w.milestones.filter((x) => inWindow(x.t))) {
     const x = Math.max(X(m.t), lastX + 19);
     lastX = x;
     const now = w.milestone && m.t === w.t && m.n === w.milestone.n && m.yours === w.milestone.yours;
@@ -458,7 +535,7 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
   const shapes = [];
   const labels = []; // what to place, in order: span labels first, then refusals, then the rest
   const markers = []; // marker boxes {x1, x2, y1, y2}
-  for (const m of w.marks.filter((m) => laneY[m.lane] !== undefined)) {
+  for (const m of w.marks.filter((m) => laneY[m.lane] !== undefined && inWindow(m.t))) {
     const x = X(m.t);
     const client = !!w.clients[m.lane];
     const y = laneY[m.lane] + (client ? 12 : LH / 2);
@@ -470,7 +547,7 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
     if (text) labels.push({ mark: true, m, x, y, store, text, rank: ['refused', 'corrupt', 'expire', 'crash'].includes(m.kind) ? 1 : 2 });
   }
   const spans = [];
-  for (const s of w.spans.filter((s) => laneY[s.lane] !== undefined)) {
+  for (const s of w.spans.filter((s) => laneY[s.lane] !== undefined && inWindow(s.from, s.to ?? w.t))) {
     const to = s.to ?? w.t;
     const x1 = X(s.from);
     const x2 = Math.max(X(to), x1 + 3);
@@ -503,9 +580,19 @@ function placeLabels(texts, labels, markers, LW) {
   // the lane names are off limits too
   const boxes = [{ x1: 0, x2: LW + 2, y1: 0, y2: 1e6 }, ...markers];
   const hit = (b) => boxes.some((o) => b.x1 < o.x2 && o.x1 < b.x2 && b.y1 < o.y2 && o.y1 < b.y2);
+  // measure every text before moving any: a measurement after a move would make the browser
+  // lay the drawing out again, once per label (seconds for a long recording)
+  const widths = texts.map((t) => t.getComputedTextLength());
+  const bboxes = texts.map((t, i) => (labels[i].span ? null : t.getBBox()));
+  const lastWords = texts.map((t, i) => {
+    const l = labels[i];
+    if (!l.span) return 0;
+    const word = l.text.split(' ').pop();
+    return word.length ? t.getSubStringLength(l.text.length - word.length, word.length) : 0;
+  });
   labels.forEach((l, i) => {
     const t = texts[i];
-    const width = t.getComputedTextLength();
+    const width = widths[i];
     let box = null;
     if (l.span) {
       // at the span's start, else just past a marker on it (a write dot right after the
@@ -518,7 +605,7 @@ function placeLabels(texts, labels, markers, LW) {
       box = whole.find((b) => b.x2 <= x2 - 2) ?? whole[0];
       if (!box) {
         const word = l.text.split(' ').pop();
-        const wd = word.length ? t.getSubStringLength(l.text.length - word.length, word.length) : 0;
+        const wd = lastWords[i];
         box = word.length < l.text.length ? fits(wd).find((b) => b.x2 <= x2 - 2) : null;
         if (box) t.textContent = word;
       }
@@ -530,7 +617,7 @@ function placeLabels(texts, labels, markers, LW) {
       const dx = l.store ? 7 : 8;
       const up = l.store ? l.m.kind === 'ok' : l.m.kind === 'grant';
       // the text's measured extent about its baseline (the font is larger on a phone)
-      const m = t.getBBox();
+      const m = bboxes[i];
       const [asc, desc] = [Math.max(8, -m.y), Math.max(2, m.y + m.height)];
       const at = (side, above) => {
         const bx = side > 0 ? x + dx : x - dx - width;
@@ -550,9 +637,12 @@ function placeLabels(texts, labels, markers, LW) {
 
 // ------------------------------------------------------------------ side panels
 
+const LOG_SHOWN = 400; // a long recording's log: the latest entries (the stage and the caption say the rest)
+
 export function renderLog(el, w) {
-  const items = w.log.map((l) => `<li class="${esc(l.cls)}"><span class="t">t=${l.t < 0 ? 0 : l.t}</span><span class="src">${esc(l.src)}</span><span class="txt">${esc(l.text)}</span></li>`);
-  el.innerHTML = items.join('');
+  const earlier = Math.max(0, w.log.length - LOG_SHOWN);
+  const items = w.log.slice(earlier).map((l) => `<li class="${esc(l.cls)}"><span class="t">t=${l.t < 0 ? 0 : l.t}</span><span class="src">${esc(l.src)}</span><span class="txt">${esc(l.text)}</span></li>`);
+  el.innerHTML = (earlier ? `<li class="note" data-testid="log-earlier"><span class="txt">${earlier} earlier entries not shown</span></li>` : '') + items.join('');
   el.scrollTop = el.scrollHeight;
 }
 
@@ -560,7 +650,7 @@ export function renderState(el, w) {
   const rows = [];
   for (const s of Object.values(w.stores)) {
     const hi = w.highest(s.name);
-    rows.push(['Storage', s.fencing ? 'checks fencing tokens (FenceGate)' : 'checks nothing (last writer wins)']);
+    rows.push([w.scene.key === 'redlock' ? s.label : 'Storage', s.fencing ? 'checks fencing tokens (FenceGate)' : 'checks nothing (last writer wins)']);
     rows.push(['Highest token seen', s.fencing ? `<b data-testid="state-highest">${hi ?? '—'}</b>` : '<span class="muted">not tracked</span>']);
     const acc = s.rows.filter((r) => r.accepted);
     const ref = s.rows.filter((r) => !r.accepted);
@@ -569,6 +659,7 @@ export function renderState(el, w) {
   }
   for (const n of Object.values(w.nodes)) {
     if (w.scene.key === 'replication' || w.scene.key === 'herd') break;
+    if (w.scene.key === 'redlock' && n.name !== 'svc') continue;
     rows.push(['Core revision', `${n.core.revision()} <span class="muted">(the highest token granted so far; the next grant gets a higher one)</span>`]);
   }
   if (w.scene.key === 'herd') {
@@ -620,6 +711,28 @@ export function renderOutcome(el, w) {
       if (o.stale.length) parts.push(`epoch ${o.stale.join(', ')} landed after a newer leader was elected${o.fencing ? ' (the DB never saw the newer epoch)' : ' (split brain)'}`);
       if (!parts.length) parts.push(o.expired ? 'No stale action reached the DB' : 'One leader throughout');
       parts.push(o.leader ? `leader ${o.leader}, epoch ${o.epoch}` : 'no leader now');
+      text = parts.join(' · ');
+      break;
+    }
+    case 'redlock': {
+      const side = (name, x, what) => {
+        const p = [];
+        if (x.refused.length) p.push(x.refused.map((r) => `${r.by}'s ${r.token} refused (${r.token} < ${r.highest})${r.legit ? ' while it held the lock' : ''}`).join(', '));
+        if (x.stale.length) p.push(`stale ${what} ${x.stale.join(', ')} landed${x.corrupted ? ', data corrupted' : ''}`);
+        if (!p.length) p.push('safe');
+        return `${name}: ${p.join('; ')}`;
+      };
+      kind = o.redlock.safe && o.consensus.safe ? (o.consensus.refused.length ? 'fenced' : 'ok') : 'corrupted';
+      text = `${side('Redlock', o.redlock, 'value')} · ${side('Consensus', o.consensus, 'token')}`;
+      break;
+    }
+    case 'lockdelay': {
+      const parts = [];
+      if (o.drain === 'drained') parts.push(`A's late write ${o.stale.join(', ')} drained before B started (lock-delay)`);
+      if (o.drain === 'broken') parts.push(`A's late write ${o.stale.join(', ')} landed inside B's run${o.corrupted ? ': data corrupted' : ''}`);
+      if (o.drain === 'ok') parts.push('No late write');
+      parts.push(`accepted: ${o.accepted.join(' → ') || 'nothing'}`);
+      kind = o.drain === 'broken' ? 'corrupted' : 'ok';
       text = parts.join(' · ');
       break;
     }

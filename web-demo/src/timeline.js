@@ -29,7 +29,7 @@ export class Timeline {
 
   /** Runs the scene script from `w` (already at the end of the recorded steps) to its end. */
   extend(w) {
-    while (!w.done && this.steps.length < MAX_STEPS) {
+    while (!w.done && this.steps.length < (this.scene.maxSteps ?? MAX_STEPS)) {
       const records = [];
       const emit = (r) => {
         const result = w.apply(r);

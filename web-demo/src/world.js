@@ -127,7 +127,8 @@ export class World {
         name: r.node,
         label: r.label || r.node,
         group: r.group || r.node,
-        core: new this.api.LockService(cfg),
+        // a replayed recording starts from its snapshot (checked before the page shows it)
+        core: r.restore ? this.api.LockService.restore(r.restore.snapshot, r.restore.capacity) : new this.api.LockService(cfg),
         alive: true,
       };
       return;
@@ -194,9 +195,10 @@ export class World {
         resource: r.resource,
         lock: r.lock, // the lock that is meant to protect it (to SHOW corruption, not to decide)
         node: r.node,
+        quorum: r.quorum || null, // Redlock's nodes: the writer holds if a majority lists it
         fencing: !!r.fencing,
         http: !!r.http,
-        gate: r.fencing ? new this.api.FenceGate(4) : null,
+        gate: r.fencing ? new this.api.FenceGate(r.rows ?? 4) : null,
         rows: [], // {t, by, token, data, accepted, stale, reason}
         contents: {}, // part -> {by, token, stale}: what the resource holds now
         corrupted: false,
@@ -260,6 +262,7 @@ export class World {
   }
 
   applyHistory(r) {
+    if (!r.count) return;
     // Earlier runs of the job: real acquire/release cycles that advance the core's revision,
     // so the scene's grants carry the article's token numbers (34, 42, ...).
     const core = this.nodes[r.node].core;
@@ -398,28 +401,39 @@ export class World {
         row.highest = e.highest;
       }
     }
-    if (row.accepted) {
-      // Show what the fence would have prevented: does the lock service (the core) still
-      // list this writer's grant? It is only an observation for the picture; the dumb
-      // store acts on nothing.
-      const node = this.nodes[s.node];
-      const holders = node && node.alive ? node.core.holders(s.lock) : [];
-      const current = holders.some((h) => h.token === r.token && this.sessions[`${node.group}:${h.session}`] === c.id);
-      if (!current) {
-        row.stale = true;
-        s.corrupted = true;
-      }
+    // Show what the fence would have prevented (or wrongly refused): does the lock service
+    // (the core; for Redlock a majority of its cores) still list this writer's grant? It is
+    // only an observation for the picture; neither store acts on it.
+    const current = this.writerHolds(s, c, r.token);
+    if (row.accepted && !current) {
+      row.stale = true;
+      s.corrupted = true;
     }
+    if (!row.accepted && current) row.legit = true;
     if (row.accepted && r.part) s.contents[r.part] = { by: c.name, token: r.token, stale: row.stale };
     s.rows.push(row);
     const status = s.http ? (row.accepted ? '200 OK' : '412 Precondition Failed') : row.accepted ? 'accepted' : 'refused';
     row.status = status;
-    const what = `${c.name} writes ${JSON.stringify(r.data)} with token ${r.token} → ${status}${row.reason ? ` (${row.reason})` : ''}`;
+    const what = `${c.name} writes ${JSON.stringify(r.data)} with ${r.what ?? 'token'} ${r.token} → ${status}${row.reason ? ` (${row.reason})` : ''}`;
     this.addLog(s.label, what, row.accepted ? (row.stale ? 'bad' : 'good') : 'refused');
     this.flashes.push({ from: c.id, to: r.store, label: `write ${r.token}`, kind: row.accepted ? (row.stale ? 'bad' : 'good') : 'refused' });
     this.marks.push({ t: this.t, lane: c.id, kind: row.accepted ? (row.stale ? 'corrupt' : 'ok') : 'refused', label: `${r.token}` });
     this.marks.push({ t: this.t, lane: r.store, kind: row.accepted ? (row.stale ? 'corrupt' : 'ok') : 'refused', label: row.accepted ? `${r.token} ${s.http ? '200' : '✓'}` : `${r.token} ${s.http ? '412' : '✗'}` });
     if (!row.accepted) this.learnLost(c, `the storage refused token ${r.token} (highest ${row.highest})`);
+  }
+
+  /** Does the core (or a majority of the quorum's cores) list `c`'s grant of `token` now? */
+  writerHolds(s, c, token) {
+    if (s.quorum) {
+      const mine = s.quorum.filter((n) => {
+        const node = this.nodes[n];
+        return node && node.alive && node.core.holders(s.lock).some((h) => this.sessions[`${node.group}:${h.session}`] === c.id);
+      });
+      return mine.length * 2 > s.quorum.length;
+    }
+    const node = this.nodes[s.node];
+    const holders = node && node.alive ? node.core.holders(s.lock) : [];
+    return holders.some((h) => h.token === token && this.sessions[`${node.group}:${h.session}`] === c.id);
   }
 
   highest(storeName) {

@@ -6,7 +6,7 @@
 import { test, before, after, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { mkdirSync, copyFileSync } from 'node:fs';
+import { mkdirSync, copyFileSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
@@ -19,6 +19,9 @@ const BASE = process.env.DEMO_URL;
 if (!BASE) throw new Error('DEMO_URL is not set: run scripts/test-demo.sh');
 const OUT = path.join(root, 'web-demo', 'test-output');
 mkdirSync(OUT, { recursive: true });
+
+// scenes 1–5 (the articles' designs), 6 (Redlock), 7 (lock-delay)
+const SCENE_COUNT = 7;
 
 let browser;
 let page;
@@ -298,7 +301,7 @@ test('scene 5: ShardPay — lease 30 s, 45 s pause, token 42 gets 412 Preconditi
 
 test('phone width (390 px): no horizontal scrolling, every scene still renders', async () => {
   await open(1, { width: 390, height: 844 });
-  for (let s = 1; s <= 5; s += 1) {
+  for (let s = 1; s <= SCENE_COUNT; s += 1) {
     await page.click(`[data-testid=tab-${s}]`);
     await jumpToEnd();
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
@@ -341,7 +344,7 @@ async function layoutProblems() {
 test('layout: no swimlane marker covers a label and every node fits its panel (each step, 1280 and 390 px)', async () => {
   for (const size of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
     await open(1, size);
-    for (let s = 1; s <= 5; s += 1) {
+    for (let s = 1; s <= SCENE_COUNT; s += 1) {
       await page.click(`[data-testid=tab-${s}]`);
       const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
       for (let k = 1; k <= length; k += 1) {
@@ -366,7 +369,7 @@ test('random interventions (seeded) in every scene: the page never errors and ea
   const pick = (xs) => xs[Math.floor(rnd() * xs.length)];
   await open(1);
   try {
-    for (let s = 1; s <= 5; s += 1) {
+    for (let s = 1; s <= SCENE_COUNT; s += 1) {
       await page.click(`[data-testid=tab-${s}]`);
       for (let round = 0; round < 3; round += 1) {
         const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
@@ -695,8 +698,8 @@ test('keys and links: Home/End do not scroll the page, a step closes a stale men
   assert.equal(await page.getAttribute('[data-testid=tab-2]', 'aria-pressed'), 'true');
 });
 
-test('layout: the caption is on screen with the stage at every milestone (390×844), and the controls never move or cover the stage (1280×800)', async () => {
-  for (let s = 1; s <= 5; s += 1) {
+test('layout: the caption is on screen with the stage at every milestone and no control covers it (390×844), and the controls never move or cover the stage (1280×800)', async () => {
+  for (let s = 1; s <= SCENE_COUNT; s += 1) {
     await open(s, { width: 390, height: 844 });
     const steps = (await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.step);
     for (const k of steps) {
@@ -704,9 +707,15 @@ test('layout: the caption is on screen with the stage at every milestone (390×8
       await page.evaluate(() => window.scrollTo(0, 0));
       const r = await page.evaluate(() => {
         const b = (s) => document.querySelector(s).getBoundingClientRect();
-        return { stage: b('[data-testid=stage]'), dock: b('[data-testid=dock]'), h: innerHeight };
+        // every control (transport, header, the scene's own controls) and the narrative text
+        const controls = [...document.querySelectorAll('.transport, .top, #controls, #menu:not([hidden])')].map((e) => ({ what: e.className || e.id, box: e.getBoundingClientRect() }));
+        return { stage: b('[data-testid=stage]'), dock: b('[data-testid=dock]'), h: innerHeight, controls };
       });
       assert.ok(r.stage.top >= 0 && r.dock.bottom <= r.h, `scene ${s}, step ${k}: stage ${r.stage.top}–${r.stage.bottom}, caption ${r.dock.top}–${r.dock.bottom}, screen ${r.h}`);
+      for (const c of r.controls) {
+        const meet = c.box.left < r.dock.right && r.dock.left < c.box.right && c.box.top < r.dock.bottom && r.dock.top < c.box.bottom;
+        assert.ok(!meet, `scene ${s}, step ${k}: ${c.what} covers the caption`);
+      }
     }
   }
   await open(1, { width: 1280, height: 800 });
@@ -732,6 +741,14 @@ async function stageOverlaps() {
     for (let i = 0; i < boxes.length; i += 1) for (let j = i + 1; j < boxes.length; j += 1) if (meet(boxes[i].b, boxes[j].b)) found.push(`"${boxes[i].t}" overlaps "${boxes[j].t}"`);
     const W = svg.viewBox.baseVal.width;
     for (const { t, b } of boxes) if (b.x < 0 || b.x + b.width > W) found.push(`"${t}" runs off the stage`);
+    // the small boxes (Redlock's nodes, a phone's compact service and storage) hold their text
+    for (const g of svg.querySelectorAll('.rlnode, .node.compact')) {
+      const r = g.querySelector('rect.box').getBBox();
+      for (const t of g.querySelectorAll('text')) {
+        const b = t.getBBox();
+        if (t.textContent.trim() && (b.x < r.x || b.x + b.width > r.x + r.width + 0.5)) found.push(`"${t.textContent}" runs out of its box`);
+      }
+    }
     return found;
   });
 }
@@ -756,7 +773,7 @@ async function smallestDrawingText() {
 test('layout: no two stage labels overlap, and the drawings keep text legible (every step, 1280 and 390 px)', async () => {
   for (const size of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
     await open(1, size);
-    for (let s = 1; s <= 5; s += 1) {
+    for (let s = 1; s <= SCENE_COUNT; s += 1) {
       await page.click(`[data-testid=tab-${s}]`);
       const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
       for (let k = 1; k <= length; k += 1) {
@@ -793,7 +810,7 @@ test('contrast: the palette pairs and every text drawn in each scene meet WCAG A
   for (const [pair, r] of palette) assert.ok(r >= 4.5, `${pair}: ${r.toFixed(2)}:1`);
   // every text on the page, in every scene's end frame and at its milestones: colour on what is
   // really behind it (the halo it is drawn with, else the shape or box under its centre)
-  for (let s = 1; s <= 5; s += 1) {
+  for (let s = 1; s <= SCENE_COUNT; s += 1) {
     await page.click(`[data-testid=tab-${s}]`);
     const steps = [...new Set([...(await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.step)])];
     for (const k of steps) {
@@ -925,4 +942,372 @@ test('random interventions (seeded): every ending agrees with the recorded outpu
     throw e;
   }
   assert.equal(checked, 24);
+});
+
+// ------------------------------------------------------------------ scene 6: Redlock
+
+const outcomeNow = () => page.evaluate(() => window.fencelockDemo.outcome);
+const badge = (id) => page.getAttribute(`[data-testid=client-${id}]`, 'data-badge');
+
+test('scene 6, clock jump, "checks tokens" on: B collects N3–N5 while A still believes; the storage orders random values by luck, the consensus side refuses token 1', async () => {
+  await open(6);
+  await setSwitch('fencing', true);
+  // the story's stops, in order
+  const labels = (await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.label);
+  assert.deepEqual(labels.slice(0, 5), ['five nodes', 'A holds 3/5', 'A writes', 'N3 clock jumps', 'B holds 3/5']);
+  await scrubTo(await stepOf('N3 clock jumps'));
+  // N3's own clock jumped: the node shows it, and the caption says the same number
+  const n3 = await page.getAttribute('[data-testid=rl-N3]', 'data-clock');
+  assert.equal(n3, '13');
+  assert.match(await text('[data-testid=caption-text]'), /N3's clock jumps 10 s forward .* now reads t=13/);
+  assert.equal(await page.getAttribute('[data-testid=rl-N3]', 'data-holder'), '', 'A\'s key on N3 expired by N3\'s clock');
+  assert.equal(await page.getAttribute('[data-testid=rl-N1]', 'data-holder'), 'A');
+  await scrubTo(await stepOf('B holds 3/5'));
+  // two clients hold "the" lock: B by a majority of real cores, A by its own belief
+  assert.match(await badge('B'), /^holds \d+ · 3\/5$/);
+  assert.match(await badge('A'), /^believes \d+ · 2\/5$/);
+  for (const n of ['N3', 'N4', 'N5']) assert.equal(await page.getAttribute(`[data-testid=rl-${n}]`, 'data-holder'), 'B');
+  await jumpToEnd();
+  const o = await outcomeNow();
+  // seed 1: A's random value is the larger, so the storage refuses B (who held the lock) and takes A's stale write
+  assert.equal(o.redlock.safe, false);
+  assert.ok(o.redlock.refused.some((r) => r.by === 'B' && r.legit), JSON.stringify(o.redlock));
+  assert.equal(o.redlock.stale.length, 1);
+  assert.deepEqual(o.consensus.refused.map((r) => [r.token, r.highest]), [[1, 2]]);
+  assert.deepEqual(o.consensus.stale, []);
+  assert.equal(o.consensus.safe, true);
+  // the page says so
+  const state = await text('[data-testid=state]');
+  assert.match(state, /1 < 2/);
+  assert.match(await text('[data-testid=caption-text]'), /Checking tokens cannot help Redlock: its values are random, so their order means nothing — the storage turned away the rightful holder and let a stale writer through/);
+  assert.match(await text('[data-testid=caption-text]'), /Consensus: A's token 1 refused \(1 < 2\)/);
+  assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'corrupted');
+  await shot('scene-6-jump');
+});
+
+test('scene 6, clock jump, "checks tokens" off: both sides corrupt the data', async () => {
+  await open(6);
+  await setSwitch('fencing', false);
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.equal(o.redlock.corrupted, true);
+  assert.equal(o.consensus.corrupted, true);
+  assert.deepEqual(o.consensus.stale, [1]);
+  assert.deepEqual(o.consensus.refused, []);
+  assert.match(await text('[data-testid=caption-text]'), /Nothing checked anything: turn on "storage checks tokens" — it saves the consensus side, not Redlock/);
+  assert.equal(await page.locator('[data-testid=store] [data-testid=banner]').textContent(), 'DATA CORRUPTED');
+  assert.equal(await page.locator('[data-testid=store2] [data-testid=banner]').textContent(), 'DATA CORRUPTED');
+});
+
+test('scene 6, A pauses after acquiring: its validity runs out, B acquires on all five, A wakes and writes; fencing on and off', async () => {
+  await open(6);
+  await page.locator('[data-testid=param-scenario]').selectOption('pause');
+  await setSwitch('fencing', true);
+  const labels = (await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.label);
+  assert.deepEqual(labels, ['five nodes', 'A holds 5/5', 'A writes', 'A pauses', 'keys expire', 'B holds 5/5', labels[6], labels[7], 'outcome']);
+  await scrubTo(await stepOf('B holds 5/5'));
+  assert.match(await badge('A'), /^GC pause · believes \d+ · 0\/5$/);
+  assert.match(await badge('B'), /^holds \d+ · 5\/5$/);
+  await jumpToEnd();
+  let o = await outcomeNow();
+  assert.equal(o.redlock.safe, false, 'a random value cannot be fenced');
+  assert.deepEqual(o.consensus.refused.map((r) => [r.token, r.highest]), [[1, 2]]);
+  assert.equal(o.consensus.safe, true);
+  await setSwitch('fencing', false);
+  await jumpToEnd();
+  o = await outcomeNow();
+  assert.equal(o.redlock.corrupted, true);
+  assert.equal(o.consensus.corrupted, true);
+  // a pause shorter than the validity: nothing goes wrong on either side
+  await setSlider('pause', 5);
+  await jumpToEnd();
+  o = await outcomeNow();
+  assert.equal(o.redlock.safe, true, JSON.stringify(o));
+  assert.equal(o.consensus.safe, true, JSON.stringify(o));
+});
+
+test('scene 6: another seed makes the random values fall the other way — the stale write is refused, by luck, and the ending says so', async () => {
+  await open(6);
+  await setSwitch('fencing', true);
+  await setSlider('seed', 4);
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.deepEqual(o.redlock.stale, []);
+  assert.ok(o.redlock.refused.some((r) => r.by === 'A' && !r.legit), JSON.stringify(o.redlock));
+  assert.match(await text('[data-testid=caption-text]'), /Redlock's stale write was refused only because its random value happened to be lower: that is luck, not order/);
+});
+
+test('scene 6, Try this: no clock jump — B gets its majority only after A is done, and the storage still refuses B, the rightful holder, for its lower random value', async () => {
+  await open(6);
+  await setSwitch('fencing', true);
+  await setSlider('jump', 0);
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  assert.ok(!ms.some((m) => m.label === 'N3 clock jumps'), 'no jump, no jump milestone');
+  const bHolds = ms.find((m) => m.label === 'B holds 5/5');
+  assert.ok(bHolds, ms.map((m) => m.label).join(', '));
+  await scrubTo(bHolds.step);
+  assert.equal(await badge('A'), 'done');
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.deepEqual(o.redlock.stale, []);
+  assert.ok(o.redlock.refused.some((r) => r.by === 'B' && r.legit), JSON.stringify(o.redlock));
+  assert.equal(o.consensus.safe, true);
+});
+
+test('scene 6, story: the play key stops at every milestone in order, and each caption agrees with the stage', async () => {
+  await open(6);
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  for (const m of ms.slice(1)) {
+    await page.keyboard.press('Space');
+    await page.waitForSelector('body[data-playing="false"]');
+    assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), String(m.step), `stopped at "${m.label}"`);
+    const cap = await text('[data-testid=caption-text]');
+    // "X acquires on N of 5 (…)" → X's badge counts N nodes, and those nodes list X
+    const got = cap.match(/(A|B) acquires on (\d) of 5 \(([^)]*)\)/);
+    if (got) {
+      assert.match(await badge(got[1]), new RegExp(`· ${got[2]}/5$`));
+      for (const n of got[3].split(/, | and /)) assert.equal(await page.getAttribute(`[data-testid=rl-${n}]`, 'data-holder'), got[1], `${n} lists ${got[1]}`);
+    }
+    // "… is refused (a < b)" → a refused chip a < b
+    for (const r of cap.matchAll(/refused \((\d+) < (\d+)\)/g)) assert.match(await text('[data-testid=state]'), new RegExp(`${r[1]} < ${r[2]}`));
+  }
+});
+
+// ------------------------------------------------------------------ scene 7: lock-delay
+
+test('scene 7, lock-delay 6 s, pause 8 s: the service holds the lock free after A expires, A\'s late write drains before B starts', async () => {
+  await open(7);
+  await scrubTo(await stepOf('A expires'));
+  // the core's lock-delay, read from the service box: expired at t=8, held back until t=14
+  assert.equal(await page.locator('[data-testid=lock-delay]').textContent(), 'until t=14');
+  assert.match(await text('[data-testid=caption-text]'), /the service holds the lock free until t=14 \(lock-delay 6 s\)/);
+  await scrubTo(await stepOf('B gets 2'));
+  assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), String(await stepOf('B gets 2')));
+  assert.equal((await page.evaluate(() => window.fencelockDemo.milestones)).find((m) => m.label === 'B gets 2').t, 14);
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.equal(o.drain, 'drained');
+  assert.deepEqual(o.stale, [1]);
+  assert.equal(o.corrupted, false, 'B\'s run wrote over the drained write');
+  assert.match(await text('[data-testid=caption-text]'), /A's late write landed at t=12, .* before B started \(B was granted at t=14, when the 6 s lock-delay ended\): it drained/);
+  await shot('scene-7-drained');
+});
+
+test('scene 7: a write sent just before the expiry is on the wire and still lands (pause 4 s: sent at t=7, lands at t=8, drained)', async () => {
+  await open(7);
+  await setSlider('pause', 4);
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.equal(o.drain, 'drained');
+  assert.deepEqual(o.stale, [1]);
+  assert.match(await text('[data-testid=caption-text]'), /A's late write landed at t=8, after its session expired at t=8/);
+});
+
+test('scene 7: no lock-delay — B starts the moment A expires and A\'s late write lands inside B\'s run', async () => {
+  await open(7);
+  await setSlider('delay', 0);
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.equal(o.drain, 'broken');
+  assert.equal(o.corrupted, true);
+  assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'corrupted');
+  assert.match(await text('[data-testid=caption-text]'), /With no lock-delay, B started the moment A expired/);
+});
+
+test('scene 7: a pause longer than the lock-delay still breaks it; a pause shorter than the timeout never needed it', async () => {
+  await open(7);
+  await setSlider('pause', 16);
+  await jumpToEnd();
+  let o = await outcomeNow();
+  assert.equal(o.drain, 'broken');
+  assert.equal(o.corrupted, true);
+  assert.match(await text('[data-testid=caption-text]'), /The 6 s lock-delay covers a write that arrives within 6 s of the expiry; A was paused 16 s, and a pause has no bound/);
+  await setSlider('pause', 2);
+  await jumpToEnd();
+  o = await outcomeNow();
+  assert.equal(o.drain, 'ok');
+  assert.deepEqual(o.stale, []);
+  assert.match(await text('[data-testid=caption-text]'), /A's session never expired/);
+});
+
+// ------------------------------------------------------------------ recordings
+
+const SAMPLE = path.join(root, 'web-demo', 'recordings', 'paused-holder.flrec');
+const sampleText = () => readFileSync(SAMPLE, 'utf8');
+
+async function openRecording(buffer, name = 'paused-holder.flrec') {
+  await page.setInputFiles('[data-testid=rec-file]', { name, mimeType: 'text/plain', buffer: Buffer.from(buffer) });
+  await page.waitForSelector('body[data-recording]', { state: 'attached' });
+}
+
+/** The grants the recorded clients saw: [session, lock, token] from replies and events. */
+function recordedGrants(text) {
+  const out = [];
+  for (const row of text.trim().split('\n').slice(1)) {
+    const o = JSON.parse(row.split('\t')[0]);
+    if (o.reply?.kind === 'granted') out.push([o.input.session, o.input.lock, o.reply.token]);
+    for (const e of o.events ?? []) if (e.kind === 'granted') out.push([e.session, e.lock, e.token]);
+  }
+  return out;
+}
+
+test('replay: the sample recording opened with the file picker shows the recorded grants, tokens, expiry and refused write', async () => {
+  await open(1);
+  await openRecording(sampleText());
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'open');
+  assert.equal(await text('[data-testid=scene-title]'), 'Recording · paused-holder.flrec');
+  assert.equal(await page.getAttribute('[data-testid=tab-8]', 'aria-pressed'), 'true');
+  const grants = recordedGrants(sampleText());
+  assert.deepEqual(grants, [[1, 'jobs/reindex', 1], [3, 'cache/warm', 2], [2, 'jobs/reindex', 3]]);
+  // each recorded grant is a milestone, and at it the core's service box and the log show it
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  for (const [session, lock, token] of grants) {
+    const m = ms.find((x) => x.label === `session ${session} gets ${token}`);
+    assert.ok(m, `a milestone for session ${session}'s token ${token} (have ${ms.map((x) => x.label).join(', ')})`);
+    await scrubTo(m.step);
+    assert.match(await text('[data-testid=caption-text]'), new RegExp(`session ${session}.* granted "${lock.replace('/', '\\/')}" with token ${token}`));
+    assert.match(await text('[data-testid=log]'), new RegExp(`granted \\{session: ${session}, lock: "${lock.replace('/', '\\/')}", mode: "exclusive", token: ${token}\\}`));
+    if (lock === 'jobs/reindex') assert.match(await page.locator('[data-testid=service]').textContent(), new RegExp(`S${session} · token ${token}`));
+  }
+  await scrubTo((await page.evaluate(() => window.fencelockDemo.milestones)).find((x) => x.label === 'session 1 expires' || x.label === 'session 2 gets 3').step);
+  assert.match(await text('[data-testid=log]'), /sessionExpired \{session: 1\}/);
+  await jumpToEnd();
+  assert.equal(await page.locator('[data-testid=refused-1]').textContent(), '1 < 3');
+  assert.equal(await text('[data-testid=state-highest]'), '3');
+  assert.match(await text('[data-testid=caption-text]'), /End of the recording: 22 lines replayed into a fresh core, every answer the same as recorded/);
+  // the keyboard scrubs it like any scene
+  const end = Number(await page.getAttribute('[data-testid=clock]', 'data-step'));
+  await page.keyboard.press('ArrowLeft');
+  assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), String(end - 1));
+  await page.keyboard.press('Home');
+  assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), '1');
+  await shot('replay');
+});
+
+test('replay: search by lock name or session jumps to the lines that name it', async () => {
+  await open(1);
+  await openRecording(sampleText());
+  await page.locator('[data-testid=search]').fill('cache/warm');
+  await page.keyboard.press('Enter');
+  assert.match(await text('[data-testid=caption-text]'), /line 7\): session 3 is granted "cache\/warm" with token 2/);
+  assert.equal(await text('[data-testid=search-out]'), 'match 1 of 2 (line 7)');
+  await page.click('[data-testid=search-next]');
+  assert.match(await text('[data-testid=caption-text]'), /line 13\): session 3 releases "cache\/warm" \(token 2\)/);
+  assert.equal(await text('[data-testid=search-out]'), 'match 2 of 2 (line 13)');
+  // a session by number: every line that names session 1 (its open, acquire, keep-alive, expiry, refused keep-alive)
+  await page.locator('[data-testid=search]').fill('session 1');
+  await page.keyboard.press('Enter');
+  assert.match(await text('[data-testid=search-out]'), /^match \d+ of 5 \(line \d+\)$/);
+  assert.match(await text('[data-testid=caption-text]'), /session 1/);
+  await page.locator('[data-testid=search]').fill('no/such/lock');
+  await page.keyboard.press('Enter');
+  assert.equal(await text('[data-testid=search-out]'), 'no line names "no/such/lock"');
+});
+
+test('replay: a damaged recording is reported with its line and the page keeps working; a lying one too; drag and drop opens one', async () => {
+  await open(1);
+  const rows = sampleText().split('\n');
+  rows[4] = rows[4].replace('"token":1', '"token":9'); // line 5: damaged, its checksum no longer matches
+  await openRecording(rows.join('\n'), 'damaged.flrec');
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'error');
+  assert.match(await text('[data-testid=rec-error]'), /^Could not open damaged\.flrec: line 5: checksum mismatch/);
+  assert.equal(await text('[data-testid=scene-title]'), '1 · The GC pause', 'the page keeps its scene');
+  assert.equal(await page.locator('[data-testid=tab-8]').count(), 0);
+  await playToEnd(); // and it still plays
+  // a line that lies (checksum recomputed) is caught by the replay: the core answers otherwise
+  const { crc32 } = await import('../src/recording.js');
+  const lying = sampleText().split('\n');
+  const body = lying[4].split('\t')[0].replace('"token":1', '"token":9');
+  lying[4] = `${body}\t${crc32(body)}`;
+  await openRecording(lying.join('\n'), 'lying.flrec');
+  assert.match(await text('[data-testid=rec-error]'), /line 5: the core answers \{"kind":"granted","mode":"exclusive","token":1\}, the recording says .*"token":9/);
+  // drag and drop the good one onto the page
+  await page.evaluate((t) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([t], 'dropped.flrec', { type: 'text/plain' }));
+    document.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
+    document.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+  }, sampleText());
+  await page.waitForFunction(() => document.body.dataset.recording === 'open');
+  assert.equal(await text('[data-testid=scene-title]'), 'Recording · dropped.flrec');
+  assert.equal(await page.locator('[data-testid=rec-error]').isHidden(), true);
+});
+
+test('replay layout: no two stage labels overlap, no marker covers a label, text stays legible (every step, 1280 and 390 px)', async () => {
+  for (const size of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+    await open(1, size);
+    if (size.width < 600) {
+      // a phone opens it from "Try it" (the header keeps its row for the scenes): the real picker
+      const phoneOpen = page.locator('[data-testid=open-recording-phone]');
+      assert.equal(await phoneOpen.isVisible(), true);
+      const [chooser] = await Promise.all([page.waitForEvent('filechooser'), phoneOpen.click()]);
+      await chooser.setFiles(SAMPLE);
+      await page.waitForFunction(() => document.body.dataset.recording === 'open');
+      const tabs = await page.$eval('[data-testid=scene-tabs]', (n) => ({ row: n.getBoundingClientRect().height, pressed: n.querySelector('[aria-pressed="true"]').getBoundingClientRect().right <= n.getBoundingClientRect().right + 0.5 }));
+      assert.ok(tabs.row < 40, `one row of tabs (${tabs.row}px)`);
+      assert.ok(tabs.pressed, 'the recording\'s tab is scrolled into view');
+    } else {
+      assert.equal(await page.locator('[data-testid=open-recording-phone]').isVisible(), false);
+      await openRecording(sampleText());
+    }
+    const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+    for (let k = 1; k <= length; k += 1) {
+      await scrubTo(k);
+      assert.deepEqual(await stageOverlaps(), [], `step ${k}, ${size.width} px wide`);
+      assert.deepEqual(await layoutProblems(), [], `step ${k}, ${size.width} px wide`);
+      const small = await smallestDrawingText();
+      assert.ok(small.min >= 12 - 0.01, `step ${k}, ${size.width} px: "${small.which}" is drawn at ${small.min.toFixed(1)} px`);
+    }
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert.ok(overflow <= 0, `the page overflows by ${overflow}px`);
+  }
+  await shot('replay-phone');
+});
+
+test('scene 7, story: the play key stops at every milestone in order, and each lock-delay the caption names is the core\'s', async () => {
+  await open(7);
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  assert.deepEqual(ms.map((m) => m.label), ['A gets 1', 'A writes 1', 'A pauses', 'A expires', 'A sends 1', '1 lands', 'B gets 2', 'B writes 2', 'outcome']);
+  let delays = 0;
+  for (const m of ms.slice(1)) {
+    await page.keyboard.press('Space');
+    await page.waitForSelector('body[data-playing="false"]');
+    assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), String(m.step), `stopped at "${m.label}"`);
+    const cap = await text('[data-testid=caption-text]');
+    const held = cap.match(/held back until t=(\d+)|holds the lock free until t=(\d+)/);
+    if (held) {
+      delays += 1;
+      assert.equal(await page.locator('[data-testid=lock-delay]').textContent(), `until t=${held[1] ?? held[2]}`);
+    }
+    const got = cap.match(/grants the lock to the head of the queue, (A|B), with token (\d+)/);
+    if (got) assert.equal(await badge(got[1]), `holds ${got[2]}`);
+    if (m.label === 'B gets 2') assert.ok(got, cap);
+  }
+  assert.ok(delays >= 1, 'a caption named the lock-delay');
+});
+
+test('replay: a long recording shows the last 120 s of its timeline up to the cursor and the latest 400 log entries', async () => {
+  const { Recorder } = await import('../src/recording.js');
+  const api = createRequire(import.meta.url)(path.join(root, 'wasm', 'pkg', 'node', 'fencelock_wasm.js'));
+  const svc = new api.LockService({ sessions: 4, locks: 2, claims: 4 });
+  const rec = new Recorder(svc, { source: 'a long test run' });
+  const a = rec.handle({ kind: 'open_session', now: 0, ttl: 30 }).reply.session;
+  for (let now = 1; now <= 600; now += 1) {
+    rec.handle({ kind: 'keep_alive', now, session: a });
+    if (now % 10 === 0) rec.handle({ kind: 'acquire', now, session: a, lock: 'x', mode: 'exclusive', wait: 'none' });
+    if (now % 10 === 5 && now > 5) rec.handle({ kind: 'release', now, session: a, lock: 'x' });
+  }
+  await open(1);
+  await openRecording(rec.text(), 'long.flrec');
+  await jumpToEnd();
+  const ticks = await page.$$eval('[data-testid=swimlane] text.tick', (ts) => ts.map((t) => Number(t.textContent.replace('s', ''))));
+  assert.equal(Math.max(...ticks), 600);
+  assert.equal(Math.min(...ticks), 480, 'the window starts 120 s before the cursor');
+  assert.match(await text('[data-testid=log-earlier]'), /^\d+ earlier entries not shown$/);
+  assert.equal(await page.locator('[data-testid=log] li').count(), 401);
+  // the last grant is on the stage: token 60, from the core
+  assert.match(await page.locator('[data-testid=service]').textContent(), /S1 · token 60/);
+  await scrubTo(3);
+  const early = await page.$$eval('[data-testid=swimlane] text.tick', (ts) => ts.map((t) => Number(t.textContent.replace('s', ''))));
+  assert.equal(Math.min(...early), 0);
 });

@@ -17,7 +17,7 @@ export function pauseScene(cfg) {
   const W = cfg.words; // {store, token, refused, accepted}
 
   function setup(w, emit, P) {
-    emit({ op: 'node', create: true, node: 'svc', label: 'Lock service' });
+    emit({ op: 'node', create: true, node: 'svc', label: 'Lock service', config: { lockDelay: P.delay ?? 0 } });
     emit({ op: 'store', create: true, store: 'store', label: cfg.storeLabel, resource: cfg.resource, lock: cfg.lock, node: 'svc', fencing: P.fencing, http: cfg.http });
     const keeper = { interval: cfg.hb, margin: cfg.margin };
     emit({ op: 'client', create: true, id: A, name: A, group: 'svc', keeper, mem: { jobs: cfg.jobsA, lastHb: 0, checksLease: cfg.checksLease } });
@@ -47,6 +47,7 @@ export function pauseScene(cfg) {
 
   /** The ending, from the storage's rows, the recorded grants and expiries, and the clients. */
   function ending(w, P) {
+    if (cfg.text.ending) return `Outcome: ${cfg.text.ending(w, P, storeVerdict(w), facts(w))}`;
     const s = w.stores.store;
     const v = storeVerdict(w);
     const f = facts(w);
@@ -112,12 +113,20 @@ export function pauseScene(cfg) {
       if (c.status === 'running' && late && c.token != null && c.mem.sent !== idx && job?.do === 'write' && !c.lost) {
         // The payoff's first beat: the woken client sends the write it prepared before the
         // pause, still believing its token; the storage's answer is the next step.
-        emit({ op: 'client', id, mem: { sent: idx } });
+        emit({ op: 'client', id, mem: { sent: idx, sentToken: c.token } });
         emit({ op: 'flash', from: id, to: 'store', label: `write ${c.token}`, kind: 'msg' });
         ev.sent = { id, token: c.token, part: job.part, expired: facts(w).expiries.some((e) => e.id === id) };
         continue;
       }
       const before = job?.part ? w.stores.store.contents[job.part] : null;
+      if (c.mem.sent === idx && c.mem.sentToken != null && job?.do === 'write' && c.lost) {
+        // The second beat when the sender has meanwhile learnt it lost the lock: the write is
+        // already on the wire, so it reaches the storage all the same.
+        emit({ op: 'write', store: 'store', by: id, token: c.mem.sentToken, data: job.data, part: job.part });
+        emit({ op: 'client', id, mem: { next: idx + 1, prepared: null, sentToken: null, finished: true } });
+        ev.writes.push({ id, kind: 'write', row: w.stores.store.rows.at(-1), late: true, before });
+        continue;
+      }
       const did = runWorker(w, emit, id, wctx);
       for (const d of did) {
         if (d.kind === 'write') ev.writes.push({ id, ...d, before });
@@ -175,7 +184,7 @@ export function pauseScene(cfg) {
       if (!r.accepted)
         return { label: `${r.token} ${s.http ? '412' : 'refused'}`, focus: ['store', wr.id], text: `${r.token} < ${r.highest}: ${W.refused}. The ${W.store} has already seen ${W.token} ${r.highest}, so it rejects the lower one as stale. ${wr.id} learns it lost the lock the only way a paused process can: by being told after the fact.${cfg.text.refusedExtra ? ` ${cfg.text.refusedExtra}` : ''}` };
       if (r.stale && !s.fencing)
-        return { label: `${r.token} lands`, focus: ['store'], text: `The ${W.store} checks nothing: ${wr.id}'s write with ${r.token} lands${wr.before && wr.before.by !== wr.id ? ` on top of ${wr.before.by}'s ${wr.before.token}` : ''}, although the lock service gave the lock to ${g ? `${g.id} (${g.token})` : 'someone else'}.${cfg.text.staleExtra ? ` ${cfg.text.staleExtra}` : ''}` };
+        return { label: `${r.token} lands`, focus: ['store'], text: `The ${W.store} checks nothing: ${wr.id}'s write with ${r.token} lands${wr.before && wr.before.by !== wr.id ? ` on top of ${wr.before.by}'s ${wr.before.token}` : ''}, ${g ? `although the lock service gave the lock to ${g.id} (${g.token})` : 'although its session had expired'}.${cfg.text.staleExtra ? ` ${cfg.text.staleExtra}` : ''}` };
       if (r.stale)
         return { label: `${r.token} accepted`, focus: ['store'], text: `Accepted — yet ${wr.id} no longer holds the lock${g ? ` (${g.id} was granted ${g.token})` : ''}. The ${W.store}'s highest ${W.token} was ${highestBefore(s, r) ?? r.token}: ${g ? g.token : 'the newer token'} never reached it, so it had nothing higher to refuse against. A fence only knows the tokens that were written to it.` };
       const first = s.rows.filter((x) => x.byId === wr.id).length === 1;
@@ -216,11 +225,12 @@ export function pauseScene(cfg) {
         label: g ? `${g.id} gets ${g.token}` : `${x} expires`,
         focus: g ? ['svc', g.id] : ['svc'],
         text: `${who.join(' and ')} sent no heartbeat for the ${P.ttl}-second session timeout (${who.map(state).join('; ')}): the service expires the session and releases its lock.` +
-          (g ? ` In the same tick the head of the wait queue is notified: ${g.id} is granted ${W.token} ${g.token}.` : ' Nobody is waiting for it.') + still,
+          (g ? ` In the same tick the head of the wait queue is notified: ${g.id} is granted ${W.token} ${g.token}.` : cfg.text.noGrant?.(w, P) ?? ' Nobody is waiting for it.') + still,
       };
     }
     if (ev.granted.length) {
       const g = ev.granted[0];
+      if (!ev.released.length && cfg.text.grantAfterDelay) return { label: `${g.id} gets ${g.token}`, focus: ['svc', g.id], text: cfg.text.grantAfterDelay(w, g, P) };
       return { label: `${g.id} gets ${g.token}`, focus: ['svc', g.id], text: `${ev.released[0] ?? 'The holder'} released the lock: exactly one waiter is notified. ${g.id} is granted ${W.token} ${g.token}.` };
     }
     if (ev.released.length) return { text: `${ev.released.join(' and ')} released the lock; nobody is waiting for it.` };
@@ -228,6 +238,8 @@ export function pauseScene(cfg) {
     if (a.status === 'paused' && a.pausedBy === 'gc') {
       const d = deadlineOf(w, 'svc', a);
       if (d != null) return { text: `${A} is frozen (${t0(w, A)} of ${P.pause} seconds). ${B} keeps heartbeating; ${A} sends nothing. The service only sees silence; ${A}'s session deadline is t=${d}.` };
+      const own = cfg.text.frozen?.(w, P);
+      if (own) return { text: own };
       return { text: `${A} is still frozen and unaware. The lock belongs to someone else now; ${A} will wake at t=${a.mem.resumeAt} believing it holds ${a.token}. This gap is the danger window: a longer timeout only moves it.` };
     }
     return cfg.text.quiet?.(w, P, { deadline: (id) => deadlineOf(w, 'svc', w.clients[id]) }) ?? null;

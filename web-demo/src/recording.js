@@ -1,0 +1,283 @@
+// Recordings: what a lock service applied over a window, in a line-based format that a host
+// (this module's Recorder, over the wasm LockService) or a server can write, and that the
+// demo replays into a fresh core, checking every answer. The format is described in
+// docs/RECORDING.md. Plain ES module, no DOM: it runs in a browser and in node.
+//
+// Every line is `<JSON>\t<crc32>`: one JSON object, a tab, and the CRC-32 (IEEE) of the JSON
+// text's UTF-8 bytes as 8 lowercase hex digits. Line 1 is the header, every other line one
+// applied input (or one storage decision). Nothing in a recording is trusted: sizes are
+// limited, every line's checksum and shape is checked, and every answer is compared with
+// the one the real core gives when the input is replayed.
+
+export const FORMAT = 'fencelock-recording';
+export const VERSION = 1;
+/** Limits on what the page will read: bytes of a file, lines, bytes of one line. */
+export const LIMITS = { bytes: 8 * 1024 * 1024, lines: 20000, lineBytes: 16 * 1024 };
+
+const INPUT_KINDS = new Set(['open_session', 'keep_alive', 'close_session', 'acquire', 'release', 'cancel', 'tick']);
+
+// ------------------------------------------------------------------ CRC-32 (IEEE 802.3)
+
+const CRC_TABLE = (() => {
+  const t = new Uint32Array(256);
+  for (let n = 0; n < 256; n += 1) {
+    let c = n;
+    for (let k = 0; k < 8; k += 1) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    t[n] = c >>> 0;
+  }
+  return t;
+})();
+
+/** CRC-32 of a string's UTF-8 bytes, as 8 lowercase hex digits. Cost: O(length). */
+export function crc32(text) {
+  const bytes = new TextEncoder().encode(text);
+  let c = 0xffffffff;
+  for (const b of bytes) c = CRC_TABLE[(c ^ b) & 0xff] ^ (c >>> 8);
+  return ((c ^ 0xffffffff) >>> 0).toString(16).padStart(8, '0');
+}
+
+const hex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+
+function unhex(s) {
+  if (typeof s !== 'string' || s.length % 2 || !/^[0-9a-f]*$/.test(s)) return null;
+  const out = new Uint8Array(s.length / 2);
+  for (let i = 0; i < out.length; i += 1) out[i] = parseInt(s.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
+
+/** A JSON text of `v`, refusing what JSON cannot carry exactly (bigints). */
+function json(v) {
+  return JSON.stringify(v, (_, x) => {
+    if (typeof x === 'bigint') throw new RangeError('a recording holds numbers up to 2^53 - 1; this value is a bigint');
+    return x;
+  });
+}
+
+const line = (obj) => {
+  const text = json(obj);
+  return `${text}\t${crc32(text)}`;
+};
+
+// ------------------------------------------------------------------ writing
+
+/**
+ * Records what a wasm `LockService` applies, in the recording format. Wrap the service
+ * once, before its first input of the window; then call `handle(input)` instead of
+ * `svc.handle(input)` (same argument, same answer, same throw), and `admit(...)` for each
+ * storage decision you want the replay to show. `text()` is the recording so far.
+ *
+ * Cost: one snapshot at construction (O(tables)), then O(size of the answer) per input.
+ * Errors: whatever `svc.handle` throws is rethrown; a refusal by the core is recorded first
+ * (its advance to `now` stood), a binding refusal (`out_of_range`, `bad_argument`) is not
+ * recorded (nothing was applied). A value a JSON number cannot hold exactly throws a
+ * `RangeError` before anything is recorded.
+ */
+export class Recorder {
+  /**
+   * @param svc    the wasm LockService (its state now is the recording's start)
+   * @param source free text naming where this comes from (a host, a cluster, a test)
+   */
+  constructor(svc, { source = 'host' } = {}) {
+    this.svc = svc;
+    this.lines = [line({ format: FORMAT, version: VERSION, source, capacity: svc.capacity(), config: svc.config(), snapshot: hex(svc.snapshot()) })];
+  }
+
+  /** Applies `input` ({kind, now, …}, as LockService.handle takes it) and records it. */
+  handle(input) {
+    json(input); // a bigint cannot be recorded: refuse before applying
+    let answer;
+    try {
+      answer = this.svc.handle(input);
+    } catch (e) {
+      if (e && typeof e.code === 'string' && e.errno < 700) this.lines.push(line({ now: input.now, input, error: e.code, events: e.events ?? [] }));
+      throw e;
+    }
+    this.lines.push(line({ now: input.now, input, reply: answer.reply, events: answer.events }));
+    return answer;
+  }
+
+  /** Records a storage decision: `gate.admit(resource, token)` at `now` (true = accepted). */
+  admit(gate, now, resource, token) {
+    let ok = true;
+    let highest = null;
+    try {
+      gate.admit(resource, token);
+    } catch (e) {
+      if (!e || e.code !== 'stale') throw e;
+      ok = false;
+      highest = e.highest;
+    }
+    this.lines.push(line({ now, admit: { resource, token }, result: ok ? 'accepted' : 'stale', ...(ok ? {} : { highest }) }));
+    return ok;
+  }
+
+  /** The recording: its lines, each ending in a newline. Cost: O(size). */
+  text() {
+    return `${this.lines.join('\n')}\n`;
+  }
+}
+
+// ------------------------------------------------------------------ reading
+
+/** A recording that cannot be replayed: `line` (1-based) and `reason`. */
+export class RecordingError extends Error {
+  constructor(lineNo, reason) {
+    super(`line ${lineNo}: ${reason}`);
+    this.name = 'RecordingError';
+    this.line = lineNo;
+    this.reason = reason;
+  }
+}
+
+const isObj = (x) => x !== null && typeof x === 'object' && !Array.isArray(x);
+const isU = (x) => Number.isSafeInteger(x) && x >= 0;
+
+function only(obj, keys, n, what) {
+  for (const k of Object.keys(obj)) if (!keys.includes(k)) throw new RecordingError(n, `${what} has an unknown field "${k}"`);
+}
+
+/** Splits and checks the lines: sizes, checksums, JSON, shapes. Returns {header, entries}. */
+export function parseRecording(text) {
+  if (typeof text !== 'string') throw new RecordingError(0, 'not text');
+  if (text.length > LIMITS.bytes) throw new RecordingError(0, `the file is larger than ${LIMITS.bytes} bytes`);
+  const rows = text.split('\n');
+  if (rows.at(-1) === '') rows.pop();
+  if (!rows.length) throw new RecordingError(1, 'the file is empty');
+  if (rows.length > LIMITS.lines) throw new RecordingError(LIMITS.lines + 1, `more than ${LIMITS.lines} lines`);
+  const objs = rows.map((row, i) => {
+    const n = i + 1;
+    if (row.length > LIMITS.lineBytes) throw new RecordingError(n, `longer than ${LIMITS.lineBytes} characters`);
+    const tab = row.lastIndexOf('\t');
+    if (tab < 0) throw new RecordingError(n, 'no checksum (each line is JSON, a tab, and its CRC-32)');
+    const body = row.slice(0, tab);
+    const sum = row.slice(tab + 1).replace(/\r$/, '');
+    if (!/^[0-9a-f]{8}$/.test(sum)) throw new RecordingError(n, `the checksum "${sum.slice(0, 12)}" is not 8 hex digits`);
+    if (crc32(body) !== sum) throw new RecordingError(n, `checksum mismatch (the line says ${sum}, its text has ${crc32(body)}): the line was changed or damaged`);
+    let obj;
+    try {
+      obj = JSON.parse(body);
+    } catch (e) {
+      throw new RecordingError(n, `not JSON (${e.message})`);
+    }
+    if (!isObj(obj)) throw new RecordingError(n, 'not a JSON object');
+    return obj;
+  });
+  const header = objs[0];
+  if (header.format !== FORMAT) throw new RecordingError(1, `not a fencelock recording (format is ${JSON.stringify(header.format)})`);
+  if (header.version !== VERSION) throw new RecordingError(1, `version ${JSON.stringify(header.version)} is not supported (this page reads ${VERSION})`);
+  only(header, ['format', 'version', 'source', 'capacity', 'config', 'snapshot'], 1, 'the header');
+  if (!isObj(header.capacity) || !['sessions', 'locks', 'claims'].every((k) => isU(header.capacity[k]))) throw new RecordingError(1, 'the header has no capacity {sessions, locks, claims}');
+  if (!isObj(header.config)) throw new RecordingError(1, 'the header has no config');
+  if (!unhex(header.snapshot)) throw new RecordingError(1, 'the header\'s snapshot is not hex');
+  let last = 0;
+  const entries = objs.slice(1).map((o, i) => {
+    const n = i + 2;
+    if (!isU(o.now)) throw new RecordingError(n, '"now" is not a non-negative integer');
+    if (o.now < last) throw new RecordingError(n, `"now" goes back (${o.now} after ${last})`);
+    last = o.now;
+    if ('admit' in o) {
+      only(o, ['now', 'admit', 'result', 'highest'], n, 'a storage line');
+      if (!isObj(o.admit) || typeof o.admit.resource !== 'string' || !isU(o.admit.token)) throw new RecordingError(n, 'admit needs {resource, token}');
+      if (o.result !== 'accepted' && o.result !== 'stale') throw new RecordingError(n, 'result must be "accepted" or "stale"');
+      return { line: n, kind: 'admit', ...o };
+    }
+    only(o, ['now', 'input', 'reply', 'error', 'events'], n, 'an input line');
+    if (!isObj(o.input) || !INPUT_KINDS.has(o.input.kind)) throw new RecordingError(n, `unknown input ${JSON.stringify(o.input?.kind)}`);
+    if (o.input.now !== o.now) throw new RecordingError(n, `the input's now (${o.input.now}) is not the line's (${o.now})`);
+    if (('reply' in o) === ('error' in o)) throw new RecordingError(n, 'an input line has exactly one of "reply" and "error"');
+    if (!Array.isArray(o.events)) throw new RecordingError(n, '"events" is not a list');
+    return { line: n, kind: 'input', ...o };
+  });
+  return { header, entries };
+}
+
+/** Deep equality of JSON values (key order ignored). */
+function same(a, b) {
+  if (a === b) return true;
+  if (typeof a !== typeof b || a === null || b === null || typeof a !== 'object') return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  return ka.length === kb.length && ka.every((k) => same(a[k], b[k]));
+}
+
+const say = (x) => (x === undefined ? 'nothing' : json(x));
+
+/**
+ * Opens the recording's start in a fresh core: `LockService.restore(snapshot, capacity)`,
+ * checked against the header's config. Throws RecordingError naming line 1.
+ */
+export function startOf(api, header) {
+  let svc;
+  try {
+    svc = api.LockService.restore(unhex(header.snapshot), header.capacity);
+  } catch (e) {
+    throw new RecordingError(1, `the core refuses the starting snapshot: ${e.code ?? ''} ${e.message}`);
+  }
+  const cfg = svc.config();
+  for (const k of Object.keys(header.config)) {
+    if (!same(cfg[k], header.config[k])) {
+      svc.free?.();
+      throw new RecordingError(1, `the snapshot's ${k} is ${say(cfg[k])}, the header says ${say(header.config[k])}`);
+    }
+  }
+  return svc;
+}
+
+/**
+ * Applies one entry to `svc` (and `gates`, resource → FenceGate) and checks the answer
+ * against the recording. Returns {reply, events, error, admitted}; throws RecordingError.
+ */
+export function applyEntry(api, svc, gates, e) {
+  if (e.kind === 'admit') {
+    const { resource, token } = e.admit;
+    let gate = gates.get(resource);
+    if (!gate) {
+      gate = new api.FenceGate(64);
+      gates.set(resource, gate);
+    }
+    let result = 'accepted';
+    let highest = null;
+    try {
+      gate.admit(resource, token);
+    } catch (err) {
+      if (!err || err.code !== 'stale') throw new RecordingError(e.line, `the fence refuses the write: ${err?.code ?? err}`);
+      result = 'stale';
+      highest = err.highest;
+    }
+    if (result !== e.result) throw new RecordingError(e.line, `the fence says ${result} for token ${token}${highest != null ? ` (highest ${highest})` : ''}, the recording says ${e.result}`);
+    return { admitted: { resource, token, result, highest } };
+  }
+  let got;
+  try {
+    got = svc.handle(e.input);
+  } catch (err) {
+    if (!err || typeof err.code !== 'string') throw err;
+    if (!('error' in e)) throw new RecordingError(e.line, `the core refuses ${e.input.kind}: ${err.code} (${err.message}); the recording says it answered ${say(e.reply)}`);
+    if (err.code !== e.error) throw new RecordingError(e.line, `the core refuses with ${err.code}, the recording says ${e.error}`);
+    if (!same(err.events ?? [], e.events)) throw new RecordingError(e.line, `the refusal's events differ: the core gives ${say(err.events ?? [])}, the recording ${say(e.events)}`);
+    return { error: err.code, events: err.events ?? [] };
+  }
+  if ('error' in e) throw new RecordingError(e.line, `the core answers ${say(got.reply)}, the recording says it refused with ${e.error}`);
+  if (!same(got.reply, e.reply)) throw new RecordingError(e.line, `the core answers ${say(got.reply)}, the recording says ${say(e.reply)}`);
+  if (!same(got.events, e.events)) throw new RecordingError(e.line, `the events differ: the core gives ${say(got.events)}, the recording ${say(e.events)}`);
+  return got;
+}
+
+/**
+ * Parses `text` and replays it all into a fresh core, checking every line. Returns the
+ * parsed recording; throws RecordingError (line and reason) at the first problem.
+ * Cost: O(lines × answer size); the cores it made are freed.
+ */
+export function verifyRecording(api, text) {
+  const rec = parseRecording(text);
+  const svc = startOf(api, rec.header);
+  const gates = new Map();
+  try {
+    for (const e of rec.entries) applyEntry(api, svc, gates, e);
+  } finally {
+    svc.free?.();
+    for (const g of gates.values()) g.free?.();
+  }
+  return rec;
+}

@@ -1,0 +1,230 @@
+// The "scene" of an opened recording: each recorded line is one step, replayed into a fresh
+// wasm core restored from the recording's snapshot (and, for storage lines, a real
+// FenceGate), so the page shows the same timeline as the scenes: sessions, holds, queues,
+// tokens, expiries, refused writes. The whole recording was already replayed and checked
+// line by line (recording.js, verifyRecording) before this scene is built; here every line
+// is applied again through the same checks, so the picture is the core's, never the file's.
+
+import { applyEntry } from '../recording.js';
+import { notesOf } from '../world.js';
+
+const unhex = (s) => Uint8Array.from(s.match(/../g) ?? [], (b) => parseInt(b, 16));
+const MAX_LANES = 8;
+
+/** The sessions, locks and resources a recording names, in order of first mention. */
+function cast(rec) {
+  const sessions = [];
+  const locks = new Map();
+  const resources = [];
+  const see = (s) => s != null && !sessions.includes(s) && sessions.push(s);
+  for (const e of rec.entries) {
+    if (e.kind === 'admit') {
+      if (!resources.includes(e.admit.resource)) resources.push(e.admit.resource);
+      continue;
+    }
+    if (e.reply?.kind === 'opened') see(e.reply.session);
+    see(e.input.session);
+    if (e.input.lock) locks.set(e.input.lock, (locks.get(e.input.lock) ?? 0) + 1);
+    for (const ev of e.events) {
+      see(ev.session);
+      if (ev.lock) locks.set(ev.lock, (locks.get(ev.lock) ?? 0) + 1);
+    }
+  }
+  return { sessions, locks: [...locks.entries()].sort((a, b) => b[1] - a[1]).map(([l]) => l), resources };
+}
+
+const sid = (s) => `s${s}`;
+
+/** A short form of a recorded input for the log. */
+function fmt(i) {
+  const args = Object.entries(i).filter(([k]) => k !== 'kind').map(([k, v]) => `${k}: ${typeof v === 'string' ? JSON.stringify(v) : JSON.stringify(v)}`);
+  return `${i.kind}(${args.join(', ')})`;
+}
+
+/**
+ * Builds the scene of a verified recording `rec` (from verifyRecording) named `name`.
+ * `lock` picks the lock the service box shows (default: the most mentioned).
+ */
+export function replayScene(rec, name, { lock } = {}) {
+  const { sessions, locks, resources } = cast(rec);
+  const shown = sessions.slice(0, MAX_LANES);
+  const t0 = rec.entries[0]?.now ?? 0;
+  const mainLock = lock ?? locks[0] ?? '';
+  const tokenOwner = new Map(); // token -> {session, lock}, from the recorded grants
+
+  function ensureClient(w, s) {
+    if (s == null || w.clients[sid(s)]) return w.clients[sid(s)];
+    w.applyClient({ create: true, id: sid(s), name: `S${s}`, group: 'svc' });
+    w.clients[sid(s)].session = s;
+    w.sessions[`svc:${s}`] = sid(s);
+    return w.clients[sid(s)];
+  }
+
+  function apply(w, r) {
+    if (r.kind !== 'entry') throw new Error(`unknown scene op ${r.kind}`);
+    const e = rec.entries[r.i];
+    w.custom.i = r.i + 1;
+    w.custom.line = e.line;
+    const node = w.nodes.svc;
+    if (e.kind === 'admit') {
+      const owner = tokenOwner.get(e.admit.token);
+      const by = ensureClient(w, owner?.session) ?? ensureClient(w, 0);
+      const store = resources.indexOf(e.admit.resource) === 0 ? 'store' : `store:${e.admit.resource}`;
+      w.applyWrite({ store, by: by.id, token: e.admit.token, data: `write with token ${e.admit.token}` });
+      return;
+    }
+    let answer;
+    try {
+      answer = applyEntry(w.api, node.core, new Map(), e);
+    } catch (err) {
+      // verified before the scene was built: a difference now is a bug of the page, say so
+      w.addLog('replay', `line ${e.line}: ${err.message}`, 'bad');
+      return;
+    }
+    const by = e.reply?.kind === 'opened' ? ensureClient(w, e.reply.session) : ensureClient(w, e.input.session);
+    for (const ev of answer.events ?? []) ensureClient(w, ev.session);
+    if (e.input.kind !== 'tick') w.addLog(by?.name ?? 'host', `→ service (line ${e.line}): ${fmt(e.input)}`, 'in');
+    if (answer.error) {
+      w.addLog('Lock service', `refused ${e.input.kind}: ${answer.error}`, 'bad');
+      if (by) w.flashes.push({ from: by.id, to: 'svc', label: `${e.input.kind} ✗`, kind: 'bad' });
+      if (by && answer.error === 'unknown_session') w.learnLost(by, `its ${e.input.kind} was refused: unknown_session`);
+      w.deliver(node, {}, null, notesOf(e.input, { reply: {}, events: answer.events }));
+      return;
+    }
+    if (by && e.input.kind !== 'open_session') w.flashes.push({ from: by.id, to: 'svc', label: e.input.kind.replace('_', ' '), kind: e.input.kind === 'keep_alive' ? 'hb' : 'msg' });
+    if (e.reply?.kind === 'opened') {
+      by.expiresAt = e.reply.expiresAt;
+      by.lost = false;
+    }
+    const notes = notesOf(e.input, answer).filter((n) => n.type !== 'sessionOpened');
+    for (const n of notes) if (n.type === 'granted') tokenOwner.set(n.token, { session: n.session, lock: n.lock });
+    w.deliver(node, {}, by, notes);
+  }
+
+  /** This step's caption and milestone, from the answer the core gave. */
+  function describe(w, e) {
+    const who = (s) => `session ${s}`;
+    const at = `t=${e.now - t0} (now ${e.now}, line ${e.line})`;
+    if (e.kind === 'admit') {
+      const row = Object.values(w.stores).flatMap((x) => x.rows).at(-1);
+      const owner = tokenOwner.get(e.admit.token);
+      if (row && !row.accepted) return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${owner ? ` (${who(owner.session)}'s)` : ''} is refused by the fence: ${e.admit.token} < ${row.highest}.`, label: `${e.admit.token} refused`, focus: ['store'] };
+      return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${owner ? ` (${who(owner.session)}'s)` : ''} is accepted; the fence's highest is ${w.highest('store') ?? e.admit.token}.`, label: null };
+    }
+    const parts = [];
+    let label = null;
+    let focus = [];
+    const r = e.reply;
+    if (e.error) {
+      parts.push(`${e.input.session != null ? who(e.input.session) : 'the host'}'s ${e.input.kind} is refused: ${e.error}.`);
+      label = `${e.input.kind} ✗`;
+      focus = [sid(e.input.session)];
+    } else if (r.kind === 'opened') parts.push(`${who(r.session)} opens, expiring at now ${r.expiresAt}.`);
+    else if (r.kind === 'granted') {
+      parts.push(`${who(e.input.session)} is granted ${JSON.stringify(e.input.lock)} with token ${r.token}.`);
+      label = `${who(e.input.session)} gets ${r.token}`;
+      focus = [sid(e.input.session), 'svc'];
+    } else if (r.kind === 'queued') parts.push(`${who(e.input.session)} waits for ${JSON.stringify(e.input.lock)} (queue position ${r.position}).`);
+    else if (r.kind === 'busy') parts.push(`${who(e.input.session)} is told ${JSON.stringify(e.input.lock)} is busy.`);
+    else if (r.kind === 'released') parts.push(`${who(e.input.session)} releases ${JSON.stringify(e.input.lock)} (token ${r.token}).`);
+    else if (r.kind === 'kept_alive') parts.push(`${who(e.input.session)} keeps its session alive, now until ${r.expiresAt}.`);
+    else if (r.kind === 'closed') parts.push(`${who(e.input.session)} closes its session.`);
+    else if (r.kind === 'ticked') parts.push(`The service's clock reaches ${r.now}.`);
+    else parts.push(`${e.input.kind}: ${r.kind}.`);
+    for (const ev of e.events) {
+      if (ev.kind === 'session_expired') {
+        parts.push(`${who(ev.session)} expired (no keep-alive in time).`);
+        label = `${who(ev.session)} expires`;
+        focus = ['svc'];
+      } else if (ev.kind === 'granted') {
+        parts.push(`${who(ev.session)}, waiting, is granted ${JSON.stringify(ev.lock)} with token ${ev.token}.`);
+        label = `${who(ev.session)} gets ${ev.token}`;
+        focus = ['svc', sid(ev.session)];
+      } else if (ev.kind === 'released') parts.push(`${who(ev.session)}'s hold of ${JSON.stringify(ev.lock)} (token ${ev.token}) is released: ${ev.reason}.`);
+      else if (ev.kind === 'wait_timed_out') parts.push(`${who(ev.session)}'s wait for ${JSON.stringify(ev.lock)} timed out.`);
+    }
+    return { text: `${at}: ${parts.join(' ')}`, label, focus };
+  }
+
+  function step(w, emit) {
+    const i = w.custom.i ?? -1;
+    if (i < 0) {
+      emit({ op: 'time', t: 0 });
+      emit({ op: 'node', create: true, node: 'svc', label: 'Lock service', group: 'svc', restore: { snapshot: unhex(rec.header.snapshot), capacity: rec.header.capacity } });
+      resources.forEach((res, k) => emit({ op: 'store', create: true, store: k === 0 ? 'store' : `store:${res}`, label: res.length <= 12 ? `Storage · ${res}` : 'Storage', resource: res, lock: mainLock, node: 'svc', fencing: true, rows: 64 }));
+      emit({ op: 'custom', kind: 'start' });
+      emit({ op: 'caption', text: `The recording's start: a core restored from its snapshot (${rec.header.capacity.sessions} sessions, ${rec.header.capacity.locks} locks). Play, step or scrub through its ${rec.entries.length} lines.` });
+      return;
+    }
+    const e = rec.entries[i];
+    if (!e) {
+      emit({ op: 'time', t: w.t });
+      emit({ op: 'milestone', n: null, label: 'end of recording', focus: [] });
+      emit({ op: 'caption', text: `End of the recording: ${rec.entries.length} lines replayed into a fresh core, every answer the same as recorded.` });
+      emit({ op: 'done' });
+      return;
+    }
+    emit({ op: 'time', t: e.now - t0 });
+    emit({ op: 'custom', kind: 'entry', i });
+    const d = describe(w, e);
+    if (d.label) emit({ op: 'milestone', n: w.milestones.filter((m) => m.n != null).length + 1, label: d.label, focus: d.focus.filter(Boolean) });
+    emit({ op: 'caption', text: d.text });
+  }
+
+  const lanes = [...shown.map((s) => ({ id: sid(s), label: `S${s}` })), ...(resources.length ? [{ id: 'store', label: 'Storage' }] : [])];
+  return {
+    key: 'replay',
+    title: `Recording · ${name}`,
+    short: 'Recording',
+    lede: `${rec.entries.length} recorded lines from ${rec.header.source ?? 'a host'}, replayed into a fresh core from the recorded snapshot. Search by lock name or session to jump to it.`,
+    params: {},
+    tryThis: null,
+    lock: mainLock,
+    locks,
+    sessions,
+    maxSteps: rec.entries.length + 2,
+    laneWindow: 120, // a long recording's timeline shows the 120 s up to the cursor
+    lanes,
+    clients: shown.map(sid),
+    step,
+    apply(w, r) {
+      if (r.kind === 'start') {
+        w.custom.i = 0;
+        return;
+      }
+      apply(w, r);
+    },
+    outcome: () => null,
+    /** The steps (1-based) whose line names `q` (a lock, a resource, or a session number). */
+    find(q) {
+      const query = q.trim().replace(/^session\s+/i, '');
+      if (!query) return [];
+      const num = /^\d+$/.test(query) ? Number(query) : null;
+      const hits = [];
+      rec.entries.forEach((e, i) => {
+        const names = [e.input?.lock, e.admit?.resource, ...(e.events ?? []).map((x) => x.lock)].filter(Boolean);
+        const ss = [e.input?.session, e.reply?.session, ...(e.events ?? []).map((x) => x.session)].filter((x) => x != null);
+        if ((num != null && ss.includes(num)) || names.some((n) => n.includes(query))) hits.push(i + 2); // step 1 is the setup
+      });
+      return hits;
+    },
+    layout: (w, narrow) => {
+      const n = shown.length;
+      if (narrow) {
+        const rows = Math.ceil(n / 4);
+        const top = 44;
+        // a session appears when the recording first names it; the places are fixed
+        const nodes = shown.map((s, k) => ({ id: sid(s), kind: 'client', x: 60 + (k % 4) * 94, y: top + Math.floor(k / 4) * 84, small: true, noLease: true })).filter((x) => w.clients[x.id]);
+        const sy = top + rows * 84 + 30;
+        nodes.push({ id: 'svc', kind: 'service', x: 200, y: sy, lock: mainLock, compact: true });
+        if (resources.length) nodes.push({ id: 'store', kind: 'store', x: 200, y: sy + 100, compact: true });
+        return { width: 400, height: sy + (resources.length ? 150 : 50), nodes };
+      }
+      const H = Math.max(300, 40 + n * 64);
+      const nodes = shown.map((s, k) => ({ id: sid(s), kind: 'client', x: 90, y: 34 + k * 64, small: true, side: 'right', noLease: true })).filter((x) => w.clients[x.id]);
+      nodes.push({ id: 'svc', kind: 'service', x: 440, y: H / 2, lock: mainLock });
+      if (resources.length) nodes.push({ id: 'store', kind: 'store', x: 690, y: H / 2 });
+      return { width: 800, height: H, nodes };
+    },
+  };
+}
