@@ -414,6 +414,12 @@ impl LogStore {
         self.flushed.clone()
     }
 
+    /// The last log id purged from the log (`None`: it still holds every entry from the
+    /// first). Cost: O(1).
+    pub fn last_purged(&self) -> Option<LogId> {
+        self.lock().last_purged
+    }
+
     /// The last log id in the log. Cost: O(log n).
     pub fn last_log_id(&self) -> Option<LogId> {
         let g = self.lock();

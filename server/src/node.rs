@@ -130,13 +130,16 @@ pub struct Node {
 impl Node {
     /// Opens the node's storage in `config.dir` and starts openraft over `network`.
     ///
-    /// Errors: I/O errors opening the log or the snapshot, openraft start-up errors.
+    /// Errors: I/O errors opening the log or the snapshot; a damaged log, or a corrupt
+    /// snapshot over a compacted log (`InvalidData`, naming the file: see
+    /// [`StateMachine::open_checked`]); openraft start-up errors.
     pub async fn start<N>(config: NodeConfig, network: N) -> io::Result<Arc<Node>>
     where
         N: RaftNetworkFactory<TypeConfig>,
     {
         let log = LogStore::open(&config.dir)?;
-        let (sm, shared) = StateMachine::open(&config.dir, config.service)?;
+        let (sm, shared) =
+            StateMachine::open_checked(&config.dir, config.service, log.last_purged())?;
         let raft_config = openraft::Config {
             cluster_name: "fencelock".into(),
             heartbeat_interval: config.heartbeat_ms,
