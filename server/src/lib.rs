@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod disk;
 pub mod frame;
 pub mod log_store;
 // openraft's RPC error types are large; their size is dictated by the RaftNetwork trait.
@@ -21,6 +22,7 @@ pub mod mem_network;
 #[allow(clippy::result_large_err)]
 pub mod net;
 pub mod node;
+pub mod ops;
 pub mod proposer;
 pub mod protocol;
 pub mod state_machine;

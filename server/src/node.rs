@@ -30,7 +30,9 @@ use openraft::network::RaftNetworkFactory;
 use openraft::ServerState;
 use tokio::task::JoinHandle;
 
+use crate::disk::DiskHealth;
 use crate::log_store::LogStore;
+use crate::ops::NodeStats;
 use crate::proposer::Proposer;
 use crate::protocol::{ClientError, Reply, Request, WaitSpec};
 use crate::state_machine::{PushSink, ServiceConfig, Shared, StateMachine};
@@ -57,6 +59,10 @@ pub struct NodeConfig {
     pub election_ms: (u64, u64),
     /// Build a snapshot (and purge the log before it) after this many applied entries.
     pub snapshot_logs: u64,
+    /// The longest session ttl (ms) a client may open; a longer one is refused with
+    /// `ClientError::Limit { kind: "ttl_too_long" }` before anything is proposed. `None`:
+    /// only the core's own bound.
+    pub max_ttl_ms: Option<u64>,
     /// Accept only loopback `host:port` addresses for a new member (true for TCP nodes;
     /// the in-process test network names nodes `mem:N`).
     pub loopback_members: bool,
@@ -78,6 +84,7 @@ impl NodeConfig {
             heartbeat_ms: 50,
             election_ms: (300, 600),
             snapshot_logs: 20_000,
+            max_ttl_ms: None,
             loopback_members: true,
         }
     }
@@ -119,11 +126,14 @@ pub struct Node {
     pub shared: Arc<Shared>,
     /// The log store (for diagnostics).
     pub log: LogStore,
+    /// Refusals and connections, for `/metrics`.
+    pub stats: NodeStats,
     clock: Arc<LeaderClock>,
     config: NodeConfig,
     proposer: Proposer,
     ticker: JoinHandle<()>,
     proposer_task: JoinHandle<()>,
+    prober: JoinHandle<()>,
     conn_ids: AtomicU64,
 }
 
@@ -138,8 +148,9 @@ impl Node {
         N: RaftNetworkFactory<TypeConfig>,
     {
         let log = LogStore::open(&config.dir)?;
-        let (sm, shared) =
+        let (mut sm, shared) =
             StateMachine::open_checked(&config.dir, config.service, log.last_purged())?;
+        sm.set_disk(log.disk());
         let raft_config = openraft::Config {
             cluster_name: "fencelock".into(),
             heartbeat_interval: config.heartbeat_ms,
@@ -166,16 +177,20 @@ impl Node {
             clock.clone(),
             config.clone(),
         ));
+        let prober = tokio::spawn(run_prober(log.disk()));
+        tokio::spawn(log_raft_changes(raft.clone()));
         Ok(Arc::new(Node {
             id: config.id,
             raft,
             shared,
             log,
+            stats: NodeStats::default(),
             clock,
             config,
             proposer,
             ticker,
             proposer_task,
+            prober,
             conn_ids: AtomicU64::new(1),
         }))
     }
@@ -199,6 +214,7 @@ impl Node {
     pub async fn shutdown(&self) {
         self.ticker.abort();
         self.proposer_task.abort();
+        self.prober.abort();
         let _ = self.raft.shutdown().await;
     }
 
@@ -206,6 +222,21 @@ impl Node {
     /// Cost: O(1).
     pub fn stamp(&self) -> Option<u64> {
         self.clock.stamp()
+    }
+
+    /// The node's configuration. Cost: O(1).
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// The health of the data directory. Cost: O(1).
+    pub fn disk(&self) -> Arc<DiskHealth> {
+        self.log.disk()
+    }
+
+    /// Requests waiting for the proposer. Cost: O(1).
+    pub fn proposer_queue(&self) -> usize {
+        self.proposer.queued()
     }
 
     /// A fresh connection id for [`crate::state_machine::Hub::attach`]. Cost: O(1).
@@ -227,7 +258,7 @@ impl Node {
     /// of one replicated write (a quorum's fsync).
     ///
     /// Errors: `NotLeader` (with the leader's client address when known), `Unavailable`
-    /// when it could not commit within the request timeout (it may still commit later: retry
+    /// at once while this node's disk is full ([`DiskHealth`]), or when it could not commit within the request timeout (it may still commit later: retry
     /// with the same request number). A core refusal is in the result's `reply`.
     pub async fn propose(&self, input: Input) -> Result<CmdResult, ClientError> {
         self.propose_op(Op::Input(input)).await
@@ -235,6 +266,12 @@ impl Node {
 
     /// [`Node::propose`] for any [`Op`] (an idempotent open). Errors and cost: as there.
     pub async fn propose_op(&self, op: Op) -> Result<CmdResult, ClientError> {
+        if self.log.disk().is_full() {
+            return Err(ClientError::Unavailable(format!(
+                "the disk of {} is full: writes are refused until space returns",
+                self.config.dir.display()
+            )));
+        }
         let fut = self.proposer.propose(op);
         match tokio::time::timeout(Duration::from_millis(self.config.request_timeout_ms), fut).await
         {
@@ -303,15 +340,29 @@ impl Node {
     /// for the sessions it opens or attaches to. Cost: one replicated write for inputs,
     /// one quorum confirmation for reads and attach.
     ///
-    /// Errors: see [`ClientError`].
+    /// Errors: see [`ClientError`]. Every error is counted by kind for `/metrics`.
     pub async fn handle_request(
         &self,
         req: Request,
         conn: u64,
         sink: &PushSink,
     ) -> Result<Reply, ClientError> {
+        let r = self.serve(req, conn, sink).await;
+        if let Err(e) = &r {
+            self.stats.refused(e);
+        }
+        r
+    }
+
+    async fn serve(&self, req: Request, conn: u64, sink: &PushSink) -> Result<Reply, ClientError> {
         match req {
             Request::Open { ttl_ms, key } => {
+                if let Some(max) = self.config.max_ttl_ms.filter(|m| ttl_ms > *m) {
+                    return Err(ClientError::Limit {
+                        kind: "ttl_too_long".into(),
+                        message: format!("a session ttl of {ttl_ms} ms is above this cluster's maximum of {max} ms"),
+                    });
+                }
                 let op = match key {
                     Some(key) => Op::Open { ttl: ttl_ms, key },
                     None => Op::Input(Input::OpenSession {
@@ -491,6 +542,61 @@ impl Node {
             }
             Ok(Err(e)) => Err(ClientError::Unavailable(e.to_string())),
         }
+    }
+}
+
+/// Logs elections (term, role and leader changes) and membership changes as they
+/// happen, and a stopped Raft core as an error. Ends when openraft shuts down.
+async fn log_raft_changes(raft: Raft) {
+    let mut rx = raft.metrics();
+    let mut last: Option<(u64, ServerState, Option<NodeId>)> = None;
+    let mut last_membership = None;
+    loop {
+        let m = rx.borrow_and_update().clone();
+        let now = (m.current_term, m.state, m.current_leader);
+        if last != Some(now) {
+            tracing::info!(
+                node = m.id,
+                term = m.current_term,
+                state = ?m.state,
+                leader = ?m.current_leader,
+                "raft role"
+            );
+            last = Some(now);
+        }
+        let membership = m.membership_config.log_id().map(|l| l.index);
+        if last_membership != Some(membership) {
+            if last_membership.is_some() {
+                tracing::info!(
+                    node = m.id,
+                    at = ?membership,
+                    members = %m.membership_config.membership(),
+                    "membership changed"
+                );
+            }
+            last_membership = Some(membership);
+        }
+        match &m.running_state {
+            Err(openraft::error::Fatal::Stopped) => return,
+            Err(e) => {
+                tracing::error!(node = m.id, error = %e, "raft stopped");
+                return;
+            }
+            Ok(()) => {}
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Probes the data directory every second, so a full disk is noticed (writes refused,
+/// `/readyz` failing) before a write needs the space, and its end is noticed too.
+async fn run_prober(disk: Arc<DiskHealth>) {
+    loop {
+        let d = disk.clone();
+        let _ = tokio::task::spawn_blocking(move || d.probe()).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

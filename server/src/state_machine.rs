@@ -27,12 +27,15 @@ use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use fencelock::{Config, Input, LockService, Output, Reply, SessionId, Tick, VecStorage};
+use fencelock::{Config, Input, LockName, LockService, Output, Reply, SessionId, Tick, VecStorage};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, StorageIOError};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, Notify};
 
+use crate::disk::DiskHealth;
 use crate::types::{
     BatchResult, CmdResult, CoreError, Entry, LogId, Op, SnapshotMeta, StorageError,
     StoredMembership, TypeConfig,
@@ -264,11 +267,96 @@ impl OpenKeys {
     }
 }
 
+/// Counts of what this replica applied, for `/metrics`. Every replica applies the same
+/// entries, so they agree (a node that installed a snapshot counts from there on).
+pub struct ApplyStats {
+    /// Grants: to the acquirer directly and to a waiter later.
+    pub grants: Counter,
+    /// Sessions that expired.
+    pub expiries: Counter,
+    /// Queued acquires that were later granted: how long they waited (seconds of the
+    /// cluster's logical time).
+    pub wait_seconds: Histogram,
+    /// Queued acquires not yet granted, by (session, lock): the logical time they queued.
+    /// Bounded: cleared if it ever holds more entries than the claim table has rows.
+    queued: Mutex<BTreeMap<(u64, LockName), u64>>,
+}
+
+impl Default for ApplyStats {
+    fn default() -> Self {
+        ApplyStats {
+            grants: Counter::default(),
+            expiries: Counter::default(),
+            wait_seconds: Histogram::new(exponential_buckets(0.001, 4.0, 10)),
+            queued: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl ApplyStats {
+    fn record(
+        &self,
+        op: &Option<(u64, LockName, bool)>,
+        result: &CmdResult,
+        events: &[Output],
+        cap: usize,
+    ) {
+        let mut q = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        let forget_session = |q: &mut BTreeMap<(u64, LockName), u64>, s: u64| {
+            let keys: Vec<_> = q
+                .range((s, LockName::default())..)
+                .take_while(|(k, _)| k.0 == s)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in keys {
+                q.remove(&k);
+            }
+        };
+        for e in events {
+            match e {
+                Output::Granted { session, lock, .. } => {
+                    let _ = self.grants.inc();
+                    if let Some(t) = q.remove(&(session.0, lock.clone())) {
+                        self.wait_seconds
+                            .observe(result.now.saturating_sub(t) as f64 / 1000.0);
+                    }
+                }
+                Output::WaitTimedOut { session, lock } => {
+                    q.remove(&(session.0, lock.clone()));
+                }
+                Output::SessionExpired { session } => {
+                    let _ = self.expiries.inc();
+                    forget_session(&mut q, session.0);
+                }
+                _ => {}
+            }
+        }
+        match (&result.reply, op) {
+            (Ok(Reply::Granted { .. }), Some((_, _, true))) => {
+                self.grants.inc();
+            }
+            (Ok(Reply::Queued { .. }), Some((s, lock, true))) => {
+                if q.len() >= cap {
+                    q.clear();
+                }
+                q.insert((*s, lock.clone()), result.now);
+            }
+            (Ok(Reply::Cancelled), Some((s, lock, false))) => {
+                q.remove(&(*s, lock.clone()));
+            }
+            (Ok(Reply::Closed), Some((s, _, false))) => forget_session(&mut q, *s),
+            _ => {}
+        }
+    }
+}
+
 /// State shared between the state machine (owned by openraft) and the node (reads, pushes).
 pub struct Shared {
     state: Mutex<SmState>,
     /// Output routing.
     pub hub: Hub,
+    /// What this replica applied, for `/metrics`.
+    pub stats: ApplyStats,
     /// The service configuration.
     pub config: ServiceConfig,
     /// The last log id of `snapshot.bin`; held while a snapshot is written, so the
@@ -376,6 +464,7 @@ struct SnapData {
 pub struct StateMachine {
     shared: Arc<Shared>,
     dir: PathBuf,
+    disk: Arc<DiskHealth>,
     current: Option<SnapFile>,
     snap_seq: u64,
 }
@@ -426,6 +515,7 @@ impl StateMachine {
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             hub: Hub::default(),
+            stats: ApplyStats::default(),
             config,
             persisted: Mutex::new(persisted),
         });
@@ -433,6 +523,7 @@ impl StateMachine {
             StateMachine {
                 shared: shared.clone(),
                 dir: dir.to_path_buf(),
+                disk: Arc::new(DiskHealth::new(dir)),
                 current,
                 snap_seq: 0,
             },
@@ -494,6 +585,18 @@ impl StateMachine {
             }
             r => r,
         }
+    }
+
+    /// Shares `disk` (the log store's) so that a snapshot write stalled by a full disk
+    /// shows in the node's health. Cost: O(1).
+    pub fn set_disk(&mut self, disk: Arc<DiskHealth>) {
+        self.disk = disk;
+    }
+
+    /// [`StateMachine::persist`], retried while the disk is full ([`DiskHealth::retry`]).
+    async fn persist_retrying(&self, f: &SnapFile) -> io::Result<()> {
+        let disk = self.disk.clone();
+        disk.retry("writing a snapshot", || self.persist(f)).await
     }
 
     /// Writes `f` as `snapshot.bin` unless the file already holds a newer snapshot.
@@ -641,7 +744,8 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             meta: meta.clone(),
             data: data.clone(),
         };
-        self.persist(&f)
+        self.persist_retrying(&f)
+            .await
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         self.current = Some(f);
         Ok(Snapshot {
@@ -679,7 +783,26 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             Op::Input(Input::CloseSession { session, .. }) => Some(*session),
                             _ => None,
                         };
+                        // (session, lock, is an acquire) for the wait-time histogram.
+                        let watched = match &op {
+                            Op::Input(Input::Acquire { session, lock, .. }) => {
+                                Some((session.0, lock.clone(), true))
+                            }
+                            Op::Input(Input::Cancel { session, lock, .. }) => {
+                                Some((session.0, lock.clone(), false))
+                            }
+                            Op::Input(Input::CloseSession { session, .. }) => {
+                                Some((session.0, LockName::default(), false))
+                            }
+                            _ => None,
+                        };
                         let (events, result) = apply_op(&mut g, cmd.now, op, index);
+                        self.shared.stats.record(
+                            &watched,
+                            &result,
+                            &events,
+                            self.shared.config.claims,
+                        );
                         self.shared.hub.record(index, &events);
                         for o in &events {
                             self.shared.hub.push(o);
@@ -704,6 +827,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         StateMachine {
             shared: self.shared.clone(),
             dir: self.dir.clone(),
+            disk: self.disk.clone(),
             current: None,
             snap_seq: self.snap_seq + 1_000_000,
         }
@@ -725,7 +849,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: meta.clone(),
             data,
         };
-        self.persist(&f)
+        self.persist_retrying(&f)
+            .await
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         *self.shared.state() = state;
         self.current = Some(f);

@@ -7,7 +7,8 @@
 //! ```
 //! Each `--peer ID=RAFT/CLIENT` names a member's Raft and client addresses (this node's
 //! own entry says where it listens). `--init` on one node initializes a new cluster (a
-//! no-op when its log already has one).
+//! no-op when its log already has one). See server/README.md, "Operations", for the
+//! flags, the `--metrics-addr` endpoints, signals and logs.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,11 +18,15 @@ use std::time::Duration;
 use clap::Parser;
 use fencelock_server::net::{loopback_addr, serve_clients, serve_raft, TcpNetwork};
 use fencelock_server::node::{Node, NodeConfig};
+use fencelock_server::ops::serve_ops;
 use fencelock_server::types::NodeAddr;
 use tokio::net::TcpListener;
 
 #[derive(Parser)]
-#[command(about = "A fencelock cluster member (openraft + the fencelock core)")]
+#[command(
+    version,
+    about = "A fencelock cluster member (openraft + the fencelock core)"
+)]
 struct Args {
     /// This node's id.
     #[arg(long)]
@@ -47,6 +52,25 @@ struct Args {
     /// Raft election timeout, the lower bound (ms); the upper bound is twice it.
     #[arg(long, default_value_t = 300)]
     election_ms: u64,
+    /// Serve /livez, /readyz and /metrics over HTTP here (loopback host:port).
+    #[arg(long)]
+    metrics_addr: Option<String>,
+    /// Log filter (tracing-subscriber EnvFilter syntax: `info`, `debug`,
+    /// `fencelock_server=debug,openraft=warn`…); overrides RUST_LOG. Default `info`.
+    #[arg(long)]
+    log_level: Option<String>,
+    /// Session table rows (every node of a cluster must agree).
+    #[arg(long, default_value_t = 1 << 14)]
+    sessions: usize,
+    /// Lock table rows (every node of a cluster must agree).
+    #[arg(long, default_value_t = 1 << 14)]
+    locks: usize,
+    /// Claim pool rows, holds + waits (every node of a cluster must agree).
+    #[arg(long, default_value_t = 1 << 15)]
+    claims: usize,
+    /// Refuse to open sessions with a longer ttl (ms); 0: no limit beyond the core's.
+    #[arg(long, default_value_t = 3_600_000)]
+    max_ttl_ms: u64,
 }
 
 fn loopback(addr: &str) -> Result<SocketAddr, String> {
@@ -69,9 +93,44 @@ fn parse_peer(s: &str) -> Result<(u64, NodeAddr), String> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    if let Err(e) = run(Args::parse()).await {
+    let args = Args::parse();
+    let filter = match &args.log_level {
+        Some(l) => tracing_subscriber::EnvFilter::try_new(l),
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .or_else(|_| tracing_subscriber::EnvFilter::try_new("info")),
+    };
+    let filter = match filter {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("fencelock-node: bad --log-level / RUST_LOG: {e}");
+            std::process::exit(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(args).await {
+        tracing::error!("{e}");
         eprintln!("fencelock-node: {e}");
         std::process::exit(1);
+    }
+}
+
+/// Resolves at SIGTERM or SIGINT; says which.
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut t), Ok(mut i)) => tokio::select! {
+            _ = t.recv() => "SIGTERM",
+            _ = i.recv() => "SIGINT",
+        },
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
     }
 }
 
@@ -91,16 +150,45 @@ async fn run(args: Args) -> Result<(), String> {
     let client_l = TcpListener::bind(loopback(&me.client)?)
         .await
         .map_err(|e| format!("bind {}: {e}", me.client))?;
-    let mut config = NodeConfig::new(args.id, args.dir);
+    let ops_l = match &args.metrics_addr {
+        Some(a) => Some(
+            TcpListener::bind(loopback(a)?)
+                .await
+                .map_err(|e| format!("bind {a}: {e}"))?,
+        ),
+        None => None,
+    };
+    let mut config = NodeConfig::new(args.id, args.dir.clone());
     config.grace_ms = args.grace_ms;
     config.service.core.lock_delay = args.lock_delay_ms;
+    config.service.sessions = args.sessions;
+    config.service.locks = args.locks;
+    config.service.claims = args.claims;
+    if args.sessions == 0 || args.locks == 0 || args.claims == 0 {
+        return Err("--sessions, --locks and --claims must be at least 1".into());
+    }
+    fencelock::check_rows(args.sessions.max(args.locks).max(args.claims))
+        .map_err(|e| format!("table sizes: {e}"))?;
+    config.max_ttl_ms = (args.max_ttl_ms > 0).then_some(args.max_ttl_ms);
     config.heartbeat_ms = args.heartbeat_ms;
     config.election_ms = (args.election_ms, 2 * args.election_ms);
     let node = Node::start(config, TcpNetwork)
         .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(serve_raft(raft_l, node.raft.clone()));
-    tokio::spawn(serve_clients(client_l, node.clone()));
+        .map_err(|e| format!("starting on {}: {e}", args.dir.display()))?;
+    let raft_task = tokio::spawn(serve_raft(raft_l, node.raft.clone()));
+    let client_task = tokio::spawn(serve_clients(client_l, node.clone()));
+    let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
+    let ops_task = ops_l.map(|l| {
+        let node = node.clone();
+        tokio::spawn(async move {
+            let stop = async {
+                let _ = ops_stopped.await;
+            };
+            if let Err(e) = serve_ops(l, node, stop).await {
+                tracing::error!("metrics listener: {e}");
+            }
+        })
+    });
     if args.init
         && !node
             .raft
@@ -110,13 +198,36 @@ async fn run(args: Args) -> Result<(), String> {
     {
         node.initialize(peers).await?;
     }
-    eprintln!(
-        "fencelock-node {} up: raft {} client {}",
-        args.id, me.raft, me.client
+    tracing::info!(
+        id = args.id,
+        raft = %me.raft,
+        client = %me.client,
+        metrics = ?args.metrics_addr,
+        dir = %args.dir.display(),
+        version = env!("CARGO_PKG_VERSION"),
+        "fencelock-node up"
     );
-    tokio::signal::ctrl_c().await.map_err(|e| e.to_string())?;
+    let sig = stop_signal().await;
+    tracing::info!(signal = sig, "stopping: no new client connections");
+    // 1. Stop accepting clients.
+    client_task.abort();
+    // 2. Let what is in flight finish (bounded): proposals queued or being committed.
+    let deadline = std::time::Instant::now() + Duration::from_millis(1000);
+    while node.proposer_queue() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // 3. Stop Raft. openraft 0.9 has no leader transfer (its Trigger offers elect,
+    //    heartbeat, snapshot and purge_log), so a leader simply stops heartbeating: the
+    //    followers elect a new leader after one election timeout. Every acknowledged
+    //    write is already fsynced on a quorum; there is nothing else to flush.
+    let was_leader = node.raft.metrics().borrow().current_leader == Some(args.id);
     node.shutdown().await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    raft_task.abort();
+    let _ = ops_stop.send(());
+    if let Some(t) = ops_task {
+        let _ = t.await;
+    }
+    tracing::info!(was_leader, "stopped");
     Ok(())
 }
 
