@@ -24,6 +24,7 @@ use tokio::net::TcpListener;
 
 #[derive(Parser)]
 #[command(
+    name = "fencelock-node",
     version,
     about = "A fencelock cluster member (openraft + the fencelock core)"
 )]
@@ -56,7 +57,8 @@ struct Args {
     #[arg(long)]
     metrics_addr: Option<String>,
     /// Log filter (tracing-subscriber EnvFilter syntax: `info`, `debug`,
-    /// `fencelock_server=debug,openraft=warn`…); overrides RUST_LOG. Default `info`.
+    /// `fencelock_server=debug,openraft=info`…); overrides RUST_LOG. Default
+    /// `info,openraft=warn`.
     #[arg(long)]
     log_level: Option<String>,
     /// Session table rows (every node of a cluster must agree).
@@ -91,13 +93,17 @@ fn parse_peer(s: &str) -> Result<(u64, NodeAddr), String> {
     ))
 }
 
+/// The log filter without `--log-level` or `RUST_LOG`: this crate at info, openraft's
+/// own (chatty) info lines left out.
+const DEFAULT_LOG: &str = "info,openraft=warn";
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args = Args::parse();
     let filter = match &args.log_level {
         Some(l) => tracing_subscriber::EnvFilter::try_new(l),
         None => tracing_subscriber::EnvFilter::try_from_default_env()
-            .or_else(|_| tracing_subscriber::EnvFilter::try_new("info")),
+            .or_else(|_| tracing_subscriber::EnvFilter::try_new(DEFAULT_LOG)),
     };
     let filter = match filter {
         Ok(f) => f,
@@ -108,6 +114,7 @@ async fn main() {
     };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     if let Err(e) = run(args).await {
