@@ -17,7 +17,7 @@
 //! leader's monotonic clock, so a client's [`fencelock::SessionKeeper`] (counting from
 //! the send time of its last acknowledged keep-alive) is always conservative.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +63,11 @@ pub struct NodeConfig {
     /// `ClientError::Limit { kind: "ttl_too_long" }` before anything is proposed. `None`:
     /// only the core's own bound.
     pub max_ttl_ms: Option<u64>,
+    /// The most sessions one client connection may have open (opened through it and
+    /// still open, plus opens in flight); one more is refused with
+    /// `ClientError::Limit { kind: "too_many_sessions" }` before anything is proposed.
+    /// `None`: no quota.
+    pub max_sessions_per_conn: Option<usize>,
     /// Accept only loopback `host:port` addresses for a new member (true for TCP nodes;
     /// the in-process test network names nodes `mem:N`).
     pub loopback_members: bool,
@@ -85,6 +90,7 @@ impl NodeConfig {
             election_ms: (300, 600),
             snapshot_logs: 20_000,
             max_ttl_ms: None,
+            max_sessions_per_conn: None,
             loopback_members: true,
         }
     }
@@ -135,6 +141,32 @@ pub struct Node {
     proposer_task: JoinHandle<()>,
     prober: JoinHandle<()>,
     conn_ids: AtomicU64,
+    /// Per connection: the sessions opened through it (pruned of ended ones when
+    /// checked) and opens in flight. An entry lives as long as its connection's guard.
+    conn_sessions: Arc<Mutex<HashMap<u64, ConnSessions>>>,
+}
+
+#[derive(Default)]
+struct ConnSessions {
+    open: BTreeSet<u64>,
+    pending: usize,
+}
+
+/// Held by a client connection while it is open ([`Node::connection`]): counted in
+/// `/metrics`; its session quota is forgotten when dropped.
+pub struct Connection {
+    _counted: crate::ops::ConnGuard,
+    conn: u64,
+    sessions: Arc<Mutex<HashMap<u64, ConnSessions>>>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.conn);
+    }
 }
 
 impl Node {
@@ -192,6 +224,7 @@ impl Node {
             proposer_task,
             prober,
             conn_ids: AtomicU64::new(1),
+            conn_sessions: Arc::default(),
         }))
     }
 
@@ -237,6 +270,55 @@ impl Node {
     /// Requests waiting for the proposer. Cost: O(1).
     pub fn proposer_queue(&self) -> usize {
         self.proposer.queued()
+    }
+
+    /// Registers client connection `conn` (from [`Node::next_conn_id`]) until the guard
+    /// is dropped: counted in `/metrics`, its session quota kept. Cost: O(1).
+    pub fn connection(&self, conn: u64) -> Connection {
+        Connection {
+            _counted: self.stats.connection(),
+            conn,
+            sessions: self.conn_sessions.clone(),
+        }
+    }
+
+    /// Reserves an open for connection `conn` under the session quota. Cost: O(sessions
+    /// of that connection) (ended ones are pruned).
+    fn reserve_open(&self, conn: u64) -> Result<(), ClientError> {
+        let Some(max) = self.config.max_sessions_per_conn else {
+            return Ok(());
+        };
+        let mut m = self.conn_sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let e = m.entry(conn).or_default();
+        {
+            let g = self.shared.state();
+            e.open.retain(|s| g.svc.session(SessionId(*s)).is_some());
+        }
+        if e.open.len() + e.pending >= max {
+            return Err(ClientError::Limit {
+                kind: "too_many_sessions".into(),
+                message: format!(
+                    "this connection already has {} sessions open (the maximum per connection is {max})",
+                    e.open.len() + e.pending
+                ),
+            });
+        }
+        e.pending += 1;
+        Ok(())
+    }
+
+    /// Ends a reservation of [`Node::reserve_open`], with the session it opened.
+    fn opened(&self, conn: u64, session: Option<SessionId>) {
+        if self.config.max_sessions_per_conn.is_none() {
+            return;
+        }
+        let mut m = self.conn_sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = m.get_mut(&conn) {
+            e.pending = e.pending.saturating_sub(1);
+            if let Some(s) = session {
+                e.open.insert(s.0);
+            }
+        }
     }
 
     /// A fresh connection id for [`crate::state_machine::Hub::attach`]. Cost: O(1).
@@ -370,13 +452,17 @@ impl Node {
                         ttl: ttl_ms,
                     }),
                 };
-                let reply = self.write_op(op).await?;
-                if let Reply::Done { reply: r, .. } = &reply {
-                    if let Some(session) = r.opened() {
-                        self.shared.hub.attach(session, conn, sink.clone());
-                    }
+                self.reserve_open(conn)?;
+                let reply = self.write_op(op).await;
+                let session = match &reply {
+                    Ok(Reply::Done { reply: r, .. }) => r.opened(),
+                    _ => None,
+                };
+                self.opened(conn, session);
+                if let Some(session) = session {
+                    self.shared.hub.attach(session, conn, sink.clone());
                 }
-                Ok(reply)
+                reply
             }
             Request::KeepAlive { session } => {
                 self.write(Input::KeepAlive {

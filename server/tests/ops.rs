@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 
 use common::{acquire, granted, open, release, session_of, Cluster};
 use fencelock::{Reply as CoreReply, Wait};
-use fencelock_server::node::Node;
+use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::ops::serve_ops;
-use fencelock_server::protocol::ClientError;
+use fencelock_server::protocol::{ClientError, Reply, Request};
+use fencelock_server::state_machine::PushSink;
+use fencelock_server::types::NodeAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -79,13 +81,13 @@ async fn metrics_are_scraped_and_parsed_and_follow_the_cluster() {
     // A refusal seen by the leader: a release of a lock the session does not hold.
     let r = c.nodes[&leader]
         .handle_request(
-            fencelock_server::protocol::Request::Release {
+            Request::Release {
                 session: a.0,
                 lock: "x".into(),
                 request: Some(3),
             },
             c.nodes[&leader].next_conn_id(),
-            &fencelock_server::state_machine::PushSink::new(4).0,
+            &PushSink::new(4).0,
         )
         .await;
     assert!(
@@ -238,4 +240,107 @@ async fn a_full_disk_makes_the_node_unready_and_it_recovers_when_space_returns()
         .collect();
     assert_eq!(h, vec![t]);
     c.shutdown().await;
+}
+
+/// A one-node cluster over the in-process network with `config` changes applied.
+async fn single_node(
+    name: &str,
+    f: impl FnOnce(&mut NodeConfig),
+) -> (Arc<Node>, std::path::PathBuf) {
+    let dir = common::temp_dir(name);
+    let net = fencelock_server::mem_network::MemNet::default();
+    let mut cfg = NodeConfig::new(1, dir.join("n1"));
+    cfg.loopback_members = false;
+    cfg.grace_ms = 0;
+    f(&mut cfg);
+    let node = Node::start(cfg, net.factory(1)).await.unwrap();
+    net.add(1, node.raft.clone());
+    let addr = NodeAddr {
+        raft: "mem:1".into(),
+        client: "mem:1".into(),
+    };
+    node.initialize([(1, addr)].into_iter().collect())
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while node.raft.metrics().borrow().current_leader != Some(1) {
+        assert!(start.elapsed() < Duration::from_secs(10), "no leader");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    (node, dir)
+}
+
+/// `--max-ttl-ms` and `--max-sessions-per-conn`: a longer ttl, and one session too many on
+/// a connection, are refused with a typed `Limit` before anything is proposed (no session
+/// opens), counted by kind; another connection keeps working, and a closed session frees
+/// its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_and_per_connection_session_limits_refuse_before_proposing() {
+    let (node, dir) = single_node("limits", |c| {
+        c.max_ttl_ms = Some(10_000);
+        c.max_sessions_per_conn = Some(2);
+    })
+    .await;
+    let sink = PushSink::new(16).0;
+    let (a, b) = (node.next_conn_id(), node.next_conn_id());
+    let (_ga, _gb) = (node.connection(a), node.connection(b));
+    let open_on = |conn: u64, ttl_ms: u64| {
+        let node = node.clone();
+        let sink = sink.clone();
+        async move {
+            node.handle_request(Request::Open { ttl_ms, key: None }, conn, &sink)
+                .await
+        }
+    };
+    let applied = node.raft.metrics().borrow().last_applied;
+    let r = open_on(a, 10_001).await;
+    assert!(
+        matches!(&r, Err(ClientError::Limit { kind, .. }) if kind == "ttl_too_long"),
+        "{r:?}"
+    );
+    assert_eq!(
+        node.raft.metrics().borrow().last_applied,
+        applied,
+        "nothing proposed"
+    );
+    assert_eq!(node.shared.state().svc.usage().sessions, 0);
+    let s1 = match open_on(a, 10_000).await.unwrap() {
+        Reply::Done { reply, .. } => reply.opened().unwrap(),
+        other => panic!("{other:?}"),
+    };
+    open_on(a, 5_000).await.unwrap();
+    let r = open_on(a, 5_000).await;
+    assert!(
+        matches!(&r, Err(ClientError::Limit { kind, .. }) if kind == "too_many_sessions"),
+        "{r:?}"
+    );
+    assert_eq!(node.shared.state().svc.usage().sessions, 2);
+    open_on(b, 5_000)
+        .await
+        .expect("another connection has its own quota");
+    node.handle_request(
+        Request::Close {
+            session: s1.0,
+            request: None,
+        },
+        a,
+        &sink,
+    )
+    .await
+    .unwrap();
+    open_on(a, 5_000)
+        .await
+        .expect("a closed session frees its place");
+    let refusals = |k: &str| {
+        node.stats
+            .refusals
+            .get_or_create(&vec![("kind".to_string(), k.to_string())])
+            .get()
+    };
+    assert_eq!(
+        (refusals("ttl_too_long"), refusals("too_many_sessions")),
+        (1, 1)
+    );
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
 }

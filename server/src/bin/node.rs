@@ -73,6 +73,9 @@ struct Args {
     /// Refuse to open sessions with a longer ttl (ms); 0: no limit beyond the core's.
     #[arg(long, default_value_t = 3_600_000)]
     max_ttl_ms: u64,
+    /// Refuse to open more sessions than this through one client connection; 0: no quota.
+    #[arg(long, default_value_t = 1024)]
+    max_sessions_per_conn: usize,
 }
 
 fn loopback(addr: &str) -> Result<SocketAddr, String> {
@@ -177,6 +180,8 @@ async fn run(args: Args) -> Result<(), String> {
     fencelock::check_rows(args.sessions.max(args.locks).max(args.claims))
         .map_err(|e| format!("table sizes: {e}"))?;
     config.max_ttl_ms = (args.max_ttl_ms > 0).then_some(args.max_ttl_ms);
+    config.max_sessions_per_conn =
+        (args.max_sessions_per_conn > 0).then_some(args.max_sessions_per_conn);
     config.heartbeat_ms = args.heartbeat_ms;
     config.election_ms = (args.election_ms, 2 * args.election_ms);
     let node = Node::start(config, TcpNetwork)
