@@ -439,6 +439,24 @@ impl LogStore {
         self.lock().committed
     }
 
+    /// Marks a new, empty log as starting after `at` (everything up to it is in the
+    /// node's snapshot): a restored node's log ([`crate::state_machine::restore_into`]).
+    ///
+    /// Errors: `AlreadyExists` if the log holds anything; I/O errors. Cost: one write and
+    /// one fsync.
+    pub fn start_after(&self, at: LogId) -> io::Result<()> {
+        let mut g = self.lock();
+        if !g.log.is_empty() || g.last_purged.is_some() || g.vote.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} is not empty", g.path.display()),
+            ));
+        }
+        g.write(&[Rec::Purge(at)])?;
+        g.apply(Rec::Purge(at));
+        Ok(())
+    }
+
     /// The last log id purged from the log (`None`: it still holds every entry from the
     /// first). Cost: O(1).
     pub fn last_purged(&self) -> Option<LogId> {

@@ -8,6 +8,10 @@
 //!   The body has one line per check, `ok NAME …` or `fail NAME …`.
 //! * `GET /metrics` — Prometheus / OpenMetrics text (crate `prometheus-client`); see
 //!   [`serve_ops`] for the families.
+//! * `GET /snapshot` — a backup (on the leader only, after a linearizable read barrier, so
+//!   it holds every acknowledged write): the applied state in the checksummed snapshot-file
+//!   format, its log index in the `x-fencelock-index` header. A follower answers 503
+//!   naming the leader's id. [`restore`] builds a new cluster's node from it.
 //!
 //! Cost of a scrape: O(number of metrics) plus one lock of the state machine; of a
 //! `/readyz`: one small write and fsync in the data directory.
@@ -274,6 +278,58 @@ pub async fn readiness(node: &Node) -> (bool, String) {
     (ok, body)
 }
 
+async fn snapshot(State(ops): State<Arc<Ops>>) -> Response {
+    let node = &ops.node;
+    if let Err(e) = node.linearizable().await {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "no backup from this node: {e} (leader id: {:?})\n",
+                node.raft.metrics().borrow().current_leader
+            ),
+        )
+            .into_response();
+    }
+    match crate::state_machine::backup(&node.shared) {
+        Ok((bytes, at)) => {
+            tracing::info!(index = ?at.map(|l| l.index), bytes = bytes.len(), "backup served");
+            (
+                [
+                    (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+                    (
+                        header::HeaderName::from_static("x-fencelock-index"),
+                        at.map_or(0, |l| l.index).to_string(),
+                    ),
+                ],
+                bytes,
+            )
+                .into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// Prepares `dir` as a node of a *new* cluster of `members` from a backup (`GET
+/// /snapshot`): its snapshot holds the backup's state (sessions, holds, queues, tokens,
+/// logical time) with the new membership, its log starts after the backup's index. Run it
+/// with the same backup and members for every member, then start them (without `--init`:
+/// the membership is in the snapshot). Like `etcdctl snapshot restore`: the old cluster's
+/// members and log are not carried over.
+///
+/// Errors: a corrupt backup or one the table sizes cannot hold (`InvalidData`), a `dir`
+/// that already holds a node (`AlreadyExists`), I/O errors naming the path. Cost:
+/// O(backup size) plus two fsyncs.
+pub fn restore(
+    backup: &[u8],
+    dir: &std::path::Path,
+    service: &crate::state_machine::ServiceConfig,
+    members: std::collections::BTreeMap<u64, crate::types::NodeAddr>,
+) -> std::io::Result<u64> {
+    let at = crate::state_machine::restore_into(backup, dir, service, members)?;
+    crate::log_store::LogStore::open(dir)?.start_after(at)?;
+    Ok(at.index)
+}
+
 async fn livez() -> &'static str {
     "ok\n"
 }
@@ -326,6 +382,7 @@ pub async fn serve_ops(
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/snapshot", get(snapshot))
         .with_state(ops);
     axum::serve(listener, app)
         .with_graceful_shutdown(stop)

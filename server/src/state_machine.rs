@@ -444,6 +444,105 @@ fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(Sna
     Ok(Some((f, state)))
 }
 
+/// A backup of `shared`'s applied state, in the checksummed snapshot-file format
+/// (`snapshot.bin`'s): what `GET /snapshot` serves and `fencelock-node snapshot restore`
+/// reads. Returns the bytes and the log id it was taken at.
+///
+/// Errors: encoding failures (none expected). Cost: O(state size); holds the state lock
+/// while the core snapshot is taken.
+pub fn backup(shared: &Shared) -> io::Result<(Vec<u8>, Option<LogId>)> {
+    let (data, last_applied, membership) = {
+        let g = shared.state();
+        let d = SnapData {
+            last_applied: g.last_applied,
+            membership: g.membership.clone(),
+            core: g.svc.snapshot_vec(),
+            open_keys: g.open_keys.to_vec(),
+        };
+        (
+            postcard::to_allocvec(&d).map_err(|e| io::Error::other(e.to_string()))?,
+            g.last_applied,
+            g.membership.clone(),
+        )
+    };
+    let f = SnapFile {
+        meta: SnapshotMeta {
+            last_log_id: last_applied,
+            last_membership: membership,
+            snapshot_id: format!("backup-{}", last_applied.map_or(0, |l| l.index)),
+        },
+        data,
+    };
+    Ok((encode_snap_file(&f)?, last_applied))
+}
+
+/// Writes the state of a backup ([`backup`]) as `dir/snapshot.bin` of a node of a *new*
+/// cluster whose members are `members`: the same core state (sessions, holds, queues,
+/// tokens, open keys, logical time), taken at the backup's log id, with the new
+/// membership. Returns that log id: the caller starts the node's log purged up to it.
+///
+/// Errors: `InvalidData` for a backup that fails its checks (corrupt, or not restorable
+/// with `config`), or one taken before anything was applied; `AlreadyExists` when `dir`
+/// already has a snapshot or a log (a restore never overwrites a node); I/O errors naming
+/// the path. Cost: O(backup size).
+pub fn restore_into(
+    backup_bytes: &[u8],
+    dir: &Path,
+    config: &ServiceConfig,
+    members: std::collections::BTreeMap<u64, crate::types::NodeAddr>,
+) -> io::Result<LogId> {
+    let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, format!("backup: {m}"));
+    let f = decode_snap_file(backup_bytes).map_err(bad)?;
+    let d: SnapData =
+        postcard::from_bytes(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
+    LockService::restore(config.storage(), &d.core)
+        .map_err(|(_, e)| bad(format!("does not restore with these table sizes: {e}")))?;
+    let at = d
+        .last_applied
+        .ok_or_else(|| bad("taken before anything was applied".into()))?;
+    for name in ["snapshot.bin", "raft.log"] {
+        if dir.join(name).exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists: restore only into a new directory",
+                    dir.join(name).display()
+                ),
+            ));
+        }
+    }
+    let voters = members.keys().copied().collect();
+    let membership =
+        StoredMembership::new(Some(at), openraft::Membership::new(vec![voters], members));
+    let data = SnapData {
+        last_applied: Some(at),
+        membership: membership.clone(),
+        core: d.core,
+        open_keys: d.open_keys,
+    };
+    let f = SnapFile {
+        meta: SnapshotMeta {
+            last_log_id: Some(at),
+            last_membership: membership,
+            snapshot_id: format!("restored-{}", at.index),
+        },
+        data: postcard::to_allocvec(&data).map_err(|e| io::Error::other(e.to_string()))?,
+    };
+    fs::create_dir_all(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    let bytes = encode_snap_file(&f)?;
+    let tmp = dir.join("snapshot.tmp");
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
+    {
+        let mut file = fs::File::create(&tmp).map_err(named)?;
+        file.write_all(&bytes).map_err(named)?;
+        file.sync_all().map_err(named)?;
+    }
+    fs::rename(&tmp, dir.join("snapshot.bin")).map_err(named)?;
+    sync_dir(dir)?;
+    Ok(at)
+}
+
 /// The snapshot file's contents.
 #[derive(Serialize, Deserialize)]
 struct SnapFile {

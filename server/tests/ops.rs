@@ -344,3 +344,113 @@ async fn ttl_and_per_connection_session_limits_refuse_before_proposing() {
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `GET path` on `addr`: (status, head, body bytes).
+async fn get_raw(addr: &str, path: &str) -> (u16, String, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let at = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a header");
+    let head = String::from_utf8_lossy(&buf[..at]).into_owned();
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+    (status, head, buf[at + 4..].to_vec())
+}
+
+/// Backup → restore → the same holders, waiters and tokens in a new cluster (new
+/// directories, new membership), sessions still alive, and the next grant's token above
+/// every restored one. A follower refuses to serve a backup; a corrupt backup and a
+/// non-empty directory are refused by restore.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_then_restore_gives_a_new_cluster_the_same_holders_and_tokens() {
+    let c = Cluster::start("backup", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    let b = session_of(&c.propose(open(60_000)).await);
+    let tx = granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).unwrap();
+    let ty = granted(&c.propose(acquire(a, "y", Wait::None, Some(2))).await).unwrap();
+    let r = c.propose(acquire(b, "x", Wait::Forever, Some(1))).await;
+    assert!(matches!(r.reply, Ok(CoreReply::Queued { .. })));
+    let leader = c.leader().await;
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let f_addr = serve(c.nodes[&follower].clone()).await;
+    assert_eq!(get_raw(&f_addr, "/snapshot").await.0, 503);
+    let addr = serve(c.nodes[&leader].clone()).await;
+    let (code, head, backup) = get_raw(&addr, "/snapshot").await;
+    assert_eq!(code, 200, "{head}");
+    assert!(head.to_lowercase().contains("x-fencelock-index"), "{head}");
+    let svc_cfg = c.config(1).service;
+    c.shutdown().await;
+
+    // A new cluster, three new directories, new member names.
+    let base = common::temp_dir("restored");
+    let members: std::collections::BTreeMap<u64, NodeAddr> = (1..=3)
+        .map(|id| {
+            let a = NodeAddr {
+                raft: format!("mem:{id}"),
+                client: format!("mem:{id}"),
+            };
+            (id, a)
+        })
+        .collect();
+    let mut bad = backup.clone();
+    let n = bad.len();
+    bad[n / 2] ^= 4;
+    let e = fencelock_server::ops::restore(&bad, &base.join("bad"), &svc_cfg, members.clone())
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}");
+    for id in 1..=3 {
+        fencelock_server::ops::restore(
+            &backup,
+            &base.join(format!("n{id}")),
+            &svc_cfg,
+            members.clone(),
+        )
+        .unwrap();
+    }
+    let e = fencelock_server::ops::restore(&backup, &base.join("n1"), &svc_cfg, members.clone())
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+    let mut r = Cluster {
+        net: fencelock_server::mem_network::MemNet::default(),
+        nodes: HashMap::new(),
+        base,
+        grace_ms: 300,
+        request_timeout_ms: 2000,
+    };
+    for id in 1..=3 {
+        r.boot(id).await;
+    }
+    r.leader().await;
+    r.converged().await;
+    for n in r.nodes.values() {
+        let g = n.shared.state();
+        let hx: Vec<_> = g.svc.holders("x").map(|h| (h.session, h.token)).collect();
+        let hy: Vec<_> = g.svc.holders("y").map(|h| (h.session, h.token)).collect();
+        let wx: Vec<_> = g.svc.waiters("x").map(|w| w.session).collect();
+        assert_eq!((hx, hy, wx), (vec![(a, tx)], vec![(a, ty)], vec![b]));
+    }
+    let r2 = r.propose(common::keep_alive(a)).await;
+    assert!(
+        matches!(r2.reply, Ok(CoreReply::KeptAlive { .. })),
+        "{r2:?}"
+    );
+    let rel = r.propose(release(a, "x", Some(3))).await;
+    assert_eq!(rel.reply, Ok(CoreReply::Released { token: tx }));
+    r.converged().await;
+    let h: Vec<_> = r.nodes[&1]
+        .shared
+        .state()
+        .svc
+        .holders("x")
+        .map(|h| (h.session, h.token))
+        .collect();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].0, b, "b's wait carried over and was granted");
+    assert!(h[0].1 > ty, "tokens keep increasing after a restore");
+    r.shutdown().await;
+}
