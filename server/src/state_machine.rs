@@ -476,6 +476,17 @@ pub fn backup(shared: &Shared) -> io::Result<(Vec<u8>, Option<LogId>)> {
     Ok((encode_snap_file(&f)?, last_applied))
 }
 
+/// Checks a backup's bytes (format, checksum, contents decode); returns its log index.
+///
+/// Errors: what is wrong, described. Cost: O(backup size).
+pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
+    let f = decode_snap_file(bytes)?;
+    let d: SnapData = postcard::from_bytes(&f.data).map_err(|e| format!("does not decode: {e}"))?;
+    d.last_applied
+        .map(|l| l.index)
+        .ok_or_else(|| "taken before anything was applied".into())
+}
+
 /// Writes the state of a backup ([`backup`]) as `dir/snapshot.bin` of a node of a *new*
 /// cluster whose members are `members`: the same core state (sessions, holds, queues,
 /// tokens, open keys, logical time), taken at the backup's log id, with the new

@@ -118,29 +118,12 @@ impl Drop for Procs {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_on_the_leader_loses_nothing_and_a_new_leader_takes_over() {
     let base = temp_dir("sigterm");
-    let p = ports(9);
-    let peers: Vec<String> = (0..3)
-        .map(|i| format!("{}=127.0.0.1:{}/127.0.0.1:{}", i + 1, p[i], p[3 + i]))
-        .collect();
-    let clients: Vec<String> = (0..3).map(|i| format!("127.0.0.1:{}", p[3 + i])).collect();
-    let metrics: Vec<String> = (0..3).map(|i| format!("127.0.0.1:{}", p[6 + i])).collect();
-    let mut procs = Procs(Vec::new());
-    for (i, metrics_addr) in metrics.iter().enumerate() {
-        let mut cmd = Command::new(NODE);
-        cmd.args(["--id", &(i + 1).to_string(), "--grace-ms", "300"])
-            .arg("--dir")
-            .arg(base.join(format!("n{}", i + 1)))
-            .args(["--metrics-addr", metrics_addr]);
-        for peer in &peers {
-            cmd.args(["--peer", peer]);
-        }
-        if i == 0 {
-            cmd.arg("--init");
-        }
-        let log = std::fs::File::create(base.join(format!("n{}.log", i + 1))).unwrap();
-        cmd.stdout(Stdio::null()).stderr(log);
-        procs.0.push(Some(cmd.spawn().unwrap()));
-    }
+    let ProcCluster {
+        mut procs,
+        clients,
+        metrics,
+        ..
+    } = spawn_cluster(&base, true);
     let client = Client::new(clients.clone());
     let s = client.open_session(30_000).await.expect("session");
     let tok = match s
@@ -225,6 +208,133 @@ async fn sigterm_on_the_leader_loses_nothing_and_a_new_leader_takes_over() {
         Acquired::Busy
     ));
     assert_eq!(s.release("k").await.unwrap(), tok);
+    drop(procs);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Three node processes on fresh ports with metrics listeners (`--init` on node 1 if `init`).
+struct ProcCluster {
+    procs: Procs,
+    clients: Vec<String>,
+    metrics: Vec<String>,
+}
+
+fn spawn_cluster(base: &Path, init: bool) -> ProcCluster {
+    std::fs::create_dir_all(base).unwrap();
+    let p = ports(9);
+    let peers: Vec<String> = (0..3)
+        .map(|i| format!("{}=127.0.0.1:{}/127.0.0.1:{}", i + 1, p[i], p[3 + i]))
+        .collect();
+    let clients = (0..3).map(|i| format!("127.0.0.1:{}", p[3 + i])).collect();
+    let metrics: Vec<String> = (0..3).map(|i| format!("127.0.0.1:{}", p[6 + i])).collect();
+    let mut procs = Procs(Vec::new());
+    for (i, m) in metrics.iter().enumerate() {
+        let mut cmd = Command::new(NODE);
+        cmd.args(["--id", &(i + 1).to_string(), "--grace-ms", "300"])
+            .arg("--dir")
+            .arg(base.join(format!("n{}", i + 1)))
+            .args(["--metrics-addr", m]);
+        for peer in &peers {
+            cmd.args(["--peer", peer]);
+        }
+        if init && i == 0 {
+            cmd.arg("--init");
+        }
+        let log = std::fs::File::create(base.join(format!("n{}.log", i + 1))).unwrap();
+        cmd.stdout(Stdio::null()).stderr(log);
+        procs.0.push(Some(cmd.spawn().unwrap()));
+    }
+    ProcCluster {
+        procs,
+        clients,
+        metrics,
+    }
+}
+
+/// `fencelock-node snapshot save` from a running cluster, `snapshot restore` into three new
+/// directories with new addresses, the new cluster started without `--init`: the same
+/// holder with the same token, and the lock is still taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_save_and_restore_with_the_binary() {
+    let base = temp_dir("saverestore");
+    let old = spawn_cluster(&base.join("old"), true);
+    let client = Client::new(old.clients.clone());
+    let s = client.open_session(60_000).await.expect("session");
+    let tok = match s
+        .acquire("k", Mode::Exclusive, WaitSpec::None)
+        .await
+        .unwrap()
+    {
+        Acquired::Granted(t) => t,
+        other => panic!("{other:?}"),
+    };
+    let file = base.join("backup.fl");
+    let out = Command::new(NODE)
+        .args(["snapshot", "save"])
+        .arg(&file)
+        .args(["--from", &old.metrics.join(",")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("saved "));
+    drop(old);
+
+    // New ports, new directories.
+    let p = ports(6);
+    let peers: Vec<String> = (0..3)
+        .map(|i| format!("{}=127.0.0.1:{}/127.0.0.1:{}", i + 1, p[i], p[3 + i]))
+        .collect();
+    let new_base = base.join("new");
+    std::fs::create_dir_all(&new_base).unwrap();
+    for i in 1..=3 {
+        let mut cmd = Command::new(NODE);
+        cmd.args(["snapshot", "restore"])
+            .arg(&file)
+            .arg("--dir")
+            .arg(new_base.join(format!("n{i}")));
+        for peer in &peers {
+            cmd.args(["--peer", peer]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut procs = Procs(Vec::new());
+    for i in 0..3 {
+        let mut cmd = Command::new(NODE);
+        cmd.args(["--id", &(i + 1).to_string(), "--grace-ms", "300"])
+            .arg("--dir")
+            .arg(new_base.join(format!("n{}", i + 1)));
+        for peer in &peers {
+            cmd.args(["--peer", peer]);
+        }
+        let log = std::fs::File::create(new_base.join(format!("n{}.log", i + 1))).unwrap();
+        cmd.stdout(Stdio::null()).stderr(log);
+        procs.0.push(Some(cmd.spawn().unwrap()));
+    }
+    let clients: Vec<String> = (0..3).map(|i| format!("127.0.0.1:{}", p[3 + i])).collect();
+    let client = Client::new(clients);
+    let h = client
+        .holders("k")
+        .await
+        .expect("the restored cluster serves");
+    assert_eq!(h.len(), 1);
+    assert_eq!((h[0].session.0, h[0].token), (s.id(), tok));
+    let other = client.open_session(30_000).await.unwrap();
+    assert!(matches!(
+        other
+            .acquire("k", Mode::Exclusive, WaitSpec::None)
+            .await
+            .unwrap(),
+        Acquired::Busy
+    ));
     drop(procs);
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -26,15 +26,19 @@ use tokio::net::TcpListener;
 #[command(
     name = "fencelock-node",
     version,
-    about = "A fencelock cluster member (openraft + the fencelock core)"
+    about = "A fencelock cluster member (openraft + the fencelock core)",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
 )]
 struct Args {
+    #[command(subcommand)]
+    cmd: Option<Sub>,
     /// This node's id.
-    #[arg(long)]
-    id: u64,
+    #[arg(long, required = true)]
+    id: Option<u64>,
     /// Data directory (raft.log, snapshot.bin).
-    #[arg(long)]
-    dir: PathBuf,
+    #[arg(long, required = true)]
+    dir: Option<PathBuf>,
     /// A member: ID=RAFT_ADDR/CLIENT_ADDR (repeat for each member, this node included).
     #[arg(long = "peer", required = true)]
     peers: Vec<String>,
@@ -76,6 +80,146 @@ struct Args {
     /// Refuse to open more sessions than this through one client connection; 0: no quota.
     #[arg(long, default_value_t = 1024)]
     max_sessions_per_conn: usize,
+}
+
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// Backups: save one from a running cluster, restore a new cluster from one.
+    #[command(subcommand)]
+    Snapshot(SnapCmd),
+}
+
+#[derive(clap::Subcommand)]
+enum SnapCmd {
+    /// Fetch a backup (GET /snapshot) from the leader among these metrics addresses and
+    /// write it to FILE (checked first; written to FILE.tmp, fsynced, renamed).
+    Save {
+        /// Where to write the backup.
+        file: PathBuf,
+        /// Metrics addresses (--metrics-addr) of the nodes, comma-separated: the leader's
+        /// answers.
+        #[arg(long, required = true, value_delimiter = ',')]
+        from: Vec<String>,
+    },
+    /// Prepare the data directory of one member of a NEW cluster from a backup. Run it for
+    /// every member with the same FILE and the same --peer list, then start each member
+    /// with that --peer list (no --init: the membership is in the restored snapshot).
+    Restore {
+        /// The backup.
+        file: PathBuf,
+        /// The new member's data directory (must not hold a node yet).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Every member of the new cluster: ID=RAFT_ADDR/CLIENT_ADDR (repeat).
+        #[arg(long = "peer", required = true)]
+        peers: Vec<String>,
+        /// Session table rows (as the new cluster will run with).
+        #[arg(long, default_value_t = 1 << 14)]
+        sessions: usize,
+        /// Lock table rows.
+        #[arg(long, default_value_t = 1 << 14)]
+        locks: usize,
+        /// Claim pool rows.
+        #[arg(long, default_value_t = 1 << 15)]
+        claims: usize,
+    },
+}
+
+/// `GET /snapshot` from `addr` with hyper's HTTP/1 client: (status, body).
+async fn fetch_backup(addr: &str) -> Result<(u16, Vec<u8>), String> {
+    use http_body_util::BodyExt;
+    let stream = tokio::net::TcpStream::connect(loopback(addr)?)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("{addr}: {e}"))?;
+    let conn = tokio::spawn(conn);
+    let req = hyper::Request::get("/snapshot")
+        .header(hyper::header::HOST, addr)
+        .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let resp = send
+        .send_request(req)
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let status = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?
+        .to_bytes()
+        .to_vec();
+    conn.abort();
+    Ok((status, body))
+}
+
+async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
+    match cmd {
+        SnapCmd::Save { file, from } => {
+            let mut why = Vec::new();
+            for addr in &from {
+                match fetch_backup(addr).await {
+                    Ok((200, bytes)) => {
+                        let index = fencelock_server::state_machine::check_backup(&bytes)
+                            .map_err(|e| format!("{addr} sent a bad backup: {e}"))?;
+                        let tmp = file.with_extension("tmp");
+                        let named = |e: std::io::Error| format!("{}: {e}", tmp.display());
+                        {
+                            use std::io::Write;
+                            let mut f = std::fs::File::create(&tmp).map_err(named)?;
+                            f.write_all(&bytes).map_err(named)?;
+                            f.sync_all().map_err(named)?;
+                        }
+                        std::fs::rename(&tmp, &file)
+                            .map_err(|e| format!("{}: {e}", file.display()))?;
+                        println!(
+                            "saved {} ({} bytes, log index {index}) from {addr}",
+                            file.display(),
+                            bytes.len()
+                        );
+                        return Ok(());
+                    }
+                    Ok((code, body)) => why.push(format!(
+                        "{addr}: {code} {}",
+                        String::from_utf8_lossy(&body).trim()
+                    )),
+                    Err(e) => why.push(e),
+                }
+            }
+            Err(format!("no node served a backup: {}", why.join("; ")))
+        }
+        SnapCmd::Restore {
+            file,
+            dir,
+            peers,
+            sessions,
+            locks,
+            claims,
+        } => {
+            let members: BTreeMap<u64, NodeAddr> = peers
+                .iter()
+                .map(|p| parse_peer(p))
+                .collect::<Result<_, _>>()?;
+            let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let service = fencelock_server::state_machine::ServiceConfig {
+                sessions,
+                locks,
+                claims,
+                ..Default::default()
+            };
+            let index = fencelock_server::ops::restore(&bytes, &dir, &service, members)
+                .map_err(|e| format!("restoring {} into {}: {e}", file.display(), dir.display()))?;
+            println!(
+                "restored {} (log index {index}) into {}",
+                file.display(),
+                dir.display()
+            );
+            Ok(())
+        }
+    }
 }
 
 fn loopback(addr: &str) -> Result<SocketAddr, String> {
@@ -120,7 +264,11 @@ async fn main() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
-    if let Err(e) = run(args).await {
+    let r = match args.cmd {
+        Some(Sub::Snapshot(cmd)) => snapshot_cmd(cmd).await,
+        None => run(args).await,
+    };
+    if let Err(e) = r {
         tracing::error!("{e}");
         eprintln!("fencelock-node: {e}");
         std::process::exit(1);
@@ -145,13 +293,16 @@ async fn stop_signal() -> &'static str {
 }
 
 async fn run(args: Args) -> Result<(), String> {
+    let (Some(id), Some(dir)) = (args.id, args.dir.clone()) else {
+        return Err("--id and --dir are required".into());
+    };
     let peers: BTreeMap<u64, NodeAddr> = args
         .peers
         .iter()
         .map(|p| parse_peer(p))
         .collect::<Result<_, _>>()?;
     let me = peers
-        .get(&args.id)
+        .get(&id)
         .ok_or("this node's id is not among the peers")?
         .clone();
     let raft_l = TcpListener::bind(loopback(&me.raft)?)
@@ -168,7 +319,7 @@ async fn run(args: Args) -> Result<(), String> {
         ),
         None => None,
     };
-    let mut config = NodeConfig::new(args.id, args.dir.clone());
+    let mut config = NodeConfig::new(id, dir.clone());
     config.grace_ms = args.grace_ms;
     config.service.core.lock_delay = args.lock_delay_ms;
     config.service.sessions = args.sessions;
@@ -186,7 +337,7 @@ async fn run(args: Args) -> Result<(), String> {
     config.election_ms = (args.election_ms, 2 * args.election_ms);
     let node = Node::start(config, TcpNetwork)
         .await
-        .map_err(|e| format!("starting on {}: {e}", args.dir.display()))?;
+        .map_err(|e| format!("starting on {}: {e}", dir.display()))?;
     let raft_task = tokio::spawn(serve_raft(raft_l, node.raft.clone()));
     let client_task = tokio::spawn(serve_clients(client_l, node.clone()));
     let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -211,11 +362,11 @@ async fn run(args: Args) -> Result<(), String> {
         node.initialize(peers).await?;
     }
     tracing::info!(
-        id = args.id,
+        id,
         raft = %me.raft,
         client = %me.client,
         metrics = ?args.metrics_addr,
-        dir = %args.dir.display(),
+        dir = %dir.display(),
         version = env!("CARGO_PKG_VERSION"),
         "fencelock-node up"
     );
@@ -232,7 +383,7 @@ async fn run(args: Args) -> Result<(), String> {
     //    heartbeat, snapshot and purge_log), so a leader simply stops heartbeating: the
     //    followers elect a new leader after one election timeout. Every acknowledged
     //    write is already fsynced on a quorum; there is nothing else to flush.
-    let was_leader = node.raft.metrics().borrow().current_leader == Some(args.id);
+    let was_leader = node.raft.metrics().borrow().current_leader == Some(id);
     node.shutdown().await;
     raft_task.abort();
     let _ = ops_stop.send(());
