@@ -8,7 +8,9 @@
 //! Layers, bottom up: [`log_store`] (durable Raft log and vote), [`state_machine`] (the
 //! core under openraft), [`proposer`] (concurrent requests batched into one entry),
 //! [`node`] (a node: Raft + the leader's logical clock + request handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
-//! [`mem_network`] (an in-process network with faults, for tests), [`client`].
+//! [`mem_network`] (an in-process network with faults, for tests), [`client`]; for
+//! operators, [`ops`] (health, metrics, backup and restore over HTTP) and [`disk`] (a full
+//! disk stalls writes instead of killing the node).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
