@@ -15,7 +15,7 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,7 @@ pub struct DiskHealth {
     stalled: AtomicBool,
     probe_failed: AtomicBool,
     errors: Counter,
+    probes: AtomicU64,
     last_warn: Mutex<Option<Instant>>,
 }
 
@@ -52,6 +53,7 @@ impl DiskHealth {
             stalled: AtomicBool::new(false),
             probe_failed: AtomicBool::new(false),
             errors: Counter::default(),
+            probes: AtomicU64::new(0),
             last_warn: Mutex::new(None),
         }
     }
@@ -112,11 +114,12 @@ impl DiskHealth {
     }
 
     /// Checks that the directory takes a write: writes, fsyncs and removes a small file
-    /// (`.probe`). Records the outcome for [`DiskHealth::is_full`].
+    /// (`.probe-N`, a new N each time, so concurrent probes do not collide). Records the outcome for [`DiskHealth::is_full`].
     ///
     /// Errors: the failed step's, naming the file. Cost: one small write and one fsync.
     pub fn probe(&self) -> io::Result<()> {
-        let path = self.dir.join(".probe");
+        let n = self.probes.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!(".probe-{n}"));
         let r = (|| {
             let mut f = fs::File::create(&path)?;
             f.write_all(&[0u8; 4096])?;

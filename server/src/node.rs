@@ -38,6 +38,9 @@ use crate::protocol::{ClientError, Reply, Request, WaitSpec};
 use crate::state_machine::{PushSink, ServiceConfig, Shared, StateMachine};
 use crate::types::{Cmd, CmdResult, NodeAddr, NodeId, Op, Raft, TypeConfig, STAMPED_AT_APPLY};
 
+/// The longest [`Node::shutdown`] waits for openraft to stop.
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
 /// Everything a node needs to start.
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
@@ -243,12 +246,19 @@ impl Node {
     }
 
     /// Stops openraft and the ticker. The node's files stay; [`Node::start`] on the same
-    /// directory resumes it. Errors: none (a failed shutdown is ignored).
+    /// directory resumes it. Gives openraft at most [`SHUTDOWN_WAIT`] (a Raft core whose
+    /// write waits for disk space cannot stop sooner; the node's files stay consistent,
+    /// since every write is checksummed). Errors: none (a failed shutdown is ignored).
     pub async fn shutdown(&self) {
         self.ticker.abort();
         self.proposer_task.abort();
         self.prober.abort();
-        let _ = self.raft.shutdown().await;
+        if tokio::time::timeout(SHUTDOWN_WAIT, self.raft.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(node = self.id, "raft did not stop within {SHUTDOWN_WAIT:?} (a write waiting for disk space?); leaving it");
+        }
     }
 
     /// The leader's current stamp (`None` unless this node is an anchored leader).
