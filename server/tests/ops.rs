@@ -454,3 +454,70 @@ async fn backup_then_restore_gives_a_new_cluster_the_same_holders_and_tokens() {
     assert!(h[0].1 > ty, "tokens keep increasing after a restore");
     r.shutdown().await;
 }
+
+/// The log store's own stall: an append that needs the file to grow (8 MiB of
+/// preallocation) on a 4 MiB tmpfs waits, marked full, instead of failing (which would stop
+/// openraft for good); when the filesystem is grown (remount) it completes by itself and
+/// the entry is durable. Needs root for `mount`: otherwise it says it was skipped, and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_append_on_a_full_disk_waits_and_completes_when_space_returns() {
+    use fencelock_server::log_store::LogStore;
+    use fencelock_server::types::{Cmd, Entry, LogId, Op, STAMPED_AT_APPLY};
+    use openraft::storage::{RaftLogReader, RaftLogStorageExt};
+    let base = common::temp_dir("logstall");
+    let dir = base.join("mnt");
+    std::fs::create_dir_all(&dir).unwrap();
+    if let Err(why) = mount_tmpfs(&dir, "4m") {
+        eprintln!("SKIPPED a_log_append_on_a_full_disk_waits…: {why}");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.clone());
+    let log = LogStore::open(&dir).unwrap();
+    let entry = Entry {
+        log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), 1),
+        payload: openraft::EntryPayload::Normal(Cmd {
+            now: Some(1),
+            ops: vec![Op::Input(fencelock::Input::OpenSession {
+                now: STAMPED_AT_APPLY,
+                ttl: 10,
+            })],
+        }),
+    };
+    let mut writer = log.clone();
+    let append = tokio::spawn(async move { writer.blocking_append(vec![entry]).await });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        !append.is_finished(),
+        "the append neither waited nor failed"
+    );
+    assert!(log.disk().is_full());
+    let out = Command::new("mount")
+        .args(["-o", "remount,size=32m"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tokio::time::timeout(Duration::from_secs(5), append)
+        .await
+        .expect("the append completes once space returns")
+        .unwrap()
+        .expect("and succeeds");
+    assert!(!log.disk().is_full());
+    drop(log);
+    let mut reopened = LogStore::open(&dir).unwrap();
+    let got = reopened.try_get_log_entries(0..10).await.unwrap();
+    assert_eq!(got.len(), 1, "the entry is durable");
+    drop(reopened);
+    drop(_unmount);
+    let _ = std::fs::remove_dir_all(&base);
+}
