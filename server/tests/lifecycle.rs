@@ -338,3 +338,55 @@ async fn snapshot_save_and_restore_with_the_binary() {
     drop(procs);
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A log filter that does not parse is refused at start (exit 2, the error named), and a
+/// valid `--log-level` is taken over RUST_LOG: `--log-level error` hides the info line
+/// that `RUST_LOG=info` would show.
+#[test]
+fn log_level_is_checked_and_overrides_rust_log() {
+    let out = Command::new(NODE)
+        .args([
+            "--log-level",
+            "=bad[",
+            "--id",
+            "1",
+            "--dir",
+            "/nonexistent-never-used",
+        ])
+        .args(["--peer", "1=127.0.0.1:1/127.0.0.1:2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad --log-level"));
+
+    let base = temp_dir("loglevel");
+    let run = |level: Option<&str>, n: u32| {
+        let p = ports(2);
+        let mut cmd = Command::new(NODE);
+        cmd.env("RUST_LOG", "info")
+            .args(["--id", "1", "--dir"])
+            .arg(base.join(format!("d{n}")))
+            .arg("--peer")
+            .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(l) = level {
+            cmd.args(["--log-level", l]);
+        }
+        let child = cmd.spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let info = run(None, 1);
+    let quiet = run(Some("error"), 2);
+    assert!(info.contains("fencelock-node up"), "{info}");
+    assert!(info.contains("signal=\"SIGTERM\""), "{info}");
+    assert!(quiet.is_empty(), "{quiet}");
+    let _ = std::fs::remove_dir_all(&base);
+}
