@@ -7,10 +7,13 @@
 //! every [`WARN_EVERY`]), marks the disk full, and retries every [`RETRY_EVERY`] until the
 //! write succeeds — the write is repeated at the same offset, so a partial one is simply
 //! overwritten. Meanwhile the node's Raft core waits (a leader stops heartbeating, so the
-//! others elect a new one), [`DiskHealth::is_full`] makes the node refuse client writes at
-//! once, and `/readyz` fails. A background probe ([`DiskHealth::probe`], every second)
-//! catches a full disk before a write needs the space (the log is preallocated), and
-//! notices when space returns. Any other I/O error is returned as before.
+//! others elect a new one), [`DiskHealth::is_stalled`] makes the node refuse client writes
+//! at once, and `/readyz` fails. A background probe ([`DiskHealth::probe`], every second)
+//! catches a full disk before a write needs the space — the log is preallocated, so it
+//! can still take entries for a while: the node is then unready ([`DiskHealth::is_full`])
+//! but keeps working, since refusing writes on a leader whose log still has room would stop
+//! the whole cluster without a failover (openraft 0.9 has no way to step down) — and the
+//! probe notices when space returns. Any other I/O error is returned as before.
 
 use std::fs;
 use std::io::{self, Write};
@@ -61,6 +64,11 @@ impl DiskHealth {
     /// The data directory. Cost: O(1).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// True while a write of the node waits for space. Cost: O(1).
+    pub fn is_stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
     }
 
     /// True while a write waits for space or the last probe failed. Cost: O(1).

@@ -350,7 +350,7 @@ impl Node {
     /// of one replicated write (a quorum's fsync).
     ///
     /// Errors: `NotLeader` (with the leader's client address when known), `Unavailable`
-    /// at once while this node's disk is full ([`DiskHealth`]), or when it could not commit within the request timeout (it may still commit later: retry
+    /// at once while a write of this node waits for disk space ([`DiskHealth`]), or when it could not commit within the request timeout (it may still commit later: retry
     /// with the same request number). A core refusal is in the result's `reply`.
     pub async fn propose(&self, input: Input) -> Result<CmdResult, ClientError> {
         self.propose_op(Op::Input(input)).await
@@ -358,7 +358,7 @@ impl Node {
 
     /// [`Node::propose`] for any [`Op`] (an idempotent open). Errors and cost: as there.
     pub async fn propose_op(&self, op: Op) -> Result<CmdResult, ClientError> {
-        if self.log.disk().is_full() {
+        if self.log.disk().is_stalled() {
             return Err(ClientError::Unavailable(format!(
                 "the disk of {} is full: writes are refused until space returns",
                 self.config.dir.display()

@@ -179,9 +179,10 @@ async fn wait_ready(addr: &str, want: u16, within: Duration) -> String {
 }
 
 /// A follower's data directory on a 24 MiB tmpfs (its log preallocates 8 MiB) that fills
-/// up: `/readyz` turns 503 naming the disk, the node refuses writes at once, the cluster
-/// keeps serving; when the space is freed the node is ready again by itself (no restart)
-/// and catches up. Needs root for `mount`: otherwise it says it was skipped, and why.
+/// up: `/readyz` turns 503 naming the disk and `/metrics` shows it, the cluster keeps
+/// serving; when the space is freed the node is ready again by itself (no restart) and
+/// has every entry. (A write that itself waits for space is
+/// `a_log_append_on_a_full_disk_waits_and_completes_when_space_returns`.) Needs root for `mount`: otherwise it says it was skipped, and why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_makes_the_node_unready_and_it_recovers_when_space_returns() {
     let mut c = Cluster::start("fulldisk", 300).await;
@@ -218,11 +219,6 @@ async fn a_full_disk_makes_the_node_unready_and_it_recovers_when_space_returns()
     fill(&filler);
     let body = wait_ready(&addr, 503, Duration::from_secs(5)).await;
     assert!(body.contains("fail disk"), "{body}");
-    let r = c.nodes[&victim].propose(open(1000)).await;
-    assert!(
-        matches!(&r, Err(ClientError::Unavailable(m)) if m.contains("full")),
-        "{r:?}"
-    );
     let (_, metrics) = get(&addr, "/metrics").await;
     assert!(metrics.contains("fencelock_disk_full 1"), "{metrics}");
     // The majority keeps working meanwhile.
@@ -518,6 +514,84 @@ async fn a_log_append_on_a_full_disk_waits_and_completes_when_space_returns() {
     let got = reopened.try_get_log_entries(0..10).await.unwrap();
     assert_eq!(got.len(), 1, "the entry is durable");
     drop(reopened);
+    drop(_unmount);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A node whose log cannot grow (a 4 MiB tmpfs; the log preallocates 8 MiB): its Raft
+/// core waits on the write, the node refuses client writes at once with `Unavailable`
+/// naming the full disk and is unready; once the filesystem grows it elects itself and
+/// serves writes — no restart. Needs root for `mount`: otherwise it says it was skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_cannot_write_refuses_writes_and_recovers_by_itself() {
+    let base = common::temp_dir("nodestall");
+    let dir = base.join("mnt");
+    std::fs::create_dir_all(&dir).unwrap();
+    if let Err(why) = mount_tmpfs(&dir, "4m") {
+        eprintln!("SKIPPED a_node_that_cannot_write_refuses_writes…: {why}");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.clone());
+    let net = fencelock_server::mem_network::MemNet::default();
+    let mut cfg = NodeConfig::new(1, dir.join("n1"));
+    cfg.loopback_members = false;
+    cfg.grace_ms = 0;
+    let node = Node::start(cfg, net.factory(1)).await.unwrap();
+    net.add(1, node.raft.clone());
+    let addr = serve(node.clone()).await;
+    let init = {
+        let node = node.clone();
+        tokio::spawn(async move {
+            let a = NodeAddr {
+                raft: "mem:1".into(),
+                client: "mem:1".into(),
+            };
+            node.initialize([(1, a)].into_iter().collect()).await
+        })
+    };
+    let start = Instant::now();
+    while !node.disk().is_stalled() {
+        assert!(start.elapsed() < Duration::from_secs(5), "no write stalled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = node.propose(open(1000)).await;
+    assert!(
+        matches!(&r, Err(ClientError::Unavailable(m)) if m.contains("full")),
+        "{r:?}"
+    );
+    let body = wait_ready(&addr, 503, Duration::from_secs(5)).await;
+    assert!(body.contains("fail disk"), "{body}");
+
+    let out = Command::new("mount")
+        .args(["-o", "remount,size=64m"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = init.await;
+    wait_ready(&addr, 200, Duration::from_secs(10)).await;
+    let start = Instant::now();
+    let r = loop {
+        match node.propose(open(1000)).await {
+            Ok(r) => break r,
+            Err(e) => {
+                assert!(start.elapsed() < Duration::from_secs(10), "{e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    session_of(&r);
+    node.shutdown().await;
     drop(_unmount);
     let _ = std::fs::remove_dir_all(&base);
 }
