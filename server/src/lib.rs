@@ -8,11 +8,14 @@
 //! Layers, bottom up: [`log_store`] (durable Raft log and vote), [`state_machine`] (the
 //! core under openraft), [`proposer`] (concurrent requests batched into one entry),
 //! [`node`] (a node: Raft + the leader's logical clock + request handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
-//! [`mem_network`] (an in-process network with faults, for tests), [`client`].
+//! [`mem_network`] (an in-process network with faults, for tests), [`client`]; for
+//! operators, [`ops`] (health, metrics, backup and restore over HTTP) and [`disk`] (a full
+//! disk stalls writes instead of killing the node).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod disk;
 pub mod frame;
 pub mod log_store;
 // openraft's RPC error types are large; their size is dictated by the RaftNetwork trait.
@@ -21,6 +24,7 @@ pub mod mem_network;
 #[allow(clippy::result_large_err)]
 pub mod net;
 pub mod node;
+pub mod ops;
 pub mod proposer;
 pub mod protocol;
 pub mod state_machine;

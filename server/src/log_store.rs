@@ -48,9 +48,11 @@ use std::sync::{Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{RaftLogId, StorageIOError};
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::disk::DiskHealth;
 use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 
 /// A purge leaves the file alone until it is at least this long; then it is rewritten.
@@ -92,12 +94,15 @@ struct Inner {
     committed_unwritten: bool,
     last_purged: Option<LogId>,
     compact_bytes: u64,
+    /// Seconds per `fdatasync` of a group.
+    fsync: Histogram,
 }
 
 /// The log store. Cloning shares the same file and memory (the clone is the log reader).
 #[derive(Clone)]
 pub struct LogStore {
     inner: Arc<Mutex<Inner>>,
+    disk: Arc<DiskHealth>,
     flushed_tx: Arc<watch::Sender<u64>>,
     flushed: watch::Receiver<u64>,
 }
@@ -222,7 +227,9 @@ impl Inner {
             self.allocated = grow_to;
         }
         self.file.write_all_at(&buf, self.len)?;
+        let t = std::time::Instant::now();
         self.file.sync_data()?;
+        self.fsync.observe(t.elapsed().as_secs_f64());
         self.len = end;
         self.next_seq += 1;
         self.committed_unwritten = false;
@@ -326,6 +333,7 @@ impl LogStore {
             committed_unwritten: false,
             last_purged: None,
             compact_bytes,
+            fsync: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
         };
         let mut pos = FILE_MAGIC.len();
         let mut last_seq: Option<u64> = None;
@@ -375,6 +383,7 @@ impl LogStore {
         let (flushed_tx, flushed) = watch::channel(last);
         Ok(LogStore {
             inner: Arc::new(Mutex::new(inner)),
+            disk: Arc::new(DiskHealth::new(dir)),
             flushed_tx: Arc::new(flushed_tx),
             flushed,
         })
@@ -412,6 +421,46 @@ impl LogStore {
     /// after a truncation). Cost: O(1).
     pub fn flushed(&self) -> watch::Receiver<u64> {
         self.flushed.clone()
+    }
+
+    /// The health of the data directory, shared with the state machine and the node.
+    /// Cost: O(1).
+    pub fn disk(&self) -> Arc<DiskHealth> {
+        self.disk.clone()
+    }
+
+    /// The histogram of `fdatasync` times (seconds) of the log's writes. Cost: O(1).
+    pub fn fsync_seconds(&self) -> Histogram {
+        self.lock().fsync.clone()
+    }
+
+    /// The last committed log id openraft saved. Cost: O(1).
+    pub fn committed(&self) -> Option<LogId> {
+        self.lock().committed
+    }
+
+    /// Marks a new, empty log as starting after `at` (everything up to it is in the
+    /// node's snapshot): a restored node's log ([`crate::state_machine::restore_into`]).
+    ///
+    /// Errors: `AlreadyExists` if the log holds anything; I/O errors. Cost: one write and
+    /// one fsync.
+    pub fn start_after(&self, at: LogId) -> io::Result<()> {
+        let mut g = self.lock();
+        if !g.log.is_empty() || g.last_purged.is_some() || g.vote.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} is not empty", g.path.display()),
+            ));
+        }
+        g.write(&[Rec::Purge(at)])?;
+        g.apply(Rec::Purge(at));
+        Ok(())
+    }
+
+    /// The last log id purged from the log (`None`: it still holds every entry from the
+    /// first). Cost: O(1).
+    pub fn last_purged(&self) -> Option<LogId> {
+        self.lock().last_purged
     }
 
     /// The last log id in the log. Cost: O(log n).
@@ -456,10 +505,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
-        let mut g = self.lock();
-        g.write(&[Rec::Vote(*vote)])
+        let recs = [Rec::Vote(*vote)];
+        self.disk
+            .retry("writing the vote", || self.lock().write(&recs))
+            .await
             .map_err(|e| StorageIOError::write_vote(&e))?;
-        g.vote = Some(*vote);
+        self.lock().vote = Some(*vote);
         Ok(())
     }
 
@@ -494,11 +545,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             Rec::Entry(e) => m.max(e.log_id.index),
             _ => m,
         });
-        let mut g = self.lock();
-        if let Err(e) = g.write(&recs) {
+        let written = self
+            .disk
+            .retry("appending to the log", || self.lock().write(&recs))
+            .await;
+        if let Err(e) = written {
             callback.log_io_completed(Err(io::Error::new(e.kind(), e.to_string())));
             return Err(StorageIOError::write_logs(&e).into());
         }
+        let mut g = self.lock();
         for r in recs {
             g.apply(r);
         }
@@ -509,20 +564,30 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let mut g = self.lock();
-        g.write(&[Rec::Truncate(log_id.index)])
+        let recs = [Rec::Truncate(log_id.index)];
+        self.disk
+            .retry("truncating the log", || self.lock().write(&recs))
+            .await
             .map_err(|e| StorageIOError::write_logs(&e))?;
-        g.apply(Rec::Truncate(log_id.index));
+        self.lock().apply(Rec::Truncate(log_id.index));
         Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let mut g = self.lock();
-        g.write(&[Rec::Purge(log_id)])
+        let recs = [Rec::Purge(log_id)];
+        self.disk
+            .retry("purging the log", || self.lock().write(&recs))
+            .await
             .map_err(|e| StorageIOError::write_logs(&e))?;
+        let mut g = self.lock();
         g.apply(Rec::Purge(log_id));
         if g.len >= g.compact_bytes {
-            g.compact().map_err(|e| StorageIOError::write_logs(&e))?;
+            // Compaction only saves space: when it fails (a full disk) the log stays as it
+            // is, complete, and the next purge tries again.
+            if let Err(e) = g.compact() {
+                let _ = fs::remove_file(g.path.with_extension("tmp"));
+                tracing::error!(path = %g.path.display(), error = %e, "log compaction failed; the log is kept as it is");
+            }
         }
         Ok(())
     }

@@ -242,6 +242,7 @@ pub async fn serve_clients(listener: TcpListener, node: Arc<Node>) {
 
 async fn client_conn(sock: TcpStream, node: Arc<Node>) {
     let conn = node.next_conn_id();
+    let _registered = node.connection(conn);
     let (r, w) = sock.into_split();
     let mut r = BufReader::new(r);
     // Each reply travels with its in-flight permit, released once the reply is written.

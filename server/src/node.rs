@@ -17,7 +17,7 @@
 //! leader's monotonic clock, so a client's [`fencelock::SessionKeeper`] (counting from
 //! the send time of its last acknowledged keep-alive) is always conservative.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,11 +30,16 @@ use openraft::network::RaftNetworkFactory;
 use openraft::ServerState;
 use tokio::task::JoinHandle;
 
+use crate::disk::DiskHealth;
 use crate::log_store::LogStore;
+use crate::ops::NodeStats;
 use crate::proposer::Proposer;
 use crate::protocol::{ClientError, Reply, Request, WaitSpec};
 use crate::state_machine::{PushSink, ServiceConfig, Shared, StateMachine};
 use crate::types::{Cmd, CmdResult, NodeAddr, NodeId, Op, Raft, TypeConfig, STAMPED_AT_APPLY};
+
+/// The longest [`Node::shutdown`] waits for openraft to stop.
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
 /// Everything a node needs to start.
 #[derive(Clone, Debug)]
@@ -57,6 +62,15 @@ pub struct NodeConfig {
     pub election_ms: (u64, u64),
     /// Build a snapshot (and purge the log before it) after this many applied entries.
     pub snapshot_logs: u64,
+    /// The longest session ttl (ms) a client may open; a longer one is refused with
+    /// `ClientError::Limit { kind: "ttl_too_long" }` before anything is proposed. `None`:
+    /// only the core's own bound.
+    pub max_ttl_ms: Option<u64>,
+    /// The most sessions one client connection may have open (opened through it and
+    /// still open, plus opens in flight); one more is refused with
+    /// `ClientError::Limit { kind: "too_many_sessions" }` before anything is proposed.
+    /// `None`: no quota.
+    pub max_sessions_per_conn: Option<usize>,
     /// Accept only loopback `host:port` addresses for a new member (true for TCP nodes;
     /// the in-process test network names nodes `mem:N`).
     pub loopback_members: bool,
@@ -78,6 +92,8 @@ impl NodeConfig {
             heartbeat_ms: 50,
             election_ms: (300, 600),
             snapshot_logs: 20_000,
+            max_ttl_ms: None,
+            max_sessions_per_conn: None,
             loopback_members: true,
         }
     }
@@ -119,24 +135,57 @@ pub struct Node {
     pub shared: Arc<Shared>,
     /// The log store (for diagnostics).
     pub log: LogStore,
+    /// Refusals and connections, for `/metrics`.
+    pub stats: NodeStats,
     clock: Arc<LeaderClock>,
     config: NodeConfig,
     proposer: Proposer,
     ticker: JoinHandle<()>,
     proposer_task: JoinHandle<()>,
+    prober: JoinHandle<()>,
     conn_ids: AtomicU64,
+    /// Per connection: the sessions opened through it (pruned of ended ones when
+    /// checked) and opens in flight. An entry lives as long as its connection's guard.
+    conn_sessions: Arc<Mutex<HashMap<u64, ConnSessions>>>,
+}
+
+#[derive(Default)]
+struct ConnSessions {
+    open: BTreeSet<u64>,
+    pending: usize,
+}
+
+/// Held by a client connection while it is open ([`Node::connection`]): counted in
+/// `/metrics`; its session quota is forgotten when dropped.
+pub struct Connection {
+    _counted: crate::ops::ConnGuard,
+    conn: u64,
+    sessions: Arc<Mutex<HashMap<u64, ConnSessions>>>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.conn);
+    }
 }
 
 impl Node {
     /// Opens the node's storage in `config.dir` and starts openraft over `network`.
     ///
-    /// Errors: I/O errors opening the log or the snapshot, openraft start-up errors.
+    /// Errors: I/O errors opening the log or the snapshot; a damaged log, or a corrupt
+    /// snapshot over a compacted log (`InvalidData`, naming the file: see
+    /// [`StateMachine::open_checked`]); openraft start-up errors.
     pub async fn start<N>(config: NodeConfig, network: N) -> io::Result<Arc<Node>>
     where
         N: RaftNetworkFactory<TypeConfig>,
     {
         let log = LogStore::open(&config.dir)?;
-        let (sm, shared) = StateMachine::open(&config.dir, config.service)?;
+        let (mut sm, shared) =
+            StateMachine::open_checked(&config.dir, config.service, log.last_purged())?;
+        sm.set_disk(log.disk());
         let raft_config = openraft::Config {
             cluster_name: "fencelock".into(),
             heartbeat_interval: config.heartbeat_ms,
@@ -163,17 +212,22 @@ impl Node {
             clock.clone(),
             config.clone(),
         ));
+        let prober = tokio::spawn(run_prober(log.disk()));
+        tokio::spawn(log_raft_changes(raft.clone()));
         Ok(Arc::new(Node {
             id: config.id,
             raft,
             shared,
             log,
+            stats: NodeStats::default(),
             clock,
             config,
             proposer,
             ticker,
             proposer_task,
+            prober,
             conn_ids: AtomicU64::new(1),
+            conn_sessions: Arc::default(),
         }))
     }
 
@@ -192,17 +246,89 @@ impl Node {
     }
 
     /// Stops openraft and the ticker. The node's files stay; [`Node::start`] on the same
-    /// directory resumes it. Errors: none (a failed shutdown is ignored).
+    /// directory resumes it. Gives openraft at most [`SHUTDOWN_WAIT`] (a Raft core whose
+    /// write waits for disk space cannot stop sooner; the node's files stay consistent,
+    /// since every write is checksummed). Errors: none (a failed shutdown is ignored).
     pub async fn shutdown(&self) {
         self.ticker.abort();
         self.proposer_task.abort();
-        let _ = self.raft.shutdown().await;
+        self.prober.abort();
+        if tokio::time::timeout(SHUTDOWN_WAIT, self.raft.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(node = self.id, "raft did not stop within {SHUTDOWN_WAIT:?} (a write waiting for disk space?); leaving it");
+        }
     }
 
     /// The leader's current stamp (`None` unless this node is an anchored leader).
     /// Cost: O(1).
     pub fn stamp(&self) -> Option<u64> {
         self.clock.stamp()
+    }
+
+    /// The node's configuration. Cost: O(1).
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// The health of the data directory. Cost: O(1).
+    pub fn disk(&self) -> Arc<DiskHealth> {
+        self.log.disk()
+    }
+
+    /// Requests waiting for the proposer. Cost: O(1).
+    pub fn proposer_queue(&self) -> usize {
+        self.proposer.queued()
+    }
+
+    /// Registers client connection `conn` (from [`Node::next_conn_id`]) until the guard
+    /// is dropped: counted in `/metrics`, its session quota kept. Cost: O(1).
+    pub fn connection(&self, conn: u64) -> Connection {
+        Connection {
+            _counted: self.stats.connection(),
+            conn,
+            sessions: self.conn_sessions.clone(),
+        }
+    }
+
+    /// Reserves an open for connection `conn` under the session quota. Cost: O(sessions
+    /// of that connection) (ended ones are pruned).
+    fn reserve_open(&self, conn: u64) -> Result<(), ClientError> {
+        let Some(max) = self.config.max_sessions_per_conn else {
+            return Ok(());
+        };
+        let mut m = self.conn_sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let e = m.entry(conn).or_default();
+        {
+            let g = self.shared.state();
+            e.open.retain(|s| g.svc.session(SessionId(*s)).is_some());
+        }
+        if e.open.len() + e.pending >= max {
+            return Err(ClientError::Limit {
+                kind: "too_many_sessions".into(),
+                message: format!(
+                    "this connection already has {} sessions open (the maximum per connection is {max})",
+                    e.open.len() + e.pending
+                ),
+            });
+        }
+        e.pending += 1;
+        Ok(())
+    }
+
+    /// Ends a reservation of [`Node::reserve_open`], with the session it opened.
+    fn opened(&self, conn: u64, session: Option<SessionId>) {
+        if self.config.max_sessions_per_conn.is_none() {
+            return;
+        }
+        let mut m = self.conn_sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = m.get_mut(&conn) {
+            e.pending = e.pending.saturating_sub(1);
+            if let Some(s) = session {
+                e.open.insert(s.0);
+            }
+        }
     }
 
     /// A fresh connection id for [`crate::state_machine::Hub::attach`]. Cost: O(1).
@@ -224,7 +350,7 @@ impl Node {
     /// of one replicated write (a quorum's fsync).
     ///
     /// Errors: `NotLeader` (with the leader's client address when known), `Unavailable`
-    /// when it could not commit within the request timeout (it may still commit later: retry
+    /// at once while a write of this node waits for disk space ([`DiskHealth`]), or when it could not commit within the request timeout (it may still commit later: retry
     /// with the same request number). A core refusal is in the result's `reply`.
     pub async fn propose(&self, input: Input) -> Result<CmdResult, ClientError> {
         self.propose_op(Op::Input(input)).await
@@ -232,6 +358,12 @@ impl Node {
 
     /// [`Node::propose`] for any [`Op`] (an idempotent open). Errors and cost: as there.
     pub async fn propose_op(&self, op: Op) -> Result<CmdResult, ClientError> {
+        if self.log.disk().is_stalled() {
+            return Err(ClientError::Unavailable(format!(
+                "the disk of {} is full: writes are refused until space returns",
+                self.config.dir.display()
+            )));
+        }
         let fut = self.proposer.propose(op);
         match tokio::time::timeout(Duration::from_millis(self.config.request_timeout_ms), fut).await
         {
@@ -300,15 +432,29 @@ impl Node {
     /// for the sessions it opens or attaches to. Cost: one replicated write for inputs,
     /// one quorum confirmation for reads and attach.
     ///
-    /// Errors: see [`ClientError`].
+    /// Errors: see [`ClientError`]. Every error is counted by kind for `/metrics`.
     pub async fn handle_request(
         &self,
         req: Request,
         conn: u64,
         sink: &PushSink,
     ) -> Result<Reply, ClientError> {
+        let r = self.serve(req, conn, sink).await;
+        if let Err(e) = &r {
+            self.stats.refused(e);
+        }
+        r
+    }
+
+    async fn serve(&self, req: Request, conn: u64, sink: &PushSink) -> Result<Reply, ClientError> {
         match req {
             Request::Open { ttl_ms, key } => {
+                if let Some(max) = self.config.max_ttl_ms.filter(|m| ttl_ms > *m) {
+                    return Err(ClientError::Limit {
+                        kind: "ttl_too_long".into(),
+                        message: format!("a session ttl of {ttl_ms} ms is above this cluster's maximum of {max} ms"),
+                    });
+                }
                 let op = match key {
                     Some(key) => Op::Open { ttl: ttl_ms, key },
                     None => Op::Input(Input::OpenSession {
@@ -316,13 +462,17 @@ impl Node {
                         ttl: ttl_ms,
                     }),
                 };
-                let reply = self.write_op(op).await?;
-                if let Reply::Done { reply: r, .. } = &reply {
-                    if let Some(session) = r.opened() {
-                        self.shared.hub.attach(session, conn, sink.clone());
-                    }
+                self.reserve_open(conn)?;
+                let reply = self.write_op(op).await;
+                let session = match &reply {
+                    Ok(Reply::Done { reply: r, .. }) => r.opened(),
+                    _ => None,
+                };
+                self.opened(conn, session);
+                if let Some(session) = session {
+                    self.shared.hub.attach(session, conn, sink.clone());
                 }
-                Ok(reply)
+                reply
             }
             Request::KeepAlive { session } => {
                 self.write(Input::KeepAlive {
@@ -488,6 +638,61 @@ impl Node {
             }
             Ok(Err(e)) => Err(ClientError::Unavailable(e.to_string())),
         }
+    }
+}
+
+/// Logs elections (term, role and leader changes) and membership changes as they
+/// happen, and a stopped Raft core as an error. Ends when openraft shuts down.
+async fn log_raft_changes(raft: Raft) {
+    let mut rx = raft.metrics();
+    let mut last: Option<(u64, ServerState, Option<NodeId>)> = None;
+    let mut last_membership = None;
+    loop {
+        let m = rx.borrow_and_update().clone();
+        let now = (m.current_term, m.state, m.current_leader);
+        if last != Some(now) {
+            tracing::info!(
+                node = m.id,
+                term = m.current_term,
+                state = ?m.state,
+                leader = ?m.current_leader,
+                "raft role"
+            );
+            last = Some(now);
+        }
+        let membership = m.membership_config.log_id().map(|l| l.index);
+        if last_membership != Some(membership) {
+            if last_membership.is_some() {
+                tracing::info!(
+                    node = m.id,
+                    at = ?membership,
+                    members = %m.membership_config.membership(),
+                    "membership changed"
+                );
+            }
+            last_membership = Some(membership);
+        }
+        match &m.running_state {
+            Err(openraft::error::Fatal::Stopped) => return,
+            Err(e) => {
+                tracing::error!(node = m.id, error = %e, "raft stopped");
+                return;
+            }
+            Ok(()) => {}
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Probes the data directory every second, so a full disk is noticed (writes refused,
+/// `/readyz` failing) before a write needs the space, and its end is noticed too.
+async fn run_prober(disk: Arc<DiskHealth>) {
+    loop {
+        let d = disk.clone();
+        let _ = tokio::task::spawn_blocking(move || d.probe()).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

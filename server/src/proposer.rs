@@ -61,6 +61,11 @@ impl Proposer {
         (Proposer { tx }, task)
     }
 
+    /// How many requests wait for the proposer now (at most [`QUEUE`]). Cost: O(1).
+    pub fn queued(&self) -> usize {
+        QUEUE.saturating_sub(self.tx.capacity())
+    }
+
     /// Proposes `op` and waits for its result: committed and applied, refused by the
     /// core (in the result's `error`), or the batch's failure. Cost: a share of one
     /// replicated write.

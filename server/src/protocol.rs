@@ -177,6 +177,15 @@ pub enum ClientError {
     /// one longer than [`fencelock::MAX_NAME_LEN`] bytes, which no input can carry: that is
     /// refused before any other check, as `Core(name_too_long)`.
     BadRequest(String),
+    /// A limit of this node refused the request before anything was proposed (nothing
+    /// changed); `kind` names the limit (`ttl_too_long`). Retrying the same request
+    /// cannot succeed.
+    Limit {
+        /// The limit, a stable word.
+        kind: String,
+        /// What was asked and what the limit is.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for ClientError {
@@ -186,6 +195,7 @@ impl std::fmt::Display for ClientError {
             ClientError::Core(e) => write!(f, "{e}"),
             ClientError::Unavailable(m) => write!(f, "unavailable: {m}"),
             ClientError::BadRequest(m) => write!(f, "bad request: {m}"),
+            ClientError::Limit { kind, message } => write!(f, "refused ({kind}): {message}"),
         }
     }
 }

@@ -8,6 +8,18 @@
 //! applied log id, the membership and the open keys; it is written to `dir/snapshot.bin`
 //! (temp file, fsync, rename) so a restarted node rebuilds its state from it and the log
 //! after it.
+//!
+//! # The snapshot file
+//!
+//! `snapshot.bin` is [`SNAP_MAGIC`] (the format and its version, 8 bytes), then
+//! `len: u64 LE | crc32(len, payload): u32 LE | payload` (postcard). A file that is short,
+//! of another format, fails its checksum, does not decode, or whose core snapshot the core
+//! refuses, is *corrupt*: it is never used. At start ([`StateMachine::open_checked`]) a
+//! corrupt snapshot either refuses the start (the log was compacted past it, so the state
+//! cannot be rebuilt from this node's own files) or, when the log still holds every entry
+//! from the first, is moved aside to `snapshot.bin.corrupt` and the state is rebuilt by
+//! replaying the log — never served as it is. The vote and the log live in `raft.log`,
+//! whose groups carry checksums of their own ([`crate::log_store`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -15,12 +27,15 @@ use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use fencelock::{Config, Input, LockService, Output, Reply, SessionId, Tick, VecStorage};
+use fencelock::{Config, Input, LockName, LockService, Output, Reply, SessionId, Tick, VecStorage};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, StorageIOError};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, Notify};
 
+use crate::disk::DiskHealth;
 use crate::types::{
     BatchResult, CmdResult, CoreError, Entry, LogId, Op, SnapshotMeta, StorageError,
     StoredMembership, TypeConfig,
@@ -252,11 +267,96 @@ impl OpenKeys {
     }
 }
 
+/// Counts of what this replica applied, for `/metrics`. Every replica applies the same
+/// entries, so they agree (a node that installed a snapshot counts from there on).
+pub struct ApplyStats {
+    /// Grants: to the acquirer directly and to a waiter later.
+    pub grants: Counter,
+    /// Sessions that expired.
+    pub expiries: Counter,
+    /// Queued acquires that were later granted: how long they waited (seconds of the
+    /// cluster's logical time).
+    pub wait_seconds: Histogram,
+    /// Queued acquires not yet granted, by (session, lock): the logical time they queued.
+    /// Bounded: cleared if it ever holds more entries than the claim table has rows.
+    queued: Mutex<BTreeMap<(u64, LockName), u64>>,
+}
+
+impl Default for ApplyStats {
+    fn default() -> Self {
+        ApplyStats {
+            grants: Counter::default(),
+            expiries: Counter::default(),
+            wait_seconds: Histogram::new(exponential_buckets(0.001, 4.0, 10)),
+            queued: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl ApplyStats {
+    fn record(
+        &self,
+        op: &Option<(u64, LockName, bool)>,
+        result: &CmdResult,
+        events: &[Output],
+        cap: usize,
+    ) {
+        let mut q = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        let forget_session = |q: &mut BTreeMap<(u64, LockName), u64>, s: u64| {
+            let keys: Vec<_> = q
+                .range((s, LockName::default())..)
+                .take_while(|(k, _)| k.0 == s)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in keys {
+                q.remove(&k);
+            }
+        };
+        for e in events {
+            match e {
+                Output::Granted { session, lock, .. } => {
+                    let _ = self.grants.inc();
+                    if let Some(t) = q.remove(&(session.0, lock.clone())) {
+                        self.wait_seconds
+                            .observe(result.now.saturating_sub(t) as f64 / 1000.0);
+                    }
+                }
+                Output::WaitTimedOut { session, lock } => {
+                    q.remove(&(session.0, lock.clone()));
+                }
+                Output::SessionExpired { session } => {
+                    let _ = self.expiries.inc();
+                    forget_session(&mut q, session.0);
+                }
+                _ => {}
+            }
+        }
+        match (&result.reply, op) {
+            (Ok(Reply::Granted { .. }), Some((_, _, true))) => {
+                self.grants.inc();
+            }
+            (Ok(Reply::Queued { .. }), Some((s, lock, true))) => {
+                if q.len() >= cap {
+                    q.clear();
+                }
+                q.insert((*s, lock.clone()), result.now);
+            }
+            (Ok(Reply::Cancelled), Some((s, lock, false))) => {
+                q.remove(&(*s, lock.clone()));
+            }
+            (Ok(Reply::Closed), Some((s, _, false))) => forget_session(&mut q, *s),
+            _ => {}
+        }
+    }
+}
+
 /// State shared between the state machine (owned by openraft) and the node (reads, pushes).
 pub struct Shared {
     state: Mutex<SmState>,
     /// Output routing.
     pub hub: Hub,
+    /// What this replica applied, for `/metrics`.
+    pub stats: ApplyStats,
     /// The service configuration.
     pub config: ServiceConfig,
     /// The last log id of `snapshot.bin`; held while a snapshot is written, so the
@@ -270,6 +370,188 @@ impl Shared {
     pub fn state(&self) -> MutexGuard<'_, SmState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// The first 8 bytes of `snapshot.bin`: this format, version 1.
+pub const SNAP_MAGIC: [u8; 8] = *b"FLSNAP\0\x01";
+const SNAP_HEADER: usize = 8 + 8 + 4;
+
+fn snap_crc(len: u64, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&len.to_le_bytes());
+    h.update(payload);
+    h.finalize()
+}
+
+/// `f` as the bytes of a snapshot file (header, length, checksum, payload).
+fn encode_snap_file(f: &SnapFile) -> io::Result<Vec<u8>> {
+    let payload = postcard::to_allocvec(f).map_err(|e| io::Error::other(e.to_string()))?;
+    let len = payload.len() as u64;
+    let mut buf = Vec::with_capacity(SNAP_HEADER + payload.len());
+    buf.extend_from_slice(&SNAP_MAGIC);
+    buf.extend_from_slice(&len.to_le_bytes());
+    buf.extend_from_slice(&snap_crc(len, &payload).to_le_bytes());
+    buf.extend_from_slice(&payload);
+    Ok(buf)
+}
+
+/// Checks and decodes the bytes of a snapshot file; the error says what is wrong.
+fn decode_snap_file(bytes: &[u8]) -> Result<SnapFile, String> {
+    if bytes.len() < SNAP_HEADER || bytes[..8] != SNAP_MAGIC {
+        return Err("not a fencelock snapshot of this version (header mismatch)".into());
+    }
+    let len = u64::from_le_bytes(bytes[8..16].try_into().map_err(|_| "short header")?);
+    let crc = u32::from_le_bytes(bytes[16..20].try_into().map_err(|_| "short header")?);
+    let payload = &bytes[SNAP_HEADER..];
+    if payload.len() as u64 != len {
+        return Err(format!(
+            "length {} in the header, {} bytes present",
+            len,
+            payload.len()
+        ));
+    }
+    if snap_crc(len, payload) != crc {
+        return Err("checksum mismatch".into());
+    }
+    postcard::from_bytes(payload).map_err(|e| format!("checksummed but does not decode: {e}"))
+}
+
+/// Reads, checks and restores the snapshot file at `path`: `Ok(None)` when there is none.
+///
+/// Errors: I/O errors reading it; `InvalidData`, naming the path, when it is corrupt (see
+/// the module docs). Cost: O(file size).
+fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(SnapFile, SmState)>> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    };
+    let bad = |m: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("snapshot {}: {m}", path.display()),
+        )
+    };
+    let f = decode_snap_file(&bytes).map_err(bad)?;
+    let (state, last_applied, _) =
+        decode_snapshot(config, &f.data).map_err(|e| bad(format!("does not restore: {e}")))?;
+    if last_applied != f.meta.last_log_id {
+        return Err(bad(format!(
+            "its data was taken at {last_applied:?}, its header says {:?}",
+            f.meta.last_log_id
+        )));
+    }
+    Ok(Some((f, state)))
+}
+
+/// A backup of `shared`'s applied state, in the checksummed snapshot-file format
+/// (`snapshot.bin`'s): what `GET /snapshot` serves and `fencelock-node snapshot restore`
+/// reads. Returns the bytes and the log id it was taken at.
+///
+/// Errors: encoding failures (none expected). Cost: O(state size); holds the state lock
+/// while the core snapshot is taken.
+pub fn backup(shared: &Shared) -> io::Result<(Vec<u8>, Option<LogId>)> {
+    let (data, last_applied, membership) = {
+        let g = shared.state();
+        let d = SnapData {
+            last_applied: g.last_applied,
+            membership: g.membership.clone(),
+            core: g.svc.snapshot_vec(),
+            open_keys: g.open_keys.to_vec(),
+        };
+        (
+            postcard::to_allocvec(&d).map_err(|e| io::Error::other(e.to_string()))?,
+            g.last_applied,
+            g.membership.clone(),
+        )
+    };
+    let f = SnapFile {
+        meta: SnapshotMeta {
+            last_log_id: last_applied,
+            last_membership: membership,
+            snapshot_id: format!("backup-{}", last_applied.map_or(0, |l| l.index)),
+        },
+        data,
+    };
+    Ok((encode_snap_file(&f)?, last_applied))
+}
+
+/// Checks a backup's bytes (format, checksum, contents decode); returns its log index.
+///
+/// Errors: what is wrong, described. Cost: O(backup size).
+pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
+    let f = decode_snap_file(bytes)?;
+    let d: SnapData = postcard::from_bytes(&f.data).map_err(|e| format!("does not decode: {e}"))?;
+    d.last_applied
+        .map(|l| l.index)
+        .ok_or_else(|| "taken before anything was applied".into())
+}
+
+/// Writes the state of a backup ([`backup`]) as `dir/snapshot.bin` of a node of a *new*
+/// cluster whose members are `members`: the same core state (sessions, holds, queues,
+/// tokens, open keys, logical time), taken at the backup's log id, with the new
+/// membership. Returns that log id: the caller starts the node's log purged up to it.
+///
+/// Errors: `InvalidData` for a backup that fails its checks (corrupt, or not restorable
+/// with `config`), or one taken before anything was applied; `AlreadyExists` when `dir`
+/// already has a snapshot or a log (a restore never overwrites a node); I/O errors naming
+/// the path. Cost: O(backup size).
+pub fn restore_into(
+    backup_bytes: &[u8],
+    dir: &Path,
+    config: &ServiceConfig,
+    members: std::collections::BTreeMap<u64, crate::types::NodeAddr>,
+) -> io::Result<LogId> {
+    let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, format!("backup: {m}"));
+    let f = decode_snap_file(backup_bytes).map_err(bad)?;
+    let d: SnapData =
+        postcard::from_bytes(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
+    LockService::restore(config.storage(), &d.core)
+        .map_err(|(_, e)| bad(format!("does not restore with these table sizes: {e}")))?;
+    let at = d
+        .last_applied
+        .ok_or_else(|| bad("taken before anything was applied".into()))?;
+    for name in ["snapshot.bin", "raft.log"] {
+        if dir.join(name).exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists: restore only into a new directory",
+                    dir.join(name).display()
+                ),
+            ));
+        }
+    }
+    let voters = members.keys().copied().collect();
+    let membership =
+        StoredMembership::new(Some(at), openraft::Membership::new(vec![voters], members));
+    let data = SnapData {
+        last_applied: Some(at),
+        membership: membership.clone(),
+        core: d.core,
+        open_keys: d.open_keys,
+    };
+    let f = SnapFile {
+        meta: SnapshotMeta {
+            last_log_id: Some(at),
+            last_membership: membership,
+            snapshot_id: format!("restored-{}", at.index),
+        },
+        data: postcard::to_allocvec(&data).map_err(|e| io::Error::other(e.to_string()))?,
+    };
+    fs::create_dir_all(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    let bytes = encode_snap_file(&f)?;
+    let tmp = dir.join("snapshot.tmp");
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
+    {
+        let mut file = fs::File::create(&tmp).map_err(named)?;
+        file.write_all(&bytes).map_err(named)?;
+        file.sync_all().map_err(named)?;
+    }
+    fs::rename(&tmp, dir.join("snapshot.bin")).map_err(named)?;
+    sync_dir(dir)?;
+    Ok(at)
 }
 
 /// The snapshot file's contents.
@@ -292,6 +574,7 @@ struct SnapData {
 pub struct StateMachine {
     shared: Arc<Shared>,
     dir: PathBuf,
+    disk: Arc<DiskHealth>,
     current: Option<SnapFile>,
     snap_seq: u64,
 }
@@ -319,19 +602,16 @@ impl StateMachine {
     /// Opens the state machine in `dir`: restored from `dir/snapshot.bin` if present, else
     /// empty. Returns it and the handle the node keeps.
     ///
-    /// Errors: I/O errors, or a snapshot file that does not decode or restore.
-    /// Cost: O(snapshot size).
+    /// Errors: I/O errors, naming the path; `InvalidData`, naming the path, for a corrupt
+    /// snapshot file (bad header, length or checksum, or contents that do not decode or
+    /// restore) — it is never used. Cost: O(snapshot size).
     pub fn open(dir: &Path, config: ServiceConfig) -> io::Result<(StateMachine, Arc<Shared>)> {
-        fs::create_dir_all(dir)?;
+        fs::create_dir_all(dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
         let path = dir.join("snapshot.bin");
-        let (state, current) = match fs::read(&path) {
-            Ok(bytes) => {
-                let f: SnapFile =
-                    postcard::from_bytes(&bytes).map_err(|e| io::Error::other(e.to_string()))?;
-                let (state, _, _) = decode_snapshot(&config, &f.data)?;
-                (state, Some(f))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (
+        let (state, current) = match read_snap_file(&path, &config)? {
+            Some((f, state)) => (state, Some(f)),
+            None => (
                 SmState {
                     svc: config.fresh(),
                     last_applied: None,
@@ -340,12 +620,12 @@ impl StateMachine {
                 },
                 None,
             ),
-            Err(e) => return Err(e),
         };
         let persisted = current.as_ref().and_then(|f: &SnapFile| f.meta.last_log_id);
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             hub: Hub::default(),
+            stats: ApplyStats::default(),
             config,
             persisted: Mutex::new(persisted),
         });
@@ -353,11 +633,80 @@ impl StateMachine {
             StateMachine {
                 shared: shared.clone(),
                 dir: dir.to_path_buf(),
+                disk: Arc::new(DiskHealth::new(dir)),
                 current,
                 snap_seq: 0,
             },
             shared,
         ))
+    }
+
+    /// [`StateMachine::open`] for a node whose log was purged up to `log_purged` (`None`:
+    /// the log still holds every entry from the first). A corrupt snapshot is never served:
+    ///
+    /// * with `log_purged == None` the state can be rebuilt from the log alone: the file is
+    ///   moved aside to `snapshot.bin.corrupt` (logged as an error) and the node starts
+    ///   from the empty state, replaying its log (a leader may also install a snapshot);
+    /// * otherwise entries the snapshot stood for are gone from this node's log, so the
+    ///   start is refused (`InvalidData` naming the path and the purge point) and nothing
+    ///   is changed. Way out: remove this node from the cluster (`set-voters` without it),
+    ///   move its directory aside, and add a fresh node (a new id, an empty directory) with
+    ///   `add-learner` and `set-voters`: it receives a snapshot from the leader. Wiping the
+    ///   directory and restarting under the same id is *not* safe: it forgets the node's
+    ///   vote and its share of acknowledged entries.
+    ///
+    /// Errors: as [`StateMachine::open`], and the refusal above. Cost: O(snapshot size).
+    pub fn open_checked(
+        dir: &Path,
+        config: ServiceConfig,
+        log_purged: Option<LogId>,
+    ) -> io::Result<(StateMachine, Arc<Shared>)> {
+        match Self::open(dir, config) {
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                let path = dir.join("snapshot.bin");
+                if let Some(p) = log_purged {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "{e}; the log in {} was compacted up to index {}, so this node cannot \
+                             rebuild its state from its own files: refusing to start (nothing was \
+                             changed). Replace the node: remove it with set-voters, move {} aside, \
+                             and add a fresh node with a new id (add-learner, set-voters)",
+                            dir.display(),
+                            p.index,
+                            dir.display()
+                        ),
+                    ));
+                }
+                let aside = dir.join("snapshot.bin.corrupt");
+                fs::rename(&path, &aside).map_err(|r| {
+                    io::Error::new(
+                        r.kind(),
+                        format!("{e}; moving it aside to {} failed: {r}", aside.display()),
+                    )
+                })?;
+                sync_dir(dir)?;
+                tracing::error!(
+                    error = %e,
+                    moved_to = %aside.display(),
+                    "corrupt snapshot moved aside; the log holds every entry, rebuilding the state by replaying it"
+                );
+                Self::open(dir, config)
+            }
+            r => r,
+        }
+    }
+
+    /// Shares `disk` (the log store's) so that a snapshot write stalled by a full disk
+    /// shows in the node's health. Cost: O(1).
+    pub fn set_disk(&mut self, disk: Arc<DiskHealth>) {
+        self.disk = disk;
+    }
+
+    /// [`StateMachine::persist`], retried while the disk is full ([`DiskHealth::retry`]).
+    async fn persist_retrying(&self, f: &SnapFile) -> io::Result<()> {
+        let disk = self.disk.clone();
+        disk.retry("writing a snapshot", || self.persist(f)).await
     }
 
     /// Writes `f` as `snapshot.bin` unless the file already holds a newer snapshot.
@@ -370,18 +719,25 @@ impl StateMachine {
         if *persisted > f.meta.last_log_id {
             return Ok(());
         }
-        let bytes = postcard::to_allocvec(f).map_err(|e| io::Error::other(e.to_string()))?;
+        let bytes = encode_snap_file(f)?;
         let tmp = self.dir.join("snapshot.tmp");
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
         {
-            let mut file = fs::File::create(&tmp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
+            let mut file = fs::File::create(&tmp).map_err(named)?;
+            file.write_all(&bytes).map_err(named)?;
+            file.sync_all().map_err(named)?;
         }
-        fs::rename(&tmp, self.dir.join("snapshot.bin"))?;
-        fs::File::open(&self.dir)?.sync_all()?;
+        fs::rename(&tmp, self.dir.join("snapshot.bin")).map_err(named)?;
+        sync_dir(&self.dir)?;
         *persisted = f.meta.last_log_id;
         Ok(())
     }
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
 }
 
 /// The time an op of an entry stamped `stamp` is applied at: the latest of the stamp, the
@@ -498,7 +854,8 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             meta: meta.clone(),
             data: data.clone(),
         };
-        self.persist(&f)
+        self.persist_retrying(&f)
+            .await
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         self.current = Some(f);
         Ok(Snapshot {
@@ -536,7 +893,26 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             Op::Input(Input::CloseSession { session, .. }) => Some(*session),
                             _ => None,
                         };
+                        // (session, lock, is an acquire) for the wait-time histogram.
+                        let watched = match &op {
+                            Op::Input(Input::Acquire { session, lock, .. }) => {
+                                Some((session.0, lock.clone(), true))
+                            }
+                            Op::Input(Input::Cancel { session, lock, .. }) => {
+                                Some((session.0, lock.clone(), false))
+                            }
+                            Op::Input(Input::CloseSession { session, .. }) => {
+                                Some((session.0, LockName::default(), false))
+                            }
+                            _ => None,
+                        };
                         let (events, result) = apply_op(&mut g, cmd.now, op, index);
+                        self.shared.stats.record(
+                            &watched,
+                            &result,
+                            &events,
+                            self.shared.config.claims,
+                        );
                         self.shared.hub.record(index, &events);
                         for o in &events {
                             self.shared.hub.push(o);
@@ -561,6 +937,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         StateMachine {
             shared: self.shared.clone(),
             dir: self.dir.clone(),
+            disk: self.disk.clone(),
             current: None,
             snap_seq: self.snap_seq + 1_000_000,
         }
@@ -582,7 +959,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: meta.clone(),
             data,
         };
-        self.persist(&f)
+        self.persist_retrying(&f)
+            .await
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         *self.shared.state() = state;
         self.current = Some(f);
@@ -591,8 +969,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
         // The builder (a clone) may have persisted a newer one: the file is the truth.
+        // A file that fails its checks is ignored here (the one in memory stays).
         if let Ok(bytes) = fs::read(self.dir.join("snapshot.bin")) {
-            if let Ok(f) = postcard::from_bytes(&bytes) {
+            if let Ok(f) = decode_snap_file(&bytes) {
                 self.current = Some(f);
             }
         }
@@ -600,5 +979,108 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: f.meta.clone(),
             snapshot: Box::new(Cursor::new(f.data.clone())),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencelock::{Mode, Wait};
+
+    fn sample() -> (SnapFile, ServiceConfig) {
+        let config = ServiceConfig {
+            sessions: 8,
+            locks: 8,
+            claims: 8,
+            core: Config::default(),
+        };
+        let mut svc = config.fresh();
+        let mut out = Vec::new();
+        let s = svc
+            .open_session(Tick(1), 10_000, &mut out)
+            .unwrap()
+            .opened()
+            .unwrap();
+        svc.acquire(
+            Tick(2),
+            s,
+            "jobs/x",
+            Mode::Exclusive,
+            Wait::None,
+            Some(1),
+            &mut out,
+        )
+        .unwrap();
+        let last = Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 7));
+        let d = SnapData {
+            last_applied: last,
+            membership: StoredMembership::default(),
+            core: svc.snapshot_vec(),
+            open_keys: vec![(42, s.0)],
+        };
+        let f = SnapFile {
+            meta: SnapshotMeta {
+                last_log_id: last,
+                last_membership: StoredMembership::default(),
+                snapshot_id: "t".into(),
+            },
+            data: postcard::to_allocvec(&d).unwrap(),
+        };
+        (f, config)
+    }
+
+    /// Every single flipped bit of a snapshot file, anywhere (header, length, checksum,
+    /// payload), makes it corrupt: it is refused with the path named, never restored.
+    #[test]
+    fn every_flipped_bit_of_a_snapshot_file_is_refused() {
+        let (f, config) = sample();
+        let bytes = encode_snap_file(&f).unwrap();
+        let dir = std::env::temp_dir().join(format!("fencelock-snapflip-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("snapshot.bin");
+        fs::write(&path, &bytes).unwrap();
+        let (g, _) = read_snap_file(&path, &config)
+            .unwrap()
+            .expect("a good file reads");
+        assert_eq!(g.meta.last_log_id, f.meta.last_log_id);
+        for i in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut b = bytes.clone();
+                b[i] ^= 1 << bit;
+                assert!(
+                    decode_snap_file(&b).is_err(),
+                    "byte {i} bit {bit} went unnoticed"
+                );
+            }
+        }
+        let mut b = bytes.clone();
+        b[bytes.len() / 2] ^= 0x20;
+        fs::write(&path, &b).unwrap();
+        let e = read_snap_file(&path, &config).err().expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        // Truncated, extended, empty: refused too.
+        for b in [
+            &bytes[..bytes.len() - 1],
+            &[][..],
+            &[bytes.clone(), vec![0]].concat()[..],
+        ] {
+            assert!(decode_snap_file(b).is_err());
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A snapshot whose header and data disagree about where it was taken is refused.
+    #[test]
+    fn a_snapshot_whose_meta_disagrees_with_its_data_is_refused() {
+        let (mut f, config) = sample();
+        f.meta.last_log_id = Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 8));
+        let dir = std::env::temp_dir().join(format!("fencelock-snapmeta-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("snapshot.bin");
+        fs::write(&path, encode_snap_file(&f).unwrap()).unwrap();
+        let e = read_snap_file(&path, &config).err().expect("refused");
+        assert!(e.to_string().contains("header says"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

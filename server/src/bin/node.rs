@@ -7,7 +7,8 @@
 //! ```
 //! Each `--peer ID=RAFT/CLIENT` names a member's Raft and client addresses (this node's
 //! own entry says where it listens). `--init` on one node initializes a new cluster (a
-//! no-op when its log already has one).
+//! no-op when its log already has one). See server/README.md, "Operations", for the
+//! flags, the `--metrics-addr` endpoints, signals and logs.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,18 +18,27 @@ use std::time::Duration;
 use clap::Parser;
 use fencelock_server::net::{loopback_addr, serve_clients, serve_raft, TcpNetwork};
 use fencelock_server::node::{Node, NodeConfig};
+use fencelock_server::ops::serve_ops;
 use fencelock_server::types::NodeAddr;
 use tokio::net::TcpListener;
 
 #[derive(Parser)]
-#[command(about = "A fencelock cluster member (openraft + the fencelock core)")]
+#[command(
+    name = "fencelock-node",
+    version,
+    about = "A fencelock cluster member (openraft + the fencelock core)",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Args {
+    #[command(subcommand)]
+    cmd: Option<Sub>,
     /// This node's id.
-    #[arg(long)]
-    id: u64,
+    #[arg(long, required = true)]
+    id: Option<u64>,
     /// Data directory (raft.log, snapshot.bin).
-    #[arg(long)]
-    dir: PathBuf,
+    #[arg(long, required = true)]
+    dir: Option<PathBuf>,
     /// A member: ID=RAFT_ADDR/CLIENT_ADDR (repeat for each member, this node included).
     #[arg(long = "peer", required = true)]
     peers: Vec<String>,
@@ -47,6 +57,169 @@ struct Args {
     /// Raft election timeout, the lower bound (ms); the upper bound is twice it.
     #[arg(long, default_value_t = 300)]
     election_ms: u64,
+    /// Serve /livez, /readyz and /metrics over HTTP here (loopback host:port).
+    #[arg(long)]
+    metrics_addr: Option<String>,
+    /// Log filter (tracing-subscriber EnvFilter syntax: `info`, `debug`,
+    /// `fencelock_server=debug,openraft=info`…); overrides RUST_LOG. Default
+    /// `info,openraft=warn`.
+    #[arg(long)]
+    log_level: Option<String>,
+    /// Session table rows (every node of a cluster must agree).
+    #[arg(long, default_value_t = 1 << 14)]
+    sessions: usize,
+    /// Lock table rows (every node of a cluster must agree).
+    #[arg(long, default_value_t = 1 << 14)]
+    locks: usize,
+    /// Claim pool rows, holds + waits (every node of a cluster must agree).
+    #[arg(long, default_value_t = 1 << 15)]
+    claims: usize,
+    /// Refuse to open sessions with a longer ttl (ms); 0: no limit beyond the core's.
+    #[arg(long, default_value_t = 3_600_000)]
+    max_ttl_ms: u64,
+    /// Refuse to open more sessions than this through one client connection; 0: no quota.
+    #[arg(long, default_value_t = 1024)]
+    max_sessions_per_conn: usize,
+}
+
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// Backups: save one from a running cluster, restore a new cluster from one.
+    #[command(subcommand)]
+    Snapshot(SnapCmd),
+}
+
+#[derive(clap::Subcommand)]
+enum SnapCmd {
+    /// Fetch a backup (GET /snapshot) from the leader among these metrics addresses and
+    /// write it to FILE (checked first; written to FILE.tmp, fsynced, renamed).
+    Save {
+        /// Where to write the backup.
+        file: PathBuf,
+        /// Metrics addresses (--metrics-addr) of the nodes, comma-separated: the leader's
+        /// answers.
+        #[arg(long, required = true, value_delimiter = ',')]
+        from: Vec<String>,
+    },
+    /// Prepare the data directory of one member of a NEW cluster from a backup. Run it for
+    /// every member with the same FILE and the same --peer list, then start each member
+    /// with that --peer list (no --init: the membership is in the restored snapshot).
+    Restore {
+        /// The backup.
+        file: PathBuf,
+        /// The new member's data directory (must not hold a node yet).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Every member of the new cluster: ID=RAFT_ADDR/CLIENT_ADDR (repeat).
+        #[arg(long = "peer", required = true)]
+        peers: Vec<String>,
+        /// Session table rows (as the new cluster will run with).
+        #[arg(long, default_value_t = 1 << 14)]
+        sessions: usize,
+        /// Lock table rows.
+        #[arg(long, default_value_t = 1 << 14)]
+        locks: usize,
+        /// Claim pool rows.
+        #[arg(long, default_value_t = 1 << 15)]
+        claims: usize,
+    },
+}
+
+/// `GET /snapshot` from `addr` with hyper's HTTP/1 client: (status, body).
+async fn fetch_backup(addr: &str) -> Result<(u16, Vec<u8>), String> {
+    use http_body_util::BodyExt;
+    let stream = tokio::net::TcpStream::connect(loopback(addr)?)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("{addr}: {e}"))?;
+    let conn = tokio::spawn(conn);
+    let req = hyper::Request::get("/snapshot")
+        .header(hyper::header::HOST, addr)
+        .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let resp = send
+        .send_request(req)
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let status = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?
+        .to_bytes()
+        .to_vec();
+    conn.abort();
+    Ok((status, body))
+}
+
+async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
+    match cmd {
+        SnapCmd::Save { file, from } => {
+            let mut why = Vec::new();
+            for addr in &from {
+                match fetch_backup(addr).await {
+                    Ok((200, bytes)) => {
+                        let index = fencelock_server::state_machine::check_backup(&bytes)
+                            .map_err(|e| format!("{addr} sent a bad backup: {e}"))?;
+                        let tmp = file.with_extension("tmp");
+                        let named = |e: std::io::Error| format!("{}: {e}", tmp.display());
+                        {
+                            use std::io::Write;
+                            let mut f = std::fs::File::create(&tmp).map_err(named)?;
+                            f.write_all(&bytes).map_err(named)?;
+                            f.sync_all().map_err(named)?;
+                        }
+                        std::fs::rename(&tmp, &file)
+                            .map_err(|e| format!("{}: {e}", file.display()))?;
+                        println!(
+                            "saved {} ({} bytes, log index {index}) from {addr}",
+                            file.display(),
+                            bytes.len()
+                        );
+                        return Ok(());
+                    }
+                    Ok((code, body)) => why.push(format!(
+                        "{addr}: {code} {}",
+                        String::from_utf8_lossy(&body).trim()
+                    )),
+                    Err(e) => why.push(e),
+                }
+            }
+            Err(format!("no node served a backup: {}", why.join("; ")))
+        }
+        SnapCmd::Restore {
+            file,
+            dir,
+            peers,
+            sessions,
+            locks,
+            claims,
+        } => {
+            let members: BTreeMap<u64, NodeAddr> = peers
+                .iter()
+                .map(|p| parse_peer(p))
+                .collect::<Result<_, _>>()?;
+            let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let service = fencelock_server::state_machine::ServiceConfig {
+                sessions,
+                locks,
+                claims,
+                ..Default::default()
+            };
+            let index = fencelock_server::ops::restore(&bytes, &dir, &service, members)
+                .map_err(|e| format!("restoring {} into {}: {e}", file.display(), dir.display()))?;
+            println!(
+                "restored {} (log index {index}) into {}",
+                file.display(),
+                dir.display()
+            );
+            Ok(())
+        }
+    }
 }
 
 fn loopback(addr: &str) -> Result<SocketAddr, String> {
@@ -67,22 +240,69 @@ fn parse_peer(s: &str) -> Result<(u64, NodeAddr), String> {
     ))
 }
 
+/// The log filter without `--log-level` or `RUST_LOG`: this crate at info, openraft's
+/// own (chatty) info lines left out.
+const DEFAULT_LOG: &str = "info,openraft=warn";
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    if let Err(e) = run(Args::parse()).await {
+    let args = Args::parse();
+    let filter = match &args.log_level {
+        Some(l) => tracing_subscriber::EnvFilter::try_new(l),
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .or_else(|_| tracing_subscriber::EnvFilter::try_new(DEFAULT_LOG)),
+    };
+    let filter = match filter {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("fencelock-node: bad --log-level / RUST_LOG: {e}");
+            std::process::exit(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+    let r = match args.cmd {
+        Some(Sub::Snapshot(cmd)) => snapshot_cmd(cmd).await,
+        None => run(args).await,
+    };
+    if let Err(e) = r {
+        tracing::error!("{e}");
         eprintln!("fencelock-node: {e}");
         std::process::exit(1);
     }
 }
 
+/// Resolves at SIGTERM or SIGINT; says which.
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut t), Ok(mut i)) => tokio::select! {
+            _ = t.recv() => "SIGTERM",
+            _ = i.recv() => "SIGINT",
+        },
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
+}
+
 async fn run(args: Args) -> Result<(), String> {
+    let (Some(id), Some(dir)) = (args.id, args.dir.clone()) else {
+        return Err("--id and --dir are required".into());
+    };
     let peers: BTreeMap<u64, NodeAddr> = args
         .peers
         .iter()
         .map(|p| parse_peer(p))
         .collect::<Result<_, _>>()?;
     let me = peers
-        .get(&args.id)
+        .get(&id)
         .ok_or("this node's id is not among the peers")?
         .clone();
     let raft_l = TcpListener::bind(loopback(&me.raft)?)
@@ -91,16 +311,47 @@ async fn run(args: Args) -> Result<(), String> {
     let client_l = TcpListener::bind(loopback(&me.client)?)
         .await
         .map_err(|e| format!("bind {}: {e}", me.client))?;
-    let mut config = NodeConfig::new(args.id, args.dir);
+    let ops_l = match &args.metrics_addr {
+        Some(a) => Some(
+            TcpListener::bind(loopback(a)?)
+                .await
+                .map_err(|e| format!("bind {a}: {e}"))?,
+        ),
+        None => None,
+    };
+    let mut config = NodeConfig::new(id, dir.clone());
     config.grace_ms = args.grace_ms;
     config.service.core.lock_delay = args.lock_delay_ms;
+    config.service.sessions = args.sessions;
+    config.service.locks = args.locks;
+    config.service.claims = args.claims;
+    if args.sessions == 0 || args.locks == 0 || args.claims == 0 {
+        return Err("--sessions, --locks and --claims must be at least 1".into());
+    }
+    fencelock::check_rows(args.sessions.max(args.locks).max(args.claims))
+        .map_err(|e| format!("table sizes: {e}"))?;
+    config.max_ttl_ms = (args.max_ttl_ms > 0).then_some(args.max_ttl_ms);
+    config.max_sessions_per_conn =
+        (args.max_sessions_per_conn > 0).then_some(args.max_sessions_per_conn);
     config.heartbeat_ms = args.heartbeat_ms;
     config.election_ms = (args.election_ms, 2 * args.election_ms);
     let node = Node::start(config, TcpNetwork)
         .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(serve_raft(raft_l, node.raft.clone()));
-    tokio::spawn(serve_clients(client_l, node.clone()));
+        .map_err(|e| format!("starting on {}: {e}", dir.display()))?;
+    let raft_task = tokio::spawn(serve_raft(raft_l, node.raft.clone()));
+    let client_task = tokio::spawn(serve_clients(client_l, node.clone()));
+    let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
+    let ops_task = ops_l.map(|l| {
+        let node = node.clone();
+        tokio::spawn(async move {
+            let stop = async {
+                let _ = ops_stopped.await;
+            };
+            if let Err(e) = serve_ops(l, node, stop).await {
+                tracing::error!("metrics listener: {e}");
+            }
+        })
+    });
     if args.init
         && !node
             .raft
@@ -110,13 +361,36 @@ async fn run(args: Args) -> Result<(), String> {
     {
         node.initialize(peers).await?;
     }
-    eprintln!(
-        "fencelock-node {} up: raft {} client {}",
-        args.id, me.raft, me.client
+    tracing::info!(
+        id,
+        raft = %me.raft,
+        client = %me.client,
+        metrics = ?args.metrics_addr,
+        dir = %dir.display(),
+        version = env!("CARGO_PKG_VERSION"),
+        "fencelock-node up"
     );
-    tokio::signal::ctrl_c().await.map_err(|e| e.to_string())?;
+    let sig = stop_signal().await;
+    tracing::info!(signal = sig, "stopping: no new client connections");
+    // 1. Stop accepting clients.
+    client_task.abort();
+    // 2. Let what is in flight finish (bounded): proposals queued or being committed.
+    let deadline = std::time::Instant::now() + Duration::from_millis(1000);
+    while node.proposer_queue() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // 3. Stop Raft. openraft 0.9 has no leader transfer (its Trigger offers elect,
+    //    heartbeat, snapshot and purge_log), so a leader simply stops heartbeating: the
+    //    followers elect a new leader after one election timeout. Every acknowledged
+    //    write is already fsynced on a quorum; there is nothing else to flush.
+    let was_leader = node.raft.metrics().borrow().current_leader == Some(id);
     node.shutdown().await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    raft_task.abort();
+    let _ = ops_stop.send(());
+    if let Some(t) = ops_task {
+        let _ = t.await;
+    }
+    tracing::info!(was_leader, "stopped");
     Ok(())
 }
 

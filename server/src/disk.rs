@@ -1,0 +1,152 @@
+//! The health of a node's data directory: a full disk stalls writes instead of failing them.
+//!
+//! openraft 0.9 treats every storage error as fatal: the Raft core stops and the node
+//! answers `Unavailable` until it is restarted. A full disk (`ENOSPC`, `EDQUOT`) is not a
+//! reason to die: space usually comes back. So the node's writes (log groups, snapshot
+//! files) go through [`DiskHealth::retry`], which on a full disk logs an error (at most
+//! every [`WARN_EVERY`]), marks the disk full, and retries every [`RETRY_EVERY`] until the
+//! write succeeds — the write is repeated at the same offset, so a partial one is simply
+//! overwritten. Meanwhile the node's Raft core waits (a leader stops heartbeating, so the
+//! others elect a new one), [`DiskHealth::is_stalled`] makes the node refuse client writes
+//! at once, and `/readyz` fails. A background probe ([`DiskHealth::probe`], every second)
+//! catches a full disk before a write needs the space — the log is preallocated, so it
+//! can still take entries for a while: the node is then unready ([`DiskHealth::is_full`])
+//! but keeps working, since refusing writes on a leader whose log still has room would stop
+//! the whole cluster without a failover (openraft 0.9 has no way to step down) — and the
+//! probe notices when space returns. Any other I/O error is returned as before.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::counter::Counter;
+
+/// How often a stalled write is retried.
+pub const RETRY_EVERY: Duration = Duration::from_millis(200);
+/// A full disk is logged at most this often (as an error).
+pub const WARN_EVERY: Duration = Duration::from_secs(5);
+
+/// Shared by the log store, the state machine and the node's health checks.
+#[derive(Debug)]
+pub struct DiskHealth {
+    dir: PathBuf,
+    stalled: AtomicBool,
+    probe_failed: AtomicBool,
+    errors: Counter,
+    probes: AtomicU64,
+    last_warn: Mutex<Option<Instant>>,
+}
+
+/// True for the errors a full disk or an exhausted quota gives.
+pub fn is_full(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    )
+}
+
+impl DiskHealth {
+    /// Health of the data directory `dir`. Cost: O(1).
+    pub fn new(dir: &Path) -> DiskHealth {
+        DiskHealth {
+            dir: dir.to_path_buf(),
+            stalled: AtomicBool::new(false),
+            probe_failed: AtomicBool::new(false),
+            errors: Counter::default(),
+            probes: AtomicU64::new(0),
+            last_warn: Mutex::new(None),
+        }
+    }
+
+    /// The data directory. Cost: O(1).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// True while a write of the node waits for space. Cost: O(1).
+    pub fn is_stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
+    }
+
+    /// True while a write waits for space or the last probe failed. Cost: O(1).
+    pub fn is_full(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed) || self.probe_failed.load(Ordering::Relaxed)
+    }
+
+    /// The count of write and probe failures (full disk or other), shared. Cost: O(1).
+    pub fn errors(&self) -> Counter {
+        self.errors.clone()
+    }
+
+    fn warn(&self, what: &str, e: &io::Error) {
+        self.errors.inc();
+        let mut last = self.last_warn.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
+            *last = Some(Instant::now());
+            tracing::error!(dir = %self.dir.display(), error = %e, "{what}: disk full; writes are refused and retried until space returns");
+        }
+    }
+
+    /// Runs `f` until it succeeds or fails with something other than a full disk (see
+    /// the module docs); `what` names the write in the log.
+    ///
+    /// Errors: `f`'s error when it is not a full disk. Cost: `f`, plus the wait for space.
+    pub async fn retry<T>(
+        &self,
+        what: &str,
+        mut f: impl FnMut() -> io::Result<T>,
+    ) -> io::Result<T> {
+        loop {
+            match f() {
+                Ok(v) => {
+                    if self.stalled.swap(false, Ordering::Relaxed) {
+                        tracing::warn!(dir = %self.dir.display(), "{what}: the disk has room again; writes resume");
+                    }
+                    return Ok(v);
+                }
+                Err(e) if is_full(&e) => {
+                    self.stalled.store(true, Ordering::Relaxed);
+                    self.warn(what, &e);
+                    tokio::time::sleep(RETRY_EVERY).await;
+                }
+                Err(e) => {
+                    self.errors.inc();
+                    tracing::error!(dir = %self.dir.display(), error = %e, "{what}: disk error");
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Checks that the directory takes a write: writes, fsyncs and removes a small file
+    /// (`.probe-N`, a new N each time, so concurrent probes do not collide). Records the outcome for [`DiskHealth::is_full`].
+    ///
+    /// Errors: the failed step's, naming the file. Cost: one small write and one fsync.
+    pub fn probe(&self) -> io::Result<()> {
+        let n = self.probes.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!(".probe-{n}"));
+        let r = (|| {
+            let mut f = fs::File::create(&path)?;
+            f.write_all(&[0u8; 4096])?;
+            f.sync_all()?;
+            fs::remove_file(&path)
+        })();
+        match r {
+            Ok(()) => {
+                if self.probe_failed.swap(false, Ordering::Relaxed) {
+                    tracing::warn!(dir = %self.dir.display(), "disk probe succeeds again");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&path);
+                self.probe_failed.store(true, Ordering::Relaxed);
+                self.warn("disk probe", &e);
+                Err(io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! A node's snapshot file damaged on disk: a flipped byte never lets a node serve wrong
+//! state, so it never leads to a second holder. With the log compacted past the snapshot the
+//! node refuses to start (naming the file) and changes nothing; with the whole log still
+//! there, the snapshot is moved aside and the state rebuilt from the log.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{acquire, granted, keep_alive, open, session_of, Cluster};
+use fencelock::{Reply as CoreReply, Wait};
+use fencelock_server::node::Node;
+
+/// Flips one byte in the middle of the file's payload; returns the original bytes.
+fn flip_middle_byte(path: &Path) -> Vec<u8> {
+    let orig = std::fs::read(path).expect("snapshot exists");
+    let mut b = orig.clone();
+    let i = b.len() / 2 + 7;
+    b[i] ^= 0x01;
+    std::fs::write(path, &b).unwrap();
+    orig
+}
+
+/// The lock's holder on every live node (sessions), after they converged.
+async fn holders_everywhere(c: &Cluster, lock: &str) -> Vec<Vec<u64>> {
+    c.converged().await;
+    c.nodes
+        .values()
+        .map(|n| {
+            n.shared
+                .state()
+                .svc
+                .holders(lock)
+                .map(|h| h.session.0)
+                .collect()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_snapshot_over_a_compacted_log_refuses_to_start_and_never_grants_twice() {
+    let mut c = Cluster::start("snapcorrupt", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    let b = session_of(&c.propose(open(60_000)).await);
+    let tok = granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
+    // Past the snapshot threshold (100 entries in tests): every node snapshots and purges.
+    for _ in 0..130 {
+        c.propose(keep_alive(a)).await;
+    }
+    c.converged().await;
+    let start = Instant::now();
+    while !c.nodes.values().all(|n| n.log.last_purged().is_some()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no node purged its log"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The leader is stopped and a byte of its snapshot flipped.
+    let victim = c.leader().await;
+    c.kill(victim).await;
+    let path = c.base.join(format!("n{victim}/snapshot.bin"));
+    let orig = flip_middle_byte(&path);
+    let damaged = std::fs::read(&path).unwrap();
+    let err = Node::start(c.config(victim), c.net.factory(victim))
+        .await
+        .err()
+        .expect("a corrupt snapshot over a compacted log must not start");
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("refusing to start"), "{msg}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        damaged,
+        "a refused start changes nothing"
+    );
+
+    // The other two still agree that A holds x, and B cannot take it.
+    c.leader().await;
+    for h in holders_everywhere(&c, "x").await {
+        assert_eq!(h, vec![a.0]);
+    }
+    let r = c.propose(acquire(b, "x", Wait::None, Some(1))).await;
+    assert_eq!(r.reply, Ok(CoreReply::Busy), "a second holder: {r:?}");
+
+    // The way back for a damaged disk is a replacement; here the good bytes are put back
+    // and the node rejoins with the same holder.
+    std::fs::write(&path, orig).unwrap();
+    c.boot(victim).await;
+    for h in holders_everywhere(&c, "x").await {
+        assert_eq!(h, vec![a.0]);
+    }
+    let tokens: Vec<_> = c.nodes[&victim]
+        .shared
+        .state()
+        .svc
+        .holders("x")
+        .map(|h| h.token)
+        .collect();
+    assert_eq!(tokens, vec![tok]);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_snapshot_over_a_whole_log_is_moved_aside_and_rebuilt_from_the_log() {
+    let mut c = Cluster::start("snaprebuild", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    let b = session_of(&c.propose(open(60_000)).await);
+    let tok = granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
+    for _ in 0..10 {
+        c.propose(keep_alive(a)).await;
+    }
+    c.converged().await;
+    let victim = c.leader().await;
+    // A snapshot early in the log: openraft keeps the last 25 entries, so nothing is purged.
+    c.nodes[&victim].raft.trigger().snapshot().await.unwrap();
+    let path = c.base.join(format!("n{victim}/snapshot.bin"));
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no snapshot was built"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(c.nodes[&victim].log.last_purged(), None);
+    c.kill(victim).await;
+    let damaged = {
+        flip_middle_byte(&path);
+        std::fs::read(&path).unwrap()
+    };
+    c.boot(victim).await;
+    let aside = c.base.join(format!("n{victim}/snapshot.bin.corrupt"));
+    assert_eq!(std::fs::read(&aside).unwrap(), damaged, "moved aside, kept");
+    // Rebuilt from the log: byte-identical with the others, A still the only holder.
+    for h in holders_everywhere(&c, "x").await {
+        assert_eq!(h, vec![a.0]);
+    }
+    let tokens: Vec<_> = c.nodes[&victim]
+        .shared
+        .state()
+        .svc
+        .holders("x")
+        .map(|h| h.token)
+        .collect();
+    assert_eq!(tokens, vec![tok]);
+    let r = c.propose(acquire(b, "x", Wait::None, Some(1))).await;
+    assert_eq!(r.reply, Ok(CoreReply::Busy), "a second holder: {r:?}");
+    c.shutdown().await;
+}

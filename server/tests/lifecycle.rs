@@ -1,0 +1,392 @@
+//! `fencelock-node` as a process: `--version`, start-up errors that name the path, and
+//! SIGTERM on the leader (a clean stop, nothing acknowledged lost, a new leader soon).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fencelock::Mode;
+use fencelock_server::client::{Acquired, Client};
+use fencelock_server::protocol::WaitSpec;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const NODE: &str = env!("CARGO_BIN_EXE_fencelock-node");
+
+fn temp_dir(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let d = std::env::temp_dir().join(format!("fencelock-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Free loopback ports now (bound to port 0 together, then released).
+fn ports(n: usize) -> Vec<u16> {
+    let ls: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+async fn get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.ok()?;
+    let text = String::from_utf8(buf).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((head.split(' ').nth(1)?.parse().ok()?, body.to_string()))
+}
+
+/// The value of a metric without labels in a scrape.
+fn metric(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn version_is_printed() {
+    let out = Command::new(NODE).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        s.trim(),
+        format!("fencelock-node {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+fn start_error(dir: &Path) -> String {
+    let p = ports(2);
+    let out = Command::new(NODE)
+        .args(["--id", "1", "--dir"])
+        .arg(dir)
+        .arg("--peer")
+        .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "must fail to start");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A data directory that cannot be created or written makes the node exit 1 with a
+/// message naming it: one under a regular file, and (as root) a read-only mount.
+#[test]
+fn an_unusable_data_dir_is_named_in_the_error() {
+    let base = temp_dir("badDir");
+    let file = base.join("plain-file");
+    std::fs::write(&file, b"x").unwrap();
+    let dir = file.join("data");
+    let err = start_error(&dir);
+    assert!(err.contains(&dir.display().to_string()), "{err}");
+
+    let ro = base.join("ro");
+    std::fs::create_dir_all(&ro).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs"])
+        .arg(&ro)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if mounted {
+        let err = start_error(&ro);
+        let _ = Command::new("umount").arg("-l").arg(&ro).status();
+        assert!(err.contains(&ro.display().to_string()), "{err}");
+        assert!(err.to_lowercase().contains("read-only"), "{err}");
+    } else {
+        eprintln!("SKIPPED the read-only mount case: mount -o ro needs root");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+struct Procs(Vec<Option<Child>>);
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in self.0.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// SIGTERM to the leader of three node processes: it stops by itself with status 0 and
+/// logs that it stopped; the other two elect a new leader; every acknowledged write
+/// (a session, its grant and token) is still there, and nobody else can take the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_on_the_leader_loses_nothing_and_a_new_leader_takes_over() {
+    let base = temp_dir("sigterm");
+    let ProcCluster {
+        mut procs,
+        clients,
+        metrics,
+        ..
+    } = spawn_cluster(&base, true);
+    let client = Client::new(clients.clone());
+    let s = client.open_session(30_000).await.expect("session");
+    let tok = match s
+        .acquire("k", Mode::Exclusive, WaitSpec::None)
+        .await
+        .unwrap()
+    {
+        Acquired::Granted(t) => t,
+        other => panic!("{other:?}"),
+    };
+    s.keep_alive().await.unwrap();
+
+    // Find the leader through its metrics.
+    let mut leader = None;
+    for m in &metrics {
+        if let Some((200, body)) = get(m, "/metrics").await {
+            if metric(&body, "fencelock_raft_is_leader") == Some(1.0) {
+                leader = Some(metrics.iter().position(|x| x == m).unwrap());
+            }
+        }
+    }
+    let old = leader.expect("a leader shows in /metrics");
+    let pid = procs.0[old].as_ref().unwrap().id();
+    let stopped_at = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let mut child = procs.0[old].take().unwrap();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            stopped_at.elapsed() < Duration::from_secs(10),
+            "the leader did not stop within 10 s of SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "exit status {status:?}");
+    let log = std::fs::read_to_string(base.join(format!("n{}.log", old + 1))).unwrap();
+    assert!(log.contains("signal=\"SIGTERM\""), "{log}");
+    assert!(
+        log.contains("stopped") && log.contains("was_leader=true"),
+        "{log}"
+    );
+
+    // A new leader among the other two.
+    let new = loop {
+        let mut found = None;
+        for (i, m) in metrics.iter().enumerate().filter(|(i, _)| *i != old) {
+            if let Some((200, body)) = get(m, "/metrics").await {
+                if metric(&body, "fencelock_raft_is_leader") == Some(1.0) {
+                    found = Some(i);
+                }
+            }
+        }
+        if let Some(i) = found {
+            break i;
+        }
+        assert!(
+            stopped_at.elapsed() < Duration::from_secs(10),
+            "no new leader within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!(
+        "new leader {} {} ms after SIGTERM",
+        new + 1,
+        stopped_at.elapsed().as_millis()
+    );
+    let h = client.holders("k").await.unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!((h[0].session.0, h[0].token), (s.id(), tok));
+    let other = client.open_session(30_000).await.unwrap();
+    assert!(matches!(
+        other
+            .acquire("k", Mode::Exclusive, WaitSpec::None)
+            .await
+            .unwrap(),
+        Acquired::Busy
+    ));
+    assert_eq!(s.release("k").await.unwrap(), tok);
+    drop(procs);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Three node processes on fresh ports with metrics listeners (`--init` on node 1 if `init`).
+struct ProcCluster {
+    procs: Procs,
+    clients: Vec<String>,
+    metrics: Vec<String>,
+}
+
+fn spawn_cluster(base: &Path, init: bool) -> ProcCluster {
+    std::fs::create_dir_all(base).unwrap();
+    let p = ports(9);
+    let peers: Vec<String> = (0..3)
+        .map(|i| format!("{}=127.0.0.1:{}/127.0.0.1:{}", i + 1, p[i], p[3 + i]))
+        .collect();
+    let clients = (0..3).map(|i| format!("127.0.0.1:{}", p[3 + i])).collect();
+    let metrics: Vec<String> = (0..3).map(|i| format!("127.0.0.1:{}", p[6 + i])).collect();
+    let mut procs = Procs(Vec::new());
+    for (i, m) in metrics.iter().enumerate() {
+        let mut cmd = Command::new(NODE);
+        cmd.args(["--id", &(i + 1).to_string(), "--grace-ms", "300"])
+            .arg("--dir")
+            .arg(base.join(format!("n{}", i + 1)))
+            .args(["--metrics-addr", m]);
+        for peer in &peers {
+            cmd.args(["--peer", peer]);
+        }
+        if init && i == 0 {
+            cmd.arg("--init");
+        }
+        let log = std::fs::File::create(base.join(format!("n{}.log", i + 1))).unwrap();
+        cmd.stdout(Stdio::null()).stderr(log);
+        procs.0.push(Some(cmd.spawn().unwrap()));
+    }
+    ProcCluster {
+        procs,
+        clients,
+        metrics,
+    }
+}
+
+/// `fencelock-node snapshot save` from a running cluster, `snapshot restore` into three new
+/// directories with new addresses, the new cluster started without `--init`: the same
+/// holder with the same token, and the lock is still taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_save_and_restore_with_the_binary() {
+    let base = temp_dir("saverestore");
+    let old = spawn_cluster(&base.join("old"), true);
+    let client = Client::new(old.clients.clone());
+    let s = client.open_session(60_000).await.expect("session");
+    let tok = match s
+        .acquire("k", Mode::Exclusive, WaitSpec::None)
+        .await
+        .unwrap()
+    {
+        Acquired::Granted(t) => t,
+        other => panic!("{other:?}"),
+    };
+    let file = base.join("backup.fl");
+    let out = Command::new(NODE)
+        .args(["snapshot", "save"])
+        .arg(&file)
+        .args(["--from", &old.metrics.join(",")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("saved "));
+    drop(old);
+
+    // New ports, new directories.
+    let p = ports(6);
+    let peers: Vec<String> = (0..3)
+        .map(|i| format!("{}=127.0.0.1:{}/127.0.0.1:{}", i + 1, p[i], p[3 + i]))
+        .collect();
+    let new_base = base.join("new");
+    std::fs::create_dir_all(&new_base).unwrap();
+    for i in 1..=3 {
+        let mut cmd = Command::new(NODE);
+        cmd.args(["snapshot", "restore"])
+            .arg(&file)
+            .arg("--dir")
+            .arg(new_base.join(format!("n{i}")));
+        for peer in &peers {
+            cmd.args(["--peer", peer]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut procs = Procs(Vec::new());
+    for i in 0..3 {
+        let mut cmd = Command::new(NODE);
+        cmd.args(["--id", &(i + 1).to_string(), "--grace-ms", "300"])
+            .arg("--dir")
+            .arg(new_base.join(format!("n{}", i + 1)));
+        for peer in &peers {
+            cmd.args(["--peer", peer]);
+        }
+        let log = std::fs::File::create(new_base.join(format!("n{}.log", i + 1))).unwrap();
+        cmd.stdout(Stdio::null()).stderr(log);
+        procs.0.push(Some(cmd.spawn().unwrap()));
+    }
+    let clients: Vec<String> = (0..3).map(|i| format!("127.0.0.1:{}", p[3 + i])).collect();
+    let client = Client::new(clients);
+    let h = client
+        .holders("k")
+        .await
+        .expect("the restored cluster serves");
+    assert_eq!(h.len(), 1);
+    assert_eq!((h[0].session.0, h[0].token), (s.id(), tok));
+    let other = client.open_session(30_000).await.unwrap();
+    assert!(matches!(
+        other
+            .acquire("k", Mode::Exclusive, WaitSpec::None)
+            .await
+            .unwrap(),
+        Acquired::Busy
+    ));
+    drop(procs);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A log filter that does not parse is refused at start (exit 2, the error named), and a
+/// valid `--log-level` is taken over RUST_LOG: `--log-level error` hides the info line
+/// that `RUST_LOG=info` would show.
+#[test]
+fn log_level_is_checked_and_overrides_rust_log() {
+    let out = Command::new(NODE)
+        .args([
+            "--log-level",
+            "=bad[",
+            "--id",
+            "1",
+            "--dir",
+            "/nonexistent-never-used",
+        ])
+        .args(["--peer", "1=127.0.0.1:1/127.0.0.1:2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad --log-level"));
+
+    let base = temp_dir("loglevel");
+    let run = |level: Option<&str>, n: u32| {
+        let p = ports(2);
+        let mut cmd = Command::new(NODE);
+        cmd.env("RUST_LOG", "info")
+            .args(["--id", "1", "--dir"])
+            .arg(base.join(format!("d{n}")))
+            .arg("--peer")
+            .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(l) = level {
+            cmd.args(["--log-level", l]);
+        }
+        let child = cmd.spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let info = run(None, 1);
+    let quiet = run(Some("error"), 2);
+    assert!(info.contains("fencelock-node up"), "{info}");
+    assert!(info.contains("signal=\"SIGTERM\""), "{info}");
+    assert!(quiet.is_empty(), "{quiet}");
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -1,0 +1,597 @@
+//! The operations listener on an in-process cluster: `/metrics` scraped and parsed,
+//! `/livez`, `/readyz`, and a full disk (a small tmpfs, when the test runs as root) making
+//! the node unready and refusing writes until space returns.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{acquire, granted, open, release, session_of, Cluster};
+use fencelock::{Reply as CoreReply, Wait};
+use fencelock_server::node::{Node, NodeConfig};
+use fencelock_server::ops::serve_ops;
+use fencelock_server::protocol::{ClientError, Reply, Request};
+use fencelock_server::state_machine::PushSink;
+use fencelock_server::types::NodeAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// `GET path` on `addr`: (status, body).
+pub async fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8(buf).expect("utf-8 response");
+    let (head, body) = text.split_once("\r\n\r\n").expect("a header");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status");
+    (status, body.to_string())
+}
+
+/// Parses Prometheus / OpenMetrics text: every sample `name{labels} value` by its full
+/// `name{labels}`; panics on a malformed line.
+fn parse_metrics(text: &str) -> HashMap<String, f64> {
+    assert!(text.trim_end().ends_with("# EOF"), "no # EOF: {text}");
+    let mut m = HashMap::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (key, value) = line.rsplit_once(' ').expect("name value");
+        let v: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        let name = key.split('{').next().unwrap();
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "bad name in {line:?}"
+        );
+        m.insert(key.to_string(), v);
+    }
+    m
+}
+
+async fn serve(node: Arc<Node>) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    tokio::spawn(serve_ops(l, node, std::future::pending()));
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_scraped_and_parsed_and_follow_the_cluster() {
+    let c = Cluster::start("metrics", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    let b = session_of(&c.propose(open(60_000)).await);
+    let t = granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).unwrap();
+    let r = c.propose(acquire(b, "x", Wait::Forever, Some(1))).await;
+    assert!(matches!(r.reply, Ok(CoreReply::Queued { .. })));
+    c.propose(release(a, "x", Some(2))).await; // grants b
+    let leader = c.leader().await;
+    // A refusal seen by the leader: a release of a lock the session does not hold.
+    let r = c.nodes[&leader]
+        .handle_request(
+            Request::Release {
+                session: a.0,
+                lock: "x".into(),
+                request: Some(3),
+            },
+            c.nodes[&leader].next_conn_id(),
+            &PushSink::new(4).0,
+        )
+        .await;
+    assert!(
+        matches!(r, Err(ClientError::Core(ref e)) if e.kind == "not_holder"),
+        "{r:?}"
+    );
+    c.converged().await;
+    let addr = serve(c.nodes[&leader].clone()).await;
+    assert_eq!(get(&addr, "/livez").await, (200, "ok\n".into()));
+    let (code, body) = get(&addr, "/metrics").await;
+    assert_eq!(code, 200);
+    let m = parse_metrics(&body);
+    let v = |k: &str| *m.get(k).unwrap_or_else(|| panic!("no {k} in\n{body}"));
+    assert!(v("fencelock_raft_term") >= 1.0);
+    assert_eq!(v("fencelock_raft_leader"), leader as f64);
+    assert_eq!(v("fencelock_raft_is_leader"), 1.0);
+    assert!(v("fencelock_raft_applied_index") >= 6.0);
+    assert!(v("fencelock_raft_commit_index") >= v("fencelock_raft_applied_index") - 1.0);
+    assert_eq!(v("fencelock_table_in_use{table=\"sessions\"}"), 2.0);
+    assert_eq!(v("fencelock_table_in_use{table=\"locks\"}"), 1.0);
+    assert_eq!(v("fencelock_table_in_use{table=\"claims\"}"), 1.0);
+    assert_eq!(v("fencelock_table_capacity{table=\"sessions\"}"), 16384.0);
+    assert_eq!(v("fencelock_grants_total"), 2.0, "a's grant and b's");
+    assert_eq!(v("fencelock_expiries_total"), 0.0);
+    assert_eq!(v("fencelock_refusals_total{kind=\"not_holder\"}"), 1.0);
+    assert_eq!(v("fencelock_wait_seconds_count"), 1.0, "b waited once");
+    assert!(v("fencelock_fsync_seconds_count") >= 6.0);
+    assert_eq!(v("fencelock_disk_full"), 0.0);
+    assert_eq!(v("fencelock_proposer_queue"), 0.0);
+    assert_eq!(v("fencelock_client_connections"), 0.0);
+    assert!(t.0 >= 1);
+    let (code, body) = get(&addr, "/readyz").await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(&format!("ok leader {leader}")), "{body}");
+    c.shutdown().await;
+}
+
+fn mount_tmpfs(at: &Path, size: &str) -> Result<(), String> {
+    // SAFETY of the test machine: only a fresh temp dir is mounted on, and unmounted after.
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Err("not running as root (mount needs it)".into());
+    }
+    let out = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .arg(at)
+        .output()
+        .map_err(|e| format!("mount: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "mount failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// Fills the filesystem of `path` until a write fails with "no space".
+fn fill(path: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    let chunk = vec![7u8; 64 << 10];
+    loop {
+        match f.write_all(&chunk) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
+            Err(e) => panic!("filling: {e}"),
+        }
+    }
+    let _ = f.sync_all();
+}
+
+async fn wait_ready(addr: &str, want: u16, within: Duration) -> String {
+    let start = Instant::now();
+    loop {
+        let (code, body) = get(addr, "/readyz").await;
+        if code == want {
+            return body;
+        }
+        assert!(
+            start.elapsed() < within,
+            "/readyz stayed {code} (wanted {want}): {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A follower's data directory on a 24 MiB tmpfs (its log preallocates 8 MiB) that fills
+/// up: `/readyz` turns 503 naming the disk and `/metrics` shows it, the cluster keeps
+/// serving; when the space is freed the node is ready again by itself (no restart) and
+/// has every entry. (A write that itself waits for space is
+/// `a_log_append_on_a_full_disk_waits_and_completes_when_space_returns`.) Needs root for `mount`: otherwise it says it was skipped, and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_makes_the_node_unready_and_it_recovers_when_space_returns() {
+    let mut c = Cluster::start("fulldisk", 300).await;
+    let leader = c.leader().await;
+    let victim = (1..=3).find(|id| *id != leader).unwrap();
+    c.kill(victim).await;
+    let dir = c.base.join(format!("n{victim}"));
+    let old = c.base.join(format!("n{victim}-old"));
+    std::fs::rename(&dir, &old).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    if let Err(why) = mount_tmpfs(&dir, "24m") {
+        eprintln!("SKIPPED a_full_disk_makes_the_node_unready…: {why}");
+        c.shutdown().await;
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            // Lazy: openraft's tasks may still hold the log file open for a moment.
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.clone());
+    for f in std::fs::read_dir(&old).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), dir.join(f.file_name())).unwrap();
+    }
+    c.boot(victim).await;
+    let addr = serve(c.nodes[&victim].clone()).await;
+    wait_ready(&addr, 200, Duration::from_secs(10)).await;
+    let s = session_of(&c.propose(open(60_000)).await);
+
+    let filler = dir.join("filler");
+    fill(&filler);
+    let body = wait_ready(&addr, 503, Duration::from_secs(5)).await;
+    assert!(body.contains("fail disk"), "{body}");
+    let (_, metrics) = get(&addr, "/metrics").await;
+    assert!(metrics.contains("fencelock_disk_full 1"), "{metrics}");
+    // The majority keeps working meanwhile.
+    let t = granted(&c.propose(acquire(s, "d", Wait::None, Some(1))).await).unwrap();
+
+    std::fs::remove_file(&filler).unwrap();
+    wait_ready(&addr, 200, Duration::from_secs(10)).await;
+    c.converged().await;
+    let h: Vec<_> = c.nodes[&victim]
+        .shared
+        .state()
+        .svc
+        .holders("d")
+        .map(|h| h.token)
+        .collect();
+    assert_eq!(h, vec![t]);
+    c.shutdown().await;
+}
+
+/// A one-node cluster over the in-process network with `config` changes applied.
+async fn single_node(
+    name: &str,
+    f: impl FnOnce(&mut NodeConfig),
+) -> (Arc<Node>, std::path::PathBuf) {
+    let dir = common::temp_dir(name);
+    let net = fencelock_server::mem_network::MemNet::default();
+    let mut cfg = NodeConfig::new(1, dir.join("n1"));
+    cfg.loopback_members = false;
+    cfg.grace_ms = 0;
+    f(&mut cfg);
+    let node = Node::start(cfg, net.factory(1)).await.unwrap();
+    net.add(1, node.raft.clone());
+    let addr = NodeAddr {
+        raft: "mem:1".into(),
+        client: "mem:1".into(),
+    };
+    node.initialize([(1, addr)].into_iter().collect())
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while node.raft.metrics().borrow().current_leader != Some(1) {
+        assert!(start.elapsed() < Duration::from_secs(10), "no leader");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    (node, dir)
+}
+
+/// `--max-ttl-ms` and `--max-sessions-per-conn`: a longer ttl, and one session too many on
+/// a connection, are refused with a typed `Limit` before anything is proposed (no session
+/// opens), counted by kind; another connection keeps working, and a closed session frees
+/// its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_and_per_connection_session_limits_refuse_before_proposing() {
+    let (node, dir) = single_node("limits", |c| {
+        c.max_ttl_ms = Some(10_000);
+        c.max_sessions_per_conn = Some(2);
+    })
+    .await;
+    let sink = PushSink::new(16).0;
+    let (a, b) = (node.next_conn_id(), node.next_conn_id());
+    let (_ga, _gb) = (node.connection(a), node.connection(b));
+    let open_on = |conn: u64, ttl_ms: u64| {
+        let node = node.clone();
+        let sink = sink.clone();
+        async move {
+            node.handle_request(Request::Open { ttl_ms, key: None }, conn, &sink)
+                .await
+        }
+    };
+    let applied = node.raft.metrics().borrow().last_applied;
+    let r = open_on(a, 10_001).await;
+    assert!(
+        matches!(&r, Err(ClientError::Limit { kind, .. }) if kind == "ttl_too_long"),
+        "{r:?}"
+    );
+    assert_eq!(
+        node.raft.metrics().borrow().last_applied,
+        applied,
+        "nothing proposed"
+    );
+    assert_eq!(node.shared.state().svc.usage().sessions, 0);
+    let s1 = match open_on(a, 10_000).await.unwrap() {
+        Reply::Done { reply, .. } => reply.opened().unwrap(),
+        other => panic!("{other:?}"),
+    };
+    open_on(a, 5_000).await.unwrap();
+    let r = open_on(a, 5_000).await;
+    assert!(
+        matches!(&r, Err(ClientError::Limit { kind, .. }) if kind == "too_many_sessions"),
+        "{r:?}"
+    );
+    assert_eq!(node.shared.state().svc.usage().sessions, 2);
+    open_on(b, 5_000)
+        .await
+        .expect("another connection has its own quota");
+    node.handle_request(
+        Request::Close {
+            session: s1.0,
+            request: None,
+        },
+        a,
+        &sink,
+    )
+    .await
+    .unwrap();
+    open_on(a, 5_000)
+        .await
+        .expect("a closed session frees its place");
+    let refusals = |k: &str| {
+        node.stats
+            .refusals
+            .get_or_create(&vec![("kind".to_string(), k.to_string())])
+            .get()
+    };
+    assert_eq!(
+        (refusals("ttl_too_long"), refusals("too_many_sessions")),
+        (1, 1)
+    );
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `GET path` on `addr`: (status, head, body bytes).
+async fn get_raw(addr: &str, path: &str) -> (u16, String, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let at = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a header");
+    let head = String::from_utf8_lossy(&buf[..at]).into_owned();
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+    (status, head, buf[at + 4..].to_vec())
+}
+
+/// Backup → restore → the same holders, waiters and tokens in a new cluster (new
+/// directories, new membership), sessions still alive, and the next grant's token above
+/// every restored one. A follower refuses to serve a backup; a corrupt backup and a
+/// non-empty directory are refused by restore.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_then_restore_gives_a_new_cluster_the_same_holders_and_tokens() {
+    let c = Cluster::start("backup", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    let b = session_of(&c.propose(open(60_000)).await);
+    let tx = granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).unwrap();
+    let ty = granted(&c.propose(acquire(a, "y", Wait::None, Some(2))).await).unwrap();
+    let r = c.propose(acquire(b, "x", Wait::Forever, Some(1))).await;
+    assert!(matches!(r.reply, Ok(CoreReply::Queued { .. })));
+    let leader = c.leader().await;
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let f_addr = serve(c.nodes[&follower].clone()).await;
+    assert_eq!(get_raw(&f_addr, "/snapshot").await.0, 503);
+    let addr = serve(c.nodes[&leader].clone()).await;
+    let (code, head, backup) = get_raw(&addr, "/snapshot").await;
+    assert_eq!(code, 200, "{head}");
+    assert!(head.to_lowercase().contains("x-fencelock-index"), "{head}");
+    let svc_cfg = c.config(1).service;
+    c.shutdown().await;
+
+    // A new cluster, three new directories, new member names.
+    let base = common::temp_dir("restored");
+    let members: std::collections::BTreeMap<u64, NodeAddr> = (1..=3)
+        .map(|id| {
+            let a = NodeAddr {
+                raft: format!("mem:{id}"),
+                client: format!("mem:{id}"),
+            };
+            (id, a)
+        })
+        .collect();
+    let mut bad = backup.clone();
+    let n = bad.len();
+    bad[n / 2] ^= 4;
+    let e = fencelock_server::ops::restore(&bad, &base.join("bad"), &svc_cfg, members.clone())
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}");
+    for id in 1..=3 {
+        fencelock_server::ops::restore(
+            &backup,
+            &base.join(format!("n{id}")),
+            &svc_cfg,
+            members.clone(),
+        )
+        .unwrap();
+    }
+    let e = fencelock_server::ops::restore(&backup, &base.join("n1"), &svc_cfg, members.clone())
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+    let mut r = Cluster {
+        net: fencelock_server::mem_network::MemNet::default(),
+        nodes: HashMap::new(),
+        base,
+        grace_ms: 300,
+        request_timeout_ms: 2000,
+    };
+    for id in 1..=3 {
+        r.boot(id).await;
+    }
+    r.leader().await;
+    r.converged().await;
+    for n in r.nodes.values() {
+        let g = n.shared.state();
+        let hx: Vec<_> = g.svc.holders("x").map(|h| (h.session, h.token)).collect();
+        let hy: Vec<_> = g.svc.holders("y").map(|h| (h.session, h.token)).collect();
+        let wx: Vec<_> = g.svc.waiters("x").map(|w| w.session).collect();
+        assert_eq!((hx, hy, wx), (vec![(a, tx)], vec![(a, ty)], vec![b]));
+    }
+    let r2 = r.propose(common::keep_alive(a)).await;
+    assert!(
+        matches!(r2.reply, Ok(CoreReply::KeptAlive { .. })),
+        "{r2:?}"
+    );
+    let rel = r.propose(release(a, "x", Some(3))).await;
+    assert_eq!(rel.reply, Ok(CoreReply::Released { token: tx }));
+    r.converged().await;
+    let h: Vec<_> = r.nodes[&1]
+        .shared
+        .state()
+        .svc
+        .holders("x")
+        .map(|h| (h.session, h.token))
+        .collect();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].0, b, "b's wait carried over and was granted");
+    assert!(h[0].1 > ty, "tokens keep increasing after a restore");
+    r.shutdown().await;
+}
+
+/// The log store's own stall: an append that needs the file to grow (8 MiB of
+/// preallocation) on a 4 MiB tmpfs waits, marked full, instead of failing (which would stop
+/// openraft for good); when the filesystem is grown (remount) it completes by itself and
+/// the entry is durable. Needs root for `mount`: otherwise it says it was skipped, and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_append_on_a_full_disk_waits_and_completes_when_space_returns() {
+    use fencelock_server::log_store::LogStore;
+    use fencelock_server::types::{Cmd, Entry, LogId, Op, STAMPED_AT_APPLY};
+    use openraft::storage::{RaftLogReader, RaftLogStorageExt};
+    let base = common::temp_dir("logstall");
+    let dir = base.join("mnt");
+    std::fs::create_dir_all(&dir).unwrap();
+    if let Err(why) = mount_tmpfs(&dir, "4m") {
+        eprintln!("SKIPPED a_log_append_on_a_full_disk_waits…: {why}");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.clone());
+    let log = LogStore::open(&dir).unwrap();
+    let entry = Entry {
+        log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), 1),
+        payload: openraft::EntryPayload::Normal(Cmd {
+            now: Some(1),
+            ops: vec![Op::Input(fencelock::Input::OpenSession {
+                now: STAMPED_AT_APPLY,
+                ttl: 10,
+            })],
+        }),
+    };
+    let mut writer = log.clone();
+    let append = tokio::spawn(async move { writer.blocking_append(vec![entry]).await });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        !append.is_finished(),
+        "the append neither waited nor failed"
+    );
+    assert!(log.disk().is_full());
+    let out = Command::new("mount")
+        .args(["-o", "remount,size=32m"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tokio::time::timeout(Duration::from_secs(5), append)
+        .await
+        .expect("the append completes once space returns")
+        .unwrap()
+        .expect("and succeeds");
+    assert!(!log.disk().is_full());
+    drop(log);
+    let mut reopened = LogStore::open(&dir).unwrap();
+    let got = reopened.try_get_log_entries(0..10).await.unwrap();
+    assert_eq!(got.len(), 1, "the entry is durable");
+    drop(reopened);
+    drop(_unmount);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A node whose log cannot grow (a 4 MiB tmpfs; the log preallocates 8 MiB): its Raft
+/// core waits on the write, the node refuses client writes at once with `Unavailable`
+/// naming the full disk and is unready; once the filesystem grows it elects itself and
+/// serves writes — no restart. Needs root for `mount`: otherwise it says it was skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_cannot_write_refuses_writes_and_recovers_by_itself() {
+    let base = common::temp_dir("nodestall");
+    let dir = base.join("mnt");
+    std::fs::create_dir_all(&dir).unwrap();
+    if let Err(why) = mount_tmpfs(&dir, "4m") {
+        eprintln!("SKIPPED a_node_that_cannot_write_refuses_writes…: {why}");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.clone());
+    let net = fencelock_server::mem_network::MemNet::default();
+    let mut cfg = NodeConfig::new(1, dir.join("n1"));
+    cfg.loopback_members = false;
+    cfg.grace_ms = 0;
+    let node = Node::start(cfg, net.factory(1)).await.unwrap();
+    net.add(1, node.raft.clone());
+    let addr = serve(node.clone()).await;
+    let init = {
+        let node = node.clone();
+        tokio::spawn(async move {
+            let a = NodeAddr {
+                raft: "mem:1".into(),
+                client: "mem:1".into(),
+            };
+            node.initialize([(1, a)].into_iter().collect()).await
+        })
+    };
+    let start = Instant::now();
+    while !node.disk().is_stalled() {
+        assert!(start.elapsed() < Duration::from_secs(5), "no write stalled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = node.propose(open(1000)).await;
+    assert!(
+        matches!(&r, Err(ClientError::Unavailable(m)) if m.contains("full")),
+        "{r:?}"
+    );
+    let body = wait_ready(&addr, 503, Duration::from_secs(5)).await;
+    assert!(body.contains("fail disk"), "{body}");
+
+    let out = Command::new("mount")
+        .args(["-o", "remount,size=64m"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = init.await;
+    wait_ready(&addr, 200, Duration::from_secs(10)).await;
+    let start = Instant::now();
+    let r = loop {
+        match node.propose(open(1000)).await {
+            Ok(r) => break r,
+            Err(e) => {
+                assert!(start.elapsed() < Duration::from_secs(10), "{e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    session_of(&r);
+    node.shutdown().await;
+    drop(_unmount);
+    let _ = std::fs::remove_dir_all(&base);
+}
