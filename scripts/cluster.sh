@@ -5,6 +5,8 @@
 #   CLUSTER_DIR=/path             data directory (default: a fresh temp dir)
 #   CLUSTER_BASE_PORT=7100        client ports BASE+1..3, raft ports BASE+101..103
 #   CLUSTER_PROFILE=release       or debug (faster to build; used by scripts/test-server.sh)
+# Clients need a token: the script makes an admin token ($CLUSTER_DIR/admin.token) and the
+# nodes' tokens file ($CLUSTER_DIR/tokens, hashes only; add lines for read/lock tokens).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=${CLUSTER_BASE_PORT:-7100}
@@ -18,6 +20,16 @@ else
 fi
 tdir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 bin="$tdir/$profile"
+# An admin token for this cluster (kept in $dir, mode 0600); the nodes get only its hash.
+umask 077
+if [ ! -s "$dir/admin.token" ]; then
+  python3 -c 'import secrets; print(secrets.token_hex(32))' >"$dir/admin.token"
+fi
+if [ ! -s "$dir/tokens" ]; then
+  printf 'admin * sha256:%s\n' "$(tr -d '\n' <"$dir/admin.token" | sha256sum | cut -d' ' -f1)" >"$dir/tokens"
+fi
+umask 022
+export FENCELOCK_AUTH_TOKEN_FILE="$dir/admin.token"
 peers=()
 for i in 1 2 3; do
   peers+=(--peer "$i=127.0.0.1:$((base + 100 + i))/127.0.0.1:$((base + i))")
@@ -26,7 +38,7 @@ pids=()
 stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 for i in 1 2 3; do
   init=(); [ "$i" = 1 ] && init=(--init)
-  "$bin/fencelock-node" --id "$i" --dir "$dir/n$i" "${peers[@]}" "${init[@]}" >>"$dir/n$i.log" 2>&1 &
+  "$bin/fencelock-node" --id "$i" --dir "$dir/n$i" --tokens "$dir/tokens" "${peers[@]}" "${init[@]}" >>"$dir/n$i.log" 2>&1 &
   pids+=($!)
 done
 printf '%s\n' "${pids[@]}" >"$dir/pids"
@@ -43,6 +55,7 @@ fencelock cluster up: nodes 1-3 (pids ${pids[*]}), data and logs in $dir
   client addresses: $cluster   (raft: 127.0.0.1:$((base + 101))-$((base + 103)))
 
   export FENCELOCK_CLUSTER=$cluster PATH=$bin:\$PATH
+  export FENCELOCK_AUTH_TOKEN_FILE=$dir/admin.token   # the admin token (add more to $dir/tokens)
   fencelock lock jobs/reindex -- sh -c 'echo "token \$FENCELOCK_TOKEN"; sleep 5'
   fencelock holder jobs/reindex        # SESSION MODE TOKEN
   fencelock queue jobs/reindex         # waiters, head first

@@ -49,7 +49,11 @@ CLUSTER_DIR=$dir CLUSTER_DETACH=1 CLUSTER_BASE_PORT=$base CLUSTER_PROFILE=debug 
 cleanup() { xargs -r kill <"$dir/pids" 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
 export FENCELOCK_CLUSTER="127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 3))"
+export FENCELOCK_AUTH_TOKEN_FILE="$dir/admin.token"
 fl="$tdir/debug/fencelock"
+# Without the token the cluster refuses (exit 1), with a clear message.
+set +e; err=$(env -u FENCELOCK_AUTH_TOKEN_FILE -u FENCELOCK_AUTH_TOKEN "$fl" holder smoke 2>&1); rc=$?; set -e
+[ "$rc" = 1 ] && grep -q 'no valid token' <<<"$err" || { echo "a client without a token got rc=$rc: $err"; exit 1; }
 out=$("$fl" lock smoke -- sh -c 'echo "token=$FENCELOCK_TOKEN"')
 grep -q '^token=[1-9]' <<<"$out" || { echo "lock did not run the command with a token: $out"; exit 1; }
 # a held lock shows in holder; a second try-lock is refused (exit 2) while it is held
@@ -79,7 +83,7 @@ kept_pid=$!
 for _ in $(seq 1 100); do [ -n "$("$fl" holder kept)" ] && break; sleep 0.1; done
 kept_before=$("$fl" holder kept)
 [ -n "$kept_before" ] || { echo "kept lock never held"; exit 1; }
-"$tdir/debug/fencelock-node" --id 4 --dir "$dir/n4" --peer "4=127.0.0.1:$((base + 104))/127.0.0.1:$((base + 4))" >>"$dir/n4.log" 2>&1 &
+"$tdir/debug/fencelock-node" --id 4 --dir "$dir/n4" --tokens "$dir/tokens" --peer "4=127.0.0.1:$((base + 104))/127.0.0.1:$((base + 4))" >>"$dir/n4.log" 2>&1 &
 echo $! >>"$dir/pids"
 disown # killed with the others at the end; no job notice
 "$fl" add-learner 4 "127.0.0.1:$((base + 104))" "127.0.0.1:$((base + 4))"

@@ -5,6 +5,9 @@
 //! ([`client`]) and a CLI (`fencelock`). See `server/README.md` for running a cluster and
 //! what is guaranteed under which faults.
 //!
+//! [`auth`]: only a session's owner acts for it (its credential is checked where inputs
+//! are applied).
+//!
 //! Layers, bottom up: [`log_store`] (durable Raft log and vote), [`state_machine`] (the
 //! core under openraft), [`proposer`] (concurrent requests batched into one entry),
 //! [`node`] (a node: Raft + the leader's logical clock + request handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
@@ -12,6 +15,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod client;
 pub mod frame;
 pub mod log_store;

@@ -15,13 +15,14 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
+use crate::auth::{Grants, Tokens};
 use crate::frame::{self, MAX_CLIENT_FRAME, MAX_RAFT_FRAME};
 use crate::node::Node;
-use crate::protocol::{ClientFrame, ServerFrame};
+use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame};
 use crate::state_machine::{PushSink, PUSH_BACKLOG};
 use crate::types::{NodeAddr, NodeId, Raft, TypeConfig};
 
@@ -225,25 +226,50 @@ impl RaftNetwork<TypeConfig> for TcpConn {
 pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Serves the client protocol on `listener` for `node`, one task per connection, until
-/// the process ends. Requests on a connection run concurrently (at most
-/// [`MAX_IN_FLIGHT`]); replies carry the request id. Pushes queue at most
-/// [`PUSH_BACKLOG`] deep; a connection that falls further behind is closed. Errors: none
-/// (a bad or stalled client only loses its connection).
+/// the process ends, admitting every client as an administrator (no tokens): for tests
+/// and a cluster on a trusted host; see [`serve_clients_with`]. Requests on a connection
+/// run concurrently (at most [`MAX_IN_FLIGHT`]); replies carry the request id. Pushes
+/// queue at most [`PUSH_BACKLOG`] deep; a connection that falls further behind is closed.
+/// Errors: none (a bad or stalled client only loses its connection).
 pub async fn serve_clients(listener: TcpListener, node: Arc<Node>) {
+    serve_clients_with(listener, node, ClientPolicy::default()).await
+}
+
+/// How a node's client port admits clients.
+#[derive(Clone, Default)]
+pub struct ClientPolicy {
+    /// The accepted bearer tokens: a connection must present one
+    /// ([`crate::protocol::Request::Authenticate`]) before anything else, and each
+    /// request must be allowed by its grants. `None`: every connection may do everything.
+    pub tokens: Option<Arc<Tokens>>,
+}
+
+/// [`serve_clients`] under `policy`. Errors and cost: as there; a request the connection's
+/// token does not allow is answered `Unauthenticated` or `Forbidden` and not served.
+pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: ClientPolicy) {
     loop {
         let Ok((sock, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         let _ = sock.set_nodelay(true);
-        tokio::spawn(client_conn(sock, node.clone()));
+        let (r, w) = sock.into_split();
+        tokio::spawn(client_conn(r, w, node.clone(), policy.clone()));
     }
 }
 
-async fn client_conn(sock: TcpStream, node: Arc<Node>) {
+async fn client_conn<R, W>(r: R, w: W, node: Arc<Node>, policy: ClientPolicy)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let conn = node.next_conn_id();
-    let (r, w) = sock.into_split();
     let mut r = BufReader::new(r);
+    // What this connection may do: everything without tokens, nothing until it presents one.
+    let mut grants = match &policy.tokens {
+        None => Some(Grants::all()),
+        Some(_) => None,
+    };
     // Each reply travels with its in-flight permit, released once the reply is written.
     let (out_tx, mut out_rx) =
         mpsc::unbounded_channel::<(ServerFrame, Option<OwnedSemaphorePermit>)>();
@@ -293,6 +319,24 @@ async fn client_conn(sock: TcpStream, node: Arc<Node>) {
         };
         match next {
             Ok(Some(ClientFrame { id, req })) => {
+                // Authentication is handled here, in order: the requests after it see it.
+                let allowed = match (&req, &policy.tokens) {
+                    (Request::Authenticate { token }, Some(tokens)) => {
+                        grants = tokens.authenticate(token);
+                        Err(match grants {
+                            Some(_) => Ok(Reply::Authenticated),
+                            None => Err(ClientError::Unauthenticated),
+                        })
+                    }
+                    (_, _) => match &grants {
+                        None => Err(Err(ClientError::Unauthenticated)),
+                        Some(g) => g.authorize(&req).map_err(Err),
+                    },
+                };
+                if let Err(result) = allowed {
+                    let _ = out_tx.send((ServerFrame::Reply { id, result }, None));
+                    continue;
+                }
                 let permit = tokio::select! {
                     p = limit.clone().acquire_owned() => p,
                     _ = writer_done.notified() => break,

@@ -8,17 +8,20 @@
 //! fencelock members                         the cluster's voters and learners
 //! fencelock add-learner ID RAFT CLIENT      add a node (as a learner) and wait until it caught up
 //! fencelock set-voters ID[,ID…]             make exactly these nodes the voters
+//! fencelock force-release SESSION NAME      (admin) release SESSION's hold on NAME
 //! ```
 //! The cluster's client addresses come from `--cluster` or `FENCELOCK_CLUSTER`
-//! (comma-separated; default the three of `make cluster`).
+//! (comma-separated; default the three of `make cluster`). The bearer token comes from
+//! `--auth-token-file` / `FENCELOCK_AUTH_TOKEN_FILE`, or `FENCELOCK_AUTH_TOKEN` (not to be
+//! confused with `FENCELOCK_TOKEN`, the fencing token `lock` gives its command).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use fencelock::{Mode, Output};
-use fencelock_server::client::{Acquired, Client, LeaseGuard, Session};
+use fencelock::{Mode, Output, ReleaseReason};
+use fencelock_server::client::{Acquired, Client, ClientOptions, LeaseGuard, Session};
 use fencelock_server::protocol::WaitSpec;
 use fencelock_server::types::NodeAddr;
 
@@ -35,6 +38,9 @@ struct Args {
     /// Session time-to-live (ms).
     #[arg(long, default_value_t = 10_000)]
     ttl_ms: u64,
+    /// A file holding the bearer token (its first line).
+    #[arg(long, env = "FENCELOCK_AUTH_TOKEN_FILE")]
+    auth_token_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -87,16 +93,47 @@ enum Cmd {
         #[arg(value_delimiter = ',', required = true)]
         ids: Vec<u64>,
     },
+    /// (Admin) release a session's hold on a lock; its owner is told and `lock` stops its command.
+    ForceRelease {
+        /// The holding session (see `holder`).
+        session: u64,
+        /// The lock.
+        name: String,
+    },
+}
+
+/// The bearer token: the file's first line, else `FENCELOCK_AUTH_TOKEN`.
+fn auth_token(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("auth token file {}: {e}", path.display()))?;
+        let token = text.lines().next().unwrap_or("").trim().to_string();
+        if token.is_empty() {
+            return Err(format!("auth token file {} is empty", path.display()));
+        }
+        return Ok(Some(token));
+    }
+    Ok(std::env::var("FENCELOCK_AUTH_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty()))
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let client = Client::new(
+    let token = match auth_token(args.auth_token_file.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("fencelock: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let client = Client::with_options(
         args.cluster
             .split(',')
             .map(|s| s.trim().to_string())
             .collect(),
+        ClientOptions { token },
     );
     let res: Result<ExitCode, Box<dyn std::error::Error>> = match args.cmd {
         Cmd::Holder { name } => client
@@ -158,6 +195,14 @@ async fn main() -> ExitCode {
             .set_voters(ids)
             .await
             .map(|()| ExitCode::SUCCESS)
+            .map_err(Into::into),
+        Cmd::ForceRelease { session, name } => client
+            .force_release(session, &name)
+            .await
+            .map(|t| {
+                println!("released token {}", t.0);
+                ExitCode::SUCCESS
+            })
             .map_err(Into::into),
     };
     match res {
@@ -234,8 +279,11 @@ async fn lock(
                 return Ok(ExitCode::from(130));
             }
             p = pushes.recv() => {
-                if let Ok(Output::Released { session: s, lock, .. }) = p {
+                if let Ok(Output::Released { session: s, lock, reason, .. }) = p {
                     if s.0 == session.id() && lock.as_str() == name {
+                        if reason == ReleaseReason::Released {
+                            eprintln!("fencelock: {name} was released by an administrator");
+                        }
                         guard.session_lost();
                     }
                 }

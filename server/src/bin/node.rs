@@ -15,7 +15,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use fencelock_server::net::{loopback_addr, serve_clients, serve_raft, TcpNetwork};
+use fencelock_server::auth::Tokens;
+use fencelock_server::net::{
+    loopback_addr, serve_clients_with, serve_raft, ClientPolicy, TcpNetwork,
+};
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::types::NodeAddr;
 use tokio::net::TcpListener;
@@ -47,6 +50,10 @@ struct Args {
     /// Raft election timeout, the lower bound (ms); the upper bound is twice it.
     #[arg(long, default_value_t = 300)]
     election_ms: u64,
+    /// Bearer tokens file (ROLE PREFIX sha256:HEX per line; see server/README.md). Without
+    /// it every client may do everything, membership changes included.
+    #[arg(long)]
+    tokens: Option<PathBuf>,
 }
 
 fn loopback(addr: &str) -> Result<SocketAddr, String> {
@@ -85,6 +92,13 @@ async fn run(args: Args) -> Result<(), String> {
         .get(&args.id)
         .ok_or("this node's id is not among the peers")?
         .clone();
+    let tokens = match &args.tokens {
+        Some(path) => Some(std::sync::Arc::new(Tokens::load(path)?)),
+        None => {
+            eprintln!("fencelock-node: WARNING: no --tokens file: every client may do everything");
+            None
+        }
+    };
     let raft_l = TcpListener::bind(loopback(&me.raft)?)
         .await
         .map_err(|e| format!("bind {}: {e}", me.raft))?;
@@ -100,7 +114,11 @@ async fn run(args: Args) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     tokio::spawn(serve_raft(raft_l, node.raft.clone()));
-    tokio::spawn(serve_clients(client_l, node.clone()));
+    tokio::spawn(serve_clients_with(
+        client_l,
+        node.clone(),
+        ClientPolicy { tokens },
+    ));
     if args.init
         && !node
             .raft
