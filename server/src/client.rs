@@ -41,8 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fencelock::{Holder, Mode, Output, SessionInfo, Token, Waiter};
-use tokio::io::{BufReader, BufWriter};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncWrite, BufReader, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, oneshot, watch};
 
@@ -53,10 +52,13 @@ use crate::types::NodeAddr;
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply, ClientError>>>>>;
 
+type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
+type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
+
 struct Conn {
     /// Requests are written by the caller itself (no writer task to wake: one hop less
     /// per request), one frame at a time.
-    writer: tokio::sync::Mutex<BufWriter<OwnedWriteHalf>>,
+    writer: tokio::sync::Mutex<BufWriter<BoxWrite>>,
     alive_tx: Arc<watch::Sender<bool>>,
     pending: Pending,
     alive: watch::Receiver<bool>,
@@ -101,12 +103,16 @@ pub struct ClientOptions {
     /// The bearer token presented on every connection before anything else
     /// ([`Request::Authenticate`]); `None` for a cluster without tokens.
     pub token: Option<String>,
+    /// TLS: nodes are verified with this configuration (see [`crate::tls::client_config`])
+    /// for the host part of the address dialled; `None`: plain TCP.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl std::fmt::Debug for ClientOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientOptions")
             .field("token", &self.token.as_ref().map(|_| ".."))
+            .field("tls", &self.tls.is_some())
             .finish()
     }
 }
@@ -240,7 +246,22 @@ impl Client {
             .map_err(|_| ClientError::Unavailable(format!("connect to {addr} timed out")))?
             .map_err(|e| ClientError::Unavailable(format!("connect to {addr}: {e}")))?;
         let _ = sock.set_nodelay(true);
-        let (r, w) = sock.into_split();
+        let (r, w): (BoxRead, BoxWrite) = match &self.inner.options.tls {
+            None => {
+                let (r, w) = sock.into_split();
+                (Box::new(r), Box::new(w))
+            }
+            Some(cfg) => {
+                let name = crate::tls::server_name(&addr).map_err(ClientError::BadRequest)?;
+                let connect = tokio_rustls::TlsConnector::from(cfg.clone()).connect(name, sock);
+                let t = tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, connect)
+                    .await
+                    .map_err(|_| ClientError::Unavailable(format!("TLS to {addr} timed out")))?
+                    .map_err(|e| ClientError::Unavailable(format!("TLS to {addr}: {e}")))?;
+                let (r, w) = tokio::io::split(t);
+                (Box::new(r), Box::new(w))
+            }
+        };
         let pending: Pending = Arc::default();
         let (alive_tx, alive) = watch::channel(true);
         let alive_tx = Arc::new(alive_tx);

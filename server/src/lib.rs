@@ -28,4 +28,5 @@ pub mod node;
 pub mod proposer;
 pub mod protocol;
 pub mod state_machine;
+pub mod tls;
 pub mod types;

@@ -24,7 +24,10 @@ use crate::frame::{self, MAX_CLIENT_FRAME, MAX_RAFT_FRAME};
 use crate::node::Node;
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame};
 use crate::state_machine::{PushSink, PUSH_BACKLOG};
+use crate::tls::{check_peer, node_name, NodeTls, HANDSHAKE_TIMEOUT};
 use crate::types::{NodeAddr, NodeId, Raft, TypeConfig};
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// A Raft RPC on the wire.
 #[derive(Serialize, Deserialize)]
@@ -46,6 +49,15 @@ enum RaftResp {
 /// ends. Requests on one connection are answered in order. Errors: none (a bad peer only
 /// loses its connection).
 pub async fn serve_raft(listener: TcpListener, raft: Raft) {
+    serve_raft_with(listener, raft, None).await
+}
+
+/// [`serve_raft`] over mutual TLS when `tls` is given ([`crate::tls`]): a peer must
+/// present a certificate signed by the cluster CA, and each request is served only if that
+/// certificate names the node the request says it comes from and that node is a member
+/// ([`crate::tls::check_peer`]); otherwise the connection is closed unanswered. Errors:
+/// none (a bad peer only loses its connection).
+pub async fn serve_raft_with(listener: TcpListener, raft: Raft, tls: Option<NodeTls>) {
     loop {
         let Ok((sock, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -53,26 +65,70 @@ pub async fn serve_raft(listener: TcpListener, raft: Raft) {
         };
         let _ = sock.set_nodelay(true);
         let raft = raft.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let (r, w) = sock.into_split();
-            let mut r = BufReader::new(r);
-            let mut w = BufWriter::new(w);
-            while let Ok(Some(req)) = frame::read::<_, RaftReq>(&mut r, MAX_RAFT_FRAME).await {
-                let resp = match req {
-                    RaftReq::Append(x) => RaftResp::Append(raft.append_entries(x).await),
-                    RaftReq::Vote(x) => RaftResp::Vote(raft.vote(x).await),
-                    RaftReq::Snapshot(x) => RaftResp::Snapshot(raft.install_snapshot(x).await),
-                };
-                if frame::write(&mut w, &resp).await.is_err() {
-                    break;
-                }
-            }
+            let Some(tls) = tls else {
+                let (r, w) = sock.into_split();
+                return raft_conn(r, w, raft, None).await;
+            };
+            let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.peers.accept(sock)).await
+            else {
+                return;
+            };
+            let Some(cert) = s.get_ref().1.peer_certificates().and_then(|c| c.first()) else {
+                return;
+            };
+            let cert = cert.clone().into_owned();
+            let (r, w) = tokio::io::split(s);
+            raft_conn(r, w, raft, Some(cert)).await
         });
     }
 }
 
-/// `addr` as a socket address if it is a loopback one: the only kind a node listens on or
-/// dials (the cluster is loopback-only by design: no authentication, no TLS).
+/// The node a Raft request says it comes from: the vote's node.
+fn sender(req: &RaftReq) -> Option<NodeId> {
+    let vote = match req {
+        RaftReq::Append(x) => &x.vote,
+        RaftReq::Vote(x) => &x.vote,
+        RaftReq::Snapshot(x) => &x.vote,
+    };
+    vote.leader_id().voted_for()
+}
+
+/// Serves one peer connection's Raft requests in order. With `cert` (mutual TLS), a
+/// request is served only if [`check_peer`] allows its sender; the first that is not
+/// ends the connection unanswered.
+async fn raft_conn<R, W>(r: R, w: W, raft: Raft, cert: Option<CertificateDer<'static>>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut r = BufReader::new(r);
+    let mut w = BufWriter::new(w);
+    while let Ok(Some(req)) = frame::read::<_, RaftReq>(&mut r, MAX_RAFT_FRAME).await {
+        if let Some(cert) = &cert {
+            let from = sender(&req);
+            if let Err(e) = from
+                .ok_or_else(|| "no sender".to_string())
+                .and_then(|id| check_peer(&raft, cert, id))
+            {
+                tracing::warn!("refused a Raft request from node {from:?}: {e}");
+                break;
+            }
+        }
+        let resp = match req {
+            RaftReq::Append(x) => RaftResp::Append(raft.append_entries(x).await),
+            RaftReq::Vote(x) => RaftResp::Vote(raft.vote(x).await),
+            RaftReq::Snapshot(x) => RaftResp::Snapshot(raft.install_snapshot(x).await),
+        };
+        if frame::write(&mut w, &resp).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// `addr` as a socket address if it is a loopback one: the only kind a node without TLS
+/// listens on or dials (plain TCP is for local development).
 ///
 /// Errors: an unparsable or non-loopback address, described.
 pub fn loopback_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
@@ -85,8 +141,9 @@ pub fn loopback_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
     Ok(a)
 }
 
-/// Opens Raft connections by the target's `raft` address (loopback addresses only: a
-/// member added with another address is unreachable, never dialled).
+/// Opens plain-TCP Raft connections by the target's `raft` address (loopback addresses
+/// only: a member added with another address is unreachable, never dialled). See
+/// [`TlsNetwork`] for anything else.
 #[derive(Clone, Default)]
 pub struct TcpNetwork;
 
@@ -96,18 +153,39 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
     async fn new_client(&mut self, _target: NodeId, node: &NodeAddr) -> TcpConn {
         TcpConn {
             addr: node.raft.clone(),
+            tls: None,
             conn: None,
         }
     }
 }
 
+/// Opens Raft connections over mutual TLS: presents this node's certificate and
+/// verifies the peer's for the name `fencelock-node-<target id>` ([`crate::tls`]).
+/// Addresses are dialled as given.
+#[derive(Clone)]
+pub struct TlsNetwork(pub NodeTls);
+
+impl RaftNetworkFactory<TypeConfig> for TlsNetwork {
+    type Network = TcpConn;
+
+    async fn new_client(&mut self, target: NodeId, node: &NodeAddr) -> TcpConn {
+        let name = ServerName::try_from(node_name(target)).ok();
+        TcpConn {
+            addr: node.raft.clone(),
+            tls: name.map(|n| (self.0.dial.clone(), n)),
+            conn: None,
+        }
+    }
+}
+
+type BoxRead = Box<dyn AsyncRead + Send + Sync + Unpin>;
+type BoxWrite = Box<dyn AsyncWrite + Send + Sync + Unpin>;
+
 /// One node's connection to another (reconnects after any error).
 pub struct TcpConn {
     addr: String,
-    conn: Option<(
-        BufReader<tokio::net::tcp::OwnedReadHalf>,
-        BufWriter<tokio::net::tcp::OwnedWriteHalf>,
-    )>,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+    conn: Option<(BufReader<BoxRead>, BufWriter<BoxWrite>)>,
 }
 
 enum CallError {
@@ -133,14 +211,32 @@ impl TcpConn {
 
     async fn call_inner(&mut self, req: RaftReq) -> Result<RaftResp, CallError> {
         if self.conn.is_none() {
-            let addr = loopback_addr(&self.addr).map_err(|e| {
-                CallError::Unreachable(io::Error::new(io::ErrorKind::InvalidInput, e))
-            })?;
-            let s = TcpStream::connect(addr)
-                .await
-                .map_err(CallError::Unreachable)?;
+            // Without TLS only loopback addresses are dialled; with it, any address.
+            let s = match &self.tls {
+                None => {
+                    let addr = loopback_addr(&self.addr).map_err(|e| {
+                        CallError::Unreachable(io::Error::new(io::ErrorKind::InvalidInput, e))
+                    })?;
+                    TcpStream::connect(addr).await
+                }
+                Some(_) => TcpStream::connect(self.addr.as_str()).await,
+            }
+            .map_err(CallError::Unreachable)?;
             let _ = s.set_nodelay(true);
-            let (r, w) = s.into_split();
+            let (r, w): (BoxRead, BoxWrite) = match &self.tls {
+                None => {
+                    let (r, w) = s.into_split();
+                    (Box::new(r), Box::new(w))
+                }
+                Some((dial, name)) => {
+                    let t = dial
+                        .connect(name.clone(), s)
+                        .await
+                        .map_err(CallError::Unreachable)?;
+                    let (r, w) = tokio::io::split(t);
+                    (Box::new(r), Box::new(w))
+                }
+            };
             self.conn = Some((BufReader::new(r), BufWriter::new(w)));
         }
         let Some((r, w)) = self.conn.as_mut() else {
@@ -238,6 +334,8 @@ pub async fn serve_clients(listener: TcpListener, node: Arc<Node>) {
 /// How a node's client port admits clients.
 #[derive(Clone, Default)]
 pub struct ClientPolicy {
+    /// TLS for the client port ([`NodeTls::clients`]); `None`: plain TCP.
+    pub tls: Option<TlsAcceptor>,
     /// The accepted bearer tokens: a connection must present one
     /// ([`crate::protocol::Request::Authenticate`]) before anything else, and each
     /// request must be allowed by its grants. `None`: every connection may do everything.
@@ -253,8 +351,19 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
             continue;
         };
         let _ = sock.set_nodelay(true);
-        let (r, w) = sock.into_split();
-        tokio::spawn(client_conn(r, w, node.clone(), policy.clone()));
+        let Some(tls) = policy.tls.clone() else {
+            let (r, w) = sock.into_split();
+            tokio::spawn(client_conn(r, w, node.clone(), policy.clone()));
+            continue;
+        };
+        let (node, policy) = (node.clone(), policy.clone());
+        tokio::spawn(async move {
+            // A client that does not speak TLS (or stalls) fails here and is dropped.
+            if let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(sock)).await {
+                let (r, w) = tokio::io::split(s);
+                client_conn(r, w, node, policy).await;
+            }
+        });
     }
 }
 

@@ -17,10 +17,15 @@ use fencelock_server::auth::{token_hash, Tokens};
 use fencelock_server::client::ClientOptions;
 use fencelock_server::client::{Acquired, Client, Session};
 use fencelock_server::frame;
-use fencelock_server::net::{serve_clients_with, serve_raft, ClientPolicy, TcpNetwork};
+use fencelock_server::net::{
+    serve_clients_with, serve_raft, serve_raft_with, ClientPolicy, TcpNetwork, TlsNetwork,
+};
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
+use fencelock_server::tls::{client_config_from, node_name, DevCa};
 use fencelock_server::types::NodeAddr;
+use openraft::raft::VoteRequest;
+use openraft::Vote;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -73,13 +78,9 @@ impl Tcp {
             self.addrs.iter().map(|a| a.client.clone()).collect(),
             ClientOptions {
                 token: Some(token.into()),
+                tls: None,
             },
         )
-    }
-
-    fn cluster_arg(&self) -> String {
-        let a: Vec<&str> = self.addrs.iter().map(|a| a.client.as_str()).collect();
-        a.join(",")
     }
 
     /// A raw connection to the current leader's client port.
@@ -172,6 +173,7 @@ fn tokens() -> ClientPolicy {
     );
     ClientPolicy {
         tokens: Some(Arc::new(Tokens::parse(&text).unwrap())),
+        tls: None,
     }
 }
 
@@ -613,28 +615,34 @@ async fn a_lock_token_cannot_change_the_membership() {
     t.stop().await;
 }
 
-/// An administrator's forced release of a lock held by `fencelock lock NAME -- CMD`: the
-/// holder is pushed a `Released` (reason `Released`), the CLI stops CMD and exits 3, and
+/// An administrator's forced release of a lock held by `fencelock lock NAME -- CMD` (the
+/// real CLI, over TLS with a lock token): the holder is pushed a `Released` (reason `Released`), the CLI stops CMD and exits 3, and
 /// the lock can be taken again with a higher token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_force_release_stops_the_holders_command() {
-    let t = start_with("sec-force", tokens()).await;
+    let c = start_tls("sec-force").await;
     let dir = common::temp_dir("sec-force-cli");
     let token_file = dir.join("token");
     std::fs::write(&token_file, format!("{JOBS}\n")).unwrap();
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, c.ca.cert_pem()).unwrap();
+    let cluster: Vec<&str> = c.t.addrs.iter().map(|a| a.client.as_str()).collect();
+    let cluster = cluster.join(",");
     let pid_file = dir.join("pid");
     let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
     let mut cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_fencelock"))
-        .args(["--cluster", &t.cluster_arg(), "--ttl-ms", "5000"])
+        .args(["--cluster", &cluster, "--ttl-ms", "5000"])
         .arg("--auth-token-file")
         .arg(&token_file)
+        .arg("--tls-ca")
+        .arg(&ca_file)
         .args(["lock", "jobs/forced", "--", "sh", "-c", &script])
         .env_remove("FENCELOCK_AUTH_TOKEN")
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let admin = t.client();
+    let admin = c.client();
     let mut held = Vec::new();
     for _ in 0..250 {
         held = admin.holders("jobs/forced").await.unwrap();
@@ -686,5 +694,294 @@ async fn an_admin_force_release_stops_the_holders_command() {
         other => panic!("{other:?}"),
     }
     let _ = std::fs::remove_dir_all(&dir);
-    t.stop().await;
+    c.t.stop().await;
+}
+
+// ---- TLS, mutual TLS between peers, nodes on distinct addresses ----
+
+struct TlsCluster {
+    t: Tcp,
+    ca: DevCa,
+    client_tls: Arc<rustls::ClientConfig>,
+}
+
+/// Three nodes on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (nothing assumes one address), TLS
+/// on the client ports, mutual TLS between peers, tokens on; certificates from a fresh
+/// development CA (rcgen).
+async fn start_tls(name: &str) -> TlsCluster {
+    let ca = DevCa::new().unwrap();
+    let base = common::temp_dir(name);
+    let mut listeners = Vec::new();
+    let mut members = BTreeMap::new();
+    let mut addrs = Vec::new();
+    for id in 1..=3u64 {
+        let host = format!("127.0.0.{id}");
+        let r = TcpListener::bind(format!("{host}:0")).await.unwrap();
+        let c = TcpListener::bind(format!("{host}:0")).await.unwrap();
+        let a = NodeAddr {
+            raft: r.local_addr().unwrap().to_string(),
+            client: c.local_addr().unwrap().to_string(),
+        };
+        members.insert(id, a.clone());
+        addrs.push(a);
+        listeners.push((r, c, ca.node(id, &[&host]).unwrap()));
+    }
+    let mut nodes = Vec::new();
+    for (i, (r, c, pem)) in listeners.into_iter().enumerate() {
+        let tls = pem.node_tls(&ca.cert_der()).unwrap();
+        let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
+        cfg.grace_ms = 200;
+        cfg.loopback_members = false;
+        let node = Node::start(cfg, TlsNetwork(tls.clone())).await.unwrap();
+        tokio::spawn(serve_raft_with(r, node.raft.clone(), Some(tls.clone())));
+        let mut policy = tokens();
+        policy.tls = Some(tls.clients.clone());
+        tokio::spawn(serve_clients_with(c, node.clone(), policy));
+        nodes.push(node);
+    }
+    nodes[0].initialize(members).await.unwrap();
+    let client_tls = client_config_from(&[ca.cert_der()]).unwrap();
+    TlsCluster {
+        t: Tcp { nodes, addrs, base },
+        ca,
+        client_tls,
+    }
+}
+
+impl TlsCluster {
+    fn client(&self) -> Client {
+        Client::with_options(
+            self.t.addrs.iter().map(|a| a.client.clone()).collect(),
+            ClientOptions {
+                token: Some(ADMIN.into()),
+                tls: Some(self.client_tls.clone()),
+            },
+        )
+    }
+
+    async fn leader(&self) -> usize {
+        for _ in 0..500 {
+            for (i, n) in self.t.nodes.iter().enumerate() {
+                if n.raft.metrics().borrow().state == openraft::ServerState::Leader {
+                    return i;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no leader");
+    }
+}
+
+/// Clients work over TLS against nodes on three distinct addresses — through a follower's
+/// redirect to the leader's own address, whose certificate is checked for that address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_on_three_addresses_serves_clients() {
+    let c = start_tls("sec-tls").await;
+    let hosts: Vec<&str> =
+        c.t.addrs
+            .iter()
+            .map(|a| a.client.split(':').next().unwrap())
+            .collect();
+    assert_eq!(hosts, ["127.0.0.1", "127.0.0.2", "127.0.0.3"]);
+    let l = c.leader().await;
+    let follower = (l + 1) % 3;
+    let client = Client::with_options(
+        vec![c.t.addrs[follower].client.clone()],
+        ClientOptions {
+            token: Some(ADMIN.into()),
+            tls: Some(c.client_tls.clone()),
+        },
+    );
+    let s = client.open_session(60_000).await.unwrap();
+    let token = granted(&s, "jobs/tls").await;
+    assert_eq!(s.release("jobs/tls").await.unwrap(), token);
+    s.close().await.unwrap();
+    // A client that trusts another CA does not connect.
+    let other = DevCa::new().unwrap();
+    let stranger = Client::with_options(
+        vec![c.t.addrs[l].client.clone()],
+        ClientOptions {
+            token: Some(ADMIN.into()),
+            tls: Some(client_config_from(&[other.cert_der()]).unwrap()),
+        },
+    );
+    let r = tokio::time::timeout(Duration::from_secs(2), stranger.holders("jobs/tls")).await;
+    assert!(
+        !matches!(r, Ok(Ok(_))),
+        "a node with an untrusted certificate answered"
+    );
+    c.t.stop().await;
+}
+
+/// A plain-TCP client on a TLS client port gets no answer — the handshake fails and the
+/// connection is closed — and nothing is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_tcp_client_on_a_tls_port_is_refused() {
+    let c = start_tls("sec-plain").await;
+    let l = c.leader().await;
+    c.client().holders("warm-up").await.unwrap();
+    let before = c.t.nodes[l].raft.metrics().borrow().last_applied;
+    let mut s = TcpStream::connect(&c.t.addrs[l].client).await.unwrap();
+    for (id, req) in [
+        (
+            1,
+            Request::Authenticate {
+                token: ADMIN.into(),
+            },
+        ),
+        (
+            2,
+            Request::Open {
+                ttl_ms: 60_000,
+                key: None,
+            },
+        ),
+    ] {
+        let _ = frame::write(&mut s, &ClientFrame { id, req }).await;
+    }
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME),
+    )
+    .await
+    .expect("the node closes the connection");
+    assert!(
+        !matches!(answer, Ok(Some(_))),
+        "a plain-TCP client got a protocol frame: {answer:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        c.t.nodes[l].shared.state().svc.usage().sessions,
+        0,
+        "no session was opened"
+    );
+    assert_eq!(c.t.nodes[l].raft.metrics().borrow().last_applied, before);
+    c.t.stop().await;
+}
+
+/// The Raft RPC frame as it travels between peers (same shape as the node's).
+#[derive(serde::Serialize)]
+enum ForgedRaft {
+    #[allow(dead_code)]
+    Append(()),
+    Vote(openraft::raft::VoteRequest<u64>),
+}
+
+/// Forged votes (a term far ahead, ~20 a second) at the leader's Raft port from a program
+/// without a member's certificate: over plain TCP, over TLS with no certificate or one of
+/// another CA, and with a certificate of this CA for a node that is not a member (or
+/// claiming to be a member it is not). Every one is refused before Raft sees it: the
+/// leader's term does not move and writes keep succeeding throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_peer_vote_without_a_member_certificate_is_refused() {
+    let c = start_tls("sec-vote").await;
+    let l = c.leader().await;
+    let leader_id = l as u64 + 1;
+    let raft_addr = c.t.addrs[l].raft.clone();
+    let term = c.t.nodes[l].raft.metrics().borrow().current_term;
+    let forged = |from: u64| ForgedRaft::Vote(VoteRequest::new(Vote::new(term + 1000, from), None));
+    // The identities the attacker tries over TLS.
+    let other_ca = DevCa::new().unwrap();
+    let ca_der = c.ca.cert_der();
+    let non_member =
+        c.ca.node(9, &["127.0.0.9"])
+            .unwrap()
+            .node_tls(&ca_der)
+            .unwrap();
+    let foreign = other_ca
+        .node(2, &["127.0.0.2"])
+        .unwrap()
+        .node_tls(&other_ca.cert_der())
+        .unwrap();
+    let no_cert = client_config_from(std::slice::from_ref(&ca_der)).unwrap();
+    let attack = async {
+        let mut tries = 0u32;
+        let mut answered = 0u32;
+        for round in 0..40u32 {
+            let got = match round % 5 {
+                // Plain TCP on the TLS Raft port.
+                0 => {
+                    let mut s = TcpStream::connect(&raft_addr).await.unwrap();
+                    let _ = frame::write(&mut s, &forged(2)).await;
+                    read_any(&mut s).await
+                }
+                // TLS, no client certificate.
+                1 => {
+                    let dial = tokio_rustls::TlsConnector::from(no_cert.clone());
+                    tls_vote(dial, leader_id, &raft_addr, &forged(2)).await
+                }
+                // TLS, a certificate from another CA.
+                2 => tls_vote(foreign.dial.clone(), leader_id, &raft_addr, &forged(2)).await,
+                // This CA's certificate for node 9, not a member.
+                3 => tls_vote(non_member.dial.clone(), leader_id, &raft_addr, &forged(9)).await,
+                // Node 9's certificate, claiming to be node 2.
+                _ => tls_vote(non_member.dial.clone(), leader_id, &raft_addr, &forged(2)).await,
+            };
+            tries += 1;
+            answered += u32::from(got);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        (tries, answered)
+    };
+    let writes = async {
+        let client = c.client();
+        let s = client.open_session(60_000).await.unwrap();
+        let mut ok = 0;
+        for _ in 0..20 {
+            let t = granted(&s, "jobs/vote").await;
+            assert_eq!(s.release("jobs/vote").await.unwrap(), t);
+            ok += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        s.close().await.unwrap();
+        ok
+    };
+    let ((tries, answered), ok) = tokio::join!(attack, writes);
+    assert_eq!(tries, 40);
+    assert_eq!(answered, 0, "a forged vote was answered");
+    assert_eq!(ok, 20, "every write succeeded during the attack");
+    let m = c.t.nodes[l].raft.metrics().borrow().clone();
+    assert_eq!(m.current_term, term, "the forged votes moved the term");
+    assert_eq!(m.state, openraft::ServerState::Leader);
+    c.t.stop().await;
+}
+
+/// True if a Raft answer came back within 3 s: a whole length-prefixed frame (a TLS
+/// alert, which a node sends a plain-TCP peer before closing, is not one: its first bytes
+/// read as a length far over any frame's).
+async fn read_any<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> bool {
+    use tokio::io::AsyncReadExt;
+    let answer = async {
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).await.ok()?;
+        let len = u32::from_be_bytes(len);
+        if len > 1 << 20 {
+            return None;
+        }
+        let mut body = vec![0u8; len as usize];
+        s.read_exact(&mut body).await.ok()
+    };
+    match tokio::time::timeout(Duration::from_secs(3), answer).await {
+        Ok(got) => got.is_some(),
+        Err(_) => panic!("the connection was neither answered nor closed"),
+    }
+}
+
+/// Sends a forged Raft frame over TLS (if the handshake succeeds); true if answered.
+async fn tls_vote(
+    dial: tokio_rustls::TlsConnector,
+    leader: u64,
+    addr: &str,
+    req: &ForgedRaft,
+) -> bool {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from(node_name(leader)).unwrap();
+    let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(3), dial.connect(name, tcp)).await
+    else {
+        return false; // refused during the handshake
+    };
+    if frame::write(&mut s, req).await.is_err() {
+        return false;
+    }
+    read_any(&mut s).await
 }

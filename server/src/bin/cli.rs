@@ -11,7 +11,9 @@
 //! fencelock force-release SESSION NAME      (admin) release SESSION's hold on NAME
 //! ```
 //! The cluster's client addresses come from `--cluster` or `FENCELOCK_CLUSTER`
-//! (comma-separated; default the three of `make cluster`). The bearer token comes from
+//! (comma-separated; default the three of `make cluster`); TLS with `--tls-ca` /
+//! `FENCELOCK_TLS_CA` (or plain TCP with `--insecure-plaintext` /
+//! `FENCELOCK_INSECURE_PLAINTEXT=true`). The bearer token comes from
 //! `--auth-token-file` / `FENCELOCK_AUTH_TOKEN_FILE`, or `FENCELOCK_AUTH_TOKEN` (not to be
 //! confused with `FENCELOCK_TOKEN`, the fencing token `lock` gives its command).
 
@@ -41,6 +43,12 @@ struct Args {
     /// A file holding the bearer token (its first line).
     #[arg(long, env = "FENCELOCK_AUTH_TOKEN_FILE")]
     auth_token_file: Option<std::path::PathBuf>,
+    /// The cluster CA certificate (PEM): connect over TLS and verify the nodes with it.
+    #[arg(long, env = "FENCELOCK_TLS_CA")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// Connect over plain TCP (a cluster run with --insecure-plaintext, on loopback).
+    #[arg(long, env = "FENCELOCK_INSECURE_PLAINTEXT", conflicts_with = "tls_ca")]
+    insecure_plaintext: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -128,12 +136,29 @@ async fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let tls = match (&args.tls_ca, args.insecure_plaintext) {
+        (Some(ca), _) => match fencelock_server::tls::client_config(ca) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("fencelock: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        (None, true) => None,
+        (None, false) => {
+            eprintln!(
+                "fencelock: give --tls-ca / FENCELOCK_TLS_CA, or --insecure-plaintext / \
+                 FENCELOCK_INSECURE_PLAINTEXT=true for a plain-TCP cluster"
+            );
+            return ExitCode::from(1);
+        }
+    };
     let client = Client::with_options(
         args.cluster
             .split(',')
             .map(|s| s.trim().to_string())
             .collect(),
-        ClientOptions { token },
+        ClientOptions { token, tls },
     );
     let res: Result<ExitCode, Box<dyn std::error::Error>> = match args.cmd {
         Cmd::Holder { name } => client
