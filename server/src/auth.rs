@@ -211,6 +211,7 @@ impl Grants {
             | Request::Cancel { lock, .. } => (Role::Lock, Some(lock)),
             Request::AddLearner { .. }
             | Request::SetVoters { .. }
+            | Request::RemoveLearner { .. }
             | Request::ForceRelease { .. } => (Role::Admin, None),
         };
         if self.allows(role, lock.map(String::as_str)) {

@@ -550,6 +550,14 @@ impl Client {
         }
     }
 
+    /// Removes learner `id` from the membership (not a voter: set the voters without it
+    /// first). Safe to retry. Cost: one membership entry (two: joint consensus).
+    ///
+    /// Errors: `BadRequest` (a voter), `Forbidden`, `Unavailable`.
+    pub async fn remove_learner(&self, id: u64) -> Result<(), ClientError> {
+        self.call(Request::RemoveLearner { id }).await.map(|_| ())
+    }
+
     /// Makes exactly `voters` the voting members (members left out are removed). Runs
     /// through joint consensus: safe at every step, and safe to retry. Cost: two
     /// membership entries.

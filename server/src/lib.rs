@@ -19,6 +19,7 @@ pub mod auth;
 pub mod client;
 pub mod frame;
 pub mod log_store;
+pub mod membership;
 // openraft's RPC error types are large; their size is dictated by the RaftNetwork trait.
 #[allow(clippy::result_large_err)]
 pub mod mem_network;

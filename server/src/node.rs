@@ -501,11 +501,40 @@ impl Node {
                     }
                 }
                 let fut = self.raft.add_learner(id, addr, true);
-                self.membership_write(fut).await
+                let reply = self.membership_write(fut).await?;
+                // openraft may return before an unreachable learner caught up: say so.
+                let timeout = Duration::from_millis(self.config.request_timeout_ms);
+                crate::membership::check_live(self, &[id].into(), timeout)
+                    .await
+                    .map_err(|e| {
+                        ClientError::Unavailable(format!(
+                            "node {id} is a learner now, but: {e}; start it, or remove it \
+                             with remove-learner"
+                        ))
+                    })?;
+                Ok(reply)
             }
             Request::SetVoters { voters } => {
                 let voters: BTreeSet<NodeId> = voters.into_iter().collect();
+                let timeout = Duration::from_millis(self.config.request_timeout_ms);
+                crate::membership::check_voters(self, &voters, timeout).await?;
                 let fut = self.raft.change_membership(voters, false);
+                self.membership_write(fut).await
+            }
+            Request::RemoveLearner { id } => {
+                let m = self.raft.metrics().borrow().clone();
+                if m.membership_config.membership().get_node(&id).is_none() {
+                    return Ok(Reply::MembershipChanged); // already gone: a retry
+                }
+                if m.membership_config.voter_ids().any(|v| v == id) {
+                    return Err(ClientError::BadRequest(format!(
+                        "node {id} is a voter: set the voters without it first"
+                    )));
+                }
+                let ids: BTreeSet<NodeId> = [id].into();
+                let fut = self
+                    .raft
+                    .change_membership(openraft::ChangeMembers::RemoveNodes(ids), false);
                 self.membership_write(fut).await
             }
         }

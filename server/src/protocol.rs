@@ -115,6 +115,13 @@ pub enum Request {
     },
     /// Linearizable read: the cluster's members.
     Members,
+    /// Remove a learner (a node that is not a voter) from the membership — say one added
+    /// with a wrong address, or that will never catch up. Removing a node that is not a
+    /// member is a no-op, so a retry is safe.
+    RemoveLearner {
+        /// The learner's id.
+        id: u64,
+    },
     /// Present a bearer token (first, on a node that has a tokens file): the connection's
     /// later requests are allowed what the token grants ([`crate::auth::Tokens`]).
     Authenticate {
@@ -141,7 +148,9 @@ pub enum Request {
     },
     /// Make exactly these nodes the voters (joint consensus; each must already be a member,
     /// a learner being promoted). Voters left out are removed from the cluster. Setting the
-    /// same voters again is a no-op, so a retry is safe.
+    /// same voters again is a no-op, so a retry is safe. Refused (`BadRequest`, nothing
+    /// changes) unless every one of them is reachable and caught up
+    /// ([`crate::membership`]).
     SetVoters {
         /// The voters' ids.
         voters: Vec<u64>,

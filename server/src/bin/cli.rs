@@ -7,7 +7,8 @@
 //! fencelock elect NAME                      campaign; print the epoch when elected; lead until Ctrl-C/SIGTERM
 //! fencelock members                         the cluster's voters and learners
 //! fencelock add-learner ID RAFT CLIENT      add a node (as a learner) and wait until it caught up
-//! fencelock set-voters ID[,ID…]             make exactly these nodes the voters
+//! fencelock set-voters ID[,ID…]             make exactly these nodes the voters (each live, caught up)
+//! fencelock remove-learner ID               drop a learner (one that never caught up)
 //! fencelock force-release SESSION NAME      (admin) release SESSION's hold on NAME
 //! ```
 //! The cluster's client addresses come from `--cluster` or `FENCELOCK_CLUSTER`
@@ -100,6 +101,11 @@ enum Cmd {
         /// The voters' ids.
         #[arg(value_delimiter = ',', required = true)]
         ids: Vec<u64>,
+    },
+    /// Remove a learner (not a voter) from the membership, e.g. one that never caught up.
+    RemoveLearner {
+        /// The learner's id.
+        id: u64,
     },
     /// (Admin) release a session's hold on a lock; its owner is told and `lock` stops its command.
     ForceRelease {
@@ -218,6 +224,11 @@ async fn main() -> ExitCode {
             .map_err(Into::into),
         Cmd::SetVoters { ids } => client
             .set_voters(ids)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Into::into),
+        Cmd::RemoveLearner { id } => client
+            .remove_learner(id)
             .await
             .map(|()| ExitCode::SUCCESS)
             .map_err(Into::into),
