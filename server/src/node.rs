@@ -60,7 +60,8 @@ pub struct NodeConfig {
     pub election_ms: (u64, u64),
     /// Build a snapshot (and purge the log before it) after this many applied entries.
     pub snapshot_logs: u64,
-    /// Accept only loopback `host:port` addresses for a new member (true for TCP nodes;
+    /// Accept only loopback `host:port` addresses for a new member (true for plain-TCP
+    /// nodes, which never dial anything else; `fencelock-node` sets false with TLS;
     /// the in-process test network names nodes `mem:N`).
     pub loopback_members: bool,
 }

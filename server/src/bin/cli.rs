@@ -377,6 +377,7 @@ async fn elect(
     ttl_ms: u64,
     name: &str,
 ) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let mut pushes = client.subscribe();
     let (session, guard) = open(client, ttl_ms).await?;
     match session
         .acquire(name, Mode::Exclusive, WaitSpec::Forever)
@@ -397,6 +398,16 @@ async fn elect(
                 let _ = session.release(name).await;
                 let _ = session.close().await;
                 return Ok(ExitCode::SUCCESS);
+            }
+            p = pushes.recv() => {
+                // An administrator's forced release ends the leadership too.
+                if let Ok(Output::Released { session: s, lock, .. }) = p {
+                    if s.0 == session.id() && lock.as_str() == name {
+                        eprintln!("fencelock: leadership of {name} released by an administrator");
+                        let _ = session.close().await;
+                        return Ok(ExitCode::from(3));
+                    }
+                }
             }
             _ = check.tick() => {
                 if !guard.may_act() {
