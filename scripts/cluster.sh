@@ -6,6 +6,7 @@
 #   CLUSTER_DIR=/path             data directory (default: a fresh temp dir)
 #   CLUSTER_BASE_PORT=7100        client ports BASE+1..3, raft ports BASE+101..103
 #   CLUSTER_PROFILE=release       or debug (faster to build; used by scripts/test-server.sh)
+#   CLUSTER_PLAINTEXT=1           plain TCP, no tokens (local development; make bench-cluster)
 # Clients need a token: the script makes an admin token ($CLUSTER_DIR/admin.token) and the
 # nodes' tokens file ($CLUSTER_DIR/tokens, hashes only; add lines for read/lock tokens).
 set -euo pipefail
@@ -33,10 +34,15 @@ umask 022
 export FENCELOCK_AUTH_TOKEN_FILE="$dir/admin.token"
 # A development CA and node certificates (node 4 is a spare, for adding a node): TLS on the
 # client ports, mutual TLS between the nodes. Each node on its own loopback address.
-if [ ! -s "$dir/tls/ca.pem" ]; then
-  "$bin/fencelock-certs" --dir "$dir/tls" --node 1=127.0.0.1 --node 2=127.0.0.2 --node 3=127.0.0.3 --node 4=127.0.0.4
+# CLUSTER_PLAINTEXT=1: plain TCP and no tokens instead (local development, benchmarks).
+if [ "${CLUSTER_PLAINTEXT:-0}" = 1 ]; then
+  export FENCELOCK_INSECURE_PLAINTEXT=true
+else
+  if [ ! -s "$dir/tls/ca.pem" ]; then
+    "$bin/fencelock-certs" --dir "$dir/tls" --node 1=127.0.0.1 --node 2=127.0.0.2 --node 3=127.0.0.3 --node 4=127.0.0.4
+  fi
+  export FENCELOCK_TLS_CA="$dir/tls/ca.pem"
 fi
-export FENCELOCK_TLS_CA="$dir/tls/ca.pem"
 peers=()
 for i in 1 2 3; do
   peers+=(--peer "$i=127.0.0.$i:$((base + 100 + i))/127.0.0.$i:$((base + i))")
@@ -45,8 +51,13 @@ pids=()
 stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 for i in 1 2 3; do
   init=(); [ "$i" = 1 ] && init=(--init)
-  "$bin/fencelock-node" --id "$i" --dir "$dir/n$i" --tokens "$dir/tokens" \
-    --tls-ca "$dir/tls/ca.pem" --tls-cert "$dir/tls/node-$i.pem" --tls-key "$dir/tls/node-$i.key" \
+  if [ "${CLUSTER_PLAINTEXT:-0}" = 1 ]; then
+    security=(--insecure-plaintext)
+  else
+    security=(--tokens "$dir/tokens" --tls-ca "$dir/tls/ca.pem"
+      --tls-cert "$dir/tls/node-$i.pem" --tls-key "$dir/tls/node-$i.key")
+  fi
+  "$bin/fencelock-node" --id "$i" --dir "$dir/n$i" "${security[@]}" \
     "${peers[@]}" "${init[@]}" >>"$dir/n$i.log" 2>&1 &
   pids+=($!)
 done
@@ -59,13 +70,18 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 if [ "$ok" != 1 ]; then echo "cluster did not come up; logs in $dir" >&2; stop; exit 1; fi
+if [ "${CLUSTER_PLAINTEXT:-0}" = 1 ]; then
+  secure_hint="export FENCELOCK_INSECURE_PLAINTEXT=true   # plain TCP, no tokens checked (CLUSTER_PLAINTEXT=1)"
+else
+  secure_hint="export FENCELOCK_TLS_CA=$dir/tls/ca.pem   # the cluster CA: TLS to the nodes"
+fi
 cat <<USAGE
 fencelock cluster up: nodes 1-3 (pids ${pids[*]}), data and logs in $dir
   client addresses: $cluster   (raft: 127.0.0.N:$((base + 101))-$((base + 103)))
 
   export FENCELOCK_CLUSTER=$cluster PATH=$bin:\$PATH
   export FENCELOCK_AUTH_TOKEN_FILE=$dir/admin.token   # the admin token (add more to $dir/tokens)
-  export FENCELOCK_TLS_CA=$dir/tls/ca.pem              # the cluster CA: TLS to the nodes
+  $secure_hint
   fencelock lock jobs/reindex -- sh -c 'echo "token \$FENCELOCK_TOKEN"; sleep 5'
   fencelock holder jobs/reindex        # SESSION MODE TOKEN
   fencelock queue jobs/reindex         # waiters, head first
