@@ -985,3 +985,60 @@ async fn tls_vote(
     }
     read_any(&mut s).await
 }
+
+/// `fencelock elect` leads until an administrator force-releases its election: then it
+/// stops claiming leadership and exits 3 (a second leader is elected with a higher epoch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_force_release_ends_an_elected_leader() {
+    use tokio::io::{AsyncBufReadExt, BufReader as TokioBufReader};
+    let c = start_tls("sec-elect").await;
+    let dir = common::temp_dir("sec-elect-cli");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{JOBS}\n")).unwrap();
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, c.ca.cert_pem()).unwrap();
+    let cluster: Vec<&str> = c.t.addrs.iter().map(|a| a.client.as_str()).collect();
+    let mut cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_fencelock"))
+        .args(["--cluster", &cluster.join(","), "--ttl-ms", "5000"])
+        .arg("--auth-token-file")
+        .arg(&token_file)
+        .arg("--tls-ca")
+        .arg(&ca_file)
+        .args(["elect", "jobs/scheduler"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = TokioBufReader::new(cli.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), out.next_line())
+        .await
+        .expect("elected within 20 s")
+        .unwrap()
+        .unwrap();
+    let epoch: u64 = line.strip_prefix("epoch ").unwrap().parse().unwrap();
+    let admin = c.client();
+    let held = admin.holders("jobs/scheduler").await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].token.0, epoch);
+    admin
+        .force_release(held[0].session.0, "jobs/scheduler")
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), cli.wait())
+        .await
+        .expect("the leader stops within 10 s")
+        .unwrap();
+    assert_eq!(status.code(), Some(3));
+    let next = admin.open_session(60_000).await.unwrap();
+    match next
+        .acquire("jobs/scheduler", Mode::Exclusive, WaitSpec::None)
+        .await
+        .unwrap()
+    {
+        Acquired::Granted(t) => assert!(t.0 > epoch),
+        other => panic!("{other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    c.t.stop().await;
+}
