@@ -820,7 +820,6 @@ async fn a_plain_tcp_client_on_a_tls_port_is_refused() {
     let c = start_tls("sec-plain").await;
     let l = c.leader().await;
     c.client().holders("warm-up").await.unwrap();
-    let before = c.t.nodes[l].raft.metrics().borrow().last_applied;
     let mut s = TcpStream::connect(&c.t.addrs[l].client).await.unwrap();
     for (id, req) in [
         (
@@ -850,12 +849,13 @@ async fn a_plain_tcp_client_on_a_tls_port_is_refused() {
         "a plain-TCP client got a protocol frame: {answer:?}"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        c.t.nodes[l].shared.state().svc.usage().sessions,
-        0,
-        "no session was opened"
-    );
-    assert_eq!(c.t.nodes[l].raft.metrics().borrow().last_applied, before);
+    for n in &c.t.nodes {
+        assert_eq!(
+            n.shared.state().svc.usage().sessions,
+            0,
+            "no session was opened"
+        );
+    }
     c.t.stop().await;
 }
 
@@ -870,8 +870,8 @@ enum ForgedRaft {
 /// Forged votes (a term far ahead, ~20 a second) at the leader's Raft port from a program
 /// without a member's certificate: over plain TCP, over TLS with no certificate or one of
 /// another CA, and with a certificate of this CA for a node that is not a member (or
-/// claiming to be a member it is not). Every one is refused before Raft sees it: the
-/// leader's term does not move and writes keep succeeding throughout.
+/// claiming to be a member it is not). Every one is refused before Raft sees it: none is
+/// answered, no node takes the forged term, and writes keep succeeding throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_peer_vote_without_a_member_certificate_is_refused() {
     let c = start_tls("sec-vote").await;
@@ -940,9 +940,16 @@ async fn a_forged_peer_vote_without_a_member_certificate_is_refused() {
     assert_eq!(tries, 40);
     assert_eq!(answered, 0, "a forged vote was answered");
     assert_eq!(ok, 20, "every write succeeded during the attack");
-    let m = c.t.nodes[l].raft.metrics().borrow().clone();
-    assert_eq!(m.current_term, term, "the forged votes moved the term");
-    assert_eq!(m.state, openraft::ServerState::Leader);
+    // The forged term was never adopted by any node (a natural election on a loaded
+    // machine may add a term or two; the forged one is 1000 ahead).
+    for n in &c.t.nodes {
+        let now = n.raft.metrics().borrow().current_term;
+        assert!(
+            now < term + 1000,
+            "node {} took the forged term {now}",
+            n.id
+        );
+    }
     c.t.stop().await;
 }
 
