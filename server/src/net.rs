@@ -58,15 +58,21 @@ pub async fn serve_raft(listener: TcpListener, raft: Raft) {
 /// ([`crate::tls::check_peer`]); otherwise the connection is closed unanswered. Errors:
 /// none (a bad peer only loses its connection).
 pub async fn serve_raft_with(listener: TcpListener, raft: Raft, tls: Option<NodeTls>) {
+    let slots = Arc::new(Semaphore::new(MAX_PEER_CONNECTIONS));
     loop {
         let Ok((sock, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        // Over the limit: closed at once (dropped), before any handshake.
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
             continue;
         };
         let _ = sock.set_nodelay(true);
         let raft = raft.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let Some(tls) = tls else {
                 let (r, w) = sock.into_split();
                 return raft_conn(r, w, raft, None).await;
@@ -84,6 +90,10 @@ pub async fn serve_raft_with(listener: TcpListener, raft: Raft, tls: Option<Node
         });
     }
 }
+
+/// At most this many Raft connections to a node at once (each peer uses one or two; the
+/// rest leaves room for reconnects): a flood of connections is closed at once.
+pub const MAX_PEER_CONNECTIONS: usize = 64;
 
 /// The node a Raft request says it comes from: the vote's node.
 fn sender(req: &RaftReq) -> Option<NodeId> {
@@ -332,7 +342,7 @@ pub async fn serve_clients(listener: TcpListener, node: Arc<Node>) {
 }
 
 /// How a node's client port admits clients.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ClientPolicy {
     /// TLS for the client port ([`NodeTls::clients`]); `None`: plain TCP.
     pub tls: Option<TlsAcceptor>,
@@ -340,29 +350,54 @@ pub struct ClientPolicy {
     /// ([`crate::protocol::Request::Authenticate`]) before anything else, and each
     /// request must be allowed by its grants. `None`: every connection may do everything.
     pub tokens: Option<Arc<Tokens>>,
+    /// At most this many client connections at once (TLS handshakes included); a
+    /// connection beyond it is closed at once. Default [`MAX_CLIENT_CONNECTIONS`].
+    pub max_connections: usize,
+}
+
+/// The default limit of a node's concurrent client connections: each costs a task, its
+/// buffers and up to [`PUSH_BACKLOG`] queued pushes, so their number is bounded too.
+pub const MAX_CLIENT_CONNECTIONS: usize = 4096;
+
+impl Default for ClientPolicy {
+    /// Plain TCP, no tokens, [`MAX_CLIENT_CONNECTIONS`].
+    fn default() -> Self {
+        ClientPolicy {
+            tls: None,
+            tokens: None,
+            max_connections: MAX_CLIENT_CONNECTIONS,
+        }
+    }
 }
 
 /// [`serve_clients`] under `policy`. Errors and cost: as there; a request the connection's
 /// token does not allow is answered `Unauthenticated` or `Forbidden` and not served.
 pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: ClientPolicy) {
+    let slots = Arc::new(Semaphore::new(policy.max_connections));
     loop {
         let Ok((sock, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        let _ = sock.set_nodelay(true);
-        let Some(tls) = policy.tls.clone() else {
-            let (r, w) = sock.into_split();
-            tokio::spawn(client_conn(r, w, node.clone(), policy.clone()));
+        // Over the limit: closed at once (dropped), before any handshake.
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
             continue;
         };
+        let _ = sock.set_nodelay(true);
         let (node, policy) = (node.clone(), policy.clone());
         tokio::spawn(async move {
+            let Some(tls) = policy.tls.clone() else {
+                let (r, w) = sock.into_split();
+                client_conn(r, w, node, policy).await;
+                drop(slot);
+                return;
+            };
             // A client that does not speak TLS (or stalls) fails here and is dropped.
             if let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(sock)).await {
                 let (r, w) = tokio::io::split(s);
                 client_conn(r, w, node, policy).await;
             }
+            drop(slot);
         });
     }
 }

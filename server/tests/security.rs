@@ -173,7 +173,7 @@ fn tokens() -> ClientPolicy {
     );
     ClientPolicy {
         tokens: Some(Arc::new(Tokens::parse(&text).unwrap())),
-        tls: None,
+        ..ClientPolicy::default()
     }
 }
 
@@ -1048,4 +1048,81 @@ async fn an_admin_force_release_ends_an_elected_leader() {
     }
     let _ = std::fs::remove_dir_all(&dir);
     c.t.stop().await;
+}
+
+/// A node serves at most `max_connections` client connections at once: one more is closed
+/// at once, without an answer; when one closes, a new one is served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_connections_beyond_the_limit_are_closed() {
+    let mut policy = tokens();
+    policy.max_connections = 2;
+    let t = start_with("sec-conns", policy).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut a = t.attacker().await;
+        let (r, _) = a
+            .call(Request::Authenticate {
+                token: VIEWER.into(),
+            })
+            .await;
+        assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
+        held.push(a);
+    }
+    let mut third = t.attacker().await;
+    let _ = frame::write(
+        &mut third.s,
+        &ClientFrame {
+            id: 1,
+            req: Request::Authenticate {
+                token: VIEWER.into(),
+            },
+        },
+    )
+    .await;
+    let got = tokio::time::timeout(
+        Duration::from_secs(5),
+        frame::read::<_, ServerFrame>(&mut third.s, frame::MAX_CLIENT_FRAME),
+    )
+    .await
+    .expect("closed, not left hanging");
+    assert!(
+        !matches!(got, Ok(Some(_))),
+        "the third connection was served: {got:?}"
+    );
+    drop(held.pop());
+    let mut again = None;
+    for _ in 0..100 {
+        let mut a = t.attacker().await;
+        let _ = frame::write(
+            &mut a.s,
+            &ClientFrame {
+                id: 1,
+                req: Request::Authenticate {
+                    token: VIEWER.into(),
+                },
+            },
+        )
+        .await;
+        if let Ok(Ok(Some(f))) = tokio::time::timeout(
+            Duration::from_secs(1),
+            frame::read::<_, ServerFrame>(&mut a.s, frame::MAX_CLIENT_FRAME),
+        )
+        .await
+        {
+            again = Some(f);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        matches!(
+            again,
+            Some(ServerFrame::Reply {
+                result: Ok(Reply::Authenticated),
+                ..
+            })
+        ),
+        "a freed slot is served again: {again:?}"
+    );
+    t.stop().await;
 }

@@ -158,6 +158,7 @@ async fn run(args: Args) -> Result<(), String> {
     let policy = ClientPolicy {
         tls: tls.map(|t| t.clients),
         tokens,
+        ..ClientPolicy::default()
     };
     tokio::spawn(serve_clients_with(client_l, node.clone(), policy));
     if args.init
