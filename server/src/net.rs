@@ -58,21 +58,15 @@ pub async fn serve_raft(listener: TcpListener, raft: Raft) {
 /// ([`crate::tls::check_peer`]); otherwise the connection is closed unanswered. Errors:
 /// none (a bad peer only loses its connection).
 pub async fn serve_raft_with(listener: TcpListener, raft: Raft, tls: Option<NodeTls>) {
-    let slots = Arc::new(Semaphore::new(MAX_PEER_CONNECTIONS));
     loop {
         let Ok((sock, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
-        // Over the limit: closed at once (dropped), before any handshake.
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
             continue;
         };
         let _ = sock.set_nodelay(true);
         let raft = raft.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
-            let _slot = slot;
             let Some(tls) = tls else {
                 let (r, w) = sock.into_split();
                 return raft_conn(r, w, raft, None).await;
@@ -90,10 +84,6 @@ pub async fn serve_raft_with(listener: TcpListener, raft: Raft, tls: Option<Node
         });
     }
 }
-
-/// At most this many Raft connections to a node at once (each peer uses one or two; the
-/// rest leaves room for reconnects): a flood of connections is closed at once.
-pub const MAX_PEER_CONNECTIONS: usize = 64;
 
 /// The node a Raft request says it comes from: the vote's node.
 fn sender(req: &RaftReq) -> Option<NodeId> {
