@@ -27,7 +27,7 @@ rm -f "$log"
 step "CLI against a real cluster (scripts/cluster.sh, detached, on spare ports)"
 tdir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 dir=$(mktemp -d "${TMPDIR:-/tmp}/fencelock-clitest.XXXXXX")
-# a base port whose eight ports (BASE+1..4, BASE+101..104; node 4 joins later) are free on 127.0.0.1 (bounded tries),
+# a base port whose eight ports (BASE+i and BASE+100+i on 127.0.0.i, i = 1..4; node 4 joins later) are free (bounded tries),
 # all below Linux's ephemeral range (32768-60999) so an outgoing connection cannot take one
 base=$(python3 - <<'PY'
 import random, socket
@@ -35,8 +35,9 @@ for _ in range(50):
     b = random.randrange(20000, 31800)
     socks = []
     try:
-        for p in (b + 1, b + 2, b + 3, b + 4, b + 101, b + 102, b + 103, b + 104):
-            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
+        for i in (1, 2, 3, 4):  # node i listens on 127.0.0.i
+            for p in (b + i, b + 100 + i):
+                s = socket.socket(); s.bind((f"127.0.0.{i}", p)); socks.append(s)
         print(b); break
     except OSError:
         pass
@@ -48,8 +49,13 @@ PY
 CLUSTER_DIR=$dir CLUSTER_DETACH=1 CLUSTER_BASE_PORT=$base CLUSTER_PROFILE=debug scripts/cluster.sh >/dev/null
 cleanup() { xargs -r kill <"$dir/pids" 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
-export FENCELOCK_CLUSTER="127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 3))"
+export FENCELOCK_CLUSTER="127.0.0.1:$((base + 1)),127.0.0.2:$((base + 2)),127.0.0.3:$((base + 3))"
+export FENCELOCK_AUTH_TOKEN_FILE="$dir/admin.token" FENCELOCK_TLS_CA="$dir/tls/ca.pem"
 fl="$tdir/debug/fencelock"
+# TLS and tokens are on (cluster.sh): without the token the cluster refuses (exit 1), with a
+# clear message.
+set +e; err=$(env -u FENCELOCK_AUTH_TOKEN_FILE -u FENCELOCK_AUTH_TOKEN "$fl" holder smoke 2>&1); rc=$?; set -e
+[ "$rc" = 1 ] && grep -q 'no valid token' <<<"$err" || { echo "a client without a token got rc=$rc: $err"; exit 1; }
 out=$("$fl" lock smoke -- sh -c 'echo "token=$FENCELOCK_TOKEN"')
 grep -q '^token=[1-9]' <<<"$out" || { echo "lock did not run the command with a token: $out"; exit 1; }
 # a held lock shows in holder; a second try-lock is refused (exit 2) while it is held
@@ -79,16 +85,18 @@ kept_pid=$!
 for _ in $(seq 1 100); do [ -n "$("$fl" holder kept)" ] && break; sleep 0.1; done
 kept_before=$("$fl" holder kept)
 [ -n "$kept_before" ] || { echo "kept lock never held"; exit 1; }
-"$tdir/debug/fencelock-node" --id 4 --dir "$dir/n4" --peer "4=127.0.0.1:$((base + 104))/127.0.0.1:$((base + 4))" >>"$dir/n4.log" 2>&1 &
+"$tdir/debug/fencelock-node" --id 4 --dir "$dir/n4" --tokens "$dir/tokens" \
+  --tls-ca "$dir/tls/ca.pem" --tls-cert "$dir/tls/node-4.pem" --tls-key "$dir/tls/node-4.key" \
+  --peer "4=127.0.0.4:$((base + 104))/127.0.0.4:$((base + 4))" >>"$dir/n4.log" 2>&1 &
 echo $! >>"$dir/pids"
 disown # killed with the others at the end; no job notice
-"$fl" add-learner 4 "127.0.0.1:$((base + 104))" "127.0.0.1:$((base + 4))"
+"$fl" add-learner 4 "127.0.0.4:$((base + 104))" "127.0.0.4:$((base + 4))"
 "$fl" set-voters 1,2,4
 members=$("$fl" members)
 [ "$(grep -c '^voter' <<<"$members")" = 3 ] && grep -q '^voter 4 ' <<<"$members" && ! grep -q '^voter 3 ' <<<"$members" ||
   { echo "members after the change: $members"; exit 1; }
 kill -9 "$(sed -n 3p "$dir/pids")"
-export FENCELOCK_CLUSTER="127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 4))"
+export FENCELOCK_CLUSTER="127.0.0.1:$((base + 1)),127.0.0.2:$((base + 2)),127.0.0.4:$((base + 4))"
 [ "$("$fl" holder kept)" = "$kept_before" ] || { echo "hold changed across the membership change: $("$fl" holder kept)"; exit 1; }
 kill -TERM "$kept_pid"; set +e; wait "$kept_pid"; set -e
 # When the cluster becomes unreachable, the lease stops being safe after ttl - margin and

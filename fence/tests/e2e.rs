@@ -171,7 +171,7 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
     let mut procs = Procs::default();
     for id in 1..=3u32 {
         let mut cmd = Command::new(&node);
-        cmd.arg("--id")
+        cmd.arg("--insecure-plaintext").arg("--id")
             .arg(id.to_string())
             .arg("--dir")
             .arg(dir.path().join(format!("n{id}")));
@@ -192,7 +192,7 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
     let up = Instant::now();
     loop {
         let probe = Command::new(&cli)
-            .args(["--cluster", &cluster, "holder", "probe"])
+            .args(["--insecure-plaintext", "--cluster", &cluster, "holder", "probe"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -210,7 +210,7 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
 
     let worker = |note: &str, wait_for: Option<&Path>| {
         let mut c = Command::new(&cli);
-        c.args(["--cluster", &cluster, "--ttl-ms", &TTL_MS.to_string()])
+        c.args(["--insecure-plaintext", "--cluster", &cluster, "--ttl-ms", &TTL_MS.to_string()])
             .args([
                 "lock",
                 "ledger",

@@ -41,21 +41,24 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fencelock::{Holder, Mode, Output, SessionInfo, Token, Waiter};
-use tokio::io::{BufReader, BufWriter};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncWrite, BufReader, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, oneshot, watch};
 
+use crate::auth::SessionSecret;
 use crate::frame::{self, MAX_CLIENT_FRAME};
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
 use crate::types::NodeAddr;
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply, ClientError>>>>>;
 
+type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
+type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
+
 struct Conn {
     /// Requests are written by the caller itself (no writer task to wake: one hop less
     /// per request), one frame at a time.
-    writer: tokio::sync::Mutex<BufWriter<OwnedWriteHalf>>,
+    writer: tokio::sync::Mutex<BufWriter<BoxWrite>>,
     alive_tx: Arc<watch::Sender<bool>>,
     pending: Pending,
     alive: watch::Receiver<bool>,
@@ -87,13 +90,39 @@ struct State {
     rr: usize,
     conn: Option<Arc<Conn>>,
     epoch: u64,
-    attached: HashSet<u64>,
+    /// Sessions to re-attach after a reconnect, with their credentials.
+    attached: HashMap<u64, SessionSecret>,
     /// Latest lock event per (session, lock), set by pushes.
     lock_events: HashMap<(u64, String), Acquired>,
     lost: HashSet<u64>,
 }
 
+/// How a [`Client`] connects and authenticates.
+#[derive(Clone, Default)]
+pub struct ClientOptions {
+    /// The bearer token presented on every connection before anything else
+    /// ([`Request::Authenticate`]); `None` for a cluster without tokens.
+    pub token: Option<String>,
+    /// TLS: nodes are verified with this configuration (see [`crate::tls::client_config`])
+    /// for the host part of the address dialled; `None`: plain TCP.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// How long connects, replies and retries may take ([`Timeouts::for_ttl`] derives
+    /// them from a session's ttl).
+    pub timeouts: Timeouts,
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("token", &self.token.as_ref().map(|_| ".."))
+            .field("tls", &self.tls.is_some())
+            .field("timeouts", &self.timeouts)
+            .finish()
+    }
+}
+
 struct Inner {
+    options: ClientOptions,
     st: Mutex<State>,
     ids: AtomicU64,
     changed: watch::Sender<u64>,
@@ -160,15 +189,29 @@ impl Client {
     /// A client for the cluster whose nodes' client addresses are `addrs` (any subset; a
     /// follower redirects to the leader). Connects lazily. Cost: O(1), no I/O.
     pub fn new(addrs: Vec<String>) -> Client {
-        Client::with_timeouts(addrs, Timeouts::default())
+        Client::with_options(addrs, ClientOptions::default())
     }
 
-    /// [`Client::new`] with its own [`Timeouts`]. Cost: O(1), no I/O.
+    /// [`Client::new`] with its own [`Timeouts`] (plain TCP, no token). Cost: O(1), no I/O.
     pub fn with_timeouts(addrs: Vec<String>, timeouts: Timeouts) -> Client {
+        Client::with_options(
+            addrs,
+            ClientOptions {
+                timeouts,
+                ..ClientOptions::default()
+            },
+        )
+    }
+
+    /// [`Client::new`] with a token, TLS and timeouts ([`ClientOptions`]). Cost: O(1), no
+    /// I/O.
+    pub fn with_options(addrs: Vec<String>, options: ClientOptions) -> Client {
+        let timeouts = options.timeouts;
         let (changed, _) = watch::channel(0);
         let (pushes, _) = broadcast::channel(4096);
         Client {
             inner: Arc::new(Inner {
+                options,
                 st: Mutex::new(State {
                     addrs,
                     ..State::default()
@@ -269,7 +312,22 @@ impl Client {
             .map_err(|_| ClientError::Unavailable(format!("connect to {addr} timed out")))?
             .map_err(|e| ClientError::Unavailable(format!("connect to {addr}: {e}")))?;
         let _ = sock.set_nodelay(true);
-        let (r, w) = sock.into_split();
+        let (r, w): (BoxRead, BoxWrite) = match &self.inner.options.tls {
+            None => {
+                let (r, w) = sock.into_split();
+                (Box::new(r), Box::new(w))
+            }
+            Some(cfg) => {
+                let name = crate::tls::server_name(&addr).map_err(ClientError::BadRequest)?;
+                let connect = tokio_rustls::TlsConnector::from(cfg.clone()).connect(name, sock);
+                let t = tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, connect)
+                    .await
+                    .map_err(|_| ClientError::Unavailable(format!("TLS to {addr} timed out")))?
+                    .map_err(|e| ClientError::Unavailable(format!("TLS to {addr}: {e}")))?;
+                let (r, w) = tokio::io::split(t);
+                (Box::new(r), Box::new(w))
+            }
+        };
         let pending: Pending = Arc::default();
         let (alive_tx, alive) = watch::channel(true);
         let alive_tx = Arc::new(alive_tx);
@@ -311,14 +369,24 @@ impl Client {
             pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
             me.inner.changed.send_modify(|v| *v += 1);
         });
+        // The token first: every later request on this connection is judged by it.
+        if let Some(token) = self.inner.options.token.clone() {
+            self.send(&conn, Request::Authenticate { token }).await?;
+        }
         // Re-attach sessions so their pushes come here now.
-        let sessions: Vec<u64> = self.st().attached.iter().copied().collect();
-        for s in sessions {
-            if let Err(e) = self.send(&conn, Request::Attach { session: s }).await {
-                if let ClientError::NotLeader { leader } = &e {
-                    self.st().preferred = leader.clone();
+        let sessions: Vec<(u64, SessionSecret)> =
+            self.st().attached.iter().map(|(s, k)| (*s, *k)).collect();
+        for (session, secret) in sessions {
+            match self.send(&conn, Request::Attach { session, secret }).await {
+                Ok(_) => {}
+                // It ended while we were away: nothing to attach, and nothing to wait for.
+                Err(ClientError::Core(e)) if e.kind == "unknown_session" => self.lose(session),
+                Err(e) => {
+                    if let ClientError::NotLeader { leader } = &e {
+                        self.st().preferred = leader.clone();
+                    }
+                    return Err(e);
                 }
-                return Err(e);
             }
         }
         self.st().conn = Some(conn.clone());
@@ -382,6 +450,10 @@ impl Client {
         while start.elapsed() < self.inner.retry_for {
             let conn = match self.connect().await {
                 Ok(c) => c,
+                // A refused token stays refused: no retry.
+                Err(e @ (ClientError::Unauthenticated | ClientError::Forbidden(_))) => {
+                    return Err(e)
+                }
                 Err(e) => {
                     last = e;
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -418,7 +490,7 @@ impl Client {
     /// Errors: core errors (bad ttl, sessions full), `Unavailable`.
     pub async fn open_session(&self, ttl_ms: u64) -> Result<Session, ClientError> {
         let start = Instant::now();
-        let key = fresh_key();
+        let key = fresh_key()?;
         loop {
             let conn = self.connect().await;
             let res = match conn {
@@ -433,15 +505,16 @@ impl Client {
                 Err(e) => Err(e),
             };
             match res {
-                Ok(Reply::Done { reply, .. }) => {
+                Ok(Reply::Opened { reply, secret, .. }) => {
                     let id = reply
                         .opened()
                         .ok_or_else(|| ClientError::Unavailable("no session opened".into()))?
                         .0;
-                    self.st().attached.insert(id);
+                    self.st().attached.insert(id, secret);
                     return Ok(Session {
                         client: self.clone(),
                         id,
+                        secret,
                         requests: tokio::sync::Mutex::new(0),
                     });
                 }
@@ -522,6 +595,35 @@ impl Client {
             .map(|_| ())
     }
 
+    /// (Admin token.) Releases `session`'s hold on `lock` without its credential; returns
+    /// the token of the hold that ended. The owner is pushed `Released` with reason
+    /// `Released`. Not numbered: a retry after an applied release finds the lock not held
+    /// (`not_holder`). Cost: one replicated write.
+    ///
+    /// Errors: `Forbidden` (not an admin token), `Core(unknown_session | not_holder…)`,
+    /// `Unavailable`.
+    pub async fn force_release(&self, session: u64, lock: &str) -> Result<Token, ClientError> {
+        let req = Request::ForceRelease {
+            session,
+            lock: lock.into(),
+        };
+        match self.call(req).await? {
+            Reply::Done {
+                reply: fencelock::Reply::Released { token },
+                ..
+            } => Ok(token),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
+    /// Removes learner `id` from the membership (not a voter: set the voters without it
+    /// first). Safe to retry. Cost: one membership entry (two: joint consensus).
+    ///
+    /// Errors: `BadRequest` (a voter), `Forbidden`, `Unavailable`.
+    pub async fn remove_learner(&self, id: u64) -> Result<(), ClientError> {
+        self.call(Request::RemoveLearner { id }).await.map(|_| ())
+    }
+
     /// Makes exactly `voters` the voting members (members left out are removed). Runs
     /// through joint consensus: safe at every step, and safe to retry. Cost: two
     /// membership entries.
@@ -532,20 +634,12 @@ impl Client {
     }
 }
 
-/// A random 64-bit key (from the standard library's per-process random hasher keys, the
-/// time and a counter): unique per open with overwhelming probability.
-fn fresh_key() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNT: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNT.fetch_add(1, Ordering::Relaxed));
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.write_u32(std::process::id());
-    h.finish()
+/// A random 128-bit idempotency key from the operating system's random source: unique per
+/// open, and as hard to guess as the credential a retry with it is answered with.
+fn fresh_key() -> Result<u128, ClientError> {
+    crate::auth::random_bytes()
+        .map(u128::from_le_bytes)
+        .map_err(|e| ClientError::Unavailable(e.to_string()))
 }
 
 /// The cluster's members: voters and learners, each `(id, addresses)`.
@@ -558,6 +652,8 @@ pub type Members = (Vec<(u64, NodeAddr)>, Vec<(u64, NodeAddr)>);
 pub struct Session {
     client: Client,
     id: u64,
+    /// The credential every request for this session carries.
+    secret: SessionSecret,
     /// The session's latest request number; held for the whole of a numbered request.
     requests: tokio::sync::Mutex<u64>,
 }
@@ -586,7 +682,10 @@ impl Session {
     pub async fn keep_alive(&self) -> Result<u64, ClientError> {
         match self
             .client
-            .call(Request::KeepAlive { session: self.id })
+            .call(Request::KeepAlive {
+                session: self.id,
+                secret: self.secret,
+            })
             .await
         {
             Ok(Reply::Done {
@@ -644,6 +743,7 @@ impl Session {
         *n += 1;
         let req = Request::Acquire {
             session: self.id,
+            secret: self.secret,
             lock: lock.into(),
             mode,
             wait,
@@ -702,6 +802,7 @@ impl Session {
         let reply = self
             .numbered(|n| Request::Release {
                 session: self.id,
+                secret: self.secret,
                 lock: lock.into(),
                 request: Some(n),
             })
@@ -720,6 +821,7 @@ impl Session {
         match self
             .numbered(|n| Request::Cancel {
                 session: self.id,
+                secret: self.secret,
                 lock: lock.into(),
                 request: Some(n),
             })
@@ -741,6 +843,7 @@ impl Session {
             .client
             .call(Request::Close {
                 session: self.id,
+                secret: self.secret,
                 request: None,
             })
             .await;

@@ -1,9 +1,13 @@
 //! # fencelock-server — the fencelock core replicated by openraft
 //!
 //! A lock server whose state machine is the core's [`fencelock::LockService`], replicated
-//! by [openraft](https://docs.rs/openraft) 0.9 over TCP on loopback; a client library
+//! by [openraft](https://docs.rs/openraft) 0.9 over TCP (TLS, [`tls`]); a client library
 //! ([`client`]) and a CLI (`fencelock`). See `server/README.md` for running a cluster and
 //! what is guaranteed under which faults.
+//!
+//! [`auth`]: only a session's owner acts for it (its credential is checked where inputs
+//! are applied), and bearer tokens grant roles; [`tls`]: TLS for clients, mutual TLS
+//! between nodes; [`membership`]: voter sets that keep a live quorum.
 //!
 //! Layers, bottom up: [`log_store`] (durable Raft log and vote), [`state_machine`] (the
 //! core under openraft), [`proposer`] (concurrent requests batched into one entry),
@@ -14,10 +18,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod client;
 pub mod disk;
 pub mod frame;
 pub mod log_store;
+pub mod membership;
 // openraft's RPC error types are large; their size is dictated by the RaftNetwork trait.
 #[allow(clippy::result_large_err)]
 pub mod mem_network;
@@ -28,4 +34,5 @@ pub mod ops;
 pub mod proposer;
 pub mod protocol;
 pub mod state_machine;
+pub mod tls;
 pub mod types;

@@ -15,15 +15,19 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
+use crate::auth::{Grants, Tokens};
 use crate::frame::{self, MAX_CLIENT_FRAME, MAX_RAFT_FRAME};
 use crate::node::Node;
-use crate::protocol::{ClientFrame, ServerFrame};
+use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame};
 use crate::state_machine::{PushSink, PUSH_BACKLOG};
+use crate::tls::{check_peer, node_name, NodeTls, HANDSHAKE_TIMEOUT};
 use crate::types::{NodeAddr, NodeId, Raft, TypeConfig};
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// A Raft RPC on the wire.
 #[derive(Serialize, Deserialize)]
@@ -45,6 +49,15 @@ enum RaftResp {
 /// ends. Requests on one connection are answered in order. Errors: none (a bad peer only
 /// loses its connection).
 pub async fn serve_raft(listener: TcpListener, raft: Raft) {
+    serve_raft_with(listener, raft, None).await
+}
+
+/// [`serve_raft`] over mutual TLS when `tls` is given ([`crate::tls`]): a peer must
+/// present a certificate signed by the cluster CA, and each request is served only if that
+/// certificate names the node the request says it comes from and that node is a member
+/// ([`crate::tls::check_peer`]); otherwise the connection is closed unanswered. Errors:
+/// none (a bad peer only loses its connection).
+pub async fn serve_raft_with(listener: TcpListener, raft: Raft, tls: Option<NodeTls>) {
     loop {
         let Ok((sock, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -52,26 +65,70 @@ pub async fn serve_raft(listener: TcpListener, raft: Raft) {
         };
         let _ = sock.set_nodelay(true);
         let raft = raft.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let (r, w) = sock.into_split();
-            let mut r = BufReader::new(r);
-            let mut w = BufWriter::new(w);
-            while let Ok(Some(req)) = frame::read::<_, RaftReq>(&mut r, MAX_RAFT_FRAME).await {
-                let resp = match req {
-                    RaftReq::Append(x) => RaftResp::Append(raft.append_entries(x).await),
-                    RaftReq::Vote(x) => RaftResp::Vote(raft.vote(x).await),
-                    RaftReq::Snapshot(x) => RaftResp::Snapshot(raft.install_snapshot(x).await),
-                };
-                if frame::write(&mut w, &resp).await.is_err() {
-                    break;
-                }
-            }
+            let Some(tls) = tls else {
+                let (r, w) = sock.into_split();
+                return raft_conn(r, w, raft, None).await;
+            };
+            let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.peers.accept(sock)).await
+            else {
+                return;
+            };
+            let Some(cert) = s.get_ref().1.peer_certificates().and_then(|c| c.first()) else {
+                return;
+            };
+            let cert = cert.clone().into_owned();
+            let (r, w) = tokio::io::split(s);
+            raft_conn(r, w, raft, Some(cert)).await
         });
     }
 }
 
-/// `addr` as a socket address if it is a loopback one: the only kind a node listens on or
-/// dials (the cluster is loopback-only by design: no authentication, no TLS).
+/// The node a Raft request says it comes from: the vote's node.
+fn sender(req: &RaftReq) -> Option<NodeId> {
+    let vote = match req {
+        RaftReq::Append(x) => &x.vote,
+        RaftReq::Vote(x) => &x.vote,
+        RaftReq::Snapshot(x) => &x.vote,
+    };
+    vote.leader_id().voted_for()
+}
+
+/// Serves one peer connection's Raft requests in order. With `cert` (mutual TLS), a
+/// request is served only if [`check_peer`] allows its sender; the first that is not
+/// ends the connection unanswered.
+async fn raft_conn<R, W>(r: R, w: W, raft: Raft, cert: Option<CertificateDer<'static>>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut r = BufReader::new(r);
+    let mut w = BufWriter::new(w);
+    while let Ok(Some(req)) = frame::read::<_, RaftReq>(&mut r, MAX_RAFT_FRAME).await {
+        if let Some(cert) = &cert {
+            let from = sender(&req);
+            if let Err(e) = from
+                .ok_or_else(|| "no sender".to_string())
+                .and_then(|id| check_peer(&raft, cert, id))
+            {
+                tracing::warn!("refused a Raft request from node {from:?}: {e}");
+                break;
+            }
+        }
+        let resp = match req {
+            RaftReq::Append(x) => RaftResp::Append(raft.append_entries(x).await),
+            RaftReq::Vote(x) => RaftResp::Vote(raft.vote(x).await),
+            RaftReq::Snapshot(x) => RaftResp::Snapshot(raft.install_snapshot(x).await),
+        };
+        if frame::write(&mut w, &resp).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// `addr` as a socket address if it is a loopback one: the only kind a node without TLS
+/// listens on or dials (plain TCP is for local development).
 ///
 /// Errors: an unparsable or non-loopback address, described.
 pub fn loopback_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
@@ -84,8 +141,9 @@ pub fn loopback_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
     Ok(a)
 }
 
-/// Opens Raft connections by the target's `raft` address (loopback addresses only: a
-/// member added with another address is unreachable, never dialled).
+/// Opens plain-TCP Raft connections by the target's `raft` address (loopback addresses
+/// only: a member added with another address is unreachable, never dialled). See
+/// [`TlsNetwork`] for anything else.
 #[derive(Clone, Default)]
 pub struct TcpNetwork;
 
@@ -95,18 +153,39 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
     async fn new_client(&mut self, _target: NodeId, node: &NodeAddr) -> TcpConn {
         TcpConn {
             addr: node.raft.clone(),
+            tls: None,
             conn: None,
         }
     }
 }
 
+/// Opens Raft connections over mutual TLS: presents this node's certificate and
+/// verifies the peer's for the name `fencelock-node-<target id>` ([`crate::tls`]).
+/// Addresses are dialled as given.
+#[derive(Clone)]
+pub struct TlsNetwork(pub NodeTls);
+
+impl RaftNetworkFactory<TypeConfig> for TlsNetwork {
+    type Network = TcpConn;
+
+    async fn new_client(&mut self, target: NodeId, node: &NodeAddr) -> TcpConn {
+        let name = ServerName::try_from(node_name(target)).ok();
+        TcpConn {
+            addr: node.raft.clone(),
+            tls: name.map(|n| (self.0.dial.clone(), n)),
+            conn: None,
+        }
+    }
+}
+
+type BoxRead = Box<dyn AsyncRead + Send + Sync + Unpin>;
+type BoxWrite = Box<dyn AsyncWrite + Send + Sync + Unpin>;
+
 /// One node's connection to another (reconnects after any error).
 pub struct TcpConn {
     addr: String,
-    conn: Option<(
-        BufReader<tokio::net::tcp::OwnedReadHalf>,
-        BufWriter<tokio::net::tcp::OwnedWriteHalf>,
-    )>,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+    conn: Option<(BufReader<BoxRead>, BufWriter<BoxWrite>)>,
 }
 
 enum CallError {
@@ -132,14 +211,32 @@ impl TcpConn {
 
     async fn call_inner(&mut self, req: RaftReq) -> Result<RaftResp, CallError> {
         if self.conn.is_none() {
-            let addr = loopback_addr(&self.addr).map_err(|e| {
-                CallError::Unreachable(io::Error::new(io::ErrorKind::InvalidInput, e))
-            })?;
-            let s = TcpStream::connect(addr)
-                .await
-                .map_err(CallError::Unreachable)?;
+            // Without TLS only loopback addresses are dialled; with it, any address.
+            let s = match &self.tls {
+                None => {
+                    let addr = loopback_addr(&self.addr).map_err(|e| {
+                        CallError::Unreachable(io::Error::new(io::ErrorKind::InvalidInput, e))
+                    })?;
+                    TcpStream::connect(addr).await
+                }
+                Some(_) => TcpStream::connect(self.addr.as_str()).await,
+            }
+            .map_err(CallError::Unreachable)?;
             let _ = s.set_nodelay(true);
-            let (r, w) = s.into_split();
+            let (r, w): (BoxRead, BoxWrite) = match &self.tls {
+                None => {
+                    let (r, w) = s.into_split();
+                    (Box::new(r), Box::new(w))
+                }
+                Some((dial, name)) => {
+                    let t = dial
+                        .connect(name.clone(), s)
+                        .await
+                        .map_err(CallError::Unreachable)?;
+                    let (r, w) = tokio::io::split(t);
+                    (Box::new(r), Box::new(w))
+                }
+            };
             self.conn = Some((BufReader::new(r), BufWriter::new(w)));
         }
         let Some((r, w)) = self.conn.as_mut() else {
@@ -225,26 +322,89 @@ impl RaftNetwork<TypeConfig> for TcpConn {
 pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Serves the client protocol on `listener` for `node`, one task per connection, until
-/// the process ends. Requests on a connection run concurrently (at most
-/// [`MAX_IN_FLIGHT`]); replies carry the request id. Pushes queue at most
-/// [`PUSH_BACKLOG`] deep; a connection that falls further behind is closed. Errors: none
-/// (a bad or stalled client only loses its connection).
+/// the process ends, admitting every client as an administrator (no tokens): for tests
+/// and a cluster on a trusted host; see [`serve_clients_with`]. Requests on a connection
+/// run concurrently (at most [`MAX_IN_FLIGHT`]); replies carry the request id. Pushes
+/// queue at most [`PUSH_BACKLOG`] deep; a connection that falls further behind is closed.
+/// Errors: none (a bad or stalled client only loses its connection).
 pub async fn serve_clients(listener: TcpListener, node: Arc<Node>) {
+    serve_clients_with(listener, node, ClientPolicy::default()).await
+}
+
+/// How a node's client port admits clients.
+#[derive(Clone)]
+pub struct ClientPolicy {
+    /// TLS for the client port ([`NodeTls::clients`]); `None`: plain TCP.
+    pub tls: Option<TlsAcceptor>,
+    /// The accepted bearer tokens: a connection must present one
+    /// ([`crate::protocol::Request::Authenticate`]) before anything else, and each
+    /// request must be allowed by its grants. `None`: every connection may do everything.
+    pub tokens: Option<Arc<Tokens>>,
+    /// At most this many client connections at once (TLS handshakes included); a
+    /// connection beyond it is closed at once. Default [`MAX_CLIENT_CONNECTIONS`].
+    pub max_connections: usize,
+}
+
+/// The default limit of a node's concurrent client connections: each costs a task, its
+/// buffers and up to [`PUSH_BACKLOG`] queued pushes, so their number is bounded too.
+pub const MAX_CLIENT_CONNECTIONS: usize = 4096;
+
+impl Default for ClientPolicy {
+    /// Plain TCP, no tokens, [`MAX_CLIENT_CONNECTIONS`].
+    fn default() -> Self {
+        ClientPolicy {
+            tls: None,
+            tokens: None,
+            max_connections: MAX_CLIENT_CONNECTIONS,
+        }
+    }
+}
+
+/// [`serve_clients`] under `policy`. Errors and cost: as there; a request the connection's
+/// token does not allow is answered `Unauthenticated` or `Forbidden` and not served.
+pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: ClientPolicy) {
+    let slots = Arc::new(Semaphore::new(policy.max_connections));
     loop {
         let Ok((sock, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
+        // Over the limit: closed at once (dropped), before any handshake.
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            continue;
+        };
         let _ = sock.set_nodelay(true);
-        tokio::spawn(client_conn(sock, node.clone()));
+        let (node, policy) = (node.clone(), policy.clone());
+        tokio::spawn(async move {
+            let Some(tls) = policy.tls.clone() else {
+                let (r, w) = sock.into_split();
+                client_conn(r, w, node, policy).await;
+                drop(slot);
+                return;
+            };
+            // A client that does not speak TLS (or stalls) fails here and is dropped.
+            if let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(sock)).await {
+                let (r, w) = tokio::io::split(s);
+                client_conn(r, w, node, policy).await;
+            }
+            drop(slot);
+        });
     }
 }
 
-async fn client_conn(sock: TcpStream, node: Arc<Node>) {
+async fn client_conn<R, W>(r: R, w: W, node: Arc<Node>, policy: ClientPolicy)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let conn = node.next_conn_id();
     let _registered = node.connection(conn);
-    let (r, w) = sock.into_split();
     let mut r = BufReader::new(r);
+    // What this connection may do: everything without tokens, nothing until it presents one.
+    let mut grants = match &policy.tokens {
+        None => Some(Grants::all()),
+        Some(_) => None,
+    };
     // Each reply travels with its in-flight permit, released once the reply is written.
     let (out_tx, mut out_rx) =
         mpsc::unbounded_channel::<(ServerFrame, Option<OwnedSemaphorePermit>)>();
@@ -294,6 +454,24 @@ async fn client_conn(sock: TcpStream, node: Arc<Node>) {
         };
         match next {
             Ok(Some(ClientFrame { id, req })) => {
+                // Authentication is handled here, in order: the requests after it see it.
+                let allowed = match (&req, &policy.tokens) {
+                    (Request::Authenticate { token }, Some(tokens)) => {
+                        grants = tokens.authenticate(token);
+                        Err(match grants {
+                            Some(_) => Ok(Reply::Authenticated),
+                            None => Err(ClientError::Unauthenticated),
+                        })
+                    }
+                    (_, _) => match &grants {
+                        None => Err(Err(ClientError::Unauthenticated)),
+                        Some(g) => g.authorize(&req).map_err(Err),
+                    },
+                };
+                if let Err(result) = allowed {
+                    let _ = out_tx.send((ServerFrame::Reply { id, result }, None));
+                    continue;
+                }
                 let permit = tokio::select! {
                     p = limit.clone().acquire_owned() => p,
                     _ = writer_done.notified() => break,

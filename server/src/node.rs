@@ -30,13 +30,16 @@ use openraft::network::RaftNetworkFactory;
 use openraft::ServerState;
 use tokio::task::JoinHandle;
 
+use crate::auth::SessionSecret;
 use crate::disk::DiskHealth;
 use crate::log_store::LogStore;
 use crate::ops::NodeStats;
 use crate::proposer::Proposer;
 use crate::protocol::{ClientError, Reply, Request, WaitSpec};
 use crate::state_machine::{PushSink, ServiceConfig, Shared, StateMachine};
-use crate::types::{Cmd, CmdResult, NodeAddr, NodeId, Op, Raft, TypeConfig, STAMPED_AT_APPLY};
+use crate::types::{
+    Cmd, CmdResult, NodeAddr, NodeId, Op, OpError, Raft, TypeConfig, STAMPED_AT_APPLY,
+};
 
 /// The longest [`Node::shutdown`] waits for openraft to stop.
 pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
@@ -71,7 +74,8 @@ pub struct NodeConfig {
     /// `ClientError::Limit { kind: "too_many_sessions" }` before anything is proposed.
     /// `None`: no quota.
     pub max_sessions_per_conn: Option<usize>,
-    /// Accept only loopback `host:port` addresses for a new member (true for TCP nodes;
+    /// Accept only loopback `host:port` addresses for a new member (true for plain-TCP
+    /// nodes, which never dial anything else; `fencelock-node` sets false with TLS;
     /// the in-process test network names nodes `mem:N`).
     pub loopback_members: bool,
 }
@@ -345,13 +349,17 @@ impl Node {
             .map(|n| n.client.clone())
     }
 
-    /// Proposes `input` (batched with concurrent requests by the [`Proposer`], stamped
-    /// with the leader's clock) and waits until it is committed and applied. Cost: a share
-    /// of one replicated write (a quorum's fsync).
+    /// Proposes `input` as a bare [`Op::Input`] (batched with concurrent requests by the
+    /// [`Proposer`], stamped with the leader's clock) and waits until it is committed and
+    /// applied. Only an input that names no session (a tick) is applied this way; a
+    /// session's input needs its credential ([`Op::Owned`], through [`Node::propose_op`]).
+    /// Cost: a share of one replicated write (a quorum's fsync).
     ///
     /// Errors: `NotLeader` (with the leader's client address when known), `Unavailable`
-    /// at once while a write of this node waits for disk space ([`DiskHealth`]), or when it could not commit within the request timeout (it may still commit later: retry
-    /// with the same request number). A core refusal is in the result's `reply`.
+    /// at once while a write of this node waits for disk space ([`DiskHealth`]), or when it
+    /// could not commit within the request timeout (it may still commit later: retry with the
+    /// same request number). A refusal (the core's, or a missing credential) is in the
+    /// result's `reply`.
     pub async fn propose(&self, input: Input) -> Result<CmdResult, ClientError> {
         self.propose_op(Op::Input(input)).await
     }
@@ -412,20 +420,36 @@ impl Node {
         LockName::new(lock).map_err(|e| ClientError::Core(e.into()))
     }
 
-    async fn write(&self, input: Input) -> Result<Reply, ClientError> {
-        self.write_op(Op::Input(input)).await
+    /// Proposes a session's input with the credential its sender presented.
+    async fn write(&self, input: Input, secret: SessionSecret) -> Result<Reply, ClientError> {
+        self.write_op(Op::Owned { input, secret }).await
     }
 
     async fn write_op(&self, op: Op) -> Result<Reply, ClientError> {
         let r = self.propose_op(op).await?;
-        match r.reply {
-            Err(e) => Err(ClientError::Core(e)),
-            Ok(reply) => Ok(Reply::Done {
+        match (r.reply, r.secret) {
+            (Err(OpError::Core(e)), _) => Err(ClientError::Core(e)),
+            (Err(OpError::NotOwner { session }), _) => Err(ClientError::NotOwner { session }),
+            (Err(e @ OpError::NeedsCredential), _) => Err(ClientError::BadRequest(e.to_string())),
+            (Ok(reply), Some(secret)) => Ok(Reply::Opened {
+                reply,
+                secret,
+                now: r.now,
+                index: r.index,
+            }),
+            (Ok(reply), None) => Ok(Reply::Done {
                 reply,
                 now: r.now,
                 index: r.index,
             }),
         }
+    }
+
+    /// True if this node's applied state says `secret` is `session`'s credential. A
+    /// session's credential never changes and ids are never reused, so a yes is final; a
+    /// no may only mean the open is not applied here yet (the state machine decides).
+    fn owns_locally(&self, session: SessionId, secret: &SessionSecret) -> bool {
+        self.shared.state().owners.is_owner(session, secret)
     }
 
     /// Serves one client request. `conn` and `sink` identify the connection that pushes
@@ -455,17 +479,17 @@ impl Node {
                         message: format!("a session ttl of {ttl_ms} ms is above this cluster's maximum of {max} ms"),
                     });
                 }
-                let op = match key {
-                    Some(key) => Op::Open { ttl: ttl_ms, key },
-                    None => Op::Input(Input::OpenSession {
-                        now: STAMPED_AT_APPLY,
-                        ttl: ttl_ms,
-                    }),
+                let secret =
+                    SessionSecret::random().map_err(|e| ClientError::Unavailable(e.to_string()))?;
+                let op = Op::Open {
+                    ttl: ttl_ms,
+                    key,
+                    secret,
                 };
                 self.reserve_open(conn)?;
                 let reply = self.write_op(op).await;
                 let session = match &reply {
-                    Ok(Reply::Done { reply: r, .. }) => r.opened(),
+                    Ok(Reply::Opened { reply: r, .. }) => r.opened(),
                     _ => None,
                 };
                 self.opened(conn, session);
@@ -474,24 +498,29 @@ impl Node {
                 }
                 reply
             }
-            Request::KeepAlive { session } => {
-                self.write(Input::KeepAlive {
+            Request::KeepAlive { session, secret } => {
+                let input = Input::KeepAlive {
                     now: STAMPED_AT_APPLY,
                     session: SessionId(session),
                     request: None,
-                })
-                .await
+                };
+                self.write(input, secret).await
             }
-            Request::Close { session, request } => {
-                self.write(Input::CloseSession {
+            Request::Close {
+                session,
+                secret,
+                request,
+            } => {
+                let input = Input::CloseSession {
                     now: STAMPED_AT_APPLY,
                     session: SessionId(session),
                     request,
-                })
-                .await
+                };
+                self.write(input, secret).await
             }
             Request::Acquire {
                 session,
+                secret,
                 lock,
                 mode,
                 wait,
@@ -509,52 +538,75 @@ impl Node {
                         Wait::Until(Tick(now.saturating_add(ms)))
                     }
                 };
-                self.shared
-                    .hub
-                    .attach(SessionId(session), conn, sink.clone());
-                self.write(Input::Acquire {
+                // Attached before the write, so that a grant applied right after the
+                // acquire's entry is not missed — but only once the credential is known
+                // good here; otherwise after the state machine accepted it.
+                let sid = SessionId(session);
+                let early = self.owns_locally(sid, &secret);
+                if early {
+                    self.shared.hub.attach(sid, conn, sink.clone());
+                }
+                let input = Input::Acquire {
                     now: STAMPED_AT_APPLY,
-                    session: SessionId(session),
+                    session: sid,
                     lock,
                     mode,
                     wait,
                     request,
-                })
-                .await
+                };
+                let reply = self.write(input, secret).await?;
+                if !early {
+                    self.shared.hub.attach(sid, conn, sink.clone());
+                }
+                Ok(reply)
             }
             Request::Release {
                 session,
+                secret,
                 lock,
                 request,
             } => {
                 let lock = Self::input_name(&lock)?;
-                self.write(Input::Release {
+                let input = Input::Release {
                     now: STAMPED_AT_APPLY,
                     session: SessionId(session),
                     lock,
                     request,
-                })
-                .await
+                };
+                self.write(input, secret).await
             }
             Request::Cancel {
                 session,
+                secret,
                 lock,
                 request,
             } => {
                 let lock = Self::input_name(&lock)?;
-                self.write(Input::Cancel {
+                let input = Input::Cancel {
                     now: STAMPED_AT_APPLY,
                     session: SessionId(session),
                     lock,
                     request,
-                })
-                .await
+                };
+                self.write(input, secret).await
             }
-            Request::Attach { session } => {
+            Request::Attach { session, secret } => {
                 self.linearizable().await?;
-                self.shared
-                    .hub
-                    .attach(SessionId(session), conn, sink.clone());
+                let sid = SessionId(session);
+                {
+                    // Checked and attached under the state lock: the session cannot end
+                    // in between and leave a registration behind.
+                    let g = self.shared.state();
+                    if g.svc.session(sid).is_none() {
+                        return Err(ClientError::Core(
+                            fencelock::Error::UnknownSession(sid).into(),
+                        ));
+                    }
+                    if !g.owners.is_owner(sid, &secret) {
+                        return Err(ClientError::NotOwner { session });
+                    }
+                    self.shared.hub.attach(sid, conn, sink.clone());
+                }
                 Ok(Reply::Attached)
             }
             Request::Holders { lock } => {
@@ -582,6 +634,13 @@ impl Node {
                 let learners = m.learner_ids().filter_map(node).collect();
                 Ok(Reply::Members { voters, learners })
             }
+            // The connection was authenticated and authorized by the transport.
+            Request::Authenticate { .. } => Ok(Reply::Authenticated),
+            Request::ForceRelease { session, lock } => {
+                let lock = Self::input_name(&lock)?;
+                let session = SessionId(session);
+                self.write_op(Op::ForceRelease { session, lock }).await
+            }
             Request::AddLearner { id, addr } => {
                 for a in [&addr.raft, &addr.client] {
                     if a.is_empty() || a.len() > 255 {
@@ -594,11 +653,40 @@ impl Node {
                     }
                 }
                 let fut = self.raft.add_learner(id, addr, true);
-                self.membership_write(fut).await
+                let reply = self.membership_write(fut).await?;
+                // openraft may return before an unreachable learner caught up: say so.
+                let timeout = Duration::from_millis(self.config.request_timeout_ms);
+                crate::membership::check_live(self, &[id].into(), timeout)
+                    .await
+                    .map_err(|e| {
+                        ClientError::Unavailable(format!(
+                            "node {id} is a learner now, but: {e}; start it, or remove it \
+                             with remove-learner"
+                        ))
+                    })?;
+                Ok(reply)
             }
             Request::SetVoters { voters } => {
                 let voters: BTreeSet<NodeId> = voters.into_iter().collect();
+                let timeout = Duration::from_millis(self.config.request_timeout_ms);
+                crate::membership::check_voters(self, &voters, timeout).await?;
                 let fut = self.raft.change_membership(voters, false);
+                self.membership_write(fut).await
+            }
+            Request::RemoveLearner { id } => {
+                let m = self.raft.metrics().borrow().clone();
+                if m.membership_config.membership().get_node(&id).is_none() {
+                    return Ok(Reply::MembershipChanged); // already gone: a retry
+                }
+                if m.membership_config.voter_ids().any(|v| v == id) {
+                    return Err(ClientError::BadRequest(format!(
+                        "node {id} is a voter: set the voters without it first"
+                    )));
+                }
+                let ids: BTreeSet<NodeId> = [id].into();
+                let fut = self
+                    .raft
+                    .change_membership(openraft::ChangeMembers::RemoveNodes(ids), false);
                 self.membership_write(fut).await
             }
         }

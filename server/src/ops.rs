@@ -72,6 +72,9 @@ impl NodeStats {
             ClientError::NotLeader { .. } => "not_leader".into(),
             ClientError::Unavailable(_) => "unavailable".into(),
             ClientError::BadRequest(_) => "bad_request".into(),
+            ClientError::NotOwner { .. } => "not_owner".into(),
+            ClientError::Unauthenticated => "unauthenticated".into(),
+            ClientError::Forbidden(_) => "forbidden".into(),
             ClientError::Limit { kind, message } => {
                 let mut last = self.limit_logged.lock().unwrap_or_else(|p| p.into_inner());
                 if last.is_none_or(|t| t.elapsed() >= LIMIT_LOG_EVERY) {

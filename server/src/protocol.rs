@@ -8,6 +8,7 @@
 use fencelock::{Holder, Mode, Output, SessionInfo, Waiter};
 use serde::{Deserialize, Serialize};
 
+use crate::auth::SessionSecret;
 use crate::types::{CoreError, NodeAddr};
 
 /// How long an acquire may wait.
@@ -24,24 +25,31 @@ pub enum WaitSpec {
 /// A client request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
-    /// Open a session of `ttl_ms`; the connection is attached to it.
+    /// Open a session of `ttl_ms`; the connection is attached to it. The answer
+    /// ([`Reply::Opened`]) carries the session's credential, which every later request
+    /// for the session must carry ([`crate::auth`]).
     Open {
         /// Time to live in milliseconds.
         ttl_ms: u64,
-        /// Idempotency key (random, chosen by the client): a retry with the same key
-        /// while the session lives answers with the same session ([`crate::types::Op::Open`]).
-        key: Option<u64>,
+        /// Idempotency key (random 128 bits, chosen by the client): a retry with the same
+        /// key while the session lives answers with the same session and credential
+        /// ([`crate::types::Op::Open`]). Keep it as secret as the credential.
+        key: Option<u128>,
     },
     /// Keep a session alive (a keep-alive is a log entry; no request number needed: a
     /// keep-alive applied twice is harmless).
     KeepAlive {
         /// The session.
         session: u64,
+        /// The session's credential (from [`Reply::Opened`]).
+        secret: SessionSecret,
     },
     /// Close a session.
     Close {
         /// The session.
         session: u64,
+        /// The session's credential (from [`Reply::Opened`]).
+        secret: SessionSecret,
         /// Idempotent-retry number (optional: a retry of a close that was applied finds
         /// the session gone, `unknown_session`, which a client may take as done).
         request: Option<u64>,
@@ -50,6 +58,8 @@ pub enum Request {
     Acquire {
         /// The session.
         session: u64,
+        /// The session's credential (from [`Reply::Opened`]).
+        secret: SessionSecret,
         /// The lock name.
         lock: String,
         /// Exclusive or shared.
@@ -63,6 +73,8 @@ pub enum Request {
     Release {
         /// The session.
         session: u64,
+        /// The session's credential (from [`Reply::Opened`]).
+        secret: SessionSecret,
         /// The lock name.
         lock: String,
         /// Idempotent-retry number.
@@ -72,6 +84,8 @@ pub enum Request {
     Cancel {
         /// The session.
         session: u64,
+        /// The session's credential (from [`Reply::Opened`]).
+        secret: SessionSecret,
         /// The lock name.
         lock: String,
         /// Idempotent-retry number.
@@ -81,6 +95,8 @@ pub enum Request {
     Attach {
         /// The session.
         session: u64,
+        /// The session's credential (from [`Reply::Opened`]).
+        secret: SessionSecret,
     },
     /// Linearizable read: a lock's holders.
     Holders {
@@ -99,6 +115,28 @@ pub enum Request {
     },
     /// Linearizable read: the cluster's members.
     Members,
+    /// Remove a learner (a node that is not a voter) from the membership — say one added
+    /// with a wrong address, or that will never catch up. Removing a node that is not a
+    /// member is a no-op, so a retry is safe.
+    RemoveLearner {
+        /// The learner's id.
+        id: u64,
+    },
+    /// Present a bearer token (first, on a node that has a tokens file): the connection's
+    /// later requests are allowed what the token grants ([`crate::auth::Tokens`]).
+    Authenticate {
+        /// The token.
+        token: String,
+    },
+    /// Administrator: release `session`'s hold on `lock` without its credential. The
+    /// owner is told by a pushed `Released` with reason `Released` (its own releases are
+    /// answered, never pushed, so such a push always means someone else released it).
+    ForceRelease {
+        /// The holding session.
+        session: u64,
+        /// The lock.
+        lock: String,
+    },
     /// Add a node as a learner (it receives the log but does not vote) and wait until it
     /// has caught up. Adding a learner that is already there with the same addresses is a
     /// no-op, so a retry is safe.
@@ -110,7 +148,9 @@ pub enum Request {
     },
     /// Make exactly these nodes the voters (joint consensus; each must already be a member,
     /// a learner being promoted). Voters left out are removed from the cluster. Setting the
-    /// same voters again is a no-op, so a retry is safe.
+    /// same voters again is a no-op, so a retry is safe. Refused (`BadRequest`, nothing
+    /// changes) unless every one of them is reachable and caught up
+    /// ([`crate::membership`]).
     SetVoters {
         /// The voters' ids.
         voters: Vec<u64>,
@@ -140,6 +180,17 @@ pub enum Reply {
         /// Log index of the entry.
         index: u64,
     },
+    /// A session was opened (or a retried open found the one its key opened).
+    Opened {
+        /// The core's reply (`Opened { session, expires_at }`).
+        reply: fencelock::Reply,
+        /// The session's credential: every request for the session must carry it.
+        secret: SessionSecret,
+        /// Logical time after applying.
+        now: u64,
+        /// Log index of the entry.
+        index: u64,
+    },
     /// Holders of a lock.
     Holders(Vec<Holder>),
     /// Queue of a lock, head first.
@@ -148,6 +199,8 @@ pub enum Reply {
     Session(Option<SessionInfo>),
     /// The connection is attached.
     Attached,
+    /// The token was accepted.
+    Authenticated,
     /// The cluster's members.
     Members {
         /// Voting members, by id.
@@ -170,6 +223,17 @@ pub enum ClientError {
     /// The core refused the input; nothing changed (beyond the advance of logical time to
     /// the entry's time, which stands).
     Core(CoreError),
+    /// The request named an open session without that session's credential (a wrong or
+    /// missing secret); nothing changed.
+    NotOwner {
+        /// The session.
+        session: u64,
+    },
+    /// No token was presented, or an unknown one (on a node with a tokens file).
+    Unauthenticated,
+    /// The connection's token does not allow this request (the reason says what is
+    /// missing).
+    Forbidden(String),
     /// The cluster could not commit or confirm in time (retry with the same request number).
     Unavailable(String),
     /// The request was malformed (a bad lock name in a read, a bad node address…). A core
@@ -193,6 +257,12 @@ impl std::fmt::Display for ClientError {
         match self {
             ClientError::NotLeader { leader } => write!(f, "not the leader (leader: {leader:?})"),
             ClientError::Core(e) => write!(f, "{e}"),
+            ClientError::NotOwner { session } => write!(
+                f,
+                "not the owner of session {session} (wrong or missing credential)"
+            ),
+            ClientError::Unauthenticated => write!(f, "no valid token presented"),
+            ClientError::Forbidden(m) => write!(f, "forbidden: {m}"),
             ClientError::Unavailable(m) => write!(f, "unavailable: {m}"),
             ClientError::BadRequest(m) => write!(f, "bad request: {m}"),
             ClientError::Limit { kind, message } => write!(f, "refused ({kind}): {message}"),

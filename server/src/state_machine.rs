@@ -5,7 +5,8 @@
 //! membership, returns each input's [`Reply`] to its proposer and pushes every event
 //! ([`Output`]) to the session it names through the [`Hub`] (a waiter's `Granted` reaches
 //! it without polling). A snapshot is the core's own versioned snapshot plus the last
-//! applied log id, the membership and the open keys; it is written to `dir/snapshot.bin`
+//! applied log id, the membership, the open keys and the sessions' credentials
+//! ([`crate::auth`]); it is written to `dir/snapshot.bin`
 //! (temp file, fsync, rename) so a restarted node rebuilds its state from it and the log
 //! after it.
 //!
@@ -27,7 +28,9 @@ use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use fencelock::{Config, Input, LockName, LockService, Output, Reply, SessionId, Tick, VecStorage};
+use fencelock::{
+    Config, Input, LockName, LockService, Output, ReleaseReason, Reply, SessionId, Tick, VecStorage,
+};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, StorageIOError};
 use prometheus_client::metrics::counter::Counter;
@@ -35,9 +38,10 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, Notify};
 
+use crate::auth::{Owners, SessionSecret};
 use crate::disk::DiskHealth;
 use crate::types::{
-    BatchResult, CmdResult, CoreError, Entry, LogId, Op, SnapshotMeta, StorageError,
+    BatchResult, CmdResult, CoreError, Entry, LogId, Op, OpError, SnapshotMeta, StorageError,
     StoredMembership, TypeConfig,
 };
 
@@ -206,6 +210,8 @@ pub struct SmState {
     pub membership: StoredMembership,
     /// Idempotency keys of open sessions ([`Op::Open`]): key → session, and back.
     pub open_keys: OpenKeys,
+    /// The credential of every open session ([`crate::auth`]).
+    pub owners: Owners,
 }
 
 /// The idempotency keys of sessions opened with [`Op::Open`], forgotten when the session
@@ -213,13 +219,13 @@ pub struct SmState {
 /// and snapshots carry it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpenKeys {
-    by_key: BTreeMap<u64, SessionId>,
-    by_session: BTreeMap<SessionId, u64>,
+    by_key: BTreeMap<u128, SessionId>,
+    by_session: BTreeMap<SessionId, u128>,
 }
 
 impl OpenKeys {
     /// The session opened with `key`, if it is still remembered. Cost: O(log n).
-    pub fn get(&self, key: u64) -> Option<SessionId> {
+    pub fn get(&self, key: u128) -> Option<SessionId> {
         self.by_key.get(&key).copied()
     }
 
@@ -233,7 +239,7 @@ impl OpenKeys {
         self.by_key.is_empty()
     }
 
-    fn insert(&mut self, key: u64, session: SessionId) {
+    fn insert(&mut self, key: u128, session: SessionId) {
         self.by_key.insert(key, session);
         self.by_session.insert(session, key);
     }
@@ -254,11 +260,11 @@ impl OpenKeys {
         }
     }
 
-    fn to_vec(&self) -> Vec<(u64, u64)> {
+    fn to_vec(&self) -> Vec<(u128, u64)> {
         self.by_key.iter().map(|(k, s)| (*k, s.0)).collect()
     }
 
-    fn from_vec(v: Vec<(u64, u64)>) -> OpenKeys {
+    fn from_vec(v: Vec<(u128, u64)>) -> OpenKeys {
         let mut k = OpenKeys::default();
         for (key, s) in v {
             k.insert(key, SessionId(s));
@@ -458,6 +464,7 @@ pub fn backup(shared: &Shared) -> io::Result<(Vec<u8>, Option<LogId>)> {
             membership: g.membership.clone(),
             core: g.svc.snapshot_vec(),
             open_keys: g.open_keys.to_vec(),
+            owners: g.owners.to_vec(),
         };
         (
             postcard::to_allocvec(&d).map_err(|e| io::Error::other(e.to_string()))?,
@@ -530,6 +537,7 @@ pub fn restore_into(
         membership: membership.clone(),
         core: d.core,
         open_keys: d.open_keys,
+        owners: d.owners,
     };
     let f = SnapFile {
         meta: SnapshotMeta {
@@ -567,7 +575,8 @@ struct SnapData {
     last_applied: Option<LogId>,
     membership: StoredMembership,
     core: Vec<u8>,
-    open_keys: Vec<(u64, u64)>,
+    open_keys: Vec<(u128, u64)>,
+    owners: Vec<(u64, SessionSecret)>,
 }
 
 /// The state machine handed to openraft.
@@ -592,6 +601,7 @@ fn decode_snapshot(
             last_applied: d.last_applied,
             membership: d.membership.clone(),
             open_keys: OpenKeys::from_vec(d.open_keys),
+            owners: Owners::from_vec(d.owners),
         },
         d.last_applied,
         d.membership,
@@ -617,6 +627,7 @@ impl StateMachine {
                     last_applied: None,
                     membership: StoredMembership::default(),
                     open_keys: OpenKeys::default(),
+                    owners: Owners::default(),
                 },
                 None,
             ),
@@ -748,34 +759,89 @@ fn op_time(svc: &LockService<VecStorage>, stamp: Option<u64>, carried: Tick) -> 
     Tick(svc.now().0.max(stamp.unwrap_or(0)).max(carried.0))
 }
 
+/// Advances `g` to the time of an op carrying `carried` in an entry stamped `stamp` (as
+/// the core's own advance before an input would), forgetting the keys and secrets of the
+/// sessions that expire; returns the time and the advance's events. Cannot fail: the time
+/// is not before the service's and a `Vec` has room.
+fn advance(g: &mut SmState, stamp: Option<u64>, carried: Tick) -> (Tick, Vec<Output>) {
+    let now = op_time(&g.svc, stamp, carried);
+    let mut events = Vec::new();
+    let _ = g.svc.tick(now, &mut events);
+    g.open_keys.forget_expired(&events);
+    g.owners.forget_expired(&events);
+    (now, events)
+}
+
+fn refused(g: &SmState, e: OpError, index: u64) -> CmdResult {
+    CmdResult {
+        reply: Err(e),
+        now: g.svc.now().0,
+        index,
+        secret: None,
+    }
+}
+
 /// Applies one op of an entry stamped `stamp`; returns the events to push and the
 /// proposer's result.
 fn apply_op(g: &mut SmState, stamp: Option<u64>, op: Op, index: u64) -> (Vec<Output>, CmdResult) {
     let (events, result) = match op {
         Op::Input(input) => {
-            let closing = match &input {
-                Input::CloseSession { session, .. } => Some(*session),
-                _ => None,
+            if !matches!(input, Input::Tick { .. }) {
+                // Only the leader's tick travels without a credential.
+                let (_, events) = advance(g, stamp, input.now());
+                let r = refused(g, OpError::NeedsCredential, index);
+                return (events, r);
+            }
+            apply_cmd(&mut g.svc, stamp, input, index)
+        }
+        Op::Owned { input, secret } => {
+            let Some(session) = input.session() else {
+                let (_, events) = advance(g, stamp, input.now());
+                let r = refused(g, OpError::NeedsCredential, index);
+                return (events, r);
             };
-            let (events, result) = apply_cmd(&mut g.svc, stamp, input, index);
-            if let (Some(s), Ok(Reply::Closed)) = (closing, &result.reply) {
-                g.open_keys.forget(s);
+            // Advance first: a session that expires at this time is unknown to the core,
+            // whatever the credential (the core's own first answer).
+            let (_, mut events) = advance(g, stamp, input.now());
+            if g.svc.session(session).is_some() && !g.owners.is_owner(session, &secret) {
+                let r = refused(g, OpError::NotOwner { session: session.0 }, index);
+                return (events, r);
+            }
+            let closing = matches!(input, Input::CloseSession { .. });
+            let (more, result) = apply_cmd(&mut g.svc, stamp, input, index);
+            events.extend(more);
+            if closing && matches!(result.reply, Ok(Reply::Closed)) {
+                g.open_keys.forget(session);
+                g.owners.forget(session);
             }
             (events, result)
         }
-        Op::Open { ttl, key } => {
-            let now = op_time(&g.svc, stamp, Tick(0));
-            let mut events = Vec::new();
-            // Advance first, so that a key whose session expires at `now` is free. Cannot
-            // fail: `now` is not before the service's time and a Vec has room.
-            let _ = g.svc.tick(now, &mut events);
-            g.open_keys.forget_expired(&events);
-            let open = g
-                .open_keys
-                .get(key)
+        Op::ForceRelease { session, lock } => {
+            let input = Input::Release {
+                now: Tick(0),
+                session,
+                lock: lock.clone(),
+                request: None,
+            };
+            let (mut events, result) = apply_cmd(&mut g.svc, stamp, input, index);
+            if let Ok(Reply::Released { token }) = result.reply {
+                events.push(Output::Released {
+                    session,
+                    lock,
+                    token,
+                    reason: ReleaseReason::Released,
+                });
+            }
+            (events, result)
+        }
+        Op::Open { ttl, key, secret } => {
+            // Advance first, so that a key whose session expires at `now` is free.
+            let (now, mut events) = advance(g, stamp, Tick(0));
+            let open = key
+                .and_then(|k| g.open_keys.get(k))
                 .and_then(|s| g.svc.session(s).map(|info| (s, info)));
             match open {
-                // A retry: answer with the session this key opened.
+                // A retry: answer with the session this key opened, and its secret.
                 Some((session, info)) => (
                     events,
                     CmdResult {
@@ -785,14 +851,19 @@ fn apply_op(g: &mut SmState, stamp: Option<u64>, op: Op, index: u64) -> (Vec<Out
                         }),
                         now: g.svc.now().0,
                         index,
+                        secret: g.owners.get(session),
                     },
                 ),
                 None => {
-                    let (more, result) =
+                    let (more, mut result) =
                         apply_cmd(&mut g.svc, None, Input::OpenSession { now, ttl }, index);
                     events.extend(more);
                     if let Ok(Reply::Opened { session, .. }) = result.reply {
-                        g.open_keys.insert(key, session);
+                        if let Some(key) = key {
+                            g.open_keys.insert(key, session);
+                        }
+                        g.owners.insert(session, secret);
+                        result.secret = Some(secret);
                     }
                     (events, result)
                 }
@@ -800,6 +871,7 @@ fn apply_op(g: &mut SmState, stamp: Option<u64>, op: Op, index: u64) -> (Vec<Out
         }
     };
     g.open_keys.forget_expired(&events);
+    g.owners.forget_expired(&events);
     (events, result)
 }
 
@@ -815,11 +887,14 @@ pub(crate) fn apply_cmd(
     let carried = input.now();
     let input = input.at(op_time(svc, stamp, carried));
     let mut events = Vec::new();
-    let reply = svc.handle(input, &mut events).map_err(CoreError::from);
+    let reply = svc
+        .handle(input, &mut events)
+        .map_err(|e| OpError::Core(CoreError::from(e)));
     let result = CmdResult {
         reply,
         now: svc.now().0,
         index,
+        secret: None,
     };
     (events, result)
 }
@@ -833,6 +908,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
                 membership: g.membership.clone(),
                 core: g.svc.snapshot_vec(),
                 open_keys: g.open_keys.to_vec(),
+                owners: g.owners.to_vec(),
             };
             (
                 postcard::to_allocvec(&d).map_err(|e| StorageIOError::read_state_machine(&e))?,
@@ -890,7 +966,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     for op in cmd.ops {
                         // Only the first op can advance time: the rest find it reached.
                         let closed = match &op {
-                            Op::Input(Input::CloseSession { session, .. }) => Some(*session),
+                            Op::Owned {
+                                input: Input::CloseSession { session, .. },
+                                ..
+                            } => Some(*session),
                             _ => None,
                         };
                         // (session, lock, is an acquire) for the wait-time histogram.
@@ -1017,6 +1096,7 @@ mod tests {
             membership: StoredMembership::default(),
             core: svc.snapshot_vec(),
             open_keys: vec![(42, s.0)],
+            owners: vec![],
         };
         let f = SnapFile {
             meta: SnapshotMeta {

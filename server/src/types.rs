@@ -3,8 +3,10 @@
 use std::fmt;
 use std::io::Cursor;
 
-use fencelock::{Input, Tick};
+use fencelock::{Input, LockName, SessionId, Tick};
 use serde::{Deserialize, Serialize};
+
+use crate::auth::SessionSecret;
 
 /// A node's two loopback addresses: Raft RPCs and the client protocol. Stored in the Raft
 /// membership so that any node can tell a client where the leader listens.
@@ -30,8 +32,33 @@ pub const STAMPED_AT_APPLY: Tick = Tick(0);
 /// One request in a log entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
-    /// A core input, applied at its entry's time ([`Cmd`]).
+    /// A core input that names no session and opens none (the leader's bare `Tick`),
+    /// applied at its entry's time ([`Cmd`]). Any other input proposed this way is refused
+    /// ([`OpError::NeedsCredential`]): sessions are opened with [`Op::Open`] and acted for
+    /// with [`Op::Owned`].
     Input(Input),
+    /// A core input naming a session, with the credential its sender presented. Applied
+    /// only if the session is open and `secret` is its secret, or if the session is not
+    /// open at all (then the core refuses it as an unknown session); otherwise refused as
+    /// [`OpError::NotOwner`] and nothing changes (beyond the advance to the entry's time).
+    /// See [`crate::auth`].
+    Owned {
+        /// The input (keep-alive, close, acquire, release, cancel).
+        input: Input,
+        /// The credential presented with it.
+        secret: SessionSecret,
+    },
+    /// An administrator's release of `session`'s hold on `lock`, without the session's
+    /// credential (the node checked the requester's admin token). Applied as the core's
+    /// `Release` (no request number, so the owner's numbering is untouched); when it
+    /// releases, the owner is pushed `Released` with reason `Released` — its own releases
+    /// are answered, never pushed, so this push always means someone else released it.
+    ForceRelease {
+        /// The holding session.
+        session: SessionId,
+        /// The lock.
+        lock: LockName,
+    },
     /// Open a session *idempotently*: the first entry carrying `key` opens a session of
     /// `ttl` (the core's `OpenSession`); a later one with the same key, while that session
     /// is open, answers with that session instead of opening another. So a client that
@@ -39,11 +66,19 @@ pub enum Op {
     /// session behind. The key is forgotten when the session ends. This is request
     /// de-duplication, like the request numbers of the other inputs; the session itself
     /// is the core's.
+    ///
+    /// The session's credential is `secret`, drawn by the node that proposed the open
+    /// ([`crate::auth`]); a retry is answered with the secret of the session the key
+    /// opened, not its own.
     Open {
         /// Time to live in ticks (milliseconds).
         ttl: u64,
-        /// Chosen by the client, unique per open it means (random 64 bits).
-        key: u64,
+        /// Chosen by the client, unique per open it means (random 128 bits); `None`: no
+        /// retry is recognised.
+        key: Option<u128>,
+        /// The new session's credential (128 bits from the proposing node's OS random
+        /// source).
+        secret: SessionSecret,
     },
 }
 
@@ -100,6 +135,36 @@ impl fmt::Display for CoreError {
     }
 }
 
+/// Why the state machine refused an op.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpError {
+    /// The core refused the input.
+    Core(CoreError),
+    /// The input names an open session but did not carry its credential; the core never
+    /// saw it.
+    NotOwner {
+        /// The session.
+        session: u64,
+    },
+    /// An open or a session's input proposed as a bare [`Op::Input`] (no credential).
+    NeedsCredential,
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpError::Core(e) => write!(f, "{e}"),
+            OpError::NotOwner { session } => {
+                write!(
+                    f,
+                    "not the owner of session {session} (wrong or missing credential)"
+                )
+            }
+            OpError::NeedsCredential => write!(f, "a session input needs a credential"),
+        }
+    }
+}
+
 /// What applying one entry produced: one [`CmdResult`] per op of its [`Cmd`], in order
 /// (empty for openraft's blank and membership entries).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,11 +177,14 @@ pub struct BatchResult(pub Vec<CmdResult>);
 pub struct CmdResult {
     /// The core's answer to the input, or its refusal (then nothing changed beyond the
     /// advance to the entry's time).
-    pub reply: Result<fencelock::Reply, CoreError>,
+    pub reply: Result<fencelock::Reply, OpError>,
     /// The service's logical time after applying the op.
     pub now: u64,
     /// The log index of the entry that carried the input (a batch shares one index).
     pub index: u64,
+    /// For an open that succeeded: the session's credential (for a retried open, the one
+    /// the first attempt drew). `None` otherwise.
+    pub secret: Option<SessionSecret>,
 }
 
 openraft::declare_raft_types!(

@@ -92,6 +92,8 @@ impl Cluster {
         for p in &self.peers {
             cmd.arg("--peer").arg(p);
         }
+        // The workload's client speaks plain TCP; TLS and tokens are tested in security.rs.
+        cmd.arg("--insecure-plaintext");
         if id == 1 {
             cmd.arg("--init");
         }

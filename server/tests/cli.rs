@@ -157,6 +157,7 @@ impl Node {
         let dir = temp_dir(name);
         let (raft, client) = (free_port(), free_port());
         let args = vec![
+            "--insecure-plaintext".into(),
             "--id".into(),
             "1".into(),
             "--dir".into(),
@@ -211,6 +212,7 @@ impl Node {
     fn cli(&self, args: &[&str]) -> Command {
         let mut c = Command::new(CLI);
         c.env_remove("FENCELOCK_CLUSTER")
+            .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
             .current_dir(&self.dir)
             .args(args)
             .args(["--cluster", &self.client])
@@ -453,6 +455,7 @@ fn no_cluster_fails_fast_and_clearly() {
         let t0 = Instant::now();
         let out = Command::new(CLI)
             .env_remove("FENCELOCK_CLUSTER")
+            .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
             .current_dir(&dir)
             .args(args)
             .output()
@@ -619,7 +622,7 @@ fn a_stalled_leader_does_not_cost_the_lease() {
     let mut procs = Procs(Vec::new());
     for id in 1..=3 {
         let mut cmd = Command::new(NODE);
-        cmd.args(["--id", &id.to_string(), "--dir"])
+        cmd.args(["--insecure-plaintext", "--id", &id.to_string(), "--dir"])
             .arg(dir.join(format!("n{id}")));
         for p in &peers {
             cmd.args(["--peer", p]);
@@ -645,6 +648,7 @@ fn a_stalled_leader_does_not_cost_the_lease() {
     order.extend((0..3).filter(|i| *i != leader).map(|i| clients[i].clone()));
     let mut holder = Command::new(CLI)
         .env_remove("FENCELOCK_CLUSTER")
+            .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
         .current_dir(&dir)
         .args([
             "lock",

@@ -9,6 +9,7 @@ use common::{acquire, granted, keep_alive, open, release, session_of, Cluster};
 use fencelock::{Output, Reply as CoreReply, SessionId, Wait};
 use fencelock_server::protocol::{Reply, Request};
 use fencelock_server::state_machine::{PushSink, PUSH_BACKLOG};
+use fencelock_server::types::{Op, OpError};
 
 const TTL: u64 = 1500;
 
@@ -61,14 +62,28 @@ async fn leader_killed_with_sessions_and_waiters() {
     let conn_b = node.next_conn_id();
     let conn_c = node.next_conn_id();
     assert_eq!(
-        node.handle_request(Request::Attach { session: b.0 }, conn_b, &tx_b)
-            .await
-            .unwrap(),
+        node.handle_request(
+            Request::Attach {
+                session: b.0,
+                secret: c.secret(b),
+            },
+            conn_b,
+            &tx_b
+        )
+        .await
+        .unwrap(),
         Reply::Attached
     );
-    node.handle_request(Request::Attach { session: cc.0 }, conn_c, &tx_c)
-        .await
-        .unwrap();
+    node.handle_request(
+        Request::Attach {
+            session: cc.0,
+            secret: c.secret(cc),
+        },
+        conn_c,
+        &tx_c,
+    )
+    .await
+    .unwrap();
 
     let r = c.propose(release(a, "x", Some(2))).await;
     assert_eq!(r.reply, Ok(CoreReply::Released { token: t1 }));
@@ -129,7 +144,7 @@ async fn minority_partition_cannot_grant_and_heal_converges() {
     c.net.isolate(old);
 
     let r = c.nodes[&old]
-        .propose(acquire(s, "m", Wait::None, Some(1)))
+        .propose_op(c.op(acquire(s, "m", Wait::None, Some(1))))
         .await;
     assert!(r.is_err(), "an isolated leader committed: {r:?}");
 
@@ -270,9 +285,8 @@ async fn lagging_follower_catches_up() {
         let mut futs = Vec::new();
         for _ in 0..50 {
             let leader = leader.clone();
-            futs.push(tokio::spawn(
-                async move { leader.propose(keep_alive(s)).await },
-            ));
+            let op = c.op(keep_alive(s));
+            futs.push(tokio::spawn(async move { leader.propose_op(op).await }));
         }
         for f in futs {
             let r = f.await.unwrap().expect("majority commits");
@@ -311,6 +325,7 @@ async fn lossy_network_retries_apply_exactly_once() {
     let mut tasks = Vec::new();
     for (k, s) in sessions.iter().copied().enumerate() {
         let nodes: Vec<_> = c.nodes.values().cloned().collect();
+        let secret = c.secret(s);
         tasks.push(tokio::spawn(async move {
             let lock = format!("lossy-{k}");
             let mut ambiguous = 0u32;
@@ -323,7 +338,11 @@ async fn lossy_network_retries_apply_exactly_once() {
                     // Retry the same request number on every node until one commits it.
                     'retry: loop {
                         for n in &nodes {
-                            match n.propose(input.clone()).await {
+                            let op = Op::Owned {
+                                input: input.clone(),
+                                secret,
+                            };
+                            match n.propose_op(op).await {
                                 Ok(r) => {
                                     assert!(r.reply.is_ok(), "request {req}: {:?}", r.reply);
                                     break 'retry;
@@ -378,9 +397,9 @@ async fn concurrent_requests_share_entries_with_results_of_their_own() {
         let leader = leader.clone();
         // Every third request names a session that does not exist.
         let who = if i % 3 == 2 { SessionId(999_999) } else { s };
-        let input = acquire(who, &format!("batch/{i}"), Wait::None, None);
+        let op = c.op(acquire(who, &format!("batch/{i}"), Wait::None, None));
         futs.push(tokio::spawn(
-            async move { (i, leader.propose(input).await) },
+            async move { (i, leader.propose_op(op).await) },
         ));
     }
     let mut tokens = Vec::new();
@@ -388,8 +407,10 @@ async fn concurrent_requests_share_entries_with_results_of_their_own() {
         let (i, r) = f.await.unwrap();
         let r = r.expect("committed");
         if i % 3 == 2 {
-            let e = r.reply.expect_err("unknown session refused");
-            assert_eq!(e.kind, "unknown_session", "request {i}: {e}");
+            match r.reply.expect_err("unknown session refused") {
+                OpError::Core(e) => assert_eq!(e.kind, "unknown_session", "request {i}: {e}"),
+                e => panic!("request {i}: {e}"),
+            }
         } else {
             match r.reply {
                 Ok(CoreReply::Granted { token, .. }) => tokens.push(token),
@@ -420,9 +441,16 @@ async fn a_connection_that_does_not_read_its_pushes_is_cut_off() {
     let node = c.nodes[&c.leader().await].clone();
     let (sink, mut rx, overflow) = PushSink::new(2);
     let conn = node.next_conn_id();
-    node.handle_request(Request::Attach { session: b.0 }, conn, &sink)
-        .await
-        .unwrap();
+    node.handle_request(
+        Request::Attach {
+            session: b.0,
+            secret: c.secret(b),
+        },
+        conn,
+        &sink,
+    )
+    .await
+    .unwrap();
     // A holds four locks; B queues on each; A's releases push four grants to B.
     for i in 0..4 {
         let lock = format!("bl/{i}");
@@ -587,13 +615,23 @@ async fn a_node_is_replaced_through_membership_changes() {
 /// and a key is forgotten when its session ends (then it opens a new session).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_retried_with_its_key_opens_one_session() {
-    use fencelock_server::types::Op;
+    use fencelock_server::auth::SessionSecret;
     let mut c = Cluster::start("openkey", 300).await;
-    let open = |ttl, key| Op::Open { ttl, key };
+    let open = |ttl, key| Op::Open {
+        ttl,
+        key: Some(key),
+        secret: SessionSecret::random().unwrap(),
+    };
     let leader = c.nodes[&c.leader().await].clone();
-    let a = session_of(&leader.propose_op(open(600_000, 42)).await.unwrap());
+    let first = leader.propose_op(open(600_000, 42)).await.unwrap();
+    let a = session_of(&first);
     let again = leader.propose_op(open(600_000, 42)).await.unwrap();
     assert_eq!(session_of(&again), a, "a retry gets the same session");
+    assert!(first.secret.is_some());
+    assert_eq!(
+        again.secret, first.secret,
+        "and the credential the first attempt drew, not its own"
+    );
     let b = session_of(&leader.propose_op(open(600_000, 43)).await.unwrap());
     assert_ne!(a, b);
     let short = session_of(&leader.propose_op(open(400, 44)).await.unwrap());
@@ -646,18 +684,20 @@ async fn replies_answer_the_caller_and_events_are_pushed_to_the_sessions_they_na
         Ok(Reply::Done { reply, .. }) => reply,
         other => panic!("{other:?}"),
     };
+    let opened = |r: Result<Reply, ClientError>| match r {
+        Ok(Reply::Opened { reply, secret, .. }) => (reply.opened().expect("opened"), secret),
+        other => panic!("{other:?}"),
+    };
     let open = |key| Request::Open {
         ttl_ms: 600_000,
         key: Some(key),
     };
-    let a = reply(node.handle_request(open(7), conn_a, &sink_a).await)
-        .opened()
-        .expect("opened");
-    let b = reply(node.handle_request(open(8), conn_b, &sink_b).await)
-        .opened()
-        .expect("opened");
+    let (a, secret_a) = opened(node.handle_request(open(7), conn_a, &sink_a).await);
+    let (b, secret_b) = opened(node.handle_request(open(8), conn_b, &sink_b).await);
+    let secret = |s: SessionId| if s == a { secret_a } else { secret_b };
     let acquire = |session: SessionId, wait| Request::Acquire {
         session: session.0,
+        secret: secret(session),
         lock: "e".into(),
         mode: Mode::Exclusive,
         wait,
@@ -682,6 +722,7 @@ async fn replies_answer_the_caller_and_events_are_pushed_to_the_sessions_they_na
     );
     let close = Request::Close {
         session: a.0,
+        secret: secret_a,
         request: None,
     };
     assert_eq!(
@@ -745,6 +786,7 @@ async fn write_errors_follow_the_cores_precedence() {
         other => panic!("{other:?}"),
     };
     let too_long = "x".repeat(MAX_NAME_LEN + 1);
+    let secret = c.secret(s);
     for (session, lock, want) in [
         (999_999, "", "unknown_session"),
         (s.0, "", "empty_name"),
@@ -753,6 +795,7 @@ async fn write_errors_follow_the_cores_precedence() {
     ] {
         let acquire = Request::Acquire {
             session,
+            secret,
             lock: lock.into(),
             mode: Mode::Exclusive,
             wait: WaitSpec::None,
@@ -760,11 +803,13 @@ async fn write_errors_follow_the_cores_precedence() {
         };
         let release = Request::Release {
             session,
+            secret,
             lock: lock.into(),
             request: Some(1),
         };
         let cancel = Request::Cancel {
             session,
+            secret,
             lock: lock.into(),
             request: Some(1),
         };

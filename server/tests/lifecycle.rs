@@ -63,7 +63,7 @@ fn version_is_printed() {
 fn start_error(dir: &Path) -> String {
     let p = ports(2);
     let out = Command::new(NODE)
-        .args(["--id", "1", "--dir"])
+        .args(["--insecure-plaintext", "--id", "1", "--dir"])
         .arg(dir)
         .arg("--peer")
         .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
@@ -230,7 +230,7 @@ fn spawn_cluster(base: &Path, init: bool) -> ProcCluster {
     let mut procs = Procs(Vec::new());
     for (i, m) in metrics.iter().enumerate() {
         let mut cmd = Command::new(NODE);
-        cmd.args(["--id", &(i + 1).to_string(), "--grace-ms", "300"])
+        cmd.args(["--insecure-plaintext", "--id", &(i + 1).to_string(), "--grace-ms", "300"])
             .arg("--dir")
             .arg(base.join(format!("n{}", i + 1)))
             .args(["--metrics-addr", m]);
@@ -309,7 +309,7 @@ async fn snapshot_save_and_restore_with_the_binary() {
     let mut procs = Procs(Vec::new());
     for i in 0..3 {
         let mut cmd = Command::new(NODE);
-        cmd.args(["--id", &(i + 1).to_string(), "--grace-ms", "300"])
+        cmd.args(["--insecure-plaintext", "--id", &(i + 1).to_string(), "--grace-ms", "300"])
             .arg("--dir")
             .arg(new_base.join(format!("n{}", i + 1)));
         for peer in &peers {
@@ -348,6 +348,7 @@ fn log_level_is_checked_and_overrides_rust_log() {
         .args([
             "--log-level",
             "=bad[",
+            "--insecure-plaintext",
             "--id",
             "1",
             "--dir",
@@ -364,7 +365,7 @@ fn log_level_is_checked_and_overrides_rust_log() {
         let p = ports(2);
         let mut cmd = Command::new(NODE);
         cmd.env("RUST_LOG", "info")
-            .args(["--id", "1", "--dir"])
+            .args(["--insecure-plaintext", "--id", "1", "--dir"])
             .arg(base.join(format!("d{n}")))
             .arg("--peer")
             .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))

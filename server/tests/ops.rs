@@ -83,6 +83,7 @@ async fn metrics_are_scraped_and_parsed_and_follow_the_cluster() {
         .handle_request(
             Request::Release {
                 session: a.0,
+                secret: c.secret(a),
                 lock: "x".into(),
                 request: Some(3),
             },
@@ -300,8 +301,8 @@ async fn ttl_and_per_connection_session_limits_refuse_before_proposing() {
         "nothing proposed"
     );
     assert_eq!(node.shared.state().svc.usage().sessions, 0);
-    let s1 = match open_on(a, 10_000).await.unwrap() {
-        Reply::Done { reply, .. } => reply.opened().unwrap(),
+    let (s1, secret1) = match open_on(a, 10_000).await.unwrap() {
+        Reply::Opened { reply, secret, .. } => (reply.opened().unwrap(), secret),
         other => panic!("{other:?}"),
     };
     open_on(a, 5_000).await.unwrap();
@@ -317,6 +318,7 @@ async fn ttl_and_per_connection_session_limits_refuse_before_proposing() {
     node.handle_request(
         Request::Close {
             session: s1.0,
+            secret: secret1,
             request: None,
         },
         a,
@@ -417,6 +419,7 @@ async fn backup_then_restore_gives_a_new_cluster_the_same_holders_and_tokens() {
         base,
         grace_ms: 300,
         request_timeout_ms: 2000,
+        secrets: Default::default(),
     };
     for id in 1..=3 {
         r.boot(id).await;

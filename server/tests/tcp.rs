@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencelock::Mode;
+use fencelock_server::auth::SessionSecret;
 use fencelock_server::client::{Acquired, Client};
 use fencelock_server::frame;
 use fencelock_server::net::{serve_clients, serve_raft, TcpNetwork};
@@ -133,7 +134,12 @@ async fn client_redirects_gets_pushed_grants_and_reads_linearizably() {
     assert!(tb > ta);
     let h = client.holders("job").await.unwrap();
     assert_eq!((h[0].session.0, h[0].token), (b.id(), tb));
-    let unknown = client.call(Request::KeepAlive { session: 999_999 }).await;
+    let unknown = client
+        .call(Request::KeepAlive {
+            session: 999_999,
+            secret: SessionSecret([0; 16]),
+        })
+        .await;
     assert!(matches!(unknown, Err(ClientError::Core(e)) if e.kind == "unknown_session"));
     // A timed wait ends with TimedOut.
     assert_eq!(
@@ -230,18 +236,19 @@ async fn a_waiter_that_disconnects_stays_queued_until_its_session_expires() {
     )
     .await
     .unwrap();
-    let sid = match frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME)
+    let (sid, secret) = match frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME)
         .await
         .unwrap()
     {
         Some(ServerFrame::Reply {
-            result: Ok(Reply::Done { reply, .. }),
+            result: Ok(Reply::Opened { reply, secret, .. }),
             ..
-        }) => reply.opened().expect("opened").0,
+        }) => (reply.opened().expect("opened").0, secret),
         other => panic!("{other:?}"),
     };
     let acq = Request::Acquire {
         session: sid,
+        secret,
         lock: "q".into(),
         mode: Mode::Exclusive,
         wait: WaitSpec::Forever,

@@ -7,12 +7,17 @@
 //! fencelock elect NAME                      campaign; print the epoch when elected; lead until Ctrl-C/SIGTERM
 //! fencelock members                         the cluster's voters and learners
 //! fencelock add-learner ID RAFT CLIENT      add a node (as a learner) and wait until it caught up
-//! fencelock set-voters ID[,ID…]             make exactly these nodes the voters
+//! fencelock set-voters ID[,ID…]             make exactly these nodes the voters (each live, caught up)
+//! fencelock remove-learner ID               drop a learner (one that never caught up)
+//! fencelock force-release SESSION NAME      (admin) release SESSION's hold on NAME
 //! ```
 //! The cluster's client addresses come from `--cluster` or `FENCELOCK_CLUSTER`
 //! (comma-separated; default the three of `make cluster`). The options `--cluster`,
-//! `--ttl-ms`, `--timeout-ms` and `--connect-timeout-ms` may stand before or after the
-//! subcommand.
+//! `--ttl-ms`, `--timeout-ms`, `--connect-timeout-ms` and the TLS and token options may
+//! stand before or after the subcommand. TLS with `--tls-ca` / `FENCELOCK_TLS_CA` (or plain
+//! TCP with `--insecure-plaintext` / `FENCELOCK_INSECURE_PLAINTEXT=true`). The bearer token
+//! comes from `--auth-token-file` / `FENCELOCK_AUTH_TOKEN_FILE`, or `FENCELOCK_AUTH_TOKEN`
+//! (not to be confused with `FENCELOCK_TOKEN`, the fencing token `lock` gives its command).
 //!
 //! # How `lock` keeps its command inside the lease
 //!
@@ -40,8 +45,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use fencelock::{Mode, Output};
-use fencelock_server::client::{Acquired, Client, LeaseGuard, Session, Timeouts};
+use fencelock::{Mode, Output, ReleaseReason};
+use fencelock_server::client::{Acquired, Client, ClientOptions, LeaseGuard, Session, Timeouts};
 use fencelock_server::protocol::{ClientError, WaitSpec};
 use fencelock_server::types::NodeAddr;
 use nix::sys::signal::{killpg, Signal};
@@ -93,6 +98,20 @@ struct Opts {
     /// How long one TCP connect to a node may take (ms) before the next node is tried.
     #[arg(long, default_value_t = 1_000, global = true)]
     connect_timeout_ms: u64,
+    /// A file holding the bearer token (its first line).
+    #[arg(long, env = "FENCELOCK_AUTH_TOKEN_FILE", global = true)]
+    auth_token_file: Option<std::path::PathBuf>,
+    /// The cluster CA certificate (PEM): connect over TLS and verify the nodes with it.
+    #[arg(long, env = "FENCELOCK_TLS_CA", global = true)]
+    tls_ca: Option<std::path::PathBuf>,
+    /// Connect over plain TCP (a cluster run with --insecure-plaintext, on loopback).
+    #[arg(
+        long,
+        env = "FENCELOCK_INSECURE_PLAINTEXT",
+        conflicts_with = "tls_ca",
+        global = true
+    )]
+    insecure_plaintext: bool,
 }
 
 #[derive(Subcommand)]
@@ -155,6 +174,18 @@ process dies. Every way out but its death closes the session, so the lock passes
         #[arg(value_delimiter = ',', required = true)]
         ids: Vec<u64>,
     },
+    /// Remove a learner (not a voter) from the membership, e.g. one that never caught up.
+    RemoveLearner {
+        /// The learner's id.
+        id: u64,
+    },
+    /// (Admin) release a session's hold on a lock; its owner is told and `lock` stops its command.
+    ForceRelease {
+        /// The holding session (see `holder`).
+        session: u64,
+        /// The lock.
+        name: String,
+    },
     /// Internal: run COMMAND in this process's group and stop the group when told (see the
     /// crate docs). Started by `lock`; not for direct use.
     #[command(name = SUPERVISE, hide = true)]
@@ -196,6 +227,12 @@ fn main() -> ExitCode {
         }
     };
     let opts = args.opts;
+    if !matches!(args.cmd, Cmd::Supervise { .. }) {
+        if let Err(e) = opts.connection() {
+            eprintln!("fencelock: {e}");
+            return ExitCode::from(1);
+        }
+    }
     let res = rt.block_on(run(&opts, args.cmd));
     match res {
         Ok(code) => code,
@@ -217,6 +254,22 @@ fn main() -> ExitCode {
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The bearer token: the file's first line, else `FENCELOCK_AUTH_TOKEN`.
+fn auth_token(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("auth token file {}: {e}", path.display()))?;
+        let token = text.lines().next().unwrap_or("").trim().to_string();
+        if token.is_empty() {
+            return Err(format!("auth token file {} is empty", path.display()));
+        }
+        return Ok(Some(token));
+    }
+    Ok(std::env::var("FENCELOCK_AUTH_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty()))
+}
 
 async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
     match cmd {
@@ -279,6 +332,15 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             opts.client().set_voters(ids).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::RemoveLearner { id } => {
+            opts.client().remove_learner(id).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::ForceRelease { session, name } => {
+            let t = opts.client().force_release(session, &name).await?;
+            println!("released token {}", t.0);
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -300,15 +362,50 @@ impl Opts {
     }
 
     /// A client for reads and membership changes: retries for `--timeout-ms`.
-    fn client(&self) -> Client {
-        Client::with_timeouts(
+    /// How this CLI connects: TLS (or plain TCP when asked for) and its bearer token.
+    ///
+    /// Errors: an unreadable or empty token file, an unreadable CA, or neither TLS nor
+    /// `--insecure-plaintext` given.
+    fn connection(&self) -> Result<ClientOptions, String> {
+        let token = auth_token(self.auth_token_file.as_deref())?;
+        let tls = match (&self.tls_ca, self.insecure_plaintext) {
+            (Some(ca), _) => {
+                Some(fencelock_server::tls::client_config(ca).map_err(|e| e.to_string())?)
+            }
+            (None, true) => None,
+            (None, false) => {
+                return Err(
+                    "give --tls-ca / FENCELOCK_TLS_CA, or --insecure-plaintext / \
+                     FENCELOCK_INSECURE_PLAINTEXT=true for a plain-TCP cluster"
+                        .into(),
+                )
+            }
+        };
+        Ok(ClientOptions {
+            token,
+            tls,
+            timeouts: Timeouts::default(),
+        })
+    }
+
+    fn with(&self, timeouts: Timeouts) -> Client {
+        // `main` checked `connection()` before running any command.
+        let options = self.connection().unwrap_or_default();
+        Client::with_options(
             self.addrs(),
-            Timeouts {
-                connect: self.connect_timeout(),
-                reply: self.timeout().min(Timeouts::default().reply),
-                retry_for: self.timeout(),
+            ClientOptions {
+                timeouts,
+                ..options
             },
         )
+    }
+
+    fn client(&self) -> Client {
+        self.with(Timeouts {
+            connect: self.connect_timeout(),
+            reply: self.timeout().min(Timeouts::default().reply),
+            retry_for: self.timeout(),
+        })
     }
 
     /// A client for a session of `--ttl-ms`: [`Timeouts::for_ttl`], each bound lowered to
@@ -317,7 +414,7 @@ impl Opts {
         let mut t = Timeouts::for_ttl(self.ttl_ms);
         t.connect = t.connect.min(self.connect_timeout());
         t.retry_for = t.retry_for.min(self.timeout());
-        Client::with_timeouts(self.addrs(), t)
+        self.with(t)
     }
 
     /// `f`, failing with `Unavailable` if it has not finished after `--timeout-ms` plus
@@ -490,8 +587,11 @@ async fn lock(
                 break Ended::Signal(sig);
             }
             p = pushes.recv() => {
-                if let Ok(Output::Released { session: s, lock, .. }) = p {
+                if let Ok(Output::Released { session: s, lock, reason, .. }) = p {
                     if s.0 == session.id() && lock.as_str() == name {
+                        if reason == ReleaseReason::Released {
+                            eprintln!("fencelock: {name} was released by an administrator");
+                        }
                         guard.session_lost();
                     }
                 }
@@ -669,6 +769,7 @@ fn describe(e: &std::io::Error) -> String {
 async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
     let mut signals = Signals::new()?;
     let client = opts.session_client();
+    let mut pushes = client.subscribe();
     let (session, guard) = tokio::select! {
         r = open(opts, &client) => r?,
         sig = signals.recv() => return Ok(by_signal(sig)),
@@ -700,6 +801,17 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
                 drop(guard);
                 end_session(opts, &session).await;
                 return Ok(ExitCode::SUCCESS);
+            }
+            p = pushes.recv() => {
+                // An administrator's forced release ends the leadership too.
+                if let Ok(Output::Released { session: s, lock, .. }) = p {
+                    if s.0 == session.id() && lock.as_str() == name {
+                        eprintln!("fencelock: leadership of {name} released by an administrator");
+                        drop(guard);
+                        end_session(opts, &session).await;
+                        return Ok(ExitCode::from(EXIT_LEASE_LOST));
+                    }
+                }
             }
             _ = check.tick() => {
                 if !guard.may_act() {

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencelock::{Input, LockName, Mode, Output, Reply, SessionId, Token, Wait};
+use fencelock_server::auth::SessionSecret;
 use fencelock_server::mem_network::MemNet;
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::protocol::ClientError;
-use fencelock_server::types::{CmdResult, NodeAddr, NodeId, STAMPED_AT_APPLY};
+use fencelock_server::types::{CmdResult, NodeAddr, NodeId, Op, STAMPED_AT_APPLY};
 
 pub struct Cluster {
     pub net: MemNet,
@@ -19,6 +20,9 @@ pub struct Cluster {
     pub base: PathBuf,
     pub grace_ms: u64,
     pub request_timeout_ms: u64,
+    /// The credentials of the sessions opened through [`Cluster::propose`], as a client
+    /// keeps them.
+    pub secrets: std::sync::Mutex<HashMap<SessionId, SessionSecret>>,
 }
 
 pub fn temp_dir(name: &str) -> PathBuf {
@@ -53,6 +57,7 @@ impl Cluster {
             base: temp_dir(name),
             grace_ms,
             request_timeout_ms,
+            secrets: Default::default(),
         };
         for id in 1..=3 {
             c.boot(id).await;
@@ -121,14 +126,51 @@ impl Cluster {
         panic!("no leader among {ids:?} within 10 s");
     }
 
+    /// `input` as a client's node proposes it: an open with a fresh credential, a
+    /// session's input with the credential its open returned (a made-up one for a session
+    /// not opened here).
+    pub fn op(&self, input: Input) -> Op {
+        match (input.session(), &input) {
+            (_, Input::OpenSession { ttl, .. }) => Op::Open {
+                ttl: *ttl,
+                key: None,
+                secret: SessionSecret::random().unwrap(),
+            },
+            (Some(s), _) => {
+                let secret = self.secrets.lock().unwrap().get(&s).copied();
+                Op::Owned {
+                    input,
+                    secret: secret.unwrap_or(SessionSecret([0; 16])),
+                }
+            }
+            (None, _) => Op::Input(input),
+        }
+    }
+
+    /// The credential of a session opened through [`Cluster::propose`].
+    pub fn secret(&self, s: SessionId) -> SessionSecret {
+        self.secrets.lock().unwrap()[&s]
+    }
+
+    /// Records the credential of a session `r` opened.
+    pub fn note(&self, r: &CmdResult) {
+        if let (Ok(Reply::Opened { session, .. }), Some(secret)) = (&r.reply, r.secret) {
+            self.secrets.lock().unwrap().insert(*session, secret);
+        }
+    }
+
     /// Proposes like a client: to the current leader among `ids`, retrying on
     /// NotLeader/Unavailable for up to 10 s.
     pub async fn propose_among(&self, ids: &[NodeId], input: Input) -> CmdResult {
         let start = Instant::now();
+        let op = self.op(input.clone());
         loop {
             let l = self.leader_among(ids).await;
-            match self.nodes[&l].propose(input.clone()).await {
-                Ok(r) => return r,
+            match self.nodes[&l].propose_op(op.clone()).await {
+                Ok(r) => {
+                    self.note(&r);
+                    return r;
+                }
                 Err(ClientError::NotLeader { .. }) | Err(ClientError::Unavailable(_)) => {
                     assert!(
                         start.elapsed() < Duration::from_secs(10),

@@ -1,0 +1,452 @@
+//! Who may act: a session's credential (only the client that opened a session acts for
+//! it), and the bearer tokens that say which client may do what.
+//!
+//! # Session ownership
+//!
+//! Session ids are small sequential numbers that any reader sees (`holder` prints them), so
+//! an id proves nothing. When a node opens a session it draws a [`SessionSecret`] — 128 bits
+//! from the operating system's random source (`getrandom`) — puts it into the log entry
+//! that opens the session, and answers it to the client. The replicated state machine
+//! remembers each open session's secret ([`Owners`], in every replica and in snapshots,
+//! like the open idempotency keys) and applies an input naming a session — keep-alive,
+//! close, acquire, release, cancel — only when the request carried that secret; otherwise
+//! it refuses it ([`crate::types::OpError::NotOwner`]) before the core sees it, and nothing
+//! changes. Attaching a connection to a session's pushes needs the secret too. The core
+//! stays deterministic: the randomness is the leader's, and it reaches every replica
+//! through the log.
+//!
+//! The check is done where the input is applied, not where it arrives, so every replica
+//! decides it the same way at the same log position, and a newly elected leader that has
+//! not yet applied an open cannot be fooled either way.
+//!
+//! Secrets are compared in constant time. They are kept in the clear in the state machine
+//! (a retried open — same idempotency key — must be answered with the secret the first
+//! attempt drew, which the retrying node never saw), so the log and snapshot files hold
+//! credentials: protect a node's data directory like its private key.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use fencelock::{Output, SessionId};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::protocol::{ClientError, Request};
+
+/// A session's credential: 128 random bits. `Debug` does not print it.
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSecret(pub [u8; 16]);
+
+impl fmt::Debug for SessionSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SessionSecret(..)")
+    }
+}
+
+/// An error drawing random bytes from the operating system.
+#[derive(Debug)]
+pub struct RandomError(String);
+
+impl fmt::Display for RandomError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the operating system's random source failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for RandomError {}
+
+/// 16 bytes from the operating system's random source.
+///
+/// Errors: [`RandomError`] if the source fails (no `getrandom(2)`, no `/dev/urandom`).
+/// Cost: one system call.
+pub fn random_bytes() -> Result<[u8; 16], RandomError> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).map_err(|e| RandomError(e.to_string()))?;
+    Ok(b)
+}
+
+impl SessionSecret {
+    /// A fresh secret from the operating system's random source.
+    ///
+    /// Errors: [`RandomError`]. Cost: one system call.
+    pub fn random() -> Result<SessionSecret, RandomError> {
+        random_bytes().map(SessionSecret)
+    }
+
+    /// Compares in time independent of where the two differ. Cost: O(16).
+    pub fn matches(&self, other: &SessionSecret) -> bool {
+        ct_eq(&self.0, &other.0)
+    }
+}
+
+/// Constant-time equality of two byte strings of the same length (false, at once, for
+/// different lengths: lengths are not secret here). Cost: O(len).
+pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// The secret of every open session, in the replicated state (see the module docs).
+/// Entries are removed when their session closes or expires.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Owners {
+    by_session: BTreeMap<SessionId, SessionSecret>,
+}
+
+impl Owners {
+    /// True if `secret` is `session`'s. False for a session with no recorded secret.
+    /// Cost: O(log n), the comparison in constant time.
+    pub fn is_owner(&self, session: SessionId, secret: &SessionSecret) -> bool {
+        self.by_session
+            .get(&session)
+            .is_some_and(|s| s.matches(secret))
+    }
+
+    /// The secret of `session`, if open (to answer a retried open). Cost: O(log n).
+    pub(crate) fn get(&self, session: SessionId) -> Option<SessionSecret> {
+        self.by_session.get(&session).copied()
+    }
+
+    /// How many sessions have a recorded secret. Cost: O(1).
+    pub fn len(&self) -> usize {
+        self.by_session.len()
+    }
+
+    /// True when none has. Cost: O(1).
+    pub fn is_empty(&self) -> bool {
+        self.by_session.is_empty()
+    }
+
+    pub(crate) fn insert(&mut self, session: SessionId, secret: SessionSecret) {
+        self.by_session.insert(session, secret);
+    }
+
+    pub(crate) fn forget(&mut self, session: SessionId) {
+        self.by_session.remove(&session);
+    }
+
+    /// Forgets the secret of every session `outs` reports expired.
+    pub(crate) fn forget_expired(&mut self, outs: &[Output]) {
+        for o in outs {
+            if let Output::SessionExpired { session } = o {
+                self.forget(*session);
+            }
+        }
+    }
+
+    pub(crate) fn to_vec(&self) -> Vec<(u64, SessionSecret)> {
+        self.by_session.iter().map(|(s, k)| (s.0, *k)).collect()
+    }
+
+    pub(crate) fn from_vec(v: Vec<(u64, SessionSecret)>) -> Owners {
+        Owners {
+            by_session: v.into_iter().map(|(s, k)| (SessionId(s), k)).collect(),
+        }
+    }
+}
+
+/// What a token lets its bearer do, on the locks whose names start with a prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// Read a lock's holders and queue, a session's state and the members.
+    Read,
+    /// [`Role::Read`], plus open, keep alive and close sessions, and acquire, release and
+    /// cancel (and so campaign in elections) on the locks of its prefix.
+    Lock,
+    /// Everything: [`Role::Lock`] on every lock, membership changes, and releasing any
+    /// session's hold ([`Request::ForceRelease`]). An admin line's prefix must be empty.
+    Admin,
+}
+
+/// One grant: a role on the locks whose names start with `prefix` (empty: every lock).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The role.
+    pub role: Role,
+    /// The lock-name prefix it applies to.
+    pub prefix: String,
+}
+
+/// Everything one connection's token grants (the union of its lines in the tokens file).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Grants(pub Vec<Grant>);
+
+impl Grants {
+    /// Everything: what every client gets from a node run without a tokens file.
+    pub fn all() -> Grants {
+        Grants(vec![Grant {
+            role: Role::Admin,
+            prefix: String::new(),
+        }])
+    }
+
+    fn allows(&self, role: Role, lock: Option<&str>) -> bool {
+        self.0.iter().any(|g| {
+            g.role == Role::Admin
+                || (g.role >= role && lock.is_none_or(|l| l.starts_with(g.prefix.as_str())))
+        })
+    }
+
+    /// Whether these grants allow `req`. Reads need [`Role::Read`] (on the lock's prefix
+    /// for a lock's holders or queue); session inputs need [`Role::Lock`] (on the lock's
+    /// prefix for acquire, release, cancel); membership changes and forced releases need
+    /// [`Role::Admin`]. Authenticating is always allowed. Cost: O(grants).
+    ///
+    /// Errors: [`ClientError::Forbidden`] naming what was missing; the request must then
+    /// not be served.
+    pub fn authorize(&self, req: &Request) -> Result<(), ClientError> {
+        let (role, lock) = match req {
+            Request::Authenticate { .. } => return Ok(()),
+            Request::Holders { lock } | Request::Waiters { lock } => (Role::Read, Some(lock)),
+            Request::Session { .. } | Request::Members => (Role::Read, None),
+            Request::Open { .. }
+            | Request::KeepAlive { .. }
+            | Request::Close { .. }
+            | Request::Attach { .. } => (Role::Lock, None),
+            Request::Acquire { lock, .. }
+            | Request::Release { lock, .. }
+            | Request::Cancel { lock, .. } => (Role::Lock, Some(lock)),
+            Request::AddLearner { .. }
+            | Request::SetVoters { .. }
+            | Request::RemoveLearner { .. }
+            | Request::ForceRelease { .. } => (Role::Admin, None),
+        };
+        if self.allows(role, lock.map(String::as_str)) {
+            return Ok(());
+        }
+        let what = match role {
+            Role::Read => "read",
+            Role::Lock => "lock",
+            Role::Admin => "admin",
+        };
+        Err(ClientError::Forbidden(match lock {
+            Some(l) => format!("this token has no {what} role on {l:?}"),
+            None => format!("this token has no {what} role"),
+        }))
+    }
+}
+
+/// The bearer tokens a node accepts, read from a file (`fencelock-node --tokens FILE`).
+///
+/// The file holds only SHA-256 hashes of the tokens, one grant per line:
+///
+/// ```text
+/// # ROLE   PREFIX        TOKEN HASH                       (comment lines start with #)
+/// admin    *             sha256:<64 hex digits>
+/// lock     jobs/         sha256:<64 hex digits>
+/// read     *             sha256:<64 hex digits>
+/// ```
+///
+/// `ROLE` is `read`, `lock` or `admin`; `PREFIX` is the lock-name prefix (`*` for every
+/// lock; `admin` takes only `*`). A token on several lines has all their grants. Make a
+/// token and its hash with `t=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n');
+/// printf %s "$t" | sha256sum`. A presented token is hashed and compared with every
+/// line's hash in constant time.
+#[derive(Clone, Debug, Default)]
+pub struct Tokens {
+    lines: Vec<([u8; 32], Grant)>,
+}
+
+/// At most this many lines in a tokens file (a limit, like every buffer's).
+pub const MAX_TOKEN_LINES: usize = 10_000;
+/// The longest token accepted, in bytes.
+pub const MAX_TOKEN_LEN: usize = 1024;
+
+fn hex32(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+impl Tokens {
+    /// Parses a tokens file's text (format above).
+    ///
+    /// Errors: a description naming the first bad line (unknown role, an admin line with
+    /// a prefix, a hash that is not `sha256:` and 64 hex digits, too many lines); nothing
+    /// is accepted from a file with a bad line. Cost: O(text).
+    pub fn parse(text: &str) -> Result<Tokens, String> {
+        let mut lines = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let bad = |why: &str| format!("tokens file line {}: {why}", n + 1);
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let [role, prefix, hash] = f[..] else {
+                return Err(bad("expected ROLE PREFIX sha256:HEX"));
+            };
+            let role = match role {
+                "read" => Role::Read,
+                "lock" => Role::Lock,
+                "admin" => Role::Admin,
+                _ => return Err(bad("role must be read, lock or admin")),
+            };
+            let prefix = if prefix == "*" { "" } else { prefix };
+            if role == Role::Admin && !prefix.is_empty() {
+                return Err(bad("an admin token applies to every lock: use *"));
+            }
+            let hash = hash
+                .strip_prefix("sha256:")
+                .and_then(hex32)
+                .ok_or_else(|| bad("the hash must be sha256: and 64 hex digits"))?;
+            if lines.len() == MAX_TOKEN_LINES {
+                return Err(bad("too many lines"));
+            }
+            lines.push((
+                hash,
+                Grant {
+                    role,
+                    prefix: prefix.to_string(),
+                },
+            ));
+        }
+        Ok(Tokens { lines })
+    }
+
+    /// Reads and parses a tokens file.
+    ///
+    /// Errors: I/O errors and [`Tokens::parse`]'s, described. Cost: O(file).
+    pub fn load(path: &std::path::Path) -> Result<Tokens, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("tokens file {}: {e}", path.display()))?;
+        Tokens::parse(&text)
+    }
+
+    /// The grants of `token`: `None` if no line has its hash (or it is longer than
+    /// [`MAX_TOKEN_LEN`]). Every line is compared, in constant time each, whatever
+    /// matches. Cost: one SHA-256 of the token, O(lines).
+    pub fn authenticate(&self, token: &str) -> Option<Grants> {
+        if token.is_empty() || token.len() > MAX_TOKEN_LEN {
+            return None;
+        }
+        let h: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let grants: Vec<Grant> = self
+            .lines
+            .iter()
+            .filter(|(line, _)| ct_eq(line, &h))
+            .map(|(_, g)| g.clone())
+            .collect();
+        (!grants.is_empty()).then_some(Grants(grants))
+    }
+}
+
+/// The `sha256:HEX` line field for `token` (what a tokens file stores). Cost: O(token).
+pub fn token_hash(token: &str) -> String {
+    let h = Sha256::digest(token.as_bytes());
+    let mut s = String::from("sha256:");
+    for b in h {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_random_compared_exactly_and_not_printed() {
+        let a = SessionSecret::random().unwrap();
+        let b = SessionSecret::random().unwrap();
+        assert_ne!(a.0, b.0, "two draws of 128 bits differ");
+        assert!(a.matches(&a));
+        assert!(!a.matches(&b));
+        let mut c = a;
+        c.0[15] ^= 1;
+        assert!(!a.matches(&c), "one bit differs");
+        assert_eq!(format!("{a:?}"), "SessionSecret(..)");
+        assert!(!ct_eq(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn tokens_grant_roles_on_prefixes() {
+        let text = format!(
+            "# comment\n\nadmin * {}\nlock jobs/ {}\nread * {}\nread logs/ {}\n",
+            token_hash("root"),
+            token_hash("ci"),
+            token_hash("viewer"),
+            token_hash("ci"),
+        );
+        let t = Tokens::parse(&text).unwrap();
+        assert!(t.authenticate("nobody").is_none());
+        assert!(t.authenticate("").is_none());
+        assert!(t.authenticate(&"x".repeat(MAX_TOKEN_LEN + 1)).is_none());
+        let lock = |l: &str| Request::Release {
+            session: 1,
+            secret: SessionSecret([0; 16]),
+            lock: l.into(),
+            request: None,
+        };
+        let holders = |l: &str| Request::Holders { lock: l.into() };
+        let members = Request::SetVoters { voters: vec![1] };
+        let ci = t.authenticate("ci").unwrap();
+        assert!(ci.authorize(&lock("jobs/x")).is_ok());
+        assert!(ci.authorize(&lock("other/x")).is_err());
+        assert!(
+            ci.authorize(&holders("jobs/x")).is_ok(),
+            "lock implies read"
+        );
+        assert!(ci.authorize(&holders("logs/x")).is_ok(), "its second line");
+        assert!(ci.authorize(&holders("else")).is_err());
+        assert!(matches!(
+            ci.authorize(&members),
+            Err(ClientError::Forbidden(_))
+        ));
+        let viewer = t.authenticate("viewer").unwrap();
+        assert!(viewer.authorize(&holders("anything")).is_ok());
+        assert!(viewer.authorize(&lock("jobs/x")).is_err());
+        let open = Request::Open {
+            ttl_ms: 1,
+            key: None,
+        };
+        assert!(viewer.authorize(&open).is_err());
+        let root = t.authenticate("root").unwrap();
+        assert!(root.authorize(&members).is_ok());
+        assert!(root.authorize(&lock("any")).is_ok());
+        assert!(Grants::all().authorize(&members).is_ok());
+        assert!(Grants::default().authorize(&holders("x")).is_err());
+    }
+
+    #[test]
+    fn bad_tokens_files_are_refused_whole() {
+        let h = token_hash("t");
+        for bad in [
+            format!("write * {h}"),
+            format!("admin jobs/ {h}"),
+            "lock * sha256:abcd".to_string(),
+            format!("lock * {}", &h[7..]),
+            format!("lock * {h} extra"),
+            "lock *".to_string(),
+            format!("lock * sha256:{}", "zz".repeat(32)),
+        ] {
+            let text = format!("read * {h}\n{bad}\n");
+            let e = Tokens::parse(&text).unwrap_err();
+            assert!(e.contains("line 2"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn owners_know_only_open_sessions() {
+        let mut o = Owners::default();
+        let s = SessionSecret([7; 16]);
+        o.insert(SessionId(1), s);
+        assert!(o.is_owner(SessionId(1), &s));
+        assert!(!o.is_owner(SessionId(2), &s), "unknown session");
+        assert!(!o.is_owner(SessionId(1), &SessionSecret([0; 16])));
+        o.forget_expired(&[Output::SessionExpired {
+            session: SessionId(1),
+        }]);
+        assert!(o.is_empty());
+        let back = Owners::from_vec([(3, s)].into_iter().collect::<Vec<_>>());
+        assert_eq!(back.to_vec(), vec![(3, s)]);
+    }
+}

@@ -1,0 +1,1132 @@
+//! Attacks on a three-node cluster over the real TCP transport on 127.0.0.1, each made the
+//! way a hostile local program would make it — raw protocol frames on a connection of its
+//! own — and each expected to be refused with nothing changed for the victim.
+//!
+//! Session ownership: a session id is public (reads print it), so the attacker knows the
+//! victim's id; it does not know the victim's credential, and tries a made-up one.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencelock::{Mode, Output};
+use fencelock_server::auth::SessionSecret;
+use fencelock_server::auth::{token_hash, Tokens};
+use fencelock_server::client::ClientOptions;
+use fencelock_server::client::{Acquired, Client, Session};
+use fencelock_server::frame;
+use fencelock_server::net::{
+    serve_clients_with, serve_raft, serve_raft_with, ClientPolicy, TcpNetwork, TlsNetwork,
+};
+use fencelock_server::node::{Node, NodeConfig};
+use fencelock_server::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
+use fencelock_server::tls::{client_config_from, node_name, DevCa};
+use fencelock_server::types::NodeAddr;
+use openraft::raft::VoteRequest;
+use openraft::Vote;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+struct Tcp {
+    nodes: Vec<Arc<Node>>,
+    addrs: Vec<NodeAddr>,
+    base: std::path::PathBuf,
+}
+
+async fn start(name: &str) -> Tcp {
+    start_with(name, ClientPolicy::default()).await
+}
+
+async fn start_with(name: &str, policy: ClientPolicy) -> Tcp {
+    let base = common::temp_dir(name);
+    let mut listeners = Vec::new();
+    let mut members = BTreeMap::new();
+    let mut addrs = Vec::new();
+    for id in 1..=3u64 {
+        let r = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let c = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = NodeAddr {
+            raft: r.local_addr().unwrap().to_string(),
+            client: c.local_addr().unwrap().to_string(),
+        };
+        members.insert(id, a.clone());
+        addrs.push(a);
+        listeners.push((r, c));
+    }
+    let mut nodes = Vec::new();
+    for (i, (r, c)) in listeners.into_iter().enumerate() {
+        let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
+        cfg.grace_ms = 200;
+        let node = Node::start(cfg, TcpNetwork).await.unwrap();
+        tokio::spawn(serve_raft(r, node.raft.clone()));
+        tokio::spawn(serve_clients_with(c, node.clone(), policy.clone()));
+        nodes.push(node);
+    }
+    nodes[0].initialize(members).await.unwrap();
+    Tcp { nodes, addrs, base }
+}
+
+impl Tcp {
+    fn client(&self) -> Client {
+        self.client_with(ADMIN)
+    }
+
+    fn client_with(&self, token: &str) -> Client {
+        Client::with_options(
+            self.addrs.iter().map(|a| a.client.clone()).collect(),
+            ClientOptions {
+                token: Some(token.into()),
+                tls: None,
+                ..ClientOptions::default()
+            },
+        )
+    }
+
+    /// A raw connection to the current leader's client port.
+    async fn attacker(&self) -> Raw {
+        for _ in 0..500 {
+            for (i, n) in self.nodes.iter().enumerate() {
+                if n.raft.metrics().borrow().state == openraft::ServerState::Leader {
+                    let s = TcpStream::connect(&self.addrs[i].client).await.unwrap();
+                    return Raw { s, id: 0 };
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no leader");
+    }
+
+    async fn stop(self) {
+        for n in &self.nodes {
+            n.shutdown().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+/// A hostile client speaking the protocol by hand.
+struct Raw {
+    s: TcpStream,
+    id: u64,
+}
+
+impl Raw {
+    /// Sends `req` and returns its answer; pushes that arrive meanwhile are returned too.
+    async fn call(&mut self, req: Request) -> (Result<Reply, ClientError>, Vec<Output>) {
+        self.id += 1;
+        let id = self.id;
+        frame::write(&mut self.s, &ClientFrame { id, req })
+            .await
+            .unwrap();
+        let mut pushes = Vec::new();
+        loop {
+            let f = tokio::time::timeout(
+                Duration::from_secs(10),
+                frame::read::<_, ServerFrame>(&mut self.s, frame::MAX_CLIENT_FRAME),
+            )
+            .await
+            .expect("an answer")
+            .unwrap();
+            match f {
+                Some(ServerFrame::Reply { id: got, result }) if got == id => {
+                    return (result, pushes)
+                }
+                Some(ServerFrame::Push(o)) => pushes.push(o),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    /// Every push that arrives within `d`.
+    async fn pushes_within(&mut self, d: Duration) -> Vec<Output> {
+        let mut v = Vec::new();
+        let end = tokio::time::Instant::now() + d;
+        while let Ok(f) = tokio::time::timeout_at(
+            end,
+            frame::read::<_, ServerFrame>(&mut self.s, frame::MAX_CLIENT_FRAME),
+        )
+        .await
+        {
+            match f {
+                Ok(Some(ServerFrame::Push(o))) => v.push(o),
+                Ok(Some(other)) => panic!("unexpected {other:?}"),
+                _ => break,
+            }
+        }
+        v
+    }
+}
+
+const ADMIN: &str = "admin-token-0123456789abcdef0123456789abcdef";
+const JOBS: &str = "lock-token-jobs-0123456789abcdef0123456789ab";
+const VIEWER: &str = "read-token-0123456789abcdef0123456789abcdef0";
+
+/// The tokens of the authenticated clusters: an admin, a lock token for `jobs/`, a
+/// read-only token for every lock.
+fn tokens() -> ClientPolicy {
+    let text = format!(
+        "admin * {}\nlock jobs/ {}\nread * {}\n",
+        token_hash(ADMIN),
+        token_hash(JOBS),
+        token_hash(VIEWER)
+    );
+    ClientPolicy {
+        tokens: Some(Arc::new(Tokens::parse(&text).unwrap())),
+        ..ClientPolicy::default()
+    }
+}
+
+/// A credential the attacker made up (it cannot know the real one).
+fn guessed() -> SessionSecret {
+    SessionSecret::random().unwrap()
+}
+
+fn assert_not_owner(r: &Result<Reply, ClientError>, victim: &Session) {
+    match r {
+        Err(ClientError::NotOwner { session }) => assert_eq!(*session, victim.id()),
+        other => panic!("expected NotOwner, got {other:?}"),
+    }
+}
+
+async fn granted(s: &Session, lock: &str) -> fencelock::Token {
+    match s.acquire(lock, Mode::Exclusive, WaitSpec::None).await {
+        Ok(Acquired::Granted(t)) => t,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A foreign release of the victim's lock, with the victim's (public) session id and a
+/// made-up credential, is refused; the victim still holds the lock with the same token,
+/// nobody else can take it, and the victim's own release and close then succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_release_is_refused_and_the_holder_keeps_its_lock() {
+    let t = start("sec-release").await;
+    let client = t.client();
+    let victim = client.open_session(60_000).await.unwrap();
+    let token = granted(&victim, "jobs/x").await;
+    let mut a = t.attacker().await;
+    for request in [Some(2), Some(u64::MAX), None] {
+        let (r, _) = a
+            .call(Request::Release {
+                session: victim.id(),
+                secret: guessed(),
+                lock: "jobs/x".into(),
+                request,
+            })
+            .await;
+        assert_not_owner(&r, &victim);
+    }
+    let h = client.holders("jobs/x").await.unwrap();
+    assert_eq!(
+        (h.len(), h[0].session.0, h[0].token),
+        (1, victim.id(), token)
+    );
+    let other = client.open_session(60_000).await.unwrap();
+    assert_eq!(
+        other
+            .acquire("jobs/x", Mode::Exclusive, WaitSpec::None)
+            .await
+            .unwrap(),
+        Acquired::Busy,
+        "still held: a second holder is refused"
+    );
+    assert_eq!(victim.release("jobs/x").await.unwrap(), token);
+    victim.close().await.unwrap();
+    other.close().await.unwrap();
+    t.stop().await;
+}
+
+/// A foreign close of the victim's session is refused: the session and its lock stay,
+/// and the victim closes it itself afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_close_is_refused_and_the_session_lives_on() {
+    let t = start("sec-close").await;
+    let client = t.client();
+    let victim = client.open_session(60_000).await.unwrap();
+    let token = granted(&victim, "jobs/c").await;
+    let mut a = t.attacker().await;
+    for request in [None, Some(1), Some(u64::MAX)] {
+        let (r, _) = a
+            .call(Request::Close {
+                session: victim.id(),
+                secret: guessed(),
+                request,
+            })
+            .await;
+        assert_not_owner(&r, &victim);
+    }
+    assert!(client.session_info(victim.id()).await.unwrap().is_some());
+    assert_eq!(client.holders("jobs/c").await.unwrap()[0].token, token);
+    victim.keep_alive().await.unwrap();
+    assert_eq!(victim.release("jobs/c").await.unwrap(), token);
+    victim.close().await.unwrap();
+    assert!(client.session_info(victim.id()).await.unwrap().is_none());
+    t.stop().await;
+}
+
+/// A foreign keep-alive does not extend the victim's session: it is refused and the
+/// session's deadline does not move; left alone, the session expires and its lock is
+/// released (a dead client's lock is not kept held by someone else).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_keep_alive_is_refused_and_cannot_keep_a_session_alive() {
+    let t = start("sec-keepalive").await;
+    let client = t.client();
+    let victim = client.open_session(1_500).await.unwrap();
+    granted(&victim, "jobs/k").await;
+    let before = client
+        .session_info(victim.id())
+        .await
+        .unwrap()
+        .unwrap()
+        .expires_at;
+    let mut a = t.attacker().await;
+    let (r, _) = a
+        .call(Request::KeepAlive {
+            session: victim.id(),
+            secret: guessed(),
+        })
+        .await;
+    assert_not_owner(&r, &victim);
+    let after = client
+        .session_info(victim.id())
+        .await
+        .unwrap()
+        .unwrap()
+        .expires_at;
+    assert_eq!(before, after, "the deadline did not move");
+    // Keep trying while the session should expire: it expires all the same.
+    let mut expired = false;
+    for _ in 0..100 {
+        let (r, _) = a
+            .call(Request::KeepAlive {
+                session: victim.id(),
+                secret: guessed(),
+            })
+            .await;
+        if matches!(&r, Err(ClientError::Core(e)) if e.kind == "unknown_session") {
+            expired = true;
+            break;
+        }
+        assert_not_owner(&r, &victim);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(expired, "the session outlived its ttl");
+    assert!(client.holders("jobs/k").await.unwrap().is_empty());
+    t.stop().await;
+}
+
+/// A foreign attach to a waiter's session is refused, and the attacker's connection gets
+/// none of the waiter's pushes: the waiter's grant reaches only the waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_attach_is_refused_and_receives_no_pushes() {
+    let t = start("sec-attach").await;
+    let client = t.client();
+    let holder = client.open_session(60_000).await.unwrap();
+    let t1 = granted(&holder, "jobs/a").await;
+    let waiter = Arc::new(t.client().open_session(60_000).await.unwrap());
+    let w = waiter.clone();
+    let waiting = tokio::spawn(async move {
+        w.acquire("jobs/a", Mode::Exclusive, WaitSpec::Forever)
+            .await
+    });
+    for _ in 0..250 {
+        if !client.waiters("jobs/a").await.unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(client.waiters("jobs/a").await.unwrap().len(), 1);
+    let mut a = t.attacker().await;
+    let (r, _) = a
+        .call(Request::Attach {
+            session: waiter.id(),
+            secret: guessed(),
+        })
+        .await;
+    assert_not_owner(&r, &waiter);
+    // An acquire with a made-up credential must not attach the attacker either.
+    let (r, _) = a
+        .call(Request::Acquire {
+            session: waiter.id(),
+            secret: guessed(),
+            lock: "jobs/other".into(),
+            mode: Mode::Exclusive,
+            wait: WaitSpec::None,
+            request: Some(7),
+        })
+        .await;
+    assert_not_owner(&r, &waiter);
+    // The grant goes to the waiter, and to nobody else.
+    assert_eq!(holder.release("jobs/a").await.unwrap(), t1);
+    let got = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter is granted")
+        .unwrap()
+        .unwrap();
+    assert!(matches!(got, Acquired::Granted(t2) if t2 > t1), "{got:?}");
+    let leaked = a.pushes_within(Duration::from_millis(500)).await;
+    assert!(leaked.is_empty(), "the attacker received {leaked:?}");
+    waiter.release("jobs/a").await.unwrap();
+    waiter.close().await.unwrap();
+    holder.close().await.unwrap();
+    t.stop().await;
+}
+
+/// A foreign acquire with the largest request number used to reach the core and make the
+/// victim's own next request stale (its release and close then failed). It is refused
+/// before the core: the victim's release (request 2) and close succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_acquire_with_a_huge_request_number_is_refused_before_the_core() {
+    let t = start("sec-acquire").await;
+    let client = t.client();
+    let victim = client.open_session(60_000).await.unwrap();
+    let token = granted(&victim, "jobs/h").await;
+    let mut a = t.attacker().await;
+    for lock in ["jobs/h", "jobs/elsewhere"] {
+        let (r, _) = a
+            .call(Request::Acquire {
+                session: victim.id(),
+                secret: guessed(),
+                lock: lock.into(),
+                mode: Mode::Exclusive,
+                wait: WaitSpec::Forever,
+                request: Some(u64::MAX),
+            })
+            .await;
+        assert_not_owner(&r, &victim);
+    }
+    let (r, _) = a
+        .call(Request::Cancel {
+            session: victim.id(),
+            secret: guessed(),
+            lock: "jobs/h".into(),
+            request: Some(u64::MAX),
+        })
+        .await;
+    assert_not_owner(&r, &victim);
+    assert!(client.holders("jobs/elsewhere").await.unwrap().is_empty());
+    assert_eq!(victim.release("jobs/h").await.unwrap(), token);
+    victim.close().await.unwrap();
+    t.stop().await;
+}
+
+/// A request without any credential (a frame in the shape of a keep-alive that carries
+/// only the session id) does not decode: the node answers `Malformed` and closes the
+/// connection; the session is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a_credential_is_malformed() {
+    #[derive(serde::Serialize)]
+    enum Bare {
+        #[allow(dead_code)]
+        Open(u64, Option<u128>),
+        KeepAlive {
+            session: u64,
+        },
+    }
+    #[derive(serde::Serialize)]
+    struct BareFrame {
+        id: u64,
+        req: Bare,
+    }
+    let t = start("sec-bare").await;
+    let client = t.client();
+    let victim = client.open_session(60_000).await.unwrap();
+    let before = client.session_info(victim.id()).await.unwrap().unwrap();
+    let mut a = t.attacker().await;
+    let bytes = frame::encode(&BareFrame {
+        id: 1,
+        req: Bare::KeepAlive {
+            session: victim.id(),
+        },
+    })
+    .unwrap();
+    a.s.write_all(&bytes).await.unwrap();
+    let f = frame::read::<_, ServerFrame>(&mut a.s, frame::MAX_CLIENT_FRAME)
+        .await
+        .unwrap();
+    assert!(matches!(f, Some(ServerFrame::Malformed(_))), "{f:?}");
+    let after = client.session_info(victim.id()).await.unwrap().unwrap();
+    assert_eq!(before.expires_at, after.expires_at);
+    victim.close().await.unwrap();
+    t.stop().await;
+}
+
+// ---- client authentication and authorization ----
+
+/// On a node with tokens, a connection that presents no token, or a wrong one, can do
+/// nothing: opening a session and acquiring are `Unauthenticated`, and the lock stays free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquiring_without_a_valid_token_is_refused() {
+    let t = start_with("sec-notoken", tokens()).await;
+    let admin = t.client();
+    let victim = admin.open_session(60_000).await.unwrap();
+    // No token at all, by hand: every request is refused.
+    let mut a = t.attacker().await;
+    let (r, _) = a
+        .call(Request::Open {
+            ttl_ms: 60_000,
+            key: None,
+        })
+        .await;
+    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
+    let (r, _) = a
+        .call(Request::Acquire {
+            session: victim.id(),
+            secret: guessed(),
+            lock: "jobs/t".into(),
+            mode: Mode::Exclusive,
+            wait: WaitSpec::None,
+            request: Some(1),
+        })
+        .await;
+    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
+    let (r, _) = a
+        .call(Request::Holders {
+            lock: "jobs/t".into(),
+        })
+        .await;
+    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
+    // A wrong token: refused at once (not retried), and it does not stick.
+    let (r, _) = a
+        .call(Request::Authenticate {
+            token: "guess".into(),
+        })
+        .await;
+    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
+    let (r, _) = a
+        .call(Request::Open {
+            ttl_ms: 60_000,
+            key: None,
+        })
+        .await;
+    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
+    // The client library without a token, and with a wrong one.
+    let none = Client::new(t.addrs.iter().map(|a| a.client.clone()).collect());
+    let r = none.open_session(60_000).await;
+    assert!(
+        matches!(r, Err(ClientError::Unauthenticated)),
+        "{:?}",
+        r.err()
+    );
+    let wrong = t.client_with("not-a-token");
+    let started = std::time::Instant::now();
+    let r = wrong.open_session(60_000).await;
+    assert!(
+        matches!(r, Err(ClientError::Unauthenticated)),
+        "{:?}",
+        r.err()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "refused, not retried"
+    );
+    assert!(admin.holders("jobs/t").await.unwrap().is_empty());
+    assert_eq!(
+        victim
+            .acquire("jobs/t", Mode::Exclusive, WaitSpec::None)
+            .await
+            .unwrap(),
+        Acquired::Granted(fencelock::Token(1)),
+        "the lock was free and no token was spent"
+    );
+    t.stop().await;
+}
+
+/// A read-only token reads but cannot open a session or acquire; a lock token acquires
+/// only within its prefix and cannot read outside the grants it has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_token_cannot_acquire_and_a_lock_token_stays_in_its_prefix() {
+    let t = start_with("sec-roles", tokens()).await;
+    let viewer = t.client_with(VIEWER);
+    assert!(viewer.holders("jobs/r").await.unwrap().is_empty());
+    let r = viewer.open_session(60_000).await;
+    assert!(matches!(r, Err(ClientError::Forbidden(_))), "{:?}", r.err());
+    // A session opened by someone else, with its credential, still needs the lock role.
+    let jobs = t.client_with(JOBS);
+    let s = jobs.open_session(60_000).await.unwrap();
+    let mut a = t.attacker().await;
+    let (r, _) = a
+        .call(Request::Authenticate {
+            token: VIEWER.into(),
+        })
+        .await;
+    assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
+    let (r, _) = a
+        .call(Request::Holders {
+            lock: "jobs/r".into(),
+        })
+        .await;
+    assert!(matches!(r, Ok(Reply::Holders(_))), "{r:?}");
+    let (r, _) = a
+        .call(Request::Acquire {
+            session: s.id(),
+            secret: guessed(),
+            lock: "jobs/r".into(),
+            mode: Mode::Exclusive,
+            wait: WaitSpec::None,
+            request: Some(1),
+        })
+        .await;
+    assert!(matches!(r, Err(ClientError::Forbidden(_))), "{r:?}");
+    // The lock token: inside its prefix yes, outside no.
+    assert!(matches!(
+        s.acquire("jobs/r", Mode::Exclusive, WaitSpec::None)
+            .await
+            .unwrap(),
+        Acquired::Granted(_)
+    ));
+    let r = s
+        .acquire("billing/r", Mode::Exclusive, WaitSpec::None)
+        .await;
+    assert!(matches!(r, Err(ClientError::Forbidden(_))), "{r:?}");
+    assert!(t.client().holders("billing/r").await.unwrap().is_empty());
+    s.release("jobs/r").await.unwrap();
+    s.close().await.unwrap();
+    t.stop().await;
+}
+
+/// A lock token cannot change the membership: adding a learner and setting the voters
+/// (the change that used to leave a cluster without a quorum) are `Forbidden`, and the
+/// members stay as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_token_cannot_change_the_membership() {
+    let t = start_with("sec-members", tokens()).await;
+    let before = t.client().members().await.unwrap();
+    let jobs = t.client_with(JOBS);
+    let r = jobs
+        .add_learner(
+            9,
+            NodeAddr {
+                raft: "127.0.0.1:7299".into(),
+                client: "127.0.0.1:7199".into(),
+            },
+        )
+        .await;
+    assert!(matches!(r, Err(ClientError::Forbidden(_))), "{r:?}");
+    let r = jobs.set_voters(vec![1, 9]).await;
+    assert!(matches!(r, Err(ClientError::Forbidden(_))), "{r:?}");
+    let r = jobs.force_release(1, "jobs/x").await;
+    assert!(matches!(r, Err(ClientError::Forbidden(_))), "{r:?}");
+    assert_eq!(t.client().members().await.unwrap(), before);
+    // The cluster still commits.
+    let s = jobs.open_session(60_000).await.unwrap();
+    s.close().await.unwrap();
+    t.stop().await;
+}
+
+/// An administrator's forced release of a lock held by `fencelock lock NAME -- CMD` (the
+/// real CLI, over TLS with a lock token): the holder is pushed a `Released` (reason `Released`), the CLI stops CMD and exits 3, and
+/// the lock can be taken again with a higher token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_force_release_stops_the_holders_command() {
+    let c = start_tls("sec-force").await;
+    let dir = common::temp_dir("sec-force-cli");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{JOBS}\n")).unwrap();
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, c.ca.cert_pem()).unwrap();
+    let cluster: Vec<&str> = c.t.addrs.iter().map(|a| a.client.as_str()).collect();
+    let cluster = cluster.join(",");
+    let pid_file = dir.join("pid");
+    let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    let mut cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_fencelock"))
+        .args(["--cluster", &cluster, "--ttl-ms", "5000"])
+        .arg("--auth-token-file")
+        .arg(&token_file)
+        .arg("--tls-ca")
+        .arg(&ca_file)
+        .args(["lock", "jobs/forced", "--", "sh", "-c", &script])
+        .env_remove("FENCELOCK_AUTH_TOKEN")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let admin = c.client();
+    let mut held = Vec::new();
+    for _ in 0..250 {
+        held = admin.holders("jobs/forced").await.unwrap();
+        if !held.is_empty() && pid_file.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(held.len(), 1, "the CLI never held the lock");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let released = admin
+        .force_release(held[0].session.0, "jobs/forced")
+        .await
+        .unwrap();
+    assert_eq!(released, held[0].token);
+    let status = tokio::time::timeout(Duration::from_secs(10), cli.wait())
+        .await
+        .expect("the CLI stops within 10 s")
+        .unwrap();
+    assert_eq!(status.code(), Some(3), "exit 3: the hold was lost");
+    let mut err = String::new();
+    use tokio::io::AsyncReadExt;
+    cli.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .await
+        .unwrap();
+    assert!(err.contains("released by an administrator"), "{err}");
+    // The command is gone (it was SIGTERMed; `kill -0` fails for a dead pid).
+    let alive = std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(!alive, "the command {pid} still runs");
+    let next = admin.open_session(60_000).await.unwrap();
+    match next
+        .acquire("jobs/forced", Mode::Exclusive, WaitSpec::None)
+        .await
+        .unwrap()
+    {
+        Acquired::Granted(tok) => assert!(tok > released),
+        other => panic!("{other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    c.t.stop().await;
+}
+
+// ---- TLS, mutual TLS between peers, nodes on distinct addresses ----
+
+struct TlsCluster {
+    t: Tcp,
+    ca: DevCa,
+    client_tls: Arc<rustls::ClientConfig>,
+}
+
+/// Three nodes on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (nothing assumes one address), TLS
+/// on the client ports, mutual TLS between peers, tokens on; certificates from a fresh
+/// development CA (rcgen).
+async fn start_tls(name: &str) -> TlsCluster {
+    let ca = DevCa::new().unwrap();
+    let base = common::temp_dir(name);
+    let mut listeners = Vec::new();
+    let mut members = BTreeMap::new();
+    let mut addrs = Vec::new();
+    for id in 1..=3u64 {
+        let host = format!("127.0.0.{id}");
+        let r = TcpListener::bind(format!("{host}:0")).await.unwrap();
+        let c = TcpListener::bind(format!("{host}:0")).await.unwrap();
+        let a = NodeAddr {
+            raft: r.local_addr().unwrap().to_string(),
+            client: c.local_addr().unwrap().to_string(),
+        };
+        members.insert(id, a.clone());
+        addrs.push(a);
+        listeners.push((r, c, ca.node(id, &[&host]).unwrap()));
+    }
+    let mut nodes = Vec::new();
+    for (i, (r, c, pem)) in listeners.into_iter().enumerate() {
+        let tls = pem.node_tls(&ca.cert_der()).unwrap();
+        let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
+        cfg.grace_ms = 200;
+        cfg.loopback_members = false;
+        let node = Node::start(cfg, TlsNetwork(tls.clone())).await.unwrap();
+        tokio::spawn(serve_raft_with(r, node.raft.clone(), Some(tls.clone())));
+        let mut policy = tokens();
+        policy.tls = Some(tls.clients.clone());
+        tokio::spawn(serve_clients_with(c, node.clone(), policy));
+        nodes.push(node);
+    }
+    nodes[0].initialize(members).await.unwrap();
+    let client_tls = client_config_from(&[ca.cert_der()]).unwrap();
+    TlsCluster {
+        t: Tcp { nodes, addrs, base },
+        ca,
+        client_tls,
+    }
+}
+
+impl TlsCluster {
+    fn client(&self) -> Client {
+        Client::with_options(
+            self.t.addrs.iter().map(|a| a.client.clone()).collect(),
+            ClientOptions {
+                token: Some(ADMIN.into()),
+                tls: Some(self.client_tls.clone()),
+                ..ClientOptions::default()
+            },
+        )
+    }
+
+    async fn leader(&self) -> usize {
+        for _ in 0..500 {
+            for (i, n) in self.t.nodes.iter().enumerate() {
+                if n.raft.metrics().borrow().state == openraft::ServerState::Leader {
+                    return i;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no leader");
+    }
+}
+
+/// Clients work over TLS against nodes on three distinct addresses — through a follower's
+/// redirect to the leader's own address, whose certificate is checked for that address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_on_three_addresses_serves_clients() {
+    let c = start_tls("sec-tls").await;
+    let hosts: Vec<&str> =
+        c.t.addrs
+            .iter()
+            .map(|a| a.client.split(':').next().unwrap())
+            .collect();
+    assert_eq!(hosts, ["127.0.0.1", "127.0.0.2", "127.0.0.3"]);
+    let l = c.leader().await;
+    let follower = (l + 1) % 3;
+    let client = Client::with_options(
+        vec![c.t.addrs[follower].client.clone()],
+        ClientOptions {
+            token: Some(ADMIN.into()),
+            tls: Some(c.client_tls.clone()),
+            ..ClientOptions::default()
+        },
+    );
+    let s = client.open_session(60_000).await.unwrap();
+    let token = granted(&s, "jobs/tls").await;
+    assert_eq!(s.release("jobs/tls").await.unwrap(), token);
+    s.close().await.unwrap();
+    // A client that trusts another CA does not connect.
+    let other = DevCa::new().unwrap();
+    let stranger = Client::with_options(
+        vec![c.t.addrs[l].client.clone()],
+        ClientOptions {
+            token: Some(ADMIN.into()),
+            tls: Some(client_config_from(&[other.cert_der()]).unwrap()),
+            ..ClientOptions::default()
+        },
+    );
+    let r = tokio::time::timeout(Duration::from_secs(2), stranger.holders("jobs/tls")).await;
+    assert!(
+        !matches!(r, Ok(Ok(_))),
+        "a node with an untrusted certificate answered"
+    );
+    c.t.stop().await;
+}
+
+/// A plain-TCP client on a TLS client port gets no answer — the handshake fails and the
+/// connection is closed — and nothing is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_tcp_client_on_a_tls_port_is_refused() {
+    let c = start_tls("sec-plain").await;
+    let l = c.leader().await;
+    c.client().holders("warm-up").await.unwrap();
+    let mut s = TcpStream::connect(&c.t.addrs[l].client).await.unwrap();
+    for (id, req) in [
+        (
+            1,
+            Request::Authenticate {
+                token: ADMIN.into(),
+            },
+        ),
+        (
+            2,
+            Request::Open {
+                ttl_ms: 60_000,
+                key: None,
+            },
+        ),
+    ] {
+        let _ = frame::write(&mut s, &ClientFrame { id, req }).await;
+    }
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME),
+    )
+    .await
+    .expect("the node closes the connection");
+    assert!(
+        !matches!(answer, Ok(Some(_))),
+        "a plain-TCP client got a protocol frame: {answer:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for n in &c.t.nodes {
+        assert_eq!(
+            n.shared.state().svc.usage().sessions,
+            0,
+            "no session was opened"
+        );
+    }
+    c.t.stop().await;
+}
+
+/// The Raft RPC frame as it travels between peers (same shape as the node's).
+#[derive(serde::Serialize)]
+enum ForgedRaft {
+    #[allow(dead_code)]
+    Append(()),
+    Vote(openraft::raft::VoteRequest<u64>),
+}
+
+/// Forged votes (a term far ahead, ~20 a second) at the leader's Raft port from a program
+/// without a member's certificate: over plain TCP, over TLS with no certificate or one of
+/// another CA, and with a certificate of this CA for a node that is not a member (or
+/// claiming to be a member it is not). Every one is refused before Raft sees it: none is
+/// answered, no node takes the forged term, and writes keep succeeding throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_peer_vote_without_a_member_certificate_is_refused() {
+    let c = start_tls("sec-vote").await;
+    let l = c.leader().await;
+    let leader_id = l as u64 + 1;
+    let raft_addr = c.t.addrs[l].raft.clone();
+    let term = c.t.nodes[l].raft.metrics().borrow().current_term;
+    let forged = |from: u64| ForgedRaft::Vote(VoteRequest::new(Vote::new(term + 1000, from), None));
+    // The identities the attacker tries over TLS.
+    let other_ca = DevCa::new().unwrap();
+    let ca_der = c.ca.cert_der();
+    let non_member =
+        c.ca.node(9, &["127.0.0.9"])
+            .unwrap()
+            .node_tls(&ca_der)
+            .unwrap();
+    let foreign = other_ca
+        .node(2, &["127.0.0.2"])
+        .unwrap()
+        .node_tls(&other_ca.cert_der())
+        .unwrap();
+    let no_cert = client_config_from(std::slice::from_ref(&ca_der)).unwrap();
+    let attack = async {
+        let mut tries = 0u32;
+        let mut answered = 0u32;
+        for round in 0..40u32 {
+            let got = match round % 5 {
+                // Plain TCP on the TLS Raft port.
+                0 => {
+                    let mut s = TcpStream::connect(&raft_addr).await.unwrap();
+                    let _ = frame::write(&mut s, &forged(2)).await;
+                    read_any(&mut s).await
+                }
+                // TLS, no client certificate.
+                1 => {
+                    let dial = tokio_rustls::TlsConnector::from(no_cert.clone());
+                    tls_vote(dial, leader_id, &raft_addr, &forged(2)).await
+                }
+                // TLS, a certificate from another CA.
+                2 => tls_vote(foreign.dial.clone(), leader_id, &raft_addr, &forged(2)).await,
+                // This CA's certificate for node 9, not a member.
+                3 => tls_vote(non_member.dial.clone(), leader_id, &raft_addr, &forged(9)).await,
+                // Node 9's certificate, claiming to be node 2.
+                _ => tls_vote(non_member.dial.clone(), leader_id, &raft_addr, &forged(2)).await,
+            };
+            tries += 1;
+            answered += u32::from(got);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        (tries, answered)
+    };
+    let writes = async {
+        let client = c.client();
+        let s = client.open_session(60_000).await.unwrap();
+        let mut ok = 0;
+        for _ in 0..20 {
+            let t = granted(&s, "jobs/vote").await;
+            assert_eq!(s.release("jobs/vote").await.unwrap(), t);
+            ok += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        s.close().await.unwrap();
+        ok
+    };
+    let ((tries, answered), ok) = tokio::join!(attack, writes);
+    assert_eq!(tries, 40);
+    assert_eq!(answered, 0, "a forged vote was answered");
+    assert_eq!(ok, 20, "every write succeeded during the attack");
+    // The forged term was never adopted by any node (a natural election on a loaded
+    // machine may add a term or two; the forged one is 1000 ahead).
+    for n in &c.t.nodes {
+        let now = n.raft.metrics().borrow().current_term;
+        assert!(
+            now < term + 1000,
+            "node {} took the forged term {now}",
+            n.id
+        );
+    }
+    c.t.stop().await;
+}
+
+/// True if a Raft answer came back within 3 s: a whole length-prefixed frame (a TLS
+/// alert, which a node sends a plain-TCP peer before closing, is not one: its first bytes
+/// read as a length far over any frame's).
+async fn read_any<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> bool {
+    use tokio::io::AsyncReadExt;
+    let answer = async {
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).await.ok()?;
+        let len = u32::from_be_bytes(len);
+        if len > 1 << 20 {
+            return None;
+        }
+        let mut body = vec![0u8; len as usize];
+        s.read_exact(&mut body).await.ok()
+    };
+    match tokio::time::timeout(Duration::from_secs(3), answer).await {
+        Ok(got) => got.is_some(),
+        Err(_) => panic!("the connection was neither answered nor closed"),
+    }
+}
+
+/// Sends a forged Raft frame over TLS (if the handshake succeeds); true if answered.
+async fn tls_vote(
+    dial: tokio_rustls::TlsConnector,
+    leader: u64,
+    addr: &str,
+    req: &ForgedRaft,
+) -> bool {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from(node_name(leader)).unwrap();
+    let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(3), dial.connect(name, tcp)).await
+    else {
+        return false; // refused during the handshake
+    };
+    if frame::write(&mut s, req).await.is_err() {
+        return false;
+    }
+    read_any(&mut s).await
+}
+
+/// `fencelock elect` leads until an administrator force-releases its election: then it
+/// stops claiming leadership and exits 3 (a second leader is elected with a higher epoch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_force_release_ends_an_elected_leader() {
+    use tokio::io::{AsyncBufReadExt, BufReader as TokioBufReader};
+    let c = start_tls("sec-elect").await;
+    let dir = common::temp_dir("sec-elect-cli");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{JOBS}\n")).unwrap();
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, c.ca.cert_pem()).unwrap();
+    let cluster: Vec<&str> = c.t.addrs.iter().map(|a| a.client.as_str()).collect();
+    let mut cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_fencelock"))
+        .args(["--cluster", &cluster.join(","), "--ttl-ms", "5000"])
+        .arg("--auth-token-file")
+        .arg(&token_file)
+        .arg("--tls-ca")
+        .arg(&ca_file)
+        .args(["elect", "jobs/scheduler"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = TokioBufReader::new(cli.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), out.next_line())
+        .await
+        .expect("elected within 20 s")
+        .unwrap()
+        .unwrap();
+    let epoch: u64 = line.strip_prefix("epoch ").unwrap().parse().unwrap();
+    let admin = c.client();
+    let held = admin.holders("jobs/scheduler").await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].token.0, epoch);
+    admin
+        .force_release(held[0].session.0, "jobs/scheduler")
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), cli.wait())
+        .await
+        .expect("the leader stops within 10 s")
+        .unwrap();
+    assert_eq!(status.code(), Some(3));
+    let next = admin.open_session(60_000).await.unwrap();
+    match next
+        .acquire("jobs/scheduler", Mode::Exclusive, WaitSpec::None)
+        .await
+        .unwrap()
+    {
+        Acquired::Granted(t) => assert!(t.0 > epoch),
+        other => panic!("{other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    c.t.stop().await;
+}
+
+/// A node serves at most `max_connections` client connections at once: one more is closed
+/// at once, without an answer; when one closes, a new one is served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_connections_beyond_the_limit_are_closed() {
+    let mut policy = tokens();
+    policy.max_connections = 2;
+    let t = start_with("sec-conns", policy).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut a = t.attacker().await;
+        let (r, _) = a
+            .call(Request::Authenticate {
+                token: VIEWER.into(),
+            })
+            .await;
+        assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
+        held.push(a);
+    }
+    let mut third = t.attacker().await;
+    let _ = frame::write(
+        &mut third.s,
+        &ClientFrame {
+            id: 1,
+            req: Request::Authenticate {
+                token: VIEWER.into(),
+            },
+        },
+    )
+    .await;
+    let got = tokio::time::timeout(
+        Duration::from_secs(5),
+        frame::read::<_, ServerFrame>(&mut third.s, frame::MAX_CLIENT_FRAME),
+    )
+    .await
+    .expect("closed, not left hanging");
+    assert!(
+        !matches!(got, Ok(Some(_))),
+        "the third connection was served: {got:?}"
+    );
+    drop(held.pop());
+    let mut again = None;
+    for _ in 0..100 {
+        let mut a = t.attacker().await;
+        let _ = frame::write(
+            &mut a.s,
+            &ClientFrame {
+                id: 1,
+                req: Request::Authenticate {
+                    token: VIEWER.into(),
+                },
+            },
+        )
+        .await;
+        if let Ok(Ok(Some(f))) = tokio::time::timeout(
+            Duration::from_secs(1),
+            frame::read::<_, ServerFrame>(&mut a.s, frame::MAX_CLIENT_FRAME),
+        )
+        .await
+        {
+            again = Some(f);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        matches!(
+            again,
+            Some(ServerFrame::Reply {
+                result: Ok(Reply::Authenticated),
+                ..
+            })
+        ),
+        "a freed slot is served again: {again:?}"
+    );
+    t.stop().await;
+}
