@@ -7,12 +7,14 @@
 //!
 //! Layers, bottom up: [`log_store`] (durable Raft log and vote), [`state_machine`] (the
 //! core under openraft), [`proposer`] (concurrent requests batched into one entry),
-//! [`node`] (a node: Raft + the leader's logical clock + request handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
+//! [`election`] (pre-vote, leader stickiness, check-quorum and the quorum-credited time
+//! openraft 0.9 lacks), [`node`] (a node: Raft + the leader's logical clock + request handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
 //! [`mem_network`] (an in-process network with faults, for tests), [`client`].
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod election;
 pub mod frame;
 pub mod log_store;
 // openraft's RPC error types are large; their size is dictated by the RaftNetwork trait.

@@ -18,11 +18,12 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 
-use crate::types::{NodeAddr, NodeId, Raft, TypeConfig};
+use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
+use crate::types::{NodeAddr, NodeId, TypeConfig};
 
 #[derive(Default)]
 struct Inner {
-    nodes: HashMap<NodeId, Raft>,
+    nodes: HashMap<NodeId, Arc<Elector>>,
     cut: HashSet<(NodeId, NodeId)>,
     delay_ms: u64,
     /// Per-million chance that a request, or its reply, is dropped.
@@ -42,9 +43,10 @@ impl MemNet {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a running node. Cost: O(1).
-    pub fn add(&self, id: NodeId, raft: Raft) {
-        self.lock().nodes.insert(id, raft);
+    /// Registers a running node by its elector ([`crate::node::Node::elector`]), which
+    /// receives its Raft RPCs. Cost: O(1).
+    pub fn add(&self, id: NodeId, node: Arc<Elector>) {
+        self.lock().nodes.insert(id, node);
     }
 
     /// Unregisters a node (it crashed): every call to it fails.
@@ -78,6 +80,12 @@ impl MemNet {
                 }
             }
         }
+    }
+
+    /// Cuts the link from `from` to `to` one way: requests `from` sends to `to` and
+    /// replies `from` sends back to `to` are lost; the other direction still works.
+    pub fn cut_one_way(&self, from: NodeId, to: NodeId) {
+        self.lock().cut.insert((from, to));
     }
 
     /// Restores every link. Cost: O(links).
@@ -118,7 +126,7 @@ impl MemNet {
         }
     }
 
-    fn route(&self, from: NodeId, to: NodeId) -> Result<(Raft, u64), Unreachable> {
+    fn route(&self, from: NodeId, to: NodeId) -> Result<(Arc<Elector>, u64), Unreachable> {
         let g = self.lock();
         if g.cut.contains(&(from, to)) {
             return Err(Unreachable::new(&io::Error::other(format!(
@@ -141,7 +149,7 @@ impl MemNet {
     ) -> Result<T, RPCError<NodeId, NodeAddr, E>>
     where
         E: std::error::Error,
-        F: FnOnce(Raft) -> Fut,
+        F: FnOnce(Arc<Elector>) -> Fut,
         Fut: std::future::Future<Output = Result<T, E>>,
     {
         let (raft, delay) = self.route(from, to).map_err(RPCError::Unreachable)?;
@@ -173,6 +181,7 @@ impl MemNet {
 }
 
 /// Creates [`MemConn`]s from one node.
+#[derive(Clone)]
 pub struct MemFactory {
     net: MemNet,
     from: NodeId,
@@ -187,6 +196,23 @@ impl RaftNetworkFactory<TypeConfig> for MemFactory {
             from: self.from,
             to: target,
         }
+    }
+}
+
+impl PreVoteNetwork for MemFactory {
+    async fn pre_vote(
+        &self,
+        target: NodeId,
+        _node: &NodeAddr,
+        req: PreVoteRequest,
+        timeout: Duration,
+    ) -> Option<PreVoteResponse> {
+        let call = self.net.call(self.from, target, |r| async move {
+            Ok::<_, io::Error>(r.pre_vote(&req))
+        });
+        let r: Result<PreVoteResponse, RPCError<NodeId, NodeAddr, io::Error>> =
+            tokio::time::timeout(timeout, call).await.ok()?;
+        r.ok()
     }
 }
 

@@ -4,6 +4,7 @@
 //! A garbage, truncated or oversized frame closes that connection (the client port first
 //! answers [`ServerFrame::Malformed`]); it never takes the node down.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,11 +20,12 @@ use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
+use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
 use crate::frame::{self, MAX_CLIENT_FRAME, MAX_RAFT_FRAME};
 use crate::node::Node;
 use crate::protocol::{ClientFrame, ServerFrame};
 use crate::state_machine::{PushSink, PUSH_BACKLOG};
-use crate::types::{NodeAddr, NodeId, Raft, TypeConfig};
+use crate::types::{NodeAddr, NodeId, TypeConfig};
 
 /// A Raft RPC on the wire.
 #[derive(Serialize, Deserialize)]
@@ -31,6 +33,7 @@ enum RaftReq {
     Append(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     Snapshot(InstallSnapshotRequest<TypeConfig>),
+    PreVote(PreVoteRequest),
 }
 
 /// A Raft RPC's answer on the wire.
@@ -39,19 +42,21 @@ enum RaftResp {
     Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    PreVote(PreVoteResponse),
 }
 
-/// Serves Raft RPCs on `listener` for `raft`, one task per connection, until the process
+/// Serves Raft RPCs (and pre-votes) on `listener` for the node whose [`Elector`] is
+/// `elector` ([`crate::node::Node::elector`]), one task per connection, until the process
 /// ends. Requests on one connection are answered in order. Errors: none (a bad peer only
 /// loses its connection).
-pub async fn serve_raft(listener: TcpListener, raft: Raft) {
+pub async fn serve_raft(listener: TcpListener, elector: Arc<Elector>) {
     loop {
         let Ok((sock, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         let _ = sock.set_nodelay(true);
-        let raft = raft.clone();
+        let raft = elector.clone();
         tokio::spawn(async move {
             let (r, w) = sock.into_split();
             let mut r = BufReader::new(r);
@@ -61,6 +66,7 @@ pub async fn serve_raft(listener: TcpListener, raft: Raft) {
                     RaftReq::Append(x) => RaftResp::Append(raft.append_entries(x).await),
                     RaftReq::Vote(x) => RaftResp::Vote(raft.vote(x).await),
                     RaftReq::Snapshot(x) => RaftResp::Snapshot(raft.install_snapshot(x).await),
+                    RaftReq::PreVote(x) => RaftResp::PreVote(raft.pre_vote(&x)),
                 };
                 if frame::write(&mut w, &resp).await.is_err() {
                     break;
@@ -85,17 +91,58 @@ pub fn loopback_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
 }
 
 /// Opens Raft connections by the target's `raft` address (loopback addresses only: a
-/// member added with another address is unreachable, never dialled).
+/// member added with another address is unreachable, never dialled), or by this node's
+/// own override for that target ([`TcpNetwork::dial_via`]: a fault-injecting proxy in the
+/// partition tests).
 #[derive(Clone, Default)]
-pub struct TcpNetwork;
+pub struct TcpNetwork {
+    dial: Arc<BTreeMap<NodeId, String>>,
+}
+
+impl TcpNetwork {
+    /// A network that dials `dial[id]` instead of node `id`'s `raft` address (the others
+    /// as usual). Only loopback overrides are ever dialled. Cost: O(1).
+    pub fn dial_via(dial: BTreeMap<NodeId, String>) -> TcpNetwork {
+        TcpNetwork {
+            dial: Arc::new(dial),
+        }
+    }
+
+    fn addr_of(&self, target: NodeId, node: &NodeAddr) -> String {
+        self.dial
+            .get(&target)
+            .cloned()
+            .unwrap_or_else(|| node.raft.clone())
+    }
+}
 
 impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
     type Network = TcpConn;
 
-    async fn new_client(&mut self, _target: NodeId, node: &NodeAddr) -> TcpConn {
+    async fn new_client(&mut self, target: NodeId, node: &NodeAddr) -> TcpConn {
         TcpConn {
-            addr: node.raft.clone(),
+            addr: self.addr_of(target, node),
             conn: None,
+        }
+    }
+}
+
+impl PreVoteNetwork for TcpNetwork {
+    /// A pre-vote on a connection of its own (elections are rare), dropped afterwards.
+    async fn pre_vote(
+        &self,
+        target: NodeId,
+        node: &NodeAddr,
+        req: PreVoteRequest,
+        timeout: Duration,
+    ) -> Option<PreVoteResponse> {
+        let mut c = TcpConn {
+            addr: self.addr_of(target, node),
+            conn: None,
+        };
+        match c.call(RaftReq::PreVote(req), timeout).await {
+            Ok(RaftResp::PreVote(r)) => Some(r),
+            _ => None,
         }
     }
 }

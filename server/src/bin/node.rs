@@ -47,10 +47,23 @@ struct Args {
     /// Raft election timeout, the lower bound (ms); the upper bound is twice it.
     #[arg(long, default_value_t = 300)]
     election_ms: u64,
+    /// ID=ADDR: dial node ID's Raft port at ADDR instead of its member address (a
+    /// loopback proxy between this node and that one, as the partition tests use).
+    #[arg(long = "dial")]
+    dial: Vec<String>,
 }
 
 fn loopback(addr: &str) -> Result<SocketAddr, String> {
     loopback_addr(addr)
+}
+
+fn parse_dial(s: &str) -> Result<(u64, String), String> {
+    let (id, addr) = s.split_once('=').ok_or("dial must be ID=ADDR")?;
+    loopback(addr)?;
+    Ok((
+        id.parse().map_err(|e| format!("bad id {id}: {e}"))?,
+        addr.to_string(),
+    ))
 }
 
 fn parse_peer(s: &str) -> Result<(u64, NodeAddr), String> {
@@ -96,10 +109,15 @@ async fn run(args: Args) -> Result<(), String> {
     config.service.core.lock_delay = args.lock_delay_ms;
     config.heartbeat_ms = args.heartbeat_ms;
     config.election_ms = (args.election_ms, 2 * args.election_ms);
-    let node = Node::start(config, TcpNetwork)
+    let dial: BTreeMap<u64, String> = args
+        .dial
+        .iter()
+        .map(|d| parse_dial(d))
+        .collect::<Result<_, _>>()?;
+    let node = Node::start(config, TcpNetwork::dial_via(dial))
         .await
         .map_err(|e| e.to_string())?;
-    tokio::spawn(serve_raft(raft_l, node.raft.clone()));
+    tokio::spawn(serve_raft(raft_l, node.elector().clone()));
     tokio::spawn(serve_clients(client_l, node.clone()));
     if args.init
         && !node
@@ -142,5 +160,11 @@ mod tests {
         assert!(parse_peer("2=127.0.0.1:7202").is_err());
         assert!(parse_peer("2=192.168.0.1:7202/127.0.0.1:7102").is_err());
         assert!(parse_peer("x=127.0.0.1:7202/127.0.0.1:7102").is_err());
+        assert_eq!(
+            parse_dial("2=127.0.0.1:9000"),
+            Ok((2, "127.0.0.1:9000".to_string()))
+        );
+        assert!(parse_dial("2=10.0.0.1:9000").is_err());
+        assert!(parse_dial("127.0.0.1:9000").is_err());
     }
 }
