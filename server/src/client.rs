@@ -228,14 +228,27 @@ impl Client {
             pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
             me.inner.changed.send_modify(|v| *v += 1);
         });
-        // Re-attach sessions so their pushes come here now.
+        // Renew every session at once on the new connection — after a leader change this
+        // is the first chance to — which also re-attaches it (its pushes come here now).
         let sessions: Vec<u64> = self.st().attached.iter().copied().collect();
         for s in sessions {
-            if let Err(e) = self.send(&conn, Request::Attach { session: s }).await {
-                if let ClientError::NotLeader { leader } = &e {
-                    self.st().preferred = leader.clone();
+            match self.send(&conn, Request::KeepAlive { session: s }).await {
+                Ok(_) => {}
+                // Gone (expired or closed meanwhile): nothing to re-attach.
+                Err(ClientError::Core(e)) if e.kind == "unknown_session" => {
+                    {
+                        let mut st = self.st();
+                        st.lost.insert(s);
+                        st.attached.remove(&s);
+                    }
+                    self.inner.changed.send_modify(|v| *v += 1);
                 }
-                return Err(e);
+                Err(e) => {
+                    if let ClientError::NotLeader { leader } = &e {
+                        self.st().preferred = leader.clone();
+                    }
+                    return Err(e);
+                }
             }
         }
         self.st().conn = Some(conn.clone());

@@ -25,6 +25,8 @@ use crate::types::{NodeAddr, NodeId, TypeConfig};
 struct Inner {
     nodes: HashMap<NodeId, Arc<Elector>>,
     cut: HashSet<(NodeId, NodeId)>,
+    /// Calls `from` makes to `to` are lost (answers `from` gives `to` still arrive).
+    calls_lost: HashSet<(NodeId, NodeId)>,
     delay_ms: u64,
     /// Per-million chance that a request, or its reply, is dropped.
     drop_ppm: u32,
@@ -82,15 +84,24 @@ impl MemNet {
         }
     }
 
-    /// Cuts the link from `from` to `to` one way: requests `from` sends to `to` and
-    /// replies `from` sends back to `to` are lost; the other direction still works.
+    /// Cuts the link from `from` to `to` one way: every message `from` sends to `to` is
+    /// lost — its requests and its answers to `to`'s requests; `to`'s messages to `from`
+    /// still arrive.
     pub fn cut_one_way(&self, from: NodeId, to: NodeId) {
         self.lock().cut.insert((from, to));
     }
 
+    /// Loses the calls (requests) `from` makes to `to`, as when the connections `from`
+    /// opens to `to` are cut: `to` still reaches `from` and hears its answers.
+    pub fn lose_calls(&self, from: NodeId, to: NodeId) {
+        self.lock().calls_lost.insert((from, to));
+    }
+
     /// Restores every link. Cost: O(links).
     pub fn heal(&self) {
-        self.lock().cut.clear();
+        let mut g = self.lock();
+        g.cut.clear();
+        g.calls_lost.clear();
     }
 
     /// Drops each request and each reply with probability `ppm` / 1 000 000, decided by a
@@ -153,6 +164,11 @@ impl MemNet {
         Fut: std::future::Future<Output = Result<T, E>>,
     {
         let (raft, delay) = self.route(from, to).map_err(RPCError::Unreachable)?;
+        if self.lock().calls_lost.contains(&(from, to)) {
+            return Err(RPCError::Unreachable(Unreachable::new(&io::Error::other(
+                format!("calls {from}->{to} are lost"),
+            ))));
+        }
         if self.dropped() {
             return Err(RPCError::Unreachable(Unreachable::new(&io::Error::other(
                 "request dropped",
