@@ -19,8 +19,9 @@
 //!   through [`QuorumNetwork`], which records, per follower, the send time of the latest
 //!   request that follower accepted. The *quorum time* is the latest instant such that a
 //!   majority of every voter configuration (this node counting as always fresh) accepted a
-//!   request sent at or after it. A leader whose quorum time is older than the minimum
-//!   election timeout **steps back** for the rest of its term: it answers clients
+//!   request sent at or after it. A leader whose quorum time is older than the maximum
+//!   election timeout (when its followers may elect another leader) **steps back** for the
+//!   rest of its term: it answers clients
 //!   `NotLeader` at once (and fails requests in flight), stops stamping time and proposing
 //!   ticks, and stops sending AppendEntries, so its followers stop hearing from it and
 //!   elect a leader that a majority can reach (one-way links included). openraft 0.9 has
@@ -383,7 +384,10 @@ impl Elector {
                             (true, Some(q)) => q.max(st.leading.map_or(now, |l| l.1)),
                             _ => st.leading.map_or(now, |l| l.1),
                         };
-                        if now.saturating_duration_since(since) > self.timing.min() {
+                        // The maximum election timeout: by then the followers may elect
+                        // another leader (not before: they refuse votes for that long), so
+                        // stepping back earlier would only turn a stall into an outage.
+                        if now.saturating_duration_since(since) > self.timing.max() {
                             st.stepped_back = Some(term);
                             let _ = self.back_tx.send(true);
                             tracing::warn!(term, "no quorum acknowledgement within the election timeout: leader steps back");
@@ -416,8 +420,15 @@ impl Elector {
         }
     }
 
+    /// A randomized election timeout in `[max, 2 max - min)`: openraft refuses a vote
+    /// within `max` of hearing from the leader (its lease), and so do pre-votes, so an
+    /// earlier attempt could only fail.
     fn draw(&self, rng: &mut u64) -> Duration {
-        let (lo, hi) = (self.timing.election_ms.0, self.timing.election_ms.1);
+        let (min, max) = (
+            self.timing.election_ms.0,
+            self.timing.election_ms.1.max(self.timing.election_ms.0),
+        );
+        let (lo, hi) = (max, 2 * max - min);
         *rng ^= *rng << 13;
         *rng ^= *rng >> 7;
         *rng ^= *rng << 17;
@@ -442,33 +453,39 @@ impl Elector {
             let wait = self.timing.min();
             Some(async move { (v, net.pre_vote(v, &node, req, wait).await) })
         });
-        let answers = futures_join_all(asks.collect()).await;
-        let mut yes: BTreeSet<NodeId> = answers
-            .into_iter()
-            .filter(|(_, a)| a.as_ref().is_some_and(|a| a.granted))
-            .map(|(v, _)| v)
-            .collect();
-        yes.insert(self.id);
-        tracing::debug!(id = self.id, ?yes, "pre-vote round");
-        voters
-            .iter()
-            .all(|c| c.iter().filter(|v| yes.contains(v)).count() * 2 > c.len())
-    }
-}
-
-/// Runs the futures concurrently and collects their outputs (in order).
-async fn futures_join_all<F: Future + Send + 'static>(fs: Vec<F>) -> Vec<F::Output>
-where
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = fs.into_iter().map(tokio::spawn).collect();
-    let mut out = Vec::with_capacity(handles.len());
-    for h in handles {
-        if let Ok(v) = h.await {
-            out.push(v);
+        // Ask everyone at once; decide as soon as the yes votes form a quorum (a voter
+        // that is cut off would otherwise hold the round for the whole timeout).
+        let (tx, mut rx) = tokio::sync::mpsc::channel(all.len().max(1));
+        let mut asked = 0;
+        for ask in asks {
+            let tx = tx.clone();
+            asked += 1;
+            tokio::spawn(async move {
+                let _ = tx.send(ask.await).await;
+            });
         }
+        drop(tx);
+        let mut yes: BTreeSet<NodeId> = BTreeSet::from([self.id]);
+        let won = |yes: &BTreeSet<NodeId>| {
+            voters
+                .iter()
+                .all(|c| c.iter().filter(|v| yes.contains(v)).count() * 2 > c.len())
+        };
+        for _ in 0..asked {
+            if won(&yes) {
+                break;
+            }
+            match rx.recv().await {
+                Some((v, Some(a))) if a.granted => {
+                    yes.insert(v);
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        tracing::debug!(id = self.id, ?yes, "pre-vote round");
+        won(&yes)
     }
-    out
 }
 
 fn seed(id: NodeId) -> u64 {

@@ -325,6 +325,22 @@ impl Node {
         }
     }
 
+    /// Routes `session`'s pushes to `conn` — only on the leader, and only for entries
+    /// after its log's current end. A follower, or a new leader still applying entries
+    /// of earlier terms, applies entries whose outputs the client may already have
+    /// seen; pushing them again could answer a later acquire with an old grant. (A leader
+    /// holds every committed entry, so what comes after its log's end is new.) Cost: a
+    /// metrics read and [`crate::state_machine::Hub::attach_from`].
+    fn attach(&self, session: SessionId, conn: u64, sink: &PushSink) {
+        let m = self.raft.metrics().borrow().clone();
+        if m.state == ServerState::Leader && m.current_leader == Some(self.id) {
+            let from = m.last_log_index.map_or(0, |i| i + 1);
+            self.shared
+                .hub
+                .attach_from(session, conn, sink.clone(), from);
+        }
+    }
+
     fn name(lock: &str) -> Result<LockName, ClientError> {
         LockName::new(lock).map_err(|e| ClientError::BadRequest(e.to_string()))
     }
@@ -368,7 +384,7 @@ impl Node {
                 let reply = self.write_op(op).await?;
                 if let Reply::Done { outputs, .. } = &reply {
                     for o in outputs {
-                        self.shared.hub.attach(o.session(), conn, sink.clone());
+                        self.attach(o.session(), conn, sink);
                     }
                 }
                 Ok(reply)
@@ -376,9 +392,7 @@ impl Node {
             Request::KeepAlive { session } => {
                 // A keep-alive also routes the session's pushes to this connection: after a
                 // reconnect the client's first keep-alive re-attaches it (no separate read).
-                self.shared
-                    .hub
-                    .attach(SessionId(session), conn, sink.clone());
+                self.attach(SessionId(session), conn, sink);
                 self.write(Input::KeepAlive {
                     session: SessionId(session),
                     request: None,
@@ -411,9 +425,7 @@ impl Node {
                         Wait::Until(Tick(now.saturating_add(ms)))
                     }
                 };
-                self.shared
-                    .hub
-                    .attach(SessionId(session), conn, sink.clone());
+                self.attach(SessionId(session), conn, sink);
                 self.write(Input::Acquire {
                     session: SessionId(session),
                     lock,
@@ -451,9 +463,7 @@ impl Node {
             }
             Request::Attach { session } => {
                 self.linearizable().await?;
-                self.shared
-                    .hub
-                    .attach(SessionId(session), conn, sink.clone());
+                self.attach(SessionId(session), conn, sink);
                 Ok(Reply::Attached)
             }
             Request::Holders { lock } => {

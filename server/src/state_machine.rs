@@ -113,7 +113,8 @@ impl PushSink {
 /// applied output (tests use it to check order and expiry).
 #[derive(Default)]
 pub struct Hub {
-    subs: Mutex<HashMap<u64, Vec<(u64, PushSink)>>>,
+    /// Per session: (connection, sink, first log index whose outputs it gets).
+    subs: Mutex<HashMap<u64, Vec<(u64, PushSink, u64)>>>,
     journal: Mutex<Option<Vec<(u64, Output)>>>,
 }
 
@@ -121,17 +122,24 @@ impl Hub {
     /// Registers `sink` (identified by `conn`) for the outputs naming `session`.
     /// Cost: O(attachments of that session).
     pub fn attach(&self, session: SessionId, conn: u64, sink: PushSink) {
+        self.attach_from(session, conn, sink, 0);
+    }
+
+    /// [`Hub::attach`] for the outputs of log entries from index `from` on only: a node
+    /// that applies older entries later (a new leader catching up) must not push them
+    /// again to a client that already saw them. Cost: as there.
+    pub fn attach_from(&self, session: SessionId, conn: u64, sink: PushSink, from: u64) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         let v = g.entry(session.0).or_default();
-        v.retain(|(c, _)| *c != conn);
-        v.push((conn, sink));
+        v.retain(|(c, _, _)| *c != conn);
+        v.push((conn, sink, from));
     }
 
     /// Removes every registration of connection `conn`. Cost: O(sessions attached).
     pub fn detach_conn(&self, conn: u64) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         g.retain(|_, v| {
-            v.retain(|(c, _)| *c != conn);
+            v.retain(|(c, _, _)| *c != conn);
             !v.is_empty()
         });
     }
@@ -162,11 +170,11 @@ impl Hub {
         }
     }
 
-    fn push(&self, o: &Output) {
+    fn push(&self, index: u64, o: &Output) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(v) = g.get_mut(&o.session().0) {
             // A sink that is gone or full is dropped (a full one closes its connection).
-            v.retain(|(_, s)| s.send(o.clone()));
+            v.retain(|(_, s, from)| index < *from || s.send(o.clone()));
         }
         if matches!(
             o,
@@ -532,7 +540,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                         self.shared.hub.record(index, &pushed);
                         self.shared.hub.record(index, &result.outputs);
                         for o in &pushed {
-                            self.shared.hub.push(o);
+                            self.shared.hub.push(index, o);
                         }
                         batch.push(result);
                     }

@@ -3,6 +3,8 @@
 //! checkers (the fenced-mutex model, token order).
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
