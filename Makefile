@@ -7,13 +7,14 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PORT ?= 8080
 
-.PHONY: help setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-demo test-verify fuzz bench cluster bench-cluster lint
+.PHONY: help setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-demo test-verify fuzz bench cluster bench-cluster lint test-partitions
 
 help:
 	@echo "make test   - install what is missing, then run every test"
 	@echo "make demo   - build and serve the browser demo (PORT=$(PORT))"
 	@echo "make bench  - run the benchmarks and regenerate BENCHMARKS.md"
 	@echo "make fuzz   - fuzz each target for longer (FUZZ_SECONDS=300)"
+	@echo "make test-partitions - the server's partition test, long form (PARTITION_SECONDS=480 of random faults)"
 
 setup:
 	@scripts/setup.sh
@@ -53,3 +54,7 @@ cluster:
 
 bench-cluster:
 	@scripts/bench-cluster.sh
+
+# The short form runs in `make test`; this adds PARTITION_SECONDS of seeded random faults.
+test-partitions:
+	@PARTITION_SECONDS=$${PARTITION_SECONDS:-480} scripts/test-partitions.sh
