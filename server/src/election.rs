@@ -177,10 +177,13 @@ impl Elector {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    // openraft's error types are large; their size is dictated by its API.
+    #[allow(clippy::result_large_err)]
     fn raft(&self) -> Result<&Raft, RaftError<NodeId>> {
-        self.raft.get().ok_or_else(|| {
-            RaftError::Fatal(openraft::error::Fatal::Stopped) // not bound yet: as if stopped
-        })
+        // Not bound yet: as if stopped.
+        self.raft
+            .get()
+            .ok_or(RaftError::Fatal(openraft::error::Fatal::Stopped))
     }
 
     /// True while this node is a leader that stepped back (no quorum within the election

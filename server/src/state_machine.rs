@@ -109,12 +109,15 @@ impl PushSink {
     }
 }
 
+/// One attachment: connection id, its sink, the first log index whose outputs it gets.
+type Sub = (u64, PushSink, u64);
+
 /// Routes applied outputs to attached sessions; optionally keeps a journal of every
 /// applied output (tests use it to check order and expiry).
 #[derive(Default)]
 pub struct Hub {
     /// Per session: (connection, sink, first log index whose outputs it gets).
-    subs: Mutex<HashMap<u64, Vec<(u64, PushSink, u64)>>>,
+    subs: Mutex<HashMap<u64, Vec<Sub>>>,
     journal: Mutex<Option<Vec<(u64, Output)>>>,
 }
 
