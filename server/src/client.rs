@@ -577,8 +577,21 @@ impl Session {
             }
             let epoch = self.client.epoch();
             if epoch != checked_epoch {
-                // Reconnected: pushes may have been missed. One linearizable check.
+                // Reconnected: pushes may have been missed. One linearizable check — of
+                // the queue first, then the holders: a grant between the two reads then
+                // shows in the second (holders first would miss it and report a wait that
+                // ended, leaving a granted lock behind).
                 checked_epoch = epoch;
+                let queued = self
+                    .client
+                    .waiters(lock)
+                    .await?
+                    .iter()
+                    .any(|w| w.session.0 == self.id);
+                if queued {
+                    // Still waiting; the re-attached connection gets the grant's push.
+                    continue;
+                }
                 if let Some(h) = self
                     .client
                     .holders(lock)
@@ -588,21 +601,12 @@ impl Session {
                 {
                     return Ok(Acquired::Granted(h.token));
                 }
-                let queued = self
-                    .client
-                    .waiters(lock)
-                    .await?
-                    .iter()
-                    .any(|w| w.session.0 == self.id);
-                if !queued {
-                    let alive = self.client.session_info(self.id).await?.is_some();
-                    return Ok(if alive {
-                        Acquired::TimedOut
-                    } else {
-                        Acquired::SessionLost
-                    });
-                }
-                continue;
+                let alive = self.client.session_info(self.id).await?.is_some();
+                return Ok(if alive {
+                    Acquired::TimedOut
+                } else {
+                    Acquired::SessionLost
+                });
             }
             // The connection died (a node restart, or the node cut it off for falling
             // behind on pushes): reconnect now rather than wait for the next request, so

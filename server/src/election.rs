@@ -26,7 +26,11 @@
 //!   ticks, and stops sending AppendEntries, so its followers stop hearing from it and
 //!   elect a leader that a majority can reach (one-way links included). openraft 0.9 has
 //!   no API to demote a leader; a stepped-back leader becomes a follower when the next
-//!   leader's higher term reaches it, and it grants pre-votes meanwhile.
+//!   leader's higher term reaches it, and it grants pre-votes meanwhile. If after twice
+//!   the election timeout no one has replaced it (the only reachable voter's log is
+//!   shorter than its own, so only it can lead), it *probes*: it replicates again (still
+//!   serving no client) and resumes once a quorum acknowledges a request sent since,
+//!   else it holds back again for another round.
 //! * **Credited time.** [`Elector::credited`] is this term's leader time that counts:
 //!   real time, except that time stands still from `quorum time + fresh` (fresh =
 //!   `election_min / 2`) until a quorum acknowledges again, and the gap is never counted
@@ -38,6 +42,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -126,8 +131,10 @@ struct State {
     voters: Vec<BTreeSet<NodeId>>,
     /// Term in which this node is leader, and since when.
     leading: Option<(u64, Instant)>,
-    /// Term in which this node stepped back (check-quorum failed).
-    stepped_back: Option<u64>,
+    /// Term in which this node stepped back (check-quorum failed), and since when.
+    stepped_back: Option<(u64, Instant)>,
+    /// A stepped-back leader probing whether a quorum hears it again: since when.
+    probing: Option<Instant>,
 }
 
 /// A node's election driver, check-quorum and credited time (see the module docs).
@@ -137,6 +144,8 @@ pub struct Elector {
     raft: OnceLock<Raft>,
     st: Mutex<State>,
     back_tx: watch::Sender<bool>,
+    /// The Raft network sends no AppendEntries / InstallSnapshot (stepped back, not probing).
+    muted: AtomicBool,
     // Keeps the channel open while no request is watching it.
     _back_rx: watch::Receiver<bool>,
 }
@@ -162,7 +171,9 @@ impl Elector {
                 voters: Vec::new(),
                 leading: None,
                 stepped_back: None,
+                probing: None,
             }),
+            muted: AtomicBool::new(false),
             back_tx,
             _back_rx,
         })
@@ -190,6 +201,19 @@ impl Elector {
     /// timeout): it must not serve clients. Cost: O(1).
     pub fn stepped_back(&self) -> bool {
         *self.back_tx.borrow()
+    }
+
+    /// True while this node's AppendEntries are held back (stepped back and not probing).
+    /// Cost: O(1).
+    pub fn muted(&self) -> bool {
+        self.muted.load(Ordering::Relaxed)
+    }
+
+    fn set_back(&self, st: &mut State, back: Option<(u64, Instant)>) {
+        st.stepped_back = back;
+        st.probing = None;
+        self.muted.store(back.is_some(), Ordering::Relaxed);
+        let _ = self.back_tx.send(back.is_some());
     }
 
     /// A receiver that turns true when this node steps back. Cost: O(1).
@@ -379,27 +403,49 @@ impl Elector {
                     let term = m.current_term;
                     if st.leading.map(|(t, _)| t) != Some(term) {
                         st.leading = Some((term, now));
-                        st.stepped_back = None;
-                        let _ = self.back_tx.send(false);
+                        self.set_back(&mut st, None);
                     }
-                    if st.stepped_back != Some(term) && !self_sufficient(self.id, &voters) {
-                        let since = match (st.acks.term == term, st.acks.q) {
-                            (true, Some(q)) => q.max(st.leading.map_or(now, |l| l.1)),
-                            _ => st.leading.map_or(now, |l| l.1),
-                        };
-                        // The maximum election timeout: by then the followers may elect
-                        // another leader (not before: they refuse votes for that long), so
-                        // stepping back earlier would only turn a stall into an outage.
-                        if now.saturating_duration_since(since) > self.timing.max() {
-                            st.stepped_back = Some(term);
-                            let _ = self.back_tx.send(true);
-                            tracing::warn!(term, "no quorum acknowledgement within the election timeout: leader steps back");
+                    let leading_since = st.leading.map_or(now, |l| l.1);
+                    let q = match (st.acks.term == term, st.acks.q) {
+                        (true, Some(q)) => Some(q),
+                        _ => None,
+                    };
+                    let max = self.timing.max();
+                    match (st.stepped_back, st.probing) {
+                        _ if self_sufficient(self.id, &voters) => {}
+                        (None, _) => {
+                            let since = q.map_or(leading_since, |q| q.max(leading_since));
+                            // The maximum election timeout: by then the followers may
+                            // elect another leader (not before: they refuse votes for that
+                            // long), so stepping back earlier would turn a stall into an
+                            // outage.
+                            if now.saturating_duration_since(since) > max {
+                                self.set_back(&mut st, Some((term, now)));
+                                tracing::warn!(term, "no quorum acknowledgement within the election timeout: leader steps back");
+                            }
+                        }
+                        // Still leader after twice the election timeout: no one replaced it
+                        // (a survivor with a shorter log cannot win, and openraft ignores
+                        // elect() on a leader). Probe: replicate again, still serving no
+                        // client, and resume if a quorum acknowledges.
+                        (Some((_, at)), None) => {
+                            if now.saturating_duration_since(at) > 2 * max {
+                                st.probing = Some(now);
+                                self.muted.store(false, Ordering::Relaxed);
+                            }
+                        }
+                        (Some(_), Some(p)) => {
+                            if q.is_some_and(|q| q >= p) {
+                                self.set_back(&mut st, None);
+                                tracing::info!(term, "a quorum acknowledges again: leader resumes");
+                            } else if now.saturating_duration_since(p) > max {
+                                self.set_back(&mut st, Some((term, now)));
+                            }
                         }
                     }
                 } else if st.leading.is_some() {
                     st.leading = None;
-                    st.stepped_back = None;
-                    let _ = self.back_tx.send(false);
+                    self.set_back(&mut st, None);
                 }
                 if leading && st.stepped_back.is_none() {
                     st.timer_reset = now;
@@ -569,7 +615,7 @@ impl<C: RaftNetwork<TypeConfig>> RaftNetwork<TypeConfig> for QuorumConn<C> {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
-        if self.elector.stepped_back() {
+        if self.elector.muted() {
             return Err(stepped_back_err());
         }
         let term = rpc.vote.leader_id().get_term();
@@ -594,7 +640,7 @@ impl<C: RaftNetwork<TypeConfig>> RaftNetwork<TypeConfig> for QuorumConn<C> {
         InstallSnapshotResponse<NodeId>,
         RPCError<NodeId, NodeAddr, RaftError<NodeId, InstallSnapshotError>>,
     > {
-        if self.elector.stepped_back() {
+        if self.elector.muted() {
             return Err(stepped_back_err());
         }
         let vote = rpc.vote;

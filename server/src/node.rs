@@ -332,9 +332,13 @@ impl Node {
     /// holds every committed entry, so what comes after its log's end is new.) Cost: a
     /// metrics read and [`crate::state_machine::Hub::attach_from`].
     fn attach(&self, session: SessionId, conn: u64, sink: &PushSink) {
-        let m = self.raft.metrics().borrow().clone();
-        if m.state == ServerState::Leader && m.current_leader == Some(self.id) {
-            let from = m.last_log_index.map_or(0, |i| i + 1);
+        let from = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            (m.state == ServerState::Leader && m.current_leader == Some(self.id))
+                .then(|| m.last_log_index.map_or(0, |i| i + 1))
+        };
+        if let Some(from) = from {
             self.shared
                 .hub
                 .attach_from(session, conn, sink.clone(), from);

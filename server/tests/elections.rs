@@ -189,3 +189,33 @@ async fn a_one_way_link_and_a_lost_leader_still_elect_the_node_that_can_lead() {
     }
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stepped_back_leader_with_the_longest_log_resumes_when_no_one_else_can_lead() {
+    let mut c = Cluster::start("elect-resume", 200).await;
+    let l = c.leader().await;
+    let fs = others(&c, l);
+    // One follower is down; the leader is cut off from the other and appends an entry
+    // that the other never gets: afterwards only the old leader can win an election.
+    c.kill(fs[1]).await;
+    let f = fs[0];
+    c.net.isolate(l);
+    let r = c.nodes[&l]
+        .propose(Input::OpenSession { ttl: 60_000 })
+        .await;
+    assert!(
+        matches!(r, Err(ClientError::NotLeader { .. })),
+        "an entry committed without a quorum: {r:?}"
+    );
+    assert!(c.nodes[&l].elector().stepped_back());
+    c.net.heal();
+    let healed = Instant::now();
+    let nl = serving_leader(&c, &[l, f], Duration::from_secs(8))
+        .await
+        .expect("no leader: the stepped-back leader never resumed");
+    assert_eq!(nl, l, "the follower with the shorter log won");
+    eprintln!("resumed {:?} after the heal", healed.elapsed());
+    c.boot(fs[1]).await;
+    c.converged().await;
+    c.shutdown().await;
+}
