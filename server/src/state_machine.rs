@@ -131,11 +131,14 @@ impl Hub {
     /// [`Hub::attach`] for the outputs of log entries from index `from` on only: a node
     /// that applies older entries later (a new leader catching up) must not push them
     /// again to a client that already saw them. Cost: as there.
+    /// Attaching a connection again keeps its earlier `from`: entries appended but not yet
+    /// applied may hold its outcome (a keep-alive must not skip a pending grant).
     pub fn attach_from(&self, session: SessionId, conn: u64, sink: PushSink, from: u64) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         let v = g.entry(session.0).or_default();
+        let earlier = v.iter().find(|(c, _, _)| *c == conn).map(|(_, _, f)| *f);
         v.retain(|(c, _, _)| *c != conn);
-        v.push((conn, sink, from));
+        v.push((conn, sink, earlier.map_or(from, |e| e.min(from))));
     }
 
     /// Removes every registration of connection `conn`. Cost: O(sessions attached).
@@ -601,5 +604,33 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: f.meta.clone(),
             snapshot: Box::new(Cursor::new(f.data.clone())),
         }))
+    }
+}
+
+#[cfg(test)]
+mod hub_tests {
+    use super::*;
+
+    #[test]
+    fn pushes_start_at_the_attach_index_and_a_reattach_keeps_the_earlier_one() {
+        let hub = Hub::default();
+        let s = SessionId(7);
+        let o = Output::WaitCancelled {
+            session: s,
+            lock: fencelock::LockName::new("x").expect("name"),
+        };
+        let (a, mut a_rx, _) = PushSink::new(8);
+        let (b, mut b_rx, _) = PushSink::new(8);
+        hub.attach_from(s, 1, a.clone(), 10);
+        // A keep-alive on the same connection while entry 15 is appended, not applied.
+        hub.attach_from(s, 1, a, 20);
+        hub.attach_from(s, 2, b, 20);
+        hub.push(5, &o); // older than either attachment: pushed by whoever applied it
+        hub.push(15, &o);
+        hub.push(25, &o);
+        let got =
+            |rx: &mut mpsc::Receiver<Output>| std::iter::from_fn(|| rx.try_recv().ok()).count();
+        assert_eq!(got(&mut a_rx), 2, "connection 1 gets entries 15 and 25");
+        assert_eq!(got(&mut b_rx), 1, "connection 2 gets entry 25 only");
     }
 }
