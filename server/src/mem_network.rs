@@ -1,6 +1,8 @@
 //! An in-process Raft network with faults you control, for tests (modelled on openraft's
-//! own test fixtures): nodes call each other's [`Raft`] handles directly; a link can be cut
-//! (isolate a node, split into partitions, heal), delayed, or lossy (seeded random drops of
+//! own test fixtures): nodes call each other's [`Elector`]s (the inbound side of each
+//! node's Raft) directly; a link can be cut
+//! (isolate a node, split into partitions, cut one way, lose one node's calls, heal),
+//! delayed, or lossy (seeded random drops of
 //! requests and replies). A cut link answers
 //! `Unreachable` — also for a reply that would cross it after the call was made, so a
 //! partition drops requests and responses alike.
