@@ -10,7 +10,7 @@ PORT ?= 8080
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: help install wheel install-cli setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-packages test-demo test-verify fuzz bench cluster bench-cluster lint
+.PHONY: help install wheel install-cli setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-packages test-demo test-verify fuzz bench cluster bench-cluster lint test-partitions
 
 help:
 	@echo "make test   - install what is missing, then run every test"
@@ -33,6 +33,7 @@ wheel:
 # The packages as a user installs them (also part of make test).
 test-packages:
 	@scripts/test-packages.sh
+	@echo "make test-partitions - the server's partition test, long form (PARTITION_SECONDS=480 of random faults)"
 
 setup:
 	@scripts/setup.sh
@@ -79,3 +80,7 @@ install-cli:
 	cargo build --release --locked -p fencelock-server --bin fencelock
 	install -d "$(DESTDIR)$(BINDIR)"
 	install -m 0755 "$$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/fencelock" "$(DESTDIR)$(BINDIR)/fencelock"
+
+# The short form runs in `make test`; this adds PARTITION_SECONDS of seeded random faults.
+test-partitions:
+	@PARTITION_SECONDS=$${PARTITION_SECONDS:-480} scripts/test-partitions.sh

@@ -10,7 +10,7 @@ step "Rust tests (core and workspace)"
 make --no-print-directory test-rust
 step "no_std build for a bare-metal target (thumbv7em-none-eabihf)"
 make --no-print-directory test-nostd
-for layer in ffi wasm packages demo verify server fence; do
+for layer in ffi wasm packages demo verify server partitions fence; do
   if [ -x "scripts/test-$layer.sh" ]; then
     step "$layer"
     "scripts/test-$layer.sh"

@@ -373,11 +373,15 @@ impl Client {
         if let Some(token) = self.inner.options.token.clone() {
             self.send(&conn, Request::Authenticate { token }).await?;
         }
-        // Re-attach sessions so their pushes come here now.
+        // Renew every session at once on the new connection — after a leader change this
+        // is the first chance to — which also re-attaches it (its pushes come here now).
         let sessions: Vec<(u64, SessionSecret)> =
             self.st().attached.iter().map(|(s, k)| (*s, *k)).collect();
         for (session, secret) in sessions {
-            match self.send(&conn, Request::Attach { session, secret }).await {
+            match self
+                .send(&conn, Request::KeepAlive { session, secret })
+                .await
+            {
                 Ok(_) => {}
                 // It ended while we were away: nothing to attach, and nothing to wait for.
                 Err(ClientError::Core(e)) if e.kind == "unknown_session" => self.lose(session),

@@ -11,7 +11,8 @@
 //!
 //! Layers, bottom up: [`log_store`] (durable Raft log and vote), [`state_machine`] (the
 //! core under openraft), [`proposer`] (concurrent requests batched into one entry),
-//! [`node`] (a node: Raft + the leader's logical clock + request handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
+//! [`election`] (pre-vote, leader stickiness, check-quorum and the quorum-credited time
+//! openraft 0.9 lacks), [`node`] (a node: Raft + the leader's logical clock + request handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
 //! [`mem_network`] (an in-process network with faults, for tests), [`client`]; for
 //! operators, [`ops`] (health, metrics, backup and restore over HTTP) and [`disk`] (a full
 //! disk stalls writes instead of killing the node).
@@ -21,6 +22,7 @@
 pub mod auth;
 pub mod client;
 pub mod disk;
+pub mod election;
 pub mod frame;
 pub mod log_store;
 pub mod membership;

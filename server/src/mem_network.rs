@@ -1,6 +1,8 @@
 //! An in-process Raft network with faults you control, for tests (modelled on openraft's
-//! own test fixtures): nodes call each other's [`Raft`] handles directly; a link can be cut
-//! (isolate a node, split into partitions, heal), delayed, or lossy (seeded random drops of
+//! own test fixtures): nodes call each other's [`Elector`]s (the inbound side of each
+//! node's Raft) directly; a link can be cut
+//! (isolate a node, split into partitions, cut one way, lose one node's calls, heal),
+//! delayed, or lossy (seeded random drops of
 //! requests and replies). A cut link answers
 //! `Unreachable` — also for a reply that would cross it after the call was made, so a
 //! partition drops requests and responses alike.
@@ -18,12 +20,15 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 
-use crate::types::{NodeAddr, NodeId, Raft, TypeConfig};
+use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
+use crate::types::{NodeAddr, NodeId, TypeConfig};
 
 #[derive(Default)]
 struct Inner {
-    nodes: HashMap<NodeId, Raft>,
+    nodes: HashMap<NodeId, Arc<Elector>>,
     cut: HashSet<(NodeId, NodeId)>,
+    /// Calls `from` makes to `to` are lost (answers `from` gives `to` still arrive).
+    calls_lost: HashSet<(NodeId, NodeId)>,
     delay_ms: u64,
     /// Per-million chance that a request, or its reply, is dropped.
     drop_ppm: u32,
@@ -42,9 +47,10 @@ impl MemNet {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a running node. Cost: O(1).
-    pub fn add(&self, id: NodeId, raft: Raft) {
-        self.lock().nodes.insert(id, raft);
+    /// Registers a running node by its elector ([`crate::node::Node::elector`]), which
+    /// receives its Raft RPCs. Cost: O(1).
+    pub fn add(&self, id: NodeId, node: Arc<Elector>) {
+        self.lock().nodes.insert(id, node);
     }
 
     /// Unregisters a node (it crashed): every call to it fails.
@@ -80,9 +86,24 @@ impl MemNet {
         }
     }
 
+    /// Cuts the link from `from` to `to` one way: every message `from` sends to `to` is
+    /// lost — its requests and its answers to `to`'s requests; `to`'s messages to `from`
+    /// still arrive.
+    pub fn cut_one_way(&self, from: NodeId, to: NodeId) {
+        self.lock().cut.insert((from, to));
+    }
+
+    /// Loses the calls (requests) `from` makes to `to`, as when the connections `from`
+    /// opens to `to` are cut: `to` still reaches `from` and hears its answers.
+    pub fn lose_calls(&self, from: NodeId, to: NodeId) {
+        self.lock().calls_lost.insert((from, to));
+    }
+
     /// Restores every link. Cost: O(links).
     pub fn heal(&self) {
-        self.lock().cut.clear();
+        let mut g = self.lock();
+        g.cut.clear();
+        g.calls_lost.clear();
     }
 
     /// Drops each request and each reply with probability `ppm` / 1 000 000, decided by a
@@ -118,7 +139,7 @@ impl MemNet {
         }
     }
 
-    fn route(&self, from: NodeId, to: NodeId) -> Result<(Raft, u64), Unreachable> {
+    fn route(&self, from: NodeId, to: NodeId) -> Result<(Arc<Elector>, u64), Unreachable> {
         let g = self.lock();
         if g.cut.contains(&(from, to)) {
             return Err(Unreachable::new(&io::Error::other(format!(
@@ -141,10 +162,15 @@ impl MemNet {
     ) -> Result<T, RPCError<NodeId, NodeAddr, E>>
     where
         E: std::error::Error,
-        F: FnOnce(Raft) -> Fut,
+        F: FnOnce(Arc<Elector>) -> Fut,
         Fut: std::future::Future<Output = Result<T, E>>,
     {
         let (raft, delay) = self.route(from, to).map_err(RPCError::Unreachable)?;
+        if self.lock().calls_lost.contains(&(from, to)) {
+            return Err(RPCError::Unreachable(Unreachable::new(&io::Error::other(
+                format!("calls {from}->{to} are lost"),
+            ))));
+        }
         if self.dropped() {
             return Err(RPCError::Unreachable(Unreachable::new(&io::Error::other(
                 "request dropped",
@@ -173,6 +199,7 @@ impl MemNet {
 }
 
 /// Creates [`MemConn`]s from one node.
+#[derive(Clone)]
 pub struct MemFactory {
     net: MemNet,
     from: NodeId,
@@ -187,6 +214,23 @@ impl RaftNetworkFactory<TypeConfig> for MemFactory {
             from: self.from,
             to: target,
         }
+    }
+}
+
+impl PreVoteNetwork for MemFactory {
+    async fn pre_vote(
+        &self,
+        target: NodeId,
+        _node: &NodeAddr,
+        req: PreVoteRequest,
+        timeout: Duration,
+    ) -> Option<PreVoteResponse> {
+        let call = self.net.call(self.from, target, |r| async move {
+            Ok::<_, io::Error>(r.pre_vote(&req))
+        });
+        let r: Result<PreVoteResponse, RPCError<NodeId, NodeAddr, io::Error>> =
+            tokio::time::timeout(timeout, call).await.ok()?;
+        r.ok()
     }
 }
 

@@ -4,6 +4,7 @@
 //! A garbage, truncated or oversized frame closes that connection (the client port first
 //! answers [`ServerFrame::Malformed`]); it never takes the node down.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,12 +21,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::{Grants, Tokens};
+use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
 use crate::frame::{self, MAX_CLIENT_FRAME, MAX_RAFT_FRAME};
 use crate::node::Node;
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame};
 use crate::state_machine::{PushSink, PUSH_BACKLOG};
 use crate::tls::{check_peer, node_name, NodeTls, HANDSHAKE_TIMEOUT};
-use crate::types::{NodeAddr, NodeId, Raft, TypeConfig};
+use crate::types::{NodeAddr, NodeId, TypeConfig};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
@@ -35,6 +37,7 @@ enum RaftReq {
     Append(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     Snapshot(InstallSnapshotRequest<TypeConfig>),
+    PreVote(PreVoteRequest),
 }
 
 /// A Raft RPC's answer on the wire.
@@ -43,13 +46,15 @@ enum RaftResp {
     Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    PreVote(PreVoteResponse),
 }
 
-/// Serves Raft RPCs on `listener` for `raft`, one task per connection, until the process
+/// Serves Raft RPCs (and pre-votes) on `listener` for the node whose [`Elector`] is
+/// `elector` ([`crate::node::Node::elector`]), one task per connection, until the process
 /// ends. Requests on one connection are answered in order. Errors: none (a bad peer only
 /// loses its connection).
-pub async fn serve_raft(listener: TcpListener, raft: Raft) {
-    serve_raft_with(listener, raft, None).await
+pub async fn serve_raft(listener: TcpListener, elector: Arc<Elector>) {
+    serve_raft_with(listener, elector, None).await
 }
 
 /// [`serve_raft`] over mutual TLS when `tls` is given ([`crate::tls`]): a peer must
@@ -57,14 +62,14 @@ pub async fn serve_raft(listener: TcpListener, raft: Raft) {
 /// certificate names the node the request says it comes from and that node is a member
 /// ([`crate::tls::check_peer`]); otherwise the connection is closed unanswered. Errors:
 /// none (a bad peer only loses its connection).
-pub async fn serve_raft_with(listener: TcpListener, raft: Raft, tls: Option<NodeTls>) {
+pub async fn serve_raft_with(listener: TcpListener, elector: Arc<Elector>, tls: Option<NodeTls>) {
     loop {
         let Ok((sock, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         let _ = sock.set_nodelay(true);
-        let raft = raft.clone();
+        let raft = elector.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
             let Some(tls) = tls else {
@@ -91,6 +96,7 @@ fn sender(req: &RaftReq) -> Option<NodeId> {
         RaftReq::Append(x) => &x.vote,
         RaftReq::Vote(x) => &x.vote,
         RaftReq::Snapshot(x) => &x.vote,
+        RaftReq::PreVote(x) => return Some(x.candidate),
     };
     vote.leader_id().voted_for()
 }
@@ -98,7 +104,7 @@ fn sender(req: &RaftReq) -> Option<NodeId> {
 /// Serves one peer connection's Raft requests in order. With `cert` (mutual TLS), a
 /// request is served only if [`check_peer`] allows its sender; the first that is not
 /// ends the connection unanswered.
-async fn raft_conn<R, W>(r: R, w: W, raft: Raft, cert: Option<CertificateDer<'static>>)
+async fn raft_conn<R, W>(r: R, w: W, raft: Arc<Elector>, cert: Option<CertificateDer<'static>>)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -108,10 +114,10 @@ where
     while let Ok(Some(req)) = frame::read::<_, RaftReq>(&mut r, MAX_RAFT_FRAME).await {
         if let Some(cert) = &cert {
             let from = sender(&req);
-            if let Err(e) = from
-                .ok_or_else(|| "no sender".to_string())
-                .and_then(|id| check_peer(&raft, cert, id))
-            {
+            if let Err(e) = from.ok_or_else(|| "no sender".to_string()).and_then(|id| {
+                let r = raft.bound_raft().ok_or("not started yet")?;
+                check_peer(r, cert, id)
+            }) {
                 tracing::warn!("refused a Raft request from node {from:?}: {e}");
                 break;
             }
@@ -120,6 +126,7 @@ where
             RaftReq::Append(x) => RaftResp::Append(raft.append_entries(x).await),
             RaftReq::Vote(x) => RaftResp::Vote(raft.vote(x).await),
             RaftReq::Snapshot(x) => RaftResp::Snapshot(raft.install_snapshot(x).await),
+            RaftReq::PreVote(x) => RaftResp::PreVote(raft.pre_vote(&x)),
         };
         if frame::write(&mut w, &resp).await.is_err() {
             break;
@@ -141,18 +148,38 @@ pub fn loopback_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
     Ok(a)
 }
 
-/// Opens plain-TCP Raft connections by the target's `raft` address (loopback addresses
-/// only: a member added with another address is unreachable, never dialled). See
-/// [`TlsNetwork`] for anything else.
+/// Opens Raft connections by the target's `raft` address (loopback addresses only: a
+/// member added with another address is unreachable, never dialled), or by this node's
+/// own override for that target ([`TcpNetwork::dial_via`]: a fault-injecting proxy in the
+/// partition tests).
 #[derive(Clone, Default)]
-pub struct TcpNetwork;
+pub struct TcpNetwork {
+    dial: Arc<BTreeMap<NodeId, String>>,
+}
+
+impl TcpNetwork {
+    /// A network that dials `dial[id]` instead of node `id`'s `raft` address (the others
+    /// as usual). Only loopback overrides are ever dialled. Cost: O(1).
+    pub fn dial_via(dial: BTreeMap<NodeId, String>) -> TcpNetwork {
+        TcpNetwork {
+            dial: Arc::new(dial),
+        }
+    }
+
+    fn addr_of(&self, target: NodeId, node: &NodeAddr) -> String {
+        self.dial
+            .get(&target)
+            .cloned()
+            .unwrap_or_else(|| node.raft.clone())
+    }
+}
 
 impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
     type Network = TcpConn;
 
-    async fn new_client(&mut self, _target: NodeId, node: &NodeAddr) -> TcpConn {
+    async fn new_client(&mut self, target: NodeId, node: &NodeAddr) -> TcpConn {
         TcpConn {
-            addr: node.raft.clone(),
+            addr: self.addr_of(target, node),
             tls: None,
             conn: None,
         }
@@ -175,6 +202,56 @@ impl RaftNetworkFactory<TypeConfig> for TlsNetwork {
             tls: name.map(|n| (self.0.dial.clone(), n)),
             conn: None,
         }
+    }
+}
+
+impl PreVoteNetwork for TlsNetwork {
+    /// A pre-vote on a mutual-TLS connection of its own (elections are rare), dropped
+    /// afterwards.
+    async fn pre_vote(
+        &self,
+        target: NodeId,
+        node: &NodeAddr,
+        req: PreVoteRequest,
+        timeout: Duration,
+    ) -> Option<PreVoteResponse> {
+        let name = ServerName::try_from(node_name(target)).ok()?;
+        let c = TcpConn {
+            addr: node.raft.clone(),
+            tls: Some((self.0.dial.clone(), name)),
+            conn: None,
+        };
+        pre_vote_on(c, req, timeout).await
+    }
+}
+
+impl PreVoteNetwork for TcpNetwork {
+    /// A pre-vote on a connection of its own (elections are rare), dropped afterwards.
+    async fn pre_vote(
+        &self,
+        target: NodeId,
+        node: &NodeAddr,
+        req: PreVoteRequest,
+        timeout: Duration,
+    ) -> Option<PreVoteResponse> {
+        let c = TcpConn {
+            addr: self.addr_of(target, node),
+            tls: None,
+            conn: None,
+        };
+        pre_vote_on(c, req, timeout).await
+    }
+}
+
+/// One pre-vote over `c`; `None` without an answer within `timeout`.
+async fn pre_vote_on(
+    mut c: TcpConn,
+    req: PreVoteRequest,
+    timeout: Duration,
+) -> Option<PreVoteResponse> {
+    match c.call(RaftReq::PreVote(req), timeout).await {
+        Ok(RaftResp::PreVote(r)) => Some(r),
+        _ => None,
     }
 }
 

@@ -16,6 +16,16 @@
 //! backwards (it restarts from the applied state's `now`) and never runs faster than the
 //! leader's monotonic clock, so a client's [`fencelock::SessionKeeper`] (counting from
 //! the send time of its last acknowledged keep-alive) is always conservative.
+//!
+//! # Time without a quorum
+//!
+//! The clock does not run on the leader's wall clock but on its *credited* time
+//! ([`crate::election::Elector::credited`]): time stands still from the moment the leader's
+//! latest quorum acknowledgement is more than `election_min / 2` old until a quorum
+//! acknowledges again, and that gap is never made up. A leader without a quorum within the
+//! election timeout steps back (check-quorum: no stamps, no ticks, no client requests). So
+//! time during which no quorum was reachable expires no session, while a stamp still never
+//! runs ahead of the leader's monotonic clock.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
@@ -32,6 +42,7 @@ use tokio::task::JoinHandle;
 
 use crate::auth::SessionSecret;
 use crate::disk::DiskHealth;
+use crate::election::{ElectionTiming, Elector, PreVoteNetwork};
 use crate::log_store::LogStore;
 use crate::ops::NodeStats;
 use crate::proposer::Proposer;
@@ -107,25 +118,35 @@ impl NodeConfig {
 struct ClockState {
     term: u64,
     since: Option<Instant>,
-    anchor: Option<(Instant, u64)>,
+    /// (credited time of the term at the anchor, logical time at the anchor)
+    anchor: Option<(Duration, u64)>,
 }
 
-/// The leader's logical clock (see the module docs).
-#[derive(Default)]
+/// The leader's logical clock (see the module docs): runs on the term's credited time.
 pub struct LeaderClock {
     st: Mutex<ClockState>,
+    elector: Arc<Elector>,
 }
 
 impl LeaderClock {
+    fn new(elector: Arc<Elector>) -> LeaderClock {
+        LeaderClock {
+            st: Mutex::new(ClockState::default()),
+            elector,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The stamp for a proposal now: `Some` only on an anchored leader. Cost: O(1).
+    /// The stamp for a proposal now: `Some` only on an anchored leader. It stands still
+    /// while the leader has no fresh quorum acknowledgement. Cost: O(1).
     pub fn stamp(&self) -> Option<u64> {
-        self.lock()
-            .anchor
-            .map(|(at, logical)| logical + at.elapsed().as_millis() as u64)
+        let c = self.lock();
+        let (at, logical) = c.anchor?;
+        let credited = self.elector.credited(c.term).unwrap_or(at);
+        Some(logical + credited.saturating_sub(at).as_millis() as u64)
     }
 }
 
@@ -142,11 +163,13 @@ pub struct Node {
     /// Refusals and connections, for `/metrics`.
     pub stats: NodeStats,
     clock: Arc<LeaderClock>,
+    elector: Arc<Elector>,
     config: NodeConfig,
     proposer: Proposer,
     ticker: JoinHandle<()>,
     proposer_task: JoinHandle<()>,
     prober: JoinHandle<()>,
+    elector_task: JoinHandle<()>,
     conn_ids: AtomicU64,
     /// Per connection: the sessions opened through it (pruned of ended ones when
     /// checked) and opens in flight. An entry lives as long as its connection's guard.
@@ -177,14 +200,16 @@ impl Drop for Connection {
 }
 
 impl Node {
-    /// Opens the node's storage in `config.dir` and starts openraft over `network`.
+    /// Opens the node's storage in `config.dir` and starts openraft over `network`, with
+    /// elections driven by this node's pre-vote round and check-quorum (see
+    /// [`crate::election`]; openraft's own election timer is off).
     ///
     /// Errors: I/O errors opening the log or the snapshot; a damaged log, or a corrupt
     /// snapshot over a compacted log (`InvalidData`, naming the file: see
     /// [`StateMachine::open_checked`]); openraft start-up errors.
     pub async fn start<N>(config: NodeConfig, network: N) -> io::Result<Arc<Node>>
     where
-        N: RaftNetworkFactory<TypeConfig>,
+        N: RaftNetworkFactory<TypeConfig> + PreVoteNetwork,
     {
         let log = LogStore::open(&config.dir)?;
         let (mut sm, shared) =
@@ -197,6 +222,8 @@ impl Node {
             election_timeout_max: config.election_ms.1,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(config.snapshot_logs),
             max_in_snapshot_log_to_keep: config.snapshot_logs / 4,
+            // Elections are started by the Elector after a won pre-vote.
+            enable_elect: false,
             ..Default::default()
         };
         let raft_config = Arc::new(
@@ -204,10 +231,25 @@ impl Node {
                 .validate()
                 .map_err(|e| io::Error::other(e.to_string()))?,
         );
-        let raft = Raft::new(config.id, raft_config, network, log.clone(), sm)
-            .await
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        let clock = Arc::new(LeaderClock::default());
+        let elector = Elector::new(
+            config.id,
+            ElectionTiming {
+                heartbeat_ms: config.heartbeat_ms,
+                election_ms: config.election_ms,
+            },
+        );
+        let raft = Raft::new(
+            config.id,
+            raft_config,
+            elector.network(network.clone()),
+            log.clone(),
+            sm,
+        )
+        .await
+        .map_err(|e| io::Error::other(e.to_string()))?;
+        elector.set_raft(raft.clone());
+        let elector_task = tokio::spawn(elector.clone().run(network));
+        let clock = Arc::new(LeaderClock::new(elector.clone()));
         let (proposer, proposer_task) = Proposer::start(raft.clone(), log.clone(), clock.clone());
         let ticker = tokio::spawn(run_ticker(
             config.id,
@@ -225,11 +267,13 @@ impl Node {
             log,
             stats: NodeStats::default(),
             clock,
+            elector,
             config,
             proposer,
             ticker,
             proposer_task,
             prober,
+            elector_task,
             conn_ids: AtomicU64::new(1),
             conn_sessions: Arc::default(),
         }))
@@ -257,12 +301,19 @@ impl Node {
         self.ticker.abort();
         self.proposer_task.abort();
         self.prober.abort();
+        self.elector_task.abort();
         if tokio::time::timeout(SHUTDOWN_WAIT, self.raft.shutdown())
             .await
             .is_err()
         {
             tracing::warn!(node = self.id, "raft did not stop within {SHUTDOWN_WAIT:?} (a write waiting for disk space?); leaving it");
         }
+    }
+
+    /// This node's election driver: the inbound Raft RPCs of every transport go through
+    /// it (pre-vote, stickiness, hearing from the leader). Cost: O(1).
+    pub fn elector(&self) -> &Arc<Elector> {
+        &self.elector
     }
 
     /// The leader's current stamp (`None` unless this node is an anchored leader).
@@ -372,11 +423,16 @@ impl Node {
                 self.config.dir.display()
             )));
         }
+        let mut back = self.elector.watch_stepped_back();
         let fut = self.proposer.propose(op);
-        match tokio::time::timeout(Duration::from_millis(self.config.request_timeout_ms), fut).await
-        {
-            Err(_) => Err(ClientError::Unavailable("commit timed out".into())),
-            Ok(r) => r,
+        let limit = Duration::from_millis(self.config.request_timeout_ms);
+        tokio::select! {
+            r = tokio::time::timeout(limit, fut) => match r {
+                Err(_) => Err(ClientError::Unavailable("commit timed out".into())),
+                Ok(r) => r,
+            },
+            // Check-quorum: fail at once instead of at the request timeout.
+            _ = back.wait_for(|b| *b) => Err(stepped_back()),
         }
     }
 
@@ -386,9 +442,14 @@ impl Node {
     ///
     /// Errors: `NotLeader`, `Unavailable` on timeout.
     pub async fn linearizable(&self) -> Result<(), ClientError> {
+        let mut back = self.elector.watch_stepped_back();
         let fut = self.raft.ensure_linearizable();
-        match tokio::time::timeout(Duration::from_millis(self.config.request_timeout_ms), fut).await
-        {
+        let limit = Duration::from_millis(self.config.request_timeout_ms);
+        let r = tokio::select! {
+            r = tokio::time::timeout(limit, fut) => r,
+            _ = back.wait_for(|b| *b) => return Err(stepped_back()),
+        };
+        match r {
             Err(_) => Err(ClientError::Unavailable(
                 "read confirmation timed out".into(),
             )),
@@ -401,6 +462,26 @@ impl Node {
                 Err(ClientError::NotLeader { leader: addr })
             }
             Ok(Err(e)) => Err(ClientError::Unavailable(e.to_string())),
+        }
+    }
+
+    /// Routes `session`'s pushes to `conn` — only on the leader, and only for entries
+    /// after its log's current end. A follower, or a new leader still applying entries
+    /// of earlier terms, applies entries whose outputs the client may already have
+    /// seen; pushing them again could answer a later acquire with an old grant. (A leader
+    /// holds every committed entry, so what comes after its log's end is new.) Cost: a
+    /// metrics read and [`crate::state_machine::Hub::attach_from`].
+    fn attach(&self, session: SessionId, conn: u64, sink: &PushSink) {
+        let from = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            (m.state == ServerState::Leader && m.current_leader == Some(self.id))
+                .then(|| m.last_log_index.map_or(0, |i| i + 1))
+        };
+        if let Some(from) = from {
+            self.shared
+                .hub
+                .attach_from(session, conn, sink.clone(), from);
         }
     }
 
@@ -471,6 +552,10 @@ impl Node {
     }
 
     async fn serve(&self, req: Request, conn: u64, sink: &PushSink) -> Result<Reply, ClientError> {
+        // Check-quorum: a leader that stepped back serves nothing until it leads again.
+        if self.elector.stepped_back() {
+            return Err(stepped_back());
+        }
         match req {
             Request::Open { ttl_ms, key } => {
                 if let Some(max) = self.config.max_ttl_ms.filter(|m| ttl_ms > *m) {
@@ -499,12 +584,25 @@ impl Node {
                 reply
             }
             Request::KeepAlive { session, secret } => {
+                // A keep-alive also routes the session's pushes to this connection: after a
+                // reconnect the client's first keep-alive re-attaches it (no separate read).
+                // Attached before the write only when the credential is known good here;
+                // otherwise once the state machine accepted it.
+                let sid = SessionId(session);
+                let early = self.owns_locally(sid, &secret);
+                if early {
+                    self.attach(sid, conn, sink);
+                }
                 let input = Input::KeepAlive {
                     now: STAMPED_AT_APPLY,
-                    session: SessionId(session),
+                    session: sid,
                     request: None,
                 };
-                self.write(input, secret).await
+                let reply = self.write(input, secret).await?;
+                if !early {
+                    self.shared.hub.attach(sid, conn, sink.clone());
+                }
+                Ok(reply)
             }
             Request::Close {
                 session,
@@ -544,7 +642,7 @@ impl Node {
                 let sid = SessionId(session);
                 let early = self.owns_locally(sid, &secret);
                 if early {
-                    self.shared.hub.attach(sid, conn, sink.clone());
+                    self.attach(sid, conn, sink);
                 }
                 let input = Input::Acquire {
                     now: STAMPED_AT_APPLY,
@@ -605,7 +703,7 @@ impl Node {
                     if !g.owners.is_owner(sid, &secret) {
                         return Err(ClientError::NotOwner { session });
                     }
-                    self.shared.hub.attach(sid, conn, sink.clone());
+                    self.attach(sid, conn, sink);
                 }
                 Ok(Reply::Attached)
             }
@@ -784,6 +882,11 @@ async fn run_prober(disk: Arc<DiskHealth>) {
     }
 }
 
+/// What a stepped-back leader answers: not the leader (it knows no better one).
+fn stepped_back() -> ClientError {
+    ClientError::NotLeader { leader: None }
+}
+
 async fn run_ticker(
     id: NodeId,
     raft: Raft,
@@ -797,6 +900,10 @@ async fn run_ticker(
         iv.tick().await;
         let m = raft.metrics().borrow().clone();
         let leading = m.state == ServerState::Leader && m.current_leader == Some(id);
+        if leading && clock.elector.stepped_back() {
+            // Check-quorum failed: no ticks for the rest of this term.
+            continue;
+        }
         if !leading {
             *clock.lock() = ClockState::default();
             continue;
@@ -825,9 +932,10 @@ async fn run_ticker(
                 continue;
             }
             let logical = shared.state().svc.now().0;
+            let credited = clock.elector.credited(m.current_term).unwrap_or_default();
             let mut c = clock.lock();
             if c.term == m.current_term && c.anchor.is_none() {
-                c.anchor = Some((Instant::now(), logical));
+                c.anchor = Some((credited, logical));
             }
             continue;
         }

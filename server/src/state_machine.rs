@@ -129,11 +129,15 @@ impl PushSink {
     }
 }
 
+/// One attachment: connection id, its sink, the first log index whose outputs it gets.
+type Sub = (u64, PushSink, u64);
+
 /// Routes applied outputs to attached sessions; optionally keeps a journal of every
 /// applied output (tests use it to check order and expiry).
 #[derive(Default)]
 pub struct Hub {
-    subs: Mutex<HashMap<u64, Vec<(u64, PushSink)>>>,
+    /// Per session: (connection, sink, first log index whose outputs it gets).
+    subs: Mutex<HashMap<u64, Vec<Sub>>>,
     journal: Mutex<Option<Vec<(u64, Output)>>>,
 }
 
@@ -141,17 +145,27 @@ impl Hub {
     /// Registers `sink` (identified by `conn`) for the outputs naming `session`.
     /// Cost: O(attachments of that session).
     pub fn attach(&self, session: SessionId, conn: u64, sink: PushSink) {
+        self.attach_from(session, conn, sink, 0);
+    }
+
+    /// [`Hub::attach`] for the outputs of log entries from index `from` on only: a node
+    /// that applies older entries later (a new leader catching up) must not push them
+    /// again to a client that already saw them. Cost: as there.
+    /// Attaching a connection again keeps its earlier `from`: entries appended but not yet
+    /// applied may hold its outcome (a keep-alive must not skip a pending grant).
+    pub fn attach_from(&self, session: SessionId, conn: u64, sink: PushSink, from: u64) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         let v = g.entry(session.0).or_default();
-        v.retain(|(c, _)| *c != conn);
-        v.push((conn, sink));
+        let earlier = v.iter().find(|(c, _, _)| *c == conn).map(|(_, _, f)| *f);
+        v.retain(|(c, _, _)| *c != conn);
+        v.push((conn, sink, earlier.map_or(from, |e| e.min(from))));
     }
 
     /// Removes every registration of connection `conn`. Cost: O(sessions attached).
     pub fn detach_conn(&self, conn: u64) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         g.retain(|_, v| {
-            v.retain(|(c, _)| *c != conn);
+            v.retain(|(c, _, _)| *c != conn);
             !v.is_empty()
         });
     }
@@ -182,11 +196,11 @@ impl Hub {
         }
     }
 
-    fn push(&self, o: &Output) {
+    fn push(&self, index: u64, o: &Output) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(v) = g.get_mut(&o.session().0) {
             // A sink that is gone or full is dropped (a full one closes its connection).
-            v.retain(|(_, s)| s.send(o.clone()));
+            v.retain(|(_, s, from)| index < *from || s.send(o.clone()));
         }
         if matches!(o, Output::SessionExpired { .. }) {
             g.remove(&o.session().0);
@@ -994,7 +1008,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                         );
                         self.shared.hub.record(index, &events);
                         for o in &events {
-                            self.shared.hub.push(o);
+                            self.shared.hub.push(index, o);
                         }
                         if let (Some(s), Ok(Reply::Closed)) = (closed, &result.reply) {
                             self.shared.hub.forget(s);
@@ -1162,5 +1176,33 @@ mod tests {
         let e = read_snap_file(&path, &config).err().expect("refused");
         assert!(e.to_string().contains("header says"), "{e}");
         fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod hub_tests {
+    use super::*;
+
+    #[test]
+    fn pushes_start_at_the_attach_index_and_a_reattach_keeps_the_earlier_one() {
+        let hub = Hub::default();
+        let s = SessionId(7);
+        let o = Output::WaitTimedOut {
+            session: s,
+            lock: fencelock::LockName::new("x").expect("name"),
+        };
+        let (a, mut a_rx, _) = PushSink::new(8);
+        let (b, mut b_rx, _) = PushSink::new(8);
+        hub.attach_from(s, 1, a.clone(), 10);
+        // A keep-alive on the same connection while entry 15 is appended, not applied.
+        hub.attach_from(s, 1, a, 20);
+        hub.attach_from(s, 2, b, 20);
+        hub.push(5, &o); // older than either attachment: pushed by whoever applied it
+        hub.push(15, &o);
+        hub.push(25, &o);
+        let got =
+            |rx: &mut mpsc::Receiver<Output>| std::iter::from_fn(|| rx.try_recv().ok()).count();
+        assert_eq!(got(&mut a_rx), 2, "connection 1 gets entries 15 and 25");
+        assert_eq!(got(&mut b_rx), 1, "connection 2 gets entry 25 only");
     }
 }

@@ -251,7 +251,7 @@ async fn single_node(
     cfg.grace_ms = 0;
     f(&mut cfg);
     let node = Node::start(cfg, net.factory(1)).await.unwrap();
-    net.add(1, node.raft.clone());
+    net.add(1, node.elector().clone());
     let addr = NodeAddr {
         raft: "mem:1".into(),
         client: "mem:1".into(),
@@ -546,7 +546,7 @@ async fn a_node_that_cannot_write_refuses_writes_and_recovers_by_itself() {
     cfg.loopback_members = false;
     cfg.grace_ms = 0;
     let node = Node::start(cfg, net.factory(1)).await.unwrap();
-    net.add(1, node.raft.clone());
+    net.add(1, node.elector().clone());
     let addr = serve(node.clone()).await;
     let init = {
         let node = node.clone();

@@ -59,8 +59,8 @@ async fn start_with(name: &str, policy: ClientPolicy) -> Tcp {
     for (i, (r, c)) in listeners.into_iter().enumerate() {
         let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
         cfg.grace_ms = 200;
-        let node = Node::start(cfg, TcpNetwork).await.unwrap();
-        tokio::spawn(serve_raft(r, node.raft.clone()));
+        let node = Node::start(cfg, TcpNetwork::default()).await.unwrap();
+        tokio::spawn(serve_raft(r, node.elector().clone()));
         tokio::spawn(serve_clients_with(c, node.clone(), policy.clone()));
         nodes.push(node);
     }
@@ -734,7 +734,11 @@ async fn start_tls(name: &str) -> TlsCluster {
         cfg.grace_ms = 200;
         cfg.loopback_members = false;
         let node = Node::start(cfg, TlsNetwork(tls.clone())).await.unwrap();
-        tokio::spawn(serve_raft_with(r, node.raft.clone(), Some(tls.clone())));
+        tokio::spawn(serve_raft_with(
+            r,
+            node.elector().clone(),
+            Some(tls.clone()),
+        ));
         let mut policy = tokens();
         policy.tls = Some(tls.clients.clone());
         tokio::spawn(serve_clients_with(c, node.clone(), policy));

@@ -45,8 +45,8 @@ async fn start() -> Tcp {
     for (i, (r, c)) in listeners.into_iter().enumerate() {
         let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
         cfg.grace_ms = 200;
-        let node = Node::start(cfg, TcpNetwork).await.unwrap();
-        tokio::spawn(serve_raft(r, node.raft.clone()));
+        let node = Node::start(cfg, TcpNetwork::default()).await.unwrap();
+        tokio::spawn(serve_raft(r, node.elector().clone()));
         tokio::spawn(serve_clients(c, node.clone()));
         nodes.push(node);
     }
@@ -284,7 +284,7 @@ async fn opening_a_session_without_a_leader_does_not_spin() {
     let base = common::temp_dir("noleader");
     let c = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = c.local_addr().unwrap().to_string();
-    let node = Node::start(NodeConfig::new(1, base.join("n1")), TcpNetwork)
+    let node = Node::start(NodeConfig::new(1, base.join("n1")), TcpNetwork::default())
         .await
         .unwrap();
     let before = node.next_conn_id();

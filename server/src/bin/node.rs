@@ -104,6 +104,11 @@ struct Args {
     /// it every client may do everything, membership changes included.
     #[arg(long)]
     tokens: Option<PathBuf>,
+    /// ID=ADDR: dial node ID's Raft port at ADDR instead of its member address (a
+    /// loopback proxy between this node and that one, as the partition tests use).
+    /// Plain TCP only (with --insecure-plaintext).
+    #[arg(long = "dial")]
+    dial: Vec<String>,
 }
 
 #[derive(clap::Subcommand)]
@@ -250,6 +255,15 @@ fn loopback(addr: &str) -> Result<SocketAddr, String> {
     loopback_addr(addr)
 }
 
+fn parse_dial(s: &str) -> Result<(u64, String), String> {
+    let (id, addr) = s.split_once('=').ok_or("dial must be ID=ADDR")?;
+    loopback(addr)?;
+    Ok((
+        id.parse().map_err(|e| format!("bad id {id}: {e}"))?,
+        addr.to_string(),
+    ))
+}
+
 /// `addr` as a socket address (`IP:port`); a loopback one unless `any_host` (TLS on).
 fn socket_addr(addr: &str, any_host: bool) -> Result<SocketAddr, String> {
     if any_host {
@@ -389,12 +403,20 @@ async fn run(args: Args) -> Result<(), String> {
     config.election_ms = (args.election_ms, 2 * args.election_ms);
     // Members off loopback are allowed (and dialled) only over TLS.
     config.loopback_members = !any_host;
+    let dial: BTreeMap<u64, String> = args
+        .dial
+        .iter()
+        .map(|d| parse_dial(d))
+        .collect::<Result<_, _>>()?;
+    if tls.is_some() && !dial.is_empty() {
+        return Err("--dial is for plain-TCP test clusters (--insecure-plaintext) only".into());
+    }
     let node = match &tls {
         Some(t) => Node::start(config, TlsNetwork(t.clone())).await,
-        None => Node::start(config, TcpNetwork).await,
+        None => Node::start(config, TcpNetwork::dial_via(dial)).await,
     }
     .map_err(|e| format!("starting on {}: {e}", dir.display()))?;
-    let raft_task = tokio::spawn(serve_raft_with(raft_l, node.raft.clone(), tls.clone()));
+    let raft_task = tokio::spawn(serve_raft_with(raft_l, node.elector().clone(), tls.clone()));
     let policy = ClientPolicy {
         tls: tls.map(|t| t.clients),
         tokens,
@@ -477,6 +499,12 @@ mod tests {
         assert!(parse_peer("2=127.0.0.1:7202", false).is_err());
         assert!(parse_peer("2=192.168.0.1:7202/127.0.0.1:7102", false).is_err());
         assert!(parse_peer("x=127.0.0.1:7202/127.0.0.1:7102", false).is_err());
+        assert_eq!(
+            parse_dial("2=127.0.0.1:9000"),
+            Ok((2, "127.0.0.1:9000".to_string()))
+        );
+        assert!(parse_dial("2=10.0.0.1:9000").is_err());
+        assert!(parse_dial("127.0.0.1:9000").is_err());
     }
 
     #[test]

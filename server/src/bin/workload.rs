@@ -4,8 +4,11 @@
 //! write), release — and logs every operation with a wall-clock timestamp, one line each:
 //!
 //! ```text
-//! <unix nanos> <thread> inv_acq | ok_acq <token> | inv_rel | ok_rel | lost | write <token> ok|stale | indet
+//! <unix nanos> <thread> inv_acq | ok_acq <token> | inv_rel | ok_rel | lost | write <token> ok|stale | indet [- error] | sess_lost | unsafe
 //! ```
+//! `sess_lost`: the service ended the session (it expired) while the worker waited for a
+//! grant; `unsafe`: the lease guard said the lease was no longer safe, so the worker skipped
+//! its writes (keep-alives had failed for `ttl - margin`).
 //! A thread is one session (a worker opens a new one after losing one), so each thread
 //! has at most one operation in flight, as a linearizability checker needs.
 
@@ -122,14 +125,17 @@ async fn main() {
                 .await
             {
                 Ok(Acquired::Granted(t)) => t.0,
-                Ok(_) => {
+                Ok(got) => {
                     // With a wait forever, anything but a grant means the session ended
                     // (a hold that ended meanwhile counts as not taken: it wrote nothing).
                     log.ev(thread, "indet");
+                    if got == Acquired::SessionLost {
+                        log.ev(thread, "sess_lost");
+                    }
                     continue 'sessions;
                 }
-                Err(_) => {
-                    log.ev(thread, "indet");
+                Err(e) => {
+                    log.ev(thread, &format!("indet - {e}"));
                     let _ = session.close().await;
                     continue 'sessions;
                 }
@@ -137,6 +143,7 @@ async fn main() {
             log.ev(thread, &format!("ok_acq {token}"));
             for _ in 0..3 {
                 if !guard.may_act() {
+                    log.ev(thread, "unsafe");
                     break;
                 }
                 // "Work" between the lease check and the write: a pause here is the
@@ -160,8 +167,8 @@ async fn main() {
                     let _ = session.close().await;
                     continue 'sessions;
                 }
-                Err(_) => {
-                    log.ev(thread, "indet");
+                Err(e) => {
+                    log.ev(thread, &format!("indet - {e}"));
                     let _ = session.close().await;
                     continue 'sessions;
                 }

@@ -83,7 +83,7 @@ impl Cluster {
             .await
             .expect("node starts");
         node.shared.hub.enable_journal();
-        self.net.add(id, node.raft.clone());
+        self.net.add(id, node.elector().clone());
         self.nodes.insert(id, node);
     }
 

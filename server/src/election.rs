@@ -1,0 +1,737 @@
+//! Elections that do not disrupt a healthy leader, and a leader that knows when it has lost
+//! its quorum (built around openraft 0.9, which has neither pre-vote nor check-quorum).
+//!
+//! * **Pre-vote** (Raft dissertation §9.6, etcd's `PreVote`). openraft's own election timer
+//!   is off (`Config::enable_elect = false`); [`Elector::run`] drives elections instead.
+//!   When a voter has heard from no leader for its randomized election timeout it first
+//!   asks the other voters, over this crate's own RPC ([`PreVoteRequest`]), whether they
+//!   *would* vote for it. A voter says yes only if its last log id is not newer than the
+//!   candidate's and it has heard from no live leader for the maximum election timeout
+//!   (the leader lease openraft's `handle_vote_req` applies to a real vote, so a won
+//!   pre-vote is not refused by the lease afterwards). Only with a yes from a majority of
+//!   every voter configuration does the node call `raft.trigger().elect()`, which raises
+//!   its term. A node that cannot win — cut off, or with a stale log — never raises its
+//!   term, so when it comes back it cannot force the healthy leader to step down.
+//! * **Leader stickiness** (dissertation §4.2.3). A real `RequestVote` is refused while
+//!   this node is a leader with a fresh quorum; on followers openraft's lease (no vote
+//!   within the maximum election timeout of hearing from the leader) does the same.
+//! * **Check-quorum** (etcd's `CheckQuorum`). Every AppendEntries a leader sends goes
+//!   through [`QuorumNetwork`], which records, per follower, the send time of the latest
+//!   request that follower accepted. The *quorum time* is the latest instant such that a
+//!   majority of every voter configuration (this node counting as always fresh) accepted a
+//!   request sent at or after it. A leader whose quorum time is older than the maximum
+//!   election timeout (when its followers may elect another leader) **steps back** for the
+//!   rest of its term: it answers clients
+//!   `NotLeader` at once (and fails requests in flight), stops stamping time and proposing
+//!   ticks, and stops sending AppendEntries, so its followers stop hearing from it and
+//!   elect a leader that a majority can reach (one-way links included). openraft 0.9 has
+//!   no API to demote a leader; a stepped-back leader becomes a follower when the next
+//!   leader's higher term reaches it, and it grants pre-votes meanwhile. If after twice
+//!   the election timeout no one has replaced it (the only reachable voter's log is
+//!   shorter than its own, so only it can lead), it *probes*: it replicates again (still
+//!   serving no client) and resumes once a quorum acknowledges a request sent since,
+//!   else it holds back again for another round.
+//! * **Credited time.** [`Elector::credited`] is this term's leader time that counts:
+//!   real time, except that time stands still from `quorum time + fresh` (fresh =
+//!   `election_min / 2`) until a quorum acknowledges again, and the gap is never counted
+//!   later. The leader's logical clock ([`crate::node::LeaderClock`]) runs on it, so time
+//!   during which no quorum could be reached expires no session.
+//!
+//! Cost: one map update per AppendEntries answer, one pre-vote round (a request to each
+//! voter) per election attempt, a metrics read every 20 ms.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::ServerState;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::types::{LogId, NodeAddr, NodeId, Raft, TypeConfig};
+
+/// "Would you vote for me?" — asked before an election; changes nothing on the receiver.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreVoteRequest {
+    /// The asking node.
+    pub candidate: NodeId,
+    /// The candidate's last log id.
+    pub last_log_id: Option<LogId>,
+}
+
+/// The answer to a [`PreVoteRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreVoteResponse {
+    /// True if the receiver would grant a real vote now.
+    pub granted: bool,
+}
+
+/// The transport of pre-votes (the Raft transport of each network implements it).
+pub trait PreVoteNetwork: Clone + Send + Sync + 'static {
+    /// Asks `target` (at `node`) for a pre-vote; `None` if no answer came within
+    /// `timeout`. Cost: one request/response.
+    fn pre_vote(
+        &self,
+        target: NodeId,
+        node: &NodeAddr,
+        req: PreVoteRequest,
+        timeout: Duration,
+    ) -> impl Future<Output = Option<PreVoteResponse>> + Send;
+}
+
+/// Election timing (from [`crate::node::NodeConfig`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ElectionTiming {
+    /// Heartbeat interval (ms).
+    pub heartbeat_ms: u64,
+    /// Election timeout range (ms).
+    pub election_ms: (u64, u64),
+}
+
+impl ElectionTiming {
+    fn min(&self) -> Duration {
+        Duration::from_millis(self.election_ms.0)
+    }
+    fn max(&self) -> Duration {
+        Duration::from_millis(self.election_ms.1.max(self.election_ms.0))
+    }
+    /// How long after the quorum time the leader's time still counts.
+    fn fresh(&self) -> Duration {
+        Duration::from_millis(self.election_ms.0 / 2)
+    }
+}
+
+/// What a leader knows about its followers' acknowledgements in one term.
+struct Acks {
+    term: u64,
+    per_peer: BTreeMap<NodeId, Instant>,
+    /// The quorum time (see the module docs).
+    q: Option<Instant>,
+    /// `q` when credited time started (the first quorum acknowledgement of the term).
+    t0: Option<Instant>,
+    /// Time between `t0` and `q + fresh` that is not credited (quorum gaps).
+    gaps: Duration,
+}
+
+struct State {
+    /// Last accepted AppendEntries / InstallSnapshot from a leader.
+    heard_leader: Option<Instant>,
+    /// When this node's election timer was last reset.
+    timer_reset: Instant,
+    acks: Acks,
+    /// Voter configurations (one, or two during a joint change).
+    voters: Vec<BTreeSet<NodeId>>,
+    /// Term in which this node is leader, and since when.
+    leading: Option<(u64, Instant)>,
+    /// Term in which this node stepped back (check-quorum failed), and since when.
+    stepped_back: Option<(u64, Instant)>,
+    /// A stepped-back leader probing whether a quorum hears it again: since when.
+    probing: Option<Instant>,
+}
+
+/// A node's election driver, check-quorum and credited time (see the module docs).
+pub struct Elector {
+    id: NodeId,
+    timing: ElectionTiming,
+    raft: OnceLock<Raft>,
+    st: Mutex<State>,
+    back_tx: watch::Sender<bool>,
+    /// The Raft network sends no AppendEntries / InstallSnapshot (stepped back, not probing).
+    muted: AtomicBool,
+    // Keeps the channel open while no request is watching it.
+    _back_rx: watch::Receiver<bool>,
+}
+
+impl Elector {
+    /// A new elector for node `id`. Cost: O(1).
+    pub fn new(id: NodeId, timing: ElectionTiming) -> Arc<Elector> {
+        let (back_tx, _back_rx) = watch::channel(false);
+        Arc::new(Elector {
+            id,
+            timing,
+            raft: OnceLock::new(),
+            st: Mutex::new(State {
+                heard_leader: None,
+                timer_reset: Instant::now(),
+                acks: Acks {
+                    term: 0,
+                    per_peer: BTreeMap::new(),
+                    q: None,
+                    t0: None,
+                    gaps: Duration::ZERO,
+                },
+                voters: Vec::new(),
+                leading: None,
+                stepped_back: None,
+                probing: None,
+            }),
+            muted: AtomicBool::new(false),
+            back_tx,
+            _back_rx,
+        })
+    }
+
+    /// Binds the elector to its Raft (once, right after `Raft::new`).
+    pub(crate) fn set_raft(&self, raft: Raft) {
+        let _ = self.raft.set(raft);
+    }
+
+    /// The Raft this elector is bound to (`None` before [`crate::node::Node::start`]
+    /// bound it): for checks on inbound RPCs such as membership. Cost: O(1).
+    pub fn bound_raft(&self) -> Option<&Raft> {
+        self.raft.get()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    // openraft's error types are large; their size is dictated by its API.
+    #[allow(clippy::result_large_err)]
+    fn raft(&self) -> Result<&Raft, RaftError<NodeId>> {
+        // Not bound yet: as if stopped.
+        self.raft
+            .get()
+            .ok_or(RaftError::Fatal(openraft::error::Fatal::Stopped))
+    }
+
+    /// True while this node is a leader that stepped back (no quorum within the election
+    /// timeout): it must not serve clients. Cost: O(1).
+    pub fn stepped_back(&self) -> bool {
+        *self.back_tx.borrow()
+    }
+
+    /// True while this node's AppendEntries are held back (stepped back and not probing).
+    /// Cost: O(1).
+    pub fn muted(&self) -> bool {
+        self.muted.load(Ordering::Relaxed)
+    }
+
+    fn set_back(&self, st: &mut State, back: Option<(u64, Instant)>) {
+        st.stepped_back = back;
+        st.probing = None;
+        self.muted.store(back.is_some(), Ordering::Relaxed);
+        let _ = self.back_tx.send(back.is_some());
+    }
+
+    /// A receiver that turns true when this node steps back. Cost: O(1).
+    pub fn watch_stepped_back(&self) -> watch::Receiver<bool> {
+        self.back_tx.subscribe()
+    }
+
+    /// This term's credited leader time (see the module docs), or `None` if `term` is not
+    /// the term whose acknowledgements are tracked. Cost: O(1).
+    pub fn credited(&self, term: u64) -> Option<Duration> {
+        let st = self.lock();
+        let a = &st.acks;
+        if a.term != term {
+            return None;
+        }
+        if self_sufficient(self.id, &st.voters) {
+            let (_, since) = st.leading?;
+            return Some(since.elapsed());
+        }
+        let (Some(q), Some(t0)) = (a.q, a.t0) else {
+            return Some(Duration::ZERO);
+        };
+        let until = Instant::now().min(q + self.timing.fresh());
+        Some(until.saturating_duration_since(t0).saturating_sub(a.gaps))
+    }
+
+    /// Records that `peer` accepted a request of `term` sent at `sent`. Cost: O(voters).
+    fn acked(&self, peer: NodeId, term: u64, sent: Instant) {
+        let fresh = self.timing.fresh();
+        let mut st = self.lock();
+        let st = &mut *st;
+        let a = &mut st.acks;
+        if term < a.term {
+            return;
+        }
+        if term > a.term {
+            *a = Acks {
+                term,
+                per_peer: BTreeMap::new(),
+                q: None,
+                t0: None,
+                gaps: Duration::ZERO,
+            };
+        }
+        let e = a.per_peer.entry(peer).or_insert(sent);
+        *e = (*e).max(sent);
+        let Some(q_new) = quorum_time(self.id, &st.voters, &a.per_peer) else {
+            return;
+        };
+        match a.q {
+            None => {
+                a.q = Some(q_new);
+                a.t0 = Some(q_new);
+            }
+            Some(q_old) if q_new > q_old => {
+                if q_new > q_old + fresh {
+                    a.gaps += q_new - (q_old + fresh);
+                }
+                a.q = Some(q_new);
+            }
+            Some(_) => {}
+        }
+    }
+
+    fn heard_leader_within(&self, d: Duration) -> bool {
+        self.lock().heard_leader.is_some_and(|t| t.elapsed() < d)
+    }
+
+    fn leading_fresh(&self) -> bool {
+        self.lock().leading.is_some() && !self.stepped_back()
+    }
+
+    fn note_leader(&self) {
+        let now = Instant::now();
+        let mut st = self.lock();
+        st.heard_leader = Some(now);
+        st.timer_reset = now;
+    }
+
+    /// Handles an incoming AppendEntries (every transport calls this, not openraft
+    /// directly): an accepted one counts as hearing from the leader.
+    ///
+    /// Errors: openraft's.
+    pub async fn append_entries(
+        &self,
+        req: AppendEntriesRequest<TypeConfig>,
+    ) -> Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
+        let r = self.raft()?.append_entries(req).await;
+        if matches!(
+            r,
+            Ok(AppendEntriesResponse::Success
+                | AppendEntriesResponse::PartialSuccess(_)
+                | AppendEntriesResponse::Conflict)
+        ) {
+            self.note_leader();
+        }
+        r
+    }
+
+    /// Handles an incoming InstallSnapshot (as [`Elector::append_entries`]).
+    ///
+    /// Errors: openraft's.
+    pub async fn install_snapshot(
+        &self,
+        req: InstallSnapshotRequest<TypeConfig>,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
+        let vote = req.vote;
+        let raft = self
+            .raft
+            .get()
+            .ok_or(RaftError::Fatal(openraft::error::Fatal::Stopped))?;
+        let r = raft.install_snapshot(req).await;
+        if matches!(&r, Ok(resp) if resp.vote == vote) {
+            self.note_leader();
+        }
+        r
+    }
+
+    /// Handles an incoming RequestVote: refused while this node leads with a fresh
+    /// quorum (stickiness), else openraft decides (its lease refuses it within the maximum
+    /// election timeout of hearing from a leader). A granted vote restarts the election
+    /// timer.
+    ///
+    /// Errors: openraft's.
+    pub async fn vote(
+        &self,
+        req: VoteRequest<NodeId>,
+    ) -> Result<VoteResponse<NodeId>, RaftError<NodeId>> {
+        let raft = self.raft()?;
+        if self.leading_fresh() {
+            let m = raft.metrics().borrow().clone();
+            let last = raft.data_metrics().borrow().last_log;
+            return Ok(VoteResponse::new(m.vote, last, false));
+        }
+        let r = raft.vote(req).await;
+        if matches!(&r, Ok(v) if v.vote_granted) {
+            self.lock().timer_reset = Instant::now();
+        }
+        r
+    }
+
+    /// Answers a pre-vote (changes nothing). Cost: O(1).
+    pub fn pre_vote(&self, req: &PreVoteRequest) -> PreVoteResponse {
+        let Some(raft) = self.raft.get() else {
+            return PreVoteResponse { granted: false };
+        };
+        let mine = raft.data_metrics().borrow().last_log;
+        let live_leader = self.leading_fresh() || self.heard_leader_within(self.timing.max());
+        let granted = !live_leader && req.last_log_id >= mine;
+        tracing::debug!(?req, granted, "pre-vote");
+        PreVoteResponse { granted }
+    }
+
+    /// Wraps `net` so that AppendEntries answers feed check-quorum and a stepped-back
+    /// leader sends nothing. Cost: O(1).
+    pub fn network<N>(self: &Arc<Self>, net: N) -> QuorumNetwork<N> {
+        QuorumNetwork {
+            inner: net,
+            elector: self.clone(),
+        }
+    }
+
+    /// The election driver and the check-quorum watchdog; runs until the task is aborted.
+    /// Every 20 ms: a leader checks its quorum time; any other voter whose randomized
+    /// election timeout has passed without a leader runs a pre-vote round and, with a
+    /// majority, starts an election.
+    pub async fn run<P: PreVoteNetwork>(self: Arc<Self>, net: P) {
+        let mut rng = seed(self.id);
+        let mut timeout = self.draw(&mut rng);
+        let mut iv = tokio::time::interval(Duration::from_millis(20));
+        iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            iv.tick().await;
+            let Some(raft) = self.raft.get() else {
+                continue;
+            };
+            let m = raft.metrics().borrow().clone();
+            let voters: Vec<BTreeSet<NodeId>> =
+                m.membership_config.membership().get_joint_config().clone();
+            let is_voter = voters.iter().any(|c| c.contains(&self.id));
+            let leading = m.state == ServerState::Leader && m.current_leader == Some(self.id);
+            let now = Instant::now();
+            let expired = {
+                let mut st = self.lock();
+                st.voters = voters.clone();
+                if leading {
+                    let term = m.current_term;
+                    if st.leading.map(|(t, _)| t) != Some(term) {
+                        st.leading = Some((term, now));
+                        self.set_back(&mut st, None);
+                    }
+                    let leading_since = st.leading.map_or(now, |l| l.1);
+                    let q = match (st.acks.term == term, st.acks.q) {
+                        (true, Some(q)) => Some(q),
+                        _ => None,
+                    };
+                    let max = self.timing.max();
+                    match (st.stepped_back, st.probing) {
+                        _ if self_sufficient(self.id, &voters) => {}
+                        (None, _) => {
+                            let since = q.map_or(leading_since, |q| q.max(leading_since));
+                            // The maximum election timeout: by then the followers may
+                            // elect another leader (not before: they refuse votes for that
+                            // long), so stepping back earlier would turn a stall into an
+                            // outage.
+                            if now.saturating_duration_since(since) > max {
+                                self.set_back(&mut st, Some((term, now)));
+                                tracing::warn!(term, "no quorum acknowledgement within the election timeout: leader steps back");
+                            }
+                        }
+                        // Still leader after twice the election timeout: no one replaced it
+                        // (a survivor with a shorter log cannot win, and openraft ignores
+                        // elect() on a leader). Probe: replicate again, still serving no
+                        // client, and resume if a quorum acknowledges.
+                        (Some((_, at)), None) => {
+                            if now.saturating_duration_since(at) > 2 * max {
+                                st.probing = Some(now);
+                                self.muted.store(false, Ordering::Relaxed);
+                            }
+                        }
+                        (Some(_), Some(p)) => {
+                            if q.is_some_and(|q| q >= p) {
+                                self.set_back(&mut st, None);
+                                tracing::info!(term, "a quorum acknowledges again: leader resumes");
+                            } else if now.saturating_duration_since(p) > max {
+                                self.set_back(&mut st, Some((term, now)));
+                            }
+                        }
+                    }
+                } else if st.leading.is_some() {
+                    st.leading = None;
+                    self.set_back(&mut st, None);
+                }
+                if leading && st.stepped_back.is_none() {
+                    st.timer_reset = now;
+                }
+                let last = st
+                    .timer_reset
+                    .max(st.heard_leader.unwrap_or(st.timer_reset));
+                is_voter && now.saturating_duration_since(last) >= timeout
+            };
+            if !expired {
+                continue;
+            }
+            // A leader (stepped back or not) cannot campaign: openraft ignores elect() on a
+            // leader. It waits for the next leader's term.
+            if !leading && self.pre_vote_round(raft, &net, &voters).await {
+                tracing::info!(id = self.id, "pre-vote won: starting an election");
+                let _ = raft.trigger().elect().await;
+            }
+            self.lock().timer_reset = Instant::now();
+            timeout = self.draw(&mut rng);
+        }
+    }
+
+    /// A randomized election timeout in `[max, 2 max - min)`: openraft refuses a vote
+    /// within `max` of hearing from the leader (its lease), and so do pre-votes, so an
+    /// earlier attempt could only fail.
+    fn draw(&self, rng: &mut u64) -> Duration {
+        let (min, max) = (
+            self.timing.election_ms.0,
+            self.timing.election_ms.1.max(self.timing.election_ms.0),
+        );
+        let (lo, hi) = (max, 2 * max - min);
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        Duration::from_millis(lo + *rng % (hi.saturating_sub(lo)).max(1))
+    }
+
+    async fn pre_vote_round<P: PreVoteNetwork>(
+        &self,
+        raft: &Raft,
+        net: &P,
+        voters: &[BTreeSet<NodeId>],
+    ) -> bool {
+        let m = raft.metrics().borrow().clone();
+        let req = PreVoteRequest {
+            candidate: self.id,
+            last_log_id: raft.data_metrics().borrow().last_log,
+        };
+        let all: BTreeSet<NodeId> = voters.iter().flatten().copied().collect();
+        let asks = all.iter().filter(|&&v| v != self.id).filter_map(|&v| {
+            let node = m.membership_config.membership().get_node(&v)?.clone();
+            let (net, req) = (net.clone(), req.clone());
+            let wait = self.timing.min();
+            Some(async move { (v, net.pre_vote(v, &node, req, wait).await) })
+        });
+        // Ask everyone at once; decide as soon as the yes votes form a quorum (a voter
+        // that is cut off would otherwise hold the round for the whole timeout).
+        let (tx, mut rx) = tokio::sync::mpsc::channel(all.len().max(1));
+        let mut asked = 0;
+        for ask in asks {
+            let tx = tx.clone();
+            asked += 1;
+            tokio::spawn(async move {
+                let _ = tx.send(ask.await).await;
+            });
+        }
+        drop(tx);
+        let mut yes: BTreeSet<NodeId> = BTreeSet::from([self.id]);
+        let won = |yes: &BTreeSet<NodeId>| {
+            voters
+                .iter()
+                .all(|c| c.iter().filter(|v| yes.contains(v)).count() * 2 > c.len())
+        };
+        for _ in 0..asked {
+            if won(&yes) {
+                break;
+            }
+            match rx.recv().await {
+                Some((v, Some(a))) if a.granted => {
+                    yes.insert(v);
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        tracing::debug!(id = self.id, ?yes, "pre-vote round");
+        won(&yes)
+    }
+}
+
+fn seed(id: NodeId) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(id);
+    h.finish() | 1
+}
+
+/// True if this node alone is a majority of every configuration (a one-node cluster).
+fn self_sufficient(me: NodeId, voters: &[BTreeSet<NodeId>]) -> bool {
+    !voters.is_empty() && voters.iter().all(|c| c.contains(&me) && c.len() == 1)
+}
+
+/// The quorum time: the latest instant such that a majority of every configuration
+/// accepted a request sent at or after it (`me` counts as always fresh). `None` until
+/// every configuration has such a majority.
+fn quorum_time(
+    me: NodeId,
+    voters: &[BTreeSet<NodeId>],
+    acks: &BTreeMap<NodeId, Instant>,
+) -> Option<Instant> {
+    let mut q: Option<Instant> = None;
+    for c in voters {
+        let need = c.len() / 2 + 1 - usize::from(c.contains(&me));
+        if need == 0 {
+            continue;
+        }
+        let mut times: Vec<Instant> = c
+            .iter()
+            .filter(|v| **v != me)
+            .filter_map(|v| acks.get(v).copied())
+            .collect();
+        if times.len() < need {
+            return None;
+        }
+        times.sort_unstable_by(|a, b| b.cmp(a));
+        let t = times[need - 1];
+        q = Some(q.map_or(t, |x| x.min(t)));
+    }
+    q
+}
+
+/// The Raft network wrapped for check-quorum (see the module docs).
+pub struct QuorumNetwork<N> {
+    inner: N,
+    elector: Arc<Elector>,
+}
+
+impl<N: RaftNetworkFactory<TypeConfig>> RaftNetworkFactory<TypeConfig> for QuorumNetwork<N> {
+    type Network = QuorumConn<N::Network>;
+
+    async fn new_client(&mut self, target: NodeId, node: &NodeAddr) -> Self::Network {
+        QuorumConn {
+            inner: self.inner.new_client(target, node).await,
+            target,
+            elector: self.elector.clone(),
+        }
+    }
+}
+
+/// One connection of a [`QuorumNetwork`].
+pub struct QuorumConn<C> {
+    inner: C,
+    target: NodeId,
+    elector: Arc<Elector>,
+}
+
+fn stepped_back_err<E: std::error::Error>() -> RPCError<NodeId, NodeAddr, E> {
+    RPCError::Unreachable(Unreachable::new(&std::io::Error::other(
+        "leader stepped back (no quorum): not replicating",
+    )))
+}
+
+impl<C: RaftNetwork<TypeConfig>> RaftNetwork<TypeConfig> for QuorumConn<C> {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
+        if self.elector.muted() {
+            return Err(stepped_back_err());
+        }
+        let term = rpc.vote.leader_id().get_term();
+        let sent = Instant::now();
+        let r = self.inner.append_entries(rpc, option).await;
+        if matches!(
+            r,
+            Ok(AppendEntriesResponse::Success
+                | AppendEntriesResponse::PartialSuccess(_)
+                | AppendEntriesResponse::Conflict)
+        ) {
+            self.elector.acked(self.target, term, sent);
+        }
+        r
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, NodeAddr, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        if self.elector.muted() {
+            return Err(stepped_back_err());
+        }
+        let vote = rpc.vote;
+        let sent = Instant::now();
+        let r = self.inner.install_snapshot(rpc, option).await;
+        if matches!(&r, Ok(resp) if resp.vote == vote) {
+            self.elector
+                .acked(self.target, vote.leader_id().get_term(), sent);
+        }
+        r
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
+        self.inner.vote(rpc, option).await
+    }
+
+    fn backoff(&self) -> openraft::network::Backoff {
+        self.inner.backoff()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ids: &[NodeId]) -> BTreeSet<NodeId> {
+        ids.iter().copied().collect()
+    }
+
+    #[test]
+    fn quorum_time_is_the_majority_th_freshest_acknowledgement() {
+        let t = Instant::now();
+        let ms = |n| t + Duration::from_millis(n);
+        let voters = vec![set(&[1, 2, 3])];
+        let mut acks = BTreeMap::new();
+        assert_eq!(quorum_time(1, &voters, &acks), None);
+        acks.insert(2, ms(10));
+        assert_eq!(quorum_time(1, &voters, &acks), Some(ms(10)));
+        acks.insert(3, ms(30));
+        assert_eq!(quorum_time(1, &voters, &acks), Some(ms(30)));
+        // Five voters: the leader and the two freshest followers.
+        let voters = vec![set(&[1, 2, 3, 4, 5])];
+        acks.insert(4, ms(20));
+        assert_eq!(quorum_time(1, &voters, &acks), Some(ms(20)));
+        // Joint configurations: the older of the two quorum times.
+        let voters = vec![set(&[1, 2, 3]), set(&[3, 4, 5])];
+        assert_eq!(quorum_time(1, &voters, &acks), Some(ms(20)));
+        assert!(self_sufficient(1, &[set(&[1])]));
+        assert!(!self_sufficient(1, &[set(&[1, 2])]));
+    }
+
+    #[test]
+    fn time_without_a_quorum_is_not_credited() {
+        let e = Elector::new(
+            1,
+            ElectionTiming {
+                heartbeat_ms: 50,
+                election_ms: (300, 600),
+            },
+        );
+        e.lock().voters = vec![set(&[1, 2, 3])];
+        let t = Instant::now() - Duration::from_secs(10);
+        let ms = |n| t + Duration::from_millis(n);
+        e.acked(2, 5, ms(0));
+        assert_eq!(e.credited(4), None, "another term");
+        // Acks every 50 ms up to 1 s: all credited.
+        for i in 1..=20 {
+            e.acked(2, 5, ms(i * 50));
+        }
+        // Then nothing for 3 s; then acks again at 4 s and 4.05 s.
+        e.acked(3, 5, ms(4000));
+        e.acked(2, 5, ms(4050));
+        // Credited: 0..1000 plus the 150 ms of freshness after it, then 4000..4050 plus
+        // its 150 ms of freshness; nothing since (no acknowledgement for ~6 s).
+        let c = e.credited(5).unwrap().as_millis() as i64;
+        let expect = 1000 + 150 + 200;
+        assert!((c - expect).abs() < 50, "credited {c}, expected ~{expect}");
+        // Stale acknowledgements and older terms change nothing.
+        e.acked(2, 5, ms(100));
+        e.acked(3, 4, ms(9000));
+        let c2 = e.credited(5).unwrap().as_millis() as i64;
+        assert!(c2 >= c && c2 - c < 50);
+    }
+}

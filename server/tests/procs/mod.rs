@@ -1,0 +1,500 @@
+//! The parts of the process-level tests shared by `blackbox.rs` and `partitions.rs`: real
+//! `fencelock-node` processes on loopback, a FenceGate-protected resource, and the history
+//! checkers (the fenced-mutex model, token order).
+#![allow(dead_code)]
+
+pub mod proxy;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fencelock::{FenceGate, GateRow, Token};
+use fencelock_server::frame;
+use fencelock_server::protocol::{ClientFrame, Reply, Request, ServerFrame};
+use stateright::semantics::{ConsistencyTester, LinearizabilityTester, SequentialSpec};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+pub const NODE: &str = env!("CARGO_BIN_EXE_fencelock-node");
+pub const WORKLOAD: &str = env!("CARGO_BIN_EXE_fencelock-workload");
+
+/// A loopback port that is free now, drawn from 20000–31999 (below Linux's ephemeral range
+/// 32768–60999, so no outgoing connection takes it before the node binds it) and never handed
+/// out twice in this process.
+pub fn free_port() -> u16 {
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut x = (nanos ^ (u64::from(std::process::id()) << 32)) | 1;
+    for _ in 0..1000 {
+        // xorshift: a cheap pseudo-random walk over the range
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let port = 20_000 + (x % 12_000) as u16;
+        if given.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
+            return port;
+        }
+    }
+    panic!("no free loopback port in 20000-31999 after 1000 tries")
+}
+
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub peers: Vec<String>,
+    pub clients: Vec<String>,
+    pub procs: HashMap<u64, Child>,
+    /// Extra command-line arguments per node id.
+    pub extra: HashMap<u64, Vec<String>>,
+}
+
+impl Cluster {
+    /// Picks free ports and starts nodes 1-3 (node 1 with `--init`).
+    pub fn start(dir: &Path) -> Cluster {
+        let mut c = Cluster::prepare(dir);
+        for id in 1..=3 {
+            c.spawn(id);
+        }
+        c
+    }
+
+    /// Picks free ports for nodes 1-3 without starting them.
+    pub fn prepare(dir: &Path) -> Cluster {
+        let mut peers = Vec::new();
+        let mut clients = Vec::new();
+        for id in 1..=3 {
+            let (r, c) = (free_port(), free_port());
+            peers.push(format!("{id}=127.0.0.1:{r}/127.0.0.1:{c}"));
+            clients.push(format!("127.0.0.1:{c}"));
+        }
+        Cluster {
+            dir: dir.to_path_buf(),
+            peers,
+            clients,
+            procs: HashMap::new(),
+            extra: HashMap::new(),
+        }
+    }
+
+    /// Starts node `id` (again) with its data directory and log under `dir`.
+    pub fn spawn(&mut self, id: u64) {
+        let mut cmd = Command::new(NODE);
+        cmd.arg("--id")
+            .arg(id.to_string())
+            .arg("--dir")
+            .arg(self.dir.join(format!("n{id}")));
+        for p in &self.peers {
+            cmd.arg("--peer").arg(p);
+        }
+        // The workload's client speaks plain TCP; TLS and tokens are tested in security.rs.
+        cmd.arg("--insecure-plaintext");
+        if id == 1 {
+            cmd.arg("--init");
+        }
+        cmd.args(self.extra.get(&id).cloned().unwrap_or_default());
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("n{id}.log")))
+            .expect("node log");
+        cmd.stdout(Stdio::null()).stderr(log);
+        self.procs.insert(id, cmd.spawn().expect("node starts"));
+    }
+
+    /// SIGKILL node `id` and reap it.
+    pub fn kill9(&mut self, id: u64) {
+        if let Some(mut p) = self.procs.remove(&id) {
+            let _ = p.kill(); // SIGKILL
+            let _ = p.wait();
+        }
+    }
+
+    /// Asks each node; the one that serves a linearizable read is the leader. Returns it
+    /// and the holders of the workload's lock.
+    pub async fn leader(&self) -> Option<(u64, Vec<fencelock::Holder>)> {
+        for (i, addr) in self.clients.iter().enumerate() {
+            let Ok(Ok(mut s)) =
+                tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await
+            else {
+                continue;
+            };
+            let req = ClientFrame {
+                id: 1,
+                req: Request::Holders { lock: "res".into() },
+            };
+            if frame::write(&mut s, &req).await.is_err() {
+                continue;
+            }
+            let r = tokio::time::timeout(
+                Duration::from_secs(3),
+                frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME),
+            )
+            .await;
+            if let Ok(Ok(Some(ServerFrame::Reply {
+                result: Ok(Reply::Holders(h)),
+                ..
+            }))) = r
+            {
+                return Some((i as u64 + 1, h));
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for id in 1..=3 {
+            self.kill9(id);
+        }
+    }
+}
+
+/// The resource: a FenceGate behind a line protocol (`W <token> <worker> <session>` → `ok` or
+/// `stale <highest>`), recording every accepted write in order.
+#[derive(Default)]
+pub struct Resource {
+    pub accepted: Vec<(u64, u64)>,
+    pub stale: Vec<(u64, u64)>,
+    /// The worker of each session that wrote.
+    pub writers: HashMap<u64, u64>,
+}
+
+pub async fn serve_resource(l: TcpListener, res: Arc<Mutex<Resource>>) {
+    let gate = Arc::new(Mutex::new(
+        FenceGate::new([GateRow::EMPTY; 4]).expect("4 rows are within the limit"),
+    ));
+    loop {
+        let Ok((sock, _)) = l.accept().await else {
+            continue;
+        };
+        let (res, gate) = (res.clone(), gate.clone());
+        tokio::spawn(async move {
+            let (r, mut w) = sock.into_split();
+            let mut lines = BufReader::new(r).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let parts: Vec<&str> = line.split_whitespace().collect();
+                let (Some(tok), Some(worker), Some(session)) = (
+                    parts.get(1).and_then(|t| t.parse::<u64>().ok()),
+                    parts.get(2).and_then(|t| t.parse::<u64>().ok()),
+                    parts.get(3).and_then(|t| t.parse::<u64>().ok()),
+                ) else {
+                    break;
+                };
+                let answer = {
+                    let mut g = gate.lock().unwrap();
+                    let mut r = res.lock().unwrap();
+                    r.writers.insert(session, worker);
+                    match g.admit("ledger", Token(tok)) {
+                        Ok(()) => {
+                            r.accepted.push((tok, worker));
+                            "ok\n".to_string()
+                        }
+                        Err(e) => {
+                            r.stale.push((tok, worker));
+                            format!("stale {e}\n")
+                        }
+                    }
+                };
+                if w.write_all(answer.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// The fenced mutex (Jepsen's model for Hazelcast's FencedLock): acquire only when free
+/// and with a fence above every earlier one; release only by the holder. `Lost` is a
+/// session's lock ending without a release (expiry): it may take effect at any time
+/// after the grant, and is never observed to complete.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FencedMutex {
+    pub holder: Option<u64>,
+    pub fence: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Acquire(u64),
+    Release(u64),
+    Lost(u64),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Ret {
+    Token(u64),
+    Ok,
+    NoEffect,
+}
+
+impl SequentialSpec for FencedMutex {
+    type Op = Op;
+    type Ret = Ret;
+
+    fn invoke(&mut self, op: &Op) -> Ret {
+        match *op {
+            Op::Acquire(t) if self.holder.is_none() => {
+                self.fence += 1;
+                self.holder = Some(t);
+                Ret::Token(self.fence)
+            }
+            Op::Release(t) | Op::Lost(t) if self.holder == Some(t) => {
+                self.holder = None;
+                Ret::Ok
+            }
+            _ => Ret::NoEffect,
+        }
+    }
+
+    fn is_valid_step(&mut self, op: &Op, ret: &Ret) -> bool {
+        match (op, ret) {
+            (Op::Acquire(t), Ret::Token(k)) if self.holder.is_none() && *k > self.fence => {
+                self.holder = Some(*t);
+                self.fence = *k;
+                true
+            }
+            (Op::Release(t), Ret::Ok) if self.holder == Some(*t) => {
+                self.holder = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Ev {
+    pub at: u128,
+    pub thread: u64,
+    pub kind: String,
+    pub arg: Option<u64>,
+}
+
+pub fn read_history(paths: &[PathBuf]) -> Vec<Ev> {
+    let mut evs = Vec::new();
+    for p in paths {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 3 {
+                continue; // a line torn by the end of the run
+            }
+            evs.push(Ev {
+                at: f[0].parse().unwrap(),
+                thread: f[1].parse().unwrap(),
+                kind: f[2].to_string(),
+                arg: f.get(3).and_then(|a| a.parse().ok()),
+            });
+        }
+    }
+    evs
+}
+
+/// Pseudo-thread bit for expiries.
+pub const LOST: u64 = 1 << 40;
+
+#[derive(Debug)]
+pub enum Step {
+    Invoke(u64, Op),
+    Return(u64, Ret),
+}
+
+/// Turns the per-thread logs into one real-time-ordered list of invocations and returns.
+pub fn to_steps(evs: &[Ev]) -> Vec<(u128, Step)> {
+    let mut by_thread: BTreeMap<u64, Vec<&Ev>> = BTreeMap::new();
+    for e in evs {
+        by_thread.entry(e.thread).or_default().push(e);
+    }
+    let mut steps = Vec::new();
+    for (t, es) in by_thread {
+        let mut last_acq_invoke = 0u128;
+        let mut i = 0;
+        while i < es.len() {
+            let e = es[i];
+            let next = es.get(i + 1).map(|n| n.kind.as_str());
+            match e.kind.as_str() {
+                "inv_acq" => {
+                    last_acq_invoke = e.at;
+                    steps.push((e.at, Step::Invoke(t, Op::Acquire(t))));
+                }
+                "ok_acq" => steps.push((e.at, Step::Return(t, Ret::Token(e.arg.unwrap())))),
+                "inv_rel" if next == Some("lost") => {
+                    // The hold ended by expiry at some unobserved point after the grant,
+                    // which itself may have happened any time after the acquire was
+                    // invoked (a paused client learns of its grant late). The expiry is
+                    // an operation of its own pseudo-thread, invoked with the acquire and
+                    // never returning.
+                    steps.push((last_acq_invoke, Step::Invoke(LOST | t, Op::Lost(t))));
+                    i += 1;
+                }
+                "inv_rel" => steps.push((e.at, Step::Invoke(t, Op::Release(t)))),
+                "ok_rel" => steps.push((e.at, Step::Return(t, Ret::Ok))),
+                _ => {} // writes, indeterminate endings (left in flight)
+            }
+            i += 1;
+        }
+    }
+    steps.sort_by_key(|(at, s)| (*at, matches!(s, Step::Invoke(_, Op::Lost(_)))));
+    steps
+}
+
+pub fn linearizable(steps: &[(u128, Step)]) -> bool {
+    let mut tester = LinearizabilityTester::new(FencedMutex::default());
+    for (_, s) in steps {
+        match s {
+            Step::Invoke(t, op) => tester.on_invoke(*t, op.clone()).unwrap(),
+            Step::Return(t, ret) => tester.on_return(*t, ret.clone()).unwrap(),
+        };
+    }
+    tester.serialized_history().is_some()
+}
+
+/// The same model, checked directly and in O(n log n) for long histories: tokens are
+/// unique and a linearization must order holds by token, so it must be the chain
+/// `acquire(k1) end(k1) acquire(k2) end(k2) …` with each point inside its operation's
+/// interval (points may share an instant and still be ordered); placing each point as
+/// early as possible finds one if any exists. An end is a
+/// completed release, an expiry (`lost`: any time after the acquire was invoked) or a
+/// release left in flight. Acquires left in flight need not take effect. Returns the
+/// number of holds checked.
+pub fn check_fenced_mutex(evs: &[Ev]) -> Result<usize, String> {
+    enum End {
+        Released(u128, u128),
+        Lost,
+        InFlight(u128),
+        Open,
+    }
+    struct Hold {
+        token: u64,
+        inv: u128,
+        ret: u128,
+        end: End,
+    }
+    let mut by_thread: BTreeMap<u64, Vec<&Ev>> = BTreeMap::new();
+    for e in evs {
+        by_thread.entry(e.thread).or_default().push(e);
+    }
+    let mut holds = Vec::new();
+    for es in by_thread.values() {
+        let mut inv = None;
+        let mut cur: Option<Hold> = None;
+        let mut rel_inv = None;
+        for e in es {
+            match e.kind.as_str() {
+                "inv_acq" => inv = Some(e.at),
+                "ok_acq" => {
+                    let inv = inv.take().ok_or("grant without invocation")?;
+                    cur = Some(Hold {
+                        token: e.arg.ok_or("grant without token")?,
+                        inv,
+                        ret: e.at,
+                        end: End::Open,
+                    });
+                }
+                "inv_rel" => rel_inv = Some(e.at),
+                "ok_rel" | "lost" | "indet" if cur.is_some() && rel_inv.is_some() => {
+                    let Some(mut h) = cur.take() else { continue };
+                    let ri = rel_inv.take().unwrap_or(h.ret);
+                    h.end = match e.kind.as_str() {
+                        "ok_rel" => End::Released(ri, e.at),
+                        "lost" => End::Lost,
+                        _ => End::InFlight(ri),
+                    };
+                    holds.push(h);
+                }
+                _ => {}
+            }
+        }
+        holds.extend(cur);
+    }
+    holds.sort_by_key(|h| h.token);
+    if holds.windows(2).any(|w| w[0].token == w[1].token) {
+        return Err("a token was granted twice".into());
+    }
+    let mut p: u128 = 0;
+    let n = holds.len();
+    for (i, h) in holds.iter().enumerate() {
+        p = p.max(h.inv);
+        if p > h.ret {
+            return Err(format!(
+                "grant of token {} returned before the previous hold could have ended",
+                h.token
+            ));
+        }
+        if i + 1 == n {
+            break;
+        }
+        p = match h.end {
+            End::Released(ri, rr) => {
+                let q = p.max(ri);
+                if q > rr {
+                    return Err(format!(
+                        "release of token {} cannot follow its grant",
+                        h.token
+                    ));
+                }
+                q
+            }
+            End::Lost => p,
+            End::InFlight(ri) => p.max(ri),
+            End::Open => {
+                return Err(format!(
+                    "token {} was never released, yet token {} was granted",
+                    h.token,
+                    holds[i + 1].token
+                ))
+            }
+        };
+    }
+    Ok(n)
+}
+
+/// Tokens: each granted once, and a grant that completed before another began has the
+/// lower token. Returns the number of grants.
+pub fn check_tokens(evs: &[Ev]) -> Result<usize, String> {
+    let grants: Vec<(u128, u64, u64)> = evs
+        .iter()
+        .filter(|e| e.kind == "ok_acq")
+        .filter_map(|e| Some((e.at, e.thread, e.arg?)))
+        .collect();
+    let distinct: HashSet<u64> = grants.iter().map(|g| g.2).collect();
+    if distinct.len() != grants.len() {
+        return Err("a token was granted twice".into());
+    }
+    // the inv_acq preceding each grant, per thread
+    let mut invokes: HashMap<(u64, u64), u128> = HashMap::new();
+    let mut last_inv: HashMap<u64, u128> = HashMap::new();
+    for e in evs {
+        match (e.kind.as_str(), e.arg) {
+            ("inv_acq", _) => {
+                last_inv.insert(e.thread, e.at);
+            }
+            ("ok_acq", Some(t)) => {
+                let inv = *last_inv.get(&e.thread).ok_or("grant without invocation")?;
+                invokes.insert((e.thread, t), inv);
+            }
+            _ => {}
+        }
+    }
+    for a in &grants {
+        for b in &grants {
+            if a.0 < invokes[&(b.1, b.2)] && a.2 >= b.2 {
+                return Err(format!(
+                    "grant {a:?} completed before {b:?} began, with a higher token"
+                ));
+            }
+        }
+    }
+    Ok(grants.len())
+}
