@@ -778,6 +778,33 @@ impl TlsCluster {
     }
 }
 
+/// Elections run over mutual TLS too: openraft's own election timer is off, so the two
+/// nodes left after the leader stops can elect one only through pre-votes answered over
+/// TLS (each checked against the asking node's certificate) and then votes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_elects_a_new_leader_through_pre_votes() {
+    let c = start_tls("sec-tls-elect").await;
+    let l = c.leader().await;
+    let t0 = c.t.nodes[l].raft.metrics().borrow().current_term;
+    c.t.nodes[l].shutdown().await;
+    let start = std::time::Instant::now();
+    let new = loop {
+        let found = (0..3).filter(|&i| i != l).find(|&i| {
+            let m = c.t.nodes[i].raft.metrics().borrow().clone();
+            m.state == openraft::ServerState::Leader && m.current_term > t0
+        });
+        if let Some(i) = found {
+            break i;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no new leader over TLS"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_ne!(new, l);
+}
+
 /// Clients work over TLS against nodes on three distinct addresses — through a follower's
 /// redirect to the leader's own address, whose certificate is checked for that address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
