@@ -171,7 +171,8 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
     let mut procs = Procs::default();
     for id in 1..=3u32 {
         let mut cmd = Command::new(&node);
-        cmd.arg("--insecure-plaintext").arg("--id")
+        cmd.arg("--insecure-plaintext")
+            .arg("--id")
             .arg(id.to_string())
             .arg("--dir")
             .arg(dir.path().join(format!("n{id}")));
@@ -192,7 +193,13 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
     let up = Instant::now();
     loop {
         let probe = Command::new(&cli)
-            .args(["--insecure-plaintext", "--cluster", &cluster, "holder", "probe"])
+            .args([
+                "--insecure-plaintext",
+                "--cluster",
+                &cluster,
+                "holder",
+                "probe",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -210,25 +217,31 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
 
     let worker = |note: &str, wait_for: Option<&Path>| {
         let mut c = Command::new(&cli);
-        c.args(["--insecure-plaintext", "--cluster", &cluster, "--ttl-ms", &TTL_MS.to_string()])
-            .args([
-                "lock",
-                "ledger",
-                "--",
-                WORKER,
-                "--pg",
-                &pg.url(),
-                "--note",
-                note,
-            ])
-            .args(
-                wait_for
-                    .map(|p| ["--wait-for".as_ref(), p.as_os_str()])
-                    .into_iter()
-                    .flatten(),
-            )
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.path().join(format!("{note}.log"))).unwrap());
+        c.args([
+            "--insecure-plaintext",
+            "--cluster",
+            &cluster,
+            "--ttl-ms",
+            &TTL_MS.to_string(),
+        ])
+        .args([
+            "lock",
+            "ledger",
+            "--",
+            WORKER,
+            "--pg",
+            &pg.url(),
+            "--note",
+            note,
+        ])
+        .args(
+            wait_for
+                .map(|p| ["--wait-for".as_ref(), p.as_os_str()])
+                .into_iter()
+                .flatten(),
+        )
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.path().join(format!("{note}.log"))).unwrap());
         c.spawn().expect("fencelock lock starts")
     };
 

@@ -648,7 +648,7 @@ fn a_stalled_leader_does_not_cost_the_lease() {
     order.extend((0..3).filter(|i| *i != leader).map(|i| clients[i].clone()));
     let mut holder = Command::new(CLI)
         .env_remove("FENCELOCK_CLUSTER")
-            .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
+        .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
         .current_dir(&dir)
         .args([
             "lock",

@@ -230,10 +230,16 @@ fn spawn_cluster(base: &Path, init: bool) -> ProcCluster {
     let mut procs = Procs(Vec::new());
     for (i, m) in metrics.iter().enumerate() {
         let mut cmd = Command::new(NODE);
-        cmd.args(["--insecure-plaintext", "--id", &(i + 1).to_string(), "--grace-ms", "300"])
-            .arg("--dir")
-            .arg(base.join(format!("n{}", i + 1)))
-            .args(["--metrics-addr", m]);
+        cmd.args([
+            "--insecure-plaintext",
+            "--id",
+            &(i + 1).to_string(),
+            "--grace-ms",
+            "300",
+        ])
+        .arg("--dir")
+        .arg(base.join(format!("n{}", i + 1)))
+        .args(["--metrics-addr", m]);
         for peer in &peers {
             cmd.args(["--peer", peer]);
         }
@@ -309,9 +315,15 @@ async fn snapshot_save_and_restore_with_the_binary() {
     let mut procs = Procs(Vec::new());
     for i in 0..3 {
         let mut cmd = Command::new(NODE);
-        cmd.args(["--insecure-plaintext", "--id", &(i + 1).to_string(), "--grace-ms", "300"])
-            .arg("--dir")
-            .arg(new_base.join(format!("n{}", i + 1)));
+        cmd.args([
+            "--insecure-plaintext",
+            "--id",
+            &(i + 1).to_string(),
+            "--grace-ms",
+            "300",
+        ])
+        .arg("--dir")
+        .arg(new_base.join(format!("n{}", i + 1)));
         for peer in &peers {
             cmd.args(["--peer", peer]);
         }
