@@ -353,7 +353,7 @@ async fn run(args: Args) -> Result<(), String> {
     let tokens = match &args.tokens {
         Some(path) => Some(std::sync::Arc::new(Tokens::load(path)?)),
         None => {
-            eprintln!("fencelock-node: WARNING: no --tokens file: every client may do everything");
+            tracing::warn!("no --tokens file: every client may do everything");
             None
         }
     };
