@@ -973,14 +973,19 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             _ => None,
                         };
                         // (session, lock, is an acquire) for the wait-time histogram.
-                        let watched = match &op {
-                            Op::Input(Input::Acquire { session, lock, .. }) => {
+                        // A session's inputs arrive owned (with its credential).
+                        let input = match &op {
+                            Op::Input(i) | Op::Owned { input: i, .. } => Some(i),
+                            _ => None,
+                        };
+                        let watched = match input {
+                            Some(Input::Acquire { session, lock, .. }) => {
                                 Some((session.0, lock.clone(), true))
                             }
-                            Op::Input(Input::Cancel { session, lock, .. }) => {
+                            Some(Input::Cancel { session, lock, .. }) => {
                                 Some((session.0, lock.clone(), false))
                             }
-                            Op::Input(Input::CloseSession { session, .. }) => {
+                            Some(Input::CloseSession { session, .. }) => {
                                 Some((session.0, LockName::default(), false))
                             }
                             _ => None,

@@ -382,6 +382,7 @@ async fn backup_then_restore_gives_a_new_cluster_the_same_holders_and_tokens() {
     assert_eq!(code, 200, "{head}");
     assert!(head.to_lowercase().contains("x-fencelock-index"), "{head}");
     let svc_cfg = c.config(1).service;
+    let secrets = c.secrets.lock().unwrap().clone();
     c.shutdown().await;
 
     // A new cluster, three new directories, new member names.
@@ -419,7 +420,8 @@ async fn backup_then_restore_gives_a_new_cluster_the_same_holders_and_tokens() {
         base,
         grace_ms: 300,
         request_timeout_ms: 2000,
-        secrets: Default::default(),
+        // The same clients: they keep their sessions' credentials.
+        secrets: std::sync::Mutex::new(secrets),
     };
     for id in 1..=3 {
         r.boot(id).await;
@@ -585,7 +587,13 @@ async fn a_node_that_cannot_write_refuses_writes_and_recovers_by_itself() {
     wait_ready(&addr, 200, Duration::from_secs(10)).await;
     let start = Instant::now();
     let r = loop {
-        match node.propose(open(1000)).await {
+        // An open as a client's node proposes it: with a fresh credential.
+        let op = fencelock_server::types::Op::Open {
+            ttl: 1000,
+            key: None,
+            secret: fencelock_server::auth::SessionSecret::random().unwrap(),
+        };
+        match node.propose_op(op).await {
             Ok(r) => break r,
             Err(e) => {
                 assert!(start.elapsed() < Duration::from_secs(10), "{e}");
