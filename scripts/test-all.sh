@@ -10,7 +10,9 @@ step "Rust tests (core and workspace)"
 make --no-print-directory test-rust
 step "no_std build for a bare-metal target (thumbv7em-none-eabihf)"
 make --no-print-directory test-nostd
-for layer in ffi wasm packages demo verify server partitions fence; do
+# The partition test (scripts/test-partitions.sh) runs by `make test-partitions` for now: it
+# joins this list once its short form has a record of passing on an otherwise idle machine.
+for layer in ffi wasm packages demo verify server fence; do
   if [ -x "scripts/test-$layer.sh" ]; then
     step "$layer"
     "scripts/test-$layer.sh"
