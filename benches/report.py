@@ -281,7 +281,7 @@ def main():
             w("  One release with a queue: find the session, the lock (name")
             w("  hash + compare) and the claim (claim index); unlink the claim from four lists and")
             w("  the claim index; emit `Released`; mark the lock, move the head waiter to the holder")
-            w("  list (sorted insert), unschedule its wait deadline, issue a token, emit `Granted`")
+            w("  list (sorted insert), unschedule its wait deadline, hand out a fresh token, emit `Granted`")
             w(f"  with a copy of the name: {per('handoff', 'ir')} instructions against {per('map_handoff', 'ir')} for a `HashMap` +")
             w(f"  `VecDeque` handoff and {per('map_string', 'ir')} for the map's insert + remove. The same layout changes")
             w("  (stored hashes, outputs borrowing the name, no claim-index churn) are the fix.")
