@@ -22,6 +22,7 @@ help:
 	@echo "make install-cli - build the fencelock CLI and install it as $(PREFIX)/bin/fencelock (PREFIX=..., DESTDIR=...)"
 	@echo "make install PREFIX=/usr/local - install the C library, header and fencelock.pc (DESTDIR respected)"
 	@echo "make wheel  - build the Python wheel (with the library inside) into target/wheels/"
+	@echo "make test-partitions - the server's partition test, long form (PARTITION_SECONDS=480 of random faults)"
 
 # Packages a user installs: the C library under PREFIX (DESTDIR for staging), the wheel.
 install:
@@ -33,7 +34,6 @@ wheel:
 # The packages as a user installs them (also part of make test).
 test-packages:
 	@scripts/test-packages.sh
-	@echo "make test-partitions - the server's partition test, long form (PARTITION_SECONDS=480 of random faults)"
 
 setup:
 	@scripts/setup.sh
