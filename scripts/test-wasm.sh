@@ -9,3 +9,7 @@ cd "$(dirname "$0")/.."
 scripts/build-wasm.sh
 echo "[test-wasm] node --test wasm/tests/"
 node --test wasm/tests/
+# The wasm benchmark (make bench) drives the same package: run each workload briefly so an
+# API change that breaks it fails here, not on the next benchmark run.
+echo "[test-wasm] benches/js/bench.mjs (each workload once, briefly)"
+BENCH_JS_SECS=0.02 node benches/js/bench.mjs >/dev/null

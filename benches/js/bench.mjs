@@ -29,11 +29,15 @@ function service(sessions, locks, claims) {
   return new LockService({ sessions, locks, claims });
 }
 
+// Every input carries the host's tick; these workloads run at tick 0 unless they say so.
 function open(svc, n, ttl) {
   const ids = [];
-  for (let i = 0; i < n; i++) ids.push(svc.openSession(ttl)[0].session);
+  for (let i = 0; i < n; i++) ids.push(svc.openSession(0, ttl).reply.session);
   return ids;
 }
+
+const EXCLUSIVE_NOW = { mode: 'exclusive', wait: 'none' };
+const EXCLUSIVE_WAIT = { mode: 'exclusive', wait: 'forever' };
 
 const now = () => process.hrtime.bigint();
 
@@ -48,8 +52,8 @@ function uncontended(n) {
     run(iters) {
       const t = now();
       for (let k = 0; k < iters; k++) {
-        for (const name of ns) sink += svc.acquire(s, name, 'exclusive', 'none').length;
-        for (const name of ns) sink += svc.release(s, name).length;
+        for (const name of ns) sink += svc.acquire(0, s, name, EXCLUSIVE_NOW).events.length + 1;
+        for (const name of ns) sink += svc.release(0, s, name).events.length + 1;
       }
       return Number(now() - t);
     },
@@ -68,11 +72,11 @@ function handoff() {
       let left = iters;
       while (left > 0) {
         const steps = Math.min(left, BATCH);
-        for (let i = 0; i <= steps; i++) svc.acquire(ss[i], lock, 'exclusive', 'forever');
+        for (let i = 0; i <= steps; i++) svc.acquire(0, ss[i], lock, EXCLUSIVE_WAIT);
         const t = now();
-        for (let i = 0; i < steps; i++) sink += svc.release(ss[i], lock).length;
+        for (let i = 0; i < steps; i++) sink += svc.release(0, ss[i], lock).events.length;
         total += Number(now() - t);
-        svc.release(ss[steps], lock);
+        svc.release(0, ss[steps], lock);
         left -= steps;
       }
       return total;
@@ -88,7 +92,7 @@ function tickIdle(n) {
     perIter: 1,
     run(iters) {
       const t = now();
-      for (let k = 0; k < iters; k++) sink += svc.tick(++tick).length;
+      for (let k = 0; k < iters; k++) sink += svc.tick(++tick).events.length + 1;
       return Number(now() - t);
     },
   };
@@ -104,7 +108,7 @@ function keepAlive(n) {
     run(iters) {
       const t = now();
       for (let k = 0; k < iters; k++) {
-        sink += svc.keepAlive(ss[next]).length;
+        sink += svc.keepAlive(tick, ss[next]).events.length + 1;
         if (++next === n) {
           next = 0;
           svc.tick(++tick);
@@ -115,10 +119,11 @@ function keepAlive(n) {
   };
 }
 
-// A postcard KeepAlive frame for session `s` (variant 1, varint session, None request).
+// A postcard KeepAlive frame at tick 0 for session `s` (variant 1, varint now = 0, varint
+// session, None request).
 function keepAliveFrame(s) {
-  const bytes = [1];
-  let v = s;
+  const bytes = [1, 0];
+  let v = Number(s);
   while (v >= 0x80) {
     bytes.push((v % 0x80) | 0x80);
     v = Math.floor(v / 0x80);
@@ -132,12 +137,14 @@ function handleFrame() {
   const [s] = open(svc, 1, FOREVER_TTL);
   const frame = keepAliveFrame(s);
   const check = svc.handleFrame(frame);
-  if (check.length !== 1) throw new Error('keep-alive frame did not renew the session');
+  if (check.reply.length === 0 || check.events.length !== 0) {
+    throw new Error('keep-alive frame did not renew the session');
+  }
   return {
     perIter: 1,
     run(iters) {
       const t = now();
-      for (let k = 0; k < iters; k++) sink += svc.handleFrame(frame).length;
+      for (let k = 0; k < iters; k++) sink += svc.handleFrame(frame).reply.length;
       return Number(now() - t);
     },
   };
@@ -149,8 +156,8 @@ function populated(n) {
   const svc = service(n, n, 2 * n);
   const ss = open(svc, n, FOREVER_TTL);
   const ns = names('snap', n);
-  ss.forEach((s, i) => svc.acquire(s, ns[i], 'exclusive', 'none'));
-  ss.forEach((s, i) => svc.acquire(s, ns[(i + 1) % n], 'exclusive', 'forever', 1));
+  ss.forEach((s, i) => svc.acquire(0, s, ns[i], EXCLUSIVE_NOW));
+  ss.forEach((s, i) => svc.acquire(0, s, ns[(i + 1) % n], { ...EXCLUSIVE_WAIT, request: 1 }));
   return svc;
 }
 
@@ -178,7 +185,7 @@ function snapshotRestore(n) {
         const t = now();
         const back = LockService.restore(bytes, caps);
         total += Number(now() - t);
-        sink += back.revision();
+        sink += Number(back.revision());
         back.free();
       }
       return total;
@@ -193,7 +200,7 @@ function callFloor() {
     perIter: 1,
     run(iters) {
       const t = now();
-      for (let k = 0; k < iters; k++) sink += svc.now();
+      for (let k = 0; k < iters; k++) sink += Number(svc.now());
       return Number(now() - t);
     },
   };
