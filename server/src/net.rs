@@ -299,8 +299,9 @@ impl Admission {
     }
 }
 
-/// Accepts the next connection; a failed accept (`EMFILE`…) is counted, logged (rate
-/// limited) and retried after `backoff`, which doubles from 10 ms up to 1 s.
+/// Accepts the next connection; a failed accept is counted and logged (rate limited), and
+/// when it failed for want of descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`,
+/// `ENOMEM`) retried after `backoff`, which doubles from 10 ms up to 1 s.
 async fn accept(
     listener: &TcpListener,
     port: &str,
@@ -321,8 +322,19 @@ async fn accept(
                 stats.warn(&format!("accept-{port}"), || {
                     format!("accepting a {port} connection failed: {e}; retrying (it waits in the listen backlog)")
                 });
-                *backoff = (*backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
-                tokio::time::sleep(*backoff).await;
+                // Out of descriptors or memory: retrying at once would spin. Anything
+                // else (a connection reset before it was accepted) concerns that one
+                // connection only.
+                use nix::errno::Errno;
+                let scarce = e.raw_os_error().is_some_and(|n| {
+                    [Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM]
+                        .contains(&Errno::from_raw(n))
+                });
+                if scarce {
+                    *backoff =
+                        (*backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                    tokio::time::sleep(*backoff).await;
+                }
             }
         }
     }
