@@ -1109,3 +1109,30 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_escape_quotes_backslashes_and_control_characters() {
+        assert_eq!(json_str("plain"), "\"plain\"");
+        assert_eq!(
+            json_str("a\"b\\c\nd\te\u{1}é"),
+            "\"a\\\"b\\\\c\\nd\\te\\u0001é\""
+        );
+    }
+
+    #[test]
+    fn status_json_names_an_unreachable_node_and_a_missing_quorum() {
+        let answers: Vec<Answer> = vec![("127.0.0.1:1".into(), Err("refused \"x\"".into()))];
+        let quorum: Result<Members, ClientError> = Err(ClientError::Unavailable("gone".into()));
+        let json = status_json(&answers, None, None, &quorum, &(vec![], vec![]));
+        assert_eq!(
+            json,
+            "{\"quorum\":false,\"quorum_error\":\"unavailable: gone\",\"leader\":null,\
+             \"term\":null,\"voters\":[],\"learners\":[],\"nodes\":[{\"endpoint\":\
+             \"127.0.0.1:1\",\"reachable\":false,\"error\":\"refused \\\"x\\\"\"}]}"
+        );
+    }
+}
