@@ -78,6 +78,10 @@ for _ in $(seq 1 100); do grep -q '^epoch [1-9]' "$elog" && break; sleep 0.1; do
 kill "$elect_pid" 2>/dev/null || true
 set +e; wait "$elect_pid"; set -e
 grep -q '^epoch [1-9]' "$elog" || { echo "elect printed: $(cat "$elog")"; exit 1; }
+# status over TLS with a token: every node's row ready, the leader's quorum confirmed (exit 0)
+st=$("$fl" status) || { echo "status failed on a healthy cluster: $st"; exit 1; }
+grep -q '^cluster: leader [1-3], term [0-9]*, quorum confirmed' <<<"$st" && [ "$(grep -c ' yes ' <<<"$st")" = 3 ] ||
+  { echo "status on a healthy cluster: $st"; exit 1; }
 # Membership: start a fourth node, add it as a learner, make voters 1,2,4 (3 is removed),
 # stop node 3, and the cluster still serves, with the hold taken before the change.
 "$fl" lock kept -- sleep 120 2>/dev/null &
@@ -111,4 +115,4 @@ set +e; wait "$doomed"; rc=$?; set -e
 took=$((SECONDS - start))
 [ "$rc" = 3 ] || { echo "lock exited $rc after losing the cluster, expected 3"; exit 1; }
 [ "$took" -le 10 ] || { echo "lock took ${took}s to stop the command"; exit 1; }
-echo "CLI ok: lock/holder/try-lock/elect/members/add-learner/set-voters; command stopped ${took}s after the cluster vanished (exit 3)"
+echo "CLI ok: lock/holder/try-lock/elect/status/members/add-learner/set-voters; command stopped ${took}s after the cluster vanished (exit 3)"

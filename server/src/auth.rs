@@ -201,7 +201,7 @@ impl Grants {
         let (role, lock) = match req {
             Request::Authenticate { .. } => return Ok(()),
             Request::Holders { lock } | Request::Waiters { lock } => (Role::Read, Some(lock)),
-            Request::Session { .. } | Request::Members => (Role::Read, None),
+            Request::Session { .. } | Request::Members | Request::Status => (Role::Read, None),
             Request::Open { .. }
             | Request::KeepAlive { .. }
             | Request::Close { .. }

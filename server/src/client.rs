@@ -588,6 +588,18 @@ impl Client {
         }
     }
 
+    /// The status of the node this client reaches ([`Request::Status`]: its own view, not
+    /// a linearizable read; no redirect): make the client with that node's address alone to
+    /// ask a given node. Cost: one round trip, and the node's readiness check.
+    ///
+    /// Errors: `Unavailable` (the node did not answer), `Unauthenticated` / `Forbidden`.
+    pub async fn status(&self) -> Result<crate::protocol::NodeStatus, ClientError> {
+        match self.call(Request::Status).await? {
+            Reply::Status(s) => Ok(s),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
     /// Adds node `id` (listening on `addr`) as a learner and waits until it has caught up
     /// with the log; then [`Client::set_voters`] can make it a voter. Safe to retry.
     /// Cost: one membership entry, plus the learner's catch-up (log or snapshot).

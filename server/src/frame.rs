@@ -4,12 +4,59 @@ use std::io;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use std::time::Duration;
 
-/// The largest client-protocol frame accepted, in bytes.
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt,
+};
+
+/// The largest client-protocol frame accepted by default, in bytes (a request carries at
+/// most a lock name, a credential and a token: far less).
 pub const MAX_CLIENT_FRAME: u32 = 64 << 10;
-/// The largest Raft RPC frame accepted (snapshot chunks and entry batches), in bytes.
-pub const MAX_RAFT_FRAME: u32 = 64 << 20;
+/// The largest Raft RPC request frame accepted by default (snapshot chunks and entry
+/// batches), in bytes; see [`crate::net::MIN_RAFT_FRAME`] for the smallest a node accepts
+/// as a limit and how the entry batches are kept under it.
+pub const MAX_RAFT_FRAME: u32 = 8 << 20;
+/// The largest Raft RPC *answer* a node reads from a peer, in bytes (answers carry a vote,
+/// a log id or an error message: small).
+pub const MAX_RAFT_REPLY: u32 = 1 << 20;
+
+/// The error inside the `InvalidData` of a frame over the limit ([`is_oversized`]).
+#[derive(Debug)]
+pub struct Oversized {
+    /// The length the frame's prefix announced.
+    pub len: u32,
+    /// The limit.
+    pub max: u32,
+}
+
+impl std::fmt::Display for Oversized {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "frame of {} bytes exceeds the limit of {} bytes",
+            self.len, self.max
+        )
+    }
+}
+
+impl std::error::Error for Oversized {}
+
+/// Whether `e` is [`read`]'s refusal of a frame over the limit. Cost: O(1).
+pub fn is_oversized(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|i| i.is::<Oversized>())
+}
+
+/// What [`read_timed`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next<T> {
+    /// A whole frame.
+    Frame(T),
+    /// A clean end of stream before the next frame.
+    End,
+    /// No byte of a next frame arrived within the idle timeout (nothing was consumed).
+    Idle,
+}
 
 /// Encodes `v` as one frame (prefix included).
 ///
@@ -51,7 +98,7 @@ pub async fn read<R: AsyncRead + Unpin, T: DeserializeOwned>(
     if len > max {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("frame of {len} bytes exceeds the limit of {max}"),
+            Oversized { len, max },
         ));
     }
     // Grow with the bytes that actually arrive: a lying length prefix costs no memory.
@@ -73,6 +120,39 @@ pub async fn read<R: AsyncRead + Unpin, T: DeserializeOwned>(
     }
 }
 
+/// Reads one frame of at most `max` bytes, waiting at most `idle` for its first byte and
+/// then at most `whole` for the rest of it: a peer that sends part of a frame and stalls
+/// (or trickles it) is given up on after `whole`, however slowly the bytes come.
+///
+/// Errors: as [`read`]; `TimedOut` when a started frame is not complete within `whole`
+/// (the caller then closes the connection). Cost: O(frame size); nothing is consumed on
+/// [`Next::Idle`], so the caller may wait again.
+pub async fn read_timed<R: AsyncBufRead + Unpin, T: DeserializeOwned>(
+    r: &mut R,
+    max: u32,
+    idle: Duration,
+    whole: Duration,
+) -> io::Result<Next<T>> {
+    match tokio::time::timeout(idle, r.fill_buf()).await {
+        Err(_) => return Ok(Next::Idle),
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok([])) => return Ok(Next::End),
+        Ok(Ok(_)) => {}
+    }
+    match tokio::time::timeout(whole, read(r, max)).await {
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "a frame was not complete within {} ms (read timeout)",
+                whole.as_millis()
+            ),
+        )),
+        Ok(Ok(Some(v))) => Ok(Next::Frame(v)),
+        Ok(Ok(None)) => Ok(Next::End),
+        Ok(Err(e)) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,8 +167,13 @@ mod tests {
         let f = encode(&(7u32, 300u64)).unwrap();
         assert_eq!(read_bytes(&f, 64).await.unwrap(), Some((7, 300)));
         assert_eq!(read_bytes(&[], 64).await.unwrap(), None, "clean end");
-        // Over the limit: refused before reading the body.
-        assert!(read_bytes(&f, 2).await.is_err());
+        // Over the limit: refused before reading the body, recognisably.
+        let e = read_bytes(&f, 2).await.unwrap_err();
+        assert!(is_oversized(&e), "{e}");
+        assert!(
+            e.to_string().contains("exceeds the limit of 2 bytes"),
+            "{e}"
+        );
         // A length that promises more than arrives.
         let mut short = f.clone();
         short[3] += 5;
@@ -104,5 +189,33 @@ mod tests {
         assert!(read_bytes(&[0x03, 0xff, 0xff, 0xff], u32::MAX)
             .await
             .is_err());
+    }
+
+    #[tokio::test]
+    async fn a_stalled_frame_times_out_and_an_idle_stream_is_reported() {
+        let idle = Duration::from_millis(50);
+        let whole = Duration::from_millis(50);
+        // Nothing arrives: Idle, and nothing consumed.
+        let (a, _keep) = tokio::io::duplex(64);
+        let mut r = tokio::io::BufReader::new(a);
+        let n = read_timed::<_, u32>(&mut r, 64, idle, whole).await.unwrap();
+        assert_eq!(n, Next::Idle);
+        // Half a frame, then silence: TimedOut.
+        let (a, mut b) = tokio::io::duplex(64);
+        b.write_all(&[0, 0, 0, 8, 1]).await.unwrap();
+        let mut r = tokio::io::BufReader::new(a);
+        let e = read_timed::<_, u32>(&mut r, 64, idle, whole)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        // A whole frame, then a clean end.
+        let (a, mut b) = tokio::io::duplex(64);
+        b.write_all(&encode(&7u32).unwrap()).await.unwrap();
+        drop(b);
+        let mut r = tokio::io::BufReader::new(a);
+        let n = read_timed::<_, u32>(&mut r, 64, idle, whole).await.unwrap();
+        assert_eq!(n, Next::Frame(7));
+        let n = read_timed::<_, u32>(&mut r, 64, idle, whole).await.unwrap();
+        assert_eq!(n, Next::End);
     }
 }

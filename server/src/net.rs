@@ -3,11 +3,36 @@
 //!
 //! A garbage, truncated or oversized frame closes that connection (the client port first
 //! answers [`ServerFrame::Malformed`]); it never takes the node down.
+//!
+//! # Limits
+//!
+//! Both ports bound what one peer or client can hold ([`ClientPolicy`], [`PeerPolicy`]):
+//! * connections per source IP address (and, on the client port, in all): one more is
+//!   closed at once, before any TLS handshake or read, counted in
+//!   `fencelock_connections_refused_total{port,reason}` and logged (at most every
+//!   [`LOG_EVERY`] per kind);
+//! * the frame size: the length prefix is checked before anything is read, and a body is
+//!   only ever as large as the bytes that actually arrived;
+//! * the read timeout: once the first byte of a frame is in, the whole frame must arrive
+//!   within it, however slowly the bytes trickle (a slow sender is cut off);
+//! * the idle timeout: a connection with no frame for that long is closed — on the client
+//!   port only if no session is attached to it and no request is in flight (a waiting
+//!   acquire's grant is pushed on it).
+//!
+//! An `accept` that fails (no file descriptors left: `EMFILE`) is retried after a pause
+//! that doubles up to one second, counted in `fencelock_accept_errors_total{port}` and
+//! logged at most every [`LOG_EVERY`]: the connection waits in the listen backlog until
+//! a descriptor is free, and the node keeps serving the connections it has.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::sync::Arc;
-use std::time::Duration;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -22,7 +47,7 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::{Grants, Tokens};
 use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
-use crate::frame::{self, MAX_CLIENT_FRAME, MAX_RAFT_FRAME};
+use crate::frame::{self, Next, MAX_CLIENT_FRAME, MAX_RAFT_FRAME, MAX_RAFT_REPLY};
 use crate::node::Node;
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame};
 use crate::state_machine::{PushSink, PUSH_BACKLOG};
@@ -51,10 +76,10 @@ enum RaftResp {
 
 /// Serves Raft RPCs (and pre-votes) on `listener` for the node whose [`Elector`] is
 /// `elector` ([`crate::node::Node::elector`]), one task per connection, until the process
-/// ends. Requests on one connection are answered in order. Errors: none (a bad peer only
-/// loses its connection).
+/// ends, under the default [`PeerPolicy`]. Requests on one connection are answered in
+/// order. Errors: none (a bad peer only loses its connection).
 pub async fn serve_raft(listener: TcpListener, elector: Arc<Elector>) {
-    serve_raft_with(listener, elector, None).await
+    serve_peers(listener, elector, PeerPolicy::default()).await
 }
 
 /// [`serve_raft`] over mutual TLS when `tls` is given ([`crate::tls`]): a peer must
@@ -63,18 +88,303 @@ pub async fn serve_raft(listener: TcpListener, elector: Arc<Elector>) {
 /// ([`crate::tls::check_peer`]); otherwise the connection is closed unanswered. Errors:
 /// none (a bad peer only loses its connection).
 pub async fn serve_raft_with(listener: TcpListener, elector: Arc<Elector>, tls: Option<NodeTls>) {
+    let policy = PeerPolicy {
+        tls,
+        ..PeerPolicy::default()
+    };
+    serve_peers(listener, elector, policy).await
+}
+
+/// The default limit of Raft connections from one IP address: a node opens one per
+/// replication stream and one per pre-vote round to each peer, so a few are normal; the
+/// rest is room for clusters whose nodes share an address (several on one host).
+pub const MAX_PEER_PER_ADDR: usize = 64;
+/// The default idle timeout of a Raft connection: a leader sends heartbeats far more
+/// often, so only a connection nobody uses is closed (its owner reconnects on its next
+/// call).
+pub const PEER_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default read timeout on both ports: the longest one frame may take to arrive once
+/// it has started.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The snapshot chunk size a node sends (openraft's `snapshot_max_chunk_size`).
+pub const SNAPSHOT_CHUNK: u64 = 3 << 20;
+/// An upper bound on one encoded [`crate::types::Op`] (checked by a test on the largest
+/// ones: a 64-byte lock name, every number at its widest).
+pub const MAX_OP_BYTES: usize = 256;
+/// An upper bound on one encoded log entry: a batch of [`crate::proposer::MAX_BATCH`] ops,
+/// its stamp and log id, with room for a membership entry of a cluster of dozens of nodes.
+pub const MAX_ENTRY_BYTES: usize = crate::proposer::MAX_BATCH * MAX_OP_BYTES + 4096;
+/// The smallest Raft frame limit a node accepts (`--max-peer-frame-bytes`), and the
+/// largest frame a node sends: a snapshot chunk plus 1 MiB, and an AppendEntries of at most
+/// [`entries_per_append`] entries. So nodes with different limits (each at least this)
+/// always accept each other's frames.
+pub const MIN_RAFT_FRAME: u32 = (SNAPSHOT_CHUNK + (1 << 20)) as u32;
+
+/// How many entries one AppendEntries carries (openraft's `max_payload_entries`) so that it
+/// fits in [`MIN_RAFT_FRAME`] with 64 KiB to spare: 59. Cost: O(1).
+pub fn entries_per_append() -> u64 {
+    ((MIN_RAFT_FRAME as usize - (64 << 10)) / MAX_ENTRY_BYTES).max(1) as u64
+}
+
+/// How a node's Raft port admits peers.
+#[derive(Clone)]
+pub struct PeerPolicy {
+    /// Mutual TLS ([`serve_raft_with`]); `None`: plain TCP.
+    pub tls: Option<NodeTls>,
+    /// At most this many connections from one IP address (TLS handshakes included); one
+    /// more is closed at once. Default [`MAX_PEER_PER_ADDR`].
+    pub max_per_addr: usize,
+    /// The largest request frame accepted, in bytes (at least [`MIN_RAFT_FRAME`] for a
+    /// working cluster). Default [`MAX_RAFT_FRAME`].
+    pub max_frame: u32,
+    /// A connection with no request for this long is closed. Default
+    /// [`PEER_IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// A request must arrive whole within this long once started. Default
+    /// [`READ_TIMEOUT`].
+    pub read_timeout: Duration,
+    /// Where refusals, closes and connections are counted (the node's
+    /// [`crate::ops::NodeStats::net`] for `/metrics`).
+    pub stats: NetStats,
+}
+
+impl Default for PeerPolicy {
+    /// Plain TCP and the defaults named on each field, with stats of its own.
+    fn default() -> Self {
+        PeerPolicy {
+            tls: None,
+            max_per_addr: MAX_PEER_PER_ADDR,
+            max_frame: MAX_RAFT_FRAME,
+            idle_timeout: PEER_IDLE_TIMEOUT,
+            read_timeout: READ_TIMEOUT,
+            stats: NetStats::default(),
+        }
+    }
+}
+
+/// The `port` label of the client port's metrics.
+const CLIENT: &str = "client";
+/// The `port` label of the Raft port's metrics.
+const PEER: &str = "peer";
+
+/// A refusal or a failure is logged at most this often per kind.
+pub const LOG_EVERY: Duration = Duration::from_secs(5);
+
+type Labels = Vec<(String, String)>;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The transport's counters, shown in `/metrics` (cheap to clone: shared counters).
+#[derive(Clone, Debug, Default)]
+pub struct NetStats {
+    /// Connections closed at once by a limit, by `port` (client, peer) and `reason`
+    /// (`total`, `per_address`).
+    pub refused: Family<Labels, Counter>,
+    /// Connections closed by the node, by `port` and `reason` (`idle`, `read_timeout`,
+    /// `oversized`, `malformed`).
+    pub closed: Family<Labels, Counter>,
+    /// Failed `accept` calls (`EMFILE`…), by `port`.
+    pub accept_errors: Family<Labels, Counter>,
+    /// Raft connections open now (inbound).
+    pub peer_connections: Gauge,
+    /// The transport's limits, by `name` (as the node runs with them).
+    pub limits: Family<Labels, Gauge>,
+    logged: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+impl NetStats {
+    /// Logs `msg()` as a warning unless a line of `kind` was logged within [`LOG_EVERY`].
+    /// Cost: O(1) (a map lookup).
+    pub fn warn(&self, kind: &str, msg: impl FnOnce() -> String) {
+        let mut m = self.logged.lock().unwrap_or_else(|p| p.into_inner());
+        let due = m.get(kind).is_none_or(|t| t.elapsed() >= LOG_EVERY);
+        if due {
+            m.insert(kind.to_string(), Instant::now());
+            drop(m);
+            tracing::warn!(
+                kind,
+                "{} (logged at most every {} s)",
+                msg(),
+                LOG_EVERY.as_secs()
+            );
+        }
+    }
+
+    fn refuse(&self, port: &str, reason: &str, ip: IpAddr, limit: usize) {
+        self.refused
+            .get_or_create(&labels(&[("port", port), ("reason", reason)]))
+            .inc();
+        self.warn(&format!("refused-{port}-{reason}"), || {
+            format!("refused a {port} connection from {ip}: the {reason} limit of {limit} connections is reached")
+        });
+    }
+
+    fn close(&self, port: &str, reason: &str) {
+        self.closed
+            .get_or_create(&labels(&[("port", port), ("reason", reason)]))
+            .inc();
+    }
+
+    /// Records a limit as the node runs with it, shown as `fencelock_net_limit{name}`.
+    /// Cost: O(1).
+    pub fn show_limit(&self, name: &str, value: u64) {
+        self.limits
+            .get_or_create(&labels(&[("name", name)]))
+            .set(value.min(i64::MAX as u64) as i64);
+    }
+}
+
+/// Connections admitted per source address, and in all.
+#[derive(Clone)]
+struct Admission {
+    total: Option<(Arc<Semaphore>, usize)>,
+    per_addr: usize,
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// One admitted connection; frees its places when dropped.
+struct Admitted {
+    _total: Option<OwnedSemaphorePermit>,
+    ip: IpAddr,
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut m = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.ip);
+            }
+        }
+    }
+}
+
+impl Admission {
+    fn new(total: Option<usize>, per_addr: usize) -> Admission {
+        Admission {
+            total: total.map(|t| (Arc::new(Semaphore::new(t)), t)),
+            per_addr,
+            counts: Arc::default(),
+        }
+    }
+
+    /// A place for one more connection from `ip`, or the refusing limit's reason and
+    /// size. Cost: O(1).
+    fn admit(&self, ip: IpAddr) -> Result<Admitted, (&'static str, usize)> {
+        let total = match &self.total {
+            Some((s, n)) => Some(s.clone().try_acquire_owned().map_err(|_| ("total", *n))?),
+            None => None,
+        };
+        let mut m = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(ip).or_insert(0);
+        if *n >= self.per_addr {
+            if *n == 0 {
+                m.remove(&ip);
+            }
+            return Err(("per_address", self.per_addr));
+        }
+        *n += 1;
+        Ok(Admitted {
+            _total: total,
+            ip,
+            counts: self.counts.clone(),
+        })
+    }
+}
+
+/// Accepts the next connection; a failed accept is counted and logged (rate limited), and
+/// when it failed for want of descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`,
+/// `ENOMEM`) retried after `backoff`, which doubles from 10 ms up to 1 s.
+async fn accept(
+    listener: &TcpListener,
+    port: &str,
+    stats: &NetStats,
+    backoff: &mut Duration,
+) -> (TcpStream, std::net::SocketAddr) {
     loop {
-        let Ok((sock, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
+        match listener.accept().await {
+            Ok(x) => {
+                *backoff = Duration::ZERO;
+                return x;
+            }
+            Err(e) => {
+                stats
+                    .accept_errors
+                    .get_or_create(&labels(&[("port", port)]))
+                    .inc();
+                stats.warn(&format!("accept-{port}"), || {
+                    format!("accepting a {port} connection failed: {e}; retrying (it waits in the listen backlog)")
+                });
+                // Out of descriptors or memory: retrying at once would spin. Anything
+                // else (a connection reset before it was accepted) concerns that one
+                // connection only.
+                use nix::errno::Errno;
+                let scarce = e.raw_os_error().is_some_and(|n| {
+                    [Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM]
+                        .contains(&Errno::from_raw(n))
+                });
+                if scarce {
+                    *backoff =
+                        (*backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                    tokio::time::sleep(*backoff).await;
+                }
+            }
+        }
+    }
+}
+
+/// Counts an inbound Raft connection in [`NetStats::peer_connections`] until dropped.
+struct PeerGauge(Gauge);
+
+impl Drop for PeerGauge {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// [`serve_raft`] under `policy` (TLS as [`serve_raft_with`], and the limits of
+/// [`PeerPolicy`]). Errors: none (a bad or slow peer only loses its connection). Cost per
+/// connection: a task and at most `policy.max_frame` bytes of buffer while a frame arrives.
+pub async fn serve_peers(listener: TcpListener, elector: Arc<Elector>, policy: PeerPolicy) {
+    let admission = Admission::new(None, policy.max_per_addr);
+    let stats = &policy.stats;
+    stats.show_limit("peer_connections_per_address", policy.max_per_addr as u64);
+    stats.show_limit("peer_frame_bytes", policy.max_frame.into());
+    stats.show_limit(
+        "peer_idle_timeout_ms",
+        policy.idle_timeout.as_millis() as u64,
+    );
+    stats.show_limit(
+        "peer_read_timeout_ms",
+        policy.read_timeout.as_millis() as u64,
+    );
+    let mut backoff = Duration::ZERO;
+    loop {
+        let (sock, from) = accept(&listener, PEER, &policy.stats, &mut backoff).await;
+        let admitted = match admission.admit(from.ip()) {
+            Ok(a) => a,
+            Err((reason, limit)) => {
+                policy.stats.refuse(PEER, reason, from.ip(), limit);
+                continue; // dropped: closed at once
+            }
         };
         let _ = sock.set_nodelay(true);
         let raft = elector.clone();
-        let tls = tls.clone();
+        let policy = policy.clone();
         tokio::spawn(async move {
-            let Some(tls) = tls else {
+            let _admitted = admitted;
+            policy.stats.peer_connections.inc();
+            let _gauge = PeerGauge(policy.stats.peer_connections.clone());
+            let Some(tls) = policy.tls.clone() else {
                 let (r, w) = sock.into_split();
-                return raft_conn(r, w, raft, None).await;
+                return raft_conn(r, w, raft, None, &policy).await;
             };
             let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.peers.accept(sock)).await
             else {
@@ -85,9 +395,27 @@ pub async fn serve_raft_with(listener: TcpListener, elector: Arc<Elector>, tls: 
             };
             let cert = cert.clone().into_owned();
             let (r, w) = tokio::io::split(s);
-            raft_conn(r, w, raft, Some(cert)).await
+            raft_conn(r, w, raft, Some(cert), &policy).await
         });
     }
+}
+
+/// Counts and logs why a connection's frame could not be read; returns the reason.
+fn read_failed(stats: &NetStats, port: &str, e: &io::Error) -> &'static str {
+    let reason = if frame::is_oversized(e) {
+        "oversized"
+    } else if e.kind() == io::ErrorKind::TimedOut {
+        "read_timeout"
+    } else {
+        "malformed"
+    };
+    stats.close(port, reason);
+    if reason != "malformed" {
+        stats.warn(&format!("closed-{port}-{reason}"), || {
+            format!("closed a {port} connection: {e}")
+        });
+    }
+    reason
 }
 
 /// The node a Raft request says it comes from: the vote's node.
@@ -104,14 +432,38 @@ fn sender(req: &RaftReq) -> Option<NodeId> {
 /// Serves one peer connection's Raft requests in order. With `cert` (mutual TLS), a
 /// request is served only if [`check_peer`] allows its sender; the first that is not
 /// ends the connection unanswered.
-async fn raft_conn<R, W>(r: R, w: W, raft: Arc<Elector>, cert: Option<CertificateDer<'static>>)
-where
+async fn raft_conn<R, W>(
+    r: R,
+    w: W,
+    raft: Arc<Elector>,
+    cert: Option<CertificateDer<'static>>,
+    policy: &PeerPolicy,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let mut r = BufReader::new(r);
     let mut w = BufWriter::new(w);
-    while let Ok(Some(req)) = frame::read::<_, RaftReq>(&mut r, MAX_RAFT_FRAME).await {
+    loop {
+        let next = frame::read_timed::<_, RaftReq>(
+            &mut r,
+            policy.max_frame,
+            policy.idle_timeout,
+            policy.read_timeout,
+        )
+        .await;
+        let req = match next {
+            Ok(Next::Frame(req)) => req,
+            Ok(Next::End) => break,
+            Ok(Next::Idle) => {
+                policy.stats.close(PEER, "idle");
+                break;
+            }
+            Err(e) => {
+                read_failed(&policy.stats, PEER, &e);
+                break;
+            }
+        };
         if let Some(cert) = &cert {
             let from = sender(&req);
             if let Err(e) = from.ok_or_else(|| "no sender".to_string()).and_then(|id| {
@@ -320,7 +672,7 @@ impl TcpConn {
             return Err(CallError::Unreachable(io::Error::other("no connection")));
         };
         frame::write(w, &req).await.map_err(CallError::Network)?;
-        match frame::read::<_, RaftResp>(r, MAX_RAFT_FRAME).await {
+        match frame::read::<_, RaftResp>(r, MAX_RAFT_REPLY).await {
             Ok(Some(resp)) => Ok(resp),
             Ok(None) => Err(CallError::Network(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -420,19 +772,42 @@ pub struct ClientPolicy {
     /// At most this many client connections at once (TLS handshakes included); a
     /// connection beyond it is closed at once. Default [`MAX_CLIENT_CONNECTIONS`].
     pub max_connections: usize,
+    /// At most this many of them from one IP address; one more is closed at once.
+    /// Default [`MAX_CLIENT_PER_ADDR`].
+    pub max_per_addr: usize,
+    /// The largest request frame accepted, in bytes: a longer one is answered
+    /// [`ServerFrame::Malformed`] naming the limit, and the connection closed. Default
+    /// [`MAX_CLIENT_FRAME`].
+    pub max_frame: u32,
+    /// A connection with no request for this long, no session attached and nothing in
+    /// flight is closed. Default [`CLIENT_IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// A request must arrive whole within this long once started; otherwise it is
+    /// answered [`ServerFrame::Malformed`] and the connection closed. Default
+    /// [`READ_TIMEOUT`].
+    pub read_timeout: Duration,
 }
+
+/// The default limit of client connections from one IP address.
+pub const MAX_CLIENT_PER_ADDR: usize = 512;
+/// The default idle timeout of a client connection that holds no session.
+pub const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The default limit of a node's concurrent client connections: each costs a task, its
 /// buffers and up to [`PUSH_BACKLOG`] queued pushes, so their number is bounded too.
 pub const MAX_CLIENT_CONNECTIONS: usize = 4096;
 
 impl Default for ClientPolicy {
-    /// Plain TCP, no tokens, [`MAX_CLIENT_CONNECTIONS`].
+    /// Plain TCP, no tokens, and the defaults named on each field.
     fn default() -> Self {
         ClientPolicy {
             tls: None,
             tokens: None,
             max_connections: MAX_CLIENT_CONNECTIONS,
+            max_per_addr: MAX_CLIENT_PER_ADDR,
+            max_frame: MAX_CLIENT_FRAME,
+            idle_timeout: CLIENT_IDLE_TIMEOUT,
+            read_timeout: READ_TIMEOUT,
         }
     }
 }
@@ -440,15 +815,33 @@ impl Default for ClientPolicy {
 /// [`serve_clients`] under `policy`. Errors and cost: as there; a request the connection's
 /// token does not allow is answered `Unauthenticated` or `Forbidden` and not served.
 pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: ClientPolicy) {
-    let slots = Arc::new(Semaphore::new(policy.max_connections));
+    let admission = Admission::new(Some(policy.max_connections), policy.max_per_addr);
+    let stats = node.stats.net.clone();
+    node.stats.client_limit.store(
+        policy.max_connections as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    stats.show_limit("client_connections", policy.max_connections as u64);
+    stats.show_limit("client_connections_per_address", policy.max_per_addr as u64);
+    stats.show_limit("client_frame_bytes", policy.max_frame.into());
+    stats.show_limit(
+        "client_idle_timeout_ms",
+        policy.idle_timeout.as_millis() as u64,
+    );
+    stats.show_limit(
+        "client_read_timeout_ms",
+        policy.read_timeout.as_millis() as u64,
+    );
+    let mut backoff = Duration::ZERO;
     loop {
-        let Ok((sock, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
-        // Over the limit: closed at once (dropped), before any handshake.
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            continue;
+        let (sock, from) = accept(&listener, CLIENT, &stats, &mut backoff).await;
+        // Over a limit: closed at once (dropped), before any handshake.
+        let slot = match admission.admit(from.ip()) {
+            Ok(a) => a,
+            Err((reason, limit)) => {
+                stats.refuse(CLIENT, reason, from.ip(), limit);
+                continue;
+            }
         };
         let _ = sock.set_nodelay(true);
         let (node, policy) = (node.clone(), policy.clone());
@@ -526,11 +919,16 @@ where
     let limit = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     loop {
         let next = tokio::select! {
-            f = frame::read::<_, ClientFrame>(&mut r, MAX_CLIENT_FRAME) => f,
+            f = frame::read_timed::<_, ClientFrame>(
+                &mut r,
+                policy.max_frame,
+                policy.idle_timeout,
+                policy.read_timeout,
+            ) => f,
             _ = writer_done.notified() => break,
         };
         match next {
-            Ok(Some(ClientFrame { id, req })) => {
+            Ok(Next::Frame(ClientFrame { id, req })) => {
                 // Authentication is handled here, in order: the requests after it see it.
                 let allowed = match (&req, &policy.tokens) {
                     (Request::Authenticate { token }, Some(tokens)) => {
@@ -562,8 +960,18 @@ where
                     let _ = out.send((ServerFrame::Reply { id, result }, Some(permit)));
                 });
             }
-            Ok(None) => break,
+            Ok(Next::End) => break,
+            Ok(Next::Idle) => {
+                // Kept while it may still be answered or pushed to.
+                let busy =
+                    limit.available_permits() < MAX_IN_FLIGHT || node.shared.hub.has_conn(conn);
+                if !busy {
+                    node.stats.net.close(CLIENT, "idle");
+                    break;
+                }
+            }
             Err(e) => {
+                read_failed(&node.stats.net, CLIENT, &e);
                 let _ = out_tx.send((ServerFrame::Malformed(e.to_string()), None));
                 break;
             }
@@ -573,4 +981,81 @@ where
     drop(out_tx);
     drop(push);
     let _ = writer.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::SessionSecret;
+    use crate::types::{Cmd, Op};
+    use fencelock::{Input, LockName, Mode, SessionId, Tick, Wait};
+
+    /// The frame bounds rest on MAX_OP_BYTES: the widest ops encode within it, and a full
+    /// batch of them within MAX_ENTRY_BYTES.
+    #[test]
+    fn the_largest_ops_fit_the_frame_bounds() {
+        let name = LockName::new(&"\u{10348}".repeat(fencelock::MAX_NAME_LEN / 4)).unwrap();
+        assert_eq!(name.as_str().len(), fencelock::MAX_NAME_LEN);
+        let secret = SessionSecret([0xff; 16]);
+        let (now, session) = (Tick(u64::MAX), SessionId(u64::MAX));
+        let widest = [
+            Op::Owned {
+                input: Input::Acquire {
+                    now,
+                    session,
+                    lock: name.clone(),
+                    mode: Mode::Shared,
+                    wait: Wait::Until(Tick(u64::MAX)),
+                    request: Some(u64::MAX),
+                },
+                secret,
+            },
+            Op::Owned {
+                input: Input::Release {
+                    now,
+                    session,
+                    lock: name.clone(),
+                    request: Some(u64::MAX),
+                },
+                secret,
+            },
+            Op::Open {
+                ttl: u64::MAX,
+                key: Some(u128::MAX),
+                secret,
+            },
+            Op::ForceRelease {
+                session,
+                lock: name.clone(),
+            },
+        ];
+        for op in &widest {
+            let n = postcard::to_allocvec(op).unwrap().len();
+            assert!(n <= MAX_OP_BYTES, "{n} bytes: {op:?}");
+        }
+        let batch = Cmd {
+            now: Some(u64::MAX),
+            ops: vec![widest[0].clone(); crate::proposer::MAX_BATCH],
+        };
+        let n = postcard::to_allocvec(&batch).unwrap().len();
+        assert!(n + 64 <= MAX_ENTRY_BYTES, "{n} bytes");
+        let per = entries_per_append() as usize;
+        assert!(per >= 32, "{per} entries per append");
+        assert!(per * MAX_ENTRY_BYTES + (64 << 10) <= MIN_RAFT_FRAME as usize);
+        assert!(SNAPSHOT_CHUNK + (64 << 10) <= MIN_RAFT_FRAME as u64);
+    }
+
+    #[test]
+    fn admission_counts_per_address_and_in_all_and_frees_on_drop() {
+        let a = Admission::new(Some(3), 2);
+        let (x, y): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
+        let x1 = a.admit(x).unwrap();
+        let _x2 = a.admit(x).unwrap();
+        assert_eq!(a.admit(x).err(), Some(("per_address", 2)));
+        let _y1 = a.admit(y).unwrap();
+        assert_eq!(a.admit(y).err(), Some(("total", 3)));
+        drop(x1);
+        let _x3 = a.admit(x).unwrap();
+        assert_eq!(a.counts.lock().unwrap().get(&x), Some(&2));
+    }
 }

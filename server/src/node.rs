@@ -222,6 +222,9 @@ impl Node {
             election_timeout_max: config.election_ms.1,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(config.snapshot_logs),
             max_in_snapshot_log_to_keep: config.snapshot_logs / 4,
+            // Every frame a node sends fits in any peer's frame limit (crate::net).
+            snapshot_max_chunk_size: crate::net::SNAPSHOT_CHUNK,
+            max_payload_entries: crate::net::entries_per_append(),
             // Elections are started by the Elector after a won pre-vote.
             enable_elect: false,
             ..Default::default()
@@ -330,6 +333,48 @@ impl Node {
     /// The health of the data directory. Cost: O(1).
     pub fn disk(&self) -> Arc<DiskHealth> {
         self.log.disk()
+    }
+
+    /// This node's own view of the cluster and of itself ([`Request::Status`]): local
+    /// state, no read barrier. Cost: one lock of the state machine and the readiness
+    /// check (one small write and fsync in the data directory).
+    pub async fn status(&self) -> crate::protocol::NodeStatus {
+        let (ready, checks) = crate::ops::readiness(self).await;
+        let m = self.raft.metrics().borrow().clone();
+        let role = match m.state {
+            ServerState::Leader => "leader",
+            ServerState::Follower => "follower",
+            ServerState::Candidate => "candidate",
+            ServerState::Learner => "learner",
+            ServerState::Shutdown => "shutdown",
+        };
+        let members = m.membership_config.membership();
+        let node = |id: NodeId| members.get_node(&id).map(|n| (id, n.clone()));
+        let (u, c) = {
+            let s = self.shared.state();
+            (s.svc.usage(), s.svc.capacity())
+        };
+        crate::protocol::NodeStatus {
+            id: self.id,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            role: role.to_string(),
+            term: m.current_term,
+            leader: m.current_leader,
+            committed: self.log.committed().map_or(0, |l| l.index),
+            applied: m.last_applied.map_or(0, |l| l.index),
+            last_log: m.last_log_index.unwrap_or(0),
+            ready,
+            checks: checks.lines().map(str::to_string).collect(),
+            voters: members.voter_ids().filter_map(node).collect(),
+            learners: members.learner_ids().filter_map(node).collect(),
+            sessions: (u.sessions as u64, c.sessions as u64),
+            locks: (u.locks as u64, c.locks as u64),
+            claims: (u.claims as u64, c.claims as u64),
+            connections: (
+                self.stats.connections.get().max(0) as u64,
+                self.stats.client_limit.load(Ordering::Relaxed),
+            ),
+        }
     }
 
     /// Requests waiting for the proposer. Cost: O(1).
@@ -734,6 +779,7 @@ impl Node {
             }
             // The connection was authenticated and authorized by the transport.
             Request::Authenticate { .. } => Ok(Reply::Authenticated),
+            Request::Status => Ok(Reply::Status(self.status().await)),
             Request::ForceRelease { session, lock } => {
                 let lock = Self::input_name(&lock)?;
                 let session = SessionId(session);

@@ -48,6 +48,11 @@ pub struct NodeStats {
     pub refusals: Family<Labels, Counter>,
     /// Client connections open now.
     pub connections: Gauge,
+    /// The transport's refusals, closes, accept errors, Raft connections and limits.
+    pub net: crate::net::NetStats,
+    /// The client connection limit the client port runs with (set by
+    /// [`crate::net::serve_clients_with`]; 0 before it runs).
+    pub client_limit: Arc<std::sync::atomic::AtomicU64>,
     limit_logged: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
 
@@ -205,6 +210,32 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
         "client_connections",
         "Open client connections",
         node.stats.connections.clone(),
+    );
+    let net = &node.stats.net;
+    r.register(
+        "peer_connections",
+        "Open inbound Raft connections",
+        net.peer_connections.clone(),
+    );
+    r.register(
+        "connections_refused",
+        "Connections closed at once by a connection limit, by port and reason",
+        net.refused.clone(),
+    );
+    r.register(
+        "connections_closed",
+        "Connections closed by the node (idle, read_timeout, oversized, malformed), by port",
+        net.closed.clone(),
+    );
+    r.register(
+        "accept_errors",
+        "Failed accepts (no file descriptors left...), by port",
+        net.accept_errors.clone(),
+    );
+    r.register(
+        "net_limit",
+        "The transport's limits as the node runs with them, by name",
+        net.limits.clone(),
     );
     r
 }
@@ -370,7 +401,9 @@ async fn metrics(State(ops): State<Arc<Ops>>) -> Response {
 /// locks, claims: the core's `usage()` and `capacity()`), `proposer_queue`, `disk_full`,
 /// `disk_errors_total`, `fsync_seconds` (histogram), `grants_total`, `expiries_total`,
 /// `wait_seconds` (histogram of granted waiters' waits), `refusals_total{kind}`,
-/// `client_connections`.
+/// `client_connections`, `peer_connections`, `connections_refused_total{port,reason}`,
+/// `connections_closed_total{port,reason}`, `accept_errors_total{port}`,
+/// `net_limit{name}` (see [`crate::net`]).
 ///
 /// Errors: the server's I/O error.
 pub async fn serve_ops(

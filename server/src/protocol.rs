@@ -155,6 +155,11 @@ pub enum Request {
         /// The voters' ids.
         voters: Vec<u64>,
     },
+    /// This node's own view of the cluster and of itself ([`NodeStatus`]): answered by any
+    /// node, leader or not, from its local state (not a linearizable read), so a status
+    /// tool can ask every node. Costs the node one small write and fsync (its readiness
+    /// check of the data directory).
+    Status,
 }
 
 /// One frame from a client.
@@ -210,6 +215,45 @@ pub enum Reply {
     },
     /// A membership change was committed.
     MembershipChanged,
+    /// The answering node's status.
+    Status(NodeStatus),
+}
+
+/// One node's own view ([`Request::Status`]), as `/readyz` and `/metrics` see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    /// The node's id.
+    pub id: u64,
+    /// The server's version (`CARGO_PKG_VERSION`).
+    pub version: String,
+    /// Its Raft role: `leader`, `follower`, `candidate`, `learner` or `shutdown`.
+    pub role: String,
+    /// Its current term.
+    pub term: u64,
+    /// The leader it knows, if any.
+    pub leader: Option<u64>,
+    /// The last log index it knows committed.
+    pub committed: u64,
+    /// The last log index applied to its state machine.
+    pub applied: u64,
+    /// The last log index in its log.
+    pub last_log: u64,
+    /// Whether `/readyz` would pass.
+    pub ready: bool,
+    /// The readiness checks, one line each (`ok …` / `fail …`).
+    pub checks: Vec<String>,
+    /// The voters in its membership, by id.
+    pub voters: Vec<(u64, NodeAddr)>,
+    /// The learners in its membership, by id.
+    pub learners: Vec<(u64, NodeAddr)>,
+    /// Sessions open, and the table's rows.
+    pub sessions: (u64, u64),
+    /// Locks in use, and the table's rows.
+    pub locks: (u64, u64),
+    /// Claims (holds and waits), and the pool's rows.
+    pub claims: (u64, u64),
+    /// Client connections open on it, and its limit.
+    pub connections: (u64, u64),
 }
 
 /// Why a request failed.

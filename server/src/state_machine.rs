@@ -170,6 +170,13 @@ impl Hub {
         });
     }
 
+    /// Whether connection `conn` is attached to any session (open sessions only: a
+    /// session's registrations go when it expires or closes). Cost: O(attachments).
+    pub fn has_conn(&self, conn: u64) -> bool {
+        let g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        g.values().any(|v| v.iter().any(|(c, _, _)| *c == conn))
+    }
+
     /// Starts keeping a journal of every applied output with its log index (tests;
     /// memory grows with every output). Cost: O(1).
     pub fn enable_journal(&self) {

@@ -676,3 +676,48 @@ fn a_stalled_leader_does_not_cost_the_lease() {
     drop(procs);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `status` counts what is in use: a held lock is one session, one lock and one claim of
+/// the tables' rows, in both forms; once the node is gone, status exits 1.
+#[test]
+fn status_counts_a_held_lock_and_exits_1_without_the_cluster() {
+    let _s = serial();
+    let mut n = Node::start("status");
+    let mut holder = n.lock("S", "echo $$ > cmd; exec sleep 60");
+    read_pid(&n.path("cmd"));
+    let out = n.cli(&["status", "--json"]).output().unwrap();
+    let json = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{json}");
+    for used in [
+        "\"sessions\":{\"used\":1,\"capacity\":16384}",
+        "\"locks\":{\"used\":1,\"capacity\":16384}",
+        "\"claims\":{\"used\":1,\"capacity\":32768}",
+        "\"role\":\"leader\"",
+    ] {
+        assert!(json.contains(used), "no {used} in {json}");
+    }
+    let out = n.cli(&["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(&n.client))
+        .unwrap_or_else(|| panic!("no row for the node: {text}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cols[..3],
+        [n.client.as_str(), "1", "leader"],
+        "endpoint, id, role: {row}"
+    );
+    assert_eq!(cols[7..10], ["yes", "1/16384", "1/16384"], "{row}");
+    signal(holder.id(), "-TERM");
+    wait_exit(&mut holder, Duration::from_secs(10));
+    n.kill9();
+    let out = n.cli(&["status"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

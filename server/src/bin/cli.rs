@@ -6,6 +6,7 @@
 //! fencelock queue NAME                      who waits for NAME, head first
 //! fencelock elect NAME                      campaign; print the epoch when elected; lead until Ctrl-C/SIGTERM
 //! fencelock members                         the cluster's voters and learners
+//! fencelock status [--json]                 every node's role, term, indexes, health and table use
 //! fencelock add-learner ID RAFT CLIENT      add a node (as a learner) and wait until it caught up
 //! fencelock set-voters ID[,ID…]             make exactly these nodes the voters (each live, caught up)
 //! fencelock remove-learner ID               drop a learner (one that never caught up)
@@ -46,8 +47,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use fencelock::{Mode, Output, ReleaseReason};
-use fencelock_server::client::{Acquired, Client, ClientOptions, LeaseGuard, Session, Timeouts};
-use fencelock_server::protocol::{ClientError, WaitSpec};
+use fencelock_server::client::{
+    Acquired, Client, ClientOptions, LeaseGuard, Members, Session, Timeouts,
+};
+use fencelock_server::protocol::{ClientError, NodeStatus, WaitSpec};
 use fencelock_server::types::NodeAddr;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -159,6 +162,19 @@ process dies. Every way out but its death closes the session, so the lock passes
     },
     /// Print the cluster's members: `voter|learner ID RAFT CLIENT` per line.
     Members,
+    /// Print each node's status (role, term, leader, committed and applied index,
+    /// readiness, sessions / locks / claims / connections in use of capacity) and the
+    /// members; asks the --cluster addresses and every member they name.
+    #[command(
+        after_help = "Exit status: 0 when a leader confirmed its quorum (a linearizable read \
+through it succeeded); 1 otherwise (no leader, no quorum, nothing reachable: what could be \
+gathered is still printed); 64 a usage error."
+    )]
+    Status {
+        /// One JSON object instead of text (for scripts).
+        #[arg(long)]
+        json: bool,
+    },
     /// Add a node as a learner (start it first, without --init) and wait until it caught up.
     AddLearner {
         /// The node's id.
@@ -308,6 +324,7 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             lock(opts, &name, wait, kill_after, &command).await
         }
         Cmd::Elect { name } => elect(opts, &name).await,
+        Cmd::Status { json } => status(opts, json).await,
         Cmd::Members => {
             let (voters, learners) = opts.deadline(opts.client().members()).await?;
             for (kind, list) in [("voter", voters), ("learner", learners)] {
@@ -389,10 +406,14 @@ impl Opts {
     }
 
     fn with(&self, timeouts: Timeouts) -> Client {
+        self.with_addrs(self.addrs(), timeouts)
+    }
+
+    fn with_addrs(&self, addrs: Vec<String>, timeouts: Timeouts) -> Client {
         // `main` checked `connection()` before running any command.
         let options = self.connection().unwrap_or_default();
         Client::with_options(
-            self.addrs(),
+            addrs,
             ClientOptions {
                 timeouts,
                 ..options
@@ -401,11 +422,16 @@ impl Opts {
     }
 
     fn client(&self) -> Client {
-        self.with(Timeouts {
+        self.with(self.client_timeouts())
+    }
+
+    /// The timeouts of [`Opts::client`].
+    fn client_timeouts(&self) -> Timeouts {
+        Timeouts {
             connect: self.connect_timeout(),
             reply: self.timeout().min(Timeouts::default().reply),
             retry_for: self.timeout(),
-        })
+        }
     }
 
     /// A client for a session of `--ttl-ms`: [`Timeouts::for_ttl`], each bound lowered to
@@ -429,6 +455,265 @@ impl Opts {
             Err(_) => Err(ClientError::Unavailable("no reply".into())),
         }
     }
+}
+
+/// What one endpoint answered to `status`: its status, or why there is none.
+type Answer = (String, Result<NodeStatus, String>);
+
+/// `fencelock status`: asks every endpoint (the --cluster addresses, then the members
+/// they name) for its own status at once, and confirms the leader's quorum with a
+/// linearizable read through it. Exit 0 only if that read succeeded.
+async fn status(opts: &Opts, json: bool) -> Res<ExitCode> {
+    let mut addrs = opts.addrs();
+    let mut answers: Vec<Answer> = Vec::new();
+    // Round 1: the given addresses; round 2: members they named that were not given.
+    for _ in 0..2 {
+        let todo: Vec<String> = addrs
+            .iter()
+            .filter(|a| !answers.iter().any(|(b, _)| b == *a))
+            .cloned()
+            .collect();
+        if todo.is_empty() {
+            break;
+        }
+        let limit = opts.timeout() + opts.connect_timeout();
+        let mut set = tokio::task::JoinSet::new();
+        for (i, addr) in todo.into_iter().enumerate() {
+            let c = opts.with_addrs(
+                vec![addr.clone()],
+                Timeouts {
+                    connect: opts.connect_timeout(),
+                    reply: opts.timeout(),
+                    // One endpoint: retrying it is pointless once it refused.
+                    retry_for: opts.connect_timeout().min(opts.timeout()),
+                },
+            );
+            set.spawn(async move {
+                let r = match tokio::time::timeout(limit, c.status()).await {
+                    Ok(r) => r.map_err(|e| e.to_string()),
+                    Err(_) => Err("no reply".to_string()),
+                };
+                (i, addr, r)
+            });
+        }
+        let mut round: Vec<(usize, String, Result<NodeStatus, String>)> = Vec::new();
+        while let Some(r) = set.join_next().await {
+            if let Ok(r) = r {
+                round.push(r);
+            }
+        }
+        round.sort_by_key(|(i, _, _)| *i);
+        for (_, addr, r) in round {
+            if let Ok(st) = &r {
+                for (_, a) in st.voters.iter().chain(&st.learners) {
+                    if !addrs.contains(&a.client) {
+                        addrs.push(a.client.clone());
+                    }
+                }
+            }
+            answers.push((addr, r));
+        }
+    }
+    let quorum = opts
+        .deadline(
+            opts.with_addrs(addrs.clone(), opts.client_timeouts())
+                .members(),
+        )
+        .await;
+    // The leader: the one that says so in the highest term any node knows.
+    let ok: Vec<&NodeStatus> = answers
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .collect();
+    let term = ok.iter().map(|s| s.term).max();
+    let leader = ok
+        .iter()
+        .find(|s| s.role == "leader" && Some(s.term) == term)
+        .map(|s| s.id);
+    let members: Members = match &quorum {
+        Ok(m) => m.clone(),
+        Err(_) => ok
+            .iter()
+            .max_by_key(|s| (s.term, s.applied))
+            .map(|s| (s.voters.clone(), s.learners.clone()))
+            .unwrap_or_default(),
+    };
+    let confirmed = quorum.is_ok();
+    if json {
+        println!("{}", status_json(&answers, leader, term, &quorum, &members));
+    } else {
+        print_status(&answers, leader, term, &quorum, &members);
+    }
+    Ok(if confirmed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn print_status(
+    answers: &[Answer],
+    leader: Option<u64>,
+    term: Option<u64>,
+    quorum: &Result<Members, ClientError>,
+    members: &Members,
+) {
+    let who = match leader {
+        Some(l) => format!("leader {l}"),
+        None => "no leader".to_string(),
+    };
+    let term = term.map_or("-".to_string(), |t| t.to_string());
+    match quorum {
+        Ok(_) => println!("cluster: {who}, term {term}, quorum confirmed"),
+        Err(e) => println!("cluster: {who}, term {term}, quorum NOT confirmed ({e})"),
+    }
+    for (kind, list) in [("voter", &members.0), ("learner", &members.1)] {
+        for (id, a) in list {
+            println!("{kind} {id} {} {}", a.raft, a.client);
+        }
+    }
+    println!(
+        "{:<22} {:>3} {:<9} {:>5} {:>6} {:>9} {:>9} {:<5} {:>13} {:>13} {:>13} {:>11}",
+        "ENDPOINT",
+        "ID",
+        "ROLE",
+        "TERM",
+        "LEADER",
+        "COMMITTED",
+        "APPLIED",
+        "READY",
+        "SESSIONS",
+        "LOCKS",
+        "CLAIMS",
+        "CONNECTIONS"
+    );
+    let of = |(u, c): (u64, u64)| format!("{u}/{c}");
+    let mut notes = Vec::new();
+    for (addr, r) in answers {
+        match r {
+            Ok(s) => {
+                println!(
+                    "{:<22} {:>3} {:<9} {:>5} {:>6} {:>9} {:>9} {:<5} {:>13} {:>13} {:>13} {:>11}",
+                    addr,
+                    s.id,
+                    s.role,
+                    s.term,
+                    s.leader.map_or("-".to_string(), |l| l.to_string()),
+                    s.committed,
+                    s.applied,
+                    if s.ready { "yes" } else { "NO" },
+                    of(s.sessions),
+                    of(s.locks),
+                    of(s.claims),
+                    of(s.connections),
+                );
+                for c in s.checks.iter().filter(|c| !c.starts_with("ok ")) {
+                    notes.push(format!("{addr} (node {}): {c}", s.id));
+                }
+            }
+            Err(e) => {
+                println!("{addr:<22} unreachable: {e}");
+            }
+        }
+    }
+    for n in notes {
+        println!("{n}");
+    }
+}
+
+/// `s` as a JSON string literal.
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json_opt(v: Option<u64>) -> String {
+    v.map_or("null".to_string(), |v| v.to_string())
+}
+
+fn json_members(list: &[(u64, NodeAddr)]) -> String {
+    let items: Vec<String> = list
+        .iter()
+        .map(|(id, a)| {
+            format!(
+                "{{\"id\":{id},\"raft\":{},\"client\":{}}}",
+                json_str(&a.raft),
+                json_str(&a.client)
+            )
+        })
+        .collect();
+    format!("[{}]", items.join(","))
+}
+
+fn status_json(
+    answers: &[Answer],
+    leader: Option<u64>,
+    term: Option<u64>,
+    quorum: &Result<Members, ClientError>,
+    members: &Members,
+) -> String {
+    let use_of = |(u, c): (u64, u64)| format!("{{\"used\":{u},\"capacity\":{c}}}");
+    let nodes: Vec<String> = answers
+        .iter()
+        .map(|(addr, r)| match r {
+            Ok(s) => {
+                let checks: Vec<String> = s.checks.iter().map(|c| json_str(c)).collect();
+                format!(
+                    "{{\"endpoint\":{},\"reachable\":true,\"id\":{},\"version\":{},\"role\":{},\
+                     \"term\":{},\"leader\":{},\"committed\":{},\"applied\":{},\"last_log\":{},\
+                     \"ready\":{},\"checks\":[{}],\"sessions\":{},\"locks\":{},\"claims\":{},\
+                     \"connections\":{}}}",
+                    json_str(addr),
+                    s.id,
+                    json_str(&s.version),
+                    json_str(&s.role),
+                    s.term,
+                    json_opt(s.leader),
+                    s.committed,
+                    s.applied,
+                    s.last_log,
+                    s.ready,
+                    checks.join(","),
+                    use_of(s.sessions),
+                    use_of(s.locks),
+                    use_of(s.claims),
+                    use_of(s.connections),
+                )
+            }
+            Err(e) => format!(
+                "{{\"endpoint\":{},\"reachable\":false,\"error\":{}}}",
+                json_str(addr),
+                json_str(e)
+            ),
+        })
+        .collect();
+    let quorum_error = match quorum {
+        Ok(_) => "null".to_string(),
+        Err(e) => json_str(&e.to_string()),
+    };
+    format!(
+        "{{\"quorum\":{},\"quorum_error\":{quorum_error},\"leader\":{},\"term\":{},\
+         \"voters\":{},\"learners\":{},\"nodes\":[{}]}}",
+        quorum.is_ok(),
+        json_opt(leader),
+        json_opt(term),
+        json_members(&members.0),
+        json_members(&members.1),
+        nodes.join(",")
+    )
 }
 
 /// The signals that make `lock` and `elect` clean up and exit: SIGINT, SIGTERM, SIGHUP.
@@ -822,5 +1107,32 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_escape_quotes_backslashes_and_control_characters() {
+        assert_eq!(json_str("plain"), "\"plain\"");
+        assert_eq!(
+            json_str("a\"b\\c\nd\te\u{1}é"),
+            "\"a\\\"b\\\\c\\nd\\te\\u0001é\""
+        );
+    }
+
+    #[test]
+    fn status_json_names_an_unreachable_node_and_a_missing_quorum() {
+        let answers: Vec<Answer> = vec![("127.0.0.1:1".into(), Err("refused \"x\"".into()))];
+        let quorum: Result<Members, ClientError> = Err(ClientError::Unavailable("gone".into()));
+        let json = status_json(&answers, None, None, &quorum, &(vec![], vec![]));
+        assert_eq!(
+            json,
+            "{\"quorum\":false,\"quorum_error\":\"unavailable: gone\",\"leader\":null,\
+             \"term\":null,\"voters\":[],\"learners\":[],\"nodes\":[{\"endpoint\":\
+             \"127.0.0.1:1\",\"reachable\":false,\"error\":\"refused \\\"x\\\"\"}]}"
+        );
     }
 }

@@ -21,7 +21,8 @@ use std::time::Duration;
 use clap::Parser;
 use fencelock_server::auth::Tokens;
 use fencelock_server::net::{
-    loopback_addr, serve_clients_with, serve_raft_with, ClientPolicy, TcpNetwork, TlsNetwork,
+    loopback_addr, serve_clients_with, serve_peers, ClientPolicy, PeerPolicy, TcpNetwork,
+    TlsNetwork, MIN_RAFT_FRAME,
 };
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::ops::serve_ops;
@@ -87,6 +88,35 @@ struct Args {
     /// Refuse to open more sessions than this through one client connection; 0: no quota.
     #[arg(long, default_value_t = 1024)]
     max_sessions_per_conn: usize,
+    /// Client connections at once; one more is closed at once. Lowered at start to fit the
+    /// open-file limit (RLIMIT_NOFILE, raised to its hard limit first).
+    #[arg(long, default_value_t = 4096)]
+    max_client_connections: usize,
+    /// Client connections at once from one IP address.
+    #[arg(long, default_value_t = 512)]
+    max_client_connections_per_addr: usize,
+    /// Raft connections at once from one IP address.
+    #[arg(long, default_value_t = 64)]
+    max_peer_connections_per_addr: usize,
+    /// The largest client request frame (bytes); a longer one is refused and its
+    /// connection closed.
+    #[arg(long, default_value_t = 64 << 10)]
+    max_client_frame_bytes: u32,
+    /// The largest Raft request frame (bytes); at least 4194304 (a snapshot chunk plus
+    /// room: what every node sends at most).
+    #[arg(long, default_value_t = 8 << 20)]
+    max_peer_frame_bytes: u32,
+    /// Close a client connection after this long (ms) without a request, unless a session
+    /// is attached to it or a request is in flight.
+    #[arg(long, default_value_t = 60_000)]
+    client_idle_timeout_ms: u64,
+    /// Close a Raft connection after this long (ms) without a request.
+    #[arg(long, default_value_t = 60_000)]
+    peer_idle_timeout_ms: u64,
+    /// On both ports: once a frame has started, it must arrive whole within this long
+    /// (ms), or the connection is closed (a slow sender is cut off).
+    #[arg(long, default_value_t = 10_000)]
+    read_timeout_ms: u64,
     /// The cluster CA certificate (PEM): peers' and this node's certificates are signed by it.
     #[arg(long, requires_all = ["tls_cert", "tls_key"])]
     tls_ca: Option<PathBuf>,
@@ -339,6 +369,72 @@ async fn stop_signal() -> &'static str {
     }
 }
 
+/// Refuses transport limits that would stop the node from working.
+fn check_net_limits(args: &Args) -> Result<(), String> {
+    if args.max_peer_frame_bytes < MIN_RAFT_FRAME {
+        return Err(format!(
+            "--max-peer-frame-bytes must be at least {MIN_RAFT_FRAME} (a snapshot chunk plus \
+             room: peers send frames that large)"
+        ));
+    }
+    if args.max_client_frame_bytes < 1024 {
+        return Err("--max-client-frame-bytes must be at least 1024".into());
+    }
+    for (flag, v) in [
+        (
+            "--max-client-connections",
+            args.max_client_connections as u64,
+        ),
+        (
+            "--max-client-connections-per-addr",
+            args.max_client_connections_per_addr as u64,
+        ),
+        (
+            "--max-peer-connections-per-addr",
+            args.max_peer_connections_per_addr as u64,
+        ),
+        ("--client-idle-timeout-ms", args.client_idle_timeout_ms),
+        ("--peer-idle-timeout-ms", args.peer_idle_timeout_ms),
+        ("--read-timeout-ms", args.read_timeout_ms),
+    ] {
+        if v == 0 {
+            return Err(format!("{flag} must be at least 1"));
+        }
+    }
+    Ok(())
+}
+
+/// File descriptors kept back from client connections: the node's own files and
+/// listeners, its Raft connections (per member) and the metrics listener's connections.
+fn fd_reserve(members: usize) -> u64 {
+    64 + 8 * members as u64
+}
+
+/// Raises the soft open-file limit to the hard one, and returns how many client
+/// connections fit in it besides [`fd_reserve`] (at most `wanted`, at least 1): with more
+/// clients than descriptors, every new connection would fail (`EMFILE`), peers' included.
+fn client_connections_within_fd_limit(wanted: usize, members: usize) -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((mut soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return wanted;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        soft = hard;
+    }
+    let room = soft.saturating_sub(fd_reserve(members)).max(1);
+    if (wanted as u64) <= room {
+        return wanted;
+    }
+    tracing::warn!(
+        open_files = soft,
+        "--max-client-connections {wanted} does not fit the open-file limit of {soft} \
+         (with {} kept for files and peers): serving at most {room} client connections; \
+         raise the limit (ulimit -n, systemd LimitNOFILE) for more",
+        fd_reserve(members)
+    );
+    room as usize
+}
+
 async fn run(args: Args) -> Result<(), String> {
     let (Some(id), Some(dir)) = (args.id, args.dir.clone()) else {
         return Err("--id and --dir are required".into());
@@ -396,6 +492,7 @@ async fn run(args: Args) -> Result<(), String> {
     }
     fencelock::check_rows(args.sessions.max(args.locks).max(args.claims))
         .map_err(|e| format!("table sizes: {e}"))?;
+    check_net_limits(&args)?;
     config.max_ttl_ms = (args.max_ttl_ms > 0).then_some(args.max_ttl_ms);
     config.max_sessions_per_conn =
         (args.max_sessions_per_conn > 0).then_some(args.max_sessions_per_conn);
@@ -416,11 +513,26 @@ async fn run(args: Args) -> Result<(), String> {
         None => Node::start(config, TcpNetwork::dial_via(dial)).await,
     }
     .map_err(|e| format!("starting on {}: {e}", dir.display()))?;
-    let raft_task = tokio::spawn(serve_raft_with(raft_l, node.elector().clone(), tls.clone()));
+    let peer_policy = PeerPolicy {
+        tls: tls.clone(),
+        max_per_addr: args.max_peer_connections_per_addr,
+        max_frame: args.max_peer_frame_bytes,
+        idle_timeout: Duration::from_millis(args.peer_idle_timeout_ms),
+        read_timeout: Duration::from_millis(args.read_timeout_ms),
+        stats: node.stats.net.clone(),
+    };
+    let raft_task = tokio::spawn(serve_peers(raft_l, node.elector().clone(), peer_policy));
     let policy = ClientPolicy {
         tls: tls.map(|t| t.clients),
         tokens,
-        ..ClientPolicy::default()
+        max_connections: client_connections_within_fd_limit(
+            args.max_client_connections,
+            peers.len(),
+        ),
+        max_per_addr: args.max_client_connections_per_addr,
+        max_frame: args.max_client_frame_bytes,
+        idle_timeout: Duration::from_millis(args.client_idle_timeout_ms),
+        read_timeout: Duration::from_millis(args.read_timeout_ms),
     };
     let client_task = tokio::spawn(serve_clients_with(client_l, node.clone(), policy));
     let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();

@@ -1,0 +1,628 @@
+//! The transport's limits on both ports, against three in-process nodes over real TCP on
+//! loopback (and one `fencelock-node` process under a lowered open-file limit): a slow
+//! sender is cut off by the read timeout, a silent connection by the idle timeout (not a
+//! client with a session), an oversized frame is refused, connections beyond the
+//! per-address limit are closed at once — and meanwhile the cluster keeps serving.
+//!
+//! Timeouts in these tests are short (1 s) so that the tests are quick, but every wait for
+//! an outcome is generous (tens of seconds): they assert what happens, never how fast.
+
+mod common;
+mod procs;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencelock::Mode;
+use fencelock_server::client::{Acquired, Client};
+use fencelock_server::frame;
+use fencelock_server::net::{
+    serve_clients_with, serve_peers, ClientPolicy, NetStats, PeerPolicy, TcpNetwork, MIN_RAFT_FRAME,
+};
+use fencelock_server::node::{Node, NodeConfig};
+use fencelock_server::protocol::{ClientFrame, Reply, Request, ServerFrame, WaitSpec};
+use fencelock_server::types::NodeAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+/// How long a test waits for an outcome that the limits make happen within about a second.
+const GENEROUS: Duration = Duration::from_secs(60);
+
+struct Tcp {
+    nodes: Vec<Arc<Node>>,
+    addrs: Vec<NodeAddr>,
+    base: std::path::PathBuf,
+}
+
+/// Three nodes on 127.0.0.1 whose client and Raft ports run under these policies.
+async fn start(name: &str, client: ClientPolicy, peer: PeerPolicy) -> Tcp {
+    let base = common::temp_dir(name);
+    let mut listeners = Vec::new();
+    let mut members = BTreeMap::new();
+    let mut addrs = Vec::new();
+    for id in 1..=3u64 {
+        let r = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let c = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = NodeAddr {
+            raft: r.local_addr().unwrap().to_string(),
+            client: c.local_addr().unwrap().to_string(),
+        };
+        members.insert(id, a.clone());
+        addrs.push(a);
+        listeners.push((r, c));
+    }
+    let mut nodes = Vec::new();
+    for (i, (r, c)) in listeners.into_iter().enumerate() {
+        let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
+        cfg.grace_ms = 200;
+        let node = Node::start(cfg, TcpNetwork::default()).await.unwrap();
+        let peer = PeerPolicy {
+            stats: node.stats.net.clone(),
+            ..peer.clone()
+        };
+        tokio::spawn(serve_peers(r, node.elector().clone(), peer));
+        tokio::spawn(serve_clients_with(c, node.clone(), client.clone()));
+        nodes.push(node);
+    }
+    nodes[0].initialize(members).await.unwrap();
+    Tcp { nodes, addrs, base }
+}
+
+impl Tcp {
+    async fn leader(&self) -> usize {
+        for _ in 0..1500 {
+            for (i, n) in self.nodes.iter().enumerate() {
+                if n.raft.metrics().borrow().state == openraft::ServerState::Leader {
+                    return i;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no leader");
+    }
+
+    fn client(&self) -> Client {
+        Client::new(self.addrs.iter().map(|a| a.client.clone()).collect())
+    }
+
+    /// The cluster serves: a fresh session takes and gives back a fresh lock.
+    async fn serves(&self, lock: &str) {
+        let s = self.client().open_session(30_000).await.expect("open");
+        let got = s.acquire(lock, Mode::Exclusive, WaitSpec::None).await;
+        assert!(matches!(got, Ok(Acquired::Granted(_))), "{lock}: {got:?}");
+        s.release(lock).await.expect("release");
+        s.close().await.expect("close");
+    }
+
+    async fn stop(self) {
+        for n in &self.nodes {
+            n.shutdown().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+/// A connection to `addr` from source address `src` (any 127.0.0.0/8 address).
+async fn connect_from(src: &str, addr: &str) -> TcpStream {
+    let s = TcpSocket::new_v4().unwrap();
+    s.bind(format!("{src}:0").parse().unwrap()).unwrap();
+    s.connect(addr.parse().unwrap()).await.unwrap()
+}
+
+/// Reads until the peer closes; `Some(bytes read)` if it closed within `limit`.
+async fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(end, s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(got),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The frames in `bytes` (from a client port), decoded.
+fn frames(mut bytes: &[u8]) -> Vec<ServerFrame> {
+    let mut out = Vec::new();
+    while bytes.len() >= 4 {
+        let len = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
+        if bytes.len() < 4 + len {
+            break;
+        }
+        out.push(postcard::from_bytes(&bytes[4..4 + len]).expect("a server frame"));
+        bytes = &bytes[4 + len..];
+    }
+    out
+}
+
+fn count(
+    f: &prometheus_client::metrics::family::Family<
+        Vec<(String, String)>,
+        prometheus_client::metrics::counter::Counter,
+    >,
+    port: &str,
+    reason: &str,
+) -> u64 {
+    f.get_or_create(&vec![
+        ("port".to_string(), port.to_string()),
+        ("reason".to_string(), reason.to_string()),
+    ])
+    .get()
+}
+
+fn closed(stats: &NetStats, port: &str, reason: &str) -> u64 {
+    count(&stats.closed, port, reason)
+}
+
+fn refused(stats: &NetStats, port: &str, reason: &str) -> u64 {
+    count(&stats.refused, port, reason)
+}
+
+/// Sends the start of a frame announcing `len` bytes, then one byte every 200 ms for as
+/// long as the connection takes them (at most `len - 1`: the frame is never complete).
+/// Returns how many body bytes went out before a write failed, or `None` if it never
+/// failed.
+async fn trickle(mut s: tokio::net::tcp::OwnedWriteHalf, len: u32) -> Option<u32> {
+    s.write_all(&len.to_be_bytes()).await.ok()?;
+    for sent in 0..len - 1 {
+        if s.write_all(&[0]).await.is_err() {
+            return Some(sent);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    None
+}
+
+fn short_timeouts() -> (ClientPolicy, PeerPolicy) {
+    let client = ClientPolicy {
+        read_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(1),
+        ..ClientPolicy::default()
+    };
+    let peer = PeerPolicy {
+        read_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(1),
+        ..PeerPolicy::default()
+    };
+    (client, peer)
+}
+
+/// A slow sender (a frame's header, then a byte now and then) is cut off by the read
+/// timeout on both ports — on the client port with a `Malformed` naming the read timeout —
+/// while the cluster keeps serving other clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_sender_is_cut_off_after_the_read_timeout_while_others_keep_working() {
+    let (client, peer) = short_timeouts();
+    let t = start("limits-slow", client, peer).await;
+    let l = t.leader().await;
+    // 600 bytes at 5 a second would take two minutes: the connection must end first.
+    let (mut cr, cw) = TcpStream::connect(&t.addrs[l].client)
+        .await
+        .unwrap()
+        .into_split();
+    let client_trickle = tokio::spawn(trickle(cw, 600));
+    let (mut rr, rw) = TcpStream::connect(&t.addrs[l].raft)
+        .await
+        .unwrap()
+        .into_split();
+    let raft_trickle = tokio::spawn(trickle(rw, 600));
+    // Others keep working while both trickle.
+    t.serves("while-slow").await;
+    // The client port answers Malformed (the read timeout) and closes.
+    let mut got = Vec::new();
+    let end = tokio::time::Instant::now() + GENEROUS;
+    let mut buf = [0u8; 1024];
+    loop {
+        match tokio::time::timeout_at(end, cr.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("the slow client was not cut off"),
+        }
+    }
+    let f = frames(&got);
+    assert!(
+        matches!(&f[..], [ServerFrame::Malformed(m)] if m.contains("read timeout")),
+        "{f:?}"
+    );
+    // The Raft port closes too.
+    let mut buf = [0u8; 64];
+    let r = tokio::time::timeout(GENEROUS, rr.read(&mut buf)).await;
+    assert!(
+        matches!(r, Ok(Ok(0)) | Ok(Err(_))),
+        "the slow peer was not cut off: {r:?}"
+    );
+    // Both senders were stopped by the node, long before their frames could be complete.
+    let sent = tokio::time::timeout(GENEROUS, client_trickle)
+        .await
+        .expect("the client trickle ends")
+        .unwrap();
+    assert!(sent.is_some(), "the client trickle was never refused");
+    let sent = tokio::time::timeout(GENEROUS, raft_trickle)
+        .await
+        .expect("the raft trickle ends")
+        .unwrap();
+    assert!(sent.is_some(), "the raft trickle was never refused");
+    let stats = &t.nodes[l].stats.net;
+    assert_eq!(closed(stats, "client", "read_timeout"), 1);
+    assert_eq!(closed(stats, "peer", "read_timeout"), 1);
+    t.serves("after-slow").await;
+    t.stop().await;
+}
+
+/// Opens a session of 60 s on a raw connection to the leader (retrying until a leader
+/// takes it): the connection, the session and its credential.
+async fn open_raw(t: &Tcp) -> (TcpStream, u64, fencelock_server::auth::SessionSecret) {
+    for _ in 0..100 {
+        let l = t.leader().await;
+        let mut s = TcpStream::connect(&t.addrs[l].client).await.unwrap();
+        let req = ClientFrame {
+            id: 1,
+            req: Request::Open {
+                ttl_ms: 60_000,
+                key: None,
+            },
+        };
+        frame::write(&mut s, &req).await.unwrap();
+        let r = tokio::time::timeout(
+            GENEROUS,
+            frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME),
+        )
+        .await;
+        if let Ok(Ok(Some(ServerFrame::Reply {
+            result: Ok(Reply::Opened { reply, secret, .. }),
+            ..
+        }))) = r
+        {
+            return (s, reply.opened().expect("a session").0, secret);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no session opened");
+}
+
+/// A silent connection is closed after the idle timeout on both ports; a client whose
+/// connection has a session attached is not (it keeps its connection across several idle
+/// timeouts), and the peers' own connections are never idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_closed_after_the_idle_timeout_but_not_one_with_a_session() {
+    let (client, peer) = short_timeouts();
+    let t = start("limits-idle", client, peer).await;
+    let l = t.leader().await;
+    // A raw connection that opens a session (so the session is attached to it) and then
+    // stays silent: raw, so that nothing reconnects behind the test's back.
+    let (mut kept, session, secret) = open_raw(&t).await;
+    let mut silent_client = TcpStream::connect(&t.addrs[l].client).await.unwrap();
+    let mut silent_peer = TcpStream::connect(&t.addrs[l].raft).await.unwrap();
+    let got = closed_within(&mut silent_client, GENEROUS).await;
+    assert_eq!(
+        got,
+        Some(vec![]),
+        "a silent client is closed without a word"
+    );
+    assert!(closed_within(&mut silent_peer, GENEROUS).await.is_some());
+    // Three idle timeouts later the session's connection still answers.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let req = ClientFrame {
+        id: 2,
+        req: Request::KeepAlive { session, secret },
+    };
+    frame::write(&mut kept, &req).await.expect("still open");
+    let r = tokio::time::timeout(
+        GENEROUS,
+        frame::read::<_, ServerFrame>(&mut kept, frame::MAX_CLIENT_FRAME),
+    )
+    .await
+    .expect("an answer");
+    assert!(
+        matches!(r, Ok(Some(ServerFrame::Reply { id: 2, .. }))),
+        "the session's connection was closed: {r:?}"
+    );
+    let stats = &t.nodes[l].stats.net;
+    assert!(closed(stats, "client", "idle") >= 1);
+    assert!(closed(stats, "peer", "idle") >= 1);
+    // Replication and elections went on over the peers' own connections.
+    t.serves("after-idle").await;
+    t.stop().await;
+}
+
+/// A frame over the limit is refused before its body is read: on the client port with a
+/// `Malformed` naming the limit, then closed; on the Raft port closed. The cluster serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_frame_is_refused_and_its_connection_closed() {
+    let client = ClientPolicy {
+        max_frame: 1024,
+        ..ClientPolicy::default()
+    };
+    let peer = PeerPolicy {
+        max_frame: MIN_RAFT_FRAME,
+        ..PeerPolicy::default()
+    };
+    let t = start("limits-frame", client, peer).await;
+    let l = t.leader().await;
+    // A whole 2000-byte frame: refused by its prefix.
+    let mut s = TcpStream::connect(&t.addrs[l].client).await.unwrap();
+    let mut big = 2000u32.to_be_bytes().to_vec();
+    big.extend(std::iter::repeat_n(0u8, 2000));
+    s.write_all(&big).await.unwrap();
+    let got = closed_within(&mut s, GENEROUS).await.expect("closed");
+    let f = frames(&got);
+    assert!(
+        matches!(&f[..], [ServerFrame::Malformed(m)]
+            if m.contains("frame of 2000 bytes exceeds the limit of 1024 bytes")),
+        "{f:?}"
+    );
+    // A frame just under the limit is read (and refused as garbage, not for its size).
+    let mut s = TcpStream::connect(&t.addrs[l].client).await.unwrap();
+    let mut fits = 1000u32.to_be_bytes().to_vec();
+    fits.extend(std::iter::repeat_n(0xffu8, 1000));
+    s.write_all(&fits).await.unwrap();
+    let f = frames(&closed_within(&mut s, GENEROUS).await.expect("closed"));
+    assert!(
+        matches!(&f[..], [ServerFrame::Malformed(m)] if !m.contains("exceeds")),
+        "{f:?}"
+    );
+    // The Raft port: a prefix one byte over its limit, with nothing behind it.
+    let mut s = TcpStream::connect(&t.addrs[l].raft).await.unwrap();
+    s.write_all(&(MIN_RAFT_FRAME + 1).to_be_bytes())
+        .await
+        .unwrap();
+    assert!(closed_within(&mut s, GENEROUS).await.is_some());
+    let stats = &t.nodes[l].stats.net;
+    assert_eq!(closed(stats, "client", "oversized"), 1);
+    assert_eq!(closed(stats, "peer", "oversized"), 1);
+    // The peers' own frames (entries, heartbeats) fit: the cluster replicates and serves.
+    t.serves("after-oversized").await;
+    t.stop().await;
+}
+
+/// `Request::Session` for a session that does not exist, answered on any node.
+async fn ask(s: &mut TcpStream) -> Option<ServerFrame> {
+    let req = ClientFrame {
+        id: 7,
+        req: Request::Session { session: 1 << 40 },
+    };
+    frame::write(s, &req).await.ok()?;
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        frame::read::<_, ServerFrame>(s, frame::MAX_CLIENT_FRAME),
+    )
+    .await
+    .ok()?
+    .ok()?
+}
+
+/// Connections beyond the per-address limit are closed at once on both ports, while
+/// other addresses (the other clients, the peers) are served; a freed place is served
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_per_address_limit_are_refused_while_others_work() {
+    let client = ClientPolicy {
+        max_per_addr: 3,
+        ..ClientPolicy::default()
+    };
+    let peer = PeerPolicy {
+        max_per_addr: 8,
+        ..PeerPolicy::default()
+    };
+    let t = start("limits-addr", client, peer).await;
+    let l = t.leader().await;
+    let caddr = t.addrs[l].client.clone();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut s = connect_from("127.0.0.2", &caddr).await;
+        // Answered (by a follower, if the leader moved meanwhile, `NotLeader`).
+        let r = ask(&mut s).await;
+        assert!(matches!(r, Some(ServerFrame::Reply { id: 7, .. })), "{r:?}");
+        held.push(s);
+    }
+    let mut fourth = connect_from("127.0.0.2", &caddr).await;
+    assert_eq!(ask(&mut fourth).await, None, "the fourth was served");
+    // Another address is served, and so is the cluster's own client on 127.0.0.1.
+    let mut other = connect_from("127.0.0.3", &caddr).await;
+    assert!(
+        ask(&mut other).await.is_some(),
+        "another address was refused"
+    );
+    t.serves("while-full").await;
+    // A freed place is served again (the close reaches the node asynchronously).
+    drop(held.pop());
+    let mut again = None;
+    for _ in 0..250 {
+        let mut s = connect_from("127.0.0.2", &caddr).await;
+        if let Some(f) = ask(&mut s).await {
+            again = Some(f);
+            held.push(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    assert!(again.is_some(), "a freed place was not served again");
+    assert!(refused(&t.nodes[l].stats.net, "client", "per_address") >= 1);
+
+    // The Raft port: 8 connections from 127.0.0.4 are kept, the 9th is closed at once.
+    let raddr = t.addrs[l].raft.clone();
+    let mut peers_held = Vec::new();
+    for _ in 0..8 {
+        peers_held.push(connect_from("127.0.0.4", &raddr).await);
+    }
+    let mut ninth = connect_from("127.0.0.4", &raddr).await;
+    assert!(closed_within(&mut ninth, GENEROUS).await.is_some());
+    assert_eq!(refused(&t.nodes[l].stats.net, "peer", "per_address"), 1);
+    // The held ones are still open, and the peers (on 127.0.0.1) still replicate.
+    t.serves("while-peer-full").await;
+    for s in &mut peers_held {
+        assert_eq!(
+            s.try_read(&mut [0u8; 1]).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::WouldBlock),
+            "a connection within the limit was closed"
+        );
+    }
+    t.stop().await;
+}
+
+/// Parses Prometheus text into `name{labels}` → value.
+fn metrics(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+async fn http_get(addr: &str, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(addr).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8(buf).ok()?;
+    Some(text.split_once("\r\n\r\n")?.1.to_string())
+}
+
+/// A `fencelock-node` whose open-file limit is 128 (set by `prlimit` on its process):
+/// it fits its client limit to the descriptors it has; flooded on both ports until no
+/// descriptor is left (accepts fail with EMFILE), it keeps serving the connections it has
+/// and stays up; once the flood ends it accepts and serves new clients again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_low_open_file_limit_the_node_serves_on_and_recovers() {
+    let dir = common::temp_dir("limits-nofile");
+    let (r, c, m) = (procs::free_port(), procs::free_port(), procs::free_port());
+    let (raft, client, metrics_addr) = (
+        format!("127.0.0.1:{r}"),
+        format!("127.0.0.1:{c}"),
+        format!("127.0.0.1:{m}"),
+    );
+    let log_path = dir.join("node.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut node = std::process::Command::new("prlimit")
+        .arg("--nofile=128:128")
+        .arg("--")
+        .arg(procs::NODE)
+        .args([
+            "--insecure-plaintext",
+            "--id",
+            "1",
+            "--init",
+            "--grace-ms",
+            "100",
+        ])
+        .arg("--dir")
+        .arg(dir.join("n1"))
+        .arg("--peer")
+        .arg(format!("1={raft}/{client}"))
+        .args(["--metrics-addr", &metrics_addr])
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("prlimit (util-linux) runs fencelock-node");
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let node = Kill(&mut node);
+    // A client that is connected before the flood, with a session and a lock.
+    let held = Client::new(vec![client.clone()]);
+    let session = held.open_session(120_000).await.expect("the node serves");
+    let got = session
+        .acquire("before", Mode::Exclusive, WaitSpec::None)
+        .await;
+    assert!(matches!(got, Ok(Acquired::Granted(_))), "{got:?}");
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        text.contains("does not fit the open-file limit of 128"),
+        "no word of the fitted limit: {text}"
+    );
+    // The flood: 200 client connections, and up to 64 Raft connections from each of four
+    // addresses — far more than 128 descriptors.
+    let mut flood = Vec::new();
+    for _ in 0..200 {
+        if let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(&client)).await
+        {
+            flood.push(s);
+        }
+    }
+    // (A connect that is not answered means the listen backlog is full: enough.)
+    'flood: for src in ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"] {
+        for _ in 0..64 {
+            let s = TcpSocket::new_v4().unwrap();
+            s.bind(format!("{src}:0").parse().unwrap()).unwrap();
+            match tokio::time::timeout(Duration::from_secs(1), s.connect(raft.parse().unwrap()))
+                .await
+            {
+                Ok(Ok(s)) => flood.push(s),
+                _ => break 'flood,
+            }
+        }
+    }
+    // While flooded: the held connection is served, and the node is up.
+    let got = session
+        .acquire("during", Mode::Exclusive, WaitSpec::None)
+        .await;
+    assert!(matches!(got, Ok(Acquired::Granted(_))), "{got:?}");
+    session
+        .keep_alive()
+        .await
+        .expect("keep-alive while flooded");
+    assert!(
+        node.0.try_wait().unwrap().is_none(),
+        "the node died while flooded"
+    );
+    // The flood ends: new clients are served again.
+    drop(flood);
+    let fresh = Client::new(vec![client.clone()]);
+    let s2 = fresh
+        .open_session(30_000)
+        .await
+        .expect("a new client after the flood");
+    let got = s2.acquire("after", Mode::Exclusive, WaitSpec::None).await;
+    assert!(matches!(got, Ok(Acquired::Granted(_))), "{got:?}");
+    let mut body = None;
+    for _ in 0..100 {
+        body = http_get(&metrics_addr, "/metrics").await;
+        if body.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let m = metrics(&body.expect("/metrics answers after the flood"));
+    assert_eq!(
+        m.get("fencelock_net_limit{name=\"client_connections\"}"),
+        Some(&56.0),
+        "128 descriptors less the 72 kept back"
+    );
+    let accept_errors: f64 = m
+        .iter()
+        .filter(|(k, _)| k.starts_with("fencelock_accept_errors_total"))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(accept_errors >= 1.0, "no accept ever failed: {m:?}");
+    assert!(
+        m.get("fencelock_connections_refused_total{port=\"client\",reason=\"total\"}")
+            .is_some_and(|v| *v >= 1.0),
+        "{m:?}"
+    );
+    assert!(node.0.try_wait().unwrap().is_none(), "the node died");
+    // Failed accepts are logged, but not once per failure.
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    let lines = text.lines().filter(|l| l.contains("accepting a")).count();
+    assert!(lines >= 1, "no failed accept was logged: {text}");
+    assert!(
+        (lines as f64) < accept_errors || accept_errors <= 2.0,
+        "{lines} log lines for {accept_errors} failed accepts"
+    );
+    drop(node);
+    let _ = std::fs::remove_dir_all(&dir);
+}
