@@ -157,7 +157,8 @@ pub enum Role {
     /// cancel (and so campaign in elections) on the locks of its prefix.
     Lock,
     /// Everything: [`Role::Lock`] on every lock, membership changes, and releasing any
-    /// session's hold ([`Request::ForceRelease`]). An admin line's prefix must be empty.
+    /// session's hold ([`Request::ForceRelease`]), exporting the history ([`Request::Export`]:
+    /// it names every lock and session). An admin line's prefix must be empty.
     Admin,
 }
 
@@ -212,7 +213,8 @@ impl Grants {
             Request::AddLearner { .. }
             | Request::SetVoters { .. }
             | Request::RemoveLearner { .. }
-            | Request::ForceRelease { .. } => (Role::Admin, None),
+            | Request::ForceRelease { .. }
+            | Request::Export { .. } => (Role::Admin, None),
         };
         if self.allows(role, lock.map(String::as_str)) {
             return Ok(());
