@@ -931,7 +931,7 @@ pub(crate) fn apply_cmd(
     if let (Some(t), Some(input)) = (trace, recorded) {
         t.push(CoreCall {
             input,
-            reply: reply.clone(),
+            reply,
             events: events.clone(),
             advance: false,
         });
