@@ -669,6 +669,51 @@ mod tests {
         assert_eq!(t.lines, part.lines);
     }
 
+    /// A refusal by the core is an `error` line with the advance's events; an op the server
+    /// refused before the core (a wrong credential) leaves its advance alone, a `tick` line.
+    #[test]
+    fn refusals_by_the_core_and_by_the_server_have_the_lines_the_core_would_give() {
+        let stranger = Op::Owned {
+            input: Input::KeepAlive {
+                now: STAMPED_AT_APPLY,
+                session: SessionId(1),
+                request: None,
+            },
+            secret: SessionSecret([9; 16]),
+        };
+        let h = vec![
+            entry(1, 10, vec![open(100)]),
+            entry(2, 20, vec![stranger]),
+            entry(
+                3,
+                30,
+                vec![owned(Input::Release {
+                    now: STAMPED_AT_APPLY,
+                    session: SessionId(1),
+                    lock: LockName::new("jobs/x").expect("name"),
+                    request: None,
+                })],
+            ),
+        ];
+        let r = build(
+            state_machine::empty_state(&config()),
+            h,
+            Window::default(),
+            "t",
+        )
+        .unwrap();
+        let b: Vec<&str> = r.lines.iter().map(|l| body(l)).collect();
+        assert_eq!(
+            b[2],
+            r#"{"now":20,"input":{"kind":"tick","now":20},"reply":{"kind":"ticked","now":20},"events":[]}"#
+        );
+        assert_eq!(
+            b[3],
+            r#"{"now":30,"input":{"kind":"release","now":30,"session":1,"lock":"jobs/x"},"error":"not_holder","events":[]}"#
+        );
+        assert_eq!(r.lines.len(), 4);
+    }
+
     /// A window past the format's limits is refused, naming the last index that fits.
     #[test]
     fn a_window_past_the_limits_is_refused_with_the_last_index_that_fits() {

@@ -15,7 +15,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import net from 'node:net';
@@ -81,7 +81,7 @@ function noteTokens(err) {
 /** A worker: take the lock (waiting), hold it briefly, release; again until `until()` is false. */
 async function worker(until) {
   while (until()) {
-    const r = await cli(['--ttl-ms', '3000', 'lock', LOCK, '--wait-ms', '15000', '--', 'sleep', '0.15']);
+    const r = await cli(['--ttl-ms', '3000', 'lock', LOCK, '--wait-ms', '15000', '--', 'sleep', '0.05']);
     noteTokens(r.err);
     if (r.code !== 0) await sleep(100); // a lease lost in the leader change, a timeout: try again
   }
@@ -176,7 +176,8 @@ test('a real three-node incident (stopped holder, kill -9 of the leader) exporte
   assert.ok(leader >= 1 && leader <= 3, first.err);
   process.kill(pids[leader - 1], 'SIGKILL');
   const before = seen.length;
-  for (let k = 0; k < 300 && seen.length < before + 3; k += 1) await sleep(50);
+  // enough of them that the recording is larger than one page of the export (40 KiB)
+  for (let k = 0; k < 800 && seen.length < before + 75; k += 1) await sleep(50);
   assert.ok(seen.length >= before + 3, `grants continue under the new leader (saw ${seen.slice(before)})`);
   running = false;
   await Promise.all(workers);
@@ -189,6 +190,8 @@ test('a real three-node incident (stopped holder, kill -9 of the leader) exporte
   assert.notEqual(now, leader, 'the export came from the new leader');
   const text = readFileSync(file, 'utf8');
   const rec = parseRecording(text);
+  console.log(`exported: ${rec.entries.length + 1} lines, ${text.length} bytes; ${ex.err.trim()}`);
+  assert.ok(text.length > 40 * 1024, `the recording (${text.length} bytes) came in more than one page`);
   const grants = grantsOf(rec.entries);
   const tokens = grants.map((g) => g.token);
   assert.deepEqual([...tokens].sort((a, b) => a - b), tokens, 'grants of the lock in token order');
@@ -213,6 +216,7 @@ test('a real three-node incident (stopped holder, kill -9 of the leader) exporte
   verifyRecording(api, text);
 
   // 4. the page: open it, scrub, compare with the recording
+  mkdirSync(path.join(root, 'web-demo', 'test-output'), { recursive: true });
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
   const problems = [];
   page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
@@ -249,6 +253,9 @@ test('a real three-node incident (stopped holder, kill -9 of the leader) exporte
     if (h) assert.match(box, new RegExp(`(S|session )${h.session} · token ${h.token}(?!\\d)`), `holder at step ${i + 2}: the recording says ${JSON.stringify(h)}`);
     else assert.match(box, /holder\s*free/, `no holder at step ${i + 2}: ${box}`);
   }
+  // a picture of the stale-holder moment, for a person to look at (web-demo/test-output/)
+  await scrubTo(next.i + 2);
+  await page.screenshot({ path: path.join(root, 'web-demo', 'test-output', 'export-incident.png'), fullPage: true });
   await page.click('[data-testid=end]');
   await page.waitForSelector('body[data-at-end="true"]');
   assert.match(await page.locator('[data-testid=caption-text]').innerText(), new RegExp(`End of the recording: ${n} lines replayed into a fresh core, every answer the same as recorded`));
