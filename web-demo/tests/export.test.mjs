@@ -177,7 +177,7 @@ test('a real three-node incident (stopped holder, kill -9 of the leader) exporte
   process.kill(pids[leader - 1], 'SIGKILL');
   const before = seen.length;
   // enough of them that the recording is larger than one page of the export (40 KiB)
-  for (let k = 0; k < 800 && seen.length < before + 75; k += 1) await sleep(50);
+  for (let k = 0; k < 1200 && seen.length < before + 75; k += 1) await sleep(50);
   assert.ok(seen.length >= before + 3, `grants continue under the new leader (saw ${seen.slice(before)})`);
   running = false;
   await Promise.all(workers);
