@@ -411,7 +411,21 @@ mod tests {
             key: None,
         };
         assert!(viewer.authorize(&open).is_err());
+        // the history names every lock and session: admins only
+        let export = Request::Export {
+            from_index: None,
+            to_index: None,
+            from_time: None,
+            to_time: None,
+            skip: 0,
+        };
+        assert!(matches!(
+            ci.authorize(&export),
+            Err(ClientError::Forbidden(m)) if m == "this token has no admin role"
+        ));
+        assert!(viewer.authorize(&export).is_err());
         let root = t.authenticate("root").unwrap();
+        assert!(root.authorize(&export).is_ok());
         assert!(root.authorize(&members).is_ok());
         assert!(root.authorize(&lock("any")).is_ok());
         assert!(Grants::all().authorize(&members).is_ok());
