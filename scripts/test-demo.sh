@@ -2,8 +2,12 @@
 # Browser tests of the demo: makes sure the wasm core is built and copied to web-demo/pkg/,
 # runs the recording format's node tests (web-demo/tests/recording.test.mjs, no browser), then
 # serves web-demo/ on a free port on 127.0.0.1, runs web-demo/tests/demo.test.mjs with node's
-# test runner (headless Debian Chromium via tools/node_modules/playwright-core), stops the
-# server. Screenshots land in web-demo/test-output/.
+# test runner (headless Debian Chromium via tools/node_modules/playwright-core), then
+# web-demo/tests/export.test.mjs: a real three-node cluster (scripts/cluster.sh, the server's
+# debug binaries, built here if missing) runs an incident, `fencelock export` writes it, and the
+# page replays it. It lives here, not in test-server.sh, because it needs the browser and the
+# wasm build as well as the server binaries; it stops the server. Screenshots land in
+# web-demo/test-output/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,3 +33,6 @@ PY
 echo "[test-demo] serving web-demo on http://127.0.0.1:$port/"
 node --test web-demo/tests/recording.test.mjs
 DEMO_URL="http://127.0.0.1:$port/" node --test web-demo/tests/demo.test.mjs
+cargo build -q -p fencelock-server --bins
+bindir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug"
+DEMO_URL="http://127.0.0.1:$port/" FENCELOCK_BIN="$bindir" node --test web-demo/tests/export.test.mjs

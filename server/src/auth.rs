@@ -157,7 +157,8 @@ pub enum Role {
     /// cancel (and so campaign in elections) on the locks of its prefix.
     Lock,
     /// Everything: [`Role::Lock`] on every lock, membership changes, and releasing any
-    /// session's hold ([`Request::ForceRelease`]). An admin line's prefix must be empty.
+    /// session's hold ([`Request::ForceRelease`]), exporting the history ([`Request::Export`]:
+    /// it names every lock and session). An admin line's prefix must be empty.
     Admin,
 }
 
@@ -212,7 +213,8 @@ impl Grants {
             Request::AddLearner { .. }
             | Request::SetVoters { .. }
             | Request::RemoveLearner { .. }
-            | Request::ForceRelease { .. } => (Role::Admin, None),
+            | Request::ForceRelease { .. }
+            | Request::Export { .. } => (Role::Admin, None),
         };
         if self.allows(role, lock.map(String::as_str)) {
             return Ok(());
@@ -409,7 +411,21 @@ mod tests {
             key: None,
         };
         assert!(viewer.authorize(&open).is_err());
+        // the history names every lock and session: admins only
+        let export = Request::Export {
+            from_index: None,
+            to_index: None,
+            from_time: None,
+            to_time: None,
+            skip: 0,
+        };
+        assert!(matches!(
+            ci.authorize(&export),
+            Err(ClientError::Forbidden(m)) if m == "this token has no admin role"
+        ));
+        assert!(viewer.authorize(&export).is_err());
         let root = t.authenticate("root").unwrap();
+        assert!(root.authorize(&export).is_ok());
         assert!(root.authorize(&members).is_ok());
         assert!(root.authorize(&lock("any")).is_ok());
         assert!(Grants::all().authorize(&members).is_ok());

@@ -632,6 +632,54 @@ impl Client {
         }
     }
 
+    /// (Admin token.) The recording of what the cluster applied over `window`
+    /// ([`crate::export`], the format of `docs/RECORDING.md`): its lines, without
+    /// newlines, and the last page's answer (the resolved indices, the span, the node).
+    /// Fetched page by page from the leader, each page retried on redirects and
+    /// unavailability like any read; every page after the first asks for the same resolved
+    /// window, so the pages fit together even if the leader changes in between.
+    /// Cost: one request per ~40 KiB of recording; the leader re-applies the log from its
+    /// snapshot for each.
+    ///
+    /// Errors: `Forbidden` (not an admin token), `BadRequest` (a window this cluster no
+    /// longer holds: the message names what it holds), `Limit` (a recording past the
+    /// format's limits, naming the last index that fits), `Unavailable` (no leader in
+    /// time; a page that does not fit the ones before).
+    pub async fn export(
+        &self,
+        window: crate::export::Window,
+    ) -> Result<(Vec<String>, crate::protocol::ExportPage), ClientError> {
+        let mut lines: Vec<String> = Vec::new();
+        let mut pinned = window;
+        loop {
+            let req = Request::Export {
+                from_index: pinned.from_index,
+                to_index: pinned.to_index,
+                from_time: pinned.from_time,
+                to_time: pinned.to_time,
+                skip: lines.len() as u64,
+            };
+            let page = match self.call(req).await? {
+                Reply::Export(p) => p,
+                _ => return Err(ClientError::Unavailable("unexpected reply".into())),
+            };
+            if page.lines.is_empty() || lines.len() as u64 + page.lines.len() as u64 > page.total {
+                return Err(ClientError::Unavailable(format!(
+                    "a page of the recording does not fit: {} lines received, {} in the page, {} in all",
+                    lines.len(),
+                    page.lines.len(),
+                    page.total
+                )));
+            }
+            pinned.from_index = Some(page.from_index);
+            pinned.to_index = Some(page.to_index);
+            lines.extend(page.lines.iter().cloned());
+            if lines.len() as u64 == page.total {
+                return Ok((lines, page));
+            }
+        }
+    }
+
     /// Removes learner `id` from the membership (not a voter: set the voters without it
     /// first). Safe to retry. Cost: one membership entry (two: joint consensus).
     ///

@@ -14,8 +14,9 @@
 //! [`election`] (pre-vote, leader stickiness, check-quorum and the quorum-credited time
 //! openraft 0.9 lacks), [`node`] (a node: Raft + the leader's logical clock + request handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
 //! [`mem_network`] (an in-process network with faults, for tests), [`client`]; for
-//! operators, [`ops`] (health, metrics, backup and restore over HTTP) and [`disk`] (a full
-//! disk stalls writes instead of killing the node).
+//! operators, [`ops`] (health, metrics, backup and restore over HTTP), [`export`] (the
+//! applied history as a recording the demo page replays) and [`disk`] (a full disk stalls
+//! writes instead of killing the node).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -23,6 +24,7 @@ pub mod auth;
 pub mod client;
 pub mod disk;
 pub mod election;
+pub mod export;
 pub mod frame;
 pub mod log_store;
 pub mod membership;

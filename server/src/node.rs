@@ -510,6 +510,155 @@ impl Node {
         }
     }
 
+    /// One page of the recording of `window` ([`Request::Export`]): rebuilt from this
+    /// node's snapshot (or the empty state, while the log holds every entry from the
+    /// first) and its committed log, on a blocking thread. Call it on the leader after a
+    /// read barrier, so the window can reach the last acknowledged write.
+    ///
+    /// Errors: `BadRequest` for a window outside what this node still holds (naming the
+    /// log indices and logical times it can export) or an empty one; `Limit` for a
+    /// recording past the format's limits (naming the last index that fits) or a value it
+    /// cannot carry; `Unavailable` when the snapshot cannot be read or the log was
+    /// compacted meanwhile (retry). Cost: reading the snapshot, then re-applying every
+    /// entry from it to the window's end; O(recording) memory.
+    async fn export_page(
+        &self,
+        window: crate::export::Window,
+        skip: u64,
+    ) -> Result<crate::protocol::ExportPage, ClientError> {
+        use openraft::storage::RaftLogReader;
+        let applied = self.shared.state().last_applied.map_or(0, |l| l.index);
+        let purged = self.log.last_purged().map(|l| l.index);
+        let (dir, config) = (self.config.dir.clone(), self.shared.config);
+        let snap = tokio::task::spawn_blocking(move || {
+            crate::state_machine::read_snapshot_state(&dir, &config)
+        })
+        .await
+        .map_err(|e| ClientError::Unavailable(e.to_string()))?
+        .map_err(|e| ClientError::Unavailable(format!("cannot read the snapshot: {e}")))?;
+        let snap_index = snap
+            .as_ref()
+            .and_then(|s| s.last_applied)
+            .map_or(0, |l| l.index);
+        // While nothing was purged, the empty state and the whole log rebuild any window.
+        let first = if purged.is_none() { 1 } else { snap_index + 1 };
+        let mut log = self.log.clone();
+        let time_of = |e: Option<&crate::types::Entry>| match e.map(|e| &e.payload) {
+            Some(openraft::EntryPayload::Normal(c)) => c.now,
+            _ => None,
+        };
+        let first_entry = log
+            .try_get_log_entries(first..=first)
+            .await
+            .map_err(|e| ClientError::Unavailable(e.to_string()))?;
+        let last_entry = log
+            .try_get_log_entries(applied..=applied)
+            .await
+            .map_err(|e| ClientError::Unavailable(e.to_string()))?;
+        let (first_time, last_time) = (time_of(first_entry.first()), time_of(last_entry.first()));
+        let at = |t: Option<u64>| t.map(|t| format!(" (time {t})")).unwrap_or_default();
+        let available = format!(
+            "this leader can export log indices {first}{} to {applied}{}",
+            at(first_time),
+            at(last_time)
+        );
+        let from = window.from_index.unwrap_or(first).max(1);
+        let to = window.to_index.unwrap_or(applied).min(applied);
+        if from < first {
+            return Err(ClientError::BadRequest(format!(
+                "log index {from} was compacted away (its entries are only in a snapshot now): \
+                 {available}"
+            )));
+        }
+        if from > to || first > applied {
+            return Err(ClientError::BadRequest(format!(
+                "nothing to export from log index {from} to {to}: {available}"
+            )));
+        }
+        let start_index = if purged.is_some() || (snap.is_some() && from > snap_index) {
+            snap_index
+        } else {
+            0
+        };
+        let start = match snap {
+            Some(s) if start_index == snap_index && start_index > 0 => s,
+            _ => crate::state_machine::empty_state(&self.shared.config),
+        };
+        let entries = log
+            .try_get_log_entries(start_index + 1..=to)
+            .await
+            .map_err(|e| ClientError::Unavailable(e.to_string()))?;
+        let contiguous = entries.len() as u64 == to - start_index
+            && entries
+                .iter()
+                .zip(start_index + 1..)
+                .all(|(e, i)| e.log_id.index == i);
+        if !contiguous {
+            return Err(ClientError::Unavailable(
+                "the log was compacted while exporting; retry".into(),
+            ));
+        }
+        // A window by time alone that begins before what the log still holds.
+        if let (Some(t), Some(_), None, Some(n)) =
+            (window.from_time, purged, window.from_index, first_time)
+        {
+            if t < n {
+                return Err(ClientError::BadRequest(format!(
+                    "the history before logical time {n} was compacted away (it is only in a \
+                     snapshot now): {available}"
+                )));
+            }
+        }
+        let resolved = crate::export::Window {
+            from_index: Some(from),
+            to_index: Some(to),
+            ..window
+        };
+        let source = format!(
+            "fencelock cluster, leader node {}, log indices {from} to {to}",
+            self.id
+        );
+        let rec = tokio::task::spawn_blocking(move || {
+            crate::export::build(start, entries, resolved, &source)
+        })
+        .await
+        .map_err(|e| ClientError::Unavailable(e.to_string()))?
+        .map_err(|e| match e {
+            crate::export::ExportError::TooLarge(m) => ClientError::Limit {
+                kind: "recording_too_large".into(),
+                message: m,
+            },
+            crate::export::ExportError::Unrepresentable(m) => ClientError::Limit {
+                kind: "not_recordable".into(),
+                message: m,
+            },
+        })?;
+        // A page stays well inside one client frame (a line is at most 16 KiB).
+        const PAGE_BYTES: usize = 40 << 10;
+        let total = rec.lines.len() as u64;
+        let mut lines = Vec::new();
+        let mut bytes = 0;
+        for l in rec
+            .lines
+            .into_iter()
+            .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+        {
+            if !lines.is_empty() && bytes + l.len() > PAGE_BYTES {
+                break;
+            }
+            bytes += l.len() + 8;
+            lines.push(l);
+        }
+        Ok(crate::protocol::ExportPage {
+            lines,
+            total,
+            from_index: from,
+            to_index: to,
+            span: rec.span,
+            node: self.id,
+        })
+    }
+
     /// Routes `session`'s pushes to `conn` — only on the leader, and only for entries
     /// after its log's current end. A follower, or a new leader still applying entries
     /// of earlier terms, applies entries whose outputs the client may already have
@@ -780,6 +929,22 @@ impl Node {
             // The connection was authenticated and authorized by the transport.
             Request::Authenticate { .. } => Ok(Reply::Authenticated),
             Request::Status => Ok(Reply::Status(self.status().await)),
+            Request::Export {
+                from_index,
+                to_index,
+                from_time,
+                to_time,
+                skip,
+            } => {
+                self.linearizable().await?;
+                let window = crate::export::Window {
+                    from_index,
+                    to_index,
+                    from_time,
+                    to_time,
+                };
+                self.export_page(window, skip).await.map(Reply::Export)
+            }
             Request::ForceRelease { session, lock } => {
                 let lock = Self::input_name(&lock)?;
                 let session = SessionId(session);

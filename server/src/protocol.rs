@@ -137,6 +137,23 @@ pub enum Request {
         /// The lock.
         lock: String,
     },
+    /// (Admin.) One page of the recording of what the cluster applied over a window
+    /// ([`crate::export`]): log indices and logical times, both ends included, `None` open.
+    /// The leader answers after a linearizable read barrier. A recording larger than one
+    /// frame comes in pages: ask again with the same window, `from_index` and `to_index` set
+    /// to those of the first page's answer, and `skip` the lines received so far.
+    Export {
+        /// The first log index (`None`: the first one the leader can still export).
+        from_index: Option<u64>,
+        /// The last log index (`None`: the last applied one).
+        to_index: Option<u64>,
+        /// The first logical time (milliseconds of the cluster's clock).
+        from_time: Option<u64>,
+        /// The last logical time.
+        to_time: Option<u64>,
+        /// Lines of this recording already received.
+        skip: u64,
+    },
     /// Add a node as a learner (it receives the log but does not vote) and wait until it
     /// has caught up. Adding a learner that is already there with the same addresses is a
     /// no-op, so a retry is safe.
@@ -217,6 +234,8 @@ pub enum Reply {
     MembershipChanged,
     /// The answering node's status.
     Status(NodeStatus),
+    /// A page of a recording ([`Request::Export`]).
+    Export(ExportPage),
 }
 
 /// One node's own view ([`Request::Status`]), as `/readyz` and `/metrics` see it.
@@ -254,6 +273,23 @@ pub struct NodeStatus {
     pub claims: (u64, u64),
     /// Client connections open on it, and its limit.
     pub connections: (u64, u64),
+}
+
+/// One page of a recording: its lines from `skip` on, as many as fit one frame.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportPage {
+    /// Lines `skip..` of the recording (each `JSON \t crc32`, no newline).
+    pub lines: Vec<String>,
+    /// How many lines the whole recording has.
+    pub total: u64,
+    /// The window's first log index, resolved (ask the next pages with it).
+    pub from_index: u64,
+    /// The window's last log index, resolved (ask the next pages with it).
+    pub to_index: u64,
+    /// The log index and logical time of the first and last recorded input, if any.
+    pub span: Option<((u64, u64), (u64, u64))>,
+    /// The id of the node that answered (the leader).
+    pub node: u64,
 }
 
 /// Why a request failed.

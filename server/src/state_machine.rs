@@ -784,10 +784,23 @@ fn op_time(svc: &LockService<VecStorage>, stamp: Option<u64>, carried: Tick) -> 
 /// the core's own advance before an input would), forgetting the keys and secrets of the
 /// sessions that expire; returns the time and the advance's events. Cannot fail: the time
 /// is not before the service's and a `Vec` has room.
-fn advance(g: &mut SmState, stamp: Option<u64>, carried: Tick) -> (Tick, Vec<Output>) {
+fn advance(
+    g: &mut SmState,
+    stamp: Option<u64>,
+    carried: Tick,
+    trace: &mut Trace<'_>,
+) -> (Tick, Vec<Output>) {
     let now = op_time(&g.svc, stamp, carried);
     let mut events = Vec::new();
-    let _ = g.svc.tick(now, &mut events);
+    let r = g.svc.tick(now, &mut events);
+    if let Some(t) = trace {
+        t.push(CoreCall {
+            input: Input::Tick { now },
+            reply: r.map(|()| Reply::Ticked { now }),
+            events: events.clone(),
+            advance: true,
+        });
+    }
     g.open_keys.forget_expired(&events);
     g.owners.forget_expired(&events);
     (now, events)
@@ -804,32 +817,38 @@ fn refused(g: &SmState, e: OpError, index: u64) -> CmdResult {
 
 /// Applies one op of an entry stamped `stamp`; returns the events to push and the
 /// proposer's result.
-fn apply_op(g: &mut SmState, stamp: Option<u64>, op: Op, index: u64) -> (Vec<Output>, CmdResult) {
+fn apply_op(
+    g: &mut SmState,
+    stamp: Option<u64>,
+    op: Op,
+    index: u64,
+    trace: &mut Trace<'_>,
+) -> (Vec<Output>, CmdResult) {
     let (events, result) = match op {
         Op::Input(input) => {
             if !matches!(input, Input::Tick { .. }) {
                 // Only the leader's tick travels without a credential.
-                let (_, events) = advance(g, stamp, input.now());
+                let (_, events) = advance(g, stamp, input.now(), trace);
                 let r = refused(g, OpError::NeedsCredential, index);
                 return (events, r);
             }
-            apply_cmd(&mut g.svc, stamp, input, index)
+            apply_cmd(&mut g.svc, stamp, input, index, trace)
         }
         Op::Owned { input, secret } => {
             let Some(session) = input.session() else {
-                let (_, events) = advance(g, stamp, input.now());
+                let (_, events) = advance(g, stamp, input.now(), trace);
                 let r = refused(g, OpError::NeedsCredential, index);
                 return (events, r);
             };
             // Advance first: a session that expires at this time is unknown to the core,
             // whatever the credential (the core's own first answer).
-            let (_, mut events) = advance(g, stamp, input.now());
+            let (_, mut events) = advance(g, stamp, input.now(), trace);
             if g.svc.session(session).is_some() && !g.owners.is_owner(session, &secret) {
                 let r = refused(g, OpError::NotOwner { session: session.0 }, index);
                 return (events, r);
             }
             let closing = matches!(input, Input::CloseSession { .. });
-            let (more, result) = apply_cmd(&mut g.svc, stamp, input, index);
+            let (more, result) = apply_cmd(&mut g.svc, stamp, input, index, trace);
             events.extend(more);
             if closing && matches!(result.reply, Ok(Reply::Closed)) {
                 g.open_keys.forget(session);
@@ -844,7 +863,7 @@ fn apply_op(g: &mut SmState, stamp: Option<u64>, op: Op, index: u64) -> (Vec<Out
                 lock: lock.clone(),
                 request: None,
             };
-            let (mut events, result) = apply_cmd(&mut g.svc, stamp, input, index);
+            let (mut events, result) = apply_cmd(&mut g.svc, stamp, input, index, trace);
             if let Ok(Reply::Released { token }) = result.reply {
                 events.push(Output::Released {
                     session,
@@ -857,7 +876,7 @@ fn apply_op(g: &mut SmState, stamp: Option<u64>, op: Op, index: u64) -> (Vec<Out
         }
         Op::Open { ttl, key, secret } => {
             // Advance first, so that a key whose session expires at `now` is free.
-            let (now, mut events) = advance(g, stamp, Tick(0));
+            let (now, mut events) = advance(g, stamp, Tick(0), trace);
             let open = key
                 .and_then(|k| g.open_keys.get(k))
                 .and_then(|s| g.svc.session(s).map(|info| (s, info)));
@@ -876,8 +895,13 @@ fn apply_op(g: &mut SmState, stamp: Option<u64>, op: Op, index: u64) -> (Vec<Out
                     },
                 ),
                 None => {
-                    let (more, mut result) =
-                        apply_cmd(&mut g.svc, None, Input::OpenSession { now, ttl }, index);
+                    let (more, mut result) = apply_cmd(
+                        &mut g.svc,
+                        None,
+                        Input::OpenSession { now, ttl },
+                        index,
+                        trace,
+                    );
                     events.extend(more);
                     if let Ok(Reply::Opened { session, .. }) = result.reply {
                         if let Some(key) = key {
@@ -904,13 +928,22 @@ pub(crate) fn apply_cmd(
     stamp: Option<u64>,
     input: Input,
     index: u64,
+    trace: &mut Trace<'_>,
 ) -> (Vec<Output>, CmdResult) {
     let carried = input.now();
     let input = input.at(op_time(svc, stamp, carried));
     let mut events = Vec::new();
-    let reply = svc
-        .handle(input, &mut events)
-        .map_err(|e| OpError::Core(CoreError::from(e)));
+    let recorded = trace.is_some().then(|| input.clone());
+    let reply = svc.handle(input, &mut events);
+    if let (Some(t), Some(input)) = (trace, recorded) {
+        t.push(CoreCall {
+            input,
+            reply,
+            events: events.clone(),
+            advance: false,
+        });
+    }
+    let reply = reply.map_err(|e| OpError::Core(CoreError::from(e)));
     let result = CmdResult {
         reply,
         now: svc.now().0,
@@ -918,6 +951,79 @@ pub(crate) fn apply_cmd(
         secret: None,
     };
     (events, result)
+}
+
+/// One call of the core made while applying an entry, as [`crate::export`] records it:
+/// the input as the core got it (with its time), its answer and its events.
+#[derive(Clone, Debug)]
+pub(crate) struct CoreCall {
+    /// The input, stamped with the time it was applied at.
+    pub input: Input,
+    /// The core's reply or refusal.
+    pub reply: Result<Reply, fencelock::Error>,
+    /// The events, in order.
+    pub events: Vec<Output>,
+    /// True for the advance to an op's time that the state machine makes before it looks
+    /// at the op (a `Tick` at that time).
+    pub advance: bool,
+}
+
+/// Where the core calls of an apply go: nowhere (`None`, the node's own apply) or a list
+/// ([`crate::export`]).
+pub(crate) type Trace<'a> = Option<&'a mut Vec<CoreCall>>;
+
+/// The time op `op` of an entry stamped `stamp` will be applied at, given the state now
+/// (the latest of the stamp, the time the op carries and the service's). Cost: O(1).
+pub(crate) fn time_of(g: &SmState, stamp: Option<u64>, op: &Op) -> u64 {
+    let carried = match op {
+        Op::Input(i) | Op::Owned { input: i, .. } => i.now(),
+        _ => Tick(0),
+    };
+    op_time(&g.svc, stamp, carried).0
+}
+
+/// Applies one op of a committed entry to a copy of the state, exactly as the node's apply
+/// does (same function, same order), minus pushes and metrics; the core calls go to
+/// `trace`. Used to re-run the log for an export. Cost: as the node's apply of the op.
+pub(crate) fn replay_op(
+    g: &mut SmState,
+    stamp: Option<u64>,
+    op: Op,
+    index: u64,
+    trace: &mut Trace<'_>,
+) {
+    let _ = apply_op(g, stamp, op, index, trace);
+}
+
+/// Applies a blank or membership entry to a copy of the state, as the node's apply does
+/// (normal entries go op by op through [`replay_op`]). Cost: O(membership size).
+pub(crate) fn replay_meta(g: &mut SmState, entry: &Entry) {
+    g.last_applied = Some(entry.log_id);
+    if let EntryPayload::Membership(m) = &entry.payload {
+        g.membership = StoredMembership::new(Some(entry.log_id), m.clone());
+    }
+}
+
+/// The state `dir/snapshot.bin` holds (checked as at start), or `None` when there is none.
+///
+/// Errors: I/O errors and a corrupt snapshot (`InvalidData`), naming the path.
+/// Cost: O(snapshot size).
+pub(crate) fn read_snapshot_state(
+    dir: &Path,
+    config: &ServiceConfig,
+) -> io::Result<Option<SmState>> {
+    Ok(read_snap_file(&dir.join("snapshot.bin"), config)?.map(|(_, s)| s))
+}
+
+/// An empty state for `config` (a log that holds every entry from the first).
+pub(crate) fn empty_state(config: &ServiceConfig) -> SmState {
+    SmState {
+        svc: config.fresh(),
+        last_applied: None,
+        membership: StoredMembership::default(),
+        open_keys: OpenKeys::default(),
+        owners: Owners::default(),
+    }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
@@ -1011,7 +1117,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             }
                             _ => None,
                         };
-                        let (events, result) = apply_op(&mut g, cmd.now, op, index);
+                        let (events, result) = apply_op(&mut g, cmd.now, op, index, &mut None);
                         self.shared.stats.record(
                             &watched,
                             &result,

@@ -11,6 +11,8 @@
 //! fencelock set-voters ID[,ID…]             make exactly these nodes the voters (each live, caught up)
 //! fencelock remove-learner ID               drop a learner (one that never caught up)
 //! fencelock force-release SESSION NAME      (admin) release SESSION's hold on NAME
+//! fencelock export [-o FILE] [--from-index I] [--to-index I] [--from-time MS] [--to-time MS]
+//!                                           (admin) the applied history as a recording (docs/RECORDING.md)
 //! ```
 //! The cluster's client addresses come from `--cluster` or `FENCELOCK_CLUSTER`
 //! (comma-separated; default the three of `make cluster`). The options `--cluster`,
@@ -202,6 +204,33 @@ gathered is still printed); 64 a usage error."
         /// The lock.
         name: String,
     },
+    /// (Admin) Write what the cluster applied as a recording (docs/RECORDING.md), for the demo page.
+    #[command(
+        after_help = "The leader rebuilds the window from its snapshot and committed log: the \
+state at the window's start, then every input the lock service applied, with the logical time \
+the leader stamped on it and the core's answer. Both ends of a window are included; without \
+bounds it is everything the leader still holds. Open the file in the demo page (Open a \
+recording). Exit status: 0 written; 1 no leader in time, a window the cluster no longer holds \
+(the message says which log indices and times it does), a recording past the format's limits \
+(the message names the last index that fits), or the file could not be written."
+    )]
+    Export {
+        /// Write the recording here (written to FILE.tmp, fsynced, renamed); default stdout.
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
+        /// The first log index.
+        #[arg(long)]
+        from_index: Option<u64>,
+        /// The last log index.
+        #[arg(long)]
+        to_index: Option<u64>,
+        /// The first logical time (ms of the cluster's clock, as in the recording's "now").
+        #[arg(long)]
+        from_time: Option<u64>,
+        /// The last logical time (ms).
+        #[arg(long)]
+        to_time: Option<u64>,
+    },
     /// Internal: run COMMAND in this process's group and stop the group when told (see the
     /// crate docs). Started by `lock`; not for direct use.
     #[command(name = SUPERVISE, hide = true)]
@@ -358,7 +387,68 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             println!("released token {}", t.0);
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Export {
+            output,
+            from_index,
+            to_index,
+            from_time,
+            to_time,
+        } => {
+            let window = fencelock_server::export::Window {
+                from_index,
+                to_index,
+                from_time,
+                to_time,
+            };
+            let (lines, page) = opts.client().export(window).await?;
+            let mut text = lines.join("\n");
+            text.push('\n');
+            match &output {
+                Some(path) => write_synced(path, text.as_bytes())?,
+                None => {
+                    use std::io::Write;
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(text.as_bytes())?;
+                    out.flush()?;
+                }
+            }
+            let span = match page.span {
+                Some(((i0, t0), (i1, t1))) => {
+                    format!("log indices {i0} to {i1}, logical time {t0} to {t1} ms")
+                }
+                None => format!(
+                    "nothing applied from log index {} to {}",
+                    page.from_index, page.to_index
+                ),
+            };
+            eprintln!(
+                "fencelock: exported {} lines ({span}) from node {}, the leader{}",
+                lines.len(),
+                page.node,
+                output
+                    .as_ref()
+                    .map(|p| format!(", to {}", p.display()))
+                    .unwrap_or_default()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+/// Writes `bytes` to `path` whole or not at all: `path.tmp`, fsync, rename.
+///
+/// Errors: I/O errors, naming the path.
+fn write_synced(path: &std::path::Path, bytes: &[u8]) -> Res<()> {
+    use std::io::Write;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let named = |e: std::io::Error| format!("{}: {e}", tmp.display());
+    let mut f = std::fs::File::create(&tmp).map_err(named)?;
+    f.write_all(bytes).map_err(named)?;
+    f.sync_all().map_err(named)?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(())
 }
 
 impl Opts {

@@ -1,0 +1,745 @@
+//! Exports what a cluster applied as a **recording** (the line format of
+//! `docs/RECORDING.md`): the starting snapshot of the window, then each core input the state
+//! machine applied, with the logical time the leader stamped on its entry, the core's reply
+//! (or refusal) and its events. The demo page opens the file and replays it into a fresh
+//! core, checking every answer.
+//!
+//! The lines are not taken from a journal: the exporter restores the state machine from the
+//! node's snapshot (or the empty state, when the log still holds every entry from the
+//! first), and applies the committed log entries again through the state machine's own apply
+//! ([`crate::state_machine`]), recording every call it makes to the core. Since the core is
+//! deterministic, these are exactly the calls every replica made.
+//!
+//! What a line is made of:
+//! * an op's advance to its time and the op's own input are one line (the core's `handle`
+//!   advances first, so replaying the input alone gives the same events, the advance's
+//!   first);
+//! * an op the server refused before the core saw it (a wrong credential, a retried open)
+//!   left only its advance: a `tick` line;
+//! * blank and membership entries left nothing in the core: no line.
+//!
+//! Limits: a recording has at most [`MAX_LINES`] lines, [`MAX_BYTES`] bytes and
+//! [`MAX_LINE_BYTES`] bytes a line, the demo page's limits; a window past them is refused
+//! with the last index that fits.
+
+use std::fmt::Write as _;
+
+use fencelock::{Input, LockService, Mode, Output, ReleaseReason, Reply, VecStorage, Wait};
+use openraft::EntryPayload;
+
+use crate::state_machine::{self, CoreCall, SmState};
+use crate::types::Entry;
+
+/// The recording format this module writes.
+pub const FORMAT: &str = "fencelock-recording";
+/// Its version.
+pub const VERSION: u32 = 1;
+/// At most this many lines (the header included).
+pub const MAX_LINES: usize = 20_000;
+/// At most this many bytes in all.
+pub const MAX_BYTES: usize = 8 << 20;
+/// At most this many bytes a line (its checksum included).
+pub const MAX_LINE_BYTES: usize = 16 << 10;
+/// The largest number a recording holds (2^53 - 1: exact in a JSON reader's double).
+pub const MAX_NUMBER: u64 = (1 << 53) - 1;
+
+/// Which part of the history to export: log indices and logical times (milliseconds of
+/// the cluster's clock), both ends included; `None` is open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    /// The first log index.
+    pub from_index: Option<u64>,
+    /// The last log index.
+    pub to_index: Option<u64>,
+    /// The first logical time.
+    pub from_time: Option<u64>,
+    /// The last logical time.
+    pub to_time: Option<u64>,
+}
+
+/// A built recording.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recording {
+    /// The lines, each `JSON \t crc32`, without newlines; the first is the header.
+    pub lines: Vec<String>,
+    /// The log index and logical time of the first and last recorded input (`None` when
+    /// nothing was applied in the window).
+    pub span: Option<((u64, u64), (u64, u64))>,
+}
+
+/// Why a window cannot be exported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExportError {
+    /// The window holds more than a recording can (lines, bytes or one line's length).
+    TooLarge(String),
+    /// A value a recording cannot carry (a number past 2^53 - 1, an input or answer the
+    /// format has no words for), at a log index.
+    Unrepresentable(String),
+}
+
+impl std::fmt::Display for ExportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExportError::TooLarge(m) | ExportError::Unrepresentable(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ExportError {}
+
+/// `text` and its CRC-32 (IEEE), as one recording line.
+fn line(text: String) -> String {
+    let crc = crc32fast::hash(text.as_bytes());
+    format!("{text}\t{crc:08x}")
+}
+
+/// JSON text being built; numbers are checked against [`MAX_NUMBER`].
+struct Json<'a> {
+    out: String,
+    /// Where a refusal says the value came from.
+    at: &'a str,
+}
+
+impl Json<'_> {
+    fn num(&mut self, n: u64) -> Result<(), ExportError> {
+        if n > MAX_NUMBER {
+            return Err(ExportError::Unrepresentable(format!(
+                "{}: the number {n} is past 2^53 - 1, which a recording cannot hold exactly",
+                self.at
+            )));
+        }
+        let _ = write!(self.out, "{n}");
+        Ok(())
+    }
+
+    fn str(&mut self, s: &str) {
+        self.out.push('"');
+        for c in s.chars() {
+            match c {
+                '"' => self.out.push_str("\\\""),
+                '\\' => self.out.push_str("\\\\"),
+                c if (c as u32) < 0x20 => {
+                    let _ = write!(self.out, "\\u{:04x}", c as u32);
+                }
+                c => self.out.push(c),
+            }
+        }
+        self.out.push('"');
+    }
+
+    fn key(&mut self, k: &str) {
+        if !self.out.ends_with('{') {
+            self.out.push(',');
+        }
+        self.out.push('"');
+        self.out.push_str(k);
+        self.out.push_str("\":");
+    }
+
+    fn kv_num(&mut self, k: &str, n: u64) -> Result<(), ExportError> {
+        self.key(k);
+        self.num(n)
+    }
+
+    fn kv_str(&mut self, k: &str, s: &str) {
+        self.key(k);
+        self.str(s);
+    }
+
+    fn unknown(&self, what: &str) -> ExportError {
+        ExportError::Unrepresentable(format!(
+            "{}: {what}, which recording version {VERSION} has no words for",
+            self.at
+        ))
+    }
+}
+
+fn mode(m: Mode) -> &'static str {
+    match m {
+        Mode::Exclusive => "exclusive",
+        Mode::Shared => "shared",
+    }
+}
+
+fn reason(r: ReleaseReason) -> &'static str {
+    match r {
+        ReleaseReason::Released => "released",
+        ReleaseReason::Closed => "closed",
+        ReleaseReason::Expired => "expired",
+    }
+}
+
+/// The input as the wasm `LockService.handle` takes it.
+fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
+    j.out.push('{');
+    let request = |j: &mut Json<'_>, r: &Option<u64>| match r {
+        Some(r) => j.kv_num("request", *r),
+        None => Ok(()),
+    };
+    match i {
+        Input::OpenSession { now, ttl } => {
+            j.kv_str("kind", "open_session");
+            j.kv_num("now", now.0)?;
+            j.kv_num("ttl", *ttl)?;
+        }
+        Input::KeepAlive {
+            now,
+            session,
+            request: r,
+        }
+        | Input::CloseSession {
+            now,
+            session,
+            request: r,
+        } => {
+            let kind = if matches!(i, Input::KeepAlive { .. }) {
+                "keep_alive"
+            } else {
+                "close_session"
+            };
+            j.kv_str("kind", kind);
+            j.kv_num("now", now.0)?;
+            j.kv_num("session", session.0)?;
+            request(j, r)?;
+        }
+        Input::Acquire {
+            now,
+            session,
+            lock,
+            mode: m,
+            wait,
+            request: r,
+        } => {
+            j.kv_str("kind", "acquire");
+            j.kv_num("now", now.0)?;
+            j.kv_num("session", session.0)?;
+            j.kv_str("lock", lock.as_str());
+            j.kv_str("mode", mode(*m));
+            match wait {
+                Wait::None => j.kv_str("wait", "none"),
+                Wait::Forever => j.kv_str("wait", "forever"),
+                Wait::Until(t) => {
+                    j.key("wait");
+                    j.out.push('{');
+                    j.kv_num("until", t.0)?;
+                    j.out.push('}');
+                }
+            }
+            request(j, r)?;
+        }
+        Input::Release {
+            now,
+            session,
+            lock,
+            request: r,
+        }
+        | Input::Cancel {
+            now,
+            session,
+            lock,
+            request: r,
+        } => {
+            let kind = if matches!(i, Input::Release { .. }) {
+                "release"
+            } else {
+                "cancel"
+            };
+            j.kv_str("kind", kind);
+            j.kv_num("now", now.0)?;
+            j.kv_num("session", session.0)?;
+            j.kv_str("lock", lock.as_str());
+            request(j, r)?;
+        }
+        Input::Tick { now } => {
+            j.kv_str("kind", "tick");
+            j.kv_num("now", now.0)?;
+        }
+        _ => return Err(j.unknown("an input")),
+    }
+    j.out.push('}');
+    Ok(())
+}
+
+/// The reply as the wasm `LockService.handle` returns it.
+fn reply(j: &mut Json<'_>, r: &Reply) -> Result<(), ExportError> {
+    j.out.push('{');
+    j.kv_str("kind", r.kind());
+    match *r {
+        Reply::Opened {
+            session,
+            expires_at,
+        } => {
+            j.kv_num("session", session.0)?;
+            j.kv_num("expiresAt", expires_at.0)?;
+        }
+        Reply::KeptAlive { expires_at } => j.kv_num("expiresAt", expires_at.0)?,
+        Reply::Granted { mode: m, token } => {
+            j.kv_str("mode", mode(m));
+            j.kv_num("token", token.0)?;
+        }
+        Reply::Queued { mode: m, position } => {
+            j.kv_str("mode", mode(m));
+            j.kv_num("position", u64::from(position))?;
+        }
+        Reply::Released { token } | Reply::HoldEnded { token } => j.kv_num("token", token.0)?,
+        Reply::Ticked { now } => j.kv_num("now", now.0)?,
+        Reply::Closed | Reply::Busy | Reply::Cancelled | Reply::WaitEnded => {}
+        _ => return Err(j.unknown(&format!("a reply of kind {}", r.kind()))),
+    }
+    j.out.push('}');
+    Ok(())
+}
+
+/// An event as the wasm binding gives it.
+fn event(j: &mut Json<'_>, o: &Output) -> Result<(), ExportError> {
+    j.out.push('{');
+    j.kv_str("kind", o.kind());
+    match o {
+        Output::Granted {
+            session,
+            lock,
+            mode: m,
+            token,
+        } => {
+            j.kv_num("session", session.0)?;
+            j.kv_str("lock", lock.as_str());
+            j.kv_str("mode", mode(*m));
+            j.kv_num("token", token.0)?;
+        }
+        Output::Released {
+            session,
+            lock,
+            token,
+            reason: why,
+        } => {
+            j.kv_num("session", session.0)?;
+            j.kv_str("lock", lock.as_str());
+            j.kv_num("token", token.0)?;
+            j.kv_str("reason", reason(*why));
+        }
+        Output::SessionExpired { session } => j.kv_num("session", session.0)?,
+        Output::WaitTimedOut { session, lock } => {
+            j.kv_num("session", session.0)?;
+            j.kv_str("lock", lock.as_str());
+        }
+        _ => return Err(j.unknown(&format!("an event of kind {}", o.kind()))),
+    }
+    j.out.push('}');
+    Ok(())
+}
+
+/// One input line: `{now, input, reply | error, events}`.
+fn call_line(c: &CoreCall, at: &str) -> Result<String, ExportError> {
+    let mut j = Json {
+        out: String::from("{"),
+        at,
+    };
+    j.kv_num("now", c.input.now().0)?;
+    j.key("input");
+    input(&mut j, &c.input)?;
+    match &c.reply {
+        Ok(r) => {
+            j.key("reply");
+            reply(&mut j, r)?;
+        }
+        Err(e) => j.kv_str("error", e.kind()),
+    }
+    j.key("events");
+    j.out.push('[');
+    for (i, o) in c.events.iter().enumerate() {
+        if i > 0 {
+            j.out.push(',');
+        }
+        event(&mut j, o)?;
+    }
+    j.out.push_str("]}");
+    Ok(line(j.out))
+}
+
+/// The header line for a window that starts at `svc`'s state.
+fn header_line(svc: &LockService<VecStorage>, source: &str) -> Result<String, ExportError> {
+    let mut j = Json {
+        out: String::from("{"),
+        at: "the header",
+    };
+    j.kv_str("format", FORMAT);
+    j.kv_num("version", u64::from(VERSION))?;
+    j.kv_str("source", source);
+    let cap = svc.capacity();
+    j.key("capacity");
+    j.out.push('{');
+    j.kv_num("sessions", u64::from(cap.sessions))?;
+    j.kv_num("locks", u64::from(cap.locks))?;
+    j.kv_num("claims", u64::from(cap.claims))?;
+    j.out.push('}');
+    let cfg = svc.config();
+    j.key("config");
+    j.out.push('{');
+    j.kv_num("lockDelay", cfg.lock_delay)?;
+    j.kv_num("maxNameLen", u64::from(cfg.max_name_len))?;
+    j.out.push('}');
+    j.key("snapshot");
+    j.out.push('"');
+    for b in svc.snapshot_vec() {
+        let _ = write!(j.out, "{b:02x}");
+    }
+    j.out.push_str("\"}");
+    Ok(line(j.out))
+}
+
+/// The lines of one op's core calls: its advance merged into its input (the input's own
+/// advance then repeats it), or the advance alone as a `tick` when the op never reached the
+/// core.
+fn op_lines(calls: Vec<CoreCall>, at: &str) -> Result<Vec<String>, ExportError> {
+    let mut out = Vec::new();
+    let mut pending: Option<CoreCall> = None;
+    for c in calls {
+        if c.advance {
+            if let Some(p) = pending.take() {
+                out.push(call_line(&p, at)?);
+            }
+            pending = Some(c);
+            continue;
+        }
+        let c = match pending.take() {
+            Some(p) if p.input.now() == c.input.now() => CoreCall {
+                events: p.events.into_iter().chain(c.events).collect(),
+                ..c
+            },
+            Some(p) => {
+                out.push(call_line(&p, at)?);
+                c
+            }
+            None => c,
+        };
+        out.push(call_line(&c, at)?);
+    }
+    if let Some(p) = pending {
+        out.push(call_line(&p, at)?);
+    }
+    Ok(out)
+}
+
+/// Builds the recording of `window` from `start` (the state machine's state after log
+/// index `start.last_applied`, or the empty state) and the committed `entries` that follow
+/// it, in order and without gaps. `source` goes into the header.
+///
+/// The recording starts at the first op whose index and time are in the window (the header
+/// holds the core's snapshot just before it) and ends after the last one; entries before
+/// the window are applied without being recorded.
+///
+/// Errors: [`ExportError::TooLarge`] naming the last log index that fits;
+/// [`ExportError::Unrepresentable`] naming the index. Cost: O(entries from `start` to the
+/// window's end) applies, plus O(size of the recording).
+pub fn build(
+    mut start: SmState,
+    entries: impl IntoIterator<Item = Entry>,
+    window: Window,
+    source: &str,
+) -> Result<Recording, ExportError> {
+    let g = &mut start;
+    let mut lines: Vec<String> = Vec::new();
+    let mut bytes = 0usize;
+    let mut span: Option<((u64, u64), (u64, u64))> = None;
+    // the last index whose lines all fit, for a refusal's advice
+    let mut fits: Option<u64> = None;
+    'entries: for entry in entries {
+        let index = entry.log_id.index;
+        if window.to_index.is_some_and(|to| index > to) {
+            break;
+        }
+        let EntryPayload::Normal(cmd) = &entry.payload else {
+            state_machine::replay_meta(g, &entry);
+            continue;
+        };
+        g.last_applied = Some(entry.log_id);
+        let in_index = window.from_index.is_none_or(|f| index >= f);
+        for op in cmd.ops.iter().cloned() {
+            let t = state_machine::time_of(g, cmd.now, &op);
+            if window.to_time.is_some_and(|to| t > to) {
+                break 'entries;
+            }
+            let recording =
+                !lines.is_empty() || (in_index && window.from_time.is_none_or(|f| t >= f));
+            if !recording {
+                state_machine::replay_op(g, cmd.now, op, index, &mut None);
+                continue;
+            }
+            if lines.is_empty() {
+                let h = header_line(&g.svc, source)?;
+                if h.len() > MAX_LINE_BYTES {
+                    return Err(ExportError::TooLarge(format!(
+                        "the core's state at log index {index} is {} bytes as a header line, \
+                         more than the {MAX_LINE_BYTES} a recording line may have: a recording \
+                         cannot start there (its snapshot holds too many sessions and holds)",
+                        h.len()
+                    )));
+                }
+                bytes += h.len() + 1;
+                lines.push(h);
+            }
+            let mut calls = Vec::new();
+            state_machine::replay_op(g, cmd.now, op, index, &mut Some(&mut calls));
+            let at = format!("log index {index}");
+            for l in op_lines(calls, &at)? {
+                let too_long = l.len() > MAX_LINE_BYTES;
+                if too_long || lines.len() >= MAX_LINES || bytes + l.len() + 1 > MAX_BYTES {
+                    let advice = match fits {
+                        Some(i) => format!(
+                            "export up to log index {i} (--to-index {i}) and the rest from {} on",
+                            i + 1
+                        ),
+                        None => "export a window that starts later".into(),
+                    };
+                    let what = if too_long {
+                        format!("a line of {} bytes (at most {MAX_LINE_BYTES})", l.len())
+                    } else {
+                        format!("more than {MAX_LINES} lines or {MAX_BYTES} bytes")
+                    };
+                    return Err(ExportError::TooLarge(format!(
+                        "the window reaches {what} at log index {index}, more than a recording holds: {advice}"
+                    )));
+                }
+                bytes += l.len() + 1;
+                lines.push(l);
+            }
+            span = Some(match span {
+                None => ((index, t), (index, t)),
+                Some((first, _)) => (first, (index, t)),
+            });
+        }
+        if !lines.is_empty() {
+            fits = Some(index);
+        }
+    }
+    if lines.is_empty() {
+        lines.push(header_line(&g.svc, source)?);
+    }
+    Ok(Recording { lines, span })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::SessionSecret;
+    use crate::state_machine::ServiceConfig;
+    use crate::types::{Cmd, LogId, Op, STAMPED_AT_APPLY};
+    use fencelock::{Config, LockName, SessionId, Tick};
+
+    fn config() -> ServiceConfig {
+        ServiceConfig {
+            sessions: 8,
+            locks: 8,
+            claims: 8,
+            core: Config::default(),
+        }
+    }
+
+    fn entry(index: u64, now: u64, ops: Vec<Op>) -> Entry {
+        Entry {
+            log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Cmd {
+                now: Some(now),
+                ops,
+            }),
+        }
+    }
+
+    fn owned(input: Input) -> Op {
+        Op::Owned {
+            input,
+            secret: SessionSecret([7; 16]),
+        }
+    }
+
+    fn acquire(session: u64, lock: &str) -> Op {
+        owned(Input::Acquire {
+            now: STAMPED_AT_APPLY,
+            session: SessionId(session),
+            lock: LockName::new(lock).expect("name"),
+            mode: Mode::Exclusive,
+            wait: Wait::Forever,
+            request: Some(1),
+        })
+    }
+
+    fn open(ttl: u64) -> Op {
+        Op::Open {
+            ttl,
+            key: None,
+            secret: SessionSecret([7; 16]),
+        }
+    }
+
+    fn history() -> Vec<Entry> {
+        vec![
+            entry(1, 10, vec![open(100), open(100)]),
+            entry(2, 20, vec![acquire(1, "jobs/x"), acquire(2, "jobs/x")]),
+            entry(
+                3,
+                100,
+                vec![owned(Input::KeepAlive {
+                    now: STAMPED_AT_APPLY,
+                    session: SessionId(2),
+                    request: None,
+                })],
+            ),
+            // session 1 never keeps alive: at 150 it has expired and 2 gets token 2
+            entry(4, 150, vec![Op::Input(Input::Tick { now: Tick(0) })]),
+        ]
+    }
+
+    fn body(l: &str) -> &str {
+        let (json, crc) = l.rsplit_once('\t').expect("a tab");
+        assert_eq!(format!("{:08x}", crc32fast::hash(json.as_bytes())), crc);
+        json
+    }
+
+    /// The lines say what the core did, in the format's words: the grant, the queue, the
+    /// expiry that releases the first holder and grants the waiter the next token.
+    #[test]
+    fn a_history_becomes_checksummed_lines_in_the_formats_words() {
+        let r = build(
+            state_machine::empty_state(&config()),
+            history(),
+            Window::default(),
+            "test",
+        )
+        .expect("exports");
+        let b: Vec<&str> = r.lines.iter().map(|l| body(l)).collect();
+        assert!(b[0].starts_with(r#"{"format":"fencelock-recording","version":1,"source":"test","capacity":{"sessions":8,"locks":8,"claims":8},"config":{"lockDelay":0,"maxNameLen":"#), "{}", b[0]);
+        assert_eq!(
+            b[1],
+            r#"{"now":10,"input":{"kind":"open_session","now":10,"ttl":100},"reply":{"kind":"opened","session":1,"expiresAt":110},"events":[]}"#
+        );
+        assert_eq!(
+            b[3],
+            r#"{"now":20,"input":{"kind":"acquire","now":20,"session":1,"lock":"jobs/x","mode":"exclusive","wait":"forever","request":1},"reply":{"kind":"granted","mode":"exclusive","token":1},"events":[]}"#
+        );
+        assert_eq!(
+            b[4],
+            r#"{"now":20,"input":{"kind":"acquire","now":20,"session":2,"lock":"jobs/x","mode":"exclusive","wait":"forever","request":1},"reply":{"kind":"queued","mode":"exclusive","position":1},"events":[]}"#
+        );
+        assert_eq!(
+            b[5],
+            r#"{"now":100,"input":{"kind":"keep_alive","now":100,"session":2},"reply":{"kind":"kept_alive","expiresAt":200},"events":[]}"#
+        );
+        assert_eq!(
+            b[6],
+            r#"{"now":150,"input":{"kind":"tick","now":150},"reply":{"kind":"ticked","now":150},"events":[{"kind":"session_expired","session":1},{"kind":"released","session":1,"lock":"jobs/x","token":1,"reason":"expired"},{"kind":"granted","session":2,"lock":"jobs/x","mode":"exclusive","token":2}]}"#
+        );
+        assert_eq!(r.lines.len(), 7);
+        assert_eq!(r.span, Some(((1, 10), (4, 150))));
+    }
+
+    /// A window by index starts at the state just before it: the header's snapshot holds
+    /// what came earlier, and only the window's inputs have lines.
+    #[test]
+    fn a_window_starts_from_the_state_before_it() {
+        let all = build(
+            state_machine::empty_state(&config()),
+            history(),
+            Window::default(),
+            "t",
+        )
+        .unwrap();
+        let w = Window {
+            from_index: Some(2),
+            to_index: Some(2),
+            ..Window::default()
+        };
+        let part = build(state_machine::empty_state(&config()), history(), w, "t").unwrap();
+        assert_eq!(part.lines[1..], all.lines[3..5]);
+        assert_ne!(
+            part.lines[0], all.lines[0],
+            "the header's snapshot has the two sessions"
+        );
+        let by_time = Window {
+            from_time: Some(11),
+            to_time: Some(20),
+            ..Window::default()
+        };
+        let t = build(
+            state_machine::empty_state(&config()),
+            history(),
+            by_time,
+            "t",
+        )
+        .unwrap();
+        assert_eq!(t.lines, part.lines);
+    }
+
+    /// A refusal by the core is an `error` line with the advance's events; an op the server
+    /// refused before the core (a wrong credential) leaves its advance alone, a `tick` line.
+    #[test]
+    fn refusals_by_the_core_and_by_the_server_have_the_lines_the_core_would_give() {
+        let stranger = Op::Owned {
+            input: Input::KeepAlive {
+                now: STAMPED_AT_APPLY,
+                session: SessionId(1),
+                request: None,
+            },
+            secret: SessionSecret([9; 16]),
+        };
+        let h = vec![
+            entry(1, 10, vec![open(100)]),
+            entry(2, 20, vec![stranger]),
+            entry(
+                3,
+                30,
+                vec![owned(Input::Release {
+                    now: STAMPED_AT_APPLY,
+                    session: SessionId(1),
+                    lock: LockName::new("jobs/x").expect("name"),
+                    request: None,
+                })],
+            ),
+        ];
+        let r = build(
+            state_machine::empty_state(&config()),
+            h,
+            Window::default(),
+            "t",
+        )
+        .unwrap();
+        let b: Vec<&str> = r.lines.iter().map(|l| body(l)).collect();
+        assert_eq!(
+            b[2],
+            r#"{"now":20,"input":{"kind":"tick","now":20},"reply":{"kind":"ticked","now":20},"events":[]}"#
+        );
+        assert_eq!(
+            b[3],
+            r#"{"now":30,"input":{"kind":"release","now":30,"session":1,"lock":"jobs/x"},"error":"not_holder","events":[]}"#
+        );
+        assert_eq!(r.lines.len(), 4);
+    }
+
+    /// A window past the format's limits is refused, naming the last index that fits.
+    #[test]
+    fn a_window_past_the_limits_is_refused_with_the_last_index_that_fits() {
+        let mut h = vec![entry(1, 1, vec![open(1_000_000)])];
+        for i in 0..(MAX_LINES as u64) {
+            h.push(entry(
+                2 + i,
+                2 + i,
+                vec![owned(Input::KeepAlive {
+                    now: STAMPED_AT_APPLY,
+                    session: SessionId(1),
+                    request: None,
+                })],
+            ));
+        }
+        let e = build(
+            state_machine::empty_state(&config()),
+            h,
+            Window::default(),
+            "t",
+        )
+        .expect_err("too many lines");
+        let ExportError::TooLarge(m) = e else {
+            panic!("{e:?}")
+        };
+        // the header, the open (index 1), then one line per keep-alive: index 19 999 is line 20 000
+        assert!(m.contains("--to-index 19999"), "{m}");
+    }
+}
