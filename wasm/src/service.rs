@@ -1,6 +1,5 @@
 //! `LockService`: the core's lock service for JavaScript.
 
-use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -11,7 +10,7 @@ use fencelock::{
 use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
 
-use crate::js::{self, Fail, Name, Obj};
+use crate::js::{self, cat, Dec, Fail, Name, Obj};
 use crate::json::Answer;
 
 /// A table size from JS, checked by the core's one rule (`fencelock::check_rows`) before
@@ -28,8 +27,15 @@ fn row_count(n: u64) -> Result<usize, Fail> {
 pub(crate) fn rows<T: Clone>(n: u64, empty: T, what: &str) -> Result<Vec<T>, Fail> {
     let n = row_count(n)?;
     let mut v = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| Fail::OutOfMemory(format!("cannot allocate {n} rows for the {what} table")))?;
+    v.try_reserve_exact(n).map_err(|_| {
+        Fail::OutOfMemory(cat(&[
+            "cannot allocate ",
+            Dec::new(n as u64).as_str(),
+            " rows for the ",
+            what,
+            " table",
+        ]))
+    })?;
     v.resize(n, empty);
     Ok(v)
 }
@@ -43,9 +49,15 @@ fn storage(caps: &JsValue) -> Result<VecStorage, Fail> {
     let l = row_count(js::num(&js::get(caps, "locks")?, "locks")?)?;
     let c = row_count(js::num(&js::get(caps, "claims")?, "claims")?)?;
     VecStorage::try_new(s, l, c).map_err(|_| {
-        Fail::OutOfMemory(format!(
-            "cannot allocate tables of {s} sessions, {l} locks, {c} claims"
-        ))
+        Fail::OutOfMemory(cat(&[
+            "cannot allocate tables of ",
+            Dec::new(s as u64).as_str(),
+            " sessions, ",
+            Dec::new(l as u64).as_str(),
+            " locks, ",
+            Dec::new(c as u64).as_str(),
+            " claims",
+        ]))
     })
 }
 
