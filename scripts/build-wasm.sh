@@ -31,7 +31,7 @@ target_dir=$(cargo metadata --format-version 1 --no-deps |
 
 # Size over speed for this crate's release build (the lock rules are cheap; the bundle is
 # what a browser downloads). "z" since the crate is no_std on wasm32: 135.7 KB raw / 52.4 KB
-# gzip after wasm-opt, against 144.7 / 55.1 with "s". Only the wasm32 build sees these
+# gzip after wasm-opt, against 144.7 / 55.1 with "s" (measured on the same sources). Only the wasm32 build sees these
 # settings; the workspace's release profile is unchanged for every other build. The price
 # (callgrind, wasm/README.md): 1.10x the instructions of "s" for an acquire + release from
 # JS, 1.50x for a snapshot restore + encode.

@@ -103,6 +103,95 @@ fn named(r: Result<Reply, Error>, name: &Name) -> Result<Reply, Fail> {
     r.map_err(|e| Fail::from(name.error(e)))
 }
 
+// Each input's arguments read and applied once, for the typed method and for `handle`
+// alike (one copy of each in the module, not two).
+
+fn open_with(
+    core: &mut Core,
+    out: &mut Vec<Output>,
+    now: &JsValue,
+    ttl: &JsValue,
+) -> Result<Reply, Fail> {
+    let (now, ttl) = (now_arg(now)?, js::num(ttl, "ttl")?);
+    Ok(core.open_session(now, ttl, out)?)
+}
+
+/// `keep_alive` (`close` false) or `close_session` (`close` true).
+fn session_input(
+    core: &mut Core,
+    out: &mut Vec<Output>,
+    close: bool,
+    now: &JsValue,
+    session: &JsValue,
+    request: &JsValue,
+) -> Result<Reply, Fail> {
+    let (now, session) = (now_arg(now)?, session_arg(session)?);
+    let request = request_arg(request)?;
+    Ok(if close {
+        core.close_session(now, session, request, out)?
+    } else {
+        core.keep_alive(now, session, request, out)?
+    })
+}
+
+fn acquire_with(
+    core: &mut Core,
+    out: &mut Vec<Output>,
+    now: &JsValue,
+    session: &JsValue,
+    lock: &JsValue,
+    options: &JsValue,
+    known: &[&str],
+) -> Result<Reply, Fail> {
+    let (now, session) = (now_arg(now)?, session_arg(session)?);
+    let lock = js::name(lock, "lock")?;
+    let (mode, wait, request) = js::acquire_options(options, known)?;
+    let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
+    named(r, &lock)
+}
+
+/// Which named input [`named_input`] applies.
+#[derive(Clone, Copy)]
+enum On {
+    Release,
+    Cancel,
+    Campaign,
+    Resign,
+}
+
+/// `release`, `cancel`, `campaign` or `resign`: a session, a name, a request number.
+fn named_input(
+    core: &mut Core,
+    out: &mut Vec<Output>,
+    on: On,
+    now: &JsValue,
+    session: &JsValue,
+    name: &JsValue,
+    request: &JsValue,
+) -> Result<Reply, Fail> {
+    let (now, session) = (now_arg(now)?, session_arg(session)?);
+    let what = match on {
+        On::Release | On::Cancel => "lock",
+        On::Campaign | On::Resign => "election",
+    };
+    let name = js::name(name, what)?;
+    let request = request_arg(request)?;
+    let n = name.as_str();
+    let r = match on {
+        On::Release => core.release(now, session, n, request, out),
+        On::Cancel => core.cancel(now, session, n, request, out),
+        On::Campaign => core.campaign(now, session, n, request, out),
+        On::Resign => core.resign(now, session, n, request, out),
+    };
+    named(r, &name)
+}
+
+fn tick_with(core: &mut Core, out: &mut Vec<Output>, now: &JsValue) -> Result<Reply, Fail> {
+    let now = now_arg(now)?;
+    core.tick(now, out)?;
+    Ok(Reply::Ticked { now })
+}
+
 impl LockService {
     /// Runs one input: `call` reads its arguments (a bad one throws before the core is
     /// called, with no events) and calls the core with a `Vec` as its sink. The sink
@@ -135,51 +224,41 @@ impl LockService {
             js::known_keys(v, "input", keys)?;
         }
         let field = |k: &str| js::get(v, k);
-        let now = now_arg(&field("now")?)?;
+        // Each field is read just before it is checked, in the typed methods' order, so a
+        // throwing getter or a bad value is met exactly where it was before the shared
+        // helpers existed: a field is checked here before the next one is read, and the
+        // helper checks it again (a pure, repeatable check) before calling the core.
+        let now = field("now")?;
+        now_arg(&now)?;
         match kind.as_string().as_deref() {
-            Some("open_session") => {
-                let ttl = js::num(&field("ttl")?, "ttl")?;
-                Ok(core.open_session(now, ttl, out)?)
-            }
-            Some("keep_alive") => {
-                let session = session_arg(&field("session")?)?;
-                let request = request_arg(&field("request")?)?;
-                Ok(core.keep_alive(now, session, request, out)?)
-            }
-            Some("close_session") => {
-                let session = session_arg(&field("session")?)?;
-                let request = request_arg(&field("request")?)?;
-                Ok(core.close_session(now, session, request, out)?)
+            Some("open_session") => open_with(core, out, &now, &field("ttl")?),
+            Some(k @ ("keep_alive" | "close_session")) => {
+                let session = field("session")?;
+                session_arg(&session)?;
+                let request = field("request")?;
+                let close = k == "close_session";
+                session_input(core, out, close, &now, &session, &request)
             }
             Some("acquire") => {
-                let session = session_arg(&field("session")?)?;
-                let lock = js::name(&field("lock")?, "lock")?;
-                let (mode, wait, request) = js::acquire_options(v, keys)?;
-                let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
-                named(r, &lock)
+                let session = field("session")?;
+                session_arg(&session)?;
+                let lock = field("lock")?;
+                acquire_with(core, out, &now, &session, &lock, v, keys)
             }
-            Some("release") => {
-                let session = session_arg(&field("session")?)?;
-                let lock = js::name(&field("lock")?, "lock")?;
-                let request = request_arg(&field("request")?)?;
-                named(
-                    core.release(now, session, lock.as_str(), request, out),
-                    &lock,
-                )
+            Some(k @ ("release" | "cancel")) => {
+                let on = if k == "release" {
+                    On::Release
+                } else {
+                    On::Cancel
+                };
+                let session = field("session")?;
+                session_arg(&session)?;
+                let lock = field("lock")?;
+                js::name(&lock, "lock")?;
+                let request = field("request")?;
+                named_input(core, out, on, &now, &session, &lock, &request)
             }
-            Some("cancel") => {
-                let session = session_arg(&field("session")?)?;
-                let lock = js::name(&field("lock")?, "lock")?;
-                let request = request_arg(&field("request")?)?;
-                named(
-                    core.cancel(now, session, lock.as_str(), request, out),
-                    &lock,
-                )
-            }
-            Some("tick") => {
-                core.tick(now, out)?;
-                Ok(Reply::Ticked { now })
-            }
+            Some("tick") => tick_with(core, out, &now),
             _ => Err(Fail::BadArgument(String::from(
                 "input.kind must be one of open_session, keep_alive, close_session, acquire, \
                  release, cancel, tick",
@@ -253,10 +332,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
         #[wasm_bindgen(unchecked_param_type = "U64")] ttl: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let (now, ttl) = (now_arg(&now)?, js::num(&ttl, "ttl")?);
-            Ok(core.open_session(now, ttl, out)?)
-        })
+        self.input(|core, out| open_with(core, out, &now, &ttl))
     }
 
     /// Keeps a session alive: its deadline becomes `now` + its ttl; reply `{kind:
@@ -270,11 +346,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let request = request_arg(&request)?;
-            Ok(core.keep_alive(now, session, request, out)?)
-        })
+        self.input(|core, out| session_input(core, out, false, &now, &session, &request))
     }
 
     /// Closes a session: reply `{kind: "closed"}`; events: a `released` (reason
@@ -288,11 +360,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let request = request_arg(&request)?;
-            Ok(core.close_session(now, session, request, out)?)
-        })
+        self.input(|core, out| session_input(core, out, true, &now, &session, &request))
     }
 
     /// Acquires `lock` for `session`: `options` is `{mode, wait, request?}` (`mode`
@@ -313,11 +381,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "AcquireOptions")] options: JsValue,
     ) -> Result<JsValue, JsValue> {
         self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let lock = js::name(&lock, "lock")?;
-            let (mode, wait, request) = js::acquire_options(&options, js::ACQUIRE_KEYS)?;
-            let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
-            named(r, &lock)
+            acquire_with(core, out, &now, &session, &lock, &options, js::ACQUIRE_KEYS)
         })
     }
 
@@ -333,15 +397,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let lock = js::name(&lock, "lock")?;
-            let request = request_arg(&request)?;
-            named(
-                core.release(now, session, lock.as_str(), request, out),
-                &lock,
-            )
-        })
+        self.input(|core, out| named_input(core, out, On::Release, &now, &session, &lock, &request))
     }
 
     /// Withdraws a queued acquire: reply `{kind: "cancelled"}`; events: grants it
@@ -356,15 +412,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let lock = js::name(&lock, "lock")?;
-            let request = request_arg(&request)?;
-            named(
-                core.cancel(now, session, lock.as_str(), request, out),
-                &lock,
-            )
-        })
+        self.input(|core, out| named_input(core, out, On::Cancel, &now, &session, &lock, &request))
     }
 
     /// Advances time to `now`: reply `{kind: "ticked", now}`; events: expiries
@@ -377,11 +425,7 @@ impl LockService {
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let now = now_arg(&now)?;
-            core.tick(now, out)?;
-            Ok(Reply::Ticked { now })
-        })
+        self.input(|core, out| tick_with(core, out, &now))
     }
 
     /// Stands `session` as a candidate in `election` (an exclusive acquire that waits
@@ -396,11 +440,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
         self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let election = js::name(&election, "election")?;
-            let request = request_arg(&request)?;
-            let r = core.campaign(now, session, election.as_str(), request, out);
-            named(r, &election)
+            named_input(core, out, On::Campaign, &now, &session, &election, &request)
         })
     }
 
@@ -417,11 +457,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
         self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let election = js::name(&election, "election")?;
-            let request = request_arg(&request)?;
-            let r = core.resign(now, session, election.as_str(), request, out);
-            named(r, &election)
+            named_input(core, out, On::Resign, &now, &session, &election, &request)
         })
     }
 
