@@ -14,8 +14,8 @@ scripts/build-wasm.sh
 # says where its bytes go), so the ceilings are the measured size plus about 2 % for a
 # different compiler release: lower them as the module shrinks, never raise them to let
 # growth through.
-WASM_MAX_RAW=${WASM_MAX_RAW:-133000}
-WASM_MAX_GZIP=${WASM_MAX_GZIP:-53300}
+WASM_MAX_RAW=${WASM_MAX_RAW:-130700}
+WASM_MAX_GZIP=${WASM_MAX_GZIP:-53200}
 wasm=wasm/pkg/web/fencelock_wasm_bg.wasm
 raw=$(wc -c <"$wasm")
 gz=$(gzip -9 -n -c "$wasm" | wc -c)

@@ -98,6 +98,16 @@ fn refused(fail: Fail, events: &[Output]) -> JsValue {
     err
 }
 
+/// The JS answer of an input: `{reply, events}`, or the thrown error with the events.
+/// Kept out of line: one copy for every input method rather than one in each.
+#[inline(never)]
+fn answer(r: Result<Reply, Fail>, events: &[Output]) -> Result<JsValue, JsValue> {
+    match r {
+        Ok(reply) => Answer::build(&reply, events).parse(true),
+        Err(fail) => Err(refused(fail, events)),
+    }
+}
+
 /// A core call's result with the name's true length restored in a `name_too_long`.
 fn named(r: Result<Reply, Error>, name: &Name) -> Result<Reply, Fail> {
     r.map_err(|e| Fail::from(name.error(e)))
@@ -201,10 +211,8 @@ impl LockService {
         call: impl FnOnce(&mut Core, &mut Vec<Output>) -> Result<Reply, Fail>,
     ) -> Result<JsValue, JsValue> {
         let mut events = Vec::new();
-        match call(&mut self.core, &mut events) {
-            Ok(reply) => Answer::build(&reply, &events).parse(true),
-            Err(fail) => Err(refused(fail, &events)),
-        }
+        let r = call(&mut self.core, &mut events);
+        answer(r, &events)
     }
 
     /// A tagged input object (`{kind: "acquire", now, session, lock, mode, wait,
