@@ -33,7 +33,7 @@ target_dir=$(cargo metadata --format-version 1 --no-deps |
 # what a browser downloads). "z" since the crate is no_std on wasm32: 135.7 KB raw / 52.4 KB
 # gzip after wasm-opt, against 144.7 / 55.1 with "s" (measured on the same sources). Only the wasm32 build sees these
 # settings; the workspace's release profile is unchanged for every other build. The price
-# (callgrind, wasm/README.md): 1.10x the instructions of "s" for an acquire + release from
+# (callgrind, wasm/README.md): about 1.1x the instructions of "s" for an acquire + release from
 # JS, 1.50x for a snapshot restore + encode.
 log "cargo build --release --target wasm32-unknown-unknown -p fencelock-wasm"
 CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_PANIC=abort \
