@@ -44,9 +44,11 @@
 //! ## Size
 //!
 //! On wasm32 the crate is `no_std` (with `alloc`): its allocator is dlmalloc (what std
-//! would use there) and its panic handler traps without formatting anything, so neither
-//! std's panic machinery nor `core::fmt` is in the module. Messages are joined from texts
-//! and decimal numbers (`js::cat`, `js::Dec`; the core's from `fencelock::Error::message`).
+//! would use there) and its panic handler traps without formatting anything, so std's
+//! panic machinery is not in the module, and of `core::fmt` only the few formatters that
+//! the compiler's own panic sites (bounds, `RefCell`) still reference. Messages are joined
+//! from texts and decimal numbers (`js::cat`, `js::Dec`; the core's from
+//! `fencelock::Error::message`).
 //! `scripts/test-wasm.sh` fails when the built module outgrows its size budget.
 #![cfg_attr(target_arch = "wasm32", no_std)]
 #![deny(missing_docs)]
