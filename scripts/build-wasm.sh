@@ -30,10 +30,13 @@ target_dir=$(cargo metadata --format-version 1 --no-deps |
   node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')
 
 # Size over speed for this crate's release build (the lock rules are cheap; the bundle is
-# what a browser downloads; "s" compresses better than "z" here: 55.5 vs 58.6 KB gzipped).
-# Only the wasm32 build sees these settings.
+# what a browser downloads). "z" since the crate is no_std on wasm32: 135.7 KB raw / 52.4 KB
+# gzip after wasm-opt, against 144.7 / 55.1 with "s" (measured on the same sources). Only the wasm32 build sees these
+# settings; the workspace's release profile is unchanged for every other build. The price
+# (callgrind, wasm/README.md): about 1.1x the instructions of "s" for an acquire + release from
+# JS, 1.50x for a snapshot restore + encode.
 log "cargo build --release --target wasm32-unknown-unknown -p fencelock-wasm"
-CARGO_PROFILE_RELEASE_OPT_LEVEL=s CARGO_PROFILE_RELEASE_PANIC=abort \
+CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_PANIC=abort \
   cargo build --release --target wasm32-unknown-unknown -p fencelock-wasm --quiet
 raw="$target_dir/wasm32-unknown-unknown/release/fencelock_wasm.wasm"
 

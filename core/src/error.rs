@@ -20,14 +20,21 @@ pub enum Table {
     Resources,
 }
 
-impl fmt::Display for Table {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Table {
+    /// The table's name: `"sessions"`, `"locks"`, `"claims"` or `"resources"`. Cost: O(1).
+    pub fn name(self) -> &'static str {
+        match self {
             Table::Sessions => "sessions",
             Table::Locks => "locks",
             Table::Claims => "claims",
             Table::Resources => "resources",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -352,66 +359,167 @@ impl Error {
     }
 }
 
+/// One piece of an error's message: a text, or a number written in decimal.
+///
+/// [`Error::message`] gives a message as pieces so that a host without `core::fmt` (the
+/// wasm build, where the formatting machinery is most of a kilobyte-budgeted module) can
+/// write exactly the text `Display` writes, by appending the pieces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Piece {
+    /// Literal text.
+    Text(&'static str),
+    /// A number, in decimal without separators.
+    Number(u64),
+}
+
+/// An error's message as at most five [`Piece`]s, in order (shorter messages end with
+/// empty texts). Written by [`Error::message`].
+pub type Message = [Piece; 5];
+
+impl Error {
+    /// The message `Display` writes, as pieces: the one home of every error's text.
+    /// Cost: O(1), no allocation.
+    pub fn message(&self) -> Message {
+        use Piece::{Number as N, Text as T};
+        const E: Piece = T("");
+        let mode = |m: Mode| match m {
+            Mode::Exclusive => "exclusive",
+            Mode::Shared => "shared",
+        };
+        match *self {
+            Error::UnknownSession(s) => [
+                T("unknown session: session "),
+                N(s.0),
+                T(" is not open"),
+                E,
+                E,
+            ],
+            Error::NotHolder(s) => [
+                T("not holder: session "),
+                N(s.0),
+                T(" does not hold this lock"),
+                E,
+                E,
+            ],
+            Error::NotQueued(s) => [
+                T("not queued: session "),
+                N(s.0),
+                T(" does not wait for this lock"),
+                E,
+                E,
+            ],
+            Error::AlreadyQueued(s) => [
+                T("already queued: session "),
+                N(s.0),
+                T(" already waits for this lock"),
+                E,
+                E,
+            ],
+            Error::ModeMismatch { held } => [
+                T("mode mismatch: the lock is held "),
+                T(mode(held)),
+                T(" by this session"),
+                E,
+                E,
+            ],
+            Error::EmptyName => [T("empty name: a name needs at least one byte"), E, E, E, E],
+            Error::NameTooLong { len, max } => [
+                T("name too long: "),
+                N(u64::from(len)),
+                T(" bytes, at most "),
+                N(u64::from(max)),
+                E,
+            ],
+            Error::BadTtl => [
+                T("bad ttl: a session needs a ttl of at least 1 tick"),
+                E,
+                E,
+                E,
+                E,
+            ],
+            Error::DeadlineOverflow => [
+                T("deadline overflow: now + ttl does not fit in u64"),
+                E,
+                E,
+                E,
+                E,
+            ],
+            Error::TimeWentBackwards { now, requested } => [
+                T("time went backwards: now is t"),
+                N(now.0),
+                T(", asked for t"),
+                N(requested.0),
+                E,
+            ],
+            Error::StaleRequest { request, latest } => [
+                T("stale request: number "),
+                N(request),
+                T(" is older than the latest, "),
+                N(latest),
+                E,
+            ],
+            Error::RequestReused { request } => [
+                T("request reused: number "),
+                N(request),
+                T(" was used for a different input"),
+                E,
+                E,
+            ],
+            Error::CapacityExceeded(t) => [
+                T("capacity exceeded: the "),
+                T(t.name()),
+                T(" table is full"),
+                E,
+                E,
+            ],
+            Error::Stale { token, highest } => [
+                T("stale: token "),
+                N(token.0),
+                T(" is lower than the highest seen, token "),
+                N(highest.0),
+                E,
+            ],
+            Error::ZeroToken => [
+                T("zero token: 0 is never a valid fencing token"),
+                E,
+                E,
+                E,
+                E,
+            ],
+            Error::BadFrame => [T("bad frame: bytes do not decode"), E, E, E, E],
+            Error::BufferTooSmall { need } => [
+                T("buffer too small: room for "),
+                N(u64::from(need)),
+                T(" needed (bytes, or events for a sink)"),
+                E,
+                E,
+            ],
+            Error::BadMagic => [T("bad magic: not a fencelock snapshot"), E, E, E, E],
+            Error::UnsupportedVersion(v) => {
+                [T("unsupported snapshot version "), N(u64::from(v)), E, E, E]
+            }
+            Error::CorruptSnapshot(why) => [T("corrupt snapshot: "), T(why), E, E, E],
+            Error::BadConfig(why) => [T("bad config: "), T(why), E, E, E],
+            Error::UnknownKeepAlive { sent_at } => [
+                T("unknown keep-alive: no keep-alive sent at "),
+                N(sent_at),
+                T(" is on record"),
+                E,
+                E,
+            ],
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::UnknownSession(s) => write!(f, "unknown session: {s} is not open"),
-            Error::NotHolder(s) => write!(f, "not holder: {s} does not hold this lock"),
-            Error::NotQueued(s) => write!(f, "not queued: {s} does not wait for this lock"),
-            Error::AlreadyQueued(s) => write!(f, "already queued: {s} already waits for this lock"),
-            Error::ModeMismatch { held } => {
-                write!(f, "mode mismatch: the lock is held {held} by this session")
+        for piece in self.message() {
+            match piece {
+                Piece::Text(t) => f.write_str(t)?,
+                Piece::Number(n) => write!(f, "{n}")?,
             }
-            Error::EmptyName => f.write_str("empty name: a name needs at least one byte"),
-            Error::NameTooLong { len, max } => {
-                write!(f, "name too long: {len} bytes, at most {max}")
-            }
-            Error::BadTtl => f.write_str("bad ttl: a session needs a ttl of at least 1 tick"),
-            Error::DeadlineOverflow => {
-                f.write_str("deadline overflow: now + ttl does not fit in u64")
-            }
-            Error::TimeWentBackwards { now, requested } => {
-                write!(
-                    f,
-                    "time went backwards: now is {now}, asked for {requested}"
-                )
-            }
-            Error::StaleRequest { request, latest } => {
-                write!(
-                    f,
-                    "stale request: number {request} is older than the latest, {latest}"
-                )
-            }
-            Error::RequestReused { request } => {
-                write!(
-                    f,
-                    "request reused: number {request} was used for a different input"
-                )
-            }
-            Error::CapacityExceeded(t) => write!(f, "capacity exceeded: the {t} table is full"),
-            Error::Stale { token, highest } => {
-                write!(
-                    f,
-                    "stale: {token} is lower than the highest seen, {highest}"
-                )
-            }
-            Error::ZeroToken => f.write_str("zero token: 0 is never a valid fencing token"),
-            Error::BadFrame => f.write_str("bad frame: bytes do not decode"),
-            Error::BufferTooSmall { need } => {
-                write!(
-                    f,
-                    "buffer too small: room for {need} needed (bytes, or events for a sink)"
-                )
-            }
-            Error::BadMagic => f.write_str("bad magic: not a fencelock snapshot"),
-            Error::UnsupportedVersion(v) => write!(f, "unsupported snapshot version {v}"),
-            Error::CorruptSnapshot(why) => write!(f, "corrupt snapshot: {why}"),
-            Error::BadConfig(why) => write!(f, "bad config: {why}"),
-            Error::UnknownKeepAlive { sent_at } => write!(
-                f,
-                "unknown keep-alive: no keep-alive sent at {sent_at} is on record"
-            ),
         }
+        Ok(())
     }
 }
 
@@ -452,6 +560,58 @@ impl From<Error> for ErrorRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The text of every kind, fixed: `Display` writes the pieces of `message()`, and the
+    /// bindings (the wasm build writes the pieces itself) show these words.
+    #[test]
+    fn every_message_reads_as_written() {
+        let want = [
+            "unknown session: session 1 is not open",
+            "not holder: session 1 does not hold this lock",
+            "not queued: session 1 does not wait for this lock",
+            "already queued: session 1 already waits for this lock",
+            "mode mismatch: the lock is held exclusive by this session",
+            "stale request: number 1 is older than the latest, 2",
+            "request reused: number 1 was used for a different input",
+            "empty name: a name needs at least one byte",
+            "name too long: 65 bytes, at most 64",
+            "bad ttl: a session needs a ttl of at least 1 tick",
+            "deadline overflow: now + ttl does not fit in u64",
+            "time went backwards: now is t2, asked for t1",
+            "bad config: max_name_len must be 1..=64",
+            "capacity exceeded: the sessions table is full",
+            "stale: token 1 is lower than the highest seen, token 2",
+            "zero token: 0 is never a valid fencing token",
+            "bad frame: bytes do not decode",
+            "buffer too small: room for 1 needed (bytes, or events for a sink)",
+            "bad magic: not a fencelock snapshot",
+            "unsupported snapshot version 99",
+            "corrupt snapshot: trailing bytes",
+            "unknown keep-alive: no keep-alive sent at 1 is on record",
+        ];
+        let got: Vec<String> = Error::EXAMPLES.iter().map(|e| e.to_string()).collect();
+        assert_eq!(got, want);
+        // The pieces alone, joined by hand, are the same text (what a host without
+        // core::fmt writes).
+        for e in Error::EXAMPLES {
+            let mut s = String::new();
+            for p in e.message() {
+                match p {
+                    Piece::Text(t) => s.push_str(t),
+                    Piece::Number(n) => s.push_str(&n.to_string()),
+                }
+            }
+            assert_eq!(s, e.to_string());
+        }
+        let big = Error::Stale {
+            token: Token(u64::MAX),
+            highest: Token(u64::MAX),
+        };
+        assert_eq!(
+            big.to_string(),
+            "stale: token 18446744073709551615 is lower than the highest seen, token 18446744073709551615"
+        );
+    }
 
     #[test]
     fn the_decoding_shape_maps_every_variant_back() {

@@ -226,7 +226,7 @@ mod types;
 mod wire;
 
 pub use election::Leader;
-pub use error::{Error, Table};
+pub use error::{Error, Message, Piece, Table};
 pub use gate::{FenceGate, GateRow, GATE_MAGIC, GATE_VERSION};
 pub use input::Input;
 pub use keeper::{Lease, SessionKeeper, KEEPER_MEMORY};

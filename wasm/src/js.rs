@@ -1,11 +1,10 @@
 //! Crossing the boundary: JS values in (validated, never trusted), JS values out, and the
 //! errors thrown. Nothing here knows a lock rule; it only translates.
 
-use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 
-use fencelock::{Error, Mode, ReleaseReason, SessionId, Table, Tick, Token, Wait};
+use fencelock::{Error, Mode, Piece, ReleaseReason, SessionId, Tick, Token, Wait};
 use js_sys::{Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -75,6 +74,66 @@ pub enum Fail {
     OutOfMemory(String),
 }
 
+// ------------------------------------------------------------------------- text without fmt
+
+// No `format!`, `to_string` or `write!` in this crate: `core::fmt` would pull the
+// formatting machinery (padding, every integer width, `Display` of the core's types) into
+// the module, which is measured in kilobytes. Messages are joined from texts and decimal
+// numbers instead.
+
+/// `parts` joined. Cost: O(total length), one allocation.
+pub fn cat(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        out.push_str(p);
+    }
+    out
+}
+
+/// A `u64` in decimal, on the stack. Cost: O(digits).
+pub struct Dec {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Dec {
+    /// The digits of `n`.
+    pub fn new(mut n: u64) -> Dec {
+        let mut d = Dec {
+            buf: [b'0'; 20],
+            start: 20,
+        };
+        loop {
+            d.start -= 1;
+            if let Some(b) = d.buf.get_mut(d.start) {
+                *b = b'0' + (n % 10) as u8;
+            }
+            n /= 10;
+            if n == 0 || d.start == 0 {
+                return d;
+            }
+        }
+    }
+
+    /// The digits as text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits are written, so the conversion cannot fail.
+        core::str::from_utf8(self.buf.get(self.start..).unwrap_or(&[])).unwrap_or("0")
+    }
+}
+
+/// The core's message for `e` (the same words as its `Display`, from `Error::message`).
+fn core_message(e: &Error) -> String {
+    let mut out = String::new();
+    for piece in e.message() {
+        match piece {
+            Piece::Text(t) => out.push_str(t),
+            Piece::Number(n) => out.push_str(Dec::new(n).as_str()),
+        }
+    }
+    out
+}
+
 /// `.errno` of `out_of_range` (binding errors are 7xx; core's are 1xx–5xx).
 pub const ERRNO_OUT_OF_RANGE: u32 = 701;
 /// `.errno` of `bad_argument`.
@@ -126,10 +185,10 @@ impl Fail {
     /// The `.message`: core's `Display` text, or the binding's own.
     pub fn message(&self) -> String {
         match self {
-            Fail::Core(e) => e.to_string(),
-            Fail::OutOfRange(m) => format!("out of range: {m}"),
-            Fail::BadArgument(m) | Fail::UnknownKey(_, m) => format!("bad argument: {m}"),
-            Fail::OutOfMemory(m) => format!("out of memory: {m}"),
+            Fail::Core(e) => core_message(e),
+            Fail::OutOfRange(m) => cat(&["out of range: ", m]),
+            Fail::BadArgument(m) | Fail::UnknownKey(_, m) => cat(&["bad argument: ", m]),
+            Fail::OutOfMemory(m) => cat(&["out of memory: ", m]),
         }
     }
 }
@@ -179,7 +238,7 @@ impl From<Fail> for JsValue {
                 }
                 Error::BufferTooSmall { need } => detail("need", u64::from(need)),
                 Error::UnknownKeepAlive { sent_at } => detail("sentAt", sent_at),
-                Error::CapacityExceeded(t) => set(&err, "table", &JsValue::from_str(table(t))),
+                Error::CapacityExceeded(t) => set(&err, "table", &JsValue::from_str(t.name())),
                 Error::ModeMismatch { held } => set(&err, "held", &JsValue::from_str(mode(held))),
                 _ => {}
             }
@@ -188,26 +247,18 @@ impl From<Fail> for JsValue {
     }
 }
 
-fn table(t: Table) -> &'static str {
-    match t {
-        Table::Sessions => "sessions",
-        Table::Locks => "locks",
-        Table::Claims => "claims",
-        Table::Resources => "resources",
-        _ => "unknown",
-    }
-}
-
 // ------------------------------------------------------------------------- numbers in
 
 /// The `u64` a JS number stands for, if it is a safe non-negative integer
 /// (`Number.isSafeInteger(x) && x >= 0`; `-0` counts as 0).
 pub fn safe_u64(x: f64) -> Option<u64> {
-    if x.is_finite() && x.trunc() == x && (0.0..=MAX_SAFE as f64).contains(&x) {
-        Some(x as u64)
-    } else {
-        None
+    // NaN and the infinities fail the range test; in range, the cast truncates exactly,
+    // so it gives back `x` only for an integer (`f64::trunc` is not in `core`).
+    if !(0.0..=MAX_SAFE as f64).contains(&x) {
+        return None;
     }
+    let n = x as u64;
+    (n as f64 == x).then_some(n)
 }
 
 /// A required `u64` argument named `what`: a safe non-negative integer number
@@ -222,11 +273,11 @@ pub fn num(v: &JsValue, what: &str) -> Result<u64, Fail> {
         None => None,
     };
     exact.ok_or_else(|| {
-        Fail::OutOfRange(format!(
-            "{what} must be a safe non-negative integer (0..=2^53-1) or a bigint in \
-             0..=2^64-1, got {}",
-            describe(v)
-        ))
+        Fail::OutOfRange(cat(&[
+            what,
+            " must be a safe non-negative integer (0..=2^53-1) or a bigint in 0..=2^64-1, got ",
+            &describe(v),
+        ]))
     })
 }
 
@@ -242,7 +293,7 @@ pub fn opt_num(v: &JsValue, what: &str) -> Result<Option<u64>, Fail> {
 /// A number that must also fit a `u32`.
 pub fn num_u32(v: &JsValue, what: &str) -> Result<u32, Fail> {
     let n = num(v, what)?;
-    u32::try_from(n).map_err(|_| Fail::OutOfRange(format!("{what} must be at most 2^32-1")))
+    u32::try_from(n).map_err(|_| Fail::OutOfRange(cat(&[what, " must be at most 2^32-1"])))
 }
 
 /// A short, safe description of a value for messages (never its full contents).
@@ -262,10 +313,10 @@ fn describe(v: &JsValue) -> String {
     } else if v.is_bigint() {
         "a bigint".into()
     } else {
-        format!(
-            "a value of type {}",
-            v.js_typeof().as_string().unwrap_or_default()
-        )
+        cat(&[
+            "a value of type ",
+            &v.js_typeof().as_string().unwrap_or_default(),
+        ])
     }
 }
 
@@ -318,10 +369,11 @@ impl Name {
 /// Whether the name is empty or too long is the core's to say, in its own order.
 pub fn name(v: &JsValue, what: &str) -> Result<Name, Fail> {
     let Some(js) = v.dyn_ref::<js_sys::JsString>() else {
-        return Err(Fail::BadArgument(format!(
-            "{what} must be a string, got {}",
-            describe(v)
-        )));
+        return Err(Fail::BadArgument(cat(&[
+            what,
+            " must be a string, got ",
+            &describe(v),
+        ])));
     };
     let units = js.length();
     if units > STRING_COPY_LIMIT {
@@ -330,9 +382,10 @@ pub fn name(v: &JsValue, what: &str) -> Result<Name, Fail> {
     let text = String::from(js);
     // A lone surrogate comes out as U+FFFD; only then is the (per-unit) check worth it.
     if text.chars().any(|c| c == '\u{FFFD}') && !js.is_valid_utf16() {
-        return Err(Fail::BadArgument(format!(
-            "{what} holds a lone surrogate (not valid UTF-16)"
-        )));
+        return Err(Fail::BadArgument(cat(&[
+            what,
+            " holds a lone surrogate (not valid UTF-16)",
+        ])));
     }
     Ok(Name::Text(text))
 }
@@ -342,10 +395,10 @@ pub fn parse_mode(v: &JsValue) -> Result<Mode, Fail> {
     match v.as_string().as_deref() {
         Some("exclusive") => Ok(Mode::Exclusive),
         Some("shared") => Ok(Mode::Shared),
-        _ => Err(Fail::BadArgument(format!(
-            "mode must be \"exclusive\" or \"shared\", got {}",
-            describe(v)
-        ))),
+        _ => Err(Fail::BadArgument(cat(&[
+            "mode must be \"exclusive\" or \"shared\", got ",
+            &describe(v),
+        ]))),
     }
 }
 
@@ -355,14 +408,18 @@ pub fn parse_mode(v: &JsValue) -> Result<Mode, Fail> {
 /// throws is `bad_argument`. Call it only on objects. Cost: O(keys × known).
 pub fn known_keys(v: &JsValue, what: &str, known: &[&str]) -> Result<(), Fail> {
     let keys = Reflect::own_keys(v)
-        .map_err(|_| Fail::BadArgument(format!("reading the keys of {what} threw")))?;
+        .map_err(|_| Fail::BadArgument(cat(&["reading the keys of ", what, " threw"])))?;
     for key in keys.iter() {
         if let Some(key) = key.as_string() {
             if !known.contains(&key.as_str()) {
-                let msg = format!(
-                    "{what} has an unknown key \"{key}\" (known: {})",
-                    known.join(", ")
-                );
+                let mut msg = cat(&[what, " has an unknown key \"", &key, "\" (known: "]);
+                for (i, k) in known.iter().enumerate() {
+                    if i > 0 {
+                        msg.push_str(", ");
+                    }
+                    msg.push_str(k);
+                }
+                msg.push(')');
                 return Err(Fail::UnknownKey(key, msg));
             }
         }
@@ -384,10 +441,10 @@ pub fn parse_wait(v: &JsValue) -> Result<Wait, Fail> {
         known_keys(v, "wait", &["until"])?;
         return Ok(Wait::Until(Tick(num(&get(v, "until")?, "wait.until")?)));
     }
-    Err(Fail::BadArgument(format!(
-        "wait must be \"none\", \"forever\" or {{until: tick}}, got {}",
-        describe(v)
-    )))
+    Err(Fail::BadArgument(cat(&[
+        "wait must be \"none\", \"forever\" or {until: tick}, got ",
+        &describe(v),
+    ])))
 }
 
 /// The options of an acquire, `{mode, wait, request?}`, read from `v`, whose keys must
@@ -400,10 +457,10 @@ pub fn acquire_options(v: &JsValue, known: &[&str]) -> Result<(Mode, Wait, Optio
     }
     let o: &AcquireOptions = v.unchecked_ref();
     let bad = |_| {
-        Fail::BadArgument(format!(
-            "options must be an object {{mode, wait, request?}}, got {}",
-            describe(v)
-        ))
+        Fail::BadArgument(cat(&[
+            "options must be an object {mode, wait, request?}, got ",
+            &describe(v),
+        ]))
     };
     let mode = parse_mode(&o.mode().map_err(bad)?)?;
     let wait = parse_wait(&o.wait().map_err(bad)?)?;
@@ -414,7 +471,7 @@ pub fn acquire_options(v: &JsValue, known: &[&str]) -> Result<(Mode, Wait, Optio
 /// `obj[key]`; a throwing getter or proxy becomes `bad_argument`.
 pub fn get(obj: &JsValue, key: &str) -> Result<JsValue, Fail> {
     Reflect::get(obj, &JsValue::from_str(key))
-        .map_err(|_| Fail::BadArgument(format!("reading .{key} threw")))
+        .map_err(|_| Fail::BadArgument(cat(&["reading .", key, " threw"])))
 }
 
 /// Requires a plain object (not null, not an array).
@@ -422,10 +479,11 @@ pub fn object<'a>(v: &'a JsValue, what: &str) -> Result<&'a JsValue, Fail> {
     if is_plain_object(v) {
         Ok(v)
     } else {
-        Err(Fail::BadArgument(format!(
-            "{what} must be an object, got {}",
-            describe(v)
-        )))
+        Err(Fail::BadArgument(cat(&[
+            what,
+            " must be an object, got ",
+            &describe(v),
+        ])))
     }
 }
 
@@ -434,10 +492,10 @@ pub fn object<'a>(v: &'a JsValue, what: &str) -> Result<&'a JsValue, Fail> {
 /// `length` cannot lie or throw. The copy is on the JS heap, not in wasm memory.
 pub fn plain_bytes(v: &JsValue, what: &str) -> Result<Uint8Array, Fail> {
     let arr = v.dyn_ref::<Uint8Array>().ok_or_else(|| {
-        Fail::BadArgument(format!("{what} must be a Uint8Array, got {}", describe(v)))
+        Fail::BadArgument(cat(&[what, " must be a Uint8Array, got ", &describe(v)]))
     })?;
     plain_uint8_array(arr)
-        .map_err(|_| Fail::BadArgument(format!("{what} cannot be read (a detached buffer?)")))
+        .map_err(|_| Fail::BadArgument(cat(&[what, " cannot be read (a detached buffer?)"])))
 }
 
 /// The bytes of a `Uint8Array` argument, copied into wasm memory with a fallible
@@ -457,8 +515,14 @@ pub fn copy(plain: &Uint8Array, what: &str) -> Result<Vec<u8>, Fail> {
 /// `n` zero bytes, allocated fallibly (`out_of_memory` rather than an abort).
 pub fn zeroed(n: usize, what: &str) -> Result<Vec<u8>, Fail> {
     let mut out = Vec::new();
-    out.try_reserve_exact(n)
-        .map_err(|_| Fail::OutOfMemory(format!("cannot allocate {n} bytes for {what}")))?;
+    out.try_reserve_exact(n).map_err(|_| {
+        Fail::OutOfMemory(cat(&[
+            "cannot allocate ",
+            Dec::new(n as u64).as_str(),
+            " bytes for ",
+            what,
+        ]))
+    })?;
     out.resize(n, 0);
     Ok(out)
 }
@@ -576,5 +640,35 @@ mod tests {
         let core = Fail::from(Error::ZeroToken);
         assert_eq!((core.code(), core.errno()), ("zero_token", 402));
         assert_eq!(core.message(), Error::ZeroToken.to_string());
+    }
+
+    #[test]
+    fn messages_without_fmt_are_the_cores_display() {
+        for e in Error::EXAMPLES {
+            assert_eq!(Fail::from(*e).message(), e.to_string());
+        }
+        let big = Error::TimeWentBackwards {
+            now: Tick(u64::MAX),
+            requested: Tick(0),
+        };
+        assert_eq!(Fail::from(big).message(), big.to_string());
+    }
+
+    #[test]
+    fn decimal_digits_of_every_width() {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            12345,
+            MAX_SAFE,
+            MAX_SAFE + 1,
+            u64::MAX,
+        ] {
+            assert_eq!(Dec::new(n).as_str(), n.to_string());
+        }
     }
 }

@@ -11,13 +11,12 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt::Write as _;
 
 use fencelock::{Output, Reply, MAX_FRAME_LEN};
 use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
 
-use crate::js::{self, MAX_SAFE};
+use crate::js::{self, Dec, MAX_SAFE};
 
 /// Where a value too large for a JS number goes once the text is parsed.
 #[derive(Debug, PartialEq)]
@@ -66,7 +65,7 @@ impl Answer {
                     });
                 }
                 V::N(n) => {
-                    let _ = write!(out, "{n}");
+                    out.push_str(Dec::new(*n).as_str());
                 }
                 V::S(s) => string(out, s),
                 V::B(bytes) => {
@@ -75,7 +74,7 @@ impl Answer {
                         if i > 0 {
                             out.push(',');
                         }
-                        let _ = write!(out, "{b}");
+                        out.push_str(Dec::new(u64::from(*b)).as_str());
                     }
                     out.push(']');
                 }
@@ -248,7 +247,13 @@ fn string(out: &mut String, s: &str) {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
             c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.push_str("\\u00");
+                for nibble in [(c as u32) >> 4, (c as u32) & 0xf] {
+                    out.push(char::from(
+                        HEX.get(nibble as usize).copied().unwrap_or(b'0'),
+                    ));
+                }
             }
             c => out.push(c),
         }

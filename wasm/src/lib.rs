@@ -40,6 +40,17 @@
 //! every method to show none occurs.) Nor may a JS exception unwind through the module
 //! (it would leave the handle borrowed for good): the JS operations on caller values
 //! that can throw are imported with `catch` and become `bad_argument`.
+//!
+//! ## Size
+//!
+//! On wasm32 the crate is `no_std` (with `alloc`): its allocator is dlmalloc (what std
+//! would use there) and its panic handler traps without formatting anything, so std's
+//! panic machinery is not in the module, and of `core::fmt` only the few formatters that
+//! the compiler's own panic sites (bounds, `RefCell`) still reference. Messages are joined
+//! from texts and decimal numbers (`js::cat`, `js::Dec`; the core's from
+//! `fencelock::Error::message`).
+//! `scripts/test-wasm.sh` fails when the built module outgrows its size budget.
+#![cfg_attr(target_arch = "wasm32", no_std)]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 // No panic path in the shipped code (tests may unwrap).
@@ -54,6 +65,19 @@
 )]
 
 extern crate alloc;
+
+/// The heap of the module: dlmalloc over the wasm memory, as std would set it up.
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
+/// No input reaches a panic (see "No traps"); were one reached anyway, it traps
+/// (`unreachable`) like std's `panic = "abort"` would, without formatting a message.
+#[cfg(all(target_arch = "wasm32", not(test)))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    core::arch::wasm32::unreachable()
+}
 
 mod gate;
 mod js;

@@ -1,6 +1,5 @@
 //! `LockService`: the core's lock service for JavaScript.
 
-use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -11,7 +10,7 @@ use fencelock::{
 use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
 
-use crate::js::{self, Fail, Name, Obj};
+use crate::js::{self, cat, Dec, Fail, Name, Obj};
 use crate::json::Answer;
 
 /// A table size from JS, checked by the core's one rule (`fencelock::check_rows`) before
@@ -28,8 +27,15 @@ fn row_count(n: u64) -> Result<usize, Fail> {
 pub(crate) fn rows<T: Clone>(n: u64, empty: T, what: &str) -> Result<Vec<T>, Fail> {
     let n = row_count(n)?;
     let mut v = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| Fail::OutOfMemory(format!("cannot allocate {n} rows for the {what} table")))?;
+    v.try_reserve_exact(n).map_err(|_| {
+        Fail::OutOfMemory(cat(&[
+            "cannot allocate ",
+            Dec::new(n as u64).as_str(),
+            " rows for the ",
+            what,
+            " table",
+        ]))
+    })?;
     v.resize(n, empty);
     Ok(v)
 }
@@ -43,9 +49,15 @@ fn storage(caps: &JsValue) -> Result<VecStorage, Fail> {
     let l = row_count(js::num(&js::get(caps, "locks")?, "locks")?)?;
     let c = row_count(js::num(&js::get(caps, "claims")?, "claims")?)?;
     VecStorage::try_new(s, l, c).map_err(|_| {
-        Fail::OutOfMemory(format!(
-            "cannot allocate tables of {s} sessions, {l} locks, {c} claims"
-        ))
+        Fail::OutOfMemory(cat(&[
+            "cannot allocate tables of ",
+            Dec::new(s as u64).as_str(),
+            " sessions, ",
+            Dec::new(l as u64).as_str(),
+            " locks, ",
+            Dec::new(c as u64).as_str(),
+            " claims",
+        ]))
     })
 }
 
@@ -86,9 +98,108 @@ fn refused(fail: Fail, events: &[Output]) -> JsValue {
     err
 }
 
+/// The JS answer of an input: `{reply, events}`, or the thrown error with the events.
+/// Kept out of line: one copy for every input method rather than one in each.
+#[inline(never)]
+fn answer(r: Result<Reply, Fail>, events: &[Output]) -> Result<JsValue, JsValue> {
+    match r {
+        Ok(reply) => Answer::build(&reply, events).parse(true),
+        Err(fail) => Err(refused(fail, events)),
+    }
+}
+
 /// A core call's result with the name's true length restored in a `name_too_long`.
 fn named(r: Result<Reply, Error>, name: &Name) -> Result<Reply, Fail> {
     r.map_err(|e| Fail::from(name.error(e)))
+}
+
+// Each input's arguments read and applied once, for the typed method and for `handle`
+// alike (one copy of each in the module, not two).
+
+fn open_with(
+    core: &mut Core,
+    out: &mut Vec<Output>,
+    now: &JsValue,
+    ttl: &JsValue,
+) -> Result<Reply, Fail> {
+    let (now, ttl) = (now_arg(now)?, js::num(ttl, "ttl")?);
+    Ok(core.open_session(now, ttl, out)?)
+}
+
+/// `keep_alive` (`close` false) or `close_session` (`close` true).
+fn session_input(
+    core: &mut Core,
+    out: &mut Vec<Output>,
+    close: bool,
+    now: &JsValue,
+    session: &JsValue,
+    request: &JsValue,
+) -> Result<Reply, Fail> {
+    let (now, session) = (now_arg(now)?, session_arg(session)?);
+    let request = request_arg(request)?;
+    Ok(if close {
+        core.close_session(now, session, request, out)?
+    } else {
+        core.keep_alive(now, session, request, out)?
+    })
+}
+
+fn acquire_with(
+    core: &mut Core,
+    out: &mut Vec<Output>,
+    now: &JsValue,
+    session: &JsValue,
+    lock: &JsValue,
+    options: &JsValue,
+    known: &[&str],
+) -> Result<Reply, Fail> {
+    let (now, session) = (now_arg(now)?, session_arg(session)?);
+    let lock = js::name(lock, "lock")?;
+    let (mode, wait, request) = js::acquire_options(options, known)?;
+    let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
+    named(r, &lock)
+}
+
+/// Which named input [`named_input`] applies.
+#[derive(Clone, Copy)]
+enum On {
+    Release,
+    Cancel,
+    Campaign,
+    Resign,
+}
+
+/// `release`, `cancel`, `campaign` or `resign`: a session, a name, a request number.
+fn named_input(
+    core: &mut Core,
+    out: &mut Vec<Output>,
+    on: On,
+    now: &JsValue,
+    session: &JsValue,
+    name: &JsValue,
+    request: &JsValue,
+) -> Result<Reply, Fail> {
+    let (now, session) = (now_arg(now)?, session_arg(session)?);
+    let what = match on {
+        On::Release | On::Cancel => "lock",
+        On::Campaign | On::Resign => "election",
+    };
+    let name = js::name(name, what)?;
+    let request = request_arg(request)?;
+    let n = name.as_str();
+    let r = match on {
+        On::Release => core.release(now, session, n, request, out),
+        On::Cancel => core.cancel(now, session, n, request, out),
+        On::Campaign => core.campaign(now, session, n, request, out),
+        On::Resign => core.resign(now, session, n, request, out),
+    };
+    named(r, &name)
+}
+
+fn tick_with(core: &mut Core, out: &mut Vec<Output>, now: &JsValue) -> Result<Reply, Fail> {
+    let now = now_arg(now)?;
+    core.tick(now, out)?;
+    Ok(Reply::Ticked { now })
 }
 
 impl LockService {
@@ -100,10 +211,8 @@ impl LockService {
         call: impl FnOnce(&mut Core, &mut Vec<Output>) -> Result<Reply, Fail>,
     ) -> Result<JsValue, JsValue> {
         let mut events = Vec::new();
-        match call(&mut self.core, &mut events) {
-            Ok(reply) => Answer::build(&reply, &events).parse(true),
-            Err(fail) => Err(refused(fail, &events)),
-        }
+        let r = call(&mut self.core, &mut events);
+        answer(r, &events)
     }
 
     /// A tagged input object (`{kind: "acquire", now, session, lock, mode, wait,
@@ -123,51 +232,41 @@ impl LockService {
             js::known_keys(v, "input", keys)?;
         }
         let field = |k: &str| js::get(v, k);
-        let now = now_arg(&field("now")?)?;
+        // Each field is read just before it is checked, in the typed methods' order, so a
+        // throwing getter or a bad value is met exactly where it was before the shared
+        // helpers existed: a field is checked here before the next one is read, and the
+        // helper checks it again (a pure, repeatable check) before calling the core.
+        let now = field("now")?;
+        now_arg(&now)?;
         match kind.as_string().as_deref() {
-            Some("open_session") => {
-                let ttl = js::num(&field("ttl")?, "ttl")?;
-                Ok(core.open_session(now, ttl, out)?)
-            }
-            Some("keep_alive") => {
-                let session = session_arg(&field("session")?)?;
-                let request = request_arg(&field("request")?)?;
-                Ok(core.keep_alive(now, session, request, out)?)
-            }
-            Some("close_session") => {
-                let session = session_arg(&field("session")?)?;
-                let request = request_arg(&field("request")?)?;
-                Ok(core.close_session(now, session, request, out)?)
+            Some("open_session") => open_with(core, out, &now, &field("ttl")?),
+            Some(k @ ("keep_alive" | "close_session")) => {
+                let session = field("session")?;
+                session_arg(&session)?;
+                let request = field("request")?;
+                let close = k == "close_session";
+                session_input(core, out, close, &now, &session, &request)
             }
             Some("acquire") => {
-                let session = session_arg(&field("session")?)?;
-                let lock = js::name(&field("lock")?, "lock")?;
-                let (mode, wait, request) = js::acquire_options(v, keys)?;
-                let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
-                named(r, &lock)
+                let session = field("session")?;
+                session_arg(&session)?;
+                let lock = field("lock")?;
+                acquire_with(core, out, &now, &session, &lock, v, keys)
             }
-            Some("release") => {
-                let session = session_arg(&field("session")?)?;
-                let lock = js::name(&field("lock")?, "lock")?;
-                let request = request_arg(&field("request")?)?;
-                named(
-                    core.release(now, session, lock.as_str(), request, out),
-                    &lock,
-                )
+            Some(k @ ("release" | "cancel")) => {
+                let on = if k == "release" {
+                    On::Release
+                } else {
+                    On::Cancel
+                };
+                let session = field("session")?;
+                session_arg(&session)?;
+                let lock = field("lock")?;
+                js::name(&lock, "lock")?;
+                let request = field("request")?;
+                named_input(core, out, on, &now, &session, &lock, &request)
             }
-            Some("cancel") => {
-                let session = session_arg(&field("session")?)?;
-                let lock = js::name(&field("lock")?, "lock")?;
-                let request = request_arg(&field("request")?)?;
-                named(
-                    core.cancel(now, session, lock.as_str(), request, out),
-                    &lock,
-                )
-            }
-            Some("tick") => {
-                core.tick(now, out)?;
-                Ok(Reply::Ticked { now })
-            }
+            Some("tick") => tick_with(core, out, &now),
             _ => Err(Fail::BadArgument(String::from(
                 "input.kind must be one of open_session, keep_alive, close_session, acquire, \
                  release, cancel, tick",
@@ -241,10 +340,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
         #[wasm_bindgen(unchecked_param_type = "U64")] ttl: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let (now, ttl) = (now_arg(&now)?, js::num(&ttl, "ttl")?);
-            Ok(core.open_session(now, ttl, out)?)
-        })
+        self.input(|core, out| open_with(core, out, &now, &ttl))
     }
 
     /// Keeps a session alive: its deadline becomes `now` + its ttl; reply `{kind:
@@ -258,11 +354,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let request = request_arg(&request)?;
-            Ok(core.keep_alive(now, session, request, out)?)
-        })
+        self.input(|core, out| session_input(core, out, false, &now, &session, &request))
     }
 
     /// Closes a session: reply `{kind: "closed"}`; events: a `released` (reason
@@ -276,11 +368,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let request = request_arg(&request)?;
-            Ok(core.close_session(now, session, request, out)?)
-        })
+        self.input(|core, out| session_input(core, out, true, &now, &session, &request))
     }
 
     /// Acquires `lock` for `session`: `options` is `{mode, wait, request?}` (`mode`
@@ -301,11 +389,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "AcquireOptions")] options: JsValue,
     ) -> Result<JsValue, JsValue> {
         self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let lock = js::name(&lock, "lock")?;
-            let (mode, wait, request) = js::acquire_options(&options, js::ACQUIRE_KEYS)?;
-            let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
-            named(r, &lock)
+            acquire_with(core, out, &now, &session, &lock, &options, js::ACQUIRE_KEYS)
         })
     }
 
@@ -321,15 +405,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let lock = js::name(&lock, "lock")?;
-            let request = request_arg(&request)?;
-            named(
-                core.release(now, session, lock.as_str(), request, out),
-                &lock,
-            )
-        })
+        self.input(|core, out| named_input(core, out, On::Release, &now, &session, &lock, &request))
     }
 
     /// Withdraws a queued acquire: reply `{kind: "cancelled"}`; events: grants it
@@ -344,15 +420,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let lock = js::name(&lock, "lock")?;
-            let request = request_arg(&request)?;
-            named(
-                core.cancel(now, session, lock.as_str(), request, out),
-                &lock,
-            )
-        })
+        self.input(|core, out| named_input(core, out, On::Cancel, &now, &session, &lock, &request))
     }
 
     /// Advances time to `now`: reply `{kind: "ticked", now}`; events: expiries
@@ -365,11 +433,7 @@ impl LockService {
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
     ) -> Result<JsValue, JsValue> {
-        self.input(|core, out| {
-            let now = now_arg(&now)?;
-            core.tick(now, out)?;
-            Ok(Reply::Ticked { now })
-        })
+        self.input(|core, out| tick_with(core, out, &now))
     }
 
     /// Stands `session` as a candidate in `election` (an exclusive acquire that waits
@@ -384,11 +448,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
         self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let election = js::name(&election, "election")?;
-            let request = request_arg(&request)?;
-            let r = core.campaign(now, session, election.as_str(), request, out);
-            named(r, &election)
+            named_input(core, out, On::Campaign, &now, &session, &election, &request)
         })
     }
 
@@ -405,11 +465,7 @@ impl LockService {
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
         self.input(|core, out| {
-            let (now, session) = (now_arg(&now)?, session_arg(&session)?);
-            let election = js::name(&election, "election")?;
-            let request = request_arg(&request)?;
-            let r = core.resign(now, session, election.as_str(), request, out);
-            named(r, &election)
+            named_input(core, out, On::Resign, &now, &session, &election, &request)
         })
     }
 

@@ -1,0 +1,45 @@
+// Instructions per operation of the wasm build under node, for valgrind's callgrind
+// (deterministic where wall time on a shared machine is not). Run it at two round counts
+// and divide the difference by the operations added, so start-up, compilation and the
+// setup cancel out:
+//
+//   valgrind --tool=callgrind --smc-check=all-non-file --callgrind-out-file=/dev/null \
+//     node benches/js/instructions.cjs wasm/pkg/node acqrel 4     # then 24: 20 × 256 pairs more
+//   … snap 2 / snap 6                                             # 4 rounds more
+//
+// acqrel: one round = acquire + release of each of 256 locks by one session.
+// snap: one round = restore + snapshot of a service with 1024 sessions each holding a lock.
+// V8 compiles the hot functions while the runs go on: the difference is what a warm host pays.
+const { LockService } = require(require('node:path').resolve(process.argv[2], 'fencelock_wasm.js'));
+const work = process.argv[3];
+const N = Number(process.argv[4]);
+const names = Array.from({ length: 256 }, (_, i) => `lock/${String(i).padStart(8, '0')}`);
+const TRY = { mode: 'exclusive', wait: 'none' };
+let sink = 0;
+if (work === 'acqrel') {
+  const svc = new LockService({ sessions: 1, locks: 256, claims: 256 });
+  const s = svc.openSession(0, 2 ** 40).reply.session;
+  for (let k = 0; k < N; k++) {
+    for (const n of names) {
+      sink += svc.acquire(0, s, n, TRY).events.length;
+      sink += svc.release(0, s, n).events.length;
+    }
+  }
+} else if (work === 'snap') {
+  const n = 1024;
+  const caps = { sessions: n, locks: n, claims: 2 * n };
+  const svc = new LockService(caps);
+  const ss = [];
+  for (let i = 0; i < n; i++) ss.push(svc.openSession(0, 2 ** 40).reply.session);
+  ss.forEach((s, i) => svc.acquire(0, s, `l${i}`, TRY));
+  const bytes = svc.snapshot();
+  for (let k = 0; k < N; k++) {
+    const b = LockService.restore(bytes, caps);
+    sink += b.revision();
+    b.free();
+    sink += svc.snapshot().length;
+  }
+} else {
+  throw new Error(`unknown workload ${work}: acqrel or snap`);
+}
+console.log(sink);
