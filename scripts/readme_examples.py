@@ -9,8 +9,10 @@ Every fenced block is one of three kinds, and the runner fails on a block that i
     its first line (`/* hello.c */`, `# hello.py`, `// hello.mjs`) and is followed by
     an `sh` block: the commands that build and run it, run by bash in that temporary
     directory -- not in the repository -- so a path that works only from the
-    repository's root fails here. Those commands see no CARGO_TARGET_DIR: they build
-    into `fencelock/target/`, which the runner points at this run's target directory.
+    repository's root fails here. An `sh` block on its own runs the same way when its
+    first line is `# from the directory that holds your checkout, fencelock/` (the line
+    the reader sees too). Those commands see no CARGO_TARGET_DIR: they build into
+    `fencelock/target/`, which the runner points at this run's target directory.
   * Excerpt. A block whose opening fence follows `<!-- excerpt: WHY -->` on the line
     before is listed, not run. WHY is required: what the block needs that a reader's
     fresh directory lacks (a running cluster, a PostgreSQL server, a fragment of a larger
@@ -69,6 +71,7 @@ def run(cmd, cwd, env=None, timeout=900):
     return p.returncode, p.stdout
 
 
+READER_DIR = "# from the directory that holds your checkout, fencelock/"
 EXCERPT = re.compile(r"^<!--\s*excerpt\b(.*?)-->\s*$")
 
 
@@ -152,6 +155,9 @@ def main():
                             f.write(text)
                         code, log = run("set -e\n" + nxt[2], tmp, shell_env)
                         ok = code == 0
+                elif lang == "sh" and text.startswith(READER_DIR):
+                    code, log = run("set -e\n" + text, tmp, shell_env)
+                    ok = code == 0
                 else:
                     ok, log = False, "neither runnable nor marked <!-- excerpt: ... -->"
                 if ok:
