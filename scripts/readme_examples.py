@@ -9,7 +9,12 @@ Every fenced block is one of three kinds, and the runner fails on a block that i
     its first line (`/* hello.c */`, `# hello.py`, `// hello.mjs`) and is followed by
     an `sh` block: the commands that build and run it, run by bash in that temporary
     directory -- not in the repository -- so a path that works only from the
-    repository's root fails here. An `sh` block on its own runs the same way when its
+    repository's root fails here. An `html` block (`<!-- hello.html -->` on line 1) is a
+    page for the browser: its `sh` block ends with `python3 -m http.server PORT --bind
+    127.0.0.1`; the runner runs the commands before that one, serves the same directory
+    on a free loopback port instead, and opens the page in headless Chromium
+    (scripts/readme_browser.mjs), failing on a page error, a console error, a failed
+    request or a page that shows nothing. An `sh` block on its own runs the same way when its
     first line is `# from the directory that holds your checkout, fencelock/` (the line
     the reader sees too). Those commands see no CARGO_TARGET_DIR: they build into
     `fencelock/target/`, which the runner points at this run's target directory.
@@ -28,15 +33,19 @@ failed. Arguments: README paths relative to the repository (default: every READM
 outside target/, node_modules/ and .git/); `-v` also prints what each passing block printed.
 """
 
+import functools
+import http.server
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FENCE = re.compile(r"^(```+)([A-Za-z0-9_+-]*)\s*$")
-FILE_LINE = re.compile(r"^\s*(?:/\*|#|//)\s*([A-Za-z0-9_./-]+\.(?:c|py|mjs|cjs|js))\b")
+FILE_LINE = re.compile(r"^\s*(?:/\*|#|//|<!--)\s*([A-Za-z0-9_./-]+\.(?:c|py|mjs|cjs|js|html))\b")
+SERVE = re.compile(r"^python3 -m http\.server \d+ --bind 127\.0\.0\.1\b")
 
 
 def blocks(path):
@@ -141,6 +150,25 @@ def main():
                         lang = "toml + rust"
                 elif lang == "rust":
                     ok, log = False, "a rust block needs a toml block with its [dependencies] before it"
+                elif lang == "html":
+                    m = FILE_LINE.match(text.split("\n", 1)[0])
+                    nxt = items[k] if k < len(items) else None
+                    cmds = nxt[2].rstrip("\n").split("\n") if nxt else []
+                    if (not m or not nxt or nxt[1] != "sh" or nxt[3] is not None
+                            or not SERVE.match(cmds[-1])):
+                        ok, log = False, (
+                            "an html block names its file on its first line and is followed "
+                            "by the sh block that builds and serves it (its last command "
+                            "`python3 -m http.server PORT --bind 127.0.0.1`)")
+                    else:
+                        k += 1
+                        with open(os.path.join(tmp, m.group(1)), "w") as f:
+                            f.write(text)
+                        code, log = run("set -e\n" + "\n".join(cmds[:-1]), tmp, shell_env)
+                        ok = code == 0
+                        if ok:
+                            code, more = browse(tmp, m.group(1))
+                            ok, log = code == 0, log + more
                 elif lang in ("c", "python", "js"):
                     m = FILE_LINE.match(text.split("\n", 1)[0])
                     nxt = items[k] if k < len(items) else None
@@ -170,6 +198,34 @@ def main():
                     print(f"[readme] FAILED  {where} ({lang}):\n{log[-4000:]}", flush=True)
     print(f"readme: {passed} passed, {failed} failed ({excerpts} excerpts, {texts} text)")
     sys.exit(1 if failed else 0)
+
+
+def browse(tmp, page):
+    """Serves `tmp` on a free 127.0.0.1 port and opens `page` in headless Chromium."""
+    handler = functools.partial(Quiet, directory=tmp)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{page}"
+        return run(f"node {os.path.join(ROOT, 'scripts', 'readme_browser.mjs')} {url}", tmp,
+                   timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        # The browser asks for a favicon by itself; that 404 is not the example's.
+        if self.path == "/favicon.ico":
+            self.send_response(204)
+            self.end_headers()
+            return
+        super().do_GET()
 
 
 def run_rust(tmp, text, toml, env):
