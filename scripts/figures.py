@@ -5,6 +5,7 @@ Every figure is read from the place that decides it, never typed in here:
 
   row sizes          core/src/storage.rs, the compile-time assertion on the row types
   name, frame limits core/src/types.rs MAX_NAME_LEN, core/src/wire.rs MAX_FRAME_LEN
+  keeper memory      core/src/keeper.rs KEEPER_MEMORY
   error codes        core/src/error.rs, Error::code()
   server tables      server/src/bin/node.rs, the defaults of --sessions, --locks, --claims
   wasm bundle        wasm/README.md's size table, written by `UPDATE_DOCS=1 scripts/build-wasm.sh`
@@ -53,6 +54,8 @@ def figures():
                            "MAX_NAME_LEN"), "core/src/types.rs MAX_NAME_LEN")
     f["limit.frame"] = (one(r"pub const MAX_FRAME_LEN: usize = (\d+);", read("core/src/wire.rs"),
                             "MAX_FRAME_LEN"), "core/src/wire.rs MAX_FRAME_LEN")
+    f["keeper.memory"] = (one(r"pub const KEEPER_MEMORY: usize = (\d+);", read("core/src/keeper.rs"),
+                              "KEEPER_MEMORY"), "core/src/keeper.rs KEEPER_MEMORY")
     codes = sorted(int(c) for c in re.findall(r"Error::\w+(?:\(_\)| \{ \.\. \})? => (\d{3}),",
                                               read("core/src/error.rs")))
     if len(codes) < 10:
@@ -156,6 +159,11 @@ QUOTES = [
     ("docs/SPEC.md", r"`max_name_len` \(≤ (\d+)\)", ["limit.name"]),
     ("docs/SPEC.md", r"names longer than (\d+) bytes", ["limit.name"]),
     ("tests/vectors/README.md", r"at most (\d+) bytes \(a frame", ["limit.name"]),
+    ("docs/SPEC.md", r"`MAX_FRAME_LEN` \((\d+)\) bytes", ["limit.frame"]),
+    ("docs/SPEC.md", r"the last `KEEPER_MEMORY` \((\d+)\)", ["keeper.memory"]),
+    ("core/README.md", r"one of the last (\d+) recorded send times", ["keeper.memory"]),
+    ("wasm/README.md", r"not among the last (\d+) recorded", ["keeper.memory"]),
+    ("wasm/src/keeper.rs", r"the last (\d+) recorded \(nothing changes\)", ["keeper.memory"]),
     ("README.md", r"stable number \((\d+–\d+)\)", ["errors.range"]),
     ("server/README.md", r"median of (\d+) interleaved", ["cluster.runs"]),
     ("server/README.md", r"`--sessions N`, `--locks N`, `--claims N` \| ([\d ]+), ([\d ]+), ([\d ]+) \|",
