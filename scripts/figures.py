@@ -6,6 +6,7 @@ Every figure is read from the place that decides it, never typed in here:
   row sizes          core/src/storage.rs, the compile-time assertion on the row types
   name, frame limits core/src/types.rs MAX_NAME_LEN, core/src/wire.rs MAX_FRAME_LEN
   keeper memory      core/src/keeper.rs KEEPER_MEMORY
+  version            Cargo.toml, [workspace.package] version
   error codes        core/src/error.rs, Error::code()
   server tables      server/src/bin/node.rs, the defaults of --sessions, --locks, --claims
   wasm bundle        wasm/README.md's size table, written by `UPDATE_DOCS=1 scripts/build-wasm.sh`
@@ -54,6 +55,8 @@ def figures():
                            "MAX_NAME_LEN"), "core/src/types.rs MAX_NAME_LEN")
     f["limit.frame"] = (one(r"pub const MAX_FRAME_LEN: usize = (\d+);", read("core/src/wire.rs"),
                             "MAX_FRAME_LEN"), "core/src/wire.rs MAX_FRAME_LEN")
+    f["version"] = (one(r"\[workspace\.package\][^\[]*?\nversion = \"([^\"]+)\"", read("Cargo.toml"),
+                        "workspace version"), "Cargo.toml [workspace.package]")
     f["keeper.memory"] = (one(r"pub const KEEPER_MEMORY: usize = (\d+);", read("core/src/keeper.rs"),
                               "KEEPER_MEMORY"), "core/src/keeper.rs KEEPER_MEMORY")
     codes = sorted(int(c) for c in re.findall(r"Error::\w+(?:\(_\)| \{ \.\. \})? => (\d{3}),",
@@ -164,6 +167,8 @@ QUOTES = [
     ("core/README.md", r"one of the last (\d+) recorded send times", ["keeper.memory"]),
     ("wasm/README.md", r"not among the last (\d+) recorded", ["keeper.memory"]),
     ("wasm/src/keeper.rs", r"the last (\d+) recorded \(nothing changes\)", ["keeper.memory"]),
+    ("README.md", r"npm install \./fencelock-([\d.]+)\.tgz", ["version"]),
+    ("wasm/README.md", r"npm install \./fencelock-([\d.]+)\.tgz", ["version"]),
     ("README.md", r"stable number \((\d+–\d+)\)", ["errors.range"]),
     ("server/README.md", r"median of (\d+) interleaved", ["cluster.runs"]),
     ("server/README.md", r"`--sessions N`, `--locks N`, `--claims N` \| ([\d ]+), ([\d ]+), ([\d ]+) \|",
