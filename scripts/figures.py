@@ -171,6 +171,8 @@ QUOTES = [
     ("wasm/README.md", r"npm install \./fencelock-([\d.]+)\.tgz", ["version"]),
     ("README.md", r"stable number \((\d+–\d+)\)", ["errors.range"]),
     ("server/README.md", r"median of (\d+) interleaved", ["cluster.runs"]),
+    ("server/README.md", r"1 client ([\d.]+×) etcd's rate \(([\d.]+×) against an etcd client",
+     ["cluster.one.etcd.rate", "cluster.one.leader.rate"]),
     ("server/README.md", r"`--sessions N`, `--locks N`, `--claims N` \| ([\d ]+), ([\d ]+), ([\d ]+) \|",
      ["server.sessions", "server.locks", "server.claims"]),
 ]
