@@ -3,34 +3,38 @@
 
 Every fenced block is one of three kinds, and the runner fails on a block that is none:
 
-  * Run. A `rust` block (with the `toml` block just before it as its `[dependencies]`)
-    is `src/main.rs` of a fresh crate in a temporary directory beside a checkout named
-    `fencelock/`; it is built and run. A `c`, `python` or `js` block names its file on
-    its first line (`/* hello.c */`, `# hello.py`, `// hello.mjs`) and is followed by
-    an `sh` block: the commands that build and run it, run by bash in that temporary
-    directory -- not in the repository -- so a path that works only from the
-    repository's root fails here. An `html` block (`<!-- hello.html -->` on line 1) is a
-    page for the browser: its `sh` block ends with `python3 -m http.server PORT --bind
-    127.0.0.1`; the runner runs the commands before that one, serves the same directory
-    on a free loopback port instead, and opens the page in headless Chromium
-    (scripts/readme_browser.mjs), failing on a page error, a console error, a failed
-    request or a page that shows nothing. An `sh` block on its own runs the same way when its
-    first line is `# from the directory that holds your checkout, fencelock/` (the line
-    the reader sees too). Those commands see no CARGO_TARGET_DIR: they build into
-    `fencelock/target/`, which the runner points at this run's target directory.
+  * Run. A reader's directory is a temporary directory holding a checkout named
+    `fencelock/`; everything runs there, not in the repository, so a path that works
+    only from the repository's root fails.
+    - A `rust` block, with the `toml` block just before it as its `[dependencies]`, is
+      `src/main.rs` of a fresh crate there; it is built and run.
+    - A `c`, `python` or `js` block names its file on its first line (`/* hello.c */`,
+      `# hello.py`, `// hello.mjs`) and is followed by an `sh` block: the commands that
+      build and run it, run by bash under `set -e`.
+    - An `html` block (`<!-- hello.html -->` on line 1) is a page: its `sh` block ends
+      with `python3 -m http.server PORT --bind 127.0.0.1`. The runner runs the commands
+      before that one, serves the same directory on a free loopback port instead, and
+      opens the page in headless Chromium (scripts/readme_browser.mjs), failing on a
+      page error, a console error, a failed request or a page that shows nothing.
+    - An `sh` block on its own runs when its first line is
+      `# from the directory that holds your checkout, fencelock/` (the reader sees it too).
+    - A comment `# prints: TEXT` (or `# the page prints: TEXT`) in an `sh` block promises
+      that TEXT is in what the block prints, or in what the page shows; it is checked.
+    The reader's commands see no CARGO_TARGET_DIR: they build into `fencelock/target/`,
+    which the runner points at this run's target directory.
   * Excerpt. A block whose opening fence follows `<!-- excerpt: WHY -->` on the line
     before is listed, not run. WHY is required: what the block needs that a reader's
-    fresh directory lacks (a running cluster, a PostgreSQL server, a fragment of a larger
-    program) and where the runnable form of it is tested (a script or test file).
+    fresh directory lacks (a running cluster, a PostgreSQL server, the rest of a larger
+    program) and where its runnable form is tested (a script or test file).
   * Text. A `text` block is a diagram, a file format, or a program's output: never
-    code, never run. A command or code in a `text` block is a mistake the runner cannot
-    see, so reviewers look for it; a block with no language at all (a bare fence) fails,
-    so every block says which kind it is.
+    code, never run. Code or commands in a `text` block are a mistake the runner cannot
+    see, so reviewers look for it. A block with no language at all (a bare fence)
+    fails, so every block says which kind it is.
 
-A block fails if any of its commands exits non-zero (the `sh` block runs under `set -e`). Prints one line per run or excerpt block
-and a closing `readme: N passed, N failed (N excerpts, N text)` line; exits 1 if any
-failed. Arguments: README paths relative to the repository (default: every README.md
-outside target/, node_modules/ and .git/); `-v` also prints what each passing block printed.
+Prints one line per run or excerpt block and a closing
+`readme: N passed, N failed (N excerpts, N text)` line; exits 1 if any failed.
+Arguments: README paths relative to the repository (default: every README.md outside
+target/, node_modules/ and .git/); `-v` also prints what each passing block printed.
 """
 
 import functools
@@ -80,6 +84,7 @@ def run(cmd, cwd, env=None, timeout=900):
     return p.returncode, p.stdout
 
 
+PRINTS = re.compile(r"#[^#\n]*?\bprints:\s*(.+?)\s*$", re.M)
 READER_DIR = "# from the directory that holds your checkout, fencelock/"
 EXCERPT = re.compile(r"^<!--\s*excerpt\b(.*?)-->\s*$")
 
@@ -169,6 +174,10 @@ def main():
                         if ok:
                             code, more = browse(tmp, m.group(1))
                             ok, log = code == 0, log + more
+                            missing = [p for p in PRINTS.findall(nxt[2]) if p not in more]
+                            for p in missing:
+                                log += f"\n[readme] the page does not show `{p}`"
+                            ok = ok and not missing
                 elif lang in ("c", "python", "js"):
                     m = FILE_LINE.match(text.split("\n", 1)[0])
                     nxt = items[k] if k < len(items) else None
@@ -181,11 +190,9 @@ def main():
                         k += 1
                         with open(os.path.join(tmp, m.group(1)), "w") as f:
                             f.write(text)
-                        code, log = run("set -e\n" + nxt[2], tmp, shell_env)
-                        ok = code == 0
+                        ok, log = run_sh(nxt[2], tmp, shell_env)
                 elif lang == "sh" and text.startswith(READER_DIR):
-                    code, log = run("set -e\n" + text, tmp, shell_env)
-                    ok = code == 0
+                    ok, log = run_sh(text, tmp, shell_env)
                 else:
                     ok, log = False, "neither runnable nor marked <!-- excerpt: ... -->"
                 if ok:
@@ -198,6 +205,15 @@ def main():
                     print(f"[readme] FAILED  {where} ({lang}):\n{log[-4000:]}", flush=True)
     print(f"readme: {passed} passed, {failed} failed ({excerpts} excerpts, {texts} text)")
     sys.exit(1 if failed else 0)
+
+
+def run_sh(text, cwd, env):
+    """Runs an sh block under set -e; checks each `# prints: TEXT` promise against its output."""
+    code, log = run("set -e\n" + text, cwd, env)
+    missing = [p for p in PRINTS.findall(text) if p not in log]
+    for p in missing:
+        log += f"\n[readme] the block promises `# prints: {p}`, and its output does not contain it"
+    return code == 0 and not missing, log
 
 
 def browse(tmp, page):
