@@ -7,6 +7,8 @@ Every figure is read from the place that decides it, never typed in here:
   name, frame limits core/src/types.rs MAX_NAME_LEN, core/src/wire.rs MAX_FRAME_LEN
   keeper memory      core/src/keeper.rs KEEPER_MEMORY
   version            Cargo.toml, [workspace.package] version
+  tool versions      Cargo.lock (wasm-bindgen), tools/package.json (binaryen),
+                     server/Cargo.toml (openraft)
   error codes        core/src/error.rs, Error::code()
   server tables      server/src/bin/node.rs, the defaults of --sessions, --locks, --claims
   wasm bundle        wasm/README.md's size table, written by `UPDATE_DOCS=1 scripts/build-wasm.sh`
@@ -57,6 +59,13 @@ def figures():
                             "MAX_FRAME_LEN"), "core/src/wire.rs MAX_FRAME_LEN")
     f["version"] = (one(r"\[workspace\.package\][^\[]*?\nversion = \"([^\"]+)\"", read("Cargo.toml"),
                         "workspace version"), "Cargo.toml [workspace.package]")
+    f["tools.wasm_bindgen"] = (one(r'name = "wasm-bindgen"\nversion = "([^"]+)"', read("Cargo.lock"),
+                                   "wasm-bindgen in Cargo.lock"), "Cargo.lock")
+    f["tools.binaryen"] = (one(r'"binaryen": "(\d+)\.', read("tools/package.json"), "binaryen"),
+                           "tools/package.json")
+    openraft = one(r'openraft = \{ version = "=([\d.]+)"', read("server/Cargo.toml"), "openraft")
+    f["tools.openraft"] = (openraft, "server/Cargo.toml")
+    f["tools.openraft_minor"] = (".".join(openraft.split(".")[:2]), "server/Cargo.toml")
     f["keeper.memory"] = (one(r"pub const KEEPER_MEMORY: usize = (\d+);", read("core/src/keeper.rs"),
                               "KEEPER_MEMORY"), "core/src/keeper.rs KEEPER_MEMORY")
     codes = sorted(int(c) for c in re.findall(r"Error::\w+(?:\(_\)| \{ \.\. \})? => (\d{3}),",
@@ -169,6 +178,12 @@ QUOTES = [
     ("wasm/src/keeper.rs", r"the last (\d+) recorded \(nothing changes\)", ["keeper.memory"]),
     ("README.md", r"npm install \./fencelock-([\d.]+)\.tgz", ["version"]),
     ("wasm/README.md", r"npm install \./fencelock-([\d.]+)\.tgz", ["version"]),
+    ("wasm/README.md", r"wasm-bindgen version, ([\d.]+)\)", ["tools.wasm_bindgen"]),
+    ("wasm/README.md", r"from npm's binaryen\s+(\d+)", ["tools.binaryen"]),
+    ("server/README.md", r"### Why openraft ([\d.]+), not", ["tools.openraft"]),
+    ("server/README.md", r"\[openraft\]\(https://docs.rs/openraft\) (\d+\.\d+) \(features", ["tools.openraft_minor"]),
+    ("README.md", r"three nodes on openraft (\d+\.\d+),", ["tools.openraft_minor"]),
+    ("README.md", r"\[openraft\]\(https://docs.rs/openraft\) (\d+\.\d+) on three nodes", ["tools.openraft_minor"]),
     ("README.md", r"stable number \((\d+–\d+)\)", ["errors.range"]),
     ("server/README.md", r"median of (\d+) interleaved", ["cluster.runs"]),
     ("server/README.md", r"1 client ([\d.]+×) etcd's rate \(([\d.]+×) against an etcd client",
