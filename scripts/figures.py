@@ -132,7 +132,7 @@ def table(f):
         f"| input frame (postcard) | at most {g('limit.frame')} bytes | `core/src/wire.rs` |",
         f"| core error codes | {g('errors.range')} | `core/src/error.rs` |",
         f"| wasm bundle for the browser (`.wasm` + JS glue) | ~{g('wasm.total_kb')} KB, "
-        f"~{g('wasm.total_gzip_kb')} KB gzipped | [wasm/README.md](wasm/README.md#build) |",
+        f"~{g('wasm.total_gzip_kb')} KB gzipped | [wasm/README.md](wasm/README.md#bundle-size) |",
         f"| cluster vs three-member etcd 3.4, 1 client, acquire + release | {g('cluster.one.etcd.rate')} "
         f"etcd's rate ({g('cluster.one.leader.rate')} against an etcd client pinned to the leader); "
         f"p99 {g('cluster.one.etcd.p99')} lower | [BENCHMARKS.md](BENCHMARKS.md) |",
