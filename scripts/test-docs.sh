@@ -5,7 +5,8 @@
 #   2. every figure quoted in more than one place agrees with its one source
 #      (scripts/figures.py: row sizes, limits, error codes, wasm size, cluster benchmark);
 #   3. every relative link in the markdown reaches a file and heading (scripts/doc_links.py).
-# Needs what scripts/setup.sh installs (the node example builds the wasm package itself).
+# Needs what scripts/setup.sh installs: node and tools/ for the wasm build (the examples run
+# scripts/build-wasm.sh themselves) and Chromium for the browser example.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "[test-docs] README examples"
