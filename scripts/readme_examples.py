@@ -47,7 +47,8 @@ import tempfile
 import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FENCE = re.compile(r"^(```+)([A-Za-z0-9_+-]*)\s*$")
+# A fence may be indented (a block inside a list item); its body loses that indentation.
+FENCE = re.compile(r"^( *)(```+|~~~+)([A-Za-z0-9_+-]*)\s*$")
 FILE_LINE = re.compile(r"^\s*(?:/\*|#|//|<!--)\s*([A-Za-z0-9_./-]+\.(?:c|py|mjs|cjs|js|html))\b")
 SERVE = re.compile(r"^python3 -m http\.server \d+ --bind 127\.0\.0\.1\b")
 
@@ -61,7 +62,7 @@ def blocks(path):
         if not m:
             i += 1
             continue
-        fence, lang = m.group(1), m.group(2)
+        indent, fence, lang = len(m.group(1)), m.group(2), m.group(3)
         start = i
         prev = EXCERPT.match(lines[i - 1].strip()) if i > 0 else None
         # None: not an excerpt; "": marked without a reason; else the reason.
@@ -69,7 +70,7 @@ def blocks(path):
         i += 1
         body = []
         while i < len(lines) and lines[i].strip() != fence:
-            body.append(lines[i])
+            body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
             i += 1
         i += 1
         yield start + 1, lang, "\n".join(body) + "\n", excerpt
