@@ -31,6 +31,9 @@ Every fenced block is one of three kinds, and the runner fails on a block that i
     see, so reviewers look for it. A block with no language at all (a bare fence)
     fails, so every block says which kind it is.
 
+Fences may be indented (a block in a list item). Indented code blocks without a fence are
+not seen: write every code block with a fence.
+
 Prints one line per run or excerpt block and a closing
 `readme: N passed, N failed (N excerpts, N text)` line; exits 1 if any failed.
 Arguments: README paths relative to the repository (default: every README.md outside
