@@ -10,7 +10,7 @@ PORT ?= 8080
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: help install wheel install-cli setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-packages test-demo test-verify fuzz bench cluster bench-cluster lint test-partitions
+.PHONY: help install wheel install-cli setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-packages test-demo test-verify test-docs fuzz bench cluster bench-cluster lint test-partitions
 
 help:
 	@echo "make test   - install what is missing, then run every test"
@@ -22,6 +22,7 @@ help:
 	@echo "make install-cli - build the fencelock CLI and install it as $(PREFIX)/bin/fencelock (PREFIX=..., DESTDIR=...)"
 	@echo "make install PREFIX=/usr/local - install the C library, header and fencelock.pc (DESTDIR respected)"
 	@echo "make wheel  - build the Python wheel (with the library inside) into target/wheels/"
+	@echo "make test-docs - run every README example as written and check the quoted figures (part of make test)"
 	@echo "make test-partitions - the server's partition test, long form (PARTITION_SECONDS=480 of random faults)"
 
 # Packages a user installs: the C library under PREFIX (DESTDIR for staging), the wheel.
@@ -30,6 +31,11 @@ install:
 
 wheel:
 	@scripts/build-wheel.sh
+
+# Every README example run as a reader would, and the figures quoted in several places
+# checked against their sources (also part of make test).
+test-docs:
+	@scripts/test-docs.sh
 
 # The packages as a user installs them (also part of make test).
 test-packages:

@@ -11,6 +11,8 @@
 # Idempotent: cargo is incremental, and bindgen/wasm-opt are skipped when the compiled
 # module and the tools are unchanged since the last run.
 set -euo pipefail
+# This script's own path, before the cd (a user runs it as fencelock/scripts/build-wasm.sh).
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 log() { printf '[build-wasm] %s\n' "$*"; }
 
@@ -40,7 +42,7 @@ CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_PANIC=abort \
   cargo build --release --target wasm32-unknown-unknown -p fencelock-wasm --quiet
 raw="$target_dir/wasm32-unknown-unknown/release/fencelock_wasm.wasm"
 
-stamp_want="$(sha256sum "$raw" | cut -d' ' -f1) wb=$want_wb opt=$("$WASM_OPT" --version | tr -d '\n') script=$(sha256sum "$0" | cut -d' ' -f1)"
+stamp_want="$(sha256sum "$raw" | cut -d' ' -f1) wb=$want_wb opt=$("$WASM_OPT" --version | tr -d '\n') script=$(sha256sum "$self" | cut -d' ' -f1)"
 stamp=wasm/pkg/.stamp
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_want" ] &&
   [ -f wasm/pkg/web/fencelock_wasm_bg.wasm ] && [ -f wasm/pkg/node/fencelock_wasm_bg.wasm ]; then

@@ -12,7 +12,7 @@ step "no_std build for a bare-metal target (thumbv7em-none-eabihf)"
 make --no-print-directory test-nostd
 # The partition test (scripts/test-partitions.sh) runs by `make test-partitions` for now: it
 # joins this list once its short form has a record of passing on an otherwise idle machine.
-for layer in ffi wasm packages demo verify server fence; do
+for layer in ffi wasm docs packages demo verify server fence; do
   if [ -x "scripts/test-$layer.sh" ]; then
     step "$layer"
     "scripts/test-$layer.sh"

@@ -81,7 +81,8 @@
 //! log. It applies each client message when it arrives, stamped with its clock, answers
 //! the caller with the reply, routes each event to the session it names, and wakes at
 //! [`poll_timeout`](LockService::poll_timeout) to tick. This loop runs as written (its
-//! "network" is a list of timed messages):
+//! "network" is a list of timed messages; its `VecStorage` needs the `alloc` feature:
+//! `fencelock = { path = "…/core", features = ["alloc"] }`):
 //!
 //! ```
 //! use std::collections::{BTreeMap, VecDeque};
