@@ -345,7 +345,7 @@ pub struct Recovered {
     pub index: u64,
     /// Open sessions in the recovered state.
     pub sessions: u32,
-    /// Locks held or waited for in the recovered state.
+    /// Live locks (held, waited for or in lock-delay) in the recovered state.
     pub locks: u32,
     /// The highest token the survivor's state records.
     pub revision_before: u64,
@@ -359,8 +359,9 @@ pub struct Recovered {
 ///
 /// The survivor's snapshot and log are copied (into `dir`, then removed: `from` is only
 /// read), checked (checksums, as a node checks them at start) and the log replayed onto the
-/// snapshot — every entry the survivor has, committed or not, as if it had been elected
-/// leader and committed its log, which Raft allows. Then the fencing revision is raised to
+/// snapshot — every entry the survivor has, committed or not, as a leader commits its
+/// whole log once elected (each was proposed by a leader; a client that got no answer
+/// already had to count it as possibly applied). Then the fencing revision is raised to
 /// `max(highest token recorded + skip_tokens, token_floor)`, so the new cluster's tokens
 /// stay above those the lost majority may have granted without the survivor knowing (up
 /// to `skip_tokens` of them, or all of them when `token_floor` is at least the highest
