@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # `make bench-cluster`: the same lock workload against a local three-node fencelock cluster
-# and a three-member etcd 3.4 cluster (Debian's etcd-server), both on 127.0.0.1 with data
-# under a temp dir: p50/p99 acquire+release latency and throughput with 1 and 16 clients,
-# uncontended (a lock per client) and contended (one lock). Writes the table into
-# BENCHMARKS.md between <!-- cluster:begin --> and <!-- cluster:end --> (created at the end
-# of the file if absent; the rest of the file belongs to scripts/bench.sh).
-#   BENCH_SECONDS=5   seconds per scenario and system and run
+# and a three-member etcd 3.4 cluster (Debian's etcd-server), both on loopback with data
+# under a temp dir and both as deployed: TLS on the client ports and mutual TLS between the
+# members (certificates from one development CA, made by fencelock-certs), fencelock's
+# clients presenting a bearer token. p50/p99 acquire+release latency and throughput with 1
+# and 16 clients, uncontended (a lock per client) and contended (one lock). Writes the table
+# into BENCHMARKS.md between <!-- cluster:begin --> and <!-- cluster:end --> (created at the
+# end of the file if absent; the rest of the file belongs to scripts/bench.sh).
+#   BENCH_SECONDS=5   seconds per scenario and system and run (BENCH_SECONDS=1 BENCH_RUNS=1
+#                     BENCH_WRITE=0 is a quick check that everything runs)
 #   BENCH_RUNS=3      runs of each (interleaved); the table shows the median run and the range
+#   BENCH_WRITE=1     0: print the table, leave BENCHMARKS.md alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${BENCH_SECONDS:-5}
 runs=${BENCH_RUNS:-3}
+write=${BENCH_WRITE:-1}
 log() { printf '[bench-cluster] %s\n' "$*"; }
 
 need=()
@@ -25,6 +30,7 @@ fi
 
 log "building (release)"
 cargo build --release -q -p fencelock-server --bins
+tdir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 (cd server/bench && cargo build --release -q)
 bench_tdir=$(cd server/bench && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 bench="$bench_tdir/release/fencelock-bench-cluster"
@@ -39,44 +45,56 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# etcd: three members on loopback.
+# etcd: three members on loopback, TLS to clients (--cert-file/--key-file) and mutual TLS
+# between members (--peer-*, --peer-client-cert-auth), as fencelock runs below. Clients
+# verify the members against the CA and authenticate with a client certificate
+# (--trusted-ca-file makes etcd require one; fencelock's clients present a bearer token,
+# both checked once per connection). etcd's user authentication (a token checked on every
+# request) stays off, which can only make etcd faster here. Certificate 4 is the clients'.
+"$tdir/release/fencelock-certs" --dir "$tmp/etcd-tls" --node 1=127.0.0.1 --node 2=127.0.0.1 --node 3=127.0.0.1 --node 4=127.0.0.1
+etls=$tmp/etcd-tls
+etcd_client_tls=(--tls-ca "$etls/ca.pem" --tls-cert "$etls/node-4.pem" --tls-key "$etls/node-4.key")
+etcdctl_tls=(--cacert "$etls/ca.pem" --cert "$etls/node-4.pem" --key "$etls/node-4.key")
 eb=${ETCD_BASE_PORT:-12370}
 initial=""
-for i in 1 2 3; do initial+="${initial:+,}e$i=http://127.0.0.1:$((eb + 10 * i + 1))"; done
+for i in 1 2 3; do initial+="${initial:+,}e$i=https://127.0.0.1:$((eb + 10 * i + 1))"; done
 endpoints=""
 for i in 1 2 3; do
   c=$((eb + 10 * i)); p=$((eb + 10 * i + 1))
   etcd --name "e$i" --data-dir "$tmp/e$i" \
-    --listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
-    --listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
+    --listen-client-urls "https://127.0.0.1:$c" --advertise-client-urls "https://127.0.0.1:$c" \
+    --cert-file "$etls/node-$i.pem" --key-file "$etls/node-$i.key" --trusted-ca-file "$etls/ca.pem" \
+    --listen-peer-urls "https://127.0.0.1:$p" --initial-advertise-peer-urls "https://127.0.0.1:$p" \
+    --peer-cert-file "$etls/node-$i.pem" --peer-key-file "$etls/node-$i.key" \
+    --peer-trusted-ca-file "$etls/ca.pem" --peer-client-cert-auth \
     --initial-cluster "$initial" --initial-cluster-state new --initial-cluster-token fencelock-bench \
     >"$tmp/e$i.log" 2>&1 &
   etcd_pids+=($!)
-  endpoints+="${endpoints:+,}http://127.0.0.1:$c"
+  endpoints+="${endpoints:+,}https://127.0.0.1:$c"
 done
 ok=0
 for _ in $(seq 1 100); do
-  if ETCDCTL_API=3 etcdctl --endpoints="$endpoints" endpoint health >/dev/null 2>&1; then ok=1; break; fi
+  if ETCDCTL_API=3 etcdctl "${etcdctl_tls[@]}" --endpoints="$endpoints" endpoint health >/dev/null 2>&1; then ok=1; break; fi
   sleep 0.2
 done
 [ "$ok" = 1 ] || { log "etcd did not come up"; tail "$tmp"/e*.log; exit 1; }
 log "etcd $(etcd --version | head -1 | awk '{print $3}') up: $endpoints"
 # The etcd leader's client URL: etcd is also measured with its client pinned to it (no
 # follower forwarding), the strongest etcd configuration for this workload.
-etcd_leader=$(ETCDCTL_API=3 etcdctl --endpoints="$endpoints" endpoint status -w json | python3 -c '
+etcd_leader=$(ETCDCTL_API=3 etcdctl "${etcdctl_tls[@]}" --endpoints="$endpoints" endpoint status -w json | python3 -c '
 import json, sys
 for s in json.load(sys.stdin):
     st = s["Status"]
     if st["leader"] == st["header"]["member_id"]:
-        print("http://" + s["Endpoint"].removeprefix("http://")); break')
+        print("https://" + s["Endpoint"].removeprefix("https://")); break')
 [ -n "$etcd_leader" ] || { log "no etcd leader found"; exit 1; }
 log "etcd leader: $etcd_leader"
 
 # fencelock: three nodes on loopback.
 fb=${FENCELOCK_BASE_PORT:-17100}
-# Plain TCP and no tokens, as etcd here runs without TLS (a comparison with TLS on both
-# sides is still to do).
-CLUSTER_PLAINTEXT=1 CLUSTER_DIR="$tmp/fl" CLUSTER_DETACH=1 CLUSTER_BASE_PORT=$fb scripts/cluster.sh >/dev/null
+# As deployed (scripts/cluster.sh): node N on 127.0.0.N, TLS on the client ports, mutual
+# TLS between the nodes, tokens checked; the benchmark's clients present the admin token.
+CLUSTER_DIR="$tmp/fl" CLUSTER_DETACH=1 CLUSTER_BASE_PORT=$fb scripts/cluster.sh >/dev/null
 fl_endpoints="127.0.0.1:$((fb + 1)),127.0.0.2:$((fb + 2)),127.0.0.3:$((fb + 3))"
 log "fencelock up: $fl_endpoints"
 
@@ -100,10 +118,11 @@ run() { # label clients contended(0/1)
   [ "$cont" = 1 ] && extra=(--contended)
   for sys in fencelock etcd etcd-leader; do
     local eps=$fl_endpoints name=$sys kind=$sys
-    [ "$sys" = etcd ] && eps=$endpoints
-    [ "$sys" = etcd-leader ] && { eps=$etcd_leader; kind=etcd; name="etcd, leader only"; }
+    local sec=(--tls-ca "$tmp/fl/tls/ca.pem" --auth-token-file "$tmp/fl/admin.token")
+    [ "$sys" = etcd ] && { eps=$endpoints; sec=("${etcd_client_tls[@]}"); }
+    [ "$sys" = etcd-leader ] && { eps=$etcd_leader; kind=etcd; name="etcd, leader only"; sec=("${etcd_client_tls[@]}"); }
     log "$label: $name, $n client(s), ${secs}s"
-    "$bench" --system "$kind" --endpoints "$eps" --clients "$n" --seconds "$secs" --label "$label" "${extra[@]}" |
+    "$bench" --system "$kind" --endpoints "$eps" --clients "$n" --seconds "$secs" --label "$label" "${sec[@]}" "${extra[@]}" |
       NAME="$name" python3 -c 'import json, os, sys; d = json.loads(sys.stdin.read()); d["system"] = os.environ["NAME"]; print(json.dumps(d))' |
       tee -a "$results"
   done
@@ -115,11 +134,12 @@ for r in $(seq 1 "$runs"); do
   run "16 clients, one contended lock" 16 1
 done
 
-python3 - "$results" "$secs" "$tmp/env.json" <<'PY'
+python3 - "$results" "$secs" "$tmp/env.json" "$write" <<'PY'
 import json, sys, re, datetime, platform, os
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 secs = sys.argv[2]
 env = json.load(open(sys.argv[3]))
+write = sys.argv[4] != "0"
 # Median run (by ops/s) of each scenario and system; keep the range for the table.
 groups = {}
 for r in rows:
@@ -135,8 +155,10 @@ out.append("## Replicated cluster: fencelock (openraft) vs etcd 3.4")
 out.append("")
 out.append(f"Generated by `make bench-cluster` (scripts/bench-cluster.sh) on {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, "
            f"{env['cpus']} CPUs, load average {env['load']:.1f} at the start, fdatasync {env['fdatasync_ms']} ms on the data disk. "
-           f"Three nodes each, all on 127.0.0.1, data on the same disk, every write fsynced "
-           f"(etcd's WAL; fencelock's log). One operation = acquire + release of an exclusive lock by a client with an "
+           f"Three nodes each on loopback (etcd's on 127.0.0.1; fencelock's on 127.0.0.1, .2, .3), data on the same disk, every write fsynced "
+           f"(etcd's WAL; fencelock's log). Both as deployed: TLS on the client ports and mutual TLS between the members, "
+           f"certificates (ECDSA P-256) from one development CA; clients authenticate once per connection, fencelock's "
+           f"with a bearer token, etcd's with a client certificate (etcd's per-request user authentication stays off). One operation = acquire + release of an exclusive lock by a client with an "
            f"open session (etcd: `Lock`/`Unlock` of v3lock with a lease, via the `etcd-client` crate). etcd is measured twice: "
            f"with its client given all three endpoints (as `etcdctl` users do; requests are spread over them and a follower "
            f"forwards to the leader) and with the client pinned to the leader (the strongest etcd setup for this workload); "
@@ -206,6 +228,9 @@ out.append("Reading it: both systems need a quorum's fsync per write. openraft 0
            "over through a watch on the previous key's deletion; fencelock pushes `Granted` to exactly the next "
            "waiter in the same apply that frees the lock.")
 section = "\n".join(out) + "\n"
+if not write:
+    print(section)
+    sys.exit(0)
 path = "BENCHMARKS.md"
 text = open(path).read() if os.path.exists(path) else ""
 b, e = "<!-- cluster:begin -->", "<!-- cluster:end -->"
@@ -216,4 +241,4 @@ else:
 open(path, "w").write(text)
 print(section)
 PY
-log "BENCHMARKS.md updated (cluster section)"
+[ "$write" = 0 ] && log "BENCH_WRITE=0: BENCHMARKS.md left as it was" || log "BENCHMARKS.md updated (cluster section)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Server tests that are part of `make test` beyond `cargo test --workspace` (which already
 # runs the in-process three-node cluster tests): the black-box test with three real node
-# processes on 127.0.0.1, kill -9 of the leader and SIGSTOP/SIGCONT of a client, checked
+# processes on 127.0.0.1-3 as deployed (TLS on the client ports, mutual TLS between the
+# nodes, bearer tokens), kill -9 of the leader and SIGSTOP/SIGCONT of a client, checked
 # for stale writes and linearizability; then a CLI smoke test against a real cluster. First
 # it checks that server/bench (its own crate: etcd-client needs protoc) still builds, so the
 # etcd comparison cannot rot unnoticed between `make bench-cluster` runs.
@@ -13,7 +14,7 @@ step() { printf -- '--- %s\n' "$*"; }
 step "server/bench (the etcd comparison of make bench-cluster) still builds"
 cargo check -q --manifest-path server/bench/Cargo.toml --locked
 
-step "black-box: 3 node processes, kill -9 leader + restart, SIGSTOP a client (${BLACKBOX_SECONDS:-30} s)"
+step "black-box: 3 node processes (TLS, mutual TLS, tokens), kill -9 leader + restart, SIGSTOP a client (${BLACKBOX_SECONDS:-30} s)"
 BLACKBOX_TEST=blackbox_kill9_sigstop_linearizable
 log=$(mktemp)
 if ! cargo test -q -p fencelock-server --test blackbox -- --ignored --nocapture --exact "$BLACKBOX_TEST" >"$log" 2>&1; then

@@ -160,6 +160,7 @@ const REASONS: &[&str] = &[
     "non-canonical encoding",
     "recorded reply does not fit its session",
     "resource twice",
+    "revision floor above 2^63",
     "session deadline not in (now, now + ttl]",
     "session ids out of order or beyond the counter",
     "token outside 1..=revision",

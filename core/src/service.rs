@@ -824,6 +824,24 @@ impl<S: Storage> LockService<S> {
         self.st.revision
     }
 
+    /// Raises the fencing revision to at least `floor`, so that the next grant's token is
+    /// above `floor` (and above every token granted before); a lower `floor` changes
+    /// nothing. For recovering a service whose replicas were lost: tokens may have been
+    /// granted that this copy of the state never saw, and no token may be handed out twice.
+    /// Nothing else changes (sessions, holds and queues keep their tokens). Returns the
+    /// revision now.
+    ///
+    /// Errors: [`Error::BadConfig`] for a `floor` above 2^63 (the bound a snapshot
+    /// accepts, which keeps `+= 1` from ever overflowing); nothing changes then.
+    /// Cost: O(1).
+    pub fn raise_revision(&mut self, floor: u64) -> Result<u64, Error> {
+        if floor > 1u64 << 63 {
+            return Err(Error::BadConfig("revision floor above 2^63"));
+        }
+        self.st.revision = self.st.revision.max(floor);
+        Ok(self.st.revision)
+    }
+
     /// Table capacities. Cost: O(1).
     pub fn capacity(&self) -> Capacity {
         let t = self.storage.tables_ref();

@@ -518,3 +518,38 @@ fn restore_survives_random_corruption_of_busy_snapshots() {
     }
     assert!(accepted > 0);
 }
+
+/// `raise_revision`: the next grant's token is above the floor, holds keep their tokens, a
+/// lower floor changes nothing, the raised revision survives a snapshot, and a floor above
+/// 2^63 is refused with nothing changed.
+#[test]
+fn raise_revision_puts_the_next_token_above_the_floor() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 100);
+    let b = open(&mut svc, 100);
+    assert_eq!(x(&mut svc, a, "l").0, reply_x(1));
+    assert_eq!(svc.raise_revision(1000), Ok(1000));
+    assert_eq!(
+        svc.raise_revision(5),
+        Ok(1000),
+        "a lower floor changes nothing"
+    );
+    let before = svc.snapshot_vec();
+    assert_eq!(
+        svc.raise_revision((1u64 << 63) + 1),
+        Err(Error::BadConfig("revision floor above 2^63"))
+    );
+    assert_eq!(
+        svc.snapshot_vec(),
+        before,
+        "a refused floor changes nothing"
+    );
+    let mut svc = twin(&svc);
+    assert_eq!(
+        svc.revision(),
+        1000,
+        "the raised revision is in the snapshot"
+    );
+    assert_eq!(x(&mut svc, b, "m").0, reply_x(1001));
+    assert_eq!(release(&mut svc, a, "l").0, reply_released(1));
+}

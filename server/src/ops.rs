@@ -364,6 +364,169 @@ pub fn restore(
     Ok(at.index)
 }
 
+/// What [`force_new_cluster`] recovered from a survivor's data directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recovered {
+    /// The log index the survivor's snapshot was taken at (`None`: it had none).
+    pub snapshot_index: Option<u64>,
+    /// The survivor's last commit index as its log recorded it (`None`: none recorded).
+    /// Entries after it were in its log and are kept too (see [`force_new_cluster`]).
+    pub committed: Option<u64>,
+    /// The last log index applied: the new cluster starts after it.
+    pub index: u64,
+    /// Open sessions in the recovered state.
+    pub sessions: u32,
+    /// Live locks (held, waited for or in lock-delay) in the recovered state.
+    pub locks: u32,
+    /// The highest token the survivor's state records.
+    pub revision_before: u64,
+    /// The new cluster's revision: every token it grants is above it.
+    pub revision: u64,
+}
+
+/// The way out of a lost majority (etcd's `--force-new-cluster`): prepares `dir` as the
+/// data directory of the single member (`member`) of a *new* cluster, from the data
+/// directory `from` of a stopped survivor of the old one.
+///
+/// The survivor's snapshot and log are copied (into `dir`, then removed: `from` is only
+/// read), checked (checksums, as a node checks them at start) and the log replayed onto the
+/// snapshot — every entry the survivor has, committed or not, as a leader commits its
+/// whole log once elected (each was proposed by a leader; a client that got no answer
+/// already had to count it as possibly applied). Then the fencing revision is raised to
+/// `max(highest token recorded + skip_tokens, token_floor)`, so the new cluster's tokens
+/// stay above those the lost majority may have granted without the survivor knowing (up
+/// to `skip_tokens` of them, or all of them when `token_floor` is at least the highest
+/// token any resource has seen). The state (sessions with their credentials, holds,
+/// queues, logical time) is then written into `dir` as [`restore`] writes a backup: the
+/// membership is just `member`; the old cluster's members and log are not carried over.
+/// Start the node with that one `--peer` (no `--init`), then add members back with empty
+/// data directories (`add-learner`, `set-voters`).
+///
+/// What is lost: entries the lost majority committed that never reached the survivor's
+/// log — acknowledged grants, releases, opens and closes among them.
+///
+/// Errors: `from` without a log (`NotFound`); `dir` the same as `from`, or already
+/// holding a node (`AlreadyExists`); a snapshot or log that fails its checks, a log with a
+/// gap after the snapshot, a state that does not fit `service`'s table sizes, nothing
+/// applied, or a floor above 2^63 (`InvalidData`); I/O errors naming the path. `from` is
+/// never changed. Cost: O(log + snapshot size) and a few fsyncs.
+pub async fn force_new_cluster(
+    from: &std::path::Path,
+    dir: &std::path::Path,
+    service: &crate::state_machine::ServiceConfig,
+    member: (u64, crate::types::NodeAddr),
+    skip_tokens: u64,
+    token_floor: u64,
+) -> std::io::Result<Recovered> {
+    use openraft::storage::{RaftLogReader, RaftStateMachine};
+    use std::io::{Error, ErrorKind};
+    let bad = |m: String| Error::new(ErrorKind::InvalidData, m);
+    if !from.join("raft.log").is_file() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "{}: no raft.log: not a node's data directory",
+                from.display()
+            ),
+        ));
+    }
+    for name in ["snapshot.bin", "raft.log"] {
+        if dir.join(name).exists() {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists: recover only into a new directory",
+                    dir.join(name).display()
+                ),
+            ));
+        }
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    if std::fs::canonicalize(from)? == std::fs::canonicalize(dir)? {
+        return Err(Error::new(
+            ErrorKind::AlreadyExists,
+            "the new directory must not be the survivor's",
+        ));
+    }
+    // Work on a copy: opening a log cuts a torn tail, and `from` stays as it was.
+    let scratch = dir.join("force-new-cluster.source");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+    let result = async {
+        for name in ["raft.log", "snapshot.bin"] {
+            let src = from.join(name);
+            if src.exists() {
+                std::fs::copy(&src, scratch.join(name))
+                    .map_err(|e| Error::new(e.kind(), format!("{}: {e}", src.display())))?;
+            }
+        }
+        let mut log = crate::log_store::LogStore::open(&scratch)
+            .map_err(|e| Error::new(e.kind(), format!("{}/raft.log: {e}", from.display())))?;
+        let committed = log.committed().map(|c| c.index);
+        // A corrupt snapshot is refused, or (when the log still holds every entry) set
+        // aside and the state rebuilt from the log, exactly as the node would at start.
+        let (mut sm, shared) =
+            crate::state_machine::StateMachine::open_checked(&scratch, *service, log.last_purged())
+                .map_err(|e| Error::new(e.kind(), format!("{}: {e}", from.display())))?;
+        let (applied, _) = sm
+            .applied_state()
+            .await
+            .map_err(|e| bad(format!("the survivor's state: {e}")))?;
+        let start = applied.map_or(0, |l| l.index + 1);
+        let entries = log
+            .try_get_log_entries(start..)
+            .await
+            .map_err(|e| bad(format!("the survivor's log: {e}")))?;
+        if let Some(first) = entries.first() {
+            if first.log_id.index != start {
+                return Err(bad(format!(
+                    "the survivor's log starts at index {} but its state ends at {}: a gap",
+                    first.log_id.index,
+                    start.saturating_sub(1)
+                )));
+            }
+        }
+        if entries
+            .windows(2)
+            .any(|w| w[1].log_id.index != w[0].log_id.index + 1)
+        {
+            return Err(bad("the survivor's log has a gap".into()));
+        }
+        sm.apply(entries)
+            .await
+            .map_err(|e| bad(format!("replaying the survivor's log: {e}")))?;
+        let (before, revision, usage) = {
+            let mut g = shared.state();
+            let before = g.svc.revision();
+            let floor = before.saturating_add(skip_tokens).max(token_floor);
+            let revision = g
+                .svc
+                .raise_revision(floor)
+                .map_err(|e| bad(format!("token floor {floor}: {e}")))?;
+            (before, revision, g.svc.usage())
+        };
+        let (bytes, at) = crate::state_machine::backup(&shared)?;
+        if at.is_none() {
+            return Err(bad("the survivor had applied nothing".into()));
+        }
+        let members = std::iter::once(member).collect();
+        let index = restore(&bytes, dir, service, members)?;
+        Ok(Recovered {
+            snapshot_index: applied.map(|l| l.index),
+            committed,
+            index,
+            sessions: usage.sessions,
+            locks: usage.locks,
+            revision_before: before,
+            revision,
+        })
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
 async fn livez() -> &'static str {
     "ok\n"
 }

@@ -1,5 +1,9 @@
-//! Black-box test: three real `fencelock-node` processes on loopback, four
-//! `fencelock-workload` client processes writing to a FenceGate-protected resource, while
+//! Black-box test: three real `fencelock-node` processes run as a deployment runs them —
+//! each on its own loopback address (127.0.0.1, .2, .3), TLS on the client ports, mutual
+//! TLS between the nodes (a CA and node certificates made by the test), bearer tokens
+//! checked (the workers hold a `lock` token for `res` only, the test's probe a `read`
+//! token) — and four `fencelock-workload` client processes writing to a
+//! FenceGate-protected resource, while
 //! the leader is killed with SIGKILL and restarted and the resource's latest writer is
 //! paused with SIGSTOP/SIGCONT (longer than its session ttl). Checks: no stale write
 //! accepted, tokens unique and increasing in real-time order, and the lock history
@@ -178,7 +182,7 @@ async fn blackbox_kill9_sigstop_linearizable() {
     let dir = std::env::temp_dir().join(format!("fencelock-blackbox-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let mut cluster = Cluster::start(&dir);
+    let mut cluster = Cluster::start_secure(&dir);
     let start = Instant::now();
     while cluster.leader().await.is_none() {
         assert!(start.elapsed() < Duration::from_secs(15), "no leader");
@@ -196,6 +200,7 @@ async fn blackbox_kill9_sigstop_linearizable() {
         let log = dir.join(format!("w{w}.hist"));
         let child = Command::new(WORKLOAD)
             .args(["--cluster", &cluster.clients.join(",")])
+            .args(cluster.client_args())
             .args(["--resource", &res_addr])
             .args(["--worker", &w.to_string()])
             .args(["--duration-ms", &(secs * 1000).to_string()])

@@ -3,6 +3,10 @@
 //! one lease, kept alive), then loops acquire → release until the time is up, recording
 //! the latency of each acquire+release pair. Prints one JSON object.
 //!
+//! Both speak TLS when given `--tls-ca` (the CA that signed the nodes' certificates; etcd
+//! endpoints are then `https://…`) and authenticate: fencelock's client with a bearer token
+//! (`--auth-token-file`), etcd's with a client certificate (`--tls-cert`, `--tls-key`).
+//!
 //! Uncontended: each client its own lock. Contended: every client the same lock; then
 //! throughput is the lock's hand-off rate. For fencelock it also counts the pushes each
 //! client received: with no thundering herd, every push is the `Granted` of a waiting
@@ -14,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use fencelock::{Mode, Output};
-use fencelock_server::client::{Acquired, Client, LeaseGuard};
+use fencelock_server::client::{Acquired, Client, ClientOptions, LeaseGuard};
 use fencelock_server::protocol::WaitSpec;
 
 #[derive(Parser, Clone)]
@@ -37,6 +41,20 @@ struct Args {
     /// Scenario label for the report.
     #[arg(long, default_value = "")]
     label: String,
+    /// The CA certificate (PEM) to verify the nodes' TLS certificates against; without
+    /// it, plain TCP.
+    #[arg(long)]
+    tls_ca: Option<std::path::PathBuf>,
+    /// fencelock: a file holding the bearer token to present.
+    #[arg(long)]
+    auth_token_file: Option<std::path::PathBuf>,
+    /// etcd: the client certificate (PEM) to present (etcd with `--trusted-ca-file`
+    /// requires one), with `--tls-key`.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// etcd: the client certificate's key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Default)]
@@ -54,7 +72,24 @@ fn lock_name(a: &Args, i: usize) -> String {
 }
 
 async fn fencelock_client(a: Args, i: usize, stop: Instant, c: Arc<Counters>) -> Vec<u64> {
-    let client = Client::new(a.endpoints.split(',').map(String::from).collect());
+    let tls = a
+        .tls_ca
+        .as_ref()
+        .map(|ca| fencelock_server::tls::client_config(ca).expect("fencelock CA"));
+    let token = a.auth_token_file.as_ref().map(|p| {
+        std::fs::read_to_string(p)
+            .expect("token file")
+            .trim()
+            .to_string()
+    });
+    let client = Client::with_options(
+        a.endpoints.split(',').map(String::from).collect(),
+        ClientOptions {
+            token,
+            tls,
+            ..ClientOptions::default()
+        },
+    );
     let mut pushes = client.subscribe();
     let opened_at = Instant::now();
     let session = Arc::new(client.open_session(10_000).await.expect("open session"));
@@ -90,7 +125,19 @@ async fn fencelock_client(a: Args, i: usize, stop: Instant, c: Arc<Counters>) ->
 
 async fn etcd_client(a: Args, i: usize, stop: Instant) -> Vec<u64> {
     let eps: Vec<String> = a.endpoints.split(',').map(String::from).collect();
-    let mut client = etcd_client::Client::connect(eps, None)
+    let options = a.tls_ca.as_ref().map(|ca| {
+        let pem = std::fs::read(ca).expect("etcd CA");
+        let mut tls =
+            etcd_client::TlsOptions::new().ca_certificate(etcd_client::Certificate::from_pem(pem));
+        if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+            tls = tls.identity(etcd_client::Identity::from_pem(
+                std::fs::read(cert).expect("client certificate"),
+                std::fs::read(key).expect("client key"),
+            ));
+        }
+        etcd_client::ConnectOptions::new().with_tls(tls)
+    });
+    let mut client = etcd_client::Client::connect(eps, options)
         .await
         .expect("connect etcd");
     let lease = client.lease_grant(10, None).await.expect("lease").id();

@@ -146,6 +146,114 @@ enum Sub {
     /// Backups: save one from a running cluster, restore a new cluster from one.
     #[command(subcommand)]
     Snapshot(SnapCmd),
+    /// DANGER — the way out of a permanently lost majority: make a NEW single-member
+    /// cluster from a stopped survivor's data directory. Acknowledged writes that never
+    /// reached the survivor are lost. See server/README.md, "Recovering from a lost
+    /// majority".
+    ForceNewCluster(ForceArgs),
+}
+
+#[derive(clap::Args)]
+struct ForceArgs {
+    /// The stopped survivor's data directory (only read).
+    #[arg(long)]
+    from: PathBuf,
+    /// The new member's data directory (must not hold a node yet).
+    #[arg(long)]
+    dir: PathBuf,
+    /// The one member of the new cluster: ID=RAFT_ADDR/CLIENT_ADDR. Start it with this
+    /// --peer only and without --init, then add members back (add-learner, set-voters)
+    /// with empty data directories.
+    #[arg(long = "peer", required = true)]
+    peer: String,
+    /// Raise the fencing revision this far above the highest token the survivor knows:
+    /// tokens the lost majority granted without the survivor knowing stay below the new
+    /// cluster's, if there were at most this many.
+    #[arg(long, default_value_t = 1_000_000)]
+    skip_tokens: u64,
+    /// And at least to this: give the highest token any resource has seen, to be sure
+    /// (at most 2^53 - 1, the largest a JavaScript client reads exactly).
+    #[arg(long, default_value_t = 0)]
+    token_floor: u64,
+    /// Required: you accept that writes acknowledged by the lost majority but not in the
+    /// survivor's log are lost, and that the old members must never be started again.
+    #[arg(long, required = true)]
+    accept_data_loss: bool,
+    /// Session table rows (as the survivor ran with).
+    #[arg(long, default_value_t = 1 << 14)]
+    sessions: usize,
+    /// Lock table rows.
+    #[arg(long, default_value_t = 1 << 14)]
+    locks: usize,
+    /// Claim pool rows.
+    #[arg(long, default_value_t = 1 << 15)]
+    claims: usize,
+}
+
+/// `force-new-cluster`: see [`fencelock_server::ops::force_new_cluster`].
+async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
+    // The largest integer a JavaScript number holds exactly (tokens reach browsers).
+    const MAX_TOKEN: u64 = (1 << 53) - 1;
+    let (id, addr) = parse_peer(&a.peer, true)?;
+    if a.token_floor > MAX_TOKEN {
+        return Err(format!("--token-floor {} is above 2^53 - 1", a.token_floor));
+    }
+    let service = fencelock_server::state_machine::ServiceConfig {
+        sessions: a.sessions,
+        locks: a.locks,
+        claims: a.claims,
+        ..Default::default()
+    };
+    eprintln!(
+        "fencelock-node: FORCING A NEW CLUSTER from {} — writes the lost members acknowledged \
+         but {} never received are LOST; never start the old members again",
+        a.from.display(),
+        a.from.display()
+    );
+    let r = fencelock_server::ops::force_new_cluster(
+        &a.from,
+        &a.dir,
+        &service,
+        (id, addr),
+        a.skip_tokens,
+        a.token_floor,
+    )
+    .await
+    .map_err(|e| format!("force-new-cluster from {}: {e}", a.from.display()))?;
+    if r.revision > MAX_TOKEN {
+        eprintln!(
+            "fencelock-node: warning: the revision {} is above 2^53 - 1: JavaScript clients \
+             cannot read the new tokens exactly",
+            r.revision
+        );
+    }
+    tracing::warn!(
+        from = %a.from.display(),
+        dir = %a.dir.display(),
+        index = r.index,
+        revision_before = r.revision_before,
+        revision = r.revision,
+        "forced a new single-member cluster"
+    );
+    println!(
+        "new cluster of node {id} in {}: state at log index {} (snapshot at {}, commit index \
+         recorded {}), {} sessions, {} locks; highest token recorded {}, next token above {}",
+        a.dir.display(),
+        r.index,
+        r.snapshot_index.map_or("none".into(), |i| i.to_string()),
+        r.committed.map_or("none".into(), |i| i.to_string()),
+        r.sessions,
+        r.locks,
+        r.revision_before,
+        r.revision
+    );
+    println!(
+        "start it with --id {id} --dir {} --peer {} (no --init), then add members back with \
+         empty data directories: fencelock add-learner …, fencelock set-voters …",
+        a.dir.display(),
+        a.peer
+    );
+    Ok(())
 }
 
 #[derive(clap::Subcommand)]
@@ -343,6 +451,7 @@ async fn main() {
         .init();
     let r = match args.cmd {
         Some(Sub::Snapshot(cmd)) => snapshot_cmd(cmd).await,
+        Some(Sub::ForceNewCluster(a)) => force_new_cluster_cmd(a).await,
         None => run(args).await,
     };
     if let Err(e) = r {

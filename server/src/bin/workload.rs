@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use fencelock::Mode;
-use fencelock_server::client::{Acquired, Client, LeaseGuard};
+use fencelock_server::client::{Acquired, Client, ClientOptions, LeaseGuard};
 use fencelock_server::protocol::{ClientError, WaitSpec};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -46,6 +46,13 @@ struct Args {
     /// History log file.
     #[arg(long)]
     log: std::path::PathBuf,
+    /// The cluster CA (PEM): connect over TLS, verifying the nodes against it. Without
+    /// it, plain TCP (a cluster started with `--insecure-plaintext`).
+    #[arg(long)]
+    tls_ca: Option<std::path::PathBuf>,
+    /// A file holding the bearer token to present (a cluster started with `--tokens`).
+    #[arg(long)]
+    auth_token_file: Option<std::path::PathBuf>,
 }
 
 fn now_ns() -> u128 {
@@ -89,7 +96,38 @@ async fn write_resource(
 async fn main() {
     let a = Args::parse();
     let mut log = Log(std::fs::File::create(&a.log).expect("log file"));
-    let client = Client::new(a.cluster.split(',').map(|s| s.to_string()).collect());
+    let tls = match &a.tls_ca {
+        Some(ca) => match fencelock_server::tls::client_config(ca) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("fencelock-workload: {e}");
+                std::process::exit(2);
+            }
+        },
+        None => None,
+    };
+    let token = match &a.auth_token_file {
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
+            Ok(_) => {
+                eprintln!("fencelock-workload: {}: empty token file", p.display());
+                std::process::exit(2);
+            }
+            Err(e) => {
+                eprintln!("fencelock-workload: {}: {e}", p.display());
+                std::process::exit(2);
+            }
+        },
+        None => None,
+    };
+    let client = Client::with_options(
+        a.cluster.split(',').map(|s| s.to_string()).collect(),
+        ClientOptions {
+            token,
+            tls,
+            ..ClientOptions::default()
+        },
+    );
     let start = Instant::now();
     let mut thread = a.worker * 10_000;
     let mut res: Option<BufReader<TcpStream>> = None;

@@ -56,6 +56,41 @@ pub struct Cluster {
     pub procs: HashMap<u64, Child>,
     /// Extra command-line arguments per node id.
     pub extra: HashMap<u64, Vec<String>>,
+    /// TLS and tokens, as a deployment runs (`None`: `--insecure-plaintext`, no tokens).
+    pub secure: Option<Secure>,
+    /// Start node 1 without `--init` (a node joining an existing cluster).
+    pub no_init: bool,
+}
+
+/// What a TLS + tokens cluster's clients need: the CA, and token files with roles.
+pub struct Secure {
+    /// The cluster CA (PEM file): what clients verify the nodes against.
+    pub ca: PathBuf,
+    /// The same CA, for in-process clients.
+    pub client_tls: Arc<rustls::ClientConfig>,
+    /// A file holding a `lock` token for names under `res` (what the workers use).
+    pub lock_token_file: PathBuf,
+    /// A `read` token for every name (what the test's leader probe uses).
+    pub read_token: String,
+    /// An `admin` token (membership changes).
+    pub admin_token: String,
+}
+
+impl Secure {
+    /// In-process client options: TLS against the cluster CA, presenting `token`.
+    pub fn client_options(&self, token: &str) -> fencelock_server::client::ClientOptions {
+        fencelock_server::client::ClientOptions {
+            token: Some(token.to_string()),
+            tls: Some(self.client_tls.clone()),
+            ..Default::default()
+        }
+    }
+}
+
+/// A random token: 32 hex digits from the operating system's random source.
+fn random_token() -> String {
+    let b = fencelock_server::auth::random_bytes().expect("randomness");
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 impl Cluster {
@@ -83,6 +118,75 @@ impl Cluster {
             clients,
             procs: HashMap::new(),
             extra: HashMap::new(),
+            secure: None,
+            no_init: false,
+        }
+    }
+
+    /// Picks free ports and starts nodes 1-3 the way a deployment runs them: node N on
+    /// 127.0.0.N, TLS on the client ports and mutual TLS between the nodes (a fresh CA and
+    /// node certificates from [`DevCa`](fencelock_server::tls::DevCa), written under
+    /// `dir/tls`), and a tokens file with a `lock res` token, a `read *` token and an
+    /// `admin *` token.
+    pub fn start_secure(dir: &Path) -> Cluster {
+        let mut c = Cluster::prepare(dir);
+        let mut peers = Vec::new();
+        let mut clients = Vec::new();
+        for id in 1..=3u64 {
+            let (r, p) = (free_port(), free_port());
+            peers.push(format!("{id}=127.0.0.{id}:{r}/127.0.0.{id}:{p}"));
+            clients.push(format!("127.0.0.{id}:{p}"));
+        }
+        c.peers = peers;
+        c.clients = clients;
+        let tls = dir.join("tls");
+        std::fs::create_dir_all(&tls).unwrap();
+        let ca = fencelock_server::tls::DevCa::new().expect("CA");
+        std::fs::write(tls.join("ca.pem"), ca.cert_pem()).unwrap();
+        for id in 1..=3u64 {
+            let host = format!("127.0.0.{id}");
+            let pem = ca.node(id, &[host.as_str()]).expect("node certificate");
+            std::fs::write(tls.join(format!("node-{id}.pem")), &pem.cert).unwrap();
+            std::fs::write(tls.join(format!("node-{id}.key")), &pem.key).unwrap();
+        }
+        let (lock, read, admin) = (random_token(), random_token(), random_token());
+        std::fs::write(
+            dir.join("tokens"),
+            format!(
+                "lock res {}\nread * {}\nadmin * {}\n",
+                fencelock_server::auth::token_hash(&lock),
+                fencelock_server::auth::token_hash(&read),
+                fencelock_server::auth::token_hash(&admin)
+            ),
+        )
+        .unwrap();
+        let lock_token_file = dir.join("lock.token");
+        std::fs::write(&lock_token_file, &lock).unwrap();
+        c.secure = Some(Secure {
+            ca: tls.join("ca.pem"),
+            client_tls: fencelock_server::tls::client_config_from(&[ca.cert_der()])
+                .expect("client TLS"),
+            lock_token_file,
+            read_token: read,
+            admin_token: admin,
+        });
+        for id in 1..=3 {
+            c.spawn(id);
+        }
+        c
+    }
+
+    /// The workload's connection arguments: `--tls-ca` and `--auth-token-file` for a
+    /// secure cluster, none for a plain one.
+    pub fn client_args(&self) -> Vec<String> {
+        match &self.secure {
+            Some(s) => vec![
+                "--tls-ca".into(),
+                s.ca.display().to_string(),
+                "--auth-token-file".into(),
+                s.lock_token_file.display().to_string(),
+            ],
+            None => Vec::new(),
         }
     }
 
@@ -96,9 +200,24 @@ impl Cluster {
         for p in &self.peers {
             cmd.arg("--peer").arg(p);
         }
-        // The workload's client speaks plain TCP; TLS and tokens are tested in security.rs.
-        cmd.arg("--insecure-plaintext");
-        if id == 1 {
+        match &self.secure {
+            Some(_) => {
+                let tls = self.dir.join("tls");
+                cmd.arg("--tls-ca")
+                    .arg(tls.join("ca.pem"))
+                    .arg("--tls-cert")
+                    .arg(tls.join(format!("node-{id}.pem")))
+                    .arg("--tls-key")
+                    .arg(tls.join(format!("node-{id}.key")))
+                    .arg("--tokens")
+                    .arg(self.dir.join("tokens"));
+            }
+            // The partition test's proxies relay plain TCP (`--dial` is plain-TCP only).
+            None => {
+                cmd.arg("--insecure-plaintext");
+            }
+        }
+        if id == 1 && !self.no_init {
             cmd.arg("--init");
         }
         cmd.args(self.extra.get(&id).cloned().unwrap_or_default());
@@ -123,32 +242,69 @@ impl Cluster {
     /// and the holders of the workload's lock.
     pub async fn leader(&self) -> Option<(u64, Vec<fencelock::Holder>)> {
         for (i, addr) in self.clients.iter().enumerate() {
-            let Ok(Ok(mut s)) =
-                tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await
-            else {
-                continue;
-            };
-            let req = ClientFrame {
-                id: 1,
-                req: Request::Holders { lock: "res".into() },
-            };
-            if frame::write(&mut s, &req).await.is_err() {
-                continue;
-            }
-            let r = tokio::time::timeout(
-                Duration::from_secs(3),
-                frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME),
-            )
-            .await;
-            if let Ok(Ok(Some(ServerFrame::Reply {
-                result: Ok(Reply::Holders(h)),
-                ..
-            }))) = r
-            {
+            let r = tokio::time::timeout(Duration::from_secs(4), self.ask_holders(addr)).await;
+            if let Ok(Some(h)) = r {
                 return Some((i as u64 + 1, h));
             }
         }
         None
+    }
+
+    /// The holders of `res` as node `addr` answers them (a linearizable read: only the
+    /// leader answers), over TLS with the read token on a secure cluster.
+    async fn ask_holders(&self, addr: &str) -> Option<Vec<fencelock::Holder>> {
+        let sock = tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr))
+            .await
+            .ok()?
+            .ok()?;
+        let mut reqs = Vec::new();
+        if let Some(s) = &self.secure {
+            reqs.push(Request::Authenticate {
+                token: s.read_token.clone(),
+            });
+        }
+        reqs.push(Request::Holders { lock: "res".into() });
+        match &self.secure {
+            Some(s) => {
+                let name = fencelock_server::tls::server_name(addr).ok()?;
+                let tls = tokio_rustls::TlsConnector::from(s.client_tls.clone())
+                    .connect(name, sock)
+                    .await
+                    .ok()?;
+                exchange(tls, reqs).await
+            }
+            None => exchange(sock, reqs).await,
+        }
+    }
+}
+
+/// Sends `reqs` one by one, each answered `Ok` before the next; returns the holders the
+/// last one (a `Holders` read) was answered with.
+async fn exchange<S>(mut s: S, reqs: Vec<Request>) -> Option<Vec<fencelock::Holder>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut last = None;
+    for (id, req) in reqs.into_iter().enumerate() {
+        let id = id as u64 + 1;
+        frame::write(&mut s, &ClientFrame { id, req }).await.ok()?;
+        // Skip pushes; the reply to this request comes with its id.
+        loop {
+            match frame::read::<_, ServerFrame>(&mut s, frame::MAX_CLIENT_FRAME)
+                .await
+                .ok()??
+            {
+                ServerFrame::Reply { id: got, result } if got == id => {
+                    last = Some(result.ok()?);
+                    break;
+                }
+                _ => continue,
+            }
+        }
+    }
+    match last? {
+        Reply::Holders(h) => Some(h),
+        _ => None,
     }
 }
 

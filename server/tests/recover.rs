@@ -1,0 +1,212 @@
+//! The way out of a permanently lost majority: `fencelock-node force-new-cluster` makes a
+//! new single-member cluster from a survivor's data directory, keeping every session (with
+//! its credential), hold, queue and the fencing revision; members are then added back.
+//! A TLS + tokens cluster of real `fencelock-node` processes, nodes killed with SIGKILL.
+
+mod procs;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fencelock::{Mode, Token};
+use fencelock_server::client::{Acquired, Client, Session};
+use fencelock_server::protocol::WaitSpec;
+use fencelock_server::types::NodeAddr;
+use procs::*;
+
+/// The default `--skip-tokens`.
+const SKIP: u64 = 1_000_000;
+
+async fn grant(s: &Session, lock: &str) -> Token {
+    match s.acquire(lock, Mode::Exclusive, WaitSpec::None).await {
+        Ok(Acquired::Granted(t)) => t,
+        other => panic!("acquire {lock}: {other:?}"),
+    }
+}
+
+/// Waits (bounded) until `f` gives `Some`.
+async fn eventually<T, F, Fut>(what: &str, secs: u64, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn addr_of(peer: &str) -> (u64, NodeAddr) {
+    let (id, rest) = peer.split_once('=').unwrap();
+    let (raft, client) = rest.split_once('/').unwrap();
+    (
+        id.parse().unwrap(),
+        NodeAddr {
+            raft: raft.into(),
+            client: client.into(),
+        },
+    )
+}
+
+/// Three nodes; sessions hold `res/a` and `res/b`, a third waits for `res/a`. Two nodes are
+/// killed for good, the survivor (the last leader) too; `force-new-cluster` refuses
+/// without `--accept-data-loss` and into a directory that holds a node, then recovers:
+/// the new single node serves the same holders, tokens and waiter, the old sessions act
+/// with their credentials, the next token is above every earlier one by the skip, and a
+/// release hands the lock to the waiter. Then two fresh members are added back and the
+/// recovered node is killed: the new cluster still serves the state and grants higher
+/// tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_new_cluster_from_a_survivor_keeps_state_and_tokens_rise() {
+    let dir = std::env::temp_dir().join(format!("fencelock-recover-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cluster = Cluster::start_secure(&dir);
+    let secure = cluster.secure.as_ref().unwrap();
+    let admin = secure.admin_token.clone();
+    let client = Client::with_options(cluster.clients.clone(), secure.client_options(&admin));
+    eventually("a leader", 20, || cluster.leader()).await;
+
+    let s1 = client.open_session(120_000).await.expect("session 1");
+    let s2 = client.open_session(120_000).await.expect("session 2");
+    let s3 = Arc::new(client.open_session(120_000).await.expect("session 3"));
+    let t1 = grant(&s1, "res/a").await;
+    let t2 = grant(&s2, "res/b").await;
+    let waiting = {
+        let s3 = s3.clone();
+        tokio::spawn(async move {
+            s3.acquire("res/a", Mode::Exclusive, WaitSpec::Forever)
+                .await
+        })
+    };
+    eventually("session 3 queued", 20, || async {
+        let w = client.waiters("res/a").await.ok()?;
+        w.iter().any(|w| w.session.0 == s3.id()).then_some(())
+    })
+    .await;
+    // The survivor: the leader after every write (so its log holds them all).
+    let (survivor, _) = eventually("a leader", 20, || cluster.leader()).await;
+    for id in (1..=3).filter(|&i| i != survivor) {
+        cluster.kill9(id);
+    }
+    cluster.kill9(survivor);
+    waiting.abort();
+
+    let from = dir.join(format!("n{survivor}"));
+    let new_dir = dir.join(format!("n{survivor}.new"));
+    let me = cluster.peers[survivor as usize - 1].clone();
+    let force = |extra: &[&str], to: &std::path::Path| {
+        Command::new(NODE)
+            .arg("force-new-cluster")
+            .arg("--from")
+            .arg(&from)
+            .arg("--dir")
+            .arg(to)
+            .args(["--peer", &me])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = force(&[], &new_dir);
+    assert_eq!(out.status.code(), Some(2), "needs --accept-data-loss");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--accept-data-loss"));
+    assert!(!new_dir.exists(), "nothing was written");
+    let other = dir.join(format!("n{}", if survivor == 1 { 2 } else { 1 }));
+    let out = force(&["--accept-data-loss"], &other);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("recover only into a new directory"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log_before = std::fs::read(from.join("raft.log")).unwrap();
+    let out = force(&["--accept-data-loss"], &new_dir);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("force-new-cluster: {stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FORCING A NEW CLUSTER"));
+    assert!(stdout.contains("3 sessions"), "{stdout}");
+    assert_eq!(
+        std::fs::read(from.join("raft.log")).unwrap(),
+        log_before,
+        "the survivor's directory is only read"
+    );
+    assert!(!new_dir.join("force-new-cluster.source").exists());
+
+    // Start the recovered node alone: its directory in place of the old one, its one
+    // --peer, no --init.
+    std::fs::rename(&from, dir.join(format!("n{survivor}.old"))).unwrap();
+    std::fs::rename(&new_dir, &from).unwrap();
+    let all_peers = cluster.peers.clone();
+    cluster.peers = vec![me.clone()];
+    cluster.no_init = true;
+    cluster.spawn(survivor);
+    let h = eventually("the recovered node serves", 30, || async {
+        client.holders("res/a").await.ok()
+    })
+    .await;
+    assert_eq!(h.len(), 1);
+    assert_eq!((h[0].session.0, h[0].token), (s1.id(), t1));
+    let h = client.holders("res/b").await.unwrap();
+    assert_eq!((h[0].session.0, h[0].token), (s2.id(), t2));
+    let w = client.waiters("res/a").await.unwrap();
+    assert_eq!(
+        w.iter().map(|w| w.session.0).collect::<Vec<_>>(),
+        vec![s3.id()]
+    );
+    // The old sessions act with their credentials (kept in the recovered state).
+    s2.keep_alive().await.expect("session 2's keep-alive");
+    // The next token is above every earlier one, by the skip.
+    let s4 = client.open_session(120_000).await.expect("session 4");
+    let t4 = grant(&s4, "res/c").await;
+    assert!(t4.0 > t2.0.max(t1.0) + SKIP, "{t4:?} after {t1:?}, {t2:?}");
+    // Releasing res/a hands it to the waiter, with a higher token still.
+    assert_eq!(s1.release("res/a").await.expect("release"), t1);
+    let h = eventually("the waiter granted", 20, || async {
+        let h = client.holders("res/a").await.ok()?;
+        (h.first()?.session.0 == s3.id()).then_some(h)
+    })
+    .await;
+    assert!(h[0].token > t4, "{:?} after {t4:?}", h[0].token);
+    eprintln!(
+        "tokens: {t1:?}, {t2:?} before; {t4:?}, then {:?} to the waiter after",
+        h[0].token
+    );
+
+    // Members back: the lost nodes' ids with empty directories, at their old addresses.
+    cluster.peers = all_peers.clone();
+    for id in (1..=3).filter(|&i| i != survivor) {
+        std::fs::rename(dir.join(format!("n{id}")), dir.join(format!("n{id}.lost"))).unwrap();
+        cluster.spawn(id);
+        let (_, addr) = addr_of(&all_peers[id as usize - 1]);
+        client.add_learner(id, addr).await.expect("add-learner");
+    }
+    client.set_voters(vec![1, 2, 3]).await.expect("set-voters");
+    let (voters, learners) = client.members().await.unwrap();
+    assert_eq!(
+        voters.iter().map(|v| v.0).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    assert!(learners.is_empty());
+
+    // The recovered node dies too: the two new members carry the state on.
+    cluster.kill9(survivor);
+    let h = eventually("the new members serve", 30, || async {
+        client.holders("res/b").await.ok()
+    })
+    .await;
+    assert_eq!((h[0].session.0, h[0].token), (s2.id(), t2));
+    let t5 = grant(&s4, "res/d").await;
+    assert!(t5 > t4, "{t5:?} after {t4:?}");
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+}
