@@ -7,7 +7,7 @@
 # linearizability, reads), that no session expires, a leader within a bound after every
 # fault and no write gap when a cut-off follower returns.
 #
-# `make test` runs the short form (each fault once, ~80 s, plus a release build). `make test-partitions` adds a
+# `make test` runs the short form (each fault once, ~80 s, plus an optimised build). `make test-partitions` adds a
 # seeded random schedule: PARTITION_SECONDS (default there 480) more seconds of faults;
 # PARTITION_SEED replays one schedule; PARTITION_ONLY=Bridge,DeafLeader runs just those.
 # Everything listens on 127.0.0.1 only; every wait is bounded.
@@ -17,9 +17,16 @@ TEST=partitions_keep_sessions_and_leaders
 secs=${PARTITION_SECONDS:-0}
 printf -- '--- partitions: fixed schedule%s\n' "$([ "$secs" -gt 0 ] && echo " + ${secs} s of random faults" || true)"
 log=$(mktemp)
-# Release binaries: the bounds are about the protocol's timing (election timeouts, ~1 s),
-# not about how slowly unoptimized code runs on a shared 2-core machine.
-if ! PARTITION_SECONDS=$secs cargo test --release -q -p fencelock-server --test partitions -- --ignored --nocapture --exact "$TEST" >"$log" 2>&1; then
+# Optimised binaries: the bounds are about the protocol's timing (election timeouts, ~1 s),
+# not about how slowly unoptimized code runs on a shared 2-core machine. The profile is
+# scripts/test-verify.sh's (optimised, no LTO, debug assertions and overflow checks on):
+# the release profile's fat LTO would cost minutes of build for nothing the test measures.
+export CARGO_PROFILE_VERIFY_INHERITS=release
+export CARGO_PROFILE_VERIFY_LTO=false
+export CARGO_PROFILE_VERIFY_CODEGEN_UNITS=16
+export CARGO_PROFILE_VERIFY_DEBUG_ASSERTIONS=true
+export CARGO_PROFILE_VERIFY_OVERFLOW_CHECKS=true
+if ! PARTITION_SECONDS=$secs cargo test --profile verify -q -p fencelock-server --test partitions -- --ignored --nocapture --exact "$TEST" >"$log" 2>&1; then
   cat "$log"; rm -f "$log"; echo "partition test FAILED"; exit 1
 fi
 # a renamed test would otherwise select nothing and "pass"
