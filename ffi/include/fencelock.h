@@ -943,6 +943,32 @@ fencelock_result fencelock_service_drain_frames(struct fencelock_service *svc,
 fencelock_result fencelock_service_poll_output(struct fencelock_service *svc,
                                                struct fencelock_output *output);
 
+// Moves every queued event, oldest first, into the caller's array `events[..cap]` in one
+// call, all or nothing: `*count` gets how many were written. With fewer than that many
+// slots it is `BUFFER_TOO_SMALL`, `*count` gets the number queued (the size needed) and
+// nothing is written or dequeued, so nothing is lost: call again with a larger array.
+// Nothing queued: `OK` with `*count` = 0 (no `DONE`: one call per input suffices).
+// `events` NULL with `cap` 0 is a count query (`BUFFER_TOO_SMALL` if any are queued).
+//
+// The events of one input never outnumber `fencelock_service_max_events` read before
+// it, nor capacity sessions + 2 × claims (the core's bound), so an array of that many
+// slots, drained after every input, never comes back too small. Each event is written
+// once, straight from the queue into its slot; nothing is allocated.
+//
+// This replaces a `fencelock_service_poll_output` loop (one call per event plus one for
+// `DONE`) with a single call.
+//
+// Errors: `NULL_PARAMETER` (`svc` or `count`, or `events` with `cap` > 0),
+// `BUFFER_TOO_SMALL`, `PANIC`. Cost: O(events drained).
+//
+// # Safety
+// `svc` NULL or a live handle; `events` NULL or valid for writing `cap` elements (their
+// prior contents are not read); `count` NULL or writable.
+fencelock_result fencelock_service_drain_events(struct fencelock_service *svc,
+                                                struct fencelock_output *events,
+                                                size_t cap,
+                                                size_t *count);
+
 // How many events are queued. Errors: `NULL_PARAMETER`, `PANIC`. Cost: O(1).
 //
 // # Safety
