@@ -4,10 +4,11 @@
  *
  * Every service input takes the host's `now` after the handle and writes the caller's
  * reply to a fencelock_reply (zeroed, kind NONE, when refused); events for other sessions
- * are queued: drain them with fencelock_service_poll_output. Before applying an input the
- * core advances to its `now` as fencelock_service_tick would; that advance (and its
- * events) stands even if the input is then refused, which changes nothing else. Error
- * precedence is the core's.
+ * are queued: drain them all in one call with fencelock_service_drain_events (into an
+ * array of the caller's), or one at a time with fencelock_service_poll_output. Before
+ * applying an input the core advances to its `now` as fencelock_service_tick would; that
+ * advance (and its events) stands even if the input is then refused, which changes
+ * nothing else. Error precedence is the core's.
  *
  * See ffi/README.md for the ownership and error rules and an embedding example.
  */
@@ -887,7 +888,7 @@ fencelock_result fencelock_service_resign(struct fencelock_service *svc,
 // applies it like the typed functions: the reply goes to `*reply`, and — if
 // `reply_frame` has room — its postcard frame to `reply_frame[..*reply_len]`; the
 // events are queued (drain them with `fencelock_service_drain_frames` or
-// `fencelock_service_poll_output`), the advance's even when the input is refused.
+// `fencelock_service_drain_events`), the advance's even when the input is refused.
 //
 // * `reply_cap` 0 (then `reply_frame` may be NULL): no reply frame is written. Else
 //   `reply_frame` needs `FENCELOCK_MAX_FRAME_LEN` bytes (any reply fits): a smaller

@@ -962,7 +962,7 @@ pub unsafe extern "C" fn fencelock_service_resign(
 /// applies it like the typed functions: the reply goes to `*reply`, and — if
 /// `reply_frame` has room — its postcard frame to `reply_frame[..*reply_len]`; the
 /// events are queued (drain them with `fencelock_service_drain_frames` or
-/// `fencelock_service_poll_output`), the advance's even when the input is refused.
+/// `fencelock_service_drain_events`), the advance's even when the input is refused.
 ///
 /// * `reply_cap` 0 (then `reply_frame` may be NULL): no reply frame is written. Else
 ///   `reply_frame` needs `FENCELOCK_MAX_FRAME_LEN` bytes (any reply fits): a smaller
