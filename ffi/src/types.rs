@@ -583,6 +583,13 @@ pub(crate) unsafe fn bytes<'a>(p: *const u8, len: usize) -> Result<&'a [u8], Fai
 pub(crate) unsafe fn name<'a>(p: *const u8, len: usize) -> Result<&'a str, Fail> {
     // SAFETY: forwarded contract.
     let b = unsafe { bytes(p, len) }?;
+    // Lock names are nearly always ASCII: checking that a word at a time costs a fraction
+    // of the general UTF-8 validation (a tenth of an acquire + release through this ABI,
+    // measured with callgrind), and the result is the same.
+    if b.is_ascii() {
+        // SAFETY: every ASCII byte string is valid UTF-8.
+        return Ok(unsafe { core::str::from_utf8_unchecked(b) });
+    }
     core::str::from_utf8(b).map_err(|_| fencelock_result::InvalidUtf8.into())
 }
 
