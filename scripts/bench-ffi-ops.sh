@@ -2,7 +2,8 @@
 # Instructions per operation through the C ABI, under callgrind: ffi/tests/c/ops.c (a C
 # host: each input, its reply read, its events drained) against the release static
 # library, each workload with the old drain (poll_output until DONE) and the new one
-# (one drain_events call), beside the same workload on the core directly (bench-ops).
+# (one drain_events call; or only when the reply's `pending` says events are queued),
+# beside the same workload on the core directly (bench-ops).
 # Only the measured functions are counted; two repetition counts are run and the
 # difference divided, which cancels setup. Instruction counts do not move with machine
 # load. Prints a Markdown table (ffi/README.md keeps the latest one).
@@ -37,10 +38,12 @@ poll_u=$(per_op 'run_uncontended_poll' "$work/ops" uncontended_poll)
 drain_u=$(per_op 'run_uncontended_drain' "$work/ops" uncontended_drain)
 poll_h=$(per_op 'run_handoff_poll' "$work/ops" handoff_poll)
 drain_h=$(per_op 'run_handoff_drain' "$work/ops" handoff_drain)
+pend_u=$(per_op 'run_uncontended_pending' "$work/ops" uncontended_pending)
+pend_h=$(per_op 'run_handoff_pending' "$work/ops" handoff_pending)
 ratio() { python3 -c "print('%.2f×' % ($1 / $2))"; }
 cat <<TABLE
-| per operation ($SIZE locks / waiters) | core, native | C ABI, poll_output loop | C ABI, drain_events |
-|---|---|---|---|
-| acquire + release, uncontended | $native_u | $poll_u ($(ratio "$poll_u" "$native_u")) | $drain_u ($(ratio "$drain_u" "$native_u")) |
-| hand-off (release granting the next waiter) | $native_h | $poll_h ($(ratio "$poll_h" "$native_h")) | $drain_h ($(ratio "$drain_h" "$native_h")) |
+| instructions per operation ($SIZE locks / waiters) | core, native | C ABI, poll_output until DONE | C ABI, drain_events after each input | C ABI, drain_events when reply.pending > 0 |
+|---|---|---|---|---|
+| acquire + release, uncontended | $native_u | $poll_u ($(ratio "$poll_u" "$native_u")) | $drain_u ($(ratio "$drain_u" "$native_u")) | $pend_u ($(ratio "$pend_u" "$native_u")) |
+| hand-off (release granting the next waiter) | $native_h | $poll_h ($(ratio "$poll_h" "$native_h")) | $drain_h ($(ratio "$drain_h" "$native_h")) | $pend_h ($(ratio "$pend_h" "$native_h")) |
 TABLE

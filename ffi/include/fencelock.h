@@ -335,6 +335,14 @@ typedef struct fencelock_reply {
   fencelock_mode mode;
   // Place in the queue, 1 = next (`QUEUED`).
   uint32_t position;
+  // How many events are queued once this input is applied (the input's own, plus any
+  // not drained before it): 0 means there is nothing to drain, so the host can skip
+  // the drain call; otherwise `fencelock_service_drain_events` with this many slots
+  // takes them all (it saturates at 2^32 − 1, for a host that never drains). Set for
+  // every reply kind; 0 in a refused call's zeroed reply (a
+  // refused input's advance may still have queued events: drain after a refusal).
+  // Fills what was padding, so the struct's size and other offsets are unchanged.
+  uint32_t pending;
   // The new session (`OPENED`).
   uint64_t session;
   // The session's deadline (`OPENED`, `KEPT_ALIVE`).

@@ -48,6 +48,7 @@ fn junk_reply() -> fencelock_reply {
         kind: fencelock_reply_kind::Ticked,
         mode: S,
         position: 7,
+        pending: 7,
         session: 7,
         expires_at: 7,
         token: 7,
@@ -1210,7 +1211,12 @@ fn random_frames_never_crash_and_refusals_change_only_time() {
         if r == fencelock_result::Ok {
             accepted += 1;
             let decoded = Reply::from_frame(&bytes).unwrap();
-            assert_eq!(fencelock_reply::from_core(&decoded), reply, "{ctx}");
+            // Each round drains, so what the reply says is queued is this input's events.
+            let want = fencelock_reply {
+                pending: events.len() as u32,
+                ..fencelock_reply::from_core(&decoded)
+            };
+            assert_eq!(want, reply, "{ctx}");
             if let Some(s) = decoded.opened() {
                 opened.push(s.0);
             }
@@ -1536,6 +1542,12 @@ fn drain_events_moves_every_event_in_one_call() {
     assert_eq!(acquire(svc, 0, b, "l", X, FOREVER).0, fencelock_result::Ok);
     assert_eq!(acquire(svc, 0, c, "l", X, FOREVER).0, fencelock_result::Ok);
     assert_eq!(tick(svc, 5), fencelock_result::Ok); // a expires: 3 events
+                                                    // The reply says how many events are queued, the undrained ones included.
+    let (r, reply) = keep_alive(svc, 5, b);
+    assert_eq!(
+        (r, reply.kind, reply.pending),
+        (fencelock_result::Ok, fencelock_reply_kind::KeptAlive, 3)
+    );
     let mut slots = [std::mem::MaybeUninit::<fencelock_output>::uninit(); 4];
     let p = slots.as_mut_ptr().cast::<fencelock_output>();
     let mut n = 0;

@@ -312,7 +312,7 @@ unsafe fn service_call<P: crate::handle::HandlePtr<Target = fencelock_service>, 
 
 /// [`call`] for an input: `reply` is checked first and zeroed (kind `NONE`), then `args`
 /// convert the other arguments; `f` runs the core with the service's queue as its sink,
-/// and its reply is written to `*reply`. A refusal by the core leaves the events of the
+/// and its reply is written to `*reply`, with `pending` the events now queued. A refusal by the core leaves the events of the
 /// advance to `now` queued (they stand: the core's rule).
 ///
 /// # Safety
@@ -333,7 +333,11 @@ unsafe fn service_input<A>(
     unsafe {
         call(svc, args, |h, (dst, a)| {
             let r = f(&mut h.svc, &mut h.queue, a)?;
-            set(dst, fencelock_reply::from_core(&r))
+            let mut c = fencelock_reply::from_core(&r);
+            // The queue never holds more than the service's rows allow (sessions + 2 ×
+            // claims per input, and each row count is below 2^31); saturate regardless.
+            c.pending = u32::try_from(h.queue.len()).unwrap_or(u32::MAX);
+            set(dst, c)
         })
     }
 }

@@ -316,7 +316,7 @@ class _Config(C.Structure):
 
 class _Reply(C.Structure):
     _fields_ = [("kind", C.c_uint32), ("mode", C.c_uint32), ("position", C.c_uint32),
-                ("session", C.c_uint64), ("expires_at", C.c_uint64), ("token", C.c_uint64),
+                ("pending", C.c_uint32), ("session", C.c_uint64), ("expires_at", C.c_uint64), ("token", C.c_uint64),
                 ("now", C.c_uint64)]
 
 
@@ -848,7 +848,9 @@ class Service(_Handle):
         c = _Reply()
         with self._mutex:
             code = fn(self._ptr(), *args, C.byref(c))
-            events = self._events()
+            # An accepted input's reply says how many events are queued: skip the drain
+            # call when none are. A refused one's reply is all zero: always drain then.
+            events = self._events() if code != Result.OK or c.pending else ()
             if code != Result.OK:
                 raise FencelockError(code, self._detail(), events)
         reply = _reply_of(c)

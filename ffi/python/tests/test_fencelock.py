@@ -372,6 +372,24 @@ def test_drain_events_takes_a_whole_burst_in_one_call():
         assert svc.drain_events() == () and svc.poll_event() is None
 
 
+def test_the_reply_counts_queued_events_and_the_next_input_takes_them():
+    # Events left queued by a call on the library directly are counted in the next
+    # reply's `pending`, so the next input's method drains them with its own.
+    with fl.Service(4, 4, 8) as svc:
+        a = svc.open_session(0, 2).session
+        b = svc.open_session(0, 20).session
+        svc.acquire(0, a, "x")
+        svc.acquire(0, b, "x", wait="forever")
+        assert fl._lib.fencelock_service_tick(svc._h, 2) == fl.Result.OK
+        c = fl._Reply()
+        assert fl._lib.fencelock_service_keep_alive(svc._h, 2, b, 0, C.byref(c)) == fl.Result.OK
+        assert c.pending == 3
+        got = svc.keep_alive(3, b)
+        assert got == fl.KeptAlive(expires_at=23)
+        assert [e.kind for e in got.events] == ["session_expired", "released", "granted"]
+        assert svc.pending() == 0 and svc.keep_alive(4, b).events == ()
+
+
 def test_a_short_or_missing_event_array_loses_nothing():
     # Called on the library directly: too small an array, a NULL array with room claimed,
     # a NULL count and a NULL handle are refused, nothing written and nothing dequeued.

@@ -1,11 +1,13 @@
 /* Instruction counts of the C ABI under callgrind (scripts/bench-ffi-ops.sh): the same
  * workloads as benches/src/lib.rs (`Uncontended`, `Handoff`), driven from C the way a C
  * host drives the library: each input, its reply read from the out-parameter, then its
- * events drained — either with fencelock_service_poll_output until DONE (one call per
- * event plus one) or with one fencelock_service_drain_events call into an array.
+ * events drained — with fencelock_service_poll_output until DONE (one call per event
+ * plus one: _poll), with one fencelock_service_drain_events call into an array after
+ * every input (_drain), or with that call only when the reply's `pending` is not 0
+ * (_pending).
  *
- * Usage: ops <workload> <size> <reps>, workload one of uncontended_poll,
- * uncontended_drain (size = locks), handoff_poll, handoff_drain (size = waiters per rep).
+ * Usage: ops <workload> <size> <reps>, workload uncontended_{poll,drain,pending}
+ * (size = locks) or handoff_{poll,drain,pending} (size = waiters per rep).
  * Only the functions named run_* are measured (callgrind --toggle-collect=run_*); the
  * script runs two repetition counts and divides the difference, which cancels setup. */
 #include <stdint.h>
@@ -29,6 +31,15 @@ static void die(const char *what, fencelock_result r) {
 static void drain_poll(fencelock_service *svc) {
   fencelock_output o;
   while (fencelock_service_poll_output(svc, &o) == FENCELOCK_RESULT_OK) seen += o.token;
+}
+
+/* The reply says how many events are queued: drain only when there are some. */
+static void drain_pending(fencelock_service *svc) {
+  if (reply.pending == 0) return;
+  size_t n = 0;
+  fencelock_result r = fencelock_service_drain_events(svc, events, reply.pending, &n);
+  if (r != FENCELOCK_RESULT_OK) die("drain_events", r);
+  for (size_t i = 0; i < n; i++) seen += events[i].token;
 }
 
 static void drain_array(fencelock_service *svc) {
@@ -90,6 +101,7 @@ static fencelock_result release(fencelock_service *svc, uint64_t s, const char *
   }
 UNCONTENDED(poll, drain_poll)
 UNCONTENDED(drain, drain_array)
+UNCONTENDED(pending, drain_pending)
 
 /* One lock, a holder and n waiters: n releases, each granting the next waiter (the
  * release's reply to the caller, one Granted event to the waiter). */
@@ -105,6 +117,7 @@ UNCONTENDED(drain, drain_array)
   }
 HANDOFF(poll, drain_poll)
 HANDOFF(drain, drain_array)
+HANDOFF(pending, drain_pending)
 
 int main(int argc, char **argv) {
   if (argc != 4) {
@@ -113,13 +126,15 @@ int main(int argc, char **argv) {
   }
   const char *w = argv[1];
   size_t n = strtoul(argv[2], NULL, 10), reps = strtoul(argv[3], NULL, 10);
-  int drain = strstr(w, "_drain") != NULL;
+  int drain = strstr(w, "_drain") != NULL ? 1 : strstr(w, "_pending") != NULL ? 2 : 0;
   if (strncmp(w, "uncontended_", 12) == 0) {
     fencelock_service *svc = service(1, (uint32_t)n, (uint32_t)n);
     uint64_t s = open_session(svc);
     char(*v)[16] = names(n);
     for (size_t r = 0; r < reps; r++)
-      drain ? run_uncontended_drain(svc, s, v, n) : run_uncontended_poll(svc, s, v, n);
+      drain == 2   ? run_uncontended_pending(svc, s, v, n)
+      : drain == 1 ? run_uncontended_drain(svc, s, v, n)
+                   : run_uncontended_poll(svc, s, v, n);
     free(v);
     fencelock_service_free(svc);
   } else if (strncmp(w, "handoff_", 8) == 0) {
@@ -131,7 +146,9 @@ int main(int argc, char **argv) {
         if (acquire(svc, ids[i], "jobs/reindex", FENCELOCK_WAIT_FOREVER) != FENCELOCK_RESULT_OK)
           die("prepare", 0);
       drain_poll(svc);
-      drain ? run_handoff_drain(svc, ids, n) : run_handoff_poll(svc, ids, n);
+      drain == 2   ? run_handoff_pending(svc, ids, n)
+      : drain == 1 ? run_handoff_drain(svc, ids, n)
+                   : run_handoff_poll(svc, ids, n);
       if (release(svc, ids[n], "jobs/reindex") != FENCELOCK_RESULT_OK) die("finish", 0);
       drain_poll(svc);
     }

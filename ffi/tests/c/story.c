@@ -861,9 +861,11 @@ static void drain_events_in_one_call(void) {
                                FENCELOCK_WAIT_FOREVER, 0, 0, &r));
   CHECK(is_reply(FENCELOCK_REPLY_KIND_QUEUED, 0));
   /* A hand-off: the release's reply is the caller's, the grant to b the one event. */
+  CHECK(r.pending == 0); /* queued: no event for anyone */
   OK(fencelock_service_release(svc, 0, a, S("q"), 0, &r));
   CHECK(is_reply(FENCELOCK_REPLY_KIND_RELEASED, 1));
-  OK(fencelock_service_drain_events(svc, ev, 8, &n));
+  CHECK(r.pending == 1); /* the reply says how many to drain */
+  OK(fencelock_service_drain_events(svc, ev, r.pending, &n));
   CHECK(n == 1 && is_event(&ev[0], FENCELOCK_OUTPUT_KIND_GRANTED, b, "q", 2));
   CHECK(ev[0].mode == FENCELOCK_MODE_EXCLUSIVE);
   OK(fencelock_service_drain_events(svc, ev, 8, &n)); /* drained: the queue is empty */
@@ -875,6 +877,10 @@ static void drain_events_in_one_call(void) {
   OK(fencelock_service_acquire(svc, 0, c, S("r"), FENCELOCK_MODE_EXCLUSIVE,
                                FENCELOCK_WAIT_FOREVER, 0, 0, &r));
   OK(fencelock_service_tick(svc, 5));
+  OK(fencelock_service_keep_alive(svc, 5, b, 0, &r));
+  CHECK(r.kind == FENCELOCK_REPLY_KIND_KEPT_ALIVE && r.pending == 3); /* undrained count too */
+  EXPECT(fencelock_service_keep_alive(svc, 5, a, 0, &r), FENCELOCK_RESULT_UNKNOWN_SESSION);
+  CHECK(no_reply() && r.pending == 0); /* a refusal's reply is all zero */
   size_t pending = 0;
   OK(fencelock_service_pending(svc, &pending));
   CHECK(pending == 3);
