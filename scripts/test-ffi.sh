@@ -2,7 +2,8 @@
 # Tests the C ABI (ffi/): the header is current, a C program runs the GC-pause story and
 # every bad-input case against the static and the shared library under valgrind, a C
 # runner replays the conformance vectors through frames and the error-precedence table
-# through the typed functions (and must reject tampered ones), Python embeds the library
+# through the typed functions (and must reject tampered ones), the callgrind harness runs
+# each workload once, Python embeds the library
 # with ctypes, and Miri checks the extern functions called from Rust.
 # Builds into ${CARGO_TARGET_DIR:-target} (cargo metadata reports whichever is in force).
 # Needs what scripts/setup.sh installs (cbindgen, valgrind, nightly miri).
@@ -75,6 +76,13 @@ gcc "${CFLAGS[@]}" "$work/readme_example.c" "$lib/libfencelock.a" -lpthread -ldl
 got=$("${VALGRIND[@]}" "$work/readme_example")
 echo "$got"
 [ "$got" = "session 1 holds jobs/reindex, token 1" ] || { echo "unexpected README example output" >&2; exit 1; }
+
+step "the callgrind harness (tests/c/ops.c, scripts/bench-ffi-ops.sh) runs every workload, under valgrind"
+gcc "${CFLAGS[@]}" ffi/tests/c/ops.c "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/ops"
+for w in uncontended_poll uncontended_drain uncontended_pending handoff_poll handoff_drain handoff_pending; do
+  "${VALGRIND[@]}" "$work/ops" "$w" 16 2
+done
+echo "ops: 6 workloads ran"
 
 step "C conformance runner over tests/vectors (*.vec by frames, precedence.calls by typed calls), under valgrind"
 gcc "${CFLAGS[@]}" ffi/tests/c/vectors.c "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/vectors"

@@ -2,7 +2,9 @@
 //! "C" functions, linked as an rlib — the code a C program runs, minus the PLT jump of a
 //! shared library). A C host reads the reply each input writes and drains the events
 //! after it, so each step here does what a C host does: the call (its `now` and reply
-//! out-parameter included), then `fencelock_service_poll_output` until `DONE`.
+//! out-parameter included), then — when the reply's `pending` says events are queued —
+//! one `fencelock_service_drain_events` call into an array (after a tick, which has no
+//! reply, always that call).
 //!
 //! Group `ffi`; the report divides each by its native counterpart in `core.rs`.
 
@@ -13,10 +15,10 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fencelock::Input;
 use ffi::{
-    fencelock_capacity, fencelock_config, fencelock_output, fencelock_reply, fencelock_result,
-    fencelock_service, fencelock_service_acquire, fencelock_service_free,
-    fencelock_service_handle_frame, fencelock_service_keep_alive, fencelock_service_new,
-    fencelock_service_open_session, fencelock_service_poll_output, fencelock_service_release,
+    fencelock_capacity, fencelock_config, fencelock_output, fencelock_reply, fencelock_reply_kind,
+    fencelock_result, fencelock_service, fencelock_service_acquire, fencelock_service_drain_events,
+    fencelock_service_free, fencelock_service_handle_frame, fencelock_service_keep_alive,
+    fencelock_service_new, fencelock_service_open_session, fencelock_service_release,
     fencelock_service_tick, FENCELOCK_MAX_FRAME_LEN,
 };
 
@@ -27,9 +29,12 @@ const WAIT_FOREVER: u32 = 2;
 /// A service handle made and freed through the C ABI.
 struct C {
     svc: *mut fencelock_service,
-    out: MaybeUninit<fencelock_output>,
+    out: [MaybeUninit<fencelock_output>; EVENT_SLOTS],
     reply: MaybeUninit<fencelock_reply>,
 }
+
+/// The host's event array; more than any input here emits (a hand-off emits one).
+const EVENT_SLOTS: usize = 16;
 
 impl C {
     fn new(sessions: u32, locks: u32, claims: u32) -> C {
@@ -48,20 +53,40 @@ impl C {
         assert_eq!(r, fencelock_result::Ok);
         C {
             svc,
-            out: MaybeUninit::uninit(),
+            out: [MaybeUninit::uninit(); EVENT_SLOTS],
             reply: MaybeUninit::uninit(),
         }
     }
 
-    /// Polls outputs until none is left, as a C host does after each input.
+    /// Drains every queued event in one call, as a C host does after a tick.
     #[inline(always)]
     fn drain(&mut self) {
-        // SAFETY: live handle, writable output.
-        while unsafe { fencelock_service_poll_output(self.svc, self.out.as_mut_ptr()) }
-            == fencelock_result::Ok
-        {
-            // SAFETY: poll_output wrote it.
-            black_box(unsafe { self.out.assume_init_ref() }.token);
+        let mut n = 0usize;
+        // SAFETY: live handle; the array is valid for EVENT_SLOTS (uninitialised) outputs.
+        let r = unsafe {
+            fencelock_service_drain_events(
+                self.svc,
+                self.out.as_mut_ptr().cast(),
+                EVENT_SLOTS,
+                &mut n,
+            )
+        };
+        assert_eq!(r, fencelock_result::Ok);
+        for o in &self.out[..n] {
+            // SAFETY: drain_events wrote the first n.
+            black_box(unsafe { o.assume_init_ref() }.token);
+        }
+    }
+
+    /// After an input: drains only when its reply says events are queued, or when it
+    /// was refused (a zeroed reply, kind NONE: its advance may have queued some), as a
+    /// C host does.
+    #[inline(always)]
+    fn drain_after_input(&mut self) {
+        // SAFETY: every input call writes the reply before it returns.
+        let reply = unsafe { self.reply.assume_init_ref() };
+        if reply.pending > 0 || reply.kind == fencelock_reply_kind::None {
+            self.drain();
         }
     }
 
@@ -81,7 +106,7 @@ impl C {
                     fencelock_service_open_session(self.svc, 0, ttl, self.reply.as_mut_ptr())
                 };
                 assert_eq!(r, fencelock_result::Ok);
-                self.drain();
+                self.drain_after_input();
                 // SAFETY: written by the successful call above.
                 unsafe { self.reply.assume_init_ref() }.session
             })
@@ -106,7 +131,7 @@ impl C {
             )
         };
         self.read_reply();
-        self.drain();
+        self.drain_after_input();
         r
     }
 
@@ -125,7 +150,7 @@ impl C {
             )
         };
         self.read_reply();
-        self.drain();
+        self.drain_after_input();
         r
     }
 
@@ -135,7 +160,7 @@ impl C {
         let r =
             unsafe { fencelock_service_keep_alive(self.svc, now, s, 0, self.reply.as_mut_ptr()) };
         self.read_reply();
-        self.drain();
+        self.drain_after_input();
         r
     }
 }

@@ -4,10 +4,11 @@
  *
  * Every service input takes the host's `now` after the handle and writes the caller's
  * reply to a fencelock_reply (zeroed, kind NONE, when refused); events for other sessions
- * are queued: drain them with fencelock_service_poll_output. Before applying an input the
- * core advances to its `now` as fencelock_service_tick would; that advance (and its
- * events) stands even if the input is then refused, which changes nothing else. Error
- * precedence is the core's.
+ * are queued: drain them all in one call with fencelock_service_drain_events (into an
+ * array of the caller's), or one at a time with fencelock_service_poll_output. Before
+ * applying an input the core advances to its `now` as fencelock_service_tick would; that
+ * advance (and its events) stands even if the input is then refused, which changes
+ * nothing else. Error precedence is the core's.
  *
  * See ffi/README.md for the ownership and error rules and an embedding example.
  */
@@ -334,6 +335,14 @@ typedef struct fencelock_reply {
   fencelock_mode mode;
   // Place in the queue, 1 = next (`QUEUED`).
   uint32_t position;
+  // How many events are queued once this input is applied (the input's own, plus any
+  // not drained before it): 0 means there is nothing to drain, so the host can skip
+  // the drain call; otherwise `fencelock_service_drain_events` with this many slots
+  // takes them all (it saturates at 2^32 − 1, for a host that never drains). Set for
+  // every reply kind; 0 in a refused call's zeroed reply (a
+  // refused input's advance may still have queued events: drain after a refusal).
+  // Fills what was padding, so the struct's size and other offsets are unchanged.
+  uint32_t pending;
   // The new session (`OPENED`).
   uint64_t session;
   // The session's deadline (`OPENED`, `KEPT_ALIVE`).
@@ -887,7 +896,7 @@ fencelock_result fencelock_service_resign(struct fencelock_service *svc,
 // applies it like the typed functions: the reply goes to `*reply`, and — if
 // `reply_frame` has room — its postcard frame to `reply_frame[..*reply_len]`; the
 // events are queued (drain them with `fencelock_service_drain_frames` or
-// `fencelock_service_poll_output`), the advance's even when the input is refused.
+// `fencelock_service_drain_events`), the advance's even when the input is refused.
 //
 // * `reply_cap` 0 (then `reply_frame` may be NULL): no reply frame is written. Else
 //   `reply_frame` needs `FENCELOCK_MAX_FRAME_LEN` bytes (any reply fits): a smaller
@@ -942,6 +951,32 @@ fencelock_result fencelock_service_drain_frames(struct fencelock_service *svc,
 // `svc` NULL or a live handle; `output` NULL or writable.
 fencelock_result fencelock_service_poll_output(struct fencelock_service *svc,
                                                struct fencelock_output *output);
+
+// Moves every queued event, oldest first, into the caller's array `events[..cap]` in one
+// call, all or nothing: `*count` gets how many were written. With fewer than that many
+// slots it is `BUFFER_TOO_SMALL`, `*count` gets the number queued (the size needed) and
+// nothing is written or dequeued, so nothing is lost: call again with a larger array.
+// Nothing queued: `OK` with `*count` = 0 (no `DONE`: one call per input suffices).
+// `events` NULL with `cap` 0 is a count query (`BUFFER_TOO_SMALL` if any are queued).
+//
+// The events of one input never outnumber `fencelock_service_max_events` read before
+// it, nor capacity sessions + 2 × claims (the core's bound), so an array of that many
+// slots, drained after every input, never comes back too small. Each event is written
+// once, straight from the queue into its slot; nothing is allocated.
+//
+// This replaces a `fencelock_service_poll_output` loop (one call per event plus one for
+// `DONE`) with a single call.
+//
+// Errors: `NULL_PARAMETER` (`svc` or `count`, or `events` with `cap` > 0),
+// `BUFFER_TOO_SMALL`, `PANIC`. Cost: O(events drained).
+//
+// # Safety
+// `svc` NULL or a live handle; `events` NULL or valid for writing `cap` elements (their
+// prior contents are not read); `count` NULL or writable.
+fencelock_result fencelock_service_drain_events(struct fencelock_service *svc,
+                                                struct fencelock_output *events,
+                                                size_t cap,
+                                                size_t *count);
 
 // How many events are queued. Errors: `NULL_PARAMETER`, `PANIC`. Cost: O(1).
 //

@@ -48,6 +48,7 @@ fn junk_reply() -> fencelock_reply {
         kind: fencelock_reply_kind::Ticked,
         mode: S,
         position: 7,
+        pending: 7,
         session: 7,
         expires_at: 7,
         token: 7,
@@ -1210,7 +1211,12 @@ fn random_frames_never_crash_and_refusals_change_only_time() {
         if r == fencelock_result::Ok {
             accepted += 1;
             let decoded = Reply::from_frame(&bytes).unwrap();
-            assert_eq!(fencelock_reply::from_core(&decoded), reply, "{ctx}");
+            // Each round drains, so what the reply says is queued is this input's events.
+            let want = fencelock_reply {
+                pending: events.len() as u32,
+                ..fencelock_reply::from_core(&decoded)
+            };
+            assert_eq!(want, reply, "{ctx}");
             if let Some(s) = decoded.opened() {
                 opened.push(s.0);
             }
@@ -1523,4 +1529,108 @@ fn a_short_reply_frame_buffer_applies_nothing() {
     );
     // SAFETY: live handle, freed once.
     unsafe { fencelock_service_free(svc) };
+}
+
+/// `fencelock_service_drain_events`: every queued event in one call into an uninitialised
+/// caller array; too small an array gets `BUFFER_TOO_SMALL` and the count needed, with
+/// nothing written or dequeued; NULL pointers are refused; a poisoned handle says `PANIC`.
+#[test]
+fn drain_events_moves_every_event_in_one_call() {
+    let svc = new_service(&config(3, 2, 4));
+    let (a, b, c) = (open(svc, 0, 5), open(svc, 0, 50), open(svc, 0, 50));
+    assert_eq!(acquire(svc, 0, a, "l", X, NONE).0, fencelock_result::Ok);
+    assert_eq!(acquire(svc, 0, b, "l", X, FOREVER).0, fencelock_result::Ok);
+    assert_eq!(acquire(svc, 0, c, "l", X, FOREVER).0, fencelock_result::Ok);
+    assert_eq!(tick(svc, 5), fencelock_result::Ok); // a expires: 3 events
+                                                    // The reply says how many events are queued, the undrained ones included.
+    let (r, reply) = keep_alive(svc, 5, b);
+    assert_eq!(
+        (r, reply.kind, reply.pending),
+        (fencelock_result::Ok, fencelock_reply_kind::KeptAlive, 3)
+    );
+    let mut slots = [std::mem::MaybeUninit::<fencelock_output>::uninit(); 4];
+    let p = slots.as_mut_ptr().cast::<fencelock_output>();
+    let mut n = 0;
+    // SAFETY: live handle; `p` valid for 4 (uninitialised) elements; `n` writable.
+    unsafe {
+        assert_eq!(
+            fencelock_service_drain_events(svc, p, 2, &mut n),
+            fencelock_result::BufferTooSmall
+        );
+        assert_eq!(n, 3);
+        assert_eq!(
+            fencelock_service_drain_events(svc, null_mut(), 0, &mut n),
+            fencelock_result::BufferTooSmall
+        );
+        assert_eq!(n, 3);
+        n = 9;
+        assert_eq!(
+            fencelock_service_drain_events(svc, null_mut(), 4, &mut n),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(
+            fencelock_service_drain_events(svc, p, 4, null_mut()),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(
+            fencelock_service_drain_events(null_mut(), p, 4, &mut n),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(n, 9);
+        let mut pending = 0;
+        assert_eq!(
+            fencelock_service_pending(svc, &mut pending),
+            fencelock_result::Ok
+        );
+        assert_eq!(pending, 3, "a refused drain dequeues nothing");
+        assert_eq!(
+            fencelock_service_drain_events(svc, p, 4, &mut n),
+            fencelock_result::Ok
+        );
+    }
+    assert_eq!(n, 3);
+    // SAFETY: the first n slots were written by the successful drain.
+    let got: Vec<fencelock_output> = slots[..n]
+        .iter()
+        .map(|s| unsafe { s.assume_init() })
+        .collect();
+    use fencelock_output_kind as K;
+    let kinds: Vec<_> = got.iter().map(|o| (o.kind, o.session, o.token)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (K::SessionExpired, a, 0),
+            (K::Released, a, 1),
+            (K::Granted, b, 2)
+        ]
+    );
+    assert_eq!(lock_of(&got[2]), "l");
+    assert!(drain(svc).is_empty());
+    // SAFETY: live handle; `p` valid for 4 elements.
+    unsafe {
+        assert_eq!(
+            fencelock_service_drain_events(svc, p, 4, &mut n),
+            fencelock_result::Ok
+        );
+    }
+    assert_eq!(n, 0, "nothing queued is OK with 0, not DONE");
+    // A poisoned handle refuses and writes nothing but the code.
+    let boom = || -> Result<(), crate::result::Fail> {
+        if std::hint::black_box(true) {
+            panic!("boom (expected by this test)");
+        }
+        Ok(())
+    };
+    // SAFETY: live handle.
+    let _ = unsafe { crate::handle::with_handle(svc, |_| boom()) };
+    n = 5;
+    // SAFETY: live (poisoned) handle; `p` valid for 4 elements.
+    unsafe {
+        assert_eq!(
+            fencelock_service_drain_events(svc, p, 4, &mut n),
+            fencelock_result::Panic
+        );
+        fencelock_service_free(svc);
+    }
+    assert_eq!(n, 5);
 }

@@ -312,7 +312,7 @@ unsafe fn service_call<P: crate::handle::HandlePtr<Target = fencelock_service>, 
 
 /// [`call`] for an input: `reply` is checked first and zeroed (kind `NONE`), then `args`
 /// convert the other arguments; `f` runs the core with the service's queue as its sink,
-/// and its reply is written to `*reply`. A refusal by the core leaves the events of the
+/// and its reply is written to `*reply`, with `pending` the events now queued. A refusal by the core leaves the events of the
 /// advance to `now` queued (they stand: the core's rule).
 ///
 /// # Safety
@@ -333,7 +333,11 @@ unsafe fn service_input<A>(
     unsafe {
         call(svc, args, |h, (dst, a)| {
             let r = f(&mut h.svc, &mut h.queue, a)?;
-            set(dst, fencelock_reply::from_core(&r))
+            let mut c = fencelock_reply::from_core(&r);
+            // The queue never holds more than the service's rows allow (sessions + 2 ×
+            // claims per input, and each row count is below 2^31); saturate regardless.
+            c.pending = u32::try_from(h.queue.len()).unwrap_or(u32::MAX);
+            set(dst, c)
         })
     }
 }
@@ -962,7 +966,7 @@ pub unsafe extern "C" fn fencelock_service_resign(
 /// applies it like the typed functions: the reply goes to `*reply`, and — if
 /// `reply_frame` has room — its postcard frame to `reply_frame[..*reply_len]`; the
 /// events are queued (drain them with `fencelock_service_drain_frames` or
-/// `fencelock_service_poll_output`), the advance's even when the input is refused.
+/// `fencelock_service_drain_events`), the advance's even when the input is refused.
 ///
 /// * `reply_cap` 0 (then `reply_frame` may be NULL): no reply frame is written. Else
 ///   `reply_frame` needs `FENCELOCK_MAX_FRAME_LEN` bytes (any reply fits): a smaller
@@ -1110,6 +1114,61 @@ pub unsafe extern "C" fn fencelock_service_poll_output(
                 o.map(|_| ()).ok_or(fencelock_result::Done.into())
             },
         )
+    }
+}
+
+/// Moves every queued event, oldest first, into the caller's array `events[..cap]` in one
+/// call, all or nothing: `*count` gets how many were written. With fewer than that many
+/// slots it is `BUFFER_TOO_SMALL`, `*count` gets the number queued (the size needed) and
+/// nothing is written or dequeued, so nothing is lost: call again with a larger array.
+/// Nothing queued: `OK` with `*count` = 0 (no `DONE`: one call per input suffices).
+/// `events` NULL with `cap` 0 is a count query (`BUFFER_TOO_SMALL` if any are queued).
+///
+/// The events of one input never outnumber `fencelock_service_max_events` read before
+/// it, nor capacity sessions + 2 × claims (the core's bound), so an array of that many
+/// slots, drained after every input, never comes back too small. Each event is written
+/// once, straight from the queue into its slot; nothing is allocated.
+///
+/// This replaces a `fencelock_service_poll_output` loop (one call per event plus one for
+/// `DONE`) with a single call.
+///
+/// Errors: `NULL_PARAMETER` (`svc` or `count`, or `events` with `cap` > 0),
+/// `BUFFER_TOO_SMALL`, `PANIC`. Cost: O(events drained).
+///
+/// # Safety
+/// `svc` NULL or a live handle; `events` NULL or valid for writing `cap` elements (their
+/// prior contents are not read); `count` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_drain_events(
+    svc: *mut fencelock_service,
+    events: *mut fencelock_output,
+    cap: usize,
+    count: *mut usize,
+) -> fencelock_result {
+    let args = || -> Result<_, Fail> {
+        let count = out(count)?;
+        if events.is_null() && cap != 0 {
+            return Err(fencelock_result::NullParameter.into());
+        }
+        Ok(count)
+    };
+    // SAFETY: `svc` NULL or live; `count` checked, then writable; `events` non-NULL
+    // whenever it is written (n <= cap > 0) and valid for `cap` elements (contract).
+    unsafe {
+        service_call(svc, args, |h: &mut fencelock_service, count| {
+            let n = h.queue.len();
+            put(count, n);
+            if n > cap {
+                return Err(fencelock_result::BufferTooSmall.into());
+            }
+            let mut i = 0;
+            while let Some(o) = h.queue.pop() {
+                // i < n <= cap: the queue held n events and nothing adds to it here.
+                events.add(i).write(fencelock_output::from_core(&o));
+                i += 1;
+            }
+            Ok(())
+        })
     }
 }
 

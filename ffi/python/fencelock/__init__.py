@@ -316,7 +316,7 @@ class _Config(C.Structure):
 
 class _Reply(C.Structure):
     _fields_ = [("kind", C.c_uint32), ("mode", C.c_uint32), ("position", C.c_uint32),
-                ("session", C.c_uint64), ("expires_at", C.c_uint64), ("token", C.c_uint64),
+                ("pending", C.c_uint32), ("session", C.c_uint64), ("expires_at", C.c_uint64), ("token", C.c_uint64),
                 ("now", C.c_uint64)]
 
 
@@ -381,6 +381,7 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_service_tick": [_P, _U64],
     "fencelock_service_handle_frame": [_P, _BYTES, _SIZE, _PREPLY, _P, _SIZE, _PSIZE],
     "fencelock_service_drain_frames": [_P, _P, _SIZE, _PSIZE],
+    "fencelock_service_drain_events": [_P, C.POINTER(_Output), _SIZE, _PSIZE],
     "fencelock_service_poll_output": [_P, C.POINTER(_Output)],
     "fencelock_service_pending": [_P, _PSIZE],
     "fencelock_service_now": [_P, _PU64],
@@ -810,17 +811,46 @@ class Service(_Handle):
 
     # --- inputs: each takes now first, returns the reply with the events beside it
 
+    # Events of one input are drained in one call into this many slots; a larger burst
+    # gets an array of the size the library reports (nothing is lost meanwhile).
+    _EVENT_SLOTS = 8
+
     def _events(self) -> tuple[Event, ...]:
-        got, o = [], _Output()
-        while _lib.fencelock_service_poll_output(self._h, C.byref(o)) == Result.OK:
-            got.append(_event(o))
-        return tuple(got)
+        slots, n = (_Output * self._EVENT_SLOTS)(), _SIZE()
+        code = _lib.fencelock_service_drain_events(self._h, slots, len(slots), C.byref(n))
+        if code == Result.BUFFER_TOO_SMALL:
+            slots = (_Output * n.value)()
+            code = _lib.fencelock_service_drain_events(self._h, slots, len(slots),
+                                                        C.byref(n))
+        self._check(code)
+        return tuple(_event(slots[i]) for i in range(n.value))
+
+    def drain_events(self) -> tuple[Event, ...]:
+        """Every queued event, oldest first, in one library call (every input method
+        drains the queue itself, so this finds events only from calls made on the
+        library directly). Cost: O(queued events)."""
+        with self._mutex:
+            self._ptr()
+            return self._events()
+
+    def poll_event(self) -> Optional[Event]:
+        """The oldest queued event, or None when none is queued (the one-at-a-time form
+        of drain_events). Cost: O(1)."""
+        o = _Output()
+        with self._mutex:
+            code = _lib.fencelock_service_poll_output(self._ptr(), C.byref(o))
+            if code == Result.DONE:
+                return None
+            self._check(code)
+        return _event(o)
 
     def _input(self, fn: Callable[..., int], *args: Any) -> Any:
         c = _Reply()
         with self._mutex:
             code = fn(self._ptr(), *args, C.byref(c))
-            events = self._events()
+            # An accepted input's reply says how many events are queued: skip the drain
+            # call when none are. A refused one's reply is all zero: always drain then.
+            events = self._events() if code != Result.OK or c.pending else ()
             if code != Result.OK:
                 raise FencelockError(code, self._detail(), events)
         reply = _reply_of(c)

@@ -345,6 +345,88 @@ def test_a_short_snapshot_buffer_gets_only_the_size():
                 assert n.value == len(whole) and buf.raw == b"\xaa" * cap
 
 
+def test_drain_events_takes_a_whole_burst_in_one_call():
+    # Ten sessions expire at one tick: 20 events (each expiry and its release), more than
+    # the wrapper's first array of slots, so it asks again with the size reported, and
+    # every event arrives in order.
+    with fl.Service(12, 12, 24) as svc:
+        ids = [svc.open_session(0, 5).session for _ in range(10)]
+        for i, s in enumerate(ids):
+            svc.acquire(0, s, f"l{i}")
+        events = svc.tick(5).events
+        assert len(events) == 20 and svc.pending() == 0
+        assert [e.kind for e in events[:2]] == ["session_expired", "released"]
+        assert [e.session for e in events[::2]] == ids
+        assert [e.lock for e in events[1::2]] == [f"l{i}" for i in range(10)]
+        # Events queued by a call made on the library directly: drain_events takes them
+        # all, poll_event one at a time.
+        w = svc.open_session(5, 50).session
+        h = svc.open_session(5, 3).session
+        svc.acquire(5, h, "x")
+        svc.acquire(5, w, "x", wait="forever")
+        assert fl._lib.fencelock_service_tick(svc._h, 8) == fl.Result.OK
+        assert svc.pending() == 3
+        assert svc.poll_event() == fl.SessionExpired(session=h)
+        got = svc.drain_events()
+        assert [e.kind for e in got] == ["released", "granted"] and got[1].session == w
+        assert svc.drain_events() == () and svc.poll_event() is None
+
+
+def test_the_reply_counts_queued_events_and_the_next_input_takes_them():
+    # Events left queued by a call on the library directly are counted in the next
+    # reply's `pending`, so the next input's method drains them with its own.
+    with fl.Service(4, 4, 8) as svc:
+        a = svc.open_session(0, 2).session
+        b = svc.open_session(0, 20).session
+        svc.acquire(0, a, "x")
+        svc.acquire(0, b, "x", wait="forever")
+        assert fl._lib.fencelock_service_tick(svc._h, 2) == fl.Result.OK
+        c = fl._Reply()
+        assert fl._lib.fencelock_service_keep_alive(svc._h, 2, b, 0, C.byref(c)) == fl.Result.OK
+        assert c.pending == 3
+        got = svc.keep_alive(3, b)
+        assert got == fl.KeptAlive(expires_at=23)
+        assert [e.kind for e in got.events] == ["session_expired", "released", "granted"]
+        assert svc.pending() == 0 and svc.keep_alive(4, b).events == ()
+
+
+def test_a_short_or_missing_event_array_loses_nothing():
+    # Called on the library directly: too small an array, a NULL array with room claimed,
+    # a NULL count and a NULL handle are refused, nothing written and nothing dequeued.
+    with fl.Service(4, 4, 8) as svc:
+        a = svc.open_session(0, 2).session
+        b = svc.open_session(0, 20).session
+        svc.acquire(0, a, "x")
+        svc.acquire(0, b, "x", wait="forever")
+        assert fl._lib.fencelock_service_tick(svc._h, 2) == fl.Result.OK
+        drain = fl._lib.fencelock_service_drain_events
+        n = C.c_size_t(77)
+        for cap in (0, 1, 2):
+            slots = (fl._Output * 3)()
+            C.memset(slots, 0xAA, C.sizeof(slots))
+            assert drain(svc._h, slots, cap, C.byref(n)) == fl.Result.BUFFER_TOO_SMALL
+            assert n.value == 3 and C.string_at(slots, C.sizeof(slots)) == b"\xaa" * C.sizeof(slots)
+        assert drain(svc._h, None, 0, C.byref(n)) == fl.Result.BUFFER_TOO_SMALL and n.value == 3
+        n.value = 77
+        for h, arr, cap, count in ((svc._h, None, 3, C.byref(n)),
+                                   (svc._h, None, 2**64 - 1, C.byref(n)),
+                                   (svc._h, (fl._Output * 3)(), 3, None),
+                                   (None, (fl._Output * 3)(), 3, C.byref(n))):
+            assert drain(h, arr, cap, count) == fl.Result.NULL_PARAMETER
+        assert n.value == 77 and svc.pending() == 3
+        slots = (fl._Output * 3)()
+        assert drain(svc._h, slots, 3, C.byref(n)) == fl.Result.OK and n.value == 3
+        assert [fl._event(o).kind for o in slots] == ["session_expired", "released",
+                                                       "granted"]
+        assert svc.pending() == 0
+    closed = fl.Service(2, 2, 2)
+    closed.close()
+    with pytest.raises(fl.ArgumentError):
+        closed.drain_events()
+    with pytest.raises(fl.ArgumentError):
+        closed.poll_event()
+
+
 # ---------------------------------------------------- handles: close, finalize, threads
 
 def test_every_handle_is_a_context_manager_and_closes_once():

@@ -839,6 +839,106 @@ static void placed(void) {
   fencelock_service_free(svc);
 }
 
+/* fencelock_service_drain_events: every event of an input in one call, into the caller's
+ * array; too small an array gets BUFFER_TOO_SMALL with the count needed and loses nothing;
+ * hostile arguments are refused without dequeuing; a placed service's ring drains too. */
+static void drain_events_in_one_call(void) {
+  fencelock_config cfg = config(4, 4, 8);
+  fencelock_service *svc = NULL;
+  OK(fencelock_service_new(&cfg, &svc));
+  uint64_t a = open_session(svc, 0, 5), b = open_session(svc, 0, 100),
+           c = open_session(svc, 0, 100);
+  fencelock_output ev[8];
+  size_t n = 99;
+  OK(fencelock_service_drain_events(svc, ev, 8, &n)); /* nothing queued: OK, 0, no DONE */
+  CHECK(n == 0);
+  OK(fencelock_service_drain_events(svc, NULL, 0, &n)); /* a count query of nothing */
+  CHECK(n == 0);
+  OK(fencelock_service_acquire(svc, 0, a, S("q"), FENCELOCK_MODE_EXCLUSIVE,
+                               FENCELOCK_WAIT_NONE, 0, 0, &r));
+  CHECK(is_reply(FENCELOCK_REPLY_KIND_GRANTED, 1));
+  OK(fencelock_service_acquire(svc, 0, b, S("q"), FENCELOCK_MODE_EXCLUSIVE,
+                               FENCELOCK_WAIT_FOREVER, 0, 0, &r));
+  CHECK(is_reply(FENCELOCK_REPLY_KIND_QUEUED, 0));
+  /* A hand-off: the release's reply is the caller's, the grant to b the one event. */
+  CHECK(r.pending == 0); /* queued: no event for anyone */
+  OK(fencelock_service_release(svc, 0, a, S("q"), 0, &r));
+  CHECK(is_reply(FENCELOCK_REPLY_KIND_RELEASED, 1));
+  CHECK(r.pending == 1); /* the reply says how many to drain */
+  OK(fencelock_service_drain_events(svc, ev, r.pending, &n));
+  CHECK(n == 1 && is_event(&ev[0], FENCELOCK_OUTPUT_KIND_GRANTED, b, "q", 2));
+  CHECK(ev[0].mode == FENCELOCK_MODE_EXCLUSIVE);
+  OK(fencelock_service_drain_events(svc, ev, 8, &n)); /* drained: the queue is empty */
+  CHECK(n == 0);
+
+  /* a holds r, c waits for it; a expires: SessionExpired, Released, Granted (3 events). */
+  OK(fencelock_service_acquire(svc, 0, a, S("r"), FENCELOCK_MODE_EXCLUSIVE,
+                               FENCELOCK_WAIT_NONE, 0, 0, &r));
+  OK(fencelock_service_acquire(svc, 0, c, S("r"), FENCELOCK_MODE_EXCLUSIVE,
+                               FENCELOCK_WAIT_FOREVER, 0, 0, &r));
+  OK(fencelock_service_tick(svc, 5));
+  OK(fencelock_service_keep_alive(svc, 5, b, 0, &r));
+  CHECK(r.kind == FENCELOCK_REPLY_KIND_KEPT_ALIVE && r.pending == 3); /* undrained count too */
+  EXPECT(fencelock_service_keep_alive(svc, 5, a, 0, &r), FENCELOCK_RESULT_UNKNOWN_SESSION);
+  CHECK(no_reply() && r.pending == 0); /* a refusal's reply is all zero */
+  size_t pending = 0;
+  OK(fencelock_service_pending(svc, &pending));
+  CHECK(pending == 3);
+  /* Too small: the count needed, nothing written, nothing dequeued. */
+  memset(ev, 0xAB, sizeof ev);
+  n = 0;
+  EXPECT(fencelock_service_drain_events(svc, ev, 2, &n), FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  CHECK(n == 3);
+  CHECK(((const unsigned char *)ev)[0] == 0xAB && ((const unsigned char *)ev)[sizeof ev - 1] == 0xAB);
+  char msg[128];
+  OK(fencelock_service_last_error(svc, msg, sizeof msg, NULL));
+  CHECK(strncmp(msg, "buffer too small", 16) == 0);
+  n = 0;
+  EXPECT(fencelock_service_drain_events(svc, NULL, 0, &n), FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  CHECK(n == 3); /* the count query */
+  /* Hostile arguments: refused, nothing dequeued, n untouched where it cannot be written. */
+  n = 7;
+  EXPECT(fencelock_service_drain_events(NULL, ev, 8, &n), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_drain_events(svc, ev, 8, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_drain_events(svc, NULL, 8, &n), FENCELOCK_RESULT_NULL_PARAMETER);
+  CHECK(n == 7);
+  EXPECT(fencelock_service_drain_events(svc, NULL, SIZE_MAX, &n),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  OK(fencelock_service_pending(svc, &pending));
+  CHECK(pending == 3);
+  /* An array of exactly the size needed is enough. */
+  OK(fencelock_service_drain_events(svc, ev, 3, &n));
+  CHECK(n == 3);
+  CHECK(is_event(&ev[0], FENCELOCK_OUTPUT_KIND_SESSION_EXPIRED, a, NULL, 0));
+  CHECK(is_event(&ev[1], FENCELOCK_OUTPUT_KIND_RELEASED, a, "r", 3));
+  CHECK(ev[1].reason == FENCELOCK_RELEASE_REASON_EXPIRED);
+  CHECK(is_event(&ev[2], FENCELOCK_OUTPUT_KIND_GRANTED, c, "r", 4));
+  CHECK(drain(svc, ev, 8) == 0); /* poll_output agrees: nothing left */
+  fencelock_service_free(svc);
+
+  /* A placed service: events come out of its ring, and an array of sessions + 2 x claims
+   * slots always fits one input's events. */
+  size_t size = 0, align = 0;
+  fencelock_capacity cap = {.sessions = 2, .locks = 2, .claims = 2};
+  OK(fencelock_service_layout(&cap, &size, &align));
+  void *mem = aligned_alloc(align, (size + align - 1) / align * align);
+  cfg = config(2, 2, 2);
+  fencelock_service *p = NULL;
+  OK(fencelock_service_init_in(mem, size, &cfg, &p));
+  a = open_session(p, 0, 3);
+  b = open_session(p, 0, 100);
+  OK(fencelock_service_acquire(p, 0, a, S("x"), FENCELOCK_MODE_EXCLUSIVE,
+                               FENCELOCK_WAIT_NONE, 0, 0, &r));
+  OK(fencelock_service_acquire(p, 0, b, S("x"), FENCELOCK_MODE_EXCLUSIVE,
+                               FENCELOCK_WAIT_FOREVER, 0, 0, &r));
+  fencelock_output ring_ev[2 + 2 * 2];
+  OK(fencelock_service_tick(p, 3));
+  OK(fencelock_service_drain_events(p, ring_ev, sizeof ring_ev / sizeof ring_ev[0], &n));
+  CHECK(n == 3 && is_event(&ring_ev[2], FENCELOCK_OUTPUT_KIND_GRANTED, b, "x", 2));
+  fencelock_service_free(p);
+  free(mem);
+}
+
 int main(void) {
   gc_pause_timeline();
   refused_after_the_advance();
@@ -847,6 +947,7 @@ int main(void) {
   bad_input();
   messages();
   placed();
+  drain_events_in_one_call();
   printf("story.c: %d checks, %d passed, %d failed\n", checks, checks - failures, failures);
   return failures ? 1 : 0;
 }
