@@ -1,6 +1,8 @@
 // The renderer: draws a World. It only reads (the world, and the cores' getters) and never
 // changes anything, so drawing the same point twice gives the same picture.
 
+import { axisTicks, DEFAULT_TICK_MS } from './units.js';
+
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 
 // Stage and swimlane sizes in SVG units; a scene's layout may ask for a narrow (phone) form.
@@ -510,14 +512,15 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
   // a long recording shows a window of time that ends at the cursor (a scene asks for it
   // with laneWindow); everything else shows the whole run
   const win = w.scene.laneWindow && totalT > w.scene.laneWindow ? w.scene.laneWindow : null;
+  const tickMs = w.scene.tickMs ?? DEFAULT_TICK_MS;
   const t0 = win ? Math.max(0, Math.min(w.t, totalT) - win) : 0;
   const T = win ? t0 + win : Math.max(totalT, 1);
   const X = (t) => LW + 8 + ((W - LW - 56) * (Math.max(t, t0) - t0)) / (T - t0);
   const inWindow = (from, to = from) => !win || (to >= t0 && from <= T);
   const laneY = Object.fromEntries(lanes.map((l, i) => [l.id, top + i * LH]));
   const axis = [];
-  const stepT = T - t0 > 60 ? 10 : 5;
-  for (let t = Math.ceil(t0 / stepT) * stepT; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 26}">${t}s</text>`);
+  // labelled in the scene's tick (a second, or a recording's `tick_ms`)
+  for (const { t, label } of axisTicks(t0, T, tickMs, narrow ? 6 : 12)) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 26}" data-t="${t}">${label}</text>`);
   // the story's milestones so far, numbered on the time axis (side by side when they share a time)
   let lastX = -1e9;
   for (const m of w.milestones.filter((x) => inWindow(x.t))) {
