@@ -1,7 +1,7 @@
 // The renderer: draws a World. It only reads (the world, and the cores' getters) and never
 // changes anything, so drawing the same point twice gives the same picture.
 
-import { axisTicks, DEFAULT_TICK_MS } from './units.js';
+import { axisTicks, fmtTime, DEFAULT_TICK_MS } from './units.js';
 
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 
@@ -399,7 +399,7 @@ export function renderStage(el, w, narrow = false) {
     .map((n) => `<g class="nodewrap" data-node="${esc(n.id)}">${drawNode(w, n)}</g>`)
     .join('');
   const markers = KINDS.map((k) => `<marker id="arrow-${k}" class="arrow ${k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z"/></marker>`).join('');
-  el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" class="${narrow ? 'narrow' : ''}" role="group" aria-label="${esc(w.scene.title)} at t=${Math.max(w.t, 0)}" preserveAspectRatio="xMidYMid meet">
+  el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" class="${narrow ? 'narrow' : ''}" role="group" aria-label="${esc(w.scene.title)} at t=${w.scene.tickMs ? fmtTime(Math.max(w.t, 0), w.scene.tickMs) : Math.max(w.t, 0)}" preserveAspectRatio="xMidYMid meet">
     <defs>${markers}
       <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" class="hatch"/></pattern>
     </defs>
@@ -567,7 +567,7 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
       ? `<text class="span-label ${l.s.kind} ${l.pause ? 'small' : ''}" x="-999" y="${l.y + l.h - (l.pause ? 3 : 5)}">${esc(l.text)}</text>`
       : `<g class="mark ${l.m.kind}"><text${l.store ? '' : ' class="svc"'} x="-999" y="0">${esc(l.text)}</text></g>`,
   );
-  el.innerHTML = `<svg viewBox="0 0 ${W} ${height}" class="${narrow ? 'narrow' : ''}" role="img" aria-label="Timeline up to t=${w.t}">
+  el.innerHTML = `<svg viewBox="0 0 ${W} ${height}" class="${narrow ? 'narrow' : ''}" role="img" aria-label="Timeline up to t=${w.scene.tickMs ? fmtTime(Math.max(w.t, 0), tickMs) : w.t}">
     <defs><pattern id="hatch-lane" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3.5" height="7" class="hatch"/></pattern></defs>
     ${axis.join('')}${rows.join('')}${spans.join('')}${shapes.join('')}
     <line class="cursor" x1="${X(w.t)}" x2="${X(w.t)}" y1="${top - 4}" y2="${height - 4}"/>

@@ -1364,6 +1364,22 @@ test('replay: a recording whose ticks are milliseconds (tick_ms 1, as a cluster 
   assert.equal((await clock()).replace(/\s+/g, ' ').trim(), 't = 4 s');
   labels = await axis();
   assert.deepEqual(labels, ['0', '500ms', '1s', '1.5s', '2s', '2.5s', '3s', '3.5s', '4s']);
+  assert.equal(await page.getAttribute('[data-testid=swimlane] svg', 'aria-label'), 'Timeline up to t=4 s');
+  // on a phone the longer times fit: the ms recording at 390 px, every step, no overflow, clock whole
+  await open(1, { width: 390, height: 844 });
+  await openRecording(long, 'cluster-ms.flrec');
+  const steps = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  for (const k of [1, 4, 7, 20, steps]) {
+    await scrubTo(k);
+    const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert.ok(over <= 0, `step ${k}: the page overflows by ${over}px`);
+    const clip = await page.$eval('[data-testid=clock]', (c) => c.scrollWidth - c.clientWidth);
+    assert.ok(clip <= 0, `step ${k}: the clock's text is cut by ${clip}px`);
+  }
+  assert.equal((await clock()).replace(/\s+/g, ' ').trim(), '200 s');
+  const phone = await axis();
+  assert.ok(phone.length >= 3 && phone.length <= 7 && phone.every((l) => /^\d+s$/.test(l)), phone.join(' '));
+  await page.setViewportSize({ width: 1280, height: 800 });
   // an older recording (no tick_ms) opens as before: a tick is a second
   await openRecording(sampleText());
   assert.equal(await text('[data-testid=scene-title]'), 'Recording · paused-holder.flrec');
