@@ -34,6 +34,11 @@ use crate::types::Entry;
 pub const FORMAT: &str = "fencelock-recording";
 /// Its version.
 pub const VERSION: u32 = 1;
+/// How long one tick of the lines' `now` is, in milliseconds, as the header's `tick_ms`
+/// says: the cluster's logical clock counts milliseconds of leader-active time
+/// ([`crate::node`]), so one tick is 1 ms (the page shows the times in ms and s, not in
+/// seconds a tick).
+pub const TICK_MS: u64 = 1;
 /// At most this many lines (the header included).
 pub const MAX_LINES: usize = 20_000;
 /// At most this many bytes in all.
@@ -365,6 +370,7 @@ fn header_line(svc: &LockService<VecStorage>, source: &str) -> Result<String, Ex
     j.kv_str("format", FORMAT);
     j.kv_num("version", u64::from(VERSION))?;
     j.kv_str("source", source);
+    j.kv_num("tick_ms", TICK_MS)?;
     let cap = svc.capacity();
     j.key("capacity");
     j.out.push('{');
@@ -607,7 +613,7 @@ mod tests {
         )
         .expect("exports");
         let b: Vec<&str> = r.lines.iter().map(|l| body(l)).collect();
-        assert!(b[0].starts_with(r#"{"format":"fencelock-recording","version":1,"source":"test","capacity":{"sessions":8,"locks":8,"claims":8},"config":{"lockDelay":0,"maxNameLen":"#), "{}", b[0]);
+        assert!(b[0].starts_with(r#"{"format":"fencelock-recording","version":1,"source":"test","tick_ms":1,"capacity":{"sessions":8,"locks":8,"claims":8},"config":{"lockDelay":0,"maxNameLen":"#), "{}", b[0]);
         assert_eq!(
             b[1],
             r#"{"now":10,"input":{"kind":"open_session","now":10,"ttl":100},"reply":{"kind":"opened","session":1,"expiresAt":110},"events":[]}"#
@@ -630,6 +636,22 @@ mod tests {
         );
         assert_eq!(r.lines.len(), 7);
         assert_eq!(r.span, Some(((1, 10), (4, 150))));
+    }
+
+    /// The header says how long a tick is: the cluster's logical time is milliseconds, so
+    /// a reader shows `now` 1500 as 1.5 s, not 1500 s.
+    #[test]
+    fn the_header_says_a_tick_is_one_millisecond() {
+        let r = build(
+            state_machine::empty_state(&config()),
+            history(),
+            Window::default(),
+            "test",
+        )
+        .expect("exports");
+        let header = body(&r.lines[0]);
+        assert_eq!(header.matches(r#""tick_ms":"#).count(), 1, "{header}");
+        assert!(header.contains(r#","tick_ms":1,"#), "{header}");
     }
 
     /// A window by index starts at the state just before it: the header's snapshot holds

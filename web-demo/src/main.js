@@ -14,6 +14,7 @@ import { lockDelay } from './scenes/lockdelay.js';
 import { milestoneMark, captionsOf, termsAt } from './story.js';
 import { verifyRecording, RecordingError, LIMITS } from './recording.js';
 import { replayScene } from './scenes/replay.js';
+import { fmtTime, fmtTimeLong } from './units.js';
 
 const SCENES = [gcPause, herd, election, replication, shardPay, redlock, lockDelay];
 const query = new URLSearchParams(location.search);
@@ -320,8 +321,8 @@ function draw(w) {
   ui.scrubber.max = String(tl.length);
   ui.scrubber.min = '1';
   ui.scrubber.value = String(tl.cursor);
-  ui.scrubber.setAttribute('aria-valuetext', `t = ${Math.max(w.t, 0)} seconds, step ${tl.cursor} of ${tl.length}${m ? `, ${m.yours ? 'your intervention' : m.n == null ? 'outcome' : `milestone ${m.n}`}: ${m.label}` : ''}`);
-  ui.clock.innerHTML = `<span class="tl">t = </span>${Math.max(w.t, 0)} s`;
+  ui.scrubber.setAttribute('aria-valuetext', `t = ${fmtTimeLong(Math.max(w.t, 0), w.scene.tickMs)}, step ${tl.cursor} of ${tl.length}${m ? `, ${m.yours ? 'your intervention' : m.n == null ? 'outcome' : `milestone ${m.n}`}: ${m.label}` : ''}`);
+  ui.clock.innerHTML = `<span class="tl">t = </span>${fmtTime(Math.max(w.t, 0), w.scene.tickMs)}`; // in the scene's tick (a recording's may be 1 ms)
   ui.clock.dataset.step = String(tl.cursor);
   ui.clock.dataset.length = String(tl.length);
   document.body.dataset.atEnd = String(tl.cursor === tl.length);

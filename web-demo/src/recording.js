@@ -14,6 +14,12 @@ export const VERSION = 1;
 /** Limits on what the page will read: bytes of a file, lines, bytes of one line. */
 export const LIMITS = { bytes: 8 * 1024 * 1024, lines: 20000, lineBytes: 16 * 1024 };
 
+/** A tick's length (the header's `tick_ms`) when the header does not say: one second. */
+export const DEFAULT_TICK_MS = 1000;
+/** The longest tick a header may say: one day. */
+export const MAX_TICK_MS = 86400000;
+const isTickMs = (x) => Number.isSafeInteger(x) && x >= 1 && x <= MAX_TICK_MS;
+
 const INPUT_KINDS = new Set(['open_session', 'keep_alive', 'close_session', 'acquire', 'release', 'cancel', 'tick']);
 
 // ------------------------------------------------------------------ CRC-32 (IEEE 802.3)
@@ -76,10 +82,15 @@ export class Recorder {
   /**
    * @param svc    the wasm LockService (its state now is the recording's start)
    * @param source free text naming where this comes from (a host, a cluster, a test)
+   * @param tickMs how many milliseconds one tick of `now` is (the header's `tick_ms`); left
+   *               out, the header says nothing and a reader takes a tick as one second.
+   *               Throws a RangeError, before anything is recorded, unless it is a whole
+   *               number from 1 to MAX_TICK_MS.
    */
-  constructor(svc, { source = 'host' } = {}) {
+  constructor(svc, { source = 'host', tickMs } = {}) {
+    if (tickMs !== undefined && !isTickMs(tickMs)) throw new RangeError(`tickMs must be a whole number of milliseconds from 1 to ${MAX_TICK_MS}, not ${String(tickMs)}`);
     this.svc = svc;
-    this.lines = [line({ format: FORMAT, version: VERSION, source, capacity: svc.capacity(), config: svc.config(), snapshot: hex(svc.snapshot()) })];
+    this.lines = [line({ format: FORMAT, version: VERSION, source, ...(tickMs === undefined ? {} : { tick_ms: tickMs }), capacity: svc.capacity(), config: svc.config(), snapshot: hex(svc.snapshot()) })];
   }
 
   /** Applies `input` ({kind, now, …}, as LockService.handle takes it) and records it. */
@@ -165,7 +176,8 @@ export function parseRecording(text) {
   const header = objs[0];
   if (header.format !== FORMAT) throw new RecordingError(1, `not a fencelock recording (format is ${JSON.stringify(header.format)})`);
   if (header.version !== VERSION) throw new RecordingError(1, `version ${JSON.stringify(header.version)} is not supported (this page reads ${VERSION})`);
-  only(header, ['format', 'version', 'source', 'capacity', 'config', 'snapshot'], 1, 'the header');
+  only(header, ['format', 'version', 'source', 'tick_ms', 'capacity', 'config', 'snapshot'], 1, 'the header');
+  if ('tick_ms' in header && !isTickMs(header.tick_ms)) throw new RecordingError(1, `"tick_ms" is ${say(header.tick_ms)}: it must be a whole number of milliseconds from 1 to ${MAX_TICK_MS} (how long one tick of "now" is)`);
   if (!isObj(header.capacity) || !['sessions', 'locks', 'claims'].every((k) => isU(header.capacity[k]))) throw new RecordingError(1, 'the header has no capacity {sessions, locks, claims}');
   if (!isObj(header.config)) throw new RecordingError(1, 'the header has no config');
   if (!unhex(header.snapshot)) throw new RecordingError(1, 'the header\'s snapshot is not hex');
@@ -188,7 +200,8 @@ export function parseRecording(text) {
     if (!Array.isArray(o.events)) throw new RecordingError(n, '"events" is not a list');
     return { line: n, kind: 'input', ...o };
   });
-  return { header, entries };
+  const tickSaid = 'tick_ms' in header;
+  return { header, entries, tickMs: tickSaid ? header.tick_ms : DEFAULT_TICK_MS, tickSaid };
 }
 
 /** Deep equality of JSON values (key order ignored). */

@@ -1,6 +1,8 @@
 // The renderer: draws a World. It only reads (the world, and the cores' getters) and never
 // changes anything, so drawing the same point twice gives the same picture.
 
+import { axisTicks, fmtTime, DEFAULT_TICK_MS } from './units.js';
+
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 
 // Stage and swimlane sizes in SVG units; a scene's layout may ask for a narrow (phone) form.
@@ -397,7 +399,7 @@ export function renderStage(el, w, narrow = false) {
     .map((n) => `<g class="nodewrap" data-node="${esc(n.id)}">${drawNode(w, n)}</g>`)
     .join('');
   const markers = KINDS.map((k) => `<marker id="arrow-${k}" class="arrow ${k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z"/></marker>`).join('');
-  el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" class="${narrow ? 'narrow' : ''}" role="group" aria-label="${esc(w.scene.title)} at t=${Math.max(w.t, 0)}" preserveAspectRatio="xMidYMid meet">
+  el.innerHTML = `<svg viewBox="0 0 ${W} ${H}" class="${narrow ? 'narrow' : ''}" role="group" aria-label="${esc(w.scene.title)} at t=${w.scene.tickMs ? fmtTime(Math.max(w.t, 0), w.scene.tickMs) : Math.max(w.t, 0)}" preserveAspectRatio="xMidYMid meet">
     <defs>${markers}
       <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" class="hatch"/></pattern>
     </defs>
@@ -510,14 +512,15 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
   // a long recording shows a window of time that ends at the cursor (a scene asks for it
   // with laneWindow); everything else shows the whole run
   const win = w.scene.laneWindow && totalT > w.scene.laneWindow ? w.scene.laneWindow : null;
+  const tickMs = w.scene.tickMs ?? DEFAULT_TICK_MS;
   const t0 = win ? Math.max(0, Math.min(w.t, totalT) - win) : 0;
   const T = win ? t0 + win : Math.max(totalT, 1);
   const X = (t) => LW + 8 + ((W - LW - 56) * (Math.max(t, t0) - t0)) / (T - t0);
   const inWindow = (from, to = from) => !win || (to >= t0 && from <= T);
   const laneY = Object.fromEntries(lanes.map((l, i) => [l.id, top + i * LH]));
   const axis = [];
-  const stepT = T - t0 > 60 ? 10 : 5;
-  for (let t = Math.ceil(t0 / stepT) * stepT; t <= T; t += stepT) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 26}">${t}s</text>`);
+  // labelled in the scene's tick (a second, or a recording's `tick_ms`)
+  for (const { t, label } of axisTicks(t0, T, tickMs, narrow ? 6 : 12)) axis.push(`<line class="grid" x1="${X(t)}" x2="${X(t)}" y1="${top - 4}" y2="${height - 6}"/><text class="tick" x="${X(t)}" y="${top - 26}" data-t="${t}">${label}</text>`);
   // the story's milestones so far, numbered on the time axis (side by side when they share a time)
   let lastX = -1e9;
   for (const m of w.milestones.filter((x) => inWindow(x.t))) {
@@ -564,7 +567,7 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
       ? `<text class="span-label ${l.s.kind} ${l.pause ? 'small' : ''}" x="-999" y="${l.y + l.h - (l.pause ? 3 : 5)}">${esc(l.text)}</text>`
       : `<g class="mark ${l.m.kind}"><text${l.store ? '' : ' class="svc"'} x="-999" y="0">${esc(l.text)}</text></g>`,
   );
-  el.innerHTML = `<svg viewBox="0 0 ${W} ${height}" class="${narrow ? 'narrow' : ''}" role="img" aria-label="Timeline up to t=${w.t}">
+  el.innerHTML = `<svg viewBox="0 0 ${W} ${height}" class="${narrow ? 'narrow' : ''}" role="img" aria-label="Timeline up to t=${w.scene.tickMs ? fmtTime(Math.max(w.t, 0), tickMs) : w.t}">
     <defs><pattern id="hatch-lane" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3.5" height="7" class="hatch"/></pattern></defs>
     ${axis.join('')}${rows.join('')}${spans.join('')}${shapes.join('')}
     <line class="cursor" x1="${X(w.t)}" x2="${X(w.t)}" y1="${top - 4}" y2="${height - 4}"/>

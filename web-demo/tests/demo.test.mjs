@@ -1311,3 +1311,82 @@ test('replay: a long recording shows the last 120 s of its timeline up to the cu
   const early = await page.$$eval('[data-testid=swimlane] text.tick', (ts) => ts.map((t) => Number(t.textContent.replace('s', ''))));
   assert.equal(Math.min(...early), 0);
 });
+
+test('replay: a recording whose ticks are milliseconds (tick_ms 1, as a cluster exports) shows ms and s; one without tick_ms still counts seconds', async () => {
+  const { Recorder } = await import('../src/recording.js');
+  const api = createRequire(import.meta.url)(path.join(root, 'wasm', 'pkg', 'node', 'fencelock_wasm.js'));
+  const T0 = 100000; // a cluster's logical ms: the page counts t from the first line
+  /** Two sessions in ms: a holds jobs/x, b waits; a expires at 3 s and b is granted 2; b keeps alive every 2 s up to `until` ms. */
+  const cluster = (until) => {
+    const svc = new api.LockService({ sessions: 4, locks: 2, claims: 4 });
+    const rec = new Recorder(svc, { source: 'a cluster, in ms', tickMs: 1 });
+    const a = rec.handle({ kind: 'open_session', now: T0, ttl: 3000 }).reply.session;
+    const b = rec.handle({ kind: 'open_session', now: T0, ttl: 3000 }).reply.session;
+    rec.handle({ kind: 'acquire', now: T0 + 250, session: a, lock: 'jobs/x', mode: 'exclusive', wait: 'forever' });
+    rec.handle({ kind: 'acquire', now: T0 + 250, session: b, lock: 'jobs/x', mode: 'exclusive', wait: 'forever' });
+    rec.handle({ kind: 'keep_alive', now: T0 + 1500, session: b });
+    rec.handle({ kind: 'tick', now: T0 + 3100 }); // a expired at 3000: b is granted 2
+    for (let now = T0 + 4000; now <= T0 + until; now += 2000) rec.handle({ kind: 'keep_alive', now, session: b });
+    svc.free?.();
+    return { a, b, text: rec.text() };
+  };
+  const { a, b, text: long } = cluster(200000);
+  await open(1);
+  await openRecording(long, 'cluster-ms.flrec');
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'open');
+  const clock = () => text('[data-testid=clock]');
+  const axis = () => page.$$eval('[data-testid=swimlane] text.tick', (ts) => ts.map((t) => t.textContent));
+  // the first grant, 250 ms in: the clock and the caption say 250 ms, the caption keeps the exact now
+  await scrubTo(await stepOf(`session ${a} gets 1`));
+  assert.equal((await clock()).replace(/\s+/g, ' ').trim(), 't = 250 ms');
+  assert.match(await text('[data-testid=caption-text]'), /^t=250 ms \(now 100250, line 4\): session 1 is granted "jobs\/x" with token 1/);
+  assert.match(await page.getAttribute('[data-testid=scrubber]', 'aria-valuetext'), /^t = 250 milliseconds, step/);
+  // the run is 200 s long: the timeline's window is 120 s of it (0 to 120 s), not 120 ms
+  let labels = await axis();
+  assert.equal(labels[0], '0');
+  assert.equal(labels.at(-1), '120s');
+  assert.ok(labels.slice(1).every((l) => /^\d+s$/.test(l)), labels.join(' '));
+  // the expiry and the waiter's grant, 3.1 s in
+  await scrubTo(await stepOf(`session ${b} gets 2`));
+  assert.equal((await clock()).replace(/\s+/g, ' ').trim(), 't = 3.1 s');
+  assert.match(await text('[data-testid=caption-text]'), /^t=3\.1 s \(now 103100, line 7\): .*session 1 expired.*session 2, waiting, is granted "jobs\/x" with token 2/);
+  assert.match(await page.locator('[data-testid=service]').textContent(), /S2 · token 2/);
+  // at the end, 200 s in: the timeline shows the 120 s up to the cursor (80 s to 200 s), not 120 ms
+  await jumpToEnd();
+  assert.equal((await clock()).replace(/\s+/g, ' ').trim(), 't = 200 s');
+  labels = await axis();
+  assert.equal(labels[0], '80s');
+  assert.equal(labels.at(-1), '200s');
+  assert.ok(labels.every((l) => /^\d+s$/.test(l)), labels.join(' '));
+  // a short one (4 s) is shown whole, its axis in ms below a second and s from one on
+  await openRecording(cluster(4000).text, 'cluster-short.flrec');
+  await jumpToEnd();
+  assert.equal((await clock()).replace(/\s+/g, ' ').trim(), 't = 4 s');
+  labels = await axis();
+  assert.deepEqual(labels, ['0', '500ms', '1s', '1.5s', '2s', '2.5s', '3s', '3.5s', '4s']);
+  assert.equal(await page.getAttribute('[data-testid=swimlane] svg', 'aria-label'), 'Timeline up to t=4 s');
+  // on a phone the longer times fit: the ms recording at 390 px, every step, no overflow, clock whole
+  await open(1, { width: 390, height: 844 });
+  await openRecording(long, 'cluster-ms.flrec');
+  const steps = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  for (const k of [1, 4, 7, 20, steps]) {
+    await scrubTo(k);
+    const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert.ok(over <= 0, `step ${k}: the page overflows by ${over}px`);
+    const clip = await page.$eval('[data-testid=clock]', (c) => c.scrollWidth - c.clientWidth);
+    assert.ok(clip <= 0, `step ${k}: the clock's text is cut by ${clip}px`);
+  }
+  assert.equal((await clock()).replace(/\s+/g, ' ').trim(), '200 s');
+  const phone = await axis();
+  assert.ok(phone.length >= 3 && phone.length <= 7 && phone.every((l) => /^\d+s$/.test(l)), phone.join(' '));
+  await page.setViewportSize({ width: 1280, height: 800 });
+  // an older recording (no tick_ms) opens as before: a tick is a second
+  await openRecording(sampleText());
+  assert.equal(await text('[data-testid=scene-title]'), 'Recording · paused-holder.flrec');
+  await jumpToEnd();
+  const last = JSON.parse(sampleText().trim().split('\n').at(-1).split('\t')[0]).now - JSON.parse(sampleText().split('\n')[1].split('\t')[0]).now;
+  assert.equal((await clock()).replace(/\s+/g, ' ').trim(), `t = ${last} s`);
+  assert.ok((await axis()).every((l) => /^\d+s$/.test(l)));
+  await scrubTo(await stepOf('session 2 gets 3'));
+  assert.match(await text('[data-testid=caption-text]'), /^t=\d+ \(now \d+, line \d+\): /);
+});

@@ -214,6 +214,9 @@ test('a real three-node incident (stopped holder, kill -9 of the leader) exporte
   // the real core agrees with every line (in node)
   const api = createRequire(import.meta.url)(path.join(root, 'wasm', 'pkg', 'node', 'fencelock_wasm.js'));
   verifyRecording(api, text);
+  // its ticks are the cluster's logical milliseconds, and the header says so
+  assert.equal(rec.header.tick_ms, 1, 'the header says a tick is 1 ms');
+  assert.equal(rec.tickMs, 1);
 
   // bounded exports: a window by log index and one by logical time are slices of the whole,
   // each starting from the state just before it (the core agrees with every line); a window
@@ -285,12 +288,28 @@ test('a real three-node incident (stopped holder, kill -9 of the leader) exporte
     if (h) assert.match(box, new RegExp(`(S|session )${h.session} · token ${h.token}(?!\\d)`), `holder at step ${i + 2}: the recording says ${JSON.stringify(h)}`);
     else assert.match(box, /holder\s*free/, `no holder at step ${i + 2}: ${box}`);
   }
-  // a picture of the stale-holder moment, for a person to look at (web-demo/test-output/)
+  // times are shown in the cluster's unit: at the grant after the expiry the clock and the
+  // caption give the milliseconds since the first line (as "N ms", or "N.NNN s" from a
+  // second on), exactly; the caption keeps the line's own now
+  const asTime = (ms) => (ms < 1000 ? `${ms} ms` : `${ms / 1000} s`);
   await scrubTo(next.i + 2);
+  const since = rec.entries[next.i].now - rec.entries[0].now;
+  assert.equal((await page.locator('[data-testid=clock]').innerText()).replace(/\s+/g, ' ').trim(), `t = ${asTime(since)}`);
+  assert.ok((await page.locator('[data-testid=caption-text]').innerText()).startsWith(`t=${asTime(since)} (now ${rec.entries[next.i].now}, line ${next.i + 2}): `));
+  // a picture of the stale-holder moment, for a person to look at (web-demo/test-output/)
   await page.screenshot({ path: path.join(root, 'web-demo', 'test-output', 'export-incident.png'), fullPage: true });
   await page.click('[data-testid=end]');
   await page.waitForSelector('body[data-at-end="true"]');
   assert.match(await page.locator('[data-testid=caption-text]').innerText(), new RegExp(`End of the recording: ${n} lines replayed into a fresh core, every answer the same as recorded`));
+  // at the end the timeline's axis spans the incident in real time (it lasted seconds, not
+  // hundreds of thousands of them): its labels are ms or s, the last one within the run
+  const total = rec.entries.at(-1).now - rec.entries[0].now;
+  const labels = await page.$$eval('[data-testid=swimlane] text.tick', (ts) => ts.map((t) => t.textContent));
+  const labelMs = (l) => (l === '0' ? 0 : l.endsWith('ms') ? Number(l.slice(0, -2)) : Number(l.slice(0, -1)) * 1000);
+  assert.ok(labels.length >= 2 && labels.every((l) => /^(0|\d+ms|\d+(\.\d+)?s)$/.test(l)), labels.join(' '));
+  const lastLabel = Math.max(...labels.map(labelMs));
+  assert.ok(lastLabel <= total && lastLabel >= total / 2, `the axis ends at ${lastLabel} ms of a ${total} ms run: ${labels.join(' ')}`);
+  assert.equal((await page.locator('[data-testid=clock]').innerText()).replace(/\s+/g, ' ').trim(), `t = ${asTime(total)}`);
   await page.close();
   assert.deepEqual(problems, [], 'no console errors');
 });

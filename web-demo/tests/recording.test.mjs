@@ -9,7 +9,8 @@ import { readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
-import { Recorder, verifyRecording, parseRecording, RecordingError, crc32, LIMITS } from '../src/recording.js';
+import { Recorder, verifyRecording, parseRecording, RecordingError, crc32, LIMITS, DEFAULT_TICK_MS } from '../src/recording.js';
+import { fmtTime, fmtTimeLong, axisTicks, ticksFor } from '../src/units.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..', '..');
@@ -105,4 +106,56 @@ test('the Recorder refuses a bigint before applying it, and records a core refus
   assert.throws(() => rec.handle({ kind: 'tick', now: -1 }), { code: 'out_of_range' });
   assert.equal(rec.lines.length, 2, 'a binding refusal applied nothing and is not recorded');
   verifyRecording(api, rec.text());
+});
+
+test('the header\'s tick_ms: written by the Recorder when asked, a second when absent, refused by line when malformed', () => {
+  // an older recording (the committed sample) says nothing: a tick is a second, as before
+  const old = parseRecording(readFileSync(SAMPLE, 'utf8'));
+  assert.equal('tick_ms' in old.header, false);
+  assert.equal(old.tickMs, DEFAULT_TICK_MS);
+  assert.equal(old.tickSaid, false);
+  assert.equal(DEFAULT_TICK_MS, 1000);
+  // a recording in milliseconds (as a cluster's export writes it) says so and still replays
+  const svc = new api.LockService({ sessions: 2, locks: 1, claims: 2 });
+  const r = new Recorder(svc, { source: 'ms test', tickMs: 1 });
+  r.handle({ kind: 'open_session', now: 0, ttl: 1500 });
+  r.handle({ kind: 'tick', now: 1500 });
+  const ms = verifyRecording(api, r.text());
+  assert.equal(ms.header.tick_ms, 1);
+  assert.equal(ms.tickMs, 1);
+  assert.equal(ms.tickSaid, true);
+  assert.match(r.lines[0], /^\{"format":"fencelock-recording","version":1,"source":"ms test","tick_ms":1,/);
+  // malformed: refused on line 1, naming the field, before anything is applied
+  for (const bad of ['0', '-1', '1.5', '"1"', 'null', '86400001', '{}']) {
+    refuses(lie(r.text(), 1, (b) => b.replace('"tick_ms":1', `"tick_ms":${bad}`)), 1, /"tick_ms" is .*: it must be a whole number of milliseconds from 1 to 86400000/);
+  }
+  // the Recorder refuses a bad tick before it records anything
+  for (const bad of [0, 1.5, '1', -3, 86400001]) assert.throws(() => new Recorder(svc, { tickMs: bad }), RangeError);
+  svc.free?.();
+});
+
+test('times are written in the recording\'s unit, exactly: seconds a tick by default, ms and s for a 1 ms tick', () => {
+  // a second a tick: as the page always wrote it
+  assert.equal(fmtTime(1500), '1500 s');
+  assert.equal(fmtTime(0), '0 s');
+  assert.equal(fmtTimeLong(45), '45 seconds');
+  // a millisecond a tick (a cluster's export)
+  assert.equal(fmtTime(250, 1), '250 ms');
+  assert.equal(fmtTime(1500, 1), '1.5 s');
+  assert.equal(fmtTime(123457, 1), '123.457 s');
+  assert.equal(fmtTimeLong(999, 1), '999 milliseconds');
+  assert.equal(fmtTime(3, 250), '750 ms');
+  assert.equal(fmtTime(3, 2000), '6 s');
+  // the timeline's window: 120 s of the recording's time
+  assert.equal(ticksFor(120), 120);
+  assert.equal(ticksFor(120, 1), 120000);
+  // the axis: unchanged in seconds; in ms a 1-2-5 step with at most `most` labels, in the right unit
+  assert.deepEqual(axisTicks(480, 600).map((x) => x.label), ['480s', '490s', '500s', '510s', '520s', '530s', '540s', '550s', '560s', '570s', '580s', '590s', '600s']);
+  assert.deepEqual(axisTicks(0, 30).map((x) => x.t), [0, 5, 10, 15, 20, 25, 30]);
+  const short = axisTicks(0, 1500, 1, 12);
+  assert.deepEqual(short.map((x) => x.label), ['0', '200ms', '400ms', '600ms', '800ms', '1s', '1.2s', '1.4s']);
+  assert.deepEqual(short.map((x) => x.t), [0, 200, 400, 600, 800, 1000, 1200, 1400]);
+  const long = axisTicks(60000, 180000, 1, 12);
+  assert.deepEqual(long.map((x) => x.label), ['60s', '70s', '80s', '90s', '100s', '110s', '120s', '130s', '140s', '150s', '160s', '170s', '180s']);
+  assert.ok(axisTicks(0, 1234, 1, 6).length <= 7);
 });

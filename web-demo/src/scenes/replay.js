@@ -7,6 +7,7 @@
 
 import { applyEntry } from '../recording.js';
 import { notesOf } from '../world.js';
+import { fmtTime, ticksFor } from '../units.js';
 
 const unhex = (s) => Uint8Array.from(s.match(/../g) ?? [], (b) => parseInt(b, 16));
 const MAX_LANES = 8;
@@ -49,6 +50,7 @@ export function replayScene(rec, name, { lock } = {}) {
   const { sessions, locks, resources } = cast(rec);
   const shown = sessions.slice(0, MAX_LANES);
   const t0 = rec.entries[0]?.now ?? 0;
+  const { tickMs, tickSaid } = rec;
   const mainLock = lock ?? locks[0] ?? '';
   const tokenOwner = new Map(); // token -> {session, lock}, from the recorded grants
 
@@ -104,7 +106,8 @@ export function replayScene(rec, name, { lock } = {}) {
   /** This step's caption and milestone, from the answer the core gave. */
   function describe(w, e) {
     const who = (s) => `session ${s}`;
-    const at = `t=${e.now - t0} (now ${e.now}, line ${e.line})`;
+    // t counts from the first line; with the header's tick_ms it carries its unit (exact)
+    const at = `t=${tickSaid ? fmtTime(e.now - t0, tickMs) : e.now - t0} (now ${e.now}, line ${e.line})`;
     if (e.kind === 'admit') {
       const row = Object.values(w.stores).flatMap((x) => x.rows).at(-1);
       const owner = tokenOwner.get(e.admit.token);
@@ -183,7 +186,8 @@ export function replayScene(rec, name, { lock } = {}) {
     locks,
     sessions,
     maxSteps: rec.entries.length + 2,
-    laneWindow: 120, // a long recording's timeline shows the 120 s up to the cursor
+    tickMs, // one tick of `now`, in ms (the header's tick_ms; a second when it says nothing)
+    laneWindow: ticksFor(120, tickMs), // a long recording's timeline shows the 120 s up to the cursor
     lanes,
     clients: shown.map(sid),
     step,
