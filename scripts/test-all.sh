@@ -10,9 +10,9 @@ step "Rust tests (core and workspace)"
 make --no-print-directory test-rust
 step "no_std build for a bare-metal target (thumbv7em-none-eabihf)"
 make --no-print-directory test-nostd
-# The partition test (scripts/test-partitions.sh) runs by `make test-partitions` for now: it
-# joins this list once its short form has a record of passing on an otherwise idle machine.
-for layer in ffi wasm docs packages demo verify server fence; do
+# partitions: the short form of the partition test (each fault once, ~80 s; the long,
+# randomised form is `make test-partitions`).
+for layer in ffi wasm docs packages demo verify server fence partitions; do
   if [ -x "scripts/test-$layer.sh" ]; then
     step "$layer"
     "scripts/test-$layer.sh"
