@@ -71,6 +71,17 @@ async fn a_compacted_window_is_refused_naming_what_is_left_and_the_rest_comes_in
 ) {
     let c = Cluster::start("export", 300).await;
     let s = session_of(&c.propose(open(600_000)).await);
+    // A new leader's logical time starts after its grace period: until then every entry is
+    // stamped 0, and a window "from time 0" would not reach before the snapshot. Wait until
+    // entries carry a later time, so the compacted prefix covers a stretch of time.
+    let start = Instant::now();
+    while c.propose(keep_alive(s)).await.now == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "logical time never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // a long lock name makes long lines: more than one page
     let lock = format!("jobs/{}", "x".repeat(58));
     for k in 0..200u64 {
