@@ -231,17 +231,18 @@ pub use error::{Error, Message, Piece, Table};
 pub use gate::{FenceGate, GateRow, GATE_MAGIC, GATE_VERSION};
 pub use input::Input;
 pub use keeper::{Lease, SessionKeeper, KEEPER_MEMORY};
-pub use output::{Output, ReleaseReason};
+pub use output::{Change, Output, ReleaseReason};
 pub use reply::Reply;
 pub use service::{
-    check_rows, Capacity, Config, Holder, LockService, SessionInfo, Usage, Waiter, MAX_ROWS,
+    check_rows, Capacity, Config, Holder, LockService, Permits, SessionInfo, Usage, Waiter,
+    MAX_ROWS,
 };
 pub use sink::Sink;
 pub use snapshot::{SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 #[cfg(feature = "alloc")]
 pub use storage::VecStorage;
 pub use storage::{ArrayStorage, SliceStorage, Storage};
-pub use types::{LockName, Mode, SessionId, Tick, Token, Wait, MAX_NAME_LEN};
+pub use types::{Label, LockName, Mode, SessionId, Tick, Token, Wait, MAX_LABEL_LEN, MAX_NAME_LEN};
 pub use wire::MAX_FRAME_LEN;
 
 /// The examples of `core/README.md`, compiled and run as doctests.

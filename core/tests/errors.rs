@@ -137,6 +137,7 @@ fn name_too_long() {
         Config {
             lock_delay: 0,
             max_name_len: 4,
+            max_watchers: 4,
         },
     );
     let s = open(&mut small, 5);
@@ -390,6 +391,7 @@ fn bad_config() {
         Config {
             lock_delay: 0,
             max_name_len: 0,
+            max_watchers: 4,
         },
     )
     .unwrap_err();
@@ -400,6 +402,7 @@ fn bad_config() {
         Config {
             lock_delay: 0,
             max_name_len: 65,
+            max_watchers: 4,
         },
     )
     .unwrap_err();

@@ -348,6 +348,7 @@ fn busy() -> Svc {
         Config {
             lock_delay: 7,
             max_name_len: 64,
+            max_watchers: 4,
         },
     );
     let a = open(&mut svc, 10);
