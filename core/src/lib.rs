@@ -172,8 +172,9 @@
 //!
 //! ## Memory
 //!
-//! All memory is the host's: one row per session (96 bytes), per live lock entry (144)
-//! and per hold or wait (64), the same on 64- and 32-bit targets; the table and its
+//! All memory is the host's: one row per session (160 bytes, 64 of them its label), per
+//! live lock entry (160) and per hold, wait or watch (72), the same on 64- and 32-bit
+//! targets; the table and its
 //! reasoning are in [`storage`]. Capacities are fixed at construction; a full table is a
 //! typed error ([`Error::CapacityExceeded`]), never a panic.
 //!

@@ -8,7 +8,17 @@ use fencelock::{
     Config, Error, LockService, Mode, Table, Tick, VecStorage, Wait, SNAPSHOT_MAGIC,
     SNAPSHOT_VERSION,
 };
+
+/// Mirror of a claim's kind: 0 wait, 1 hold (version 1's `holding: bool`), 2 watch.
+#[derive(Serialize, Clone, Copy)]
+#[allow(dead_code)]
+enum Kind {
+    Wait,
+    Hold,
+    Watch,
+}
 use serde::Serialize;
+use Kind::{Hold as HOLD, Wait as WAIT, Watch as WATCH};
 
 /// Mirror of the snapshot's records (the real ones are private): postcard encodes a
 /// struct as its fields in order, so tuples of the same fields encode identically.
@@ -22,10 +32,16 @@ enum Recorded {
     Busy,
     Released { token: u64 },
     Cancelled,
+    GrantedPermits { token: u64 },
+    QueuedPermits { position: u32 },
+    Watching { holders: u32 },
+    Unwatched,
 }
 
 #[derive(Clone)]
 struct Snap {
+    /// 1 writes no `max_watchers` and no labels; 2 writes both.
+    version: u16,
     config: Config,
     now: u64,
     next_session: u64,
@@ -36,8 +52,10 @@ struct Snap {
     sessions: Vec<(u64, u64, u64, u64, Recorded, u64)>,
     /// (id, name, delay_until)
     locks: Vec<(u64, &'static str, u64)>,
-    /// (session id, lock id, mode, holding, seq, value)
-    claims: Vec<(u64, u64, Mode, bool, u64, u64)>,
+    /// Version 2: each session's label, in session order (missing = empty).
+    labels: Vec<&'static str>,
+    /// (session id, lock id, mode, kind, seq, value)
+    claims: Vec<(u64, u64, Mode, Kind, u64, u64)>,
     trailing: Vec<u8>,
 }
 
@@ -50,6 +68,7 @@ impl Snap {
     /// Session 1 (ttl 10) holds "l" with token 1; session 2 (ttl 20) waits for it forever.
     fn base() -> Snap {
         Snap {
+            version: 1,
             config: Config::default(),
             now: 0,
             next_session: 3,
@@ -61,9 +80,10 @@ impl Snap {
                 (2, 20, 20, 0, Recorded::None, 0),
             ],
             locks: vec![(1, "l", 0)],
+            labels: vec![],
             claims: vec![
-                (1, 1, Mode::Exclusive, true, 1, 1),
-                (2, 1, Mode::Exclusive, false, 2, u64::MAX),
+                (1, 1, Mode::Exclusive, HOLD, 1, 1),
+                (2, 1, Mode::Exclusive, WAIT, 2, u64::MAX),
             ],
             trailing: vec![],
         }
@@ -71,11 +91,15 @@ impl Snap {
 
     fn bytes(&self) -> Vec<u8> {
         let mut b = Vec::new();
-        put(&mut b, &(SNAPSHOT_MAGIC, SNAPSHOT_VERSION));
+        put(&mut b, &(SNAPSHOT_MAGIC, self.version));
+        if self.version == 1 {
+            put(&mut b, &(self.config.lock_delay, self.config.max_name_len));
+        } else {
+            put(&mut b, &self.config);
+        }
         put(
             &mut b,
             &(
-                self.config,
                 self.now,
                 self.next_session,
                 self.revision,
@@ -86,8 +110,11 @@ impl Snap {
                 self.claims.len() as u32,
             ),
         );
-        for s in &self.sessions {
+        for (i, s) in self.sessions.iter().enumerate() {
             put(&mut b, s);
+            if self.version != 1 {
+                put(&mut b, &self.labels.get(i).copied().unwrap_or(""));
+            }
         }
         for l in &self.locks {
             put(&mut b, l);
@@ -242,12 +269,12 @@ fn restore_checks_claims() {
     s.refused("token outside 1..=revision");
     let mut s = Snap::base();
     s.revision = 2;
-    s.claims[1] = (2, 1, Mode::Shared, true, 2, 2);
+    s.claims[1] = (2, 1, Mode::Shared, HOLD, 2, 2);
     s.refused("exclusive lock with more than one holder");
     let mut s = Snap::base();
     s.revision = 2;
-    s.claims[0] = (1, 1, Mode::Shared, true, 1, 2);
-    s.claims[1] = (2, 1, Mode::Shared, true, 2, 1);
+    s.claims[0] = (1, 1, Mode::Shared, HOLD, 1, 2);
+    s.claims[1] = (2, 1, Mode::Shared, HOLD, 2, 1);
     s.refused("holders' tokens not rising in arrival order");
     let mut s = Snap::base();
     s.claims[1].5 = 0;
@@ -267,14 +294,14 @@ fn restore_refuses_a_waiter_that_arrived_before_a_holder() {
     // every waiter's on its lock.
     let mut s = Snap::base();
     s.claims = vec![
-        (2, 1, Mode::Exclusive, false, 1, u64::MAX),
-        (1, 1, Mode::Exclusive, true, 2, 1),
+        (2, 1, Mode::Exclusive, WAIT, 1, u64::MAX),
+        (1, 1, Mode::Exclusive, HOLD, 2, 1),
     ];
     s.refused("a waiter arrived before a holder");
     let mut s = Snap::base();
     s.claims = vec![
-        (2, 1, Mode::Exclusive, false, 1, u64::MAX),
-        (1, 1, Mode::Shared, true, 2, 1),
+        (2, 1, Mode::Exclusive, WAIT, 1, u64::MAX),
+        (1, 1, Mode::Shared, HOLD, 2, 1),
     ];
     s.refused("a waiter arrived before a holder");
     // the same claims with the holder first restore

@@ -6,12 +6,16 @@ mod common;
 use common::*;
 
 use fencelock::{
-    Error, Input, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Table, Tick, Token,
-    Wait, MAX_FRAME_LEN, MAX_NAME_LEN,
+    Change, Error, Input, Label, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Table,
+    Tick, Token, Wait, MAX_FRAME_LEN, MAX_LABEL_LEN, MAX_NAME_LEN,
 };
 
 fn longest() -> LockName {
     name(&"n".repeat(MAX_NAME_LEN))
+}
+
+fn longest_label() -> Label {
+    Label::new(&"l".repeat(MAX_LABEL_LEN)).unwrap()
 }
 
 fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
@@ -62,10 +66,38 @@ fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
         Input::Cancel {
             now,
             session: s,
-            lock: n,
+            lock: n.clone(),
             request: Some(big),
         },
         Input::Tick { now: Tick(big) },
+        Input::Acquire {
+            now,
+            session: s,
+            lock: n.clone(),
+            mode: Mode::Permits {
+                count: u32::MAX,
+                limit: u32::MAX,
+            },
+            wait: Wait::Until(Tick(big)),
+            request: Some(big),
+        },
+        Input::OpenLabeled {
+            now,
+            ttl: big,
+            label: longest_label(),
+        },
+        Input::Watch {
+            now,
+            session: s,
+            lock: n.clone(),
+            request: Some(big),
+        },
+        Input::Unwatch {
+            now,
+            session: s,
+            lock: n,
+            request: Some(big),
+        },
     ]
 }
 
@@ -93,7 +125,19 @@ fn all_outputs(n: LockName, big: u64) -> Vec<Output> {
         },
         Output::WaitTimedOut {
             session: s,
+            lock: n.clone(),
+        },
+        Output::HolderChanged {
+            session: s,
             lock: n,
+            holder: s,
+            mode: Mode::Permits {
+                count: u32::MAX,
+                limit: u32::MAX,
+            },
+            token: Token(big),
+            change: Change::Expired,
+            label: longest_label(),
         },
     ]
 }
@@ -123,6 +167,8 @@ fn all_replies(big: u64) -> Vec<Reply> {
         Reply::HoldEnded { token: Token(big) },
         Reply::WaitEnded,
         Reply::Ticked { now: Tick(big) },
+        Reply::Watching { holders: position },
+        Reply::Unwatched,
     ]
 }
 
