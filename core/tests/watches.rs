@@ -431,3 +431,164 @@ fn input_kinds_are_stable() {
         ["holding", "granted", "released", "closed", "expired"]
     );
 }
+
+/// Random histories of every input (permits, plain modes, watches, labels, closes,
+/// expiries, retries): after each one, every live watch's view — built only from the
+/// `HolderChanged` events it received — equals the lock's holders; no event reaches a watch
+/// that has ended; no input emits more than `max_events()`; a semaphore never has more
+/// permits in use than its limit; a refused input leaves the state byte-identical.
+#[test]
+fn random_histories_keep_every_watcher_in_step_with_the_holders() {
+    use std::collections::{BTreeMap, BTreeSet};
+    for seed in [1u64, 2, 3, 0x5eed] {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let config = Config {
+            lock_delay: 2,
+            max_watchers: 3,
+            ..Config::default()
+        };
+        let mut svc = svc_with(6, 6, 24, config);
+        // (watcher, lock) -> the holders it has been told of: holder -> token
+        let mut views: BTreeMap<(SessionId, String), BTreeMap<SessionId, u64>> = BTreeMap::new();
+        let locks = ["a", "b", "pool"];
+        let (mut applied, mut refusals, mut changes) = (0, 0, 0);
+        for step in 0..3000 {
+            let now = svc.now().0 + rng.below(3);
+            // the advance first, on its own, so each input's own events are told apart
+            let mut events = Vec::new();
+            let bound = svc.max_events();
+            svc.tick(Tick(now), &mut events).unwrap();
+            assert!(events.len() <= bound);
+            // mostly a live session, sometimes one that is gone (or never was)
+            let live: Vec<SessionId> = svc.sessions().collect();
+            let s = if live.is_empty() || rng.below(10) == 0 {
+                SessionId(1 + rng.below(svc.next_session_id().0 + 1))
+            } else {
+                live[rng.below(live.len() as u64) as usize]
+            };
+            let lock = locks[rng.below(3) as usize];
+            let request = [None, Some(rng.below(3))][rng.below(2) as usize];
+            let mode = if lock == "pool" {
+                Mode::Permits {
+                    count: 1 + rng.below(3) as u32,
+                    limit: [3, 3, 3, 4][rng.below(4) as usize],
+                }
+            } else {
+                [Mode::Exclusive, Mode::Shared][rng.below(2) as usize]
+            };
+            let wait = [
+                Wait::None,
+                Wait::Forever,
+                Wait::Until(Tick(now + rng.below(6))),
+            ][rng.below(3) as usize];
+            let t = Tick(now);
+            let before = svc.snapshot_vec();
+            let bound = svc.max_events();
+            let mut out = Vec::new();
+            let pick = if live.len() < 3 { 0 } else { rng.below(10) };
+            let got = match pick {
+                0 => svc.open_labeled(
+                    t,
+                    3 + rng.below(20),
+                    label(["", "x", "y"][rng.below(3) as usize]),
+                    &mut out,
+                ),
+                1 => svc.keep_alive(t, s, request, &mut out),
+                2 => svc.close_session(t, s, request, &mut out),
+                3 | 4 => svc.acquire(t, s, lock, mode, wait, request, &mut out),
+                5 => svc.release(t, s, lock, request, &mut out),
+                6 => svc.cancel(t, s, lock, request, &mut out),
+                7 | 8 => svc.watch(t, s, lock, request, &mut out),
+                _ => svc.unwatch(t, s, lock, request, &mut out),
+            };
+            assert!(out.len() <= bound, "step {step}: {} > {bound}", out.len());
+            events.extend(out);
+            match got {
+                Err(_) => {
+                    refusals += 1;
+                    assert_eq!(
+                        svc.snapshot_vec(),
+                        before,
+                        "step {step}: a refusal changed state"
+                    );
+                }
+                Ok(Reply::Watching { .. }) => {
+                    applied += 1;
+                    views.entry((s, lock.to_string())).or_default();
+                }
+                Ok(_) => applied += 1,
+            }
+            for e in &events {
+                match e {
+                    Output::SessionExpired { session } => views.retain(|(w, _), _| w != session),
+                    Output::HolderChanged {
+                        session,
+                        lock,
+                        holder,
+                        token,
+                        change,
+                        ..
+                    } => {
+                        changes += 1;
+                        let view = views
+                            .get_mut(&(*session, lock.to_string()))
+                            .unwrap_or_else(|| panic!("step {step}: {e:?} reached no watch"));
+                        match change {
+                            Change::Holding | Change::Granted => {
+                                assert_eq!(
+                                    view.insert(*holder, token.0),
+                                    None,
+                                    "step {step}: {e:?}"
+                                )
+                            }
+                            _ => {
+                                assert_eq!(view.remove(holder), Some(token.0), "step {step}: {e:?}")
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            match got {
+                Ok(Reply::Unwatched) => {
+                    views.remove(&(s, lock.to_string()));
+                }
+                Ok(Reply::Closed) => views.retain(|(w, _), _| *w != s),
+                _ => {}
+            }
+            // every live watch is in step with the holders
+            let live: BTreeSet<_> = views.keys().cloned().collect();
+            for ((w, l), view) in &views {
+                assert!(
+                    svc.session(*w).is_some(),
+                    "step {step}: a watch outlived {w}"
+                );
+                let truth: BTreeMap<SessionId, u64> =
+                    svc.holders(l).map(|h| (h.session, h.token.0)).collect();
+                assert_eq!(view, &truth, "step {step}: {w} watching {l}");
+            }
+            assert_eq!(
+                live.len(),
+                svc.usage().claims as usize
+                    - svc
+                        .sessions()
+                        .map(|x| {
+                            let i = svc.session(x).unwrap();
+                            (i.holds + i.waits) as usize
+                        })
+                        .sum::<usize>(),
+                "step {step}: the watches the model knows are the service's"
+            );
+            if let Some(fencelock::Permits { in_use, limit }) = svc.permits("pool") {
+                assert!(in_use <= limit, "step {step}: {in_use} of {limit}");
+            }
+            if step % 50 == 0 {
+                check_invariants(&svc);
+            }
+        }
+        assert!(
+            applied > 1000 && refusals > 300 && changes > 150,
+            "seed {seed}: applied {applied}, refused {refusals}, changes seen {changes}"
+        );
+    }
+}
