@@ -465,10 +465,18 @@ impl<S: Storage> LockService<S> {
                 Recorded::KeptAlive { expires_at } => {
                     r.last_target == 0 && expires_at <= r.expires_at
                 }
-                Recorded::Granted { token, .. } | Recorded::Released { token } => {
-                    token >= 1 && token <= meta.revision
+                // A permit acquire's reply is recorded as `GrantedPermits`/`QueuedPermits`.
+                Recorded::Granted {
+                    mode: Mode::Permits { .. },
+                    ..
                 }
-                Recorded::GrantedPermits { token } => token >= 1 && token <= meta.revision,
+                | Recorded::Queued {
+                    mode: Mode::Permits { .. },
+                    ..
+                } => false,
+                Recorded::Granted { token, .. }
+                | Recorded::Released { token }
+                | Recorded::GrantedPermits { token } => token >= 1 && token <= meta.revision,
                 Recorded::Queued { position, .. } | Recorded::QueuedPermits { position } => {
                     position >= 1
                 }
