@@ -210,3 +210,94 @@ async fn force_new_cluster_from_a_survivor_keeps_state_and_tokens_rise() {
     drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Waits (bounded) for `child` to exit; kills it and fails if it does not.
+fn exits_within(child: &mut std::process::Child, secs: u64, what: &str) -> std::process::Output {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still runs after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut out = std::process::Output {
+        status: child.wait().unwrap(),
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    };
+    use std::io::Read;
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_end(&mut out.stderr).unwrap();
+    }
+    out
+}
+
+/// A running node holds its data directory's LOCK: `force-new-cluster` from it is refused
+/// (exit 1, naming the directory, nothing written), and so is a second node on it — while
+/// the first keeps serving. Once the node is killed (SIGKILL: its LOCK file stays, the
+/// lock does not) `force-new-cluster` from the same directory succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_nodes_directory_is_refused_to_force_new_cluster_and_a_second_node() {
+    let dir = std::env::temp_dir().join(format!("fencelock-recover-lock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cluster = Cluster::prepare_single(&dir);
+    cluster.spawn(1);
+    eventually("node 1 serves", 30, || cluster.leader()).await;
+    let data = dir.join("n1");
+    let in_use = format!("{} is in use", data.display());
+
+    let new_dir = dir.join("n1.new");
+    let peer = cluster.peers[0].clone();
+    let force = || {
+        Command::new(NODE)
+            .arg("force-new-cluster")
+            .arg("--from")
+            .arg(&data)
+            .arg("--dir")
+            .arg(&new_dir)
+            .args(["--peer", &peer, "--accept-data-loss"])
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let out = exits_within(&mut force(), 20, "force-new-cluster");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&in_use), "{err}");
+    assert!(!new_dir.exists(), "nothing was written");
+
+    // A second node on the same directory, on ports of its own.
+    let (r, c) = (free_port(), free_port());
+    let mut second = Command::new(NODE)
+        .args(["--insecure-plaintext", "--id", "1", "--dir"])
+        .arg(&data)
+        .args(["--peer", &format!("1=127.0.0.1:{r}/127.0.0.1:{c}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = exits_within(&mut second, 20, "a second node on the same directory");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&in_use), "{err}");
+    assert!(
+        cluster.leader().await.is_some(),
+        "the first node still serves"
+    );
+
+    cluster.kill9(1);
+    assert!(data.join("LOCK").exists());
+    let out = exits_within(&mut force(), 30, "force-new-cluster");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(new_dir.join("raft.log").exists());
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+}
