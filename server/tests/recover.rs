@@ -301,3 +301,53 @@ async fn a_running_nodes_directory_is_refused_to_force_new_cluster_and_a_second_
     drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A survivor whose log was written in a later term than the first (the first leader was
+/// killed and another elected): the recovered node starts, elects itself and serves the
+/// state. (Its log's entries carry term 2 or more; the new cluster's first election is
+/// in term 1, and openraft requires a leader's vote to be at least its last log id's.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_new_cluster_from_a_survivor_of_a_later_term_serves() {
+    let dir = std::env::temp_dir().join(format!("fencelock-recover-term-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cluster = Cluster::start(&dir);
+    let client = Client::new(cluster.clients.clone());
+    let (first, _) = eventually("a leader", 30, || cluster.leader()).await;
+    cluster.kill9(first);
+    let (survivor, _) = eventually("a second leader", 30, || cluster.leader()).await;
+    let s = client.open_session(120_000).await.expect("session");
+    let t = grant(&s, "res").await;
+    for id in 1..=3 {
+        cluster.kill9(id);
+    }
+    let from = dir.join(format!("n{survivor}"));
+    let new_dir = dir.join(format!("n{survivor}.new"));
+    let me = cluster.peers[survivor as usize - 1].clone();
+    let out = Command::new(NODE)
+        .arg("force-new-cluster")
+        .arg("--from")
+        .arg(&from)
+        .arg("--dir")
+        .arg(&new_dir)
+        .args(["--peer", &me, "--accept-data-loss"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::rename(&from, dir.join(format!("n{survivor}.old"))).unwrap();
+    std::fs::rename(&new_dir, &from).unwrap();
+    cluster.peers = vec![me];
+    cluster.no_init = true;
+    cluster.spawn(survivor);
+    let h = eventually("the recovered node serves", 30, || async {
+        client.holders("res").await.ok()
+    })
+    .await;
+    assert_eq!((h.len(), h[0].session.0, h[0].token), (1, s.id(), t));
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+}
