@@ -5,6 +5,7 @@
 
 mod procs;
 
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +42,37 @@ where
     }
 }
 
+/// An empty directory `fencelock-NAME-PID` under the temp dir.
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fencelock-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `fencelock-node force-new-cluster --from FROM --dir TO --peer PEER`; the caller adds
+/// the rest.
+fn force_new_cluster(from: &Path, to: &Path, peer: &str) -> Command {
+    let mut c = Command::new(NODE);
+    c.arg("force-new-cluster")
+        .arg("--from")
+        .arg(from)
+        .arg("--dir")
+        .arg(to)
+        .args(["--peer", peer]);
+    c
+}
+
+/// Puts the recovered directory `new_dir` in place of the survivor's `from` (which is
+/// kept as `from.old`) and starts it alone: its one `--peer`, no `--init`.
+fn start_recovered(cluster: &mut Cluster, survivor: u64, from: &Path, new_dir: &Path) {
+    std::fs::rename(from, from.with_extension("old")).unwrap();
+    std::fs::rename(new_dir, from).unwrap();
+    cluster.peers = vec![cluster.peers[survivor as usize - 1].clone()];
+    cluster.no_init = true;
+    cluster.spawn(survivor);
+}
+
 fn addr_of(peer: &str) -> (u64, NodeAddr) {
     let (id, rest) = peer.split_once('=').unwrap();
     let (raft, client) = rest.split_once('/').unwrap();
@@ -63,9 +95,7 @@ fn addr_of(peer: &str) -> (u64, NodeAddr) {
 /// tokens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_new_cluster_from_a_survivor_keeps_state_and_tokens_rise() {
-    let dir = std::env::temp_dir().join(format!("fencelock-recover-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("recover");
     let mut cluster = Cluster::start_secure(&dir);
     let secure = cluster.secure.as_ref().unwrap();
     let admin = secure.admin_token.clone();
@@ -100,14 +130,8 @@ async fn force_new_cluster_from_a_survivor_keeps_state_and_tokens_rise() {
     let from = dir.join(format!("n{survivor}"));
     let new_dir = dir.join(format!("n{survivor}.new"));
     let me = cluster.peers[survivor as usize - 1].clone();
-    let force = |extra: &[&str], to: &std::path::Path| {
-        Command::new(NODE)
-            .arg("force-new-cluster")
-            .arg("--from")
-            .arg(&from)
-            .arg("--dir")
-            .arg(to)
-            .args(["--peer", &me])
+    let force = |extra: &[&str], to: &Path| {
+        force_new_cluster(&from, to, &me)
             .args(extra)
             .output()
             .unwrap()
@@ -144,12 +168,8 @@ async fn force_new_cluster_from_a_survivor_keeps_state_and_tokens_rise() {
 
     // Start the recovered node alone: its directory in place of the old one, its one
     // --peer, no --init.
-    std::fs::rename(&from, dir.join(format!("n{survivor}.old"))).unwrap();
-    std::fs::rename(&new_dir, &from).unwrap();
     let all_peers = cluster.peers.clone();
-    cluster.peers = vec![me.clone()];
-    cluster.no_init = true;
-    cluster.spawn(survivor);
+    start_recovered(&mut cluster, survivor, &from, &new_dir);
     let h = eventually("the recovered node serves", 30, || async {
         client.holders("res/a").await.ok()
     })
@@ -240,9 +260,7 @@ fn exits_within(child: &mut std::process::Child, secs: u64, what: &str) -> std::
 /// lock does not) `force-new-cluster` from the same directory succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_nodes_directory_is_refused_to_force_new_cluster_and_a_second_node() {
-    let dir = std::env::temp_dir().join(format!("fencelock-recover-lock-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("recover-lock");
     let mut cluster = Cluster::prepare_single(&dir);
     cluster.spawn(1);
     eventually("node 1 serves", 30, || cluster.leader()).await;
@@ -252,13 +270,8 @@ async fn a_running_nodes_directory_is_refused_to_force_new_cluster_and_a_second_
     let new_dir = dir.join("n1.new");
     let peer = cluster.peers[0].clone();
     let force = || {
-        Command::new(NODE)
-            .arg("force-new-cluster")
-            .arg("--from")
-            .arg(&data)
-            .arg("--dir")
-            .arg(&new_dir)
-            .args(["--peer", &peer, "--accept-data-loss"])
+        force_new_cluster(&data, &new_dir, &peer)
+            .arg("--accept-data-loss")
             .stderr(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -308,9 +321,7 @@ async fn a_running_nodes_directory_is_refused_to_force_new_cluster_and_a_second_
 /// in term 1, and openraft requires a leader's vote to be at least its last log id's.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_new_cluster_from_a_survivor_of_a_later_term_serves() {
-    let dir = std::env::temp_dir().join(format!("fencelock-recover-term-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("recover-term");
     let mut cluster = Cluster::start(&dir);
     let client = Client::new(cluster.clients.clone());
     let (first, _) = eventually("a leader", 30, || cluster.leader()).await;
@@ -324,13 +335,8 @@ async fn force_new_cluster_from_a_survivor_of_a_later_term_serves() {
     let from = dir.join(format!("n{survivor}"));
     let new_dir = dir.join(format!("n{survivor}.new"));
     let me = cluster.peers[survivor as usize - 1].clone();
-    let out = Command::new(NODE)
-        .arg("force-new-cluster")
-        .arg("--from")
-        .arg(&from)
-        .arg("--dir")
-        .arg(&new_dir)
-        .args(["--peer", &me, "--accept-data-loss"])
+    let out = force_new_cluster(&from, &new_dir, &me)
+        .arg("--accept-data-loss")
         .output()
         .unwrap();
     assert!(
@@ -338,11 +344,7 @@ async fn force_new_cluster_from_a_survivor_of_a_later_term_serves() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::rename(&from, dir.join(format!("n{survivor}.old"))).unwrap();
-    std::fs::rename(&new_dir, &from).unwrap();
-    cluster.peers = vec![me];
-    cluster.no_init = true;
-    cluster.spawn(survivor);
+    start_recovered(&mut cluster, survivor, &from, &new_dir);
     let h = eventually("the recovered node serves", 30, || async {
         client.holders("res").await.ok()
     })
