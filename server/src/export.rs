@@ -174,50 +174,42 @@ fn reason(r: ReleaseReason) -> &'static str {
     }
 }
 
-/// The input as the wasm `LockService.handle` takes it.
+/// The kind of an input as a recording spells it (the names core's `Input` kinds go by);
+/// `None` for an input this recording version has no words for.
+fn input_kind(i: &Input) -> Option<&'static str> {
+    Some(match i {
+        Input::OpenSession { .. } => "open_session",
+        Input::KeepAlive { .. } => "keep_alive",
+        Input::CloseSession { .. } => "close_session",
+        Input::Acquire { .. } => "acquire",
+        Input::Release { .. } => "release",
+        Input::Cancel { .. } => "cancel",
+        Input::Tick { .. } => "tick",
+        _ => return None,
+    })
+}
+
+/// The input as the wasm `LockService.handle` takes it: its kind, `now`, its session (if
+/// it acts for one), the fields of its shape, its request number (if it carries one).
 fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
-    j.out.push('{');
-    let request = |j: &mut Json<'_>, r: &Option<u64>| match r {
-        Some(r) => j.kv_num("request", *r),
-        None => Ok(()),
+    let Some(kind) = input_kind(i) else {
+        return Err(j.unknown("an input"));
     };
+    j.out.push('{');
+    j.kv_str("kind", kind);
+    j.kv_num("now", i.now().0)?;
+    if let Some(session) = i.session() {
+        j.kv_num("session", session.0)?;
+    }
     match i {
-        Input::OpenSession { now, ttl } => {
-            j.kv_str("kind", "open_session");
-            j.kv_num("now", now.0)?;
-            j.kv_num("ttl", *ttl)?;
-        }
-        Input::KeepAlive {
-            now,
-            session,
-            request: r,
-        }
-        | Input::CloseSession {
-            now,
-            session,
-            request: r,
-        } => {
-            let kind = if matches!(i, Input::KeepAlive { .. }) {
-                "keep_alive"
-            } else {
-                "close_session"
-            };
-            j.kv_str("kind", kind);
-            j.kv_num("now", now.0)?;
-            j.kv_num("session", session.0)?;
-            request(j, r)?;
-        }
+        Input::OpenSession { ttl, .. } => j.kv_num("ttl", *ttl)?,
+        Input::KeepAlive { .. } | Input::CloseSession { .. } | Input::Tick { .. } => {}
         Input::Acquire {
-            now,
-            session,
             lock,
             mode: m,
             wait,
-            request: r,
+            ..
         } => {
-            j.kv_str("kind", "acquire");
-            j.kv_num("now", now.0)?;
-            j.kv_num("session", session.0)?;
             j.kv_str("lock", lock.as_str());
             j.kv_str("mode", mode(*m));
             match wait {
@@ -230,36 +222,12 @@ fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
                     j.out.push('}');
                 }
             }
-            request(j, r)?;
         }
-        Input::Release {
-            now,
-            session,
-            lock,
-            request: r,
-        }
-        | Input::Cancel {
-            now,
-            session,
-            lock,
-            request: r,
-        } => {
-            let kind = if matches!(i, Input::Release { .. }) {
-                "release"
-            } else {
-                "cancel"
-            };
-            j.kv_str("kind", kind);
-            j.kv_num("now", now.0)?;
-            j.kv_num("session", session.0)?;
-            j.kv_str("lock", lock.as_str());
-            request(j, r)?;
-        }
-        Input::Tick { now } => {
-            j.kv_str("kind", "tick");
-            j.kv_num("now", now.0)?;
-        }
+        Input::Release { lock, .. } | Input::Cancel { lock, .. } => j.kv_str("lock", lock.as_str()),
         _ => return Err(j.unknown("an input")),
+    }
+    if let Some(r) = i.request() {
+        j.kv_num("request", r)?;
     }
     j.out.push('}');
     Ok(())
@@ -763,5 +731,92 @@ mod tests {
         };
         // the header, the open (index 1), then one line per keep-alive: index 19 999 is line 20 000
         assert!(m.contains("--to-index 19999"), "{m}");
+    }
+
+    /// Every input shape in the format's words: kind, `now`, the session, the shape's own
+    /// fields, the request number when there is one.
+    #[test]
+    fn every_input_shape_has_its_words() {
+        let lock = || LockName::new("jobs/x").expect("name");
+        let (now, session) = (Tick(5), SessionId(3));
+        let cases = [
+            (
+                Input::OpenSession { now, ttl: 100 },
+                r#"{"kind":"open_session","now":5,"ttl":100}"#,
+            ),
+            (
+                Input::KeepAlive {
+                    now,
+                    session,
+                    request: Some(4),
+                },
+                r#"{"kind":"keep_alive","now":5,"session":3,"request":4}"#,
+            ),
+            (
+                Input::CloseSession {
+                    now,
+                    session,
+                    request: None,
+                },
+                r#"{"kind":"close_session","now":5,"session":3}"#,
+            ),
+            (
+                Input::CloseSession {
+                    now,
+                    session,
+                    request: Some(9),
+                },
+                r#"{"kind":"close_session","now":5,"session":3,"request":9}"#,
+            ),
+            (
+                Input::Acquire {
+                    now,
+                    session,
+                    lock: lock(),
+                    mode: Mode::Shared,
+                    wait: Wait::Until(Tick(50)),
+                    request: Some(2),
+                },
+                r#"{"kind":"acquire","now":5,"session":3,"lock":"jobs/x","mode":"shared","wait":{"until":50},"request":2}"#,
+            ),
+            (
+                Input::Acquire {
+                    now,
+                    session,
+                    lock: lock(),
+                    mode: Mode::Exclusive,
+                    wait: Wait::None,
+                    request: None,
+                },
+                r#"{"kind":"acquire","now":5,"session":3,"lock":"jobs/x","mode":"exclusive","wait":"none"}"#,
+            ),
+            (
+                Input::Release {
+                    now,
+                    session,
+                    lock: lock(),
+                    request: Some(7),
+                },
+                r#"{"kind":"release","now":5,"session":3,"lock":"jobs/x","request":7}"#,
+            ),
+            (
+                Input::Cancel {
+                    now,
+                    session,
+                    lock: lock(),
+                    request: None,
+                },
+                r#"{"kind":"cancel","now":5,"session":3,"lock":"jobs/x"}"#,
+            ),
+            (Input::Tick { now }, r#"{"kind":"tick","now":5}"#),
+        ];
+        for (i, want) in cases {
+            let mut j = Json {
+                out: String::new(),
+                at: "test",
+            };
+            input(&mut j, &i).expect("representable");
+            assert_eq!(j.out, want, "{i:?}");
+        }
     }
 }
