@@ -286,7 +286,7 @@ pub use sink::Sink;
 pub use snapshot::{SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 #[cfg(feature = "alloc")]
 pub use storage::VecStorage;
-pub use storage::{ArrayStorage, SliceStorage, Storage};
+pub use storage::{ArrayStorage, LabeledSliceStorage, SliceStorage, Storage};
 pub use types::{Label, LockName, Mode, SessionId, Tick, Token, Wait, MAX_LABEL_LEN, MAX_NAME_LEN};
 pub use wire::MAX_FRAME_LEN;
 

@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::storage::{
-    claim_hash, watch_hash, Chain, ClaimRow, Link, List, LockRow, Recorded, SessionRow, Storage,
-    TtlClass, CLASSES, NO_CLASS,
+    claim_hash, watch_hash, Chain, ClaimRow, LabelPool, LabelRow, Link, List, LockRow, Recorded,
+    SessionRow, Storage, TtlClass, CLASSES, NO_CLASS,
 };
 use crate::table::{fnv1a, name_hash, TableState, NIL};
 use crate::{
@@ -149,6 +149,8 @@ pub(crate) struct State {
     pub(crate) claim_order: List,
     /// Watch claims in use (the rest of the claim table's rows are holds and waits).
     pub(crate) watches: u32,
+    /// The label table's free rows.
+    pub(crate) labels: LabelPool,
     dirty_head: u32,
     dirty_tail: u32,
     /// Up to [`CLASSES`] ttls whose sessions are kept in deadline lists (see
@@ -257,14 +259,15 @@ impl<S: Storage> LockService<S> {
 
     pub(crate) fn check(storage: &mut S, config: &Config) -> Result<(), Error> {
         config.validate()?;
-        let t = storage.tables();
+        let (t, labels) = storage.tables_and_labels();
         check_rows(t.sessions.len())?;
         check_rows(t.locks.len())?;
-        check_rows(t.claims.len())
+        check_rows(t.claims.len())?;
+        check_rows(labels.len())
     }
 
     pub(crate) fn build(mut storage: S, config: Config) -> Self {
-        let t = storage.tables();
+        let (t, labels) = storage.tables_and_labels();
         for r in t.sessions.iter_mut() {
             *r = SessionRow::EMPTY;
         }
@@ -289,6 +292,7 @@ impl<S: Storage> LockService<S> {
             idle_locks: List::EMPTY,
             claim_order: List::EMPTY,
             watches: 0,
+            labels: LabelPool::init(labels),
             dirty_head: NIL,
             dirty_tail: NIL,
             classes: [TtlClass::EMPTY; CLASSES],
@@ -304,11 +308,12 @@ impl<S: Storage> LockService<S> {
     }
 
     pub(crate) fn view(&mut self) -> View<'_> {
-        let t = self.storage.tables();
+        let (t, labels) = self.storage.tables_and_labels();
         View {
             s: t.sessions,
             l: t.locks,
             c: t.claims,
+            lb: labels,
             st: &mut self.st,
         }
     }
@@ -406,6 +411,13 @@ impl<S: Storage> LockService<S> {
             return Err(Error::BadTtl);
         }
         let expires_at = v.st.now.checked_add(ttl).ok_or(Error::DeadlineOverflow)?;
+        // Both tables are checked before either is taken, so a refusal changes nothing.
+        if v.st.sessions.is_full() {
+            return Err(Error::CapacityExceeded(Table::Sessions));
+        }
+        if !label.is_empty() && v.st.labels.is_full() {
+            return Err(Error::CapacityExceeded(Table::Labels));
+        }
         let slot =
             v.st.sessions
                 .alloc(v.s)
@@ -413,7 +425,7 @@ impl<S: Storage> LockService<S> {
         let id = v.st.next_session;
         v.st.next_session += 1;
         v.insert_session(slot, id, ttl, expires_at);
-        v.s[slot as usize].label = label;
+        v.set_label(slot, label)?;
         v.schedule_session(slot, true);
         Ok(Reply::Opened {
             session: SessionId(id),
@@ -773,7 +785,7 @@ impl<S: Storage> LockService<S> {
                 mode: claim.mode(),
                 token: Token(claim.value),
                 change: Change::Holding,
-                label: holder.label,
+                label: label_of(v.lb, holder),
             });
             h = claim.in_lock.next;
         }
@@ -1067,7 +1079,7 @@ impl<S: Storage> LockService<S> {
             holds,
             waits,
             last_request: row.last_request,
-            label: row.label,
+            label: label_of(self.storage.labels_ref(), row),
         })
     }
 
@@ -1098,7 +1110,7 @@ impl<S: Storage> LockService<S> {
                 session: SessionId(session.id),
                 mode: claim.mode(),
                 token: Token(claim.value),
-                label: session.label,
+                label: label_of(self.storage.labels_ref(), session),
             }
         })
     }
@@ -1112,7 +1124,7 @@ impl<S: Storage> LockService<S> {
                 session: SessionId(session.id),
                 mode: claim.mode(),
                 deadline: (claim.value != u64::MAX).then_some(Tick(claim.value)),
-                label: session.label,
+                label: label_of(self.storage.labels_ref(), session),
             }
         })
     }
@@ -1162,6 +1174,15 @@ impl<S: Storage> LockService<S> {
             None => NIL,
         };
         walk(t.claims, head, |r: &ClaimRow| r.in_lock.next).map(move |c| (t, c))
+    }
+}
+
+/// The holder label of a session row (empty when it has none). Cost: O(1).
+pub(crate) fn label_of(labels: &[LabelRow], row: &SessionRow) -> Label {
+    if row.label == NIL {
+        Label::EMPTY
+    } else {
+        labels[row.label as usize].label
     }
 }
 
@@ -1249,6 +1270,7 @@ pub(crate) struct View<'a> {
     pub(crate) s: &'a mut [SessionRow],
     pub(crate) l: &'a mut [LockRow],
     pub(crate) c: &'a mut [ClaimRow],
+    pub(crate) lb: &'a mut [LabelRow],
     pub(crate) st: &'a mut State,
 }
 
@@ -1352,7 +1374,7 @@ impl View<'_> {
                 mode,
                 token: Token(token),
                 change,
-                label: holder.label,
+                label: label_of(self.lb, holder),
             });
             w = watch.in_lock.next;
         }
@@ -1513,10 +1535,24 @@ impl View<'_> {
         row.last_request = 0;
         row.set_last_reply(Recorded::None);
         row.last_target = 0;
-        row.label = Label::EMPTY;
+        row.label = NIL;
         row.claims = Chain::EMPTY;
         TableState::index_insert(self.s, slot, crate::table::mix(id));
         self.st.session_order.push_back(self.s, slot, session_order);
+    }
+
+    /// Gives session `s` (which has none) its holder label: a label-table row unless it
+    /// is empty.
+    ///
+    /// Errors: [`Error::CapacityExceeded`] of [`Table::Labels`] when no row is free (the
+    /// session is then unlabelled). Cost: O(1).
+    pub(crate) fn set_label(&mut self, s: u32, label: Label) -> Result<(), Error> {
+        if label.is_empty() {
+            return Ok(());
+        }
+        let row = self.st.labels.alloc(self.lb, label);
+        self.s[s as usize].label = row.ok_or(Error::CapacityExceeded(Table::Labels))?;
+        Ok(())
     }
 
     /// Schedules session `s` (scheduled nowhere yet) by its `expires_at`. With `join`, it
@@ -1811,6 +1847,10 @@ impl View<'_> {
         self.unschedule_session(s);
         TableState::index_remove(self.s, s);
         self.st.session_order.remove(self.s, s, session_order);
+        let label = self.s[s as usize].label;
+        if label != NIL {
+            self.st.labels.release(self.lb, label);
+        }
         self.s[s as usize] = SessionRow {
             aux: self.s[s as usize].aux,
             ..SessionRow::EMPTY

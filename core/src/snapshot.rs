@@ -173,7 +173,7 @@ impl<S: Storage> LockService<S> {
                     | Recorded::Watching { .. }
                     | Recorded::Unwatched
             );
-            if !r.label.is_empty() || new_reply {
+            if r.label != NIL || new_reply {
                 return true;
             }
             s = r.order.next;
@@ -239,7 +239,7 @@ impl<S: Storage> LockService<S> {
             });
             if v2 {
                 // Appended to the record: the same bytes as a field after `last_target`.
-                w.put(&r.label);
+                w.put(&crate::service::label_of(self.storage.labels_ref(), r));
             }
             s = r.order.next;
         }
@@ -499,7 +499,7 @@ impl<S: Storage> LockService<S> {
             v.s[slot as usize].last_request = r.last_request;
             v.s[slot as usize].set_last_reply(r.last_reply);
             v.s[slot as usize].last_target = r.last_target;
-            v.s[slot as usize].label = label;
+            v.set_label(slot, label)?;
         }
 
         let mut last_id = 0;

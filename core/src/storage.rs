@@ -55,15 +55,16 @@ use crate::{Label, LockName, Mode};
 // The table above, checked at compile time wherever `u64` is 8-byte aligned.
 const _: () = assert!(
     core::mem::align_of::<u64>() != 8
-        || (core::mem::size_of::<SessionRow>() == 160
+        || (core::mem::size_of::<SessionRow>() == 96
             && core::mem::size_of::<LockRow>() == 160
             && core::mem::size_of::<ClaimRow>() == 72
+            && core::mem::size_of::<LabelRow>() == 65
             && core::mem::size_of::<crate::GateRow>() == 96)
 );
 
-/// Hands the service its three tables. Implemented for [`ArrayStorage`],
-/// [`SliceStorage`] and (feature `alloc`) `VecStorage`; implement it for anything else
-/// that owns the rows. The lengths must not change while a service uses the storage.
+/// Hands the service its tables. Implemented for [`ArrayStorage`], [`SliceStorage`],
+/// [`LabeledSliceStorage`] and (feature `alloc`) `VecStorage`; implement it for anything
+/// else that owns the rows. The lengths must not change while a service uses the storage.
 pub trait Storage {
     /// The three tables, mutably. Called once per input: it must be O(1) and must return
     /// slices of the same lengths every time (a service never re-checks them).
@@ -71,6 +72,19 @@ pub trait Storage {
     /// The three tables, read-only. Called by every query; O(1) like
     /// [`tables`](Self::tables).
     fn tables_ref(&self) -> TablesRef<'_>;
+    /// The three tables and the label table ([`LabelRow`], one per open session that has
+    /// a holder label), mutably. O(1) like [`tables`](Self::tables), the same lengths
+    /// every time. The default has no label table: every session can open, but a
+    /// labelled open is refused with
+    /// [`CapacityExceeded(Table::Labels)`](crate::Error::CapacityExceeded).
+    fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
+        (self.tables(), &mut [])
+    }
+    /// The label table, read-only (empty by default, see
+    /// [`tables_and_labels`](Self::tables_and_labels)). O(1).
+    fn labels_ref(&self) -> &[LabelRow] {
+        &[]
+    }
 }
 
 /// Mutable views of the three tables.
@@ -96,32 +110,40 @@ pub struct TablesRef<'a> {
 }
 
 /// Storage in fixed arrays, for `static`s and firmware: `S` sessions, `L` locks, `C`
-/// claims. Large services belong in a `static` or on the heap, not on the stack.
+/// claims and `N` holder labels (by default one per session; `0` for a host that never
+/// labels, which then pays nothing for labels). Large services belong in a `static` or on
+/// the heap, not on the stack.
 #[derive(Debug)]
-pub struct ArrayStorage<const S: usize, const L: usize, const C: usize> {
+pub struct ArrayStorage<const S: usize, const L: usize, const C: usize, const N: usize = S> {
     sessions: [SessionRow; S],
     locks: [LockRow; L],
     claims: [ClaimRow; C],
+    labels: [LabelRow; N],
 }
 
-impl<const S: usize, const L: usize, const C: usize> ArrayStorage<S, L, C> {
-    /// Empty tables. `const`, so it can initialise a `static`. Cost: O(S + L + C).
+impl<const S: usize, const L: usize, const C: usize, const N: usize> ArrayStorage<S, L, C, N> {
+    /// Empty tables. `const`, so it can initialise a `static`. Cost: O(S + L + C + N).
     pub const fn new() -> Self {
         ArrayStorage {
             sessions: [SessionRow::EMPTY; S],
             locks: [LockRow::EMPTY; L],
             claims: [ClaimRow::EMPTY; C],
+            labels: [LabelRow::EMPTY; N],
         }
     }
 }
 
-impl<const S: usize, const L: usize, const C: usize> Default for ArrayStorage<S, L, C> {
+impl<const S: usize, const L: usize, const C: usize, const N: usize> Default
+    for ArrayStorage<S, L, C, N>
+{
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const S: usize, const L: usize, const C: usize> Storage for ArrayStorage<S, L, C> {
+impl<const S: usize, const L: usize, const C: usize, const N: usize> Storage
+    for ArrayStorage<S, L, C, N>
+{
     fn tables(&mut self) -> Tables<'_> {
         Tables {
             sessions: &mut self.sessions,
@@ -136,9 +158,25 @@ impl<const S: usize, const L: usize, const C: usize> Storage for ArrayStorage<S,
             claims: &self.claims,
         }
     }
+    fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
+        (
+            Tables {
+                sessions: &mut self.sessions,
+                locks: &mut self.locks,
+                claims: &mut self.claims,
+            },
+            &mut self.labels,
+        )
+    }
+    fn labels_ref(&self) -> &[LabelRow] {
+        &self.labels
+    }
 }
 
-/// Storage in slices the caller owns (memory from a linker section, an arena, C).
+/// Storage in slices the caller owns (memory from a linker section, an arena, C), without
+/// a label table: a labelled open is refused with
+/// [`CapacityExceeded(Table::Labels)`](crate::Error::CapacityExceeded). For labels, use
+/// [`LabeledSliceStorage`].
 pub type SliceStorage<'a> = Tables<'a>;
 
 impl Storage for Tables<'_> {
@@ -158,6 +196,50 @@ impl Storage for Tables<'_> {
     }
 }
 
+/// Storage in slices the caller owns, with a label table: `labels` has one row per open
+/// session that may carry a holder label at once (any length, 0 included).
+#[derive(Debug)]
+pub struct LabeledSliceStorage<'a> {
+    /// One row per session.
+    pub sessions: &'a mut [SessionRow],
+    /// One row per live lock entry.
+    pub locks: &'a mut [LockRow],
+    /// One row per claim (hold, wait or watch).
+    pub claims: &'a mut [ClaimRow],
+    /// One row per labelled session.
+    pub labels: &'a mut [LabelRow],
+}
+
+impl Storage for LabeledSliceStorage<'_> {
+    fn tables(&mut self) -> Tables<'_> {
+        Tables {
+            sessions: self.sessions,
+            locks: self.locks,
+            claims: self.claims,
+        }
+    }
+    fn tables_ref(&self) -> TablesRef<'_> {
+        TablesRef {
+            sessions: self.sessions,
+            locks: self.locks,
+            claims: self.claims,
+        }
+    }
+    fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
+        (
+            Tables {
+                sessions: self.sessions,
+                locks: self.locks,
+                claims: self.claims,
+            },
+            self.labels,
+        )
+    }
+    fn labels_ref(&self) -> &[LabelRow] {
+        self.labels
+    }
+}
+
 /// Storage on the heap, sized at run time (C ABI, wasm, servers, benchmarks).
 #[cfg(feature = "alloc")]
 #[derive(Debug)]
@@ -165,17 +247,28 @@ pub struct VecStorage {
     sessions: alloc::vec::Vec<SessionRow>,
     locks: alloc::vec::Vec<LockRow>,
     claims: alloc::vec::Vec<ClaimRow>,
+    labels: alloc::vec::Vec<LabelRow>,
 }
 
 #[cfg(feature = "alloc")]
 impl VecStorage {
-    /// Allocates the three tables (the host's allocation; the service makes none).
-    /// Cost: O(sessions + locks + claims) time and the memory in the module table.
+    /// Allocates the tables (the host's allocation; the service makes none), with a label
+    /// row for every session. Cost: O(sessions + locks + claims) time and the memory in
+    /// the module table.
     pub fn new(sessions: usize, locks: usize, claims: usize) -> Self {
+        Self::with_labels(sessions, locks, claims, sessions)
+    }
+
+    /// As [`new`](Self::new), with `labels` label rows: at most that many open sessions
+    /// carry a holder label at once (0: labelled opens are refused with
+    /// [`CapacityExceeded(Table::Labels)`](crate::Error::CapacityExceeded)).
+    /// Cost: O(sessions + locks + claims + labels).
+    pub fn with_labels(sessions: usize, locks: usize, claims: usize, labels: usize) -> Self {
         VecStorage {
             sessions: alloc::vec![SessionRow::EMPTY; sessions],
             locks: alloc::vec![LockRow::EMPTY; locks],
             claims: alloc::vec![ClaimRow::EMPTY; claims],
+            labels: alloc::vec![LabelRow::EMPTY; labels],
         }
     }
 }
@@ -192,6 +285,20 @@ impl VecStorage {
         locks: usize,
         claims: usize,
     ) -> Result<Self, alloc::collections::TryReserveError> {
+        Self::try_with_labels(sessions, locks, claims, sessions)
+    }
+
+    /// As [`with_labels`](Self::with_labels), but a size the allocator cannot satisfy is
+    /// an error instead of an abort.
+    ///
+    /// Errors: the allocator's [`TryReserveError`](alloc::collections::TryReserveError);
+    /// nothing stays allocated. Cost: as `with_labels`.
+    pub fn try_with_labels(
+        sessions: usize,
+        locks: usize,
+        claims: usize,
+        labels: usize,
+    ) -> Result<Self, alloc::collections::TryReserveError> {
         fn rows<T: Clone>(
             n: usize,
             empty: T,
@@ -205,6 +312,7 @@ impl VecStorage {
             sessions: rows(sessions, SessionRow::EMPTY)?,
             locks: rows(locks, LockRow::EMPTY)?,
             claims: rows(claims, ClaimRow::EMPTY)?,
+            labels: rows(labels, LabelRow::EMPTY)?,
         })
     }
 }
@@ -224,6 +332,80 @@ impl Storage for VecStorage {
             locks: &self.locks,
             claims: &self.claims,
         }
+    }
+    fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
+        (
+            Tables {
+                sessions: &mut self.sessions,
+                locks: &mut self.locks,
+                claims: &mut self.claims,
+            },
+            &mut self.labels,
+        )
+    }
+    fn labels_ref(&self) -> &[LabelRow] {
+        &self.labels
+    }
+}
+
+/// One row of the label table: the holder label of one open session. Opaque: only the
+/// service reads it. While free, its bytes link the free rows.
+#[derive(Clone, Debug)]
+pub struct LabelRow {
+    pub(crate) label: Label,
+}
+
+impl LabelRow {
+    /// A free row.
+    pub const EMPTY: LabelRow = LabelRow {
+        label: Label::EMPTY,
+    };
+}
+
+/// The free rows of the label table, linked through the rows themselves (no memory of
+/// its own beyond two counters).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LabelPool {
+    free: u32,
+    pub(crate) len: u32,
+}
+
+impl LabelPool {
+    /// Threads every row onto the free list. O(rows).
+    pub(crate) fn init(rows: &mut [LabelRow]) -> LabelPool {
+        let n = rows.len() as u32;
+        for (i, r) in rows.iter_mut().enumerate() {
+            let next = if i as u32 + 1 < n { i as u32 + 1 } else { NIL };
+            r.label = Label::free_link(next);
+        }
+        LabelPool {
+            free: if n > 0 { 0 } else { NIL },
+            len: 0,
+        }
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.free == NIL
+    }
+
+    /// Stores `label` in a free row and returns it, `None` when none is free. O(1).
+    pub(crate) fn alloc(&mut self, rows: &mut [LabelRow], label: Label) -> Option<u32> {
+        let slot = self.free;
+        if slot == NIL {
+            return None;
+        }
+        let row = &mut rows[slot as usize];
+        self.free = row.label.link();
+        row.label = label;
+        self.len += 1;
+        Some(slot)
+    }
+
+    /// Frees a row taken by [`alloc`](Self::alloc). O(1).
+    pub(crate) fn release(&mut self, rows: &mut [LabelRow], slot: u32) {
+        rows[slot as usize].label = Label::free_link(self.free);
+        self.free = slot;
+        self.len -= 1;
     }
 }
 
@@ -286,8 +468,8 @@ pub struct SessionRow {
     pub(crate) due: Link,
     /// Its ttl class, `NO_CLASS` if it is scheduled on its own.
     pub(crate) class: u8,
-    /// Its holder label (empty = none).
-    pub(crate) label: Label,
+    /// Its row in the label table, `NIL` = no label.
+    pub(crate) label: u32,
     pub(crate) aux: Aux<Plain>,
 }
 
@@ -305,7 +487,7 @@ impl SessionRow {
         order: Link::EMPTY,
         due: Link::EMPTY,
         class: NO_CLASS,
-        label: Label::EMPTY,
+        label: NIL,
         aux: Aux::EMPTY,
     };
 }
