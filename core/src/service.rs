@@ -457,7 +457,7 @@ impl<S: Storage> LockService<S> {
         }
         let expires_at =
             v.st.now
-                .checked_add(v.s[s as usize].ttl)
+                .checked_add(v.s[s as usize].ttl(&v.st.classes))
                 .ok_or(Error::DeadlineOverflow)?;
         v.renew(s, expires_at);
         v.record(s, request, 0, Recorded::KeptAlive { expires_at });
@@ -1074,7 +1074,7 @@ impl<S: Storage> LockService<S> {
         }
         Some(SessionInfo {
             id: session,
-            ttl: row.ttl,
+            ttl: row.ttl(&self.st.classes),
             expires_at: Tick(row.expires_at),
             holds,
             waits,
@@ -1530,7 +1530,7 @@ impl View<'_> {
     pub(crate) fn insert_session(&mut self, slot: u32, id: u64, ttl: u64, expires_at: u64) {
         let row = &mut self.s[slot as usize];
         row.id = id;
-        row.ttl = ttl;
+        row.set_ttl(ttl);
         row.expires_at = expires_at;
         row.last_request = 0;
         row.set_last_reply(Recorded::None);
@@ -1561,7 +1561,7 @@ impl View<'_> {
     /// never earlier than any member's (open, keep-alive; a restore schedules every
     /// session on its own). Cost: O(1) in a class that has members, else O(log n).
     pub(crate) fn schedule_session(&mut self, s: u32, join: bool) {
-        let ttl = self.s[s as usize].ttl;
+        let ttl = self.s[s as usize].ttl(&self.st.classes);
         let class = if join {
             let classes = &self.st.classes;
             (0..CLASSES)
@@ -1574,21 +1574,29 @@ impl View<'_> {
             self.st.sessions.schedule(self.s, s);
             return;
         };
+        self.append_to_class(s, c, ttl);
+    }
+
+    /// Appends session `s` (scheduled nowhere) to class `c`, which is free or has ttl
+    /// `ttl`, the session's. Cost: O(1) if the class has members, else O(log n).
+    fn append_to_class(&mut self, s: u32, c: usize, ttl: u64) {
         let tail = self.st.classes[c].tail;
-        let row = &mut self.s[s as usize];
-        row.class = c as u8;
-        row.due = Link {
-            prev: tail,
-            next: NIL,
-        };
         let class = &mut self.st.classes[c];
         class.tail = s;
         if tail == NIL {
             class.ttl = ttl;
             class.head = s;
+        }
+        // Joined only now: the class's ttl is the session's (claimed above if free).
+        let due = Link {
+            prev: tail,
+            next: NIL,
+        };
+        self.s[s as usize].join_class(c as u8, due);
+        if tail == NIL {
             self.st.sessions.schedule(self.s, s);
         } else {
-            self.s[tail as usize].due.next = s;
+            self.s[tail as usize].set_due_next(s);
         }
     }
 
@@ -1601,25 +1609,24 @@ impl View<'_> {
             self.st.sessions.unschedule(self.s, s);
             return;
         }
-        let Link { prev, next } = row.due;
-        row.class = NO_CLASS;
-        row.due = Link::EMPTY;
+        let Link { prev, next } = row.due();
+        row.leave_class(self.st.classes[c].ttl);
         if prev == NIL {
             // The head: its successor (never earlier) takes its place in the heap.
             self.st.classes[c].head = next;
             if next == NIL {
                 self.st.sessions.unschedule(self.s, s);
             } else {
-                self.s[next as usize].due.prev = NIL;
+                self.s[next as usize].set_due_prev(NIL);
                 self.st.sessions.replace(self.s, s, next);
             }
         } else {
-            self.s[prev as usize].due.next = next;
+            self.s[prev as usize].set_due_next(next);
         }
         if next == NIL {
             self.st.classes[c].tail = prev;
         } else {
-            self.s[next as usize].due.prev = prev;
+            self.s[next as usize].set_due_prev(prev);
         }
     }
 
@@ -1633,6 +1640,15 @@ impl View<'_> {
             if self.st.classes[c].head == s {
                 self.st.sessions.schedule(self.s, s);
             }
+            return;
+        }
+        if c != NO_CLASS as usize {
+            // Not the tail, so the class keeps a member when `s` leaves it: `s` goes back
+            // to the tail of the same class (no other class has its ttl).
+            let ttl = self.st.classes[c].ttl;
+            self.unschedule_session(s);
+            self.s[s as usize].expires_at = expires_at;
+            self.append_to_class(s, c, ttl);
             return;
         }
         self.unschedule_session(s);
@@ -1875,15 +1891,14 @@ impl View<'_> {
                     if head == NIL || self.s[head as usize].expires_at != due {
                         break;
                     }
-                    let next = self.s[head as usize].due.next;
-                    let row = &mut self.s[head as usize];
-                    row.class = NO_CLASS;
-                    row.due = Link::EMPTY;
+                    let next = self.s[head as usize].due().next;
+                    let ttl = self.st.classes[c].ttl;
+                    self.s[head as usize].leave_class(ttl);
                     self.st.classes[c].head = next;
                     if next == NIL {
                         self.st.classes[c].tail = NIL;
                     } else {
-                        self.s[next as usize].due.prev = NIL;
+                        self.s[next as usize].set_due_prev(NIL);
                         self.st.sessions.schedule(self.s, next);
                     }
                 }

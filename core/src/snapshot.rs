@@ -231,7 +231,7 @@ impl<S: Storage> LockService<S> {
             let r = &t.sessions[s as usize];
             w.put(&SessionRec {
                 id: r.id,
-                ttl: r.ttl,
+                ttl: r.ttl(&st.classes),
                 expires_at: r.expires_at,
                 last_request: r.last_request,
                 last_reply: r.last_reply(),

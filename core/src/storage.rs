@@ -55,7 +55,7 @@ use crate::{Label, LockName, Mode};
 // The table above, checked at compile time wherever `u64` is 8-byte aligned.
 const _: () = assert!(
     core::mem::align_of::<u64>() != 8
-        || (core::mem::size_of::<SessionRow>() == 96
+        || (core::mem::size_of::<SessionRow>() == 88
             && core::mem::size_of::<LockRow>() == 160
             && core::mem::size_of::<ClaimRow>() == 72
             && core::mem::size_of::<LabelRow>() == 65
@@ -451,7 +451,9 @@ pub(crate) enum Recorded {
 #[derive(Clone, Debug)]
 pub struct SessionRow {
     pub(crate) id: u64, // 0 = free row
-    pub(crate) ttl: u64,
+    /// Its ttl while it is in no ttl class; in a class (whose ttl it shares), its
+    /// neighbours in the class's deadline list instead (see [`SessionRow::due`]).
+    pub(crate) ttl_or_due: u64,
     pub(crate) expires_at: u64,
     pub(crate) last_request: u64,
     /// The latest numbered request's reply, packed (see [`SessionRow::last_reply`]).
@@ -464,8 +466,6 @@ pub struct SessionRow {
     pub(crate) claims: Chain,
     /// Neighbours in the list of all sessions, in id order.
     pub(crate) order: Link,
-    /// Neighbours in its ttl class's deadline list (see `View::renew`), if in one.
-    pub(crate) due: Link,
     /// Its ttl class, `NO_CLASS` if it is scheduled on its own.
     pub(crate) class: u8,
     /// Its row in the label table, `NIL` = no label.
@@ -477,7 +477,7 @@ impl SessionRow {
     /// A free row.
     pub const EMPTY: SessionRow = SessionRow {
         id: 0,
-        ttl: 0,
+        ttl_or_due: 0,
         expires_at: 0,
         last_request: 0,
         last_value: 0,
@@ -485,7 +485,6 @@ impl SessionRow {
         last_target: 0,
         claims: Chain::EMPTY,
         order: Link::EMPTY,
-        due: Link::EMPTY,
         class: NO_CLASS,
         label: NIL,
         aux: Aux::EMPTY,
@@ -493,6 +492,53 @@ impl SessionRow {
 }
 
 impl SessionRow {
+    /// Its ttl (`classes` are the service's ttl classes). Cost: O(1).
+    pub(crate) fn ttl(&self, classes: &[TtlClass; CLASSES]) -> u64 {
+        match classes.get(self.class as usize) {
+            Some(class) => class.ttl,
+            None => self.ttl_or_due,
+        }
+    }
+    /// Sets its ttl; it must be in no class. Cost: O(1).
+    pub(crate) fn set_ttl(&mut self, ttl: u64) {
+        debug_assert_eq!(self.class, NO_CLASS);
+        self.ttl_or_due = ttl;
+    }
+    /// Puts it in class `c`, whose ttl must be its own, with neighbours `due`. Cost: O(1).
+    pub(crate) fn join_class(&mut self, c: u8, due: Link) {
+        self.class = c;
+        self.set_due(due);
+    }
+    /// Takes it out of its class, whose ttl is `ttl`: the ttl is its own again. Cost: O(1).
+    pub(crate) fn leave_class(&mut self, ttl: u64) {
+        self.class = NO_CLASS;
+        self.ttl_or_due = ttl;
+    }
+    /// Neighbours in its ttl class's deadline list (see `View::renew`); only while it is in
+    /// a class. Cost: O(1).
+    pub(crate) fn due(&self) -> Link {
+        debug_assert_ne!(self.class, NO_CLASS);
+        Link {
+            prev: self.ttl_or_due as u32,
+            next: (self.ttl_or_due >> 32) as u32,
+        }
+    }
+    /// Sets both neighbours in its class. Cost: O(1).
+    pub(crate) fn set_due(&mut self, due: Link) {
+        debug_assert_ne!(self.class, NO_CLASS);
+        self.ttl_or_due = due.prev as u64 | (due.next as u64) << 32;
+    }
+    /// Sets its predecessor in its class. Cost: O(1).
+    pub(crate) fn set_due_prev(&mut self, prev: u32) {
+        let next = self.due().next;
+        self.set_due(Link { prev, next });
+    }
+    /// Sets its successor in its class. Cost: O(1).
+    pub(crate) fn set_due_next(&mut self, next: u32) {
+        let prev = self.due().prev;
+        self.set_due(Link { prev, next });
+    }
+
     /// What its latest numbered request answered. Cost: O(1).
     pub(crate) fn last_reply(&self) -> Recorded {
         let v = self.last_value;

@@ -324,7 +324,8 @@ fn the_label_table_is_the_hosts_to_size() {
 /// in, and `poll_timeout` is the earliest deadline after every step: checked against a
 /// plain model (a map of deadlines) over random opens, keep-alives and closes with more
 /// distinct ttls than the service keeps deadline lists for, with snapshots restored on
-/// the way (a restored service schedules every session on its own).
+/// the way (a restored service schedules every session on its own); every session reports
+/// its own ttl throughout, in a class or not.
 #[test]
 fn expiry_order_and_poll_timeout_match_a_model_under_random_keep_alives() {
     use std::collections::BTreeMap;
@@ -380,6 +381,14 @@ fn expiry_order_and_poll_timeout_match_a_model_under_random_keep_alives() {
             }
             let earliest = model.values().map(|(_, d)| *d).min().map(Tick);
             assert_eq!(svc.poll_timeout(), earliest, "seed {seed} step {step}");
+            // a session in a ttl class shares the class's ttl; it is its own again outside
+            for (s, (ttl, _)) in &model {
+                assert_eq!(
+                    svc.session(*s).unwrap().ttl,
+                    *ttl,
+                    "seed {seed} step {step}"
+                );
+            }
         }
     }
 }
