@@ -6,31 +6,38 @@
 //!
 //! | row | bytes | one per |
 //! |---|---|---|
-//! | [`SessionRow`] | 160 | open session |
+//! | [`SessionRow`] | 88 | open session |
+//! | [`LabelRow`] | 65 | open session *with a holder label*, in a table the host sizes (by default one per session; 0 for a host that never labels) |
 //! | [`LockRow`] | 160 | lock that is held, awaited, watched or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
 //! | [`ClaimRow`] | 72 | hold, wait *or* watch of one session on one lock (one pool for all three) |
 //! | [`GateRow`](crate::GateRow) | 96 | resource a [`FenceGate`](crate::FenceGate) guards |
 //!
 //! So a service for 10 000 sessions, 10 000 locks and 40 000 claims takes
-//! 1.6 + 1.6 + 2.88 MB = 6.08 MB. Each row includes its share of the table's hash index
-//! (two buckets, so the load stays ≤ 50 %) and of its heap of deadlines.
+//! 0.88 + 1.6 + 2.88 MB = 5.36 MB, plus 0.65 MB if every session may carry a label
+//! (6.01 MB). Each row includes its share of the table's hash index (two buckets, so the
+//! load stays ≤ 50 %) and of its heap of deadlines; label rows have neither (a session
+//! finds its label by row number).
 //!
 //! Where the bytes go, and why each field has the width it has:
 //!
-//! * **Session** (160): id, ttl, deadline, latest request number and its fingerprint
-//!   (five `u64`); the latest reply packed into a `u64` and a byte; its claim list (head,
-//!   tail); its neighbours in id order (the snapshot's order) and in its ttl's deadline
-//!   list (what makes a keep-alive O(1)); its ttl-list number (a byte); its holder label
-//!   inline (65: a length byte and 64 bytes, the same whether used or not — 64 of the
-//!   160, so the label is most of what a session costs beyond its 96 without one); 8 bytes
-//!   of index (two row numbers) and 8 of heap.
+//! * **Session** (88): id, deadline, latest request number and its fingerprint (four
+//!   `u64`); the latest reply packed into a `u64` and a byte; one `u64` that is the ttl
+//!   while the session is in no ttl class and its neighbours in its class's deadline list
+//!   (what makes a keep-alive O(1)) while it is in one (the class has the ttl then); its
+//!   ttl-class number (a byte); its claim list (head, tail); its neighbours in id order
+//!   (the snapshot's order); its label-table row (`u32`, none = no label); 8 bytes of
+//!   index (two row numbers) and 8 of heap.
+//! * **Label** (65): a length byte and 64 bytes, byte-aligned; a free row links to the
+//!   next free one through its own bytes. Apart from it because most sessions of most
+//!   hosts have no label: inline it was 65 of a session's bytes, used or not.
 //! * **Lock** (160): the name inline (65); id, lock-delay end (two `u64`); holder list
 //!   (head, tail, count), wait queue (head, tail, count, the count is a queue position)
 //!   and watcher list (head, tail, count); the permits its holders hold (a semaphore's
 //!   `in_use`, `u32`; the limit is read from any of its claims); creation-order
 //!   neighbours; the dirty-list link; a dirty flag (a byte); 16 bytes of index (two row
 //!   numbers and the high 32 bits of each entry's name hash, so a probe never compares or
-//!   re-hashes a name it need not) and 8 of heap.
+//!   re-hashes a name it need not) and 8 of heap. The name stays inline because
+//!   [`LockService::locks`](crate::LockService::locks) lends out `&LockName` from the row.
 //! * **Claim** (72): session and lock row numbers (`u32`, with watch and hold in their
 //!   top bits, free since rows are < 2³¹); the mode as two `u32` (count and limit of
 //!   `Permits`; limit 0 for exclusive or shared); arrival number and token-or-deadline
