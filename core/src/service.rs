@@ -1179,10 +1179,11 @@ impl<S: Storage> LockService<S> {
 
 /// The holder label of a session row (empty when it has none). Cost: O(1).
 pub(crate) fn label_of(labels: &[LabelRow], row: &SessionRow) -> Label {
-    if row.label == NIL {
-        Label::EMPTY
-    } else {
-        labels[row.label as usize].label
+    // `get`: a `Storage` whose `labels_ref` breaks its contract (a shorter table than
+    // `tables_and_labels` gave) shows no label instead of panicking.
+    match labels.get(row.label as usize) {
+        Some(r) if row.label != NIL => r.label,
+        _ => Label::EMPTY,
     }
 }
 

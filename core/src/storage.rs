@@ -87,8 +87,8 @@ pub trait Storage {
     fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
         (self.tables(), &mut [])
     }
-    /// The label table, read-only (empty by default, see
-    /// [`tables_and_labels`](Self::tables_and_labels)). O(1).
+    /// The label table, read-only: the same rows [`tables_and_labels`](Self::tables_and_labels)
+    /// gives (empty by default; implement both or neither). O(1).
     fn labels_ref(&self) -> &[LabelRow] {
         &[]
     }

@@ -215,6 +215,12 @@ fn capacity_exceeded_labels() {
     run(&mut svc, |v, now, o| v.close_session(now, a, None, o));
     let b = run(&mut svc, |v, now, o| v.open_labeled(now, 10, lbl("b"), o)).0;
     assert_eq!(svc.session(b.opened().unwrap()).unwrap().label, lbl("b"));
+    // and when it expires
+    let now = svc.now().0;
+    tick(&mut svc, now + 10);
+    assert_eq!(svc.usage().sessions, 0);
+    let c = run(&mut svc, |v, now, o| v.open_labeled(now, 10, lbl("c"), o)).0;
+    assert_eq!(svc.session(c.opened().unwrap()).unwrap().label, lbl("c"));
     // a full session table is reported first
     let mut full =
         LockService::new(VecStorage::with_labels(1, 1, 1, 0), Config::default()).unwrap();
