@@ -395,9 +395,14 @@ impl<S: Storage> LockService<S> {
     /// that [`SessionInfo`], [`Holder`], [`Waiter`] and watchers'
     /// [`Output::HolderChanged`] events show. Replies `Opened`.
     ///
-    /// Errors: those of [`open_session`](Self::open_session) (a too-long label is refused
-    /// when the [`Label`] is made: [`Error::LabelTooLong`]). Cost: as `open_session`, plus
-    /// O(label length) to store the label.
+    /// A non-empty label takes a row of the storage's label table
+    /// ([`Storage::tables_and_labels`]) until the session ends; an empty one takes none.
+    ///
+    /// Errors: those of [`open_session`](Self::open_session), then
+    /// [`Error::CapacityExceeded`]`(Labels)` when the label is not empty and every label
+    /// row is taken (a too-long label is refused when the [`Label`] is made:
+    /// [`Error::LabelTooLong`]). Cost: as `open_session`, plus O(label length) to store
+    /// the label.
     pub fn open_labeled(
         &mut self,
         now: Tick,
