@@ -767,7 +767,7 @@ impl<S: Storage> LockService<S> {
                 return Err(Error::AlreadyWatching(session));
             }
         }
-        let watchers = live.map_or(0, |l| v.l[l as usize].watchers.len);
+        let watchers = live.map_or(0, |l| v.watcher_count(l));
         if watchers >= v.st.config.max_watchers {
             return Err(Error::CapacityExceeded(Table::Watchers));
         }
@@ -1307,10 +1307,18 @@ impl View<'_> {
         }
     }
 
+    /// How many sessions watch lock `l`. Cost: O(1).
+    pub(crate) fn watcher_count(&self, l: u32) -> u32 {
+        match self.l[l as usize].watchers {
+            NIL => 0,
+            head => self.c[head as usize].watch_meta().0,
+        }
+    }
+
     /// The watch of session `s` on lock `l` (always indexed, under [`watch_hash`]).
     /// Cost: O(1) expected.
     pub(crate) fn watch_slot(&self, s: u32, l: u32) -> Option<u32> {
-        if self.l[l as usize].watchers.len == 0 {
+        if self.l[l as usize].watchers == NIL {
             return None;
         }
         TableState::find(self.c, watch_hash(s, l), |r| {
@@ -1366,7 +1374,7 @@ impl View<'_> {
         out: &mut impl Sink,
     ) {
         let lock = &self.l[l as usize];
-        let mut w = lock.watchers.head;
+        let mut w = lock.watchers;
         if w == NIL {
             return;
         }
@@ -1670,7 +1678,7 @@ impl View<'_> {
         row.name = name;
         row.holders = List::EMPTY;
         row.waiters = List::EMPTY;
-        row.watchers = List::EMPTY;
+        row.watchers = NIL;
         row.in_use = 0;
         row.delay_until = 0;
         row.dirty = false;
@@ -1717,9 +1725,20 @@ impl View<'_> {
         row.seq = seq;
         row.value = 0;
         TableState::index_insert(self.c, c, watch_hash(s, l));
-        let mut list = self.l[l as usize].watchers;
-        list.push_back(self.c, c, in_lock);
-        self.l[l as usize].watchers = list;
+        let head = self.l[l as usize].watchers;
+        if head == NIL {
+            self.l[l as usize].watchers = c;
+            self.c[c as usize].in_lock = Link::EMPTY;
+            self.c[c as usize].set_watch_meta(1, c);
+        } else {
+            let (n, last) = self.c[head as usize].watch_meta();
+            self.c[last as usize].in_lock.next = c;
+            self.c[c as usize].in_lock = Link {
+                prev: last,
+                next: NIL,
+            };
+            self.c[head as usize].set_watch_meta(n + 1, c);
+        }
         let mut list = self.s[s as usize].claims;
         list.push_back(self.c, c, in_session);
         self.s[s as usize].claims = list;
@@ -1795,9 +1814,26 @@ impl View<'_> {
             let r = &self.c[c as usize];
             (r.session(), r.lock())
         };
-        let mut list = self.l[l as usize].watchers;
-        list.remove(self.c, c, in_lock);
-        self.l[l as usize].watchers = list;
+        let head = self.l[l as usize].watchers;
+        let (n, last) = self.c[head as usize].watch_meta();
+        let Link { prev, next } = self.c[c as usize].in_lock;
+        if prev == NIL {
+            // The first watch: the next one (if any) takes over the count and the last.
+            self.l[l as usize].watchers = next;
+            if next != NIL {
+                self.c[next as usize].in_lock.prev = NIL;
+                self.c[next as usize].set_watch_meta(n - 1, last);
+            }
+        } else {
+            self.c[prev as usize].in_lock.next = next;
+            if next != NIL {
+                self.c[next as usize].in_lock.prev = prev;
+            }
+            let last = if next == NIL { prev } else { last };
+            self.c[head as usize].set_watch_meta(n - 1, last);
+        }
+        self.c[c as usize].in_lock = Link::EMPTY;
+        self.c[c as usize].set_watch_meta(0, 0);
         let mut list = self.s[s as usize].claims;
         list.remove(self.c, c, in_session);
         self.s[s as usize].claims = list;
@@ -1990,7 +2026,7 @@ impl View<'_> {
         let lock = &self.l[l as usize];
         if lock.holders.len > 0
             || lock.waiters.len > 0
-            || lock.watchers.len > 0
+            || lock.watchers != NIL
             || TableState::is_scheduled(self.l, l)
         {
             return;

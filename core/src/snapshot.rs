@@ -556,7 +556,7 @@ impl<S: Storage> LockService<S> {
                 if v.watch_slot(s, l).is_some() {
                     return Err(corrupt("a session watches a lock twice"));
                 }
-                if v.l[l as usize].watchers.len >= config.max_watchers {
+                if v.watcher_count(l) >= config.max_watchers {
                     return Err(corrupt("more watchers than max_watchers"));
                 }
                 let c =
@@ -663,8 +663,7 @@ impl<S: Storage> LockService<S> {
         for l in 0..meta.locks as usize {
             let lock = &v.l[l];
             let delayed = lock.delay_until > now;
-            if lock.holders.len == 0 && lock.waiters.len == 0 && lock.watchers.len == 0 && !delayed
-            {
+            if lock.holders.len == 0 && lock.waiters.len == 0 && lock.watchers == NIL && !delayed {
                 return Err(corrupt("idle lock entry"));
             }
             // A delay starts only when a holder expires, and nothing is granted during it:

@@ -8,13 +8,13 @@
 //! |---|---|---|
 //! | [`SessionRow`] | 88 | open session |
 //! | [`LabelRow`] | 65 | open session *with a holder label*, in a table the host sizes (by default one per session; 0 for a host that never labels) |
-//! | [`LockRow`] | 160 | lock that is held, awaited, watched or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
+//! | [`LockRow`] | 152 | lock that is held, awaited, watched or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
 //! | [`ClaimRow`] | 72 | hold, wait *or* watch of one session on one lock (one pool for all three) |
 //! | [`GateRow`](crate::GateRow) | 96 | resource a [`FenceGate`](crate::FenceGate) guards |
 //!
 //! So a service for 10 000 sessions, 10 000 locks and 40 000 claims takes
-//! 0.88 + 1.6 + 2.88 MB = 5.36 MB, plus 0.65 MB if every session may carry a label
-//! (6.01 MB). Each row includes its share of the table's hash index (two buckets, so the
+//! 0.88 + 1.52 + 2.88 MB = 5.28 MB, plus 0.65 MB if every session may carry a label
+//! (5.93 MB). Each row includes its share of the table's hash index (two buckets, so the
 //! load stays ≤ 50 %) and of its heap of deadlines; label rows have neither (a session
 //! finds its label by row number).
 //!
@@ -30,9 +30,10 @@
 //! * **Label** (65): a length byte and 64 bytes, byte-aligned; a free row links to the
 //!   next free one through its own bytes. Apart from it because most sessions of most
 //!   hosts have no label: inline it was 65 of a session's bytes, used or not.
-//! * **Lock** (160): the name inline (65); id, lock-delay end (two `u64`); holder list
+//! * **Lock** (152): the name inline (65); id, lock-delay end (two `u64`); holder list
 //!   (head, tail, count), wait queue (head, tail, count, the count is a queue position)
-//!   and watcher list (head, tail, count); the permits its holders hold (a semaphore's
+//!   and its first watch (a row number: the first watch's claim row keeps the number of
+//!   watchers and the last one in its mode fields, which a watch does not use); the permits its holders hold (a semaphore's
 //!   `in_use`, `u32`; the limit is read from any of its claims); creation-order
 //!   neighbours; the dirty-list link; a dirty flag (a byte); 16 bytes of index (two row
 //!   numbers and the high 32 bits of each entry's name hash, so a probe never compares or
@@ -63,7 +64,7 @@ use crate::{Label, LockName, Mode};
 const _: () = assert!(
     core::mem::align_of::<u64>() != 8
         || (core::mem::size_of::<SessionRow>() == 88
-            && core::mem::size_of::<LockRow>() == 160
+            && core::mem::size_of::<LockRow>() == 152
             && core::mem::size_of::<ClaimRow>() == 72
             && core::mem::size_of::<LabelRow>() == 65
             && core::mem::size_of::<crate::GateRow>() == 96)
@@ -655,8 +656,10 @@ pub struct LockRow {
     pub(crate) name: LockName,
     pub(crate) holders: List,
     pub(crate) waiters: List,
-    /// Watch claims, in the order they began watching.
-    pub(crate) watchers: List,
+    /// The first of its watch claims (`NIL` = none), which also keeps the number of
+    /// watchers and the last one (see [`ClaimRow::watch_meta`]); the rest follow through
+    /// their `in_lock` links, in the order they began watching.
+    pub(crate) watchers: u32,
     /// Permits its holders hold together (a semaphore; 0 otherwise).
     pub(crate) in_use: u32,
     /// No grant before this tick (lock-delay); scheduled in the heap while in the future.
@@ -675,7 +678,7 @@ impl LockRow {
         name: LockName::EMPTY,
         holders: List::EMPTY,
         waiters: List::EMPTY,
-        watchers: List::EMPTY,
+        watchers: NIL,
         in_use: 0,
         delay_until: 0,
         order: Link::EMPTY,
@@ -731,7 +734,9 @@ pub struct ClaimRow {
     /// The lock's row, and in the top bit whether this claim holds it.
     at: u32,
     /// The mode: `limit` 0 is a plain lock (`count` 0 exclusive, 1 shared), else
-    /// `Permits { count, limit }`. A watch has 0 and 0.
+    /// `Permits { count, limit }`. A watch has no mode: the first watch of a lock keeps
+    /// the lock's number of watchers and its last watch here (see `watch_meta`), any
+    /// other has 0 and 0.
     count: u32,
     limit: u32,
     /// Arrival order, unique: FIFO order and the heap's tie-breaker.
@@ -776,6 +781,9 @@ impl ClaimRow {
     }
     /// The mode held or asked for (`Exclusive` for a watch). Cost: O(1).
     pub(crate) fn mode(&self) -> Mode {
+        if self.watching() {
+            return Mode::Exclusive;
+        }
         match (self.limit, self.count) {
             (0, 0) => Mode::Exclusive,
             (0, _) => Mode::Shared,
@@ -784,7 +792,7 @@ impl ClaimRow {
     }
     /// The permits it holds or asks for (0 unless `Permits`). Cost: O(1).
     pub(crate) fn permits(&self) -> u32 {
-        if self.limit == 0 {
+        if self.limit == 0 || self.watching() {
             0
         } else {
             self.count
@@ -815,6 +823,18 @@ impl ClaimRow {
         self.who = session | TOP;
         self.at = lock;
         (self.count, self.limit) = (0, 0);
+    }
+    /// Of a lock's first watch: how many watchers the lock has and which is the last.
+    /// Cost: O(1).
+    pub(crate) fn watch_meta(&self) -> (u32, u32) {
+        debug_assert!(self.watching());
+        (self.count, self.limit)
+    }
+    /// Sets what [`watch_meta`](Self::watch_meta) returns (0 and 0 on a watch that is not
+    /// first). Cost: O(1).
+    pub(crate) fn set_watch_meta(&mut self, watchers: u32, last: u32) {
+        debug_assert!(self.watching());
+        (self.count, self.limit) = (watchers, last);
     }
     /// Makes it a hold or a wait. Cost: O(1).
     pub(crate) fn set_holding(&mut self, holding: bool) {
