@@ -532,7 +532,7 @@ impl Shadow {
                 mode,
                 token: Token(token),
                 change,
-                label: label.clone(),
+                label,
             });
         }
     }
@@ -769,7 +769,7 @@ impl Shadow {
                 },
             ) => {
                 let label = match input {
-                    Input::OpenLabeled { label, .. } => label.clone(),
+                    Input::OpenLabeled { label, .. } => *label,
                     _ => Label::default(),
                 };
                 self.labels.insert(session, label);

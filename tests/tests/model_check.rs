@@ -914,6 +914,11 @@ fn a_lost_watcher_event_is_found() {
         .expect("a lost watcher event must be found");
     println!("counterexample (lost watcher event):\n{path}");
     let actions = path.into_actions();
+    println!(
+        "FAULT watcher-event-lost caught by the model checker: a {}-step path, {} states",
+        actions.len(),
+        checker.unique_state_count()
+    );
     assert!(
         actions.iter().any(|a| matches!(a, Action::Watch(..))),
         "{actions:?}"
