@@ -21,11 +21,14 @@ pub enum Table {
     /// The watchers of one lock (at most [`Config::max_watchers`](crate::Config); 0
     /// disables watches).
     Watchers,
+    /// The label table: one row per open session with a holder label (its size is the
+    /// storage's; [`Storage::tables_and_labels`](crate::Storage::tables_and_labels)).
+    Labels,
 }
 
 impl Table {
-    /// The table's name: `"sessions"`, `"locks"`, `"claims"`, `"resources"` or
-    /// `"watchers"`. Cost: O(1).
+    /// The table's name: `"sessions"`, `"locks"`, `"claims"`, `"resources"`,
+    /// `"watchers"` or `"labels"`. Cost: O(1).
     pub fn name(self) -> &'static str {
         match self {
             Table::Sessions => "sessions",
@@ -33,6 +36,7 @@ impl Table {
             Table::Claims => "claims",
             Table::Resources => "resources",
             Table::Watchers => "watchers",
+            Table::Labels => "labels",
         }
     }
 }

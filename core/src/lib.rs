@@ -212,10 +212,10 @@
 //!
 //! ## Memory
 //!
-//! All memory is the host's: one row per session (160 bytes, 64 of them its label), per
-//! live lock entry (160) and per hold, wait or watch (72), the same on 64- and 32-bit
-//! targets; the table and its
-//! reasoning are in [`storage`]. Capacities are fixed at construction; a full table is a
+//! All memory is the host's: one row per session (88 bytes), per labelled session (65,
+//! in a label table the host sizes: by default one per session, 0 for a host that never
+//! labels), per live lock entry (152) and per hold, wait or watch (72), the same on 64-
+//! and 32-bit targets; the table and its reasoning are in [`storage`]. Capacities are fixed at construction; a full table is a
 //! typed error ([`Error::CapacityExceeded`]), never a panic.
 //!
 //! ## Guarantees
@@ -286,7 +286,7 @@ pub use sink::Sink;
 pub use snapshot::{SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 #[cfg(feature = "alloc")]
 pub use storage::VecStorage;
-pub use storage::{ArrayStorage, SliceStorage, Storage};
+pub use storage::{ArrayStorage, LabeledSliceStorage, SliceStorage, Storage};
 pub use types::{Label, LockName, Mode, SessionId, Tick, Token, Wait, MAX_LABEL_LEN, MAX_NAME_LEN};
 pub use wire::MAX_FRAME_LEN;
 

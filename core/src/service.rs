@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::storage::{
-    claim_hash, watch_hash, Chain, ClaimRow, Link, List, LockRow, Recorded, SessionRow, Storage,
-    TtlClass, CLASSES, NO_CLASS,
+    claim_hash, watch_hash, Chain, ClaimRow, LabelPool, LabelRow, Link, List, LockRow, Recorded,
+    SessionRow, Storage, TtlClass, CLASSES, NO_CLASS,
 };
 use crate::table::{fnv1a, name_hash, TableState, NIL};
 use crate::{
@@ -149,6 +149,8 @@ pub(crate) struct State {
     pub(crate) claim_order: List,
     /// Watch claims in use (the rest of the claim table's rows are holds and waits).
     pub(crate) watches: u32,
+    /// The label table's free rows.
+    pub(crate) labels: LabelPool,
     dirty_head: u32,
     dirty_tail: u32,
     /// Up to [`CLASSES`] ttls whose sessions are kept in deadline lists (see
@@ -257,14 +259,15 @@ impl<S: Storage> LockService<S> {
 
     pub(crate) fn check(storage: &mut S, config: &Config) -> Result<(), Error> {
         config.validate()?;
-        let t = storage.tables();
+        let (t, labels) = storage.tables_and_labels();
         check_rows(t.sessions.len())?;
         check_rows(t.locks.len())?;
-        check_rows(t.claims.len())
+        check_rows(t.claims.len())?;
+        check_rows(labels.len())
     }
 
     pub(crate) fn build(mut storage: S, config: Config) -> Self {
-        let t = storage.tables();
+        let (t, labels) = storage.tables_and_labels();
         for r in t.sessions.iter_mut() {
             *r = SessionRow::EMPTY;
         }
@@ -289,6 +292,7 @@ impl<S: Storage> LockService<S> {
             idle_locks: List::EMPTY,
             claim_order: List::EMPTY,
             watches: 0,
+            labels: LabelPool::init(labels),
             dirty_head: NIL,
             dirty_tail: NIL,
             classes: [TtlClass::EMPTY; CLASSES],
@@ -304,11 +308,12 @@ impl<S: Storage> LockService<S> {
     }
 
     pub(crate) fn view(&mut self) -> View<'_> {
-        let t = self.storage.tables();
+        let (t, labels) = self.storage.tables_and_labels();
         View {
             s: t.sessions,
             l: t.locks,
             c: t.claims,
+            lb: labels,
             st: &mut self.st,
         }
     }
@@ -390,9 +395,14 @@ impl<S: Storage> LockService<S> {
     /// that [`SessionInfo`], [`Holder`], [`Waiter`] and watchers'
     /// [`Output::HolderChanged`] events show. Replies `Opened`.
     ///
-    /// Errors: those of [`open_session`](Self::open_session) (a too-long label is refused
-    /// when the [`Label`] is made: [`Error::LabelTooLong`]). Cost: as `open_session`, plus
-    /// O(label length) to store the label.
+    /// A non-empty label takes a row of the storage's label table
+    /// ([`Storage::tables_and_labels`]) until the session ends; an empty one takes none.
+    ///
+    /// Errors: those of [`open_session`](Self::open_session), then
+    /// [`Error::CapacityExceeded`]`(Labels)` when the label is not empty and every label
+    /// row is taken (a too-long label is refused when the [`Label`] is made:
+    /// [`Error::LabelTooLong`]). Cost: as `open_session`, plus O(label length) to store
+    /// the label.
     pub fn open_labeled(
         &mut self,
         now: Tick,
@@ -406,6 +416,13 @@ impl<S: Storage> LockService<S> {
             return Err(Error::BadTtl);
         }
         let expires_at = v.st.now.checked_add(ttl).ok_or(Error::DeadlineOverflow)?;
+        // Both tables are checked before either is taken, so a refusal changes nothing.
+        if v.st.sessions.is_full() {
+            return Err(Error::CapacityExceeded(Table::Sessions));
+        }
+        if !label.is_empty() && v.st.labels.is_full() {
+            return Err(Error::CapacityExceeded(Table::Labels));
+        }
         let slot =
             v.st.sessions
                 .alloc(v.s)
@@ -413,7 +430,7 @@ impl<S: Storage> LockService<S> {
         let id = v.st.next_session;
         v.st.next_session += 1;
         v.insert_session(slot, id, ttl, expires_at);
-        v.s[slot as usize].label = label;
+        v.set_label(slot, label)?;
         v.schedule_session(slot, true);
         Ok(Reply::Opened {
             session: SessionId(id),
@@ -445,7 +462,7 @@ impl<S: Storage> LockService<S> {
         }
         let expires_at =
             v.st.now
-                .checked_add(v.s[s as usize].ttl)
+                .checked_add(v.s[s as usize].ttl(&v.st.classes))
                 .ok_or(Error::DeadlineOverflow)?;
         v.renew(s, expires_at);
         v.record(s, request, 0, Recorded::KeptAlive { expires_at });
@@ -750,7 +767,7 @@ impl<S: Storage> LockService<S> {
                 return Err(Error::AlreadyWatching(session));
             }
         }
-        let watchers = live.map_or(0, |l| v.l[l as usize].watchers.len);
+        let watchers = live.map_or(0, |l| v.watcher_count(l));
         if watchers >= v.st.config.max_watchers {
             return Err(Error::CapacityExceeded(Table::Watchers));
         }
@@ -773,7 +790,7 @@ impl<S: Storage> LockService<S> {
                 mode: claim.mode(),
                 token: Token(claim.value),
                 change: Change::Holding,
-                label: holder.label,
+                label: label_of(v.lb, holder),
             });
             h = claim.in_lock.next;
         }
@@ -1062,12 +1079,12 @@ impl<S: Storage> LockService<S> {
         }
         Some(SessionInfo {
             id: session,
-            ttl: row.ttl,
+            ttl: row.ttl(&self.st.classes),
             expires_at: Tick(row.expires_at),
             holds,
             waits,
             last_request: row.last_request,
-            label: row.label,
+            label: label_of(self.storage.labels_ref(), row),
         })
     }
 
@@ -1098,7 +1115,7 @@ impl<S: Storage> LockService<S> {
                 session: SessionId(session.id),
                 mode: claim.mode(),
                 token: Token(claim.value),
-                label: session.label,
+                label: label_of(self.storage.labels_ref(), session),
             }
         })
     }
@@ -1112,7 +1129,7 @@ impl<S: Storage> LockService<S> {
                 session: SessionId(session.id),
                 mode: claim.mode(),
                 deadline: (claim.value != u64::MAX).then_some(Tick(claim.value)),
-                label: session.label,
+                label: label_of(self.storage.labels_ref(), session),
             }
         })
     }
@@ -1162,6 +1179,16 @@ impl<S: Storage> LockService<S> {
             None => NIL,
         };
         walk(t.claims, head, |r: &ClaimRow| r.in_lock.next).map(move |c| (t, c))
+    }
+}
+
+/// The holder label of a session row (empty when it has none). Cost: O(1).
+pub(crate) fn label_of(labels: &[LabelRow], row: &SessionRow) -> Label {
+    // `get`: a `Storage` whose `labels_ref` breaks its contract (a shorter table than
+    // `tables_and_labels` gave) shows no label instead of panicking.
+    match labels.get(row.label as usize) {
+        Some(r) if row.label != NIL => r.label,
+        _ => Label::EMPTY,
     }
 }
 
@@ -1249,6 +1276,7 @@ pub(crate) struct View<'a> {
     pub(crate) s: &'a mut [SessionRow],
     pub(crate) l: &'a mut [LockRow],
     pub(crate) c: &'a mut [ClaimRow],
+    pub(crate) lb: &'a mut [LabelRow],
     pub(crate) st: &'a mut State,
 }
 
@@ -1279,10 +1307,18 @@ impl View<'_> {
         }
     }
 
+    /// How many sessions watch lock `l`. Cost: O(1).
+    pub(crate) fn watcher_count(&self, l: u32) -> u32 {
+        match self.l[l as usize].watchers {
+            NIL => 0,
+            head => self.c[head as usize].watch_meta().0,
+        }
+    }
+
     /// The watch of session `s` on lock `l` (always indexed, under [`watch_hash`]).
     /// Cost: O(1) expected.
     pub(crate) fn watch_slot(&self, s: u32, l: u32) -> Option<u32> {
-        if self.l[l as usize].watchers.len == 0 {
+        if self.l[l as usize].watchers == NIL {
             return None;
         }
         TableState::find(self.c, watch_hash(s, l), |r| {
@@ -1338,7 +1374,7 @@ impl View<'_> {
         out: &mut impl Sink,
     ) {
         let lock = &self.l[l as usize];
-        let mut w = lock.watchers.head;
+        let mut w = lock.watchers;
         if w == NIL {
             return;
         }
@@ -1352,7 +1388,7 @@ impl View<'_> {
                 mode,
                 token: Token(token),
                 change,
-                label: holder.label,
+                label: label_of(self.lb, holder),
             });
             w = watch.in_lock.next;
         }
@@ -1508,15 +1544,29 @@ impl View<'_> {
     pub(crate) fn insert_session(&mut self, slot: u32, id: u64, ttl: u64, expires_at: u64) {
         let row = &mut self.s[slot as usize];
         row.id = id;
-        row.ttl = ttl;
+        row.set_ttl(ttl);
         row.expires_at = expires_at;
         row.last_request = 0;
         row.set_last_reply(Recorded::None);
         row.last_target = 0;
-        row.label = Label::EMPTY;
+        row.label = NIL;
         row.claims = Chain::EMPTY;
         TableState::index_insert(self.s, slot, crate::table::mix(id));
         self.st.session_order.push_back(self.s, slot, session_order);
+    }
+
+    /// Gives session `s` (which has none) its holder label: a label-table row unless it
+    /// is empty.
+    ///
+    /// Errors: [`Error::CapacityExceeded`] of [`Table::Labels`] when no row is free (the
+    /// session is then unlabelled). Cost: O(1).
+    pub(crate) fn set_label(&mut self, s: u32, label: Label) -> Result<(), Error> {
+        if label.is_empty() {
+            return Ok(());
+        }
+        let row = self.st.labels.alloc(self.lb, label);
+        self.s[s as usize].label = row.ok_or(Error::CapacityExceeded(Table::Labels))?;
+        Ok(())
     }
 
     /// Schedules session `s` (scheduled nowhere yet) by its `expires_at`. With `join`, it
@@ -1525,7 +1575,7 @@ impl View<'_> {
     /// never earlier than any member's (open, keep-alive; a restore schedules every
     /// session on its own). Cost: O(1) in a class that has members, else O(log n).
     pub(crate) fn schedule_session(&mut self, s: u32, join: bool) {
-        let ttl = self.s[s as usize].ttl;
+        let ttl = self.s[s as usize].ttl(&self.st.classes);
         let class = if join {
             let classes = &self.st.classes;
             (0..CLASSES)
@@ -1538,21 +1588,29 @@ impl View<'_> {
             self.st.sessions.schedule(self.s, s);
             return;
         };
+        self.append_to_class(s, c, ttl);
+    }
+
+    /// Appends session `s` (scheduled nowhere) to class `c`, which is free or has ttl
+    /// `ttl`, the session's. Cost: O(1) if the class has members, else O(log n).
+    fn append_to_class(&mut self, s: u32, c: usize, ttl: u64) {
         let tail = self.st.classes[c].tail;
-        let row = &mut self.s[s as usize];
-        row.class = c as u8;
-        row.due = Link {
-            prev: tail,
-            next: NIL,
-        };
         let class = &mut self.st.classes[c];
         class.tail = s;
         if tail == NIL {
             class.ttl = ttl;
             class.head = s;
+        }
+        // Joined only now: the class's ttl is the session's (claimed above if free).
+        let due = Link {
+            prev: tail,
+            next: NIL,
+        };
+        self.s[s as usize].join_class(c as u8, due);
+        if tail == NIL {
             self.st.sessions.schedule(self.s, s);
         } else {
-            self.s[tail as usize].due.next = s;
+            self.s[tail as usize].set_due_next(s);
         }
     }
 
@@ -1565,25 +1623,24 @@ impl View<'_> {
             self.st.sessions.unschedule(self.s, s);
             return;
         }
-        let Link { prev, next } = row.due;
-        row.class = NO_CLASS;
-        row.due = Link::EMPTY;
+        let Link { prev, next } = row.due();
+        row.leave_class(self.st.classes[c].ttl);
         if prev == NIL {
             // The head: its successor (never earlier) takes its place in the heap.
             self.st.classes[c].head = next;
             if next == NIL {
                 self.st.sessions.unschedule(self.s, s);
             } else {
-                self.s[next as usize].due.prev = NIL;
+                self.s[next as usize].set_due_prev(NIL);
                 self.st.sessions.replace(self.s, s, next);
             }
         } else {
-            self.s[prev as usize].due.next = next;
+            self.s[prev as usize].set_due_next(next);
         }
         if next == NIL {
             self.st.classes[c].tail = prev;
         } else {
-            self.s[next as usize].due.prev = prev;
+            self.s[next as usize].set_due_prev(prev);
         }
     }
 
@@ -1599,6 +1656,15 @@ impl View<'_> {
             }
             return;
         }
+        if c != NO_CLASS as usize {
+            // Not the tail, so the class keeps a member when `s` leaves it: `s` goes back
+            // to the tail of the same class (no other class has its ttl).
+            let ttl = self.st.classes[c].ttl;
+            self.unschedule_session(s);
+            self.s[s as usize].expires_at = expires_at;
+            self.append_to_class(s, c, ttl);
+            return;
+        }
         self.unschedule_session(s);
         self.s[s as usize].expires_at = expires_at;
         self.schedule_session(s, true);
@@ -1612,7 +1678,7 @@ impl View<'_> {
         row.name = name;
         row.holders = List::EMPTY;
         row.waiters = List::EMPTY;
-        row.watchers = List::EMPTY;
+        row.watchers = NIL;
         row.in_use = 0;
         row.delay_until = 0;
         row.dirty = false;
@@ -1659,9 +1725,20 @@ impl View<'_> {
         row.seq = seq;
         row.value = 0;
         TableState::index_insert(self.c, c, watch_hash(s, l));
-        let mut list = self.l[l as usize].watchers;
-        list.push_back(self.c, c, in_lock);
-        self.l[l as usize].watchers = list;
+        let head = self.l[l as usize].watchers;
+        if head == NIL {
+            self.l[l as usize].watchers = c;
+            self.c[c as usize].in_lock = Link::EMPTY;
+            self.c[c as usize].set_watch_meta(1, c);
+        } else {
+            let (n, last) = self.c[head as usize].watch_meta();
+            self.c[last as usize].in_lock.next = c;
+            self.c[c as usize].in_lock = Link {
+                prev: last,
+                next: NIL,
+            };
+            self.c[head as usize].set_watch_meta(n + 1, c);
+        }
         let mut list = self.s[s as usize].claims;
         list.push_back(self.c, c, in_session);
         self.s[s as usize].claims = list;
@@ -1737,9 +1814,26 @@ impl View<'_> {
             let r = &self.c[c as usize];
             (r.session(), r.lock())
         };
-        let mut list = self.l[l as usize].watchers;
-        list.remove(self.c, c, in_lock);
-        self.l[l as usize].watchers = list;
+        let head = self.l[l as usize].watchers;
+        let (n, last) = self.c[head as usize].watch_meta();
+        let Link { prev, next } = self.c[c as usize].in_lock;
+        if prev == NIL {
+            // The first watch: the next one (if any) takes over the count and the last.
+            self.l[l as usize].watchers = next;
+            if next != NIL {
+                self.c[next as usize].in_lock.prev = NIL;
+                self.c[next as usize].set_watch_meta(n - 1, last);
+            }
+        } else {
+            self.c[prev as usize].in_lock.next = next;
+            if next != NIL {
+                self.c[next as usize].in_lock.prev = prev;
+            }
+            let last = if next == NIL { prev } else { last };
+            self.c[head as usize].set_watch_meta(n - 1, last);
+        }
+        self.c[c as usize].in_lock = Link::EMPTY;
+        self.c[c as usize].set_watch_meta(0, 0);
         let mut list = self.s[s as usize].claims;
         list.remove(self.c, c, in_session);
         self.s[s as usize].claims = list;
@@ -1811,6 +1905,10 @@ impl View<'_> {
         self.unschedule_session(s);
         TableState::index_remove(self.s, s);
         self.st.session_order.remove(self.s, s, session_order);
+        let label = self.s[s as usize].label;
+        if label != NIL {
+            self.st.labels.release(self.lb, label);
+        }
         self.s[s as usize] = SessionRow {
             aux: self.s[s as usize].aux,
             ..SessionRow::EMPTY
@@ -1835,15 +1933,14 @@ impl View<'_> {
                     if head == NIL || self.s[head as usize].expires_at != due {
                         break;
                     }
-                    let next = self.s[head as usize].due.next;
-                    let row = &mut self.s[head as usize];
-                    row.class = NO_CLASS;
-                    row.due = Link::EMPTY;
+                    let next = self.s[head as usize].due().next;
+                    let ttl = self.st.classes[c].ttl;
+                    self.s[head as usize].leave_class(ttl);
                     self.st.classes[c].head = next;
                     if next == NIL {
                         self.st.classes[c].tail = NIL;
                     } else {
-                        self.s[next as usize].due.prev = NIL;
+                        self.s[next as usize].set_due_prev(NIL);
                         self.st.sessions.schedule(self.s, next);
                     }
                 }
@@ -1929,7 +2026,7 @@ impl View<'_> {
         let lock = &self.l[l as usize];
         if lock.holders.len > 0
             || lock.waiters.len > 0
-            || lock.watchers.len > 0
+            || lock.watchers != NIL
             || TableState::is_scheduled(self.l, l)
         {
             return;

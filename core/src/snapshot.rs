@@ -173,7 +173,7 @@ impl<S: Storage> LockService<S> {
                     | Recorded::Watching { .. }
                     | Recorded::Unwatched
             );
-            if !r.label.is_empty() || new_reply {
+            if r.label != NIL || new_reply {
                 return true;
             }
             s = r.order.next;
@@ -231,7 +231,7 @@ impl<S: Storage> LockService<S> {
             let r = &t.sessions[s as usize];
             w.put(&SessionRec {
                 id: r.id,
-                ttl: r.ttl,
+                ttl: r.ttl(&st.classes),
                 expires_at: r.expires_at,
                 last_request: r.last_request,
                 last_reply: r.last_reply(),
@@ -239,7 +239,7 @@ impl<S: Storage> LockService<S> {
             });
             if v2 {
                 // Appended to the record: the same bytes as a field after `last_target`.
-                w.put(&r.label);
+                w.put(&crate::service::label_of(self.storage.labels_ref(), r));
             }
             s = r.order.next;
         }
@@ -499,7 +499,7 @@ impl<S: Storage> LockService<S> {
             v.s[slot as usize].last_request = r.last_request;
             v.s[slot as usize].set_last_reply(r.last_reply);
             v.s[slot as usize].last_target = r.last_target;
-            v.s[slot as usize].label = label;
+            v.set_label(slot, label)?;
         }
 
         let mut last_id = 0;
@@ -556,7 +556,7 @@ impl<S: Storage> LockService<S> {
                 if v.watch_slot(s, l).is_some() {
                     return Err(corrupt("a session watches a lock twice"));
                 }
-                if v.l[l as usize].watchers.len >= config.max_watchers {
+                if v.watcher_count(l) >= config.max_watchers {
                     return Err(corrupt("more watchers than max_watchers"));
                 }
                 let c =
@@ -663,8 +663,7 @@ impl<S: Storage> LockService<S> {
         for l in 0..meta.locks as usize {
             let lock = &v.l[l];
             let delayed = lock.delay_until > now;
-            if lock.holders.len == 0 && lock.waiters.len == 0 && lock.watchers.len == 0 && !delayed
-            {
+            if lock.holders.len == 0 && lock.waiters.len == 0 && lock.watchers == NIL && !delayed {
                 return Err(corrupt("idle lock entry"));
             }
             // A delay starts only when a holder expires, and nothing is granted during it:

@@ -6,31 +6,39 @@
 //!
 //! | row | bytes | one per |
 //! |---|---|---|
-//! | [`SessionRow`] | 160 | open session |
-//! | [`LockRow`] | 160 | lock that is held, awaited, watched or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
+//! | [`SessionRow`] | 88 | open session |
+//! | [`LabelRow`] | 65 | open session *with a holder label*, in a table the host sizes (by default one per session; 0 for a host that never labels) |
+//! | [`LockRow`] | 152 | lock that is held, awaited, watched or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
 //! | [`ClaimRow`] | 72 | hold, wait *or* watch of one session on one lock (one pool for all three) |
 //! | [`GateRow`](crate::GateRow) | 96 | resource a [`FenceGate`](crate::FenceGate) guards |
 //!
 //! So a service for 10 000 sessions, 10 000 locks and 40 000 claims takes
-//! 1.6 + 1.6 + 2.88 MB = 6.08 MB. Each row includes its share of the table's hash index
-//! (two buckets, so the load stays ≤ 50 %) and of its heap of deadlines.
+//! 0.88 + 1.52 + 2.88 MB = 5.28 MB, plus 0.65 MB if every session may carry a label
+//! (5.93 MB). Each row includes its share of the table's hash index (two buckets, so the
+//! load stays ≤ 50 %) and of its heap of deadlines; label rows have neither (a session
+//! finds its label by row number).
 //!
 //! Where the bytes go, and why each field has the width it has:
 //!
-//! * **Session** (160): id, ttl, deadline, latest request number and its fingerprint
-//!   (five `u64`); the latest reply packed into a `u64` and a byte; its claim list (head,
-//!   tail); its neighbours in id order (the snapshot's order) and in its ttl's deadline
-//!   list (what makes a keep-alive O(1)); its ttl-list number (a byte); its holder label
-//!   inline (65: a length byte and 64 bytes, the same whether used or not — 64 of the
-//!   160, so the label is most of what a session costs beyond its 96 without one); 8 bytes
-//!   of index (two row numbers) and 8 of heap.
-//! * **Lock** (160): the name inline (65); id, lock-delay end (two `u64`); holder list
+//! * **Session** (88): id, deadline, latest request number and its fingerprint (four
+//!   `u64`); the latest reply packed into a `u64` and a byte; one `u64` that is the ttl
+//!   while the session is in no ttl class and its neighbours in its class's deadline list
+//!   (what makes a keep-alive O(1)) while it is in one (the class has the ttl then); its
+//!   ttl-class number (a byte); its claim list (head, tail); its neighbours in id order
+//!   (the snapshot's order); its label-table row (`u32`, none = no label); 8 bytes of
+//!   index (two row numbers) and 8 of heap.
+//! * **Label** (65): a length byte and 64 bytes, byte-aligned; a free row links to the
+//!   next free one through its own bytes. Apart from it because most sessions of most
+//!   hosts have no label: inline it was 65 of a session's bytes, used or not.
+//! * **Lock** (152): the name inline (65); id, lock-delay end (two `u64`); holder list
 //!   (head, tail, count), wait queue (head, tail, count, the count is a queue position)
-//!   and watcher list (head, tail, count); the permits its holders hold (a semaphore's
+//!   and its first watch (a row number: the first watch's claim row keeps the number of
+//!   watchers and the last one in its mode fields, which a watch does not use); the permits its holders hold (a semaphore's
 //!   `in_use`, `u32`; the limit is read from any of its claims); creation-order
 //!   neighbours; the dirty-list link; a dirty flag (a byte); 16 bytes of index (two row
 //!   numbers and the high 32 bits of each entry's name hash, so a probe never compares or
-//!   re-hashes a name it need not) and 8 of heap.
+//!   re-hashes a name it need not) and 8 of heap. The name stays inline because
+//!   [`LockService::locks`](crate::LockService::locks) lends out `&LockName` from the row.
 //! * **Claim** (72): session and lock row numbers (`u32`, with watch and hold in their
 //!   top bits, free since rows are < 2³¹); the mode as two `u32` (count and limit of
 //!   `Permits`; limit 0 for exclusive or shared); arrival number and token-or-deadline
@@ -55,15 +63,16 @@ use crate::{Label, LockName, Mode};
 // The table above, checked at compile time wherever `u64` is 8-byte aligned.
 const _: () = assert!(
     core::mem::align_of::<u64>() != 8
-        || (core::mem::size_of::<SessionRow>() == 160
-            && core::mem::size_of::<LockRow>() == 160
+        || (core::mem::size_of::<SessionRow>() == 88
+            && core::mem::size_of::<LockRow>() == 152
             && core::mem::size_of::<ClaimRow>() == 72
+            && core::mem::size_of::<LabelRow>() == 65
             && core::mem::size_of::<crate::GateRow>() == 96)
 );
 
-/// Hands the service its three tables. Implemented for [`ArrayStorage`],
-/// [`SliceStorage`] and (feature `alloc`) `VecStorage`; implement it for anything else
-/// that owns the rows. The lengths must not change while a service uses the storage.
+/// Hands the service its tables. Implemented for [`ArrayStorage`], [`SliceStorage`],
+/// [`LabeledSliceStorage`] and (feature `alloc`) `VecStorage`; implement it for anything
+/// else that owns the rows. The lengths must not change while a service uses the storage.
 pub trait Storage {
     /// The three tables, mutably. Called once per input: it must be O(1) and must return
     /// slices of the same lengths every time (a service never re-checks them).
@@ -71,6 +80,19 @@ pub trait Storage {
     /// The three tables, read-only. Called by every query; O(1) like
     /// [`tables`](Self::tables).
     fn tables_ref(&self) -> TablesRef<'_>;
+    /// The three tables and the label table ([`LabelRow`], one per open session that has
+    /// a holder label), mutably. O(1) like [`tables`](Self::tables), the same lengths
+    /// every time. The default has no label table: every session can open, but a
+    /// labelled open is refused with
+    /// [`CapacityExceeded(Table::Labels)`](crate::Error::CapacityExceeded).
+    fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
+        (self.tables(), &mut [])
+    }
+    /// The label table, read-only: the same rows [`tables_and_labels`](Self::tables_and_labels)
+    /// gives (empty by default; implement both or neither). O(1).
+    fn labels_ref(&self) -> &[LabelRow] {
+        &[]
+    }
 }
 
 /// Mutable views of the three tables.
@@ -96,32 +118,40 @@ pub struct TablesRef<'a> {
 }
 
 /// Storage in fixed arrays, for `static`s and firmware: `S` sessions, `L` locks, `C`
-/// claims. Large services belong in a `static` or on the heap, not on the stack.
+/// claims and `N` holder labels (by default one per session; `0` for a host that never
+/// labels, which then pays nothing for labels). Large services belong in a `static` or on
+/// the heap, not on the stack.
 #[derive(Debug)]
-pub struct ArrayStorage<const S: usize, const L: usize, const C: usize> {
+pub struct ArrayStorage<const S: usize, const L: usize, const C: usize, const N: usize = S> {
     sessions: [SessionRow; S],
     locks: [LockRow; L],
     claims: [ClaimRow; C],
+    labels: [LabelRow; N],
 }
 
-impl<const S: usize, const L: usize, const C: usize> ArrayStorage<S, L, C> {
-    /// Empty tables. `const`, so it can initialise a `static`. Cost: O(S + L + C).
+impl<const S: usize, const L: usize, const C: usize, const N: usize> ArrayStorage<S, L, C, N> {
+    /// Empty tables. `const`, so it can initialise a `static`. Cost: O(S + L + C + N).
     pub const fn new() -> Self {
         ArrayStorage {
             sessions: [SessionRow::EMPTY; S],
             locks: [LockRow::EMPTY; L],
             claims: [ClaimRow::EMPTY; C],
+            labels: [LabelRow::EMPTY; N],
         }
     }
 }
 
-impl<const S: usize, const L: usize, const C: usize> Default for ArrayStorage<S, L, C> {
+impl<const S: usize, const L: usize, const C: usize, const N: usize> Default
+    for ArrayStorage<S, L, C, N>
+{
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const S: usize, const L: usize, const C: usize> Storage for ArrayStorage<S, L, C> {
+impl<const S: usize, const L: usize, const C: usize, const N: usize> Storage
+    for ArrayStorage<S, L, C, N>
+{
     fn tables(&mut self) -> Tables<'_> {
         Tables {
             sessions: &mut self.sessions,
@@ -136,9 +166,25 @@ impl<const S: usize, const L: usize, const C: usize> Storage for ArrayStorage<S,
             claims: &self.claims,
         }
     }
+    fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
+        (
+            Tables {
+                sessions: &mut self.sessions,
+                locks: &mut self.locks,
+                claims: &mut self.claims,
+            },
+            &mut self.labels,
+        )
+    }
+    fn labels_ref(&self) -> &[LabelRow] {
+        &self.labels
+    }
 }
 
-/// Storage in slices the caller owns (memory from a linker section, an arena, C).
+/// Storage in slices the caller owns (memory from a linker section, an arena, C), without
+/// a label table: a labelled open is refused with
+/// [`CapacityExceeded(Table::Labels)`](crate::Error::CapacityExceeded). For labels, use
+/// [`LabeledSliceStorage`].
 pub type SliceStorage<'a> = Tables<'a>;
 
 impl Storage for Tables<'_> {
@@ -158,6 +204,50 @@ impl Storage for Tables<'_> {
     }
 }
 
+/// Storage in slices the caller owns, with a label table: `labels` has one row per open
+/// session that may carry a holder label at once (any length, 0 included).
+#[derive(Debug)]
+pub struct LabeledSliceStorage<'a> {
+    /// One row per session.
+    pub sessions: &'a mut [SessionRow],
+    /// One row per live lock entry.
+    pub locks: &'a mut [LockRow],
+    /// One row per claim (hold, wait or watch).
+    pub claims: &'a mut [ClaimRow],
+    /// One row per labelled session.
+    pub labels: &'a mut [LabelRow],
+}
+
+impl Storage for LabeledSliceStorage<'_> {
+    fn tables(&mut self) -> Tables<'_> {
+        Tables {
+            sessions: self.sessions,
+            locks: self.locks,
+            claims: self.claims,
+        }
+    }
+    fn tables_ref(&self) -> TablesRef<'_> {
+        TablesRef {
+            sessions: self.sessions,
+            locks: self.locks,
+            claims: self.claims,
+        }
+    }
+    fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
+        (
+            Tables {
+                sessions: self.sessions,
+                locks: self.locks,
+                claims: self.claims,
+            },
+            self.labels,
+        )
+    }
+    fn labels_ref(&self) -> &[LabelRow] {
+        self.labels
+    }
+}
+
 /// Storage on the heap, sized at run time (C ABI, wasm, servers, benchmarks).
 #[cfg(feature = "alloc")]
 #[derive(Debug)]
@@ -165,17 +255,28 @@ pub struct VecStorage {
     sessions: alloc::vec::Vec<SessionRow>,
     locks: alloc::vec::Vec<LockRow>,
     claims: alloc::vec::Vec<ClaimRow>,
+    labels: alloc::vec::Vec<LabelRow>,
 }
 
 #[cfg(feature = "alloc")]
 impl VecStorage {
-    /// Allocates the three tables (the host's allocation; the service makes none).
-    /// Cost: O(sessions + locks + claims) time and the memory in the module table.
+    /// Allocates the tables (the host's allocation; the service makes none), with a label
+    /// row for every session. Cost: O(sessions + locks + claims) time and the memory in
+    /// the module table.
     pub fn new(sessions: usize, locks: usize, claims: usize) -> Self {
+        Self::with_labels(sessions, locks, claims, sessions)
+    }
+
+    /// As [`new`](Self::new), with `labels` label rows: at most that many open sessions
+    /// carry a holder label at once (0: labelled opens are refused with
+    /// [`CapacityExceeded(Table::Labels)`](crate::Error::CapacityExceeded)).
+    /// Cost: O(sessions + locks + claims + labels).
+    pub fn with_labels(sessions: usize, locks: usize, claims: usize, labels: usize) -> Self {
         VecStorage {
             sessions: alloc::vec![SessionRow::EMPTY; sessions],
             locks: alloc::vec![LockRow::EMPTY; locks],
             claims: alloc::vec![ClaimRow::EMPTY; claims],
+            labels: alloc::vec![LabelRow::EMPTY; labels],
         }
     }
 }
@@ -192,6 +293,20 @@ impl VecStorage {
         locks: usize,
         claims: usize,
     ) -> Result<Self, alloc::collections::TryReserveError> {
+        Self::try_with_labels(sessions, locks, claims, sessions)
+    }
+
+    /// As [`with_labels`](Self::with_labels), but a size the allocator cannot satisfy is
+    /// an error instead of an abort.
+    ///
+    /// Errors: the allocator's [`TryReserveError`](alloc::collections::TryReserveError);
+    /// nothing stays allocated. Cost: as `with_labels`.
+    pub fn try_with_labels(
+        sessions: usize,
+        locks: usize,
+        claims: usize,
+        labels: usize,
+    ) -> Result<Self, alloc::collections::TryReserveError> {
         fn rows<T: Clone>(
             n: usize,
             empty: T,
@@ -205,6 +320,7 @@ impl VecStorage {
             sessions: rows(sessions, SessionRow::EMPTY)?,
             locks: rows(locks, LockRow::EMPTY)?,
             claims: rows(claims, ClaimRow::EMPTY)?,
+            labels: rows(labels, LabelRow::EMPTY)?,
         })
     }
 }
@@ -224,6 +340,80 @@ impl Storage for VecStorage {
             locks: &self.locks,
             claims: &self.claims,
         }
+    }
+    fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
+        (
+            Tables {
+                sessions: &mut self.sessions,
+                locks: &mut self.locks,
+                claims: &mut self.claims,
+            },
+            &mut self.labels,
+        )
+    }
+    fn labels_ref(&self) -> &[LabelRow] {
+        &self.labels
+    }
+}
+
+/// One row of the label table: the holder label of one open session. Opaque: only the
+/// service reads it. While free, its bytes link the free rows.
+#[derive(Clone, Debug)]
+pub struct LabelRow {
+    pub(crate) label: Label,
+}
+
+impl LabelRow {
+    /// A free row.
+    pub const EMPTY: LabelRow = LabelRow {
+        label: Label::EMPTY,
+    };
+}
+
+/// The free rows of the label table, linked through the rows themselves (no memory of
+/// its own beyond two counters).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LabelPool {
+    free: u32,
+    pub(crate) len: u32,
+}
+
+impl LabelPool {
+    /// Threads every row onto the free list. O(rows).
+    pub(crate) fn init(rows: &mut [LabelRow]) -> LabelPool {
+        let n = rows.len() as u32;
+        for (i, r) in rows.iter_mut().enumerate() {
+            let next = if i as u32 + 1 < n { i as u32 + 1 } else { NIL };
+            r.label = Label::free_link(next);
+        }
+        LabelPool {
+            free: if n > 0 { 0 } else { NIL },
+            len: 0,
+        }
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.free == NIL
+    }
+
+    /// Stores `label` in a free row and returns it, `None` when none is free. O(1).
+    pub(crate) fn alloc(&mut self, rows: &mut [LabelRow], label: Label) -> Option<u32> {
+        let slot = self.free;
+        if slot == NIL {
+            return None;
+        }
+        let row = &mut rows[slot as usize];
+        self.free = row.label.link();
+        row.label = label;
+        self.len += 1;
+        Some(slot)
+    }
+
+    /// Frees a row taken by [`alloc`](Self::alloc). O(1).
+    pub(crate) fn release(&mut self, rows: &mut [LabelRow], slot: u32) {
+        rows[slot as usize].label = Label::free_link(self.free);
+        self.free = slot;
+        self.len -= 1;
     }
 }
 
@@ -269,7 +459,9 @@ pub(crate) enum Recorded {
 #[derive(Clone, Debug)]
 pub struct SessionRow {
     pub(crate) id: u64, // 0 = free row
-    pub(crate) ttl: u64,
+    /// Its ttl while it is in no ttl class; in a class (whose ttl it shares), its
+    /// neighbours in the class's deadline list instead (see [`SessionRow::due`]).
+    pub(crate) ttl_or_due: u64,
     pub(crate) expires_at: u64,
     pub(crate) last_request: u64,
     /// The latest numbered request's reply, packed (see [`SessionRow::last_reply`]).
@@ -282,12 +474,10 @@ pub struct SessionRow {
     pub(crate) claims: Chain,
     /// Neighbours in the list of all sessions, in id order.
     pub(crate) order: Link,
-    /// Neighbours in its ttl class's deadline list (see `View::renew`), if in one.
-    pub(crate) due: Link,
     /// Its ttl class, `NO_CLASS` if it is scheduled on its own.
     pub(crate) class: u8,
-    /// Its holder label (empty = none).
-    pub(crate) label: Label,
+    /// Its row in the label table, `NIL` = no label.
+    pub(crate) label: u32,
     pub(crate) aux: Aux<Plain>,
 }
 
@@ -295,7 +485,7 @@ impl SessionRow {
     /// A free row.
     pub const EMPTY: SessionRow = SessionRow {
         id: 0,
-        ttl: 0,
+        ttl_or_due: 0,
         expires_at: 0,
         last_request: 0,
         last_value: 0,
@@ -303,14 +493,60 @@ impl SessionRow {
         last_target: 0,
         claims: Chain::EMPTY,
         order: Link::EMPTY,
-        due: Link::EMPTY,
         class: NO_CLASS,
-        label: Label::EMPTY,
+        label: NIL,
         aux: Aux::EMPTY,
     };
 }
 
 impl SessionRow {
+    /// Its ttl (`classes` are the service's ttl classes). Cost: O(1).
+    pub(crate) fn ttl(&self, classes: &[TtlClass; CLASSES]) -> u64 {
+        match classes.get(self.class as usize) {
+            Some(class) => class.ttl,
+            None => self.ttl_or_due,
+        }
+    }
+    /// Sets its ttl; it must be in no class. Cost: O(1).
+    pub(crate) fn set_ttl(&mut self, ttl: u64) {
+        debug_assert_eq!(self.class, NO_CLASS);
+        self.ttl_or_due = ttl;
+    }
+    /// Puts it in class `c`, whose ttl must be its own, with neighbours `due`. Cost: O(1).
+    pub(crate) fn join_class(&mut self, c: u8, due: Link) {
+        self.class = c;
+        self.set_due(due);
+    }
+    /// Takes it out of its class, whose ttl is `ttl`: the ttl is its own again. Cost: O(1).
+    pub(crate) fn leave_class(&mut self, ttl: u64) {
+        self.class = NO_CLASS;
+        self.ttl_or_due = ttl;
+    }
+    /// Neighbours in its ttl class's deadline list (see `View::renew`); only while it is in
+    /// a class. Cost: O(1).
+    pub(crate) fn due(&self) -> Link {
+        debug_assert_ne!(self.class, NO_CLASS);
+        Link {
+            prev: self.ttl_or_due as u32,
+            next: (self.ttl_or_due >> 32) as u32,
+        }
+    }
+    /// Sets both neighbours in its class. Cost: O(1).
+    pub(crate) fn set_due(&mut self, due: Link) {
+        debug_assert_ne!(self.class, NO_CLASS);
+        self.ttl_or_due = due.prev as u64 | (due.next as u64) << 32;
+    }
+    /// Sets its predecessor in its class. Cost: O(1).
+    pub(crate) fn set_due_prev(&mut self, prev: u32) {
+        let next = self.due().next;
+        self.set_due(Link { prev, next });
+    }
+    /// Sets its successor in its class. Cost: O(1).
+    pub(crate) fn set_due_next(&mut self, next: u32) {
+        let prev = self.due().prev;
+        self.set_due(Link { prev, next });
+    }
+
     /// What its latest numbered request answered. Cost: O(1).
     pub(crate) fn last_reply(&self) -> Recorded {
         let v = self.last_value;
@@ -420,8 +656,10 @@ pub struct LockRow {
     pub(crate) name: LockName,
     pub(crate) holders: List,
     pub(crate) waiters: List,
-    /// Watch claims, in the order they began watching.
-    pub(crate) watchers: List,
+    /// The first of its watch claims (`NIL` = none), which also keeps the number of
+    /// watchers and the last one (see [`ClaimRow::watch_meta`]); the rest follow through
+    /// their `in_lock` links, in the order they began watching.
+    pub(crate) watchers: u32,
     /// Permits its holders hold together (a semaphore; 0 otherwise).
     pub(crate) in_use: u32,
     /// No grant before this tick (lock-delay); scheduled in the heap while in the future.
@@ -440,7 +678,7 @@ impl LockRow {
         name: LockName::EMPTY,
         holders: List::EMPTY,
         waiters: List::EMPTY,
-        watchers: List::EMPTY,
+        watchers: NIL,
         in_use: 0,
         delay_until: 0,
         order: Link::EMPTY,
@@ -496,7 +734,9 @@ pub struct ClaimRow {
     /// The lock's row, and in the top bit whether this claim holds it.
     at: u32,
     /// The mode: `limit` 0 is a plain lock (`count` 0 exclusive, 1 shared), else
-    /// `Permits { count, limit }`. A watch has 0 and 0.
+    /// `Permits { count, limit }`. A watch has no mode: the first watch of a lock keeps
+    /// the lock's number of watchers and its last watch here (see `watch_meta`), any
+    /// other has 0 and 0.
     count: u32,
     limit: u32,
     /// Arrival order, unique: FIFO order and the heap's tie-breaker.
@@ -541,6 +781,9 @@ impl ClaimRow {
     }
     /// The mode held or asked for (`Exclusive` for a watch). Cost: O(1).
     pub(crate) fn mode(&self) -> Mode {
+        if self.watching() {
+            return Mode::Exclusive;
+        }
         match (self.limit, self.count) {
             (0, 0) => Mode::Exclusive,
             (0, _) => Mode::Shared,
@@ -549,7 +792,7 @@ impl ClaimRow {
     }
     /// The permits it holds or asks for (0 unless `Permits`). Cost: O(1).
     pub(crate) fn permits(&self) -> u32 {
-        if self.limit == 0 {
+        if self.limit == 0 || self.watching() {
             0
         } else {
             self.count
@@ -580,6 +823,18 @@ impl ClaimRow {
         self.who = session | TOP;
         self.at = lock;
         (self.count, self.limit) = (0, 0);
+    }
+    /// Of a lock's first watch: how many watchers the lock has and which is the last.
+    /// Cost: O(1).
+    pub(crate) fn watch_meta(&self) -> (u32, u32) {
+        debug_assert!(self.watching());
+        (self.count, self.limit)
+    }
+    /// Sets what [`watch_meta`](Self::watch_meta) returns (0 and 0 on a watch that is not
+    /// first). Cost: O(1).
+    pub(crate) fn set_watch_meta(&mut self, watchers: u32, last: u32) {
+        debug_assert!(self.watching());
+        (self.count, self.limit) = (watchers, last);
     }
     /// Makes it a hold or a wait. Cost: O(1).
     pub(crate) fn set_holding(&mut self, holding: bool) {

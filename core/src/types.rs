@@ -218,6 +218,24 @@ impl Label {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// A free label-table row's content: the next free row in its first four bytes (never
+    /// shown: a row is given a real label before anything reads it as one).
+    pub(crate) const fn free_link(next: u32) -> Label {
+        let mut out = Label::EMPTY;
+        let b = next.to_le_bytes();
+        out.bytes[0] = b[0];
+        out.bytes[1] = b[1];
+        out.bytes[2] = b[2];
+        out.bytes[3] = b[3];
+        out
+    }
+
+    /// The link [`free_link`](Self::free_link) stored.
+    pub(crate) fn link(&self) -> u32 {
+        let b = &self.bytes;
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    }
 }
 
 impl Default for Label {

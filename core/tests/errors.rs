@@ -191,6 +191,52 @@ fn capacity_exceeded_watchers() {
 }
 
 #[test]
+fn capacity_exceeded_labels() {
+    let lbl = |s: &str| Label::new(s).unwrap();
+    // one label row for four sessions
+    let storage = VecStorage::with_labels(4, 4, 8, 1);
+    let mut svc = LockService::new(storage, Config::default()).unwrap();
+    let a = run(&mut svc, |v, now, o| v.open_labeled(now, 10, lbl("a"), o)).0;
+    let a = a.opened().unwrap();
+    let e = refused(&mut svc, |v, now, o| v.open_labeled(now, 10, lbl("b"), o));
+    assert_eq!(e, Error::CapacityExceeded(Table::Labels));
+    assert_eq!(e.to_string(), "capacity exceeded: the labels table is full");
+    assert_eq!((e.code(), e.kind()), (301, "capacity_exceeded"));
+    assert_eq!(Table::Labels.name(), "labels");
+    // unlabelled opens (and an empty label, which is no label) still fit
+    let plain = open(&mut svc, 10);
+    let empty = run(&mut svc, |v, now, o| {
+        v.open_labeled(now, 10, Label::EMPTY, o)
+    })
+    .0;
+    assert!(empty.opened().is_some());
+    assert_eq!(svc.session(plain).unwrap().label, Label::EMPTY);
+    // the row comes back when its session ends, and serves the next labelled open
+    run(&mut svc, |v, now, o| v.close_session(now, a, None, o));
+    let b = run(&mut svc, |v, now, o| v.open_labeled(now, 10, lbl("b"), o)).0;
+    assert_eq!(svc.session(b.opened().unwrap()).unwrap().label, lbl("b"));
+    // and when it expires
+    let now = svc.now().0;
+    tick(&mut svc, now + 10);
+    assert_eq!(svc.usage().sessions, 0);
+    let c = run(&mut svc, |v, now, o| v.open_labeled(now, 10, lbl("c"), o)).0;
+    assert_eq!(svc.session(c.opened().unwrap()).unwrap().label, lbl("c"));
+    // a full session table is reported first
+    let mut full =
+        LockService::new(VecStorage::with_labels(1, 1, 1, 0), Config::default()).unwrap();
+    open(&mut full, 10);
+    let e = refused(&mut full, |v, now, o| v.open_labeled(now, 10, lbl("c"), o));
+    assert_eq!(e, Error::CapacityExceeded(Table::Sessions));
+    // no label table at all: labelled opens are refused, the rest works
+    let mut none =
+        LockService::new(VecStorage::with_labels(2, 2, 2, 0), Config::default()).unwrap();
+    let e = refused(&mut none, |v, now, o| v.open_labeled(now, 10, lbl("d"), o));
+    assert_eq!(e, Error::CapacityExceeded(Table::Labels));
+    let c = open(&mut none, 10);
+    x(&mut none, c, "l");
+}
+
+#[test]
 fn not_holder() {
     let (mut svc, _, b) = busy_service();
     // b waits for "a" but does not hold it; nobody holds "z"

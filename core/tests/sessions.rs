@@ -258,11 +258,74 @@ fn slice_storage_owned_by_the_caller_works_like_the_others() {
     let _storage = slice.into_storage();
 }
 
+/// Labels live in a table of their own, sized by the host: slices with a label table
+/// label like the vector storage does, slices or arrays without one refuse a labelled
+/// open with a typed error and serve unlabelled sessions as before.
+#[test]
+fn the_label_table_is_the_hosts_to_size() {
+    use fencelock::storage::{ClaimRow, LabelRow, LockRow, SessionRow};
+    use fencelock::{ArrayStorage, Config, Error, Label, LabeledSliceStorage, SliceStorage, Table};
+    let label = Label::new("worker-7").unwrap();
+    let mut events = Vec::new();
+    // slices with two label rows
+    let mut sessions = [SessionRow::EMPTY; 4];
+    let mut locks = [LockRow::EMPTY; 4];
+    let mut claims = [ClaimRow::EMPTY; 8];
+    let mut labels = [LabelRow::EMPTY; 2];
+    let storage = LabeledSliceStorage {
+        sessions: &mut sessions,
+        locks: &mut locks,
+        claims: &mut claims,
+        labels: &mut labels,
+    };
+    let mut slice = LockService::new(storage, Config::default()).unwrap();
+    let mut vec = svc(4);
+    for svc_label in [label, label] {
+        let a = slice
+            .open_labeled(Tick(0), 10, svc_label, &mut events)
+            .unwrap()
+            .opened()
+            .unwrap();
+        assert_eq!(slice.session(a).unwrap().label, label);
+        run(&mut vec, |v, now, o| v.open_labeled(now, 10, svc_label, o));
+    }
+    let third = slice.open_labeled(Tick(0), 10, label, &mut events);
+    assert_eq!(third, Err(Error::CapacityExceeded(Table::Labels)));
+    // the same state, the same snapshot bytes (the label is part of the session's record)
+    let mut buf = vec![0u8; slice.snapshot_len()];
+    slice.snapshot(&mut buf).unwrap();
+    assert_eq!(buf, vec.snapshot_vec());
+    // plain slices have no label table
+    let mut sessions = [SessionRow::EMPTY; 2];
+    let mut locks = [LockRow::EMPTY; 2];
+    let mut claims = [ClaimRow::EMPTY; 2];
+    let storage = SliceStorage {
+        sessions: &mut sessions,
+        locks: &mut locks,
+        claims: &mut claims,
+    };
+    let mut plain = LockService::new(storage, Config::default()).unwrap();
+    let refused = plain.open_labeled(Tick(0), 10, label, &mut events);
+    assert_eq!(refused, Err(Error::CapacityExceeded(Table::Labels)));
+    assert!(plain.open_session(Tick(0), 10, &mut events).is_ok());
+    // arrays: one label row per session unless the fourth parameter says otherwise
+    let mut arrays = LockService::new(ArrayStorage::<2, 2, 2>::new(), Config::default()).unwrap();
+    for _ in 0..2 {
+        assert!(arrays.open_labeled(Tick(0), 10, label, &mut events).is_ok());
+    }
+    let mut bare = LockService::new(ArrayStorage::<2, 2, 2, 0>::new(), Config::default()).unwrap();
+    let refused = bare.open_labeled(Tick(0), 10, label, &mut events);
+    assert_eq!(refused, Err(Error::CapacityExceeded(Table::Labels)));
+    assert!(bare.open_session(Tick(0), 10, &mut events).is_ok());
+    assert_eq!(events, vec![]);
+}
+
 /// Sessions due at the same tick expire in id order, whatever order their keep-alives came
 /// in, and `poll_timeout` is the earliest deadline after every step: checked against a
 /// plain model (a map of deadlines) over random opens, keep-alives and closes with more
 /// distinct ttls than the service keeps deadline lists for, with snapshots restored on
-/// the way (a restored service schedules every session on its own).
+/// the way (a restored service schedules every session on its own); every session reports
+/// its own ttl throughout, in a class or not.
 #[test]
 fn expiry_order_and_poll_timeout_match_a_model_under_random_keep_alives() {
     use std::collections::BTreeMap;
@@ -318,6 +381,14 @@ fn expiry_order_and_poll_timeout_match_a_model_under_random_keep_alives() {
             }
             let earliest = model.values().map(|(_, d)| *d).min().map(Tick);
             assert_eq!(svc.poll_timeout(), earliest, "seed {seed} step {step}");
+            // a session in a ttl class shares the class's ttl; it is its own again outside
+            for (s, (ttl, _)) in &model {
+                assert_eq!(
+                    svc.session(*s).unwrap().ttl,
+                    *ttl,
+                    "seed {seed} step {step}"
+                );
+            }
         }
     }
 }

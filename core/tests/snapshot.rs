@@ -804,3 +804,23 @@ fn restore_checks_labels_and_recorded_replies_of_version_2() {
         assert!(s.restore().is_ok());
     }
 }
+
+/// A labelled session needs a label row on restore too: storage with fewer label rows than
+/// the snapshot's labelled sessions is refused with the labels table's capacity error,
+/// and with enough it restores to the same bytes.
+#[test]
+fn restore_needs_a_label_row_per_labelled_session() {
+    let mut svc = svc(4);
+    for l in ["a", "b"] {
+        let label = fencelock::Label::new(l).unwrap();
+        run(&mut svc, |v, now, o| v.open_labeled(now, 10, label, o));
+    }
+    open(&mut svc, 10);
+    let bytes = svc.snapshot_vec();
+    let small = VecStorage::with_labels(4, 4, 8, 1);
+    let e = LockService::restore(small, &bytes).err().map(|(_, e)| e);
+    assert_eq!(e, Some(Error::CapacityExceeded(Table::Labels)));
+    let enough = VecStorage::with_labels(4, 4, 8, 2);
+    let back = LockService::restore(enough, &bytes).ok().unwrap();
+    assert_eq!(back.snapshot_vec(), bytes);
+}

@@ -435,8 +435,10 @@ fn input_kinds_are_stable() {
 /// Random histories of every input (permits, plain modes, watches, labels, closes,
 /// expiries, retries): after each one, every live watch's view — built only from the
 /// `HolderChanged` events it received — equals the lock's holders; no event reaches a watch
-/// that has ended; no input emits more than `max_events()`; a semaphore never has more
-/// permits in use than its limit; a refused input leaves the state byte-identical.
+/// that has ended; each change reaches a lock's watchers in the order they began watching;
+/// a watch is refused for `max_watchers` exactly when the lock has that many; no input
+/// emits more than `max_events()`; a semaphore never has more permits in use than its
+/// limit; a refused input leaves the state byte-identical.
 #[test]
 fn random_histories_keep_every_watcher_in_step_with_the_holders() {
     use std::collections::{BTreeMap, BTreeSet};
@@ -450,6 +452,9 @@ fn random_histories_keep_every_watcher_in_step_with_the_holders() {
         let mut svc = svc_with(6, 6, 24, config);
         // (watcher, lock) -> the holders it has been told of: holder -> token
         let mut views: BTreeMap<(SessionId, String), BTreeMap<SessionId, u64>> = BTreeMap::new();
+        // every live watch, in the order it began: what the watcher count and the order of
+        // each change's events must follow
+        let mut began: Vec<(SessionId, String)> = Vec::new();
         let locks = ["a", "b", "pool"];
         let (mut applied, mut refusals, mut changes) = (0, 0, 0);
         for step in 0..3000 {
@@ -459,6 +464,11 @@ fn random_histories_keep_every_watcher_in_step_with_the_holders() {
             let bound = svc.max_events();
             svc.tick(Tick(now), &mut events).unwrap();
             assert!(events.len() <= bound);
+            for e in &events {
+                if let Output::SessionExpired { session } = e {
+                    began.retain(|(w, _)| w != session);
+                }
+            }
             // mostly a live session, sometimes one that is gone (or never was)
             let live: Vec<SessionId> = svc.sessions().collect();
             let s = if live.is_empty() || rng.below(10) == 0 {
@@ -483,6 +493,7 @@ fn random_histories_keep_every_watcher_in_step_with_the_holders() {
             ][rng.below(3) as usize];
             let t = Tick(now);
             let before = svc.snapshot_vec();
+            let claims_before = svc.usage().claims;
             let bound = svc.max_events();
             let mut out = Vec::new();
             let pick = if live.len() < 3 { 0 } else { rng.below(10) };
@@ -502,6 +513,51 @@ fn random_histories_keep_every_watcher_in_step_with_the_holders() {
                 _ => svc.unwatch(t, s, lock, request, &mut out),
             };
             assert!(out.len() <= bound, "step {step}: {} > {bound}", out.len());
+            let watchers_of = |began: &Vec<(SessionId, String)>, lock: &str| {
+                began.iter().filter(|(_, l)| l == lock).count()
+            };
+            if got == Err(Error::CapacityExceeded(fencelock::Table::Watchers)) {
+                assert_eq!(
+                    watchers_of(&began, lock),
+                    3,
+                    "step {step}: refused below max"
+                );
+            }
+            // each change reaches its lock's watchers in the order they began watching
+            let mut i = 0;
+            while i < out.len() {
+                let key = |e: &Output| match e {
+                    Output::HolderChanged {
+                        lock,
+                        holder,
+                        token,
+                        change,
+                        ..
+                    } => Some((lock.clone(), *holder, *token, *change)),
+                    _ => None,
+                };
+                let Some(k) = key(&out[i]) else {
+                    i += 1;
+                    continue;
+                };
+                let mut j = i;
+                let mut told = Vec::new();
+                while j < out.len() && key(&out[j]).as_ref() == Some(&k) {
+                    if let Output::HolderChanged { session, .. } = &out[j] {
+                        told.push(*session);
+                    }
+                    j += 1;
+                }
+                let order: Vec<SessionId> = began
+                    .iter()
+                    .filter(|(w, l)| l == k.0.as_str() && told.contains(w))
+                    .map(|(w, _)| *w)
+                    .collect();
+                if told.len() > 1 {
+                    assert_eq!(told, order, "step {step}: watchers out of order");
+                }
+                i = j;
+            }
             events.extend(out);
             match got {
                 Err(_) => {
@@ -515,6 +571,11 @@ fn random_histories_keep_every_watcher_in_step_with_the_holders() {
                 Ok(Reply::Watching { .. }) => {
                     applied += 1;
                     views.entry((s, lock.to_string())).or_default();
+                    // a new watch takes a claim row; a retry's replay takes none
+                    if svc.usage().claims > claims_before {
+                        began.push((s, lock.to_string()));
+                        assert!(watchers_of(&began, lock) <= 3, "step {step}: beyond max");
+                    }
                 }
                 Ok(_) => applied += 1,
             }
@@ -552,12 +613,17 @@ fn random_histories_keep_every_watcher_in_step_with_the_holders() {
             match got {
                 Ok(Reply::Unwatched) => {
                     views.remove(&(s, lock.to_string()));
+                    began.retain(|w| *w != (s, lock.to_string()));
                 }
-                Ok(Reply::Closed) => views.retain(|(w, _), _| *w != s),
+                Ok(Reply::Closed) => {
+                    views.retain(|(w, _), _| *w != s);
+                    began.retain(|(w, _)| *w != s);
+                }
                 _ => {}
             }
             // every live watch is in step with the holders
             let live: BTreeSet<_> = views.keys().cloned().collect();
+            assert_eq!(live, began.iter().cloned().collect(), "step {step}");
             for ((w, l), view) in &views {
                 assert!(
                     svc.session(*w).is_some(),
