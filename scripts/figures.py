@@ -50,7 +50,7 @@ def figures():
     assertion = one(r"const _: \(\) = assert!\((.*?)\);", storage.replace("\n", " "),
                     "row-size assertion")
     for row, key in (("SessionRow", "session"), ("LockRow", "lock"),
-                     ("ClaimRow", "claim"), ("GateRow", "gate")):
+                     ("ClaimRow", "claim"), ("LabelRow", "label"), ("GateRow", "gate")):
         size = one(r"size_of::<(?:crate::)?%s>\(\) == (\d+)" % row, assertion, row)
         f[f"row.{key}"] = (size, "core/src/storage.rs (compile-time assertion)")
     f["limit.name"] = (one(r"pub const MAX_NAME_LEN: usize = (\d+);", read("core/src/types.rs"),
@@ -124,6 +124,7 @@ def table(f):
         "|---|---|---|",
         f"| memory per session / live lock / hold or wait | {g('row.session')} / {g('row.lock')} / "
         f"{g('row.claim')} bytes (the same on 32-bit targets) | `core/src/storage.rs` |",
+        f"| memory per holder label | {g('row.label')} bytes, one per session opened with a label, in a table the host sizes (0 rows allowed) | `core/src/storage.rs` |",
         f"| memory per resource behind a `FenceGate` | {g('row.gate')} bytes | `core/src/storage.rs` |",
         f"| lock name | 1 to {g('limit.name')} bytes of UTF-8 | `core/src/types.rs` |",
         f"| replicated server's tables (defaults; `--sessions`, `--locks`, `--claims`) | "
@@ -155,12 +156,15 @@ QUOTES = [
     ("core/src/storage.rs", r"\| \[`SessionRow`\] \| (\d+) \|", ["row.session"]),
     ("core/src/storage.rs", r"\| \[`LockRow`\] \| (\d+) \|", ["row.lock"]),
     ("core/src/storage.rs", r"\| \[`ClaimRow`\] \| (\d+) \|", ["row.claim"]),
+    ("core/src/storage.rs", r"\| \[`LabelRow`\] \| (\d+) \|", ["row.label"]),
     ("core/src/storage.rs", r"\| \[`GateRow`\]\(crate::GateRow\) \| (\d+) \|", ["row.gate"]),
     ("core/src/storage.rs", r"\*\*Session\*\* \((\d+)\)", ["row.session"]),
     ("core/src/storage.rs", r"\*\*Lock\*\* \((\d+)\)", ["row.lock"]),
     ("core/src/storage.rs", r"\*\*Claim\*\* \((\d+)\)", ["row.claim"]),
-    ("core/src/lib.rs", r"one row per session \((\d+) bytes\), per live lock entry \((\d+)\)\s*//!"
-     r"\s*and per hold or wait \((\d+)\)", ["row.session", "row.lock", "row.claim"]),
+    ("core/src/lib.rs", r"one row per session \((\d+) bytes\), per labelled session \((\d+),",
+     ["row.session", "row.label"]),
+    ("core/src/lib.rs", r"per live lock entry \((\d+)\) and per hold, wait or watch \((\d+)\)",
+     ["row.lock", "row.claim"]),
     ("core/README.md", r"\| `SessionRow` \| (\d+) \|", ["row.session"]),
     ("core/README.md", r"\| `LockRow` \| (\d+) \|", ["row.lock"]),
     ("core/README.md", r"\| `ClaimRow` \| (\d+) \|", ["row.claim"]),
@@ -169,7 +173,7 @@ QUOTES = [
     ("wasm/src/gate.rs", r"about (\d+) bytes per", ["row.gate"]),
     ("fence/README.md", r"empty name / over (\d+) bytes", ["limit.name"]),
     ("docs/SPEC.md", r"`max_name_len` \(≤ (\d+)\)", ["limit.name"]),
-    ("docs/SPEC.md", r"names longer than (\d+) bytes", ["limit.name"]),
+    ("docs/SPEC.md", r"names or labels longer than (\d+) bytes", ["limit.name"]),
     ("tests/vectors/README.md", r"at most (\d+) bytes \(a frame", ["limit.name"]),
     ("docs/SPEC.md", r"`MAX_FRAME_LEN` \((\d+)\) bytes", ["limit.frame"]),
     ("docs/SPEC.md", r"the last `KEEPER_MEMORY` \((\d+)\)", ["keeper.memory"]),
