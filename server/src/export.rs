@@ -24,7 +24,7 @@
 
 use std::fmt::Write as _;
 
-use fencelock::{Input, LockService, Mode, Output, ReleaseReason, Reply, VecStorage, Wait};
+use fencelock::{Change, Input, LockService, Mode, Output, ReleaseReason, Reply, VecStorage, Wait};
 use openraft::EntryPayload;
 
 use crate::state_machine::{self, CoreCall, SmState};
@@ -159,10 +159,31 @@ impl Json<'_> {
     }
 }
 
-fn mode(m: Mode) -> &'static str {
+/// `"key":MODE` with the mode as the wasm binding spells it: `"exclusive"`, `"shared"` or
+/// `{"permits":COUNT,"limit":LIMIT}`.
+fn kv_mode(j: &mut Json<'_>, k: &str, m: Mode) -> Result<(), ExportError> {
     match m {
-        Mode::Exclusive => "exclusive",
-        Mode::Shared => "shared",
+        Mode::Exclusive => j.kv_str(k, "exclusive"),
+        Mode::Shared => j.kv_str(k, "shared"),
+        Mode::Permits { count, limit } => {
+            j.key(k);
+            j.out.push('{');
+            j.kv_num("permits", u64::from(count))?;
+            j.kv_num("limit", u64::from(limit))?;
+            j.out.push('}');
+        }
+    }
+    Ok(())
+}
+
+/// A holder change as the wasm binding spells it.
+fn change(c: Change) -> &'static str {
+    match c {
+        Change::Holding => "holding",
+        Change::Granted => "granted",
+        Change::Released => "released",
+        Change::Closed => "closed",
+        Change::Expired => "expired",
     }
 }
 
@@ -219,7 +240,7 @@ fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
             j.kv_num("now", now.0)?;
             j.kv_num("session", session.0)?;
             j.kv_str("lock", lock.as_str());
-            j.kv_str("mode", mode(*m));
+            kv_mode(j, "mode", *m)?;
             match wait {
                 Wait::None => j.kv_str("wait", "none"),
                 Wait::Forever => j.kv_str("wait", "forever"),
@@ -259,6 +280,30 @@ fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
             j.kv_str("kind", "tick");
             j.kv_num("now", now.0)?;
         }
+        Input::OpenLabeled { now, ttl, label } => {
+            j.kv_str("kind", i.kind());
+            j.kv_num("now", now.0)?;
+            j.kv_num("ttl", *ttl)?;
+            j.kv_str("label", label.as_str());
+        }
+        Input::Watch {
+            now,
+            session,
+            lock,
+            request: r,
+        }
+        | Input::Unwatch {
+            now,
+            session,
+            lock,
+            request: r,
+        } => {
+            j.kv_str("kind", i.kind());
+            j.kv_num("now", now.0)?;
+            j.kv_num("session", session.0)?;
+            j.kv_str("lock", lock.as_str());
+            request(j, r)?;
+        }
         _ => return Err(j.unknown("an input")),
     }
     j.out.push('}');
@@ -279,16 +324,18 @@ fn reply(j: &mut Json<'_>, r: &Reply) -> Result<(), ExportError> {
         }
         Reply::KeptAlive { expires_at } => j.kv_num("expiresAt", expires_at.0)?,
         Reply::Granted { mode: m, token } => {
-            j.kv_str("mode", mode(m));
+            kv_mode(j, "mode", m)?;
             j.kv_num("token", token.0)?;
         }
         Reply::Queued { mode: m, position } => {
-            j.kv_str("mode", mode(m));
+            kv_mode(j, "mode", m)?;
             j.kv_num("position", u64::from(position))?;
         }
         Reply::Released { token } | Reply::HoldEnded { token } => j.kv_num("token", token.0)?,
         Reply::Ticked { now } => j.kv_num("now", now.0)?,
         Reply::Closed | Reply::Busy | Reply::Cancelled | Reply::WaitEnded => {}
+        Reply::Watching { holders } => j.kv_num("holders", u64::from(holders))?,
+        Reply::Unwatched => {}
         _ => return Err(j.unknown(&format!("a reply of kind {}", r.kind()))),
     }
     j.out.push('}');
@@ -308,7 +355,7 @@ fn event(j: &mut Json<'_>, o: &Output) -> Result<(), ExportError> {
         } => {
             j.kv_num("session", session.0)?;
             j.kv_str("lock", lock.as_str());
-            j.kv_str("mode", mode(*m));
+            kv_mode(j, "mode", *m)?;
             j.kv_num("token", token.0)?;
         }
         Output::Released {
@@ -326,6 +373,23 @@ fn event(j: &mut Json<'_>, o: &Output) -> Result<(), ExportError> {
         Output::WaitTimedOut { session, lock } => {
             j.kv_num("session", session.0)?;
             j.kv_str("lock", lock.as_str());
+        }
+        Output::HolderChanged {
+            session,
+            lock,
+            holder,
+            mode: m,
+            token,
+            change: c,
+            label,
+        } => {
+            j.kv_num("session", session.0)?;
+            j.kv_str("lock", lock.as_str());
+            j.kv_num("holder", holder.0)?;
+            kv_mode(j, "mode", *m)?;
+            j.kv_num("token", token.0)?;
+            j.kv_str("change", change(*c));
+            j.kv_str("label", label.as_str());
         }
         _ => return Err(j.unknown(&format!("an event of kind {}", o.kind()))),
     }
