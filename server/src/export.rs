@@ -195,50 +195,24 @@ fn reason(r: ReleaseReason) -> &'static str {
     }
 }
 
-/// The input as the wasm `LockService.handle` takes it.
+/// The input as the wasm `LockService.handle` takes it: its kind, `now`, its session (if
+/// it acts for one), the fields of its shape, its request number (if it carries one).
 fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
     j.out.push('{');
-    let request = |j: &mut Json<'_>, r: &Option<u64>| match r {
-        Some(r) => j.kv_num("request", *r),
-        None => Ok(()),
-    };
+    j.kv_str("kind", i.kind());
+    j.kv_num("now", i.now().0)?;
+    if let Some(session) = i.session() {
+        j.kv_num("session", session.0)?;
+    }
     match i {
-        Input::OpenSession { now, ttl } => {
-            j.kv_str("kind", "open_session");
-            j.kv_num("now", now.0)?;
-            j.kv_num("ttl", *ttl)?;
-        }
-        Input::KeepAlive {
-            now,
-            session,
-            request: r,
-        }
-        | Input::CloseSession {
-            now,
-            session,
-            request: r,
-        } => {
-            let kind = if matches!(i, Input::KeepAlive { .. }) {
-                "keep_alive"
-            } else {
-                "close_session"
-            };
-            j.kv_str("kind", kind);
-            j.kv_num("now", now.0)?;
-            j.kv_num("session", session.0)?;
-            request(j, r)?;
-        }
+        Input::OpenSession { ttl, .. } => j.kv_num("ttl", *ttl)?,
+        Input::KeepAlive { .. } | Input::CloseSession { .. } | Input::Tick { .. } => {}
         Input::Acquire {
-            now,
-            session,
             lock,
             mode: m,
             wait,
-            request: r,
+            ..
         } => {
-            j.kv_str("kind", "acquire");
-            j.kv_num("now", now.0)?;
-            j.kv_num("session", session.0)?;
             j.kv_str("lock", lock.as_str());
             kv_mode(j, "mode", *m)?;
             match wait {
@@ -251,60 +225,17 @@ fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
                     j.out.push('}');
                 }
             }
-            request(j, r)?;
         }
-        Input::Release {
-            now,
-            session,
-            lock,
-            request: r,
-        }
-        | Input::Cancel {
-            now,
-            session,
-            lock,
-            request: r,
-        } => {
-            let kind = if matches!(i, Input::Release { .. }) {
-                "release"
-            } else {
-                "cancel"
-            };
-            j.kv_str("kind", kind);
-            j.kv_num("now", now.0)?;
-            j.kv_num("session", session.0)?;
-            j.kv_str("lock", lock.as_str());
-            request(j, r)?;
-        }
-        Input::Tick { now } => {
-            j.kv_str("kind", "tick");
-            j.kv_num("now", now.0)?;
-        }
-        Input::OpenLabeled { now, ttl, label } => {
-            j.kv_str("kind", i.kind());
-            j.kv_num("now", now.0)?;
+        Input::Release { lock, .. } | Input::Cancel { lock, .. } => j.kv_str("lock", lock.as_str()),
+        Input::OpenLabeled { ttl, label, .. } => {
             j.kv_num("ttl", *ttl)?;
             j.kv_str("label", label.as_str());
         }
-        Input::Watch {
-            now,
-            session,
-            lock,
-            request: r,
-        }
-        | Input::Unwatch {
-            now,
-            session,
-            lock,
-            request: r,
-        } => {
-            j.kv_str("kind", i.kind());
-            j.kv_num("now", now.0)?;
-            j.kv_num("session", session.0)?;
-            j.kv_str("lock", lock.as_str());
-            request(j, r)?;
-        }
+        Input::Watch { lock, .. } | Input::Unwatch { lock, .. } => j.kv_str("lock", lock.as_str()),
         _ => return Err(j.unknown("an input")),
+    }
+    if let Some(r) = i.request() {
+        j.kv_num("request", r)?;
     }
     j.out.push('}');
     Ok(())
@@ -827,5 +758,184 @@ mod tests {
         };
         // the header, the open (index 1), then one line per keep-alive: index 19 999 is line 20 000
         assert!(m.contains("--to-index 19999"), "{m}");
+    }
+
+    /// Every input shape in the format's words: kind, `now`, the session, the shape's own
+    /// fields, the request number when there is one.
+    #[test]
+    fn every_input_shape_has_its_words() {
+        let lock = || LockName::new("jobs/x").expect("name");
+        let (now, session) = (Tick(5), SessionId(3));
+        let cases = [
+            (
+                Input::OpenSession { now, ttl: 100 },
+                r#"{"kind":"open_session","now":5,"ttl":100}"#,
+            ),
+            (
+                Input::KeepAlive {
+                    now,
+                    session,
+                    request: Some(4),
+                },
+                r#"{"kind":"keep_alive","now":5,"session":3,"request":4}"#,
+            ),
+            (
+                Input::CloseSession {
+                    now,
+                    session,
+                    request: None,
+                },
+                r#"{"kind":"close_session","now":5,"session":3}"#,
+            ),
+            (
+                Input::CloseSession {
+                    now,
+                    session,
+                    request: Some(9),
+                },
+                r#"{"kind":"close_session","now":5,"session":3,"request":9}"#,
+            ),
+            (
+                Input::Acquire {
+                    now,
+                    session,
+                    lock: lock(),
+                    mode: Mode::Shared,
+                    wait: Wait::Until(Tick(50)),
+                    request: Some(2),
+                },
+                r#"{"kind":"acquire","now":5,"session":3,"lock":"jobs/x","mode":"shared","wait":{"until":50},"request":2}"#,
+            ),
+            (
+                Input::Acquire {
+                    now,
+                    session,
+                    lock: lock(),
+                    mode: Mode::Exclusive,
+                    wait: Wait::None,
+                    request: None,
+                },
+                r#"{"kind":"acquire","now":5,"session":3,"lock":"jobs/x","mode":"exclusive","wait":"none"}"#,
+            ),
+            (
+                Input::Release {
+                    now,
+                    session,
+                    lock: lock(),
+                    request: Some(7),
+                },
+                r#"{"kind":"release","now":5,"session":3,"lock":"jobs/x","request":7}"#,
+            ),
+            (
+                Input::Cancel {
+                    now,
+                    session,
+                    lock: lock(),
+                    request: None,
+                },
+                r#"{"kind":"cancel","now":5,"session":3,"lock":"jobs/x"}"#,
+            ),
+            (Input::Tick { now }, r#"{"kind":"tick","now":5}"#),
+        ];
+        for (i, want) in cases {
+            let mut j = Json {
+                out: String::new(),
+                at: "test",
+            };
+            input(&mut j, &i).expect("representable");
+            assert_eq!(j.out, want, "{i:?}");
+        }
+    }
+
+    /// The inputs, replies and events of labels, watches and semaphores in the format's
+    /// words (docs/RECORDING.md): kinds from `Input::kind()`, a permits mode as an object.
+    #[test]
+    fn labels_watches_and_permits_have_their_words() {
+        let lock = || LockName::new("jobs/x").expect("name");
+        let label = || fencelock::Label::new("host:7").expect("label");
+        let (now, session) = (Tick(5), SessionId(3));
+        let permits = Mode::Permits { count: 2, limit: 4 };
+        let inputs = [
+            (
+                Input::OpenLabeled {
+                    now,
+                    ttl: 100,
+                    label: label(),
+                },
+                r#"{"kind":"open_labeled","now":5,"ttl":100,"label":"host:7"}"#,
+            ),
+            (
+                Input::Watch {
+                    now,
+                    session,
+                    lock: lock(),
+                    request: Some(2),
+                },
+                r#"{"kind":"watch","now":5,"session":3,"lock":"jobs/x","request":2}"#,
+            ),
+            (
+                Input::Unwatch {
+                    now,
+                    session,
+                    lock: lock(),
+                    request: None,
+                },
+                r#"{"kind":"unwatch","now":5,"session":3,"lock":"jobs/x"}"#,
+            ),
+            (
+                Input::Acquire {
+                    now,
+                    session,
+                    lock: lock(),
+                    mode: permits,
+                    wait: Wait::Forever,
+                    request: Some(1),
+                },
+                r#"{"kind":"acquire","now":5,"session":3,"lock":"jobs/x","mode":{"permits":2,"limit":4},"wait":"forever","request":1}"#,
+            ),
+        ];
+        let json = || Json {
+            out: String::new(),
+            at: "test",
+        };
+        for (i, want) in inputs {
+            let mut j = json();
+            input(&mut j, &i).expect("representable");
+            assert_eq!(j.out, want, "{i:?}");
+        }
+        let replies = [
+            (
+                Reply::Watching { holders: 2 },
+                r#"{"kind":"watching","holders":2}"#,
+            ),
+            (Reply::Unwatched, r#"{"kind":"unwatched"}"#),
+            (
+                Reply::Granted {
+                    mode: permits,
+                    token: fencelock::Token(9),
+                },
+                r#"{"kind":"granted","mode":{"permits":2,"limit":4},"token":9}"#,
+            ),
+        ];
+        for (r, want) in replies {
+            let mut j = json();
+            reply(&mut j, &r).expect("representable");
+            assert_eq!(j.out, want, "{r:?}");
+        }
+        let mut j = json();
+        let o = Output::HolderChanged {
+            session,
+            lock: lock(),
+            holder: SessionId(4),
+            mode: permits,
+            token: fencelock::Token(9),
+            change: Change::Expired,
+            label: label(),
+        };
+        event(&mut j, &o).expect("representable");
+        assert_eq!(
+            j.out,
+            r#"{"kind":"holder_changed","session":3,"lock":"jobs/x","holder":4,"mode":{"permits":2,"limit":4},"token":9,"change":"expired","label":"host:7"}"#
+        );
     }
 }

@@ -7,13 +7,15 @@
 //! The tests run one at a time (a process-wide mutex): their bounds on how soon the next
 //! waiter gets the lock must not depend on how many other clusters start meanwhile.
 
+mod common;
+mod procs;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-const NODE: &str = env!("CARGO_BIN_EXE_fencelock-node");
 const CLI: &str = env!("CARGO_BIN_EXE_fencelock");
 /// A ttl no test waits out: a lock still held at a check was not released by the CLI.
 const LONG_TTL: &str = "60000";
@@ -27,44 +29,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A loopback port that is free now, drawn from 20000–31999 (below Linux's ephemeral range
-/// 32768–60999, so no outgoing connection takes it before the node binds it) and never handed
-/// out twice in this process.
-fn free_port() -> u16 {
-    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let mut x = (nanos ^ (u64::from(std::process::id()) << 32)) | 1;
-    for _ in 0..1000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let port = 20_000 + (x % 12_000) as u16;
-        if given.contains(&port) {
-            continue;
-        }
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            given.push(port);
-            return port;
-        }
-    }
-    panic!("no free loopback port in 20000-31999 after 1000 tries")
-}
-
 fn temp_dir(name: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let d = std::env::temp_dir().join(format!(
-        "fencelock-cli-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+    common::temp_dir(&format!("cli-{name}"))
 }
 
 /// Waits (bounded) until `f` holds; panics with `what` otherwise.
@@ -147,32 +113,20 @@ fn stderr_of(child: &mut Child) -> String {
 /// A one-node cluster in a `fencelock-node` process.
 struct Node {
     dir: PathBuf,
-    args: Vec<String>,
     client: String,
-    proc: Option<Child>,
+    node: procs::Cluster,
 }
 
 impl Node {
     fn start(name: &str) -> Node {
         let dir = temp_dir(name);
-        let (raft, client) = (free_port(), free_port());
-        let args = vec![
-            "--insecure-plaintext".into(),
-            "--id".into(),
-            "1".into(),
-            "--dir".into(),
-            dir.join("n1").display().to_string(),
-            "--peer".into(),
-            format!("1=127.0.0.1:{raft}/127.0.0.1:{client}"),
-            "--init".into(),
-            "--grace-ms".into(),
-            "100".into(),
-        ];
+        let mut node = procs::Cluster::prepare_single(&dir);
+        node.extra
+            .insert(1, vec!["--grace-ms".into(), "100".into()]);
         let mut n = Node {
             dir,
-            args,
-            client: format!("127.0.0.1:{client}"),
-            proc: None,
+            client: node.clients[0].clone(),
+            node,
         };
         n.boot();
         n
@@ -180,19 +134,7 @@ impl Node {
 
     /// Starts the node process (again, on the same data) and waits until it answers.
     fn boot(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("node.log"))
-            .expect("node log");
-        self.proc = Some(
-            Command::new(NODE)
-                .args(&self.args)
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("start fencelock-node"),
-        );
+        self.node.spawn(1);
         wait_until("the node answers", Duration::from_secs(30), || {
             self.cli(&["holder", "probe"])
                 .stderr(Stdio::null())
@@ -202,10 +144,7 @@ impl Node {
     }
 
     fn kill9(&mut self) {
-        if let Some(mut p) = self.proc.take() {
-            let _ = p.kill();
-            let _ = p.wait();
-        }
+        self.node.kill9(1);
     }
 
     /// The CLI with this cluster's address (after the subcommand, as the README writes it).
@@ -450,7 +389,11 @@ fn a_lost_connection_is_reconnected_within_the_lease() {
 fn no_cluster_fails_fast_and_clearly() {
     let _s = serial();
     let dir = temp_dir("nocluster");
-    let nobody = format!("127.0.0.1:{},127.0.0.1:{}", free_port(), free_port());
+    let nobody = format!(
+        "127.0.0.1:{},127.0.0.1:{}",
+        procs::free_port(),
+        procs::free_port()
+    );
     let run = |args: &[&str]| {
         let t0 = Instant::now();
         let out = Command::new(CLI)
@@ -600,44 +543,11 @@ fn leader_of(clients: &[String]) -> Option<usize> {
 fn a_stalled_leader_does_not_cost_the_lease() {
     let _s = serial();
     let dir = temp_dir("stall");
-    let mut peers = Vec::new();
-    let mut clients = Vec::new();
-    for id in 1..=3 {
-        let (r, c) = (free_port(), free_port());
-        peers.push(format!("{id}=127.0.0.1:{r}/127.0.0.1:{c}"));
-        clients.push(format!("127.0.0.1:{c}"));
-    }
-    struct Procs(Vec<Child>);
-    impl Drop for Procs {
-        fn drop(&mut self) {
-            for p in &mut self.0 {
-                let _ = Command::new("kill")
-                    .args(["-CONT", &p.id().to_string()])
-                    .status();
-                let _ = p.kill();
-                let _ = p.wait();
-            }
-        }
-    }
-    let mut procs = Procs(Vec::new());
-    for id in 1..=3 {
-        let mut cmd = Command::new(NODE);
-        cmd.args(["--insecure-plaintext", "--id", &id.to_string(), "--dir"])
-            .arg(dir.join(format!("n{id}")));
-        for p in &peers {
-            cmd.args(["--peer", p]);
-        }
-        if id == 1 {
-            cmd.arg("--init");
-        }
-        let log = std::fs::File::create(dir.join(format!("n{id}.log"))).unwrap();
-        procs
-            .0
-            .push(cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap());
-    }
+    let cluster = procs::Cluster::start(&dir);
+    let clients = &cluster.clients;
     let mut leader = None;
     wait_until("a leader", Duration::from_secs(30), || {
-        leader = leader_of(&clients);
+        leader = leader_of(clients);
         leader.is_some()
     });
     let leader = leader.unwrap_or_default();
@@ -663,7 +573,7 @@ fn a_stalled_leader_does_not_cost_the_lease() {
         .spawn()
         .unwrap();
     read_pid(&dir.join("cmd"));
-    let stalled = procs.0[leader].id();
+    let stalled = cluster.procs[&(leader as u64 + 1)].id();
     signal(stalled, "-STOP");
     std::thread::sleep(Duration::from_secs(6));
     signal(stalled, "-CONT");
@@ -673,7 +583,7 @@ fn a_stalled_leader_does_not_cost_the_lease() {
         std::fs::read_to_string(dir.join("out")).unwrap_or_default(),
         "done\n"
     );
-    drop(procs);
+    drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -10,76 +10,39 @@
 mod common;
 mod procs;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use fencelock::Mode;
 use fencelock_server::client::{Acquired, Client};
 use fencelock_server::frame;
 use fencelock_server::net::{
-    serve_clients_with, serve_peers, ClientPolicy, NetStats, PeerPolicy, TcpNetwork, MIN_RAFT_FRAME,
+    serve_clients_with, serve_peers, ClientPolicy, NetStats, PeerPolicy, MIN_RAFT_FRAME,
 };
-use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::protocol::{ClientFrame, Reply, Request, ServerFrame, WaitSpec};
-use fencelock_server::types::NodeAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpSocket, TcpStream};
 
 /// How long a test waits for an outcome that the limits make happen within about a second.
 const GENEROUS: Duration = Duration::from_secs(60);
 
-struct Tcp {
-    nodes: Vec<Arc<Node>>,
-    addrs: Vec<NodeAddr>,
-    base: std::path::PathBuf,
-}
+use common::TcpNodes as Tcp;
 
 /// Three nodes on 127.0.0.1 whose client and Raft ports run under these policies.
 async fn start(name: &str, client: ClientPolicy, peer: PeerPolicy) -> Tcp {
-    let base = common::temp_dir(name);
-    let mut listeners = Vec::new();
-    let mut members = BTreeMap::new();
-    let mut addrs = Vec::new();
-    for id in 1..=3u64 {
-        let r = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let c = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let a = NodeAddr {
-            raft: r.local_addr().unwrap().to_string(),
-            client: c.local_addr().unwrap().to_string(),
-        };
-        members.insert(id, a.clone());
-        addrs.push(a);
-        listeners.push((r, c));
-    }
-    let mut nodes = Vec::new();
-    for (i, (r, c)) in listeners.into_iter().enumerate() {
-        let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
-        cfg.grace_ms = 200;
-        let node = Node::start(cfg, TcpNetwork::default()).await.unwrap();
+    Tcp::start(name, |node, r, c| {
         let peer = PeerPolicy {
             stats: node.stats.net.clone(),
             ..peer.clone()
         };
         tokio::spawn(serve_peers(r, node.elector().clone(), peer));
         tokio::spawn(serve_clients_with(c, node.clone(), client.clone()));
-        nodes.push(node);
-    }
-    nodes[0].initialize(members).await.unwrap();
-    Tcp { nodes, addrs, base }
+    })
+    .await
 }
 
 impl Tcp {
     async fn leader(&self) -> usize {
-        for _ in 0..1500 {
-            for (i, n) in self.nodes.iter().enumerate() {
-                if n.raft.metrics().borrow().state == openraft::ServerState::Leader {
-                    return i;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("no leader");
+        self.leader_within(1500).await
     }
 
     fn client(&self) -> Client {
@@ -93,13 +56,6 @@ impl Tcp {
         assert!(matches!(got, Ok(Acquired::Granted(_))), "{lock}: {got:?}");
         s.release(lock).await.expect("release");
         s.close().await.expect("close");
-    }
-
-    async fn stop(self) {
-        for n in &self.nodes {
-            n.shutdown().await;
-        }
-        let _ = std::fs::remove_dir_all(&self.base);
     }
 }
 

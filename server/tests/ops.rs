@@ -5,7 +5,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,20 +22,8 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// `GET path` on `addr`: (status, body).
 pub async fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.unwrap();
-    let text = String::from_utf8(buf).expect("utf-8 response");
-    let (head, body) = text.split_once("\r\n\r\n").expect("a header");
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("a status");
-    (status, body.to_string())
+    let (status, _, body) = get_raw(addr, path).await;
+    (status, String::from_utf8(body).expect("utf-8 response"))
 }
 
 /// Parses Prometheus / OpenMetrics text: every sample `name{labels} value` by its full
@@ -126,7 +114,17 @@ async fn metrics_are_scraped_and_parsed_and_follow_the_cluster() {
     c.shutdown().await;
 }
 
-fn mount_tmpfs(at: &Path, size: &str) -> Result<(), String> {
+/// A tmpfs mounted on a fresh temp dir, unmounted when dropped (lazily: openraft's tasks
+/// may still hold the log file open for a moment).
+struct Tmpfs(PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn mount_tmpfs(at: &Path, size: &str) -> Result<Tmpfs, String> {
     // SAFETY of the test machine: only a fresh temp dir is mounted on, and unmounted after.
     let uid = Command::new("id")
         .arg("-u")
@@ -146,7 +144,37 @@ fn mount_tmpfs(at: &Path, size: &str) -> Result<(), String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    Ok(())
+    Ok(Tmpfs(at.to_path_buf()))
+}
+
+/// A fresh temp dir (named after `name`) with a tmpfs of `size` mounted on its `mnt`:
+/// the dir, the mount point and the mount. `None` when it cannot be mounted, after saying
+/// why `test` is skipped.
+fn tmpfs_under(name: &str, size: &str, test: &str) -> Option<(PathBuf, PathBuf, Tmpfs)> {
+    let base = common::temp_dir(name);
+    let dir = base.join("mnt");
+    std::fs::create_dir_all(&dir).unwrap();
+    match mount_tmpfs(&dir, size) {
+        Ok(m) => Some((base, dir, m)),
+        Err(why) => {
+            eprintln!("SKIPPED {test}: {why}");
+            None
+        }
+    }
+}
+
+/// Grows the tmpfs on `dir` to `size`.
+fn grow(dir: &Path, size: &str) {
+    let out = Command::new("mount")
+        .args(["-o", &format!("remount,size={size}")])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Fills the filesystem of `path` until a write fails with "no space".
@@ -194,19 +222,14 @@ async fn a_full_disk_makes_the_node_unready_and_it_recovers_when_space_returns()
     let old = c.base.join(format!("n{victim}-old"));
     std::fs::rename(&dir, &old).unwrap();
     std::fs::create_dir_all(&dir).unwrap();
-    if let Err(why) = mount_tmpfs(&dir, "24m") {
-        eprintln!("SKIPPED a_full_disk_makes_the_node_unready…: {why}");
-        c.shutdown().await;
-        return;
-    }
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            // Lazy: openraft's tasks may still hold the log file open for a moment.
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    let _unmount = match mount_tmpfs(&dir, "24m") {
+        Ok(m) => m,
+        Err(why) => {
+            eprintln!("SKIPPED a_full_disk_makes_the_node_unready…: {why}");
+            c.shutdown().await;
+            return;
         }
-    }
-    let _unmount = Unmount(dir.clone());
+    };
     for f in std::fs::read_dir(&old).unwrap() {
         let f = f.unwrap();
         std::fs::copy(f.path(), dir.join(f.file_name())).unwrap();
@@ -355,8 +378,12 @@ async fn get_raw(addr: &str, path: &str) -> (u16, String, Vec<u8>) {
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .expect("a header");
-    let head = String::from_utf8_lossy(&buf[..at]).into_owned();
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+    let head = String::from_utf8(buf[..at].to_vec()).expect("utf-8 response");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status");
     (status, head, buf[at + 4..].to_vec())
 }
 
@@ -465,20 +492,11 @@ async fn a_log_append_on_a_full_disk_waits_and_completes_when_space_returns() {
     use fencelock_server::log_store::LogStore;
     use fencelock_server::types::{Cmd, Entry, LogId, Op, STAMPED_AT_APPLY};
     use openraft::storage::{RaftLogReader, RaftLogStorageExt};
-    let base = common::temp_dir("logstall");
-    let dir = base.join("mnt");
-    std::fs::create_dir_all(&dir).unwrap();
-    if let Err(why) = mount_tmpfs(&dir, "4m") {
-        eprintln!("SKIPPED a_log_append_on_a_full_disk_waits…: {why}");
+    let Some((base, dir, _unmount)) =
+        tmpfs_under("logstall", "4m", "a_log_append_on_a_full_disk_waits…")
+    else {
         return;
-    }
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(dir.clone());
+    };
     let log = LogStore::open(&dir).unwrap();
     let entry = Entry {
         log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), 1),
@@ -498,16 +516,7 @@ async fn a_log_append_on_a_full_disk_waits_and_completes_when_space_returns() {
         "the append neither waited nor failed"
     );
     assert!(log.disk().is_full());
-    let out = Command::new("mount")
-        .args(["-o", "remount,size=32m"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    grow(&dir, "32m");
     tokio::time::timeout(Duration::from_secs(5), append)
         .await
         .expect("the append completes once space returns")
@@ -529,20 +538,13 @@ async fn a_log_append_on_a_full_disk_waits_and_completes_when_space_returns() {
 /// serves writes — no restart. Needs root for `mount`: otherwise it says it was skipped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_cannot_write_refuses_writes_and_recovers_by_itself() {
-    let base = common::temp_dir("nodestall");
-    let dir = base.join("mnt");
-    std::fs::create_dir_all(&dir).unwrap();
-    if let Err(why) = mount_tmpfs(&dir, "4m") {
-        eprintln!("SKIPPED a_node_that_cannot_write_refuses_writes…: {why}");
+    let Some((base, dir, _unmount)) = tmpfs_under(
+        "nodestall",
+        "4m",
+        "a_node_that_cannot_write_refuses_writes…",
+    ) else {
         return;
-    }
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(dir.clone());
+    };
     let net = fencelock_server::mem_network::MemNet::default();
     let mut cfg = NodeConfig::new(1, dir.join("n1"));
     cfg.loopback_members = false;
@@ -573,16 +575,7 @@ async fn a_node_that_cannot_write_refuses_writes_and_recovers_by_itself() {
     let body = wait_ready(&addr, 503, Duration::from_secs(5)).await;
     assert!(body.contains("fail disk"), "{body}");
 
-    let out = Command::new("mount")
-        .args(["-o", "remount,size=64m"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    grow(&dir, "64m");
     let _ = init.await;
     wait_ready(&addr, 200, Duration::from_secs(10)).await;
     let start = Instant::now();

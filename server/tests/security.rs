@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +17,7 @@ use fencelock_server::client::ClientOptions;
 use fencelock_server::client::{Acquired, Client, Session};
 use fencelock_server::frame;
 use fencelock_server::net::{
-    serve_clients_with, serve_raft, serve_raft_with, ClientPolicy, TcpNetwork, TlsNetwork,
+    serve_clients_with, serve_raft, serve_raft_with, ClientPolicy, TlsNetwork,
 };
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
@@ -27,45 +26,20 @@ use fencelock_server::types::NodeAddr;
 use openraft::raft::VoteRequest;
 use openraft::Vote;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
-struct Tcp {
-    nodes: Vec<Arc<Node>>,
-    addrs: Vec<NodeAddr>,
-    base: std::path::PathBuf,
-}
+use common::TcpNodes as Tcp;
 
 async fn start(name: &str) -> Tcp {
     start_with(name, ClientPolicy::default()).await
 }
 
 async fn start_with(name: &str, policy: ClientPolicy) -> Tcp {
-    let base = common::temp_dir(name);
-    let mut listeners = Vec::new();
-    let mut members = BTreeMap::new();
-    let mut addrs = Vec::new();
-    for id in 1..=3u64 {
-        let r = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let c = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let a = NodeAddr {
-            raft: r.local_addr().unwrap().to_string(),
-            client: c.local_addr().unwrap().to_string(),
-        };
-        members.insert(id, a.clone());
-        addrs.push(a);
-        listeners.push((r, c));
-    }
-    let mut nodes = Vec::new();
-    for (i, (r, c)) in listeners.into_iter().enumerate() {
-        let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
-        cfg.grace_ms = 200;
-        let node = Node::start(cfg, TcpNetwork::default()).await.unwrap();
+    Tcp::start(name, |node, r, c| {
         tokio::spawn(serve_raft(r, node.elector().clone()));
         tokio::spawn(serve_clients_with(c, node.clone(), policy.clone()));
-        nodes.push(node);
-    }
-    nodes[0].initialize(members).await.unwrap();
-    Tcp { nodes, addrs, base }
+    })
+    .await
 }
 
 impl Tcp {
@@ -86,23 +60,9 @@ impl Tcp {
 
     /// A raw connection to the current leader's client port.
     async fn attacker(&self) -> Raw {
-        for _ in 0..500 {
-            for (i, n) in self.nodes.iter().enumerate() {
-                if n.raft.metrics().borrow().state == openraft::ServerState::Leader {
-                    let s = TcpStream::connect(&self.addrs[i].client).await.unwrap();
-                    return Raw { s, id: 0 };
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("no leader");
-    }
-
-    async fn stop(self) {
-        for n in &self.nodes {
-            n.shutdown().await;
-        }
-        let _ = std::fs::remove_dir_all(&self.base);
+        let i = self.leader_within(500).await;
+        let s = TcpStream::connect(&self.addrs[i].client).await.unwrap();
+        Raw { s, id: 0 }
     }
 }
 
@@ -178,15 +138,108 @@ fn tokens() -> ClientPolicy {
     }
 }
 
+/// A request to authenticate the connection with `token`.
+fn authenticate(token: &str) -> Request {
+    Request::Authenticate {
+        token: token.into(),
+    }
+}
+
 /// A credential the attacker made up (it cannot know the real one).
 fn guessed() -> SessionSecret {
     SessionSecret::random().unwrap()
 }
 
-fn assert_not_owner(r: &Result<Reply, ClientError>, victim: &Session) {
+/// A request an attacker makes on the victim's session: the victim's (public) id with a
+/// made-up credential. Its `Debug` form names the case in a failure message.
+#[derive(Clone, Copy, Debug)]
+enum Foreign {
+    Release(&'static str, Option<u64>),
+    Close(Option<u64>),
+    KeepAlive,
+    Attach,
+    Acquire(&'static str, WaitSpec, Option<u64>),
+    Cancel(&'static str, Option<u64>),
+}
+
+impl Foreign {
+    fn request(self, session: u64) -> Request {
+        let secret = guessed();
+        match self {
+            Foreign::Release(lock, request) => Request::Release {
+                session,
+                secret,
+                lock: lock.into(),
+                request,
+            },
+            Foreign::Close(request) => Request::Close {
+                session,
+                secret,
+                request,
+            },
+            Foreign::KeepAlive => Request::KeepAlive { session, secret },
+            Foreign::Attach => Request::Attach { session, secret },
+            Foreign::Acquire(lock, wait, request) => Request::Acquire {
+                session,
+                secret,
+                lock: lock.into(),
+                mode: Mode::Exclusive,
+                wait,
+                request,
+            },
+            Foreign::Cancel(lock, request) => Request::Cancel {
+                session,
+                secret,
+                lock: lock.into(),
+                request,
+            },
+        }
+    }
+}
+
+/// Makes each attack of `cases` on `victim`'s session in turn and asserts each is refused
+/// with `NotOwner` naming the victim.
+async fn refused(a: &mut Raw, victim: &Session, cases: &[Foreign]) {
+    for case in cases {
+        let (r, _) = a.call(case.request(victim.id())).await;
+        assert_not_owner(&r, victim, case);
+    }
+}
+
+/// After [`attacked`]: the cluster, an admin client, the victim and its token.
+struct Attacked {
+    t: Tcp,
+    client: Client,
+    victim: Session,
+    token: fencelock::Token,
+    /// The attacker's connection, kept open.
+    _attacker: Raw,
+}
+
+/// A fresh cluster named `name` where a victim (a 60 s session) holds `lock`, and an
+/// attacker on the leader has made each attack of `cases`, each refused.
+async fn attacked(name: &str, lock: &str, cases: &[Foreign]) -> Attacked {
+    let t = start(name).await;
+    let client = t.client();
+    let victim = client.open_session(60_000).await.unwrap();
+    let token = granted(&victim, lock).await;
+    let mut a = t.attacker().await;
+    refused(&mut a, &victim, cases).await;
+    Attacked {
+        t,
+        client,
+        victim,
+        token,
+        _attacker: a,
+    }
+}
+
+fn assert_not_owner(r: &Result<Reply, ClientError>, victim: &Session, case: &Foreign) {
     match r {
-        Err(ClientError::NotOwner { session }) => assert_eq!(*session, victim.id()),
-        other => panic!("expected NotOwner, got {other:?}"),
+        Err(ClientError::NotOwner { session }) => {
+            assert_eq!(*session, victim.id(), "{case:?}")
+        }
+        other => panic!("{case:?}: expected NotOwner, got {other:?}"),
     }
 }
 
@@ -202,28 +255,22 @@ async fn granted(s: &Session, lock: &str) -> fencelock::Token {
 /// nobody else can take it, and the victim's own release and close then succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_release_is_refused_and_the_holder_keeps_its_lock() {
-    let t = start("sec-release").await;
-    let client = t.client();
-    let victim = client.open_session(60_000).await.unwrap();
-    let token = granted(&victim, "jobs/x").await;
-    let mut a = t.attacker().await;
-    for request in [Some(2), Some(u64::MAX), None] {
-        let (r, _) = a
-            .call(Request::Release {
-                session: victim.id(),
-                secret: guessed(),
-                lock: "jobs/x".into(),
-                request,
-            })
-            .await;
-        assert_not_owner(&r, &victim);
-    }
-    let h = client.holders("jobs/x").await.unwrap();
+    let x = attacked(
+        "sec-release",
+        "jobs/x",
+        &[
+            Foreign::Release("jobs/x", Some(2)),
+            Foreign::Release("jobs/x", Some(u64::MAX)),
+            Foreign::Release("jobs/x", None),
+        ],
+    )
+    .await;
+    let h = x.client.holders("jobs/x").await.unwrap();
     assert_eq!(
         (h.len(), h[0].session.0, h[0].token),
-        (1, victim.id(), token)
+        (1, x.victim.id(), x.token)
     );
-    let other = client.open_session(60_000).await.unwrap();
+    let other = x.client.open_session(60_000).await.unwrap();
     assert_eq!(
         other
             .acquire("jobs/x", Mode::Exclusive, WaitSpec::None)
@@ -232,38 +279,43 @@ async fn a_foreign_release_is_refused_and_the_holder_keeps_its_lock() {
         Acquired::Busy,
         "still held: a second holder is refused"
     );
-    assert_eq!(victim.release("jobs/x").await.unwrap(), token);
-    victim.close().await.unwrap();
+    assert_eq!(x.victim.release("jobs/x").await.unwrap(), x.token);
+    x.victim.close().await.unwrap();
     other.close().await.unwrap();
-    t.stop().await;
+    x.t.stop().await;
 }
 
 /// A foreign close of the victim's session is refused: the session and its lock stay,
 /// and the victim closes it itself afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_close_is_refused_and_the_session_lives_on() {
-    let t = start("sec-close").await;
-    let client = t.client();
-    let victim = client.open_session(60_000).await.unwrap();
-    let token = granted(&victim, "jobs/c").await;
-    let mut a = t.attacker().await;
-    for request in [None, Some(1), Some(u64::MAX)] {
-        let (r, _) = a
-            .call(Request::Close {
-                session: victim.id(),
-                secret: guessed(),
-                request,
-            })
-            .await;
-        assert_not_owner(&r, &victim);
-    }
-    assert!(client.session_info(victim.id()).await.unwrap().is_some());
-    assert_eq!(client.holders("jobs/c").await.unwrap()[0].token, token);
-    victim.keep_alive().await.unwrap();
-    assert_eq!(victim.release("jobs/c").await.unwrap(), token);
-    victim.close().await.unwrap();
-    assert!(client.session_info(victim.id()).await.unwrap().is_none());
-    t.stop().await;
+    let x = attacked(
+        "sec-close",
+        "jobs/c",
+        &[
+            Foreign::Close(None),
+            Foreign::Close(Some(1)),
+            Foreign::Close(Some(u64::MAX)),
+        ],
+    )
+    .await;
+    assert!(x
+        .client
+        .session_info(x.victim.id())
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(x.client.holders("jobs/c").await.unwrap()[0].token, x.token);
+    x.victim.keep_alive().await.unwrap();
+    assert_eq!(x.victim.release("jobs/c").await.unwrap(), x.token);
+    x.victim.close().await.unwrap();
+    assert!(x
+        .client
+        .session_info(x.victim.id())
+        .await
+        .unwrap()
+        .is_none());
+    x.t.stop().await;
 }
 
 /// A foreign keep-alive does not extend the victim's session: it is refused and the
@@ -282,13 +334,7 @@ async fn a_foreign_keep_alive_is_refused_and_cannot_keep_a_session_alive() {
         .unwrap()
         .expires_at;
     let mut a = t.attacker().await;
-    let (r, _) = a
-        .call(Request::KeepAlive {
-            session: victim.id(),
-            secret: guessed(),
-        })
-        .await;
-    assert_not_owner(&r, &victim);
+    refused(&mut a, &victim, &[Foreign::KeepAlive]).await;
     let after = client
         .session_info(victim.id())
         .await
@@ -299,17 +345,12 @@ async fn a_foreign_keep_alive_is_refused_and_cannot_keep_a_session_alive() {
     // Keep trying while the session should expire: it expires all the same.
     let mut expired = false;
     for _ in 0..100 {
-        let (r, _) = a
-            .call(Request::KeepAlive {
-                session: victim.id(),
-                secret: guessed(),
-            })
-            .await;
+        let (r, _) = a.call(Foreign::KeepAlive.request(victim.id())).await;
         if matches!(&r, Err(ClientError::Core(e)) if e.kind == "unknown_session") {
             expired = true;
             break;
         }
-        assert_not_owner(&r, &victim);
+        assert_not_owner(&r, &victim, &Foreign::KeepAlive);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(expired, "the session outlived its ttl");
@@ -339,25 +380,16 @@ async fn a_foreign_attach_is_refused_and_receives_no_pushes() {
     }
     assert_eq!(client.waiters("jobs/a").await.unwrap().len(), 1);
     let mut a = t.attacker().await;
-    let (r, _) = a
-        .call(Request::Attach {
-            session: waiter.id(),
-            secret: guessed(),
-        })
-        .await;
-    assert_not_owner(&r, &waiter);
     // An acquire with a made-up credential must not attach the attacker either.
-    let (r, _) = a
-        .call(Request::Acquire {
-            session: waiter.id(),
-            secret: guessed(),
-            lock: "jobs/other".into(),
-            mode: Mode::Exclusive,
-            wait: WaitSpec::None,
-            request: Some(7),
-        })
-        .await;
-    assert_not_owner(&r, &waiter);
+    refused(
+        &mut a,
+        &waiter,
+        &[
+            Foreign::Attach,
+            Foreign::Acquire("jobs/other", WaitSpec::None, Some(7)),
+        ],
+    )
+    .await;
     // The grant goes to the waiter, and to nobody else.
     assert_eq!(holder.release("jobs/a").await.unwrap(), t1);
     let got = tokio::time::timeout(Duration::from_secs(10), waiting)
@@ -379,37 +411,20 @@ async fn a_foreign_attach_is_refused_and_receives_no_pushes() {
 /// before the core: the victim's release (request 2) and close succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_acquire_with_a_huge_request_number_is_refused_before_the_core() {
-    let t = start("sec-acquire").await;
-    let client = t.client();
-    let victim = client.open_session(60_000).await.unwrap();
-    let token = granted(&victim, "jobs/h").await;
-    let mut a = t.attacker().await;
-    for lock in ["jobs/h", "jobs/elsewhere"] {
-        let (r, _) = a
-            .call(Request::Acquire {
-                session: victim.id(),
-                secret: guessed(),
-                lock: lock.into(),
-                mode: Mode::Exclusive,
-                wait: WaitSpec::Forever,
-                request: Some(u64::MAX),
-            })
-            .await;
-        assert_not_owner(&r, &victim);
-    }
-    let (r, _) = a
-        .call(Request::Cancel {
-            session: victim.id(),
-            secret: guessed(),
-            lock: "jobs/h".into(),
-            request: Some(u64::MAX),
-        })
-        .await;
-    assert_not_owner(&r, &victim);
-    assert!(client.holders("jobs/elsewhere").await.unwrap().is_empty());
-    assert_eq!(victim.release("jobs/h").await.unwrap(), token);
-    victim.close().await.unwrap();
-    t.stop().await;
+    let x = attacked(
+        "sec-acquire",
+        "jobs/h",
+        &[
+            Foreign::Acquire("jobs/h", WaitSpec::Forever, Some(u64::MAX)),
+            Foreign::Acquire("jobs/elsewhere", WaitSpec::Forever, Some(u64::MAX)),
+            Foreign::Cancel("jobs/h", Some(u64::MAX)),
+        ],
+    )
+    .await;
+    assert!(x.client.holders("jobs/elsewhere").await.unwrap().is_empty());
+    assert_eq!(x.victim.release("jobs/h").await.unwrap(), x.token);
+    x.victim.close().await.unwrap();
+    x.t.stop().await;
 }
 
 /// A request without any credential (a frame in the shape of a keep-alive that carries
@@ -462,46 +477,40 @@ async fn acquiring_without_a_valid_token_is_refused() {
     let t = start_with("sec-notoken", tokens()).await;
     let admin = t.client();
     let victim = admin.open_session(60_000).await.unwrap();
-    // No token at all, by hand: every request is refused.
+    // No token at all, by hand: every request is refused; then a wrong token: refused at
+    // once (not retried), and it does not stick.
+    let open = Request::Open {
+        ttl_ms: 60_000,
+        key: None,
+    };
+    let cases = [
+        ("open", open.clone()),
+        (
+            "acquire",
+            Foreign::Acquire("jobs/t", WaitSpec::None, Some(1)).request(victim.id()),
+        ),
+        (
+            "holders",
+            Request::Holders {
+                lock: "jobs/t".into(),
+            },
+        ),
+        (
+            "a wrong token",
+            Request::Authenticate {
+                token: "guess".into(),
+            },
+        ),
+        ("open after a wrong token", open),
+    ];
     let mut a = t.attacker().await;
-    let (r, _) = a
-        .call(Request::Open {
-            ttl_ms: 60_000,
-            key: None,
-        })
-        .await;
-    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
-    let (r, _) = a
-        .call(Request::Acquire {
-            session: victim.id(),
-            secret: guessed(),
-            lock: "jobs/t".into(),
-            mode: Mode::Exclusive,
-            wait: WaitSpec::None,
-            request: Some(1),
-        })
-        .await;
-    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
-    let (r, _) = a
-        .call(Request::Holders {
-            lock: "jobs/t".into(),
-        })
-        .await;
-    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
-    // A wrong token: refused at once (not retried), and it does not stick.
-    let (r, _) = a
-        .call(Request::Authenticate {
-            token: "guess".into(),
-        })
-        .await;
-    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
-    let (r, _) = a
-        .call(Request::Open {
-            ttl_ms: 60_000,
-            key: None,
-        })
-        .await;
-    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
+    for (case, req) in cases {
+        let (r, _) = a.call(req).await;
+        assert!(
+            matches!(r, Err(ClientError::Unauthenticated)),
+            "{case}: {r:?}"
+        );
+    }
     // The client library without a token, and with a wrong one.
     let none = Client::new(t.addrs.iter().map(|a| a.client.clone()).collect());
     let r = none.open_session(60_000).await;
@@ -547,11 +556,7 @@ async fn a_read_only_token_cannot_acquire_and_a_lock_token_stays_in_its_prefix()
     let jobs = t.client_with(JOBS);
     let s = jobs.open_session(60_000).await.unwrap();
     let mut a = t.attacker().await;
-    let (r, _) = a
-        .call(Request::Authenticate {
-            token: VIEWER.into(),
-        })
-        .await;
+    let (r, _) = a.call(authenticate(VIEWER)).await;
     assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
     let (r, _) = a
         .call(Request::Holders {
@@ -560,14 +565,7 @@ async fn a_read_only_token_cannot_acquire_and_a_lock_token_stays_in_its_prefix()
         .await;
     assert!(matches!(r, Ok(Reply::Holders(_))), "{r:?}");
     let (r, _) = a
-        .call(Request::Acquire {
-            session: s.id(),
-            secret: guessed(),
-            lock: "jobs/r".into(),
-            mode: Mode::Exclusive,
-            wait: WaitSpec::None,
-            request: Some(1),
-        })
+        .call(Foreign::Acquire("jobs/r", WaitSpec::None, Some(1)).request(s.id()))
         .await;
     assert!(matches!(r, Err(ClientError::Forbidden(_))), "{r:?}");
     // The lock token: inside its prefix yes, outside no.
@@ -622,23 +620,11 @@ async fn a_lock_token_cannot_change_the_membership() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_force_release_stops_the_holders_command() {
     let c = start_tls("sec-force").await;
-    let dir = common::temp_dir("sec-force-cli");
-    let token_file = dir.join("token");
-    std::fs::write(&token_file, format!("{JOBS}\n")).unwrap();
-    let ca_file = dir.join("ca.pem");
-    std::fs::write(&ca_file, c.ca.cert_pem()).unwrap();
-    let cluster: Vec<&str> = c.t.addrs.iter().map(|a| a.client.as_str()).collect();
-    let cluster = cluster.join(",");
+    let (dir, mut cli) = c.cli("sec-force-cli");
     let pid_file = dir.join("pid");
     let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
-    let mut cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_fencelock"))
-        .args(["--cluster", &cluster, "--ttl-ms", "5000"])
-        .arg("--auth-token-file")
-        .arg(&token_file)
-        .arg("--tls-ca")
-        .arg(&ca_file)
+    let mut cli = cli
         .args(["lock", "jobs/forced", "--", "sh", "-c", &script])
-        .env_remove("FENCELOCK_AUTH_TOKEN")
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -712,23 +698,12 @@ struct TlsCluster {
 async fn start_tls(name: &str) -> TlsCluster {
     let ca = DevCa::new().unwrap();
     let base = common::temp_dir(name);
-    let mut listeners = Vec::new();
-    let mut members = BTreeMap::new();
-    let mut addrs = Vec::new();
-    for id in 1..=3u64 {
-        let host = format!("127.0.0.{id}");
-        let r = TcpListener::bind(format!("{host}:0")).await.unwrap();
-        let c = TcpListener::bind(format!("{host}:0")).await.unwrap();
-        let a = NodeAddr {
-            raft: r.local_addr().unwrap().to_string(),
-            client: c.local_addr().unwrap().to_string(),
-        };
-        members.insert(id, a.clone());
-        addrs.push(a);
-        listeners.push((r, c, ca.node(id, &[&host]).unwrap()));
-    }
+    let three = common::bind_three_on(|id| format!("127.0.0.{id}")).await;
+    let addrs = three.addrs();
     let mut nodes = Vec::new();
-    for (i, (r, c, pem)) in listeners.into_iter().enumerate() {
+    for (i, (r, c)) in three.listeners.into_iter().enumerate() {
+        let id = i as u64 + 1;
+        let pem = ca.node(id, &[&format!("127.0.0.{id}")]).unwrap();
         let tls = pem.node_tls(&ca.cert_der()).unwrap();
         let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
         cfg.grace_ms = 200;
@@ -744,7 +719,7 @@ async fn start_tls(name: &str) -> TlsCluster {
         tokio::spawn(serve_clients_with(c, node.clone(), policy));
         nodes.push(node);
     }
-    nodes[0].initialize(members).await.unwrap();
+    nodes[0].initialize(three.members).await.unwrap();
     let client_tls = client_config_from(&[ca.cert_der()]).unwrap();
     TlsCluster {
         t: Tcp { nodes, addrs, base },
@@ -754,6 +729,26 @@ async fn start_tls(name: &str) -> TlsCluster {
 }
 
 impl TlsCluster {
+    /// The real `fencelock` CLI for this cluster (a 5 s ttl, the `jobs/` lock token from a
+    /// file, TLS against the cluster CA), and a fresh temp dir named after `name` with its
+    /// files; the subcommand is the caller's.
+    fn cli(&self, name: &str) -> (std::path::PathBuf, tokio::process::Command) {
+        let dir = common::temp_dir(name);
+        let token_file = dir.join("token");
+        std::fs::write(&token_file, format!("{JOBS}\n")).unwrap();
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, self.ca.cert_pem()).unwrap();
+        let cluster: Vec<&str> = self.t.addrs.iter().map(|a| a.client.as_str()).collect();
+        let mut cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_fencelock"));
+        cli.args(["--cluster", &cluster.join(","), "--ttl-ms", "5000"])
+            .arg("--auth-token-file")
+            .arg(&token_file)
+            .arg("--tls-ca")
+            .arg(&ca_file)
+            .env_remove("FENCELOCK_AUTH_TOKEN");
+        (dir, cli)
+    }
+
     fn client(&self) -> Client {
         Client::with_options(
             self.t.addrs.iter().map(|a| a.client.clone()).collect(),
@@ -766,15 +761,7 @@ impl TlsCluster {
     }
 
     async fn leader(&self) -> usize {
-        for _ in 0..500 {
-            for (i, n) in self.t.nodes.iter().enumerate() {
-                if n.raft.metrics().borrow().state == openraft::ServerState::Leader {
-                    return i;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("no leader");
+        self.t.leader_within(500).await
     }
 }
 
@@ -1034,18 +1021,8 @@ async fn tls_vote(
 async fn an_admin_force_release_ends_an_elected_leader() {
     use tokio::io::{AsyncBufReadExt, BufReader as TokioBufReader};
     let c = start_tls("sec-elect").await;
-    let dir = common::temp_dir("sec-elect-cli");
-    let token_file = dir.join("token");
-    std::fs::write(&token_file, format!("{JOBS}\n")).unwrap();
-    let ca_file = dir.join("ca.pem");
-    std::fs::write(&ca_file, c.ca.cert_pem()).unwrap();
-    let cluster: Vec<&str> = c.t.addrs.iter().map(|a| a.client.as_str()).collect();
-    let mut cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_fencelock"))
-        .args(["--cluster", &cluster.join(","), "--ttl-ms", "5000"])
-        .arg("--auth-token-file")
-        .arg(&token_file)
-        .arg("--tls-ca")
-        .arg(&ca_file)
+    let (dir, mut cli) = c.cli("sec-elect-cli");
+    let mut cli = cli
         .args(["elect", "jobs/scheduler"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -1095,11 +1072,7 @@ async fn client_connections_beyond_the_limit_are_closed() {
     let mut held = Vec::new();
     for _ in 0..2 {
         let mut a = t.attacker().await;
-        let (r, _) = a
-            .call(Request::Authenticate {
-                token: VIEWER.into(),
-            })
-            .await;
+        let (r, _) = a.call(authenticate(VIEWER)).await;
         assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
         held.push(a);
     }
@@ -1108,9 +1081,7 @@ async fn client_connections_beyond_the_limit_are_closed() {
         &mut third.s,
         &ClientFrame {
             id: 1,
-            req: Request::Authenticate {
-                token: VIEWER.into(),
-            },
+            req: authenticate(VIEWER),
         },
     )
     .await;
@@ -1132,9 +1103,7 @@ async fn client_connections_beyond_the_limit_are_closed() {
             &mut a.s,
             &ClientFrame {
                 id: 1,
-                req: Request::Authenticate {
-                    token: VIEWER.into(),
-                },
+                req: authenticate(VIEWER),
             },
         )
         .await;

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,63 +14,22 @@ use fencelock_server::frame;
 use fencelock_server::net::{serve_clients, serve_raft, TcpNetwork};
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
-use fencelock_server::types::NodeAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-struct Tcp {
-    nodes: Vec<Arc<Node>>,
-    addrs: Vec<NodeAddr>,
-    base: std::path::PathBuf,
-}
+use common::TcpNodes as Tcp;
 
 async fn start() -> Tcp {
-    let base = common::temp_dir("tcp");
-    let mut listeners = Vec::new();
-    let mut members = BTreeMap::new();
-    let mut addrs = Vec::new();
-    for id in 1..=3u64 {
-        let r = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let c = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let a = NodeAddr {
-            raft: r.local_addr().unwrap().to_string(),
-            client: c.local_addr().unwrap().to_string(),
-        };
-        members.insert(id, a.clone());
-        addrs.push(a);
-        listeners.push((r, c));
-    }
-    let mut nodes = Vec::new();
-    for (i, (r, c)) in listeners.into_iter().enumerate() {
-        let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
-        cfg.grace_ms = 200;
-        let node = Node::start(cfg, TcpNetwork::default()).await.unwrap();
+    Tcp::start("tcp", |node, r, c| {
         tokio::spawn(serve_raft(r, node.elector().clone()));
         tokio::spawn(serve_clients(c, node.clone()));
-        nodes.push(node);
-    }
-    nodes[0].initialize(members).await.unwrap();
-    Tcp { nodes, addrs, base }
+    })
+    .await
 }
 
 impl Tcp {
     async fn leader(&self) -> usize {
-        for _ in 0..500 {
-            for (i, n) in self.nodes.iter().enumerate() {
-                if n.raft.metrics().borrow().state == openraft::ServerState::Leader {
-                    return i;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("no leader");
-    }
-
-    async fn stop(self) {
-        for n in &self.nodes {
-            n.shutdown().await;
-        }
-        let _ = std::fs::remove_dir_all(&self.base);
+        self.leader_within(500).await
     }
 }
 
@@ -353,6 +311,22 @@ async fn eventually<F: std::future::Future<Output = bool>>(mut f: impl FnMut() -
     panic!("never: {what}");
 }
 
+/// Waits (bounded) until `session` waits for `lock`, as `client` reads it.
+async fn queued(client: &Client, lock: &str, session: u64, what: &str) {
+    eventually(
+        || async {
+            client
+                .waiters(lock)
+                .await
+                .unwrap()
+                .iter()
+                .any(|w| w.session.0 == session)
+        },
+        what,
+    )
+    .await;
+}
+
 /// A waiting acquire whose connection is cut learns its outcome by repeating its request
 /// number once reconnected, and the core's replay answers it: a grant pushed while the
 /// client was away comes back as `Granted` with that hold's token (not a second hold:
@@ -377,18 +351,7 @@ async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outco
     let waiter =
         tokio::spawn(async move { b2.acquire("job", Mode::Exclusive, WaitSpec::Forever).await });
     let bid = b.id();
-    eventually(
-        || async {
-            direct
-                .waiters("job")
-                .await
-                .unwrap()
-                .iter()
-                .any(|w| w.session.0 == bid)
-        },
-        "B queued",
-    )
-    .await;
+    queued(&direct, "job", bid, "B queued").await;
     let epoch = cut.epoch();
     proxy.down();
     a.release("job").await.unwrap();
@@ -429,18 +392,7 @@ async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outco
         b3.acquire("slow", Mode::Exclusive, WaitSpec::ForMs(400))
             .await
     });
-    eventually(
-        || async {
-            direct
-                .waiters("slow")
-                .await
-                .unwrap()
-                .iter()
-                .any(|w| w.session.0 == bid)
-        },
-        "B queued on slow",
-    )
-    .await;
+    queued(&direct, "slow", bid, "B queued on slow").await;
     proxy.down();
     eventually(
         || async { direct.waiters("slow").await.unwrap().is_empty() },

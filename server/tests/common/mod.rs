@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 use fencelock::{Input, LockName, Mode, Output, Reply, SessionId, Token, Wait};
 use fencelock_server::auth::SessionSecret;
 use fencelock_server::mem_network::MemNet;
+use fencelock_server::net::TcpNetwork;
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::protocol::ClientError;
 use fencelock_server::types::{CmdResult, NodeAddr, NodeId, Op, STAMPED_AT_APPLY};
+use tokio::net::TcpListener;
 
 pub struct Cluster {
     pub net: MemNet,
@@ -33,6 +35,90 @@ pub fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("fencelock-{name}-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&d).expect("temp dir");
     d
+}
+
+/// The listeners of three nodes about to start over real TCP, and the member map that
+/// names their addresses.
+pub struct Three {
+    /// Node `i + 1`'s Raft and client listeners.
+    pub listeners: Vec<(TcpListener, TcpListener)>,
+    pub members: BTreeMap<NodeId, NodeAddr>,
+}
+
+impl Three {
+    /// The nodes' addresses, node 1 first.
+    pub fn addrs(&self) -> Vec<NodeAddr> {
+        self.members.values().cloned().collect()
+    }
+}
+
+/// Binds a Raft and a client port for each of nodes 1–3 on 127.0.0.1.
+pub async fn bind_three() -> Three {
+    bind_three_on(|_| "127.0.0.1".into()).await
+}
+
+/// Binds a Raft and a client port for each of nodes 1–3, node `id` on `host(id)`.
+pub async fn bind_three_on(host: impl Fn(NodeId) -> String) -> Three {
+    let mut listeners = Vec::new();
+    let mut members = BTreeMap::new();
+    for id in 1..=3u64 {
+        let r = TcpListener::bind(format!("{}:0", host(id))).await.unwrap();
+        let c = TcpListener::bind(format!("{}:0", host(id))).await.unwrap();
+        let a = NodeAddr {
+            raft: r.local_addr().unwrap().to_string(),
+            client: c.local_addr().unwrap().to_string(),
+        };
+        members.insert(id, a);
+        listeners.push((r, c));
+    }
+    Three { listeners, members }
+}
+
+/// Three in-process nodes on 127.0.0.1 over the real TCP transport.
+pub struct TcpNodes {
+    pub nodes: Vec<Arc<Node>>,
+    pub addrs: Vec<NodeAddr>,
+    pub base: PathBuf,
+}
+
+impl TcpNodes {
+    /// Starts nodes 1–3 (grace 200 ms, data under a fresh temp dir named after `name`),
+    /// has `serve` serve each one's Raft and client listeners, and initializes the cluster.
+    pub async fn start(name: &str, serve: impl Fn(&Arc<Node>, TcpListener, TcpListener)) -> Self {
+        let base = temp_dir(name);
+        let three = bind_three().await;
+        let addrs = three.addrs();
+        let mut nodes = Vec::new();
+        for (i, (r, c)) in three.listeners.into_iter().enumerate() {
+            let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
+            cfg.grace_ms = 200;
+            let node = Node::start(cfg, TcpNetwork::default()).await.unwrap();
+            serve(&node, r, c);
+            nodes.push(node);
+        }
+        nodes[0].initialize(three.members).await.unwrap();
+        TcpNodes { nodes, addrs, base }
+    }
+
+    /// The node that is leader now, waiting up to `tries` × 20 ms.
+    pub async fn leader_within(&self, tries: u32) -> usize {
+        for _ in 0..tries {
+            for (i, n) in self.nodes.iter().enumerate() {
+                if n.raft.metrics().borrow().state == openraft::ServerState::Leader {
+                    return i;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no leader");
+    }
+
+    pub async fn stop(self) {
+        for n in &self.nodes {
+            n.shutdown().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
 }
 
 impl Cluster {

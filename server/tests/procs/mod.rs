@@ -26,7 +26,7 @@ pub const WORKLOAD: &str = env!("CARGO_BIN_EXE_fencelock-workload");
 /// out twice in this process.
 pub fn free_port() -> u16 {
     static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap();
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -105,9 +105,19 @@ impl Cluster {
 
     /// Picks free ports for nodes 1-3 without starting them.
     pub fn prepare(dir: &Path) -> Cluster {
+        Cluster::prepare_n(dir, 3)
+    }
+
+    /// Picks free ports for a one-node cluster without starting it.
+    pub fn prepare_single(dir: &Path) -> Cluster {
+        Cluster::prepare_n(dir, 1)
+    }
+
+    /// Picks free ports for nodes 1-`n` without starting them.
+    fn prepare_n(dir: &Path, n: u64) -> Cluster {
         let mut peers = Vec::new();
         let mut clients = Vec::new();
-        for id in 1..=3 {
+        for id in 1..=n {
             let (r, c) = (free_port(), free_port());
             peers.push(format!("{id}=127.0.0.1:{r}/127.0.0.1:{c}"));
             clients.push(format!("127.0.0.1:{c}"));
