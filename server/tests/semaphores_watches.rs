@@ -142,6 +142,11 @@ struct Node {
 
 impl Node {
     fn start(name: &str) -> Node {
+        Node::start_with(name, &[])
+    }
+
+    /// [`Node::start`] with more `fencelock-node` arguments.
+    fn start_with(name: &str, extra: &[&str]) -> Node {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -159,6 +164,7 @@ impl Node {
             .arg("--peer")
             .arg(format!("1=127.0.0.1:{raft}/127.0.0.1:{client}"))
             .args(["--init", "--grace-ms", "100"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -671,6 +677,53 @@ fn holder_and_queue_show_labels() {
         String::from_utf8_lossy(&out.stderr).contains("limit_mismatch"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    signal(holder.id(), "-TERM");
+    wait_exit(&mut holder, Duration::from_secs(10));
+}
+
+/// A lock has at most `--max-watchers` watchers: one more `watch` is refused by the
+/// cluster (exit 1, `capacity_exceeded` named); once the watcher stops, another may watch.
+#[test]
+fn watchers_beyond_the_limit_are_refused() {
+    let _s = serial();
+    let n = Node::start_with("maxwatch", &["--max-watchers", "1"]);
+    let mut holder = n
+        .cli(&["lock", "L", "--label", "h", "--ttl-ms", LONG_TTL])
+        .args(["--", "sh", "-c", "touch held; exec sleep 60"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the holder runs", Duration::from_secs(20), || {
+        n.path("held").exists()
+    });
+    let (mut first, lines) = n.spawn(&["watch", "L"]);
+    assert_eq!(lines.wait(1).len(), 1, "the first watcher is in place");
+    let mut second = n
+        .cli(&["watch", "L"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_exit(&mut second, Duration::from_secs(20));
+    let err = stderr_of(&mut second);
+    assert_eq!(st.code(), Some(1), "second watcher: {err}");
+    assert!(err.contains("capacity_exceeded"), "{err}");
+    signal(first.id(), "-INT");
+    assert_eq!(
+        wait_exit(&mut first, Duration::from_secs(10)).code(),
+        Some(0)
+    );
+    let (mut next, next_lines) = n.spawn(&["observe", "L"]);
+    let got = next_lines.wait(1);
+    assert!(
+        got[0].starts_with("leader ") && got[0].ends_with(" h"),
+        "{got:?}"
+    );
+    signal(next.id(), "-INT");
+    assert_eq!(
+        wait_exit(&mut next, Duration::from_secs(10)).code(),
+        Some(0)
     );
     signal(holder.id(), "-TERM");
     wait_exit(&mut holder, Duration::from_secs(10));
