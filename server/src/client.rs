@@ -1,11 +1,12 @@
 //! The Rust client: connects to any node, follows redirects to the leader, retries with
 //! the session's request numbers (so a retry after a leader crash is applied once),
-//! receives `Granted` pushed on its connection (no polling), and re-attaches its sessions
-//! after reconnecting.
+//! receives `Granted` (and a watch's `HolderChanged`) pushed on its connection (no
+//! polling), and re-attaches its sessions after reconnecting.
 //!
 //! # Request numbers
 //!
-//! A [`Session`] numbers its acquires, releases and cancels 1, 2, 3… and sends them one at
+//! A [`Session`] numbers its acquires, releases, cancels, watches and unwatches 1, 2, 3…
+//! and sends them one at
 //! a time: the next waits until the previous one's outcome is known — for an acquire that
 //! queued, until it is granted, its wait ends or the session ends. A retry (after a lost
 //! connection, a timeout or a redirect to a new leader) repeats the request's own number,

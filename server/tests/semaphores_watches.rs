@@ -18,12 +18,14 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+mod procs;
+
 use fencelock::Mode;
 use fencelock_server::auth::SessionSecret;
 use fencelock_server::client::{Acquired, Client};
 use fencelock_server::protocol::{ClientError, Reply, Request, WaitSpec};
 
-const NODE: &str = env!("CARGO_BIN_EXE_fencelock-node");
 const CLI: &str = env!("CARGO_BIN_EXE_fencelock");
 /// A ttl no test waits out.
 const LONG_TTL: &str = "60000";
@@ -32,32 +34,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A loopback port that is free now, from 20000–31999 (below Linux's ephemeral range),
-/// never handed out twice in this process.
-fn free_port() -> u16 {
-    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let mut x = (nanos ^ (u64::from(std::process::id()) << 32)) | 1;
-    for _ in 0..1000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let port = 20_000 + (x % 12_000) as u16;
-        if given.contains(&port) {
-            continue;
-        }
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            given.push(port);
-            return port;
-        }
-    }
-    panic!("no free loopback port in 20000-31999 after 1000 tries")
 }
 
 /// Waits (bounded) until `f` holds; panics with `what` otherwise.
@@ -133,11 +109,11 @@ impl Lines {
     }
 }
 
-/// A one-node cluster in a `fencelock-node` process.
+/// A cluster of `fencelock-node` processes (one node unless said otherwise).
 struct Node {
     dir: PathBuf,
     client: String,
-    proc: Child,
+    nodes: procs::Cluster,
 }
 
 impl Node {
@@ -147,40 +123,47 @@ impl Node {
 
     /// [`Node::start`] with more `fencelock-node` arguments.
     fn start_with(name: &str, extra: &[&str]) -> Node {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "fencelock-semwatch-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let (raft, client) = (free_port(), free_port());
-        let log = std::fs::File::create(dir.join("node.log")).expect("node log");
-        let proc = Command::new(NODE)
-            .args(["--insecure-plaintext", "--id", "1", "--dir"])
-            .arg(dir.join("n1"))
-            .arg("--peer")
-            .arg(format!("1=127.0.0.1:{raft}/127.0.0.1:{client}"))
-            .args(["--init", "--grace-ms", "100"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start fencelock-node");
+        let dir = common::temp_dir(&format!("semwatch-{name}"));
+        let mut nodes = procs::Cluster::prepare_single(&dir);
+        let mut args: Vec<String> = vec!["--grace-ms".into(), "100".into()];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        nodes.extra.insert(1, args);
+        nodes.spawn(1);
         let n = Node {
             dir,
-            client: format!("127.0.0.1:{client}"),
-            proc,
+            client: nodes.clients.join(","),
+            nodes,
         };
-        wait_until("the node answers", Duration::from_secs(30), || {
-            n.cli(&["holder", "probe"])
+        n.wait_answers();
+        n
+    }
+
+    /// Three nodes (node 1 initializes the cluster).
+    fn start_three(name: &str) -> Node {
+        let dir = common::temp_dir(&format!("semwatch-{name}"));
+        let mut nodes = procs::Cluster::prepare(&dir);
+        for id in 1..=3 {
+            nodes
+                .extra
+                .insert(id, vec!["--grace-ms".into(), "100".into()]);
+            nodes.spawn(id);
+        }
+        let n = Node {
+            dir,
+            client: nodes.clients.join(","),
+            nodes,
+        };
+        n.wait_answers();
+        n
+    }
+
+    fn wait_answers(&self) {
+        wait_until("the cluster answers", Duration::from_secs(30), || {
+            self.cli(&["holder", "probe"])
                 .stderr(Stdio::null())
                 .status()
                 .is_ok_and(|s| s.success())
         });
-        n
     }
 
     /// The CLI with this cluster's address.
@@ -220,7 +203,7 @@ impl Node {
     }
 
     fn client(&self) -> Client {
-        Client::new(vec![self.client.clone()])
+        Client::new(self.nodes.clients.clone())
     }
 
     fn path(&self, file: &str) -> PathBuf {
@@ -230,8 +213,9 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        let _ = self.proc.kill();
-        let _ = self.proc.wait();
+        for id in 1..=3 {
+            self.nodes.kill9(id);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -727,4 +711,56 @@ fn watchers_beyond_the_limit_are_refused() {
     );
     signal(holder.id(), "-TERM");
     wait_exit(&mut holder, Duration::from_secs(10));
+}
+
+/// A watcher keeps watching across the loss of the leader: once reconnected it starts the
+/// watch again (the current holders as `holding` lines) and sees later grants; it does
+/// not exit while its session lives.
+#[test]
+fn a_watcher_follows_the_lock_across_a_leader_failover() {
+    let _s = serial();
+    let mut n = Node::start_three("failover");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let c = n.client();
+    let (mut w, lines) = n.spawn(&["watch", "L", "--ttl-ms", "8000"]);
+    let a = rt.block_on(c.open_labeled(60_000, "a")).unwrap();
+    match rt
+        .block_on(a.acquire("L", Mode::Exclusive, WaitSpec::None))
+        .unwrap()
+    {
+        Acquired::Granted(_) => {}
+        other => panic!("{other:?}"),
+    }
+    let first = lines.wait(1);
+    assert!(
+        first[0].starts_with(&format!("granted {} ", a.id())),
+        "{first:?}"
+    );
+    let (leader, _) = rt.block_on(n.nodes.leader()).expect("a leader");
+    n.nodes.kill9(leader);
+    rt.block_on(a.release("L")).unwrap();
+    let b = rt.block_on(c.open_labeled(60_000, "b")).unwrap();
+    match rt
+        .block_on(b.acquire("L", Mode::Exclusive, WaitSpec::None))
+        .unwrap()
+    {
+        Acquired::Granted(_) => {}
+        other => panic!("{other:?}"),
+    }
+    let seen_b = |l: &String| {
+        (l.starts_with(&format!("granted {} ", b.id()))
+            || l.starts_with(&format!("holding {} ", b.id())))
+            && l.ends_with(" b")
+    };
+    wait_until(
+        &format!("the watcher sees b after the failover: {:?}", lines.get()),
+        Duration::from_secs(30),
+        || lines.get().iter().any(seen_b),
+    );
+    assert!(w.try_wait().unwrap().is_none(), "the watcher exited");
+    let all = lines.get();
+    eprintln!("the watcher printed, leader {leader} killed after the first line: {all:?}");
+    assert!(seen_b(all.last().unwrap()), "{all:?}");
+    signal(w.id(), "-INT");
+    assert_eq!(wait_exit(&mut w, Duration::from_secs(10)).code(), Some(0));
 }
