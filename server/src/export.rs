@@ -24,7 +24,7 @@
 
 use std::fmt::Write as _;
 
-use fencelock::{Change, Input, LockService, Mode, Output, ReleaseReason, Reply, VecStorage, Wait};
+use fencelock::{Input, LockService, Mode, Output, ReleaseReason, Reply, VecStorage, Wait};
 use openraft::EntryPayload;
 
 use crate::state_machine::{self, CoreCall, SmState};
@@ -176,17 +176,6 @@ fn kv_mode(j: &mut Json<'_>, k: &str, m: Mode) -> Result<(), ExportError> {
     Ok(())
 }
 
-/// A holder change as the wasm binding spells it.
-fn change(c: Change) -> &'static str {
-    match c {
-        Change::Holding => "holding",
-        Change::Granted => "granted",
-        Change::Released => "released",
-        Change::Closed => "closed",
-        Change::Expired => "expired",
-    }
-}
-
 fn reason(r: ReleaseReason) -> &'static str {
     match r {
         ReleaseReason::Released => "released",
@@ -319,7 +308,7 @@ fn event(j: &mut Json<'_>, o: &Output) -> Result<(), ExportError> {
             j.kv_num("holder", holder.0)?;
             kv_mode(j, "mode", *m)?;
             j.kv_num("token", token.0)?;
-            j.kv_str("change", change(*c));
+            j.kv_str("change", c.kind());
             j.kv_str("label", label.as_str());
         }
         _ => return Err(j.unknown(&format!("an event of kind {}", o.kind()))),
@@ -378,6 +367,7 @@ fn header_line(svc: &LockService<VecStorage>, source: &str) -> Result<String, Ex
     j.out.push('{');
     j.kv_num("lockDelay", cfg.lock_delay)?;
     j.kv_num("maxNameLen", u64::from(cfg.max_name_len))?;
+    j.kv_num("maxWatchers", u64::from(cfg.max_watchers))?;
     j.out.push('}');
     j.key("snapshot");
     j.out.push('"');
@@ -929,7 +919,7 @@ mod tests {
             holder: SessionId(4),
             mode: permits,
             token: fencelock::Token(9),
-            change: Change::Expired,
+            change: fencelock::Change::Expired,
             label: label(),
         };
         event(&mut j, &o).expect("representable");

@@ -1375,18 +1375,6 @@ fn with_label(line: String, label: &str) -> String {
     out
 }
 
-/// A holder change as `watch` prints it: `holding`, `granted`, `released`, `closed`,
-/// `expired`.
-fn change_text(c: Change) -> &'static str {
-    match c {
-        Change::Holding => "holding",
-        Change::Granted => "granted",
-        Change::Released => "released",
-        Change::Closed => "closed",
-        Change::Expired => "expired",
-    }
-}
-
 /// What `watch` prints: every change, or an election's leader.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Show {
@@ -1407,17 +1395,13 @@ fn watch_line(
 ) -> String {
     match (show, change) {
         (Show::Changes, _) => with_label(
-            format!(
-                "{} {holder} {} {token}",
-                change_text(change),
-                mode_text(mode)
-            ),
+            format!("{} {holder} {} {token}", change.kind(), mode_text(mode)),
             label,
         ),
         (Show::Leader, Change::Holding | Change::Granted) => {
             with_label(format!("leader {holder} {token}"), label)
         }
-        (Show::Leader, c) => format!("none {}", change_text(c)),
+        (Show::Leader, c) => format!("none {}", c.kind()),
     }
 }
 
@@ -1487,18 +1471,22 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
         }
         if client.epoch() != epoch {
             // A new connection: pushes sent while there was none are gone. Start again
-            // from the current holders.
-            epoch = client.epoch();
+            // from the current holders. The epoch is taken after the unwatch (which may
+            // itself find the leader anew) and before the watch, as at the start.
             let again = async {
                 match session.unwatch(name).await {
                     Ok(()) => {}
                     Err(ClientError::Core(e)) if e.kind == "not_watching" => {}
                     Err(e) => return Err(e),
                 }
-                session.watch(name).await
+                let before = client.epoch();
+                session.watch(name).await.map(|n| (n, before))
             };
             match tokio::select! {
-                r = again => r,
+                r = again => r.map(|(n, before)| {
+                    epoch = before;
+                    n
+                }),
                 sig = signals.recv() => { let _ = sig; break ExitCode::SUCCESS; }
             } {
                 Ok(n) => {
