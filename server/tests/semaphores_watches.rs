@@ -766,3 +766,123 @@ fn a_watcher_follows_the_lock_across_a_leader_failover() {
     signal(w.id(), "-INT");
     assert_eq!(wait_exit(&mut w, Duration::from_secs(10)).code(), Some(0));
 }
+
+/// Labels, permits and watches survive the cluster's snapshots: a follower cut off while
+/// they are set up catches up by the leader's snapshot (the core's version 2), holds
+/// byte-identical state, and the watch still works on it: with the old leader cut off, a
+/// release gives the watcher its `Released` (with the holder's label) on the follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_permits_and_watches_travel_in_snapshots() {
+    use fencelock::{Change, Input, Label, LockName, Output, Reply as CoreReply, Tick, Wait};
+    use fencelock_server::types::{Op, STAMPED_AT_APPLY};
+    let c = common::Cluster::start("semwatch-snap", 300).await;
+    let l = c.leader().await;
+    let f = (1..=3).find(|id| *id != l).unwrap();
+    c.net.isolate(f);
+    let others: Vec<u64> = (1..=3).filter(|id| *id != f).collect();
+    let leader = c.nodes[&c.leader_among(&others).await].clone();
+    let behind = c.nodes[&f]
+        .raft
+        .metrics()
+        .borrow()
+        .last_log_index
+        .unwrap_or(0);
+    let open = |label: &str| {
+        let op = Op::OpenLabeled {
+            ttl: 600_000,
+            key: None,
+            secret: SessionSecret::random().unwrap(),
+            label: Label::new(label).unwrap(),
+        };
+        let leader = leader.clone();
+        async move { leader.propose_op(op).await.expect("commits") }
+    };
+    let (holder, watcher) = (open("holder").await, open("watcher").await);
+    c.note(&holder);
+    c.note(&watcher);
+    let (h, w) = (common::session_of(&holder), common::session_of(&watcher));
+    let lock = LockName::new("S").unwrap();
+    let permits = Mode::Permits { count: 2, limit: 3 };
+    let acquire = Input::Acquire {
+        now: STAMPED_AT_APPLY,
+        session: h,
+        lock: lock.clone(),
+        mode: permits,
+        wait: Wait::None,
+        request: Some(1),
+    };
+    let r = c.propose_among(&others, acquire).await;
+    assert!(matches!(r.reply, Ok(CoreReply::Granted { .. })), "{r:?}");
+    let watch = Input::Watch {
+        now: STAMPED_AT_APPLY,
+        session: w,
+        lock: lock.clone(),
+        request: Some(1),
+    };
+    let r = c.propose_among(&others, watch).await;
+    assert_eq!(r.reply, Ok(CoreReply::Watching { holders: 1 }));
+    // Commit until the leader snapshotted and purged past what the follower has.
+    let start = Instant::now();
+    loop {
+        let purged = leader.raft.metrics().borrow().purged.map(|p| p.index);
+        if purged.is_some_and(|p| p > behind) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "never purged");
+        let mut futs = Vec::new();
+        for _ in 0..50 {
+            let leader = leader.clone();
+            let op = c.op(common::keep_alive(h));
+            futs.push(tokio::spawn(async move { leader.propose_op(op).await }));
+        }
+        for fut in futs {
+            assert!(fut.await.unwrap().expect("commits").reply.is_ok());
+        }
+    }
+    c.net.heal();
+    c.converged().await;
+    {
+        let g = c.nodes[&f].shared.state();
+        let hs: Vec<_> = g.svc.holders("S").collect();
+        assert_eq!(hs.len(), 1);
+        assert_eq!((hs[0].session, hs[0].mode), (h, permits));
+        assert_eq!(hs[0].label.as_str(), "holder");
+        let p = g.svc.permits("S").expect("a semaphore");
+        assert_eq!((p.in_use, p.limit), (2, 3));
+        assert_eq!(g.svc.session(w).unwrap().label.as_str(), "watcher");
+    }
+    // The old leader cut off, the holder releases: the follower applies the watcher's
+    // event from the watch it only knows from the snapshot.
+    c.net.isolate(l);
+    let rest: Vec<u64> = (1..=3).filter(|id| *id != l).collect();
+    let release = Input::Release {
+        now: Tick(0),
+        session: h,
+        lock: lock.clone(),
+        request: Some(2),
+    };
+    let r = c.propose_among(&rest, release).await;
+    assert!(matches!(r.reply, Ok(CoreReply::Released { .. })), "{r:?}");
+    let j = c.journal(f);
+    let changed: Vec<_> = j
+        .iter()
+        .filter_map(|(_, o)| match o {
+            Output::HolderChanged {
+                session,
+                holder,
+                change,
+                label,
+                ..
+            } => Some((*session, *holder, *change, label.as_str().to_string())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        changed.last(),
+        Some(&(w, h, Change::Released, "holder".to_string())),
+        "{changed:?}"
+    );
+    c.net.heal();
+    c.converged().await;
+    c.shutdown().await;
+}
