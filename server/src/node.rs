@@ -120,6 +120,8 @@ struct ClockState {
     since: Option<Instant>,
     /// (credited time of the term at the anchor, logical time at the anchor)
     anchor: Option<(Duration, u64)>,
+    /// The latest stamp given in this term.
+    last: u64,
 }
 
 /// The leader's logical clock (see the module docs): runs on the term's credited time.
@@ -143,10 +145,20 @@ impl LeaderClock {
     /// The stamp for a proposal now: `Some` only on an anchored leader. It stands still
     /// while the leader has no fresh quorum acknowledgement. Cost: O(1).
     pub fn stamp(&self) -> Option<u64> {
-        let c = self.lock();
+        let mut c = self.lock();
         let (at, logical) = c.anchor?;
         let credited = self.elector.credited(c.term).unwrap_or(at);
-        Some(logical + credited.saturating_sub(at).as_millis() as u64)
+        let stamp = logical + credited.saturating_sub(at).as_millis() as u64;
+        if stamp < c.last {
+            // The credited time restarted within the term: a one-node cluster (its own
+            // time since it began to lead) that gained voters now counts their
+            // acknowledgements from its first quorum. Time stands still at the latest
+            // stamp and runs on from there, never back.
+            c.anchor = Some((credited, c.last));
+            return Some(c.last);
+        }
+        c.last = stamp;
+        Some(stamp)
     }
 }
 
@@ -1200,6 +1212,7 @@ async fn run_ticker(
                     term: m.current_term,
                     since: Some(Instant::now()),
                     anchor: None,
+                    last: 0,
                 };
             }
             c.anchor.is_none()

@@ -886,3 +886,113 @@ async fn labels_permits_and_watches_travel_in_snapshots() {
     c.converged().await;
     c.shutdown().await;
 }
+
+/// A one-node cluster's logical clock runs (a killed holder's session expires, its
+/// permits come back), and keeps running without a pause when the node gains two voters:
+/// the expiry after the change comes about a ttl after the kill, not after as long again as
+/// the node led alone.
+#[test]
+fn a_one_node_clusters_clock_runs_and_keeps_running_when_it_grows() {
+    let _s = serial();
+    let dir = common::temp_dir("semwatch-grow");
+    let ports: Vec<(u16, u16)> = (0..3)
+        .map(|_| (procs::free_port(), procs::free_port()))
+        .collect();
+    let peer = |i: usize| {
+        format!(
+            "{}=127.0.0.1:{}/127.0.0.1:{}",
+            i + 1,
+            ports[i].0,
+            ports[i].1
+        )
+    };
+    let mut nodes: Vec<Child> = Vec::new();
+    let start = |i: usize, peers: &[String], init: bool| {
+        let log = std::fs::File::create(dir.join(format!("n{}.log", i + 1))).unwrap();
+        let mut c = Command::new(procs::NODE);
+        c.args(["--insecure-plaintext", "--grace-ms", "100", "--id"])
+            .arg((i + 1).to_string())
+            .arg("--dir")
+            .arg(dir.join(format!("n{}", i + 1)));
+        for p in peers {
+            c.arg("--peer").arg(p);
+        }
+        if init {
+            c.arg("--init");
+        }
+        c.stdout(Stdio::null()).stderr(log).spawn().unwrap()
+    };
+    nodes.push(start(0, &[peer(0)], true));
+    let cluster = format!("127.0.0.1:{}", ports[0].1);
+    let cli = |args: &[&str]| {
+        let mut c = Command::new(CLI);
+        c.env_remove("FENCELOCK_CLUSTER")
+            .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
+            .current_dir(&dir)
+            .args(args)
+            .args(["--cluster", &cluster])
+            .stdin(Stdio::null());
+        c
+    };
+    let holder = |name: &str| {
+        let out = cli(&["holder", name]).output().unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    wait_until("node 1 answers", Duration::from_secs(30), || {
+        holder("probe").is_some()
+    });
+    // Hold, be killed, expire: how long after the kill the hold is gone.
+    let expiry_after_kill = |name: &str| {
+        let marker = dir.join(format!("{name}-held"));
+        let mut l = cli(&["lock", name, "--ttl-ms", "1500"])
+            .args([
+                "--",
+                "sh",
+                "-c",
+                &format!("touch {}; exec sleep 60", marker.display()),
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until("the holder runs", Duration::from_secs(20), || {
+            marker.exists()
+        });
+        l.kill().unwrap();
+        let _ = l.wait();
+        let killed = Instant::now();
+        wait_until(
+            "the killed holder's session expires",
+            Duration::from_secs(30),
+            || holder(name).is_some_and(|h| h.trim().is_empty()),
+        );
+        killed.elapsed()
+    };
+    let alone = expiry_after_kill("X");
+    // Lead alone a while longer, then grow to three voters.
+    std::thread::sleep(Duration::from_secs(4));
+    for i in 1..3 {
+        nodes.push(start(i, &[peer(0), peer(i)], false));
+        let (raft, client) = (
+            format!("127.0.0.1:{}", ports[i].0),
+            format!("127.0.0.1:{}", ports[i].1),
+        );
+        let st = cli(&["add-learner", &(i + 1).to_string(), &raft, &client])
+            .status()
+            .unwrap();
+        assert!(st.success(), "add-learner {}", i + 1);
+    }
+    assert!(cli(&["set-voters", "1,2,3"]).status().unwrap().success());
+    let grown = expiry_after_kill("Y");
+    eprintln!("expiry after the kill: {alone:?} alone, {grown:?} after growing to three");
+    assert!(
+        grown < Duration::from_millis(3_500),
+        "the clock paused when the cluster grew: the 1.5 s session expired {grown:?} after the kill"
+    );
+    for mut n in nodes {
+        let _ = n.kill();
+        let _ = n.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
