@@ -972,12 +972,9 @@ fn a_one_node_clusters_clock_runs_and_keeps_running_when_it_grows() {
     let alone = expiry_after_kill("X");
     // Lead alone a while longer, then grow to three voters.
     std::thread::sleep(Duration::from_secs(4));
-    for i in 1..3 {
+    for (i, (raft, client)) in ports.iter().enumerate().skip(1) {
         nodes.push(start(i, &[peer(0), peer(i)], false));
-        let (raft, client) = (
-            format!("127.0.0.1:{}", ports[i].0),
-            format!("127.0.0.1:{}", ports[i].1),
-        );
+        let (raft, client) = (format!("127.0.0.1:{raft}"), format!("127.0.0.1:{client}"));
         let st = cli(&["add-learner", &(i + 1).to_string(), &raft, &client])
             .status()
             .unwrap();
