@@ -441,6 +441,11 @@ impl LogStore {
 
     /// Marks a new, empty log as starting after `at` (everything up to it is in the
     /// node's snapshot): a restored node's log ([`crate::state_machine::restore_into`]).
+    /// It also records a vote in `at`'s term (not committed, so any node's first election
+    /// is in a later term): a log never holds an entry of a term later than its vote, and
+    /// openraft requires a new leader's vote to be at least its last log id's. Without it
+    /// a node restored from a log of term 2 or more elected itself in term 1 and
+    /// panicked.
     ///
     /// Errors: `AlreadyExists` if the log holds anything; I/O errors. Cost: one write and
     /// one fsync.
@@ -452,7 +457,9 @@ impl LogStore {
                 format!("{} is not empty", g.path.display()),
             ));
         }
-        g.write(&[Rec::Purge(at)])?;
+        let vote = Vote::new(at.leader_id.term, at.leader_id.node_id);
+        g.write(&[Rec::Vote(vote), Rec::Purge(at)])?;
+        g.apply(Rec::Vote(vote));
         g.apply(Rec::Purge(at));
         Ok(())
     }

@@ -5,6 +5,7 @@
 
 mod procs;
 
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +42,37 @@ where
     }
 }
 
+/// An empty directory `fencelock-NAME-PID` under the temp dir.
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fencelock-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `fencelock-node force-new-cluster --from FROM --dir TO --peer PEER`; the caller adds
+/// the rest.
+fn force_new_cluster(from: &Path, to: &Path, peer: &str) -> Command {
+    let mut c = Command::new(NODE);
+    c.arg("force-new-cluster")
+        .arg("--from")
+        .arg(from)
+        .arg("--dir")
+        .arg(to)
+        .args(["--peer", peer]);
+    c
+}
+
+/// Puts the recovered directory `new_dir` in place of the survivor's `from` (which is
+/// kept as `from.old`) and starts it alone: its one `--peer`, no `--init`.
+fn start_recovered(cluster: &mut Cluster, survivor: u64, from: &Path, new_dir: &Path) {
+    std::fs::rename(from, from.with_extension("old")).unwrap();
+    std::fs::rename(new_dir, from).unwrap();
+    cluster.peers = vec![cluster.peers[survivor as usize - 1].clone()];
+    cluster.no_init = true;
+    cluster.spawn(survivor);
+}
+
 fn addr_of(peer: &str) -> (u64, NodeAddr) {
     let (id, rest) = peer.split_once('=').unwrap();
     let (raft, client) = rest.split_once('/').unwrap();
@@ -63,9 +95,7 @@ fn addr_of(peer: &str) -> (u64, NodeAddr) {
 /// tokens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_new_cluster_from_a_survivor_keeps_state_and_tokens_rise() {
-    let dir = std::env::temp_dir().join(format!("fencelock-recover-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("recover");
     let mut cluster = Cluster::start_secure(&dir);
     let secure = cluster.secure.as_ref().unwrap();
     let admin = secure.admin_token.clone();
@@ -100,14 +130,8 @@ async fn force_new_cluster_from_a_survivor_keeps_state_and_tokens_rise() {
     let from = dir.join(format!("n{survivor}"));
     let new_dir = dir.join(format!("n{survivor}.new"));
     let me = cluster.peers[survivor as usize - 1].clone();
-    let force = |extra: &[&str], to: &std::path::Path| {
-        Command::new(NODE)
-            .arg("force-new-cluster")
-            .arg("--from")
-            .arg(&from)
-            .arg("--dir")
-            .arg(to)
-            .args(["--peer", &me])
+    let force = |extra: &[&str], to: &Path| {
+        force_new_cluster(&from, to, &me)
             .args(extra)
             .output()
             .unwrap()
@@ -144,12 +168,8 @@ async fn force_new_cluster_from_a_survivor_keeps_state_and_tokens_rise() {
 
     // Start the recovered node alone: its directory in place of the old one, its one
     // --peer, no --init.
-    std::fs::rename(&from, dir.join(format!("n{survivor}.old"))).unwrap();
-    std::fs::rename(&new_dir, &from).unwrap();
     let all_peers = cluster.peers.clone();
-    cluster.peers = vec![me.clone()];
-    cluster.no_init = true;
-    cluster.spawn(survivor);
+    start_recovered(&mut cluster, survivor, &from, &new_dir);
     let h = eventually("the recovered node serves", 30, || async {
         client.holders("res/a").await.ok()
     })
@@ -207,6 +227,129 @@ async fn force_new_cluster_from_a_survivor_keeps_state_and_tokens_rise() {
     assert_eq!((h[0].session.0, h[0].token), (s2.id(), t2));
     let t5 = grant(&s4, "res/d").await;
     assert!(t5 > t4, "{t5:?} after {t4:?}");
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Waits (bounded) for `child` to exit; kills it and fails if it does not.
+fn exits_within(child: &mut std::process::Child, secs: u64, what: &str) -> std::process::Output {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still runs after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut out = std::process::Output {
+        status: child.wait().unwrap(),
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    };
+    use std::io::Read;
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_end(&mut out.stderr).unwrap();
+    }
+    out
+}
+
+/// A running node holds its data directory's LOCK: `force-new-cluster` from it is refused
+/// (exit 1, naming the directory, nothing written), and so is a second node on it — while
+/// the first keeps serving. Once the node is killed (SIGKILL: its LOCK file stays, the
+/// lock does not) `force-new-cluster` from the same directory succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_nodes_directory_is_refused_to_force_new_cluster_and_a_second_node() {
+    let dir = fresh_dir("recover-lock");
+    let mut cluster = Cluster::prepare_single(&dir);
+    cluster.spawn(1);
+    eventually("node 1 serves", 30, || cluster.leader()).await;
+    let data = dir.join("n1");
+    let in_use = format!("{} is in use", data.display());
+
+    let new_dir = dir.join("n1.new");
+    let peer = cluster.peers[0].clone();
+    let force = || {
+        force_new_cluster(&data, &new_dir, &peer)
+            .arg("--accept-data-loss")
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let out = exits_within(&mut force(), 20, "force-new-cluster");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&in_use), "{err}");
+    assert!(!new_dir.exists(), "nothing was written");
+
+    // A second node on the same directory, on ports of its own.
+    let (r, c) = (free_port(), free_port());
+    let mut second = Command::new(NODE)
+        .args(["--insecure-plaintext", "--id", "1", "--dir"])
+        .arg(&data)
+        .args(["--peer", &format!("1=127.0.0.1:{r}/127.0.0.1:{c}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = exits_within(&mut second, 20, "a second node on the same directory");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&in_use), "{err}");
+    assert!(
+        cluster.leader().await.is_some(),
+        "the first node still serves"
+    );
+
+    cluster.kill9(1);
+    assert!(data.join("LOCK").exists());
+    let out = exits_within(&mut force(), 30, "force-new-cluster");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(new_dir.join("raft.log").exists());
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A survivor whose log was written in a later term than the first (the first leader was
+/// killed and another elected): the recovered node starts, elects itself and serves the
+/// state. (Its log's entries carry term 2 or more; the new cluster's first election is
+/// in term 1, and openraft requires a leader's vote to be at least its last log id's.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_new_cluster_from_a_survivor_of_a_later_term_serves() {
+    let dir = fresh_dir("recover-term");
+    let mut cluster = Cluster::start(&dir);
+    let client = Client::new(cluster.clients.clone());
+    let (first, _) = eventually("a leader", 30, || cluster.leader()).await;
+    cluster.kill9(first);
+    let (survivor, _) = eventually("a second leader", 30, || cluster.leader()).await;
+    let s = client.open_session(120_000).await.expect("session");
+    let t = grant(&s, "res").await;
+    for id in 1..=3 {
+        cluster.kill9(id);
+    }
+    let from = dir.join(format!("n{survivor}"));
+    let new_dir = dir.join(format!("n{survivor}.new"));
+    let me = cluster.peers[survivor as usize - 1].clone();
+    let out = force_new_cluster(&from, &new_dir, &me)
+        .arg("--accept-data-loss")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    start_recovered(&mut cluster, survivor, &from, &new_dir);
+    let h = eventually("the recovered node serves", 30, || async {
+        client.holders("res").await.ok()
+    })
+    .await;
+    assert_eq!((h.len(), h[0].session.0, h[0].token), (1, s.id(), t));
     drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
 }

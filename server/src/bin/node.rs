@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
@@ -44,7 +44,9 @@ struct Args {
     /// This node's id.
     #[arg(long, required = true)]
     id: Option<u64>,
-    /// Data directory (raft.log, snapshot.bin).
+    /// Data directory (raft.log, snapshot.bin). The node holds an exclusive lock on its
+    /// LOCK file while it runs: a second node, or force-new-cluster, on the same directory
+    /// is refused (exit 1, naming the directory).
     #[arg(long, required = true)]
     dir: Option<PathBuf>,
     /// A member: ID=RAFT_ADDR/CLIENT_ADDR (repeat for each member, this node included).
@@ -150,15 +152,16 @@ enum Sub {
     #[command(subcommand)]
     Snapshot(SnapCmd),
     /// DANGER — the way out of a permanently lost majority: make a NEW single-member
-    /// cluster from a stopped survivor's data directory. Acknowledged writes that never
-    /// reached the survivor are lost. See server/README.md, "Recovering from a lost
-    /// majority".
+    /// cluster from a stopped survivor's data directory (refused, exit 1, while a node runs
+    /// on it). Acknowledged writes that never reached the survivor are lost. See
+    /// server/README.md, "Recovering from a lost majority".
     ForceNewCluster(ForceArgs),
 }
 
 #[derive(clap::Args)]
 struct ForceArgs {
-    /// The stopped survivor's data directory (only read).
+    /// The stopped survivor's data directory (only read, under its LOCK: refused while a
+    /// node runs on it).
     #[arg(long)]
     from: PathBuf,
     /// The new member's data directory (must not hold a node yet).
@@ -193,6 +196,45 @@ struct ForceArgs {
     claims: usize,
 }
 
+/// The file of a data directory that a running node, and `force-new-cluster` reading it,
+/// hold an exclusive lock on (flock(2)). The kernel drops the lock when its holder exits,
+/// however it exits: a LOCK file left behind blocks nobody.
+const LOCK_FILE: &str = "LOCK";
+
+/// Takes the exclusive lock on `dir`'s [`LOCK_FILE`] (creating the file), held until the
+/// returned value is dropped; an error naming `dir` if another process holds it. `None`
+/// (no lock) only when `dir` is on a read-only filesystem without a LOCK file: no node can
+/// be writing there.
+fn lock_dir(dir: &Path) -> Result<Option<nix::fcntl::Flock<std::fs::File>>, String> {
+    use nix::fcntl::{Flock, FlockArg};
+    let path = dir.join(LOCK_FILE);
+    let file = match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::ReadOnlyFilesystem => {
+            match std::fs::File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            }
+        }
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(held) => Ok(Some(held)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(format!(
+            "{} is in use: a running fencelock-node (or force-new-cluster) holds its {LOCK_FILE}; \
+             stop it first",
+            dir.display()
+        )),
+        Err((_, e)) => Err(format!("locking {}: {e}", path.display())),
+    }
+}
+
 /// `force-new-cluster`: see [`fencelock_server::ops::force_new_cluster`].
 async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
     // The largest integer a JavaScript number holds exactly (tokens reach browsers).
@@ -206,6 +248,12 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
         locks: a.locks,
         claims: a.claims,
         ..Default::default()
+    };
+    // Held until the new cluster is written: no node may start on the survivor meanwhile.
+    let _lock = if a.from.is_dir() {
+        lock_dir(&a.from)?
+    } else {
+        None // not a data directory: ops::force_new_cluster says so
     };
     eprintln!(
         "fencelock-node: FORCING A NEW CLUSTER from {} — writes the lost members acknowledged \
@@ -551,6 +599,9 @@ async fn run(args: Args) -> Result<(), String> {
     let (Some(id), Some(dir)) = (args.id, args.dir.clone()) else {
         return Err("--id and --dir are required".into());
     };
+    // Held for as long as the node runs: a second node or force-new-cluster is refused.
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let _lock = lock_dir(&dir)?;
     let tls = match (&args.tls_ca, &args.tls_cert, &args.tls_key) {
         (Some(ca), Some(cert), Some(key)) => Some(NodeTls::load(ca, cert, key)?),
         _ if args.insecure_plaintext => None,
