@@ -1435,6 +1435,11 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
             return Err(e.into());
         }
     };
+    eprintln!(
+        "fencelock: session {} watches {name} ({holders} holder{} now)",
+        session.id(),
+        if holders == 1 { "" } else { "s" }
+    );
     if show == Show::Leader && holders == 0 {
         println!("none");
     }
