@@ -1527,6 +1527,55 @@ mod tests {
     }
 
     #[test]
+    fn holder_lines_show_permits_and_labels_one_line_each() {
+        assert_eq!(mode_text(Mode::Exclusive), "exclusive");
+        assert_eq!(mode_text(Mode::Shared), "shared");
+        assert_eq!(
+            mode_text(Mode::Permits { count: 2, limit: 5 }),
+            "permits:2/5"
+        );
+        assert_eq!(with_label("7 shared 3".into(), ""), "7 shared 3");
+        assert_eq!(
+            with_label("7 shared 3".into(), "build box 7"),
+            "7 shared 3 build box 7"
+        );
+        // A label cannot start a second line or move the cursor.
+        assert_eq!(
+            with_label("7 shared 3".into(), "a\nb\u{1b}[2Jé"),
+            "7 shared 3 a\\nb\\u{1b}[2Jé"
+        );
+    }
+
+    #[test]
+    fn watch_and_observe_lines() {
+        let p = Mode::Permits { count: 1, limit: 2 };
+        assert_eq!(
+            watch_line(Show::Changes, 4, p, 9, Change::Granted, "w"),
+            "granted 4 permits:1/2 9 w"
+        );
+        assert_eq!(
+            watch_line(Show::Changes, 4, Mode::Exclusive, 9, Change::Expired, ""),
+            "expired 4 exclusive 9"
+        );
+        for c in [Change::Holding, Change::Granted] {
+            assert_eq!(
+                watch_line(Show::Leader, 4, Mode::Exclusive, 9, c, "host:1"),
+                "leader 4 9 host:1"
+            );
+        }
+        for (c, want) in [
+            (Change::Released, "none released"),
+            (Change::Closed, "none closed"),
+            (Change::Expired, "none expired"),
+        ] {
+            assert_eq!(
+                watch_line(Show::Leader, 4, Mode::Exclusive, 9, c, "x"),
+                want
+            );
+        }
+    }
+
+    #[test]
     fn status_json_names_an_unreachable_node_and_a_missing_quorum() {
         let answers: Vec<Answer> = vec![("127.0.0.1:1".into(), Err("refused \"x\"".into()))];
         let quorum: Result<Members, ClientError> = Err(ClientError::Unavailable("gone".into()));
