@@ -1048,7 +1048,7 @@ async fn lock(
         Ok(a @ (Acquired::Busy | Acquired::TimedOut)) => {
             let why = if a == Acquired::Busy {
                 match mode {
-                    Mode::Permits { .. } => "not enough permits are free",
+                    Mode::Permits { .. } => "not enough permits are free, or others wait first",
                     _ => "it is taken",
                 }
             } else {
