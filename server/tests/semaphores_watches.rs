@@ -863,9 +863,22 @@ async fn labels_permits_and_watches_travel_in_snapshots() {
     };
     let r = c.propose_among(&rest, release).await;
     assert!(matches!(r.reply, Ok(CoreReply::Released { .. })), "{r:?}");
-    let j = c.journal(f);
-    let changed: Vec<_> = j
-        .iter()
+    // The follower may apply the release after the leader answered: wait (bounded) until
+    // it has applied it, then look at what it emitted.
+    let released_at = r.index;
+    let start = Instant::now();
+    while c.nodes[&f]
+        .shared
+        .state()
+        .last_applied
+        .is_none_or(|l| l.index < released_at)
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never applied");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let changed: Vec<_> = c
+        .journal(f)
+        .into_iter()
         .filter_map(|(_, o)| match o {
             Output::HolderChanged {
                 session,
@@ -873,7 +886,7 @@ async fn labels_permits_and_watches_travel_in_snapshots() {
                 change,
                 label,
                 ..
-            } => Some((*session, *holder, *change, label.as_str().to_string())),
+            } => Some((session, holder, change, label.as_str().to_string())),
             _ => None,
         })
         .collect();
