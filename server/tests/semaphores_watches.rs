@@ -919,7 +919,17 @@ fn a_one_node_clusters_clock_runs_and_keeps_running_when_it_grows() {
             ports[i].1
         )
     };
-    let mut nodes: Vec<Child> = Vec::new();
+    /// Kills the node processes however the test ends.
+    struct Procs(Vec<Child>);
+    impl Drop for Procs {
+        fn drop(&mut self) {
+            for n in &mut self.0 {
+                let _ = n.kill();
+                let _ = n.wait();
+            }
+        }
+    }
+    let mut nodes = Procs(Vec::new());
     let start = |i: usize, peers: &[String], init: bool| {
         let log = std::fs::File::create(dir.join(format!("n{}.log", i + 1))).unwrap();
         let mut c = Command::new(procs::NODE);
@@ -935,7 +945,7 @@ fn a_one_node_clusters_clock_runs_and_keeps_running_when_it_grows() {
         }
         c.stdout(Stdio::null()).stderr(log).spawn().unwrap()
     };
-    nodes.push(start(0, &[peer(0)], true));
+    nodes.0.push(start(0, &[peer(0)], true));
     let cluster = format!("127.0.0.1:{}", ports[0].1);
     let cli = |args: &[&str]| {
         let mut c = Command::new(CLI);
@@ -986,7 +996,7 @@ fn a_one_node_clusters_clock_runs_and_keeps_running_when_it_grows() {
     // Lead alone a while longer, then grow to three voters.
     std::thread::sleep(Duration::from_secs(4));
     for (i, (raft, client)) in ports.iter().enumerate().skip(1) {
-        nodes.push(start(i, &[peer(0), peer(i)], false));
+        nodes.0.push(start(i, &[peer(0), peer(i)], false));
         let (raft, client) = (format!("127.0.0.1:{raft}"), format!("127.0.0.1:{client}"));
         let st = cli(&["add-learner", &(i + 1).to_string(), &raft, &client])
             .status()
@@ -1000,9 +1010,6 @@ fn a_one_node_clusters_clock_runs_and_keeps_running_when_it_grows() {
         grown < Duration::from_millis(3_500),
         "the clock paused when the cluster grew: the 1.5 s session expired {grown:?} after the kill"
     );
-    for mut n in nodes {
-        let _ = n.kill();
-        let _ = n.wait();
-    }
+    drop(nodes);
     let _ = std::fs::remove_dir_all(&dir);
 }
