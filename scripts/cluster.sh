@@ -83,7 +83,7 @@ fencelock cluster up: nodes 1-3 (pids ${pids[*]}), data and logs in $dir
   export FENCELOCK_AUTH_TOKEN_FILE=$dir/admin.token   # the admin token (add more to $dir/tokens)
   $secure_hint
   fencelock lock jobs/reindex -- sh -c 'echo "token \$FENCELOCK_TOKEN"; sleep 5'
-  fencelock holder jobs/reindex        # SESSION MODE TOKEN
+  fencelock holder jobs/reindex        # SESSION MODE TOKEN [LABEL]
   fencelock queue jobs/reindex         # waiters, head first
   fencelock elect scheduler            # prints "epoch N" when elected; Ctrl-C resigns
   kill -9 <a node pid>; then restart it with the same command line (see $dir/n*.log)

@@ -9,7 +9,8 @@
 //! that opens the session, and answers it to the client. The replicated state machine
 //! remembers each open session's secret ([`Owners`], in every replica and in snapshots,
 //! like the open idempotency keys) and applies an input naming a session — keep-alive,
-//! close, acquire, release, cancel — only when the request carried that secret; otherwise
+//! close, acquire, release, cancel, watch, unwatch — only when the request carried that
+//! secret; otherwise
 //! it refuses it ([`crate::types::OpError::NotOwner`]) before the core sees it, and nothing
 //! changes. Attaching a connection to a session's pushes needs the secret too. The core
 //! stays deterministic: the randomness is the leader's, and it reaches every replica
@@ -153,8 +154,9 @@ impl Owners {
 pub enum Role {
     /// Read a lock's holders and queue, a session's state and the members.
     Read,
-    /// [`Role::Read`], plus open, keep alive and close sessions, and acquire, release and
-    /// cancel (and so campaign in elections) on the locks of its prefix.
+    /// [`Role::Read`], plus open, keep alive and close sessions, and acquire, release,
+    /// cancel, watch and unwatch (and so campaign in and observe elections) on the locks of
+    /// its prefix.
     Lock,
     /// Everything: [`Role::Lock`] on every lock, membership changes, and releasing any
     /// session's hold ([`Request::ForceRelease`]), exporting the history ([`Request::Export`]:
@@ -201,15 +203,20 @@ impl Grants {
     pub fn authorize(&self, req: &Request) -> Result<(), ClientError> {
         let (role, lock) = match req {
             Request::Authenticate { .. } => return Ok(()),
-            Request::Holders { lock } | Request::Waiters { lock } => (Role::Read, Some(lock)),
+            Request::Holders { lock } | Request::Waiters { lock } | Request::Permits { lock } => {
+                (Role::Read, Some(lock))
+            }
             Request::Session { .. } | Request::Members | Request::Status => (Role::Read, None),
             Request::Open { .. }
+            | Request::OpenLabeled { .. }
             | Request::KeepAlive { .. }
             | Request::Close { .. }
             | Request::Attach { .. } => (Role::Lock, None),
             Request::Acquire { lock, .. }
             | Request::Release { lock, .. }
-            | Request::Cancel { lock, .. } => (Role::Lock, Some(lock)),
+            | Request::Cancel { lock, .. }
+            | Request::Watch { lock, .. }
+            | Request::Unwatch { lock, .. } => (Role::Lock, Some(lock)),
             Request::AddLearner { .. }
             | Request::SetVoters { .. }
             | Request::RemoveLearner { .. }
@@ -430,6 +437,46 @@ mod tests {
         assert!(root.authorize(&lock("any")).is_ok());
         assert!(Grants::all().authorize(&members).is_ok());
         assert!(Grants::default().authorize(&holders("x")).is_err());
+    }
+
+    /// Watching and observing are session requests on a lock: the lock role on the
+    /// lock's prefix; a labelled open is an open; a semaphore's permits are a read.
+    #[test]
+    fn watches_need_the_lock_role_on_the_prefix_and_permits_the_read_role() {
+        let h = token_hash("ci");
+        let t = Tokens::parse(&format!("lock jobs/ {h}\nread * {}\n", token_hash("v"))).unwrap();
+        let watch = |l: &str| Request::Watch {
+            session: 1,
+            secret: SessionSecret([0; 16]),
+            lock: l.into(),
+            request: Some(1),
+        };
+        let unwatch = |l: &str| Request::Unwatch {
+            session: 1,
+            secret: SessionSecret([0; 16]),
+            lock: l.into(),
+            request: Some(1),
+        };
+        let permits = |l: &str| Request::Permits { lock: l.into() };
+        let open = Request::OpenLabeled {
+            ttl_ms: 1,
+            key: None,
+            label: "x".into(),
+        };
+        let ci = t.authenticate("ci").unwrap();
+        assert!(ci.authorize(&watch("jobs/x")).is_ok());
+        assert!(ci.authorize(&unwatch("jobs/x")).is_ok());
+        assert!(matches!(
+            ci.authorize(&watch("other/x")),
+            Err(ClientError::Forbidden(m)) if m == "this token has no lock role on \"other/x\""
+        ));
+        assert!(ci.authorize(&unwatch("other/x")).is_err());
+        assert!(ci.authorize(&open).is_ok());
+        assert!(ci.authorize(&permits("jobs/x")).is_ok());
+        let viewer = t.authenticate("v").unwrap();
+        assert!(viewer.authorize(&watch("jobs/x")).is_err());
+        assert!(viewer.authorize(&open).is_err());
+        assert!(viewer.authorize(&permits("anything")).is_ok());
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! The Rust client: connects to any node, follows redirects to the leader, retries with
 //! the session's request numbers (so a retry after a leader crash is applied once),
-//! receives `Granted` pushed on its connection (no polling), and re-attaches its sessions
-//! after reconnecting.
+//! receives `Granted` (and a watch's `HolderChanged`) pushed on its connection (no
+//! polling), and re-attaches its sessions after reconnecting.
 //!
 //! # Request numbers
 //!
-//! A [`Session`] numbers its acquires, releases and cancels 1, 2, 3… and sends them one at
+//! A [`Session`] numbers its acquires, releases, cancels, watches and unwatches 1, 2, 3…
+//! and sends them one at
 //! a time: the next waits until the previous one's outcome is known — for an acquire that
 //! queued, until it is granted, its wait ends or the session ends. A retry (after a lost
 //! connection, a timeout or a redirect to a new leader) repeats the request's own number,
@@ -40,7 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fencelock::{Holder, Mode, Output, SessionInfo, Token, Waiter};
+use fencelock::{Holder, Mode, Output, Permits, SessionInfo, Token, Waiter};
 use tokio::io::{AsyncRead, AsyncWrite, BufReader, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, oneshot, watch};
@@ -493,6 +494,19 @@ impl Client {
     ///
     /// Errors: core errors (bad ttl, sessions full), `Unavailable`.
     pub async fn open_session(&self, ttl_ms: u64) -> Result<Session, ClientError> {
+        self.open(ttl_ms, None).await
+    }
+
+    /// [`Client::open_session`] with a label (UTF-8, at most [`fencelock::MAX_LABEL_LEN`]
+    /// bytes; empty = none): `holder`/`queue` answers and watchers' events show it with
+    /// the session's holds and waits. Retries as there.
+    ///
+    /// Errors: as there, and `Core(label_too_long)` (nothing opened).
+    pub async fn open_labeled(&self, ttl_ms: u64, label: &str) -> Result<Session, ClientError> {
+        self.open(ttl_ms, Some(label.to_string())).await
+    }
+
+    async fn open(&self, ttl_ms: u64, label: Option<String>) -> Result<Session, ClientError> {
         let start = Instant::now();
         let key = fresh_key()?;
         loop {
@@ -500,7 +514,15 @@ impl Client {
             let res = match conn {
                 Ok(c) => {
                     let key = Some(key);
-                    let r = self.send(&c, Request::Open { ttl_ms, key }).await;
+                    let req = match &label {
+                        None => Request::Open { ttl_ms, key },
+                        Some(label) => Request::OpenLabeled {
+                            ttl_ms,
+                            key,
+                            label: label.clone(),
+                        },
+                    };
+                    let r = self.send(&c, req).await;
                     if r.is_err() {
                         self.drop_conn(c.epoch);
                     }
@@ -553,6 +575,17 @@ impl Client {
     pub async fn holders(&self, lock: &str) -> Result<Vec<Holder>, ClientError> {
         match self.call(Request::Holders { lock: lock.into() }).await? {
             Reply::Holders(h) => Ok(h),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
+    /// Linearizable read of a semaphore's permits in use and its limit (`None`: the name
+    /// is not a live semaphore). Cost: as [`Client::holders`].
+    ///
+    /// Errors: bad name, `Unavailable`.
+    pub async fn permits(&self, lock: &str) -> Result<Option<Permits>, ClientError> {
+        match self.call(Request::Permits { lock: lock.into() }).await? {
+            Reply::Permits(p) => Ok(p),
             _ => Err(ClientError::Unavailable("unexpected reply".into())),
         }
     }
@@ -892,6 +925,50 @@ impl Session {
             .await?
         {
             fencelock::Reply::Cancelled => Ok(()),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
+    /// Watches `lock`'s holders: this session is pushed an [`Output::HolderChanged`] with
+    /// change `Holding` for every current holder, then one for each later change (granted,
+    /// released, closed, expired), in order, until [`Session::unwatch`] or the session's
+    /// end; returns how many holders there were. Receive them with [`Client::subscribe`]
+    /// (filter on the session and the lock). Pushes sent while the connection was lost
+    /// are not sent again: after a reconnect ([`Client::epoch`] changed) unwatch and watch
+    /// again to start from the current holders. Numbered. Cost: one replicated write.
+    ///
+    /// Errors: `Core(already_watching)`, `Core(capacity_exceeded)` (the lock's watchers or
+    /// the claim table are full), `Core(unknown_session)`, `NotOwner`, `Unavailable`.
+    pub async fn watch(&self, lock: &str) -> Result<u32, ClientError> {
+        match self
+            .numbered(|n| Request::Watch {
+                session: self.id,
+                secret: self.secret,
+                lock: lock.into(),
+                request: Some(n),
+            })
+            .await?
+        {
+            fencelock::Reply::Watching { holders } => Ok(holders),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
+    /// Ends this session's watch of `lock`; no event of it is pushed after the answer.
+    /// Numbered. Cost: one replicated write.
+    ///
+    /// Errors: `Core(not_watching)`, `Core(unknown_session)`, `Unavailable`.
+    pub async fn unwatch(&self, lock: &str) -> Result<(), ClientError> {
+        match self
+            .numbered(|n| Request::Unwatch {
+                session: self.id,
+                secret: self.secret,
+                lock: lock.into(),
+                request: Some(n),
+            })
+            .await?
+        {
+            fencelock::Reply::Unwatched => Ok(()),
             _ => Err(ClientError::Unavailable("unexpected reply".into())),
         }
     }

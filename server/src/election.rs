@@ -228,16 +228,19 @@ impl Elector {
     }
 
     /// This term's credited leader time (see the module docs), or `None` if `term` is not
-    /// the term whose acknowledgements are tracked. Cost: O(1).
+    /// the term whose acknowledgements are tracked (for a one-node cluster: the term it
+    /// leads in). Cost: O(1).
     pub fn credited(&self, term: u64) -> Option<Duration> {
         let st = self.lock();
+        // A node that is a majority by itself gets no acknowledgements to track: its time
+        // is its own since it began to lead in `term`.
+        if self_sufficient(self.id, &st.voters) {
+            let (t, since) = st.leading?;
+            return (t == term).then(|| since.elapsed());
+        }
         let a = &st.acks;
         if a.term != term {
             return None;
-        }
-        if self_sufficient(self.id, &st.voters) {
-            let (_, since) = st.leading?;
-            return Some(since.elapsed());
         }
         let (Some(q), Some(t0)) = (a.q, a.t0) else {
             return Some(Duration::ZERO);

@@ -159,11 +159,21 @@ impl Json<'_> {
     }
 }
 
-fn mode(m: Mode) -> &'static str {
+/// `"key":MODE` with the mode as the wasm binding spells it: `"exclusive"`, `"shared"` or
+/// `{"permits":COUNT,"limit":LIMIT}`.
+fn kv_mode(j: &mut Json<'_>, k: &str, m: Mode) -> Result<(), ExportError> {
     match m {
-        Mode::Exclusive => "exclusive",
-        Mode::Shared => "shared",
+        Mode::Exclusive => j.kv_str(k, "exclusive"),
+        Mode::Shared => j.kv_str(k, "shared"),
+        Mode::Permits { count, limit } => {
+            j.key(k);
+            j.out.push('{');
+            j.kv_num("permits", u64::from(count))?;
+            j.kv_num("limit", u64::from(limit))?;
+            j.out.push('}');
+        }
     }
+    Ok(())
 }
 
 fn reason(r: ReleaseReason) -> &'static str {
@@ -174,29 +184,11 @@ fn reason(r: ReleaseReason) -> &'static str {
     }
 }
 
-/// The kind of an input as a recording spells it (the names core's `Input` kinds go by);
-/// `None` for an input this recording version has no words for.
-fn input_kind(i: &Input) -> Option<&'static str> {
-    Some(match i {
-        Input::OpenSession { .. } => "open_session",
-        Input::KeepAlive { .. } => "keep_alive",
-        Input::CloseSession { .. } => "close_session",
-        Input::Acquire { .. } => "acquire",
-        Input::Release { .. } => "release",
-        Input::Cancel { .. } => "cancel",
-        Input::Tick { .. } => "tick",
-        _ => return None,
-    })
-}
-
 /// The input as the wasm `LockService.handle` takes it: its kind, `now`, its session (if
 /// it acts for one), the fields of its shape, its request number (if it carries one).
 fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
-    let Some(kind) = input_kind(i) else {
-        return Err(j.unknown("an input"));
-    };
     j.out.push('{');
-    j.kv_str("kind", kind);
+    j.kv_str("kind", i.kind());
     j.kv_num("now", i.now().0)?;
     if let Some(session) = i.session() {
         j.kv_num("session", session.0)?;
@@ -211,7 +203,7 @@ fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
             ..
         } => {
             j.kv_str("lock", lock.as_str());
-            j.kv_str("mode", mode(*m));
+            kv_mode(j, "mode", *m)?;
             match wait {
                 Wait::None => j.kv_str("wait", "none"),
                 Wait::Forever => j.kv_str("wait", "forever"),
@@ -224,6 +216,11 @@ fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
             }
         }
         Input::Release { lock, .. } | Input::Cancel { lock, .. } => j.kv_str("lock", lock.as_str()),
+        Input::OpenLabeled { ttl, label, .. } => {
+            j.kv_num("ttl", *ttl)?;
+            j.kv_str("label", label.as_str());
+        }
+        Input::Watch { lock, .. } | Input::Unwatch { lock, .. } => j.kv_str("lock", lock.as_str()),
         _ => return Err(j.unknown("an input")),
     }
     if let Some(r) = i.request() {
@@ -247,16 +244,18 @@ fn reply(j: &mut Json<'_>, r: &Reply) -> Result<(), ExportError> {
         }
         Reply::KeptAlive { expires_at } => j.kv_num("expiresAt", expires_at.0)?,
         Reply::Granted { mode: m, token } => {
-            j.kv_str("mode", mode(m));
+            kv_mode(j, "mode", m)?;
             j.kv_num("token", token.0)?;
         }
         Reply::Queued { mode: m, position } => {
-            j.kv_str("mode", mode(m));
+            kv_mode(j, "mode", m)?;
             j.kv_num("position", u64::from(position))?;
         }
         Reply::Released { token } | Reply::HoldEnded { token } => j.kv_num("token", token.0)?,
         Reply::Ticked { now } => j.kv_num("now", now.0)?,
         Reply::Closed | Reply::Busy | Reply::Cancelled | Reply::WaitEnded => {}
+        Reply::Watching { holders } => j.kv_num("holders", u64::from(holders))?,
+        Reply::Unwatched => {}
         _ => return Err(j.unknown(&format!("a reply of kind {}", r.kind()))),
     }
     j.out.push('}');
@@ -276,7 +275,7 @@ fn event(j: &mut Json<'_>, o: &Output) -> Result<(), ExportError> {
         } => {
             j.kv_num("session", session.0)?;
             j.kv_str("lock", lock.as_str());
-            j.kv_str("mode", mode(*m));
+            kv_mode(j, "mode", *m)?;
             j.kv_num("token", token.0)?;
         }
         Output::Released {
@@ -294,6 +293,23 @@ fn event(j: &mut Json<'_>, o: &Output) -> Result<(), ExportError> {
         Output::WaitTimedOut { session, lock } => {
             j.kv_num("session", session.0)?;
             j.kv_str("lock", lock.as_str());
+        }
+        Output::HolderChanged {
+            session,
+            lock,
+            holder,
+            mode: m,
+            token,
+            change: c,
+            label,
+        } => {
+            j.kv_num("session", session.0)?;
+            j.kv_str("lock", lock.as_str());
+            j.kv_num("holder", holder.0)?;
+            kv_mode(j, "mode", *m)?;
+            j.kv_num("token", token.0)?;
+            j.kv_str("change", c.kind());
+            j.kv_str("label", label.as_str());
         }
         _ => return Err(j.unknown(&format!("an event of kind {}", o.kind()))),
     }
@@ -351,6 +367,7 @@ fn header_line(svc: &LockService<VecStorage>, source: &str) -> Result<String, Ex
     j.out.push('{');
     j.kv_num("lockDelay", cfg.lock_delay)?;
     j.kv_num("maxNameLen", u64::from(cfg.max_name_len))?;
+    j.kv_num("maxWatchers", u64::from(cfg.max_watchers))?;
     j.out.push('}');
     j.key("snapshot");
     j.out.push('"');
@@ -818,5 +835,97 @@ mod tests {
             input(&mut j, &i).expect("representable");
             assert_eq!(j.out, want, "{i:?}");
         }
+    }
+
+    /// The inputs, replies and events of labels, watches and semaphores in the format's
+    /// words (docs/RECORDING.md): kinds from `Input::kind()`, a permits mode as an object.
+    #[test]
+    fn labels_watches_and_permits_have_their_words() {
+        let lock = || LockName::new("jobs/x").expect("name");
+        let label = || fencelock::Label::new("host:7").expect("label");
+        let (now, session) = (Tick(5), SessionId(3));
+        let permits = Mode::Permits { count: 2, limit: 4 };
+        let inputs = [
+            (
+                Input::OpenLabeled {
+                    now,
+                    ttl: 100,
+                    label: label(),
+                },
+                r#"{"kind":"open_labeled","now":5,"ttl":100,"label":"host:7"}"#,
+            ),
+            (
+                Input::Watch {
+                    now,
+                    session,
+                    lock: lock(),
+                    request: Some(2),
+                },
+                r#"{"kind":"watch","now":5,"session":3,"lock":"jobs/x","request":2}"#,
+            ),
+            (
+                Input::Unwatch {
+                    now,
+                    session,
+                    lock: lock(),
+                    request: None,
+                },
+                r#"{"kind":"unwatch","now":5,"session":3,"lock":"jobs/x"}"#,
+            ),
+            (
+                Input::Acquire {
+                    now,
+                    session,
+                    lock: lock(),
+                    mode: permits,
+                    wait: Wait::Forever,
+                    request: Some(1),
+                },
+                r#"{"kind":"acquire","now":5,"session":3,"lock":"jobs/x","mode":{"permits":2,"limit":4},"wait":"forever","request":1}"#,
+            ),
+        ];
+        let json = || Json {
+            out: String::new(),
+            at: "test",
+        };
+        for (i, want) in inputs {
+            let mut j = json();
+            input(&mut j, &i).expect("representable");
+            assert_eq!(j.out, want, "{i:?}");
+        }
+        let replies = [
+            (
+                Reply::Watching { holders: 2 },
+                r#"{"kind":"watching","holders":2}"#,
+            ),
+            (Reply::Unwatched, r#"{"kind":"unwatched"}"#),
+            (
+                Reply::Granted {
+                    mode: permits,
+                    token: fencelock::Token(9),
+                },
+                r#"{"kind":"granted","mode":{"permits":2,"limit":4},"token":9}"#,
+            ),
+        ];
+        for (r, want) in replies {
+            let mut j = json();
+            reply(&mut j, &r).expect("representable");
+            assert_eq!(j.out, want, "{r:?}");
+        }
+        let mut j = json();
+        let o = Output::HolderChanged {
+            session,
+            lock: lock(),
+            holder: SessionId(4),
+            mode: permits,
+            token: fencelock::Token(9),
+            change: fencelock::Change::Expired,
+            label: label(),
+        };
+        event(&mut j, &o).expect("representable");
+        assert_eq!(
+            j.out,
+            r#"{"kind":"holder_changed","session":3,"lock":"jobs/x","holder":4,"mode":{"permits":2,"limit":4},"token":9,"change":"expired","label":"host:7"}"#
+        );
     }
 }

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fencelock::{Input, LockName, SessionId, Tick, Wait};
+use fencelock::{Input, Label, LockName, SessionId, Tick, Wait};
 use openraft::error::{ChangeMembershipError, CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::network::RaftNetworkFactory;
 use openraft::ServerState;
@@ -120,6 +120,8 @@ struct ClockState {
     since: Option<Instant>,
     /// (credited time of the term at the anchor, logical time at the anchor)
     anchor: Option<(Duration, u64)>,
+    /// The latest stamp given in this term.
+    last: u64,
 }
 
 /// The leader's logical clock (see the module docs): runs on the term's credited time.
@@ -143,10 +145,20 @@ impl LeaderClock {
     /// The stamp for a proposal now: `Some` only on an anchored leader. It stands still
     /// while the leader has no fresh quorum acknowledgement. Cost: O(1).
     pub fn stamp(&self) -> Option<u64> {
-        let c = self.lock();
+        let mut c = self.lock();
         let (at, logical) = c.anchor?;
         let credited = self.elector.credited(c.term).unwrap_or(at);
-        Some(logical + credited.saturating_sub(at).as_millis() as u64)
+        let stamp = logical + credited.saturating_sub(at).as_millis() as u64;
+        if stamp < c.last {
+            // The credited time restarted within the term: a one-node cluster (its own
+            // time since it began to lead) that gained voters now counts their
+            // acknowledgements from its first quorum. Time stands still at the latest
+            // stamp and runs on from there, never back.
+            c.anchor = Some((credited, c.last));
+            return Some(c.last);
+        }
+        c.last = stamp;
+        Some(stamp)
     }
 }
 
@@ -745,37 +757,111 @@ impl Node {
         r
     }
 
+    /// Opens a session (labelled when `label` is given) for connection `conn`, whose
+    /// pushes then go to `sink`: [`Request::Open`] and [`Request::OpenLabeled`].
+    async fn open(
+        &self,
+        ttl_ms: u64,
+        key: Option<u128>,
+        label: Option<Label>,
+        conn: u64,
+        sink: &PushSink,
+    ) -> Result<Reply, ClientError> {
+        if let Some(max) = self.config.max_ttl_ms.filter(|m| ttl_ms > *m) {
+            return Err(ClientError::Limit {
+                kind: "ttl_too_long".into(),
+                message: format!(
+                    "a session ttl of {ttl_ms} ms is above this cluster's maximum of {max} ms"
+                ),
+            });
+        }
+        let secret =
+            SessionSecret::random().map_err(|e| ClientError::Unavailable(e.to_string()))?;
+        let op = match label {
+            None => Op::Open {
+                ttl: ttl_ms,
+                key,
+                secret,
+            },
+            Some(label) => Op::OpenLabeled {
+                ttl: ttl_ms,
+                key,
+                secret,
+                label,
+            },
+        };
+        self.reserve_open(conn)?;
+        let reply = self.write_op(op).await;
+        let session = match &reply {
+            Ok(Reply::Opened { reply: r, .. }) => r.opened(),
+            _ => None,
+        };
+        self.opened(conn, session);
+        if let Some(session) = session {
+            self.shared.hub.attach(session, conn, sink.clone());
+        }
+        reply
+    }
+
     async fn serve(&self, req: Request, conn: u64, sink: &PushSink) -> Result<Reply, ClientError> {
         // Check-quorum: a leader that stepped back serves nothing until it leads again.
         if self.elector.stepped_back() {
             return Err(stepped_back());
         }
         match req {
-            Request::Open { ttl_ms, key } => {
-                if let Some(max) = self.config.max_ttl_ms.filter(|m| ttl_ms > *m) {
-                    return Err(ClientError::Limit {
-                        kind: "ttl_too_long".into(),
-                        message: format!("a session ttl of {ttl_ms} ms is above this cluster's maximum of {max} ms"),
-                    });
+            Request::Open { ttl_ms, key } => self.open(ttl_ms, key, None, conn, sink).await,
+            Request::OpenLabeled { ttl_ms, key, label } => {
+                let label = Label::new(&label).map_err(|e| ClientError::Core(e.into()))?;
+                self.open(ttl_ms, key, Some(label), conn, sink).await
+            }
+            Request::Watch {
+                session,
+                secret,
+                lock,
+                request,
+            } => {
+                let lock = Self::input_name(&lock)?;
+                // The watch's first events (one per current holder) are pushed by the very
+                // apply that answers it: the connection must be attached before the write.
+                // A credential not known good here yet (an open not applied on this node)
+                // is known after a read barrier; otherwise the state machine refuses it.
+                let sid = SessionId(session);
+                let mut early = self.owns_locally(sid, &secret);
+                if !early {
+                    self.linearizable().await?;
+                    early = self.owns_locally(sid, &secret);
                 }
-                let secret =
-                    SessionSecret::random().map_err(|e| ClientError::Unavailable(e.to_string()))?;
-                let op = Op::Open {
-                    ttl: ttl_ms,
-                    key,
-                    secret,
-                };
-                self.reserve_open(conn)?;
-                let reply = self.write_op(op).await;
-                let session = match &reply {
-                    Ok(Reply::Opened { reply: r, .. }) => r.opened(),
-                    _ => None,
-                };
-                self.opened(conn, session);
-                if let Some(session) = session {
-                    self.shared.hub.attach(session, conn, sink.clone());
+                if early {
+                    self.attach(sid, conn, sink);
                 }
-                reply
+                let input = Input::Watch {
+                    now: STAMPED_AT_APPLY,
+                    session: sid,
+                    lock,
+                    request,
+                };
+                self.write(input, secret).await
+            }
+            Request::Unwatch {
+                session,
+                secret,
+                lock,
+                request,
+            } => {
+                let lock = Self::input_name(&lock)?;
+                let input = Input::Unwatch {
+                    now: STAMPED_AT_APPLY,
+                    session: SessionId(session),
+                    lock,
+                    request,
+                };
+                self.write(input, secret).await
+            }
+            Request::Permits { lock } => {
+                Self::name(&lock)?;
+                self.linearizable().await?;
+                let g = self.shared.state();
+                Ok(Reply::Permits(g.svc.permits(&lock)))
             }
             Request::KeepAlive { session, secret } => {
                 // A keep-alive also routes the session's pushes to this connection: after a
@@ -1126,6 +1212,7 @@ async fn run_ticker(
                     term: m.current_term,
                     since: Some(Instant::now()),
                     anchor: None,
+                    last: 0,
                 };
             }
             c.anchor.is_none()

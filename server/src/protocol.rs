@@ -2,10 +2,10 @@
 //! postcard frame ([`crate::frame`]). Requests carry an id chosen by the client; the reply
 //! carries it back. A write's reply is the core's [`fencelock::Reply`] to its input
 //! ([`Reply::Done`]); the core's events ([`Output`]: a `Granted` after `Queued`, a wait
-//! timed out, an expiry, a release by expiry or close) arrive unasked as `Push` frames on
-//! the connection a session is attached to.
+//! timed out, an expiry, a release by expiry or close, a watched lock's `HolderChanged`)
+//! arrive unasked as `Push` frames on the connection a session is attached to.
 
-use fencelock::{Holder, Mode, Output, SessionInfo, Waiter};
+use fencelock::{Holder, Mode, Output, Permits, SessionInfo, Waiter};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::SessionSecret;
@@ -62,7 +62,7 @@ pub enum Request {
         secret: SessionSecret,
         /// The lock name.
         lock: String,
-        /// Exclusive or shared.
+        /// Exclusive, shared, or `count` of a semaphore's `limit` permits.
         mode: Mode,
         /// How long to wait.
         wait: WaitSpec,
@@ -177,6 +177,51 @@ pub enum Request {
     /// tool can ask every node. Costs the node one small write and fsync (its readiness
     /// check of the data directory).
     Status,
+    /// [`Request::Open`] with a label: the session's holds and waits show it in
+    /// `holder`/`queue` answers and in watchers' events (UTF-8, at most
+    /// [`fencelock::MAX_LABEL_LEN`] bytes; empty = no label). A label that is too long is
+    /// refused (`Core(label_too_long)`) before anything is proposed.
+    OpenLabeled {
+        /// Time to live in milliseconds.
+        ttl_ms: u64,
+        /// Idempotency key, as in [`Request::Open`].
+        key: Option<u128>,
+        /// The label.
+        label: String,
+    },
+    /// Watch a lock's holders: the session is pushed one `HolderChanged` (change
+    /// `Holding`) per current holder, then one per later change of the lock's holders
+    /// (`Granted`, `Released`, `Closed`, `Expired`), in order, until it unwatches, closes
+    /// or expires. The answer is the core's `Watching { holders }`. The pushes go to the
+    /// connections attached to the session (this one is attached).
+    Watch {
+        /// The watching session.
+        session: u64,
+        /// The session's credential (from [`Reply::Opened`]).
+        secret: SessionSecret,
+        /// The lock name.
+        lock: String,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
+    /// End a watch ([`Request::Watch`]); no event of that lock reaches the session after
+    /// the answer (`Unwatched`).
+    Unwatch {
+        /// The watching session.
+        session: u64,
+        /// The session's credential (from [`Reply::Opened`]).
+        secret: SessionSecret,
+        /// The lock name.
+        lock: String,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
+    /// Linearizable read: a semaphore's permits in use and its limit ([`Reply::Permits`];
+    /// `None` when the name is not a live semaphore).
+    Permits {
+        /// The lock name.
+        lock: String,
+    },
 }
 
 /// One frame from a client.
@@ -236,6 +281,9 @@ pub enum Reply {
     Status(NodeStatus),
     /// A page of a recording ([`Request::Export`]).
     Export(ExportPage),
+    /// A semaphore's permits ([`Request::Permits`]): `None` when the name is not a live
+    /// semaphore (no holds or waits by a permits acquire).
+    Permits(Option<Permits>),
 }
 
 /// One node's own view ([`Request::Status`]), as `/readyz` and `/metrics` see it.

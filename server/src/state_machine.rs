@@ -29,7 +29,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fencelock::{
-    Config, Input, LockName, LockService, Output, ReleaseReason, Reply, SessionId, Tick, VecStorage,
+    Config, Input, Label, LockName, LockService, Output, ReleaseReason, Reply, SessionId, Tick,
+    VecStorage,
 };
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, StorageIOError};
@@ -875,49 +876,94 @@ fn apply_op(
             (events, result)
         }
         Op::Open { ttl, key, secret } => {
-            // Advance first, so that a key whose session expires at `now` is free.
-            let (now, mut events) = advance(g, stamp, Tick(0), trace);
-            let open = key
-                .and_then(|k| g.open_keys.get(k))
-                .and_then(|s| g.svc.session(s).map(|info| (s, info)));
-            match open {
-                // A retry: answer with the session this key opened, and its secret.
-                Some((session, info)) => (
-                    events,
-                    CmdResult {
-                        reply: Ok(Reply::Opened {
-                            session,
-                            expires_at: info.expires_at,
-                        }),
-                        now: g.svc.now().0,
-                        index,
-                        secret: g.owners.get(session),
-                    },
-                ),
-                None => {
-                    let (more, mut result) = apply_cmd(
-                        &mut g.svc,
-                        None,
-                        Input::OpenSession { now, ttl },
-                        index,
-                        trace,
-                    );
-                    events.extend(more);
-                    if let Ok(Reply::Opened { session, .. }) = result.reply {
-                        if let Some(key) = key {
-                            g.open_keys.insert(key, session);
-                        }
-                        g.owners.insert(session, secret);
-                        result.secret = Some(secret);
-                    }
-                    (events, result)
-                }
-            }
+            let open = OpenArgs {
+                ttl,
+                key,
+                secret,
+                label: None,
+            };
+            open_op(g, stamp, open, index, trace)
+        }
+        Op::OpenLabeled {
+            ttl,
+            key,
+            secret,
+            label,
+        } => {
+            let open = OpenArgs {
+                ttl,
+                key,
+                secret,
+                label: Some(label),
+            };
+            open_op(g, stamp, open, index, trace)
         }
     };
     g.open_keys.forget_expired(&events);
     g.owners.forget_expired(&events);
     (events, result)
+}
+
+/// What an open op carries ([`Op::Open`], [`Op::OpenLabeled`]: `label` `None` for the
+/// former).
+struct OpenArgs {
+    ttl: u64,
+    key: Option<u128>,
+    secret: SessionSecret,
+    label: Option<Label>,
+}
+
+/// Applies an [`Op::Open`] (`label` `None`: the core's `OpenSession`) or an
+/// [`Op::OpenLabeled`] (the core's `OpenLabeled`); returns the events and the result.
+fn open_op(
+    g: &mut SmState,
+    stamp: Option<u64>,
+    open: OpenArgs,
+    index: u64,
+    trace: &mut Trace<'_>,
+) -> (Vec<Output>, CmdResult) {
+    let OpenArgs {
+        ttl,
+        key,
+        secret,
+        label,
+    } = open;
+    // Advance first, so that a key whose session expires at `now` is free.
+    let (now, mut events) = advance(g, stamp, Tick(0), trace);
+    let open = key
+        .and_then(|k| g.open_keys.get(k))
+        .and_then(|s| g.svc.session(s).map(|info| (s, info)));
+    match open {
+        // A retry: answer with the session this key opened, and its secret.
+        Some((session, info)) => (
+            events,
+            CmdResult {
+                reply: Ok(Reply::Opened {
+                    session,
+                    expires_at: info.expires_at,
+                }),
+                now: g.svc.now().0,
+                index,
+                secret: g.owners.get(session),
+            },
+        ),
+        None => {
+            let input = match label {
+                None => Input::OpenSession { now, ttl },
+                Some(label) => Input::OpenLabeled { now, ttl, label },
+            };
+            let (more, mut result) = apply_cmd(&mut g.svc, None, input, index, trace);
+            events.extend(more);
+            if let Ok(Reply::Opened { session, .. }) = result.reply {
+                if let Some(key) = key {
+                    g.open_keys.insert(key, session);
+                }
+                g.owners.insert(session, secret);
+                result.secret = Some(secret);
+            }
+            (events, result)
+        }
+    }
 }
 
 /// Applies one core input of an entry stamped `stamp` to `svc`, at the op's time

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io::Cursor;
 
-use fencelock::{Input, LockName, SessionId, Tick};
+use fencelock::{Input, Label, LockName, SessionId, Tick};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::SessionSecret;
@@ -43,7 +43,7 @@ pub enum Op {
     /// [`OpError::NotOwner`] and nothing changes (beyond the advance to the entry's time).
     /// See [`crate::auth`].
     Owned {
-        /// The input (keep-alive, close, acquire, release, cancel).
+        /// The input (keep-alive, close, acquire, release, cancel, watch, unwatch).
         input: Input,
         /// The credential presented with it.
         secret: SessionSecret,
@@ -79,6 +79,19 @@ pub enum Op {
         /// The new session's credential (128 bits from the proposing node's OS random
         /// source).
         secret: SessionSecret,
+    },
+    /// [`Op::Open`] of a labelled session: the core's `OpenLabeled` (the label shows in
+    /// its holds, waits and watchers' events); otherwise exactly as [`Op::Open`] (a retry
+    /// with the same key answers with the session the key opened, whatever its label).
+    OpenLabeled {
+        /// Time to live in ticks (milliseconds).
+        ttl: u64,
+        /// As in [`Op::Open`].
+        key: Option<u128>,
+        /// As in [`Op::Open`].
+        secret: SessionSecret,
+        /// The session's label.
+        label: Label,
     },
 }
 

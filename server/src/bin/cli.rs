@@ -2,9 +2,13 @@
 //!
 //! ```text
 //! fencelock lock NAME -- COMMAND [ARGS…]   run COMMAND while holding NAME (token in FENCELOCK_TOKEN)
+//! fencelock lock NAME --permits N --limit M -- COMMAND   … holding N of the semaphore NAME's M permits
 //! fencelock holder NAME                     who holds NAME (linearizable read)
 //! fencelock queue NAME                      who waits for NAME, head first
+//! fencelock permits NAME                    a semaphore's permits in use and its limit
 //! fencelock elect NAME                      campaign; print the epoch when elected; lead until Ctrl-C/SIGTERM
+//! fencelock elect --observe NAME | observe NAME   print the election's leader as it changes
+//! fencelock watch NAME                      print every change of NAME's holders until Ctrl-C
 //! fencelock members                         the cluster's voters and learners
 //! fencelock status [--json]                 every node's role, term, indexes, health and table use
 //! fencelock add-learner ID RAFT CLIENT      add a node (as a learner) and wait until it caught up
@@ -17,7 +21,8 @@
 //! The cluster's client addresses come from `--cluster` or `FENCELOCK_CLUSTER`
 //! (comma-separated; default the three of `make cluster`). The options `--cluster`,
 //! `--ttl-ms`, `--timeout-ms`, `--connect-timeout-ms` and the TLS and token options may
-//! stand before or after the subcommand. TLS with `--tls-ca` / `FENCELOCK_TLS_CA` (or plain
+//! stand before or after the subcommand, and so may `--label` (the label of the session
+//! `lock`, `elect`, `watch` and `observe` open; default `HOSTNAME:PID`). TLS with `--tls-ca` / `FENCELOCK_TLS_CA` (or plain
 //! TCP with `--insecure-plaintext` / `FENCELOCK_INSECURE_PLAINTEXT=true`). The bearer token
 //! comes from `--auth-token-file` / `FENCELOCK_AUTH_TOKEN_FILE`, or `FENCELOCK_AUTH_TOKEN`
 //! (not to be confused with `FENCELOCK_TOKEN`, the fencing token `lock` gives its command).
@@ -48,7 +53,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use fencelock::{Mode, Output, ReleaseReason};
+use fencelock::{Change, Mode, Output, ReleaseReason};
 use fencelock_server::client::{
     Acquired, Client, ClientOptions, LeaseGuard, Members, Session, Timeouts,
 };
@@ -60,7 +65,8 @@ use nix::unistd::Pid;
 /// Exit status when `lock --try` / `--wait-ms` did not get the lock, or `elect` was not
 /// elected.
 const EXIT_NOT_ACQUIRED: u8 = 2;
-/// Exit status when the lease stopped being safe (the command was stopped or not started).
+/// Exit status when the lease stopped being safe (the command was stopped or not started),
+/// or a watch's session was lost.
 const EXIT_LEASE_LOST: u8 = 3;
 /// Exit status of a usage error (`EX_USAGE` of BSD's sysexits.h; clap's own 2 would read
 /// as "not acquired").
@@ -117,6 +123,10 @@ struct Opts {
         global = true
     )]
     insecure_plaintext: bool,
+    /// The label of the session `lock`, `elect`, `watch` and `observe` open, shown by
+    /// `holder`, `queue` and watchers (UTF-8, at most 64 bytes; default HOSTNAME:PID).
+    #[arg(long, env = "FENCELOCK_LABEL", global = true)]
+    label: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -125,15 +135,27 @@ enum Cmd {
     #[command(
         after_help = "Exit status: the command's (128+N if signal N ended it; 137 if what it left \
 running had to be killed); 2 not acquired (--try, --wait-ms); 3 the lease was lost; 1 the \
-cluster did not answer or refused; 126/127 the command could not be run / was not found; \
-128+N this process got signal N (SIGINT 130, SIGTERM 143, SIGHUP 129); 64 a usage error.\n\
+cluster did not answer or refused (a --limit other than the semaphore's, --permits on a plain \
+lock or the other way round: limit_mismatch); 126/127 the command could not be run / was not \
+found; 128+N this process got signal N (SIGINT 130, SIGTERM 143, SIGHUP 129); 64 a usage \
+error (--permits 0, more permits than --limit, a label over 64 bytes).\n\
 The command runs in its own process group: the whole group is stopped (SIGTERM, SIGKILL after \
 --kill-after-ms) when the lease is lost, on a signal, when the command exits, and when this \
-process dies. Every way out but its death closes the session, so the lock passes on at once."
+process dies. Every way out but its death closes the session, so the lock (or the permits) \
+passes on at once.\n\
+With --permits N --limit M the name is a semaphore: at most M permits are held at once, \
+granted first come, first served (a large request at the head of the queue is not overtaken); \
+every holder gets its own fencing token."
     )]
     Lock {
         /// The lock.
         name: String,
+        /// Hold this many of the semaphore's permits (with --limit) instead of the lock.
+        #[arg(long, requires = "limit")]
+        permits: Option<u32>,
+        /// The semaphore's number of permits (every holder of the name must give the same).
+        #[arg(long, requires = "permits")]
+        limit: Option<u32>,
         /// Give up after this many ms of waiting (default: wait forever).
         #[arg(long)]
         wait_ms: Option<u64>,
@@ -147,19 +169,66 @@ process dies. Every way out but its death closes the session, so the lock passes
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
-    /// Print the holder(s) of a lock: `SESSION MODE TOKEN` per line.
+    /// Print the holder(s) of a lock: `SESSION MODE TOKEN [LABEL]` per line (MODE
+    /// `exclusive`, `shared` or `permits:N/M`).
     Holder {
         /// The lock.
         name: String,
     },
-    /// Print the queue of a lock, head first: `SESSION MODE` per line.
+    /// Print the queue of a lock, head first: `SESSION MODE [LABEL]` per line.
     Queue {
         /// The lock.
         name: String,
     },
-    /// Campaign in an election; print `epoch N` when elected; lead until Ctrl-C.
+    /// Print a semaphore's permits in use and its limit: `IN_USE LIMIT` (nothing when the
+    /// name is not a semaphore now: no permits held or asked for).
+    Permits {
+        /// The semaphore.
+        name: String,
+    },
+    /// Campaign in an election; print `epoch N` when elected; lead until Ctrl-C. With
+    /// --observe, do not campaign: print the leader as it changes (as `observe`).
+    #[command(
+        after_help = "Exit status: 0 resigned (or stopped observing) on SIGINT, SIGTERM or SIGHUP; \
+2 not elected (the session ended while waiting); 3 the leadership lease (or the observing \
+session) was lost, or an administrator released the leadership; 1 the cluster did not answer \
+or refused; 128+N a signal N while waiting to be elected; 64 a usage error."
+    )]
     Elect {
         /// The election.
+        name: String,
+        /// Observe instead of campaigning (see `observe`).
+        #[arg(long)]
+        observe: bool,
+    },
+    /// Print an election's leader as it changes: `leader SESSION EPOCH [LABEL]` when one is
+    /// elected (or leads when this starts), `none [released|closed|expired]` when it is
+    /// vacant. Campaigns for nothing; runs until Ctrl-C.
+    #[command(
+        after_help = "Exit status: 0 stopped by SIGINT, SIGTERM or SIGHUP; 3 the observing session \
+was lost (it expired, or could not be kept alive for its ttl): changes after that are not \
+seen; 1 the cluster did not answer or refused (too many watchers of the name: \
+capacity_exceeded); 64 a usage error.\nAfter a reconnect to the cluster (a new leader) the \
+current leader is printed again: changes while disconnected are summed up, not replayed."
+    )]
+    Observe {
+        /// The election.
+        name: String,
+    },
+    /// Print every change of a lock's holders: `CHANGE SESSION MODE TOKEN [LABEL]` per line,
+    /// CHANGE `holding` (a holder when the watch began), `granted`, `released`, `closed`
+    /// or `expired`. Runs until Ctrl-C.
+    #[command(
+        after_help = "Exit status: 0 stopped by SIGINT, SIGTERM or SIGHUP; 3 the watching session \
+was lost (it expired, or could not be kept alive for its ttl): changes after that are not \
+seen; 1 the cluster did not answer or refused (too many watchers of the name: \
+capacity_exceeded); 64 a usage error.\nThe changes come in the order the cluster applied \
+them. After a reconnect to the cluster (a new leader) the watch starts again: the current \
+holders are printed as `holding` lines (changes while disconnected are summed up, not \
+replayed)."
+    )]
+    Watch {
+        /// The lock.
         name: String,
     },
     /// Print the cluster's members: `voter|learner ID RAFT CLIENT` per line.
@@ -277,6 +346,21 @@ fn main() -> ExitCode {
             eprintln!("fencelock: {e}");
             return ExitCode::from(1);
         }
+        if let Err(e) = opts.label() {
+            eprintln!("fencelock: --label: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
+    if let Cmd::Lock {
+        permits: Some(count),
+        limit: Some(limit),
+        ..
+    } = &args.cmd
+    {
+        if *count == 0 || count > limit {
+            eprintln!("fencelock: --permits {count} --limit {limit}: ask for 1 to {limit} permits");
+            return ExitCode::from(EXIT_USAGE);
+        }
     }
     let res = rt.block_on(run(&opts, args.cmd));
     match res {
@@ -326,19 +410,29 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
         Cmd::Holder { name } => {
             let hs = opts.deadline(opts.client().holders(&name)).await?;
             for h in hs {
-                println!("{} {} {}", h.session.0, h.mode, h.token.0);
+                let line = format!("{} {} {}", h.session.0, mode_text(h.mode), h.token.0);
+                println!("{}", with_label(line, h.label.as_str()));
             }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Queue { name } => {
             let ws = opts.deadline(opts.client().waiters(&name)).await?;
             for w in ws {
-                println!("{} {}", w.session.0, w.mode);
+                let line = format!("{} {}", w.session.0, mode_text(w.mode));
+                println!("{}", with_label(line, w.label.as_str()));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Permits { name } => {
+            if let Some(p) = opts.deadline(opts.client().permits(&name)).await? {
+                println!("{} {}", p.in_use, p.limit);
             }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Lock {
             name,
+            permits,
+            limit,
             wait_ms,
             try_only,
             kill_after_ms,
@@ -349,10 +443,23 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
                 (false, Some(ms)) => WaitSpec::ForMs(ms),
                 (false, None) => WaitSpec::Forever,
             };
+            let mode = match (permits, limit) {
+                (Some(count), Some(limit)) => Mode::Permits { count, limit },
+                _ => Mode::Exclusive,
+            };
             let kill_after = Duration::from_millis(kill_after_ms);
-            lock(opts, &name, wait, kill_after, &command).await
+            lock(opts, &name, mode, wait, kill_after, &command).await
         }
-        Cmd::Elect { name } => elect(opts, &name).await,
+        Cmd::Elect {
+            name,
+            observe: true,
+        }
+        | Cmd::Observe { name } => watch(opts, &name, Show::Leader).await,
+        Cmd::Elect {
+            name,
+            observe: false,
+        } => elect(opts, &name).await,
+        Cmd::Watch { name } => watch(opts, &name, Show::Changes).await,
         Cmd::Status { json } => status(opts, json).await,
         Cmd::Members => {
             let (voters, learners) = opts.deadline(opts.client().members()).await?;
@@ -462,6 +569,35 @@ impl Opts {
 
     fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms)
+    }
+
+    /// The label of the sessions this command opens: `--label`, else `HOSTNAME:PID`
+    /// (cut to [`fencelock::MAX_LABEL_LEN`] bytes at a character boundary).
+    ///
+    /// Errors: a `--label` over [`fencelock::MAX_LABEL_LEN`] bytes.
+    fn label(&self) -> Result<String, String> {
+        if let Some(l) = &self.label {
+            fencelock::Label::new(l).map_err(|e| e.to_string())?;
+            return Ok(l.clone());
+        }
+        let host = ["/proc/sys/kernel/hostname", "/etc/hostname"]
+            .iter()
+            .find_map(|p| {
+                std::fs::read_to_string(p)
+                    .ok()
+                    .map(|h| h.trim().to_string())
+                    .filter(|h| !h.is_empty())
+            })
+            .unwrap_or_else(|| "localhost".into());
+        let mut l = format!("{host}:{}", std::process::id());
+        while l.len() > fencelock::MAX_LABEL_LEN {
+            // Keep the pid: cut the host name.
+            let cut = l.rfind(':').unwrap_or(l.len());
+            let mut h = l[..cut].to_string();
+            h.pop();
+            l = format!("{h}{}", &l[cut..]);
+        }
+        Ok(l)
     }
 
     fn connect_timeout(&self) -> Duration {
@@ -842,7 +978,8 @@ fn by_signal(sig: Signal) -> ExitCode {
 async fn open(opts: &Opts, client: &Client) -> Res<(Arc<Session>, LeaseGuard)> {
     let ttl_ms = opts.ttl_ms;
     let opened_at = Instant::now();
-    let session = Arc::new(opts.deadline(client.open_session(ttl_ms)).await?);
+    let label = opts.label()?;
+    let session = Arc::new(opts.deadline(client.open_labeled(ttl_ms, &label)).await?);
     match LeaseGuard::start(session.clone(), ttl_ms, ttl_ms / 4, ttl_ms / 5, opened_at) {
         Ok(guard) => Ok((session, guard)),
         Err(e) => {
@@ -884,6 +1021,7 @@ enum Ended {
 async fn lock(
     opts: &Opts,
     name: &str,
+    mode: Mode,
     wait: WaitSpec,
     kill_after: Duration,
     command: &[String],
@@ -897,7 +1035,7 @@ async fn lock(
         sig = signals.recv() => return Ok(by_signal(sig)),
     };
     let acquired = tokio::select! {
-        r = session.acquire(name, Mode::Exclusive, wait) => r,
+        r = session.acquire(name, mode, wait) => r,
         sig = signals.recv() => {
             // Closing ends the wait (and frees a grant made in the meantime).
             eprintln!("fencelock: {sig} while waiting for {name}; leaving the queue");
@@ -909,7 +1047,10 @@ async fn lock(
         Ok(Acquired::Granted(t)) => t,
         Ok(a @ (Acquired::Busy | Acquired::TimedOut)) => {
             let why = if a == Acquired::Busy {
-                "it is taken"
+                match mode {
+                    Mode::Permits { .. } => "not enough permits are free, or others wait first",
+                    _ => "it is taken",
+                }
             } else {
                 "the wait timed out"
             };
@@ -938,7 +1079,13 @@ async fn lock(
         end_session(opts, &session).await;
         return Ok(ExitCode::from(EXIT_LEASE_LOST));
     }
-    eprintln!("fencelock: holding {name} with token {}", token.0);
+    match mode {
+        Mode::Permits { count, limit } => eprintln!(
+            "fencelock: holding {count} of the {limit} permits of {name} with token {}",
+            token.0
+        ),
+        _ => eprintln!("fencelock: holding {name} with token {}", token.0),
+    }
     let spawned = supervisor(kill_after, command).and_then(|mut c| {
         c.env("FENCELOCK_TOKEN", token.0.to_string())
             .env("FENCELOCK_SESSION", session.id().to_string())
@@ -1200,6 +1347,172 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
     }
 }
 
+/// A mode as `holder`, `queue` and `watch` print it: `exclusive`, `shared`,
+/// `permits:COUNT/LIMIT`.
+fn mode_text(m: Mode) -> String {
+    match m {
+        Mode::Exclusive => "exclusive".into(),
+        Mode::Shared => "shared".into(),
+        Mode::Permits { count, limit } => format!("permits:{count}/{limit}"),
+    }
+}
+
+/// `line`, then ` LABEL` unless the label is empty. Control characters in the label are
+/// printed escaped (`\n`, `\u{1b}`): one holder is always one line.
+fn with_label(line: String, label: &str) -> String {
+    if label.is_empty() {
+        return line;
+    }
+    let mut out = line;
+    out.push(' ');
+    for c in label.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// What `watch` prints: every change, or an election's leader.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Show {
+    /// `CHANGE SESSION MODE TOKEN [LABEL]` per change.
+    Changes,
+    /// `leader SESSION EPOCH [LABEL]` / `none [released|closed|expired]`.
+    Leader,
+}
+
+/// The line `show` prints for one `HolderChanged`.
+fn watch_line(
+    show: Show,
+    holder: u64,
+    mode: Mode,
+    token: u64,
+    change: Change,
+    label: &str,
+) -> String {
+    match (show, change) {
+        (Show::Changes, _) => with_label(
+            format!("{} {holder} {} {token}", change.kind(), mode_text(mode)),
+            label,
+        ),
+        (Show::Leader, Change::Holding | Change::Granted) => {
+            with_label(format!("leader {holder} {token}"), label)
+        }
+        (Show::Leader, c) => format!("none {}", c.kind()),
+    }
+}
+
+/// `watch NAME` and `observe NAME`: opens a session (kept alive like `lock`'s), watches
+/// NAME and prints its holder changes (`show`) until a signal (exit 0) or the session is
+/// lost (exit 3). After a reconnect (pushes may have been missed) it unwatches and
+/// watches again, printing the current holders anew.
+async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
+    use std::io::Write;
+    let mut signals = Signals::new()?;
+    let client = opts.session_client();
+    let mut pushes = client.subscribe();
+    let (session, guard) = tokio::select! {
+        r = open(opts, &client) => r?,
+        sig = signals.recv() => return Ok(by_signal(sig)),
+    };
+    // A watch retried on a new connection is answered without its first events again:
+    // the epoch is taken before it, so that a reconnect meanwhile starts it again below.
+    let mut epoch = client.epoch();
+    let started = tokio::select! {
+        r = session.watch(name) => r,
+        sig = signals.recv() => {
+            end_session(opts, &session).await;
+            return Ok(by_signal(sig));
+        }
+    };
+    let holders = match started {
+        Ok(n) => n,
+        Err(e) => {
+            end_session(opts, &session).await;
+            return Err(e.into());
+        }
+    };
+    eprintln!(
+        "fencelock: session {} watches {name} ({holders} holder{} now)",
+        session.id(),
+        if holders == 1 { "" } else { "s" }
+    );
+    if show == Show::Leader && holders == 0 {
+        println!("none");
+    }
+    let _ = std::io::stdout().flush();
+    let mut check = tokio::time::interval(Duration::from_millis(50));
+    let code = loop {
+        tokio::select! {
+            sig = signals.recv() => {
+                let _ = sig;
+                break ExitCode::SUCCESS;
+            }
+            p = pushes.recv() => match p {
+                Ok(Output::HolderChanged { session: s, lock, holder, mode, token, change, label })
+                    if s.0 == session.id() && lock.as_str() == name =>
+                {
+                    println!("{}", watch_line(show, holder.0, mode, token.0, change, label.as_str()));
+                    let _ = std::io::stdout().flush();
+                }
+                Ok(Output::SessionExpired { session: s }) if s.0 == session.id() => {
+                    eprintln!("fencelock: the watching session expired; changes of {name} are no longer seen");
+                    break ExitCode::from(EXIT_LEASE_LOST);
+                }
+                // Pushes were dropped (this process fell behind): start again.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => epoch = 0,
+                _ => {}
+            },
+            _ = check.tick() => {}
+        }
+        if session.is_lost() || !guard.may_act() {
+            eprintln!(
+                "fencelock: the watching session was lost; changes of {name} are no longer seen"
+            );
+            break ExitCode::from(EXIT_LEASE_LOST);
+        }
+        if client.epoch() != epoch {
+            // A new connection: pushes sent while there was none are gone. Start again
+            // from the current holders. The epoch is taken after the unwatch (which may
+            // itself find the leader anew) and before the watch, as at the start.
+            let again = async {
+                match session.unwatch(name).await {
+                    Ok(()) => {}
+                    Err(ClientError::Core(e)) if e.kind == "not_watching" => {}
+                    Err(e) => return Err(e),
+                }
+                let before = client.epoch();
+                session.watch(name).await.map(|n| (n, before))
+            };
+            match tokio::select! {
+                r = again => r.map(|(n, before)| {
+                    epoch = before;
+                    n
+                }),
+                sig = signals.recv() => { let _ = sig; break ExitCode::SUCCESS; }
+            } {
+                Ok(n) => {
+                    if show == Show::Leader && n == 0 {
+                        println!("none");
+                        let _ = std::io::stdout().flush();
+                    }
+                }
+                Err(e) => {
+                    drop(guard);
+                    end_session(opts, &session).await;
+                    return Err(e.into());
+                }
+            }
+        }
+    };
+    drop(guard);
+    end_session(opts, &session).await;
+    Ok(code)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1211,6 +1524,55 @@ mod tests {
             json_str("a\"b\\c\nd\te\u{1}é"),
             "\"a\\\"b\\\\c\\nd\\te\\u0001é\""
         );
+    }
+
+    #[test]
+    fn holder_lines_show_permits_and_labels_one_line_each() {
+        assert_eq!(mode_text(Mode::Exclusive), "exclusive");
+        assert_eq!(mode_text(Mode::Shared), "shared");
+        assert_eq!(
+            mode_text(Mode::Permits { count: 2, limit: 5 }),
+            "permits:2/5"
+        );
+        assert_eq!(with_label("7 shared 3".into(), ""), "7 shared 3");
+        assert_eq!(
+            with_label("7 shared 3".into(), "build box 7"),
+            "7 shared 3 build box 7"
+        );
+        // A label cannot start a second line or move the cursor.
+        assert_eq!(
+            with_label("7 shared 3".into(), "a\nb\u{1b}[2Jé"),
+            "7 shared 3 a\\nb\\u{1b}[2Jé"
+        );
+    }
+
+    #[test]
+    fn watch_and_observe_lines() {
+        let p = Mode::Permits { count: 1, limit: 2 };
+        assert_eq!(
+            watch_line(Show::Changes, 4, p, 9, Change::Granted, "w"),
+            "granted 4 permits:1/2 9 w"
+        );
+        assert_eq!(
+            watch_line(Show::Changes, 4, Mode::Exclusive, 9, Change::Expired, ""),
+            "expired 4 exclusive 9"
+        );
+        for c in [Change::Holding, Change::Granted] {
+            assert_eq!(
+                watch_line(Show::Leader, 4, Mode::Exclusive, 9, c, "host:1"),
+                "leader 4 9 host:1"
+            );
+        }
+        for (c, want) in [
+            (Change::Released, "none released"),
+            (Change::Closed, "none closed"),
+            (Change::Expired, "none expired"),
+        ] {
+            assert_eq!(
+                watch_line(Show::Leader, 4, Mode::Exclusive, 9, c, "x"),
+                want
+            );
+        }
     }
 
     #[test]

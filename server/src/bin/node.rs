@@ -61,6 +61,9 @@ struct Args {
     /// Lock-delay after an expiry (ms).
     #[arg(long, default_value_t = 0)]
     lock_delay_ms: u64,
+    /// Watchers a lock may have at most (0: no watches); every node must agree.
+    #[arg(long, default_value_t = fencelock::Config::default().max_watchers)]
+    max_watchers: u32,
     /// Raft heartbeat interval (ms); also openraft's AppendEntries timeout.
     #[arg(long, default_value_t = 50)]
     heartbeat_ms: u64,
@@ -644,6 +647,7 @@ async fn run(args: Args) -> Result<(), String> {
     let mut config = NodeConfig::new(id, dir.clone());
     config.grace_ms = args.grace_ms;
     config.service.core.lock_delay = args.lock_delay_ms;
+    config.service.core.max_watchers = args.max_watchers;
     config.service.sessions = args.sessions;
     config.service.locks = args.locks;
     config.service.claims = args.claims;
