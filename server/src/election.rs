@@ -35,7 +35,11 @@
 //!   real time, except that time stands still from `quorum time + fresh` (fresh =
 //!   `election_min / 2`) until a quorum acknowledges again, and the gap is never counted
 //!   later. The leader's logical clock ([`crate::node::LeaderClock`]) runs on it, so time
-//!   during which no quorum could be reached expires no session.
+//!   during which no quorum could be reached expires no session. A one-node cluster
+//!   counts its own time. Within a term it is continuous: when a membership change
+//!   switches between the two counts, or a late acknowledgement credits time that had
+//!   stood still, it carries on from its last value, never back and never faster than
+//!   the monotonic clock between two reads.
 //!
 //! Cost: one map update per AppendEntries answer, one pre-vote round (a request to each
 //! voter) per election attempt, a metrics read every 20 ms.
@@ -135,6 +139,20 @@ struct State {
     stepped_back: Option<(u64, Instant)>,
     /// A stepped-back leader probing whether a quorum hears it again: since when.
     probing: Option<Instant>,
+    /// The latest credited time given out (see [`Elector::credited`]).
+    shown: Option<Shown>,
+}
+
+/// A credited time given out: what keeps it continuous within a term.
+#[derive(Clone, Copy)]
+struct Shown {
+    term: u64,
+    /// When it was read.
+    at: Instant,
+    /// The count it was derived from (own time or acknowledgements, whichever applied).
+    raw: Duration,
+    /// The credited time given out.
+    out: Duration,
 }
 
 /// A node's election driver, check-quorum and credited time (see the module docs).
@@ -172,6 +190,7 @@ impl Elector {
                 leading: None,
                 stepped_back: None,
                 probing: None,
+                shown: None,
             }),
             muted: AtomicBool::new(false),
             back_tx,
@@ -227,16 +246,58 @@ impl Elector {
         self.back_tx.subscribe()
     }
 
-    /// This term's credited leader time (see the module docs), or `None` if `term` is not
-    /// the term whose acknowledgements are tracked (for a one-node cluster: the term it
-    /// leads in). Cost: O(1).
+    /// This term's credited leader time (see the module docs), or `None` if `term` is
+    /// neither the term whose acknowledgements are tracked (for a one-node cluster: the
+    /// term it leads in) nor one whose credited time was given out before.
+    ///
+    /// Continuous within a term: it never goes back, and between two reads it grows by at
+    /// most the monotonic time between them. When the way it is counted changes — a
+    /// membership change makes this node a quorum by itself (its own time since it began
+    /// to lead) or no longer (its followers' acknowledgements, from the first quorum), or
+    /// a quorum acknowledges after a stall a request sent while time stood still — it
+    /// carries on from the value last given out instead of jumping to the new count (a
+    /// jump forward would expire a session whose client kept it alive within its ttl).
+    /// Until the new count has a value it stands still. Cost: O(1).
     pub fn credited(&self, term: u64) -> Option<Duration> {
-        let st = self.lock();
+        let now = Instant::now();
+        let mut st = self.lock();
+        let raw = self.raw_credited(&st, term, now);
+        let prev = st.shown.filter(|p| p.term == term);
+        let shown = match (raw, prev) {
+            (None, None) => return None,
+            (Some(raw), None) => Shown {
+                term,
+                at: now,
+                raw,
+                out: raw,
+            },
+            // No count yet in this term's new mode (voters joined a one-node cluster and
+            // none has acknowledged): time stands still.
+            (None, Some(p)) => Shown { at: now, ..p },
+            (Some(raw), Some(p)) => {
+                let step = raw
+                    .saturating_sub(p.raw)
+                    .min(now.saturating_duration_since(p.at));
+                Shown {
+                    term,
+                    at: now,
+                    raw,
+                    out: p.out + step,
+                }
+            }
+        };
+        st.shown = Some(shown);
+        Some(shown.out)
+    }
+
+    /// The count `credited` follows: this node's own time since it began to lead in
+    /// `term` if it is a quorum by itself, else the time its acknowledgements credit.
+    fn raw_credited(&self, st: &State, term: u64, now: Instant) -> Option<Duration> {
         // A node that is a majority by itself gets no acknowledgements to track: its time
         // is its own since it began to lead in `term`.
         if self_sufficient(self.id, &st.voters) {
             let (t, since) = st.leading?;
-            return (t == term).then(|| since.elapsed());
+            return (t == term).then(|| now.saturating_duration_since(since));
         }
         let a = &st.acks;
         if a.term != term {
@@ -245,7 +306,7 @@ impl Elector {
         let (Some(q), Some(t0)) = (a.q, a.t0) else {
             return Some(Duration::ZERO);
         };
-        let until = Instant::now().min(q + self.timing.fresh());
+        let until = now.min(q + self.timing.fresh());
         Some(until.saturating_duration_since(t0).saturating_sub(a.gaps))
     }
 
@@ -736,5 +797,95 @@ mod tests {
         e.acked(3, 4, ms(9000));
         let c2 = e.credited(5).unwrap().as_millis() as i64;
         assert!(c2 >= c && c2 - c < 50);
+    }
+
+    fn elector() -> Arc<Elector> {
+        Elector::new(
+            1,
+            ElectionTiming {
+                heartbeat_ms: 50,
+                election_ms: (300, 600),
+            },
+        )
+    }
+
+    /// Reads `credited(term)` and checks it against the previous read `prev` (taken at
+    /// `prev_at`): never less, and never more than the monotonic time between the reads.
+    fn read_continuous(e: &Elector, term: u64, prev: Duration, prev_at: Instant) -> Duration {
+        let c = e.credited(term).expect("credited");
+        let wall = prev_at.elapsed();
+        assert!(c >= prev, "credited went back: {c:?} after {prev:?}");
+        assert!(
+            c - prev <= wall,
+            "credited jumped: {prev:?} -> {c:?} in {wall:?} of monotonic time"
+        );
+        c
+    }
+
+    #[test]
+    fn credited_time_is_continuous_when_voters_are_removed_down_to_this_node() {
+        let e = elector();
+        // Leading in term 5 for 10 s, as one of three voters; the followers acknowledged
+        // only during the first second, so about 1.15 s is credited.
+        let t = Instant::now() - Duration::from_secs(10);
+        let ms = |n| t + Duration::from_millis(n);
+        {
+            let mut st = e.lock();
+            st.voters = vec![set(&[1, 2, 3])];
+            st.leading = Some((5, t));
+        }
+        for i in 0..=20 {
+            e.acked(2, 5, ms(i * 50));
+        }
+        let at = Instant::now();
+        let c1 = e.credited(5).unwrap();
+        assert!((1100..1200).contains(&c1.as_millis()), "credited {c1:?}");
+        // The two other voters are removed within the term: the node is now a quorum by
+        // itself. Its credited time carries on from ~1.15 s (it used to jump to the 10 s
+        // since it began to lead, expiring sessions kept alive within their ttl).
+        e.lock().voters = vec![set(&[1])];
+        let at2 = Instant::now();
+        let c2 = read_continuous(&e, 5, c1, at);
+        // And then runs with the monotonic clock, as a one-node cluster's does.
+        std::thread::sleep(Duration::from_millis(40));
+        let c3 = read_continuous(&e, 5, c2, at2);
+        assert!(c3 - c2 >= Duration::from_millis(40), "{c2:?} -> {c3:?}");
+        // Voters come back within the term: time stands still until they acknowledge
+        // (their acknowledgements restart the count), never back, never ahead.
+        e.lock().voters = vec![set(&[1, 2, 3])];
+        let at3 = Instant::now();
+        let c4 = read_continuous(&e, 5, c3, at3);
+        e.acked(2, 5, Instant::now());
+        let at4 = Instant::now();
+        let c5 = read_continuous(&e, 5, c4, at3);
+        std::thread::sleep(Duration::from_millis(40));
+        e.acked(3, 5, Instant::now());
+        let c6 = read_continuous(&e, 5, c5, at4);
+        assert!(c6 - c5 >= Duration::from_millis(30), "{c5:?} -> {c6:?}");
+    }
+
+    #[test]
+    fn credited_time_does_not_jump_when_a_quorum_acknowledges_after_a_stall() {
+        let e = elector();
+        e.lock().voters = vec![set(&[1, 2, 3])];
+        let t = Instant::now() - Duration::from_secs(10);
+        for i in 0..=20 {
+            e.acked(2, 5, t + Duration::from_millis(i * 50));
+        }
+        let at = Instant::now();
+        let c1 = e.credited(5).unwrap();
+        // A request sent 100 ms ago (while credited time stood still) is acknowledged now:
+        // the time since its send counts, but only as much of it as passed since the last
+        // read, so credited time never gets ahead of the monotonic clock between reads.
+        e.acked(2, 5, Instant::now() - Duration::from_millis(100));
+        let at2 = Instant::now();
+        let c2 = read_continuous(&e, 5, c1, at);
+        // From there it runs with the acknowledgements.
+        for _ in 0..4 {
+            std::thread::sleep(Duration::from_millis(10));
+            e.acked(2, 5, Instant::now());
+        }
+        let c3 = read_continuous(&e, 5, c2, at2);
+        assert!(c3 - c2 >= Duration::from_millis(40), "{c2:?} -> {c3:?}");
     }
 }

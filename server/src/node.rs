@@ -25,7 +25,8 @@
 //! acknowledges again, and that gap is never made up. A leader without a quorum within the
 //! election timeout steps back (check-quorum: no stamps, no ticks, no client requests). So
 //! time during which no quorum was reachable expires no session, while a stamp still never
-//! runs ahead of the leader's monotonic clock.
+//! runs ahead of the leader's monotonic clock. Credited time stays continuous when a
+//! membership change within the term makes the leader a quorum by itself or no longer.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
@@ -150,10 +151,9 @@ impl LeaderClock {
         let credited = self.elector.credited(c.term).unwrap_or(at);
         let stamp = logical + credited.saturating_sub(at).as_millis() as u64;
         if stamp < c.last {
-            // The credited time restarted within the term: a one-node cluster (its own
-            // time since it began to lead) that gained voters now counts their
-            // acknowledgements from its first quorum. Time stands still at the latest
-            // stamp and runs on from there, never back.
+            // Credited time is continuous within a term (it carries on across membership
+            // changes), so this should not happen; should it go back anyway, time stands
+            // still at the latest stamp and runs on from there, never back.
             c.anchor = Some((credited, c.last));
             return Some(c.last);
         }

@@ -5,10 +5,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{open, session_of, Cluster};
+use common::{keep_alive, open, session_of, Cluster};
 use fencelock_server::protocol::{ClientError, Reply, Request};
 use fencelock_server::state_machine::{PushSink, PUSH_BACKLOG};
-use fencelock_server::types::NodeAddr;
+use fencelock_server::types::{CmdResult, NodeAddr, NodeId};
 
 async fn admin(c: &Cluster, req: Request) -> Result<Reply, ClientError> {
     let start = Instant::now();
@@ -101,5 +101,85 @@ async fn a_voter_set_without_a_live_quorum_is_refused() {
     // Removing a voter through remove-learner is refused.
     let r = admin(&c, Request::RemoveLearner { id: rest[0] }).await;
     refused(&r, "is a voter");
+    c.shutdown().await;
+}
+
+/// A keep-alive of `session` proposed straight to node `l` (retrying while it is not ready:
+/// once `l` is the only voter, the others no longer follow it, so no majority of live
+/// nodes names it leader). Returns the result and when it came back.
+async fn keep_alive_at(c: &Cluster, l: NodeId, session: fencelock::SessionId) -> CmdResult {
+    let start = Instant::now();
+    loop {
+        match c.nodes[&l].propose_op(c.op(keep_alive(session))).await {
+            Ok(r) => return r,
+            Err(ClientError::NotLeader { .. }) | Err(ClientError::Unavailable(_))
+                if start.elapsed() < Duration::from_secs(10) =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("keep-alive on node {l}: {e}"),
+        }
+    }
+}
+
+/// A leader whose logical time lags its clock (its quorum stalled several times, each
+/// stall's time not credited) has its two followers removed within its term, so it is a
+/// quorum by itself. Its logical time must carry on from where it was — not jump to the
+/// time since it began to lead, which would expire a session its client kept alive
+/// within the ttl: between two stamps logical time advances by no more than the time
+/// between them, and the session stays alive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_voters_down_to_the_leader_does_not_make_its_time_jump() {
+    let c = Cluster::start_with("members-clock", 100, 2000).await;
+    let l = c.leader().await;
+    let term = c.nodes[&l].raft.metrics().borrow().current_term;
+    let followers: Vec<NodeId> = (1..=3).filter(|id| *id != l).collect();
+    let opened = c.propose(open(1500)).await;
+    let s = session_of(&opened);
+    let (n_start, w_start) = (keep_alive_at(&c, l, s).await.now, Instant::now());
+    // Stall the quorum ten times for 350 ms (less than the maximum election timeout, so
+    // the leader stays and keeps its term): all but ~150 ms of each stall is not credited.
+    // The session is kept alive after every stall.
+    for _ in 0..10 {
+        for f in &followers {
+            c.net.lose_calls(l, *f);
+        }
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        c.net.heal();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let r = keep_alive_at(&c, l, s).await;
+        assert!(r.reply.is_ok(), "kept alive: {:?}", r.reply);
+    }
+    let w0 = Instant::now();
+    let n0 = keep_alive_at(&c, l, s).await.now;
+    let lag = (w0 - w_start).as_millis() as i64 - (n0 - n_start) as i64;
+    assert!(
+        lag >= 800,
+        "the setup failed: logical time lags the clock by only {lag} ms"
+    );
+    let r = admin(&c, Request::SetVoters { voters: vec![l] }).await;
+    assert_eq!(r, Ok(Reply::MembershipChanged));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = keep_alive_at(&c, l, s).await;
+    let w1 = Instant::now();
+    assert_eq!(
+        c.nodes[&l].raft.metrics().borrow().current_term,
+        term,
+        "the setup failed: the leader changed terms"
+    );
+    let advanced = r.now - n0;
+    let wall = (w1 - w0).as_millis() as u64;
+    eprintln!("lag {lag} ms; after the change: {advanced} ms of logical time in {wall} ms");
+    // n0 was stamped after w0 and r before w1; both sides are whole milliseconds, so
+    // truncation can cost 1 ms.
+    assert!(
+        advanced <= wall + 1,
+        "logical time jumped: {advanced} ms in {wall} ms of the leader's clock (it lagged by {lag} ms)"
+    );
+    assert!(
+        r.reply.is_ok(),
+        "the session kept alive expired: {:?}",
+        r.reply
+    );
     c.shutdown().await;
 }
