@@ -855,8 +855,8 @@ fn fault_core_expiry_after_grants_is_found() {
 /// the watcher's view equal to the holders after every input, nothing after its watch
 /// ends, an expiry seen by the watcher. Then a watcher of a plain lock under a lazy host
 /// with lock-delay. The quick run has two clients; `MODEL_CHECK_FULL` (or a release
-/// build) adds a third client (a small request queued behind the large head) and two
-/// watchers.
+/// build) adds a third client (a small request queued behind the large head), the
+/// semaphore under lock-delay, and two watchers.
 #[test]
 fn semaphores_and_watchers() {
     let semaphore = LockModel {
@@ -880,6 +880,13 @@ fn semaphores_and_watchers() {
     if full() {
         check(LockModel {
             clients: 3,
+            ..semaphore.clone()
+        });
+        // An expiring holder puts the semaphore in lock-delay: nothing is granted during it,
+        // however many permits are free.
+        check(LockModel {
+            lock_delay: 1,
+            max_time: 4,
             ..semaphore
         });
         check(LockModel {
