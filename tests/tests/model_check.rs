@@ -24,7 +24,8 @@
 //! Semaphores and watches (configurations with `permits` / `watch` set): the locks are
 //! semaphores (client 0 asks for the whole limit, the others for one permit, so a large
 //! request stands at the head of the queue) and clients may watch and unwatch them.
-//! * always: never more permits held than the limit (from the holders after every input);
+//! * always: never more permits held than the limit (from the holders after every input),
+//!   and nothing granted on a lock that is in lock-delay after the input;
 //! * always: grants go to the queue in order — the sessions granted by one input are a
 //!   prefix of the queue before it, less the waits that ended in it (a large head is not
 //!   overtaken);
@@ -252,6 +253,17 @@ impl LockModel {
                 return Err(format!(
                     "FIFO: {NAMES:?}[{l}] granted {granted:?} out of the queue {queue:?}"
                 ));
+            }
+            // I8: a lock in lock-delay after the input was granted nothing in it (the
+            // advance expires before it grants; an acquire comes after the advance).
+            let fresh = match (input, reply) {
+                (Input::Acquire { lock: x, .. }, Reply::Granted { token, .. }) => {
+                    lock(x) == l && token.0 > st.revision
+                }
+                _ => false,
+            };
+            if svc.lock_delay_until(NAMES[l]).is_some() && (fresh || !granted.is_empty()) {
+                return Err(format!("{} granted during its lock-delay", NAMES[l]));
             }
             // Never more permits than the limit.
             if let Some(limit) = self.permits {
