@@ -558,13 +558,13 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
     const pause = s.kind === 'pause';
     const y = laneY[s.lane] + (pause ? 23 : 4);
     const h = pause ? 12 : 17;
-    spans.push(`<g class="span ${s.kind}"><rect x="${x1}" y="${y}" width="${x2 - x1}" height="${h}" rx="4"/></g>`);
+    spans.push(`<g class="span ${s.kind}" data-lane="${esc(s.lane)}" data-label="${esc(s.label)}" data-from="${s.from}" ${s.to === null ? 'data-open' : `data-to="${s.to}"`}><rect x="${x1}" y="${y}" width="${x2 - x1}" height="${h}" rx="4"/></g>`);
     if (x2 - x1 > 46) labels.push({ span: true, s, x1, x2, y, h, pause, text: s.label, rank: 0 });
   }
   labels.sort((a, b) => a.rank - b.rank);
   const texts = labels.map((l) =>
     l.span
-      ? `<text class="span-label ${l.s.kind} ${l.pause ? 'small' : ''}" x="-999" y="${l.y + l.h - (l.pause ? 3 : 5)}">${esc(l.text)}</text>`
+      ? `<text class="span-label ${l.s.kind} ${l.pause ? 'small' : ''}" data-lane="${esc(l.s.lane)}" x="-999" y="${l.y + l.h - (l.pause ? 3 : 5)}">${esc(l.text)}</text>`
       : `<g class="mark ${l.m.kind}"><text${l.store ? '' : ' class="svc"'} x="-999" y="0">${esc(l.text)}</text></g>`,
   );
   el.innerHTML = `<svg viewBox="0 0 ${W} ${height}" class="${narrow ? 'narrow' : ''}" role="img" aria-label="Timeline up to t=${w.scene.tickMs ? fmtTime(Math.max(w.t, 0), tickMs) : w.t}">

@@ -259,6 +259,32 @@ export class World {
       if (r.deliver === false) continue;
       this.route(node.group, o, by);
     }
+    if (r.deliver !== false) this.requeue(node);
+  }
+
+  /**
+   * Keeps each waiter's queue position the core's: a Queued answer says where a client
+   * joined the queue, and every grant ahead of it moves it up without telling it. After each
+   * input, a waiter whose place in the core's queue (`waiters(lock)`) changed gets a new
+   * wait span labelled with its place now, so the timeline's bar says what the stage says.
+   */
+  requeue(node) {
+    if (!node.alive) return;
+    const lines = new Map(); // lock -> the core's waiters, read once per input
+    for (const c of Object.values(this.clients)) {
+      if (c.group !== node.group || c.waiting == null || c.waitLock == null || c.status === 'dead' || !c.session) continue;
+      if (!lines.has(c.waitLock)) lines.set(c.waitLock, node.core.waiters(c.waitLock));
+      const i = lines.get(c.waitLock).findIndex((q) => q.session === c.session);
+      if (i < 0 || i + 1 === c.waiting) continue; // granted or gone: the outputs said so
+      c.waiting = i + 1;
+      const label = `queued #${c.waiting}`;
+      const open = this.spans.find((s) => s.lane === c.id && s.kind === 'wait' && s.to === null);
+      if (open && open.from === this.t) open.label = label; // moved up in the step it joined: one bar
+      else {
+        this.closeSpan(c.id, 'wait');
+        this.spans.push({ lane: c.id, from: this.t, to: null, kind: 'wait', label });
+      }
+    }
   }
 
   applyHistory(r) {
@@ -328,6 +354,7 @@ export class World {
         break;
       case 'queued':
         c.waiting = o.position;
+        c.waitLock = o.lock;
         this.spans.push({ lane: c.id, from: this.t, to: null, kind: 'wait', label: `queued #${o.position}` });
         this.flashes.push({ from: this.nodeOfGroup(c.group), to: c.id, label: `queued #${o.position}`, kind: 'msg' });
         break;

@@ -1390,3 +1390,54 @@ test('replay: a recording whose ticks are milliseconds (tick_ms 1, as a cluster 
   await scrubTo(await stepOf('session 2 gets 3'));
   assert.match(await text('[data-testid=caption-text]'), /^t=\d+ \(now \d+, line \d+\): /);
 });
+
+test('replay: a waiter\'s bar on the timeline gives its place in the core\'s queue now, as the stage does, not the place it joined at', async () => {
+  // One holder and three waiters who join at #1, #2, #3; two releases move each waiter up.
+  // The timeline's bar of a waiter is split where its place changes, each part labelled
+  // with the place it had then, and at every step the bar at the cursor says what the
+  // stage's badge (read from the core's wait queue) says.
+  const { Recorder } = await import('../src/recording.js');
+  const api = createRequire(import.meta.url)(path.join(root, 'wasm', 'pkg', 'node', 'fencelock_wasm.js'));
+  const svc = new api.LockService({ sessions: 8, locks: 2, claims: 8 });
+  const rec = new Recorder(svc, { source: 'a queue of three' });
+  const s = [1, 2, 3, 4].map(() => rec.handle({ kind: 'open_session', now: 0, ttl: 100 }).reply.session);
+  const joined = s.map((x) => rec.handle({ kind: 'acquire', now: 1, session: x, lock: 'jobs/q', mode: 'exclusive', wait: 'forever' }).reply);
+  assert.deepEqual(joined.slice(1).map((r) => r.position), [1, 2, 3], 'the waiters joined at #1, #2, #3');
+  rec.handle({ kind: 'release', now: 10, session: s[0], lock: 'jobs/q' });
+  rec.handle({ kind: 'release', now: 20, session: s[1], lock: 'jobs/q' });
+  rec.handle({ kind: 'tick', now: 30 });
+  svc.free?.();
+  await open(1);
+  await openRecording(rec.text(), 'queue.flrec');
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'open');
+  const steps = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  let compared = 0;
+  for (let k = 1; k <= steps; k += 1) {
+    await scrubTo(k);
+    const seen = await page.evaluate(() => {
+      const out = {};
+      for (const g of document.querySelectorAll('#stage [data-client]')) {
+        const bar = document.querySelector(`[data-testid=swimlane] g.span.wait[data-lane="${g.dataset.client}"][data-open]`);
+        out[g.dataset.client] = { badge: g.dataset.badge, bar: bar?.dataset.label ?? null };
+      }
+      return out;
+    });
+    for (const [id, { badge, bar }] of Object.entries(seen)) {
+      if (!badge.startsWith('queued')) {
+        assert.equal(bar, null, `step ${k}: ${id} is not queued (${badge}) and has no open queue bar`);
+        continue;
+      }
+      assert.equal(bar, badge, `step ${k}: ${id}'s bar on the timeline says what the stage says`);
+      compared += 1;
+    }
+  }
+  assert.ok(compared >= 6, `queued badges compared with their bars: ${compared}`);
+  // at the end the last waiter's lane shows its three places, in time order, with their times
+  await jumpToEnd();
+  const last = `s${s[3]}`;
+  const bars = await page.$$eval(`[data-testid=swimlane] g.span.wait[data-lane="${last}"]`, (gs) => gs.map((g) => [g.dataset.label, Number(g.dataset.from), g.dataset.to == null ? null : Number(g.dataset.to)]));
+  assert.deepEqual(bars, [['queued #3', 1, 10], ['queued #2', 10, 20], ['queued #1', 20, null]]);
+  const words = await page.$$eval(`[data-testid=swimlane] text.span-label[data-lane="${last}"]`, (ts) => ts.map((t) => t.textContent));
+  assert.deepEqual(words, ['queued #3', 'queued #2', 'queued #1'], 'and each part is labelled on screen');
+  assert.equal(await page.locator(`[data-testid=client-${last}]`).getAttribute('data-badge'), 'queued #1');
+});
