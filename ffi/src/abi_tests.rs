@@ -28,6 +28,7 @@ fn config(sessions: u32, locks: u32, claims: u32) -> fencelock_config {
         },
         lock_delay: 0,
         max_name_len: FENCELOCK_MAX_NAME_LEN as u32,
+        max_watchers: FENCELOCK_DEFAULT_MAX_WATCHERS,
     }
 }
 
@@ -53,6 +54,9 @@ fn junk_reply() -> fencelock_reply {
         expires_at: 7,
         token: 7,
         now: 7,
+        count: 7,
+        limit: 7,
+        holders: 7,
     }
 }
 
@@ -585,11 +589,13 @@ fn frames_in_reply_frames_out() {
 /// need, and takes it once the ring is drained.
 #[test]
 fn placed_service_runs_in_caller_memory() {
-    let c = config(2, 2, 4);
+    // Watches off: the ring is the bound without them, sessions + 2 × claims.
+    let mut c = config(2, 2, 4);
+    c.max_watchers = 0;
     let (mut size, mut align) = (0, 0);
     assert_eq!(
         // SAFETY: valid pointers to this test's locals.
-        unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) },
+        unsafe { fencelock_service_layout_watchers(&c.capacity, 0, &mut size, &mut align) },
         fencelock_result::Ok
     );
     assert!(align <= 16);
@@ -1400,6 +1406,10 @@ fn holders_name_may_overlap_the_outputs() {
         session: 0,
         token: 0,
         mode: S,
+        count: 0,
+        limit: 0,
+        label_len: 0,
+        label: [0; FENCELOCK_LABEL_BUF_LEN],
     }; 2];
     let mut usage = fencelock_usage {
         sessions: 9,
