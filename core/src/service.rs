@@ -167,7 +167,9 @@ pub(crate) struct State {
 /// * **Inputs**: [`handle`](Self::handle) (or the typed methods it dispatches to:
 ///   [`open_session`](Self::open_session), [`keep_alive`](Self::keep_alive),
 ///   [`close_session`](Self::close_session), [`acquire`](Self::acquire),
-///   [`release`](Self::release), [`cancel`](Self::cancel), [`tick`](Self::tick)).
+///   [`release`](Self::release), [`cancel`](Self::cancel), [`tick`](Self::tick),
+///   [`open_labeled`](Self::open_labeled), [`watch`](Self::watch),
+///   [`unwatch`](Self::unwatch)).
 ///   Each carries the host's `now` and returns the caller's [`Reply`]; events for other
 ///   sessions, or caused by time, go to the [`Sink`] `out`, in order, before the call
 ///   returns. The service buffers nothing, so it can drop nothing.
@@ -186,15 +188,17 @@ pub(crate) struct State {
 ///
 /// # Bound on events per input
 ///
-/// The advance: one `SessionExpired` per expired session, then one event per claim at
-/// most (`Released` for a hold it ends, `WaitTimedOut` or `Granted` for a wait). The input
-/// itself: release or cancel, the waiters then granted; close, one `Released` per hold plus
-/// the grants they free; open, keep-alive, acquire and replays, none. A claim granted by
-/// the advance and released by a close in the same input has two events, so no input
-/// emits more than [`max_events`](Self::max_events) = sessions + 2 × claims in use (the
-/// counts of [`usage`](Self::usage) before it); a bounded sink sized from
-/// [`capacity`](Self::capacity) (sessions + 2 × claims) always has room. A bounded sink
-/// with less room than `max_events()` is refused up front ([`Error::BufferTooSmall`]).
+/// The advance: one `SessionExpired` per expired session, then one event per hold or wait
+/// at most (`Released` for a hold it ends, `WaitTimedOut` or `Granted` for a wait). The
+/// input itself: release or cancel, the waiters then granted; close, one `Released` per
+/// hold plus the grants they free; watch, one `Holding` per holder; open, keep-alive,
+/// acquire, unwatch and replays, none. A claim granted by the advance and released by a
+/// close in the same input has two events. Each holder change (a `Granted` or `Released`
+/// above, or an acquire granted at once, or a release) also reaches every watcher of its
+/// lock. So no input emits more than [`max_events`](Self::max_events) (its docs give the
+/// formula; with no watch in use it is sessions + 2 × claims, the counts of
+/// [`usage`](Self::usage) before it). A bounded sink with less room than `max_events()` is
+/// refused up front ([`Error::BufferTooSmall`]).
 ///
 /// # Cost
 ///
@@ -450,9 +454,10 @@ impl<S: Storage> LockService<S> {
         })
     }
 
-    /// Closes a session. Replies `Closed`; emits `Released` (reason `Closed`) for each
-    /// lock it held (in the order it acquired them), then `Granted` to the waiters that
-    /// this frees. Its waits are dropped silently. No lock-delay.
+    /// Closes a session. Replies `Closed`; its watches end first (silently), then it emits
+    /// `Released` (reason `Closed`) for each lock it held (in the order it acquired them),
+    /// each followed by the lock's watchers' `HolderChanged` (`Closed`), then `Granted` to
+    /// the waiters that this frees. Its waits are dropped silently. No lock-delay.
     ///
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
     /// advance) [`Error::UnknownSession`], request-number errors. Cost: the advance, then
@@ -494,11 +499,18 @@ impl<S: Storage> LockService<S> {
     ///     cancel would have been the client's own later request);
     ///   - neither, recorded `Granted`: `HoldEnded` with the recorded token.
     ///
-    /// Acquire emits no events of its own (only those of the advance to `now`).
+    /// Acquire emits no events of its own to the caller (only those of the advance to
+    /// `now`); a grant at once reaches the lock's watchers (`HolderChanged`, `Granted`).
+    ///
+    /// In [`Mode::Permits`] (a semaphore, docs/SPEC.md §13): granted at once only when
+    /// nobody is queued, there is no lock-delay and `in_use + count <= limit`; queued
+    /// waiters are granted in strict FIFO order as permits come back. Each grant has its
+    /// own token.
     ///
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
     /// advance) [`Error::UnknownSession`], [`Error::EmptyName`], [`Error::NameTooLong`],
-    /// request-number errors, [`Error::AlreadyQueued`], [`Error::ModeMismatch`],
+    /// [`Error::BadPermits`], request-number errors, [`Error::LimitMismatch`],
+    /// [`Error::AlreadyQueued`], [`Error::ModeMismatch`],
     /// [`Error::CapacityExceeded`]`(Claims | Locks)`, in that order.
     /// Cost: the advance, then O(name length + log claims); a replay that finds the
     /// session queued adds O(queue length).
@@ -594,8 +606,10 @@ impl<S: Storage> LockService<S> {
         }
     }
 
-    /// Releases a lock the session holds. Replies `Released`; emits `Granted` to the head
-    /// of the queue (one exclusive waiter, or the run of shared waiters at the head).
+    /// Releases a lock the session holds. Replies `Released`; emits `HolderChanged`
+    /// (`Released`) to the lock's watchers, then `Granted` to the head of the queue (one
+    /// exclusive waiter, the run of shared waiters at the head, or the permit waiters at
+    /// the head that fit), each followed by its watchers' `HolderChanged` (`Granted`).
     ///
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
     /// advance) [`Error::UnknownSession`], name errors, request-number errors,
@@ -803,11 +817,13 @@ impl<S: Storage> LockService<S> {
 
     /// Advances time to `now` and does what has come due, in this order:
     /// 1. expire every session with `expires_at <= now` (earliest first, ties by id):
-    ///    `SessionExpired`, then `Released` (reason `Expired`) per hold, starting
+    ///    `SessionExpired`, its watches ended, then `Released` (reason `Expired`) per
+    ///    hold, each followed by its lock's watchers' `HolderChanged`, starting
     ///    lock-delay on each;
     /// 2. time out every wait with `deadline <= now` (`WaitTimedOut`);
     /// 3. end lock-delays that are over;
-    /// 4. grant the locks these freed to their live waiters, FIFO (`Granted`).
+    /// 4. grant the locks these freed to their live waiters, FIFO (`Granted`, each
+    ///    followed by its watchers' `HolderChanged`).
     ///
     /// So expiry at a tick always comes before any grant at that tick: a session past its
     /// deadline is never granted. A tick equal to the current one is a no-op. Every other

@@ -6,33 +6,39 @@
 //!
 //! | row | bytes | one per |
 //! |---|---|---|
-//! | [`SessionRow`] | 96 | open session |
-//! | [`LockRow`] | 144 | lock that is held, awaited or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
-//! | [`ClaimRow`] | 64 | hold *or* wait of one session on one lock (one pool for both) |
+//! | [`SessionRow`] | 160 | open session |
+//! | [`LockRow`] | 160 | lock that is held, awaited, watched or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
+//! | [`ClaimRow`] | 72 | hold, wait *or* watch of one session on one lock (one pool for all three) |
 //! | [`GateRow`](crate::GateRow) | 96 | resource a [`FenceGate`](crate::FenceGate) guards |
 //!
 //! So a service for 10 000 sessions, 10 000 locks and 40 000 claims takes
-//! 0.96 + 1.44 + 2.56 MB = 4.96 MB. Each row includes its share of the table's hash index
+//! 1.6 + 1.6 + 2.88 MB = 6.08 MB. Each row includes its share of the table's hash index
 //! (two buckets, so the load stays ≤ 50 %) and of its heap of deadlines.
 //!
 //! Where the bytes go, and why each field has the width it has:
 //!
-//! * **Session** (96): id, ttl, deadline, latest request number and its fingerprint (five
-//!   `u64`); the latest reply packed into a `u64` and a byte; its claim list (head, tail);
-//!   its neighbours in id order (the snapshot's order) and in its ttl's deadline list (what
-//!   makes a keep-alive O(1)); its ttl-list number (a byte); 8 bytes of index (two row
-//!   numbers) and 8 of heap.
-//! * **Lock** (144): the name inline (65); id, lock-delay end (two `u64`); holder list
-//!   (head, tail, count) and wait queue (head, tail, count, the count is a queue
-//!   position); creation-order neighbours; the dirty-list link; the holders' mode and a
-//!   dirty flag (bytes); 16 bytes of index (two row numbers and the high 32 bits of each
-//!   entry's name hash, so a probe never compares or re-hashes a name it need not) and 8
-//!   of heap.
-//! * **Claim** (64): session and lock row numbers (`u32`, with the mode and hold/wait in
-//!   their top bits, free since rows are < 2³¹); arrival number and token-or-deadline
-//!   (`u64`); its neighbours on the lock, in the session and in arrival order (the
-//!   snapshot's); 8 bytes of index and 8 of heap. A lock's only claim is not in the claim
-//!   index at all (it is found from the lock row), but keeps its share of the buckets.
+//! * **Session** (160): id, ttl, deadline, latest request number and its fingerprint
+//!   (five `u64`); the latest reply packed into a `u64` and a byte; its claim list (head,
+//!   tail); its neighbours in id order (the snapshot's order) and in its ttl's deadline
+//!   list (what makes a keep-alive O(1)); its ttl-list number (a byte); its holder label
+//!   inline (65: a length byte and 64 bytes, the same whether used or not — 64 of the
+//!   160, so the label is most of what a session costs beyond its 96 without one); 8 bytes
+//!   of index (two row numbers) and 8 of heap.
+//! * **Lock** (160): the name inline (65); id, lock-delay end (two `u64`); holder list
+//!   (head, tail, count), wait queue (head, tail, count, the count is a queue position)
+//!   and watcher list (head, tail, count); the permits its holders hold (a semaphore's
+//!   `in_use`, `u32`; the limit is read from any of its claims); creation-order
+//!   neighbours; the dirty-list link; a dirty flag (a byte); 16 bytes of index (two row
+//!   numbers and the high 32 bits of each entry's name hash, so a probe never compares or
+//!   re-hashes a name it need not) and 8 of heap.
+//! * **Claim** (72): session and lock row numbers (`u32`, with watch and hold in their
+//!   top bits, free since rows are < 2³¹); the mode as two `u32` (count and limit of
+//!   `Permits`; limit 0 for exclusive or shared); arrival number and token-or-deadline
+//!   (`u64`); its neighbours on the lock (holders, queue or watchers), in the session and
+//!   in arrival order (the snapshot's); 8 bytes of index and 8 of heap. A lock's only hold
+//!   or wait is not in the claim index at all (it is found from the lock row), but keeps
+//!   its share of the buckets; a watch is always indexed, under a key no hold or wait
+//!   has (the lock's row number with its top bit set).
 //!
 //! The figures are the same on 64-bit and 32-bit targets: rows hold only `u64`, `u32`,
 //! byte-sized fields (`u8`, `bool`, fieldless enums) and enums of those (a name's length
