@@ -26,7 +26,7 @@
 #define FENCELOCK_MAX_NAME_LEN 64
 
 // The largest encoded input, reply or event frame, in bytes (the core's `MAX_FRAME_LEN`).
-#define FENCELOCK_MAX_FRAME_LEN 128
+#define FENCELOCK_MAX_FRAME_LEN 176
 
 // Bytes in a name buffer of an event or name struct: the longest name plus its NUL.
 #define FENCELOCK_NAME_BUF_LEN 65

@@ -11,7 +11,7 @@ use crate::result::{fencelock_result, Fail};
 /// The longest lock or resource name, in bytes (the core's `MAX_NAME_LEN`).
 pub const FENCELOCK_MAX_NAME_LEN: usize = 64;
 /// The largest encoded input, reply or event frame, in bytes (the core's `MAX_FRAME_LEN`).
-pub const FENCELOCK_MAX_FRAME_LEN: usize = 128;
+pub const FENCELOCK_MAX_FRAME_LEN: usize = 176;
 /// Bytes in a name buffer of an event or name struct: the longest name plus its NUL.
 pub const FENCELOCK_NAME_BUF_LEN: usize = 65;
 /// The longest holder label, in bytes (the core's `MAX_LABEL_LEN`).

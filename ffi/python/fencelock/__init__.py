@@ -76,7 +76,7 @@ ENV_VAR = "FENCELOCK_LIB"
 #: The longest lock or resource name, in bytes (the core's MAX_NAME_LEN).
 MAX_NAME_LEN = 64
 #: The largest encoded input, reply or event frame, in bytes.
-MAX_FRAME_LEN = 128
+MAX_FRAME_LEN = 176
 #: How many recent keep-alive send times a keeper remembers.
 KEEPER_MEMORY = 8
 #: The longest session label, in bytes (the core's MAX_LABEL_LEN).
