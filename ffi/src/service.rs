@@ -837,9 +837,11 @@ pub unsafe extern "C" fn fencelock_service_close_session(
 /// also reply `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
 ///
 /// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
-/// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `ALREADY_QUEUED`,
-/// `MODE_MISMATCH`, `CAPACITY_EXCEEDED`, in that order. Cost: the advance, then
-/// O(name length + log claims).
+/// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `LIMIT_MISMATCH`
+/// (the name is a live semaphore), `ALREADY_QUEUED`, `MODE_MISMATCH`,
+/// `CAPACITY_EXCEEDED`, in that order; `INVALID_ARGUMENT` before the core for a mode
+/// other than `EXCLUSIVE` / `SHARED` (`PERMITS` needs `fencelock_service_acquire_permits`).
+/// Cost: the advance, then O(name length + log claims).
 ///
 /// # Safety
 /// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes; `reply` NULL
@@ -896,11 +898,13 @@ pub unsafe extern "C" fn fencelock_service_acquire(
 /// the reply's `count` and `limit`, or `BUSY`; a repeated request number may also reply
 /// `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
 ///
-/// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `BAD_PERMITS` (not
-/// 1 <= `count` <= `limit`), then as `fencelock_service_acquire`, with `LIMIT_MISMATCH`
-/// (the name is a semaphore of another limit, or a plain lock in use) and `MODE_MISMATCH`
-/// (the session holds it with another count) — in the core's order. Cost: the advance,
-/// then O(name length + log claims).
+/// Errors, in the core's order: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then
+/// `UNKNOWN_SESSION`, `EMPTY_NAME`, `NAME_TOO_LONG`, `BAD_PERMITS` (not 1 <= `count` <=
+/// `limit`), `STALE_REQUEST`, `REQUEST_REUSED`, `LIMIT_MISMATCH` (the name is a
+/// semaphore of another limit, or a plain lock in use), `ALREADY_QUEUED`,
+/// `MODE_MISMATCH` (the session holds it with another count), `CAPACITY_EXCEEDED`.
+/// Before the core: `NULL_PARAMETER`, `INVALID_UTF8`, `INVALID_ARGUMENT` (a wait outside
+/// its enum). Cost: the advance, then O(name length + log claims).
 ///
 /// # Safety
 /// As `fencelock_service_acquire`.
@@ -951,8 +955,8 @@ pub unsafe extern "C" fn fencelock_service_acquire_permits(
 ///
 /// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
 /// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `ALREADY_WATCHING`,
-/// `CAPACITY_EXCEEDED` (the claims table, or the lock's `max_watchers`, 0 = watches off),
-/// in the core's order. Cost: the advance, then O(name length + log claims + holders).
+/// `CAPACITY_EXCEEDED` (the lock's `max_watchers`, 0 = watches off; then the claims
+/// table, then the locks table), in the core's order. Cost: the advance, then O(name length + log claims + holders).
 ///
 /// # Safety
 /// As `fencelock_service_release`.

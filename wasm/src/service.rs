@@ -435,7 +435,7 @@ impl LockService {
     /// Reply `granted` (`mode`, `token`), `queued` (`mode`, `position`) or `busy` — or,
     /// for a repeated request number, `hold_ended` / `wait_ended`. Throws in the core's
     /// order: `time_went_backwards`, then (after the advance) `unknown_session`,
-    /// `empty_name`, `name_too_long`, request-number errors, `bad_permits`,
+    /// `empty_name`, `name_too_long`, `bad_permits`, request-number errors,
     /// `limit_mismatch`, `already_queued`, `mode_mismatch`, `capacity_exceeded` (the
     /// core's order); before the core, `out_of_range` and
     /// `bad_argument` for arguments that cannot be a tick, an id, a string, a mode or a
@@ -535,8 +535,8 @@ impl LockService {
     /// (`"granted"`, `"released"`, `"closed"`, `"expired"`), right after the event that
     /// tells the holder, until it unwatches, closes or expires. A watch takes a claim row.
     /// Throws `time_went_backwards`, then `unknown_session`, name errors, request-number
-    /// errors, `already_watching`, `capacity_exceeded` (`.table` `"claims"`, or
-    /// `"watchers"`: the lock has `maxWatchers` watchers); before the core,
+    /// errors, `already_watching`, `capacity_exceeded` (`.table` `"watchers"`: the lock
+    /// has `maxWatchers` watchers; then `"claims"`, `"locks"`); before the core,
     /// `out_of_range`, `bad_argument`. Cost: the advance, then O(name length + log claims
     /// + holders).
     #[wasm_bindgen(unchecked_return_type = "Answer<Watching>")]

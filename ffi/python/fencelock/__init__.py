@@ -1029,7 +1029,7 @@ class Service(_Handle):
         deadline tick `until` (given exactly when wait is "until"). Replies Granted,
         Queued or Busy (a repeated request number also HoldEnded or WaitEnded). Errors:
         TIME_WENT_BACKWARDS, then UNKNOWN_SESSION, EMPTY_NAME, NAME_TOO_LONG,
-        STALE_REQUEST, REQUEST_REUSED, BAD_PERMITS, LIMIT_MISMATCH, ALREADY_QUEUED,
+        BAD_PERMITS, STALE_REQUEST, REQUEST_REUSED, LIMIT_MISMATCH, ALREADY_QUEUED,
         MODE_MISMATCH, CAPACITY_EXCEEDED (the core's order). Cost: the advance, then
         O(name length + log claims)."""
         permits = mode if isinstance(mode, Permits) else None
@@ -1077,8 +1077,8 @@ class Service(_Handle):
         HolderChanged per holder change of the lock, right after the event that tells the
         holder, until the session unwatches, closes or expires. A watch takes a claim row.
         Errors: TIME_WENT_BACKWARDS, then UNKNOWN_SESSION, EMPTY_NAME, NAME_TOO_LONG,
-        STALE_REQUEST, REQUEST_REUSED, ALREADY_WATCHING, CAPACITY_EXCEEDED (claims, or the
-        lock's max_watchers). Cost: the advance, then O(name length + log claims +
+        STALE_REQUEST, REQUEST_REUSED, ALREADY_WATCHING, CAPACITY_EXCEEDED (the lock's
+        max_watchers, then claims, then locks). Cost: the advance, then O(name length + log claims +
         holders)."""
         return self._named(_lib.fencelock_service_watch, now, session, lock, request, "lock")
 
