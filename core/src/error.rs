@@ -18,16 +18,21 @@ pub enum Table {
     Claims,
     /// A [`FenceGate`](crate::FenceGate)'s resource table.
     Resources,
+    /// The watchers of one lock (at most [`Config::max_watchers`](crate::Config); 0
+    /// disables watches).
+    Watchers,
 }
 
 impl Table {
-    /// The table's name: `"sessions"`, `"locks"`, `"claims"` or `"resources"`. Cost: O(1).
+    /// The table's name: `"sessions"`, `"locks"`, `"claims"`, `"resources"` or
+    /// `"watchers"`. Cost: O(1).
     pub fn name(self) -> &'static str {
         match self {
             Table::Sessions => "sessions",
             Table::Locks => "locks",
             Table::Claims => "claims",
             Table::Resources => "resources",
+            Table::Watchers => "watchers",
         }
     }
 }
@@ -128,6 +133,31 @@ pub enum Error {
         /// The send time the acknowledgement named.
         sent_at: u64,
     },
+    /// The acquire's mode does not match how the name is in use: a `Permits` acquire
+    /// with another limit than the live semaphore's, an exclusive or shared acquire on a
+    /// live semaphore, or a `Permits` acquire on a name held or awaited as a plain lock.
+    LimitMismatch {
+        /// The live semaphore's limit; 0 when the name is in use as a plain lock.
+        limit: u32,
+    },
+    /// The session does not watch the lock it tried to unwatch.
+    NotWatching(SessionId),
+    /// The session already watches this lock; a second watch is never made.
+    AlreadyWatching(SessionId),
+    /// A `Permits` mode outside `1 <= count <= limit`.
+    BadPermits {
+        /// The permits asked for.
+        count: u32,
+        /// The limit given.
+        limit: u32,
+    },
+    /// A holder label longer than [`MAX_LABEL_LEN`](crate::MAX_LABEL_LEN) bytes.
+    LabelTooLong {
+        /// Its length in bytes.
+        len: u32,
+        /// The limit in bytes.
+        max: u32,
+    },
 }
 
 /// Every reason text the crate puts in [`Error::CorruptSnapshot`] and
@@ -169,6 +199,13 @@ const REASONS: &[&str] = &[
     "truncated record",
     "truncated resource record",
     "wait deadline not after now",
+    "a session watches a lock twice",
+    "a watch with a mode or value",
+    "holds and waits of a lock differ in limit",
+    "more permits held than the limit",
+    "more watchers than max_watchers",
+    "permits outside 1..=limit",
+    "snapshot version not the one its state is written in",
 ];
 
 /// The text of a reason that is not in [`REASONS`] (sent by a newer build, or a binding).
@@ -221,6 +258,11 @@ enum ErrorRepr {
     CorruptSnapshot(Reason),
     BadConfig(Reason),
     UnknownKeepAlive { sent_at: u64 },
+    LimitMismatch { limit: u32 },
+    NotWatching(SessionId),
+    AlreadyWatching(SessionId),
+    BadPermits { count: u32, limit: u32 },
+    LabelTooLong { len: u32, max: u32 },
 }
 
 // By hand: a derive would require `'de: 'static` for the `&'static str` fields.
@@ -257,6 +299,11 @@ impl From<ErrorRepr> for Error {
             ErrorRepr::CorruptSnapshot(r) => Error::CorruptSnapshot(r.0),
             ErrorRepr::BadConfig(r) => Error::BadConfig(r.0),
             ErrorRepr::UnknownKeepAlive { sent_at } => Error::UnknownKeepAlive { sent_at },
+            ErrorRepr::LimitMismatch { limit } => Error::LimitMismatch { limit },
+            ErrorRepr::NotWatching(s) => Error::NotWatching(s),
+            ErrorRepr::AlreadyWatching(s) => Error::AlreadyWatching(s),
+            ErrorRepr::BadPermits { count, limit } => Error::BadPermits { count, limit },
+            ErrorRepr::LabelTooLong { len, max } => Error::LabelTooLong { len, max },
         }
     }
 }
@@ -277,6 +324,9 @@ impl Error {
             latest: 2,
         },
         Error::RequestReused { request: 1 },
+        Error::LimitMismatch { limit: 3 },
+        Error::NotWatching(SessionId(1)),
+        Error::AlreadyWatching(SessionId(1)),
         Error::EmptyName,
         Error::NameTooLong { len: 65, max: 64 },
         Error::BadTtl,
@@ -286,6 +336,8 @@ impl Error {
             requested: Tick(1),
         },
         Error::BadConfig("max_name_len must be 1..=64"),
+        Error::BadPermits { count: 0, limit: 3 },
+        Error::LabelTooLong { len: 65, max: 64 },
         Error::CapacityExceeded(Table::Sessions),
         Error::Stale {
             token: Token(1),
@@ -312,12 +364,17 @@ impl Error {
             Error::ModeMismatch { .. } => 105,
             Error::StaleRequest { .. } => 106,
             Error::RequestReused { .. } => 107,
+            Error::LimitMismatch { .. } => 108,
+            Error::NotWatching(_) => 109,
+            Error::AlreadyWatching(_) => 110,
             Error::EmptyName => 201,
             Error::NameTooLong { .. } => 202,
             Error::BadTtl => 203,
             Error::DeadlineOverflow => 204,
             Error::TimeWentBackwards { .. } => 205,
             Error::BadConfig(_) => 206,
+            Error::BadPermits { .. } => 207,
+            Error::LabelTooLong { .. } => 208,
             Error::CapacityExceeded(_) => 301,
             Error::Stale { .. } => 401,
             Error::ZeroToken => 402,
@@ -341,12 +398,17 @@ impl Error {
             Error::ModeMismatch { .. } => "mode_mismatch",
             Error::StaleRequest { .. } => "stale_request",
             Error::RequestReused { .. } => "request_reused",
+            Error::LimitMismatch { .. } => "limit_mismatch",
+            Error::NotWatching(_) => "not_watching",
+            Error::AlreadyWatching(_) => "already_watching",
             Error::EmptyName => "empty_name",
             Error::NameTooLong { .. } => "name_too_long",
             Error::BadTtl => "bad_ttl",
             Error::DeadlineOverflow => "deadline_overflow",
             Error::TimeWentBackwards { .. } => "time_went_backwards",
             Error::BadConfig(_) => "bad_config",
+            Error::BadPermits { .. } => "bad_permits",
+            Error::LabelTooLong { .. } => "label_too_long",
             Error::CapacityExceeded(_) => "capacity_exceeded",
             Error::Stale { .. } => "stale",
             Error::ZeroToken => "zero_token",
@@ -383,10 +445,6 @@ impl Error {
     pub fn message(&self) -> Message {
         use Piece::{Number as N, Text as T};
         const E: Piece = T("");
-        let mode = |m: Mode| match m {
-            Mode::Exclusive => "exclusive",
-            Mode::Shared => "shared",
-        };
         match *self {
             Error::UnknownSession(s) => [
                 T("unknown session: session "),
@@ -416,13 +474,29 @@ impl Error {
                 E,
                 E,
             ],
-            Error::ModeMismatch { held } => [
-                T("mode mismatch: the lock is held "),
-                T(mode(held)),
-                T(" by this session"),
-                E,
-                E,
-            ],
+            Error::ModeMismatch { held } => match held {
+                Mode::Exclusive => [
+                    T("mode mismatch: the lock is held "),
+                    T("exclusive"),
+                    T(" by this session"),
+                    E,
+                    E,
+                ],
+                Mode::Shared => [
+                    T("mode mismatch: the lock is held "),
+                    T("shared"),
+                    T(" by this session"),
+                    E,
+                    E,
+                ],
+                Mode::Permits { count, limit } => [
+                    T("mode mismatch: the lock is held with "),
+                    N(u64::from(count)),
+                    T(" of "),
+                    N(u64::from(limit)),
+                    T(" permits by this session"),
+                ],
+            },
             Error::EmptyName => [T("empty name: a name needs at least one byte"), E, E, E, E],
             Error::NameTooLong { len, max } => [
                 T("name too long: "),
@@ -508,6 +582,48 @@ impl Error {
                 E,
                 E,
             ],
+            Error::LimitMismatch { limit: 0 } => [
+                T("limit mismatch: the lock is in use as a plain lock, not a semaphore"),
+                E,
+                E,
+                E,
+                E,
+            ],
+            Error::LimitMismatch { limit } => [
+                T("limit mismatch: the lock is in use as a semaphore of "),
+                N(u64::from(limit)),
+                T(" permits"),
+                E,
+                E,
+            ],
+            Error::NotWatching(s) => [
+                T("not watching: session "),
+                N(s.0),
+                T(" does not watch this lock"),
+                E,
+                E,
+            ],
+            Error::AlreadyWatching(s) => [
+                T("already watching: session "),
+                N(s.0),
+                T(" already watches this lock"),
+                E,
+                E,
+            ],
+            Error::BadPermits { count, limit } => [
+                T("bad permits: "),
+                N(u64::from(count)),
+                T(" of "),
+                N(u64::from(limit)),
+                T(" permits, need 1 <= count <= limit"),
+            ],
+            Error::LabelTooLong { len, max } => [
+                T("label too long: "),
+                N(u64::from(len)),
+                T(" bytes, at most "),
+                N(u64::from(max)),
+                E,
+            ],
         }
     }
 }
@@ -554,6 +670,11 @@ impl From<Error> for ErrorRepr {
             Error::CorruptSnapshot(r) => ErrorRepr::CorruptSnapshot(Reason(r)),
             Error::BadConfig(r) => ErrorRepr::BadConfig(Reason(r)),
             Error::UnknownKeepAlive { sent_at } => ErrorRepr::UnknownKeepAlive { sent_at },
+            Error::LimitMismatch { limit } => ErrorRepr::LimitMismatch { limit },
+            Error::NotWatching(s) => ErrorRepr::NotWatching(s),
+            Error::AlreadyWatching(s) => ErrorRepr::AlreadyWatching(s),
+            Error::BadPermits { count, limit } => ErrorRepr::BadPermits { count, limit },
+            Error::LabelTooLong { len, max } => ErrorRepr::LabelTooLong { len, max },
         }
     }
 }
@@ -574,12 +695,17 @@ mod tests {
             "mode mismatch: the lock is held exclusive by this session",
             "stale request: number 1 is older than the latest, 2",
             "request reused: number 1 was used for a different input",
+            "limit mismatch: the lock is in use as a semaphore of 3 permits",
+            "not watching: session 1 does not watch this lock",
+            "already watching: session 1 already watches this lock",
             "empty name: a name needs at least one byte",
             "name too long: 65 bytes, at most 64",
             "bad ttl: a session needs a ttl of at least 1 tick",
             "deadline overflow: now + ttl does not fit in u64",
             "time went backwards: now is t2, asked for t1",
             "bad config: max_name_len must be 1..=64",
+            "bad permits: 0 of 3 permits, need 1 <= count <= limit",
+            "label too long: 65 bytes, at most 64",
             "capacity exceeded: the sessions table is full",
             "stale: token 1 is lower than the highest seen, token 2",
             "zero token: 0 is never a valid fencing token",
@@ -647,12 +773,17 @@ mod tests {
             Error::CorruptSnapshot(_) => 19,
             Error::BadConfig(_) => 20,
             Error::UnknownKeepAlive { .. } => 21,
+            Error::LimitMismatch { .. } => 22,
+            Error::NotWatching(_) => 23,
+            Error::AlreadyWatching(_) => 24,
+            Error::BadPermits { .. } => 25,
+            Error::LabelTooLong { .. } => 26,
         }
     }
 
     #[test]
     fn examples_hold_every_variant_once_in_code_order() {
-        let mut seen = [false; 22];
+        let mut seen = [false; 27];
         for e in Error::EXAMPLES {
             assert!(!seen[variant(e)], "{e:?} twice");
             seen[variant(e)] = true;

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{LockName, Mode, SessionId, Tick, Wait};
+use crate::{Label, LockName, Mode, SessionId, Tick, Wait};
 
 /// One input to [`LockService::handle`](crate::LockService::handle).
 ///
@@ -94,6 +94,39 @@ pub enum Input {
         /// The new current tick (not earlier than the current one).
         now: Tick,
     },
+    /// Open a session as [`Input::OpenSession`] does, with a holder label that watchers
+    /// and introspection show.
+    OpenLabeled {
+        /// The host's current tick.
+        now: Tick,
+        /// Time to live in ticks, at least 1.
+        ttl: u64,
+        /// The session's label (may be empty).
+        label: Label,
+    },
+    /// Watch a lock: its current holders, then every holder change, as
+    /// [`Output::HolderChanged`](crate::Output) events for this session.
+    Watch {
+        /// The host's current tick.
+        now: Tick,
+        /// The watcher.
+        session: SessionId,
+        /// The lock.
+        lock: LockName,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
+    /// End a watch.
+    Unwatch {
+        /// The host's current tick.
+        now: Tick,
+        /// The watcher.
+        session: SessionId,
+        /// The lock.
+        lock: LockName,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
 }
 
 impl Input {
@@ -106,20 +139,26 @@ impl Input {
             | Input::Acquire { now, .. }
             | Input::Release { now, .. }
             | Input::Cancel { now, .. }
-            | Input::Tick { now } => *now,
+            | Input::Tick { now }
+            | Input::OpenLabeled { now, .. }
+            | Input::Watch { now, .. }
+            | Input::Unwatch { now, .. } => *now,
         }
     }
 
-    /// The session this input acts for: `None` for [`Input::OpenSession`] (there is none
-    /// yet) and [`Input::Tick`]. Cost: O(1). Errors: none.
+    /// The session this input acts for: `None` for [`Input::OpenSession`] and
+    /// [`Input::OpenLabeled`] (there is none yet) and [`Input::Tick`]. Cost: O(1).
+    /// Errors: none.
     pub fn session(&self) -> Option<SessionId> {
         match self {
             Input::KeepAlive { session, .. }
             | Input::CloseSession { session, .. }
             | Input::Acquire { session, .. }
             | Input::Release { session, .. }
-            | Input::Cancel { session, .. } => Some(*session),
-            Input::OpenSession { .. } | Input::Tick { .. } => None,
+            | Input::Cancel { session, .. }
+            | Input::Watch { session, .. }
+            | Input::Unwatch { session, .. } => Some(*session),
+            Input::OpenSession { .. } | Input::OpenLabeled { .. } | Input::Tick { .. } => None,
         }
     }
 
@@ -130,8 +169,28 @@ impl Input {
             | Input::CloseSession { request, .. }
             | Input::Acquire { request, .. }
             | Input::Release { request, .. }
-            | Input::Cancel { request, .. } => *request,
-            Input::OpenSession { .. } | Input::Tick { .. } => None,
+            | Input::Cancel { request, .. }
+            | Input::Watch { request, .. }
+            | Input::Unwatch { request, .. } => *request,
+            Input::OpenSession { .. } | Input::OpenLabeled { .. } | Input::Tick { .. } => None,
+        }
+    }
+
+    /// A short, stable, snake_case name for the kind of input: `"open_session"`,
+    /// `"open_labeled"`, `"keep_alive"`, `"close_session"`, `"acquire"`, `"release"`,
+    /// `"cancel"`, `"tick"`, `"watch"` or `"unwatch"`. Cost: O(1). Errors: none.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Input::OpenSession { .. } => "open_session",
+            Input::OpenLabeled { .. } => "open_labeled",
+            Input::KeepAlive { .. } => "keep_alive",
+            Input::CloseSession { .. } => "close_session",
+            Input::Acquire { .. } => "acquire",
+            Input::Release { .. } => "release",
+            Input::Cancel { .. } => "cancel",
+            Input::Tick { .. } => "tick",
+            Input::Watch { .. } => "watch",
+            Input::Unwatch { .. } => "unwatch",
         }
     }
 
@@ -145,7 +204,10 @@ impl Input {
             | Input::Acquire { now, .. }
             | Input::Release { now, .. }
             | Input::Cancel { now, .. }
-            | Input::Tick { now } => *now = tick,
+            | Input::Tick { now }
+            | Input::OpenLabeled { now, .. }
+            | Input::Watch { now, .. }
+            | Input::Unwatch { now, .. } => *now = tick,
         }
         self
     }

@@ -6,9 +6,10 @@
 //! agreement on *who* holds the lock; only a **fencing token checked by the resource**
 //! stops the stale holder. This crate ships both halves:
 //!
-//! * [`LockService`] — sessions, FIFO wait queues, shared/exclusive locks, a global fencing
-//!   revision, expiry on logical ticks, lock-delay, try/timed/cancelled acquire, idempotent
-//!   retries, leader election ([`LockService::campaign`]).
+//! * [`LockService`] — sessions, FIFO wait queues, shared/exclusive locks and semaphores,
+//!   a global fencing revision, expiry on logical ticks, lock-delay, try/timed/cancelled
+//!   acquire, idempotent retries, leader election ([`LockService::campaign`]), holder
+//!   labels and watches.
 //! * [`FenceGate`] — the resource-side check: highest token per resource, lower refused.
 //! * [`SessionKeeper`] — the client-side lease view: keep-alive due? may I still act?
 //!
@@ -46,7 +47,8 @@
 //! use heapless::Deque;
 //!
 //! let mut svc = LockService::new(ArrayStorage::<8, 8, 16>::new(), Config::default()).unwrap();
-//! // Room for the most events one input can emit with these capacities (8 + 2 × 16).
+//! // Room for the most events one input can emit with these capacities (8 + 2 × 16: with
+//! // no watch in use, `max_events()` is at most sessions + 2 × claims).
 //! let mut events: Deque<Output, 40> = Deque::new();
 //!
 //! let a = svc.open_session(Tick(0), 10, &mut events).unwrap().opened().unwrap();
@@ -135,6 +137,44 @@
 //! proposes it ([`Input::at`]), ticks are log entries too, and every replica applies the
 //! committed entries with the stamped `now`: the same bytes everywhere (§8).
 //!
+//! **Semaphores and watches.** A name acquired in [`Mode::Permits`] is a semaphore: its
+//! holders together hold at most `limit` permits, granted in strict FIFO order, each grant
+//! with its own token. A session opened with a [`Label`] is shown by it; a
+//! [`watch`](LockService::watch) tells a session of every holder change of a lock
+//! ([`Output::HolderChanged`]) until it unwatches, closes or expires (§13):
+//!
+//! ```
+//! use fencelock::{ArrayStorage, Change, Config, Label, LockService, Mode, Output, Reply, Tick, Wait};
+//!
+//! let mut svc = LockService::new(ArrayStorage::<4, 4, 8>::new(), Config::default()).unwrap();
+//! let mut events: Vec<Output> = Vec::new();
+//! let pool = Mode::Permits { count: 2, limit: 3 }; // 2 of the pool's 3 connections
+//! let a = svc.open_labeled(Tick(0), 10, Label::new("worker-a")?, &mut events)?.opened().unwrap();
+//! let b = svc.open_session(Tick(0), 10, &mut events)?.opened().unwrap();
+//! let w = svc.open_session(Tick(0), 10, &mut events)?.opened().unwrap();
+//! svc.acquire(Tick(0), a, "db-pool", pool, Wait::Forever, None, &mut events)?;
+//! let got = svc.acquire(Tick(0), b, "db-pool", pool, Wait::Forever, None, &mut events)?;
+//! assert_eq!(got, Reply::Queued { mode: pool, position: 1 }); // 2 + 2 > 3
+//! assert_eq!(svc.permits("db-pool").map(|p| (p.in_use, p.limit)), Some((2, 3)));
+//!
+//! // w watches: first the current holder, then every change, in order.
+//! assert_eq!(svc.watch(Tick(1), w, "db-pool", None, &mut events)?, Reply::Watching { holders: 1 });
+//! svc.release(Tick(2), a, "db-pool", None, &mut events)?;
+//! let told: Vec<_> = events
+//!     .iter()
+//!     .filter_map(|e| match e {
+//!         Output::HolderChanged { holder, change, label, .. } => Some((*holder, *change, label.as_str())),
+//!         _ => None,
+//!     })
+//!     .collect();
+//! assert_eq!(told, [
+//!     (a, Change::Holding, "worker-a"),
+//!     (a, Change::Released, "worker-a"),
+//!     (b, Change::Granted, ""),   // right after b's own Granted event
+//! ]);
+//! # Ok::<(), fencelock::Error>(())
+//! ```
+//!
 //! **6. Persist.** [`LockService::snapshot`] writes canonical, versioned bytes;
 //! [`LockService::restore`] validates every invariant before accepting them. (`VecStorage`
 //! and `snapshot_vec` need the `alloc` feature:
@@ -172,8 +212,9 @@
 //!
 //! ## Memory
 //!
-//! All memory is the host's: one row per session (96 bytes), per live lock entry (144)
-//! and per hold or wait (64), the same on 64- and 32-bit targets; the table and its
+//! All memory is the host's: one row per session (160 bytes, 64 of them its label), per
+//! live lock entry (160) and per hold, wait or watch (72), the same on 64- and 32-bit
+//! targets; the table and its
 //! reasoning are in [`storage`]. Capacities are fixed at construction; a full table is a
 //! typed error ([`Error::CapacityExceeded`]), never a panic.
 //!
@@ -191,6 +232,8 @@
 //! | determinism (I6) | same inputs → same replies, events and snapshot bytes on every platform |
 //! | nothing lost (I7) | the reply is returned; events go straight to the host's sink, at most [`max_events`](LockService::max_events) per input, checked against a bounded sink's room before anything changes |
 //! | lock-delay (I8) | after an *expiry*, the lock is not granted again for `lock_delay` ticks |
+//! | permits (I11) | never more permits of a semaphore held than its limit; strict FIFO, a large request at the head is never overtaken |
+//! | watches (I12) | a watcher sees every holder change of its lock in order, none after its watch ends |
 //! | no panic on input | every refusal is a typed [`Error`]; frames and snapshots are validated before use |
 //!
 //! ## When to pick what
@@ -202,6 +245,8 @@
 //! | leader election | consensus lock; the token is the epoch | [`LockService::campaign`] / [`LockService::leader`]; downstream [`FenceGate`] |
 //! | the resource cannot check a token | redesign: idempotent operations, or avoid the lock | nothing here makes it safe: a [`FenceGate`] needs the resource's cooperation |
 //! | many waiters on one lock | an ordered wait queue with watches | FIFO queues; one [`Output::Granted`] per release is the watch firing |
+//! | at most N at once (a connection pool, a rate of jobs) | a counting semaphore | [`Mode::Permits`]; every acquire carries the limit |
+//! | who holds it, and when that changes | a watch on the lock | [`LockService::watch`]; holders shown with their [`Label`] |
 //! | the lease cannot be renewed | treat it as fatal: stop work | [`SessionKeeper::may_act`] turns false at `ttl − margin`; [`SessionKeeper::session_lost`] on `SessionExpired` |
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
@@ -231,17 +276,18 @@ pub use error::{Error, Message, Piece, Table};
 pub use gate::{FenceGate, GateRow, GATE_MAGIC, GATE_VERSION};
 pub use input::Input;
 pub use keeper::{Lease, SessionKeeper, KEEPER_MEMORY};
-pub use output::{Output, ReleaseReason};
+pub use output::{Change, Output, ReleaseReason};
 pub use reply::Reply;
 pub use service::{
-    check_rows, Capacity, Config, Holder, LockService, SessionInfo, Usage, Waiter, MAX_ROWS,
+    check_rows, Capacity, Config, Holder, LockService, Permits, SessionInfo, Usage, Waiter,
+    MAX_ROWS,
 };
 pub use sink::Sink;
 pub use snapshot::{SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 #[cfg(feature = "alloc")]
 pub use storage::VecStorage;
 pub use storage::{ArrayStorage, SliceStorage, Storage};
-pub use types::{LockName, Mode, SessionId, Tick, Token, Wait, MAX_NAME_LEN};
+pub use types::{Label, LockName, Mode, SessionId, Tick, Token, Wait, MAX_LABEL_LEN, MAX_NAME_LEN};
 pub use wire::MAX_FRAME_LEN;
 
 /// The examples of `core/README.md`, compiled and run as doctests.

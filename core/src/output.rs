@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{LockName, Mode, SessionId, Token};
+use crate::{Label, LockName, Mode, SessionId, Token};
 
 /// Why a hold ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -13,6 +13,36 @@ pub enum ReleaseReason {
     Closed,
     /// The holder's session expired (lock-delay applies).
     Expired,
+}
+
+/// What a [`Output::HolderChanged`] tells a watcher about one holder of the lock it
+/// watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Change {
+    /// It held the lock when the watch began (one per holder, in grant order).
+    Holding,
+    /// It was granted the lock (from the queue, or at once by an acquire).
+    Granted,
+    /// It released the lock.
+    Released,
+    /// Its session closed, ending the hold.
+    Closed,
+    /// Its session expired, ending the hold (lock-delay applies).
+    Expired,
+}
+
+impl Change {
+    /// A short, stable, snake_case name: `"holding"`, `"granted"`, `"released"`,
+    /// `"closed"` or `"expired"`. Cost: O(1).
+    pub fn kind(self) -> &'static str {
+        match self {
+            Change::Holding => "holding",
+            Change::Granted => "granted",
+            Change::Released => "released",
+            Change::Closed => "closed",
+            Change::Expired => "expired",
+        }
+    }
 }
 
 /// One event for the host to route to the session it names ([`Output::session`]). Events
@@ -61,6 +91,26 @@ pub enum Output {
         /// The lock.
         lock: LockName,
     },
+    /// To a watcher ([`LockService::watch`](crate::LockService::watch)): a holder of the
+    /// lock it watches changed. Sent right after the event that tells the holder (or, for
+    /// a change the holder asked for, at the point its reply is decided), to each watcher
+    /// of the lock in the order they began watching.
+    HolderChanged {
+        /// The watcher (the session to notify).
+        session: SessionId,
+        /// The watched lock.
+        lock: LockName,
+        /// The holder that changed.
+        holder: SessionId,
+        /// The mode of its hold.
+        mode: Mode,
+        /// The token of its hold.
+        token: Token,
+        /// What happened.
+        change: Change,
+        /// The holder's label (empty if it has none).
+        label: Label,
+    },
 }
 
 impl Output {
@@ -70,7 +120,8 @@ impl Output {
             Output::Granted { session, .. }
             | Output::Released { session, .. }
             | Output::SessionExpired { session }
-            | Output::WaitTimedOut { session, .. } => *session,
+            | Output::WaitTimedOut { session, .. }
+            | Output::HolderChanged { session, .. } => *session,
         }
     }
 
@@ -82,6 +133,7 @@ impl Output {
             Output::Released { .. } => "released",
             Output::SessionExpired { .. } => "session_expired",
             Output::WaitTimedOut { .. } => "wait_timed_out",
+            Output::HolderChanged { .. } => "holder_changed",
         }
     }
 }

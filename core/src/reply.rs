@@ -66,6 +66,14 @@ pub enum Reply {
         /// The current tick.
         now: Tick,
     },
+    /// The watch began: one [`Output::HolderChanged`](crate::Output) with change
+    /// `Holding` per current holder is in the sink.
+    Watching {
+        /// How many holders the lock had (so many `Holding` events).
+        holders: u32,
+    },
+    /// The watch ended: no more events for it.
+    Unwatched,
 }
 
 impl Reply {
@@ -102,6 +110,8 @@ impl Reply {
             Reply::HoldEnded { .. } => "hold_ended",
             Reply::WaitEnded => "wait_ended",
             Reply::Ticked { .. } => "ticked",
+            Reply::Watching { .. } => "watching",
+            Reply::Unwatched => "unwatched",
         }
     }
 }

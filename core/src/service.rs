@@ -3,13 +3,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::storage::{
-    claim_hash, Chain, ClaimRow, Link, List, LockRow, Recorded, SessionRow, Storage, TtlClass,
-    CLASSES, NO_CLASS,
+    claim_hash, watch_hash, Chain, ClaimRow, Link, List, LockRow, Recorded, SessionRow, Storage,
+    TtlClass, CLASSES, NO_CLASS,
 };
 use crate::table::{fnv1a, name_hash, TableState, NIL};
 use crate::{
-    Error, Input, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Sink, Table, Tick,
-    Token, Wait, MAX_NAME_LEN,
+    Change, Error, Input, Label, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Sink,
+    Table, Tick, Token, Wait, MAX_NAME_LEN,
 };
 
 /// Settings fixed at construction (capacities come from the [`Storage`]).
@@ -20,14 +20,23 @@ pub struct Config {
     pub lock_delay: u64,
     /// The longest lock name accepted, 1 to [`MAX_NAME_LEN`] bytes.
     pub max_name_len: u32,
+    /// The most sessions that may watch one lock at once
+    /// ([`LockService::watch`]); 0 disables watches. Beyond it a watch is refused with
+    /// [`Error::CapacityExceeded`]`(Watchers)`. It bounds the events one holder change
+    /// can cause, so [`LockService::max_events`] grows with it.
+    pub max_watchers: u32,
 }
 
+/// [`Config::max_watchers`] by default.
+pub(crate) const DEFAULT_MAX_WATCHERS: u32 = 4;
+
 impl Default for Config {
-    /// No lock-delay, names up to [`MAX_NAME_LEN`] bytes.
+    /// No lock-delay, names up to [`MAX_NAME_LEN`] bytes, at most 4 watchers per lock.
     fn default() -> Self {
         Config {
             lock_delay: 0,
             max_name_len: MAX_NAME_LEN as u32,
+            max_watchers: DEFAULT_MAX_WATCHERS,
         }
     }
 }
@@ -78,6 +87,8 @@ pub struct SessionInfo {
     pub waits: u32,
     /// Its latest idempotent-retry request number (0 = none yet).
     pub last_request: u64,
+    /// Its holder label ([`LockService::open_labeled`]; empty = none).
+    pub label: Label,
 }
 
 /// A holder of a lock, as seen by [`LockService::holders`].
@@ -89,6 +100,8 @@ pub struct Holder {
     pub mode: Mode,
     /// Its fencing token.
     pub token: Token,
+    /// The holding session's label (empty = none).
+    pub label: Label,
 }
 
 /// A waiter for a lock, as seen by [`LockService::waiters`].
@@ -100,6 +113,17 @@ pub struct Waiter {
     pub mode: Mode,
     /// When the wait times out (`None` = waits forever).
     pub deadline: Option<Tick>,
+    /// The waiting session's label (empty = none).
+    pub label: Label,
+}
+
+/// A live semaphore's permits, as seen by [`LockService::permits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Permits {
+    /// Permits its holders hold together (never more than `limit`).
+    pub in_use: u32,
+    /// Its limit (the one every acquire of it carries).
+    pub limit: u32,
 }
 
 /// Everything but the rows: counters, list heads, time. Small and `Copy`, so the
@@ -123,6 +147,8 @@ pub(crate) struct State {
     /// counted or snapshotted; a lock in it is free, unheld and undelayed.
     pub(crate) idle_locks: List,
     pub(crate) claim_order: List,
+    /// Watch claims in use (the rest of the claim table's rows are holds and waits).
+    pub(crate) watches: u32,
     dirty_head: u32,
     dirty_tail: u32,
     /// Up to [`CLASSES`] ttls whose sessions are kept in deadline lists (see
@@ -141,7 +167,9 @@ pub(crate) struct State {
 /// * **Inputs**: [`handle`](Self::handle) (or the typed methods it dispatches to:
 ///   [`open_session`](Self::open_session), [`keep_alive`](Self::keep_alive),
 ///   [`close_session`](Self::close_session), [`acquire`](Self::acquire),
-///   [`release`](Self::release), [`cancel`](Self::cancel), [`tick`](Self::tick)).
+///   [`release`](Self::release), [`cancel`](Self::cancel), [`tick`](Self::tick),
+///   [`open_labeled`](Self::open_labeled), [`watch`](Self::watch),
+///   [`unwatch`](Self::unwatch)).
 ///   Each carries the host's `now` and returns the caller's [`Reply`]; events for other
 ///   sessions, or caused by time, go to the [`Sink`] `out`, in order, before the call
 ///   returns. The service buffers nothing, so it can drop nothing.
@@ -160,15 +188,17 @@ pub(crate) struct State {
 ///
 /// # Bound on events per input
 ///
-/// The advance: one `SessionExpired` per expired session, then one event per claim at
-/// most (`Released` for a hold it ends, `WaitTimedOut` or `Granted` for a wait). The input
-/// itself: release or cancel, the waiters then granted; close, one `Released` per hold plus
-/// the grants they free; open, keep-alive, acquire and replays, none. A claim granted by
-/// the advance and released by a close in the same input has two events, so no input
-/// emits more than [`max_events`](Self::max_events) = sessions + 2 × claims in use (the
-/// counts of [`usage`](Self::usage) before it); a bounded sink sized from
-/// [`capacity`](Self::capacity) (sessions + 2 × claims) always has room. A bounded sink
-/// with less room than `max_events()` is refused up front ([`Error::BufferTooSmall`]).
+/// The advance: one `SessionExpired` per expired session, then one event per hold or wait
+/// at most (`Released` for a hold it ends, `WaitTimedOut` or `Granted` for a wait). The
+/// input itself: release or cancel, the waiters then granted; close, one `Released` per
+/// hold plus the grants they free; watch, one `Holding` per holder; open, keep-alive,
+/// acquire, unwatch and replays, none. A claim granted by the advance and released by a
+/// close in the same input has two events. Each holder change (a `Granted` or `Released`
+/// above, or an acquire granted at once, or a release) also reaches every watcher of its
+/// lock. So no input emits more than [`max_events`](Self::max_events) (its docs give the
+/// formula; with no watch in use it is sessions + 2 × claims, the counts of
+/// [`usage`](Self::usage) before it). A bounded sink with less room than `max_events()` is
+/// refused up front ([`Error::BufferTooSmall`]).
 ///
 /// # Cost
 ///
@@ -211,6 +241,8 @@ enum Kind {
     Release,
     Cancel,
     Close,
+    Watch,
+    Unwatch,
 }
 
 impl<S: Storage> LockService<S> {
@@ -256,6 +288,7 @@ impl<S: Storage> LockService<S> {
             lock_order: List::EMPTY,
             idle_locks: List::EMPTY,
             claim_order: List::EMPTY,
+            watches: 0,
             dirty_head: NIL,
             dirty_tail: NIL,
             classes: [TtlClass::EMPTY; CLASSES],
@@ -320,6 +353,19 @@ impl<S: Storage> LockService<S> {
                 request,
             } => self.cancel(now, session, lock.as_str(), request, out),
             Input::Tick { now } => self.tick(now, out).map(|()| Reply::Ticked { now }),
+            Input::OpenLabeled { now, ttl, label } => self.open_labeled(now, ttl, label, out),
+            Input::Watch {
+                now,
+                session,
+                lock,
+                request,
+            } => self.watch(now, session, lock.as_str(), request, out),
+            Input::Unwatch {
+                now,
+                session,
+                lock,
+                request,
+            } => self.unwatch(now, session, lock.as_str(), request, out),
         }
     }
 
@@ -337,6 +383,23 @@ impl<S: Storage> LockService<S> {
         ttl: u64,
         out: &mut impl Sink,
     ) -> Result<Reply, Error> {
+        self.open_labeled(now, ttl, Label::EMPTY, out)
+    }
+
+    /// Opens a session as [`open_session`](Self::open_session) does, with a holder label
+    /// that [`SessionInfo`], [`Holder`], [`Waiter`] and watchers'
+    /// [`Output::HolderChanged`] events show. Replies `Opened`.
+    ///
+    /// Errors: those of [`open_session`](Self::open_session) (a too-long label is refused
+    /// when the [`Label`] is made: [`Error::LabelTooLong`]). Cost: as `open_session`, plus
+    /// O(label length) to store the label.
+    pub fn open_labeled(
+        &mut self,
+        now: Tick,
+        ttl: u64,
+        label: Label,
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
         self.advance(now, out)?;
         let mut v = self.view();
         if ttl == 0 {
@@ -350,6 +413,7 @@ impl<S: Storage> LockService<S> {
         let id = v.st.next_session;
         v.st.next_session += 1;
         v.insert_session(slot, id, ttl, expires_at);
+        v.s[slot as usize].label = label;
         v.schedule_session(slot, true);
         Ok(Reply::Opened {
             session: SessionId(id),
@@ -390,9 +454,10 @@ impl<S: Storage> LockService<S> {
         })
     }
 
-    /// Closes a session. Replies `Closed`; emits `Released` (reason `Closed`) for each
-    /// lock it held (in the order it acquired them), then `Granted` to the waiters that
-    /// this frees. Its waits are dropped silently. No lock-delay.
+    /// Closes a session. Replies `Closed`; its watches end first (silently), then it emits
+    /// `Released` (reason `Closed`) for each lock it held (in the order it acquired them),
+    /// each followed by the lock's watchers' `HolderChanged` (`Closed`), then `Granted` to
+    /// the waiters that this frees. Its waits are dropped silently. No lock-delay.
     ///
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
     /// advance) [`Error::UnknownSession`], request-number errors. Cost: the advance, then
@@ -434,11 +499,18 @@ impl<S: Storage> LockService<S> {
     ///     cancel would have been the client's own later request);
     ///   - neither, recorded `Granted`: `HoldEnded` with the recorded token.
     ///
-    /// Acquire emits no events of its own (only those of the advance to `now`).
+    /// Acquire emits no events of its own to the caller (only those of the advance to
+    /// `now`); a grant at once reaches the lock's watchers (`HolderChanged`, `Granted`).
+    ///
+    /// In [`Mode::Permits`] (a semaphore, docs/SPEC.md §13): granted at once only when
+    /// nobody is queued, there is no lock-delay and `in_use + count <= limit`; queued
+    /// waiters are granted in strict FIFO order as permits come back. Each grant has its
+    /// own token.
     ///
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
     /// advance) [`Error::UnknownSession`], [`Error::EmptyName`], [`Error::NameTooLong`],
-    /// request-number errors, [`Error::AlreadyQueued`], [`Error::ModeMismatch`],
+    /// [`Error::BadPermits`], request-number errors, [`Error::LimitMismatch`],
+    /// [`Error::AlreadyQueued`], [`Error::ModeMismatch`],
     /// [`Error::CapacityExceeded`]`(Claims | Locks)`, in that order.
     /// Cost: the advance, then O(name length + log claims); a replay that finds the
     /// session queued adds O(queue length).
@@ -457,6 +529,7 @@ impl<S: Storage> LockService<S> {
         let mut v = self.view();
         let s = v.session_slot(session)?;
         v.check_name(lock)?;
+        let mode = mode.validate()?;
         let hash = name_hash(lock.as_bytes());
         let target = target(lock, Some(mode), request);
         if let Some(recorded) = v.check_request(s, request, Kind::Acquire, target)? {
@@ -464,6 +537,15 @@ impl<S: Storage> LockService<S> {
         }
         let l = v.lock_slot(lock, hash);
         if let Some(l) = l {
+            if let Some(live) = v.live_limit(l) {
+                let want = match mode {
+                    Mode::Permits { limit, .. } => limit,
+                    Mode::Exclusive | Mode::Shared => 0,
+                };
+                if want != live {
+                    return Err(Error::LimitMismatch { limit: live });
+                }
+            }
             if let Some(c) = v.claim_slot(s, l) {
                 let claim = &v.c[c as usize];
                 if !claim.holding() {
@@ -473,7 +555,7 @@ impl<S: Storage> LockService<S> {
                     return Err(Error::ModeMismatch { held: claim.mode() });
                 }
                 let token = claim.value;
-                v.record(s, request, target, Recorded::Granted { mode, token });
+                v.record(s, request, target, granted(mode, token));
                 return Ok(Reply::Granted {
                     mode,
                     token: Token(token),
@@ -499,52 +581,14 @@ impl<S: Storage> LockService<S> {
         let Some(c) = v.st.claims.alloc(v.c) else {
             return Err(Error::CapacityExceeded(Table::Claims));
         };
-        let l = match l {
-            Some(l) if v.l[l as usize].id != 0 => l,
-            Some(l) => {
-                // Idle since its last use: a new entry in the same row, name and index.
-                v.st.idle_locks.remove(v.l, l, lock_order);
-                let id = v.st.next_lock;
-                v.st.next_lock += 1;
-                v.l[l as usize].id = id;
-                v.st.lock_order.push_back(v.l, l, lock_order);
-                l
-            }
-            None => {
-                // Cannot fail: `check_name` allowed at most `max_name_len` ≤ 64 bytes.
-                let name = match LockName::new(lock) {
-                    Ok(name) => name,
-                    Err(e) => {
-                        v.st.claims.release(v.c, c);
-                        return Err(e);
-                    }
-                };
-                let slot = match v.st.locks.alloc(v.l) {
-                    Some(slot) => slot,
-                    // A full table may still hold idle rows: the oldest goes.
-                    None if v.st.idle_locks.head != NIL => {
-                        let slot = v.st.idle_locks.head;
-                        v.st.idle_locks.remove(v.l, slot, lock_order);
-                        TableState::index_remove(v.l, slot);
-                        slot
-                    }
-                    None => {
-                        v.st.claims.release(v.c, c);
-                        return Err(Error::CapacityExceeded(Table::Locks));
-                    }
-                };
-                let id = v.st.next_lock;
-                v.st.next_lock += 1;
-                v.insert_lock(slot, name, hash, id);
-                slot
-            }
-        };
+        let l = v.take_lock(l, lock, hash, c)?;
         let seq = v.st.next_seq;
         v.st.next_seq += 1;
         v.insert_claim(c, s, l, mode, seq);
         if grantable {
             let token = v.grant(c);
-            v.record(s, request, target, Recorded::Granted { mode, token });
+            v.record(s, request, target, granted(mode, token));
+            v.tell_watchers(l, s, mode, token, Change::Granted, out);
             Ok(Reply::Granted {
                 mode,
                 token: Token(token),
@@ -557,13 +601,15 @@ impl<S: Storage> LockService<S> {
                 v.st.claims.schedule(v.c, c);
             }
             let position = v.l[l as usize].waiters.len;
-            v.record(s, request, target, Recorded::Queued { mode, position });
+            v.record(s, request, target, queued(mode, position));
             Ok(Reply::Queued { mode, position })
         }
     }
 
-    /// Releases a lock the session holds. Replies `Released`; emits `Granted` to the head
-    /// of the queue (one exclusive waiter, or the run of shared waiters at the head).
+    /// Releases a lock the session holds. Replies `Released`; emits `HolderChanged`
+    /// (`Released`) to the lock's watchers, then `Granted` to the head of the queue (one
+    /// exclusive waiter, the run of shared waiters at the head, or the permit waiters at
+    /// the head that fit), each followed by its watchers' `HolderChanged` (`Granted`).
     ///
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
     /// advance) [`Error::UnknownSession`], name errors, request-number errors,
@@ -603,8 +649,10 @@ impl<S: Storage> LockService<S> {
             .ok_or(Error::NotHolder(session))?;
         let l = v.c[c as usize].lock();
         let token = v.c[c as usize].value;
+        let mode = v.c[c as usize].mode();
         v.remove_claim(c);
         v.record(s, request, target, Recorded::Released { token });
+        v.tell_watchers(l, s, mode, token, Change::Released, out);
         // What `grant_dirty` does for one lock, without the list (nothing else is marked
         // after the advance).
         if v.l[l as usize].waiters.head != NIL {
@@ -662,13 +710,120 @@ impl<S: Storage> LockService<S> {
         Ok(Reply::Cancelled)
     }
 
+    /// Watches `lock` for `session`: replies `Watching { holders }` and emits one
+    /// [`Output::HolderChanged`] with change `Holding` per current holder, in grant order;
+    /// from then on, every holder change of the lock (`Granted`, `Released`, `Closed`,
+    /// `Expired`) reaches the watcher as a `HolderChanged`, in order, each right after the
+    /// event that tells the holder (or where its reply is decided), watchers in the order
+    /// they began watching. The watch ends by [`unwatch`](Self::unwatch), or by the
+    /// watcher's close or expiry; no event reaches the watcher after that. A session may
+    /// watch a lock it holds or waits for, and acquire a lock it watches. A watch takes a
+    /// claim row (neither a hold nor a wait) and keeps the lock's entry alive.
+    ///
+    /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
+    /// advance) [`Error::UnknownSession`], name errors, request-number errors,
+    /// [`Error::AlreadyWatching`], [`Error::CapacityExceeded`]`(Watchers)` (the lock
+    /// has [`Config::max_watchers`] watchers already; always when it is 0), then
+    /// `CapacityExceeded(Claims | Locks)`, in that order. Cost: the advance, then O(name
+    /// length + holders of the lock) expected.
+    pub fn watch(
+        &mut self,
+        now: Tick,
+        session: SessionId,
+        lock: &str,
+        request: Option<u64>,
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
+        self.advance(now, out)?;
+        let mut v = self.view();
+        let s = v.session_slot(session)?;
+        v.check_name(lock)?;
+        let target = target(lock, None, request);
+        if let Some(recorded) = v.check_request(s, request, Kind::Watch, target)? {
+            return Ok(recorded.reply());
+        }
+        let hash = name_hash(lock.as_bytes());
+        let l = v.lock_slot(lock, hash);
+        let live = l.filter(|l| v.l[*l as usize].id != 0);
+        if let Some(l) = live {
+            if v.watch_slot(s, l).is_some() {
+                return Err(Error::AlreadyWatching(session));
+            }
+        }
+        let watchers = live.map_or(0, |l| v.l[l as usize].watchers.len);
+        if watchers >= v.st.config.max_watchers {
+            return Err(Error::CapacityExceeded(Table::Watchers));
+        }
+        let Some(c) = v.st.claims.alloc(v.c) else {
+            return Err(Error::CapacityExceeded(Table::Claims));
+        };
+        let l = v.take_lock(l, lock, hash, c)?;
+        let seq = v.st.next_seq;
+        v.st.next_seq += 1;
+        v.insert_watch(c, s, l, seq);
+        let holders = v.l[l as usize].holders.len;
+        let mut h = v.l[l as usize].holders.head;
+        while h != NIL {
+            let claim = &v.c[h as usize];
+            let holder = &v.s[claim.session() as usize];
+            out.event(Output::HolderChanged {
+                session,
+                lock: v.l[l as usize].name.clone(),
+                holder: SessionId(holder.id),
+                mode: claim.mode(),
+                token: Token(claim.value),
+                change: Change::Holding,
+                label: holder.label,
+            });
+            h = claim.in_lock.next;
+        }
+        v.record(s, request, target, Recorded::Watching { holders });
+        Ok(Reply::Watching { holders })
+    }
+
+    /// Ends `session`'s watch of `lock`. Replies `Unwatched`; no event reaches the watch
+    /// after it.
+    ///
+    /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
+    /// advance) [`Error::UnknownSession`], name errors, request-number errors,
+    /// [`Error::NotWatching`]. Cost: the advance, then O(name length) expected.
+    pub fn unwatch(
+        &mut self,
+        now: Tick,
+        session: SessionId,
+        lock: &str,
+        request: Option<u64>,
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
+        self.advance(now, out)?;
+        let mut v = self.view();
+        let s = v.session_slot(session)?;
+        v.check_name(lock)?;
+        let target = target(lock, None, request);
+        if let Some(recorded) = v.check_request(s, request, Kind::Unwatch, target)? {
+            return Ok(recorded.reply());
+        }
+        let c = v
+            .lock_slot(lock, name_hash(lock.as_bytes()))
+            .filter(|l| v.l[*l as usize].id != 0)
+            .and_then(|l| v.watch_slot(s, l))
+            .ok_or(Error::NotWatching(session))?;
+        let l = v.c[c as usize].lock();
+        v.remove_claim(c);
+        v.record(s, request, target, Recorded::Unwatched);
+        v.evict_if_idle(l);
+        Ok(Reply::Unwatched)
+    }
+
     /// Advances time to `now` and does what has come due, in this order:
     /// 1. expire every session with `expires_at <= now` (earliest first, ties by id):
-    ///    `SessionExpired`, then `Released` (reason `Expired`) per hold, starting
+    ///    `SessionExpired`, its watches ended, then `Released` (reason `Expired`) per
+    ///    hold, each followed by its lock's watchers' `HolderChanged`, starting
     ///    lock-delay on each;
     /// 2. time out every wait with `deadline <= now` (`WaitTimedOut`);
     /// 3. end lock-delays that are over;
-    /// 4. grant the locks these freed to their live waiters, FIFO (`Granted`).
+    /// 4. grant the locks these freed to their live waiters, FIFO (`Granted`, each
+    ///    followed by its watchers' `HolderChanged`).
     ///
     /// So expiry at a tick always comes before any grant at that tick: a session past its
     /// deadline is never granted. A tick equal to the current one is a no-op. Every other
@@ -680,13 +835,34 @@ impl<S: Storage> LockService<S> {
         self.advance(now, out)
     }
 
-    /// The most events one input can emit now: one `SessionExpired` per open session plus
-    /// two per claim (a wait granted by the advance and then released by a close, say).
+    /// The most events one input can emit now:
+    ///
+    /// `S + 2·H + (2·H + 1) · min(max_watchers, W)`
+    ///
+    /// where `S` is the open sessions, `H` the holds and waits and `W` the watches in use
+    /// (so `H + W` is [`usage`](Self::usage)`().claims`). `S`: one `SessionExpired` per
+    /// session. `2·H`: each hold or wait changes holder at most twice in one input (a wait
+    /// granted by the advance and then released by a close, say), each change one event
+    /// to its holder. Each holder change — those, plus the grant of an acquire's new claim
+    /// (the `+ 1`) — reaches every watcher of its lock, at most `min(max_watchers, W)`.
+    /// A watch's `Holding` events (one per holder of its lock, at most `H`) come after an
+    /// advance that changes each hold or wait at most once, so they fit in the second `H`.
+    /// With no watches in use (`W = 0`) it is `S + 2·H`, as before watches existed.
+    ///
     /// A bounded [`Sink`] must have this much room, or the input is refused with
-    /// [`Error::BufferTooSmall`]; sizing it for `capacity().sessions + 2 ×
-    /// capacity().claims` is always enough. Cost: O(1).
+    /// [`Error::BufferTooSmall`]; sizing it for the same formula at capacity (`S` =
+    /// sessions, `H` = claims, `W` = claims) is always enough, and without watches
+    /// `capacity().sessions + 2 × capacity().claims` is. Saturates at `usize::MAX`.
+    /// Cost: O(1).
     pub fn max_events(&self) -> usize {
-        self.st.sessions.len as usize + 2 * self.st.claims.len as usize
+        let sessions = self.st.sessions.len as usize;
+        let watches = self.st.watches as usize;
+        let holds = self.st.claims.len as usize - watches;
+        let fan = (self.st.config.max_watchers as usize).min(watches);
+        let changes = holds.saturating_mul(2);
+        sessions
+            .saturating_add(changes)
+            .saturating_add(changes.saturating_add(1).saturating_mul(fan))
     }
 
     /// The shared first step of every input: refuse a `now` in the past or a sink too
@@ -876,9 +1052,10 @@ impl<S: Storage> LockService<S> {
         let (mut holds, mut waits) = (0, 0);
         let mut c = row.claims.head;
         while c != NIL {
-            if t.claims[c as usize].holding() {
+            let claim = &t.claims[c as usize];
+            if claim.holding() {
                 holds += 1;
-            } else {
+            } else if !claim.watching() {
                 waits += 1;
             }
             c = t.claims[c as usize].in_session.next;
@@ -890,6 +1067,7 @@ impl<S: Storage> LockService<S> {
             holds,
             waits,
             last_request: row.last_request,
+            label: row.label,
         })
     }
 
@@ -915,10 +1093,12 @@ impl<S: Storage> LockService<S> {
     pub fn holders(&self, lock: &str) -> impl Iterator<Item = Holder> + '_ {
         self.claims_of(lock, true).map(|(t, c)| {
             let claim = &t.claims[c as usize];
+            let session = &t.sessions[claim.session() as usize];
             Holder {
-                session: SessionId(t.sessions[claim.session() as usize].id),
+                session: SessionId(session.id),
                 mode: claim.mode(),
                 token: Token(claim.value),
+                label: session.label,
             }
         })
     }
@@ -927,12 +1107,38 @@ impl<S: Storage> LockService<S> {
     pub fn waiters(&self, lock: &str) -> impl Iterator<Item = Waiter> + '_ {
         self.claims_of(lock, false).map(|(t, c)| {
             let claim = &t.claims[c as usize];
+            let session = &t.sessions[claim.session() as usize];
             Waiter {
-                session: SessionId(t.sessions[claim.session() as usize].id),
+                session: SessionId(session.id),
                 mode: claim.mode(),
                 deadline: (claim.value != u64::MAX).then_some(Tick(claim.value)),
+                label: session.label,
             }
         })
+    }
+
+    /// The permits of `lock` while it is a live semaphore (held or awaited in
+    /// [`Mode::Permits`]); `None` otherwise (free, unknown, or a plain lock).
+    /// Cost: O(name length) expected.
+    pub fn permits(&self, lock: &str) -> Option<Permits> {
+        let t = self.storage.tables_ref();
+        let l = find_lock(t.locks, lock)?;
+        let row = &t.locks[l as usize];
+        let any = if row.holders.head != NIL {
+            row.holders.head
+        } else {
+            row.waiters.head
+        };
+        if any == NIL {
+            return None;
+        }
+        match t.claims[any as usize].mode() {
+            Mode::Permits { limit, .. } => Some(Permits {
+                in_use: row.in_use,
+                limit,
+            }),
+            Mode::Exclusive | Mode::Shared => None,
+        }
     }
 
     /// The tick before which `lock` will not be granted because of lock-delay, if that is
@@ -978,15 +1184,38 @@ fn target(name: &str, mode: Option<Mode>, request: Option<u64>) -> u64 {
     if request.is_none() {
         return 0;
     }
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut h = fnv1a(name.as_bytes());
     if let Some(mode) = mode {
         h ^= match mode {
             Mode::Exclusive => 0xFE,
             Mode::Shared => 0xFF,
+            Mode::Permits { .. } => 0xFD,
         };
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        h = h.wrapping_mul(PRIME);
+        if let Mode::Permits { count, limit } = mode {
+            for b in count.to_le_bytes().into_iter().chain(limit.to_le_bytes()) {
+                h = (h ^ b as u64).wrapping_mul(PRIME);
+            }
+        }
     }
     h
+}
+
+/// The recorded reply of a granted acquire in `mode`.
+fn granted(mode: Mode, token: u64) -> Recorded {
+    match mode {
+        Mode::Permits { .. } => Recorded::GrantedPermits { token },
+        Mode::Exclusive | Mode::Shared => Recorded::Granted { mode, token },
+    }
+}
+
+/// The recorded reply of a queued acquire in `mode`.
+fn queued(mode: Mode, position: u32) -> Recorded {
+    match mode {
+        Mode::Permits { .. } => Recorded::QueuedPermits { position },
+        Mode::Exclusive | Mode::Shared => Recorded::Queued { mode, position },
+    }
 }
 
 pub(crate) fn find_session(rows: &[SessionRow], id: u64) -> Option<u32> {
@@ -1045,9 +1274,135 @@ impl View<'_> {
                 (self.c[only as usize].session() == s).then_some(only)
             }
             _ => TableState::find(self.c, claim_hash(s, l), |r| {
-                r.session() == s && r.lock() == l
+                r.session() == s && r.lock() == l && !r.watching()
             }),
         }
+    }
+
+    /// The watch of session `s` on lock `l` (always indexed, under [`watch_hash`]).
+    /// Cost: O(1) expected.
+    pub(crate) fn watch_slot(&self, s: u32, l: u32) -> Option<u32> {
+        if self.l[l as usize].watchers.len == 0 {
+            return None;
+        }
+        TableState::find(self.c, watch_hash(s, l), |r| {
+            r.session() == s && r.lock() == l && r.watching()
+        })
+    }
+
+    /// The limit every hold and wait of lock `l` carries: `Some(limit)` of a live
+    /// semaphore, `Some(0)` of a plain lock held or awaited, `None` with no hold or wait.
+    pub(crate) fn live_limit(&self, l: u32) -> Option<u32> {
+        let lock = &self.l[l as usize];
+        let any = if lock.holders.head != NIL {
+            lock.holders.head
+        } else {
+            lock.waiters.head
+        };
+        if any == NIL {
+            return None;
+        }
+        Some(match self.c[any as usize].mode() {
+            Mode::Permits { limit, .. } => limit,
+            Mode::Exclusive | Mode::Shared => 0,
+        })
+    }
+
+    /// The mode of lock `l`'s holders (all hold it in one mode kind), `None` if unheld.
+    pub(crate) fn holder_mode(&self, l: u32) -> Option<Mode> {
+        let head = self.l[l as usize].holders.head;
+        (head != NIL).then(|| self.c[head as usize].mode())
+    }
+
+    /// Whether a claim in `mode` fits lock `l`'s holders now (lock-delay and the queue
+    /// aside): an unheld lock, shared beside shared, permits within the limit.
+    pub(crate) fn fits(&self, l: u32, mode: Mode) -> bool {
+        match mode {
+            Mode::Permits { count, limit } => {
+                u64::from(self.l[l as usize].in_use) + u64::from(count) <= u64::from(limit)
+            }
+            Mode::Shared => matches!(self.holder_mode(l), None | Some(Mode::Shared)),
+            Mode::Exclusive => self.holder_mode(l).is_none(),
+        }
+    }
+
+    /// Tells every watcher of lock `l`, in watch order, that holder session `s` (mode,
+    /// token) changed. O(1) with no watchers, else O(1) per watcher.
+    fn tell_watchers(
+        &self,
+        l: u32,
+        s: u32,
+        mode: Mode,
+        token: u64,
+        change: Change,
+        out: &mut impl Sink,
+    ) {
+        let lock = &self.l[l as usize];
+        let mut w = lock.watchers.head;
+        if w == NIL {
+            return;
+        }
+        let holder = &self.s[s as usize];
+        while w != NIL {
+            let watch = &self.c[w as usize];
+            out.event(Output::HolderChanged {
+                session: SessionId(self.s[watch.session() as usize].id),
+                lock: lock.name.clone(),
+                holder: SessionId(holder.id),
+                mode,
+                token: Token(token),
+                change,
+                label: holder.label,
+            });
+            w = watch.in_lock.next;
+        }
+    }
+
+    /// The live entry for lock `name` (hash `hash`) found as `l` by
+    /// [`lock_slot`](Self::lock_slot), made live if idle or created if absent. On
+    /// [`Error::CapacityExceeded`]`(Locks)` claim row `c`, just taken, is given back, so
+    /// nothing changed.
+    fn take_lock(&mut self, l: Option<u32>, name: &str, hash: u64, c: u32) -> Result<u32, Error> {
+        Ok(match l {
+            Some(l) if self.l[l as usize].id != 0 => l,
+            Some(l) => {
+                // Idle since its last use: a new entry in the same row, name and index.
+                self.st.idle_locks.remove(self.l, l, lock_order);
+                let id = self.st.next_lock;
+                self.st.next_lock += 1;
+                self.l[l as usize].id = id;
+                self.st.lock_order.push_back(self.l, l, lock_order);
+                l
+            }
+            None => {
+                // Cannot fail: `check_name` allowed at most `max_name_len` ≤ 64 bytes.
+                let name = match LockName::new(name) {
+                    Ok(name) => name,
+                    Err(e) => {
+                        self.st.claims.release(self.c, c);
+                        return Err(e);
+                    }
+                };
+                let slot = match self.st.locks.alloc(self.l) {
+                    Some(slot) => slot,
+                    // A full table may still hold idle rows: the oldest goes.
+                    None if self.st.idle_locks.head != NIL => {
+                        let slot = self.st.idle_locks.head;
+                        self.st.idle_locks.remove(self.l, slot, lock_order);
+                        TableState::index_remove(self.l, slot);
+                        slot
+                    }
+                    None => {
+                        self.st.claims.release(self.c, c);
+                        return Err(Error::CapacityExceeded(Table::Locks));
+                    }
+                };
+                let id = self.st.next_lock;
+                self.st.next_lock += 1;
+                self.insert_lock(slot, name, hash, id);
+                slot
+            }
+        })
     }
 
     /// The answer to a repeat of an acquire whose recorded reply is `recorded`, from the
@@ -1077,10 +1432,12 @@ impl View<'_> {
             };
         }
         match recorded {
-            Recorded::Granted { token, .. } => Reply::HoldEnded {
-                token: Token(token),
-            },
-            Recorded::Queued { .. } => Reply::WaitEnded,
+            Recorded::Granted { token, .. } | Recorded::GrantedPermits { token } => {
+                Reply::HoldEnded {
+                    token: Token(token),
+                }
+            }
+            Recorded::Queued { .. } | Recorded::QueuedPermits { .. } => Reply::WaitEnded,
             _ => Reply::Busy,
         }
     }
@@ -1121,9 +1478,15 @@ impl View<'_> {
         let recorded = match last_reply {
             Recorded::None => return Ok(None),
             Recorded::KeptAlive { .. } => Kind::KeepAlive,
-            Recorded::Granted { .. } | Recorded::Queued { .. } | Recorded::Busy => Kind::Acquire,
+            Recorded::Granted { .. }
+            | Recorded::Queued { .. }
+            | Recorded::Busy
+            | Recorded::GrantedPermits { .. }
+            | Recorded::QueuedPermits { .. } => Kind::Acquire,
             Recorded::Released { .. } => Kind::Release,
             Recorded::Cancelled => Kind::Cancel,
+            Recorded::Watching { .. } => Kind::Watch,
+            Recorded::Unwatched => Kind::Unwatch,
         };
         // Close records nothing (the session is gone), so it never matches. The same number
         // for another lock or mode is a different request, not a retry.
@@ -1150,6 +1513,7 @@ impl View<'_> {
         row.last_request = 0;
         row.set_last_reply(Recorded::None);
         row.last_target = 0;
+        row.label = Label::EMPTY;
         row.claims = Chain::EMPTY;
         TableState::index_insert(self.s, slot, crate::table::mix(id));
         self.st.session_order.push_back(self.s, slot, session_order);
@@ -1247,8 +1611,9 @@ impl View<'_> {
         row.id = id;
         row.name = name;
         row.holders = List::EMPTY;
-        row.holder_mode = Mode::Exclusive;
         row.waiters = List::EMPTY;
+        row.watchers = List::EMPTY;
+        row.in_use = 0;
         row.delay_until = 0;
         row.dirty = false;
         row.dirty_next = NIL;
@@ -1285,6 +1650,25 @@ impl View<'_> {
         self.st.claim_order.push_back(self.c, c, claim_order);
     }
 
+    /// Fills claim row `c`, just taken from the free list, as session `s`'s watch of lock
+    /// `l`: indexed under [`watch_hash`] (never the key of a hold or wait), last in the
+    /// lock's watchers, the session's claims and the claim order.
+    pub(crate) fn insert_watch(&mut self, c: u32, s: u32, l: u32, seq: u64) {
+        let row = &mut self.c[c as usize];
+        row.set_watch(s, l);
+        row.seq = seq;
+        row.value = 0;
+        TableState::index_insert(self.c, c, watch_hash(s, l));
+        let mut list = self.l[l as usize].watchers;
+        list.push_back(self.c, c, in_lock);
+        self.l[l as usize].watchers = list;
+        let mut list = self.s[s as usize].claims;
+        list.push_back(self.c, c, in_session);
+        self.s[s as usize].claims = list;
+        self.st.claim_order.push_back(self.c, c, claim_order);
+        self.st.watches += 1;
+    }
+
     /// Makes claim `c` a holder with a fresh token and returns the token.
     fn grant(&mut self, c: u32) -> u64 {
         self.st.revision += 1;
@@ -1294,22 +1678,29 @@ impl View<'_> {
         let row = &mut self.c[c as usize];
         row.set_holding(true);
         row.value = token;
-        let mode = row.mode();
         // Holders are kept in claim-sequence order (like every other list), so a restored
         // service lists them exactly as the original did.
+        let permits = row.permits();
         let mut holders = self.l[l as usize].holders;
         holders.insert_sorted(self.c, c, in_lock, |r| r.seq);
         self.l[l as usize].holders = holders;
-        self.l[l as usize].holder_mode = mode;
+        self.l[l as usize].in_use += permits;
         token
     }
 
     /// Unlinks and frees a claim (hold or wait). The lock is not re-examined here.
     fn remove_claim(&mut self, c: u32) {
+        if self.c[c as usize].watching() {
+            self.remove_watch(c);
+            return;
+        }
         let (s, l, holding) = {
             let r = &self.c[c as usize];
             (r.session(), r.lock(), r.holding())
         };
+        if holding {
+            self.l[l as usize].in_use -= self.c[c as usize].permits();
+        }
         self.st.claims.unschedule(self.c, c);
         let lock = &mut self.l[l as usize];
         let mut list = if holding { lock.holders } else { lock.waiters };
@@ -1340,12 +1731,33 @@ impl View<'_> {
         self.st.claims.release(self.c, c);
     }
 
+    /// Unlinks and frees watch claim `c`. The lock is not re-examined here.
+    fn remove_watch(&mut self, c: u32) {
+        let (s, l) = {
+            let r = &self.c[c as usize];
+            (r.session(), r.lock())
+        };
+        let mut list = self.l[l as usize].watchers;
+        list.remove(self.c, c, in_lock);
+        self.l[l as usize].watchers = list;
+        let mut list = self.s[s as usize].claims;
+        list.remove(self.c, c, in_session);
+        self.s[s as usize].claims = list;
+        self.st.claim_order.remove(self.c, c, claim_order);
+        TableState::index_remove_hashed(self.c, c, watch_hash(s, l));
+        self.st.watches -= 1;
+        self.c[c as usize].free();
+        self.st.claims.release(self.c, c);
+    }
+
+    /// Whether an acquire in `mode` is granted at once: not in lock-delay, nobody queued
+    /// (strict FIFO: a newcomer never overtakes a waiter), and it fits the holders.
     fn grantable_now(&self, l: u32, mode: Mode) -> bool {
         let lock = &self.l[l as usize];
         if lock.delay_until > self.st.now || lock.waiters.len > 0 {
             return false;
         }
-        lock.holders.len == 0 || (mode == Mode::Shared && lock.holder_mode == Mode::Shared)
+        self.fits(l, mode)
     }
 
     /// Ends a session: `Released` per hold (lock-delay if it expired), waits dropped, the
@@ -1353,11 +1765,28 @@ impl View<'_> {
     fn end_session(&mut self, s: u32, reason: ReleaseReason, out: &mut impl Sink) {
         let session = SessionId(self.s[s as usize].id);
         let delay = self.st.config.lock_delay;
+        // Its watches end first: no event reaches a watcher once its session is ending,
+        // not even about its own holds.
+        let mut c = self.s[s as usize].claims.head;
+        while c != NIL {
+            let next = self.c[c as usize].in_session.next;
+            if self.c[c as usize].watching() {
+                let l = self.c[c as usize].lock();
+                self.remove_watch(c);
+                self.mark_dirty(l);
+            }
+            c = next;
+        }
+        let change = match reason {
+            ReleaseReason::Released => Change::Released,
+            ReleaseReason::Closed => Change::Closed,
+            ReleaseReason::Expired => Change::Expired,
+        };
         while self.s[s as usize].claims.head != NIL {
             let c = self.s[s as usize].claims.head;
-            let (l, holding, token) = {
+            let (l, holding, token, mode) = {
                 let r = &self.c[c as usize];
-                (r.lock(), r.holding(), r.value)
+                (r.lock(), r.holding(), r.value, r.mode())
             };
             self.remove_claim(c);
             if holding {
@@ -1367,6 +1796,7 @@ impl View<'_> {
                     token: Token(token),
                     reason,
                 });
+                self.tell_watchers(l, s, mode, token, change, out);
                 if reason == ReleaseReason::Expired && delay > 0 {
                     let until = self.st.now.saturating_add(delay);
                     let lock = &mut self.l[l as usize];
@@ -1471,22 +1901,21 @@ impl View<'_> {
                 return;
             }
             let mode = self.c[head as usize].mode();
-            let fits =
-                lock.holders.len == 0 || (mode == Mode::Shared && lock.holder_mode == Mode::Shared);
-            if !fits {
+            if !self.fits(l, mode) {
                 return;
             }
-            let mut waiters = lock.waiters;
+            let mut waiters = self.l[l as usize].waiters;
             waiters.remove(self.c, head, in_lock);
             self.l[l as usize].waiters = waiters;
             let token = self.grant(head);
-            let session = SessionId(self.s[self.c[head as usize].session() as usize].id);
+            let s = self.c[head as usize].session();
             out.event(Output::Granted {
-                session,
+                session: SessionId(self.s[s as usize].id),
                 lock: self.l[l as usize].name.clone(),
                 mode,
                 token: Token(token),
             });
+            self.tell_watchers(l, s, mode, token, Change::Granted, out);
             if mode == Mode::Exclusive {
                 return;
             }
@@ -1498,7 +1927,11 @@ impl View<'_> {
     /// the row without re-indexing or copying the name). O(1).
     fn evict_if_idle(&mut self, l: u32) {
         let lock = &self.l[l as usize];
-        if lock.holders.len > 0 || lock.waiters.len > 0 || TableState::is_scheduled(self.l, l) {
+        if lock.holders.len > 0
+            || lock.waiters.len > 0
+            || lock.watchers.len > 0
+            || TableState::is_scheduled(self.l, l)
+        {
             return;
         }
         self.st.lock_order.remove(self.l, l, lock_order);

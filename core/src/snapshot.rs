@@ -11,6 +11,16 @@
 //! ClaimRec   × claims     in sequence order (arrival order)
 //! ```
 //!
+//! Two versions, one layout. **Version 2** adds `config.max_watchers` (after
+//! `max_name_len`) and each session's `label` (after its record), and may hold what
+//! version 1 cannot: `Permits` modes, watch claims (a claim's `holding: bool` becomes a
+//! kind: 0 wait, 1 hold, 2 watch — the same bytes for the first two) and the recorded
+//! replies of permit acquires and watches. **Version 1** is written whenever none of
+//! that is in use (no label, no permits, no watch, `max_watchers` at its default of 4,
+//! no such recorded reply), so a state that uses nothing new has the bytes it had before
+//! version 2 existed; restore reads both and refuses either version where the other is
+//! the one that state is written in.
+//!
 //! What the bytes promise:
 //!
 //! * **Deterministic.** The same input history gives the same bytes on every platform (all
@@ -29,20 +39,46 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::service::{find_lock, find_session, in_lock, Config, LockService};
+use crate::service::{find_lock, find_session, in_lock, Config, LockService, DEFAULT_MAX_WATCHERS};
 use crate::storage::{Recorded, Storage};
 use crate::table::NIL;
-use crate::{Error, LockName, Mode, SessionId, Table};
+use crate::{Error, Label, LockName, Mode, SessionId, Table};
 
 /// The four bytes every snapshot begins with.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"FLCK";
-/// The snapshot format this build writes and reads.
-pub const SNAPSHOT_VERSION: u16 = 1;
+/// The newest snapshot format this build writes and reads (2). A state that uses no
+/// label, permit, watch or non-default `max_watchers` is written as version 1, which this
+/// build reads too.
+pub const SNAPSHOT_VERSION: u16 = 2;
+
+/// The version written when nothing needs version 2.
+const V1: u16 = 1;
 
 #[derive(Serialize, Deserialize)]
 struct Header {
     magic: [u8; 4],
     version: u16,
+}
+
+/// Version 1's config: no `max_watchers` (the default, 4, is implied).
+#[derive(Serialize, Deserialize)]
+struct ConfigV1 {
+    lock_delay: u64,
+    max_name_len: u32,
+}
+
+/// Version 1's meta record.
+#[derive(Serialize, Deserialize)]
+struct MetaV1 {
+    config: ConfigV1,
+    now: u64,
+    next_session: u64,
+    revision: u64,
+    next_seq: u64,
+    next_lock: u64,
+    sessions: u32,
+    locks: u32,
+    claims: u32,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -75,12 +111,21 @@ struct LockRec {
     delay_until: u64,
 }
 
+/// What a claim is. Encoded as 0, 1, 2: the bytes of version 1's `holding: bool` for a
+/// wait and a hold.
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum ClaimKind {
+    Wait,
+    Hold,
+    Watch,
+}
+
 #[derive(Serialize, Deserialize)]
 struct ClaimRec {
     session: u64,
     lock: u64,
     mode: Mode,
-    holding: bool,
+    kind: ClaimKind,
     seq: u64,
     value: u64,
 }
@@ -94,10 +139,10 @@ struct Writer<'b> {
 
 impl Writer<'_> {
     fn put<T: Serialize>(&mut self, rec: &T) {
-        // Every record is small and bounded (a name is at most 64 bytes).
+        // Every record is small and bounded (a name or label is at most 64 bytes).
         let mut scratch = [0u8; 160];
-        // The largest record (a lock: two varints and a 64-byte name) is under 100 bytes,
-        // so this cannot fail; if it ever did, count the whole scratch (an over-estimate
+        // The largest record (a session: five varints, a recorded reply and no more; or a
+        // lock: two varints and a 64-byte name) is under 100 bytes, so this cannot fail; if it ever did, count the whole scratch (an over-estimate
         // that makes `snapshot` report BufferTooSmall rather than write a short record).
         let n = postcard::to_slice(rec, &mut scratch)
             .map(|b| b.len())
@@ -111,14 +156,48 @@ impl Writer<'_> {
 }
 
 impl<S: Storage> LockService<S> {
+    /// Whether the state uses anything only version 2 can hold. O(sessions + claims).
+    fn needs_v2(&self) -> bool {
+        let t = self.storage.tables_ref();
+        let st = &self.st;
+        if st.config.max_watchers != DEFAULT_MAX_WATCHERS || st.watches > 0 {
+            return true;
+        }
+        let mut s = st.session_order.head;
+        while s != NIL {
+            let r = &t.sessions[s as usize];
+            let new_reply = matches!(
+                r.last_reply(),
+                Recorded::GrantedPermits { .. }
+                    | Recorded::QueuedPermits { .. }
+                    | Recorded::Watching { .. }
+                    | Recorded::Unwatched
+            );
+            if !r.label.is_empty() || new_reply {
+                return true;
+            }
+            s = r.order.next;
+        }
+        let mut c = st.claim_order.head;
+        while c != NIL {
+            let r = &t.claims[c as usize];
+            if matches!(r.mode(), Mode::Permits { .. }) {
+                return true;
+            }
+            c = r.order.next;
+        }
+        false
+    }
+
     fn write_snapshot(&self, w: &mut Writer<'_>) {
         let t = self.storage.tables_ref();
         let st = &self.st;
+        let v2 = self.needs_v2();
         w.put(&Header {
             magic: SNAPSHOT_MAGIC,
-            version: SNAPSHOT_VERSION,
+            version: if v2 { SNAPSHOT_VERSION } else { V1 },
         });
-        w.put(&Meta {
+        let meta = Meta {
             config: st.config,
             now: st.now,
             next_session: st.next_session,
@@ -128,7 +207,25 @@ impl<S: Storage> LockService<S> {
             sessions: st.sessions.len,
             locks: st.lock_order.len,
             claims: st.claims.len,
-        });
+        };
+        if v2 {
+            w.put(&meta);
+        } else {
+            w.put(&MetaV1 {
+                config: ConfigV1 {
+                    lock_delay: meta.config.lock_delay,
+                    max_name_len: meta.config.max_name_len,
+                },
+                now: meta.now,
+                next_session: meta.next_session,
+                revision: meta.revision,
+                next_seq: meta.next_seq,
+                next_lock: meta.next_lock,
+                sessions: meta.sessions,
+                locks: meta.locks,
+                claims: meta.claims,
+            });
+        }
         let mut s = st.session_order.head;
         while s != NIL {
             let r = &t.sessions[s as usize];
@@ -140,6 +237,10 @@ impl<S: Storage> LockService<S> {
                 last_reply: r.last_reply(),
                 last_target: r.last_target,
             });
+            if v2 {
+                // Appended to the record: the same bytes as a field after `last_target`.
+                w.put(&r.label);
+            }
             s = r.order.next;
         }
         let mut l = st.lock_order.head;
@@ -159,7 +260,13 @@ impl<S: Storage> LockService<S> {
                 session: t.sessions[r.session() as usize].id,
                 lock: t.locks[r.lock() as usize].id,
                 mode: r.mode(),
-                holding: r.holding(),
+                kind: if r.watching() {
+                    ClaimKind::Watch
+                } else if r.holding() {
+                    ClaimKind::Hold
+                } else {
+                    ClaimKind::Wait
+                },
                 seq: r.seq,
                 value: r.value,
             });
@@ -238,10 +345,34 @@ impl<S: Storage> LockService<S> {
         if header.magic != SNAPSHOT_MAGIC {
             return Err((storage, Error::BadMagic));
         }
-        if header.version != SNAPSHOT_VERSION {
-            return Err((storage, Error::UnsupportedVersion(header.version)));
-        }
-        let (meta, rest) = match postcard::take_from_bytes::<Meta>(rest) {
+        let v2 = match header.version {
+            V1 => false,
+            SNAPSHOT_VERSION => true,
+            v => return Err((storage, Error::UnsupportedVersion(v))),
+        };
+        let meta = if v2 {
+            postcard::take_from_bytes::<Meta>(rest)
+        } else {
+            postcard::take_from_bytes::<MetaV1>(rest).map(|(m, rest)| {
+                let meta = Meta {
+                    config: Config {
+                        lock_delay: m.config.lock_delay,
+                        max_name_len: m.config.max_name_len,
+                        max_watchers: DEFAULT_MAX_WATCHERS,
+                    },
+                    now: m.now,
+                    next_session: m.next_session,
+                    revision: m.revision,
+                    next_seq: m.next_seq,
+                    next_lock: m.next_lock,
+                    sessions: m.sessions,
+                    locks: m.locks,
+                    claims: m.claims,
+                };
+                (meta, rest)
+            })
+        };
+        let (meta, rest) = match meta {
             Ok(x) => x,
             Err(_) => return Err((storage, Error::CorruptSnapshot("truncated header"))),
         };
@@ -250,7 +381,12 @@ impl<S: Storage> LockService<S> {
             return Err((storage, e));
         }
         let mut svc = LockService::build(storage, meta.config);
-        match svc.load(&meta, rest) {
+        match svc.load(&meta, v2, rest) {
+            // One state, one version: version 2 only for what version 1 cannot hold.
+            Ok(()) if svc.needs_v2() != v2 => Err((
+                svc.storage,
+                Error::CorruptSnapshot("snapshot version not the one its state is written in"),
+            )),
             // postcard also decodes over-long varints; the state re-encodes minimally, so
             // the lengths differ exactly when the input was not the canonical encoding.
             // Refusing it keeps "one state, one byte string" true for restored bytes too.
@@ -263,7 +399,7 @@ impl<S: Storage> LockService<S> {
         }
     }
 
-    fn load(&mut self, meta: &Meta, mut rest: &[u8]) -> Result<(), Error> {
+    fn load(&mut self, meta: &Meta, v2: bool, mut rest: &[u8]) -> Result<(), Error> {
         fn take<'a, T: Deserialize<'a>>(rest: &mut &'a [u8]) -> Result<T, Error> {
             let (v, r) = postcard::take_from_bytes::<T>(rest)
                 .map_err(|_| Error::CorruptSnapshot("truncated record"))?;
@@ -310,6 +446,7 @@ impl<S: Storage> LockService<S> {
         let mut last_id = 0;
         for _ in 0..meta.sessions {
             let r: SessionRec = take(&mut rest)?;
+            let label: Label = if v2 { take(&mut rest)? } else { Label::EMPTY };
             if r.id <= last_id || r.id >= meta.next_session {
                 return Err(corrupt("session ids out of order or beyond the counter"));
             }
@@ -327,8 +464,14 @@ impl<S: Storage> LockService<S> {
                 Recorded::Granted { token, .. } | Recorded::Released { token } => {
                     token >= 1 && token <= meta.revision
                 }
-                Recorded::Queued { position, .. } => position >= 1,
-                Recorded::Busy | Recorded::Cancelled => true,
+                Recorded::GrantedPermits { token } => token >= 1 && token <= meta.revision,
+                Recorded::Queued { position, .. } | Recorded::QueuedPermits { position } => {
+                    position >= 1
+                }
+                Recorded::Busy
+                | Recorded::Cancelled
+                | Recorded::Watching { .. }
+                | Recorded::Unwatched => true,
             };
             if !reply_ok {
                 return Err(corrupt("recorded reply does not fit its session"));
@@ -344,6 +487,7 @@ impl<S: Storage> LockService<S> {
             v.s[slot as usize].last_request = r.last_request;
             v.s[slot as usize].set_last_reply(r.last_reply);
             v.s[slot as usize].last_target = r.last_target;
+            v.s[slot as usize].label = label;
         }
 
         let mut last_id = 0;
@@ -392,11 +536,43 @@ impl<S: Storage> LockService<S> {
             let l = v.l[..n]
                 .binary_search_by_key(&r.lock, |row| row.id)
                 .map_err(|_| corrupt("claim on an unknown lock"))? as u32;
+            if r.kind == ClaimKind::Watch {
+                // A watch has no mode or value of its own: one encoding, zeros.
+                if r.mode != Mode::Exclusive || r.value != 0 {
+                    return Err(corrupt("a watch with a mode or value"));
+                }
+                if v.watch_slot(s, l).is_some() {
+                    return Err(corrupt("a session watches a lock twice"));
+                }
+                if v.l[l as usize].watchers.len >= config.max_watchers {
+                    return Err(corrupt("more watchers than max_watchers"));
+                }
+                let c =
+                    v.st.claims
+                        .alloc(v.c)
+                        .ok_or(Error::CapacityExceeded(Table::Claims))?;
+                v.insert_watch(c, s, l, r.seq);
+                continue;
+            }
+            let holding = r.kind == ClaimKind::Hold;
             if v.claim_slot(s, l).is_some() {
                 return Err(corrupt("a session claims a lock twice"));
             }
+            if let Mode::Permits { count, limit } = r.mode {
+                if count == 0 || count > limit {
+                    return Err(corrupt("permits outside 1..=limit"));
+                }
+            }
+            // Every hold and wait of a lock carries one limit (0: a plain lock).
+            let limit = match r.mode {
+                Mode::Permits { limit, .. } => limit,
+                Mode::Exclusive | Mode::Shared => 0,
+            };
+            if v.live_limit(l).is_some_and(|live| live != limit) {
+                return Err(corrupt("holds and waits of a lock differ in limit"));
+            }
             let lock = &v.l[l as usize];
-            if r.holding {
+            if holding {
                 // Holders are granted only from an empty queue or from its head, so every
                 // holder arrived before every waiter (claims come in arrival order).
                 if lock.waiters.len > 0 {
@@ -406,9 +582,14 @@ impl<S: Storage> LockService<S> {
                     return Err(corrupt("token outside 1..=revision"));
                 }
                 if lock.holders.len > 0
-                    && (r.mode == Mode::Exclusive || lock.holder_mode == Mode::Exclusive)
+                    && (r.mode == Mode::Exclusive || v.holder_mode(l) == Some(Mode::Exclusive))
                 {
                     return Err(corrupt("exclusive lock with more than one holder"));
+                }
+                if let Mode::Permits { count, limit } = r.mode {
+                    if u64::from(lock.in_use) + u64::from(count) > u64::from(limit) {
+                        return Err(corrupt("more permits held than the limit"));
+                    }
                 }
                 // Holders of one lock were granted in arrival order, so their tokens rise
                 // with their sequence numbers.
@@ -424,22 +605,21 @@ impl<S: Storage> LockService<S> {
                     .ok_or(Error::CapacityExceeded(Table::Claims))?;
             v.insert_claim(c, s, l, r.mode, r.seq);
             let row = &mut v.c[c as usize];
-            row.set_holding(r.holding);
+            row.set_holding(holding);
             row.value = r.value;
+            let permits = row.permits();
             let lock = &mut v.l[l as usize];
-            if r.holding {
+            if holding {
                 let mut h = lock.holders;
                 h.push_back(v.c, c, in_lock);
                 v.l[l as usize].holders = h;
-                v.l[l as usize].holder_mode = r.mode;
+                v.l[l as usize].in_use += permits;
+                // Scratch use of the claim heap (keyed by value = token): see below.
+                v.st.claims.schedule(v.c, c);
             } else {
                 let mut w = lock.waiters;
                 w.push_back(v.c, c, in_lock);
                 v.l[l as usize].waiters = w;
-            }
-            if r.holding {
-                // Scratch use of the claim heap (keyed by value = token): see below.
-                v.st.claims.schedule(v.c, c);
             }
         }
         if !rest.is_empty() {
@@ -460,7 +640,7 @@ impl<S: Storage> LockService<S> {
         while c != NIL {
             let row = &v.c[c as usize];
             let next = row.order.next;
-            if !row.holding() && row.value != u64::MAX {
+            if !row.holding() && !row.watching() && row.value != u64::MAX {
                 v.st.claims.schedule(v.c, c);
             }
             c = next;
@@ -471,19 +651,19 @@ impl<S: Storage> LockService<S> {
         for l in 0..meta.locks as usize {
             let lock = &v.l[l];
             let delayed = lock.delay_until > now;
-            if lock.holders.len == 0 && lock.waiters.len == 0 && !delayed {
+            if lock.holders.len == 0 && lock.waiters.len == 0 && lock.watchers.len == 0 && !delayed
+            {
                 return Err(corrupt("idle lock entry"));
             }
             // A delay starts only when a holder expires, and nothing is granted during it:
-            // an exclusive holder is then gone, so only shared holders (or none) remain.
-            if delayed && lock.holders.len > 0 && lock.holder_mode == Mode::Exclusive {
+            // an exclusive holder is then gone, so only shared or permit holders (or none)
+            // remain.
+            if delayed && v.holder_mode(l as u32) == Some(Mode::Exclusive) {
                 return Err(corrupt("lock-delay with an exclusive holder"));
             }
             if !delayed && lock.waiters.head != NIL {
-                let head = &v.c[lock.waiters.head as usize];
-                let fits = lock.holders.len == 0
-                    || (head.mode() == Mode::Shared && lock.holder_mode == Mode::Shared);
-                if fits {
+                let head = v.c[lock.waiters.head as usize].mode();
+                if v.fits(l as u32, head) {
                     return Err(corrupt("a grantable waiter was left waiting"));
                 }
             }

@@ -6,33 +6,39 @@
 //!
 //! | row | bytes | one per |
 //! |---|---|---|
-//! | [`SessionRow`] | 96 | open session |
-//! | [`LockRow`] | 144 | lock that is held, awaited or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
-//! | [`ClaimRow`] | 64 | hold *or* wait of one session on one lock (one pool for both) |
+//! | [`SessionRow`] | 160 | open session |
+//! | [`LockRow`] | 160 | lock that is held, awaited, watched or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
+//! | [`ClaimRow`] | 72 | hold, wait *or* watch of one session on one lock (one pool for all three) |
 //! | [`GateRow`](crate::GateRow) | 96 | resource a [`FenceGate`](crate::FenceGate) guards |
 //!
 //! So a service for 10 000 sessions, 10 000 locks and 40 000 claims takes
-//! 0.96 + 1.44 + 2.56 MB = 4.96 MB. Each row includes its share of the table's hash index
+//! 1.6 + 1.6 + 2.88 MB = 6.08 MB. Each row includes its share of the table's hash index
 //! (two buckets, so the load stays ≤ 50 %) and of its heap of deadlines.
 //!
 //! Where the bytes go, and why each field has the width it has:
 //!
-//! * **Session** (96): id, ttl, deadline, latest request number and its fingerprint (five
-//!   `u64`); the latest reply packed into a `u64` and a byte; its claim list (head, tail);
-//!   its neighbours in id order (the snapshot's order) and in its ttl's deadline list (what
-//!   makes a keep-alive O(1)); its ttl-list number (a byte); 8 bytes of index (two row
-//!   numbers) and 8 of heap.
-//! * **Lock** (144): the name inline (65); id, lock-delay end (two `u64`); holder list
-//!   (head, tail, count) and wait queue (head, tail, count, the count is a queue
-//!   position); creation-order neighbours; the dirty-list link; the holders' mode and a
-//!   dirty flag (bytes); 16 bytes of index (two row numbers and the high 32 bits of each
-//!   entry's name hash, so a probe never compares or re-hashes a name it need not) and 8
-//!   of heap.
-//! * **Claim** (64): session and lock row numbers (`u32`, with the mode and hold/wait in
-//!   their top bits, free since rows are < 2³¹); arrival number and token-or-deadline
-//!   (`u64`); its neighbours on the lock, in the session and in arrival order (the
-//!   snapshot's); 8 bytes of index and 8 of heap. A lock's only claim is not in the claim
-//!   index at all (it is found from the lock row), but keeps its share of the buckets.
+//! * **Session** (160): id, ttl, deadline, latest request number and its fingerprint
+//!   (five `u64`); the latest reply packed into a `u64` and a byte; its claim list (head,
+//!   tail); its neighbours in id order (the snapshot's order) and in its ttl's deadline
+//!   list (what makes a keep-alive O(1)); its ttl-list number (a byte); its holder label
+//!   inline (65: a length byte and 64 bytes, the same whether used or not — 64 of the
+//!   160, so the label is most of what a session costs beyond its 96 without one); 8 bytes
+//!   of index (two row numbers) and 8 of heap.
+//! * **Lock** (160): the name inline (65); id, lock-delay end (two `u64`); holder list
+//!   (head, tail, count), wait queue (head, tail, count, the count is a queue position)
+//!   and watcher list (head, tail, count); the permits its holders hold (a semaphore's
+//!   `in_use`, `u32`; the limit is read from any of its claims); creation-order
+//!   neighbours; the dirty-list link; a dirty flag (a byte); 16 bytes of index (two row
+//!   numbers and the high 32 bits of each entry's name hash, so a probe never compares or
+//!   re-hashes a name it need not) and 8 of heap.
+//! * **Claim** (72): session and lock row numbers (`u32`, with watch and hold in their
+//!   top bits, free since rows are < 2³¹); the mode as two `u32` (count and limit of
+//!   `Permits`; limit 0 for exclusive or shared); arrival number and token-or-deadline
+//!   (`u64`); its neighbours on the lock (holders, queue or watchers), in the session and
+//!   in arrival order (the snapshot's); 8 bytes of index and 8 of heap. A lock's only hold
+//!   or wait is not in the claim index at all (it is found from the lock row), but keeps
+//!   its share of the buckets; a watch is always indexed, under a key no hold or wait
+//!   has (the lock's row number with its top bit set).
 //!
 //! The figures are the same on 64-bit and 32-bit targets: rows hold only `u64`, `u32`,
 //! byte-sized fields (`u8`, `bool`, fieldless enums) and enums of those (a name's length
@@ -44,14 +50,14 @@
 //! aligned (i686) rows can be a few bytes smaller, never larger.
 
 use crate::table::{Aux, Indexed, Plain, Row, Tagged, NIL};
-use crate::{LockName, Mode};
+use crate::{Label, LockName, Mode};
 
 // The table above, checked at compile time wherever `u64` is 8-byte aligned.
 const _: () = assert!(
     core::mem::align_of::<u64>() != 8
-        || (core::mem::size_of::<SessionRow>() == 96
-            && core::mem::size_of::<LockRow>() == 144
-            && core::mem::size_of::<ClaimRow>() == 64
+        || (core::mem::size_of::<SessionRow>() == 160
+            && core::mem::size_of::<LockRow>() == 160
+            && core::mem::size_of::<ClaimRow>() == 72
             && core::mem::size_of::<crate::GateRow>() == 96)
 );
 
@@ -227,12 +233,36 @@ impl Storage for VecStorage {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Recorded {
     None,
-    KeptAlive { expires_at: u64 },
-    Granted { mode: Mode, token: u64 },
-    Queued { mode: Mode, position: u32 },
+    KeptAlive {
+        expires_at: u64,
+    },
+    Granted {
+        mode: Mode,
+        token: u64,
+    },
+    Queued {
+        mode: Mode,
+        position: u32,
+    },
     Busy,
-    Released { token: u64 },
+    Released {
+        token: u64,
+    },
     Cancelled,
+    // Version 2 of the snapshot format (appended: the variants above keep their bytes).
+    /// An acquire in `Permits` mode granted (its mode is in the request fingerprint and in
+    /// the claim; a replay answers from the claim).
+    GrantedPermits {
+        token: u64,
+    },
+    /// An acquire in `Permits` mode queued.
+    QueuedPermits {
+        position: u32,
+    },
+    Watching {
+        holders: u32,
+    },
+    Unwatched,
 }
 
 /// One row of the session table. Opaque: only the service reads it.
@@ -256,6 +286,8 @@ pub struct SessionRow {
     pub(crate) due: Link,
     /// Its ttl class, `NO_CLASS` if it is scheduled on its own.
     pub(crate) class: u8,
+    /// Its holder label (empty = none).
+    pub(crate) label: Label,
     pub(crate) aux: Aux<Plain>,
 }
 
@@ -273,6 +305,7 @@ impl SessionRow {
         order: Link::EMPTY,
         due: Link::EMPTY,
         class: NO_CLASS,
+        label: Label::EMPTY,
         aux: Aux::EMPTY,
     };
 }
@@ -301,12 +334,18 @@ impl SessionRow {
             6 => Recorded::Busy,
             7 => Recorded::Released { token: v },
             8 => Recorded::Cancelled,
+            9 => Recorded::GrantedPermits { token: v },
+            10 => Recorded::QueuedPermits { position: v as u32 },
+            11 => Recorded::Watching { holders: v as u32 },
+            12 => Recorded::Unwatched,
             _ => Recorded::None,
         }
     }
 
     /// Records `reply` in a byte and a word (an enum with a payload would take 16 bytes).
     pub(crate) fn set_last_reply(&mut self, reply: Recorded) {
+        // Only `Exclusive` and `Shared` are recorded with a mode (`Permits` has variants
+        // of its own), so everything else counts as exclusive here.
         let shared = |m: Mode| (m == Mode::Shared) as u8;
         (self.last_kind, self.last_value) = match reply {
             Recorded::None => (0, 0),
@@ -316,6 +355,10 @@ impl SessionRow {
             Recorded::Busy => (6, 0),
             Recorded::Released { token } => (7, token),
             Recorded::Cancelled => (8, 0),
+            Recorded::GrantedPermits { token } => (9, token),
+            Recorded::QueuedPermits { position } => (10, position as u64),
+            Recorded::Watching { holders } => (11, holders as u64),
+            Recorded::Unwatched => (12, 0),
         };
     }
 }
@@ -376,8 +419,11 @@ pub struct LockRow {
     pub(crate) id: u64, // 0 = free row; otherwise creation order
     pub(crate) name: LockName,
     pub(crate) holders: List,
-    pub(crate) holder_mode: Mode,
     pub(crate) waiters: List,
+    /// Watch claims, in the order they began watching.
+    pub(crate) watchers: List,
+    /// Permits its holders hold together (a semaphore; 0 otherwise).
+    pub(crate) in_use: u32,
     /// No grant before this tick (lock-delay); scheduled in the heap while in the future.
     pub(crate) delay_until: u64,
     pub(crate) order: Link,
@@ -393,8 +439,9 @@ impl LockRow {
         id: 0,
         name: LockName::EMPTY,
         holders: List::EMPTY,
-        holder_mode: Mode::Exclusive,
         waiters: List::EMPTY,
+        watchers: List::EMPTY,
+        in_use: 0,
         delay_until: 0,
         order: Link::EMPTY,
         dirty_next: NIL,
@@ -439,14 +486,19 @@ impl Row for LockRow {
     }
 }
 
-/// One row of the claim pool: a session's hold on, or wait for, one lock.
+/// One row of the claim pool: a session's hold on, wait for, or watch of one lock.
 #[derive(Clone, Debug)]
 pub struct ClaimRow {
-    /// The session's row, and the mode in the top bit (row numbers are < 2³¹); `NIL` =
-    /// free row (no live value is all ones: the largest row number is 2³¹ − 2).
+    /// The session's row, and in the top bit whether this claim is a watch (row numbers
+    /// are < 2³¹); `NIL` = free row (no live value is all ones: the largest row number is
+    /// 2³¹ − 2).
     who: u32,
     /// The lock's row, and in the top bit whether this claim holds it.
     at: u32,
+    /// The mode: `limit` 0 is a plain lock (`count` 0 exclusive, 1 shared), else
+    /// `Permits { count, limit }`. A watch has 0 and 0.
+    count: u32,
+    limit: u32,
     /// Arrival order, unique: FIFO order and the heap's tie-breaker.
     pub(crate) seq: u64,
     /// Holding: the token. Waiting: the deadline (`u64::MAX` = forever).
@@ -465,6 +517,8 @@ impl ClaimRow {
     pub const EMPTY: ClaimRow = ClaimRow {
         who: NIL,
         at: NIL,
+        count: 0,
+        limit: 0,
         seq: 0,
         value: 0,
         in_lock: Link::EMPTY,
@@ -485,23 +539,47 @@ impl ClaimRow {
     pub(crate) fn lock(&self) -> u32 {
         self.at & !TOP
     }
-    /// The mode held or asked for. Cost: O(1).
+    /// The mode held or asked for (`Exclusive` for a watch). Cost: O(1).
     pub(crate) fn mode(&self) -> Mode {
-        if self.who & TOP == 0 {
-            Mode::Exclusive
-        } else {
-            Mode::Shared
+        match (self.limit, self.count) {
+            (0, 0) => Mode::Exclusive,
+            (0, _) => Mode::Shared,
+            (limit, count) => Mode::Permits { count, limit },
         }
     }
-    /// True for a hold, false for a wait. Cost: O(1).
+    /// The permits it holds or asks for (0 unless `Permits`). Cost: O(1).
+    pub(crate) fn permits(&self) -> u32 {
+        if self.limit == 0 {
+            0
+        } else {
+            self.count
+        }
+    }
+    /// True for a hold, false for a wait or a watch. Cost: O(1).
     pub(crate) fn holding(&self) -> bool {
         self.at & TOP != 0
     }
-    /// Fills the packed fields of a live claim (rows < 2³¹). Cost: O(1).
+    /// True for a watch. Cost: O(1).
+    pub(crate) fn watching(&self) -> bool {
+        self.who & TOP != 0
+    }
+    /// Fills the packed fields of a live hold or wait (rows < 2³¹). Cost: O(1).
     pub(crate) fn set(&mut self, session: u32, lock: u32, mode: Mode, holding: bool) {
         debug_assert!(session < TOP && lock < TOP);
-        self.who = session | if mode == Mode::Shared { TOP } else { 0 };
+        self.who = session;
         self.at = lock | if holding { TOP } else { 0 };
+        (self.count, self.limit) = match mode {
+            Mode::Exclusive => (0, 0),
+            Mode::Shared => (1, 0),
+            Mode::Permits { count, limit } => (count, limit),
+        };
+    }
+    /// Fills the packed fields of a live watch. Cost: O(1).
+    pub(crate) fn set_watch(&mut self, session: u32, lock: u32) {
+        debug_assert!(session < TOP && lock < TOP);
+        self.who = session | TOP;
+        self.at = lock;
+        (self.count, self.limit) = (0, 0);
     }
     /// Makes it a hold or a wait. Cost: O(1).
     pub(crate) fn set_holding(&mut self, holding: bool) {
@@ -522,7 +600,11 @@ impl Indexed for ClaimRow {
         &mut self.aux.index
     }
     fn key_hash(&self) -> u64 {
-        claim_hash(self.session(), self.lock())
+        if self.watching() {
+            watch_hash(self.session(), self.lock())
+        } else {
+            claim_hash(self.session(), self.lock())
+        }
     }
 }
 
@@ -540,6 +622,12 @@ impl Row for ClaimRow {
 
 pub(crate) fn claim_hash(session: u32, lock: u32) -> u64 {
     crate::table::mix(((session as u64) << 32) | lock as u64)
+}
+
+/// The index key of a watch: the lock's row with the top bit set, which no row number
+/// has, so a session's watch and its hold or wait on the same lock never share a key.
+pub(crate) fn watch_hash(session: u32, lock: u32) -> u64 {
+    claim_hash(session, lock | TOP)
 }
 
 /// Links of an intrusive doubly-linked list (row numbers).
@@ -713,6 +801,12 @@ impl Recorded {
                 token: Token(token),
             },
             Recorded::Cancelled => Reply::Cancelled,
+            Recorded::GrantedPermits { token } => Reply::HoldEnded {
+                token: Token(token),
+            },
+            Recorded::QueuedPermits { .. } => Reply::WaitEnded,
+            Recorded::Watching { holders } => Reply::Watching { holders },
+            Recorded::Unwatched => Reply::Unwatched,
             // `check_request` never replays a session with nothing recorded.
             Recorded::None => Reply::Closed,
         }
@@ -748,6 +842,10 @@ mod tests {
             Recorded::Busy,
             Recorded::Released { token: 9 },
             Recorded::Cancelled,
+            Recorded::GrantedPermits { token: u64::MAX },
+            Recorded::QueuedPermits { position: u32::MAX },
+            Recorded::Watching { holders: 7 },
+            Recorded::Unwatched,
         ];
         let mut row = SessionRow::EMPTY;
         for r in all {

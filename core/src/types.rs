@@ -9,6 +9,9 @@ use crate::Error;
 /// configured with a smaller limit ([`Config::max_name_len`](crate::Config)).
 pub const MAX_NAME_LEN: usize = 64;
 
+/// The longest holder [`Label`], in bytes.
+pub const MAX_LABEL_LEN: usize = 64;
+
 /// A logical instant. Time advances only through the `now` every [`Input`](crate::Input)
 /// carries (a [`Input::Tick`](crate::Input) carries nothing else); the host decides what
 /// one tick is worth (a millisecond, a second, a log index…).
@@ -61,14 +64,39 @@ pub enum Mode {
     Exclusive,
     /// Any number of shared holders while there is no exclusive holder (readers).
     Shared,
+    /// `count` of the `limit` permits of a semaphore: holders of this name together hold
+    /// at most `limit` permits. Valid when `1 <= count <= limit`
+    /// ([`Error::BadPermits`](crate::Error) otherwise); every acquire of a live semaphore
+    /// must carry its limit ([`Error::LimitMismatch`](crate::Error) otherwise).
+    Permits {
+        /// Permits this claim takes.
+        count: u32,
+        /// The semaphore's limit.
+        limit: u32,
+    },
+}
+
+impl Mode {
+    /// Checks a mode an input carries: `Permits` needs `1 <= count <= limit`.
+    ///
+    /// Errors: [`Error::BadPermits`]. Cost: O(1).
+    pub(crate) fn validate(self) -> Result<Mode, Error> {
+        match self {
+            Mode::Permits { count, limit } if count == 0 || count > limit => {
+                Err(Error::BadPermits { count, limit })
+            }
+            m => Ok(m),
+        }
+    }
 }
 
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mode::Exclusive => "exclusive",
-            Mode::Shared => "shared",
-        })
+        match self {
+            Mode::Exclusive => f.write_str("exclusive"),
+            Mode::Shared => f.write_str("shared"),
+            Mode::Permits { count, limit } => write!(f, "{count} of {limit} permits"),
+        }
     }
 }
 
@@ -138,5 +166,117 @@ impl TryFrom<&str> for LockName {
     type Error = Error;
     fn try_from(name: &str) -> Result<Self, Error> {
         LockName::new(name)
+    }
+}
+
+/// A session's holder label: 0 to [`MAX_LABEL_LEN`] bytes of UTF-8 that watchers and
+/// introspection show beside the session id (a host name, a process id…). Empty means no
+/// label. Stored inline (no heap) and `Copy`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Label {
+    len: u8,
+    // Bytes past `len` are always zero, so the derived equality and hash are the text's.
+    bytes: [u8; MAX_LABEL_LEN],
+}
+
+impl Label {
+    /// The empty label (no label).
+    pub const EMPTY: Label = Label {
+        len: 0,
+        bytes: [0; MAX_LABEL_LEN],
+    };
+
+    /// Copies `label` into an inline buffer.
+    ///
+    /// Errors: [`Error::LabelTooLong`] past [`MAX_LABEL_LEN`] bytes. Cost: O(len).
+    pub fn new(label: &str) -> Result<Label, Error> {
+        let b = label.as_bytes();
+        if b.len() > MAX_LABEL_LEN {
+            return Err(Error::LabelTooLong {
+                len: b.len().min(u32::MAX as usize) as u32,
+                max: MAX_LABEL_LEN as u32,
+            });
+        }
+        let mut out = Label::EMPTY;
+        out.bytes[..b.len()].copy_from_slice(b);
+        out.len = b.len() as u8;
+        Ok(out)
+    }
+
+    /// The label as text. Cost: O(len) (the bytes were checked UTF-8 when the label was
+    /// made; the crate has no `unsafe` to skip the re-check).
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
+    }
+
+    /// Length in bytes. Cost: O(1).
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True for the empty label (no label). Cost: O(1).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Default for Label {
+    fn default() -> Self {
+        Label::EMPTY
+    }
+}
+
+impl PartialOrd for Label {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Label {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl fmt::Debug for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl TryFrom<&str> for Label {
+    type Error = Error;
+    fn try_from(label: &str) -> Result<Self, Error> {
+        Label::new(label)
+    }
+}
+
+/// Encoded as a string (postcard: a length and the bytes, like a [`LockName`]).
+impl Serialize for Label {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Decodes a string of at most [`MAX_LABEL_LEN`] bytes; a longer one is a decoding error.
+impl<'de> Deserialize<'de> for Label {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Label, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Label;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a string of at most {MAX_LABEL_LEN} bytes")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Label, E> {
+                Label::new(v).map_err(|_| E::invalid_length(v.len(), &self))
+            }
+        }
+        d.deserialize_str(Visit)
     }
 }

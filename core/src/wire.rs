@@ -5,8 +5,9 @@
 use crate::{Error, Input, LockService, Output, Reply, Sink, Storage};
 
 /// The largest encoded [`Output`], [`Reply`] or [`Input`], in bytes: a buffer this size always fits
-/// one frame.
-pub const MAX_FRAME_LEN: usize = 128;
+/// one frame. The largest is an [`Output::HolderChanged`] with a 64-byte name, a 64-byte
+/// label and every integer at its widest: 173 bytes.
+pub const MAX_FRAME_LEN: usize = 176;
 
 impl Input {
     /// Decodes one input frame. Trailing bytes are refused.

@@ -171,6 +171,7 @@ fn resign_with_exactly_max_events_room_is_applied_whole() {
     let config = Config {
         lock_delay: 5,
         max_name_len: 64,
+        max_watchers: 4,
     };
     let mut svc = LockService::new(VecStorage::new(4, 4, 8), config).unwrap();
     let mut v: Vec<Output> = Vec::new();

@@ -5,8 +5,8 @@ mod common;
 use common::*;
 
 use fencelock::{
-    Config, Error, FenceGate, GateRow, Input, LockService, Mode, Reply, SessionId, SessionKeeper,
-    Table, Tick, Token, VecStorage, Wait,
+    Config, Error, FenceGate, GateRow, Input, Label, LockService, Mode, Reply, SessionId,
+    SessionKeeper, Table, Tick, Token, VecStorage, Wait,
 };
 
 /// A service with a holder (1) of "a", a waiter (2) on "a", and numbered requests used.
@@ -38,6 +38,156 @@ fn unknown_session() {
     refused(&mut svc, |v, now, o| v.cancel(now, ghost, "a", None, o));
     refused(&mut svc, |v, now, o| v.campaign(now, ghost, "a", None, o));
     refused(&mut svc, |v, now, o| v.resign(now, ghost, "a", None, o));
+    refused(&mut svc, |v, now, o| v.watch(now, ghost, "a", None, o));
+    refused(&mut svc, |v, now, o| v.unwatch(now, ghost, "a", None, o));
+}
+
+fn permits(count: u32, limit: u32) -> Mode {
+    Mode::Permits { count, limit }
+}
+
+#[test]
+fn limit_mismatch() {
+    let (mut svc, a, b) = busy_service();
+    // "a" is held and awaited as a plain lock: no permit acquire, whatever its wait
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, b, "a", permits(1, 3), Wait::None, None, o)
+    });
+    assert_eq!(e, Error::LimitMismatch { limit: 0 });
+    assert_eq!(
+        e.to_string(),
+        "limit mismatch: the lock is in use as a plain lock, not a semaphore"
+    );
+    assert_eq!((e.code(), e.kind()), (108, "limit_mismatch"));
+    // "s" is a semaphore of 3: another limit, or a plain mode, is refused
+    acquire(&mut svc, a, "s", permits(1, 3), Wait::None);
+    for mode in [permits(1, 4), Mode::Exclusive, Mode::Shared] {
+        let e = refused(&mut svc, |v, now, o| {
+            v.acquire(now, b, "s", mode, Wait::Forever, None, o)
+        });
+        assert_eq!(e, Error::LimitMismatch { limit: 3 });
+    }
+    assert_eq!(
+        Error::LimitMismatch { limit: 3 }.to_string(),
+        "limit mismatch: the lock is in use as a semaphore of 3 permits"
+    );
+    // the holder itself too, before its own claim is looked at
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "s", Mode::Exclusive, Wait::None, None, o)
+    });
+    assert_eq!(e, Error::LimitMismatch { limit: 3 });
+}
+
+#[test]
+fn not_watching() {
+    let (mut svc, a, b) = busy_service();
+    // a holds "a" and b waits for it: neither watches it; nobody watches "z"
+    for (s, lock) in [(a, "a"), (b, "a"), (a, "z")] {
+        let e = refused(&mut svc, |v, now, o| v.unwatch(now, s, lock, None, o));
+        assert_eq!(e, Error::NotWatching(s));
+    }
+    let e = Error::NotWatching(a);
+    assert_eq!(
+        e.to_string(),
+        "not watching: session 1 does not watch this lock"
+    );
+    assert_eq!((e.code(), e.kind()), (109, "not_watching"));
+}
+
+#[test]
+fn already_watching() {
+    let (mut svc, a, _) = busy_service();
+    run(&mut svc, |v, now, o| v.watch(now, a, "a", None, o));
+    let e = refused(&mut svc, |v, now, o| v.watch(now, a, "a", None, o));
+    assert_eq!(e, Error::AlreadyWatching(a));
+    assert_eq!(
+        e.to_string(),
+        "already watching: session 1 already watches this lock"
+    );
+    assert_eq!((e.code(), e.kind()), (110, "already_watching"));
+}
+
+#[test]
+fn bad_permits() {
+    let (mut svc, a, _) = busy_service();
+    for (count, limit) in [(0, 3), (4, 3), (0, 0), (1, 0)] {
+        let e = refused(&mut svc, |v, now, o| {
+            v.acquire(now, a, "p", permits(count, limit), Wait::Forever, None, o)
+        });
+        assert_eq!(e, Error::BadPermits { count, limit });
+    }
+    let e = Error::BadPermits { count: 4, limit: 3 };
+    assert_eq!(
+        e.to_string(),
+        "bad permits: 4 of 3 permits, need 1 <= count <= limit"
+    );
+    assert_eq!((e.code(), e.kind()), (207, "bad_permits"));
+    // checked with the name, before the lock is looked at: a plain lock's name too
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "a", permits(0, 1), Wait::None, None, o)
+    });
+    assert_eq!(e, Error::BadPermits { count: 0, limit: 1 });
+}
+
+#[test]
+fn label_too_long() {
+    let e = Label::new(&"x".repeat(65)).unwrap_err();
+    assert_eq!(e, Error::LabelTooLong { len: 65, max: 64 });
+    assert_eq!(e.to_string(), "label too long: 65 bytes, at most 64");
+    assert_eq!((e.code(), e.kind()), (208, "label_too_long"));
+    assert!(Label::new(&"x".repeat(64)).is_ok());
+    assert!(Label::new("").unwrap().is_empty());
+    // a frame carrying a longer label does not decode: it never reaches the service
+    let mut frame = vec![7, 0, 5, 65];
+    frame.extend(std::iter::repeat_n(b'x', 65));
+    assert_eq!(Input::from_frame(&frame), Err(Error::BadFrame));
+    frame[3] = 64;
+    frame.pop();
+    assert!(matches!(
+        Input::from_frame(&frame),
+        Ok(Input::OpenLabeled { .. })
+    ));
+}
+
+#[test]
+fn capacity_exceeded_watchers() {
+    let config = Config {
+        max_watchers: 2,
+        ..Config::default()
+    };
+    let mut svc = svc_with(4, 4, 8, config);
+    let s: Vec<SessionId> = (0..3).map(|_| open(&mut svc, 10)).collect();
+    run(&mut svc, |v, now, o| v.watch(now, s[0], "w", None, o));
+    run(&mut svc, |v, now, o| v.watch(now, s[1], "w", None, o));
+    let e = refused(&mut svc, |v, now, o| v.watch(now, s[2], "w", None, o));
+    assert_eq!(e, Error::CapacityExceeded(Table::Watchers));
+    assert_eq!(
+        e.to_string(),
+        "capacity exceeded: the watchers table is full"
+    );
+    // another lock has its own watchers
+    run(&mut svc, |v, now, o| v.watch(now, s[2], "v", None, o));
+    // 0 disables watches, even of a lock nobody watches
+    let off = Config {
+        max_watchers: 0,
+        ..Config::default()
+    };
+    let mut svc = svc_with(4, 4, 8, off);
+    let a = open(&mut svc, 10);
+    let e = refused(&mut svc, |v, now, o| v.watch(now, a, "w", None, o));
+    assert_eq!(e, Error::CapacityExceeded(Table::Watchers));
+    // a watch is a claim: a full claim table refuses it, after the watchers check
+    let mut full = svc_with(2, 2, 1, Config::default());
+    let a = open(&mut full, 10);
+    x(&mut full, a, "x");
+    let e = refused(&mut full, |v, now, o| v.watch(now, a, "x", None, o));
+    assert_eq!(e, Error::CapacityExceeded(Table::Claims));
+    // and a full lock table refuses a watch of a new name, giving the claim row back
+    let mut full = svc_with(2, 1, 4, Config::default());
+    let a = open(&mut full, 10);
+    x(&mut full, a, "x");
+    let e = refused(&mut full, |v, now, o| v.watch(now, a, "y", None, o));
+    assert_eq!(e, Error::CapacityExceeded(Table::Locks));
 }
 
 #[test]
@@ -137,6 +287,7 @@ fn name_too_long() {
         Config {
             lock_delay: 0,
             max_name_len: 4,
+            max_watchers: 4,
         },
     );
     let s = open(&mut small, 5);
@@ -390,6 +541,7 @@ fn bad_config() {
         Config {
             lock_delay: 0,
             max_name_len: 0,
+            max_watchers: 4,
         },
     )
     .unwrap_err();
@@ -400,6 +552,7 @@ fn bad_config() {
         Config {
             lock_delay: 0,
             max_name_len: 65,
+            max_watchers: 4,
         },
     )
     .unwrap_err();
@@ -619,6 +772,11 @@ fn every_error_kind_is_provoked_by_a_test_here() {
             "mode_mismatch" => mode_mismatch(),
             "stale_request" => stale_request(),
             "request_reused" => request_reused(),
+            "limit_mismatch" => limit_mismatch(),
+            "not_watching" => not_watching(),
+            "already_watching" => already_watching(),
+            "bad_permits" => bad_permits(),
+            "label_too_long" => label_too_long(),
             "empty_name" => empty_name(),
             "name_too_long" => name_too_long(),
             "bad_ttl" => bad_ttl(),
@@ -662,8 +820,8 @@ fn codes_and_kinds_are_unique_and_stable() {
     assert_eq!(
         codes,
         [
-            101, 102, 103, 104, 105, 106, 107, 201, 202, 203, 204, 205, 206, 301, 401, 402, 501,
-            502, 503, 504, 505, 601
+            101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 201, 202, 203, 204, 205, 206, 207,
+            208, 301, 401, 402, 501, 502, 503, 504, 505, 601
         ]
     );
     let kinds: std::collections::BTreeSet<_> = all.iter().map(|e| e.kind()).collect();

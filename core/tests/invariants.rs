@@ -194,6 +194,7 @@ fn inv8_lock_delay_after_expiry_only() {
         Config {
             lock_delay: 4,
             max_name_len: 64,
+            max_watchers: 4,
         },
     );
     let (a, b) = (open(&mut svc, 10), open(&mut svc, 100));

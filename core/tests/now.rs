@@ -140,6 +140,7 @@ fn an_input_refused_after_its_advance_keeps_exactly_the_advance() {
         Config {
             lock_delay: 3,
             max_name_len: 64,
+            max_watchers: 4,
         },
     );
     let a = open(&mut base, 10);

@@ -143,6 +143,7 @@ fn close_applies_no_lock_delay() {
         fencelock::Config {
             lock_delay: 100,
             max_name_len: 64,
+            max_watchers: 4,
         },
     );
     let a = open(&mut svc, 10);

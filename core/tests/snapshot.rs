@@ -8,7 +8,17 @@ use fencelock::{
     Config, Error, LockService, Mode, Table, Tick, VecStorage, Wait, SNAPSHOT_MAGIC,
     SNAPSHOT_VERSION,
 };
+
+/// Mirror of a claim's kind: 0 wait, 1 hold (version 1's `holding: bool`), 2 watch.
+#[derive(Serialize, Clone, Copy)]
+#[allow(dead_code)]
+enum Kind {
+    Wait,
+    Hold,
+    Watch,
+}
 use serde::Serialize;
+use Kind::{Hold as HOLD, Wait as WAIT, Watch as WATCH};
 
 /// Mirror of the snapshot's records (the real ones are private): postcard encodes a
 /// struct as its fields in order, so tuples of the same fields encode identically.
@@ -22,10 +32,16 @@ enum Recorded {
     Busy,
     Released { token: u64 },
     Cancelled,
+    GrantedPermits { token: u64 },
+    QueuedPermits { position: u32 },
+    Watching { holders: u32 },
+    Unwatched,
 }
 
 #[derive(Clone)]
 struct Snap {
+    /// 1 writes no `max_watchers` and no labels; 2 writes both.
+    version: u16,
     config: Config,
     now: u64,
     next_session: u64,
@@ -36,8 +52,10 @@ struct Snap {
     sessions: Vec<(u64, u64, u64, u64, Recorded, u64)>,
     /// (id, name, delay_until)
     locks: Vec<(u64, &'static str, u64)>,
-    /// (session id, lock id, mode, holding, seq, value)
-    claims: Vec<(u64, u64, Mode, bool, u64, u64)>,
+    /// Version 2: each session's label, in session order (missing = empty).
+    labels: Vec<&'static str>,
+    /// (session id, lock id, mode, kind, seq, value)
+    claims: Vec<(u64, u64, Mode, Kind, u64, u64)>,
     trailing: Vec<u8>,
 }
 
@@ -50,6 +68,7 @@ impl Snap {
     /// Session 1 (ttl 10) holds "l" with token 1; session 2 (ttl 20) waits for it forever.
     fn base() -> Snap {
         Snap {
+            version: 1,
             config: Config::default(),
             now: 0,
             next_session: 3,
@@ -61,9 +80,10 @@ impl Snap {
                 (2, 20, 20, 0, Recorded::None, 0),
             ],
             locks: vec![(1, "l", 0)],
+            labels: vec![],
             claims: vec![
-                (1, 1, Mode::Exclusive, true, 1, 1),
-                (2, 1, Mode::Exclusive, false, 2, u64::MAX),
+                (1, 1, Mode::Exclusive, HOLD, 1, 1),
+                (2, 1, Mode::Exclusive, WAIT, 2, u64::MAX),
             ],
             trailing: vec![],
         }
@@ -71,11 +91,15 @@ impl Snap {
 
     fn bytes(&self) -> Vec<u8> {
         let mut b = Vec::new();
-        put(&mut b, &(SNAPSHOT_MAGIC, SNAPSHOT_VERSION));
+        put(&mut b, &(SNAPSHOT_MAGIC, self.version));
+        if self.version == 1 {
+            put(&mut b, &(self.config.lock_delay, self.config.max_name_len));
+        } else {
+            put(&mut b, &self.config);
+        }
         put(
             &mut b,
             &(
-                self.config,
                 self.now,
                 self.next_session,
                 self.revision,
@@ -86,8 +110,11 @@ impl Snap {
                 self.claims.len() as u32,
             ),
         );
-        for s in &self.sessions {
+        for (i, s) in self.sessions.iter().enumerate() {
             put(&mut b, s);
+            if self.version != 1 {
+                put(&mut b, &self.labels.get(i).copied().unwrap_or(""));
+            }
         }
         for l in &self.locks {
             put(&mut b, l);
@@ -242,12 +269,12 @@ fn restore_checks_claims() {
     s.refused("token outside 1..=revision");
     let mut s = Snap::base();
     s.revision = 2;
-    s.claims[1] = (2, 1, Mode::Shared, true, 2, 2);
+    s.claims[1] = (2, 1, Mode::Shared, HOLD, 2, 2);
     s.refused("exclusive lock with more than one holder");
     let mut s = Snap::base();
     s.revision = 2;
-    s.claims[0] = (1, 1, Mode::Shared, true, 1, 2);
-    s.claims[1] = (2, 1, Mode::Shared, true, 2, 1);
+    s.claims[0] = (1, 1, Mode::Shared, HOLD, 1, 2);
+    s.claims[1] = (2, 1, Mode::Shared, HOLD, 2, 1);
     s.refused("holders' tokens not rising in arrival order");
     let mut s = Snap::base();
     s.claims[1].5 = 0;
@@ -267,14 +294,14 @@ fn restore_refuses_a_waiter_that_arrived_before_a_holder() {
     // every waiter's on its lock.
     let mut s = Snap::base();
     s.claims = vec![
-        (2, 1, Mode::Exclusive, false, 1, u64::MAX),
-        (1, 1, Mode::Exclusive, true, 2, 1),
+        (2, 1, Mode::Exclusive, WAIT, 1, u64::MAX),
+        (1, 1, Mode::Exclusive, HOLD, 2, 1),
     ];
     s.refused("a waiter arrived before a holder");
     let mut s = Snap::base();
     s.claims = vec![
-        (2, 1, Mode::Exclusive, false, 1, u64::MAX),
-        (1, 1, Mode::Shared, true, 2, 1),
+        (2, 1, Mode::Exclusive, WAIT, 1, u64::MAX),
+        (1, 1, Mode::Shared, HOLD, 2, 1),
     ];
     s.refused("a waiter arrived before a holder");
     // the same claims with the holder first restore
@@ -348,6 +375,7 @@ fn busy() -> Svc {
         Config {
             lock_delay: 7,
             max_name_len: 64,
+            max_watchers: 4,
         },
     );
     let a = open(&mut svc, 10);
@@ -552,4 +580,216 @@ fn raise_revision_puts_the_next_token_above_the_floor() {
     );
     assert_eq!(x(&mut svc, b, "m").0, reply_x(1001));
     assert_eq!(release(&mut svc, a, "l").0, reply_released(1));
+}
+
+// ---------------------------------------------------------------- version 2 (§13.6)
+
+fn p(count: u32, limit: u32) -> Mode {
+    Mode::Permits { count, limit }
+}
+
+impl Snap {
+    /// Version 2: session 1 (label "a", ttl 10) holds 1 of 2 permits of "l" with token 1;
+    /// session 2 (ttl 20) watches "l".
+    fn base2() -> Snap {
+        Snap {
+            version: 2,
+            labels: vec!["a"],
+            claims: vec![
+                (1, 1, p(1, 2), HOLD, 1, 1),
+                (2, 1, Mode::Exclusive, WATCH, 2, 0),
+            ],
+            ..Snap::base()
+        }
+    }
+}
+
+fn version(svc: &Svc) -> u8 {
+    svc.snapshot_vec()[4] // the version varint follows the 4-byte magic
+}
+
+#[test]
+fn the_version_2_mirror_matches_a_real_snapshot() {
+    assert_eq!(SNAPSHOT_VERSION, 2);
+    let mut svc = svc(4);
+    let (reply, _) = run(&mut svc, |v, now, o| {
+        v.open_labeled(now, 10, fencelock::Label::new("a").unwrap(), o)
+    });
+    let a = reply.opened().unwrap();
+    let b = open(&mut svc, 20);
+    acquire(&mut svc, a, "l", p(1, 2), Wait::Forever);
+    run(&mut svc, |v, now, o| v.watch(now, b, "l", None, o));
+    assert_eq!(svc.snapshot_vec(), Snap::base2().bytes());
+    let restored = Snap::base2().restore().unwrap();
+    check_invariants(&restored);
+    assert_eq!(holders(&restored, "l"), vec![(a, p(1, 2), 1)]);
+    assert_eq!(restored.session(a).unwrap().label.as_str(), "a");
+    assert_eq!(
+        restored.permits("l"),
+        Some(fencelock::Permits {
+            in_use: 1,
+            limit: 2
+        })
+    );
+    // the restored watch still watches
+    let mut restored = restored;
+    let (_, events) = release(&mut restored, a, "l");
+    assert_eq!(events.len(), 1, "b hears of the release: {events:?}");
+}
+
+#[test]
+fn version_1_is_written_exactly_while_nothing_new_is_in_use() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 100);
+    x(&mut svc, a, "l");
+    assert_eq!(version(&svc), 1);
+    // each new thing alone makes it version 2, and its end makes it version 1 again
+    run(&mut svc, |v, now, o| v.watch(now, a, "l", None, o));
+    assert_eq!(version(&svc), 2, "a watch");
+    run(&mut svc, |v, now, o| v.unwatch(now, a, "l", None, o));
+    assert_eq!(version(&svc), 1);
+    acquire(&mut svc, a, "pool", p(1, 2), Wait::Forever);
+    assert_eq!(version(&svc), 2, "a permit hold");
+    release(&mut svc, a, "pool");
+    assert_eq!(version(&svc), 1);
+    let (reply, _) = run(&mut svc, |v, now, o| {
+        v.open_labeled(now, 10, fencelock::Label::new("x").unwrap(), o)
+    });
+    assert_eq!(version(&svc), 2, "a label");
+    close(&mut svc, reply.opened().unwrap());
+    assert_eq!(version(&svc), 1);
+    // an empty label is no label
+    run(&mut svc, |v, now, o| {
+        v.open_labeled(now, 10, fencelock::Label::EMPTY, o)
+    });
+    assert_eq!(version(&svc), 1);
+    // a numbered watch's recorded reply outlives the watch
+    run(&mut svc, |v, now, o| v.watch(now, a, "l", Some(1), o));
+    run(&mut svc, |v, now, o| v.unwatch(now, a, "l", None, o));
+    assert_eq!(version(&svc), 2, "a recorded Watching");
+    keep_alive(&mut svc, a);
+    run(&mut svc, |v, now, o| v.keep_alive(now, a, Some(2), o));
+    assert_eq!(version(&svc), 1);
+    // a max_watchers other than the default
+    let config = Config {
+        max_watchers: 5,
+        ..Config::default()
+    };
+    let other = svc_with(2, 2, 2, config);
+    assert_eq!(version(&other), 2);
+    check_invariants(&other);
+    assert_eq!(twin(&other).config().max_watchers, 5);
+    // version 1 restores with the default
+    assert_eq!(twin(&svc).config().max_watchers, 4);
+}
+
+#[test]
+fn restore_refuses_a_version_that_is_not_the_states_own() {
+    let mut s = Snap::base();
+    s.version = 2;
+    s.refused("snapshot version not the one its state is written in");
+    // version 1 bytes that hold what only version 2 may
+    let mut s = Snap::base();
+    s.claims[0].2 = p(1, 1);
+    s.claims[1].2 = p(1, 1);
+    s.refused("snapshot version not the one its state is written in");
+    let mut s = Snap::base();
+    s.claims.push((2, 1, Mode::Exclusive, WATCH, 3, 0));
+    s.next_seq = 4;
+    s.refused("snapshot version not the one its state is written in");
+}
+
+#[test]
+fn restore_checks_permits() {
+    for bad in [p(0, 2), p(3, 2), p(1, 0)] {
+        let mut s = Snap::base2();
+        s.claims[0].2 = bad;
+        s.refused("permits outside 1..=limit");
+    }
+    // every hold and wait of a lock carries one limit, or none
+    for other in [p(1, 3), Mode::Exclusive, Mode::Shared] {
+        let mut s = Snap::base2();
+        s.claims.push((2, 1, other, WAIT, 3, u64::MAX));
+        s.next_seq = 4;
+        s.refused("holds and waits of a lock differ in limit");
+    }
+    let mut s = Snap::base2();
+    s.claims[0].2 = p(2, 2);
+    s.claims.push((2, 1, p(1, 2), HOLD, 3, 2));
+    s.next_seq = 4;
+    s.revision = 2;
+    s.refused("more permits held than the limit");
+    // a waiter that fits must have been granted
+    let mut s = Snap::base2();
+    s.claims.push((2, 1, p(1, 2), WAIT, 3, u64::MAX));
+    s.next_seq = 4;
+    s.refused("a grantable waiter was left waiting");
+    // one that does not fit waits
+    s.claims[2].2 = p(2, 2);
+    assert!(s.restore().is_ok());
+    // several permit holders, tokens rising
+    let mut s = Snap::base2();
+    s.claims.push((2, 1, p(1, 2), HOLD, 3, 2));
+    s.next_seq = 4;
+    s.revision = 2;
+    assert!(s.restore().is_ok());
+}
+
+#[test]
+fn restore_checks_watches() {
+    let mut s = Snap::base2();
+    s.claims[1].2 = Mode::Shared;
+    s.refused("a watch with a mode or value");
+    let mut s = Snap::base2();
+    s.claims[1].5 = 1;
+    s.refused("a watch with a mode or value");
+    let mut s = Snap::base2();
+    s.claims.push((2, 1, Mode::Exclusive, WATCH, 3, 0));
+    s.next_seq = 4;
+    s.refused("a session watches a lock twice");
+    let mut s = Snap::base2();
+    s.config.max_watchers = 0;
+    s.refused("more watchers than max_watchers");
+    // a watch of its own lock by the holder, and a lock that only a watch keeps, restore
+    let mut s = Snap::base2();
+    s.claims.push((1, 1, Mode::Exclusive, WATCH, 3, 0));
+    s.next_seq = 4;
+    assert!(s.restore().is_ok());
+    let mut s = Snap::base2();
+    s.claims.remove(0);
+    s.revision = 1;
+    assert!(
+        s.restore().is_ok(),
+        "a watched lock with no holder is not idle"
+    );
+    // a watch of an unknown session or lock
+    let mut s = Snap::base2();
+    s.claims[1].1 = 9;
+    s.refused("claim on an unknown lock");
+}
+
+#[test]
+fn restore_checks_labels_and_recorded_replies_of_version_2() {
+    let mut s = Snap::base2();
+    s.labels = vec!["a"; 2];
+    assert!(s.restore().is_ok());
+    let long: &'static str = Box::leak("x".repeat(65).into_boxed_str());
+    s.labels[1] = long;
+    s.refused("truncated record");
+    let mut s = Snap::base2();
+    s.sessions[0].3 = 4;
+    s.sessions[0].4 = Recorded::GrantedPermits { token: 2 }; // beyond revision
+    s.refused("recorded reply does not fit its session");
+    s.sessions[0].4 = Recorded::GrantedPermits { token: 1 };
+    assert!(s.restore().is_ok());
+    s.sessions[0].4 = Recorded::QueuedPermits { position: 0 };
+    s.refused("recorded reply does not fit its session");
+    for ok in [
+        Recorded::QueuedPermits { position: 1 },
+        Recorded::Watching { holders: 3 },
+        Recorded::Unwatched,
+    ] {
+        s.sessions[0].4 = ok;
+        assert!(s.restore().is_ok());
+    }
 }

@@ -13,6 +13,7 @@ fn delayed(delay: u64) -> Svc {
         Config {
             lock_delay: delay,
             max_name_len: 64,
+            max_watchers: 4,
         },
     )
 }

@@ -6,12 +6,16 @@ mod common;
 use common::*;
 
 use fencelock::{
-    Error, Input, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Table, Tick, Token,
-    Wait, MAX_FRAME_LEN, MAX_NAME_LEN,
+    Change, Error, Input, Label, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Table,
+    Tick, Token, Wait, MAX_FRAME_LEN, MAX_LABEL_LEN, MAX_NAME_LEN,
 };
 
 fn longest() -> LockName {
     name(&"n".repeat(MAX_NAME_LEN))
+}
+
+fn longest_label() -> Label {
+    Label::new(&"l".repeat(MAX_LABEL_LEN)).unwrap()
 }
 
 fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
@@ -62,10 +66,38 @@ fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
         Input::Cancel {
             now,
             session: s,
-            lock: n,
+            lock: n.clone(),
             request: Some(big),
         },
         Input::Tick { now: Tick(big) },
+        Input::Acquire {
+            now,
+            session: s,
+            lock: n.clone(),
+            mode: Mode::Permits {
+                count: u32::MAX,
+                limit: u32::MAX,
+            },
+            wait: Wait::Until(Tick(big)),
+            request: Some(big),
+        },
+        Input::OpenLabeled {
+            now,
+            ttl: big,
+            label: longest_label(),
+        },
+        Input::Watch {
+            now,
+            session: s,
+            lock: n.clone(),
+            request: Some(big),
+        },
+        Input::Unwatch {
+            now,
+            session: s,
+            lock: n,
+            request: Some(big),
+        },
     ]
 }
 
@@ -93,7 +125,19 @@ fn all_outputs(n: LockName, big: u64) -> Vec<Output> {
         },
         Output::WaitTimedOut {
             session: s,
+            lock: n.clone(),
+        },
+        Output::HolderChanged {
+            session: s,
             lock: n,
+            holder: s,
+            mode: Mode::Permits {
+                count: u32::MAX,
+                limit: u32::MAX,
+            },
+            token: Token(big),
+            change: Change::Expired,
+            label: longest_label(),
         },
     ]
 }
@@ -123,6 +167,8 @@ fn all_replies(big: u64) -> Vec<Reply> {
         Reply::HoldEnded { token: Token(big) },
         Reply::WaitEnded,
         Reply::Ticked { now: Tick(big) },
+        Reply::Watching { holders: position },
+        Reply::Unwatched,
     ]
 }
 
@@ -230,6 +276,59 @@ fn the_encoding_is_pinned() {
     };
     let n = r.to_frame(&mut buf).unwrap();
     assert_eq!(buf[..n], [4, 1, 2]);
+    // the variants of semaphores, labels and watches are appended: the bytes above stay
+    assert_eq!(
+        enc(Input::Acquire {
+            now: Tick(7),
+            session: SessionId(1),
+            lock: name("l"),
+            mode: Mode::Permits { count: 2, limit: 5 },
+            wait: Wait::Forever,
+            request: None
+        }),
+        [3, 7, 1, 1, b'l', 2, 2, 5, 2, 0]
+    );
+    assert_eq!(
+        enc(Input::OpenLabeled {
+            now: Tick(4),
+            ttl: 10,
+            label: Label::new("h").unwrap()
+        }),
+        [7, 4, 10, 1, b'h']
+    );
+    assert_eq!(
+        enc(Input::Watch {
+            now: Tick(7),
+            session: SessionId(1),
+            lock: name("l"),
+            request: Some(3)
+        }),
+        [8, 7, 1, 1, b'l', 1, 3]
+    );
+    assert_eq!(
+        enc(Input::Unwatch {
+            now: Tick(7),
+            session: SessionId(1),
+            lock: name("l"),
+            request: None
+        }),
+        [9, 7, 1, 1, b'l', 0]
+    );
+    let h = Output::HolderChanged {
+        session: SessionId(3),
+        lock: name("l"),
+        holder: SessionId(2),
+        mode: Mode::Shared,
+        token: Token(35),
+        change: Change::Released,
+        label: Label::new("h").unwrap(),
+    };
+    let n = h.to_frame(&mut buf).unwrap();
+    assert_eq!(buf[..n], [4, 3, 1, b'l', 2, 1, 35, 2, 1, b'h']);
+    let n = Reply::Watching { holders: 2 }.to_frame(&mut buf).unwrap();
+    assert_eq!(buf[..n], [11, 2]);
+    let n = Reply::Unwatched.to_frame(&mut buf).unwrap();
+    assert_eq!(buf[..n], [12]);
 }
 
 #[test]
@@ -382,6 +481,15 @@ fn names_display_and_validate() {
     assert_eq!(Token(34).to_string(), "token 34");
     assert_eq!(Tick(7).to_string(), "t7");
     assert_eq!(Mode::Shared.to_string(), "shared");
+    assert_eq!(
+        Mode::Permits { count: 2, limit: 5 }.to_string(),
+        "2 of 5 permits"
+    );
+    let l = Label::try_from("host-1").unwrap();
+    assert_eq!((l.as_str(), l.len(), l.is_empty()), ("host-1", 6, false));
+    assert_eq!(l.to_string(), "host-1");
+    assert_eq!(format!("{l:?}"), "\"host-1\"");
+    assert_eq!(Label::default(), Label::EMPTY);
     assert_eq!(Tick(u64::MAX).checked_add(1), None);
     assert_eq!(Tick(1).checked_add(2), Some(Tick(3)));
 }
@@ -390,17 +498,41 @@ fn random_input(rng: &mut Rng, now: u64) -> Input {
     let session = SessionId(1 + rng.below(6));
     let lock = name(["a", "b", "c"][rng.below(3) as usize]);
     let request = [None, Some(rng.below(4))][rng.below(2) as usize];
-    let mode = [Mode::Exclusive, Mode::Shared][rng.below(2) as usize];
+    let mode = [
+        Mode::Exclusive,
+        Mode::Shared,
+        Mode::Permits {
+            count: rng.below(4) as u32,
+            limit: 2 + rng.below(2) as u32,
+        },
+    ][rng.below(3) as usize];
     // mostly now, sometimes later, sometimes earlier (refused)
     let at = Tick(match rng.below(6) {
         0 => now.saturating_sub(1),
         1 => now + rng.below(4),
         _ => now,
     });
-    match rng.below(8) {
+    match rng.below(11) {
         0 => Input::OpenSession {
             now: at,
             ttl: rng.below(30),
+        },
+        8 => Input::OpenLabeled {
+            now: at,
+            ttl: rng.below(30),
+            label: Label::new(["", "w"][rng.below(2) as usize]).unwrap(),
+        },
+        9 => Input::Watch {
+            now: at,
+            session,
+            lock,
+            request,
+        },
+        10 => Input::Unwatch {
+            now: at,
+            session,
+            lock,
+            request,
         },
         1 => Input::KeepAlive {
             now: at,

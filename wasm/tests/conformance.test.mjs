@@ -18,8 +18,9 @@ const files = dirs
   .flatMap((d) => readdirSync(d).filter((f) => f.endsWith('.vec')).sort().map((f) => path.join(d, f)));
 const precedence = path.join(repo, 'tests', 'vectors', 'precedence.calls');
 
-test('the vector set includes the native determinism vector and the precedence table', () => {
+test('the vector set includes the native determinism vectors and the precedence table', () => {
   assert.ok(files.some((f) => f.endsWith(path.join('wasm', 'tests', 'vectors', 'determinism.vec'))));
+  assert.ok(files.some((f) => f.endsWith(path.join('wasm', 'tests', 'vectors', 'determinism_watches.vec'))));
   assert.ok(files.length > 1, 'tests/vectors/*.vec are missing');
   assert.ok(existsSync(precedence), 'tests/vectors/precedence.calls is missing');
 });
@@ -37,6 +38,8 @@ function serviceOf(arg, where) {
     claims: n('claims'),
     lockDelay: n('lock_delay'),
     maxNameLen: n('max_name_len'),
+    // optional: the files written before watches have none (the core's default then)
+    maxWatchers: 'max_watchers' in kv ? Number(kv.max_watchers) : undefined,
   });
 }
 

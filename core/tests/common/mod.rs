@@ -62,7 +62,13 @@ pub fn run_at<T>(
     f: impl FnOnce(&mut Svc, Tick, &mut Events) -> Result<T, Error>,
 ) -> (T, Events) {
     let mut events = Vec::new();
+    let bound = svc.max_events();
     let r = f(svc, Tick(now), &mut events).unwrap_or_else(|e| panic!("refused: {e}"));
+    assert!(
+        events.len() <= bound,
+        "{} events, more than max_events() = {bound}",
+        events.len()
+    );
     assert_eq!(
         svc.now(),
         Tick(now),

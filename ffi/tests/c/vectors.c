@@ -52,7 +52,8 @@ static unsigned long field(const char *cfg, const char *key) {
   return strtoul(p + strlen(key), NULL, 10);
 }
 
-/* A new service from a `config` line; NULL (and a failure) if refused. */
+/* A new service from a `config` line; NULL (and a failure) if refused. `max_watchers=` is
+ * optional (the core's default when absent, as in the files written before watches). */
 static fencelock_service *configure(const char *text, fencelock_config *c) {
   fencelock_service *svc = NULL;
   c->capacity.sessions = (uint32_t)field(text, "sessions=");
@@ -60,6 +61,9 @@ static fencelock_service *configure(const char *text, fencelock_config *c) {
   c->capacity.claims = (uint32_t)field(text, "claims=");
   c->lock_delay = field(text, "lock_delay=");
   c->max_name_len = (uint32_t)field(text, "max_name_len=");
+  const char *mw = strstr(text, "max_watchers=");
+  c->max_watchers = mw ? (uint32_t)strtoul(mw + strlen("max_watchers="), NULL, 10)
+                       : FENCELOCK_DEFAULT_MAX_WATCHERS;
   if (fencelock_service_new(c, &svc) != FENCELOCK_RESULT_OK) fail("config refused");
   return svc;
 }
@@ -121,7 +125,8 @@ static void run_vec(FILE *f) {
       fencelock_service_free(svc);
       fencelock_config c;
       svc = configure(text, &c);
-      /* Room for the most events one input can emit. */
+      /* Room for the most events one input can emit (grown before each input to the
+       * service's max_events, which watches raise). */
       cap = ((size_t)c.capacity.sessions + 2 * (size_t)c.capacity.claims) *
             (FENCELOCK_FRAME_PREFIX_LEN + FENCELOCK_MAX_FRAME_LEN);
       free(buf);
@@ -134,6 +139,14 @@ static void run_vec(FILE *f) {
         fail(svc ? "bad hex" : "in before config");
         free(frame);
         continue;
+      }
+      /* The bound of this input's events, read before it: the buffer must hold them. */
+      size_t most = 0;
+      if (fencelock_service_max_events(svc, &most) != FENCELOCK_RESULT_OK) fail("max_events");
+      if (most * (FENCELOCK_FRAME_PREFIX_LEN + FENCELOCK_MAX_FRAME_LEN) > cap) {
+        cap = most * (FENCELOCK_FRAME_PREFIX_LEN + FENCELOCK_MAX_FRAME_LEN);
+        free(buf);
+        buf = malloc(cap);
       }
       /* A non-NULL pointer even for the empty frame, so the empty frame is what is judged. */
       fencelock_reply reply;
