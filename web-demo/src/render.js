@@ -663,7 +663,7 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
     const mark = m.yours ? '✋' : m.n == null ? '■' : String(m.n);
     axis.push(`<g class="ms-mark ${m.yours ? 'yours' : m.n == null ? 'end' : ''} ${now ? 'now' : ''}" data-testid="ms-${m.yours ? 'yours' : m.n ?? 'end'}" data-t="${m.t}"><title>${esc(m.n == null ? m.label : `${m.n}. ${m.label}`)} (t=${m.t})</title><circle cx="${x}" cy="${top - 11}" r="8.5"/><text x="${x}" y="${top - 7}">${mark}</text></g>`);
   }
-  const rows = lanes.map((l) => `<text class="lane-label" x="${LW}" y="${laneY[l.id] + LH / 2 + 4}">${esc(l.label)}</text><line class="lane-line" x1="${LW + 8}" x2="${W - 16}" y1="${laneY[l.id] + LH / 2}" y2="${laneY[l.id] + LH / 2}"/>`);
+  const rows = lanes.map((l) => `<text class="lane-label" x="${LW}" y="${laneY[l.id] + LH / 2 + 4}">${esc(narrow && l.short ? l.short : l.label)}</text><line class="lane-line" x1="${LW + 8}" x2="${W - 16}" y1="${laneY[l.id] + LH / 2}" y2="${laneY[l.id] + LH / 2}"/>`);
   // Shapes first, every text after them: a marker never paints over a label. Each label is
   // then placed, at its measured width, clear of every marker and of the labels placed
   // before it; one with no such place is shortened or left out (its marker's tooltip and

@@ -1602,4 +1602,35 @@ test('scene 8 pictures: the moment the crashed holder\'s session expires, at 128
   const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   assert.ok(over <= 0, `the phone layout overflows by ${over}px`);
   await page.screenshot({ path: path.join(root, 'web-demo', 'screenshot-permits-phone.png') });
+  // the timeline's lane names (shorter on a phone) are whole
+  const cut = await page.$$eval('[data-testid=swimlane] text.lane-label', (ts) => ts.filter((t) => t.getBBox().x < 0).map((t) => t.textContent));
+  assert.deepEqual(cut, [], 'lane names cut off at the left');
+  assert.equal(await page.locator('[data-testid=swimlane] text.lane-label').first().textContent(), 'Redis w1');
+});
+
+test('replay: a recording of a semaphore with labelled sessions and a watch shows the labels, the holders and what the watcher was told', async () => {
+  const { Recorder } = await import('../src/recording.js');
+  const api = createRequire(import.meta.url)(path.join(root, 'wasm', 'pkg', 'node', 'fencelock_wasm.js'));
+  const svc = new api.LockService({ sessions: 8, locks: 4, claims: 16 });
+  const rec = new Recorder(svc, { source: 'a semaphore of 2' });
+  const openAs = (label) => rec.handle({ kind: 'open_labeled', now: 0, ttl: 5, label }).reply.session;
+  const [a, b, c, dash] = ['worker-a (pid 1)', 'worker-b (pid 2)', 'worker-c (pid 3)', 'dashboard'].map(openAs);
+  rec.handle({ kind: 'watch', now: 1, session: dash, lock: 'db/pool' });
+  for (const s of [a, b, c]) rec.handle({ kind: 'acquire', now: 1, session: s, lock: 'db/pool', mode: { permits: 1, limit: 2 }, wait: 'forever' });
+  for (const s of [b, c, dash]) rec.handle({ kind: 'keep_alive', now: 3, session: s });
+  rec.handle({ kind: 'tick', now: 6 });
+  svc.free?.();
+  await open(1);
+  await openRecording(rec.text(), 'semaphore.flrec');
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'open', await text('[data-testid=rec-error]').catch(() => ''));
+  await scrubTo(2);
+  assert.match(await text('[data-testid=caption-text]'), new RegExp(`session ${a} opens as "worker-a \\(pid 1\\)"`));
+  await scrubTo(6);
+  assert.match(await text('[data-testid=caption-text]'), new RegExp(`session ${dash} watches "db/pool" \\(0 holders now\\)`));
+  await jumpToEnd();
+  await page.click('[data-testid=step-back]'); // the tick's line
+  const cap = await text('[data-testid=caption-text]');
+  assert.match(cap, new RegExp(`session ${a} expired.*session ${dash}, watching "db/pool", is told: expired "worker-a \\(pid 1\\)" \\(token 1\\).*session ${c}, waiting, is granted "db/pool" with token 3.*is told: granted "worker-c \\(pid 3\\)" \\(token 3\\)`));
+  assert.match(await page.locator('[data-testid=service]').textContent(), new RegExp(`S${b} · token 2, S${c} · token 3`));
+  assert.match(await text('[data-testid=log]'), /holderChanged \{session: 4, lock: "db\/pool", holder: 1, mode: \{"permits":1,"limit":2\}, token: 1, change: "expired", label: "worker-a \(pid 1\)"\}/);
 });

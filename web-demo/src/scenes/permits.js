@@ -391,7 +391,8 @@ export const permits = {
   lock: LOCK,
   limit: LIMIT,
   sides: { counter: C, fencelock: F },
-  lanes: [...C.map((id, i) => ({ id, label: `counter · w${i + 1}` })), ...F.map((id, i) => ({ id, label: `fencelock · w${i + 1}` }))],
+  // a phone's lane names are shorter: "Redis" for the simulated counter, "core" for fencelock's
+  lanes: [...C.map((id, i) => ({ id, label: `counter · w${i + 1}`, short: `Redis w${i + 1}` })), ...F.map((id, i) => ({ id, label: `fencelock · w${i + 1}`, short: `core w${i + 1}` }))],
   legend: '<span class="k hold"></span>holds a permit <span class="k wait"></span>waits / queued <span class="k leak"></span>a permit held for a dead process <span class="k pause"></span>paused <span class="k grant">◆</span>grant',
   clients: [...C, ...F, WATCHER.id],
   step,
