@@ -1588,6 +1588,20 @@ test('scene 8: the session timeout moves the expiry and the grant; with no crash
   assert.deepEqual(o.fencelock.expiries.map((e) => e.label), ['worker-1 (pid 4702)']);
   assert.equal(o.fencelock.waiting.length, 0, 'nobody is left waiting on the right');
   assert.ok(o.fencelock.maxInUse <= 3);
+  // a paused holder is not a dead one, but it sends no heartbeat either: its session expires
+  // and the caption says so without calling it dead
+  await page.keyboard.press('r');
+  await scrubTo(3);
+  await page.click('#stage [data-client="f1"]');
+  await page.click('#menu [data-action=pause]');
+  const stop = (await page.evaluate(() => window.fencelockDemo.milestones)).find((m) => m.label === "w1's session expires");
+  assert.ok(stop, 'worker-1\'s session expires while it is paused');
+  await scrubTo(stop.step);
+  assert.match(await text('[data-testid=caption-text]'), /no heartbeat from worker-1 \(pid 4702\) in time: the service expires its session/);
+  assert.doesNotMatch(await text('[data-testid=caption-text]'), /dead/);
+  assert.match(await page.getAttribute('[data-testid=client-f1]', 'data-badge'), /^paused · /);
+  const after = await permitsNow();
+  assert.ok(!after.core.holders.some((h) => h.label.startsWith('worker-1')), 'the core no longer lists the paused worker-1');
 });
 
 test('scene 8 pictures: the moment the crashed holder\'s session expires, at 1280 and at 390 px', async () => {

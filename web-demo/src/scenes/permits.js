@@ -248,12 +248,16 @@ function step(w, emit, P) {
   for (const id of did.fl.expired) {
     if (id === WATCHER.id) continue;
     const c = fl(id);
-    const exp = w.custom.facts.expiries.at(-1);
+    const exp = w.custom.facts.expiries.findLast((e) => e.id === id);
     const next = did.fl.grants.find((g) => g.id !== id);
     milestone(w, emit, `${c.mem.short}'s session expires`, ['svc', ...(next ? [next.id] : [])]);
+    if (!c.holding && exp?.token == null) {
+      parts.push(`Right: ${name(id)}'s session expired at t=${t} (no heartbeat in time); it held no permit.`);
+      continue;
+    }
     parts.push(
       `Right: no heartbeat from ${name(id)} in time: the service expires its session at t=${t} (timeout ${P.ttl} s) and its permit (token ${exp?.token ?? '?'}) returns.` +
-        (next ? ` The head of the queue, ${name(next.id)}, is granted with a new fencing token, ${next.token} — higher than every earlier one, so a storage that checks tokens would refuse anything the dead process still had on the wire. The dashboard is told: expired, then granted.` : ' Nobody is waiting.') +
+        (next ? ` The head of the queue, ${name(next.id)}, is granted with a new fencing token, ${next.token} — higher than every earlier one, so a storage that checks tokens would refuse anything the old holder still sends. The dashboard is told: expired, then granted.` : ' Nobody is waiting.') +
         ` Left: nothing happens — nothing can: the key has no idea a process died.`,
     );
   }
