@@ -266,14 +266,14 @@ function step(w, emit, P) {
     if (next && !w.milestones.some((m) => m.label === 'release → next in line')) milestone(w, emit, 'release → next in line', [id, next.id]);
     parts.push(`Right: ${name(id)} is done and releases; ${next ? `${name(next.id)}, next in line, is granted token ${next.token}.` : 'nobody is waiting.'}`);
   }
-  if (did.ctr.gave.length) parts.push(`Left: ${did.ctr.gave.map((id) => w.clients[id].mem.short).join(', ')} gives its permit back (${w.custom.counter.free} free)${did.ctr.took.length ? ` and ${did.ctr.took.map((id) => w.clients[id].mem.short).join(', ')} takes it` : ''}.`);
+  if (did.ctr.gave.length) parts.push(`Left: ${did.ctr.gave.map((id) => w.clients[id].mem.short).join(', ')} gives its permit back${did.ctr.took.length ? ` and ${did.ctr.took.map((id) => w.clients[id].mem.short).join(', ')}, told by the release message, takes it` : ''}: the key says ${w.custom.counter.free} free.`);
   // the end: nothing on the right can change any more (nobody to serve, no session to expire,
   // no job pending), or a minute has gone by
   if (settled(w, P) || t >= 60) {
     const o = outcome(w);
     milestone(w, emit, 'outcome', ['counter', 'svc'], true);
-    parts.push(ending(w, o, P));
-    emit({ op: 'caption', text: parts.join(' ') });
+    // the ending alone: it names every expiry and grant of the run, this step's included
+    emit({ op: 'caption', text: ending(w, o, P) });
     emit({ op: 'done' });
     return;
   }
