@@ -329,11 +329,15 @@ impl<S: Storage> LockService<S> {
     /// in arrival order; waits in arrival order with deadlines after now, every holder of
     /// a lock older than its every waiter; no exclusive holder in lock-delay; no (session,
     /// lock) pair twice; no lock left idle; no waiter left ungranted on a lock that could
-    /// grant it; everything within capacity.
+    /// grant it; everything within capacity. Version 2 adds: permits in `1..=limit`, one
+    /// limit per lock and never more permits held than it; watches without mode or value,
+    /// one per (session, lock), at most `max_watchers` per lock; labels of at most 64
+    /// bytes; and a snapshot must be in the version its state is written in (version 1
+    /// exactly when nothing of version 2 is in use).
     /// Trailing bytes and non-canonical encodings (over-long varints) are refused, so
     /// restore accepts exactly the bytes [`snapshot`](Self::snapshot) writes.
     ///
-    /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
+    /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`] (neither 1 nor 2),
     /// [`Error::CorruptSnapshot`] (says which check failed), [`Error::CapacityExceeded`],
     /// [`Error::BadConfig`]. On error the storage is handed back (its rows are scratch).
     /// Cost: O(sessions + locks) expected + O(claims log claims) (the token check).
@@ -461,10 +465,18 @@ impl<S: Storage> LockService<S> {
                 Recorded::KeptAlive { expires_at } => {
                     r.last_target == 0 && expires_at <= r.expires_at
                 }
-                Recorded::Granted { token, .. } | Recorded::Released { token } => {
-                    token >= 1 && token <= meta.revision
+                // A permit acquire's reply is recorded as `GrantedPermits`/`QueuedPermits`.
+                Recorded::Granted {
+                    mode: Mode::Permits { .. },
+                    ..
                 }
-                Recorded::GrantedPermits { token } => token >= 1 && token <= meta.revision,
+                | Recorded::Queued {
+                    mode: Mode::Permits { .. },
+                    ..
+                } => false,
+                Recorded::Granted { token, .. }
+                | Recorded::Released { token }
+                | Recorded::GrantedPermits { token } => token >= 1 && token <= meta.revision,
                 Recorded::Queued { position, .. } | Recorded::QueuedPermits { position } => {
                     position >= 1
                 }

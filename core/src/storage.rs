@@ -801,6 +801,8 @@ impl Recorded {
                 token: Token(token),
             },
             Recorded::Cancelled => Reply::Cancelled,
+            // An acquire's repeat is answered by `replay_acquire`, never here; these two
+            // say what such a repeat says when the claim is gone.
             Recorded::GrantedPermits { token } => Reply::HoldEnded {
                 token: Token(token),
             },

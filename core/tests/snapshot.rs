@@ -784,6 +784,17 @@ fn restore_checks_labels_and_recorded_replies_of_version_2() {
     assert!(s.restore().is_ok());
     s.sessions[0].4 = Recorded::QueuedPermits { position: 0 };
     s.refused("recorded reply does not fit its session");
+    // a permit acquire's reply has variants of its own
+    s.sessions[0].4 = Recorded::Granted {
+        mode: p(1, 2),
+        token: 1,
+    };
+    s.refused("recorded reply does not fit its session");
+    s.sessions[0].4 = Recorded::Queued {
+        mode: p(1, 2),
+        position: 1,
+    };
+    s.refused("recorded reply does not fit its session");
     for ok in [
         Recorded::QueuedPermits { position: 1 },
         Recorded::Watching { holders: 3 },

@@ -592,3 +592,47 @@ fn random_histories_keep_every_watcher_in_step_with_the_holders() {
         );
     }
 }
+
+/// `max_events()` is `S + 2·H + (2·H + 1) · min(max_watchers, W)` (docs/SPEC.md §4), and a
+/// close that releases holds watched by the most watchers stays within it; a bounded sink
+/// with less room is refused before anything changes.
+#[test]
+fn max_events_grows_with_the_watches_in_use() {
+    let config = Config {
+        max_watchers: 2,
+        ..Config::default()
+    };
+    let mut svc = svc_with(8, 8, 32, config);
+    let a = open(&mut svc, 100);
+    let b = open(&mut svc, 100);
+    let watchers: Vec<_> = (0..3).map(|_| open(&mut svc, 100)).collect();
+    assert_eq!(svc.max_events(), 5, "no claim: one event per session");
+    for lock in ["p", "q", "r"] {
+        x(&mut svc, a, lock);
+        x(&mut svc, b, lock);
+    }
+    assert_eq!(svc.max_events(), 5 + 2 * 6, "no watch: S + 2H");
+    watch(&mut svc, watchers[0], "p");
+    assert_eq!(svc.max_events(), 5 + 12 + 13, "one watch: + (2H + 1) · 1");
+    for (w, lock) in [(1, "p"), (0, "q"), (1, "q"), (2, "r")] {
+        watch(&mut svc, watchers[w], lock);
+    }
+    assert_eq!(svc.max_events(), 5 + 12 + 13 * 2, "capped by max_watchers");
+    // a's close: per lock a Released and b's Granted, each told to the lock's watchers
+    // (two on p and q, one on r)
+    let bound = svc.max_events();
+    let (_, events) = close(&mut svc, a);
+    assert_eq!(events.len(), 3 + 3 + 2 * (2 + 2 + 1), "{events:?}");
+    assert!(events.len() <= bound);
+    // a bounded sink with less room than the bound is refused, nothing changed
+    let before = svc.snapshot_vec();
+    let mut small: heapless::Deque<Output, 8> = heapless::Deque::new();
+    let e = svc.tick(Tick(1), &mut small).unwrap_err();
+    assert_eq!(
+        e,
+        Error::BufferTooSmall {
+            need: svc.max_events() as u32
+        }
+    );
+    assert_eq!(svc.snapshot_vec(), before);
+}

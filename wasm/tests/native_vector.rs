@@ -14,6 +14,13 @@
 //! (`HolderChanged`), replies and refusals cross the wasm build byte for byte too. The
 //! first log's inputs, and so its bytes, are what they were before those inputs existed.
 //!
+//! The second log also calls `raise_revision` between inputs, with two directives of its
+//! own (no input frame carries it): `raise <floor>` (decimal), closed by `revision <n>`
+//! (the revision it returned) or `err <code>` (refused; nothing changed). The C runner
+//! (`ffi/tests/c/vectors.c`), the Python runner and the JS runner replay both logs, so
+//! each binding's raise_revision is checked against the native core, snapshot bytes and
+//! every later token included.
+//!
 //! After a deliberate change of the core's behaviour, regenerate with
 //! `FENCELOCK_BLESS=1 cargo test -p fencelock-wasm --test native_vector` and review the
 //! diff.
@@ -223,11 +230,34 @@ fn render(watches: bool) -> String {
     )
     .expect("valid config");
     let mut rng = Rng(seed);
+    let mut raises = Rng(!seed);
     let mut now = 0;
     for i in 0..INPUTS {
         // near the end, jump time past 2^53: frames and snapshots keep the full u64
         if i == INPUTS - 20 {
             now = (1 << 53) + 7;
+        }
+        // The watches log also raises the revision now and then (`raise`, answered by
+        // `revision` or `err`): a floor above, below or at the revision, one past 2^53
+        // (tokens the JS side gets as bigints), and one above 2^63 (refused).
+        // Drawn from a generator of their own, so the inputs are those of the log without.
+        if watches && (raises.chance(3) || i == INPUTS / 3) {
+            let r = svc.revision();
+            let floor = match if i == INPUTS / 3 { 2 } else { raises.below(8) } {
+                0 => r.saturating_sub(raises.below(3)),
+                1 if i > INPUTS / 2 => (1 << 53) + raises.below(4),
+                2 => (1 << 63) + 1,
+                _ => r + raises.below(40),
+            };
+            let _ = writeln!(text, "raise {floor}");
+            match svc.raise_revision(floor) {
+                Ok(rev) => {
+                    let _ = writeln!(text, "revision {rev}");
+                }
+                Err(e) => {
+                    let _ = writeln!(text, "err {}", e.code());
+                }
+            }
         }
         let live: Vec<SessionId> = svc.sessions().collect();
         let frame = next_frame(&mut rng, &mut now, &live, watches);
@@ -287,6 +317,10 @@ fn watches_vector_matches_the_native_core_and_covers_the_new_inputs() {
         seen.push((word.to_string(), first));
     }
     let has = |word: &str, variant: u8| seen.iter().any(|(w, f)| w == word && *f == variant);
+    assert!(
+        want.contains("\nraise ") && want.contains("\nrevision ") && want.contains("\nerr 206\n"),
+        "no raise_revision step, or none refused"
+    );
     assert!(has("reply", 11), "no Watching reply");
     assert!(has("reply", 12), "no Unwatched reply");
     assert!(has("out", 4), "no HolderChanged event");

@@ -591,7 +591,7 @@ VECTORS = os.path.join(HERE, "..", "..", "..", "tests", "vectors")
 def _replay(path):
     """Replays one conformance vector through handle_frame: the events of each input (as
     frames, in order), then exactly its reply frame or its error code, and snapshots."""
-    svc, inputs = None, 0
+    svc, inputs, raises = None, 0, []
     lines = [line.strip() for line in open(path)]
     lines = [line for line in lines if line and not line.startswith("#")]
     i = 0
@@ -605,6 +605,17 @@ def _replay(path):
                              c.get("max_watchers", fl.DEFAULT_MAX_WATCHERS))
         elif word == "snapshot":
             assert svc.snapshot().hex() == arg, f"{path}: snapshot before line {i}"
+        elif word == "raise":
+            # raise_revision between inputs (wasm/tests/native_vector.rs): `revision <n>`
+            # or `err <code>` closes it.
+            end, _, want = lines[i].partition(" ")
+            i += 1
+            try:
+                result = ("revision", str(svc.raise_revision(int(arg))))
+            except fl.FencelockError as e:
+                result = ("err", str(e.code))
+            assert result == (end, want), f"{path}: raise before line {i}: {result}"
+            raises.append(arg)
         elif word == "in":
             outs = []
             while lines[i].startswith("out "):
@@ -623,13 +634,21 @@ def _replay(path):
         else:
             raise AssertionError(f"{path}: unknown line {word!r}")
     svc.close()
-    return inputs
+    return inputs, len(raises)
+
+
+WASM_VECTORS = os.path.join(HERE, "..", "..", "..", "wasm", "tests", "vectors")
 
 
 def test_conformance_vectors_through_frames():
-    files = sorted(f for f in os.listdir(VECTORS) if f.endswith(".vec"))
+    files = sorted(os.path.join(VECTORS, f) for f in os.listdir(VECTORS) if f.endswith(".vec"))
     assert len(files) >= 16
-    assert sum(_replay(os.path.join(VECTORS, f)) for f in files) > 300
+    # the native determinism logs too; the second one raises the revision between inputs
+    files += sorted(os.path.join(WASM_VECTORS, f) for f in os.listdir(WASM_VECTORS)
+                    if f.endswith(".vec"))
+    counts = [_replay(f) for f in files]
+    assert sum(n for n, _ in counts) > 1200
+    assert sum(r for _, r in counts) > 10
 
 
 # ------------------------------------------------ semaphores, labels, watches, revision
