@@ -13,7 +13,7 @@ const NARROW = 400;
 
 /** What a client believes, in a few words (its badge) and in a sentence (for screen readers). */
 function clientBadge(w, c) {
-  if (c.status === 'dead') return { text: 'killed', cls: 'dead' };
+  if (c.status === 'dead') return { text: c.mem?.crashed ? 'crashed' : 'killed', cls: 'dead' };
   const paused = c.status === 'paused';
   let text;
   let cls;

@@ -177,8 +177,9 @@ export class World {
       if (c.status === 'dead') {
         this.closeSpan(c.id, 'hold');
         this.closeSpan(c.id, 'wait');
-        this.addLog(c.name, `${c.name} was killed`, 'bad');
-        this.marks.push({ t: this.t, lane: c.id, kind: 'crash', label: 'killed' });
+        // a scene's own crash says so (mem.crashed); your kill is a kill
+        this.addLog(c.name, `${c.name} ${c.mem.crashed ? 'crashed' : 'was killed'}`, 'bad');
+        this.marks.push({ t: this.t, lane: c.id, kind: 'crash', label: c.mem.crashed ? 'crashed' : 'killed' });
       }
     }
   }

@@ -1514,8 +1514,8 @@ test('scene 8, permits that leak: permits in use are the core\'s and never above
       const info = s.core.sessions.find((x) => x.id === h.session);
       crashed = { token: h.token, session: h.session, expiresAt: info.expiresAt };
       assert.equal(info.label, 'worker-2 (pid 4711)');
-      assert.equal(s.badges.f2, 'killed');
-      assert.equal(s.badges.c2, 'killed');
+      assert.equal(s.badges.f2, 'crashed');
+      assert.equal(s.badges.c2, 'crashed');
     }
     if (crashed && expiredAt == null && !s.core.sessions.some((x) => x.id === crashed.session)) expiredAt = k;
   }

@@ -206,7 +206,7 @@ function step(w, emit, P) {
   if (P.crash && t === CRASH.at) {
     for (const id of [`c${CRASH.n}`, `f${CRASH.n}`]) {
       if (w.clients[id].status === 'dead') continue;
-      emit({ op: 'client', id, set: { status: 'dead' } });
+      emit({ op: 'client', id, set: { status: 'dead' }, mem: { crashed: true } });
       crashed.push(id);
     }
   }
