@@ -1508,6 +1508,11 @@ test('scene 8, permits that leak: permits in use are the core\'s and never above
       assert.equal(s.ctrFree, 0, `${where}: the counter stays at 0 free`);
       assert.equal(s.leaked, 1, `${where}: one permit leaked on the counter side`);
     }
+    if (k === 2) {
+      // the dashboard's watch begins at t=1: one "holding" per holder the core lists, in grant order
+      assert.deepEqual(s.feed, s.core.holders.map((h) => `t=1 holding ${h.label} · ${h.token}`), `${where}: the watch's first events`);
+      assert.equal(s.feed.length, 3);
+    }
     if (k === crashStep) {
       const h = s.core.holders.find((x) => x.label === 'worker-2 (pid 4711)');
       assert.ok(h, 'the core still lists the crashed worker-2 as a holder when it crashes');

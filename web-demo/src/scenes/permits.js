@@ -115,9 +115,8 @@ function setup(w, emit, P) {
     emit({ op: 'client', create: true, id: `f${x.n}`, name: `worker-${x.n}`, group: 'svc', mem: { short: `w${x.n}`, label: labelOf(x) } });
   }
   emit({ op: 'client', create: true, id: WATCHER.id, name: WATCHER.name, group: 'svc', mem: { short: 'dash', label: WATCHER.label } });
-  // the dashboard opens a labelled session and watches the semaphore's name
+  // the dashboard opens a labelled session (it watches the semaphore's name from t=1)
   emit({ op: 'core', node: 'svc', by: WATCHER.id, input: { type: 'openLabeled', ttl: P.ttl, label: WATCHER.label } });
-  emit({ op: 'core', node: 'svc', by: WATCHER.id, input: { type: 'watch', session: w.clients[WATCHER.id].session, lock: LOCK }, quiet: true });
   for (const x of WORKERS) emit({ op: 'core', node: 'svc', by: `f${x.n}`, input: { type: 'openLabeled', ttl: P.ttl, label: labelOf(x) } });
   const did = act(w, emit, P);
   milestone(w, emit, 'three permits taken', ['counter', 'svc']);
@@ -126,7 +125,7 @@ function setup(w, emit, P) {
     op: 'caption',
     text: `Five workers share a pool of ${LIMIT} database connections, guarded by a semaphore of ${LIMIT} permits named ${JSON.stringify(LOCK)}. ` +
       `worker-1, worker-2 and worker-3 take one each. Left, a counter in Redis (simulated here): the key now says 0 free — and nothing more. ` +
-      `Right, fencelock: each worker opened a session with a label, and each grant is a claim with its own fencing token (${g}). A dashboard session watches ${JSON.stringify(LOCK)}.`,
+      `Right, fencelock: each worker opened a session with a label, and each grant is a claim with its own fencing token (${g}). A dashboard has a session too; it will watch ${JSON.stringify(LOCK)}.`,
   });
 }
 
@@ -202,6 +201,12 @@ function step(w, emit, P) {
   const t = nextTime(w, emit);
   if (t === 0) return setup(w, emit, P);
   const crashed = [];
+  // the dashboard begins to watch: it is told the holders there are now, then every change
+  let watched = null;
+  if (t === 1 && w.clients[WATCHER.id].status === 'running' && w.clients[WATCHER.id].session != null) {
+    const outs = emit({ op: 'core', node: 'svc', by: WATCHER.id, input: { type: 'watch', session: w.clients[WATCHER.id].session, lock: LOCK } });
+    watched = outs.filter((o) => o.type === 'holderChanged' && o.change === 'holding').map((o) => o.label);
+  }
   // the crash: worker-2 dies holding its permit (kill -9, out of memory, a lost machine)
   if (P.crash && t === CRASH.at) {
     for (const id of [`c${CRASH.n}`, `f${CRASH.n}`]) {
@@ -242,7 +247,8 @@ function step(w, emit, P) {
     milestone(w, emit, 'two wait', [...did.fl.queued.map((q) => q.id), ...did.ctr.wait]);
     parts.push(
       `${did.fl.queued.map((q) => q.id).map((id) => `worker-${spec(id).n}`).join(' and ')} ask for a permit. None is free. ` +
-        `Left: each subscribes to the key's channel and waits for a release message. Right: each joins the semaphore's FIFO queue (${did.fl.queued.map((q) => `#${q.position}`).join(', ')}).`,
+        `Left: each subscribes to the key's channel and waits for a release message. Right: each joins the semaphore's FIFO queue (${did.fl.queued.map((q) => `#${q.position}`).join(', ')}).` +
+        (watched ? ` The dashboard begins to watch ${JSON.stringify(LOCK)} and is told who holds it now: ${watched.length ? watched.join(', ') : 'nobody'}.` : ''),
     );
   }
   for (const id of did.fl.expired) {
