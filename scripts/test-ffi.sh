@@ -84,7 +84,7 @@ for w in uncontended_poll uncontended_drain uncontended_pending handoff_poll han
 done
 echo "ops: 6 workloads ran"
 
-step "C conformance runner over tests/vectors (*.vec by frames, precedence.calls by typed calls), under valgrind"
+step "C conformance runner over tests/vectors and wasm/tests/vectors (*.vec by frames, raise by the typed call, precedence.calls by typed calls), under valgrind"
 gcc "${CFLAGS[@]}" ffi/tests/c/vectors.c "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/vectors"
 shopt -s nullglob
 vectors=(tests/vectors/*.vec)
@@ -92,6 +92,9 @@ if [ ${#vectors[@]} -eq 0 ]; then
   echo "no conformance vectors in tests/vectors (cargo run -p fencelock-tests --bin gen-vectors)" >&2
   exit 1
 fi
+# The native determinism logs (wasm/tests/native_vector.rs): the second one carries the
+# newer inputs and raise_revision steps, checked here against the native core too.
+vectors+=(wasm/tests/vectors/*.vec)
 calls=tests/vectors/precedence.calls
 [ -f "$calls" ] || { echo "no $calls" >&2; exit 1; }
 "${VALGRIND[@]}" "$work/vectors" "${vectors[@]}" "$calls"
@@ -117,6 +120,8 @@ i = first("reply "); cases["missing-reply"] = lines[:i] + lines[i + 1:]
 i = first("err "); cases["changed-error"] = lines[:i] + [flip(lines[i])] + lines[i + 1:]
 i = first("err "); cases["error-for-reply"] = lines[:i] + ["reply 02"] + lines[i + 1:]
 i = first("snapshot "); cases["changed-snapshot"] = lines[:i] + [flip(lines[i])] + lines[i + 1:]
+i = first("revision "); cases["changed-revision"] = lines[:i] + [flip(lines[i])] + lines[i + 1:]
+i = first("revision "); cases["missing-revision"] = lines[:i] + lines[i + 1:]
 for name, body in cases.items():
     with open(f"{work}/tampered-{name}.vec", "w") as f:
         f.write("\n".join(body) + "\n")

@@ -26,10 +26,17 @@
 #define FENCELOCK_MAX_NAME_LEN 64
 
 // The largest encoded input, reply or event frame, in bytes (the core's `MAX_FRAME_LEN`).
-#define FENCELOCK_MAX_FRAME_LEN 128
+#define FENCELOCK_MAX_FRAME_LEN 176
 
 // Bytes in a name buffer of an event or name struct: the longest name plus its NUL.
 #define FENCELOCK_NAME_BUF_LEN 65
+
+// The longest holder label, in bytes (the core's `MAX_LABEL_LEN`).
+#define FENCELOCK_MAX_LABEL_LEN 64
+
+// Bytes in a label buffer of an event or introspection struct: the longest label plus
+// its NUL.
+#define FENCELOCK_LABEL_BUF_LEN 65
 
 // Bytes in front of every event frame `fencelock_service_drain_frames` writes: its
 // length, little-endian.
@@ -38,6 +45,10 @@
 // How many recent keep-alive send times a keeper remembers to match acknowledgements
 // against (the core's `KEEPER_MEMORY`).
 #define FENCELOCK_KEEPER_MEMORY 8
+
+// The core's default `max_watchers` (`Config::default()`): what to put in
+// `fencelock_config.max_watchers` for watches as the other bindings have them.
+#define FENCELOCK_DEFAULT_MAX_WATCHERS 4
 
 // What every fallible `fencelock_` function returns. Numbers are stable and never reused.
 //
@@ -75,6 +86,13 @@ enum fencelock_result
   FENCELOCK_RESULT_STALE_REQUEST = 106,
   // The session's latest request number was reused for a different input.
   FENCELOCK_RESULT_REQUEST_REUSED = 107,
+  // A semaphore acquire with another limit than the live semaphore's, a lock acquire
+  // on a live semaphore, or a semaphore acquire on a lock in use as a plain lock.
+  FENCELOCK_RESULT_LIMIT_MISMATCH = 108,
+  // The session does not watch the lock it tried to unwatch.
+  FENCELOCK_RESULT_NOT_WATCHING = 109,
+  // The session already watches this lock.
+  FENCELOCK_RESULT_ALREADY_WATCHING = 110,
   // A lock or resource name was empty.
   FENCELOCK_RESULT_EMPTY_NAME = 201,
   // A name was longer than the configured maximum.
@@ -87,6 +105,10 @@ enum fencelock_result
   FENCELOCK_RESULT_TIME_WENT_BACKWARDS = 205,
   // A configuration that cannot work.
   FENCELOCK_RESULT_BAD_CONFIG = 206,
+  // A permits acquire whose count is not in 1..=limit.
+  FENCELOCK_RESULT_BAD_PERMITS = 207,
+  // A holder label longer than `FENCELOCK_MAX_LABEL_LEN` bytes.
+  FENCELOCK_RESULT_LABEL_TOO_LONG = 208,
   // A fixed-capacity table is full.
   FENCELOCK_RESULT_CAPACITY_EXCEEDED = 301,
   // A fence gate refused a token lower than one it has seen.
@@ -183,6 +205,12 @@ enum fencelock_reply_kind
   FENCELOCK_REPLY_KIND_WAIT_ENDED = 10,
   // The answer to a tick input frame: time is now `now`.
   FENCELOCK_REPLY_KIND_TICKED = 11,
+  // The watch began: `holders` `HOLDER_CHANGED` events (change `HOLDING`), one per
+  // current holder, are queued for the watcher itself, and one follows each later
+  // holder change until it unwatches, closes or expires: `holders`.
+  FENCELOCK_REPLY_KIND_WATCHING = 12,
+  // The watch ended; no more `HOLDER_CHANGED` events reach the session for that lock.
+  FENCELOCK_REPLY_KIND_UNWATCHED = 13,
 };
 #ifndef __cplusplus
 typedef uint32_t fencelock_reply_kind;
@@ -200,6 +228,10 @@ enum fencelock_mode
   FENCELOCK_MODE_EXCLUSIVE = 1,
   // Any number of shared holders while there is no exclusive one.
   FENCELOCK_MODE_SHARED = 2,
+  // `count` of a semaphore's `limit` permits (the struct's `count` and `limit`
+  // fields say which). Asked for with `fencelock_service_acquire_permits`, never with
+  // `fencelock_service_acquire` (which has no count or limit: `INVALID_ARGUMENT`).
+  FENCELOCK_MODE_PERMITS = 3,
 };
 #ifndef __cplusplus
 typedef uint32_t fencelock_mode;
@@ -225,6 +257,11 @@ enum fencelock_output_kind
   FENCELOCK_OUTPUT_KIND_SESSION_EXPIRED = 3,
   // A timed wait reached its deadline ungranted: `session`, `lock`.
   FENCELOCK_OUTPUT_KIND_WAIT_TIMED_OUT = 4,
+  // A holder of a lock that `session` watches changed (`fencelock_service_watch`):
+  // `session` (the watcher), `lock`, `holder` (the holding session), `mode` (with
+  // `count` / `limit` for `PERMITS`), `token` (the holder's), `change`, `label` (the
+  // holder's; empty if it has none).
+  FENCELOCK_OUTPUT_KIND_HOLDER_CHANGED = 5,
 };
 #ifndef __cplusplus
 typedef uint32_t fencelock_output_kind;
@@ -248,6 +285,30 @@ enum fencelock_release_reason
 };
 #ifndef __cplusplus
 typedef uint32_t fencelock_release_reason;
+#endif // __cplusplus
+
+// What a `HOLDER_CHANGED` event tells a watcher about a holder of the lock it watches
+// (the core's `Change`; the number is its variant index + 1).
+enum fencelock_change
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // Not a change: the value of this field in every other event.
+  FENCELOCK_CHANGE_NONE = 0,
+  // The session held the lock when the watch began (one per holder, in grant order).
+  FENCELOCK_CHANGE_HOLDING = 1,
+  // The session was granted the lock.
+  FENCELOCK_CHANGE_GRANTED = 2,
+  // The session released the lock.
+  FENCELOCK_CHANGE_RELEASED = 3,
+  // The session's hold ended with its close.
+  FENCELOCK_CHANGE_CLOSED = 4,
+  // The session's hold ended with its expiry.
+  FENCELOCK_CHANGE_EXPIRED = 5,
+};
+#ifndef __cplusplus
+typedef uint32_t fencelock_change;
 #endif // __cplusplus
 
 // What an acquire does when the lock is not free. 0 is not a wait.
@@ -324,6 +385,11 @@ typedef struct fencelock_config {
   uint64_t lock_delay;
   // The longest lock name accepted: 1 to `FENCELOCK_MAX_NAME_LEN` (0 is `BAD_CONFIG`).
   uint32_t max_name_len;
+  // The most sessions that may watch one lock at once (`fencelock_service_watch`); 0
+  // turns watches off (every watch is `CAPACITY_EXCEEDED`). The core's default is 4
+  // (`FENCELOCK_DEFAULT_MAX_WATCHERS`); a zeroed struct has 0. Fills what was padding,
+  // so the struct's size and other offsets are unchanged.
+  uint32_t max_watchers;
 } fencelock_config;
 
 // The caller's reply to one input, copied out (it owns no memory). Fields a reply kind
@@ -351,11 +417,19 @@ typedef struct fencelock_reply {
   uint64_t token;
   // The current tick (`TICKED`).
   uint64_t now;
+  // Permits of the claim when `mode` is `PERMITS` (`GRANTED`, `QUEUED`). Appended, as
+  // are `limit` and `holders`: the earlier fields keep their offsets.
+  uint32_t count;
+  // The semaphore's limit when `mode` is `PERMITS`.
+  uint32_t limit;
+  // The lock's holders when the watch began (`WATCHING`).
+  uint32_t holders;
 } fencelock_reply;
 
 // One event, copied out of the service (it owns no memory). Fields an event kind does
-// not use are zero (`mode` `NONE`, `reason` `NONE`, `token` 0, `lock_len` 0, `lock` all
-// NUL).
+// not use are zero (`mode` `NONE`, `reason` `NONE`, `change` `NONE`, `token` 0,
+// `lock_len` 0, `lock` all NUL, …). The fields after `lock` were appended for watches
+// and semaphores: the earlier ones keep their offsets.
 typedef struct fencelock_output {
   // Which event.
   fencelock_output_kind kind;
@@ -372,6 +446,18 @@ typedef struct fencelock_output {
   // The lock's name, NUL-terminated (a name may itself contain NUL bytes: trust
   // `lock_len`).
   char lock[FENCELOCK_NAME_BUF_LEN];
+  // Permits of the claim when `mode` is `PERMITS` (`GRANTED`, `HOLDER_CHANGED`).
+  uint32_t count;
+  // The semaphore's limit when `mode` is `PERMITS`.
+  uint32_t limit;
+  // What changed (`HOLDER_CHANGED`).
+  fencelock_change change;
+  // The holding session (`HOLDER_CHANGED`).
+  uint64_t holder;
+  // Length of `label` in bytes, without the NUL (`HOLDER_CHANGED`).
+  size_t label_len;
+  // The holder's label, NUL-terminated (trust `label_len`) (`HOLDER_CHANGED`).
+  char label[FENCELOCK_LABEL_BUF_LEN];
 } fencelock_output;
 
 // Rows in use in each of a service's three tables (the core's `Usage`).
@@ -398,6 +484,10 @@ typedef struct fencelock_session_info {
   uint32_t holds;
   // Locks it waits for.
   uint32_t waits;
+  // Length of `label` in bytes, without the NUL (0: no label).
+  size_t label_len;
+  // Its label (`fencelock_service_open_labeled`), NUL-terminated (trust `label_len`).
+  char label[FENCELOCK_LABEL_BUF_LEN];
 } fencelock_session_info;
 
 // One holder of a lock.
@@ -408,6 +498,14 @@ typedef struct fencelock_holder {
   uint64_t token;
   // Its mode.
   fencelock_mode mode;
+  // Its permits when `mode` is `PERMITS` (else 0).
+  uint32_t count;
+  // The semaphore's limit when `mode` is `PERMITS` (else 0).
+  uint32_t limit;
+  // Length of `label` in bytes, without the NUL (0: no label).
+  size_t label_len;
+  // The holder's session label, NUL-terminated (trust `label_len`).
+  char label[FENCELOCK_LABEL_BUF_LEN];
 } fencelock_holder;
 
 // One waiter for a lock.
@@ -420,6 +518,14 @@ typedef struct fencelock_waiter {
   fencelock_mode mode;
   // False: it waits forever.
   bool has_deadline;
+  // The permits asked for when `mode` is `PERMITS` (else 0).
+  uint32_t count;
+  // The semaphore's limit when `mode` is `PERMITS` (else 0).
+  uint32_t limit;
+  // Length of `label` in bytes, without the NUL (0: no label).
+  size_t label_len;
+  // The waiter's session label, NUL-terminated (trust `label_len`).
+  char label[FENCELOCK_LABEL_BUF_LEN];
 } fencelock_waiter;
 
 // The leader of an election.
@@ -429,6 +535,14 @@ typedef struct fencelock_leader {
   // Its epoch: the token of its grant.
   uint64_t epoch;
 } fencelock_leader;
+
+// A live semaphore's permits (`fencelock_service_permits`; the core's `Permits`).
+typedef struct fencelock_permits {
+  // Permits held now (the sum of its holders' counts).
+  uint32_t in_use;
+  // The semaphore's limit.
+  uint32_t limit;
+} fencelock_permits;
 
 #ifdef __cplusplus
 extern "C" {
@@ -675,8 +789,11 @@ fencelock_result fencelock_service_new(const struct fencelock_config *config,
 void fencelock_service_free(struct fencelock_service *svc);
 
 // The size and alignment of the memory `fencelock_service_init_in` /
-// `fencelock_service_restore_in` need for these capacities (the handle, the tables and
-// a fixed event ring of sessions + 2 × claims events, the most one input can emit).
+// `fencelock_service_restore_in` need for these capacities and the default
+// `max_watchers` (`FENCELOCK_DEFAULT_MAX_WATCHERS`; for another value use
+// `fencelock_service_layout_watchers`): the handle, the tables and a fixed event ring
+// of the most events one input can emit at capacity, S + 2·C + (2·C + 1)·min(4, C) for
+// S sessions and C claims.
 //
 // Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a table of more than 2^31 − 1 rows, or sizes
 // that overflow). Cost: O(1).
@@ -687,17 +804,32 @@ fencelock_result fencelock_service_layout(const struct fencelock_capacity *capac
                                           size_t *size,
                                           size_t *align);
 
+// `fencelock_service_layout` for a config whose `max_watchers` is `max_watchers`: the
+// event ring holds S + 2·C + (2·C + 1)·min(`max_watchers`, C) events (S + 2·C for 0,
+// watches off), the core's bound at capacity.
+//
+// Errors: as `fencelock_service_layout`. Cost: O(1).
+//
+// # Safety
+// As `fencelock_service_layout`.
+fencelock_result fencelock_service_layout_watchers(const struct fencelock_capacity *capacity,
+                                                   uint32_t max_watchers,
+                                                   size_t *size,
+                                                   size_t *align);
+
 // Creates a service inside `mem` (for embedders without malloc: a static array, an
 // arena). This library allocates nothing for it, ever: events queue in a fixed ring
 // inside `mem`, and the core refuses an input with `BUFFER_TOO_SMALL` (changing
 // nothing) while the ring has less room than the most events that input could emit
-// (the open sessions + 2 × the holds and waits): drain the ring and send it again. An
-// empty ring always has room.
+// (`fencelock_service_max_events`): drain the ring and send it again. An empty ring
+// always has room. Size `mem` with `fencelock_service_layout_watchers` for the config's
+// `max_watchers` (`fencelock_service_layout` for the default).
 //
 // The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
 //
 // Errors: `NULL_PARAMETER`, `BAD_CONFIG` (as `fencelock_service_new`),
-// `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL` (`mem_len` below the layout's size).
+// `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL` (`mem_len` below the layout's size for the
+// config's `max_watchers`).
 // Cost: O(capacity).
 //
 // # Safety
@@ -727,6 +859,9 @@ fencelock_result fencelock_service_restore(const struct fencelock_capacity *capa
                                            struct fencelock_service **out_service);
 
 // `fencelock_service_restore` into caller memory (see `fencelock_service_init_in`).
+// The event ring takes all of `mem` after the tables; it must hold the bound for the
+// snapshot's `max_watchers` (size `mem` with `fencelock_service_layout_watchers`),
+// else `BUFFER_TOO_SMALL` once the snapshot is read (nothing is created).
 // The snapshot must not lie in `mem[..mem_len]` (which is overwritten while the
 // snapshot is read): overlapping ranges are refused with `INVALID_ARGUMENT`.
 //
@@ -752,6 +887,26 @@ fencelock_result fencelock_service_restore_in(void *mem,
 fencelock_result fencelock_service_open_session(struct fencelock_service *svc,
                                                 uint64_t now,
                                                 uint64_t ttl,
+                                                struct fencelock_reply *reply);
+
+// Opens a session labelled `label[..label_len]` (UTF-8, at most `FENCELOCK_MAX_LABEL_LEN`
+// bytes; empty = no label), expiring `ttl` ticks after `now`. The label is shown with
+// the session (`fencelock_service_session`), its holds and waits (`_holders`,
+// `_waiters`) and in the `HOLDER_CHANGED` events its holds cause. Replies `OPENED`
+// (`session`, `expires_at`).
+//
+// Errors: `NULL_PARAMETER`, `INVALID_UTF8` and `LABEL_TOO_LONG` (the label is judged
+// before the core is given the input, so these change nothing, not even time), then as
+// `fencelock_service_open_session`. Cost: O(label length), then as open_session.
+//
+// # Safety
+// `svc` NULL or a live handle; `label` NULL or valid for `label_len` bytes; `reply`
+// NULL or writable.
+fencelock_result fencelock_service_open_labeled(struct fencelock_service *svc,
+                                                uint64_t now,
+                                                uint64_t ttl,
+                                                const uint8_t *label,
+                                                size_t label_len,
                                                 struct fencelock_reply *reply);
 
 // Keeps a session alive: its deadline becomes `now` + its ttl. Replies `KEPT_ALIVE`
@@ -790,9 +945,11 @@ fencelock_result fencelock_service_close_session(struct fencelock_service *svc,
 // also reply `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
 //
 // Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
-// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `ALREADY_QUEUED`,
-// `MODE_MISMATCH`, `CAPACITY_EXCEEDED`, in that order. Cost: the advance, then
-// O(name length + log claims).
+// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `LIMIT_MISMATCH`
+// (the name is a live semaphore), `ALREADY_QUEUED`, `MODE_MISMATCH`,
+// `CAPACITY_EXCEEDED`, in that order; `INVALID_ARGUMENT` before the core for a mode
+// other than `EXCLUSIVE` / `SHARED` (`PERMITS` needs `fencelock_service_acquire_permits`).
+// Cost: the advance, then O(name length + log claims).
 //
 // # Safety
 // `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes; `reply` NULL
@@ -805,6 +962,78 @@ fencelock_result fencelock_service_acquire(struct fencelock_service *svc,
                                            uint32_t mode,
                                            uint32_t wait,
                                            uint64_t wait_until,
+                                           uint64_t request_number,
+                                           struct fencelock_reply *reply);
+
+// Acquires `count` of the `limit` permits of the semaphore named by `lock[..lock_len]`
+// (UTF-8), waiting as `wait` says (as `fencelock_service_acquire`). A name is a
+// semaphore while it has live holds or waits from a permits acquire; its limit is
+// theirs, and travels with every acquire (nothing is declared or remembered once the
+// name is idle). Grants are strict FIFO: the head waiter is granted when its count fits
+// the permits not in use; a large request at the head is never overtaken. Every grant
+// gets its own fencing token. Replies `GRANTED` / `QUEUED` with `mode` `PERMITS` and
+// the reply's `count` and `limit`, or `BUSY`; a repeated request number may also reply
+// `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
+//
+// Errors, in the core's order: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then
+// `UNKNOWN_SESSION`, `EMPTY_NAME`, `NAME_TOO_LONG`, `BAD_PERMITS` (not 1 <= `count` <=
+// `limit`), `STALE_REQUEST`, `REQUEST_REUSED`, `LIMIT_MISMATCH` (the name is a
+// semaphore of another limit, or a plain lock in use), `ALREADY_QUEUED`,
+// `MODE_MISMATCH` (the session holds it with another count), `CAPACITY_EXCEEDED`.
+// Before the core: `NULL_PARAMETER`, `INVALID_UTF8`, `INVALID_ARGUMENT` (a wait outside
+// its enum). Cost: the advance, then O(name length + log claims).
+//
+// # Safety
+// As `fencelock_service_acquire`.
+fencelock_result fencelock_service_acquire_permits(struct fencelock_service *svc,
+                                                   uint64_t now,
+                                                   uint64_t session,
+                                                   const uint8_t *lock,
+                                                   size_t lock_len,
+                                                   uint32_t count,
+                                                   uint32_t limit,
+                                                   uint32_t wait,
+                                                   uint64_t wait_until,
+                                                   uint64_t request_number,
+                                                   struct fencelock_reply *reply);
+
+// Starts watching the holders of the lock named by `lock[..lock_len]` (UTF-8) for
+// `session`. Replies `WATCHING` (`holders`); queues, for the watcher itself, one
+// `HOLDER_CHANGED` event (change `HOLDING`) per current holder in grant order, and from
+// then on one per holder change of that lock (`GRANTED`, `RELEASED`, `CLOSED`,
+// `EXPIRED`), each right after the event that tells the holder, until the session
+// unwatches, closes or expires. A watch takes a claim row; a session may watch a name it
+// holds or waits for, and acquire a name it watches. An election is watched by its name.
+//
+// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `ALREADY_WATCHING`,
+// `CAPACITY_EXCEEDED` (the lock's `max_watchers`, 0 = watches off; then the claims
+// table, then the locks table), in the core's order. Cost: the advance, then O(name length + log claims + holders).
+//
+// # Safety
+// As `fencelock_service_release`.
+fencelock_result fencelock_service_watch(struct fencelock_service *svc,
+                                         uint64_t now,
+                                         uint64_t session,
+                                         const uint8_t *lock,
+                                         size_t lock_len,
+                                         uint64_t request_number,
+                                         struct fencelock_reply *reply);
+
+// Stops `session` watching the lock named by `lock[..lock_len]`. Replies `UNWATCHED`;
+// no `HOLDER_CHANGED` for that lock reaches the session afterwards.
+//
+// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_WATCHING`.
+// Cost: the advance, then O(name length + log claims).
+//
+// # Safety
+// As `fencelock_service_release`.
+fencelock_result fencelock_service_unwatch(struct fencelock_service *svc,
+                                           uint64_t now,
+                                           uint64_t session,
+                                           const uint8_t *lock,
+                                           size_t lock_len,
                                            uint64_t request_number,
                                            struct fencelock_reply *reply);
 
@@ -927,8 +1156,9 @@ fencelock_result fencelock_service_handle_frame(struct fencelock_service *svc,
 // Writes every queued event as `[length: u16 little-endian][postcard frame]` records,
 // oldest first, all or nothing. `*out_len` gets the bytes written, or with
 // `BUFFER_TOO_SMALL` the size needed (nothing is dequeued). Nothing queued: `OK` with
-// `*out_len` = 0. A buffer of (sessions + 2 × claims) × (`FENCELOCK_FRAME_PREFIX_LEN` +
-// `FENCELOCK_MAX_FRAME_LEN`) bytes always fits one input's events.
+// `*out_len` = 0. A buffer of `fencelock_service_max_events` (read before the input) ×
+// (`FENCELOCK_FRAME_PREFIX_LEN` + `FENCELOCK_MAX_FRAME_LEN`) bytes always fits one
+// input's events.
 //
 // Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL`, `PANIC`. Cost: O(queued events).
 //
@@ -960,8 +1190,9 @@ fencelock_result fencelock_service_poll_output(struct fencelock_service *svc,
 // `events` NULL with `cap` 0 is a count query (`BUFFER_TOO_SMALL` if any are queued).
 //
 // The events of one input never outnumber `fencelock_service_max_events` read before
-// it, nor capacity sessions + 2 × claims (the core's bound), so an array of that many
-// slots, drained after every input, never comes back too small. Each event is written
+// it, nor the core's bound at capacity (S + 2·C + (2·C + 1)·min(max_watchers, C) for S
+// sessions and C claims; S + 2·C with watches off), so an array of that many slots,
+// drained after every input, never comes back too small. Each event is written
 // once, straight from the queue into its slot; nothing is allocated.
 //
 // This replaces a `fencelock_service_poll_output` loop (one call per event plus one for
@@ -1021,8 +1252,9 @@ fencelock_result fencelock_service_config(const struct fencelock_service *svc,
 fencelock_result fencelock_service_usage(const struct fencelock_service *svc,
                                          struct fencelock_usage *usage);
 
-// The most events one input can emit now (the core's `max_events`: the open sessions
-// plus 2 × the holds and waits). A placed service refuses an input with
+// The most events one input can emit now (the core's `max_events`: S + 2·H + (2·H +
+// 1)·min(max_watchers, W) for S open sessions, H holds and waits, W watches; S + 2·H
+// with no watch in use). A placed service refuses an input with
 // `BUFFER_TOO_SMALL` while its ring has less room than this. Cost: O(1).
 //
 // # Safety
@@ -1107,6 +1339,35 @@ fencelock_result fencelock_service_leader(const struct fencelock_service *svc,
                                           size_t election_len,
                                           bool *has_leader,
                                           struct fencelock_leader *leader);
+
+// The permits of the semaphore named by `lock[..lock_len]`: `*is_semaphore` true and
+// `*permits` its `in_use` and `limit` while the name has live holds or waits from a
+// permits acquire; false and zeroed otherwise (a plain lock, or an idle or unknown
+// name). Errors add `INVALID_UTF8`. Cost: O(name length + holders).
+//
+// # Safety
+// `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `is_semaphore` and
+// `permits` NULL or writable.
+fencelock_result fencelock_service_permits(const struct fencelock_service *svc,
+                                           const uint8_t *lock,
+                                           size_t lock_len,
+                                           bool *is_semaphore,
+                                           struct fencelock_permits *permits);
+
+// Raises the fencing revision to at least `floor`, so the next grant's token is above
+// `floor` and above every token granted before (a lower `floor` changes nothing); for a
+// service recovered from a copy that may have missed grants. Holds, queues and sessions
+// keep their tokens. `*revision` gets the revision now. Not an input: no `now`, no
+// reply, no events.
+//
+// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `floor` above 2^63; nothing changes),
+// `PANIC`. Cost: O(1).
+//
+// # Safety
+// `svc` NULL or a live handle; `revision` NULL or writable.
+fencelock_result fencelock_service_raise_revision(struct fencelock_service *svc,
+                                                  uint64_t floor,
+                                                  uint64_t *revision);
 
 // The size of `fencelock_service_snapshot`'s output. Cost: O(sessions + locks + claims).
 //

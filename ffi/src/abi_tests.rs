@@ -28,6 +28,7 @@ fn config(sessions: u32, locks: u32, claims: u32) -> fencelock_config {
         },
         lock_delay: 0,
         max_name_len: FENCELOCK_MAX_NAME_LEN as u32,
+        max_watchers: FENCELOCK_DEFAULT_MAX_WATCHERS,
     }
 }
 
@@ -53,6 +54,9 @@ fn junk_reply() -> fencelock_reply {
         expires_at: 7,
         token: 7,
         now: 7,
+        count: 7,
+        limit: 7,
+        holders: 7,
     }
 }
 
@@ -585,11 +589,13 @@ fn frames_in_reply_frames_out() {
 /// need, and takes it once the ring is drained.
 #[test]
 fn placed_service_runs_in_caller_memory() {
-    let c = config(2, 2, 4);
+    // Watches off: the ring is the bound without them, sessions + 2 × claims.
+    let mut c = config(2, 2, 4);
+    c.max_watchers = 0;
     let (mut size, mut align) = (0, 0);
     assert_eq!(
         // SAFETY: valid pointers to this test's locals.
-        unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) },
+        unsafe { fencelock_service_layout_watchers(&c.capacity, 0, &mut size, &mut align) },
         fencelock_result::Ok
     );
     assert!(align <= 16);
@@ -1400,6 +1406,10 @@ fn holders_name_may_overlap_the_outputs() {
         session: 0,
         token: 0,
         mode: S,
+        count: 0,
+        limit: 0,
+        label_len: 0,
+        label: [0; FENCELOCK_LABEL_BUF_LEN],
     }; 2];
     let mut usage = fencelock_usage {
         sessions: 9,
@@ -1633,4 +1643,170 @@ fn drain_events_moves_every_event_in_one_call() {
         fencelock_service_free(svc);
     }
     assert_eq!(n, 5);
+}
+
+/// The calls semaphores, labels and watches added, from Rust so Miri checks every pointer
+/// they touch: a labelled open, a permits acquire, a watch and its HOLDER_CHANGED events
+/// (label and permits inline), the holder/waiter/session structs with labels, permits(),
+/// raise_revision(), and refusals that write nothing but the zeroed reply.
+#[test]
+fn semaphores_labels_watches_and_raise_revision_through_the_abi() {
+    let svc = new_service(&config(4, 4, 8));
+    let mut reply = junk_reply();
+    let (label, label_len) = name("worker-a");
+    let (pool, pool_len) = name("pool");
+    // SAFETY: a live handle and pointers to this test's locals throughout.
+    unsafe {
+        assert_eq!(
+            fencelock_service_open_labeled(svc, 0, 50, label, label_len, &mut reply),
+            fencelock_result::Ok
+        );
+        let a = reply.session;
+        let w = open(svc, 0, 50);
+        assert_eq!(
+            fencelock_service_watch(svc, 0, w, pool, pool_len, 0, &mut reply),
+            fencelock_result::Ok
+        );
+        assert_eq!(
+            (reply.kind, reply.holders),
+            (fencelock_reply_kind::Watching, 0)
+        );
+        assert_eq!(
+            fencelock_service_acquire_permits(
+                svc,
+                0,
+                a,
+                pool,
+                pool_len,
+                2,
+                3,
+                NONE as u32,
+                0,
+                0,
+                &mut reply
+            ),
+            fencelock_result::Ok
+        );
+        assert_eq!(
+            (
+                reply.kind,
+                reply.mode,
+                reply.count,
+                reply.limit,
+                reply.token
+            ),
+            (
+                fencelock_reply_kind::Granted,
+                fencelock_mode::Permits,
+                2,
+                3,
+                1
+            )
+        );
+        let events = drain(svc);
+        assert_eq!(events.len(), 1);
+        let e = &events[0];
+        let e_label: Vec<u8> = e.label[..e.label_len].iter().map(|c| *c as u8).collect();
+        assert_eq!(
+            (e.kind, e.session, e.holder, e.change, e.count, e.limit),
+            (
+                fencelock_output_kind::HolderChanged,
+                w,
+                a,
+                fencelock_change::Granted,
+                2,
+                3
+            )
+        );
+        assert_eq!(
+            (lock_of(e), e_label),
+            ("pool".to_string(), b"worker-a".to_vec())
+        );
+
+        let mut info = std::mem::MaybeUninit::<fencelock_session_info>::uninit();
+        assert_eq!(
+            fencelock_service_session(svc, a, info.as_mut_ptr()),
+            fencelock_result::Ok
+        );
+        let info = info.assume_init();
+        assert_eq!(info.label_len, 8);
+        let mut holders = [std::mem::MaybeUninit::<fencelock_holder>::uninit(); 2];
+        let mut n = 0;
+        assert_eq!(
+            fencelock_service_holders(svc, pool, pool_len, holders[0].as_mut_ptr(), 2, &mut n),
+            fencelock_result::Ok
+        );
+        let h = holders[0].assume_init();
+        assert_eq!(
+            (n, h.session, h.mode, h.count, h.label_len),
+            (1, a, fencelock_mode::Permits, 2, 8)
+        );
+        let (mut live, mut p) = (
+            false,
+            fencelock_permits {
+                in_use: 9,
+                limit: 9,
+            },
+        );
+        assert_eq!(
+            fencelock_service_permits(svc, pool, pool_len, &mut live, &mut p),
+            fencelock_result::Ok
+        );
+        assert_eq!((live, p.in_use, p.limit), (true, 2, 3));
+
+        // Refusals: the reply is zeroed, the state unchanged.
+        let before = snapshot(svc);
+        reply = junk_reply();
+        assert_eq!(
+            fencelock_service_acquire_permits(
+                svc,
+                0,
+                w,
+                pool,
+                pool_len,
+                1,
+                4,
+                NONE as u32,
+                0,
+                0,
+                &mut reply
+            ),
+            fencelock_result::LimitMismatch
+        );
+        assert_eq!(reply, fencelock_reply::NONE);
+        let long = [b'l'; FENCELOCK_MAX_LABEL_LEN + 1];
+        assert_eq!(
+            fencelock_service_open_labeled(svc, 0, 5, long.as_ptr(), long.len(), &mut reply),
+            fencelock_result::LabelTooLong
+        );
+        assert_eq!(
+            fencelock_service_watch(svc, 0, w, pool, pool_len, 0, &mut reply),
+            fencelock_result::AlreadyWatching
+        );
+        assert_eq!(
+            fencelock_service_unwatch(svc, 0, a, pool, pool_len, 0, &mut reply),
+            fencelock_result::NotWatching
+        );
+        let mut rev = 0;
+        assert_eq!(
+            fencelock_service_raise_revision(svc, (1 << 63) + 1, &mut rev),
+            fencelock_result::BadConfig
+        );
+        assert_eq!(snapshot(svc), before);
+        assert_eq!(
+            fencelock_service_raise_revision(svc, 500, &mut rev),
+            fencelock_result::Ok
+        );
+        assert_eq!(rev, 500);
+        assert_eq!(
+            fencelock_service_unwatch(svc, 0, w, pool, pool_len, 0, &mut reply),
+            fencelock_result::Ok
+        );
+        assert_eq!(reply.kind, fencelock_reply_kind::Unwatched);
+        assert_eq!(
+            kind_token(acquire(svc, 0, w, "next", X, NONE)),
+            granted(501)
+        );
+        fencelock_service_free(svc);
+    }
 }

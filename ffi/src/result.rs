@@ -43,6 +43,13 @@ pub enum fencelock_result {
     StaleRequest = 106,
     /// The session's latest request number was reused for a different input.
     RequestReused = 107,
+    /// A semaphore acquire with another limit than the live semaphore's, a lock acquire
+    /// on a live semaphore, or a semaphore acquire on a lock in use as a plain lock.
+    LimitMismatch = 108,
+    /// The session does not watch the lock it tried to unwatch.
+    NotWatching = 109,
+    /// The session already watches this lock.
+    AlreadyWatching = 110,
     /// A lock or resource name was empty.
     EmptyName = 201,
     /// A name was longer than the configured maximum.
@@ -55,6 +62,10 @@ pub enum fencelock_result {
     TimeWentBackwards = 205,
     /// A configuration that cannot work.
     BadConfig = 206,
+    /// A permits acquire whose count is not in 1..=limit.
+    BadPermits = 207,
+    /// A holder label longer than `FENCELOCK_MAX_LABEL_LEN` bytes.
+    LabelTooLong = 208,
     /// A fixed-capacity table is full.
     CapacityExceeded = 301,
     /// A fence gate refused a token lower than one it has seen.
@@ -97,7 +108,7 @@ pub enum fencelock_result {
 impl fencelock_result {
     /// Every code. The core-range ones are checked against `Error::EXAMPLES` by a test,
     /// and the whole list against the generated header's constants.
-    pub(crate) const ALL: [fencelock_result; 30] = [
+    pub(crate) const ALL: [fencelock_result; 35] = [
         Self::Ok,
         Self::Done,
         Self::UnknownSession,
@@ -107,12 +118,17 @@ impl fencelock_result {
         Self::ModeMismatch,
         Self::StaleRequest,
         Self::RequestReused,
+        Self::LimitMismatch,
+        Self::NotWatching,
+        Self::AlreadyWatching,
         Self::EmptyName,
         Self::NameTooLong,
         Self::BadTtl,
         Self::DeadlineOverflow,
         Self::TimeWentBackwards,
         Self::BadConfig,
+        Self::BadPermits,
+        Self::LabelTooLong,
         Self::CapacityExceeded,
         Self::Stale,
         Self::ZeroToken,

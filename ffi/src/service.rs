@@ -7,7 +7,9 @@
 //! events. `fencelock_service_new` allocates that block itself (and queues events in a
 //! growable deque); `fencelock_service_init_in` lays it out in memory the caller gives
 //! (and queues events in the fixed ring, sized for the most events one input can emit:
-//! sessions + 2 × claims, the core's bound). Both queues are the core's `Sink`: the
+//! the core's bound `max_events` at capacity, S + 2·C + (2·C + 1)·min(max_watchers, C)
+//! for S sessions and C claims — S + 2·C when watches are off). Both queues are the
+//! core's `Sink`: the
 //! ring reports its free room, so the core itself refuses an input with
 //! `BUFFER_TOO_SMALL`, before changing anything, when the ring could not take every
 //! event that input might emit. Both paths run the same code, so every test of one tests
@@ -19,15 +21,17 @@ use std::alloc::{self, Layout};
 use std::collections::VecDeque;
 
 use fencelock::storage::{ClaimRow, LockRow, SessionRow};
-use fencelock::{Error, LockService, Output, Reply, SessionId, Sink, SliceStorage, Tick};
+use fencelock::{
+    Error, Label, LockService, Mode, Output, Reply, SessionId, Sink, SliceStorage, Tick,
+};
 
 use crate::handle::{call, last_error, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
     arg, buf, bytes, fencelock_capacity, fencelock_config, fencelock_holder, fencelock_leader,
-    fencelock_name, fencelock_output, fencelock_reply, fencelock_session_info, fencelock_usage,
-    fencelock_waiter, mode_arg, name, name_copy, out, put, set, wait_arg, write_list,
-    FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
+    fencelock_name, fencelock_output, fencelock_permits, fencelock_reply, fencelock_session_info,
+    fencelock_usage, fencelock_waiter, label_buf, mode_arg, mode_out, name, name_copy, out, put,
+    set, wait_arg, write_list, FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
 };
 
 type Service = LockService<SliceStorage<'static>>;
@@ -140,10 +144,22 @@ struct Plan {
     placed: bool,
 }
 
-fn plan(cap: &fencelock_capacity, placed: bool) -> Result<Plan, Fail> {
-    let too_big = Fail::Core(Error::BadConfig(
-        "capacities too large for this address space",
-    ));
+const TOO_BIG: Error = Error::BadConfig("capacities too large for this address space");
+
+/// The core's bound on the events of one input (`LockService::max_events`) at capacity —
+/// every session open, every claim a hold, wait or watch, `W` = claims — for a lock's
+/// `max_watchers`: S + 2·C + (2·C + 1)·min(max_watchers, C). `None` if it overflows.
+fn ring_bound(cap: &fencelock_capacity, max_watchers: u32) -> Option<usize> {
+    let (s, c) = (cap.sessions as usize, cap.claims as usize);
+    let changes = c.checked_mul(2)?;
+    let fan = (max_watchers as usize).min(c);
+    s.checked_add(changes)?
+        .checked_add(changes.checked_add(1)?.checked_mul(fan)?)
+}
+
+/// The block for `cap` with an event ring of `ring_len` slots (0: the heap queue).
+fn plan(cap: &fencelock_capacity, ring_len: usize, placed: bool) -> Result<Plan, Fail> {
+    let too_big = Fail::Core(TOO_BIG);
     let (s, l, c) = (
         cap.sessions as usize,
         cap.locks as usize,
@@ -154,14 +170,6 @@ fn plan(cap: &fencelock_capacity, placed: bool) -> Result<Plan, Fail> {
     fencelock::check_rows(s)?;
     fencelock::check_rows(l)?;
     fencelock::check_rows(c)?;
-    // The core's bound on the events of one input: sessions + 2 × claims.
-    let ring_len = if placed {
-        c.checked_mul(2)
-            .and_then(|x| x.checked_add(s))
-            .ok_or(too_big)?
-    } else {
-        0
-    };
     let mut layout = Layout::new::<fencelock_service>();
     let mut part = |array: Result<Layout, _>, n: usize| -> Result<(usize, usize), Fail> {
         let (grown, offset) = layout
@@ -254,7 +262,7 @@ fn create(
     cap: &fencelock_capacity,
     make: impl FnOnce(SliceStorage<'static>) -> Result<Service, Error>,
 ) -> Result<*mut fencelock_service, Fail> {
-    let plan = plan(cap, false)?;
+    let plan = plan(cap, 0, false)?;
     // SAFETY: the layout is never zero-sized (it starts with the handle).
     let mem = unsafe { alloc::alloc(plan.layout) };
     if mem.is_null() {
@@ -271,7 +279,20 @@ fn create(
     }
 }
 
-/// Builds a service in caller memory after checking it.
+/// The block of a placed service whose config allows `max_watchers` watchers per lock:
+/// its event ring holds the core's bound at capacity.
+fn placed_plan(cap: &fencelock_capacity, max_watchers: u32) -> Result<Plan, Fail> {
+    // The row limit first (the core's order), then the ring's arithmetic.
+    plan(cap, 0, true)?;
+    let ring = ring_bound(cap, max_watchers).ok_or(Fail::Core(TOO_BIG))?;
+    plan(cap, ring, true)
+}
+
+/// Builds a service in caller memory after checking it. `max_watchers` is the config's
+/// (`init_in`), or `None` when only the service made will tell (`restore_in`: the
+/// snapshot carries it): then the ring takes all of `mem` after the tables, and a ring
+/// shorter than the bound for the restored config is `BUFFER_TOO_SMALL` (the service
+/// is dropped unused; nothing else was touched).
 ///
 /// # Safety
 /// `mem` is NULL or valid for `mem_len` bytes, unused by anything else until freed.
@@ -279,6 +300,7 @@ unsafe fn place(
     mem: *mut c_void,
     mem_len: usize,
     cap: &fencelock_capacity,
+    max_watchers: Option<u32>,
     judge: impl FnOnce() -> Result<(), Error>,
     make: impl FnOnce(SliceStorage<'static>) -> Result<Service, Error>,
 ) -> Result<*mut fencelock_service, Fail> {
@@ -286,7 +308,15 @@ unsafe fn place(
         return Err(fencelock_result::NullParameter.into());
     }
     judge()?;
-    let plan = plan(cap, true)?;
+    let plan = match max_watchers {
+        Some(w) => placed_plan(cap, w)?,
+        None => {
+            let tables = plan(cap, 0, true)?;
+            let slot = core::mem::size_of::<Option<Output>>();
+            let rest = mem_len.saturating_sub(tables.ring.0) / slot;
+            plan(cap, rest, true)?
+        }
+    };
     if (mem as usize) % plan.layout.align() != 0 {
         return Err(fencelock_result::MisalignedMemory.into());
     }
@@ -294,7 +324,15 @@ unsafe fn place(
         return Err(fencelock_result::BufferTooSmall.into());
     }
     // SAFETY: non-NULL, aligned, big enough (checked), exclusively the service's (contract).
-    Ok(unsafe { build(mem.cast(), &plan, Owner::Caller, make) }?)
+    let h = unsafe { build(mem.cast(), &plan, Owner::Caller, make) }?;
+    // SAFETY: just built, and nobody else has it yet.
+    let need = ring_bound(cap, unsafe { (*h).svc.config().max_watchers });
+    if need.is_none_or(|n| n > plan.ring.1) {
+        // SAFETY: built above, never handed out; the memory is the caller's.
+        unsafe { ptr::drop_in_place(h) };
+        return Err(fencelock_result::BufferTooSmall.into());
+    }
+    Ok(h)
 }
 
 /// The body of every extern function on a service handle (see [`call`]).
@@ -465,8 +503,11 @@ pub unsafe extern "C" fn fencelock_service_free(svc: *mut fencelock_service) {
 }
 
 /// The size and alignment of the memory `fencelock_service_init_in` /
-/// `fencelock_service_restore_in` need for these capacities (the handle, the tables and
-/// a fixed event ring of sessions + 2 × claims events, the most one input can emit).
+/// `fencelock_service_restore_in` need for these capacities and the default
+/// `max_watchers` (`FENCELOCK_DEFAULT_MAX_WATCHERS`; for another value use
+/// `fencelock_service_layout_watchers`): the handle, the tables and a fixed event ring
+/// of the most events one input can emit at capacity, S + 2·C + (2·C + 1)·min(4, C) for
+/// S sessions and C claims.
 ///
 /// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a table of more than 2^31 − 1 rows, or sizes
 /// that overflow). Cost: O(1).
@@ -479,11 +520,37 @@ pub unsafe extern "C" fn fencelock_service_layout(
     size: *mut usize,
     align: *mut usize,
 ) -> fencelock_result {
+    // SAFETY: forwarded contract.
+    unsafe {
+        fencelock_service_layout_watchers(
+            capacity,
+            crate::types::FENCELOCK_DEFAULT_MAX_WATCHERS,
+            size,
+            align,
+        )
+    }
+}
+
+/// `fencelock_service_layout` for a config whose `max_watchers` is `max_watchers`: the
+/// event ring holds S + 2·C + (2·C + 1)·min(`max_watchers`, C) events (S + 2·C for 0,
+/// watches off), the core's bound at capacity.
+///
+/// Errors: as `fencelock_service_layout`. Cost: O(1).
+///
+/// # Safety
+/// As `fencelock_service_layout`.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_layout_watchers(
+    capacity: *const fencelock_capacity,
+    max_watchers: u32,
+    size: *mut usize,
+    align: *mut usize,
+) -> fencelock_result {
     ffi_panic_boundary!({
         // SAFETY: NULL or valid (contract).
         let cap = unsafe { arg(capacity) }?;
         let (size, align) = (out(size)?, out(align)?);
-        let plan = plan(cap, true)?;
+        let plan = placed_plan(cap, max_watchers)?;
         // SAFETY: checked non-NULL, writable (contract).
         unsafe {
             put(size, plan.layout.size());
@@ -497,13 +564,15 @@ pub unsafe extern "C" fn fencelock_service_layout(
 /// arena). This library allocates nothing for it, ever: events queue in a fixed ring
 /// inside `mem`, and the core refuses an input with `BUFFER_TOO_SMALL` (changing
 /// nothing) while the ring has less room than the most events that input could emit
-/// (the open sessions + 2 × the holds and waits): drain the ring and send it again. An
-/// empty ring always has room.
+/// (`fencelock_service_max_events`): drain the ring and send it again. An empty ring
+/// always has room. Size `mem` with `fencelock_service_layout_watchers` for the config's
+/// `max_watchers` (`fencelock_service_layout` for the default).
 ///
 /// The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
 ///
 /// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (as `fencelock_service_new`),
-/// `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL` (`mem_len` below the layout's size).
+/// `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL` (`mem_len` below the layout's size for the
+/// config's `max_watchers`).
 /// Cost: O(capacity).
 ///
 /// # Safety
@@ -526,6 +595,7 @@ pub unsafe extern "C" fn fencelock_service_init_in(
                 mem,
                 mem_len,
                 &config.capacity,
+                Some(config.max_watchers),
                 || judge_config(&config),
                 |s| LockService::new(s, config.core()),
             )
@@ -571,6 +641,9 @@ pub unsafe extern "C" fn fencelock_service_restore(
 }
 
 /// `fencelock_service_restore` into caller memory (see `fencelock_service_init_in`).
+/// The event ring takes all of `mem` after the tables; it must hold the bound for the
+/// snapshot's `max_watchers` (size `mem` with `fencelock_service_layout_watchers`),
+/// else `BUFFER_TOO_SMALL` once the snapshot is read (nothing is created).
 /// The snapshot must not lie in `mem[..mem_len]` (which is overwritten while the
 /// snapshot is read): overlapping ranges are refused with `INVALID_ARGUMENT`.
 ///
@@ -603,6 +676,7 @@ pub unsafe extern "C" fn fencelock_service_restore_in(
                 mem,
                 mem_len,
                 &cap,
+                None,
                 || judge_snapshot(bytes),
                 |s| LockService::restore(s, bytes).map_err(|(_, e)| e),
             )
@@ -662,6 +736,41 @@ pub unsafe extern "C" fn fencelock_service_open_session(
             reply,
             || Ok(()),
             |s, q, ()| s.open_session(Tick(now), ttl, q),
+        )
+    }
+}
+
+/// Opens a session labelled `label[..label_len]` (UTF-8, at most `FENCELOCK_MAX_LABEL_LEN`
+/// bytes; empty = no label), expiring `ttl` ticks after `now`. The label is shown with
+/// the session (`fencelock_service_session`), its holds and waits (`_holders`,
+/// `_waiters`) and in the `HOLDER_CHANGED` events its holds cause. Replies `OPENED`
+/// (`session`, `expires_at`).
+///
+/// Errors: `NULL_PARAMETER`, `INVALID_UTF8` and `LABEL_TOO_LONG` (the label is judged
+/// before the core is given the input, so these change nothing, not even time), then as
+/// `fencelock_service_open_session`. Cost: O(label length), then as open_session.
+///
+/// # Safety
+/// `svc` NULL or a live handle; `label` NULL or valid for `label_len` bytes; `reply`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_open_labeled(
+    svc: *mut fencelock_service,
+    now: u64,
+    ttl: u64,
+    label: *const u8,
+    label_len: usize,
+    reply: *mut fencelock_reply,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live; `label` NULL or valid for `label_len` bytes (read and
+    // copied into the core's `Label` before anything is written); `reply` checked, then
+    // writable (contract).
+    unsafe {
+        service_input(
+            svc,
+            reply,
+            || Ok(Label::new(name(label, label_len)?)?),
+            |s, q, label| s.open_labeled(Tick(now), ttl, label, q),
         )
     }
 }
@@ -728,9 +837,11 @@ pub unsafe extern "C" fn fencelock_service_close_session(
 /// also reply `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
 ///
 /// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
-/// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `ALREADY_QUEUED`,
-/// `MODE_MISMATCH`, `CAPACITY_EXCEEDED`, in that order. Cost: the advance, then
-/// O(name length + log claims).
+/// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `LIMIT_MISMATCH`
+/// (the name is a live semaphore), `ALREADY_QUEUED`, `MODE_MISMATCH`,
+/// `CAPACITY_EXCEEDED`, in that order; `INVALID_ARGUMENT` before the core for a mode
+/// other than `EXCLUSIVE` / `SHARED` (`PERMITS` needs `fencelock_service_acquire_permits`).
+/// Cost: the advance, then O(name length + log claims).
 ///
 /// # Safety
 /// `svc` NULL or a live handle; `lock` NULL or valid for `lock_len` bytes; `reply` NULL
@@ -769,6 +880,147 @@ pub unsafe extern "C" fn fencelock_service_acquire(
                     lock,
                     mode,
                     wait,
+                    request(request_number),
+                    q,
+                )
+            },
+        )
+    }
+}
+
+/// Acquires `count` of the `limit` permits of the semaphore named by `lock[..lock_len]`
+/// (UTF-8), waiting as `wait` says (as `fencelock_service_acquire`). A name is a
+/// semaphore while it has live holds or waits from a permits acquire; its limit is
+/// theirs, and travels with every acquire (nothing is declared or remembered once the
+/// name is idle). Grants are strict FIFO: the head waiter is granted when its count fits
+/// the permits not in use; a large request at the head is never overtaken. Every grant
+/// gets its own fencing token. Replies `GRANTED` / `QUEUED` with `mode` `PERMITS` and
+/// the reply's `count` and `limit`, or `BUSY`; a repeated request number may also reply
+/// `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
+///
+/// Errors, in the core's order: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then
+/// `UNKNOWN_SESSION`, `EMPTY_NAME`, `NAME_TOO_LONG`, `BAD_PERMITS` (not 1 <= `count` <=
+/// `limit`), `STALE_REQUEST`, `REQUEST_REUSED`, `LIMIT_MISMATCH` (the name is a
+/// semaphore of another limit, or a plain lock in use), `ALREADY_QUEUED`,
+/// `MODE_MISMATCH` (the session holds it with another count), `CAPACITY_EXCEEDED`.
+/// Before the core: `NULL_PARAMETER`, `INVALID_UTF8`, `INVALID_ARGUMENT` (a wait outside
+/// its enum). Cost: the advance, then O(name length + log claims).
+///
+/// # Safety
+/// As `fencelock_service_acquire`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn fencelock_service_acquire_permits(
+    svc: *mut fencelock_service,
+    now: u64,
+    session: u64,
+    lock: *const u8,
+    lock_len: usize,
+    count: u32,
+    limit: u32,
+    wait: u32,
+    wait_until: u64,
+    request_number: u64,
+    reply: *mut fencelock_reply,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `reply`
+    // checked, then writable (contract).
+    unsafe {
+        service_input(
+            svc,
+            reply,
+            || Ok((name(lock, lock_len)?, wait_arg(wait, wait_until)?)),
+            |s, q, (lock, wait)| {
+                s.acquire(
+                    Tick(now),
+                    SessionId(session),
+                    lock,
+                    Mode::Permits { count, limit },
+                    wait,
+                    request(request_number),
+                    q,
+                )
+            },
+        )
+    }
+}
+
+/// Starts watching the holders of the lock named by `lock[..lock_len]` (UTF-8) for
+/// `session`. Replies `WATCHING` (`holders`); queues, for the watcher itself, one
+/// `HOLDER_CHANGED` event (change `HOLDING`) per current holder in grant order, and from
+/// then on one per holder change of that lock (`GRANTED`, `RELEASED`, `CLOSED`,
+/// `EXPIRED`), each right after the event that tells the holder, until the session
+/// unwatches, closes or expires. A watch takes a claim row; a session may watch a name it
+/// holds or waits for, and acquire a name it watches. An election is watched by its name.
+///
+/// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+/// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `ALREADY_WATCHING`,
+/// `CAPACITY_EXCEEDED` (the lock's `max_watchers`, 0 = watches off; then the claims
+/// table, then the locks table), in the core's order. Cost: the advance, then O(name length + log claims + holders).
+///
+/// # Safety
+/// As `fencelock_service_release`.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_watch(
+    svc: *mut fencelock_service,
+    now: u64,
+    session: u64,
+    lock: *const u8,
+    lock_len: usize,
+    request_number: u64,
+    reply: *mut fencelock_reply,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `reply`
+    // checked, then writable (contract).
+    unsafe {
+        service_input(
+            svc,
+            reply,
+            || name(lock, lock_len),
+            |s, q, lock| {
+                s.watch(
+                    Tick(now),
+                    SessionId(session),
+                    lock,
+                    request(request_number),
+                    q,
+                )
+            },
+        )
+    }
+}
+
+/// Stops `session` watching the lock named by `lock[..lock_len]`. Replies `UNWATCHED`;
+/// no `HOLDER_CHANGED` for that lock reaches the session afterwards.
+///
+/// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+/// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_WATCHING`.
+/// Cost: the advance, then O(name length + log claims).
+///
+/// # Safety
+/// As `fencelock_service_release`.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_unwatch(
+    svc: *mut fencelock_service,
+    now: u64,
+    session: u64,
+    lock: *const u8,
+    lock_len: usize,
+    request_number: u64,
+    reply: *mut fencelock_reply,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `reply`
+    // checked, then writable (contract).
+    unsafe {
+        service_input(
+            svc,
+            reply,
+            || name(lock, lock_len),
+            |s, q, lock| {
+                s.unwatch(
+                    Tick(now),
+                    SessionId(session),
+                    lock,
                     request(request_number),
                     q,
                 )
@@ -1051,8 +1303,9 @@ pub unsafe extern "C" fn fencelock_service_handle_frame(
 /// Writes every queued event as `[length: u16 little-endian][postcard frame]` records,
 /// oldest first, all or nothing. `*out_len` gets the bytes written, or with
 /// `BUFFER_TOO_SMALL` the size needed (nothing is dequeued). Nothing queued: `OK` with
-/// `*out_len` = 0. A buffer of (sessions + 2 × claims) × (`FENCELOCK_FRAME_PREFIX_LEN` +
-/// `FENCELOCK_MAX_FRAME_LEN`) bytes always fits one input's events.
+/// `*out_len` = 0. A buffer of `fencelock_service_max_events` (read before the input) ×
+/// (`FENCELOCK_FRAME_PREFIX_LEN` + `FENCELOCK_MAX_FRAME_LEN`) bytes always fits one
+/// input's events.
 ///
 /// Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL`, `PANIC`. Cost: O(queued events).
 ///
@@ -1125,8 +1378,9 @@ pub unsafe extern "C" fn fencelock_service_poll_output(
 /// `events` NULL with `cap` 0 is a count query (`BUFFER_TOO_SMALL` if any are queued).
 ///
 /// The events of one input never outnumber `fencelock_service_max_events` read before
-/// it, nor capacity sessions + 2 × claims (the core's bound), so an array of that many
-/// slots, drained after every input, never comes back too small. Each event is written
+/// it, nor the core's bound at capacity (S + 2·C + (2·C + 1)·min(max_watchers, C) for S
+/// sessions and C claims; S + 2·C with watches off), so an array of that many slots,
+/// drained after every input, never comes back too small. Each event is written
 /// once, straight from the queue into its slot; nothing is allocated.
 ///
 /// This replaces a `fencelock_service_poll_output` loop (one call per event plus one for
@@ -1263,6 +1517,7 @@ pub unsafe extern "C" fn fencelock_service_config(
                         capacity: h.svc.capacity().into(),
                         lock_delay: c.lock_delay,
                         max_name_len: c.max_name_len,
+                        max_watchers: c.max_watchers,
                     },
                 )
             },
@@ -1284,8 +1539,9 @@ pub unsafe extern "C" fn fencelock_service_usage(
     unsafe { service_call(svc, || out(usage), |h, dst| set(dst, h.svc.usage().into())) }
 }
 
-/// The most events one input can emit now (the core's `max_events`: the open sessions
-/// plus 2 × the holds and waits). A placed service refuses an input with
+/// The most events one input can emit now (the core's `max_events`: S + 2·H + (2·H +
+/// 1)·min(max_watchers, W) for S open sessions, H holds and waits, W watches; S + 2·H
+/// with no watch in use). A placed service refuses an input with
 /// `BUFFER_TOO_SMALL` while its ring has less room than this. Cost: O(1).
 ///
 /// # Safety
@@ -1317,6 +1573,7 @@ pub unsafe extern "C" fn fencelock_service_session(
             |h, dst| {
                 let id = SessionId(session);
                 let s = h.svc.session(id).ok_or(Error::UnknownSession(id))?;
+                let (label_len, label) = label_buf(s.label.as_str());
                 set(
                     dst,
                     fencelock_session_info {
@@ -1326,6 +1583,8 @@ pub unsafe extern "C" fn fencelock_service_session(
                         last_request: s.last_request,
                         holds: s.holds,
                         waits: s.waits,
+                        label_len,
+                        label,
                     },
                 )
             },
@@ -1407,13 +1666,19 @@ pub unsafe extern "C" fn fencelock_service_holders(
             |h, lock| {
                 write_list(holders, cap, count, || {
                     let lock = lock.get();
-                    lock.into_iter()
-                        .flat_map(|l| h.svc.holders(l))
-                        .map(|x| fencelock_holder {
+                    lock.into_iter().flat_map(|l| h.svc.holders(l)).map(|x| {
+                        let (mode, count, limit) = mode_out(x.mode);
+                        let (label_len, label) = label_buf(x.label.as_str());
+                        fencelock_holder {
                             session: x.session.0,
                             token: x.token.0,
-                            mode: x.mode.into(),
-                        })
+                            mode,
+                            count,
+                            limit,
+                            label_len,
+                            label,
+                        }
+                    })
                 })
             },
         )
@@ -1443,14 +1708,20 @@ pub unsafe extern "C" fn fencelock_service_waiters(
             |h, lock| {
                 write_list(waiters, cap, count, || {
                     let lock = lock.get();
-                    lock.into_iter()
-                        .flat_map(|l| h.svc.waiters(l))
-                        .map(|w| fencelock_waiter {
+                    lock.into_iter().flat_map(|l| h.svc.waiters(l)).map(|w| {
+                        let (mode, count, limit) = mode_out(w.mode);
+                        let (label_len, label) = label_buf(w.label.as_str());
+                        fencelock_waiter {
                             session: w.session.0,
                             deadline: w.deadline.map_or(0, |t| t.0),
-                            mode: w.mode.into(),
+                            mode,
                             has_deadline: w.deadline.is_some(),
-                        })
+                            count,
+                            limit,
+                            label_len,
+                            label,
+                        }
+                    })
                 })
             },
         )
@@ -1524,6 +1795,70 @@ pub unsafe extern "C" fn fencelock_service_leader(
                     },
                 )
             },
+        )
+    }
+}
+
+/// The permits of the semaphore named by `lock[..lock_len]`: `*is_semaphore` true and
+/// `*permits` its `in_use` and `limit` while the name has live holds or waits from a
+/// permits acquire; false and zeroed otherwise (a plain lock, or an idle or unknown
+/// name). Errors add `INVALID_UTF8`. Cost: O(name length + holders).
+///
+/// # Safety
+/// `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `is_semaphore` and
+/// `permits` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_permits(
+    svc: *const fencelock_service,
+    lock: *const u8,
+    lock_len: usize,
+    is_semaphore: *mut bool,
+    permits: *mut fencelock_permits,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `is_semaphore`
+    // and `permits` checked, then writable (contract).
+    unsafe {
+        service_call(
+            svc,
+            || Ok((name(lock, lock_len)?, out(is_semaphore)?, out(permits)?)),
+            |h, (lock, is, dst)| {
+                let p = h.svc.permits(lock);
+                put(is, p.is_some());
+                set(
+                    dst,
+                    fencelock_permits {
+                        in_use: p.map_or(0, |p| p.in_use),
+                        limit: p.map_or(0, |p| p.limit),
+                    },
+                )
+            },
+        )
+    }
+}
+
+/// Raises the fencing revision to at least `floor`, so the next grant's token is above
+/// `floor` and above every token granted before (a lower `floor` changes nothing); for a
+/// service recovered from a copy that may have missed grants. Holds, queues and sessions
+/// keep their tokens. `*revision` gets the revision now. Not an input: no `now`, no
+/// reply, no events.
+///
+/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `floor` above 2^63; nothing changes),
+/// `PANIC`. Cost: O(1).
+///
+/// # Safety
+/// `svc` NULL or a live handle; `revision` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_raise_revision(
+    svc: *mut fencelock_service,
+    floor: u64,
+    revision: *mut u64,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live; `revision` checked, then writable (contract).
+    unsafe {
+        service_call(
+            svc,
+            || out(revision),
+            |h: &mut fencelock_service, dst| set(dst, h.svc.raise_revision(floor)?),
         )
     }
 }

@@ -2,16 +2,23 @@
 
 use core::ffi::c_char;
 
-use fencelock::{Lease, Mode, Output, ReleaseReason, Reply, Wait, MAX_NAME_LEN};
+use fencelock::{
+    Change, Lease, Mode, Output, ReleaseReason, Reply, Wait, MAX_LABEL_LEN, MAX_NAME_LEN,
+};
 
 use crate::result::{fencelock_result, Fail};
 
 /// The longest lock or resource name, in bytes (the core's `MAX_NAME_LEN`).
 pub const FENCELOCK_MAX_NAME_LEN: usize = 64;
 /// The largest encoded input, reply or event frame, in bytes (the core's `MAX_FRAME_LEN`).
-pub const FENCELOCK_MAX_FRAME_LEN: usize = 128;
+pub const FENCELOCK_MAX_FRAME_LEN: usize = 176;
 /// Bytes in a name buffer of an event or name struct: the longest name plus its NUL.
 pub const FENCELOCK_NAME_BUF_LEN: usize = 65;
+/// The longest holder label, in bytes (the core's `MAX_LABEL_LEN`).
+pub const FENCELOCK_MAX_LABEL_LEN: usize = 64;
+/// Bytes in a label buffer of an event or introspection struct: the longest label plus
+/// its NUL.
+pub const FENCELOCK_LABEL_BUF_LEN: usize = 65;
 /// Bytes in front of every event frame `fencelock_service_drain_frames` writes: its
 /// length, little-endian.
 pub const FENCELOCK_FRAME_PREFIX_LEN: usize = 2;
@@ -23,6 +30,8 @@ pub const FENCELOCK_KEEPER_MEMORY: usize = 8;
 const _: () = assert!(FENCELOCK_MAX_NAME_LEN == MAX_NAME_LEN);
 const _: () = assert!(FENCELOCK_KEEPER_MEMORY == fencelock::KEEPER_MEMORY);
 const _: () = assert!(FENCELOCK_NAME_BUF_LEN == FENCELOCK_MAX_NAME_LEN + 1);
+const _: () = assert!(FENCELOCK_MAX_LABEL_LEN == MAX_LABEL_LEN);
+const _: () = assert!(FENCELOCK_LABEL_BUF_LEN == FENCELOCK_MAX_LABEL_LEN + 1);
 const _: () = assert!(FENCELOCK_MAX_FRAME_LEN == fencelock::MAX_FRAME_LEN);
 const _: () = assert!(FENCELOCK_MAX_FRAME_LEN <= u16::MAX as usize);
 
@@ -84,13 +93,23 @@ pub struct fencelock_config {
     pub lock_delay: u64,
     /// The longest lock name accepted: 1 to `FENCELOCK_MAX_NAME_LEN` (0 is `BAD_CONFIG`).
     pub max_name_len: u32,
+    /// The most sessions that may watch one lock at once (`fencelock_service_watch`); 0
+    /// turns watches off (every watch is `CAPACITY_EXCEEDED`). The core's default is 4
+    /// (`FENCELOCK_DEFAULT_MAX_WATCHERS`); a zeroed struct has 0. Fills what was padding,
+    /// so the struct's size and other offsets are unchanged.
+    pub max_watchers: u32,
 }
+
+/// The core's default `max_watchers` (`Config::default()`): what to put in
+/// `fencelock_config.max_watchers` for watches as the other bindings have them.
+pub const FENCELOCK_DEFAULT_MAX_WATCHERS: u32 = 4;
 
 impl fencelock_config {
     pub(crate) fn core(&self) -> fencelock::Config {
         fencelock::Config {
             lock_delay: self.lock_delay,
             max_name_len: self.max_name_len,
+            max_watchers: self.max_watchers,
         }
     }
 }
@@ -106,22 +125,60 @@ pub enum fencelock_mode {
     Exclusive = 1,
     /// Any number of shared holders while there is no exclusive one.
     Shared = 2,
+    /// `count` of a semaphore's `limit` permits (the struct's `count` and `limit`
+    /// fields say which). Asked for with `fencelock_service_acquire_permits`, never with
+    /// `fencelock_service_acquire` (which has no count or limit: `INVALID_ARGUMENT`).
+    Permits = 3,
 }
 
-impl From<Mode> for fencelock_mode {
-    fn from(m: Mode) -> Self {
-        match m {
-            Mode::Exclusive => fencelock_mode::Exclusive,
-            Mode::Shared => fencelock_mode::Shared,
-        }
+/// A core mode as the C enum and its `count` / `limit` (0 and 0 unless `PERMITS`).
+pub(crate) fn mode_out(m: Mode) -> (fencelock_mode, u32, u32) {
+    match m {
+        Mode::Exclusive => (fencelock_mode::Exclusive, 0, 0),
+        Mode::Shared => (fencelock_mode::Shared, 0, 0),
+        Mode::Permits { count, limit } => (fencelock_mode::Permits, count, limit),
     }
 }
 
+/// The mode argument of `fencelock_service_acquire`: `EXCLUSIVE` or `SHARED` (`PERMITS`
+/// needs a count and a limit, which only `fencelock_service_acquire_permits` takes).
 pub(crate) fn mode_arg(mode: u32) -> Result<Mode, Fail> {
     match mode {
         1 => Ok(Mode::Exclusive),
         2 => Ok(Mode::Shared),
         _ => Err(fencelock_result::InvalidArgument.into()),
+    }
+}
+
+/// What a `HOLDER_CHANGED` event tells a watcher about a holder of the lock it watches
+/// (the core's `Change`; the number is its variant index + 1).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub enum fencelock_change {
+    /// Not a change: the value of this field in every other event.
+    None = 0,
+    /// The session held the lock when the watch began (one per holder, in grant order).
+    Holding = 1,
+    /// The session was granted the lock.
+    Granted = 2,
+    /// The session released the lock.
+    Released = 3,
+    /// The session's hold ended with its close.
+    Closed = 4,
+    /// The session's hold ended with its expiry.
+    Expired = 5,
+}
+
+impl From<Change> for fencelock_change {
+    fn from(c: Change) -> Self {
+        match c {
+            Change::Holding => fencelock_change::Holding,
+            Change::Granted => fencelock_change::Granted,
+            Change::Released => fencelock_change::Released,
+            Change::Closed => fencelock_change::Closed,
+            Change::Expired => fencelock_change::Expired,
+        }
     }
 }
 
@@ -183,11 +240,17 @@ pub enum fencelock_output_kind {
     SessionExpired = 3,
     /// A timed wait reached its deadline ungranted: `session`, `lock`.
     WaitTimedOut = 4,
+    /// A holder of a lock that `session` watches changed (`fencelock_service_watch`):
+    /// `session` (the watcher), `lock`, `holder` (the holding session), `mode` (with
+    /// `count` / `limit` for `PERMITS`), `token` (the holder's), `change`, `label` (the
+    /// holder's; empty if it has none).
+    HolderChanged = 5,
 }
 
 /// One event, copied out of the service (it owns no memory). Fields an event kind does
-/// not use are zero (`mode` `NONE`, `reason` `NONE`, `token` 0, `lock_len` 0, `lock` all
-/// NUL).
+/// not use are zero (`mode` `NONE`, `reason` `NONE`, `change` `NONE`, `token` 0,
+/// `lock_len` 0, `lock` all NUL, …). The fields after `lock` were appended for watches
+/// and semaphores: the earlier ones keep their offsets.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 #[allow(non_camel_case_types)]
@@ -207,6 +270,18 @@ pub struct fencelock_output {
     /// The lock's name, NUL-terminated (a name may itself contain NUL bytes: trust
     /// `lock_len`).
     pub lock: [c_char; FENCELOCK_NAME_BUF_LEN],
+    /// Permits of the claim when `mode` is `PERMITS` (`GRANTED`, `HOLDER_CHANGED`).
+    pub count: u32,
+    /// The semaphore's limit when `mode` is `PERMITS`.
+    pub limit: u32,
+    /// What changed (`HOLDER_CHANGED`).
+    pub change: fencelock_change,
+    /// The holding session (`HOLDER_CHANGED`).
+    pub holder: u64,
+    /// Length of `label` in bytes, without the NUL (`HOLDER_CHANGED`).
+    pub label_len: usize,
+    /// The holder's label, NUL-terminated (trust `label_len`) (`HOLDER_CHANGED`).
+    pub label: [c_char; FENCELOCK_LABEL_BUF_LEN],
 }
 
 pub(crate) fn name_buf(name: &str) -> (usize, [c_char; FENCELOCK_NAME_BUF_LEN]) {
@@ -219,6 +294,11 @@ pub(crate) fn name_buf(name: &str) -> (usize, [c_char; FENCELOCK_NAME_BUF_LEN]) 
     (n, buf)
 }
 
+/// A label as a label buffer and its length (the same shape as a name's).
+pub(crate) fn label_buf(label: &str) -> (usize, [c_char; FENCELOCK_LABEL_BUF_LEN]) {
+    name_buf(label)
+}
+
 impl fencelock_output {
     /// The empty event (`kind` `NONE`, everything zero).
     pub(crate) const NONE: fencelock_output = fencelock_output {
@@ -229,6 +309,12 @@ impl fencelock_output {
         token: 0,
         lock_len: 0,
         lock: [0; FENCELOCK_NAME_BUF_LEN],
+        count: 0,
+        limit: 0,
+        change: fencelock_change::None,
+        holder: 0,
+        label_len: 0,
+        label: [0; FENCELOCK_LABEL_BUF_LEN],
     };
 
     pub(crate) fn from_core(o: &Output) -> Self {
@@ -246,7 +332,7 @@ impl fencelock_output {
                 ..
             } => {
                 r.kind = K::Granted;
-                r.mode = (*mode).into();
+                (r.mode, r.count, r.limit) = mode_out(*mode);
                 r.token = token.0;
                 lock = Some(l);
             }
@@ -268,6 +354,23 @@ impl fencelock_output {
             Output::SessionExpired { .. } => r.kind = K::SessionExpired,
             Output::WaitTimedOut { lock: l, .. } => {
                 r.kind = K::WaitTimedOut;
+                lock = Some(l);
+            }
+            Output::HolderChanged {
+                lock: l,
+                holder,
+                mode,
+                token,
+                change,
+                label,
+                ..
+            } => {
+                r.kind = K::HolderChanged;
+                (r.mode, r.count, r.limit) = mode_out(*mode);
+                r.token = token.0;
+                r.holder = holder.0;
+                r.change = (*change).into();
+                (r.label_len, r.label) = label_buf(label.as_str());
                 lock = Some(l);
             }
             // The core's Output is non_exhaustive; a new kind would need a new code here
@@ -315,6 +418,12 @@ pub enum fencelock_reply_kind {
     WaitEnded = 10,
     /// The answer to a tick input frame: time is now `now`.
     Ticked = 11,
+    /// The watch began: `holders` `HOLDER_CHANGED` events (change `HOLDING`), one per
+    /// current holder, are queued for the watcher itself, and one follows each later
+    /// holder change until it unwatches, closes or expires: `holders`.
+    Watching = 12,
+    /// The watch ended; no more `HOLDER_CHANGED` events reach the session for that lock.
+    Unwatched = 13,
 }
 
 /// The caller's reply to one input, copied out (it owns no memory). Fields a reply kind
@@ -345,6 +454,13 @@ pub struct fencelock_reply {
     pub token: u64,
     /// The current tick (`TICKED`).
     pub now: u64,
+    /// Permits of the claim when `mode` is `PERMITS` (`GRANTED`, `QUEUED`). Appended, as
+    /// are `limit` and `holders`: the earlier fields keep their offsets.
+    pub count: u32,
+    /// The semaphore's limit when `mode` is `PERMITS`.
+    pub limit: u32,
+    /// The lock's holders when the watch began (`WATCHING`).
+    pub holders: u32,
 }
 
 impl fencelock_reply {
@@ -358,6 +474,9 @@ impl fencelock_reply {
         expires_at: 0,
         token: 0,
         now: 0,
+        count: 0,
+        limit: 0,
+        holders: 0,
     };
 
     pub(crate) fn from_core(r: &Reply) -> Self {
@@ -379,12 +498,12 @@ impl fencelock_reply {
             Reply::Closed => out.kind = K::Closed,
             Reply::Granted { mode, token } => {
                 out.kind = K::Granted;
-                out.mode = mode.into();
+                (out.mode, out.count, out.limit) = mode_out(mode);
                 out.token = token.0;
             }
             Reply::Queued { mode, position } => {
                 out.kind = K::Queued;
-                out.mode = mode.into();
+                (out.mode, out.count, out.limit) = mode_out(mode);
                 out.position = position;
             }
             Reply::Busy => out.kind = K::Busy,
@@ -402,6 +521,11 @@ impl fencelock_reply {
                 out.kind = K::Ticked;
                 out.now = now.0;
             }
+            Reply::Watching { holders } => {
+                out.kind = K::Watching;
+                out.holders = holders;
+            }
+            Reply::Unwatched => out.kind = K::Unwatched,
             // The core's Reply is non_exhaustive; a new kind would need a new code here
             // (a test decodes every reply variant and checks none maps to NONE).
             _ => {}
@@ -412,7 +536,7 @@ impl fencelock_reply {
 
 /// A live session's state.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 #[allow(non_camel_case_types)]
 pub struct fencelock_session_info {
     /// Its id.
@@ -427,11 +551,15 @@ pub struct fencelock_session_info {
     pub holds: u32,
     /// Locks it waits for.
     pub waits: u32,
+    /// Length of `label` in bytes, without the NUL (0: no label).
+    pub label_len: usize,
+    /// Its label (`fencelock_service_open_labeled`), NUL-terminated (trust `label_len`).
+    pub label: [c_char; FENCELOCK_LABEL_BUF_LEN],
 }
 
 /// One holder of a lock.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 #[allow(non_camel_case_types)]
 pub struct fencelock_holder {
     /// The holding session.
@@ -440,11 +568,19 @@ pub struct fencelock_holder {
     pub token: u64,
     /// Its mode.
     pub mode: fencelock_mode,
+    /// Its permits when `mode` is `PERMITS` (else 0).
+    pub count: u32,
+    /// The semaphore's limit when `mode` is `PERMITS` (else 0).
+    pub limit: u32,
+    /// Length of `label` in bytes, without the NUL (0: no label).
+    pub label_len: usize,
+    /// The holder's session label, NUL-terminated (trust `label_len`).
+    pub label: [c_char; FENCELOCK_LABEL_BUF_LEN],
 }
 
 /// One waiter for a lock.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 #[allow(non_camel_case_types)]
 pub struct fencelock_waiter {
     /// The waiting session.
@@ -455,6 +591,25 @@ pub struct fencelock_waiter {
     pub mode: fencelock_mode,
     /// False: it waits forever.
     pub has_deadline: bool,
+    /// The permits asked for when `mode` is `PERMITS` (else 0).
+    pub count: u32,
+    /// The semaphore's limit when `mode` is `PERMITS` (else 0).
+    pub limit: u32,
+    /// Length of `label` in bytes, without the NUL (0: no label).
+    pub label_len: usize,
+    /// The waiter's session label, NUL-terminated (trust `label_len`).
+    pub label: [c_char; FENCELOCK_LABEL_BUF_LEN],
+}
+
+/// A live semaphore's permits (`fencelock_service_permits`; the core's `Permits`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub struct fencelock_permits {
+    /// Permits held now (the sum of its holders' counts).
+    pub in_use: u32,
+    /// The semaphore's limit.
+    pub limit: u32,
 }
 
 /// The leader of an election.

@@ -4,7 +4,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use fencelock::{Error, Mode, Piece, ReleaseReason, SessionId, Tick, Token, Wait};
+use fencelock::{Error, Label, Mode, Piece, ReleaseReason, SessionId, Tick, Token, Wait};
 use js_sys::{Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -239,7 +239,17 @@ impl From<Fail> for JsValue {
                 Error::BufferTooSmall { need } => detail("need", u64::from(need)),
                 Error::UnknownKeepAlive { sent_at } => detail("sentAt", sent_at),
                 Error::CapacityExceeded(t) => set(&err, "table", &JsValue::from_str(t.name())),
-                Error::ModeMismatch { held } => set(&err, "held", &JsValue::from_str(mode(held))),
+                Error::ModeMismatch { held } => set(&err, "held", &mode(held)),
+                Error::NotWatching(s) | Error::AlreadyWatching(s) => detail("session", s.0),
+                Error::LimitMismatch { limit } => detail("limit", u64::from(limit)),
+                Error::BadPermits { count, limit } => {
+                    detail("count", u64::from(count));
+                    detail("limit", u64::from(limit));
+                }
+                Error::LabelTooLong { len, max } => {
+                    detail("len", u64::from(len));
+                    detail("max", u64::from(max));
+                }
                 _ => {}
             }
         }
@@ -390,16 +400,37 @@ pub fn name(v: &JsValue, what: &str) -> Result<Name, Fail> {
     Ok(Name::Text(text))
 }
 
-/// `"exclusive"` or `"shared"`.
+/// `"exclusive"`, `"shared"` or `{permits: count, limit}` (two numbers up to 2^32-1;
+/// whether `1 <= count <= limit` is the core's to say, as `bad_permits`).
 pub fn parse_mode(v: &JsValue) -> Result<Mode, Fail> {
     match v.as_string().as_deref() {
-        Some("exclusive") => Ok(Mode::Exclusive),
-        Some("shared") => Ok(Mode::Shared),
-        _ => Err(Fail::BadArgument(cat(&[
-            "mode must be \"exclusive\" or \"shared\", got ",
-            &describe(v),
-        ]))),
+        Some("exclusive") => return Ok(Mode::Exclusive),
+        Some("shared") => return Ok(Mode::Shared),
+        _ => {}
     }
+    if is_plain_object(v) {
+        known_keys(v, "mode", &["permits", "limit"])?;
+        let count = num_u32(&get(v, "permits")?, "mode.permits")?;
+        let limit = num_u32(&get(v, "limit")?, "mode.limit")?;
+        return Ok(Mode::Permits { count, limit });
+    }
+    Err(Fail::BadArgument(cat(&[
+        "mode must be \"exclusive\", \"shared\" or {permits, limit}, got ",
+        &describe(v),
+    ])))
+}
+
+/// A label argument: a string (as [`name`]: a lone surrogate is `bad_argument`) that the
+/// core turns into a [`Label`] (`label_too_long` past 64 bytes, with the string's true
+/// length for one too long to copy in).
+pub fn label(v: &JsValue) -> Result<Label, Fail> {
+    let n = name(v, "label")?;
+    Label::new(n.as_str()).map_err(|e| match (&n, e) {
+        (Name::TooLong(units), Error::LabelTooLong { max, .. }) => {
+            Fail::Core(Error::LabelTooLong { len: *units, max })
+        }
+        (_, e) => Fail::Core(e),
+    })
 }
 
 /// Refuses an object whose own string keys are not all in `known`: `bad_argument` naming
@@ -565,11 +596,15 @@ impl Obj {
     }
 }
 
-/// `"exclusive"` / `"shared"`.
-pub fn mode(m: Mode) -> &'static str {
+/// `"exclusive"` / `"shared"` / `{permits, limit}`, the JSON spelling of a mode.
+pub fn mode(m: Mode) -> JsValue {
     match m {
-        Mode::Exclusive => "exclusive",
-        Mode::Shared => "shared",
+        Mode::Exclusive => JsValue::from_str("exclusive"),
+        Mode::Shared => JsValue::from_str("shared"),
+        Mode::Permits { count, limit } => Obj::new()
+            .with("permits", count)
+            .with("limit", limit)
+            .done(),
     }
 }
 

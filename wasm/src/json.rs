@@ -12,7 +12,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use fencelock::{Output, Reply, MAX_FRAME_LEN};
+use fencelock::{Mode, Output, Reply, MAX_FRAME_LEN};
 use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
 
@@ -35,6 +35,8 @@ enum V<'a> {
     S(&'a str),
     /// Bytes, as an array of numbers (the frame of a variant this binding does not know).
     B(&'a [u8]),
+    /// A mode: `"exclusive"`, `"shared"` or `{"permits":count,"limit":limit}`.
+    M(Mode),
 }
 
 /// The text being built and the values to set afterwards.
@@ -68,6 +70,15 @@ impl Answer {
                     out.push_str(Dec::new(*n).as_str());
                 }
                 V::S(s) => string(out, s),
+                V::M(Mode::Exclusive) => out.push_str("\"exclusive\""),
+                V::M(Mode::Shared) => out.push_str("\"shared\""),
+                V::M(Mode::Permits { count, limit }) => {
+                    out.push_str("{\"permits\":");
+                    out.push_str(Dec::new(u64::from(*count)).as_str());
+                    out.push_str(",\"limit\":");
+                    out.push_str(Dec::new(u64::from(*limit)).as_str());
+                    out.push('}');
+                }
                 V::B(bytes) => {
                     out.push('[');
                     for (i, b) in bytes.iter().enumerate() {
@@ -114,8 +125,7 @@ impl Answer {
     }
 
     fn reply(&mut self, r: &Reply) {
-        use V::{N, S};
-        let mode = |m| S(js::mode(m));
+        use V::{M, N};
         match *r {
             Reply::Opened {
                 session,
@@ -129,20 +139,25 @@ impl Answer {
                 self.obj(None, r.kind(), &[("expiresAt", N(expires_at.0))])
             }
             Reply::Granted { mode: m, token } => {
-                self.obj(None, r.kind(), &[("mode", mode(m)), ("token", N(token.0))])
+                self.obj(None, r.kind(), &[("mode", M(m)), ("token", N(token.0))])
             }
             Reply::Queued { mode: m, position } => self.obj(
                 None,
                 r.kind(),
-                &[("mode", mode(m)), ("position", N(u64::from(position)))],
+                &[("mode", M(m)), ("position", N(u64::from(position)))],
             ),
+            Reply::Watching { holders } => {
+                self.obj(None, r.kind(), &[("holders", N(u64::from(holders)))])
+            }
             Reply::Released { token } | Reply::HoldEnded { token } => {
                 self.obj(None, r.kind(), &[("token", N(token.0))])
             }
             Reply::Ticked { now } => self.obj(None, r.kind(), &[("now", N(now.0))]),
-            Reply::Closed | Reply::Busy | Reply::Cancelled | Reply::WaitEnded => {
-                self.obj(None, r.kind(), &[])
-            }
+            Reply::Closed
+            | Reply::Busy
+            | Reply::Cancelled
+            | Reply::WaitEnded
+            | Reply::Unwatched => self.obj(None, r.kind(), &[]),
             // `Reply` is non-exhaustive: a variant added to the core later still crosses,
             // with its kind and the bytes of its frame, rather than being dropped.
             _ => {
@@ -155,7 +170,7 @@ impl Answer {
     }
 
     fn event(&mut self, i: usize, o: &Output) {
-        use V::{N, S};
+        use V::{M, N, S};
         let at = Some(i);
         match o {
             Output::Granted {
@@ -169,7 +184,7 @@ impl Answer {
                 &[
                     ("session", N(session.0)),
                     ("lock", S(lock.as_str())),
-                    ("mode", S(js::mode(*mode))),
+                    ("mode", M(*mode)),
                     ("token", N(token.0)),
                 ],
             ),
@@ -195,6 +210,27 @@ impl Answer {
                 at,
                 o.kind(),
                 &[("session", N(session.0)), ("lock", S(lock.as_str()))],
+            ),
+            Output::HolderChanged {
+                session,
+                lock,
+                holder,
+                mode,
+                token,
+                change,
+                label,
+            } => self.obj(
+                at,
+                o.kind(),
+                &[
+                    ("session", N(session.0)),
+                    ("lock", S(lock.as_str())),
+                    ("holder", N(holder.0)),
+                    ("mode", M(*mode)),
+                    ("token", N(token.0)),
+                    ("change", S(change.kind())),
+                    ("label", S(label.as_str())),
+                ],
             ),
             // `Output` is non-exhaustive: as for replies, a later variant crosses with its
             // kind, its session and its frame.
@@ -291,6 +327,36 @@ mod tests {
     }
 
     #[test]
+    fn permits_modes_and_holder_changes_are_spelled_as_the_brief_says() {
+        use fencelock::{Change, Label};
+        let changed = Output::HolderChanged {
+            session: SessionId(4),
+            lock: LockName::new("pool").expect("a valid name"),
+            holder: SessionId(1),
+            mode: Mode::Permits { count: 2, limit: 3 },
+            token: Token(7),
+            change: Change::Released,
+            label: Label::new("host \"a\"").expect("a valid label"),
+        };
+        let a = Answer::build(
+            &Reply::Queued {
+                mode: Mode::Permits { count: 1, limit: 3 },
+                position: 2,
+            },
+            &[changed],
+        );
+        assert_eq!(
+            a.text(),
+            r#"{"reply":{"kind":"queued","mode":{"permits":1,"limit":3},"position":2},"events":[{"kind":"holder_changed","session":4,"lock":"pool","holder":1,"mode":{"permits":2,"limit":3},"token":7,"change":"released","label":"host \"a\""}]}"#
+        );
+        let a = Answer::build(&Reply::Watching { holders: 3 }, &[]);
+        assert_eq!(
+            a.text(),
+            r#"{"reply":{"kind":"watching","holders":3},"events":[]}"#
+        );
+    }
+
+    #[test]
     fn numbers_past_2_pow_53_become_patches_not_errors() {
         let released = Output::Released {
             session: SessionId(MAX_SAFE + 1),
@@ -357,6 +423,12 @@ mod tests {
             HoldEnded { token: t },
             WaitEnded,
             Ticked { now: Tick(1) },
+            Granted {
+                mode: Mode::Permits { count: 2, limit: 3 },
+                token: t,
+            },
+            Watching { holders: 2 },
+            Unwatched,
         ] {
             let a = Answer::build(&r, &[]);
             let want = alloc::format!("{{\"reply\":{{\"kind\":\"{}\"", r.kind());

@@ -115,8 +115,11 @@ const TS_TYPES: &'static str = r#"
  */
 export type U64 = number | bigint;
 
-/** Exclusive (one holder) or shared (any number of shared holders). */
-export type Mode = "exclusive" | "shared";
+/**
+ * Exclusive (one holder), shared (any number of shared holders), or `permits` of a
+ * semaphore's `limit` permits (1 <= permits <= limit, else "bad_permits"; both u32).
+ */
+export type Mode = "exclusive" | "shared" | { permits: number; limit: number };
 /** Try-lock, wait until a tick (a deadline at or before now behaves as "none"), or wait forever. */
 export type Wait = "none" | "forever" | { until: U64 };
 /** Why a hold ended, in a "released" event ("released" itself is the releaser's own reply). */
@@ -138,17 +141,24 @@ export type HoldEnded = { kind: "hold_ended"; token: U64 };
 /** Only as the reply to a repeated acquire: the wait it answered ended without a grant. */
 export type WaitEnded = { kind: "wait_ended" };
 export type Ticked = { kind: "ticked"; now: U64 };
+/** The watch began; `holders` "holder_changed" events ("holding") for the watcher follow in the events. */
+export type Watching = { kind: "watching"; holders: number };
+export type Unwatched = { kind: "unwatched" };
 export type AcquireReply = Granted | Queued | Busy | HoldEnded | WaitEnded;
 export type Reply =
   | Opened | KeptAlive | Closed | Granted | Queued | Busy | Released | Cancelled
-  | HoldEnded | WaitEnded | Ticked;
+  | HoldEnded | WaitEnded | Ticked | Watching | Unwatched;
 
 /** One event for the host to route to the session it names (the core's Output; kind = Output::kind()). */
 export type Output =
   | { kind: "granted"; session: U64; lock: string; mode: Mode; token: U64 }
   | { kind: "released"; session: U64; lock: string; token: U64; reason: ReleaseReason }
   | { kind: "session_expired"; session: U64 }
-  | { kind: "wait_timed_out"; session: U64; lock: string };
+  | { kind: "wait_timed_out"; session: U64; lock: string }
+  /** To the watcher `session`: a holder of `lock` changed (label: the holder's, "" if none). */
+  | { kind: "holder_changed"; session: U64; lock: string; holder: U64; mode: Mode; token: U64; change: Change; label: string };
+/** What a "holder_changed" event says: held when the watch began, granted, released, or ended by close or expiry. */
+export type Change = "holding" | "granted" | "released" | "closed" | "expired";
 
 /** What every input method returns: the caller's reply and the events, in order (the advance to now first). */
 export interface Answer<R extends Reply = Reply> { reply: R; events: Output[] }
@@ -158,12 +168,15 @@ export interface FrameAnswer { reply: Uint8Array; events: Uint8Array[] }
 /** One input, for LockService.handle (the same inputs as the frames of handleFrame). */
 export type Input =
   | { kind: "open_session"; now: U64; ttl: U64 }
+  | { kind: "open_labeled"; now: U64; ttl: U64; label: string }
   | { kind: "keep_alive"; now: U64; session: U64; request?: U64 | null }
   | { kind: "close_session"; now: U64; session: U64; request?: U64 | null }
   | { kind: "acquire"; now: U64; session: U64; lock: string; mode: Mode; wait: Wait; request?: U64 | null }
   | { kind: "release"; now: U64; session: U64; lock: string; request?: U64 | null }
   | { kind: "cancel"; now: U64; session: U64; lock: string; request?: U64 | null }
-  | { kind: "tick"; now: U64 };
+  | { kind: "tick"; now: U64 }
+  | { kind: "watch"; now: U64; session: U64; lock: string; request?: U64 | null }
+  | { kind: "unwatch"; now: U64; session: U64; lock: string; request?: U64 | null };
 
 export interface Capacities { sessions: number; locks: number; claims: number }
 /** Rows in use per table (LockService.usage). */
@@ -173,12 +186,17 @@ export interface ServiceConfig extends Capacities {
   lockDelay?: U64;
   /** Longest lock name in bytes, 1..=64 (default 64). */
   maxNameLen?: number;
+  /** Most sessions watching one lock at once (default 4; 0 turns watches off). */
+  maxWatchers?: number;
 }
-export interface Holder { session: U64; mode: Mode; token: U64 }
-export interface Waiter { session: U64; mode: Mode; deadline: U64 | null }
+/** `label`: the session's label (openLabeled), "" if none. */
+export interface Holder { session: U64; mode: Mode; token: U64; label: string }
+export interface Waiter { session: U64; mode: Mode; deadline: U64 | null; label: string }
 export interface SessionInfo {
-  id: U64; ttl: U64; expiresAt: U64; holds: number; waits: number; lastRequest: U64;
+  id: U64; ttl: U64; expiresAt: U64; holds: number; waits: number; lastRequest: U64; label: string;
 }
+/** A live semaphore (LockService.permits): permits held now, and its limit. */
+export interface Permits { inUse: number; limit: number }
 export interface Leader { session: U64; epoch: U64 }
 export interface GateEntry { resource: string; highest: U64 }
 export type Lease =
@@ -189,8 +207,10 @@ export type Lease =
 
 export type ErrorCode =
   | "unknown_session" | "not_holder" | "not_queued" | "already_queued" | "mode_mismatch"
-  | "stale_request" | "request_reused" | "empty_name" | "name_too_long" | "bad_ttl"
-  | "deadline_overflow" | "time_went_backwards" | "bad_config" | "capacity_exceeded"
+  | "stale_request" | "request_reused" | "limit_mismatch" | "not_watching"
+  | "already_watching" | "empty_name" | "name_too_long" | "bad_ttl"
+  | "deadline_overflow" | "time_went_backwards" | "bad_config" | "bad_permits"
+  | "label_too_long" | "capacity_exceeded"
   | "stale" | "zero_token" | "bad_frame" | "buffer_too_small" | "bad_magic"
   | "unsupported_version" | "corrupt_snapshot" | "unknown_keep_alive"
   | "out_of_range" | "bad_argument" | "out_of_memory";
@@ -208,21 +228,25 @@ export interface FencelockError extends Error {
   /** "stale": the token offered and the highest seen. */
   token?: U64;
   highest?: U64;
-  /** "unknown_session", "not_holder", "not_queued", "already_queued": the session. */
+  /** "unknown_session", "not_holder", "not_queued", "already_queued", "not_watching", "already_watching": the session. */
   session?: U64;
-  /** "capacity_exceeded": the full table. */
-  table?: "sessions" | "locks" | "claims" | "resources";
+  /** "capacity_exceeded": the full table ("watchers": the lock has maxWatchers watchers). */
+  table?: "sessions" | "locks" | "claims" | "resources" | "watchers";
   /** "time_went_backwards": the current time and the time asked for. */
   now?: U64;
   requested?: U64;
   /** "stale_request": the number carried and the session's latest. */
   request?: U64;
   latest?: U64;
-  /** "name_too_long": the length in bytes (UTF-16 units, a lower bound, past 65 536) and the limit. */
+  /** "name_too_long", "label_too_long": the length in bytes (UTF-16 units, a lower bound, past 65 536) and the limit. */
   len?: number;
   max?: number;
   /** "mode_mismatch": the mode the session holds the lock in. */
   held?: Mode;
+  /** "limit_mismatch": the live semaphore's limit (0: the name is in use as a plain lock); "bad_permits": the limit asked for. */
+  limit?: number;
+  /** "bad_permits": the count asked for. */
+  count?: number;
   /** "buffer_too_small": what is needed. */
   need?: number;
   /** "unknown_keep_alive": the send time the acknowledgement named. */

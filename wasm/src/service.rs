@@ -126,6 +126,20 @@ fn open_with(
     Ok(core.open_session(now, ttl, out)?)
 }
 
+/// `open_labeled`: the label is judged (the core's `Label::new`) before the core is given
+/// the input, as every argument is, so a label too long changes nothing, not even time.
+fn open_labeled_with(
+    core: &mut Core,
+    out: &mut Vec<Output>,
+    now: &JsValue,
+    ttl: &JsValue,
+    label: &JsValue,
+) -> Result<Reply, Fail> {
+    let (now, ttl) = (now_arg(now)?, js::num(ttl, "ttl")?);
+    let label = js::label(label)?;
+    Ok(core.open_labeled(now, ttl, label, out)?)
+}
+
 /// `keep_alive` (`close` false) or `close_session` (`close` true).
 fn session_input(
     core: &mut Core,
@@ -167,6 +181,8 @@ enum On {
     Cancel,
     Campaign,
     Resign,
+    Watch,
+    Unwatch,
 }
 
 /// `release`, `cancel`, `campaign` or `resign`: a session, a name, a request number.
@@ -181,7 +197,7 @@ fn named_input(
 ) -> Result<Reply, Fail> {
     let (now, session) = (now_arg(now)?, session_arg(session)?);
     let what = match on {
-        On::Release | On::Cancel => "lock",
+        On::Release | On::Cancel | On::Watch | On::Unwatch => "lock",
         On::Campaign | On::Resign => "election",
     };
     let name = js::name(name, what)?;
@@ -192,6 +208,8 @@ fn named_input(
         On::Cancel => core.cancel(now, session, n, request, out),
         On::Campaign => core.campaign(now, session, n, request, out),
         On::Resign => core.resign(now, session, n, request, out),
+        On::Watch => core.watch(now, session, n, request, out),
+        On::Unwatch => core.unwatch(now, session, n, request, out),
     };
     named(r, &name)
 }
@@ -222,9 +240,12 @@ impl LockService {
         let kind = js::get(v, "kind")?;
         let keys: &[&str] = match kind.as_string().as_deref() {
             Some("open_session") => &["kind", "now", "ttl"],
+            Some("open_labeled") => &["kind", "now", "ttl", "label"],
             Some("keep_alive" | "close_session") => &["kind", "now", "session", "request"],
             Some("acquire") => &["kind", "now", "session", "lock", "mode", "wait", "request"],
-            Some("release" | "cancel") => &["kind", "now", "session", "lock", "request"],
+            Some("release" | "cancel" | "watch" | "unwatch") => {
+                &["kind", "now", "session", "lock", "request"]
+            }
             Some("tick") => &["kind", "now"],
             _ => &[],
         };
@@ -240,6 +261,11 @@ impl LockService {
         now_arg(&now)?;
         match kind.as_string().as_deref() {
             Some("open_session") => open_with(core, out, &now, &field("ttl")?),
+            Some("open_labeled") => {
+                let ttl = field("ttl")?;
+                js::num(&ttl, "ttl")?;
+                open_labeled_with(core, out, &now, &ttl, &field("label")?)
+            }
             Some(k @ ("keep_alive" | "close_session")) => {
                 let session = field("session")?;
                 session_arg(&session)?;
@@ -253,11 +279,12 @@ impl LockService {
                 let lock = field("lock")?;
                 acquire_with(core, out, &now, &session, &lock, v, keys)
             }
-            Some(k @ ("release" | "cancel")) => {
-                let on = if k == "release" {
-                    On::Release
-                } else {
-                    On::Cancel
+            Some(k @ ("release" | "cancel" | "watch" | "unwatch")) => {
+                let on = match k {
+                    "release" => On::Release,
+                    "cancel" => On::Cancel,
+                    "watch" => On::Watch,
+                    _ => On::Unwatch,
                 };
                 let session = field("session")?;
                 session_arg(&session)?;
@@ -268,8 +295,8 @@ impl LockService {
             }
             Some("tick") => tick_with(core, out, &now),
             _ => Err(Fail::BadArgument(String::from(
-                "input.kind must be one of open_session, keep_alive, close_session, acquire, \
-                 release, cancel, tick",
+                "input.kind must be one of open_session, open_labeled, keep_alive, \
+                 close_session, acquire, release, cancel, tick, watch, unwatch",
             ))),
         }
     }
@@ -277,7 +304,9 @@ impl LockService {
 
 #[wasm_bindgen]
 impl LockService {
-    /// A service with empty tables: `{sessions, locks, claims, lockDelay?, maxNameLen?}`.
+    /// A service with empty tables: `{sessions, locks, claims, lockDelay?, maxNameLen?,
+    /// maxWatchers?}` (`maxWatchers`: the most sessions watching one lock, default 4, 0
+    /// turns watches off).
     /// Cost: O(sessions + locks + claims) time, and the bytes per row documented in
     /// `fencelock::storage` (about 100 per session, 140 per lock, 70 per claim).
     ///
@@ -291,7 +320,14 @@ impl LockService {
         js::known_keys(
             js::object(&config, "config")?,
             "config",
-            &["sessions", "locks", "claims", "lockDelay", "maxNameLen"],
+            &[
+                "sessions",
+                "locks",
+                "claims",
+                "lockDelay",
+                "maxNameLen",
+                "maxWatchers",
+            ],
         )?;
         let storage = storage(&config)?;
         let lock_delay = js::opt_num(&js::get(&config, "lockDelay")?, "lockDelay")?.unwrap_or(0);
@@ -299,9 +335,14 @@ impl LockService {
             v if v.is_undefined() || v.is_null() => MAX_NAME_LEN as u32,
             v => js::num_u32(&v, "maxNameLen")?,
         };
+        let max_watchers = match js::get(&config, "maxWatchers")? {
+            v if v.is_undefined() || v.is_null() => Config::default().max_watchers,
+            v => js::num_u32(&v, "maxWatchers")?,
+        };
         let config = Config {
             lock_delay,
             max_name_len,
+            max_watchers,
         };
         let core = Core::new(storage, config).map_err(Fail::from)?;
         Ok(LockService { core })
@@ -343,6 +384,22 @@ impl LockService {
         self.input(|core, out| open_with(core, out, &now, &ttl))
     }
 
+    /// Opens a session labelled `label` (at most 64 bytes of UTF-8; `""` = no label) that
+    /// expires `ttl` ticks after `now`: reply `{kind: "opened", session, expiresAt}`. The
+    /// label is shown with the session, its holds and waits, and in the `holder_changed`
+    /// events its holds cause. Throws, before the core (nothing changes, not even time),
+    /// `bad_argument` (not a string), `label_too_long`, `out_of_range`; then as
+    /// `openSession`. Cost: O(label length), then as `openSession`.
+    #[wasm_bindgen(js_name = openLabeled, unchecked_return_type = "Answer<Opened>")]
+    pub fn open_labeled(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] ttl: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] label: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| open_labeled_with(core, out, &now, &ttl, &label))
+    }
+
     /// Keeps a session alive: its deadline becomes `now` + its ttl; reply `{kind:
     /// "kept_alive", expiresAt}`. Throws `time_went_backwards`, then `unknown_session`,
     /// request-number errors, `deadline_overflow`; before the core, `out_of_range`.
@@ -372,12 +429,15 @@ impl LockService {
     }
 
     /// Acquires `lock` for `session`: `options` is `{mode, wait, request?}` (`mode`
-    /// `"exclusive"` or `"shared"`; `wait` `"none"`, `"forever"` or `{until: tick}`).
+    /// `"exclusive"`, `"shared"` or `{permits: count, limit}` for `count` of a semaphore's
+    /// `limit` permits; `wait` `"none"`, `"forever"` or `{until: tick}`). A semaphore's
+    /// grants are strict FIFO, each with its own token.
     /// Reply `granted` (`mode`, `token`), `queued` (`mode`, `position`) or `busy` — or,
     /// for a repeated request number, `hold_ended` / `wait_ended`. Throws in the core's
     /// order: `time_went_backwards`, then (after the advance) `unknown_session`,
-    /// `empty_name`, `name_too_long`, request-number errors, `already_queued`,
-    /// `mode_mismatch`, `capacity_exceeded`; before the core, `out_of_range` and
+    /// `empty_name`, `name_too_long`, `bad_permits`, request-number errors,
+    /// `limit_mismatch`, `already_queued`, `mode_mismatch`, `capacity_exceeded` (the
+    /// core's order); before the core, `out_of_range` and
     /// `bad_argument` for arguments that cannot be a tick, an id, a string, a mode or a
     /// wait. Cost: the advance, then O(name length + log claims).
     #[wasm_bindgen(unchecked_return_type = "Answer<AcquireReply>")]
@@ -469,6 +529,43 @@ impl LockService {
         })
     }
 
+    /// Starts watching the holders of `lock` for `session`: reply `{kind: "watching",
+    /// holders}`; events: one `holder_changed` (change `"holding"`) for the watcher per
+    /// current holder, in grant order; later, one per holder change of the lock
+    /// (`"granted"`, `"released"`, `"closed"`, `"expired"`), right after the event that
+    /// tells the holder, until it unwatches, closes or expires. A watch takes a claim row.
+    /// Throws `time_went_backwards`, then `unknown_session`, name errors, request-number
+    /// errors, `already_watching`, `capacity_exceeded` (`.table` `"watchers"`: the lock
+    /// has `maxWatchers` watchers; then `"claims"`, `"locks"`); before the core,
+    /// `out_of_range`, `bad_argument`. Cost: the advance, then O(name length + log claims
+    /// + holders).
+    #[wasm_bindgen(unchecked_return_type = "Answer<Watching>")]
+    pub fn watch(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| named_input(core, out, On::Watch, &now, &session, &lock, &request))
+    }
+
+    /// Stops watching `lock`: reply `{kind: "unwatched"}`; no `holder_changed` for it
+    /// reaches the session afterwards. Throws `time_went_backwards`, then
+    /// `unknown_session`, name errors, request-number errors, `not_watching`; before the
+    /// core, `out_of_range`, `bad_argument`. Cost: the advance, then O(name length + log
+    /// claims).
+    #[wasm_bindgen(unchecked_return_type = "Answer<Unwatched>")]
+    pub fn unwatch(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| named_input(core, out, On::Unwatch, &now, &session, &lock, &request))
+    }
+
     /// Applies one input given as a tagged object (`{kind: "acquire", now, session, lock,
     /// mode, wait, request?}`…; see `Input` in the `.d.ts`) through the same core calls as
     /// the typed methods. Throws what the named method throws, and `bad_argument` for an
@@ -544,8 +641,41 @@ impl LockService {
         js::number(self.core.revision())
     }
 
-    /// The holders of `lock` in grant order: `[{session, mode, token}]` (none for a name
-    /// no lock can have). Throws `bad_argument`. Cost: O(name length + holders).
+    /// Raises the fencing revision to at least `floor` (a lower one changes nothing), so
+    /// the next grant's token is above it; for a service recovered from a copy that may
+    /// have missed grants. Returns the revision now. Not an input: no `now`, no events.
+    /// Throws `bad_config` (a floor above 2^63; nothing changes), `out_of_range`.
+    /// Cost: O(1).
+    #[wasm_bindgen(js_name = raiseRevision, unchecked_return_type = "U64")]
+    pub fn raise_revision(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "U64")] floor: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let floor = js::num(&floor, "floor")?;
+        let r = self.core.raise_revision(floor).map_err(Fail::from)?;
+        Ok(js::number(r))
+    }
+
+    /// The permits of the semaphore `lock`, `{inUse, limit}`, or `null` when it is not a
+    /// live semaphore (a plain lock, an idle or unknown name). Throws `bad_argument`.
+    /// Cost: O(name length + holders).
+    #[wasm_bindgen(unchecked_return_type = "Permits | null")]
+    pub fn permits(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let lock = js::name(&lock, "lock")?;
+        Ok(match self.core.permits(lock.as_str()) {
+            Some(p) => Obj::new()
+                .with("inUse", p.in_use)
+                .with("limit", p.limit)
+                .done(),
+            None => JsValue::NULL,
+        })
+    }
+
+    /// The holders of `lock` in grant order: `[{session, mode, token, label}]` (none for a
+    /// name no lock can have). Throws `bad_argument`. Cost: O(name length + holders).
     #[wasm_bindgen(unchecked_return_type = "Holder[]")]
     pub fn holders(
         &self,
@@ -560,13 +690,14 @@ impl LockService {
                     .with("session", js::session(h.session))
                     .with("mode", js::mode(h.mode))
                     .with("token", js::token(h.token))
+                    .with("label", h.label.as_str())
                     .done()
             })
             .collect())
     }
 
-    /// The queue of `lock`, head first: `[{session, mode, deadline}]` (`deadline` null =
-    /// waits forever). Throws `bad_argument`. Cost: O(name length + waiters).
+    /// The queue of `lock`, head first: `[{session, mode, deadline, label}]` (`deadline`
+    /// null = waits forever). Throws `bad_argument`. Cost: O(name length + waiters).
     #[wasm_bindgen(unchecked_return_type = "Waiter[]")]
     pub fn waiters(
         &self,
@@ -581,12 +712,13 @@ impl LockService {
                     .with("session", js::session(w.session))
                     .with("mode", js::mode(w.mode))
                     .with("deadline", js::opt_number(w.deadline.map(|t| t.0)))
+                    .with("label", w.label.as_str())
                     .done()
             })
             .collect())
     }
 
-    /// A live session `{id, ttl, expiresAt, holds, waits, lastRequest}`, or `null`.
+    /// A live session `{id, ttl, expiresAt, holds, waits, lastRequest, label}`, or `null`.
     /// Throws `out_of_range`. Cost: O(its claims).
     #[wasm_bindgen(unchecked_return_type = "SessionInfo | null")]
     pub fn session(
@@ -604,6 +736,7 @@ impl LockService {
             .with("holds", s.holds)
             .with("waits", s.waits)
             .with("lastRequest", js::number(s.last_request))
+            .with("label", s.label.as_str())
             .done())
     }
 
@@ -672,13 +805,16 @@ impl LockService {
         self.core.max_events() as f64
     }
 
-    /// The configuration `{lockDelay, maxNameLen}`. Cost: O(1).
-    #[wasm_bindgen(unchecked_return_type = "{ lockDelay: U64; maxNameLen: number }")]
+    /// The configuration `{lockDelay, maxNameLen, maxWatchers}`. Cost: O(1).
+    #[wasm_bindgen(
+        unchecked_return_type = "{ lockDelay: U64; maxNameLen: number; maxWatchers: number }"
+    )]
     pub fn config(&self) -> JsValue {
         let c = self.core.config();
         Obj::new()
             .with("lockDelay", js::number(c.lock_delay))
             .with("maxNameLen", c.max_name_len)
+            .with("maxWatchers", c.max_watchers)
             .done()
     }
 

@@ -18,8 +18,9 @@ const files = dirs
   .flatMap((d) => readdirSync(d).filter((f) => f.endsWith('.vec')).sort().map((f) => path.join(d, f)));
 const precedence = path.join(repo, 'tests', 'vectors', 'precedence.calls');
 
-test('the vector set includes the native determinism vector and the precedence table', () => {
+test('the vector set includes the native determinism vectors and the precedence table', () => {
   assert.ok(files.some((f) => f.endsWith(path.join('wasm', 'tests', 'vectors', 'determinism.vec'))));
+  assert.ok(files.some((f) => f.endsWith(path.join('wasm', 'tests', 'vectors', 'determinism_watches.vec'))));
   assert.ok(files.length > 1, 'tests/vectors/*.vec are missing');
   assert.ok(existsSync(precedence), 'tests/vectors/precedence.calls is missing');
 });
@@ -37,6 +38,8 @@ function serviceOf(arg, where) {
     claims: n('claims'),
     lockDelay: n('lock_delay'),
     maxNameLen: n('max_name_len'),
+    // optional: the files written before watches have none (the core's default then)
+    maxWatchers: 'max_watchers' in kv ? Number(kv.max_watchers) : undefined,
   });
 }
 
@@ -48,12 +51,27 @@ function serviceOf(arg, where) {
 export function replay(text, name) {
   let svc = null;
   let pending = null; // { at, got: {reply, events} | null, err, outs: [] }
-  const counts = { inputs: 0, events: 0, replies: 0, errors: 0, snapshots: 0 };
+  const counts = { inputs: 0, events: 0, replies: 0, errors: 0, snapshots: 0, raises: 0 };
   const open = (at) => assert.equal(pending, null, `${at}: the previous 'in' (${pending?.at}) has no reply/err line`);
   const close = (at, word, arg) => {
     assert.ok(pending, `${at}: '${word}' without 'in'`);
     const p = pending;
     pending = null;
+    if (p.raise) {
+      // raise_revision: `revision <n>` (what it returned) or `err <code>`
+      assert.ok(word === 'revision' || word === 'err', `${at}: '${word}' after 'raise'`);
+      if (word === 'err') {
+        assert.ok(p.err, `${p.at}: expected error ${arg}, got revision ${p.got}`);
+        assert.equal(p.err.errno, Number(arg), `${p.at}: error ${p.err.code} (${p.err.message})`);
+        counts.errors++;
+      } else {
+        assert.equal(p.err, null, `${p.at}: unexpected error ${p.err?.code}: ${p.err?.message}`);
+        assert.equal(BigInt(p.got), BigInt(arg), `${p.at}: revision differs`);
+      }
+      counts.raises++;
+      return;
+    }
+    assert.ok(word !== 'revision', `${at}: 'revision' after 'in'`);
     const events = p.err ? p.err.eventFrames ?? [] : p.got.events;
     assert.deepEqual(events.map(hex), p.outs, `${p.at}: events differ`);
     counts.events += events.length;
@@ -93,12 +111,29 @@ export function replay(text, name) {
         counts.inputs++;
         break;
       }
+      case 'raise': {
+        // raise_revision(floor) between inputs (wasm/tests/native_vector.rs)
+        open(at);
+        assert.ok(svc, `${at}: 'raise' before 'config'`);
+        assert.match(arg, /^\d+$/, `${at}: raise needs a decimal floor`);
+        let got = null;
+        let err = null;
+        try {
+          got = svc.raiseRevision(BigInt(arg));
+        } catch (e) {
+          assert.ok(!(e instanceof WebAssembly.RuntimeError), `${at}: trapped: ${e}`);
+          err = e;
+        }
+        pending = { at, got, err, raise: true, outs: [] };
+        break;
+      }
       case 'out':
-        assert.ok(pending, `${at}: 'out' without 'in'`);
+        assert.ok(pending && !pending.raise, `${at}: 'out' without 'in'`);
         pending.outs.push(arg);
         break;
       case 'reply':
       case 'err':
+      case 'revision':
         close(at, word, arg);
         break;
       case 'snapshot':
@@ -122,6 +157,22 @@ for (const file of files) {
     assert.ok(counts.inputs > 0, `${name} has no inputs`);
   });
 }
+
+test('the watches vector checks the new inputs and raise_revision against the native core', () => {
+  const file = path.join(repo, 'wasm', 'tests', 'vectors', 'determinism_watches.vec');
+  const c = replay(readFileSync(file, 'utf8'), 'determinism_watches.vec');
+  assert.equal(c.inputs, 600);
+  assert.ok(c.raises > 10 && c.events > 50 && c.snapshots >= 30, JSON.stringify(c));
+});
+
+test('the vector runner notices a wrong revision, or an error where a revision was due', () => {
+  const base = 'config sessions=2 locks=2 claims=2 lock_delay=0 max_name_len=64\nraise 5\n';
+  assert.doesNotThrow(() => replay(base + 'revision 5\n', 't'));
+  assert.throws(() => replay(base + 'revision 6\n', 't'), /revision differs/);
+  assert.throws(() => replay(base + 'err 206\n', 't'), /expected error/);
+  assert.throws(() => replay(base.replace('raise 5', 'raise 9223372036854775809') + 'revision 0\n', 't'), /unexpected error bad_config/);
+  assert.throws(() => replay(base, 't'), /has no reply\/err/);
+});
 
 test('the determinism vector checks many inputs, events, errors and snapshots', () => {
   const file = path.join(repo, 'wasm', 'tests', 'vectors', 'determinism.vec');

@@ -460,7 +460,7 @@ test('counters near 2^53: inputs apply as in the core, and their answers are exa
   assert.deepEqual(svc.acquire(0, 1, 'a', X()).reply, { kind: 'granted', mode: 'exclusive', token: MAX });
   assert.deepEqual(svc.acquire(0, 1, 'b', X()).reply, { kind: 'granted', mode: 'exclusive', token: 2n ** 53n });
   assert.equal(svc.revision(), 2n ** 53n);
-  assert.deepEqual(svc.holders('b'), [{ session: 1, mode: 'exclusive', token: 2n ** 53n }]);
+  assert.deepEqual(svc.holders('b'), [{ session: 1, mode: 'exclusive', token: 2n ** 53n, label: '' }]);
 
   // a clock past 2^53 (from frames or a snapshot): queries answer exactly; an input with
   // an earlier now is the core's time_went_backwards, with exact details

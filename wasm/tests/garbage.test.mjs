@@ -33,6 +33,9 @@ function values(r, svc) {
     { kind: 'acquire', now: 3, session: 1, lock: 'l', mode: 'shared', wait: 'forever', request: 2 },
     { mode: 'exclusive', wait: 'none' }, { mode: 'shared', wait: { until: 4 }, request: 1 },
     { mode: 'exclusive', wait: 'forever', request: 5n },
+    { mode: { permits: 2, limit: 3 }, wait: 'forever' }, { mode: { permits: 0, limit: 3 }, wait: 'none' },
+    { mode: { permits: 1, limit: 2 ** 32 }, wait: 'none' }, { permits: 1, limit: 1 },
+    { kind: 'watch', now: 3, session: 1, lock: 'l' }, { kind: 'open_labeled', now: 3, ttl: 4, label: 'w' },
     { sessions: 2, locks: 2, claims: 2 }, { sessions: 2 ** 40, locks: 1, claims: 1 },
     () => 1, new Uint8Array([0, 10]), new Uint8Array([6, 3]), new ArrayBuffer(4), new Uint16Array(2),
     new Proxy({}, { get() { throw new Error('proxy get'); }, has() { throw new Error('proxy has'); } }),
@@ -50,9 +53,9 @@ const serviceMethods = [
   'openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign',
   'resign', 'handle', 'handleFrame', 'now', 'pollTimeout', 'revision', 'holders', 'waiters',
   'session', 'sessions', 'locks', 'leader', 'lockDelayUntil', 'capacity', 'usage', 'maxEvents', 'config',
-  'snapshot',
+  'snapshot', 'openLabeled', 'watch', 'unwatch', 'permits', 'raiseRevision',
 ];
-const inputMethods = new Set(['openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign', 'resign', 'handle', 'handleFrame']);
+const inputMethods = new Set(['openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign', 'resign', 'handle', 'handleFrame', 'openLabeled', 'watch', 'unwatch']);
 const gateMethods = ['admit', 'check', 'highest', 'entries', 'snapshot'];
 const keeperMethods = ['keepAliveSent', 'keepAliveAcked', 'sessionLost', 'lease', 'mayAct', 'nextKeepAlive', 'pollTimeout'];
 
@@ -174,16 +177,20 @@ function plausibleFrame(r, live, now) {
   const request = () => (r.chance(60) ? [0] : [1, v()]);
   // mostly the service's time, often a little later, sometimes earlier (refused)
   const at = varint(r.chance(10) ? Math.max(0, now - 1) : now + (r.chance(30) ? r.below(3) : 0));
-  const tag = r.below(7);
+  const tag = r.below(10);
   let f;
   switch (tag) {
     case 0: f = [0, ...at, r.chance(95) ? 20 + v() : 0]; break; // OpenSession{now, ttl}
     case 1: case 2: f = [tag, ...at, session(), ...request()]; break; // KeepAlive / CloseSession
     case 3: { // Acquire{now, session, lock, mode, wait, request}
       const wait = r.pick([[0], [2], [1, ...varint(now + v())]]);
-      f = [3, ...at, session(), ...name(), r.below(2), ...wait, ...request()];
+      // exclusive, shared, or permits {count, limit}
+      const mode = r.chance(25) ? [2, r.below(4), 1 + r.below(3)] : [r.below(2)];
+      f = [3, ...at, session(), ...name(), ...mode, ...wait, ...request()];
       break;
     }
+    case 7: f = [7, ...at, r.chance(95) ? 20 + v() : 0, ...name()]; break; // OpenLabeled{now, ttl, label}
+    case 8: case 9: f = [tag, ...at, session(), ...name(), ...request()]; break; // Watch / Unwatch
     case 4: case 5: f = [tag, ...at, session(), ...name(), ...request()]; break; // Release / Cancel
     default: f = [6, ...at]; // Tick{now}
   }

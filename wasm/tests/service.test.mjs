@@ -14,7 +14,7 @@ const noEvents = (reply) => ({ reply, events: [] });
 
 test('constructor defaults, capacity, usage, maxEvents and config', () => {
   const svc = svcOf();
-  assert.deepEqual(svc.config(), { lockDelay: 0, maxNameLen: 64 });
+  assert.deepEqual(svc.config(), { lockDelay: 0, maxNameLen: 64, maxWatchers: 4 });
   assert.deepEqual(svc.capacity(), caps);
   assert.deepEqual(svc.usage(), { sessions: 0, locks: 0, claims: 0 });
   assert.equal(svc.maxEvents(), 0);
@@ -25,9 +25,10 @@ test('constructor defaults, capacity, usage, maxEvents and config', () => {
   assert.deepEqual(svc.locks(), []);
   assert.equal(svc.len, undefined, 'len() is usage() now');
   const custom = svcOf({ lockDelay: 7, maxNameLen: 5 });
-  assert.deepEqual(custom.config(), { lockDelay: 7, maxNameLen: 5 });
+  assert.deepEqual(custom.config(), { lockDelay: 7, maxNameLen: 5, maxWatchers: 4 });
+  assert.equal(svcOf({ maxWatchers: 0 }).config().maxWatchers, 0);
   // null counts as "not given", like undefined
-  assert.deepEqual(svcOf({ lockDelay: null, maxNameLen: null }).config(), { lockDelay: 0, maxNameLen: 64 });
+  assert.deepEqual(svcOf({ lockDelay: null, maxNameLen: null, maxWatchers: null }).config(), { lockDelay: 0, maxNameLen: 64, maxWatchers: 4 });
 });
 
 test('openSession and keepAlive reply with the deadline; session(), sessions(), usage()', () => {
@@ -36,7 +37,7 @@ test('openSession and keepAlive reply with the deadline; session(), sessions(), 
   // the input itself moves time to its now: no tick needed
   assert.deepEqual(svc.openSession(3, 5), noEvents({ kind: 'opened', session: 2, expiresAt: 8 }));
   assert.equal(svc.now(), 3);
-  assert.deepEqual(svc.session(2), { id: 2, ttl: 5, expiresAt: 8, holds: 0, waits: 0, lastRequest: 0 });
+  assert.deepEqual(svc.session(2), { id: 2, ttl: 5, expiresAt: 8, holds: 0, waits: 0, lastRequest: 0, label: '' });
   assert.equal(svc.session(99), null);
   assert.deepEqual(svc.sessions(), [1, 2]);
   assert.deepEqual(svc.usage(), { sessions: 2, locks: 0, claims: 0 });
@@ -83,14 +84,14 @@ test('acquire: granted, busy, queued, shared, timed wait, re-acquire; release gr
   assert.deepEqual(svc.acquire(0, b, 'l', X()), noEvents({ kind: 'busy' }));
   assert.deepEqual(svc.acquire(0, b, 'l', S({ until: 10 })), noEvents({ kind: 'queued', mode: 'shared', position: 1 }));
   assert.deepEqual(svc.acquire(0, c, 'l', S('forever')), noEvents({ kind: 'queued', mode: 'shared', position: 2 }));
-  assert.deepEqual(svc.holders('l'), [{ session: a, mode: 'exclusive', token: 1 }]);
+  assert.deepEqual(svc.holders('l'), [{ session: a, mode: 'exclusive', token: 1, label: '' }]);
   assert.deepEqual(svc.waiters('l'), [
-    { session: b, mode: 'shared', deadline: 10 },
-    { session: c, mode: 'shared', deadline: null },
+    { session: b, mode: 'shared', deadline: 10, label: '' },
+    { session: c, mode: 'shared', deadline: null, label: '' },
   ]);
   assert.deepEqual(svc.locks(), ['l']);
-  assert.deepEqual(svc.session(a), { id: a, ttl: 100, expiresAt: 100, holds: 1, waits: 0, lastRequest: 0 });
-  assert.deepEqual(svc.session(b), { id: b, ttl: 100, expiresAt: 100, holds: 0, waits: 1, lastRequest: 0 });
+  assert.deepEqual(svc.session(a), { id: a, ttl: 100, expiresAt: 100, holds: 1, waits: 0, lastRequest: 0, label: '' });
+  assert.deepEqual(svc.session(b), { id: b, ttl: 100, expiresAt: 100, holds: 0, waits: 1, lastRequest: 0, label: '' });
   // the releaser's answer is its reply; the waiters' grants are events
   assert.deepEqual(svc.release(1, a, 'l'), {
     reply: { kind: 'released', token: 1 },
@@ -177,7 +178,7 @@ test('a refused input: the advance to its now stands, its events are on the erro
     { kind: 'granted', session: b, lock: 'l', mode: 'exclusive', token: 2 },
   ]);
   assert.equal(svc.now(), 12);
-  assert.deepEqual(svc.holders('l'), [{ session: b, mode: 'exclusive', token: 2 }]);
+  assert.deepEqual(svc.holders('l'), [{ session: b, mode: 'exclusive', token: 2, label: '' }]);
   // time going backwards changes nothing at all
   const snap = hex(svc.snapshot());
   const back = thrown(() => svc.acquire(11, b, 'm', X()));
@@ -400,7 +401,7 @@ test('snapshot/restore: same bytes, same behaviour after restore', () => {
   assert.ok(bytes instanceof Uint8Array);
   const copy = LockService.restore(bytes, caps);
   assert.equal(hex(copy.snapshot()), hex(bytes));
-  assert.deepEqual(copy.config(), { lockDelay: 3, maxNameLen: 64 });
+  assert.deepEqual(copy.config(), { lockDelay: 3, maxNameLen: 64, maxWatchers: 4 });
   // both continue identically (ids, tokens, lock-delay)
   for (const s of [svc, copy]) {
     assert.deepEqual(s.openSession(2, 5).reply, { kind: 'opened', session: 3, expiresAt: 7 });

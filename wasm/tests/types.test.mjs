@@ -11,20 +11,23 @@ for (const pkg of ['node', 'web']) {
   const dts = readFileSync(path.join(repo, 'wasm', 'pkg', pkg, 'fencelock_wasm.d.ts'), 'utf8');
 
   test(`${pkg} .d.ts declares the union types`, () => {
-    for (const name of ['U64', 'Reply', 'Output', 'Input', 'Mode', 'Wait', 'Lease', 'ErrorCode', 'ReleaseReason', 'AcquireReply']) {
+    for (const name of ['U64', 'Reply', 'Output', 'Input', 'Mode', 'Wait', 'Lease', 'ErrorCode', 'ReleaseReason', 'AcquireReply', 'Change', 'Watching', 'Unwatched']) {
       assert.match(dts, new RegExp(`export type ${name} =`), name);
     }
-    for (const name of ['Answer', 'FrameAnswer', 'AcquireOptions', 'Holder', 'Waiter', 'SessionInfo', 'Leader', 'GateEntry', 'Capacities', 'Usage', 'ServiceConfig', 'FencelockError', 'ErrorKind']) {
+    for (const name of ['Answer', 'FrameAnswer', 'AcquireOptions', 'Holder', 'Waiter', 'SessionInfo', 'Leader', 'GateEntry', 'Capacities', 'Usage', 'ServiceConfig', 'FencelockError', 'ErrorKind', 'Permits']) {
       assert.match(dts, new RegExp(`export interface ${name}\\b`), name);
     }
     // the reply kinds are Reply::kind(), the event kinds Output::kind()
-    for (const k of ['opened', 'kept_alive', 'closed', 'granted', 'queued', 'busy', 'released', 'cancelled', 'hold_ended', 'wait_ended', 'ticked', 'session_expired', 'wait_timed_out']) {
+    for (const k of ['opened', 'kept_alive', 'closed', 'granted', 'queued', 'busy', 'released', 'cancelled', 'hold_ended', 'wait_ended', 'ticked', 'watching', 'unwatched', 'session_expired', 'wait_timed_out', 'holder_changed']) {
       assert.match(dts, new RegExp(`kind: "${k}"`), k);
     }
-    for (const k of ['open_session', 'keep_alive', 'close_session', 'acquire', 'release', 'cancel', 'tick']) {
+    for (const k of ['open_session', 'open_labeled', 'keep_alive', 'close_session', 'acquire', 'release', 'cancel', 'tick', 'watch', 'unwatch']) {
       assert.match(dts, new RegExp(`\\{ kind: "${k}"; now: U64`), `input ${k}`);
     }
     assert.doesNotMatch(dts, /\btype: "/, 'the discriminant is kind');
+    // the brief's JSON spelling of a semaphore's mode, and the five change kinds
+    assert.match(dts, /export type Mode = "exclusive" \| "shared" \| \{ permits: number; limit: number \};/);
+    assert.match(dts, /export type Change = "holding" \| "granted" \| "released" \| "closed" \| "expired";/);
     // every error kind the binding can throw is in ErrorCode
     const union = dts.slice(dts.indexOf('export type ErrorCode ='));
     for (const { code } of wasm.errorKinds()) assert.match(union.slice(0, union.indexOf(';')), new RegExp(`"${code}"`), code);
@@ -46,6 +49,11 @@ for (const pkg of ['node', 'web']) {
       'release(now: U64, session: U64, lock: string, request?: U64 | null): Answer<Released>;',
       'cancel(now: U64, session: U64, lock: string, request?: U64 | null): Answer<Cancelled>;',
       'tick(now: U64): Answer<Ticked>;',
+      'openLabeled(now: U64, ttl: U64, label: string): Answer<Opened>;',
+      'watch(now: U64, session: U64, lock: string, request?: U64 | null): Answer<Watching>;',
+      'unwatch(now: U64, session: U64, lock: string, request?: U64 | null): Answer<Unwatched>;',
+      'permits(lock: string): Permits | null;',
+      'raiseRevision(floor: U64): U64;',
       'resign(now: U64, session: U64, election: string, request?: U64 | null): Answer<Released | Cancelled>;',
       'handle(input: Input): Answer<Reply>;',
       'handleFrame(frame: Uint8Array): FrameAnswer;',

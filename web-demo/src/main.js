@@ -11,12 +11,13 @@ import { replication } from './scenes/replication.js';
 import { shardPay } from './scenes/shardpay.js';
 import { redlock } from './scenes/redlock.js';
 import { lockDelay } from './scenes/lockdelay.js';
+import { permits } from './scenes/permits.js';
 import { milestoneMark, captionsOf, termsAt } from './story.js';
 import { verifyRecording, RecordingError, LIMITS } from './recording.js';
 import { replayScene } from './scenes/replay.js';
 import { fmtTime, fmtTimeLong } from './units.js';
 
-const SCENES = [gcPause, herd, election, replication, shardPay, redlock, lockDelay];
+const SCENES = [gcPause, herd, election, replication, shardPay, redlock, lockDelay, permits];
 const query = new URLSearchParams(location.search);
 const TEST = query.has('test'); // no animation, fast playback: for the browser tests
 const BASE_MS = TEST ? 8 : 1100;
@@ -98,7 +99,7 @@ function renderTabs() {
 
 // ------------------------------------------------------------------ recordings
 
-const REPLAY = 7; // the opened recording's place among the scenes (key 8)
+const REPLAY = 8; // the opened recording's place among the scenes (key 9)
 
 /** Replays a recording's text into a fresh core, line by line; shows it, or says which line failed. */
 function openRecording(text, name) {
@@ -547,6 +548,13 @@ window.fencelockDemo = {
   },
   get interventions() {
     return kept[sceneIndex].map((x) => ({ ...x }));
+  },
+  /** What core `node` answers now about `lock`: its permits, holders, waiters, sessions (copies). */
+  inspect(node, lock) {
+    const core = timeline.world.nodes[node]?.core;
+    if (!core) return null;
+    const copy = (v) => JSON.parse(JSON.stringify(v ?? null));
+    return { permits: copy(core.permits(lock)), holders: copy(core.holders(lock)), waiters: copy(core.waiters(lock)), sessions: copy(core.sessions().map((x) => core.session(x))), revision: core.revision() };
   },
 };
 

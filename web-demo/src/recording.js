@@ -20,7 +20,7 @@ export const DEFAULT_TICK_MS = 1000;
 export const MAX_TICK_MS = 86400000;
 const isTickMs = (x) => Number.isSafeInteger(x) && x >= 1 && x <= MAX_TICK_MS;
 
-const INPUT_KINDS = new Set(['open_session', 'keep_alive', 'close_session', 'acquire', 'release', 'cancel', 'tick']);
+const INPUT_KINDS = new Set(['open_session', 'open_labeled', 'keep_alive', 'close_session', 'acquire', 'release', 'cancel', 'tick', 'watch', 'unwatch']);
 
 // ------------------------------------------------------------------ CRC-32 (IEEE 802.3)
 

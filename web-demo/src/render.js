@@ -13,7 +13,7 @@ const NARROW = 400;
 
 /** What a client believes, in a few words (its badge) and in a sentence (for screen readers). */
 function clientBadge(w, c) {
-  if (c.status === 'dead') return { text: 'killed', cls: 'dead' };
+  if (c.status === 'dead') return { text: c.mem?.crashed ? 'crashed' : 'killed', cls: 'dead' };
   const paused = c.status === 'paused';
   let text;
   let cls;
@@ -89,12 +89,12 @@ function drawClient(w, n, interactive) {
   // phone's narrow column)
   const side = n.side === 'right';
   const bx = side ? n.x + r + 10 : n.x;
-  const by = side ? n.y - 3 : n.small ? n.y + r + 13 : n.y + r + 17;
+  const by = (side ? n.y - 3 : n.small ? n.y + r + 13 : n.y + r + 17) + (n.badgeDy ?? 0);
   return `<g class="node client ${b.cls} st-${c.status}" data-testid="client-${n.id}" data-client="${n.id}" data-status="${c.status}" data-badge="${esc(b.text)}"
       ${interactive ? `tabindex="0" role="button" aria-haspopup="menu" aria-label="${esc(label)}"` : ''}>
     <circle class="halo" cx="${n.x}" cy="${n.y}" r="${r + 5}"/>
     <circle class="body" cx="${n.x}" cy="${n.y}" r="${r}"/>
-    <text class="name ${n.small ? 'small' : ''}" x="${n.x}" y="${n.y + (n.small ? 5 : 7)}">${esc(c.name)}</text>
+    <text class="name ${n.small ? 'small' : ''}" x="${n.x}" y="${n.y + (n.small ? 5 : 7)}">${esc(n.short ?? c.name)}</text>
     ${icon}${dead}
     <text class="badge ${b.cls} ${side ? 'side' : ''}" x="${bx}" y="${by}">${esc(b.text)}</text>
     ${n.noLease ? '' : leaseLine(w, c, bx, by + 17, side)}
@@ -283,6 +283,130 @@ function drawReplica(w, n) {
   </g>`;
 }
 
+// ------------------------------------------------------------------ semaphores
+
+/** The first words of a holder label ("worker-2 (pid 4711)" → "worker-2"), for a short line. */
+const shortLabel = (label) => String(label).split(' (')[0];
+
+/** One permit slot of a semaphore box: a filled or empty square and its line. */
+function slotRow(x, y, cls, text, testid) {
+  return `<g class="slot ${cls}" data-testid="${testid}" data-slot="${cls}"><rect class="sq" x="${x}" y="${y - 11}" width="12" height="12" rx="2"/><text class="row slot-text" x="${x + 18}" y="${y}">${text}</text></g>`;
+}
+
+/**
+ * The simulated counter semaphore (a Redis key holding the number of free permits): what the
+ * key says, and — drawn by the page, which sees every process — which of its taken permits
+ * belong to a live process and which to one that crashed. The key itself knows none of it.
+ */
+function drawCounter(w, n) {
+  const k = w.custom.counter;
+  const bw = n.w ?? 360;
+  const bh = n.h ?? 164;
+  const x = n.x - bw / 2;
+  const y = n.y - bh / 2;
+  const ids = w.scene.sides.counter;
+  const live = ids.filter((id) => w.clients[id].holding && w.clients[id].status !== 'dead');
+  const leaked = ids.filter((id) => w.clients[id].holding && w.clients[id].status === 'dead');
+  const taken = k.limit - k.free;
+  const lh = n.compact ? 18 : 19;
+  const top = n.compact ? 40 : 62;
+  const slots = [];
+  for (let i = 0; i < k.limit; i += 1) {
+    const yy = y + top + (i + 1) * lh;
+    if (i < live.length && i < taken) slots.push(slotRow(x + 12, yy, 'taken', `taken <tspan class="muted">· ${esc(w.clients[live[i]].mem.short)} (only this page knows)</tspan>`, `ctr-slot-${i + 1}`));
+    else if (i < taken) {
+      const id = leaked[i - live.length];
+      slots.push(slotRow(x + 12, yy, 'leaked', `taken${id ? ` · ${esc(w.clients[id].mem.short)} died: leaked for good` : ''}`, `ctr-slot-${i + 1}`));
+    } else slots.push(slotRow(x + 12, yy, 'free', 'free', `ctr-slot-${i + 1}`));
+  }
+  return `<g class="node sema counter ${n.compact ? 'compact' : ''} ${k.free === 0 ? 'full' : ''}" data-testid="counter" data-free="${k.free}" data-limit="${k.limit}" data-leaked="${leaked.length}">
+    <rect class="box" x="${x}" y="${y}" width="${bw}" height="${bh}" rx="10"/>
+    <text class="title" x="${x + 12}" y="${y + 21}">Redis key <tspan class="mono">${esc(w.scene.lock)}</tspan></text>
+    ${n.compact ? '' : `<text class="subtitle" x="${x + 12}" y="${y + 38}">a counter of free permits: no owner, no expiry</text>`}
+    <text class="row" x="${x + 12}" y="${y + top}"><tspan class="k">free permits</tspan> <tspan class="big ${k.free === 0 ? 'bad' : ''}" data-testid="ctr-free">${k.free}</tspan> <tspan class="k">of ${k.limit}</tspan></text>
+    ${slots.join('')}
+  </g>`;
+}
+
+/** The fencelock semaphore: the core's permits in use, its holders (labels, tokens) and queue. */
+function drawSemaphore(w, n) {
+  const node = w.nodes[n.id];
+  const core = node.core;
+  const lock = w.scene.lock;
+  const bw = n.w ?? 360;
+  const bh = n.h ?? 164;
+  const x = n.x - bw / 2;
+  const y = n.y - bh / 2;
+  const limit = w.scene.limit;
+  const p = core.permits(lock);
+  const inUse = p ? p.inUse : 0;
+  const hs = core.holders(lock);
+  const ws = core.waiters(lock);
+  const lh = n.compact ? 18 : 19;
+  const top = n.compact ? 40 : 62;
+  const slots = [];
+  let i = 0;
+  const gone = []; // holders whose process died: their sessions keep the permits until expiry
+  for (const h of hs) {
+    const count = typeof h.mode === 'object' ? h.mode.permits : 1;
+    const id = w.sessions[`${node.group}:${h.session}`];
+    const dead = id && w.clients[id].status === 'dead';
+    if (dead) gone.push({ who: w.clients[id].mem.short ?? `session ${h.session}`, until: core.session(h.session)?.expiresAt });
+    for (let k = 0; k < count && i < limit; k += 1, i += 1) {
+      const who = esc(h.label || `session ${h.session}`);
+      slots.push(slotRow(x + 12, y + top + (i + 1) * lh, dead ? 'orphan' : 'held', `${who} · token ${h.token}${dead && n.compact ? ' · gone' : ''}`, `fl-slot-${i + 1}`));
+    }
+  }
+  for (; i < limit; i += 1) slots.push(slotRow(x + 12, y + top + (i + 1) * lh, 'free', 'free', `fl-slot-${i + 1}`));
+  const queue = ws.length ? ws.map((q, k) => `${k + 1}. ${esc(shortLabel(q.label || `session ${q.session}`))}`).join('  ') : '<tspan class="muted">empty</tspan>';
+  return `<g class="node sema ${n.compact ? 'compact' : ''} ${inUse >= limit ? 'full' : ''}" data-testid="semaphore" data-in-use="${inUse}" data-limit="${p ? p.limit : limit}" data-queue="${ws.length}">
+    <rect class="box" x="${x}" y="${y}" width="${bw}" height="${bh}" rx="10"/>
+    <text class="title" x="${x + 12}" y="${y + 21}">fencelock semaphore <tspan class="mono">${esc(lock)}</tspan></text>
+    ${n.compact ? '' : `<text class="subtitle" x="${x + 12}" y="${y + 38}">the real core, in wasm: sessions, holders, a FIFO queue</text>`}
+    <text class="row" x="${x + 12}" y="${y + top}"><tspan class="k">permits in use</tspan> <tspan class="big" data-testid="fl-in-use">${inUse}</tspan> <tspan class="k">of ${p ? p.limit : limit} · revision</tspan> ${core.revision()}</text>
+    ${slots.join('')}
+    <text class="row" x="${x + 12}" y="${y + top + (limit + 1) * lh}" data-testid="fl-queue"><tspan class="k">queue</tspan> ${queue}</text>
+    ${n.compact ? '' : gone.map((g, k) => `<text class="row orphan-note" x="${x + 12}" y="${y + top + (limit + 2 + k) * lh}">gone: ${esc(g.who)}'s session keeps its permit until t=${g.until}</text>`).join('')}
+  </g>`;
+}
+
+/** A watcher's news: the holder changes its session was told (HolderChanged events), latest last. */
+function drawFeed(w, n) {
+  const c = w.clients[n.watcher];
+  const bw = n.w ?? 360;
+  const bh = n.h ?? 120;
+  const x = n.x - bw / 2;
+  const y = n.y - bh / 2;
+  const feed = c?.feed ?? [];
+  const rows = Math.max(1, Math.floor((bh - 34) / 18));
+  const shown = feed.slice(-rows);
+  const lines = shown.map((e, i) => {
+    const cls = { granted: 'good', expired: 'bad', closed: 'muted', released: 'muted', holding: '' }[e.change] ?? '';
+    const who = n.compact ? shortLabel(e.label || `session ${e.holder}`) : e.label || `session ${e.holder}`;
+    return `<text class="row feed-row ${cls}" x="${x + 12}" y="${y + 40 + i * 18}" data-change="${esc(e.change)}">t=${e.t} <tspan class="chg">${esc(e.change)}</tspan> ${esc(who)} · ${e.token}</text>`;
+  });
+  const info = c?.session != null ? w.nodes[n.node]?.core.session(c.session) : null;
+  const title = `${info?.label || (c ? c.name : 'watcher')} watches ${w.scene.lock}`;
+  return `<g class="node feed ${n.compact ? 'compact' : ''}" data-testid="watch-feed" data-count="${feed.length}">
+    <rect class="box" x="${x}" y="${y}" width="${bw}" height="${bh}" rx="10"/>
+    <text class="title" x="${x + 12}" y="${y + 20}">${esc(title)}</text>
+    ${lines.length ? lines.join('') : `<text class="row muted" x="${x + 12}" y="${y + 40}">no news yet</text>`}
+  </g>`;
+}
+
+/** A box of fixed sentences (the counter side's answer to "who could I watch?"). */
+function drawNote(w, n) {
+  const bw = n.w ?? 360;
+  const bh = n.h ?? 120;
+  const x = n.x - bw / 2;
+  const y = n.y - bh / 2;
+  return `<g class="node note" data-testid="${n.id}">
+    <rect class="box" x="${x}" y="${y}" width="${bw}" height="${bh}" rx="10"/>
+    <text class="title" x="${x + 12}" y="${y + 20}">${esc(n.title)}</text>
+    ${n.lines.map((l, i) => `<text class="row" x="${x + 12}" y="${y + 40 + i * 18}">${esc(l)}</text>`).join('')}
+  </g>`;
+}
+
 function edge(n, tx, ty) {
   // the point where the line toward (tx, ty) leaves node n
   const dx = tx - n.x;
@@ -292,7 +416,7 @@ function edge(n, tx, ty) {
     const r = n.kind === 'hub' ? 52 : n.small ? 24 : 33;
     return [n.x + (dx / len) * r, n.y + (dy / len) * r];
   }
-  const [hw, hh] = n.compact || n.kind === 'rlnode' ? halfSize(n) : n.kind === 'service' ? [(n.w ?? 230) / 2 + 2, 97] : n.kind === 'store' ? [97, 97] : [57, 57];
+  const [hw, hh] = n.compact || ['rlnode', 'counter', 'sema', 'feed', 'note'].includes(n.kind) ? halfSize(n) : n.kind === 'service' ? [(n.w ?? 230) / 2 + 2, 97] : n.kind === 'store' ? [97, 97] : [57, 57];
   const s = Math.min(hw / Math.abs(dx || 1e-9), hh / Math.abs(dy || 1e-9));
   return [n.x + dx * s, n.y + dy * s];
 }
@@ -301,6 +425,7 @@ const HALF = { service: [117, 97], store: [97, 100], replica: [57, 57], hub: [52
 
 function halfSize(n) {
   if (n.kind === 'client') return n.small ? [24, 24] : [33, 33];
+  if (['counter', 'sema', 'feed', 'note'].includes(n.kind)) return [(n.w ?? 360) / 2 + 2, (n.h ?? 164) / 2 + 2];
   if (n.compact) return [127, 44];
   if (n.kind === 'rlnode') return [(n.w ?? 80) / 2 + 2, 48];
   if (n.kind === 'service' && n.w) return [n.w / 2 + 2, 97];
@@ -489,6 +614,14 @@ function drawNode(w, n) {
           return drawReplica(w, n);
         case 'rlnode':
           return drawRlNode(w, n);
+        case 'counter':
+          return drawCounter(w, n);
+        case 'sema':
+          return drawSemaphore(w, n);
+        case 'feed':
+          return drawFeed(w, n);
+        case 'note':
+          return drawNote(w, n);
         default:
           return '';
       }
@@ -530,7 +663,7 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
     const mark = m.yours ? '✋' : m.n == null ? '■' : String(m.n);
     axis.push(`<g class="ms-mark ${m.yours ? 'yours' : m.n == null ? 'end' : ''} ${now ? 'now' : ''}" data-testid="ms-${m.yours ? 'yours' : m.n ?? 'end'}" data-t="${m.t}"><title>${esc(m.n == null ? m.label : `${m.n}. ${m.label}`)} (t=${m.t})</title><circle cx="${x}" cy="${top - 11}" r="8.5"/><text x="${x}" y="${top - 7}">${mark}</text></g>`);
   }
-  const rows = lanes.map((l) => `<text class="lane-label" x="${LW}" y="${laneY[l.id] + LH / 2 + 4}">${esc(l.label)}</text><line class="lane-line" x1="${LW + 8}" x2="${W - 16}" y1="${laneY[l.id] + LH / 2}" y2="${laneY[l.id] + LH / 2}"/>`);
+  const rows = lanes.map((l) => `<text class="lane-label" x="${LW}" y="${laneY[l.id] + LH / 2 + 4}">${esc(narrow && l.short ? l.short : l.label)}</text><line class="lane-line" x1="${LW + 8}" x2="${W - 16}" y1="${laneY[l.id] + LH / 2}" y2="${laneY[l.id] + LH / 2}"/>`);
   // Shapes first, every text after them: a marker never paints over a label. Each label is
   // then placed, at its measured width, clear of every marker and of the labels placed
   // before it; one with no such place is shortened or left out (its marker's tooltip and
@@ -558,13 +691,13 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
     const pause = s.kind === 'pause';
     const y = laneY[s.lane] + (pause ? 23 : 4);
     const h = pause ? 12 : 17;
-    spans.push(`<g class="span ${s.kind}"><rect x="${x1}" y="${y}" width="${x2 - x1}" height="${h}" rx="4"/></g>`);
+    spans.push(`<g class="span ${s.kind}" data-lane="${esc(s.lane)}" data-label="${esc(s.label)}" data-from="${s.from}" ${s.to === null ? 'data-open' : `data-to="${s.to}"`}><rect x="${x1}" y="${y}" width="${x2 - x1}" height="${h}" rx="4"/></g>`);
     if (x2 - x1 > 46) labels.push({ span: true, s, x1, x2, y, h, pause, text: s.label, rank: 0 });
   }
   labels.sort((a, b) => a.rank - b.rank);
   const texts = labels.map((l) =>
     l.span
-      ? `<text class="span-label ${l.s.kind} ${l.pause ? 'small' : ''}" x="-999" y="${l.y + l.h - (l.pause ? 3 : 5)}">${esc(l.text)}</text>`
+      ? `<text class="span-label ${l.s.kind} ${l.pause ? 'small' : ''}" data-lane="${esc(l.s.lane)}" x="-999" y="${l.y + l.h - (l.pause ? 3 : 5)}">${esc(l.text)}</text>`
       : `<g class="mark ${l.m.kind}"><text${l.store ? '' : ' class="svc"'} x="-999" y="0">${esc(l.text)}</text></g>`,
   );
   el.innerHTML = `<svg viewBox="0 0 ${W} ${height}" class="${narrow ? 'narrow' : ''}" role="img" aria-label="Timeline up to t=${w.scene.tickMs ? fmtTime(Math.max(w.t, 0), tickMs) : w.t}">
@@ -573,8 +706,8 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
     <line class="cursor" x1="${X(w.t)}" x2="${X(w.t)}" y1="${top - 4}" y2="${height - 4}"/>
     <g class="labels">${texts.join('')}</g>
   </svg>
-  <p class="legend" aria-hidden="true"><span class="k hold"></span>holds (the service agrees) <span class="k ghost"></span>believes it holds — the lock is gone
-  <span class="k wait"></span>queued <span class="k pause"></span>paused <span class="k ok">●</span>write accepted <span class="k bad">✕</span>refused / expired <span class="k grant">◆</span>grant</p>`;
+  <p class="legend" aria-hidden="true">${w.scene.legend ?? `<span class="k hold"></span>holds (the service agrees) <span class="k ghost"></span>believes it holds — the lock is gone
+  <span class="k wait"></span>queued <span class="k pause"></span>paused <span class="k ok">●</span>write accepted <span class="k bad">✕</span>refused / expired <span class="k grant">◆</span>grant`}</p>`;
   placeLabels([...el.querySelectorAll('.labels text')], labels, markers, LW);
 }
 
@@ -665,6 +798,12 @@ export function renderState(el, w) {
     if (w.scene.key === 'redlock' && n.name !== 'svc') continue;
     rows.push(['Core revision', `${n.core.revision()} <span class="muted">(the highest token granted so far; the next grant gets a higher one)</span>`]);
   }
+  if (w.scene.key === 'permits') {
+    const k = w.custom.counter;
+    const p = w.nodes.svc.core.permits(w.scene.lock);
+    rows.push(['Counter (simulated)', `<b data-testid="state-ctr-free" class="${k.free ? '' : 'bad'}">${k.free}</b> of ${k.limit} free <span class="muted">(no owners, no expiry)</span>`]);
+    rows.push(['fencelock permits in use', `<b data-testid="state-fl-in-use">${p ? p.inUse : 0}</b> of ${p ? p.limit : w.scene.limit} <span class="muted">(the core's permits())</span>`]);
+  }
   if (w.scene.key === 'herd') {
     for (const lane of ['queue', 'herd']) {
       const ids = w.scene.laneIds[lane];
@@ -739,6 +878,16 @@ export function renderOutcome(el, w) {
       text = parts.join(' · ');
       break;
     }
+    case 'permits': {
+      const ctr = o.counter;
+      const fl = o.fencelock;
+      const left = ctr.waiting.length && ctr.free === 0 ? `Counter: stuck — ${ctr.waiting.map((l) => l.split(' (')[0]).join(', ')} wait forever, ${ctr.leaked.length} permit${ctr.leaked.length === 1 ? '' : 's'} leaked` : ctr.leaked.length ? `Counter: ${ctr.leaked.length} permit${ctr.leaked.length === 1 ? '' : 's'} leaked for good` : 'Counter: no permit leaked';
+      const served = fl.grants.filter((g) => g.t > 0).map((g) => `${g.label.split(' (')[0]} token ${g.token}`);
+      const right = `fencelock: ${fl.expiries.length ? `${fl.expiries.length} expired session${fl.expiries.length === 1 ? '' : 's'} gave ${fl.expiries.length === 1 ? 'its permit' : 'their permits'} back; ` : ''}${served.length ? `served ${served.join(', ')}` : 'nobody new served'}; at most ${fl.maxInUse} of ${w.scene.limit} in use`;
+      kind = ctr.waiting.length && ctr.free === 0 ? 'stuck' : 'ok';
+      text = `${left} · ${right}`;
+      break;
+    }
     case 'herd':
       kind = 'ok';
       text = `Ordered queue: ${o.queue.wakeups} wake-ups, ${o.queue.wasted} wasted · Herd: ${o.herd.wakeups} wake-ups, ${o.herd.wasted} wasted`;
@@ -751,5 +900,5 @@ export function renderOutcome(el, w) {
       break;
   }
   el.dataset.kind = kind;
-  el.innerHTML = `<b>${kind === 'fenced' ? 'Fenced' : kind === 'corrupted' ? 'Unsafe' : 'Outcome'}</b> ${esc(text)}`;
+  el.innerHTML = `<b>${kind === 'fenced' ? 'Fenced' : kind === 'corrupted' ? 'Unsafe' : kind === 'stuck' ? 'Stuck' : 'Outcome'}</b> ${esc(text)}`;
 }

@@ -9,7 +9,7 @@
 export function fmtOutput(o) {
   const parts = Object.entries(o)
     .filter(([k]) => k !== 'type')
-    .map(([k, v]) => `${k}: ${typeof v === 'string' ? JSON.stringify(v) : v}`);
+    .map(([k, v]) => `${k}: ${typeof v === 'string' || (v && typeof v === 'object') ? JSON.stringify(v) : v}`);
   return `${o.type} {${parts.join(', ')}}`;
 }
 
@@ -177,8 +177,9 @@ export class World {
       if (c.status === 'dead') {
         this.closeSpan(c.id, 'hold');
         this.closeSpan(c.id, 'wait');
-        this.addLog(c.name, `${c.name} was killed`, 'bad');
-        this.marks.push({ t: this.t, lane: c.id, kind: 'crash', label: 'killed' });
+        // a scene's own crash says so (mem.crashed); your kill is a kill
+        this.addLog(c.name, `${c.name} ${c.mem.crashed ? 'crashed' : 'was killed'}`, 'bad');
+        this.marks.push({ t: this.t, lane: c.id, kind: 'crash', label: c.mem.crashed ? 'crashed' : 'killed' });
       }
     }
   }
@@ -215,8 +216,9 @@ export class World {
       this.addLog(r.node, `${node.label} is down: ${fmtInput(input)} lost`, 'bad');
       return [];
     }
-    if (by?.keeper && (input.type === 'openSession' || input.type === 'keepAlive')) {
-      if (input.type === 'openSession') {
+    const opens = input.type === 'openSession' || input.type === 'openLabeled';
+    if (by?.keeper && (opens || input.type === 'keepAlive')) {
+      if (opens) {
         this.keepers[by.id]?.free?.();
         this.keepers[by.id] = new this.api.SessionKeeper(input.ttl, by.keeper.interval, by.keeper.margin);
       }
@@ -241,10 +243,10 @@ export class World {
     }
     if (input.type !== 'tick' || outs.length) {
       // (opening a session is bookkeeping: not drawn, so the first frame shows the acquire)
-      if (by && r.quiet !== true && input.type !== 'openSession') this.flashes.push({ from: by.id, to: r.node, label: shortInput(input), kind: 'msg' });
+      if (by && r.quiet !== true && !opens) this.flashes.push({ from: by.id, to: r.node, label: shortInput(input), kind: 'msg' });
     }
     if (r.via) this.addLog(node.label, `${r.via}: ${fmtInput(input)}`, 'in');
-    else if (input.type !== 'tick' && !(r.quiet && input.type === 'keepAlive')) {
+    else if (input.type !== 'tick' && !(r.quiet && (input.type === 'keepAlive' || input.type === 'watch'))) {
       this.addLog(by ? by.name : node.label, `→ ${node.label}: ${fmtInput(input)}`, 'in');
     }
     this.deliver(node, r, by, outs);
@@ -258,6 +260,32 @@ export class World {
       if (!(r.quiet && o.type === 'sessionRenewed')) this.addLog(node.label, fmtOutput(o), `out ${cls}`);
       if (r.deliver === false) continue;
       this.route(node.group, o, by);
+    }
+    if (r.deliver !== false) this.requeue(node);
+  }
+
+  /**
+   * Keeps each waiter's queue position the core's: a Queued answer says where a client
+   * joined the queue, and every grant ahead of it moves it up without telling it. After each
+   * input, a waiter whose place in the core's queue (`waiters(lock)`) changed gets a new
+   * wait span labelled with its place now, so the timeline's bar says what the stage says.
+   */
+  requeue(node) {
+    if (!node.alive) return;
+    const lines = new Map(); // lock -> the core's waiters, read once per input
+    for (const c of Object.values(this.clients)) {
+      if (c.group !== node.group || c.waiting == null || c.waitLock == null || c.status === 'dead' || !c.session) continue;
+      if (!lines.has(c.waitLock)) lines.set(c.waitLock, node.core.waiters(c.waitLock));
+      const i = lines.get(c.waitLock).findIndex((q) => q.session === c.session);
+      if (i < 0 || i + 1 === c.waiting) continue; // granted or gone: the outputs said so
+      c.waiting = i + 1;
+      const label = `queued #${c.waiting}`;
+      const open = this.spans.find((s) => s.lane === c.id && s.kind === 'wait' && s.to === null);
+      if (open && open.from === this.t) open.label = label; // moved up in the step it joined: one bar
+      else {
+        this.closeSpan(c.id, 'wait');
+        this.spans.push({ lane: c.id, from: this.t, to: null, kind: 'wait', label });
+      }
     }
   }
 
@@ -298,7 +326,7 @@ export class World {
     if (o.type === 'released' && o.reason === 'expired') this.marks.push({ t: this.t, lane: 'svc', kind: 'expire', label: `expired ${c.name}, released ${o.token}`, short: `${c.name} expired` });
     else if (o.type === 'released') this.marks.push({ t: this.t, lane: 'svc', kind: 'release', label: `${c.name} released ${o.token}` });
     if (c.status === 'dead') return;
-    if (c.status === 'paused' && (o.type === 'granted' || o.type === 'released' || o.type === 'sessionExpired')) {
+    if (c.status === 'paused' && (o.type === 'granted' || o.type === 'released' || o.type === 'sessionExpired' || o.type === 'holderChanged')) {
       c.inbox.push(o); // a paused process reads nothing; it finds this when it resumes
       this.closeSpanFor(c, o);
       return;
@@ -328,6 +356,7 @@ export class World {
         break;
       case 'queued':
         c.waiting = o.position;
+        c.waitLock = o.lock;
         this.spans.push({ lane: c.id, from: this.t, to: null, kind: 'wait', label: `queued #${o.position}` });
         this.flashes.push({ from: this.nodeOfGroup(c.group), to: c.id, label: `queued #${o.position}`, kind: 'msg' });
         break;
@@ -353,6 +382,10 @@ export class World {
       case 'sessionClosed':
         c.session = null;
         break;
+      case 'holderChanged':
+        // a watcher's news of a holder of the lock it watches, in the order it reads them
+        (c.feed ??= []).push({ t: this.t, lock: o.lock, holder: o.holder, mode: o.mode, token: o.token, change: o.change, label: o.label });
+        break;
       default:
         break;
     }
@@ -375,7 +408,7 @@ export class World {
     const pending = c.inbox;
     c.inbox = [];
     for (const o of pending) {
-      if (o.type === 'granted') this.believe(c, o);
+      if (o.type === 'granted' || o.type === 'holderChanged') this.believe(c, o);
       else if (o.type === 'released' && o.token === c.token) this.learnLost(c, `its hold ${o.token} was released (${o.reason}) while it was paused`);
       else if (o.type === 'sessionExpired') this.learnLost(c, 'its session expired while it was paused');
     }
@@ -465,6 +498,12 @@ export function callCore(core, i, now) {
   switch (i.type) {
     case 'openSession':
       return core.openSession(now, i.ttl);
+    case 'openLabeled':
+      return core.handle({ kind: 'open_labeled', now, ttl: i.ttl, label: i.label });
+    case 'watch':
+      return core.handle({ kind: 'watch', now, session: i.session, lock: i.lock });
+    case 'unwatch':
+      return core.handle({ kind: 'unwatch', now, session: i.session, lock: i.lock });
     case 'keepAlive':
       return core.keepAlive(now, i.session);
     case 'closeSession':
@@ -487,7 +526,7 @@ export function callCore(core, i, now) {
 }
 
 // Event kinds (the core's Output::kind()) in the words of the demo's notes.
-const EVENT_NOTE = { granted: 'granted', released: 'released', session_expired: 'sessionExpired', wait_timed_out: 'waitTimedOut' };
+const EVENT_NOTE = { granted: 'granted', released: 'released', session_expired: 'sessionExpired', wait_timed_out: 'waitTimedOut', holder_changed: 'holderChanged' };
 
 /**
  * The demo's log and clients speak in notes — what the service told which session —
@@ -508,6 +547,8 @@ export function notesOf(input, { reply, events }) {
     busy: () => ({ type: 'busy', session, lock }),
     released: () => ({ type: 'released', session, lock, token: reply.token, reason: 'released' }),
     cancelled: () => ({ type: 'waitCancelled', session, lock }),
+    watching: () => ({ type: 'watching', session, lock, holders: reply.holders }),
+    unwatched: () => ({ type: 'unwatched', session, lock }),
   }[reply.kind];
   // a tick's reply ("ticked") tells no session anything
   const notes = own ? [own()] : [];

@@ -20,8 +20,8 @@ if (!BASE) throw new Error('DEMO_URL is not set: run scripts/test-demo.sh');
 const OUT = path.join(root, 'web-demo', 'test-output');
 mkdirSync(OUT, { recursive: true });
 
-// scenes 1–5 (the articles' designs), 6 (Redlock), 7 (lock-delay)
-const SCENE_COUNT = 7;
+// scenes 1–5 (the articles' designs), 6 (Redlock), 7 (lock-delay), 8 (permits that leak)
+const SCENE_COUNT = 8;
 
 let browser;
 let page;
@@ -1156,7 +1156,7 @@ test('replay: the sample recording opened with the file picker shows the recorde
   await openRecording(sampleText());
   assert.equal(await page.getAttribute('body', 'data-recording'), 'open');
   assert.equal(await text('[data-testid=scene-title]'), 'Recording · paused-holder.flrec');
-  assert.equal(await page.getAttribute('[data-testid=tab-8]', 'aria-pressed'), 'true');
+  assert.equal(await page.getAttribute('[data-testid=tab-9]', 'aria-pressed'), 'true');
   const grants = recordedGrants(sampleText());
   assert.deepEqual(grants, [[1, 'jobs/reindex', 1], [3, 'cache/warm', 2], [2, 'jobs/reindex', 3]]);
   // each recorded grant is a milestone, and at it the core's service box and the log show it
@@ -1212,7 +1212,7 @@ test('replay: a damaged recording is reported with its line and the page keeps w
   assert.equal(await page.getAttribute('body', 'data-recording'), 'error');
   assert.match(await text('[data-testid=rec-error]'), /^Could not open damaged\.flrec: line 5: checksum mismatch/);
   assert.equal(await text('[data-testid=scene-title]'), '1 · The GC pause', 'the page keeps its scene');
-  assert.equal(await page.locator('[data-testid=tab-8]').count(), 0);
+  assert.equal(await page.locator('[data-testid=tab-9]').count(), 0);
   await playToEnd(); // and it still plays
   // a line that lies (checksum recomputed) is caught by the replay: the core answers otherwise
   const { crc32 } = await import('../src/recording.js');
@@ -1389,4 +1389,267 @@ test('replay: a recording whose ticks are milliseconds (tick_ms 1, as a cluster 
   assert.ok((await axis()).every((l) => /^\d+s$/.test(l)));
   await scrubTo(await stepOf('session 2 gets 3'));
   assert.match(await text('[data-testid=caption-text]'), /^t=\d+ \(now \d+, line \d+\): /);
+});
+
+test('replay: a waiter\'s bar on the timeline gives its place in the core\'s queue now, as the stage does, not the place it joined at', async () => {
+  // One holder and three waiters who join at #1, #2, #3; two releases move each waiter up.
+  // The timeline's bar of a waiter is split where its place changes, each part labelled
+  // with the place it had then, and at every step the bar at the cursor says what the
+  // stage's badge (read from the core's wait queue) says.
+  const { Recorder } = await import('../src/recording.js');
+  const api = createRequire(import.meta.url)(path.join(root, 'wasm', 'pkg', 'node', 'fencelock_wasm.js'));
+  const svc = new api.LockService({ sessions: 8, locks: 2, claims: 8 });
+  const rec = new Recorder(svc, { source: 'a queue of three' });
+  const s = [1, 2, 3, 4].map(() => rec.handle({ kind: 'open_session', now: 0, ttl: 100 }).reply.session);
+  const joined = s.map((x) => rec.handle({ kind: 'acquire', now: 1, session: x, lock: 'jobs/q', mode: 'exclusive', wait: 'forever' }).reply);
+  assert.deepEqual(joined.slice(1).map((r) => r.position), [1, 2, 3], 'the waiters joined at #1, #2, #3');
+  rec.handle({ kind: 'release', now: 10, session: s[0], lock: 'jobs/q' });
+  rec.handle({ kind: 'release', now: 20, session: s[1], lock: 'jobs/q' });
+  rec.handle({ kind: 'tick', now: 30 });
+  svc.free?.();
+  await open(1);
+  await openRecording(rec.text(), 'queue.flrec');
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'open');
+  const steps = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  let compared = 0;
+  for (let k = 1; k <= steps; k += 1) {
+    await scrubTo(k);
+    const seen = await page.evaluate(() => {
+      const out = {};
+      for (const g of document.querySelectorAll('#stage [data-client]')) {
+        const bar = document.querySelector(`[data-testid=swimlane] g.span.wait[data-lane="${g.dataset.client}"][data-open]`);
+        out[g.dataset.client] = { badge: g.dataset.badge, bar: bar?.dataset.label ?? null };
+      }
+      return out;
+    });
+    for (const [id, { badge, bar }] of Object.entries(seen)) {
+      if (!badge.startsWith('queued')) {
+        assert.equal(bar, null, `step ${k}: ${id} is not queued (${badge}) and has no open queue bar`);
+        continue;
+      }
+      assert.equal(bar, badge, `step ${k}: ${id}'s bar on the timeline says what the stage says`);
+      compared += 1;
+    }
+  }
+  assert.ok(compared >= 6, `queued badges compared with their bars: ${compared}`);
+  // at the end the last waiter's lane shows its three places, in time order, with their times
+  await jumpToEnd();
+  const last = `s${s[3]}`;
+  const bars = await page.$$eval(`[data-testid=swimlane] g.span.wait[data-lane="${last}"]`, (gs) => gs.map((g) => [g.dataset.label, Number(g.dataset.from), g.dataset.to == null ? null : Number(g.dataset.to)]));
+  assert.deepEqual(bars, [['queued #3', 1, 10], ['queued #2', 10, 20], ['queued #1', 20, null]]);
+  const words = await page.$$eval(`[data-testid=swimlane] text.span-label[data-lane="${last}"]`, (ts) => ts.map((t) => t.textContent));
+  assert.deepEqual(words, ['queued #3', 'queued #2', 'queued #1'], 'and each part is labelled on screen');
+  assert.equal(await page.locator(`[data-testid=client-${last}]`).getAttribute('data-badge'), 'queued #1');
+});
+
+// ------------------------------------------------------------------ scene 8: permits that leak
+
+/** The stage and the core at the current step: what the semaphore box shows and what the core answers. */
+async function permitsNow() {
+  return page.evaluate(() => {
+    const core = window.fencelockDemo.inspect('svc', 'db/pool');
+    const box = document.querySelector('[data-testid=semaphore]');
+    const slots = [...box.querySelectorAll('g.slot')].map((g) => ({ kind: g.dataset.slot, text: g.querySelector('text').textContent }));
+    const ctr = document.querySelector('[data-testid=counter]');
+    const badges = Object.fromEntries([...document.querySelectorAll('#stage [data-client]')].map((g) => [g.dataset.client, g.dataset.badge]));
+    const feed = [...document.querySelectorAll('[data-testid=watch-feed] .feed-row')].map((t) => t.textContent);
+    return {
+      t: Number(document.querySelector('[data-testid=clock]').dataset.step),
+      core,
+      inUse: Number(box.dataset.inUse),
+      limit: Number(box.dataset.limit),
+      shownInUse: Number(document.querySelector('[data-testid=fl-in-use]').textContent),
+      stateInUse: Number(document.querySelector('[data-testid=state-fl-in-use]').textContent),
+      queue: document.querySelector('[data-testid=fl-queue]').textContent,
+      slots,
+      ctrFree: Number(ctr.dataset.free),
+      ctrShown: Number(document.querySelector('[data-testid=ctr-free]').textContent),
+      leaked: Number(ctr.dataset.leaked),
+      badges,
+      feedCount: Number(document.querySelector('[data-testid=watch-feed]').dataset.count),
+      feed,
+    };
+  });
+}
+
+test('scene 8, permits that leak: permits in use are the core\'s and never above 3; the crashed holder\'s session expires, its permit returns and the head waiter gets a higher token; the counter side stays stuck', async () => {
+  await open(8);
+  assert.equal(await text('[data-testid=scene-title]'), '8 · Permits that leak');
+  const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  const crashStep = ms.find((m) => m.label === 'worker-2 crashes').step;
+  let crashed = null; // worker-2's hold and session deadline, as the core gives them at the crash
+  let expiredAt = null;
+  let seenFull = false;
+  for (let k = 1; k <= length; k += 1) {
+    await scrubTo(k);
+    const s = await permitsNow();
+    const where = `step ${k}`;
+    // the box, the state panel and the core agree, and the limit holds
+    const inUse = s.core.permits ? s.core.permits.inUse : 0;
+    assert.equal(s.inUse, inUse, `${where}: the box's permits in use are the core's`);
+    assert.equal(s.shownInUse, inUse, `${where}: the number drawn`);
+    assert.equal(s.stateInUse, inUse, `${where}: the state panel`);
+    assert.ok(inUse <= 3, `${where}: ${inUse} permits in use, above the limit`);
+    if (s.core.permits) assert.equal(s.core.permits.limit, 3);
+    const held = s.core.holders.reduce((n, h) => n + h.mode.permits, 0);
+    assert.equal(held, inUse, `${where}: the holders' permits add up to permits in use`);
+    seenFull ||= inUse === 3;
+    // each held slot names a holder the core lists, with its label and token, in the core's order
+    const filled = s.slots.filter((x) => x.kind !== 'free');
+    assert.deepEqual(filled.map((x) => x.text.replace(/ · gone$/, '')), s.core.holders.map((h) => `${h.label} · token ${h.token}`), `${where}: slots`);
+    assert.equal(s.slots.length, 3);
+    // the queue line is the core's FIFO queue, by label
+    const q = s.core.waiters.map((x, i) => `${i + 1}. ${x.label.split(' (')[0]}`).join('  ');
+    assert.equal(s.queue.replace(/^queue\s*/, ''), q || 'empty', `${where}: queue`);
+    // the counter side: what it shows is its own count, and after the crash it never has a free permit
+    assert.equal(s.ctrShown, s.ctrFree);
+    if (k >= crashStep) {
+      assert.equal(s.ctrFree, 0, `${where}: the counter stays at 0 free`);
+      assert.equal(s.leaked, 1, `${where}: one permit leaked on the counter side`);
+    }
+    if (k === 2) {
+      // the dashboard's watch begins at t=1: one "holding" per holder the core lists, in grant order
+      assert.deepEqual(s.feed, s.core.holders.map((h) => `t=1 holding ${h.label} · ${h.token}`), `${where}: the watch's first events`);
+      assert.equal(s.feed.length, 3);
+    }
+    if (k === crashStep) {
+      const h = s.core.holders.find((x) => x.label === 'worker-2 (pid 4711)');
+      assert.ok(h, 'the core still lists the crashed worker-2 as a holder when it crashes');
+      const info = s.core.sessions.find((x) => x.id === h.session);
+      crashed = { token: h.token, session: h.session, expiresAt: info.expiresAt };
+      assert.equal(info.label, 'worker-2 (pid 4711)');
+      assert.equal(s.badges.f2, 'crashed');
+      assert.equal(s.badges.c2, 'crashed');
+    }
+    if (crashed && expiredAt == null && !s.core.sessions.some((x) => x.id === crashed.session)) expiredAt = k;
+  }
+  assert.ok(seenFull, 'the semaphore was full at some point');
+  assert.ok(crashed, 'the crash step was visited');
+  // the expiry: at that step the head waiter, worker-4, holds a permit with a token above every earlier one
+  await scrubTo(expiredAt);
+  const s = await permitsNow();
+  assert.equal(Number((await text('[data-testid=clock]')).match(/(\d+) s/)[1]), crashed.expiresAt, 'the crashed session expires at the deadline the core gave it (its last heartbeat + the timeout)');
+  const w4 = s.core.holders.find((x) => x.label === 'worker-4 (pid 4730)');
+  assert.ok(w4, 'worker-4, first in the queue, is granted when the crashed holder\'s session expires');
+  assert.ok(w4.token > crashed.token && w4.token === s.core.revision, `worker-4's token ${w4.token} is new: above the crashed holder's ${crashed.token}, the core's revision`);
+  assert.equal(s.badges.f4, `holds ${w4.token}`);
+  assert.equal(s.badges.f5, 'queued #1', 'worker-5 moves up to the head of the queue');
+  assert.equal(s.badges.c4, 'waiting');
+  assert.match(await text('[data-testid=caption-text]'), new RegExp(`expires its session at t=${crashed.expiresAt}.*worker-4 \\(pid 4730\\), is granted with a new fencing token, ${w4.token}`));
+  // the dashboard read both changes, in this order, right as they happened
+  assert.deepEqual(s.feed.slice(-2), [`t=${crashed.expiresAt} expired worker-2 (pid 4711) · ${crashed.token}`, `t=${crashed.expiresAt} granted worker-4 (pid 4730) · ${w4.token}`]);
+  // the end: worker-5 was served after worker-4 with a higher token; the counter side is stuck
+  await jumpToEnd();
+  const end = await permitsNow();
+  const o = await outcomeNow();
+  const grants = o.fencelock.grants.filter((g) => g.t > 0);
+  assert.deepEqual(grants.map((g) => g.label), ['worker-4 (pid 4730)', 'worker-5 (pid 4736)'], 'FIFO: worker-4, then worker-5');
+  assert.ok(grants[1].token > grants[0].token);
+  assert.equal(o.fencelock.maxInUse, 3);
+  assert.deepEqual(o.counter.waiting, ['worker-4 (pid 4730)', 'worker-5 (pid 4736)']);
+  assert.equal(o.counter.free, 0);
+  assert.equal(end.badges.c4, 'waiting');
+  assert.equal(end.badges.c5, 'waiting');
+  assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'stuck');
+  // every HolderChanged the dashboard's session was sent is in its panel's count, and the log has them in the same order
+  const log = await text('[data-testid=log]');
+  const sent = [...log.matchAll(/holderChanged \{session: \d+, lock: "db\/pool", holder: \d+, mode: [^}]*\}, token: (\d+), change: "(\w+)", label: "([^"]*)"\}/g)].map((m) => `${m[2]} ${m[3]} · ${m[1]}`);
+  assert.equal(end.feedCount, sent.length, 'the panel counts every event the watcher was sent');
+  assert.deepEqual(end.feed.map((l) => l.replace(/^t=\d+ /, '')), sent.slice(-end.feed.length));
+  assert.match(await text('[data-testid=caption-text]'), /will wait forever: the key says 0 free/);
+  await shot('scene-8');
+});
+
+test('scene 8: the session timeout moves the expiry and the grant; with no crash both sides serve every worker; a kill on either side leaks or expires', async () => {
+  await open(8);
+  const when = async () => (await page.evaluate(() => window.fencelockDemo.milestones)).find((m) => /session expires$/.test(m.label));
+  assert.equal((await when()).t, 7, 'last heartbeat at t=2, timeout 5 s');
+  await setSlider('ttl', 9);
+  assert.equal((await when()).t, 11, 'last heartbeat at t=2, timeout 9 s');
+  await jumpToEnd();
+  let o = await outcomeNow();
+  assert.deepEqual(o.fencelock.expiries.map((e) => [e.t, e.label]), [[11, 'worker-2 (pid 4711)']]);
+  assert.equal(o.fencelock.grants.find((g) => g.label.startsWith('worker-4')).t, 11);
+  await setSlider('ttl', 5);
+  await setSwitch('crash', false);
+  await jumpToEnd();
+  o = await outcomeNow();
+  assert.deepEqual(o.counter.leaked, []);
+  assert.deepEqual(o.counter.waiting, []);
+  assert.equal(o.counter.free, 1, 'worker-2, worker-4 and worker-5 gave theirs back; the two consumers keep theirs');
+  assert.deepEqual(o.fencelock.expiries, []);
+  assert.deepEqual(o.fencelock.grants.filter((g) => g.t > 0).map((g) => g.label.split(' (')[0]), ['worker-4', 'worker-5']);
+  assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'ok');
+  // kill worker-1 (a long-running consumer) at t=2 on each side: its permit leaks on the left, comes back on the right
+  await scrubTo(3);
+  for (const id of ['c1', 'f1']) {
+    await page.click(`#stage [data-client="${id}"]`);
+    await page.click('#menu [data-action=kill]');
+  }
+  await jumpToEnd();
+  o = await outcomeNow();
+  assert.deepEqual(o.counter.leaked, ['worker-1 (pid 4702)']);
+  assert.deepEqual(o.fencelock.expiries.map((e) => e.label), ['worker-1 (pid 4702)']);
+  assert.equal(o.fencelock.waiting.length, 0, 'nobody is left waiting on the right');
+  assert.ok(o.fencelock.maxInUse <= 3);
+  // a paused holder is not a dead one, but it sends no heartbeat either: its session expires
+  // and the caption says so without calling it dead
+  await page.keyboard.press('r');
+  await scrubTo(3);
+  await page.click('#stage [data-client="f1"]');
+  await page.click('#menu [data-action=pause]');
+  const stop = (await page.evaluate(() => window.fencelockDemo.milestones)).find((m) => m.label === "w1's session expires");
+  assert.ok(stop, 'worker-1\'s session expires while it is paused');
+  await scrubTo(stop.step);
+  assert.match(await text('[data-testid=caption-text]'), /no heartbeat from worker-1 \(pid 4702\) in time: the service expires its session/);
+  assert.doesNotMatch(await text('[data-testid=caption-text]'), /dead/);
+  assert.match(await page.getAttribute('[data-testid=client-f1]', 'data-badge'), /^paused · /);
+  const after = await permitsNow();
+  assert.ok(!after.core.holders.some((h) => h.label.startsWith('worker-1')), 'the core no longer lists the paused worker-1');
+});
+
+test('scene 8 pictures: the moment the crashed holder\'s session expires, at 1280 and at 390 px', async () => {
+  await open(8);
+  await scrubTo((await page.evaluate(() => window.fencelockDemo.milestones)).find((m) => /session expires$/.test(m.label)).step);
+  await page.evaluate(() => document.activeElement?.blur());
+  await page.screenshot({ path: path.join(root, 'web-demo', 'screenshot-permits.png') });
+  // a phone opens the scene afresh (its tab row scrolls the chosen tab into view)
+  await open(8, { width: 390, height: 844 });
+  await scrubTo((await page.evaluate(() => window.fencelockDemo.milestones)).find((m) => /session expires$/.test(m.label)).step);
+  await page.evaluate(() => (window.scrollTo(0, 0), document.activeElement?.blur()));
+  const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  assert.ok(over <= 0, `the phone layout overflows by ${over}px`);
+  await page.screenshot({ path: path.join(root, 'web-demo', 'screenshot-permits-phone.png') });
+  // the timeline's lane names (shorter on a phone) are whole
+  const cut = await page.$$eval('[data-testid=swimlane] text.lane-label', (ts) => ts.filter((t) => t.getBBox().x < 0).map((t) => t.textContent));
+  assert.deepEqual(cut, [], 'lane names cut off at the left');
+  assert.equal(await page.locator('[data-testid=swimlane] text.lane-label').first().textContent(), 'Redis w1');
+});
+
+test('replay: a recording of a semaphore with labelled sessions and a watch shows the labels, the holders and what the watcher was told', async () => {
+  const { Recorder } = await import('../src/recording.js');
+  const api = createRequire(import.meta.url)(path.join(root, 'wasm', 'pkg', 'node', 'fencelock_wasm.js'));
+  const svc = new api.LockService({ sessions: 8, locks: 4, claims: 16 });
+  const rec = new Recorder(svc, { source: 'a semaphore of 2' });
+  const openAs = (label) => rec.handle({ kind: 'open_labeled', now: 0, ttl: 5, label }).reply.session;
+  const [a, b, c, dash] = ['worker-a (pid 1)', 'worker-b (pid 2)', 'worker-c (pid 3)', 'dashboard'].map(openAs);
+  rec.handle({ kind: 'watch', now: 1, session: dash, lock: 'db/pool' });
+  for (const s of [a, b, c]) rec.handle({ kind: 'acquire', now: 1, session: s, lock: 'db/pool', mode: { permits: 1, limit: 2 }, wait: 'forever' });
+  for (const s of [b, c, dash]) rec.handle({ kind: 'keep_alive', now: 3, session: s });
+  rec.handle({ kind: 'tick', now: 6 });
+  svc.free?.();
+  await open(1);
+  await openRecording(rec.text(), 'semaphore.flrec');
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'open', await text('[data-testid=rec-error]').catch(() => ''));
+  await scrubTo(2);
+  assert.match(await text('[data-testid=caption-text]'), new RegExp(`session ${a} opens as "worker-a \\(pid 1\\)"`));
+  await scrubTo(6);
+  assert.match(await text('[data-testid=caption-text]'), new RegExp(`session ${dash} watches "db/pool" \\(0 holders now\\)`));
+  await jumpToEnd();
+  await page.click('[data-testid=step-back]'); // the tick's line
+  const cap = await text('[data-testid=caption-text]');
+  assert.match(cap, new RegExp(`session ${a} expired.*session ${dash}, watching "db/pool", is told: expired "worker-a \\(pid 1\\)" \\(token 1\\).*session ${c}, waiting, is granted "db/pool" with token 3.*is told: granted "worker-c \\(pid 3\\)" \\(token 3\\)`));
+  assert.match(await page.locator('[data-testid=service]').textContent(), new RegExp(`S${b} · token 2, S${c} · token 3`));
+  assert.match(await text('[data-testid=log]'), /holderChanged \{session: 4, lock: "db\/pool", holder: 1, mode: \{"permits":1,"limit":2\}, token: 1, change: "expired", label: "worker-a \(pid 1\)"\}/);
 });

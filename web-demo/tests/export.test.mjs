@@ -288,6 +288,21 @@ test('a real three-node incident (stopped holder, kill -9 of the leader) exporte
     if (h) assert.match(box, new RegExp(`(S|session )${h.session} · token ${h.token}(?!\\d)`), `holder at step ${i + 2}: the recording says ${JSON.stringify(h)}`);
     else assert.match(box, /holder\s*free/, `no holder at step ${i + 2}: ${box}`);
   }
+  // the workers queue behind each other (most join at #2 or #3, then move up): at the first
+  // twenty steps, each waiter's bar on the timeline gives the place the stage gives, the
+  // core's queue position now, not the one it joined at
+  let queuedSeen = 0;
+  for (let k = 2; k <= Math.min(n + 1, 21); k += 1) {
+    await scrubTo(k);
+    const pairs = await page.evaluate(() =>
+      [...document.querySelectorAll('#stage [data-client]')]
+        .filter((g) => g.dataset.badge.startsWith('queued'))
+        .map((g) => [g.dataset.client, g.dataset.badge, document.querySelector(`[data-testid=swimlane] g.span.wait[data-lane="${g.dataset.client}"][data-open]`)?.dataset.label ?? null]),
+    );
+    for (const [id, badge, bar] of pairs) assert.equal(bar, badge, `step ${k}: ${id}'s queue bar says what the stage says`);
+    queuedSeen += pairs.length;
+  }
+  assert.ok(queuedSeen > 0, 'some waiter was queued in the first steps');
   // times are shown in the cluster's unit: at the grant after the expiry the clock and the
   // caption give the milliseconds since the first line (as "N ms", or "N.NNN s" from a
   // second on), exactly; the caption keeps the line's own now

@@ -159,3 +159,31 @@ test('times are written in the recording\'s unit, exactly: seconds a tick by def
   assert.deepEqual(long.map((x) => x.label), ['60s', '70s', '80s', '90s', '100s', '110s', '120s', '130s', '140s', '150s', '160s', '170s', '180s']);
   assert.ok(axisTicks(0, 1234, 1, 6).length <= 7);
 });
+
+/** A semaphore's story in a recording: labelled sessions, permits, a watch, a holder's expiry. */
+function semaphoreRecording() {
+  const svc = new api.LockService({ sessions: 8, locks: 4, claims: 16 });
+  const rec = new Recorder(svc, { source: 'a semaphore of 2' });
+  const open = (label) => rec.handle({ kind: 'open_labeled', now: 0, ttl: 5, label }).reply.session;
+  const [a, b, c, dash] = ['worker-a (pid 1)', 'worker-b (pid 2)', 'worker-c (pid 3)', 'dashboard'].map(open);
+  const mode = { permits: 1, limit: 2 };
+  rec.handle({ kind: 'watch', now: 1, session: dash, lock: 'db/pool' });
+  for (const s of [a, b, c]) rec.handle({ kind: 'acquire', now: 1, session: s, lock: 'db/pool', mode, wait: 'forever' });
+  for (const s of [b, c, dash]) rec.handle({ kind: 'keep_alive', now: 3, session: s });
+  rec.handle({ kind: 'tick', now: 6 }); // a sent nothing since t=0: it expires; c is granted
+  return { text: rec.text(), a, b, c, dash };
+}
+
+test('a recording with labelled sessions, permits and a watch replays, and a lie in a holder_changed event is refused', () => {
+  const { text, a, c, dash } = semaphoreRecording();
+  const rec = verifyRecording(api, text);
+  const kinds = rec.entries.map((e) => e.input.kind);
+  assert.deepEqual([...new Set(kinds)], ['open_labeled', 'watch', 'acquire', 'keep_alive', 'tick']);
+  const tick = rec.entries.at(-1);
+  const changed = tick.events.filter((e) => e.kind === 'holder_changed');
+  assert.deepEqual(changed.map((e) => [e.session, e.change, e.holder, e.label]), [[dash, 'expired', a, 'worker-a (pid 1)'], [dash, 'granted', c, 'worker-c (pid 3)']]);
+  assert.deepEqual(rec.entries.find((e) => e.input.session === c && e.input.kind === 'acquire').reply, { kind: 'queued', mode: { permits: 1, limit: 2 }, position: 1 });
+  // the tick is the last line: say the dashboard was told of worker-b instead
+  const n = text.trim().split('\n').length;
+  refuses(lie(text, n, (j) => j.replace('"label":"worker-c (pid 3)"', '"label":"worker-b (pid 2)"')), n, /the events differ/);
+});

@@ -15,10 +15,15 @@ FENCELOCK_LIB wins when set. Nothing depends on the current directory.
 Every input takes the host's clock reading `now` first and returns the caller's reply, a
 small frozen dataclass whose `kind` is the core's `Reply::kind()` string ("opened",
 "kept_alive", "closed", "granted", "queued", "busy", "released", "cancelled",
-"hold_ended", "wait_ended", "ticked", the same strings as the JavaScript binding). The
-events the call caused for other sessions, or that time caused (the advance to `now`
-comes first), are beside it in `reply.events`: dataclasses whose `kind` is the core's
-`Output::kind()` ("granted", "released", "session_expired", "wait_timed_out").
+"hold_ended", "wait_ended", "ticked", "watching", "unwatched", the same strings as the
+JavaScript binding). The events the call caused for other sessions, or that time caused
+(the advance to `now` comes first), are beside it in `reply.events`: dataclasses whose
+`kind` is the core's `Output::kind()` ("granted", "released", "session_expired",
+"wait_timed_out", "holder_changed").
+
+A mode is `Mode.EXCLUSIVE`, `Mode.SHARED` or `Permits(count, limit)`: `count` of a
+semaphore's `limit` permits (`acquire(..., mode=Permits(2, 5))`); replies, events, holders
+and waiters give it back the same way.
 
 A refusal raises `FencelockError`: `.code` (the stable number), `.result` (a `Result`),
 `.kind` (the core's `Error::kind()` string, "unknown_session"), `.detail` (the handle's
@@ -55,12 +60,14 @@ from typing import Any, Callable, ClassVar, Iterable, Literal, Optional, Union
 
 __all__ = [
     "ENV_VAR", "MAX_NAME_LEN", "MAX_FRAME_LEN", "KEEPER_MEMORY",
-    "Result", "Mode", "Wait", "Reason", "LeaseState",
+    "MAX_LABEL_LEN", "DEFAULT_MAX_WATCHERS",
+    "Result", "Mode", "Permits", "Wait", "Reason", "Change", "LeaseState",
     "FencelockError", "ArgumentError", "message",
     "Opened", "KeptAlive", "Closed", "Granted", "Queued", "Busy", "Released", "Cancelled",
-    "HoldEnded", "WaitEnded", "Ticked", "Reply",
-    "GrantedEvent", "ReleasedEvent", "SessionExpired", "WaitTimedOut", "Event",
-    "Capacity", "Config", "Usage", "SessionInfo", "Holder", "Waiter", "Leader", "Lease",
+    "HoldEnded", "WaitEnded", "Ticked", "Watching", "Unwatched", "Reply",
+    "GrantedEvent", "ReleasedEvent", "SessionExpired", "WaitTimedOut", "HolderChanged",
+    "Event", "Capacity", "Config", "Usage", "SessionInfo", "Holder", "Waiter", "Leader",
+    "PermitsInUse", "Lease",
     "Service", "Gate", "Keeper",
 ]
 
@@ -69,10 +76,15 @@ ENV_VAR = "FENCELOCK_LIB"
 #: The longest lock or resource name, in bytes (the core's MAX_NAME_LEN).
 MAX_NAME_LEN = 64
 #: The largest encoded input, reply or event frame, in bytes.
-MAX_FRAME_LEN = 128
+MAX_FRAME_LEN = 176
 #: How many recent keep-alive send times a keeper remembers.
 KEEPER_MEMORY = 8
+#: The longest session label, in bytes (the core's MAX_LABEL_LEN).
+MAX_LABEL_LEN = 64
+#: The core's default for the most sessions watching one lock (Config::default()).
+DEFAULT_MAX_WATCHERS = 4
 _NAME_BUF_LEN = MAX_NAME_LEN + 1
+_LABEL_BUF_LEN = MAX_LABEL_LEN + 1
 _FRAME_PREFIX_LEN = 2
 
 _LIB_FILE = {"darwin": "libfencelock.dylib", "win32": "fencelock.dll"}.get(sys.platform,
@@ -111,12 +123,17 @@ class Result(enum.IntEnum):
     MODE_MISMATCH = 105
     STALE_REQUEST = 106
     REQUEST_REUSED = 107
+    LIMIT_MISMATCH = 108
+    NOT_WATCHING = 109
+    ALREADY_WATCHING = 110
     EMPTY_NAME = 201
     NAME_TOO_LONG = 202
     BAD_TTL = 203
     DEADLINE_OVERFLOW = 204
     TIME_WENT_BACKWARDS = 205
     BAD_CONFIG = 206
+    BAD_PERMITS = 207
+    LABEL_TOO_LONG = 208
     CAPACITY_EXCEEDED = 301
     STALE = 401
     ZERO_TOKEN = 402
@@ -166,6 +183,27 @@ class Reason(_StrEnum):
     EXPIRED = "expired"
 
 
+class Change(_StrEnum):
+    """What a HolderChanged event says of a holder: "holding" (it held the lock when the
+    watch began), "granted", "released", "closed" or "expired" (its hold ended with its
+    session)."""
+    HOLDING = "holding"
+    GRANTED = "granted"
+    RELEASED = "released"
+    CLOSED = "closed"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True)
+class Permits:
+    """The semaphore mode: `count` of a semaphore's `limit` permits (both u32; the core
+    refuses anything but 1 <= count <= limit with BAD_PERMITS). A name is a semaphore while
+    it has live holds or waits from a permits acquire, and its limit is theirs: another
+    limit, or an exclusive/shared acquire on it, is LIMIT_MISMATCH."""
+    count: int
+    limit: int
+
+
 class LeaseState(_StrEnum):
     """What a client may do now, by its own clock."""
     UNCONFIRMED = "unconfirmed"
@@ -178,6 +216,16 @@ _MODE_NUM = {Mode.EXCLUSIVE: 1, Mode.SHARED: 2}
 _MODE_OF = {1: Mode.EXCLUSIVE, 2: Mode.SHARED}
 _WAIT_NUM = {Wait.NONE: 1, Wait.FOREVER: 2, Wait.UNTIL: 3}
 _REASON_OF = {1: Reason.RELEASED, 2: Reason.CLOSED, 3: Reason.EXPIRED}
+_CHANGE_OF = {1: Change.HOLDING, 2: Change.GRANTED, 3: Change.RELEASED, 4: Change.CLOSED,
+              5: Change.EXPIRED}
+_MODE_PERMITS = 3
+
+
+def _mode_of(c: Any) -> Union[Mode, Permits]:
+    """The mode of a C struct with `mode`, `count` and `limit` fields."""
+    if c.mode == _MODE_PERMITS:
+        return Permits(c.count, c.limit)
+    return _MODE_OF[c.mode]
 _LEASE_OF = {1: LeaseState.UNCONFIRMED, 2: LeaseState.SAFE, 3: LeaseState.JEOPARDY,
              4: LeaseState.EXPIRED}
 
@@ -311,20 +359,23 @@ class _Capacity(C.Structure):
 
 class _Config(C.Structure):
     _fields_ = [("capacity", _Capacity), ("lock_delay", C.c_uint64),
-                ("max_name_len", C.c_uint32)]
+                ("max_name_len", C.c_uint32), ("max_watchers", C.c_uint32)]
 
 
 class _Reply(C.Structure):
     _fields_ = [("kind", C.c_uint32), ("mode", C.c_uint32), ("position", C.c_uint32),
-                ("pending", C.c_uint32), ("session", C.c_uint64), ("expires_at", C.c_uint64), ("token", C.c_uint64),
-                ("now", C.c_uint64)]
+                ("pending", C.c_uint32), ("session", C.c_uint64), ("expires_at", C.c_uint64),
+                ("token", C.c_uint64), ("now", C.c_uint64), ("count", C.c_uint32),
+                ("limit", C.c_uint32), ("holders", C.c_uint32)]
 
 
 class _Output(C.Structure):
-    # The name as unsigned bytes: a c_char array would cut it at its first NUL.
+    # Names and labels as unsigned bytes: a c_char array would cut them at their first NUL.
     _fields_ = [("kind", C.c_uint32), ("mode", C.c_uint32), ("reason", C.c_uint32),
                 ("session", C.c_uint64), ("token", C.c_uint64), ("lock_len", C.c_size_t),
-                ("lock", C.c_uint8 * _NAME_BUF_LEN)]
+                ("lock", C.c_uint8 * _NAME_BUF_LEN), ("count", C.c_uint32),
+                ("limit", C.c_uint32), ("change", C.c_uint32), ("holder", C.c_uint64),
+                ("label_len", C.c_size_t), ("label", C.c_uint8 * _LABEL_BUF_LEN)]
 
 
 class _Name(C.Structure):
@@ -338,16 +389,24 @@ class _Usage(C.Structure):
 
 class _SessionInfo(C.Structure):
     _fields_ = [("id", C.c_uint64), ("ttl", C.c_uint64), ("expires_at", C.c_uint64),
-                ("last_request", C.c_uint64), ("holds", C.c_uint32), ("waits", C.c_uint32)]
+                ("last_request", C.c_uint64), ("holds", C.c_uint32), ("waits", C.c_uint32),
+                ("label_len", C.c_size_t), ("label", C.c_uint8 * _LABEL_BUF_LEN)]
 
 
 class _Holder(C.Structure):
-    _fields_ = [("session", C.c_uint64), ("token", C.c_uint64), ("mode", C.c_uint32)]
+    _fields_ = [("session", C.c_uint64), ("token", C.c_uint64), ("mode", C.c_uint32),
+                ("count", C.c_uint32), ("limit", C.c_uint32), ("label_len", C.c_size_t),
+                ("label", C.c_uint8 * _LABEL_BUF_LEN)]
 
 
 class _Waiter(C.Structure):
     _fields_ = [("session", C.c_uint64), ("deadline", C.c_uint64), ("mode", C.c_uint32),
-                ("has_deadline", C.c_bool)]
+                ("has_deadline", C.c_bool), ("count", C.c_uint32), ("limit", C.c_uint32),
+                ("label_len", C.c_size_t), ("label", C.c_uint8 * _LABEL_BUF_LEN)]
+
+
+class _Permits(C.Structure):
+    _fields_ = [("in_use", C.c_uint32), ("limit", C.c_uint32)]
 
 
 class _Leader(C.Structure):
@@ -366,14 +425,20 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_service_new": [C.POINTER(_Config), _PP],
     "fencelock_service_free": [_P],
     "fencelock_service_layout": [C.POINTER(_Capacity), _PSIZE, _PSIZE],
+    "fencelock_service_layout_watchers": [C.POINTER(_Capacity), _U32, _PSIZE, _PSIZE],
     "fencelock_service_init_in": [_P, _SIZE, C.POINTER(_Config), _PP],
     "fencelock_service_restore": [C.POINTER(_Capacity), _BYTES, _SIZE, _PP],
     "fencelock_service_restore_in": [_P, _SIZE, C.POINTER(_Capacity), _BYTES, _SIZE, _PP],
     "fencelock_service_open_session": [_P, _U64, _U64, _PREPLY],
     "fencelock_service_keep_alive": [_P, _U64, _U64, _U64, _PREPLY],
     "fencelock_service_close_session": [_P, _U64, _U64, _U64, _PREPLY],
+    "fencelock_service_open_labeled": [_P, _U64, _U64, _BYTES, _SIZE, _PREPLY],
     "fencelock_service_acquire": [_P, _U64, _U64, _BYTES, _SIZE, _U32, _U32, _U64, _U64,
                                   _PREPLY],
+    "fencelock_service_acquire_permits": [_P, _U64, _U64, _BYTES, _SIZE, _U32, _U32, _U32,
+                                          _U64, _U64, _PREPLY],
+    "fencelock_service_watch": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
+    "fencelock_service_unwatch": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
     "fencelock_service_release": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
     "fencelock_service_cancel": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
     "fencelock_service_campaign": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
@@ -397,6 +462,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_service_waiters": [_P, _BYTES, _SIZE, C.POINTER(_Waiter), _SIZE, _PSIZE],
     "fencelock_service_lock_delay_until": [_P, _BYTES, _SIZE, _PBOOL, _PU64],
     "fencelock_service_leader": [_P, _BYTES, _SIZE, _PBOOL, C.POINTER(_Leader)],
+    "fencelock_service_permits": [_P, _BYTES, _SIZE, _PBOOL, C.POINTER(_Permits)],
+    "fencelock_service_raise_revision": [_P, _U64, _PU64],
     "fencelock_service_snapshot_len": [_P, _PSIZE],
     "fencelock_service_snapshot": [_P, _P, _SIZE, _PSIZE],
     "fencelock_service_last_error": [_P, _BYTES, _SIZE, _PSIZE],
@@ -464,7 +531,7 @@ class Closed(_Answer):
 class Granted(_Answer):
     """The session holds the lock; carry `token` with every action on the resource."""
     kind: Literal["granted"] = field(default="granted", init=False)
-    mode: Mode
+    mode: Union[Mode, Permits]
     token: int
 
 
@@ -473,7 +540,7 @@ class Queued(_Answer):
     """The acquire waits in line (position 1 = next); a GrantedEvent or WaitTimedOut for
     this session follows, or the session ends."""
     kind: Literal["queued"] = field(default="queued", init=False)
-    mode: Mode
+    mode: Union[Mode, Permits]
     position: int
 
 
@@ -516,8 +583,22 @@ class Ticked(_Answer):
     now: int
 
 
+@dataclass(frozen=True)
+class Watching(_Answer):
+    """The watch began: `holders` HolderChanged events ("holding") for the watcher itself
+    are in `.events`, and one follows each later holder change of the lock."""
+    kind: Literal["watching"] = field(default="watching", init=False)
+    holders: int
+
+
+@dataclass(frozen=True)
+class Unwatched(_Answer):
+    """The watch ended: no more HolderChanged events for that lock."""
+    kind: Literal["unwatched"] = field(default="unwatched", init=False)
+
+
 Reply = Union[Opened, KeptAlive, Closed, Granted, Queued, Busy, Released, Cancelled,
-              HoldEnded, WaitEnded, Ticked]
+              HoldEnded, WaitEnded, Ticked, Watching, Unwatched]
 
 
 @dataclass(frozen=True)
@@ -526,7 +607,7 @@ class GrantedEvent:
     kind: Literal["granted"] = field(default="granted", init=False)
     session: int
     lock: str
-    mode: Mode
+    mode: Union[Mode, Permits]
     token: int
 
 
@@ -555,7 +636,21 @@ class WaitTimedOut:
     lock: str
 
 
-Event = Union[GrantedEvent, ReleasedEvent, SessionExpired, WaitTimedOut]
+@dataclass(frozen=True)
+class HolderChanged:
+    """To the watcher `session`: a holder of `lock` changed. `holder` is the holding
+    session, `mode` and `token` its hold's, `label` its session's label ("" if none)."""
+    kind: Literal["holder_changed"] = field(default="holder_changed", init=False)
+    session: int
+    lock: str
+    holder: int
+    mode: Union[Mode, Permits]
+    token: int
+    change: Change
+    label: str
+
+
+Event = Union[GrantedEvent, ReleasedEvent, SessionExpired, WaitTimedOut, HolderChanged]
 
 
 @dataclass(frozen=True)
@@ -572,6 +667,7 @@ class Config:
     capacity: Capacity
     lock_delay: int
     max_name_len: int
+    max_watchers: int
 
 
 @dataclass(frozen=True)
@@ -584,28 +680,40 @@ class Usage:
 
 @dataclass(frozen=True)
 class SessionInfo:
-    """A live session. `last_request` is None before its first request number."""
+    """A live session. `last_request` is None before its first request number; `label`
+    is "" for a session opened without one."""
     id: int
     ttl: int
     expires_at: int
     last_request: Optional[int]
     holds: int
     waits: int
+    label: str = ""
 
 
 @dataclass(frozen=True)
 class Holder:
+    """A hold; `label` is its session's ("" if none)."""
     session: int
     token: int
-    mode: Mode
+    mode: Union[Mode, Permits]
+    label: str = ""
 
 
 @dataclass(frozen=True)
 class Waiter:
     """A queued acquire; `deadline` None means it waits forever."""
     session: int
-    mode: Mode
+    mode: Union[Mode, Permits]
     deadline: Optional[int]
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class PermitsInUse:
+    """A live semaphore (Service.permits): permits held now, and its limit."""
+    in_use: int
+    limit: int
 
 
 @dataclass(frozen=True)
@@ -627,14 +735,16 @@ _REPLY_OF: dict[int, Callable[[_Reply], Any]] = {
     1: lambda c: Opened(session=c.session, expires_at=c.expires_at),
     2: lambda c: KeptAlive(expires_at=c.expires_at),
     3: lambda c: Closed(),
-    4: lambda c: Granted(mode=_MODE_OF[c.mode], token=c.token),
-    5: lambda c: Queued(mode=_MODE_OF[c.mode], position=c.position),
+    4: lambda c: Granted(mode=_mode_of(c), token=c.token),
+    5: lambda c: Queued(mode=_mode_of(c), position=c.position),
     6: lambda c: Busy(),
     7: lambda c: Released(token=c.token),
     8: lambda c: Cancelled(),
     9: lambda c: HoldEnded(token=c.token),
     10: lambda c: WaitEnded(),
     11: lambda c: Ticked(now=c.now),
+    12: lambda c: Watching(holders=c.holders),
+    13: lambda c: Unwatched(),
 }
 
 
@@ -648,7 +758,7 @@ def _reply_of(c: _Reply) -> Any:
 def _event(o: _Output) -> Event:
     if o.kind == 1:
         return GrantedEvent(session=o.session, lock=_text(o.lock, o.lock_len),
-                            mode=_MODE_OF[o.mode], token=o.token)
+                            mode=_mode_of(o), token=o.token)
     if o.kind == 2:
         return ReleasedEvent(session=o.session, lock=_text(o.lock, o.lock_len),
                              token=o.token, reason=_REASON_OF[o.reason])
@@ -656,6 +766,10 @@ def _event(o: _Output) -> Event:
         return SessionExpired(session=o.session)
     if o.kind == 4:
         return WaitTimedOut(session=o.session, lock=_text(o.lock, o.lock_len))
+    if o.kind == 5:
+        return HolderChanged(session=o.session, lock=_text(o.lock, o.lock_len),
+                             holder=o.holder, mode=_mode_of(o), token=o.token,
+                             change=_CHANGE_OF[o.change], label=_text(o.label, o.label_len))
     raise FencelockError(Result.UNKNOWN_ERROR, f"an event of unknown kind {o.kind}")
 
 
@@ -729,9 +843,11 @@ class Service(_Handle):
     lock-delay, elections. Capacities are fixed for its life. Free it with close() or a
     with-block (a finalizer frees an unclosed one when it is collected).
 
-    Service(sessions, locks, claims, lock_delay=0, max_name_len=64): capacities are u32
-    (ArgumentError outside); the core refuses a table over 2^31 - 1 rows and a
-    max_name_len outside 1..=64 (BAD_CONFIG). Cost: O(capacity) time and memory.
+    Service(sessions, locks, claims, lock_delay=0, max_name_len=64, max_watchers=4):
+    capacities are u32 (ArgumentError outside); the core refuses a table over 2^31 - 1
+    rows and a max_name_len outside 1..=64 (BAD_CONFIG). `max_watchers` is the most
+    sessions watching one lock at once (0 turns watches off). Cost: O(capacity) time and
+    memory.
     """
 
     _free = "fencelock_service_free"
@@ -739,14 +855,19 @@ class Service(_Handle):
     _what = "service"
 
     def __init__(self, sessions: int, locks: int, claims: int, lock_delay: int = 0,
-                 max_name_len: int = MAX_NAME_LEN, *, _handle: Optional[C.c_void_p] = None,
-                 _memory: Any = None) -> None:
+                 max_name_len: int = MAX_NAME_LEN, max_watchers: int = DEFAULT_MAX_WATCHERS,
+                 *, _handle: Optional[C.c_void_p] = None, _memory: Any = None) -> None:
         if _handle is None:
-            cfg = _Config(_Capacity(_u32(sessions, "sessions"), _u32(locks, "locks"),
-                                    _u32(claims, "claims")),
-                          _u64(lock_delay, "lock_delay"), _u32(max_name_len, "max_name_len"))
+            cfg = self._config(sessions, locks, claims, lock_delay, max_name_len,
+                               max_watchers)
             _handle = _new(_lib.fencelock_service_new, C.byref(cfg))
         super().__init__(_handle, keep=_memory)
+
+    @classmethod
+    def _config(cls, sessions: int, locks: int, claims: int, lock_delay: int,
+                max_name_len: int, max_watchers: int) -> _Config:
+        return _Config(cls._capacity(sessions, locks, claims), _u64(lock_delay, "lock_delay"),
+                       _u32(max_name_len, "max_name_len"), _u32(max_watchers, "max_watchers"))
 
     @staticmethod
     def _capacity(sessions: int, locks: int, claims: int) -> _Capacity:
@@ -754,11 +875,18 @@ class Service(_Handle):
                          _u32(claims, "claims"))
 
     @classmethod
-    def layout(cls, sessions: int, locks: int, claims: int) -> tuple[int, int]:
-        """(size, alignment) of the memory a placed service of these capacities needs.
-        Errors: BAD_CONFIG. Cost: O(1)."""
+    def layout(cls, sessions: int, locks: int, claims: int,
+               max_watchers: int = DEFAULT_MAX_WATCHERS) -> tuple[int, int]:
+        """(size, alignment) of the memory a placed service of these capacities and this
+        max_watchers needs (its event ring holds the most events one input can emit,
+        which watches raise). Errors: BAD_CONFIG. Cost: O(1)."""
         cap, size, align = cls._capacity(sessions, locks, claims), _SIZE(), _SIZE()
-        code = _lib.fencelock_service_layout(C.byref(cap), C.byref(size), C.byref(align))
+        watchers = _u32(max_watchers, "max_watchers")
+        if watchers == DEFAULT_MAX_WATCHERS:  # the plain layout is the default's
+            code = _lib.fencelock_service_layout(C.byref(cap), C.byref(size), C.byref(align))
+        else:
+            code = _lib.fencelock_service_layout_watchers(C.byref(cap), watchers,
+                                                          C.byref(size), C.byref(align))
         if code != Result.OK:
             raise FencelockError(code)
         return size.value, align.value
@@ -771,27 +899,29 @@ class Service(_Handle):
 
     @classmethod
     def placed(cls, sessions: int, locks: int, claims: int, lock_delay: int = 0,
-               max_name_len: int = MAX_NAME_LEN) -> Service:
+               max_name_len: int = MAX_NAME_LEN,
+               max_watchers: int = DEFAULT_MAX_WATCHERS) -> Service:
         """A service inside one block of memory this object owns
         (fencelock_service_init_in): the library allocates nothing for it, and its events
         queue in a fixed ring, so an input the ring has no room for is refused with
         BUFFER_TOO_SMALL (nothing changed). This wrapper drains the ring after every call,
         so that never happens here. Cost: as Service()."""
-        size, align = cls.layout(sessions, locks, claims)
+        cfg = cls._config(sessions, locks, claims, lock_delay, max_name_len, max_watchers)
+        size, align = cls.layout(sessions, locks, claims, max_watchers)
         mem, at = cls._place(size, align)
-        cfg = _Config(cls._capacity(sessions, locks, claims), _u64(lock_delay, "lock_delay"),
-                      _u32(max_name_len, "max_name_len"))
         h = _new(_lib.fencelock_service_init_in, at, size, C.byref(cfg))
         return cls(0, 0, 0, _handle=h, _memory=mem)
 
     @classmethod
     def restore_placed(cls, snapshot: Union[bytes, bytearray, memoryview], sessions: int,
-                       locks: int, claims: int) -> Service:
+                       locks: int, claims: int,
+                       max_watchers: int = DEFAULT_MAX_WATCHERS) -> Service:
         """`restore` into one block of memory this object owns
-        (fencelock_service_restore_in; see `placed`). Errors: as restore. Cost: as
-        restore."""
+        (fencelock_service_restore_in; see `placed`), sized for `max_watchers`, which
+        must be at least the snapshot's (else BUFFER_TOO_SMALL: the ring could not hold
+        one input's events). Errors: as restore. Cost: as restore."""
         raw = _bytes(snapshot, "snapshot")
-        size, align = cls.layout(sessions, locks, claims)
+        size, align = cls.layout(sessions, locks, claims, max_watchers)
         mem, at = cls._place(size, align)
         cap = cls._capacity(sessions, locks, claims)
         h = _new(_lib.fencelock_service_restore_in, at, size, C.byref(cap), raw, len(raw))
@@ -864,6 +994,16 @@ class Service(_Handle):
         return self._input(_lib.fencelock_service_open_session, _u64(now, "now"),
                            _u64(ttl, "ttl"))
 
+    def open_labeled(self, now: int, ttl: int, label: Name) -> Opened:
+        """Opens a session labelled `label` (str or UTF-8 bytes, at most MAX_LABEL_LEN
+        bytes; "" = no label), shown with its session, holds, waits and in the
+        HolderChanged events of its holds. Errors: INVALID_UTF8 and LABEL_TOO_LONG
+        (judged before the core is given the input: nothing changes, not even time), then
+        as open_session. Cost: O(label length), then as open_session."""
+        raw = _name(label, "label")
+        return self._input(_lib.fencelock_service_open_labeled, _u64(now, "now"),
+                           _u64(ttl, "ttl"), raw, len(raw))
+
     def keep_alive(self, now: int, session: int, request: Optional[int] = None) -> KeptAlive:
         """Keeps a session alive until now + its ttl. Errors: TIME_WENT_BACKWARDS, then
         UNKNOWN_SESSION, STALE_REQUEST, REQUEST_REUSED, DEADLINE_OVERFLOW. Cost: the
@@ -878,22 +1018,34 @@ class Service(_Handle):
         return self._input(_lib.fencelock_service_close_session, _u64(now, "now"),
                            _u64(session, "session"), _request(request))
 
-    def acquire(self, now: int, session: int, lock: Name, mode: Union[Mode, str] = Mode.EXCLUSIVE,
+    def acquire(self, now: int, session: int, lock: Name,
+                mode: Union[Mode, str, Permits] = Mode.EXCLUSIVE,
                 wait: Union[Wait, str] = Wait.NONE, until: Optional[int] = None,
                 request: Optional[int] = None) -> Union[Granted, Queued, Busy, HoldEnded,
                                                         WaitEnded]:
-        """Acquires `lock` in `mode`; `wait` "none" (try-lock), "forever", or "until" with
-        the deadline tick `until` (given exactly when wait is "until"). Replies Granted,
+        """Acquires `lock` in `mode` ("exclusive", "shared", or Permits(count, limit):
+        `count` of a semaphore's `limit` permits, granted in strict FIFO order, each grant
+        with its own token); `wait` "none" (try-lock), "forever", or "until" with the
+        deadline tick `until` (given exactly when wait is "until"). Replies Granted,
         Queued or Busy (a repeated request number also HoldEnded or WaitEnded). Errors:
         TIME_WENT_BACKWARDS, then UNKNOWN_SESSION, EMPTY_NAME, NAME_TOO_LONG,
-        STALE_REQUEST, REQUEST_REUSED, ALREADY_QUEUED, MODE_MISMATCH, CAPACITY_EXCEEDED.
-        Cost: the advance, then O(name length + log claims)."""
-        m = _enum(Mode, mode, "mode")
+        BAD_PERMITS, STALE_REQUEST, REQUEST_REUSED, LIMIT_MISMATCH, ALREADY_QUEUED,
+        MODE_MISMATCH, CAPACITY_EXCEEDED (the core's order). Cost: the advance, then
+        O(name length + log claims)."""
+        permits = mode if isinstance(mode, Permits) else None
+        if permits is not None:
+            count, limit = _u32(permits.count, "count"), _u32(permits.limit, "limit")
+        else:
+            m = _enum(Mode, mode, "mode")
         w = _enum(Wait, wait, "wait")
         if (w is Wait.UNTIL) != (until is not None):
             raise ArgumentError("invalid argument: give `until` exactly when wait is 'until'")
         deadline = 0 if until is None else _u64(until, "until")
         raw = _name(lock, "lock")
+        if permits is not None:
+            return self._input(_lib.fencelock_service_acquire_permits, _u64(now, "now"),
+                               _u64(session, "session"), raw, len(raw), count, limit,
+                               _WAIT_NUM[w], deadline, _request(request))
         return self._input(_lib.fencelock_service_acquire, _u64(now, "now"),
                            _u64(session, "session"), raw, len(raw), _MODE_NUM[m],
                            _WAIT_NUM[w], deadline, _request(request))
@@ -917,6 +1069,25 @@ class Service(_Handle):
         """Withdraws a queued acquire. Errors: as release, with NOT_QUEUED. Cost: as
         release."""
         return self._named(_lib.fencelock_service_cancel, now, session, lock, request, "lock")
+
+    def watch(self, now: int, session: int, lock: Name,
+              request: Optional[int] = None) -> Watching:
+        """Starts watching the holders of `lock`: Watching(holders), with one
+        HolderChanged ("holding") per current holder in `.events`; later inputs carry one
+        HolderChanged per holder change of the lock, right after the event that tells the
+        holder, until the session unwatches, closes or expires. A watch takes a claim row.
+        Errors: TIME_WENT_BACKWARDS, then UNKNOWN_SESSION, EMPTY_NAME, NAME_TOO_LONG,
+        STALE_REQUEST, REQUEST_REUSED, ALREADY_WATCHING, CAPACITY_EXCEEDED (the lock's
+        max_watchers, then claims, then locks). Cost: the advance, then O(name length + log claims +
+        holders)."""
+        return self._named(_lib.fencelock_service_watch, now, session, lock, request, "lock")
+
+    def unwatch(self, now: int, session: int, lock: Name,
+                request: Optional[int] = None) -> Unwatched:
+        """Stops watching `lock`. Errors: as release, with NOT_WATCHING. Cost: the
+        advance, then O(name length + log claims)."""
+        return self._named(_lib.fencelock_service_unwatch, now, session, lock, request,
+                           "lock")
 
     def campaign(self, now: int, session: int, election: Name,
                  request: Optional[int] = None) -> Union[Granted, Queued]:
@@ -1012,6 +1183,15 @@ class Service(_Handle):
         """The highest token granted so far (0 before the first grant). Cost: O(1)."""
         return self._get("fencelock_service_revision", _U64).value
 
+    def raise_revision(self, floor: int) -> int:
+        """Raises the fencing revision to at least `floor` (a lower one changes nothing),
+        so the next grant's token is above it; for a service recovered from a copy that
+        may have missed grants. Returns the revision now. Not an input: no `now`, no
+        events. Errors: BAD_CONFIG (a floor above 2^63; nothing changes). Cost: O(1)."""
+        v = _U64()
+        self._call("fencelock_service_raise_revision", _u64(floor, "floor"), C.byref(v))
+        return v.value
+
     def pending(self) -> int:
         """Events queued and not yet drained (0 after every method here). Cost: O(1)."""
         return self._get("fencelock_service_pending", _SIZE).value
@@ -1025,7 +1205,7 @@ class Service(_Handle):
         """The configuration, capacities included. Cost: O(1)."""
         c = self._get("fencelock_service_config", _Config)
         cap = Capacity(c.capacity.sessions, c.capacity.locks, c.capacity.claims)
-        return Config(cap, c.lock_delay, c.max_name_len)
+        return Config(cap, c.lock_delay, c.max_name_len, c.max_watchers)
 
     def capacity(self) -> Capacity:
         """The capacities (as config().capacity). Cost: O(1)."""
@@ -1045,7 +1225,8 @@ class Service(_Handle):
             if code == Result.UNKNOWN_SESSION:
                 return None
             self._check(code)
-        return SessionInfo(s.id, s.ttl, s.expires_at, s.last_request or None, s.holds, s.waits)
+        return SessionInfo(s.id, s.ttl, s.expires_at, s.last_request or None, s.holds, s.waits,
+                           _text(s.label, s.label_len))
 
     def _list(self, fn: str, ctype: Any, *args: Any) -> list[Any]:
         with self._mutex:
@@ -1070,14 +1251,23 @@ class Service(_Handle):
         """The holders of `lock` in grant order (none if free or unknown). Cost: O(name +
         holders)."""
         raw = _name(lock, "lock")
-        return [Holder(h.session, h.token, _MODE_OF[h.mode])
+        return [Holder(h.session, h.token, _mode_of(h), _text(h.label, h.label_len))
                 for h in self._list("fencelock_service_holders", _Holder, raw, len(raw))]
 
     def waiters(self, lock: Name) -> list[Waiter]:
         """The queue of `lock`, head first. Cost: O(name + waiters)."""
         raw = _name(lock, "lock")
-        return [Waiter(w.session, _MODE_OF[w.mode], w.deadline if w.has_deadline else None)
+        return [Waiter(w.session, _mode_of(w), w.deadline if w.has_deadline else None,
+                       _text(w.label, w.label_len))
                 for w in self._list("fencelock_service_waiters", _Waiter, raw, len(raw))]
+
+    def permits(self, lock: Name) -> Optional[PermitsInUse]:
+        """The permits of the semaphore `lock` (in use, limit), or None when it is not a
+        live semaphore (a plain lock, an idle or unknown name). Cost: O(name length +
+        holders)."""
+        raw, live, p = _name(lock, "lock"), C.c_bool(), _Permits()
+        self._call("fencelock_service_permits", raw, len(raw), C.byref(live), C.byref(p))
+        return PermitsInUse(p.in_use, p.limit) if live.value else None
 
     def lock_delay_until(self, lock: Name) -> Optional[int]:
         """The tick until which `lock` is in lock-delay, or None. Cost: O(name length)."""

@@ -102,7 +102,8 @@ def test_a_refused_input_keeps_the_advance():
 
 def test_queries_elections_waits_and_cancel():
     with fl.Service(4, 4, 8, lock_delay=3) as svc:
-        assert svc.config() == fl.Config(fl.Capacity(4, 4, 8), lock_delay=3, max_name_len=64)
+        assert svc.config() == fl.Config(fl.Capacity(4, 4, 8), lock_delay=3, max_name_len=64,
+                                        max_watchers=fl.DEFAULT_MAX_WATCHERS)
         assert svc.capacity() == fl.Capacity(4, 4, 8)
         a = svc.open_session(0, 10).session
         b = svc.open_session(0, 50).session
@@ -502,6 +503,9 @@ def test_result_codes_match_the_header_and_have_messages():
     assert fl.MAX_NAME_LEN == int(re.search(r"FENCELOCK_MAX_NAME_LEN (\d+)", text)[1])
     assert fl.MAX_FRAME_LEN == int(re.search(r"FENCELOCK_MAX_FRAME_LEN (\d+)", text)[1])
     assert fl.KEEPER_MEMORY == int(re.search(r"FENCELOCK_KEEPER_MEMORY (\d+)", text)[1])
+    assert fl.MAX_LABEL_LEN == int(re.search(r"FENCELOCK_MAX_LABEL_LEN (\d+)", text)[1])
+    assert fl.DEFAULT_MAX_WATCHERS == int(
+        re.search(r"FENCELOCK_DEFAULT_MAX_WATCHERS (\d+)", text)[1])
 
 
 def test_a_missing_library_is_a_clear_import_error(tmp_path):
@@ -539,7 +543,8 @@ def test_error_precedence_table_through_the_typed_methods():
     assert rows[0].startswith("config ")
     svc = fl.Service(int(config["sessions"]), int(config["locks"]), int(config["claims"]),
                      lock_delay=int(config["lock_delay"]),
-                     max_name_len=int(config["max_name_len"]))
+                     max_name_len=int(config["max_name_len"]),
+                     max_watchers=int(config.get("max_watchers", fl.DEFAULT_MAX_WATCHERS)))
     checked = request_zero = 0
     for row in rows[1:]:
         call, expect = (part.strip() for part in row.split("->"))
@@ -586,7 +591,7 @@ VECTORS = os.path.join(HERE, "..", "..", "..", "tests", "vectors")
 def _replay(path):
     """Replays one conformance vector through handle_frame: the events of each input (as
     frames, in order), then exactly its reply frame or its error code, and snapshots."""
-    svc, inputs = None, 0
+    svc, inputs, raises = None, 0, []
     lines = [line.strip() for line in open(path)]
     lines = [line for line in lines if line and not line.startswith("#")]
     i = 0
@@ -596,9 +601,21 @@ def _replay(path):
         if word == "config":
             c = {k: int(v) for k, v in (kv.split("=") for kv in arg.split())}
             svc = fl.Service(c["sessions"], c["locks"], c["claims"], c["lock_delay"],
-                             c["max_name_len"])
+                             c["max_name_len"],
+                             c.get("max_watchers", fl.DEFAULT_MAX_WATCHERS))
         elif word == "snapshot":
             assert svc.snapshot().hex() == arg, f"{path}: snapshot before line {i}"
+        elif word == "raise":
+            # raise_revision between inputs (wasm/tests/native_vector.rs): `revision <n>`
+            # or `err <code>` closes it.
+            end, _, want = lines[i].partition(" ")
+            i += 1
+            try:
+                result = ("revision", str(svc.raise_revision(int(arg))))
+            except fl.FencelockError as e:
+                result = ("err", str(e.code))
+            assert result == (end, want), f"{path}: raise before line {i}: {result}"
+            raises.append(arg)
         elif word == "in":
             outs = []
             while lines[i].startswith("out "):
@@ -617,10 +634,139 @@ def _replay(path):
         else:
             raise AssertionError(f"{path}: unknown line {word!r}")
     svc.close()
-    return inputs
+    return inputs, len(raises)
+
+
+WASM_VECTORS = os.path.join(HERE, "..", "..", "..", "wasm", "tests", "vectors")
 
 
 def test_conformance_vectors_through_frames():
-    files = sorted(f for f in os.listdir(VECTORS) if f.endswith(".vec"))
+    files = sorted(os.path.join(VECTORS, f) for f in os.listdir(VECTORS) if f.endswith(".vec"))
     assert len(files) >= 16
-    assert sum(_replay(os.path.join(VECTORS, f)) for f in files) > 300
+    # the native determinism logs too; the second one raises the revision between inputs
+    files += sorted(os.path.join(WASM_VECTORS, f) for f in os.listdir(WASM_VECTORS)
+                    if f.endswith(".vec"))
+    counts = [_replay(f) for f in files]
+    assert sum(n for n, _ in counts) > 1200
+    assert sum(r for _, r in counts) > 10
+
+
+# ------------------------------------------------ semaphores, labels, watches, revision
+
+def test_semaphore_permits_fifo_with_labels_and_a_watcher():
+    with fl.Service(8, 8, 16, max_watchers=2) as svc:
+        assert svc.config().max_watchers == 2
+        a = svc.open_labeled(0, 100, "worker-a").session
+        b = svc.open_labeled(0, 100, b"worker-b").session
+        w = svc.open_session(0, 100).session
+        c = svc.open_labeled(0, 100, "").session
+        assert svc.session(a).label == "worker-a" and svc.session(c).label == ""
+        assert svc.session(w).label == ""
+
+        got = svc.watch(0, w, "pool")
+        assert got == fl.Watching(holders=0) and got.events == ()
+
+        got = svc.acquire(0, a, "pool", fl.Permits(2, 3))
+        assert got == fl.Granted(mode=fl.Permits(count=2, limit=3), token=1)
+        assert got.events == (fl.HolderChanged(session=w, lock="pool", holder=a,
+                                               mode=fl.Permits(2, 3), token=1,
+                                               change=fl.Change.GRANTED, label="worker-a"),)
+        assert svc.permits("pool") == fl.PermitsInUse(in_use=2, limit=3)
+
+        got = svc.acquire(0, b, "pool", fl.Permits(2, 3), wait="forever")
+        assert got == fl.Queued(mode=fl.Permits(2, 3), position=1)
+        assert svc.holders("pool") == [fl.Holder(a, 1, fl.Permits(2, 3), "worker-a")]
+        assert svc.waiters("pool") == [fl.Waiter(b, fl.Permits(2, 3), None, "worker-b")]
+        # 2 + 1 fits the limit, but b waits ahead: a try-acquire is busy (strict FIFO).
+        assert svc.acquire(0, c, "pool", fl.Permits(1, 3)) == fl.Busy()
+
+        got = svc.release(1, a, "pool")
+        assert got == fl.Released(token=1)
+        assert got.events == (
+            fl.HolderChanged(w, "pool", a, fl.Permits(2, 3), 1, fl.Change.RELEASED, "worker-a"),
+            fl.GrantedEvent(session=b, lock="pool", mode=fl.Permits(2, 3), token=2),
+            fl.HolderChanged(w, "pool", b, fl.Permits(2, 3), 2, fl.Change.GRANTED, "worker-b"),
+        )
+        assert svc.unwatch(1, w, "pool") == fl.Unwatched()
+        got = svc.watch(1, c, "pool")
+        assert got == fl.Watching(holders=1)
+        assert got.events == (
+            fl.HolderChanged(c, "pool", b, fl.Permits(2, 3), 2, fl.Change.HOLDING, "worker-b"),)
+        got = svc.close_session(2, b)
+        assert [e.kind for e in got.events] == ["released", "holder_changed"]
+        assert got.events[1].change == fl.Change.CLOSED and got.events[1].session == c
+        assert svc.permits("pool") is None
+        assert svc.permits("never") is None
+
+
+def test_semaphore_watch_and_label_refusals_change_nothing():
+    with fl.Service(4, 4, 8, max_watchers=1) as svc:
+        a = svc.open_labeled(0, 100, "a").session
+        b = svc.open_session(0, 100).session
+        svc.acquire(0, a, "pool", fl.Permits(1, 2))
+        svc.acquire(0, a, "plain")
+        svc.watch(0, a, "pool")
+        before = svc.snapshot()
+        e = refused(fl.Result.LIMIT_MISMATCH, svc.acquire, 0, b, "pool", fl.Permits(1, 3))
+        assert e.kind == "limit_mismatch"
+        refused(fl.Result.LIMIT_MISMATCH, svc.acquire, 0, b, "pool", "shared")
+        refused(fl.Result.LIMIT_MISMATCH, svc.acquire, 0, b, "plain", fl.Permits(1, 3))
+        refused(fl.Result.BAD_PERMITS, svc.acquire, 0, b, "pool", fl.Permits(0, 2))
+        refused(fl.Result.BAD_PERMITS, svc.acquire, 0, b, "pool", fl.Permits(3, 2))
+        refused(fl.Result.ALREADY_WATCHING, svc.watch, 0, a, "pool")
+        refused(fl.Result.NOT_WATCHING, svc.unwatch, 0, b, "pool")
+        e = refused(fl.Result.CAPACITY_EXCEEDED, svc.watch, 0, b, "pool")
+        assert "watchers" in e.detail
+        e = refused(fl.Result.LABEL_TOO_LONG, svc.open_labeled, 0, 10, "l" * 65)
+        assert e.kind == "label_too_long"
+        refused(fl.Result.INVALID_UTF8, svc.open_labeled, 0, 10, b"\xff")
+        refused(fl.Result.UNKNOWN_SESSION, svc.watch, 0, 99, "pool")
+        for bad in (fl.Permits(-1, 2), fl.Permits(1, 1 << 32), fl.Permits("1", 2)):
+            with pytest.raises(fl.ArgumentError):
+                svc.acquire(0, b, "pool", bad)
+        with pytest.raises(fl.ArgumentError):
+            svc.open_labeled(0, 10, 7)
+        assert svc.snapshot() == before
+        assert svc.open_labeled(0, 10, "l" * 64).kind == "opened"
+
+
+def test_raise_revision_puts_the_next_token_above_the_floor():
+    with fl.Service(2, 2, 2) as svc:
+        a = svc.open_session(0, 10).session
+        assert svc.acquire(0, a, "l").token == 1
+        assert svc.raise_revision(1000) == 1000
+        assert svc.raise_revision(5) == 1000
+        before = svc.snapshot()
+        e = refused(fl.Result.BAD_CONFIG, svc.raise_revision, (1 << 63) + 1)
+        assert "2^63" in e.detail
+        with pytest.raises(fl.ArgumentError):
+            svc.raise_revision(-1)
+        with pytest.raises(fl.ArgumentError):
+            svc.raise_revision(1 << 64)
+        assert svc.snapshot() == before and svc.revision() == 1000
+        assert svc.acquire(0, a, "m").token == 1001
+        assert svc.holders("l")[0].token == 1
+        assert fl.Service.restore(svc.snapshot(), 2, 2, 2).revision() == 1001
+
+
+def test_max_watchers_zero_turns_watches_off():
+    with fl.Service(2, 2, 2, max_watchers=0) as svc:
+        a = svc.open_session(0, 10).session
+        refused(fl.Result.CAPACITY_EXCEEDED, svc.watch, 0, a, "l")
+    with fl.Service.placed(2, 2, 4, max_watchers=1) as svc:
+        assert svc.config().max_watchers == 1
+        a = svc.open_session(0, 10).session
+        assert svc.watch(0, a, "l").kind == "watching"
+
+
+def test_a_placed_service_is_sized_for_its_max_watchers():
+    assert fl.Service.layout(2, 2, 16, 8)[0] > fl.Service.layout(2, 2, 16)[0]
+    assert fl.Service.layout(2, 2, 16, 0)[0] < fl.Service.layout(2, 2, 16)[0]
+    with fl.Service(2, 2, 16, max_watchers=8) as svc:
+        a = svc.open_session(0, 10).session
+        svc.watch(0, a, "l")
+        snap = svc.snapshot()
+    refused(fl.Result.BUFFER_TOO_SMALL, fl.Service.restore_placed, snap, 2, 2, 16)
+    with fl.Service.restore_placed(snap, 2, 2, 16, max_watchers=8) as copy:
+        assert copy.snapshot() == snap and copy.config().max_watchers == 8
+        assert copy.unwatch(1, a, "l") == fl.Unwatched()

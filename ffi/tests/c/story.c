@@ -92,7 +92,8 @@ static int unchanged(fencelock_service *svc, const uint8_t *before, size_t len) 
 }
 
 static fencelock_config config(uint32_t sessions, uint32_t locks, uint32_t claims) {
-  fencelock_config c = {{sessions, locks, claims}, 0, FENCELOCK_MAX_NAME_LEN};
+  fencelock_config c = {{sessions, locks, claims}, 0, FENCELOCK_MAX_NAME_LEN,
+                        FENCELOCK_DEFAULT_MAX_WATCHERS};
   return c;
 }
 
@@ -758,9 +759,248 @@ static void messages(void) {
          FENCELOCK_RESULT_NULL_PARAMETER);
 }
 
+/* Caller memory for placed services (placed(), and a restore below). */
+static _Alignas(16) uint8_t arena[64 * 1024];
+
+/* --------------------------------------------- semaphores, labels, watches, revision */
+
+/* A HOLDER_CHANGED event to `watcher` about `holder` on `lock`. */
+static int is_change(const fencelock_output *o, uint64_t watcher, const char *lock,
+                     uint64_t holder, uint64_t token, fencelock_change change,
+                     const char *label) {
+  return is_event(o, FENCELOCK_OUTPUT_KIND_HOLDER_CHANGED, watcher, lock, token) &&
+         o->holder == holder && o->change == change && o->label_len == strlen(label) &&
+         strcmp(o->label, label) == 0 && o->reason == FENCELOCK_RELEASE_REASON_NONE;
+}
+
+static int is_permits(fencelock_mode mode, uint32_t count, uint32_t limit, uint32_t want_count,
+                      uint32_t want_limit) {
+  return mode == FENCELOCK_MODE_PERMITS && count == want_count && limit == want_limit;
+}
+
+static void semaphores_labels_and_watches(void) {
+  fencelock_config cfg = config(8, 8, 16);
+  cfg.max_watchers = 2;
+  fencelock_service *svc = NULL;
+  fencelock_output outs[16];
+  OK(fencelock_service_new(&cfg, &svc));
+  fencelock_config got_cfg;
+  OK(fencelock_service_config(svc, &got_cfg));
+  CHECK(got_cfg.max_watchers == 2 && got_cfg.max_name_len == FENCELOCK_MAX_NAME_LEN);
+
+  /* Labels: shown with the session; refused before the core, changing nothing. */
+  OK(fencelock_service_open_labeled(svc, 0, 100, S("worker-a"), &r));
+  CHECK(r.kind == FENCELOCK_REPLY_KIND_OPENED && r.expires_at == 100);
+  uint64_t a = r.session;
+  OK(fencelock_service_open_labeled(svc, 0, 100, S("worker-b"), &r));
+  uint64_t b = r.session;
+  uint64_t w = open_session(svc, 0, 100);
+  OK(fencelock_service_open_labeled(svc, 0, 100, (const uint8_t *)"", 0, &r));
+  uint64_t c = r.session;
+  fencelock_session_info info;
+  OK(fencelock_service_session(svc, a, &info));
+  CHECK(info.label_len == 8 && strcmp(info.label, "worker-a") == 0);
+  OK(fencelock_service_session(svc, c, &info));
+  CHECK(info.label_len == 0 && info.label[0] == 0);
+  size_t slen = 0;
+  uint8_t *before = snapshot(svc, &slen);
+  char long_label[FENCELOCK_MAX_LABEL_LEN + 1];
+  memset(long_label, 'l', sizeof long_label);
+  EXPECT(fencelock_service_open_labeled(svc, 0, 100, (const uint8_t *)long_label,
+                                        sizeof long_label, &r),
+         FENCELOCK_RESULT_LABEL_TOO_LONG);
+  CHECK(no_reply());
+  char msg[128];
+  OK(fencelock_service_last_error(svc, msg, sizeof msg, NULL));
+  CHECK(strstr(msg, "65") != NULL && strstr(msg, "64") != NULL);
+  const uint8_t bad_utf8[] = {'h', 0xc3, 0x28};
+  EXPECT(fencelock_service_open_labeled(svc, 0, 100, bad_utf8, sizeof bad_utf8, &r),
+         FENCELOCK_RESULT_INVALID_UTF8);
+  EXPECT(fencelock_service_open_labeled(svc, 0, 100, NULL, 1, &r),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_open_labeled(svc, 0, 100, S("x"), NULL),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_open_labeled(svc, 0, 0, S("x"), &r), FENCELOCK_RESULT_BAD_TTL);
+  CHECK(unchanged(svc, before, slen));
+  free(before);
+
+  /* A watch: nobody holds "pool" yet. */
+  OK(fencelock_service_watch(svc, 0, w, S("pool"), 0, &r));
+  CHECK(r.kind == FENCELOCK_REPLY_KIND_WATCHING && r.holders == 0 && r.pending == 0);
+
+  /* a takes 2 of 3 permits: its reply, and the watcher is told. */
+  OK(fencelock_service_acquire_permits(svc, 0, a, S("pool"), 2, 3, FENCELOCK_WAIT_NONE, 0, 0,
+                                       &r));
+  CHECK(is_reply(FENCELOCK_REPLY_KIND_GRANTED, 1) && is_permits(r.mode, r.count, r.limit, 2, 3));
+  CHECK(r.pending == 1 && drain(svc, outs, 16) == 1);
+  CHECK(is_change(&outs[0], w, "pool", a, 1, FENCELOCK_CHANGE_GRANTED, "worker-a"));
+  CHECK(is_permits(outs[0].mode, outs[0].count, outs[0].limit, 2, 3));
+  bool live = false;
+  fencelock_permits p = {9, 9};
+  OK(fencelock_service_permits(svc, S("pool"), &live, &p));
+  CHECK(live && p.in_use == 2 && p.limit == 3);
+
+  /* b asks for 2: it waits (2 + 2 > 3). */
+  OK(fencelock_service_acquire_permits(svc, 0, b, S("pool"), 2, 3, FENCELOCK_WAIT_FOREVER, 0,
+                                       0, &r));
+  CHECK(r.kind == FENCELOCK_REPLY_KIND_QUEUED && r.position == 1 &&
+        is_permits(r.mode, r.count, r.limit, 2, 3));
+  fencelock_holder hs[2];
+  size_t n = 0;
+  OK(fencelock_service_holders(svc, S("pool"), hs, 2, &n));
+  CHECK(n == 1 && hs[0].session == a && hs[0].token == 1 &&
+        is_permits(hs[0].mode, hs[0].count, hs[0].limit, 2, 3) && hs[0].label_len == 8 &&
+        strcmp(hs[0].label, "worker-a") == 0);
+  fencelock_waiter ws[2];
+  OK(fencelock_service_waiters(svc, S("pool"), ws, 2, &n));
+  CHECK(n == 1 && ws[0].session == b && !ws[0].has_deadline &&
+        is_permits(ws[0].mode, ws[0].count, ws[0].limit, 2, 3) &&
+        strcmp(ws[0].label, "worker-b") == 0);
+
+  /* Refusals change nothing: another limit, a plain mode on a semaphore, a count outside
+   * 1..=limit, PERMITS through the plain acquire (it has no count), already watching. */
+  before = snapshot(svc, &slen);
+  EXPECT(fencelock_service_acquire_permits(svc, 0, c, S("pool"), 1, 4, FENCELOCK_WAIT_NONE, 0,
+                                           0, &r),
+         FENCELOCK_RESULT_LIMIT_MISMATCH);
+  CHECK(no_reply());
+  EXPECT(fencelock_service_acquire(svc, 0, c, S("pool"), FENCELOCK_MODE_EXCLUSIVE,
+                                   FENCELOCK_WAIT_NONE, 0, 0, &r),
+         FENCELOCK_RESULT_LIMIT_MISMATCH);
+  EXPECT(fencelock_service_acquire_permits(svc, 0, c, S("pool"), 0, 3, FENCELOCK_WAIT_NONE, 0,
+                                           0, &r),
+         FENCELOCK_RESULT_BAD_PERMITS);
+  EXPECT(fencelock_service_acquire_permits(svc, 0, c, S("pool"), 4, 3, FENCELOCK_WAIT_NONE, 0,
+                                           0, &r),
+         FENCELOCK_RESULT_BAD_PERMITS);
+  EXPECT(fencelock_service_acquire(svc, 0, c, S("pool"), FENCELOCK_MODE_PERMITS,
+                                   FENCELOCK_WAIT_NONE, 0, 0, &r),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
+  EXPECT(fencelock_service_acquire_permits(svc, 0, c, S("pool"), 1, 3, 9, 0, 0, &r),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
+  EXPECT(fencelock_service_acquire_permits(svc, 0, c, NULL, 4, 1, 3, FENCELOCK_WAIT_NONE, 0, 0,
+                                           &r),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_acquire_permits(svc, 0, c, S("pool"), 1, 3, FENCELOCK_WAIT_NONE, 0,
+                                           0, NULL),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_watch(svc, 0, w, S("pool"), 0, &r),
+         FENCELOCK_RESULT_ALREADY_WATCHING);
+  EXPECT(fencelock_service_unwatch(svc, 0, a, S("pool"), 0, &r), FENCELOCK_RESULT_NOT_WATCHING);
+  EXPECT(fencelock_service_watch(svc, 0, 99, S("pool"), 0, &r), FENCELOCK_RESULT_UNKNOWN_SESSION);
+  EXPECT(fencelock_service_watch(svc, 0, w, bad_utf8, sizeof bad_utf8, 0, &r),
+         FENCELOCK_RESULT_INVALID_UTF8);
+  EXPECT(fencelock_service_watch(svc, 0, w, (const uint8_t *)"", 0, 0, &r),
+         FENCELOCK_RESULT_EMPTY_NAME);
+  EXPECT(fencelock_service_permits(svc, S("pool"), NULL, &p), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_permits(svc, S("pool"), &live, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_permits(svc, bad_utf8, sizeof bad_utf8, &live, &p),
+         FENCELOCK_RESULT_INVALID_UTF8);
+  /* A try-acquire that would fit (2 + 1 <= 3) is busy: b waits ahead of it (FIFO). */
+  OK(fencelock_service_acquire_permits(svc, 0, c, S("pool"), 1, 3, FENCELOCK_WAIT_NONE, 0, 0,
+                                       &r));
+  CHECK(r.kind == FENCELOCK_REPLY_KIND_BUSY);
+  CHECK(unchanged(svc, before, slen));
+  free(before);
+  CHECK(drain(svc, outs, 16) == 0);
+
+  /* a releases: the watcher hears of it, then b is granted and the watcher hears that. */
+  OK(fencelock_service_release(svc, 1, a, S("pool"), 0, &r));
+  CHECK(is_reply(FENCELOCK_REPLY_KIND_RELEASED, 1) && r.pending == 3);
+  CHECK(drain(svc, outs, 16) == 3);
+  CHECK(is_change(&outs[0], w, "pool", a, 1, FENCELOCK_CHANGE_RELEASED, "worker-a"));
+  CHECK(is_event(&outs[1], FENCELOCK_OUTPUT_KIND_GRANTED, b, "pool", 2) &&
+        is_permits(outs[1].mode, outs[1].count, outs[1].limit, 2, 3));
+  CHECK(is_change(&outs[2], w, "pool", b, 2, FENCELOCK_CHANGE_GRANTED, "worker-b"));
+
+  /* Unwatch; a second unwatch is refused. A new watch starts with the current holder. */
+  OK(fencelock_service_unwatch(svc, 1, w, S("pool"), 0, &r));
+  CHECK(r.kind == FENCELOCK_REPLY_KIND_UNWATCHED && r.pending == 0);
+  EXPECT(fencelock_service_unwatch(svc, 1, w, S("pool"), 0, &r), FENCELOCK_RESULT_NOT_WATCHING);
+  OK(fencelock_service_watch(svc, 1, c, S("pool"), 0, &r));
+  CHECK(r.kind == FENCELOCK_REPLY_KIND_WATCHING && r.holders == 1);
+  CHECK(drain(svc, outs, 16) == 1);
+  CHECK(is_change(&outs[0], c, "pool", b, 2, FENCELOCK_CHANGE_HOLDING, "worker-b"));
+
+  /* max_watchers 2: a third watcher of one lock is refused (the watchers table). */
+  OK(fencelock_service_watch(svc, 1, a, S("pool"), 0, &r));
+  CHECK(drain(svc, outs, 16) == 1);
+  before = snapshot(svc, &slen);
+  EXPECT(fencelock_service_watch(svc, 1, w, S("pool"), 0, &r),
+         FENCELOCK_RESULT_CAPACITY_EXCEEDED);
+  OK(fencelock_service_last_error(svc, msg, sizeof msg, NULL));
+  CHECK(strstr(msg, "watchers") != NULL);
+  CHECK(unchanged(svc, before, slen));
+  free(before);
+
+  /* b closes: its own RELEASED event, then each watcher hears of it. */
+  OK(fencelock_service_close_session(svc, 2, b, 0, &r));
+  CHECK(drain(svc, outs, 16) == 3);
+  CHECK(is_event(&outs[0], FENCELOCK_OUTPUT_KIND_RELEASED, b, "pool", 2) &&
+        outs[0].reason == FENCELOCK_RELEASE_REASON_CLOSED);
+  CHECK(is_change(&outs[1], c, "pool", b, 2, FENCELOCK_CHANGE_CLOSED, "worker-b"));
+  CHECK(is_change(&outs[2], a, "pool", b, 2, FENCELOCK_CHANGE_CLOSED, "worker-b"));
+  OK(fencelock_service_permits(svc, S("pool"), &live, &p));
+  CHECK(!live && p.in_use == 0 && p.limit == 0);
+
+  /* raise_revision: the next token is above the floor; a lower floor changes nothing; a
+   * floor above 2^63 and a NULL out-pointer are refused, changing nothing. */
+  uint64_t rev = 0;
+  OK(fencelock_service_raise_revision(svc, 1000, &rev));
+  CHECK(rev == 1000);
+  OK(fencelock_service_raise_revision(svc, 5, &rev));
+  CHECK(rev == 1000);
+  before = snapshot(svc, &slen);
+  EXPECT(fencelock_service_raise_revision(svc, (UINT64_C(1) << 63) + 1, &rev),
+         FENCELOCK_RESULT_BAD_CONFIG);
+  EXPECT(fencelock_service_raise_revision(svc, 2000, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_raise_revision(NULL, 2000, &rev), FENCELOCK_RESULT_NULL_PARAMETER);
+  CHECK(unchanged(svc, before, slen));
+  free(before);
+  OK(fencelock_service_revision(svc, &rev));
+  CHECK(rev == 1000);
+  OK(fencelock_service_acquire(svc, 3, w, S("after"), FENCELOCK_MODE_EXCLUSIVE,
+                               FENCELOCK_WAIT_NONE, 0, 0, &r));
+  CHECK(is_reply(FENCELOCK_REPLY_KIND_GRANTED, 1001));
+  fencelock_service_free(svc);
+
+  /* max_watchers 0 turns watches off. */
+  cfg.max_watchers = 0;
+  OK(fencelock_service_new(&cfg, &svc));
+  uint64_t s = open_session(svc, 0, 10);
+  EXPECT(fencelock_service_watch(svc, 0, s, S("pool"), 0, &r),
+         FENCELOCK_RESULT_CAPACITY_EXCEEDED);
+  fencelock_service_free(svc);
+
+  /* A snapshot of a service with max_watchers 8 restores into caller memory sized for 8
+   * (its event ring must hold the bound for 8), not into the default layout's. */
+  fencelock_config small = config(2, 2, 16);
+  small.max_watchers = 8;
+  OK(fencelock_service_new(&small, &svc));
+  s = open_session(svc, 0, 10);
+  OK(fencelock_service_watch(svc, 0, s, S("pool"), 0, &r));
+  before = snapshot(svc, &slen);
+  fencelock_service_free(svc);
+  size_t size = 0, align = 0, size8 = 0;
+  OK(fencelock_service_layout(&small.capacity, &size, &align));
+  OK(fencelock_service_layout_watchers(&small.capacity, 8, &size8, &align));
+  CHECK(size8 > size && size8 <= sizeof arena);
+  fencelock_service *placed_svc = NULL;
+  EXPECT(fencelock_service_restore_in(arena, size, &small.capacity, before, slen, &placed_svc),
+         FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  CHECK(placed_svc == NULL);
+  OK(fencelock_service_restore_in(arena, size8, &small.capacity, before, slen, &placed_svc));
+  CHECK(unchanged(placed_svc, before, slen));
+  OK(fencelock_service_config(placed_svc, &got_cfg));
+  CHECK(got_cfg.max_watchers == 8);
+  OK(fencelock_service_unwatch(placed_svc, 1, s, S("pool"), 0, &r));
+  CHECK(r.kind == FENCELOCK_REPLY_KIND_UNWATCHED);
+  fencelock_service_free(placed_svc);
+  free(before);
+}
+
 /* ------------------------------------------------------- caller-provided memory */
 
-static _Alignas(16) uint8_t arena[64 * 1024];
 
 static void placed(void) {
   fencelock_config cfg = config(4, 4, 8);
@@ -801,7 +1041,8 @@ static void placed(void) {
   CHECK(r.kind == FENCELOCK_REPLY_KIND_QUEUED);
   OK(fencelock_service_close_session(copy, 5, a, 0, &r));
   CHECK(is_reply(FENCELOCK_REPLY_KIND_CLOSED, 0));
-  /* The ring (4 + 2 × 8 = 20) holds 2 events; the next input may emit up to 1 + 2 = 3. */
+  /* The ring (4 + 2 × 8 + 17 × 4 = 88) holds 2 events; the next input may emit up to
+   * 1 + 2 = 3. */
   OK(fencelock_service_keep_alive(copy, 6, b, 0, &r));
   CHECK(drain(copy, outs, 32) == 2);
   CHECK(is_event(&outs[0], FENCELOCK_OUTPUT_KIND_RELEASED, a, "l", 1));
@@ -812,9 +1053,19 @@ static void placed(void) {
   fencelock_service_free(svc);
 
   /* A full ring: the core refuses the input (BUFFER_TOO_SMALL, nothing changes) until
-   * the ring is drained. Capacities 1/1/1: a ring of 3 events. */
+   * the ring is drained. Capacities 1/1/1 and watches off: a ring of 3 events. A config
+   * with watches needs the bigger layout for its max_watchers: 1 + 2 + 3 × 1 = 6. */
   fencelock_config tiny = config(1, 1, 1);
-  OK(fencelock_service_layout(&tiny.capacity, &size, &align));
+  size_t watched = 0;
+  OK(fencelock_service_layout(&tiny.capacity, &watched, &align));
+  tiny.max_watchers = 0;
+  OK(fencelock_service_layout_watchers(&tiny.capacity, 0, &size, &align));
+  CHECK(watched > size);
+  EXPECT(fencelock_service_layout_watchers(NULL, 0, &size, &align),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  tiny.max_watchers = 1;
+  EXPECT(fencelock_service_init_in(arena, size, &tiny, &svc), FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  tiny.max_watchers = 0;
   OK(fencelock_service_init_in(arena, size, &tiny, &svc));
   a = open_session(svc, 0, 2);
   OK(fencelock_service_acquire(svc, 0, a, S("l"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE,
@@ -948,6 +1199,7 @@ int main(void) {
   messages();
   placed();
   drain_events_in_one_call();
+  semaphores_labels_and_watches();
   printf("story.c: %d checks, %d passed, %d failed\n", checks, checks - failures, failures);
   return failures ? 1 : 0;
 }

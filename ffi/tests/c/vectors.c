@@ -5,7 +5,10 @@
  * point (fencelock_service_handle_frame) and compares, byte for byte, the events it queued
  * (`out` lines, drained with fencelock_service_drain_frames; they come first, the advance's
  * first, and stand even when the input is refused), then exactly one `reply <hex>` (the
- * reply frame) or `err <code>` closing each `in`, and every `snapshot`.
+ * reply frame) or `err <code>` closing each `in`, and every `snapshot`. The directive
+ * `raise <floor>` (wasm/tests/vectors/determinism_watches.vec) calls
+ * fencelock_service_raise_revision, closed by `revision <n>` (what it returned) or
+ * `err <code>`.
  *
  * FILE.calls (tests/vectors/precedence.calls): runs each line through the TYPED functions
  * (fencelock_service_open_session, _acquire, …; not frames) and checks the expected reply
@@ -23,7 +26,7 @@
 
 static const char *file;
 static long line_no;
-static int failures, inputs, outputs, replies, snapshots, calls;
+static int failures, inputs, outputs, replies, snapshots, calls, raises;
 
 static void fail(const char *what) {
   failures++;
@@ -52,7 +55,8 @@ static unsigned long field(const char *cfg, const char *key) {
   return strtoul(p + strlen(key), NULL, 10);
 }
 
-/* A new service from a `config` line; NULL (and a failure) if refused. */
+/* A new service from a `config` line; NULL (and a failure) if refused. `max_watchers=` is
+ * optional (the core's default when absent, as in the files written before watches). */
 static fencelock_service *configure(const char *text, fencelock_config *c) {
   fencelock_service *svc = NULL;
   c->capacity.sessions = (uint32_t)field(text, "sessions=");
@@ -60,6 +64,9 @@ static fencelock_service *configure(const char *text, fencelock_config *c) {
   c->capacity.claims = (uint32_t)field(text, "claims=");
   c->lock_delay = field(text, "lock_delay=");
   c->max_name_len = (uint32_t)field(text, "max_name_len=");
+  const char *mw = strstr(text, "max_watchers=");
+  c->max_watchers = mw ? (uint32_t)strtoul(mw + strlen("max_watchers="), NULL, 10)
+                       : FENCELOCK_DEFAULT_MAX_WATCHERS;
   if (fencelock_service_new(c, &svc) != FENCELOCK_RESULT_OK) fail("config refused");
   return svc;
 }
@@ -77,8 +84,9 @@ static const char *reply_kind(fencelock_reply_kind k) {
 
 /* What the last `in` produced, consumed by the `out` / `reply` / `err` lines after it. */
 static struct {
-  int active, closed;
+  int active, closed, raise;
   fencelock_result code;
+  uint64_t revision;
   uint8_t reply[FENCELOCK_MAX_FRAME_LEN];
   size_t reply_len;
   uint8_t *events;
@@ -121,7 +129,8 @@ static void run_vec(FILE *f) {
       fencelock_service_free(svc);
       fencelock_config c;
       svc = configure(text, &c);
-      /* Room for the most events one input can emit. */
+      /* Room for the most events one input can emit (grown before each input to the
+       * service's max_events, which watches raise). */
       cap = ((size_t)c.capacity.sessions + 2 * (size_t)c.capacity.claims) *
             (FENCELOCK_FRAME_PREFIX_LEN + FENCELOCK_MAX_FRAME_LEN);
       free(buf);
@@ -135,6 +144,14 @@ static void run_vec(FILE *f) {
         free(frame);
         continue;
       }
+      /* The bound of this input's events, read before it: the buffer must hold them. */
+      size_t most = 0;
+      if (fencelock_service_max_events(svc, &most) != FENCELOCK_RESULT_OK) fail("max_events");
+      if (most * (FENCELOCK_FRAME_PREFIX_LEN + FENCELOCK_MAX_FRAME_LEN) > cap) {
+        cap = most * (FENCELOCK_FRAME_PREFIX_LEN + FENCELOCK_MAX_FRAME_LEN);
+        free(buf);
+        buf = malloc(cap);
+      }
       /* A non-NULL pointer even for the empty frame, so the empty frame is what is judged. */
       fencelock_reply reply;
       last.code = fencelock_service_handle_frame(svc, frame, (size_t)len, &reply, last.reply,
@@ -147,11 +164,39 @@ static void run_vec(FILE *f) {
         fail("the events do not fit the bound of one input");
       last.active = 1;
       last.closed = 0;
+      last.raise = 0;
       last.events = buf;
       last.len = written;
       last.pos = 0;
       inputs++;
       free(frame);
+    } else if (strncmp(text, "raise ", 6) == 0) {
+      settle();
+      char *end = NULL;
+      uint64_t floor = strtoull(text + 6, &end, 10);
+      if (!svc || end == text + 6 || *end) {
+        fail(svc ? "raise needs a decimal floor" : "raise before config");
+        continue;
+      }
+      last.code = fencelock_service_raise_revision(svc, floor, &last.revision);
+      last.active = 1;
+      last.closed = 0;
+      last.raise = 1;
+      last.len = last.pos = 0;
+      raises++;
+    } else if (strncmp(text, "revision ", 9) == 0) {
+      close_input();
+      uint64_t want = strtoull(text + 9, NULL, 10);
+      if (!last.raise) {
+        fail("a revision line closing an in");
+      } else if (last.code != FENCELOCK_RESULT_OK) {
+        char m[120];
+        snprintf(m, sizeof m, "raise refused with %u, vector expects revision %llu",
+                 (unsigned)last.code, (unsigned long long)want);
+        fail(m);
+      } else if (last.revision != want) {
+        fail("revision differs");
+      }
     } else if (strncmp(text, "out ", 4) == 0) {
       uint8_t *want = NULL;
       long len = unhex(text + 4, &want);
@@ -173,7 +218,9 @@ static void run_vec(FILE *f) {
       long len = unhex(text + 6, &want);
       replies++;
       close_input();
-      if (last.code != FENCELOCK_RESULT_OK) {
+      if (last.raise) {
+        fail("a reply line closing a raise");
+      } else if (last.code != FENCELOCK_RESULT_OK) {
         char m[160];
         fencelock_result_message(last.code, m, sizeof m, NULL);
         char w[240];
@@ -414,9 +461,9 @@ int main(int argc, char **argv) {
     else run_vec(f);
     fclose(f);
   }
-  printf("vectors.c: %d files, %d inputs, %d events, %d replies, %d snapshots, %d typed calls "
-         "replayed, %d failed\n",
-         argc - 1, inputs, outputs, replies, snapshots, calls, failures);
+  printf("vectors.c: %d files, %d inputs, %d events, %d replies, %d snapshots, %d revision "
+         "raises, %d typed calls replayed, %d failed\n",
+         argc - 1, inputs, outputs, replies, snapshots, raises, calls, failures);
   if (request_zero)
     printf("vectors.c: %d typed calls had request=0, run as \"no request number\" (the C ABI's "
            "0)\n",

@@ -93,7 +93,7 @@ export function replayScene(rec, name, { lock } = {}) {
       w.deliver(node, {}, null, notesOf(e.input, { reply: {}, events: answer.events }));
       return;
     }
-    if (by && e.input.kind !== 'open_session') w.flashes.push({ from: by.id, to: 'svc', label: e.input.kind.replace('_', ' '), kind: e.input.kind === 'keep_alive' ? 'hb' : 'msg' });
+    if (by && e.input.kind !== 'open_session' && e.input.kind !== 'open_labeled') w.flashes.push({ from: by.id, to: 'svc', label: e.input.kind.replace('_', ' '), kind: e.input.kind === 'keep_alive' ? 'hb' : 'msg' });
     if (e.reply?.kind === 'opened') {
       by.expiresAt = e.reply.expiresAt;
       by.lost = false;
@@ -122,7 +122,9 @@ export function replayScene(rec, name, { lock } = {}) {
       parts.push(`${e.input.session != null ? who(e.input.session) : 'the host'}'s ${e.input.kind} is refused: ${e.error}.`);
       label = `${e.input.kind} ✗`;
       focus = [sid(e.input.session)];
-    } else if (r.kind === 'opened') parts.push(`${who(r.session)} opens, expiring at now ${r.expiresAt}.`);
+    } else if (r.kind === 'opened') parts.push(`${who(r.session)} opens${e.input.label ? ` as ${JSON.stringify(e.input.label)}` : ''}, expiring at now ${r.expiresAt}.`);
+    else if (r.kind === 'watching') parts.push(`${who(e.input.session)} watches ${JSON.stringify(e.input.lock)} (${r.holders} holder${r.holders === 1 ? '' : 's'} now).`);
+    else if (r.kind === 'unwatched') parts.push(`${who(e.input.session)} stops watching ${JSON.stringify(e.input.lock)}.`);
     else if (r.kind === 'granted') {
       parts.push(`${who(e.input.session)} is granted ${JSON.stringify(e.input.lock)} with token ${r.token}.`);
       label = `${who(e.input.session)} gets ${r.token}`;
@@ -145,6 +147,7 @@ export function replayScene(rec, name, { lock } = {}) {
         focus = ['svc', sid(ev.session)];
       } else if (ev.kind === 'released') parts.push(`${who(ev.session)}'s hold of ${JSON.stringify(ev.lock)} (token ${ev.token}) is released: ${ev.reason}.`);
       else if (ev.kind === 'wait_timed_out') parts.push(`${who(ev.session)}'s wait for ${JSON.stringify(ev.lock)} timed out.`);
+      else if (ev.kind === 'holder_changed') parts.push(`${who(ev.session)}, watching ${JSON.stringify(ev.lock)}, is told: ${ev.change} ${ev.label ? JSON.stringify(ev.label) : who(ev.holder)} (token ${ev.token}).`);
     }
     return { text: `${at}: ${parts.join(' ')}`, label, focus };
   }
