@@ -13,25 +13,30 @@
 //! <method> key=value ... -> err <Error::code()>
 //! ```
 //!
-//! * `method` ∈ `open`, `keep_alive`, `close`, `acquire`, `release`, `cancel`, `tick`.
+//! * `method` ∈ `open`, `open_labeled`, `keep_alive`, `close`, `acquire`, `release`,
+//!   `cancel`, `watch`, `unwatch`, `tick`.
 //! * Keys, each given exactly once, all of the method's and no other:
-//!   `open`: `now ttl`; `keep_alive`, `close`: `now session request`;
-//!   `acquire`: `now session lock mode wait request`;
-//!   `release`, `cancel`: `now session lock request`; `tick`: `now`.
+//!   `open`: `now ttl`; `open_labeled`: `now ttl label`; `keep_alive`, `close`:
+//!   `now session request`; `acquire`: `now session lock mode wait request`;
+//!   `release`, `cancel`, `watch`, `unwatch`: `now session lock request`; `tick`: `now`.
 //! * Values: `now`, `ttl`, `session` are u64 in decimal; `lock` is the name's bytes (no
 //!   spaces; `lock=` is the empty name; at most 64 bytes, since a frame cannot carry a
 //!   longer name — a table shows `NameTooLong` with a small `max_name_len` instead);
-//!   `mode` is `x` (exclusive) or `s` (shared); `wait` is `none`, `forever` or
-//!   `until:<u64>`; `request` is `-` (none) or a u64.
+//!   `label` is the label's bytes (no spaces; `label=` is no label; at most 64 bytes, for
+//!   the same reason); `mode` is `x` (exclusive), `s` (shared) or `p:<count>/<limit>`
+//!   (permits, u32 each); `wait` is `none`, `forever` or `until:<u64>`; `request` is `-`
+//!   (none) or a u64.
 //! * The outcome: `ok` and the reply's [`Reply::kind`] (`opened`, `kept_alive`, `closed`,
 //!   `granted`, `queued`, `busy`, `released`, `cancelled`, `hold_ended`, `wait_ended`,
-//!   `ticked`), or `err` and the error's numeric code. Events are not checked here (the
+//!   `ticked`, `watching`, `unwatched`), or `err` and the error's numeric code. Events are not checked here (the
 //!   `.vec` files cover them).
 //!
 //! Rows run in order on one service; a refused row still advances time to its `now`.
 
-use fencelock::{Error, Input, LockName, LockService, Mode, Output, Reply, SessionId, Storage};
-use fencelock::{Tick, VecStorage, Wait, MAX_NAME_LEN};
+use fencelock::{
+    Error, Input, Label, LockName, LockService, Mode, Output, Reply, SessionId, Storage,
+};
+use fencelock::{Tick, VecStorage, Wait, MAX_LABEL_LEN, MAX_NAME_LEN};
 
 use crate::vectors::{input_frame, VecConfig};
 
@@ -78,6 +83,7 @@ pub struct Table {
 
 const KEYS: &[(&str, &[&str])] = &[
     ("open", &["now", "ttl"]),
+    ("open_labeled", &["now", "ttl", "label"]),
     ("keep_alive", &["now", "session", "request"]),
     ("close", &["now", "session", "request"]),
     (
@@ -86,6 +92,8 @@ const KEYS: &[(&str, &[&str])] = &[
     ),
     ("release", &["now", "session", "lock", "request"]),
     ("cancel", &["now", "session", "lock", "request"]),
+    ("watch", &["now", "session", "lock", "request"]),
+    ("unwatch", &["now", "session", "lock", "request"]),
     ("tick", &["now"]),
 ];
 
@@ -211,7 +219,16 @@ fn parse_call(call: &str) -> Result<Input, String> {
             mode: match get("mode")? {
                 "x" => Mode::Exclusive,
                 "s" => Mode::Shared,
-                v => return Err(format!("mode={v:?} is not x or s")),
+                v => {
+                    let permits = v
+                        .strip_prefix("p:")
+                        .and_then(|p| p.split_once('/'))
+                        .and_then(|(c, l)| Some((c.parse().ok()?, l.parse().ok()?)));
+                    match permits {
+                        Some((count, limit)) => Mode::Permits { count, limit },
+                        None => return Err(format!("mode={v:?} is not x, s or p:COUNT/LIMIT")),
+                    }
+                }
             },
             wait: match get("wait")? {
                 "none" => Wait::None,
@@ -230,6 +247,30 @@ fn parse_call(call: &str) -> Result<Input, String> {
             request: request()?,
         },
         "cancel" => Input::Cancel {
+            now,
+            session: session()?,
+            lock: lock()?,
+            request: request()?,
+        },
+        "open_labeled" => Input::OpenLabeled {
+            now,
+            ttl: num("ttl")?,
+            label: match get("label")? {
+                v if v.len() > MAX_LABEL_LEN => {
+                    return Err(format!(
+                        "label={v:?} is over {MAX_LABEL_LEN} bytes, which no frame can carry"
+                    ))
+                }
+                v => Label::new(v).map_err(|e| e.to_string())?,
+            },
+        },
+        "watch" => Input::Watch {
+            now,
+            session: session()?,
+            lock: lock()?,
+            request: request()?,
+        },
+        "unwatch" => Input::Unwatch {
             now,
             session: session()?,
             lock: lock()?,
@@ -281,6 +322,19 @@ pub fn call_typed<S: Storage>(
             request,
         } => svc.cancel(now, session, lock.as_str(), request, out),
         Input::Tick { now } => svc.tick(now, out).map(|()| Reply::Ticked { now }),
+        Input::OpenLabeled { now, ttl, label } => svc.open_labeled(now, ttl, label, out),
+        Input::Watch {
+            now,
+            session,
+            lock,
+            request,
+        } => svc.watch(now, session, lock.as_str(), request, out),
+        Input::Unwatch {
+            now,
+            session,
+            lock,
+            request,
+        } => svc.unwatch(now, session, lock.as_str(), request, out),
         other => unreachable!("no such input in a table: {other:?}"),
     }
 }
@@ -346,6 +400,9 @@ mod tests {
             "config sessions=1 locks=1 claims=1 lock_delay=0 max_name_len=8\nopen now=0 ttl=1 lock=a -> ok opened",
             "config sessions=1 locks=1 claims=1 lock_delay=0 max_name_len=8\nacquire now=0 session=1 lock=a mode=q wait=none request=- -> err 101",
             "config sessions=1 locks=1 claims=1 lock_delay=0 max_name_len=8\ntick now=0 -> maybe",
+            "config sessions=1 locks=1 claims=1 lock_delay=0 max_name_len=8\nacquire now=0 session=1 lock=a mode=p:1 wait=none request=- -> err 101",
+            "config sessions=1 locks=1 claims=1 lock_delay=0 max_name_len=8\nopen_labeled now=0 ttl=1 -> ok opened",
+            "config sessions=1 locks=1 claims=1 lock_delay=0 max_name_len=8\nwatch now=0 session=1 lock=a -> ok watching",
         ];
         for text in bad {
             assert!(parse(text).is_err(), "{text}");

@@ -11,12 +11,17 @@
 //! behind (a refused `TimeWentBackwards`); explicit ticks only now and then. A `hostile`
 //! share of the inputs are deliberate faults ([`ClientLike::hostile`]).
 //!
+//! Semaphores, labels and watches: one name of the profile (the third) is used mostly as
+//! a semaphore (`Permits` of 1–3 out of 3, now and then another limit: `LimitMismatch`),
+//! the others now and then with permits too (`LimitMismatch` against a plain lock); some
+//! sessions are opened with a label; clients watch and unwatch the names.
+//!
 //! The randomness comes from a [`Source`]: a seeded [`Rng`] (determinism, simulation) or
 //! a fixed list of draws ([`Draws`], which proptest generates and shrinks).
 
 use std::collections::BTreeMap;
 
-use fencelock::{Input, LockName, Mode, SessionId, Tick, Wait};
+use fencelock::{Input, Label, LockName, Mode, SessionId, Tick, Wait};
 
 use crate::rng::Rng;
 
@@ -59,6 +64,9 @@ impl Source for Draws<'_> {
 /// The most draws one [`ClientLike::next`] takes: a step's list of this length gives it
 /// all its choices.
 pub const DRAWS_PER_INPUT: usize = 16;
+
+/// The labels labelled sessions get (the empty one is "no label").
+const LABELS: [&str; 4] = ["worker-1", "worker-2", "", "host-a/pid-4242"];
 
 /// What a run looks like.
 #[derive(Clone, Debug)]
@@ -150,6 +158,27 @@ impl ClientLike {
         LockName::new(names[src.below(names.len() as u64) as usize]).expect("a valid name")
     }
 
+    /// The mode of an acquire of `lock`: the profile's third name is mostly a semaphore
+    /// of 3 permits (sometimes asked with another limit), the others plain locks
+    /// (sometimes asked with permits).
+    fn mode(&self, src: &mut impl Source, lock: &LockName) -> Mode {
+        let semaphore = self.profile.locks.get(2) == Some(&lock.as_str());
+        let permits = |src: &mut dyn FnMut(u64) -> u64| {
+            let limit: u32 = if src(10) == 0 { 2 } else { 3 };
+            Mode::Permits {
+                count: 1 + src(u64::from(limit)) as u32,
+                limit,
+            }
+        };
+        let mut draw = |n| src.below(n);
+        match (semaphore, draw(20)) {
+            (true, 0..=1) | (false, 0) => permits(&mut draw),
+            (true, 2) | (false, 1..=13) => Mode::Exclusive,
+            (false, _) => Mode::Shared,
+            (true, _) => permits(&mut draw),
+        }
+    }
+
     /// The next input. Cost: O(log sessions).
     pub fn next(&mut self, src: &mut impl Source) -> Input {
         self.now += match src.below(20) {
@@ -170,12 +199,18 @@ impl ClientLike {
         }
         let session = self.session(src);
         let now = stamp;
-        match src.below(20) {
+        match src.below(24) {
             0..=1 => {
                 self.opened += 1;
-                Input::OpenSession {
-                    now,
-                    ttl: 1 + src.below(self.profile.max_ttl),
+                let ttl = 1 + src.below(self.profile.max_ttl);
+                match src.below(3) {
+                    0 => Input::OpenLabeled {
+                        now,
+                        ttl,
+                        label: Label::new(LABELS[src.below(LABELS.len() as u64) as usize])
+                            .expect("a short label"),
+                    },
+                    _ => Input::OpenSession { now, ttl },
                 }
             }
             2..=4 => Input::KeepAlive {
@@ -188,17 +223,13 @@ impl ClientLike {
                 session,
                 request: self.request(src, session),
             },
-            6..=11 => {
+            6..=12 => {
                 let lock = self.lock(src);
                 let request = self.request(src, session);
-                let mode = if src.below(3) == 0 {
-                    Mode::Shared
-                } else {
-                    Mode::Exclusive
-                };
-                let wait = match src.below(4) {
+                let mode = self.mode(src, &lock);
+                let wait = match src.below(5) {
                     0 => Wait::None,
-                    1 => Wait::Until(Tick(now.0 + src.below(15))),
+                    1 | 2 => Wait::Until(Tick(now.0 + src.below(15))),
                     _ => Wait::Forever,
                 };
                 Input::Acquire {
@@ -210,13 +241,25 @@ impl ClientLike {
                     request,
                 }
             }
-            12..=14 => Input::Release {
+            13..=15 => Input::Release {
                 now,
                 lock: self.lock(src),
                 request: self.request(src, session),
                 session,
             },
-            15 => Input::Cancel {
+            16 => Input::Cancel {
+                now,
+                lock: self.lock(src),
+                request: self.request(src, session),
+                session,
+            },
+            17..=18 => Input::Watch {
+                now,
+                lock: self.lock(src),
+                request: self.request(src, session),
+                session,
+            },
+            19 => Input::Unwatch {
                 now,
                 lock: self.lock(src),
                 request: self.request(src, session),
@@ -239,7 +282,7 @@ impl ClientLike {
     ) -> Input {
         let any = SessionId(1 + src.below(self.opened + 20));
         let lock = self.lock(src);
-        match (src.below(8), target) {
+        match (src.below(10), target) {
             (0, Some((session, last))) if last >= 1 => Input::KeepAlive {
                 now,
                 session,
@@ -274,6 +317,24 @@ impl ClientLike {
                 request: None,
             },
             (5, _) => Input::OpenSession { now, ttl: 0 },
+            (8, _) => Input::Acquire {
+                now,
+                session: any,
+                lock,
+                // count 0, or more than the limit
+                mode: match src.below(2) {
+                    0 => Mode::Permits { count: 0, limit: 3 },
+                    _ => Mode::Permits { count: 4, limit: 3 },
+                },
+                wait: Wait::Forever,
+                request: None,
+            },
+            (9, Some((session, last))) if last >= 1 => Input::Watch {
+                now,
+                session,
+                lock: LockName::new("zz").expect("name"),
+                request: Some(last),
+            },
             (6, _) => Input::OpenSession {
                 now,
                 // now + ttl overflows (at tick 0: a zero ttl)

@@ -19,8 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use fencelock::{
-    Error, Input, LockName, LockService, Mode, Output, ReleaseReason, Reply, SessionId, Storage,
-    Token, VecStorage,
+    Change, Error, Input, Label, LockName, LockService, Mode, Output, Permits, ReleaseReason,
+    Reply, SessionId, Storage, Token, VecStorage,
 };
 
 /// Checks every state invariant of `svc` through its queries.
@@ -84,12 +84,14 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
     }
     let mut tokens = BTreeSet::new();
     let mut claims = 0u32;
+    let mut watched_only = 0u32;
     for lock in &locks {
         let holders: Vec<_> = svc.holders(lock).collect();
         let waiters: Vec<_> = svc.waiters(lock).collect();
         let delay = svc.lock_delay_until(lock);
         if holders.is_empty() && waiters.is_empty() && delay.is_none() {
-            return Err(format!("lock {lock:?} is idle but listed"));
+            // Only a watch keeps such an entry (counted against the watch rows below).
+            watched_only += 1;
         }
         if let Some(d) = delay {
             if d.0 <= now {
@@ -104,6 +106,49 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
         if exclusive > 1 || (exclusive == 1 && holders.len() > 1) {
             return Err(format!(
                 "I1: lock {lock:?}: mutual exclusion violated: {holders:?}"
+            ));
+        }
+        // I1 for semaphores: one limit, never more permits held than it, no plain claim.
+        let modes = holders
+            .iter()
+            .map(|h| h.mode)
+            .chain(waiters.iter().map(|w| w.mode));
+        let limits: BTreeSet<Option<u32>> = modes
+            .map(|m| match m {
+                Mode::Permits { limit, .. } => Some(limit),
+                _ => None,
+            })
+            .collect();
+        if limits.len() > 1 {
+            return Err(format!(
+                "I1: lock {lock:?}: plain and permit claims or two limits: {holders:?} {waiters:?}"
+            ));
+        }
+        let in_use: u64 = holders
+            .iter()
+            .map(|h| match h.mode {
+                Mode::Permits { count, .. } => u64::from(count),
+                _ => 0,
+            })
+            .sum();
+        let semaphore = match limits.first() {
+            Some(Some(limit)) => {
+                if in_use > u64::from(*limit) {
+                    return Err(format!(
+                        "I1: lock {lock:?}: {in_use} permits held, limit {limit}: {holders:?}"
+                    ));
+                }
+                Some(Permits {
+                    in_use: in_use as u32,
+                    limit: *limit,
+                })
+            }
+            _ => None,
+        };
+        if svc.permits(lock) != semaphore {
+            return Err(format!(
+                "lock {lock:?}: permits() says {:?}, holders and waiters {semaphore:?}",
+                svc.permits(lock)
             ));
         }
         let mut seen = BTreeSet::new();
@@ -150,8 +195,13 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
         // I3 No lost wake-up: the head of a queue waits only for a reason.
         if let Some(head) = waiters.first() {
             let blocked = delay.is_some()
-                || (!holders.is_empty()
-                    && (head.mode == Mode::Exclusive || holders[0].mode == Mode::Exclusive));
+                || match head.mode {
+                    Mode::Permits { count, limit } => in_use + u64::from(count) > u64::from(limit),
+                    _ => {
+                        !holders.is_empty()
+                            && (head.mode == Mode::Exclusive || holders[0].mode == Mode::Exclusive)
+                    }
+                };
             if !blocked {
                 return Err(format!(
                     "I3: lock {lock:?}: head {} could be granted but waits",
@@ -161,10 +211,18 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
         }
         claims += (holders.len() + waiters.len()) as u32;
     }
-    if claims != len.claims || len.claims > cap.claims {
+    // Claim rows: holds and waits, plus watches (no query lists them: every lock listed
+    // with neither holder, waiter nor lock-delay needs one of its own).
+    if claims > len.claims || len.claims > cap.claims {
         return Err(format!(
             "claims {claims} / len {} / cap {}",
             len.claims, cap.claims
+        ));
+    }
+    if watched_only > len.claims - claims {
+        return Err(format!(
+            "{watched_only} locks are idle but listed, with {} watch rows",
+            len.claims - claims
         ));
     }
     for &s in &sessions {
@@ -245,6 +303,15 @@ pub struct Shadow {
     input: Option<(Input, usize)>,
     /// Per session: its latest numbered request, what it was, and the reply it got.
     numbered: BTreeMap<SessionId, (u64, Input, Reply)>,
+    /// Each live session's label as its open gave it.
+    labels: BTreeMap<SessionId, Label>,
+    /// Per lock: its watchers in the order they began.
+    watchers: BTreeMap<String, Vec<SessionId>>,
+    /// Watcher events due next, in this order (each holder change is followed at once by
+    /// one event per watcher of its lock).
+    due: VecDeque<Output>,
+    /// Watcher events seen.
+    pub watch_events: u64,
     /// Replayed answers seen (idempotent retries).
     pub replays: u64,
     /// Grants counted (new tokens).
@@ -274,10 +341,22 @@ impl Shadow {
 
     /// Records the input about to be applied. Cost: O(locks).
     pub fn before(&mut self, input: &Input) {
-        let claims: usize = self.holds.values().map(Vec::len).sum::<usize>()
-            + self.queues.values().map(VecDeque::len).sum::<usize>();
-        let bound = self.sessions.len() + 2 * claims;
+        let bound = self.event_bound();
         self.input = Some((input.clone(), bound));
+    }
+
+    /// The most events one input may emit in the state the replies and events described
+    /// (I7): a session expires once; a hold or wait changes holder at most twice in one
+    /// input (granted, then released by a close), an acquire's new claim once; each change
+    /// reaches every watcher of its lock — at most as many as the most-watched lock has
+    /// (tighter than the service's bound, which counts all watches up to `max_watchers`);
+    /// a watch's `Holding` events follow an advance that changes each claim at most once.
+    fn event_bound(&self) -> usize {
+        let holds: usize = self.holds.values().map(Vec::len).sum();
+        let waits: usize = self.queues.values().map(VecDeque::len).sum();
+        let h = holds + waits;
+        let most_watched = self.watchers.values().map(Vec::len).max().unwrap_or(0);
+        self.sessions.len() + 2 * h + (2 * h + 1) * most_watched
     }
 
     /// Checks the reply (or error) and the events of the input given to
@@ -342,15 +421,34 @@ impl Shadow {
         };
         let own_events = matches!(
             input,
-            Input::Release { .. } | Input::Cancel { .. } | Input::CloseSession { .. }
+            Input::Release { .. }
+                | Input::Cancel { .. }
+                | Input::CloseSession { .. }
+                | Input::Acquire { .. }
+                | Input::Watch { .. }
         );
         let mut granted = false;
         for e in events {
-            if own_events && pending.is_some() && self.needs_reply(e) {
+            if self.due.is_empty() && own_events && pending.is_some() && self.needs_reply(e) {
                 let r = pending.take().expect("pending");
                 self.reply(&input, r)?;
             }
+            if let Some(want) = self.due.pop_front() {
+                if *e != want {
+                    return Err(format!(
+                        "watch: {e:?} where the watcher's event {want:?} was due"
+                    ));
+                }
+                self.watch_events += 1;
+                continue;
+            }
             self.event(&input, e, &mut granted)?;
+        }
+        if !self.due.is_empty() {
+            return Err(format!(
+                "watch: {:?} due but not emitted (events {events:?})",
+                self.due
+            ));
         }
         if replay {
             let Ok(got) = result else {
@@ -369,6 +467,11 @@ impl Shadow {
         } else {
             if let Some(r) = pending {
                 self.reply(&input, r)?;
+            }
+            if let Some(want) = self.due.front() {
+                return Err(format!(
+                    "watch: {want:?} due after {input:?} but not emitted (events {events:?})"
+                ));
             }
             // A fresh numbered request (close records nothing: the session is gone).
             if let (Ok(r), Some((session, n))) = (result, numbered(&input)) {
@@ -405,7 +508,39 @@ impl Shadow {
                 mode,
                 ..
             } => !self.grantable_head(*session, lock.as_str(), *mode),
+            // A watcher's event with nothing due: the caller's own grant, release or watch.
+            Output::HolderChanged { .. } => true,
             _ => false,
+        }
+    }
+
+    /// Queues one event per watcher of `lock` about `holder`'s hold (`mode`, `token`).
+    fn tell_watchers(
+        &mut self,
+        lock: &LockName,
+        holder: SessionId,
+        mode: Mode,
+        token: u64,
+        change: Change,
+    ) {
+        let label = self.labels.get(&holder).cloned().unwrap_or_default();
+        for w in self.watchers.get(lock.as_str()).map_or(&[][..], |w| &w[..]) {
+            self.due.push_back(Output::HolderChanged {
+                session: *w,
+                lock: lock.clone(),
+                holder,
+                mode,
+                token: Token(token),
+                change,
+                label: label.clone(),
+            });
+        }
+    }
+
+    /// Ends every watch of `session` (its close or expiry): nothing reaches it after.
+    fn end_watches_of(&mut self, session: SessionId) {
+        for w in self.watchers.values_mut() {
+            w.retain(|s| *s != session);
         }
     }
 
@@ -526,6 +661,7 @@ impl Shadow {
                     ));
                 }
                 self.end_waits_of(*session);
+                self.end_watches_of(*session);
                 self.numbered.remove(session);
             }
             Output::Released {
@@ -541,7 +677,13 @@ impl Shadow {
                     .ok_or(format!(
                         "{session} released {lock} ({token}) it did not hold"
                     ))?;
-                holds.remove(i);
+                let hold = holds.remove(i);
+                self.end_watches_of(*session);
+                let change = match reason {
+                    ReleaseReason::Expired => Change::Expired,
+                    _ => Change::Closed,
+                };
+                self.tell_watchers(lock, *session, hold.mode, hold.token, change);
                 match reason {
                     ReleaseReason::Expired => {
                         if self.sessions.contains_key(session) {
@@ -588,6 +730,7 @@ impl Shadow {
                     None => return Err(format!("I3: {session} granted {lock} without waiting")),
                 }
                 self.new_grant(*session, lock, *mode, *token)?;
+                self.tell_watchers(lock, *session, *mode, token.0, Change::Granted);
                 *granted = true;
             }
             Output::WaitTimedOut { session, lock } => {
@@ -604,6 +747,11 @@ impl Shadow {
                     ));
                 }
             }
+            Output::HolderChanged { .. } => {
+                return Err(format!(
+                    "watch: {e:?} follows no holder change (or its watch had ended)"
+                ))
+            }
             _ => return Err(format!("unknown event {e:?}")),
         }
         Ok(())
@@ -614,12 +762,17 @@ impl Shadow {
         let now = self.now;
         match (input, r) {
             (
-                Input::OpenSession { ttl, .. },
+                Input::OpenSession { ttl, .. } | Input::OpenLabeled { ttl, .. },
                 Reply::Opened {
                     session,
                     expires_at,
                 },
             ) => {
+                let label = match input {
+                    Input::OpenLabeled { label, .. } => label.clone(),
+                    _ => Label::default(),
+                };
+                self.labels.insert(session, label);
                 if session.0 <= self.max_session {
                     return Err(format!(
                         "{session} opened, but ids up to {} were used",
@@ -658,6 +811,8 @@ impl Shadow {
                     return Err(format!("closed {session} still holds {lock:?}"));
                 }
                 self.end_waits_of(*session);
+                self.end_watches_of(*session);
+                self.labels.remove(session);
                 self.numbered.remove(session);
             }
             (
@@ -696,6 +851,7 @@ impl Shadow {
                     ));
                 }
                 self.new_grant(*session, lock, m, token)?;
+                self.tell_watchers(lock, *session, m, token.0, Change::Granted);
             }
             (
                 Input::Acquire {
@@ -755,7 +911,8 @@ impl Shadow {
                     .ok_or(format!(
                         "{session} released {lock} ({token}) it did not hold"
                     ))?;
-                holds.remove(i);
+                let hold = holds.remove(i);
+                self.tell_watchers(lock, *session, hold.mode, hold.token, Change::Released);
             }
             (Input::Cancel { session, lock, .. }, Reply::Cancelled) => {
                 let q = self.queues.entry(lock.as_str().to_string()).or_default();
@@ -765,6 +922,40 @@ impl Shadow {
                     .ok_or(format!("{session} cancelled {lock}, but it was not queued"))?;
                 q.remove(i);
                 self.waits_ended += 1;
+            }
+            (Input::Watch { session, lock, .. }, Reply::Watching { holders }) => {
+                let watchers = self.watchers.entry(lock.as_str().to_string()).or_default();
+                if watchers.contains(session) {
+                    return Err(format!("{session} watches {lock} twice"));
+                }
+                watchers.push(*session);
+                let mut holds = self.holds.get(lock.as_str()).cloned().unwrap_or_default();
+                if holds.len() != holders as usize {
+                    return Err(format!(
+                        "watch of {lock}: {holders} holders answered, {} hold it",
+                        holds.len()
+                    ));
+                }
+                // In grant order, to this watcher only.
+                holds.sort_by_key(|h| h.token);
+                for h in holds {
+                    self.due.push_back(Output::HolderChanged {
+                        session: *session,
+                        lock: lock.clone(),
+                        holder: h.session,
+                        mode: h.mode,
+                        token: Token(h.token),
+                        change: Change::Holding,
+                        label: self.labels.get(&h.session).cloned().unwrap_or_default(),
+                    });
+                }
+            }
+            (Input::Unwatch { session, lock, .. }, Reply::Unwatched) => {
+                let watchers = self.watchers.entry(lock.as_str().to_string()).or_default();
+                let i = watchers.iter().position(|w| w == session).ok_or(format!(
+                    "{session} unwatched {lock}, but it did not watch it"
+                ))?;
+                watchers.remove(i);
             }
             (Input::Tick { now: t }, Reply::Ticked { now: got }) if *t == got => {}
             (input, r) => return Err(format!("reply {r:?} does not answer {input:?}")),
@@ -838,7 +1029,20 @@ impl Shadow {
 
 /// Whether a `mode` grant fits beside `holds` (I1).
 fn compatible(holds: &[Hold], mode: Mode) -> bool {
-    holds.is_empty() || (mode == Mode::Shared && holds.iter().all(|h| h.mode == Mode::Shared))
+    match mode {
+        Mode::Permits { count, limit } => {
+            let mut in_use = u64::from(count);
+            for h in holds {
+                match h.mode {
+                    Mode::Permits { count, limit: l } if l == limit => in_use += u64::from(count),
+                    _ => return false,
+                }
+            }
+            in_use <= u64::from(limit)
+        }
+        Mode::Shared => holds.iter().all(|h| h.mode == Mode::Shared),
+        _ => holds.is_empty(),
+    }
 }
 
 /// The session and number of a numbered request (close never replays).
@@ -847,7 +1051,9 @@ fn numbered(input: &Input) -> Option<(SessionId, u64)> {
         Input::KeepAlive { .. }
         | Input::Acquire { .. }
         | Input::Release { .. }
-        | Input::Cancel { .. } => Some((input.session()?, input.request()?)),
+        | Input::Cancel { .. }
+        | Input::Watch { .. }
+        | Input::Unwatch { .. } => Some((input.session()?, input.request()?)),
         _ => None,
     }
 }
@@ -865,7 +1071,9 @@ fn same_request(a: &Input, b: &Input) -> bool {
             },
         ) => l1 == l2 && m1 == m2,
         (Input::Release { lock: l1, .. }, Input::Release { lock: l2, .. })
-        | (Input::Cancel { lock: l1, .. }, Input::Cancel { lock: l2, .. }) => l1 == l2,
+        | (Input::Cancel { lock: l1, .. }, Input::Cancel { lock: l2, .. })
+        | (Input::Watch { lock: l1, .. }, Input::Watch { lock: l2, .. })
+        | (Input::Unwatch { lock: l1, .. }, Input::Unwatch { lock: l2, .. }) => l1 == l2,
         _ => false,
     }
 }

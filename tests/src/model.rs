@@ -6,13 +6,24 @@
 //! the input's `now` first (its events stand even when the input is then refused), which
 //! error wins when several apply, the caller's [`Reply`] apart from the events for others,
 //! the order of events inside a close or an advance, idempotent-retry replies, and the
-//! capacity accounting (a lock entry exists while held, awaited or in lock-delay).
+//! capacity accounting (a lock entry exists while held, awaited, watched or in lock-delay).
+//!
+//! Semaphores, labels and watches, stated the plain way:
+//! * a name is a semaphore while a `Permits` claim holds or waits on it; its limit is that
+//!   claim's; a different limit, a plain mode on a semaphore or permits on a plain lock is
+//!   `LimitMismatch`; grants are strict FIFO: the head is granted while its count fits
+//!   beside the permits in use, and the first that does not fit stops the scan;
+//! * a session's label is copied into every holder, waiter and watcher event about it;
+//! * a watch is a claim row; on `Watch` the watcher is told `Holding` for each current
+//!   holder, then every holder change of the lock (right after the event or reply that
+//!   tells the holder), watchers in the order they began; a watch ends with unwatch or
+//!   with its session, before anything else that session's end does.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use fencelock::{
-    Capacity, Error, Holder, Input, LockName, Mode, Output, ReleaseReason, Reply, SessionId,
-    SessionInfo, Table, Tick, Token, Usage, Wait, Waiter,
+    Capacity, Change, Config, Error, Holder, Input, Label, LockName, Mode, Output, Permits,
+    ReleaseReason, Reply, SessionId, SessionInfo, Table, Tick, Token, Usage, Wait, Waiter,
 };
 
 /// What one input did, as the model predicts it: the caller's answer and, apart from it,
@@ -36,6 +47,8 @@ enum Recorded {
     Busy,
     Released(u64),
     Cancelled,
+    Watching(u32),
+    Unwatched,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +58,8 @@ enum Kind {
     Release,
     Cancel,
     Close,
+    Watch,
+    Unwatch,
 }
 
 /// The arguments a request number was used for (the lock and, for acquire, the mode).
@@ -52,6 +67,7 @@ type Target = Option<(String, Option<Mode>)>;
 
 #[derive(Clone, Debug)]
 struct Session {
+    label: Label,
     ttl: u64,
     expires_at: u64,
     last_request: u64,
@@ -65,6 +81,8 @@ struct Claim {
     lock: String,
     mode: Mode,
     holding: bool,
+    /// A watch (neither holding nor waiting; `mode` and `value` unused).
+    watch: bool,
     /// The token when holding; the deadline (u64::MAX = forever) when waiting.
     value: u64,
 }
@@ -74,7 +92,8 @@ struct Lock {
     id: u64,
     holders: Vec<u64>, // claim seqs, ascending
     waiters: VecDeque<u64>,
-    delay_until: u64, // 0 = none
+    watchers: Vec<u64>, // claim seqs in the order the watches began
+    delay_until: u64,   // 0 = none
 }
 
 /// The reference model.
@@ -83,6 +102,7 @@ pub struct Model {
     cap: Capacity,
     lock_delay: u64,
     max_name_len: u32,
+    max_watchers: u32,
     now: u64,
     next_session: u64,
     revision: u64,
@@ -94,12 +114,26 @@ pub struct Model {
 }
 
 impl Model {
-    /// An empty model with these capacities and settings.
+    /// An empty model with these capacities and settings (and the default
+    /// `max_watchers`).
     pub fn new(cap: Capacity, lock_delay: u64, max_name_len: u32) -> Model {
+        Model::from_config(
+            cap,
+            Config {
+                lock_delay,
+                max_name_len,
+                ..Config::default()
+            },
+        )
+    }
+
+    /// An empty model of a service with these capacities and this configuration.
+    pub fn from_config(cap: Capacity, config: Config) -> Model {
         Model {
             cap,
-            lock_delay,
-            max_name_len,
+            lock_delay: config.lock_delay,
+            max_name_len: config.max_name_len,
+            max_watchers: config.max_watchers,
             now: 0,
             next_session: 1,
             revision: 0,
@@ -152,14 +186,22 @@ impl Model {
         Step { result, events }
     }
 
-    /// The most events one input can emit now: sessions + 2 × claims in use.
+    /// The most events one input can emit now, as the core documents it:
+    /// `S + 2·H + (2·H + 1) · min(max_watchers, W)` with `S` sessions, `H` holds and waits,
+    /// `W` watches (a session expires once; a hold or wait changes holder at most twice in
+    /// one input, an acquire's new claim once; each change reaches every watcher of its
+    /// lock).
     pub fn max_events(&self) -> usize {
-        self.sessions.len() + 2 * self.claims.len()
+        let watches = self.claims.values().filter(|c| c.watch).count();
+        let h = self.claims.len() - watches;
+        let w = watches.min(self.max_watchers as usize);
+        self.sessions.len() + 2 * h + (2 * h + 1) * w
     }
 
     fn step(&mut self, input: &Input, out: &mut Vec<Output>) -> Result<Reply, Error> {
         match input {
-            Input::OpenSession { ttl, .. } => self.open(*ttl),
+            Input::OpenSession { ttl, .. } => self.open(*ttl, Label::default()),
+            Input::OpenLabeled { ttl, label, .. } => self.open(*ttl, label.clone()),
             Input::KeepAlive {
                 session, request, ..
             } => self.keep_alive(*session, *request),
@@ -173,7 +215,7 @@ impl Model {
                 wait,
                 request,
                 ..
-            } => self.acquire(*session, lock, *mode, *wait, *request),
+            } => self.acquire(*session, lock, *mode, *wait, *request, out),
             Input::Release {
                 session,
                 lock,
@@ -186,6 +228,18 @@ impl Model {
                 request,
                 ..
             } => self.cancel(*session, lock, *request, out),
+            Input::Watch {
+                session,
+                lock,
+                request,
+                ..
+            } => self.watch(*session, lock, *request, out),
+            Input::Unwatch {
+                session,
+                lock,
+                request,
+                ..
+            } => self.unwatch(*session, lock, *request, out),
             Input::Tick { now } => Ok(Reply::Ticked { now: *now }),
             _ => Err(Error::BadFrame),
         }
@@ -233,6 +287,8 @@ impl Model {
             Recorded::Granted(..) | Recorded::Queued(..) | Recorded::Busy => Kind::Acquire,
             Recorded::Released(_) => Kind::Release,
             Recorded::Cancelled => Kind::Cancel,
+            Recorded::Watching(_) => Kind::Watch,
+            Recorded::Unwatched => Kind::Unwatch,
         };
         if recorded != kind || row.last_target != *target {
             return Err(Error::RequestReused { request: n });
@@ -249,7 +305,7 @@ impl Model {
         }
     }
 
-    fn open(&mut self, ttl: u64) -> Result<Reply, Error> {
+    fn open(&mut self, ttl: u64, label: Label) -> Result<Reply, Error> {
         if ttl == 0 {
             return Err(Error::BadTtl);
         }
@@ -262,6 +318,7 @@ impl Model {
         self.sessions.insert(
             id,
             Session {
+                label,
                 ttl,
                 expires_at,
                 last_request: 0,
@@ -318,9 +375,16 @@ impl Model {
         mode: Mode,
         wait: Wait,
         request: Option<u64>,
+        out: &mut Vec<Output>,
     ) -> Result<Reply, Error> {
         self.session(s)?;
         let name = self.name(lock)?;
+        // A malformed mode is refused with the name, before the request number.
+        if let Mode::Permits { count, limit } = mode {
+            if count == 0 || count > limit {
+                return Err(Error::BadPermits { count, limit });
+            }
+        }
         let target: Target = Some((name.clone(), Some(mode)));
         if let Some(recorded) = self.check_request(s, request, Kind::Acquire, &target)? {
             // A retry answers from the claim now (docs/SPEC.md §6): holding → Granted
@@ -350,6 +414,22 @@ impl Model {
                 (None, _) => Reply::Busy,
             });
         }
+        // A semaphore's limit travels with every acquire; a name is one while a
+        // permits claim holds or waits on it.
+        match (self.live_mode(&name), mode) {
+            (Some(Mode::Permits { limit: live, .. }), Mode::Permits { limit, .. })
+                if live != limit =>
+            {
+                return Err(Error::LimitMismatch { limit: live });
+            }
+            (Some(Mode::Permits { limit: live, .. }), Mode::Exclusive | Mode::Shared) => {
+                return Err(Error::LimitMismatch { limit: live });
+            }
+            (Some(Mode::Exclusive | Mode::Shared), Mode::Permits { .. }) => {
+                return Err(Error::LimitMismatch { limit: 0 });
+            }
+            _ => {}
+        }
         if let Some(c) = self.claim_of(s.0, &name) {
             let claim = &self.claims[&c];
             if !claim.holding {
@@ -367,12 +447,7 @@ impl Model {
         }
         let grantable = match self.locks.get(&name) {
             None => true,
-            Some(l) => {
-                l.delay_until <= self.now
-                    && l.waiters.is_empty()
-                    && (l.holders.is_empty()
-                        || (mode == Mode::Shared && self.holder_mode(l) == Mode::Shared))
-            }
+            Some(l) => l.delay_until <= self.now && l.waiters.is_empty() && self.fits(l, mode),
         };
         let deadline = match wait {
             Wait::None => None,
@@ -387,22 +462,7 @@ impl Model {
         if self.claims.len() >= self.cap.claims as usize {
             return Err(Error::CapacityExceeded(Table::Claims));
         }
-        if !self.locks.contains_key(&name) {
-            if self.locks.len() >= self.cap.locks as usize {
-                return Err(Error::CapacityExceeded(Table::Locks));
-            }
-            let id = self.next_lock;
-            self.next_lock += 1;
-            self.locks.insert(
-                name.clone(),
-                Lock {
-                    id,
-                    holders: Vec::new(),
-                    waiters: VecDeque::new(),
-                    delay_until: 0,
-                },
-            );
-        }
+        self.entry(&name)?;
         let seq = self.next_seq;
         self.next_seq += 1;
         self.claims.insert(
@@ -412,11 +472,13 @@ impl Model {
                 lock: name.clone(),
                 mode,
                 holding: false,
+                watch: false,
                 value: 0,
             },
         );
         if grantable {
             let token = self.grant(seq);
+            self.tell_watchers(seq, Change::Granted, out);
             self.record(s, request, target, Recorded::Granted(mode, token));
             Ok(Reply::Granted {
                 mode,
@@ -456,6 +518,7 @@ impl Model {
             .filter(|c| self.claims[c].holding)
             .ok_or(Error::NotHolder(s))?;
         let token = self.claims[&c].value;
+        self.tell_watchers(c, Change::Released, out);
         self.remove_claim(c);
         self.record(s, request, target, Recorded::Released(token));
         self.grant_dirty(&[name], out);
@@ -490,6 +553,125 @@ impl Model {
         Ok(Reply::Cancelled)
     }
 
+    fn watch(
+        &mut self,
+        s: SessionId,
+        lock: &LockName,
+        request: Option<u64>,
+        out: &mut Vec<Output>,
+    ) -> Result<Reply, Error> {
+        self.session(s)?;
+        let name = self.name(lock)?;
+        let target: Target = Some((name.clone(), None));
+        if let Some(recorded) = self.check_request(s, request, Kind::Watch, &target)? {
+            let Recorded::Watching(holders) = recorded else {
+                unreachable!("the kind matched")
+            };
+            return Ok(Reply::Watching { holders });
+        }
+        if self.watch_of(s.0, &name).is_some() {
+            return Err(Error::AlreadyWatching(s));
+        }
+        let watching = self.locks.get(&name).map_or(0, |l| l.watchers.len());
+        if watching >= self.max_watchers as usize {
+            return Err(Error::CapacityExceeded(Table::Watchers));
+        }
+        if self.claims.len() >= self.cap.claims as usize {
+            return Err(Error::CapacityExceeded(Table::Claims));
+        }
+        self.entry(&name)?;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.claims.insert(
+            seq,
+            Claim {
+                session: s.0,
+                lock: name.clone(),
+                mode: Mode::Exclusive,
+                holding: false,
+                watch: true,
+                value: 0,
+            },
+        );
+        let l = self.locks.get_mut(&name).expect("exists");
+        l.watchers.push(seq);
+        let holders = l.holders.clone();
+        for h in &holders {
+            out.push(self.change(seq, *h, Change::Holding));
+        }
+        let n = holders.len() as u32;
+        self.record(s, request, target, Recorded::Watching(n));
+        Ok(Reply::Watching { holders: n })
+    }
+
+    fn unwatch(
+        &mut self,
+        s: SessionId,
+        lock: &LockName,
+        request: Option<u64>,
+        out: &mut Vec<Output>,
+    ) -> Result<Reply, Error> {
+        self.session(s)?;
+        let name = self.name(lock)?;
+        let target: Target = Some((name.clone(), None));
+        if self
+            .check_request(s, request, Kind::Unwatch, &target)?
+            .is_some()
+        {
+            return Ok(Reply::Unwatched);
+        }
+        let c = self.watch_of(s.0, &name).ok_or(Error::NotWatching(s))?;
+        self.remove_claim(c);
+        self.record(s, request, target, Recorded::Unwatched);
+        self.grant_dirty(&[name], out);
+        Ok(Reply::Unwatched)
+    }
+
+    /// Creates the lock entry for `name` if it has none.
+    fn entry(&mut self, name: &str) -> Result<(), Error> {
+        if !self.locks.contains_key(name) {
+            if self.locks.len() >= self.cap.locks as usize {
+                return Err(Error::CapacityExceeded(Table::Locks));
+            }
+            let id = self.next_lock;
+            self.next_lock += 1;
+            self.locks.insert(
+                name.to_string(),
+                Lock {
+                    id,
+                    holders: Vec::new(),
+                    waiters: VecDeque::new(),
+                    watchers: Vec::new(),
+                    delay_until: 0,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The event telling `watcher`'s session about `holder`'s claim.
+    fn change(&self, watcher: u64, holder: u64, change: Change) -> Output {
+        let w = &self.claims[&watcher];
+        let h = &self.claims[&holder];
+        Output::HolderChanged {
+            session: SessionId(w.session),
+            lock: Self::lock_name(&h.lock),
+            holder: SessionId(h.session),
+            mode: h.mode,
+            token: Token(h.value),
+            change,
+            label: self.sessions[&h.session].label.clone(),
+        }
+    }
+
+    /// One event per watcher of `holder`'s lock, in the order the watches began.
+    fn tell_watchers(&self, holder: u64, change: Change, out: &mut Vec<Output>) {
+        let lock = &self.locks[&self.claims[&holder].lock];
+        for w in &lock.watchers {
+            out.push(self.change(*w, holder, change));
+        }
+    }
+
     /// The advance to `now` (docs/SPEC.md §2): expire, time out, end lock-delays, grant.
     fn advance(&mut self, now: u64, out: &mut Vec<Output>) {
         if now == self.now {
@@ -515,7 +697,7 @@ impl Model {
         let mut due: Vec<(u64, u64)> = self
             .claims
             .iter()
-            .filter(|(_, c)| !c.holding && c.value != u64::MAX && c.value <= now)
+            .filter(|(_, c)| !c.holding && !c.watch && c.value != u64::MAX && c.value <= now)
             .map(|(seq, c)| (c.value, *seq))
             .collect();
         due.sort();
@@ -551,6 +733,18 @@ impl Model {
         dirty: &mut Vec<String>,
         out: &mut Vec<Output>,
     ) {
+        // Its watches end first: nothing reaches the session once it is gone.
+        let watches: Vec<u64> = self
+            .claims
+            .iter()
+            .filter(|(_, c)| c.session == id && c.watch)
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in watches {
+            let lock = self.claims[&seq].lock.clone();
+            self.remove_claim(seq);
+            mark(dirty, &lock);
+        }
         let mine: Vec<u64> = self
             .claims
             .iter()
@@ -559,7 +753,6 @@ impl Model {
             .collect();
         for seq in mine {
             let c = self.claims[&seq].clone();
-            self.remove_claim(seq);
             if c.holding {
                 out.push(Output::Released {
                     session: SessionId(id),
@@ -567,6 +760,15 @@ impl Model {
                     token: Token(c.value),
                     reason,
                 });
+                let change = match reason {
+                    ReleaseReason::Expired => Change::Expired,
+                    ReleaseReason::Closed => Change::Closed,
+                    ReleaseReason::Released => Change::Released,
+                };
+                self.tell_watchers(seq, change, out);
+            }
+            self.remove_claim(seq);
+            if c.holding {
                 if reason == ReleaseReason::Expired && self.lock_delay > 0 {
                     let until = self.now.saturating_add(self.lock_delay);
                     let l = self.locks.get_mut(&c.lock).expect("lock");
@@ -582,6 +784,36 @@ impl Model {
         l.holders
             .first()
             .map_or(Mode::Exclusive, |c| self.claims[c].mode)
+    }
+
+    /// The mode of the claims holding or waiting on `name` (`None`: nobody does).
+    fn live_mode(&self, name: &str) -> Option<Mode> {
+        let l = self.locks.get(name)?;
+        l.holders
+            .iter()
+            .chain(l.waiters.iter())
+            .next()
+            .map(|c| self.claims[c].mode)
+    }
+
+    /// Permits held on `l` (0 unless it is a semaphore).
+    fn in_use(&self, l: &Lock) -> u64 {
+        l.holders
+            .iter()
+            .map(|c| match self.claims[c].mode {
+                Mode::Permits { count, .. } => u64::from(count),
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Whether a `mode` grant fits beside `l`'s holders (queue and lock-delay aside).
+    fn fits(&self, l: &Lock, mode: Mode) -> bool {
+        match mode {
+            Mode::Permits { count, limit } => self.in_use(l) + u64::from(count) <= u64::from(limit),
+            Mode::Shared => l.holders.is_empty() || self.holder_mode(l) == Mode::Shared,
+            _ => l.holders.is_empty(),
+        }
     }
 
     fn grant(&mut self, seq: u64) -> u64 {
@@ -608,9 +840,8 @@ impl Model {
                         break;
                     };
                     let mode = self.claims[&head].mode;
-                    let fits = l.holders.is_empty()
-                        || (mode == Mode::Shared && self.holder_mode(l) == Mode::Shared);
-                    if !fits {
+                    // Strict FIFO: the first that does not fit stops the scan.
+                    if !self.fits(l, mode) {
                         break;
                     }
                     self.locks.get_mut(name).expect("lock").waiters.pop_front();
@@ -621,22 +852,36 @@ impl Model {
                         mode,
                         token: Token(token),
                     });
+                    self.tell_watchers(head, Change::Granted, out);
                     if mode == Mode::Exclusive {
                         break;
                     }
                 }
             }
             let l = &self.locks[name];
-            if l.holders.is_empty() && l.waiters.is_empty() && l.delay_until == 0 {
+            if l.holders.is_empty()
+                && l.waiters.is_empty()
+                && l.watchers.is_empty()
+                && l.delay_until == 0
+            {
                 self.locks.remove(name);
             }
         }
     }
 
+    /// The session's hold or wait on `lock`.
     fn claim_of(&self, session: u64, lock: &str) -> Option<u64> {
         self.claims
             .iter()
-            .find(|(_, c)| c.session == session && c.lock == lock)
+            .find(|(_, c)| c.session == session && c.lock == lock && !c.watch)
+            .map(|(seq, _)| *seq)
+    }
+
+    /// The session's watch of `lock`.
+    fn watch_of(&self, session: u64, lock: &str) -> Option<u64> {
+        self.claims
+            .iter()
+            .find(|(_, c)| c.session == session && c.lock == lock && c.watch)
             .map(|(seq, _)| *seq)
     }
 
@@ -645,6 +890,7 @@ impl Model {
         let l = self.locks.get_mut(&c.lock).expect("lock");
         l.holders.retain(|x| *x != seq);
         l.waiters.retain(|x| *x != seq);
+        l.watchers.retain(|x| *x != seq);
     }
 
     // ------------------------------------------------------------------ queries
@@ -667,11 +913,15 @@ impl Model {
     /// A session's state.
     pub fn session_info(&self, id: SessionId) -> Option<SessionInfo> {
         let s = self.sessions.get(&id.0)?;
-        let mine = self.claims.values().filter(|c| c.session == id.0);
+        let mine = self
+            .claims
+            .values()
+            .filter(|c| c.session == id.0 && !c.watch);
         let holds = mine.clone().filter(|c| c.holding).count() as u32;
         let waits = mine.filter(|c| !c.holding).count() as u32;
         Some(SessionInfo {
             id,
+            label: s.label.clone(),
             ttl: s.ttl,
             expires_at: Tick(s.expires_at),
             holds,
@@ -698,6 +948,7 @@ impl Model {
                         session: SessionId(c.session),
                         mode: c.mode,
                         token: Token(c.value),
+                        label: self.sessions[&c.session].label.clone(),
                     }
                 })
                 .collect()
@@ -715,8 +966,28 @@ impl Model {
                         session: SessionId(c.session),
                         mode: c.mode,
                         deadline: (c.value != u64::MAX).then_some(Tick(c.value)),
+                        label: self.sessions[&c.session].label.clone(),
                     }
                 })
+                .collect()
+        })
+    }
+
+    /// A live semaphore's permits in use and limit.
+    pub fn permits(&self, lock: &str) -> Option<Permits> {
+        let Some(Mode::Permits { limit, .. }) = self.live_mode(lock) else {
+            return None;
+        };
+        let in_use = self.in_use(&self.locks[lock]) as u32;
+        Some(Permits { in_use, limit })
+    }
+
+    /// The sessions watching `lock`, in the order they began.
+    pub fn watchers(&self, lock: &str) -> Vec<SessionId> {
+        self.locks.get(lock).map_or_else(Vec::new, |l| {
+            l.watchers
+                .iter()
+                .map(|c| SessionId(self.claims[c].session))
                 .collect()
         })
     }
@@ -733,7 +1004,7 @@ impl Model {
         let b = self
             .claims
             .values()
-            .filter(|c| !c.holding && c.value != u64::MAX)
+            .filter(|c| !c.holding && !c.watch && c.value != u64::MAX)
             .map(|c| c.value);
         let c = self
             .locks
@@ -794,6 +1065,7 @@ impl Model {
                 svc.waiters(l).collect::<Vec<_>>(),
                 self.waiters(l)
             );
+            same!(format!("permits of {l}"), svc.permits(l), self.permits(l));
             same!(
                 format!("lock_delay_until {l}"),
                 svc.lock_delay_until(l),

@@ -24,14 +24,24 @@
 //! that token. At the end the clients stop and time runs out: every waiter must have been
 //! granted, timed out, cancelled or dropped with its session.
 //!
+//! Semaphores, labels and watches: in a third of the seeds the first lock is a semaphore
+//! (limit 2 or 3; clients ask for 1 to all of it, and now and then with another limit or
+//! a plain mode: `LimitMismatch`); clients open with a label and watch and unwatch the
+//! locks. A client's view of a watched lock is built only from the `HolderChanged` events
+//! it has seen, in order (a paused client sees them late): a grant's token must be above
+//! every one in the view, an end must name a holder in it, none may come once the client
+//! unwatched or lost its session, and whenever the client has seen all its events its
+//! view must equal the service's holders. Never more permits than the limit is checked
+//! after every input ([`check_service`], and the [`Shadow`] at every grant).
+//!
 //! Everything derives from the seed: a failure prints it, and `SEED=<n>` replays it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 
 use fencelock::{
-    Capacity, Config, Error, FenceGate, GateRow, Input, LockName, LockService, Mode, Output, Reply,
-    SessionId, SessionKeeper, Tick, Token, VecStorage, Wait,
+    Capacity, Change, Config, Error, FenceGate, GateRow, Input, Label, LockName, LockService, Mode,
+    Output, Reply, SessionId, SessionKeeper, Tick, Token, VecStorage, Wait,
 };
 
 use crate::gen::{ClientLike, Profile};
@@ -129,6 +139,10 @@ pub struct SimReport {
     pub stale_refused: u64,
     /// Snapshot round trips checked.
     pub round_trips: u64,
+    /// Watcher events clients saw.
+    pub watch_events: u64,
+    /// Grants of permits (replies and events).
+    pub permit_grants: u64,
 }
 
 impl SimReport {
@@ -147,6 +161,8 @@ impl SimReport {
         self.writes_accepted += o.writes_accepted;
         self.stale_refused += o.stale_refused;
         self.round_trips += o.round_trips;
+        self.watch_events += o.watch_events;
+        self.permit_grants += o.permit_grants;
     }
 }
 
@@ -197,6 +213,11 @@ struct Client {
     pending_write: Option<(String, Token)>,
     next_request: u64,
     last_input: Option<Input>,
+    /// Per watched lock: the holders (session, token) its watcher events said, in grant
+    /// order.
+    watching: BTreeMap<String, Vec<(SessionId, Token)>>,
+    /// Watcher events it has seen.
+    watch_events: u64,
 }
 
 impl Client {
@@ -212,6 +233,8 @@ impl Client {
             pending_write: None,
             next_request: 1,
             last_input: None,
+            watching: BTreeMap::new(),
+            watch_events: 0,
         }
     }
 
@@ -223,6 +246,7 @@ impl Client {
         self.session = None;
         self.held.clear();
         self.waiting.clear();
+        self.watching.clear();
     }
 
     /// An acknowledgement: the service applied the open or keep-alive at `expires_at −
@@ -237,8 +261,44 @@ impl Client {
     }
 
     /// Applies an event the client has now seen.
-    fn see(&mut self, o: &Output) {
+    ///
+    /// Errors: a watcher event that does not follow from the ones it saw before (out of
+    /// order, about a holder it was not told of, or after its watch ended).
+    fn see(&mut self, o: &Output) -> Result<(), String> {
         match o {
+            Output::HolderChanged {
+                lock,
+                holder,
+                token,
+                change,
+                ..
+            } => {
+                self.watch_events += 1;
+                let view = match (change, self.watching.get_mut(lock.as_str())) {
+                    (_, Some(view)) => view,
+                    // A watch begins with its Holding events (the reply may come later
+                    // to a paused client... it never does: replies are seen at once).
+                    (Change::Holding, None) => {
+                        self.watching.entry(lock.as_str().to_string()).or_default()
+                    }
+                    (_, None) => return Err(format!("watcher saw {o:?} after its watch ended")),
+                };
+                match change {
+                    Change::Holding | Change::Granted => {
+                        if view.iter().any(|(_, t)| *t >= *token) {
+                            return Err(format!("watcher saw {o:?} out of order: {view:?}"));
+                        }
+                        view.push((*holder, *token));
+                    }
+                    _ => {
+                        let i = view
+                            .iter()
+                            .position(|e| *e == (*holder, *token))
+                            .ok_or(format!("watcher saw {o:?} of a holder not in {view:?}"))?;
+                        view.remove(i);
+                    }
+                }
+            }
             Output::SessionExpired { .. } => self.lost(),
             Output::Granted {
                 lock, mode, token, ..
@@ -254,6 +314,7 @@ impl Client {
             }
             _ => {}
         }
+        Ok(())
     }
 
     /// Applies the reply to its own input.
@@ -261,7 +322,9 @@ impl Client {
         let lock = match input {
             Input::Acquire { lock, .. }
             | Input::Release { lock, .. }
-            | Input::Cancel { lock, .. } => lock.as_str().to_string(),
+            | Input::Cancel { lock, .. }
+            | Input::Watch { lock, .. }
+            | Input::Unwatch { lock, .. } => lock.as_str().to_string(),
             _ => String::new(),
         };
         match r {
@@ -287,6 +350,12 @@ impl Client {
             Reply::Cancelled | Reply::WaitEnded => {
                 self.waiting.remove(&lock);
             }
+            Reply::Watching { .. } => {
+                self.watching.entry(lock).or_default();
+            }
+            Reply::Unwatched => {
+                self.watching.remove(&lock);
+            }
             _ => {}
         }
     }
@@ -310,6 +379,8 @@ struct World {
     host: HostLoop,
     chaos: ClientLike,
     locks: Vec<&'static str>,
+    /// The first lock is a semaphore of this limit.
+    semaphore: Option<u32>,
     resource: Resource,
     /// Every (lock, token) the service granted.
     granted: BTreeSet<(String, u64)>,
@@ -338,6 +409,12 @@ impl World {
             locks: rng.range(1, n_locks as u64) as u32,
             claims: rng.range(2, 8) as u32,
         };
+        let semaphore = match rng.below(6) {
+            0 => Some(2),
+            1 => Some(3),
+            _ => None,
+        };
+        let max_watchers = *rng.pick(&[1, 2, 4]);
         let svc = LockService::new(
             VecStorage::new(
                 cap.sessions as usize,
@@ -347,6 +424,7 @@ impl World {
             Config {
                 lock_delay,
                 max_name_len: 8,
+                max_watchers,
             },
         )
         .expect("valid config");
@@ -361,7 +439,14 @@ impl World {
             rng,
             now: 0,
             svc,
-            model: Model::new(cap, lock_delay, 8),
+            model: Model::from_config(
+                cap,
+                Config {
+                    lock_delay,
+                    max_name_len: 8,
+                    max_watchers,
+                },
+            ),
             shadow: Shadow::new(lock_delay),
             clients: (0..n_clients).map(|_| Client::new()).collect(),
             owner: BTreeMap::new(),
@@ -373,6 +458,7 @@ impl World {
                 hostile: 100,
             }),
             locks: LOCK_NAMES[..n_locks].to_vec(),
+            semaphore,
             resource: Resource {
                 gate: FenceGate::new(vec![GateRow::EMPTY; 4]).expect("4 rows"),
                 accepted: BTreeMap::new(),
@@ -498,7 +584,49 @@ impl World {
                 self.owner.insert(*session, c);
             }
         }
+        for o in &events {
+            if matches!(
+                o,
+                Output::Granted {
+                    mode: Mode::Permits { .. },
+                    ..
+                }
+            ) {
+                self.report.permit_grants += 1;
+            }
+        }
+        if let Ok(Reply::Granted {
+            mode: Mode::Permits { .. },
+            ..
+        }) = &r
+        {
+            self.report.permit_grants += 1;
+        }
+        self.check_watchers()?;
         Ok(r)
+    }
+
+    /// A client that has seen every event for it (not paused, nothing unread) sees each
+    /// lock it watches held exactly as the service says.
+    fn check_watchers(&self) -> Check {
+        for (c, cl) in self.clients.iter().enumerate() {
+            if cl.paused_until > self.now || !cl.inbox.is_empty() {
+                continue;
+            }
+            for (lock, view) in &cl.watching {
+                let holders: Vec<(SessionId, Token)> = self
+                    .svc
+                    .holders(lock)
+                    .map(|h| (h.session, h.token))
+                    .collect();
+                if *view != holders {
+                    return Err(format!(
+                        "client {c} watches {lock:?} and was told {view:?}, but the holders are {holders:?}"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn route(&mut self, o: &Output) -> Check {
@@ -519,7 +647,7 @@ impl World {
             // A paused client sees its messages later, in order.
             cl.inbox.push_back(o.clone());
         } else {
-            cl.see(o);
+            cl.see(o).map_err(|e| format!("client {c}: {e}"))?;
         }
         Ok(())
     }
@@ -633,7 +761,7 @@ impl World {
         }
         let cl = &mut self.clients[c];
         while let Some(o) = cl.inbox.pop_front() {
-            cl.see(&o);
+            cl.see(&o).map_err(|e| format!("client {c}: {e}"))?;
         }
         Ok(())
     }
@@ -655,9 +783,15 @@ impl World {
             cl.keeper = Some(k);
             cl.next_request = 1;
             cl.last_input = None;
-            let input = Input::OpenSession {
-                now: self.stamp(),
-                ttl,
+            let now = self.stamp();
+            let input = if self.rng.chance(50) {
+                Input::OpenLabeled {
+                    now,
+                    ttl,
+                    label: Label::new(&format!("client-{c}")).expect("short"),
+                }
+            } else {
+                Input::OpenSession { now, ttl }
             };
             let _ = self.deliver(input, Some(c))?;
             return Ok(());
@@ -689,10 +823,19 @@ impl World {
         match roll {
             0..=34 => {
                 let lock = *self.rng.pick(&self.locks);
-                let mode = if self.rng.chance(65) {
-                    Mode::Exclusive
-                } else {
-                    Mode::Shared
+                let mode = match self.semaphore {
+                    // The first lock is a semaphore: mostly its limit, now and then
+                    // another limit or a plain mode (LimitMismatch).
+                    Some(limit) if lock == self.locks[0] && !self.rng.chance(5) => {
+                        let limit = if self.rng.chance(5) { limit + 1 } else { limit };
+                        Mode::Permits {
+                            count: self.rng.range(1, u64::from(limit)) as u32,
+                            limit,
+                        }
+                    }
+                    _ if self.rng.chance(2) => Mode::Permits { count: 1, limit: 2 },
+                    _ if self.rng.chance(65) => Mode::Exclusive,
+                    _ => Mode::Shared,
                 };
                 let wait = match self.rng.below(3) {
                     0 => Wait::None,
@@ -792,6 +935,34 @@ impl World {
                     now: self.stamp(),
                     session,
                     request,
+                };
+                self.send(c, input)?;
+            }
+            96..=98 => {
+                // Watch a lock, or stop watching one it watches.
+                let watched: Vec<String> = self.clients[c].watching.keys().cloned().collect();
+                let stop = !watched.is_empty() && self.rng.chance(35);
+                let lock = if stop {
+                    self.rng.pick(&watched).clone()
+                } else {
+                    self.rng.pick(&self.locks).to_string()
+                };
+                let request = self.request(c);
+                let (now, lock) = (self.stamp(), LockName::new(&lock).expect("name"));
+                let input = if stop {
+                    Input::Unwatch {
+                        now,
+                        session,
+                        lock,
+                        request,
+                    }
+                } else {
+                    Input::Watch {
+                        now,
+                        session,
+                        lock,
+                        request,
+                    }
                 };
                 self.send(c, input)?;
             }
@@ -914,6 +1085,7 @@ impl World {
         self.report.steps = self.step + 1;
         self.report.grants = self.shadow.grants;
         self.report.waits = self.shadow.waits_queued;
+        self.report.watch_events = self.clients.iter().map(|c| c.watch_events).sum();
         Ok(())
     }
 }

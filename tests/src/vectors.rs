@@ -24,8 +24,8 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 
 use fencelock::{
-    Config, Error, Input, LockName, LockService, Mode, Output, ReleaseReason, Reply, SessionId,
-    Tick, Token, VecStorage, Wait, MAX_FRAME_LEN,
+    Change, Config, Error, Input, Label, LockName, LockService, Mode, Output, ReleaseReason, Reply,
+    SessionId, Tick, Token, VecStorage, Wait, MAX_FRAME_LEN,
 };
 
 use crate::hex;
@@ -68,6 +68,7 @@ impl VecConfig {
             Config {
                 lock_delay: self.lock_delay,
                 max_name_len: self.max_name_len,
+                ..Config::default()
             },
         )
     }
@@ -307,6 +308,29 @@ impl Scenario {
             request,
         })
     }
+    fn open_labeled(&mut self, ttl: u64, label: &str) -> &mut Self {
+        self.input(Input::OpenLabeled {
+            now: self.t(),
+            ttl,
+            label: Label::new(label).expect("a short label"),
+        })
+    }
+    fn watch(&mut self, session: u64, lock: &str) -> &mut Self {
+        self.input(Input::Watch {
+            now: self.t(),
+            session: s(session),
+            lock: name(lock),
+            request: None,
+        })
+    }
+    fn unwatch(&mut self, session: u64, lock: &str) -> &mut Self {
+        self.input(Input::Unwatch {
+            now: self.t(),
+            session: s(session),
+            lock: name(lock),
+            request: None,
+        })
+    }
     fn tick(&mut self, now: u64) -> &mut Self {
         self.now = now;
         self.input(Input::Tick { now: Tick(now) })
@@ -360,6 +384,25 @@ fn timed_out(session: u64, lock: &str) -> Output {
         lock: name(lock),
     }
 }
+/// A watcher's event: `holder`'s hold (`mode`, `token`) of `lock` changed.
+fn changed(
+    watcher: u64,
+    lock: &str,
+    (holder, label): (u64, &str),
+    mode: Mode,
+    token: u64,
+    change: Change,
+) -> Output {
+    Output::HolderChanged {
+        session: s(watcher),
+        lock: name(lock),
+        holder: s(holder),
+        mode,
+        token: Token(token),
+        change,
+        label: Label::new(label).expect("a short label"),
+    }
+}
 fn r_opened(session: u64, expires_at: u64) -> Reply {
     Reply::Opened {
         session: s(session),
@@ -410,6 +453,7 @@ pub fn scenarios() -> Vec<Scenario> {
         eviction_keeps_revision(),
         messages_without_ticks(),
         refused_after_the_advance(),
+        semaphores_watches(),
     ]
 }
 
@@ -1295,4 +1339,117 @@ pub fn replay(text: &str) -> Result<ReplayStats, String> {
 /// The directory of the committed vector files (and `precedence.calls`). Cost: O(1).
 pub fn vectors_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("vectors")
+}
+
+fn semaphores_watches() -> Scenario {
+    let mut v = Scenario::new(
+        "19_semaphores_watches",
+        "a semaphore of 3 permits granted in strict FIFO order (a large head is not \
+         overtaken), an expiring holder returning its permits, limit and permit refusals, \
+         labelled sessions, two watchers told every holder change in order, unwatch",
+        VecConfig::default(),
+    );
+    let p = |count| Mode::Permits { count, limit: 3 };
+    v.note("session 1 (label \"ops\") watches the semaphore \"pool\" before anyone holds it");
+    v.open_labeled(100, "ops").reply(r_opened(1, 100));
+    v.watch(1, "pool")
+        .reply(Reply::Watching { holders: 0 })
+        .events(vec![]);
+    v.note("session 2 (label \"worker-a\", ttl 10) takes 2 of the 3 permits; the watcher is told");
+    v.open_labeled(10, "worker-a").reply(r_opened(2, 10));
+    v.open(100).open(100).open(100);
+    v.acq(2, "pool", p(2), Wait::None)
+        .reply(r_granted(p(2), 1))
+        .events(vec![changed(
+            1,
+            "pool",
+            (2, "worker-a"),
+            p(2),
+            1,
+            Change::Granted,
+        )]);
+    v.note(
+        "3 asks for 2 (does not fit: queued first); 4 asks for 1, which would fit, but \
+            queues behind the large head; a try-lock of 1 is busy while anyone waits",
+    );
+    v.acq(3, "pool", p(2), Wait::Forever)
+        .reply(r_queued(p(2), 1));
+    v.acq(4, "pool", p(1), Wait::Forever)
+        .reply(r_queued(p(1), 2));
+    v.acq(5, "pool", p(1), Wait::None).reply(Reply::Busy);
+    v.note(
+        "refusals: another limit (108, the live limit 3), a plain mode on the semaphore \
+            (108), permits on a plain lock (108, limit 0), 0 permits and more than the limit \
+            (207), another count than the one held (105)",
+    );
+    v.acq(5, "pool", Mode::Permits { count: 1, limit: 4 }, Wait::None)
+        .err(108);
+    v.acq(5, "pool", X, Wait::None).err(108);
+    v.acq(5, "plain", X, Wait::None).token(2);
+    v.acq(3, "plain", Mode::Permits { count: 1, limit: 2 }, Wait::None)
+        .err(108);
+    v.acq(5, "pool", Mode::Permits { count: 0, limit: 3 }, Wait::None)
+        .err(207);
+    v.acq(5, "pool", Mode::Permits { count: 4, limit: 3 }, Wait::None)
+        .err(207);
+    v.acq(2, "pool", p(1), Wait::None).err(105);
+    v.note("re-acquire with the same permits: the same grant, no event");
+    v.acq(2, "pool", p(2), Wait::None)
+        .reply(r_granted(p(2), 1))
+        .events(vec![]);
+    v.snap();
+    v.note(
+        "session 2 expires at 10: its 2 permits return, the head (2 permits) and then \
+            the next (1) are granted, each grant followed by the watcher's event",
+    );
+    v.tick(10).events(vec![
+        expired(2),
+        released(2, "pool", 1, Expired),
+        changed(1, "pool", (2, "worker-a"), p(2), 1, Change::Expired),
+        granted(3, "pool", p(2), 3),
+        changed(1, "pool", (3, ""), p(2), 3, Change::Granted),
+        granted(4, "pool", p(1), 4),
+        changed(1, "pool", (4, ""), p(1), 4, Change::Granted),
+    ]);
+    v.note(
+        "a second watcher (label \"audit\") is told the current holders, in grant order; \
+            watching twice is refused (110)",
+    );
+    v.open_labeled(100, "audit").reply(r_opened(6, 110));
+    v.watch(6, "pool")
+        .reply(Reply::Watching { holders: 2 })
+        .events(vec![
+            changed(6, "pool", (3, ""), p(2), 3, Change::Holding),
+            changed(6, "pool", (4, ""), p(1), 4, Change::Holding),
+        ]);
+    v.watch(6, "pool").err(110);
+    v.note(
+        "5 queues for 2; 3 releases: both watchers are told (in the order they began \
+            watching), then 5 is granted and both are told again",
+    );
+    v.acq(5, "pool", p(2), Wait::Forever)
+        .reply(r_queued(p(2), 1));
+    v.rel(3, "pool").reply(r_released(3)).events(vec![
+        changed(1, "pool", (3, ""), p(2), 3, Change::Released),
+        changed(6, "pool", (3, ""), p(2), 3, Change::Released),
+        granted(5, "pool", p(2), 5),
+        changed(1, "pool", (5, ""), p(2), 5, Change::Granted),
+        changed(6, "pool", (5, ""), p(2), 5, Change::Granted),
+    ]);
+    v.snap();
+    v.note("1 stops watching: nothing more reaches it; a second unwatch is refused (109)");
+    v.unwatch(1, "pool").reply(Reply::Unwatched).events(vec![]);
+    v.unwatch(1, "pool").err(109);
+    v.close(4).reply(Reply::Closed).events(vec![
+        released(4, "pool", 4, Closed),
+        changed(6, "pool", (4, ""), p(1), 4, Change::Closed),
+    ]);
+    v.note("the watcher closes: its watch ends with it; the last holder's close tells nobody");
+    v.close(6).reply(Reply::Closed).events(vec![]);
+    v.close(5).reply(Reply::Closed).events(vec![
+        released(5, "plain", 2, Closed),
+        released(5, "pool", 5, Closed),
+    ]);
+    v.snap();
+    v
 }

@@ -294,6 +294,7 @@ fn build(ops: &[(u8, u8, u8)]) -> Svc {
         Config {
             lock_delay: 2,
             max_name_len: 8,
+            ..Config::default()
         },
     )
     .unwrap();
@@ -397,6 +398,7 @@ fn config_buffer_and_snapshot_errors_change_nothing() {
         Config {
             lock_delay: 0,
             max_name_len: 0,
+            ..Config::default()
         },
     )
     .unwrap_err();

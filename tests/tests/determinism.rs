@@ -36,6 +36,7 @@ fn config() -> Config {
     Config {
         lock_delay: 3,
         max_name_len: 64,
+        ..Config::default()
     }
 }
 

@@ -14,12 +14,16 @@
 //! no tick before most messages, request numbers that advance, retry and go stale as a
 //! client's would) — the second reaches full tables, long queues and session ids far above
 //! 6, which the first cannot.
+//!
+//! Both include semaphores (`Permits` modes, valid and not, with one limit and others),
+//! labelled opens, watches and unwatches; the short sequences run with 0 to 2 watchers per
+//! lock so that `CapacityExceeded(Watchers)` and disabled watches are reached too.
 
 use std::cell::RefCell;
 
 use fencelock::{
-    Config, Error, Input, LockName, LockService, Mode, Output, Reply, SessionId, Tick, VecStorage,
-    Wait, MAX_NAME_LEN,
+    Change, Config, Error, Input, Label, LockName, LockService, Mode, Output, Reply, SessionId,
+    Table, Tick, VecStorage, Wait, MAX_NAME_LEN,
 };
 use fencelock_tests::gen::{ClientLike, Profile, DRAWS_PER_INPUT};
 use fencelock_tests::invariants::{check_round_trip, check_service, Shadow};
@@ -90,12 +94,19 @@ fn input() -> impl Strategy<Value = Input> {
     prop_oneof![
         3 => prop_oneof![8 => 1..12u64, 1 => Just(0u64), 1 => Just(u64::MAX)]
             .prop_map(move |ttl| Input::OpenSession { now, ttl }),
+        1 => (1..12u64, prop_oneof![Just(""), Just("w1"), Just("w2")])
+            .prop_map(move |(ttl, l)| Input::OpenLabeled { now, ttl, label: Label::new(l).unwrap() }),
         2 => (session(), request()).prop_map(move |(session, request)| Input::KeepAlive { now, session, request }),
         1 => (session(), request()).prop_map(move |(session, request)| Input::CloseSession { now, session, request }),
         6 => (
             session(),
             name(),
-            prop_oneof![Just(Mode::Exclusive), Just(Mode::Shared)],
+            prop_oneof![
+                3 => Just(Mode::Exclusive),
+                2 => Just(Mode::Shared),
+                3 => (1..4u32).prop_map(|count| Mode::Permits { count, limit: 3 }),
+                1 => (0..4u32, 1..4u32).prop_map(|(count, limit)| Mode::Permits { count, limit }),
+            ],
             prop_oneof![
                 Just(Wait::None),
                 Just(Wait::Forever),
@@ -116,6 +127,10 @@ fn input() -> impl Strategy<Value = Input> {
             .prop_map(move |(session, lock, request)| Input::Release { now, session, lock, request }),
         2 => (session(), name(), request())
             .prop_map(move |(session, lock, request)| Input::Cancel { now, session, lock, request }),
+        2 => (session(), name(), request())
+            .prop_map(move |(session, lock, request)| Input::Watch { now, session, lock, request }),
+        1 => (session(), name(), request())
+            .prop_map(move |(session, lock, request)| Input::Unwatch { now, session, lock, request }),
         3 => Just(Input::Tick { now }),
     ]
 }
@@ -143,10 +158,11 @@ fn stamp(steps: &[(Clock, Input)]) -> Vec<Input> {
         .collect()
 }
 
-fn run(steps: &[(Clock, Input)], lock_delay: u64) -> Result<(), TestCaseError> {
+fn run(steps: &[(Clock, Input)], lock_delay: u64, max_watchers: u32) -> Result<(), TestCaseError> {
     let config = Config {
         lock_delay,
         max_name_len: 8,
+        max_watchers,
     };
     compare(&stamp(steps), (4, 2, 5), config, &mut Reach::default())
 }
@@ -162,7 +178,7 @@ fn compare(
     reach: &mut Reach,
 ) -> Result<(), TestCaseError> {
     let mut svc = LockService::new(VecStorage::new(s, l, c), config).unwrap();
-    let mut model = Model::new(svc.capacity(), config.lock_delay, config.max_name_len);
+    let mut model = Model::from_config(svc.capacity(), config);
     let mut shadow = Shadow::new(config.lock_delay);
     for (i, input) in inputs.iter().enumerate() {
         let before = svc.snapshot_vec();
@@ -181,6 +197,7 @@ fn compare(
         match &got {
             Ok(reply) => reach.saw(input, latest, reply, &events, behind, &svc),
             Err(e) => {
+                reach.refusal(e);
                 let (state, advance) = match e {
                     Error::TimeWentBackwards { .. } => (before, Vec::new()),
                     _ => (ticked.0.snapshot_vec(), ticked.1),
@@ -217,8 +234,8 @@ proptest! {
     #![proptest_config(config(512))]
 
     #[test]
-    fn service_agrees_with_the_reference_model(steps in steps()) {
-        run(&steps, 0)?;
+    fn service_agrees_with_the_reference_model(steps in steps(), watchers in 0..3u32) {
+        run(&steps, 0, watchers)?;
     }
 
     #[test]
@@ -226,7 +243,7 @@ proptest! {
         steps in steps(),
         delay in 1..6u64,
     ) {
-        run(&steps, delay)?;
+        run(&steps, delay, 2)?;
     }
 }
 
@@ -238,6 +255,7 @@ fn a_divergence_is_found_and_shrunk() {
     use proptest::test_runner::{TestError, TestRunner};
     let mut runner = TestRunner::new(ProptestConfig {
         cases: 2000,
+        max_shrink_iters: 100_000,
         ..config(2000)
     });
     let result = runner.run(&steps(), |steps| {
@@ -255,6 +273,29 @@ fn a_divergence_is_found_and_shrunk() {
     });
     match result {
         Err(TestError::Fail(_, minimal)) => {
+            // proptest deletes steps before it simplifies them (toward the first kind of
+            // input), so steps that became redundant are left in; delete them greedily.
+            let diverges = |steps: &[(Clock, Input)]| {
+                let cap = fencelock::Capacity {
+                    sessions: 4,
+                    locks: 2,
+                    claims: 5,
+                };
+                let mut a = Model::new(cap, 0, 8);
+                let mut b = Model::new(cap, 3, 8);
+                stamp(steps).iter().any(|i| a.apply(i) != b.apply(i))
+            };
+            let mut minimal = minimal;
+            let mut i = 0;
+            while i < minimal.len() {
+                let mut fewer = minimal.clone();
+                fewer.remove(i);
+                if diverges(&fewer) {
+                    minimal = fewer;
+                } else {
+                    i += 1;
+                }
+            }
             let inputs = stamp(&minimal);
             println!("shrunk to {} inputs: {inputs:?}", inputs.len());
             // An expiry of a holder needs an open, an acquire and time moving past the
@@ -299,9 +340,31 @@ struct Reach {
     /// emitted events: expiries, timeouts or grants with no tick before them.
     untick_events: u64,
     long_name_granted: bool,
+    /// Grants of permits, and the most permits in use on one semaphore at once.
+    permit_grants: u64,
+    permits_in_use: u32,
+    /// Watcher events, per kind of change: holding, granted, released, closed, expired.
+    changes: [u64; 5],
+    /// Refusals of the new rules: limit mismatch, bad permits, already watching, not
+    /// watching, a lock's watchers full.
+    new_refusals: [u64; 5],
+    codes: std::collections::BTreeMap<u32, u64>,
 }
 
 impl Reach {
+    fn refusal(&mut self, e: &Error) {
+        *self.codes.entry(e.code()).or_default() += 1;
+        let i = match e {
+            Error::LimitMismatch { .. } => 0,
+            Error::BadPermits { .. } => 1,
+            Error::AlreadyWatching(_) => 2,
+            Error::NotWatching(_) => 3,
+            Error::CapacityExceeded(Table::Watchers) => 4,
+            _ => return,
+        };
+        self.new_refusals[i] += 1;
+    }
+
     fn saw(
         &mut self,
         input: &Input,
@@ -346,7 +409,32 @@ impl Reach {
                     ..
                 } => self.expired_holders += 1,
                 Output::WaitTimedOut { .. } => self.timed_out += 1,
+                Output::Granted {
+                    mode: Mode::Permits { .. },
+                    ..
+                } => self.permit_grants += 1,
+                Output::HolderChanged { change, .. } => {
+                    self.changes[match change {
+                        Change::Holding => 0,
+                        Change::Granted => 1,
+                        Change::Released => 2,
+                        Change::Closed => 3,
+                        Change::Expired => 4,
+                    }] += 1
+                }
                 _ => {}
+            }
+        }
+        if let Reply::Granted {
+            mode: Mode::Permits { .. },
+            ..
+        } = reply
+        {
+            self.permit_grants += 1;
+        }
+        for l in svc.locks() {
+            if let Some(p) = svc.permits(l.as_str()) {
+                self.permits_in_use = self.permits_in_use.max(p.in_use);
             }
         }
         let u = svc.usage();
@@ -388,6 +476,7 @@ fn client_config(lock_delay: u64) -> Config {
     Config {
         lock_delay,
         max_name_len: MAX_NAME_LEN as u32,
+        ..Config::default()
     }
 }
 
@@ -441,9 +530,15 @@ fn client_like_runs_agree_with_the_reference_model() {
             r.delayed,
             r.replays,
             r.untick_events,
+            r.permit_grants,
         ] {
             assert!(n >= 100, "{r:?}");
         }
+        // Semaphores filled to their limit of 3; every kind of watcher event and every
+        // new refusal but the watchers' table (the client-like tables allow 4 per lock).
+        assert!(r.permits_in_use == 3, "{r:?}");
+        assert!(r.changes.iter().all(|n| *n > 0), "{r:?}");
+        assert!(r.new_refusals[..4].iter().all(|n| *n > 0), "{r:?}");
     }
 }
 
@@ -478,4 +573,34 @@ fn client_like_runs_from_fixed_seeds_agree_with_the_reference_model() {
     assert!(reach.expired_holders > 0 && reach.timed_out > 0 && reach.delayed > 0);
     assert!(reach.replays > 0 && reach.refused > 0 && reach.long_name_granted);
     assert!(reach.untick_events > 0, "{reach:?}");
+    assert!(
+        reach.permit_grants > 0 && reach.permits_in_use == 3,
+        "{reach:?}"
+    );
+    assert!(reach.changes.iter().all(|n| *n > 0), "{reach:?}");
+    assert!(reach.new_refusals[..4].iter().all(|n| *n > 0), "{reach:?}");
+}
+
+/// The short sequences reach the new rules too, the watchers' table included (with at
+/// most 2 watchers per lock, and with watches disabled).
+#[test]
+fn short_sequences_reach_semaphores_and_watches() {
+    use proptest::test_runner::TestRunner;
+    let reach = RefCell::new(Reach::default());
+    let mut runner = TestRunner::new(config(200));
+    runner
+        .run(&(steps(), 0..3u32), |(steps, watchers)| {
+            let config = Config {
+                lock_delay: 0,
+                max_name_len: 8,
+                max_watchers: watchers,
+            };
+            compare(&stamp(&steps), (4, 2, 5), config, &mut reach.borrow_mut())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = reach.into_inner();
+    println!("short sequences reached {r:?}");
+    assert!(r.permit_grants > 0 && r.permits_in_use >= 2, "{r:?}");
+    assert!(r.changes[0] > 0 && r.changes[1] > 0, "{r:?}");
+    assert!(r.new_refusals.iter().all(|n| *n > 0), "{r:?}");
 }

@@ -20,14 +20,31 @@
 //!   holds with the fence check, and with the check off the checker must find the GC-pause
 //!   counterexample by itself;
 //! * sometimes: a stale write is attempted and refused (the scenario is reachable).
+//!
+//! Semaphores and watches (configurations with `permits` / `watch` set): the locks are
+//! semaphores (client 0 asks for the whole limit, the others for one permit, so a large
+//! request stands at the head of the queue) and clients may watch and unwatch them.
+//! * always: never more permits held than the limit (from the holders after every input);
+//! * always: grants go to the queue in order — the sessions granted by one input are a
+//!   prefix of the queue before it, less the waits that ended in it (a large head is not
+//!   overtaken);
+//! * always: a watcher sees every holder change in order — its view, built only from its
+//!   `HolderChanged` events in the order they were emitted, equals the service's holders
+//!   after every input — and no event reaches it once its watch ended (unwatch, or its
+//!   session expired);
+//! * sometimes: the head waits while permits are free (a large head blocks smaller ones),
+//!   and a watcher is told of an expiry.
 
 use fencelock::{
-    Config, Input, LockName, LockService, Mode, Output, Reply, SessionId, Tick, VecStorage, Wait,
+    Change, Config, Input, LockName, LockService, Mode, Output, Reply, SessionId, Tick, VecStorage,
+    Wait,
 };
 use fencelock_tests::invariants::check_service;
 use stateright::{Checker, HasDiscoveries, Model, Property};
 
 const NAMES: [&str; 2] = ["a", "b"];
+/// Watches one client may begin in a run.
+const MAX_WATCHES: u8 = 2;
 
 #[derive(Clone, Debug)]
 struct LockModel {
@@ -42,6 +59,11 @@ struct LockModel {
     core_fault: bool,
     /// The host's clock moves without ticking the service (inputs carry it).
     lazy_host: bool,
+    /// The locks are semaphores of this limit (client 0 asks for all of it, the others
+    /// for one permit); no writes.
+    permits: Option<u32>,
+    /// The last this many clients may watch and unwatch the locks.
+    watchers: usize,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -59,6 +81,11 @@ struct Client {
     believes: Vec<Option<u64>>,
     waiting: Vec<bool>,
     inbox: Vec<Msg>,
+    /// Per lock: whether it watches it, and the holders (session, token) its events said.
+    watching: Vec<bool>,
+    view: Vec<Vec<(u64, u64)>>,
+    /// Watches begun (each takes a fresh claim number, so they are bounded like tokens).
+    watches: u8,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -75,6 +102,12 @@ struct State {
     /// A Granted went to a session whose deadline had passed (the lease-expiry race).
     granted_to_dead: bool,
     broken: Option<String>,
+    /// A semaphore or watch property failed (what, as text).
+    watch_broken: Option<String>,
+    /// The head of a semaphore's queue waited while some permits were free.
+    head_blocked: bool,
+    /// A watcher was told that a holder's session expired.
+    saw_expiry: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -85,6 +118,8 @@ enum Action {
     Release(usize, usize),
     Write(usize, usize),
     Deliver(usize),
+    Watch(usize, usize),
+    Unwatch(usize, usize),
     Tick,
     /// The lazy host's clock moves on; the service is not ticked.
     Elapse,
@@ -108,9 +143,26 @@ impl LockModel {
             .sessions()
             .map(|id| (id, svc.session(id).expect("listed").expires_at.0))
             .collect();
+        let queues: Vec<Vec<u64>> = NAMES[..self.locks]
+            .iter()
+            .map(|l| svc.waiters(l).map(|w| w.session.0).collect())
+            .collect();
+        let cancelled = match &input {
+            Input::Unwatch { .. } | Input::Watch { .. } => None,
+            i => i.session(),
+        };
         let mut events: Vec<Output> = Vec::new();
-        let reply = svc.handle(input.at(Tick(st.now)), &mut events).ok()?;
+        let reply = svc
+            .handle(input.clone().at(Tick(st.now)), &mut events)
+            .ok()?;
         let now = svc.now().0;
+        if self.permits.is_some() || self.watchers > 0 {
+            if let Err(e) = self
+                .check_semaphores_and_watches(st, &svc, &input, &reply, &events, &queues, cancelled)
+            {
+                st.watch_broken = Some(e);
+            }
+        }
         for o in &events {
             if let Output::Granted { session, .. } = o {
                 if deadlines.iter().any(|(id, d)| id == session && *d <= now) {
@@ -133,6 +185,7 @@ impl LockModel {
                 Output::Granted { lock: l, token, .. } => Msg::Granted(lock(l), token.0),
                 Output::Released { lock: l, .. } => Msg::Lost(lock(l)),
                 Output::SessionExpired { .. } => Msg::SessionGone,
+                // Watcher events were checked above (the watcher's view).
                 _ => continue,
             };
             if let Some(c) = owner {
@@ -140,6 +193,193 @@ impl LockModel {
             }
         }
         Some(reply)
+    }
+
+    /// The semaphore and watch properties of one input (see the module doc): permits within
+    /// the limit, grants a prefix of the queue, each watcher's view equal to the holders.
+    /// Updates the watchers' views in `st`.
+    #[allow(clippy::too_many_arguments)]
+    fn check_semaphores_and_watches(
+        &self,
+        st: &mut State,
+        svc: &LockService<VecStorage>,
+        input: &Input,
+        reply: &Reply,
+        events: &[Output],
+        queues: &[Vec<u64>],
+        caller: Option<SessionId>,
+    ) -> Result<(), String> {
+        let lock = |l: &LockName| NAMES.iter().position(|n| *n == l.as_str()).expect("ours");
+        let client =
+            |st: &State, s: SessionId| st.clients.iter().position(|c| c.session == Some(s.0));
+        // Grants: a prefix of the queue, less the waits that ended in this input.
+        for (l, queue) in queues.iter().enumerate() {
+            let mut queue: Vec<u64> = queue.clone();
+            let ended: Vec<u64> = events
+                .iter()
+                .filter_map(|o| match o {
+                    Output::SessionExpired { session } => Some(session.0),
+                    Output::WaitTimedOut { session, lock: x } if lock(x) == l => Some(session.0),
+                    _ => None,
+                })
+                .chain(
+                    caller.map(|s| s.0).filter(|_| {
+                        matches!(input, Input::CloseSession { .. } | Input::Cancel { .. })
+                    }),
+                )
+                .collect();
+            queue.retain(|s| !ended.contains(s));
+            let granted: Vec<u64> = events
+                .iter()
+                .filter_map(|o| match o {
+                    Output::Granted {
+                        session, lock: x, ..
+                    } if lock(x) == l => Some(session.0),
+                    _ => None,
+                })
+                .collect();
+            if queue.len() < granted.len() || queue[..granted.len()] != granted[..] {
+                return Err(format!(
+                    "FIFO: {NAMES:?}[{l}] granted {granted:?} out of the queue {queue:?}"
+                ));
+            }
+            // Never more permits than the limit.
+            if let Some(limit) = self.permits {
+                let in_use: u32 = svc
+                    .holders(NAMES[l])
+                    .map(|h| match h.mode {
+                        Mode::Permits { count, .. } => count,
+                        m => panic!("a plain {m} hold on a semaphore"),
+                    })
+                    .sum();
+                if in_use > limit {
+                    return Err(format!(
+                        "{in_use} permits held on {}, limit {limit}",
+                        NAMES[l]
+                    ));
+                }
+                if let Some(head) = svc.waiters(NAMES[l]).next() {
+                    if in_use < limit && svc.lock_delay_until(NAMES[l]).is_none() {
+                        let Mode::Permits { count, .. } = head.mode else {
+                            unreachable!("a semaphore")
+                        };
+                        if in_use + count <= limit {
+                            return Err(format!("head {} fits but waits", head.session));
+                        }
+                        st.head_blocked = true;
+                    }
+                }
+            }
+        }
+        // A watch begins after the advance's events: at its first Holding event, or at the
+        // end when the lock has no holder.
+        let mut begins = match (input, reply) {
+            (
+                Input::Watch {
+                    session, lock: l, ..
+                },
+                Reply::Watching { .. },
+            ) => Some((client(st, *session).expect("a client's session"), lock(l))),
+            _ => None,
+        };
+        // The watchers' views, event by event.
+        for o in events {
+            if let Output::HolderChanged {
+                session,
+                lock: x,
+                change: Change::Holding,
+                ..
+            } = o
+            {
+                match begins.take() {
+                    Some((c, l)) if client(st, *session) == Some(c) && lock(x) == l => {
+                        st.clients[c].watching[l] = true;
+                    }
+                    b => {
+                        if !b.is_none_or(|(c, l)| st.clients[c].watching[l]) {
+                            return Err(format!("{o:?} but no watch began"));
+                        }
+                        begins = b;
+                    }
+                }
+            }
+            match o {
+                Output::SessionExpired { session } => {
+                    if let Some(c) = client(st, *session) {
+                        let c = &mut st.clients[c];
+                        c.watching.iter_mut().for_each(|w| *w = false);
+                        c.view.iter_mut().for_each(Vec::clear);
+                    }
+                }
+                Output::HolderChanged {
+                    session,
+                    lock: x,
+                    holder,
+                    token,
+                    change,
+                    ..
+                } => {
+                    let l = lock(x);
+                    let c = client(st, *session).ok_or(format!("{o:?} to no client"))?;
+                    if !st.clients[c].watching[l] {
+                        return Err(format!("{o:?} after the watch ended"));
+                    }
+                    let view = &mut st.clients[c].view[l];
+                    let entry = (holder.0, token.0);
+                    match change {
+                        Change::Holding | Change::Granted => {
+                            if view.iter().any(|(_, t)| *t >= token.0) {
+                                return Err(format!("{o:?} out of order: view {view:?}"));
+                            }
+                            view.push(entry);
+                        }
+                        Change::Released | Change::Closed | Change::Expired => {
+                            let i = view
+                                .iter()
+                                .position(|e| *e == entry)
+                                .ok_or(format!("{o:?}: not a holder it was told of {view:?}"))?;
+                            view.remove(i);
+                            if *change == Change::Expired {
+                                st.saw_expiry = true;
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some((c, l)) = begins {
+            st.clients[c].watching[l] = true;
+        }
+        // A watch ends after the unwatch's advance.
+        if let (
+            Input::Unwatch {
+                session, lock: l, ..
+            },
+            Reply::Unwatched,
+        ) = (input, reply)
+        {
+            let c = client(st, *session).expect("a client's session");
+            st.clients[c].watching[lock(l)] = false;
+            st.clients[c].view[lock(l)].clear();
+        }
+        for c in &st.clients {
+            for (l, name) in NAMES[..self.locks].iter().enumerate() {
+                if c.watching[l] {
+                    let holders: Vec<(u64, u64)> = svc
+                        .holders(name)
+                        .map(|h| (h.session.0, h.token.0))
+                        .collect();
+                    if c.view[l] != holders {
+                        return Err(format!(
+                            "watcher {:?} sees {:?} on {name}, holders {holders:?}",
+                            c.session, c.view[l]
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -167,6 +407,9 @@ impl Model for LockModel {
                     believes: vec![None; self.locks],
                     waiting: vec![false; self.locks],
                     inbox: Vec::new(),
+                    watching: vec![false; self.locks],
+                    view: vec![Vec::new(); self.locks],
+                    watches: 0,
                 };
                 self.clients
             ],
@@ -175,11 +418,18 @@ impl Model for LockModel {
             stale_refused: false,
             granted_to_dead: false,
             broken: None,
+            watch_broken: None,
+            head_blocked: false,
+            saw_expiry: false,
         }]
     }
 
     fn actions(&self, st: &State, actions: &mut Vec<Action>) {
-        if st.stale_accepted || st.granted_to_dead || st.broken.is_some() {
+        if st.stale_accepted
+            || st.granted_to_dead
+            || st.broken.is_some()
+            || st.watch_broken.is_some()
+        {
             return; // a violation ends the path
         }
         if st.now < self.max_time {
@@ -204,8 +454,18 @@ impl Model for LockModel {
                         } else if !c.waiting[l] && st.revision < self.max_tokens {
                             actions.push(Action::Acquire(i, l));
                         }
+                        if i + self.watchers >= self.clients {
+                            if c.watching[l] {
+                                actions.push(Action::Unwatch(i, l));
+                            } else if c.watches < MAX_WATCHES {
+                                actions.push(Action::Watch(i, l));
+                            }
+                        }
                     }
                 }
+            }
+            if self.permits.is_some() {
+                continue; // permit holders share the resource: no fenced writes
             }
             // A client writes whenever it believes it holds the lock, session or not
             // (it has not read the news yet).
@@ -257,7 +517,15 @@ impl Model for LockModel {
                         now,
                         session,
                         lock: LockName::new(NAMES[l]).expect("name"),
-                        mode: Mode::Exclusive,
+                        mode: match self.permits {
+                            // client 0 asks for the whole limit: a large head
+                            Some(limit) if i == 0 => Mode::Permits {
+                                count: limit,
+                                limit,
+                            },
+                            Some(limit) => Mode::Permits { count: 1, limit },
+                            None => Mode::Exclusive,
+                        },
                         wait: Wait::Forever,
                         request: None,
                     },
@@ -281,6 +549,28 @@ impl Model for LockModel {
                 )?;
                 // The client knows it let go: it stops using the token at once.
                 st.clients[i].believes[l] = None;
+            }
+            Action::Watch(i, l) | Action::Unwatch(i, l) => {
+                let session = SessionId(st.clients[i].session?);
+                let lock = LockName::new(NAMES[l]).expect("name");
+                let input = match action {
+                    Action::Watch(..) => Input::Watch {
+                        now,
+                        session,
+                        lock,
+                        request: None,
+                    },
+                    _ => Input::Unwatch {
+                        now,
+                        session,
+                        lock,
+                        request: None,
+                    },
+                };
+                if matches!(action, Action::Watch(..)) {
+                    st.clients[i].watches += 1;
+                }
+                self.apply(&mut st, input)?;
             }
             Action::Write(i, l) => {
                 let token = st.clients[i].believes[l]?;
@@ -324,6 +614,15 @@ impl Model for LockModel {
                 !s.granted_to_dead
             }),
             Property::sometimes("a stale write is refused", |_, s: &State| s.stale_refused),
+            Property::always("permits, FIFO and watchers hold", |_, s: &State| {
+                s.watch_broken.is_none()
+            }),
+            Property::sometimes("a large head blocks smaller requests", |_, s: &State| {
+                s.head_blocked
+            }),
+            Property::sometimes("a watcher is told of an expiry", |_, s: &State| {
+                s.saw_expiry
+            }),
         ]
     }
 }
@@ -340,9 +639,11 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
     let states = checker.unique_state_count();
     let depth = checker.max_depth();
     println!(
-        "MODELCHECK clients={} locks={} lock_delay={} max_time={} max_tokens={} host={} fence={} states={} depth={}",
+        "MODELCHECK clients={} locks={} permits={:?} watchers={} lock_delay={} max_time={} max_tokens={} host={} fence={} states={} depth={}",
         m.clients,
         m.locks,
+        m.permits,
+        m.watchers,
         m.lock_delay,
         m.max_time,
         m.max_tokens,
@@ -352,6 +653,7 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
         depth
     );
     checker.assert_no_discovery("service invariants hold");
+    checker.assert_no_discovery("permits, FIFO and watchers hold");
     if !m.core_fault {
         checker.assert_no_discovery("no grant to a dead session");
     }
@@ -359,7 +661,13 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
         println!("counterexample (fence off):\n{p}");
         p.into_actions()
     });
-    if m.fence {
+    if m.permits.is_some() {
+        checker.assert_any_discovery("a large head blocks smaller requests");
+    }
+    if m.watchers > 0 {
+        checker.assert_any_discovery("a watcher is told of an expiry");
+    }
+    if m.fence && m.permits.is_none() {
         assert!(cex.is_none(), "a stale write got past the fence");
         // The scenario the fence exists for is reachable: a stale write was attempted.
         checker.assert_any_discovery("a stale write is refused");
@@ -382,6 +690,8 @@ fn base(fence: bool) -> LockModel {
         lock_delay: 0,
         core_fault: false,
         lazy_host: false,
+        permits: None,
+        watchers: 0,
     }
 }
 
@@ -525,4 +835,46 @@ fn fault_core_expiry_after_grants_is_found() {
         st = good.next_state(&st, a).expect("path replays");
     }
     assert!(!st.granted_to_dead);
+}
+
+/// Semaphores and watchers: clients on one semaphore of 2 permits (client 0 asks for
+/// both, the others for one, so a large request stands at the head), the last client may
+/// also watch it; sessions expire. Never more permits than the limit, grants in queue
+/// order (the large head does block smaller requests behind it, and is not overtaken),
+/// the watcher's view equal to the holders after every input, nothing after its watch
+/// ends, an expiry seen by the watcher. Then a watcher of a plain lock under a lazy host
+/// with lock-delay. The quick run has two clients; `MODEL_CHECK_FULL` (or a release
+/// build) adds a third client (a small request queued behind the large head) and two
+/// watchers.
+#[test]
+fn semaphores_and_watchers() {
+    let semaphore = LockModel {
+        max_time: 3,
+        max_tokens: 3,
+        permits: Some(2),
+        watchers: 1,
+        ..base(true)
+    };
+    let (states, _, _) = check(semaphore.clone());
+    assert!(states > 1000, "suspiciously small state space: {states}");
+    let plain = LockModel {
+        lock_delay: 1,
+        lazy_host: true,
+        watchers: 1,
+        max_time: 3,
+        ..base(true)
+    };
+    let (states, _, _) = check(plain.clone());
+    assert!(states > 1000, "suspiciously small state space: {states}");
+    if full() {
+        check(LockModel {
+            clients: 3,
+            ..semaphore
+        });
+        check(LockModel {
+            max_time: 4,
+            watchers: 2,
+            ..plain
+        });
+    }
 }

@@ -31,7 +31,7 @@ fn the_table_has_multi_fault_rows_for_every_input_error_and_a_comment_on_each() 
         })
         .collect();
     let want: BTreeSet<u32> = [
-        101, 102, 103, 104, 105, 106, 107, 201, 202, 203, 204, 205, 301,
+        101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 201, 202, 203, 204, 205, 207, 301,
     ]
     .into();
     assert_eq!(codes, want);

@@ -23,12 +23,15 @@ fn simulation_many_seeds() {
     match run_many(first, seeds, steps, Fault::None) {
         Ok(r) => {
             println!(
-                "SIM seeds={seeds} steps_per_seed={steps} first_seed={first} failures=0 steps={} inputs={} refused={} events={} grants={} expiries={} waits={} pauses={} lost_keep_alives={} untick_inputs={} writes_accepted={} stale_writes_refused={} round_trips={}",
+                "SIM seeds={seeds} steps_per_seed={steps} first_seed={first} failures=0 steps={} inputs={} refused={} events={} grants={} expiries={} waits={} pauses={} lost_keep_alives={} untick_inputs={} writes_accepted={} stale_writes_refused={} round_trips={} permit_grants={} watch_events={}",
                 r.steps, r.inputs, r.refused, r.outputs, r.grants, r.expiries, r.waits, r.pauses,
-                r.lost_keep_alives, r.untick_inputs, r.writes_accepted, r.stale_refused, r.round_trips
+                r.lost_keep_alives, r.untick_inputs, r.writes_accepted, r.stale_refused, r.round_trips,
+                r.permit_grants, r.watch_events
             );
             // The runs must actually exercise what they claim to check.
             assert!(r.grants > 0 && r.expiries > 0 && r.waits > 0 && r.refused > 0);
+            // Semaphores were granted and watchers saw holder changes (and checked them).
+            assert!(r.permit_grants > 0 && r.watch_events > 0, "{r:?}");
             // Hosts that tick late or never applied messages at later times than the
             // service's, with no tick first.
             assert!(

@@ -146,16 +146,7 @@ fn vectors_cover_every_input_kind_and_every_input_error() {
             }
             if let Some(h) = line.strip_prefix("in ") {
                 if let Ok(i) = Input::from_frame(&hex::decode(h).unwrap()) {
-                    kinds.insert(match i {
-                        Input::OpenSession { .. } => "open",
-                        Input::KeepAlive { .. } => "keep_alive",
-                        Input::CloseSession { .. } => "close",
-                        Input::Acquire { .. } => "acquire",
-                        Input::Release { .. } => "release",
-                        Input::Cancel { .. } => "cancel",
-                        Input::Tick { .. } => "tick",
-                        _ => "other",
-                    });
+                    kinds.insert(i.kind());
                 }
             }
             if let Some(c) = line.strip_prefix("err ") {
@@ -164,13 +155,16 @@ fn vectors_cover_every_input_kind_and_every_input_error() {
         }
     }
     let want_kinds: BTreeSet<&str> = [
-        "open",
+        "open_session",
+        "open_labeled",
         "keep_alive",
-        "close",
+        "close_session",
         "acquire",
         "release",
         "cancel",
         "tick",
+        "watch",
+        "unwatch",
     ]
     .into();
     assert_eq!(kinds, want_kinds);
@@ -186,15 +180,24 @@ fn vectors_cover_every_input_kind_and_every_input_error() {
         "hold_ended",
         "wait_ended",
         "ticked",
+        "watching",
+        "unwatched",
     ]
     .into();
     assert_eq!(replies, want_replies);
-    let want_events: BTreeSet<&str> =
-        ["granted", "released", "session_expired", "wait_timed_out"].into();
+    let want_events: BTreeSet<&str> = [
+        "granted",
+        "released",
+        "session_expired",
+        "wait_timed_out",
+        "holder_changed",
+    ]
+    .into();
     assert_eq!(events, want_events);
-    // Every error an input frame can get (206 and 4xx/50[2-5] cannot come from an input).
+    // Every error an input frame can get (206 and 4xx/50[2-5] cannot come from an input;
+    // nor can 208: a frame with a longer label does not decode, 501).
     let want_codes: BTreeSet<u32> = [
-        101, 102, 103, 104, 105, 106, 107, 201, 202, 203, 204, 205, 301, 501,
+        101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 201, 202, 203, 204, 205, 207, 301, 501,
     ]
     .into();
     assert_eq!(codes, want_codes);
