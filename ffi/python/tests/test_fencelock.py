@@ -561,9 +561,17 @@ def test_error_precedence_table_through_the_typed_methods():
         wait, until = a.get("wait", "none"), None
         if wait.startswith("until:"):
             wait, until = "until", int(wait[len("until:"):])
-        mode = {"x": "exclusive", "s": "shared"}.get(a.get("mode", "x"))
+        m = a.get("mode", "x")
+        if m.startswith("p:"):  # p:<count>/<limit>: a semaphore's permits
+            count, limit = m[2:].split("/")
+            mode = fl.Permits(int(count), int(limit))
+        else:
+            mode = {"x": fl.Mode.EXCLUSIVE, "s": fl.Mode.SHARED}[m]
         run = {
             "open": lambda: svc.open_session(now, int(a["ttl"])),
+            "open_labeled": lambda: svc.open_labeled(now, int(a["ttl"]), a["label"]),
+            "watch": lambda: svc.watch(now, int(a["session"]), a["lock"], request),
+            "unwatch": lambda: svc.unwatch(now, int(a["session"]), a["lock"], request),
             "keep_alive": lambda: svc.keep_alive(now, int(a["session"]), request),
             "close": lambda: svc.close_session(now, int(a["session"]), request),
             "acquire": lambda: svc.acquire(now, int(a["session"]), a["lock"], mode, wait,
