@@ -532,7 +532,7 @@ impl Shadow {
                 mode,
                 token: Token(token),
                 change,
-                label: label.clone(),
+                label,
             });
         }
     }
@@ -769,7 +769,7 @@ impl Shadow {
                 },
             ) => {
                 let label = match input {
-                    Input::OpenLabeled { label, .. } => label.clone(),
+                    Input::OpenLabeled { label, .. } => *label,
                     _ => Label::default(),
                 };
                 self.labels.insert(session, label);
@@ -1075,5 +1075,102 @@ fn same_request(a: &Input, b: &Input) -> bool {
         | (Input::Watch { lock: l1, .. }, Input::Watch { lock: l2, .. })
         | (Input::Unwatch { lock: l1, .. }, Input::Unwatch { lock: l2, .. }) => l1 == l2,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencelock::{Config, Tick, Wait};
+
+    /// Runs `inputs` through a service and a shadow, letting `fault` tamper with each
+    /// input's events (by index) before the shadow sees them.
+    fn shadowed(fault: impl Fn(usize, &mut Vec<Output>)) -> Result<(), String> {
+        let now = Tick(0);
+        let x = LockName::new("x").unwrap();
+        let acquire = Input::Acquire {
+            now,
+            session: SessionId(2),
+            lock: x.clone(),
+            mode: Mode::Exclusive,
+            wait: Wait::None,
+            request: None,
+        };
+        let watch = |s| Input::Watch {
+            now,
+            session: SessionId(s),
+            lock: x.clone(),
+            request: None,
+        };
+        let inputs = [
+            Input::OpenSession { now, ttl: 10 },
+            Input::OpenLabeled {
+                now,
+                ttl: 10,
+                label: Label::new("b").unwrap(),
+            },
+            Input::OpenSession { now, ttl: 10 },
+            watch(1),
+            watch(3),
+            acquire.clone(),
+            Input::Release {
+                now,
+                session: SessionId(2),
+                lock: x.clone(),
+                request: None,
+            },
+            Input::Unwatch {
+                now,
+                session: SessionId(1),
+                lock: x.clone(),
+                request: None,
+            },
+            acquire,
+        ];
+        let mut svc = LockService::new(VecStorage::new(4, 2, 6), Config::default()).unwrap();
+        let mut shadow = Shadow::new(0);
+        for (i, input) in inputs.iter().enumerate() {
+            let mut events = Vec::new();
+            shadow.before(input);
+            let r = svc.handle(input.clone(), &mut events);
+            fault(i, &mut events);
+            shadow.after(&r, &events)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_shadow_catches_a_watcher_event_missing_reordered_mislabelled_or_late() {
+        shadowed(|_, _| {}).expect("the real events pass");
+        // step 5: the acquire's grant, told to watchers 1 and 3 in that order
+        let missing = shadowed(|i, e| {
+            if i == 5 {
+                e.pop();
+            }
+        });
+        assert!(missing.is_err_and(|e| e.contains("watch")));
+        let swapped = shadowed(|i, e| {
+            if i == 5 {
+                e.swap(0, 1);
+            }
+        });
+        assert!(swapped.is_err_and(|e| e.contains("watch")));
+        let mislabelled = shadowed(|i, e| {
+            if let (5, Some(Output::HolderChanged { label, .. })) = (i, e.first_mut()) {
+                *label = Label::default();
+            }
+        });
+        assert!(mislabelled.is_err_and(|e| e.contains("watch")));
+        // step 8: after 1 unwatched, only 3 is told; an event to 1 is caught
+        let late = shadowed(|i, e| {
+            if i == 8 {
+                let mut to_1 = e[0].clone();
+                if let Output::HolderChanged { session, .. } = &mut to_1 {
+                    *session = SessionId(1);
+                }
+                e.push(to_1);
+            }
+        });
+        assert!(late.is_err_and(|e| e.contains("watch")));
     }
 }

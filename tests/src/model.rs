@@ -201,7 +201,7 @@ impl Model {
     fn step(&mut self, input: &Input, out: &mut Vec<Output>) -> Result<Reply, Error> {
         match input {
             Input::OpenSession { ttl, .. } => self.open(*ttl, Label::default()),
-            Input::OpenLabeled { ttl, label, .. } => self.open(*ttl, label.clone()),
+            Input::OpenLabeled { ttl, label, .. } => self.open(*ttl, *label),
             Input::KeepAlive {
                 session, request, ..
             } => self.keep_alive(*session, *request),
@@ -660,7 +660,7 @@ impl Model {
             mode: h.mode,
             token: Token(h.value),
             change,
-            label: self.sessions[&h.session].label.clone(),
+            label: self.sessions[&h.session].label,
         }
     }
 
@@ -768,12 +768,10 @@ impl Model {
                 self.tell_watchers(seq, change, out);
             }
             self.remove_claim(seq);
-            if c.holding {
-                if reason == ReleaseReason::Expired && self.lock_delay > 0 {
-                    let until = self.now.saturating_add(self.lock_delay);
-                    let l = self.locks.get_mut(&c.lock).expect("lock");
-                    l.delay_until = l.delay_until.max(until);
-                }
+            if c.holding && reason == ReleaseReason::Expired && self.lock_delay > 0 {
+                let until = self.now.saturating_add(self.lock_delay);
+                let l = self.locks.get_mut(&c.lock).expect("lock");
+                l.delay_until = l.delay_until.max(until);
             }
             mark(dirty, &c.lock);
         }
@@ -921,7 +919,7 @@ impl Model {
         let waits = mine.filter(|c| !c.holding).count() as u32;
         Some(SessionInfo {
             id,
-            label: s.label.clone(),
+            label: s.label,
             ttl: s.ttl,
             expires_at: Tick(s.expires_at),
             holds,
@@ -948,7 +946,7 @@ impl Model {
                         session: SessionId(c.session),
                         mode: c.mode,
                         token: Token(c.value),
-                        label: self.sessions[&c.session].label.clone(),
+                        label: self.sessions[&c.session].label,
                     }
                 })
                 .collect()
@@ -966,7 +964,7 @@ impl Model {
                         session: SessionId(c.session),
                         mode: c.mode,
                         deadline: (c.value != u64::MAX).then_some(Tick(c.value)),
-                        label: self.sessions[&c.session].label.clone(),
+                        label: self.sessions[&c.session].label,
                     }
                 })
                 .collect()

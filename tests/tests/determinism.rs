@@ -8,8 +8,13 @@
 //! * Snapshot → restore mid-run gives a service that behaves identically from then on.
 //! * After every input the one invariant checker passes: the state (`check_service`), the
 //!   history of replies and events (`Shadow`), and snapshot → restore → snapshot.
+//! * The runs include semaphores, labelled opens, watches and unwatches (asserted), and
+//!   restores from version 2 snapshots (labels, permits and watches in use) as well as
+//!   version 1 ones.
 
-use fencelock::{ArrayStorage, Config, Input, LockService, Output, Reply, Storage, VecStorage};
+use fencelock::{
+    ArrayStorage, Config, Input, LockService, Mode, Output, Reply, Storage, VecStorage,
+};
 use fencelock_tests::gen::{ClientLike, Profile};
 use fencelock_tests::invariants::{check_round_trip, check_service, Shadow};
 
@@ -67,6 +72,9 @@ fn same_inputs_same_replies_events_and_bytes() {
 
 #[test]
 fn a_restored_service_behaves_like_the_original() {
+    // Snapshot versions restored from (a version 2 snapshot carries labels, permits or
+    // watches; version 1 is written while none is in use).
+    let mut versions = std::collections::BTreeSet::new();
     for seed in seeds() {
         let ins = inputs(seed, 300);
         let cut = 50 + (seed as usize * 37) % 200;
@@ -75,6 +83,8 @@ fn a_restored_service_behaves_like_the_original() {
             let _ = apply(&mut original, input);
         }
         let bytes = original.snapshot_vec();
+        // After the magic: the version, a postcard varint (one byte below 128).
+        versions.insert(bytes[4]);
         let mut restored = LockService::restore(VecStorage::new(12, 4, 16), &bytes)
             .map_err(|e| e.1)
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
@@ -98,11 +108,18 @@ fn a_restored_service_behaves_like_the_original() {
             );
         }
     }
+    assert!(
+        seeds().len() == 1 || versions.contains(&2),
+        "no restore from a version 2 snapshot: {versions:?}"
+    );
 }
 
 #[test]
 fn every_invariant_holds_after_every_input() {
     let (mut grants, mut refusals, mut untick) = (0, 0, 0);
+    // Inputs of each kind, permit grants and watcher events seen.
+    let mut kinds = std::collections::BTreeSet::new();
+    let (mut permit_grants, mut watch_events) = (0, 0);
     for seed in seeds() {
         let ins = inputs(seed, 400);
         let mut svc = LockService::new(VecStorage::new(12, 4, 16), config()).unwrap();
@@ -130,6 +147,30 @@ fn every_invariant_holds_after_every_input() {
                 + matches!(r, Ok(Reply::Granted { .. })) as usize;
             refusals += r.is_err() as usize;
             untick += (behind && !events.is_empty()) as usize;
+            kinds.insert(input.kind());
+            permit_grants += events
+                .iter()
+                .filter(|o| {
+                    matches!(
+                        o,
+                        Output::Granted {
+                            mode: Mode::Permits { .. },
+                            ..
+                        }
+                    )
+                })
+                .count()
+                + matches!(
+                    r,
+                    Ok(Reply::Granted {
+                        mode: Mode::Permits { .. },
+                        ..
+                    })
+                ) as usize;
+            watch_events += events
+                .iter()
+                .filter(|o| matches!(o, Output::HolderChanged { .. }))
+                .count();
         }
     }
     // The generator reaches interesting states, not only refusals (checked over the
@@ -137,5 +178,9 @@ fn every_invariant_holds_after_every_input() {
     assert!(
         seeds().len() == 1 || (grants > 1_000 && refusals > 100 && untick > 50),
         "grants {grants}, refusals {refusals}, advances by messages {untick}"
+    );
+    assert!(
+        seeds().len() == 1 || (kinds.len() == 10 && permit_grants > 50 && watch_events > 50),
+        "input kinds {kinds:?}, permit grants {permit_grants}, watcher events {watch_events}"
     );
 }

@@ -64,6 +64,8 @@ struct LockModel {
     permits: Option<u32>,
     /// The last this many clients may watch and unwatch the locks.
     watchers: usize,
+    /// A broken delivery (test-only): the first watcher event of every input is lost.
+    lose_watcher_event: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -155,6 +157,14 @@ impl LockModel {
         let reply = svc
             .handle(input.clone().at(Tick(st.now)), &mut events)
             .ok()?;
+        if self.lose_watcher_event {
+            if let Some(i) = events
+                .iter()
+                .position(|o| matches!(o, Output::HolderChanged { .. }))
+            {
+                events.remove(i);
+            }
+        }
         let now = svc.now().0;
         if self.permits.is_some() || self.watchers > 0 {
             if let Err(e) = self
@@ -692,6 +702,7 @@ fn base(fence: bool) -> LockModel {
         lazy_host: false,
         permits: None,
         watchers: 0,
+        lose_watcher_event: false,
     }
 }
 
@@ -877,4 +888,39 @@ fn semaphores_and_watchers() {
             ..plain
         });
     }
+}
+
+/// The watcher property has teeth: with the first watcher event of each input lost on the
+/// way, the checker finds a watcher whose view differs from the holders.
+#[test]
+fn a_lost_watcher_event_is_found() {
+    let m = LockModel {
+        max_time: 2,
+        permits: Some(2),
+        watchers: 1,
+        lose_watcher_event: true,
+        ..base(true)
+    };
+    let checker = m
+        .checker()
+        .threads(1)
+        .finish_when(HasDiscoveries::AnyOf(
+            ["permits, FIFO and watchers hold"].into(),
+        ))
+        .spawn_bfs()
+        .join();
+    let path = checker
+        .discovery("permits, FIFO and watchers hold")
+        .expect("a lost watcher event must be found");
+    println!("counterexample (lost watcher event):\n{path}");
+    let actions = path.into_actions();
+    println!(
+        "FAULT watcher-event-lost caught by the model checker: a {}-step path, {} states",
+        actions.len(),
+        checker.unique_state_count()
+    );
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Watch(..))),
+        "{actions:?}"
+    );
 }
