@@ -121,7 +121,7 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
             .collect();
         if limits.len() > 1 {
             return Err(format!(
-                "I1: lock {lock:?}: plain and permit claims or two limits: {holders:?} {waiters:?}"
+                "I11: lock {lock:?}: plain and permit claims or two limits: {holders:?} {waiters:?}"
             ));
         }
         let in_use: u64 = holders
@@ -135,7 +135,7 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
             Some(Some(limit)) => {
                 if in_use > u64::from(*limit) {
                     return Err(format!(
-                        "I1: lock {lock:?}: {in_use} permits held, limit {limit}: {holders:?}"
+                        "I11: lock {lock:?}: {in_use} permits held, limit {limit}: {holders:?}"
                     ));
                 }
                 Some(Permits {
@@ -436,7 +436,7 @@ impl Shadow {
             if let Some(want) = self.due.pop_front() {
                 if *e != want {
                     return Err(format!(
-                        "watch: {e:?} where the watcher's event {want:?} was due"
+                        "I12 watch: {e:?} where the watcher's event {want:?} was due"
                     ));
                 }
                 self.watch_events += 1;
@@ -446,7 +446,7 @@ impl Shadow {
         }
         if !self.due.is_empty() {
             return Err(format!(
-                "watch: {:?} due but not emitted (events {events:?})",
+                "I12 watch: {:?} due but not emitted (events {events:?})",
                 self.due
             ));
         }
@@ -470,7 +470,7 @@ impl Shadow {
             }
             if let Some(want) = self.due.front() {
                 return Err(format!(
-                    "watch: {want:?} due after {input:?} but not emitted (events {events:?})"
+                    "I12 watch: {want:?} due after {input:?} but not emitted (events {events:?})"
                 ));
             }
             // A fresh numbered request (close records nothing: the session is gone).
@@ -749,7 +749,7 @@ impl Shadow {
             }
             Output::HolderChanged { .. } => {
                 return Err(format!(
-                    "watch: {e:?} follows no holder change (or its watch had ended)"
+                    "I12 watch: {e:?} follows no holder change (or its watch had ended)"
                 ))
             }
             _ => return Err(format!("unknown event {e:?}")),
@@ -1148,19 +1148,19 @@ mod tests {
                 e.pop();
             }
         });
-        assert!(missing.is_err_and(|e| e.contains("watch")));
+        assert!(missing.is_err_and(|e| e.contains("I12")));
         let swapped = shadowed(|i, e| {
             if i == 5 {
                 e.swap(0, 1);
             }
         });
-        assert!(swapped.is_err_and(|e| e.contains("watch")));
+        assert!(swapped.is_err_and(|e| e.contains("I12")));
         let mislabelled = shadowed(|i, e| {
             if let (5, Some(Output::HolderChanged { label, .. })) = (i, e.first_mut()) {
                 *label = Label::default();
             }
         });
-        assert!(mislabelled.is_err_and(|e| e.contains("watch")));
+        assert!(mislabelled.is_err_and(|e| e.contains("I12")));
         // step 8: after 1 unwatched, only 3 is told; an event to 1 is caught
         let late = shadowed(|i, e| {
             if i == 8 {
@@ -1171,6 +1171,6 @@ mod tests {
                 e.push(to_1);
             }
         });
-        assert!(late.is_err_and(|e| e.contains("watch")));
+        assert!(late.is_err_and(|e| e.contains("I12")));
     }
 }

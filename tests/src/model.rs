@@ -1045,6 +1045,7 @@ impl Model {
         same!("revision", svc.revision(), self.revision());
         same!("usage", svc.usage(), self.usage());
         same!("poll_timeout", svc.poll_timeout(), self.poll_timeout());
+        same!("max_events", svc.max_events(), self.max_events());
         let sessions: Vec<SessionId> = svc.sessions().collect();
         same!("sessions", &sessions, &self.sessions());
         for s in &sessions {

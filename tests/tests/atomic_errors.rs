@@ -127,6 +127,24 @@ fn release(session: SessionId, lock: &str, request: Option<u64>) -> Input {
     }
 }
 
+fn watch(session: SessionId, lock: &str) -> Input {
+    Input::Watch {
+        now: T0,
+        session,
+        lock: name(lock),
+        request: None,
+    }
+}
+
+fn unwatch(session: SessionId, lock: &str) -> Input {
+    Input::Unwatch {
+        now: T0,
+        session,
+        lock: name(lock),
+        request: None,
+    }
+}
+
 fn cancel(session: SessionId, lock: &str, request: Option<u64>) -> Input {
     Input::Cancel {
         now: T0,
@@ -167,6 +185,62 @@ fn every_service_error(base: &Svc, seen: &mut BTreeSet<u32>) {
     refused(&mut v, keep_alive(a, Some(4)), 106, seen);
     refused(&mut v, release(a, "zq", Some(5)), 107, seen);
     refused(&mut v, acquire(a, "zq", X, Wait::None, Some(3)), 106, seen);
+    // 108 limit mismatch, 207 bad permits (a holds 1 of the 2 permits of zp; zq is plain)
+    let p = |count, limit| Mode::Permits { count, limit };
+    let i = at(&v, acquire(a, "zp", p(1, 2), Wait::None, None));
+    ok(&mut v, i);
+    refused(
+        &mut v,
+        acquire(b, "zp", p(1, 3), Wait::None, None),
+        108,
+        seen,
+    );
+    refused(&mut v, acquire(b, "zp", X, Wait::Forever, None), 108, seen);
+    refused(
+        &mut v,
+        acquire(a, "zq", p(1, 2), Wait::None, None),
+        108,
+        seen,
+    );
+    refused(
+        &mut v,
+        acquire(b, "zp", p(0, 2), Wait::Forever, None),
+        207,
+        seen,
+    );
+    refused(
+        &mut v,
+        acquire(b, "zp", p(3, 2), Wait::None, None),
+        207,
+        seen,
+    );
+    // 109 not watching, 110 already watching
+    refused(&mut v, unwatch(a, "zp"), 109, seen);
+    let i = at(&v, watch(a, "zp"));
+    ok(&mut v, i);
+    refused(&mut v, watch(a, "zp"), 110, seen);
+    refused(&mut v, unwatch(b, "zp"), 109, seen);
+    // 301 for a lock's watchers: live sessions watch zp until the fifth is refused
+    let mut w = fork(&v);
+    'full: loop {
+        let sessions: Vec<SessionId> = w.sessions().collect();
+        for s in sessions {
+            let input = at(&w, watch(s, "zp"));
+            let mut probe = fork(&w);
+            match probe.handle(input.clone(), &mut Vec::new()) {
+                Ok(_) => {
+                    ok(&mut w, input);
+                }
+                Err(Error::AlreadyWatching(_)) => {}
+                Err(Error::CapacityExceeded(Table::Watchers)) => {
+                    refused(&mut w, input, 301, seen);
+                    break 'full;
+                }
+                Err(e) => panic!("unexpected {e}"),
+            }
+        }
+        open(&mut w);
+    }
     // 201 empty name, 202 name too long (max_name_len is 8 here)
     refused(&mut v, acquire(a, "", X, Wait::None, None), 201, seen);
     refused(
@@ -284,10 +358,11 @@ fn open_or_reuse(v: &mut Svc, a: SessionId) -> SessionId {
 }
 
 fn prefix() -> impl Strategy<Value = Vec<(u8, u8, u8)>> {
-    prop::collection::vec((0..6u8, 0..4u8, 0..3u8), 0..25)
+    prop::collection::vec((0..8u8, 0..4u8, 0..3u8), 0..25)
 }
 
-/// A random, valid-ish history: opens, acquires, releases, ticks (errors ignored).
+/// A random, valid-ish history: opens, acquires (permits too), releases, watches, ticks
+/// (errors ignored).
 fn build(ops: &[(u8, u8, u8)]) -> Svc {
     let mut v = LockService::new(
         VecStorage::new(12, 12, 24),
@@ -322,6 +397,19 @@ fn build(ops: &[(u8, u8, u8)]) -> Svc {
             ),
             3 => v.release(now, s, lock, None, &mut out),
             4 => v.keep_alive(now, s, Some(x as u64 + 1), &mut out),
+            5 => v.watch(now, s, lock, None, &mut out),
+            6 => v.acquire(
+                now,
+                s,
+                "p",
+                Mode::Permits {
+                    count: 1 + y as u32 % 2,
+                    limit: 2,
+                },
+                Wait::Forever,
+                None,
+                &mut out,
+            ),
             _ => v
                 .tick(Tick(now.0 + 1 + x as u64), &mut out)
                 .map(|()| fencelock::Reply::Ticked { now }),
@@ -348,7 +436,7 @@ proptest! {
         let mut seen = BTreeSet::new();
         every_service_error(&base, &mut seen);
         let want: BTreeSet<u32> =
-            [101, 102, 103, 104, 105, 106, 107, 201, 202, 203, 204, 205, 301, 501, 502].into();
+            [101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 201, 202, 203, 204, 205, 207, 301, 501, 502].into();
         prop_assert_eq!(seen, want);
     }
 
