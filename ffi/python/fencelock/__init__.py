@@ -667,7 +667,7 @@ class Config:
     capacity: Capacity
     lock_delay: int
     max_name_len: int
-    max_watchers: int
+    max_watchers: int = DEFAULT_MAX_WATCHERS
 
 
 @dataclass(frozen=True)
