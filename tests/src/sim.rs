@@ -61,6 +61,10 @@ pub enum Fault {
     /// already passed by the host's clock (the lease-expiry race etcd fixed in its lessor,
     /// made by the host).
     HostStampsStaleTime,
+    /// A broken host: it routes no `HolderChanged` with change `Released` to the watcher
+    /// (the service emitted it; the history checks still see it), so a watcher keeps
+    /// believing in a holder that let go.
+    RouterDropsReleasedWatcherEvents,
     /// A broken core (feature `fault-injection`): a tick grants freed locks before it
     /// expires the sessions that are due.
     #[cfg(feature = "fault-injection")]
@@ -630,6 +634,18 @@ impl World {
     }
 
     fn route(&mut self, o: &Output) -> Check {
+        if self.cfg.fault == Fault::RouterDropsReleasedWatcherEvents
+            && matches!(
+                o,
+                Output::HolderChanged {
+                    change: Change::Released,
+                    ..
+                }
+            )
+        {
+            self.log(format!("router: {o:?} lost"));
+            return Ok(());
+        }
         self.report.outputs += 1;
         match o {
             Output::Granted { lock, token, .. } => {

@@ -98,6 +98,29 @@ fn fault_gate_accepting_lower_tokens_is_caught() {
     run(SimConfig::new(f.seed)).expect("the same seed passes with the real gate");
 }
 
+/// A broken router: watcher events of releases never reach the watcher. The clients'
+/// views (built only from the events they saw) must catch it — the history checks see the
+/// service's events and cannot — and the same seed must pass with a correct router.
+#[test]
+fn fault_router_dropping_watcher_events_is_caught() {
+    let mut caught = None;
+    for seed in 0..300 {
+        let mut cfg = SimConfig::new(seed);
+        cfg.fault = Fault::RouterDropsReleasedWatcherEvents;
+        if let Err(f) = run(cfg) {
+            assert!(f.message.contains("watches"), "{f}");
+            caught = Some(f);
+            break;
+        }
+    }
+    let f = caught.expect("300 seeds did not catch a router that drops watcher events");
+    println!(
+        "FAULT router-drops-watcher-events caught by the simulation: seed {} step {}: {}",
+        f.seed, f.step, f.message
+    );
+    run(SimConfig::new(f.seed)).expect("the same seed passes with a correct router");
+}
+
 /// Every host loop — tick first, tick on the timer (sometimes late), never tick — gives a
 /// correct service over the same seeds: messages stamped with the host's clock need no
 /// tick before them (docs/SPEC.md §2).
