@@ -24,7 +24,8 @@
 //! Semaphores and watches (configurations with `permits` / `watch` set): the locks are
 //! semaphores (client 0 asks for the whole limit, the others for one permit, so a large
 //! request stands at the head of the queue) and clients may watch and unwatch them.
-//! * always: never more permits held than the limit (from the holders after every input);
+//! * always: never more permits held than the limit (from the holders after every input),
+//!   and nothing granted on a lock that is in lock-delay after the input;
 //! * always: grants go to the queue in order — the sessions granted by one input are a
 //!   prefix of the queue before it, less the waits that ended in it (a large head is not
 //!   overtaken);
@@ -252,6 +253,17 @@ impl LockModel {
                 return Err(format!(
                     "FIFO: {NAMES:?}[{l}] granted {granted:?} out of the queue {queue:?}"
                 ));
+            }
+            // I8: a lock in lock-delay after the input was granted nothing in it (the
+            // advance expires before it grants; an acquire comes after the advance).
+            let fresh = match (input, reply) {
+                (Input::Acquire { lock: x, .. }, Reply::Granted { token, .. }) => {
+                    lock(x) == l && token.0 > st.revision
+                }
+                _ => false,
+            };
+            if svc.lock_delay_until(NAMES[l]).is_some() && (fresh || !granted.is_empty()) {
+                return Err(format!("{} granted during its lock-delay", NAMES[l]));
             }
             // Never more permits than the limit.
             if let Some(limit) = self.permits {
@@ -855,8 +867,8 @@ fn fault_core_expiry_after_grants_is_found() {
 /// the watcher's view equal to the holders after every input, nothing after its watch
 /// ends, an expiry seen by the watcher. Then a watcher of a plain lock under a lazy host
 /// with lock-delay. The quick run has two clients; `MODEL_CHECK_FULL` (or a release
-/// build) adds a third client (a small request queued behind the large head) and two
-/// watchers.
+/// build) adds a third client (a small request queued behind the large head), the
+/// semaphore under lock-delay, and two watchers.
 #[test]
 fn semaphores_and_watchers() {
     let semaphore = LockModel {
@@ -880,6 +892,13 @@ fn semaphores_and_watchers() {
     if full() {
         check(LockModel {
             clients: 3,
+            ..semaphore.clone()
+        });
+        // An expiring holder puts the semaphore in lock-delay: nothing is granted during it,
+        // however many permits are free.
+        check(LockModel {
+            lock_delay: 1,
+            max_time: 4,
             ..semaphore
         });
         check(LockModel {
