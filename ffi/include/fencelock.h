@@ -1008,7 +1008,8 @@ fencelock_result fencelock_service_acquire_permits(struct fencelock_service *svc
 // Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
 // `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `ALREADY_WATCHING`,
 // `CAPACITY_EXCEEDED` (the lock's `max_watchers`, 0 = watches off; then the claims
-// table, then the locks table), in the core's order. Cost: the advance, then O(name length + log claims + holders).
+// table, then the locks table), in the core's order. Cost: the advance, then O(name
+// length + holders of the lock).
 //
 // # Safety
 // As `fencelock_service_release`.
@@ -1343,7 +1344,7 @@ fencelock_result fencelock_service_leader(const struct fencelock_service *svc,
 // The permits of the semaphore named by `lock[..lock_len]`: `*is_semaphore` true and
 // `*permits` its `in_use` and `limit` while the name has live holds or waits from a
 // permits acquire; false and zeroed otherwise (a plain lock, or an idle or unknown
-// name). Errors add `INVALID_UTF8`. Cost: O(name length + holders).
+// name). Errors add `INVALID_UTF8`. Cost: O(name length).
 //
 // # Safety
 // `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `is_semaphore` and

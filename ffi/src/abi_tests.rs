@@ -1810,3 +1810,13 @@ fn semaphores_labels_watches_and_raise_revision_through_the_abi() {
         fencelock_service_free(svc);
     }
 }
+
+/// The ABI's default watchers limit is the core's (`Config::default()`), and the label
+/// buffer is as long as the core's longest label plus a NUL.
+#[test]
+fn defaults_and_buffer_sizes_are_the_cores() {
+    let core = fencelock::Config::default();
+    assert_eq!(FENCELOCK_DEFAULT_MAX_WATCHERS, core.max_watchers);
+    assert_eq!(FENCELOCK_MAX_NAME_LEN as u32, core.max_name_len);
+    assert_eq!(FENCELOCK_LABEL_BUF_LEN, fencelock::MAX_LABEL_LEN + 1);
+}

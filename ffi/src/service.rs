@@ -956,7 +956,8 @@ pub unsafe extern "C" fn fencelock_service_acquire_permits(
 /// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
 /// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `ALREADY_WATCHING`,
 /// `CAPACITY_EXCEEDED` (the lock's `max_watchers`, 0 = watches off; then the claims
-/// table, then the locks table), in the core's order. Cost: the advance, then O(name length + log claims + holders).
+/// table, then the locks table), in the core's order. Cost: the advance, then O(name
+/// length + holders of the lock).
 ///
 /// # Safety
 /// As `fencelock_service_release`.
@@ -1802,7 +1803,7 @@ pub unsafe extern "C" fn fencelock_service_leader(
 /// The permits of the semaphore named by `lock[..lock_len]`: `*is_semaphore` true and
 /// `*permits` its `in_use` and `limit` while the name has live holds or waits from a
 /// permits acquire; false and zeroed otherwise (a plain lock, or an idle or unknown
-/// name). Errors add `INVALID_UTF8`. Cost: O(name length + holders).
+/// name). Errors add `INVALID_UTF8`. Cost: O(name length).
 ///
 /// # Safety
 /// `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `is_semaphore` and

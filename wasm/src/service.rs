@@ -537,8 +537,8 @@ impl LockService {
     /// Throws `time_went_backwards`, then `unknown_session`, name errors, request-number
     /// errors, `already_watching`, `capacity_exceeded` (`.table` `"watchers"`: the lock
     /// has `maxWatchers` watchers; then `"claims"`, `"locks"`); before the core,
-    /// `out_of_range`, `bad_argument`. Cost: the advance, then O(name length + log claims
-    /// + holders).
+    /// `out_of_range`, `bad_argument`. Cost: the advance, then O(name length + holders of
+    /// the lock).
     #[wasm_bindgen(unchecked_return_type = "Answer<Watching>")]
     pub fn watch(
         &mut self,
@@ -658,7 +658,7 @@ impl LockService {
 
     /// The permits of the semaphore `lock`, `{inUse, limit}`, or `null` when it is not a
     /// live semaphore (a plain lock, an idle or unknown name). Throws `bad_argument`.
-    /// Cost: O(name length + holders).
+    /// Cost: O(name length).
     #[wasm_bindgen(unchecked_return_type = "Permits | null")]
     pub fn permits(
         &self,

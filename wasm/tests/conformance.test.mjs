@@ -227,6 +227,8 @@ export function call(svc, { method, args }, where) {
   const lock = () => (has('lock'), args.lock);
   const mode = () => {
     has('mode');
+    const p = args.mode.match(/^p:(\d+)\/(\d+)$/); // a semaphore's permits: p:<count>/<limit>
+    if (p) return { permits: Number(p[1]), limit: Number(p[2]) };
     assert.ok(args.mode === 'x' || args.mode === 's', `${where}: mode=${args.mode}`);
     return args.mode === 'x' ? 'exclusive' : 'shared';
   };
@@ -241,6 +243,12 @@ export function call(svc, { method, args }, where) {
   switch (method) {
     case 'open':
       return svc.openSession(now, num('ttl'));
+    case 'open_labeled':
+      return has('label'), svc.openLabeled(now, num('ttl'), args.label);
+    case 'watch':
+      return svc.watch(now, num('session'), lock(), request());
+    case 'unwatch':
+      return svc.unwatch(now, num('session'), lock(), request());
     case 'keep_alive':
       return svc.keepAlive(now, num('session'), request());
     case 'close':

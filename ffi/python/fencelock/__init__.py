@@ -667,7 +667,7 @@ class Config:
     capacity: Capacity
     lock_delay: int
     max_name_len: int
-    max_watchers: int
+    max_watchers: int = DEFAULT_MAX_WATCHERS
 
 
 @dataclass(frozen=True)
@@ -1078,8 +1078,8 @@ class Service(_Handle):
         holder, until the session unwatches, closes or expires. A watch takes a claim row.
         Errors: TIME_WENT_BACKWARDS, then UNKNOWN_SESSION, EMPTY_NAME, NAME_TOO_LONG,
         STALE_REQUEST, REQUEST_REUSED, ALREADY_WATCHING, CAPACITY_EXCEEDED (the lock's
-        max_watchers, then claims, then locks). Cost: the advance, then O(name length + log claims +
-        holders)."""
+        max_watchers, then claims, then locks). Cost: the advance, then O(name length +
+        holders of the lock)."""
         return self._named(_lib.fencelock_service_watch, now, session, lock, request, "lock")
 
     def unwatch(self, now: int, session: int, lock: Name,
@@ -1263,8 +1263,7 @@ class Service(_Handle):
 
     def permits(self, lock: Name) -> Optional[PermitsInUse]:
         """The permits of the semaphore `lock` (in use, limit), or None when it is not a
-        live semaphore (a plain lock, an idle or unknown name). Cost: O(name length +
-        holders)."""
+        live semaphore (a plain lock, an idle or unknown name). Cost: O(name length)."""
         raw, live, p = _name(lock, "lock"), C.c_bool(), _Permits()
         self._call("fencelock_service_permits", raw, len(raw), C.byref(live), C.byref(p))
         return PermitsInUse(p.in_use, p.limit) if live.value else None

@@ -220,7 +220,9 @@ def test_integers_that_do_not_fit_raise_and_change_nothing():
             for call in (lambda: svc.tick(bad), lambda: svc.open_session(bad, 5),
                          lambda: svc.open_session(0, bad), lambda: svc.keep_alive(0, bad),
                          lambda: svc.keep_alive(bad, s), lambda: svc.release(bad, s, "l"),
-                         lambda: svc.acquire(0, s, "m", wait="until", until=bad)):
+                         lambda: svc.acquire(0, s, "m", wait="until", until=bad),
+                         lambda: svc.open_labeled(bad, 5, "x"), lambda: svc.watch(0, bad, "l"),
+                         lambda: svc.unwatch(bad, s, "l"), lambda: svc.raise_revision(bad)):
                 e = refused(903, call)
                 assert isinstance(e, fl.ArgumentError) and isinstance(e, ValueError)
         assert svc.snapshot() == before and svc.now() == 0
@@ -238,6 +240,8 @@ def test_integers_that_do_not_fit_raise_and_change_nothing():
     for bad in (2**32 + 8, -1, True, 8.0):
         refused(903, fl.Service, bad, 8, 8)
         refused(903, fl.Service, 8, 8, 8, max_name_len=bad)
+        refused(903, fl.Service, 8, 8, 8, max_watchers=bad)
+        refused(903, fl.Service.layout, 8, 8, 8, max_watchers=bad)
         refused(903, fl.Gate, bad if bad != 2**32 + 8 else 2**64)
         refused(903, fl.Keeper, bad if bad != 2**32 + 8 else 2**64, 3, 2)
     refused(206, fl.Service, 2**31, 8, 8)  # fits u32; the core's row limit refuses it
@@ -561,9 +565,17 @@ def test_error_precedence_table_through_the_typed_methods():
         wait, until = a.get("wait", "none"), None
         if wait.startswith("until:"):
             wait, until = "until", int(wait[len("until:"):])
-        mode = {"x": "exclusive", "s": "shared"}.get(a.get("mode", "x"))
+        m = a.get("mode", "x")
+        if m.startswith("p:"):  # p:<count>/<limit>: a semaphore's permits
+            count, limit = m[2:].split("/")
+            mode = fl.Permits(int(count), int(limit))
+        else:
+            mode = {"x": fl.Mode.EXCLUSIVE, "s": fl.Mode.SHARED}[m]
         run = {
             "open": lambda: svc.open_session(now, int(a["ttl"])),
+            "open_labeled": lambda: svc.open_labeled(now, int(a["ttl"]), a["label"]),
+            "watch": lambda: svc.watch(now, int(a["session"]), a["lock"], request),
+            "unwatch": lambda: svc.unwatch(now, int(a["session"]), a["lock"], request),
             "keep_alive": lambda: svc.keep_alive(now, int(a["session"]), request),
             "close": lambda: svc.close_session(now, int(a["session"]), request),
             "acquire": lambda: svc.acquire(now, int(a["session"]), a["lock"], mode, wait,
@@ -719,6 +731,9 @@ def test_semaphore_watch_and_label_refusals_change_nothing():
         assert "watchers" in e.detail
         e = refused(fl.Result.LABEL_TOO_LONG, svc.open_labeled, 0, 10, "l" * 65)
         assert e.kind == "label_too_long"
+        # judged before the core is given the input: not even time moves
+        refused(fl.Result.LABEL_TOO_LONG, svc.open_labeled, 50, 10, "l" * 65)
+        assert svc.now() == 0
         refused(fl.Result.INVALID_UTF8, svc.open_labeled, 0, 10, b"\xff")
         refused(fl.Result.UNKNOWN_SESSION, svc.watch, 0, 99, "pool")
         for bad in (fl.Permits(-1, 2), fl.Permits(1, 1 << 32), fl.Permits("1", 2)):

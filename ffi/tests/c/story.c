@@ -821,6 +821,13 @@ static void semaphores_labels_and_watches(void) {
   EXPECT(fencelock_service_open_labeled(svc, 0, 100, S("x"), NULL),
          FENCELOCK_RESULT_NULL_PARAMETER);
   EXPECT(fencelock_service_open_labeled(svc, 0, 0, S("x"), &r), FENCELOCK_RESULT_BAD_TTL);
+  /* The label is judged before the core is given the input: not even time moves. */
+  EXPECT(fencelock_service_open_labeled(svc, 50, 100, (const uint8_t *)long_label,
+                                        sizeof long_label, &r),
+         FENCELOCK_RESULT_LABEL_TOO_LONG);
+  uint64_t t = 9;
+  OK(fencelock_service_now(svc, &t));
+  CHECK(t == 0);
   CHECK(unchanged(svc, before, slen));
   free(before);
 

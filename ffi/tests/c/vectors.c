@@ -15,6 +15,11 @@
  * kind or error code:
  *   config sessions=N locks=N claims=N lock_delay=N max_name_len=N
  *   <method> key=value ... -> ok <reply kind>   |   -> err <code>
+ * (methods open, open_labeled, keep_alive, close, acquire, release, cancel, watch, unwatch,
+ * tick; mode x, s or p:<count>/<limit> through fencelock_service_acquire_permits). A row
+ * with request=0 cannot be made through the typed functions, which read 0 as "no request
+ * number": the runner applies only the advance such a row makes (a tick to its now, what
+ * a refused row leaves), as the Python runner does, and counts it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -73,8 +78,8 @@ static fencelock_service *configure(const char *text, fencelock_config *c) {
 
 /* The reply kinds' names, as the core's Reply::kind() spells them, by kind number. */
 static const char *const REPLY_KINDS[] = {
-    "none",    "opened",    "kept_alive", "closed",     "granted", "queued",
-    "busy",    "released",  "cancelled",  "hold_ended", "wait_ended", "ticked"};
+    "none",     "opened",   "kept_alive", "closed",     "granted",    "queued",   "busy",
+    "released", "cancelled", "hold_ended", "wait_ended", "ticked",     "watching", "unwatched"};
 
 static const char *reply_kind(fencelock_reply_kind k) {
   return (size_t)k < sizeof REPLY_KINDS / sizeof REPLY_KINDS[0] ? REPLY_KINDS[k] : "?";
@@ -292,18 +297,19 @@ static int number(const char *args, const char *key, uint64_t *v) {
   return end == p + len;
 }
 
-/* Rows whose request=0 this ABI reads as "no request number" (its typed functions cannot
- * say request number 0); reported in the summary line. */
+/* Rows with request=0, which this ABI's typed functions cannot express (0 is "no request
+ * number" there): only their advance is applied; reported in the summary line. */
 static int request_zero;
 
-/* request=-|N: 0 ("no request number") for `-`. */
-static int request_arg(const char *args, uint64_t *v) {
+/* request=-|N: 0 ("no request number") for `-`; *zero set for request=0. */
+static int request_arg(const char *args, uint64_t *v, int *zero) {
   size_t len = 0;
   const char *p = arg(args, "request", &len);
   *v = 0;
+  *zero = 0;
   if (!p || (len == 1 && *p == '-')) return 1;
   if (!number(args, "request", v)) return 0;
-  if (*v == 0) request_zero++;
+  *zero = *v == 0;
   return 1;
 }
 
@@ -334,17 +340,40 @@ static void run_call(fencelock_service *svc, char *text) {
     fail("a call without now=");
     return;
   }
-  if (!request_arg(args, &request)) {
+  int zero = 0;
+  if (!request_arg(args, &request, &zero)) {
     fail("request= must be - or a number");
     return;
   }
-  size_t lock_len = 0, mode_len = 0, wait_len = 0;
+  if (zero) {
+    /* Not expressible here: apply what any refused row leaves, the advance to its now. */
+    fencelock_result t = fencelock_service_tick(svc, now);
+    if (t != FENCELOCK_RESULT_OK && t != FENCELOCK_RESULT_TIME_WENT_BACKWARDS)
+      fail("the advance of a request=0 row was refused");
+    fencelock_output o;
+    while (fencelock_service_poll_output(svc, &o) == FENCELOCK_RESULT_OK) {
+    }
+    request_zero++;
+    calls++;
+    return;
+  }
+  size_t lock_len = 0, mode_len = 0, wait_len = 0, label_len = 0;
   const char *lock = arg(args, "lock", &lock_len);
   const char *mode_s = arg(args, "mode", &mode_len);
   const char *wait_s = arg(args, "wait", &wait_len);
+  const char *label = arg(args, "label", &label_len);
   uint32_t mode = FENCELOCK_MODE_EXCLUSIVE, wait = FENCELOCK_WAIT_NONE;
-  if (mode_s && mode_len == 1 && *mode_s == 's') mode = FENCELOCK_MODE_SHARED;
-  else if (mode_s && !(mode_len == 1 && *mode_s == 'x')) fail("mode= must be x or s");
+  unsigned count = 0, limit = 0;
+  int permits = 0, used = 0;
+  if (mode_s && mode_len == 1 && *mode_s == 's') {
+    mode = FENCELOCK_MODE_SHARED;
+  } else if (mode_s && mode_len > 2 && strncmp(mode_s, "p:", 2) == 0 &&
+             sscanf(mode_s + 2, "%u/%u%n", &count, &limit, &used) == 2 &&
+             (size_t)used == mode_len - 2) {
+    permits = 1;
+  } else if (mode_s && !(mode_len == 1 && *mode_s == 'x')) {
+    fail("mode= must be x, s or p:<count>/<limit>");
+  }
   if (wait_s && wait_len == 7 && strncmp(wait_s, "forever", 7) == 0) {
     wait = FENCELOCK_WAIT_FOREVER;
   } else if (wait_s && wait_len > 6 && strncmp(wait_s, "until:", 6) == 0) {
@@ -364,6 +393,17 @@ static void run_call(fencelock_service *svc, char *text) {
   if (strcmp(method, "open") == 0) {
     number(args, "ttl", &ttl);
     got = fencelock_service_open_session(svc, now, ttl, &reply);
+  } else if (strcmp(method, "open_labeled") == 0) {
+    number(args, "ttl", &ttl);
+    if (!label) {
+      fail("open_labeled without label=");
+      return;
+    }
+    /* A non-NULL pointer even for the empty label, which is no label. */
+    static const uint8_t none = 0;
+    got = fencelock_service_open_labeled(svc, now, ttl,
+                                         label_len ? (const uint8_t *)label : &none, label_len,
+                                         &reply);
   } else if (strcmp(method, "tick") == 0) {
     got = fencelock_service_tick(svc, now);
     /* The typed tick has no reply; its frame's reply is TICKED (as the core's handle). */
@@ -382,9 +422,16 @@ static void run_call(fencelock_service *svc, char *text) {
   } else if (!lock) {
     fail("a lock input without lock=");
     return;
+  } else if (strcmp(method, "acquire") == 0 && permits) {
+    got = fencelock_service_acquire_permits(svc, now, session, name, lock_len, count, limit,
+                                            wait, until, request, &reply);
   } else if (strcmp(method, "acquire") == 0) {
     got = fencelock_service_acquire(svc, now, session, name, lock_len, mode, wait, until,
                                     request, &reply);
+  } else if (strcmp(method, "watch") == 0) {
+    got = fencelock_service_watch(svc, now, session, name, lock_len, request, &reply);
+  } else if (strcmp(method, "unwatch") == 0) {
+    got = fencelock_service_unwatch(svc, now, session, name, lock_len, request, &reply);
   } else if (strcmp(method, "release") == 0) {
     got = fencelock_service_release(svc, now, session, name, lock_len, request, &reply);
   } else if (strcmp(method, "cancel") == 0) {
@@ -465,8 +512,8 @@ int main(int argc, char **argv) {
          "raises, %d typed calls replayed, %d failed\n",
          argc - 1, inputs, outputs, replies, snapshots, raises, calls, failures);
   if (request_zero)
-    printf("vectors.c: %d typed calls had request=0, run as \"no request number\" (the C ABI's "
-           "0)\n",
+    printf("vectors.c: %d typed calls had request=0, which the typed functions cannot make "
+           "(0 is \"no request number\" there): only their advance was applied\n",
            request_zero);
   return failures ? 1 : 0;
 }
