@@ -247,7 +247,7 @@ def main():
             w("  idempotent-retry record and a `Granted` output carrying the name. Per release the")
             w("  same lookups, the claim and the lock row unlinked from every list and index, and a")
             w("  `Released` output. That is three hash indexes touched per call instead of one, with")
-            w("  rows of 72–136 bytes in three tables, so the time ratio (cache misses, and the")
+            w("  rows of 72–152 bytes in three tables, so the time ratio (cache misses, and the")
             w("  mispredicted exits of linear-probing loops) is worse than the instruction ratio.")
             w("  Profiling found and fixed three hot spots in the index hash (commits `8fc5b9b`,")
             w("  `84c2fce`, `1841318`): at 1024 locks a pair cost ~27,700 instructions, 60 % of them")
@@ -425,7 +425,7 @@ def main():
     for m in memory:
         w(f"| {m['what']} | {m['bytes']} | {m['per']} |")
     w("")
-    w("Bytes per session / lock / claim are `size_of` of a `LockService<ArrayStorage<S, L, C>>`")
+    w("Bytes per session / label / lock / claim are `size_of` of a `LockService<ArrayStorage<S, L, C, N>>`")
     w("with 1024 rows of one table minus the same service with none, divided by 1024: the")
     w("row plus its share of the hash index and deadline heap (packed into the row). There is")
     w("no other memory: the core never allocates.")

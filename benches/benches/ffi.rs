@@ -46,6 +46,8 @@ impl C {
             },
             lock_delay: 0,
             max_name_len: 64,
+            // No watches here: the ring bound and the event size stay as for plain locks.
+            max_watchers: 0,
         };
         let mut svc = std::ptr::null_mut();
         // SAFETY: valid config and out-pointer.

@@ -20,9 +20,9 @@ use core::ptr;
 use std::alloc::{self, Layout};
 use std::collections::VecDeque;
 
-use fencelock::storage::{ClaimRow, LockRow, SessionRow};
+use fencelock::storage::{ClaimRow, LabelRow, LockRow, SessionRow};
 use fencelock::{
-    Error, Label, LockService, Mode, Output, Reply, SessionId, Sink, SliceStorage, Tick,
+    Error, Label, LabeledSliceStorage, LockService, Mode, Output, Reply, SessionId, Sink, Tick,
 };
 
 use crate::handle::{call, last_error, Handle, HandleState};
@@ -34,7 +34,7 @@ use crate::types::{
     set, wait_arg, write_list, FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
 };
 
-type Service = LockService<SliceStorage<'static>>;
+type Service = LockService<LabeledSliceStorage<'static>>;
 
 /// Events not yet drained, oldest first: the core's [`Sink`] for every input.
 enum Queue {
@@ -140,6 +140,7 @@ struct Plan {
     sessions: (usize, usize),
     locks: (usize, usize),
     claims: (usize, usize),
+    labels: (usize, usize),
     ring: (usize, usize),
     placed: bool,
 }
@@ -181,12 +182,15 @@ fn plan(cap: &fencelock_capacity, ring_len: usize, placed: bool) -> Result<Plan,
     let sessions = part(Layout::array::<SessionRow>(s), s)?;
     let locks = part(Layout::array::<LockRow>(l), l)?;
     let claims = part(Layout::array::<ClaimRow>(c), c)?;
+    // One label row per session: any session may carry a holder label.
+    let labels = part(Layout::array::<LabelRow>(s), s)?;
     let ring = part(Layout::array::<Option<Output>>(ring_len), ring_len)?;
     Ok(Plan {
         layout: layout.pad_to_align(),
         sessions,
         locks,
         claims,
+        labels,
         ring,
         placed,
     })
@@ -221,7 +225,7 @@ unsafe fn build(
     mem: *mut u8,
     plan: &Plan,
     owner: Owner,
-    make: impl FnOnce(SliceStorage<'static>) -> Result<Service, Error>,
+    make: impl FnOnce(LabeledSliceStorage<'static>) -> Result<Service, Error>,
 ) -> Result<*mut fencelock_service, Error> {
     // SAFETY: the parts are disjoint, aligned and inside the block (Layout::extend).
     let sessions = unsafe { fill(mem, plan.sessions, || SessionRow::EMPTY) };
@@ -229,6 +233,8 @@ unsafe fn build(
     let locks = unsafe { fill(mem, plan.locks, || LockRow::EMPTY) };
     // SAFETY: as above.
     let claims = unsafe { fill(mem, plan.claims, || ClaimRow::EMPTY) };
+    // SAFETY: as above.
+    let labels = unsafe { fill(mem, plan.labels, || LabelRow::EMPTY) };
     let queue = if plan.placed {
         Queue::Ring {
             // SAFETY: as above.
@@ -239,10 +245,11 @@ unsafe fn build(
     } else {
         Queue::Heap(VecDeque::new())
     };
-    let svc = make(SliceStorage {
+    let svc = make(LabeledSliceStorage {
         sessions,
         locks,
         claims,
+        labels,
     })?;
     let h = mem.cast::<fencelock_service>();
     // SAFETY: the handle sits at offset 0, aligned (the block's first part).
@@ -260,7 +267,7 @@ unsafe fn build(
 /// Allocates a block for `cap` and builds a service in it; frees it on error.
 fn create(
     cap: &fencelock_capacity,
-    make: impl FnOnce(SliceStorage<'static>) -> Result<Service, Error>,
+    make: impl FnOnce(LabeledSliceStorage<'static>) -> Result<Service, Error>,
 ) -> Result<*mut fencelock_service, Fail> {
     let plan = plan(cap, 0, false)?;
     // SAFETY: the layout is never zero-sized (it starts with the handle).
@@ -302,7 +309,7 @@ unsafe fn place(
     cap: &fencelock_capacity,
     max_watchers: Option<u32>,
     judge: impl FnOnce() -> Result<(), Error>,
-    make: impl FnOnce(SliceStorage<'static>) -> Result<Service, Error>,
+    make: impl FnOnce(LabeledSliceStorage<'static>) -> Result<Service, Error>,
 ) -> Result<*mut fencelock_service, Fail> {
     if mem.is_null() {
         return Err(fencelock_result::NullParameter.into());
@@ -411,11 +418,12 @@ impl fencelock_service {
 
 /// Tables of no rows: what the core judges a config or snapshot header on before this
 /// library allocates the real ones.
-fn no_rows() -> SliceStorage<'static> {
-    SliceStorage {
+fn no_rows() -> LabeledSliceStorage<'static> {
+    LabeledSliceStorage {
         sessions: &mut [],
         locks: &mut [],
         claims: &mut [],
+        labels: &mut [],
     }
 }
 
