@@ -500,12 +500,22 @@ impl Node {
     /// Errors: `NotLeader`, `Unavailable` on timeout.
     pub async fn linearizable(&self) -> Result<(), ClientError> {
         let mut back = self.elector.watch_stepped_back();
+        if *back.borrow() {
+            return Err(stepped_back());
+        }
         let fut = self.raft.ensure_linearizable();
         let limit = Duration::from_millis(self.config.request_timeout_ms);
+        // Biased: when the node steps back while the read is refused for want of a quorum,
+        // both are ready at once, and the answer must be the same every time: not the
+        // leader (the client looks for the new one), never a random `Unavailable`.
         let r = tokio::select! {
-            r = tokio::time::timeout(limit, fut) => r,
+            biased;
             _ = back.wait_for(|b| *b) => return Err(stepped_back()),
+            r = tokio::time::timeout(limit, fut) => r,
         };
+        if *back.borrow() {
+            return Err(stepped_back());
+        }
         match r {
             Err(_) => Err(ClientError::Unavailable(
                 "read confirmation timed out".into(),
