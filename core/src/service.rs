@@ -893,8 +893,16 @@ impl<S: Storage> LockService<S> {
                 requested: now,
             });
         }
-        let need = self.max_events();
-        if out.room() < need {
+        // An unbounded sink (room usize::MAX) can take any bound, so the bound is only
+        // worked out for a bounded one: a sink whose room is not a constant (an enum of
+        // both kinds, as the C ABI's queue) does not pay for it on every input.
+        let room = out.room();
+        let need = if room == usize::MAX {
+            0
+        } else {
+            self.max_events()
+        };
+        if room < need {
             return Err(Error::BufferTooSmall {
                 need: u32::try_from(need).unwrap_or(u32::MAX),
             });
