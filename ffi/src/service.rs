@@ -108,7 +108,12 @@ impl Queue {
         match self {
             Queue::Heap(q) => {
                 let (a, b) = q.as_slices();
-                a.iter().chain(b).enumerate().for_each(|(i, o)| f(i, o));
+                for (i, o) in a.iter().enumerate() {
+                    f(i, o);
+                }
+                for (i, o) in b.iter().enumerate() {
+                    f(a.len() + i, o);
+                }
                 q.clear();
             }
             Queue::Ring { slots, head, len } => {
