@@ -893,8 +893,16 @@ impl<S: Storage> LockService<S> {
                 requested: now,
             });
         }
-        let need = self.max_events();
-        if out.room() < need {
+        // An unbounded sink (room usize::MAX) can take any bound, so the bound is only
+        // worked out for a bounded one: a sink whose room is not a constant (an enum of
+        // both kinds, as the C ABI's queue) does not pay for it on every input.
+        let room = out.room();
+        let need = if room == usize::MAX {
+            0
+        } else {
+            self.max_events()
+        };
+        if room < need {
             return Err(Error::BufferTooSmall {
                 need: u32::try_from(need).unwrap_or(u32::MAX),
             });
@@ -1207,6 +1215,7 @@ fn walk<T>(rows: &[T], head: u32, next: fn(&T) -> u32) -> impl Iterator<Item = u
 /// The fingerprint of a numbered request's arguments: FNV-1a over the lock name, then one
 /// byte for the mode (0xFE/0xFF never occur in UTF-8, so no name can imitate it). 0 for an
 /// unnumbered request, which records nothing and is never compared.
+#[inline(always)]
 fn target(name: &str, mode: Option<Mode>, request: Option<u64>) -> u64 {
     if request.is_none() {
         return 0;
@@ -1245,6 +1254,7 @@ fn queued(mode: Mode, position: u32) -> Recorded {
     }
 }
 
+#[inline(always)]
 pub(crate) fn find_session(rows: &[SessionRow], id: u64) -> Option<u32> {
     TableState::find(rows, crate::table::mix(id), |r| r.id == id)
 }
@@ -1281,11 +1291,13 @@ pub(crate) struct View<'a> {
 }
 
 impl View<'_> {
+    #[inline(always)]
     fn session_slot(&self, session: SessionId) -> Result<u32, Error> {
         find_session(self.s, session.0).ok_or(Error::UnknownSession(session))
     }
 
     /// The live lock named `name`, whose [`name_hash`] is `hash`.
+    #[inline(always)]
     fn lock_slot(&self, name: &str, hash: u64) -> Option<u32> {
         TableState::find(self.l, hash, |r| r.name.as_str() == name)
     }
@@ -1478,6 +1490,7 @@ impl View<'_> {
         }
     }
 
+    #[inline(always)]
     fn check_name(&self, name: &str) -> Result<(), Error> {
         if name.is_empty() {
             return Err(Error::EmptyName);
@@ -1492,6 +1505,7 @@ impl View<'_> {
     }
 
     /// `Some(reply)` for a repeat of the latest request (replay it), `None` to apply.
+    #[inline(always)]
     fn check_request(
         &self,
         s: u32,

@@ -84,6 +84,53 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// Drops the oldest event without moving it anywhere (after `get(0)` has been read).
+    fn discard_front(&mut self) {
+        match self {
+            Queue::Heap(q) => {
+                q.pop_front();
+            }
+            Queue::Ring { slots, head, len } => {
+                if *len > 0 {
+                    slots[*head] = None;
+                    *head = (*head + 1) % slots.len();
+                    *len -= 1;
+                }
+            }
+        }
+    }
+
+    /// Hands every queued event to `f` by reference, oldest first, with its position,
+    /// then empties the queue: no event is moved out of the queue (an `Output` is about
+    /// 200 bytes, and a move is a copy). Cost: O(events).
+    fn drain_each(&mut self, mut f: impl FnMut(usize, &Output)) {
+        match self {
+            Queue::Heap(q) => {
+                let (a, b) = q.as_slices();
+                for (i, o) in a.iter().enumerate() {
+                    f(i, o);
+                }
+                for (i, o) in b.iter().enumerate() {
+                    f(a.len() + i, o);
+                }
+                q.clear();
+            }
+            Queue::Ring { slots, head, len } => {
+                for i in 0..*len {
+                    let at = (*head + i) % slots.len();
+                    if let Some(o) = &slots[at] {
+                        f(i, o);
+                    }
+                    slots[at] = None;
+                }
+                *head = (*head + *len) % slots.len();
+                *len = 0;
+            }
+        }
+    }
+}
+
 impl Sink for Queue {
     fn event(&mut self, o: Output) {
         match self {
@@ -1368,12 +1415,14 @@ pub unsafe extern "C" fn fencelock_service_poll_output(
             svc,
             || out(output),
             |h: &mut fencelock_service, dst| {
-                let o = h.queue.pop();
-                let r = o
-                    .as_ref()
-                    .map_or(fencelock_output::NONE, fencelock_output::from_core);
-                put(dst, r);
-                o.map(|_| ()).ok_or(fencelock_result::Done.into())
+                let Some(o) = h.queue.get(0) else {
+                    put(dst, fencelock_output::NONE);
+                    return Err(fencelock_result::Done.into());
+                };
+                // SAFETY: `dst` checked non-NULL, writable (contract).
+                fencelock_output::write_core(dst, o);
+                h.queue.discard_front();
+                Ok(())
             },
         )
     }
@@ -1424,12 +1473,11 @@ pub unsafe extern "C" fn fencelock_service_drain_events(
             if n > cap {
                 return Err(fencelock_result::BufferTooSmall.into());
             }
-            let mut i = 0;
-            while let Some(o) = h.queue.pop() {
-                // i < n <= cap: the queue held n events and nothing adds to it here.
-                events.add(i).write(fencelock_output::from_core(&o));
-                i += 1;
-            }
+            // i < n <= cap: the queue holds n events and nothing adds to it here; each
+            // is written in place, straight into the caller's slot.
+            // SAFETY: `events` valid for `cap` elements (contract).
+            h.queue
+                .drain_each(|i, o| fencelock_output::write_core(events.add(i), o));
             Ok(())
         })
     }

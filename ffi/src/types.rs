@@ -1,6 +1,7 @@
 //! The plain-data types that cross the ABI, and the pointer checks every function shares.
 
 use core::ffi::c_char;
+use core::ptr::addr_of_mut;
 
 use fencelock::{
     Change, Lease, Mode, Output, ReleaseReason, Reply, Wait, MAX_LABEL_LEN, MAX_NAME_LEN,
@@ -299,6 +300,29 @@ pub(crate) fn label_buf(label: &str) -> (usize, [c_char; FENCELOCK_LABEL_BUF_LEN
     name_buf(label)
 }
 
+/// Writes `s` (at most [`FENCELOCK_MAX_NAME_LEN`] bytes of it) into the name or label
+/// buffer at `dst`, then NULs to its end, as [`name_buf`] builds one; returns the bytes
+/// written before the NULs.
+///
+/// # Safety
+/// `dst` is valid for writing one buffer (its prior contents are not read).
+unsafe fn put_buf(dst: *mut [c_char; FENCELOCK_NAME_BUF_LEN], s: &str) -> usize {
+    let bytes = s.as_bytes();
+    let n = bytes.len().min(FENCELOCK_MAX_NAME_LEN);
+    let d = dst.cast::<u8>();
+    // SAFETY: the buffer zeroed, then n <= MAX_NAME_LEN < NAME_BUF_LEN bytes from `bytes`
+    // into it: both inside it; the source is a distinct borrow.
+    // A whole zeroed buffer is a few fixed stores, where zeroing only the tail was a
+    // `memset` call; an empty label (the usual case) then needs no copy at all.
+    unsafe {
+        dst.write([0; FENCELOCK_NAME_BUF_LEN]);
+        if n > 0 {
+            core::ptr::copy_nonoverlapping(bytes.as_ptr(), d, n);
+        }
+    }
+    n
+}
+
 impl fencelock_output {
     /// The empty event (`kind` `NONE`, everything zero).
     pub(crate) const NONE: fencelock_output = fencelock_output {
@@ -317,70 +341,105 @@ impl fencelock_output {
         label: [0; FENCELOCK_LABEL_BUF_LEN],
     };
 
+    /// The C form of `o` (as [`write_core`](Self::write_core) writes it). Cost: O(1).
+    #[cfg(test)]
     pub(crate) fn from_core(o: &Output) -> Self {
+        let mut r = core::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: a local, aligned and writable; write_core writes every field.
+        unsafe {
+            Self::write_core(r.as_mut_ptr(), o);
+            r.assume_init()
+        }
+    }
+
+    /// Writes the C form of `o` into `*dst` field by field, in place: no event-sized
+    /// temporary, no copy of one (208 bytes; with the event read from the queue by
+    /// reference, about 57 instructions less per drained hand-off under callgrind). Every field is written; the
+    /// name and label buffers get their bytes and NULs to the end. Cost: O(1).
+    ///
+    /// # Safety
+    /// `dst` is non-NULL, aligned and valid for writing one `fencelock_output` (its prior
+    /// contents are not read: it may be uninitialised).
+    pub(crate) unsafe fn write_core(dst: *mut Self, o: &Output) {
         use fencelock_output_kind as K;
-        let mut r = fencelock_output {
-            session: o.session().0,
-            ..Self::NONE
-        };
-        let mut lock = None;
+        let (mut kind, mut mode, mut reason) = (
+            K::None,
+            fencelock_mode::None,
+            fencelock_release_reason::None,
+        );
+        let (mut token, mut count, mut limit) = (0, 0, 0);
+        let (mut change, mut holder) = (fencelock_change::None, 0);
+        let (mut lock, mut label) = ("", "");
         match o {
             Output::Granted {
                 lock: l,
-                mode,
-                token,
+                mode: m,
+                token: t,
                 ..
             } => {
-                r.kind = K::Granted;
-                (r.mode, r.count, r.limit) = mode_out(*mode);
-                r.token = token.0;
-                lock = Some(l);
+                kind = K::Granted;
+                (mode, count, limit) = mode_out(*m);
+                token = t.0;
+                lock = l.as_str();
             }
             Output::Released {
                 lock: l,
-                token,
-                reason,
+                token: t,
+                reason: why,
                 ..
             } => {
-                r.kind = K::Released;
-                r.token = token.0;
-                r.reason = match reason {
+                kind = K::Released;
+                token = t.0;
+                reason = match why {
                     ReleaseReason::Released => fencelock_release_reason::Released,
                     ReleaseReason::Closed => fencelock_release_reason::Closed,
                     ReleaseReason::Expired => fencelock_release_reason::Expired,
                 };
-                lock = Some(l);
+                lock = l.as_str();
             }
-            Output::SessionExpired { .. } => r.kind = K::SessionExpired,
+            Output::SessionExpired { .. } => kind = K::SessionExpired,
             Output::WaitTimedOut { lock: l, .. } => {
-                r.kind = K::WaitTimedOut;
-                lock = Some(l);
+                kind = K::WaitTimedOut;
+                lock = l.as_str();
             }
             Output::HolderChanged {
                 lock: l,
-                holder,
-                mode,
-                token,
-                change,
-                label,
+                holder: h,
+                mode: m,
+                token: t,
+                change: c,
+                label: lb,
                 ..
             } => {
-                r.kind = K::HolderChanged;
-                (r.mode, r.count, r.limit) = mode_out(*mode);
-                r.token = token.0;
-                r.holder = holder.0;
-                r.change = (*change).into();
-                (r.label_len, r.label) = label_buf(label.as_str());
-                lock = Some(l);
+                kind = K::HolderChanged;
+                (mode, count, limit) = mode_out(*m);
+                token = t.0;
+                holder = h.0;
+                change = (*c).into();
+                label = lb.as_str();
+                lock = l.as_str();
             }
             // The core's Output is non_exhaustive; a new kind would need a new code here
             // (a test decodes every event variant and checks none maps to NONE).
-            _ => r.kind = K::None,
+            _ => {}
         }
-        if let Some(l) = lock {
-            (r.lock_len, r.lock) = name_buf(l.as_str());
+        // SAFETY: `dst` valid for writing one output (contract); each pointer below is a
+        // field of it, and each buffer write stays inside its field (`put_buf`).
+        unsafe {
+            addr_of_mut!((*dst).kind).write(kind);
+            addr_of_mut!((*dst).mode).write(mode);
+            addr_of_mut!((*dst).reason).write(reason);
+            addr_of_mut!((*dst).session).write(o.session().0);
+            addr_of_mut!((*dst).token).write(token);
+            addr_of_mut!((*dst).count).write(count);
+            addr_of_mut!((*dst).limit).write(limit);
+            addr_of_mut!((*dst).change).write(change);
+            addr_of_mut!((*dst).holder).write(holder);
+            let n = put_buf(addr_of_mut!((*dst).lock), lock);
+            addr_of_mut!((*dst).lock_len).write(n);
+            let n = put_buf(addr_of_mut!((*dst).label), label);
+            addr_of_mut!((*dst).label_len).write(n);
         }
-        r
     }
 }
 
@@ -750,11 +809,46 @@ pub(crate) unsafe fn name<'a>(p: *const u8, len: usize) -> Result<&'a str, Fail>
     // Lock names are nearly always ASCII: checking that a word at a time costs a fraction
     // of the general UTF-8 validation (a tenth of an acquire + release through this ABI,
     // measured with callgrind), and the result is the same.
-    if b.is_ascii() {
+    if ascii(b) {
         // SAFETY: every ASCII byte string is valid UTF-8.
         return Ok(unsafe { core::str::from_utf8_unchecked(b) });
     }
     core::str::from_utf8(b).map_err(|_| fencelock_result::InvalidUtf8.into())
+}
+
+/// Whether every byte of `b` is ASCII, a word at a time with no byte-by-byte tail: the
+/// last (possibly overlapping) word covers the bytes the whole words leave, and a name
+/// shorter than a word is read as two overlapping half-words (or bytes). The same answer
+/// as `<[u8]>::is_ascii`, in about 15 fewer instructions for a 13-byte name (whose
+/// tail that function checks a byte at a time). Cost: O(len).
+#[inline]
+fn ascii(b: &[u8]) -> bool {
+    const HI8: u64 = 0x8080_8080_8080_8080;
+    const HI4: u32 = 0x8080_8080;
+    let n = b.len();
+    let w8 = |i: usize| {
+        b.get(i..i + 8)
+            .and_then(|w| <[u8; 8]>::try_from(w).ok())
+            .map_or(HI8, u64::from_le_bytes)
+    };
+    let w4 = |i: usize| {
+        b.get(i..i + 4)
+            .and_then(|w| <[u8; 4]>::try_from(w).ok())
+            .map_or(HI4, u32::from_le_bytes)
+    };
+    if n >= 8 {
+        let mut acc = 0u64;
+        let mut i = 0;
+        while i + 8 <= n {
+            acc |= w8(i);
+            i += 8;
+        }
+        (acc | w8(n - 8)) & HI8 == 0
+    } else if n >= 4 {
+        (w4(0) | w4(n - 4)) & HI4 == 0
+    } else {
+        b.iter().all(|c| *c < 0x80)
+    }
 }
 
 /// A caller name copied out of the caller's memory, for functions that write out-values
@@ -885,5 +979,26 @@ pub(crate) unsafe fn take<T>(p: *mut T) {
     if !p.is_null() {
         // SAFETY: from Box::into_raw, freed once (contract).
         drop(unsafe { Box::from_raw(p) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ascii;
+
+    /// `ascii` agrees with `<[u8]>::is_ascii` for every length up to five words, with no
+    /// high byte and with one at each position (the word-boundary and overlap cases).
+    #[test]
+    fn ascii_agrees_with_is_ascii() {
+        for n in 0..40 {
+            let mut b = vec![b'a'; n];
+            assert!(ascii(&b), "all ASCII, len {n}");
+            for at in 0..n {
+                b[at] = 0xC3;
+                assert_eq!(ascii(&b), b.is_ascii(), "len {n}, high byte at {at}");
+                assert!(!ascii(&b));
+                b[at] = b'a';
+            }
+        }
     }
 }
