@@ -79,6 +79,7 @@ fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     core::arch::wasm32::unreachable()
 }
 
+mod fast;
 mod gate;
 mod js;
 mod json;
