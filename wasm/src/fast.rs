@@ -69,10 +69,9 @@ fn opt(x: Option<f64>, what: &str) -> Result<Option<u64>, Fail> {
     x.map(|x| num(Some(x), what)).transpose()
 }
 
-/// A `u32` (a semaphore's count or limit), as `js::num_u32`.
+/// A `u32` (a semaphore's count or limit), checked by `js::num_u32` itself.
 fn num_u32(x: Option<f64>, what: &str) -> Result<u32, Fail> {
-    let n = num(x, what)?;
-    u32::try_from(n).map_err(|_| js::Fail::OutOfRange(cat(&[what, " must be at most 2^32-1"])))
+    js::num_u32(&x.map_or(JsValue::UNDEFINED, JsValue::from_f64), what)
 }
 
 /// A code that names none of the choices: `bad_argument`.
@@ -180,29 +179,6 @@ impl LockService {
         })
     }
 
-    /// Typed fast `keepAlive`: returns 1 (kept_alive; `replyValue()` is the new
-    /// deadline) or minus the errno of the refusal. Cost: the core's keep-alive.
-    #[wasm_bindgen(js_name = keepAliveFast)]
-    pub fn keep_alive_fast(&mut self, now: f64, session: f64, request: Option<f64>) -> i32 {
-        self.run(|core, out| {
-            let now = Tick(num(Some(now), "now")?);
-            let session = SessionId(num(Some(session), "session")?);
-            let request = opt(request, "request")?;
-            Ok(core.keep_alive(now, session, request, out)?)
-        })
-    }
-
-    /// Typed fast `tick`: returns 10 (ticked; `replyValue()` is `now`) or minus the errno
-    /// of the refusal. Cost: as `tick`.
-    #[wasm_bindgen(js_name = tickFast)]
-    pub fn tick_fast(&mut self, now: f64) -> i32 {
-        self.run(|core, out| {
-            let now = Tick(num(Some(now), "now")?);
-            core.tick(now, out)?;
-            Ok(Reply::Ticked { now })
-        })
-    }
-
     /// The number of the last fast call's reply: a token, position, deadline, tick or
     /// session (see `acquireFast`), exact (a bigint past 2^53-1). Cost: O(1).
     #[wasm_bindgen(js_name = replyValue, unchecked_return_type = "U64")]
@@ -228,8 +204,9 @@ impl LockService {
     /// The error of the last fast call if it was refused (what the object API throws for
     /// the same input, without `.events`: those are in `takeEvents()`), else `null`.
     /// Cost: O(message).
+    /// Once read, it is forgotten (`null` until the next refusal).
     #[wasm_bindgen(js_name = lastError, unchecked_return_type = "FencelockError | null")]
-    pub fn last_error(&self) -> JsValue {
-        self.fast.fail.clone().map_or(JsValue::NULL, JsValue::from)
+    pub fn last_error(&mut self) -> JsValue {
+        self.fast.fail.take().map_or(JsValue::NULL, JsValue::from)
     }
 }
