@@ -114,15 +114,15 @@ impl LockService {
     /// non-negative integer is `out_of_range`, a code out of its list `bad_argument`,
     /// checked in `acquire`'s order before the core is called.
     /// Cost: the core's acquire plus the name's copy in; no object is built.
-    #[wasm_bindgen(js_name = acquireFast)]
+    #[wasm_bindgen(js_name = acquireFast, unchecked_return_type = "FastCode")]
     #[allow(clippy::too_many_arguments)]
     pub fn acquire_fast(
         &mut self,
         now: f64,
         session: f64,
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
-        mode: f64,
-        wait: f64,
+        #[wasm_bindgen(unchecked_param_type = "FastMode")] mode: f64,
+        #[wasm_bindgen(unchecked_param_type = "FastWait")] wait: f64,
         until: Option<f64>,
         request: Option<f64>,
         count: Option<f64>,
@@ -162,7 +162,7 @@ impl LockService {
     /// the errno of the refusal (`lastError()`), as `releaseFast`'s object twin `release`
     /// would throw. Events go to `takeEvents()`. Cost: the core's release plus the name's
     /// copy in.
-    #[wasm_bindgen(js_name = releaseFast)]
+    #[wasm_bindgen(js_name = releaseFast, unchecked_return_type = "FastCode")]
     pub fn release_fast(
         &mut self,
         now: f64,
@@ -194,7 +194,7 @@ impl LockService {
 
     /// The events of the fast calls since the last take, in order (the objects the
     /// object API returns as `events`), and forgets them. Cost: O(events).
-    #[wasm_bindgen(js_name = takeEvents, unchecked_return_type = "Event[]")]
+    #[wasm_bindgen(js_name = takeEvents, unchecked_return_type = "Output[]")]
     pub fn take_events(&mut self) -> Result<JsValue, JsValue> {
         let list = Answer::build_events(&self.fast.events).parse(false)?;
         self.fast.events.clear();
