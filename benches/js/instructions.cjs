@@ -4,7 +4,12 @@
 // setup cancel out:
 //
 //   valgrind --tool=callgrind --smc-check=all-non-file --callgrind-out-file=/dev/null \
-//     node benches/js/instructions.cjs wasm/pkg/node acqrel 4     # then 24: 20 × 256 pairs more
+//     node --single-threaded benches/js/instructions.cjs wasm/pkg/node acqrel 24   # then 104
+//
+// (--single-threaded: V8 compiles and collects on the main thread, so the count does not
+// depend on when background threads ran; 24 → 104 rounds, 80 × 256 pairs more, leaves
+// the warm-up out. With threads and 4 → 24 rounds repeat runs differed by 2× and more;
+// so, they stay within 7 %.)
 //   … snap 2 / snap 6                                             # 4 rounds more
 //
 // acqrel: one round = acquire + release of each of 256 locks by one session.
