@@ -51,8 +51,10 @@ function both(obj, fast, input) {
     const fe = fast.lastError();
     assert.equal(fe.code, err.code, what);
     // The same text, but for a mode or wait code out of its list (the object API names
-    // the strings it takes there, the fast path the codes).
-    if (err.code !== 'bad_argument' || typeof input.lock !== 'string') assert.equal(fe.message, err.message, what);
+    // the strings it takes there, the fast path the codes): among these inputs, the
+    // bad_argument of a name that is a string is the lone surrogate's, whose text is shared.
+    const codeRefused = err.code === 'bad_argument' && typeof input.lock === 'string' && !/[\ud800-\udfff]/.test(input.lock);
+    if (!codeRefused) assert.equal(fe.message, err.message, what);
     assert.equal(fe.constructor, err.constructor, what);
     assert.deepEqual(events, err.events ?? [], what);
     assert.equal(fast.lastError(), null, 'lastError is read once');
