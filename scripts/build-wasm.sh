@@ -57,7 +57,7 @@ else
     log "wasm-bindgen --target $bt -> wasm/pkg/$t"
     wasm-bindgen --target "$bt" --out-dir "$tmp/$t" "$raw"
     log "wasm-opt -Oz wasm/pkg/$t/fencelock_wasm_bg.wasm"
-    "$WASM_OPT" -Oz --strip-debug --strip-producers --enable-bulk-memory \
+    "$WASM_OPT" -Oz --converge --strip-debug --strip-producers --enable-bulk-memory \
       --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals \
       --enable-reference-types --enable-multivalue \
       "$tmp/$t/fencelock_wasm_bg.wasm" -o "$tmp/$t/fencelock_wasm_bg.wasm"

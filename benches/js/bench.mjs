@@ -60,6 +60,26 @@ function uncontended(n) {
   };
 }
 
+// The same workload through the typed fast path (acquireFast / releaseFast).
+function uncontendedFast(n) {
+  const svc = service(1, n, n);
+  const [s] = open(svc, 1, FOREVER_TTL);
+  const ns = names('lock', n);
+  return {
+    perIter: n,
+    run(iters) {
+      const t = now();
+      for (let k = 0; k < iters; k++) {
+        for (const name of ns) sink += svc.acquireFast(0, s, name, 0, 0);
+        for (const name of ns) sink += svc.releaseFast(0, s, name);
+      }
+      const ns_ = Number(now() - t);
+      if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
+      return ns_;
+    },
+  };
+}
+
 function handoff() {
   const BATCH = 1024;
   const svc = service(BATCH + 1, 1, BATCH + 1);
@@ -227,6 +247,7 @@ function measure(w) {
 const benches = [
   ['call_floor/now', null, callFloor],
   ['uncontended/1024', 'uncontended/fencelock/1024', () => uncontended(1024)],
+  ['uncontended_fast/1024', 'uncontended/fencelock/1024', () => uncontendedFast(1024)],
   ['handoff', 'handoff/fencelock', handoff],
   ['tick_idle/16384', 'tick_idle/fencelock/16384', () => tickIdle(16384)],
   ['keep_alive/16384', 'keep_alive/fencelock/16384', () => keepAlive(16384)],

@@ -4,10 +4,16 @@
 // setup cancel out:
 //
 //   valgrind --tool=callgrind --smc-check=all-non-file --callgrind-out-file=/dev/null \
-//     node benches/js/instructions.cjs wasm/pkg/node acqrel 4     # then 24: 20 × 256 pairs more
+//     node --single-threaded benches/js/instructions.cjs wasm/pkg/node acqrel 24   # then 104
+//
+// (--single-threaded: V8 compiles and collects on the main thread, so the count does not
+// depend on when background threads ran; 24 → 104 rounds, 80 × 256 pairs more, leaves
+// the warm-up out. With threads and 4 → 24 rounds repeat runs differed by 2× and more;
+// so, they stay within 7 %.)
 //   … snap 2 / snap 6                                             # 4 rounds more
 //
 // acqrel: one round = acquire + release of each of 256 locks by one session.
+// acqrel-fast: the same through the typed fast path (acquireFast / releaseFast).
 // snap: one round = restore + snapshot of a service with 1024 sessions each holding a lock.
 // V8 compiles the hot functions while the runs go on: the difference is what a warm host pays.
 const { LockService } = require(require('node:path').resolve(process.argv[2], 'fencelock_wasm.js'));
@@ -25,6 +31,16 @@ if (work === 'acqrel') {
       sink += svc.release(0, s, n).events.length;
     }
   }
+} else if (work === 'acqrel-fast') {
+  const svc = new LockService({ sessions: 1, locks: 256, claims: 256 });
+  const s = svc.openSession(0, 2 ** 40).reply.session;
+  for (let k = 0; k < N; k++) {
+    for (const n of names) {
+      sink += svc.acquireFast(0, s, n, 0, 0);
+      sink += svc.releaseFast(0, s, n);
+    }
+  }
+  if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
 } else if (work === 'snap') {
   const n = 1024;
   const caps = { sessions: n, locks: n, claims: 2 * n };
@@ -40,6 +56,6 @@ if (work === 'acqrel') {
     sink += svc.snapshot().length;
   }
 } else {
-  throw new Error(`unknown workload ${work}: acqrel or snap`);
+  throw new Error(`unknown workload ${work}: acqrel, acqrel-fast or snap`);
 }
 console.log(sink);

@@ -391,7 +391,8 @@ pub fn name(v: &JsValue, what: &str) -> Result<Name, Fail> {
     }
     let text = String::from(js);
     // A lone surrogate comes out as U+FFFD; only then is the (per-unit) check worth it.
-    if text.chars().any(|c| c == '\u{FFFD}') && !js.is_valid_utf16() {
+    // An ASCII name (the usual one) is told apart a word at a time, without decoding.
+    if !text.is_ascii() && text.chars().any(|c| c == '\u{FFFD}') && !js.is_valid_utf16() {
         return Err(Fail::BadArgument(cat(&[
             what,
             " holds a lone surrogate (not valid UTF-16)",

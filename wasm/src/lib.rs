@@ -50,6 +50,14 @@
 //! from texts and decimal numbers (`js::cat`, `js::Dec`; the core's from
 //! `fencelock::Error::message`).
 //! `scripts/test-wasm.sh` fails when the built module outgrows its size budget.
+//!
+//! ## The typed fast path
+//!
+//! `acquireFast` / `releaseFast` (module `fast`) take numbers and the name, return a
+//! numeric reply code (or minus the errno of a refusal) and keep the reply's number and
+//! the events for the getters that read them (`replyValue`, `pendingEvents`,
+//! `takeEvents`, `lastError`): no object is built or parsed per call. They make the core
+//! call the object API makes, after the same checks in the same order.
 #![cfg_attr(target_arch = "wasm32", no_std)]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -79,6 +87,7 @@ fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     core::arch::wasm32::unreachable()
 }
 
+mod fast;
 mod gate;
 mod js;
 mod json;
@@ -114,6 +123,20 @@ const TS_TYPES: &'static str = r#"
  * (only counters, deadlines or ticks past 2^53 give one).
  */
 export type U64 = number | bigint;
+
+/** The typed fast path's mode code (`acquireFast`): 0 exclusive, 1 shared, 2 permits. */
+export type FastMode = 0 | 1 | 2;
+
+/** The typed fast path's wait code (`acquireFast`): 0 none, 1 forever, 2 until a tick. */
+export type FastWait = 0 | 1 | 2;
+
+/**
+ * What `acquireFast` / `releaseFast` return: the reply's code (opened 0, kept_alive 1,
+ * closed 2, granted 3, queued 4, busy 5, released 6, cancelled 7, hold_ended 8,
+ * wait_ended 9, ticked 10, watching 11, unwatched 12), or minus the errno of the error
+ * `lastError()` holds.
+ */
+export type FastCode = number;
 
 /**
  * Exclusive (one holder), shared (any number of shared holders), or `permits` of a

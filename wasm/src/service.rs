@@ -4,12 +4,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use fencelock::{
-    check_rows, Config, Error, Output, Reply, SessionId, Tick, VecStorage, MAX_FRAME_LEN,
-    MAX_NAME_LEN,
+    check_rows, Config, Error, Mode, Output, Reply, SessionId, Tick, VecStorage, Wait,
+    MAX_FRAME_LEN, MAX_NAME_LEN,
 };
 use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
 
+use crate::fast::Fast;
 use crate::js::{self, cat, Dec, Fail, Name, Obj};
 use crate::json::Answer;
 
@@ -61,7 +62,7 @@ fn storage(caps: &JsValue) -> Result<VecStorage, Fail> {
     })
 }
 
-type Core = fencelock::LockService<VecStorage>;
+pub(crate) type Core = fencelock::LockService<VecStorage>;
 
 /// The lock service (core's `LockService` over heap tables sized at construction).
 ///
@@ -73,6 +74,9 @@ type Core = fencelock::LockService<VecStorage>;
 #[wasm_bindgen]
 pub struct LockService {
     core: Core,
+    /// The typed fast path's state (see `fast`): events kept for `takeEvents`, the last
+    /// reply and the last refusal.
+    pub(crate) fast: Fast,
 }
 
 fn session_arg(v: &JsValue) -> Result<SessionId, Fail> {
@@ -170,13 +174,52 @@ fn acquire_with(
     let (now, session) = (now_arg(now)?, session_arg(session)?);
     let lock = js::name(lock, "lock")?;
     let (mode, wait, request) = js::acquire_options(options, known)?;
+    acquire_core(core, out, now, session, &lock, mode, wait, request)
+}
+
+/// The one core call of an acquire, for the object API and the typed fast path alike:
+/// both have checked and translated every argument by now.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn acquire_core(
+    core: &mut Core,
+    out: &mut Vec<Output>,
+    now: Tick,
+    session: SessionId,
+    lock: &Name,
+    mode: Mode,
+    wait: Wait,
+    request: Option<u64>,
+) -> Result<Reply, Fail> {
     let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
-    named(r, &lock)
+    named(r, lock)
+}
+
+/// The one core call of a `release`, `cancel`, `campaign`, `resign`, `watch` or
+/// `unwatch`, for the object API and the typed fast path alike.
+pub(crate) fn named_core(
+    core: &mut Core,
+    out: &mut Vec<Output>,
+    on: On,
+    now: Tick,
+    session: SessionId,
+    name: &Name,
+    request: Option<u64>,
+) -> Result<Reply, Fail> {
+    let n = name.as_str();
+    let r = match on {
+        On::Release => core.release(now, session, n, request, out),
+        On::Cancel => core.cancel(now, session, n, request, out),
+        On::Campaign => core.campaign(now, session, n, request, out),
+        On::Resign => core.resign(now, session, n, request, out),
+        On::Watch => core.watch(now, session, n, request, out),
+        On::Unwatch => core.unwatch(now, session, n, request, out),
+    };
+    named(r, name)
 }
 
 /// Which named input [`named_input`] applies.
 #[derive(Clone, Copy)]
-enum On {
+pub(crate) enum On {
     Release,
     Cancel,
     Campaign,
@@ -202,16 +245,7 @@ fn named_input(
     };
     let name = js::name(name, what)?;
     let request = request_arg(request)?;
-    let n = name.as_str();
-    let r = match on {
-        On::Release => core.release(now, session, n, request, out),
-        On::Cancel => core.cancel(now, session, n, request, out),
-        On::Campaign => core.campaign(now, session, n, request, out),
-        On::Resign => core.resign(now, session, n, request, out),
-        On::Watch => core.watch(now, session, n, request, out),
-        On::Unwatch => core.unwatch(now, session, n, request, out),
-    };
-    named(r, &name)
+    named_core(core, out, on, now, session, &name, request)
 }
 
 fn tick_with(core: &mut Core, out: &mut Vec<Output>, now: &JsValue) -> Result<Reply, Fail> {
@@ -221,6 +255,11 @@ fn tick_with(core: &mut Core, out: &mut Vec<Output>, now: &JsValue) -> Result<Re
 }
 
 impl LockService {
+    /// The core and the fast path's state, borrowed apart.
+    pub(crate) fn parts(&mut self) -> (&mut Core, &mut Fast) {
+        (&mut self.core, &mut self.fast)
+    }
+
     /// Runs one input: `call` reads its arguments (a bad one throws before the core is
     /// called, with no events) and calls the core with a `Vec` as its sink. The sink
     /// cannot fail, and turning the answer into JS values cannot either (see `json`).
@@ -345,7 +384,10 @@ impl LockService {
             max_watchers,
         };
         let core = Core::new(storage, config).map_err(Fail::from)?;
-        Ok(LockService { core })
+        Ok(LockService {
+            core,
+            fast: Fast::default(),
+        })
     }
 
     /// Rebuilds a service from `snapshot()` bytes into new tables of the given capacities
@@ -366,7 +408,10 @@ impl LockService {
         )?;
         let storage = storage(&capacities)?;
         let core = Core::restore(storage, &bytes).map_err(|(_, e)| Fail::from(e))?;
-        Ok(LockService { core })
+        Ok(LockService {
+            core,
+            fast: Fast::default(),
+        })
     }
 
     // ------------------------------------------------------------------ inputs

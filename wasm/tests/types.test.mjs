@@ -25,6 +25,11 @@ for (const pkg of ['node', 'web']) {
       assert.match(dts, new RegExp(`\\{ kind: "${k}"; now: U64`), `input ${k}`);
     }
     assert.doesNotMatch(dts, /\btype: "/, 'the discriminant is kind');
+    // the typed fast path: codes in, a code out
+    assert.match(dts, /export type FastMode = 0 \| 1 \| 2;/);
+    assert.match(dts, /acquireFast\(now: number, session: number, lock: string, mode: FastMode, wait: FastWait, until\?: number \| null, request\?: number \| null, count\?: number \| null, limit\?: number \| null\): FastCode;/);
+    assert.match(dts, /releaseFast\(now: number, session: number, lock: string, request\?: number \| null\): FastCode;/);
+    assert.match(dts, /takeEvents\(\): Output\[\];/);
     // the brief's JSON spelling of a semaphore's mode, and the five change kinds
     assert.match(dts, /export type Mode = "exclusive" \| "shared" \| \{ permits: number; limit: number \};/);
     assert.match(dts, /export type Change = "holding" \| "granted" \| "released" \| "closed" \| "expired";/);

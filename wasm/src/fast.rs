@@ -1,0 +1,212 @@
+//! The typed fast path of `LockService`: the hot inputs with plain numbers and a string
+//! in, a numeric reply code out, and the reply's number and the events read only when the
+//! caller asks. No object is built or parsed per call; the core call is the one the
+//! object API makes (`service::acquire_core`, `service::named_core`), so the two paths
+//! differ only in how arguments and answers cross.
+//!
+//! A call returns the reply's code (`reply_code`, 0..=12) or, when refused, minus the
+//! error's `.errno` (the same error the object API throws, from `lastError()`). Events
+//! (those of the advance to `now` included, as on a refusal's `.events`) are kept in
+//! order until `takeEvents()`.
+
+use alloc::vec::Vec;
+
+use fencelock::{Mode, Output, Reply, SessionId, Tick, Wait};
+use wasm_bindgen::prelude::*;
+
+use crate::js::{self, cat, Fail};
+use crate::json::Answer;
+use crate::service::{acquire_core, named_core, Core, LockService, On};
+
+/// What the fast path keeps between calls.
+#[derive(Default)]
+pub(crate) struct Fast {
+    /// Events not yet taken, in order.
+    pub(crate) events: Vec<Output>,
+    /// The number of the last reply (`reply_code`).
+    value: u64,
+    /// The last refusal, until the next fast call.
+    fail: Option<Fail>,
+}
+
+/// The code and the number of a reply: the codes follow the core's `Reply` variants in
+/// order (opened 0, kept_alive 1, closed 2, granted 3, queued 4, busy 5, released 6,
+/// cancelled 7, hold_ended 8, wait_ended 9, ticked 10, watching 11, unwatched 12); the
+/// number is the session (opened), the deadline (kept_alive), the token (granted,
+/// released, hold_ended), the position (queued), the tick (ticked), the holder count
+/// (watching), else 0.
+pub(crate) fn reply_code(r: &Reply) -> (i32, u64) {
+    match *r {
+        Reply::Opened { session, .. } => (0, session.0),
+        Reply::KeptAlive { expires_at } => (1, expires_at.0),
+        Reply::Closed => (2, 0),
+        Reply::Granted { token, .. } => (3, token.0),
+        Reply::Queued { position, .. } => (4, u64::from(position)),
+        Reply::Busy => (5, 0),
+        Reply::Released { token } => (6, token.0),
+        Reply::Cancelled => (7, 0),
+        Reply::HoldEnded { token } => (8, token.0),
+        Reply::WaitEnded => (9, 0),
+        Reply::Ticked { now } => (10, now.0),
+        Reply::Watching { holders } => (11, u64::from(holders)),
+        Reply::Unwatched => (12, 0),
+        // A reply added to the core later, before this binding names it.
+        _ => (13, 0),
+    }
+}
+
+/// A required `u64` given as a JS number: refused exactly as the object API refuses the
+/// same number (`js::num`, `out_of_range`); `None` (omitted) as `undefined` is.
+fn num(x: Option<f64>, what: &str) -> Result<u64, Fail> {
+    match x.and_then(js::safe_u64) {
+        Some(n) => Ok(n),
+        None => js::num(&x.map_or(JsValue::UNDEFINED, JsValue::from_f64), what),
+    }
+}
+
+/// An optional `u64` (`undefined` or `null`: none).
+fn opt(x: Option<f64>, what: &str) -> Result<Option<u64>, Fail> {
+    x.map(|x| num(Some(x), what)).transpose()
+}
+
+/// A `u32` (a semaphore's count or limit), checked by `js::num_u32` itself.
+fn num_u32(x: Option<f64>, what: &str) -> Result<u32, Fail> {
+    js::num_u32(&x.map_or(JsValue::UNDEFINED, JsValue::from_f64), what)
+}
+
+/// A code that names none of the choices: `bad_argument`.
+fn bad_code(what: &str, choices: &str) -> Fail {
+    Fail::BadArgument(cat(&[what, " must be ", choices]))
+}
+
+impl LockService {
+    /// Runs one fast input: its reply code, or minus the errno of its refusal.
+    fn run(
+        &mut self,
+        call: impl FnOnce(&mut Core, &mut Vec<Output>) -> Result<Reply, Fail>,
+    ) -> i32 {
+        let (core, fast) = self.parts();
+        match call(core, &mut fast.events) {
+            Ok(reply) => {
+                let (code, value) = reply_code(&reply);
+                fast.value = value;
+                fast.fail = None;
+                code
+            }
+            Err(f) => {
+                // Every errno is below 1000.
+                let errno = i32::try_from(f.errno()).unwrap_or(i32::MAX);
+                fast.fail = Some(f);
+                -errno
+            }
+        }
+    }
+}
+
+#[wasm_bindgen]
+impl LockService {
+    /// Typed fast `acquire`: `mode` 0 exclusive, 1 shared, 2 permits (`count` of a
+    /// semaphore's `limit`); `wait` 0 none, 1 forever, 2 until the tick `until`; `request`
+    /// optional. Returns the reply code (granted 3, queued 4, busy 5, hold_ended 8,
+    /// wait_ended 9; `replyValue()` has the token or position) or minus the errno of the
+    /// refusal (`lastError()`: what `acquire` throws for these arguments). Events go to
+    /// `takeEvents()`. Numbers are JS numbers (not bigints): one that is not a safe
+    /// non-negative integer is `out_of_range`, a code out of its list `bad_argument`,
+    /// checked in `acquire`'s order before the core is called.
+    /// Cost: the core's acquire plus the name's copy in; no object is built.
+    #[wasm_bindgen(js_name = acquireFast, unchecked_return_type = "FastCode")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire_fast(
+        &mut self,
+        now: f64,
+        session: f64,
+        #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "FastMode")] mode: f64,
+        #[wasm_bindgen(unchecked_param_type = "FastWait")] wait: f64,
+        until: Option<f64>,
+        request: Option<f64>,
+        count: Option<f64>,
+        limit: Option<f64>,
+    ) -> i32 {
+        self.run(|core, out| {
+            let now = Tick(num(Some(now), "now")?);
+            let session = SessionId(num(Some(session), "session")?);
+            let lock = js::name(&lock, "lock")?;
+            let mode = if mode == 0.0 {
+                Mode::Exclusive
+            } else if mode == 1.0 {
+                Mode::Shared
+            } else if mode == 2.0 {
+                Mode::Permits {
+                    count: num_u32(count, "mode.permits")?,
+                    limit: num_u32(limit, "mode.limit")?,
+                }
+            } else {
+                return Err(bad_code("mode", "0 (exclusive), 1 (shared) or 2 (permits)"));
+            };
+            let wait = if wait == 0.0 {
+                Wait::None
+            } else if wait == 1.0 {
+                Wait::Forever
+            } else if wait == 2.0 {
+                Wait::Until(Tick(num(until, "wait.until")?))
+            } else {
+                return Err(bad_code("wait", "0 (none), 1 (forever) or 2 (until)"));
+            };
+            let request = opt(request, "request")?;
+            acquire_core(core, out, now, session, &lock, mode, wait, request)
+        })
+    }
+
+    /// Typed fast `release`: returns 6 (released; `replyValue()` is the token) or minus
+    /// the errno of the refusal (`lastError()`), as `releaseFast`'s object twin `release`
+    /// would throw. Events go to `takeEvents()`. Cost: the core's release plus the name's
+    /// copy in.
+    #[wasm_bindgen(js_name = releaseFast, unchecked_return_type = "FastCode")]
+    pub fn release_fast(
+        &mut self,
+        now: f64,
+        session: f64,
+        #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
+        request: Option<f64>,
+    ) -> i32 {
+        self.run(|core, out| {
+            let now = Tick(num(Some(now), "now")?);
+            let session = SessionId(num(Some(session), "session")?);
+            let lock = js::name(&lock, "lock")?;
+            let request = opt(request, "request")?;
+            named_core(core, out, On::Release, now, session, &lock, request)
+        })
+    }
+
+    /// The number of the last fast call's reply: a token, position, deadline, tick or
+    /// session (see `acquireFast`), exact (a bigint past 2^53-1). Cost: O(1).
+    #[wasm_bindgen(js_name = replyValue, unchecked_return_type = "U64")]
+    pub fn reply_value(&self) -> JsValue {
+        js::number(self.fast.value)
+    }
+
+    /// How many events the fast calls have left for `takeEvents()`. Cost: O(1).
+    #[wasm_bindgen(js_name = pendingEvents)]
+    pub fn pending_events(&self) -> u32 {
+        u32::try_from(self.fast.events.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The events of the fast calls since the last take, in order (the objects the
+    /// object API returns as `events`), and forgets them. Cost: O(events).
+    #[wasm_bindgen(js_name = takeEvents, unchecked_return_type = "Output[]")]
+    pub fn take_events(&mut self) -> Result<JsValue, JsValue> {
+        let list = Answer::build_events(&self.fast.events).parse(false)?;
+        self.fast.events.clear();
+        Ok(list)
+    }
+
+    /// The error of the last fast call if it was refused (what the object API throws for
+    /// the same input, without `.events`: those are in `takeEvents()`), else `null`.
+    /// Cost: O(message).
+    /// Once read, it is forgotten (`null` until the next refusal).
+    #[wasm_bindgen(js_name = lastError, unchecked_return_type = "FencelockError | null")]
+    pub fn last_error(&mut self) -> JsValue {
+        self.fast.fail.take().map_or(JsValue::NULL, JsValue::from)
+    }
+}
