@@ -215,7 +215,7 @@ impl TableState {
 
     /// The row whose key hashes to `hash` and satisfies `eq`. Reads only rows whose
     /// stored hash bits match. O(1) expected.
-    #[inline(always)]
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
     pub(crate) fn find<T: Indexed>(rows: &[T], hash: u64, eq: impl Fn(&T) -> bool) -> Option<u32> {
         let n = Self::buckets(rows);
         if n == 0 {
@@ -412,7 +412,7 @@ impl TableState {
 /// one per byte. Seedless and the same on every platform; it only places rows in the
 /// index and is never persisted. (Integer keys are hashed by [`mix`] alone; `fnv1a` stays
 /// as it is for the persisted request fingerprint.)
-#[inline(always)]
+#[cfg_attr(not(target_family = "wasm"), inline(always))]
 pub(crate) fn name_hash(bytes: &[u8]) -> u64 {
     // Eight bytes per step (little-endian, so the same on every platform), then the
     // finaliser; the length goes in first so trailing NULs still change the hash.
@@ -435,7 +435,7 @@ pub(crate) fn name_hash(bytes: &[u8]) -> u64 {
 /// instead of a byte loop: 4 to 7 bytes as two overlapping 4-byte words, 1 to 3 as their
 /// first, middle and last byte. Every byte counts; together with the length, which
 /// `name_hash` folds in first, that is all a hash needs.
-#[inline(always)]
+#[cfg_attr(not(target_family = "wasm"), inline(always))]
 fn tail_word(rest: &[u8]) -> u64 {
     let n = rest.len();
     let le32 = |b: &[u8]| match <[u8; 4]>::try_from(b) {
