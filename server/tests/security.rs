@@ -631,19 +631,20 @@ async fn an_admin_force_release_stops_the_holders_command() {
         .unwrap();
     let admin = c.client();
     let mut held = Vec::new();
+    // The shell creates the file before it writes the pid: wait for a whole number.
+    let written =
+        || -> Option<u32> { std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok() };
+    let mut pid = None;
     for _ in 0..250 {
         held = admin.holders("jobs/forced").await.unwrap();
-        if !held.is_empty() && pid_file.exists() {
+        pid = written();
+        if !held.is_empty() && pid.is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(held.len(), 1, "the CLI never held the lock");
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid: u32 = pid.expect("the command wrote its pid");
     let released = admin
         .force_release(held[0].session.0, "jobs/forced")
         .await
