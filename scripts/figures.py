@@ -124,7 +124,7 @@ def table(f):
         "|---|---|---|",
         f"| memory per session / live lock / hold or wait | {g('row.session')} / {g('row.lock')} / "
         f"{g('row.claim')} bytes (the same on 32-bit targets) | `core/src/storage.rs` |",
-        f"| memory per holder label | {g('row.label')} bytes, one per session opened with a label, in a table the host sizes (0 rows allowed) | `core/src/storage.rs` |",
+        f"| memory per holder label | {g('row.label')} bytes a label row: one per session of capacity by default (so in the C library, wasm and the server); a Rust host sizes the table (0 rows allowed) | `core/src/storage.rs` |",
         f"| memory per resource behind a `FenceGate` | {g('row.gate')} bytes | `core/src/storage.rs` |",
         f"| lock name | 1 to {g('limit.name')} bytes of UTF-8 | `core/src/types.rs` |",
         f"| replicated server's tables (defaults; `--sessions`, `--locks`, `--claims`) | "

@@ -55,9 +55,9 @@ impl Config {
 pub struct Capacity {
     /// Sessions that can be open at once.
     pub sessions: u32,
-    /// Locks that can be held, awaited or in lock-delay at once.
+    /// Locks that can be held, awaited, watched or in lock-delay at once.
     pub locks: u32,
-    /// Holds plus waits, over all sessions and locks.
+    /// Holds, waits and watches, over all sessions and locks.
     pub claims: u32,
 }
 
@@ -66,9 +66,9 @@ pub struct Capacity {
 pub struct Usage {
     /// Open sessions.
     pub sessions: u32,
-    /// Live lock entries (held, awaited or in lock-delay).
+    /// Live lock entries (held, awaited, watched or in lock-delay).
     pub locks: u32,
-    /// Holds plus waits.
+    /// Holds, waits and watches.
     pub claims: u32,
 }
 
@@ -1053,7 +1053,7 @@ impl<S: Storage> LockService<S> {
         }
     }
 
-    /// Rows in use per table (open sessions, live lock entries, holds + waits).
+    /// Rows in use per table (open sessions, live lock entries, holds + waits + watches).
     /// Cost: O(1).
     pub fn usage(&self) -> Usage {
         Usage {

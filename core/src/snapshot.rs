@@ -141,9 +141,10 @@ impl Writer<'_> {
     fn put<T: Serialize>(&mut self, rec: &T) {
         // Every record is small and bounded (a name or label is at most 64 bytes).
         let mut scratch = [0u8; 160];
-        // The largest record (a session: five varints, a recorded reply and no more; or a
-        // lock: two varints and a 64-byte name) is under 100 bytes, so this cannot fail; if it ever did, count the whole scratch (an over-estimate
-        // that makes `snapshot` report BufferTooSmall rather than write a short record).
+        // The largest record (a session: five varints, a recorded reply and a label; or a
+        // lock: two varints and a 64-byte name) fits, so this cannot fail; if it ever did,
+        // count the whole scratch (an over-estimate that makes `snapshot` report
+        // BufferTooSmall rather than write a short record).
         let n = postcard::to_slice(rec, &mut scratch)
             .map(|b| b.len())
             .unwrap_or(scratch.len());

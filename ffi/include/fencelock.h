@@ -370,9 +370,9 @@ typedef struct fencelock_lease {
 typedef struct fencelock_capacity {
   // Sessions open at once.
   uint32_t sessions;
-  // Locks held, awaited or in lock-delay at once.
+  // Locks held, awaited, watched or in lock-delay at once.
   uint32_t locks;
-  // Holds plus waits over all sessions and locks.
+  // Holds, waits and watches over all sessions and locks.
   uint32_t claims;
 } fencelock_capacity;
 
@@ -464,9 +464,9 @@ typedef struct fencelock_output {
 typedef struct fencelock_usage {
   // Open sessions.
   uint32_t sessions;
-  // Live lock entries (held, awaited or in lock-delay).
+  // Live lock entries (held, awaited, watched or in lock-delay).
   uint32_t locks;
-  // Holds plus waits.
+  // Holds, waits and watches.
   uint32_t claims;
 } fencelock_usage;
 
@@ -1245,7 +1245,7 @@ fencelock_result fencelock_service_revision(const struct fencelock_service *svc,
 fencelock_result fencelock_service_config(const struct fencelock_service *svc,
                                           struct fencelock_config *config);
 
-// Rows in use per table (open sessions, live lock entries, holds + waits).
+// Rows in use per table (open sessions, live lock entries, holds + waits + watches).
 // Cost: O(1).
 //
 // # Safety

@@ -426,8 +426,9 @@ unsafe fn service_input<A>(
         call(svc, args, |h, (dst, a)| {
             let r = f(&mut h.svc, &mut h.queue, a)?;
             let mut c = fencelock_reply::from_core(&r);
-            // The queue never holds more than the service's rows allow (sessions + 2 ×
-            // claims per input, and each row count is below 2^31); saturate regardless.
+            // The queue never holds more than the service's rows allow (the core's
+            // max_events per input, watchers included; row counts are below 2^31);
+            // saturate regardless.
             c.pending = u32::try_from(h.queue.len()).unwrap_or(u32::MAX);
             set(dst, c)
         })
@@ -1582,7 +1583,7 @@ pub unsafe extern "C" fn fencelock_service_config(
     }
 }
 
-/// Rows in use per table (open sessions, live lock entries, holds + waits).
+/// Rows in use per table (open sessions, live lock entries, holds + waits + watches).
 /// Cost: O(1).
 ///
 /// # Safety

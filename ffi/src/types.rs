@@ -43,9 +43,9 @@ const _: () = assert!(FENCELOCK_MAX_FRAME_LEN <= u16::MAX as usize);
 pub struct fencelock_capacity {
     /// Sessions open at once.
     pub sessions: u32,
-    /// Locks held, awaited or in lock-delay at once.
+    /// Locks held, awaited, watched or in lock-delay at once.
     pub locks: u32,
-    /// Holds plus waits over all sessions and locks.
+    /// Holds, waits and watches over all sessions and locks.
     pub claims: u32,
 }
 
@@ -66,9 +66,9 @@ impl From<fencelock::Capacity> for fencelock_capacity {
 pub struct fencelock_usage {
     /// Open sessions.
     pub sessions: u32,
-    /// Live lock entries (held, awaited or in lock-delay).
+    /// Live lock entries (held, awaited, watched or in lock-delay).
     pub locks: u32,
-    /// Holds plus waits.
+    /// Holds, waits and watches.
     pub claims: u32,
 }
 

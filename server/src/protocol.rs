@@ -317,7 +317,7 @@ pub struct NodeStatus {
     pub sessions: (u64, u64),
     /// Locks in use, and the table's rows.
     pub locks: (u64, u64),
-    /// Claims (holds and waits), and the pool's rows.
+    /// Claims (holds, waits and watches), and the pool's rows.
     pub claims: (u64, u64),
     /// Client connections open on it, and its limit.
     pub connections: (u64, u64),

@@ -53,7 +53,7 @@ pub struct ServiceConfig {
     pub sessions: usize,
     /// Lock table capacity.
     pub locks: usize,
-    /// Claim pool capacity (holds + waits).
+    /// Claim pool capacity (holds + waits + watches).
     pub claims: usize,
     /// The core's settings (lock-delay in milliseconds, name limit).
     pub core: Config,

@@ -1197,8 +1197,8 @@ class Service(_Handle):
         return self._get("fencelock_service_pending", _SIZE).value
 
     def max_events(self) -> int:
-        """The most events one input can emit now (open sessions + 2 × holds and waits).
-        Cost: O(1)."""
+        """The most events one input can emit now (open sessions + 2 × holds and waits, plus
+        the watchers' share: docs/SPEC.md §4). Cost: O(1)."""
         return self._get("fencelock_service_max_events", _SIZE).value
 
     def config(self) -> Config:

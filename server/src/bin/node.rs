@@ -84,7 +84,7 @@ struct Args {
     /// Lock table rows (every node of a cluster must agree).
     #[arg(long, default_value_t = 1 << 14)]
     locks: usize,
-    /// Claim pool rows, holds + waits (every node of a cluster must agree).
+    /// Claim pool rows, holds + waits + watches (every node of a cluster must agree).
     #[arg(long, default_value_t = 1 << 15)]
     claims: usize,
     /// Refuse to open sessions with a longer ttl (ms); 0: no limit beyond the core's.
