@@ -153,6 +153,9 @@ struct Shown {
     raw: Duration,
     /// The credited time given out.
     out: Duration,
+    /// Whether `raw` was this node's own time (a quorum by itself) or its
+    /// acknowledgements' count.
+    solo: bool,
 }
 
 /// A node's election driver, check-quorum and credited time (see the module docs).
@@ -262,6 +265,7 @@ impl Elector {
         let now = Instant::now();
         let mut st = self.lock();
         let raw = self.raw_credited(&st, term, now);
+        let solo = self_sufficient(self.id, &st.voters);
         let prev = st.shown.filter(|p| p.term == term);
         let shown = match (raw, prev) {
             (None, None) => return None,
@@ -270,19 +274,28 @@ impl Elector {
                 at: now,
                 raw,
                 out: raw,
+                solo,
             },
             // No count yet in this term's new mode (voters joined a one-node cluster and
             // none has acknowledged): time stands still.
             (None, Some(p)) => Shown { at: now, ..p },
             (Some(raw), Some(p)) => {
-                let step = raw
-                    .saturating_sub(p.raw)
-                    .min(now.saturating_duration_since(p.at));
+                // A switch of count (a quorum by itself, or no longer) restarts the
+                // baseline: the new count says nothing about the time since the last read,
+                // which may be a long gap without reads (stepped back, waiting for the
+                // anchor) that no quorum confirmed.
+                let step = if p.solo != solo {
+                    Duration::ZERO
+                } else {
+                    raw.saturating_sub(p.raw)
+                        .min(now.saturating_duration_since(p.at))
+                };
                 Shown {
                     term,
                     at: now,
                     raw,
                     out: p.out + step,
+                    solo,
                 }
             }
         };
@@ -862,6 +875,35 @@ mod tests {
         e.acked(3, 5, Instant::now());
         let c6 = read_continuous(&e, 5, c5, at4);
         assert!(c6 - c5 >= Duration::from_millis(30), "{c5:?} -> {c6:?}");
+    }
+
+    #[test]
+    fn credited_time_does_not_take_in_a_gap_without_reads_when_the_node_becomes_a_quorum() {
+        let e = elector();
+        let t = Instant::now() - Duration::from_secs(10);
+        {
+            let mut st = e.lock();
+            st.voters = vec![set(&[1, 2, 3])];
+            st.leading = Some((5, t));
+        }
+        for i in 0..=20 {
+            e.acked(2, 5, t + Duration::from_millis(i * 50));
+        }
+        let c1 = e.credited(5).unwrap();
+        // No read for 300 ms (as while stepped back), no acknowledgement either; then the
+        // other voters are removed. That gap was never confirmed by a quorum: the switch
+        // to counting its own time must not credit it.
+        std::thread::sleep(Duration::from_millis(300));
+        e.lock().voters = vec![set(&[1])];
+        let c2 = e.credited(5).unwrap();
+        assert!(
+            c2 >= c1 && c2 - c1 < Duration::from_millis(50),
+            "the unconfirmed gap was credited: {c1:?} -> {c2:?}"
+        );
+        // From there it runs with this node's own clock.
+        std::thread::sleep(Duration::from_millis(40));
+        let c3 = e.credited(5).unwrap();
+        assert!(c3 - c2 >= Duration::from_millis(40), "{c2:?} -> {c3:?}");
     }
 
     #[test]
