@@ -24,7 +24,7 @@
 //! that token. At the end the clients stop and time runs out: every waiter must have been
 //! granted, timed out, cancelled or dropped with its session.
 //!
-//! Semaphores, labels and watches: in a third of the seeds the first lock is a semaphore
+//! Semaphores, labels and watches: in a third of the random runs the first lock is a semaphore
 //! (limit 2 or 3; clients ask for 1 to all of it, and now and then with another limit or
 //! a plain mode: `LimitMismatch`); clients open with a label and watch and unwatch the
 //! locks. A client's view of a watched lock is built only from the `HolderChanged` events
