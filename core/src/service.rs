@@ -1264,7 +1264,7 @@ pub(crate) fn find_session(rows: &[SessionRow], id: u64) -> Option<u32> {
 
 pub(crate) fn find_lock(rows: &[LockRow], name: &str) -> Option<u32> {
     TableState::find(rows, name_hash(name.as_bytes()), |r| {
-        r.id != 0 && r.name.as_str() == name
+        r.id != 0 && r.name.is(name)
     })
 }
 
@@ -1302,12 +1302,13 @@ impl View<'_> {
     /// The live lock named `name`, whose [`name_hash`] is `hash`.
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
     fn lock_slot(&self, name: &str, hash: u64) -> Option<u32> {
-        TableState::find(self.l, hash, |r| r.name.as_str() == name)
+        TableState::find(self.l, hash, |r| r.name.is(name))
     }
 
     /// The claim of session `s` on lock `l`. A lock's only claim is found from the lock
     /// row; the claim index holds only the claims of locks with two or more (see
     /// [`insert_claim`](Self::insert_claim)). Cost: O(1) expected.
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
     pub(crate) fn claim_slot(&self, s: u32, l: u32) -> Option<u32> {
         let lock = &self.l[l as usize];
         match lock.holders.len + lock.waiters.len {
@@ -1343,6 +1344,7 @@ impl View<'_> {
 
     /// The limit every hold and wait of lock `l` carries: `Some(limit)` of a live
     /// semaphore, `Some(0)` of a plain lock held or awaited, `None` with no hold or wait.
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
     pub(crate) fn live_limit(&self, l: u32) -> Option<u32> {
         let lock = &self.l[l as usize];
         let any = if lock.holders.head != NIL {
@@ -1360,6 +1362,7 @@ impl View<'_> {
     }
 
     /// The mode of lock `l`'s holders (all hold it in one mode kind), `None` if unheld.
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
     pub(crate) fn holder_mode(&self, l: u32) -> Option<Mode> {
         let head = self.l[l as usize].holders.head;
         (head != NIL).then(|| self.c[head as usize].mode())
@@ -1367,6 +1370,7 @@ impl View<'_> {
 
     /// Whether a claim in `mode` fits lock `l`'s holders now (lock-delay and the queue
     /// aside): an unheld lock, shared beside shared, permits within the limit.
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
     pub(crate) fn fits(&self, l: u32, mode: Mode) -> bool {
         match mode {
             Mode::Permits { count, limit } => {
@@ -1379,7 +1383,27 @@ impl View<'_> {
 
     /// Tells every watcher of lock `l`, in watch order, that holder session `s` (mode,
     /// token) changed. O(1) with no watchers, else O(1) per watcher.
+    // Inline, so the common case (no watchers) is one load and a branch at the call site
+    // instead of a call that saves and restores registers (measured: ~50 instructions an
+    // uncontended acquire + release).
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
     fn tell_watchers(
+        &self,
+        l: u32,
+        s: u32,
+        mode: Mode,
+        token: u64,
+        change: Change,
+        out: &mut impl Sink,
+    ) {
+        if self.l[l as usize].watchers != NIL {
+            self.tell_each_watcher(l, s, mode, token, change, out);
+        }
+    }
+
+    /// [`tell_watchers`](Self::tell_watchers) for a lock with at least one watcher.
+    #[inline(never)]
+    fn tell_each_watcher(
         &self,
         l: u32,
         s: u32,
@@ -1390,9 +1414,6 @@ impl View<'_> {
     ) {
         let lock = &self.l[l as usize];
         let mut w = lock.watchers;
-        if w == NIL {
-            return;
-        }
         let holder = &self.s[s as usize];
         while w != NIL {
             let watch = &self.c[w as usize];
@@ -1863,6 +1884,7 @@ impl View<'_> {
 
     /// Whether an acquire in `mode` is granted at once: not in lock-delay, nobody queued
     /// (strict FIFO: a newcomer never overtakes a waiter), and it fits the holders.
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
     fn grantable_now(&self, l: u32, mode: Mode) -> bool {
         let lock = &self.l[l as usize];
         if lock.delay_until > self.st.now || lock.waiters.len > 0 {

@@ -154,6 +154,44 @@ impl LockName {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Whether this name is `name`, compared a word at a time in line (a probe's match
+    /// is confirmed with this; a call to the C library's `memcmp` for names of a few
+    /// words cost more than the comparison). Cost: O(len).
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
+    pub(crate) fn is(&self, name: &str) -> bool {
+        let (a, b) = (self.0.as_bytes(), name.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        // Whole words, then the last word again (overlapping) for the tail; names shorter
+        // than a word by two overlapping half-words, or bytewise below four.
+        let n = a.len();
+        let w8 = |s: &[u8], i: usize| {
+            <[u8; 8]>::try_from(&s[i..i + 8])
+                .ok()
+                .map(u64::from_ne_bytes)
+        };
+        let w4 = |s: &[u8], i: usize| {
+            <[u8; 4]>::try_from(&s[i..i + 4])
+                .ok()
+                .map(u32::from_ne_bytes)
+        };
+        if n >= 8 {
+            let mut i = 0;
+            while i + 8 <= n {
+                if w8(a, i) != w8(b, i) {
+                    return false;
+                }
+                i += 8;
+            }
+            i == n || w8(a, n - 8) == w8(b, n - 8)
+        } else if n >= 4 {
+            w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4)
+        } else {
+            a == b
+        }
+    }
 }
 
 impl fmt::Display for LockName {
@@ -296,5 +334,32 @@ impl<'de> Deserialize<'de> for Label {
             }
         }
         d.deserialize_str(Visit)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)] // a test's failed set-up is a failed test
+mod tests {
+    use super::LockName;
+
+    /// The word-at-a-time comparison agrees with `==` on every length a name can have,
+    /// for equal names and for names differing in any one byte or in length.
+    #[test]
+    fn name_comparison_matches_byte_equality_at_every_length_and_position() {
+        let text = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-_";
+        for n in 1..=super::MAX_NAME_LEN {
+            let name = LockName::new(&text[..n]).expect("valid");
+            assert!(name.is(&text[..n]), "equal, length {n}");
+            for i in 0..n {
+                let mut other = text.as_bytes()[..n].to_vec();
+                other[i] = b'#';
+                let other = core::str::from_utf8(&other).expect("ascii");
+                assert!(!name.is(other), "length {n}, byte {i} differs");
+            }
+            assert!(!name.is(&text[..n - 1]), "shorter by one, length {n}");
+            if n < text.len() {
+                assert!(!name.is(&text[..n + 1]), "longer by one, length {n}");
+            }
+        }
     }
 }
