@@ -247,6 +247,14 @@ enum Kind {
     Unwatch,
 }
 
+/// What [`View::begin`] found: apply the input, or answer a repeat of the latest request.
+enum Begin {
+    /// Apply it: the session's row and the request's fingerprint ([`target`]).
+    Apply { s: u32, target: u64 },
+    /// A repeat of the latest request: its recorded reply.
+    Replay(Recorded),
+}
+
 impl<S: Storage> LockService<S> {
     /// A service with empty tables in `storage` (whatever the rows held is discarded).
     ///
@@ -652,12 +660,10 @@ impl<S: Storage> LockService<S> {
         out: &mut impl Sink,
     ) -> Result<Reply, Error> {
         let mut v = self.view();
-        let s = v.session_slot(session)?;
-        v.check_name(lock)?;
-        let target = target(lock, None, request);
-        if let Some(recorded) = v.check_request(s, request, Kind::Release, target)? {
-            return Ok(recorded.reply());
-        }
+        let (s, target) = match v.begin(session, lock, request, Kind::Release)? {
+            Begin::Apply { s, target } => (s, target),
+            Begin::Replay(recorded) => return Ok(recorded.reply()),
+        };
         let hash = name_hash(lock.as_bytes());
         let c = v
             .lock_slot(lock, hash)
@@ -708,12 +714,10 @@ impl<S: Storage> LockService<S> {
         out: &mut impl Sink,
     ) -> Result<Reply, Error> {
         let mut v = self.view();
-        let s = v.session_slot(session)?;
-        v.check_name(lock)?;
-        let target = target(lock, None, request);
-        if let Some(recorded) = v.check_request(s, request, Kind::Cancel, target)? {
-            return Ok(recorded.reply());
-        }
+        let (s, target) = match v.begin(session, lock, request, Kind::Cancel)? {
+            Begin::Apply { s, target } => (s, target),
+            Begin::Replay(recorded) => return Ok(recorded.reply()),
+        };
         let c = v
             .lock_slot(lock, name_hash(lock.as_bytes()))
             .and_then(|l| v.claim_slot(s, l))
@@ -753,12 +757,10 @@ impl<S: Storage> LockService<S> {
     ) -> Result<Reply, Error> {
         self.advance(now, out)?;
         let mut v = self.view();
-        let s = v.session_slot(session)?;
-        v.check_name(lock)?;
-        let target = target(lock, None, request);
-        if let Some(recorded) = v.check_request(s, request, Kind::Watch, target)? {
-            return Ok(recorded.reply());
-        }
+        let (s, target) = match v.begin(session, lock, request, Kind::Watch)? {
+            Begin::Apply { s, target } => (s, target),
+            Begin::Replay(recorded) => return Ok(recorded.reply()),
+        };
         let hash = name_hash(lock.as_bytes());
         let l = v.lock_slot(lock, hash);
         let live = l.filter(|l| v.l[*l as usize].id != 0);
@@ -814,12 +816,10 @@ impl<S: Storage> LockService<S> {
     ) -> Result<Reply, Error> {
         self.advance(now, out)?;
         let mut v = self.view();
-        let s = v.session_slot(session)?;
-        v.check_name(lock)?;
-        let target = target(lock, None, request);
-        if let Some(recorded) = v.check_request(s, request, Kind::Unwatch, target)? {
-            return Ok(recorded.reply());
-        }
+        let (s, target) = match v.begin(session, lock, request, Kind::Unwatch)? {
+            Begin::Apply { s, target } => (s, target),
+            Begin::Replay(recorded) => return Ok(recorded.reply()),
+        };
         let c = v
             .lock_slot(lock, name_hash(lock.as_bytes()))
             .filter(|l| v.l[*l as usize].id != 0)
@@ -1512,6 +1512,28 @@ impl View<'_> {
             Recorded::Queued { .. } | Recorded::QueuedPermits { .. } => Reply::WaitEnded,
             _ => Reply::Busy,
         }
+    }
+
+    /// The first steps of an input on a named lock other than an acquire (release,
+    /// cancel, watch, unwatch), in the order their errors take precedence: the session
+    /// (`UnknownSession`), the name (`EmptyName`, `NameTooLong`), the request number
+    /// (`StaleRequest`, `RequestReused`). Then either the session's row and the request's
+    /// fingerprint, to apply it, or the recorded reply of a repeat. Cost: O(name length).
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
+    fn begin(
+        &self,
+        session: SessionId,
+        lock: &str,
+        request: Option<u64>,
+        kind: Kind,
+    ) -> Result<Begin, Error> {
+        let s = self.session_slot(session)?;
+        self.check_name(lock)?;
+        let target = target(lock, None, request);
+        Ok(match self.check_request(s, request, kind, target)? {
+            Some(recorded) => Begin::Replay(recorded),
+            None => Begin::Apply { s, target },
+        })
     }
 
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
