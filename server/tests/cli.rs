@@ -238,6 +238,33 @@ fn a_command_that_cannot_start_is_named_and_the_lock_freed() {
     assert_eq!(n.holder("jobs/reindex"), "", "lock left held");
 }
 
+/// The command learns what it holds from its environment: the lock's name and its token;
+/// a plain lock's command has no permit variables, even when the CLI's own environment has
+/// them (an outer semaphore holder's, say).
+#[test]
+fn the_command_is_told_what_it_holds_and_nothing_inherited() {
+    let _s = serial();
+    let n = Node::start("env");
+    let script = "echo \"$FENCELOCK_LOCK $FENCELOCK_TOKEN ${FENCELOCK_PERMITS-none} \
+                  ${FENCELOCK_PERMIT_LIMIT-none}\" > env";
+    let mut c = n
+        .cli(&["lock", "jobs/env", "--ttl-ms", LONG_TTL])
+        .env("FENCELOCK_PERMITS", "3")
+        .env("FENCELOCK_PERMIT_LIMIT", "4")
+        .args(["--", "sh", "-c", script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_exit(&mut c, Duration::from_secs(20));
+    assert!(st.success(), "lock exited {st:?}: {}", stderr_of(&mut c));
+    let env = std::fs::read_to_string(n.path("env")).unwrap();
+    let f: Vec<&str> = env.split_whitespace().collect();
+    assert_eq!(f.len(), 4, "{env:?}");
+    assert_eq!(f[0], "jobs/env", "{env:?}");
+    assert!(f[1].parse::<u64>().is_ok_and(|t| t > 0), "token: {env:?}");
+    assert_eq!(f[2..], ["none", "none"], "permit variables: {env:?}");
+}
+
 #[test]
 fn a_signal_while_queued_leaves_the_queue() {
     let _s = serial();

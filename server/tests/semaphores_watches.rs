@@ -222,7 +222,8 @@ impl Drop for Node {
 
 /// Several `lock --permits 1 --limit 2` processes at once: never more than two commands
 /// run at a time, two do run together (so the check is not vacuous), every holder has its
-/// own token, and `holder`/`permits` show the permits in use.
+/// own token and is told its permits (`FENCELOCK_PERMITS`, `FENCELOCK_PERMIT_LIMIT`), and
+/// `holder`/`permits` show the permits in use.
 #[test]
 fn permits_from_several_cli_clients_never_exceed_the_limit() {
     let _s = serial();
@@ -230,7 +231,7 @@ fn permits_from_several_cli_clients_never_exceed_the_limit() {
     // Each command: mark itself running, count who runs, wait, unmark. The count is taken
     // after the mark, so a third concurrent holder would see 3.
     let script = "touch run.$$; ls run.* | wc -l >> counts; echo $FENCELOCK_TOKEN >> tokens; \
-                  sleep 0.6; rm run.$$";
+                  echo $FENCELOCK_PERMITS/$FENCELOCK_PERMIT_LIMIT >> held; sleep 0.6; rm run.$$";
     let mut procs: Vec<Child> = (0..5)
         .map(|i| {
             n.cli(&[
@@ -289,6 +290,12 @@ fn permits_from_several_cli_clients_never_exceed_the_limit() {
     tokens.sort_unstable();
     tokens.dedup();
     assert_eq!(tokens.len(), 5, "a token per grant: {tokens:?}");
+    let held = std::fs::read_to_string(n.path("held")).unwrap();
+    assert_eq!(
+        held.lines().collect::<Vec<_>>(),
+        ["1/2"; 5],
+        "each command is told the permits it holds and the limit"
+    );
     assert_eq!(n.read("holder", "S"), "", "permits left held");
     assert_eq!(n.read("permits", "S"), "", "still a semaphore when idle");
 }

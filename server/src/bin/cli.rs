@@ -145,7 +145,10 @@ process dies. Every way out but its death closes the session, so the lock (or th
 passes on at once.\n\
 With --permits N --limit M the name is a semaphore: at most M permits are held at once, \
 granted first come, first served (a large request at the head of the queue is not overtaken); \
-every holder gets its own fencing token."
+every holder gets its own fencing token.\n\
+The command's environment: FENCELOCK_TOKEN (the fencing token to pass to the resource), \
+FENCELOCK_SESSION, FENCELOCK_LOCK; with --permits also FENCELOCK_PERMITS and \
+FENCELOCK_PERMIT_LIMIT (removed under a plain lock)."
     )]
     Lock {
         /// The lock.
@@ -1089,8 +1092,18 @@ async fn lock(
     let spawned = supervisor(kill_after, command).and_then(|mut c| {
         c.env("FENCELOCK_TOKEN", token.0.to_string())
             .env("FENCELOCK_SESSION", session.id().to_string())
-            .env("FENCELOCK_LOCK", name)
-            .spawn()
+            .env("FENCELOCK_LOCK", name);
+        // What a semaphore's holder holds; never inherited from our own environment, so
+        // a command under a plain lock cannot mistake an outer holder's permits for its own.
+        match mode {
+            Mode::Permits { count, limit } => c
+                .env("FENCELOCK_PERMITS", count.to_string())
+                .env("FENCELOCK_PERMIT_LIMIT", limit.to_string()),
+            Mode::Exclusive | Mode::Shared => c
+                .env_remove("FENCELOCK_PERMITS")
+                .env_remove("FENCELOCK_PERMIT_LIMIT"),
+        };
+        c.spawn()
     });
     let mut sup = match spawned {
         Ok(c) => c,
