@@ -1063,6 +1063,12 @@ impl<S: Storage> LockService<S> {
         }
     }
 
+    /// Watches in use (of [`usage`](Self::usage)`().claims`, which counts them with the
+    /// holds and waits). Cost: O(1).
+    pub fn watches(&self) -> u32 {
+        self.st.watches
+    }
+
     /// True when no session is open. Cost: O(1).
     pub fn is_empty(&self) -> bool {
         self.st.sessions.len == 0

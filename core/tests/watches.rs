@@ -75,6 +75,7 @@ fn a_watch_begins_with_one_holding_event_per_holder_in_grant_order() {
     assert_eq!((reply, events), (Reply::Watching { holders: 0 }, vec![]));
     assert!(svc.locks().any(|l| l.as_str() == "free"));
     assert_eq!(svc.usage().claims, 4, "two holds and two watches");
+    assert_eq!(svc.watches(), 2, "of the four claims, the two watches");
     let info = svc.session(w).unwrap();
     assert_eq!((info.holds, info.waits), (0, 0), "a watch is neither");
     assert_eq!(unwatch(&mut svc, w, "free").0, Reply::Unwatched);
@@ -82,6 +83,7 @@ fn a_watch_begins_with_one_holding_event_per_holder_in_grant_order() {
         !svc.locks().any(|l| l.as_str() == "free"),
         "idle again: evicted"
     );
+    assert_eq!((svc.watches(), svc.usage().claims), (1, 3));
 }
 
 #[test]

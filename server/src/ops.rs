@@ -114,6 +114,7 @@ struct Gauges {
     in_use: Family<Labels, Gauge>,
     capacity: Family<Labels, Gauge>,
     proposer_queue: Gauge,
+    watches: Gauge,
     disk_full: Gauge,
 }
 
@@ -170,6 +171,11 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
         "proposer_queue",
         "Requests waiting to be proposed",
         g.proposer_queue.clone(),
+    );
+    r.register(
+        "watches",
+        "Watches in use (claim rows, counted in table_in_use{table=\"claims\"})",
+        g.watches.clone(),
     );
     r.register(
         "disk_full",
@@ -253,9 +259,9 @@ impl Ops {
         g.applied.set(m.last_applied.map_or(0, |c| c.index) as i64);
         g.last_log.set(m.last_log_index.unwrap_or(0) as i64);
         g.snapshot.set(m.snapshot.map_or(0, |c| c.index) as i64);
-        let (u, c) = {
+        let (u, c, w) = {
             let s = n.shared.state();
-            (s.svc.usage(), s.svc.capacity())
+            (s.svc.usage(), s.svc.capacity(), s.svc.watches())
         };
         for (table, used, cap) in [
             ("sessions", u.sessions, c.sessions),
@@ -267,6 +273,7 @@ impl Ops {
             g.capacity.get_or_create(&l).set(cap as i64);
         }
         g.proposer_queue.set(n.proposer_queue() as i64);
+        g.watches.set(i64::from(w));
         g.disk_full.set(n.disk().is_full() as i64);
     }
 }
@@ -561,7 +568,7 @@ async fn metrics(State(ops): State<Arc<Ops>>) -> Response {
 /// resolves. Metric families (prefix `fencelock_`): `raft_term`, `raft_leader`,
 /// `raft_is_leader`, `raft_commit_index`, `raft_applied_index`, `raft_last_log_index`,
 /// `raft_snapshot_index`, `table_in_use{table}` and `table_capacity{table}` (sessions,
-/// locks, claims: the core's `usage()` and `capacity()`), `proposer_queue`, `disk_full`,
+/// locks, claims: the core's `usage()` and `capacity()`), `watches`, `proposer_queue`, `disk_full`,
 /// `disk_errors_total`, `fsync_seconds` (histogram), `grants_total`, `expiries_total`,
 /// `wait_seconds` (histogram of granted waiters' waits), `refusals_total{kind}`,
 /// `client_connections`, `peer_connections`, `connections_refused_total{port,reason}`,

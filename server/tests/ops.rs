@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{acquire, granted, open, release, session_of, Cluster};
-use fencelock::{Reply as CoreReply, Wait};
+use fencelock::{Input, LockName, Reply as CoreReply, Wait};
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::ops::serve_ops;
 use fencelock_server::protocol::{ClientError, Reply, Request};
@@ -65,6 +65,15 @@ async fn metrics_are_scraped_and_parsed_and_follow_the_cluster() {
     let r = c.propose(acquire(b, "x", Wait::Forever, Some(1))).await;
     assert!(matches!(r.reply, Ok(CoreReply::Queued { .. })));
     c.propose(release(a, "x", Some(2))).await; // grants b
+    let r = c
+        .propose(Input::Watch {
+            now: fencelock_server::types::STAMPED_AT_APPLY,
+            session: a,
+            lock: LockName::new("x").unwrap(),
+            request: Some(3),
+        })
+        .await;
+    assert_eq!(r.reply, Ok(CoreReply::Watching { holders: 1 }));
     let leader = c.leader().await;
     // A refusal seen by the leader: a release of a lock the session does not hold.
     let r = c.nodes[&leader]
@@ -73,7 +82,7 @@ async fn metrics_are_scraped_and_parsed_and_follow_the_cluster() {
                 session: a.0,
                 secret: c.secret(a),
                 lock: "x".into(),
-                request: Some(3),
+                request: Some(4),
             },
             c.nodes[&leader].next_conn_id(),
             &PushSink::new(4).0,
@@ -97,7 +106,12 @@ async fn metrics_are_scraped_and_parsed_and_follow_the_cluster() {
     assert!(v("fencelock_raft_commit_index") >= v("fencelock_raft_applied_index") - 1.0);
     assert_eq!(v("fencelock_table_in_use{table=\"sessions\"}"), 2.0);
     assert_eq!(v("fencelock_table_in_use{table=\"locks\"}"), 1.0);
-    assert_eq!(v("fencelock_table_in_use{table=\"claims\"}"), 1.0);
+    assert_eq!(
+        v("fencelock_table_in_use{table=\"claims\"}"),
+        2.0,
+        "b's hold, a's watch"
+    );
+    assert_eq!(v("fencelock_watches"), 1.0, "a watches x");
     assert_eq!(v("fencelock_table_capacity{table=\"sessions\"}"), 16384.0);
     assert_eq!(v("fencelock_grants_total"), 2.0, "a's grant and b's");
     assert_eq!(v("fencelock_expiries_total"), 0.0);
