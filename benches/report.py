@@ -3,8 +3,11 @@
 
 Reads criterion's results (<target>/criterion/**/new/{benchmark,estimates}.json) and the
 side files bench.sh leaves in <target>/bench-report/: meta.json (machine, load), memory.json
-(bench-memory), callgrind.json (instructions per op), wasm.json (benches/js/bench.mjs).
-Every number in BENCHMARKS.md comes from those files; nothing is typed by hand.
+(bench-memory), pairs.json (bench-pairs), callgrind.json (instructions per op),
+wasm-size.json (the bundle as built), wasm.json (benches/js/bench.mjs), wasm-callgrind.json
+(benches/js/instructions.cjs) and skipped-<part>.txt (why a part did not run). Every number
+in BENCHMARKS.md comes from those files; nothing is typed by hand. A missing file leaves
+the rows it feeds "not measured", never met.
 
 usage: report.py --target TARGET_DIR --out BENCHMARKS.md [--repo REPO_ROOT]
 """
@@ -87,6 +90,13 @@ GOAL_CABI = 1.2
 NAME_FIELD = 65  # a LockRow's inline name: a length byte and room for 64 bytes
 
 
+def fmt_xg(x, goal):
+    """A ratio, with a third decimal when two would print the bound itself (1.505 > 1.5)."""
+    if x is not None and goal is not None and x != goal and round(x, 2) == goal:
+        return f"{x:.3f}×"
+    return fmt_x(x)
+
+
 def fmt_b(n):
     return "—" if n is None else f"{n:,} B"
 
@@ -104,8 +114,11 @@ class Row:
     met when every measured value is within its bound; a row with none is not measured."""
 
     def __init__(self, measure, fencelock, baseline, goal_txt, *, crit=None, pair=None, ir=None,
-                 ir_note="", checks=None, goal=None, missing="", counted=True, key=""):
+                 ir_note="", checks=None, goal=None, missing="", counted=True, key="", reasons=None):
         self.measure, self.fencelock, self.baseline, self.goal_txt = measure, fencelock, baseline, goal_txt
+        # Why a ratio this row has a column for is absent ({"time"|"interleaved"|"instructions": why});
+        # a column not named has no such measure for this row ("—").
+        self.reasons = reasons or {}
         self.crit, self.pair, self.ir, self.ir_note = crit, pair, ir, ir_note
         self.goal, self.missing, self.counted, self.key = goal, missing, counted, key
         if checks is None:
@@ -122,6 +135,12 @@ class Row:
 
     def missed_by(self):
         return [lbl for lbl, x, g in self.checks if x > g]
+
+    def cell(self, label, x, note=""):
+        if x is not None:
+            return fmt_xg(x, self.goal) + note
+        why = self.reasons.get(label)
+        return f"not measured ({why})" if why else "—"
 
     def verdict(self):
         if not self.measured:
@@ -197,7 +216,10 @@ def main():
 
     no_cg = skipped.get("callgrind")
     no_wasm = skipped.get("wasm")
-    why_crit = "no criterion result (BENCH_FILTER?)"
+    why_crit = "no criterion result in this run"
+    why_ir = no_cg or "no callgrind count"
+    why_pair = "no bench-pairs result" if not pairs else "no such pair"
+    native_reasons = {"time": why_crit, "interleaved": why_pair, "instructions": why_ir}
 
     def both(t, i):
         """A cell with a time and an instruction count."""
@@ -214,7 +236,7 @@ def main():
             f"≤ {GOAL_UNCONTENDED}×", goal=GOAL_UNCONTENDED, key="uncontended",
             crit=ratio(f and f["ns"], b and b["ns"]), pair=pair_x(f"uncontended/{n}"),
             ir=ratio(cgv(f"uncontended/{n}"), cgv(f"map_string/{n}")),
-            missing=why_crit if not no_cg else f"{why_crit}; callgrind: {no_cg}"))
+            missing=why_crit, reasons=native_reasons))
     f, b = crit.get("handoff/fencelock"), crit.get("uncontended/hashmap_string/1024")
     rows.append(Row(
         "contended hand-off (a release granting the next waiter) ÷ the same baseline (1024 keys)",
@@ -222,7 +244,7 @@ def main():
         both(fmt_ci(b) if b else None, cgv("map_string/1024")),
         f"≤ {GOAL_HANDOFF}×", goal=GOAL_HANDOFF, key="handoff",
         crit=ratio(f and f["ns"], b and b["ns"]), pair=pair_x("handoff"),
-        ir=ratio(cgv("handoff"), cgv("map_string/1024")), missing=why_crit))
+        ir=ratio(cgv("handoff"), cgv("map_string/1024")), missing=why_crit, reasons=native_reasons))
     sess, lock, claim, label = mem("session"), mem("lock"), mem("claim"), mem("label")
     rows.append(Row("bytes per session", fmt_b(sess), "—", f"≤ {GOAL_SESSION} B", key="session",
                     checks=[("bytes", sess, GOAL_SESSION)] if sess is not None else [],
@@ -243,7 +265,7 @@ def main():
         "1k: " + both(fmt_ci(small) if small else None, cgv("keep_alive/1024")),
         f"≤ {GOAL_KEEP_ALIVE}×", goal=GOAL_KEEP_ALIVE, key="keep_alive",
         crit=ratio(big and big["ns"], small and small["ns"]), pair=pair_x("keep_alive/65536/1024"),
-        ir=ratio(cgv("keep_alive/65536"), cgv("keep_alive/1024")), missing=why_crit))
+        ir=ratio(cgv("keep_alive/65536"), cgv("keep_alive/1024")), missing=why_crit, reasons=native_reasons))
     wfiles = [f for f in (wasm_size or {}).get("files", []) if f["file"].endswith(".wasm")]
     wraw = sum(f["raw"] for f in wfiles) if wfiles else None
     wgz = sum(f["gzip9"] for f in wfiles) if wfiles else None
@@ -271,7 +293,9 @@ def main():
             both(fmt_ns(wr["ns_per_op"]) if wr else None, wi),
             both(fmt_ns(nat_ns) if nat_ns else None, nat_ir),
             f"≤ {GOAL_WASM}×", goal=GOAL_WASM, counted=counted, key="wasm" if counted else "wasm_obj",
-            crit=ratio(wr and wr["ns_per_op"], nat_ns), ir=ratio(wi, nat_ir), missing=miss))
+            crit=ratio(wr and wr["ns_per_op"], nat_ns), ir=ratio(wi, nat_ir), missing=miss,
+            reasons={"time": miss if wr is None else why_crit,
+                     "instructions": (no_wasm or no_cg or "no wasm count") if wi is None else why_ir}))
     fc = crit.get("ffi/uncontended/1024")
     cabi_ir, host_ir = cgv("cabi_uncontended/1024"), cgv("c_host_uncontended/1024")
     cabi_x, host_x = ratio(cabi_ir, nat_ir), ratio(host_ir, nat_ir)
@@ -281,24 +305,27 @@ def main():
         both(fmt_ci(nat) if nat else None, nat_ir),
         f"≤ {GOAL_CABI}×", goal=GOAL_CABI, key="cabi",
         crit=ratio(fc and fc["ns"], nat_ns), pair=pair_x("cabi/1024"), ir=cabi_x,
-        ir_note=f" (C host {fmt_x(host_x)})" if host_x else "",
+        ir_note=f" (C host {fmt_xg(host_x, GOAL_CABI)})" if host_x else "",
         checks=[(l, x, GOAL_CABI) for l, x in (("time", ratio(fc and fc["ns"], nat_ns)), ("interleaved", pair_x("cabi/1024")),
                                                ("instructions", cabi_x), ("instructions from C", host_x))],
-        missing=why_crit))
+        missing=why_crit, reasons=native_reasons))
 
     counted = [r for r in rows if r.counted]
     n_met = sum(r.met for r in counted)
     n_meas = sum(r.measured for r in counted)
     w("## Goals")
     w("")
-    w(f"**{n_met} of {len(counted)} goals met in this run** ({len(counted) - n_meas} not measured). Every figure")
-    w("below was measured in this run; a goal is met only when every ratio measured for it is")
-    w("within the bound (a row missed by one measure and met by another says which).")
+    w(f"**{n_met} of {len(counted)} goal rows met in this run** ({len(counted) - n_meas} not measured), the project's seven")
+    w("goals with the uncontended one at three sizes and the bytes and bundle goals one row per")
+    w("figure. Every figure below was measured in this run; a row is met only when every ratio")
+    w("measured for it is within the bound (one missed by one measure and met by another says")
+    w("which), and a row with nothing measured is never met.")
     w("")
     w("| measure | fencelock | baseline | ratio by time (criterion) | ratio, interleaved fastest | ratio by instructions (callgrind) | goal | met / missed |")
     w("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        w(f"| {r.measure} | {r.fencelock} | {r.baseline} | {fmt_x(r.crit)} | {fmt_x(r.pair)} | {fmt_x(r.ir)}{r.ir_note} | {r.goal_txt} | {r.verdict()} |")
+        w(f"| {r.measure} | {r.fencelock} | {r.baseline} | {r.cell('time', r.crit)} | {r.cell('interleaved', r.pair)} "
+          f"| {r.cell('instructions', r.ir, r.ir_note)} | {r.goal_txt} | {r.verdict()} |")
     w("")
     w("How each figure is measured:")
     w("")
@@ -358,7 +385,7 @@ def main():
         for k in keys:
             rs = [r for r in missed if r.key == k]
             by = "; ".join((r.measure.split(", ")[-1] + ": " if k == "uncontended" else "") + ", ".join(
-                f"{lbl} {fmt_b(x) if lbl in ('bytes', 'raw', 'gzip') else fmt_x(x)}" for lbl, x, g in r.checks if x > g) for r in rs)
+                f"{lbl} {fmt_b(x) if lbl in ('bytes', 'raw', 'gzip') else fmt_xg(x, g)}" for lbl, x, g in r.checks if x > g) for r in rs)
             if k == "uncontended":
                 w(f"- **Uncontended acquire + release** (missed: {by}). The map does one hash insert and one")
                 w(f"  remove ({per('map_string/1024')} instructions, {per('map_string/1024', 'd1')} D1 misses, {per('map_string/1024', 'bm')} branch mispredicts per pair at")

@@ -19,11 +19,11 @@
 # round counts of the wasm instruction count, default "24 104"), BENCH_WASM=0 /
 # BENCH_CALLGRIND=0 to skip those parts (the report then says "not measured" for what
 # they measure), BENCH_OUT (default BENCHMARKS.md).
-# With the defaults the whole run takes about 6–8 minutes on 2 cores (plus a cold
+# With the defaults the whole run takes about 7–9 minutes on 2 cores (plus a cold
 # release build, ~1–3 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-log() { printf '[bench] %s\n' "$*"; }
+log() { printf '[bench %s] %s\n' "$(date -u +%T)" "$*"; }
 
 MEASURE=${BENCH_MEASURE_SECS:-2}
 WARMUP=${BENCH_WARMUP_SECS:-0.5}
