@@ -66,11 +66,16 @@ log "criterion: benches core + ffi (measurement ${MEASURE}s, warm-up ${WARMUP}s,
 cargo bench -p fencelock-bench --bench core --bench ffi -- \
   --warm-up-time "$WARMUP" --measurement-time "$MEASURE" --sample-size "$SAMPLES" --noplot $FILTER
 
+# The helper binaries, built with the benches in the build (so with the features the
+# criterion build unified: the same core, and no rebuild of it on the next run).
+cargo build --release --quiet -p fencelock-bench --bins --benches
+bin="$target/release"
+
 log "interleaved pairs: fencelock vs baseline, fastest batch of each"
-cargo run --release --quiet -p fencelock-bench --bin bench-pairs -- "${BENCH_PAIRS_ROUNDS:-200}" >"$side/pairs.json"
+"$bin/bench-pairs" "${BENCH_PAIRS_ROUNDS:-200}" >"$side/pairs.json"
 
 log "memory figures"
-cargo run --release --quiet -p fencelock-bench --bin bench-memory >"$side/memory.json"
+"$bin/bench-memory" >"$side/memory.json"
 
 skip() { # part reason: the report says "not measured (reason)" for what that part measures
   printf '%s' "$2" >"$side/skipped-$1.txt"
@@ -88,8 +93,7 @@ fi
 
 if [ "$callgrind" = 1 ]; then
   log "callgrind: instructions per operation"
-  cargo build --release --quiet -p fencelock-bench --bin bench-ops
-  ops="$target/release/bench-ops"
+  ops="$bin/bench-ops"
   # Only the measured function (`fencelock_bench::<Workload>::run`, and what it calls) is
   # counted; each workload runs at two repetition counts and the difference is divided by
   # the operations added, which cancels the setup and the first, cold repetition (as
@@ -149,9 +153,13 @@ print("{\"ir\": %.1f, \"d1\": %.2f, \"ll\": %.2f, \"bm\": %.2f}" % tuple((y - x)
     done
     # The same C-ABI workload from a C host (ffi/tests/c/ops.c, linked against the
     # release static library), as ffi/README.md measures it with scripts/bench-ffi-ops.sh.
-    if command -v gcc >/dev/null 2>&1 && cargo build --release --quiet -p fencelock-ffi &&
+    # The library is built in a target dir of its own: built in the bench's, it would
+    # replace the rlib the criterion benches link, and the next run would rebuild that.
+    clib="$target/c-host"
+    if command -v gcc >/dev/null 2>&1 &&
+      CARGO_TARGET_DIR="$clib" cargo build --release --quiet -p fencelock-ffi >&2 &&
       mkdir -p "$side/c" && gcc -std=c11 -O2 -Iffi/include ffi/tests/c/ops.c \
-      "$target/release/libfencelock.a" -lpthread -ldl -lm -o "$side/c/ops"; then
+      "$clib/release/libfencelock.a" -lpthread -ldl -lm -o "$side/c/ops"; then
       echo "\"c_host_uncontended/1024\": $(per_op uncontended_pending 1024 2 6 1024 "$side/c/ops" run_uncontended_pending),"
     fi
     echo "\"ll_kb\": $ll_kb"
