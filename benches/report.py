@@ -346,7 +346,7 @@ def main():
       + (f" ({wasm_cg['rounds'][0]} → {wasm_cg['rounds'][1]})" if wasm_cg and wasm_cg.get("rounds") else "")
       + ", difference")
     w("  divided, so start-up and V8's compilation cancel (not entirely: when V8 compiles and")
-    w("  collects still moves the fast path's count by up to ~25 % between runs); ÷ the native")
+    w("  collects still moves the fast path's count by up to ~30 % between runs); ÷ the native")
     w("  count per pair at 1024 locks (`bench-ops uncontended`). C ABI: `bench-ops cabi_uncontended` (the criterion")
     w("  bench's code, `benches/src/cabi.rs`: each call through an opaque function pointer, its")
     w("  reply read, `fencelock_service_drain_events` when the reply's `pending` is not 0) and,")
