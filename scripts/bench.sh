@@ -5,21 +5,25 @@
 #   2. the goal pairs again, interleaved (bench-pairs: fastest batch of each side, the
 #      estimate least disturbed by other jobs on a shared machine);
 #      memory figures (bench-memory) and, if valgrind is installed, instructions per
-#      operation under callgrind (bench-ops at two repetition counts, difference divided);
-#   3. the wasm build under node (benches/js/bench.mjs), if wasm/pkg/node exists or
-#      scripts/build-wasm.sh can build it;
+#      operation under callgrind (bench-ops at two repetition counts, difference divided;
+#      the C-ABI workload also from a C host, ffi/tests/c/ops.c, if gcc is installed);
+#   3. the wasm build (scripts/build-wasm.sh): its bundle size, then the package under
+#      node (benches/js/bench.mjs) and, with valgrind, instructions per acquire + release
+#      (benches/js/instructions.cjs at two round counts);
 #   4. benches/report.py writes BENCHMARKS.md from those results.
 #
 # Knobs (environment): BENCH_MEASURE_SECS (criterion measurement time per benchmark,
 # default 2), BENCH_WARMUP_SECS (default 0.5), BENCH_SAMPLES (default 20),
 # BENCH_FILTER (a criterion filter regex; default all), BENCH_JS_SECS (default 1),
-# BENCH_PAIRS_ROUNDS (interleaved goal pairs, default 200), BENCH_WASM=0 /
-# BENCH_CALLGRIND=0 to skip those parts, BENCH_OUT (default BENCHMARKS.md).
-# With the defaults the whole run takes about 6–8 minutes on 2 cores (plus a cold
+# BENCH_PAIRS_ROUNDS (interleaved goal pairs, default 200), BENCH_WASM_ROUNDS (the two
+# round counts of the wasm instruction count, default "24 104"), BENCH_WASM=0 /
+# BENCH_CALLGRIND=0 to skip those parts (the report then says "not measured" for what
+# they measure), BENCH_OUT (default BENCHMARKS.md).
+# With the defaults the whole run takes about 7–9 minutes on 2 cores (plus a cold
 # release build, ~1–3 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-log() { printf '[bench] %s\n' "$*"; }
+log() { printf '[bench %s] %s\n' "$(date -u +%T)" "$*"; }
 
 MEASURE=${BENCH_MEASURE_SECS:-2}
 WARMUP=${BENCH_WARMUP_SECS:-0.5}
@@ -62,59 +66,166 @@ log "criterion: benches core + ffi (measurement ${MEASURE}s, warm-up ${WARMUP}s,
 cargo bench -p fencelock-bench --bench core --bench ffi -- \
   --warm-up-time "$WARMUP" --measurement-time "$MEASURE" --sample-size "$SAMPLES" --noplot $FILTER
 
+# The helper binaries, built with the benches in the build (so with the features the
+# criterion build unified: the same core, and no rebuild of it on the next run).
+cargo build --release --quiet -p fencelock-bench --bins --benches
+bin="$target/release"
+
 log "interleaved pairs: fencelock vs baseline, fastest batch of each"
-cargo run --release --quiet -p fencelock-bench --bin bench-pairs -- "${BENCH_PAIRS_ROUNDS:-200}" >"$side/pairs.json"
+"$bin/bench-pairs" "${BENCH_PAIRS_ROUNDS:-200}" >"$side/pairs.json"
 
 log "memory figures"
-cargo run --release --quiet -p fencelock-bench --bin bench-memory >"$side/memory.json"
+"$bin/bench-memory" >"$side/memory.json"
 
-if [ "${BENCH_CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null 2>&1; then
+skip() { # part reason: the report says "not measured (reason)" for what that part measures
+  printf '%s' "$2" >"$side/skipped-$1.txt"
+  log "$1: skipped ($2)"
+}
+
+callgrind=1
+if [ "${BENCH_CALLGRIND:-1}" = 0 ]; then
+  callgrind=0
+  skip callgrind "BENCH_CALLGRIND=0"
+elif ! command -v valgrind >/dev/null 2>&1; then
+  callgrind=0
+  skip callgrind "valgrind not installed"
+fi
+
+if [ "$callgrind" = 1 ]; then
   log "callgrind: instructions per operation"
-  cargo build --release --quiet -p fencelock-bench --bin bench-ops
-  ops="$target/release/bench-ops"
-  # Only the measured function (`fencelock_bench::<Workload>::run`) is counted, so setup
-  # is excluded; the cache and branch simulation give D1 misses and mispredicts per op.
-  per_op() { # workload size reps ops_per_rep -> {"ir":..,"d1":..,"bm":..} per op
-    valgrind --tool=callgrind --cache-sim=yes --branch-sim=yes \
-      --toggle-collect='fencelock_bench::*::run' --callgrind-out-file=/dev/null \
-      "$ops" "$1" "$2" "$3" 2>&1 | python3 -c '
+  ops="$bin/bench-ops"
+  # Only the measured function (`fencelock_bench::<Workload>::run`, and what it calls) is
+  # counted; each workload runs at two repetition counts and the difference is divided by
+  # the operations added, which cancels the setup and the first, cold repetition (as
+  # scripts/bench-ffi-ops.sh does). The cache and branch simulation give D1 misses and
+  # mispredicts per op.
+  # The simulated last-level cache is the per-core cache /proc/cpuinfo reports (valgrind
+  # would otherwise take a shared L3, which a VM may report as hundreds of MB), so "LL
+  # misses" are what misses this core's own cache.
+  ll_kb=$(sed -n 's/^cache size[[:space:]]*:[[:space:]]*\([0-9]*\) KB.*/\1/p' /proc/cpuinfo | head -n 1)
+  ll_opt=()
+  if [ -n "$ll_kb" ] && [ "$ll_kb" -ge 64 ] && [ $((ll_kb & (ll_kb - 1))) = 0 ]; then
+    ll_opt=("--LL=$((ll_kb * 1024)),16,64")
+  else
+    ll_kb=0
+  fi
+  counts() { # program toggle args... -> "ir d1 ll bm" of the toggled functions
+    local prog=$1 toggle=$2
+    shift 2
+    valgrind --tool=callgrind --cache-sim=yes --branch-sim=yes "${ll_opt[@]}" \
+      --toggle-collect="$toggle" --callgrind-out-file=/dev/null "$prog" "$@" 2>&1 | python3 -c '
 import re, sys
 t = sys.stdin.read()
 def n(label):
     m = re.search(label + r":\s+([\d,]+)", t)
     return int(m.group(1).replace(",", "")) if m else 0
-ops = int(sys.argv[1])
-print("{\"ir\": %.1f, \"d1\": %.2f, \"bm\": %.2f}" % (n("I\s+refs") / ops, n("D1\s+misses") / ops, n("Mispredicts") / ops))
-' $(($3 * $4))
+print(n(r"I\s+refs"), n(r"D1\s+misses"), n(r"LLd\s+misses"), n("Mispredicts"))
+'
   }
+  per_op() { # workload size lo hi ops_per_rep [program toggle] -> {"ir":..,"d1":..,"ll":..,"bm":..} per op
+    local prog=${6:-$ops} toggle=${7:-fencelock_bench::*::run} a b
+    a=$(counts "$prog" "$toggle" "$1" "$2" "$3")
+    b=$(counts "$prog" "$toggle" "$1" "$2" "$4")
+    python3 -c '
+import sys
+a = [int(x) for x in sys.argv[1].split()]
+b = [int(x) for x in sys.argv[2].split()]
+ops = (int(sys.argv[4]) - int(sys.argv[3])) * int(sys.argv[5])
+print("{\"ir\": %.1f, \"d1\": %.2f, \"ll\": %.2f, \"bm\": %.2f}" % tuple((y - x) / ops for x, y in zip(a, b)))
+' "$a" "$b" "$3" "$4" "$5"
+  }
+  # Repetitions: about 2k operations at the low count and three times that at the high one.
+  reps() { echo $(((2048 + $1 - 1) / $1)); }
   {
     echo "{"
-    echo "\"uncontended\": $(per_op uncontended 1024 8 1024),"
-    echo "\"map_string\": $(per_op map_string 1024 8 1024),"
-    echo "\"map_str\": $(per_op map_str 1024 8 1024),"
-    echo "\"handoff\": $(per_op handoff 1024 8 1024),"
-    echo "\"map_handoff\": $(per_op map_handoff 1024 8 1024),"
-    echo "\"tick_idle\": $(per_op tick_idle 16384 100000 1),"
-    echo "\"keep_alive\": $(per_op keep_alive 16384 100000 1)"
+    for n in 16 1024 16384; do
+      lo=$(reps "$n")
+      echo "\"uncontended/$n\": $(per_op uncontended "$n" "$lo" $((3 * lo)) "$n"),"
+      echo "\"map_string/$n\": $(per_op map_string "$n" "$lo" $((3 * lo)) "$n"),"
+      echo "\"map_str/$n\": $(per_op map_str "$n" "$lo" $((3 * lo)) "$n"),"
+    done
+    echo "\"cabi_uncontended/1024\": $(per_op cabi_uncontended 1024 2 6 1024),"
+    echo "\"handoff\": $(per_op handoff 1024 2 6 1024),"
+    echo "\"map_handoff\": $(per_op map_handoff 1024 2 6 1024),"
+    echo "\"tick_idle/16384\": $(per_op tick_idle 16384 100000 200000 1),"
+    for n in 1024 65536; do
+      echo "\"keep_alive/$n\": $(per_op keep_alive "$n" 100000 200000 1),"
+    done
+    # The same C-ABI workload from a C host (ffi/tests/c/ops.c, linked against the
+    # release static library), as ffi/README.md measures it with scripts/bench-ffi-ops.sh.
+    # The library is built in a target dir of its own: built in the bench's, it would
+    # replace the rlib the criterion benches link, and the next run would rebuild that.
+    clib="$target/c-host"
+    if command -v gcc >/dev/null 2>&1 &&
+      CARGO_TARGET_DIR="$clib" cargo build --release --quiet -p fencelock-ffi >&2 &&
+      mkdir -p "$side/c" && gcc -std=c11 -O2 -Iffi/include ffi/tests/c/ops.c \
+      "$clib/release/libfencelock.a" -lpthread -ldl -lm -o "$side/c/ops"; then
+      echo "\"c_host_uncontended/1024\": $(per_op uncontended_pending 1024 2 6 1024 "$side/c/ops" run_uncontended_pending),"
+    fi
+    echo "\"ll_kb\": $ll_kb"
     echo "}"
   } >"$side/callgrind.json"
-else
-  log "callgrind: skipped (BENCH_CALLGRIND=0 or no valgrind)"
 fi
 
 if [ "${BENCH_WASM:-1}" != 0 ]; then
   # build-wasm.sh is incremental (a no-op when wasm/pkg matches the current sources), so
   # the bench measures the current core rather than a stale package.
+  built=false
   if [ -x scripts/build-wasm.sh ]; then
     log "scripts/build-wasm.sh (brings wasm/pkg up to date)"
-    UPDATE_DOCS=1 scripts/build-wasm.sh >/dev/null || log "wasm build failed; measuring the existing wasm/pkg if any"
+    if UPDATE_DOCS=1 scripts/build-wasm.sh >/dev/null; then
+      built=true
+    else
+      log "wasm build failed; measuring the existing wasm/pkg if any"
+    fi
+  fi
+  # The bundle as the build made it: every .wasm of wasm/pkg/web (after wasm-opt), and the
+  # JS glue for information; gzip -9 -n as scripts/build-wasm.sh measures it.
+  if ls wasm/pkg/web/*.wasm >/dev/null 2>&1; then
+    {
+      echo "{\"built_this_run\": $built, \"files\": ["
+      sep=""
+      for f in wasm/pkg/web/*.wasm wasm/pkg/web/*.js; do
+        [ -f "$f" ] || continue
+        printf '%s{"file": "%s", "raw": %d, "gzip9": %d}\n' "$sep" "$f" "$(wc -c <"$f")" "$(gzip -9 -n -c "$f" | wc -c)"
+        sep=","
+      done
+      echo "]}"
+    } >"$side/wasm-size.json"
+  else
+    skip wasm-size "no wasm/pkg/web (the wasm build failed)"
   fi
   if [ -f wasm/pkg/node/fencelock_wasm.js ]; then
     log "wasm under node: benches/js/bench.mjs"
     node benches/js/bench.mjs wasm/pkg/node >"$side/wasm.json"
+    if [ "$callgrind" = 1 ]; then
+      # Instructions per acquire + release through node, as benches/js/instructions.cjs's
+      # header says: the whole process at two round counts (256 pairs a round), V8 on
+      # one thread, the difference divided by the pairs added.
+      read -r lo hi <<<"${BENCH_WASM_ROUNDS:-24 104}"
+      log "callgrind: wasm under node, rounds $lo -> $hi"
+      wasm_ir() { # workload rounds -> instructions of the whole process
+        valgrind --tool=callgrind --smc-check=all-non-file --callgrind-out-file=/dev/null \
+          node --single-threaded benches/js/instructions.cjs wasm/pkg/node "$1" "$2" 2>&1 |
+          sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | head -n 1
+      }
+      {
+        echo "{\"rounds\": [$lo, $hi], \"pairs_per_round\": 256,"
+        sep=""
+        for w in acqrel-fast acqrel; do
+          a=$(wasm_ir "$w" "$lo")
+          b=$(wasm_ir "$w" "$hi")
+          printf '%s"%s": %s\n' "$sep" "$w" "$(python3 -c "print(round(($b - $a) / (($hi - $lo) * 256), 1))")"
+          sep=","
+        done
+        echo "}"
+      } >"$side/wasm-callgrind.json"
+    fi
   else
-    log "wasm: no wasm/pkg/node, skipped"
+    skip wasm "no wasm/pkg/node (the wasm build failed)"
   fi
+else
+  skip wasm "BENCH_WASM=0"
 fi
 
 python3 - "$side/meta.json" <<'EOF'

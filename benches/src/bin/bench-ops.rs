@@ -2,8 +2,10 @@
 //! (`valgrind --tool=callgrind bench-ops <workload> <size> <reps>`): scripts/bench.sh runs
 //! it at two repetition counts and divides the difference, which cancels the setup.
 //!
-//! Workloads: uncontended, map_string, map_str (size = locks), handoff,
-//! map_handoff (size = batch), tick_idle, keep_alive (size = sessions).
+//! Workloads: uncontended, map_string, map_str, cabi_uncontended (size = locks; the last
+//! is `uncontended` through the C ABI with its outputs drained, `fencelock_bench::cabi`),
+//! handoff, map_handoff (size = batch), tick_idle, keep_alive (size = sessions; reps =
+//! ticks or keep-alives).
 
 use fencelock_bench::*;
 
@@ -18,6 +20,10 @@ fn main() {
     match args[1].as_str() {
         "uncontended" => {
             let mut w = Uncontended::new(size);
+            (0..reps).for_each(|_| w.run());
+        }
+        "cabi_uncontended" => {
+            let mut w = cabi::CabiUncontended::new(size);
             (0..reps).for_each(|_| w.run());
         }
         "map_string" => {

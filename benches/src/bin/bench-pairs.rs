@@ -4,6 +4,11 @@
 //! interleaving exposes both sides to the same conditions, so the ratio is steadier than
 //! two criterion runs taken minutes apart. Prints JSON (ns per operation) for the report.
 //!
+//! Pairs (numerator / denominator): uncontended/{16,1024,16384} (core / `HashMap<String,
+//! _>`), handoff (core hand-off / the same map's insert + remove, 1024 keys), cabi/1024
+//! (acquire + release through the C ABI with its outputs drained / the core directly) and
+//! keep_alive/65536/1024 (a keep-alive among 64k live sessions / among 1k).
+//!
 //! usage: bench-pairs [rounds]   (default 200)
 
 use std::hint::black_box;
@@ -62,6 +67,27 @@ fn main() {
     black_box((&core, &map));
     rows.push(format!(
         "  \"handoff\": {{\"fencelock\": {best_a:.2}, \"baseline\": {best_b:.2}}}"
+    ));
+    // The C ABI (outputs drained) against the native core, 1024 locks.
+    let mut cabi = cabi::CabiUncontended::new(1024);
+    let mut native = Uncontended::new(1024);
+    let reps = 16;
+    let (a, b) = pair(
+        rounds,
+        1024 * reps,
+        || (0..reps).for_each(|_| cabi.run()),
+        || (0..reps).for_each(|_| native.run()),
+    );
+    rows.push(format!(
+        "  \"cabi/1024\": {{\"fencelock\": {a:.2}, \"baseline\": {b:.2}}}"
+    ));
+    // Keep-alive with 64k live sessions against 1k (round-robin, as the criterion bench).
+    let mut big = KeepAlive::new(1 << 16);
+    let mut small = KeepAlive::new(1 << 10);
+    let steps = 1 << 14;
+    let (a, b) = pair(rounds, steps, || big.run(steps), || small.run(steps));
+    rows.push(format!(
+        "  \"keep_alive/65536/1024\": {{\"fencelock\": {a:.2}, \"baseline\": {b:.2}}}"
     ));
     println!("{{\n{}\n}}", rows.join(",\n"));
 }
