@@ -14,6 +14,8 @@
 //
 // acqrel: one round = acquire + release of each of 256 locks by one session.
 // acqrel-fast: the same through the typed fast path (acquireFast / releaseFast).
+// acqrel-id: the same through the id calls (acquireFastId / releaseFastId), each name
+// interned once before the rounds.
 // snap: one round = restore + snapshot of a service with 1024 sessions each holding a lock.
 // V8 compiles the hot functions while the runs go on: the difference is what a warm host pays.
 const { LockService } = require(require('node:path').resolve(process.argv[2], 'fencelock_wasm.js'));
@@ -41,6 +43,17 @@ if (work === 'acqrel') {
     }
   }
   if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
+} else if (work === 'acqrel-id') {
+  const svc = new LockService({ sessions: 1, locks: 256, claims: 256 });
+  const s = svc.openSession(0, 2 ** 40).reply.session;
+  const ids = names.map((n) => svc.internName(n));
+  for (let k = 0; k < N; k++) {
+    for (const id of ids) {
+      sink += svc.acquireFastId(0, s, id, 0, 0);
+      sink += svc.releaseFastId(0, s, id);
+    }
+  }
+  if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
 } else if (work === 'snap') {
   const n = 1024;
   const caps = { sessions: n, locks: n, claims: 2 * n };
@@ -56,6 +69,6 @@ if (work === 'acqrel') {
     sink += svc.snapshot().length;
   }
 } else {
-  throw new Error(`unknown workload ${work}: acqrel, acqrel-fast or snap`);
+  throw new Error(`unknown workload ${work}: acqrel, acqrel-fast, acqrel-id or snap`);
 }
 console.log(sink);
