@@ -215,8 +215,11 @@ impl LockService {
     /// changes), `out_of_range` for a number that is not a safe non-negative integer.
     /// Locks held under the name are untouched. Cost: O(1).
     #[wasm_bindgen(js_name = forgetName)]
-    pub fn forget_name(&mut self, id: f64) -> Result<(), JsValue> {
-        Ok(self.names.forget(id)?)
+    pub fn forget_name(
+        &mut self,
+        #[wasm_bindgen(js_name = nameId)] name_id: f64,
+    ) -> Result<(), JsValue> {
+        Ok(self.names.forget(name_id)?)
     }
 
     /// `acquireFast` with the lock given by an id from `internName`: the same checks in the
@@ -243,7 +246,16 @@ impl LockService {
             let lock = names.get(name_id)?;
             let (mode, wait) = (fast_mode(mode, count, limit)?, fast_wait(wait, until)?);
             let request = opt(request, "request")?;
-            Ok(acquire_core(core, out, now, session, lock.as_str(), mode, wait, request)?)
+            Ok(acquire_core(
+                core,
+                out,
+                now,
+                session,
+                lock.as_str(),
+                mode,
+                wait,
+                request,
+            )?)
         })
     }
 
@@ -262,7 +274,15 @@ impl LockService {
             let session = SessionId(num(Some(session), "session")?);
             let lock = names.get(name_id)?;
             let request = opt(request, "request")?;
-            Ok(named_core(core, out, On::Release, now, session, lock.as_str(), request)?)
+            Ok(named_core(
+                core,
+                out,
+                On::Release,
+                now,
+                session,
+                lock.as_str(),
+                request,
+            )?)
         })
     }
 

@@ -8,17 +8,23 @@
 //! not up front. A full table is `capacity_exceeded` with `.table` `"names"`;
 //! `forgetName` frees a row.
 //!
-//! Ids: row `r` in generation `g` has the id `g × rows + r + 1` (so the first ids are 1,
-//! 2, 3…). Forgetting a name moves its row to the next generation, so the forgotten id is
-//! `unknown_name` from then on and a later name in that row gets a new id; the generation
-//! wraps only when the next id would pass 2^53 − 1 (after at least 2^22 reuses of one
-//! row), the one case in which an old id could name a new name.
+//! Ids: row `r` in generation `g` has the id `g × 2^32 + r + 1` (so the first ids are 1,
+//! 2, 3…, and a row's later names have ids past 2^32). Forgetting a name moves its row to
+//! the next generation, so the forgotten id is `unknown_name` from then on and a later
+//! name in that row gets a new id; the generation wraps to 0 after 2^21 − 2 (so ids stay
+//! below 2^53), the one case in which an old id could name a new name: after 2 097 150
+//! reuses of one row.
 
 use alloc::vec::Vec;
 
 use fencelock::LockName;
 
 use crate::js::{self, cat, Dec, Fail, MAX_SAFE};
+
+/// The last generation: its ids are below 2^53 (at most `MAX_GENERATION × 2^32 + 2^32`).
+const MAX_GENERATION: u64 = (MAX_SAFE >> 32) - 1;
+
+const _: () = assert!((MAX_GENERATION << 32) + (1 << 32) <= MAX_SAFE);
 
 /// One row: its generation and, while interned, the name.
 struct Row {
@@ -79,15 +85,15 @@ impl Names {
             return Err(Fail::NamesFull);
         };
         row.name = Some(name);
-        Ok(row.generation * self.max + u64::from(r) + 1)
+        Ok((row.generation << 32) + u64::from(r) + 1)
     }
 
     /// The row of an id and the row itself, if the id names an interned name.
     fn find(&self, id: u64) -> Option<(usize, &Row)> {
-        let k = id.checked_sub(1)?;
-        let r = usize::try_from(k.checked_rem(self.max)?).ok()?;
+        // Row r + 1 in the low 32 bits (0 is no id), the generation above.
+        let r = ((id & 0xffff_ffff) as usize).checked_sub(1)?;
         let row = self.rows.get(r)?;
-        (row.generation == k / self.max && row.name.is_some()).then_some((r, row))
+        (row.generation == id >> 32 && row.name.is_some()).then_some((r, row))
     }
 
     /// The id given as a JS number: a number that is not a safe non-negative integer is
@@ -112,11 +118,10 @@ impl Names {
     pub(crate) fn forget(&mut self, id: f64) -> Result<(), Fail> {
         let id = Self::id(id)?;
         let (r, _) = self.find(id).ok_or(Fail::UnknownName(id))?;
-        let max = self.max;
         if let Some(row) = self.rows.get_mut(r) {
             row.name = None;
             // The next generation, unless its ids would pass 2^53 - 1: then back to 0.
-            row.generation = if (row.generation + 2) * max <= MAX_SAFE {
+            row.generation = if row.generation < MAX_GENERATION {
                 row.generation + 1
             } else {
                 0
@@ -148,10 +153,11 @@ mod tests {
         assert_eq!(t.forget(1.0), Err(Fail::UnknownName(1)));
         assert_eq!(t.rows.len() - t.free.len(), 1);
         // row 0, generation 1
-        assert_eq!(t.intern(name("c")).unwrap(), 3);
-        assert_eq!(t.get(3.0).unwrap().as_str(), "c");
+        let c = (1u64 << 32) + 1;
+        assert_eq!(t.intern(name("c")).unwrap(), c);
+        assert_eq!(t.get(c as f64).unwrap().as_str(), "c");
         assert_eq!(t.get(1.0), Err(Fail::UnknownName(1)));
-        for bad in [0.0, 4.0, 5.0, 1e15] {
+        for bad in [0.0, 3.0, 4.0, 2f64.powi(32), 2f64.powi(32) + 2.0, 1e15] {
             assert!(matches!(t.get(bad), Err(Fail::UnknownName(_))), "{bad}");
         }
         // (a number that is not a safe integer is `out_of_range`, made from a JS value:
@@ -165,10 +171,10 @@ mod tests {
     fn generations_wrap_below_2_pow_53() {
         let mut t = Names::new(1);
         t.intern(name("a")).unwrap();
-        t.rows[0].generation = MAX_SAFE - 1; // the last generation whose id is safe
-        t.rows[0].name = Some(name("a"));
-        assert_eq!(t.get(MAX_SAFE as f64).unwrap().as_str(), "a");
-        t.forget(MAX_SAFE as f64).unwrap();
+        t.rows[0].generation = MAX_GENERATION;
+        let last = (MAX_GENERATION << 32) + 1;
+        assert_eq!(t.get(last as f64).unwrap().as_str(), "a");
+        t.forget(last as f64).unwrap();
         assert_eq!(t.intern(name("b")).unwrap(), 1);
     }
 }
