@@ -57,12 +57,21 @@ pub(crate) fn reply_code(r: &Reply) -> (i32, u64) {
 }
 
 /// A required `u64` given as a JS number: refused exactly as the object API refuses the
-/// same number (`js::num`, `out_of_range`); `None` (omitted) as `undefined` is.
+/// same number (`js::num`, `out_of_range`); `None` (omitted) as `undefined` is. Inlined
+/// into each fast call (it runs several times per call); the refusal is out of line.
+#[inline(always)]
 fn num(x: Option<f64>, what: &str) -> Result<u64, Fail> {
     match x.and_then(js::safe_u64) {
         Some(n) => Ok(n),
-        None => js::num(&x.map_or(JsValue::UNDEFINED, JsValue::from_f64), what),
+        None => not_num(x, what),
     }
+}
+
+/// [`num`]'s refusal.
+#[cold]
+#[inline(never)]
+fn not_num(x: Option<f64>, what: &str) -> Result<u64, Fail> {
+    js::num(&x.map_or(JsValue::UNDEFINED, JsValue::from_f64), what)
 }
 
 /// An optional `u64` (`undefined` or `null`: none).

@@ -54,7 +54,7 @@ fn is_plain_object(v: &JsValue) -> bool {
 /// `Number.MAX_SAFE_INTEGER`: the largest integer a JS number holds exactly.
 pub const MAX_SAFE: u64 = (1 << 53) - 1;
 
-/// Why a call was refused. Core errors pass through unchanged; the binding adds three
+/// Why a call was refused. Core errors pass through unchanged; the binding adds four
 /// kinds of its own for what only a JS caller can get wrong (see `ERRNO_*`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fail {
@@ -154,7 +154,7 @@ pub const ERRNO_OUT_OF_MEMORY: u32 = 703;
 pub const ERRNO_UNKNOWN_NAME: u32 = 704;
 
 /// Every `.code` a call can throw, with its `.errno`: the core's kinds, one per variant
-/// (`fencelock::Error::EXAMPLES`, the core's one list), then the binding's own three.
+/// (`fencelock::Error::EXAMPLES`, the core's one list), then the binding's own four.
 pub fn error_kinds() -> impl Iterator<Item = (&'static str, u32)> {
     let binding = [
         Fail::OutOfRange(String::new()),
@@ -287,6 +287,7 @@ impl From<Fail> for JsValue {
 
 /// The `u64` a JS number stands for, if it is a safe non-negative integer
 /// (`Number.isSafeInteger(x) && x >= 0`; `-0` counts as 0).
+#[inline(always)]
 pub fn safe_u64(x: f64) -> Option<u64> {
     // NaN and the infinities fail the range test; in range, the cast truncates exactly,
     // so it gives back `x` only for an integer (`f64::trunc` is not in `core`).

@@ -27,8 +27,9 @@
 //! `"unknown_session"`) and `.errno` (core's `Error::code()`), and details where a caller
 //! acts on them (`stale` has `.token` and `.highest`). The binding adds `out_of_range`
 //! (701, a `RangeError`), `bad_argument` (702, a `TypeError`: a value of the wrong type or
-//! shape, which no core call could be made with) and `out_of_memory` (703: the tables
-//! could not be allocated). [`error_kinds`] lists them all, the core's from
+//! shape, which no core call could be made with), `out_of_memory` (703: the tables
+//! could not be allocated) and `unknown_name` (704: a name id that `internName` did not
+//! give, or one forgotten). [`error_kinds`] lists them all, the core's from
 //! `fencelock::Error::EXAMPLES`.
 //!
 //! ## No traps

@@ -89,6 +89,7 @@ impl Names {
     }
 
     /// The row of an id and the row itself, if the id names an interned name.
+    #[inline(always)]
     fn find(&self, id: u64) -> Option<(usize, &Row)> {
         // Row r + 1 in the low 32 bits (0 is no id), the generation above.
         let r = ((id & 0xffff_ffff) as usize).checked_sub(1)?;
@@ -105,12 +106,27 @@ impl Names {
         }
     }
 
-    /// The name an id stands for. Cost: O(1).
+    /// The name an id stands for. Cost: O(1). Inlined into the two id calls; the refusals
+    /// are out of line.
+    #[inline(always)]
     pub(crate) fn get(&self, id: f64) -> Result<&LockName, Fail> {
-        let id = Self::id(id)?;
-        self.find(id)
-            .and_then(|(_, row)| row.name.as_ref())
-            .ok_or(Fail::UnknownName(id))
+        let found = js::safe_u64(id)
+            .and_then(|k| self.find(k))
+            .and_then(|(_, row)| row.name.as_ref());
+        match found {
+            Some(name) => Ok(name),
+            None => Err(Self::not_found(id)),
+        }
+    }
+
+    /// Why [`Self::get`] found nothing: `out_of_range` or `unknown_name`.
+    #[cold]
+    #[inline(never)]
+    fn not_found(id: f64) -> Fail {
+        match Self::id(id) {
+            Ok(id) => Fail::UnknownName(id),
+            Err(f) => f,
+        }
     }
 
     /// Forgets the name of `id`: the id is unknown from now on, its row free for another
