@@ -4,13 +4,17 @@
 // setup cancel out:
 //
 //   valgrind --tool=callgrind --smc-check=all-non-file --callgrind-out-file=/dev/null \
-//     node --single-threaded benches/js/instructions.cjs wasm/pkg/node acqrel 24   # then 104
+//     node --single-threaded --no-liftoff --no-wasm-tier-up \
+//     benches/js/instructions.cjs wasm/pkg/node acqrel-id 24            # then 224
 //
 // (--single-threaded: V8 compiles and collects on the main thread, so the count does not
-// depend on when background threads ran; 24 → 104 rounds, 80 × 256 pairs more, leaves
-// the warm-up out. With threads and 4 → 24 rounds repeat runs differed by 2× and more;
-// so, they stay within 7 %.)
-//   … snap 2 / snap 6                                             # 4 rounds more
+// depend on when background threads ran. --no-liftoff --no-wasm-tier-up: the module is
+// compiled by the optimising compiler up front, as a warm host runs it; with the baseline
+// compiler tiering up while the rounds go on, repeat runs of one build differed by up to
+// 30 %, with it by about 10 %. 24 -> 224 rounds, 200 x 256 pairs more, leaves the JS
+// warm-up out. The figures in wasm/README.md before the id calls were taken without the
+// two flags, at 24 -> 104.)
+//   ... snap 2 / snap 6                                             # 4 rounds more
 //
 // acqrel: one round = acquire + release of each of 256 locks by one session.
 // acqrel-fast: the same through the typed fast path (acquireFast / releaseFast).
