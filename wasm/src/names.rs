@@ -19,7 +19,7 @@ use alloc::vec::Vec;
 
 use fencelock::LockName;
 
-use crate::js::{self, cat, Dec, Fail, MAX_SAFE};
+use crate::js::{self, Fail, MAX_SAFE};
 
 /// The last generation: its ids are below 2^53 (at most `MAX_GENERATION × 2^32 + 2^32`).
 const MAX_GENERATION: u64 = (MAX_SAFE >> 32) - 1;
@@ -64,13 +64,7 @@ impl Names {
                 }
                 // `free` never holds more entries than there are rows: reserving for one
                 // more row now makes every later `forget` infallible.
-                let oom = |_| {
-                    Fail::OutOfMemory(cat(&[
-                        "cannot allocate row ",
-                        Dec::new(r as u64).as_str(),
-                        " of the names table",
-                    ]))
-                };
+                let oom = |_| Fail::OutOfMemory("cannot grow the names table".into());
                 self.rows.try_reserve(1).map_err(oom)?;
                 self.free.try_reserve(r + 1).map_err(oom)?;
                 self.rows.push(Row {
