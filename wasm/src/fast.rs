@@ -8,6 +8,11 @@
 //! error's `.errno` (the same error the object API throws, from `lastError()`). Events
 //! (those of the advance to `now` included, as on a refusal's `.events`) are kept in
 //! order until `takeEvents()`.
+//!
+//! The id calls (`acquireFastId`, `releaseFastId`) take the lock as the number
+//! `internName` gave for it (module `names`) where the others take the string: the same
+//! checks in the same order, the id looked up where the name was checked, then the same
+//! core call with the stored name. No string crosses per call.
 
 use alloc::vec::Vec;
 
