@@ -11,7 +11,7 @@
 // depend on when background threads ran. --no-liftoff --no-wasm-tier-up: the module is
 // compiled by the optimising compiler up front, as a warm host runs it; with the baseline
 // compiler tiering up while the rounds go on, repeat runs of one build differed by up to
-// 30 %, with it by about 10 %. 24 -> 224 rounds, 200 x 256 pairs more, leaves the JS
+// half, with it by about 10 %. 24 -> 224 rounds, 200 x 256 pairs more, leaves the JS
 // warm-up out. The figures in wasm/README.md before the id calls were taken without the
 // two flags, at 24 -> 104.)
 //   ... snap 2 / snap 6                                             # 4 rounds more
