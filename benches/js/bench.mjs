@@ -80,6 +80,27 @@ function uncontendedFast(n) {
   };
 }
 
+// The same workload through the id calls (acquireFastId / releaseFastId), each name
+// interned once before the runs.
+function uncontendedId(n) {
+  const svc = service(1, n, n);
+  const [s] = open(svc, 1, FOREVER_TTL);
+  const ids = names('lock', n).map((name) => svc.internName(name));
+  return {
+    perIter: n,
+    run(iters) {
+      const t = now();
+      for (let k = 0; k < iters; k++) {
+        for (const id of ids) sink += svc.acquireFastId(0, s, id, 0, 0);
+        for (const id of ids) sink += svc.releaseFastId(0, s, id);
+      }
+      const ns_ = Number(now() - t);
+      if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
+      return ns_;
+    },
+  };
+}
+
 function handoff() {
   const BATCH = 1024;
   const svc = service(BATCH + 1, 1, BATCH + 1);
@@ -248,6 +269,7 @@ const benches = [
   ['call_floor/now', null, callFloor],
   ['uncontended/1024', 'uncontended/fencelock/1024', () => uncontended(1024)],
   ['uncontended_fast/1024', 'uncontended/fencelock/1024', () => uncontendedFast(1024)],
+  ['uncontended_id/1024', 'uncontended/fencelock/1024', () => uncontendedId(1024)],
   ['handoff', 'handoff/fencelock', handoff],
   ['tick_idle/16384', 'tick_idle/fencelock/16384', () => tickIdle(16384)],
   ['keep_alive/16384', 'keep_alive/fencelock/16384', () => keepAlive(16384)],

@@ -4,16 +4,22 @@
 // setup cancel out:
 //
 //   valgrind --tool=callgrind --smc-check=all-non-file --callgrind-out-file=/dev/null \
-//     node --single-threaded benches/js/instructions.cjs wasm/pkg/node acqrel 24   # then 104
+//     node --single-threaded --no-liftoff --no-wasm-tier-up \
+//     benches/js/instructions.cjs wasm/pkg/node acqrel-id 24            # then 224
 //
 // (--single-threaded: V8 compiles and collects on the main thread, so the count does not
-// depend on when background threads ran; 24 → 104 rounds, 80 × 256 pairs more, leaves
-// the warm-up out. With threads and 4 → 24 rounds repeat runs differed by 2× and more;
-// so, they stay within 7 %.)
-//   … snap 2 / snap 6                                             # 4 rounds more
+// depend on when background threads ran. --no-liftoff --no-wasm-tier-up: the module is
+// compiled by the optimising compiler up front, as a warm host runs it; with the baseline
+// compiler tiering up while the rounds go on, repeat runs of one build differed by up to
+// half, with it by about 10 %. 24 -> 224 rounds, 200 x 256 pairs more, leaves the JS
+// warm-up out. The figures in wasm/README.md before the id calls were taken without the
+// two flags, at 24 -> 104.)
+//   ... snap 2 / snap 6                                             # 4 rounds more
 //
 // acqrel: one round = acquire + release of each of 256 locks by one session.
 // acqrel-fast: the same through the typed fast path (acquireFast / releaseFast).
+// acqrel-id: the same through the id calls (acquireFastId / releaseFastId), each name
+// interned once before the rounds.
 // snap: one round = restore + snapshot of a service with 1024 sessions each holding a lock.
 // V8 compiles the hot functions while the runs go on: the difference is what a warm host pays.
 // scripts/bench.sh (make bench) runs acqrel-fast and acqrel this way for the goals table
@@ -43,6 +49,17 @@ if (work === 'acqrel') {
     }
   }
   if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
+} else if (work === 'acqrel-id') {
+  const svc = new LockService({ sessions: 1, locks: 256, claims: 256 });
+  const s = svc.openSession(0, 2 ** 40).reply.session;
+  const ids = names.map((n) => svc.internName(n));
+  for (let k = 0; k < N; k++) {
+    for (const id of ids) {
+      sink += svc.acquireFastId(0, s, id, 0, 0);
+      sink += svc.releaseFastId(0, s, id);
+    }
+  }
+  if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
 } else if (work === 'snap') {
   const n = 1024;
   const caps = { sessions: n, locks: n, claims: 2 * n };
@@ -58,6 +75,6 @@ if (work === 'acqrel') {
     sink += svc.snapshot().length;
   }
 } else {
-  throw new Error(`unknown workload ${work}: acqrel, acqrel-fast or snap`);
+  throw new Error(`unknown workload ${work}: acqrel, acqrel-fast, acqrel-id or snap`);
 }
 console.log(sink);

@@ -8,14 +8,20 @@
 //! error's `.errno` (the same error the object API throws, from `lastError()`). Events
 //! (those of the advance to `now` included, as on a refusal's `.events`) are kept in
 //! order until `takeEvents()`.
+//!
+//! The id calls (`acquireFastId`, `releaseFastId`) take the lock as the number
+//! `internName` gave for it (module `names`) where the others take the string: the same
+//! checks in the same order, the id looked up where the name was checked, then the same
+//! core call with the stored name. No string crosses per call.
 
 use alloc::vec::Vec;
 
-use fencelock::{Mode, Output, Reply, SessionId, Tick, Wait};
+use fencelock::{LockName, Mode, Output, Reply, SessionId, Tick, Wait};
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, cat, Fail};
 use crate::json::Answer;
+use crate::names::Names;
 use crate::service::{acquire_core, named_core, Core, LockService, On};
 
 /// What the fast path keeps between calls.
@@ -56,12 +62,21 @@ pub(crate) fn reply_code(r: &Reply) -> (i32, u64) {
 }
 
 /// A required `u64` given as a JS number: refused exactly as the object API refuses the
-/// same number (`js::num`, `out_of_range`); `None` (omitted) as `undefined` is.
+/// same number (`js::num`, `out_of_range`); `None` (omitted) as `undefined` is. Inlined
+/// into each fast call (it runs several times per call); the refusal is out of line.
+#[inline(always)]
 fn num(x: Option<f64>, what: &str) -> Result<u64, Fail> {
     match x.and_then(js::safe_u64) {
         Some(n) => Ok(n),
-        None => js::num(&x.map_or(JsValue::UNDEFINED, JsValue::from_f64), what),
+        None => not_num(x, what),
     }
+}
+
+/// [`num`]'s refusal.
+#[cold]
+#[inline(never)]
+fn not_num(x: Option<f64>, what: &str) -> Result<u64, Fail> {
+    js::num(&x.map_or(JsValue::UNDEFINED, JsValue::from_f64), what)
 }
 
 /// An optional `u64` (`undefined` or `null`: none).
@@ -74,6 +89,35 @@ fn num_u32(x: Option<f64>, what: &str) -> Result<u32, Fail> {
     js::num_u32(&x.map_or(JsValue::UNDEFINED, JsValue::from_f64), what)
 }
 
+/// The mode of a fast acquire: 0 exclusive, 1 shared, 2 `count` of `limit` permits.
+fn fast_mode(mode: f64, count: Option<f64>, limit: Option<f64>) -> Result<Mode, Fail> {
+    if mode == 0.0 {
+        Ok(Mode::Exclusive)
+    } else if mode == 1.0 {
+        Ok(Mode::Shared)
+    } else if mode == 2.0 {
+        Ok(Mode::Permits {
+            count: num_u32(count, "mode.permits")?,
+            limit: num_u32(limit, "mode.limit")?,
+        })
+    } else {
+        Err(bad_code("mode", "0 (exclusive), 1 (shared) or 2 (permits)"))
+    }
+}
+
+/// The wait of a fast acquire: 0 none, 1 forever, 2 until the tick `until`.
+fn fast_wait(wait: f64, until: Option<f64>) -> Result<Wait, Fail> {
+    if wait == 0.0 {
+        Ok(Wait::None)
+    } else if wait == 1.0 {
+        Ok(Wait::Forever)
+    } else if wait == 2.0 {
+        Ok(Wait::Until(Tick(num(until, "wait.until")?)))
+    } else {
+        Err(bad_code("wait", "0 (none), 1 (forever) or 2 (until)"))
+    }
+}
+
 /// A code that names none of the choices: `bad_argument`.
 fn bad_code(what: &str, choices: &str) -> Fail {
     Fail::BadArgument(cat(&[what, " must be ", choices]))
@@ -83,10 +127,10 @@ impl LockService {
     /// Runs one fast input: its reply code, or minus the errno of its refusal.
     fn run(
         &mut self,
-        call: impl FnOnce(&mut Core, &mut Vec<Output>) -> Result<Reply, Fail>,
+        call: impl FnOnce(&mut Core, &mut Vec<Output>, &Names) -> Result<Reply, Fail>,
     ) -> i32 {
-        let (core, fast) = self.parts();
-        match call(core, &mut fast.events) {
+        let (core, fast, names) = self.parts();
+        match call(core, &mut fast.events, names) {
             Ok(reply) => {
                 let (code, value) = reply_code(&reply);
                 fast.value = value;
@@ -128,33 +172,14 @@ impl LockService {
         count: Option<f64>,
         limit: Option<f64>,
     ) -> i32 {
-        self.run(|core, out| {
+        self.run(|core, out, _| {
             let now = Tick(num(Some(now), "now")?);
             let session = SessionId(num(Some(session), "session")?);
             let lock = js::name(&lock, "lock")?;
-            let mode = if mode == 0.0 {
-                Mode::Exclusive
-            } else if mode == 1.0 {
-                Mode::Shared
-            } else if mode == 2.0 {
-                Mode::Permits {
-                    count: num_u32(count, "mode.permits")?,
-                    limit: num_u32(limit, "mode.limit")?,
-                }
-            } else {
-                return Err(bad_code("mode", "0 (exclusive), 1 (shared) or 2 (permits)"));
-            };
-            let wait = if wait == 0.0 {
-                Wait::None
-            } else if wait == 1.0 {
-                Wait::Forever
-            } else if wait == 2.0 {
-                Wait::Until(Tick(num(until, "wait.until")?))
-            } else {
-                return Err(bad_code("wait", "0 (none), 1 (forever) or 2 (until)"));
-            };
+            let (mode, wait) = (fast_mode(mode, count, limit)?, fast_wait(wait, until)?);
             let request = opt(request, "request")?;
-            acquire_core(core, out, now, session, &lock, mode, wait, request)
+            let r = acquire_core(core, out, now, session, lock.as_str(), mode, wait, request);
+            r.map_err(|e| Fail::from(lock.error(e)))
         })
     }
 
@@ -170,12 +195,108 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
         request: Option<f64>,
     ) -> i32 {
-        self.run(|core, out| {
+        self.run(|core, out, _| {
             let now = Tick(num(Some(now), "now")?);
             let session = SessionId(num(Some(session), "session")?);
             let lock = js::name(&lock, "lock")?;
             let request = opt(request, "request")?;
-            named_core(core, out, On::Release, now, session, &lock, request)
+            let r = named_core(core, out, On::Release, now, session, lock.as_str(), request);
+            r.map_err(|e| Fail::from(lock.error(e)))
+        })
+    }
+
+    /// Stores the lock name `name` for the id calls (`acquireFastId`, `releaseFastId`)
+    /// and returns its id, a number. The name is judged as every lock name is (the core's
+    /// `LockName::new`): not a string or a lone surrogate `bad_argument`, `empty_name`,
+    /// `name_too_long` (past 64 bytes; a service's smaller `maxNameLen` is the core's to
+    /// apply at the acquire, as for a string). Each call stores a new row, even for a name
+    /// stored before. The table holds at most `capacity().locks` names: past that,
+    /// `capacity_exceeded` with `.table` `"names"` (`forgetName` frees a row). Interned
+    /// names are not part of a snapshot. Nothing about the locks changes.
+    /// Cost: O(name length).
+    #[wasm_bindgen(js_name = internName)]
+    pub fn intern_name(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+    ) -> Result<f64, JsValue> {
+        let n = js::name(&name, "name")?;
+        let name = LockName::new(n.as_str()).map_err(|e| Fail::from(n.error(e)))?;
+        Ok(self.names.intern(name)? as f64)
+    }
+
+    /// Forgets an interned name: its id is `unknown_name` from now on (a later name gets
+    /// another id), its row free. Throws `unknown_name` for an id not interned (nothing
+    /// changes), `out_of_range` for a number that is not a safe non-negative integer.
+    /// Locks held under the name are untouched. Cost: O(1).
+    #[wasm_bindgen(js_name = forgetName)]
+    pub fn forget_name(
+        &mut self,
+        #[wasm_bindgen(js_name = nameId)] name_id: f64,
+    ) -> Result<(), JsValue> {
+        Ok(self.names.forget(name_id)?)
+    }
+
+    /// `acquireFast` with the lock given by an id from `internName`: the same checks in the
+    /// same order, the id where the name was (`unknown_name` for an id not interned or
+    /// forgotten, before the core is called, so nothing changes), then the same core call
+    /// with the stored name. Cost: the core's acquire; no string crosses.
+    #[wasm_bindgen(js_name = acquireFastId, unchecked_return_type = "FastCode")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire_fast_id(
+        &mut self,
+        now: f64,
+        session: f64,
+        #[wasm_bindgen(js_name = nameId)] name_id: f64,
+        #[wasm_bindgen(unchecked_param_type = "FastMode")] mode: f64,
+        #[wasm_bindgen(unchecked_param_type = "FastWait")] wait: f64,
+        until: Option<f64>,
+        request: Option<f64>,
+        count: Option<f64>,
+        limit: Option<f64>,
+    ) -> i32 {
+        self.run(|core, out, names| {
+            let now = Tick(num(Some(now), "now")?);
+            let session = SessionId(num(Some(session), "session")?);
+            let lock = names.get(name_id)?;
+            let (mode, wait) = (fast_mode(mode, count, limit)?, fast_wait(wait, until)?);
+            let request = opt(request, "request")?;
+            Ok(acquire_core(
+                core,
+                out,
+                now,
+                session,
+                lock.as_str(),
+                mode,
+                wait,
+                request,
+            )?)
+        })
+    }
+
+    /// `releaseFast` with the lock given by an id from `internName` (`unknown_name`, before
+    /// the core, for an id not interned). Cost: the core's release; no string crosses.
+    #[wasm_bindgen(js_name = releaseFastId, unchecked_return_type = "FastCode")]
+    pub fn release_fast_id(
+        &mut self,
+        now: f64,
+        session: f64,
+        #[wasm_bindgen(js_name = nameId)] name_id: f64,
+        request: Option<f64>,
+    ) -> i32 {
+        self.run(|core, out, names| {
+            let now = Tick(num(Some(now), "now")?);
+            let session = SessionId(num(Some(session), "session")?);
+            let lock = names.get(name_id)?;
+            let request = opt(request, "request")?;
+            Ok(named_core(
+                core,
+                out,
+                On::Release,
+                now,
+                session,
+                lock.as_str(),
+                request,
+            )?)
         })
     }
 

@@ -54,7 +54,7 @@ fn is_plain_object(v: &JsValue) -> bool {
 /// `Number.MAX_SAFE_INTEGER`: the largest integer a JS number holds exactly.
 pub const MAX_SAFE: u64 = (1 << 53) - 1;
 
-/// Why a call was refused. Core errors pass through unchanged; the binding adds three
+/// Why a call was refused. Core errors pass through unchanged; the binding adds four
 /// kinds of its own for what only a JS caller can get wrong (see `ERRNO_*`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fail {
@@ -72,6 +72,12 @@ pub enum Fail {
     UnknownKey(String, String),
     /// The tables could not be allocated. Thrown as an `Error`.
     OutOfMemory(String),
+    /// A name id that no `internName` gave, or one forgotten since (`.nameId`). Thrown
+    /// as an `Error`.
+    UnknownName(u64),
+    /// `internName` with every row of the names table in use: `capacity_exceeded` with
+    /// `.table` `"names"` (the binding's table; the core's kind and errno).
+    NamesFull,
 }
 
 // ------------------------------------------------------------------------- text without fmt
@@ -134,20 +140,27 @@ fn core_message(e: &Error) -> String {
     out
 }
 
+/// A core error of the kind a full names table shares: only its `kind()` and `code()`
+/// are used (the table, `"names"`, is the binding's own, which the core does not know).
+const NAMES_FULL: Error = Error::CapacityExceeded(fencelock::Table::Locks);
+
 /// `.errno` of `out_of_range` (binding errors are 7xx; core's are 1xx–5xx).
 pub const ERRNO_OUT_OF_RANGE: u32 = 701;
 /// `.errno` of `bad_argument`.
 pub const ERRNO_BAD_ARGUMENT: u32 = 702;
 /// `.errno` of `out_of_memory`.
 pub const ERRNO_OUT_OF_MEMORY: u32 = 703;
+/// `.errno` of `unknown_name`.
+pub const ERRNO_UNKNOWN_NAME: u32 = 704;
 
 /// Every `.code` a call can throw, with its `.errno`: the core's kinds, one per variant
-/// (`fencelock::Error::EXAMPLES`, the core's one list), then the binding's own three.
+/// (`fencelock::Error::EXAMPLES`, the core's one list), then the binding's own four.
 pub fn error_kinds() -> impl Iterator<Item = (&'static str, u32)> {
     let binding = [
         Fail::OutOfRange(String::new()),
         Fail::BadArgument(String::new()),
         Fail::OutOfMemory(String::new()),
+        Fail::UnknownName(0),
     ];
     Error::EXAMPLES
         .iter()
@@ -169,6 +182,8 @@ impl Fail {
             Fail::OutOfRange(_) => "out_of_range",
             Fail::BadArgument(_) | Fail::UnknownKey(..) => "bad_argument",
             Fail::OutOfMemory(_) => "out_of_memory",
+            Fail::UnknownName(_) => "unknown_name",
+            Fail::NamesFull => NAMES_FULL.kind(),
         }
     }
 
@@ -179,6 +194,8 @@ impl Fail {
             Fail::OutOfRange(_) => ERRNO_OUT_OF_RANGE,
             Fail::BadArgument(_) | Fail::UnknownKey(..) => ERRNO_BAD_ARGUMENT,
             Fail::OutOfMemory(_) => ERRNO_OUT_OF_MEMORY,
+            Fail::UnknownName(_) => ERRNO_UNKNOWN_NAME,
+            Fail::NamesFull => NAMES_FULL.code(),
         }
     }
 
@@ -189,6 +206,12 @@ impl Fail {
             Fail::OutOfRange(m) => cat(&["out of range: ", m]),
             Fail::BadArgument(m) | Fail::UnknownKey(_, m) => cat(&["bad argument: ", m]),
             Fail::OutOfMemory(m) => cat(&["out of memory: ", m]),
+            Fail::UnknownName(id) => cat(&[
+                "unknown name id ",
+                Dec::new(*id).as_str(),
+                " (not given by internName, or forgotten)",
+            ]),
+            Fail::NamesFull => String::from("capacity exceeded: the names table is full"),
         }
     }
 }
@@ -211,8 +234,11 @@ impl From<Fail> for JsValue {
         set(&err, "code", &JsValue::from_str(f.code()));
         set(&err, "errno", &JsValue::from_f64(f64::from(f.errno())));
         let detail = |k: &str, v: u64| set(&err, k, &number(v));
-        if let Fail::UnknownKey(key, _) = &f {
-            set(&err, "key", &JsValue::from_str(key));
+        match &f {
+            Fail::UnknownKey(key, _) => set(&err, "key", &JsValue::from_str(key)),
+            Fail::UnknownName(id) => detail("nameId", *id),
+            Fail::NamesFull => set(&err, "table", &JsValue::from_str("names")),
+            _ => {}
         }
         if let Fail::Core(e) = f {
             match e {
@@ -261,6 +287,7 @@ impl From<Fail> for JsValue {
 
 /// The `u64` a JS number stands for, if it is a safe non-negative integer
 /// (`Number.isSafeInteger(x) && x >= 0`; `-0` counts as 0).
+#[inline(always)]
 pub fn safe_u64(x: f64) -> Option<u64> {
     // NaN and the infinities fail the range test; in range, the cast truncates exactly,
     // so it gives back `x` only for an integer (`f64::trunc` is not in `core`).

@@ -27,8 +27,9 @@
 //! `"unknown_session"`) and `.errno` (core's `Error::code()`), and details where a caller
 //! acts on them (`stale` has `.token` and `.highest`). The binding adds `out_of_range`
 //! (701, a `RangeError`), `bad_argument` (702, a `TypeError`: a value of the wrong type or
-//! shape, which no core call could be made with) and `out_of_memory` (703: the tables
-//! could not be allocated). [`error_kinds`] lists them all, the core's from
+//! shape, which no core call could be made with), `out_of_memory` (703: the tables
+//! could not be allocated) and `unknown_name` (704: a name id that `internName` did not
+//! give, or one forgotten). [`error_kinds`] lists them all, the core's from
 //! `fencelock::Error::EXAMPLES`.
 //!
 //! ## No traps
@@ -58,6 +59,8 @@
 //! the events for the getters that read them (`replyValue`, `pendingEvents`,
 //! `takeEvents`, `lastError`): no object is built or parsed per call. They make the core
 //! call the object API makes, after the same checks in the same order.
+//! `acquireFastId` / `releaseFastId` take the lock as a number from `internName` (module
+//! `names`: a bounded table of names checked once), so no string crosses per call.
 #![cfg_attr(target_arch = "wasm32", no_std)]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -92,6 +95,7 @@ mod gate;
 mod js;
 mod json;
 mod keeper;
+mod names;
 mod service;
 
 pub use gate::FenceGate;
@@ -236,13 +240,13 @@ export type ErrorCode =
   | "label_too_long" | "capacity_exceeded"
   | "stale" | "zero_token" | "bad_frame" | "buffer_too_small" | "bad_magic"
   | "unsupported_version" | "corrupt_snapshot" | "unknown_keep_alive"
-  | "out_of_range" | "bad_argument" | "out_of_memory";
+  | "out_of_range" | "bad_argument" | "out_of_memory" | "unknown_name";
 /** One entry of errorKinds(). */
 export interface ErrorKind { code: ErrorCode; errno: number }
 /** What every method throws: an Error (RangeError for out_of_range, TypeError for bad_argument). */
 export interface FencelockError extends Error {
   code: ErrorCode;
-  /** Core's stable numeric code (1xx-6xx); 701 out_of_range, 702 bad_argument, 703 out_of_memory. */
+  /** Core's stable numeric code (1xx-6xx); 701 out_of_range, 702 bad_argument, 703 out_of_memory, 704 unknown_name. */
   errno: number;
   /** A refused input of LockService (not handleFrame): the events of the advance to its now, which stands. */
   events?: Output[];
@@ -253,8 +257,8 @@ export interface FencelockError extends Error {
   highest?: U64;
   /** "unknown_session", "not_holder", "not_queued", "already_queued", "not_watching", "already_watching": the session. */
   session?: U64;
-  /** "capacity_exceeded": the full table ("watchers": the lock has maxWatchers watchers). */
-  table?: "sessions" | "locks" | "claims" | "resources" | "watchers";
+  /** "capacity_exceeded": the full table ("watchers": the lock has maxWatchers watchers; "names": internName's table). */
+  table?: "sessions" | "locks" | "claims" | "resources" | "watchers" | "labels" | "names";
   /** "time_went_backwards": the current time and the time asked for. */
   now?: U64;
   requested?: U64;
@@ -274,6 +278,8 @@ export interface FencelockError extends Error {
   need?: number;
   /** "unknown_keep_alive": the send time the acknowledgement named. */
   sentAt?: U64;
+  /** "unknown_name": the id that no internName gave, or one forgotten since. */
+  nameId?: number;
   /** "bad_argument" for an object argument with a key the call does not know (a typo): that key. */
   key?: string;
 }

@@ -13,6 +13,7 @@ use wasm_bindgen::prelude::*;
 use crate::fast::Fast;
 use crate::js::{self, cat, Dec, Fail, Name, Obj};
 use crate::json::Answer;
+use crate::names::Names;
 
 /// A table size from JS, checked by the core's one rule (`fencelock::check_rows`) before
 /// anything is allocated.
@@ -77,6 +78,8 @@ pub struct LockService {
     /// The typed fast path's state (see `fast`): events kept for `takeEvents`, the last
     /// reply and the last refusal.
     pub(crate) fast: Fast,
+    /// Names interned for the fast path's id calls (see `names`).
+    pub(crate) names: Names,
 }
 
 fn session_arg(v: &JsValue) -> Result<SessionId, Fail> {
@@ -174,24 +177,24 @@ fn acquire_with(
     let (now, session) = (now_arg(now)?, session_arg(session)?);
     let lock = js::name(lock, "lock")?;
     let (mode, wait, request) = js::acquire_options(options, known)?;
-    acquire_core(core, out, now, session, &lock, mode, wait, request)
+    let r = acquire_core(core, out, now, session, lock.as_str(), mode, wait, request);
+    named(r, &lock)
 }
 
-/// The one core call of an acquire, for the object API and the typed fast path alike:
-/// both have checked and translated every argument by now.
+/// The one core call of an acquire, for the object API and the typed fast path (by name
+/// or by interned id) alike: each has checked and translated every argument by now.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn acquire_core(
     core: &mut Core,
     out: &mut Vec<Output>,
     now: Tick,
     session: SessionId,
-    lock: &Name,
+    lock: &str,
     mode: Mode,
     wait: Wait,
     request: Option<u64>,
-) -> Result<Reply, Fail> {
-    let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
-    named(r, lock)
+) -> Result<Reply, Error> {
+    core.acquire(now, session, lock, mode, wait, request, out)
 }
 
 /// The one core call of a `release`, `cancel`, `campaign`, `resign`, `watch` or
@@ -202,22 +205,20 @@ pub(crate) fn named_core(
     on: On,
     now: Tick,
     session: SessionId,
-    name: &Name,
+    n: &str,
     request: Option<u64>,
-) -> Result<Reply, Fail> {
-    let n = name.as_str();
-    let r = match on {
+) -> Result<Reply, Error> {
+    match on {
         On::Release => core.release(now, session, n, request, out),
         On::Cancel => core.cancel(now, session, n, request, out),
         On::Campaign => core.campaign(now, session, n, request, out),
         On::Resign => core.resign(now, session, n, request, out),
         On::Watch => core.watch(now, session, n, request, out),
         On::Unwatch => core.unwatch(now, session, n, request, out),
-    };
-    named(r, name)
+    }
 }
 
-/// Which named input [`named_input`] applies.
+/// Which named input [`named_core`] applies.
 #[derive(Clone, Copy)]
 pub(crate) enum On {
     Release,
@@ -245,7 +246,8 @@ fn named_input(
     };
     let name = js::name(name, what)?;
     let request = request_arg(request)?;
-    named_core(core, out, on, now, session, &name, request)
+    let r = named_core(core, out, on, now, session, name.as_str(), request);
+    named(r, &name)
 }
 
 fn tick_with(core: &mut Core, out: &mut Vec<Output>, now: &JsValue) -> Result<Reply, Fail> {
@@ -255,9 +257,20 @@ fn tick_with(core: &mut Core, out: &mut Vec<Output>, now: &JsValue) -> Result<Re
 }
 
 impl LockService {
-    /// The core and the fast path's state, borrowed apart.
-    pub(crate) fn parts(&mut self) -> (&mut Core, &mut Fast) {
-        (&mut self.core, &mut self.fast)
+    /// The service around `core`, with no events kept and no names interned (the names
+    /// table holds as many names as the core has lock rows).
+    fn with(core: Core) -> LockService {
+        let names = Names::new(core.capacity().locks);
+        LockService {
+            core,
+            fast: Fast::default(),
+            names,
+        }
+    }
+
+    /// The core, the fast path's state and the interned names, borrowed apart.
+    pub(crate) fn parts(&mut self) -> (&mut Core, &mut Fast, &Names) {
+        (&mut self.core, &mut self.fast, &self.names)
     }
 
     /// Runs one input: `call` reads its arguments (a bad one throws before the core is
@@ -384,10 +397,7 @@ impl LockService {
             max_watchers,
         };
         let core = Core::new(storage, config).map_err(Fail::from)?;
-        Ok(LockService {
-            core,
-            fast: Fast::default(),
-        })
+        Ok(LockService::with(core))
     }
 
     /// Rebuilds a service from `snapshot()` bytes into new tables of the given capacities
@@ -408,10 +418,7 @@ impl LockService {
         )?;
         let storage = storage(&capacities)?;
         let core = Core::restore(storage, &bytes).map_err(|(_, e)| Fail::from(e))?;
-        Ok(LockService {
-            core,
-            fast: Fast::default(),
-        })
+        Ok(LockService::with(core))
     }
 
     // ------------------------------------------------------------------ inputs

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { wasm, LockService, FenceGate, SessionKeeper, hex, thrown } from './pkg.mjs';
 
-// The kinds come from the binding (core's Error::EXAMPLES, then its own three), never
+// The kinds come from the binding (core's Error::EXAMPLES, then its own four), never
 // from a list written out here.
 const kinds = wasm.errorKinds();
 const ERRNO = Object.fromEntries(kinds.map((k) => [k.code, k.errno]));
@@ -14,17 +14,18 @@ const ERRNO = Object.fromEntries(kinds.map((k) => [k.code, k.errno]));
 test('errorKinds(): every core kind once, with its stable number, then the binding\'s', () => {
   assert.equal(new Set(kinds.map((k) => k.code)).size, kinds.length, 'a code twice');
   assert.equal(new Set(kinds.map((k) => k.errno)).size, kinds.length, 'an errno twice');
-  assert.deepEqual(kinds.slice(-3), [
+  assert.deepEqual(kinds.slice(-4), [
     { code: 'out_of_range', errno: 701 },
     { code: 'bad_argument', errno: 702 },
     { code: 'out_of_memory', errno: 703 },
+    { code: 'unknown_name', errno: 704 },
   ]);
   // a sample of the core's, incl. the keeper's new kind
   for (const [code, errno] of [['unknown_session', 101], ['time_went_backwards', 205], ['stale', 401], ['unknown_keep_alive', 601]]) {
     assert.equal(ERRNO[code], errno, code);
   }
   // in code order, core kinds below 700
-  const core = kinds.slice(0, -3).map((k) => k.errno);
+  const core = kinds.slice(0, -4).map((k) => k.errno);
   assert.deepEqual(core, [...core].sort((a, b) => a - b));
   assert.ok(core.every((n) => n > 100 && n < 700));
 });

@@ -1,10 +1,11 @@
 // The typed fast path (acquireFast / releaseFast, replyValue, pendingEvents, takeEvents,
-// lastError) against the object API: the same inputs applied to two services, one through
+// lastError) against the object API, and its id calls (internName, acquireFastId /
+// releaseFastId) against both: the same inputs applied to three services, one through
 // each path, must give the same reply, number, events, error and snapshot bytes at every
 // step, refusals included; a refusal made before the core changes nothing.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LockService, hex, rng, seed } from './pkg.mjs';
+import { LockService, hex, rng, seed, thrown } from './pkg.mjs';
 
 const caps = { sessions: 4, locks: 4, claims: 8 };
 const KINDS = ['opened', 'kept_alive', 'closed', 'granted', 'queued', 'busy', 'released',
@@ -28,7 +29,11 @@ function value(reply) {
 
 // Applies one input to both services and asserts they agree; returns the reply code and
 // the object API's error code (null when it answered).
+// The id-path service that follows each `fast` service (see pair()).
+const twins = new WeakMap();
+
 function both(obj, fast, input) {
+  const ids = twins.get(fast);
   const before = hex(fast.snapshot());
   let answer, err;
   try {
@@ -68,20 +73,69 @@ function both(obj, fast, input) {
     assert.equal(fast.lastError(), null);
   }
   assert.equal(hex(fast.snapshot()), hex(obj.snapshot()), `${what}: same state`);
+  if (ids) byId(ids, input, code, events, err);
   return [code, err ? err.code : null];
+}
+
+// The id of a lock name on the service `ids` (interned on first use), or null for a value
+// internName refuses (a name no lock can have: the string paths' own refusals cover it).
+function idOf(ids, lock) {
+  ids.interned ??= new Map();
+  if (!ids.interned.has(lock)) {
+    let id = null;
+    try { id = ids.internName(lock); } catch { /* not a name */ }
+    ids.interned.set(lock, id);
+  }
+  return ids.interned.get(lock);
+}
+
+// Applies `input` through the id calls and asserts the string fast path's answer (`code`,
+// its events, the object API's error `err`, and the state of `fast` just checked).
+function byId(ids, input, code, events, err) {
+  const id = idOf(ids, input.lock);
+  const what = `${JSON.stringify(input)} by id`;
+  if (id === null) {
+    // Keep the id service in step: apply the input through the string path.
+    if (input.kind === 'acquire') {
+      ids.acquireFast(input.now, input.session, input.lock, input.mode, input.wait,
+        input.until, input.request, input.count, input.limit);
+    } else {
+      ids.releaseFast(input.now, input.session, input.lock, input.request);
+    }
+    ids.takeEvents(); ids.lastError();
+    return;
+  }
+  const c = input.kind === 'acquire'
+    ? ids.acquireFastId(input.now, input.session, id, input.mode, input.wait, input.until,
+      input.request, input.count, input.limit)
+    : ids.releaseFastId(input.now, input.session, id, input.request);
+  assert.equal(c, code, what);
+  assert.deepEqual(ids.takeEvents(), events, what);
+  if (err) {
+    const e = ids.lastError();
+    assert.equal(e.code, err.code, what);
+    assert.equal(e.constructor, err.constructor, what);
+    // the same text but where the object API names its mode/wait strings
+    if (err.code !== 'bad_argument') assert.equal(e.message, err.message, what);
+  } else {
+    assert.equal(ids.lastError(), null, what);
+  }
 }
 
 function pair() {
   const obj = new LockService(caps);
   const fast = new LockService(caps);
+  const ids = new LockService(caps);
   for (let i = 0; i < 3; i++) {
     assert.equal(obj.openSession(0, 50).reply.session, fast.openSession(0, 50).reply.session);
+    ids.openSession(0, 50);
   }
-  return [obj, fast];
+  twins.set(fast, ids);
+  return [obj, fast, ids];
 }
 
 test('acquire and release through the fast path: codes, tokens, positions and events', () => {
-  const [obj, fast] = pair();
+  const [obj, fast, ids] = pair();
   const A = (session, lock, mode, wait, extra = {}) => ({ kind: 'acquire', now: 1, session, lock, mode, wait, ...extra });
   const R = (session, lock, extra = {}) => ({ kind: 'release', now: 1, session, lock, ...extra });
   assert.equal(both(obj, fast, A(1, 'a', 0, 0))[0], 3); // granted
@@ -94,8 +148,11 @@ test('acquire and release through the fast path: codes, tokens, positions and ev
   // Release: session 2 is granted, as an event, which takeEvents() returns as objects.
   fast.releaseFast(1, 1, 'a');
   assert.equal(fast.pendingEvents(), 1);
-  assert.equal(fast.takeEvents()[0].kind, 'granted');
+  const granted = fast.takeEvents();
+  assert.equal(granted[0].kind, 'granted');
   obj.release(1, 1, 'a');
+  assert.equal(ids.releaseFastId(1, 1, idOf(ids, 'a')), 6);
+  assert.deepEqual(ids.takeEvents(), granted);
   assert.equal(both(obj, fast, R(2, 'a', { request: 1 }))[0], 6);
   assert.equal(both(obj, fast, R(2, 'a', { request: 1 }))[0], 6, 'a repeated request replays');
   assert.equal(both(obj, fast, A(1, 's', 2, 0, { count: 2, limit: 3 }))[0], 3);
@@ -107,7 +164,11 @@ test('acquire and release through the fast path: codes, tokens, positions and ev
   fast.acquireFast(100, 1, 'x', 0, 0); // session 1 expired: refused, with the advance's events
   assert.equal(fast.lastError().code, 'unknown_session');
   assert.ok(fast.pendingEvents() > 0);
-  assert.ok(fast.takeEvents().some((e) => e.kind === 'session_expired'));
+  const expired = fast.takeEvents();
+  assert.ok(expired.some((e) => e.kind === 'session_expired'));
+  assert.equal(ids.acquireFastId(100, 1, idOf(ids, 'x'), 0, 0), -ids.lastError().errno);
+  assert.deepEqual(ids.takeEvents(), expired);
+  assert.equal(hex(ids.snapshot()), hex(fast.snapshot()));
 });
 
 test('every refusal gives the object API error, as minus its errno, and changes nothing', () => {
@@ -158,4 +219,73 @@ test('random acquire/release sequences agree with the object API step by step', 
       both(obj, fast, { kind: 'release', now, session, lock, request });
     }
   }
+});
+
+test('internName: names are judged as every lock name is, and the table is bounded', () => {
+  const svc = new LockService({ sessions: 2, locks: 2, claims: 4 });
+  const ERR = (fn) => { const e = thrown(fn); return [e.code, e.errno, e.constructor.name]; };
+  assert.deepEqual(ERR(() => svc.internName(42)), ['bad_argument', 702, 'TypeError']);
+  assert.deepEqual(ERR(() => svc.internName('bad\ud800')), ['bad_argument', 702, 'TypeError']);
+  assert.deepEqual(ERR(() => svc.internName('')), ['empty_name', 201, 'Error']);
+  assert.equal(thrown(() => svc.internName('n'.repeat(65))).len, 65);
+  assert.equal(thrown(() => svc.internName('x'.repeat(70000))).len, 70000);
+  const a = svc.internName('a');
+  const a2 = svc.internName('a'); // a second row: each call stores a new one
+  assert.deepEqual([a, a2], [1, 2]);
+  const full = thrown(() => svc.internName('b'));
+  assert.deepEqual([full.code, full.errno, full.table], ['capacity_exceeded', 301, 'names']);
+  assert.equal(full.message, 'capacity exceeded: the names table is full');
+  // Both ids name the same lock; a forgotten id is unknown, its row reused with a new id.
+  const s = svc.openSession(0, 10).reply.session;
+  assert.equal(svc.acquireFastId(0, s, a, 0, 0), 3);
+  assert.equal(svc.acquireFastId(0, s, a2, 0, 0), 3); // already held: the same token
+  svc.forgetName(a);
+  const unknown = thrown(() => svc.forgetName(a));
+  assert.deepEqual([unknown.code, unknown.errno, unknown.nameId], ['unknown_name', 704, a]);
+  assert.equal(unknown.message, 'unknown name id 1 (not given by internName, or forgotten)');
+  const b = svc.internName('b');
+  assert.equal(b, 2 ** 32 + 1, 'row 0 again, in its next generation');
+  assert.deepEqual(svc.holders('a').length, 1, 'forgetting a name leaves its locks alone');
+  assert.equal(svc.releaseFastId(0, s, a2), 6);
+  for (const bad of [-1, 1.5, NaN, 2 ** 53, Infinity]) {
+    assert.equal(thrown(() => svc.forgetName(bad)).code, 'out_of_range', String(bad));
+  }
+  // A service with no lock rows has no names; a restored one starts with none.
+  assert.equal(thrown(() => new LockService({ sessions: 1, locks: 0, claims: 1 }).internName('a')).table, 'names');
+  const copy = LockService.restore(svc.snapshot(), svc.capacity());
+  assert.equal(thrown(() => copy.forgetName(b)).code, 'unknown_name');
+  assert.equal(copy.internName('c'), 1);
+});
+
+test('an unknown or forgotten id is refused before the core: nothing changes, not even time', () => {
+  const svc = new LockService(caps);
+  const s = svc.openSession(0, 5).reply.session;
+  const id = svc.internName('l');
+  assert.equal(svc.acquireFastId(1, s, id, 0, 0), 3);
+  svc.forgetName(id);
+  const before = hex(svc.snapshot());
+  // now 9 would expire the session: the refusal comes first, so it does not
+  for (const [call, bad] of [
+    [() => svc.acquireFastId(9, s, id, 0, 0), id], [() => svc.releaseFastId(9, s, id), id],
+    [() => svc.acquireFastId(9, s, 0, 0, 0), 0], [() => svc.releaseFastId(9, s, 77), 77],
+    [() => svc.acquireFastId(9, s, 2 ** 32 + 1, 0, 0), 2 ** 32 + 1],
+  ]) {
+    assert.equal(call(), -704);
+    const e = svc.lastError();
+    assert.deepEqual([e.code, e.nameId], ['unknown_name', bad]);
+    assert.equal(svc.pendingEvents(), 0);
+    assert.equal(hex(svc.snapshot()), before);
+  }
+  // The number checks come first, in acquire's order: now, session, then the id.
+  assert.equal(svc.acquireFastId(-1, s, id, 0, 0), -701);
+  assert.match(svc.lastError().message, /^out of range: now /);
+  assert.equal(svc.acquireFastId(9, s, 0.5, 0, 0), -701);
+  assert.match(svc.lastError().message, /^out of range: nameId /);
+  assert.equal(svc.acquireFastId(9, s, id, 7, 0), -704, 'the id before the mode');
+  svc.lastError();
+  assert.equal(hex(svc.snapshot()), before);
+  // A live id of the same name reaches the same lock: released by its holder.
+  const again = svc.internName('l');
+  assert.equal(svc.releaseFastId(1, s, again), 6);
+  assert.equal(svc.replyValue(), 1);
 });

@@ -53,7 +53,7 @@ const serviceMethods = [
   'openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign',
   'resign', 'handle', 'handleFrame', 'now', 'pollTimeout', 'revision', 'holders', 'waiters',
   'session', 'sessions', 'locks', 'leader', 'lockDelayUntil', 'capacity', 'usage', 'maxEvents', 'config',
-  'snapshot', 'openLabeled', 'watch', 'unwatch', 'permits', 'raiseRevision',
+  'snapshot', 'openLabeled', 'watch', 'unwatch', 'permits', 'raiseRevision', 'internName',
 ];
 const inputMethods = new Set(['openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign', 'resign', 'handle', 'handleFrame', 'openLabeled', 'watch', 'unwatch']);
 const gateMethods = ['admit', 'check', 'highest', 'entries', 'snapshot'];

@@ -30,6 +30,11 @@ for (const pkg of ['node', 'web']) {
     assert.match(dts, /acquireFast\(now: number, session: number, lock: string, mode: FastMode, wait: FastWait, until\?: number \| null, request\?: number \| null, count\?: number \| null, limit\?: number \| null\): FastCode;/);
     assert.match(dts, /releaseFast\(now: number, session: number, lock: string, request\?: number \| null\): FastCode;/);
     assert.match(dts, /takeEvents\(\): Output\[\];/);
+    // the id calls: a name interned once, then a number per call
+    assert.match(dts, /internName\(name: string\): number;/);
+    assert.match(dts, /forgetName\(nameId: number\): void;/);
+    assert.match(dts, /acquireFastId\(now: number, session: number, nameId: number, mode: FastMode, wait: FastWait, until\?: number \| null, request\?: number \| null, count\?: number \| null, limit\?: number \| null\): FastCode;/);
+    assert.match(dts, /releaseFastId\(now: number, session: number, nameId: number, request\?: number \| null\): FastCode;/);
     // the brief's JSON spelling of a semaphore's mode, and the five change kinds
     assert.match(dts, /export type Mode = "exclusive" \| "shared" \| \{ permits: number; limit: number \};/);
     assert.match(dts, /export type Change = "holding" \| "granted" \| "released" \| "closed" \| "expired";/);
