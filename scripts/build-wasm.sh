@@ -42,14 +42,10 @@ target_dir=$(cargo metadata --format-version 1 --no-deps |
 # 4 600 instructions under node (4.8x -> 3.9x native) for 0.6 KB raw / 1.5 KB gzipped
 # (opt-level 2 or 3 there: 4 100, for 11 KB raw). Measured in wasm/README.md.
 # The panic locations the compiler keeps (a trap never prints them) name dependencies by
-# their path in the cargo registry: written relative to it, they take 250 bytes less and
-# the module no longer depends on where the builder's cargo home is.
-registry="${CARGO_HOME:-$HOME/.cargo}/registry/src"
-remap=()
-for d in "$registry"/*/; do
-  [ -d "$d" ] && remap+=("\"--remap-path-prefix=$d=\"")
-done
-rustflags=$(IFS=,; printf '[%s]' "${remap[*]:-}")
+# their path in the cargo registry: written relative to its source folder, they take less
+# room and the module no longer depends on where the builder's cargo home is. A prefix, not
+# a folder list, so the flags (and the build) are the same before the registry exists.
+rustflags="[\"--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}/registry/src/=\"]"
 log "cargo build --release --target wasm32-unknown-unknown -p fencelock-wasm"
 CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_PANIC=abort \
   cargo build --release --target wasm32-unknown-unknown -p fencelock-wasm --quiet \
