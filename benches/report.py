@@ -279,20 +279,22 @@ def main():
     wasm_by_id = {r["id"]: r for r in (wasm or {}).get("results", [])}
     nat = crit.get("uncontended/fencelock/1024")
     nat_ns, nat_ir = (nat["ns"] if nat else None), cgv("uncontended/1024")
-    for wid, cid, path, counted in (
-        ("uncontended_fast/1024", "acqrel-fast", "typed fast path (`acquireFast` / `releaseFast`)", True),
-        ("uncontended/1024", "acqrel", "object API (`acquire` / `release`, events as objects)", False),
+    for wid, cid, path, key in (
+        ("uncontended_id/1024", "acqrel-id", "id calls (`acquireFastId` / `releaseFastId`, names interned once)", "wasm"),
+        ("uncontended_fast/1024", "acqrel-fast", "typed fast path, names as strings (`acquireFast` / `releaseFast`)", "wasm_str"),
+        ("uncontended/1024", "acqrel", "object API (`acquire` / `release`, events as objects)", "wasm_obj"),
     ):
+        counted = key == "wasm"
         wr = wasm_by_id.get(wid)
         wi = (wasm_cg or {}).get(cid)
         miss = no_wasm or ("no wasm result for " + wid)
-        if wr is None and not no_wasm and wid == "uncontended_fast/1024":
-            miss = "bench.mjs has no uncontended_fast workload"
+        if wr is None and not no_wasm and wid != "uncontended/1024":
+            miss = f"bench.mjs has no {wid.split('/')[0]} workload"
         rows.append(Row(
             f"wasm acquire + release ÷ native, 1024 locks: {path}",
             both(fmt_ns(wr["ns_per_op"]) if wr else None, wi),
             both(fmt_ns(nat_ns) if nat_ns else None, nat_ir),
-            f"≤ {GOAL_WASM}×", goal=GOAL_WASM, counted=counted, key="wasm" if counted else "wasm_obj",
+            f"≤ {GOAL_WASM}×", goal=GOAL_WASM, counted=counted, key=key,
             crit=ratio(wr and wr["ns_per_op"], nat_ns), ir=ratio(wi, nat_ir), missing=miss,
             reasons={"time": miss if wr is None else why_crit,
                      "instructions": (no_wasm or no_cg or "no wasm count") if wi is None else why_ir}))
@@ -342,11 +344,12 @@ def main():
     w("- **ratio by instructions**: callgrind counts only the measured function (`…::run` and")
     w("  what it calls) of `bench-ops` at two repetition counts; the difference divided by the")
     w("  operations added cancels setup. wasm: `benches/js/instructions.cjs`, the whole node")
-    w("  process (`--single-threaded`) at two round counts of 256 pairs"
+    w("  process (`--single-threaded --no-liftoff --no-wasm-tier-up`: V8 on one thread, the module")
+    w("  compiled by the optimising compiler up front, as a warm host runs it) at two round counts of 256 pairs"
       + (f" ({wasm_cg['rounds'][0]} → {wasm_cg['rounds'][1]})" if wasm_cg and wasm_cg.get("rounds") else "")
       + ", difference")
-    w("  divided, so start-up and V8's compilation cancel (not entirely: when V8 compiles and")
-    w("  collects still moves the fast path's count by up to ~30 % between runs); ÷ the native")
+    w("  divided, so start-up and V8's compilation cancel (not entirely: when V8 collects still")
+    w("  moves a count by about 10 % between runs); ÷ the native")
     w("  count per pair at 1024 locks (`bench-ops uncontended`). C ABI: `bench-ops cabi_uncontended` (the criterion")
     w("  bench's code, `benches/src/cabi.rs`: each call through an opaque function pointer, its")
     w("  reply read, `fencelock_service_drain_events` when the reply's `pending` is not 0) and,")
@@ -458,27 +461,32 @@ def main():
                 w("  keep-alives arrive in no order, so they would miss at least once per call whatever")
                 w("  the layout.")
             elif k == "wasm_size":
-                w(f"- **wasm bundle** ({fmt_kb(wraw)} raw, {fmt_kb(wgz)} gzipped against 60 / 25 KB). `wasm/README.md`'s")
-                w("  size table (twiggy) attributes it: the core's lock service, gate and keeper ~39 KB, serde +")
-                w("  postcard ~19 KB, the binding's own code ~38 KB, wasm-bindgen shims ~19 KB (~60 exported")
-                w("  methods), the allocator ~13 KB, data ~13 KB. The core and its codecs alone are ~58 KB, so")
-                w("  60 KB needs structural steps: a hand-written postcard subset instead of serde's generic")
-                w("  visitors, one `handle` entry point wrapped by the typed methods in JS (fewer shims), a")
-                w("  smaller allocator.")
-            elif k in ("wasm", "wasm_obj"):
-                r = rs[0]
-                tag = "typed fast path" if k == "wasm" else "object API (information)"
+                w(f"- **wasm bundle** ({fmt_kb(wraw)} raw, {fmt_kb(wgz)} gzipped against 60 / 25 KB). `wasm/README.md`")
+                w("  (\"What the bytes are\") attributes the code before wasm-opt: the core's lock service,")
+                w("  gate and keeper ~42 KB, its snapshot and frame codecs (serde + postcard) ~35 KB, the")
+                w("  binding's ~60 methods ~33 KB, wasm-bindgen's per-export wrappers and shims ~30 KB, the")
+                w("  allocator ~14 KB, JS value conversion ~10 KB. The core and its codecs alone are ~77 KB,")
+                w("  so no change in the binding gets there: a hand-written postcard subset, the snapshot and")
+                w("  frame calls in a second module loaded on demand, one exported entry point wrapped in JS")
+                w("  and a smaller allocator would together leave about 100 KB; 60 KB needs a smaller")
+                w("  feature set in the first download.")
+            elif k in ("wasm", "wasm_str", "wasm_obj"):
+                tag = {"wasm": "id calls", "wasm_str": "names as strings (information)",
+                       "wasm_obj": "object API (information)"}[k]
                 w(f"- **wasm acquire + release ÷ native, {tag}** (missed: {by}). The core's work is")
-                w("  the same code compiled for size (opt-level `z`, a few times its native instruction count),")
-                w("  and each call crosses the JS↔wasm boundary: the name is encoded from a JS string into")
-                w("  wasm memory (wasm-bindgen's `string_get`, allocated and freed), the numbers checked, the")
+                w("  the same code (the core crate built at opt-level `s` in the wasm build, the binding at")
+                w("  `z`), and each call crosses the JS↔wasm boundary: the numbers checked and converted,")
                 if k == "wasm":
-                    w("  answer read back as a number; `wasm/README.md` attributes about two fifths of the fast")
-                    w("  path's time to the name's crossing. What would fix it: names interned once and passed")
-                    w("  as integers on the hot path, and the core's hot functions built at a speed opt-level.")
+                    w("  the interned name looked up, the answer read back as a number. `wasm/README.md`")
+                    w("  attributes about half of the id path's instructions to the core and a fifth to the")
+                    w("  exported functions; the core at opt-level 2 or 3 would take about 10 % more off")
+                    w("  for 11 KB.")
+                elif k == "wasm_str":
+                    w("  the name encoded from a JS string into wasm memory (allocated and freed) on every")
+                    w("  call. The id calls above are the remedy: each name interned once.")
                 else:
-                    w("  answer and each event built as JS values (JSON text parsed). The typed fast path above")
-                    w("  is the remedy for hosts that need speed.")
+                    w("  the name copied in, the answer and each event built as JS values (JSON text")
+                    w("  parsed). The fast paths above are the remedy for hosts that need speed.")
             elif k == "cabi":
                 w(f"- **C ABI ÷ native** (missed: {by}). Instructions: {per('cabi_uncontended/1024')} per pair through the ABI")
                 w(f"  against {per('uncontended/1024')} natively. What the boundary adds (`ffi/README.md`, measured with")
@@ -568,7 +576,7 @@ def main():
         w("")
     if wasm_cg:
         w(f"wasm under node, instructions per acquire + release (whole process, rounds {wasm_cg['rounds'][0]} → {wasm_cg['rounds'][1]}")
-        w(f"of 256 pairs): typed fast path {fmt_ir(wasm_cg.get('acqrel-fast'))}, object API {fmt_ir(wasm_cg.get('acqrel'))}.")
+        w(f"of 256 pairs): id calls {fmt_ir(wasm_cg.get('acqrel-id'))}, typed fast path with names as strings {fmt_ir(wasm_cg.get('acqrel-fast'))}, object API {fmt_ir(wasm_cg.get('acqrel'))}.")
         w("")
     elif skipped.get("callgrind") or skipped.get("wasm"):
         w(f"Instruction counts not measured in this run: {'; '.join(f'{k}: {v}' for k, v in sorted(skipped.items()))}.")
@@ -650,14 +658,16 @@ def main():
     w("`benches/src/cabi.rs`), each input's reply read and, when its `pending` says events are")
     w("queued (after a tick, always), the events drained with one `fencelock_service_drain_events`")
     w("call into an array, as a C host does. wasm:")
-    w("`benches/js/bench.mjs` over `wasm/pkg/node` (the shipped build, `opt-level = \"z\"` +")
-    w("`wasm-opt -Oz`), each call returning its outputs as JS objects.")
+    w("`benches/js/bench.mjs` over `wasm/pkg/node` (the shipped build: the binding at")
+    w("`opt-level = \"z\"`, the core at `\"s\"`, `wasm-opt -Oz`), each call returning its outputs as")
+    w("JS objects unless the row names a fast path.")
     w("")
     w("| operation | native | C ABI | C ABI ÷ native | wasm (node) | wasm ÷ native |")
     w("|---|---|---|---|---|---|")
     brows = [
         ("uncontended acquire + release (1024 locks)", "uncontended/fencelock/1024", "ffi/uncontended/1024", "uncontended/1024"),
-        ("the same, wasm's typed fast path", "uncontended/fencelock/1024", None, "uncontended_fast/1024"),
+        ("the same, wasm's typed fast path (names as strings)", "uncontended/fencelock/1024", None, "uncontended_fast/1024"),
+        ("the same, wasm's id calls (names interned once)", "uncontended/fencelock/1024", None, "uncontended_id/1024"),
         ("handoff", "handoff/fencelock", "ffi/handoff", "handoff"),
         ("tick, nothing due (16k sessions)", "tick_idle/fencelock/16384", "ffi/tick_idle/16384", "tick_idle/16384"),
         ("keep-alive (16k sessions)", "keep_alive/fencelock/16384", "ffi/keep_alive/16384", "keep_alive/16384"),

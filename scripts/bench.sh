@@ -16,7 +16,7 @@
 # default 2), BENCH_WARMUP_SECS (default 0.5), BENCH_SAMPLES (default 20),
 # BENCH_FILTER (a criterion filter regex; default all), BENCH_JS_SECS (default 1),
 # BENCH_PAIRS_ROUNDS (interleaved goal pairs, default 200), BENCH_WASM_ROUNDS (the two
-# round counts of the wasm instruction count, default "24 104"), BENCH_WASM=0 /
+# round counts of the wasm instruction count, default "24 224"), BENCH_WASM=0 /
 # BENCH_CALLGRIND=0 to skip those parts (the report then says "not measured" for what
 # they measure), BENCH_OUT (default BENCHMARKS.md).
 # With the defaults the whole run takes about 7–9 minutes on 2 cores (plus a cold
@@ -201,18 +201,19 @@ if [ "${BENCH_WASM:-1}" != 0 ]; then
     if [ "$callgrind" = 1 ]; then
       # Instructions per acquire + release through node, as benches/js/instructions.cjs's
       # header says: the whole process at two round counts (256 pairs a round), V8 on
-      # one thread, the difference divided by the pairs added.
-      read -r lo hi <<<"${BENCH_WASM_ROUNDS:-24 104}"
+      # one thread compiling the module up front, the difference divided by the pairs added.
+      read -r lo hi <<<"${BENCH_WASM_ROUNDS:-24 224}"
       log "callgrind: wasm under node, rounds $lo -> $hi"
       wasm_ir() { # workload rounds -> instructions of the whole process
         valgrind --tool=callgrind --smc-check=all-non-file --callgrind-out-file=/dev/null \
-          node --single-threaded benches/js/instructions.cjs wasm/pkg/node "$1" "$2" 2>&1 |
+          node --single-threaded --no-liftoff --no-wasm-tier-up \
+          benches/js/instructions.cjs wasm/pkg/node "$1" "$2" 2>&1 |
           sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | head -n 1
       }
       {
         echo "{\"rounds\": [$lo, $hi], \"pairs_per_round\": 256,"
         sep=""
-        for w in acqrel-fast acqrel; do
+        for w in acqrel-id acqrel-fast acqrel; do
           a=$(wasm_ir "$w" "$lo")
           b=$(wasm_ir "$w" "$hi")
           printf '%s"%s": %s\n' "$sep" "$w" "$(python3 -c "print(round(($b - $a) / (($hi - $lo) * 256), 1))")"

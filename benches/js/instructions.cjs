@@ -22,7 +22,7 @@
 // interned once before the rounds.
 // snap: one round = restore + snapshot of a service with 1024 sessions each holding a lock.
 // V8 compiles the hot functions while the runs go on: the difference is what a warm host pays.
-// scripts/bench.sh (make bench) runs acqrel-fast and acqrel this way for the goals table
+// scripts/bench.sh (make bench) runs acqrel-id, acqrel-fast and acqrel this way for the goals table
 // (BENCH_WASM_ROUNDS sets the two round counts); snap is run by hand.
 const { LockService } = require(require('node:path').resolve(process.argv[2], 'fencelock_wasm.js'));
 const work = process.argv[3];
