@@ -258,6 +258,7 @@ extern crate alloc;
 
 mod election;
 mod error;
+mod fields;
 mod gate;
 mod input;
 mod keeper;
@@ -273,6 +274,7 @@ mod wire;
 
 pub use election::Leader;
 pub use error::{Error, Message, Piece, Table};
+pub use fields::Field;
 pub use gate::{FenceGate, GateRow, GATE_MAGIC, GATE_VERSION};
 pub use input::Input;
 pub use keeper::{Lease, SessionKeeper, KEEPER_MEMORY};

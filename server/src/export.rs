@@ -24,7 +24,7 @@
 
 use std::fmt::Write as _;
 
-use fencelock::{Input, LockService, Mode, Output, ReleaseReason, Reply, VecStorage, Wait};
+use fencelock::{Field, Input, LockService, Mode, Output, Reply, VecStorage, Wait};
 use openraft::EntryPayload;
 
 use crate::state_machine::{self, CoreCall, SmState};
@@ -176,14 +176,6 @@ fn kv_mode(j: &mut Json<'_>, k: &str, m: Mode) -> Result<(), ExportError> {
     Ok(())
 }
 
-fn reason(r: ReleaseReason) -> &'static str {
-    match r {
-        ReleaseReason::Released => "released",
-        ReleaseReason::Closed => "closed",
-        ReleaseReason::Expired => "expired",
-    }
-}
-
 /// The input as the wasm `LockService.handle` takes it: its kind, `now`, its session (if
 /// it acts for one), the fields of its shape, its request number (if it carries one).
 fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
@@ -230,34 +222,33 @@ fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
     Ok(())
 }
 
+/// `,"name":value` for each field `walk` hands out: a reply's or an event's
+/// ([`Reply::fields`], [`Output::fields`], the spelling the wasm binding's objects use).
+fn kv_fields<'a>(
+    j: &mut Json<'_>,
+    walk: impl FnOnce(&mut dyn FnMut(&'static str, Field<'a>)),
+) -> Result<(), ExportError> {
+    let mut done = Ok(());
+    walk(&mut |k, v| {
+        if done.is_ok() {
+            done = match v {
+                Field::Number(n) => j.kv_num(k, n),
+                Field::Text(t) => {
+                    j.kv_str(k, t);
+                    Ok(())
+                }
+                Field::Mode(m) => kv_mode(j, k, m),
+            };
+        }
+    });
+    done
+}
+
 /// The reply as the wasm `LockService.handle` returns it.
 fn reply(j: &mut Json<'_>, r: &Reply) -> Result<(), ExportError> {
     j.out.push('{');
     j.kv_str("kind", r.kind());
-    match *r {
-        Reply::Opened {
-            session,
-            expires_at,
-        } => {
-            j.kv_num("session", session.0)?;
-            j.kv_num("expiresAt", expires_at.0)?;
-        }
-        Reply::KeptAlive { expires_at } => j.kv_num("expiresAt", expires_at.0)?,
-        Reply::Granted { mode: m, token } => {
-            kv_mode(j, "mode", m)?;
-            j.kv_num("token", token.0)?;
-        }
-        Reply::Queued { mode: m, position } => {
-            kv_mode(j, "mode", m)?;
-            j.kv_num("position", u64::from(position))?;
-        }
-        Reply::Released { token } | Reply::HoldEnded { token } => j.kv_num("token", token.0)?,
-        Reply::Ticked { now } => j.kv_num("now", now.0)?,
-        Reply::Closed | Reply::Busy | Reply::Cancelled | Reply::WaitEnded => {}
-        Reply::Watching { holders } => j.kv_num("holders", u64::from(holders))?,
-        Reply::Unwatched => {}
-        _ => return Err(j.unknown(&format!("a reply of kind {}", r.kind()))),
-    }
+    kv_fields(j, |f| r.fields(f))?;
     j.out.push('}');
     Ok(())
 }
@@ -266,53 +257,7 @@ fn reply(j: &mut Json<'_>, r: &Reply) -> Result<(), ExportError> {
 fn event(j: &mut Json<'_>, o: &Output) -> Result<(), ExportError> {
     j.out.push('{');
     j.kv_str("kind", o.kind());
-    match o {
-        Output::Granted {
-            session,
-            lock,
-            mode: m,
-            token,
-        } => {
-            j.kv_num("session", session.0)?;
-            j.kv_str("lock", lock.as_str());
-            kv_mode(j, "mode", *m)?;
-            j.kv_num("token", token.0)?;
-        }
-        Output::Released {
-            session,
-            lock,
-            token,
-            reason: why,
-        } => {
-            j.kv_num("session", session.0)?;
-            j.kv_str("lock", lock.as_str());
-            j.kv_num("token", token.0)?;
-            j.kv_str("reason", reason(*why));
-        }
-        Output::SessionExpired { session } => j.kv_num("session", session.0)?,
-        Output::WaitTimedOut { session, lock } => {
-            j.kv_num("session", session.0)?;
-            j.kv_str("lock", lock.as_str());
-        }
-        Output::HolderChanged {
-            session,
-            lock,
-            holder,
-            mode: m,
-            token,
-            change: c,
-            label,
-        } => {
-            j.kv_num("session", session.0)?;
-            j.kv_str("lock", lock.as_str());
-            j.kv_num("holder", holder.0)?;
-            kv_mode(j, "mode", *m)?;
-            j.kv_num("token", token.0)?;
-            j.kv_str("change", c.kind());
-            j.kv_str("label", label.as_str());
-        }
-        _ => return Err(j.unknown(&format!("an event of kind {}", o.kind()))),
-    }
+    kv_fields(j, |f| o.fields(f))?;
     j.out.push('}');
     Ok(())
 }

@@ -4,7 +4,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use fencelock::{Error, Label, Mode, Piece, ReleaseReason, SessionId, Tick, Token, Wait};
+use fencelock::{Error, Label, Mode, Piece, SessionId, Tick, Token, Wait};
 use js_sys::{Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -633,15 +633,6 @@ pub fn mode(m: Mode) -> JsValue {
             .with("permits", count)
             .with("limit", limit)
             .done(),
-    }
-}
-
-/// `"released"` / `"closed"` / `"expired"`.
-pub fn reason(r: ReleaseReason) -> &'static str {
-    match r {
-        ReleaseReason::Released => "released",
-        ReleaseReason::Closed => "closed",
-        ReleaseReason::Expired => "expired",
     }
 }
 

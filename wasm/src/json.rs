@@ -12,7 +12,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use fencelock::{Mode, Output, Reply, MAX_FRAME_LEN};
+use fencelock::{Field, Mode, Output, Reply};
 use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
 
@@ -27,18 +27,6 @@ struct Patch {
     value: u64,
 }
 
-/// One field value.
-enum V<'a> {
-    /// A `u64`.
-    N(u64),
-    /// A string (escaped).
-    S(&'a str),
-    /// Bytes, as an array of numbers (the frame of a variant this binding does not know).
-    B(&'a [u8]),
-    /// A mode: `"exclusive"`, `"shared"` or `{"permits":count,"limit":limit}`.
-    M(Mode),
-}
-
 /// The text being built and the values to set afterwards.
 #[derive(Default)]
 pub struct Answer {
@@ -47,51 +35,40 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// Appends `{"kind":kind,"k":v,…}` for the reply (`at` None) or an event.
-    fn obj(&mut self, at: Option<usize>, kind: &str, fields: &[(&'static str, V<'_>)]) {
-        let out = &mut self.text;
-        out.push_str("{\"kind\":\"");
-        out.push_str(kind);
-        out.push('"');
-        for (k, v) in fields {
-            out.push_str(",\"");
-            out.push_str(k);
-            out.push_str("\":");
-            match v {
-                V::N(n) if *n > MAX_SAFE => {
-                    out.push_str("null");
-                    self.patches.push(Patch {
-                        at,
-                        key: k,
-                        value: *n,
-                    });
-                }
-                V::N(n) => {
-                    out.push_str(Dec::new(*n).as_str());
-                }
-                V::S(s) => string(out, s),
-                V::M(Mode::Exclusive) => out.push_str("\"exclusive\""),
-                V::M(Mode::Shared) => out.push_str("\"shared\""),
-                V::M(Mode::Permits { count, limit }) => {
-                    out.push_str("{\"permits\":");
-                    out.push_str(Dec::new(u64::from(*count)).as_str());
-                    out.push_str(",\"limit\":");
-                    out.push_str(Dec::new(u64::from(*limit)).as_str());
-                    out.push('}');
-                }
-                V::B(bytes) => {
-                    out.push('[');
-                    for (i, b) in bytes.iter().enumerate() {
-                        if i > 0 {
-                            out.push(',');
-                        }
-                        out.push_str(Dec::new(u64::from(*b)).as_str());
-                    }
-                    out.push(']');
-                }
+    /// Appends `,"k":v`, a field of the reply (`at` None) or of an event.
+    fn field(&mut self, at: Option<usize>, k: &'static str, v: Field<'_>) {
+        let text = &mut self.text;
+        text.push_str(",\"");
+        text.push_str(k);
+        text.push_str("\":");
+        match v {
+            Field::Number(n) if n > MAX_SAFE => {
+                text.push_str("null");
+                self.patches.push(Patch {
+                    at,
+                    key: k,
+                    value: n,
+                });
+            }
+            Field::Number(n) => text.push_str(Dec::new(n).as_str()),
+            Field::Text(s) => string(text, s),
+            Field::Mode(Mode::Exclusive) => text.push_str("\"exclusive\""),
+            Field::Mode(Mode::Shared) => text.push_str("\"shared\""),
+            Field::Mode(Mode::Permits { count, limit }) => {
+                text.push_str("{\"permits\":");
+                text.push_str(Dec::new(u64::from(count)).as_str());
+                text.push_str(",\"limit\":");
+                text.push_str(Dec::new(u64::from(limit)).as_str());
+                text.push('}');
             }
         }
-        out.push('}');
+    }
+
+    /// Appends `{"kind":kind` (the fields and the closing brace follow).
+    fn open(&mut self, kind: &str) {
+        self.text.push_str("{\"kind\":\"");
+        self.text.push_str(kind);
+        self.text.push('"');
     }
 
     /// The text of `{"reply": …, "events": […]}` (for tests and `parse`).
@@ -124,127 +101,19 @@ impl Answer {
         a
     }
 
+    /// The reply as an object: its kind, then its fields as the core names them
+    /// ([`Reply::fields`], the one spelling every binding and recording uses).
     fn reply(&mut self, r: &Reply) {
-        use V::{M, N};
-        match *r {
-            Reply::Opened {
-                session,
-                expires_at,
-            } => self.obj(
-                None,
-                r.kind(),
-                &[("session", N(session.0)), ("expiresAt", N(expires_at.0))],
-            ),
-            Reply::KeptAlive { expires_at } => {
-                self.obj(None, r.kind(), &[("expiresAt", N(expires_at.0))])
-            }
-            Reply::Granted { mode: m, token } => {
-                self.obj(None, r.kind(), &[("mode", M(m)), ("token", N(token.0))])
-            }
-            Reply::Queued { mode: m, position } => self.obj(
-                None,
-                r.kind(),
-                &[("mode", M(m)), ("position", N(u64::from(position)))],
-            ),
-            Reply::Watching { holders } => {
-                self.obj(None, r.kind(), &[("holders", N(u64::from(holders)))])
-            }
-            Reply::Released { token } | Reply::HoldEnded { token } => {
-                self.obj(None, r.kind(), &[("token", N(token.0))])
-            }
-            Reply::Ticked { now } => self.obj(None, r.kind(), &[("now", N(now.0))]),
-            Reply::Closed
-            | Reply::Busy
-            | Reply::Cancelled
-            | Reply::WaitEnded
-            | Reply::Unwatched => self.obj(None, r.kind(), &[]),
-            // `Reply` is non-exhaustive: a variant added to the core later still crosses,
-            // with its kind and the bytes of its frame, rather than being dropped.
-            _ => {
-                let mut buf = [0u8; MAX_FRAME_LEN];
-                let n = r.to_frame(&mut buf).unwrap_or(0);
-                let frame = buf.get(..n).unwrap_or(&[]);
-                self.obj(None, r.kind(), &[("frame", V::B(frame))])
-            }
-        }
+        self.open(r.kind());
+        r.fields(|k, v| self.field(None, k, v));
+        self.text.push('}');
     }
 
+    /// The `i`-th event as an object ([`Output::fields`]).
     fn event(&mut self, i: usize, o: &Output) {
-        use V::{M, N, S};
-        let at = Some(i);
-        match o {
-            Output::Granted {
-                session,
-                lock,
-                mode,
-                token,
-            } => self.obj(
-                at,
-                o.kind(),
-                &[
-                    ("session", N(session.0)),
-                    ("lock", S(lock.as_str())),
-                    ("mode", M(*mode)),
-                    ("token", N(token.0)),
-                ],
-            ),
-            Output::Released {
-                session,
-                lock,
-                token,
-                reason,
-            } => self.obj(
-                at,
-                o.kind(),
-                &[
-                    ("session", N(session.0)),
-                    ("lock", S(lock.as_str())),
-                    ("token", N(token.0)),
-                    ("reason", S(js::reason(*reason))),
-                ],
-            ),
-            Output::SessionExpired { session } => {
-                self.obj(at, o.kind(), &[("session", N(session.0))])
-            }
-            Output::WaitTimedOut { session, lock } => self.obj(
-                at,
-                o.kind(),
-                &[("session", N(session.0)), ("lock", S(lock.as_str()))],
-            ),
-            Output::HolderChanged {
-                session,
-                lock,
-                holder,
-                mode,
-                token,
-                change,
-                label,
-            } => self.obj(
-                at,
-                o.kind(),
-                &[
-                    ("session", N(session.0)),
-                    ("lock", S(lock.as_str())),
-                    ("holder", N(holder.0)),
-                    ("mode", M(*mode)),
-                    ("token", N(token.0)),
-                    ("change", S(change.kind())),
-                    ("label", S(label.as_str())),
-                ],
-            ),
-            // `Output` is non-exhaustive: as for replies, a later variant crosses with its
-            // kind, its session and its frame.
-            other => {
-                let mut buf = [0u8; MAX_FRAME_LEN];
-                let n = other.to_frame(&mut buf).unwrap_or(0);
-                let frame = buf.get(..n).unwrap_or(&[]);
-                self.obj(
-                    at,
-                    other.kind(),
-                    &[("session", N(other.session().0)), ("frame", V::B(frame))],
-                )
-            }
-        }
+        self.open(o.kind());
+        o.fields(|k, v| self.field(Some(i), k, v));
+        self.text.push('}');
     }
 
     /// Parses the text and sets the values too large for a JS number as `bigint`s.
