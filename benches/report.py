@@ -5,9 +5,11 @@ Reads criterion's results (<target>/criterion/**/new/{benchmark,estimates}.json)
 side files bench.sh leaves in <target>/bench-report/: meta.json (machine, load), memory.json
 (bench-memory), pairs.json (bench-pairs), callgrind.json (instructions per op),
 wasm-size.json (the bundle as built), wasm.json (benches/js/bench.mjs), wasm-callgrind.json
-(benches/js/instructions.cjs) and skipped-<part>.txt (why a part did not run). Every number
-in BENCHMARKS.md comes from those files; nothing is typed by hand. A missing file leaves
-the rows it feeds "not measured", never met.
+(benches/js/instructions.cjs) and skipped-<part>.txt (why a part did not run). Every
+figure of the tables comes from those files; the explanations around them quote a few
+figures from elsewhere, each with its source named (the wasm size breakdown from
+wasm/README.md, the C ABI's parts from ffi/README.md). A missing file leaves the rows it
+feeds "not measured", never met.
 
 usage: report.py --target TARGET_DIR --out BENCHMARKS.md [--repo REPO_ROOT]
 """
@@ -153,12 +155,6 @@ class Row:
         if good and len(self.checks) > 1:
             return f"**missed**{info} by {', '.join(bad)}; met by {', '.join(good)}"
         return f"**missed**{info}"
-
-
-def verdict(x, goal):
-    if x is None:
-        return "NOT RUN"
-    return "**PASS**" if x <= goal else "**MISS**"
 
 
 def main():
@@ -349,8 +345,8 @@ def main():
       + (f" ({wasm_cg['rounds'][0]} → {wasm_cg['rounds'][1]})" if wasm_cg and wasm_cg.get("rounds") else "")
       + ", difference")
     w("  divided, so start-up and V8's compilation cancel (not entirely: when V8 collects still")
-    w("  moves a count by about 10 % between runs); ÷ the native")
-    w("  count per pair at 1024 locks (`bench-ops uncontended`). C ABI: `bench-ops cabi_uncontended` (the criterion")
+    w("  moves a count by about 10 % between runs), over 256 locks; ÷ the native")
+    w("  count per pair at 1024 locks (`bench-ops uncontended`; the native count hardly depends on the table size). C ABI: `bench-ops cabi_uncontended` (the criterion")
     w("  bench's code, `benches/src/cabi.rs`: each call through an opaque function pointer, its")
     w("  reply read, `fencelock_service_drain_events` when the reply's `pending` is not 0) and,")
     w("  when gcc is installed, the same loop from a C host (`ffi/tests/c/ops.c`")
@@ -397,7 +393,9 @@ def main():
                 w("  than a map: per acquire a session lookup, the name checked and hashed, a lock-index")
                 w("  probe, a lock row filled (the name copied inline, the creation-order list) and a claim")
                 w("  row linked into the session's, the lock's and the arrival lists, a fresh fencing token;")
-                w("  per release the same lookups and every link undone. Rows of 72–152 bytes in three")
+                sizes = sorted(b for b in (mem("claim"), mem("session"), mem("lock")) if b)
+                span = f"{sizes[0]}–{sizes[-1]} bytes" if sizes else "several sizes"
+                w(f"  per release the same lookups and every link undone. Rows of {span} in three")
                 w("  tables make the time ratio (cache misses, mispredicted exits of the probing loops) worse")
                 w("  than the instruction ratio. What would close it, each a layout change in the core: the")
                 w("  hash buckets are packed into the rows (`rows[b / 2].aux`), so a probe costs a multiply")
@@ -496,7 +494,7 @@ def main():
                 w("  name, and the core inlined differently in the library's LTO unit. 1.2× needs about")
                 nat_v, cab_v = cgv("uncontended/1024"), cgv("cabi_uncontended/1024")
                 if nat_v and cab_v:
-                    w(f"  {cab_v - 1.2 * nat_v:,.0f} fewer instructions per pair, most of the boundary itself; forcing the core's")
+                    w(f"  {cab_v - 1.2 * nat_v:,.0f} fewer instructions per pair through the Rust driver (ffi/README.md counts from its C host), most of the boundary itself; forcing the core's")
                 else:
                     w("  most of the boundary itself to go; forcing the core's")
                 w("  `acquire`/`release` inline into the extern functions speeds the native side almost as")

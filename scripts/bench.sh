@@ -57,7 +57,7 @@ json.dump({
   "kernel": platform.release(),
   "load_before": " ".join(open("/proc/loadavg").read().split()[0:3]),
   "criterion": "warm-up ${WARMUP} s, measurement ${MEASURE} s, ${SAMPLES} samples per benchmark",
-  "commit": sh("git", "rev-parse", "--short", "HEAD") + (" + uncommitted changes in core/ffi/wasm/benches" if sh("git", "status", "--porcelain", "--untracked-files=no", "--", "core", "ffi", "wasm", "benches") else ""),
+  "commit": sh("git", "rev-parse", "--short", "HEAD") + (" + uncommitted changes in core/ffi/wasm/benches" if sh("git", "status", "--porcelain", "--untracked-files=no", "--", "core", "ffi", "wasm", "benches", ":!*.md") else ""),
 }, open(sys.argv[1], "w"), indent=1)
 EOF
 

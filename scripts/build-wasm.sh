@@ -39,7 +39,7 @@ target_dir=$(cargo metadata --format-version 1 --no-deps |
 # JS, 1.50x for a snapshot restore + encode.
 # The core crate alone ("fencelock") at "s": its acquire and release are the hot path of the
 # typed fast path, and "s" takes an acquire + release by interned id from about 5 700 to
-# 4 600 instructions under node (4.8x -> 3.9x native) for 0.6 KB raw / 1.5 KB gzipped
+# 4 600 instructions under node (measured with the core as it was then) for 0.6 KB raw / 1.5 KB gzipped
 # (opt-level 2 or 3 there: 4 100, for 11 KB raw). Measured in wasm/README.md.
 # The panic locations the compiler keeps (a trap never prints them) name dependencies by
 # their path in the cargo registry: written relative to its source folder, they take less

@@ -808,8 +808,9 @@ mod tests {
             assert_eq!(w.c.reply().kind, fencelock_reply_kind::Released);
             assert_eq!(w.c.reply().pending, 0);
         }
-        // The measured loop repeats the same cycle: every acquire granted (a second
-        // acquire of a held lock would be refused) and every release accepted.
+        // The measured loop repeats the same cycle: every acquire a fresh grant (an acquire
+        // of a lock still held would answer the same token again, and the count below
+        // would fall short) and every release accepted.
         w.run();
         w.run();
         assert_eq!(w.c.reply().kind, fencelock_reply_kind::Released);

@@ -407,7 +407,7 @@ unsafe fn service_call<P: crate::handle::HandlePtr<Target = fencelock_service>, 
 /// written to `*reply`, with `pending` the events now queued. Any failure (a refused
 /// argument, the core's refusal, a panic) leaves `*reply` zeroed (kind `NONE`) instead:
 /// written once either way, after the call, rather than zeroed first and written again
-/// (measured: about 20 instructions an acquire + release). A refusal by the core leaves
+/// (measured: about 10 instructions an acquire + release). A refusal by the core leaves
 /// the events of the advance to `now` queued (they stand: the core's rule).
 ///
 /// # Safety

@@ -238,7 +238,9 @@ test('internName: names are judged as every lock name is, and the table is bound
   // Both ids name the same lock; a forgotten id is unknown, its row reused with a new id.
   const s = svc.openSession(0, 10).reply.session;
   assert.equal(svc.acquireFastId(0, s, a, 0, 0), 3);
+  const token = svc.replyValue();
   assert.equal(svc.acquireFastId(0, s, a2, 0, 0), 3); // already held: the same token
+  assert.equal(svc.replyValue(), token, 'the other id names the same lock');
   svc.forgetName(a);
   const unknown = thrown(() => svc.forgetName(a));
   assert.deepEqual([unknown.code, unknown.errno, unknown.nameId], ['unknown_name', 704, a]);

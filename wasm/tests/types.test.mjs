@@ -35,7 +35,7 @@ for (const pkg of ['node', 'web']) {
     assert.match(dts, /forgetName\(nameId: number\): void;/);
     assert.match(dts, /acquireFastId\(now: number, session: number, nameId: number, mode: FastMode, wait: FastWait, until\?: number \| null, request\?: number \| null, count\?: number \| null, limit\?: number \| null\): FastCode;/);
     assert.match(dts, /releaseFastId\(now: number, session: number, nameId: number, request\?: number \| null\): FastCode;/);
-    // the brief's JSON spelling of a semaphore's mode, and the five change kinds
+    // the JSON spelling of a semaphore's mode (docs/RECORDING.md), and the five change kinds
     assert.match(dts, /export type Mode = "exclusive" \| "shared" \| \{ permits: number; limit: number \};/);
     assert.match(dts, /export type Change = "holding" \| "granted" \| "released" \| "closed" \| "expired";/);
     // every error kind the binding can throw is in ErrorCode
