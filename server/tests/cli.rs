@@ -9,10 +9,10 @@
 
 mod common;
 mod procs;
+use procs::{signal, stderr_of, wait_exit, wait_until};
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -33,30 +33,6 @@ fn temp_dir(name: &str) -> PathBuf {
     common::temp_dir(&format!("cli-{name}"))
 }
 
-/// Waits (bounded) until `f` holds; panics with `what` otherwise.
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits (bounded) for `child` to exit.
-fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            return st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            panic!("process {} did not exit within {limit:?}", child.id());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// True while `pid` runs (a zombie no longer runs: the supervisor of a killed CLI is
 /// reparented, and the reaper of the machine may be slow).
 fn running(pid: u32) -> bool {
@@ -70,15 +46,6 @@ fn running(pid: u32) -> bool {
         }
         Err(_) => false,
     }
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill {sig} {pid}");
 }
 
 /// Reads a pid the command wrote to `path`, waiting (bounded) for it.
@@ -100,14 +67,6 @@ fn read_number(path: &Path) -> u64 {
         },
     );
     pid.unwrap_or_default()
-}
-
-fn stderr_of(child: &mut Child) -> String {
-    let mut s = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut s);
-    }
-    s
 }
 
 /// A one-node cluster in a `fencelock-node` process.

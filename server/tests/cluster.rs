@@ -258,41 +258,9 @@ async fn whole_cluster_restart_keeps_acknowledged_state() {
 async fn lagging_follower_catches_up() {
     let c = Cluster::start("lag", 300).await;
     let s = session_of(&c.propose(open(600_000)).await);
-    let l = c.leader().await;
-    let f = (1..=3).find(|id| *id != l).unwrap();
-    c.net.isolate(f);
-    let others: Vec<u64> = (1..=3).filter(|id| *id != f).collect();
-    let leader = c.nodes[&c.leader_among(&others).await].clone();
-    let behind = c.nodes[&f]
-        .raft
-        .metrics()
-        .borrow()
-        .last_log_index
-        .unwrap_or(0);
-    // Commit entries until the leader has snapshotted and purged past what the follower
-    // has. Concurrent proposals share entries (the proposer batches them), so how many
-    // rounds that takes depends on timing; each round is 50 concurrent keep-alives.
-    let start = std::time::Instant::now();
-    loop {
-        let purged = leader.raft.metrics().borrow().purged.map(|p| p.index);
-        if purged.is_some_and(|p| p > behind) {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "leader never purged"
-        );
-        let mut futs = Vec::new();
-        for _ in 0..50 {
-            let leader = leader.clone();
-            let op = c.op(keep_alive(s));
-            futs.push(tokio::spawn(async move { leader.propose_op(op).await }));
-        }
-        for f in futs {
-            let r = f.await.unwrap().expect("majority commits");
-            assert!(r.reply.is_ok(), "{r:?}");
-        }
-    }
+    let (_, _, leader, behind) = c.isolate_a_follower().await;
+    // The follower catches up by snapshot only once the leader has purged what it lacks.
+    c.commit_until_purged_past(&leader, s, behind).await;
     c.net.heal();
     c.converged().await;
     c.shutdown().await;

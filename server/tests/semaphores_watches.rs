@@ -12,14 +12,15 @@
 //! The tests run one at a time (a process-wide mutex): each starts its own node, and the
 //! machine is small.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
 mod procs;
+use procs::{signal, stderr_of, wait_exit, wait_until};
 
 use fencelock::Mode;
 use fencelock_server::auth::SessionSecret;
@@ -34,47 +35,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Waits (bounded) until `f` holds; panics with `what` otherwise.
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits (bounded) for `child` to exit.
-fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            return st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            panic!("process {} did not exit within {limit:?}", child.id());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill {sig} {pid}");
-}
-
-fn stderr_of(child: &mut Child) -> String {
-    let mut s = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut s);
-    }
-    s
 }
 
 /// The lines a child prints on stdout, collected by a thread as they come.
@@ -783,17 +743,8 @@ async fn labels_permits_and_watches_travel_in_snapshots() {
     use fencelock::{Change, Input, Label, LockName, Output, Reply as CoreReply, Tick, Wait};
     use fencelock_server::types::{Op, STAMPED_AT_APPLY};
     let c = common::Cluster::start("semwatch-snap", 300).await;
-    let l = c.leader().await;
-    let f = (1..=3).find(|id| *id != l).unwrap();
-    c.net.isolate(f);
-    let others: Vec<u64> = (1..=3).filter(|id| *id != f).collect();
-    let leader = c.nodes[&c.leader_among(&others).await].clone();
-    let behind = c.nodes[&f]
-        .raft
-        .metrics()
-        .borrow()
-        .last_log_index
-        .unwrap_or(0);
+    let (f, others, leader, behind) = c.isolate_a_follower().await;
+    let l = leader.id;
     let open = |label: &str| {
         let op = Op::OpenLabeled {
             ttl: 600_000,
@@ -829,23 +780,7 @@ async fn labels_permits_and_watches_travel_in_snapshots() {
     let r = c.propose_among(&others, watch).await;
     assert_eq!(r.reply, Ok(CoreReply::Watching { holders: 1 }));
     // Commit until the leader snapshotted and purged past what the follower has.
-    let start = Instant::now();
-    loop {
-        let purged = leader.raft.metrics().borrow().purged.map(|p| p.index);
-        if purged.is_some_and(|p| p > behind) {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "never purged");
-        let mut futs = Vec::new();
-        for _ in 0..50 {
-            let leader = leader.clone();
-            let op = c.op(common::keep_alive(h));
-            futs.push(tokio::spawn(async move { leader.propose_op(op).await }));
-        }
-        for fut in futs {
-            assert!(fut.await.unwrap().expect("commits").reply.is_ok());
-        }
-    }
+    c.commit_until_purged_past(&leader, h, behind).await;
     c.net.heal();
     c.converged().await;
     {

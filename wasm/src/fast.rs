@@ -1,7 +1,7 @@
 //! The typed fast path of `LockService`: the hot inputs with plain numbers and a string
 //! in, a numeric reply code out, and the reply's number and the events read only when the
 //! caller asks. No object is built or parsed per call; the core call is the one the
-//! object API makes (`service::acquire_core`, `service::named_core`), so the two paths
+//! object API makes (the core's `acquire`, `service::named_core`), so the two paths
 //! differ only in how arguments and answers cross.
 //!
 //! A call returns the reply's code (`reply_code`, 0..=12) or, when refused, minus the
@@ -22,7 +22,7 @@ use wasm_bindgen::prelude::*;
 use crate::js::{self, cat, Fail};
 use crate::json::Answer;
 use crate::names::Names;
-use crate::service::{acquire_core, named_core, Core, LockService, On};
+use crate::service::{named_core, Core, LockService, On};
 
 /// What the fast path keeps between calls.
 #[derive(Default)]
@@ -178,7 +178,7 @@ impl LockService {
             let lock = js::name(&lock, "lock")?;
             let (mode, wait) = (fast_mode(mode, count, limit)?, fast_wait(wait, until)?);
             let request = opt(request, "request")?;
-            let r = acquire_core(core, out, now, session, lock.as_str(), mode, wait, request);
+            let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
             r.map_err(|e| Fail::from(lock.error(e)))
         })
     }
@@ -260,16 +260,7 @@ impl LockService {
             let lock = names.get(name_id)?;
             let (mode, wait) = (fast_mode(mode, count, limit)?, fast_wait(wait, until)?);
             let request = opt(request, "request")?;
-            Ok(acquire_core(
-                core,
-                out,
-                now,
-                session,
-                lock.as_str(),
-                mode,
-                wait,
-                request,
-            )?)
+            Ok(core.acquire(now, session, lock.as_str(), mode, wait, request, out)?)
         })
     }
 

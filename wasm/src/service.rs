@@ -4,8 +4,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use fencelock::{
-    check_rows, Config, Error, Mode, Output, Reply, SessionId, Tick, VecStorage, Wait,
-    MAX_FRAME_LEN, MAX_NAME_LEN,
+    check_rows, Config, Error, Output, Reply, SessionId, Tick, VecStorage, MAX_FRAME_LEN,
+    MAX_NAME_LEN,
 };
 use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
@@ -177,24 +177,8 @@ fn acquire_with(
     let (now, session) = (now_arg(now)?, session_arg(session)?);
     let lock = js::name(lock, "lock")?;
     let (mode, wait, request) = js::acquire_options(options, known)?;
-    let r = acquire_core(core, out, now, session, lock.as_str(), mode, wait, request);
+    let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
     named(r, &lock)
-}
-
-/// The one core call of an acquire, for the object API and the typed fast path (by name
-/// or by interned id) alike: each has checked and translated every argument by now.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn acquire_core(
-    core: &mut Core,
-    out: &mut Vec<Output>,
-    now: Tick,
-    session: SessionId,
-    lock: &str,
-    mode: Mode,
-    wait: Wait,
-    request: Option<u64>,
-) -> Result<Reply, Error> {
-    core.acquire(now, session, lock, mode, wait, request, out)
 }
 
 /// The one core call of a `release`, `cancel`, `campaign`, `resign`, `watch` or

@@ -212,6 +212,51 @@ impl Cluster {
         panic!("no leader among {ids:?} within 10 s");
     }
 
+    /// Cuts one follower off the network: returns it, the other two, the leader among
+    /// them and the follower's last log index (what it has when cut off).
+    pub async fn isolate_a_follower(&self) -> (NodeId, Vec<NodeId>, Arc<Node>, u64) {
+        let l = self.leader().await;
+        let f = self.nodes.keys().copied().find(|id| *id != l).unwrap();
+        self.net.isolate(f);
+        let others: Vec<NodeId> = self.nodes.keys().copied().filter(|id| *id != f).collect();
+        let leader = self.nodes[&self.leader_among(&others).await].clone();
+        let behind = self.nodes[&f]
+            .raft
+            .metrics()
+            .borrow()
+            .last_log_index
+            .unwrap_or(0);
+        (f, others, leader, behind)
+    }
+
+    /// Commits keep-alives of session `s` through `leader` until it has snapshotted and
+    /// purged its log past `index` (bounded: 20 s). Concurrent proposals share entries
+    /// (the proposer batches them), so how many rounds that takes depends on timing; each
+    /// round is 50 concurrent keep-alives.
+    pub async fn commit_until_purged_past(&self, leader: &Arc<Node>, s: SessionId, index: u64) {
+        let start = Instant::now();
+        loop {
+            let purged = leader.raft.metrics().borrow().purged.map(|p| p.index);
+            if purged.is_some_and(|p| p > index) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "leader never purged past {index}"
+            );
+            let mut futs = Vec::new();
+            for _ in 0..50 {
+                let leader = leader.clone();
+                let op = self.op(keep_alive(s));
+                futs.push(tokio::spawn(async move { leader.propose_op(op).await }));
+            }
+            for f in futs {
+                let r = f.await.unwrap().expect("majority commits");
+                assert!(r.reply.is_ok(), "{r:?}");
+            }
+        }
+    }
+
     /// `input` as a client's node proposes it: an open with a fresh credential, a
     /// session's input with the credential its open returned (a made-up one for a session
     /// not opened here).

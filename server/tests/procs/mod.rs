@@ -1,15 +1,17 @@
 //! The parts of the process-level tests shared by `blackbox.rs` and `partitions.rs`: real
 //! `fencelock-node` processes on loopback, a FenceGate-protected resource, and the history
-//! checkers (the fenced-mutex model, token order).
+//! checkers (the fenced-mutex model, token order); and for the CLI's tests, waiting on
+//! conditions and child processes.
 #![allow(dead_code)]
 
 pub mod proxy;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fencelock::{FenceGate, GateRow, Token};
 use fencelock_server::frame;
@@ -663,4 +665,49 @@ pub fn check_tokens(evs: &[Ev]) -> Result<usize, String> {
         }
     }
     Ok(grants.len())
+}
+
+// ---- waiting on conditions and child processes ----
+
+/// Waits (bounded) until `f` holds; panics with `what` otherwise.
+pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (bounded) for `child` to exit.
+pub fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("process {} did not exit within {limit:?}", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Sends `sig` (as `kill` spells it, e.g. `-TERM`) to `pid`.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// What a child wrote to its piped stderr, read to the end.
+pub fn stderr_of(child: &mut Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut s);
+    }
+    s
 }
