@@ -49,10 +49,20 @@ def figures():
     storage = read("core/src/storage.rs")
     assertion = one(r"const _: \(\) = assert!\((.*?)\);", storage.replace("\n", " "),
                     "row-size assertion")
-    for row, key in (("SessionRow", "session"), ("LockRow", "lock"),
-                     ("ClaimRow", "claim"), ("LabelRow", "label"), ("GateRow", "gate")):
-        size = one(r"size_of::<(?:crate::)?%s>\(\) == (\d+)" % row, assertion, row)
-        f[f"row.{key}"] = (size, "core/src/storage.rs (compile-time assertion)")
+    size = {}
+    for row in ("SessionRow", "LockRow", "ClaimRow", "LabelRow", "GateRow", "Bucket",
+                "TaggedBucket"):
+        size[row] = int(one(r"size_of::<(?:crate::)?%s>\(\) == (\d+)" % row, assertion, row))
+    src = "core/src/storage.rs (compile-time assertion)"
+    # An entry of the three service tables is its row and its two buckets in the table's
+    # index array: "memory per session" quotes the sum, the storage docs both parts.
+    for row, bucket, key in (("SessionRow", "Bucket", "session"), ("LockRow", "TaggedBucket", "lock"),
+                             ("ClaimRow", "Bucket", "claim")):
+        f[f"row.{key}"] = (str(size[row] + 2 * size[bucket]), src)
+        f[f"rowonly.{key}"] = (str(size[row]), src)
+        f[f"buckets.{key}"] = (str(2 * size[bucket]), src)
+    f["row.label"] = (str(size["LabelRow"]), src)
+    f["row.gate"] = (str(size["GateRow"]), src)
     f["limit.name"] = (one(r"pub const MAX_NAME_LEN: usize = (\d+);", read("core/src/types.rs"),
                            "MAX_NAME_LEN"), "core/src/types.rs MAX_NAME_LEN")
     f["limit.frame"] = (one(r"pub const MAX_FRAME_LEN: usize = (\d+);", read("core/src/wire.rs"),
@@ -153,21 +163,24 @@ def table(f):
 # Quotes outside the generated table: (file, pattern with one group per figure, figures).
 # Each pattern must match at least once, and every match must agree.
 QUOTES = [
-    ("core/src/storage.rs", r"\| \[`SessionRow`\] \| (\d+) \|", ["row.session"]),
-    ("core/src/storage.rs", r"\| \[`LockRow`\] \| (\d+) \|", ["row.lock"]),
-    ("core/src/storage.rs", r"\| \[`ClaimRow`\] \| (\d+) \|", ["row.claim"]),
+    ("core/src/storage.rs", r"\| \[`SessionRow`\] \+ 2 × \[`Bucket`\] \| (\d+) \+ (\d+) = (\d+) \|",
+     ["rowonly.session", "buckets.session", "row.session"]),
+    ("core/src/storage.rs", r"\| \[`LockRow`\] \+ 2 × \[`TaggedBucket`\] \| (\d+) \+ (\d+) = (\d+) \|",
+     ["rowonly.lock", "buckets.lock", "row.lock"]),
+    ("core/src/storage.rs", r"\| \[`ClaimRow`\] \+ 2 × \[`Bucket`\] \| (\d+) \+ (\d+) = (\d+) \|",
+     ["rowonly.claim", "buckets.claim", "row.claim"]),
     ("core/src/storage.rs", r"\| \[`LabelRow`\] \| (\d+) \|", ["row.label"]),
     ("core/src/storage.rs", r"\| \[`GateRow`\]\(crate::GateRow\) \| (\d+) \|", ["row.gate"]),
-    ("core/src/storage.rs", r"\*\*Session\*\* \((\d+)\)", ["row.session"]),
-    ("core/src/storage.rs", r"\*\*Lock\*\* \((\d+)\)", ["row.lock"]),
-    ("core/src/storage.rs", r"\*\*Claim\*\* \((\d+)\)", ["row.claim"]),
+    ("core/src/storage.rs", r"\*\*Session\*\* \((\d+) \+ (\d+)\)", ["rowonly.session", "buckets.session"]),
+    ("core/src/storage.rs", r"\*\*Lock\*\* \((\d+) \+ (\d+)\)", ["rowonly.lock", "buckets.lock"]),
+    ("core/src/storage.rs", r"\*\*Claim\*\* \((\d+) \+ (\d+)\)", ["rowonly.claim", "buckets.claim"]),
     ("core/src/lib.rs", r"one row per session \((\d+) bytes\), per labelled session \((\d+),",
      ["row.session", "row.label"]),
     ("core/src/lib.rs", r"per live lock entry \((\d+)\) and per hold, wait or watch \((\d+)\)",
      ["row.lock", "row.claim"]),
-    ("core/README.md", r"\| `SessionRow` \| (\d+) \|", ["row.session"]),
-    ("core/README.md", r"\| `LockRow` \| (\d+) \|", ["row.lock"]),
-    ("core/README.md", r"\| `ClaimRow` \| (\d+) \|", ["row.claim"]),
+    ("core/README.md", r"\| `SessionRow` \+ 2 `Bucket`s \| (\d+) \|", ["row.session"]),
+    ("core/README.md", r"\| `LockRow` \+ 2 `TaggedBucket`s \| (\d+) \|", ["row.lock"]),
+    ("core/README.md", r"\| `ClaimRow` \+ 2 `Bucket`s \| (\d+) \|", ["row.claim"]),
     ("core/README.md", r"\| `GateRow` \| (\d+) \|", ["row.gate"]),
     ("fence/src/gate.rs", r"\((\d+) bytes a resource\)", ["row.gate"]),
     ("wasm/src/gate.rs", r"about (\d+) bytes per", ["row.gate"]),

@@ -13,7 +13,7 @@ pub mod cabi;
 use std::collections::{HashMap, VecDeque};
 use std::hint::black_box;
 
-use fencelock::storage::{ClaimRow, LockRow, SessionRow};
+use fencelock::storage::{Bucket, ClaimRow, LockRow, SessionRow, TaggedBucket};
 use fencelock::{
     Capacity, Config, Input, LockName, LockService, Mode, Output, Reply, SessionId, Tick, Usage,
     VecStorage, Wait,
@@ -676,7 +676,7 @@ pub fn memory() -> Vec<MemoryRow> {
         MemoryRow {
             what: "session",
             bytes: (size_of::<S>() - base) / 1024,
-            per: "open session (SessionRow incl. its index buckets and heap slot)",
+            per: "open session (SessionRow incl. its heap slot, and its two index buckets)",
         },
         MemoryRow {
             what: "label",
@@ -686,12 +686,12 @@ pub fn memory() -> Vec<MemoryRow> {
         MemoryRow {
             what: "lock",
             bytes: (size_of::<L>() - base) / 1024,
-            per: "lock held, awaited, watched or in lock-delay (LockRow, name inline)",
+            per: "lock held, awaited, watched or in lock-delay (LockRow, name inline, and its two tagged index buckets)",
         },
         MemoryRow {
             what: "claim",
             bytes: (size_of::<C>() - base) / 1024,
-            per: "hold, wait or watch (ClaimRow)",
+            per: "hold, wait or watch (ClaimRow, and its two index buckets)",
         },
         MemoryRow {
             what: "fixed",
@@ -717,6 +717,16 @@ pub fn memory() -> Vec<MemoryRow> {
             what: "row_claim",
             bytes: size_of::<ClaimRow>(),
             per: "size_of::<ClaimRow>()",
+        },
+        MemoryRow {
+            what: "bucket",
+            bytes: size_of::<Bucket>(),
+            per: "size_of::<Bucket>() (two per session and per claim, in the table's index array)",
+        },
+        MemoryRow {
+            what: "tagged_bucket",
+            bytes: size_of::<TaggedBucket>(),
+            per: "size_of::<TaggedBucket>() (two per lock, in the lock index array)",
         },
         MemoryRow {
             what: "output",
@@ -1021,8 +1031,9 @@ mod tests {
     fn memory_figures_match_the_row_sizes() {
         let m = memory();
         let get = |w: &str| m.iter().find(|r| r.what == w).unwrap().bytes;
-        assert_eq!(get("session"), get("row_session"));
-        assert_eq!(get("lock"), get("row_lock"));
-        assert_eq!(get("claim"), get("row_claim"));
+        // An entry is its row and its two buckets in the table's index array.
+        assert_eq!(get("session"), get("row_session") + 2 * get("bucket"));
+        assert_eq!(get("lock"), get("row_lock") + 2 * get("tagged_bucket"));
+        assert_eq!(get("claim"), get("row_claim") + 2 * get("bucket"));
     }
 }

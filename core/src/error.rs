@@ -172,6 +172,7 @@ const REASONS: &[&str] = &[
     "a session claims a lock twice",
     "a session watches a lock twice",
     "a table has more than 2^31 - 1 rows",
+    "a table's index must have two buckets per row",
     "a token held twice",
     "a waiter arrived before a holder",
     "a watch with a mode or value",

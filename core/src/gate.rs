@@ -1,6 +1,6 @@
 //! [`FenceGate`]: the resource-side check that stops a stale holder.
 
-use crate::table::{name_hash, Buckets, Indexed, TableState, Tagged};
+use crate::table::{name_hash, BucketArray, TableState, TaggedBucket};
 use crate::{Error, LockName, Table, Token};
 
 /// The four bytes a fence-gate snapshot begins with.
@@ -13,7 +13,8 @@ pub const GATE_VERSION: u16 = 1;
 pub struct GateRow {
     name: LockName,
     highest: u64, // 0 = free row
-    index: Tagged,
+    /// Buckets `2i` and `2i + 1` of the gate's index, in row `i`.
+    index: [TaggedBucket; 2],
 }
 
 impl GateRow {
@@ -21,20 +22,20 @@ impl GateRow {
     pub const EMPTY: GateRow = GateRow {
         name: LockName::EMPTY,
         highest: 0,
-        index: Tagged::EMPTY,
+        index: [TaggedBucket::EMPTY; 2],
     };
 }
 
-impl Indexed for GateRow {
-    type B = Tagged;
-    fn index(&self) -> &Tagged {
-        &self.index
+/// A gate's rows are its index too: row `i` holds buckets `2i` and `2i + 1`.
+impl BucketArray for [GateRow] {
+    fn buckets(&self) -> usize {
+        self.len() * 2
     }
-    fn index_mut(&mut self) -> &mut Tagged {
-        &mut self.index
+    fn bucket(&self, b: usize) -> (u32, Option<u32>) {
+        self[b / 2].index[..].bucket(b % 2)
     }
-    fn key_hash(&self) -> u64 {
-        name_hash(self.name.as_str().as_bytes())
+    fn set_bucket(&mut self, b: usize, slot: u32, tag: u32) {
+        self[b / 2].index[..].set_bucket(b % 2, slot, tag);
     }
 }
 
@@ -74,7 +75,7 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
 
     fn find(&self, resource: &str) -> Option<u32> {
         let rows = self.rows.as_ref();
-        TableState::find(rows, name_hash(resource.as_bytes()), |r| {
+        TableState::find(rows, rows, name_hash(resource.as_bytes()), |r| {
             r.highest != 0 && r.name.as_str() == resource
         })
     }

@@ -214,9 +214,10 @@
 //!
 //! All memory is the host's: one row per session (88 bytes), per labelled session (65,
 //! in a label table the host sizes: by default one per session, 0 for a host that never
-//! labels), per live lock entry (152) and per hold, wait or watch (72), the same on 64-
-//! and 32-bit targets; the table and its reasoning are in [`storage`]. Capacities are fixed at construction; a full table is a
-//! typed error ([`Error::CapacityExceeded`]), never a panic.
+//! labels), per live lock entry (152) and per hold, wait or watch (72), each with its two
+//! buckets of its table's hash index, the same on 64- and 32-bit targets; the table and
+//! its reasoning are in [`storage`]. Capacities are fixed at construction; a full table is
+//! a typed error ([`Error::CapacityExceeded`]), never a panic.
 //!
 //! ## Guarantees
 //!

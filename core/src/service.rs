@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::storage::{
-    claim_hash, watch_hash, Chain, ClaimRow, LabelPool, LabelRow, Link, List, LockRow, Recorded,
-    SessionRow, Storage, TtlClass, CLASSES, NO_CLASS,
+    claim_hash, watch_hash, Bucket, Chain, ClaimRow, LabelPool, LabelRow, Link, List, LockRow,
+    Recorded, SessionRow, Storage, Tables, TaggedBucket, TtlClass, CLASSES, NO_CLASS,
 };
 use crate::table::{fnv1a, name_hash, TableState, NIL};
 use crate::{
@@ -235,6 +235,22 @@ pub fn check_rows(rows: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// The one check that each table's hash index has two buckets per row (a host's own
+/// [`Storage`] or [`SliceStorage`](crate::SliceStorage) could hand in any lengths). Called
+/// after [`check_rows`], so the doubled row counts cannot overflow.
+/// Errors: [`Error::BadConfig`]. Cost: O(1).
+fn check_indexes(t: &Tables<'_>) -> Result<(), Error> {
+    if t.session_index.len() != 2 * t.sessions.len()
+        || t.lock_index.len() != 2 * t.locks.len()
+        || t.claim_index.len() != 2 * t.claims.len()
+    {
+        return Err(Error::BadConfig(
+            "a table's index must have two buckets per row",
+        ));
+    }
+    Ok(())
+}
+
 /// Which input a recorded reply belongs to (to catch a reused request number).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -271,7 +287,8 @@ impl<S: Storage> LockService<S> {
         check_rows(t.sessions.len())?;
         check_rows(t.locks.len())?;
         check_rows(t.claims.len())?;
-        check_rows(labels.len())
+        check_rows(labels.len())?;
+        check_indexes(&t)
     }
 
     pub(crate) fn build(mut storage: S, config: Config) -> Self {
@@ -292,9 +309,9 @@ impl<S: Storage> LockService<S> {
             revision: 0,
             next_seq: 1,
             next_lock: 1,
-            sessions: TableState::init(t.sessions),
-            locks: TableState::init(t.locks),
-            claims: TableState::init(t.claims),
+            sessions: TableState::init(t.sessions, t.session_index),
+            locks: TableState::init(t.locks, t.lock_index),
+            claims: TableState::init(t.claims, t.claim_index),
             session_order: List::EMPTY,
             lock_order: List::EMPTY,
             idle_locks: List::EMPTY,
@@ -319,8 +336,11 @@ impl<S: Storage> LockService<S> {
         let (t, labels) = self.storage.tables_and_labels();
         View {
             s: t.sessions,
+            si: t.session_index,
             l: t.locks,
+            li: t.lock_index,
             c: t.claims,
+            ci: t.claim_index,
             lb: labels,
             st: &mut self.st,
         }
@@ -974,7 +994,7 @@ impl<S: Storage> LockService<S> {
         request: Option<u64>,
     ) -> Option<bool> {
         let t = self.storage.tables_ref();
-        let row = &t.sessions[find_session(t.sessions, session.0)? as usize];
+        let row = &t.sessions[find_session(t.session_index, t.sessions, session.0)? as usize];
         if request != Some(row.last_request) {
             return None;
         }
@@ -1078,7 +1098,7 @@ impl<S: Storage> LockService<S> {
     /// holds and waits) to count them.
     pub fn session(&self, session: SessionId) -> Option<SessionInfo> {
         let t = self.storage.tables_ref();
-        let s = find_session(t.sessions, session.0)?;
+        let s = find_session(t.session_index, t.sessions, session.0)?;
         let row = &t.sessions[s as usize];
         let (mut holds, mut waits) = (0, 0);
         let mut c = row.claims.head;
@@ -1153,7 +1173,7 @@ impl<S: Storage> LockService<S> {
     /// Cost: O(name length) expected.
     pub fn permits(&self, lock: &str) -> Option<Permits> {
         let t = self.storage.tables_ref();
-        let l = find_lock(t.locks, lock)?;
+        let l = find_lock(t.lock_index, t.locks, lock)?;
         let row = &t.locks[l as usize];
         let any = if row.holders.head != NIL {
             row.holders.head
@@ -1176,7 +1196,7 @@ impl<S: Storage> LockService<S> {
     /// in the future. Cost: O(name length).
     pub fn lock_delay_until(&self, lock: &str) -> Option<Tick> {
         let t = self.storage.tables_ref();
-        let l = find_lock(t.locks, lock)?;
+        let l = find_lock(t.lock_index, t.locks, lock)?;
         let until = t.locks[l as usize].delay_until;
         (until > self.st.now).then_some(Tick(until))
     }
@@ -1187,7 +1207,7 @@ impl<S: Storage> LockService<S> {
         holders: bool,
     ) -> impl Iterator<Item = (crate::storage::TablesRef<'_>, u32)> + '_ {
         let t = self.storage.tables_ref();
-        let head = match find_lock(t.locks, lock) {
+        let head = match find_lock(t.lock_index, t.locks, lock) {
             Some(l) if holders => t.locks[l as usize].holders.head,
             Some(l) => t.locks[l as usize].waiters.head,
             None => NIL,
@@ -1264,12 +1284,12 @@ fn queued(mode: Mode, position: u32) -> Recorded {
 }
 
 #[cfg_attr(not(target_family = "wasm"), inline(always))]
-pub(crate) fn find_session(rows: &[SessionRow], id: u64) -> Option<u32> {
-    TableState::find(rows, crate::table::mix(id), |r| r.id == id)
+pub(crate) fn find_session(index: &[Bucket], rows: &[SessionRow], id: u64) -> Option<u32> {
+    TableState::find(index, rows, crate::table::mix(id), |r| r.id == id)
 }
 
-pub(crate) fn find_lock(rows: &[LockRow], name: &str) -> Option<u32> {
-    TableState::find(rows, name_hash(name.as_bytes()), |r| {
+pub(crate) fn find_lock(index: &[TaggedBucket], rows: &[LockRow], name: &str) -> Option<u32> {
+    TableState::find(index, rows, name_hash(name.as_bytes()), |r| {
         r.id != 0 && r.name.is(name)
     })
 }
@@ -1293,8 +1313,11 @@ pub(crate) fn lock_order(l: &mut LockRow) -> &mut Link {
 /// The mutable working view of one input: the three tables and the counters.
 pub(crate) struct View<'a> {
     pub(crate) s: &'a mut [SessionRow],
+    pub(crate) si: &'a mut [Bucket],
     pub(crate) l: &'a mut [LockRow],
+    pub(crate) li: &'a mut [TaggedBucket],
     pub(crate) c: &'a mut [ClaimRow],
+    pub(crate) ci: &'a mut [Bucket],
     pub(crate) lb: &'a mut [LabelRow],
     pub(crate) st: &'a mut State,
 }
@@ -1302,13 +1325,13 @@ pub(crate) struct View<'a> {
 impl View<'_> {
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
     fn session_slot(&self, session: SessionId) -> Result<u32, Error> {
-        find_session(self.s, session.0).ok_or(Error::UnknownSession(session))
+        find_session(self.si, self.s, session.0).ok_or(Error::UnknownSession(session))
     }
 
     /// The live lock named `name`, whose [`name_hash`] is `hash`.
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
     fn lock_slot(&self, name: &str, hash: u64) -> Option<u32> {
-        TableState::find(self.l, hash, |r| r.name.is(name))
+        TableState::find(self.li, self.l, hash, |r| r.name.is(name))
     }
 
     /// The claim of session `s` on lock `l`. A lock's only claim is found from the lock
@@ -1323,7 +1346,7 @@ impl View<'_> {
                 let only = lock.only_claim();
                 (self.c[only as usize].session() == s).then_some(only)
             }
-            _ => TableState::find(self.c, claim_hash(s, l), |r| {
+            _ => TableState::find(self.ci, self.c, claim_hash(s, l), |r| {
                 r.session() == s && r.lock() == l && !r.watching()
             }),
         }
@@ -1343,7 +1366,7 @@ impl View<'_> {
         if self.l[l as usize].watchers == NIL {
             return None;
         }
-        TableState::find(self.c, watch_hash(s, l), |r| {
+        TableState::find(self.ci, self.c, watch_hash(s, l), |r| {
             r.session() == s && r.lock() == l && r.watching()
         })
     }
@@ -1467,7 +1490,7 @@ impl View<'_> {
                     None if self.st.idle_locks.head != NIL => {
                         let slot = self.st.idle_locks.head;
                         self.st.idle_locks.remove(self.l, slot, lock_order);
-                        TableState::index_remove(self.l, slot);
+                        TableState::index_remove(self.li, self.l, slot);
                         slot
                     }
                     None => {
@@ -1617,7 +1640,7 @@ impl View<'_> {
         row.last_target = 0;
         row.label = NIL;
         row.claims = Chain::EMPTY;
-        TableState::index_insert(self.s, slot, crate::table::mix(id));
+        TableState::index_insert(self.si, slot, crate::table::mix(id));
         self.st.session_order.push_back(self.s, slot, session_order);
     }
 
@@ -1749,7 +1772,7 @@ impl View<'_> {
         row.delay_until = 0;
         row.dirty = false;
         row.dirty_next = NIL;
-        TableState::index_insert(self.l, l, hash);
+        TableState::index_insert(self.li, l, hash);
         self.st.lock_order.push_back(self.l, l, lock_order);
     }
 
@@ -1771,10 +1794,10 @@ impl View<'_> {
                 let only = lock.only_claim();
                 let other = &self.c[only as usize];
                 let hash = claim_hash(other.session(), other.lock());
-                TableState::index_insert(self.c, only, hash);
-                TableState::index_insert(self.c, c, claim_hash(s, l));
+                TableState::index_insert(self.ci, only, hash);
+                TableState::index_insert(self.ci, c, claim_hash(s, l));
             }
-            _ => TableState::index_insert(self.c, c, claim_hash(s, l)),
+            _ => TableState::index_insert(self.ci, c, claim_hash(s, l)),
         }
         let mut list = self.s[s as usize].claims;
         list.push_back(self.c, c, in_session);
@@ -1790,7 +1813,7 @@ impl View<'_> {
         row.set_watch(s, l);
         row.seq = seq;
         row.value = 0;
-        TableState::index_insert(self.c, c, watch_hash(s, l));
+        TableState::index_insert(self.ci, c, watch_hash(s, l));
         let head = self.l[l as usize].watchers;
         if head == NIL {
             self.l[l as usize].watchers = c;
@@ -1864,10 +1887,10 @@ impl View<'_> {
             0 => {}
             1 => {
                 let only = lock.only_claim();
-                TableState::index_remove(self.c, c);
-                TableState::index_remove(self.c, only);
+                TableState::index_remove(self.ci, self.c, c);
+                TableState::index_remove(self.ci, self.c, only);
             }
-            _ => TableState::index_remove(self.c, c),
+            _ => TableState::index_remove(self.ci, self.c, c),
         }
         // Free (no session); `insert_claim` sets every field when the row is taken again.
         self.c[c as usize].free();
@@ -1904,7 +1927,7 @@ impl View<'_> {
         list.remove(self.c, c, in_session);
         self.s[s as usize].claims = list;
         self.st.claim_order.remove(self.c, c, claim_order);
-        TableState::index_remove_hashed(self.c, c, watch_hash(s, l));
+        TableState::index_remove_hashed(self.ci, self.c, c, watch_hash(s, l));
         self.st.watches -= 1;
         self.c[c as usize].free();
         self.st.claims.release(self.c, c);
@@ -1970,7 +1993,7 @@ impl View<'_> {
             self.mark_dirty(l);
         }
         self.unschedule_session(s);
-        TableState::index_remove(self.s, s);
+        TableState::index_remove(self.si, self.s, s);
         self.st.session_order.remove(self.s, s, session_order);
         let label = self.s[s as usize].label;
         if label != NIL {

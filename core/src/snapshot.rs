@@ -513,7 +513,7 @@ impl<S: Storage> LockService<S> {
             if r.name.is_empty() || r.name.len() > config.max_name_len as usize {
                 return Err(corrupt("lock name empty or too long"));
             }
-            if find_lock(v.l, r.name.as_str()).is_some() {
+            if find_lock(v.li, v.l, r.name.as_str()).is_some() {
                 return Err(corrupt("lock name twice"));
             }
             if r.delay_until != 0 && r.delay_until <= now {
@@ -543,7 +543,8 @@ impl<S: Storage> LockService<S> {
                 return Err(corrupt("claim sequence out of order or beyond the counter"));
             }
             last_seq = r.seq;
-            let s = find_session(v.s, r.session).ok_or(corrupt("claim of an unknown session"))?;
+            let s =
+                find_session(v.si, v.s, r.session).ok_or(corrupt("claim of an unknown session"))?;
             // Locks were restored into rows 0..n in id order: binary search by id.
             let n = meta.locks as usize;
             let l = v.l[..n]

@@ -6,44 +6,49 @@
 //!
 //! | row | bytes | one per |
 //! |---|---|---|
-//! | [`SessionRow`] | 88 | open session |
+//! | [`SessionRow`] + 2 × [`Bucket`] | 80 + 8 = 88 | open session |
 //! | [`LabelRow`] | 65 | open session *with a holder label*, in a table the host sizes (by default one per session; 0 for a host that never labels) |
-//! | [`LockRow`] | 152 | lock that is held, awaited, watched or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
-//! | [`ClaimRow`] | 72 | hold, wait *or* watch of one session on one lock (one pool for all three) |
+//! | [`LockRow`] + 2 × [`TaggedBucket`] | 136 + 16 = 152 | lock that is held, awaited, watched or in lock-delay (an idle lock's entry ends; its row stays indexed under the name until the name is taken again or the row is needed for another) |
+//! | [`ClaimRow`] + 2 × [`Bucket`] | 64 + 8 = 72 | hold, wait *or* watch of one session on one lock (one pool for all three) |
 //! | [`GateRow`](crate::GateRow) | 96 | resource a [`FenceGate`](crate::FenceGate) guards |
 //!
 //! So a service for 10 000 sessions, 10 000 locks and 40 000 claims takes
 //! 0.88 + 1.52 + 2.88 MB = 5.28 MB, plus 0.65 MB if every session may carry a label
-//! (5.93 MB). Each row includes its share of the table's hash index (two buckets, so the
-//! load stays ≤ 50 %) and of its heap of deadlines; label rows have neither (a session
-//! finds its label by row number).
+//! (5.93 MB). Each of the three tables has a hash index of two buckets per row (so the
+//! load stays ≤ 50 %), kept in an array of its own: a lookup
+//! probes that dense array, which stays in cache when the table does not (the index of
+//! 64k sessions is 512 KB, their rows 5 MB), and reads a row only to confirm a match.
+//! Each row also carries its share of its table's heap of deadlines. Label rows have
+//! neither (a session finds its label by row number); a gate's rows carry their own
+//! buckets (a gate is append-only).
 //!
 //! Where the bytes go, and why each field has the width it has:
 //!
-//! * **Session** (88): id, deadline, latest request number and its fingerprint (four
+//! * **Session** (80 + 8): id, deadline, latest request number and its fingerprint (four
 //!   `u64`); the latest reply packed into a `u64` and a byte; one `u64` that is the ttl
 //!   while the session is in no ttl class and its neighbours in its class's deadline list
 //!   (what makes a keep-alive O(1)) while it is in one (the class has the ttl then); its
 //!   ttl-class number (a byte); its claim list (head, tail); its neighbours in id order
 //!   (the snapshot's order); its label-table row (`u32`, none = no label); 8 bytes of
-//!   index (two row numbers) and 8 of heap.
+//!   heap; and apart, 8 bytes of index (two row numbers).
 //! * **Label** (65): a length byte and 64 bytes, byte-aligned; a free row links to the
 //!   next free one through its own bytes. Apart from it because most sessions of most
 //!   hosts have no label: inline it was 65 of a session's bytes, used or not.
-//! * **Lock** (152): the name inline (65); id, lock-delay end (two `u64`); holder list
+//! * **Lock** (136 + 16): the name inline (65); id, lock-delay end (two `u64`); holder list
 //!   (head, tail, count), wait queue (head, tail, count, the count is a queue position)
 //!   and its first watch (a row number: the first watch's claim row keeps the number of
 //!   watchers and the last one in its mode fields, which a watch does not use); the permits its holders hold (a semaphore's
 //!   `in_use`, `u32`; the limit is read from any of its claims); creation-order
-//!   neighbours; the dirty-list link; a dirty flag (a byte); 16 bytes of index (two row
-//!   numbers and the high 32 bits of each entry's name hash, so a probe never compares or
-//!   re-hashes a name it need not) and 8 of heap. The name stays inline because
-//!   [`LockService::locks`](crate::LockService::locks) lends out `&LockName` from the row.
-//! * **Claim** (72): session and lock row numbers (`u32`, with watch and hold in their
+//!   neighbours; the dirty-list link; a dirty flag (a byte); 8 bytes of heap; and apart,
+//!   16 bytes of index (two row numbers and the high 32 bits of each entry's name hash, so
+//!   a probe never compares or re-hashes a name it need not). The name stays inline
+//!   because [`LockService::locks`](crate::LockService::locks) lends out `&LockName` from
+//!   the row.
+//! * **Claim** (64 + 8): session and lock row numbers (`u32`, with watch and hold in their
 //!   top bits, free since rows are < 2³¹); the mode as two `u32` (count and limit of
 //!   `Permits`; limit 0 for exclusive or shared); arrival number and token-or-deadline
 //!   (`u64`); its neighbours on the lock (holders, queue or watchers), in the session and
-//!   in arrival order (the snapshot's); 8 bytes of index and 8 of heap. A lock's only hold
+//!   in arrival order (the snapshot's); 8 of heap and, apart, 8 bytes of index. A lock's only hold
 //!   or wait is not in the claim index at all (it is found from the lock row), but keeps
 //!   its share of the buckets; a watch is always indexed, under a key no hold or wait
 //!   has (the lock's row number with its top bit set).
@@ -57,15 +62,18 @@
 //! `core/tests/memory.rs` checks them on the host. On a target where `u64` is only 4-byte
 //! aligned (i686) rows can be a few bytes smaller, never larger.
 
-use crate::table::{Aux, Indexed, Plain, Row, Tagged, NIL};
+use crate::table::{Aux, Indexed, Row, NIL};
+pub use crate::table::{Bucket, TaggedBucket};
 use crate::{Label, LockName, Mode};
 
 // The table above, checked at compile time wherever `u64` is 8-byte aligned.
 const _: () = assert!(
     core::mem::align_of::<u64>() != 8
-        || (core::mem::size_of::<SessionRow>() == 88
-            && core::mem::size_of::<LockRow>() == 152
-            && core::mem::size_of::<ClaimRow>() == 72
+        || (core::mem::size_of::<SessionRow>() == 80
+            && core::mem::size_of::<Bucket>() == 4
+            && core::mem::size_of::<LockRow>() == 136
+            && core::mem::size_of::<TaggedBucket>() == 8
+            && core::mem::size_of::<ClaimRow>() == 64
             && core::mem::size_of::<LabelRow>() == 65
             && core::mem::size_of::<crate::GateRow>() == 96)
 );
@@ -95,26 +103,100 @@ pub trait Storage {
     }
 }
 
-/// Mutable views of the three tables.
+/// Mutable views of the three tables and their hash indexes. Each index has exactly two
+/// buckets per row of its table, so its load stays ≤ 50 %.
 #[derive(Debug)]
 pub struct Tables<'a> {
     /// One row per session.
     pub sessions: &'a mut [SessionRow],
+    /// The session table's index: twice as many buckets as `sessions` has rows.
+    pub session_index: &'a mut [Bucket],
     /// One row per live lock entry.
     pub locks: &'a mut [LockRow],
-    /// One row per claim (hold or wait).
+    /// The lock table's index: twice as many buckets as `locks` has rows.
+    pub lock_index: &'a mut [TaggedBucket],
+    /// One row per claim (hold, wait or watch).
     pub claims: &'a mut [ClaimRow],
+    /// The claim pool's index: twice as many buckets as `claims` has rows.
+    pub claim_index: &'a mut [Bucket],
 }
 
-/// Read-only views of the three tables.
+/// Read-only views of the three tables and their hash indexes.
 #[derive(Debug, Clone, Copy)]
 pub struct TablesRef<'a> {
     /// One row per session.
     pub sessions: &'a [SessionRow],
+    /// The session table's index.
+    pub session_index: &'a [Bucket],
     /// One row per live lock entry.
     pub locks: &'a [LockRow],
-    /// One row per claim (hold or wait).
+    /// The lock table's index.
+    pub lock_index: &'a [TaggedBucket],
+    /// One row per claim (hold, wait or watch).
     pub claims: &'a [ClaimRow],
+    /// The claim pool's index.
+    pub claim_index: &'a [Bucket],
+}
+
+impl Tables<'_> {
+    /// These tables, lent for a shorter time. Cost: O(1).
+    pub fn reborrow(&mut self) -> Tables<'_> {
+        Tables {
+            sessions: self.sessions,
+            session_index: self.session_index,
+            locks: self.locks,
+            lock_index: self.lock_index,
+            claims: self.claims,
+            claim_index: self.claim_index,
+        }
+    }
+
+    /// These tables, read-only. Cost: O(1).
+    pub fn as_ref(&self) -> TablesRef<'_> {
+        TablesRef {
+            sessions: self.sessions,
+            session_index: self.session_index,
+            locks: self.locks,
+            lock_index: self.lock_index,
+            claims: self.claims,
+            claim_index: self.claim_index,
+        }
+    }
+}
+
+/// The memory of three tables and their indexes in fixed arrays (an index as pairs of
+/// buckets, one pair per row: `[T; 2 * S]` is not a type stable Rust can write).
+#[derive(Debug)]
+struct ArrayTables<const S: usize, const L: usize, const C: usize> {
+    sessions: [SessionRow; S],
+    session_index: [[Bucket; 2]; S],
+    locks: [LockRow; L],
+    lock_index: [[TaggedBucket; 2]; L],
+    claims: [ClaimRow; C],
+    claim_index: [[Bucket; 2]; C],
+}
+
+impl<const S: usize, const L: usize, const C: usize> ArrayTables<S, L, C> {
+    fn tables(&mut self) -> Tables<'_> {
+        Tables {
+            sessions: &mut self.sessions,
+            session_index: self.session_index.as_flattened_mut(),
+            locks: &mut self.locks,
+            lock_index: self.lock_index.as_flattened_mut(),
+            claims: &mut self.claims,
+            claim_index: self.claim_index.as_flattened_mut(),
+        }
+    }
+    fn tables_ref(&self) -> TablesRef<'_> {
+        TablesRef {
+            sessions: &self.sessions,
+            session_index: self.session_index.as_flattened(),
+            locks: &self.locks,
+            lock_index: self.lock_index.as_flattened(),
+            claims: &self.claims,
+            claim_index: self.claim_index.as_flattened(),
+        }
+    }
 }
 
 /// Storage in fixed arrays, for `static`s and firmware: `S` sessions, `L` locks, `C`
@@ -123,9 +205,7 @@ pub struct TablesRef<'a> {
 /// the heap, not on the stack.
 #[derive(Debug)]
 pub struct ArrayStorage<const S: usize, const L: usize, const C: usize, const N: usize = S> {
-    sessions: [SessionRow; S],
-    locks: [LockRow; L],
-    claims: [ClaimRow; C],
+    tables: ArrayTables<S, L, C>,
     labels: [LabelRow; N],
 }
 
@@ -133,9 +213,14 @@ impl<const S: usize, const L: usize, const C: usize, const N: usize> ArrayStorag
     /// Empty tables. `const`, so it can initialise a `static`. Cost: O(S + L + C + N).
     pub const fn new() -> Self {
         ArrayStorage {
-            sessions: [SessionRow::EMPTY; S],
-            locks: [LockRow::EMPTY; L],
-            claims: [ClaimRow::EMPTY; C],
+            tables: ArrayTables {
+                sessions: [SessionRow::EMPTY; S],
+                session_index: [[Bucket::EMPTY; 2]; S],
+                locks: [LockRow::EMPTY; L],
+                lock_index: [[TaggedBucket::EMPTY; 2]; L],
+                claims: [ClaimRow::EMPTY; C],
+                claim_index: [[Bucket::EMPTY; 2]; C],
+            },
             labels: [LabelRow::EMPTY; N],
         }
     }
@@ -153,28 +238,13 @@ impl<const S: usize, const L: usize, const C: usize, const N: usize> Storage
     for ArrayStorage<S, L, C, N>
 {
     fn tables(&mut self) -> Tables<'_> {
-        Tables {
-            sessions: &mut self.sessions,
-            locks: &mut self.locks,
-            claims: &mut self.claims,
-        }
+        self.tables.tables()
     }
     fn tables_ref(&self) -> TablesRef<'_> {
-        TablesRef {
-            sessions: &self.sessions,
-            locks: &self.locks,
-            claims: &self.claims,
-        }
+        self.tables.tables_ref()
     }
     fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
-        (
-            Tables {
-                sessions: &mut self.sessions,
-                locks: &mut self.locks,
-                claims: &mut self.claims,
-            },
-            &mut self.labels,
-        )
+        (self.tables.tables(), &mut self.labels)
     }
     fn labels_ref(&self) -> &[LabelRow] {
         &self.labels
@@ -184,23 +254,16 @@ impl<const S: usize, const L: usize, const C: usize, const N: usize> Storage
 /// Storage in slices the caller owns (memory from a linker section, an arena, C), without
 /// a label table: a labelled open is refused with
 /// [`CapacityExceeded(Table::Labels)`](crate::Error::CapacityExceeded). For labels, use
-/// [`LabeledSliceStorage`].
+/// [`LabeledSliceStorage`]. Each index slice must have twice as many buckets as its table
+/// has rows ([`LockService::new`](crate::LockService::new) refuses it otherwise).
 pub type SliceStorage<'a> = Tables<'a>;
 
 impl Storage for Tables<'_> {
     fn tables(&mut self) -> Tables<'_> {
-        Tables {
-            sessions: self.sessions,
-            locks: self.locks,
-            claims: self.claims,
-        }
+        self.reborrow()
     }
     fn tables_ref(&self) -> TablesRef<'_> {
-        TablesRef {
-            sessions: self.sessions,
-            locks: self.locks,
-            claims: self.claims,
-        }
+        self.as_ref()
     }
 }
 
@@ -208,40 +271,21 @@ impl Storage for Tables<'_> {
 /// session that may carry a holder label at once (any length, 0 included).
 #[derive(Debug)]
 pub struct LabeledSliceStorage<'a> {
-    /// One row per session.
-    pub sessions: &'a mut [SessionRow],
-    /// One row per live lock entry.
-    pub locks: &'a mut [LockRow],
-    /// One row per claim (hold, wait or watch).
-    pub claims: &'a mut [ClaimRow],
+    /// The three tables and their indexes (as [`SliceStorage`]).
+    pub tables: Tables<'a>,
     /// One row per labelled session.
     pub labels: &'a mut [LabelRow],
 }
 
 impl Storage for LabeledSliceStorage<'_> {
     fn tables(&mut self) -> Tables<'_> {
-        Tables {
-            sessions: self.sessions,
-            locks: self.locks,
-            claims: self.claims,
-        }
+        self.tables.reborrow()
     }
     fn tables_ref(&self) -> TablesRef<'_> {
-        TablesRef {
-            sessions: self.sessions,
-            locks: self.locks,
-            claims: self.claims,
-        }
+        self.tables.as_ref()
     }
     fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
-        (
-            Tables {
-                sessions: self.sessions,
-                locks: self.locks,
-                claims: self.claims,
-            },
-            self.labels,
-        )
+        (self.tables.reborrow(), self.labels)
     }
     fn labels_ref(&self) -> &[LabelRow] {
         self.labels
@@ -253,8 +297,11 @@ impl Storage for LabeledSliceStorage<'_> {
 #[derive(Debug)]
 pub struct VecStorage {
     sessions: alloc::vec::Vec<SessionRow>,
+    session_index: alloc::vec::Vec<Bucket>,
     locks: alloc::vec::Vec<LockRow>,
+    lock_index: alloc::vec::Vec<TaggedBucket>,
     claims: alloc::vec::Vec<ClaimRow>,
+    claim_index: alloc::vec::Vec<Bucket>,
     labels: alloc::vec::Vec<LabelRow>,
 }
 
@@ -274,8 +321,11 @@ impl VecStorage {
     pub fn with_labels(sessions: usize, locks: usize, claims: usize, labels: usize) -> Self {
         VecStorage {
             sessions: alloc::vec![SessionRow::EMPTY; sessions],
+            session_index: alloc::vec![Bucket::EMPTY; 2 * sessions],
             locks: alloc::vec![LockRow::EMPTY; locks],
+            lock_index: alloc::vec![TaggedBucket::EMPTY; 2 * locks],
             claims: alloc::vec![ClaimRow::EMPTY; claims],
+            claim_index: alloc::vec![Bucket::EMPTY; 2 * claims],
             labels: alloc::vec![LabelRow::EMPTY; labels],
         }
     }
@@ -318,8 +368,11 @@ impl VecStorage {
         }
         Ok(VecStorage {
             sessions: rows(sessions, SessionRow::EMPTY)?,
+            session_index: rows(sessions.saturating_mul(2), Bucket::EMPTY)?,
             locks: rows(locks, LockRow::EMPTY)?,
+            lock_index: rows(locks.saturating_mul(2), TaggedBucket::EMPTY)?,
             claims: rows(claims, ClaimRow::EMPTY)?,
+            claim_index: rows(claims.saturating_mul(2), Bucket::EMPTY)?,
             labels: rows(labels, LabelRow::EMPTY)?,
         })
     }
@@ -330,23 +383,32 @@ impl Storage for VecStorage {
     fn tables(&mut self) -> Tables<'_> {
         Tables {
             sessions: &mut self.sessions,
+            session_index: &mut self.session_index,
             locks: &mut self.locks,
+            lock_index: &mut self.lock_index,
             claims: &mut self.claims,
+            claim_index: &mut self.claim_index,
         }
     }
     fn tables_ref(&self) -> TablesRef<'_> {
         TablesRef {
             sessions: &self.sessions,
+            session_index: &self.session_index,
             locks: &self.locks,
+            lock_index: &self.lock_index,
             claims: &self.claims,
+            claim_index: &self.claim_index,
         }
     }
     fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
         (
             Tables {
                 sessions: &mut self.sessions,
+                session_index: &mut self.session_index,
                 locks: &mut self.locks,
+                lock_index: &mut self.lock_index,
                 claims: &mut self.claims,
+                claim_index: &mut self.claim_index,
             },
             &mut self.labels,
         )
@@ -478,7 +540,7 @@ pub struct SessionRow {
     pub(crate) class: u8,
     /// Its row in the label table, `NIL` = no label.
     pub(crate) label: u32,
-    pub(crate) aux: Aux<Plain>,
+    pub(crate) aux: Aux,
 }
 
 impl SessionRow {
@@ -625,23 +687,16 @@ impl TtlClass {
 }
 
 impl Indexed for SessionRow {
-    type B = Plain;
-    fn index(&self) -> &Plain {
-        &self.aux.index
-    }
-    fn index_mut(&mut self) -> &mut Plain {
-        &mut self.aux.index
-    }
     fn key_hash(&self) -> u64 {
         crate::table::mix(self.id)
     }
 }
 
 impl Row for SessionRow {
-    fn aux(&self) -> &Aux<Plain> {
+    fn aux(&self) -> &Aux {
         &self.aux
     }
-    fn aux_mut(&mut self) -> &mut Aux<Plain> {
+    fn aux_mut(&mut self) -> &mut Aux {
         &mut self.aux
     }
     fn timer_key(&self) -> (u64, u64) {
@@ -668,7 +723,7 @@ pub struct LockRow {
     /// Next lock in the tick's list of locks to try granting (`NIL` = end).
     pub(crate) dirty_next: u32,
     pub(crate) dirty: bool,
-    pub(crate) aux: Aux<Tagged>,
+    pub(crate) aux: Aux,
 }
 
 impl LockRow {
@@ -700,23 +755,16 @@ impl LockRow {
 }
 
 impl Indexed for LockRow {
-    type B = Tagged;
-    fn index(&self) -> &Tagged {
-        &self.aux.index
-    }
-    fn index_mut(&mut self) -> &mut Tagged {
-        &mut self.aux.index
-    }
     fn key_hash(&self) -> u64 {
         crate::table::name_hash(self.name.as_str().as_bytes())
     }
 }
 
 impl Row for LockRow {
-    fn aux(&self) -> &Aux<Tagged> {
+    fn aux(&self) -> &Aux {
         &self.aux
     }
-    fn aux_mut(&mut self) -> &mut Aux<Tagged> {
+    fn aux_mut(&mut self) -> &mut Aux {
         &mut self.aux
     }
     fn timer_key(&self) -> (u64, u64) {
@@ -749,7 +797,7 @@ pub struct ClaimRow {
     pub(crate) in_session: Link,
     /// Neighbours in the list of all claims, in sequence order.
     pub(crate) order: Link,
-    pub(crate) aux: Aux<Plain>,
+    pub(crate) aux: Aux,
 }
 
 impl ClaimRow {
@@ -847,13 +895,6 @@ impl ClaimRow {
 }
 
 impl Indexed for ClaimRow {
-    type B = Plain;
-    fn index(&self) -> &Plain {
-        &self.aux.index
-    }
-    fn index_mut(&mut self) -> &mut Plain {
-        &mut self.aux.index
-    }
     fn key_hash(&self) -> u64 {
         if self.watching() {
             watch_hash(self.session(), self.lock())
@@ -864,10 +905,10 @@ impl Indexed for ClaimRow {
 }
 
 impl Row for ClaimRow {
-    fn aux(&self) -> &Aux<Plain> {
+    fn aux(&self) -> &Aux {
         &self.aux
     }
-    fn aux_mut(&mut self) -> &mut Aux<Plain> {
+    fn aux_mut(&mut self) -> &mut Aux {
         &mut self.aux
     }
     fn timer_key(&self) -> (u64, u64) {

@@ -1,81 +1,92 @@
 //! Fixed-capacity tables over caller-provided rows: a free list, a seedless hash index
-//! and an indexed min-heap of deadlines, all stored in the rows themselves.
+//! and an indexed min-heap of deadlines.
 //!
-//! Row `i` carries *columns* that do not belong to that row's entry: buckets `2i` and
-//! `2i + 1` of the table's hash index ([`Index`]), and slot `i` of its heap array
-//! ([`Sched`]). Packing them into the rows means a table is one slice (sized by the host,
-//! at compile time or run time) instead of four, with the index always at 2× capacity
-//! (load ≤ 50 %).
+//! The hash index of each of the service's tables is a dense array of its own (two
+//! [`Bucket`]s or [`TaggedBucket`]s per table row, so the load stays ≤ 50 %), apart
+//! from the rows: a probe reads 8 or 16 bytes a row instead of
+//! landing on a random row of the table, so the whole index of a large table stays in
+//! cache while its rows do not. The heap array is a column of the rows: row `i` carries
+//! slot `i` of its table's heap ([`Aux`]).
 //!
 //! In the tables keyed by names (locks, a gate's resources) each bucket also stores the
-//! high 32 bits of its entry's hash ([`Tagged`]). A probe compares those bits first and
-//! reads a row only when they match (a false match has probability 2⁻³²), and an entry's
-//! home bucket is computed from the stored bits alone, so a deletion's backward shift
-//! never reads a row or re-hashes a name. Tables keyed by integers (sessions, claims)
-//! store row numbers only ([`Plain`]): their key is one load from the row and one mix.
+//! high 32 bits of its entry's hash ([`TaggedBucket`]). A probe compares those bits
+//! first and reads a row only when they match (a false match has probability 2⁻³²), and
+//! an entry's home bucket is computed from the stored bits alone, so a deletion's
+//! backward shift never reads a row or re-hashes a name. Tables keyed by integers
+//! (sessions, claims) store row numbers only ([`Bucket`]): their key is one load from
+//! the row and one mix. A gate's rows carry their own two buckets (a gate is
+//! append-only and small), so its rows are its index array too.
 
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// Two buckets of a table's hash index, packed into one row.
-pub(crate) trait Buckets: Copy {
-    const EMPTY: Self;
-    /// The row number in bucket `k` (0 or 1), `NIL` = empty.
-    fn slot(&self, k: usize) -> u32;
-    /// The stored high hash bits of bucket `k`, if this index stores them.
-    fn tag(&self, k: usize) -> Option<u32>;
-    fn set(&mut self, k: usize, slot: u32, tag: u32);
+/// The buckets of a table's hash index, twice as many as the table has rows (so the load
+/// stays ≤ 50 %): a dense array of [`Bucket`]s or [`TaggedBucket`]s, or a gate's rows,
+/// which carry two buckets each.
+pub(crate) trait BucketArray {
+    /// How many buckets.
+    fn buckets(&self) -> usize;
+    /// Bucket `b`: its row number (`NIL` = empty) and, if this index stores them, the
+    /// high hash bits of its entry.
+    fn bucket(&self, b: usize) -> (u32, Option<u32>);
+    fn set_bucket(&mut self, b: usize, slot: u32, tag: u32);
 }
 
-/// Buckets that store the high 32 bits of their entries' hashes beside the row numbers
-/// (for tables keyed by names, where reading a row to compare costs a name comparison and
-/// re-hashing a key costs a pass over the name).
+/// One bucket of the hash index of a table keyed by names (locks): a row number and the
+/// high 32 bits of its entry's name hash, so a probe never compares or re-hashes a name
+/// it need not. Opaque: only the service reads it. 8 bytes; two per lock row.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Tagged {
-    slot: [u32; 2],
-    tag: [u32; 2],
+pub struct TaggedBucket {
+    slot: u32,
+    tag: u32,
 }
 
-impl Buckets for Tagged {
-    const EMPTY: Tagged = Tagged {
-        slot: [NIL; 2],
-        tag: [0; 2],
-    };
-    fn slot(&self, k: usize) -> u32 {
-        self.slot[k]
+impl TaggedBucket {
+    /// An empty bucket.
+    pub const EMPTY: TaggedBucket = TaggedBucket { slot: NIL, tag: 0 };
+}
+
+impl BucketArray for [TaggedBucket] {
+    fn buckets(&self) -> usize {
+        self.len()
     }
-    fn tag(&self, k: usize) -> Option<u32> {
-        Some(self.tag[k])
+    fn bucket(&self, b: usize) -> (u32, Option<u32>) {
+        let x = self[b];
+        (x.slot, Some(x.tag))
     }
-    fn set(&mut self, k: usize, slot: u32, tag: u32) {
-        self.slot[k] = slot;
-        self.tag[k] = tag;
+    fn set_bucket(&mut self, b: usize, slot: u32, tag: u32) {
+        self[b] = TaggedBucket { slot, tag };
     }
 }
 
-/// Buckets of row numbers only (for tables keyed by integers, whose hash is one mix).
+/// One bucket of the hash index of a table keyed by integers (sessions, claims): a row
+/// number only, since such a key is one load from the row and one mix. Opaque: only the
+/// service reads it. 4 bytes; two per session or claim row.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Plain {
-    slot: [u32; 2],
+pub struct Bucket {
+    slot: u32,
 }
 
-impl Buckets for Plain {
-    const EMPTY: Plain = Plain { slot: [NIL; 2] };
-    fn slot(&self, k: usize) -> u32 {
-        self.slot[k]
+impl Bucket {
+    /// An empty bucket.
+    pub const EMPTY: Bucket = Bucket { slot: NIL };
+}
+
+impl BucketArray for [Bucket] {
+    fn buckets(&self) -> usize {
+        self.len()
     }
-    fn tag(&self, _: usize) -> Option<u32> {
-        None
+    fn bucket(&self, b: usize) -> (u32, Option<u32>) {
+        (self[b].slot, None)
     }
-    fn set(&mut self, k: usize, slot: u32, _: u32) {
-        self.slot[k] = slot;
+    fn set_bucket(&mut self, b: usize, slot: u32, _: u32) {
+        self[b].slot = slot;
     }
 }
 
-/// Per-row bookkeeping of a table with deadlines and a free list: the packed index
-/// column, one slot of the heap array and this entry's heap position.
+/// Per-row bookkeeping of a table with deadlines and a free list: one slot of the heap
+/// array and this entry's heap position.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Aux<B> {
-    pub(crate) index: B,
+pub(crate) struct Aux {
     /// One slot of the heap array (a row number).
     heap: u32,
     /// Where this entry sits in the heap array, `NIL` when it has no pending deadline.
@@ -83,9 +94,8 @@ pub(crate) struct Aux<B> {
     heap_pos: u32,
 }
 
-impl<B: Buckets> Aux<B> {
-    pub(crate) const EMPTY: Aux<B> = Aux {
-        index: B::EMPTY,
+impl Aux {
+    pub(crate) const EMPTY: Aux = Aux {
         heap: NIL,
         heap_pos: NIL,
     };
@@ -93,17 +103,14 @@ impl<B: Buckets> Aux<B> {
 
 /// A row type whose table has a hash index.
 pub(crate) trait Indexed {
-    type B: Buckets;
-    fn index(&self) -> &Self::B;
-    fn index_mut(&mut self) -> &mut Self::B;
     /// The hash of this entry's key (only called on live rows).
     fn key_hash(&self) -> u64;
 }
 
-/// A row type that a [`TableState`] can allocate, index and schedule.
-pub(crate) trait Row: Indexed {
-    fn aux(&self) -> &Aux<Self::B>;
-    fn aux_mut(&mut self) -> &mut Aux<Self::B>;
+/// A row type that a [`TableState`] can allocate and schedule.
+pub(crate) trait Row {
+    fn aux(&self) -> &Aux;
+    fn aux_mut(&mut self) -> &mut Aux;
     /// (deadline, unique tie-breaker): a total order, so the heap pops in the same order
     /// whatever its layout (a restored replica behaves like one that never restarted).
     fn timer_key(&self) -> (u64, u64);
@@ -130,8 +137,16 @@ fn home(tag: u32, n: usize) -> usize {
 }
 
 impl TableState {
-    /// Threads every row onto the free list and clears the index. O(capacity).
-    pub(crate) fn init<T: Row>(rows: &mut [T]) -> TableState {
+    /// Threads every row onto the free list and clears the index, which has two buckets
+    /// per row. O(capacity).
+    pub(crate) fn init<T: Row, I: BucketArray + ?Sized>(
+        rows: &mut [T],
+        index: &mut I,
+    ) -> TableState {
+        debug_assert_eq!(rows.len() * 2, index.buckets());
+        for b in 0..index.buckets() {
+            index.set_bucket(b, NIL, 0);
+        }
         let n = rows.len() as u32;
         for (i, r) in rows.iter_mut().enumerate() {
             let a = r.aux_mut();
@@ -146,9 +161,13 @@ impl TableState {
     }
 
     /// A table whose rows are taken in order and never freed (a gate's): no free list.
-    pub(crate) fn init_append_only<T: Indexed>(rows: &mut [T]) -> TableState {
-        for r in rows.iter_mut() {
-            *r.index_mut() = Buckets::EMPTY;
+    /// `rows` are its index too (each carries its two buckets).
+    pub(crate) fn init_append_only<T>(rows: &mut [T]) -> TableState
+    where
+        [T]: BucketArray,
+    {
+        for b in 0..rows.buckets() {
+            rows.set_bucket(b, NIL, 0);
         }
         let n = rows.len() as u32;
         TableState {
@@ -200,24 +219,17 @@ impl TableState {
 
     // ---- hash index: linear probing with backward-shift deletion ----
 
-    fn buckets<T>(rows: &[T]) -> usize {
-        rows.len() * 2
-    }
-
-    fn bucket<T: Indexed>(rows: &[T], b: usize) -> (u32, Option<u32>) {
-        let i = rows[b / 2].index();
-        (i.slot(b % 2), i.tag(b % 2))
-    }
-
-    fn set_bucket<T: Indexed>(rows: &mut [T], b: usize, slot: u32, tag: u32) {
-        rows[b / 2].index_mut().set(b % 2, slot, tag);
-    }
-
-    /// The row whose key hashes to `hash` and satisfies `eq`. Reads only rows whose
-    /// stored hash bits match. O(1) expected.
+    /// The row of `rows` whose key hashes to `hash` and satisfies `eq`, looked up in
+    /// `index` (one element per row). Reads only rows whose stored hash bits match.
+    /// O(1) expected.
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
-    pub(crate) fn find<T: Indexed>(rows: &[T], hash: u64, eq: impl Fn(&T) -> bool) -> Option<u32> {
-        let n = Self::buckets(rows);
+    pub(crate) fn find<T, I: BucketArray + ?Sized>(
+        index: &I,
+        rows: &[T],
+        hash: u64,
+        eq: impl Fn(&T) -> bool,
+    ) -> Option<u32> {
+        let n = index.buckets();
         if n == 0 {
             return None;
         }
@@ -225,7 +237,7 @@ impl TableState {
         let mut b = home(tag, n);
         // At most half the buckets are used, so an empty one always ends the probe.
         loop {
-            let (slot, t) = Self::bucket(rows, b);
+            let (slot, t) = index.bucket(b);
             if slot == NIL {
                 return None;
             }
@@ -238,30 +250,38 @@ impl TableState {
     }
 
     /// Indexes a live row under its key, whose hash is `hash`. O(1) expected.
-    pub(crate) fn index_insert<T: Indexed>(rows: &mut [T], slot: u32, hash: u64) {
-        debug_assert_eq!(hash, rows[slot as usize].key_hash());
-        let n = Self::buckets(rows);
+    pub(crate) fn index_insert<I: BucketArray + ?Sized>(index: &mut I, slot: u32, hash: u64) {
+        let n = index.buckets();
         let tag = tag_of(hash);
         let mut b = home(tag, n);
-        while Self::bucket(rows, b).0 != NIL {
+        while index.bucket(b).0 != NIL {
             b = if b + 1 == n { 0 } else { b + 1 };
         }
-        Self::set_bucket(rows, b, slot, tag);
+        index.set_bucket(b, slot, tag);
     }
 
-    /// Removes a row from the index. Reads no other row: homes come from the stored hash
-    /// bits. O(1) expected.
-    pub(crate) fn index_remove<T: Indexed>(rows: &mut [T], slot: u32) {
+    /// Removes a row of `rows` from `index`. O(1) expected.
+    pub(crate) fn index_remove<T: Indexed, I: BucketArray + ?Sized>(
+        index: &mut I,
+        rows: &[T],
+        slot: u32,
+    ) {
         let hash = rows[slot as usize].key_hash();
-        Self::index_remove_hashed(rows, slot, hash);
+        Self::index_remove_hashed(index, rows, slot, hash);
     }
 
-    /// [`index_remove`](Self::index_remove) of a row whose key hash the caller has.
-    pub(crate) fn index_remove_hashed<T: Indexed>(rows: &mut [T], slot: u32, hash: u64) {
+    /// [`index_remove`](Self::index_remove) of a row whose key hash the caller has. With
+    /// stored hash bits it reads no row: homes come from the buckets.
+    pub(crate) fn index_remove_hashed<T: Indexed, I: BucketArray + ?Sized>(
+        index: &mut I,
+        rows: &[T],
+        slot: u32,
+        hash: u64,
+    ) {
         debug_assert_eq!(hash, rows[slot as usize].key_hash());
-        let n = Self::buckets(rows);
+        let n = index.buckets();
         let mut b = home(tag_of(hash), n);
-        while Self::bucket(rows, b).0 != slot {
+        while index.bucket(b).0 != slot {
             b = if b + 1 == n { 0 } else { b + 1 };
         }
         // Backward shift: pull later members of the probe run into the hole.
@@ -269,7 +289,7 @@ impl TableState {
         let mut j = b;
         loop {
             j = if j + 1 == n { 0 } else { j + 1 };
-            let (s, t) = Self::bucket(rows, j);
+            let (s, t) = index.bucket(j);
             if s == NIL {
                 break;
             }
@@ -282,11 +302,11 @@ impl TableState {
                 hole < h || h <= j
             };
             if !stays {
-                Self::set_bucket(rows, hole, s, t);
+                index.set_bucket(hole, s, t);
                 hole = j;
             }
         }
-        Self::set_bucket(rows, hole, NIL, 0);
+        index.set_bucket(hole, NIL, 0);
     }
 
     // ---- indexed binary min-heap of deadlines ----

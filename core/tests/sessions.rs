@@ -219,15 +219,21 @@ fn capacity_and_usage_report_the_tables() {
 
 #[test]
 fn slice_storage_owned_by_the_caller_works_like_the_others() {
-    use fencelock::storage::{ClaimRow, LockRow, SessionRow};
+    use fencelock::storage::{Bucket, ClaimRow, LockRow, SessionRow, TaggedBucket};
     use fencelock::{Config, SliceStorage};
     let mut sessions = [SessionRow::EMPTY; 4];
+    let mut session_index = [Bucket::EMPTY; 8];
     let mut locks = [LockRow::EMPTY; 4];
+    let mut lock_index = [TaggedBucket::EMPTY; 8];
     let mut claims = [ClaimRow::EMPTY; 8];
+    let mut claim_index = [Bucket::EMPTY; 16];
     let storage = SliceStorage {
         sessions: &mut sessions,
+        session_index: &mut session_index,
         locks: &mut locks,
+        lock_index: &mut lock_index,
         claims: &mut claims,
+        claim_index: &mut claim_index,
     };
     let mut slice = LockService::new(storage, Config::default()).unwrap();
     let mut vec = svc(4);
@@ -261,21 +267,68 @@ fn slice_storage_owned_by_the_caller_works_like_the_others() {
 /// Labels live in a table of their own, sized by the host: slices with a label table
 /// label like the vector storage does, slices or arrays without one refuse a labelled
 /// open with a typed error and serve unlabelled sessions as before.
+/// Each table's index must have two buckets per row: slices of other lengths are refused
+/// with a typed error before anything is written to them.
+#[test]
+fn slice_storage_with_an_index_of_the_wrong_length_is_refused_untouched() {
+    use fencelock::storage::{Bucket, ClaimRow, LockRow, SessionRow, TaggedBucket};
+    use fencelock::{Config, Error, SliceStorage};
+    for (si, li, ci) in [(7, 8, 16), (8, 4, 16), (8, 8, 17)] {
+        let mut sessions = [SessionRow::EMPTY; 4];
+        let mut session_index = vec![Bucket::EMPTY; si];
+        let mut locks = [LockRow::EMPTY; 4];
+        let mut lock_index = vec![TaggedBucket::EMPTY; li];
+        let mut claims = [ClaimRow::EMPTY; 8];
+        let mut claim_index = vec![Bucket::EMPTY; ci];
+        let before = format!(
+            "{sessions:?}{session_index:?}{locks:?}{lock_index:?}{claims:?}{claim_index:?}"
+        );
+        let storage = SliceStorage {
+            sessions: &mut sessions,
+            session_index: &mut session_index,
+            locks: &mut locks,
+            lock_index: &mut lock_index,
+            claims: &mut claims,
+            claim_index: &mut claim_index,
+        };
+        let refused = LockService::new(storage, Config::default()).map(|_| ());
+        assert_eq!(
+            refused,
+            Err(Error::BadConfig(
+                "a table's index must have two buckets per row"
+            )),
+            "index lengths {si}, {li}, {ci}"
+        );
+        let after = format!(
+            "{sessions:?}{session_index:?}{locks:?}{lock_index:?}{claims:?}{claim_index:?}"
+        );
+        assert_eq!(before, after, "nothing written");
+    }
+}
+
 #[test]
 fn the_label_table_is_the_hosts_to_size() {
-    use fencelock::storage::{ClaimRow, LabelRow, LockRow, SessionRow};
+    use fencelock::storage::{Bucket, ClaimRow, LabelRow, LockRow, SessionRow, TaggedBucket};
     use fencelock::{ArrayStorage, Config, Error, Label, LabeledSliceStorage, SliceStorage, Table};
     let label = Label::new("worker-7").unwrap();
     let mut events = Vec::new();
     // slices with two label rows
     let mut sessions = [SessionRow::EMPTY; 4];
+    let mut session_index = [Bucket::EMPTY; 8];
     let mut locks = [LockRow::EMPTY; 4];
+    let mut lock_index = [TaggedBucket::EMPTY; 8];
     let mut claims = [ClaimRow::EMPTY; 8];
+    let mut claim_index = [Bucket::EMPTY; 16];
     let mut labels = [LabelRow::EMPTY; 2];
     let storage = LabeledSliceStorage {
-        sessions: &mut sessions,
-        locks: &mut locks,
-        claims: &mut claims,
+        tables: SliceStorage {
+            sessions: &mut sessions,
+            session_index: &mut session_index,
+            locks: &mut locks,
+            lock_index: &mut lock_index,
+            claims: &mut claims,
+            claim_index: &mut claim_index,
+        },
         labels: &mut labels,
     };
     let mut slice = LockService::new(storage, Config::default()).unwrap();
@@ -297,12 +350,18 @@ fn the_label_table_is_the_hosts_to_size() {
     assert_eq!(buf, vec.snapshot_vec());
     // plain slices have no label table
     let mut sessions = [SessionRow::EMPTY; 2];
+    let mut session_index = [Bucket::EMPTY; 4];
     let mut locks = [LockRow::EMPTY; 2];
+    let mut lock_index = [TaggedBucket::EMPTY; 4];
     let mut claims = [ClaimRow::EMPTY; 2];
+    let mut claim_index = [Bucket::EMPTY; 4];
     let storage = SliceStorage {
         sessions: &mut sessions,
+        session_index: &mut session_index,
         locks: &mut locks,
+        lock_index: &mut lock_index,
         claims: &mut claims,
+        claim_index: &mut claim_index,
     };
     let mut plain = LockService::new(storage, Config::default()).unwrap();
     let refused = plain.open_labeled(Tick(0), 10, label, &mut events);

@@ -20,7 +20,7 @@ use core::ptr;
 use std::alloc::{self, Layout};
 use std::collections::VecDeque;
 
-use fencelock::storage::{ClaimRow, LabelRow, LockRow, SessionRow};
+use fencelock::storage::{Bucket, ClaimRow, LabelRow, LockRow, SessionRow, Tables, TaggedBucket};
 use fencelock::{
     Error, Label, LabeledSliceStorage, LockService, Mode, Output, Reply, SessionId, Sink, Tick,
 };
@@ -185,8 +185,11 @@ impl Handle for fencelock_service {
 struct Plan {
     layout: Layout,
     sessions: (usize, usize),
+    session_index: (usize, usize),
     locks: (usize, usize),
+    lock_index: (usize, usize),
     claims: (usize, usize),
+    claim_index: (usize, usize),
     labels: (usize, usize),
     ring: (usize, usize),
     placed: bool,
@@ -227,16 +230,23 @@ fn plan(cap: &fencelock_capacity, ring_len: usize, placed: bool) -> Result<Plan,
         Ok((offset, n))
     };
     let sessions = part(Layout::array::<SessionRow>(s), s)?;
+    // Two index buckets per row (row counts are below 2^31, so doubling cannot overflow).
+    let session_index = part(Layout::array::<Bucket>(2 * s), 2 * s)?;
     let locks = part(Layout::array::<LockRow>(l), l)?;
+    let lock_index = part(Layout::array::<TaggedBucket>(2 * l), 2 * l)?;
     let claims = part(Layout::array::<ClaimRow>(c), c)?;
+    let claim_index = part(Layout::array::<Bucket>(2 * c), 2 * c)?;
     // One label row per session: any session may carry a holder label.
     let labels = part(Layout::array::<LabelRow>(s), s)?;
     let ring = part(Layout::array::<Option<Output>>(ring_len), ring_len)?;
     Ok(Plan {
         layout: layout.pad_to_align(),
         sessions,
+        session_index,
         locks,
+        lock_index,
         claims,
+        claim_index,
         labels,
         ring,
         placed,
@@ -277,9 +287,15 @@ unsafe fn build(
     // SAFETY: the parts are disjoint, aligned and inside the block (Layout::extend).
     let sessions = unsafe { fill(mem, plan.sessions, || SessionRow::EMPTY) };
     // SAFETY: as above.
+    let session_index = unsafe { fill(mem, plan.session_index, || Bucket::EMPTY) };
+    // SAFETY: as above.
     let locks = unsafe { fill(mem, plan.locks, || LockRow::EMPTY) };
     // SAFETY: as above.
+    let lock_index = unsafe { fill(mem, plan.lock_index, || TaggedBucket::EMPTY) };
+    // SAFETY: as above.
     let claims = unsafe { fill(mem, plan.claims, || ClaimRow::EMPTY) };
+    // SAFETY: as above.
+    let claim_index = unsafe { fill(mem, plan.claim_index, || Bucket::EMPTY) };
     // SAFETY: as above.
     let labels = unsafe { fill(mem, plan.labels, || LabelRow::EMPTY) };
     let queue = if plan.placed {
@@ -293,9 +309,14 @@ unsafe fn build(
         Queue::Heap(VecDeque::new())
     };
     let svc = make(LabeledSliceStorage {
-        sessions,
-        locks,
-        claims,
+        tables: Tables {
+            sessions,
+            session_index,
+            locks,
+            lock_index,
+            claims,
+            claim_index,
+        },
         labels,
     })?;
     let h = mem.cast::<fencelock_service>();
@@ -471,9 +492,14 @@ impl fencelock_service {
 /// library allocates the real ones.
 fn no_rows() -> LabeledSliceStorage<'static> {
     LabeledSliceStorage {
-        sessions: &mut [],
-        locks: &mut [],
-        claims: &mut [],
+        tables: Tables {
+            sessions: &mut [],
+            session_index: &mut [],
+            locks: &mut [],
+            lock_index: &mut [],
+            claims: &mut [],
+            claim_index: &mut [],
+        },
         labels: &mut [],
     }
 }
