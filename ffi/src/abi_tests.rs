@@ -1820,3 +1820,47 @@ fn defaults_and_buffer_sizes_are_the_cores() {
     assert_eq!(FENCELOCK_MAX_NAME_LEN as u32, core.max_name_len);
     assert_eq!(FENCELOCK_LABEL_BUF_LEN, fencelock::MAX_LABEL_LEN + 1);
 }
+
+/// A placed service with no sessions and no claims has an event ring of no slots (the
+/// core's bound at capacity is 0), which the core accepts. Every call on it must still
+/// answer: draining its empty ring (as the Python wrapper does after every refusal and
+/// tick) is `OK` with 0 events, not a caught panic that poisons the handle.
+#[test]
+fn a_placed_service_with_an_empty_ring_drains() {
+    let c = config(0, 1, 0);
+    let (mut size, mut align) = (0, 0);
+    // SAFETY: valid pointers to this test's locals.
+    let r = unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
+    assert_eq!(r, fencelock_result::Ok);
+    let mut arena = vec![0u128; size / 16 + 1];
+    let mut svc = null_mut();
+    // SAFETY: the arena is 16-aligned, `size` bytes long, and outlives the service.
+    let r = unsafe { fencelock_service_init_in(arena.as_mut_ptr().cast(), size, &c, &mut svc) };
+    assert_eq!(r, fencelock_result::Ok);
+    assert_eq!(tick(svc, 1), fencelock_result::Ok);
+    let mut reply = junk_reply();
+    // SAFETY: live handle; reply writable.
+    let r = unsafe { fencelock_service_open_session(svc, 1, 5, &mut reply) };
+    assert_eq!(
+        (r, reply),
+        (fencelock_result::CapacityExceeded, fencelock_reply::NONE)
+    );
+    let mut events = [fencelock_output::NONE; 4];
+    let mut n = 9;
+    // SAFETY: live handle; `events` has 4 slots; `n` writable.
+    let r = unsafe { fencelock_service_drain_events(svc, events.as_mut_ptr(), 4, &mut n) };
+    assert_eq!((r, n), (fencelock_result::Ok, 0));
+    let mut len = 9;
+    // SAFETY: live handle; a size query; `len` writable.
+    let r = unsafe { fencelock_service_drain_frames(svc, null_mut(), 0, &mut len) };
+    assert_eq!((r, len), (fencelock_result::Ok, 0));
+    assert!(drain(svc).is_empty());
+    assert_eq!(
+        tick(svc, 2),
+        fencelock_result::Ok,
+        "the handle is not poisoned"
+    );
+    // SAFETY: live handle, freed once; the arena outlives it.
+    unsafe { fencelock_service_free(svc) };
+    drop(arena);
+}

@@ -117,6 +117,11 @@ impl Queue {
                 q.clear();
             }
             Queue::Ring { slots, head, len } => {
+                // Nothing queued: nothing to move (and a ring of no slots, which the core's
+                // bound gives a service of no sessions and no claims, has no remainder).
+                if *len == 0 {
+                    return;
+                }
                 for i in 0..*len {
                     let at = (*head + i) % slots.len();
                     if let Some(o) = &slots[at] {
