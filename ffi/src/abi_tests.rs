@@ -1864,3 +1864,85 @@ fn a_placed_service_with_an_empty_ring_drains() {
     unsafe { fencelock_service_free(svc) };
     drop(arena);
 }
+
+/// A length or capacity no memory can have (past `isize::MAX`, C's `PTRDIFF_MAX`: a
+/// `(size_t)-1` from an error code, say) is refused with `INVALID_ARGUMENT` before any
+/// slice is formed over it, and changes nothing, not even time. (Before, the debug
+/// library aborted the host on forming the slice, and the release one read past the
+/// caller's memory.)
+#[test]
+fn a_length_past_ptrdiff_max_is_refused_not_read() {
+    const HUGE: usize = isize::MAX as usize + 1;
+    let svc = new_service(&config(2, 2, 2));
+    let a = open(svc, 0, 10);
+    let before = snapshot(svc);
+    let x = b"x";
+    let mut reply = junk_reply();
+    // SAFETY: live handle; `x` is one readable byte, and the call must read none of the
+    // HUGE it is told (it is refused first); reply writable.
+    let r = unsafe {
+        fencelock_service_acquire(
+            svc,
+            5,
+            a,
+            x.as_ptr(),
+            HUGE,
+            X as u32,
+            NONE as u32,
+            0,
+            0,
+            &mut reply,
+        )
+    };
+    assert_eq!(
+        (r, reply),
+        (fencelock_result::InvalidArgument, fencelock_reply::NONE)
+    );
+    let (mut is, mut p) = (
+        true,
+        fencelock_permits {
+            in_use: 9,
+            limit: 9,
+        },
+    );
+    // SAFETY: as above; out-pointers to locals.
+    let r = unsafe { fencelock_service_permits(svc, x.as_ptr(), usize::MAX, &mut is, &mut p) };
+    assert_eq!(r, fencelock_result::InvalidArgument);
+    let mut out = [0u8; 4];
+    let mut len = 0;
+    // SAFETY: live handle; `out` is 4 writable bytes, and the call must write none of the
+    // HUGE it is told.
+    let r = unsafe { fencelock_service_snapshot(svc, out.as_mut_ptr(), HUGE, &mut len) };
+    assert_eq!((r, out), (fencelock_result::InvalidArgument, [0; 4]));
+    let mut again = null_mut();
+    // SAFETY: `before` is readable, the call must read none of the HUGE it is told.
+    let r = unsafe {
+        fencelock_service_restore(&config(2, 2, 2).capacity, before.as_ptr(), HUGE, &mut again)
+    };
+    assert_eq!((r, again), (fencelock_result::InvalidArgument, null_mut()));
+    let mut msg = [0 as std::ffi::c_char; 4];
+    // SAFETY: `msg` is 4 writable bytes; the call must write none of the HUGE it is told.
+    let r = unsafe { fencelock_result_message(0, msg.as_mut_ptr(), HUGE, null_mut()) };
+    assert_eq!((r, msg), (fencelock_result::InvalidArgument, [0; 4]));
+    let mut gate = null_mut();
+    // SAFETY: out-pointer to a local.
+    let r = unsafe { fencelock_gate_new(2, &mut gate) };
+    assert_eq!(r, fencelock_result::Ok);
+    // SAFETY: live gate; `x` readable, none of the HUGE read.
+    let r = unsafe { fencelock_gate_admit(gate, x.as_ptr(), HUGE, 1) };
+    assert_eq!(r, fencelock_result::InvalidArgument);
+    let mut n = 9;
+    // SAFETY: live gate; count writable.
+    let r = unsafe { fencelock_gate_entries(gate, null_mut(), 0, &mut n) };
+    assert_eq!((r, n), (fencelock_result::Ok, 0), "nothing admitted");
+    let mut now = 9;
+    // SAFETY: live handle; writable.
+    unsafe { fencelock_service_now(svc, &mut now) };
+    assert_eq!(now, 0, "not even time moved");
+    assert_eq!(snapshot(svc), before);
+    // SAFETY: live handles, freed once.
+    unsafe {
+        fencelock_gate_free(gate);
+        fencelock_service_free(svc);
+    }
+}

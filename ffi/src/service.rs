@@ -770,8 +770,8 @@ fn overlap(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {
 //
 // The ABI's own refusals come before the core sees anything, and change nothing (not
 // even time): `NULL_PARAMETER` (NULL handle, `reply` or name), `INVALID_UTF8` (a name
-// that is not UTF-8), `INVALID_ARGUMENT` (a mode or wait outside its enum) — inputs the
-// core cannot even be given — and `PANIC` (poisoned handle).
+// that is not UTF-8), `INVALID_ARGUMENT` (a mode or wait outside its enum, a length past
+// `PTRDIFF_MAX`) — inputs the core cannot even be given — and `PANIC` (poisoned handle).
 //
 // `*reply` is written on every return once `reply` is checked non-NULL: the reply on
 // `OK`, a zeroed one (kind `NONE`) on any error. `request` is the idempotent-retry
