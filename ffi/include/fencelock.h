@@ -135,8 +135,9 @@ enum fencelock_result
   FENCELOCK_RESULT_NULL_PARAMETER = 901,
   // A name was not valid UTF-8.
   FENCELOCK_RESULT_INVALID_UTF8 = 902,
-  // An enum argument (mode, wait) had a value outside its enum, or overlapping memory
-  // where it may not overlap.
+  // An enum argument (mode, wait) had a value outside its enum, overlapping memory
+  // where it may not overlap, or a buffer length past `PTRDIFF_MAX` (no memory is that
+  // long: nothing is read or written).
   FENCELOCK_RESULT_INVALID_ARGUMENT = 903,
   // Caller-provided memory is not aligned as `fencelock_service_layout` said.
   FENCELOCK_RESULT_MISALIGNED_MEMORY = 905,

@@ -1820,3 +1820,129 @@ fn defaults_and_buffer_sizes_are_the_cores() {
     assert_eq!(FENCELOCK_MAX_NAME_LEN as u32, core.max_name_len);
     assert_eq!(FENCELOCK_LABEL_BUF_LEN, fencelock::MAX_LABEL_LEN + 1);
 }
+
+/// A placed service with no sessions and no claims has an event ring of no slots (the
+/// core's bound at capacity is 0), which the core accepts. Every call on it must still
+/// answer: draining its empty ring (as the Python wrapper does after every refusal and
+/// tick) is `OK` with 0 events, not a caught panic that poisons the handle.
+#[test]
+fn a_placed_service_with_an_empty_ring_drains() {
+    let c = config(0, 1, 0);
+    let (mut size, mut align) = (0, 0);
+    // SAFETY: valid pointers to this test's locals.
+    let r = unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
+    assert_eq!(r, fencelock_result::Ok);
+    let mut arena = vec![0u128; size / 16 + 1];
+    let mut svc = null_mut();
+    // SAFETY: the arena is 16-aligned, `size` bytes long, and outlives the service.
+    let r = unsafe { fencelock_service_init_in(arena.as_mut_ptr().cast(), size, &c, &mut svc) };
+    assert_eq!(r, fencelock_result::Ok);
+    assert_eq!(tick(svc, 1), fencelock_result::Ok);
+    let mut reply = junk_reply();
+    // SAFETY: live handle; reply writable.
+    let r = unsafe { fencelock_service_open_session(svc, 1, 5, &mut reply) };
+    assert_eq!(
+        (r, reply),
+        (fencelock_result::CapacityExceeded, fencelock_reply::NONE)
+    );
+    let mut events = [fencelock_output::NONE; 4];
+    let mut n = 9;
+    // SAFETY: live handle; `events` has 4 slots; `n` writable.
+    let r = unsafe { fencelock_service_drain_events(svc, events.as_mut_ptr(), 4, &mut n) };
+    assert_eq!((r, n), (fencelock_result::Ok, 0));
+    let mut len = 9;
+    // SAFETY: live handle; a size query; `len` writable.
+    let r = unsafe { fencelock_service_drain_frames(svc, null_mut(), 0, &mut len) };
+    assert_eq!((r, len), (fencelock_result::Ok, 0));
+    assert!(drain(svc).is_empty());
+    assert_eq!(
+        tick(svc, 2),
+        fencelock_result::Ok,
+        "the handle is not poisoned"
+    );
+    // SAFETY: live handle, freed once; the arena outlives it.
+    unsafe { fencelock_service_free(svc) };
+    drop(arena);
+}
+
+/// A length or capacity no memory can have (past `isize::MAX`, C's `PTRDIFF_MAX`: a
+/// `(size_t)-1` from an error code, say) is refused with `INVALID_ARGUMENT` before any
+/// slice is formed over it, and changes nothing, not even time. (Before, the debug
+/// library aborted the host on forming the slice, and the release one read past the
+/// caller's memory.)
+#[test]
+fn a_length_past_ptrdiff_max_is_refused_not_read() {
+    const HUGE: usize = isize::MAX as usize + 1;
+    let svc = new_service(&config(2, 2, 2));
+    let a = open(svc, 0, 10);
+    let before = snapshot(svc);
+    let x = b"x";
+    let mut reply = junk_reply();
+    // SAFETY: live handle; `x` is one readable byte, and the call must read none of the
+    // HUGE it is told (it is refused first); reply writable.
+    let r = unsafe {
+        fencelock_service_acquire(
+            svc,
+            5,
+            a,
+            x.as_ptr(),
+            HUGE,
+            X as u32,
+            NONE as u32,
+            0,
+            0,
+            &mut reply,
+        )
+    };
+    assert_eq!(
+        (r, reply),
+        (fencelock_result::InvalidArgument, fencelock_reply::NONE)
+    );
+    let (mut is, mut p) = (
+        true,
+        fencelock_permits {
+            in_use: 9,
+            limit: 9,
+        },
+    );
+    // SAFETY: as above; out-pointers to locals.
+    let r = unsafe { fencelock_service_permits(svc, x.as_ptr(), usize::MAX, &mut is, &mut p) };
+    assert_eq!(r, fencelock_result::InvalidArgument);
+    let mut out = [0u8; 4];
+    let mut len = 0;
+    // SAFETY: live handle; `out` is 4 writable bytes, and the call must write none of the
+    // HUGE it is told.
+    let r = unsafe { fencelock_service_snapshot(svc, out.as_mut_ptr(), HUGE, &mut len) };
+    assert_eq!((r, out), (fencelock_result::InvalidArgument, [0; 4]));
+    let mut again = null_mut();
+    // SAFETY: `before` is readable, the call must read none of the HUGE it is told.
+    let r = unsafe {
+        fencelock_service_restore(&config(2, 2, 2).capacity, before.as_ptr(), HUGE, &mut again)
+    };
+    assert_eq!((r, again), (fencelock_result::InvalidArgument, null_mut()));
+    let mut msg = [0 as std::ffi::c_char; 4];
+    // SAFETY: `msg` is 4 writable bytes; the call must write none of the HUGE it is told.
+    let r = unsafe { fencelock_result_message(0, msg.as_mut_ptr(), HUGE, null_mut()) };
+    assert_eq!((r, msg), (fencelock_result::InvalidArgument, [0; 4]));
+    let mut gate = null_mut();
+    // SAFETY: out-pointer to a local.
+    let r = unsafe { fencelock_gate_new(2, &mut gate) };
+    assert_eq!(r, fencelock_result::Ok);
+    // SAFETY: live gate; `x` readable, none of the HUGE read.
+    let r = unsafe { fencelock_gate_admit(gate, x.as_ptr(), HUGE, 1) };
+    assert_eq!(r, fencelock_result::InvalidArgument);
+    let mut n = 9;
+    // SAFETY: live gate; count writable.
+    let r = unsafe { fencelock_gate_entries(gate, null_mut(), 0, &mut n) };
+    assert_eq!((r, n), (fencelock_result::Ok, 0), "nothing admitted");
+    let mut now = 9;
+    // SAFETY: live handle; writable.
+    unsafe { fencelock_service_now(svc, &mut now) };
+    assert_eq!(now, 0, "not even time moved");
+    assert_eq!(snapshot(svc), before);
+    // SAFETY: live handles, freed once.
+    unsafe {
+        fencelock_gate_free(gate);
+        fencelock_service_free(svc);
+    }
+}

@@ -92,8 +92,9 @@ pub enum fencelock_result {
     NullParameter = 901,
     /// A name was not valid UTF-8.
     InvalidUtf8 = 902,
-    /// An enum argument (mode, wait) had a value outside its enum, or overlapping memory
-    /// where it may not overlap.
+    /// An enum argument (mode, wait) had a value outside its enum, overlapping memory
+    /// where it may not overlap, or a buffer length past `PTRDIFF_MAX` (no memory is that
+    /// long: nothing is read or written).
     InvalidArgument = 903,
     /// Caller-provided memory is not aligned as `fencelock_service_layout` said.
     MisalignedMemory = 905,
@@ -183,7 +184,7 @@ impl fencelock_result {
             Self::NullParameter => "null parameter: a required pointer was NULL",
             Self::InvalidUtf8 => "invalid utf-8: a name must be UTF-8 text",
             Self::InvalidArgument => {
-                "invalid argument: an enum value outside its enum, or overlapping memory"
+                "invalid argument: an enum value outside its enum, overlapping memory, or a length past PTRDIFF_MAX"
             }
             Self::MisalignedMemory => "misaligned memory: align as fencelock_service_layout says",
             Self::UnknownError => {

@@ -117,6 +117,11 @@ impl Queue {
                 q.clear();
             }
             Queue::Ring { slots, head, len } => {
+                // Nothing queued: nothing to move (and a ring of no slots, which the core's
+                // bound gives a service of no sessions and no claims, has no remainder).
+                if *len == 0 {
+                    return;
+                }
                 for i in 0..*len {
                     let at = (*head + i) % slots.len();
                     if let Some(o) = &slots[at] {
@@ -791,8 +796,8 @@ fn overlap(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {
 //
 // The ABI's own refusals come before the core sees anything, and change nothing (not
 // even time): `NULL_PARAMETER` (NULL handle, `reply` or name), `INVALID_UTF8` (a name
-// that is not UTF-8), `INVALID_ARGUMENT` (a mode or wait outside its enum) — inputs the
-// core cannot even be given — and `PANIC` (poisoned handle).
+// that is not UTF-8), `INVALID_ARGUMENT` (a mode or wait outside its enum, a length past
+// `PTRDIFF_MAX`) — inputs the core cannot even be given — and `PANIC` (poisoned handle).
 //
 // `*reply` is written on every return once `reply` is checked non-NULL: the reply on
 // `OK`, a zeroed one (kind `NONE`) on any error. `request` is the idempotent-retry

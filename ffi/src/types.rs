@@ -786,7 +786,22 @@ pub(crate) unsafe fn set<T>(p: *mut T, v: T) -> Result<(), Fail> {
     Ok(())
 }
 
-/// Caller bytes: `NULL_PARAMETER` for NULL (whatever `len`).
+/// The longest caller buffer there can be: no object spans more than `isize::MAX`
+/// (C's `PTRDIFF_MAX`) bytes, and a slice that long may not even be formed.
+const MAX_BUF_LEN: usize = isize::MAX as usize;
+
+/// A length no caller buffer can have (`(size_t)-1` from an error code, say) is
+/// `INVALID_ARGUMENT`, before any slice is formed over it: reading or writing that many
+/// bytes would run past the caller's memory (and forming the slice aborts a debug build).
+fn buf_len(len: usize) -> Result<usize, Fail> {
+    if len > MAX_BUF_LEN {
+        return Err(fencelock_result::InvalidArgument.into());
+    }
+    Ok(len)
+}
+
+/// Caller bytes: `NULL_PARAMETER` for NULL (whatever `len`), then `INVALID_ARGUMENT` for
+/// a length past `PTRDIFF_MAX`.
 ///
 /// # Safety
 /// `p` is NULL or valid for reading `len` bytes during `'a`.
@@ -794,7 +809,9 @@ pub(crate) unsafe fn bytes<'a>(p: *const u8, len: usize) -> Result<&'a [u8], Fai
     if p.is_null() {
         return Err(fencelock_result::NullParameter.into());
     }
-    // SAFETY: non-NULL, and the caller promises `len` readable bytes.
+    let len = buf_len(len)?;
+    // SAFETY: non-NULL, at most isize::MAX bytes, and the caller promises `len` readable
+    // bytes.
     Ok(unsafe { core::slice::from_raw_parts(p, len) })
 }
 
@@ -883,7 +900,8 @@ pub(crate) unsafe fn name_copy(p: *const u8, len: usize) -> Result<NameCopy, Fai
     Ok(NameCopy { len, buf })
 }
 
-/// A caller output byte buffer: NULL is allowed only with `cap == 0` (a size query).
+/// A caller output byte buffer: NULL is allowed only with `cap == 0` (a size query); a
+/// capacity past `PTRDIFF_MAX` is `INVALID_ARGUMENT`.
 ///
 /// # Safety
 /// `p` is NULL or valid for writing `cap` bytes during `'a`.
@@ -895,8 +913,9 @@ pub(crate) unsafe fn buf<'a>(p: *mut u8, cap: usize) -> Result<&'a mut [u8], Fai
             Err(fencelock_result::NullParameter.into())
         };
     }
-    // SAFETY: non-NULL and the caller promises `cap` writable bytes. Their previous
-    // content is irrelevant: they are only written.
+    let cap = buf_len(cap)?;
+    // SAFETY: non-NULL, at most isize::MAX bytes, and the caller promises `cap` writable
+    // bytes. Their previous content is irrelevant: they are only written.
     Ok(unsafe { core::slice::from_raw_parts_mut(p, cap) })
 }
 

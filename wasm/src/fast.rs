@@ -226,14 +226,23 @@ impl LockService {
 
     /// Forgets an interned name: its id is `unknown_name` from now on (a later name gets
     /// another id), its row free. Throws `unknown_name` for an id not interned (nothing
-    /// changes), `out_of_range` for a number that is not a safe non-negative integer.
-    /// Locks held under the name are untouched. Cost: O(1).
+    /// changes), `out_of_range` for a number that is not a safe non-negative integer or a
+    /// value that is not a number (or a bigint, taken as every `u64` is): it is not
+    /// converted, so `"2"` or `true` never forgets id 2. Locks held under the name are
+    /// untouched. Cost: O(1).
     #[wasm_bindgen(js_name = forgetName)]
     pub fn forget_name(
         &mut self,
-        #[wasm_bindgen(js_name = nameId)] name_id: f64,
+        #[wasm_bindgen(js_name = nameId, unchecked_param_type = "number")] name_id: JsValue,
     ) -> Result<(), JsValue> {
-        Ok(self.names.forget(name_id)?)
+        // Not a hot call: the id crosses as a value, checked like every number argument,
+        // rather than as an `f64` the engine converts from anything before the call.
+        let id = match name_id.as_f64() {
+            Some(x) => x,
+            // A bigint in range is a u64 (as `n as f64` it is refused past 2^53 - 1).
+            None => js::num(&name_id, "nameId")? as f64,
+        };
+        Ok(self.names.forget(id)?)
     }
 
     /// `acquireFast` with the lock given by an id from `internName`: the same checks in the

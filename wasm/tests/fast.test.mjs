@@ -252,6 +252,17 @@ test('internName: names are judged as every lock name is, and the table is bound
   for (const bad of [-1, 1.5, NaN, 2 ** 53, Infinity]) {
     assert.equal(thrown(() => svc.forgetName(bad)).code, 'out_of_range', String(bad));
   }
+  // An id is a number: another value is refused as out_of_range, never converted ("2",
+  // true, [2] or an object whose valueOf gives 2 must not forget id 2; a symbol or a
+  // bigint past 2^53 must not throw the engine's untyped TypeError).
+  for (const bad of ['2', true, null, [2], { valueOf: () => 2 }, Symbol('2'), 2n ** 64n - 1n]) {
+    const e = thrown(() => svc.forgetName(bad));
+    assert.deepEqual([e.code, e.errno, e.constructor.name], ['out_of_range', 701, 'RangeError'], String(bad));
+  }
+  assert.equal(svc.acquireFastId(0, s, a2, 0, 0), 3, 'id 2 is still interned');
+  assert.equal(svc.releaseFastId(0, s, a2), 6);
+  svc.forgetName(BigInt(a2)); // a bigint is a u64 as anywhere: it names id 2
+  assert.equal(thrown(() => svc.forgetName(a2)).code, 'unknown_name');
   // A service with no lock rows has no names; a restored one starts with none.
   assert.equal(thrown(() => new LockService({ sessions: 1, locks: 0, claims: 1 }).internName('a')).table, 'names');
   const copy = LockService.restore(svc.snapshot(), svc.capacity());

@@ -180,6 +180,16 @@ def test_placed_service_and_layout():
     refused(206, fl.Service.layout, 2**31, 1, 1)
 
 
+def test_a_placed_service_without_sessions_or_claims_keeps_answering():
+    # Its event ring has no slots (the core's bound is 0); the drain after a refusal and
+    # after a tick must find it empty, not poison the handle.
+    with fl.Service.placed(0, 1, 0) as svc:
+        assert svc.tick(1).events == ()
+        refused(fl.Result.CAPACITY_EXCEEDED, svc.open_session, 1, 5)
+        assert svc.drain_events() == () and svc.drain_frames() == ()
+        assert svc.tick(2).now == 2
+
+
 def test_snapshots_restore_from_any_bytes_like():
     with fl.Service(2, 2, 2) as svc:
         s = svc.open_session(0, 5).session
