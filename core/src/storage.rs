@@ -140,7 +140,7 @@ pub struct TablesRef<'a> {
 
 impl Tables<'_> {
     /// These tables, lent for a shorter time. Cost: O(1).
-    pub fn reborrow(&mut self) -> Tables<'_> {
+    pub(crate) fn reborrow(&mut self) -> Tables<'_> {
         Tables {
             sessions: self.sessions,
             session_index: self.session_index,
@@ -152,7 +152,7 @@ impl Tables<'_> {
     }
 
     /// These tables, read-only. Cost: O(1).
-    pub fn as_ref(&self) -> TablesRef<'_> {
+    pub(crate) fn as_ref(&self) -> TablesRef<'_> {
         TablesRef {
             sessions: self.sessions,
             session_index: self.session_index,

@@ -3,10 +3,10 @@
 //!
 //! The hash index of each of the service's tables is a dense array of its own (two
 //! [`Bucket`]s or [`TaggedBucket`]s per table row, so the load stays ≤ 50 %), apart
-//! from the rows: a probe reads 8 or 16 bytes a row instead of
+//! from the rows: a probe reads a 4- or 8-byte bucket from that array instead of
 //! landing on a random row of the table, so the whole index of a large table stays in
-//! cache while its rows do not. The heap array is a column of the rows: row `i` carries
-//! slot `i` of its table's heap ([`Aux`]).
+//! cache while its rows do not, and it reads a row only to confirm a match. The heap
+//! array is a column of the rows: row `i` carries slot `i` of its table's heap ([`Aux`]).
 //!
 //! In the tables keyed by names (locks, a gate's resources) each bucket also stores the
 //! high 32 bits of its entry's hash ([`TaggedBucket`]). A probe compares those bits
