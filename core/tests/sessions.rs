@@ -219,23 +219,9 @@ fn capacity_and_usage_report_the_tables() {
 
 #[test]
 fn slice_storage_owned_by_the_caller_works_like_the_others() {
-    use fencelock::storage::{Bucket, ClaimRow, LockRow, SessionRow, TaggedBucket};
-    use fencelock::{Config, SliceStorage};
-    let mut sessions = [SessionRow::EMPTY; 4];
-    let mut session_index = [Bucket::EMPTY; 8];
-    let mut locks = [LockRow::EMPTY; 4];
-    let mut lock_index = [TaggedBucket::EMPTY; 8];
-    let mut claims = [ClaimRow::EMPTY; 8];
-    let mut claim_index = [Bucket::EMPTY; 16];
-    let storage = SliceStorage {
-        sessions: &mut sessions,
-        session_index: &mut session_index,
-        locks: &mut locks,
-        lock_index: &mut lock_index,
-        claims: &mut claims,
-        claim_index: &mut claim_index,
-    };
-    let mut slice = LockService::new(storage, Config::default()).unwrap();
+    use fencelock::Config;
+    let mut memory = Slices::new(4, 4, 8);
+    let mut slice = LockService::new(memory.storage(), Config::default()).unwrap();
     let mut vec = svc(4);
     let v = open(&mut vec, 10);
     x(&mut vec, v, "l");
@@ -264,71 +250,58 @@ fn slice_storage_owned_by_the_caller_works_like_the_others() {
     let _storage = slice.into_storage();
 }
 
-/// Labels live in a table of their own, sized by the host: slices with a label table
-/// label like the vector storage does, slices or arrays without one refuse a labelled
-/// open with a typed error and serve unlabelled sessions as before.
 /// Each table's index must have two buckets per row: slices of other lengths are refused
 /// with a typed error before anything is written to them.
 #[test]
 fn slice_storage_with_an_index_of_the_wrong_length_is_refused_untouched() {
-    use fencelock::storage::{Bucket, ClaimRow, LockRow, SessionRow, TaggedBucket};
-    use fencelock::{Config, Error, SliceStorage};
-    for (si, li, ci) in [(7, 8, 16), (8, 4, 16), (8, 8, 17)] {
-        let mut sessions = [SessionRow::EMPTY; 4];
-        let mut session_index = vec![Bucket::EMPTY; si];
-        let mut locks = [LockRow::EMPTY; 4];
-        let mut lock_index = vec![TaggedBucket::EMPTY; li];
-        let mut claims = [ClaimRow::EMPTY; 8];
-        let mut claim_index = vec![Bucket::EMPTY; ci];
-        let before = format!(
-            "{sessions:?}{session_index:?}{locks:?}{lock_index:?}{claims:?}{claim_index:?}"
-        );
-        let storage = SliceStorage {
-            sessions: &mut sessions,
-            session_index: &mut session_index,
-            locks: &mut locks,
-            lock_index: &mut lock_index,
-            claims: &mut claims,
-            claim_index: &mut claim_index,
-        };
-        let refused = LockService::new(storage, Config::default()).map(|_| ());
+    use fencelock::storage::Bucket;
+    use fencelock::{Config, Error};
+    let cases: [fn(&mut Slices); 3] = [
+        |m| {
+            m.session_index.pop();
+        },
+        |m| m.lock_index.truncate(4),
+        |m| m.claim_index.push(Bucket::EMPTY),
+    ];
+    let dump = |m: &Slices| {
+        format!(
+            "{:?}{:?}{:?}{:?}{:?}{:?}",
+            m.sessions, m.session_index, m.locks, m.lock_index, m.claims, m.claim_index
+        )
+    };
+    for (i, wrong) in cases.into_iter().enumerate() {
+        let mut memory = Slices::new(4, 4, 8);
+        wrong(&mut memory);
+        let before = dump(&memory);
+        let refused = LockService::new(memory.storage(), Config::default()).map(|_| ());
         assert_eq!(
             refused,
             Err(Error::BadConfig(
                 "a table's index must have two buckets per row"
             )),
-            "index lengths {si}, {li}, {ci}"
+            "case {i}"
         );
-        let after = format!(
-            "{sessions:?}{session_index:?}{locks:?}{lock_index:?}{claims:?}{claim_index:?}"
-        );
-        assert_eq!(before, after, "nothing written");
+        let after = dump(&memory);
+        assert_eq!(before, after, "case {i}: nothing written");
     }
+    // the right lengths are taken
+    assert!(LockService::new(Slices::new(4, 4, 8).storage(), Config::default()).is_ok());
 }
 
+/// Labels live in a table of their own, sized by the host: slices with a label table
+/// label like the vector storage does, slices or arrays without one refuse a labelled
+/// open with a typed error and serve unlabelled sessions as before.
 #[test]
 fn the_label_table_is_the_hosts_to_size() {
-    use fencelock::storage::{Bucket, ClaimRow, LabelRow, LockRow, SessionRow, TaggedBucket};
-    use fencelock::{ArrayStorage, Config, Error, Label, LabeledSliceStorage, SliceStorage, Table};
+    use fencelock::storage::LabelRow;
+    use fencelock::{ArrayStorage, Config, Error, Label, LabeledSliceStorage, Table};
     let label = Label::new("worker-7").unwrap();
     let mut events = Vec::new();
     // slices with two label rows
-    let mut sessions = [SessionRow::EMPTY; 4];
-    let mut session_index = [Bucket::EMPTY; 8];
-    let mut locks = [LockRow::EMPTY; 4];
-    let mut lock_index = [TaggedBucket::EMPTY; 8];
-    let mut claims = [ClaimRow::EMPTY; 8];
-    let mut claim_index = [Bucket::EMPTY; 16];
+    let mut memory = Slices::new(4, 4, 8);
     let mut labels = [LabelRow::EMPTY; 2];
     let storage = LabeledSliceStorage {
-        tables: SliceStorage {
-            sessions: &mut sessions,
-            session_index: &mut session_index,
-            locks: &mut locks,
-            lock_index: &mut lock_index,
-            claims: &mut claims,
-            claim_index: &mut claim_index,
-        },
+        tables: memory.storage(),
         labels: &mut labels,
     };
     let mut slice = LockService::new(storage, Config::default()).unwrap();
@@ -349,21 +322,8 @@ fn the_label_table_is_the_hosts_to_size() {
     slice.snapshot(&mut buf).unwrap();
     assert_eq!(buf, vec.snapshot_vec());
     // plain slices have no label table
-    let mut sessions = [SessionRow::EMPTY; 2];
-    let mut session_index = [Bucket::EMPTY; 4];
-    let mut locks = [LockRow::EMPTY; 2];
-    let mut lock_index = [TaggedBucket::EMPTY; 4];
-    let mut claims = [ClaimRow::EMPTY; 2];
-    let mut claim_index = [Bucket::EMPTY; 4];
-    let storage = SliceStorage {
-        sessions: &mut sessions,
-        session_index: &mut session_index,
-        locks: &mut locks,
-        lock_index: &mut lock_index,
-        claims: &mut claims,
-        claim_index: &mut claim_index,
-    };
-    let mut plain = LockService::new(storage, Config::default()).unwrap();
+    let mut memory = Slices::new(2, 2, 2);
+    let mut plain = LockService::new(memory.storage(), Config::default()).unwrap();
     let refused = plain.open_labeled(Tick(0), 10, label, &mut events);
     assert_eq!(refused, Err(Error::CapacityExceeded(Table::Labels)));
     assert!(plain.open_session(Tick(0), 10, &mut events).is_ok());
@@ -448,6 +408,42 @@ fn expiry_order_and_poll_timeout_match_a_model_under_random_keep_alives() {
                     "seed {seed} step {step}"
                 );
             }
+        }
+    }
+}
+
+/// Memory a caller owns for a [`fencelock::SliceStorage`]: each table's rows and its index
+/// (two buckets a row).
+struct Slices {
+    sessions: Vec<fencelock::storage::SessionRow>,
+    session_index: Vec<fencelock::storage::Bucket>,
+    locks: Vec<fencelock::storage::LockRow>,
+    lock_index: Vec<fencelock::storage::TaggedBucket>,
+    claims: Vec<fencelock::storage::ClaimRow>,
+    claim_index: Vec<fencelock::storage::Bucket>,
+}
+
+impl Slices {
+    fn new(sessions: usize, locks: usize, claims: usize) -> Slices {
+        use fencelock::storage::{Bucket, ClaimRow, LockRow, SessionRow, TaggedBucket};
+        Slices {
+            sessions: vec![SessionRow::EMPTY; sessions],
+            session_index: vec![Bucket::EMPTY; 2 * sessions],
+            locks: vec![LockRow::EMPTY; locks],
+            lock_index: vec![TaggedBucket::EMPTY; 2 * locks],
+            claims: vec![ClaimRow::EMPTY; claims],
+            claim_index: vec![Bucket::EMPTY; 2 * claims],
+        }
+    }
+
+    fn storage(&mut self) -> fencelock::SliceStorage<'_> {
+        fencelock::SliceStorage {
+            sessions: &mut self.sessions,
+            session_index: &mut self.session_index,
+            locks: &mut self.locks,
+            lock_index: &mut self.lock_index,
+            claims: &mut self.claims,
+            claim_index: &mut self.claim_index,
         }
     }
 }
