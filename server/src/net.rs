@@ -929,6 +929,14 @@ where
         };
         match next {
             Ok(Next::Frame(ClientFrame { id, req })) => {
+                // Every reply holds a permit until it is written, refusals included: a
+                // client that sends without reading (authenticated or not) stops being
+                // read once MAX_IN_FLIGHT replies wait for it.
+                let permit = tokio::select! {
+                    p = limit.clone().acquire_owned() => p,
+                    _ = writer_done.notified() => break,
+                };
+                let Ok(permit) = permit else { break };
                 // Authentication is handled here, in order: the requests after it see it.
                 let allowed = match (&req, &policy.tokens) {
                     (Request::Authenticate { token }, Some(tokens)) => {
@@ -944,14 +952,9 @@ where
                     },
                 };
                 if let Err(result) = allowed {
-                    let _ = out_tx.send((ServerFrame::Reply { id, result }, None));
+                    let _ = out_tx.send((ServerFrame::Reply { id, result }, Some(permit)));
                     continue;
                 }
-                let permit = tokio::select! {
-                    p = limit.clone().acquire_owned() => p,
-                    _ = writer_done.notified() => break,
-                };
-                let Ok(permit) = permit else { break };
                 let node = node.clone();
                 let out = out_tx.clone();
                 let push = push.clone();
@@ -1043,6 +1046,113 @@ mod tests {
         assert!(per >= 32, "{per} entries per append");
         assert!(per * MAX_ENTRY_BYTES + (64 << 10) <= MIN_RAFT_FRAME as usize);
         assert!(SNAPSHOT_CHUNK + (64 << 10) <= MIN_RAFT_FRAME as u64);
+    }
+
+    /// Yields `left` copies of `frame`, then nothing more (pending forever, never the end);
+    /// counts the bytes taken.
+    struct Frames {
+        frame: Vec<u8>,
+        pos: usize,
+        left: usize,
+        taken: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl AsyncRead for Frames {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            let me = &mut *self;
+            if me.left == 0 {
+                return std::task::Poll::Pending;
+            }
+            while buf.remaining() > 0 && me.left > 0 {
+                let n = buf.remaining().min(me.frame.len() - me.pos);
+                buf.put_slice(&me.frame[me.pos..me.pos + n]);
+                me.taken.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                me.pos += n;
+                if me.pos == me.frame.len() {
+                    me.pos = 0;
+                    me.left -= 1;
+                }
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A client that never reads: every write waits forever.
+    struct NeverReads;
+
+    impl AsyncWrite for NeverReads {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            std::task::Poll::Pending
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Pending
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Pending
+        }
+    }
+
+    /// A refused request's reply (no token presented, on a node with tokens) counts
+    /// against the connection's in-flight limit like any other: a client that sends
+    /// without authenticating and never reads stops being read, instead of queueing
+    /// replies in the node's memory without bound. (Paused time: the runtime runs every
+    /// task until nothing can move before the sleep returns.)
+    #[tokio::test(start_paused = true)]
+    async fn refused_requests_from_a_client_that_never_reads_stop_being_read() {
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-net-unit-refused-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        let node = Node::start(
+            crate::node::NodeConfig::new(1, dir.clone()),
+            TcpNetwork::default(),
+        )
+        .await
+        .unwrap();
+        let policy = ClientPolicy {
+            tokens: Some(Arc::new(Tokens::default())),
+            ..ClientPolicy::default()
+        };
+        let frame = frame::encode(&ClientFrame {
+            id: 1,
+            req: Request::Members,
+        })
+        .unwrap();
+        let sent = 100_000;
+        let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let r = Frames {
+            frame: frame.clone(),
+            pos: 0,
+            left: sent,
+            taken: taken.clone(),
+        };
+        let conn = tokio::spawn(client_conn(r, NeverReads, node.clone(), policy));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let read = taken.load(std::sync::atomic::Ordering::Relaxed) / frame.len();
+        // At most MAX_IN_FLIGHT replies wait, plus what one read buffer holds.
+        let bound = MAX_IN_FLIGHT + 1 + (8 << 10) / frame.len();
+        assert!(
+            read <= bound,
+            "{read} of {sent} requests read from a client that reads no reply (bound {bound})"
+        );
+        conn.abort();
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
