@@ -11,7 +11,10 @@
 //! * `GET /snapshot` — a backup (on the leader only, after a linearizable read barrier, so
 //!   it holds every acknowledged write): the applied state in the checksummed snapshot-file
 //!   format, its log index in the `x-fencelock-index` header. A follower answers 503
-//!   naming the leader's id. [`restore`] builds a new cluster's node from it.
+//!   naming the leader's id. [`restore`] builds a new cluster's node from it. The backup
+//!   holds every open session's credential, so on a node with tokens it needs an admin
+//!   token (`Authorization: Bearer TOKEN`; 401 without a known one, 403 without the admin
+//!   role), as the client port's export does ([`serve_ops_with`]).
 //!
 //! Cost of a scrape: O(number of metrics) plus one lock of the state machine; of a
 //! `/readyz`: one small write and fsync in the data directory.
@@ -19,7 +22,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -30,6 +33,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
+use crate::auth::Tokens;
 use crate::node::Node;
 use crate::protocol::ClientError;
 
@@ -122,6 +126,7 @@ struct Ops {
     node: Arc<Node>,
     registry: Registry,
     g: Gauges,
+    tokens: Option<Arc<Tokens>>,
 }
 
 fn registry(node: &Node, g: &Gauges) -> Registry {
@@ -319,7 +324,39 @@ pub async fn readiness(node: &Node) -> (bool, String) {
     (ok, body)
 }
 
-async fn snapshot(State(ops): State<Arc<Ops>>) -> Response {
+/// Whether `headers` carry a bearer token with the admin role, when `tokens` are on:
+/// `Err` is the refusal to answer (401 without a known token, 403 without the role).
+/// Cost: one SHA-256 of the token, O(token lines).
+fn admin_only(
+    tokens: Option<&Tokens>,
+    headers: &HeaderMap,
+) -> Result<(), (StatusCode, &'static str)> {
+    let Some(tokens) = tokens else {
+        return Ok(());
+    };
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match token.and_then(|t| tokens.authenticate(t)) {
+        None => Err((
+            StatusCode::UNAUTHORIZED,
+            "a backup holds every session's credential: present an admin token \
+             (Authorization: Bearer TOKEN; fencelock-node snapshot save --auth-token-file)\n",
+        )),
+        Some(g) if !g.is_admin() => Err((
+            StatusCode::FORBIDDEN,
+            "a backup holds every session's credential: this token has no admin role\n",
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+async fn snapshot(State(ops): State<Arc<Ops>>, headers: HeaderMap) -> Response {
+    if let Err(refused) = admin_only(ops.tokens.as_deref(), &headers) {
+        return refused.into_response();
+    }
     let node = &ops.node;
     if let Err(e) = node.linearizable().await {
         return (
@@ -564,8 +601,8 @@ async fn metrics(State(ops): State<Arc<Ops>>) -> Response {
         .into_response()
 }
 
-/// Serves `/livez`, `/readyz` and `/metrics` for `node` on `listener` until `stop`
-/// resolves. Metric families (prefix `fencelock_`): `raft_term`, `raft_leader`,
+/// Serves `/livez`, `/readyz`, `/metrics` and `/snapshot` for `node` on `listener` until
+/// `stop` resolves. Metric families (prefix `fencelock_`): `raft_term`, `raft_leader`,
 /// `raft_is_leader`, `raft_commit_index`, `raft_applied_index`, `raft_last_log_index`,
 /// `raft_snapshot_index`, `table_in_use{table}` and `table_capacity{table}` (sessions,
 /// locks, claims: the core's `usage()` and `capacity()`), `watches`, `proposer_queue`, `disk_full`,
@@ -575,15 +612,38 @@ async fn metrics(State(ops): State<Arc<Ops>>) -> Response {
 /// `connections_closed_total{port,reason}`, `accept_errors_total{port}`,
 /// `net_limit{name}` (see [`crate::net`]).
 ///
+/// `/snapshot` answers anyone: for a node without tokens (on a host whose local users are
+/// trusted); see [`serve_ops_with`].
+///
 /// Errors: the server's I/O error.
 pub async fn serve_ops(
     listener: TcpListener,
     node: Arc<Node>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_ops_with(listener, node, None, stop).await
+}
+
+/// [`serve_ops`] for a node with `tokens` (its client port's): `GET /snapshot` is served
+/// only to a request carrying an admin token (`Authorization: Bearer TOKEN`), since the
+/// backup holds every open session's credential; `/livez`, `/readyz` and `/metrics` (which
+/// name no session) stay open. `None`: as [`serve_ops`].
+///
+/// Errors: the server's I/O error.
+pub async fn serve_ops_with(
+    listener: TcpListener,
+    node: Arc<Node>,
+    tokens: Option<Arc<Tokens>>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let g = Gauges::default();
     let registry = registry(&node, &g);
-    let ops = Arc::new(Ops { node, registry, g });
+    let ops = Arc::new(Ops {
+        node,
+        registry,
+        g,
+        tokens,
+    });
     let app = Router::new()
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))

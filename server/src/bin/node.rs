@@ -25,7 +25,7 @@ use fencelock_server::net::{
     TlsNetwork, MIN_RAFT_FRAME,
 };
 use fencelock_server::node::{Node, NodeConfig};
-use fencelock_server::ops::serve_ops;
+use fencelock_server::ops::serve_ops_with;
 use fencelock_server::tls::NodeTls;
 use fencelock_server::types::NodeAddr;
 use tokio::net::TcpListener;
@@ -318,6 +318,10 @@ enum SnapCmd {
         /// answers.
         #[arg(long, required = true, value_delimiter = ',')]
         from: Vec<String>,
+        /// A file whose first line is an admin token (a node with --tokens serves a backup
+        /// only to one: it holds every session's credential); else FENCELOCK_AUTH_TOKEN.
+        #[arg(long, env = "FENCELOCK_AUTH_TOKEN_FILE")]
+        auth_token_file: Option<PathBuf>,
     },
     /// Prepare the data directory of one member of a NEW cluster from a backup. Run it for
     /// every member with the same FILE and the same --peer list, then start each member
@@ -343,8 +347,26 @@ enum SnapCmd {
     },
 }
 
-/// `GET /snapshot` from `addr` with hyper's HTTP/1 client: (status, body).
-async fn fetch_backup(addr: &str) -> Result<(u16, Vec<u8>), String> {
+/// The bearer token for `snapshot save`: the file's first line, else `FENCELOCK_AUTH_TOKEN`
+/// (as the `fencelock` CLI reads it).
+fn auth_token(file: Option<&Path>) -> Result<Option<String>, String> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("auth token file {}: {e}", path.display()))?;
+        let token = text.lines().next().unwrap_or("").trim().to_string();
+        if token.is_empty() {
+            return Err(format!("auth token file {} is empty", path.display()));
+        }
+        return Ok(Some(token));
+    }
+    Ok(std::env::var("FENCELOCK_AUTH_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty()))
+}
+
+/// `GET /snapshot` from `addr` with hyper's HTTP/1 client, presenting `token` if given:
+/// (status, body).
+async fn fetch_backup(addr: &str, token: Option<&str>) -> Result<(u16, Vec<u8>), String> {
     use http_body_util::BodyExt;
     let stream = tokio::net::TcpStream::connect(loopback(addr)?)
         .await
@@ -354,8 +376,11 @@ async fn fetch_backup(addr: &str) -> Result<(u16, Vec<u8>), String> {
             .await
             .map_err(|e| format!("{addr}: {e}"))?;
     let conn = tokio::spawn(conn);
-    let req = hyper::Request::get("/snapshot")
-        .header(hyper::header::HOST, addr)
+    let mut req = hyper::Request::get("/snapshot").header(hyper::header::HOST, addr);
+    if let Some(t) = token {
+        req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = req
         .body(http_body_util::Empty::<hyper::body::Bytes>::new())
         .map_err(|e| e.to_string())?;
     let resp = send
@@ -376,10 +401,15 @@ async fn fetch_backup(addr: &str) -> Result<(u16, Vec<u8>), String> {
 
 async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
     match cmd {
-        SnapCmd::Save { file, from } => {
+        SnapCmd::Save {
+            file,
+            from,
+            auth_token_file,
+        } => {
+            let token = auth_token(auth_token_file.as_deref())?;
             let mut why = Vec::new();
             for addr in &from {
-                match fetch_backup(addr).await {
+                match fetch_backup(addr, token.as_deref()).await {
                     Ok((200, bytes)) => {
                         let index = fencelock_server::state_machine::check_backup(&bytes)
                             .map_err(|e| format!("{addr} sent a bad backup: {e}"))?;
@@ -686,6 +716,8 @@ async fn run(args: Args) -> Result<(), String> {
         stats: node.stats.net.clone(),
     };
     let raft_task = tokio::spawn(serve_peers(raft_l, node.elector().clone(), peer_policy));
+    // The metrics listener's /snapshot holds every session's credential: admin only.
+    let ops_tokens = tokens.clone();
     let policy = ClientPolicy {
         tls: tls.map(|t| t.clients),
         tokens,
@@ -702,11 +734,12 @@ async fn run(args: Args) -> Result<(), String> {
     let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
     let ops_task = ops_l.map(|l| {
         let node = node.clone();
+        let ops_tokens = ops_tokens.clone();
         tokio::spawn(async move {
             let stop = async {
                 let _ = ops_stopped.await;
             };
-            if let Err(e) = serve_ops(l, node, stop).await {
+            if let Err(e) = serve_ops_with(l, node, ops_tokens, stop).await {
                 tracing::error!("metrics listener: {e}");
             }
         })
