@@ -47,7 +47,9 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::{Grants, Tokens};
 use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
-use crate::frame::{self, Next, MAX_CLIENT_FRAME, MAX_RAFT_FRAME, MAX_RAFT_REPLY};
+use crate::frame::{
+    self, Next, MAX_CLIENT_FRAME, MAX_RAFT_FRAME, MAX_RAFT_REPLY, MAX_SERVER_FRAME,
+};
 use crate::node::Node;
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame};
 use crate::state_machine::{PushSink, PUSH_BACKLOG};
@@ -862,6 +864,34 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
     }
 }
 
+/// Writes `f` to a client. A reply that would be larger than [`MAX_SERVER_FRAME`] (which a
+/// client would refuse to read) is replaced by a `Limit { kind: "reply_too_large" }`
+/// refusal, counted in `stats`; pushes are far smaller. Errors: I/O errors. Cost: O(frame
+/// size).
+async fn write_to_client<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    f: &ServerFrame,
+    stats: &crate::ops::NodeStats,
+) -> io::Result<()> {
+    let mut buf = frame::encode(f)?;
+    let len = buf.len() - 4;
+    if let (true, ServerFrame::Reply { id, .. }) = (len > MAX_SERVER_FRAME as usize, f) {
+        let e = ClientError::Limit {
+            kind: "reply_too_large".into(),
+            message: format!(
+                "the answer is {len} bytes, above the {MAX_SERVER_FRAME} bytes a client reads"
+            ),
+        };
+        stats.refused(&e);
+        buf = frame::encode(&ServerFrame::Reply {
+            id: *id,
+            result: Err(e),
+        })?;
+    }
+    w.write_all(&buf).await?;
+    w.flush().await
+}
+
 async fn client_conn<R, W>(r: R, w: W, node: Arc<Node>, policy: ClientPolicy)
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -881,6 +911,7 @@ where
     let (push, mut push_rx, overflow) = PushSink::new(PUSH_BACKLOG);
     let writer_done = Arc::new(Notify::new());
     let done = writer_done.clone();
+    let stats = node.stats.clone();
     let writer = tokio::spawn(async move {
         let mut w = BufWriter::new(w);
         let mut pushes_open = true;
@@ -905,7 +936,7 @@ where
             // A client that stops reading blocks this write; the push queue then fills and
             // its overflow ends the connection.
             let written = tokio::select! {
-                r = frame::write(&mut w, &f) => r.is_ok(),
+                r = write_to_client(&mut w, &f, &stats) => r.is_ok(),
                 _ = overflow.notified() => false,
             };
             drop(permit);
@@ -1153,6 +1184,53 @@ mod tests {
         conn.abort();
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A reply a client could not read (over MAX_SERVER_FRAME) goes out as a
+    /// `reply_too_large` refusal with its id; one within the bound goes out as it is.
+    #[tokio::test]
+    async fn a_reply_over_the_client_read_limit_is_refused_with_its_id() {
+        let label = fencelock::Label::new(&"x".repeat(fencelock::MAX_LABEL_LEN)).unwrap();
+        let holder = fencelock::Holder {
+            session: SessionId(u64::MAX),
+            mode: Mode::Shared,
+            token: fencelock::Token(u64::MAX),
+            label,
+        };
+        let per = postcard::to_allocvec(&holder).unwrap().len();
+        let n = MAX_SERVER_FRAME as usize / per + 1;
+        let stats = crate::ops::NodeStats::default();
+        let roundtrip = |f: ServerFrame| {
+            let stats = stats.clone();
+            async move {
+                let mut out = Vec::new();
+                write_to_client(&mut out, &f, &stats).await.unwrap();
+                let mut r = &out[..];
+                frame::read::<_, ServerFrame>(&mut r, MAX_SERVER_FRAME)
+                    .await
+                    .unwrap()
+                    .unwrap()
+            }
+        };
+        let big = ServerFrame::Reply {
+            id: 7,
+            result: Ok(Reply::Holders(vec![holder; n])),
+        };
+        match roundtrip(big).await {
+            ServerFrame::Reply {
+                id: 7,
+                result: Err(ClientError::Limit { kind, .. }),
+            } => assert_eq!(kind, "reply_too_large"),
+            other => panic!("{:?}", std::mem::discriminant(&other)),
+        }
+        let fits = ServerFrame::Reply {
+            id: 8,
+            result: Ok(Reply::Holders(vec![holder; n / 2])),
+        };
+        assert!(matches!(
+            roundtrip(fits).await,
+            ServerFrame::Reply { id: 8, result: Ok(Reply::Holders(h)) } if h.len() == n / 2
+        ));
     }
 
     #[test]
