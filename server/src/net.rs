@@ -217,7 +217,7 @@ impl NetStats {
         }
     }
 
-    fn refuse(&self, port: &str, reason: &str, ip: IpAddr, limit: usize) {
+    pub(crate) fn refuse(&self, port: &str, reason: &str, ip: IpAddr, limit: usize) {
         self.refused
             .get_or_create(&labels(&[("port", port), ("reason", reason)]))
             .inc();

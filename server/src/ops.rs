@@ -19,7 +19,10 @@
 //! Cost of a scrape: O(number of metrics) plus one lock of the state machine; of a
 //! `/readyz`: one small write and fsync in the data directory.
 
+use std::future::Future as _;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -612,8 +615,9 @@ async fn metrics(State(ops): State<Arc<Ops>>) -> Response {
 /// `connections_closed_total{port,reason}`, `accept_errors_total{port}`,
 /// `net_limit{name}` (see [`crate::net`]).
 ///
-/// `/snapshot` answers anyone: for a node without tokens (on a host whose local users are
-/// trusted); see [`serve_ops_with`].
+/// Under the default [`OpsPolicy`]: at most [`OPS_MAX_CONNECTIONS`] connections, each
+/// closed after [`OPS_CONNECTION_TIMEOUT`], and `/snapshot` answered to anyone: for a node
+/// without tokens (on a host whose local users are trusted); see [`serve_ops_with`].
 ///
 /// Errors: the server's I/O error.
 pub async fn serve_ops(
@@ -621,28 +625,188 @@ pub async fn serve_ops(
     node: Arc<Node>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_ops_with(listener, node, None, stop).await
+    serve_ops_with(listener, node, OpsPolicy::default(), stop).await
 }
 
-/// [`serve_ops`] for a node with `tokens` (its client port's): `GET /snapshot` is served
-/// only to a request carrying an admin token (`Authorization: Bearer TOKEN`), since the
-/// backup holds every open session's credential; `/livez`, `/readyz` and `/metrics` (which
-/// name no session) stay open. `None`: as [`serve_ops`].
+/// The default limit of the operations listener's connections at once: scrapers, probes
+/// and a backup need a few; each is a file descriptor of the node, so they are bounded
+/// (within the descriptors `fencelock-node` keeps back from client connections).
+pub const OPS_MAX_CONNECTIONS: usize = 16;
+/// The default time an operations connection may stay open, idle or not: a slow or
+/// silent peer frees its place after it (a scrape, a probe or a backup over loopback
+/// takes far less; a scraper reconnects).
+pub const OPS_CONNECTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How the operations listener admits requests.
+#[derive(Clone, Debug)]
+pub struct OpsPolicy {
+    /// The node's tokens (its client port's): `GET /snapshot` is then served only to a
+    /// request carrying an admin token (`Authorization: Bearer TOKEN`), since the backup
+    /// holds every open session's credential; `/livez`, `/readyz` and `/metrics` (which
+    /// name no session) stay open. `None`: `/snapshot` is answered to anyone.
+    pub tokens: Option<Arc<Tokens>>,
+    /// At most this many connections at once; one more is closed at once (counted in
+    /// `connections_refused_total{port="ops",reason="total"}`). Default
+    /// [`OPS_MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// Each connection is closed this long after it was accepted. Default
+    /// [`OPS_CONNECTION_TIMEOUT`].
+    pub connection_timeout: std::time::Duration,
+}
+
+impl Default for OpsPolicy {
+    /// No tokens and the defaults named on each field.
+    fn default() -> Self {
+        OpsPolicy {
+            tokens: None,
+            max_connections: OPS_MAX_CONNECTIONS,
+            connection_timeout: OPS_CONNECTION_TIMEOUT,
+        }
+    }
+}
+
+/// The operations listener's accepted connections, bounded in number and in time.
+struct OpsListener {
+    inner: TcpListener,
+    slots: Arc<tokio::sync::Semaphore>,
+    policy: OpsPolicy,
+    stats: crate::net::NetStats,
+}
+
+/// One admitted operations connection: its place is freed when it is dropped, and it
+/// fails (so hyper closes it) once its deadline passes, even while idle.
+struct OpsConn {
+    io: tokio::net::TcpStream,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl OpsConn {
+    fn expired(&mut self, cx: &mut std::task::Context<'_>) -> bool {
+        self.deadline.as_mut().poll(cx).is_ready()
+    }
+}
+
+fn timed_out() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "operations connection timeout",
+    )
+}
+
+impl tokio::io::AsyncRead for OpsConn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.expired(cx) {
+            return Poll::Ready(Err(timed_out()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for OpsConn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.expired(cx) {
+            return Poll::Ready(Err(timed_out()));
+        }
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.expired(cx) {
+            return Poll::Ready(Err(timed_out()));
+        }
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl axum::serve::Listener for OpsListener {
+    type Io = OpsConn;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (OpsConn, std::net::SocketAddr) {
+        let mut backoff = std::time::Duration::ZERO;
+        loop {
+            let (io, addr) = match self.inner.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of descriptors (or a connection reset before it was accepted):
+                    // wait, doubling up to a second, rather than spin.
+                    self.stats.warn("accept-ops", || {
+                        format!("accepting an operations connection failed: {e}; retrying")
+                    });
+                    backoff = (backoff * 2).clamp(
+                        std::time::Duration::from_millis(10),
+                        std::time::Duration::from_secs(1),
+                    );
+                    tokio::time::sleep(backoff).await;
+                    continue;
+                }
+            };
+            match self.slots.clone().try_acquire_owned() {
+                Ok(slot) => {
+                    let deadline = Box::pin(tokio::time::sleep(self.policy.connection_timeout));
+                    return (
+                        OpsConn {
+                            io,
+                            deadline,
+                            _slot: slot,
+                        },
+                        addr,
+                    );
+                }
+                Err(_) => {
+                    // Over the limit: closed at once (dropped).
+                    self.stats
+                        .refuse("ops", "total", addr.ip(), self.policy.max_connections);
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.inner.local_addr()
+    }
+}
+
+/// [`serve_ops`] under `policy`: tokens for `/snapshot`, and the listener's connection
+/// limit and timeout ([`OpsPolicy`]).
 ///
 /// Errors: the server's I/O error.
 pub async fn serve_ops_with(
     listener: TcpListener,
     node: Arc<Node>,
-    tokens: Option<Arc<Tokens>>,
+    policy: OpsPolicy,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let g = Gauges::default();
     let registry = registry(&node, &g);
+    let stats = node.stats.net.clone();
+    stats.show_limit("ops_connections", policy.max_connections as u64);
+    stats.show_limit(
+        "ops_connection_timeout_ms",
+        policy.connection_timeout.as_millis() as u64,
+    );
+    let listener = OpsListener {
+        inner: listener,
+        slots: Arc::new(tokio::sync::Semaphore::new(policy.max_connections)),
+        policy: policy.clone(),
+        stats,
+    };
     let ops = Arc::new(Ops {
         node,
         registry,
         g,
-        tokens,
+        tokens: policy.tokens,
     });
     let app = Router::new()
         .route("/livez", get(livez))

@@ -25,7 +25,7 @@ use fencelock_server::net::{
     TlsNetwork, MIN_RAFT_FRAME,
 };
 use fencelock_server::node::{Node, NodeConfig};
-use fencelock_server::ops::serve_ops_with;
+use fencelock_server::ops::{serve_ops_with, OpsPolicy};
 use fencelock_server::tls::NodeTls;
 use fencelock_server::types::NodeAddr;
 use tokio::net::TcpListener;
@@ -595,7 +595,8 @@ fn check_net_limits(args: &Args) -> Result<(), String> {
 }
 
 /// File descriptors kept back from client connections: the node's own files and
-/// listeners, its Raft connections (per member) and the metrics listener's connections.
+/// listeners, its Raft connections (per member) and the metrics listener's connections
+/// (at most `OPS_MAX_CONNECTIONS`, 16, of the 64).
 fn fd_reserve(members: usize) -> u64 {
     64 + 8 * members as u64
 }
@@ -739,7 +740,11 @@ async fn run(args: Args) -> Result<(), String> {
             let stop = async {
                 let _ = ops_stopped.await;
             };
-            if let Err(e) = serve_ops_with(l, node, ops_tokens, stop).await {
+            let policy = OpsPolicy {
+                tokens: ops_tokens,
+                ..OpsPolicy::default()
+            };
+            if let Err(e) = serve_ops_with(l, node, policy, stop).await {
                 tracing::error!("metrics listener: {e}");
             }
         })
