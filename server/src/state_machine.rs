@@ -688,7 +688,11 @@ impl StateMachine {
     ///   directory and restarting under the same id is *not* safe: it forgets the node's
     ///   vote and its share of acknowledged entries.
     ///
-    /// Errors: as [`StateMachine::open`], and the refusal above. Cost: O(snapshot size).
+    /// A snapshot that is missing, or taken before `log_purged`, while the log was purged
+    /// is refused the same way (`InvalidData` naming the path): the entries between the
+    /// state and the log are gone.
+    ///
+    /// Errors: as [`StateMachine::open`], and the refusals above. Cost: O(snapshot size).
     pub fn open_checked(
         dir: &Path,
         config: ServiceConfig,
@@ -725,6 +729,37 @@ impl StateMachine {
                     "corrupt snapshot moved aside; the log holds every entry, rebuilding the state by replaying it"
                 );
                 Self::open(dir, config)
+            }
+            Ok((sm, shared)) => {
+                // A snapshot that is gone (or older than the purge) leaves a gap between
+                // the state and the log's first entry: the state cannot be rebuilt.
+                let applied = shared.state().last_applied.map(|l| l.index);
+                match log_purged {
+                    Some(p) if applied < Some(p.index) => {
+                        let path = dir.join("snapshot.bin");
+                        let what = match applied {
+                            None => format!("snapshot {} is missing", path.display()),
+                            Some(i) => {
+                                format!("snapshot {} was taken at log index {i}", path.display())
+                            }
+                        };
+                        Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "{what}, but the log in {} was compacted up to index {}, so \
+                                 this node cannot rebuild its state from its own files: \
+                                 refusing to start (nothing was changed). Put the right \
+                                 snapshot.bin back, or replace the node: remove it with \
+                                 set-voters, move {} aside, and add a fresh node with a new id \
+                                 (add-learner, set-voters)",
+                                dir.display(),
+                                p.index,
+                                dir.display()
+                            ),
+                        ))
+                    }
+                    _ => Ok((sm, shared)),
+                }
             }
             r => r,
         }

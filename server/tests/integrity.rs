@@ -149,3 +149,65 @@ async fn a_corrupt_snapshot_over_a_whole_log_is_moved_aside_and_rebuilt_from_the
     assert_eq!(r.reply, Ok(CoreReply::Busy), "a second holder: {r:?}");
     c.shutdown().await;
 }
+
+/// A snapshot file that is gone while the log was compacted past it cannot be rebuilt from
+/// this node's own files either: the node refuses to start, naming the file, instead of
+/// starting from the empty state over a log whose first entries are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_snapshot_over_a_compacted_log_refuses_to_start() {
+    let mut c = Cluster::start("snapmissing", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    let b = session_of(&c.propose(open(60_000)).await);
+    granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
+    for _ in 0..130 {
+        c.propose(keep_alive(a)).await;
+    }
+    c.converged().await;
+    let start = Instant::now();
+    while !c.nodes.values().all(|n| n.log.last_purged().is_some()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no node purged its log"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let victim = c.leader().await;
+    c.kill(victim).await;
+    let path = c.base.join(format!("n{victim}/snapshot.bin"));
+    let saved = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let started = tokio::time::timeout(
+        Duration::from_secs(10),
+        Node::start(c.config(victim), c.net.factory(victim)),
+    )
+    .await
+    .expect("start returns");
+    let err = match started {
+        Ok(n) => {
+            let s = n.shared.state();
+            panic!(
+                "started without its snapshot over a log purged to {:?}: applied {:?}, {} sessions",
+                n.log.last_purged(),
+                s.last_applied,
+                s.svc.usage().sessions
+            )
+        }
+        Err(e) => e,
+    };
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("refusing to start"), "{msg}");
+    assert!(!path.exists(), "a refused start changes nothing");
+    c.leader().await;
+    for h in holders_everywhere(&c, "x").await {
+        assert_eq!(h, vec![a.0]);
+    }
+    let r = c.propose(acquire(b, "x", Wait::None, Some(1))).await;
+    assert_eq!(r.reply, Ok(CoreReply::Busy), "a second holder: {r:?}");
+    std::fs::write(&path, saved).unwrap();
+    c.boot(victim).await;
+    for h in holders_everywhere(&c, "x").await {
+        assert_eq!(h, vec![a.0]);
+    }
+    c.shutdown().await;
+}
