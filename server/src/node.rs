@@ -223,7 +223,9 @@ impl Node {
     where
         N: RaftNetworkFactory<TypeConfig> + PreVoteNetwork,
     {
+        refuse_lost_log(&config.dir, None)?;
         let log = LogStore::open(&config.dir)?;
+        refuse_lost_log(&config.dir, Some(&log))?;
         let (mut sm, shared) =
             StateMachine::open_checked(&config.dir, config.service, log.last_purged())?;
         sm.set_disk(log.disk());
@@ -1132,6 +1134,44 @@ impl Node {
             Ok(Err(e)) => Err(ClientError::Unavailable(e.to_string())),
         }
     }
+}
+
+/// Refuses to start a node whose `raft.log` is gone beside a `snapshot.bin`: missing or
+/// shorter than its header (`log` `None`, checked before the log is opened, so nothing is
+/// created), or holding nothing at all — no vote, no entry, no compaction point (`log`
+/// given). A node that has a snapshot always has a log that says so (a node that built
+/// or received one voted and compacted or holds entries; `snapshot restore` and
+/// `force-new-cluster` write the log's compaction point): without it the node would forget
+/// its vote (and vote twice in a term) and the entries it acknowledged.
+///
+/// Errors: `InvalidData` naming both files. Cost: two `stat`s.
+fn refuse_lost_log(dir: &std::path::Path, log: Option<&LogStore>) -> io::Result<()> {
+    let (snap, path) = (dir.join("snapshot.bin"), dir.join("raft.log"));
+    if !snap.exists() {
+        return Ok(());
+    }
+    let lost = match log {
+        None => std::fs::metadata(&path)
+            .map(|m| m.len() < crate::log_store::FILE_MAGIC.len() as u64)
+            .unwrap_or(true),
+        Some(l) => l.vote().is_none() && l.last_index() == 0 && l.last_purged().is_none(),
+    };
+    if !lost {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "log {} is missing or empty beside snapshot {}: this node's vote and the entries \
+             it acknowledged after its snapshot are lost, and starting would let it vote twice \
+             in a term: refusing to start (nothing was changed). Put raft.log back, or replace \
+             the node: remove it with set-voters, move {} aside, and add a fresh node with a \
+             new id (add-learner, set-voters)",
+            path.display(),
+            snap.display(),
+            dir.display()
+        ),
+    ))
 }
 
 /// Logs elections (term, role and leader changes) and membership changes as they

@@ -211,3 +211,53 @@ async fn a_missing_snapshot_over_a_compacted_log_refuses_to_start() {
     }
     c.shutdown().await;
 }
+
+/// `raft.log` holds the node's vote and every entry after its snapshot. A data directory
+/// whose log is gone (or empty) beside a snapshot lost them: starting from the snapshot
+/// alone would forget whom it voted for in its term (it could vote twice) and the entries
+/// it acknowledged. The node refuses to start, naming the file, and creates nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_log_beside_a_snapshot_refuses_to_start() {
+    let mut c = Cluster::start("logmissing", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
+    for _ in 0..10 {
+        c.propose(keep_alive(a)).await;
+    }
+    c.converged().await;
+    let victim = c.leader().await;
+    c.nodes[&victim].raft.trigger().snapshot().await.unwrap();
+    let snap = c.base.join(format!("n{victim}/snapshot.bin"));
+    let start = Instant::now();
+    while !snap.exists() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no snapshot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.kill(victim).await;
+    let log = c.base.join(format!("n{victim}/raft.log"));
+    let saved = std::fs::read(&log).unwrap();
+    for empty in [false, true] {
+        if empty {
+            std::fs::write(&log, b"").unwrap();
+        } else {
+            std::fs::remove_file(&log).unwrap();
+        }
+        let err = match Node::start(c.config(victim), c.net.factory(victim)).await {
+            Ok(n) => panic!(
+                "started without its log (empty file: {empty}): vote {:?}",
+                n.log.vote()
+            ),
+            Err(e) => e,
+        };
+        let msg = err.to_string();
+        assert!(msg.contains(&log.display().to_string()), "{msg}");
+        assert!(msg.contains("refusing to start"), "{msg}");
+        assert_eq!(log.exists(), empty, "a refused start creates nothing");
+    }
+    std::fs::write(&log, saved).unwrap();
+    c.boot(victim).await;
+    for h in holders_everywhere(&c, "x").await {
+        assert_eq!(h, vec![a.0]);
+    }
+    c.shutdown().await;
+}
