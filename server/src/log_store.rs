@@ -16,8 +16,12 @@
 //! start rather than cut it. The checksum covers the length, so a flipped length cannot
 //! pass for a torn tail; a group that checksums but does not decode (another version's
 //! records) also refuses to start. Nothing acknowledged is lost; nothing is cut silently.
-//! (Damage to the very last acknowledged group is indistinguishable from a torn write, as in
-//! every write-ahead log; it is cut.)
+//! The very last group is told apart too: a write cut short leaves at least one of its
+//! sectors as the preallocation left it, all zeros, so a last group whose header holds
+//! and none of whose sectors is zero, yet fails its checksum, was written whole and then
+//! damaged — the node refuses to start rather than drop what may be its latest vote or
+//! acknowledged entries. Only when the damage hits its header, or a sector of it is zero
+//! (as a torn one), is it cut like a torn write.
 //!
 //! Preallocation: the file is grown ahead of the groups, [`PREALLOC`] bytes at a time, by
 //! writing zeros (and fsyncing the new size once). A write then overwrites blocks that
@@ -156,6 +160,43 @@ fn read_group(bytes: &[u8]) -> Option<(u64, &[u8], usize)> {
     (group_crc(seq, len, payload) == crc).then_some((seq, payload, GROUP_HEADER + len as usize))
 }
 
+/// The unit a disk writes whole (or not at all): the sector. A write cut short by a crash
+/// leaves each of its sectors either written or as it was — zeros, since the file is
+/// preallocated with zeros ahead of the groups.
+const SECTOR: usize = 512;
+
+/// Whether the group at `pos` (that failed its checksum, or its sequence) is whole: its
+/// header is there, it ends within the file, and every sector it covers holds a nonzero
+/// byte of it. A torn write leaves at least one sector of the group zero, so such a group
+/// was written completely (and so fsynced and acknowledged, or at least meant to be) and
+/// then damaged. False when the header itself is damaged (its length cannot be trusted)
+/// or a sector of the group is all zeros (it may be torn): cut as before. Cost: O(group).
+fn whole_but_damaged(bytes: &[u8], pos: usize) -> bool {
+    let g = &bytes[pos..];
+    if g.len() < GROUP_HEADER || g[..4] != GROUP_MAGIC {
+        return false;
+    }
+    let Ok(len) = <[u8; 4]>::try_from(&g[12..16]).map(u32::from_le_bytes) else {
+        return false;
+    };
+    if len > MAX_GROUP {
+        return false;
+    }
+    let end = pos + GROUP_HEADER + len as usize;
+    if end > bytes.len() {
+        return false;
+    }
+    let mut s = pos - pos % SECTOR;
+    while s < end {
+        let (a, b) = (s.max(pos), (s + SECTOR).min(end));
+        if bytes[a..b].iter().all(|&x| x == 0) {
+            return false;
+        }
+        s += SECTOR;
+    }
+    true
+}
+
 /// The records of a checksummed group; `None` if they do not decode (another format).
 fn decode_records(mut payload: &[u8]) -> Option<Vec<Rec>> {
     let mut recs = Vec::new();
@@ -276,9 +317,10 @@ impl LogStore {
     /// never acknowledged).
     ///
     /// Errors: I/O errors opening, reading or zeroing the file; `InvalidData` for a
-    /// damaged group with a valid group after it (cutting there could lose acknowledged
-    /// entries or votes), a checksummed group that does not decode, or a file that is not
-    /// a log of this format. Cost: O(file size).
+    /// damaged group with a valid group after it, or a last group written whole and then
+    /// damaged (cutting there could lose acknowledged entries or votes), a checksummed
+    /// group that does not decode, or a file that is not a log of this format.
+    /// Cost: O(file size).
     pub fn open(dir: &Path) -> io::Result<LogStore> {
         Self::open_with_compaction(dir, COMPACT_BYTES)
     }
@@ -367,6 +409,11 @@ impl LogStore {
             if let Some(o) = later {
                 return Err(bad(format!(
                     "damaged group at byte {pos} with a valid group after it (byte {o}); refusing to cut acknowledged records"
+                )));
+            }
+            if whole_but_damaged(&bytes, pos) {
+                return Err(bad(format!(
+                    "the last group at byte {pos} fails its checksum although every sector of it was written (no sector of it is still zero, as a write cut short by a crash leaves one): damage to an acknowledged write, not a torn one; refusing to cut it"
                 )));
             }
             tracing::warn!(

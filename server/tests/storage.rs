@@ -95,13 +95,16 @@ async fn reopen_keeps_flushed_entries_and_vote() {
 async fn torn_or_corrupt_tail_is_cut_not_fatal() {
     let dir = common::temp_dir("torn");
     let _g = Guard(dir.clone());
-    {
+    let last_group = {
         let mut log = LogStore::open(&dir).unwrap();
         // One append (one group) per entry.
-        for i in 1..=5 {
+        for i in 1..=4 {
             append(&mut log, vec![entry(1, i)]).await;
         }
-    }
+        let at = log.file_len() as usize;
+        append(&mut log, vec![entry(1, 5)]).await;
+        at
+    };
     let path = dir.join("raft.log");
     let good = LogStore::open(&dir).unwrap().file_len() as usize;
     // A write cut short by a crash: its first bytes landed in the preallocated zeros.
@@ -118,11 +121,26 @@ async fn torn_or_corrupt_tail_is_cut_not_fatal() {
     }
     let bytes = std::fs::read(&path).unwrap();
     assert!(bytes[good..].iter().all(|&b| b == 0), "torn tail zeroed");
-    // A flipped byte in the last group (an append never acknowledged, as far as the file
-    // can tell): that group is dropped.
-    let mut bytes = std::fs::read(&path).unwrap();
+    // A flipped byte in the last group, which was written whole (no sector of it is
+    // zero, as one a crash cut short would leave): damage to an acknowledged append, not a
+    // torn one. Opening refuses and leaves the file as it was.
+    let orig = std::fs::read(&path).unwrap();
+    let mut bytes = orig.clone();
     bytes[good - 2] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
+    let err = LogStore::open(&dir)
+        .err()
+        .expect("a damaged whole last group must refuse to open");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+    assert!(err.to_string().contains("refusing to cut it"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing cut");
+    // The same group torn instead: the sector holding its end never written, so its
+    // bytes there are the preallocated zeros (here the whole group shares one sector with
+    // the groups before it, which that sector held already). It is cut.
+    let mut torn = orig.clone();
+    let from = ((good - 1) / 512 * 512).max(last_group);
+    torn[from..good].fill(0);
+    std::fs::write(&path, &torn).unwrap();
     let mut log = LogStore::open(&dir).unwrap();
     assert_eq!(indices(&mut log).await, vec![1, 2, 3, 4]);
     // And it keeps working after the cut.
