@@ -1223,8 +1223,7 @@ async fn log_raft_changes(raft: Raft) {
 /// `/readyz` failing) before a write needs the space, and its end is noticed too.
 async fn run_prober(disk: Arc<DiskHealth>) {
     loop {
-        let d = disk.clone();
-        let _ = tokio::task::spawn_blocking(move || d.probe()).await;
+        let _ = disk.probe_shared().await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }

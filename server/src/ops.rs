@@ -17,7 +17,8 @@
 //!   role), as the client port's export does ([`serve_ops_with`]).
 //!
 //! Cost of a scrape: O(number of metrics) plus one lock of the state machine; of a
-//! `/readyz`: one small write and fsync in the data directory.
+//! `/readyz`: at most one small write and fsync in the data directory (shared by the
+//! checks that ask at once).
 
 use std::future::Future as _;
 use std::pin::Pin;
@@ -310,12 +311,8 @@ pub async fn readiness(node: &Node) -> (bool, String) {
         format!("apply: applied {applied}, committed {committed}"),
     );
     let disk = node.disk();
-    let probe = {
-        let d = disk.clone();
-        tokio::task::spawn_blocking(move || d.probe())
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
-    };
+    // Shared: a flood of Status requests or /readyz scrapes runs one probe at a time.
+    let probe = disk.probe_shared().await;
     match probe {
         Ok(()) if !disk.is_full() => check(true, format!("disk {}", disk.dir().display())),
         Ok(()) => check(

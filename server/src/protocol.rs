@@ -174,8 +174,9 @@ pub enum Request {
     },
     /// This node's own view of the cluster and of itself ([`NodeStatus`]): answered by any
     /// node, leader or not, from its local state (not a linearizable read), so a status
-    /// tool can ask every node. Costs the node one small write and fsync (its readiness
-    /// check of the data directory).
+    /// tool can ask every node. Costs the node at most one small write and fsync (its
+    /// readiness check of the data directory, shared by the requests that ask at once:
+    /// [`crate::disk::DiskHealth::probe_shared`]).
     Status,
     /// [`Request::Open`] with a label: the session's holds and waits show it in
     /// `holder`/`queue` answers and in watchers' events (UTF-8, at most

@@ -744,3 +744,31 @@ async fn an_ops_connection_is_closed_after_its_timeout() {
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `Request::Status` (any read token) and `/readyz` each check the data directory with a
+/// written and fsynced file. A flood of them at once runs one such probe at a time, not one
+/// per request: 64 concurrent Status requests cost a handful of probes, not 64 files and
+/// fsyncs beside the log's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_status_requests_share_the_disk_probe() {
+    let (node, dir) = single_node("status-probe", |_| {}).await;
+    let before = node.disk().probes();
+    let asks: Vec<_> = (0..64)
+        .map(|_| {
+            let n = node.clone();
+            tokio::spawn(async move {
+                let sink = PushSink::new(4).0;
+                n.handle_request(Request::Status, n.next_conn_id(), &sink)
+                    .await
+            })
+        })
+        .collect();
+    for a in asks {
+        assert!(matches!(a.await.unwrap(), Ok(Reply::Status(s)) if s.ready));
+    }
+    let ran = node.disk().probes() - before;
+    // One probe in flight at a time: the requests that ask during one share the next.
+    assert!(ran <= 4, "{ran} probes for 64 concurrent Status requests");
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
