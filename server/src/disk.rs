@@ -43,6 +43,30 @@ pub struct DiskHealth {
     shared: tokio::sync::Mutex<Option<SharedProbe>>,
 }
 
+/// Creates `dir` and its missing parents private to this user (mode 0700): a data
+/// directory holds session credentials (in the log and the snapshot). An existing
+/// directory is left as it is. Errors: the I/O error. Cost: one `mkdir` per component.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Creates (or truncates) `path` for writing, readable and writable by this user only
+/// when it creates it (mode 0600): for files that hold session credentials.
+/// Errors: the I/O error. Cost: one `open`.
+pub fn create_private_file(path: &Path) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// The end and outcome of a shared probe (the error's kind and text).
 type SharedProbe = (Instant, Result<(), (io::ErrorKind, String)>);
 

@@ -46,7 +46,7 @@ use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::ops::RangeBounds;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -293,7 +293,7 @@ impl Inner {
         buf.extend_from_slice(&encode_group(self.next_seq, &recs)?);
         let allocated = buf.len() as u64 + PREALLOC;
         {
-            let mut f = File::create(&tmp)?;
+            let mut f = crate::disk::create_private_file(&tmp)?;
             f.write_all(&buf)?;
             zero_fill(&f, buf.len() as u64, allocated)?;
             f.sync_all()?;
@@ -329,9 +329,11 @@ impl LogStore {
     ///
     /// Errors and cost: as [`LogStore::open`].
     pub fn open_with_compaction(dir: &Path, compact_bytes: u64) -> io::Result<LogStore> {
-        fs::create_dir_all(dir)?;
+        crate::disk::create_private_dir(dir)?;
         let path = dir.join("raft.log");
+        // It holds the credentials of open sessions: this user's only.
         let mut file = OpenOptions::new()
+            .mode(0o600)
             .read(true)
             .write(true)
             .create(true)

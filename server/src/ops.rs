@@ -485,7 +485,7 @@ pub async fn force_new_cluster(
             ));
         }
     }
-    std::fs::create_dir_all(dir)
+    crate::disk::create_private_dir(dir)
         .map_err(|e| Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     if std::fs::canonicalize(from)? == std::fs::canonicalize(dir)? {
         return Err(Error::new(
@@ -496,7 +496,7 @@ pub async fn force_new_cluster(
     // Work on a copy: opening a log cuts a torn tail, and `from` stays as it was.
     let scratch = dir.join("force-new-cluster.source");
     let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch)?;
+    crate::disk::create_private_dir(&scratch)?;
     let result = async {
         for name in ["raft.log", "snapshot.bin"] {
             let src = from.join(name);

@@ -569,13 +569,13 @@ pub fn restore_into(
         },
         data: postcard::to_allocvec(&data).map_err(|e| io::Error::other(e.to_string()))?,
     };
-    fs::create_dir_all(dir)
+    crate::disk::create_private_dir(dir)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     let bytes = encode_snap_file(&f)?;
     let tmp = dir.join("snapshot.tmp");
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
     {
-        let mut file = fs::File::create(&tmp).map_err(named)?;
+        let mut file = crate::disk::create_private_file(&tmp).map_err(named)?;
         file.write_all(&bytes).map_err(named)?;
         file.sync_all().map_err(named)?;
     }
@@ -638,7 +638,7 @@ impl StateMachine {
     /// snapshot file (bad header, length or checksum, or contents that do not decode or
     /// restore) — it is never used. Cost: O(snapshot size).
     pub fn open(dir: &Path, config: ServiceConfig) -> io::Result<(StateMachine, Arc<Shared>)> {
-        fs::create_dir_all(dir)
+        crate::disk::create_private_dir(dir)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
         let path = dir.join("snapshot.bin");
         let (state, current) = match read_snap_file(&path, &config)? {
@@ -791,7 +791,7 @@ impl StateMachine {
         let tmp = self.dir.join("snapshot.tmp");
         let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
         {
-            let mut file = fs::File::create(&tmp).map_err(named)?;
+            let mut file = crate::disk::create_private_file(&tmp).map_err(named)?;
             file.write_all(&bytes).map_err(named)?;
             file.sync_all().map_err(named)?;
         }

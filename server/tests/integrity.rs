@@ -261,3 +261,31 @@ async fn a_missing_log_beside_a_snapshot_refuses_to_start() {
     }
     c.shutdown().await;
 }
+
+/// The log and the snapshot hold every open session's credential: a node that creates its
+/// data directory makes it private to its user (0700), and writes `raft.log` and
+/// `snapshot.bin` readable by that user only (0600), so another local user cannot read
+/// the credentials whatever the umask, even where the directory's parent is open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_files_holding_credentials_are_private_to_its_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = Cluster::start("private", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
+    c.converged().await;
+    let leader = c.leader().await;
+    c.nodes[&leader].raft.trigger().snapshot().await.unwrap();
+    let dir = c.base.join(format!("n{leader}"));
+    let snap = dir.join("snapshot.bin");
+    let start = Instant::now();
+    while !snap.exists() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no snapshot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    for f in ["raft.log", "snapshot.bin"] {
+        assert_eq!(mode(&dir.join(f)), 0o600, "{f}");
+    }
+    c.shutdown().await;
+}

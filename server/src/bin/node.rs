@@ -417,7 +417,9 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                         let named = |e: std::io::Error| format!("{}: {e}", tmp.display());
                         {
                             use std::io::Write;
-                            let mut f = std::fs::File::create(&tmp).map_err(named)?;
+                            // A backup holds every session's credential: 0600.
+                            let mut f =
+                                fencelock_server::disk::create_private_file(&tmp).map_err(named)?;
                             f.write_all(&bytes).map_err(named)?;
                             f.sync_all().map_err(named)?;
                         }
@@ -631,7 +633,9 @@ async fn run(args: Args) -> Result<(), String> {
         return Err("--id and --dir are required".into());
     };
     // Held for as long as the node runs: a second node or force-new-cluster is refused.
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Private to this user: the log and the snapshot hold session credentials.
+    fencelock_server::disk::create_private_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     let _lock = lock_dir(&dir)?;
     let tls = match (&args.tls_ca, &args.tls_cert, &args.tls_key) {
         (Some(ca), Some(cert), Some(key)) => Some(NodeTls::load(ca, cert, key)?),
