@@ -820,6 +820,7 @@ impl Node {
         if self.elector.stepped_back() {
             return Err(stepped_back());
         }
+        recordable(&req)?;
         match req {
             Request::Open { ttl_ms, key } => self.open(ttl_ms, key, None, conn, sink).await,
             Request::OpenLabeled { ttl_ms, key, label } => {
@@ -925,7 +926,8 @@ impl Node {
                             .clock
                             .stamp()
                             .unwrap_or_else(|| self.shared.state().svc.now().0);
-                        Wait::Until(Tick(now.saturating_add(ms)))
+                        // No later than a recording holds (~285 000 years: never).
+                        Wait::Until(Tick(now.saturating_add(ms).min(MAX_NUMBER)))
                     }
                 };
                 // Attached before the write, so that a grant applied right after the
@@ -1134,6 +1136,55 @@ impl Node {
             Ok(Err(e)) => Err(ClientError::Unavailable(e.to_string())),
         }
     }
+}
+
+/// The largest number a recording of the history holds ([`crate::export::MAX_NUMBER`],
+/// 2^53 - 1: what a JavaScript number holds exactly).
+const MAX_NUMBER: u64 = crate::export::MAX_NUMBER;
+
+/// The longest ttl a client may ask for whatever the node's `--max-ttl-ms`: half of
+/// [`MAX_NUMBER`] (~142 000 years), so that a deadline (now + ttl) stays recordable.
+pub const MAX_RECORDABLE_TTL: u64 = MAX_NUMBER / 2;
+
+/// Refuses a request carrying a number past what a recording of the history holds: a
+/// request number above [`MAX_NUMBER`] or a ttl above [`MAX_RECORDABLE_TTL`]. Applied,
+/// such a number would make every export of a window holding its entry fail
+/// (`not_recordable`), whoever sent it — an input for a session that is not open reaches
+/// the core and is recorded too. Clients number requests 1, 2, 3…; a wait is clamped
+/// instead (see `Request::Acquire`).
+///
+/// Errors: `Limit` (`request_number_too_large`, `ttl_too_long`); nothing is proposed.
+/// Cost: O(1).
+fn recordable(req: &Request) -> Result<(), ClientError> {
+    let (request, ttl) = match req {
+        Request::Open { ttl_ms, .. } | Request::OpenLabeled { ttl_ms, .. } => (None, Some(*ttl_ms)),
+        Request::Close { request, .. }
+        | Request::Acquire { request, .. }
+        | Request::Release { request, .. }
+        | Request::Cancel { request, .. }
+        | Request::Watch { request, .. }
+        | Request::Unwatch { request, .. } => (*request, None),
+        _ => (None, None),
+    };
+    if let Some(n) = request.filter(|n| *n > MAX_NUMBER) {
+        return Err(ClientError::Limit {
+            kind: "request_number_too_large".into(),
+            message: format!(
+                "request number {n} is above {MAX_NUMBER}, the largest the cluster's history \
+                 can record"
+            ),
+        });
+    }
+    if let Some(t) = ttl.filter(|t| *t > MAX_RECORDABLE_TTL) {
+        return Err(ClientError::Limit {
+            kind: "ttl_too_long".into(),
+            message: format!(
+                "a session ttl of {t} ms is above {MAX_RECORDABLE_TTL} ms, the longest the \
+                 cluster's history can record"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Refuses to start a node whose `raft.log` is gone beside a `snapshot.bin`: missing or
