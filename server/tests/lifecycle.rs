@@ -524,3 +524,71 @@ fn log_level_is_checked_and_overrides_rust_log() {
     assert!(quiet.is_empty(), "{quiet}");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A metrics connection cannot hold up the node's stop: with one local connection idle and
+/// another stuck half-way through its request headers, SIGTERM still stops the node within
+/// a few seconds (it used to wait for them to end, which a local program could put off for
+/// good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_metrics_connections_do_not_hold_up_a_stop() {
+    let base = temp_dir("stopmetrics");
+    let p = ports(3);
+    let metrics = format!("127.0.0.1:{}", p[2]);
+    let mut child = Command::new(NODE)
+        .args([
+            "--insecure-plaintext",
+            "--id",
+            "1",
+            "--init",
+            "--grace-ms",
+            "300",
+        ])
+        .arg("--dir")
+        .arg(base.join("n1"))
+        .arg("--peer")
+        .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
+        .args(["--metrics-addr", &metrics])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(base.join("n1.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while get(&metrics, "/livez").await.is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "metrics never up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut idle = TcpStream::connect(&metrics).await.unwrap();
+    idle.write_all(b"GET /livez HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    let mut b = [0u8; 64];
+    let _ = idle.read(&mut b).await.unwrap();
+    let mut half = TcpStream::connect(&metrics).await.unwrap();
+    half.write_all(b"GET /metrics HTTP/1.1\r\nHo")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    drop((idle, half));
+    let status = status.expect("the node did not stop within 10 s of SIGTERM");
+    assert!(status.success(), "{status:?}");
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -788,8 +788,16 @@ async fn run(args: Args) -> Result<(), String> {
     node.shutdown().await;
     raft_task.abort();
     let _ = ops_stop.send(());
-    if let Some(t) = ops_task {
-        let _ = t.await;
+    if let Some(mut t) = ops_task {
+        // The metrics listener finishes the requests it is serving, but an open connection
+        // (a scraper's keep-alive, a local program stalling half-way through a request)
+        // must not hold up the stop: at most a second.
+        if tokio::time::timeout(Duration::from_secs(1), &mut t)
+            .await
+            .is_err()
+        {
+            t.abort();
+        }
     }
     tracing::info!(was_leader, "stopped");
     Ok(())
