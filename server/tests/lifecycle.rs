@@ -592,3 +592,77 @@ async fn open_metrics_connections_do_not_hold_up_a_stop() {
     assert!(status.success(), "{status:?}");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A node with TLS serves clients on the network; without `--tokens` every one of them
+/// could do everything (force releases, membership changes, exports). It refuses to start
+/// that way — exit 1 naming `--tokens` — unless told to with `--insecure-no-tokens`
+/// (the way `--insecure-plaintext` asks for plain TCP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_node_without_tokens_refuses_to_start_unless_told_to() {
+    let base = temp_dir("tlsnotokens");
+    let tls = base.join("tls");
+    std::fs::create_dir_all(&tls).unwrap();
+    let ca = fencelock_server::tls::DevCa::new().unwrap();
+    std::fs::write(tls.join("ca.pem"), ca.cert_pem()).unwrap();
+    let pem = ca.node(1, &["127.0.0.1"]).unwrap();
+    std::fs::write(tls.join("node-1.pem"), &pem.cert).unwrap();
+    std::fs::write(tls.join("node-1.key"), &pem.key).unwrap();
+    let p = ports(2);
+    let node = |extra: &[&str]| {
+        let mut cmd = Command::new(NODE);
+        cmd.args(["--id", "1", "--init"])
+            .arg("--dir")
+            .arg(base.join("n1"))
+            .arg("--peer")
+            .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
+            .arg("--tls-ca")
+            .arg(tls.join("ca.pem"))
+            .arg("--tls-cert")
+            .arg(tls.join("node-1.pem"))
+            .arg("--tls-key")
+            .arg(tls.join("node-1.key"))
+            .args(extra);
+        cmd
+    };
+    let mut refused = node(&[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while refused.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(5) {
+            let _ = refused.kill();
+            let _ = refused.wait();
+            panic!("a TLS node without --tokens started");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = refused.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tokens"), "{err}");
+    assert!(!base.join("n1/raft.log").exists(), "nothing written");
+    // Asked for explicitly, it starts (and still warns).
+    let mut told = node(&["--insecure-no-tokens"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = async {
+        loop {
+            if TcpStream::connect(format!("127.0.0.1:{}", p[1]))
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let up = tokio::time::timeout(Duration::from_secs(10), started).await;
+    let _ = told.kill();
+    let _ = told.wait();
+    assert!(up.is_ok(), "with --insecure-no-tokens the node serves");
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -136,9 +136,15 @@ struct Args {
     #[arg(long, conflicts_with_all = ["tls_ca", "tls_cert", "tls_key"])]
     insecure_plaintext: bool,
     /// Bearer tokens file (ROLE PREFIX sha256:HEX per line; see server/README.md). Without
-    /// it every client may do everything, membership changes included.
+    /// it every client may do everything, membership changes included: a node with TLS
+    /// (reachable from the network) then refuses to start unless --insecure-no-tokens.
     #[arg(long)]
     tokens: Option<PathBuf>,
+    /// Start a TLS node without --tokens: every client that reaches it may do everything
+    /// (force releases, membership changes, exports). For a network whose every client is
+    /// trusted; a plain-TCP node (loopback only) needs no such flag.
+    #[arg(long, conflicts_with = "tokens")]
+    insecure_no_tokens: bool,
     /// ID=ADDR: dial node ID's Raft port at ADDR instead of its member address (a
     /// loopback proxy between this node and that one, as the partition tests use).
     /// Plain TCP only (with --insecure-plaintext).
@@ -660,6 +666,14 @@ async fn run(args: Args) -> Result<(), String> {
         .clone();
     let tokens = match &args.tokens {
         Some(path) => Some(std::sync::Arc::new(Tokens::load(path)?)),
+        None if tls.is_some() && !args.insecure_no_tokens => {
+            return Err(
+                "a node with TLS serves clients on the network: give --tokens FILE \
+                        (see server/README.md, Security), or --insecure-no-tokens to let \
+                        every client that reaches it do everything"
+                    .into(),
+            )
+        }
         None => {
             tracing::warn!("no --tokens file: every client may do everything");
             None
