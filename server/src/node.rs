@@ -1147,25 +1147,52 @@ const MAX_NUMBER: u64 = crate::export::MAX_NUMBER;
 pub const MAX_RECORDABLE_TTL: u64 = MAX_NUMBER / 2;
 
 /// Refuses a request carrying a number past what a recording of the history holds: a
-/// request number above [`MAX_NUMBER`] or a ttl above [`MAX_RECORDABLE_TTL`]. Applied,
-/// such a number would make every export of a window holding its entry fail
-/// (`not_recordable`), whoever sent it — an input for a session that is not open reaches
-/// the core and is recorded too. Clients number requests 1, 2, 3…; a wait is clamped
-/// instead (see `Request::Acquire`).
+/// session id or request number above [`MAX_NUMBER`] or a ttl above
+/// [`MAX_RECORDABLE_TTL`]. Applied, such a number would make every export of a window
+/// holding its entry fail (`not_recordable`), whoever sent it — an input for a session
+/// that is not open reaches the core and is recorded too. Clients number requests 1, 2,
+/// 3…, and the cluster numbers sessions from 1, so no session it opened is refused; a
+/// wait is clamped instead (see `Request::Acquire`).
 ///
-/// Errors: `Limit` (`request_number_too_large`, `ttl_too_long`); nothing is proposed.
-/// Cost: O(1).
+/// Errors: `Limit` (`session_id_too_large`, `request_number_too_large`, `ttl_too_long`);
+/// nothing is proposed. Cost: O(1).
 fn recordable(req: &Request) -> Result<(), ClientError> {
-    let (request, ttl) = match req {
-        Request::Open { ttl_ms, .. } | Request::OpenLabeled { ttl_ms, .. } => (None, Some(*ttl_ms)),
-        Request::Close { request, .. }
-        | Request::Acquire { request, .. }
-        | Request::Release { request, .. }
-        | Request::Cancel { request, .. }
-        | Request::Watch { request, .. }
-        | Request::Unwatch { request, .. } => (*request, None),
-        _ => (None, None),
+    let (session, request, ttl) = match req {
+        Request::Open { ttl_ms, .. } | Request::OpenLabeled { ttl_ms, .. } => {
+            (None, None, Some(*ttl_ms))
+        }
+        Request::Close {
+            session, request, ..
+        }
+        | Request::Acquire {
+            session, request, ..
+        }
+        | Request::Release {
+            session, request, ..
+        }
+        | Request::Cancel {
+            session, request, ..
+        }
+        | Request::Watch {
+            session, request, ..
+        }
+        | Request::Unwatch {
+            session, request, ..
+        } => (Some(*session), *request, None),
+        Request::KeepAlive { session, .. } | Request::ForceRelease { session, .. } => {
+            (Some(*session), None, None)
+        }
+        _ => (None, None, None),
     };
+    if let Some(s) = session.filter(|s| *s > MAX_NUMBER) {
+        return Err(ClientError::Limit {
+            kind: "session_id_too_large".into(),
+            message: format!(
+                "session id {s} is above {MAX_NUMBER}, the largest the cluster's history can \
+                 record (no session has such an id)"
+            ),
+        });
+    }
     if let Some(n) = request.filter(|n| *n > MAX_NUMBER) {
         return Err(ClientError::Limit {
             kind: "request_number_too_large".into(),

@@ -250,6 +250,65 @@ async fn numbers_a_client_chooses_cannot_make_the_history_unexportable() {
             "{req:?}: {r:?}"
         );
     }
+    // A session id is a number a client chooses too: one past what a recording holds,
+    // for a session that is not open (whatever the credential), is refused before it is
+    // proposed, by every request that carries one.
+    let bad = SessionSecret([1; 16]);
+    let lock = || "x".to_string();
+    let by_session = [
+        Request::KeepAlive {
+            session: huge,
+            secret: bad,
+        },
+        Request::Close {
+            session: huge,
+            secret: bad,
+            request: Some(1),
+        },
+        Request::Acquire {
+            session: huge,
+            secret: bad,
+            lock: lock(),
+            mode: fencelock::Mode::Exclusive,
+            wait: WaitSpec::None,
+            request: Some(1),
+        },
+        Request::Release {
+            session: huge,
+            secret: bad,
+            lock: lock(),
+            request: None,
+        },
+        Request::Cancel {
+            session: huge,
+            secret: bad,
+            lock: lock(),
+            request: Some(1),
+        },
+        Request::Watch {
+            session: huge,
+            secret: bad,
+            lock: lock(),
+            request: Some(1),
+        },
+        Request::Unwatch {
+            session: huge,
+            secret: bad,
+            lock: lock(),
+            request: None,
+        },
+        Request::ForceRelease {
+            session: huge,
+            lock: lock(),
+        },
+    ];
+    for req in by_session {
+        let r = ask(req.clone()).await;
+        assert!(
+            matches!(&r, Err(ClientError::Limit { kind, .. }) if kind == "session_id_too_large"),
+            "{req:?}: {r:?}"
+        );
+    }
     // A wait far past what a recording holds is accepted, as the longest it holds.
     let other = match ask(Request::Open {
         ttl_ms: 60_000,
