@@ -311,6 +311,18 @@ impl Inner {
     }
 }
 
+/// What opening a log cut from its end ([`LogStore::open_accepting_loss`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailCut {
+    /// The byte of the file where the cut starts (the end of the last valid group).
+    pub at: u64,
+    /// How many bytes were cut (zeroed) from there.
+    pub bytes: u64,
+    /// True: a last group written whole and then damaged (its entries or vote may have
+    /// been acknowledged); false: a torn last write (never acknowledged).
+    pub damaged: bool,
+}
+
 impl LogStore {
     /// Opens (or creates) the log file `dir/raft.log`, replaying its valid prefix and
     /// cutting off a torn tail (the last write, damaged by a crash before its fsync, so
@@ -329,6 +341,27 @@ impl LogStore {
     ///
     /// Errors and cost: as [`LogStore::open`].
     pub fn open_with_compaction(dir: &Path, compact_bytes: u64) -> io::Result<LogStore> {
+        Self::open_inner(dir, compact_bytes, false).map(|(log, _)| log)
+    }
+
+    /// [`LogStore::open`] for `force-new-cluster` only, which runs with
+    /// `--accept-data-loss` on a copy of a survivor's log: a last group that was written
+    /// whole and then damaged (which [`LogStore::open`] refuses) is cut like a torn one.
+    /// Returns what was cut from the end of the log, torn or damaged (`None`: nothing), so
+    /// that the tool can say so. A damaged group with a valid group after it is still
+    /// refused: cutting there would drop every later group, not one.
+    ///
+    /// Errors: as [`LogStore::open`], but for the whole-but-damaged last group.
+    /// Cost: O(file size).
+    pub fn open_accepting_loss(dir: &Path) -> io::Result<(LogStore, Option<TailCut>)> {
+        Self::open_inner(dir, COMPACT_BYTES, true)
+    }
+
+    fn open_inner(
+        dir: &Path,
+        compact_bytes: u64,
+        accept_loss: bool,
+    ) -> io::Result<(LogStore, Option<TailCut>)> {
         crate::disk::create_private_dir(dir)?;
         let path = dir.join("raft.log");
         // It holds the credentials of open sessions: this user's only.
@@ -394,6 +427,7 @@ impl LogStore {
             pos += used;
             last_seq = Some(seq);
         }
+        let mut cut = None;
         // After the valid prefix: preallocated zeros, possibly after a torn last write.
         let written = pos
             + bytes[pos..]
@@ -413,29 +447,41 @@ impl LogStore {
                     "damaged group at byte {pos} with a valid group after it (byte {o}); refusing to cut acknowledged records"
                 )));
             }
-            if whole_but_damaged(&bytes, pos) {
+            let damaged = whole_but_damaged(&bytes, pos);
+            if damaged && !accept_loss {
                 return Err(bad(format!(
-                    "the last group at byte {pos} fails its checksum although every sector of it was written (no sector of it is still zero, as a write cut short by a crash leaves one): damage to an acknowledged write, not a torn one; refusing to cut it"
+                    "the last group at byte {pos} fails its checksum or does not follow the group before it (wrong sequence number) although every sector of it was written (no sector of it is still zero, as a write cut short by a crash leaves one): damage to an acknowledged write, not a torn one; refusing to cut it (nothing was changed). Replace this node from a healthy member (remove it with set-voters, move its data directory aside, add a fresh node with a new id: add-learner, set-voters); or, if a majority of the cluster is lost and this is the survivor, `fencelock-node force-new-cluster --accept-data-loss` from this directory cuts the group (its entries or vote are lost)"
                 )));
             }
             tracing::warn!(
-                "log {}: cutting {} bytes of a torn last write",
+                "log {}: cutting {} bytes at byte {pos}: {}",
                 path.display(),
-                written - pos
+                written - pos,
+                if damaged {
+                    "a last group written whole and then damaged (data loss accepted)"
+                } else {
+                    "a torn last write"
+                }
             );
             zero_fill(&file, pos as u64, written as u64)?;
             file.sync_all()?;
+            cut = Some(TailCut {
+                at: pos as u64,
+                bytes: (written - pos) as u64,
+                damaged,
+            });
         }
         inner.next_seq = last_seq.map_or(0, |l| l + 1);
         inner.len = pos as u64;
         let last = inner.log.keys().next_back().copied().unwrap_or(0);
         let (flushed_tx, flushed) = watch::channel(last);
-        Ok(LogStore {
+        let log = LogStore {
             inner: Arc::new(Mutex::new(inner)),
             disk: Arc::new(DiskHealth::new(dir)),
             flushed_tx: Arc::new(flushed_tx),
             flushed,
-        })
+        };
+        Ok((log, cut))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

@@ -426,6 +426,10 @@ pub struct Recovered {
     pub revision_before: u64,
     /// The new cluster's revision: every token it grants is above it.
     pub revision: u64,
+    /// What was cut from the end of the survivor's log (in the copy; `from` is not
+    /// changed): a torn last write, or a last group written whole and then damaged, which
+    /// a node refuses to start on (`None`: nothing).
+    pub cut: Option<crate::log_store::TailCut>,
 }
 
 /// The way out of a lost majority (etcd's `--force-new-cluster`): prepares `dir` as the
@@ -447,7 +451,9 @@ pub struct Recovered {
 /// data directories (`add-learner`, `set-voters`).
 ///
 /// What is lost: entries the lost majority committed that never reached the survivor's
-/// log — acknowledged grants, releases, opens and closes among them.
+/// log — acknowledged grants, releases, opens and closes among them — and, if the last
+/// group of the survivor's log was written whole and then damaged (a node refuses to
+/// start on it), that group: it is cut and reported in [`Recovered::cut`].
 ///
 /// Errors: `from` without a log (`NotFound`); `dir` the same as `from`, or already
 /// holding a node (`AlreadyExists`); a snapshot or log that fails its checks, a log with a
@@ -505,7 +511,9 @@ pub async fn force_new_cluster(
                     .map_err(|e| Error::new(e.kind(), format!("{}: {e}", src.display())))?;
             }
         }
-        let mut log = crate::log_store::LogStore::open(&scratch)
+        // With data loss accepted, a damaged last group is cut (and reported) rather than
+        // refused as a node would: the survivor's log is all there is.
+        let (mut log, cut) = crate::log_store::LogStore::open_accepting_loss(&scratch)
             .map_err(|e| Error::new(e.kind(), format!("{}/raft.log: {e}", from.display())))?;
         let committed = log.committed().map(|c| c.index);
         // A corrupt snapshot is refused, or (when the log still holds every entry) set
@@ -564,6 +572,7 @@ pub async fn force_new_cluster(
             locks: usage.locks,
             revision_before: before,
             revision,
+            cut,
         })
     }
     .await;

@@ -277,6 +277,21 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
     )
     .await
     .map_err(|e| format!("force-new-cluster from {}: {e}", a.from.display()))?;
+    if let Some(c) = r.cut {
+        eprintln!(
+            "fencelock-node: cut {} bytes at byte {} of the survivor's raft.log (in its copy; \
+             {} is unchanged): {}",
+            c.bytes,
+            c.at,
+            a.from.display(),
+            if c.damaged {
+                "its last group was written whole and then damaged: the entries or vote it \
+                 held are LOST"
+            } else {
+                "a torn last write, never acknowledged"
+            }
+        );
+    }
     if r.revision > MAX_TOKEN {
         eprintln!(
             "fencelock-node: warning: the revision {} is above 2^53 - 1: JavaScript clients \
@@ -290,11 +305,14 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
         index = r.index,
         revision_before = r.revision_before,
         revision = r.revision,
+        cut_at = r.cut.map(|c| c.at),
+        cut_bytes = r.cut.map(|c| c.bytes),
         "forced a new single-member cluster"
     );
     println!(
         "new cluster of node {id} in {}: state at log index {} (snapshot at {}, commit index \
-         recorded {}), {} sessions, {} locks; highest token recorded {}, next token above {}",
+         recorded {}), {} sessions, {} locks; highest token recorded {}, next token above {}; \
+         cut from the survivor's log: {}",
         a.dir.display(),
         r.index,
         r.snapshot_index.map_or("none".into(), |i| i.to_string()),
@@ -302,7 +320,13 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
         r.sessions,
         r.locks,
         r.revision_before,
-        r.revision
+        r.revision,
+        r.cut.map_or("nothing".into(), |c| format!(
+            "{} bytes at byte {} ({})",
+            c.bytes,
+            c.at,
+            if c.damaged { "damaged" } else { "torn" }
+        ))
     );
     println!(
         "start it with --id {id} --dir {} --peer {} (no --init), then add members back with \
