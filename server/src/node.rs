@@ -1222,6 +1222,10 @@ fn recordable(req: &Request) -> Result<(), ClientError> {
 /// `force-new-cluster` write the log's compaction point): without it the node would forget
 /// its vote (and vote twice in a term) and the entries it acknowledged.
 ///
+/// `snapshot restore` writes `snapshot.bin` first and the log after it, so a restore
+/// interrupted in between leaves this too: the message says to empty the directory and
+/// restore again (a second restore into it is refused, `AlreadyExists`).
+///
 /// Errors: `InvalidData` naming both files. Cost: two `stat`s.
 fn refuse_lost_log(dir: &std::path::Path, log: Option<&LogStore>) -> io::Result<()> {
     let (snap, path) = (dir.join("snapshot.bin"), dir.join("raft.log"));
@@ -1244,7 +1248,8 @@ fn refuse_lost_log(dir: &std::path::Path, log: Option<&LogStore>) -> io::Result<
              it acknowledged after its snapshot are lost, and starting would let it vote twice \
              in a term: refusing to start (nothing was changed). Put raft.log back, or replace \
              the node: remove it with set-voters, move {} aside, and add a fresh node with a \
-             new id (add-learner, set-voters)",
+             new id (add-learner, set-voters); or, after an interrupted `snapshot restore`, \
+             empty the directory and run the restore again",
             path.display(),
             snap.display(),
             dir.display()

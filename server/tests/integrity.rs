@@ -252,6 +252,12 @@ async fn a_missing_log_beside_a_snapshot_refuses_to_start() {
         let msg = err.to_string();
         assert!(msg.contains(&log.display().to_string()), "{msg}");
         assert!(msg.contains("refusing to start"), "{msg}");
+        // `snapshot restore` writes the snapshot before the log: the way out of one that
+        // was interrupted in between is named too.
+        assert!(
+            msg.contains("after an interrupted `snapshot restore`, empty the directory"),
+            "{msg}"
+        );
         assert_eq!(log.exists(), empty, "a refused start creates nothing");
     }
     std::fs::write(&log, saved).unwrap();
