@@ -767,8 +767,12 @@ async fn concurrent_status_requests_share_the_disk_probe() {
         assert!(matches!(a.await.unwrap(), Ok(Reply::Status(s)) if s.ready));
     }
     let ran = node.disk().probes() - before;
-    // One probe in flight at a time: the requests that ask during one share the next.
-    assert!(ran <= 4, "{ran} probes for 64 concurrent Status requests");
+    // One probe in flight at a time: the requests that ask during one share the next, so
+    // a few probes serve all 64 (one per request was 64). How few depends on scheduling:
+    // on tmpfs a probe ends before the next spawned request arrives, and a loaded 2-core
+    // runner interleaves spawns and probes, so more than 4 can run. The bound is loose
+    // (fewer than 16) but still fails at one probe per request.
+    assert!(ran < 16, "{ran} probes for 64 concurrent Status requests");
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
