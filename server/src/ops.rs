@@ -324,6 +324,15 @@ pub async fn readiness(node: &Node) -> (bool, String) {
     (ok, body)
 }
 
+/// The token of an `Authorization` value of the `Bearer` scheme, in any case (an HTTP
+/// authentication scheme is case-insensitive, RFC 9110 section 11.1: `bearer` and
+/// `BEARER` are `Bearer`); `None` for another scheme or no token. Cost: O(value).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// Whether `headers` carry a bearer token with the admin role, when `tokens` are on:
 /// `Err` is the refusal to answer (401 without a known token, 403 without the role).
 /// Cost: one SHA-256 of the token, O(token lines).
@@ -337,8 +346,7 @@ fn admin_only(
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer);
     match token.and_then(|t| tokens.authenticate(t)) {
         None => Err((
             StatusCode::UNAUTHORIZED,
@@ -823,4 +831,38 @@ pub async fn serve_ops_with(
     axum::serve(listener, app)
         .with_graceful_shutdown(stop)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scheme of `Authorization: Bearer TOKEN` is matched in any case (HTTP
+    /// authentication schemes are case-insensitive); the token itself is not.
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        let tokens = Tokens::parse(&format!(
+            "admin * {}\nread * {}\n",
+            crate::auth::token_hash("root"),
+            crate::auth::token_hash("viewer")
+        ))
+        .unwrap();
+        let ask = |value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, value.parse().unwrap());
+            admin_only(Some(&tokens), &h).map_err(|(code, _)| code)
+        };
+        for v in ["Bearer root", "bearer root", "BEARER root", "bEaReR  root "] {
+            assert_eq!(ask(v), Ok(()), "{v}");
+        }
+        assert_eq!(ask("bearer viewer"), Err(StatusCode::FORBIDDEN));
+        for v in ["Bearer ROOT", "Basic root", "Bearerroot", "Bearer ", "root"] {
+            assert_eq!(ask(v), Err(StatusCode::UNAUTHORIZED), "{v}");
+        }
+        assert_eq!(
+            admin_only(Some(&tokens), &HeaderMap::new()).map_err(|(c, _)| c),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(admin_only(None, &HeaderMap::new()), Ok(()));
+    }
 }

@@ -370,9 +370,14 @@ pub enum ClientError {
     /// one longer than [`fencelock::MAX_NAME_LEN`] bytes, which no input can carry: that is
     /// refused before any other check, as `Core(name_too_long)`.
     BadRequest(String),
-    /// A limit of this node refused the request before anything was proposed (nothing
-    /// changed); `kind` names the limit (`ttl_too_long`). Retrying the same request
-    /// cannot succeed.
+    /// A limit of this node refused the request, or its answer; `kind` names the limit, a
+    /// stable word. Every kind but `reply_too_large` refuses before anything is proposed
+    /// (nothing changed). Whether a retry can succeed depends on the kind: a number past a
+    /// bound (`ttl_too_long`, `session_id_too_large`, `request_number_too_large`) never
+    /// will as it is; `too_many_sessions` can once sessions of the connection close.
+    /// `reply_too_large` replaces an answer larger than a client reads, after the request
+    /// was served (a write was applied): asking again can succeed once the answer is
+    /// smaller (a lock with fewer holders or waiters).
     Limit {
         /// The limit, a stable word.
         kind: String,
