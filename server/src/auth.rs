@@ -186,6 +186,11 @@ impl Grants {
         }])
     }
 
+    /// Whether these grants include the admin role. Cost: O(grants).
+    pub fn is_admin(&self) -> bool {
+        self.0.iter().any(|g| g.role == Role::Admin)
+    }
+
     fn allows(&self, role: Role, lock: Option<&str>) -> bool {
         self.0.iter().any(|g| {
             g.role == Role::Admin

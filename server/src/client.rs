@@ -47,7 +47,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::auth::SessionSecret;
-use crate::frame::{self, MAX_CLIENT_FRAME};
+use crate::frame::{self, MAX_SERVER_FRAME};
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
 use crate::types::NodeAddr;
 
@@ -347,7 +347,7 @@ impl Client {
         let me = self.clone();
         tokio::spawn(async move {
             let mut r = BufReader::new(r);
-            while let Ok(Some(f)) = frame::read::<_, ServerFrame>(&mut r, MAX_CLIENT_FRAME).await {
+            while let Ok(Some(f)) = frame::read::<_, ServerFrame>(&mut r, MAX_SERVER_FRAME).await {
                 match f {
                     ServerFrame::Reply { id, result } => {
                         let tx = pending

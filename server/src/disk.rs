@@ -38,7 +38,37 @@ pub struct DiskHealth {
     errors: Counter,
     probes: AtomicU64,
     last_warn: Mutex<Option<Instant>>,
+    /// When the last [`DiskHealth::probe_shared`] probe ended, and its outcome; held while
+    /// one runs, so at most one runs at a time.
+    shared: tokio::sync::Mutex<Option<SharedProbe>>,
 }
+
+/// Creates `dir` and its missing parents private to this user (mode 0700): a data
+/// directory holds session credentials (in the log and the snapshot). An existing
+/// directory is left as it is. Errors: the I/O error. Cost: one `mkdir` per component.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Creates (or truncates) `path` for writing, readable and writable by this user only
+/// when it creates it (mode 0600): for files that hold session credentials.
+/// Errors: the I/O error. Cost: one `open`.
+pub fn create_private_file(path: &Path) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// The end and outcome of a shared probe (the error's kind and text).
+type SharedProbe = (Instant, Result<(), (io::ErrorKind, String)>);
 
 /// True for the errors a full disk or an exhausted quota gives.
 pub fn is_full(e: &io::Error) -> bool {
@@ -58,6 +88,7 @@ impl DiskHealth {
             errors: Counter::default(),
             probes: AtomicU64::new(0),
             last_warn: Mutex::new(None),
+            shared: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -121,6 +152,41 @@ impl DiskHealth {
         }
     }
 
+    /// How many probes ran (each one file written and fsynced). Cost: O(1).
+    pub fn probes(&self) -> u64 {
+        self.probes.load(Ordering::Relaxed)
+    }
+
+    /// [`DiskHealth::probe`] on a blocking thread, shared: callers that ask while a probe
+    /// runs wait for the next one to end, and callers that find a probe ended after they
+    /// asked take its outcome. So however many ask at once (a flood of `Status` requests
+    /// or `/readyz` scrapes), at most one probe runs at a time — one file and one fsync in
+    /// the data directory, beside the log's — and each caller's answer comes from a probe
+    /// that ended after it asked.
+    ///
+    /// Errors: the probe's, as [`DiskHealth::probe`]. Cost: at most one probe per caller,
+    /// usually a share of one.
+    pub async fn probe_shared(self: &std::sync::Arc<Self>) -> io::Result<()> {
+        let asked = Instant::now();
+        let mut last = self.shared.lock().await;
+        if let Some((ended, r)) = &*last {
+            if *ended >= asked {
+                return r.clone().map_err(|(kind, m)| io::Error::new(kind, m));
+            }
+        }
+        let d = self.clone();
+        let r = tokio::task::spawn_blocking(move || d.probe())
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e.to_string())));
+        *last = Some((
+            Instant::now(),
+            r.as_ref()
+                .map(|_| ())
+                .map_err(|e| (e.kind(), e.to_string())),
+        ));
+        r
+    }
+
     /// Checks that the directory takes a write: writes, fsyncs and removes a small file
     /// (`.probe-N`, a new N each time, so concurrent probes do not collide). Records the outcome for [`DiskHealth::is_full`].
     ///
@@ -148,5 +214,38 @@ impl DiskHealth {
                 Err(io::Error::new(e.kind(), format!("{}: {e}", path.display())))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// However many ask at once, one probe runs for all of them (a current-thread runtime
+    /// polls every caller before the first probe's end is seen); one asking afterwards
+    /// gets a probe of its own.
+    #[tokio::test]
+    async fn concurrent_shared_probes_run_one_probe() {
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-disk-unit-shared-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        fs::create_dir_all(&dir).unwrap();
+        let d = Arc::new(DiskHealth::new(&dir));
+        let asks: Vec<_> = (0..64)
+            .map(|_| {
+                let d = d.clone();
+                tokio::spawn(async move { d.probe_shared().await })
+            })
+            .collect();
+        for a in asks {
+            a.await.unwrap().unwrap();
+        }
+        assert_eq!(d.probes(), 1, "64 callers at once, one probe");
+        d.probe_shared().await.unwrap();
+        assert_eq!(d.probes(), 2, "a later caller gets a probe of its own");
+        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -13,6 +13,12 @@ use tokio::io::{
 /// The largest client-protocol frame accepted by default, in bytes (a request carries at
 /// most a lock name, a credential and a token: far less).
 pub const MAX_CLIENT_FRAME: u32 = 64 << 10;
+/// The largest frame a node sends to a client, and the largest a client reads, in bytes.
+/// An answer is as large as what it reads — a lock's holders or queue, up to one row of the
+/// claim table each (~90 bytes with a 64-byte label: about 3 MiB at the default 32 768
+/// rows) — so it is bounded apart from requests; a reply that would be larger is
+/// answered `Limit { kind: "reply_too_large" }` instead (see [`crate::net`]).
+pub const MAX_SERVER_FRAME: u32 = 16 << 20;
 /// The largest Raft RPC request frame accepted by default (snapshot chunks and entry
 /// batches), in bytes; see [`crate::net::MIN_RAFT_FRAME`] for the smallest a node accepts
 /// as a limit and how the entry batches are kept under it.

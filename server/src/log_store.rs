@@ -16,8 +16,12 @@
 //! start rather than cut it. The checksum covers the length, so a flipped length cannot
 //! pass for a torn tail; a group that checksums but does not decode (another version's
 //! records) also refuses to start. Nothing acknowledged is lost; nothing is cut silently.
-//! (Damage to the very last acknowledged group is indistinguishable from a torn write, as in
-//! every write-ahead log; it is cut.)
+//! The very last group is told apart too: a write cut short leaves at least one of its
+//! sectors as the preallocation left it, all zeros, so a last group whose header holds
+//! and none of whose sectors is zero, yet fails its checksum, was written whole and then
+//! damaged — the node refuses to start rather than drop what may be its latest vote or
+//! acknowledged entries. Only when the damage hits its header, or a sector of it is zero
+//! (as a torn one), is it cut like a torn write.
 //!
 //! Preallocation: the file is grown ahead of the groups, [`PREALLOC`] bytes at a time, by
 //! writing zeros (and fsyncing the new size once). A write then overwrites blocks that
@@ -42,7 +46,7 @@ use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::ops::RangeBounds;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -156,6 +160,43 @@ fn read_group(bytes: &[u8]) -> Option<(u64, &[u8], usize)> {
     (group_crc(seq, len, payload) == crc).then_some((seq, payload, GROUP_HEADER + len as usize))
 }
 
+/// The unit a disk writes whole (or not at all): the sector. A write cut short by a crash
+/// leaves each of its sectors either written or as it was — zeros, since the file is
+/// preallocated with zeros ahead of the groups.
+const SECTOR: usize = 512;
+
+/// Whether the group at `pos` (that failed its checksum, or its sequence) is whole: its
+/// header is there, it ends within the file, and every sector it covers holds a nonzero
+/// byte of it. A torn write leaves at least one sector of the group zero, so such a group
+/// was written completely (and so fsynced and acknowledged, or at least meant to be) and
+/// then damaged. False when the header itself is damaged (its length cannot be trusted)
+/// or a sector of the group is all zeros (it may be torn): cut as before. Cost: O(group).
+fn whole_but_damaged(bytes: &[u8], pos: usize) -> bool {
+    let g = &bytes[pos..];
+    if g.len() < GROUP_HEADER || g[..4] != GROUP_MAGIC {
+        return false;
+    }
+    let Ok(len) = <[u8; 4]>::try_from(&g[12..16]).map(u32::from_le_bytes) else {
+        return false;
+    };
+    if len > MAX_GROUP {
+        return false;
+    }
+    let end = pos + GROUP_HEADER + len as usize;
+    if end > bytes.len() {
+        return false;
+    }
+    let mut s = pos - pos % SECTOR;
+    while s < end {
+        let (a, b) = (s.max(pos), (s + SECTOR).min(end));
+        if bytes[a..b].iter().all(|&x| x == 0) {
+            return false;
+        }
+        s += SECTOR;
+    }
+    true
+}
+
 /// The records of a checksummed group; `None` if they do not decode (another format).
 fn decode_records(mut payload: &[u8]) -> Option<Vec<Rec>> {
     let mut recs = Vec::new();
@@ -252,7 +293,7 @@ impl Inner {
         buf.extend_from_slice(&encode_group(self.next_seq, &recs)?);
         let allocated = buf.len() as u64 + PREALLOC;
         {
-            let mut f = File::create(&tmp)?;
+            let mut f = crate::disk::create_private_file(&tmp)?;
             f.write_all(&buf)?;
             zero_fill(&f, buf.len() as u64, allocated)?;
             f.sync_all()?;
@@ -270,15 +311,28 @@ impl Inner {
     }
 }
 
+/// What opening a log cut from its end ([`LogStore::open_accepting_loss`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailCut {
+    /// The byte of the file where the cut starts (the end of the last valid group).
+    pub at: u64,
+    /// How many bytes were cut (zeroed) from there.
+    pub bytes: u64,
+    /// True: a last group written whole and then damaged (its entries or vote may have
+    /// been acknowledged); false: a torn last write (never acknowledged).
+    pub damaged: bool,
+}
+
 impl LogStore {
     /// Opens (or creates) the log file `dir/raft.log`, replaying its valid prefix and
     /// cutting off a torn tail (the last write, damaged by a crash before its fsync, so
     /// never acknowledged).
     ///
     /// Errors: I/O errors opening, reading or zeroing the file; `InvalidData` for a
-    /// damaged group with a valid group after it (cutting there could lose acknowledged
-    /// entries or votes), a checksummed group that does not decode, or a file that is not
-    /// a log of this format. Cost: O(file size).
+    /// damaged group with a valid group after it, or a last group written whole and then
+    /// damaged (cutting there could lose acknowledged entries or votes), a checksummed
+    /// group that does not decode, or a file that is not a log of this format.
+    /// Cost: O(file size).
     pub fn open(dir: &Path) -> io::Result<LogStore> {
         Self::open_with_compaction(dir, COMPACT_BYTES)
     }
@@ -287,9 +341,32 @@ impl LogStore {
     ///
     /// Errors and cost: as [`LogStore::open`].
     pub fn open_with_compaction(dir: &Path, compact_bytes: u64) -> io::Result<LogStore> {
-        fs::create_dir_all(dir)?;
+        Self::open_inner(dir, compact_bytes, false).map(|(log, _)| log)
+    }
+
+    /// [`LogStore::open`] for `force-new-cluster` only, which runs with
+    /// `--accept-data-loss` on a copy of a survivor's log: a last group that was written
+    /// whole and then damaged (which [`LogStore::open`] refuses) is cut like a torn one.
+    /// Returns what was cut from the end of the log, torn or damaged (`None`: nothing), so
+    /// that the tool can say so. A damaged group with a valid group after it is still
+    /// refused: cutting there would drop every later group, not one.
+    ///
+    /// Errors: as [`LogStore::open`], but for the whole-but-damaged last group.
+    /// Cost: O(file size).
+    pub fn open_accepting_loss(dir: &Path) -> io::Result<(LogStore, Option<TailCut>)> {
+        Self::open_inner(dir, COMPACT_BYTES, true)
+    }
+
+    fn open_inner(
+        dir: &Path,
+        compact_bytes: u64,
+        accept_loss: bool,
+    ) -> io::Result<(LogStore, Option<TailCut>)> {
+        crate::disk::create_private_dir(dir)?;
         let path = dir.join("raft.log");
+        // It holds the credentials of open sessions: this user's only.
         let mut file = OpenOptions::new()
+            .mode(0o600)
             .read(true)
             .write(true)
             .create(true)
@@ -350,6 +427,7 @@ impl LogStore {
             pos += used;
             last_seq = Some(seq);
         }
+        let mut cut = None;
         // After the valid prefix: preallocated zeros, possibly after a torn last write.
         let written = pos
             + bytes[pos..]
@@ -369,24 +447,41 @@ impl LogStore {
                     "damaged group at byte {pos} with a valid group after it (byte {o}); refusing to cut acknowledged records"
                 )));
             }
+            let damaged = whole_but_damaged(&bytes, pos);
+            if damaged && !accept_loss {
+                return Err(bad(format!(
+                    "the last group at byte {pos} fails its checksum or does not follow the group before it (wrong sequence number) although every sector of it was written (no sector of it is still zero, as a write cut short by a crash leaves one): damage to an acknowledged write, not a torn one; refusing to cut it (nothing was changed). Replace this node from a healthy member (remove it with set-voters, move its data directory aside, add a fresh node with a new id: add-learner, set-voters); or, if a majority of the cluster is lost and this is the survivor, `fencelock-node force-new-cluster --accept-data-loss` from this directory cuts the group (its entries or vote are lost)"
+                )));
+            }
             tracing::warn!(
-                "log {}: cutting {} bytes of a torn last write",
+                "log {}: cutting {} bytes at byte {pos}: {}",
                 path.display(),
-                written - pos
+                written - pos,
+                if damaged {
+                    "a last group written whole and then damaged (data loss accepted)"
+                } else {
+                    "a torn last write"
+                }
             );
             zero_fill(&file, pos as u64, written as u64)?;
             file.sync_all()?;
+            cut = Some(TailCut {
+                at: pos as u64,
+                bytes: (written - pos) as u64,
+                damaged,
+            });
         }
         inner.next_seq = last_seq.map_or(0, |l| l + 1);
         inner.len = pos as u64;
         let last = inner.log.keys().next_back().copied().unwrap_or(0);
         let (flushed_tx, flushed) = watch::channel(last);
-        Ok(LogStore {
+        let log = LogStore {
             inner: Arc::new(Mutex::new(inner)),
             disk: Arc::new(DiskHealth::new(dir)),
             flushed_tx: Arc::new(flushed_tx),
             flushed,
-        })
+        };
+        Ok((log, cut))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

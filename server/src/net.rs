@@ -47,7 +47,9 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::{Grants, Tokens};
 use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
-use crate::frame::{self, Next, MAX_CLIENT_FRAME, MAX_RAFT_FRAME, MAX_RAFT_REPLY};
+use crate::frame::{
+    self, Next, MAX_CLIENT_FRAME, MAX_RAFT_FRAME, MAX_RAFT_REPLY, MAX_SERVER_FRAME,
+};
 use crate::node::Node;
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame};
 use crate::state_machine::{PushSink, PUSH_BACKLOG};
@@ -215,7 +217,7 @@ impl NetStats {
         }
     }
 
-    fn refuse(&self, port: &str, reason: &str, ip: IpAddr, limit: usize) {
+    pub(crate) fn refuse(&self, port: &str, reason: &str, ip: IpAddr, limit: usize) {
         self.refused
             .get_or_create(&labels(&[("port", port), ("reason", reason)]))
             .inc();
@@ -862,6 +864,34 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
     }
 }
 
+/// Writes `f` to a client. A reply that would be larger than [`MAX_SERVER_FRAME`] (which a
+/// client would refuse to read) is replaced by a `Limit { kind: "reply_too_large" }`
+/// refusal, counted in `stats`; pushes are far smaller. Errors: I/O errors. Cost: O(frame
+/// size).
+async fn write_to_client<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    f: &ServerFrame,
+    stats: &crate::ops::NodeStats,
+) -> io::Result<()> {
+    let mut buf = frame::encode(f)?;
+    let len = buf.len() - 4;
+    if let (true, ServerFrame::Reply { id, .. }) = (len > MAX_SERVER_FRAME as usize, f) {
+        let e = ClientError::Limit {
+            kind: "reply_too_large".into(),
+            message: format!(
+                "the answer is {len} bytes, above the {MAX_SERVER_FRAME} bytes a client reads"
+            ),
+        };
+        stats.refused(&e);
+        buf = frame::encode(&ServerFrame::Reply {
+            id: *id,
+            result: Err(e),
+        })?;
+    }
+    w.write_all(&buf).await?;
+    w.flush().await
+}
+
 async fn client_conn<R, W>(r: R, w: W, node: Arc<Node>, policy: ClientPolicy)
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -881,6 +911,7 @@ where
     let (push, mut push_rx, overflow) = PushSink::new(PUSH_BACKLOG);
     let writer_done = Arc::new(Notify::new());
     let done = writer_done.clone();
+    let stats = node.stats.clone();
     let writer = tokio::spawn(async move {
         let mut w = BufWriter::new(w);
         let mut pushes_open = true;
@@ -905,7 +936,7 @@ where
             // A client that stops reading blocks this write; the push queue then fills and
             // its overflow ends the connection.
             let written = tokio::select! {
-                r = frame::write(&mut w, &f) => r.is_ok(),
+                r = write_to_client(&mut w, &f, &stats) => r.is_ok(),
                 _ = overflow.notified() => false,
             };
             drop(permit);
@@ -929,6 +960,14 @@ where
         };
         match next {
             Ok(Next::Frame(ClientFrame { id, req })) => {
+                // Every reply holds a permit until it is written, refusals included: a
+                // client that sends without reading (authenticated or not) stops being
+                // read once MAX_IN_FLIGHT replies wait for it.
+                let permit = tokio::select! {
+                    p = limit.clone().acquire_owned() => p,
+                    _ = writer_done.notified() => break,
+                };
+                let Ok(permit) = permit else { break };
                 // Authentication is handled here, in order: the requests after it see it.
                 let allowed = match (&req, &policy.tokens) {
                     (Request::Authenticate { token }, Some(tokens)) => {
@@ -944,14 +983,9 @@ where
                     },
                 };
                 if let Err(result) = allowed {
-                    let _ = out_tx.send((ServerFrame::Reply { id, result }, None));
+                    let _ = out_tx.send((ServerFrame::Reply { id, result }, Some(permit)));
                     continue;
                 }
-                let permit = tokio::select! {
-                    p = limit.clone().acquire_owned() => p,
-                    _ = writer_done.notified() => break,
-                };
-                let Ok(permit) = permit else { break };
                 let node = node.clone();
                 let out = out_tx.clone();
                 let push = push.clone();
@@ -1043,6 +1077,160 @@ mod tests {
         assert!(per >= 32, "{per} entries per append");
         assert!(per * MAX_ENTRY_BYTES + (64 << 10) <= MIN_RAFT_FRAME as usize);
         assert!(SNAPSHOT_CHUNK + (64 << 10) <= MIN_RAFT_FRAME as u64);
+    }
+
+    /// Yields `left` copies of `frame`, then nothing more (pending forever, never the end);
+    /// counts the bytes taken.
+    struct Frames {
+        frame: Vec<u8>,
+        pos: usize,
+        left: usize,
+        taken: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl AsyncRead for Frames {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            let me = &mut *self;
+            if me.left == 0 {
+                return std::task::Poll::Pending;
+            }
+            while buf.remaining() > 0 && me.left > 0 {
+                let n = buf.remaining().min(me.frame.len() - me.pos);
+                buf.put_slice(&me.frame[me.pos..me.pos + n]);
+                me.taken.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                me.pos += n;
+                if me.pos == me.frame.len() {
+                    me.pos = 0;
+                    me.left -= 1;
+                }
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A client that never reads: every write waits forever.
+    struct NeverReads;
+
+    impl AsyncWrite for NeverReads {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            std::task::Poll::Pending
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Pending
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Pending
+        }
+    }
+
+    /// A refused request's reply (no token presented, on a node with tokens) counts
+    /// against the connection's in-flight limit like any other: a client that sends
+    /// without authenticating and never reads stops being read, instead of queueing
+    /// replies in the node's memory without bound. (Paused time: the runtime runs every
+    /// task until nothing can move before the sleep returns.)
+    #[tokio::test(start_paused = true)]
+    async fn refused_requests_from_a_client_that_never_reads_stop_being_read() {
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-net-unit-refused-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        let node = Node::start(
+            crate::node::NodeConfig::new(1, dir.clone()),
+            TcpNetwork::default(),
+        )
+        .await
+        .unwrap();
+        let policy = ClientPolicy {
+            tokens: Some(Arc::new(Tokens::default())),
+            ..ClientPolicy::default()
+        };
+        let frame = frame::encode(&ClientFrame {
+            id: 1,
+            req: Request::Members,
+        })
+        .unwrap();
+        let sent = 100_000;
+        let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let r = Frames {
+            frame: frame.clone(),
+            pos: 0,
+            left: sent,
+            taken: taken.clone(),
+        };
+        let conn = tokio::spawn(client_conn(r, NeverReads, node.clone(), policy));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let read = taken.load(std::sync::atomic::Ordering::Relaxed) / frame.len();
+        // At most MAX_IN_FLIGHT replies wait, plus what one read buffer holds.
+        let bound = MAX_IN_FLIGHT + 1 + (8 << 10) / frame.len();
+        assert!(
+            read <= bound,
+            "{read} of {sent} requests read from a client that reads no reply (bound {bound})"
+        );
+        conn.abort();
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A reply a client could not read (over MAX_SERVER_FRAME) goes out as a
+    /// `reply_too_large` refusal with its id; one within the bound goes out as it is.
+    #[tokio::test]
+    async fn a_reply_over_the_client_read_limit_is_refused_with_its_id() {
+        let label = fencelock::Label::new(&"x".repeat(fencelock::MAX_LABEL_LEN)).unwrap();
+        let holder = fencelock::Holder {
+            session: SessionId(u64::MAX),
+            mode: Mode::Shared,
+            token: fencelock::Token(u64::MAX),
+            label,
+        };
+        let per = postcard::to_allocvec(&holder).unwrap().len();
+        let n = MAX_SERVER_FRAME as usize / per + 1;
+        let stats = crate::ops::NodeStats::default();
+        let roundtrip = |f: ServerFrame| {
+            let stats = stats.clone();
+            async move {
+                let mut out = Vec::new();
+                write_to_client(&mut out, &f, &stats).await.unwrap();
+                let mut r = &out[..];
+                frame::read::<_, ServerFrame>(&mut r, MAX_SERVER_FRAME)
+                    .await
+                    .unwrap()
+                    .unwrap()
+            }
+        };
+        let big = ServerFrame::Reply {
+            id: 7,
+            result: Ok(Reply::Holders(vec![holder; n])),
+        };
+        match roundtrip(big).await {
+            ServerFrame::Reply {
+                id: 7,
+                result: Err(ClientError::Limit { kind, .. }),
+            } => assert_eq!(kind, "reply_too_large"),
+            other => panic!("{:?}", std::mem::discriminant(&other)),
+        }
+        let fits = ServerFrame::Reply {
+            id: 8,
+            result: Ok(Reply::Holders(vec![holder; n / 2])),
+        };
+        assert!(matches!(
+            roundtrip(fits).await,
+            ServerFrame::Reply { id: 8, result: Ok(Reply::Holders(h)) } if h.len() == n / 2
+        ));
     }
 
     #[test]

@@ -223,7 +223,9 @@ impl Node {
     where
         N: RaftNetworkFactory<TypeConfig> + PreVoteNetwork,
     {
+        refuse_lost_log(&config.dir, None)?;
         let log = LogStore::open(&config.dir)?;
+        refuse_lost_log(&config.dir, Some(&log))?;
         let (mut sm, shared) =
             StateMachine::open_checked(&config.dir, config.service, log.last_purged())?;
         sm.set_disk(log.disk());
@@ -818,6 +820,7 @@ impl Node {
         if self.elector.stepped_back() {
             return Err(stepped_back());
         }
+        recordable(&req)?;
         match req {
             Request::Open { ttl_ms, key } => self.open(ttl_ms, key, None, conn, sink).await,
             Request::OpenLabeled { ttl_ms, key, label } => {
@@ -923,7 +926,8 @@ impl Node {
                             .clock
                             .stamp()
                             .unwrap_or_else(|| self.shared.state().svc.now().0);
-                        Wait::Until(Tick(now.saturating_add(ms)))
+                        // No later than a recording holds (~285 000 years: never).
+                        Wait::Until(Tick(now.saturating_add(ms).min(MAX_NUMBER)))
                     }
                 };
                 // Attached before the write, so that a grant applied right after the
@@ -1134,6 +1138,125 @@ impl Node {
     }
 }
 
+/// The largest number a recording of the history holds ([`crate::export::MAX_NUMBER`],
+/// 2^53 - 1: what a JavaScript number holds exactly).
+const MAX_NUMBER: u64 = crate::export::MAX_NUMBER;
+
+/// The longest ttl a client may ask for whatever the node's `--max-ttl-ms`: half of
+/// [`MAX_NUMBER`] (~142 000 years), so that a deadline (now + ttl) stays recordable.
+pub const MAX_RECORDABLE_TTL: u64 = MAX_NUMBER / 2;
+
+/// Refuses a request carrying a number past what a recording of the history holds: a
+/// session id or request number above [`MAX_NUMBER`] or a ttl above
+/// [`MAX_RECORDABLE_TTL`]. Applied, such a number would make every export of a window
+/// holding its entry fail (`not_recordable`), whoever sent it — an input for a session
+/// that is not open reaches the core and is recorded too. Clients number requests 1, 2,
+/// 3…, and the cluster numbers sessions from 1, so no session it opened is refused; a
+/// wait is clamped instead (see `Request::Acquire`).
+///
+/// Errors: `Limit` (`session_id_too_large`, `request_number_too_large`, `ttl_too_long`);
+/// nothing is proposed. Cost: O(1).
+fn recordable(req: &Request) -> Result<(), ClientError> {
+    let (session, request, ttl) = match req {
+        Request::Open { ttl_ms, .. } | Request::OpenLabeled { ttl_ms, .. } => {
+            (None, None, Some(*ttl_ms))
+        }
+        Request::Close {
+            session, request, ..
+        }
+        | Request::Acquire {
+            session, request, ..
+        }
+        | Request::Release {
+            session, request, ..
+        }
+        | Request::Cancel {
+            session, request, ..
+        }
+        | Request::Watch {
+            session, request, ..
+        }
+        | Request::Unwatch {
+            session, request, ..
+        } => (Some(*session), *request, None),
+        Request::KeepAlive { session, .. } | Request::ForceRelease { session, .. } => {
+            (Some(*session), None, None)
+        }
+        _ => (None, None, None),
+    };
+    if let Some(s) = session.filter(|s| *s > MAX_NUMBER) {
+        return Err(ClientError::Limit {
+            kind: "session_id_too_large".into(),
+            message: format!(
+                "session id {s} is above {MAX_NUMBER}, the largest the cluster's history can \
+                 record (no session has such an id)"
+            ),
+        });
+    }
+    if let Some(n) = request.filter(|n| *n > MAX_NUMBER) {
+        return Err(ClientError::Limit {
+            kind: "request_number_too_large".into(),
+            message: format!(
+                "request number {n} is above {MAX_NUMBER}, the largest the cluster's history \
+                 can record"
+            ),
+        });
+    }
+    if let Some(t) = ttl.filter(|t| *t > MAX_RECORDABLE_TTL) {
+        return Err(ClientError::Limit {
+            kind: "ttl_too_long".into(),
+            message: format!(
+                "a session ttl of {t} ms is above {MAX_RECORDABLE_TTL} ms, the longest the \
+                 cluster's history can record"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses to start a node whose `raft.log` is gone beside a `snapshot.bin`: missing or
+/// shorter than its header (`log` `None`, checked before the log is opened, so nothing is
+/// created), or holding nothing at all — no vote, no entry, no compaction point (`log`
+/// given). A node that has a snapshot always has a log that says so (a node that built
+/// or received one voted and compacted or holds entries; `snapshot restore` and
+/// `force-new-cluster` write the log's compaction point): without it the node would forget
+/// its vote (and vote twice in a term) and the entries it acknowledged.
+///
+/// `snapshot restore` writes `snapshot.bin` first and the log after it, so a restore
+/// interrupted in between leaves this too: the message says to empty the directory and
+/// restore again (a second restore into it is refused, `AlreadyExists`).
+///
+/// Errors: `InvalidData` naming both files. Cost: two `stat`s.
+fn refuse_lost_log(dir: &std::path::Path, log: Option<&LogStore>) -> io::Result<()> {
+    let (snap, path) = (dir.join("snapshot.bin"), dir.join("raft.log"));
+    if !snap.exists() {
+        return Ok(());
+    }
+    let lost = match log {
+        None => std::fs::metadata(&path)
+            .map(|m| m.len() < crate::log_store::FILE_MAGIC.len() as u64)
+            .unwrap_or(true),
+        Some(l) => l.vote().is_none() && l.last_index() == 0 && l.last_purged().is_none(),
+    };
+    if !lost {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "log {} is missing or empty beside snapshot {}: this node's vote and the entries \
+             it acknowledged after its snapshot are lost, and starting would let it vote twice \
+             in a term: refusing to start (nothing was changed). Put raft.log back, or replace \
+             the node: remove it with set-voters, move {} aside, and add a fresh node with a \
+             new id (add-learner, set-voters); or, after an interrupted `snapshot restore`, \
+             empty the directory and run the restore again",
+            path.display(),
+            snap.display(),
+            dir.display()
+        ),
+    ))
+}
+
 /// Logs elections (term, role and leader changes) and membership changes as they
 /// happen, and a stopped Raft core as an error. Ends when openraft shuts down.
 async fn log_raft_changes(raft: Raft) {
@@ -1183,8 +1306,7 @@ async fn log_raft_changes(raft: Raft) {
 /// `/readyz` failing) before a write needs the space, and its end is noticed too.
 async fn run_prober(disk: Arc<DiskHealth>) {
     loop {
-        let d = disk.clone();
-        let _ = tokio::task::spawn_blocking(move || d.probe()).await;
+        let _ = disk.probe_shared().await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }

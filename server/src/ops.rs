@@ -11,15 +11,22 @@
 //! * `GET /snapshot` — a backup (on the leader only, after a linearizable read barrier, so
 //!   it holds every acknowledged write): the applied state in the checksummed snapshot-file
 //!   format, its log index in the `x-fencelock-index` header. A follower answers 503
-//!   naming the leader's id. [`restore`] builds a new cluster's node from it.
+//!   naming the leader's id. [`restore`] builds a new cluster's node from it. The backup
+//!   holds every open session's credential, so on a node with tokens it needs an admin
+//!   token (`Authorization: Bearer TOKEN`; 401 without a known one, 403 without the admin
+//!   role), as the client port's export does ([`serve_ops_with`]).
 //!
 //! Cost of a scrape: O(number of metrics) plus one lock of the state machine; of a
-//! `/readyz`: one small write and fsync in the data directory.
+//! `/readyz`: at most one small write and fsync in the data directory (shared by the
+//! checks that ask at once).
 
+use std::future::Future as _;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -30,6 +37,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
+use crate::auth::Tokens;
 use crate::node::Node;
 use crate::protocol::ClientError;
 
@@ -122,6 +130,7 @@ struct Ops {
     node: Arc<Node>,
     registry: Registry,
     g: Gauges,
+    tokens: Option<Arc<Tokens>>,
 }
 
 fn registry(node: &Node, g: &Gauges) -> Registry {
@@ -302,12 +311,8 @@ pub async fn readiness(node: &Node) -> (bool, String) {
         format!("apply: applied {applied}, committed {committed}"),
     );
     let disk = node.disk();
-    let probe = {
-        let d = disk.clone();
-        tokio::task::spawn_blocking(move || d.probe())
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
-    };
+    // Shared: a flood of Status requests or /readyz scrapes runs one probe at a time.
+    let probe = disk.probe_shared().await;
     match probe {
         Ok(()) if !disk.is_full() => check(true, format!("disk {}", disk.dir().display())),
         Ok(()) => check(
@@ -319,7 +324,47 @@ pub async fn readiness(node: &Node) -> (bool, String) {
     (ok, body)
 }
 
-async fn snapshot(State(ops): State<Arc<Ops>>) -> Response {
+/// The token of an `Authorization` value of the `Bearer` scheme, in any case (an HTTP
+/// authentication scheme is case-insensitive, RFC 9110 section 11.1: `bearer` and
+/// `BEARER` are `Bearer`); `None` for another scheme or no token. Cost: O(value).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Whether `headers` carry a bearer token with the admin role, when `tokens` are on:
+/// `Err` is the refusal to answer (401 without a known token, 403 without the role).
+/// Cost: one SHA-256 of the token, O(token lines).
+fn admin_only(
+    tokens: Option<&Tokens>,
+    headers: &HeaderMap,
+) -> Result<(), (StatusCode, &'static str)> {
+    let Some(tokens) = tokens else {
+        return Ok(());
+    };
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer);
+    match token.and_then(|t| tokens.authenticate(t)) {
+        None => Err((
+            StatusCode::UNAUTHORIZED,
+            "a backup holds every session's credential: present an admin token \
+             (Authorization: Bearer TOKEN; fencelock-node snapshot save --auth-token-file)\n",
+        )),
+        Some(g) if !g.is_admin() => Err((
+            StatusCode::FORBIDDEN,
+            "a backup holds every session's credential: this token has no admin role\n",
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+async fn snapshot(State(ops): State<Arc<Ops>>, headers: HeaderMap) -> Response {
+    if let Err(refused) = admin_only(ops.tokens.as_deref(), &headers) {
+        return refused.into_response();
+    }
     let node = &ops.node;
     if let Err(e) = node.linearizable().await {
         return (
@@ -389,6 +434,10 @@ pub struct Recovered {
     pub revision_before: u64,
     /// The new cluster's revision: every token it grants is above it.
     pub revision: u64,
+    /// What was cut from the end of the survivor's log (in the copy; `from` is not
+    /// changed): a torn last write, or a last group written whole and then damaged, which
+    /// a node refuses to start on (`None`: nothing).
+    pub cut: Option<crate::log_store::TailCut>,
 }
 
 /// The way out of a lost majority (etcd's `--force-new-cluster`): prepares `dir` as the
@@ -410,7 +459,9 @@ pub struct Recovered {
 /// data directories (`add-learner`, `set-voters`).
 ///
 /// What is lost: entries the lost majority committed that never reached the survivor's
-/// log — acknowledged grants, releases, opens and closes among them.
+/// log — acknowledged grants, releases, opens and closes among them — and, if the last
+/// group of the survivor's log was written whole and then damaged (a node refuses to
+/// start on it), that group: it is cut and reported in [`Recovered::cut`].
 ///
 /// Errors: `from` without a log (`NotFound`); `dir` the same as `from`, or already
 /// holding a node (`AlreadyExists`); a snapshot or log that fails its checks, a log with a
@@ -448,7 +499,7 @@ pub async fn force_new_cluster(
             ));
         }
     }
-    std::fs::create_dir_all(dir)
+    crate::disk::create_private_dir(dir)
         .map_err(|e| Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     if std::fs::canonicalize(from)? == std::fs::canonicalize(dir)? {
         return Err(Error::new(
@@ -459,7 +510,7 @@ pub async fn force_new_cluster(
     // Work on a copy: opening a log cuts a torn tail, and `from` stays as it was.
     let scratch = dir.join("force-new-cluster.source");
     let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch)?;
+    crate::disk::create_private_dir(&scratch)?;
     let result = async {
         for name in ["raft.log", "snapshot.bin"] {
             let src = from.join(name);
@@ -468,7 +519,9 @@ pub async fn force_new_cluster(
                     .map_err(|e| Error::new(e.kind(), format!("{}: {e}", src.display())))?;
             }
         }
-        let mut log = crate::log_store::LogStore::open(&scratch)
+        // With data loss accepted, a damaged last group is cut (and reported) rather than
+        // refused as a node would: the survivor's log is all there is.
+        let (mut log, cut) = crate::log_store::LogStore::open_accepting_loss(&scratch)
             .map_err(|e| Error::new(e.kind(), format!("{}/raft.log: {e}", from.display())))?;
         let committed = log.committed().map(|c| c.index);
         // A corrupt snapshot is refused, or (when the log still holds every entry) set
@@ -527,6 +580,7 @@ pub async fn force_new_cluster(
             locks: usage.locks,
             revision_before: before,
             revision,
+            cut,
         })
     }
     .await;
@@ -564,8 +618,8 @@ async fn metrics(State(ops): State<Arc<Ops>>) -> Response {
         .into_response()
 }
 
-/// Serves `/livez`, `/readyz` and `/metrics` for `node` on `listener` until `stop`
-/// resolves. Metric families (prefix `fencelock_`): `raft_term`, `raft_leader`,
+/// Serves `/livez`, `/readyz`, `/metrics` and `/snapshot` for `node` on `listener` until
+/// `stop` resolves. Metric families (prefix `fencelock_`): `raft_term`, `raft_leader`,
 /// `raft_is_leader`, `raft_commit_index`, `raft_applied_index`, `raft_last_log_index`,
 /// `raft_snapshot_index`, `table_in_use{table}` and `table_capacity{table}` (sessions,
 /// locks, claims: the core's `usage()` and `capacity()`), `watches`, `proposer_queue`, `disk_full`,
@@ -575,15 +629,199 @@ async fn metrics(State(ops): State<Arc<Ops>>) -> Response {
 /// `connections_closed_total{port,reason}`, `accept_errors_total{port}`,
 /// `net_limit{name}` (see [`crate::net`]).
 ///
+/// Under the default [`OpsPolicy`]: at most [`OPS_MAX_CONNECTIONS`] connections, each
+/// closed after [`OPS_CONNECTION_TIMEOUT`], and `/snapshot` answered to anyone: for a node
+/// without tokens (on a host whose local users are trusted); see [`serve_ops_with`].
+///
 /// Errors: the server's I/O error.
 pub async fn serve_ops(
     listener: TcpListener,
     node: Arc<Node>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_ops_with(listener, node, OpsPolicy::default(), stop).await
+}
+
+/// The default limit of the operations listener's connections at once: scrapers, probes
+/// and a backup need a few; each is a file descriptor of the node, so they are bounded
+/// (within the descriptors `fencelock-node` keeps back from client connections).
+pub const OPS_MAX_CONNECTIONS: usize = 16;
+/// The default time an operations connection may stay open, idle or not: a slow or
+/// silent peer frees its place after it (a scrape, a probe or a backup over loopback
+/// takes far less; a scraper reconnects).
+pub const OPS_CONNECTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How the operations listener admits requests.
+#[derive(Clone, Debug)]
+pub struct OpsPolicy {
+    /// The node's tokens (its client port's): `GET /snapshot` is then served only to a
+    /// request carrying an admin token (`Authorization: Bearer TOKEN`), since the backup
+    /// holds every open session's credential; `/livez`, `/readyz` and `/metrics` (which
+    /// name no session) stay open. `None`: `/snapshot` is answered to anyone.
+    pub tokens: Option<Arc<Tokens>>,
+    /// At most this many connections at once; one more is closed at once (counted in
+    /// `connections_refused_total{port="ops",reason="total"}`). Default
+    /// [`OPS_MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// Each connection is closed this long after it was accepted. Default
+    /// [`OPS_CONNECTION_TIMEOUT`].
+    pub connection_timeout: std::time::Duration,
+}
+
+impl Default for OpsPolicy {
+    /// No tokens and the defaults named on each field.
+    fn default() -> Self {
+        OpsPolicy {
+            tokens: None,
+            max_connections: OPS_MAX_CONNECTIONS,
+            connection_timeout: OPS_CONNECTION_TIMEOUT,
+        }
+    }
+}
+
+/// The operations listener's accepted connections, bounded in number and in time.
+struct OpsListener {
+    inner: TcpListener,
+    slots: Arc<tokio::sync::Semaphore>,
+    policy: OpsPolicy,
+    stats: crate::net::NetStats,
+}
+
+/// One admitted operations connection: its place is freed when it is dropped, and it
+/// fails (so hyper closes it) once its deadline passes, even while idle.
+struct OpsConn {
+    io: tokio::net::TcpStream,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl OpsConn {
+    fn expired(&mut self, cx: &mut std::task::Context<'_>) -> bool {
+        self.deadline.as_mut().poll(cx).is_ready()
+    }
+}
+
+fn timed_out() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "operations connection timeout",
+    )
+}
+
+impl tokio::io::AsyncRead for OpsConn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.expired(cx) {
+            return Poll::Ready(Err(timed_out()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for OpsConn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.expired(cx) {
+            return Poll::Ready(Err(timed_out()));
+        }
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.expired(cx) {
+            return Poll::Ready(Err(timed_out()));
+        }
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl axum::serve::Listener for OpsListener {
+    type Io = OpsConn;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (OpsConn, std::net::SocketAddr) {
+        let mut backoff = std::time::Duration::ZERO;
+        loop {
+            let (io, addr) = match self.inner.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of descriptors (or a connection reset before it was accepted):
+                    // wait, doubling up to a second, rather than spin.
+                    self.stats.warn("accept-ops", || {
+                        format!("accepting an operations connection failed: {e}; retrying")
+                    });
+                    backoff = (backoff * 2).clamp(
+                        std::time::Duration::from_millis(10),
+                        std::time::Duration::from_secs(1),
+                    );
+                    tokio::time::sleep(backoff).await;
+                    continue;
+                }
+            };
+            match self.slots.clone().try_acquire_owned() {
+                Ok(slot) => {
+                    let deadline = Box::pin(tokio::time::sleep(self.policy.connection_timeout));
+                    return (
+                        OpsConn {
+                            io,
+                            deadline,
+                            _slot: slot,
+                        },
+                        addr,
+                    );
+                }
+                Err(_) => {
+                    // Over the limit: closed at once (dropped).
+                    self.stats
+                        .refuse("ops", "total", addr.ip(), self.policy.max_connections);
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.inner.local_addr()
+    }
+}
+
+/// [`serve_ops`] under `policy`: tokens for `/snapshot`, and the listener's connection
+/// limit and timeout ([`OpsPolicy`]).
+///
+/// Errors: the server's I/O error.
+pub async fn serve_ops_with(
+    listener: TcpListener,
+    node: Arc<Node>,
+    policy: OpsPolicy,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let g = Gauges::default();
     let registry = registry(&node, &g);
-    let ops = Arc::new(Ops { node, registry, g });
+    let stats = node.stats.net.clone();
+    stats.show_limit("ops_connections", policy.max_connections as u64);
+    stats.show_limit(
+        "ops_connection_timeout_ms",
+        policy.connection_timeout.as_millis() as u64,
+    );
+    let listener = OpsListener {
+        inner: listener,
+        slots: Arc::new(tokio::sync::Semaphore::new(policy.max_connections)),
+        policy: policy.clone(),
+        stats,
+    };
+    let ops = Arc::new(Ops {
+        node,
+        registry,
+        g,
+        tokens: policy.tokens,
+    });
     let app = Router::new()
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
@@ -593,4 +831,38 @@ pub async fn serve_ops(
     axum::serve(listener, app)
         .with_graceful_shutdown(stop)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scheme of `Authorization: Bearer TOKEN` is matched in any case (HTTP
+    /// authentication schemes are case-insensitive); the token itself is not.
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        let tokens = Tokens::parse(&format!(
+            "admin * {}\nread * {}\n",
+            crate::auth::token_hash("root"),
+            crate::auth::token_hash("viewer")
+        ))
+        .unwrap();
+        let ask = |value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, value.parse().unwrap());
+            admin_only(Some(&tokens), &h).map_err(|(code, _)| code)
+        };
+        for v in ["Bearer root", "bearer root", "BEARER root", "bEaReR  root "] {
+            assert_eq!(ask(v), Ok(()), "{v}");
+        }
+        assert_eq!(ask("bearer viewer"), Err(StatusCode::FORBIDDEN));
+        for v in ["Bearer ROOT", "Basic root", "Bearerroot", "Bearer ", "root"] {
+            assert_eq!(ask(v), Err(StatusCode::UNAUTHORIZED), "{v}");
+        }
+        assert_eq!(
+            admin_only(Some(&tokens), &HeaderMap::new()).map_err(|(c, _)| c),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(admin_only(None, &HeaderMap::new()), Ok(()));
+    }
 }

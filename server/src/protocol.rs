@@ -174,8 +174,9 @@ pub enum Request {
     },
     /// This node's own view of the cluster and of itself ([`NodeStatus`]): answered by any
     /// node, leader or not, from its local state (not a linearizable read), so a status
-    /// tool can ask every node. Costs the node one small write and fsync (its readiness
-    /// check of the data directory).
+    /// tool can ask every node. Costs the node at most one small write and fsync (its
+    /// readiness check of the data directory, shared by the requests that ask at once:
+    /// [`crate::disk::DiskHealth::probe_shared`]).
     Status,
     /// [`Request::Open`] with a label: the session's holds and waits show it in
     /// `holder`/`queue` answers and in watchers' events (UTF-8, at most
@@ -369,9 +370,14 @@ pub enum ClientError {
     /// one longer than [`fencelock::MAX_NAME_LEN`] bytes, which no input can carry: that is
     /// refused before any other check, as `Core(name_too_long)`.
     BadRequest(String),
-    /// A limit of this node refused the request before anything was proposed (nothing
-    /// changed); `kind` names the limit (`ttl_too_long`). Retrying the same request
-    /// cannot succeed.
+    /// A limit of this node refused the request, or its answer; `kind` names the limit, a
+    /// stable word. Every kind but `reply_too_large` refuses before anything is proposed
+    /// (nothing changed). Whether a retry can succeed depends on the kind: a number past a
+    /// bound (`ttl_too_long`, `session_id_too_large`, `request_number_too_large`) never
+    /// will as it is; `too_many_sessions` can once sessions of the connection close.
+    /// `reply_too_large` replaces an answer larger than a client reads, after the request
+    /// was served (a write was applied): asking again can succeed once the answer is
+    /// smaller (a lock with fewer holders or waiters).
     Limit {
         /// The limit, a stable word.
         kind: String,

@@ -569,13 +569,13 @@ pub fn restore_into(
         },
         data: postcard::to_allocvec(&data).map_err(|e| io::Error::other(e.to_string()))?,
     };
-    fs::create_dir_all(dir)
+    crate::disk::create_private_dir(dir)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     let bytes = encode_snap_file(&f)?;
     let tmp = dir.join("snapshot.tmp");
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
     {
-        let mut file = fs::File::create(&tmp).map_err(named)?;
+        let mut file = crate::disk::create_private_file(&tmp).map_err(named)?;
         file.write_all(&bytes).map_err(named)?;
         file.sync_all().map_err(named)?;
     }
@@ -638,7 +638,7 @@ impl StateMachine {
     /// snapshot file (bad header, length or checksum, or contents that do not decode or
     /// restore) — it is never used. Cost: O(snapshot size).
     pub fn open(dir: &Path, config: ServiceConfig) -> io::Result<(StateMachine, Arc<Shared>)> {
-        fs::create_dir_all(dir)
+        crate::disk::create_private_dir(dir)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
         let path = dir.join("snapshot.bin");
         let (state, current) = match read_snap_file(&path, &config)? {
@@ -688,7 +688,11 @@ impl StateMachine {
     ///   directory and restarting under the same id is *not* safe: it forgets the node's
     ///   vote and its share of acknowledged entries.
     ///
-    /// Errors: as [`StateMachine::open`], and the refusal above. Cost: O(snapshot size).
+    /// A snapshot that is missing, or taken before `log_purged`, while the log was purged
+    /// is refused the same way (`InvalidData` naming the path): the entries between the
+    /// state and the log are gone.
+    ///
+    /// Errors: as [`StateMachine::open`], and the refusals above. Cost: O(snapshot size).
     pub fn open_checked(
         dir: &Path,
         config: ServiceConfig,
@@ -726,6 +730,37 @@ impl StateMachine {
                 );
                 Self::open(dir, config)
             }
+            Ok((sm, shared)) => {
+                // A snapshot that is gone (or older than the purge) leaves a gap between
+                // the state and the log's first entry: the state cannot be rebuilt.
+                let applied = shared.state().last_applied.map(|l| l.index);
+                match log_purged {
+                    Some(p) if applied < Some(p.index) => {
+                        let path = dir.join("snapshot.bin");
+                        let what = match applied {
+                            None => format!("snapshot {} is missing", path.display()),
+                            Some(i) => {
+                                format!("snapshot {} was taken at log index {i}", path.display())
+                            }
+                        };
+                        Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "{what}, but the log in {} was compacted up to index {}, so \
+                                 this node cannot rebuild its state from its own files: \
+                                 refusing to start (nothing was changed). Put the right \
+                                 snapshot.bin back, or replace the node: remove it with \
+                                 set-voters, move {} aside, and add a fresh node with a new id \
+                                 (add-learner, set-voters)",
+                                dir.display(),
+                                p.index,
+                                dir.display()
+                            ),
+                        ))
+                    }
+                    _ => Ok((sm, shared)),
+                }
+            }
             r => r,
         }
     }
@@ -756,7 +791,7 @@ impl StateMachine {
         let tmp = self.dir.join("snapshot.tmp");
         let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
         {
-            let mut file = fs::File::create(&tmp).map_err(named)?;
+            let mut file = crate::disk::create_private_file(&tmp).map_err(named)?;
             file.write_all(&bytes).map_err(named)?;
             file.sync_all().map_err(named)?;
         }

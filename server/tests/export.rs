@@ -185,3 +185,167 @@ async fn a_compacted_window_is_refused_naming_what_is_left_and_the_rest_comes_in
     assert!(i0 >= first && i1 <= p1.to_index && i0 <= i1);
     c.shutdown().await;
 }
+
+/// Numbers a client chooses cannot make the history unexportable. A recording holds
+/// numbers up to 2^53 - 1 (what a JavaScript number holds exactly); a request number, a
+/// ttl or a wait past that used to be applied and recorded, and from then on every export
+/// of a window holding it was refused (`not_recordable`) — any lock token, even without a
+/// session of its own (an input for a session that is not open still reaches the core),
+/// could keep an incident out of the administrators' hands. Such numbers are now refused
+/// before anything is proposed (a wait that long is kept as the longest a recording
+/// holds), and the window exports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numbers_a_client_chooses_cannot_make_the_history_unexportable() {
+    use fencelock_server::auth::SessionSecret;
+    use fencelock_server::protocol::WaitSpec;
+    let c = Cluster::start("export-numbers", 300).await;
+    let leader = c.nodes[&c.leader().await].clone();
+    let (sink, _rx, _) = PushSink::new(64);
+    let conn = leader.next_conn_id();
+    let ask = |req: Request| {
+        let (leader, sink) = (leader.clone(), sink.clone());
+        async move { leader.handle_request(req, conn, &sink).await }
+    };
+    let huge = 1u64 << 60;
+    // A session of its own, and one that is not open.
+    let (s, secret) = match ask(Request::Open {
+        ttl_ms: 60_000,
+        key: None,
+    })
+    .await
+    .unwrap()
+    {
+        Reply::Opened { reply, secret, .. } => (reply.opened().unwrap().0, secret),
+        r => panic!("{r:?}"),
+    };
+    let tries = [
+        Request::Acquire {
+            session: s + 1000,
+            secret: SessionSecret([1; 16]),
+            lock: "x".into(),
+            mode: fencelock::Mode::Exclusive,
+            wait: WaitSpec::None,
+            request: Some(huge),
+        },
+        Request::Acquire {
+            session: s,
+            secret,
+            lock: "x".into(),
+            mode: fencelock::Mode::Exclusive,
+            wait: WaitSpec::None,
+            request: Some(huge),
+        },
+        Request::Open {
+            ttl_ms: huge,
+            key: None,
+        },
+    ];
+    for req in tries {
+        let r = ask(req.clone()).await;
+        assert!(
+            matches!(
+                r,
+                Err(ClientError::Limit { .. } | ClientError::BadRequest(_))
+            ),
+            "{req:?}: {r:?}"
+        );
+    }
+    // A session id is a number a client chooses too: one past what a recording holds,
+    // for a session that is not open (whatever the credential), is refused before it is
+    // proposed, by every request that carries one.
+    let bad = SessionSecret([1; 16]);
+    let lock = || "x".to_string();
+    let by_session = [
+        Request::KeepAlive {
+            session: huge,
+            secret: bad,
+        },
+        Request::Close {
+            session: huge,
+            secret: bad,
+            request: Some(1),
+        },
+        Request::Acquire {
+            session: huge,
+            secret: bad,
+            lock: lock(),
+            mode: fencelock::Mode::Exclusive,
+            wait: WaitSpec::None,
+            request: Some(1),
+        },
+        Request::Release {
+            session: huge,
+            secret: bad,
+            lock: lock(),
+            request: None,
+        },
+        Request::Cancel {
+            session: huge,
+            secret: bad,
+            lock: lock(),
+            request: Some(1),
+        },
+        Request::Watch {
+            session: huge,
+            secret: bad,
+            lock: lock(),
+            request: Some(1),
+        },
+        Request::Unwatch {
+            session: huge,
+            secret: bad,
+            lock: lock(),
+            request: None,
+        },
+        Request::ForceRelease {
+            session: huge,
+            lock: lock(),
+        },
+    ];
+    for req in by_session {
+        let r = ask(req.clone()).await;
+        assert!(
+            matches!(&r, Err(ClientError::Limit { kind, .. }) if kind == "session_id_too_large"),
+            "{req:?}: {r:?}"
+        );
+    }
+    // A wait far past what a recording holds is accepted, as the longest it holds.
+    let other = match ask(Request::Open {
+        ttl_ms: 60_000,
+        key: None,
+    })
+    .await
+    .unwrap()
+    {
+        Reply::Opened { reply, secret, .. } => (reply.opened().unwrap().0, secret),
+        r => panic!("{r:?}"),
+    };
+    let r = ask(Request::Acquire {
+        session: s,
+        secret,
+        lock: "y".into(),
+        mode: fencelock::Mode::Exclusive,
+        wait: WaitSpec::None,
+        request: Some(1),
+    })
+    .await;
+    assert!(matches!(r, Ok(Reply::Done { .. })), "{r:?}");
+    let r = ask(Request::Acquire {
+        session: other.0,
+        secret: other.1,
+        lock: "y".into(),
+        mode: fencelock::Mode::Exclusive,
+        wait: WaitSpec::ForMs(u64::MAX),
+        request: Some(1),
+    })
+    .await;
+    assert!(
+        matches!(&r, Ok(Reply::Done { reply, .. }) if matches!(reply, fencelock::Reply::Queued { .. })),
+        "{r:?}"
+    );
+    let page = export(&c, None, None, 0)
+        .await
+        .expect("the history exports");
+    assert!(page.total > 1);
+    c.shutdown().await;
+}

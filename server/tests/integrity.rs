@@ -149,3 +149,149 @@ async fn a_corrupt_snapshot_over_a_whole_log_is_moved_aside_and_rebuilt_from_the
     assert_eq!(r.reply, Ok(CoreReply::Busy), "a second holder: {r:?}");
     c.shutdown().await;
 }
+
+/// A snapshot file that is gone while the log was compacted past it cannot be rebuilt from
+/// this node's own files either: the node refuses to start, naming the file, instead of
+/// starting from the empty state over a log whose first entries are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_snapshot_over_a_compacted_log_refuses_to_start() {
+    let mut c = Cluster::start("snapmissing", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    let b = session_of(&c.propose(open(60_000)).await);
+    granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
+    for _ in 0..130 {
+        c.propose(keep_alive(a)).await;
+    }
+    c.converged().await;
+    let start = Instant::now();
+    while !c.nodes.values().all(|n| n.log.last_purged().is_some()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no node purged its log"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let victim = c.leader().await;
+    c.kill(victim).await;
+    let path = c.base.join(format!("n{victim}/snapshot.bin"));
+    let saved = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let started = tokio::time::timeout(
+        Duration::from_secs(10),
+        Node::start(c.config(victim), c.net.factory(victim)),
+    )
+    .await
+    .expect("start returns");
+    let err = match started {
+        Ok(n) => {
+            let s = n.shared.state();
+            panic!(
+                "started without its snapshot over a log purged to {:?}: applied {:?}, {} sessions",
+                n.log.last_purged(),
+                s.last_applied,
+                s.svc.usage().sessions
+            )
+        }
+        Err(e) => e,
+    };
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("refusing to start"), "{msg}");
+    assert!(!path.exists(), "a refused start changes nothing");
+    c.leader().await;
+    for h in holders_everywhere(&c, "x").await {
+        assert_eq!(h, vec![a.0]);
+    }
+    let r = c.propose(acquire(b, "x", Wait::None, Some(1))).await;
+    assert_eq!(r.reply, Ok(CoreReply::Busy), "a second holder: {r:?}");
+    std::fs::write(&path, saved).unwrap();
+    c.boot(victim).await;
+    for h in holders_everywhere(&c, "x").await {
+        assert_eq!(h, vec![a.0]);
+    }
+    c.shutdown().await;
+}
+
+/// `raft.log` holds the node's vote and every entry after its snapshot. A data directory
+/// whose log is gone (or empty) beside a snapshot lost them: starting from the snapshot
+/// alone would forget whom it voted for in its term (it could vote twice) and the entries
+/// it acknowledged. The node refuses to start, naming the file, and creates nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_log_beside_a_snapshot_refuses_to_start() {
+    let mut c = Cluster::start("logmissing", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
+    for _ in 0..10 {
+        c.propose(keep_alive(a)).await;
+    }
+    c.converged().await;
+    let victim = c.leader().await;
+    c.nodes[&victim].raft.trigger().snapshot().await.unwrap();
+    let snap = c.base.join(format!("n{victim}/snapshot.bin"));
+    let start = Instant::now();
+    while !snap.exists() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no snapshot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.kill(victim).await;
+    let log = c.base.join(format!("n{victim}/raft.log"));
+    let saved = std::fs::read(&log).unwrap();
+    for empty in [false, true] {
+        if empty {
+            std::fs::write(&log, b"").unwrap();
+        } else {
+            std::fs::remove_file(&log).unwrap();
+        }
+        let err = match Node::start(c.config(victim), c.net.factory(victim)).await {
+            Ok(n) => panic!(
+                "started without its log (empty file: {empty}): vote {:?}",
+                n.log.vote()
+            ),
+            Err(e) => e,
+        };
+        let msg = err.to_string();
+        assert!(msg.contains(&log.display().to_string()), "{msg}");
+        assert!(msg.contains("refusing to start"), "{msg}");
+        // `snapshot restore` writes the snapshot before the log: the way out of one that
+        // was interrupted in between is named too.
+        assert!(
+            msg.contains("after an interrupted `snapshot restore`, empty the directory"),
+            "{msg}"
+        );
+        assert_eq!(log.exists(), empty, "a refused start creates nothing");
+    }
+    std::fs::write(&log, saved).unwrap();
+    c.boot(victim).await;
+    for h in holders_everywhere(&c, "x").await {
+        assert_eq!(h, vec![a.0]);
+    }
+    c.shutdown().await;
+}
+
+/// The log and the snapshot hold every open session's credential: a node that creates its
+/// data directory makes it private to its user (0700), and writes `raft.log` and
+/// `snapshot.bin` readable by that user only (0600), so another local user cannot read
+/// the credentials whatever the umask, even where the directory's parent is open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_files_holding_credentials_are_private_to_its_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = Cluster::start("private", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
+    c.converged().await;
+    let leader = c.leader().await;
+    c.nodes[&leader].raft.trigger().snapshot().await.unwrap();
+    let dir = c.base.join(format!("n{leader}"));
+    let snap = dir.join("snapshot.bin");
+    let start = Instant::now();
+    while !snap.exists() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no snapshot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    for f in ["raft.log", "snapshot.bin"] {
+        assert_eq!(mode(&dir.join(f)), 0o600, "{f}");
+    }
+    c.shutdown().await;
+}

@@ -351,6 +351,127 @@ async fn snapshot_save_and_restore_with_the_binary() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// `GET path` (with an `Authorization: Bearer` header when `token` is given): the status
+/// and the body (lossily as text: a backup is binary).
+async fn get_as(addr: &str, path: &str, token: Option<&str>) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).await.ok()?;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.ok()?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((head.split(' ').nth(1)?.parse().ok()?, body.to_string()))
+}
+
+/// A backup holds every open session's credential, so a node with tokens serves `GET
+/// /snapshot` to an admin token only: a local program without one (401) or with a lock
+/// token (403) gets nothing it could act for a session with, and `snapshot save` without
+/// an admin token fails and writes no file; with `--auth-token-file` holding the admin
+/// token it saves the backup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_is_served_only_to_an_admin_token() {
+    let base = temp_dir("backupauth");
+    let (admin, lock) = (
+        "admin-token-of-the-backup-test",
+        "lock-token-of-the-backup-test",
+    );
+    let hash = fencelock_server::auth::token_hash;
+    std::fs::write(
+        base.join("tokens"),
+        format!("admin * {}\nlock * {}\n", hash(admin), hash(lock)),
+    )
+    .unwrap();
+    std::fs::write(base.join("admin.token"), admin).unwrap();
+    std::fs::write(base.join("lock.token"), lock).unwrap();
+    let p = ports(3);
+    let metrics = format!("127.0.0.1:{}", p[2]);
+    let mut cmd = Command::new(NODE);
+    cmd.args([
+        "--insecure-plaintext",
+        "--id",
+        "1",
+        "--init",
+        "--grace-ms",
+        "300",
+    ])
+    .arg("--dir")
+    .arg(base.join("n1"))
+    .arg("--peer")
+    .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
+    .arg("--tokens")
+    .arg(base.join("tokens"))
+    .args(["--metrics-addr", &metrics])
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(base.join("n1.log")).unwrap());
+    let procs = Procs(vec![Some(cmd.spawn().unwrap())]);
+    let client = Client::with_options(
+        vec![format!("127.0.0.1:{}", p[1])],
+        fencelock_server::client::ClientOptions {
+            token: Some(lock.into()),
+            ..Default::default()
+        },
+    );
+    let s = client.open_session(60_000).await.expect("session");
+    assert!(matches!(
+        s.acquire("k", Mode::Exclusive, WaitSpec::None)
+            .await
+            .unwrap(),
+        Acquired::Granted(_)
+    ));
+
+    let (code, body) = get_as(&metrics, "/snapshot", None)
+        .await
+        .expect("an answer");
+    assert_eq!(code, 401, "no token: {body}");
+    assert!(body.contains("admin token"), "{body}");
+    let (code, body) = get_as(&metrics, "/snapshot", Some(lock))
+        .await
+        .expect("an answer");
+    assert_eq!(code, 403, "a lock token: {body}");
+    let (code, _) = get_as(&metrics, "/snapshot", Some("not-a-token"))
+        .await
+        .unwrap();
+    assert_eq!(code, 401, "an unknown token");
+    // What stays open names no session.
+    assert_eq!(get(&metrics, "/metrics").await.map(|r| r.0), Some(200));
+
+    let file = base.join("backup.fl");
+    let save = |token_file: Option<&str>| {
+        let mut cmd = Command::new(NODE);
+        cmd.env_remove("FENCELOCK_AUTH_TOKEN")
+            .env_remove("FENCELOCK_AUTH_TOKEN_FILE")
+            .args(["snapshot", "save"])
+            .arg(&file)
+            .args(["--from", &metrics]);
+        if let Some(f) = token_file {
+            cmd.arg("--auth-token-file").arg(base.join(f));
+        }
+        cmd.output().unwrap()
+    };
+    for (token_file, code) in [(None, "401"), (Some("lock.token"), "403")] {
+        let out = save(token_file);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{token_file:?}: saved");
+        assert!(err.contains(code), "{token_file:?}: {err}");
+        assert!(!file.exists(), "{token_file:?}: a file was written");
+    }
+    let out = save(Some("admin.token"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("saved "));
+    assert!(file.exists());
+    drop(procs);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// A log filter that does not parse is refused at start (exit 2, the error named), and a
 /// valid `--log-level` is taken over RUST_LOG: `--log-level error` hides the info line
 /// that `RUST_LOG=info` would show.
@@ -401,5 +522,147 @@ fn log_level_is_checked_and_overrides_rust_log() {
     assert!(info.contains("fencelock-node up"), "{info}");
     assert!(info.contains("signal=\"SIGTERM\""), "{info}");
     assert!(quiet.is_empty(), "{quiet}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A metrics connection cannot hold up the node's stop: with one local connection idle and
+/// another stuck half-way through its request headers, SIGTERM still stops the node within
+/// a few seconds (it used to wait for them to end, which a local program could put off for
+/// good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_metrics_connections_do_not_hold_up_a_stop() {
+    let base = temp_dir("stopmetrics");
+    let p = ports(3);
+    let metrics = format!("127.0.0.1:{}", p[2]);
+    let mut child = Command::new(NODE)
+        .args([
+            "--insecure-plaintext",
+            "--id",
+            "1",
+            "--init",
+            "--grace-ms",
+            "300",
+        ])
+        .arg("--dir")
+        .arg(base.join("n1"))
+        .arg("--peer")
+        .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
+        .args(["--metrics-addr", &metrics])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(base.join("n1.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while get(&metrics, "/livez").await.is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "metrics never up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut idle = TcpStream::connect(&metrics).await.unwrap();
+    idle.write_all(b"GET /livez HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    let mut b = [0u8; 64];
+    let _ = idle.read(&mut b).await.unwrap();
+    let mut half = TcpStream::connect(&metrics).await.unwrap();
+    half.write_all(b"GET /metrics HTTP/1.1\r\nHo")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    drop((idle, half));
+    let status = status.expect("the node did not stop within 10 s of SIGTERM");
+    assert!(status.success(), "{status:?}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A node with TLS serves clients on the network; without `--tokens` every one of them
+/// could do everything (force releases, membership changes, exports). It refuses to start
+/// that way — exit 1 naming `--tokens` — unless told to with `--insecure-no-tokens`
+/// (the way `--insecure-plaintext` asks for plain TCP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_node_without_tokens_refuses_to_start_unless_told_to() {
+    let base = temp_dir("tlsnotokens");
+    let tls = base.join("tls");
+    std::fs::create_dir_all(&tls).unwrap();
+    let ca = fencelock_server::tls::DevCa::new().unwrap();
+    std::fs::write(tls.join("ca.pem"), ca.cert_pem()).unwrap();
+    let pem = ca.node(1, &["127.0.0.1"]).unwrap();
+    std::fs::write(tls.join("node-1.pem"), &pem.cert).unwrap();
+    std::fs::write(tls.join("node-1.key"), &pem.key).unwrap();
+    let p = ports(2);
+    let node = |extra: &[&str]| {
+        let mut cmd = Command::new(NODE);
+        cmd.args(["--id", "1", "--init"])
+            .arg("--dir")
+            .arg(base.join("n1"))
+            .arg("--peer")
+            .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
+            .arg("--tls-ca")
+            .arg(tls.join("ca.pem"))
+            .arg("--tls-cert")
+            .arg(tls.join("node-1.pem"))
+            .arg("--tls-key")
+            .arg(tls.join("node-1.key"))
+            .args(extra);
+        cmd
+    };
+    let mut refused = node(&[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while refused.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(5) {
+            let _ = refused.kill();
+            let _ = refused.wait();
+            panic!("a TLS node without --tokens started");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = refused.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tokens"), "{err}");
+    assert!(!base.join("n1/raft.log").exists(), "nothing written");
+    // Asked for explicitly, it starts (and still warns).
+    let mut told = node(&["--insecure-no-tokens"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = async {
+        loop {
+            if TcpStream::connect(format!("127.0.0.1:{}", p[1]))
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let up = tokio::time::timeout(Duration::from_secs(10), started).await;
+    let _ = told.kill();
+    let _ = told.wait();
+    assert!(up.is_ok(), "with --insecure-no-tokens the node serves");
     let _ = std::fs::remove_dir_all(&base);
 }

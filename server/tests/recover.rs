@@ -353,3 +353,69 @@ async fn force_new_cluster_from_a_survivor_of_a_later_term_serves() {
     drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A survivor whose last log group was written whole and then damaged (a flipped byte
+/// in it, every sector of it written): a node refuses to start on it, saying what the
+/// operator can do, and `force-new-cluster --accept-data-loss` cuts the group (in its
+/// copy: the survivor's directory is unchanged), prints what it cut, and the recovered
+/// node serves. Before, the tool refused just as the node does, leaving no way out of a
+/// lost majority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_new_cluster_cuts_a_damaged_whole_last_group_and_says_so() {
+    let dir = fresh_dir("recover-damaged");
+    let mut cluster = Cluster::start(&dir);
+    let client = Client::new(cluster.clients.clone());
+    let (survivor, _) = eventually("a leader", 30, || cluster.leader()).await;
+    let s = client.open_session(120_000).await.expect("session");
+    grant(&s, "res").await;
+    for id in 1..=3 {
+        cluster.kill9(id);
+    }
+    let from = dir.join(format!("n{survivor}"));
+    let log = from.join("raft.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let last = bytes.iter().rposition(|&b| b != 0).unwrap();
+    bytes[last] ^= 0x5a;
+    std::fs::write(&log, &bytes).unwrap();
+    // The node refuses (in-process, on a copy: the same check as at start).
+    let copy = dir.join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::copy(&log, copy.join("raft.log")).unwrap();
+    let err = fencelock_server::log_store::LogStore::open(&copy)
+        .err()
+        .expect("a node refuses a damaged whole last group");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("force-new-cluster --accept-data-loss"),
+        "{msg}"
+    );
+    let new_dir = dir.join(format!("n{survivor}.new"));
+    let me = cluster.peers[survivor as usize - 1].clone();
+    let out = force_new_cluster(&from, &new_dir, &me)
+        .arg("--accept-data-loss")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("bytes at byte") && stderr.contains("written whole and then damaged"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("(damaged)"), "{stdout}");
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        bytes,
+        "the survivor's log is only read"
+    );
+    start_recovered(&mut cluster, survivor, &from, &new_dir);
+    let s2 = eventually("the recovered node serves", 30, || async {
+        client.open_session(120_000).await.ok()
+    })
+    .await;
+    grant(&s2, "res/after").await;
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+}

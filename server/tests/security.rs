@@ -30,6 +30,10 @@ use tokio::net::TcpStream;
 
 use common::TcpNodes as Tcp;
 
+/// The largest request number a node accepts (a larger one is refused as a limit before
+/// anything else: `numbers_a_client_chooses_cannot_make_the_history_unexportable`).
+const LARGEST: u64 = fencelock_server::export::MAX_NUMBER;
+
 async fn start(name: &str) -> Tcp {
     start_with(name, ClientPolicy::default()).await
 }
@@ -260,7 +264,7 @@ async fn a_foreign_release_is_refused_and_the_holder_keeps_its_lock() {
         "jobs/x",
         &[
             Foreign::Release("jobs/x", Some(2)),
-            Foreign::Release("jobs/x", Some(u64::MAX)),
+            Foreign::Release("jobs/x", Some(LARGEST)),
             Foreign::Release("jobs/x", None),
         ],
     )
@@ -295,7 +299,7 @@ async fn a_foreign_close_is_refused_and_the_session_lives_on() {
         &[
             Foreign::Close(None),
             Foreign::Close(Some(1)),
-            Foreign::Close(Some(u64::MAX)),
+            Foreign::Close(Some(LARGEST)),
         ],
     )
     .await;
@@ -406,8 +410,8 @@ async fn a_foreign_attach_is_refused_and_receives_no_pushes() {
     t.stop().await;
 }
 
-/// A foreign acquire with the largest request number used to reach the core and make the
-/// victim's own next request stale (its release and close then failed). It is refused
+/// A foreign acquire with the largest request number a node accepts used to reach the core
+/// and make the victim's own next request stale (its release and close then failed). It is refused
 /// before the core: the victim's release (request 2) and close succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_acquire_with_a_huge_request_number_is_refused_before_the_core() {
@@ -415,9 +419,9 @@ async fn a_foreign_acquire_with_a_huge_request_number_is_refused_before_the_core
         "sec-acquire",
         "jobs/h",
         &[
-            Foreign::Acquire("jobs/h", WaitSpec::Forever, Some(u64::MAX)),
-            Foreign::Acquire("jobs/elsewhere", WaitSpec::Forever, Some(u64::MAX)),
-            Foreign::Cancel("jobs/h", Some(u64::MAX)),
+            Foreign::Acquire("jobs/h", WaitSpec::Forever, Some(LARGEST)),
+            Foreign::Acquire("jobs/elsewhere", WaitSpec::Forever, Some(LARGEST)),
+            Foreign::Cancel("jobs/h", Some(LARGEST)),
         ],
     )
     .await;

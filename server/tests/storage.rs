@@ -6,7 +6,7 @@ mod common;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-use fencelock_server::log_store::{LogStore, FILE_MAGIC, PREALLOC};
+use fencelock_server::log_store::{LogStore, TailCut, FILE_MAGIC, PREALLOC};
 use fencelock_server::state_machine::{ServiceConfig, StateMachine};
 use fencelock_server::types::{
     Cmd, Entry, LogId, Op, StorageError, TypeConfig, Vote, STAMPED_AT_APPLY,
@@ -95,13 +95,16 @@ async fn reopen_keeps_flushed_entries_and_vote() {
 async fn torn_or_corrupt_tail_is_cut_not_fatal() {
     let dir = common::temp_dir("torn");
     let _g = Guard(dir.clone());
-    {
+    let last_group = {
         let mut log = LogStore::open(&dir).unwrap();
         // One append (one group) per entry.
-        for i in 1..=5 {
+        for i in 1..=4 {
             append(&mut log, vec![entry(1, i)]).await;
         }
-    }
+        let at = log.file_len() as usize;
+        append(&mut log, vec![entry(1, 5)]).await;
+        at
+    };
     let path = dir.join("raft.log");
     let good = LogStore::open(&dir).unwrap().file_len() as usize;
     // A write cut short by a crash: its first bytes landed in the preallocated zeros.
@@ -118,11 +121,30 @@ async fn torn_or_corrupt_tail_is_cut_not_fatal() {
     }
     let bytes = std::fs::read(&path).unwrap();
     assert!(bytes[good..].iter().all(|&b| b == 0), "torn tail zeroed");
-    // A flipped byte in the last group (an append never acknowledged, as far as the file
-    // can tell): that group is dropped.
-    let mut bytes = std::fs::read(&path).unwrap();
+    // A flipped byte in the last group, which was written whole (no sector of it is
+    // zero, as one a crash cut short would leave): damage to an acknowledged append, not a
+    // torn one. Opening refuses and leaves the file as it was.
+    let orig = std::fs::read(&path).unwrap();
+    let mut bytes = orig.clone();
     bytes[good - 2] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
+    let err = LogStore::open(&dir)
+        .err()
+        .expect("a damaged whole last group must refuse to open");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+    assert!(err.to_string().contains("refusing to cut it"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing cut");
+    // The same append lost instead: the sector holding the group's end never written, so
+    // its bytes there are the preallocated zeros. This group is small and lies within one
+    // sector (asserted), so none of it landed: this shows only that the entries before it
+    // survive and the log keeps working, not the cutting of a partly written group (that
+    // is `a_torn_multi_page_append_with_a_lost_middle_page_is_cut` and
+    // `a_torn_large_entry_whose_header_page_was_lost_is_cut`).
+    let mut torn = orig.clone();
+    let from = ((good - 1) / 512 * 512).max(last_group);
+    assert_eq!(from, last_group, "the whole group lies in the lost sector");
+    torn[from..good].fill(0);
+    std::fs::write(&path, &torn).unwrap();
     let mut log = LogStore::open(&dir).unwrap();
     assert_eq!(indices(&mut log).await, vec![1, 2, 3, 4]);
     // And it keeps working after the cut.
@@ -256,6 +278,77 @@ async fn a_torn_multi_page_append_with_a_lost_middle_page_is_cut() {
         bytes[acked_end as usize..].iter().all(|&b| b == 0),
         "torn bytes zeroed"
     );
+}
+
+/// A last group of many sectors (one entry of several KiB) written whole — none of its
+/// sectors is still zero, as a write cut short by a crash leaves one — and then damaged:
+/// a node refuses to start on it and cuts nothing (the group may hold acknowledged
+/// entries or a vote), and force-new-cluster's open, which accepts data loss, cuts it and
+/// says what it cut. The same for a whole group whose header is damaged: a damaged
+/// checksum field is refused by a node and cut with data loss accepted; a damaged magic
+/// (the group's length cannot be trusted) is cut as a torn write by both.
+#[tokio::test]
+async fn a_damaged_whole_last_group_is_refused_but_cut_by_force_new_cluster() {
+    let dir = common::temp_dir("damaged-whole");
+    let _g = Guard(dir.clone());
+    let path = dir.join("raft.log");
+    let (acked_end, end) = {
+        let mut log = LogStore::open(&dir).unwrap();
+        append(&mut log, vec![entry_ops(1, 1, 1)]).await;
+        let acked_end = log.file_len();
+        append(&mut log, vec![entry_ops(1, 2, 1500)]).await;
+        (acked_end, log.file_len())
+    };
+    assert!(end - acked_end > 8 * 512, "the group spans many sectors");
+    let orig = std::fs::read(&path).unwrap();
+    let written = orig.iter().rposition(|&b| b != 0).unwrap() as u64 + 1;
+    assert!(
+        written > end - 16 && written <= end,
+        "the group ends the log"
+    );
+    let at = acked_end as usize;
+    // (what to damage, refused by a plain open, cut as damaged)
+    let cases = [
+        (at + (end - acked_end) as usize / 2, true, true), // a payload byte
+        (at + 17, true, true),                             // the checksum field
+        (at, false, false),                                // the group's magic
+    ];
+    for (byte, refused, damaged) in cases {
+        let mut bytes = orig.clone();
+        bytes[byte] ^= 0x5a;
+        std::fs::write(&path, &bytes).unwrap();
+        if refused {
+            let err = LogStore::open(&dir)
+                .err()
+                .expect("a node refuses a damaged whole last group");
+            assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+            let msg = err.to_string();
+            assert!(msg.contains("refusing to cut it"), "{msg}");
+            assert!(
+                msg.contains("force-new-cluster --accept-data-loss"),
+                "{msg}"
+            );
+            assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing cut");
+        }
+        let (mut log, cut) = LogStore::open_accepting_loss(&dir).expect("cut, data loss accepted");
+        assert_eq!(
+            cut,
+            Some(TailCut {
+                at: acked_end,
+                bytes: written - acked_end,
+                damaged
+            }),
+            "byte {byte}"
+        );
+        assert_eq!(indices(&mut log).await, vec![1]);
+        assert_eq!(log.file_len(), acked_end);
+        drop(log);
+        let after = std::fs::read(&path).unwrap();
+        assert!(after[at..].iter().all(|&b| b == 0), "the group is zeroed");
+        // What is left opens as a node's log.
+        let mut log = LogStore::open(&dir).unwrap();
+        assert_eq!(indices(&mut log).await, vec![1]);
+    }
 }
 
 /// A large entry spans pages; the page holding its header was lost, later pages written.

@@ -415,3 +415,70 @@ async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outco
     assert_eq!(b.release("job").await.unwrap(), tb);
     t.stop().await;
 }
+
+/// A read's answer is as large as the lock's holders or queue, and may pass the 64 KiB a
+/// client request may take: 1 000 labelled shared holders (~75 KiB of `Holders`) and as
+/// many waiters behind an exclusive acquire are read back whole through the client library
+/// (which used to read answers under the request limit, dropped the connection on this
+/// one and retried until it gave up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_larger_than_a_request_frame_is_answered() {
+    let t = start().await;
+    t.leader().await;
+    let client = Client::with_timeouts(
+        t.addrs.iter().map(|a| a.client.clone()).collect(),
+        fencelock_server::client::Timeouts {
+            connect: Duration::from_secs(2),
+            reply: Duration::from_secs(5),
+            retry_for: Duration::from_secs(5),
+        },
+    );
+    let n = 1000;
+    let label = |i: usize| format!("{i:04}-{}", "x".repeat(fencelock::MAX_LABEL_LEN - 5));
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let c = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let s = c.open_labeled(60_000, &label(i)).await.unwrap();
+            let r = s.acquire("wide", Mode::Shared, WaitSpec::None).await;
+            assert!(matches!(r, Ok(Acquired::Granted(_))), "{r:?}");
+            s
+        }));
+    }
+    let mut sessions = Vec::new();
+    for t in tasks {
+        sessions.push(t.await.unwrap());
+    }
+    let h = client.holders("wide").await.expect("the holders, whole");
+    assert_eq!(h.len(), n);
+    let bytes = postcard::to_allocvec(&Reply::Holders(h)).unwrap().len();
+    assert!(bytes > frame::MAX_CLIENT_FRAME as usize, "{bytes} bytes");
+    // The same for a queue: every holder now waits for the exclusive hold of another lock.
+    let first = &sessions[0];
+    let g = first.acquire("deep", Mode::Exclusive, WaitSpec::None).await;
+    assert!(matches!(g, Ok(Acquired::Granted(_))), "{g:?}");
+    let mut waits = Vec::new();
+    for s in sessions.into_iter().skip(1) {
+        let s = Arc::new(s);
+        waits.push(tokio::spawn(async move {
+            s.acquire("deep", Mode::Exclusive, WaitSpec::Forever).await
+        }));
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let q = client.waiters("deep").await.expect("the queue, whole");
+        if q.len() == n - 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} waiters",
+            q.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for w in waits {
+        w.abort();
+    }
+    t.stop().await;
+}

@@ -25,7 +25,7 @@ use fencelock_server::net::{
     TlsNetwork, MIN_RAFT_FRAME,
 };
 use fencelock_server::node::{Node, NodeConfig};
-use fencelock_server::ops::serve_ops;
+use fencelock_server::ops::{serve_ops_with, OpsPolicy};
 use fencelock_server::tls::NodeTls;
 use fencelock_server::types::NodeAddr;
 use tokio::net::TcpListener;
@@ -136,9 +136,15 @@ struct Args {
     #[arg(long, conflicts_with_all = ["tls_ca", "tls_cert", "tls_key"])]
     insecure_plaintext: bool,
     /// Bearer tokens file (ROLE PREFIX sha256:HEX per line; see server/README.md). Without
-    /// it every client may do everything, membership changes included.
+    /// it every client may do everything, membership changes included: a node with TLS
+    /// (reachable from the network) then refuses to start unless --insecure-no-tokens.
     #[arg(long)]
     tokens: Option<PathBuf>,
+    /// Start a TLS node without --tokens: every client that reaches it may do everything
+    /// (force releases, membership changes, exports). For a network whose every client is
+    /// trusted; a plain-TCP node (loopback only) needs no such flag.
+    #[arg(long, conflicts_with = "tokens")]
+    insecure_no_tokens: bool,
     /// ID=ADDR: dial node ID's Raft port at ADDR instead of its member address (a
     /// loopback proxy between this node and that one, as the partition tests use).
     /// Plain TCP only (with --insecure-plaintext).
@@ -271,6 +277,21 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
     )
     .await
     .map_err(|e| format!("force-new-cluster from {}: {e}", a.from.display()))?;
+    if let Some(c) = r.cut {
+        eprintln!(
+            "fencelock-node: cut {} bytes at byte {} of the survivor's raft.log (in its copy; \
+             {} is unchanged): {}",
+            c.bytes,
+            c.at,
+            a.from.display(),
+            if c.damaged {
+                "its last group was written whole and then damaged: the entries or vote it \
+                 held are LOST"
+            } else {
+                "a torn last write, never acknowledged"
+            }
+        );
+    }
     if r.revision > MAX_TOKEN {
         eprintln!(
             "fencelock-node: warning: the revision {} is above 2^53 - 1: JavaScript clients \
@@ -284,11 +305,14 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
         index = r.index,
         revision_before = r.revision_before,
         revision = r.revision,
+        cut_at = r.cut.map(|c| c.at),
+        cut_bytes = r.cut.map(|c| c.bytes),
         "forced a new single-member cluster"
     );
     println!(
         "new cluster of node {id} in {}: state at log index {} (snapshot at {}, commit index \
-         recorded {}), {} sessions, {} locks; highest token recorded {}, next token above {}",
+         recorded {}), {} sessions, {} locks; highest token recorded {}, next token above {}; \
+         cut from the survivor's log: {}",
         a.dir.display(),
         r.index,
         r.snapshot_index.map_or("none".into(), |i| i.to_string()),
@@ -296,7 +320,13 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
         r.sessions,
         r.locks,
         r.revision_before,
-        r.revision
+        r.revision,
+        r.cut.map_or("nothing".into(), |c| format!(
+            "{} bytes at byte {} ({})",
+            c.bytes,
+            c.at,
+            if c.damaged { "damaged" } else { "torn" }
+        ))
     );
     println!(
         "start it with --id {id} --dir {} --peer {} (no --init), then add members back with \
@@ -318,6 +348,10 @@ enum SnapCmd {
         /// answers.
         #[arg(long, required = true, value_delimiter = ',')]
         from: Vec<String>,
+        /// A file whose first line is an admin token (a node with --tokens serves a backup
+        /// only to one: it holds every session's credential); else FENCELOCK_AUTH_TOKEN.
+        #[arg(long, env = "FENCELOCK_AUTH_TOKEN_FILE")]
+        auth_token_file: Option<PathBuf>,
     },
     /// Prepare the data directory of one member of a NEW cluster from a backup. Run it for
     /// every member with the same FILE and the same --peer list, then start each member
@@ -343,8 +377,26 @@ enum SnapCmd {
     },
 }
 
-/// `GET /snapshot` from `addr` with hyper's HTTP/1 client: (status, body).
-async fn fetch_backup(addr: &str) -> Result<(u16, Vec<u8>), String> {
+/// The bearer token for `snapshot save`: the file's first line, else `FENCELOCK_AUTH_TOKEN`
+/// (as the `fencelock` CLI reads it).
+fn auth_token(file: Option<&Path>) -> Result<Option<String>, String> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("auth token file {}: {e}", path.display()))?;
+        let token = text.lines().next().unwrap_or("").trim().to_string();
+        if token.is_empty() {
+            return Err(format!("auth token file {} is empty", path.display()));
+        }
+        return Ok(Some(token));
+    }
+    Ok(std::env::var("FENCELOCK_AUTH_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty()))
+}
+
+/// `GET /snapshot` from `addr` with hyper's HTTP/1 client, presenting `token` if given:
+/// (status, body).
+async fn fetch_backup(addr: &str, token: Option<&str>) -> Result<(u16, Vec<u8>), String> {
     use http_body_util::BodyExt;
     let stream = tokio::net::TcpStream::connect(loopback(addr)?)
         .await
@@ -354,8 +406,11 @@ async fn fetch_backup(addr: &str) -> Result<(u16, Vec<u8>), String> {
             .await
             .map_err(|e| format!("{addr}: {e}"))?;
     let conn = tokio::spawn(conn);
-    let req = hyper::Request::get("/snapshot")
-        .header(hyper::header::HOST, addr)
+    let mut req = hyper::Request::get("/snapshot").header(hyper::header::HOST, addr);
+    if let Some(t) = token {
+        req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = req
         .body(http_body_util::Empty::<hyper::body::Bytes>::new())
         .map_err(|e| e.to_string())?;
     let resp = send
@@ -376,10 +431,15 @@ async fn fetch_backup(addr: &str) -> Result<(u16, Vec<u8>), String> {
 
 async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
     match cmd {
-        SnapCmd::Save { file, from } => {
+        SnapCmd::Save {
+            file,
+            from,
+            auth_token_file,
+        } => {
+            let token = auth_token(auth_token_file.as_deref())?;
             let mut why = Vec::new();
             for addr in &from {
-                match fetch_backup(addr).await {
+                match fetch_backup(addr, token.as_deref()).await {
                     Ok((200, bytes)) => {
                         let index = fencelock_server::state_machine::check_backup(&bytes)
                             .map_err(|e| format!("{addr} sent a bad backup: {e}"))?;
@@ -387,7 +447,9 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                         let named = |e: std::io::Error| format!("{}: {e}", tmp.display());
                         {
                             use std::io::Write;
-                            let mut f = std::fs::File::create(&tmp).map_err(named)?;
+                            // A backup holds every session's credential: 0600.
+                            let mut f =
+                                fencelock_server::disk::create_private_file(&tmp).map_err(named)?;
                             f.write_all(&bytes).map_err(named)?;
                             f.sync_all().map_err(named)?;
                         }
@@ -565,7 +627,8 @@ fn check_net_limits(args: &Args) -> Result<(), String> {
 }
 
 /// File descriptors kept back from client connections: the node's own files and
-/// listeners, its Raft connections (per member) and the metrics listener's connections.
+/// listeners, its Raft connections (per member) and the metrics listener's connections
+/// (at most `OPS_MAX_CONNECTIONS`, 16, of the 64).
 fn fd_reserve(members: usize) -> u64 {
     64 + 8 * members as u64
 }
@@ -600,7 +663,9 @@ async fn run(args: Args) -> Result<(), String> {
         return Err("--id and --dir are required".into());
     };
     // Held for as long as the node runs: a second node or force-new-cluster is refused.
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Private to this user: the log and the snapshot hold session credentials.
+    fencelock_server::disk::create_private_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     let _lock = lock_dir(&dir)?;
     let tls = match (&args.tls_ca, &args.tls_cert, &args.tls_key) {
         (Some(ca), Some(cert), Some(key)) => Some(NodeTls::load(ca, cert, key)?),
@@ -625,6 +690,14 @@ async fn run(args: Args) -> Result<(), String> {
         .clone();
     let tokens = match &args.tokens {
         Some(path) => Some(std::sync::Arc::new(Tokens::load(path)?)),
+        None if tls.is_some() && !args.insecure_no_tokens => {
+            return Err(
+                "a node with TLS serves clients on the network: give --tokens FILE \
+                        (see server/README.md, Security), or --insecure-no-tokens to let \
+                        every client that reaches it do everything"
+                    .into(),
+            )
+        }
         None => {
             tracing::warn!("no --tokens file: every client may do everything");
             None
@@ -686,6 +759,8 @@ async fn run(args: Args) -> Result<(), String> {
         stats: node.stats.net.clone(),
     };
     let raft_task = tokio::spawn(serve_peers(raft_l, node.elector().clone(), peer_policy));
+    // The metrics listener's /snapshot holds every session's credential: admin only.
+    let ops_tokens = tokens.clone();
     let policy = ClientPolicy {
         tls: tls.map(|t| t.clients),
         tokens,
@@ -702,11 +777,16 @@ async fn run(args: Args) -> Result<(), String> {
     let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
     let ops_task = ops_l.map(|l| {
         let node = node.clone();
+        let ops_tokens = ops_tokens.clone();
         tokio::spawn(async move {
             let stop = async {
                 let _ = ops_stopped.await;
             };
-            if let Err(e) = serve_ops(l, node, stop).await {
+            let policy = OpsPolicy {
+                tokens: ops_tokens,
+                ..OpsPolicy::default()
+            };
+            if let Err(e) = serve_ops_with(l, node, policy, stop).await {
                 tracing::error!("metrics listener: {e}");
             }
         })
@@ -746,8 +826,16 @@ async fn run(args: Args) -> Result<(), String> {
     node.shutdown().await;
     raft_task.abort();
     let _ = ops_stop.send(());
-    if let Some(t) = ops_task {
-        let _ = t.await;
+    if let Some(mut t) = ops_task {
+        // The metrics listener finishes the requests it is serving, but an open connection
+        // (a scraper's keep-alive, a local program stalling half-way through a request)
+        // must not hold up the stop: at most a second.
+        if tokio::time::timeout(Duration::from_secs(1), &mut t)
+            .await
+            .is_err()
+        {
+            t.abort();
+        }
     }
     tracing::info!(was_leader, "stopped");
     Ok(())
