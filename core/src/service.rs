@@ -1310,7 +1310,8 @@ pub(crate) fn lock_order(l: &mut LockRow) -> &mut Link {
     &mut l.order
 }
 
-/// The mutable working view of one input: the three tables and the counters.
+/// The mutable working view of one input: the three tables, their hash indexes, the label
+/// rows and the counters.
 pub(crate) struct View<'a> {
     pub(crate) s: &'a mut [SessionRow],
     pub(crate) si: &'a mut [Bucket],
