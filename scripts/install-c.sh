@@ -30,3 +30,8 @@ ln -sfn "$soname" "$lib/libfencelock.so"
 sed -e "s|@PREFIX@|$PREFIX|" -e "s|@VERSION@|$version|" ffi/fencelock.pc.in >"$lib/pkgconfig/fencelock.pc"
 chmod 644 "$lib/pkgconfig/fencelock.pc"
 echo "installed fencelock $version ($soname) under $DESTDIR$PREFIX"
+case "$PREFIX" in
+/usr | /usr/local) ;;
+*) # neither pkg-config nor the dynamic loader searches this prefix by default
+  echo "to build against it: export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig, and link with -Wl,-rpath,$PREFIX/lib (or run with LD_LIBRARY_PATH=$PREFIX/lib)" ;;
+esac

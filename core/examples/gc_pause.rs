@@ -89,14 +89,17 @@ fn main() -> Result<(), Error> {
         "A enters a 25 s stop-the-world pause; B keeps sending keep-alives",
     );
     for t in [3, 6, 9] {
+        if t == 9 {
+            // between B's keep-alives, on A's side (A is paused and does not see it)
+            show(8, "A's SessionKeeper would now say: stop (ttl - margin)");
+            println!("         keeper → {:?}", keeper_a.lease(8));
+        }
         // no tick first: the keep-alive carries the host's clock
         let kept = svc.keep_alive(Tick(t), b, None, &mut events)?;
         show(t, "B's keep-alive arrives");
         reply(&kept);
         route(&mut events);
     }
-    show(8, "A's SessionKeeper would now say: stop (ttl - margin)");
-    println!("         keeper → {:?}", keeper_a.lease(8));
 
     let due = svc.poll_timeout().unwrap_or(Tick(10));
     show(

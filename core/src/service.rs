@@ -977,7 +977,7 @@ impl<S: Storage> LockService<S> {
     }
     /// TEST ONLY — exists only with the non-default feature `fault-injection`, which no
     /// shipped crate enables. `true` makes [`tick`](Self::tick) grant freed locks *before*
-    /// expiring the sessions that are due (the etcd #9921 bug), so the verification suite
+    /// expiring the sessions that are due (the lease-expiry race etcd once had), so the verification suite
     /// (`tests/`) can prove that its simulation and invariant checks catch a broken core.
     /// Never use it otherwise. Cost: O(1).
     #[cfg(feature = "fault-injection")]

@@ -36,7 +36,7 @@ fn expiry_comes_before_any_grant_in_the_same_tick() {
             expired(b),
             gx(c, "l", 2),
         ],
-        "b's deadline had passed: it must not be granted (etcd #9921)"
+        "b's deadline had passed: it must not be granted (the lease-expiry race)"
     );
 }
 
