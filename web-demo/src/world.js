@@ -292,7 +292,8 @@ export class World {
   applyHistory(r) {
     if (!r.count) return;
     // Earlier runs of the job: real acquire/release cycles that advance the core's revision,
-    // so the scene's grants carry the article's token numbers (34, 42, ...).
+    // so the scene's first grant carries a token well past 1 (34, 42, ...), as a lock that
+    // has been in use for a while would.
     const core = this.nodes[r.node].core;
     const now = Math.max(this.t, 0);
     const { session } = core.openSession(now, 1_000_000).reply;

@@ -20,7 +20,8 @@ if (!BASE) throw new Error('DEMO_URL is not set: run scripts/test-demo.sh');
 const OUT = path.join(root, 'web-demo', 'test-output');
 mkdirSync(OUT, { recursive: true });
 
-// scenes 1–5 (the articles' designs), 6 (Redlock), 7 (lock-delay), 8 (permits that leak)
+// scenes 1–5 (a paused holder, a wait queue, an election, replication, an HTTP object
+// store), 6 (Redlock), 7 (lock-delay), 8 (permits that leak)
 const SCENE_COUNT = 8;
 
 let browser;
