@@ -727,6 +727,39 @@ test('keys and links: Home/End do not scroll the page, a step closes a stale men
   assert.equal(await page.getAttribute('[data-testid=tab-2]', 'aria-pressed'), 'true');
 });
 
+test('layout: a caption box that runs past its edge says so, and every timeline label is whole (1280 and 390 px)', async () => {
+  for (const size of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+    // scene 1, milestone ①: the caption and three term definitions are longer than the box
+    await open(1, size);
+    const dock = page.locator('[data-testid=dock]');
+    const more = page.locator('[data-testid=dock-more]');
+    assert.ok(await dock.evaluate((d) => d.scrollHeight > d.clientHeight + 2), `${size.width}: the text overflows the box`);
+    assert.ok(await more.isVisible(), `${size.width}: the "more below" bar shows`);
+    // the bar sits inside the box, on its bottom edge, where the eye stops
+    const [d, m] = [await dock.boundingBox(), await more.boundingBox()];
+    assert.ok(m.y >= d.y && m.y + m.height <= d.y + d.height + 1 && d.y + d.height - (m.y + m.height) < 4, `${size.width}: bar ${m.y}–${m.y + m.height}, box ${d.y}–${d.y + d.height}`);
+    // clicking it scrolls; at the end of the text it goes away
+    await more.click();
+    assert.ok((await dock.evaluate((el) => el.scrollTop)) > 0, `${size.width}: a click scrolls the box`);
+    await dock.evaluate((el) => { el.scrollTop = el.scrollHeight; });
+    await page.waitForFunction(() => document.querySelector('[data-testid=dock-more]').hidden);
+    // a new caption starts at its top
+    await page.keyboard.press('Space');
+    await page.waitForFunction(() => document.querySelector('[data-testid=caption]').dataset.milestone === '2');
+    assert.equal(await dock.evaluate((el) => el.scrollTop), 0, `${size.width}: a new caption is shown from its start`);
+    assert.equal(await more.isVisible(), await dock.evaluate((el) => el.scrollHeight > el.clientHeight + 2), `${size.width}: the bar shows exactly when there is more`);
+    // every lane label of every scene's timeline lies inside the drawing ("Lock service", not "ock service")
+    for (let s = 1; s <= SCENE_COUNT; s += 1) {
+      await page.click(`[data-testid=tab-${s}]`);
+      const cut = await page.locator('.swimlane .lane-label').evaluateAll((ls) => ls.filter((l) => {
+        const b = l.getBBox();
+        return b.x < 0 || b.x + b.width > l.ownerSVGElement.viewBox.baseVal.width;
+      }).map((l) => `${l.textContent} (x=${l.getBBox().x.toFixed(1)})`));
+      assert.deepEqual(cut, [], `${size.width}, scene ${s}: lane labels cut at the edge`);
+    }
+  }
+});
+
 test('layout: the caption is on screen with the stage at every milestone and no control covers it (390×844), and the controls never move or cover the stage (1280×800)', async () => {
   for (let s = 1; s <= SCENE_COUNT; s += 1) {
     await open(s, { width: 390, height: 844 });
