@@ -31,6 +31,8 @@ const ui = {
   swimlane: $('swimlane'),
   caption: $('caption'),
   terms: $('terms'),
+  dock: $('dock'),
+  dockMore: $('dock-more'),
   story: $('story'),
   interventions: $('interventions'),
   controls: $('controls'),
@@ -311,10 +313,13 @@ function draw(w) {
   const lastT = lastTime(tl);
   renderSwimlane(ui.swimlane, w, lastT, narrow);
   const m = w.milestone;
+  const before = ui.caption.textContent;
   ui.caption.innerHTML = `${m ? `<span class="ms" data-testid="milestone" data-n="${m.n ?? ''}" aria-label="${m.yours ? 'your intervention' : m.n == null ? 'outcome' : `milestone ${m.n}`}">${m.yours ? '✋' : milestoneMark(m.n)}</span> ` : ''}<span class="txt" data-testid="caption-text">${escHtml(w.caption)}</span>`;
   ui.caption.dataset.milestone = m ? (m.yours ? 'yours' : String(m.n ?? 'outcome')) : '';
   const terms = termsAt(captions, tl.cursor);
   ui.terms.innerHTML = terms.map((d) => `<p class="def" data-term="${escHtml(d.term)}"><dfn>${escHtml(d.term)}</dfn> — ${escHtml(d.def)}</p>`).join('');
+  if (ui.caption.textContent !== before) ui.dock.scrollTop = 0; // a new caption is read from its start
+  dockHint();
   renderState(ui.state, w);
   renderOutcome(ui.outcome, w);
   renderLog(ui.log, w);
@@ -362,6 +367,19 @@ function play() {
   timer = setTimeout(tick, TEST ? 0 : 250);
 }
 
+/**
+ * The caption box has a fixed height (its length moves nothing on the page); when its text
+ * runs past the bottom edge, the "more below" bar shows, until the end is in view.
+ */
+function dockHint() {
+  const d = ui.dock;
+  const below = d.scrollHeight - d.scrollTop - d.clientHeight;
+  ui.dockMore.hidden = below <= 2;
+}
+ui.dock.addEventListener('scroll', dockHint, { passive: true });
+window.addEventListener('resize', dockHint);
+ui.dockMore.addEventListener('click', () => ui.dock.scrollBy({ top: ui.dock.clientHeight - 32, behavior: TEST ? 'auto' : 'smooth' }));
+
 /** The end of the recorded story: after it, play is free play (no stops). */
 function finished() {
   pause();
@@ -369,6 +387,7 @@ function finished() {
     ui.story.checked = false;
     document.body.dataset.story = 'false';
     ui.terms.insertAdjacentHTML('beforeend', '<p class="def free" data-testid="free-play">The story is over: free play. Playback no longer stops at milestones (press <kbd>s</kbd> or tick “story” to bring the stops back). Change a switch or a slider, or click a client to pause, resume or kill it.</p>');
+    dockHint();
   }
 }
 

@@ -638,7 +638,7 @@ export function renderSwimlane(el, w, totalT, narrow = false) {
     return;
   }
   el.hidden = false;
-  const LW = narrow ? 90 : 104;
+  const LW = narrow ? 100 : 104; // room for the longest lane label ("Lock service") at its phone size
   const LH = 38;
   const top = 38; // room above the lanes for the time ticks and the story's milestones
   const height = top + lanes.length * LH + 8;

@@ -7,10 +7,15 @@
 
 /** Short human form of a core output, for the log. */
 export function fmtOutput(o) {
-  const parts = Object.entries(o)
+  // the log shows what the wasm binding returned, not the note the demo made of it: a reply
+  // as `reply to session 2: granted {mode: "exclusive", token: 34}`, an event as
+  // `session_expired {session: 2}` (the core's own kind names and fields)
+  const { kind, ...fields } = o.wire ?? { kind: o.type, ...o };
+  const parts = Object.entries(fields)
     .filter(([k]) => k !== 'type')
     .map(([k, v]) => `${k}: ${typeof v === 'string' || (v && typeof v === 'object') ? JSON.stringify(v) : v}`);
-  return `${o.type} {${parts.join(', ')}}`;
+  const body = `${kind} {${parts.join(', ')}}`;
+  return o.replyTo !== undefined && kind !== 'opened' ? `reply to session ${o.replyTo}: ${body}` : o.replyTo !== undefined ? `reply: ${body}` : body;
 }
 
 /** Short human form of an input (the record of what was fed to a core). */
@@ -292,7 +297,8 @@ export class World {
   applyHistory(r) {
     if (!r.count) return;
     // Earlier runs of the job: real acquire/release cycles that advance the core's revision,
-    // so the scene's grants carry the article's token numbers (34, 42, ...).
+    // so the scene's first grant carries a token well past 1 (34, 42, ...), as a lock that
+    // has been in use for a while would.
     const core = this.nodes[r.node].core;
     const now = Math.max(this.t, 0);
     const { session } = core.openSession(now, 1_000_000).reply;
@@ -552,6 +558,13 @@ export function notesOf(input, { reply, events }) {
   }[reply.kind];
   // a tick's reply ("ticked") tells no session anything
   const notes = own ? [own()] : [];
-  for (const { kind, ...fields } of events) notes.push({ type: EVENT_NOTE[kind] ?? kind, ...fields });
+  // each note keeps the reply or event it was made from, unenumerated (routing and the
+  // timeline read the note; the log prints this, verbatim)
+  const keep = (note, wire, replyTo) => Object.defineProperties(note, { wire: { value: { ...wire } }, replyTo: { value: replyTo } });
+  if (own) keep(notes[0], reply, reply.kind === 'opened' ? reply.session : session);
+  for (const e of events) {
+    const { kind, ...fields } = e;
+    notes.push(keep({ type: EVENT_NOTE[kind] ?? kind, ...fields }, e, undefined));
+  }
   return notes;
 }

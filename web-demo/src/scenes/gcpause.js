@@ -1,6 +1,6 @@
-// Scene 1: the GC-pause timeline of "Reference: Distributed Locks and Fencing Tokens" (after
-// Kleppmann's fencing diagram): A acquires 34, A pauses, its session expires, B acquires 35
-// and writes, A resumes and writes with 34.
+// Scene 1: the GC-pause timeline (after the fencing diagram in Martin Kleppmann's "How to do
+// distributed locking"): A acquires 34, A pauses, its session expires, B acquires 35 and
+// writes, A resumes and writes with 34.
 
 import { pauseScene } from './pause.js';
 

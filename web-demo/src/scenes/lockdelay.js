@@ -38,6 +38,7 @@ const base = pauseScene({
   lock: LOCK,
   resource: 'segments',
   storeLabel: 'Storage (no tokens)',
+  storeLane: 'Storage',
   http: false,
   history: 0,
   hb: 2,

@@ -271,7 +271,7 @@ export function pauseScene(cfg) {
       { id: A, label: `Client ${A}` },
       { id: B, label: `Client ${B}` },
       { id: 'svc', label: 'Lock service' },
-      { id: 'store', label: cfg.storeLabel },
+      { id: 'store', label: cfg.storeLane ?? cfg.storeLabel }, // a lane label fits ~12 characters
     ],
     clients: [A, B],
     step,

@@ -1,6 +1,7 @@
-// Scene 5: ShardPay's reconciliation walkthrough ("Distributed Locks and Fencing
-// Tokens"): lease 30 s renewed every 10 s, a 45-second GC pause, fenceToken 42 vs 43, and
-// the object store's 412 Precondition Failed.
+// Scene 5: the same failure in an HTTP setting. ShardPay is a made-up payments service whose
+// end-of-day reconciliation job writes one report to an object store: lease 30 s renewed
+// every 10 s, a 45-second GC pause, fenceToken 42 vs 43, and the object store's conditional
+// write answering 412 Precondition Failed to the lower token.
 
 import { pauseScene } from './pause.js';
 
@@ -11,7 +12,7 @@ export const shardPay = pauseScene({
     key: 'shardpay',
     title: '5 · ShardPay reconciliation',
     short: 'ShardPay',
-    lede: 'The end-of-day reconciliation job holds a 30-second lease renewed every 10 s. The object store checks a monotonic fencing token on every write.',
+    lede: 'ShardPay (a made-up payments service) runs an end-of-day reconciliation job that writes the day\'s settlement totals to report.xml. The job holds a 30-second lease renewed every 10 s. The object store checks a monotonic fencing token on every write.',
     fencingSwitch: true,
     tryThis: [
       'Switch the fence check off: W1\'s PUT with 42 lands over run 43.',
@@ -27,7 +28,7 @@ export const shardPay = pauseScene({
   history: 41,
   hb: 10,
   margin: 5,
-  checksLease: false, // ShardPay's worker relies on its renewal thread to report a lost lease
+  checksLease: false, // the worker relies on its renewal thread to report a lost lease
   pauseAt: 12,
   maxT: 150,
   params: {
@@ -47,12 +48,12 @@ export const shardPay = pauseScene({
   words: { refusedVerb: 'got 412 Precondition Failed', store: 'object store', token: 'fenceToken', refused: '412 Precondition Failed' },
   text: {
     start: (tok, pos, P) =>
-      `Worker W1 acquires etcd lock ${LOCK} and receives fencing token (fenceToken) ${tok}, with a ${P.ttl} s lease that its heartbeat thread renews every 10 s. ` +
+      `Worker W1 acquires the lock ${LOCK} and receives fencing token (fenceToken) ${tok}, with a ${P.ttl} s lease that its heartbeat thread renews every 10 s. ` +
       `Standby W2 asks for the same lock and waits (queue position ${pos}).`,
     lesson: 'Lock renewal failure should be treated as fatal: stop work, do not assume the lock is held — and let the store check the token, because the worker cannot always know.',
     unfencedLesson: 'TTL locks alone are unsafe — storage must reject stale fencing tokens.',
     refusedExtra: "Its renewal thread would have reported the lost lease, but the PUT went first.",
-    staleExtra: "This is ShardPay's early incident: two nodes both uploaded, duplicate settlement totals; finance caught a $2M double-count before wire.",
+    staleExtra: 'Two workers have now both uploaded settlement totals for the same day, each sure it held the lock, so whatever reads report.xml next can count the day twice. With the check on, the store compares fenceToken 42 with the 43 it has seen and answers 412: the late upload never lands.',
     quiet(w, P, h) {
       const a = w.clients.W1;
       if (w.t === 10 && a.status === 'running' && h.deadline('W1') != null)
