@@ -363,6 +363,27 @@ pub fn token_hash(token: &str) -> String {
     s
 }
 
+/// The bearer token a command-line tool presents (the `fencelock` CLI, `fencelock-node
+/// snapshot save`): the first line of `file` when one is given, else the environment's
+/// `FENCELOCK_AUTH_TOKEN` (`None` when neither says one).
+///
+/// Errors: the file cannot be read, or its first line is empty (a message naming the
+/// file). Cost: one file read.
+pub fn token_to_present(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("auth token file {}: {e}", path.display()))?;
+        let token = text.lines().next().unwrap_or("").trim().to_string();
+        if token.is_empty() {
+            return Err(format!("auth token file {} is empty", path.display()));
+        }
+        return Ok(Some(token));
+    }
+    Ok(std::env::var("FENCELOCK_AUTH_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

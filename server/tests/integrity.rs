@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{acquire, granted, keep_alive, open, session_of, Cluster};
-use fencelock::{Reply as CoreReply, Wait};
+use fencelock::{Reply as CoreReply, SessionId, Token, Wait};
 use fencelock_server::node::Node;
 
 /// Flips one byte in the middle of the file's payload; returns the original bytes.
@@ -41,22 +41,7 @@ async fn holders_everywhere(c: &Cluster, lock: &str) -> Vec<Vec<u64>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_snapshot_over_a_compacted_log_refuses_to_start_and_never_grants_twice() {
     let mut c = Cluster::start("snapcorrupt", 300).await;
-    let a = session_of(&c.propose(open(60_000)).await);
-    let b = session_of(&c.propose(open(60_000)).await);
-    let tok = granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
-    // Past the snapshot threshold (100 entries in tests): every node snapshots and purges.
-    for _ in 0..130 {
-        c.propose(keep_alive(a)).await;
-    }
-    c.converged().await;
-    let start = Instant::now();
-    while !c.nodes.values().all(|n| n.log.last_purged().is_some()) {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "no node purged its log"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (a, b, tok) = a_holds_x_past_a_purge(&mut c).await;
     // The leader is stopped and a byte of its snapshot flipped.
     let victim = c.leader().await;
     c.kill(victim).await;
@@ -156,21 +141,7 @@ async fn a_corrupt_snapshot_over_a_whole_log_is_moved_aside_and_rebuilt_from_the
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_snapshot_over_a_compacted_log_refuses_to_start() {
     let mut c = Cluster::start("snapmissing", 300).await;
-    let a = session_of(&c.propose(open(60_000)).await);
-    let b = session_of(&c.propose(open(60_000)).await);
-    granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
-    for _ in 0..130 {
-        c.propose(keep_alive(a)).await;
-    }
-    c.converged().await;
-    let start = Instant::now();
-    while !c.nodes.values().all(|n| n.log.last_purged().is_some()) {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "no node purged its log"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (a, b, _) = a_holds_x_past_a_purge(&mut c).await;
     let victim = c.leader().await;
     c.kill(victim).await;
     let path = c.base.join(format!("n{victim}/snapshot.bin"));
@@ -294,4 +265,26 @@ async fn a_nodes_files_holding_credentials_are_private_to_its_user() {
         assert_eq!(mode(&dir.join(f)), 0o600, "{f}");
     }
     c.shutdown().await;
+}
+
+/// Opens sessions A and B, grants A the lock `x`, and keeps A alive past the snapshot
+/// threshold (100 entries in tests) until every node has snapshotted and purged its log:
+/// (A, B, A's token).
+async fn a_holds_x_past_a_purge(c: &mut Cluster) -> (SessionId, SessionId, Token) {
+    let a = session_of(&c.propose(open(60_000)).await);
+    let b = session_of(&c.propose(open(60_000)).await);
+    let tok = granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
+    for _ in 0..130 {
+        c.propose(keep_alive(a)).await;
+    }
+    c.converged().await;
+    let start = Instant::now();
+    while !c.nodes.values().all(|n| n.log.last_purged().is_some()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no node purged its log"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (a, b, tok)
 }

@@ -387,22 +387,6 @@ fn main() -> ExitCode {
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// The bearer token: the file's first line, else `FENCELOCK_AUTH_TOKEN`.
-fn auth_token(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
-    if let Some(path) = file {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("auth token file {}: {e}", path.display()))?;
-        let token = text.lines().next().unwrap_or("").trim().to_string();
-        if token.is_empty() {
-            return Err(format!("auth token file {} is empty", path.display()));
-        }
-        return Ok(Some(token));
-    }
-    Ok(std::env::var("FENCELOCK_AUTH_TOKEN")
-        .ok()
-        .filter(|t| !t.is_empty()))
-}
-
 async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
     match cmd {
         Cmd::Supervise {
@@ -613,7 +597,7 @@ impl Opts {
     /// Errors: an unreadable or empty token file, an unreadable CA, or neither TLS nor
     /// `--insecure-plaintext` given.
     fn connection(&self) -> Result<ClientOptions, String> {
-        let token = auth_token(self.auth_token_file.as_deref())?;
+        let token = fencelock_server::auth::token_to_present(self.auth_token_file.as_deref())?;
         let tls = match (&self.tls_ca, self.insecure_plaintext) {
             (Some(ca), _) => {
                 Some(fencelock_server::tls::client_config(ca).map_err(|e| e.to_string())?)

@@ -377,23 +377,6 @@ enum SnapCmd {
     },
 }
 
-/// The bearer token for `snapshot save`: the file's first line, else `FENCELOCK_AUTH_TOKEN`
-/// (as the `fencelock` CLI reads it).
-fn auth_token(file: Option<&Path>) -> Result<Option<String>, String> {
-    if let Some(path) = file {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("auth token file {}: {e}", path.display()))?;
-        let token = text.lines().next().unwrap_or("").trim().to_string();
-        if token.is_empty() {
-            return Err(format!("auth token file {} is empty", path.display()));
-        }
-        return Ok(Some(token));
-    }
-    Ok(std::env::var("FENCELOCK_AUTH_TOKEN")
-        .ok()
-        .filter(|t| !t.is_empty()))
-}
-
 /// `GET /snapshot` from `addr` with hyper's HTTP/1 client, presenting `token` if given:
 /// (status, body).
 async fn fetch_backup(addr: &str, token: Option<&str>) -> Result<(u16, Vec<u8>), String> {
@@ -436,7 +419,7 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
             from,
             auth_token_file,
         } => {
-            let token = auth_token(auth_token_file.as_deref())?;
+            let token = fencelock_server::auth::token_to_present(auth_token_file.as_deref())?;
             let mut why = Vec::new();
             for addr in &from {
                 match fetch_backup(addr, token.as_deref()).await {
