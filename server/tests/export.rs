@@ -207,17 +207,21 @@ async fn numbers_a_client_chooses_cannot_make_the_history_unexportable() {
         async move { leader.handle_request(req, conn, &sink).await }
     };
     let huge = 1u64 << 60;
-    // A session of its own, and one that is not open.
-    let (s, secret) = match ask(Request::Open {
-        ttl_ms: 60_000,
-        key: None,
-    })
-    .await
-    .unwrap()
-    {
-        Reply::Opened { reply, secret, .. } => (reply.opened().unwrap().0, secret),
-        r => panic!("{r:?}"),
+    // A session opened through the leader: (id, credential).
+    let open = || async {
+        match ask(Request::Open {
+            ttl_ms: 60_000,
+            key: None,
+        })
+        .await
+        .unwrap()
+        {
+            Reply::Opened { reply, secret, .. } => (reply.opened().unwrap().0, secret),
+            r => panic!("{r:?}"),
+        }
     };
+    // A session of its own, and one that is not open.
+    let (s, secret) = open().await;
     let tries = [
         Request::Acquire {
             session: s + 1000,
@@ -310,16 +314,7 @@ async fn numbers_a_client_chooses_cannot_make_the_history_unexportable() {
         );
     }
     // A wait far past what a recording holds is accepted, as the longest it holds.
-    let other = match ask(Request::Open {
-        ttl_ms: 60_000,
-        key: None,
-    })
-    .await
-    .unwrap()
-    {
-        Reply::Opened { reply, secret, .. } => (reply.opened().unwrap().0, secret),
-        r => panic!("{r:?}"),
-    };
+    let other = open().await;
     let r = ask(Request::Acquire {
         session: s,
         secret,

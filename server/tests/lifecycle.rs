@@ -32,15 +32,29 @@ fn ports(n: usize) -> Vec<u16> {
 }
 
 async fn get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(addr).await.ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.ok()?;
-    let text = String::from_utf8(buf).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    Some((head.split(' ').nth(1)?.parse().ok()?, body.to_string()))
+    get_as(addr, path, None).await
+}
+
+/// A single-node cluster's `fencelock-node` on plain TCP (Raft port `p[0]`, clients `p[1]`,
+/// metrics `metrics`) in `base/n1`, logging to `base/n1.log`; callers add their flags.
+fn one_node(base: &Path, p: &[u16], metrics: &str) -> Command {
+    let mut cmd = Command::new(NODE);
+    cmd.args([
+        "--insecure-plaintext",
+        "--id",
+        "1",
+        "--init",
+        "--grace-ms",
+        "300",
+    ])
+    .arg("--dir")
+    .arg(base.join("n1"))
+    .arg("--peer")
+    .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
+    .args(["--metrics-addr", metrics])
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(base.join("n1.log")).unwrap());
+    cmd
 }
 
 /// The value of a metric without labels in a scrape.
@@ -390,24 +404,8 @@ async fn a_backup_is_served_only_to_an_admin_token() {
     std::fs::write(base.join("lock.token"), lock).unwrap();
     let p = ports(3);
     let metrics = format!("127.0.0.1:{}", p[2]);
-    let mut cmd = Command::new(NODE);
-    cmd.args([
-        "--insecure-plaintext",
-        "--id",
-        "1",
-        "--init",
-        "--grace-ms",
-        "300",
-    ])
-    .arg("--dir")
-    .arg(base.join("n1"))
-    .arg("--peer")
-    .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
-    .arg("--tokens")
-    .arg(base.join("tokens"))
-    .args(["--metrics-addr", &metrics])
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(base.join("n1.log")).unwrap());
+    let mut cmd = one_node(&base, &p, &metrics);
+    cmd.arg("--tokens").arg(base.join("tokens"));
     let procs = Procs(vec![Some(cmd.spawn().unwrap())]);
     let client = Client::with_options(
         vec![format!("127.0.0.1:{}", p[1])],
@@ -534,24 +532,7 @@ async fn open_metrics_connections_do_not_hold_up_a_stop() {
     let base = temp_dir("stopmetrics");
     let p = ports(3);
     let metrics = format!("127.0.0.1:{}", p[2]);
-    let mut child = Command::new(NODE)
-        .args([
-            "--insecure-plaintext",
-            "--id",
-            "1",
-            "--init",
-            "--grace-ms",
-            "300",
-        ])
-        .arg("--dir")
-        .arg(base.join("n1"))
-        .arg("--peer")
-        .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
-        .args(["--metrics-addr", &metrics])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(base.join("n1.log")).unwrap())
-        .spawn()
-        .unwrap();
+    let mut child = one_node(&base, &p, &metrics).spawn().unwrap();
     let start = Instant::now();
     while get(&metrics, "/livez").await.is_none() {
         assert!(

@@ -4,7 +4,7 @@
 mod common;
 
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use fencelock_server::log_store::{LogStore, TailCut, FILE_MAGIC, PREALLOC};
 use fencelock_server::state_machine::{ServiceConfig, StateMachine};
@@ -60,6 +60,16 @@ fn entry(term: u64, index: u64) -> Entry {
 /// Appends and waits until the flusher reports the entries durable.
 async fn append(log: &mut LogStore, entries: Vec<Entry>) {
     log.blocking_append(entries).await.expect("append");
+}
+
+/// A log in `dir` with the groups of `acked` and then one last group of `last`: (the end of
+/// the acknowledged groups, the end of the last one).
+async fn acked_then_last(dir: &Path, acked: Vec<Entry>, last: Vec<Entry>) -> (u64, u64) {
+    let mut log = LogStore::open(dir).unwrap();
+    append(&mut log, acked).await;
+    let acked_end = log.file_len();
+    append(&mut log, last).await;
+    (acked_end, log.file_len())
 }
 
 async fn indices(log: &mut LogStore) -> Vec<u64> {
@@ -259,13 +269,12 @@ async fn a_torn_multi_page_append_with_a_lost_middle_page_is_cut() {
     let dir = common::temp_dir("torn-middle");
     let _g = Guard(dir.clone());
     let path = dir.join("raft.log");
-    let (acked_end, end) = {
-        let mut log = LogStore::open(&dir).unwrap();
-        append(&mut log, vec![entry_ops(1, 1, 1), entry_ops(1, 2, 1)]).await;
-        let acked_end = log.file_len();
-        append(&mut log, (3..2000).map(|i| entry_ops(1, i, 1)).collect()).await;
-        (acked_end, log.file_len())
-    };
+    let (acked_end, end) = acked_then_last(
+        &dir,
+        vec![entry_ops(1, 1, 1), entry_ops(1, 2, 1)],
+        (3..2000).map(|i| entry_ops(1, i, 1)).collect(),
+    )
+    .await;
     assert!(end - acked_end > 3 * PAGE, "the append spans pages");
     let p = (acked_end / PAGE + 2) * PAGE;
     lose(&path, p, p + PAGE);
@@ -292,13 +301,8 @@ async fn a_damaged_whole_last_group_is_refused_but_cut_by_force_new_cluster() {
     let dir = common::temp_dir("damaged-whole");
     let _g = Guard(dir.clone());
     let path = dir.join("raft.log");
-    let (acked_end, end) = {
-        let mut log = LogStore::open(&dir).unwrap();
-        append(&mut log, vec![entry_ops(1, 1, 1)]).await;
-        let acked_end = log.file_len();
-        append(&mut log, vec![entry_ops(1, 2, 1500)]).await;
-        (acked_end, log.file_len())
-    };
+    let (acked_end, end) =
+        acked_then_last(&dir, vec![entry_ops(1, 1, 1)], vec![entry_ops(1, 2, 1500)]).await;
     assert!(end - acked_end > 8 * 512, "the group spans many sectors");
     let orig = std::fs::read(&path).unwrap();
     let written = orig.iter().rposition(|&b| b != 0).unwrap() as u64 + 1;
@@ -357,13 +361,8 @@ async fn a_torn_large_entry_whose_header_page_was_lost_is_cut() {
     let dir = common::temp_dir("torn-header");
     let _g = Guard(dir.clone());
     let path = dir.join("raft.log");
-    let (acked_end, end) = {
-        let mut log = LogStore::open(&dir).unwrap();
-        append(&mut log, vec![entry_ops(1, 1, 1)]).await;
-        let acked_end = log.file_len();
-        append(&mut log, vec![entry_ops(1, 2, 6000)]).await;
-        (acked_end, log.file_len())
-    };
+    let (acked_end, end) =
+        acked_then_last(&dir, vec![entry_ops(1, 1, 1)], vec![entry_ops(1, 2, 6000)]).await;
     assert!(end - acked_end > 2 * PAGE, "the entry spans pages");
     lose(&path, acked_end, (acked_end / PAGE + 1) * PAGE);
     let mut log = LogStore::open(&dir).expect("cut, not fatal");
