@@ -1,6 +1,6 @@
 //! [`FenceGate`]: the resource-side check that stops a stale holder.
 
-use crate::table::{name_hash, BucketArray, TableState, TaggedBucket};
+use crate::table::{name_hash, BucketArray, TableState, TaggedBucket, BUCKETS_PER_ROW};
 use crate::{Error, LockName, Table, Token};
 
 /// The four bytes a fence-gate snapshot begins with.
@@ -14,7 +14,7 @@ pub struct GateRow {
     name: LockName,
     highest: u64, // 0 = free row
     /// Buckets `2i` and `2i + 1` of the gate's index, in row `i`.
-    index: [TaggedBucket; 2],
+    index: [TaggedBucket; BUCKETS_PER_ROW],
 }
 
 impl GateRow {
@@ -22,20 +22,20 @@ impl GateRow {
     pub const EMPTY: GateRow = GateRow {
         name: LockName::EMPTY,
         highest: 0,
-        index: [TaggedBucket::EMPTY; 2],
+        index: [TaggedBucket::EMPTY; BUCKETS_PER_ROW],
     };
 }
 
 /// A gate's rows are its index too: row `i` holds buckets `2i` and `2i + 1`.
 impl BucketArray for [GateRow] {
     fn buckets(&self) -> usize {
-        self.len() * 2
+        self.len() * BUCKETS_PER_ROW
     }
     fn bucket(&self, b: usize) -> (u32, Option<u32>) {
-        self[b / 2].index[..].bucket(b % 2)
+        self[b / BUCKETS_PER_ROW].index[..].bucket(b % BUCKETS_PER_ROW)
     }
     fn set_bucket(&mut self, b: usize, slot: u32, tag: u32) {
-        self[b / 2].index[..].set_bucket(b % 2, slot, tag);
+        self[b / BUCKETS_PER_ROW].index[..].set_bucket(b % BUCKETS_PER_ROW, slot, tag);
     }
 }
 

@@ -240,9 +240,10 @@ pub fn check_rows(rows: usize) -> Result<(), Error> {
 /// after [`check_rows`], so the doubled row counts cannot overflow.
 /// Errors: [`Error::BadConfig`]. Cost: O(1).
 fn check_indexes(t: &Tables<'_>) -> Result<(), Error> {
-    if t.session_index.len() != 2 * t.sessions.len()
-        || t.lock_index.len() != 2 * t.locks.len()
-        || t.claim_index.len() != 2 * t.claims.len()
+    let n = crate::storage::BUCKETS_PER_ROW;
+    if t.session_index.len() != n * t.sessions.len()
+        || t.lock_index.len() != n * t.locks.len()
+        || t.claim_index.len() != n * t.claims.len()
     {
         return Err(Error::BadConfig(
             "a table's index must have two buckets per row",

@@ -63,7 +63,7 @@
 //! aligned (i686) rows can be a few bytes smaller, never larger.
 
 use crate::table::{Aux, Indexed, Row, NIL};
-pub use crate::table::{Bucket, TaggedBucket};
+pub use crate::table::{Bucket, TaggedBucket, BUCKETS_PER_ROW};
 use crate::{Label, LockName, Mode};
 
 // The table above, checked at compile time wherever `u64` is 8-byte aligned.
@@ -103,8 +103,8 @@ pub trait Storage {
     }
 }
 
-/// Mutable views of the three tables and their hash indexes. Each index has exactly two
-/// buckets per row of its table, so its load stays ≤ 50 %.
+/// Mutable views of the three tables and their hash indexes. Each index has exactly
+/// [`BUCKETS_PER_ROW`] (two) buckets per row of its table, so its load stays ≤ 50 %.
 #[derive(Debug)]
 pub struct Tables<'a> {
     /// One row per session.
@@ -169,11 +169,11 @@ impl Tables<'_> {
 #[derive(Debug)]
 struct ArrayTables<const S: usize, const L: usize, const C: usize> {
     sessions: [SessionRow; S],
-    session_index: [[Bucket; 2]; S],
+    session_index: [[Bucket; BUCKETS_PER_ROW]; S],
     locks: [LockRow; L],
-    lock_index: [[TaggedBucket; 2]; L],
+    lock_index: [[TaggedBucket; BUCKETS_PER_ROW]; L],
     claims: [ClaimRow; C],
-    claim_index: [[Bucket; 2]; C],
+    claim_index: [[Bucket; BUCKETS_PER_ROW]; C],
 }
 
 impl<const S: usize, const L: usize, const C: usize> ArrayTables<S, L, C> {
@@ -215,11 +215,11 @@ impl<const S: usize, const L: usize, const C: usize, const N: usize> ArrayStorag
         ArrayStorage {
             tables: ArrayTables {
                 sessions: [SessionRow::EMPTY; S],
-                session_index: [[Bucket::EMPTY; 2]; S],
+                session_index: [[Bucket::EMPTY; BUCKETS_PER_ROW]; S],
                 locks: [LockRow::EMPTY; L],
-                lock_index: [[TaggedBucket::EMPTY; 2]; L],
+                lock_index: [[TaggedBucket::EMPTY; BUCKETS_PER_ROW]; L],
                 claims: [ClaimRow::EMPTY; C],
-                claim_index: [[Bucket::EMPTY; 2]; C],
+                claim_index: [[Bucket::EMPTY; BUCKETS_PER_ROW]; C],
             },
             labels: [LabelRow::EMPTY; N],
         }
@@ -321,11 +321,11 @@ impl VecStorage {
     pub fn with_labels(sessions: usize, locks: usize, claims: usize, labels: usize) -> Self {
         VecStorage {
             sessions: alloc::vec![SessionRow::EMPTY; sessions],
-            session_index: alloc::vec![Bucket::EMPTY; 2 * sessions],
+            session_index: alloc::vec![Bucket::EMPTY; BUCKETS_PER_ROW * sessions],
             locks: alloc::vec![LockRow::EMPTY; locks],
-            lock_index: alloc::vec![TaggedBucket::EMPTY; 2 * locks],
+            lock_index: alloc::vec![TaggedBucket::EMPTY; BUCKETS_PER_ROW * locks],
             claims: alloc::vec![ClaimRow::EMPTY; claims],
-            claim_index: alloc::vec![Bucket::EMPTY; 2 * claims],
+            claim_index: alloc::vec![Bucket::EMPTY; BUCKETS_PER_ROW * claims],
             labels: alloc::vec![LabelRow::EMPTY; labels],
         }
     }
@@ -368,11 +368,11 @@ impl VecStorage {
         }
         Ok(VecStorage {
             sessions: rows(sessions, SessionRow::EMPTY)?,
-            session_index: rows(sessions.saturating_mul(2), Bucket::EMPTY)?,
+            session_index: rows(sessions.saturating_mul(BUCKETS_PER_ROW), Bucket::EMPTY)?,
             locks: rows(locks, LockRow::EMPTY)?,
-            lock_index: rows(locks.saturating_mul(2), TaggedBucket::EMPTY)?,
+            lock_index: rows(locks.saturating_mul(BUCKETS_PER_ROW), TaggedBucket::EMPTY)?,
             claims: rows(claims, ClaimRow::EMPTY)?,
-            claim_index: rows(claims.saturating_mul(2), Bucket::EMPTY)?,
+            claim_index: rows(claims.saturating_mul(BUCKETS_PER_ROW), Bucket::EMPTY)?,
             labels: rows(labels, LabelRow::EMPTY)?,
         })
     }

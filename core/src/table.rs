@@ -19,6 +19,11 @@
 
 pub(crate) const NIL: u32 = u32::MAX;
 
+/// Buckets of a table's hash index per row of the table: its load stays ≤ 50 %, so an
+/// empty bucket always ends a probe. The index slices of a
+/// [`SliceStorage`](crate::SliceStorage) have `rows × BUCKETS_PER_ROW` elements.
+pub const BUCKETS_PER_ROW: usize = 2;
+
 /// The buckets of a table's hash index, twice as many as the table has rows (so the load
 /// stays ≤ 50 %): a dense array of [`Bucket`]s or [`TaggedBucket`]s, or a gate's rows,
 /// which carry two buckets each.
@@ -143,7 +148,7 @@ impl TableState {
         rows: &mut [T],
         index: &mut I,
     ) -> TableState {
-        debug_assert_eq!(rows.len() * 2, index.buckets());
+        debug_assert_eq!(rows.len() * BUCKETS_PER_ROW, index.buckets());
         for b in 0..index.buckets() {
             index.set_bucket(b, NIL, 0);
         }

@@ -425,14 +425,16 @@ struct Slices {
 
 impl Slices {
     fn new(sessions: usize, locks: usize, claims: usize) -> Slices {
-        use fencelock::storage::{Bucket, ClaimRow, LockRow, SessionRow, TaggedBucket};
+        use fencelock::storage::{
+            Bucket, ClaimRow, LockRow, SessionRow, TaggedBucket, BUCKETS_PER_ROW,
+        };
         Slices {
             sessions: vec![SessionRow::EMPTY; sessions],
-            session_index: vec![Bucket::EMPTY; 2 * sessions],
+            session_index: vec![Bucket::EMPTY; BUCKETS_PER_ROW * sessions],
             locks: vec![LockRow::EMPTY; locks],
-            lock_index: vec![TaggedBucket::EMPTY; 2 * locks],
+            lock_index: vec![TaggedBucket::EMPTY; BUCKETS_PER_ROW * locks],
             claims: vec![ClaimRow::EMPTY; claims],
-            claim_index: vec![Bucket::EMPTY; 2 * claims],
+            claim_index: vec![Bucket::EMPTY; BUCKETS_PER_ROW * claims],
         }
     }
 

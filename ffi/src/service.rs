@@ -20,7 +20,9 @@ use core::ptr;
 use std::alloc::{self, Layout};
 use std::collections::VecDeque;
 
-use fencelock::storage::{Bucket, ClaimRow, LabelRow, LockRow, SessionRow, Tables, TaggedBucket};
+use fencelock::storage::{
+    Bucket, ClaimRow, LabelRow, LockRow, SessionRow, Tables, TaggedBucket, BUCKETS_PER_ROW,
+};
 use fencelock::{
     Error, Label, LabeledSliceStorage, LockService, Mode, Output, Reply, SessionId, Sink, Tick,
 };
@@ -235,12 +237,14 @@ fn plan(cap: &fencelock_capacity, ring_len: usize, placed: bool) -> Result<Plan,
         Ok((offset, n))
     };
     let sessions = part(Layout::array::<SessionRow>(s), s)?;
-    // Two index buckets per row (row counts are below 2^31, so doubling cannot overflow).
-    let session_index = part(Layout::array::<Bucket>(2 * s), 2 * s)?;
+    // The core's index buckets per row (row counts are below 2^31: the products cannot
+    // overflow).
+    let n = BUCKETS_PER_ROW;
+    let session_index = part(Layout::array::<Bucket>(n * s), n * s)?;
     let locks = part(Layout::array::<LockRow>(l), l)?;
-    let lock_index = part(Layout::array::<TaggedBucket>(2 * l), 2 * l)?;
+    let lock_index = part(Layout::array::<TaggedBucket>(n * l), n * l)?;
     let claims = part(Layout::array::<ClaimRow>(c), c)?;
-    let claim_index = part(Layout::array::<Bucket>(2 * c), 2 * c)?;
+    let claim_index = part(Layout::array::<Bucket>(n * c), n * c)?;
     // One label row per session: any session may carry a holder label.
     let labels = part(Layout::array::<LabelRow>(s), s)?;
     let ring = part(Layout::array::<Option<Output>>(ring_len), ring_len)?;
