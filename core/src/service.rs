@@ -61,6 +61,31 @@ pub struct Capacity {
     pub claims: u32,
 }
 
+impl Capacity {
+    /// The most events one input can emit to a service of this capacity whose config
+    /// allows `max_watchers` watchers per lock: [`LockService::max_events`] with every
+    /// table full and every claim a possible watch, S + 2·C + (2·C + 1)·min(`max_watchers`,
+    /// C) for S sessions and C claims (S + 2·C with watches off). No input of such a
+    /// service ever needs more, so a bounded [`Sink`] with this much room always takes the
+    /// next input: size an event ring by it. Saturates at `usize::MAX`. Cost: O(1).
+    pub fn max_events(&self, max_watchers: u32) -> usize {
+        let claims = self.claims as usize;
+        event_bound(self.sessions as usize, claims, claims, max_watchers)
+    }
+}
+
+/// The events one input can emit with `sessions` open, `holds` holds and waits, `watches`
+/// watches and at most `max_watchers` watchers per lock: the rule of
+/// [`LockService::max_events`], the one home of it. Saturating.
+#[inline(always)]
+fn event_bound(sessions: usize, holds: usize, watches: usize, max_watchers: u32) -> usize {
+    let fan = (max_watchers as usize).min(watches);
+    let changes = holds.saturating_mul(2);
+    sessions
+        .saturating_add(changes)
+        .saturating_add(changes.saturating_add(1).saturating_mul(fan))
+}
+
 /// Rows in use in each of the three tables, as returned by [`LockService::usage`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -889,18 +914,18 @@ impl<S: Storage> LockService<S> {
     ///
     /// A bounded [`Sink`] must have this much room, or the input is refused with
     /// [`Error::BufferTooSmall`]; sizing it for the same formula at capacity (`S` =
-    /// sessions, `H` = claims, `W` = claims) is always enough, and without watches
-    /// `capacity().sessions + 2 × capacity().claims` is. Saturates at `usize::MAX`.
+    /// sessions, `H` = claims, `W` = claims: [`Capacity::max_events`]) is always enough,
+    /// and without watches `capacity().sessions + 2 × capacity().claims` is. Saturates at
+    /// `usize::MAX`.
     /// Cost: O(1).
     pub fn max_events(&self) -> usize {
-        let sessions = self.st.sessions.len as usize;
         let watches = self.st.watches as usize;
-        let holds = self.st.claims.len as usize - watches;
-        let fan = (self.st.config.max_watchers as usize).min(watches);
-        let changes = holds.saturating_mul(2);
-        sessions
-            .saturating_add(changes)
-            .saturating_add(changes.saturating_add(1).saturating_mul(fan))
+        event_bound(
+            self.st.sessions.len as usize,
+            self.st.claims.len as usize - watches,
+            watches,
+            self.st.config.max_watchers,
+        )
     }
 
     /// The shared first step of every input: refuse a `now` in the past or a sink too
@@ -918,15 +943,8 @@ impl<S: Storage> LockService<S> {
         // worked out for a bounded one: a sink whose room is not a constant (an enum of
         // both kinds, as the C ABI's queue) does not pay for it on every input.
         let room = out.room();
-        let need = if room == usize::MAX {
-            0
-        } else {
-            self.max_events()
-        };
-        if room < need {
-            return Err(Error::BufferTooSmall {
-                need: u32::try_from(need).unwrap_or(u32::MAX),
-            });
+        if room != usize::MAX {
+            self.check_room(room)?;
         }
         if now.0 == self.st.now {
             // Everything due at or before the current tick was done when time reached it,
@@ -934,6 +952,20 @@ impl<S: Storage> LockService<S> {
             return Ok(());
         }
         self.advance_to(now, out);
+        Ok(())
+    }
+
+    /// Refuses a bounded sink's `room` below [`max_events`](Self::max_events). Out of
+    /// line: every input inlines `advance`, and this is the part only bounded sinks reach
+    /// (one copy of it, not one per input, in a module built for size). Cost: O(1).
+    #[inline(never)]
+    fn check_room(&self, room: usize) -> Result<(), Error> {
+        let need = self.max_events();
+        if room < need {
+            return Err(Error::BufferTooSmall {
+                need: u32::try_from(need).unwrap_or(u32::MAX),
+            });
+        }
         Ok(())
     }
 

@@ -8,8 +8,8 @@ mod common;
 use common::*;
 
 use fencelock::{
-    Change, Config, Error, Label, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Tick,
-    Token, Wait,
+    Capacity, Change, Config, Error, Label, LockName, Mode, Output, ReleaseReason, Reply,
+    SessionId, Tick, Token, Wait,
 };
 
 fn label(s: &str) -> Label {
@@ -671,6 +671,24 @@ fn max_events_grows_with_the_watches_in_use() {
         ..Config::default()
     };
     let mut svc = svc_with(8, 8, 32, config);
+    let cap = svc.capacity();
+    assert_eq!(
+        cap.max_events(2),
+        8 + 2 * 32 + 65 * 2,
+        "S + 2C + (2C + 1) · 2"
+    );
+    assert_eq!(cap.max_events(0), 8 + 2 * 32, "watches off: S + 2C");
+    assert_eq!(
+        cap.max_events(100),
+        8 + 2 * 32 + 65 * 32,
+        "at most C watchers"
+    );
+    let huge = Capacity {
+        sessions: u32::MAX,
+        locks: 1,
+        claims: u32::MAX,
+    };
+    assert_eq!(huge.max_events(u32::MAX), usize::MAX, "saturates");
     let a = open(&mut svc, 100);
     let b = open(&mut svc, 100);
     let watchers: Vec<_> = (0..3).map(|_| open(&mut svc, 100)).collect();
@@ -686,6 +704,10 @@ fn max_events_grows_with_the_watches_in_use() {
         watch(&mut svc, watchers[w], lock);
     }
     assert_eq!(svc.max_events(), 5 + 12 + 13 * 2, "capped by max_watchers");
+    assert!(
+        svc.max_events() <= cap.max_events(2),
+        "within the bound at capacity"
+    );
     // a's close: per lock a Released and b's Granted, each told to the lock's watchers
     // (two on p and q, one on r)
     let bound = svc.max_events();

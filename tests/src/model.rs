@@ -1046,6 +1046,13 @@ impl Model {
         same!("usage", svc.usage(), self.usage());
         same!("poll_timeout", svc.poll_timeout(), self.poll_timeout());
         same!("max_events", svc.max_events(), self.max_events());
+        let at_capacity = svc.capacity().max_events(svc.config().max_watchers);
+        if svc.max_events() > at_capacity {
+            return Err(format!(
+                "max_events {} above the bound at capacity {at_capacity}",
+                svc.max_events()
+            ));
+        }
         let sessions: Vec<SessionId> = svc.sessions().collect();
         same!("sessions", &sessions, &self.sessions());
         for s in &sessions {
