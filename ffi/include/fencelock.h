@@ -136,8 +136,9 @@ enum fencelock_result
   // A name was not valid UTF-8.
   FENCELOCK_RESULT_INVALID_UTF8 = 902,
   // An enum argument (mode, wait) had a value outside its enum, overlapping memory
-  // where it may not overlap, or a buffer length past `PTRDIFF_MAX` (no memory is that
-  // long: nothing is read or written).
+  // where it may not overlap, a buffer length past `PTRDIFF_MAX` (no memory is that
+  // long: nothing is read or written), or an event limit the queue cannot take
+  // (`fencelock_service_set_event_limit`).
   FENCELOCK_RESULT_INVALID_ARGUMENT = 903,
   // Caller-provided memory is not aligned as `fencelock_service_layout` said.
   FENCELOCK_RESULT_MISALIGNED_MEMORY = 905,
@@ -773,7 +774,10 @@ fencelock_result fencelock_keeper_last_error(const struct fencelock_keeper *keep
 // Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `max_name_len` outside 1..=64, then a table
 // of more than 2^31 − 1 rows — the core's `MAX_ROWS`, checked before anything is
 // allocated — or not enough memory). Cost: O(capacity) time; memory
-// `fencelock_service_layout`'s size (minus the event ring) plus queued events.
+// `fencelock_service_layout`'s size (minus the event ring) plus queued events, at most
+// the event limit (`fencelock_service_event_limit`: by default twice the ring's length;
+// an input that could overflow it is refused with `BUFFER_TOO_SMALL`, so a host must
+// drain, ideally after every input).
 //
 // # Safety
 // `config` is NULL or a valid config; `out` is NULL or writable.
@@ -1217,6 +1221,36 @@ fencelock_result fencelock_service_drain_events(struct fencelock_service *svc,
 // `svc` NULL or a live handle; `count` NULL or writable.
 fencelock_result fencelock_service_pending(const struct fencelock_service *svc, size_t *count);
 
+// The most events the queue may hold (`*limit`): an input is refused with
+// `BUFFER_TOO_SMALL`, changing nothing, while the room left (this minus
+// `fencelock_service_pending`) is below `fencelock_service_max_events`. For a service
+// from `fencelock_service_new` or `_restore`, twice the core's bound at capacity by
+// default (2 × (S + 2·C + (2·C + 1)·min(max_watchers, C)) for S sessions and C claims;
+// 2 × (S + 2·C) with watches off), or what `fencelock_service_set_event_limit` set; for
+// a placed one (`_init_in`, `_restore_in`), its ring's size. Errors: `NULL_PARAMETER`,
+// `PANIC`. Cost: O(1).
+//
+// # Safety
+// `svc` NULL or a live handle; `limit` NULL or writable.
+fencelock_result fencelock_service_event_limit(const struct fencelock_service *svc, size_t *limit);
+
+// Sets the most events the queue of a service from `fencelock_service_new` or
+// `_restore` may hold (see `fencelock_service_event_limit`). `limit` must be at least
+// the core's bound at capacity, S + 2·C + (2·C + 1)·min(max_watchers, C) (S + 2·C with
+// watches off), so an empty queue always has room for any input; `SIZE_MAX` lets the
+// queue grow as far as memory allows. A limit below the events queued now is accepted:
+// inputs are refused until the host drains. The limit is not part of a snapshot (a
+// restored service starts with the default). A placed service's limit is its ring's
+// fixed size: only that value is accepted (changing nothing).
+//
+// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (a limit below the bound, or another
+// size for a placed service's ring; nothing changes), `PANIC`. Cost: O(1); nothing is
+// allocated.
+//
+// # Safety
+// `svc` NULL or a live handle.
+fencelock_result fencelock_service_set_event_limit(struct fencelock_service *svc, size_t limit);
+
 // The current tick. Cost: O(1).
 //
 // # Safety
@@ -1256,8 +1290,9 @@ fencelock_result fencelock_service_usage(const struct fencelock_service *svc,
 
 // The most events one input can emit now (the core's `max_events`: S + 2·H + (2·H +
 // 1)·min(max_watchers, W) for S open sessions, H holds and waits, W watches; S + 2·H
-// with no watch in use). A placed service refuses an input with
-// `BUFFER_TOO_SMALL` while its ring has less room than this. Cost: O(1).
+// with no watch in use). A service refuses an input with `BUFFER_TOO_SMALL` while its
+// event queue has less room than this (`fencelock_service_event_limit` minus
+// `fencelock_service_pending`). Cost: O(1).
 //
 // # Safety
 // `svc` NULL or a live handle; `count` NULL or writable.

@@ -1946,3 +1946,186 @@ fn a_length_past_ptrdiff_max_is_refused_not_read() {
         fencelock_service_free(svc);
     }
 }
+
+fn pending(svc: *mut fencelock_service) -> usize {
+    let mut n = 0;
+    // SAFETY: live handle; `n` writable.
+    let r = unsafe { fencelock_service_pending(svc, &mut n) };
+    assert_eq!(r, fencelock_result::Ok);
+    n
+}
+
+fn event_limit(svc: *mut fencelock_service) -> usize {
+    let mut n = 0;
+    // SAFETY: live handle; `n` writable.
+    let r = unsafe { fencelock_service_event_limit(svc, &mut n) };
+    assert_eq!(r, fencelock_result::Ok);
+    n
+}
+
+/// The core's bound at capacity for a config: S + 2·C + (2·C + 1)·min(max_watchers, C).
+fn bound_at_capacity(c: &fencelock_config) -> usize {
+    let (s, claims) = (c.capacity.sessions as usize, c.capacity.claims as usize);
+    s + 2 * claims + (2 * claims + 1) * (c.max_watchers as usize).min(claims)
+}
+
+/// A service from `fencelock_service_new` whose host never drains: its queue stops at
+/// the event limit (twice the core's bound at capacity by default) instead of growing
+/// without end. The input that could overflow it is refused with `BUFFER_TOO_SMALL`
+/// before anything changes (not even time: the snapshot is byte-identical and nothing
+/// more is queued); once the host drains, the same input is applied.
+#[test]
+fn a_heap_queue_never_drained_stops_at_its_limit() {
+    let c = config(2, 2, 2);
+    let svc = new_service(&c);
+    let limit = 2 * bound_at_capacity(&c);
+    assert_eq!(event_limit(svc), limit, "the default is twice the bound");
+    let a = open(svc, 0, 1000);
+    let b = open(svc, 0, 1000);
+    assert_eq!(kind_token(acquire(svc, 0, a, "l", X, NONE)), granted(1));
+    // Each round queues one event (the waiter's grant when the holder releases) and none
+    // is drained. Every input, acquire or release, is checked the same way.
+    let mut refused = None;
+    'rounds: for t in 1..=2 * limit as u64 {
+        let (holder, waiter) = if t % 2 == 1 { (a, b) } else { (b, a) };
+        for acquiring in [true, false] {
+            let before = snapshot(svc);
+            let queued = pending(svc);
+            let (r, reply) = if acquiring {
+                acquire(svc, t, waiter, "l", X, FOREVER)
+            } else {
+                release(svc, t, holder, "l")
+            };
+            if r == fencelock_result::BufferTooSmall {
+                assert_eq!(
+                    reply,
+                    fencelock_reply::NONE,
+                    "a refused input's reply is zeroed"
+                );
+                assert_eq!(snapshot(svc), before, "the refusal changed the service");
+                assert_eq!(pending(svc), queued, "the refusal queued events");
+                refused = Some((t, acquiring, queued));
+                break 'rounds;
+            }
+            assert_eq!(r, fencelock_result::Ok);
+            assert!(pending(svc) <= limit);
+        }
+    }
+    let (t, acquiring, queued) = refused.expect("the queue grew past its limit");
+    let mut max_events = 0;
+    // SAFETY: live handle; `max_events` writable.
+    unsafe { fencelock_service_max_events(svc, &mut max_events) };
+    assert!(
+        limit - queued < max_events,
+        "refused only once the room is below max_events"
+    );
+    // Not even time moves: a tick far ahead is refused too, and the snapshot (which
+    // holds the service's tick) is unchanged.
+    let before = snapshot(svc);
+    assert_eq!(tick(svc, t + 100), fencelock_result::BufferTooSmall);
+    assert_eq!(snapshot(svc), before);
+    assert_eq!(pending(svc), queued);
+    assert_eq!(drain(svc).len(), queued);
+    let (holder, waiter) = if t % 2 == 1 { (a, b) } else { (b, a) };
+    let again = if acquiring {
+        acquire(svc, t, waiter, "l", X, FOREVER)
+    } else {
+        release(svc, t, holder, "l")
+    };
+    assert_eq!(
+        again.0,
+        fencelock_result::Ok,
+        "after a drain the same input is applied"
+    );
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+}
+
+/// `fencelock_service_set_event_limit`: a heap queue takes any limit from the core's
+/// bound at capacity up (an empty queue then still has room for any input), and refuses
+/// a lower one with `INVALID_ARGUMENT`, changing nothing; a placed ring's limit is its
+/// fixed size, the only value it accepts; a restored service starts at the default for
+/// its own capacity and the snapshot's `max_watchers`.
+#[test]
+fn event_limits_are_set_within_the_bound() {
+    let c = config(3, 3, 4);
+    let bound = bound_at_capacity(&c);
+    let svc = new_service(&c);
+    let set = |svc, n| {
+        // SAFETY: a live handle of this test's (each is freed only at the end).
+        unsafe { fencelock_service_set_event_limit(svc, n) }
+    };
+    assert_eq!(set(svc, bound - 1), fencelock_result::InvalidArgument);
+    assert_eq!(
+        event_limit(svc),
+        2 * bound,
+        "a refused limit changes nothing"
+    );
+    assert_eq!(set(svc, bound), fencelock_result::Ok);
+    assert_eq!(event_limit(svc), bound);
+    // At the bound the service runs as before: a burst (A's expiry, its two releases,
+    // B's two grants) is queued and drained.
+    let a = open(svc, 0, 5);
+    let b = open(svc, 0, 100);
+    for lock in ["l0", "l1"] {
+        assert_eq!(acquire(svc, 0, a, lock, X, NONE).0, fencelock_result::Ok);
+        assert_eq!(acquire(svc, 0, b, lock, X, FOREVER).0, fencelock_result::Ok);
+    }
+    assert_eq!(tick(svc, 5), fencelock_result::Ok);
+    assert_eq!(drain(svc).len(), 5);
+    assert_eq!(set(svc, usize::MAX), fencelock_result::Ok);
+    assert_eq!(event_limit(svc), usize::MAX);
+    // SAFETY: NULL handle and NULL out-pointer.
+    unsafe {
+        assert_eq!(
+            fencelock_service_set_event_limit(null_mut(), bound),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(
+            fencelock_service_event_limit(svc, null_mut()),
+            fencelock_result::NullParameter
+        );
+    }
+
+    // A snapshot carries no limit: the restored service has the default for its own
+    // capacity and the snapshot's max_watchers (0 here: S + 2·C).
+    let mut c0 = config(2, 2, 3);
+    c0.max_watchers = 0;
+    let small = new_service(&c0);
+    let bytes = snapshot(small);
+    let bigger = fencelock_capacity {
+        sessions: 5,
+        locks: 2,
+        claims: 6,
+    };
+    let mut restored = null_mut();
+    // SAFETY: valid pointers to this test's locals.
+    let r =
+        unsafe { fencelock_service_restore(&bigger, bytes.as_ptr(), bytes.len(), &mut restored) };
+    assert_eq!(r, fencelock_result::Ok);
+    assert_eq!(event_limit(restored), 2 * (5 + 2 * 6));
+
+    // A placed ring's limit is its size, which no call changes.
+    let (mut size, mut align) = (0, 0);
+    // SAFETY: valid pointers to this test's locals.
+    unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
+    let mut arena = vec![0u128; size / 16 + 1];
+    let mut placed = null_mut();
+    // SAFETY: the arena is 16-aligned, `size` bytes long, and outlives the service.
+    let r = unsafe { fencelock_service_init_in(arena.as_mut_ptr().cast(), size, &c, &mut placed) };
+    assert_eq!(r, fencelock_result::Ok);
+    assert_eq!(event_limit(placed), bound);
+    assert_eq!(set(placed, bound), fencelock_result::Ok, "its own size");
+    for other in [bound - 1, bound + 1, 2 * bound, usize::MAX] {
+        assert_eq!(set(placed, other), fencelock_result::InvalidArgument);
+        assert_eq!(event_limit(placed), bound);
+    }
+    // SAFETY: live handles, each freed once; the arena outlives the placed one.
+    unsafe {
+        fencelock_service_free(svc);
+        fencelock_service_free(small);
+        fencelock_service_free(restored);
+        fencelock_service_free(placed);
+    }
+    drop(arena);
+}

@@ -93,8 +93,9 @@ pub enum fencelock_result {
     /// A name was not valid UTF-8.
     InvalidUtf8 = 902,
     /// An enum argument (mode, wait) had a value outside its enum, overlapping memory
-    /// where it may not overlap, or a buffer length past `PTRDIFF_MAX` (no memory is that
-    /// long: nothing is read or written).
+    /// where it may not overlap, a buffer length past `PTRDIFF_MAX` (no memory is that
+    /// long: nothing is read or written), or an event limit the queue cannot take
+    /// (`fencelock_service_set_event_limit`).
     InvalidArgument = 903,
     /// Caller-provided memory is not aligned as `fencelock_service_layout` said.
     MisalignedMemory = 905,
@@ -184,7 +185,7 @@ impl fencelock_result {
             Self::NullParameter => "null parameter: a required pointer was NULL",
             Self::InvalidUtf8 => "invalid utf-8: a name must be UTF-8 text",
             Self::InvalidArgument => {
-                "invalid argument: an enum value outside its enum, overlapping memory, or a length past PTRDIFF_MAX"
+                "invalid argument: an enum value outside its enum, overlapping memory, a length past PTRDIFF_MAX, or a bad event limit"
             }
             Self::MisalignedMemory => "misaligned memory: align as fencelock_service_layout says",
             Self::UnknownError => {

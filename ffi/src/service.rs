@@ -5,15 +5,16 @@
 //! A service is one block: the handle, then the session, lock and claim rows (the core's
 //! `SliceStorage`), then — for a service placed in caller memory — a fixed ring of
 //! events. `fencelock_service_new` allocates that block itself (and queues events in a
-//! growable deque); `fencelock_service_init_in` lays it out in memory the caller gives
-//! (and queues events in the fixed ring, sized for the most events one input can emit:
-//! the core's bound `max_events` at capacity, S + 2·C + (2·C + 1)·min(max_watchers, C)
-//! for S sessions and C claims — S + 2·C when watches are off). Both queues are the
-//! core's `Sink`: the
-//! ring reports its free room, so the core itself refuses an input with
-//! `BUFFER_TOO_SMALL`, before changing anything, when the ring could not take every
-//! event that input might emit. Both paths run the same code, so every test of one tests
-//! the other.
+//! deque allocated as events arrive, up to an event limit: by default twice the bound
+//! below, `fencelock_service_set_event_limit` to change it); `fencelock_service_init_in`
+//! lays it out in memory the caller gives (and queues events in the fixed ring, sized
+//! for the most events one input can emit: the core's bound `max_events` at capacity,
+//! S + 2·C + (2·C + 1)·min(max_watchers, C) for S sessions and C claims — S + 2·C when
+//! watches are off). Both queues are the core's `Sink` and report their free room (the
+//! limit, or the ring's size, minus what is queued), so the core itself refuses an input
+//! with `BUFFER_TOO_SMALL`, before changing anything, when the queue could not take
+//! every event that input might emit. Both paths run the same code, so every test of one
+//! tests the other.
 
 use core::ffi::{c_char, c_void};
 use core::ptr;
@@ -40,8 +41,16 @@ type Service = LockService<LabeledSliceStorage<'static>>;
 
 /// Events not yet drained, oldest first: the core's [`Sink`] for every input.
 enum Queue {
-    /// `fencelock_service_new`: grows as needed (`room` is unbounded).
-    Heap(VecDeque<Output>),
+    /// `fencelock_service_new`: allocated as events arrive (nothing up front), never
+    /// holding more than `limit` events (`room` is `limit` minus what is queued).
+    Heap {
+        events: VecDeque<Output>,
+        /// The most events it may hold: at least `bound`, by default twice it.
+        limit: usize,
+        /// The core's bound at capacity ([`ring_bound`]; `usize::MAX` if that overflows):
+        /// no input emits more.
+        bound: usize,
+    },
     /// `fencelock_service_init_in`: fixed slots in the caller's block.
     Ring {
         slots: &'static mut [Option<Output>],
@@ -53,14 +62,14 @@ enum Queue {
 impl Queue {
     fn len(&self) -> usize {
         match self {
-            Queue::Heap(q) => q.len(),
+            Queue::Heap { events, .. } => events.len(),
             Queue::Ring { len, .. } => *len,
         }
     }
 
     fn get(&self, i: usize) -> Option<&Output> {
         match self {
-            Queue::Heap(q) => q.get(i),
+            Queue::Heap { events, .. } => events.get(i),
             Queue::Ring { slots, head, len } => {
                 if i >= *len {
                     return None;
@@ -72,7 +81,7 @@ impl Queue {
 
     fn pop(&mut self) -> Option<Output> {
         match self {
-            Queue::Heap(q) => q.pop_front(),
+            Queue::Heap { events, .. } => events.pop_front(),
             Queue::Ring { slots, head, len } => {
                 if *len == 0 {
                     return None;
@@ -90,8 +99,8 @@ impl Queue {
     /// Drops the oldest event without moving it anywhere (after `get(0)` has been read).
     fn discard_front(&mut self) {
         match self {
-            Queue::Heap(q) => {
-                q.pop_front();
+            Queue::Heap { events, .. } => {
+                events.pop_front();
             }
             Queue::Ring { slots, head, len } => {
                 if *len > 0 {
@@ -108,7 +117,7 @@ impl Queue {
     /// 200 bytes, and a move is a copy). Cost: O(events).
     fn drain_each(&mut self, mut f: impl FnMut(usize, &Output)) {
         match self {
-            Queue::Heap(q) => {
+            Queue::Heap { events: q, .. } => {
                 let (a, b) = q.as_slices();
                 for (i, o) in a.iter().enumerate() {
                     f(i, o);
@@ -141,7 +150,8 @@ impl Queue {
 impl Sink for Queue {
     fn event(&mut self, o: Output) {
         match self {
-            Queue::Heap(q) => q.push_back(o),
+            // The core checks `room` first, so this stays within the limit.
+            Queue::Heap { events, .. } => events.push_back(o),
             Queue::Ring { slots, head, len } => {
                 // The core checks `room` against the most events the input can emit before
                 // it changes anything, so this cannot fail; if it did (a core bug), the
@@ -156,8 +166,47 @@ impl Sink for Queue {
 
     fn room(&self) -> usize {
         match self {
-            Queue::Heap(_) => usize::MAX,
+            Queue::Heap {
+                events,
+                limit,
+                bound,
+            } => {
+                let room = limit.saturating_sub(events.len());
+                // Room for the bound at capacity is room for any input (no input emits
+                // more): reported as unbounded, so the core skips working out
+                // `max_events` in the usual case, a host that drains after each input.
+                if room >= *bound && *bound != usize::MAX {
+                    usize::MAX
+                } else {
+                    room
+                }
+            }
             Queue::Ring { slots, len, .. } => slots.len() - len,
+        }
+    }
+}
+
+impl Queue {
+    /// The most events the queue may hold: the heap queue's limit, the ring's size.
+    fn limit(&self) -> usize {
+        match self {
+            Queue::Heap { limit, .. } => *limit,
+            Queue::Ring { slots, .. } => slots.len(),
+        }
+    }
+
+    /// Sets the heap queue's limit: `new` must be at least the core's bound at capacity,
+    /// so an empty queue has room for any input. A ring's size is fixed: only its own
+    /// size is accepted (a no-op). A limit below what is queued now is allowed: inputs
+    /// are refused until a drain. Errors: `INVALID_ARGUMENT` (nothing changes).
+    fn set_limit(&mut self, new: usize) -> Result<(), Fail> {
+        match self {
+            Queue::Heap { limit, bound, .. } if new >= *bound => {
+                *limit = new;
+                Ok(())
+            }
+            Queue::Ring { slots, .. } if new == slots.len() => Ok(()),
+            _ => Err(fencelock_result::InvalidArgument.into()),
         }
     }
 }
@@ -214,6 +263,11 @@ fn ring_bound(cap: &fencelock_capacity, max_watchers: u32) -> Option<usize> {
     s.checked_add(changes)?
         .checked_add(changes.checked_add(1)?.checked_mul(fan)?)
 }
+
+/// A heap queue's default event limit, in multiples of the core's bound at capacity
+/// ([`ring_bound`]): a host that drains after each input never nears it, and one that
+/// never drains is refused (`BUFFER_TOO_SMALL`) instead of growing the queue without end.
+const DEFAULT_LIMIT_FACTOR: usize = 2;
 
 /// The block for `cap` with an event ring of `ring_len` slots (0: the heap queue).
 fn plan(cap: &fencelock_capacity, ring_len: usize, placed: bool) -> Result<Plan, Fail> {
@@ -307,7 +361,7 @@ unsafe fn build(
     let claim_index = unsafe { fill(mem, plan.claim_index, || Bucket::EMPTY) };
     // SAFETY: as above.
     let labels = unsafe { fill(mem, plan.labels, || LabelRow::EMPTY) };
-    let queue = if plan.placed {
+    let mut queue = if plan.placed {
         Queue::Ring {
             // SAFETY: as above.
             slots: unsafe { fill(mem, plan.ring, || None) },
@@ -315,7 +369,13 @@ unsafe fn build(
             len: 0,
         }
     } else {
-        Queue::Heap(VecDeque::new())
+        // Limit and bound are set below, once the service's config (a snapshot's, for a
+        // restore) is known.
+        Queue::Heap {
+            events: VecDeque::new(),
+            limit: usize::MAX,
+            bound: usize::MAX,
+        }
     };
     let svc = make(LabeledSliceStorage {
         tables: Tables {
@@ -328,6 +388,11 @@ unsafe fn build(
         },
         labels,
     })?;
+    if let Queue::Heap { limit, bound, .. } = &mut queue {
+        let b = ring_bound(&svc.capacity().into(), svc.config().max_watchers);
+        *bound = b.unwrap_or(usize::MAX);
+        *limit = b.map_or(usize::MAX, |b| b.saturating_mul(DEFAULT_LIMIT_FACTOR));
+    }
     let h = mem.cast::<fencelock_service>();
     // SAFETY: the handle sits at offset 0, aligned (the block's first part).
     unsafe {
@@ -454,9 +519,8 @@ unsafe fn service_input<A>(
         call(svc, args, |h, (dst, a)| {
             let r = f(&mut h.svc, &mut h.queue, a)?;
             let mut c = fencelock_reply::from_core(&r);
-            // The queue never holds more than the service's rows allow (the core's
-            // max_events per input, watchers included; row counts are below 2^31);
-            // saturate regardless.
+            // The queue never holds more than its limit, which a host may set past
+            // u32::MAX; saturate.
             c.pending = u32::try_from(h.queue.len()).unwrap_or(u32::MAX);
             set(dst, c)
         })
@@ -550,7 +614,10 @@ fn request(n: u64) -> Option<u64> {
 /// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `max_name_len` outside 1..=64, then a table
 /// of more than 2^31 − 1 rows — the core's `MAX_ROWS`, checked before anything is
 /// allocated — or not enough memory). Cost: O(capacity) time; memory
-/// `fencelock_service_layout`'s size (minus the event ring) plus queued events.
+/// `fencelock_service_layout`'s size (minus the event ring) plus queued events, at most
+/// the event limit (`fencelock_service_event_limit`: by default twice the ring's length;
+/// an input that could overflow it is refused with `BUFFER_TOO_SMALL`, so a host must
+/// drain, ideally after every input).
 ///
 /// # Safety
 /// `config` is NULL or a valid config; `out` is NULL or writable.
@@ -794,8 +861,9 @@ fn overlap(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {
 // `fencelock_service_tick` would; the events of that advance (expiries, timeouts, grants)
 // are queued and STAND even if the input itself is then refused. Errors, in the core's
 // order (docs/SPEC.md §5): `TIME_WENT_BACKWARDS` (now earlier than the service's; nothing
-// changes), `BUFFER_TOO_SMALL` (a placed service's event ring has less room than the
-// input could need; nothing changes), then — after the advance — the input's own checks.
+// changes), `BUFFER_TOO_SMALL` (the event queue has less room than the input could
+// need: its limit, or a placed service's ring, minus the events queued; nothing changes),
+// then — after the advance — the input's own checks.
 // A refused input changes nothing beyond the advance to `now`.
 //
 // The ABI's own refusals come before the core sees anything, and change nothing (not
@@ -1535,6 +1603,56 @@ pub unsafe extern "C" fn fencelock_service_pending(
     unsafe { service_call(svc, || out(count), |h, dst| set(dst, h.queue.len())) }
 }
 
+/// The most events the queue may hold (`*limit`): an input is refused with
+/// `BUFFER_TOO_SMALL`, changing nothing, while the room left (this minus
+/// `fencelock_service_pending`) is below `fencelock_service_max_events`. For a service
+/// from `fencelock_service_new` or `_restore`, twice the core's bound at capacity by
+/// default (2 × (S + 2·C + (2·C + 1)·min(max_watchers, C)) for S sessions and C claims;
+/// 2 × (S + 2·C) with watches off), or what `fencelock_service_set_event_limit` set; for
+/// a placed one (`_init_in`, `_restore_in`), its ring's size. Errors: `NULL_PARAMETER`,
+/// `PANIC`. Cost: O(1).
+///
+/// # Safety
+/// `svc` NULL or a live handle; `limit` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_event_limit(
+    svc: *const fencelock_service,
+    limit: *mut usize,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live; `limit` checked, then writable (contract).
+    unsafe { service_call(svc, || out(limit), |h, dst| set(dst, h.queue.limit())) }
+}
+
+/// Sets the most events the queue of a service from `fencelock_service_new` or
+/// `_restore` may hold (see `fencelock_service_event_limit`). `limit` must be at least
+/// the core's bound at capacity, S + 2·C + (2·C + 1)·min(max_watchers, C) (S + 2·C with
+/// watches off), so an empty queue always has room for any input; `SIZE_MAX` lets the
+/// queue grow as far as memory allows. A limit below the events queued now is accepted:
+/// inputs are refused until the host drains. The limit is not part of a snapshot (a
+/// restored service starts with the default). A placed service's limit is its ring's
+/// fixed size: only that value is accepted (changing nothing).
+///
+/// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (a limit below the bound, or another
+/// size for a placed service's ring; nothing changes), `PANIC`. Cost: O(1); nothing is
+/// allocated.
+///
+/// # Safety
+/// `svc` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_set_event_limit(
+    svc: *mut fencelock_service,
+    limit: usize,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live (contract).
+    unsafe {
+        service_call(
+            svc,
+            || Ok(()),
+            |h: &mut fencelock_service, ()| h.queue.set_limit(limit),
+        )
+    }
+}
+
 // ======================================================================= queries
 //
 // Getters change nothing. They share `NULL_PARAMETER` and `PANIC` (poisoned handle).
@@ -1637,8 +1755,9 @@ pub unsafe extern "C" fn fencelock_service_usage(
 
 /// The most events one input can emit now (the core's `max_events`: S + 2·H + (2·H +
 /// 1)·min(max_watchers, W) for S open sessions, H holds and waits, W watches; S + 2·H
-/// with no watch in use). A placed service refuses an input with
-/// `BUFFER_TOO_SMALL` while its ring has less room than this. Cost: O(1).
+/// with no watch in use). A service refuses an input with `BUFFER_TOO_SMALL` while its
+/// event queue has less room than this (`fencelock_service_event_limit` minus
+/// `fencelock_service_pending`). Cost: O(1).
 ///
 /// # Safety
 /// `svc` NULL or a live handle; `count` NULL or writable.

@@ -7,16 +7,20 @@
 //! A call returns the reply's code (`reply_code`, 0..=12) or, when refused, minus the
 //! error's `.errno` (the same error the object API throws, from `lastError()`). Events
 //! (those of the advance to `now` included, as on a refusal's `.events`) are kept in
-//! order until `takeEvents()`.
+//! order until `takeEvents()`, up to the event limit (`eventLimit()`: by default twice
+//! the most one input can emit at capacity): the kept events are the core's bounded
+//! sink, so a fast call whose events might not fit is refused by the core with
+//! `buffer_too_small` before anything changes, until the host takes them.
 //!
 //! The id calls (`acquireFastId`, `releaseFastId`) take the lock as the number
 //! `internName` gave for it (module `names`) where the others take the string: the same
 //! checks in the same order, the id looked up where the name was checked, then the same
 //! core call with the stored name. No string crosses per call.
 
+use alloc::string::String;
 use alloc::vec::Vec;
 
-use fencelock::{LockName, Mode, Output, Reply, SessionId, Tick, Wait};
+use fencelock::{LockName, Mode, Output, Reply, SessionId, Sink, Tick, Wait};
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, cat, Fail};
@@ -24,15 +28,87 @@ use crate::json::Answer;
 use crate::names::Names;
 use crate::service::{named_core, Core, LockService, On};
 
+/// The sink of every core call: the events of one object-API call (no limit: they go
+/// back with its answer), or the fast path's, kept until `takeEvents()` up to a limit.
+/// One type for both, so the core's inputs are built once into the module.
+pub(crate) struct Events {
+    /// The events, in order.
+    pub(crate) list: Vec<Output>,
+    /// The most events `list` may hold: at least `bound`.
+    limit: usize,
+    /// The core's bound on one input's events at capacity ([`bound_at_capacity`]): room
+    /// for it is room for any input.
+    bound: usize,
+}
+
+impl Events {
+    /// An object call's sink: it takes every event the input emits.
+    pub(crate) fn unbounded() -> Events {
+        Events {
+            list: Vec::new(),
+            limit: usize::MAX,
+            bound: 0,
+        }
+    }
+}
+
+impl Sink for Events {
+    fn event(&mut self, event: Output) {
+        // The core checked `room` first: within the limit.
+        self.list.push(event)
+    }
+
+    // Out of line: the core inlines its check into every input, and one copy of this is
+    // smaller.
+    #[inline(never)]
+    fn room(&self) -> usize {
+        let room = self.limit.saturating_sub(self.list.len());
+        // Room for the bound covers any input: reported as unbounded, so the core skips
+        // working out `max_events` (always, for an object call's sink).
+        if room >= self.bound {
+            usize::MAX
+        } else {
+            room
+        }
+    }
+}
+
+/// The most events one input can emit at capacity, the core's `max_events` with every
+/// session open and every claim a hold, wait or watch: S + 2·C + (2·C + 1)·min(W, C) for
+/// S sessions, C claims and W the config's `max_watchers` (the C library sizes a placed
+/// service's ring by the same formula). Exact in a `u64` (tables have fewer than 2^31
+/// rows); `usize::MAX` past it.
+fn bound_at_capacity(core: &Core) -> usize {
+    let cap = core.capacity();
+    let (s, c) = (u64::from(cap.sessions), u64::from(cap.claims));
+    let fan = u64::from(core.config().max_watchers).min(c);
+    usize::try_from(s + 2 * c + (2 * c + 1) * fan).unwrap_or(usize::MAX)
+}
+
 /// What the fast path keeps between calls.
-#[derive(Default)]
 pub(crate) struct Fast {
-    /// Events not yet taken, in order.
-    pub(crate) events: Vec<Output>,
+    /// Events not yet taken, in order, up to the event limit.
+    pub(crate) events: Events,
     /// The number of the last reply (`reply_code`).
     value: u64,
     /// The last refusal, until the next fast call.
     fail: Option<Fail>,
+}
+
+impl Fast {
+    /// Nothing kept yet; the event limit at its default, twice the bound at capacity.
+    pub(crate) fn new(core: &Core) -> Fast {
+        let bound = bound_at_capacity(core);
+        Fast {
+            events: Events {
+                list: Vec::new(),
+                limit: bound.saturating_mul(2),
+                bound,
+            },
+            value: 0,
+            fail: None,
+        }
+    }
 }
 
 /// The code and the number of a reply: the codes follow the core's `Reply` variants in
@@ -127,7 +203,7 @@ impl LockService {
     /// Runs one fast input: its reply code, or minus the errno of its refusal.
     fn run(
         &mut self,
-        call: impl FnOnce(&mut Core, &mut Vec<Output>, &Names) -> Result<Reply, Fail>,
+        call: impl FnOnce(&mut Core, &mut Events, &Names) -> Result<Reply, Fail>,
     ) -> i32 {
         let (core, fast, names) = self.parts();
         match call(core, &mut fast.events, names) {
@@ -310,16 +386,45 @@ impl LockService {
     /// How many events the fast calls have left for `takeEvents()`. Cost: O(1).
     #[wasm_bindgen(js_name = pendingEvents)]
     pub fn pending_events(&self) -> u32 {
-        u32::try_from(self.fast.events.len()).unwrap_or(u32::MAX)
+        u32::try_from(self.fast.events.list.len()).unwrap_or(u32::MAX)
     }
 
     /// The events of the fast calls since the last take, in order (the objects the
     /// object API returns as `events`), and forgets them. Cost: O(events).
     #[wasm_bindgen(js_name = takeEvents, unchecked_return_type = "Output[]")]
     pub fn take_events(&mut self) -> Result<JsValue, JsValue> {
-        let list = Answer::build_events(&self.fast.events).parse(false)?;
-        self.fast.events.clear();
+        let list = Answer::build_events(&self.fast.events.list).parse(false)?;
+        self.fast.events.list.clear();
         Ok(list)
+    }
+
+    /// The most events the fast calls keep for `takeEvents()`: twice the most one input
+    /// can emit at capacity (sessions + 2 × claims + (2 × claims + 1) × min(maxWatchers,
+    /// claims)) unless `setEventLimit` changed it. A fast call whose events might not fit
+    /// (`pendingEvents()` plus `maxEvents()` over the limit) is refused with
+    /// `buffer_too_small` (`lastError()`), nothing changed, not even time: take the
+    /// events and call again. The object API's calls return their events and keep none,
+    /// so no limit applies to them. Cost: O(1).
+    #[wasm_bindgen(js_name = eventLimit)]
+    pub fn event_limit(&self) -> f64 {
+        self.fast.events.limit as f64
+    }
+
+    /// Sets `eventLimit()`: at least the most one input can emit at capacity (above), so
+    /// no limit can refuse a call while nothing is kept; a limit past 2^32 - 1 (more
+    /// events than a wasm32 memory holds) is kept as 2^32 - 1, as many as memory holds. A limit below the events kept now refuses fast calls
+    /// until `takeEvents()`. Throws `bad_argument` below that bound, `out_of_range` for
+    /// a number that is not a safe non-negative integer; nothing changes. Cost: O(1).
+    #[wasm_bindgen(js_name = setEventLimit)]
+    pub fn set_event_limit(&mut self, limit: f64) -> Result<(), JsValue> {
+        let n = usize::try_from(num(Some(limit), "limit")?).unwrap_or(usize::MAX);
+        let events = &mut self.fast.events;
+        if n < events.bound {
+            let why = "limit is below the most events one input can emit at capacity";
+            return Err(Fail::BadArgument(String::from(why)).into());
+        }
+        events.limit = n;
+        Ok(())
     }
 
     /// The error of the last fast call if it was refused (what the object API throws for

@@ -10,7 +10,7 @@ use fencelock::{
 use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
 
-use crate::fast::Fast;
+use crate::fast::{Events, Fast};
 use crate::js::{self, cat, Dec, Fail, Name, Obj};
 use crate::json::Answer;
 use crate::names::Names;
@@ -125,7 +125,7 @@ fn named(r: Result<Reply, Error>, name: &Name) -> Result<Reply, Fail> {
 
 fn open_with(
     core: &mut Core,
-    out: &mut Vec<Output>,
+    out: &mut Events,
     now: &JsValue,
     ttl: &JsValue,
 ) -> Result<Reply, Fail> {
@@ -137,7 +137,7 @@ fn open_with(
 /// the input, as every argument is, so a label too long changes nothing, not even time.
 fn open_labeled_with(
     core: &mut Core,
-    out: &mut Vec<Output>,
+    out: &mut Events,
     now: &JsValue,
     ttl: &JsValue,
     label: &JsValue,
@@ -150,7 +150,7 @@ fn open_labeled_with(
 /// `keep_alive` (`close` false) or `close_session` (`close` true).
 fn session_input(
     core: &mut Core,
-    out: &mut Vec<Output>,
+    out: &mut Events,
     close: bool,
     now: &JsValue,
     session: &JsValue,
@@ -167,7 +167,7 @@ fn session_input(
 
 fn acquire_with(
     core: &mut Core,
-    out: &mut Vec<Output>,
+    out: &mut Events,
     now: &JsValue,
     session: &JsValue,
     lock: &JsValue,
@@ -185,7 +185,7 @@ fn acquire_with(
 /// `unwatch`, for the object API and the typed fast path alike.
 pub(crate) fn named_core(
     core: &mut Core,
-    out: &mut Vec<Output>,
+    out: &mut Events,
     on: On,
     now: Tick,
     session: SessionId,
@@ -216,7 +216,7 @@ pub(crate) enum On {
 /// `release`, `cancel`, `campaign` or `resign`: a session, a name, a request number.
 fn named_input(
     core: &mut Core,
-    out: &mut Vec<Output>,
+    out: &mut Events,
     on: On,
     now: &JsValue,
     session: &JsValue,
@@ -234,7 +234,7 @@ fn named_input(
     named(r, &name)
 }
 
-fn tick_with(core: &mut Core, out: &mut Vec<Output>, now: &JsValue) -> Result<Reply, Fail> {
+fn tick_with(core: &mut Core, out: &mut Events, now: &JsValue) -> Result<Reply, Fail> {
     let now = now_arg(now)?;
     core.tick(now, out)?;
     Ok(Reply::Ticked { now })
@@ -246,8 +246,8 @@ impl LockService {
     fn with(core: Core) -> LockService {
         let names = Names::new(core.capacity().locks);
         LockService {
+            fast: Fast::new(&core),
             core,
-            fast: Fast::default(),
             names,
         }
     }
@@ -258,20 +258,20 @@ impl LockService {
     }
 
     /// Runs one input: `call` reads its arguments (a bad one throws before the core is
-    /// called, with no events) and calls the core with a `Vec` as its sink. The sink
-    /// cannot fail, and turning the answer into JS values cannot either (see `json`).
+    /// called, with no events) and calls the core with a sink of its own, without limit
+    /// (its events are returned with the answer: nothing is kept). The sink cannot fail, and turning the answer into JS values cannot either (see `json`).
     fn input(
         &mut self,
-        call: impl FnOnce(&mut Core, &mut Vec<Output>) -> Result<Reply, Fail>,
+        call: impl FnOnce(&mut Core, &mut Events) -> Result<Reply, Fail>,
     ) -> Result<JsValue, JsValue> {
-        let mut events = Vec::new();
+        let mut events = Events::unbounded();
         let r = call(&mut self.core, &mut events);
-        answer(r, &events)
+        answer(r, &events.list)
     }
 
     /// A tagged input object (`{kind: "acquire", now, session, lock, mode, wait,
     /// request?}`…) applied through the same core calls as the typed methods.
-    fn dispatch(core: &mut Core, v: &JsValue, out: &mut Vec<Output>) -> Result<Reply, Fail> {
+    fn dispatch(core: &mut Core, v: &JsValue, out: &mut Events) -> Result<Reply, Fail> {
         let v = js::object(v, "input")?;
         let kind = js::get(v, "kind")?;
         let keys: &[&str] = match kind.as_string().as_deref() {
@@ -631,10 +631,11 @@ impl LockService {
             return Err(Fail::from(Error::BadFrame).into());
         }
         let frame = js::copy(&frame, "frame")?;
-        let mut events: Vec<Output> = Vec::new();
+        let mut events = Events::unbounded();
         let r = self.core.handle_frame(&frame, &mut events);
         let mut buf = [0u8; MAX_FRAME_LEN];
         let list: Array = events
+            .list
             .iter()
             .map(|o| {
                 let n = o.to_frame(&mut buf);

@@ -302,3 +302,69 @@ test('an unknown or forgotten id is refused before the core: nothing changes, no
   assert.equal(svc.releaseFastId(1, s, again), 6);
   assert.equal(svc.replyValue(), 1);
 });
+
+test('the events the fast path keeps stop at the event limit: buffer_too_small, nothing changed', () => {
+  // Watches off: one input emits at most sessions + 2 x claims = 2 + 2 x 2 = 6 events.
+  const svc = new LockService({ sessions: 2, locks: 2, claims: 2, maxWatchers: 0 });
+  const bound = 6;
+  assert.equal(svc.eventLimit(), 2 * bound, 'the default: twice the bound');
+  const a = svc.openSession(0, 1000).reply.session;
+  const b = svc.openSession(0, 1000).reply.session;
+  assert.equal(svc.acquireFast(0, a, 'l', 0, 0), 3);
+  // The bound is the core's max_events at capacity: every session open, every claim held
+  // or awaited (watches off).
+  assert.equal(svc.acquireFast(0, b, 'l', 0, 1), 4);
+  assert.equal(svc.maxEvents(), bound);
+  assert.equal(svc.releaseFast(0, a, 'l'), 6);
+  assert.equal(svc.pendingEvents(), 1);
+  // The events are never taken: each round hands the lock on, one grant kept per round.
+  let holder = b, waiter = a, t = 1, refused;
+  for (; t < 100 && refused === undefined; t++) {
+    for (const acquiring of [true, false]) {
+      const before = hex(svc.snapshot());
+      const kept = svc.pendingEvents();
+      const code = acquiring ? svc.acquireFast(t, waiter, 'l', 0, 1) : svc.releaseFast(t, holder, 'l');
+      if (code < 0) {
+        const err = svc.lastError();
+        assert.equal(err.code, 'buffer_too_small');
+        assert.equal(code, -err.errno);
+        assert.equal(hex(svc.snapshot()), before, 'a refused call changed the service');
+        assert.equal(svc.pendingEvents(), kept, 'a refused call kept events');
+        refused = { t, acquiring, kept };
+        break;
+      }
+      assert.equal(code, acquiring ? 4 : 6);
+      assert.ok(svc.pendingEvents() <= 2 * bound);
+    }
+    if (refused === undefined) [holder, waiter] = [waiter, holder];
+  }
+  assert.ok(refused, 'the kept events grew past the limit');
+  assert.ok(refused.kept + svc.maxEvents() > 2 * bound, 'refused only when they might not fit');
+  assert.equal(svc.takeEvents().length, refused.kept);
+  const again = refused.acquiring
+    ? svc.acquireFast(refused.t, waiter, 'l', 0, 1)
+    : svc.releaseFast(refused.t, holder, 'l');
+  assert.equal(again, refused.acquiring ? 4 : 6, 'once taken, the same call is applied');
+});
+
+test('setEventLimit takes any limit from the bound up and refuses a lower one', () => {
+  const svc = new LockService({ sessions: 3, locks: 3, claims: 4 }); // 4 watchers
+  const bound = 3 + 2 * 4 + (2 * 4 + 1) * 4;
+  assert.equal(svc.eventLimit(), 2 * bound);
+  const low = thrown(() => svc.setEventLimit(bound - 1));
+  assert.deepEqual([low.code, low.constructor.name], ['bad_argument', 'TypeError']);
+  for (const bad of [-1, 1.5, NaN, 2 ** 53]) {
+    assert.equal(thrown(() => svc.setEventLimit(bad)).code, 'out_of_range');
+  }
+  assert.equal(svc.eventLimit(), 2 * bound, 'a refused limit changes nothing');
+  svc.setEventLimit(bound);
+  assert.equal(svc.eventLimit(), bound);
+  // Past what a wasm32 memory could hold, a limit is kept as 2^32 - 1.
+  svc.setEventLimit(Number.MAX_SAFE_INTEGER);
+  assert.equal(svc.eventLimit(), 2 ** 32 - 1);
+  // A snapshot carries no limit: a restored service has the default for its capacity and
+  // the snapshot's maxWatchers (here 0: sessions + 2 x claims).
+  const off = new LockService({ sessions: 2, locks: 2, claims: 3, maxWatchers: 0 });
+  const copy = LockService.restore(off.snapshot(), { sessions: 5, locks: 2, claims: 6 });
+  assert.equal(copy.eventLimit(), 2 * (5 + 2 * 6));
+});

@@ -37,6 +37,12 @@ mode or wait, request number 0 (None means "no request number", which the C ABI 
 0, so a real request number 0 cannot cross it), a closed handle. Nothing else is checked
 here: every other rule is the core's, in the core's order.
 
+The library queues events up to a limit (`Service.event_limit()`, twice the most one input
+can emit at capacity by default): an input the queue has no room for is refused with
+BUFFER_TOO_SMALL, nothing changed. Every method here drains the queue after its call, so
+only events left by calls made on the library directly can fill it; they are on that
+error's `.events` (drained), and the same input then succeeds.
+
 Names are `str` (or UTF-8 bytes-like objects) and come back as `str`. A NUL is an
 ordinary character: "a\\0b" is a three-character name, kept whole both ways.
 
@@ -449,6 +455,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_service_drain_events": [_P, C.POINTER(_Output), _SIZE, _PSIZE],
     "fencelock_service_poll_output": [_P, C.POINTER(_Output)],
     "fencelock_service_pending": [_P, _PSIZE],
+    "fencelock_service_event_limit": [_P, _PSIZE],
+    "fencelock_service_set_event_limit": [_P, _SIZE],
     "fencelock_service_now": [_P, _PU64],
     "fencelock_service_poll_timeout": [_P, _PBOOL, _PU64],
     "fencelock_service_revision": [_P, _PU64],
@@ -979,7 +987,9 @@ class Service(_Handle):
         with self._mutex:
             code = fn(self._ptr(), *args, C.byref(c))
             # An accepted input's reply says how many events are queued: skip the drain
-            # call when none are. A refused one's reply is all zero: always drain then.
+            # call when none are. A refused one's reply is all zero: always drain then,
+            # so a BUFFER_TOO_SMALL (the queue was past its limit: events left by calls
+            # on the library directly) carries them in `.events` and a retry succeeds.
             events = self._events() if code != Result.OK or c.pending else ()
             if code != Result.OK:
                 raise FencelockError(code, self._detail(), events)
@@ -1195,6 +1205,24 @@ class Service(_Handle):
     def pending(self) -> int:
         """Events queued and not yet drained (0 after every method here). Cost: O(1)."""
         return self._get("fencelock_service_pending", _SIZE).value
+
+    def event_limit(self) -> int:
+        """The most events the library's queue may hold: twice the core's bound at
+        capacity by default (2 x (sessions + 2 x claims + (2 x claims + 1) x
+        min(max_watchers, claims))), or what set_event_limit set; a placed service's
+        ring size. Every method here drains the queue after its call, so it stays empty
+        between calls; an input the queue has no room for is refused with
+        BUFFER_TOO_SMALL (only when events were left queued by calls made on the library
+        directly). Cost: O(1)."""
+        return self._get("fencelock_service_event_limit", _SIZE).value
+
+    def set_event_limit(self, limit: int) -> None:
+        """Sets event_limit(): at least the core's bound at capacity (sessions + 2 x
+        claims + (2 x claims + 1) x min(max_watchers, claims)), so an empty queue has
+        room for any input; the largest size_t lets it grow as memory allows. Not kept in a
+        snapshot. Errors: INVALID_ARGUMENT (below the bound, or any size but its own for
+        a placed service; nothing changes). Cost: O(1)."""
+        self._call("fencelock_service_set_event_limit", _size(limit, "limit"))
 
     def max_events(self) -> int:
         """The most events one input can emit now (open sessions + 2 × holds and waits, plus

@@ -442,6 +442,45 @@ def test_a_short_or_missing_event_array_loses_nothing():
         closed.poll_event()
 
 
+
+def test_the_event_queue_has_a_limit_and_a_refusal_carries_the_backlog():
+    # The library's queue holds at most event_limit() events: twice the core's bound at
+    # capacity (sessions + 2 x claims with watches off) by default. This wrapper drains
+    # after every call; a host calling the library directly that never drains is refused
+    # with BUFFER_TOO_SMALL, nothing changed, and the wrapper's next call hands it the
+    # backlog on the error, after which the same input succeeds.
+    with fl.Service(2, 2, 2, max_watchers=0) as svc:
+        bound = 2 + 2 * 2
+        assert svc.event_limit() == 2 * bound
+        refused(fl.Result.INVALID_ARGUMENT, svc.set_event_limit, bound - 1)
+        with pytest.raises(fl.ArgumentError):
+            svc.set_event_limit(-1)
+        assert svc.event_limit() == 2 * bound
+        svc.set_event_limit(bound)
+        assert svc.event_limit() == bound
+        c, lib, t = fl._Reply(), fl._lib, 0
+        # One session expiry a round, on the library directly, never drained.
+        while True:
+            assert lib.fencelock_service_open_session(svc._h, t, 1, C.byref(c)) == fl.Result.OK
+            before, queued = svc.snapshot(), svc.pending()
+            code = lib.fencelock_service_tick(svc._h, t + 1)
+            if code == fl.Result.BUFFER_TOO_SMALL:
+                break
+            assert code == fl.Result.OK and svc.pending() <= bound
+            t += 1
+        assert queued == bound and svc.snapshot() == before and svc.pending() == queued
+        e = refused(fl.Result.BUFFER_TOO_SMALL, svc.tick, t + 1)
+        assert e.kind == "buffer_too_small"
+        assert [ev.kind for ev in e.events] == ["session_expired"] * bound
+        assert svc.snapshot() == before and svc.pending() == 0
+        assert svc.tick(t + 1).events == (fl.SessionExpired(session=c.session),)
+    with fl.Service.placed(1, 1, 1, max_watchers=0) as svc:
+        assert svc.event_limit() == 1 + 2 * 1
+        svc.set_event_limit(3)  # a ring's own size: accepted, changes nothing
+        refused(fl.Result.INVALID_ARGUMENT, svc.set_event_limit, 4)
+        assert svc.event_limit() == 3
+
+
 # ---------------------------------------------------- handles: close, finalize, threads
 
 def test_every_handle_is_a_context_manager_and_closes_once():

@@ -1197,6 +1197,61 @@ static void drain_events_in_one_call(void) {
   free(mem);
 }
 
+/* A service from fencelock_service_new queues events up to its event limit (twice the
+ * core's bound at capacity by default), so a host that never drains is refused
+ * (BUFFER_TOO_SMALL, nothing changes) rather than growing the queue without end. The
+ * limit may be set down to the bound, no lower; a placed ring's limit is its size. */
+static void heap_event_limit(void) {
+  fencelock_config tiny = config(1, 1, 1);
+  tiny.max_watchers = 0; /* the bound: 1 + 2 x 1 = 3 events */
+  fencelock_service *svc = NULL;
+  OK(fencelock_service_new(&tiny, &svc));
+  size_t limit = 0;
+  OK(fencelock_service_event_limit(svc, &limit));
+  CHECK(limit == 6);
+  EXPECT(fencelock_service_set_event_limit(svc, 2), FENCELOCK_RESULT_INVALID_ARGUMENT);
+  EXPECT(fencelock_service_set_event_limit(NULL, 3), FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_event_limit(svc, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
+  OK(fencelock_service_event_limit(svc, &limit));
+  CHECK(limit == 6); /* a refused limit changes nothing */
+  OK(fencelock_service_set_event_limit(svc, 3));
+  OK(fencelock_service_event_limit(svc, &limit));
+  CHECK(limit == 3);
+  /* The placed ring's story, on the heap: 2 of 3 events queued, then an input that may
+   * emit 3 is refused until the host drains. */
+  uint64_t a = open_session(svc, 0, 2);
+  OK(fencelock_service_acquire(svc, 0, a, S("l"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE,
+                               0, 0, &r));
+  OK(fencelock_service_tick(svc, 2));
+  uint64_t b = open_session(svc, 2, 10);
+  OK(fencelock_service_acquire(svc, 2, b, S("m"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE,
+                               0, 0, &r));
+  size_t len = 0;
+  uint8_t *before = snapshot(svc, &len);
+  EXPECT(fencelock_service_keep_alive(svc, 3, b, 0, &r), FENCELOCK_RESULT_BUFFER_TOO_SMALL);
+  CHECK(no_reply());
+  CHECK(unchanged(svc, before, len)); /* byte for byte, time included */
+  free(before);
+  size_t pending = 0;
+  OK(fencelock_service_pending(svc, &pending));
+  CHECK(pending == 2);
+  fencelock_output outs[4];
+  CHECK(drain(svc, outs, 4) == 2);
+  OK(fencelock_service_keep_alive(svc, 3, b, 0, &r));
+  CHECK(r.expires_at == 13);
+  OK(fencelock_service_set_event_limit(svc, SIZE_MAX)); /* as unbounded as memory */
+  fencelock_service_free(svc);
+
+  size_t size = 0, align = 0;
+  OK(fencelock_service_layout_watchers(&tiny.capacity, 0, &size, &align));
+  OK(fencelock_service_init_in(arena, size, &tiny, &svc));
+  OK(fencelock_service_event_limit(svc, &limit));
+  CHECK(limit == 3);
+  OK(fencelock_service_set_event_limit(svc, 3)); /* its own size: accepted, a no-op */
+  EXPECT(fencelock_service_set_event_limit(svc, 6), FENCELOCK_RESULT_INVALID_ARGUMENT);
+  fencelock_service_free(svc);
+}
+
 int main(void) {
   gc_pause_timeline();
   refused_after_the_advance();
@@ -1205,6 +1260,7 @@ int main(void) {
   bad_input();
   messages();
   placed();
+  heap_event_limit();
   drain_events_in_one_call();
   semaphores_labels_and_watches();
   printf("story.c: %d checks, %d passed, %d failed\n", checks, checks - failures, failures);
