@@ -944,7 +944,12 @@ impl<S: Storage> LockService<S> {
         // both kinds, as the C ABI's queue) does not pay for it on every input.
         let room = out.room();
         if room != usize::MAX {
-            self.check_room(room)?;
+            let need = self.max_events();
+            if room < need {
+                return Err(Error::BufferTooSmall {
+                    need: u32::try_from(need).unwrap_or(u32::MAX),
+                });
+            }
         }
         if now.0 == self.st.now {
             // Everything due at or before the current tick was done when time reached it,
@@ -952,20 +957,6 @@ impl<S: Storage> LockService<S> {
             return Ok(());
         }
         self.advance_to(now, out);
-        Ok(())
-    }
-
-    /// Refuses a bounded sink's `room` below [`max_events`](Self::max_events). Out of
-    /// line: every input inlines `advance`, and this is the part only bounded sinks reach
-    /// (one copy of it, not one per input, in a module built for size). Cost: O(1).
-    #[inline(never)]
-    fn check_room(&self, room: usize) -> Result<(), Error> {
-        let need = self.max_events();
-        if room < need {
-            return Err(Error::BufferTooSmall {
-                need: u32::try_from(need).unwrap_or(u32::MAX),
-            });
-        }
         Ok(())
     }
 

@@ -253,15 +253,12 @@ struct Plan {
 
 const TOO_BIG: Error = Error::BadConfig("capacities too large for this address space");
 
-/// The core's bound on the events of one input (`LockService::max_events`) at capacity —
-/// every session open, every claim a hold, wait or watch, `W` = claims — for a lock's
-/// `max_watchers`: S + 2·C + (2·C + 1)·min(max_watchers, C). `None` if it overflows.
+/// The core's bound on the events of one input at capacity (`Capacity::max_events`:
+/// every session open, every claim a hold, wait or watch) for a lock's `max_watchers`.
+/// `None` where the core's figure saturates (it does not fit a `usize`).
 fn ring_bound(cap: &fencelock_capacity, max_watchers: u32) -> Option<usize> {
-    let (s, c) = (cap.sessions as usize, cap.claims as usize);
-    let changes = c.checked_mul(2)?;
-    let fan = (max_watchers as usize).min(c);
-    s.checked_add(changes)?
-        .checked_add(changes.checked_add(1)?.checked_mul(fan)?)
+    let bound = fencelock::Capacity::from(*cap).max_events(max_watchers);
+    (bound != usize::MAX).then_some(bound)
 }
 
 /// A heap queue's default event limit, in multiples of the core's bound at capacity

@@ -49,6 +49,16 @@ pub struct fencelock_capacity {
     pub claims: u32,
 }
 
+impl From<fencelock_capacity> for fencelock::Capacity {
+    fn from(c: fencelock_capacity) -> Self {
+        fencelock::Capacity {
+            sessions: c.sessions,
+            locks: c.locks,
+            claims: c.claims,
+        }
+    }
+}
+
 impl From<fencelock::Capacity> for fencelock_capacity {
     fn from(c: fencelock::Capacity) -> Self {
         fencelock_capacity {

@@ -73,16 +73,11 @@ impl Sink for Events {
     }
 }
 
-/// The most events one input can emit at capacity, the core's `max_events` with every
-/// session open and every claim a hold, wait or watch: S + 2·C + (2·C + 1)·min(W, C) for
-/// S sessions, C claims and W the config's `max_watchers` (the C library sizes a placed
-/// service's ring by the same formula). Exact in a `u64` (tables have fewer than 2^31
-/// rows); `usize::MAX` past it.
+/// The most events one input can emit at capacity, the core's
+/// `Capacity::max_events` for the config's `max_watchers` (the C library sizes a placed
+/// service's ring by the same figure); `usize::MAX` past what a `usize` holds.
 fn bound_at_capacity(core: &Core) -> usize {
-    let cap = core.capacity();
-    let (s, c) = (u64::from(cap.sessions), u64::from(cap.claims));
-    let fan = u64::from(core.config().max_watchers).min(c);
-    usize::try_from(s + 2 * c + (2 * c + 1) * fan).unwrap_or(usize::MAX)
+    core.capacity().max_events(core.config().max_watchers)
 }
 
 /// What the fast path keeps between calls.
