@@ -7,8 +7,8 @@
 //! # Limits
 //!
 //! Both ports bound what one peer or client can hold ([`ClientPolicy`], [`PeerPolicy`]):
-//! * connections per source IP address (and, on the client port, in all): one more is
-//!   closed at once, before any TLS handshake or read, counted in
+//! * connections per source IP address and in all: one more is closed at once, before
+//!   any TLS handshake or read, counted in
 //!   `fencelock_connections_refused_total{port,reason}` and logged (at most every
 //!   [`LOG_EVERY`] per kind);
 //! * the frame size: the length prefix is checked before anything is read, and a body is
@@ -101,6 +101,12 @@ pub async fn serve_raft_with(listener: TcpListener, elector: Arc<Elector>, tls: 
 /// replication stream and one per pre-vote round to each peer, so a few are normal; the
 /// rest is room for clusters whose nodes share an address (several on one host).
 pub const MAX_PEER_PER_ADDR: usize = 64;
+/// The default limit of Raft connections at once, from all addresses: a node holds a few
+/// open to each peer it talks to (a replication stream, a vote or pre-vote round, a
+/// reconnect under way), so 256 is room for four from each of 64 members — far more than a
+/// Raft cluster has (3 to 7 voters and a few learners) — while a flood from many addresses
+/// cannot take every file descriptor of the node.
+pub const MAX_PEER_CONNECTIONS: usize = 256;
 /// The default idle timeout of a Raft connection: a leader sends heartbeats far more
 /// often, so only a connection nobody uses is closed (its owner reconnects on its next
 /// call).
@@ -133,6 +139,9 @@ pub fn entries_per_append() -> u64 {
 pub struct PeerPolicy {
     /// Mutual TLS ([`serve_raft_with`]); `None`: plain TCP.
     pub tls: Option<NodeTls>,
+    /// At most this many connections at once, from all addresses (TLS handshakes
+    /// included); one more is closed at once. Default [`MAX_PEER_CONNECTIONS`].
+    pub max_connections: usize,
     /// At most this many connections from one IP address (TLS handshakes included); one
     /// more is closed at once. Default [`MAX_PEER_PER_ADDR`].
     pub max_per_addr: usize,
@@ -155,6 +164,7 @@ impl Default for PeerPolicy {
     fn default() -> Self {
         PeerPolicy {
             tls: None,
+            max_connections: MAX_PEER_CONNECTIONS,
             max_per_addr: MAX_PEER_PER_ADDR,
             max_frame: MAX_RAFT_FRAME,
             idle_timeout: PEER_IDLE_TIMEOUT,
@@ -244,14 +254,14 @@ impl NetStats {
 /// Connections admitted per source address, and in all.
 #[derive(Clone)]
 struct Admission {
-    total: Option<(Arc<Semaphore>, usize)>,
+    total: (Arc<Semaphore>, usize),
     per_addr: usize,
     counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
 
 /// One admitted connection; frees its places when dropped.
 struct Admitted {
-    _total: Option<OwnedSemaphorePermit>,
+    _total: OwnedSemaphorePermit,
     ip: IpAddr,
     counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
@@ -269,9 +279,9 @@ impl Drop for Admitted {
 }
 
 impl Admission {
-    fn new(total: Option<usize>, per_addr: usize) -> Admission {
+    fn new(total: usize, per_addr: usize) -> Admission {
         Admission {
-            total: total.map(|t| (Arc::new(Semaphore::new(t)), t)),
+            total: (Arc::new(Semaphore::new(total)), total),
             per_addr,
             counts: Arc::default(),
         }
@@ -280,10 +290,8 @@ impl Admission {
     /// A place for one more connection from `ip`, or the refusing limit's reason and
     /// size. Cost: O(1).
     fn admit(&self, ip: IpAddr) -> Result<Admitted, (&'static str, usize)> {
-        let total = match &self.total {
-            Some((s, n)) => Some(s.clone().try_acquire_owned().map_err(|_| ("total", *n))?),
-            None => None,
-        };
+        let (s, n) = &self.total;
+        let total = s.clone().try_acquire_owned().map_err(|_| ("total", *n))?;
         let mut m = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         let n = m.entry(ip).or_insert(0);
         if *n >= self.per_addr {
@@ -355,8 +363,9 @@ impl Drop for PeerGauge {
 /// [`PeerPolicy`]). Errors: none (a bad or slow peer only loses its connection). Cost per
 /// connection: a task and at most `policy.max_frame` bytes of buffer while a frame arrives.
 pub async fn serve_peers(listener: TcpListener, elector: Arc<Elector>, policy: PeerPolicy) {
-    let admission = Admission::new(None, policy.max_per_addr);
+    let admission = Admission::new(policy.max_connections, policy.max_per_addr);
     let stats = &policy.stats;
+    stats.show_limit("peer_connections", policy.max_connections as u64);
     stats.show_limit("peer_connections_per_address", policy.max_per_addr as u64);
     stats.show_limit("peer_frame_bytes", policy.max_frame.into());
     stats.show_limit(
@@ -817,7 +826,7 @@ impl Default for ClientPolicy {
 /// [`serve_clients`] under `policy`. Errors and cost: as there; a request the connection's
 /// token does not allow is answered `Unauthenticated` or `Forbidden` and not served.
 pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: ClientPolicy) {
-    let admission = Admission::new(Some(policy.max_connections), policy.max_per_addr);
+    let admission = Admission::new(policy.max_connections, policy.max_per_addr);
     let stats = node.stats.net.clone();
     node.stats.client_limit.store(
         policy.max_connections as u64,
@@ -1235,7 +1244,7 @@ mod tests {
 
     #[test]
     fn admission_counts_per_address_and_in_all_and_frees_on_drop() {
-        let a = Admission::new(Some(3), 2);
+        let a = Admission::new(3, 2);
         let (x, y): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
         let x1 = a.admit(x).unwrap();
         let _x2 = a.admit(x).unwrap();

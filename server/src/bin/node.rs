@@ -100,6 +100,9 @@ struct Args {
     /// Client connections at once from one IP address.
     #[arg(long, default_value_t = 512)]
     max_client_connections_per_addr: usize,
+    /// Raft connections at once, from all addresses; one more is closed at once.
+    #[arg(long, default_value_t = fencelock_server::net::MAX_PEER_CONNECTIONS)]
+    max_peer_connections: usize,
     /// Raft connections at once from one IP address.
     #[arg(long, default_value_t = 64)]
     max_peer_connections_per_addr: usize,
@@ -594,6 +597,7 @@ fn check_net_limits(args: &Args) -> Result<(), String> {
             "--max-client-connections-per-addr",
             args.max_client_connections_per_addr as u64,
         ),
+        ("--max-peer-connections", args.max_peer_connections as u64),
         (
             "--max-peer-connections-per-addr",
             args.max_peer_connections_per_addr as u64,
@@ -735,6 +739,7 @@ async fn run(args: Args) -> Result<(), String> {
     .map_err(|e| format!("starting on {}: {e}", dir.display()))?;
     let peer_policy = PeerPolicy {
         tls: tls.clone(),
+        max_connections: args.max_peer_connections,
         max_per_addr: args.max_peer_connections_per_addr,
         max_frame: args.max_peer_frame_bytes,
         idle_timeout: Duration::from_millis(args.peer_idle_timeout_ms),
