@@ -106,6 +106,10 @@ struct Args {
     /// Raft connections at once from one IP address.
     #[arg(long, default_value_t = 64)]
     max_peer_connections_per_addr: usize,
+    /// Pushes queued for all client connections together; when a push finds them spent,
+    /// the connection holding the most is closed.
+    #[arg(long, default_value_t = fencelock_server::state_machine::MAX_QUEUED_PUSHES)]
+    max_queued_pushes: usize,
     /// The largest client request frame (bytes); a longer one is refused and its
     /// connection closed.
     #[arg(long, default_value_t = 64 << 10)]
@@ -598,6 +602,7 @@ fn check_net_limits(args: &Args) -> Result<(), String> {
             args.max_client_connections_per_addr as u64,
         ),
         ("--max-peer-connections", args.max_peer_connections as u64),
+        ("--max-queued-pushes", args.max_queued_pushes as u64),
         (
             "--max-peer-connections-per-addr",
             args.max_peer_connections_per_addr as u64,
@@ -760,6 +765,7 @@ async fn run(args: Args) -> Result<(), String> {
         max_frame: args.max_client_frame_bytes,
         idle_timeout: Duration::from_millis(args.client_idle_timeout_ms),
         read_timeout: Duration::from_millis(args.read_timeout_ms),
+        max_queued_pushes: args.max_queued_pushes,
     };
     let client_task = tokio::spawn(serve_clients_with(client_l, node.clone(), policy));
     let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
