@@ -529,7 +529,8 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
     }
 }
 
-/// Writes `bytes` to `path` whole or not at all: `path.tmp`, fsync, rename.
+/// Writes `bytes` to `path` whole or not at all: `path.tmp` (made anew, 0600: an export
+/// needs an admin token, so it is the admin's to share), fsync, rename.
 ///
 /// Errors: I/O errors, naming the path.
 fn write_synced(path: &std::path::Path, bytes: &[u8]) -> Res<()> {
@@ -538,7 +539,7 @@ fn write_synced(path: &std::path::Path, bytes: &[u8]) -> Res<()> {
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
     let named = |e: std::io::Error| format!("{}: {e}", tmp.display());
-    let mut f = std::fs::File::create(&tmp).map_err(named)?;
+    let mut f = fencelock_server::disk::create_private_file(&tmp).map_err(named)?;
     f.write_all(bytes).map_err(named)?;
     f.sync_all().map_err(named)?;
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -1513,6 +1514,29 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `export -o FILE` over a world-readable `FILE.tmp` left by a crash: the export is
+    /// 0600 and holds only the new text.
+    #[test]
+    fn an_export_over_a_leftover_temporary_file_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-cli-unit-leftover-{}-{:?}",
+            std::process::id(),
+            std::time::Instant::now()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("incident.flrec");
+        let tmp = dir.join("incident.flrec.tmp");
+        std::fs::write(&tmp, "a leftover, longer than the export").unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_synced(&out, b"new\n").unwrap();
+        let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::read(&out).unwrap(), b"new\n");
+        assert!(!tmp.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn json_strings_escape_quotes_backslashes_and_control_characters() {
