@@ -1355,8 +1355,10 @@ fn mode_text(m: Mode) -> String {
     }
 }
 
-/// `line`, then ` LABEL` unless the label is empty. Control characters in the label are
-/// printed escaped (`\n`, `\u{1b}`): one holder is always one line.
+/// `line`, then ` LABEL` unless the label is empty. The characters of the label that
+/// could change how the line reads ([`hides_text`]) are printed escaped (`\n`,
+/// `\u{1b}`, `\u{202e}`): one holder is always one line, shown in the order its
+/// characters come; other text, accented or not Latin, is printed as it is.
 fn with_label(line: String, label: &str) -> String {
     if label.is_empty() {
         return line;
@@ -1364,13 +1366,33 @@ fn with_label(line: String, label: &str) -> String {
     let mut out = line;
     out.push(' ');
     for c in label.chars() {
-        if c.is_control() {
+        if hides_text(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// Whether `c`, printed for a person, could start a line, move the cursor or make a
+/// terminal show the text around it in another order than it comes: the control
+/// characters (C0, DEL, C1), the line and paragraph separators, and the bidirectional
+/// controls of Unicode Standard Annex 9 (U+061C, U+200E, U+200F, U+202A–U+202E,
+/// U+2066–U+2069: the characters of the "Trojan Source" attack, which would let a label
+/// read as another holder's). Cost: O(1).
+fn hides_text(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+        )
 }
 
 /// What `watch` prints: every change, or an election's leader.
@@ -1564,6 +1586,41 @@ mod tests {
         assert_eq!(
             with_label("7 shared 3".into(), "a\nb\u{1b}[2Jé"),
             "7 shared 3 a\\nb\\u{1b}[2Jé"
+        );
+    }
+
+    /// A label cannot reorder what a terminal shows: U+202E (RIGHT-TO-LEFT OVERRIDE) and
+    /// the other bidirectional controls, and the line separators, are printed escaped in
+    /// holder and watch lines; ordinary non-ASCII text stays as it is.
+    #[test]
+    fn bidirectional_controls_in_labels_are_printed_escaped() {
+        assert_eq!(
+            with_label("7 exclusive 3".into(), "ci\u{202e}7 tsoh"),
+            "7 exclusive 3 ci\\u{202e}7 tsoh"
+        );
+        let all = "\u{61c}\u{200e}\u{200f}\u{2028}\u{2029}\u{202a}\u{202b}\u{202c}\u{202d}\
+                   \u{202e}\u{2066}\u{2067}\u{2068}\u{2069}\u{85}\u{7f}";
+        let shown = with_label("1 shared 2".into(), all);
+        assert!(shown.is_ascii(), "{shown:?}");
+        assert_eq!(
+            shown.matches("\\u{").count(),
+            all.chars().count(),
+            "{shown}"
+        );
+        assert_eq!(
+            with_label("1 shared 2".into(), "Zoë ビルド 🚀 עברית"),
+            "1 shared 2 Zoë ビルド 🚀 עברית"
+        );
+        assert_eq!(
+            watch_line(
+                Show::Leader,
+                4,
+                Mode::Exclusive,
+                9,
+                Change::Granted,
+                "a\u{2066}b"
+            ),
+            "leader 4 9 a\\u{2066}b"
         );
     }
 
