@@ -54,17 +54,27 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
         .create(dir)
 }
 
-/// Creates (or truncates) `path` for writing, readable and writable by this user only
-/// when it creates it (mode 0600): for files that hold session credentials.
-/// Errors: the I/O error. Cost: one `open`.
+/// Creates `path` anew for writing, readable and writable by this user only (mode 0600,
+/// whatever the umask): for the temporary files that are renamed over files holding
+/// session credentials or an admin's export. A file already at `path` — one left by a
+/// crash between its creation and the rename — is removed first, so its mode (say 0644),
+/// owner or other links never pass to the file renamed into place.
+/// Errors: the I/O error (a directory at `path` is not removed). Cost: an `unlink`, an
+/// `open` and an `fchmod`.
 pub fn create_private_file(path: &Path) -> io::Result<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fs::OpenOptions::new()
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let f = fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
-        .open(path)
+        .open(path)?;
+    // The umask may have taken bits from 0600 (0400 under umask 0277): exactly 0600.
+    f.set_permissions(fs::Permissions::from_mode(0o600))?;
+    Ok(f)
 }
 
 /// The end and outcome of a shared probe (the error's kind and text).
@@ -246,6 +256,41 @@ mod tests {
         assert_eq!(d.probes(), 1, "64 callers at once, one probe");
         d.probe_shared().await.unwrap();
         assert_eq!(d.probes(), 2, "a later caller gets a probe of its own");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A temporary file left by a crash (world-readable, holding old bytes) is not reused:
+    /// the file made in its place is new, 0600, and holds only what is written to it.
+    #[test]
+    fn a_leftover_temporary_file_passes_on_neither_its_mode_nor_its_bytes() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-disk-unit-leftover-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        fs::create_dir_all(&dir).unwrap();
+        let tmp = dir.join("x.tmp");
+        fs::write(&tmp, b"left over by a crash, longer than what follows").unwrap();
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o644)).unwrap();
+        // Another name for the leftover: had it been reused, this would change too.
+        fs::hard_link(&tmp, dir.join("link")).unwrap();
+        {
+            let mut f = create_private_file(&tmp).unwrap();
+            f.write_all(b"new").unwrap();
+        }
+        let m = fs::metadata(&tmp).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o600);
+        assert_eq!(fs::read(&tmp).unwrap(), b"new");
+        assert_eq!(
+            fs::read(dir.join("link")).unwrap(),
+            b"left over by a crash, longer than what follows",
+            "the leftover file was reused"
+        );
+        fs::rename(&tmp, dir.join("x")).unwrap();
+        let m = fs::metadata(dir.join("x")).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o600);
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -782,6 +782,27 @@ mod tests {
         }
     }
 
+    /// A recording is for machines: a label's bidirectional controls (which `fencelock
+    /// holder` prints escaped) are written exactly as they are, as JSON allows.
+    #[test]
+    fn a_label_with_bidirectional_controls_is_recorded_exactly() {
+        let label = "ci\u{202e}7 tsoh\u{2066}";
+        let i = Input::OpenLabeled {
+            now: Tick(5),
+            ttl: 100,
+            label: fencelock::Label::new(label).expect("label"),
+        };
+        let mut j = Json {
+            out: String::new(),
+            at: "test",
+        };
+        input(&mut j, &i).expect("representable");
+        assert_eq!(
+            j.out,
+            format!(r#"{{"kind":"open_labeled","now":5,"ttl":100,"label":"{label}"}}"#)
+        );
+    }
+
     /// The inputs, replies and events of labels, watches and semaphores in the format's
     /// words (docs/RECORDING.md): kinds from `Input::kind()`, a permits mode as an object.
     #[test]

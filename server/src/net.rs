@@ -7,8 +7,8 @@
 //! # Limits
 //!
 //! Both ports bound what one peer or client can hold ([`ClientPolicy`], [`PeerPolicy`]):
-//! * connections per source IP address (and, on the client port, in all): one more is
-//!   closed at once, before any TLS handshake or read, counted in
+//! * connections per source IP address and in all: one more is closed at once, before
+//!   any TLS handshake or read, counted in
 //!   `fencelock_connections_refused_total{port,reason}` and logged (at most every
 //!   [`LOG_EVERY`] per kind);
 //! * the frame size: the length prefix is checked before anything is read, and a body is
@@ -18,6 +18,10 @@
 //! * the idle timeout: a connection with no frame for that long is closed — on the client
 //!   port only if no session is attached to it and no request is in flight (a waiting
 //!   acquire's grant is pushed on it).
+//! * pushes queued for a client: at most [`PUSH_BACKLOG`] per connection and
+//!   [`MAX_QUEUED_PUSHES`] for all of them ([`ClientPolicy::max_queued_pushes`]); a
+//!   connection that falls behind, or holds the most when the total is spent, is closed
+//!   and its queue dropped at once (`fencelock_push_closes_total{reason}`).
 //!
 //! An `accept` that fails (no file descriptors left: `EMFILE`) is retried after a pause
 //! that doubles up to one second, counted in `fencelock_accept_errors_total{port}` and
@@ -52,7 +56,7 @@ use crate::frame::{
 };
 use crate::node::Node;
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame};
-use crate::state_machine::{PushSink, PUSH_BACKLOG};
+use crate::state_machine::{MAX_QUEUED_PUSHES, PUSH_BACKLOG};
 use crate::tls::{check_peer, node_name, NodeTls, HANDSHAKE_TIMEOUT};
 use crate::types::{NodeAddr, NodeId, TypeConfig};
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -101,6 +105,12 @@ pub async fn serve_raft_with(listener: TcpListener, elector: Arc<Elector>, tls: 
 /// replication stream and one per pre-vote round to each peer, so a few are normal; the
 /// rest is room for clusters whose nodes share an address (several on one host).
 pub const MAX_PEER_PER_ADDR: usize = 64;
+/// The default limit of Raft connections at once, from all addresses: a node holds a few
+/// open to each peer it talks to (a replication stream, a vote or pre-vote round, a
+/// reconnect under way), so 256 is room for four from each of 64 members — far more than a
+/// Raft cluster has (3 to 7 voters and a few learners) — while a flood from many addresses
+/// cannot take every file descriptor of the node.
+pub const MAX_PEER_CONNECTIONS: usize = 256;
 /// The default idle timeout of a Raft connection: a leader sends heartbeats far more
 /// often, so only a connection nobody uses is closed (its owner reconnects on its next
 /// call).
@@ -133,6 +143,9 @@ pub fn entries_per_append() -> u64 {
 pub struct PeerPolicy {
     /// Mutual TLS ([`serve_raft_with`]); `None`: plain TCP.
     pub tls: Option<NodeTls>,
+    /// At most this many connections at once, from all addresses (TLS handshakes
+    /// included); one more is closed at once. Default [`MAX_PEER_CONNECTIONS`].
+    pub max_connections: usize,
     /// At most this many connections from one IP address (TLS handshakes included); one
     /// more is closed at once. Default [`MAX_PEER_PER_ADDR`].
     pub max_per_addr: usize,
@@ -155,6 +168,7 @@ impl Default for PeerPolicy {
     fn default() -> Self {
         PeerPolicy {
             tls: None,
+            max_connections: MAX_PEER_CONNECTIONS,
             max_per_addr: MAX_PEER_PER_ADDR,
             max_frame: MAX_RAFT_FRAME,
             idle_timeout: PEER_IDLE_TIMEOUT,
@@ -244,14 +258,14 @@ impl NetStats {
 /// Connections admitted per source address, and in all.
 #[derive(Clone)]
 struct Admission {
-    total: Option<(Arc<Semaphore>, usize)>,
+    total: (Arc<Semaphore>, usize),
     per_addr: usize,
     counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
 
 /// One admitted connection; frees its places when dropped.
 struct Admitted {
-    _total: Option<OwnedSemaphorePermit>,
+    _total: OwnedSemaphorePermit,
     ip: IpAddr,
     counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
@@ -269,9 +283,9 @@ impl Drop for Admitted {
 }
 
 impl Admission {
-    fn new(total: Option<usize>, per_addr: usize) -> Admission {
+    fn new(total: usize, per_addr: usize) -> Admission {
         Admission {
-            total: total.map(|t| (Arc::new(Semaphore::new(t)), t)),
+            total: (Arc::new(Semaphore::new(total)), total),
             per_addr,
             counts: Arc::default(),
         }
@@ -280,10 +294,8 @@ impl Admission {
     /// A place for one more connection from `ip`, or the refusing limit's reason and
     /// size. Cost: O(1).
     fn admit(&self, ip: IpAddr) -> Result<Admitted, (&'static str, usize)> {
-        let total = match &self.total {
-            Some((s, n)) => Some(s.clone().try_acquire_owned().map_err(|_| ("total", *n))?),
-            None => None,
-        };
+        let (s, n) = &self.total;
+        let total = s.clone().try_acquire_owned().map_err(|_| ("total", *n))?;
         let mut m = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         let n = m.entry(ip).or_insert(0);
         if *n >= self.per_addr {
@@ -355,8 +367,9 @@ impl Drop for PeerGauge {
 /// [`PeerPolicy`]). Errors: none (a bad or slow peer only loses its connection). Cost per
 /// connection: a task and at most `policy.max_frame` bytes of buffer while a frame arrives.
 pub async fn serve_peers(listener: TcpListener, elector: Arc<Elector>, policy: PeerPolicy) {
-    let admission = Admission::new(None, policy.max_per_addr);
+    let admission = Admission::new(policy.max_connections, policy.max_per_addr);
     let stats = &policy.stats;
+    stats.show_limit("peer_connections", policy.max_connections as u64);
     stats.show_limit("peer_connections_per_address", policy.max_per_addr as u64);
     stats.show_limit("peer_frame_bytes", policy.max_frame.into());
     stats.show_limit(
@@ -756,7 +769,8 @@ pub const MAX_IN_FLIGHT: usize = 256;
 /// the process ends, admitting every client as an administrator (no tokens): for tests
 /// and a cluster on a trusted host; see [`serve_clients_with`]. Requests on a connection
 /// run concurrently (at most [`MAX_IN_FLIGHT`]); replies carry the request id. Pushes
-/// queue at most [`PUSH_BACKLOG`] deep; a connection that falls further behind is closed.
+/// queue at most [`PUSH_BACKLOG`] deep, and [`MAX_QUEUED_PUSHES`] for all connections
+/// together; a connection that falls further behind is closed.
 /// Errors: none (a bad or stalled client only loses its connection).
 pub async fn serve_clients(listener: TcpListener, node: Arc<Node>) {
     serve_clients_with(listener, node, ClientPolicy::default()).await
@@ -785,9 +799,13 @@ pub struct ClientPolicy {
     /// flight is closed. Default [`CLIENT_IDLE_TIMEOUT`].
     pub idle_timeout: Duration,
     /// A request must arrive whole within this long once started; otherwise it is
-    /// answered [`ServerFrame::Malformed`] and the connection closed. Default
-    /// [`READ_TIMEOUT`].
+    /// answered [`ServerFrame::Malformed`] and the connection closed. Also how long a
+    /// closing connection may take to flush what is left for it. Default [`READ_TIMEOUT`].
     pub read_timeout: Duration,
+    /// At most this many pushes queued for all client connections together (besides
+    /// [`PUSH_BACKLOG`] for each): when a push finds them spent, the connection holding
+    /// the most is closed ([`crate::state_machine::Hub`]). Default [`MAX_QUEUED_PUSHES`].
+    pub max_queued_pushes: usize,
 }
 
 /// The default limit of client connections from one IP address.
@@ -796,7 +814,8 @@ pub const MAX_CLIENT_PER_ADDR: usize = 512;
 pub const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The default limit of a node's concurrent client connections: each costs a task, its
-/// buffers and up to [`PUSH_BACKLOG`] queued pushes, so their number is bounded too.
+/// buffers and up to [`PUSH_BACKLOG`] queued pushes (all of them together at most
+/// [`MAX_QUEUED_PUSHES`]), so their number is bounded too.
 pub const MAX_CLIENT_CONNECTIONS: usize = 4096;
 
 impl Default for ClientPolicy {
@@ -810,6 +829,7 @@ impl Default for ClientPolicy {
             max_frame: MAX_CLIENT_FRAME,
             idle_timeout: CLIENT_IDLE_TIMEOUT,
             read_timeout: READ_TIMEOUT,
+            max_queued_pushes: MAX_QUEUED_PUSHES,
         }
     }
 }
@@ -817,13 +837,15 @@ impl Default for ClientPolicy {
 /// [`serve_clients`] under `policy`. Errors and cost: as there; a request the connection's
 /// token does not allow is answered `Unauthenticated` or `Forbidden` and not served.
 pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: ClientPolicy) {
-    let admission = Admission::new(Some(policy.max_connections), policy.max_per_addr);
+    let admission = Admission::new(policy.max_connections, policy.max_per_addr);
     let stats = node.stats.net.clone();
     node.stats.client_limit.store(
         policy.max_connections as u64,
         std::sync::atomic::Ordering::Relaxed,
     );
     stats.show_limit("client_connections", policy.max_connections as u64);
+    node.shared.hub.set_push_budget(policy.max_queued_pushes);
+    stats.show_limit("client_queued_pushes", policy.max_queued_pushes as u64);
     stats.show_limit("client_connections_per_address", policy.max_per_addr as u64);
     stats.show_limit("client_frame_bytes", policy.max_frame.into());
     stats.show_limit(
@@ -908,18 +930,24 @@ where
     // Each reply travels with its in-flight permit, released once the reply is written.
     let (out_tx, mut out_rx) =
         mpsc::unbounded_channel::<(ServerFrame, Option<OwnedSemaphorePermit>)>();
-    let (push, mut push_rx, overflow) = PushSink::new(PUSH_BACKLOG);
+    let (push, mut push_rx, overflow) = node.shared.hub.sink(PUSH_BACKLOG);
     let writer_done = Arc::new(Notify::new());
     let done = writer_done.clone();
     let stats = node.stats.clone();
+    let closing_timeout = policy.read_timeout;
     let writer = tokio::spawn(async move {
         let mut w = BufWriter::new(w);
         let mut pushes_open = true;
+        // Told to close for its pushes: the client is not reading.
+        let mut cut_off = false;
         loop {
             // Replies first: a Malformed frame must be written before the connection ends.
             let (f, permit) = tokio::select! {
                 biased;
-                _ = overflow.notified() => break,
+                _ = overflow.notified() => {
+                    cut_off = true;
+                    break;
+                }
                 f = out_rx.recv() => match f {
                     Some(f) => f,
                     None => break,
@@ -937,14 +965,25 @@ where
             // its overflow ends the connection.
             let written = tokio::select! {
                 r = write_to_client(&mut w, &f, &stats) => r.is_ok(),
-                _ = overflow.notified() => false,
+                _ = overflow.notified() => {
+                    cut_off = true;
+                    false
+                }
             };
             drop(permit);
             if !written || closing {
                 break;
             }
         }
-        let _ = w.shutdown().await;
+        // The pushes still queued leave the node's push budget now, not when the client
+        // goes away.
+        drop(push_rx);
+        // A client that is not reading would hold up the flush of what is buffered
+        // forever: it is not waited for, and nobody else's is waited for long.
+        if !cut_off {
+            let _ = tokio::time::timeout(closing_timeout, w.shutdown()).await;
+        }
+        drop(w);
         done.notify_one();
     });
     let limit = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -1021,6 +1060,8 @@ where
 mod tests {
     use super::*;
     use crate::auth::SessionSecret;
+    use crate::protocol::WaitSpec;
+    use crate::state_machine::PushSink;
     use crate::types::{Cmd, Op};
     use fencelock::{Input, LockName, Mode, SessionId, Tick, Wait};
 
@@ -1233,9 +1274,160 @@ mod tests {
         ));
     }
 
+    /// Yields `bytes`, then nothing more (pending forever, never the end).
+    struct Script(Vec<u8>);
+
+    impl AsyncRead for Script {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            if self.0.is_empty() {
+                return std::task::Poll::Pending;
+            }
+            let n = buf.remaining().min(self.0.len());
+            buf.put_slice(&self.0[..n]);
+            self.0.drain(..n);
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A client that attaches to a session and then reads nothing, while grants are pushed
+    /// to it, is closed by the node's push budget (lowered to 1): its connection ends
+    /// (the node does not wait for a flush the client will never take) and its queued
+    /// pushes leave the budget; the session itself is untouched.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_stops_reading_its_pushes_is_closed_and_its_queue_freed() {
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-net-unit-push-budget-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        let node = Node::start(
+            crate::node::NodeConfig::new(1, dir.clone()),
+            TcpNetwork::default(),
+        )
+        .await
+        .unwrap();
+        let me = NodeAddr {
+            raft: "127.0.0.1:1".into(),
+            client: "127.0.0.1:2".into(),
+        };
+        node.initialize([(1, me)].into()).await.unwrap();
+        // Requests on connections of their own, whose pushes nobody reads (their queues
+        // are dropped at once, so they are detached by the first push).
+        let ask = |req: Request| {
+            let node = node.clone();
+            async move {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                loop {
+                    let sink = PushSink::new(8).0;
+                    match node
+                        .handle_request(req.clone(), node.next_conn_id(), &sink)
+                        .await
+                    {
+                        Err(ClientError::NotLeader { .. }) if Instant::now() < deadline => {
+                            tokio::time::sleep(Duration::from_millis(20)).await
+                        }
+                        r => return r.unwrap(),
+                    }
+                }
+            }
+        };
+        let open = || async {
+            match ask(Request::Open {
+                ttl_ms: 600_000,
+                key: None,
+            })
+            .await
+            {
+                Reply::Opened {
+                    reply: fencelock::Reply::Opened { session, .. },
+                    secret,
+                    ..
+                } => (session.0, secret),
+                other => panic!("{other:?}"),
+            }
+        };
+        let (a, a_secret) = open().await;
+        let (b, b_secret) = open().await;
+        let locks = ["p0", "p1", "p2"];
+        for (session, secret, wait) in [
+            (a, a_secret, WaitSpec::None),
+            (b, b_secret, WaitSpec::Forever),
+        ] {
+            for lock in locks {
+                ask(Request::Acquire {
+                    session,
+                    secret,
+                    lock: lock.into(),
+                    mode: Mode::Exclusive,
+                    wait,
+                    request: None,
+                })
+                .await;
+            }
+        }
+        node.shared.hub.set_push_budget(1);
+        let script = frame::encode(&ClientFrame {
+            id: 1,
+            req: Request::Attach {
+                session: b,
+                secret: b_secret,
+            },
+        })
+        .unwrap();
+        let conn = node.next_conn_id() + 1; // the id client_conn takes next
+        let task = tokio::spawn(client_conn(
+            Script(script),
+            NeverReads,
+            node.clone(),
+            ClientPolicy::default(),
+        ));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !node.shared.hub.has_conn(conn) {
+            assert!(Instant::now() < deadline, "never attached");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // A's releases grant B three locks: three pushes to a client that reads nothing.
+        for lock in locks {
+            ask(Request::Release {
+                session: a,
+                secret: a_secret,
+                lock: lock.into(),
+                request: None,
+            })
+            .await;
+        }
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("the connection of a client that reads nothing was never closed")
+            .unwrap();
+        assert_eq!(node.shared.hub.queued_pushes(), 0);
+        let closes = node
+            .shared
+            .hub
+            .push_closes
+            .get_or_create(&vec![("reason".to_string(), "push_budget".to_string())])
+            .get();
+        assert_eq!(closes, 1);
+        {
+            let g = node.shared.state();
+            for lock in locks {
+                assert!(
+                    g.svc.holders(lock).any(|h| h.session == SessionId(b)),
+                    "{lock}"
+                );
+            }
+        }
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn admission_counts_per_address_and_in_all_and_frees_on_drop() {
-        let a = Admission::new(Some(3), 2);
+        let a = Admission::new(3, 2);
         let (x, y): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
         let x1 = a.admit(x).unwrap();
         let _x2 = a.admit(x).unwrap();

@@ -122,6 +122,7 @@ struct Gauges {
     in_use: Family<Labels, Gauge>,
     capacity: Family<Labels, Gauge>,
     proposer_queue: Gauge,
+    pushes_queued: Gauge,
     watches: Gauge,
     disk_full: Gauge,
 }
@@ -182,6 +183,11 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
         g.proposer_queue.clone(),
     );
     r.register(
+        "pushes_queued",
+        "Pushes queued for all client connections together",
+        g.pushes_queued.clone(),
+    );
+    r.register(
         "watches",
         "Watches in use (claim rows, counted in table_in_use{table=\"claims\"})",
         g.watches.clone(),
@@ -225,6 +231,11 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
         "client_connections",
         "Open client connections",
         node.stats.connections.clone(),
+    );
+    r.register(
+        "push_closes",
+        "Client connections closed for their pushes (push_backlog, push_budget)",
+        node.shared.hub.push_closes.clone(),
     );
     let net = &node.stats.net;
     r.register(
@@ -282,6 +293,8 @@ impl Ops {
             g.capacity.get_or_create(&l).set(cap as i64);
         }
         g.proposer_queue.set(n.proposer_queue() as i64);
+        g.pushes_queued
+            .set(n.shared.hub.queued_pushes().min(i64::MAX as usize) as i64);
         g.watches.set(i64::from(w));
         g.disk_full.set(n.disk().is_full() as i64);
     }
@@ -625,9 +638,9 @@ async fn metrics(State(ops): State<Arc<Ops>>) -> Response {
 /// locks, claims: the core's `usage()` and `capacity()`), `watches`, `proposer_queue`, `disk_full`,
 /// `disk_errors_total`, `fsync_seconds` (histogram), `grants_total`, `expiries_total`,
 /// `wait_seconds` (histogram of granted waiters' waits), `refusals_total{kind}`,
-/// `client_connections`, `peer_connections`, `connections_refused_total{port,reason}`,
-/// `connections_closed_total{port,reason}`, `accept_errors_total{port}`,
-/// `net_limit{name}` (see [`crate::net`]).
+/// `client_connections`, `pushes_queued`, `push_closes_total{reason}`, `peer_connections`,
+/// `connections_refused_total{port,reason}`, `connections_closed_total{port,reason}`,
+/// `accept_errors_total{port}`, `net_limit{name}` (see [`crate::net`]).
 ///
 /// Under the default [`OpsPolicy`]: at most [`OPS_MAX_CONNECTIONS`] connections, each
 /// closed after [`OPS_CONNECTION_TIMEOUT`], and `/snapshot` answered to anyone: for a node

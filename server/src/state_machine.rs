@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fencelock::{
@@ -35,6 +36,7 @@ use fencelock::{
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, StorageIOError};
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, Notify};
@@ -88,45 +90,119 @@ impl ServiceConfig {
 /// (its sessions stay open; the client reconnects, re-attaches and re-reads the lock state
 /// once) instead of letting the node's memory grow without bound. It is large because one
 /// apply pushes all its outputs at once: a tick expiring thousands of one client's
-/// sessions must not cut off a client that reads normally (~1.5 MB queued at most).
+/// sessions must not cut off a client that reads normally (~2.7 MB queued at most: a
+/// queued push takes `size_of::<Output>()`, 168 bytes).
 pub const PUSH_BACKLOG: usize = 16 * 1024;
 
+/// The default limit of pushes queued for all of a node's client connections together
+/// ([`Hub::set_push_budget`]): eight connections' [`PUSH_BACKLOG`], ~22 MB, instead of the
+/// ~11 GB that 4 096 full queues would take. One apply's outputs (every session of the
+/// default table expiring at once, with the holds and grants that follow) fit in it.
+pub const MAX_QUEUED_PUSHES: usize = 8 * PUSH_BACKLOG;
+
 /// Where a push goes: one connection attached to a session, with a bounded queue
-/// ([`PUSH_BACKLOG`] by default). Cheap to clone.
+/// ([`PUSH_BACKLOG`] by default) counted in a node's push budget (made with
+/// [`Hub::sink`]) or in a budget of its own ([`PushSink::new`]). Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct PushSink {
     tx: mpsc::Sender<Output>,
     overflow: Arc<Notify>,
+    queued: Arc<AtomicUsize>,
+}
+
+/// The receiving end of a [`PushSink`]: its connection's writer reads it. Pushes taken out
+/// of it, and those still in it when it is dropped, leave the budget they were counted in.
+#[derive(Debug)]
+pub struct PushQueue {
+    rx: mpsc::Receiver<Output>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl PushQueue {
+    /// The next push; `None` once every sink is gone. Cancel-safe. Cost: O(1).
+    pub async fn recv(&mut self) -> Option<Output> {
+        let o = self.rx.recv().await;
+        if o.is_some() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        o
+    }
+
+    /// The next push if one is queued. Cost: O(1), never waits.
+    pub fn try_recv(&mut self) -> Result<Output, mpsc::error::TryRecvError> {
+        let o = self.rx.try_recv()?;
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+        Ok(o)
+    }
+}
+
+impl Drop for PushQueue {
+    /// Refuses further pushes and gives back the budget of those still queued.
+    fn drop(&mut self) {
+        self.rx.close();
+        while self.rx.try_recv().is_ok() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Why [`PushSink::send`] did not queue a push.
+enum Unsent {
+    /// The queue is full: the connection fell behind (told to close).
+    Full,
+    /// The connection is gone.
+    Closed,
 }
 
 impl PushSink {
-    /// A sink queueing at most `backlog` pushes, the receiver its connection's writer
-    /// reads, and the signal it gives when a push finds the queue full (the writer then
-    /// closes the connection). Cost: one allocation of `backlog` slots.
-    pub fn new(backlog: usize) -> (PushSink, mpsc::Receiver<Output>, Arc<Notify>) {
+    /// A sink queueing at most `backlog` pushes in a budget of its own (no limit but the
+    /// backlog), the queue its connection's writer reads, and the signal it gives when the
+    /// connection must close (its queue or the node's budget is full; the writer then
+    /// closes it). Cost: one allocation of `backlog` slots.
+    pub fn new(backlog: usize) -> (PushSink, PushQueue, Arc<Notify>) {
+        Self::counted(backlog, Arc::default())
+    }
+
+    fn counted(backlog: usize, queued: Arc<AtomicUsize>) -> (PushSink, PushQueue, Arc<Notify>) {
         let (tx, rx) = mpsc::channel(backlog.max(1));
         let overflow = Arc::new(Notify::new());
         (
             PushSink {
                 tx,
                 overflow: overflow.clone(),
+                queued: queued.clone(),
             },
-            rx,
+            PushQueue { rx, queued },
             overflow,
         )
     }
 
-    /// Queues `o`; false when the connection is gone or has fallen [`PUSH_BACKLOG`]
-    /// behind (then it is told to close). Cost: O(1), never waits.
-    fn send(&self, o: Output) -> bool {
-        match self.tx.try_send(o) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.overflow.notify_one();
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+    /// Queues `o`, counted in the sink's budget. Errors: the queue is full (the connection
+    /// is told to close) or gone. Cost: O(1), never waits.
+    fn send(&self, o: Output) -> Result<(), Unsent> {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        let r = self.tx.try_send(o);
+        if r.is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
         }
+        match r {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.close();
+                Err(Unsent::Full)
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Unsent::Closed),
+        }
+    }
+
+    /// Pushes queued and not yet taken by the writer. Cost: O(1).
+    fn len(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
+    /// Tells the connection to close. Cost: O(1).
+    fn close(&self) {
+        self.overflow.notify_one();
     }
 }
 
@@ -135,14 +211,64 @@ type Sub = (u64, PushSink, u64);
 
 /// Routes applied outputs to attached sessions; optionally keeps a journal of every
 /// applied output (tests use it to check order and expiry).
-#[derive(Default)]
+///
+/// Pushes queued for all connections together are bounded by the push budget
+/// ([`Hub::set_push_budget`], default [`MAX_QUEUED_PUSHES`]) as well as per connection
+/// ([`PUSH_BACKLOG`]). A push that finds the budget spent closes the attached connection
+/// holding the most queued pushes — the pushing one if none holds more — as if it had
+/// fallen behind: so a client that stops reading cannot get others cut off by filling the
+/// budget. The push goes on to its own connection when another was closed, so the total
+/// exceeds the budget by at most one push per connection closed so, until their queues are
+/// dropped (at once: the writer drops it as it closes).
 pub struct Hub {
     /// Per session: (connection, sink, first log index whose outputs it gets).
     subs: Mutex<HashMap<u64, Vec<Sub>>>,
     journal: Mutex<Option<Vec<(u64, Output)>>>,
+    /// Pushes queued for the sinks made by [`Hub::sink`].
+    queued: Arc<AtomicUsize>,
+    budget: AtomicUsize,
+    /// Connections closed for their pushes, by `reason`: `push_backlog` (its own queue was
+    /// full), `push_budget` (the node's budget was spent and it held the most).
+    pub push_closes: Family<Vec<(String, String)>, Counter>,
+}
+
+impl Default for Hub {
+    /// No attachments, no journal, a push budget of [`MAX_QUEUED_PUSHES`].
+    fn default() -> Self {
+        Hub {
+            subs: Mutex::default(),
+            journal: Mutex::default(),
+            queued: Arc::default(),
+            budget: AtomicUsize::new(MAX_QUEUED_PUSHES),
+            push_closes: Family::default(),
+        }
+    }
 }
 
 impl Hub {
+    /// A sink queueing at most `backlog` pushes, counted in this hub's push budget, as
+    /// [`PushSink::new`]. Cost: as there.
+    pub fn sink(&self, backlog: usize) -> (PushSink, PushQueue, Arc<Notify>) {
+        PushSink::counted(backlog, self.queued.clone())
+    }
+
+    /// Sets the push budget: pushes queued for all the sinks made by [`Hub::sink`]
+    /// together. Cost: O(1).
+    pub fn set_push_budget(&self, pushes: usize) {
+        self.budget.store(pushes, Ordering::Relaxed);
+    }
+
+    /// Pushes queued now for the sinks made by [`Hub::sink`]. Cost: O(1).
+    pub fn queued_pushes(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    fn count_close(&self, reason: &str) {
+        self.push_closes
+            .get_or_create(&vec![("reason".to_string(), reason.to_string())])
+            .inc();
+    }
+
     /// Registers `sink` (identified by `conn`) for the outputs naming `session`.
     /// Cost: O(attachments of that session).
     pub fn attach(&self, session: SessionId, conn: u64, sink: PushSink) {
@@ -204,14 +330,62 @@ impl Hub {
         }
     }
 
+    /// Pushes `o` (applied at log entry `index`) to the connections attached to its
+    /// session. A connection whose queue is full, or that the push budget closes (see
+    /// [`Hub`]), is told to close and detached. Cost: O(attachments of the session); when
+    /// the budget is spent, O(all attachments) to find the connection to close.
     fn push(&self, index: u64, o: &Output) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(v) = g.get_mut(&o.session().0) {
-            // A sink that is gone or full is dropped (a full one closes its connection).
-            v.retain(|(_, s, from)| index < *from || s.send(o.clone()));
+        let session = o.session().0;
+        // Connections to detach from every session (closed), and from this one (gone).
+        let (mut closed, mut gone) = (Vec::new(), Vec::new());
+        for i in 0..g.get(&session).map_or(0, Vec::len) {
+            let (conn, sink, from) = g[&session][i].clone();
+            if index < from || closed.contains(&conn) {
+                continue;
+            }
+            if self.queued.load(Ordering::Relaxed) >= self.budget.load(Ordering::Relaxed)
+                && Arc::ptr_eq(&sink.queued, &self.queued)
+            {
+                let most = g
+                    .values()
+                    .flatten()
+                    .filter(|(c, s, _)| !closed.contains(c) && Arc::ptr_eq(&s.queued, &self.queued))
+                    .max_by_key(|(_, s, _)| s.len());
+                let (victim, vs) = match most {
+                    Some((c, s, _)) if s.len() > sink.len() => (*c, s.clone()),
+                    _ => (conn, sink.clone()),
+                };
+                vs.close();
+                self.count_close("push_budget");
+                closed.push(victim);
+                if victim == conn {
+                    continue;
+                }
+            }
+            match sink.send(o.clone()) {
+                Ok(()) => {}
+                Err(Unsent::Full) => {
+                    self.count_close("push_backlog");
+                    gone.push(conn);
+                }
+                Err(Unsent::Closed) => gone.push(conn),
+            }
+        }
+        if !closed.is_empty() {
+            g.retain(|_, v| {
+                v.retain(|(c, _, _)| !closed.contains(c));
+                !v.is_empty()
+            });
+        }
+        if let Some(v) = g.get_mut(&session) {
+            v.retain(|(c, _, _)| !gone.contains(c));
+            if v.is_empty() {
+                g.remove(&session);
+            }
         }
         if matches!(o, Output::SessionExpired { .. }) {
-            g.remove(&o.session().0);
+            g.remove(&session);
         }
     }
 
@@ -1399,9 +1573,69 @@ mod hub_tests {
         hub.push(5, &o); // older than either attachment: pushed by whoever applied it
         hub.push(15, &o);
         hub.push(25, &o);
-        let got =
-            |rx: &mut mpsc::Receiver<Output>| std::iter::from_fn(|| rx.try_recv().ok()).count();
+        let got = |rx: &mut PushQueue| std::iter::from_fn(|| rx.try_recv().ok()).count();
         assert_eq!(got(&mut a_rx), 2, "connection 1 gets entries 15 and 25");
         assert_eq!(got(&mut b_rx), 1, "connection 2 gets entry 25 only");
+    }
+
+    /// With the push budget spent, a push closes the connection holding the most queued
+    /// pushes — a stalled one, not the reader the push is for — and goes on to its own;
+    /// when the pushing connection holds the most, it is the one closed. A dropped queue
+    /// gives its pushes back to the budget.
+    #[tokio::test]
+    async fn a_spent_push_budget_closes_the_connection_holding_the_most() {
+        let hub = Hub::default();
+        hub.set_push_budget(4);
+        let (s1, s2) = (SessionId(1), SessionId(2));
+        let out = |s| Output::WaitTimedOut {
+            session: s,
+            lock: fencelock::LockName::new("x").expect("name"),
+        };
+        let budget = |hub: &Hub| {
+            hub.push_closes
+                .get_or_create(&vec![("reason".to_string(), "push_budget".to_string())])
+                .get()
+        };
+        let (stalled, stalled_rx, stalled_close) = hub.sink(100);
+        let (reader, mut reader_rx, reader_close) = hub.sink(100);
+        hub.attach(s1, 1, stalled);
+        hub.attach(s2, 2, reader);
+        for i in 0..4 {
+            hub.push(i, &out(s1));
+        }
+        assert_eq!(
+            hub.queued_pushes(),
+            4,
+            "the stalled connection spent the budget"
+        );
+        hub.push(10, &out(s2));
+        assert_eq!(
+            reader_rx.try_recv().ok(),
+            Some(out(s2)),
+            "the reader got its push"
+        );
+        let told = |n: Arc<Notify>| async move {
+            tokio::time::timeout(std::time::Duration::from_secs(10), n.notified())
+                .await
+                .is_ok()
+        };
+        assert!(
+            told(stalled_close).await,
+            "the stalled connection was not told to close"
+        );
+        assert!(!hub.has_conn(1), "the stalled connection is detached");
+        assert!(hub.has_conn(2), "the reader is kept");
+        assert_eq!(budget(&hub), 1);
+        drop(stalled_rx);
+        assert_eq!(hub.queued_pushes(), 0, "a dropped queue leaves the budget");
+        // Now the reader falls behind by itself: its second push finds the budget of 1
+        // spent, and it holds the most.
+        hub.set_push_budget(1);
+        hub.push(11, &out(s2));
+        hub.push(12, &out(s2));
+        assert!(told(reader_close).await, "the reader was not told to close");
+        assert!(!hub.has_conn(2));
+        assert_eq!(budget(&hub), 2);
+        assert_eq!(hub.queued_pushes(), 1);
     }
 }

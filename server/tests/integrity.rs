@@ -242,7 +242,8 @@ async fn a_missing_log_beside_a_snapshot_refuses_to_start() {
 /// The log and the snapshot hold every open session's credential: a node that creates its
 /// data directory makes it private to its user (0700), and writes `raft.log` and
 /// `snapshot.bin` readable by that user only (0600), so another local user cannot read
-/// the credentials whatever the umask, even where the directory's parent is open.
+/// the credentials whatever the umask, even where the directory's parent is open — and
+/// even over a world-readable `snapshot.tmp` left by a crash before its rename.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nodes_files_holding_credentials_are_private_to_its_user() {
     use std::os::unix::fs::PermissionsExt;
@@ -251,8 +252,11 @@ async fn a_nodes_files_holding_credentials_are_private_to_its_user() {
     granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
     c.converged().await;
     let leader = c.leader().await;
-    c.nodes[&leader].raft.trigger().snapshot().await.unwrap();
     let dir = c.base.join(format!("n{leader}"));
+    let leftover = dir.join("snapshot.tmp");
+    std::fs::write(&leftover, b"left by a crash").unwrap();
+    std::fs::set_permissions(&leftover, std::fs::Permissions::from_mode(0o644)).unwrap();
+    c.nodes[&leader].raft.trigger().snapshot().await.unwrap();
     let snap = dir.join("snapshot.bin");
     let start = Instant::now();
     while !snap.exists() {

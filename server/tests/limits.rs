@@ -2,7 +2,8 @@
 //! loopback (and one `fencelock-node` process under a lowered open-file limit): a slow
 //! sender is cut off by the read timeout, a silent connection by the idle timeout (not a
 //! client with a session), an oversized frame is refused, connections beyond the
-//! per-address limit are closed at once — and meanwhile the cluster keeps serving.
+//! per-address limit (and the Raft port's total) are closed at once — and meanwhile the
+//! cluster keeps serving.
 //!
 //! Timeouts in these tests are short (1 s) so that the tests are quick, but every wait for
 //! an outcome is generous (tens of seconds): they assert what happens, never how fast.
@@ -16,8 +17,9 @@ use fencelock::Mode;
 use fencelock_server::client::{Acquired, Client};
 use fencelock_server::frame;
 use fencelock_server::net::{
-    serve_clients_with, serve_peers, ClientPolicy, NetStats, PeerPolicy, MIN_RAFT_FRAME,
+    serve_clients_with, serve_peers, ClientPolicy, NetStats, PeerPolicy, TcpNetwork, MIN_RAFT_FRAME,
 };
+use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::protocol::{ClientFrame, Reply, Request, ServerFrame, WaitSpec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -417,6 +419,71 @@ async fn connections_beyond_the_per_address_limit_are_refused_while_others_work(
         );
     }
     t.stop().await;
+}
+
+/// The Raft port bounds its connections in all, not only per address: with a total of 3,
+/// connections from three addresses are kept and one from a fourth address is closed at
+/// once (counted as `total`, the limit shown as `peer_connections`); a freed place is
+/// taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raft_connections_beyond_the_total_are_refused_from_any_address() {
+    let dir = common::temp_dir("limits-peer-total");
+    let node = Node::start(NodeConfig::new(1, dir.join("n1")), TcpNetwork::default())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let raddr = listener.local_addr().unwrap().to_string();
+    let stats = node.stats.net.clone();
+    let policy = PeerPolicy {
+        max_connections: 3,
+        stats: stats.clone(),
+        ..PeerPolicy::default()
+    };
+    assert!(
+        policy.max_per_addr > 3,
+        "the per-address limit must not be what refuses"
+    );
+    let serving = tokio::spawn(serve_peers(listener, node.elector().clone(), policy));
+    let mut held = Vec::new();
+    for src in ["127.0.0.2", "127.0.0.3", "127.0.0.4"] {
+        held.push(connect_from(src, &raddr).await);
+    }
+    let mut fourth = connect_from("127.0.0.5", &raddr).await;
+    assert!(
+        closed_within(&mut fourth, GENEROUS).await.is_some(),
+        "a connection beyond the total was kept"
+    );
+    assert_eq!(refused(&stats, "peer", "total"), 1);
+    assert_eq!(refused(&stats, "peer", "per_address"), 0);
+    let shown = stats
+        .limits
+        .get_or_create(&vec![("name".to_string(), "peer_connections".to_string())])
+        .get();
+    assert_eq!(shown, 3);
+    for s in &mut held {
+        assert_eq!(
+            s.try_read(&mut [0u8; 1]).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::WouldBlock),
+            "a connection within the total was closed"
+        );
+    }
+    // A freed place is taken again (the close reaches the node asynchronously).
+    drop(held.pop());
+    let mut kept = false;
+    for _ in 0..250 {
+        let mut s = connect_from("127.0.0.5", &raddr).await;
+        if closed_within(&mut s, Duration::from_millis(200))
+            .await
+            .is_none()
+        {
+            kept = true;
+            break;
+        }
+    }
+    assert!(kept, "a freed place was not taken again");
+    serving.abort();
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Parses Prometheus text into `name{labels}` → value.

@@ -529,7 +529,8 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
     }
 }
 
-/// Writes `bytes` to `path` whole or not at all: `path.tmp`, fsync, rename.
+/// Writes `bytes` to `path` whole or not at all: `path.tmp` (made anew, 0600: an export
+/// needs an admin token, so it is the admin's to share), fsync, rename.
 ///
 /// Errors: I/O errors, naming the path.
 fn write_synced(path: &std::path::Path, bytes: &[u8]) -> Res<()> {
@@ -538,7 +539,7 @@ fn write_synced(path: &std::path::Path, bytes: &[u8]) -> Res<()> {
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
     let named = |e: std::io::Error| format!("{}: {e}", tmp.display());
-    let mut f = std::fs::File::create(&tmp).map_err(named)?;
+    let mut f = fencelock_server::disk::create_private_file(&tmp).map_err(named)?;
     f.write_all(bytes).map_err(named)?;
     f.sync_all().map_err(named)?;
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -1354,8 +1355,10 @@ fn mode_text(m: Mode) -> String {
     }
 }
 
-/// `line`, then ` LABEL` unless the label is empty. Control characters in the label are
-/// printed escaped (`\n`, `\u{1b}`): one holder is always one line.
+/// `line`, then ` LABEL` unless the label is empty. The characters of the label that
+/// could change how the line reads ([`hides_text`]) are printed escaped (`\n`,
+/// `\u{1b}`, `\u{202e}`): one holder is always one line, shown in the order its
+/// characters come; other text, accented or not Latin, is printed as it is.
 fn with_label(line: String, label: &str) -> String {
     if label.is_empty() {
         return line;
@@ -1363,13 +1366,33 @@ fn with_label(line: String, label: &str) -> String {
     let mut out = line;
     out.push(' ');
     for c in label.chars() {
-        if c.is_control() {
+        if hides_text(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// Whether `c`, printed for a person, could start a line, move the cursor or make a
+/// terminal show the text around it in another order than it comes: the control
+/// characters (C0, DEL, C1), the line and paragraph separators, and the bidirectional
+/// controls of Unicode Standard Annex 9 (U+061C, U+200E, U+200F, U+202A–U+202E,
+/// U+2066–U+2069: the characters of the "Trojan Source" attack, which would let a label
+/// read as another holder's). Cost: O(1).
+fn hides_text(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+        )
 }
 
 /// What `watch` prints: every change, or an election's leader.
@@ -1514,6 +1537,29 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
 mod tests {
     use super::*;
 
+    /// `export -o FILE` over a world-readable `FILE.tmp` left by a crash: the export is
+    /// 0600 and holds only the new text.
+    #[test]
+    fn an_export_over_a_leftover_temporary_file_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-cli-unit-leftover-{}-{:?}",
+            std::process::id(),
+            std::time::Instant::now()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("incident.flrec");
+        let tmp = dir.join("incident.flrec.tmp");
+        std::fs::write(&tmp, "a leftover, longer than the export").unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_synced(&out, b"new\n").unwrap();
+        let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::read(&out).unwrap(), b"new\n");
+        assert!(!tmp.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn json_strings_escape_quotes_backslashes_and_control_characters() {
         assert_eq!(json_str("plain"), "\"plain\"");
@@ -1540,6 +1586,41 @@ mod tests {
         assert_eq!(
             with_label("7 shared 3".into(), "a\nb\u{1b}[2Jé"),
             "7 shared 3 a\\nb\\u{1b}[2Jé"
+        );
+    }
+
+    /// A label cannot reorder what a terminal shows: U+202E (RIGHT-TO-LEFT OVERRIDE) and
+    /// the other bidirectional controls, and the line separators, are printed escaped in
+    /// holder and watch lines; ordinary non-ASCII text stays as it is.
+    #[test]
+    fn bidirectional_controls_in_labels_are_printed_escaped() {
+        assert_eq!(
+            with_label("7 exclusive 3".into(), "ci\u{202e}7 tsoh"),
+            "7 exclusive 3 ci\\u{202e}7 tsoh"
+        );
+        let all = "\u{61c}\u{200e}\u{200f}\u{2028}\u{2029}\u{202a}\u{202b}\u{202c}\u{202d}\
+                   \u{202e}\u{2066}\u{2067}\u{2068}\u{2069}\u{85}\u{7f}";
+        let shown = with_label("1 shared 2".into(), all);
+        assert!(shown.is_ascii(), "{shown:?}");
+        assert_eq!(
+            shown.matches("\\u{").count(),
+            all.chars().count(),
+            "{shown}"
+        );
+        assert_eq!(
+            with_label("1 shared 2".into(), "Zoë ビルド 🚀 עברית"),
+            "1 shared 2 Zoë ビルド 🚀 עברית"
+        );
+        assert_eq!(
+            watch_line(
+                Show::Leader,
+                4,
+                Mode::Exclusive,
+                9,
+                Change::Granted,
+                "a\u{2066}b"
+            ),
+            "leader 4 9 a\\u{2066}b"
         );
     }
 

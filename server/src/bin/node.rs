@@ -100,9 +100,16 @@ struct Args {
     /// Client connections at once from one IP address.
     #[arg(long, default_value_t = 512)]
     max_client_connections_per_addr: usize,
+    /// Raft connections at once, from all addresses; one more is closed at once.
+    #[arg(long, default_value_t = fencelock_server::net::MAX_PEER_CONNECTIONS)]
+    max_peer_connections: usize,
     /// Raft connections at once from one IP address.
     #[arg(long, default_value_t = 64)]
     max_peer_connections_per_addr: usize,
+    /// Pushes queued for all client connections together; when a push finds them spent,
+    /// the connection holding the most is closed.
+    #[arg(long, default_value_t = fencelock_server::state_machine::MAX_QUEUED_PUSHES)]
+    max_queued_pushes: usize,
     /// The largest client request frame (bytes); a longer one is refused and its
     /// connection closed.
     #[arg(long, default_value_t = 64 << 10)]
@@ -594,6 +601,8 @@ fn check_net_limits(args: &Args) -> Result<(), String> {
             "--max-client-connections-per-addr",
             args.max_client_connections_per_addr as u64,
         ),
+        ("--max-peer-connections", args.max_peer_connections as u64),
+        ("--max-queued-pushes", args.max_queued_pushes as u64),
         (
             "--max-peer-connections-per-addr",
             args.max_peer_connections_per_addr as u64,
@@ -735,6 +744,7 @@ async fn run(args: Args) -> Result<(), String> {
     .map_err(|e| format!("starting on {}: {e}", dir.display()))?;
     let peer_policy = PeerPolicy {
         tls: tls.clone(),
+        max_connections: args.max_peer_connections,
         max_per_addr: args.max_peer_connections_per_addr,
         max_frame: args.max_peer_frame_bytes,
         idle_timeout: Duration::from_millis(args.peer_idle_timeout_ms),
@@ -755,6 +765,7 @@ async fn run(args: Args) -> Result<(), String> {
         max_frame: args.max_client_frame_bytes,
         idle_timeout: Duration::from_millis(args.client_idle_timeout_ms),
         read_timeout: Duration::from_millis(args.read_timeout_ms),
+        max_queued_pushes: args.max_queued_pushes,
     };
     let client_task = tokio::spawn(serve_clients_with(client_l, node.clone(), policy));
     let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
