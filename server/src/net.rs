@@ -49,7 +49,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
-use crate::auth::{Grants, Tokens};
+use crate::auth::{Grants, Principal, Tokens};
 use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
 use crate::frame::{
     self, Next, MAX_CLIENT_FRAME, MAX_RAFT_FRAME, MAX_RAFT_REPLY, MAX_SERVER_FRAME,
@@ -927,6 +927,9 @@ where
         None => Some(Grants::all()),
         Some(_) => None,
     };
+    // Whom an open's idempotency key is scoped to: the token's (its hash, never the token
+    // itself), or, without tokens, every client alike.
+    let mut principal = Principal::Anyone;
     // Each reply travels with its in-flight permit, released once the reply is written.
     let (out_tx, mut out_rx) =
         mpsc::unbounded_channel::<(ServerFrame, Option<OwnedSemaphorePermit>)>();
@@ -1011,6 +1014,7 @@ where
                 let allowed = match (&req, &policy.tokens) {
                     (Request::Authenticate { token }, Some(tokens)) => {
                         grants = tokens.authenticate(token);
+                        principal = Principal::token(token);
                         Err(match grants {
                             Some(_) => Ok(Reply::Authenticated),
                             None => Err(ClientError::Unauthenticated),
@@ -1029,7 +1033,7 @@ where
                 let out = out_tx.clone();
                 let push = push.clone();
                 tokio::spawn(async move {
-                    let result = node.handle_request(req, conn, &push).await;
+                    let result = node.handle_request_as(req, conn, &push, principal).await;
                     let _ = out.send((ServerFrame::Reply { id, result }, Some(permit)));
                 });
             }
@@ -1098,6 +1102,16 @@ mod tests {
                 ttl: u64::MAX,
                 key: Some(u128::MAX),
                 secret,
+            },
+            Op::OpenAs {
+                ttl: u64::MAX,
+                key: Some(u128::MAX),
+                secret,
+                label: Some(
+                    fencelock::Label::new(&"\u{10348}".repeat(fencelock::MAX_LABEL_LEN / 4))
+                        .unwrap(),
+                ),
+                principal: Principal::Token([0xff; 32]),
             },
             Op::ForceRelease {
                 session,
