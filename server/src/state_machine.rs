@@ -825,13 +825,18 @@ impl SnapData {
         }
     }
 
-    /// Decodes version 2 data, or version 1 data (its keys [`Principal::Unrecorded`]'s).
+    /// Decodes version 2 data, or version 1 data (its keys [`Principal::Unrecorded`]'s)
+    /// that is exactly that (no bytes left over: a damaged version 2 never passes for a
+    /// version 1 without its scoped keys).
     /// Errors: neither decodes (the version 2 error). Cost: O(data).
     fn decode(data: &[u8]) -> Result<SnapData, postcard::Error> {
         match postcard::from_bytes::<SnapData>(data) {
             Ok(d) => Ok(d),
             Err(e) => {
-                let v1: SnapDataV1 = postcard::from_bytes(data).map_err(|_| e)?;
+                let v1 = match postcard::take_from_bytes::<SnapDataV1>(data) {
+                    Ok((v1, [])) => v1,
+                    _ => return Err(e),
+                };
                 Ok(SnapData {
                     last_applied: v1.last_applied,
                     membership: v1.membership,
@@ -1674,6 +1679,12 @@ mod tests {
         assert_eq!(g.open_keys.get(Principal::Unrecorded, 43), Some(s));
         assert_eq!(g.open_keys.get(ci, 43), None, "no principal was recorded");
         assert!(check_backup(&b).is_ok(), "a version-1 backup is accepted");
+        // Version 2 data whose scoped keys do not decode is not read as version 1.
+        let mut bad = postcard::to_allocvec(&SnapData::of(&g)).unwrap();
+        let n = postcard::to_allocvec(&v1).unwrap().len();
+        assert_eq!(bad.len(), n + 1, "an empty list of scoped keys is one byte");
+        bad[n] = 1; // one scoped key, then nothing
+        assert!(SnapData::decode(&bad).is_err());
         // A magic of another version is refused, naming what this build reads.
         b[7] = 3;
         let e = decode_snap_file(&b).err().expect("refused");
