@@ -24,6 +24,18 @@
 //! (a retried open — same idempotency key — must be answered with the secret the first
 //! attempt drew, which the retrying node never saw), so the log and snapshot files hold
 //! credentials: protect a node's data directory like its private key.
+//!
+//! # Open keys are per principal
+//!
+//! Because a retried open is answered with a credential, an idempotency key would be a
+//! credential of its own if any client could present it. So a key is scoped to the
+//! [`Principal`] that used it — the connection's bearer token (named in the log by the
+//! token's SHA-256, never the token), or, on a node without tokens, every client alike
+//! ([`Principal::Anyone`]: such a node cannot tell its clients apart). The principal
+//! travels in the open's log entry ([`crate::types::Op::OpenAs`]) like the secret, so every
+//! replica decides a retry the same way. The same key from another principal is not
+//! refused but opens a session of its own: a refusal would tell a client that someone else
+//! uses the key (an oracle) and let it block another's open by taking its key first.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -145,6 +157,52 @@ impl Owners {
     pub(crate) fn from_vec(v: Vec<(u64, SessionSecret)>) -> Owners {
         Owners {
             by_session: v.into_iter().map(|(s, k)| (SessionId(s), k)).collect(),
+        }
+    }
+}
+
+/// Who asked, as far as open idempotency keys are concerned: a key is remembered for
+/// the principal whose open used it, and a retried open with that key returns the session
+/// (and its credential) only to the same principal. Another principal presenting the same
+/// key opens a session of its own. It travels in the log entry that opens a session
+/// ([`crate::types::Op::OpenAs`]), so every replica scopes keys the same way.
+///
+/// The raw bearer token is never stored: a token principal is named by the SHA-256 of its
+/// token, the very hash its lines in the tokens file hold (so an operator can tell which
+/// team's it is, and a reader of the log learns no credential).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Principal {
+    /// Opens from log entries of earlier versions ([`crate::types::Op::Open`],
+    /// [`crate::types::Op::OpenLabeled`]), which recorded no principal: their keys are
+    /// answered only to opens of that form, never to an [`Principal::Anyone`] or
+    /// [`Principal::Token`] one.
+    Unrecorded,
+    /// Every client of a node without tokens (plain TCP on loopback, or TLS with
+    /// `--insecure-no-tokens`): such a node cannot tell its clients apart, so they are
+    /// one principal and share one key space.
+    Anyone,
+    /// The clients presenting one bearer token: the SHA-256 of the token.
+    Token([u8; 32]),
+}
+
+impl Principal {
+    /// The principal of the clients presenting `token`. Cost: one SHA-256 of the token.
+    pub fn token(token: &str) -> Principal {
+        Principal::Token(Sha256::digest(token.as_bytes()).into())
+    }
+}
+
+impl fmt::Debug for Principal {
+    /// A token principal shows the first 8 hex digits of its hash (`Token(sha256:1a2b3c4d…)`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Principal::Unrecorded => f.write_str("Unrecorded"),
+            Principal::Anyone => f.write_str("Anyone"),
+            Principal::Token(h) => write!(
+                f,
+                "Token(sha256:{:02x}{:02x}{:02x}{:02x}…)",
+                h[0], h[1], h[2], h[3]
+            ),
         }
     }
 }

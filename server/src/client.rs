@@ -490,7 +490,9 @@ impl Client {
     /// Opens a session of `ttl_ms`, retrying on redirects and unavailability for up to
     /// 15 s. Every attempt carries the same random idempotency key, so a retry after an
     /// ambiguous failure (a reply lost with the leader) gets the session the first attempt
-    /// opened rather than a second one.
+    /// opened rather than a second one. The node scopes the key to this client's token
+    /// ([`crate::auth::Principal`]): another token presenting it would open a session of
+    /// its own.
     ///
     /// Errors: core errors (bad ttl, sessions full), `Unavailable`.
     pub async fn open_session(&self, ttl_ms: u64) -> Result<Session, ClientError> {

@@ -86,6 +86,39 @@ pub async fn write<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, v: &T) -> io:
     w.flush().await
 }
 
+/// Writes `buf` and flushes, giving up when one step makes no progress for `stall`: each
+/// `write` call (whatever part of `buf` it takes) and the final flush must complete within
+/// it. A peer that reads slowly but steadily is served however long the whole takes; one
+/// that stops reading (a half-closed client, a full receive window) fails within `stall`
+/// of its last progress instead of holding the writer for ever.
+///
+/// Errors: `TimedOut` when a step stalls, `WriteZero` when the writer takes nothing, and
+/// the writer's I/O errors. Cost: O(buf).
+pub async fn write_all_progressing<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    mut buf: &[u8],
+    stall: Duration,
+) -> io::Result<()> {
+    let stalled = || {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("the peer took nothing for {} ms", stall.as_millis()),
+        )
+    };
+    while !buf.is_empty() {
+        let n = tokio::time::timeout(stall, w.write(buf))
+            .await
+            .map_err(|_| stalled())??;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        buf = &buf[n..];
+    }
+    tokio::time::timeout(stall, w.flush())
+        .await
+        .map_err(|_| stalled())?
+}
+
 /// Reads one frame of at most `max` bytes. `Ok(None)` at a clean end of stream.
 ///
 /// Errors: I/O errors; `InvalidData` for an oversized frame or bytes that do not decode
@@ -162,6 +195,72 @@ pub async fn read_timed<R: AsyncBufRead + Unpin, T: DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
+
+    /// A reader on the other end that takes one byte every `every` (forever when `None`).
+    struct Trickle {
+        every: Option<Duration>,
+        sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+        got: Vec<u8>,
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            let Some(every) = self.every else {
+                return std::task::Poll::Pending;
+            };
+            let sleep = self
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
+            std::task::ready!(sleep.as_mut().poll(cx));
+            self.sleep = None;
+            self.got.push(buf[0]);
+            std::task::Poll::Ready(Ok(1))
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// The write timeout bounds a step without progress, not the whole write: a reader
+    /// taking a byte every 150 ms gets all 10 (1.5 s) under a 200 ms stall limit; one
+    /// that takes nothing fails with `TimedOut`. (Paused time: no wall-clock waits.)
+    #[tokio::test(start_paused = true)]
+    async fn a_write_fails_only_when_it_stops_progressing() {
+        let stall = Duration::from_millis(200);
+        let mut slow = Trickle {
+            every: Some(Duration::from_millis(150)),
+            sleep: None,
+            got: Vec::new(),
+        };
+        let bytes: Vec<u8> = (0..10).collect();
+        write_all_progressing(&mut slow, &bytes, stall)
+            .await
+            .unwrap();
+        assert_eq!(slow.got, bytes);
+        let mut stopped = Trickle {
+            every: None,
+            sleep: None,
+            got: Vec::new(),
+        };
+        let e = write_all_progressing(&mut stopped, &bytes, stall)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+    }
 
     async fn read_bytes(bytes: &[u8], max: u32) -> io::Result<Option<(u32, u64)>> {
         let mut r = bytes;

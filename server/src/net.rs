@@ -15,6 +15,10 @@
 //!   only ever as large as the bytes that actually arrived;
 //! * the read timeout: once the first byte of a frame is in, the whole frame must arrive
 //!   within it, however slowly the bytes trickle (a slow sender is cut off);
+//! * the same timeout bounds a write that makes no progress: a client or peer that stops
+//!   reading (or half-closes) with answers pending is closed and its places freed
+//!   (`fencelock_connections_closed_total{reason="write_timeout"}`), instead of holding
+//!   the writer until it goes away;
 //! * the idle timeout: a connection with no frame for that long is closed — on the client
 //!   port only if no session is attached to it and no request is in flight (a waiting
 //!   acquire's grant is pushed on it).
@@ -49,7 +53,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
-use crate::auth::{Grants, Tokens};
+use crate::auth::{Grants, Principal, Tokens};
 use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
 use crate::frame::{
     self, Next, MAX_CLIENT_FRAME, MAX_RAFT_FRAME, MAX_RAFT_REPLY, MAX_SERVER_FRAME,
@@ -155,8 +159,9 @@ pub struct PeerPolicy {
     /// A connection with no request for this long is closed. Default
     /// [`PEER_IDLE_TIMEOUT`].
     pub idle_timeout: Duration,
-    /// A request must arrive whole within this long once started. Default
-    /// [`READ_TIMEOUT`].
+    /// A request must arrive whole within this long once started. Also the write timeout:
+    /// an answer whose write makes no progress for this long (a peer that sends without
+    /// reading) closes the connection. Default [`READ_TIMEOUT`].
     pub read_timeout: Duration,
     /// Where refusals, closes and connections are counted (the node's
     /// [`crate::ops::NodeStats::net`] for `/metrics`).
@@ -202,7 +207,7 @@ pub struct NetStats {
     /// (`total`, `per_address`).
     pub refused: Family<Labels, Counter>,
     /// Connections closed by the node, by `port` and `reason` (`idle`, `read_timeout`,
-    /// `oversized`, `malformed`).
+    /// `write_timeout`, `oversized`, `malformed`).
     pub closed: Family<Labels, Counter>,
     /// Failed `accept` calls (`EMFILE`…), by `port`.
     pub accept_errors: Family<Labels, Counter>,
@@ -495,7 +500,15 @@ async fn raft_conn<R, W>(
             RaftReq::Snapshot(x) => RaftResp::Snapshot(raft.install_snapshot(x).await),
             RaftReq::PreVote(x) => RaftResp::PreVote(raft.pre_vote(&x)),
         };
-        if frame::write(&mut w, &resp).await.is_err() {
+        // A peer that sends without reading would hold this write (and its connection
+        // place) for ever: a write that makes no progress for the read timeout ends it.
+        let Ok(bytes) = frame::encode(&resp) else {
+            break;
+        };
+        if let Err(e) = frame::write_all_progressing(&mut w, &bytes, policy.read_timeout).await {
+            if e.kind() == io::ErrorKind::TimedOut {
+                policy.stats.close(PEER, "write_timeout");
+            }
             break;
         }
     }
@@ -799,8 +812,11 @@ pub struct ClientPolicy {
     /// flight is closed. Default [`CLIENT_IDLE_TIMEOUT`].
     pub idle_timeout: Duration,
     /// A request must arrive whole within this long once started; otherwise it is
-    /// answered [`ServerFrame::Malformed`] and the connection closed. Also how long a
-    /// closing connection may take to flush what is left for it. Default [`READ_TIMEOUT`].
+    /// answered [`ServerFrame::Malformed`] and the connection closed. Also the write
+    /// timeout: a reply or push whose write makes no progress for this long (the client
+    /// stopped reading, or sent EOF and reads no more) closes the connection, whatever it
+    /// has in flight or attached; and how long a closing connection may take to flush
+    /// what is left for it. Default [`READ_TIMEOUT`].
     pub read_timeout: Duration,
     /// At most this many pushes queued for all client connections together (besides
     /// [`PUSH_BACKLOG`] for each): when a push finds them spent, the connection holding
@@ -886,14 +902,16 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
     }
 }
 
-/// Writes `f` to a client. A reply that would be larger than [`MAX_SERVER_FRAME`] (which a
-/// client would refuse to read) is replaced by a `Limit { kind: "reply_too_large" }`
-/// refusal, counted in `stats`; pushes are far smaller. Errors: I/O errors. Cost: O(frame
-/// size).
+/// Writes `f` to a client, failing when the client takes nothing for `stall`
+/// ([`frame::write_all_progressing`]). A reply that would be larger than
+/// [`MAX_SERVER_FRAME`] (which a client would refuse to read) is replaced by a
+/// `Limit { kind: "reply_too_large" }` refusal, counted in `stats`; pushes are far
+/// smaller. Errors: I/O errors, `TimedOut` for a stalled write. Cost: O(frame size).
 async fn write_to_client<W: AsyncWrite + Unpin>(
     w: &mut W,
     f: &ServerFrame,
     stats: &crate::ops::NodeStats,
+    stall: Duration,
 ) -> io::Result<()> {
     let mut buf = frame::encode(f)?;
     let len = buf.len() - 4;
@@ -910,8 +928,7 @@ async fn write_to_client<W: AsyncWrite + Unpin>(
             result: Err(e),
         })?;
     }
-    w.write_all(&buf).await?;
-    w.flush().await
+    frame::write_all_progressing(w, &buf, stall).await
 }
 
 async fn client_conn<R, W>(r: R, w: W, node: Arc<Node>, policy: ClientPolicy)
@@ -927,6 +944,9 @@ where
         None => Some(Grants::all()),
         Some(_) => None,
     };
+    // Whom an open's idempotency key is scoped to: the token's (its hash, never the token
+    // itself), or, without tokens, every client alike.
+    let mut principal = Principal::Anyone;
     // Each reply travels with its in-flight permit, released once the reply is written.
     let (out_tx, mut out_rx) =
         mpsc::unbounded_channel::<(ServerFrame, Option<OwnedSemaphorePermit>)>();
@@ -934,11 +954,14 @@ where
     let writer_done = Arc::new(Notify::new());
     let done = writer_done.clone();
     let stats = node.stats.clone();
+    // Also the write timeout: a write that makes no progress for this long closes the
+    // connection (a client that stops reading, or half-closes, with replies or pushes
+    // pending would otherwise hold the writer, and its connection places, for ever).
     let closing_timeout = policy.read_timeout;
     let writer = tokio::spawn(async move {
         let mut w = BufWriter::new(w);
         let mut pushes_open = true;
-        // Told to close for its pushes: the client is not reading.
+        // Told to close for its pushes, or a write stalled: the client is not reading.
         let mut cut_off = false;
         loop {
             // Replies first: a Malformed frame must be written before the connection ends.
@@ -961,10 +984,20 @@ where
                 },
             };
             let closing = matches!(f, ServerFrame::Malformed(_));
-            // A client that stops reading blocks this write; the push queue then fills and
-            // its overflow ends the connection.
+            // A client that stops reading blocks this write: it fails once it has made no
+            // progress for the read timeout, or sooner when the push queue fills and its
+            // overflow ends the connection.
             let written = tokio::select! {
-                r = write_to_client(&mut w, &f, &stats) => r.is_ok(),
+                r = write_to_client(&mut w, &f, &stats, closing_timeout) => match r {
+                    Ok(()) => true,
+                    Err(e) => {
+                        if e.kind() == io::ErrorKind::TimedOut {
+                            stats.net.close(CLIENT, "write_timeout");
+                            cut_off = true;
+                        }
+                        false
+                    }
+                },
                 _ = overflow.notified() => {
                     cut_off = true;
                     false
@@ -1011,6 +1044,7 @@ where
                 let allowed = match (&req, &policy.tokens) {
                     (Request::Authenticate { token }, Some(tokens)) => {
                         grants = tokens.authenticate(token);
+                        principal = Principal::token(token);
                         Err(match grants {
                             Some(_) => Ok(Reply::Authenticated),
                             None => Err(ClientError::Unauthenticated),
@@ -1029,7 +1063,7 @@ where
                 let out = out_tx.clone();
                 let push = push.clone();
                 tokio::spawn(async move {
-                    let result = node.handle_request(req, conn, &push).await;
+                    let result = node.handle_request_as(req, conn, &push, principal).await;
                     let _ = out.send((ServerFrame::Reply { id, result }, Some(permit)));
                 });
             }
@@ -1098,6 +1132,16 @@ mod tests {
                 ttl: u64::MAX,
                 key: Some(u128::MAX),
                 secret,
+            },
+            Op::OpenAs {
+                ttl: u64::MAX,
+                key: Some(u128::MAX),
+                secret,
+                label: Some(
+                    fencelock::Label::new(&"\u{10348}".repeat(fencelock::MAX_LABEL_LEN / 4))
+                        .unwrap(),
+                ),
+                principal: Principal::Token([0xff; 32]),
             },
             Op::ForceRelease {
                 session,
@@ -1245,7 +1289,9 @@ mod tests {
             let stats = stats.clone();
             async move {
                 let mut out = Vec::new();
-                write_to_client(&mut out, &f, &stats).await.unwrap();
+                write_to_client(&mut out, &f, &stats, READ_TIMEOUT)
+                    .await
+                    .unwrap();
                 let mut r = &out[..];
                 frame::read::<_, ServerFrame>(&mut r, MAX_SERVER_FRAME)
                     .await
@@ -1291,6 +1337,137 @@ mod tests {
             self.0.drain(..n);
             std::task::Poll::Ready(Ok(()))
         }
+    }
+
+    /// Yields `bytes`, then the end of the stream: a client that sent its requests and
+    /// half-closed its connection.
+    struct ThenEof(Vec<u8>);
+
+    impl AsyncRead for ThenEof {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            let n = buf.remaining().min(self.0.len());
+            buf.put_slice(&self.0[..n]);
+            self.0.drain(..n);
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A client with a reply pending that reads nothing more — one that half-closed its
+    /// connection (EOF) and one that just stops reading — is closed once the reply's write
+    /// has made no progress for the read timeout (lowered to 200 ms), instead of holding
+    /// the writer and its connection place until the client goes away; counted as
+    /// `write_timeout`, and the connection is no longer counted open. The wait is bounded
+    /// generously (30 s; the idle timeout, 60 s, cannot close a connection with a reply in
+    /// flight anyway).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_stops_reading_with_replies_pending_is_closed() {
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-net-unit-write-timeout-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        let node = Node::start(
+            crate::node::NodeConfig::new(1, dir.clone()),
+            TcpNetwork::default(),
+        )
+        .await
+        .unwrap();
+        // With tokens and none presented, the reply (Unauthenticated) needs no leader.
+        let policy = ClientPolicy {
+            tokens: Some(Arc::new(Tokens::default())),
+            read_timeout: Duration::from_millis(200),
+            ..ClientPolicy::default()
+        };
+        let request = frame::encode(&ClientFrame {
+            id: 1,
+            req: Request::Members,
+        })
+        .unwrap();
+        let closed = || {
+            node.stats
+                .net
+                .closed
+                .get_or_create(&labels(&[("port", CLIENT), ("reason", "write_timeout")]))
+                .get()
+        };
+        let half_closed = tokio::spawn(client_conn(
+            ThenEof(request.clone()),
+            NeverReads,
+            node.clone(),
+            policy.clone(),
+        ));
+        tokio::time::timeout(Duration::from_secs(30), half_closed)
+            .await
+            .expect("a half-closed client that reads nothing was never closed")
+            .unwrap();
+        assert_eq!(closed(), 1);
+        let silent = tokio::spawn(client_conn(
+            Script(request),
+            NeverReads,
+            node.clone(),
+            policy,
+        ));
+        tokio::time::timeout(Duration::from_secs(30), silent)
+            .await
+            .expect("a client that stopped reading was never closed")
+            .unwrap();
+        assert_eq!(closed(), 2);
+        assert_eq!(
+            node.stats.connections.get(),
+            0,
+            "no connection counted open"
+        );
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The Raft port likewise: a peer that sends a request and reads no answer is closed
+    /// once the answer's write has made no progress for the read timeout (200 ms here),
+    /// counted as `write_timeout` on the peer port; bounded generously (30 s).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_that_reads_no_answer_is_closed() {
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-net-unit-peer-write-timeout-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        let node = Node::start(
+            crate::node::NodeConfig::new(1, dir.clone()),
+            TcpNetwork::default(),
+        )
+        .await
+        .unwrap();
+        let policy = PeerPolicy {
+            read_timeout: Duration::from_millis(200),
+            ..PeerPolicy::default()
+        };
+        let request = frame::encode(&RaftReq::PreVote(PreVoteRequest {
+            candidate: 2,
+            last_log_id: None,
+        }))
+        .unwrap();
+        let conn = raft_conn(
+            Script(request),
+            NeverReads,
+            node.elector().clone(),
+            None,
+            &policy,
+        );
+        tokio::time::timeout(Duration::from_secs(30), conn)
+            .await
+            .expect("a peer that reads no answer was never closed");
+        let closed = policy
+            .stats
+            .closed
+            .get_or_create(&labels(&[("port", PEER), ("reason", "write_timeout")]))
+            .get();
+        assert_eq!(closed, 1);
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A client that attaches to a session and then reads nothing, while grants are pushed

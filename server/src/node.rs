@@ -41,7 +41,7 @@ use openraft::network::RaftNetworkFactory;
 use openraft::ServerState;
 use tokio::task::JoinHandle;
 
-use crate::auth::SessionSecret;
+use crate::auth::{Principal, SessionSecret};
 use crate::disk::DiskHealth;
 use crate::election::{ElectionTiming, Elector, PreVoteNetwork};
 use crate::log_store::LogStore;
@@ -751,33 +751,49 @@ impl Node {
         self.shared.state().owners.is_owner(session, secret)
     }
 
-    /// Serves one client request. `conn` and `sink` identify the connection that pushes
-    /// for the sessions it opens or attaches to. Cost: one replicated write for inputs,
-    /// one quorum confirmation for reads and attach.
-    ///
-    /// Errors: see [`ClientError`]. Every error is counted by kind for `/metrics`.
+    /// Serves one client request of a node without tokens, whose clients are one
+    /// principal ([`Principal::Anyone`]): [`Node::handle_request_as`]. Cost and errors:
+    /// as there.
     pub async fn handle_request(
         &self,
         req: Request,
         conn: u64,
         sink: &PushSink,
     ) -> Result<Reply, ClientError> {
-        let r = self.serve(req, conn, sink).await;
+        self.handle_request_as(req, conn, sink, Principal::Anyone)
+            .await
+    }
+
+    /// Serves one client request from `principal` (whom an open's idempotency key is
+    /// scoped to: see [`Principal`]). `conn` and `sink` identify the connection that
+    /// pushes for the sessions it opens or attaches to. Cost: one replicated write for
+    /// inputs, one quorum confirmation for reads and attach.
+    ///
+    /// Errors: see [`ClientError`]. Every error is counted by kind for `/metrics`.
+    pub async fn handle_request_as(
+        &self,
+        req: Request,
+        conn: u64,
+        sink: &PushSink,
+        principal: Principal,
+    ) -> Result<Reply, ClientError> {
+        let r = self.serve(req, conn, sink, principal).await;
         if let Err(e) = &r {
             self.stats.refused(e);
         }
         r
     }
 
-    /// Opens a session (labelled when `label` is given) for connection `conn`, whose
-    /// pushes then go to `sink`: [`Request::Open`] and [`Request::OpenLabeled`].
+    /// Opens a session (labelled when `label` is given) for `principal` on connection
+    /// `conn`, whose pushes then go to `sink`: [`Request::Open`] and
+    /// [`Request::OpenLabeled`], as an [`Op::OpenAs`] (the key scoped to `principal`).
     async fn open(
         &self,
         ttl_ms: u64,
         key: Option<u128>,
         label: Option<Label>,
-        conn: u64,
-        sink: &PushSink,
+        (conn, sink): (u64, &PushSink),
+        principal: Principal,
     ) -> Result<Reply, ClientError> {
         if let Some(max) = self.config.max_ttl_ms.filter(|m| ttl_ms > *m) {
             return Err(ClientError::Limit {
@@ -789,18 +805,12 @@ impl Node {
         }
         let secret =
             SessionSecret::random().map_err(|e| ClientError::Unavailable(e.to_string()))?;
-        let op = match label {
-            None => Op::Open {
-                ttl: ttl_ms,
-                key,
-                secret,
-            },
-            Some(label) => Op::OpenLabeled {
-                ttl: ttl_ms,
-                key,
-                secret,
-                label,
-            },
+        let op = Op::OpenAs {
+            ttl: ttl_ms,
+            key,
+            secret,
+            label,
+            principal,
         };
         self.reserve_open(conn)?;
         let reply = self.write_op(op).await;
@@ -815,17 +825,26 @@ impl Node {
         reply
     }
 
-    async fn serve(&self, req: Request, conn: u64, sink: &PushSink) -> Result<Reply, ClientError> {
+    async fn serve(
+        &self,
+        req: Request,
+        conn: u64,
+        sink: &PushSink,
+        principal: Principal,
+    ) -> Result<Reply, ClientError> {
         // Check-quorum: a leader that stepped back serves nothing until it leads again.
         if self.elector.stepped_back() {
             return Err(stepped_back());
         }
         recordable(&req)?;
         match req {
-            Request::Open { ttl_ms, key } => self.open(ttl_ms, key, None, conn, sink).await,
+            Request::Open { ttl_ms, key } => {
+                self.open(ttl_ms, key, None, (conn, sink), principal).await
+            }
             Request::OpenLabeled { ttl_ms, key, label } => {
                 let label = Label::new(&label).map_err(|e| ClientError::Core(e.into()))?;
-                self.open(ttl_ms, key, Some(label), conn, sink).await
+                self.open(ttl_ms, key, Some(label), (conn, sink), principal)
+                    .await
             }
             Request::Watch {
                 session,

@@ -33,7 +33,11 @@ pub enum Request {
         ttl_ms: u64,
         /// Idempotency key (random 128 bits, chosen by the client): a retry with the same
         /// key while the session lives answers with the same session and credential
-        /// ([`crate::types::Op::Open`]). Keep it as secret as the credential.
+        /// ([`crate::types::Op::OpenAs`]) — from the same principal only (the connection's
+        /// token; every client of a node without tokens is one principal,
+        /// [`crate::auth::Principal`]); the same key from another token opens a session of
+        /// its own. Keep it as secret as the credential: clients sharing a token share
+        /// its keys.
         key: Option<u128>,
     },
     /// Keep a session alive (a keep-alive is a log entry; no request number needed: a

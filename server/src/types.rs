@@ -6,7 +6,7 @@ use std::io::Cursor;
 use fencelock::{Input, Label, LockName, SessionId, Tick};
 use serde::{Deserialize, Serialize};
 
-use crate::auth::SessionSecret;
+use crate::auth::{Principal, SessionSecret};
 
 /// A node's two loopback addresses: Raft RPCs and the client protocol. Stored in the Raft
 /// membership so that any node can tell a client where the leader listens.
@@ -70,6 +70,9 @@ pub enum Op {
     /// The session's credential is `secret`, drawn by the node that proposed the open
     /// ([`crate::auth`]); a retry is answered with the secret of the session the key
     /// opened, not its own.
+    ///
+    /// Written by earlier versions only (this one proposes [`Op::OpenAs`]): applied as an
+    /// [`Op::OpenAs`] from [`Principal::Unrecorded`].
     Open {
         /// Time to live in ticks (milliseconds).
         ttl: u64,
@@ -83,6 +86,7 @@ pub enum Op {
     /// [`Op::Open`] of a labelled session: the core's `OpenLabeled` (the label shows in
     /// its holds, waits and watchers' events); otherwise exactly as [`Op::Open`] (a retry
     /// with the same key answers with the session the key opened, whatever its label).
+    /// Written by earlier versions only, as [`Op::Open`].
     OpenLabeled {
         /// Time to live in ticks (milliseconds).
         ttl: u64,
@@ -92,6 +96,30 @@ pub enum Op {
         secret: SessionSecret,
         /// The session's label.
         label: Label,
+    },
+    /// The open every node of this version proposes, for [`crate::protocol::Request::Open`]
+    /// and [`crate::protocol::Request::OpenLabeled`] alike: [`Op::Open`] (`label` `None`) or
+    /// [`Op::OpenLabeled`], with the idempotency key scoped to `principal`. A later open
+    /// with the same key answers with the session that key opened only when it comes from
+    /// the same principal; from another principal it opens a session of its own (its key
+    /// then names that one for it). So a client that presents another client's key —
+    /// chosen badly, or learnt — never receives that client's session or credential.
+    ///
+    /// Appended after the earlier variants, so log entries written by earlier versions
+    /// ([`Op::Open`], [`Op::OpenLabeled`]) keep their encoding and are still applied; their
+    /// keys are scoped to [`Principal::Unrecorded`].
+    OpenAs {
+        /// Time to live in ticks (milliseconds).
+        ttl: u64,
+        /// As in [`Op::Open`].
+        key: Option<u128>,
+        /// As in [`Op::Open`].
+        secret: SessionSecret,
+        /// The session's label (`None`: the core's `OpenSession`).
+        label: Option<Label>,
+        /// Who asked ([`Principal`]): the connection's token, or [`Principal::Anyone`] on
+        /// a node without tokens.
+        principal: Principal,
     },
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::{acquire, granted, keep_alive, open, release, session_of, Cluster};
 use fencelock::{Output, Reply as CoreReply, SessionId, Wait};
+use fencelock_server::auth::Principal;
 use fencelock_server::protocol::{Reply, Request};
 use fencelock_server::state_machine::{PushSink, PUSH_BACKLOG};
 use fencelock_server::types::{Op, OpError};
@@ -580,16 +581,23 @@ async fn a_node_is_replaced_through_membership_changes() {
 /// Opening a session with an idempotency key is applied once: a retry with the same key
 /// answers with the same session (no orphan), another key opens another session, every
 /// replica remembers the same keys, a node restarted from its snapshot still knows them,
-/// and a key is forgotten when its session ends (then it opens a new session).
+/// and a key is forgotten when its session ends (then it opens a new session). Keys are
+/// scoped by principal: the same key from another principal opens a session of its own
+/// (its own credential), and the scoping survives the snapshot; an open of an earlier
+/// version's form (no principal) has keys of its own too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_retried_with_its_key_opens_one_session() {
     use fencelock_server::auth::SessionSecret;
     let mut c = Cluster::start("openkey", 300).await;
-    let open = |ttl, key| Op::Open {
+    let (p, q) = (Principal::token("team-p"), Principal::token("team-q"));
+    let open_as = |principal, ttl, key| Op::OpenAs {
         ttl,
         key: Some(key),
         secret: SessionSecret::random().unwrap(),
+        label: None,
+        principal,
     };
+    let open = |ttl, key| open_as(p, ttl, key);
     let leader = c.nodes[&c.leader().await].clone();
     let first = leader.propose_op(open(600_000, 42)).await.unwrap();
     let a = session_of(&first);
@@ -604,6 +612,28 @@ async fn an_open_retried_with_its_key_opens_one_session() {
     assert_ne!(a, b);
     let short = session_of(&leader.propose_op(open(400, 44)).await.unwrap());
     assert_eq!(leader.shared.state().svc.usage().sessions, 3, "no orphan");
+    // Another principal presenting p's key gets a session of its own, not p's credential;
+    // its retry gets its own back.
+    let theirs = leader.propose_op(open_as(q, 600_000, 42)).await.unwrap();
+    let qa = session_of(&theirs);
+    assert_ne!(qa, a, "q must not get p's session");
+    assert_ne!(theirs.secret, first.secret, "nor p's credential");
+    let theirs_again = leader.propose_op(open_as(q, 600_000, 42)).await.unwrap();
+    assert_eq!(session_of(&theirs_again), qa);
+    assert_eq!(theirs_again.secret, theirs.secret);
+    // An earlier version's open (no principal recorded) neither sees nor is seen by them.
+    let legacy = |key| Op::Open {
+        ttl: 600_000,
+        key: Some(key),
+        secret: SessionSecret::random().unwrap(),
+    };
+    let old = session_of(&leader.propose_op(legacy(42)).await.unwrap());
+    assert!(old != a && old != qa);
+    assert_eq!(
+        session_of(&leader.propose_op(legacy(42)).await.unwrap()),
+        old
+    );
+    assert_eq!(leader.shared.state().svc.usage().sessions, 5, "no orphan");
     // Every replica knows the keys; a follower restarted from its own snapshot too.
     c.converged().await;
     let f = (1..=3).find(|id| *id != leader.id).unwrap();
@@ -618,8 +648,12 @@ async fn an_open_retried_with_its_key_opens_one_session() {
     c.converged().await;
     for n in c.nodes.values() {
         let g = n.shared.state();
-        assert_eq!(g.open_keys.get(42), Some(a), "node {}", n.id);
-        assert_eq!(g.open_keys.get(43), Some(b), "node {}", n.id);
+        assert_eq!(g.open_keys.get(p, 42), Some(a), "node {}", n.id);
+        assert_eq!(g.open_keys.get(p, 43), Some(b), "node {}", n.id);
+        assert_eq!(g.open_keys.get(q, 42), Some(qa), "node {}", n.id);
+        assert_eq!(g.open_keys.get(q, 43), None, "node {}", n.id);
+        assert_eq!(g.open_keys.get(Principal::Unrecorded, 42), Some(old));
+        assert_eq!(g.open_keys.get(Principal::Anyone, 42), None);
     }
     // The short session expires (nobody keeps it alive); its key is forgotten and opens
     // a new session.
@@ -628,7 +662,7 @@ async fn an_open_retried_with_its_key_opens_one_session() {
         assert!(start.elapsed() < Duration::from_secs(10), "never expired");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(leader.shared.state().open_keys.get(44), None);
+    assert_eq!(leader.shared.state().open_keys.get(p, 44), None);
     let reopened = session_of(&leader.propose_op(open(400, 44)).await.unwrap());
     assert_ne!(reopened, short);
     c.shutdown().await;
@@ -730,8 +764,13 @@ async fn replies_answer_the_caller_and_events_are_pushed_to_the_sessions_they_na
     c.converged().await;
     for n in c.nodes.values() {
         let g = n.shared.state();
-        assert_eq!(g.open_keys.get(7), None, "node {}", n.id);
-        assert_eq!(g.open_keys.get(8), Some(b), "node {}", n.id);
+        assert_eq!(g.open_keys.get(Principal::Anyone, 7), None, "node {}", n.id);
+        assert_eq!(
+            g.open_keys.get(Principal::Anyone, 8),
+            Some(b),
+            "node {}",
+            n.id
+        );
     }
     c.shutdown().await;
 }

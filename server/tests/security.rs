@@ -547,6 +547,61 @@ async fn acquiring_without_a_valid_token_is_refused() {
     t.stop().await;
 }
 
+/// Open idempotency keys are scoped by token: a client presenting another client's key
+/// (a fixed or predictable one, or one it learnt) opens a session of its own and never
+/// receives the first client's session or credential; the first client's retry, on a new
+/// connection with its token, still gets its own session and credential back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_tokens_open_key_opens_a_session_of_its_own() {
+    let t = start_with("sec-openkey", tokens()).await;
+    let opened = |r: Result<Reply, ClientError>| match r {
+        Ok(Reply::Opened { reply, secret, .. }) => (reply.opened().expect("opened"), secret),
+        other => panic!("{other:?}"),
+    };
+    let open = Request::Open {
+        ttl_ms: 60_000,
+        key: Some(0x5eed_0000_0000_0000_0000_0000_0000_0001),
+    };
+    let connect = |token: &'static str| {
+        let t = &t;
+        async move {
+            let mut c = t.attacker().await;
+            let (r, _) = c.call(authenticate(token)).await;
+            assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
+            c
+        }
+    };
+    let mut first = connect(JOBS).await;
+    let (session, secret) = opened(first.call(open.clone()).await.0);
+    let mut other = connect(ADMIN).await;
+    let (theirs, their_secret) = opened(other.call(open.clone()).await.0);
+    assert_ne!(
+        theirs, session,
+        "another token's open must not get the session"
+    );
+    assert!(!their_secret.matches(&secret), "nor its credential");
+    // Its own credential does not act for the first session.
+    let (r, _) = other
+        .call(Request::KeepAlive {
+            session: session.0,
+            secret: their_secret,
+        })
+        .await;
+    assert!(
+        matches!(r, Err(ClientError::NotOwner { session: s }) if s == session.0),
+        "{r:?}"
+    );
+    // Retries: each token gets its own session back.
+    let mut again = connect(JOBS).await;
+    let (s, k) = opened(again.call(open.clone()).await.0);
+    assert_eq!(s, session, "the owner's retry gets its session");
+    assert!(k.matches(&secret), "and its credential");
+    let (s, k) = opened(other.call(open).await.0);
+    assert_eq!(s, theirs);
+    assert!(k.matches(&their_secret));
+    t.stop().await;
+}
+
 /// A read-only token reads but cannot open a session or acquire; a lock token acquires
 /// only within its prefix and cannot read outside the grants it has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

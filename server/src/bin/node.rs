@@ -126,7 +126,9 @@ struct Args {
     #[arg(long, default_value_t = 60_000)]
     peer_idle_timeout_ms: u64,
     /// On both ports: once a frame has started, it must arrive whole within this long
-    /// (ms), or the connection is closed (a slow sender is cut off).
+    /// (ms), or the connection is closed (a slow sender is cut off); and a write to a
+    /// client or peer that makes no progress for this long closes it (one that stopped
+    /// reading is cut off).
     #[arg(long, default_value_t = 10_000)]
     read_timeout_ms: u64,
     /// The cluster CA certificate (PEM): peers' and this node's certificates are signed by it.
