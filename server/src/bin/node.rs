@@ -621,16 +621,22 @@ fn check_net_limits(args: &Args) -> Result<(), String> {
 }
 
 /// File descriptors kept back from client connections: the node's own files and
-/// listeners, its Raft connections (per member) and the metrics listener's connections
-/// (at most `OPS_MAX_CONNECTIONS`, 16, of the 64).
-fn fd_reserve(members: usize) -> u64 {
-    64 + 8 * members as u64
+/// listeners and the metrics listener's connections (at most `OPS_MAX_CONNECTIONS`, 16,
+/// of the 64), the Raft connections it dials (8 per member) and every Raft connection the
+/// Raft port may accept (`--max-peer-connections`): a flood of the Raft port that fills
+/// its total still leaves the client port its descriptors.
+fn fd_reserve(members: usize, peer_connections: usize) -> u64 {
+    (64 + 8 * members as u64).saturating_add(peer_connections as u64)
 }
 
 /// Raises the soft open-file limit to the hard one, and returns how many client
-/// connections fit in it besides [`fd_reserve`] (at most `wanted`, at least 1): with more
-/// clients than descriptors, every new connection would fail (`EMFILE`), peers' included.
-fn client_connections_within_fd_limit(wanted: usize, members: usize) -> usize {
+/// connections fit in it besides [`fd_reserve`] (see [`client_room`]): with more clients
+/// than descriptors, every new connection would fail (`EMFILE`), peers' included.
+fn client_connections_within_fd_limit(
+    wanted: usize,
+    members: usize,
+    peer_connections: usize,
+) -> usize {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let Ok((mut soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
         return wanted;
@@ -638,18 +644,24 @@ fn client_connections_within_fd_limit(wanted: usize, members: usize) -> usize {
     if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
         soft = hard;
     }
-    let room = soft.saturating_sub(fd_reserve(members)).max(1);
-    if (wanted as u64) <= room {
-        return wanted;
+    let reserve = fd_reserve(members, peer_connections);
+    let room = client_room(wanted, soft, reserve);
+    if room < wanted {
+        tracing::warn!(
+            open_files = soft,
+            "--max-client-connections {wanted} does not fit the open-file limit of {soft} \
+             (with {reserve} kept for files and peers): serving at most {room} client \
+             connections; raise the limit (ulimit -n, systemd LimitNOFILE) for more"
+        );
     }
-    tracing::warn!(
-        open_files = soft,
-        "--max-client-connections {wanted} does not fit the open-file limit of {soft} \
-         (with {} kept for files and peers): serving at most {room} client connections; \
-         raise the limit (ulimit -n, systemd LimitNOFILE) for more",
-        fd_reserve(members)
-    );
-    room as usize
+    room
+}
+
+/// How many of `wanted` client connections fit in `open_files` descriptors with `reserve`
+/// kept back: at most `wanted`, at least 1.
+fn client_room(wanted: usize, open_files: u64, reserve: u64) -> usize {
+    let room = open_files.saturating_sub(reserve).max(1);
+    usize::try_from(room).map_or(wanted, |room| room.min(wanted))
 }
 
 async fn run(args: Args) -> Result<(), String> {
@@ -762,6 +774,7 @@ async fn run(args: Args) -> Result<(), String> {
         max_connections: client_connections_within_fd_limit(
             args.max_client_connections,
             peers.len(),
+            args.max_peer_connections,
         ),
         max_per_addr: args.max_client_connections_per_addr,
         max_frame: args.max_client_frame_bytes,
@@ -865,6 +878,17 @@ mod tests {
         );
         assert!(parse_dial("2=10.0.0.1:9000").is_err());
         assert!(parse_dial("127.0.0.1:9000").is_err());
+    }
+
+    #[test]
+    fn client_connections_leave_room_for_every_raft_connection() {
+        // 3 members, the default 256 Raft connections: 64 + 24 + 256 kept back.
+        assert_eq!(fd_reserve(3, 256), 344);
+        assert_eq!(client_room(4096, 1024, fd_reserve(3, 256)), 1024 - 344);
+        assert_eq!(client_room(100, 1024, fd_reserve(3, 256)), 100, "fits: as asked");
+        assert_eq!(client_room(4096, 300, fd_reserve(3, 256)), 1, "never 0");
+        assert_eq!(fd_reserve(3, usize::MAX), u64::MAX, "saturates");
+        assert_eq!(client_room(4096, 1 << 20, fd_reserve(3, usize::MAX)), 1);
     }
 
     #[test]
