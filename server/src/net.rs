@@ -288,7 +288,11 @@ impl Drop for Admitted {
 }
 
 impl Admission {
+    /// `total` beyond what a semaphore holds (`Semaphore::MAX_PERMITS`, 2⁶¹ − 1: more
+    /// connections than any machine opens) is that many: a larger limit would panic here,
+    /// in the listener's task, and leave the node without a listener.
     fn new(total: usize, per_addr: usize) -> Admission {
+        let total = total.min(Semaphore::MAX_PERMITS);
         Admission {
             total: (Arc::new(Semaphore::new(total)), total),
             per_addr,
@@ -1614,5 +1618,15 @@ mod tests {
         drop(x1);
         let _x3 = a.admit(x).unwrap();
         assert_eq!(a.counts.lock().unwrap().get(&x), Some(&2));
+    }
+
+    /// A total beyond what a semaphore holds (a flag such as `--max-peer-connections
+    /// 18446744073709551615`) is taken as that many instead of panicking in the listener.
+    #[test]
+    fn an_enormous_total_is_the_most_a_semaphore_holds() {
+        let a = Admission::new(usize::MAX, usize::MAX);
+        assert_eq!(a.total.1, Semaphore::MAX_PERMITS);
+        let x: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(a.admit(x).is_ok());
     }
 }

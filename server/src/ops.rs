@@ -825,7 +825,12 @@ pub async fn serve_ops_with(
     );
     let listener = OpsListener {
         inner: listener,
-        slots: Arc::new(tokio::sync::Semaphore::new(policy.max_connections)),
+        // More than a semaphore holds would panic: as many as it holds is no limit anyway.
+        slots: Arc::new(tokio::sync::Semaphore::new(
+            policy
+                .max_connections
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        )),
         policy: policy.clone(),
         stats,
     };

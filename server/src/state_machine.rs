@@ -99,8 +99,11 @@ pub const PUSH_BACKLOG: usize = 16 * 1024;
 
 /// The default limit of pushes queued for all of a node's client connections together
 /// ([`Hub::set_push_budget`]): eight connections' [`PUSH_BACKLOG`], ~22 MB, instead of the
-/// ~11 GB that 4 096 full queues would take. One apply's outputs (every session of the
-/// default table expiring at once, with the holds and grants that follow) fit in it.
+/// ~11 GB that 4 096 full queues would take. Without watches, one apply's outputs (every
+/// session of the default table expiring at once, with the releases and grants that
+/// follow: 16 384 + 2 × 32 768) fit in it; with watches an apply can push more (a holder
+/// change goes to every watcher), and each time the budget is spent the connection holding
+/// the most is closed ([`Hub`]).
 pub const MAX_QUEUED_PUSHES: usize = 8 * PUSH_BACKLOG;
 
 /// Where a push goes: one connection attached to a session, with a bounded queue
@@ -110,15 +113,81 @@ pub const MAX_QUEUED_PUSHES: usize = 8 * PUSH_BACKLOG;
 pub struct PushSink {
     tx: mpsc::Sender<Output>,
     overflow: Arc<Notify>,
-    queued: Arc<AtomicUsize>,
+    counted: Counted,
 }
 
 /// The receiving end of a [`PushSink`]: its connection's writer reads it. Pushes taken out
-/// of it, and those still in it when it is dropped, leave the budget they were counted in.
+/// of it, and those still in it when it is dropped, leave the budget they were counted in
+/// (unless they left it already, when the connection was told to close).
 #[derive(Debug)]
 pub struct PushQueue {
     rx: mpsc::Receiver<Output>,
-    queued: Arc<AtomicUsize>,
+    counted: Counted,
+}
+
+/// How one queue's pushes are counted in a budget: the budget's total, and the queue's own
+/// share of it — which leaves the total at once, whole, when the connection is told to
+/// close ([`Counted::release`]), so a connection on its way out does not keep the budget
+/// spent for the pushes that follow (every output of one apply is pushed in one go).
+/// The share's top bit says it was released; a push taken out after that leaves nothing.
+#[derive(Clone, Debug)]
+struct Counted {
+    total: Arc<AtomicUsize>,
+    own: Arc<AtomicUsize>,
+}
+
+/// The top bit of [`Counted::own`]: released.
+const RELEASED: usize = 1 << (usize::BITS - 1);
+
+impl Counted {
+    fn new(total: Arc<AtomicUsize>) -> Counted {
+        Counted {
+            total,
+            own: Arc::default(),
+        }
+    }
+    /// Counts one push about to be queued; false (nothing counted) once released. The
+    /// total goes up before the share and down after it, so a release racing with it never
+    /// takes more from the total than is there. Cost: O(1).
+    fn add(&self) -> bool {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        let added = self
+            .own
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n & RELEASED == 0).then_some(n + 1)
+            })
+            .is_ok();
+        if !added {
+            self.total.fetch_sub(1, Ordering::Relaxed);
+        }
+        added
+    }
+    /// Takes one push out of the count, unless released (then it left with the rest).
+    /// Cost: O(1).
+    fn take(&self) {
+        let taken = self
+            .own
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                if n & RELEASED != 0 {
+                    None
+                } else {
+                    n.checked_sub(1)
+                }
+            })
+            .is_ok();
+        if taken {
+            self.total.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    /// Gives the queue's pushes back to the budget at once and counts none from now on.
+    /// Cost: O(1).
+    fn release(&self) {
+        let n = self.own.swap(RELEASED, Ordering::Relaxed) & !RELEASED;
+        self.total.fetch_sub(n, Ordering::Relaxed);
+    }
+    fn released(&self) -> bool {
+        self.own.load(Ordering::Relaxed) & RELEASED != 0
+    }
 }
 
 impl PushQueue {
@@ -126,7 +195,7 @@ impl PushQueue {
     pub async fn recv(&mut self) -> Option<Output> {
         let o = self.rx.recv().await;
         if o.is_some() {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
+            self.counted.take();
         }
         o
     }
@@ -134,7 +203,7 @@ impl PushQueue {
     /// The next push if one is queued. Cost: O(1), never waits.
     pub fn try_recv(&mut self) -> Result<Output, mpsc::error::TryRecvError> {
         let o = self.rx.try_recv()?;
-        self.queued.fetch_sub(1, Ordering::Relaxed);
+        self.counted.take();
         Ok(o)
     }
 }
@@ -143,9 +212,7 @@ impl Drop for PushQueue {
     /// Refuses further pushes and gives back the budget of those still queued.
     fn drop(&mut self) {
         self.rx.close();
-        while self.rx.try_recv().is_ok() {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-        }
+        self.counted.release();
     }
 }
 
@@ -166,27 +233,34 @@ impl PushSink {
         Self::counted(backlog, Arc::default())
     }
 
-    fn counted(backlog: usize, queued: Arc<AtomicUsize>) -> (PushSink, PushQueue, Arc<Notify>) {
+    fn counted(backlog: usize, total: Arc<AtomicUsize>) -> (PushSink, PushQueue, Arc<Notify>) {
         let (tx, rx) = mpsc::channel(backlog.max(1));
         let overflow = Arc::new(Notify::new());
+        let counted = Counted::new(total);
         (
             PushSink {
                 tx,
                 overflow: overflow.clone(),
-                queued: queued.clone(),
+                counted: counted.clone(),
             },
-            PushQueue { rx, queued },
+            PushQueue { rx, counted },
             overflow,
         )
     }
 
     /// Queues `o`, counted in the sink's budget. Errors: the queue is full (the connection
-    /// is told to close) or gone. Cost: O(1), never waits.
+    /// is told to close, and its pushes leave the budget) or gone (or told to close
+    /// before). Only [`Hub::push`] sends, holding the hub's lock, so a send and a
+    /// [`PushSink::close`] never race (the writer dropping its queue may; [`Counted`]
+    /// keeps the count right either way). Cost: O(1), never waits.
     fn send(&self, o: Output) -> Result<(), Unsent> {
-        self.queued.fetch_add(1, Ordering::Relaxed);
+        if !self.counted.add() {
+            return Err(Unsent::Closed);
+        }
         let r = self.tx.try_send(o);
         if r.is_err() {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
+            // Counted, not queued: out again (unless a release took it already).
+            self.counted.take();
         }
         match r {
             Ok(()) => Ok(()),
@@ -203,8 +277,10 @@ impl PushSink {
         self.tx.max_capacity() - self.tx.capacity()
     }
 
-    /// Tells the connection to close. Cost: O(1).
+    /// Tells the connection to close; its queued pushes leave the budget now, not when its
+    /// writer gets round to dropping the queue. Cost: O(1).
     fn close(&self) {
+        self.counted.release();
         self.overflow.notify_one();
     }
 }
@@ -220,9 +296,9 @@ type Sub = (u64, PushSink, u64);
 /// ([`PUSH_BACKLOG`]). A push that finds the budget spent closes the attached connection
 /// holding the most queued pushes — the pushing one if none holds more — as if it had
 /// fallen behind: so a client that stops reading cannot get others cut off by filling the
-/// budget. The push goes on to its own connection when another was closed, so the total
-/// exceeds the budget by at most one push per connection closed so, until their queues are
-/// dropped (at once: the writer drops it as it closes).
+/// budget. A connection told to close (for the budget or its own full queue) gives all its
+/// queued pushes back to the budget at once, so the pushes that follow in the same apply
+/// find room again instead of closing one reader after another.
 pub struct Hub {
     /// Per session: (connection, sink, first log index whose outputs it gets).
     subs: Mutex<HashMap<u64, Vec<Sub>>>,
@@ -264,6 +340,12 @@ impl Hub {
     /// Pushes queued now for the sinks made by [`Hub::sink`]. Cost: O(1).
     pub fn queued_pushes(&self) -> usize {
         self.queued.load(Ordering::Relaxed)
+    }
+
+    /// Whether `sink`'s pushes are counted in this hub's budget now (made by [`Hub::sink`]
+    /// and not told to close).
+    fn counts(&self, sink: &PushSink) -> bool {
+        Arc::ptr_eq(&sink.counted.total, &self.queued) && !sink.counted.released()
     }
 
     fn count_close(&self, reason: &str) {
@@ -348,12 +430,12 @@ impl Hub {
                 continue;
             }
             if self.queued.load(Ordering::Relaxed) >= self.budget.load(Ordering::Relaxed)
-                && Arc::ptr_eq(&sink.queued, &self.queued)
+                && self.counts(&sink)
             {
                 let most = g
                     .values()
                     .flatten()
-                    .filter(|(c, s, _)| !closed.contains(c) && Arc::ptr_eq(&s.queued, &self.queued))
+                    .filter(|(c, s, _)| !closed.contains(c) && self.counts(s))
                     .max_by_key(|(_, s, _)| s.len());
                 let (victim, vs) = match most {
                     Some((c, s, _)) if s.len() > sink.len() => (*c, s.clone()),
@@ -622,14 +704,21 @@ fn encode_snap_file(f: &SnapFile) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Checks and decodes the bytes of a snapshot file; the error says what is wrong.
+/// Checks and decodes the bytes of a snapshot file; the error says what is wrong. Its
+/// data must be of the version its header names (the checksum covers length and payload,
+/// not the header's magic).
 fn decode_snap_file(bytes: &[u8]) -> Result<SnapFile, String> {
-    if bytes.len() < SNAP_HEADER || (bytes[..8] != SNAP_MAGIC && bytes[..8] != SNAP_MAGIC_V1) {
-        return Err(
-            "not a fencelock snapshot of a version this build reads, 1 or 2 (header mismatch)"
-                .into(),
-        );
-    }
+    let version = match bytes.get(..8) {
+        Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC => 2,
+        Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC_V1 => 1,
+        _ => {
+            return Err(
+                "not a fencelock snapshot of a version this build reads, 1 or 2 \
+                 (header mismatch)"
+                    .into(),
+            )
+        }
+    };
     let len = u64::from_le_bytes(bytes[8..16].try_into().map_err(|_| "short header")?);
     let crc = u32::from_le_bytes(bytes[16..20].try_into().map_err(|_| "short header")?);
     let payload = &bytes[SNAP_HEADER..];
@@ -643,7 +732,20 @@ fn decode_snap_file(bytes: &[u8]) -> Result<SnapFile, String> {
     if snap_crc(len, payload) != crc {
         return Err("checksum mismatch".into());
     }
-    postcard::from_bytes(payload).map_err(|e| format!("checksummed but does not decode: {e}"))
+    let f: SnapFile = match postcard::take_from_bytes(payload) {
+        Ok((f, [])) => f,
+        Ok(_) => return Err("checksummed but has bytes after its end".into()),
+        Err(e) => return Err(format!("checksummed but does not decode: {e}")),
+    };
+    // Data that does not decode at all is refused, with its reason, where it is restored.
+    if let Ok((_, v)) = SnapData::decode_versioned(&f.data) {
+        if v != version {
+            return Err(format!(
+                "its header says version {version}, its data is of version {v}"
+            ));
+        }
+    }
+    Ok(f)
 }
 
 /// Reads, checks and restores the snapshot file at `path`: `Ok(None)` when there is none.
@@ -825,28 +927,37 @@ impl SnapData {
         }
     }
 
-    /// Decodes version 2 data, or version 1 data (its keys [`Principal::Unrecorded`]'s)
-    /// that is exactly that (no bytes left over: a damaged version 2 never passes for a
-    /// version 1 without its scoped keys).
-    /// Errors: neither decodes (the version 2 error). Cost: O(data).
+    /// Decodes version 2 data, or version 1 data (its keys [`Principal::Unrecorded`]'s),
+    /// each only when the bytes are exactly that (none left over: a damaged version 2
+    /// never passes for a version 1 without its scoped keys, nor a version 1 with bytes
+    /// appended for a version 2). A snapshot from a peer has no header: its bytes say
+    /// which it is. Errors: neither decodes (the version 2 error). Cost: O(data).
     fn decode(data: &[u8]) -> Result<SnapData, postcard::Error> {
-        match postcard::from_bytes::<SnapData>(data) {
-            Ok(d) => Ok(d),
-            Err(e) => {
-                let v1 = match postcard::take_from_bytes::<SnapDataV1>(data) {
-                    Ok((v1, [])) => v1,
-                    _ => return Err(e),
-                };
-                Ok(SnapData {
-                    last_applied: v1.last_applied,
-                    membership: v1.membership,
-                    core: v1.core,
-                    open_keys: v1.open_keys,
-                    owners: v1.owners,
-                    scoped_keys: Vec::new(),
-                })
-            }
-        }
+        Self::decode_versioned(data).map(|(d, _)| d)
+    }
+
+    /// [`SnapData::decode`], and which version the data was (1 or 2). Cost: O(data).
+    fn decode_versioned(data: &[u8]) -> Result<(SnapData, u8), postcard::Error> {
+        let e = match postcard::take_from_bytes::<SnapData>(data) {
+            Ok((d, [])) => return Ok((d, 2)),
+            Ok(_) => postcard::Error::DeserializeBadEncoding,
+            Err(e) => e,
+        };
+        let v1 = match postcard::take_from_bytes::<SnapDataV1>(data) {
+            Ok((v1, [])) => v1,
+            _ => return Err(e),
+        };
+        Ok((
+            SnapData {
+                last_applied: v1.last_applied,
+                membership: v1.membership,
+                core: v1.core,
+                open_keys: v1.open_keys,
+                owners: v1.owners,
+                scoped_keys: Vec::new(),
+            },
+            1,
+        ))
     }
 }
 
@@ -1685,6 +1796,28 @@ mod tests {
         assert_eq!(bad.len(), n + 1, "an empty list of scoped keys is one byte");
         bad[n] = 1; // one scoped key, then nothing
         assert!(SnapData::decode(&bad).is_err());
+        // A header that names the other version than its data is refused, both ways.
+        b[..8].copy_from_slice(&SNAP_MAGIC);
+        let e = decode_snap_file(&b)
+            .err()
+            .expect("v1 data under a v2 header");
+        assert!(
+            e.contains("header says version 2, its data is of version 1"),
+            "{e}"
+        );
+        let mut b2 = encode_snap_file(&f).unwrap();
+        b2[..8].copy_from_slice(&SNAP_MAGIC_V1);
+        let e = decode_snap_file(&b2)
+            .err()
+            .expect("v2 data under a v1 header");
+        assert!(
+            e.contains("header says version 1, its data is of version 2"),
+            "{e}"
+        );
+        // Version 2 data with a byte appended is neither version.
+        let mut longer = postcard::to_allocvec(&SnapData::of(&g)).unwrap();
+        longer.push(0);
+        assert!(SnapData::decode(&longer).is_err());
         // A magic of another version is refused, naming what this build reads.
         b[7] = 3;
         let e = decode_snap_file(&b).err().expect("refused");
@@ -1781,8 +1914,13 @@ mod hub_tests {
         assert!(!hub.has_conn(1), "the stalled connection is detached");
         assert!(hub.has_conn(2), "the reader is kept");
         assert_eq!(budget(&hub), 1);
+        assert_eq!(
+            hub.queued_pushes(),
+            0,
+            "the closed connection's pushes left the budget when it was told to close"
+        );
         drop(stalled_rx);
-        assert_eq!(hub.queued_pushes(), 0, "a dropped queue leaves the budget");
+        assert_eq!(hub.queued_pushes(), 0, "and are not given back twice");
         // Now the reader falls behind by itself: its second push finds the budget of 1
         // spent, and it holds the most.
         hub.set_push_budget(1);
@@ -1791,6 +1929,83 @@ mod hub_tests {
         assert!(told(reader_close).await, "the reader was not told to close");
         assert!(!hub.has_conn(2));
         assert_eq!(budget(&hub), 2);
-        assert_eq!(hub.queued_pushes(), 1);
+        assert_eq!(hub.queued_pushes(), 0, "the reader's push left with it");
+        drop(reader_rx);
+        assert_eq!(hub.queued_pushes(), 0);
+    }
+
+    /// One apply pushes all its outputs in one go, before any writer runs. A connection
+    /// closed for the budget gives its pushes back at once, so the pushes that follow —
+    /// to readers that have not had a chance to read yet — find room again: one close, not
+    /// one per push until the closed connection's writer gets round to dropping its queue.
+    #[test]
+    fn a_budget_close_frees_room_for_the_rest_of_the_apply() {
+        let hub = Hub::default();
+        hub.set_push_budget(4);
+        let out = |s| Output::WaitTimedOut {
+            session: SessionId(s),
+            lock: fencelock::LockName::new("x").expect("name"),
+        };
+        let (stalled, stalled_rx, _) = hub.sink(100);
+        hub.attach(SessionId(1), 1, stalled);
+        for i in 0..4 {
+            hub.push(i, &out(1));
+        }
+        let mut readers = Vec::new();
+        for c in 2..4 {
+            let (sink, rx, _) = hub.sink(100);
+            hub.attach(SessionId(c), c, sink);
+            readers.push(rx);
+        }
+        // One apply: two pushes to each reader, none read in between.
+        for (i, s) in [2, 3, 2, 3].into_iter().enumerate() {
+            hub.push(10 + i as u64, &out(s));
+        }
+        let closes = hub
+            .push_closes
+            .get_or_create(&vec![("reason".to_string(), "push_budget".to_string())])
+            .get();
+        assert_eq!(closes, 1, "only the stalled connection was closed");
+        assert!(!hub.has_conn(1));
+        assert!(hub.has_conn(2) && hub.has_conn(3), "both readers kept");
+        assert_eq!(hub.queued_pushes(), 4, "the readers' four pushes");
+        for rx in &mut readers {
+            assert_eq!(std::iter::from_fn(|| rx.try_recv().ok()).count(), 2);
+        }
+        assert_eq!(hub.queued_pushes(), 0);
+        drop(stalled_rx);
+        assert_eq!(
+            hub.queued_pushes(),
+            0,
+            "the stalled queue was not counted twice"
+        );
+    }
+
+    /// A queue dropped while its connection is still attached: the pushes in it leave the
+    /// budget once, and a push that comes after is refused without being counted.
+    #[test]
+    fn a_dropped_queue_leaves_the_budget_once() {
+        let hub = Hub::default();
+        let out = Output::WaitTimedOut {
+            session: SessionId(1),
+            lock: fencelock::LockName::new("x").expect("name"),
+        };
+        let (sink, mut rx, _) = hub.sink(100);
+        hub.attach(SessionId(1), 1, sink);
+        for i in 0..3 {
+            hub.push(i, &out);
+        }
+        assert_eq!(hub.queued_pushes(), 3);
+        assert!(rx.try_recv().is_ok());
+        assert_eq!(hub.queued_pushes(), 2);
+        drop(rx);
+        assert_eq!(hub.queued_pushes(), 0);
+        hub.push(3, &out);
+        assert_eq!(
+            hub.queued_pushes(),
+            0,
+            "a push to a dropped queue is not counted"
+        );
+        assert!(!hub.has_conn(1), "and its connection is detached");
     }
 }

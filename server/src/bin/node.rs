@@ -885,7 +885,11 @@ mod tests {
         // 3 members, the default 256 Raft connections: 64 + 24 + 256 kept back.
         assert_eq!(fd_reserve(3, 256), 344);
         assert_eq!(client_room(4096, 1024, fd_reserve(3, 256)), 1024 - 344);
-        assert_eq!(client_room(100, 1024, fd_reserve(3, 256)), 100, "fits: as asked");
+        assert_eq!(
+            client_room(100, 1024, fd_reserve(3, 256)),
+            100,
+            "fits: as asked"
+        );
         assert_eq!(client_room(4096, 300, fd_reserve(3, 256)), 1, "never 0");
         assert_eq!(fd_reserve(3, usize::MAX), u64::MAX, "saturates");
         assert_eq!(client_room(4096, 1 << 20, fd_reserve(3, usize::MAX)), 1);
