@@ -41,8 +41,13 @@ scripts/build-wasm.sh
 # and one sink for every core call whose room is the limit less what is kept, so each
 # input now carries the core's room check), which the standard "every queue has a
 # limit" asks for.
-WASM_MAX_RAW=${WASM_MAX_RAW:-170091}
-WASM_MAX_GZIP=${WASM_MAX_GZIP:-69052}
+# Raised a fifth time, by exactly the measured growth (168 700 -> 169 871 raw, 68 391 ->
+# 68 957 gzipped: +1 171 / +566): restore and the constructor refuse in the core's order
+# (the snapshot's header judged by the core's snapshot_config, 328 raw of it, before the
+# tables are checked and allocated; the config before the row limit), which "error
+# precedence is the core's in every layer" asks for.
+WASM_MAX_RAW=${WASM_MAX_RAW:-171262}
+WASM_MAX_GZIP=${WASM_MAX_GZIP:-69618}
 wasm=wasm/pkg/web/fencelock_wasm_bg.wasm
 raw=$(wc -c <"$wasm")
 gz=$(gzip -9 -n -c "$wasm" | wc -c)

@@ -12,7 +12,7 @@ use crate::{Mode, SessionId, Tick, Token};
 pub enum Table {
     /// The session table.
     Sessions,
-    /// The lock table (one entry per lock that is held, awaited or in lock-delay).
+    /// The lock table (one entry per lock that is held, awaited, watched or in lock-delay).
     Locks,
     /// The claim pool: one entry per (session, lock) hold or wait.
     Claims,

@@ -161,14 +161,28 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     ///
     /// Errors: [`Error::BufferTooSmall`] with the size needed. Cost: O(resources).
     pub fn snapshot(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let (used, need) = self.write_snapshot(buf)?;
+        if need > used {
+            return Err(Error::BufferTooSmall {
+                need: need.min(u32::MAX as usize) as u32,
+            });
+        }
+        Ok(used)
+    }
+
+    /// Writes what fits of the snapshot into `buf`: the bytes written and the bytes the
+    /// whole snapshot takes (exact, however large: the error's `u32` saturates). Never
+    /// inlined: one copy of the encoder serves `snapshot` and `snapshot_len`.
+    #[inline(never)]
+    fn write_snapshot(&self, buf: &mut [u8]) -> Result<(usize, usize), Error> {
         let mut used = 0;
-        let mut need = 0;
+        let mut need = 0usize;
         let mut put = |bytes: &[u8]| {
             if used == need && used + bytes.len() <= buf.len() {
                 buf[used..used + bytes.len()].copy_from_slice(bytes);
                 used += bytes.len();
             }
-            need += bytes.len();
+            need = need.saturating_add(bytes.len());
         };
         let mut scratch = [0u8; 96];
         let header = (GATE_MAGIC, GATE_VERSION, self.st.len);
@@ -176,19 +190,13 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         for (name, token) in self.iter() {
             put(postcard::to_slice(&(name, token.0), &mut scratch).map_err(|_| Error::BadFrame)?);
         }
-        if need > used {
-            return Err(Error::BufferTooSmall { need: need as u32 });
-        }
-        Ok(used)
+        Ok((used, need))
     }
 
-    /// The size of [`snapshot`](Self::snapshot)'s output in bytes. Cost: O(resources).
+    /// The size of [`snapshot`](Self::snapshot)'s output in bytes (exact, also beyond
+    /// the `u32` that [`Error::BufferTooSmall`] can say). Cost: O(resources).
     pub fn snapshot_len(&self) -> usize {
-        match self.snapshot(&mut []) {
-            Ok(n) => n,
-            Err(Error::BufferTooSmall { need }) => need as usize,
-            Err(_) => 0,
-        }
+        self.write_snapshot(&mut []).map_or(0, |(_, need)| need)
     }
 
     /// Rebuilds a gate in `rows` from [`snapshot`](Self::snapshot) bytes, checking magic,

@@ -286,7 +286,7 @@ pub use service::{
     MAX_ROWS,
 };
 pub use sink::Sink;
-pub use snapshot::{SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
+pub use snapshot::{snapshot_config, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 #[cfg(feature = "alloc")]
 pub use storage::VecStorage;
 pub use storage::{ArrayStorage, LabeledSliceStorage, SliceStorage, Storage};

@@ -42,7 +42,13 @@ impl Default for Config {
 }
 
 impl Config {
-    pub(crate) fn validate(&self) -> Result<(), Error> {
+    /// The check [`LockService::new`] and [`LockService::restore`] make of a config before
+    /// they look at the storage: a host that allocates its tables itself calls it first,
+    /// so that its refusals come in the core's order.
+    ///
+    /// Errors: [`Error::BadConfig`] (`max_name_len` outside 1..=[`MAX_NAME_LEN`]).
+    /// Cost: O(1).
+    pub fn validate(&self) -> Result<(), Error> {
         if self.max_name_len == 0 || self.max_name_len as usize > MAX_NAME_LEN {
             return Err(Error::BadConfig("max_name_len must be 1..=64"));
         }
@@ -526,7 +532,8 @@ impl<S: Storage> LockService<S> {
     }
 
     /// Closes a session. Replies `Closed`; its watches end first (silently), then it emits
-    /// `Released` (reason `Closed`) for each lock it held (in the order it acquired them),
+    /// `Released` (reason `Closed`) for each lock it held (in the order it asked for them:
+    /// a hold granted after a wait counts from when it queued),
     /// each followed by the lock's watchers' `HolderChanged` (`Closed`), then `Granted` to
     /// the waiters that this frees. Its waits are dropped silently. No lock-delay.
     ///
@@ -1155,7 +1162,7 @@ impl<S: Storage> LockService<S> {
         .map(|s| SessionId(rows[s as usize].id))
     }
 
-    /// Lock entries (held, awaited or in lock-delay), in creation order. Idle locks are
+    /// Lock entries (held, awaited, watched or in lock-delay), in creation order. Idle locks are
     /// evicted, so a lock nobody uses is not listed. Cost: O(1) per item.
     pub fn locks(&self) -> impl Iterator<Item = &LockName> + '_ {
         let rows = self.storage.tables_ref().locks;

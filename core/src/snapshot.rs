@@ -343,43 +343,9 @@ impl<S: Storage> LockService<S> {
     /// [`Error::BadConfig`]. On error the storage is handed back (its rows are scratch).
     /// Cost: O(sessions + locks) expected + O(claims log claims) (the token check).
     pub fn restore(storage: S, bytes: &[u8]) -> Result<Self, (S, Error)> {
-        let (header, rest) = match postcard::take_from_bytes::<Header>(bytes) {
+        let (meta, v2, rest) = match read_header(bytes) {
             Ok(x) => x,
-            Err(_) => return Err((storage, Error::BadMagic)),
-        };
-        if header.magic != SNAPSHOT_MAGIC {
-            return Err((storage, Error::BadMagic));
-        }
-        let v2 = match header.version {
-            V1 => false,
-            SNAPSHOT_VERSION => true,
-            v => return Err((storage, Error::UnsupportedVersion(v))),
-        };
-        let meta = if v2 {
-            postcard::take_from_bytes::<Meta>(rest)
-        } else {
-            postcard::take_from_bytes::<MetaV1>(rest).map(|(m, rest)| {
-                let meta = Meta {
-                    config: Config {
-                        lock_delay: m.config.lock_delay,
-                        max_name_len: m.config.max_name_len,
-                        max_watchers: DEFAULT_MAX_WATCHERS,
-                    },
-                    now: m.now,
-                    next_session: m.next_session,
-                    revision: m.revision,
-                    next_seq: m.next_seq,
-                    next_lock: m.next_lock,
-                    sessions: m.sessions,
-                    locks: m.locks,
-                    claims: m.claims,
-                };
-                (meta, rest)
-            })
-        };
-        let (meta, rest) = match meta {
-            Ok(x) => x,
-            Err(_) => return Err((storage, Error::CorruptSnapshot("truncated header"))),
+            Err(e) => return Err((storage, e)),
         };
         let mut storage = storage;
         if let Err(e) = LockService::check(&mut storage, &meta.config) {
@@ -403,7 +369,67 @@ impl<S: Storage> LockService<S> {
             Err(e) => Err((svc.storage, e)),
         }
     }
+}
 
+/// The config a [`LockService::snapshot`] was taken with, read from its header and
+/// checked as [`Config::validate`] checks one: the refusals [`LockService::restore`] makes
+/// before it looks at the storage, for a host that allocates the tables to restore into
+/// only once the bytes are known to be a snapshot (the C library and the wasm binding do),
+/// so that their refusals come in the core's order. It does not check the rest of the
+/// snapshot; `restore` does.
+///
+/// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`] (neither 1 nor 2),
+/// [`Error::CorruptSnapshot`] (`"truncated header"`), [`Error::BadConfig`]. Cost: O(1).
+pub fn snapshot_config(bytes: &[u8]) -> Result<Config, Error> {
+    let (meta, _, _) = read_header(bytes)?;
+    meta.config.validate()?;
+    Ok(meta.config)
+}
+
+/// A snapshot's header: its counters and config, whether it is version 2, and the bytes
+/// after it. Errors: as [`snapshot_config`], but for `BadConfig`. Cost: O(1).
+fn read_header(bytes: &[u8]) -> Result<(Meta, bool, &[u8]), Error> {
+    let (header, rest) = match postcard::take_from_bytes::<Header>(bytes) {
+        Ok(x) => x,
+        Err(_) => return Err(Error::BadMagic),
+    };
+    if header.magic != SNAPSHOT_MAGIC {
+        return Err(Error::BadMagic);
+    }
+    let v2 = match header.version {
+        V1 => false,
+        SNAPSHOT_VERSION => true,
+        v => return Err(Error::UnsupportedVersion(v)),
+    };
+    let meta = if v2 {
+        postcard::take_from_bytes::<Meta>(rest)
+    } else {
+        postcard::take_from_bytes::<MetaV1>(rest).map(|(m, rest)| {
+            let meta = Meta {
+                config: Config {
+                    lock_delay: m.config.lock_delay,
+                    max_name_len: m.config.max_name_len,
+                    max_watchers: DEFAULT_MAX_WATCHERS,
+                },
+                now: m.now,
+                next_session: m.next_session,
+                revision: m.revision,
+                next_seq: m.next_seq,
+                next_lock: m.next_lock,
+                sessions: m.sessions,
+                locks: m.locks,
+                claims: m.claims,
+            };
+            (meta, rest)
+        })
+    };
+    match meta {
+        Ok((meta, rest)) => Ok((meta, v2, rest)),
+        Err(_) => Err(Error::CorruptSnapshot("truncated header")),
+    }
+}
+
+impl<S: Storage> LockService<S> {
     fn load(&mut self, meta: &Meta, v2: bool, mut rest: &[u8]) -> Result<(), Error> {
         fn take<'a, T: Deserialize<'a>>(rest: &mut &'a [u8]) -> Result<T, Error> {
             let (v, r) = postcard::take_from_bytes::<T>(rest)

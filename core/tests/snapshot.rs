@@ -366,6 +366,37 @@ fn restore_checks_framing_capacity_and_config() {
     );
 }
 
+/// `snapshot_config` makes exactly the refusals `restore` makes before the storage, and
+/// returns the snapshot's config; the rest of the snapshot is left to `restore`.
+#[test]
+fn snapshot_config_judges_the_header_as_restore_does() {
+    let good = Snap::base().bytes();
+    assert_eq!(fencelock::snapshot_config(&good), Ok(Snap::base().config));
+    let mut bad_config = Snap::base();
+    bad_config.config.max_name_len = 0;
+    let mut version = good.clone();
+    version[4] = 9;
+    for bytes in [
+        good[..2].to_vec(),
+        good[..6].to_vec(),
+        version,
+        bad_config.bytes(),
+        b"NOPE\x01".to_vec(),
+    ] {
+        let header = fencelock::snapshot_config(&bytes).map(|_| ());
+        assert!(header.is_err());
+        // An empty storage: restore's verdict is the header's whenever the header is bad.
+        let restored = LockService::restore(VecStorage::new(0, 0, 0), &bytes)
+            .map(|_| ())
+            .map_err(|e| e.1);
+        assert_eq!(header, restored);
+    }
+    // A header that is fine says nothing of the records after it.
+    let truncated = &good[..good.len() - 1];
+    assert!(fencelock::snapshot_config(truncated).is_ok());
+    assert!(LockService::restore(VecStorage::new(4, 4, 8), truncated).is_err());
+}
+
 /// A service in a busy state: holds, shared runs, timed waits, lock-delay, numbered replies.
 fn busy() -> Svc {
     let mut svc = svc_with(

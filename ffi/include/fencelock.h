@@ -1318,7 +1318,7 @@ fencelock_result fencelock_service_sessions(const struct fencelock_service *svc,
                                             size_t cap,
                                             size_t *count);
 
-// Lock entries (held, awaited or in lock-delay) in creation order, as
+// Lock entries (held, awaited, watched or in lock-delay) in creation order, as
 // `write_list` does for `fencelock_service_sessions`. Cost: O(locks).
 //
 // # Safety

@@ -558,44 +558,19 @@ impl fencelock_service {
     }
 }
 
-/// Tables of no rows: what the core judges a config or snapshot header on before this
-/// library allocates the real ones.
-fn no_rows() -> LabeledSliceStorage<'static> {
-    LabeledSliceStorage {
-        tables: Tables {
-            sessions: &mut [],
-            session_index: &mut [],
-            locks: &mut [],
-            lock_index: &mut [],
-            claims: &mut [],
-            claim_index: &mut [],
-        },
-        labels: &mut [],
-    }
-}
-
 /// The core's verdict on a config, given before the row limit is checked and the tables
 /// are allocated — the core's own order (config, then rows), so a config wrong in both
 /// ways gets the core's error. Cost: O(1).
 fn judge_config(config: &fencelock_config) -> Result<(), Error> {
-    LockService::new(no_rows(), config.core()).map(|_| ())
+    config.core().validate()
 }
 
 /// The core's verdict on what a snapshot says before the row limit matters — its magic,
-/// version, header and config, which the core judges before the tables — given before
-/// this library checks the row limit and allocates. A later refusal (capacity, records)
-/// is left to the real restore. Cost: O(snapshot length) at most.
+/// version, header and config (`fencelock::snapshot_config`) — given before this library
+/// checks the row limit and allocates. A later refusal (capacity, records) is left to the
+/// real restore. Cost: O(1).
 fn judge_snapshot(bytes: &[u8]) -> Result<(), Error> {
-    match LockService::restore(no_rows(), bytes) {
-        Err((
-            _,
-            e @ (Error::BadMagic
-            | Error::UnsupportedVersion(_)
-            | Error::BadConfig(_)
-            | Error::CorruptSnapshot("truncated header")),
-        )) => Err(e),
-        _ => Ok(()),
-    }
+    fencelock::snapshot_config(bytes).map(|_| ())
 }
 
 /// `Some(n)` for a request number, `None` for 0 ("no request number").
@@ -1828,7 +1803,7 @@ pub unsafe extern "C" fn fencelock_service_sessions(
     }
 }
 
-/// Lock entries (held, awaited or in lock-delay) in creation order, as
+/// Lock entries (held, awaited, watched or in lock-delay) in creation order, as
 /// `write_list` does for `fencelock_service_sessions`. Cost: O(locks).
 ///
 /// # Safety

@@ -45,11 +45,21 @@ pub(crate) fn rows<T: Clone>(n: u64, empty: T, what: &str) -> Result<Vec<T>, Fai
 /// The core's heap tables, sized from a `{sessions, locks, claims}` object and allocated
 /// fallibly (`VecStorage::try_new`): a capacity too large for the wasm memory is an
 /// `out_of_memory` error, not an abort.
-fn storage(caps: &JsValue) -> Result<VecStorage, Fail> {
+/// The table capacities `{sessions, locks, claims}` of `caps`: argument errors only
+/// (`bad_argument`, `out_of_range`), before the core judges anything.
+fn capacities(caps: &JsValue) -> Result<[u64; 3], Fail> {
     let caps = js::object(caps, "capacities")?;
-    let s = row_count(js::num(&js::get(caps, "sessions")?, "sessions")?)?;
-    let l = row_count(js::num(&js::get(caps, "locks")?, "locks")?)?;
-    let c = row_count(js::num(&js::get(caps, "claims")?, "claims")?)?;
+    Ok([
+        js::num(&js::get(caps, "sessions")?, "sessions")?,
+        js::num(&js::get(caps, "locks")?, "locks")?,
+        js::num(&js::get(caps, "claims")?, "claims")?,
+    ])
+}
+
+/// Tables of these capacities: the core's row check (`bad_config`), then the allocation
+/// (`out_of_memory`).
+fn storage([s, l, c]: [u64; 3]) -> Result<VecStorage, Fail> {
+    let (s, l, c) = (row_count(s)?, row_count(l)?, row_count(c)?);
     VecStorage::try_new(s, l, c).map_err(|_| {
         Fail::OutOfMemory(cat(&[
             "cannot allocate tables of ",
@@ -347,7 +357,7 @@ impl LockService {
     /// `fencelock::storage` (about 100 per session, 140 per lock, 70 per claim).
     ///
     /// Throws `out_of_range` (a number that cannot be a `u64`), `bad_argument` (not an
-    /// object, or a key it does not know, named in `.key`), `bad_config` (the core's: a table over 2^31-1 rows, a bad `maxNameLen`),
+    /// object, or a key it does not know, named in `.key`), `bad_config` (the core's, in its order: a bad `maxNameLen`, then a table over 2^31-1 rows),
     /// `out_of_memory`.
     #[wasm_bindgen(constructor)]
     pub fn new(
@@ -365,7 +375,7 @@ impl LockService {
                 "maxWatchers",
             ],
         )?;
-        let storage = storage(&config)?;
+        let caps = capacities(&config)?;
         let lock_delay = js::opt_num(&js::get(&config, "lockDelay")?, "lockDelay")?.unwrap_or(0);
         let max_name_len = match js::get(&config, "maxNameLen")? {
             v if v.is_undefined() || v.is_null() => MAX_NAME_LEN as u32,
@@ -375,12 +385,15 @@ impl LockService {
             v if v.is_undefined() || v.is_null() => Config::default().max_watchers,
             v => js::num_u32(&v, "maxWatchers")?,
         };
-        let config = Config {
+        let core_config = Config {
             lock_delay,
             max_name_len,
             max_watchers,
         };
-        let core = Core::new(storage, config).map_err(Fail::from)?;
+        // The core's order: the config, then the tables (checked and allocated here).
+        core_config.validate().map_err(Fail::from)?;
+        let storage = storage(caps)?;
+        let core = Core::new(storage, core_config).map_err(Fail::from)?;
         Ok(LockService::with(core))
     }
 
@@ -400,7 +413,11 @@ impl LockService {
             "capacities",
             &["sessions", "locks", "claims"],
         )?;
-        let storage = storage(&capacities)?;
+        let caps = self::capacities(&capacities)?;
+        // The core's order: what the snapshot says (magic, version, header, config), then
+        // the tables (checked and allocated here), then the rest of the snapshot.
+        fencelock::snapshot_config(&bytes).map_err(Fail::from)?;
+        let storage = storage(caps)?;
         let core = Core::restore(storage, &bytes).map_err(|(_, e)| Fail::from(e))?;
         Ok(LockService::with(core))
     }
@@ -783,7 +800,7 @@ impl LockService {
         self.core.sessions().map(js::session).collect()
     }
 
-    /// Lock entries (held, awaited or in lock-delay), in creation order. Cost: O(locks).
+    /// Lock entries (held, awaited, watched or in lock-delay), in creation order. Cost: O(locks).
     #[wasm_bindgen(unchecked_return_type = "string[]")]
     pub fn locks(&self) -> Array {
         self.core

@@ -252,6 +252,13 @@ test('constructor refuses bad configs and capacities', () => {
   for (const [config, code] of cases) {
     expectError(thrown(() => new LockService(config)), code);
   }
+  // The core's order: a bad config before a table over the row limit, both before anything
+  // is allocated.
+  const both = thrown(() => new LockService({ sessions: 2 ** 31, locks: 8, claims: 8, maxNameLen: 0 }));
+  expectError(both, 'bad_config');
+  assert.match(both.message, /max_name_len/, 'the config is judged before the rows');
+  const oversized = thrown(() => new LockService({ sessions: 2 ** 31 - 1, locks: 8, claims: 8, maxNameLen: 65 }));
+  expectError(oversized, 'bad_config');
   // after all that, the module still allocates and works
   const svc = new LockService({ sessions: 1, locks: 1, claims: 1 });
   assert.equal(svc.openSession(0, 1).reply.kind, 'opened');
@@ -283,6 +290,12 @@ test('restore refuses bad snapshots with the right code', () => {
     [detached(), caps, 'bad_argument'],
     [good, { sessions: 3, locks: 3 }, 'out_of_range'],
     [new Uint8Array(32 << 20), caps, 'bad_magic'], // 32 MiB of zeros: copied, then refused
+    // The core's order: what the bytes say before the tables are checked or allocated.
+    [new Uint8Array([1, 2, 3]), { sessions: 2 ** 31, locks: 3, claims: 4 }, 'bad_magic'],
+    [flip(4, 9), { sessions: 2 ** 31 - 1, locks: 3, claims: 4 }, 'unsupported_version'],
+    [good.slice(0, 8), { sessions: 2 ** 31, locks: 3, claims: 4 }, 'corrupt_snapshot'],
+    // Arguments come first: a capacity that is no count is refused before the bytes.
+    [new Uint8Array([1, 2, 3]), { sessions: 3, locks: 3 }, 'out_of_range'],
   ];
   for (const [bytes, c, code] of cases) {
     expectError(thrown(() => LockService.restore(bytes, c)), code);

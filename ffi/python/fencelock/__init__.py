@@ -1271,7 +1271,7 @@ class Service(_Handle):
         return [int(s) for s in self._list("fencelock_service_sessions", _U64)]
 
     def locks(self) -> list[str]:
-        """Lock entries (held, awaited or in lock-delay) in creation order. Cost:
+        """Lock entries (held, awaited, watched or in lock-delay) in creation order. Cost:
         O(locks)."""
         return [_text(n.name, n.len) for n in self._list("fencelock_service_locks", _Name)]
 
