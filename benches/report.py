@@ -453,7 +453,15 @@ def main():
                 w("  ttl class's deadline list is O(1); no heap sift). The time does: at 64k sessions the")
                 sess_mb = (65536 * sess / 1e6) if sess else None
                 w(f"  session table is {sess_mb:.1f} MB" if sess_mb else "  session table is several MB")
-                w(f"  against {cache_txt}, so the rows a keep-alive reads and writes miss it{ll}. The")
+                cache_kb = int(m_cache.group(1)) if m_cache else None
+                if sess_mb and cache_kb and sess_mb * 1e6 <= cache_kb * 1024:
+                    # A host whose last-level cache holds the table: the misses are in the
+                    # smaller caches each core has to itself.
+                    w(f"  — within {cache_txt} (a last level shared by every core of the")
+                    w(f"  host), not within a core's own caches, so the rows a keep-alive reads and writes")
+                    w(f"  miss those{ll}. The")
+                else:
+                    w(f"  against {cache_txt}, so the rows a keep-alive reads and writes miss it{ll}. The")
                 w("  session index is already a dense array apart from the rows (8 bytes per session, 512 KB")
                 w("  at 64k, within that cache); what is left is the row itself and its ttl-class")
                 w("  neighbours, and the TLB (huge pages for the tables would help that). A host's real")

@@ -1233,17 +1233,7 @@ mod tests {
     /// task until nothing can move before the sleep returns.)
     #[tokio::test(start_paused = true)]
     async fn refused_requests_from_a_client_that_never_reads_stop_being_read() {
-        let dir = std::env::temp_dir().join(format!(
-            "fencelock-net-unit-refused-{}-{:?}",
-            std::process::id(),
-            Instant::now()
-        ));
-        let node = Node::start(
-            crate::node::NodeConfig::new(1, dir.clone()),
-            TcpNetwork::default(),
-        )
-        .await
-        .unwrap();
+        let (node, dir) = unit_node("refused").await;
         let policy = ClientPolicy {
             tokens: Some(Arc::new(Tokens::default())),
             ..ClientPolicy::default()
@@ -1343,6 +1333,23 @@ mod tests {
         }
     }
 
+    /// A one-member node (not initialised) in a fresh directory named for `test`; the
+    /// caller removes the directory after `shutdown`.
+    async fn unit_node(test: &str) -> (Arc<Node>, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-net-unit-{test}-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        let node = Node::start(
+            crate::node::NodeConfig::new(1, dir.clone()),
+            TcpNetwork::default(),
+        )
+        .await
+        .unwrap();
+        (node, dir)
+    }
+
     /// Yields `bytes`, then the end of the stream: a client that sent its requests and
     /// half-closed its connection.
     struct ThenEof(Vec<u8>);
@@ -1369,17 +1376,7 @@ mod tests {
     /// flight anyway).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_that_stops_reading_with_replies_pending_is_closed() {
-        let dir = std::env::temp_dir().join(format!(
-            "fencelock-net-unit-write-timeout-{}-{:?}",
-            std::process::id(),
-            Instant::now()
-        ));
-        let node = Node::start(
-            crate::node::NodeConfig::new(1, dir.clone()),
-            TcpNetwork::default(),
-        )
-        .await
-        .unwrap();
+        let (node, dir) = unit_node("write-timeout").await;
         // With tokens and none presented, the reply (Unauthenticated) needs no leader.
         let policy = ClientPolicy {
             tokens: Some(Arc::new(Tokens::default())),
@@ -1434,17 +1431,7 @@ mod tests {
     /// counted as `write_timeout` on the peer port; bounded generously (30 s).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_peer_that_reads_no_answer_is_closed() {
-        let dir = std::env::temp_dir().join(format!(
-            "fencelock-net-unit-peer-write-timeout-{}-{:?}",
-            std::process::id(),
-            Instant::now()
-        ));
-        let node = Node::start(
-            crate::node::NodeConfig::new(1, dir.clone()),
-            TcpNetwork::default(),
-        )
-        .await
-        .unwrap();
+        let (node, dir) = unit_node("peer-write-timeout").await;
         let policy = PeerPolicy {
             read_timeout: Duration::from_millis(200),
             ..PeerPolicy::default()
@@ -1480,17 +1467,7 @@ mod tests {
     /// pushes leave the budget; the session itself is untouched.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_that_stops_reading_its_pushes_is_closed_and_its_queue_freed() {
-        let dir = std::env::temp_dir().join(format!(
-            "fencelock-net-unit-push-budget-{}-{:?}",
-            std::process::id(),
-            Instant::now()
-        ));
-        let node = Node::start(
-            crate::node::NodeConfig::new(1, dir.clone()),
-            TcpNetwork::default(),
-        )
-        .await
-        .unwrap();
+        let (node, dir) = unit_node("push-budget").await;
         let me = NodeAddr {
             raft: "127.0.0.1:1".into(),
             client: "127.0.0.1:2".into(),
