@@ -99,7 +99,9 @@ pub const PUSH_BACKLOG: usize = 16 * 1024;
 
 /// The default limit of pushes queued for all of a node's client connections together
 /// ([`Hub::set_push_budget`]): eight connections' [`PUSH_BACKLOG`], ~22 MB, instead of the
-/// ~11 GB that 4 096 full queues would take. Without watches, one apply's outputs (every
+/// ~11 GB that 4 096 full queues would take (pushes counted: a queue whose connection is
+/// told to close leaves the count at once and memory when its writer drops it, so until
+/// the writers run memory may hold the rest of one apply's pushes besides). Without watches, one apply's outputs (every
 /// session of the default table expiring at once, with the releases and grants that
 /// follow: 16 384 + 2 × 32 768) fit in it; with watches an apply can push more (a holder
 /// change goes to every watcher), and each time the budget is spent the connection holding
@@ -130,6 +132,8 @@ pub struct PushQueue {
 /// close ([`Counted::release`]), so a connection on its way out does not keep the budget
 /// spent for the pushes that follow (every output of one apply is pushed in one go).
 /// The share's top bit says it was released; a push taken out after that leaves nothing.
+/// Sequentially consistent: the order the methods below rely on (the total up before the
+/// share, down after it) must hold as another thread sees it too.
 #[derive(Clone, Debug)]
 struct Counted {
     total: Arc<AtomicUsize>,
@@ -150,15 +154,15 @@ impl Counted {
     /// total goes up before the share and down after it, so a release racing with it never
     /// takes more from the total than is there. Cost: O(1).
     fn add(&self) -> bool {
-        self.total.fetch_add(1, Ordering::Relaxed);
+        self.total.fetch_add(1, Ordering::SeqCst);
         let added = self
             .own
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n & RELEASED == 0).then_some(n + 1)
             })
             .is_ok();
         if !added {
-            self.total.fetch_sub(1, Ordering::Relaxed);
+            self.total.fetch_sub(1, Ordering::SeqCst);
         }
         added
     }
@@ -167,7 +171,7 @@ impl Counted {
     fn take(&self) {
         let taken = self
             .own
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 if n & RELEASED != 0 {
                     None
                 } else {
@@ -176,17 +180,17 @@ impl Counted {
             })
             .is_ok();
         if taken {
-            self.total.fetch_sub(1, Ordering::Relaxed);
+            self.total.fetch_sub(1, Ordering::SeqCst);
         }
     }
     /// Gives the queue's pushes back to the budget at once and counts none from now on.
     /// Cost: O(1).
     fn release(&self) {
-        let n = self.own.swap(RELEASED, Ordering::Relaxed) & !RELEASED;
-        self.total.fetch_sub(n, Ordering::Relaxed);
+        let n = self.own.swap(RELEASED, Ordering::SeqCst) & !RELEASED;
+        self.total.fetch_sub(n, Ordering::SeqCst);
     }
     fn released(&self) -> bool {
-        self.own.load(Ordering::Relaxed) & RELEASED != 0
+        self.own.load(Ordering::SeqCst) & RELEASED != 0
     }
 }
 
@@ -692,12 +696,20 @@ fn snap_crc(len: u64, payload: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// `f` as the bytes of a snapshot file (header, length, checksum, payload).
+/// `f` as the bytes of a snapshot file (header, length, checksum, payload). The header
+/// names the version of `f.data`: version 2 for what this build takes, version 1 for data
+/// of that version kept as it came (a snapshot read at start from an earlier build's file,
+/// or sent by a peer that has not been upgraded yet), so the file reads back. Cost:
+/// O(data) (the data is decoded to learn its version).
 fn encode_snap_file(f: &SnapFile) -> io::Result<Vec<u8>> {
+    let magic = match SnapData::decode_versioned(&f.data) {
+        Ok((_, 1)) => SNAP_MAGIC_V1,
+        _ => SNAP_MAGIC,
+    };
     let payload = postcard::to_allocvec(f).map_err(|e| io::Error::other(e.to_string()))?;
     let len = payload.len() as u64;
     let mut buf = Vec::with_capacity(SNAP_HEADER + payload.len());
-    buf.extend_from_slice(&SNAP_MAGIC);
+    buf.extend_from_slice(&magic);
     buf.extend_from_slice(&len.to_le_bytes());
     buf.extend_from_slice(&snap_crc(len, &payload).to_le_bytes());
     buf.extend_from_slice(&payload);
@@ -1782,8 +1794,15 @@ mod tests {
             meta: f.meta.clone(),
             data: postcard::to_allocvec(&v1).unwrap(),
         };
+        // Written as it came (a peer's version-1 snapshot installed, or this node's own
+        // version-1 file kept as its current snapshot): under a version-1 header, so it
+        // reads back at the next start.
         let mut b = encode_snap_file(&old).unwrap();
-        b[..8].copy_from_slice(&SNAP_MAGIC_V1);
+        assert_eq!(
+            b[..8],
+            SNAP_MAGIC_V1,
+            "version-1 data gets a version-1 header"
+        );
         fs::write(&path, &b).unwrap();
         let (_, g) = read_snap_file(&path, &config).unwrap().expect("v1 reads");
         assert_eq!(g.open_keys.get(Principal::Unrecorded, 42), Some(s));
@@ -1814,6 +1833,16 @@ mod tests {
             e.contains("header says version 1, its data is of version 2"),
             "{e}"
         );
+        // A file whose checksummed contents go on after their end is refused.
+        let mut payload = postcard::to_allocvec(&f).unwrap();
+        payload.push(0);
+        let len = payload.len() as u64;
+        let mut longer_file = SNAP_MAGIC.to_vec();
+        longer_file.extend_from_slice(&len.to_le_bytes());
+        longer_file.extend_from_slice(&snap_crc(len, &payload).to_le_bytes());
+        longer_file.extend_from_slice(&payload);
+        let e = decode_snap_file(&longer_file).err().expect("refused");
+        assert!(e.contains("bytes after its end"), "{e}");
         // Version 2 data with a byte appended is neither version.
         let mut longer = postcard::to_allocvec(&SnapData::of(&g)).unwrap();
         longer.push(0);

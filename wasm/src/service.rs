@@ -42,9 +42,6 @@ pub(crate) fn rows<T: Clone>(n: u64, empty: T, what: &str) -> Result<Vec<T>, Fai
     Ok(v)
 }
 
-/// The core's heap tables, sized from a `{sessions, locks, claims}` object and allocated
-/// fallibly (`VecStorage::try_new`): a capacity too large for the wasm memory is an
-/// `out_of_memory` error, not an abort.
 /// The table capacities `{sessions, locks, claims}` of `caps`: argument errors only
 /// (`bad_argument`, `out_of_range`), before the core judges anything.
 fn capacities(caps: &JsValue) -> Result<[u64; 3], Fail> {
@@ -56,8 +53,9 @@ fn capacities(caps: &JsValue) -> Result<[u64; 3], Fail> {
     ])
 }
 
-/// Tables of these capacities: the core's row check (`bad_config`), then the allocation
-/// (`out_of_memory`).
+/// The core's heap tables of these capacities: the core's row check (`bad_config`), then
+/// the allocation, fallible (`VecStorage::try_new`): a capacity too large for the wasm
+/// memory is an `out_of_memory` error, not an abort.
 fn storage([s, l, c]: [u64; 3]) -> Result<VecStorage, Fail> {
     let (s, l, c) = (row_count(s)?, row_count(l)?, row_count(c)?);
     VecStorage::try_new(s, l, c).map_err(|_| {
