@@ -512,9 +512,11 @@ async fn http_get(addr: &str, path: &str) -> Option<String> {
 }
 
 /// A `fencelock-node` whose open-file limit is 128 (set by `prlimit` on its process):
-/// it fits its client limit to the descriptors it has; flooded on both ports until no
-/// descriptor is left (accepts fail with EMFILE), it keeps serving the connections it has
-/// and stays up; once the flood ends it accepts and serves new clients again.
+/// it fits its client and Raft limits together to the descriptors it has. Then its limit
+/// is lowered while it runs (what start-up cannot fit for), and it is flooded on both
+/// ports until no descriptor is left (accepts fail with EMFILE): it keeps serving the
+/// connections it has and stays up; once the flood ends it accepts and serves new
+/// clients again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_a_low_open_file_limit_the_node_serves_on_and_recovers() {
     let dir = common::temp_dir("limits-nofile");
@@ -564,9 +566,23 @@ async fn under_a_low_open_file_limit_the_node_serves_on_and_recovers() {
     assert!(matches!(got, Ok(Acquired::Granted(_))), "{got:?}");
     let text = std::fs::read_to_string(&log_path).unwrap();
     assert!(
-        text.contains("does not fit the open-file limit of 128"),
-        "no word of the fitted limit: {text}"
+        text.contains("fit the open-file limit of 128")
+            && text.contains("serving at most 28 client and 28 Raft connections"),
+        "no word of the fitted limits: {text}"
     );
+    // Fitted at start, the limits alone leave descriptors to spare; lowered on the running
+    // process to 40 more than it has open, the flood below runs it out (28 client
+    // connections fill their total, and the Raft port's 28 do not fit in what is left).
+    let pid = node.0.id();
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    let lowered = std::process::Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--nofile={0}:{0}", open + 40))
+        .status()
+        .expect("prlimit (util-linux) runs");
+    assert!(lowered.success(), "prlimit --pid failed");
     // The flood: 200 client connections, and up to 64 Raft connections from each of four
     // addresses — far more than 128 descriptors.
     let mut flood = Vec::new();
@@ -623,8 +639,12 @@ async fn under_a_low_open_file_limit_the_node_serves_on_and_recovers() {
     let m = metrics(&body.expect("/metrics answers after the flood"));
     assert_eq!(
         m.get("fencelock_net_limit{name=\"client_connections\"}"),
-        Some(&56.0),
-        "128 descriptors less the 72 kept back"
+        Some(&28.0),
+        "128 descriptors less the 72 kept back, half of them: the Raft port has the rest"
+    );
+    assert_eq!(
+        m.get("fencelock_net_limit{name=\"peer_connections\"}"),
+        Some(&28.0)
     );
     let accept_errors: f64 = m
         .iter()

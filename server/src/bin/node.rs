@@ -620,48 +620,51 @@ fn check_net_limits(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// File descriptors kept back from client connections: the node's own files and
-/// listeners and the metrics listener's connections (at most `OPS_MAX_CONNECTIONS`, 16,
-/// of the 64), the Raft connections it dials (8 per member) and every Raft connection the
-/// Raft port may accept (`--max-peer-connections`): a flood of the Raft port that fills
-/// its total still leaves the client port its descriptors.
-fn fd_reserve(members: usize, peer_connections: usize) -> u64 {
-    (64 + 8 * members as u64).saturating_add(peer_connections as u64)
+/// File descriptors kept back from connections: the node's own files and listeners and
+/// the metrics listener's connections (at most `OPS_MAX_CONNECTIONS`, 16, of the 64) and
+/// the Raft connections it dials (8 per member).
+fn fd_reserve(members: usize) -> u64 {
+    64 + 8 * members as u64
 }
 
-/// Raises the soft open-file limit to the hard one, and returns how many client
-/// connections fit in it besides [`fd_reserve`] (see [`client_room`]): with more clients
-/// than descriptors, every new connection would fail (`EMFILE`), peers' included.
-fn client_connections_within_fd_limit(
-    wanted: usize,
-    members: usize,
-    peer_connections: usize,
-) -> usize {
+/// Raises the soft open-file limit to the hard one, and returns how many client and Raft
+/// connections to accept at most so that both together fit in it besides [`fd_reserve`]
+/// (see [`fit_connections`]): with more connections than descriptors, every new one would
+/// fail (`EMFILE`), and a flood of one port could take the other's descriptors.
+fn connections_within_fd_limit(clients: usize, peers: usize, members: usize) -> (usize, usize) {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let Ok((mut soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
-        return wanted;
+        return (clients, peers);
     };
     if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
         soft = hard;
     }
-    let reserve = fd_reserve(members, peer_connections);
-    let room = client_room(wanted, soft, reserve);
-    if room < wanted {
+    let reserve = fd_reserve(members);
+    let room = usize::try_from(soft.saturating_sub(reserve)).unwrap_or(usize::MAX);
+    let (c, p) = fit_connections(room, clients, peers);
+    if (c, p) != (clients, peers) {
         tracing::warn!(
             open_files = soft,
-            "--max-client-connections {wanted} does not fit the open-file limit of {soft} \
-             (with {reserve} kept for files and peers): serving at most {room} client \
-             connections; raise the limit (ulimit -n, systemd LimitNOFILE) for more"
+            "--max-client-connections {clients} and --max-peer-connections {peers} do not \
+             fit the open-file limit of {soft} (with {reserve} kept for files and dialled \
+             peers): serving at most {c} client and {p} Raft connections; raise the limit \
+             (ulimit -n, systemd LimitNOFILE) for more"
         );
     }
-    room
+    (c, p)
 }
 
-/// How many of `wanted` client connections fit in `open_files` descriptors with `reserve`
-/// kept back: at most `wanted`, at least 1.
-fn client_room(wanted: usize, open_files: u64, reserve: u64) -> usize {
-    let room = open_files.saturating_sub(reserve).max(1);
-    usize::try_from(room).map_or(wanted, |room| room.min(wanted))
+/// Client and Raft connection limits that fit in `room` descriptors together: as asked
+/// when they fit; otherwise the Raft port keeps at most half the room when clients want
+/// the rest, clients get what it leaves, and the Raft port any room clients do not want.
+/// Each is at least 1.
+fn fit_connections(room: usize, clients: usize, peers: usize) -> (usize, usize) {
+    if clients.checked_add(peers).is_some_and(|n| n <= room) {
+        return (clients, peers);
+    }
+    let c = clients.min(room - peers.min(room / 2));
+    let p = peers.min(room - c);
+    (c.max(1), p.max(1))
 }
 
 async fn run(args: Args) -> Result<(), String> {
@@ -756,9 +759,14 @@ async fn run(args: Args) -> Result<(), String> {
         None => Node::start(config, TcpNetwork::dial_via(dial)).await,
     }
     .map_err(|e| format!("starting on {}: {e}", dir.display()))?;
+    let (client_connections, peer_connections) = connections_within_fd_limit(
+        args.max_client_connections,
+        args.max_peer_connections,
+        peers.len(),
+    );
     let peer_policy = PeerPolicy {
         tls: tls.clone(),
-        max_connections: args.max_peer_connections,
+        max_connections: peer_connections,
         max_per_addr: args.max_peer_connections_per_addr,
         max_frame: args.max_peer_frame_bytes,
         idle_timeout: Duration::from_millis(args.peer_idle_timeout_ms),
@@ -771,11 +779,7 @@ async fn run(args: Args) -> Result<(), String> {
     let policy = ClientPolicy {
         tls: tls.map(|t| t.clients),
         tokens,
-        max_connections: client_connections_within_fd_limit(
-            args.max_client_connections,
-            peers.len(),
-            args.max_peer_connections,
-        ),
+        max_connections: client_connections,
         max_per_addr: args.max_client_connections_per_addr,
         max_frame: args.max_client_frame_bytes,
         idle_timeout: Duration::from_millis(args.client_idle_timeout_ms),
@@ -881,18 +885,29 @@ mod tests {
     }
 
     #[test]
-    fn client_connections_leave_room_for_every_raft_connection() {
-        // 3 members, the default 256 Raft connections: 64 + 24 + 256 kept back.
-        assert_eq!(fd_reserve(3, 256), 344);
-        assert_eq!(client_room(4096, 1024, fd_reserve(3, 256)), 1024 - 344);
+    fn client_and_raft_connections_fit_the_descriptors_together() {
+        // As asked when they fit.
+        assert_eq!(fit_connections(10_000, 4096, 256), (4096, 256));
+        // 128 descriptors, one member: 56 of room, split.
+        assert_eq!(fd_reserve(1), 72);
+        assert_eq!(fit_connections(56, 4096, 256), (28, 28));
+        // Room one side does not want goes to the other.
+        assert_eq!(fit_connections(56, 10, 256), (10, 46));
+        assert_eq!(fit_connections(56, 4096, 10), (46, 10));
+        // 1024 descriptors, three members: the Raft total fits in half, clients the rest.
+        assert_eq!(fit_connections(1024 - 88, 4096, 256), (680, 256));
+        // Never 0, and no overflow at the extremes.
+        assert_eq!(fit_connections(0, 4096, 256), (1, 1));
+        assert_eq!(fit_connections(1, 4096, 256), (1, 1));
         assert_eq!(
-            client_room(100, 1024, fd_reserve(3, 256)),
-            100,
-            "fits: as asked"
+            fit_connections(usize::MAX, usize::MAX, usize::MAX).0,
+            usize::MAX / 2 + 1
         );
-        assert_eq!(client_room(4096, 300, fd_reserve(3, 256)), 1, "never 0");
-        assert_eq!(fd_reserve(3, usize::MAX), u64::MAX, "saturates");
-        assert_eq!(client_room(4096, 1 << 20, fd_reserve(3, usize::MAX)), 1);
+        for (room, c, p) in [(56, 4096, 256), (57, 3, 100), (1000, 999, 999), (7, 7, 7)] {
+            let (fc, fp) = fit_connections(room, c, p);
+            assert!(fc + fp <= room.max(2), "{room} {c} {p}: {fc} + {fp}");
+            assert!(fc <= c && fp <= p);
+        }
     }
 
     #[test]
