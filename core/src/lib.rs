@@ -285,7 +285,7 @@ pub use service::{
     check_rows, Capacity, Config, Holder, LockService, Permits, SessionInfo, Usage, Waiter,
     MAX_ROWS,
 };
-pub use sink::Sink;
+pub use sink::{EventLimit, Sink};
 pub use snapshot::{snapshot_config, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 #[cfg(feature = "alloc")]
 pub use storage::VecStorage;

@@ -45,3 +45,67 @@ impl<const N: usize> Sink for heapless::Deque<Output, N> {
         N - self.len()
     }
 }
+
+/// The limit a host keeps its event queue within when the queue grows as events arrive (a
+/// heap queue a binding drains on request): at most [`limit`](Self::limit) events, never
+/// below [`bound`](Self::bound), the most events one input of the service can emit at
+/// capacity ([`Capacity::max_events`](crate::Capacity::max_events)) — so an empty queue
+/// always has room for the next input, and a host that never drains is refused
+/// ([`Error::BufferTooSmall`](crate::Error)) instead of growing without end. The queue's
+/// [`Sink::room`] is [`room`](Self::room) of what it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventLimit {
+    limit: usize,
+    bound: usize,
+}
+
+impl EventLimit {
+    /// No limit: a sink that takes every event of the input it is given to.
+    pub const UNBOUNDED: EventLimit = EventLimit {
+        limit: usize::MAX,
+        bound: 0,
+    };
+
+    /// The default limit for a service whose bound at capacity is `bound`: twice it (a
+    /// host that drains after each input never nears it). Cost: O(1).
+    pub const fn new(bound: usize) -> EventLimit {
+        EventLimit {
+            limit: bound.saturating_mul(2),
+            bound,
+        }
+    }
+
+    /// The most events the queue may hold. Cost: O(1).
+    pub const fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The bound the limit may not go below. Cost: O(1).
+    pub const fn bound(&self) -> usize {
+        self.bound
+    }
+
+    /// Sets the limit: at least [`bound`](Self::bound); one below what the queue holds
+    /// refuses inputs until it is drained. Errors: `Err(bound)` below the bound, nothing
+    /// changed (each binding words it as its own argument error). Cost: O(1).
+    pub fn set(&mut self, limit: usize) -> Result<(), usize> {
+        if limit < self.bound {
+            return Err(self.bound);
+        }
+        self.limit = limit;
+        Ok(())
+    }
+
+    /// The room to report as [`Sink::room`] while `queued` events are held: the limit less
+    /// them, or `usize::MAX` once that covers the bound (room for any input, so the
+    /// service skips working out [`max_events`](crate::LockService::max_events) — always,
+    /// for [`UNBOUNDED`](Self::UNBOUNDED)). Cost: O(1).
+    pub fn room(&self, queued: usize) -> usize {
+        let room = self.limit.saturating_sub(queued);
+        if room >= self.bound && self.bound != usize::MAX {
+            usize::MAX
+        } else {
+            room
+        }
+    }
+}

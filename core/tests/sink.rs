@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 
-use fencelock::{Error, Mode, Output, ReleaseReason::*, Sink, Tick, Wait};
+use fencelock::{Error, EventLimit, Mode, Output, ReleaseReason::*, Sink, Tick, Wait};
 use heapless::Deque;
 
 /// 4 sessions and 4 claims in use, so `max_events()` = 4 + 2 × 4 = 12; at 10 every
@@ -144,4 +144,66 @@ fn max_events_follows_usage_and_capacity_bounds_it() {
     let mut roomy: Deque<Output, { 3 + 2 * 5 }> = Deque::new();
     svc.tick(Tick(10), &mut roomy).unwrap();
     assert_eq!(roomy.len(), 3, "a expired and released; b expired");
+}
+
+/// `EventLimit`: twice the bound by default, never below the bound, and room reported as
+/// unbounded once it covers the bound (the service then skips working out `max_events`).
+#[test]
+fn an_event_limit_keeps_room_for_one_input_and_refuses_a_limit_below_the_bound() {
+    let mut l = EventLimit::new(12);
+    assert_eq!((l.limit(), l.bound()), (24, 12));
+    assert_eq!(l.room(0), usize::MAX, "room for the bound: any input fits");
+    assert_eq!(l.room(12), usize::MAX);
+    assert_eq!(
+        l.room(13),
+        11,
+        "less than the bound: the service checks max_events"
+    );
+    assert_eq!(l.room(30), 0);
+    assert_eq!(l.set(11), Err(12));
+    assert_eq!(l.limit(), 24, "a refused limit changes nothing");
+    assert_eq!(l.set(12), Ok(()));
+    assert_eq!(l.room(1), 11);
+    // A bound past what a usize holds: only the room itself, never "unbounded".
+    let mut huge = EventLimit::new(usize::MAX);
+    assert_eq!(huge.limit(), usize::MAX);
+    assert_eq!(huge.room(5), usize::MAX - 5);
+    assert_eq!(huge.set(usize::MAX - 1), Err(usize::MAX));
+    assert_eq!(EventLimit::UNBOUNDED.room(1 << 20), usize::MAX);
+
+    // As a sink's room: a queue within it takes an input whose events fit, and refuses one
+    // that might not fit, before anything changes.
+    struct Limited(Vec<Output>, EventLimit);
+    impl Sink for Limited {
+        fn event(&mut self, o: Output) {
+            self.0.push(o)
+        }
+        fn room(&self) -> usize {
+            self.1.room(self.0.len())
+        }
+    }
+    let mut svc = loaded();
+    let before = svc.snapshot_vec();
+    let mut q = Limited(
+        vec![
+            Output::SessionExpired {
+                session: fencelock::SessionId(9)
+            };
+            20
+        ],
+        EventLimit::new(12),
+    );
+    let e = svc.tick(Tick(10), &mut q).unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { .. }), "{e:?}");
+    assert_eq!(svc.snapshot_vec(), before, "refused: nothing changed");
+    q.0.clear();
+    svc.tick(Tick(10), &mut q).unwrap();
+    let expired =
+        q.0.iter()
+            .filter(|o| matches!(o, Output::SessionExpired { .. }))
+            .count();
+    assert_eq!(
+        expired, 4,
+        "every session expired at once, its events taken"
+    );
 }

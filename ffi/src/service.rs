@@ -25,7 +25,8 @@ use fencelock::storage::{
     Bucket, ClaimRow, LabelRow, LockRow, SessionRow, Tables, TaggedBucket, BUCKETS_PER_ROW,
 };
 use fencelock::{
-    Error, Label, LabeledSliceStorage, LockService, Mode, Output, Reply, SessionId, Sink, Tick,
+    Error, EventLimit, Label, LabeledSliceStorage, LockService, Mode, Output, Reply, SessionId,
+    Sink, Tick,
 };
 
 use crate::handle::{call, last_error, Handle, HandleState};
@@ -45,11 +46,9 @@ enum Queue {
     /// holding more than `limit` events (`room` is `limit` minus what is queued).
     Heap {
         events: VecDeque<Output>,
-        /// The most events it may hold: at least `bound`, by default twice it.
-        limit: usize,
-        /// The core's bound at capacity ([`ring_bound`]; `usize::MAX` if that overflows):
-        /// no input emits more.
-        bound: usize,
+        /// The most events it may hold, at least the core's bound at capacity
+        /// ([`ring_bound`]; `usize::MAX` if that overflows): the core's rule.
+        limit: EventLimit,
     },
     /// `fencelock_service_init_in`: fixed slots in the caller's block.
     Ring {
@@ -166,21 +165,7 @@ impl Sink for Queue {
 
     fn room(&self) -> usize {
         match self {
-            Queue::Heap {
-                events,
-                limit,
-                bound,
-            } => {
-                let room = limit.saturating_sub(events.len());
-                // Room for the bound at capacity is room for any input (no input emits
-                // more): reported as unbounded, so the core skips working out
-                // `max_events` in the usual case, a host that drains after each input.
-                if room >= *bound && *bound != usize::MAX {
-                    usize::MAX
-                } else {
-                    room
-                }
-            }
+            Queue::Heap { events, limit } => limit.room(events.len()),
             Queue::Ring { slots, len, .. } => slots.len() - len,
         }
     }
@@ -190,7 +175,7 @@ impl Queue {
     /// The most events the queue may hold: the heap queue's limit, the ring's size.
     fn limit(&self) -> usize {
         match self {
-            Queue::Heap { limit, .. } => *limit,
+            Queue::Heap { limit, .. } => limit.limit(),
             Queue::Ring { slots, .. } => slots.len(),
         }
     }
@@ -201,10 +186,9 @@ impl Queue {
     /// are refused until a drain. Errors: `INVALID_ARGUMENT` (nothing changes).
     fn set_limit(&mut self, new: usize) -> Result<(), Fail> {
         match self {
-            Queue::Heap { limit, bound, .. } if new >= *bound => {
-                *limit = new;
-                Ok(())
-            }
+            Queue::Heap { limit, .. } => limit
+                .set(new)
+                .map_err(|_| fencelock_result::InvalidArgument.into()),
             Queue::Ring { slots, .. } if new == slots.len() => Ok(()),
             _ => Err(fencelock_result::InvalidArgument.into()),
         }
@@ -260,11 +244,6 @@ fn ring_bound(cap: &fencelock_capacity, max_watchers: u32) -> Option<usize> {
     let bound = fencelock::Capacity::from(*cap).max_events(max_watchers);
     (bound != usize::MAX).then_some(bound)
 }
-
-/// A heap queue's default event limit, in multiples of the core's bound at capacity
-/// ([`ring_bound`]): a host that drains after each input never nears it, and one that
-/// never drains is refused (`BUFFER_TOO_SMALL`) instead of growing the queue without end.
-const DEFAULT_LIMIT_FACTOR: usize = 2;
 
 /// The block for `cap` with an event ring of `ring_len` slots (0: the heap queue).
 fn plan(cap: &fencelock_capacity, ring_len: usize, placed: bool) -> Result<Plan, Fail> {
@@ -370,8 +349,7 @@ unsafe fn build(
         // restore) is known.
         Queue::Heap {
             events: VecDeque::new(),
-            limit: usize::MAX,
-            bound: usize::MAX,
+            limit: EventLimit::UNBOUNDED,
         }
     };
     let svc = make(LabeledSliceStorage {
@@ -385,10 +363,11 @@ unsafe fn build(
         },
         labels,
     })?;
-    if let Queue::Heap { limit, bound, .. } = &mut queue {
+    if let Queue::Heap { limit, .. } = &mut queue {
+        // The core's default: twice the bound (a host that never drains is refused with
+        // `BUFFER_TOO_SMALL` instead of growing the queue without end).
         let b = ring_bound(&svc.capacity().into(), svc.config().max_watchers);
-        *bound = b.unwrap_or(usize::MAX);
-        *limit = b.map_or(usize::MAX, |b| b.saturating_mul(DEFAULT_LIMIT_FACTOR));
+        *limit = EventLimit::new(b.unwrap_or(usize::MAX));
     }
     let h = mem.cast::<fencelock_service>();
     // SAFETY: the handle sits at offset 0, aligned (the block's first part).

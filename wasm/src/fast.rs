@@ -20,7 +20,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use fencelock::{LockName, Mode, Output, Reply, SessionId, Sink, Tick, Wait};
+use fencelock::{EventLimit, LockName, Mode, Output, Reply, SessionId, Sink, Tick, Wait};
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, cat, Fail};
@@ -34,11 +34,9 @@ use crate::service::{named_core, Core, LockService, On};
 pub(crate) struct Events {
     /// The events, in order.
     pub(crate) list: Vec<Output>,
-    /// The most events `list` may hold: at least `bound`.
-    limit: usize,
-    /// The core's bound on one input's events at capacity ([`bound_at_capacity`]): room
-    /// for it is room for any input.
-    bound: usize,
+    /// The most events `list` may hold, at least the core's bound on one input's events
+    /// at capacity ([`bound_at_capacity`]): the core's rule.
+    limit: EventLimit,
 }
 
 impl Events {
@@ -46,8 +44,7 @@ impl Events {
     pub(crate) fn unbounded() -> Events {
         Events {
             list: Vec::new(),
-            limit: usize::MAX,
-            bound: 0,
+            limit: EventLimit::UNBOUNDED,
         }
     }
 }
@@ -62,14 +59,7 @@ impl Sink for Events {
     // smaller.
     #[inline(never)]
     fn room(&self) -> usize {
-        let room = self.limit.saturating_sub(self.list.len());
-        // Room for the bound covers any input: reported as unbounded, so the core skips
-        // working out `max_events` (always, for an object call's sink).
-        if room >= self.bound {
-            usize::MAX
-        } else {
-            room
-        }
+        self.limit.room(self.list.len())
     }
 }
 
@@ -93,12 +83,10 @@ pub(crate) struct Fast {
 impl Fast {
     /// Nothing kept yet; the event limit at its default, twice the bound at capacity.
     pub(crate) fn new(core: &Core) -> Fast {
-        let bound = bound_at_capacity(core);
         Fast {
             events: Events {
                 list: Vec::new(),
-                limit: bound.saturating_mul(2),
-                bound,
+                limit: EventLimit::new(bound_at_capacity(core)),
             },
             value: 0,
             fail: None,
@@ -402,7 +390,7 @@ impl LockService {
     /// so no limit applies to them. Cost: O(1).
     #[wasm_bindgen(js_name = eventLimit)]
     pub fn event_limit(&self) -> f64 {
-        self.fast.events.limit as f64
+        self.fast.events.limit.limit() as f64
     }
 
     /// Sets `eventLimit()`: at least the most one input can emit at capacity (above), so
@@ -413,13 +401,10 @@ impl LockService {
     #[wasm_bindgen(js_name = setEventLimit)]
     pub fn set_event_limit(&mut self, limit: f64) -> Result<(), JsValue> {
         let n = usize::try_from(num(Some(limit), "limit")?).unwrap_or(usize::MAX);
-        let events = &mut self.fast.events;
-        if n < events.bound {
+        self.fast.events.limit.set(n).map_err(|_| {
             let why = "limit is below the most events one input can emit at capacity";
-            return Err(Fail::BadArgument(String::from(why)).into());
-        }
-        events.limit = n;
-        Ok(())
+            Fail::BadArgument(String::from(why)).into()
+        })
     }
 
     /// The error of the last fast call if it was refused (what the object API throws for
