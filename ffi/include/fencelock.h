@@ -331,6 +331,41 @@ enum fencelock_wait
 typedef uint32_t fencelock_wait;
 #endif // __cplusplus
 
+// Which input a `fencelock_op` is (`fencelock_service_submit`); each is the typed
+// function of the same name, with the batch's `now`. 0 is not an input (a zeroed op is
+// refused with `INVALID_ARGUMENT`).
+enum fencelock_op_kind
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+  // `fencelock_service_open_session`: `ttl`.
+  FENCELOCK_OP_KIND_OPEN_SESSION = 1,
+  // `fencelock_service_keep_alive`: `session`, `request_number`.
+  FENCELOCK_OP_KIND_KEEP_ALIVE = 2,
+  // `fencelock_service_close_session`: `session`, `request_number`.
+  FENCELOCK_OP_KIND_CLOSE_SESSION = 3,
+  // `fencelock_service_acquire` (`mode` `EXCLUSIVE` or `SHARED`) or
+  // `fencelock_service_acquire_permits` (`mode` `PERMITS`, with `count` and `limit`):
+  // `session`, `lock`, `lock_len`, `mode`, `wait`, `wait_until`, `request_number`.
+  FENCELOCK_OP_KIND_ACQUIRE = 4,
+  // `fencelock_service_release`: `session`, `lock`, `lock_len`, `request_number`.
+  FENCELOCK_OP_KIND_RELEASE = 5,
+  // `fencelock_service_cancel`: as `RELEASE`.
+  FENCELOCK_OP_KIND_CANCEL = 6,
+  // `fencelock_service_watch`: as `RELEASE`.
+  FENCELOCK_OP_KIND_WATCH = 7,
+  // `fencelock_service_unwatch`: as `RELEASE`.
+  FENCELOCK_OP_KIND_UNWATCH = 8,
+  // `fencelock_service_campaign`: as `RELEASE` (`lock` names the election).
+  FENCELOCK_OP_KIND_CAMPAIGN = 9,
+  // `fencelock_service_resign`: as `CAMPAIGN`.
+  FENCELOCK_OP_KIND_RESIGN = 10,
+};
+#ifndef __cplusplus
+typedef uint32_t fencelock_op_kind;
+#endif // __cplusplus
+
 // A fence gate: the highest token seen per resource; lower tokens are refused. Opaque:
 // create with `fencelock_gate_new` or `fencelock_gate_restore`, free with
 // `fencelock_gate_free`. Not thread-safe per handle.
@@ -427,6 +462,36 @@ typedef struct fencelock_reply {
   // The lock's holders when the watch began (`WATCHING`).
   uint32_t holders;
 } fencelock_reply;
+
+// One input of a batch (`fencelock_service_submit`): the arguments of the typed function
+// its `kind` names, as fields. Fields that kind does not use are ignored (zero them:
+// `fencelock_op op = { .kind = ..., ... }`). Read only; the library keeps no pointer
+// to it after the call.
+typedef struct fencelock_op {
+  // A `fencelock_op_kind`.
+  uint32_t kind;
+  // `ACQUIRE`: a `fencelock_mode` (`EXCLUSIVE`, `SHARED` or `PERMITS`).
+  uint32_t mode;
+  // `ACQUIRE`: a `fencelock_wait`.
+  uint32_t wait;
+  // `ACQUIRE` in mode `PERMITS`: the permits asked for.
+  uint32_t count;
+  // `ACQUIRE` in mode `PERMITS`: the semaphore's limit.
+  uint32_t limit;
+  // The session (every kind but `OPEN_SESSION`).
+  uint64_t session;
+  // `OPEN_SESSION`: the session's time to live in ticks.
+  uint64_t ttl;
+  // `ACQUIRE` with wait `UNTIL`: the deadline tick.
+  uint64_t wait_until;
+  // The idempotent-retry number, 0 = none (every kind but `OPEN_SESSION`).
+  uint64_t request_number;
+  // The lock (or election) name, UTF-8, `lock_len` bytes, no NUL needed (`ACQUIRE`,
+  // `RELEASE`, `CANCEL`, `WATCH`, `UNWATCH`, `CAMPAIGN`, `RESIGN`).
+  const uint8_t *lock;
+  // Bytes at `lock`.
+  size_t lock_len;
+} fencelock_op;
 
 // One event, copied out of the service (it owns no memory). Fields an event kind does
 // not use are zero (`mode` `NONE`, `reason` `NONE`, `change` `NONE`, `token` 0,
@@ -1126,6 +1191,46 @@ fencelock_result fencelock_service_resign(struct fencelock_service *svc,
                                           size_t election_len,
                                           uint64_t request_number,
                                           struct fencelock_reply *reply);
+
+// Applies `ops[0..n]` in order at `now`, in one call: each exactly as its typed function
+// would (`fencelock_op_kind` names it) — the same checks in the same order, the same
+// reply, the same events queued — with its result in `results[i]` and its reply in
+// `replies[i]` (`pending` the events queued once it is applied; zeroed when refused). A
+// refused op changes what its typed call would (nothing beyond the advance to `now`),
+// and the batch goes on with the next: refusals are per op, as `BUSY` is.
+//
+// The boundary (the handle and pointer checks, the panic boundary) is paid once per
+// batch instead of once per input, which is what a host with many inputs at hand (a
+// network read's worth, a Python loop) saves; see ffi/README.md, "What a call costs".
+//
+// **The batch stops** before changing anything more at an op refused with
+// `BUFFER_TOO_SMALL` (the event queue has no room for what it could emit: drain, then
+// submit `ops + *done` again) or `TIME_WENT_BACKWARDS` (every later op would be too):
+// that op's `results[*done]` is the code and its reply is zeroed, the ops after it are
+// not looked at (their slots are not written), and the call returns that code. The ops
+// before it stand.
+//
+// `*done` is how many ops were applied or refused without stopping: `n` when the call
+// returns `OK`. Returns `OK` whatever the single ops' results (read `results`), or:
+// `NULL_PARAMETER` (`svc` or `done` NULL; `ops`, `replies` or `results` NULL with
+// `n` > 0), `INVALID_ARGUMENT` (`n` too large for any array), with `*done` 0 and
+// nothing applied; `BUFFER_TOO_SMALL` / `TIME_WENT_BACKWARDS` (stopped, above);
+// `PANIC` (the handle is poisoned; `*done` is 0 and the slots say nothing).
+// `fencelock_service_last_error` describes the latest refused op (or the batch's own
+// failure). An op of a kind outside the enum is refused with `INVALID_ARGUMENT`.
+// Cost: O(n) calls, each its typed function's cost less the boundary's.
+//
+// # Safety
+// `svc` NULL or a live handle; `ops` NULL or valid for reading `n` ops, each op's `lock`
+// NULL or valid for `lock_len` bytes when its kind names a lock; `replies` and
+// `results` NULL or valid for writing `n` elements (not read); `done` NULL or writable.
+fencelock_result fencelock_service_submit(struct fencelock_service *svc,
+                                          uint64_t now,
+                                          const struct fencelock_op *ops,
+                                          size_t n,
+                                          struct fencelock_reply *replies,
+                                          fencelock_result *results,
+                                          size_t *done);
 
 // The byte-level entry point: decodes one postcard input frame (its `now` inside) and
 // applies it like the typed functions: the reply goes to `*reply`, and — if

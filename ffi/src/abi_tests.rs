@@ -2129,3 +2129,374 @@ fn event_limits_are_set_within_the_bound() {
     }
     drop(arena);
 }
+
+// ===================================================================== batches
+
+/// An op of a batch (the names it points to must outlive the call).
+fn op(kind: fencelock_op_kind, session: u64, lock: &str) -> fencelock_op {
+    fencelock_op {
+        kind: kind as u32,
+        mode: X as u32,
+        wait: FOREVER as u32,
+        count: 0,
+        limit: 0,
+        session,
+        ttl: 0,
+        wait_until: 0,
+        request_number: 0,
+        lock: lock.as_ptr(),
+        lock_len: lock.len(),
+    }
+}
+
+/// One op through its typed function: what `fencelock_service_submit` must match.
+fn single(
+    svc: *mut fencelock_service,
+    now: u64,
+    o: &fencelock_op,
+) -> (fencelock_result, fencelock_reply) {
+    use fencelock_op_kind as K;
+    let mut reply = junk_reply();
+    let (s, p, n, q) = (o.session, o.lock, o.lock_len, o.request_number);
+    let r = &mut reply;
+    // SAFETY: live handle; each op's name valid for its length (or NULL, refused); reply
+    // writable.
+    let code = unsafe {
+        match o.kind {
+            k if k == K::OpenSession as u32 => fencelock_service_open_session(svc, now, o.ttl, r),
+            k if k == K::KeepAlive as u32 => fencelock_service_keep_alive(svc, now, s, q, r),
+            k if k == K::CloseSession as u32 => fencelock_service_close_session(svc, now, s, q, r),
+            k if k == K::Acquire as u32 && o.mode == fencelock_mode::Permits as u32 => {
+                fencelock_service_acquire_permits(
+                    svc,
+                    now,
+                    s,
+                    p,
+                    n,
+                    o.count,
+                    o.limit,
+                    o.wait,
+                    o.wait_until,
+                    q,
+                    r,
+                )
+            }
+            k if k == K::Acquire as u32 => {
+                fencelock_service_acquire(svc, now, s, p, n, o.mode, o.wait, o.wait_until, q, r)
+            }
+            k if k == K::Release as u32 => fencelock_service_release(svc, now, s, p, n, q, r),
+            k if k == K::Cancel as u32 => fencelock_service_cancel(svc, now, s, p, n, q, r),
+            k if k == K::Watch as u32 => fencelock_service_watch(svc, now, s, p, n, q, r),
+            k if k == K::Unwatch as u32 => fencelock_service_unwatch(svc, now, s, p, n, q, r),
+            k if k == K::Campaign as u32 => fencelock_service_campaign(svc, now, s, p, n, q, r),
+            k if k == K::Resign as u32 => fencelock_service_resign(svc, now, s, p, n, q, r),
+            // No typed function: what the batch must answer for a kind outside the enum.
+            _ => {
+                *r = fencelock_reply::NONE;
+                fencelock_result::InvalidArgument
+            }
+        }
+    };
+    (code, reply)
+}
+
+fn submit(
+    svc: *mut fencelock_service,
+    now: u64,
+    ops: &[fencelock_op],
+) -> (
+    fencelock_result,
+    usize,
+    Vec<fencelock_result>,
+    Vec<fencelock_reply>,
+) {
+    let mut results = vec![fencelock_result::Panic; ops.len()];
+    let mut replies = vec![junk_reply(); ops.len()];
+    let mut done = usize::MAX;
+    // SAFETY: live handle; arrays of ops.len() elements; names valid (or NULL).
+    let r = unsafe {
+        fencelock_service_submit(
+            svc,
+            now,
+            ops.as_ptr(),
+            ops.len(),
+            replies.as_mut_ptr(),
+            results.as_mut_ptr(),
+            &mut done,
+        )
+    };
+    (r, done, results, replies)
+}
+
+fn drain_all(svc: *mut fencelock_service) -> Vec<fencelock_output> {
+    let mut slots = vec![
+        fencelock_output::from_core(&Output::SessionExpired {
+            session: SessionId(1)
+        });
+        64
+    ];
+    let mut n = 0;
+    // SAFETY: live handle; 64 writable slots, more than any test here queues.
+    let r = unsafe { fencelock_service_drain_events(svc, slots.as_mut_ptr(), slots.len(), &mut n) };
+    assert_eq!(r, fencelock_result::Ok);
+    slots.truncate(n);
+    slots
+}
+
+/// A batch is its ops applied one by one through their typed functions: for a seeded
+/// random mix of every kind — valid, refused by the core, and refused by the ABI (a
+/// kind, mode or wait outside its enum, a NULL or non-UTF-8 name) — the same result and
+/// reply per op, the same events, and byte-identical snapshots after every batch. A
+/// refused op does not stop the batch.
+#[test]
+fn a_batch_is_its_ops_one_by_one() {
+    use fencelock_op_kind as K;
+    let mut x: u64 = 0xba7c_4ed5;
+    let mut rng = move || {
+        // xorshift64*: deterministic, seeded only here.
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    let c = config(4, 3, 8);
+    let (batched, typed) = (new_service(&c), new_service(&c));
+    let names = ["a", "b", "sem", "\u{e9}lu"];
+    let bad_utf8 = [b'a', 0xff];
+    let batches = if cfg!(miri) { 12 } else { 400 };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut opened: Vec<u64> = Vec::new();
+    let pick = |n: u64, r: u64| r % n;
+    for round in 0..batches {
+        let now = round as u64 / 8;
+        let len = (rng() % 9) as usize; // empty batches too
+        let mut ops = Vec::new();
+        for _ in 0..len {
+            // Kinds 1..=10 and, rarely, 0 or 11 (no kind).
+            let kind = match rng() % 24 {
+                0 => 0,
+                1 => K::Resign as u32 + 1,
+                k => 1 + (k as u32 - 2) % 10,
+            };
+            let lock = names[pick(names.len() as u64, rng()) as usize];
+            // Mostly one of the latest sessions opened, sometimes an unknown id.
+            let session = match opened.len() {
+                0 => 1,
+                n if rng() % 8 != 0 => opened[n - 1 - pick(n.min(3) as u64, rng()) as usize],
+                _ => 1 + rng() % 64,
+            };
+            let mut o = op(K::OpenSession, session, lock);
+            o.kind = kind;
+            o.ttl = rng() % 40; // 0 is BAD_TTL
+            o.mode = [1, 1, 2, 2, 3, 0][pick(6, rng()) as usize]; // 0 is no mode
+            o.wait = [1, 2, 2, 3, 4][pick(5, rng()) as usize]; // 4 is no wait
+            o.wait_until = now + rng() % 3;
+            (o.count, o.limit) = (1 + (rng() % 3) as u32, 2);
+            o.request_number = if rng() % 3 == 0 { round as u64 } else { 0 };
+            match rng() % 24 {
+                0 => o.lock = null(),
+                1 => (o.lock, o.lock_len) = (bad_utf8.as_ptr(), bad_utf8.len()),
+                _ => {}
+            }
+            ops.push(o);
+        }
+        let (r, done, results, replies) = submit(batched, now, &ops);
+        assert_eq!(r, fencelock_result::Ok, "round {round}: {results:?}");
+        assert_eq!(done, ops.len());
+        for (i, o) in ops.iter().enumerate() {
+            let (code, reply) = single(typed, now, o);
+            assert_eq!(results[i], code, "round {round}, op {i}: {o:?}");
+            assert_eq!(replies[i], reply, "round {round}, op {i}: {o:?}");
+            seen.insert(code as u32);
+            if reply.kind == fencelock_reply_kind::Opened {
+                opened.push(reply.session);
+            }
+        }
+        let (a, b) = (drain_all(batched), drain_all(typed));
+        assert_eq!(a.len(), b.len(), "round {round}: events");
+        for (ea, eb) in a.iter().zip(&b) {
+            assert_eq!(format!("{ea:?}"), format!("{eb:?}"), "round {round}");
+        }
+        assert_eq!(snapshot(batched), snapshot(typed), "round {round}");
+    }
+    // The mix reached grants, the ABI's refusals and the core's.
+    for code in [
+        fencelock_result::Ok,
+        fencelock_result::InvalidArgument,
+        fencelock_result::NullParameter,
+        fencelock_result::InvalidUtf8,
+        fencelock_result::UnknownSession,
+        fencelock_result::NotHolder,
+        fencelock_result::NotQueued,
+        fencelock_result::NotWatching,
+        fencelock_result::AlreadyQueued,
+        fencelock_result::LimitMismatch,
+        fencelock_result::BadTtl,
+        fencelock_result::RequestReused,
+    ] {
+        assert!(
+            seen.contains(&(code as u32)),
+            "{code:?} never came up: {seen:?}"
+        );
+    }
+    // SAFETY: live handles, each freed once.
+    unsafe {
+        fencelock_service_free(batched);
+        fencelock_service_free(typed);
+    }
+}
+
+/// An op the event queue has no room for stops the batch there: the ops before it stand,
+/// its slot says `BUFFER_TOO_SMALL`, the ops after it are not looked at, and nothing of
+/// it or after it changed the service. After a drain, `ops + done` goes on.
+#[test]
+fn a_full_queue_stops_the_batch_where_it_is() {
+    use fencelock_op_kind as K;
+    let c = config(2, 2, 2);
+    let svc = new_service(&c);
+    let bound = bound_at_capacity(&c);
+    // SAFETY: live handle.
+    let r = unsafe { fencelock_service_set_event_limit(svc, bound) };
+    assert_eq!(r, fencelock_result::Ok);
+    let a = open(svc, 0, 1000);
+    let b = open(svc, 0, 1000);
+    // The lock passes back and forth: each release grants the waiter, one event queued,
+    // none drained, until the room left is below what the next input could emit.
+    let mut ops = vec![op(K::Acquire, a, "l")];
+    for t in 0..2 * bound as u64 {
+        let (holder, waiter) = if t % 2 == 0 { (a, b) } else { (b, a) };
+        ops.push(op(K::Acquire, waiter, "l"));
+        ops.push(op(K::Release, holder, "l"));
+    }
+    let (r, done, results, replies) = submit(svc, 1, &ops);
+    assert_eq!(r, fencelock_result::BufferTooSmall);
+    assert!(done > 2 && done < ops.len(), "stopped at {done}");
+    assert!(results[..done].iter().all(|r| *r == fencelock_result::Ok));
+    assert_eq!(results[done], fencelock_result::BufferTooSmall);
+    assert_eq!(replies[done], fencelock_reply::NONE);
+    assert_eq!(replies[done - 1].pending as usize, pending(svc));
+    assert!(pending(svc) > 0);
+    for i in done + 1..ops.len() {
+        assert_eq!(
+            results[i],
+            fencelock_result::Panic,
+            "slot {i} after the stop was written"
+        );
+        assert_eq!(
+            replies[i],
+            junk_reply(),
+            "slot {i} after the stop was written"
+        );
+    }
+    assert!(
+        last_error_of(svc).contains("buffer"),
+        "{}",
+        last_error_of(svc)
+    );
+    let before = (snapshot(svc), pending(svc));
+    let (r, again, ..) = submit(svc, 1, &ops[done..]);
+    assert_eq!((r, again), (fencelock_result::BufferTooSmall, 0));
+    assert_eq!(
+        (snapshot(svc), pending(svc)),
+        before,
+        "a stopped op changed the service"
+    );
+    assert_eq!(drain_all(svc).len(), before.1);
+    let (r, rest, results, _) = submit(svc, 1, &ops[done..done + 2]);
+    assert_eq!((r, rest), (fencelock_result::Ok, 2));
+    assert_eq!(results, [fencelock_result::Ok, fencelock_result::Ok]);
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+}
+
+/// The batch's own arguments: NULLs and an impossible length are refused before any op,
+/// with `*done` 0 and nothing changed; an empty batch needs no arrays; a `now` behind
+/// the service's stops at the first op; a refused op is the handle's last error.
+#[test]
+fn a_batch_checks_its_own_arguments_first() {
+    use fencelock_op_kind as K;
+    let c = config(2, 2, 2);
+    let svc = new_service(&c);
+    let s = open(svc, 5, 100);
+    let ops = [op(K::Acquire, s, "l")];
+    let mut results = [fencelock_result::Panic];
+    let mut replies = [junk_reply()];
+    let mut done = 7usize;
+    let before = snapshot(svc);
+    // SAFETY: every pointer is NULL, this test's locals, or a live handle.
+    unsafe {
+        let (o, rp, rs) = (ops.as_ptr(), replies.as_mut_ptr(), results.as_mut_ptr());
+        assert_eq!(
+            fencelock_service_submit(svc, 5, o, 1, rp, rs, null_mut()),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(
+            fencelock_service_submit(null_mut(), 5, o, 1, rp, rs, &mut done),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(done, 0);
+        for (o, rp, rs) in [(null(), rp, rs), (o, null_mut(), rs), (o, rp, null_mut())] {
+            done = 7;
+            assert_eq!(
+                fencelock_service_submit(svc, 5, o, 1, rp, rs, &mut done),
+                fencelock_result::NullParameter
+            );
+            assert_eq!(done, 0);
+        }
+        done = 7;
+        assert_eq!(
+            fencelock_service_submit(svc, 5, o, usize::MAX, rp, rs, &mut done),
+            fencelock_result::InvalidArgument
+        );
+        assert_eq!(done, 0);
+        done = 7;
+        assert_eq!(
+            fencelock_service_submit(svc, 9, null(), 0, null_mut(), null_mut(), &mut done),
+            fencelock_result::Ok
+        );
+        assert_eq!(done, 0);
+    }
+    assert_eq!(
+        results[0],
+        fencelock_result::Panic,
+        "a refused batch wrote a slot"
+    );
+    assert_eq!(replies[0], junk_reply(), "a refused batch wrote a slot");
+    assert_eq!(
+        snapshot(svc),
+        before,
+        "an empty or refused batch changed the service"
+    );
+    let (r, done, results, _) = submit(svc, 4, &ops);
+    assert_eq!(
+        (r, done, results[0]),
+        (
+            fencelock_result::TimeWentBackwards,
+            0,
+            fencelock_result::TimeWentBackwards
+        )
+    );
+    let bad = [
+        fencelock_op {
+            kind: 99,
+            ..op(K::Acquire, s, "l")
+        },
+        op(K::Release, s, "l"),
+    ];
+    let (r, done, results, _) = submit(svc, 5, &bad);
+    assert_eq!((r, done), (fencelock_result::Ok, 2));
+    assert_eq!(
+        results,
+        [
+            fencelock_result::InvalidArgument,
+            fencelock_result::NotHolder
+        ]
+    );
+    assert!(
+        last_error_of(svc).contains("not the holder") || last_error_of(svc).contains("holder"),
+        "{}",
+        last_error_of(svc)
+    );
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+}

@@ -18,6 +18,14 @@ pub(crate) struct HandleState {
     poisoned: Cell<bool>,
 }
 
+impl HandleState {
+    /// Records `fail` as the handle's latest failure without failing the call: a batch's
+    /// refused input, when the batch goes on.
+    pub(crate) fn record(&self, fail: Fail) {
+        self.last.set(Some(fail));
+    }
+}
+
 /// A handle kind: gives access to its [`HandleState`].
 pub(crate) trait Handle: 'static {
     fn state(&self) -> &HandleState;

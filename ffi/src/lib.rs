@@ -36,12 +36,12 @@ pub use result::fencelock_result;
 pub use service::*;
 pub use types::{
     fencelock_capacity, fencelock_change, fencelock_config, fencelock_holder, fencelock_leader,
-    fencelock_lease, fencelock_lease_state, fencelock_mode, fencelock_name, fencelock_output,
-    fencelock_output_kind, fencelock_permits, fencelock_release_reason, fencelock_reply,
-    fencelock_reply_kind, fencelock_session_info, fencelock_usage, fencelock_wait,
-    fencelock_waiter, FENCELOCK_DEFAULT_MAX_WATCHERS, FENCELOCK_FRAME_PREFIX_LEN,
-    FENCELOCK_KEEPER_MEMORY, FENCELOCK_LABEL_BUF_LEN, FENCELOCK_MAX_FRAME_LEN,
-    FENCELOCK_MAX_LABEL_LEN, FENCELOCK_MAX_NAME_LEN,
+    fencelock_lease, fencelock_lease_state, fencelock_mode, fencelock_name, fencelock_op,
+    fencelock_op_kind, fencelock_output, fencelock_output_kind, fencelock_permits,
+    fencelock_release_reason, fencelock_reply, fencelock_reply_kind, fencelock_session_info,
+    fencelock_usage, fencelock_wait, fencelock_waiter, FENCELOCK_DEFAULT_MAX_WATCHERS,
+    FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_KEEPER_MEMORY, FENCELOCK_LABEL_BUF_LEN,
+    FENCELOCK_MAX_FRAME_LEN, FENCELOCK_MAX_LABEL_LEN, FENCELOCK_MAX_NAME_LEN,
 };
 
 use core::ffi::c_char;

@@ -33,9 +33,10 @@ use crate::handle::{call, last_error, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
     arg, buf, bytes, fencelock_capacity, fencelock_config, fencelock_holder, fencelock_leader,
-    fencelock_name, fencelock_output, fencelock_permits, fencelock_reply, fencelock_session_info,
-    fencelock_usage, fencelock_waiter, label_buf, mode_arg, mode_out, name, name_copy, out, put,
-    set, wait_arg, write_list, FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
+    fencelock_name, fencelock_op, fencelock_op_kind, fencelock_output, fencelock_permits,
+    fencelock_reply, fencelock_session_info, fencelock_usage, fencelock_waiter, label_buf,
+    mode_arg, mode_out, name, name_copy, op_mode, out, put, set, wait_arg, write_list,
+    FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
 };
 
 type Service = LockService<LabeledSliceStorage<'static>>;
@@ -1325,6 +1326,146 @@ pub unsafe extern "C" fn fencelock_service_resign(
                 )
             },
         )
+    }
+}
+
+// ===================================================================== batches
+
+/// Kinds of `fencelock_op`, as the numbers a C caller writes.
+const OP_OPEN_SESSION: u32 = fencelock_op_kind::OpenSession as u32;
+const OP_KEEP_ALIVE: u32 = fencelock_op_kind::KeepAlive as u32;
+const OP_CLOSE_SESSION: u32 = fencelock_op_kind::CloseSession as u32;
+const OP_ACQUIRE: u32 = fencelock_op_kind::Acquire as u32;
+const OP_RELEASE: u32 = fencelock_op_kind::Release as u32;
+const OP_CANCEL: u32 = fencelock_op_kind::Cancel as u32;
+const OP_WATCH: u32 = fencelock_op_kind::Watch as u32;
+const OP_UNWATCH: u32 = fencelock_op_kind::Unwatch as u32;
+const OP_CAMPAIGN: u32 = fencelock_op_kind::Campaign as u32;
+const OP_RESIGN: u32 = fencelock_op_kind::Resign as u32;
+
+/// One op of a batch: its arguments checked and converted in the order its typed function
+/// checks them (the name, then mode, then wait), then the core, at `now`.
+///
+/// # Safety
+/// `op.lock` NULL or valid for `op.lock_len` bytes when `op.kind` names a lock.
+unsafe fn apply_op(
+    s: &mut Service,
+    q: &mut Queue,
+    now: Tick,
+    op: &fencelock_op,
+) -> Result<Reply, Fail> {
+    let session = SessionId(op.session);
+    let req = request(op.request_number);
+    // SAFETY: read only for the kinds that name a lock (the caller's contract).
+    let lock = || unsafe { name(op.lock, op.lock_len) };
+    let reply = match op.kind {
+        OP_OPEN_SESSION => s.open_session(now, op.ttl, q),
+        OP_KEEP_ALIVE => s.keep_alive(now, session, req, q),
+        OP_CLOSE_SESSION => s.close_session(now, session, req, q),
+        OP_ACQUIRE => {
+            let lock = lock()?;
+            let mode = op_mode(op.mode, op.count, op.limit)?;
+            let wait = wait_arg(op.wait, op.wait_until)?;
+            s.acquire(now, session, lock, mode, wait, req, q)
+        }
+        OP_RELEASE => s.release(now, session, lock()?, req, q),
+        OP_CANCEL => s.cancel(now, session, lock()?, req, q),
+        OP_WATCH => s.watch(now, session, lock()?, req, q),
+        OP_UNWATCH => s.unwatch(now, session, lock()?, req, q),
+        OP_CAMPAIGN => s.campaign(now, session, lock()?, req, q),
+        OP_RESIGN => s.resign(now, session, lock()?, req, q),
+        _ => return Err(fencelock_result::InvalidArgument.into()),
+    };
+    Ok(reply?)
+}
+
+/// Applies `ops[0..n]` in order at `now`, in one call: each exactly as its typed function
+/// would (`fencelock_op_kind` names it) — the same checks in the same order, the same
+/// reply, the same events queued — with its result in `results[i]` and its reply in
+/// `replies[i]` (`pending` the events queued once it is applied; zeroed when refused). A
+/// refused op changes what its typed call would (nothing beyond the advance to `now`),
+/// and the batch goes on with the next: refusals are per op, as `BUSY` is.
+///
+/// The boundary (the handle and pointer checks, the panic boundary) is paid once per
+/// batch instead of once per input, which is what a host with many inputs at hand (a
+/// network read's worth, a Python loop) saves; see ffi/README.md, "What a call costs".
+///
+/// **The batch stops** before changing anything more at an op refused with
+/// `BUFFER_TOO_SMALL` (the event queue has no room for what it could emit: drain, then
+/// submit `ops + *done` again) or `TIME_WENT_BACKWARDS` (every later op would be too):
+/// that op's `results[*done]` is the code and its reply is zeroed, the ops after it are
+/// not looked at (their slots are not written), and the call returns that code. The ops
+/// before it stand.
+///
+/// `*done` is how many ops were applied or refused without stopping: `n` when the call
+/// returns `OK`. Returns `OK` whatever the single ops' results (read `results`), or:
+/// `NULL_PARAMETER` (`svc` or `done` NULL; `ops`, `replies` or `results` NULL with
+/// `n` > 0), `INVALID_ARGUMENT` (`n` too large for any array), with `*done` 0 and
+/// nothing applied; `BUFFER_TOO_SMALL` / `TIME_WENT_BACKWARDS` (stopped, above);
+/// `PANIC` (the handle is poisoned; `*done` is 0 and the slots say nothing).
+/// `fencelock_service_last_error` describes the latest refused op (or the batch's own
+/// failure). An op of a kind outside the enum is refused with `INVALID_ARGUMENT`.
+/// Cost: O(n) calls, each its typed function's cost less the boundary's.
+///
+/// # Safety
+/// `svc` NULL or a live handle; `ops` NULL or valid for reading `n` ops, each op's `lock`
+/// NULL or valid for `lock_len` bytes when its kind names a lock; `replies` and
+/// `results` NULL or valid for writing `n` elements (not read); `done` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_submit(
+    svc: *mut fencelock_service,
+    now: u64,
+    ops: *const fencelock_op,
+    n: usize,
+    replies: *mut fencelock_reply,
+    results: *mut fencelock_result,
+    done: *mut usize,
+) -> fencelock_result {
+    let args = || -> Result<_, Fail> {
+        let done = out(done)?;
+        // SAFETY: checked non-NULL, writable (contract).
+        unsafe { put(done, 0) };
+        if n != 0 && (ops.is_null() || replies.is_null() || results.is_null()) {
+            return Err(fencelock_result::NullParameter.into());
+        }
+        // No array of the largest element (an op) can be longer.
+        if n > isize::MAX as usize / core::mem::size_of::<fencelock_op>() {
+            return Err(fencelock_result::InvalidArgument.into());
+        }
+        Ok(done)
+    };
+    // SAFETY: `svc` NULL or live; `done` checked, then writable; `ops`, `replies` and
+    // `results` non-NULL whenever n > 0 and valid for n elements (contract), each
+    // element read or written once, at i < n.
+    unsafe {
+        service_call(svc, args, |h: &mut fencelock_service, done| {
+            for i in 0..n {
+                let op = &*ops.add(i);
+                match apply_op(&mut h.svc, &mut h.queue, Tick(now), op) {
+                    Ok(r) => {
+                        let mut c = fencelock_reply::from_core(&r);
+                        c.pending = u32::try_from(h.queue.len()).unwrap_or(u32::MAX);
+                        put(replies.add(i), c);
+                        put(results.add(i), fencelock_result::Ok);
+                    }
+                    Err(fail) => {
+                        let code = fail.code();
+                        put(replies.add(i), fencelock_reply::NONE);
+                        put(results.add(i), code);
+                        if matches!(
+                            code,
+                            fencelock_result::BufferTooSmall | fencelock_result::TimeWentBackwards
+                        ) {
+                            put(done, i);
+                            return Err(fail);
+                        }
+                        h.state.record(fail);
+                    }
+                }
+            }
+            put(done, n);
+            Ok(())
+        })
     }
 }
 

@@ -216,6 +216,79 @@ pub(crate) fn wait_arg(wait: u32, until: u64) -> Result<Wait, Fail> {
     }
 }
 
+/// Which input a `fencelock_op` is (`fencelock_service_submit`); each is the typed
+/// function of the same name, with the batch's `now`. 0 is not an input (a zeroed op is
+/// refused with `INVALID_ARGUMENT`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub enum fencelock_op_kind {
+    /// `fencelock_service_open_session`: `ttl`.
+    OpenSession = 1,
+    /// `fencelock_service_keep_alive`: `session`, `request_number`.
+    KeepAlive = 2,
+    /// `fencelock_service_close_session`: `session`, `request_number`.
+    CloseSession = 3,
+    /// `fencelock_service_acquire` (`mode` `EXCLUSIVE` or `SHARED`) or
+    /// `fencelock_service_acquire_permits` (`mode` `PERMITS`, with `count` and `limit`):
+    /// `session`, `lock`, `lock_len`, `mode`, `wait`, `wait_until`, `request_number`.
+    Acquire = 4,
+    /// `fencelock_service_release`: `session`, `lock`, `lock_len`, `request_number`.
+    Release = 5,
+    /// `fencelock_service_cancel`: as `RELEASE`.
+    Cancel = 6,
+    /// `fencelock_service_watch`: as `RELEASE`.
+    Watch = 7,
+    /// `fencelock_service_unwatch`: as `RELEASE`.
+    Unwatch = 8,
+    /// `fencelock_service_campaign`: as `RELEASE` (`lock` names the election).
+    Campaign = 9,
+    /// `fencelock_service_resign`: as `CAMPAIGN`.
+    Resign = 10,
+}
+
+/// One input of a batch (`fencelock_service_submit`): the arguments of the typed function
+/// its `kind` names, as fields. Fields that kind does not use are ignored (zero them:
+/// `fencelock_op op = { .kind = ..., ... }`). Read only; the library keeps no pointer
+/// to it after the call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+#[allow(non_camel_case_types)]
+pub struct fencelock_op {
+    /// A `fencelock_op_kind`.
+    pub kind: u32,
+    /// `ACQUIRE`: a `fencelock_mode` (`EXCLUSIVE`, `SHARED` or `PERMITS`).
+    pub mode: u32,
+    /// `ACQUIRE`: a `fencelock_wait`.
+    pub wait: u32,
+    /// `ACQUIRE` in mode `PERMITS`: the permits asked for.
+    pub count: u32,
+    /// `ACQUIRE` in mode `PERMITS`: the semaphore's limit.
+    pub limit: u32,
+    /// The session (every kind but `OPEN_SESSION`).
+    pub session: u64,
+    /// `OPEN_SESSION`: the session's time to live in ticks.
+    pub ttl: u64,
+    /// `ACQUIRE` with wait `UNTIL`: the deadline tick.
+    pub wait_until: u64,
+    /// The idempotent-retry number, 0 = none (every kind but `OPEN_SESSION`).
+    pub request_number: u64,
+    /// The lock (or election) name, UTF-8, `lock_len` bytes, no NUL needed (`ACQUIRE`,
+    /// `RELEASE`, `CANCEL`, `WATCH`, `UNWATCH`, `CAMPAIGN`, `RESIGN`).
+    pub lock: *const u8,
+    /// Bytes at `lock`.
+    pub lock_len: usize,
+}
+
+/// The mode of an acquire op: `EXCLUSIVE`, `SHARED`, or `PERMITS` with its count and
+/// limit (the core judges them: `BAD_PERMITS`).
+pub(crate) fn op_mode(mode: u32, count: u32, limit: u32) -> Result<Mode, Fail> {
+    match mode {
+        3 => Ok(Mode::Permits { count, limit }),
+        m => mode_arg(m),
+    }
+}
+
 /// Why a hold ended (`RELEASED` events). Events carry only `CLOSED` or `EXPIRED`: a
 /// release the holder asked for is its own reply (`FENCELOCK_REPLY_KIND_RELEASED`).
 #[repr(u32)]
