@@ -9,7 +9,8 @@
 #      the C-ABI workload also from a C host, ffi/tests/c/ops.c, if gcc is installed);
 #   3. the wasm build (scripts/build-wasm.sh): its bundle size, then the package under
 #      node (benches/js/bench.mjs) and, with valgrind, instructions per acquire + release
-#      (benches/js/instructions.cjs at two round counts);
+#      (benches/js/instructions.cjs at two round counts); Python through ctypes, a call per
+#      input against a batch (benches/py/batch.py);
 #   4. benches/report.py writes BENCHMARKS.md from those results.
 #
 # Knobs (environment): BENCH_MEASURE_SECS (criterion measurement time per benchmark,
@@ -161,10 +162,22 @@ print("{\"ir\": %.1f, \"d1\": %.2f, \"ll\": %.2f, \"bm\": %.2f}" % tuple((y - x)
       mkdir -p "$side/c" && gcc -std=c11 -O2 -Iffi/include ffi/tests/c/ops.c \
       "$clib/release/libfencelock.a" -lpthread -ldl -lm -o "$side/c/ops"; then
       echo "\"c_host_uncontended/1024\": $(per_op uncontended_pending 1024 2 6 1024 "$side/c/ops" run_uncontended_pending),"
+      # ... and 64 inputs per fencelock_service_submit call (information beside the goal).
+      echo "\"c_host_batch/1024\": $(per_op uncontended_batch 1024 2 6 1024 "$side/c/ops" run_uncontended_batch),"
     fi
     echo "\"ll_kb\": $ll_kb"
     echo "}"
   } >"$side/callgrind.json"
+fi
+
+# From Python: one ctypes call per input against one submit per batch (benches/py/batch.py),
+# over the release library built for the C host (in a target dir of its own, as above).
+clib="$target/c-host"
+if command -v python3 >/dev/null 2>&1 &&
+  CARGO_TARGET_DIR="$clib" cargo build --release --quiet -p fencelock-ffi >&2; then
+  log "benches/py/batch.py (Python: a call per input against a batch)"
+  FENCELOCK_LIB="$clib/release/libfencelock.so" python3 benches/py/batch.py >"$side/python.json" ||
+    rm -f "$side/python.json"
 fi
 
 if [ "${BENCH_WASM:-1}" != 0 ]; then

@@ -71,7 +71,8 @@ grep -q "$prefix/lib/libfencelock.so" <<<"$linked" || { echo "not linked to the 
 "${VALGRIND[@]}" "$work/story-shared"
 
 step "the README's embedding example compiles and runs"
-awk '/^```c$/{on=1; next} /^```$/{on=0} on' ffi/README.md > "$work/readme_example.c"
+# The first c block only (later ones are fragments marked as excerpts).
+awk '/^```c$/{if (!done) on=1; next} /^```$/{if (on) done=1; on=0} on' ffi/README.md > "$work/readme_example.c"
 gcc "${CFLAGS[@]}" "$work/readme_example.c" "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/readme_example"
 got=$("${VALGRIND[@]}" "$work/readme_example")
 echo "$got"
@@ -79,10 +80,10 @@ echo "$got"
 
 step "the callgrind harness (tests/c/ops.c, scripts/bench-ffi-ops.sh) runs every workload, under valgrind"
 gcc "${CFLAGS[@]}" ffi/tests/c/ops.c "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/ops"
-for w in uncontended_poll uncontended_drain uncontended_pending handoff_poll handoff_drain handoff_pending; do
+for w in uncontended_poll uncontended_drain uncontended_pending uncontended_batch handoff_poll handoff_drain handoff_pending handoff_batch; do
   "${VALGRIND[@]}" "$work/ops" "$w" 16 2
 done
-echo "ops: 6 workloads ran"
+echo "ops: 8 workloads ran"
 
 step "C conformance runner over tests/vectors and wasm/tests/vectors (*.vec by frames, raise by the typed call, precedence.calls by typed calls), under valgrind"
 gcc "${CFLAGS[@]}" ffi/tests/c/vectors.c "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/vectors"

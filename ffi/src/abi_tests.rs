@@ -2319,8 +2319,9 @@ fn a_batch_is_its_ops_one_by_one() {
         }
         assert_eq!(snapshot(batched), snapshot(typed), "round {round}");
     }
-    // The mix reached grants, the ABI's refusals and the core's.
-    for code in [
+    // The mix reached grants, the ABI's refusals and the core's. (Miri's dozen batches
+    // check every pointer a batch touches; the mix's reach is the full run's to show.)
+    let reached = [
         fencelock_result::Ok,
         fencelock_result::InvalidArgument,
         fencelock_result::NullParameter,
@@ -2333,7 +2334,8 @@ fn a_batch_is_its_ops_one_by_one() {
         fencelock_result::LimitMismatch,
         fencelock_result::BadTtl,
         fencelock_result::RequestReused,
-    ] {
+    ];
+    for code in reached.into_iter().filter(|_| !cfg!(miri)) {
         assert!(
             seen.contains(&(code as u32)),
             "{code:?} never came up: {seen:?}"

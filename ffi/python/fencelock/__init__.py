@@ -73,7 +73,7 @@ __all__ = [
     "HoldEnded", "WaitEnded", "Ticked", "Watching", "Unwatched", "Reply",
     "GrantedEvent", "ReleasedEvent", "SessionExpired", "WaitTimedOut", "HolderChanged",
     "Event", "Capacity", "Config", "Usage", "SessionInfo", "Holder", "Waiter", "Leader",
-    "PermitsInUse", "Lease",
+    "PermitsInUse", "Lease", "Op", "Batch",
     "Service", "Gate", "Keeper",
 ]
 
@@ -423,6 +423,14 @@ class _Lease(C.Structure):
     _fields_ = [("state", C.c_uint32), ("until", C.c_uint64), ("expires_at", C.c_uint64)]
 
 
+class _Op(C.Structure):
+    _fields_ = [("kind", C.c_uint32), ("mode", C.c_uint32), ("wait", C.c_uint32),
+                ("count", C.c_uint32), ("limit", C.c_uint32), ("session", C.c_uint64),
+                ("ttl", C.c_uint64), ("wait_until", C.c_uint64),
+                ("request_number", C.c_uint64), ("lock", C.c_char_p),
+                ("lock_len", C.c_size_t)]
+
+
 _P, _U64, _U32, _SIZE, _BYTES = C.c_void_p, C.c_uint64, C.c_uint32, C.c_size_t, C.c_char_p
 _PP, _PSIZE, _PU64, _PBOOL = C.POINTER(_P), C.POINTER(_SIZE), C.POINTER(_U64), C.POINTER(C.c_bool)
 _PREPLY = C.POINTER(_Reply)
@@ -450,6 +458,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_service_campaign": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
     "fencelock_service_resign": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
     "fencelock_service_tick": [_P, _U64],
+    # The three arrays as addresses: a batch resumes part-way through them.
+    "fencelock_service_submit": [_P, _U64, _P, _SIZE, _P, _P, _PSIZE],
     "fencelock_service_handle_frame": [_P, _BYTES, _SIZE, _PREPLY, _P, _SIZE, _PSIZE],
     "fencelock_service_drain_frames": [_P, _P, _SIZE, _PSIZE],
     "fencelock_service_drain_events": [_P, C.POINTER(_Output), _SIZE, _PSIZE],
@@ -846,6 +856,95 @@ def _new(fn: Callable[..., int], *args: Any) -> C.c_void_p:
     return h
 
 
+class Op:
+    """One input of a batch for Service.submit, made by the constructors below; each
+    takes the arguments of the Service method of its name except `now` (the batch has
+    one) and checks them the same way (ArgumentError, INVALID_UTF8). Immutable, reusable."""
+
+    __slots__ = ("_fields", "_name")
+
+    def __init__(self, fields: dict[str, Any], name: bytes = b"") -> None:
+        self._fields, self._name = fields, name
+
+    def __repr__(self) -> str:
+        kind = _OP_NAMES.get(self._fields["kind"], "?")
+        return f"Op.{kind}({self._fields.get('session', '')}{', ' if self._name else ''}" \
+               f"{self._name.decode('utf-8', 'replace') if self._name else ''})"
+
+    @staticmethod
+    def open_session(ttl: int) -> "Op":
+        return Op({"kind": 1, "ttl": _u64(ttl, "ttl")})
+
+    @staticmethod
+    def keep_alive(session: int, request: Optional[int] = None) -> "Op":
+        return Op({"kind": 2, "session": _u64(session, "session"),
+                   "request_number": _request(request)})
+
+    @staticmethod
+    def close_session(session: int, request: Optional[int] = None) -> "Op":
+        return Op({"kind": 3, "session": _u64(session, "session"),
+                   "request_number": _request(request)})
+
+    @staticmethod
+    def acquire(session: int, lock: Name, mode: Union[Mode, str, Permits] = Mode.EXCLUSIVE,
+                wait: Union[Wait, str] = Wait.NONE, until: Optional[int] = None,
+                request: Optional[int] = None) -> "Op":
+        f: dict[str, Any] = {"kind": 4}
+        if isinstance(mode, Permits):
+            f.update(mode=3, count=_u32(mode.count, "count"), limit=_u32(mode.limit, "limit"))
+        else:
+            f["mode"] = _MODE_NUM[_enum(Mode, mode, "mode")]
+        w = _enum(Wait, wait, "wait")
+        if (w is Wait.UNTIL) != (until is not None):
+            raise ArgumentError("invalid argument: give `until` exactly when wait is 'until'")
+        f.update(wait=_WAIT_NUM[w], wait_until=0 if until is None else _u64(until, "until"),
+                 session=_u64(session, "session"), request_number=_request(request))
+        return Op(f, _name(lock, "lock"))
+
+    @staticmethod
+    def _named(kind: int, session: int, name: Name, request: Optional[int], what: str) -> "Op":
+        return Op({"kind": kind, "session": _u64(session, "session"),
+                   "request_number": _request(request)}, _name(name, what))
+
+    @staticmethod
+    def release(session: int, lock: Name, request: Optional[int] = None) -> "Op":
+        return Op._named(5, session, lock, request, "lock")
+
+    @staticmethod
+    def cancel(session: int, lock: Name, request: Optional[int] = None) -> "Op":
+        return Op._named(6, session, lock, request, "lock")
+
+    @staticmethod
+    def watch(session: int, lock: Name, request: Optional[int] = None) -> "Op":
+        return Op._named(7, session, lock, request, "lock")
+
+    @staticmethod
+    def unwatch(session: int, lock: Name, request: Optional[int] = None) -> "Op":
+        return Op._named(8, session, lock, request, "lock")
+
+    @staticmethod
+    def campaign(session: int, election: Name, request: Optional[int] = None) -> "Op":
+        return Op._named(9, session, election, request, "election")
+
+    @staticmethod
+    def resign(session: int, election: Name, request: Optional[int] = None) -> "Op":
+        return Op._named(10, session, election, request, "election")
+
+
+_OP_NAMES = {1: "open_session", 2: "keep_alive", 3: "close_session", 4: "acquire",
+             5: "release", 6: "cancel", 7: "watch", 8: "unwatch", 9: "campaign",
+             10: "resign"}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What Service.submit answers: per op, in order, its reply (as the typed method's,
+    without `.events`) or the FencelockError it was refused with (returned, not raised);
+    and every event the batch queued, in order."""
+    answers: tuple[Any, ...]
+    events: tuple[Event, ...]
+
+
 class Service(_Handle):
     """A lock service (fencelock_service): sessions, FIFO wait queues, fencing tokens,
     lock-delay, elections. Capacities are fixed for its life. Free it with close() or a
@@ -1113,6 +1212,54 @@ class Service(_Handle):
         as release / cancel. Cost: as release."""
         return self._named(_lib.fencelock_service_resign, now, session, election, request,
                            "election")
+
+    def submit(self, now: int, ops: Iterable[Op]) -> Batch:
+        """Applies `ops` in order at `now` in one library call
+        (fencelock_service_submit): each exactly as its method would, refusals per op —
+        a refused op's answer is its FencelockError, and the batch goes on. Cheaper than
+        one call per input: Python's per-call cost is paid once. When the event queue has
+        no room for an op, the events so far are drained and the rest is submitted again,
+        so every op is applied. Errors (raised): TIME_WENT_BACKWARDS (nothing applied),
+        ArgumentError for an element that is not an Op. Cost: O(ops + events)."""
+        t = _u64(now, "now")
+        ops = list(ops)
+        for o in ops:
+            if not isinstance(o, Op):
+                raise ArgumentError(
+                    f"invalid argument: every op must be an Op, not {type(o).__name__}")
+        n = len(ops)
+        arr, replies, results = (_Op * n)(), (_Reply * n)(), (C.c_uint32 * n)()
+        for i, o in enumerate(ops):
+            c = arr[i]
+            for k, v in o._fields.items():
+                setattr(c, k, v)
+            # The name's bytes stay alive with `ops` until the call returns.
+            c.lock, c.lock_len = o._name, len(o._name)
+        answers: list[Any] = []
+        events: list[Event] = []
+        with self._mutex:
+            at = 0
+            while True:
+                done = _SIZE()
+                code = _lib.fencelock_service_submit(
+                    self._ptr(), t, C.addressof(arr) + at * C.sizeof(_Op), n - at,
+                    C.addressof(replies) + at * C.sizeof(_Reply),
+                    C.addressof(results) + at * C.sizeof(C.c_uint32), C.byref(done))
+                for i in range(at, at + done.value):
+                    answers.append(_reply_of(replies[i]) if results[i] == Result.OK
+                                   else FencelockError(results[i]))
+                at += done.value
+                drained = self._events()
+                events.extend(drained)
+                # Stopped for the queue's room: drained now, so the rest fits (an empty
+                # queue has room for any input). Stopped with nothing to drain and
+                # nothing applied would repeat for ever: raised below instead.
+                if code == Result.BUFFER_TOO_SMALL and (done.value or drained):
+                    continue
+                if code != Result.OK:
+                    raise FencelockError(code, self._detail(), tuple(events))
+                break
+        return Batch(tuple(answers), tuple(events))
 
     def tick(self, now: int) -> Ticked:
         """Advances time to `now` (expiries, wait timeouts, the end of lock-delays, grants)

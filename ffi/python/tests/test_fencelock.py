@@ -481,6 +481,101 @@ def test_the_event_queue_has_a_limit_and_a_refusal_carries_the_backlog():
         assert svc.event_limit() == 3
 
 
+# --------------------------------------------------------------------------- batches
+
+def _one_by_one(svc, now, op):
+    """What a batch's op must answer: its typed method, a refusal as its error."""
+    f, name = op._fields, op._name
+    kind, session, req = f["kind"], f.get("session", 0), f.get("request_number") or None
+    calls = {
+        1: lambda: svc.open_session(now, f["ttl"]),
+        2: lambda: svc.keep_alive(now, session, req),
+        3: lambda: svc.close_session(now, session, req),
+        5: lambda: svc.release(now, session, name, req),
+        6: lambda: svc.cancel(now, session, name, req),
+        7: lambda: svc.watch(now, session, name, req),
+        8: lambda: svc.unwatch(now, session, name, req),
+        9: lambda: svc.campaign(now, session, name, req),
+        10: lambda: svc.resign(now, session, name, req),
+    }
+    if kind == 4:
+        mode = fl.Permits(f["count"], f["limit"]) if f["mode"] == 3 else \
+            {1: "exclusive", 2: "shared"}[f["mode"]]
+        wait = {1: "none", 2: "forever", 3: "until"}[f["wait"]]
+        until = f["wait_until"] if wait == "until" else None
+        call = lambda: svc.acquire(now, session, name, mode, wait, until, req)  # noqa: E731
+    else:
+        call = calls[kind]
+    try:
+        return call()
+    except fl.FencelockError as e:
+        return e
+
+
+def test_a_batch_answers_as_its_ops_one_by_one():
+    # The same ops through submit and through the typed methods, on two services: the
+    # same answers (a refusal as the error, returned, not raised), the same events, the
+    # same snapshot.
+    batches = [
+        (0, [fl.Op.open_session(10), fl.Op.open_session(10), fl.Op.open_session(0)]),
+        (1, [fl.Op.acquire(1, JOB), fl.Op.acquire(2, JOB, wait="forever", request=1),
+             fl.Op.acquire(2, JOB, wait="forever", request=1), fl.Op.watch(1, JOB),
+             fl.Op.acquire(1, "sem", fl.Permits(1, 2)), fl.Op.acquire(2, "sem", "shared"),
+             fl.Op.release(2, JOB), fl.Op.cancel(1, JOB), fl.Op.unwatch(2, JOB)]),
+        (2, [fl.Op.release(1, JOB), fl.Op.keep_alive(2, request=2), fl.Op.keep_alive(9),
+             fl.Op.campaign(1, "leader"), fl.Op.campaign(2, "leader"),
+             fl.Op.acquire(1, "t", wait="until", until=5), fl.Op.resign(1, "leader")]),
+        (3, [fl.Op.close_session(2)]),
+        (4, []),
+        (20, [fl.Op.close_session(2), fl.Op.keep_alive(1), fl.Op.open_session(3)]),
+    ]
+    with fl.Service(4, 4, 8) as batched, fl.Service(4, 4, 8) as typed:
+        kinds = set()
+        for now, ops in batches:
+            got = batched.submit(now, ops)
+            want = [_one_by_one(typed, now, op) for op in ops]
+            assert len(got.answers) == len(ops)
+            for g, w in zip(got.answers, want):
+                if isinstance(w, fl.FencelockError):
+                    assert isinstance(g, fl.FencelockError) and g.code == w.code, (g, w)
+                else:
+                    assert g == w
+                kinds.add(g.kind)
+            # A refused op's advance stands, and its events come with the error.
+            assert got.events == tuple(e for w in want for e in w.events)
+            assert batched.snapshot() == typed.snapshot()
+        assert {"opened", "granted", "queued", "released", "watching", "not_holder",
+                "bad_ttl", "unknown_session", "closed"} <= kinds, kinds
+
+
+def test_a_batch_goes_on_past_a_full_queue_and_raises_only_for_time():
+    with fl.Service(2, 2, 2, max_watchers=0) as svc:
+        svc.set_event_limit(2 + 2 * 2)
+        a, b = (svc.open_session(0, 1000).session for _ in range(2))
+        # Every release grants the other session: one event each, more than the queue
+        # holds; the wrapper drains where the library stops and submits the rest.
+        ops = [fl.Op.acquire(a, JOB)]
+        for i in range(20):
+            holder, waiter = (a, b) if i % 2 == 0 else (b, a)
+            ops += [fl.Op.acquire(waiter, JOB, wait="forever"), fl.Op.release(holder, JOB)]
+        got = svc.submit(1, ops)
+        assert [x.kind for x in got.answers] == ["granted"] + ["queued", "released"] * 20
+        assert [e.token for e in got.events] == list(range(2, 22))
+        assert svc.pending() == 0
+        before = svc.snapshot()
+        e = refused(fl.Result.TIME_WENT_BACKWARDS, svc.submit, 0, [fl.Op.keep_alive(a)])
+        assert svc.snapshot() == before and e.events == []
+        with pytest.raises(fl.ArgumentError):
+            svc.submit(1, [fl.Op.keep_alive(a), ("keep_alive", a)])
+        with pytest.raises(fl.ArgumentError):
+            fl.Op.keep_alive(a, request=0)
+        with pytest.raises(fl.ArgumentError):
+            fl.Op.acquire(a, JOB, wait="until")
+        with pytest.raises(fl.ArgumentError):
+            fl.Op.acquire(a, JOB, mode="neither")
+        assert svc.snapshot() == before
+
+
 # ---------------------------------------------------- handles: close, finalize, threads
 
 def test_every_handle_is_a_context_manager_and_closes_once():

@@ -4,10 +4,12 @@
  * events drained — with fencelock_service_poll_output until DONE (one call per event
  * plus one: _poll), with one fencelock_service_drain_events call into an array after
  * every input (_drain), or with that call only when the reply's `pending` is not 0
- * (_pending).
+ * (_pending); or BATCH inputs at a time through fencelock_service_submit, each batch's
+ * replies and results read, its events drained when the last reply's `pending` is not 0
+ * (_batch: the ops are filled in by the measured host, names' strlen included).
  *
- * Usage: ops <workload> <size> <reps>, workload uncontended_{poll,drain,pending}
- * (size = locks) or handoff_{poll,drain,pending} (size = waiters per rep).
+ * Usage: ops <workload> <size> <reps>, workload uncontended_{poll,drain,pending,batch}
+ * (size = locks) or handoff_{poll,drain,pending,batch} (size = waiters per rep).
  * Only the functions named run_* are measured (callgrind --toggle-collect=run_*); the
  * script runs two repetition counts and divides the difference, which cancels setup. */
 #include <stdint.h>
@@ -19,7 +21,13 @@
 
 #define FOREVER_TTL ((uint64_t)1 << 40)
 
+/* Inputs per fencelock_service_submit call in the _batch workloads. */
+#define BATCH 64
+
 static fencelock_reply reply;
+static fencelock_op ops[BATCH];
+static fencelock_reply replies[BATCH];
+static fencelock_result results[BATCH];
 static fencelock_output events[64];
 static volatile uint64_t seen; /* keeps every read of a reply or event */
 
@@ -119,6 +127,51 @@ HANDOFF(poll, drain_poll)
 HANDOFF(drain, drain_array)
 HANDOFF(pending, drain_pending)
 
+/* Submits ops[0..n] and reads what came back: every result must be OK; the events are
+ * drained once, when the last reply says some are queued. */
+static void submit(fencelock_service *svc, size_t n) {
+  size_t done = 0;
+  fencelock_result r = fencelock_service_submit(svc, 0, ops, n, replies, results, &done);
+  if (r != FENCELOCK_RESULT_OK || done != n) die("submit", r);
+  for (size_t i = 0; i < n; i++) {
+    if (results[i] != FENCELOCK_RESULT_OK) die("an op of the batch", results[i]);
+    seen += replies[i].token;
+  }
+  reply = replies[n - 1];
+  drain_pending(svc);
+}
+
+static void op(size_t i, fencelock_op_kind kind, uint64_t s, const char *name) {
+  ops[i] = (fencelock_op){.kind = kind,
+                          .mode = FENCELOCK_MODE_EXCLUSIVE,
+                          .wait = FENCELOCK_WAIT_NONE,
+                          .session = s,
+                          .lock = (const uint8_t *)name,
+                          .lock_len = strlen(name)};
+}
+
+/* As run_uncontended_*, BATCH acquires (then releases) per call. */
+__attribute__((noinline)) void run_uncontended_batch(fencelock_service *svc, uint64_t s,
+                                                     char (*v)[16], size_t n) {
+  for (int releasing = 0; releasing < 2; releasing++)
+    for (size_t at = 0; at < n; at += BATCH) {
+      size_t k = n - at < BATCH ? n - at : BATCH;
+      for (size_t i = 0; i < k; i++)
+        op(i, releasing ? FENCELOCK_OP_KIND_RELEASE : FENCELOCK_OP_KIND_ACQUIRE, s, v[at + i]);
+      submit(svc, k);
+    }
+}
+
+/* As run_handoff_*, BATCH releases per call (each grants the next waiter). */
+__attribute__((noinline)) void run_handoff_batch(fencelock_service *svc, const uint64_t *ids,
+                                                 size_t n) {
+  for (size_t at = 0; at < n; at += BATCH) {
+    size_t k = n - at < BATCH ? n - at : BATCH;
+    for (size_t i = 0; i < k; i++) op(i, FENCELOCK_OP_KIND_RELEASE, ids[at + i], "jobs/reindex");
+    submit(svc, k);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: ops <workload> <size> <reps>\n");
@@ -126,13 +179,17 @@ int main(int argc, char **argv) {
   }
   const char *w = argv[1];
   size_t n = strtoul(argv[2], NULL, 10), reps = strtoul(argv[3], NULL, 10);
-  int drain = strstr(w, "_drain") != NULL ? 1 : strstr(w, "_pending") != NULL ? 2 : 0;
+  int drain = strstr(w, "_drain") != NULL     ? 1
+              : strstr(w, "_pending") != NULL ? 2
+              : strstr(w, "_batch") != NULL   ? 3
+                                              : 0;
   if (strncmp(w, "uncontended_", 12) == 0) {
     fencelock_service *svc = service(1, (uint32_t)n, (uint32_t)n);
     uint64_t s = open_session(svc);
     char(*v)[16] = names(n);
     for (size_t r = 0; r < reps; r++)
-      drain == 2   ? run_uncontended_pending(svc, s, v, n)
+      drain == 3   ? run_uncontended_batch(svc, s, v, n)
+      : drain == 2 ? run_uncontended_pending(svc, s, v, n)
       : drain == 1 ? run_uncontended_drain(svc, s, v, n)
                    : run_uncontended_poll(svc, s, v, n);
     free(v);
@@ -146,7 +203,8 @@ int main(int argc, char **argv) {
         if (acquire(svc, ids[i], "jobs/reindex", FENCELOCK_WAIT_FOREVER) != FENCELOCK_RESULT_OK)
           die("prepare", 0);
       drain_poll(svc);
-      drain == 2   ? run_handoff_pending(svc, ids, n)
+      drain == 3   ? run_handoff_batch(svc, ids, n)
+      : drain == 2 ? run_handoff_pending(svc, ids, n)
       : drain == 1 ? run_handoff_drain(svc, ids, n)
                    : run_handoff_poll(svc, ids, n);
       if (release(svc, ids[n], "jobs/reindex") != FENCELOCK_RESULT_OK) die("finish", 0);

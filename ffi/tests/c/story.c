@@ -1252,6 +1252,85 @@ static void heap_event_limit(void) {
   fencelock_service_free(svc);
 }
 
+/* ------------------------------------------------------------------------- batches */
+
+/* A batch from C: the GC-pause hand-off as one submit (designated initializers, the
+ * fields a kind does not use left zero), a refusal that does not stop it, a batch that
+ * stops for time, and the same story one call at a time giving the same snapshot. */
+static void batches(void) {
+  fencelock_config cfg = config(4, 4, 8);
+  fencelock_service *svc = NULL, *twin = NULL;
+  OK(fencelock_service_new(&cfg, &svc));
+  OK(fencelock_service_new(&cfg, &twin));
+  const char *job = "jobs/reindex";
+  fencelock_op ops[] = {
+      {.kind = FENCELOCK_OP_KIND_OPEN_SESSION, .ttl = 10},
+      {.kind = FENCELOCK_OP_KIND_OPEN_SESSION, .ttl = 10},
+      {.kind = FENCELOCK_OP_KIND_ACQUIRE, .session = 1, .lock = (const uint8_t *)job,
+       .lock_len = 12,
+       .mode = FENCELOCK_MODE_EXCLUSIVE, .wait = FENCELOCK_WAIT_NONE},
+      {.kind = FENCELOCK_OP_KIND_ACQUIRE, .session = 2, .lock = (const uint8_t *)job,
+       .lock_len = 12,
+       .mode = FENCELOCK_MODE_EXCLUSIVE, .wait = FENCELOCK_WAIT_FOREVER, .request_number = 1},
+      {.kind = FENCELOCK_OP_KIND_RELEASE, .session = 2, .lock = (const uint8_t *)job,
+       .lock_len = 12}, /* not the holder */
+      {.kind = FENCELOCK_OP_KIND_RELEASE, .session = 1, .lock = (const uint8_t *)job,
+       .lock_len = 12}, /* grants 2 */
+  };
+  enum { N = sizeof ops / sizeof ops[0] };
+  fencelock_reply replies[N];
+  fencelock_result results[N];
+  size_t done = 99;
+  OK(fencelock_service_submit(svc, 0, ops, N, replies, results, &done));
+  CHECK(done == N);
+  CHECK(results[0] == FENCELOCK_RESULT_OK && replies[0].kind == FENCELOCK_REPLY_KIND_OPENED &&
+        replies[0].session == 1 && replies[1].session == 2);
+  CHECK(results[2] == FENCELOCK_RESULT_OK && replies[2].kind == FENCELOCK_REPLY_KIND_GRANTED &&
+        replies[2].token == 1);
+  CHECK(replies[3].kind == FENCELOCK_REPLY_KIND_QUEUED && replies[3].position == 1);
+  CHECK(results[4] == FENCELOCK_RESULT_NOT_HOLDER && replies[4].kind == FENCELOCK_REPLY_KIND_NONE);
+  CHECK(results[5] == FENCELOCK_RESULT_OK && replies[5].kind == FENCELOCK_REPLY_KIND_RELEASED &&
+        replies[5].token == 1 && replies[5].pending == 1);
+  char msg[128];
+  OK(fencelock_service_last_error(svc, msg, sizeof msg, NULL));
+  CHECK(strstr(msg, "holder") != NULL); /* the refused op */
+  fencelock_output outs[4];
+  CHECK(drain(svc, outs, 4) == 1);
+  CHECK(is_event(&outs[0], FENCELOCK_OUTPUT_KIND_GRANTED, 2, job, 2));
+
+  /* The same inputs one call at a time: the same state, byte for byte. */
+  open_session(twin, 0, 10);
+  open_session(twin, 0, 10);
+  OK(fencelock_service_acquire(twin, 0, 1, S(job), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE,
+                               0, 0, &r));
+  OK(fencelock_service_acquire(twin, 0, 2, S(job), FENCELOCK_MODE_EXCLUSIVE,
+                               FENCELOCK_WAIT_FOREVER, 0, 1, &r));
+  EXPECT(fencelock_service_release(twin, 0, 2, S(job), 0, &r), FENCELOCK_RESULT_NOT_HOLDER);
+  OK(fencelock_service_release(twin, 0, 1, S(job), 0, &r));
+  CHECK(drain(twin, outs, 4) == 1);
+  size_t len = 0;
+  uint8_t *snap = snapshot(twin, &len);
+  CHECK(unchanged(svc, snap, len));
+
+  /* A now behind the service's stops the batch at its first op; nothing changes. */
+  fencelock_op late = {.kind = FENCELOCK_OP_KIND_KEEP_ALIVE, .session = 2};
+  EXPECT(fencelock_service_submit(svc, 0, &late, 1, replies, results, &done), FENCELOCK_RESULT_OK);
+  EXPECT(fencelock_service_tick(svc, 5), FENCELOCK_RESULT_OK);
+  EXPECT(fencelock_service_submit(svc, 4, &late, 1, replies, results, &done),
+         FENCELOCK_RESULT_TIME_WENT_BACKWARDS);
+  CHECK(done == 0 && results[0] == FENCELOCK_RESULT_TIME_WENT_BACKWARDS);
+  /* Bad arguments of the batch itself. */
+  EXPECT(fencelock_service_submit(svc, 5, NULL, 1, replies, results, &done),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_submit(svc, 5, ops, 1, replies, results, NULL),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  OK(fencelock_service_submit(svc, 5, NULL, 0, NULL, NULL, &done));
+  CHECK(done == 0);
+  free(snap);
+  fencelock_service_free(svc);
+  fencelock_service_free(twin);
+}
+
 int main(void) {
   gc_pause_timeline();
   refused_after_the_advance();
@@ -1263,6 +1342,7 @@ int main(void) {
   heap_event_limit();
   drain_events_in_one_call();
   semaphores_labels_and_watches();
+  batches();
   printf("story.c: %d checks, %d passed, %d failed\n", checks, checks - failures, failures);
   return failures ? 1 : 0;
 }
