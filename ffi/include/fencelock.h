@@ -1215,7 +1215,8 @@ fencelock_result fencelock_service_resign(struct fencelock_service *svc,
 // `NULL_PARAMETER` (`svc` or `done` NULL; `ops`, `replies` or `results` NULL with
 // `n` > 0), `INVALID_ARGUMENT` (`n` too large for any array), with `*done` 0 and
 // nothing applied; `BUFFER_TOO_SMALL` / `TIME_WENT_BACKWARDS` (stopped, above);
-// `PANIC` (the handle is poisoned; `*done` is 0 and the slots say nothing).
+// `PANIC` (the handle is poisoned; `*done` is 0 and the slots say nothing, though ops
+// before the one that panicked may have been applied).
 // `fencelock_service_last_error` describes the latest refused op (or the batch's own
 // failure). An op of a kind outside the enum is refused with `INVALID_ARGUMENT`.
 // Cost: O(n) calls, each its typed function's cost less the boundary's.
@@ -1224,6 +1225,8 @@ fencelock_result fencelock_service_resign(struct fencelock_service *svc,
 // `svc` NULL or a live handle; `ops` NULL or valid for reading `n` ops, each op's `lock`
 // NULL or valid for `lock_len` bytes when its kind names a lock; `replies` and
 // `results` NULL or valid for writing `n` elements (not read); `done` NULL or writable.
+// The arrays, `done` and the names do not overlap (each op is copied before it is
+// applied, but a reply written over a later op or name would change that input).
 fencelock_result fencelock_service_submit(struct fencelock_service *svc,
                                           uint64_t now,
                                           const struct fencelock_op *ops,

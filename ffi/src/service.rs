@@ -1343,6 +1343,12 @@ const OP_UNWATCH: u32 = fencelock_op_kind::Unwatch as u32;
 const OP_CAMPAIGN: u32 = fencelock_op_kind::Campaign as u32;
 const OP_RESIGN: u32 = fencelock_op_kind::Resign as u32;
 
+// `n` is judged against the op, the largest of the three elements.
+const _: () = assert!(
+    core::mem::size_of::<fencelock_reply>() <= core::mem::size_of::<fencelock_op>()
+        && core::mem::size_of::<fencelock_result>() <= core::mem::size_of::<fencelock_op>()
+);
+
 /// One op of a batch: its arguments checked and converted in the order its typed function
 /// checks them (the name, then mode, then wait), then the core, at `now`.
 ///
@@ -1354,26 +1360,28 @@ unsafe fn apply_op(
     now: Tick,
     op: &fencelock_op,
 ) -> Result<Reply, Fail> {
-    let session = SessionId(op.session);
-    let req = request(op.request_number);
+    // Each field is read only by the kinds that use it: the others are documented as
+    // ignored, so a caller may leave them unset.
+    let session = || SessionId(op.session);
+    let req = || request(op.request_number);
     // SAFETY: read only for the kinds that name a lock (the caller's contract).
     let lock = || unsafe { name(op.lock, op.lock_len) };
     let reply = match op.kind {
         OP_OPEN_SESSION => s.open_session(now, op.ttl, q),
-        OP_KEEP_ALIVE => s.keep_alive(now, session, req, q),
-        OP_CLOSE_SESSION => s.close_session(now, session, req, q),
+        OP_KEEP_ALIVE => s.keep_alive(now, session(), req(), q),
+        OP_CLOSE_SESSION => s.close_session(now, session(), req(), q),
         OP_ACQUIRE => {
             let lock = lock()?;
             let mode = op_mode(op.mode, op.count, op.limit)?;
             let wait = wait_arg(op.wait, op.wait_until)?;
-            s.acquire(now, session, lock, mode, wait, req, q)
+            s.acquire(now, session(), lock, mode, wait, req(), q)
         }
-        OP_RELEASE => s.release(now, session, lock()?, req, q),
-        OP_CANCEL => s.cancel(now, session, lock()?, req, q),
-        OP_WATCH => s.watch(now, session, lock()?, req, q),
-        OP_UNWATCH => s.unwatch(now, session, lock()?, req, q),
-        OP_CAMPAIGN => s.campaign(now, session, lock()?, req, q),
-        OP_RESIGN => s.resign(now, session, lock()?, req, q),
+        OP_RELEASE => s.release(now, session(), lock()?, req(), q),
+        OP_CANCEL => s.cancel(now, session(), lock()?, req(), q),
+        OP_WATCH => s.watch(now, session(), lock()?, req(), q),
+        OP_UNWATCH => s.unwatch(now, session(), lock()?, req(), q),
+        OP_CAMPAIGN => s.campaign(now, session(), lock()?, req(), q),
+        OP_RESIGN => s.resign(now, session(), lock()?, req(), q),
         _ => return Err(fencelock_result::InvalidArgument.into()),
     };
     Ok(reply?)
@@ -1402,7 +1410,8 @@ unsafe fn apply_op(
 /// `NULL_PARAMETER` (`svc` or `done` NULL; `ops`, `replies` or `results` NULL with
 /// `n` > 0), `INVALID_ARGUMENT` (`n` too large for any array), with `*done` 0 and
 /// nothing applied; `BUFFER_TOO_SMALL` / `TIME_WENT_BACKWARDS` (stopped, above);
-/// `PANIC` (the handle is poisoned; `*done` is 0 and the slots say nothing).
+/// `PANIC` (the handle is poisoned; `*done` is 0 and the slots say nothing, though ops
+/// before the one that panicked may have been applied).
 /// `fencelock_service_last_error` describes the latest refused op (or the batch's own
 /// failure). An op of a kind outside the enum is refused with `INVALID_ARGUMENT`.
 /// Cost: O(n) calls, each its typed function's cost less the boundary's.
@@ -1411,6 +1420,8 @@ unsafe fn apply_op(
 /// `svc` NULL or a live handle; `ops` NULL or valid for reading `n` ops, each op's `lock`
 /// NULL or valid for `lock_len` bytes when its kind names a lock; `replies` and
 /// `results` NULL or valid for writing `n` elements (not read); `done` NULL or writable.
+/// The arrays, `done` and the names do not overlap (each op is copied before it is
+/// applied, but a reply written over a later op or name would change that input).
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_submit(
     svc: *mut fencelock_service,
@@ -1428,7 +1439,8 @@ pub unsafe extern "C" fn fencelock_service_submit(
         if n != 0 && (ops.is_null() || replies.is_null() || results.is_null()) {
             return Err(fencelock_result::NullParameter.into());
         }
-        // No array of the largest element (an op) can be longer.
+        // No array of the largest element (an op; the const assertion below) can be
+        // longer.
         if n > isize::MAX as usize / core::mem::size_of::<fencelock_op>() {
             return Err(fencelock_result::InvalidArgument.into());
         }
@@ -1440,8 +1452,10 @@ pub unsafe extern "C" fn fencelock_service_submit(
     unsafe {
         service_call(svc, args, |h: &mut fencelock_service, done| {
             for i in 0..n {
-                let op = &*ops.add(i);
-                match apply_op(&mut h.svc, &mut h.queue, Tick(now), op) {
+                // A copy: nothing borrowed from the caller's array while its slots are
+                // written.
+                let op = ops.add(i).read();
+                match apply_op(&mut h.svc, &mut h.queue, Tick(now), &op) {
                     Ok(r) => {
                         let mut c = fencelock_reply::from_core(&r);
                         c.pending = u32::try_from(h.queue.len()).unwrap_or(u32::MAX);

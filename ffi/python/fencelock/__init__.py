@@ -862,28 +862,38 @@ class Op:
     one) and checks them the same way (ArgumentError, INVALID_UTF8). Immutable, reusable."""
 
     __slots__ = ("_fields", "_name")
+    _fields: dict[str, Any]
+    _name: bytes
 
-    def __init__(self, fields: dict[str, Any], name: bytes = b"") -> None:
-        self._fields, self._name = fields, name
+    def __init__(self) -> None:
+        raise TypeError("make an Op with Op.acquire(...), Op.release(...) and the like")
+
+    @staticmethod
+    def _make(fields: dict[str, Any], name: bytes = b"") -> "Op":
+        op = object.__new__(Op)
+        op._fields, op._name = fields, name
+        return op
 
     def __repr__(self) -> str:
-        kind = _OP_NAMES.get(self._fields["kind"], "?")
-        return f"Op.{kind}({self._fields.get('session', '')}{', ' if self._name else ''}" \
-               f"{self._name.decode('utf-8', 'replace') if self._name else ''})"
+        f = self._fields
+        args = [repr(f[k]) for k in ("ttl", "session") if k in f]
+        if self._name:
+            args.append(repr(self._name.decode("utf-8", "replace")))
+        return f"Op.{_OP_NAMES.get(f['kind'], '?')}({', '.join(args)})"
 
     @staticmethod
     def open_session(ttl: int) -> "Op":
-        return Op({"kind": 1, "ttl": _u64(ttl, "ttl")})
+        return Op._make({"kind": 1, "ttl": _u64(ttl, "ttl")})
 
     @staticmethod
     def keep_alive(session: int, request: Optional[int] = None) -> "Op":
-        return Op({"kind": 2, "session": _u64(session, "session"),
-                   "request_number": _request(request)})
+        return Op._make({"kind": 2, "session": _u64(session, "session"),
+                         "request_number": _request(request)})
 
     @staticmethod
     def close_session(session: int, request: Optional[int] = None) -> "Op":
-        return Op({"kind": 3, "session": _u64(session, "session"),
-                   "request_number": _request(request)})
+        return Op._make({"kind": 3, "session": _u64(session, "session"),
+                         "request_number": _request(request)})
 
     @staticmethod
     def acquire(session: int, lock: Name, mode: Union[Mode, str, Permits] = Mode.EXCLUSIVE,
@@ -897,14 +907,17 @@ class Op:
         w = _enum(Wait, wait, "wait")
         if (w is Wait.UNTIL) != (until is not None):
             raise ArgumentError("invalid argument: give `until` exactly when wait is 'until'")
-        f.update(wait=_WAIT_NUM[w], wait_until=0 if until is None else _u64(until, "until"),
-                 session=_u64(session, "session"), request_number=_request(request))
-        return Op(f, _name(lock, "lock"))
+        f.update(wait=_WAIT_NUM[w], wait_until=0 if until is None else _u64(until, "until"))
+        # In the order `acquire` checks them: the name before the session and request.
+        raw = _name(lock, "lock")
+        f.update(session=_u64(session, "session"), request_number=_request(request))
+        return Op._make(f, raw)
 
     @staticmethod
     def _named(kind: int, session: int, name: Name, request: Optional[int], what: str) -> "Op":
-        return Op({"kind": kind, "session": _u64(session, "session"),
-                   "request_number": _request(request)}, _name(name, what))
+        raw = _name(name, what)  # first, as the methods check it
+        return Op._make({"kind": kind, "session": _u64(session, "session"),
+                         "request_number": _request(request)}, raw)
 
     @staticmethod
     def release(session: int, lock: Name, request: Optional[int] = None) -> "Op":

@@ -573,6 +573,16 @@ def test_a_batch_goes_on_past_a_full_queue_and_raises_only_for_time():
             fl.Op.acquire(a, JOB, wait="until")
         with pytest.raises(fl.ArgumentError):
             fl.Op.acquire(a, JOB, mode="neither")
+        with pytest.raises(TypeError):
+            fl.Op()
+        # The name is judged before the session, as the methods judge it.
+        for make, call in ((fl.Op.release, svc.release), (fl.Op.watch, svc.watch)):
+            refused(fl.Result.INVALID_UTF8, call, 1, -1, "\ud800")
+            refused(fl.Result.INVALID_UTF8, make, -1, "\ud800")
+        refused(fl.Result.INVALID_UTF8, svc.acquire, 1, -1, "\ud800")
+        refused(fl.Result.INVALID_UTF8, fl.Op.acquire, -1, "\ud800")
+        assert repr(fl.Op.release(a, JOB)) == f"Op.release({a}, {JOB!r})"
+        assert repr(fl.Op.open_session(7)) == "Op.open_session(7)"
         assert svc.snapshot() == before
 
 

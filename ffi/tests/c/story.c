@@ -1316,9 +1316,13 @@ static void batches(void) {
   fencelock_op late = {.kind = FENCELOCK_OP_KIND_KEEP_ALIVE, .session = 2};
   EXPECT(fencelock_service_submit(svc, 0, &late, 1, replies, results, &done), FENCELOCK_RESULT_OK);
   EXPECT(fencelock_service_tick(svc, 5), FENCELOCK_RESULT_OK);
+  size_t at5_len = 0;
+  uint8_t *at5 = snapshot(svc, &at5_len);
   EXPECT(fencelock_service_submit(svc, 4, &late, 1, replies, results, &done),
          FENCELOCK_RESULT_TIME_WENT_BACKWARDS);
   CHECK(done == 0 && results[0] == FENCELOCK_RESULT_TIME_WENT_BACKWARDS);
+  CHECK(unchanged(svc, at5, at5_len));
+  free(at5);
   /* Bad arguments of the batch itself. */
   EXPECT(fencelock_service_submit(svc, 5, NULL, 1, replies, results, &done),
          FENCELOCK_RESULT_NULL_PARAMETER);
