@@ -9,7 +9,8 @@
 #      the C-ABI workload also from a C host, ffi/tests/c/ops.c, if gcc is installed);
 #   3. the wasm build (scripts/build-wasm.sh): its bundle size, then the package under
 #      node (benches/js/bench.mjs) and, with valgrind, instructions per acquire + release
-#      (benches/js/instructions.cjs at two round counts); Python through ctypes, a call per
+#      (benches/js/instructions.cjs at two round counts); the size floor of a module
+#      (scripts/wasm-floor.sh: benches/wasm-floor built as the shipped module); Python through ctypes, a call per
 #      input against a batch (benches/py/batch.py);
 #   4. benches/report.py writes BENCHMARKS.md from those results.
 #
@@ -191,6 +192,12 @@ if [ "${BENCH_WASM:-1}" != 0 ]; then
     else
       log "wasm build failed; measuring the existing wasm/pkg if any"
     fi
+  fi
+  # The floor: the core's lock rules behind the thinnest binding, built the same way.
+  log "scripts/wasm-floor.sh (the size floor of a module)"
+  if ! scripts/wasm-floor.sh >"$side/wasm-floor.json" 2>"$side/wasm-floor.log"; then
+    rm -f "$side/wasm-floor.json"
+    echo "scripts/wasm-floor.sh failed (its log: $side/wasm-floor.log)" >"$side/skipped-wasm-floor.txt"
   fi
   # The bundle as the build made it: every .wasm of wasm/pkg/web (after wasm-opt), and the
   # JS glue for information; gzip -9 -n as scripts/build-wasm.sh measures it.

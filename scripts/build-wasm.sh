@@ -31,29 +31,15 @@ fi
 target_dir=$(cargo metadata --format-version 1 --no-deps |
   node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')
 
-# Size over speed for this crate's release build (the lock rules are cheap; the bundle is
-# what a browser downloads). "z" since the crate is no_std on wasm32: 135.7 KB raw / 52.4 KB
-# gzip after wasm-opt, against 144.7 / 55.1 with "s" (measured on the same sources). Only the wasm32 build sees these
-# settings; the workspace's release profile is unchanged for every other build. The price
-# (callgrind, wasm/README.md): about 1.1x the instructions of "s" for an acquire + release from
-# JS, 1.50x for a snapshot restore + encode.
-# The core crate alone ("fencelock") at "s": its acquire and release are the hot path of the
-# typed fast path, and "s" takes an acquire + release by interned id from about 5 700 to
-# 4 600 instructions under node (measured with the core as it was then) for 0.6 KB raw / 1.5 KB gzipped
-# (opt-level 2 or 3 there: 4 100, for 11 KB raw). Measured in wasm/README.md.
-# The panic locations the compiler keeps (a trap never prints them) name dependencies by
-# their path in the cargo registry: written relative to its source folder, they take less
-# room and the module no longer depends on where the builder's cargo home is. A prefix, not
-# a folder list, so the flags (and the build) are the same before the registry exists.
-rustflags="[\"--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}/registry/src/=\"]"
+# The build's settings (opt-levels, panic, path remapping, wasm-opt's passes) are
+# scripts/wasm-flags.sh's, shared with the size floor make bench measures
+# (scripts/wasm-floor.sh), so the two modules are built alike.
+. scripts/wasm-flags.sh
 log "cargo build --release --target wasm32-unknown-unknown -p fencelock-wasm"
-CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_PANIC=abort \
-  cargo build --release --target wasm32-unknown-unknown -p fencelock-wasm --quiet \
-  --config 'profile.release.package.fencelock.opt-level="s"' \
-  --config "target.wasm32-unknown-unknown.rustflags=$rustflags"
+wasm_cargo_build fencelock-wasm
 raw="$target_dir/wasm32-unknown-unknown/release/fencelock_wasm.wasm"
 
-stamp_want="$(sha256sum "$raw" | cut -d' ' -f1) wb=$want_wb opt=$("$WASM_OPT" --version | tr -d '\n') script=$(sha256sum "$self" | cut -d' ' -f1)"
+stamp_want="$(sha256sum "$raw" | cut -d' ' -f1) wb=$want_wb opt=$("$WASM_OPT" --version | tr -d '\n') script=$(cat "$self" scripts/wasm-flags.sh | sha256sum | cut -d' ' -f1)"
 stamp=wasm/pkg/.stamp
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_want" ] &&
   [ -f wasm/pkg/web/fencelock_wasm_bg.wasm ] && [ -f wasm/pkg/node/fencelock_wasm_bg.wasm ]; then
@@ -68,11 +54,7 @@ else
     log "wasm-bindgen --target $bt -> wasm/pkg/$t"
     wasm-bindgen --target "$bt" --out-dir "$tmp/$t" "$raw"
     log "wasm-opt -Oz wasm/pkg/$t/fencelock_wasm_bg.wasm"
-    # --strip-target-features: the features section is for linkers, no engine reads it.
-    "$WASM_OPT" -Oz --converge --strip-debug --strip-producers --strip-target-features --enable-bulk-memory \
-      --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals \
-      --enable-reference-types --enable-multivalue \
-      "$tmp/$t/fencelock_wasm_bg.wasm" -o "$tmp/$t/fencelock_wasm_bg.wasm"
+    wasm_opt "$tmp/$t/fencelock_wasm_bg.wasm"
   done
   # An ES-module face for node over the CommonJS build, naming every export of it (read
   # from the module itself, so it cannot fall behind), and a no-op default `init` so code
