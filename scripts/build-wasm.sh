@@ -22,7 +22,7 @@ if [ "$have_wb" != "$want_wb" ]; then
   echo "wasm-bindgen CLI is '${have_wb:-missing}', Cargo.lock wants $want_wb: run scripts/setup.sh" >&2
   exit 1
 fi
-WASM_OPT=tools/node_modules/.bin/wasm-opt
+. scripts/wasm-flags.sh # WASM_OPT, and the build's settings (below)
 if [ ! -x "$WASM_OPT" ]; then
   echo "$WASM_OPT missing: run scripts/setup.sh (npm ci in tools/)" >&2
   exit 1
@@ -34,7 +34,6 @@ target_dir=$(cargo metadata --format-version 1 --no-deps |
 # The build's settings (opt-levels, panic, path remapping, wasm-opt's passes) are
 # scripts/wasm-flags.sh's, shared with the size floor make bench measures
 # (scripts/wasm-floor.sh), so the two modules are built alike.
-. scripts/wasm-flags.sh
 log "cargo build --release --target wasm32-unknown-unknown -p fencelock-wasm"
 wasm_cargo_build fencelock-wasm
 raw="$target_dir/wasm32-unknown-unknown/release/fencelock_wasm.wasm"

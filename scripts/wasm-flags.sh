@@ -19,6 +19,9 @@
 # their path in the cargo registry: written relative to its source folder, they take less
 # room and the module no longer depends on where the builder's cargo home is. A prefix, not
 # a folder list, so the flags (and the build) are the same before the registry exists.
+# The wasm-opt of tools/ (binaryen from npm; Debian's older one makes modules that crash).
+WASM_OPT=tools/node_modules/.bin/wasm-opt
+
 wasm_cargo_build() {
   local rustflags="[\"--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}/registry/src/=\"]"
   CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_PANIC=abort \
@@ -29,7 +32,7 @@ wasm_cargo_build() {
 
 wasm_opt() {
   # --strip-target-features: the features section is for linkers, no engine reads it.
-  tools/node_modules/.bin/wasm-opt -Oz --converge --strip-debug --strip-producers \
+  "$WASM_OPT" -Oz --converge --strip-debug --strip-producers \
     --strip-target-features --enable-bulk-memory --enable-nontrapping-float-to-int \
     --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue \
     "$1" -o "$1"

@@ -1,12 +1,13 @@
 //! A measure, not a product: how many bytes of wasm the core's lock rules take behind the
-//! thinnest binding that can still run a lock table from JavaScript. `make bench`
-//! (scripts/bench.sh) builds it exactly as `scripts/build-wasm.sh` builds the shipped
-//! module (the crate at `opt-level = "z"`, the core at `"s"`, wasm-bindgen, `wasm-opt
-//! -Oz`) and reports its size beside the shipped bundle's (BENCHMARKS.md, the wasm row).
+//! thinnest binding that can still run a lock table from JavaScript.
+//! `scripts/wasm-floor.sh` (run by `make bench`) builds it exactly as the shipped module is
+//! built (`scripts/wasm-flags.sh`: the crate at `opt-level = "z"`, the core at `"s"`,
+//! wasm-bindgen, `wasm-opt -Oz`), runs it once under node, and BENCHMARKS.md reports its
+//! size beside the shipped bundle's (the "wasm floor" rows).
 //!
-//! What it has: every input of the fast path (open, keep-alive, close, acquire in every
-//! mode and wait, release, cancel, watch, unwatch, tick), the next deadline, and the
-//! events as numbers with their lock names. Answers are numbers: a reply's kind (the
+//! What it has: the core's inputs but the labelled open (open, keep-alive, close, acquire
+//! in every mode and wait, release, cancel, watch, unwatch, tick), without request
+//! numbers, the next deadline, and the events as numbers with their lock names. Answers are numbers: a reply's kind (the
 //! core's `Reply` variant, 1-based) or minus a refusal's code, its value read apart.
 //! What it leaves out, and the shipped module has: the object API (answers and events as
 //! objects), error messages, snapshots, frames, the gate, the keeper, names interned,
@@ -239,7 +240,7 @@ impl FloorService {
     /// index of its lock name in `names` (which it fills).
     #[wasm_bindgen(js_name = takeEvents)]
     pub fn take_events(&mut self, names: &js_sys_free::Names) -> Vec<f64> {
-        let mut out = Vec::with_capacity(self.events.list.len() * 4);
+        let mut out = Vec::with_capacity(self.events.list.len() * 5);
         for o in self.events.list.drain(..) {
             let (kind, token, holder, lock) = match &o {
                 Output::Granted { lock, token, .. } => (1, token.0, 0, Some(lock.as_str())),
