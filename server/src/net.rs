@@ -288,6 +288,11 @@ impl Drop for Admitted {
 }
 
 impl Admission {
+    /// The total it admits, after clamping (what the node shows as its limit). Cost: O(1).
+    fn total(&self) -> usize {
+        self.total.1
+    }
+
     /// `total` beyond what a semaphore holds (`Semaphore::MAX_PERMITS`, 2⁶¹ − 1: more
     /// connections than any machine opens) is that many: a larger limit would panic here,
     /// in the listener's task, and leave the node without a listener.
@@ -378,7 +383,9 @@ impl Drop for PeerGauge {
 pub async fn serve_peers(listener: TcpListener, elector: Arc<Elector>, policy: PeerPolicy) {
     let admission = Admission::new(policy.max_connections, policy.max_per_addr);
     let stats = &policy.stats;
-    stats.show_limit("peer_connections", policy.max_connections as u64);
+    // The limits as the node runs with them: a total clamped by `Admission::new` shows
+    // the clamped figure.
+    stats.show_limit("peer_connections", admission.total() as u64);
     stats.show_limit("peer_connections_per_address", policy.max_per_addr as u64);
     stats.show_limit("peer_frame_bytes", policy.max_frame.into());
     stats.show_limit(
@@ -860,10 +867,10 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
     let admission = Admission::new(policy.max_connections, policy.max_per_addr);
     let stats = node.stats.net.clone();
     node.stats.client_limit.store(
-        policy.max_connections as u64,
+        admission.total() as u64,
         std::sync::atomic::Ordering::Relaxed,
     );
-    stats.show_limit("client_connections", policy.max_connections as u64);
+    stats.show_limit("client_connections", admission.total() as u64);
     node.shared.hub.set_push_budget(policy.max_queued_pushes);
     stats.show_limit("client_queued_pushes", policy.max_queued_pushes as u64);
     stats.show_limit("client_connections_per_address", policy.max_per_addr as u64);

@@ -669,3 +669,46 @@ async fn under_a_low_open_file_limit_the_node_serves_on_and_recovers() {
     drop(node);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A connection total beyond what the listener can hold (a flag such as
+/// `--max-peer-connections 18446744073709551615`) is clamped to the most a semaphore
+/// holds, and the limit the node shows is the clamped one, on both ports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enormous_total_is_shown_as_the_node_runs_with_it() {
+    let dir = common::temp_dir("limits-shown-clamped");
+    let node = Node::start(NodeConfig::new(1, dir.join("n1")), TcpNetwork::default())
+        .await
+        .unwrap();
+    let stats = node.stats.net.clone();
+    let peers = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let clients = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer_policy = PeerPolicy {
+        max_connections: usize::MAX,
+        stats: stats.clone(),
+        ..PeerPolicy::default()
+    };
+    let client_policy = ClientPolicy {
+        max_connections: usize::MAX,
+        ..ClientPolicy::default()
+    };
+    let p = tokio::spawn(serve_peers(peers, node.elector().clone(), peer_policy));
+    let c = tokio::spawn(serve_clients_with(clients, node.clone(), client_policy));
+    let shown = |name: &str| {
+        stats
+            .limits
+            .get_or_create(&vec![("name".to_string(), name.to_string())])
+            .get()
+    };
+    let most = tokio::sync::Semaphore::MAX_PERMITS as i64;
+    let deadline = tokio::time::Instant::now() + GENEROUS;
+    while (shown("peer_connections") == 0 || shown("client_connections") == 0)
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(shown("peer_connections"), most);
+    assert_eq!(shown("client_connections"), most);
+    p.abort();
+    c.abort();
+    node.shutdown().await;
+}
