@@ -19,6 +19,17 @@ fn name(s: &str) -> (*const u8, usize) {
     (s.as_ptr(), s.len())
 }
 
+/// A deterministic generator (xorshift64*), seeded only by its caller.
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed;
+    move || {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
 fn config(sessions: u32, locks: u32, claims: u32) -> fencelock_config {
     fencelock_config {
         capacity: fencelock_capacity {
@@ -1134,14 +1145,7 @@ fn random_frames_never_crash_and_refusals_change_only_time() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed_f00d);
     let rounds = if cfg!(miri) { 120 } else { 3000 };
-    let mut x = seed;
-    let mut rng = move || {
-        // xorshift64*: deterministic, seeded only here.
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    };
+    let mut rng = xorshift(seed);
     let c = config(4, 4, 8);
     let svc = new_service(&c);
     let mut accepted = 0;
@@ -2251,14 +2255,7 @@ fn drain_all(svc: *mut fencelock_service) -> Vec<fencelock_output> {
 #[test]
 fn a_batch_is_its_ops_one_by_one() {
     use fencelock_op_kind as K;
-    let mut x: u64 = 0xba7c_4ed5;
-    let mut rng = move || {
-        // xorshift64*: deterministic, seeded only here.
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    };
+    let mut rng = xorshift(0xba7c_4ed5);
     let c = config(4, 3, 8);
     let (batched, typed) = (new_service(&c), new_service(&c));
     let names = ["a", "b", "sem", "\u{e9}lu"];

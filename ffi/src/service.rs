@@ -495,11 +495,7 @@ unsafe fn service_input<A>(
     let result = unsafe {
         call(svc, args, |h, (dst, a)| {
             let r = f(&mut h.svc, &mut h.queue, a)?;
-            let mut c = fencelock_reply::from_core(&r);
-            // The queue never holds more than its limit, which a host may set past
-            // u32::MAX; saturate.
-            c.pending = u32::try_from(h.queue.len()).unwrap_or(u32::MAX);
-            set(dst, c)
+            set(dst, reply_out(&r, &h.queue))
         })
     };
     if result != fencelock_result::Ok && !reply.is_null() {
@@ -507,6 +503,17 @@ unsafe fn service_input<A>(
         unsafe { put(reply, fencelock_reply::NONE) };
     }
     result
+}
+
+/// The caller's reply to an applied input: the core's `Reply` converted, with `pending`
+/// the events now queued (saturated: the queue's limit may be set past `u32::MAX`).
+/// Cost: O(1).
+#[inline(always)]
+fn reply_out(r: &Reply, queue: &Queue) -> fencelock_reply {
+    fencelock_reply {
+        pending: u32::try_from(queue.len()).unwrap_or(u32::MAX),
+        ..fencelock_reply::from_core(r)
+    }
 }
 
 impl fencelock_service {
@@ -1457,9 +1464,7 @@ pub unsafe extern "C" fn fencelock_service_submit(
                 let op = ops.add(i).read();
                 match apply_op(&mut h.svc, &mut h.queue, Tick(now), &op) {
                     Ok(r) => {
-                        let mut c = fencelock_reply::from_core(&r);
-                        c.pending = u32::try_from(h.queue.len()).unwrap_or(u32::MAX);
-                        put(replies.add(i), c);
+                        put(replies.add(i), reply_out(&r, &h.queue));
                         put(results.add(i), fencelock_result::Ok);
                     }
                     Err(fail) => {

@@ -283,10 +283,10 @@ pub struct fencelock_op {
 /// The mode of an acquire op: `EXCLUSIVE`, `SHARED`, or `PERMITS` with its count and
 /// limit (the core judges them: `BAD_PERMITS`).
 pub(crate) fn op_mode(mode: u32, count: u32, limit: u32) -> Result<Mode, Fail> {
-    match mode {
-        3 => Ok(Mode::Permits { count, limit }),
-        m => mode_arg(m),
+    if mode == fencelock_mode::Permits as u32 {
+        return Ok(Mode::Permits { count, limit });
     }
+    mode_arg(mode)
 }
 
 /// Why a hold ended (`RELEASED` events). Events carry only `CLOSED` or `EXPIRED`: a
