@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod admission;
 pub mod auth;
 pub mod client;
 pub mod disk;

@@ -7,10 +7,13 @@
 //! # Limits
 //!
 //! Both ports bound what one peer or client can hold ([`ClientPolicy`], [`PeerPolicy`]):
-//! * connections per source IP address and in all: one more is closed at once, before
-//!   any TLS handshake or read, counted in
+//! * connections per source IP address and in all: one more from a full address is
+//!   closed at once, before any TLS handshake or read, counted in
 //!   `fencelock_connections_refused_total{port,reason}` and logged (at most every
-//!   [`LOG_EVERY`] per kind);
+//!   [`LOG_EVERY`] per kind); when the total is full, one more takes the place of the
+//!   oldest connection not yet proven (a member's request served, a token accepted), which
+//!   is closed (`fencelock_connections_closed_total{reason="displaced"}`), and is refused
+//!   only when every place is proven (`crate::admission`);
 //! * the frame size: the length prefix is checked before anything is read, and a body is
 //!   only ever as large as the bytes that actually arrived;
 //! * the read timeout: once the first byte of a frame is in, the whole frame must arrive
@@ -53,6 +56,8 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
+pub use crate::admission::MAX_CLOSING;
+use crate::admission::{Admission, Admitted};
 use crate::auth::{Grants, Principal, Tokens};
 use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
 use crate::frame::{
@@ -148,7 +153,8 @@ pub struct PeerPolicy {
     /// Mutual TLS ([`serve_raft_with`]); `None`: plain TCP.
     pub tls: Option<NodeTls>,
     /// At most this many connections at once, from all addresses (TLS handshakes
-    /// included); one more is closed at once. Default [`MAX_PEER_CONNECTIONS`].
+    /// included); one more takes the place of the oldest that has not yet had a member's
+    /// request served, or is closed at once if none. Default [`MAX_PEER_CONNECTIONS`].
     pub max_connections: usize,
     /// At most this many connections from one IP address (TLS handshakes included); one
     /// more is closed at once. Default [`MAX_PEER_PER_ADDR`].
@@ -207,7 +213,8 @@ pub struct NetStats {
     /// (`total`, `per_address`).
     pub refused: Family<Labels, Counter>,
     /// Connections closed by the node, by `port` and `reason` (`idle`, `read_timeout`,
-    /// `write_timeout`, `oversized`, `malformed`).
+    /// `write_timeout`, `oversized`, `malformed`, `displaced`: an unproven connection
+    /// whose place a new one took).
     pub closed: Family<Labels, Counter>,
     /// Failed `accept` calls (`EMFILE`…), by `port`.
     pub accept_errors: Family<Labels, Counter>,
@@ -245,6 +252,15 @@ impl NetStats {
         });
     }
 
+    /// Counts and logs (rate limited) an unproven connection closed to give its place to
+    /// a new one ([`crate::admission`]).
+    fn displaced(&self, port: &str) {
+        self.close(port, "displaced");
+        self.warn(&format!("displaced-{port}"), || {
+            format!("the {port} port is full: closed its oldest connection that had not proven itself, to admit a new one")
+        });
+    }
+
     fn close(&self, port: &str, reason: &str) {
         self.closed
             .get_or_create(&labels(&[("port", port), ("reason", reason)]))
@@ -257,73 +273,6 @@ impl NetStats {
         self.limits
             .get_or_create(&labels(&[("name", name)]))
             .set(value.min(i64::MAX as u64) as i64);
-    }
-}
-
-/// Connections admitted per source address, and in all.
-#[derive(Clone)]
-struct Admission {
-    total: (Arc<Semaphore>, usize),
-    per_addr: usize,
-    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
-}
-
-/// One admitted connection; frees its places when dropped.
-struct Admitted {
-    _total: OwnedSemaphorePermit,
-    ip: IpAddr,
-    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
-}
-
-impl Drop for Admitted {
-    fn drop(&mut self) {
-        let mut m = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = m.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.ip);
-            }
-        }
-    }
-}
-
-impl Admission {
-    /// The total it admits, after clamping (what the node shows as its limit). Cost: O(1).
-    fn total(&self) -> usize {
-        self.total.1
-    }
-
-    /// `total` beyond what a semaphore holds (`Semaphore::MAX_PERMITS`, 2⁶¹ − 1: more
-    /// connections than any machine opens) is that many: a larger limit would panic here,
-    /// in the listener's task, and leave the node without a listener.
-    fn new(total: usize, per_addr: usize) -> Admission {
-        let total = total.min(Semaphore::MAX_PERMITS);
-        Admission {
-            total: (Arc::new(Semaphore::new(total)), total),
-            per_addr,
-            counts: Arc::default(),
-        }
-    }
-
-    /// A place for one more connection from `ip`, or the refusing limit's reason and
-    /// size. Cost: O(1).
-    fn admit(&self, ip: IpAddr) -> Result<Admitted, (&'static str, usize)> {
-        let (s, n) = &self.total;
-        let total = s.clone().try_acquire_owned().map_err(|_| ("total", *n))?;
-        let mut m = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        let n = m.entry(ip).or_insert(0);
-        if *n >= self.per_addr {
-            if *n == 0 {
-                m.remove(&ip);
-            }
-            return Err(("per_address", self.per_addr));
-        }
-        *n += 1;
-        Ok(Admitted {
-            _total: total,
-            ip,
-            counts: self.counts.clone(),
-        })
     }
 }
 
@@ -410,23 +359,30 @@ pub async fn serve_peers(listener: TcpListener, elector: Arc<Elector>, policy: P
         let raft = elector.clone();
         let policy = policy.clone();
         tokio::spawn(async move {
-            let _admitted = admitted;
             policy.stats.peer_connections.inc();
             let _gauge = PeerGauge(policy.stats.peer_connections.clone());
-            let Some(tls) = policy.tls.clone() else {
-                let (r, w) = sock.into_split();
-                return raft_conn(r, w, raft, None, &policy).await;
+            let conn = async {
+                let Some(tls) = policy.tls.clone() else {
+                    let (r, w) = sock.into_split();
+                    return raft_conn(r, w, raft, None, Some(&admitted), &policy).await;
+                };
+                let Ok(Ok(s)) =
+                    tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.peers.accept(sock)).await
+                else {
+                    return;
+                };
+                let Some(cert) = s.get_ref().1.peer_certificates().and_then(|c| c.first()) else {
+                    return;
+                };
+                let cert = cert.clone().into_owned();
+                let (r, w) = tokio::io::split(s);
+                raft_conn(r, w, raft, Some(cert), Some(&admitted), &policy).await
             };
-            let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.peers.accept(sock)).await
-            else {
-                return;
-            };
-            let Some(cert) = s.get_ref().1.peer_certificates().and_then(|c| c.first()) else {
-                return;
-            };
-            let cert = cert.clone().into_owned();
-            let (r, w) = tokio::io::split(s);
-            raft_conn(r, w, raft, Some(cert), &policy).await
+            // Only an unproven connection is displaced: nothing of it has been served.
+            tokio::select! {
+                _ = conn => {}
+                _ = admitted.displaced() => policy.stats.displaced(PEER),
+            }
         });
     }
 }
@@ -462,12 +418,15 @@ fn sender(req: &RaftReq) -> Option<NodeId> {
 
 /// Serves one peer connection's Raft requests in order. With `cert` (mutual TLS), a
 /// request is served only if [`check_peer`] allows its sender; the first that is not
-/// ends the connection unanswered.
+/// ends the connection unanswered. The first request served proves the connection's
+/// place (`admitted`, [`Admitted::prove`]): with mutual TLS, a member's; without, any
+/// whole request.
 async fn raft_conn<R, W>(
     r: R,
     w: W,
     raft: Arc<Elector>,
     cert: Option<CertificateDer<'static>>,
+    mut admitted: Option<&Admitted>,
     policy: &PeerPolicy,
 ) where
     R: AsyncRead + Unpin,
@@ -503,6 +462,11 @@ async fn raft_conn<R, W>(
             }) {
                 tracing::warn!("refused a Raft request from node {from:?}: {e}");
                 break;
+            }
+        }
+        if let Some(a) = admitted.take() {
+            if !a.prove() {
+                break; // displaced meanwhile: its place is another's
             }
         }
         let resp = match req {
@@ -809,8 +773,10 @@ pub struct ClientPolicy {
     /// ([`crate::protocol::Request::Authenticate`]) before anything else, and each
     /// request must be allowed by its grants. `None`: every connection may do everything.
     pub tokens: Option<Arc<Tokens>>,
-    /// At most this many client connections at once (TLS handshakes included); a
-    /// connection beyond it is closed at once. Default [`MAX_CLIENT_CONNECTIONS`].
+    /// At most this many client connections at once (TLS handshakes included); one more
+    /// takes the place of the oldest that has not yet had a token accepted (on a node
+    /// without tokens, sent a whole request), or is closed at once if none. Default
+    /// [`MAX_CLIENT_CONNECTIONS`].
     pub max_connections: usize,
     /// At most this many of them from one IP address; one more is closed at once.
     /// Default [`MAX_CLIENT_PER_ADDR`].
@@ -886,7 +852,8 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
     let mut backoff = Duration::ZERO;
     loop {
         let (sock, from) = accept(&listener, CLIENT, &stats, &mut backoff).await;
-        // Over a limit: closed at once (dropped), before any handshake.
+        // Over a limit: closed at once (dropped), before any handshake. Or the oldest
+        // unproven connection is told to close, and this one takes its place.
         let slot = match admission.admit(from.ip()) {
             Ok(a) => a,
             Err((reason, limit)) => {
@@ -897,18 +864,24 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
         let _ = sock.set_nodelay(true);
         let (node, policy) = (node.clone(), policy.clone());
         tokio::spawn(async move {
-            let Some(tls) = policy.tls.clone() else {
-                let (r, w) = sock.into_split();
-                client_conn(r, w, node, policy).await;
-                drop(slot);
-                return;
+            let stats = node.stats.net.clone();
+            let conn = async {
+                let Some(tls) = policy.tls.clone() else {
+                    let (r, w) = sock.into_split();
+                    return client_conn(r, w, node, Some(&slot), policy).await;
+                };
+                // A client that does not speak TLS (or stalls) fails here and is dropped.
+                if let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(sock)).await {
+                    let (r, w) = tokio::io::split(s);
+                    client_conn(r, w, node, Some(&slot), policy).await;
+                }
             };
-            // A client that does not speak TLS (or stalls) fails here and is dropped.
-            if let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(sock)).await {
-                let (r, w) = tokio::io::split(s);
-                client_conn(r, w, node, policy).await;
+            // Only an unproven connection is displaced: no request of it has been served,
+            // so it is attached to no session.
+            tokio::select! {
+                _ = conn => {}
+                _ = slot.displaced() => stats.displaced(CLIENT),
             }
-            drop(slot);
         });
     }
 }
@@ -942,8 +915,15 @@ async fn write_to_client<W: AsyncWrite + Unpin>(
     frame::write_all_progressing(w, &buf, stall).await
 }
 
-async fn client_conn<R, W>(r: R, w: W, node: Arc<Node>, policy: ClientPolicy)
-where
+/// Serves one client connection. Its place (`slot`) is proven by a token accepted, or
+/// on a node without tokens by its first whole request ([`Admitted::prove`]).
+async fn client_conn<R, W>(
+    r: R,
+    w: W,
+    node: Arc<Node>,
+    slot: Option<&Admitted>,
+    policy: ClientPolicy,
+) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -1031,6 +1011,7 @@ where
         done.notify_one();
     });
     let limit = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut proven = false;
     loop {
         let next = tokio::select! {
             f = frame::read_timed::<_, ClientFrame>(
@@ -1043,6 +1024,13 @@ where
         };
         match next {
             Ok(Next::Frame(ClientFrame { id, req })) => {
+                // Proven before anything is served; displaced meanwhile, it closes unserved.
+                if !proven && grants.is_some() {
+                    if !slot.is_none_or(Admitted::prove) {
+                        break;
+                    }
+                    proven = true;
+                }
                 // Every reply holds a permit until it is written, refusals included: a
                 // client that sends without reading (authenticated or not) stops being
                 // read once MAX_IN_FLIGHT replies wait for it.
@@ -1056,6 +1044,12 @@ where
                     (Request::Authenticate { token }, Some(tokens)) => {
                         grants = tokens.authenticate(token);
                         principal = Principal::token(token);
+                        if !proven && grants.is_some() {
+                            if !slot.is_none_or(Admitted::prove) {
+                                break;
+                            }
+                            proven = true;
+                        }
                         Err(match grants {
                             Some(_) => Ok(Reply::Authenticated),
                             None => Err(ClientError::Unauthenticated),
@@ -1258,7 +1252,7 @@ mod tests {
             left: sent,
             taken: taken.clone(),
         };
-        let conn = tokio::spawn(client_conn(r, NeverReads, node.clone(), policy));
+        let conn = tokio::spawn(client_conn(r, NeverReads, node.clone(), None, policy));
         tokio::time::sleep(Duration::from_secs(1)).await;
         let read = taken.load(std::sync::atomic::Ordering::Relaxed) / frame.len();
         // At most MAX_IN_FLIGHT replies wait, plus what one read buffer holds.
@@ -1406,6 +1400,7 @@ mod tests {
             ThenEof(request.clone()),
             NeverReads,
             node.clone(),
+            None,
             policy.clone(),
         ));
         tokio::time::timeout(Duration::from_secs(30), half_closed)
@@ -1417,6 +1412,7 @@ mod tests {
             Script(request),
             NeverReads,
             node.clone(),
+            None,
             policy,
         ));
         tokio::time::timeout(Duration::from_secs(30), silent)
@@ -1452,6 +1448,7 @@ mod tests {
             Script(request),
             NeverReads,
             node.elector().clone(),
+            None,
             None,
             &policy,
         );
@@ -1548,6 +1545,7 @@ mod tests {
             Script(script),
             NeverReads,
             node.clone(),
+            None,
             ClientPolicy::default(),
         ));
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -1590,27 +1588,76 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    #[test]
-    fn admission_counts_per_address_and_in_all_and_frees_on_drop() {
-        let a = Admission::new(3, 2);
-        let (x, y): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
-        let x1 = a.admit(x).unwrap();
-        let _x2 = a.admit(x).unwrap();
-        assert_eq!(a.admit(x).err(), Some(("per_address", 2)));
-        let _y1 = a.admit(y).unwrap();
-        assert_eq!(a.admit(y).err(), Some(("total", 3)));
-        drop(x1);
-        let _x3 = a.admit(x).unwrap();
-        assert_eq!(a.counts.lock().unwrap().get(&x), Some(&2));
-    }
-
-    /// A total beyond what a semaphore holds (a flag such as `--max-peer-connections
-    /// 18446744073709551615`) is taken as that many instead of panicking in the listener.
-    #[test]
-    fn an_enormous_total_is_the_most_a_semaphore_holds() {
-        let a = Admission::new(usize::MAX, usize::MAX);
-        assert_eq!(a.total.1, Semaphore::MAX_PERMITS);
-        let x: IpAddr = "127.0.0.1".parse().unwrap();
-        assert!(a.admit(x).is_ok());
+    /// A full Raft port makes room for a new connection by closing the oldest one that has
+    /// not yet sent a request (counted `displaced`), never one that has; once every place
+    /// has served a request, one more is refused (`total`) and the others are kept.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_raft_port_displaces_an_idle_connection_never_a_serving_one() {
+        use tokio::io::AsyncReadExt;
+        let (node, dir) = unit_node("peer-displace").await;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let policy = PeerPolicy {
+            max_connections: 3,
+            ..PeerPolicy::default()
+        };
+        let stats = policy.stats.clone();
+        let count = |f: &Family<Labels, Counter>, reason: &str| {
+            f.get_or_create(&labels(&[("port", PEER), ("reason", reason)]))
+                .get()
+        };
+        let serving = tokio::spawn(serve_peers(listener, node.elector().clone(), policy));
+        let pre_vote = frame::encode(&RaftReq::PreVote(PreVoteRequest {
+            candidate: 2,
+            last_log_id: None,
+        }))
+        .unwrap();
+        // A connection that sends a request and reads its answer: served, so proven.
+        let served = |mut s: TcpStream| {
+            let pre_vote = pre_vote.clone();
+            async move {
+                s.write_all(&pre_vote).await.unwrap();
+                let mut len = [0u8; 4];
+                let read = tokio::time::timeout(Duration::from_secs(30), s.read_exact(&mut len));
+                assert!(matches!(read.await, Ok(Ok(_))), "not answered");
+                let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+                s.read_exact(&mut body).await.unwrap();
+                s
+            }
+        };
+        // Open until the node has accepted it (then it holds a place).
+        let open = || async {
+            let s = TcpStream::connect(addr).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            s
+        };
+        let a = served(open().await).await;
+        let b = served(open().await).await;
+        let mut idle = open().await;
+        let fourth = open().await;
+        let mut buf = [0u8; 1];
+        let closed = tokio::time::timeout(Duration::from_secs(30), idle.read(&mut buf)).await;
+        assert!(
+            matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+            "the idle one was kept"
+        );
+        assert_eq!(count(&stats.closed, "displaced"), 1);
+        let fourth = served(fourth).await;
+        // Every place has served now: one more is refused at once, and nobody displaced.
+        let mut fifth = open().await;
+        let refused = tokio::time::timeout(Duration::from_secs(30), fifth.read(&mut buf)).await;
+        assert!(
+            matches!(refused, Ok(Ok(0)) | Ok(Err(_))),
+            "a fifth was kept"
+        );
+        assert_eq!(count(&stats.refused, "total"), 1);
+        assert_eq!(count(&stats.closed, "displaced"), 1);
+        for s in [a, b, fourth] {
+            // Still open, and still served.
+            served(s).await;
+        }
+        serving.abort();
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
