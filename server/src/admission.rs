@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 /// At most this many displaced connections may still be closing on one port; beyond it a
-/// new connection that finds the total full is refused (so a port never holds more than
-/// its total plus this many sockets).
+/// new connection that finds the total full is refused, counted as `closing` (so a port
+/// never holds more than its total plus this many sockets).
 pub const MAX_CLOSING: usize = 8;
 
 /// The places of one port. Cheap to clone (shared).
@@ -88,8 +88,8 @@ impl Admission {
 
     /// A place for one more connection from `ip`: refused with `per_address` when `ip`
     /// holds its limit; when the total is full, the oldest unproven connection is told to
-    /// close and this one takes its place; refused with `total` when none is unproven or
-    /// [`MAX_CLOSING`] are still closing. Cost: O(log n) for n connections.
+    /// close and this one takes its place; refused with `total` when none is unproven, or
+    /// `closing` when [`MAX_CLOSING`] are still closing. Cost: O(log n) for n connections.
     pub(crate) fn admit(&self, ip: IpAddr) -> Result<Admitted, Refusal> {
         let mut p = self.places.lock().unwrap_or_else(|e| e.into_inner());
         if p.per_addr.get(&ip).copied().unwrap_or(0) >= self.per_addr {
@@ -97,7 +97,7 @@ impl Admission {
         }
         if p.live.len() >= self.total {
             if p.closing >= MAX_CLOSING {
-                return Err(("total", self.total));
+                return Err(("closing", MAX_CLOSING));
             }
             let Some((old, signal)) = p.unproven.pop_first() else {
                 return Err(("total", self.total));
@@ -251,7 +251,7 @@ mod tests {
             assert!(is_displaced(&current));
             closing.push(std::mem::replace(&mut current, next));
         }
-        assert_eq!(a.admit(ip(2)).err(), Some(("total", 1)));
+        assert_eq!(a.admit(ip(2)).err(), Some(("closing", MAX_CLOSING)));
         assert!(
             !is_displaced(&current),
             "refused, yet someone was displaced"

@@ -210,7 +210,8 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 #[derive(Clone, Debug, Default)]
 pub struct NetStats {
     /// Connections closed at once by a limit, by `port` (client, peer) and `reason`
-    /// (`total`, `per_address`).
+    /// (`total`: every place proven; `per_address`; `closing`: too many displaced ones
+    /// still closing).
     pub refused: Family<Labels, Counter>,
     /// Connections closed by the node, by `port` and `reason` (`idle`, `read_timeout`,
     /// `write_timeout`, `oversized`, `malformed`, `displaced`: an unproven connection
@@ -379,9 +380,14 @@ pub async fn serve_peers(listener: TcpListener, elector: Arc<Elector>, policy: P
                 raft_conn(r, w, raft, Some(cert), Some(&admitted), &policy).await
             };
             // Only an unproven connection is displaced: nothing of it has been served.
+            // Counted before the connection (its socket) is dropped.
+            let displaced = async {
+                admitted.displaced().await;
+                policy.stats.displaced(PEER);
+            };
             tokio::select! {
                 _ = conn => {}
-                _ = admitted.displaced() => policy.stats.displaced(PEER),
+                _ = displaced => {}
             }
         });
     }
@@ -877,10 +883,14 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
                 }
             };
             // Only an unproven connection is displaced: no request of it has been served,
-            // so it is attached to no session.
+            // so it is attached to no session. Counted before its socket is dropped.
+            let displaced = async {
+                slot.displaced().await;
+                stats.displaced(CLIENT);
+            };
             tokio::select! {
                 _ = conn => {}
-                _ = slot.displaced() => stats.displaced(CLIENT),
+                _ = displaced => {}
             }
         });
     }

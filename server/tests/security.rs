@@ -1190,3 +1190,64 @@ async fn client_connections_beyond_the_limit_are_closed() {
     );
     t.stop().await;
 }
+
+/// On a full client port, a connection that has not had a token accepted (a wrong token,
+/// or requests without one, each answered `Unauthenticated`) gives its place to a new
+/// connection, oldest first, while an authenticated one keeps its place; once every
+/// place is authenticated, one more is closed unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_without_an_accepted_token_gives_its_place_to_a_new_one() {
+    let mut policy = tokens();
+    policy.max_connections = 3;
+    let t = start_with("sec-displace", policy).await;
+    let mut proven = t.attacker().await;
+    let (r, _) = proven.call(authenticate(VIEWER)).await;
+    assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
+    let mut wrong = t.attacker().await;
+    let (r, _) = wrong.call(authenticate("not-a-token")).await;
+    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
+    let mut tokenless = t.attacker().await;
+    let (r, _) = tokenless.call(Request::Members).await;
+    assert!(matches!(r, Err(ClientError::Unauthenticated)), "{r:?}");
+    // Closed: the stream ends (or fails) instead of answering.
+    async fn closed(raw: &mut Raw) -> bool {
+        let got = tokio::time::timeout(
+            Duration::from_secs(30),
+            frame::read::<_, ServerFrame>(&mut raw.s, frame::MAX_CLIENT_FRAME),
+        )
+        .await;
+        matches!(got, Ok(Ok(None)) | Ok(Err(_)))
+    }
+    // Each newcomer takes the oldest unauthenticated place.
+    let mut fourth = t.attacker().await;
+    assert!(
+        closed(&mut wrong).await,
+        "the wrong token's connection was kept"
+    );
+    let (r, _) = fourth.call(authenticate(JOBS)).await;
+    assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
+    let mut fifth = t.attacker().await;
+    assert!(
+        closed(&mut tokenless).await,
+        "the tokenless connection was kept"
+    );
+    let (r, _) = fifth.call(authenticate(ADMIN)).await;
+    assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
+    // Every place authenticated: one more is closed unanswered.
+    let mut sixth = t.attacker().await;
+    let _ = frame::write(
+        &mut sixth.s,
+        &ClientFrame {
+            id: 1,
+            req: authenticate(VIEWER),
+        },
+    )
+    .await;
+    assert!(closed(&mut sixth).await, "a sixth connection was served");
+    // The authenticated ones kept their places and are served.
+    for raw in [&mut proven, &mut fourth, &mut fifth] {
+        let (r, _) = raw.call(Request::Members).await;
+        assert!(r.is_ok(), "{r:?}");
+    }
+    t.stop().await;
+}

@@ -93,14 +93,18 @@ struct Args {
     /// Refuse to open more sessions than this through one client connection; 0: no quota.
     #[arg(long, default_value_t = 1024)]
     max_sessions_per_conn: usize,
-    /// Client connections at once; one more is closed at once. Lowered at start to fit the
-    /// open-file limit (RLIMIT_NOFILE, raised to its hard limit first).
+    /// Client connections at once; when full, one more takes the place of the oldest
+    /// that has not yet had a token accepted, and is closed at once only if none.
+    /// Lowered at start to fit the open-file limit (RLIMIT_NOFILE, raised to its hard
+    /// limit first).
     #[arg(long, default_value_t = 4096)]
     max_client_connections: usize,
     /// Client connections at once from one IP address.
     #[arg(long, default_value_t = 512)]
     max_client_connections_per_addr: usize,
-    /// Raft connections at once, from all addresses; one more is closed at once.
+    /// Raft connections at once, from all addresses; when full, one more takes the place
+    /// of the oldest that has not yet sent a member's request, and is closed at once only
+    /// if none.
     #[arg(long, default_value_t = fencelock_server::net::MAX_PEER_CONNECTIONS)]
     max_peer_connections: usize,
     /// Raft connections at once from one IP address.
