@@ -925,6 +925,15 @@ async fn write_to_client<W: AsyncWrite + Unpin>(
     frame::write_all_progressing(w, &buf, stall).await
 }
 
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Serves one client connection. Its place (`slot`) is proven by a token accepted, or
 /// on a node without tokens by its first whole request ([`Admitted::prove`]).
 async fn client_conn<R, W>(
@@ -959,7 +968,9 @@ async fn client_conn<R, W>(
     // connection (a client that stops reading, or half-closes, with replies or pushes
     // pending would otherwise hold the writer, and its connection places, for ever).
     let closing_timeout = policy.read_timeout;
-    let writer = tokio::spawn(async move {
+    // Aborted if this connection is dropped unfinished (displaced): its write half goes
+    // with it, so a displaced connection's socket closes at once.
+    let mut writer = AbortOnDrop(tokio::spawn(async move {
         let mut w = BufWriter::new(w);
         let mut pushes_open = true;
         // Told to close for its pushes, or a write stalled: the client is not reading.
@@ -1019,7 +1030,7 @@ async fn client_conn<R, W>(
         }
         drop(w);
         done.notify_one();
-    });
+    }));
     let limit = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut proven = false;
     loop {
@@ -1102,7 +1113,7 @@ async fn client_conn<R, W>(
     node.shared.hub.detach_conn(conn);
     drop(out_tx);
     drop(push);
-    let _ = writer.await;
+    let _ = (&mut writer.0).await;
 }
 
 #[cfg(test)]
