@@ -718,8 +718,27 @@ fn encode_snap_file(f: &SnapFile) -> io::Result<Vec<u8>> {
 
 /// Checks and decodes the bytes of a snapshot file; the error says what is wrong. Its
 /// data must be of the version its header names (the checksum covers length and payload,
-/// not the header's magic).
+/// not the header's magic). Cost: O(file size), the data decoded once to learn its
+/// version (see [`open_snap_file`] for the frame alone).
 fn decode_snap_file(bytes: &[u8]) -> Result<SnapFile, String> {
+    let (f, version) = open_snap_file(bytes)?;
+    // Data that does not decode at all is refused, with its reason, where it is restored.
+    if let Ok((_, v)) = SnapData::decode_versioned(&f.data) {
+        if v != version {
+            return Err(format!(
+                "its header says version {version}, its data is of version {v}"
+            ));
+        }
+    }
+    Ok(f)
+}
+
+/// The frame of a snapshot file: its header (format and version), length and checksum
+/// checked and its meta and data bytes decoded, and the version its header names; the data
+/// itself is not decoded. What a node needs to send its current snapshot to a peer, which
+/// decodes the data itself. Errors: what is wrong, described. Cost: O(file size) (the
+/// checksum and a copy of the data), without decoding the state.
+fn open_snap_file(bytes: &[u8]) -> Result<(SnapFile, u8), String> {
     let version = match bytes.get(..8) {
         Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC => 2,
         Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC_V1 => 1,
@@ -744,20 +763,11 @@ fn decode_snap_file(bytes: &[u8]) -> Result<SnapFile, String> {
     if snap_crc(len, payload) != crc {
         return Err("checksum mismatch".into());
     }
-    let f: SnapFile = match postcard::take_from_bytes(payload) {
-        Ok((f, [])) => f,
-        Ok(_) => return Err("checksummed but has bytes after its end".into()),
-        Err(e) => return Err(format!("checksummed but does not decode: {e}")),
-    };
-    // Data that does not decode at all is refused, with its reason, where it is restored.
-    if let Ok((_, v)) = SnapData::decode_versioned(&f.data) {
-        if v != version {
-            return Err(format!(
-                "its header says version {version}, its data is of version {v}"
-            ));
-        }
+    match postcard::take_from_bytes(payload) {
+        Ok((f, [])) => Ok((f, version)),
+        Ok(_) => Err("checksummed but has bytes after its end".into()),
+        Err(e) => Err(format!("checksummed but does not decode: {e}")),
     }
-    Ok(f)
 }
 
 /// Reads, checks and restores the snapshot file at `path`: `Ok(None)` when there is none.
@@ -1653,8 +1663,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
         // The builder (a clone) may have persisted a newer one: the file is the truth.
         // A file that fails its checks is ignored here (the one in memory stays).
+        // Its data is not decoded here (the peer that installs it decodes it): a file
+        // read on every call must not cost a decode of the whole state each time.
         if let Ok(bytes) = fs::read(self.dir.join("snapshot.bin")) {
-            if let Ok(f) = decode_snap_file(&bytes) {
+            if let Ok((f, _)) = open_snap_file(&bytes) {
                 self.current = Some(f);
             }
         }
