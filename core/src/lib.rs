@@ -285,6 +285,8 @@ pub use service::{
     check_rows, Capacity, Config, Holder, LockService, Permits, SessionInfo, Usage, Waiter,
     MAX_ROWS,
 };
+#[cfg(feature = "alloc")]
+pub use sink::EventQueue;
 pub use sink::{EventLimit, Sink};
 pub use snapshot::{snapshot_config, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 #[cfg(feature = "alloc")]

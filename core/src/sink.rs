@@ -109,3 +109,134 @@ impl EventLimit {
         }
     }
 }
+
+/// An event queue on the heap kept within an [`EventLimit`] (feature `alloc`): the sink of
+/// a binding that keeps events until its host takes them (the wasm fast path). Its
+/// [`Sink::room`] is the limit's [`room`](EventLimit::room) of what it holds, so the
+/// service refuses an input whose events might not fit ([`Error::BufferTooSmall`](crate::Error))
+/// and the queue never grows past its limit.
+#[cfg(feature = "alloc")]
+#[derive(Clone, Debug)]
+pub struct EventQueue {
+    events: alloc::vec::Vec<Output>,
+    limit: EventLimit,
+}
+
+#[cfg(feature = "alloc")]
+impl EventQueue {
+    /// An empty queue within `limit`. Cost: O(1), no allocation until the first event.
+    pub const fn new(limit: EventLimit) -> EventQueue {
+        EventQueue {
+            events: alloc::vec::Vec::new(),
+            limit,
+        }
+    }
+
+    /// The events held, oldest first. Cost: O(1).
+    pub fn events(&self) -> &[Output] {
+        &self.events
+    }
+
+    /// Forgets the events held (keeping the allocation). Cost: O(events).
+    pub fn clear(&mut self) {
+        self.events.clear()
+    }
+
+    /// The limit it keeps within. Cost: O(1).
+    pub fn limit(&self) -> &EventLimit {
+        &self.limit
+    }
+
+    /// Sets the limit ([`EventLimit::set`]): errors `Err(bound)` below the bound, nothing
+    /// changed. Cost: O(1).
+    pub fn set_limit(&mut self, limit: usize) -> Result<(), usize> {
+        self.limit.set(limit)
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Sink for EventQueue {
+    fn event(&mut self, event: Output) {
+        // Within the limit: the service checked `room` before it changed anything.
+        self.events.push(event)
+    }
+
+    // Out of line: the service inlines its check into every input, and one copy of this
+    // is smaller (it matters in a wasm module).
+    #[inline(never)]
+    fn room(&self) -> usize {
+        self.limit.room(self.events.len())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)] // a test's failed set-up is a failed test
+mod tests {
+    use super::*;
+    use crate::{Config, Error, LockService, Mode, SessionId, Tick, VecStorage, Wait};
+
+    fn snapshot(svc: &LockService<VecStorage>) -> alloc::vec::Vec<u8> {
+        let mut buf = alloc::vec![0u8; 4096];
+        let n = svc.snapshot(&mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    /// A queue at its limit makes the service refuse an input whose events might not fit,
+    /// with nothing changed; once cleared, the same input is applied and its event kept.
+    #[test]
+    fn an_event_queue_keeps_its_events_within_its_limit() {
+        let storage = VecStorage::try_new(2, 1, 2).unwrap();
+        let mut svc = LockService::new(storage, Config::default()).unwrap();
+        let bound = svc.capacity().max_events(svc.config().max_watchers);
+        let mut q = EventQueue::new(EventLimit::new(bound));
+        assert_eq!(q.limit().limit(), 2 * bound);
+        assert_eq!(
+            q.room(),
+            usize::MAX,
+            "an empty queue has room for any input"
+        );
+        let t = Tick(1);
+        let open = |svc: &mut LockService<VecStorage>, q: &mut EventQueue| match svc
+            .open_session(t, 100, q)
+        {
+            Ok(crate::Reply::Opened { session, .. }) => session,
+            other => panic!("{other:?}"),
+        };
+        let (a, b) = (open(&mut svc, &mut q), open(&mut svc, &mut q));
+        svc.acquire(t, a, "l", Mode::Exclusive, Wait::None, None, &mut q)
+            .unwrap();
+        svc.acquire(t, b, "l", Mode::Exclusive, Wait::Forever, None, &mut q)
+            .unwrap();
+        // Full: as many events as the limit allows.
+        while q.events().len() < q.limit().limit() {
+            q.event(Output::SessionExpired {
+                session: SessionId(9),
+            });
+        }
+        assert_eq!(q.room(), 0);
+        let before = snapshot(&svc);
+        let refused = svc.release(t, a, "l", None, &mut q);
+        assert!(
+            matches!(refused, Err(Error::BufferTooSmall { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(
+            snapshot(&svc),
+            before,
+            "a refused input changed the service"
+        );
+        assert_eq!(q.events().len(), q.limit().limit());
+        // Drained, the release goes through and its grant to `b` is kept.
+        q.clear();
+        svc.release(t, a, "l", None, &mut q).unwrap();
+        assert!(
+            matches!(q.events(), [Output::Granted { session, .. }] if *session == b),
+            "{:?}",
+            q.events()
+        );
+        // The limit never goes below the bound.
+        assert_eq!(q.set_limit(bound - 1), Err(bound));
+        assert_eq!(q.set_limit(bound), Ok(()));
+    }
+}

@@ -18,9 +18,8 @@
 //! core call with the stored name. No string crosses per call.
 
 use alloc::string::String;
-use alloc::vec::Vec;
 
-use fencelock::{EventLimit, LockName, Mode, Output, Reply, SessionId, Sink, Tick, Wait};
+use fencelock::{EventLimit, EventQueue, LockName, Mode, Reply, SessionId, Tick, Wait};
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, cat, Fail};
@@ -29,38 +28,14 @@ use crate::names::Names;
 use crate::service::{named_core, Core, LockService, On};
 
 /// The sink of every core call: the events of one object-API call (no limit: they go
-/// back with its answer), or the fast path's, kept until `takeEvents()` up to a limit.
-/// One type for both, so the core's inputs are built once into the module.
-pub(crate) struct Events {
-    /// The events, in order.
-    pub(crate) list: Vec<Output>,
-    /// The most events `list` may hold, at least the core's bound on one input's events
-    /// at capacity ([`bound_at_capacity`]): the core's rule.
-    limit: EventLimit,
-}
+/// back with its answer), or the fast path's, kept until `takeEvents()` up to a limit
+/// (the core's queue within its `EventLimit`). One type for both, so the core's inputs
+/// are built once into the module.
+pub(crate) type Events = EventQueue;
 
-impl Events {
-    /// An object call's sink: it takes every event the input emits.
-    pub(crate) fn unbounded() -> Events {
-        Events {
-            list: Vec::new(),
-            limit: EventLimit::UNBOUNDED,
-        }
-    }
-}
-
-impl Sink for Events {
-    fn event(&mut self, event: Output) {
-        // The core checked `room` first: within the limit.
-        self.list.push(event)
-    }
-
-    // Out of line: the core inlines its check into every input, and one copy of this is
-    // smaller.
-    #[inline(never)]
-    fn room(&self) -> usize {
-        self.limit.room(self.list.len())
-    }
+/// An object call's sink: it takes every event the input emits.
+pub(crate) fn unbounded() -> Events {
+    EventQueue::new(EventLimit::UNBOUNDED)
 }
 
 /// The most events one input can emit at capacity, the core's
@@ -84,10 +59,7 @@ impl Fast {
     /// Nothing kept yet; the event limit at its default, twice the bound at capacity.
     pub(crate) fn new(core: &Core) -> Fast {
         Fast {
-            events: Events {
-                list: Vec::new(),
-                limit: EventLimit::new(bound_at_capacity(core)),
-            },
+            events: EventQueue::new(EventLimit::new(bound_at_capacity(core))),
             value: 0,
             fail: None,
         }
@@ -369,15 +341,15 @@ impl LockService {
     /// How many events the fast calls have left for `takeEvents()`. Cost: O(1).
     #[wasm_bindgen(js_name = pendingEvents)]
     pub fn pending_events(&self) -> u32 {
-        u32::try_from(self.fast.events.list.len()).unwrap_or(u32::MAX)
+        u32::try_from(self.fast.events.events().len()).unwrap_or(u32::MAX)
     }
 
     /// The events of the fast calls since the last take, in order (the objects the
     /// object API returns as `events`), and forgets them. Cost: O(events).
     #[wasm_bindgen(js_name = takeEvents, unchecked_return_type = "Output[]")]
     pub fn take_events(&mut self) -> Result<JsValue, JsValue> {
-        let list = Answer::build_events(&self.fast.events.list).parse(false)?;
-        self.fast.events.list.clear();
+        let list = Answer::build_events(self.fast.events.events()).parse(false)?;
+        self.fast.events.clear();
         Ok(list)
     }
 
@@ -390,7 +362,7 @@ impl LockService {
     /// so no limit applies to them. Cost: O(1).
     #[wasm_bindgen(js_name = eventLimit)]
     pub fn event_limit(&self) -> f64 {
-        self.fast.events.limit.limit() as f64
+        self.fast.events.limit().limit() as f64
     }
 
     /// Sets `eventLimit()`: at least the most one input can emit at capacity (above), so
@@ -401,7 +373,7 @@ impl LockService {
     #[wasm_bindgen(js_name = setEventLimit)]
     pub fn set_event_limit(&mut self, limit: f64) -> Result<(), JsValue> {
         let n = usize::try_from(num(Some(limit), "limit")?).unwrap_or(usize::MAX);
-        self.fast.events.limit.set(n).map_err(|_| {
+        self.fast.events.set_limit(n).map_err(|_| {
             let why = "limit is below the most events one input can emit at capacity";
             Fail::BadArgument(String::from(why)).into()
         })

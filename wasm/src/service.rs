@@ -272,9 +272,9 @@ impl LockService {
         &mut self,
         call: impl FnOnce(&mut Core, &mut Events) -> Result<Reply, Fail>,
     ) -> Result<JsValue, JsValue> {
-        let mut events = Events::unbounded();
+        let mut events = crate::fast::unbounded();
         let r = call(&mut self.core, &mut events);
-        answer(r, &events.list)
+        answer(r, events.events())
     }
 
     /// A tagged input object (`{kind: "acquire", now, session, lock, mode, wait,
@@ -646,11 +646,11 @@ impl LockService {
             return Err(Fail::from(Error::BadFrame).into());
         }
         let frame = js::copy(&frame, "frame")?;
-        let mut events = Events::unbounded();
+        let mut events = crate::fast::unbounded();
         let r = self.core.handle_frame(&frame, &mut events);
         let mut buf = [0u8; MAX_FRAME_LEN];
         let list: Array = events
-            .list
+            .events()
             .iter()
             .map(|o| {
                 let n = o.to_frame(&mut buf);

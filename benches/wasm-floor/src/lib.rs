@@ -23,7 +23,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use fencelock::{
-    Config, Error, EventLimit, Mode, Output, Reply, SessionId, Sink, Tick, VecStorage, Wait,
+    Config, Error, EventLimit, EventQueue, Mode, Output, Reply, SessionId, Tick, VecStorage, Wait,
 };
 use wasm_bindgen::prelude::*;
 
@@ -39,27 +39,12 @@ fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     core::arch::wasm32::unreachable()
 }
 
-/// The events kept until taken, within the core's limit (as the shipped fast path).
-struct Events {
-    list: Vec<Output>,
-    limit: EventLimit,
-}
-
-impl Sink for Events {
-    fn event(&mut self, o: Output) {
-        self.list.push(o)
-    }
-    #[inline(never)]
-    fn room(&self) -> usize {
-        self.limit.room(self.list.len())
-    }
-}
-
 /// A lock service with numbers in and out.
 #[wasm_bindgen]
 pub struct FloorService {
     core: Core,
-    events: Events,
+    /// The events kept until taken, within the core's limit (as the shipped fast path).
+    events: EventQueue,
     value: f64,
 }
 
@@ -104,7 +89,7 @@ fn wait(w: u32, until: f64) -> Wait {
 type Core = fencelock::LockService<VecStorage>;
 /// The shape of the core's inputs on a named lock (release, cancel, watch, unwatch).
 type NamedInput =
-    fn(&mut Core, Tick, SessionId, &str, Option<u64>, &mut Events) -> Result<Reply, Error>;
+    fn(&mut Core, Tick, SessionId, &str, Option<u64>, &mut EventQueue) -> Result<Reply, Error>;
 
 impl FloorService {
     fn named(&mut self, now: f64, session: f64, lock: &str, input: NamedInput) -> i32 {
@@ -130,10 +115,7 @@ impl FloorService {
         let bound = core.capacity().max_events(core.config().max_watchers);
         Some(FloorService {
             core,
-            events: Events {
-                list: Vec::new(),
-                limit: EventLimit::new(bound),
-            },
+            events: EventQueue::new(EventLimit::new(bound)),
             value: 0.0,
         })
     }
@@ -240,9 +222,9 @@ impl FloorService {
     /// index of its lock name in `names` (which it fills).
     #[wasm_bindgen(js_name = takeEvents)]
     pub fn take_events(&mut self, names: &js_sys_free::Names) -> Vec<f64> {
-        let mut out = Vec::with_capacity(self.events.list.len() * 5);
-        for o in self.events.list.drain(..) {
-            let (kind, token, holder, lock) = match &o {
+        let mut out = Vec::with_capacity(self.events.events().len() * 5);
+        for o in self.events.events() {
+            let (kind, token, holder, lock) = match o {
                 Output::Granted { lock, token, .. } => (1, token.0, 0, Some(lock.as_str())),
                 Output::Released { lock, token, .. } => (2, token.0, 0, Some(lock.as_str())),
                 Output::SessionExpired { .. } => (3, 0, 0, None),
@@ -265,6 +247,7 @@ impl FloorService {
                 at,
             ]);
         }
+        self.events.clear();
         out
     }
 }
@@ -305,7 +288,7 @@ mod tests {
             -(Error::NotHolder(SessionId(b as u64)).code() as i32)
         );
         assert_eq!(s.release(2.0, a, "l"), 7, "released");
-        assert_eq!(s.events.list.len(), 1, "b granted");
+        assert_eq!(s.events.events().len(), 1, "b granted");
         assert_eq!(s.tick(1.0), -205, "time went backwards");
         assert!(FloorService::create(u32::MAX, 1, 1).is_none());
     }
