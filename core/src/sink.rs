@@ -5,8 +5,9 @@ use crate::Output;
 /// Receives the [`Output`] events of one input, in order, before the call returns. The
 /// service buffers nothing, so it can drop nothing.
 ///
-/// Implemented for closures (`&mut |o: Output| …`), for `Vec<Output>` (feature `alloc`) and
-/// for `heapless::Deque<Output, N>`. A bounded sink reports its free [`room`](Sink::room);
+/// Implemented for closures (`&mut |o: Output| …`), for `Vec<Output>` and `EventQueue`
+/// (feature `alloc`; the queue bounded by an [`EventLimit`]) and for
+/// `heapless::Deque<Output, N>`. A bounded sink reports its free [`room`](Sink::room);
 /// the service refuses an input with [`Error::BufferTooSmall`](crate::Error) — before
 /// changing anything — unless the room covers the most that input could emit
 /// ([`LockService::max_events`](crate::LockService::max_events)), so a push never finds a
