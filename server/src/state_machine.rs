@@ -18,7 +18,7 @@
 //! still read, its keys belonging to [`crate::auth::Principal::Unrecorded`], and this build
 //! writes version 2 (which an earlier build refuses as a header mismatch). A file that is short,
 //! of another format, fails its checksum, does not decode, or whose core snapshot the core
-//! refuses, is *corrupt*: it is never used. At start ([`StateMachine::open_checked`]) a
+//! refuses, is *corrupt*: it is never restored. At start ([`StateMachine::open_checked`]) a
 //! corrupt snapshot either refuses the start (the log was compacted past it, so the state
 //! cannot be rebuilt from this node's own files) or, when the log still holds every entry
 //! from the first, is moved aside to `snapshot.bin.corrupt` and the state is rebuilt by

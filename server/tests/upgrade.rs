@@ -3,7 +3,9 @@
 //! entries `Op::OpenLabeled` of that build; `fixtures/upgrade-v1/make.sh` says how it was
 //! made) is read by this build's `fencelock-node`: every session, hold, wait and semaphore
 //! is where the old node left it, the fencing revision goes on from where it stood, and
-//! the node writes on in this build's formats and reads them back after a restart.
+//! the node appends this build's log entries after the old build's and reads both back
+//! after a restart (no snapshot is taken in so short a run: this build's snapshot format
+//! is tested in `state_machine`'s unit tests and `tests/integrity.rs`).
 
 mod common;
 mod procs;
@@ -43,11 +45,16 @@ fn start(dir: &Path, raft: &str, client: &str) -> Node {
     Node { child, log }
 }
 
-impl Node {
-    fn stop(mut self) {
+/// Killed when dropped, so a failing test leaves no node running.
+impl Drop for Node {
+    fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+impl Node {
+    fn stop(self) {}
 
     /// The holders of `lock` as (label, mode, token), once the node answers; fails with
     /// the node's log if it exits (refusing the data) or never answers.
