@@ -1094,6 +1094,16 @@ impl<S: Storage> LockService<S> {
         Ok(self.st.revision)
     }
 
+    /// The limit a heap event queue of this service starts with (an `EventQueue`'s, or a
+    /// binding's that keeps events until its host takes them): [`EventLimit::new`] of the
+    /// most events one input can emit at capacity, [`Capacity::max_events`] for the
+    /// config's `max_watchers`. Cost: O(1).
+    ///
+    /// [`EventLimit::new`]: crate::EventLimit::new
+    pub fn default_event_limit(&self) -> crate::EventLimit {
+        crate::EventLimit::new(self.capacity().max_events(self.st.config.max_watchers))
+    }
+
     /// Table capacities. Cost: O(1).
     pub fn capacity(&self) -> Capacity {
         let t = self.storage.tables_ref();

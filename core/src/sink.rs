@@ -190,7 +190,8 @@ mod tests {
         let storage = VecStorage::try_new(2, 1, 2).unwrap();
         let mut svc = LockService::new(storage, Config::default()).unwrap();
         let bound = svc.capacity().max_events(svc.config().max_watchers);
-        let mut q = EventQueue::new(EventLimit::new(bound));
+        let mut q = EventQueue::new(svc.default_event_limit());
+        assert_eq!(q.limit().bound(), bound);
         assert_eq!(q.limit().limit(), 2 * bound);
         assert_eq!(
             q.room(),

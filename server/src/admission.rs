@@ -17,6 +17,7 @@
 //! its next poll), so for a moment a port holds up to its total plus [`MAX_CLOSING`].
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
@@ -144,8 +145,24 @@ impl Admitted {
     /// Completes once a newer connection has taken this one's place (never, once proven):
     /// the connection must close then. Cancel-safe: a signal given while nobody waits is
     /// kept for the next wait.
-    pub(crate) async fn displaced(&self) {
+    async fn displaced(&self) {
         self.displaced.notified().await
+    }
+
+    /// Runs `conn` (the connection's whole service, owning its socket) until it ends or
+    /// the connection is displaced; then `on_displaced` runs (to count it) before `conn`,
+    /// and so the socket, is dropped. Dropping `conn` unfinished is safe because only an
+    /// unproven connection is displaced, and nothing of it has been served
+    /// ([`prove`](Self::prove) comes first on every serving path).
+    pub(crate) async fn serve(&self, conn: impl Future<Output = ()>, on_displaced: impl FnOnce()) {
+        let displaced = async {
+            self.displaced().await;
+            on_displaced();
+        };
+        tokio::select! {
+            _ = conn => {}
+            _ = displaced => {}
+        }
     }
 }
 
@@ -166,7 +183,6 @@ impl Drop for Admitted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::future::Future;
     use std::pin::pin;
     use std::task::{Context, Poll, Waker};
 

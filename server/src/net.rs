@@ -379,16 +379,7 @@ pub async fn serve_peers(listener: TcpListener, elector: Arc<Elector>, policy: P
                 let (r, w) = tokio::io::split(s);
                 raft_conn(r, w, raft, Some(cert), Some(&admitted), &policy).await
             };
-            // Only an unproven connection is displaced: nothing of it has been served.
-            // Counted before the connection (its socket) is dropped.
-            let displaced = async {
-                admitted.displaced().await;
-                policy.stats.displaced(PEER);
-            };
-            tokio::select! {
-                _ = conn => {}
-                _ = displaced => {}
-            }
+            admitted.serve(conn, || policy.stats.displaced(PEER)).await
         });
     }
 }
@@ -882,16 +873,8 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
                     client_conn(r, w, node, Some(&slot), policy).await;
                 }
             };
-            // Only an unproven connection is displaced: no request of it has been served,
-            // so it is attached to no session. Counted before its socket is dropped.
-            let displaced = async {
-                slot.displaced().await;
-                stats.displaced(CLIENT);
-            };
-            tokio::select! {
-                _ = conn => {}
-                _ = displaced => {}
-            }
+            // Displaced, it is attached to no session: no request of it was served.
+            slot.serve(conn, || stats.displaced(CLIENT)).await
         });
     }
 }
@@ -1045,13 +1028,6 @@ async fn client_conn<R, W>(
         };
         match next {
             Ok(Next::Frame(ClientFrame { id, req })) => {
-                // Proven before anything is served; displaced meanwhile, it closes unserved.
-                if !proven && grants.is_some() {
-                    if !slot.is_none_or(Admitted::prove) {
-                        break;
-                    }
-                    proven = true;
-                }
                 // Every reply holds a permit until it is written, refusals included: a
                 // client that sends without reading (authenticated or not) stops being
                 // read once MAX_IN_FLIGHT replies wait for it.
@@ -1065,12 +1041,6 @@ async fn client_conn<R, W>(
                     (Request::Authenticate { token }, Some(tokens)) => {
                         grants = tokens.authenticate(token);
                         principal = Principal::token(token);
-                        if !proven && grants.is_some() {
-                            if !slot.is_none_or(Admitted::prove) {
-                                break;
-                            }
-                            proven = true;
-                        }
                         Err(match grants {
                             Some(_) => Ok(Reply::Authenticated),
                             None => Err(ClientError::Unauthenticated),
@@ -1081,6 +1051,14 @@ async fn client_conn<R, W>(
                         Some(g) => g.authorize(&req).map_err(Err),
                     },
                 };
+                // Proven (a token accepted, or any request on a node without tokens) before
+                // anything is answered or served; displaced meanwhile, it closes unserved.
+                if !proven && grants.is_some() {
+                    if !slot.is_none_or(Admitted::prove) {
+                        break;
+                    }
+                    proven = true;
+                }
                 if let Err(result) = allowed {
                     let _ = out_tx.send((ServerFrame::Reply { id, result }, Some(permit)));
                     continue;

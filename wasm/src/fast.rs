@@ -38,13 +38,6 @@ pub(crate) fn unbounded() -> Events {
     EventQueue::new(EventLimit::UNBOUNDED)
 }
 
-/// The most events one input can emit at capacity, the core's
-/// `Capacity::max_events` for the config's `max_watchers` (the C library sizes a placed
-/// service's ring by the same figure); `usize::MAX` past what a `usize` holds.
-fn bound_at_capacity(core: &Core) -> usize {
-    core.capacity().max_events(core.config().max_watchers)
-}
-
 /// What the fast path keeps between calls.
 pub(crate) struct Fast {
     /// Events not yet taken, in order, up to the event limit.
@@ -59,7 +52,7 @@ impl Fast {
     /// Nothing kept yet; the event limit at its default, twice the bound at capacity.
     pub(crate) fn new(core: &Core) -> Fast {
         Fast {
-            events: EventQueue::new(EventLimit::new(bound_at_capacity(core))),
+            events: EventQueue::new(core.default_event_limit()),
             value: 0,
             fail: None,
         }

@@ -23,7 +23,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use fencelock::{
-    Config, Error, EventLimit, EventQueue, Mode, Output, Reply, SessionId, Tick, VecStorage, Wait,
+    Config, Error, EventQueue, Mode, Output, Reply, SessionId, Tick, VecStorage, Wait,
 };
 use wasm_bindgen::prelude::*;
 
@@ -112,10 +112,9 @@ impl FloorService {
         let storage =
             VecStorage::try_new(sessions as usize, locks as usize, claims as usize).ok()?;
         let core = fencelock::LockService::new(storage, Config::default()).ok()?;
-        let bound = core.capacity().max_events(core.config().max_watchers);
         Some(FloorService {
+            events: EventQueue::new(core.default_event_limit()),
             core,
-            events: EventQueue::new(EventLimit::new(bound)),
             value: 0.0,
         })
     }
