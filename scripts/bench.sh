@@ -210,6 +210,14 @@ if [ "${BENCH_WASM:-1}" != 0 ]; then
         printf '%s{"file": "%s", "raw": %d, "gzip9": %d}\n' "$sep" "$f" "$(wc -c <"$f")" "$(gzip -9 -n -c "$f" | wc -c)"
         sep=","
       done
+      # The small module (fencelock/lite), a separate download: reported on its own rows.
+      echo "], \"lite\": ["
+      sep=""
+      for f in wasm/pkg/lite/web/*.wasm wasm/pkg/lite/web/*.js; do
+        [ -f "$f" ] || continue
+        printf '%s{"file": "%s", "raw": %d, "gzip9": %d}\n' "$sep" "$f" "$(wc -c <"$f")" "$(gzip -9 -n -c "$f" | wc -c)"
+        sep=","
+      done
       echo "]}"
     } >"$side/wasm-size.json"
   else

@@ -12,6 +12,7 @@ Every figure is read from the place that decides it, never typed in here:
   error codes        core/src/error.rs, Error::code()
   server tables      server/src/bin/node.rs, the defaults of --sessions, --locks, --claims
   wasm bundle        wasm/README.md's size table, written by `UPDATE_DOCS=1 scripts/build-wasm.sh`
+                     (the full module's rows, then the small module's)
   cluster benchmark  BENCHMARKS.md's cluster table, written by `make bench-cluster`
 
 README.md's "Figures" table is generated from them (between `<!-- figures:begin -->` and
@@ -96,9 +97,16 @@ def figures():
 
     size = one(r"<!-- size:begin -->(.*?)<!-- size:end -->", read("wasm/README.md").replace("\n", "\x00"),
                "wasm size table").replace("\x00", "\n")
+    # The table's rows for the full module, then those of the small one (wasm/lite).
+    size, lite = size.split("the small module", 1)
     raw, gz = map(int, one(r"\| total \| (\d+) \| (\d+) \|", size, "wasm total"))
     wasm_raw, wasm_gz = map(int, one(r"\| `fencelock_wasm_bg\.wasm` \| (\d+) \| (\d+) \|", size,
                                      "wasm module"))
+    lite_raw, lite_gz = map(int, one(r"\| `fencelock_lite_bg\.wasm` \| (\d+) \| (\d+) \|", lite,
+                                     "small wasm module"))
+    f["wasm.lite_bytes"] = (str(lite_raw), "wasm/README.md size table (build-wasm.sh)")
+    f["wasm.lite_kb"] = (f"{round(lite_raw / 1000)}", "wasm/README.md size table (build-wasm.sh)")
+    f["wasm.lite_gzip_kb"] = (f"{round(lite_gz / 1000)}", "wasm/README.md size table (build-wasm.sh)")
     f["wasm.module_bytes"] = (str(wasm_raw), "wasm/README.md size table (build-wasm.sh)")
     f["wasm.total_kb"] = (f"{round(raw / 1000)}", "wasm/README.md size table (build-wasm.sh)")
     f["wasm.total_gzip_kb"] = (f"{round(gz / 1000)}", "wasm/README.md size table (build-wasm.sh)")
@@ -144,6 +152,9 @@ def table(f):
         f"| core error codes | {g('errors.range')} | `core/src/error.rs` |",
         f"| wasm bundle for the browser (`.wasm` + JS glue) | ~{g('wasm.total_kb')} KB, "
         f"~{g('wasm.total_gzip_kb')} KB gzipped | [wasm/README.md](wasm/README.md#bundle-size) |",
+        f"| the small wasm module, `fencelock/lite` (the lock rules, numbers in and out; `.wasm` alone) | "
+        f"~{g('wasm.lite_kb')} KB, ~{g('wasm.lite_gzip_kb')} KB gzipped | "
+        f"[wasm/README.md](wasm/README.md#the-small-module-fencelocklite) |",
         f"| cluster vs three-member etcd 3.4, 1 client, acquire + release | {g('cluster.one.etcd.rate')} "
         f"etcd's rate ({g('cluster.one.leader.rate')} against an etcd client pinned to the leader); "
         f"p99 {g('cluster.one.etcd.p99')} lower | [BENCHMARKS.md](BENCHMARKS.md) |",
@@ -192,6 +203,7 @@ QUOTES = [
     ("docs/SPEC.md", r"the last `KEEPER_MEMORY` \((\d+)\)", ["keeper.memory"]),
     ("core/README.md", r"one of the last (\d+) recorded send times", ["keeper.memory"]),
     ("wasm/README.md", r"not among the last (\d+) recorded", ["keeper.memory"]),
+    ("wasm/README.md", r"\*\*~(\d+) KB raw, ~(\d+) KB gzipped\*\*", ["wasm.lite_kb", "wasm.lite_gzip_kb"]),
     ("wasm/src/keeper.rs", r"the last (\d+) recorded \(nothing changes\)", ["keeper.memory"]),
     ("README.md", r"npm install \./fencelock-([\d.]+)\.tgz", ["version"]),
     ("wasm/README.md", r"npm install \./fencelock-([\d.]+)\.tgz", ["version"]),
@@ -227,17 +239,21 @@ def check_quotes(f):
 
 
 def check_wasm(f):
-    """The built package against the recorded size: fails past 3 %."""
-    w = os.path.join(ROOT, "wasm/pkg/web/fencelock_wasm_bg.wasm")
-    if not os.path.exists(w):
-        return [f"{w} is missing: run scripts/build-wasm.sh first (make test does)"]
-    data = open(w, "rb").read()
-    rec = int(f["wasm.module_bytes"][0])
-    if abs(len(data) - rec) > 0.03 * rec:
-        return [f"wasm/pkg/web/fencelock_wasm_bg.wasm is {len(data)} bytes, wasm/README.md records "
-                f"{rec} (gzip now {len(gzip.compress(data, 9))}): run UPDATE_DOCS=1 "
-                f"scripts/build-wasm.sh, then scripts/figures.py --write"]
-    return []
+    """The built modules against their recorded sizes: fails past 3 %."""
+    bad = []
+    for rel, key in (("wasm/pkg/web/fencelock_wasm_bg.wasm", "wasm.module_bytes"),
+                     ("wasm/pkg/lite/web/fencelock_lite_bg.wasm", "wasm.lite_bytes")):
+        w = os.path.join(ROOT, rel)
+        if not os.path.exists(w):
+            bad.append(f"{w} is missing: run scripts/build-wasm.sh first (make test does)")
+            continue
+        data = open(w, "rb").read()
+        rec = int(f[key][0])
+        if abs(len(data) - rec) > 0.03 * rec:
+            bad.append(f"{rel} is {len(data)} bytes, wasm/README.md records "
+                       f"{rec} (gzip now {len(gzip.compress(data, 9))}): run UPDATE_DOCS=1 "
+                       f"scripts/build-wasm.sh, then scripts/figures.py --write")
+    return bad
 
 
 def main():

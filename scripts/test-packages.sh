@@ -9,7 +9,8 @@
 #           to the versioned shared library through its soname, run from another directory;
 #   JS      `npm pack wasm/pkg`, `npm install` of the tarball into a new project (offline),
 #           the package README's example imported as an ES module, a CommonJS require, and
-#           the browser build chosen by the "browser" export condition.
+#           the browser build chosen by the "browser" export condition, and the small
+#           module (fencelock/lite) in node and under the "browser" condition.
 # Needs what scripts/setup.sh installs (python3-venv, pkg-config, the wasm toolchain).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,7 +88,7 @@ grep -qx 'prefix=/opt/fencelock' "$tmp/stage/opt/fencelock/lib/pkgconfig/fencelo
   { echo "DESTDIR staging install is wrong" >&2; exit 1; }
 echo "DESTDIR staging install: files under DESTDIR, fencelock.pc names PREFIX"
 
-step "JS: npm pack wasm/pkg, npm install the tarball into a fresh project, ESM / CommonJS / browser"
+step "JS: npm pack wasm/pkg, npm install the tarball into a fresh project, ESM / CommonJS / browser / lite"
 scripts/build-wasm.sh >/dev/null
 tgz=$(cd "$tmp" && npm pack "$repo/wasm/pkg" --silent | tail -n 1)
 echo "packed $tgz"
@@ -122,6 +123,24 @@ JS
 out=$(cd "$tmp/js" && node --conditions=browser browser.mjs)
 echo "browser condition: $out"
 [ "$out" = "fencelock/web/fencelock_wasm.js opened" ] || { echo "unexpected browser-build output" >&2; exit 1; }
+cat >"$tmp/js/lite.mjs" <<'JS'
+// The small module, as a user imports it: fencelock/lite (node: compiled on import; the
+// browser condition: the web build, its .wasm given to init()).
+import { readFileSync } from 'node:fs';
+const url = import.meta.resolve('fencelock/lite');
+const { default: init, LiteService } = await import('fencelock/lite');
+if (url.includes('/web/')) await init({ module_or_path: readFileSync(new URL('fencelock_lite_bg.wasm', url)) });
+else await init();
+const svc = new LiteService({ sessions: 1, locks: 1, claims: 1 });
+svc.openSession(0, 5);
+console.log(url.split('node_modules/')[1], svc.acquire(0, svc.replyValue(), 'ledger'), svc.replyValue());
+JS
+out=$(cd "$tmp/js" && node lite.mjs)
+echo "fencelock/lite in node: $out"
+[ "$out" = "fencelock/lite/node/index.mjs 3 1" ] || { echo "unexpected fencelock/lite output" >&2; exit 1; }
+out=$(cd "$tmp/js" && node --conditions=browser lite.mjs)
+echo "fencelock/lite, browser condition: $out"
+[ "$out" = "fencelock/lite/web/index.js 3 1" ] || { echo "unexpected fencelock/lite browser output" >&2; exit 1; }
 (cd "$tmp/js" && node -e '
 const fs = require("fs"); const path = require("path");
 const dir = path.dirname(require.resolve("fencelock/package.json"));

@@ -20,6 +20,7 @@
 use alloc::string::String;
 
 use fencelock::{EventLimit, EventQueue, LockName, Mode, Reply, SessionId, Tick, Wait};
+use fencelock_wasm_args::{ModeCode, WaitCode};
 use wasm_bindgen::prelude::*;
 
 use crate::js::{self, cat, Fail};
@@ -59,31 +60,9 @@ impl Fast {
     }
 }
 
-/// The code and the number of a reply: the codes follow the core's `Reply` variants in
-/// order (opened 0, kept_alive 1, closed 2, granted 3, queued 4, busy 5, released 6,
-/// cancelled 7, hold_ended 8, wait_ended 9, ticked 10, watching 11, unwatched 12); the
-/// number is the session (opened), the deadline (kept_alive), the token (granted,
-/// released, hold_ended), the position (queued), the tick (ticked), the holder count
-/// (watching), else 0.
-pub(crate) fn reply_code(r: &Reply) -> (i32, u64) {
-    match *r {
-        Reply::Opened { session, .. } => (0, session.0),
-        Reply::KeptAlive { expires_at } => (1, expires_at.0),
-        Reply::Closed => (2, 0),
-        Reply::Granted { token, .. } => (3, token.0),
-        Reply::Queued { position, .. } => (4, u64::from(position)),
-        Reply::Busy => (5, 0),
-        Reply::Released { token } => (6, token.0),
-        Reply::Cancelled => (7, 0),
-        Reply::HoldEnded { token } => (8, token.0),
-        Reply::WaitEnded => (9, 0),
-        Reply::Ticked { now } => (10, now.0),
-        Reply::Watching { holders } => (11, u64::from(holders)),
-        Reply::Unwatched => (12, 0),
-        // A reply added to the core later, before this binding names it.
-        _ => (13, 0),
-    }
-}
+/// The code and the number of a reply, as every typed call gives them: the numbering
+/// the small module shares (`fencelock_wasm_args::reply_code`).
+pub(crate) use fencelock_wasm_args::reply_code;
 
 /// A required `u64` given as a JS number: refused exactly as the object API refuses the
 /// same number (`js::num`, `out_of_range`); `None` (omitted) as `undefined` is. Inlined
@@ -115,30 +94,24 @@ fn num_u32(x: Option<f64>, what: &str) -> Result<u32, Fail> {
 
 /// The mode of a fast acquire: 0 exclusive, 1 shared, 2 `count` of `limit` permits.
 fn fast_mode(mode: f64, count: Option<f64>, limit: Option<f64>) -> Result<Mode, Fail> {
-    if mode == 0.0 {
-        Ok(Mode::Exclusive)
-    } else if mode == 1.0 {
-        Ok(Mode::Shared)
-    } else if mode == 2.0 {
-        Ok(Mode::Permits {
+    match ModeCode::of(mode) {
+        Some(ModeCode::Exclusive) => Ok(Mode::Exclusive),
+        Some(ModeCode::Shared) => Ok(Mode::Shared),
+        Some(ModeCode::Permits) => Ok(Mode::Permits {
             count: num_u32(count, "mode.permits")?,
             limit: num_u32(limit, "mode.limit")?,
-        })
-    } else {
-        Err(bad_code("mode", "0 (exclusive), 1 (shared) or 2 (permits)"))
+        }),
+        None => Err(bad_code("mode", "0 (exclusive), 1 (shared) or 2 (permits)")),
     }
 }
 
 /// The wait of a fast acquire: 0 none, 1 forever, 2 until the tick `until`.
 fn fast_wait(wait: f64, until: Option<f64>) -> Result<Wait, Fail> {
-    if wait == 0.0 {
-        Ok(Wait::None)
-    } else if wait == 1.0 {
-        Ok(Wait::Forever)
-    } else if wait == 2.0 {
-        Ok(Wait::Until(Tick(num(until, "wait.until")?)))
-    } else {
-        Err(bad_code("wait", "0 (none), 1 (forever) or 2 (until)"))
+    match WaitCode::of(wait) {
+        Some(WaitCode::None) => Ok(Wait::None),
+        Some(WaitCode::Forever) => Ok(Wait::Forever),
+        Some(WaitCode::Until) => Ok(Wait::Until(Tick(num(until, "wait.until")?))),
+        None => Err(bad_code("wait", "0 (none), 1 (forever) or 2 (until)")),
     }
 }
 

@@ -51,8 +51,10 @@ fn is_plain_object(v: &JsValue) -> bool {
     v.is_object() && matches!(array_is_array(v), Ok(false))
 }
 
-/// `Number.MAX_SAFE_INTEGER`: the largest integer a JS number holds exactly.
-pub const MAX_SAFE: u64 = (1 << 53) - 1;
+pub use fencelock_wasm_args::{
+    safe_u64, ArgError, ERRNO_BAD_ARGUMENT, ERRNO_OUT_OF_MEMORY, ERRNO_OUT_OF_RANGE,
+    ERRNO_UNKNOWN_NAME, MAX_SAFE,
+};
 
 /// Why a call was refused. Core errors pass through unchanged; the binding adds four
 /// kinds of its own for what only a JS caller can get wrong (see `ERRNO_*`).
@@ -144,15 +146,6 @@ fn core_message(e: &Error) -> String {
 /// are used (the table, `"names"`, is the binding's own, which the core does not know).
 const NAMES_FULL: Error = Error::CapacityExceeded(fencelock::Table::Locks);
 
-/// `.errno` of `out_of_range` (binding errors are 7xx; core's are 1xx–5xx).
-pub const ERRNO_OUT_OF_RANGE: u32 = 701;
-/// `.errno` of `bad_argument`.
-pub const ERRNO_BAD_ARGUMENT: u32 = 702;
-/// `.errno` of `out_of_memory`.
-pub const ERRNO_OUT_OF_MEMORY: u32 = 703;
-/// `.errno` of `unknown_name`.
-pub const ERRNO_UNKNOWN_NAME: u32 = 704;
-
 /// Every `.code` a call can throw, with its `.errno`: the core's kinds, one per variant
 /// (`fencelock::Error::EXAMPLES`, the core's one list), then the binding's own four.
 pub fn error_kinds() -> impl Iterator<Item = (&'static str, u32)> {
@@ -179,9 +172,9 @@ impl Fail {
     pub fn code(&self) -> &'static str {
         match self {
             Fail::Core(e) => e.kind(),
-            Fail::OutOfRange(_) => "out_of_range",
-            Fail::BadArgument(_) | Fail::UnknownKey(..) => "bad_argument",
-            Fail::OutOfMemory(_) => "out_of_memory",
+            Fail::OutOfRange(_) => ArgError::OutOfRange.kind(),
+            Fail::BadArgument(_) | Fail::UnknownKey(..) => ArgError::BadArgument.kind(),
+            Fail::OutOfMemory(_) => ArgError::OutOfMemory.kind(),
             Fail::UnknownName(_) => "unknown_name",
             Fail::NamesFull => NAMES_FULL.kind(),
         }
@@ -284,19 +277,6 @@ impl From<Fail> for JsValue {
 }
 
 // ------------------------------------------------------------------------- numbers in
-
-/// The `u64` a JS number stands for, if it is a safe non-negative integer
-/// (`Number.isSafeInteger(x) && x >= 0`; `-0` counts as 0).
-#[inline(always)]
-pub fn safe_u64(x: f64) -> Option<u64> {
-    // NaN and the infinities fail the range test; in range, the cast truncates exactly,
-    // so it gives back `x` only for an integer (`f64::trunc` is not in `core`).
-    if !(0.0..=MAX_SAFE as f64).contains(&x) {
-        return None;
-    }
-    let n = x as u64;
-    (n as f64 == x).then_some(n)
-}
 
 /// A required `u64` argument named `what`: a safe non-negative integer number
 /// (`Number.isSafeInteger(x) && x >= 0`), or a `bigint` in `0..=2^64-1`. Anything else —
@@ -654,25 +634,6 @@ pub fn uint8(bytes: &[u8]) -> JsValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn safe_u64_accepts_exactly_the_safe_non_negative_integers() {
-        for (x, want) in [
-            (0.0, Some(0)),
-            (-0.0, Some(0)),
-            (1.0, Some(1)),
-            (MAX_SAFE as f64, Some(MAX_SAFE)),
-            (MAX_SAFE as f64 + 1.0, None), // 2^53: exact in f64, but not safe
-            (-1.0, None),
-            (0.5, None),
-            (1e300, None),
-            (f64::NAN, None),
-            (f64::INFINITY, None),
-            (f64::NEG_INFINITY, None),
-        ] {
-            assert_eq!(safe_u64(x), want, "{x}");
-        }
-    }
 
     #[test]
     fn binding_codes_are_distinct_from_core_codes() {

@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, existsSync } from 'node:fs';
 import path from 'node:path';
-import { LockService, repo, hex, unhex } from './pkg.mjs';
+import { LockService, repo, hex, unhex, parseCall } from './pkg.mjs';
 
 const dirs = [path.join(repo, 'tests', 'vectors'), path.join(repo, 'wasm', 'tests', 'vectors')];
 const files = dirs
@@ -206,18 +206,6 @@ const u64 = (text, where) => {
   const b = BigInt(text);
   return b <= MAX_SAFE ? Number(b) : b;
 };
-
-/** Parses one call line: `<method> key=value ... -> ok <kind> | -> err <code>`. */
-export function parseCall(line, where) {
-  const m = line.match(/^(\S+)((?:\s+\S+=\S*)*)\s+->\s+(ok|err)\s+(\S+)$/);
-  assert.ok(m, `${where}: cannot parse: ${line}`);
-  const args = {};
-  for (const kv of m[2].trim().split(/\s+/).filter(Boolean)) {
-    const eq = kv.indexOf('=');
-    args[kv.slice(0, eq)] = kv.slice(eq + 1);
-  }
-  return { method: m[1], args, expect: m[3], value: m[4] };
-}
 
 /** Makes one call through the binding's typed methods; returns its answer. */
 export function call(svc, { method, args }, where) {

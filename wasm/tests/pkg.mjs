@@ -54,3 +54,18 @@ export function rng(seed) {
 
 /** The seed for randomized tests: FENCELOCK_SEED, else a fixed default. */
 export const seed = process.env.FENCELOCK_SEED ? Number(process.env.FENCELOCK_SEED) : 20261129;
+
+/**
+ * Parses one line of a precedence table (tests/vectors/precedence.calls; the format's
+ * reference is tests/src/calls.rs): `<method> key=value ... -> ok <kind> | -> err <code>`.
+ */
+export function parseCall(line, where) {
+  const m = line.match(/^(\S+)((?:\s+\S+=\S*)*)\s+->\s+(ok|err)\s+(\S+)$/);
+  assert.ok(m, `${where}: cannot parse: ${line}`);
+  const args = {};
+  for (const kv of m[2].trim().split(/\s+/).filter(Boolean)) {
+    const eq = kv.indexOf('=');
+    args[kv.slice(0, eq)] = kv.slice(eq + 1);
+  }
+  return { method: m[1], args, expect: m[3], value: m[4] };
+}
