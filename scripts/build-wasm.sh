@@ -43,11 +43,13 @@ log "cargo build --release --target wasm32-unknown-unknown -p fencelock-wasm-lit
 wasm_cargo_build fencelock-wasm-lite
 lite_raw="$target_dir/wasm32-unknown-unknown/release/fencelock_lite.wasm"
 
-stamp_want="$(cat "$raw" "$lite_raw" wasm/lite/js/* | sha256sum | cut -d' ' -f1) wb=$want_wb opt=$("$WASM_OPT" --version | tr -d '\n') script=$(cat "$self" scripts/wasm-flags.sh | sha256sum | cut -d' ' -f1)"
+stamp_want="$(sha256sum "$raw" "$lite_raw" wasm/lite/js/* | sha256sum | cut -d' ' -f1) wb=$want_wb opt=$("$WASM_OPT" --version | tr -d '\n') script=$(cat "$self" scripts/wasm-flags.sh | sha256sum | cut -d' ' -f1)"
 stamp=wasm/pkg/.stamp
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_want" ] &&
   [ -f wasm/pkg/web/fencelock_wasm_bg.wasm ] && [ -f wasm/pkg/node/fencelock_wasm_bg.wasm ] &&
-  [ -f wasm/pkg/lite/web/fencelock_lite_bg.wasm ] && [ -f wasm/pkg/lite/node/fencelock_lite_bg.wasm ]; then
+  [ -f wasm/pkg/lite/web/fencelock_lite_bg.wasm ] && [ -f wasm/pkg/lite/node/fencelock_lite_bg.wasm ] &&
+  [ -f wasm/pkg/lite/web/index.js ] && [ -f wasm/pkg/lite/node/index.mjs ] &&
+  [ -f wasm/pkg/lite/web/index.d.ts ] && [ -f wasm/pkg/lite/node/index.d.mts ]; then
   log "wasm/pkg is up to date"
 else
   # Build into a scratch dir and swap it in, so a concurrent reader (a test run, the demo
@@ -111,9 +113,9 @@ export const { LiteService } = bind(createRequire(import.meta.url)('./fencelock_
 /** Nothing to load in node; kept so browser code (`await init()`) runs as is. */
 export default async function init() {}
 JS
-  for t in web node; do
-    cp wasm/lite/js/lite.d.ts "$tmp/lite/$t/index.d.ts"
-  done
+  # The types: an ES module's in both builds (.d.mts in node's CommonJS folder).
+  cp wasm/lite/js/lite.d.ts "$tmp/lite/web/index.d.ts"
+  cp wasm/lite/js/lite.d.ts "$tmp/lite/node/index.d.mts"
   printf '{\n  "type": "module"\n}\n' >"$tmp/lite/web/package.json"
   printf '{\n  "type": "commonjs"\n}\n' >"$tmp/lite/node/package.json"
   # Module kinds for node and bundlers (wasm-bindgen writes no package.json itself).

@@ -53,7 +53,7 @@ fn is_plain_object(v: &JsValue) -> bool {
 
 pub use fencelock_wasm_args::{
     safe_u64, ArgError, ERRNO_BAD_ARGUMENT, ERRNO_OUT_OF_MEMORY, ERRNO_OUT_OF_RANGE,
-    ERRNO_UNKNOWN_NAME, MAX_SAFE,
+    ERRNO_UNKNOWN_NAME, MAX_SAFE, STRING_COPY_LIMIT, TOO_LONG,
 };
 
 /// Why a call was refused. Core errors pass through unchanged; the binding adds four
@@ -338,18 +338,6 @@ fn describe(v: &JsValue) -> String {
 }
 
 // ------------------------------------------------------------------------- other values in
-
-/// Strings longer than this (in UTF-16 units) are not copied into wasm memory: no name
-/// is longer than 64 bytes, and copying a string of hundreds of megabytes could exhaust
-/// the module's memory (an abort, not an error).
-const STRING_COPY_LIMIT: u32 = 1 << 16;
-
-/// What the core is given for a name over [`STRING_COPY_LIMIT`]: one byte longer than
-/// any name can be, so the core refuses it as `NameTooLong` exactly where its own
-/// precedence puts that check (after the session check, say) — the binding decides
-/// nothing about names.
-const TOO_LONG: &str = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
-const _: () = assert!(TOO_LONG.len() == fencelock::MAX_NAME_LEN + 1);
 
 /// A name argument (lock, election, resource) as the core is to see it.
 pub enum Name {

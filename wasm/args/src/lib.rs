@@ -147,6 +147,19 @@ pub fn reply_code(r: &Reply) -> (i32, u64) {
     }
 }
 
+/// Strings longer than this (in UTF-16 units) are not copied into wasm memory: no name
+/// is longer than 64 bytes, and copying a string of hundreds of megabytes could exhaust
+/// the module's memory (a trap, not an error). Both modules, and the small module's JS
+/// class, stop here.
+pub const STRING_COPY_LIMIT: u32 = 1 << 16;
+
+/// What the core is given for a name over [`STRING_COPY_LIMIT`]: one byte longer than
+/// any name can be, so the core refuses it as `NameTooLong` exactly where its own
+/// precedence puts that check (after the session check, say) — the binding decides
+/// nothing about names.
+pub const TOO_LONG: &str = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+const _: () = assert!(TOO_LONG.len() == fencelock::MAX_NAME_LEN + 1);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
-// Types of fencelock/lite (wasm/lite): the small module's LiteService. Numbers are JS
-// numbers: a tick, ttl or lock-delay below 2^52, anything else a safe non-negative
-// integer; every number given back is then a safe integer.
+// Types of fencelock/lite (wasm/lite): the small module's LiteService, an ES module (node
+// and the browser). Number arguments are JS numbers: `now`, a ttl and a lock-delay below
+// 2^52, every other a safe non-negative integer; every number given back is a safe integer.
 
 /** The capacities (rows) and config of a LiteService. */
 export interface LiteConfig {
@@ -32,45 +32,74 @@ export type LiteEvent =
   | { kind: "session_expired"; session: number }
   | { kind: "wait_timed_out"; session: number; lock: string };
 
+/** The codes this module's refusals can have. */
 export type LiteErrorCode =
   | "unknown_session" | "not_holder" | "not_queued" | "already_queued" | "mode_mismatch"
   | "stale_request" | "request_reused" | "limit_mismatch" | "empty_name" | "name_too_long"
-  | "bad_ttl" | "deadline_overflow" | "time_went_backwards" | "bad_config" | "bad_permits"
-  | "capacity_exceeded" | "buffer_too_small" | "out_of_range" | "bad_argument"
-  | "out_of_memory";
+  | "bad_ttl" | "time_went_backwards" | "bad_config" | "bad_permits" | "capacity_exceeded"
+  | "buffer_too_small" | "out_of_range" | "bad_argument" | "out_of_memory";
 /** A refusal: an Error (RangeError for out_of_range, TypeError for bad_argument). */
 export interface LiteError extends Error {
   code: LiteErrorCode;
-  /** The full module's .errno: the core's 1xx-5xx, 701 out_of_range, 702 bad_argument, 703 out_of_memory. */
+  /** The full module's .errno: the core's 1xx-3xx and 502, 701 out_of_range, 702 bad_argument, 703 out_of_memory. */
   errno: number;
   /** The constructor's bad_argument for a key it does not know: that key. */
   key?: string;
 }
 
-/** The lock service, small: sessions, FIFO waits, fencing tokens, lock-delay. */
+/**
+ * The lock service, small: sessions, FIFO waits, fencing tokens, lock-delay, permits.
+ * Every input takes the host's clock `now` first (advancing to it as `tick(now)` would)
+ * and returns a LiteCode; a refusal changes nothing but that advance (none for
+ * `time_went_backwards` and the argument errors), whose events stay for takeEvents().
+ * Every input can be refused with `time_went_backwards`, `buffer_too_small` (the events
+ * kept might overflow eventLimit(): take them, call again) and `out_of_range`.
+ */
 export declare class LiteService {
-  /** Throws a LiteError: bad_argument, out_of_range, bad_config, out_of_memory. */
+  /**
+   * Tables of the given rows (about 100 bytes a session, 150 a lock, 70 a claim).
+   * Throws a LiteError: bad_argument (not a plain object; a key it does not know, in
+   * `.key`; reading it threw), out_of_range, bad_config, out_of_memory.
+   * Cost: O(sessions + locks + claims).
+   */
   constructor(config: LiteConfig);
+  /** 0 opened (replyValue: the session). Refused: bad_ttl, capacity_exceeded. Cost: O(log sessions). */
   openSession(now: number, ttl: number): LiteCode;
+  /** 1 kept_alive (replyValue: the new deadline). Refused: unknown_session, stale_request, request_reused. Cost: O(1). */
   keepAlive(now: number, session: number, request?: number | null): LiteCode;
+  /** 2 closed: holds released, waits ended (events). Refused: unknown_session, stale_request, request_reused. Cost: O(its claims). */
   closeSession(now: number, session: number, request?: number | null): LiteCode;
+  /**
+   * 3 granted (replyValue: the token), 4 queued (the position), 5 busy; for a retry of the
+   * session's latest request, 8 hold_ended (the token) or 9 wait_ended. Refused, in the
+   * core's order: unknown_session, stale_request, request_reused, empty_name,
+   * name_too_long, bad_permits, mode_mismatch, limit_mismatch, already_queued,
+   * capacity_exceeded; before the core, bad_argument (a lock that is not a well-formed
+   * string, a mode or wait outside its codes). Cost: the core's acquire plus the name's copy.
+   */
   acquire(
     now: number, session: number, lock: string, mode?: LiteMode, wait?: LiteWait,
     until?: number | null, request?: number | null, count?: number | null, limit?: number | null,
   ): LiteCode;
+  /** 6 released (replyValue: the token held); the next waiters are granted (events). Refused: unknown_session, the request's errors, the name's, not_holder. Cost: the core's release plus the name's copy. */
   release(now: number, session: number, lock: string, request?: number | null): LiteCode;
+  /** 7 cancelled. Refused: unknown_session, the request's errors, the name's, not_queued. Cost: as release. */
   cancel(now: number, session: number, lock: string, request?: number | null): LiteCode;
+  /** 10 ticked (replyValue: now): expiries, timed-out waits, lock-delays ended (events). Cost: O(1) when nothing is due, O(log n) per thing due. */
   tick(now: number): LiteCode;
-  /** The next tick something is due, or null. */
+  /** The next tick something is due, or null. Cost: O(1). */
   pollTimeout(): number | null;
-  /** The last answer's number: session, deadline, token, position or tick. */
+  /** The last answer's number: session, deadline, token, position or tick. Cost: O(1). */
   replyValue(): number;
-  /** The last input's refusal (null if it was answered); forgotten once read. */
+  /** The last input's refusal (null if it was answered); forgotten once read. Cost: O(1). */
   lastError(): LiteError | null;
+  /** How many events wait for takeEvents(). Cost: O(1). */
   pendingEvents(): number;
+  /** The most events kept: twice the most one input can emit at capacity. Cost: O(1). */
   eventLimit(): number;
+  /** The events since the last take, in order, and forgets them. Throws out_of_memory (the events kept) if the list cannot be made. Cost: O(events). */
   takeEvents(): LiteEvent[];
-  /** Frees the module's memory for this service; it is unusable after. */
+  /** Frees the module's memory for this service; every call after it throws. */
   free(): void;
 }
 

@@ -22,11 +22,19 @@ const CODES = {
 const EVENTS = ['granted', 'released', 'session_expired', 'wait_timed_out'];
 const REASONS = ['released', 'closed', 'expired'];
 const MODES = ['exclusive', 'shared'];
+/** The keys of the constructor's config, in the order its values are read. */
+const KEYS = ['sessions', 'locks', 'claims', 'lockDelay', 'maxNameLen'];
 /** Numbers per event in RawLite.takeEvents (the crate's EVENT_WIDTH). */
 const WIDTH = 8;
 
 /** A lone surrogate: a string holding one has no UTF-8 form. */
 const LONE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** Strings longer than this (UTF-16 units) are not copied into the module; the core is
+ * given TOO_LONG instead, one byte over the longest name, and answers name_too_long in
+ * its own order. (fencelock-wasm-args' STRING_COPY_LIMIT and TOO_LONG: the Rust test
+ * `the_js_name_limits_are_the_bindings` holds these to them.) */
+const COPY_LIMIT = 65536;
+const TOO_LONG = 'x'.repeat(65);
 
 /** A number argument as the module is to see it: a non-number becomes NaN, which the
  * module refuses as out_of_range (the wasm boundary would otherwise convert "5" to 5). */
@@ -34,14 +42,17 @@ const num = (x) => (typeof x === 'number' ? x : NaN);
 /** An optional number: undefined and null are none. */
 const opt = (x) => (x === undefined || x === null ? undefined : num(x));
 /** A lock name: a string without a lone surrogate, else null (refused as bad_argument by
- * the module, after the arguments it checks first). */
-const lockName = (s) =>
-  typeof s === 'string' && (s.isWellFormed ? s.isWellFormed() : !LONE.test(s)) ? s : null;
+ * the module, after the arguments it checks first); one too long to copy, TOO_LONG. */
+function lockName(s) {
+  if (typeof s !== 'string') return null;
+  if (s.length > COPY_LIMIT) return TOO_LONG;
+  return (s.isWellFormed ? s.isWellFormed() : !LONE.test(s)) ? s : null;
+}
 
 /** The error for an errno: an Error (a RangeError for out_of_range, a TypeError for
  * bad_argument) with `.code` and `.errno`, as the full module throws. */
 function failure(errno) {
-  const code = CODES[errno] ?? 'unknown';
+  const code = CODES[errno] ?? `errno_${errno}`;
   const Kind = errno === 701 ? RangeError : errno === 702 ? TypeError : Error;
   const e = new Kind(code);
   e.code = code;
@@ -60,18 +71,36 @@ export function bind({ RawLite }) {
     /** The errno of the last refusal, 0 after an answer or once lastError() read it. */
     #errno = 0;
 
+    /**
+     * A service of `sessions`, `locks` and `claims` rows, `lockDelay` ticks (default 0) and
+     * names of at most `maxNameLen` bytes (default 64). Throws a LiteError: bad_argument
+     * (not a plain object, a key it does not know, named in `.key`, or reading the object
+     * threw), out_of_range, bad_config, out_of_memory. Cost: O(sessions + locks + claims).
+     */
     constructor(config) {
       if (typeof config !== 'object' || config === null || Array.isArray(config)) {
         throw failure(702);
       }
-      for (const k of Object.keys(config)) {
-        if (!['sessions', 'locks', 'claims', 'lockDelay', 'maxNameLen'].includes(k)) {
-          const e = failure(702);
-          e.key = k;
-          throw e;
-        }
+      // As the full module: the keys first (reading them may throw), then the values.
+      let keys;
+      let args;
+      try {
+        keys = Reflect.ownKeys(config);
+      } catch {
+        throw failure(702);
       }
-      const { sessions, locks, claims, lockDelay, maxNameLen } = config;
+      const unknown = keys.find((k) => typeof k === 'string' && !KEYS.includes(k));
+      if (unknown !== undefined) {
+        const e = failure(702);
+        e.key = unknown;
+        throw e;
+      }
+      try {
+        args = KEYS.map((k) => config[k]);
+      } catch {
+        throw failure(702); // a getter threw
+      }
+      const [sessions, locks, claims, lockDelay, maxNameLen] = args;
       const raw = RawLite.create(num(sessions), num(locks), num(claims), opt(lockDelay),
         opt(maxNameLen));
       if (!raw) throw failure(RawLite.createErrno());
@@ -137,6 +166,8 @@ export function bind({ RawLite }) {
 
     takeEvents() {
       const n = this.#raw.takeEvents();
+      // The module keeps the events when it cannot hand them over (no memory for the list).
+      if (n.length === 0 && this.#raw.pendingEvents() > 0) throw failure(703);
       const out = [];
       for (let i = 0, at = 0; at < n.length; i += 1, at += WIDTH) {
         const kind = EVENTS[n[at]] ?? 'unknown';

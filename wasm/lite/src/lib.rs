@@ -22,8 +22,9 @@
 //!   code outside its list or a lock the class could not pass as a well-formed string
 //!   `bad_argument`, each before the core is called, so nothing changes. The core's errors
 //!   come in the core's order.
-//! - A tick, ttl or lock-delay must be below [`TIME_LIMIT`] (2^52), so every deadline and
-//!   every number given back is exact as a JS number.
+//! - `now`, a ttl and a lock-delay must be below [`TIME_LIMIT`] (2^52), so every deadline
+//!   and every number given back is exact as a JS number (a wait's `until` may be any safe
+//!   integer: it is the deadline it sets).
 //!
 //! Left out, for the full module: labelled sessions, watches, elections by name, queries,
 //! snapshots and restore, frames, the fence gate, the session keeper, interned names,
@@ -71,7 +72,7 @@ fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
 #[cfg(test)]
 mod tests {
     use fencelock::Error;
-    use fencelock_wasm_args::ArgError;
+    use fencelock_wasm_args::{ArgError, STRING_COPY_LIMIT, TOO_LONG};
 
     /// The JS class names each errno with the core's `Error::kind()` (and the binding's
     /// own `ArgError::kind()`): its table is a copy, so this test holds it to the core's,
@@ -106,5 +107,22 @@ mod tests {
         want.sort();
         want.dedup();
         assert_eq!(table, want);
+    }
+
+    /// The class stops copying names where the bindings do, and hands the core the same
+    /// stand-in: its two constants are copies, held to `fencelock-wasm-args`' here.
+    #[test]
+    fn the_js_name_limits_are_the_bindings() {
+        let js = include_str!("../js/lite.js");
+        assert!(
+            js.contains(&format!("const COPY_LIMIT = {STRING_COPY_LIMIT};")),
+            "COPY_LIMIT is not {STRING_COPY_LIMIT}"
+        );
+        assert!(
+            js.contains(&format!("const TOO_LONG = 'x'.repeat({});", TOO_LONG.len())),
+            "TOO_LONG is not {} x's",
+            TOO_LONG.len()
+        );
+        assert!(TOO_LONG.bytes().all(|b| b == b'x'));
     }
 }
