@@ -7,8 +7,9 @@
 //!
 //! What it has: the core's inputs but the labelled open (open, keep-alive, close, acquire
 //! in every mode and wait, release, cancel, watch, unwatch, tick), without request
-//! numbers, the next deadline, and the events as numbers with their lock names. Answers are numbers: a reply's kind (the
-//! core's `Reply` variant, 1-based) or minus a refusal's code, its value read apart.
+//! numbers, the next deadline, and the events as numbers with their lock names. Answers are numbers: a reply's code (the
+//! numbering of the shipped modules' typed calls, opened 0 … unwatched 12) or minus a
+//! refusal's code, its value read apart.
 //! What it leaves out, and the shipped module has: the object API (answers and events as
 //! objects), error messages, snapshots, frames, the gate, the keeper, names interned,
 //! argument checks beyond what the core makes (numbers are cast, not judged). It is not
@@ -48,26 +49,17 @@ pub struct FloorService {
     value: f64,
 }
 
+/// A reply's code (the numbering both shipped modules use, `fencelock_wasm_args`) with its
+/// value kept apart, or minus a refusal's code.
 fn answer(r: Result<Reply, Error>, value: &mut f64) -> i32 {
-    let (kind, v) = match r {
-        Err(e) => return -(e.code() as i32),
-        Ok(Reply::Opened { session, .. }) => (1, session.0),
-        Ok(Reply::KeptAlive { expires_at }) => (2, expires_at.0),
-        Ok(Reply::Closed) => (3, 0),
-        Ok(Reply::Granted { token, .. }) => (4, token.0),
-        Ok(Reply::Queued { position, .. }) => (5, position.into()),
-        Ok(Reply::Busy) => (6, 0),
-        Ok(Reply::Released { token }) => (7, token.0),
-        Ok(Reply::Cancelled) => (8, 0),
-        Ok(Reply::HoldEnded { token }) => (9, token.0),
-        Ok(Reply::WaitEnded) => (10, 0),
-        Ok(Reply::Ticked { now }) => (11, now.0),
-        Ok(Reply::Watching { holders }) => (12, holders.into()),
-        Ok(Reply::Unwatched) => (13, 0),
-        Ok(_) => (0, 0),
-    };
-    *value = v as f64;
-    kind
+    match r {
+        Ok(reply) => {
+            let (code, v) = fencelock_wasm_args::reply_code(&reply);
+            *value = v as f64;
+            code
+        }
+        Err(e) => -(e.code() as i32),
+    }
 }
 
 fn mode(m: u32, count: u32, limit: u32) -> Mode {
@@ -197,12 +189,11 @@ impl FloorService {
         self.named(now, session, lock, Core::unwatch)
     }
 
-    /// Advances time: 0, or minus a refusal's code.
+    /// Advances time: 10 (ticked), or minus a refusal's code.
     pub fn tick(&mut self, now: f64) -> i32 {
-        match self.core.tick(Tick(now as u64), &mut self.events) {
-            Ok(()) => 0,
-            Err(e) => -(e.code() as i32),
-        }
+        let now = Tick(now as u64);
+        let r = self.core.tick(now, &mut self.events);
+        answer(r.map(|()| Reply::Ticked { now }), &mut self.value)
     }
 
     /// The next tick something is due, or -1.
@@ -275,18 +266,18 @@ mod tests {
     #[test]
     fn a_lock_table_runs_behind_the_floor_binding() {
         let mut s = FloorService::create(2, 2, 4).expect("small capacities");
-        assert_eq!(s.open_session(0.0, 10.0), 1);
+        assert_eq!(s.open_session(0.0, 10.0), 0);
         let a = s.reply_value();
-        assert_eq!(s.open_session(0.0, 10.0), 1);
+        assert_eq!(s.open_session(0.0, 10.0), 0);
         let b = s.reply_value();
-        assert_eq!(s.acquire(1.0, a, "l", 1, 0, 0, 1, 0.0), 4, "granted");
+        assert_eq!(s.acquire(1.0, a, "l", 1, 0, 0, 1, 0.0), 3, "granted");
         assert_eq!(s.reply_value(), 1.0, "token 1");
-        assert_eq!(s.acquire(1.0, b, "l", 1, 0, 0, 2, 0.0), 5, "queued");
+        assert_eq!(s.acquire(1.0, b, "l", 1, 0, 0, 2, 0.0), 4, "queued");
         assert_eq!(
             s.release(2.0, b, "l"),
             -(Error::NotHolder(SessionId(b as u64)).code() as i32)
         );
-        assert_eq!(s.release(2.0, a, "l"), 7, "released");
+        assert_eq!(s.release(2.0, a, "l"), 6, "released");
         assert_eq!(s.events.events().len(), 1, "b granted");
         assert_eq!(s.tick(1.0), -205, "time went backwards");
         assert!(FloorService::create(u32::MAX, 1, 1).is_none());
