@@ -241,7 +241,7 @@ if [ "${BENCH_WASM:-1}" != 0 ]; then
       {
         echo "{\"rounds\": [$lo, $hi], \"pairs_per_round\": 256,"
         sep=""
-        for w in acqrel-id acqrel-fast acqrel; do
+        for w in acqrel-id acqrel-fast acqrel acqrel-lite; do
           a=$(wasm_ir "$w" "$lo")
           b=$(wasm_ir "$w" "$hi")
           printf '%s"%s": %s\n' "$sep" "$w" "$(python3 -c "print(round(($b - $a) / (($hi - $lo) * 256), 1))")"

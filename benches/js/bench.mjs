@@ -9,13 +9,15 @@
 // measured part only (untimed setup inside it is excluded, as criterion's iter_custom).
 
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const pkgDir = path.resolve(process.argv[2] ?? path.join(here, '..', '..', 'wasm', 'pkg', 'node'));
 const require = createRequire(import.meta.url);
 const { LockService } = require(path.join(pkgDir, 'fencelock_wasm.js'));
+// The small module (fencelock/lite), an ES module built beside the node build.
+const { LiteService } = await import(pathToFileURL(path.join(pkgDir, '..', 'lite', 'node', 'index.mjs')).href);
 
 const SECS = Number(process.env.BENCH_JS_SECS ?? '1');
 const SAMPLES = 5;
@@ -93,6 +95,28 @@ function uncontendedId(n) {
       for (let k = 0; k < iters; k++) {
         for (const id of ids) sink += svc.acquireFastId(0, s, id, 0, 0);
         for (const id of ids) sink += svc.releaseFastId(0, s, id);
+      }
+      const ns_ = Number(now() - t);
+      if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
+      return ns_;
+    },
+  };
+}
+
+// The same workload through the small module (fencelock/lite: LiteService's acquire /
+// release, names as strings).
+function uncontendedLite(n) {
+  const svc = new LiteService({ sessions: 1, locks: n, claims: n });
+  svc.openSession(0, FOREVER_TTL);
+  const s = svc.replyValue();
+  const ns = names('lock', n);
+  return {
+    perIter: n,
+    run(iters) {
+      const t = now();
+      for (let k = 0; k < iters; k++) {
+        for (const name of ns) sink += svc.acquire(0, s, name, 0, 0);
+        for (const name of ns) sink += svc.release(0, s, name);
       }
       const ns_ = Number(now() - t);
       if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
@@ -270,6 +294,7 @@ const benches = [
   ['uncontended/1024', 'uncontended/fencelock/1024', () => uncontended(1024)],
   ['uncontended_fast/1024', 'uncontended/fencelock/1024', () => uncontendedFast(1024)],
   ['uncontended_id/1024', 'uncontended/fencelock/1024', () => uncontendedId(1024)],
+  ['uncontended_lite/1024', 'uncontended/fencelock/1024', () => uncontendedLite(1024)],
   ['handoff', 'handoff/fencelock', handoff],
   ['tick_idle/16384', 'tick_idle/fencelock/16384', () => tickIdle(16384)],
   ['keep_alive/16384', 'keep_alive/fencelock/16384', () => keepAlive(16384)],

@@ -20,9 +20,11 @@
 // acqrel-fast: the same through the typed fast path (acquireFast / releaseFast).
 // acqrel-id: the same through the id calls (acquireFastId / releaseFastId), each name
 // interned once before the rounds.
+// acqrel-lite: the same through the small module (fencelock/lite: LiteService's acquire /
+// release, names as strings), from wasm/pkg/lite/node beside the node build.
 // snap: one round = restore + snapshot of a service with 1024 sessions each holding a lock.
 // V8 compiles the hot functions while the runs go on: the difference is what a warm host pays.
-// scripts/bench.sh (make bench) runs acqrel-id, acqrel-fast and acqrel this way for the goals table
+// scripts/bench.sh (make bench) runs acqrel-id, acqrel-fast, acqrel and acqrel-lite this way for the goals table
 // (BENCH_WASM_ROUNDS sets the two round counts); snap is run by hand.
 const { LockService } = require(require('node:path').resolve(process.argv[2], 'fencelock_wasm.js'));
 const work = process.argv[3];
@@ -30,6 +32,7 @@ const N = Number(process.argv[4]);
 const names = Array.from({ length: 256 }, (_, i) => `lock/${String(i).padStart(8, '0')}`);
 const TRY = { mode: 'exclusive', wait: 'none' };
 let sink = 0;
+let later = Promise.resolve(); // a workload that loads an ES module first finishes here
 if (work === 'acqrel') {
   const svc = new LockService({ sessions: 1, locks: 256, claims: 256 });
   const s = svc.openSession(0, 2 ** 40).reply.session;
@@ -60,6 +63,22 @@ if (work === 'acqrel') {
     }
   }
   if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
+} else if (work === 'acqrel-lite') {
+  // The small module (fencelock/lite, an ES module beside the node build): loaded, then run.
+  const url = require('node:url').pathToFileURL(
+    require('node:path').resolve(process.argv[2], '..', 'lite', 'node', 'index.mjs'));
+  later = import(url.href).then(({ LiteService }) => {
+    const svc = new LiteService({ sessions: 1, locks: 256, claims: 256 });
+    svc.openSession(0, 2 ** 40);
+    const s = svc.replyValue();
+    for (let k = 0; k < N; k++) {
+      for (const n of names) {
+        sink += svc.acquire(0, s, n, 0, 0);
+        sink += svc.release(0, s, n);
+      }
+    }
+    if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
+  });
 } else if (work === 'snap') {
   const n = 1024;
   const caps = { sessions: n, locks: n, claims: 2 * n };
@@ -75,6 +94,6 @@ if (work === 'acqrel') {
     sink += svc.snapshot().length;
   }
 } else {
-  throw new Error(`unknown workload ${work}: acqrel, acqrel-fast, acqrel-id or snap`);
+  throw new Error(`unknown workload ${work}: acqrel, acqrel-fast, acqrel-id, acqrel-lite or snap`);
 }
-console.log(sink);
+later.then(() => console.log(sink));
