@@ -667,7 +667,8 @@ def main():
         w("")
     if wasm_cg:
         w(f"wasm under node, instructions per acquire + release (whole process, rounds {wasm_cg['rounds'][0]} → {wasm_cg['rounds'][1]}")
-        w(f"of 256 pairs): id calls {fmt_ir(wasm_cg.get('acqrel-id'))}, typed fast path with names as strings {fmt_ir(wasm_cg.get('acqrel-fast'))}, object API {fmt_ir(wasm_cg.get('acqrel'))}.")
+        w(f"of 256 pairs): id calls {fmt_ir(wasm_cg.get('acqrel-id'))}, typed fast path with names as strings {fmt_ir(wasm_cg.get('acqrel-fast'))}, object API {fmt_ir(wasm_cg.get('acqrel'))}, "
+          f"the small module (`fencelock/lite`) {fmt_ir(wasm_cg.get('acqrel-lite'))}.")
         w("")
     elif skipped.get("callgrind") or skipped.get("wasm"):
         w(f"Instruction counts not measured in this run: {'; '.join(f'{k}: {v}' for k, v in sorted(skipped.items()))}.")
@@ -763,6 +764,7 @@ def main():
         ("uncontended acquire + release (1024 locks)", "uncontended/fencelock/1024", "ffi/uncontended/1024", "uncontended/1024"),
         ("the same, wasm's typed fast path (names as strings)", "uncontended/fencelock/1024", None, "uncontended_fast/1024"),
         ("the same, wasm's id calls (names interned once)", "uncontended/fencelock/1024", None, "uncontended_id/1024"),
+        ("the same, the small wasm module (`fencelock/lite`, names as strings)", "uncontended/fencelock/1024", None, "uncontended_lite/1024"),
         ("handoff", "handoff/fencelock", "ffi/handoff", "handoff"),
         ("tick, nothing due (16k sessions)", "tick_idle/fencelock/16384", "ffi/tick_idle/16384", "tick_idle/16384"),
         ("keep-alive (16k sessions)", "keep_alive/fencelock/16384", "ffi/keep_alive/16384", "keep_alive/16384"),

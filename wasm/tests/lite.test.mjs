@@ -33,8 +33,9 @@ function viaFull(svc, op) {
       case 'keep': answer = svc.keepAlive(op.now, op.session, op.request); break;
       case 'close': answer = svc.closeSession(op.now, op.session, op.request); break;
       case 'acquire': {
-        const mode = op.mode === 2 ? { permits: op.count, limit: op.limit } : MODES[op.mode];
-        const wait = op.wait === 2 ? { until: op.until } : WAITS[op.wait];
+        // A code outside its list goes as a string the object API refuses the same way.
+        const mode = op.mode === 2 ? { permits: op.count, limit: op.limit } : (MODES[op.mode] ?? `mode ${op.mode}`);
+        const wait = op.wait === 2 ? { until: op.until } : (WAITS[op.wait] ?? `wait ${op.wait}`);
         answer = svc.acquire(op.now, op.session, op.lock, { mode, wait, request: op.request });
         break;
       }
@@ -82,6 +83,22 @@ function viaLite(svc, op) {
 
 /** A random input among valid and refused ones (unknown sessions, bad names, bad ttls,
  * time going backwards, stale and reused request numbers, permits that disagree). */
+/** One argument of `op` made bad now and then, as a JS caller can: a number that is not
+ * a safe non-negative integer, a lock that is not a name's string, a code outside its
+ * list. Both modules must refuse it the same way, in the same order. */
+function withFault(r, op) {
+  if (!r.chance(8)) return op;
+  const bad = { ...op };
+  const fields = ['now', ...['session', 'request'].filter((k) => k in op),
+    ...('lock' in op ? ['lock'] : []), ...(op.kind === 'acquire' ? ['mode', 'wait', 'count'] : [])];
+  const f = r.pick(fields);
+  if (f === 'lock') bad.lock = r.pick([5, 'a\ud800', '\udc00']);
+  else if (f === 'mode' || f === 'wait') bad[f] = r.pick([3, -1, 0.5]);
+  else if (f === 'count') Object.assign(bad, { mode: 2, count: 2 ** 32, limit: 3 });
+  else bad[f] = r.pick([NaN, -1, 0.5, 2 ** 53]);
+  return bad;
+}
+
 function randomOp(r, clock, opened) {
   if (r.chance(3)) clock.now = Math.max(0, clock.now - 1 - r.below(3)); // backwards
   else if (r.chance(30)) clock.now += 1 + r.below(4);
@@ -154,7 +171,7 @@ test('the small module answers every input as the full module does', () => {
       clock.now = op.now;
     }
     for (let step = 0; step < 300; step += 1) {
-      const op = randomOp(r, clock, opened);
+      const op = withFault(r, randomOp(r, clock, opened));
       if (op.kind === 'acquire') clock.lastAcquire = op;
       const want = viaFull(full, op);
       if (op.kind === 'open' && want.code === 0) opened.push(want.value);
@@ -173,7 +190,7 @@ test('the small module answers every input as the full module does', () => {
     'cancelled', 'hold_ended', 'wait_ended', 'ticked', 'unknown_session', 'time_went_backwards',
     'empty_name', 'name_too_long', 'bad_ttl', 'not_holder', 'not_queued', 'bad_permits',
     'mode_mismatch', 'limit_mismatch', 'stale_request', 'request_reused', 'already_queued',
-    'capacity_exceeded']) {
+    'capacity_exceeded', 'out_of_range', 'bad_argument']) {
     assert.ok(seen.has(k), `never saw ${k}; seen: ${[...seen].sort()}`);
   }
 });
@@ -300,9 +317,10 @@ test('ticks, ttls and lock-delays stay below 2^52, so every number out is exact'
 });
 
 test('the constructor refuses bad configs with typed errors', () => {
+  let checked = 0;
   const check = (config, code, errno, Kind = Error) => {
     assert.throws(() => new LiteService(config), (e) => {
-      assert.equal(e.constructor, Kind, `${e} for ${String(config)}`);
+      assert.equal(e.constructor, Kind, `${e} for config #${++checked}`);
       assert.equal(e.code, code);
       assert.equal(e.errno, errno);
       return true;
@@ -324,6 +342,9 @@ test('the constructor refuses bad configs with typed errors', () => {
   const getter = { sessions: 1, locks: 1, get claims() { throw new Error('boom'); } };
   check(getter, 'bad_argument', 702, TypeError);
   check(new Proxy({}, { ownKeys() { throw new Error('boom'); } }), 'bad_argument', 702, TypeError);
+  const revoked = Proxy.revocable({}, {});
+  revoked.revoke();
+  check(revoked.proxy, 'bad_argument', 702, TypeError);
   // Symbol keys are not config keys (as in the full module): ignored.
   assert.ok(new LiteService({ sessions: 1, locks: 1, claims: 1, [Symbol('x')]: 1 }));
   const ok = new LiteService({ sessions: 1, locks: 1, claims: 1, maxNameLen: 3 });

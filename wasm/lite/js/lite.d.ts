@@ -1,6 +1,7 @@
 // Types of fencelock/lite (wasm/lite): the small module's LiteService, an ES module (node
 // and the browser). Number arguments are JS numbers: `now`, a ttl and a lock-delay below
-// 2^52, every other a safe non-negative integer; every number given back is a safe integer.
+// 2^52, a permits' count and limit and maxNameLen at most 2^32 - 1, every other a safe
+// non-negative integer; every number given back is a safe integer.
 
 /** The capacities (rows) and config of a LiteService. */
 export interface LiteConfig {
@@ -51,15 +52,18 @@ export interface LiteError extends Error {
  * The lock service, small: sessions, FIFO waits, fencing tokens, lock-delay, permits.
  * Every input takes the host's clock `now` first (advancing to it as `tick(now)` would)
  * and returns a LiteCode; a refusal changes nothing but that advance (none for
- * `time_went_backwards` and the argument errors), whose events stay for takeEvents().
+ * `time_went_backwards`, `buffer_too_small` and the argument errors), whose events stay
+ * for takeEvents().
  * Every input can be refused with `time_went_backwards`, `buffer_too_small` (the events
  * kept might overflow eventLimit(): take them, call again) and `out_of_range`.
  */
 export declare class LiteService {
   /**
    * Tables of the given rows (about 100 bytes a session, 150 a lock, 70 a claim).
-   * Throws a LiteError: bad_argument (not a plain object; a key it does not know, in
-   * `.key`; reading it threw), out_of_range, bad_config, out_of_memory.
+   * Throws a LiteError: bad_argument (null, an array or not an object; a key it does not
+   * know, in `.key`; reading it threw), out_of_range, bad_config, out_of_memory. The
+   * values are all read before one is judged (the full module judges each as it reads it,
+   * so a throwing getter can be bad_argument here where it would not be reached there).
    * Cost: O(sessions + locks + claims).
    */
   constructor(config: LiteConfig);
@@ -72,18 +76,18 @@ export declare class LiteService {
   /**
    * 3 granted (replyValue: the token), 4 queued (the position), 5 busy; for a retry of the
    * session's latest request, 8 hold_ended (the token) or 9 wait_ended. Refused, in the
-   * core's order: unknown_session, stale_request, request_reused, empty_name,
-   * name_too_long, bad_permits, mode_mismatch, limit_mismatch, already_queued,
-   * capacity_exceeded; before the core, bad_argument (a lock that is not a well-formed
-   * string, a mode or wait outside its codes). Cost: the core's acquire plus the name's copy.
+   * core's order: unknown_session, empty_name, name_too_long, bad_permits, stale_request,
+   * request_reused, limit_mismatch, already_queued, mode_mismatch, capacity_exceeded;
+   * before the core, bad_argument (a lock that is not a well-formed string, a mode or wait
+   * outside its codes). Cost: the core's acquire plus the name's copy.
    */
   acquire(
     now: number, session: number, lock: string, mode?: LiteMode, wait?: LiteWait,
     until?: number | null, request?: number | null, count?: number | null, limit?: number | null,
   ): LiteCode;
-  /** 6 released (replyValue: the token held); the next waiters are granted (events). Refused: unknown_session, the request's errors, the name's, not_holder. Cost: the core's release plus the name's copy. */
+  /** 6 released (replyValue: the token held); the next waiters are granted (events). Refused: unknown_session, the name's errors, the request's, not_holder. Cost: the core's release plus the name's copy. */
   release(now: number, session: number, lock: string, request?: number | null): LiteCode;
-  /** 7 cancelled. Refused: unknown_session, the request's errors, the name's, not_queued. Cost: as release. */
+  /** 7 cancelled. Refused: unknown_session, the name's errors, the request's, not_queued. Cost: as release. */
   cancel(now: number, session: number, lock: string, request?: number | null): LiteCode;
   /** 10 ticked (replyValue: now): expiries, timed-out waits, lock-delays ended (events). Cost: O(1) when nothing is due, O(log n) per thing due. */
   tick(now: number): LiteCode;
@@ -99,7 +103,7 @@ export declare class LiteService {
   eventLimit(): number;
   /** The events since the last take, in order, and forgets them. Throws out_of_memory (the events kept) if the list cannot be made. Cost: O(events). */
   takeEvents(): LiteEvent[];
-  /** Frees the module's memory for this service; every call after it throws. */
+  /** Frees the module's memory for this service; every input or query after it throws. */
   free(): void;
 }
 

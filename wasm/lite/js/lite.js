@@ -74,17 +74,19 @@ export function bind({ RawLite }) {
     /**
      * A service of `sessions`, `locks` and `claims` rows, `lockDelay` ticks (default 0) and
      * names of at most `maxNameLen` bytes (default 64). Throws a LiteError: bad_argument
-     * (not a plain object, a key it does not know, named in `.key`, or reading the object
-     * threw), out_of_range, bad_config, out_of_memory. Cost: O(sessions + locks + claims).
+     * (null, an array or not an object; a key it does not know, named in `.key`; reading
+     * it threw), out_of_range, bad_config, out_of_memory. Cost: O(sessions + locks +
+     * claims).
      */
     constructor(config) {
-      if (typeof config !== 'object' || config === null || Array.isArray(config)) {
-        throw failure(702);
-      }
-      // As the full module: the keys first (reading them may throw), then the values.
+      // As the full module: the kind of value, then its keys (a revoked proxy throws
+      // on both), then the values, all read before the module judges them.
       let keys;
       let args;
       try {
+        if (typeof config !== 'object' || config === null || Array.isArray(config)) {
+          throw failure(702);
+        }
         keys = Reflect.ownKeys(config);
       } catch {
         throw failure(702);
