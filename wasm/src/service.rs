@@ -4,8 +4,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use fencelock::{
-    check_rows, Config, Error, Output, Reply, SessionId, Tick, VecStorage, MAX_FRAME_LEN,
-    MAX_NAME_LEN,
+    Config, Error, Output, Reply, SessionId, Tick, VecStorage, MAX_FRAME_LEN, MAX_NAME_LEN,
 };
 use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
@@ -18,10 +17,7 @@ use crate::names::Names;
 /// A table size from JS, checked by the core's one rule (`fencelock::check_rows`) before
 /// anything is allocated.
 fn row_count(n: u64) -> Result<usize, Fail> {
-    // On wasm32 a count past usize::MAX is past the core's limit as well.
-    let n = usize::try_from(n).unwrap_or(usize::MAX);
-    check_rows(n)?;
-    Ok(n)
+    Ok(fencelock_wasm_args::row_count(n)?)
 }
 
 /// `n` copies of `empty`, allocated fallibly (`out_of_memory`, not an abort), after the

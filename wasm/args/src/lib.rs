@@ -147,6 +147,15 @@ pub fn reply_code(r: &Reply) -> (i32, u64) {
     }
 }
 
+/// A table's row count from JS, judged by the core's one rule (`fencelock::check_rows`,
+/// `bad_config`) before anything is allocated. On wasm32 a count past `usize::MAX` is
+/// past the core's limit as well. Cost: O(1).
+pub fn row_count(n: u64) -> Result<usize, fencelock::Error> {
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    fencelock::check_rows(n)?;
+    Ok(n)
+}
+
 /// Strings longer than this (in UTF-16 units) are not copied into wasm memory: no name
 /// is longer than 64 bytes, and copying a string of hundreds of megabytes could exhaust
 /// the module's memory (a trap, not an error). Both modules, and the small module's JS

@@ -8,8 +8,8 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use fencelock::{
-    check_rows, Config, Error, EventQueue, Mode, Output, ReleaseReason, Reply, SessionId, Tick,
-    VecStorage, Wait, MAX_NAME_LEN,
+    Config, Error, EventQueue, Mode, Output, ReleaseReason, Reply, SessionId, Tick, VecStorage,
+    Wait, MAX_NAME_LEN,
 };
 use wasm_bindgen::prelude::*;
 
@@ -106,14 +106,6 @@ fn wait(code: f64, until: Option<f64>) -> Result<Wait, Refusal> {
     }
 }
 
-/// A table's row count: the core's row check (`bad_config`).
-fn rows(n: u64) -> Result<usize, Refusal> {
-    // On wasm32 a count past usize::MAX is past the core's limit as well.
-    let n = usize::try_from(n).unwrap_or(usize::MAX);
-    check_rows(n)?;
-    Ok(n)
-}
-
 /// The shape of the core's inputs on a session alone (keep-alive, close).
 type SessionInput =
     fn(&mut Core, Tick, SessionId, Option<u64>, &mut EventQueue) -> Result<Reply, Error>;
@@ -138,8 +130,6 @@ pub struct RawLite {
     taken: EventQueue,
     /// The number of the last reply.
     value: u64,
-    /// The errno of the last refusal, 0 after an answer.
-    errno: u32,
 }
 
 impl RawLite {
@@ -152,14 +142,10 @@ impl RawLite {
             Ok(reply) => {
                 let (code, value) = args::reply_code(&reply);
                 self.value = value;
-                self.errno = 0;
                 code
             }
-            Err(f) => {
-                self.errno = f.0;
-                // Every errno is below 1000.
-                -i32::try_from(self.errno).unwrap_or(i32::MAX)
-            }
+            // Every errno is below 1000. (The class keeps the last one for `lastError()`.)
+            Err(f) => -i32::try_from(f.0).unwrap_or(i32::MAX),
         }
     }
 
@@ -212,6 +198,7 @@ impl RawLite {
         };
         // The core's order: the config, then the tables (checked, then allocated).
         config.validate()?;
+        let rows = args::row_count;
         let (s, l, c) = (rows(sessions)?, rows(locks)?, rows(claims)?);
         let storage = VecStorage::try_with_labels(s, l, c, 0)
             .map_err(|_| Refusal::from(ArgError::OutOfMemory))?;
@@ -221,7 +208,6 @@ impl RawLite {
             taken: EventQueue::new(core.default_event_limit()),
             core,
             value: 0,
-            errno: 0,
         })
     }
 }
@@ -336,11 +322,6 @@ impl RawLite {
     /// The number of the last answered input. Cost: O(1).
     pub fn value(&self) -> f64 {
         self.value as f64
-    }
-
-    /// The errno of the last input's refusal, 0 if it was answered. Cost: O(1).
-    pub fn errno(&self) -> u32 {
-        self.errno
     }
 
     /// How many events wait for `takeEvents()`. Cost: O(1).
