@@ -125,6 +125,18 @@ impl Output {
         }
     }
 
+    /// The lock the event is about: every event but [`Output::SessionExpired`] names one.
+    /// Cost: O(1).
+    pub fn lock(&self) -> Option<&LockName> {
+        match self {
+            Output::Granted { lock, .. }
+            | Output::Released { lock, .. }
+            | Output::WaitTimedOut { lock, .. }
+            | Output::HolderChanged { lock, .. } => Some(lock),
+            Output::SessionExpired { .. } => None,
+        }
+    }
+
     /// A short, stable, snake_case name for the kind of event (`"granted"`…), the
     /// discriminant the JS and Python bindings use. Cost: O(1).
     pub fn kind(&self) -> &'static str {

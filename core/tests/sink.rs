@@ -207,3 +207,46 @@ fn an_event_limit_keeps_room_for_one_input_and_refuses_a_limit_below_the_bound()
         "every session expired at once, its events taken"
     );
 }
+
+#[test]
+fn every_event_but_a_session_expiry_names_its_lock() {
+    let mut svc = svc(8);
+    let (a, b, c, d, w) = (
+        open(&mut svc, 10),
+        open(&mut svc, 100),
+        open(&mut svc, 100),
+        open(&mut svc, 100),
+        open(&mut svc, 100),
+    );
+    x(&mut svc, a, "x");
+    acquire(&mut svc, b, "x", Mode::Exclusive, Wait::Forever);
+    x(&mut svc, c, "y");
+    acquire(&mut svc, d, "y", Mode::Exclusive, Wait::Until(Tick(5)));
+    svc.watch(svc.now(), w, "x", None, &mut Vec::new()).unwrap();
+    // One tick: d's wait times out, a expires, its hold ends, b is granted, w is told.
+    let mut events = Vec::new();
+    svc.tick(Tick(10), &mut events).unwrap();
+    let kinds: Vec<_> = events.iter().map(Output::kind).collect();
+    for kind in [
+        "granted",
+        "released",
+        "session_expired",
+        "wait_timed_out",
+        "holder_changed",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
+    }
+    for e in &events {
+        let named = match e {
+            Output::Granted { lock, .. }
+            | Output::Released { lock, .. }
+            | Output::WaitTimedOut { lock, .. }
+            | Output::HolderChanged { lock, .. } => Some(lock),
+            Output::SessionExpired { .. } => None,
+            _ => unreachable!("no other kind: {e:?}"),
+        };
+        assert_eq!(e.lock(), named, "{e:?}");
+    }
+    assert_eq!(timed_out(d, "y").lock(), Some(&name("y")));
+    assert_eq!(expired(a).lock(), None);
+}

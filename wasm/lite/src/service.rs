@@ -357,24 +357,13 @@ impl RawLite {
     #[wasm_bindgen(js_name = takenLock)]
     pub fn taken_lock(&self, i: u32) -> Option<String> {
         let o = self.taken.events().get(usize::try_from(i).ok()?)?;
-        lock_of(o).map(String::from)
+        o.lock().map(|l| String::from(l.as_str()))
     }
 
     /// The most events kept for `takeEvents()`. Cost: O(1).
     #[wasm_bindgen(js_name = eventLimit)]
     pub fn event_limit(&self) -> f64 {
         self.events.limit().limit() as f64
-    }
-}
-
-/// The lock an event is about, if any.
-fn lock_of(o: &Output) -> Option<&str> {
-    match o {
-        Output::Granted { lock, .. }
-        | Output::Released { lock, .. }
-        | Output::WaitTimedOut { lock, .. }
-        | Output::HolderChanged { lock, .. } => Some(lock.as_str()),
-        _ => None,
     }
 }
 
@@ -412,7 +401,7 @@ pub fn event_row(o: &Output) -> [f64; EVENT_WIDTH] {
     [
         kind,
         o.session().0 as f64,
-        if lock_of(o).is_some() { 1.0 } else { 0.0 },
+        if o.lock().is_some() { 1.0 } else { 0.0 },
         token as f64,
         m,
         count,
