@@ -897,9 +897,10 @@ fencelock_result fencelock_service_layout_watchers(const struct fencelock_capaci
 //
 // The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
 //
-// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (as `fencelock_service_new`),
-// `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL` (`mem_len` below the layout's size for the
-// config's `max_watchers`).
+// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (`mem_len` past `PTRDIFF_MAX`, or
+// `out_service` inside `mem[..mem_len]`, where the service would overwrite it),
+// `BAD_CONFIG` (as `fencelock_service_new`), `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL`
+// (`mem_len` below the layout's size for the config's `max_watchers`).
 // Cost: O(capacity).
 //
 // # Safety
@@ -933,7 +934,8 @@ fencelock_result fencelock_service_restore(const struct fencelock_capacity *capa
 // snapshot's `max_watchers` (size `mem` with `fencelock_service_layout_watchers`),
 // else `BUFFER_TOO_SMALL` once the snapshot is read (nothing is created).
 // The snapshot must not lie in `mem[..mem_len]` (which is overwritten while the
-// snapshot is read): overlapping ranges are refused with `INVALID_ARGUMENT`.
+// snapshot is read): overlapping ranges are refused with `INVALID_ARGUMENT`, as is an
+// `out_service` inside `mem[..mem_len]`.
 //
 // Errors: those of both, and `INVALID_ARGUMENT`. Cost: O(capacity + snapshot length).
 //
@@ -995,7 +997,8 @@ fencelock_result fencelock_service_keep_alive(struct fencelock_service *svc,
                                               struct fencelock_reply *reply);
 
 // Closes a session. Replies `CLOSED`; queues `RELEASED` (reason `CLOSED`) per hold,
-// then the `GRANTED`s this frees.
+// then the `GRANTED`s this frees; a watched lock's watchers get `HOLDER_CHANGED` after
+// each.
 //
 // Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
 // `STALE_REQUEST`, `REQUEST_REUSED`. Cost: the advance, then O(its claims + events).
@@ -1012,7 +1015,8 @@ fencelock_result fencelock_service_close_session(struct fencelock_service *svc,
 // waiting as `wait` (a `fencelock_wait`) says; `wait_until` is the deadline tick for
 // `FENCELOCK_WAIT_UNTIL` and ignored otherwise. Replies `GRANTED` (`mode`, the fencing
 // `token`), `QUEUED` (`mode`, `position`) or `BUSY`; a repeated request number may
-// also reply `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
+// also reply `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing for the caller; a grant at
+// once queues `HOLDER_CHANGED` (`GRANTED`) to each watcher of the lock.
 //
 // Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
 // `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `LIMIT_MISMATCH`
@@ -1043,7 +1047,8 @@ fencelock_result fencelock_service_acquire(struct fencelock_service *svc,
 // the permits not in use; a large request at the head is never overtaken. Every grant
 // gets its own fencing token. Replies `GRANTED` / `QUEUED` with `mode` `PERMITS` and
 // the reply's `count` and `limit`, or `BUSY`; a repeated request number may also reply
-// `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
+// `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing for the caller; a grant at once queues
+// `HOLDER_CHANGED` (`GRANTED`) to each watcher of the lock.
 //
 // Errors, in the core's order: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then
 // `UNKNOWN_SESSION`, `EMPTY_NAME`, `NAME_TOO_LONG`, `BAD_PERMITS` (not 1 <= `count` <=
@@ -1109,7 +1114,8 @@ fencelock_result fencelock_service_unwatch(struct fencelock_service *svc,
                                            struct fencelock_reply *reply);
 
 // Releases a held lock. Replies `RELEASED` (`token`, no longer good); queues `GRANTED`
-// to the head of its queue.
+// to the head of its queue. A watched lock's watchers get `HOLDER_CHANGED`
+// (`RELEASED`) first, then one (`GRANTED`) after each grant.
 //
 // Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
 // `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_HOLDER`.
@@ -1126,7 +1132,8 @@ fencelock_result fencelock_service_release(struct fencelock_service *svc,
                                            uint64_t request_number,
                                            struct fencelock_reply *reply);
 
-// Withdraws a queued acquire. Replies `CANCELLED`; queues any `GRANTED` it unblocks.
+// Withdraws a queued acquire. Replies `CANCELLED`; queues any `GRANTED` it unblocks,
+// each followed by `HOLDER_CHANGED` (`GRANTED`) to the lock's watchers.
 //
 // Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
 // `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_QUEUED`.

@@ -623,6 +623,17 @@ fn placed_service_runs_in_caller_memory() {
             fencelock_service_init_in(mem.cast(), size - 1, &c, &mut svc),
             fencelock_result::BufferTooSmall
         );
+        // No memory is longer than PTRDIFF_MAX, and the handle must not land in it.
+        assert_eq!(
+            fencelock_service_init_in(mem.cast(), usize::MAX, &c, &mut svc),
+            fencelock_result::InvalidArgument
+        );
+        let inside = mem.add(size / 2 / 8 * 8).cast::<*mut fencelock_service>();
+        assert_eq!(
+            fencelock_service_init_in(mem.cast(), size, &c, inside),
+            fencelock_result::InvalidArgument
+        );
+        assert!(svc.is_null(), "nothing was created");
         assert_eq!(
             fencelock_service_init_in(mem.cast(), size, &c, &mut svc),
             fencelock_result::Ok
@@ -934,6 +945,20 @@ fn every_code_has_a_message() {
     }
     assert_eq!(buf[3], 0);
     assert_eq!(len, 5);
+    // A refused buffer writes no length: only BUFFER_TOO_SMALL does.
+    let mut untouched = 99;
+    // SAFETY: the NULL buffer with a length is what is being tested; out_len is valid.
+    unsafe {
+        assert_eq!(
+            fencelock_result_message(401, null_mut(), 8, &mut untouched),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(
+            fencelock_result_message(401, buf.as_mut_ptr(), usize::MAX, &mut untouched),
+            fencelock_result::InvalidArgument
+        );
+    }
+    assert_eq!(untouched, 99);
 }
 
 /// Every reply and event variant of the core maps to the constant of its own kind name
@@ -1044,6 +1069,25 @@ fn a_panic_poisons_the_handle() {
             fencelock_result::Panic
         );
     }
+    assert!(last_error_of(svc).starts_with("panic"));
+    // Poison comes first: an argument the call would refuse does not hide it.
+    let mut reply = junk_reply();
+    // SAFETY: live (poisoned) handle; the NULL name is what is being tested.
+    let r = unsafe {
+        fencelock_service_acquire(
+            svc,
+            0,
+            s,
+            null(),
+            1,
+            X as u32,
+            NONE as u32,
+            0,
+            0,
+            &mut reply,
+        )
+    };
+    assert_eq!(r, fencelock_result::Panic);
     assert!(last_error_of(svc).starts_with("panic"));
     // SAFETY: live handle, freed once.
     unsafe { fencelock_service_free(svc) };

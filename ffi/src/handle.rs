@@ -102,9 +102,10 @@ pub(crate) unsafe fn with_handle<P: HandlePtr>(
     }
 }
 
-/// The body of every extern function on a handle, inside the panic boundary: `args`
-/// checks and converts the other arguments (before the handle is looked at), then `body`
-/// runs on the handle through [`with_handle`]. Returns the result code, and remembers a
+/// The body of every extern function on a handle, inside the panic boundary: a poisoned
+/// handle is `PANIC` before anything else; then `args` checks and converts the other
+/// arguments (before a NULL handle is refused), then `body` runs on the handle through
+/// [`with_handle`]. Returns the result code, and remembers a
 /// failure (argument checks included; `DONE` is none) for the handle's `last_error`.
 ///
 /// # Safety
@@ -115,6 +116,10 @@ pub(crate) unsafe fn call<P: HandlePtr, A>(
     body: impl FnOnce(P::Ref<'_>, A) -> Result<(), Fail>,
 ) -> fencelock_result {
     let run = || -> Result<(), Fail> {
+        // SAFETY: `p` is NULL or a live handle (the contract); the reference ends here.
+        if unsafe { p.get() }.is_some_and(|h| h.state().poisoned.get()) {
+            return Err(fencelock_result::Panic.into());
+        }
         let a = args()?;
         // SAFETY: forwarded contract.
         unsafe { with_handle(p, |h| body(h, a)) }

@@ -32,10 +32,10 @@ use fencelock::{
 use crate::handle::{call, last_error, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
-    arg, buf, bytes, fencelock_capacity, fencelock_config, fencelock_holder, fencelock_leader,
-    fencelock_name, fencelock_op, fencelock_op_kind, fencelock_output, fencelock_permits,
-    fencelock_reply, fencelock_session_info, fencelock_usage, fencelock_waiter, label_buf,
-    mode_arg, mode_out, name, name_copy, op_mode, out, put, set, wait_arg, write_list,
+    arg, buf, buf_len, bytes, fencelock_capacity, fencelock_config, fencelock_holder,
+    fencelock_leader, fencelock_name, fencelock_op, fencelock_op_kind, fencelock_output,
+    fencelock_permits, fencelock_reply, fencelock_session_info, fencelock_usage, fencelock_waiter,
+    label_buf, mode_arg, mode_out, name, name_copy, op_mode, out, put, set, wait_arg, write_list,
     FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
 };
 
@@ -418,13 +418,15 @@ fn placed_plan(cap: &fencelock_capacity, max_watchers: u32) -> Result<Plan, Fail
 /// (`init_in`), or `None` when only the service made will tell (`restore_in`: the
 /// snapshot carries it): then the ring takes all of `mem` after the tables, and a ring
 /// shorter than the bound for the restored config is `BUFFER_TOO_SMALL` (the service
-/// is dropped unused; nothing else was touched).
+/// is dropped unused; nothing else was touched). `out`, where the caller will write
+/// the handle, must lie outside `mem[..mem_len]`.
 ///
 /// # Safety
 /// `mem` is NULL or valid for `mem_len` bytes, unused by anything else until freed.
 unsafe fn place(
     mem: *mut c_void,
     mem_len: usize,
+    out: *mut *mut fencelock_service,
     cap: &fencelock_capacity,
     max_watchers: Option<u32>,
     judge: impl FnOnce() -> Result<(), Error>,
@@ -432,6 +434,16 @@ unsafe fn place(
 ) -> Result<*mut fencelock_service, Fail> {
     if mem.is_null() {
         return Err(fencelock_result::NullParameter.into());
+    }
+    // No object is larger than PTRDIFF_MAX: a longer `mem_len` is not the memory's.
+    let mem_len = buf_len(mem_len)?;
+    if overlap(
+        out as usize,
+        core::mem::size_of::<*mut fencelock_service>(),
+        mem as usize,
+        mem_len,
+    ) {
+        return Err(fencelock_result::InvalidArgument.into());
     }
     judge()?;
     let plan = match max_watchers {
@@ -690,9 +702,10 @@ pub unsafe extern "C" fn fencelock_service_layout_watchers(
 ///
 /// The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
 ///
-/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (as `fencelock_service_new`),
-/// `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL` (`mem_len` below the layout's size for the
-/// config's `max_watchers`).
+/// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (`mem_len` past `PTRDIFF_MAX`, or
+/// `out_service` inside `mem[..mem_len]`, where the service would overwrite it),
+/// `BAD_CONFIG` (as `fencelock_service_new`), `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL`
+/// (`mem_len` below the layout's size for the config's `max_watchers`).
 /// Cost: O(capacity).
 ///
 /// # Safety
@@ -714,6 +727,7 @@ pub unsafe extern "C" fn fencelock_service_init_in(
             place(
                 mem,
                 mem_len,
+                dst,
                 &config.capacity,
                 Some(config.max_watchers),
                 || judge_config(&config),
@@ -765,7 +779,8 @@ pub unsafe extern "C" fn fencelock_service_restore(
 /// snapshot's `max_watchers` (size `mem` with `fencelock_service_layout_watchers`),
 /// else `BUFFER_TOO_SMALL` once the snapshot is read (nothing is created).
 /// The snapshot must not lie in `mem[..mem_len]` (which is overwritten while the
-/// snapshot is read): overlapping ranges are refused with `INVALID_ARGUMENT`.
+/// snapshot is read): overlapping ranges are refused with `INVALID_ARGUMENT`, as is an
+/// `out_service` inside `mem[..mem_len]`.
 ///
 /// Errors: those of both, and `INVALID_ARGUMENT`. Cost: O(capacity + snapshot length).
 ///
@@ -795,6 +810,7 @@ pub unsafe extern "C" fn fencelock_service_restore_in(
             place(
                 mem,
                 mem_len,
+                dst,
                 &cap,
                 None,
                 || judge_snapshot(bytes),
@@ -925,7 +941,8 @@ pub unsafe extern "C" fn fencelock_service_keep_alive(
 }
 
 /// Closes a session. Replies `CLOSED`; queues `RELEASED` (reason `CLOSED`) per hold,
-/// then the `GRANTED`s this frees.
+/// then the `GRANTED`s this frees; a watched lock's watchers get `HOLDER_CHANGED` after
+/// each.
 ///
 /// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
 /// `STALE_REQUEST`, `REQUEST_REUSED`. Cost: the advance, then O(its claims + events).
@@ -955,7 +972,8 @@ pub unsafe extern "C" fn fencelock_service_close_session(
 /// waiting as `wait` (a `fencelock_wait`) says; `wait_until` is the deadline tick for
 /// `FENCELOCK_WAIT_UNTIL` and ignored otherwise. Replies `GRANTED` (`mode`, the fencing
 /// `token`), `QUEUED` (`mode`, `position`) or `BUSY`; a repeated request number may
-/// also reply `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
+/// also reply `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing for the caller; a grant at
+/// once queues `HOLDER_CHANGED` (`GRANTED`) to each watcher of the lock.
 ///
 /// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
 /// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `LIMIT_MISMATCH`
@@ -1017,7 +1035,8 @@ pub unsafe extern "C" fn fencelock_service_acquire(
 /// the permits not in use; a large request at the head is never overtaken. Every grant
 /// gets its own fencing token. Replies `GRANTED` / `QUEUED` with `mode` `PERMITS` and
 /// the reply's `count` and `limit`, or `BUSY`; a repeated request number may also reply
-/// `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing of its own.
+/// `HOLD_ENDED` or `WAIT_ENDED`. Queues nothing for the caller; a grant at once queues
+/// `HOLDER_CHANGED` (`GRANTED`) to each watcher of the lock.
 ///
 /// Errors, in the core's order: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then
 /// `UNKNOWN_SESSION`, `EMPTY_NAME`, `NAME_TOO_LONG`, `BAD_PERMITS` (not 1 <= `count` <=
@@ -1152,7 +1171,8 @@ pub unsafe extern "C" fn fencelock_service_unwatch(
 }
 
 /// Releases a held lock. Replies `RELEASED` (`token`, no longer good); queues `GRANTED`
-/// to the head of its queue.
+/// to the head of its queue. A watched lock's watchers get `HOLDER_CHANGED`
+/// (`RELEASED`) first, then one (`GRANTED`) after each grant.
 ///
 /// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
 /// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_HOLDER`.
@@ -1191,7 +1211,8 @@ pub unsafe extern "C" fn fencelock_service_release(
     }
 }
 
-/// Withdraws a queued acquire. Replies `CANCELLED`; queues any `GRANTED` it unblocks.
+/// Withdraws a queued acquire. Replies `CANCELLED`; queues any `GRANTED` it unblocks,
+/// each followed by `HOLDER_CHANGED` (`GRANTED`) to the lock's watchers.
 ///
 /// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
 /// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_QUEUED`.

@@ -876,7 +876,7 @@ const MAX_BUF_LEN: usize = isize::MAX as usize;
 /// A length no caller buffer can have (`(size_t)-1` from an error code, say) is
 /// `INVALID_ARGUMENT`, before any slice is formed over it: reading or writing that many
 /// bytes would run past the caller's memory (and forming the slice aborts a debug build).
-fn buf_len(len: usize) -> Result<usize, Fail> {
+pub(crate) fn buf_len(len: usize) -> Result<usize, Fail> {
     if len > MAX_BUF_LEN {
         return Err(fencelock_result::InvalidArgument.into());
     }
@@ -1046,12 +1046,13 @@ pub(crate) unsafe fn write_message(
     len: usize,
     out_len: *mut usize,
 ) -> Result<(), Fail> {
+    // SAFETY: forwarded contract (c_char and u8 have the same layout).
+    let dst = unsafe { self::buf(buf.cast::<u8>(), len) }?;
+    // Written only once the buffer is judged: a NULL or oversized buffer writes nothing.
     if !out_len.is_null() {
         // SAFETY: non-NULL and the caller promises it is writable.
         unsafe { out_len.write(msg.len()) };
     }
-    // SAFETY: forwarded contract (c_char and u8 have the same layout).
-    let dst = unsafe { self::buf(buf.cast::<u8>(), len) }?;
     let Some(room) = dst.len().checked_sub(1) else {
         return Err(fencelock_result::BufferTooSmall.into());
     };

@@ -1098,13 +1098,15 @@ class Service(_Handle):
         c = _Reply()
         with self._mutex:
             code = fn(self._ptr(), *args, C.byref(c))
+            # The refusal's message, read before the drain (whose own calls would replace it).
+            detail = self._detail() if code != Result.OK else ""
             # An accepted input's reply says how many events are queued: skip the drain
             # call when none are. A refused one's reply is all zero: always drain then,
             # so a BUFFER_TOO_SMALL (the queue was past its limit: events left by calls
             # on the library directly) carries them in `.events` and a retry succeeds.
             events = self._events() if code != Result.OK or c.pending else ()
             if code != Result.OK:
-                raise FencelockError(code, self._detail(), events)
+                raise FencelockError(code, detail, events)
         reply = _reply_of(c)
         object.__setattr__(reply, "events", events)
         return reply
@@ -1262,6 +1264,7 @@ class Service(_Handle):
                     answers.append(_reply_of(replies[i]) if results[i] == Result.OK
                                    else FencelockError(results[i]))
                 at += done.value
+                detail = self._detail() if code != Result.OK else ""
                 drained = self._events()
                 events.extend(drained)
                 # Stopped for the queue's room: drained now, so the rest fits (an empty
@@ -1270,7 +1273,7 @@ class Service(_Handle):
                 if code == Result.BUFFER_TOO_SMALL and (done.value or drained):
                     continue
                 if code != Result.OK:
-                    raise FencelockError(code, self._detail(), tuple(events))
+                    raise FencelockError(code, detail, tuple(events))
                 break
         return Batch(tuple(answers), tuple(events))
 
@@ -1281,9 +1284,10 @@ class Service(_Handle):
         now = _u64(now, "now")
         with self._mutex:
             code = _lib.fencelock_service_tick(self._ptr(), now)
+            detail = self._detail() if code != Result.OK else ""
             events = self._events()
             if code != Result.OK:
-                raise FencelockError(code, self._detail(), events)
+                raise FencelockError(code, detail, events)
         return Ticked(now=now, events=events)
 
     def handle_frame(self, frame: Union[bytes, bytearray, memoryview]) -> Reply:
@@ -1298,9 +1302,10 @@ class Service(_Handle):
             code = _lib.fencelock_service_handle_frame(self._ptr(), raw, len(raw),
                                                        C.byref(c), out, MAX_FRAME_LEN,
                                                        C.byref(n))
+            detail = self._detail() if code != Result.OK else ""
             frames = self._drain_frames()
             if code != Result.OK:
-                raise FencelockError(code, self._detail(), event_frames=frames)
+                raise FencelockError(code, detail, event_frames=frames)
         reply = _reply_of(c)
         object.__setattr__(reply, "frame", out.raw[:n.value])
         object.__setattr__(reply, "event_frames", frames)

@@ -939,3 +939,17 @@ def test_a_placed_service_is_sized_for_its_max_watchers():
     with fl.Service.restore_placed(snap, 2, 2, 16, max_watchers=8) as copy:
         assert copy.snapshot() == snap and copy.config().max_watchers == 8
         assert copy.unwatch(1, a, "l") == fl.Unwatched()
+
+
+def test_a_refusal_keeps_its_own_message_when_its_advance_queued_events():
+    # Nine expiries overflow the first slots the drain offers; the drain's own size
+    # query must not replace the refusal's message.
+    with fl.Service(16, 16, 16) as svc:
+        for _ in range(9):
+            svc.open_session(0, 5)
+        e = refused(fl.Result.UNKNOWN_SESSION, svc.keep_alive, 10, 999)
+        assert e.kind == "unknown_session"
+        assert "999" in e.detail and "999" in str(e), repr(e)
+        assert [ev.kind for ev in e.events] == ["session_expired"] * 9
+        e = refused(fl.Result.TIME_WENT_BACKWARDS, svc.tick, 3)
+        assert "backwards" in e.detail, repr(e)
