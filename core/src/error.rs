@@ -1,5 +1,8 @@
-//! The one error type of the crate. A refused input changes nothing: the service's state
-//! (and its snapshot bytes) are exactly as before, and no output was emitted.
+//! The one error type of the crate. A refused input changes nothing beyond the advance to
+//! its `now`, which stands (docs/SPEC.md §5): its events are in the sink, and apart from
+//! them the service's state (and its snapshot bytes) are exactly as the advance left them.
+//! An input refused before the advance (`TimeWentBackwards`, `BufferTooSmall`) changes
+//! nothing at all.
 
 use core::fmt;
 use serde::{Deserialize, Serialize};

@@ -223,14 +223,15 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     }
 
     fn load(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let ((magic, version, count), mut rest) =
-            postcard::take_from_bytes::<([u8; 4], u16, u32)>(bytes).map_err(|_| Error::BadMagic)?;
-        if magic != GATE_MAGIC {
-            return Err(Error::BadMagic);
-        }
+        // Magic, version, count: each judged before the next is read, as a lock service's
+        // snapshot header is (the magic alone is a truncated header, not a foreign file).
+        let rest = bytes.strip_prefix(&GATE_MAGIC).ok_or(Error::BadMagic)?;
+        let truncated = |_| Error::CorruptSnapshot("truncated header");
+        let (version, rest) = postcard::take_from_bytes::<u16>(rest).map_err(truncated)?;
         if version != GATE_VERSION {
             return Err(Error::UnsupportedVersion(version));
         }
+        let (count, mut rest) = postcard::take_from_bytes::<u32>(rest).map_err(truncated)?;
         if count as usize > self.capacity() {
             return Err(Error::CapacityExceeded(Table::Resources));
         }

@@ -114,6 +114,11 @@ impl SessionKeeper {
     /// Records the acknowledgement of the keep-alive sent at `sent_at`. Returns whether it
     /// extended the lease (a late ack of an older keep-alive does not).
     ///
+    /// A keep-alive retried with the same request number is answered from the service's
+    /// record and renews nothing: acknowledge it with its **first** attempt's send time,
+    /// never the retry's (docs/SPEC.md §10), or the lease would be counted from a renewal
+    /// that did not happen.
+    ///
     /// Errors: [`Error::UnknownKeepAlive`] if no keep-alive sent at `sent_at` is among the
     /// last [`KEEPER_MEMORY`] recorded (an ack from the future, a forged or garbled time,
     /// or one too old to remember); nothing changes. Cost: O([`KEEPER_MEMORY`]).

@@ -236,9 +236,17 @@ pub(crate) struct State {
 /// # Cost
 ///
 /// Every input is its advance plus O(1) expected, plus O(log n) per deadline it moves,
-/// plus O(1) per event, except close/expiry which is O(claims of that session). An
-/// advance with nothing due is O(1); expiring k sessions is O(k log n) plus their events.
-/// No call scans a table.
+/// plus O(1) per event, except close/expiry which is O(claims of that session), and an
+/// acquire retried (same request number) while its session waits, which finds its queue
+/// position by walking the queue, O(waiters ahead). An advance with nothing due is O(1);
+/// expiring k sessions is O(k log n) plus their events. No input scans a table (the
+/// queries and `snapshot` walk what they list).
+///
+/// "Expected" assumes lock names not chosen against the index's hash, which has no seed
+/// (determinism): a client that can pick many names hashing to one place can make lookups
+/// of those names cost up to their number. A host that takes names from untrusted clients
+/// should bound how many locks each may create (the server's role prefixes do), or hash
+/// or prefix names with a secret before they reach the core.
 ///
 /// Session deadlines of up to four ttls at a time are kept in one list per ttl, in
 /// deadline order, with only each list's head in the deadline heap: a keep-alive (whose
@@ -440,8 +448,9 @@ impl<S: Storage> LockService<S> {
     /// with less room than [`max_events`](Self::max_events)), then — after advancing to
     /// `now`, which stands — [`Error::BadTtl`] (0), [`Error::DeadlineOverflow`],
     /// [`Error::CapacityExceeded`]`(Sessions)`. Cost: the advance, then O(1) expected for
-    /// a ttl that open sessions already have or while fewer than four ttls are in use
-    /// (see the type's Cost section), else O(log sessions).
+    /// a ttl that open sessions already have, O(log sessions) for a new ttl (its list's
+    /// head enters the deadline heap, or, with four ttls in use, the session itself does;
+    /// see the type's Cost section).
     pub fn open_session(
         &mut self,
         now: Tick,
@@ -1281,7 +1290,10 @@ fn walk<T>(rows: &[T], head: u32, next: fn(&T) -> u32) -> impl Iterator<Item = u
 
 /// The fingerprint of a numbered request's arguments: FNV-1a over the lock name, then one
 /// byte for the mode (0xFE/0xFF never occur in UTF-8, so no name can imitate it). 0 for an
-/// unnumbered request, which records nothing and is never compared.
+/// unnumbered request, which records nothing and is never compared. It is 64 bits, not
+/// the arguments: a client that searched out two names with one fingerprint (about 2^32
+/// tries) could have a reused number taken as a retry on the other name. Only its own
+/// session's answers are affected (docs/SPEC.md §6).
 // The small lookup helpers are forced inline (measured: without it, a C library built
 // with LTO called them out of line from every entry point, ~150 instructions an acquire +
 // release), except on wasm, a size build, where inlining them cost 3 KB.

@@ -389,14 +389,16 @@ pub fn snapshot_config(bytes: &[u8]) -> Result<Config, Error> {
 /// A snapshot's header: its counters and config, whether it is version 2, and the bytes
 /// after it. Errors: as [`snapshot_config`], but for `BadConfig`. Cost: O(1).
 fn read_header(bytes: &[u8]) -> Result<(Meta, bool, &[u8]), Error> {
-    let (header, rest) = match postcard::take_from_bytes::<Header>(bytes) {
-        Ok(x) => x,
-        Err(_) => return Err(Error::BadMagic),
-    };
-    if header.magic != SNAPSHOT_MAGIC {
+    // The header's fields in order, each judged before the next is read: the magic (raw
+    // bytes, as postcard writes a `[u8; 4]`), then the version (`"FLCK"` with no version
+    // is a truncated header, not a foreign file).
+    let Some(rest) = bytes.strip_prefix(&SNAPSHOT_MAGIC) else {
         return Err(Error::BadMagic);
-    }
-    let v2 = match header.version {
+    };
+    let Ok((version, rest)) = postcard::take_from_bytes::<u16>(rest) else {
+        return Err(Error::CorruptSnapshot("truncated header"));
+    };
+    let v2 = match version {
         V1 => false,
         SNAPSHOT_VERSION => true,
         v => return Err(Error::UnsupportedVersion(v)),

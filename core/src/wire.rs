@@ -10,14 +10,16 @@ use crate::{Error, Input, LockService, Output, Reply, Sink, Storage};
 pub const MAX_FRAME_LEN: usize = 176;
 
 impl Input {
-    /// Decodes one input frame. Trailing bytes are refused.
+    /// Decodes one input frame. Trailing bytes and any encoding but the one
+    /// [`to_frame`](Self::to_frame) writes (an over-long varint) are refused.
     ///
-    /// Errors: [`Error::BadFrame`] for anything that is not exactly one valid input
-    /// (including a lock name over [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes).
+    /// Errors: [`Error::BadFrame`] for anything that is not exactly one valid input in its
+    /// canonical encoding (including a lock name over [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)
+    /// bytes).
     /// Cost: O(frame length).
     pub fn from_frame(frame: &[u8]) -> Result<Input, Error> {
         match postcard::take_from_bytes::<Input>(frame) {
-            Ok((input, [])) => Ok(input),
+            Ok((input, [])) => canonical(input, frame),
             _ => Err(Error::BadFrame),
         }
     }
@@ -39,12 +41,13 @@ impl Output {
         encode(self, buf)
     }
 
-    /// Decodes one output frame. Trailing bytes are refused.
+    /// Decodes one output frame. Trailing bytes and non-canonical encodings are refused
+    /// (as [`Input::from_frame`]).
     ///
     /// Errors: [`Error::BadFrame`]. Cost: O(frame length).
     pub fn from_frame(frame: &[u8]) -> Result<Output, Error> {
         match postcard::take_from_bytes::<Output>(frame) {
-            Ok((output, [])) => Ok(output),
+            Ok((output, [])) => canonical(output, frame),
             _ => Err(Error::BadFrame),
         }
     }
@@ -59,14 +62,27 @@ impl Reply {
         encode(self, buf)
     }
 
-    /// Decodes one reply frame. Trailing bytes are refused.
+    /// Decodes one reply frame. Trailing bytes and non-canonical encodings are refused
+    /// (as [`Input::from_frame`]).
     ///
     /// Errors: [`Error::BadFrame`]. Cost: O(frame length).
     pub fn from_frame(frame: &[u8]) -> Result<Reply, Error> {
         match postcard::take_from_bytes::<Reply>(frame) {
-            Ok((reply, [])) => Ok(reply),
+            Ok((reply, [])) => canonical(reply, frame),
             _ => Err(Error::BadFrame),
         }
+    }
+}
+
+/// `value`, decoded from all of `frame`, if `frame` is its canonical encoding: postcard
+/// decodes an over-long varint (`[0x86, 0x00, 0x80, 0x00]` is a `Tick` like `[6, 0]`), and
+/// every other field has one encoding, so a frame is canonical exactly when re-encoding
+/// gives as many bytes. A host may then compare, log or deduplicate frames by their bytes.
+fn canonical<T: serde::Serialize>(value: T, frame: &[u8]) -> Result<T, Error> {
+    let mut buf = [0u8; MAX_FRAME_LEN];
+    match postcard::to_slice(&value, &mut buf) {
+        Ok(b) if b.len() == frame.len() => Ok(value),
+        _ => Err(Error::BadFrame),
     }
 }
 

@@ -164,6 +164,15 @@ fn restore_refuses_bad_bytes_with_typed_errors() {
     };
     assert_eq!(restore(b"XXXX\x01\x00"), Err(Error::BadMagic));
     assert_eq!(restore(&[]), Err(Error::BadMagic));
+    assert_eq!(restore(b"FLG"), Err(Error::BadMagic));
+    // the magic, then too little for the version or the count: a truncated header
+    for cut in [4, 5] {
+        assert_eq!(
+            restore(&good[..cut]),
+            Err(Error::CorruptSnapshot("truncated header")),
+            "{cut} bytes"
+        );
+    }
     let mut v = good.clone();
     v[4] = (GATE_VERSION + 1) as u8;
     assert_eq!(

@@ -346,6 +346,15 @@ fn restore_checks_framing_capacity_and_config() {
         Err(Error::CorruptSnapshot("truncated record"))
     );
     assert_eq!(restore(&good[..2]), Err(Error::BadMagic));
+    // the magic alone, or with half a version: a truncated header (SPEC §9's order)
+    assert_eq!(
+        restore(&good[..4]),
+        Err(Error::CorruptSnapshot("truncated header"))
+    );
+    assert_eq!(
+        restore(&[&good[..4], &[0x80][..]].concat()),
+        Err(Error::CorruptSnapshot("truncated header"))
+    );
     for (storage, table) in [
         (VecStorage::new(1, 4, 8), Table::Sessions),
         (VecStorage::new(4, 0, 8), Table::Locks),

@@ -361,6 +361,60 @@ fn bad_frames_are_refused() {
     assert_eq!(Output::from_frame(&buf[..n + 1]), Err(Error::BadFrame));
 }
 
+/// Postcard decodes an over-long varint; a frame is taken only in the one encoding
+/// `to_frame` writes, so equal values are equal bytes.
+#[test]
+fn only_the_canonical_encoding_of_a_frame_is_taken() {
+    assert_eq!(Input::from_frame(&[6, 0]), Ok(Input::Tick { now: Tick(0) }));
+    for padded in [
+        &[0x86, 0x00, 0x00][..], // the variant in two bytes
+        &[6, 0x80, 0x00],        // now in two bytes
+        &[0x86, 0x00, 0x80, 0x00],
+    ] {
+        assert_eq!(
+            Input::from_frame(padded),
+            Err(Error::BadFrame),
+            "{padded:x?}"
+        );
+    }
+    // Every frame of every kind: its canonical bytes decode, and padding its last
+    // integer field (or any varint) by one byte is refused.
+    let mut buf = [0u8; MAX_FRAME_LEN];
+    let pad = |frame: &[u8]| -> Vec<u8> {
+        // the first varint (the variant index) made one byte longer
+        let mut v = vec![frame[0] | 0x80, 0x00];
+        v.extend_from_slice(&frame[1..]);
+        v
+    };
+    for i in all_inputs(longest(), u64::MAX) {
+        let n = i.to_frame(&mut buf).unwrap();
+        assert_eq!(Input::from_frame(&buf[..n]).as_ref(), Ok(&i));
+        assert_eq!(
+            Input::from_frame(&pad(&buf[..n])),
+            Err(Error::BadFrame),
+            "{i:?}"
+        );
+    }
+    for o in all_outputs(longest(), u64::MAX) {
+        let n = o.to_frame(&mut buf).unwrap();
+        assert_eq!(Output::from_frame(&buf[..n]).as_ref(), Ok(&o));
+        assert_eq!(
+            Output::from_frame(&pad(&buf[..n])),
+            Err(Error::BadFrame),
+            "{o:?}"
+        );
+    }
+    for r in all_replies(u64::MAX) {
+        let n = r.to_frame(&mut buf).unwrap();
+        assert_eq!(Reply::from_frame(&buf[..n]).as_ref(), Ok(&r));
+        assert_eq!(
+            Reply::from_frame(&pad(&buf[..n])),
+            Err(Error::BadFrame),
+            "{r:?}"
+        );
+    }
+}
+
 #[test]
 fn a_short_buffer_reports_the_size_needed() {
     let i = Input::Acquire {
