@@ -43,7 +43,7 @@ log "cargo build --release --target wasm32-unknown-unknown -p fencelock-wasm-lit
 wasm_cargo_build fencelock-wasm-lite
 lite_raw="$target_dir/wasm32-unknown-unknown/release/fencelock_lite.wasm"
 
-stamp_want="$(sha256sum "$raw" "$lite_raw" wasm/lite/js/* | sha256sum | cut -d' ' -f1) wb=$want_wb opt=$("$WASM_OPT" --version | tr -d '\n') script=$(cat "$self" scripts/wasm-flags.sh | sha256sum | cut -d' ' -f1)"
+stamp_want="$(sha256sum "$raw" "$lite_raw" wasm/js/* wasm/lite/js/* | sha256sum | cut -d' ' -f1) wb=$want_wb opt=$("$WASM_OPT" --version | tr -d '\n') script=$(cat "$self" scripts/wasm-flags.sh | sha256sum | cut -d' ' -f1)"
 stamp=wasm/pkg/.stamp
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_want" ] &&
   [ -f wasm/pkg/web/fencelock_wasm_bg.wasm ] && [ -f wasm/pkg/node/fencelock_wasm_bg.wasm ] &&
@@ -69,6 +69,11 @@ else
     done
   }
   bind "$raw" fencelock_wasm ""
+  # The fast path's numbers, judged in JS before the call reaches wasm (wasm/js/numbers.js
+  # says why); appended to both builds, where the generated classes are in scope.
+  for t in web node; do
+    cat wasm/js/numbers.js >>"$tmp/$t/fencelock_wasm.js"
+  done
   # An ES-module face for node over the CommonJS build, naming every export of it (read
   # from the module itself, so it cannot fall behind), and a no-op default `init` so code
   # written for the browser build (`await init()`) runs unchanged in node.

@@ -47,8 +47,13 @@ scripts/build-wasm.sh
 # (the snapshot's header judged by the core's snapshot_config, 328 raw of it, before the
 # tables are checked and allocated; the config before the row limit), which "error
 # precedence is the core's in every layer" asks for.
-WASM_MAX_RAW=${WASM_MAX_RAW:-171262}
-WASM_MAX_GZIP=${WASM_MAX_GZIP:-69618}
+# Raised a sixth time, by exactly the measured growth (169 944 -> 172 156 raw, 69 099 ->
+# 69 672 gzipped: +2 212 / +573): frames are taken only in their canonical encoding (each
+# decoded input re-encoded to compare its length, which links the encoders of `Input`
+# and `Reply` into this build), the snapshot header judged field by field, and an
+# unknown input kind refused before any field is read.
+WASM_MAX_RAW=${WASM_MAX_RAW:-173474}
+WASM_MAX_GZIP=${WASM_MAX_GZIP:-70191}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {
   local raw gz

@@ -250,7 +250,7 @@ export interface FencelockError extends Error {
   errno: number;
   /** A refused input of LockService (not handleFrame): the events of the advance to its now, which stands. */
   events?: Output[];
-  /** A refused handleFrame: the same, as frames. */
+  /** A refused handleFrame: the same, as frames (empty for bad_frame; absent for bad_argument). */
   eventFrames?: Uint8Array[];
   /** "stale": the token offered and the highest seen. */
   token?: U64;

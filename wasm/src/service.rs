@@ -287,11 +287,9 @@ impl LockService {
                 &["kind", "now", "session", "lock", "request"]
             }
             Some("tick") => &["kind", "now"],
-            _ => &[],
+            _ => return Err(Fail::BadArgument(String::from(UNKNOWN_KIND))),
         };
-        if !keys.is_empty() {
-            js::known_keys(v, "input", keys)?;
-        }
+        js::known_keys(v, "input", keys)?;
         let field = |k: &str| js::get(v, k);
         // Each field is read just before it is checked, in the typed methods' order, so a
         // throwing getter or a bad value is met exactly where it was before the shared
@@ -334,13 +332,16 @@ impl LockService {
                 named_input(core, out, on, &now, &session, &lock, &request)
             }
             Some("tick") => tick_with(core, out, &now),
-            _ => Err(Fail::BadArgument(String::from(
-                "input.kind must be one of open_session, open_labeled, keep_alive, \
-                 close_session, acquire, release, cancel, tick, watch, unwatch",
-            ))),
+            // Every other kind was refused above, before any field was read.
+            _ => Err(Fail::BadArgument(String::from(UNKNOWN_KIND))),
         }
     }
 }
+
+/// The refusal of an input object whose `kind` is not one of the inputs.
+const UNKNOWN_KIND: &str = "input.kind must be one of open_session, open_labeled, \
+                            keep_alive, close_session, acquire, release, cancel, tick, \
+                            watch, unwatch";
 
 #[wasm_bindgen]
 impl LockService {
@@ -628,8 +629,10 @@ impl LockService {
     /// Applies one postcard input frame; returns `{reply, events}` as frames (`reply` one
     /// `Uint8Array`, `events` an array of them), for hosts that carry frames over their
     /// own transport (a WebSocket, a worker message). Numbers stay `u64` end to end.
-    /// Throws `bad_frame` (nothing changed), then what the input's method throws, with
-    /// the advance's event frames on `.eventFrames`. Cost: O(frame length) + the input's.
+    /// Throws `bad_argument` for a `frame` that is not a plain `Uint8Array` (no
+    /// `.eventFrames`: nothing reached the core), `bad_frame` (nothing changed; an empty
+    /// `.eventFrames`), then what the input's method throws, with the advance's event
+    /// frames on `.eventFrames`. Cost: O(frame length) + the input's.
     #[wasm_bindgen(js_name = handleFrame, unchecked_return_type = "FrameAnswer")]
     pub fn handle_frame(
         &mut self,
@@ -639,7 +642,9 @@ impl LockService {
         // No input frame is longer than MAX_FRAME_LEN (the core's decoder would refuse it
         // as BadFrame too): refuse it without copying it in.
         if frame.length() as usize > MAX_FRAME_LEN {
-            return Err(Fail::from(Error::BadFrame).into());
+            let err = JsValue::from(Fail::from(Error::BadFrame));
+            let _ = Reflect::set(&err, &JsValue::from_str("eventFrames"), &Array::new());
+            return Err(err);
         }
         let frame = js::copy(&frame, "frame")?;
         let mut events = crate::fast::unbounded();

@@ -126,6 +126,10 @@ const serviceCases = [
   ['handle("tick")', (s) => s.handle('tick'), 'bad_argument'],
   ['handle([])', (s) => s.handle([]), 'bad_argument'],
   ['handle({kind: "explode"})', (s) => s.handle({ kind: 'explode', now: NOW }), 'bad_argument'],
+  // the kind is judged before any other field: no now, or a bad one, is not what is wrong
+  ['handle({kind: "explode"}) without now', (s) => s.handle({ kind: 'explode' }), 'bad_argument'],
+  ['handle({kind: "explode", now: -1})', (s) => s.handle({ kind: 'explode', now: -1 }), 'bad_argument'],
+  ['handle({now: -1}) (no kind)', (s) => s.handle({ now: -1 }), 'bad_argument'],
   ['handle({type: "tick"}) (the key is kind)', (s) => s.handle({ type: 'tick', now: NOW }), 'bad_argument'],
   ['handle({kind: "campaign"}) (not a core input)', (s) => s.handle({ kind: 'campaign', now: NOW, session: 1, election: 'e' }), 'bad_argument'],
   ['handle(throwing getter)', (s) => s.handle({ get kind() { throw new Error('boom'); } }), 'bad_argument'],
@@ -513,4 +517,15 @@ test('an unknown key in any object argument is a bad_argument naming it, and cha
   // Symbol keys are not options, and known keys with undefined values are fine.
   const opts = { mode: 'exclusive', wait: 'none', request: undefined, [Symbol('tag')]: 1 };
   assert.equal(svc.acquire(1, a, 'l', opts).reply.kind, 'granted');
+});
+
+test('every bad_frame carries .eventFrames (empty), a frame refused for its length too', () => {
+  const svc = busyService();
+  for (const frame of [new Uint8Array([]), new Uint8Array([0x2a]), new Uint8Array(100_000), new Uint8Array(64 << 20)]) {
+    const err = thrown(() => svc.handleFrame(frame));
+    expectError(err, 'bad_frame');
+    assert.deepEqual(err.eventFrames, [], `a ${frame.length}-byte frame`);
+  }
+  // a frame that is not a Uint8Array never reached the core: no frames at all
+  assert.equal(thrown(() => svc.handleFrame([6, 100])).eventFrames, undefined);
 });

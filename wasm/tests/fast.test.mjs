@@ -368,3 +368,43 @@ test('setEventLimit takes any limit from the bound up and refuses a lower one', 
   const copy = LockService.restore(off.snapshot(), { sessions: 5, locks: 2, claims: 6 });
   assert.equal(copy.eventLimit(), 2 * (5 + 2 * 6));
 });
+
+test('only JS numbers are numbers: anything else is refused before the core, and its valueOf never runs', () => {
+  const svc = new LockService(caps);
+  const s = svc.acquireFast(0, 1, 'x', 0, 0); // no session yet: unknown_session, a core refusal
+  assert.equal(svc.lastError().code, 'unknown_session', String(s));
+  svc.openSession(0, 100);
+  const id = svc.internName('x');
+  const before = hex(svc.snapshot());
+  let calls = 0;
+  // An argument whose conversion frees the service under the call (a use after free in
+  // wasm memory if the engine ran it at the boundary), and one that counts.
+  const freeing = { valueOf() { calls++; svc.free(); return 1; } };
+  const counting = { valueOf() { calls++; return 1; }, toString() { calls++; return '1'; } };
+  const refused = (c, code) => {
+    assert.ok(c < 0, `refused, not ${c}`);
+    assert.equal(svc.lastError().code, code);
+  };
+  for (const bad of [freeing, counting, '1', true, null, 1n, [1]]) {
+    refused(svc.acquireFast(bad, 1, 'x', 0, 0), 'out_of_range');
+    refused(svc.acquireFast(0, bad, 'x', 0, 0), 'out_of_range');
+    refused(svc.acquireFast(0, 1, 'x', bad, 0), 'bad_argument');
+    refused(svc.acquireFast(0, 1, 'x', 0, bad), 'bad_argument');
+    refused(svc.acquireFast(0, 1, 'x', 0, 2, bad), 'out_of_range');
+    refused(svc.releaseFast(bad, 1, 'x'), 'out_of_range');
+    refused(svc.acquireFastId(0, 1, bad, 0, 0), 'out_of_range');
+    refused(svc.releaseFastId(0, bad, id), 'out_of_range');
+    if (bad !== null) {
+      // an optional number: null and undefined are none, anything else is refused
+      refused(svc.acquireFast(0, 1, 'x', 0, 0, undefined, bad), 'out_of_range');
+      refused(svc.releaseFastId(0, 1, id, bad), 'out_of_range');
+      refused(svc.acquireFast(0, 1, 'x', 2, 0, undefined, undefined, bad, 2), 'out_of_range');
+    }
+    assert.equal(thrown(() => svc.setEventLimit(bad)).code, 'out_of_range');
+  }
+  assert.equal(calls, 0, 'no valueOf or toString ran');
+  assert.equal(hex(svc.snapshot()), before, 'nothing changed');
+  // and the service is whole: the same calls with numbers work
+  assert.equal(svc.acquireFast(0, 1, 'x', 0, 0, null, null), 3);
+  assert.equal(svc.releaseFastId(0, 1, id, undefined), 6);
+});

@@ -94,7 +94,7 @@ function buildTabs() {
 
 function renderTabs() {
   ui.tabs.innerHTML = SCENES.map(
-    (s, i) => `<button id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-pressed="false" title="${s.title} (key ${i + 1})" aria-label="${s.title}"><span class="n">${i + 1}</span> <span class="lbl">${s.short}</span></button>`,
+    (s, i) => `<button id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-pressed="false" title="${escHtml(s.title)} (key ${i + 1})" aria-label="${escHtml(s.title)}"><span class="n">${i + 1}</span> <span class="lbl">${escHtml(s.short)}</span></button>`,
   ).join('');
   for (const b of ui.tabs.querySelectorAll('button')) b.setAttribute('aria-pressed', String(Number(b.dataset.scene) === sceneIndex));
 }
@@ -519,7 +519,7 @@ function openMenu(id, e) {
     const w = timeline.intervene(interventionRecords(iv));
     captions = captionsOf(timeline);
     draw(w);
-    ui.stage.querySelector(`[data-client="${id}"]`)?.focus();
+    ui.stage.querySelector(`[data-client="${CSS.escape(String(id))}"]`)?.focus();
   };
   ui.menu.onkeydown = (ev) => {
     const bs = [...ui.menu.querySelectorAll('button')];
@@ -532,7 +532,7 @@ function openMenu(id, e) {
 function closeMenu(refocus) {
   const id = ui.menu.dataset.forClient;
   ui.menu.hidden = true;
-  if (refocus && id) ui.stage.querySelector(`[data-client="${id}"]`)?.focus();
+  if (refocus && id) ui.stage.querySelector(`[data-client="${CSS.escape(String(id))}"]`)?.focus();
 }
 
 // Deterministic hooks for the browser tests (no sleeping): read-only views of the model.

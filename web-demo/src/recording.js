@@ -12,7 +12,7 @@
 export const FORMAT = 'fencelock-recording';
 export const VERSION = 1;
 /** Limits on what the page will read: bytes of a file, lines, bytes of one line. */
-export const LIMITS = { bytes: 8 * 1024 * 1024, lines: 20000, lineBytes: 16 * 1024 };
+export const LIMITS = { bytes: 8 * 1024 * 1024, lines: 20000, lineBytes: 16 * 1024, rows: 65536 };
 
 /** A tick's length (the header's `tick_ms`) when the header does not say: one second. */
 export const DEFAULT_TICK_MS = 1000;
@@ -85,30 +85,78 @@ export class Recorder {
    * @param tickMs how many milliseconds one tick of `now` is (the header's `tick_ms`); left
    *               out, the header says nothing and a reader takes a tick as one second.
    *               Throws a RangeError, before anything is recorded, unless it is a whole
-   *               number from 1 to MAX_TICK_MS.
+   *               number from 1 to MAX_TICK_MS. A service with more than LIMITS.rows
+   *               sessions, locks or claims is a RangeError too (a reader would refuse
+   *               to make its core).
    */
   constructor(svc, { source = 'host', tickMs } = {}) {
     if (tickMs !== undefined && !isTickMs(tickMs)) throw new RangeError(`tickMs must be a whole number of milliseconds from 1 to ${MAX_TICK_MS}, not ${String(tickMs)}`);
+    const capacity = svc.capacity();
+    for (const k of ['sessions', 'locks', 'claims']) {
+      if (capacity[k] > LIMITS.rows) throw new RangeError(`a recording's core has at most ${LIMITS.rows} ${k}, this service ${capacity[k]}`);
+    }
     this.svc = svc;
-    this.lines = [line({ format: FORMAT, version: VERSION, source, ...(tickMs === undefined ? {} : { tick_ms: tickMs }), capacity: svc.capacity(), config: svc.config(), snapshot: hex(svc.snapshot()) })];
+    this.lines = [line({ format: FORMAT, version: VERSION, source, ...(tickMs === undefined ? {} : { tick_ms: tickMs }), capacity, config: svc.config(), snapshot: hex(svc.snapshot()) })];
   }
 
-  /** Applies `input` ({kind, now, …}, as LockService.handle takes it) and records it. */
+  /**
+   * Applies `input` ({kind, now, …}, as LockService.handle takes it) and records it.
+   * Throws a RangeError before applying an input that holds a bigint, or whose answer
+   * would: a session's deadline (`now` + its ttl) past 2^53 − 1. Should an answer still
+   * hold one (a token past 2^53 − 1, from a snapshot that started there), the input
+   * stands but the recorder stops: it throws for it and for every later call, as its
+   * lines no longer follow the service.
+   */
   handle(input) {
+    this.#usable();
     json(input); // a bigint cannot be recorded: refuse before applying
+    this.#deadlineFits(input);
     let answer;
     try {
       answer = this.svc.handle(input);
     } catch (e) {
-      if (e && typeof e.code === 'string' && e.errno < 700) this.lines.push(line({ now: input.now, input, error: e.code, events: e.events ?? [] }));
+      if (e && typeof e.code === 'string' && e.errno < 700) this.#push({ now: input.now, input, error: e.code, events: e.events ?? [] });
       throw e;
     }
-    this.lines.push(line({ now: input.now, input, reply: answer.reply, events: answer.events }));
+    this.#push({ now: input.now, input, reply: answer.reply, events: answer.events });
     return answer;
   }
 
-  /** Records a storage decision: `gate.admit(resource, token)` at `now` (true = accepted). */
+  /** Refuses an open or keep-alive whose deadline the recording could not write. */
+  #deadlineFits(input) {
+    const { kind, now } = input ?? {};
+    if (typeof now !== 'number') return; // the service refuses it (bad_argument / out_of_range)
+    let ttl;
+    if (kind === 'open_session' || kind === 'open_labeled') ttl = input.ttl;
+    else if (kind === 'keep_alive' && typeof input.session === 'number') ttl = this.svc.session(input.session)?.ttl;
+    if (typeof ttl === 'number' && now + ttl > Number.MAX_SAFE_INTEGER) {
+      throw new RangeError(`a recording holds numbers up to 2^53 - 1; this ${kind}'s deadline, ${now} + ${ttl}, is past it`);
+    }
+  }
+
+  /** Records one line, or stops the recorder if the line cannot be written (see handle). */
+  #push(obj) {
+    try {
+      this.lines.push(line(obj));
+    } catch (e) {
+      this.broken = `line ${this.lines.length + 1} cannot be recorded (${e.message}); the service applied it, so the recording stops here`;
+      throw new RangeError(this.broken);
+    }
+  }
+
+  #usable() {
+    if (this.broken) throw new RangeError(this.broken);
+  }
+
+  /**
+   * Records a storage decision: `gate.admit(resource, token)` at `now` (true = accepted).
+   * A token that is not a whole number from 1 to 2^53 − 1 is a RangeError before the gate
+   * sees it.
+   */
   admit(gate, now, resource, token) {
+    this.#usable();
+    if (!Number.isSafeInteger(token) || token < 1) throw new RangeError(`a recording holds tokens from 1 to 2^53 - 1, not ${String(token)}`);
+    json({ now, resource }); // a bigint `now` cannot be recorded either
     let ok = true;
     let highest = null;
     try {
@@ -118,7 +166,7 @@ export class Recorder {
       ok = false;
       highest = e.highest;
     }
-    this.lines.push(line({ now, admit: { resource, token }, result: ok ? 'accepted' : 'stale', ...(ok ? {} : { highest }) }));
+    this.#push({ now, admit: { resource, token }, result: ok ? 'accepted' : 'stale', ...(ok ? {} : { highest }) });
     return ok;
   }
 
@@ -179,6 +227,10 @@ export function parseRecording(text) {
   only(header, ['format', 'version', 'source', 'tick_ms', 'capacity', 'config', 'snapshot'], 1, 'the header');
   if ('tick_ms' in header && !isTickMs(header.tick_ms)) throw new RecordingError(1, `"tick_ms" is ${say(header.tick_ms)}: it must be a whole number of milliseconds from 1 to ${MAX_TICK_MS} (how long one tick of "now" is)`);
   if (!isObj(header.capacity) || !['sessions', 'locks', 'claims'].every((k) => isU(header.capacity[k]))) throw new RecordingError(1, 'the header has no capacity {sessions, locks, claims}');
+  // The page makes a core of this size: a few bytes must not ask for a gigabyte.
+  for (const k of ['sessions', 'locks', 'claims']) {
+    if (header.capacity[k] > LIMITS.rows) throw new RecordingError(1, `the header's capacity asks for ${header.capacity[k]} ${k}; a recording's core has at most ${LIMITS.rows} of each`);
+  }
   if (!isObj(header.config)) throw new RecordingError(1, 'the header has no config');
   if (!unhex(header.snapshot)) throw new RecordingError(1, 'the header\'s snapshot is not hex');
   let last = 0;
@@ -266,6 +318,9 @@ export function applyEntry(api, svc, gates, e) {
     got = svc.handle(e.input);
   } catch (err) {
     if (!err || typeof err.code !== 'string') throw err;
+    // A recording holds the core's refusals only (errno below 700): the binding's own
+    // (`out_of_range`, `bad_argument`) mean the line is not an input the core was given.
+    if (!(err.errno < 700)) throw new RecordingError(e.line, `the input is not one the core can be given: ${err.code} (${err.message})`);
     if (!('error' in e)) throw new RecordingError(e.line, `the core refuses ${e.input.kind}: ${err.code} (${err.message}); the recording says it answered ${say(e.reply)}`);
     if (err.code !== e.error) throw new RecordingError(e.line, `the core refuses with ${err.code}, the recording says ${e.error}`);
     if (!same(err.events ?? [], e.events)) throw new RecordingError(e.line, `the refusal's events differ: the core gives ${say(err.events ?? [])}, the recording ${say(e.events)}`);

@@ -90,7 +90,7 @@ function drawClient(w, n, interactive) {
   const side = n.side === 'right';
   const bx = side ? n.x + r + 10 : n.x;
   const by = (side ? n.y - 3 : n.small ? n.y + r + 13 : n.y + r + 17) + (n.badgeDy ?? 0);
-  return `<g class="node client ${b.cls} st-${c.status}" data-testid="client-${n.id}" data-client="${n.id}" data-status="${c.status}" data-badge="${esc(b.text)}"
+  return `<g class="node client ${b.cls} st-${c.status}" data-testid="client-${esc(n.id)}" data-client="${esc(n.id)}" data-status="${c.status}" data-badge="${esc(b.text)}"
       ${interactive ? `tabindex="0" role="button" aria-haspopup="menu" aria-label="${esc(label)}"` : ''}>
     <circle class="halo" cx="${n.x}" cy="${n.y}" r="${r + 5}"/>
     <circle class="body" cx="${n.x}" cy="${n.y}" r="${r}"/>
@@ -115,7 +115,7 @@ function drawStoreCompact(w, n) {
     const what = r.accepted ? (r.stale ? 'landed' : 'ok') : `${r.token}<${r.highest}`;
     return `<text class="row ${cls}" x="${x + 10}" y="${y + 58 + i * 18}"><tspan class="m">${mark}</tspan> ${esc(r.by)} · ${r.token} <tspan class="what">${esc(what)}</tspan></text>`;
   });
-  return `<g class="node store compact ${bannerText ? 'is-corrupt' : ''}" data-testid="${n.id}" data-verdict="${v.corrupted ? 'corrupted' : v.stale.length ? 'stale' : 'clean'}">
+  return `<g class="node store compact ${bannerText ? 'is-corrupt' : ''}" data-testid="${esc(n.id)}" data-verdict="${v.corrupted ? 'corrupted' : v.stale.length ? 'stale' : 'clean'}">
     <rect class="box" x="${x}" y="${y}" width="250" height="84" rx="10"/>
     <text class="title" x="${x + 10}" y="${y + 20}">${s.fencing ? `max <tspan data-testid="highest">${hi ?? '—'}</tspan>` : 'checks nothing'}</text>
     ${bannerText ? `<text class="banner-text" data-testid="banner" x="${x + 240}" y="${y + 20}" text-anchor="end">${bannerText}</text>` : ''}
@@ -154,7 +154,7 @@ function drawRlNode(w, n) {
   const id = h ? w.sessions[`${n.id}:${h.session}`] : null;
   const c = id ? w.clients[id] : null;
   const exp = h ? core.session(h.session)?.expiresAt : null;
-  return `<g class="node rlnode ${skew ? 'skewed' : ''} ${h ? 'held' : ''}" data-testid="rl-${n.id}" data-holder="${c ? esc(c.name) : ''}" data-clock="${core.now()}">
+  return `<g class="node rlnode ${skew ? 'skewed' : ''} ${h ? 'held' : ''}" data-testid="rl-${esc(n.id)}" data-holder="${c ? esc(c.name) : ''}" data-clock="${core.now()}">
     <rect class="box" x="${x}" y="${y}" width="${bw}" height="92" rx="9"/>
     <text class="title" x="${x + 8}" y="${y + 19}">${esc(n.id)}</text>
     <text class="row clock ${skew ? 'bad' : ''}" x="${x + 8}" y="${y + 37}">t=${core.now()}${skew ? `${narrow ? '' : ' '}+${skew}` : ''}</text>
@@ -237,13 +237,13 @@ function drawHub(w, n) {
   const ids = w.scene.laneIds[n.id];
   const wake = ids.reduce((a, id) => a + w.clients[id].mem.wakeups, 0);
   const wasted = ids.reduce((a, id) => a + w.clients[id].mem.wasted, 0);
-  return `<g class="node hub" data-testid="hub-${n.id}">
+  return `<g class="node hub" data-testid="hub-${esc(n.id)}">
     <text class="panel-title" x="${n.x}" y="${n.y - (n.titleDy ?? 150)}">${esc(n.title)}</text>
     <circle class="box" cx="${n.x}" cy="${n.y}" r="50"/>
     <text class="lockname" x="${n.x}" y="${n.y - 12}">${esc(lock)}</text>
     <text class="holder" x="${n.x}" y="${n.y + 8}">${esc(holder)}</text>
     <text class="queue" x="${n.x}" y="${n.y + 26}">${n.id === 'queue' ? `queue: ${ws.length}` : `watchers: ${ids.filter((id) => w.clients[id].mem.watching).length}`}</text>
-    <g class="counters" data-testid="counters-${n.id}" data-wakeups="${wake}" data-wasted="${wasted}">
+    <g class="counters" data-testid="counters-${esc(n.id)}" data-wakeups="${wake}" data-wasted="${wasted}">
       <text x="${n.x - 60}" y="${n.y + (n.countDy ?? 158)}" class="count">wake-ups <tspan class="num">${wake}</tspan></text>
       <text x="${n.x + 60}" y="${n.y + (n.countDy ?? 158)}" class="count ${wasted ? 'bad' : ''}">wasted <tspan class="num">${wasted}</tspan></text>
     </g>
@@ -273,7 +273,7 @@ function drawReplica(w, n) {
     const what = `entry #${i + 1}: ${e.input.type} — ${has ? (acked ? 'applied here and acknowledged' : 'applied here') : 'not here yet'}`;
     return `<g class="cell-g" data-cell="${has ? (acked ? 'acked' : 'applied') : 'missing'}"><rect class="cell ${has ? 'applied' : 'missing'} ${acked ? 'acked' : ''}" x="${cx}" y="${cy}" width="12" height="12" rx="2"><title>${esc(what)}</title></rect>${acked ? `<path class="tick" d="M${cx + 2.5},${cy + 6.5}l2.5,2.5l4.5,-5.5"/>` : ''}</g>`;
   }).join('');
-  return `<g class="node replica ${node.alive ? '' : 'down'} ${head ? 'head' : ''}" data-testid="replica-${n.id}" data-alive="${node.alive}">
+  return `<g class="node replica ${node.alive ? '' : 'down'} ${head ? 'head' : ''}" data-testid="replica-${esc(n.id)}" data-alive="${node.alive}">
     <rect class="box" x="${x}" y="${y}" width="110" height="110" rx="10"/>
     <text class="title" x="${x + 10}" y="${y + 20}">${esc(n.title || n.id)}</text>
     <text class="row role" x="${x + 10}" y="${y + 37}">${role}</text>
@@ -400,7 +400,7 @@ function drawNote(w, n) {
   const bh = n.h ?? 120;
   const x = n.x - bw / 2;
   const y = n.y - bh / 2;
-  return `<g class="node note" data-testid="${n.id}">
+  return `<g class="node note" data-testid="${esc(n.id)}">
     <rect class="box" x="${x}" y="${y}" width="${bw}" height="${bh}" rx="10"/>
     <text class="title" x="${x + 12}" y="${y + 20}">${esc(n.title)}</text>
     ${n.lines.map((l, i) => `<text class="row" x="${x + 12}" y="${y + 40 + i * 18}">${esc(l)}</text>`).join('')}

@@ -431,6 +431,9 @@ export class World {
     const c = this.clients[r.by];
     const row = { t: this.t, by: c.name, byId: c.id, token: r.token, data: r.data, accepted: true, stale: false, reason: '' };
     if (s.gate) {
+      // What the gate had seen when this write arrived, asked of the gate itself (captions
+      // explain an acceptance by it).
+      row.highestBefore = s.gate.highest(s.resource);
       try {
         s.gate.admit(s.resource, r.token);
       } catch (e) {

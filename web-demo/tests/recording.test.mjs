@@ -108,6 +108,49 @@ test('the Recorder refuses a bigint before applying it, and records a core refus
   verifyRecording(api, rec.text());
 });
 
+test('the Recorder refuses a deadline past 2^53 - 1 before applying it, and an unrecordable token', () => {
+  const svc = new api.LockService({ sessions: 2, locks: 1, claims: 2 });
+  const gate = new api.FenceGate(2);
+  const rec = new Recorder(svc);
+  const max = Number.MAX_SAFE_INTEGER;
+  assert.throws(() => rec.handle({ kind: 'open_session', now: 1, ttl: max }), RangeError);
+  assert.equal(svc.now(), 0, 'nothing applied: not even time');
+  assert.equal(svc.sessions().length, 0);
+  const a = rec.handle({ kind: 'open_session', now: 1, ttl: max - 10 }).reply.session;
+  assert.throws(() => rec.handle({ kind: 'keep_alive', now: 11, session: a }), RangeError);
+  assert.equal(svc.now(), 1, 'the keep-alive was not applied');
+  rec.handle({ kind: 'keep_alive', now: 10, session: a });
+  for (const bad of [0, 2 ** 53, 1.5, '1', 1n]) assert.throws(() => rec.admit(gate, 10, 'r', bad), RangeError);
+  assert.equal(gate.highest('r'), null, 'the gate saw none of them');
+  assert.equal(rec.lines.length, 3);
+  verifyRecording(api, rec.text());
+});
+
+test('a line whose refusal is the binding\'s (out_of_range, bad_argument), not the core\'s, is refused', () => {
+  const text = small();
+  // line 4 acquires; make its lock a number and claim the binding's refusal
+  const bad = lie(text, 4, (body) => {
+    const o = JSON.parse(body);
+    o.input.lock = 5;
+    delete o.reply;
+    o.error = 'bad_argument';
+    o.events = [];
+    return JSON.stringify(o);
+  });
+  refuses(bad, 4, /not one the core can be given: bad_argument/);
+});
+
+test('a header asking for a core larger than a recording needs is refused before one is made', () => {
+  const text = small();
+  const big = lie(text, 1, (body) => {
+    const o = JSON.parse(body);
+    o.capacity.claims = LIMITS.rows + 1;
+    return JSON.stringify(o);
+  });
+  refuses(big, 1, /asks for 65537 claims/);
+  assert.throws(() => new Recorder(new api.LockService({ sessions: 2, locks: LIMITS.rows + 1, claims: 2 })), RangeError);
+});
+
 test('the header\'s tick_ms: written by the Recorder when asked, a second when absent, refused by line when malformed', () => {
   // an older recording (the committed sample) says nothing: a tick is a second, as before
   const old = parseRecording(readFileSync(SAMPLE, 'utf8'));

@@ -22,14 +22,10 @@ export function recordOutputs(w, emit, outs) {
   }
 }
 
-/** Tokens the accepted writes before `row` carried: the gate's highest when `row` arrived. */
+/** The gate's highest token when `row` arrived (its FenceGate's answer, kept with the
+ * row by World.applyWrite; null if it had seen none, or the store has no gate). */
 export function highestBefore(s, row) {
-  let hi = null;
-  for (const r of s.rows) {
-    if (r === row) break;
-    if (r.accepted && (hi == null || r.token > hi)) hi = r.token;
-  }
-  return hi;
+  return row.highestBefore ?? null;
 }
 
 /** The latest grant of a token above `token` made at or before `t` (null if none). */
