@@ -64,6 +64,31 @@ struct Conn {
     pending: Pending,
     alive: watch::Receiver<bool>,
     epoch: u64,
+    /// The task reading the connection. Aborted when the connection is dropped
+    /// ([`Conn::close`], or the last handle going): dropping the write half alone does
+    /// not close a TLS stream (`tokio::io::split`), and its reader would go on taking
+    /// the old node's pushes.
+    reader: tokio::task::AbortHandle,
+}
+
+impl Conn {
+    /// Closes the connection for good: its reader stops (so the stream closes once the
+    /// last handle is gone), and requests still waiting on it fail at once (their callers
+    /// retry on another connection). Cost: O(requests pending).
+    fn close(&self) {
+        self.reader.abort();
+        let _ = self.alive_tx.send(false);
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
 }
 
 /// What an acquire ended with.
@@ -90,7 +115,10 @@ struct State {
     preferred: Option<String>,
     rr: usize,
     conn: Option<Arc<Conn>>,
+    /// The epoch of the newest connection (made or being made).
     epoch: u64,
+    /// The newest epoch whose connection was dropped: nothing it carries is taken.
+    dropped: u64,
     /// Sessions to re-attach after a reconnect, with their credentials.
     attached: HashMap<u64, SessionSecret>,
     /// Latest lock event per (session, lock), set by pushes.
@@ -248,10 +276,18 @@ impl Client {
         self.st().epoch
     }
 
-    /// Records a pushed event for the acquires waiting on it.
-    fn note(&self, o: &Output) {
+    /// Records an event pushed on the connection of `epoch` for the acquires waiting on it,
+    /// and hands it to [`Client::subscribe`]rs — only if that connection is the current
+    /// one. A connection that was dropped (a redirect, a timeout, a node that said it is
+    /// unavailable) may still deliver what its node pushes later, such as a deposed leader
+    /// applying entries late: those events are old, and taken they could complete a later
+    /// acquire of the same lock with a stale token. Cost: O(1).
+    fn note(&self, o: Output, epoch: u64) {
         let mut st = self.st();
-        match o {
+        if epoch != st.epoch || epoch <= st.dropped {
+            return;
+        }
+        match &o {
             Output::Granted {
                 session,
                 lock,
@@ -274,6 +310,8 @@ impl Client {
             }
             _ => {}
         }
+        // Under the state lock: a connection dropped meanwhile hands on nothing more.
+        let _ = self.inner.pushes.send(o);
         drop(st);
         self.inner.changed.send_modify(|v| *v += 1);
     }
@@ -337,15 +375,11 @@ impl Client {
             st.epoch += 1;
             st.epoch
         };
-        let conn = Arc::new(Conn {
-            writer: tokio::sync::Mutex::new(BufWriter::new(w)),
-            alive_tx: alive_tx.clone(),
-            pending: pending.clone(),
-            alive,
-            epoch,
-        });
         let me = self.clone();
-        tokio::spawn(async move {
+        let reader_pending = pending.clone();
+        let reader_alive = alive_tx.clone();
+        let reader = tokio::spawn(async move {
+            let (pending, alive_tx) = (reader_pending, reader_alive);
             let mut r = BufReader::new(r);
             while let Ok(Some(f)) = frame::read::<_, ServerFrame>(&mut r, MAX_SERVER_FRAME).await {
                 match f {
@@ -358,10 +392,7 @@ impl Client {
                             let _ = tx.send(result);
                         }
                     }
-                    ServerFrame::Push(o) => {
-                        me.note(&o);
-                        let _ = me.inner.pushes.send(o);
-                    }
+                    ServerFrame::Push(o) => me.note(o, epoch),
                     ServerFrame::Malformed(_) => break,
                 }
             }
@@ -370,9 +401,27 @@ impl Client {
             pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
             me.inner.changed.send_modify(|v| *v += 1);
         });
+        let conn = Arc::new(Conn {
+            writer: tokio::sync::Mutex::new(BufWriter::new(w)),
+            alive_tx,
+            pending,
+            alive,
+            epoch,
+            reader: reader.abort_handle(),
+        });
+        if let Err(e) = self.start_conn(&conn).await {
+            self.drop_conn(&conn);
+            return Err(e);
+        }
+        self.st().conn = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Authenticates a new connection and re-attaches every session to it.
+    async fn start_conn(&self, conn: &Conn) -> Result<(), ClientError> {
         // The token first: every later request on this connection is judged by it.
         if let Some(token) = self.inner.options.token.clone() {
-            self.send(&conn, Request::Authenticate { token }).await?;
+            self.send(conn, Request::Authenticate { token }).await?;
         }
         // Renew every session at once on the new connection — after a leader change this
         // is the first chance to — which also re-attaches it (its pushes come here now).
@@ -380,7 +429,7 @@ impl Client {
             self.st().attached.iter().map(|(s, k)| (*s, *k)).collect();
         for (session, secret) in sessions {
             match self
-                .send(&conn, Request::KeepAlive { session, secret })
+                .send(conn, Request::KeepAlive { session, secret })
                 .await
             {
                 Ok(_) => {}
@@ -394,8 +443,7 @@ impl Client {
                 }
             }
         }
-        self.st().conn = Some(conn.clone());
-        Ok(conn)
+        Ok(())
     }
 
     async fn send(&self, conn: &Conn, req: Request) -> Result<Reply, ClientError> {
@@ -432,11 +480,18 @@ impl Client {
         }
     }
 
-    fn drop_conn(&self, epoch: u64) {
-        let mut st = self.st();
-        if st.conn.as_ref().is_some_and(|c| c.epoch == epoch) {
-            st.conn = None;
+    /// Drops `conn` for good (a redirect, a timeout, an unavailable node): it is no
+    /// longer used, its reader stops, and nothing it still delivers is taken
+    /// ([`Client::note`]). Cost: O(requests pending on it).
+    fn drop_conn(&self, conn: &Conn) {
+        {
+            let mut st = self.st();
+            st.dropped = st.dropped.max(conn.epoch);
+            if st.conn.as_ref().is_some_and(|c| c.epoch == conn.epoch) {
+                st.conn = None;
+            }
         }
+        conn.close();
     }
 
     /// Sends `req`, following redirects and retrying on lost connections and
@@ -468,7 +523,7 @@ impl Client {
             match self.send(&conn, req.clone()).await {
                 Ok(r) => return Ok((r, conn.epoch)),
                 Err(ClientError::NotLeader { leader }) => {
-                    self.drop_conn(conn.epoch);
+                    self.drop_conn(&conn);
                     let known = leader.is_some();
                     self.st().preferred = leader.clone();
                     last = ClientError::NotLeader { leader };
@@ -477,7 +532,7 @@ impl Client {
                     }
                 }
                 Err(ClientError::Unavailable(m)) => {
-                    self.drop_conn(conn.epoch);
+                    self.drop_conn(&conn);
                     last = ClientError::Unavailable(m);
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -526,7 +581,7 @@ impl Client {
                     };
                     let r = self.send(&c, req).await;
                     if r.is_err() {
-                        self.drop_conn(c.epoch);
+                        self.drop_conn(&c);
                     }
                     r
                 }
@@ -1105,5 +1160,135 @@ impl LeaseGuard {
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::MAX_CLIENT_FRAME;
+    use fencelock::{LockName, SessionId, Tick};
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    async fn next_request<R: AsyncRead + Unpin>(r: &mut R) -> ClientFrame {
+        frame::read(r, MAX_CLIENT_FRAME)
+            .await
+            .expect("a frame")
+            .expect("not the end")
+    }
+
+    async fn answer<W: AsyncWrite + Unpin>(w: &mut W, id: u64, result: Result<Reply, ClientError>) {
+        frame::write(w, &ServerFrame::Reply { id, result })
+            .await
+            .expect("written");
+    }
+
+    fn granted(token: u64) -> Output {
+        Output::Granted {
+            session: SessionId(1),
+            lock: LockName::new("x").unwrap(),
+            mode: Mode::Exclusive,
+            token: Token(token),
+        }
+    }
+
+    fn done(reply: fencelock::Reply) -> Result<Reply, ClientError> {
+        Ok(Reply::Done {
+            reply,
+            now: 1,
+            index: 1,
+        })
+    }
+
+    /// A node that redirected the client (here: answered an acquire `NotLeader`) keeps
+    /// its end of the connection open and later pushes a grant on it, as a deposed leader
+    /// applying entries late does. The client closes that connection when it drops it —
+    /// the node's writes then fail — and never takes the old push: its acquire, queued on
+    /// the new connection, ends with the grant pushed there. Before, the old connection's
+    /// reader lived on and its `Granted(7)` completed the acquire.
+    #[tokio::test]
+    async fn a_dropped_connection_is_closed_and_its_pushes_ignored() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let client = Client::new(vec![addr.clone()]);
+        let mut pushes = client.subscribe();
+        let node = tokio::spawn(async move {
+            // The first connection: the open, then the acquire, redirected back here.
+            let (a, _) = listener.accept().await.unwrap();
+            let (ar, mut aw) = a.into_split();
+            let mut ar = BufReader::new(ar);
+            let f = next_request(&mut ar).await;
+            assert!(matches!(f.req, Request::Open { .. }), "{:?}", f.req);
+            let opened = fencelock::Reply::Opened {
+                session: SessionId(1),
+                expires_at: Tick(10_000),
+            };
+            let reply = Reply::Opened {
+                reply: opened,
+                secret: SessionSecret([7; 16]),
+                now: 1,
+                index: 1,
+            };
+            answer(&mut aw, f.id, Ok(reply)).await;
+            let f = next_request(&mut ar).await;
+            assert!(matches!(f.req, Request::Acquire { .. }), "{:?}", f.req);
+            let leader = Some(addr);
+            answer(&mut aw, f.id, Err(ClientError::NotLeader { leader })).await;
+            // The second: the keep-alive that re-attaches the session, then the acquire
+            // again, queued.
+            let (b, _) = listener.accept().await.unwrap();
+            let (br, mut bw) = b.into_split();
+            let mut br = BufReader::new(br);
+            let f = next_request(&mut br).await;
+            assert!(matches!(f.req, Request::KeepAlive { .. }), "{:?}", f.req);
+            let kept = fencelock::Reply::KeptAlive {
+                expires_at: Tick(10_000),
+            };
+            answer(&mut bw, f.id, done(kept)).await;
+            let f = next_request(&mut br).await;
+            assert!(matches!(f.req, Request::Acquire { .. }), "{:?}", f.req);
+            let queued = fencelock::Reply::Queued {
+                mode: Mode::Exclusive,
+                position: 1,
+            };
+            answer(&mut bw, f.id, done(queued)).await;
+            // The old connection pushes a stale grant. The client closed it, so the
+            // writes fail soon (the first may still be buffered; the reset ends the rest).
+            let stale = frame::encode(&ServerFrame::Push(granted(7))).unwrap();
+            let mut closed = false;
+            for _ in 0..250 {
+                if aw.write_all(&stale).await.is_err() {
+                    closed = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // The current connection pushes the grant of the queued acquire.
+            frame::write(&mut bw, &ServerFrame::Push(granted(8)))
+                .await
+                .unwrap();
+            (closed, bw)
+        });
+        let session = client.open_session(10_000).await.unwrap();
+        let got = session
+            .acquire("x", Mode::Exclusive, WaitSpec::Forever)
+            .await
+            .unwrap();
+        assert_eq!(
+            got,
+            Acquired::Granted(Token(8)),
+            "the old connection's grant"
+        );
+        let (closed, _bw) = node.await.unwrap();
+        assert!(closed, "the dropped connection was never closed");
+        match pushes.try_recv() {
+            Ok(Output::Granted { token, .. }) => assert_eq!(token, Token(8)),
+            other => panic!("expected the new connection's grant, got {other:?}"),
+        }
+        assert!(
+            pushes.try_recv().is_err(),
+            "subscribers got a push of the old connection"
+        );
     }
 }

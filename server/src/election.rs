@@ -46,7 +46,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -167,6 +167,8 @@ pub struct Elector {
     back_tx: watch::Sender<bool>,
     /// The Raft network sends no AppendEntries / InstallSnapshot (stepped back, not probing).
     muted: AtomicBool,
+    /// The largest snapshot received, in bytes ([`Elector::set_snapshot_limit`]).
+    snapshot_limit: AtomicU64,
     // Keeps the channel open while no request is watching it.
     _back_rx: watch::Receiver<bool>,
 }
@@ -196,9 +198,18 @@ impl Elector {
                 shown: None,
             }),
             muted: AtomicBool::new(false),
+            snapshot_limit: AtomicU64::new(u64::MAX),
             back_tx,
             _back_rx,
         })
+    }
+
+    /// Refuses every InstallSnapshot chunk that would take the snapshot being received
+    /// past `bytes` (`offset + length`; [`Elector::install_snapshot`]). A node sets it from
+    /// its table sizes ([`crate::state_machine::max_snapshot_bytes`]); unset, no limit.
+    /// Cost: O(1).
+    pub fn set_snapshot_limit(&self, bytes: u64) {
+        self.snapshot_limit.store(bytes, Ordering::Relaxed);
     }
 
     /// Binds the elector to its Raft (once, right after `Raft::new`).
@@ -396,13 +407,41 @@ impl Elector {
         r
     }
 
-    /// Handles an incoming InstallSnapshot (as [`Elector::append_entries`]).
+    /// Handles an incoming InstallSnapshot (as [`Elector::append_entries`]). A chunk that
+    /// would take the snapshot past the limit ([`Elector::set_snapshot_limit`]) is refused
+    /// before openraft sees it: openraft writes each chunk at its offset into a buffer in
+    /// memory, so a chunk at an offset near 2^63, or chunks without end, would otherwise
+    /// take the node's memory.
     ///
-    /// Errors: openraft's.
+    /// Errors: openraft's; a `SnapshotMismatch` (expecting offset 0) for a chunk over the
+    /// limit.
     pub async fn install_snapshot(
         &self,
         req: InstallSnapshotRequest<TypeConfig>,
     ) -> Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
+        let limit = self.snapshot_limit.load(Ordering::Relaxed);
+        let end = req.offset.saturating_add(req.data.len() as u64);
+        if end > limit {
+            tracing::warn!(
+                node = self.id,
+                from = ?req.vote.leader_id().voted_for(),
+                snapshot = %req.meta.snapshot_id,
+                "refused a snapshot chunk ending at byte {end}: past the limit of {limit} bytes for this node's table sizes"
+            );
+            let id = req.meta.snapshot_id.clone();
+            return Err(RaftError::APIError(InstallSnapshotError::SnapshotMismatch(
+                openraft::error::SnapshotMismatch {
+                    expect: openraft::SnapshotSegmentId {
+                        id: id.clone(),
+                        offset: 0,
+                    },
+                    got: openraft::SnapshotSegmentId {
+                        id,
+                        offset: req.offset,
+                    },
+                },
+            )));
+        }
         let vote = req.vote;
         let raft = self
             .raft

@@ -277,8 +277,14 @@ impl Inner {
         Ok(())
     }
 
-    /// Rewrites the file with only the live state.
-    fn compact(&mut self) -> io::Result<()> {
+    /// Rewrites the file with only the live state: a temp file, fsynced, renamed over the
+    /// log, then the directory fsynced. Up to the rename a failure changes nothing (the log
+    /// stays as it is, complete: `Err(Kept)`). From the rename on the new file is the log:
+    /// its handle (the temp file's own, no reopen that could fail) is installed at once,
+    /// so every later write goes to the file at `raft.log`, never to the unlinked old
+    /// one; a failing directory fsync after that is `Err(Renamed)`, since the rename may
+    /// not survive a crash and the node must not go on acknowledging writes.
+    fn compact(&mut self) -> Result<(), CompactError> {
         let tmp = self.path.with_extension("tmp");
         let mut recs = Vec::new();
         if let Some(v) = self.vote {
@@ -289,26 +295,36 @@ impl Inner {
             recs.push(Rec::Purge(p));
         }
         recs.extend(self.log.values().map(|e| Rec::Entry(e.clone())));
+        let kept = CompactError::Kept;
         let mut buf = FILE_MAGIC.to_vec();
-        buf.extend_from_slice(&encode_group(self.next_seq, &recs)?);
+        buf.extend_from_slice(&encode_group(self.next_seq, &recs).map_err(kept)?);
         let allocated = buf.len() as u64 + PREALLOC;
-        {
-            let mut f = crate::disk::create_private_file(&tmp)?;
-            f.write_all(&buf)?;
-            zero_fill(&f, buf.len() as u64, allocated)?;
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, &self.path)?;
-        if let Some(dir) = self.path.parent() {
-            sync_dir(dir)?;
-        }
-        self.file = OpenOptions::new().write(true).open(&self.path)?;
+        let mut f = crate::disk::create_private_file(&tmp).map_err(kept)?;
+        f.write_all(&buf).map_err(kept)?;
+        zero_fill(&f, buf.len() as u64, allocated).map_err(kept)?;
+        f.sync_all().map_err(kept)?;
+        fs::rename(&tmp, &self.path).map_err(kept)?;
+        // `raft.log` is the new file now: write to it from here on, whatever follows.
+        self.file = f;
         self.len = buf.len() as u64;
         self.allocated = allocated;
         self.next_seq += 1;
         self.committed_unwritten = false;
+        if let Some(dir) = self.path.parent() {
+            sync_dir(dir).map_err(CompactError::Renamed)?;
+        }
         Ok(())
     }
+}
+
+/// How a compaction ([`Inner::compact`]) failed.
+#[derive(Debug)]
+enum CompactError {
+    /// Before the rename: nothing changed, the old file is the log, complete.
+    Kept(io::Error),
+    /// After the rename: the new file is the log (and written to), but the directory's
+    /// fsync failed, so the rename may not survive a crash.
+    Renamed(io::Error),
 }
 
 /// What opening a log cut from its end ([`LogStore::open_accepting_loss`]).
@@ -684,11 +700,28 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut g = self.lock();
         g.apply(Rec::Purge(log_id));
         if g.len >= g.compact_bytes {
-            // Compaction only saves space: when it fails (a full disk) the log stays as it
-            // is, complete, and the next purge tries again.
-            if let Err(e) = g.compact() {
-                let _ = fs::remove_file(g.path.with_extension("tmp"));
-                tracing::error!(path = %g.path.display(), error = %e, "log compaction failed; the log is kept as it is");
+            match g.compact() {
+                Ok(()) => {}
+                // Compaction only saves space: when it fails before its rename (a full
+                // disk) the log stays as it is, complete, and the next purge tries again.
+                Err(CompactError::Kept(e)) => {
+                    let _ = fs::remove_file(g.path.with_extension("tmp"));
+                    tracing::error!(path = %g.path.display(), error = %e, "log compaction failed; the log is kept as it is");
+                }
+                // After it, the rewritten log may not be the one found after a crash:
+                // stop (openraft stops on a storage error) rather than acknowledge writes
+                // that could be lost.
+                Err(CompactError::Renamed(e)) => {
+                    tracing::error!(path = %g.path.display(), error = %e, "log compaction renamed the new log but could not fsync its directory; stopping");
+                    let e = io::Error::new(
+                        e.kind(),
+                        format!(
+                            "{}: the compacted log replaced the old one, but fsyncing its directory failed: {e}",
+                            g.path.display()
+                        ),
+                    );
+                    return Err(StorageIOError::write_logs(&e).into());
+                }
             }
         }
         Ok(())

@@ -162,6 +162,16 @@ impl LeaderClock {
     }
 }
 
+/// What [`Node::attach_locked`] did.
+enum Attach {
+    /// The connection gets the session's pushes.
+    Attached,
+    /// The session is not open (here): nothing to attach.
+    SessionGone,
+    /// This node does not lead (by its metrics): nothing attached.
+    NotLeading,
+}
+
 /// A running node.
 pub struct Node {
     /// Its id.
@@ -182,6 +192,7 @@ pub struct Node {
     proposer_task: JoinHandle<()>,
     prober: JoinHandle<()>,
     elector_task: JoinHandle<()>,
+    leadership: JoinHandle<()>,
     conn_ids: AtomicU64,
     /// Per connection: the sessions opened through it (pruned of ended ones when
     /// checked) and opens in flight. An entry lives as long as its connection's guard.
@@ -265,6 +276,7 @@ impl Node {
         .await
         .map_err(|e| io::Error::other(e.to_string()))?;
         elector.set_raft(raft.clone());
+        elector.set_snapshot_limit(crate::state_machine::max_snapshot_bytes(&config.service));
         let elector_task = tokio::spawn(elector.clone().run(network));
         let clock = Arc::new(LeaderClock::new(elector.clone()));
         let (proposer, proposer_task) = Proposer::start(raft.clone(), log.clone(), clock.clone());
@@ -277,6 +289,12 @@ impl Node {
         ));
         let prober = tokio::spawn(run_prober(log.disk()));
         tokio::spawn(log_raft_changes(raft.clone()));
+        shared.hub.set_node(config.id);
+        let leadership = tokio::spawn(close_pushes_when_leadership_ends(
+            config.id,
+            raft.clone(),
+            shared.clone(),
+        ));
         Ok(Arc::new(Node {
             id: config.id,
             raft,
@@ -291,6 +309,7 @@ impl Node {
             proposer_task,
             prober,
             elector_task,
+            leadership,
             conn_ids: AtomicU64::new(1),
             conn_sessions: Arc::default(),
         }))
@@ -319,6 +338,7 @@ impl Node {
         self.proposer_task.abort();
         self.prober.abort();
         self.elector_task.abort();
+        self.leadership.abort();
         if tokio::time::timeout(SHUTDOWN_WAIT, self.raft.shutdown())
             .await
             .is_err()
@@ -683,23 +703,93 @@ impl Node {
         })
     }
 
-    /// Routes `session`'s pushes to `conn` — only on the leader, and only for entries
-    /// after its log's current end. A follower, or a new leader still applying entries
-    /// of earlier terms, applies entries whose outputs the client may already have
-    /// seen; pushing them again could answer a later acquire with an old grant. (A leader
-    /// holds every committed entry, so what comes after its log's end is new.) Cost: a
-    /// metrics read and [`crate::state_machine::Hub::attach_from`].
-    fn attach(&self, session: SessionId, conn: u64, sink: &PushSink) {
+    /// Routes `session`'s pushes to `conn`, with the state lock held (`g`): the session
+    /// cannot end in between and leave a registration behind that would keep the
+    /// connection from ever being closed as idle. Only on the leader: a follower never
+    /// pushes. Before the session's write (`after_write` false), only for entries after
+    /// the log's current end: a new leader still applying entries of earlier terms
+    /// applies entries whose outputs the client may already have seen, and pushing them
+    /// again could answer a later acquire with an old grant (a leader holds every
+    /// committed entry, so what comes after its log's end is new). After the write, for
+    /// every entry applied from now on (everything up to the write's entry is applied).
+    /// Cost: a metrics read and [`crate::state_machine::Hub::attach_from`].
+    fn attach_locked(
+        &self,
+        g: &crate::state_machine::SmState,
+        session: SessionId,
+        (conn, sink): (u64, &PushSink),
+        after_write: bool,
+    ) -> Attach {
+        if g.svc.session(session).is_none() {
+            return Attach::SessionGone;
+        }
+        // Read before the metrics: a leadership change seen after them (its connections
+        // closed, [`close_pushes_when_leadership_ends`]) makes the attach below a no-op.
+        let generation = self.shared.hub.generation();
         let from = {
             let m = self.raft.metrics();
             let m = m.borrow();
             (m.state == ServerState::Leader && m.current_leader == Some(self.id))
                 .then(|| m.last_log_index.map_or(0, |i| i + 1))
         };
-        if let Some(from) = from {
-            self.shared
-                .hub
-                .attach_from(session, conn, sink.clone(), from);
+        let Some(from) = from else {
+            return Attach::NotLeading;
+        };
+        let from = if after_write { 0 } else { from };
+        if self
+            .shared
+            .hub
+            .attach_in(generation, session, conn, sink.clone(), from)
+        {
+            Attach::Attached
+        } else {
+            Attach::NotLeading
+        }
+    }
+
+    /// [`Node::attach_locked`] before the session's write: `Err` when this node does not
+    /// lead (yet), so the request is refused before anything is written instead of being
+    /// applied with nobody attached to receive its pushes (the client retries).
+    fn attach_before_write(
+        &self,
+        session: SessionId,
+        to: (u64, &PushSink),
+    ) -> Result<(), ClientError> {
+        let a = self.attach_locked(&self.shared.state(), session, to, false);
+        match a {
+            Attach::NotLeading => Err(self.not_leading()),
+            // Not open here: the write is refused (or, an open not applied here yet,
+            // attached after it).
+            Attach::Attached | Attach::SessionGone => Ok(()),
+        }
+    }
+
+    /// [`Node::attach_locked`] after the session's write was applied: `Err` when this
+    /// node stopped leading meanwhile (the write is applied but its pushes would not
+    /// come here: the client repeats the request — a numbered one is answered with the
+    /// core's replay — on the new leader, which attaches it). A session that ended
+    /// meanwhile is left unattached.
+    fn attach_after_write(
+        &self,
+        session: SessionId,
+        to: (u64, &PushSink),
+    ) -> Result<(), ClientError> {
+        let a = self.attach_locked(&self.shared.state(), session, to, true);
+        match a {
+            Attach::NotLeading => Err(ClientError::Unavailable(
+                "this node stopped leading before the session could be attached; retry".into(),
+            )),
+            Attach::Attached | Attach::SessionGone => Ok(()),
+        }
+    }
+
+    /// What a node that does not lead answers a request that must attach a connection:
+    /// the leader it knows, if another.
+    fn not_leading(&self) -> ClientError {
+        let leader = self.raft.metrics().borrow().current_leader;
+        let leader = leader.filter(|l| *l != self.id);
+        ClientError::NotLeader {
+            leader: self.leader_client_addr(leader),
         }
     }
 
@@ -820,7 +910,7 @@ impl Node {
         };
         self.opened(conn, session);
         if let Some(session) = session {
-            self.shared.hub.attach(session, conn, sink.clone());
+            self.attach_after_write(session, (conn, sink))?;
         }
         reply
     }
@@ -864,7 +954,7 @@ impl Node {
                     early = self.owns_locally(sid, &secret);
                 }
                 if early {
-                    self.attach(sid, conn, sink);
+                    self.attach_before_write(sid, (conn, sink))?;
                 }
                 let input = Input::Watch {
                     now: STAMPED_AT_APPLY,
@@ -903,7 +993,7 @@ impl Node {
                 let sid = SessionId(session);
                 let early = self.owns_locally(sid, &secret);
                 if early {
-                    self.attach(sid, conn, sink);
+                    self.attach_before_write(sid, (conn, sink))?;
                 }
                 let input = Input::KeepAlive {
                     now: STAMPED_AT_APPLY,
@@ -912,7 +1002,7 @@ impl Node {
                 };
                 let reply = self.write(input, secret).await?;
                 if !early {
-                    self.shared.hub.attach(sid, conn, sink.clone());
+                    self.attach_after_write(sid, (conn, sink))?;
                 }
                 Ok(reply)
             }
@@ -955,7 +1045,7 @@ impl Node {
                 let sid = SessionId(session);
                 let early = self.owns_locally(sid, &secret);
                 if early {
-                    self.attach(sid, conn, sink);
+                    self.attach_before_write(sid, (conn, sink))?;
                 }
                 let input = Input::Acquire {
                     now: STAMPED_AT_APPLY,
@@ -967,7 +1057,7 @@ impl Node {
                 };
                 let reply = self.write(input, secret).await?;
                 if !early {
-                    self.shared.hub.attach(sid, conn, sink.clone());
+                    self.attach_after_write(sid, (conn, sink))?;
                 }
                 Ok(reply)
             }
@@ -1004,7 +1094,7 @@ impl Node {
             Request::Attach { session, secret } => {
                 self.linearizable().await?;
                 let sid = SessionId(session);
-                {
+                let attached = {
                     // Checked and attached under the state lock: the session cannot end
                     // in between and leave a registration behind.
                     let g = self.shared.state();
@@ -1016,9 +1106,17 @@ impl Node {
                     if !g.owners.is_owner(sid, &secret) {
                         return Err(ClientError::NotOwner { session });
                     }
-                    self.attach(sid, conn, sink);
+                    self.attach_locked(&g, sid, (conn, sink), false)
+                };
+                // Confirmed leader by the read, yet not leading by the metrics (lost it
+                // since, or they lag): nothing was attached, so not `Attached`.
+                match attached {
+                    Attach::Attached => Ok(Reply::Attached),
+                    Attach::NotLeading => Err(self.not_leading()),
+                    Attach::SessionGone => Err(ClientError::Core(
+                        fencelock::Error::UnknownSession(sid).into(),
+                    )),
                 }
-                Ok(Reply::Attached)
             }
             Request::Holders { lock } => {
                 Self::name(&lock)?;
@@ -1315,6 +1413,45 @@ async fn log_raft_changes(raft: Raft) {
             }
             Ok(()) => {}
         }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Closes every client connection attached to a session whenever this node's
+/// leadership ends — or a later term of it begins without this task having seen it end
+/// — and forgets the registrations ([`crate::state_machine::Hub::close_attached`]): a
+/// follower pushes nothing, and the clients, finding their connection closed, reconnect
+/// to the new leader and repeat their pending requests there (a queued acquire is
+/// answered by the core's replay: granted meanwhile, or still queued). Without it a
+/// deposed leader, applying the new leader's entries late as a follower, pushed their
+/// outputs on connections its clients may have given up; and a registration kept
+/// across a lost term would miss what the new leader applied in between. The outputs of
+/// entries another node proposed are never pushed in any case
+/// ([`crate::state_machine::Hub::set_node`]), so the short time until this task runs
+/// pushes nothing stale. Ends when openraft shuts down.
+async fn close_pushes_when_leadership_ends(id: NodeId, raft: Raft, shared: Arc<Shared>) {
+    let mut rx = raft.metrics();
+    let mut leading: Option<u64> = None;
+    loop {
+        let now = {
+            let m = rx.borrow_and_update();
+            (m.state == ServerState::Leader && m.current_leader == Some(id))
+                .then_some(m.current_term)
+        };
+        if leading.is_some() && now != leading {
+            let closed = shared.hub.close_attached();
+            if closed > 0 {
+                tracing::info!(
+                    node = id,
+                    connections = closed,
+                    "no longer leading (term {}): closed the client connections attached to sessions; their clients reconnect to the leader",
+                    leading.unwrap_or(0)
+                );
+            }
+        }
+        leading = now;
         if rx.changed().await.is_err() {
             return;
         }

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fencelock::{
@@ -107,6 +107,23 @@ pub const PUSH_BACKLOG: usize = 16 * 1024;
 /// change goes to every watcher), and each time the budget is spent the connection holding
 /// the most is closed ([`Hub`]).
 pub const MAX_QUEUED_PUSHES: usize = 8 * PUSH_BACKLOG;
+
+/// The largest snapshot data a node with tables of `config`'s sizes takes from a peer, in
+/// bytes ([`crate::election::Elector::set_snapshot_limit`]): four times a bound on the
+/// largest such a state can be — 160 bytes per session, lock and claim (the core's
+/// bound on one record of its snapshot), 256 more per session (its credential and
+/// idempotency key), and 1 MiB for the rest (counters, membership) — about 63 MB with
+/// the default tables. A chunk past it is refused, so a peer cannot make a node buffer
+/// more than that. Cost: O(1).
+pub fn max_snapshot_bytes(config: &ServiceConfig) -> u64 {
+    let rows = (config.sessions as u64)
+        .saturating_add(config.locks as u64)
+        .saturating_add(config.claims as u64);
+    rows.saturating_mul(160)
+        .saturating_add((config.sessions as u64).saturating_mul(256))
+        .saturating_add(1 << 20)
+        .saturating_mul(4)
+}
 
 /// Where a push goes: one connection attached to a session, with a bounded queue
 /// ([`PUSH_BACKLOG`] by default) counted in a node's push budget (made with
@@ -306,6 +323,10 @@ type Sub = (u64, PushSink, u64);
 pub struct Hub {
     /// Per session: (connection, sink, first log index whose outputs it gets).
     subs: Mutex<HashMap<u64, Vec<Sub>>>,
+    /// The node whose hub this is (0: not set, every entry's outputs are pushed).
+    node: AtomicU64,
+    /// Counts [`Hub::close_attached`] calls (changed under the `subs` lock).
+    generation: AtomicU64,
     journal: Mutex<Option<Vec<(u64, Output)>>>,
     /// Pushes queued for the sinks made by [`Hub::sink`].
     queued: Arc<AtomicUsize>,
@@ -320,6 +341,8 @@ impl Default for Hub {
     fn default() -> Self {
         Hub {
             subs: Mutex::default(),
+            node: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
             journal: Mutex::default(),
             queued: Arc::default(),
             budget: AtomicUsize::new(MAX_QUEUED_PUSHES),
@@ -371,10 +394,71 @@ impl Hub {
     /// applied may hold its outcome (a keep-alive must not skip a pending grant).
     pub fn attach_from(&self, session: SessionId, conn: u64, sink: PushSink, from: u64) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        Self::insert(&mut g, session, conn, sink, from);
+    }
+
+    fn insert(
+        g: &mut HashMap<u64, Vec<Sub>>,
+        session: SessionId,
+        conn: u64,
+        sink: PushSink,
+        from: u64,
+    ) {
         let v = g.entry(session.0).or_default();
         let earlier = v.iter().find(|(c, _, _)| *c == conn).map(|(_, _, f)| *f);
         v.retain(|(c, _, _)| *c != conn);
         v.push((conn, sink, earlier.map_or(from, |e| e.min(from))));
+    }
+
+    /// [`Hub::attach_from`] unless [`Hub::close_attached`] ran since `generation` was read
+    /// ([`Hub::generation`]); returns whether it attached. A node reads the generation
+    /// before checking that it leads, so an attach that saw it leading just before a
+    /// leadership change was handled is refused, never left behind. Cost: as there.
+    pub fn attach_in(
+        &self,
+        generation: u64,
+        session: SessionId,
+        conn: u64,
+        sink: PushSink,
+        from: u64,
+    ) -> bool {
+        let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        if self.generation.load(Ordering::SeqCst) != generation {
+            return false;
+        }
+        Self::insert(&mut g, session, conn, sink, from);
+        true
+    }
+
+    /// How many times [`Hub::close_attached`] ran (for [`Hub::attach_in`]). Cost: O(1).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Tells every connection attached to a session to close, and forgets every
+    /// registration: what a node does when its leadership ends (a follower pushes
+    /// nothing; the clients reconnect to the leader and repeat what they wait for).
+    /// Returns how many connections were told to close. Cost: O(attachments).
+    pub fn close_attached(&self) -> usize {
+        let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let mut conns = std::collections::HashSet::new();
+        for (c, sink, _) in g.values().flatten() {
+            if conns.insert(*c) {
+                sink.close();
+            }
+        }
+        g.clear();
+        conns.len()
+    }
+
+    /// Sets the node whose hub this is: from then on only the outputs of log entries that
+    /// node proposed (as leader) are pushed. A deposed leader applying the new leader's
+    /// entries late, as a follower, pushes nothing of them — not even to a connection
+    /// still registered because its leadership change was not handled yet — and a new
+    /// leader pushes nothing of the entries of earlier leaders it applies. Cost: O(1).
+    pub fn set_node(&self, node: u64) {
+        self.node.store(node, Ordering::Relaxed);
     }
 
     /// Removes every registration of connection `conn`. Cost: O(sessions attached).
@@ -419,18 +503,29 @@ impl Hub {
         }
     }
 
-    /// Pushes `o` (applied at log entry `index`) to the connections attached to its
-    /// session. A connection whose queue is full, or that the push budget closes (see
-    /// [`Hub`]), is told to close and detached. Cost: O(attachments of the session); when
-    /// the budget is spent, O(all attachments) to find the connection to close.
+    /// [`Hub::push_of`] an entry of unknown proposer.
+    #[cfg(test)]
     fn push(&self, index: u64, o: &Output) {
+        self.push_of(index, o, None);
+    }
+
+    /// Pushes `o` (applied at log entry `index`, proposed by node `proposer`) to the
+    /// connections attached to its session — only if `proposer` is this hub's node
+    /// ([`Hub::set_node`]; `None`, or no node set: pushed); otherwise only the
+    /// registrations of a session that expired are forgotten. A connection whose queue is
+    /// full, or that the push budget closes (see [`Hub`]), is told to close and detached.
+    /// Cost: O(attachments of the session); when the budget is spent, O(all attachments)
+    /// to find the connection to close.
+    fn push_of(&self, index: u64, o: &Output, proposer: Option<u64>) {
+        let node = self.node.load(Ordering::Relaxed);
+        let send = node == 0 || proposer.is_none_or(|p| p == node);
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         let session = o.session().0;
         // Connections to detach from every session (closed), and from this one (gone).
         let (mut closed, mut gone) = (Vec::new(), Vec::new());
         for i in 0..g.get(&session).map_or(0, Vec::len) {
             let (conn, sink, from) = g[&session][i].clone();
-            if index < from || closed.contains(&conn) {
+            if !send || index < from || closed.contains(&conn) {
                 continue;
             }
             if self.queued.load(Ordering::Relaxed) >= self.budget.load(Ordering::Relaxed)
@@ -1567,6 +1662,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut g = self.shared.state();
         for entry in entries {
             let index = entry.log_id.index;
+            let proposer = Some(entry.log_id.leader_id.node_id);
             g.last_applied = Some(entry.log_id);
             match entry.payload {
                 EntryPayload::Blank => results.push(BatchResult::default()),
@@ -1608,7 +1704,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                         );
                         self.shared.hub.record(index, &events);
                         for o in &events {
-                            self.shared.hub.push(index, o);
+                            self.shared.hub.push_of(index, o, proposer);
                         }
                         if let (Some(s), Ok(Reply::Closed)) = (closed, &result.reply) {
                             self.shared.hub.forget(s);
@@ -1646,8 +1742,21 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
-        let (state, _, _) = decode_snapshot(&self.shared.config, &data)
+        let (state, last_applied, _) = decode_snapshot(&self.shared.config, &data)
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        // The check a start makes of `snapshot.bin` (`read_snap_file`): a snapshot whose
+        // data was taken elsewhere than its meta says is refused before it is persisted,
+        // not at the next start.
+        if last_applied != meta.last_log_id {
+            let e = io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "a received snapshot's data was taken at {last_applied:?}, its meta says {:?}",
+                    meta.last_log_id
+                ),
+            );
+            return Err(StorageIOError::read_snapshot(Some(meta.signature()), &e).into());
+        }
         let f = SnapFile {
             meta: meta.clone(),
             data,
@@ -1878,6 +1987,111 @@ mod tests {
         let e = read_snap_file(&path, &config).err().expect("refused");
         assert!(e.to_string().contains("header says"), "{e}");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A received snapshot whose data was taken elsewhere than its meta says is refused
+    /// before it is persisted or installed — the check a start makes of `snapshot.bin` —
+    /// instead of being written and refused at the next start.
+    #[tokio::test]
+    async fn a_received_snapshot_whose_meta_disagrees_with_its_data_is_not_installed() {
+        let (mut f, config) = sample();
+        let dir = std::env::temp_dir().join(format!("fencelock-snaprecv-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let (mut sm, shared) = StateMachine::open(&dir, config).unwrap();
+        f.meta.last_log_id = Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 8));
+        let e = sm
+            .install_snapshot(&f.meta, Box::new(Cursor::new(f.data.clone())))
+            .await
+            .expect_err("refused");
+        assert!(e.to_string().contains("its meta says"), "{e}");
+        assert!(!dir.join("snapshot.bin").exists(), "persisted anyway");
+        assert_eq!(shared.state().last_applied, None, "installed anyway");
+        // The same data with its own log id is installed, and reads back at a start.
+        f.meta.last_log_id = Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 7));
+        sm.install_snapshot(&f.meta, Box::new(Cursor::new(f.data.clone())))
+            .await
+            .unwrap();
+        assert_eq!(shared.state().last_applied, f.meta.last_log_id);
+        let (g, _) = read_snap_file(&dir.join("snapshot.bin"), &config)
+            .unwrap()
+            .expect("persisted");
+        assert_eq!(g.meta.last_log_id, f.meta.last_log_id);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The limit on a received snapshot leaves room: a state whose every table is full,
+    /// with the widest names, labels and numbers, every session holding a credential and a
+    /// token-scoped idempotency key, takes less than a quarter of it.
+    #[test]
+    fn the_received_snapshot_limit_is_four_times_a_full_states_size() {
+        let config = ServiceConfig {
+            sessions: 16,
+            locks: 16,
+            claims: 32,
+            core: Config::default(),
+        };
+        let mut svc = config.fresh();
+        let mut out = Vec::new();
+        let big = u64::MAX >> 12;
+        let mut sessions = Vec::new();
+        for i in 0..16 {
+            let label = Label::new(&format!("{i:0>64}")).unwrap();
+            let s = svc
+                .open_labeled(Tick(1), big, label, &mut out)
+                .unwrap()
+                .opened()
+                .unwrap();
+            sessions.push(s);
+        }
+        let name = |i: usize| format!("{i:x>64}");
+        for (i, s) in sessions.iter().enumerate() {
+            let r = svc.acquire(
+                Tick(2),
+                *s,
+                &name(i),
+                fencelock::Mode::Exclusive,
+                Wait::None,
+                Some(big),
+                &mut out,
+            );
+            assert!(matches!(r, Ok(Reply::Granted { .. })), "{r:?}");
+        }
+        for (i, s) in sessions.iter().enumerate() {
+            let r = svc.acquire(
+                Tick(3),
+                *s,
+                &name((i + 1) % 16),
+                fencelock::Mode::Exclusive,
+                Wait::Until(Tick(big)),
+                Some(big + 1),
+                &mut out,
+            );
+            assert!(matches!(r, Ok(Reply::Queued { .. })), "{r:?}");
+        }
+        assert_eq!(svc.usage().claims, 32, "every table full");
+        let d = SnapData {
+            last_applied: Some(LogId::new(openraft::CommittedLeaderId::new(big, big), big)),
+            membership: StoredMembership::default(),
+            core: svc.snapshot_vec(),
+            open_keys: vec![],
+            owners: sessions
+                .iter()
+                .map(|s| (s.0, SessionSecret([0xff; 16])))
+                .collect(),
+            scoped_keys: sessions
+                .iter()
+                .map(|s| (Principal::Token([0xff; 32]), u128::MAX, s.0))
+                .collect(),
+        };
+        let len = postcard::to_allocvec(&d).unwrap().len() as u64;
+        assert!(
+            4 * len <= max_snapshot_bytes(&config),
+            "{len} bytes, limit {}",
+            max_snapshot_bytes(&config)
+        );
+        // The per-row bounds hold by themselves, with 1 KiB for the rest (not the 1 MiB
+        // the limit allows for a membership of many nodes).
+        assert!(len <= 160 * (16 + 16 + 32) + 256 * 16 + 1024, "{len} bytes");
     }
 }
 

@@ -830,3 +830,139 @@ async fn write_errors_follow_the_cores_precedence() {
     assert!(granted(&r).is_some(), "{r:?}");
     c.shutdown().await;
 }
+
+/// A leader deposed while a client's connection is attached to a session there pushes
+/// nothing more on it. It tells the connection to close as soon as it sees its leadership
+/// end, so the client reconnects to the new leader and repeats its pending acquire there.
+/// And when it applies, as a follower, the grant the new leader made meanwhile, it pushes
+/// nothing of it. Before, it pushed that grant on the old connection, which a client that
+/// had moved on could take for a later acquire's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leader_closes_its_session_connections_and_pushes_nothing_more() {
+    use fencelock::Mode;
+    use fencelock_server::protocol::WaitSpec;
+    let c = Cluster::start("deposed", 300).await;
+    let old = c.leader().await;
+    let node = c.nodes[&old].clone();
+    let t = session_of(&c.propose(open(60_000)).await);
+    let r = c.propose(acquire(t, "x", Wait::None, Some(1))).await;
+    granted(&r).expect("T holds x");
+    let (sink, mut rx, told_to_close) = PushSink::new(PUSH_BACKLOG);
+    let conn = node.next_conn_id();
+    let (s, secret) = match node
+        .handle_request(
+            Request::Open {
+                ttl_ms: 60_000,
+                key: Some(1),
+            },
+            conn,
+            &sink,
+        )
+        .await
+    {
+        Ok(Reply::Opened { reply, secret, .. }) => (reply.opened().expect("opened"), secret),
+        other => panic!("{other:?}"),
+    };
+    let queued = node
+        .handle_request(
+            Request::Acquire {
+                session: s.0,
+                secret,
+                lock: "x".into(),
+                mode: Mode::Exclusive,
+                wait: WaitSpec::Forever,
+                request: Some(1),
+            },
+            conn,
+            &sink,
+        )
+        .await;
+    assert!(
+        matches!(
+            queued,
+            Ok(Reply::Done {
+                reply: CoreReply::Queued { position: 1, .. },
+                ..
+            })
+        ),
+        "{queued:?}"
+    );
+    assert!(node.shared.hub.has_conn(conn));
+
+    // The leader is cut off; the others elect a new one, where T's release grants x to S.
+    let majority: Vec<u64> = (1..=3).filter(|id| *id != old).collect();
+    c.net.isolate(old);
+    c.leader_among(&majority).await;
+    let r = c.propose_among(&majority, release(t, "x", Some(2))).await;
+    assert!(matches!(r.reply, Ok(CoreReply::Released { .. })), "{r:?}");
+
+    // Healed, the old leader learns of the new term and applies the grant as a follower.
+    c.net.heal();
+    let start = Instant::now();
+    while node.shared.state().last_applied.map_or(0, |l| l.index) < r.index {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the old leader never applied the grant"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::timeout(Duration::from_secs(10), told_to_close.notified())
+        .await
+        .expect("the deposed leader never told the connection to close");
+    assert!(!node.shared.hub.has_conn(conn), "still registered");
+    while let Ok(o) = rx.try_recv() {
+        assert!(
+            !matches!(o, Output::Granted { .. }),
+            "the deposed leader pushed the new leader's grant: {o:?}"
+        );
+    }
+    c.shutdown().await;
+}
+
+/// A node refuses a snapshot chunk that would take the snapshot it receives past the
+/// limit for its table sizes (`max_snapshot_bytes`), before openraft writes it into its
+/// buffer in memory: a chunk at an offset near 2^63 no longer makes it try to allocate
+/// that much, nor chunks without end grow it without bound. A chunk within the limit is
+/// taken as before, and the cluster goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_chunk_past_the_size_limit_is_refused() {
+    use fencelock_server::state_machine::max_snapshot_bytes;
+    use fencelock_server::types::SnapshotMeta;
+    use openraft::error::{InstallSnapshotError, RaftError};
+    use openraft::raft::InstallSnapshotRequest;
+    let c = Cluster::start("snaplimit", 300).await;
+    let leader = c.leader().await;
+    let follower = c.nodes[&(1..=3).find(|id| *id != leader).unwrap()].clone();
+    let limit = max_snapshot_bytes(&follower.config().service);
+    let vote = follower.raft.metrics().borrow().vote;
+    let chunk = |offset: u64| InstallSnapshotRequest {
+        vote,
+        meta: SnapshotMeta {
+            last_log_id: None,
+            last_membership: Default::default(),
+            snapshot_id: "probe".into(),
+        },
+        offset,
+        data: vec![0; 16],
+        done: false,
+    };
+    // The first chunk starts the snapshot (openraft refuses a new snapshot's chunk at
+    // any offset but 0 by itself); the later ones go on with it.
+    let taken = follower.elector().install_snapshot(chunk(0)).await;
+    assert!(taken.is_ok(), "a chunk within the limit: {taken:?}");
+    for offset in [limit - 15, 1 << 63, u64::MAX] {
+        match follower.elector().install_snapshot(chunk(offset)).await {
+            Err(RaftError::APIError(InstallSnapshotError::SnapshotMismatch(m))) => {
+                assert_eq!(m.expect.offset, 0, "{m}");
+            }
+            other => panic!("a chunk at offset {offset} was not refused: {other:?}"),
+        }
+    }
+    let taken = follower.elector().install_snapshot(chunk(16)).await;
+    assert!(taken.is_ok(), "the next chunk within the limit: {taken:?}");
+    let s = session_of(&c.propose(open(60_000)).await);
+    let r = c.propose(keep_alive(s)).await;
+    assert!(matches!(r.reply, Ok(CoreReply::KeptAlive { .. })), "{r:?}");
+    c.converged().await;
+    c.shutdown().await;
+}
