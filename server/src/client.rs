@@ -492,6 +492,10 @@ impl Client {
             }
         }
         conn.close();
+        // The reader, aborted, no longer wakes the waiters on its way out: a waiting
+        // acquire learns now that its connection is gone (and repeats on the next one)
+        // instead of at its next poll.
+        self.inner.changed.send_modify(|v| *v += 1);
     }
 
     /// Sends `req`, following redirects and retrying on lost connections and

@@ -764,6 +764,29 @@ impl Node {
         }
     }
 
+    /// Attaches `to` to `session` before the session's write, so every output the write
+    /// or a later entry causes reaches it. A credential not known good here yet (an open
+    /// not applied on this node) is known after a read barrier; if it is still unknown,
+    /// the state machine will refuse the write. Returns whether it attached (false:
+    /// attach after the write, [`Node::attach_after_write`]). Cost: a read barrier only
+    /// for a credential not known here.
+    async fn attach_early(
+        &self,
+        session: SessionId,
+        secret: &SessionSecret,
+        to: (u64, &PushSink),
+    ) -> Result<bool, ClientError> {
+        let mut early = self.owns_locally(session, secret);
+        if !early {
+            self.linearizable().await?;
+            early = self.owns_locally(session, secret);
+        }
+        if early {
+            self.attach_before_write(session, to)?;
+        }
+        Ok(early)
+    }
+
     /// [`Node::attach_locked`] after the session's write was applied: `Err` when this
     /// node stopped leading meanwhile (the write is applied but its pushes would not
     /// come here: the client repeats the request — a numbered one is answered with the
@@ -948,14 +971,7 @@ impl Node {
                 // A credential not known good here yet (an open not applied on this node)
                 // is known after a read barrier; otherwise the state machine refuses it.
                 let sid = SessionId(session);
-                let mut early = self.owns_locally(sid, &secret);
-                if !early {
-                    self.linearizable().await?;
-                    early = self.owns_locally(sid, &secret);
-                }
-                if early {
-                    self.attach_before_write(sid, (conn, sink))?;
-                }
+                self.attach_early(sid, &secret, (conn, sink)).await?;
                 let input = Input::Watch {
                     now: STAMPED_AT_APPLY,
                     session: sid,
@@ -987,14 +1003,12 @@ impl Node {
             }
             Request::KeepAlive { session, secret } => {
                 // A keep-alive also routes the session's pushes to this connection: after a
-                // reconnect the client's first keep-alive re-attaches it (no separate read).
-                // Attached before the write only when the credential is known good here;
-                // otherwise once the state machine accepted it.
+                // reconnect the client's first keep-alive re-attaches it. Attached before
+                // the write (after a read barrier when the credential is not known here
+                // yet), so nothing applied in between is missed; after it only if the
+                // barrier still did not show the credential (the write is then refused).
                 let sid = SessionId(session);
-                let early = self.owns_locally(sid, &secret);
-                if early {
-                    self.attach_before_write(sid, (conn, sink))?;
-                }
+                let early = self.attach_early(sid, &secret, (conn, sink)).await?;
                 let input = Input::KeepAlive {
                     now: STAMPED_AT_APPLY,
                     session: sid,
@@ -1043,10 +1057,7 @@ impl Node {
                 // acquire's entry is not missed — but only once the credential is known
                 // good here; otherwise after the state machine accepted it.
                 let sid = SessionId(session);
-                let early = self.owns_locally(sid, &secret);
-                if early {
-                    self.attach_before_write(sid, (conn, sink))?;
-                }
+                let early = self.attach_early(sid, &secret, (conn, sink)).await?;
                 let input = Input::Acquire {
                     now: STAMPED_AT_APPLY,
                     session: sid,

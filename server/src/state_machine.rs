@@ -323,7 +323,8 @@ type Sub = (u64, PushSink, u64);
 pub struct Hub {
     /// Per session: (connection, sink, first log index whose outputs it gets).
     subs: Mutex<HashMap<u64, Vec<Sub>>>,
-    /// The node whose hub this is (0: not set, every entry's outputs are pushed).
+    /// The node whose hub this is, plus one (0: not set, every entry's outputs are
+    /// pushed; node ids start at 0).
     node: AtomicU64,
     /// Counts [`Hub::close_attached`] calls (changed under the `subs` lock).
     generation: AtomicU64,
@@ -458,7 +459,7 @@ impl Hub {
     /// still registered because its leadership change was not handled yet — and a new
     /// leader pushes nothing of the entries of earlier leaders it applies. Cost: O(1).
     pub fn set_node(&self, node: u64) {
-        self.node.store(node, Ordering::Relaxed);
+        self.node.store(node.saturating_add(1), Ordering::Relaxed);
     }
 
     /// Removes every registration of connection `conn`. Cost: O(sessions attached).
@@ -518,7 +519,7 @@ impl Hub {
     /// to find the connection to close.
     fn push_of(&self, index: u64, o: &Output, proposer: Option<u64>) {
         let node = self.node.load(Ordering::Relaxed);
-        let send = node == 0 || proposer.is_none_or(|p| p == node);
+        let send = node == 0 || proposer.is_none_or(|p| p.saturating_add(1) == node);
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         let session = o.session().0;
         // Connections to detach from every session (closed), and from this one (gone).
@@ -2119,6 +2120,37 @@ mod hub_tests {
         let got = |rx: &mut PushQueue| std::iter::from_fn(|| rx.try_recv().ok()).count();
         assert_eq!(got(&mut a_rx), 2, "connection 1 gets entries 15 and 25");
         assert_eq!(got(&mut b_rx), 1, "connection 2 gets entry 25 only");
+    }
+
+    /// A node pushes the outputs of the entries it proposed, never another leader's (a
+    /// deposed leader applying the new leader's entries late, or a new leader applying an
+    /// earlier one's): node 0 included, whose id is also the "not set" of the filter's
+    /// store.
+    #[test]
+    fn only_the_outputs_of_entries_this_node_proposed_are_pushed() {
+        for me in [0, 1, u64::MAX] {
+            let hub = Hub::default();
+            hub.set_node(me);
+            let s = SessionId(7);
+            let o = Output::WaitTimedOut {
+                session: s,
+                lock: fencelock::LockName::new("x").expect("name"),
+            };
+            let (a, mut rx, _) = PushSink::new(8);
+            hub.attach_from(s, 1, a, 0);
+            let other = me.wrapping_add(1);
+            hub.push_of(1, &o, Some(other));
+            assert!(
+                rx.try_recv().is_err(),
+                "node {me} pushed node {other}'s entry"
+            );
+            hub.push_of(2, &o, Some(me));
+            assert!(
+                rx.try_recv().is_ok(),
+                "node {me} did not push its own entry"
+            );
+            assert!(rx.try_recv().is_err());
+        }
     }
 
     /// With the push budget spent, a push closes the connection holding the most queued
