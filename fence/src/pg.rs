@@ -52,21 +52,37 @@ pub struct PgFence {
 }
 
 impl PgFence {
-    /// A fence on `client`, creating the fence table if it is missing and preparing its two
-    /// statements.
+    /// A fence on `client`, creating the fence table if it is missing (so a role that may
+    /// only read and write an existing table needs no CREATE on the schema) and preparing
+    /// its two statements. Every writer of a resource must find the same
+    /// `fencelock_fence` through its `search_path`: a role whose own schema comes first
+    /// would otherwise get a fence of its own, and the two would not refuse each other's
+    /// stale tokens.
     ///
-    /// Errors: [`StorageError`] if the table cannot be created or a statement prepared.
-    /// Cost: six round trips (a transaction taking an advisory lock around
-    /// `CREATE TABLE IF NOT EXISTS`, then two prepares); make one fence per connection and
-    /// keep it.
+    /// The closure given to [`Fence::write`] must not end the transaction itself (no
+    /// `COMMIT` or `ROLLBACK` statements): the fence commits or rolls back.
+    ///
+    /// Errors: [`StorageError`] if the table cannot be found or created, or a statement
+    /// prepared. Cost: seven round trips (a transaction taking an advisory lock around a
+    /// look-up and, if missing, `CREATE TABLE`, then two prepares); make one fence per
+    /// connection and keep it.
     pub fn new(mut client: Client) -> Result<Self, StorageError> {
         let mut tx = client
             .transaction()
             .map_err(|e| StorageError::new("begin", e))?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CREATE_LOCK])
             .map_err(|e| StorageError::new("lock for create", e))?;
-        tx.batch_execute(CREATE)
-            .map_err(|e| StorageError::new("create the fence table", e))?;
+        // Created only when missing: CREATE ... IF NOT EXISTS needs CREATE on the schema
+        // even when the table exists, which a least-privilege role (SELECT, INSERT and
+        // UPDATE on a table an administrator made) does not have.
+        let exists: bool = tx
+            .query_one("SELECT to_regclass('fencelock_fence') IS NOT NULL", &[])
+            .and_then(|row| row.try_get(0))
+            .map_err(|e| StorageError::new("look for the fence table", e))?;
+        if !exists {
+            tx.batch_execute(CREATE)
+                .map_err(|e| StorageError::new("create the fence table", e))?;
+        }
         tx.commit()
             .map_err(|e| StorageError::new("create the fence table", e))?;
         let admit = client
@@ -119,7 +135,21 @@ impl Fence for PgFence {
                 .map_err(|e| StorageError::new("read the highest token", e))?;
             return Err(stale(token, stored)); // dropping tx rolls back
         }
-        let out = write(&mut tx).map_err(FenceError::Write)?;
+        let out = match write(&mut tx) {
+            Ok(out) => out,
+            Err(e) => {
+                // Rolled back here, not left to the drop: nothing the closure did to the
+                // transaction decides what happens to its writes and the fence's raise.
+                let _ = tx.rollback();
+                return Err(FenceError::Write(e));
+            }
+        };
+        // A statement error the closure swallowed leaves the transaction aborted, and
+        // PostgreSQL answers COMMIT in an aborted transaction with ROLLBACK, not an error:
+        // read the fence row first, which fails (25P02) in an aborted transaction, so an
+        // `Ok` always means the write and the fence's raise both committed.
+        tx.query_opt(&self.highest, &[&key])
+            .map_err(|e| StorageError::new("the write left the transaction aborted", e))?;
         tx.commit().map_err(|e| StorageError::new("commit", e))?;
         Ok(out)
     }

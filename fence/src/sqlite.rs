@@ -102,7 +102,14 @@ impl Fence for SqliteFence {
                 .map_err(|e| StorageError::new("read the highest token", e))?;
             return Err(stale(token, stored)); // dropping tx rolls back
         }
-        let out = write(&mut tx).map_err(FenceError::Write)?;
+        let out = match write(&mut tx) {
+            Ok(out) => out,
+            Err(e) => {
+                // Rolled back here, whatever drop behaviour the closure set.
+                let _ = tx.rollback();
+                return Err(FenceError::Write(e));
+            }
+        };
         tx.commit().map_err(|e| StorageError::new("commit", e))?;
         Ok(out)
     }

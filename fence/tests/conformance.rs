@@ -322,3 +322,72 @@ fn sqlite_fence_busy_past_its_timeout_is_a_retryable_storage_error() {
     waiter.admit("b", Token(1)).unwrap(); // and retried later, it goes through
     assert!(!FenceError::<()>::Refused(Error::ZeroToken).is_retryable());
 }
+
+/// A statement error the write's closure catches and ignores leaves a PostgreSQL
+/// transaction aborted, where COMMIT answers ROLLBACK without an error: the fence reports
+/// a storage error, never `Ok` for a write and a raise that did not commit. A closure that
+/// fails is rolled back whatever it did to the transaction.
+#[test]
+fn postgres_fence_never_reports_an_aborted_transaction_as_written() {
+    let pg = common::Postgres::start();
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    f.client()
+        .batch_execute("CREATE TABLE ledger (entry text NOT NULL)")
+        .unwrap();
+    f.admit("ledger", Token(5)).unwrap();
+    let r = f.write("ledger", Token(6), |tx| {
+        tx.execute("INSERT INTO ledger VALUES ('lost')", &[])?;
+        let _ignored = tx.execute("INSERT INTO nowhere VALUES (1)", &[]);
+        Ok::<_, postgres::Error>(())
+    });
+    match r {
+        Err(FenceError::Storage(e)) => assert!(e.to_string().contains("aborted"), "{e}"),
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    assert_eq!(
+        f.highest("ledger").unwrap(),
+        Some(Token(5)),
+        "the raise did not commit"
+    );
+    let n: i64 = f
+        .client()
+        .query_one("SELECT count(*) FROM ledger", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "the write did not commit");
+    // and the fence goes on: the same token, written properly, is admitted
+    f.write("ledger", Token(6), |tx| {
+        tx.execute("INSERT INTO ledger VALUES ('kept')", &[])
+    })
+    .unwrap();
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(6)));
+}
+
+/// A role that may only read and write the fence table an administrator made (no CREATE
+/// on the schema) can still make a fence and write through it.
+#[test]
+fn postgres_fence_works_for_a_role_without_create_on_the_schema() {
+    let pg = common::Postgres::start();
+    let admin = PgFence::new(pg.connect()).unwrap();
+    let mut c = admin.into_inner();
+    c.batch_execute(
+        "REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+         CREATE ROLE app LOGIN;
+         GRANT USAGE ON SCHEMA public TO app;
+         GRANT SELECT, INSERT, UPDATE ON fencelock_fence TO app;",
+    )
+    .unwrap();
+    let url = pg.url().replace("user=fencelock", "user=app");
+    let mut app = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    assert!(
+        app.batch_execute("CREATE TABLE t (x int)").is_err(),
+        "the role must not be able to create tables for this test to mean anything"
+    );
+    let mut f = PgFence::new(app).unwrap();
+    f.admit("ledger", Token(3)).unwrap();
+    assert_eq!(
+        f.admit("ledger", Token(2)).unwrap_err().stale_highest(),
+        Some(Token(3))
+    );
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(3)));
+}

@@ -13,15 +13,16 @@
 //! hits), then inserts `(resource, token, note)` into the table
 //! `fencelock_demo` (made if missing) through the fence, in one transaction with the
 //! token's admission. Prints `written token=T` and exits 0, or `refused token=T highest=H`
-//! and exits 4 when the fence refuses a stale token; 2 for bad arguments or environment,
-//! 1 when the database fails.
+//! and exits 4 when the fence refuses a stale token; 2 for bad arguments or environment
+//! (token 0 or above `i64::MAX`, an empty or over-long resource included: judged before
+//! the database is touched), 1 when the database fails.
 
 use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use fencelock::Token;
-use fencelock_fence::{Fence, PgFence};
+use fencelock_fence::{Fence, FenceError, PgFence};
 
 struct Args {
     pg: String,
@@ -148,12 +149,17 @@ fn main() -> ExitCode {
             say(&format!("written token={}", token.0));
             ExitCode::SUCCESS
         }
-        Err(e) => match e.stale_highest() {
-            Some(h) => {
+        Err(e) => match (e.stale_highest(), &e) {
+            (Some(h), _) => {
                 say(&format!("refused token={} highest={}", token.0, h.0));
                 ExitCode::from(4)
             }
-            None => fail("fenced write", &e),
+            // Judged before the database is touched: a bad argument, not a failure.
+            (None, FenceError::Refused(_) | FenceError::TokenOutOfRange(_)) => {
+                eprintln!("fencelock-fence-write: {e}\n{USAGE}");
+                ExitCode::from(2)
+            }
+            (None, _) => fail("fenced write", &e),
         },
     }
 }
