@@ -40,7 +40,7 @@ if [ -n "${want_wb:-}" ]; then
   have_wb=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
   if [ "$have_wb" != "$want_wb" ]; then
     log "cargo install wasm-bindgen-cli $want_wb (a few minutes, once)"
-    # no --locked: its lock file names a crate version the registry lacks (TOOLCHAIN.md)
+    # no --locked: its lock file names a crate version the registry no longer has
     cargo install wasm-bindgen-cli --version "$want_wb" --quiet
   fi
 fi
