@@ -377,8 +377,8 @@ fn only_the_canonical_encoding_of_a_frame_is_taken() {
             "{padded:x?}"
         );
     }
-    // Every frame of every kind: its canonical bytes decode, and padding its last
-    // integer field (or any varint) by one byte is refused.
+    // Every frame of every kind: its canonical bytes decode, and padding its first
+    // varint (the variant index) by one byte is refused.
     let mut buf = [0u8; MAX_FRAME_LEN];
     let pad = |frame: &[u8]| -> Vec<u8> {
         // the first varint (the variant index) made one byte longer

@@ -117,6 +117,7 @@ pub trait Fence {
     ///
     /// Cost: the in-process gate O(name length) plus the write, under one mutex; the SQL
     /// fences one transaction — `BEGIN`, the conditional upsert, the write's statements,
+    /// (PostgreSQL: a `SELECT 1` that finds a transaction the write left aborted)
     /// `COMMIT` (a stale one: `BEGIN`, the upsert, one read, `ROLLBACK`) — with the
     /// resource's fence row locked until it ends, so writes to one resource are serialised
     /// and writes to different resources are not (SQLite serialises all writers of the

@@ -146,10 +146,17 @@ impl Fence for PgFence {
         };
         // A statement error the closure swallowed leaves the transaction aborted, and
         // PostgreSQL answers COMMIT in an aborted transaction with ROLLBACK, not an error:
-        // read the fence row first, which fails (25P02) in an aborted transaction, so an
-        // `Ok` always means the write and the fence's raise both committed.
-        tx.query_opt(&self.highest, &[&key])
-            .map_err(|e| StorageError::new("the write left the transaction aborted", e))?;
+        // one statement first, which fails (25P02) in an aborted transaction, so an `Ok`
+        // always means the write and the fence's raise both committed. It reads no table,
+        // so nothing the closure set (`search_path`, a role) can make it fail otherwise.
+        if let Err(e) = tx.batch_execute("SELECT 1") {
+            let what = if e.code() == Some(&postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) {
+                "the write left the transaction aborted"
+            } else {
+                "check the transaction before commit"
+            };
+            return Err(StorageError::new(what, e).into());
+        }
         tx.commit().map_err(|e| StorageError::new("commit", e))?;
         Ok(out)
     }

@@ -363,6 +363,29 @@ fn postgres_fence_never_reports_an_aborted_transaction_as_written() {
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(6)));
 }
 
+/// The check made before COMMIT reads no table: a write that changes the transaction's
+/// `search_path` (here to one without the fence table) commits as any other.
+#[test]
+fn postgres_fence_commits_a_write_that_changed_the_search_path() {
+    let pg = common::Postgres::start();
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    f.client()
+        .batch_execute("CREATE SCHEMA tenant; CREATE TABLE tenant.ledger (entry text NOT NULL)")
+        .unwrap();
+    f.write("ledger", Token(7), |tx| {
+        tx.batch_execute("SET LOCAL search_path = tenant")?;
+        tx.execute("INSERT INTO ledger VALUES ('kept')", &[])
+    })
+    .expect("written");
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(7)));
+    let n: i64 = f
+        .client()
+        .query_one("SELECT count(*) FROM tenant.ledger", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+}
+
 /// A role that may only read and write the fence table an administrator made (no CREATE
 /// on the schema) can still make a fence and write through it.
 #[test]

@@ -1,6 +1,6 @@
 //! The one call framework of every extern function on a handle (service, gate, keeper):
-//! the panic boundary, argument checks before the handle is looked at, the NULL and
-//! poison checks, and the record of the last failure for the handle's `last_error`.
+//! the panic boundary, a poisoned handle refused first, then the argument checks, then
+//! the NULL check, and the record of the last failure for the handle's `last_error`.
 
 use core::cell::Cell;
 use core::ffi::c_char;

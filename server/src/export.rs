@@ -45,6 +45,10 @@ pub const MAX_LINES: usize = 20_000;
 pub const MAX_BYTES: usize = 8 << 20;
 /// At most this many bytes a line (its checksum included).
 pub const MAX_LINE_BYTES: usize = 16 << 10;
+/// At most this many sessions, locks and claims each in the recorded core's tables: the
+/// page makes a core of the header's capacity, and refuses a larger one (so a few bytes
+/// cannot ask it for a gigabyte).
+pub const MAX_ROWS: u32 = 65_536;
 /// The largest number a recording holds (2^53 - 1: exact in a JSON reader's double).
 pub const MAX_NUMBER: u64 = (1 << 53) - 1;
 
@@ -364,7 +368,8 @@ fn op_lines(calls: Vec<CoreCall>, at: &str) -> Result<Vec<String>, ExportError> 
 /// holds the core's snapshot just before it) and ends after the last one; entries before
 /// the window are applied without being recorded.
 ///
-/// Errors: [`ExportError::TooLarge`] naming the last log index that fits;
+/// Errors: [`ExportError::TooLarge`] naming the last log index that fits, or for tables
+/// larger than [`MAX_ROWS`] (before anything is applied);
 /// [`ExportError::Unrepresentable`] naming the index. Cost: O(entries from `start` to the
 /// window's end) applies, plus O(size of the recording).
 pub fn build(
@@ -373,6 +378,14 @@ pub fn build(
     window: Window,
     source: &str,
 ) -> Result<Recording, ExportError> {
+    let cap = start.svc.capacity();
+    if cap.sessions.max(cap.locks).max(cap.claims) > MAX_ROWS {
+        return Err(ExportError::TooLarge(format!(
+            "the cluster's tables ({} sessions, {} locks, {} claims) are larger than a \
+             recording's core (at most {MAX_ROWS} rows each): the page would refuse it",
+            cap.sessions, cap.locks, cap.claims
+        )));
+    }
     let g = &mut start;
     let mut lines: Vec<String> = Vec::new();
     let mut bytes = 0usize;
@@ -529,6 +542,31 @@ mod tests {
         let (json, crc) = l.rsplit_once('\t').expect("a tab");
         assert_eq!(format!("{:08x}", crc32fast::hash(json.as_bytes())), crc);
         json
+    }
+
+    /// A cluster whose tables are larger than a recording's core is refused before any
+    /// line is written: the page would refuse the file at its header.
+    #[test]
+    fn a_cluster_larger_than_a_recordings_core_is_not_exported() {
+        let mut big = config();
+        big.claims = MAX_ROWS as usize + 1;
+        let e = build(
+            state_machine::empty_state(&big),
+            history(),
+            Window::default(),
+            "test",
+        )
+        .map(|_| ())
+        .expect_err("refused");
+        assert!(e.to_string().contains("65536 rows each"), "{e}");
+        big.claims = MAX_ROWS as usize;
+        build(
+            state_machine::empty_state(&big),
+            history(),
+            Window::default(),
+            "test",
+        )
+        .expect("the largest a recording holds exports");
     }
 
     /// The lines say what the core did, in the format's words: the grant, the queue, the

@@ -318,9 +318,11 @@ export function applyEntry(api, svc, gates, e) {
     got = svc.handle(e.input);
   } catch (err) {
     if (!err || typeof err.code !== 'string') throw err;
-    // A recording holds the core's refusals only (errno below 700): the binding's own
-    // (`out_of_range`, `bad_argument`) mean the line is not an input the core was given.
-    if (!(err.errno < 700)) throw new RecordingError(e.line, `the input is not one the core can be given: ${err.code} (${err.message})`);
+    // A recording holds the core's refusals only: the binding's argument refusals
+    // (`out_of_range` 701, `bad_argument` 702) mean the line is not an input the core
+    // was given. Anything else the binding throws (out of memory) is not the file's fault.
+    if (err.errno === 701 || err.errno === 702) throw new RecordingError(e.line, `the input is not one the core can be given: ${err.code} (${err.message})`);
+    if (!(err.errno < 700)) throw err;
     if (!('error' in e)) throw new RecordingError(e.line, `the core refuses ${e.input.kind}: ${err.code} (${err.message}); the recording says it answered ${say(e.reply)}`);
     if (err.code !== e.error) throw new RecordingError(e.line, `the core refuses with ${err.code}, the recording says ${e.error}`);
     if (!same(err.events ?? [], e.events)) throw new RecordingError(e.line, `the refusal's events differ: the core gives ${say(err.events ?? [])}, the recording ${say(e.events)}`);
