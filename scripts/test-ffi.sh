@@ -32,7 +32,8 @@ echo "ffi/include/fencelock.h matches the source"
 if command -v g++ >/dev/null 2>&1; then
   printf '#include "fencelock.h"\nint main() { fencelock_service_free(nullptr); return FENCELOCK_RESULT_OK; }\n' > "$work/cpp.cpp"
   g++ -std=c++17 -Wall -Wextra -Werror -Iffi/include "$work/cpp.cpp" "$lib/libfencelock.a" -lpthread -ldl -lm -o "$work/cpp"
-  "$work/cpp" && echo "the header compiles and links as C++ too"
+  "$work/cpp" # under set -e: a failing run stops the script
+  echo "the header compiles and links as C++ too"
 else
   echo "(not checked: the header as C++, g++ is not installed)"
 fi

@@ -167,12 +167,12 @@ impl LockModel {
             }
         }
         let now = svc.now().0;
-        if self.permits.is_some() || self.watchers > 0 {
-            if let Err(e) = self
-                .check_semaphores_and_watches(st, &svc, &input, &reply, &events, &queues, cancelled)
-            {
-                st.watch_broken = Some(e);
-            }
+        // FIFO grants and I8 (nothing granted during lock-delay) in every configuration;
+        // the permit and watcher checks inside apply only where those are in use.
+        if let Err(e) =
+            self.check_semaphores_and_watches(st, &svc, &input, &reply, &events, &queues, cancelled)
+        {
+            st.watch_broken = Some(e);
         }
         for o in &events {
             if let Output::Granted { session, .. } = o {
