@@ -30,6 +30,7 @@ use fencelock::{
 
 use crate::hex;
 use crate::invariants;
+use crate::model::Model;
 
 /// A vector file's `config` line (also the first line of a `.calls` file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1143,6 +1144,10 @@ pub fn render(sc: &Scenario) -> Result<String, String> {
     );
     let _ = writeln!(text, "{}", sc.config.line());
     let mut svc = sc.config.service().map_err(|e| e.to_string())?;
+    // The reference model (tests/src/model.rs, written from SPEC, sharing no code with the
+    // service) answers every input too: a vector is written only where the two agree, so
+    // the committed answers are not the service's word alone.
+    let mut model = Model::from_config(svc.capacity(), svc.config());
     let mut last: Option<(Result<Reply, Error>, Vec<Output>)> = None;
     for (i, step) in sc.steps.iter().enumerate() {
         let at = |what: String| format!("{}: step {i}: {what}", sc.name);
@@ -1156,6 +1161,16 @@ pub fn render(sc: &Scenario) -> Result<String, String> {
                 let ticked = decoded.as_ref().ok().map(|i| ticked_copy(&svc, i.now()));
                 let mut events: Vec<Output> = Vec::new();
                 let r = svc.handle_frame(frame, &mut events);
+                if let Ok(input) = &decoded {
+                    let m = model.apply(input);
+                    if m.result != r || m.events != events {
+                        return Err(at(format!(
+                            "the reference model disagrees: it answers {:?} with events {:?}, \
+                             the service {r:?} with events {events:?}",
+                            m.result, m.events
+                        )));
+                    }
+                }
                 let _ = writeln!(text, "in {}", hex::encode(frame));
                 for o in &events {
                     let _ = writeln!(text, "out {}", hex::encode(&output_frame(o)));
