@@ -447,6 +447,8 @@ proptest! {
         for (r, t) in tokens {
             let _ = gate.admit(names[r], Token(t));
         }
+        // A resource whose highest is above 1, so the stale refusal below always runs.
+        gate.admit("r0", Token(50)).unwrap();
         let mut buf = [0u8; 512];
         let n = gate.snapshot(&mut buf).unwrap();
         let before = buf[..n].to_vec();
@@ -457,10 +459,11 @@ proptest! {
         };
         // 402 zero token
         prop_assert_eq!(gate.admit("r0", Token(0)), Err(Error::ZeroToken));
-        // 401 stale: below the highest of a known resource
-        let known: Option<(String, Token)> =
-            gate.iter().map(|(n, t)| (n.to_string(), t)).find(|(_, t)| t.0 > 1);
-        if let Some((name, highest)) = known {
+        // 401 stale: below the highest of each known resource
+        let known: Vec<(String, Token)> =
+            gate.iter().map(|(n, t)| (n.to_string(), t)).filter(|(_, t)| t.0 > 1).collect();
+        prop_assert!(!known.is_empty());
+        for (name, highest) in known {
             prop_assert_eq!(
                 gate.admit(&name, Token(highest.0 - 1)),
                 Err(Error::Stale { token: Token(highest.0 - 1), highest })
@@ -472,8 +475,9 @@ proptest! {
         // 301 a full gate refuses a new resource
         let mut full = FenceGate::new(vec![GateRow::EMPTY; 1]).unwrap();
         full.admit("only", Token(1)).unwrap();
+        let full_before = check(&full);
         prop_assert_eq!(full.admit("another", Token(2)), Err(Error::CapacityExceeded(Table::Resources)));
-        prop_assert_eq!(full.len(), 1);
+        prop_assert_eq!(check(&full), full_before);
         prop_assert_eq!(check(&gate), before);
     }
 }

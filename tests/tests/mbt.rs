@@ -247,9 +247,11 @@ proptest! {
     }
 }
 
-/// The model is not a copy of the service: a seeded difference is caught and shrunk. Here
-/// the "service" under test is a second model whose lock-delay differs, and proptest must
-/// find (and shrink to) a short input sequence that tells them apart.
+/// The comparison can fail, and is shrunk when it does: here the "service" under test is a
+/// second model whose lock-delay differs, and proptest must find (and shrink to) a short
+/// input sequence that tells them apart. (That the model is not a copy of the service is
+/// shown elsewhere: it shares no code with it, and the conformance vectors are written only
+/// where the two agree, `src/vectors.rs`.)
 #[test]
 fn a_divergence_is_found_and_shrunk() {
     use proptest::test_runner::{TestError, TestRunner};
