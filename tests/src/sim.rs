@@ -147,6 +147,20 @@ pub struct SimReport {
     pub watch_events: u64,
     /// Grants of permits (replies and events).
     pub permit_grants: u64,
+    /// A hash (FNV-1a) of everything the run applied and got back, input by input (each
+    /// input, its reply or error, its events), then of the service's final snapshot: two
+    /// runs of one seed must agree on it, not only on the counts.
+    pub trace_hash: u64,
+}
+
+/// FNV-1a of `bytes`, continuing from `h` (0: a fresh hash).
+fn fnv(h: u64, bytes: &[u8]) -> u64 {
+    let mut h = if h == 0 { 0xcbf2_9ce4_8422_2325 } else { h };
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 impl SimReport {
@@ -167,6 +181,7 @@ impl SimReport {
         self.round_trips += o.round_trips;
         self.watch_events += o.watch_events;
         self.permit_grants += o.permit_grants;
+        self.trace_hash = self.trace_hash.rotate_left(7) ^ o.trace_hash;
     }
 }
 
@@ -508,6 +523,7 @@ impl World {
                 let _ = write!(line, "err {} {events:?}", e.code());
             }
         }
+        self.report.trace_hash = fnv(self.report.trace_hash, line.as_bytes());
         self.log(line);
         if self.cfg.check_model {
             let m = self.model.apply(&input);
@@ -1112,7 +1128,11 @@ impl World {
 pub fn run(cfg: SimConfig) -> Result<SimReport, Box<SimFailure>> {
     let mut w = World::new(cfg);
     match w.run() {
-        Ok(()) => Ok(w.report),
+        Ok(()) => {
+            let end = w.svc.snapshot_vec();
+            w.report.trace_hash = fnv(w.report.trace_hash, &end);
+            Ok(w.report)
+        }
         Err(message) => Err(Box::new(SimFailure {
             seed: cfg.seed,
             step: w.step,

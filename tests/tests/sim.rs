@@ -67,11 +67,20 @@ fn replay_seed() {
 
 #[test]
 fn a_seed_replays_exactly() {
+    let mut hashes = Vec::new();
     for seed in [1, 2, 3] {
         let a = run(SimConfig::new(seed)).expect("passes");
         let b = run(SimConfig::new(seed)).expect("passes");
+        // The counts and the hash of every input, answer and event, and the final state.
         assert_eq!(a, b, "seed {seed} is not deterministic");
+        hashes.push(a.trace_hash);
     }
+    hashes.dedup();
+    assert_eq!(
+        hashes.len(),
+        3,
+        "different seeds must run differently: {hashes:?}"
+    );
 }
 
 /// The broken build: a gate that accepts lower tokens. The simulation must catch it (a
