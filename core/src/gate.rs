@@ -226,12 +226,13 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         // Magic, version, count: each judged before the next is read, as a lock service's
         // snapshot header is (the magic alone is a truncated header, not a foreign file).
         let rest = bytes.strip_prefix(&GATE_MAGIC).ok_or(Error::BadMagic)?;
-        let truncated = |_| Error::CorruptSnapshot("truncated header");
-        let (version, rest) = postcard::take_from_bytes::<u16>(rest).map_err(truncated)?;
+        let (version, rest) = postcard::take_from_bytes::<u16>(rest)
+            .map_err(|_| Error::CorruptSnapshot(crate::snapshot::bad_varint(rest)))?;
         if version != GATE_VERSION {
             return Err(Error::UnsupportedVersion(version));
         }
-        let (count, mut rest) = postcard::take_from_bytes::<u32>(rest).map_err(truncated)?;
+        let (count, mut rest) = postcard::take_from_bytes::<u32>(rest)
+            .map_err(|_| Error::CorruptSnapshot("truncated header"))?;
         if count as usize > self.capacity() {
             return Err(Error::CapacityExceeded(Table::Resources));
         }

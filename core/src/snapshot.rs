@@ -386,6 +386,17 @@ pub fn snapshot_config(bytes: &[u8]) -> Result<Config, Error> {
     Ok(meta.config)
 }
 
+/// Why a header's `u16` varint at the start of `rest` did not decode: cut short (at most
+/// two bytes, each saying another follows) is a truncated header; anything else (longer
+/// than a `u16`'s three bytes, or past its range) a bad version. Cost: O(1).
+pub(crate) fn bad_varint(rest: &[u8]) -> &'static str {
+    if rest.len() < 3 && rest.iter().all(|b| b & 0x80 != 0) {
+        "truncated header"
+    } else {
+        "bad version"
+    }
+}
+
 /// A snapshot's header: its counters and config, whether it is version 2, and the bytes
 /// after it. Errors: as [`snapshot_config`], but for `BadConfig`. Cost: O(1).
 fn read_header(bytes: &[u8]) -> Result<(Meta, bool, &[u8]), Error> {
@@ -396,7 +407,7 @@ fn read_header(bytes: &[u8]) -> Result<(Meta, bool, &[u8]), Error> {
         return Err(Error::BadMagic);
     };
     let Ok((version, rest)) = postcard::take_from_bytes::<u16>(rest) else {
-        return Err(Error::CorruptSnapshot("truncated header"));
+        return Err(Error::CorruptSnapshot(bad_varint(rest)));
     };
     let v2 = match version {
         V1 => false,

@@ -166,6 +166,10 @@ fn restore_refuses_bad_bytes_with_typed_errors() {
     assert_eq!(restore(&[]), Err(Error::BadMagic));
     assert_eq!(restore(b"FLG"), Err(Error::BadMagic));
     // the magic, then too little for the version or the count: a truncated header
+    assert_eq!(
+        restore(b"FLGT\xff\xff\xff\x00"),
+        Err(Error::CorruptSnapshot("bad version"))
+    );
     for cut in [4, 5] {
         assert_eq!(
             restore(&good[..cut]),

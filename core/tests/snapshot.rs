@@ -355,6 +355,14 @@ fn restore_checks_framing_capacity_and_config() {
         restore(&[&good[..4], &[0x80][..]].concat()),
         Err(Error::CorruptSnapshot("truncated header"))
     );
+    // a version that is whole but no u16 (over-long, or past its range) is not truncated
+    for bad in [&[0xff, 0xff, 0xff][..], &[0x80, 0x80, 0x80, 0x00]] {
+        assert_eq!(
+            restore(&[&good[..4], bad].concat()),
+            Err(Error::CorruptSnapshot("bad version")),
+            "{bad:x?}"
+        );
+    }
     for (storage, table) in [
         (VecStorage::new(1, 4, 8), Table::Sessions),
         (VecStorage::new(4, 0, 8), Table::Locks),
