@@ -248,6 +248,12 @@ pub(crate) struct State {
 /// should bound how many locks each may create (the server's role prefixes do), or hash
 /// or prefix names with a secret before they reach the core.
 ///
+/// A session is kept, when it can be, at the row its id names — (id − 1) mod the session
+/// rows — so a call that names a session finds it with one load and no index read; a
+/// session opened while that row was taken (the table wrapped round a long-lived one)
+/// goes to any free row and is found through the index. Which row a session has never
+/// shows either.
+///
 /// Session deadlines of up to four ttls at a time are kept in one list per ttl, in
 /// deadline order, with only each list's head in the deadline heap: a keep-alive (whose
 /// new deadline, now + ttl, is the latest of its ttl) moves its session to the tail in
@@ -349,7 +355,7 @@ impl<S: Storage> LockService<S> {
             revision: 0,
             next_seq: 1,
             next_lock: 1,
-            sessions: TableState::init(t.sessions, t.session_index),
+            sessions: TableState::init_linked(t.sessions, t.session_index, free_prev),
             locks: TableState::init(t.locks, t.lock_index),
             claims: TableState::init(t.claims, t.claim_index),
             session_order: List::EMPTY,
@@ -492,11 +498,10 @@ impl<S: Storage> LockService<S> {
         if !label.is_empty() && v.st.labels.is_full() {
             return Err(Error::CapacityExceeded(Table::Labels));
         }
-        let slot =
-            v.st.sessions
-                .alloc(v.s)
-                .ok_or(Error::CapacityExceeded(Table::Sessions))?;
         let id = v.st.next_session;
+        let slot = v
+            .alloc_session(id)
+            .ok_or(Error::CapacityExceeded(Table::Sessions))?;
         v.st.next_session += 1;
         v.insert_session(slot, id, ttl, expires_at);
         v.set_label(slot, label)?;
@@ -1336,9 +1341,38 @@ fn queued(mode: Mode, position: u32) -> Recorded {
     }
 }
 
+/// The live session `id`: first at its home row (see [`home_row`]), where a session
+/// usually is, without reading the index; else through the index. Cost: O(1) expected.
 #[cfg_attr(not(target_family = "wasm"), inline(always))]
 pub(crate) fn find_session(index: &[Bucket], rows: &[SessionRow], id: u64) -> Option<u32> {
+    if id == 0 {
+        return None; // the id of a free row
+    }
+    let home = home_row(id, rows.len())?;
+    if rows[home as usize].id == id {
+        return Some(home);
+    }
     TableState::find(index, rows, crate::table::mix(id), |r| r.id == id)
+}
+
+/// The row session `id` takes at open when that row is free: (id − 1) mod rows, so a
+/// table that is not full mostly holds each session at the row its id names and finds
+/// it with one load and one compare (sessions elsewhere are found through the index).
+/// `None` for a table with no rows. Cost: O(1) (a division).
+#[cfg_attr(not(target_family = "wasm"), inline(always))]
+pub(crate) fn home_row(id: u64, rows: usize) -> Option<u32> {
+    let n = rows as u64;
+    if n == 0 {
+        return None;
+    }
+    let i = id.wrapping_sub(1);
+    Some(if i < n { i } else { i % n } as u32)
+}
+
+/// A free session row's predecessor in the free list: its id-order links are unused
+/// while it is free.
+pub(crate) fn free_prev(s: &mut SessionRow) -> &mut u32 {
+    &mut s.order.prev
 }
 
 pub(crate) fn find_lock(index: &[TaggedBucket], rows: &[LockRow], name: &str) -> Option<u32> {
@@ -1682,6 +1716,17 @@ impl View<'_> {
             row.set_last_reply(reply);
             row.last_target = target;
         }
+    }
+
+    /// Takes a row for new session `id`: its home row ([`home_row`]) if that is free,
+    /// else the free list's first. `None` when the table is full. Cost: O(1).
+    pub(crate) fn alloc_session(&mut self, id: u64) -> Option<u32> {
+        let home = home_row(id, self.s.len())?;
+        if self.s[home as usize].id == 0 {
+            self.st.sessions.alloc_at(self.s, home, free_prev);
+            return Some(home);
+        }
+        self.st.sessions.alloc_linked(self.s, free_prev)
     }
 
     pub(crate) fn insert_session(&mut self, slot: u32, id: u64, ttl: u64, expires_at: u64) {
@@ -2057,7 +2102,7 @@ impl View<'_> {
             aux: self.s[s as usize].aux,
             ..SessionRow::EMPTY
         };
-        self.st.sessions.release(self.s, s);
+        self.st.sessions.release_linked(self.s, s, free_prev);
     }
 
     /// Expires every session whose deadline is at or before `now`, earliest first, ties

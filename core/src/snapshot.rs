@@ -528,10 +528,9 @@ impl<S: Storage> LockService<S> {
             if !reply_ok {
                 return Err(corrupt("recorded reply does not fit its session"));
             }
-            let slot =
-                v.st.sessions
-                    .alloc(v.s)
-                    .ok_or(Error::CapacityExceeded(Table::Sessions))?;
+            let slot = v
+                .alloc_session(r.id)
+                .ok_or(Error::CapacityExceeded(Table::Sessions))?;
             v.insert_session(slot, r.id, r.ttl, r.expires_at);
             // On its own in the heap: records come in id order, not deadline order, so
             // they cannot be appended to classes (a later keep-alive moves it into one).

@@ -222,6 +222,78 @@ impl TableState {
         self.len -= 1;
     }
 
+    // ---- a free list that can also give up a chosen row (the session table's) ----
+    //
+    // A free row's predecessor in the free list is kept in a field of the row that only
+    // live rows use (`prev`), so taking any free row out of the list is O(1).
+
+    /// [`init`](Self::init), with each free row's predecessor set. O(capacity).
+    pub(crate) fn init_linked<T: Row, I: BucketArray + ?Sized>(
+        rows: &mut [T],
+        index: &mut I,
+        prev: fn(&mut T) -> &mut u32,
+    ) -> TableState {
+        let st = Self::init(rows, index);
+        for (i, r) in rows.iter_mut().enumerate() {
+            *prev(r) = if i == 0 { NIL } else { i as u32 - 1 };
+        }
+        st
+    }
+
+    /// Takes free row `slot` out of a linked free list (its heap position is reset to
+    /// `NIL`). `slot` must be free. O(1).
+    pub(crate) fn alloc_at<T: Row>(
+        &mut self,
+        rows: &mut [T],
+        slot: u32,
+        prev: fn(&mut T) -> &mut u32,
+    ) {
+        let row = &mut rows[slot as usize];
+        let before = *prev(row);
+        let after = row.aux().heap_pos;
+        row.aux_mut().heap_pos = NIL;
+        *prev(row) = NIL;
+        if before == NIL {
+            debug_assert_eq!(self.free, slot);
+            self.free = after;
+        } else {
+            rows[before as usize].aux_mut().heap_pos = after;
+        }
+        if after != NIL {
+            *prev(&mut rows[after as usize]) = before;
+        }
+        self.len += 1;
+    }
+
+    /// [`alloc`](Self::alloc) from a linked free list. O(1).
+    pub(crate) fn alloc_linked<T: Row>(
+        &mut self,
+        rows: &mut [T],
+        prev: fn(&mut T) -> &mut u32,
+    ) -> Option<u32> {
+        let slot = self.free;
+        if slot == NIL {
+            return None;
+        }
+        self.alloc_at(rows, slot, prev);
+        Some(slot)
+    }
+
+    /// [`release`](Self::release) onto a linked free list. O(1).
+    pub(crate) fn release_linked<T: Row>(
+        &mut self,
+        rows: &mut [T],
+        slot: u32,
+        prev: fn(&mut T) -> &mut u32,
+    ) {
+        let head = self.free;
+        *prev(&mut rows[slot as usize]) = NIL;
+        if head != NIL {
+            *prev(&mut rows[head as usize]) = slot;
+        }
+        self.release(rows, slot);
+    }
+
     // ---- hash index: linear probing with backward-shift deletion ----
 
     /// The row of `rows` whose key hashes to `hash` and satisfies `eq`, looked up in
@@ -541,5 +613,90 @@ mod tests {
             name_hash(b"a\0"),
             "a trailing NUL changes the hash"
         );
+    }
+
+    /// A row for the free-list test: its heap bookkeeping and a predecessor field.
+    #[derive(Clone, Copy)]
+    struct R {
+        aux: Aux,
+        prev: u32,
+        live: bool,
+    }
+    impl Row for R {
+        fn aux(&self) -> &Aux {
+            &self.aux
+        }
+        fn aux_mut(&mut self) -> &mut Aux {
+            &mut self.aux
+        }
+        fn timer_key(&self) -> (u64, u64) {
+            (0, 0)
+        }
+    }
+    fn prev(r: &mut R) -> &mut u32 {
+        &mut r.prev
+    }
+
+    /// Walks the free list both ways: it holds exactly the rows not live, each once, and
+    /// every row's predecessor is the row before it.
+    fn check_free_list(st: &TableState, rows: &mut [R]) {
+        let mut seen = std::vec![false; rows.len()];
+        let (mut at, mut before, mut free) = (st.free, NIL, 0);
+        while at != NIL {
+            let r = rows[at as usize];
+            assert!(
+                !r.live && !seen[at as usize],
+                "row {at} listed twice or live"
+            );
+            assert_eq!(r.prev, before, "row {at}'s predecessor");
+            seen[at as usize] = true;
+            (before, at) = (at, r.aux.heap_pos);
+            free += 1;
+        }
+        assert_eq!(free, rows.iter().filter(|r| !r.live).count());
+        assert_eq!(st.len as usize, rows.len() - free);
+        assert_eq!(st.is_full(), free == 0);
+    }
+
+    /// Any free row can be taken out of a linked free list, and the list stays whole
+    /// through any mix of chosen takes, first takes and returns (a seeded random walk).
+    #[test]
+    fn a_linked_free_list_gives_up_any_row_and_stays_whole() {
+        for n in [1usize, 2, 3, 8, 33] {
+            let mut rows = std::vec![
+                R {
+                    aux: Aux::EMPTY,
+                    prev: 0,
+                    live: false
+                };
+                n
+            ];
+            let mut index = std::vec![Bucket::EMPTY; n * BUCKETS_PER_ROW];
+            let mut st = TableState::init_linked(&mut rows[..], &mut index[..], prev);
+            check_free_list(&st, &mut rows);
+            let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ n as u64;
+            for _ in 0..2000 {
+                x = mix(x);
+                let slot = (x % n as u64) as u32;
+                if rows[slot as usize].live {
+                    rows[slot as usize].live = false;
+                    st.release_linked(&mut rows[..], slot, prev);
+                } else if x & (1 << 40) != 0 {
+                    st.alloc_at(&mut rows[..], slot, prev);
+                    rows[slot as usize].live = true;
+                } else {
+                    let got = st.alloc_linked(&mut rows[..], prev);
+                    assert!(got.is_some(), "a row is free, yet none was given");
+                    let got = got.unwrap_or(NIL);
+                    assert!(!rows[got as usize].live);
+                    rows[got as usize].live = true;
+                }
+                assert!(rows.iter().all(|r| !r.live || r.aux.heap_pos == NIL));
+                check_free_list(&st, &mut rows);
+            }
+            while st.alloc_linked(&mut rows[..], prev).is_some() {}
+            assert!(st.is_full());
+            assert_eq!(st.len as usize, n, "every row was taken once");
+        }
     }
 }

@@ -449,3 +449,61 @@ impl Slices {
         }
     }
 }
+
+/// A session usually lives at the row its id names, (id − 1) mod rows, and is found there
+/// without the index; one opened while that row was taken lives elsewhere and is found
+/// through the index. Either way lookups, snapshots and restores are the same, and an id
+/// whose row holds another session (or no session: id 0 is a free row's) is unknown.
+#[test]
+fn sessions_away_from_their_home_row_are_found_and_others_refused() {
+    use fencelock::Error::UnknownSession;
+    let mut svc = svc(3);
+    let a = open(&mut svc, 50); // 1, row 0
+    let b = open(&mut svc, 50); // 2, row 1
+    let c = open(&mut svc, 50); // 3, row 2
+    close(&mut svc, b);
+    let d = open(&mut svc, 50); // 4: row 0 is a's, so row 1
+    close(&mut svc, c);
+    let e = open(&mut svc, 50); // 5: row 1 is d's, so row 2
+    assert_eq!((d, e), (SessionId(4), SessionId(5)));
+    for s in [a, d, e] {
+        assert!(matches!(keep_alive(&mut svc, s).0, Reply::KeptAlive { .. }));
+        assert!(matches!(
+            x(&mut svc, s, &format!("l{}", s.0)).0,
+            Reply::Granted { .. }
+        ));
+    }
+    // 7's row is a's, 2's is d's, 3's is e's: none of them is live.
+    for gone in [7, 2, 3, 0] {
+        let err = refused(&mut svc, |v, now, o| {
+            v.keep_alive(now, SessionId(gone), None, o)
+        });
+        assert_eq!(err, UnknownSession(SessionId(gone)));
+    }
+    // A restore puts them back (each at its home row if free) and finds every one.
+    let mut restored = twin(&svc);
+    assert_eq!(restored.sessions().collect::<Vec<_>>(), vec![a, d, e]);
+    for s in [a, d, e] {
+        assert_eq!(release(&mut restored, s, &format!("l{}", s.0)).1.len(), 0);
+    }
+    // Every row is taken exactly once: the table is full at three, and after a close
+    // the freed row is the one the next open takes.
+    let full = refused(&mut svc, |v, now, o| v.open_session(now, 50, o));
+    assert_eq!(
+        full,
+        fencelock::Error::CapacityExceeded(fencelock::Table::Sessions)
+    );
+    close(&mut svc, a);
+    let f = open(&mut svc, 50);
+    assert_eq!(svc.sessions().collect::<Vec<_>>(), vec![d, e, f]);
+    close(&mut svc, e);
+    close(&mut svc, d);
+    close(&mut svc, f);
+    assert_eq!(svc.session(d), None);
+    // A free row's id is 0, and 0 names no session, not even at its home row (row 0 of
+    // 3, free now).
+    let e0 = refused(&mut svc, |v, now, o| {
+        v.keep_alive(now, SessionId(0), None, o)
+    });
+    assert_eq!(e0, UnknownSession(SessionId(0)));
+}
