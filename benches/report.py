@@ -431,9 +431,10 @@ def main():
                 w(f"- **Uncontended acquire + release** (missed: {by}). The map does one hash insert and one")
                 w(f"  remove ({per('map_string/1024')} instructions, {per('map_string/1024', 'd1')} D1 misses, {per('map_string/1024', 'bm')} branch mispredicts per pair at")
                 w(f"  1024 keys under callgrind); the core {per('uncontended/1024')}, {per('uncontended/1024', 'd1')} and {per('uncontended/1024', 'bm')}, because a lock service is more")
-                w("  than a map: per acquire a session lookup (one load at the row its id names), the name checked and hashed, a lock-index")
-                w("  probe, a lock row filled (the name copied inline, the creation-order list) and a claim")
-                w("  row linked into the session's, the lock's and the arrival lists, a fresh fencing token;")
+                w("  than a map: per acquire a session lookup (one load at the row its id names), the")
+                w("  name checked and hashed, a lock-index probe, a lock row filled (the name copied")
+                w("  inline, the creation-order list) and a claim row linked into the session's, the")
+                w("  lock's and the arrival lists, a fresh fencing token;")
                 sizes = sorted(b for b in (mem("claim"), mem("session"), mem("lock")) if b)
                 span = f"{sizes[0]}–{sizes[-1]} bytes" if sizes else "several sizes"
                 w(f"  per release the same lookups and every link undone. Rows of {span} in three")
@@ -503,8 +504,8 @@ def main():
                 else:
                     w(f"  against {cache_txt}, so the rows a keep-alive reads and writes miss it{ll}. The")
                 w("  session is found at the row its id names, (id − 1) mod rows, without reading the")
-                w("  index (`home_row` in `core/src/service.rs`); what is left is the row itself and its ttl-class")
-                w("  neighbours, and the TLB (huge pages for the tables would help that). A host's real")
+                w("  index (`home_row` in `core/src/service.rs`); what is left is the row itself and its")
+                w("  ttl-class neighbours, and the TLB (huge pages for the tables would help that). A host's real")
                 w("  keep-alives arrive in no order, so they miss at least once per call whatever the")
                 w("  layout.")
             elif k == "wasm_size":
@@ -709,7 +710,8 @@ def main():
     w(f"What the curves show, while n grows 64×: a tick with nothing due reads the tops of the")
     w(f"deadline heaps — O(1), measured {fmt_x(g_tick)}. An expiry is a heap pop (an O(log n)")
     w(f"sift) plus that session's own claims — measured {' and '.join(fmt_x(x) for x in g_exp)} for k = 1 and 64. A")
-    w("keep-alive is a lookup (one load at the row its id names) plus moving the session to the tail of its ttl class's deadline")
+    w("keep-alive is a lookup (one load at the row its id names) plus moving the session to")
+    w("the tail of its ttl class's deadline")
     ka1, ka64 = cgv("keep_alive/1024"), cgv("keep_alive/65536")
     ka_ir = (f" ({ka1:,.0f} instructions per keep-alive at 1k sessions, {ka64:,.0f} at 64k)"
              if ka1 is not None and ka64 is not None else "")

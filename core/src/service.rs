@@ -249,10 +249,12 @@ pub(crate) struct State {
 /// or prefix names with a secret before they reach the core.
 ///
 /// A session is kept, when it can be, at the row its id names — (id − 1) mod the session
-/// rows — so a call that names a session finds it with one load and no index read; a
-/// session opened while that row was taken (the table wrapped round a long-lived one)
-/// goes to any free row and is found through the index. Which row a session has never
-/// shows either.
+/// rows, its home row — so a call that names a session finds it with one load and no
+/// index read. A session opened while its home row was taken (by an earlier session with
+/// the same home that still lives, or by one that was itself placed away from home)
+/// takes the most recently freed row instead and is indexed there; only such sessions
+/// are in the session index. While sessions live for fewer opens than there are rows,
+/// nearly all are at home. Which row a session has never shows.
 ///
 /// Session deadlines of up to four ttls at a time are kept in one list per ttl, in
 /// deadline order, with only each list's head in the deadline heap: a keep-alive (whose
@@ -1341,8 +1343,9 @@ fn queued(mode: Mode, position: u32) -> Recorded {
     }
 }
 
-/// The live session `id`: first at its home row (see [`home_row`]), where a session
-/// usually is, without reading the index; else through the index. Cost: O(1) expected.
+/// The live session `id`: at its home row (see [`home_row`]), where a session usually
+/// is, without reading the index; else through the index, which holds exactly the
+/// sessions away from their home rows. Cost: O(1) expected.
 #[cfg_attr(not(target_family = "wasm"), inline(always))]
 pub(crate) fn find_session(index: &[Bucket], rows: &[SessionRow], id: u64) -> Option<u32> {
     if id == 0 {
@@ -1355,18 +1358,21 @@ pub(crate) fn find_session(index: &[Bucket], rows: &[SessionRow], id: u64) -> Op
     TableState::find(index, rows, crate::table::mix(id), |r| r.id == id)
 }
 
-/// The row session `id` takes at open when that row is free: (id − 1) mod rows, so a
-/// table that is not full mostly holds each session at the row its id names and finds
-/// it with one load and one compare (sessions elsewhere are found through the index).
-/// `None` for a table with no rows. Cost: O(1) (a division).
+/// The home row of session `id`, the row it takes at open when that row is free:
+/// (id − 1) mod rows. A session there is found with one load and one compare; one
+/// elsewhere, through the index (see the Cost section of [`LockService`]). `None` for a
+/// table with no rows. Cost: O(1) (one division; a 32-bit one while the id fits, as on
+/// a 32-bit target a 64-bit division is a library call).
 #[cfg_attr(not(target_family = "wasm"), inline(always))]
 pub(crate) fn home_row(id: u64, rows: usize) -> Option<u32> {
-    let n = rows as u64;
-    if n == 0 {
-        return None;
-    }
+    // A table has fewer than 2³¹ rows.
+    let n = u32::try_from(rows).ok().filter(|n| *n != 0)?;
     let i = id.wrapping_sub(1);
-    Some(if i < n { i } else { i % n } as u32)
+    Some(match u32::try_from(i) {
+        Ok(i) if i < n => i,
+        Ok(i) => i % n,
+        Err(_) => (i % n as u64) as u32,
+    })
 }
 
 /// A free session row's predecessor in the free list: its id-order links are unused
@@ -1739,7 +1745,10 @@ impl View<'_> {
         row.last_target = 0;
         row.label = NIL;
         row.claims = Chain::EMPTY;
-        TableState::index_insert(self.si, slot, crate::table::mix(id));
+        // Only a session away from its home row is indexed (see `find_session`).
+        if home_row(id, self.s.len()) != Some(slot) {
+            TableState::index_insert(self.si, slot, crate::table::mix(id));
+        }
         self.st.session_order.push_back(self.s, slot, session_order);
     }
 
@@ -2092,7 +2101,9 @@ impl View<'_> {
             self.mark_dirty(l);
         }
         self.unschedule_session(s);
-        TableState::index_remove(self.si, self.s, s);
+        if home_row(self.s[s as usize].id, self.s.len()) != Some(s) {
+            TableState::index_remove(self.si, self.s, s);
+        }
         self.st.session_order.remove(self.s, s, session_order);
         let label = self.s[s as usize].label;
         if label != NIL {
@@ -2224,5 +2235,60 @@ impl View<'_> {
         // Not an entry any more (id 0): getters, snapshots and counts skip it.
         self.l[l as usize].id = 0;
         self.st.idle_locks.push_back(self.l, l, lock_order);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::BucketArray;
+    use crate::VecStorage;
+
+    /// The session index holds exactly the sessions away from their home rows, through
+    /// any mix of opens and closes that wraps the ids round the table many times with
+    /// sessions of every lifetime (a seeded walk; a stale bucket would, sooner or later,
+    /// fill the index and hang a probe).
+    #[test]
+    fn the_session_index_holds_exactly_the_sessions_away_from_home() {
+        let rows = 5;
+        let mut svc = LockService::new(VecStorage::new(rows, 1, 2), Config::default())
+            .unwrap_or_else(|_| unreachable!());
+        let mut live: std::vec::Vec<SessionId> = std::vec::Vec::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut away_seen = 0;
+        for step in 0..3000u64 {
+            x = crate::table::mix(x ^ step);
+            let close = !live.is_empty() && (live.len() == rows || x & 3 == 0);
+            if close {
+                let s = live.remove((x >> 8) as usize % live.len());
+                let r = svc.close_session(svc.now(), s, None, &mut |_: Output| {});
+                assert!(r.is_ok(), "close {s:?}: {r:?}");
+            } else {
+                let r = svc.open_session(svc.now(), 100, &mut |_: Output| {});
+                let Ok(Reply::Opened { session, .. }) = r else {
+                    unreachable!("open refused: {r:?}")
+                };
+                live.push(session);
+            }
+            let v = svc.view();
+            let mut away = 0;
+            for (row, s) in v.s.iter().enumerate() {
+                if s.id != 0 && home_row(s.id, rows) != Some(row as u32) {
+                    away += 1;
+                }
+            }
+            let indexed = (0..v.si.buckets())
+                .filter(|b| v.si.bucket(*b).0 != NIL)
+                .count();
+            assert_eq!(indexed, away, "step {step}");
+            away_seen = away_seen.max(away);
+            for s in &live {
+                assert!(find_session(v.si, v.s, s.0).is_some(), "{s:?} lost");
+            }
+        }
+        assert!(
+            away_seen >= 2,
+            "the walk never put two sessions away from home"
+        );
     }
 }

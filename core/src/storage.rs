@@ -17,7 +17,9 @@
 //! (5.93 MB). Each of the three tables has a hash index of two buckets per row (so the
 //! load stays ≤ 50 %), kept in an array of its own: a lookup
 //! probes that dense array, which stays in cache when the table does not (the index of
-//! 64k sessions is 512 KB, their rows 5 MB), and reads a row only to confirm a match.
+//! 64k locks is 1 MB, their rows 9 MB), and reads a row only to confirm a match. A
+//! session is usually read straight from its home row, (id − 1) mod the rows, with no
+//! index read; only the sessions away from theirs are indexed.
 //! Each row also carries its share of its table's heap of deadlines. Label rows have
 //! neither (a session finds its label by row number); a gate's rows carry their own
 //! buckets (a gate is append-only).
@@ -30,7 +32,8 @@
 //!   (what makes a keep-alive O(1)) while it is in one (the class has the ttl then); its
 //!   ttl-class number (a byte); its claim list (head, tail); its neighbours in id order
 //!   (the snapshot's order); its label-table row (`u32`, none = no label); 8 bytes of
-//!   heap; and apart, 8 bytes of index (two row numbers).
+//!   heap; and apart, 8 bytes of index (two row numbers: the index holds only the
+//!   sessions away from their home row, but any number of them may be).
 //! * **Label** (65): a length byte and 64 bytes, byte-aligned; a free row links to the
 //!   next free one through its own bytes. Apart from it because most sessions of most
 //!   hosts have no label: inline it was 65 of a session's bytes, used or not.
@@ -534,7 +537,8 @@ pub struct SessionRow {
     pub(crate) last_target: u64,
     /// This session's claims, in claim-sequence order.
     pub(crate) claims: Chain,
-    /// Neighbours in the list of all sessions, in id order.
+    /// Neighbours in the list of all sessions, in id order. While the row is free,
+    /// `prev` is its predecessor in the free list instead (see `service::free_prev`).
     pub(crate) order: Link,
     /// Its ttl class, `NO_CLASS` if it is scheduled on its own.
     pub(crate) class: u8,
