@@ -464,7 +464,11 @@ def main():
                 w("  snapshot would sort the live ids instead), a 32-bit request fingerprint (4), the ttl")
                 w("  class and the reply's kind packed into spare bits; the rest would have to come out of")
                 w("  the index and heap shares (16), which are what keep lookups O(1) at a load ≤ 50 % and")
-                w("  deadlines in order.")
+                w("  deadlines in order. The index is read only for a session away from its home row")
+                w("  ((id − 1) mod the rows, taken at open when free); it could go if an open skipped the")
+                w("  ids whose home row is taken, so that every session is at home — ids would still")
+                w("  increase but no longer one by one, and a snapshot would restore only into a table")
+                w("  with as many session rows as the one it was taken from: a contract change, not made.")
             elif k == "lock":
                 w(f"- **Lock ({fmt_b(lock)}: {fmt_b(lock_rest)} besides the {NAME_FIELD} B name field > {GOAL_LOCK} B).** Besides the name:")
                 w("  id and lock-delay end (two `u64`), holder list and wait queue (head, tail, count each),")
