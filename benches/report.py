@@ -568,8 +568,9 @@ def main():
                     w("  exported functions; the core at opt-level 2 or 3 would take about 10 % more off")
                     w("  for 11 KB.")
                 elif k == "wasm_str":
-                    w("  the name encoded from a JS string into wasm memory (allocated and freed) on every")
-                    w("  call. The id calls above are the remedy: each name interned once.")
+                    w("  the name checked (`isWellFormed`) and written by the glue into the service's name")
+                    w("  buffer (`TextEncoder.encodeInto`, no allocation) on every call. The id calls above")
+                    w("  are the remedy: each name interned once.")
                 elif k == "wasm_lite_speed":
                     w("  the name checked in JS (`isWellFormed`) and encoded into wasm memory (allocated and")
                     w("  freed) on every call, as the full module's string path does. The small module has")

@@ -16,10 +16,59 @@
   for (const [name, f] of Object.entries({ acquireFast, releaseFast, acquireFastId, releaseFastId, setEventLimit })) {
     if (typeof f !== 'function') throw new Error(`fencelock: the generated LockService has no ${name} to guard`);
   }
+  // A short name crosses without an allocation: a string of at most NAME_UNITS UTF-16
+  // units with no lone surrogate is written as UTF-8 straight into the service's name
+  // buffer (fast.rs: `nameBuffer`, NAME_ROOM bytes), and the call passes its length; any
+  // other value goes the general way, which judges it. The buffer's view is kept per
+  // service and made again when the memory has grown (a grown memory detaches the old
+  // view: its byteLength is 0). The service is checked live (`__wbg_ptr`) right before
+  // the write, after everything that could run other code; the intrinsics used from then
+  // on were taken when this module loaded, so no code of the caller's runs between the
+  // write and the call. The buffer entry points are taken off the prototype: only this
+  // glue calls them.
+  const NAME_UNITS = 64;
+  const NAME_ROOM = 3 * NAME_UNITS;
+  const { nameBuffer, acquireFastBuf, releaseFastBuf } = p;
+  for (const [name, f] of Object.entries({ nameBuffer, acquireFastBuf, releaseFastBuf })) {
+    if (typeof f !== 'function') throw new Error(`fencelock: the generated LockService has no ${name}`);
+  }
+  delete p.nameBuffer;
+  delete p.acquireFastBuf;
+  delete p.releaseFastBuf;
+  const isWellFormed = String.prototype.isWellFormed;
+  const encoder = new TextEncoder();
+  const encodeInto = TextEncoder.prototype.encodeInto;
+  const call = Function.prototype.call.bind(Function.prototype.call);
+  const views = new WeakMap();
+  const { get: viewOf, set: setView } = WeakMap.prototype;
+  const U8 = Uint8Array;
+  // Writes `lock` into the service's buffer and returns its length in bytes, or -1 when
+  // the name is to go the general way (or `svc` is no live service: that way says so).
+  const put = (svc, lock) => {
+    if (typeof lock !== 'string' || lock.length > NAME_UNITS) return -1;
+    if (isWellFormed === undefined || !call(isWellFormed, lock)) return -1; // (an engine before 2023)
+    if (!(svc instanceof LockService)) return -1;
+    let view = call(viewOf, views, svc);
+    if (view === undefined || view.byteLength === 0) {
+      if (svc.__wbg_ptr === 0) return -1;
+      const at = call(nameBuffer, svc);
+      view = new U8(wasm.memory.buffer, at, NAME_ROOM);
+      call(setView, views, svc, view);
+    }
+    if (svc.__wbg_ptr === 0) return -1;
+    const { read, written } = call(encodeInto, encoder, lock, view);
+    return read === lock.length ? written : -1;
+  };
   p.acquireFast = function acquireFastNumbers(now, session, lock, mode, wait, until, request, count, limit) {
+    const len = put(this, lock);
+    if (len >= 0) {
+      return call(acquireFastBuf, this, num(now), num(session), len, num(mode), num(wait), opt(until), opt(request), opt(count), opt(limit));
+    }
     return acquireFast.call(this, num(now), num(session), lock, num(mode), num(wait), opt(until), opt(request), opt(count), opt(limit));
   };
   p.releaseFast = function releaseFastNumbers(now, session, lock, request) {
+    const len = put(this, lock);
+    if (len >= 0) return call(releaseFastBuf, this, num(now), num(session), len, opt(request));
     return releaseFast.call(this, num(now), num(session), lock, opt(request));
   };
   p.acquireFastId = function acquireFastIdNumbers(now, session, nameId, mode, wait, until, request, count, limit) {

@@ -16,6 +16,13 @@
 //! `internName` gave for it (module `names`) where the others take the string: the same
 //! checks in the same order, the id looked up where the name was checked, then the same
 //! core call with the stored name. No string crosses per call.
+//!
+//! A short name crosses without an allocation: for a string of at most
+//! [`NAME_UNITS`] UTF-16 units with no lone surrogate, the glue's `acquireFast` /
+//! `releaseFast` (`wasm/js/numbers.js`) write its UTF-8 straight into a buffer the service
+//! owns (`nameBuffer`) and call `acquireFastBuf` / `releaseFastBuf` with its length, which
+//! read it as `acquireFast` / `releaseFast` read the string (the same checks in the same
+//! order, the name where the string was). Any other value goes the general way.
 
 use alloc::string::String;
 
@@ -39,6 +46,13 @@ pub(crate) fn unbounded() -> Events {
     EventQueue::new(EventLimit::UNBOUNDED)
 }
 
+/// The longest string (in UTF-16 units) the glue writes into the name buffer; a longer
+/// one is passed as a string (a name past 64 bytes is refused by the core either way).
+pub const NAME_UNITS: usize = 64;
+
+/// The name buffer's size: [`NAME_UNITS`] UTF-16 units are at most 3 UTF-8 bytes each.
+pub const NAME_ROOM: usize = 3 * NAME_UNITS;
+
 /// What the fast path keeps between calls.
 pub(crate) struct Fast {
     /// Events not yet taken, in order, up to the event limit.
@@ -47,6 +61,11 @@ pub(crate) struct Fast {
     value: u64,
     /// The last refusal, until the next fast call.
     fail: Option<Fail>,
+    /// Where the glue writes the next call's name (`nameBuffer`). Inline, so it costs no
+    /// allocation; its address is stable because wasm-bindgen boxes the service once and
+    /// no method takes it by value (the glue asks for the address again whenever the
+    /// module's memory has grown).
+    name: [u8; NAME_ROOM],
 }
 
 impl Fast {
@@ -56,6 +75,7 @@ impl Fast {
             events: EventQueue::new(core.default_event_limit()),
             value: 0,
             fail: None,
+            name: [0; NAME_ROOM],
         }
     }
 }
@@ -115,6 +135,27 @@ fn fast_wait(wait: f64, until: Option<f64>) -> Result<Wait, Fail> {
     }
 }
 
+/// The first `len` bytes of the name buffer as the lock name: `bad_argument` for a length
+/// that is not a whole number within the buffer or for bytes that are not UTF-8 (the glue
+/// never writes either; a caller that calls `acquireFastBuf` itself may).
+fn written(room: &[u8; NAME_ROOM], len: f64) -> Result<&str, Fail> {
+    let bad = |why: &str| Fail::BadArgument(cat(&["lock ", why]));
+    let bytes = js::safe_u64(len)
+        .and_then(|n| usize::try_from(n).ok())
+        .and_then(|n| room.get(..n))
+        .ok_or_else(|| bad("length is past the name buffer"))?;
+    core::str::from_utf8(bytes).map_err(|_| bad("buffer is not UTF-8"))
+}
+
+/// How a fast call names its lock: a JS string, an interned id, or the first `len`
+/// bytes of the name buffer.
+#[derive(Clone, Copy)]
+enum Lock<'a> {
+    Text(&'a JsValue),
+    Id(f64),
+    Buffer(f64),
+}
+
 /// A code that names none of the choices: `bad_argument`.
 fn bad_code(what: &str, choices: &str) -> Fail {
     Fail::BadArgument(cat(&[what, " must be ", choices]))
@@ -124,10 +165,10 @@ impl LockService {
     /// Runs one fast input: its reply code, or minus the errno of its refusal.
     fn run(
         &mut self,
-        call: impl FnOnce(&mut Core, &mut Events, &Names) -> Result<Reply, Fail>,
+        call: impl FnOnce(&mut Core, &mut Events, &Names, &[u8; NAME_ROOM]) -> Result<Reply, Fail>,
     ) -> i32 {
         let (core, fast, names) = self.parts();
-        match call(core, &mut fast.events, names) {
+        match call(core, &mut fast.events, names, &fast.name) {
             Ok(reply) => {
                 let (code, value) = reply_code(&reply);
                 fast.value = value;
@@ -142,6 +183,67 @@ impl LockService {
             }
         }
     }
+}
+
+impl LockService {
+    /// Every fast acquire, whichever way it names the lock: the same checks in the same
+    /// order (now, session, the lock, mode, wait, request), then the core's acquire. One
+    /// body for the three, so the module holds one copy of it.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_any(
+        &mut self,
+        now: f64,
+        session: f64,
+        lock: Lock<'_>,
+        mode: f64,
+        wait: f64,
+        until: Option<f64>,
+        request: Option<f64>,
+        count: Option<f64>,
+        limit: Option<f64>,
+    ) -> i32 {
+        self.run(|core, out, names, room| {
+            let now = Tick(num(Some(now), "now")?);
+            let session = SessionId(num(Some(session), "session")?);
+            let mut text = None;
+            let lock = lock_name(lock, &mut text, names, room)?;
+            let (mode, wait) = (fast_mode(mode, count, limit)?, fast_wait(wait, until)?);
+            let request = opt(request, "request")?;
+            let r = core.acquire(now, session, lock, mode, wait, request, out);
+            r.map_err(|e| Fail::from(text.as_ref().map_or(e, |t: &js::Name| t.error(e))))
+        })
+    }
+
+    /// Every fast release, whichever way it names the lock (see `acquire_any`).
+    #[inline(never)]
+    fn release_any(&mut self, now: f64, session: f64, lock: Lock<'_>, request: Option<f64>) -> i32 {
+        self.run(|core, out, names, room| {
+            let now = Tick(num(Some(now), "now")?);
+            let session = SessionId(num(Some(session), "session")?);
+            let mut text = None;
+            let lock = lock_name(lock, &mut text, names, room)?;
+            let request = opt(request, "request")?;
+            let r = named_core(core, out, On::Release, now, session, lock, request);
+            r.map_err(|e| Fail::from(text.as_ref().map_or(e, |t: &js::Name| t.error(e))))
+        })
+    }
+}
+
+/// The lock a fast call names, checked where the string is checked: a string as every
+/// name argument is (kept in `text`, whose `error` fixes a long string's length), an id
+/// as `internName` gave it, the name buffer as `written` reads it.
+fn lock_name<'a>(
+    lock: Lock<'_>,
+    text: &'a mut Option<js::Name>,
+    names: &'a Names,
+    room: &'a [u8; NAME_ROOM],
+) -> Result<&'a str, Fail> {
+    Ok(match lock {
+        Lock::Text(v) => text.insert(js::name(v, "lock")?).as_str(),
+        Lock::Id(id) => names.get(id)?.as_str(),
+        Lock::Buffer(len) => written(room, len)?,
+    })
 }
 
 #[wasm_bindgen]
@@ -169,15 +271,17 @@ impl LockService {
         count: Option<f64>,
         limit: Option<f64>,
     ) -> i32 {
-        self.run(|core, out, _| {
-            let now = Tick(num(Some(now), "now")?);
-            let session = SessionId(num(Some(session), "session")?);
-            let lock = js::name(&lock, "lock")?;
-            let (mode, wait) = (fast_mode(mode, count, limit)?, fast_wait(wait, until)?);
-            let request = opt(request, "request")?;
-            let r = core.acquire(now, session, lock.as_str(), mode, wait, request, out);
-            r.map_err(|e| Fail::from(lock.error(e)))
-        })
+        self.acquire_any(
+            now,
+            session,
+            Lock::Text(&lock),
+            mode,
+            wait,
+            until,
+            request,
+            count,
+            limit,
+        )
     }
 
     /// Typed fast `release`: returns 6 (released; `replyValue()` is the token) or minus
@@ -192,14 +296,58 @@ impl LockService {
         #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
         request: Option<f64>,
     ) -> i32 {
-        self.run(|core, out, _| {
-            let now = Tick(num(Some(now), "now")?);
-            let session = SessionId(num(Some(session), "session")?);
-            let lock = js::name(&lock, "lock")?;
-            let request = opt(request, "request")?;
-            let r = named_core(core, out, On::Release, now, session, lock.as_str(), request);
-            r.map_err(|e| Fail::from(lock.error(e)))
-        })
+        self.release_any(now, session, Lock::Text(&lock), request)
+    }
+
+    /// The address of the name buffer in the module's memory ([`NAME_ROOM`] bytes), for
+    /// the glue's `acquireFast` / `releaseFast`. Internal: no TypeScript type. Cost: O(1).
+    #[wasm_bindgen(js_name = nameBuffer, skip_typescript)]
+    pub fn name_buffer(&self) -> usize {
+        self.fast.name.as_ptr() as usize
+    }
+
+    /// `acquireFast` with the lock name's UTF-8 in the first `len` bytes of the name
+    /// buffer, where the glue wrote it: the same checks in the same order, the name read
+    /// where the string was (`bad_argument` for a `len` past the buffer or bytes that are
+    /// not UTF-8). Internal: no TypeScript type. Cost: the core's acquire.
+    #[wasm_bindgen(js_name = acquireFastBuf, skip_typescript)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire_fast_buf(
+        &mut self,
+        now: f64,
+        session: f64,
+        len: f64,
+        mode: f64,
+        wait: f64,
+        until: Option<f64>,
+        request: Option<f64>,
+        count: Option<f64>,
+        limit: Option<f64>,
+    ) -> i32 {
+        self.acquire_any(
+            now,
+            session,
+            Lock::Buffer(len),
+            mode,
+            wait,
+            until,
+            request,
+            count,
+            limit,
+        )
+    }
+
+    /// `releaseFast` with the lock name in the name buffer (see `acquireFastBuf`).
+    /// Internal: no TypeScript type. Cost: the core's release.
+    #[wasm_bindgen(js_name = releaseFastBuf, skip_typescript)]
+    pub fn release_fast_buf(
+        &mut self,
+        now: f64,
+        session: f64,
+        len: f64,
+        request: Option<f64>,
+    ) -> i32 {
+        self.release_any(now, session, Lock::Buffer(len), request)
     }
 
     /// Stores the lock name `name` for the id calls (`acquireFastId`, `releaseFastId`)
@@ -260,14 +408,17 @@ impl LockService {
         count: Option<f64>,
         limit: Option<f64>,
     ) -> i32 {
-        self.run(|core, out, names| {
-            let now = Tick(num(Some(now), "now")?);
-            let session = SessionId(num(Some(session), "session")?);
-            let lock = names.get(name_id)?;
-            let (mode, wait) = (fast_mode(mode, count, limit)?, fast_wait(wait, until)?);
-            let request = opt(request, "request")?;
-            Ok(core.acquire(now, session, lock.as_str(), mode, wait, request, out)?)
-        })
+        self.acquire_any(
+            now,
+            session,
+            Lock::Id(name_id),
+            mode,
+            wait,
+            until,
+            request,
+            count,
+            limit,
+        )
     }
 
     /// `releaseFast` with the lock given by an id from `internName` (`unknown_name`, before
@@ -280,21 +431,7 @@ impl LockService {
         #[wasm_bindgen(js_name = nameId)] name_id: f64,
         request: Option<f64>,
     ) -> i32 {
-        self.run(|core, out, names| {
-            let now = Tick(num(Some(now), "now")?);
-            let session = SessionId(num(Some(session), "session")?);
-            let lock = names.get(name_id)?;
-            let request = opt(request, "request")?;
-            Ok(named_core(
-                core,
-                out,
-                On::Release,
-                now,
-                session,
-                lock.as_str(),
-                request,
-            )?)
-        })
+        self.release_any(now, session, Lock::Id(name_id), request)
     }
 
     /// The number of the last fast call's reply: a token, position, deadline, tick or
@@ -352,5 +489,37 @@ impl LockService {
     #[wasm_bindgen(js_name = lastError, unchecked_return_type = "FencelockError | null")]
     pub fn last_error(&mut self) -> JsValue {
         self.fast.fail.take().map_or(JsValue::NULL, JsValue::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The name buffer is read only within itself and only as UTF-8: any other length or
+    /// content (which the glue never passes) is `bad_argument`, never a panic.
+    #[test]
+    fn the_name_buffer_is_read_only_within_bounds_and_as_utf8() {
+        let mut room = [0u8; NAME_ROOM];
+        room[..5].copy_from_slice(b"lock1");
+        assert!(matches!(written(&room, 5.0), Ok("lock1")));
+        assert!(matches!(written(&room, 0.0), Ok("")));
+        assert!(matches!(written(&room, NAME_ROOM as f64), Ok(s) if s.len() == NAME_ROOM));
+        for len in [
+            NAME_ROOM as f64 + 1.0,
+            -1.0,
+            1.5,
+            f64::NAN,
+            f64::INFINITY,
+            1e300,
+        ] {
+            assert!(
+                matches!(written(&room, len), Err(Fail::BadArgument(_))),
+                "length {len}"
+            );
+        }
+        room[1] = 0xff;
+        assert!(matches!(written(&room, 5.0), Err(Fail::BadArgument(_))));
+        assert!(matches!(written(&room, 1.0), Ok("l")));
     }
 }

@@ -408,3 +408,68 @@ test('only JS numbers are numbers: anything else is refused before the core, and
   assert.equal(svc.acquireFast(0, 1, 'x', 0, 0, null, null), 3);
   assert.equal(svc.releaseFastId(0, 1, id, undefined), 6);
 });
+
+test('short names cross through the name buffer: every encoding agrees with the object API', () => {
+  const [obj, fast] = pair();
+  const A = (lock, over) => ({ kind: 'acquire', now: 2, session: 1, lock, mode: 0, wait: 0, ...over });
+  const R = (lock, over) => ({ kind: 'release', now: 2, session: 1, lock, ...over });
+  // [name, the object API's error for it or null]: at the 64-byte limit in one-, two-,
+  // three- and four-byte characters, one character past it (still at most 64 UTF-16
+  // units, so still through the buffer), past 64 units (the general way), a lone
+  // surrogate (the general way), and names that differ only past their first bytes.
+  const cases = [
+    ['n'.repeat(64), null], ['é'.repeat(32), null], ['漢'.repeat(21) + 'x', null],
+    ['😀'.repeat(16), null], ['é'.repeat(33), 'name_too_long'], ['漢'.repeat(22), 'name_too_long'],
+    ['😀'.repeat(17), 'name_too_long'], ['n'.repeat(65), 'name_too_long'],
+    ['a\ud800b', 'bad_argument'], ['lock/1', null], ['lock/12', null], ['lock/1\u0000', null],
+  ];
+  for (const [lock, code] of cases) {
+    assert.equal(both(obj, fast, A(lock))[1], code, lock);
+    if (code === null) {
+      assert.deepEqual(fast.holders(lock).map((h) => h.session), [1], lock);
+      assert.equal(both(obj, fast, R(lock))[1], null, lock);
+    }
+  }
+  // A shorter name after a longer one reads only its own bytes.
+  assert.equal(both(obj, fast, A('é'.repeat(32)))[1], null);
+  assert.equal(both(obj, fast, A('é'))[1], null);
+  assert.deepEqual(fast.holders('é').map((h) => h.session), [1]);
+  assert.deepEqual(fast.holders('é'.repeat(32)).map((h) => h.session), [1]);
+});
+
+test('the name buffer follows the memory when it grows, and a freed service is never written', () => {
+  const a = new LockService(caps);
+  const s = a.openSession(0, 100).reply.session;
+  assert.equal(a.acquireFast(1, s, 'before', 0, 0), 3);
+  // A service this large grows the module's memory, which detaches every view of it.
+  const big = new LockService({ sessions: 100_000, locks: 100_000, claims: 200_000 });
+  assert.equal(a.acquireFast(1, s, 'after', 0, 0), 3);
+  assert.deepEqual(a.locks(), ['before', 'after']);
+  assert.equal(a.releaseFast(1, s, 'after'), 6);
+  big.free();
+  // A freed service's buffer may be another service's memory by now: the call must fail
+  // as any call on a freed service does, and write nothing there. Services of several
+  // sizes are made after the free, so that one of them (whichever the allocator places
+  // there) holds its rows where the freed buffer was: a stray write would change it.
+  const before = hex(a.snapshot());
+  for (let n = 1; n <= 24; n++) {
+    const gone = new LockService(caps);
+    gone.openSession(0, 100);
+    assert.equal(gone.acquireFast(1, 1, 'x', 0, 0), 3); // its buffer's view is made
+    gone.free();
+    const b = new LockService({ sessions: n, locks: n, claims: 2 * n });
+    const t = b.openSession(0, 100).reply.session;
+    assert.equal(b.acquireFast(1, t, 'kept', 0, 0), 3);
+    const bBefore = hex(b.snapshot());
+    assert.throws(() => gone.acquireFast(1, 1, 'z'.repeat(64), 0, 0), /null pointer|freed/i);
+    assert.throws(() => gone.releaseFast(1, 1, 'z'.repeat(64)), /null pointer|freed/i);
+    assert.equal(hex(b.snapshot()), bBefore, `a service of ${n} rows`);
+    assert.equal(b.releaseFast(1, t, 'kept'), 6);
+    b.free();
+  }
+  assert.equal(hex(a.snapshot()), before);
+  // The buffer's entry points are the glue's alone.
+  for (const m of ['nameBuffer', 'acquireFastBuf', 'releaseFastBuf']) {
+    assert.equal(LockService.prototype[m], undefined, m);
+  }
+});
