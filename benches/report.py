@@ -572,8 +572,9 @@ def main():
                     w("  buffer (`TextEncoder.encodeInto`, no allocation) on every call. The id calls above")
                     w("  are the remedy: each name interned once.")
                 elif k == "wasm_lite_speed":
-                    w("  the name checked in JS (`isWellFormed`) and encoded into wasm memory (allocated and")
-                    w("  freed) on every call, as the full module's string path does. The small module has")
+                    w("  the name checked in JS (`isWellFormed`) and written into the service's name buffer")
+                    w("  (`TextEncoder.encodeInto`, no allocation) on every call, as the full module's string")
+                    w("  path does. The small module has")
                     w("  no interned names, to stay small: a host that needs the id calls' speed loads the")
                     w("  full module.")
                 else:

@@ -98,6 +98,10 @@ else
     ].join("\n"));' "$tmp/node"
   # The small module, for the web and for node, each with the JS class bound to it.
   bind "$lite_raw" fencelock_lite lite/
+  # The class writes lock names into the module's memory (wasm/lite/js/lite.js), so each
+  # glue gives it the memory: an import of it in the module itself would cost about 1 KB.
+  printf '\n// Appended by scripts/build-wasm.sh: the memory, for the class'"'"'s name buffer.\nexport function wasmMemory() { return wasm.memory; }\n' >>"$tmp/lite/web/fencelock_lite.js"
+  printf '\n// Appended by scripts/build-wasm.sh: the memory, for the class'"'"'s name buffer.\nexports.wasmMemory = function wasmMemory() { return wasm.memory; };\n' >>"$tmp/lite/node/fencelock_lite.js"
   # The class is an ES module: lite.mjs beside the node build (a CommonJS folder).
   cp wasm/lite/js/lite.js "$tmp/lite/web/lite.js"
   cp wasm/lite/js/lite.js "$tmp/lite/node/lite.mjs"

@@ -445,3 +445,64 @@ test('the hand-written types declare every method of the class, none as any', ()
     }
   }
 });
+
+test('names cross through the service name buffer: every encoding agrees with the full module', () => {
+  const full = new LockService({ sessions: 2, locks: 4, claims: 8, maxWatchers: 0 });
+  const small = new LiteService({ sessions: 2, locks: 4, claims: 8 });
+  const both = (op) => {
+    const want = viaFull(full, op);
+    assert.deepEqual(viaLite(small, op), want, JSON.stringify(op));
+    return want.error ?? KINDS[want.code];
+  };
+  assert.equal(both({ kind: 'open', now: 0, ttl: 100 }), 'opened');
+  const acq = (lock) => ({ kind: 'acquire', now: 1, session: 1, lock, mode: 0, wait: 0 });
+  const rel = (lock) => ({ kind: 'release', now: 1, session: 1, lock });
+  // At the 64-byte limit in one-, two-, three- and four-byte characters; one character
+  // past it (at most 64 UTF-16 units: written whole); past 64 units (the stand-in); a lone
+  // surrogate, short and long; and a shorter name after a longer one.
+  const cases = [
+    ['n'.repeat(64), 'granted'], ['é'.repeat(32), 'granted'], ['漢'.repeat(21) + 'x', 'granted'],
+    ['😀'.repeat(16), 'granted'], ['é'.repeat(33), 'name_too_long'], ['漢'.repeat(22), 'name_too_long'],
+    ['😀'.repeat(17), 'name_too_long'], ['n'.repeat(65), 'name_too_long'],
+    ['x'.repeat(70000), 'name_too_long'], ['a\ud800b', 'bad_argument'],
+    ['a\ud800'.repeat(40), 'bad_argument'], ['lock/1\u0000', 'granted'], ['é', 'granted'],
+  ];
+  for (const [lock, want] of cases) {
+    assert.equal(both(acq(lock)), want, lock);
+    if (want === 'granted') assert.equal(both(rel(lock)), 'released', lock);
+  }
+  full.free();
+  small.free();
+});
+
+test('the name buffer follows the memory when it grows, and a freed service is never written', () => {
+  const caps = { sessions: 2, locks: 2, claims: 4 };
+  const a = new LiteService(caps);
+  assert.equal(a.openSession(0, 100), 0);
+  assert.equal(a.acquire(1, 1, 'before'), 3);
+  // A service this large grows the module's memory, which detaches every view of it.
+  const big = new LiteService({ sessions: 100_000, locks: 100_000, claims: 200_000 });
+  assert.equal(a.acquire(1, 1, 'after'), 3);
+  assert.equal(a.release(1, 1, 'before'), 6);
+  assert.equal(a.release(1, 1, 'after'), 6);
+  assert.equal(a.release(1, 1, 'after'), -102, 'not_holder: the name read was "after"');
+  big.free();
+  // A freed service's buffer may be another service's memory by now: its call must fail
+  // as any call on a freed service does, and write nothing there (services of several
+  // sizes are made in its place, so that one of them holds its rows where it was).
+  for (let n = 1; n <= 24; n++) {
+    const gone = new LiteService(caps);
+    gone.openSession(0, 100);
+    assert.equal(gone.acquire(1, 1, 'x'), 3); // its buffer's view is made
+    gone.free();
+    const b = new LiteService({ sessions: n, locks: n, claims: 2 * n });
+    b.openSession(0, 100);
+    assert.equal(b.acquire(1, 1, 'kept'), 3);
+    assert.throws(() => gone.acquire(1, 1, 'z'.repeat(64)), /null pointer|freed/i);
+    assert.throws(() => gone.release(1, 1, 'z'.repeat(64)), /null pointer|freed/i);
+    assert.equal(b.acquire(1, 1, 'kept'), 3, `a service of ${n} rows: its hold is intact`);
+    assert.equal(b.release(1, 1, 'kept'), 6, `a service of ${n} rows`);
+    assert.equal(b.release(1, 1, 'kept'), -102);
+    b.free();
+  }
+});

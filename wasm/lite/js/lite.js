@@ -1,7 +1,8 @@
 // fencelock/lite: the JS class over the small module's RawLite (wasm/lite/src/service.rs).
-// It holds no lock rule: it gives each argument to the module as the number or string the
-// module judges (anything else as a value the module refuses in its own order), and turns
-// the module's numbers into the full module's event objects and error codes.
+// It holds no lock rule: it gives each argument to the module as the number the module
+// judges (a lock name written into the service's name buffer, its length passed; anything
+// else as a value the module refuses in its own order), and turns the module's numbers
+// into the full module's event objects and error codes.
 // scripts/build-wasm.sh copies it beside each build of the module (web and node), where
 // index.js (web) or index.mjs (node) binds it to that build.
 
@@ -41,12 +42,28 @@ const TOO_LONG = 'x'.repeat(65);
 const num = (x) => (typeof x === 'number' ? x : NaN);
 /** An optional number: undefined and null are none. */
 const opt = (x) => (x === undefined || x === null ? undefined : num(x));
-/** A lock name: a string without a lone surrogate, else null (refused as bad_argument by
- * the module, after the arguments it checks first); one too long to copy, TOO_LONG. */
+/** Names cross through a buffer each service owns in the module's memory: the class
+ * writes the name's UTF-8 there (TextEncoder.encodeInto, no allocation) and passes its
+ * length. A string of at most NAME_UNITS UTF-16 units fits (NAME_ROOM bytes, the crate's
+ * NAME_ROOM); a longer one cannot be a name, and the stand-in TOO_LONG is written for it
+ * (the core answers name_too_long in its own order, as for the full module). */
+const NAME_UNITS = 64;
+const NAME_ROOM = 192;
+const isWellFormed = String.prototype.isWellFormed;
+const encoder = new TextEncoder();
+const encodeInto = TextEncoder.prototype.encodeInto;
+const call = Function.prototype.call.bind(Function.prototype.call);
+const U8 = Uint8Array;
+
+/** A lock name as the module is to read it: the string, the stand-in TOO_LONG for one too
+ * long to be a name, or null for a value that is not a string without a lone surrogate
+ * (the module refuses it as bad_argument, after the arguments it checks first). */
 function lockName(s) {
   if (typeof s !== 'string') return null;
   if (s.length > COPY_LIMIT) return TOO_LONG;
-  return (s.isWellFormed ? s.isWellFormed() : !LONE.test(s)) ? s : null;
+  const ok = isWellFormed !== undefined ? call(isWellFormed, s) : !LONE.test(s);
+  if (!ok) return null;
+  return s.length > NAME_UNITS ? TOO_LONG : s;
 }
 
 /** The error for an errno: an Error (a RangeError for out_of_range, a TypeError for
@@ -60,8 +77,9 @@ function failure(errno) {
   return e;
 }
 
-/** Binds the class to one build of the module (its RawLite). */
-export function bind({ RawLite }) {
+/** Binds the class to one build of the module: its RawLite and its memory (the glue's
+ * `wasmMemory`, which scripts/build-wasm.sh appends). */
+export function bind({ RawLite, wasmMemory }) {
   /**
    * The lock service, small: the core's sessions, FIFO waits, fencing tokens and
    * lock-delay, with numbers in and out. See wasm/README.md ("The small module").
@@ -70,6 +88,9 @@ export function bind({ RawLite }) {
     #raw;
     /** The errno of the last refusal, 0 after an answer or once lastError() read it. */
     #errno = 0;
+    /** A view of the module's name buffer for this service, made again when the memory
+     * has grown (a grown memory detaches the old view: its byteLength is 0). */
+    #view = null;
 
     /**
      * A service of `sessions`, `locks` and `claims` rows, `lockDelay` ticks (default 0) and
@@ -109,6 +130,24 @@ export function bind({ RawLite }) {
       this.#raw = raw;
     }
 
+    /** Writes `lock`'s name into the name buffer and returns its length, or -1 for a value
+     * the module refuses as bad_argument (and for a freed service, whose call throws).
+     * The service is checked live right before the write, after everything that could
+     * run other code; from there, only intrinsics taken when this module loaded run. */
+    #put(lock) {
+      const text = lockName(lock);
+      if (text === null) return -1;
+      const raw = this.#raw;
+      let view = this.#view;
+      if (view === null || view.byteLength === 0) {
+        if (raw.__wbg_ptr === 0) return -1;
+        view = new U8(wasmMemory().buffer, raw.nameBuffer(), NAME_ROOM);
+        this.#view = view;
+      }
+      if (raw.__wbg_ptr === 0) return -1;
+      return call(encodeInto, encoder, text, view).written;
+    }
+
     #answer(code) {
       this.#errno = code < 0 ? -code : 0;
       return code;
@@ -127,16 +166,19 @@ export function bind({ RawLite }) {
     }
 
     acquire(now, session, lock, mode = 0, wait = 0, until, request, count, limit) {
-      return this.#answer(this.#raw.acquire(num(now), num(session), lockName(lock), num(mode),
+      const len = this.#put(lock);
+      return this.#answer(this.#raw.acquire(num(now), num(session), len, num(mode),
         num(wait), opt(until), opt(request), opt(count), opt(limit)));
     }
 
     release(now, session, lock, request) {
-      return this.#answer(this.#raw.release(num(now), num(session), lockName(lock), opt(request)));
+      const len = this.#put(lock);
+      return this.#answer(this.#raw.release(num(now), num(session), len, opt(request)));
     }
 
     cancel(now, session, lock, request) {
-      return this.#answer(this.#raw.cancel(num(now), num(session), lockName(lock), opt(request)));
+      const len = this.#put(lock);
+      return this.#answer(this.#raw.cancel(num(now), num(session), len, opt(request)));
     }
 
     tick(now) {

@@ -6,8 +6,9 @@
 //! [`RawLite`], the core's `LockService` (`fencelock`) with numbers in and out, so neither
 //! text formatting nor a codec is in the module. It is `fencelock/lite` in the npm
 //! package, used through the JS class `LiteService` (`js/lite.js`), which gives each
-//! argument to the module as a number or a string, and turns the module's numbers into
-//! the full module's event objects and error codes. `wasm/README.md` ("The small module")
+//! argument to the module as a number (a lock name as the length of its UTF-8, which the
+//! class writes into the service's name buffer: no string crosses in), and turns the
+//! module's numbers into the full module's event objects and error codes. `wasm/README.md` ("The small module")
 //! is the user's guide.
 //!
 //! - Every input takes the host's `now` first and returns a reply code (`opened` 0 …
@@ -125,5 +126,14 @@ mod tests {
             TOO_LONG.len()
         );
         assert!(TOO_LONG.bytes().all(|b| b == b'x'));
+        // The name buffer: the class writes at most NAME_UNITS UTF-16 units (3 bytes each
+        // at most) or the stand-in, into NAME_ROOM bytes, the crate's.
+        let room = crate::service::NAME_ROOM;
+        assert!(
+            js.contains(&format!("const NAME_ROOM = {room};")),
+            "NAME_ROOM is not {room}"
+        );
+        assert!(js.contains("const NAME_UNITS = 64;"));
+        assert!(3 * 64 <= room && TOO_LONG.len() <= room);
     }
 }

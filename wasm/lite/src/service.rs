@@ -78,9 +78,20 @@ fn num_u32(x: Option<f64>) -> Result<u32, Refusal> {
     u32::try_from(n).map_err(|_| OUT_OF_RANGE)
 }
 
-/// A lock name: the JS class passes `null` for one that is not a well-formed string.
-fn name(lock: &Option<String>) -> Result<&str, Refusal> {
-    lock.as_deref().ok_or(BAD_ARGUMENT)
+/// The name buffer's size: the JS class writes a string of at most 64 UTF-16 units, each
+/// at most 3 UTF-8 bytes (a longer one as a 65-byte stand-in the core refuses as
+/// `name_too_long`, as the full module does).
+pub const NAME_ROOM: usize = 192;
+
+/// A lock name: the first `len` bytes of the name buffer, where the JS class wrote it.
+/// The class passes -1 for a value that is not a well-formed string: `bad_argument`, as
+/// is any length past the buffer or bytes that are not UTF-8 (the class writes neither).
+fn name(room: &[u8; NAME_ROOM], len: f64) -> Result<&str, Refusal> {
+    let bytes = args::safe_u64(len)
+        .and_then(|n| usize::try_from(n).ok())
+        .and_then(|n| room.get(..n))
+        .ok_or(BAD_ARGUMENT)?;
+    core::str::from_utf8(bytes).map_err(|_| BAD_ARGUMENT)
 }
 
 /// The mode of an acquire from its code, with a permits' count and limit.
@@ -130,15 +141,19 @@ pub struct RawLite {
     taken: EventQueue,
     /// The number of the last reply.
     value: u64,
+    /// Where the JS class writes the next input's lock name (`nameBuffer`). Inline: no
+    /// allocation, and its address is stable because wasm-bindgen boxes the service once
+    /// and no method takes it by value.
+    name: [u8; NAME_ROOM],
 }
 
 impl RawLite {
     /// Runs one input: its reply code, or minus the errno of its refusal.
     fn run(
         &mut self,
-        call: impl FnOnce(&mut Core, &mut EventQueue) -> Result<Reply, Refusal>,
+        call: impl FnOnce(&mut Core, &mut EventQueue, &[u8; NAME_ROOM]) -> Result<Reply, Refusal>,
     ) -> i32 {
-        match call(&mut self.core, &mut self.events) {
+        match call(&mut self.core, &mut self.events, &self.name) {
             Ok(reply) => {
                 let (code, value) = args::reply_code(&reply);
                 self.value = value;
@@ -157,7 +172,7 @@ impl RawLite {
         request: Option<f64>,
         input: SessionInput,
     ) -> i32 {
-        self.run(|core, out| {
+        self.run(|core, out, _| {
             let (now, session) = (Tick(time(now)?), SessionId(num(session)?));
             let request = opt(request)?;
             Ok(input(core, now, session, request, out)?)
@@ -169,14 +184,14 @@ impl RawLite {
         &mut self,
         now: f64,
         session: f64,
-        lock: Option<String>,
+        lock: f64,
         request: Option<f64>,
         input: NamedInput,
     ) -> i32 {
-        self.run(|core, out| {
+        self.run(|core, out, room| {
             let now = Tick(time(now)?);
             let session = SessionId(num(session)?);
-            let lock = name(&lock)?;
+            let lock = name(room, lock)?;
             let request = opt(request)?;
             Ok(input(core, now, session, lock, request, out)?)
         })
@@ -208,6 +223,7 @@ impl RawLite {
             taken: EventQueue::new(core.default_event_limit()),
             core,
             value: 0,
+            name: [0; NAME_ROOM],
         })
     }
 }
@@ -238,7 +254,7 @@ impl RawLite {
     /// The core's `open_session`. Cost: the advance, then O(log sessions).
     #[wasm_bindgen(js_name = openSession)]
     pub fn open_session(&mut self, now: f64, ttl: f64) -> i32 {
-        self.run(|core, out| {
+        self.run(|core, out, _| {
             let (now, ttl) = (Tick(time(now)?), time(ttl)?);
             Ok(core.open_session(now, ttl, out)?)
         })
@@ -256,14 +272,23 @@ impl RawLite {
         self.of_session(now, session, request, Core::close_session)
     }
 
+    /// The address of this service's name buffer ([`NAME_ROOM`] bytes) in the memory:
+    /// the class writes each named input's lock there as UTF-8 and passes its length, so
+    /// no string is allocated per call. Cost: O(1).
+    #[wasm_bindgen(js_name = nameBuffer)]
+    pub fn name_buffer(&self) -> usize {
+        self.name.as_ptr() as usize
+    }
+
     /// The core's `acquire`, with the mode and wait as codes (`args::ModeCode`,
-    /// `args::WaitCode`). Cost: the core's acquire plus the name's copy in.
+    /// `args::WaitCode`) and the lock as the length of its name in the name buffer (-1:
+    /// not a well-formed string, `bad_argument`). Cost: the core's acquire.
     #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
         now: f64,
         session: f64,
-        lock: Option<String>,
+        lock: f64,
         mode: f64,
         wait: f64,
         until: Option<f64>,
@@ -271,42 +296,30 @@ impl RawLite {
         count: Option<f64>,
         limit: Option<f64>,
     ) -> i32 {
-        self.run(|core, out| {
+        self.run(|core, out, room| {
             let now = Tick(time(now)?);
             let session = SessionId(num(session)?);
-            let lock = name(&lock)?;
+            let lock = name(room, lock)?;
             let (mode, wait) = (self::mode(mode, count, limit)?, self::wait(wait, until)?);
             let request = opt(request)?;
             Ok(core.acquire(now, session, lock, mode, wait, request, out)?)
         })
     }
 
-    /// The core's `release`. Cost: the core's release plus the name's copy in.
-    pub fn release(
-        &mut self,
-        now: f64,
-        session: f64,
-        lock: Option<String>,
-        request: Option<f64>,
-    ) -> i32 {
+    /// The core's `release`, the lock as in `acquire`. Cost: the core's release.
+    pub fn release(&mut self, now: f64, session: f64, lock: f64, request: Option<f64>) -> i32 {
         self.named(now, session, lock, request, Core::release)
     }
 
-    /// The core's `cancel`. Cost: the core's cancel plus the name's copy in.
-    pub fn cancel(
-        &mut self,
-        now: f64,
-        session: f64,
-        lock: Option<String>,
-        request: Option<f64>,
-    ) -> i32 {
+    /// The core's `cancel`, the lock as in `acquire`. Cost: the core's cancel.
+    pub fn cancel(&mut self, now: f64, session: f64, lock: f64, request: Option<f64>) -> i32 {
         self.named(now, session, lock, request, Core::cancel)
     }
 
     /// The core's `tick`, answered as `ticked` (10) with `now` as the value. Cost: O(1)
     /// when nothing is due, else O(log n) per thing due.
     pub fn tick(&mut self, now: f64) -> i32 {
-        self.run(|core, out| {
+        self.run(|core, out, _| {
             let now = Tick(time(now)?);
             core.tick(now, out)?;
             Ok(Reply::Ticked { now })
@@ -408,4 +421,41 @@ pub fn event_row(o: &Output) -> [f64; EVENT_WIDTH] {
         limit,
         reason,
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The name buffer is read only within itself and only as UTF-8: -1 (the class's
+    /// "not a well-formed string") and any other length or content it never passes are
+    /// `bad_argument`, never a panic.
+    #[test]
+    fn a_name_is_read_only_within_the_buffer_and_as_utf8() {
+        let mut room = [0u8; NAME_ROOM];
+        room[..5].copy_from_slice(b"lock1");
+        assert_eq!(name(&room, 5.0).ok(), Some("lock1"));
+        assert_eq!(name(&room, 0.0).ok(), Some(""));
+        assert_eq!(
+            name(&room, NAME_ROOM as f64).map(str::len).ok(),
+            Some(NAME_ROOM)
+        );
+        for len in [
+            -1.0,
+            NAME_ROOM as f64 + 1.0,
+            1.5,
+            f64::NAN,
+            f64::INFINITY,
+            1e300,
+        ] {
+            assert_eq!(
+                name(&room, len).err().map(|r| r.0),
+                Some(BAD_ARGUMENT.0),
+                "{len}"
+            );
+        }
+        room[1] = 0xff;
+        assert_eq!(name(&room, 5.0).err().map(|r| r.0), Some(BAD_ARGUMENT.0));
+        assert_eq!(name(&room, 1.0).ok(), Some("l"));
+    }
 }
