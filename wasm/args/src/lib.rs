@@ -68,6 +68,26 @@ pub fn safe_u64(x: f64) -> Option<u64> {
     (n as f64 == x).then_some(n)
 }
 
+/// The most UTF-16 units of a string the JS side writes into a service's name buffer (a
+/// longer one is never a lock name: past 64 bytes).
+pub const NAME_UNITS: usize = 64;
+
+/// The size of a service's name buffer: [`NAME_UNITS`] UTF-16 units are at most 3 UTF-8
+/// bytes each.
+pub const NAME_ROOM: usize = 3 * NAME_UNITS;
+
+/// The lock name the JS side wrote into a service's name buffer `room`: its first `len`
+/// bytes, as UTF-8. `None` (the caller's `bad_argument`) for a `len` that is not a whole
+/// number within the buffer (the small module's class passes -1 for a value that is not a
+/// well-formed string) or bytes that are not UTF-8, which the JS side never writes.
+/// Cost: O(len).
+pub fn buffered_name(room: &[u8; NAME_ROOM], len: f64) -> Option<&str> {
+    let bytes = safe_u64(len)
+        .and_then(|n| usize::try_from(n).ok())
+        .and_then(|n| room.get(..n))?;
+    core::str::from_utf8(bytes).ok()
+}
+
 /// The mode code of a typed acquire: 0 exclusive, 1 shared, 2 permits (a `count` of a
 /// semaphore's `limit`, given beside it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

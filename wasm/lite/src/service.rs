@@ -78,20 +78,17 @@ fn num_u32(x: Option<f64>) -> Result<u32, Refusal> {
     u32::try_from(n).map_err(|_| OUT_OF_RANGE)
 }
 
-/// The name buffer's size: the JS class writes a string of at most 64 UTF-16 units, each
-/// at most 3 UTF-8 bytes (a longer one as a 65-byte stand-in the core refuses as
-/// `name_too_long`, as the full module does).
-pub const NAME_ROOM: usize = 192;
+/// The name buffer's size: the JS class writes a string of at most `args::NAME_UNITS`
+/// UTF-16 units, each at most 3 UTF-8 bytes (a longer one as a 65-byte stand-in the core
+/// refuses as `name_too_long`, as the full module does).
+pub use args::NAME_ROOM;
 
-/// A lock name: the first `len` bytes of the name buffer, where the JS class wrote it.
-/// The class passes -1 for a value that is not a well-formed string: `bad_argument`, as
-/// is any length past the buffer or bytes that are not UTF-8 (the class writes neither).
+/// A lock name: the first `len` bytes of the name buffer, where the JS class wrote it
+/// (`args::buffered_name`). The class passes -1 for a value that is not a well-formed
+/// string: `bad_argument`, as is any length past the buffer or bytes that are not UTF-8
+/// (the class writes neither).
 fn name(room: &[u8; NAME_ROOM], len: f64) -> Result<&str, Refusal> {
-    let bytes = args::safe_u64(len)
-        .and_then(|n| usize::try_from(n).ok())
-        .and_then(|n| room.get(..n))
-        .ok_or(BAD_ARGUMENT)?;
-    core::str::from_utf8(bytes).map_err(|_| BAD_ARGUMENT)
+    args::buffered_name(room, len).ok_or(BAD_ARGUMENT)
 }
 
 /// The mode of an acquire from its code, with a permits' count and limit.
