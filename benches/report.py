@@ -573,10 +573,9 @@ def main():
                     w("  are the remedy: each name interned once.")
                 elif k == "wasm_lite_speed":
                     w("  the name checked in JS (`isWellFormed`) and written into the service's name buffer")
-                    w("  (`TextEncoder.encodeInto`, no allocation) on every call, as the full module's string")
-                    w("  path does. The small module has")
-                    w("  no interned names, to stay small: a host that needs the id calls' speed loads the")
-                    w("  full module.")
+                    w("  (`TextEncoder.encodeInto`, no allocation) on every call, as the full module's")
+                    w("  string path does. The small module has no interned names, to stay small: a host")
+                    w("  that needs the id calls' speed loads the full module.")
                 else:
                     w("  the name copied in, the answer and each event built as JS values (JSON text")
                     w("  parsed). The fast paths above are the remedy for hosts that need speed.")

@@ -71,8 +71,12 @@ else
   bind "$raw" fencelock_wasm ""
   # The fast path's numbers, judged in JS before the call reaches wasm (wasm/js/numbers.js
   # says why); appended to both builds, where the generated classes are in scope.
+  # Its comments stay in the source: the shipped copy has one line pointing there.
   for t in web node; do
-    cat wasm/js/numbers.js >>"$tmp/$t/fencelock_wasm.js"
+    {
+      printf '\n// Appended by scripts/build-wasm.sh from wasm/js/numbers.js (its comments say why).\n'
+      grep -v '^[[:space:]]*//' wasm/js/numbers.js
+    } >>"$tmp/$t/fencelock_wasm.js"
   done
   # An ES-module face for node over the CommonJS build, naming every export of it (read
   # from the module itself, so it cannot fall behind), and a no-op default `init` so code

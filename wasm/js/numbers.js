@@ -21,11 +21,14 @@
   // buffer (fast.rs: `nameBuffer`, NAME_ROOM bytes), and the call passes its length; any
   // other value goes the general way, which judges it. The buffer's view is kept per
   // service and made again when the memory has grown (a grown memory detaches the old
-  // view: its byteLength is 0). The service is checked live (`__wbg_ptr`) right before
-  // the write, after everything that could run other code; the intrinsics used from then
-  // on were taken when this module loaded, so no code of the caller's runs between the
-  // write and the call. The buffer entry points are taken off the prototype: only this
-  // glue calls them.
+  // view: its byteLength is 0). A genuine service is checked live (`__wbg_ptr`) right
+  // before the write, after everything that could run other code; the intrinsics used
+  // from then on were taken when this module loaded, so no code of the caller's runs
+  // between the write and the call. The buffer entry points are taken off the prototype:
+  // only this glue calls them. A write during one of the service's own calls (a getter
+  // of an object API argument calling acquireFast) lands in the buffer while that call
+  // runs; nothing reads the buffer but the buffer calls, and those are then refused as
+  // re-entrant (wasm-bindgen's borrow check), so it shows nowhere.
   const NAME_UNITS = 64;
   const NAME_ROOM = 3 * NAME_UNITS;
   const { nameBuffer, acquireFastBuf, releaseFastBuf } = p;
@@ -42,6 +45,8 @@
   const views = new WeakMap();
   const { get: viewOf, set: setView } = WeakMap.prototype;
   const U8 = Uint8Array;
+  const bufferOf = Object.getOwnPropertyDescriptor(WebAssembly.Memory.prototype, 'buffer').get;
+  const byteLengthOf = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(U8.prototype), 'byteLength').get;
   // Writes `lock` into the service's buffer and returns its length in bytes, or -1 when
   // the name is to go the general way (or `svc` is no live service: that way says so).
   const put = (svc, lock) => {
@@ -49,10 +54,10 @@
     if (isWellFormed === undefined || !call(isWellFormed, lock)) return -1; // (an engine before 2023)
     if (!(svc instanceof LockService)) return -1;
     let view = call(viewOf, views, svc);
-    if (view === undefined || view.byteLength === 0) {
+    if (view === undefined || call(byteLengthOf, view) === 0) {
       if (svc.__wbg_ptr === 0) return -1;
       const at = call(nameBuffer, svc);
-      view = new U8(wasm.memory.buffer, at, NAME_ROOM);
+      view = new U8(call(bufferOf, wasm.memory), at, NAME_ROOM);
       call(setView, views, svc, view);
     }
     if (svc.__wbg_ptr === 0) return -1;

@@ -182,7 +182,9 @@ impl LockService {
 impl LockService {
     /// Every fast acquire, whichever way it names the lock: the same checks in the same
     /// order (now, session, the lock, mode, wait, request), then the core's acquire. One
-    /// body for the three, so the module holds one copy of it.
+    /// body for the three, so the module holds one copy of it: measured, a body of its own
+    /// for the id calls would save them about 9 % of their instructions (4 300 against
+    /// 4 700 a pair) for 2.7 KB more module, which the bundle goal weighs against.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn acquire_any(
@@ -250,7 +252,8 @@ impl LockService {
     /// `takeEvents()`. Numbers are JS numbers (not bigints): one that is not a safe
     /// non-negative integer is `out_of_range`, a code out of its list `bad_argument`,
     /// checked in `acquire`'s order before the core is called.
-    /// Cost: the core's acquire plus the name's copy in; no object is built.
+    /// Cost: the core's acquire plus the name's crossing (a short name written into the
+    /// service's name buffer, no allocation); no object is built.
     #[wasm_bindgen(js_name = acquireFast, unchecked_return_type = "FastCode")]
     #[allow(clippy::too_many_arguments)]
     pub fn acquire_fast(
@@ -281,7 +284,7 @@ impl LockService {
     /// Typed fast `release`: returns 6 (released; `replyValue()` is the token) or minus
     /// the errno of the refusal (`lastError()`), as `releaseFast`'s object twin `release`
     /// would throw. Events go to `takeEvents()`. Cost: the core's release plus the name's
-    /// copy in.
+    /// crossing (as `acquireFast`).
     #[wasm_bindgen(js_name = releaseFast, unchecked_return_type = "FastCode")]
     pub fn release_fast(
         &mut self,
@@ -515,5 +518,16 @@ mod tests {
         room[1] = 0xff;
         assert!(matches!(written(&room, 5.0), Err(Fail::BadArgument(_))));
         assert!(matches!(written(&room, 1.0), Ok("l")));
+    }
+
+    /// The glue (`wasm/js/numbers.js`) writes at most the buffer's size: its two
+    /// constants are copies of `fencelock_wasm_args`', held to them here.
+    #[test]
+    fn the_glue_writes_no_more_than_the_name_buffer_holds() {
+        let js = include_str!("../js/numbers.js");
+        let units = fencelock_wasm_args::NAME_UNITS;
+        assert!(js.contains(&alloc::format!("const NAME_UNITS = {units};")));
+        assert!(js.contains("const NAME_ROOM = 3 * NAME_UNITS;"));
+        assert_eq!(NAME_ROOM, 3 * units);
     }
 }

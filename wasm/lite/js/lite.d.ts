@@ -79,13 +79,13 @@ export declare class LiteService {
    * core's order: unknown_session, empty_name, name_too_long, bad_permits, stale_request,
    * request_reused, limit_mismatch, already_queued, mode_mismatch, capacity_exceeded;
    * before the core, bad_argument (a lock that is not a well-formed string, a mode or wait
-   * outside its codes). Cost: the core's acquire plus the name's copy.
+   * outside its codes). Cost: the core's acquire plus the name written into the service's name buffer.
    */
   acquire(
     now: number, session: number, lock: string, mode?: LiteMode, wait?: LiteWait,
     until?: number | null, request?: number | null, count?: number | null, limit?: number | null,
   ): LiteCode;
-  /** 6 released (replyValue: the token held); the next waiters are granted (events). Refused: unknown_session, the name's errors, the request's, not_holder. Cost: the core's release plus the name's copy. */
+  /** 6 released (replyValue: the token held); the next waiters are granted (events). Refused: unknown_session, the name's errors, the request's, not_holder. Cost: the core's release plus the name written into the service's name buffer. */
   release(now: number, session: number, lock: string, request?: number | null): LiteCode;
   /** 7 cancelled. Refused: unknown_session, the name's errors, the request's, not_queued. Cost: as release. */
   cancel(now: number, session: number, lock: string, request?: number | null): LiteCode;

@@ -45,8 +45,9 @@ const opt = (x) => (x === undefined || x === null ? undefined : num(x));
 /** Names cross through a buffer each service owns in the module's memory: the class
  * writes the name's UTF-8 there (TextEncoder.encodeInto, no allocation) and passes its
  * length. A string of at most NAME_UNITS UTF-16 units fits (NAME_ROOM bytes, the crate's
- * NAME_ROOM); a longer one cannot be a name, and the stand-in TOO_LONG is written for it
- * (the core answers name_too_long in its own order, as for the full module). */
+ * NAME_ROOM); a longer well-formed one cannot be a name, and the stand-in TOO_LONG is
+ * written for it (the core answers name_too_long in its own order, as for the full
+ * module); one with a lone surrogate is -1 (bad_argument), see lockName. */
 const NAME_UNITS = 64;
 const NAME_ROOM = 192;
 const isWellFormed = String.prototype.isWellFormed;
@@ -54,6 +55,8 @@ const encoder = new TextEncoder();
 const encodeInto = TextEncoder.prototype.encodeInto;
 const call = Function.prototype.call.bind(Function.prototype.call);
 const U8 = Uint8Array;
+const bufferOf = Object.getOwnPropertyDescriptor(WebAssembly.Memory.prototype, 'buffer').get;
+const byteLengthOf = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(U8.prototype), 'byteLength').get;
 
 /** A lock name as the module is to read it: the string, the stand-in TOO_LONG for one too
  * long to be a name, or null for a value that is not a string without a lone surrogate
@@ -139,9 +142,9 @@ export function bind({ RawLite, wasmMemory }) {
       if (text === null) return -1;
       const raw = this.#raw;
       let view = this.#view;
-      if (view === null || view.byteLength === 0) {
+      if (view === null || call(byteLengthOf, view) === 0) {
         if (raw.__wbg_ptr === 0) return -1;
-        view = new U8(wasmMemory().buffer, raw.nameBuffer(), NAME_ROOM);
+        view = new U8(call(bufferOf, wasmMemory()), raw.nameBuffer(), NAME_ROOM);
         this.#view = view;
       }
       if (raw.__wbg_ptr === 0) return -1;
