@@ -152,6 +152,7 @@ print("{\"ir\": %.1f, \"d1\": %.2f, \"ll\": %.2f, \"bm\": %.2f}" % tuple((y - x)
     echo "\"tick_idle/16384\": $(per_op tick_idle 16384 100000 200000 1),"
     for n in 1024 65536; do
       echo "\"keep_alive/$n\": $(per_op keep_alive "$n" 100000 200000 1),"
+      echo "\"keep_alive_shuffled/$n\": $(per_op keep_alive_shuffled "$n" 100000 200000 1),"
     done
     # The same C-ABI workload from a C host (ffi/tests/c/ops.c, linked against the
     # release static library), as ffi/README.md measures it with scripts/bench-ffi-ops.sh.

@@ -140,6 +140,13 @@ fn keep_alive(c: &mut Criterion) {
             b.iter(|| w.run(1));
         });
     }
+    // In a scattered order (information beside the goal's round-robin): at 1k and 64k.
+    for n in [1 << 10, 1 << 16] {
+        g.bench_with_input(BenchmarkId::new("fencelock_shuffled", n), &n, |b, &n| {
+            let mut w = KeepAlive::shuffled(n);
+            b.iter(|| w.run(1));
+        });
+    }
     g.finish();
 }
 

@@ -424,6 +424,10 @@ impl Expiry {
 
 /// `n` live sessions kept alive round-robin; after each full round time advances one
 /// tick, so every keep-alive moves a deadline (a heap sift) as in a real keep-alive load.
+/// [`KeepAlive::new`] visits them in the order they opened, so rows are read in order
+/// (sessions sit at their home rows): the cache's best case. [`KeepAlive::shuffled`]
+/// visits them in a fixed scattered order, as a host's keep-alives arrive: each call then
+/// reads a row far from the last one.
 pub struct KeepAlive {
     svc: LockService<VecStorage>,
     sessions: Vec<SessionId>,
@@ -442,6 +446,22 @@ impl KeepAlive {
             next: 0,
             now: 0,
         }
+    }
+
+    /// `n` sessions with a 1000-tick ttl, kept alive in a scattered order: the i-th of a
+    /// round is the session opened (i × a large odd number) mod n-th, a permutation for
+    /// `n` a power of two (one round still keeps each session alive once).
+    pub fn shuffled(n: usize) -> Self {
+        assert!(
+            n.is_power_of_two(),
+            "a power of two, so the stride is a permutation"
+        );
+        let mut k = KeepAlive::new(n);
+        let opened = k.sessions.clone();
+        for (i, s) in k.sessions.iter_mut().enumerate() {
+            *s = opened[i.wrapping_mul(0x9E37_79B1) & (n - 1)];
+        }
+        k
     }
 
     /// `steps` keep-alives (plus one idle tick per round of `n`).
@@ -968,6 +988,29 @@ mod tests {
         assert_eq!(k.svc.usage().sessions, 10);
         let s = k.svc.session(k.sessions[0]).unwrap();
         assert_eq!(s.expires_at, Tick(1003));
+    }
+
+    #[test]
+    fn the_shuffled_keep_alive_visits_every_session_once_a_round_out_of_order() {
+        let mut k = KeepAlive::shuffled(64);
+        let mut seen = k.sessions.clone();
+        seen.sort();
+        let mut opened = KeepAlive::new(64).sessions;
+        opened.sort();
+        assert_eq!(seen, opened, "a permutation of the sessions");
+        let far = k
+            .sessions
+            .windows(2)
+            .filter(|w| w[0].0.abs_diff(w[1].0) > 4)
+            .count();
+        assert!(far > 48, "most steps jump: {far} of 63");
+        k.run(64 * 3 + 5);
+        assert_eq!(k.svc.now(), Tick(3));
+        assert_eq!(k.svc.usage().sessions, 64);
+        for s in &k.sessions[..5] {
+            assert_eq!(k.svc.session(*s).unwrap().expires_at, Tick(1003));
+        }
+        assert_eq!(k.svc.session(k.sessions[5]).unwrap().expires_at, Tick(1002));
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //!
 //! Workloads: uncontended, map_string, map_str, cabi_uncontended (size = locks; the last
 //! is `uncontended` through the C ABI with its outputs drained, `fencelock_bench::cabi`),
-//! handoff, map_handoff (size = batch), tick_idle, keep_alive (size = sessions; reps =
-//! ticks or keep-alives).
+//! handoff, map_handoff (size = batch), tick_idle, keep_alive, keep_alive_shuffled (size =
+//! sessions, a power of two for the shuffled one; reps = ticks or keep-alives).
 
 use fencelock_bench::*;
 
@@ -52,6 +52,7 @@ fn main() {
         }
         "tick_idle" => TickIdle::new(size).run(reps),
         "keep_alive" => KeepAlive::new(size).run(reps),
+        "keep_alive_shuffled" => KeepAlive::shuffled(size).run(reps),
         other => {
             eprintln!("unknown workload {other}");
             std::process::exit(2);

@@ -7,7 +7,8 @@
 //! Pairs (numerator / denominator): uncontended/{16,1024,16384} (core / `HashMap<String,
 //! _>`), handoff (core hand-off / the same map's insert + remove, 1024 keys), cabi/1024
 //! (acquire + release through the C ABI with its outputs drained / the core directly) and
-//! keep_alive/65536/1024 (a keep-alive among 64k live sessions / among 1k).
+//! keep_alive/65536/1024 (a keep-alive among 64k live sessions / among 1k, round-robin),
+//! and keep_alive_shuffled/65536/1024 (the same in a scattered order).
 //!
 //! usage: bench-pairs [rounds]   (default 200)
 
@@ -88,6 +89,13 @@ fn main() {
     let (a, b) = pair(rounds, steps, || big.run(steps), || small.run(steps));
     rows.push(format!(
         "  \"keep_alive/65536/1024\": {{\"fencelock\": {a:.2}, \"baseline\": {b:.2}}}"
+    ));
+    // The same in a scattered order (information).
+    let mut big = KeepAlive::shuffled(1 << 16);
+    let mut small = KeepAlive::shuffled(1 << 10);
+    let (a, b) = pair(rounds, steps, || big.run(steps), || small.run(steps));
+    rows.push(format!(
+        "  \"keep_alive_shuffled/65536/1024\": {{\"fencelock\": {a:.2}, \"baseline\": {b:.2}}}"
     ));
     println!("{{\n{}\n}}", rows.join(",\n"));
 }
