@@ -69,8 +69,8 @@ pub fn safe_u64(x: f64) -> Option<u64> {
 }
 
 /// The most UTF-16 units of a string the JS side writes into a service's name buffer (a
-/// longer one is never a lock name: past 64 bytes).
-pub const NAME_UNITS: usize = 64;
+/// longer one is never a lock name: past the core's `MAX_NAME_LEN` bytes).
+pub const NAME_UNITS: usize = fencelock::MAX_NAME_LEN;
 
 /// The size of a service's name buffer: [`NAME_UNITS`] UTF-16 units are at most 3 UTF-8
 /// bytes each.

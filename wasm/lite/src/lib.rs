@@ -133,7 +133,8 @@ mod tests {
             js.contains(&format!("const NAME_ROOM = {room};")),
             "NAME_ROOM is not {room}"
         );
-        assert!(js.contains("const NAME_UNITS = 64;"));
-        assert!(3 * 64 <= room && TOO_LONG.len() <= room);
+        let units = fencelock_wasm_args::NAME_UNITS;
+        assert!(js.contains(&format!("const NAME_UNITS = {units};")));
+        assert!(3 * units <= room && TOO_LONG.len() <= room);
     }
 }
