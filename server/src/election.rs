@@ -60,6 +60,7 @@ use openraft::ServerState;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::settings::PeerSettings;
 use crate::types::{LogId, NodeAddr, NodeId, Raft, TypeConfig};
 
 /// "Would you vote for me?" — asked before an election; changes nothing on the receiver.
@@ -169,6 +170,8 @@ pub struct Elector {
     muted: AtomicBool,
     /// The largest snapshot received, in bytes ([`Elector::set_snapshot_limit`]).
     snapshot_limit: AtomicU64,
+    /// This node's service settings, compared with each inbound request's sender's.
+    settings: Arc<PeerSettings>,
     // Keeps the channel open while no request is watching it.
     _back_rx: watch::Receiver<bool>,
 }
@@ -199,6 +202,7 @@ impl Elector {
             }),
             muted: AtomicBool::new(false),
             snapshot_limit: AtomicU64::new(u64::MAX),
+            settings: Arc::default(),
             back_tx,
             _back_rx,
         })
@@ -210,6 +214,14 @@ impl Elector {
     /// Cost: O(1).
     pub fn set_snapshot_limit(&self, bytes: u64) {
         self.snapshot_limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The check of the service settings each inbound Raft request carries
+    /// ([`crate::settings`]): a transport calls [`PeerSettings::admit`] before it hands a
+    /// request to this elector. [`crate::node::Node::start`] sets this node's settings.
+    /// Cost: O(1).
+    pub fn settings(&self) -> &Arc<PeerSettings> {
+        &self.settings
     }
 
     /// Binds the elector to its Raft (once, right after `Raft::new`).

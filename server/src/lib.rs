@@ -7,7 +7,9 @@
 //!
 //! [`auth`]: only a session's owner acts for it (its credential is checked where inputs
 //! are applied), and bearer tokens grant roles; [`tls`]: TLS for clients, mutual TLS
-//! between nodes; [`membership`]: voter sets that keep a live quorum.
+//! between nodes; [`membership`]: voter sets that keep a live quorum; [`settings`]: every
+//! node of a cluster runs with the same table sizes and core settings, checked between peers
+//! and across restarts.
 //!
 //! Layers, bottom up: [`log_store`] (durable Raft log and vote), [`state_machine`] (the
 //! core under openraft), [`proposer`] (concurrent requests batched into one entry),
@@ -38,6 +40,7 @@ pub mod node;
 pub mod ops;
 pub mod proposer;
 pub mod protocol;
+pub mod settings;
 pub mod state_machine;
 pub mod tls;
 pub mod types;

@@ -5,7 +5,8 @@
 //! delayed, or lossy (seeded random drops of
 //! requests and replies). A cut link answers
 //! `Unreachable` — also for a reply that would cross it after the call was made, so a
-//! partition drops requests and responses alike.
+//! partition drops requests and responses alike. Each call carries its sender's service
+//! settings and is refused, as over TCP, by a node of other settings ([`crate::settings`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -21,6 +22,7 @@ use openraft::raft::{
 };
 
 use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
+use crate::settings::{CarrySettings, PeerSettings};
 use crate::types::{NodeAddr, NodeId, TypeConfig};
 
 #[derive(Default)]
@@ -136,6 +138,7 @@ impl MemNet {
         MemFactory {
             net: self.clone(),
             from,
+            peers: Arc::default(),
         }
     }
 
@@ -154,10 +157,14 @@ impl MemNet {
         }
     }
 
+    /// Calls `to`'s elector from `from`, whose settings are in `peers` (checked by `to`
+    /// first, and its answer noted in `peers`, as the TCP transport does:
+    /// [`crate::settings`]).
     async fn call<T, E, F, Fut>(
         &self,
         from: NodeId,
         to: NodeId,
+        peers: &PeerSettings,
         f: F,
     ) -> Result<T, RPCError<NodeId, NodeAddr, E>>
     where
@@ -179,6 +186,12 @@ impl MemNet {
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
+        let ours = peers.ours().unwrap_or_default();
+        if let Err(theirs) = raft.settings().admit(Some(from), &ours) {
+            let e = peers.refused_by(to, theirs.as_ref());
+            return Err(RPCError::Unreachable(Unreachable::new(&e)));
+        }
+        peers.served_by(to);
         let res = f(raft).await;
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;
@@ -203,6 +216,13 @@ impl MemNet {
 pub struct MemFactory {
     net: MemNet,
     from: NodeId,
+    peers: Arc<PeerSettings>,
+}
+
+impl CarrySettings for MemFactory {
+    fn carry(&mut self, peers: Arc<PeerSettings>) {
+        self.peers = peers;
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for MemFactory {
@@ -213,6 +233,7 @@ impl RaftNetworkFactory<TypeConfig> for MemFactory {
             net: self.net.clone(),
             from: self.from,
             to: target,
+            peers: self.peers.clone(),
         }
     }
 }
@@ -225,9 +246,11 @@ impl PreVoteNetwork for MemFactory {
         req: PreVoteRequest,
         timeout: Duration,
     ) -> Option<PreVoteResponse> {
-        let call = self.net.call(self.from, target, |r| async move {
-            Ok::<_, io::Error>(r.pre_vote(&req))
-        });
+        let call = self
+            .net
+            .call(self.from, target, &self.peers, |r| async move {
+                Ok::<_, io::Error>(r.pre_vote(&req))
+            });
         let r: Result<PreVoteResponse, RPCError<NodeId, NodeAddr, io::Error>> =
             tokio::time::timeout(timeout, call).await.ok()?;
         r.ok()
@@ -239,6 +262,7 @@ pub struct MemConn {
     net: MemNet,
     from: NodeId,
     to: NodeId,
+    peers: Arc<PeerSettings>,
 }
 
 impl RaftNetwork<TypeConfig> for MemConn {
@@ -248,7 +272,7 @@ impl RaftNetwork<TypeConfig> for MemConn {
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
         self.net
-            .call(self.from, self.to, |r| async move {
+            .call(self.from, self.to, &self.peers, |r| async move {
                 r.append_entries(rpc).await
             })
             .await
@@ -263,7 +287,7 @@ impl RaftNetwork<TypeConfig> for MemConn {
         RPCError<NodeId, NodeAddr, RaftError<NodeId, InstallSnapshotError>>,
     > {
         self.net
-            .call(self.from, self.to, |r| async move {
+            .call(self.from, self.to, &self.peers, |r| async move {
                 r.install_snapshot(rpc).await
             })
             .await
@@ -275,7 +299,9 @@ impl RaftNetwork<TypeConfig> for MemConn {
         _option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
         self.net
-            .call(self.from, self.to, |r| async move { r.vote(rpc).await })
+            .call(self.from, self.to, &self.peers, |r| async move {
+                r.vote(rpc).await
+            })
             .await
     }
 }

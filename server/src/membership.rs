@@ -82,9 +82,19 @@ pub async fn check_live(
             return Ok(());
         }
         if start.elapsed() >= timeout {
+            // A node that refuses this node's settings is named with the reason.
+            let why: Vec<String> = lagging
+                .iter()
+                .filter_map(|id| node.elector().settings().refusal_by(*id))
+                .collect();
+            let why = if why.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", why.join("; "))
+            };
             return Err(ClientError::BadRequest(format!(
                 "nodes {lagging:?} are not reachable and caught up (they did not \
-                 acknowledge log index {index} within {} ms)",
+                 acknowledge log index {index} within {} ms){why}",
                 timeout.as_millis()
             )));
         }

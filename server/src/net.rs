@@ -65,13 +65,22 @@ use crate::frame::{
 };
 use crate::node::Node;
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame};
-use crate::state_machine::{MAX_QUEUED_PUSHES, PUSH_BACKLOG};
+use crate::settings::{CarrySettings, PeerSettings};
+use crate::state_machine::{ServiceConfig, MAX_QUEUED_PUSHES, PUSH_BACKLOG};
 use crate::tls::{check_peer, node_name, NodeTls, HANDSHAKE_TIMEOUT};
 use crate::types::{NodeAddr, NodeId, TypeConfig};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-/// A Raft RPC on the wire.
+/// A Raft RPC on the wire, with the sender's service settings: the receiver serves it only
+/// if they are its own ([`crate::settings`]).
+#[derive(Serialize, Deserialize)]
+struct RaftCall {
+    settings: ServiceConfig,
+    req: RaftReq,
+}
+
+/// A Raft RPC.
 #[derive(Serialize, Deserialize)]
 enum RaftReq {
     Append(AppendEntriesRequest<TypeConfig>),
@@ -87,6 +96,9 @@ enum RaftResp {
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     PreVote(PreVoteResponse),
+    /// Not served: the sender's settings differ from the receiver's, which are these
+    /// (`None`: the receiver has not started).
+    SettingsDiffer(Option<ServiceConfig>),
 }
 
 /// Serves Raft RPCs (and pre-votes) on `listener` for the node whose [`Elector`] is
@@ -432,15 +444,15 @@ async fn raft_conn<R, W>(
     let mut r = BufReader::new(r);
     let mut w = BufWriter::new(w);
     loop {
-        let next = frame::read_timed::<_, RaftReq>(
+        let next = frame::read_timed::<_, RaftCall>(
             &mut r,
             policy.max_frame,
             policy.idle_timeout,
             policy.read_timeout,
         )
         .await;
-        let req = match next {
-            Ok(Next::Frame(req)) => req,
+        let call: RaftCall = match next {
+            Ok(Next::Frame(call)) => call,
             Ok(Next::End) => break,
             Ok(Next::Idle) => {
                 policy.stats.close(PEER, "idle");
@@ -451,6 +463,7 @@ async fn raft_conn<R, W>(
                 break;
             }
         };
+        let req = call.req;
         if let Some(cert) = &cert {
             let from = sender(&req);
             if let Err(e) = from.ok_or_else(|| "no sender".to_string()).and_then(|id| {
@@ -461,16 +474,17 @@ async fn raft_conn<R, W>(
                 break;
             }
         }
-        if let Some(a) = admitted.take() {
-            if !a.prove() {
-                break; // displaced meanwhile: its place is another's
+        // A peer of other settings is answered with ours and served nothing; its
+        // requests do not prove the connection's place.
+        let resp = if let Err(ours) = raft.settings().admit(sender(&req), &call.settings) {
+            RaftResp::SettingsDiffer(ours)
+        } else {
+            if let Some(a) = admitted.take() {
+                if !a.prove() {
+                    break; // displaced meanwhile: its place is another's
+                }
             }
-        }
-        let resp = match req {
-            RaftReq::Append(x) => RaftResp::Append(raft.append_entries(x).await),
-            RaftReq::Vote(x) => RaftResp::Vote(raft.vote(x).await),
-            RaftReq::Snapshot(x) => RaftResp::Snapshot(raft.install_snapshot(x).await),
-            RaftReq::PreVote(x) => RaftResp::PreVote(raft.pre_vote(&x)),
+            serve(&raft, req).await
         };
         // A peer that sends without reading would hold this write (and its connection
         // place) for ever: a write that makes no progress for the read timeout ends it.
@@ -483,6 +497,16 @@ async fn raft_conn<R, W>(
             }
             break;
         }
+    }
+}
+
+/// One Raft request served by `raft`.
+async fn serve(raft: &Elector, req: RaftReq) -> RaftResp {
+    match req {
+        RaftReq::Append(x) => RaftResp::Append(raft.append_entries(x).await),
+        RaftReq::Vote(x) => RaftResp::Vote(raft.vote(x).await),
+        RaftReq::Snapshot(x) => RaftResp::Snapshot(raft.install_snapshot(x).await),
+        RaftReq::PreVote(x) => RaftResp::PreVote(raft.pre_vote(&x)),
     }
 }
 
@@ -507,6 +531,7 @@ pub fn loopback_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
 #[derive(Clone, Default)]
 pub struct TcpNetwork {
     dial: Arc<BTreeMap<NodeId, String>>,
+    peers: Arc<PeerSettings>,
 }
 
 impl TcpNetwork {
@@ -515,6 +540,7 @@ impl TcpNetwork {
     pub fn dial_via(dial: BTreeMap<NodeId, String>) -> TcpNetwork {
         TcpNetwork {
             dial: Arc::new(dial),
+            peers: Arc::default(),
         }
     }
 
@@ -534,7 +560,15 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
             addr: self.addr_of(target, node),
             tls: None,
             conn: None,
+            to: target,
+            peers: self.peers.clone(),
         }
+    }
+}
+
+impl CarrySettings for TcpNetwork {
+    fn carry(&mut self, peers: Arc<PeerSettings>) {
+        self.peers = peers;
     }
 }
 
@@ -542,7 +576,21 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
 /// verifies the peer's for the name `fencelock-node-<target id>` ([`crate::tls`]).
 /// Addresses are dialled as given.
 #[derive(Clone)]
-pub struct TlsNetwork(pub NodeTls);
+pub struct TlsNetwork {
+    tls: NodeTls,
+    peers: Arc<PeerSettings>,
+}
+
+impl TlsNetwork {
+    /// A network that dials with `tls` (the node's certificate and the cluster CA). Cost:
+    /// O(1).
+    pub fn new(tls: NodeTls) -> TlsNetwork {
+        TlsNetwork {
+            tls,
+            peers: Arc::default(),
+        }
+    }
+}
 
 impl RaftNetworkFactory<TypeConfig> for TlsNetwork {
     type Network = TcpConn;
@@ -551,9 +599,17 @@ impl RaftNetworkFactory<TypeConfig> for TlsNetwork {
         let name = ServerName::try_from(node_name(target)).ok();
         TcpConn {
             addr: node.raft.clone(),
-            tls: name.map(|n| (self.0.dial.clone(), n)),
+            tls: name.map(|n| (self.tls.dial.clone(), n)),
             conn: None,
+            to: target,
+            peers: self.peers.clone(),
         }
+    }
+}
+
+impl CarrySettings for TlsNetwork {
+    fn carry(&mut self, peers: Arc<PeerSettings>) {
+        self.peers = peers;
     }
 }
 
@@ -570,8 +626,10 @@ impl PreVoteNetwork for TlsNetwork {
         let name = ServerName::try_from(node_name(target)).ok()?;
         let c = TcpConn {
             addr: node.raft.clone(),
-            tls: Some((self.0.dial.clone(), name)),
+            tls: Some((self.tls.dial.clone(), name)),
             conn: None,
+            to: target,
+            peers: self.peers.clone(),
         };
         pre_vote_on(c, req, timeout).await
     }
@@ -590,6 +648,8 @@ impl PreVoteNetwork for TcpNetwork {
             addr: self.addr_of(target, node),
             tls: None,
             conn: None,
+            to: target,
+            peers: self.peers.clone(),
         };
         pre_vote_on(c, req, timeout).await
     }
@@ -615,6 +675,10 @@ pub struct TcpConn {
     addr: String,
     tls: Option<(TlsConnector, ServerName<'static>)>,
     conn: Option<(BufReader<BoxRead>, BufWriter<BoxWrite>)>,
+    /// The node dialled.
+    to: NodeId,
+    /// This node's settings, sent with every request, and where answers are noted.
+    peers: Arc<PeerSettings>,
 }
 
 enum CallError {
@@ -635,7 +699,16 @@ impl TcpConn {
         if res.is_err() {
             self.conn = None;
         }
-        res
+        match res {
+            Ok(RaftResp::SettingsDiffer(theirs)) => Err(CallError::Unreachable(
+                self.peers.refused_by(self.to, theirs.as_ref()),
+            )),
+            Ok(resp) => {
+                self.peers.served_by(self.to);
+                Ok(resp)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     async fn call_inner(&mut self, req: RaftReq) -> Result<RaftResp, CallError> {
@@ -671,7 +744,13 @@ impl TcpConn {
         let Some((r, w)) = self.conn.as_mut() else {
             return Err(CallError::Unreachable(io::Error::other("no connection")));
         };
-        frame::write(w, &req).await.map_err(CallError::Network)?;
+        let Some(settings) = self.peers.ours() else {
+            return Err(CallError::Unreachable(io::Error::other(
+                "this node has not started",
+            )));
+        };
+        let call = RaftCall { settings, req };
+        frame::write(w, &call).await.map_err(CallError::Network)?;
         match frame::read::<_, RaftResp>(r, MAX_RAFT_REPLY).await {
             Ok(Some(resp)) => Ok(resp),
             Ok(None) => Err(CallError::Network(io::Error::new(
@@ -1438,10 +1517,13 @@ mod tests {
             read_timeout: Duration::from_millis(200),
             ..PeerPolicy::default()
         };
-        let request = frame::encode(&RaftReq::PreVote(PreVoteRequest {
-            candidate: 2,
-            last_log_id: None,
-        }))
+        let request = frame::encode(&RaftCall {
+            settings: node.config().service,
+            req: RaftReq::PreVote(PreVoteRequest {
+                candidate: 2,
+                last_log_id: None,
+            }),
+        })
         .unwrap();
         let conn = raft_conn(
             Script(request),
@@ -1606,10 +1688,13 @@ mod tests {
                 .get()
         };
         let serving = tokio::spawn(serve_peers(listener, node.elector().clone(), policy));
-        let pre_vote = frame::encode(&RaftReq::PreVote(PreVoteRequest {
-            candidate: 2,
-            last_log_id: None,
-        }))
+        let pre_vote = frame::encode(&RaftCall {
+            settings: node.config().service,
+            req: RaftReq::PreVote(PreVoteRequest {
+                candidate: 2,
+                last_log_id: None,
+            }),
+        })
         .unwrap();
         // A connection that sends a request and reads its answer: served, so proven.
         let served = |mut s: TcpStream| {

@@ -48,6 +48,7 @@ use crate::log_store::LogStore;
 use crate::ops::NodeStats;
 use crate::proposer::Proposer;
 use crate::protocol::{ClientError, Reply, Request, WaitSpec};
+use crate::settings::CarrySettings;
 use crate::state_machine::{PushSink, ServiceConfig, Shared, StateMachine};
 use crate::types::{
     Cmd, CmdResult, NodeAddr, NodeId, Op, OpError, Raft, TypeConfig, STAMPED_AT_APPLY,
@@ -227,13 +228,19 @@ impl Node {
     /// elections driven by this node's pre-vote round and check-quorum (see
     /// [`crate::election`]; openraft's own election timer is off).
     ///
-    /// Errors: I/O errors opening the log or the snapshot; a damaged log, or a corrupt
-    /// snapshot over a compacted log (`InvalidData`, naming the file: see
-    /// [`StateMachine::open_checked`]); openraft start-up errors.
-    pub async fn start<N>(config: NodeConfig, network: N) -> io::Result<Arc<Node>>
+    /// Its service settings (`config.service`) go with every Raft request it sends, and
+    /// requests from peers with other settings are refused ([`crate::settings`]).
+    ///
+    /// Errors: a directory made with other service settings (`InvalidInput`, naming each:
+    /// [`crate::settings::check_dir`]) or with a damaged settings file; I/O errors opening
+    /// the log or the snapshot; a damaged log, or a corrupt snapshot over a compacted log
+    /// (`InvalidData`, naming the file: see [`StateMachine::open_checked`]); openraft
+    /// start-up errors.
+    pub async fn start<N>(config: NodeConfig, mut network: N) -> io::Result<Arc<Node>>
     where
-        N: RaftNetworkFactory<TypeConfig> + PreVoteNetwork,
+        N: RaftNetworkFactory<TypeConfig> + PreVoteNetwork + CarrySettings,
     {
+        crate::settings::check_dir(&config.dir, &config.service)?;
         refuse_lost_log(&config.dir, None)?;
         let log = LogStore::open(&config.dir)?;
         refuse_lost_log(&config.dir, Some(&log))?;
@@ -266,6 +273,8 @@ impl Node {
                 election_ms: config.election_ms,
             },
         );
+        elector.settings().set(config.service);
+        network.carry(elector.settings().clone());
         let raft = Raft::new(
             config.id,
             raft_config,

@@ -259,6 +259,11 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
         net.accept_errors.clone(),
     );
     r.register(
+        "peer_settings_refused",
+        "Raft requests refused because their sender runs with other service settings",
+        node.elector().settings().refused.clone(),
+    );
+    r.register(
         "net_limit",
         "The transport's limits as the node runs with them, by name",
         net.limits.clone(),
@@ -537,6 +542,15 @@ pub async fn force_new_cluster(
         let (mut log, cut) = crate::log_store::LogStore::open_accepting_loss(&scratch)
             .map_err(|e| Error::new(e.kind(), format!("{}/raft.log: {e}", from.display())))?;
         let committed = log.committed().map(|c| c.index);
+        // The survivor's state is read with the core settings it was made with, when it
+        // records them (lock-delay decides what its log's entries did).
+        let service = &match crate::settings::read_dir(from)? {
+            Some(recorded) => crate::state_machine::ServiceConfig {
+                core: recorded.core,
+                ..*service
+            },
+            None => *service,
+        };
         // A corrupt snapshot is refused, or (when the log still holds every entry) set
         // aside and the state rebuilt from the log, exactly as the node would at start.
         let (mut sm, shared) =
@@ -640,7 +654,8 @@ async fn metrics(State(ops): State<Arc<Ops>>) -> Response {
 /// `wait_seconds` (histogram of granted waiters' waits), `refusals_total{kind}`,
 /// `client_connections`, `pushes_queued`, `push_closes_total{reason}`, `peer_connections`,
 /// `connections_refused_total{port,reason}`, `connections_closed_total{port,reason}`,
-/// `accept_errors_total{port}`, `net_limit{name}` (see [`crate::net`]).
+/// `accept_errors_total{port}`, `net_limit{name}` (see [`crate::net`]),
+/// `peer_settings_refused_total` (see [`crate::settings`]).
 ///
 /// Under the default [`OpsPolicy`]: at most [`OPS_MAX_CONNECTIONS`] connections, each
 /// closed after [`OPS_CONNECTION_TIMEOUT`], and `/snapshot` answered to anyone: for a node

@@ -51,8 +51,12 @@ use crate::types::{
     StoredMembership, TypeConfig,
 };
 
-/// Table sizes and core settings of a node's service. All nodes of a cluster must agree.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Table sizes and core settings of a node's service. All nodes of a cluster must agree,
+/// because the core's answers depend on them (a full table refuses what a larger one
+/// grants; lock-delay holds a lock back): a node compares its settings with every peer's
+/// on each Raft request and with the ones
+/// its data directory was made with at start (both in [`crate::settings`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServiceConfig {
     /// Session table capacity.
     pub sessions: usize,
@@ -869,7 +873,9 @@ fn open_snap_file(bytes: &[u8]) -> Result<(SnapFile, u8), String> {
 /// Reads, checks and restores the snapshot file at `path`: `Ok(None)` when there is none.
 ///
 /// Errors: I/O errors reading it; `InvalidData`, naming the path, when it is corrupt (see
-/// the module docs). Cost: O(file size).
+/// the module docs); `InvalidInput`, naming the path, when it is sound but taken with
+/// other core settings or too large for `config`'s tables (`decode_snapshot`).
+/// Cost: O(file size).
 fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(SnapFile, SmState)>> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
@@ -883,8 +889,20 @@ fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(Sna
         )
     };
     let f = decode_snap_file(&bytes).map_err(bad)?;
-    let (state, last_applied, _) =
-        decode_snapshot(config, &f.data).map_err(|e| bad(format!("does not restore: {e}")))?;
+    let (state, last_applied, _) = decode_snapshot(config, &f.data).map_err(|e| {
+        if e.kind() == io::ErrorKind::InvalidInput {
+            // Sound, but not for these settings: never taken for a corrupt file.
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "snapshot {}: {e}; refusing to start (nothing was changed)",
+                    path.display()
+                ),
+            )
+        } else {
+            bad(format!("does not restore: {e}"))
+        }
+    })?;
     if last_applied != f.meta.last_log_id {
         return Err(bad(format!(
             "its data was taken at {last_applied:?}, its header says {:?}",
@@ -936,6 +954,9 @@ pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
 /// cluster whose members are `members`: the same core state (sessions, holds, queues,
 /// tokens, open keys, logical time), taken at the backup's log id, with the new
 /// membership. Returns that log id: the caller starts the node's log purged up to it.
+/// The directory records `config`'s table sizes and the core settings the backup was
+/// taken with (lock-delay, the limits) as its settings ([`crate::settings`]): the node
+/// starts only with those.
 ///
 /// Errors: `InvalidData` for a backup that fails its checks (corrupt, or not restorable
 /// with `config`), or one taken before anything was applied; `AlreadyExists` when `dir`
@@ -950,8 +971,14 @@ pub fn restore_into(
     let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, format!("backup: {m}"));
     let f = decode_snap_file(backup_bytes).map_err(bad)?;
     let d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
-    LockService::restore(config.storage(), &d.core)
+    let svc = LockService::restore(config.storage(), &d.core)
         .map_err(|(_, e)| bad(format!("does not restore with these table sizes: {e}")))?;
+    // The directory runs with these table sizes and the core settings the backup was
+    // taken with ([`crate::settings`]).
+    let settings = ServiceConfig {
+        core: svc.config(),
+        ..*config
+    };
     let at = d
         .last_applied
         .ok_or_else(|| bad("taken before anything was applied".into()))?;
@@ -985,8 +1012,7 @@ pub fn restore_into(
         },
         data: postcard::to_allocvec(&data).map_err(|e| io::Error::other(e.to_string()))?,
     };
-    crate::disk::create_private_dir(dir)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    crate::settings::record(dir, &settings)?;
     let bytes = encode_snap_file(&f)?;
     let tmp = dir.join("snapshot.tmp");
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
@@ -1088,13 +1114,36 @@ pub struct StateMachine {
     snap_seq: u64,
 }
 
+/// Decodes and restores snapshot data into tables of `config`'s sizes.
+///
+/// Errors: `InvalidInput` when the snapshot is sound but not this node's to restore —
+/// taken with other core settings (lock-delay, the watcher or name limit: each named), or
+/// holding more than `config`'s tables do — so a caller never mistakes a node started
+/// with the wrong settings for a corrupt file; any other error when the data does not
+/// decode or restore. Cost: O(data).
 fn decode_snapshot(
     config: &ServiceConfig,
     data: &[u8],
 ) -> io::Result<(SmState, Option<LogId>, StoredMembership)> {
     let d = SnapData::decode(data).map_err(|e| io::Error::other(e.to_string()))?;
-    let svc = LockService::restore(config.storage(), &d.core)
-        .map_err(|(_, e)| io::Error::other(e.to_string()))?;
+    let not_ours = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
+    if let Ok(core) = fencelock::snapshot_config(&d.core) {
+        let taken = ServiceConfig { core, ..*config };
+        let diff = config.differences(&taken, "here", "in the snapshot");
+        if !diff.is_empty() {
+            return Err(not_ours(format!(
+                "it was taken with other service settings ({})",
+                diff.join("; ")
+            )));
+        }
+    }
+    let svc = LockService::restore(config.storage(), &d.core).map_err(|(_, e)| match e {
+        fencelock::Error::CapacityExceeded(_) => not_ours(format!(
+            "it holds more than this node's tables do ({e}: sessions {}, locks {}, claims {})",
+            config.sessions, config.locks, config.claims
+        )),
+        e => io::Error::other(e.to_string()),
+    })?;
     Ok((
         SmState {
             svc,
@@ -1114,7 +1163,9 @@ impl StateMachine {
     ///
     /// Errors: I/O errors, naming the path; `InvalidData`, naming the path, for a corrupt
     /// snapshot file (bad header, length or checksum, or contents that do not decode or
-    /// restore) — it is never used. Cost: O(snapshot size).
+    /// restore) — it is never used; `InvalidInput`, naming the path, for a sound snapshot
+    /// taken with other core settings or too large for `config`'s tables — the start is
+    /// refused and the file left as it is. Cost: O(snapshot size).
     pub fn open(dir: &Path, config: ServiceConfig) -> io::Result<(StateMachine, Arc<Shared>)> {
         crate::disk::create_private_dir(dir)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
@@ -2017,6 +2068,53 @@ mod tests {
             .unwrap()
             .expect("persisted");
         assert_eq!(g.meta.last_log_id, f.meta.last_log_id);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A sound snapshot that is not this node's to restore — taken with another lock-delay,
+    /// or holding more than these tables do — stops a start (`InvalidInput`, naming the
+    /// setting) and stays where it is, even where a corrupt one would be moved aside (the
+    /// log holds every entry); a received one is not installed or persisted.
+    #[tokio::test]
+    async fn a_snapshot_of_other_settings_stops_a_start_and_is_not_installed() {
+        let (f, config) = sample();
+        let delayed = ServiceConfig {
+            core: Config {
+                lock_delay: 250,
+                ..config.core
+            },
+            ..config
+        };
+        let tiny = ServiceConfig { locks: 0, ..config };
+        let dir = std::env::temp_dir().join(format!("fencelock-snapset-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("snapshot.bin");
+        let bytes = encode_snap_file(&f).unwrap();
+        fs::write(&path, &bytes).unwrap();
+        for (other, says) in [
+            (delayed, "--lock-delay-ms 250 here, 0 in the snapshot"),
+            (tiny, "more than this node's tables"),
+        ] {
+            let e = StateMachine::open_checked(&dir, other, None)
+                .err()
+                .expect("refused");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+            assert!(e.to_string().contains(says), "{e}");
+            assert_eq!(fs::read(&path).unwrap(), bytes, "left where it was");
+            assert!(!dir.join("snapshot.bin.corrupt").exists(), "moved aside");
+        }
+        assert!(StateMachine::open_checked(&dir, config, None).is_ok());
+        fs::remove_dir_all(&dir).unwrap();
+        // Received by a node of another lock-delay: refused, nothing persisted.
+        let (mut sm, shared) = StateMachine::open(&dir, delayed).unwrap();
+        let e = sm
+            .install_snapshot(&f.meta, Box::new(Cursor::new(f.data.clone())))
+            .await
+            .expect_err("refused");
+        assert!(e.to_string().contains("--lock-delay-ms"), "{e}");
+        assert!(!dir.join("snapshot.bin").exists(), "persisted anyway");
+        assert_eq!(shared.state().last_applied, None, "installed anyway");
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -966,3 +966,77 @@ async fn a_snapshot_chunk_past_the_size_limit_is_refused() {
     c.converged().await;
     c.shutdown().await;
 }
+
+/// A node started with other service settings than its cluster's is never part of it:
+/// added as a learner it is sent nothing it would serve (it refuses every request and
+/// counts them), the add-learner answer names the difference, it cannot be made a voter,
+/// and the cluster commits on without it. Started again on its directory with the
+/// cluster's settings, it is refused: the directory records the ones it was made with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_other_settings_never_joins_the_cluster() {
+    use fencelock_server::node::Node;
+    use fencelock_server::protocol::ClientError;
+    use fencelock_server::types::NodeAddr;
+    let mut c = Cluster::start("settings", 300).await;
+    let s = session_of(&c.propose(open(600_000)).await);
+    let t1 = granted(&c.propose(acquire(s, "m", Wait::None, Some(1))).await).expect("granted");
+    let mut other = c.config(4);
+    other.service.sessions = 100;
+    c.boot_with(other).await;
+    let addr = NodeAddr {
+        raft: "mem:4".into(),
+        client: "mem:4".into(),
+    };
+    match admin(&c, Request::AddLearner { id: 4, addr }).await {
+        Err(ClientError::Unavailable(m)) => {
+            assert!(
+                m.contains("node 4 refuses this node's Raft requests"),
+                "{m}"
+            );
+            assert!(m.contains("--sessions 16384 here, 100 there"), "{m}");
+        }
+        other => panic!("a learner that refuses everything was taken: {other:?}"),
+    }
+    let n4 = c.nodes[&4].clone();
+    assert_eq!(
+        n4.raft.metrics().borrow().last_applied,
+        None,
+        "applied nothing"
+    );
+    assert!(
+        n4.elector().settings().refused.get() > 0,
+        "refusals counted"
+    );
+    match admin(
+        &c,
+        Request::SetVoters {
+            voters: vec![1, 2, 3, 4],
+        },
+    )
+    .await
+    {
+        Err(ClientError::BadRequest(m)) => assert!(m.contains("--sessions"), "{m}"),
+        other => panic!("a node of other settings became a voter: {other:?}"),
+    }
+    // The cluster goes on: S's hold stands, and a release and a new grant commit.
+    let r = c.propose(release(s, "m", Some(2))).await;
+    assert_eq!(r.reply, Ok(CoreReply::Released { token: t1 }));
+    assert!(granted(&c.propose(acquire(s, "m", Wait::None, Some(3))).await).unwrap() > t1);
+    assert_eq!(
+        n4.raft.metrics().borrow().last_applied,
+        None,
+        "still nothing"
+    );
+    c.kill(4).await;
+    let e = Node::start(c.config(4), c.net.factory(4))
+        .await
+        .err()
+        .expect("a restart with other settings than its directory's is refused");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    assert!(
+        e.to_string()
+            .contains("--sessions 16384 in this start, 100 recorded"),
+        "{e}"
+    );
+    c.shutdown().await;
+}

@@ -768,7 +768,9 @@ async fn start_tls(name: &str) -> TlsCluster {
         let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
         cfg.grace_ms = 200;
         cfg.loopback_members = false;
-        let node = Node::start(cfg, TlsNetwork(tls.clone())).await.unwrap();
+        let node = Node::start(cfg, TlsNetwork::new(tls.clone()))
+            .await
+            .unwrap();
         tokio::spawn(serve_raft_with(
             r,
             node.elector().clone(),

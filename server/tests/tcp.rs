@@ -482,3 +482,70 @@ async fn a_read_larger_than_a_request_frame_is_answered() {
     }
     t.stop().await;
 }
+
+/// Over the real transport, every Raft request carries its sender's service settings: a
+/// node started with another lock-delay refuses its peers' requests (answering with its
+/// own settings, which the sender logs and keeps as the reason), never applies an entry,
+/// never leads, while the two nodes that agree elect a leader and commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_of_other_settings_is_refused_over_tcp() {
+    let base = common::temp_dir("tcp-settings");
+    let three = common::bind_three().await;
+    let members = three.members.clone();
+    let addrs = three.addrs();
+    let mut nodes = Vec::new();
+    for (i, (r, c)) in three.listeners.into_iter().enumerate() {
+        let id = i as u64 + 1;
+        let mut cfg = NodeConfig::new(id, base.join(format!("n{id}")));
+        cfg.grace_ms = 200;
+        if id == 3 {
+            cfg.service.core.lock_delay = 100;
+        }
+        let node = Node::start(cfg, TcpNetwork::default()).await.unwrap();
+        tokio::spawn(serve_raft(r, node.elector().clone()));
+        tokio::spawn(serve_clients(c, node.clone()));
+        nodes.push(node);
+    }
+    nodes[0].initialize(members).await.unwrap();
+    let start = std::time::Instant::now();
+    let l = loop {
+        assert!(start.elapsed() < Duration::from_secs(10), "no leader");
+        if let Some(l) = nodes[..2]
+            .iter()
+            .position(|n| n.raft.metrics().borrow().state == openraft::ServerState::Leader)
+        {
+            break l;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let leader = nodes[l].clone();
+    let client = Client::new(vec![addrs[l].client.clone()]);
+    let s = client.open_session(10_000).await.expect("two nodes commit");
+    assert!(matches!(
+        s.acquire("job", Mode::Exclusive, WaitSpec::None).await,
+        Ok(Acquired::Granted(_))
+    ));
+    // The leader heard node 3's answer, with the reason.
+    let why = loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no refusal noted"
+        );
+        if let Some(w) = leader.elector().settings().refusal_by(3) {
+            break w;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(why.contains("--lock-delay-ms 0 here, 100 there"), "{why}");
+    let n3 = &nodes[2];
+    assert!(n3.elector().settings().refused.get() > 0);
+    assert_eq!(n3.raft.metrics().borrow().last_applied, None);
+    assert_ne!(
+        n3.raft.metrics().borrow().state,
+        openraft::ServerState::Leader
+    );
+    for n in &nodes {
+        n.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}

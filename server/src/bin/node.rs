@@ -761,7 +761,7 @@ async fn run(args: Args) -> Result<(), String> {
         return Err("--dial is for plain-TCP test clusters (--insecure-plaintext) only".into());
     }
     let node = match &tls {
-        Some(t) => Node::start(config, TlsNetwork(t.clone())).await,
+        Some(t) => Node::start(config, TlsNetwork::new(t.clone())).await,
         None => Node::start(config, TcpNetwork::dial_via(dial)).await,
     }
     .map_err(|e| format!("starting on {}: {e}", dir.display()))?;

@@ -165,7 +165,13 @@ impl Cluster {
     }
 
     pub async fn boot(&mut self, id: NodeId) {
-        let node = Node::start(self.config(id), self.net.factory(id))
+        self.boot_with(self.config(id)).await
+    }
+
+    /// Starts node `config.id` with `config` (say, other service settings).
+    pub async fn boot_with(&mut self, config: NodeConfig) {
+        let id = config.id;
+        let node = Node::start(config, self.net.factory(id))
             .await
             .expect("node starts");
         node.shared.hub.enable_journal();

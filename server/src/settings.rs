@@ -1,0 +1,538 @@
+//! Every node of a cluster runs with the same service settings, checked, not assumed.
+//!
+//! The core's answers depend on its settings ([`ServiceConfig`]: the three table sizes,
+//! lock-delay, the watcher and name limits): a full table refuses the acquire a larger one
+//! grants, and lock-delay holds back a lock another node would hand on at once. Replicas
+//! that apply the same log with different settings diverge — one holds a lock the other
+//! says is free — and the one that becomes leader decides for the cluster. So:
+//!
+//! * **Between peers** ([`PeerSettings`]). Every Raft request (append, vote, snapshot chunk,
+//!   pre-vote) carries the sender's settings; a node serves it only if they equal its own,
+//!   and otherwise answers with its own settings and does nothing else. A node started with
+//!   other settings than its cluster's therefore never votes, is never sent a log entry or
+//!   a snapshot, and cannot be made a voter (`set-voters` finds it does not acknowledge);
+//!   both sides log the difference, flag by flag, and the refusing side counts it
+//!   (`fencelock_peer_settings_refused_total`).
+//! * **Across restarts** ([`check_dir`]). A data directory records the settings it was made
+//!   with (`settings.bin`, checksummed); a start with others is refused, naming each
+//!   difference, and nothing is changed. A snapshot also carries the core's own settings
+//!   (lock-delay, the limits), checked on restore the same way.
+//!
+//! Settings are fixed for the life of a cluster's data. To change them, back the state up
+//! and restore it into a new cluster with the new settings (`fencelock-node snapshot save`,
+//! `snapshot restore`), as for a lost majority.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::counter::Counter;
+
+use crate::state_machine::ServiceConfig;
+use crate::types::NodeId;
+
+/// A refusal is logged at most this often (each refused request is still counted).
+pub const LOG_EVERY: Duration = Duration::from_secs(5);
+
+impl ServiceConfig {
+    /// What differs between these settings (`here`) and `theirs` (`there`), one phrase per
+    /// setting, by its flag: `--sessions 100 here, 16384 there`. Empty when they agree.
+    /// Cost: O(1).
+    pub fn differences(&self, theirs: &ServiceConfig, here: &str, there: &str) -> Vec<String> {
+        let pairs: [(&str, u64, u64); 6] = [
+            ("--sessions", self.sessions as u64, theirs.sessions as u64),
+            ("--locks", self.locks as u64, theirs.locks as u64),
+            ("--claims", self.claims as u64, theirs.claims as u64),
+            (
+                "--lock-delay-ms",
+                self.core.lock_delay,
+                theirs.core.lock_delay,
+            ),
+            (
+                "--max-watchers",
+                self.core.max_watchers.into(),
+                theirs.core.max_watchers.into(),
+            ),
+            (
+                "the name limit",
+                self.core.max_name_len.into(),
+                theirs.core.max_name_len.into(),
+            ),
+        ];
+        pairs
+            .iter()
+            .filter(|(_, a, b)| a != b)
+            .map(|(flag, a, b)| format!("{flag} {a} {here}, {b} {there}"))
+            .collect()
+    }
+}
+
+/// This node's side of the peer check (see the module docs): its settings, compared with
+/// those each inbound Raft request carries ([`PeerSettings::admit`]) and sent with each
+/// outbound one ([`CarrySettings`]), and the peers that refused them
+/// ([`PeerSettings::refusal_by`]). Held by the node's [`crate::election::Elector`], which
+/// every inbound request passes through, and shared with its Raft network.
+#[derive(Debug, Default)]
+pub struct PeerSettings {
+    ours: OnceLock<ServiceConfig>,
+    /// Inbound requests refused because their sender's settings differ.
+    pub refused: Counter,
+    logged: Mutex<Option<Instant>>,
+    /// Peers whose latest answer was a refusal of this node's settings: why, and when
+    /// that was last logged.
+    refused_by: Mutex<BTreeMap<NodeId, (String, Instant)>>,
+}
+
+impl PeerSettings {
+    /// Sets this node's settings (once, at start; later calls change nothing). Cost: O(1).
+    pub fn set(&self, ours: ServiceConfig) {
+        let _ = self.ours.set(ours);
+    }
+
+    /// This node's settings, once set. Cost: O(1).
+    pub fn ours(&self) -> Option<ServiceConfig> {
+        self.ours.get().copied()
+    }
+
+    /// Admits a request from `from` that carries `theirs`: `Ok` when they equal this node's
+    /// settings. Otherwise `Err(ours)` (the answer the sender is given), counted and
+    /// logged (at most every [`LOG_EVERY`]) with each difference. Before [`set`](Self::set),
+    /// every request is refused with `Err(None)`. Cost: O(1).
+    pub fn admit(
+        &self,
+        from: Option<NodeId>,
+        theirs: &ServiceConfig,
+    ) -> Result<(), Option<ServiceConfig>> {
+        let Some(ours) = self.ours.get() else {
+            return Err(None);
+        };
+        if ours == theirs {
+            return Ok(());
+        }
+        self.refused.inc();
+        let mut last = self.logged.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_none_or(|t| t.elapsed() >= LOG_EVERY) {
+            *last = Some(Instant::now());
+            let peer = from.map_or("a peer".to_string(), |id| format!("node {id}"));
+            tracing::warn!(
+                "refused Raft requests from {peer}: its service settings differ from this \
+                 node's ({}); every node of a cluster must run with the same settings \
+                 (logged at most every {} s)",
+                ours.differences(theirs, "here", "there").join("; "),
+                LOG_EVERY.as_secs()
+            );
+        }
+        Err(Some(*ours))
+    }
+}
+
+impl PeerSettings {
+    /// Notes that node `to` refused a request of this node's because its settings are
+    /// `theirs` (`None`: it had not started), and returns the error the request fails
+    /// with. Logged as a warning at most every [`LOG_EVERY`] per peer. Cost: O(log peers).
+    pub fn refused_by(&self, to: NodeId, theirs: Option<&ServiceConfig>) -> io::Error {
+        let what = match (self.ours(), theirs) {
+            (Some(ours), Some(t)) => format!(
+                "node {to} refuses this node's Raft requests: its service settings differ ({})",
+                ours.differences(t, "here", "there").join("; ")
+            ),
+            _ => format!("node {to} refuses Raft requests: it has not started yet"),
+        };
+        let mut m = self.refused_by.lock().unwrap_or_else(|p| p.into_inner());
+        let due = m.get(&to).is_none_or(|(_, t)| t.elapsed() >= LOG_EVERY);
+        if due {
+            tracing::warn!("{what} (logged at most every {} s)", LOG_EVERY.as_secs());
+        }
+        let logged = if due {
+            Instant::now()
+        } else {
+            m.get(&to).map_or_else(Instant::now, |(_, t)| *t)
+        };
+        m.insert(to, (what.clone(), logged));
+        io::Error::new(io::ErrorKind::InvalidInput, what)
+    }
+
+    /// Notes that node `to` served a request of this node's (its settings agree). Cost:
+    /// O(1) while no peer is noted as refusing, else O(log peers).
+    pub fn served_by(&self, to: NodeId) {
+        let mut m = self.refused_by.lock().unwrap_or_else(|p| p.into_inner());
+        if !m.is_empty() {
+            m.remove(&to);
+        }
+    }
+
+    /// Why node `id` refuses this node's requests, if its latest answer was such a
+    /// refusal: for an operator's error message ([`crate::membership::check_live`]).
+    /// Cost: O(log peers).
+    pub fn refusal_by(&self, id: NodeId) -> Option<String> {
+        let m = self.refused_by.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(&id).map(|(why, _)| why.clone())
+    }
+}
+
+/// The file in a data directory that records its settings.
+pub const FILE: &str = "settings";
+
+/// The first line of a settings file (its format and version).
+const HEADER: &str = "fencelock-node settings 1";
+
+/// `config` as a settings file: a header line, one line per setting (`key value`, keys
+/// named like the flags), and a last line `crc32 <hex>` over every byte before it — text
+/// an operator can read, checksummed like every file a node keeps. Cost: O(1).
+pub fn encode(config: &ServiceConfig) -> String {
+    let body = format!(
+        "{HEADER}\nsessions {}\nlocks {}\nclaims {}\nlock-delay-ms {}\nmax-watchers {}\nmax-name-len {}\n",
+        config.sessions,
+        config.locks,
+        config.claims,
+        config.core.lock_delay,
+        config.core.max_watchers,
+        config.core.max_name_len,
+    );
+    let crc = crc32fast::hash(body.as_bytes());
+    format!("{body}crc32 {crc:08x}\n")
+}
+
+/// The settings a settings file records. Strict: the header, every key in
+/// [`encode`]'s order, decimal values and the checksum must all be exactly as written.
+///
+/// Errors: what is wrong, described. Cost: O(file size).
+pub fn decode(text: &str) -> Result<ServiceConfig, String> {
+    let Some(at) = text.strip_suffix('\n').and_then(|t| t.rfind('\n')) else {
+        return Err("too short".into());
+    };
+    let (body, last) = text.split_at(at + 1);
+    let crc = last
+        .strip_prefix("crc32 ")
+        .and_then(|h| h.strip_suffix('\n'))
+        // Exactly as written: eight lower-case hex digits (no sign, no upper case).
+        .filter(|h| h.len() == 8 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .ok_or("its last line is not `crc32 <8 lower-case hex digits>`")?;
+    if crc32fast::hash(body.as_bytes()) != crc {
+        return Err("checksum mismatch".into());
+    }
+    let mut lines = body.lines();
+    if lines.next() != Some(HEADER) {
+        return Err(format!("its first line is not `{HEADER}`"));
+    }
+    let mut value = |key: &str| -> Result<u64, String> {
+        lines
+            .next()
+            .and_then(|l| l.strip_prefix(key))
+            .and_then(|l| l.strip_prefix(' '))
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| format!("no `{key} <number>` line where expected"))
+    };
+    let sessions = value("sessions")?;
+    let locks = value("locks")?;
+    let claims = value("claims")?;
+    let lock_delay = value("lock-delay-ms")?;
+    let max_watchers = value("max-watchers")?;
+    let max_name_len = value("max-name-len")?;
+    if lines.next().is_some() {
+        return Err("it has lines after its settings".into());
+    }
+    let narrow =
+        |v: u64, key: &str| u32::try_from(v).map_err(|_| format!("{key} {v} is too large"));
+    Ok(ServiceConfig {
+        sessions: narrow(sessions, "sessions")? as usize,
+        locks: narrow(locks, "locks")? as usize,
+        claims: narrow(claims, "claims")? as usize,
+        core: fencelock::Config {
+            lock_delay,
+            max_watchers: narrow(max_watchers, "max-watchers")?,
+            max_name_len: narrow(max_name_len, "max-name-len")?,
+        },
+    })
+}
+
+/// Checks that `dir` was made with `config`, recording `config` there first if it records
+/// none (a new directory, or one written by the build before, which did not record them)
+/// or holds no node yet (no log, no snapshot). Called at every start, before anything
+/// else reads or writes the directory.
+///
+/// Errors (nothing is changed by any of them): `InvalidInput` naming each setting that
+/// differs from the recorded one; `InvalidData` for a settings file that is damaged (it is
+/// never rewritten); I/O errors naming the path. Cost: one small read, or one write and
+/// two fsyncs.
+pub fn check_dir(dir: &Path, config: &ServiceConfig) -> io::Result<()> {
+    let Some(recorded) = read_dir(dir)? else {
+        return record(dir, config);
+    };
+    let diff = config.differences(&recorded, "in this start", "recorded");
+    if diff.is_empty() {
+        return Ok(());
+    }
+    if !["raft.log", "snapshot.bin"]
+        .iter()
+        .any(|f| dir.join(f).exists())
+    {
+        // Nothing was decided under the recorded settings yet (a first start that failed
+        // before the node made its log): these replace them.
+        return record(dir, config);
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{} was made with other service settings ({}): refusing to start (nothing was \
+             changed). Start it with the settings it records; every node of a cluster runs \
+             with the same ones. To change them, back the state up and restore it into a new \
+             cluster (`snapshot save`, `snapshot restore`)",
+            dir.display(),
+            diff.join("; ")
+        ),
+    ))
+}
+
+/// The settings `dir` records, `None` when it records none.
+///
+/// Errors: `InvalidData` for a damaged settings file (saying what is wrong and what to
+/// do); I/O errors naming the path. Cost: one small read.
+pub fn read_dir(dir: &Path) -> io::Result<Option<ServiceConfig>> {
+    let path = dir.join(FILE);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    };
+    std::str::from_utf8(&bytes)
+        .map_err(|_| "not text".to_string())
+        .and_then(decode)
+        .map(Some)
+        .map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} is damaged ({e}); nothing was changed: put back a copy, or remove it \
+                     and start with the settings the cluster was made with (they are recorded \
+                     again)",
+                    path.display()
+                ),
+            )
+        })
+}
+
+/// Writes `config` as `dir`'s settings file (atomically: a private temporary file, fsync,
+/// rename, fsync of the directory), creating `dir` if needed. Errors: I/O errors naming the
+/// path. Cost: one small write and two fsyncs.
+pub fn record(dir: &Path, config: &ServiceConfig) -> io::Result<()> {
+    crate::disk::create_private_dir(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    let tmp = dir.join("settings.tmp");
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
+    {
+        let mut f = crate::disk::create_private_file(&tmp).map_err(named)?;
+        f.write_all(encode(config).as_bytes()).map_err(named)?;
+        f.sync_all().map_err(named)?;
+    }
+    fs::rename(&tmp, dir.join(FILE)).map_err(named)?;
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
+}
+
+/// The outbound side of the peer check: a Raft network that sends this node's settings with
+/// every request it makes, for the peer to compare with its own, and notes each answer in
+/// them ([`PeerSettings::refused_by`], [`PeerSettings::served_by`]).
+/// [`crate::node::Node::start`] gives them, set, before the first request.
+pub trait CarrySettings {
+    /// Sends `peers.ours()` with every request from now on. Cost: O(1).
+    fn carry(&mut self, peers: Arc<PeerSettings>);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> ServiceConfig {
+        ServiceConfig {
+            sessions: 100,
+            locks: 200,
+            claims: 300,
+            core: fencelock::Config {
+                lock_delay: 500,
+                max_watchers: 2,
+                max_name_len: 40,
+            },
+        }
+    }
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "fencelock-settings-{name}-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    /// Each setting that differs is named by its flag with both values; equal settings
+    /// have no differences.
+    #[test]
+    fn differences_name_each_setting_that_differs() {
+        let a = ServiceConfig::default();
+        assert!(a.differences(&a, "here", "there").is_empty());
+        assert_eq!(
+            a.differences(&small(), "here", "there"),
+            [
+                "--sessions 16384 here, 100 there",
+                "--locks 16384 here, 200 there",
+                "--claims 32768 here, 300 there",
+                "--lock-delay-ms 0 here, 500 there",
+                "--max-watchers 4 here, 2 there",
+                "the name limit 64 here, 40 there",
+            ]
+        );
+        let one = ServiceConfig {
+            claims: 7,
+            ..ServiceConfig::default()
+        };
+        assert_eq!(
+            a.differences(&one, "a", "b"),
+            ["--claims 32768 a, 7 b"],
+            "only what differs"
+        );
+    }
+
+    /// A settings file reads back as written, and is readable text naming the flags.
+    #[test]
+    fn a_settings_file_round_trips() {
+        for c in [ServiceConfig::default(), small()] {
+            let text = encode(&c);
+            assert_eq!(decode(&text), Ok(c));
+            assert!(
+                text.starts_with("fencelock-node settings 1\nsessions "),
+                "{text}"
+            );
+        }
+        assert!(encode(&small()).contains("\nlock-delay-ms 500\n"));
+    }
+
+    /// Every change of a single byte, a cut at every length and lines added are refused:
+    /// the checksum and the strict format leave no damaged file read as settings.
+    #[test]
+    fn a_damaged_settings_file_is_refused() {
+        let text = encode(&small());
+        let bytes = text.as_bytes();
+        for i in 0..bytes.len() {
+            for flip in [0x01u8, 0x20, 0x80] {
+                let mut b = bytes.to_vec();
+                b[i] ^= flip;
+                if let Ok(t) = std::str::from_utf8(&b) {
+                    assert!(decode(t).is_err(), "byte {i} ^ {flip:#x} read as settings");
+                }
+            }
+        }
+        for n in 0..text.len() {
+            assert!(decode(&text[..n]).is_err(), "cut at {n} read as settings");
+        }
+        assert!(decode(&format!("{text}extra 1\n")).is_err());
+        // A body whose checksum is right but whose format is not is refused too.
+        let body = "fencelock-node settings 1\nsessions 1\n";
+        let forged = format!("{body}crc32 {:08x}\n", crc32fast::hash(body.as_bytes()));
+        assert!(decode(&forged).unwrap_err().contains("locks"), "{forged}");
+    }
+
+    /// A new directory records the settings it is started with; a later start with the
+    /// same ones passes; one with others is refused, naming each difference, and leaves
+    /// the file as it was.
+    #[test]
+    fn a_directory_keeps_the_settings_it_was_made_with() {
+        let d = dir("keeps");
+        check_dir(&d, &small()).expect("a new directory records its settings");
+        assert_eq!(read_dir(&d).unwrap(), Some(small()));
+        fs::write(d.join("raft.log"), b"a node lives here").unwrap();
+        check_dir(&d, &small()).expect("the same settings pass");
+        let before = fs::read(d.join(FILE)).unwrap();
+        let other = ServiceConfig {
+            sessions: 101,
+            core: fencelock::Config {
+                lock_delay: 0,
+                ..small().core
+            },
+            ..small()
+        };
+        let e = check_dir(&d, &other).expect_err("other settings are refused");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let m = e.to_string();
+        assert!(
+            m.contains("--sessions 101 in this start, 100 recorded"),
+            "{m}"
+        );
+        assert!(
+            m.contains("--lock-delay-ms 0 in this start, 500 recorded"),
+            "{m}"
+        );
+        assert!(!m.contains("--locks"), "{m}");
+        assert_eq!(fs::read(d.join(FILE)).unwrap(), before, "nothing changed");
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// A directory that holds no node yet (no log, no snapshot) takes the settings of the
+    /// next start: nothing was decided under the old ones.
+    #[test]
+    fn a_directory_without_a_node_takes_new_settings() {
+        let d = dir("empty");
+        record(&d, &small()).unwrap();
+        check_dir(&d, &ServiceConfig::default()).expect("no node yet: recorded anew");
+        assert_eq!(read_dir(&d).unwrap(), Some(ServiceConfig::default()));
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// A damaged settings file stops a start with `InvalidData` and is never rewritten.
+    #[test]
+    fn a_damaged_settings_file_stops_a_start_and_stays() {
+        let d = dir("damaged");
+        record(&d, &small()).unwrap();
+        fs::write(d.join("raft.log"), b"a node lives here").unwrap();
+        let mut b = fs::read(d.join(FILE)).unwrap();
+        let at = b.len() / 2;
+        b[at] ^= 1;
+        fs::write(d.join(FILE), &b).unwrap();
+        let e = check_dir(&d, &small()).expect_err("damaged");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("is damaged"), "{e}");
+        assert_eq!(fs::read(d.join(FILE)).unwrap(), b, "left as it was");
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// A request carrying this node's settings is admitted; one carrying others is refused
+    /// with this node's settings as the answer, and counted; before the node set its
+    /// settings, every request is refused.
+    #[test]
+    fn peers_are_admitted_only_with_equal_settings() {
+        let p = PeerSettings::default();
+        assert_eq!(p.admit(Some(2), &small()), Err(None), "not started");
+        p.set(small());
+        assert_eq!(p.admit(Some(2), &small()), Ok(()));
+        assert_eq!(p.refused.get(), 0);
+        let other = ServiceConfig::default();
+        assert_eq!(p.admit(Some(2), &other), Err(Some(small())));
+        assert_eq!(p.admit(None, &other), Err(Some(small())));
+        assert_eq!(p.refused.get(), 2);
+        p.set(other);
+        assert_eq!(p.ours(), Some(small()), "set once");
+    }
+
+    /// A refusal by a peer is noted with its reason until that peer serves a request.
+    #[test]
+    fn a_peers_refusal_is_kept_until_it_serves_again() {
+        let p = PeerSettings::default();
+        p.set(small());
+        assert_eq!(p.refusal_by(3), None);
+        let e = p.refused_by(3, Some(&ServiceConfig::default()));
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let why = p.refusal_by(3).expect("noted");
+        assert!(why.contains("node 3 refuses"), "{why}");
+        assert!(why.contains("--sessions 100 here, 16384 there"), "{why}");
+        assert_eq!(p.refusal_by(2), None, "only the refusing node");
+        p.served_by(3);
+        assert_eq!(p.refusal_by(3), None);
+    }
+}
