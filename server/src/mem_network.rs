@@ -186,7 +186,12 @@ impl MemNet {
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
-        let ours = peers.ours().unwrap_or_default();
+        // As over TCP: a node that has not set its settings sends nothing.
+        let Some(ours) = peers.ours() else {
+            return Err(RPCError::Unreachable(Unreachable::new(&io::Error::other(
+                "this node has not started",
+            ))));
+        };
         if let Err(theirs) = raft.settings().admit(Some(from), &ours) {
             let e = peers.refused_by(to, theirs.as_ref());
             return Err(RPCError::Unreachable(Unreachable::new(&e)));

@@ -240,13 +240,18 @@ impl Node {
     where
         N: RaftNetworkFactory<TypeConfig> + PreVoteNetwork + CarrySettings,
     {
-        crate::settings::check_dir(&config.dir, &config.service)?;
+        let recorded = crate::settings::check_dir(&config.dir, &config.service)?;
         refuse_lost_log(&config.dir, None)?;
         let log = LogStore::open(&config.dir)?;
         refuse_lost_log(&config.dir, Some(&log))?;
         let (mut sm, shared) =
             StateMachine::open_checked(&config.dir, config.service, log.last_purged())?;
         sm.set_disk(log.disk());
+        if !recorded {
+            // The directory's state passed its checks with these settings: from now on it
+            // is theirs.
+            crate::settings::record(&config.dir, &config.service)?;
+        }
         let raft_config = openraft::Config {
             cluster_name: "fencelock".into(),
             heartbeat_interval: config.heartbeat_ms,
@@ -1199,7 +1204,19 @@ impl Node {
                     }
                 }
                 let fut = self.raft.add_learner(id, addr, true);
-                let reply = self.membership_write(fut).await?;
+                // openraft waits for a far-behind learner to catch up: one that refuses this
+                // node's settings never does, and the answer names why.
+                let reply = self.membership_write(fut).await.map_err(|e| {
+                    match (e, self.elector.settings().refusal_by(id)) {
+                        (ClientError::Unavailable(m), Some(why)) => {
+                            ClientError::Unavailable(format!(
+                                "{m}: {why}; node {id} may be a learner now: start it with the \
+                                 cluster's settings, or remove it with remove-learner"
+                            ))
+                        }
+                        (e, _) => e,
+                    }
+                })?;
                 // openraft may return before an unreachable learner caught up: say so.
                 let timeout = Duration::from_millis(self.config.request_timeout_ms);
                 crate::membership::check_live(self, &[id].into(), timeout)

@@ -481,9 +481,15 @@ pub struct Recovered {
 /// group of the survivor's log was written whole and then damaged (a node refuses to
 /// start on it), that group: it is cut and reported in [`Recovered::cut`].
 ///
+/// The survivor's state keeps the core settings it was made with (lock-delay, the
+/// watcher and name limits: as its directory records them, else as its snapshot carries
+/// them); `service` must name those, and may give the new cluster other table sizes. The
+/// new directory records `service` ([`crate::settings`]).
+///
 /// Errors: `from` without a log (`NotFound`); `dir` the same as `from`, or already
-/// holding a node (`AlreadyExists`); a snapshot or log that fails its checks, a log with a
-/// gap after the snapshot, a state that does not fit `service`'s table sizes, nothing
+/// holding a node (`AlreadyExists`); `service`'s core settings not the survivor's, or a
+/// state that does not fit `service`'s table sizes (`InvalidInput`); a settings file,
+/// snapshot or log that fails its checks, a log with a gap after the snapshot, nothing
 /// applied, or a floor above 2^63 (`InvalidData`); I/O errors naming the path. `from` is
 /// never changed. Cost: O(log + snapshot size) and a few fsyncs.
 pub async fn force_new_cluster(
@@ -542,15 +548,24 @@ pub async fn force_new_cluster(
         let (mut log, cut) = crate::log_store::LogStore::open_accepting_loss(&scratch)
             .map_err(|e| Error::new(e.kind(), format!("{}/raft.log: {e}", from.display())))?;
         let committed = log.committed().map(|c| c.index);
-        // The survivor's state is read with the core settings it was made with, when it
-        // records them (lock-delay decides what its log's entries did).
-        let service = &match crate::settings::read_dir(from)? {
-            Some(recorded) => crate::state_machine::ServiceConfig {
-                core: recorded.core,
-                ..*service
-            },
-            None => *service,
-        };
+        // The survivor's state keeps the core settings it was made with (lock-delay decided
+        // what its log's entries did): `service` must name them.
+        if let Some(core) = crate::settings::made_with(from)?.core {
+            let made = crate::state_machine::ServiceConfig { core, ..*service };
+            let diff = service.differences(&made, "given", "in the survivor's state");
+            if !diff.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!(
+                        "{}: the survivor's state was made with other core settings ({}); \
+                         a new cluster keeps them: give those (--lock-delay-ms, \
+                         --max-watchers), or leave them out",
+                        from.display(),
+                        diff.join("; ")
+                    ),
+                ));
+            }
+        }
         // A corrupt snapshot is refused, or (when the log still holds every entry) set
         // aside and the state rebuilt from the log, exactly as the node would at start.
         let (mut sm, shared) =

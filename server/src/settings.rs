@@ -9,18 +9,21 @@
 //! * **Between peers** ([`PeerSettings`]). Every Raft request (append, vote, snapshot chunk,
 //!   pre-vote) carries the sender's settings; a node serves it only if they equal its own,
 //!   and otherwise answers with its own settings and does nothing else. A node started with
-//!   other settings than its cluster's therefore never votes, is never sent a log entry or
+//!   other settings than its cluster's therefore never votes, never applies a log entry or
 //!   a snapshot, and cannot be made a voter (`set-voters` finds it does not acknowledge);
 //!   both sides log the difference, flag by flag, and the refusing side counts it
 //!   (`fencelock_peer_settings_refused_total`).
 //! * **Across restarts** ([`check_dir`]). A data directory records the settings it was made
-//!   with (`settings.bin`, checksummed); a start with others is refused, naming each
-//!   difference, and nothing is changed. A snapshot also carries the core's own settings
-//!   (lock-delay, the limits), checked on restore the same way.
+//!   with (the file `settings`: text, checksummed), once its first start has passed its
+//!   checks; a start with others is refused, naming each difference, and nothing is
+//!   changed. A snapshot also carries the core's own settings (lock-delay, the limits),
+//!   checked on restore the same way (which covers a directory of the build before, which
+//!   records no settings but has a snapshot).
 //!
-//! Settings are fixed for the life of a cluster's data. To change them, back the state up
-//! and restore it into a new cluster with the new settings (`fencelock-node snapshot save`,
-//! `snapshot restore`), as for a lost majority.
+//! Settings are fixed for the life of a cluster's data. The table sizes can be changed by
+//! backing the state up and restoring it into a new cluster with the new sizes
+//! (`fencelock-node snapshot save`, `snapshot restore`). Lock-delay and the watcher and
+//! name limits travel with the state (its snapshots carry them), so a restore keeps them.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -36,6 +39,19 @@ use crate::types::NodeId;
 
 /// A refusal is logged at most this often (each refused request is still counted).
 pub const LOG_EVERY: Duration = Duration::from_secs(5);
+
+/// A peer's refusal is given as the reason it does not acknowledge for this long after it
+/// last came (Raft sends to every member several times a second, so a peer that still
+/// refuses renews it; one that has since gone down does not).
+pub const REFUSAL_KEPT: Duration = Duration::from_secs(5);
+
+/// A peer's latest refusal of this node's settings.
+#[derive(Debug)]
+struct Refused {
+    why: String,
+    logged: Instant,
+    at: Instant,
+}
 
 impl ServiceConfig {
     /// What differs between these settings (`here`) and `theirs` (`there`), one phrase per
@@ -81,9 +97,9 @@ pub struct PeerSettings {
     /// Inbound requests refused because their sender's settings differ.
     pub refused: Counter,
     logged: Mutex<Option<Instant>>,
-    /// Peers whose latest answer was a refusal of this node's settings: why, and when
-    /// that was last logged.
-    refused_by: Mutex<BTreeMap<NodeId, (String, Instant)>>,
+    /// Peers whose latest answer was a refusal of this node's settings: why, when that
+    /// was last logged, and when it last came.
+    refused_by: Mutex<BTreeMap<NodeId, Refused>>,
 }
 
 impl PeerSettings {
@@ -142,16 +158,23 @@ impl PeerSettings {
             _ => format!("node {to} refuses Raft requests: it has not started yet"),
         };
         let mut m = self.refused_by.lock().unwrap_or_else(|p| p.into_inner());
-        let due = m.get(&to).is_none_or(|(_, t)| t.elapsed() >= LOG_EVERY);
-        if due {
-            tracing::warn!("{what} (logged at most every {} s)", LOG_EVERY.as_secs());
-        }
-        let logged = if due {
-            Instant::now()
-        } else {
-            m.get(&to).map_or_else(Instant::now, |(_, t)| *t)
+        let now = Instant::now();
+        let logged = match m.get(&to) {
+            Some(r) if r.logged.elapsed() < LOG_EVERY => r.logged,
+            _ => {
+                tracing::warn!("{what} (logged at most every {} s)", LOG_EVERY.as_secs());
+                now
+            }
         };
-        m.insert(to, (what.clone(), logged));
+        let why = what.clone();
+        m.insert(
+            to,
+            Refused {
+                why,
+                logged,
+                at: now,
+            },
+        );
         io::Error::new(io::ErrorKind::InvalidInput, what)
     }
 
@@ -165,11 +188,13 @@ impl PeerSettings {
     }
 
     /// Why node `id` refuses this node's requests, if its latest answer was such a
-    /// refusal: for an operator's error message ([`crate::membership::check_live`]).
-    /// Cost: O(log peers).
+    /// refusal and came within [`REFUSAL_KEPT`]: for an operator's error message
+    /// ([`crate::membership::check_live`]). Cost: O(log peers).
     pub fn refusal_by(&self, id: NodeId) -> Option<String> {
         let m = self.refused_by.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(&id).map(|(why, _)| why.clone())
+        m.get(&id)
+            .filter(|r| r.at.elapsed() < REFUSAL_KEPT)
+            .map(|r| r.why.clone())
     }
 }
 
@@ -215,7 +240,11 @@ pub fn decode(text: &str) -> Result<ServiceConfig, String> {
     if crc32fast::hash(body.as_bytes()) != crc {
         return Err("checksum mismatch".into());
     }
-    let mut lines = body.lines();
+    // Lines end in a bare `\n` (not `\r\n`); the body's last one too.
+    let Some(body) = body.strip_suffix('\n') else {
+        return Err("its settings do not end in a line break".into());
+    };
+    let mut lines = body.split('\n');
     if lines.next() != Some(HEADER) {
         return Err(format!("its first line is not `{HEADER}`"));
     }
@@ -224,7 +253,9 @@ pub fn decode(text: &str) -> Result<ServiceConfig, String> {
             .next()
             .and_then(|l| l.strip_prefix(key))
             .and_then(|l| l.strip_prefix(' '))
+            // Decimal as written: no sign, no leading zero.
             .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .filter(|v| *v == "0" || !v.starts_with('0'))
             .and_then(|v| v.parse::<u64>().ok())
             .ok_or_else(|| format!("no `{key} <number>` line where expected"))
     };
@@ -239,7 +270,7 @@ pub fn decode(text: &str) -> Result<ServiceConfig, String> {
     }
     let narrow =
         |v: u64, key: &str| u32::try_from(v).map_err(|_| format!("{key} {v} is too large"));
-    Ok(ServiceConfig {
+    let config = ServiceConfig {
         sessions: narrow(sessions, "sessions")? as usize,
         locks: narrow(locks, "locks")? as usize,
         claims: narrow(claims, "claims")? as usize,
@@ -248,43 +279,61 @@ pub fn decode(text: &str) -> Result<ServiceConfig, String> {
             max_watchers: narrow(max_watchers, "max-watchers")?,
             max_name_len: narrow(max_name_len, "max-name-len")?,
         },
-    })
+    };
+    // Only settings a node could have started with (as `fencelock-node` checks its flags).
+    if config.sessions == 0 || config.locks == 0 || config.claims == 0 {
+        return Err("a table size of 0".into());
+    }
+    fencelock::check_rows(config.sessions.max(config.locks).max(config.claims))
+        .map_err(|e| format!("table sizes: {e}"))?;
+    config
+        .core
+        .validate()
+        .map_err(|e| format!("core settings: {e}"))?;
+    Ok(config)
 }
 
-/// Checks that `dir` was made with `config`, recording `config` there first if it records
-/// none (a new directory, or one written by the build before, which did not record them)
-/// or holds no node yet (no log, no snapshot). Called at every start, before anything
-/// else reads or writes the directory.
+/// Checks that `dir` was made with `config`: `Ok(true)` when it records exactly these
+/// settings, `Ok(false)` when it records none — a new directory, one written by the build
+/// before (which did not record them), or one that holds no node yet (no log, no
+/// snapshot: a first start that failed) — which the caller then records with [`record`]
+/// once the rest of its start has passed its checks, so that a refused start records
+/// nothing. Called at every start, before anything else reads or writes the directory.
 ///
 /// Errors (nothing is changed by any of them): `InvalidInput` naming each setting that
 /// differs from the recorded one; `InvalidData` for a settings file that is damaged (it is
-/// never rewritten); I/O errors naming the path. Cost: one small read, or one write and
-/// two fsyncs.
-pub fn check_dir(dir: &Path, config: &ServiceConfig) -> io::Result<()> {
+/// never rewritten); I/O errors naming the path. Cost: one small read.
+pub fn check_dir(dir: &Path, config: &ServiceConfig) -> io::Result<bool> {
     let Some(recorded) = read_dir(dir)? else {
-        return record(dir, config);
+        return Ok(false);
     };
     let diff = config.differences(&recorded, "in this start", "recorded");
     if diff.is_empty() {
-        return Ok(());
+        return Ok(true);
     }
     if !["raft.log", "snapshot.bin"]
         .iter()
         .any(|f| dir.join(f).exists())
     {
-        // Nothing was decided under the recorded settings yet (a first start that failed
-        // before the node made its log): these replace them.
-        return record(dir, config);
+        // Nothing was decided under the recorded settings yet: these replace them.
+        return Ok(false);
     }
+    let table_sizes_only = config.core == recorded.core;
     Err(io::Error::new(
         io::ErrorKind::InvalidInput,
         format!(
             "{} was made with other service settings ({}): refusing to start (nothing was \
              changed). Start it with the settings it records; every node of a cluster runs \
-             with the same ones. To change them, back the state up and restore it into a new \
-             cluster (`snapshot save`, `snapshot restore`)",
+             with the same ones. {}",
             dir.display(),
-            diff.join("; ")
+            diff.join("; "),
+            if table_sizes_only {
+                "To change the table sizes, back the state up and restore it into a new \
+                 cluster with the new ones (`snapshot save`, `snapshot restore`)"
+            } else {
+                "Lock-delay and the watcher and name limits are kept with the state for its \
+                 whole life (a backup restores with them too)"
+            }
         ),
     ))
 }
@@ -315,6 +364,31 @@ pub fn read_dir(dir: &Path) -> io::Result<Option<ServiceConfig>> {
                 ),
             )
         })
+}
+
+/// What a data directory says about the settings its state was made with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Made {
+    /// The settings it records (`None`: a directory of an earlier build, or no node).
+    pub recorded: Option<ServiceConfig>,
+    /// The core settings its state was made with: the recorded ones, else those its
+    /// snapshot carries (`None`: neither).
+    pub core: Option<fencelock::Config>,
+}
+
+/// What `dir` says about the settings its state was made with (see [`Made`]): what
+/// `force-new-cluster` reads from a survivor.
+///
+/// Errors: a damaged settings file or snapshot (`InvalidData`, naming it); I/O errors
+/// naming the path. Cost: one small read, and a snapshot file's read and checksum when
+/// no settings are recorded.
+pub fn made_with(dir: &Path) -> io::Result<Made> {
+    let recorded = read_dir(dir)?;
+    let core = match recorded {
+        Some(r) => Some(r.core),
+        None => crate::state_machine::snapshot_core(&dir.join("snapshot.bin"))?,
+    };
+    Ok(Made { recorded, core })
 }
 
 /// Writes `config` as `dir`'s settings file (atomically: a private temporary file, fsync,
@@ -445,10 +519,15 @@ mod tests {
     #[test]
     fn a_directory_keeps_the_settings_it_was_made_with() {
         let d = dir("keeps");
-        check_dir(&d, &small()).expect("a new directory records its settings");
+        assert!(
+            !check_dir(&d, &small()).unwrap(),
+            "a new directory records none"
+        );
+        assert_eq!(read_dir(&d).unwrap(), None, "nothing written by the check");
+        record(&d, &small()).unwrap();
         assert_eq!(read_dir(&d).unwrap(), Some(small()));
         fs::write(d.join("raft.log"), b"a node lives here").unwrap();
-        check_dir(&d, &small()).expect("the same settings pass");
+        assert!(check_dir(&d, &small()).unwrap(), "the same settings pass");
         let before = fs::read(d.join(FILE)).unwrap();
         let other = ServiceConfig {
             sessions: 101,
@@ -480,9 +559,43 @@ mod tests {
     fn a_directory_without_a_node_takes_new_settings() {
         let d = dir("empty");
         record(&d, &small()).unwrap();
-        check_dir(&d, &ServiceConfig::default()).expect("no node yet: recorded anew");
-        assert_eq!(read_dir(&d).unwrap(), Some(ServiceConfig::default()));
+        let other = ServiceConfig::default();
+        assert!(
+            !check_dir(&d, &other).unwrap(),
+            "no node yet: to be recorded anew"
+        );
+        fs::write(d.join("snapshot.bin"), b"a node lives here").unwrap();
+        assert!(
+            check_dir(&d, &other).is_err(),
+            "with a snapshot the record stands"
+        );
         let _ = fs::remove_dir_all(&d);
+    }
+
+    /// Only settings a node could have started with are read: a table of 0 rows, one past
+    /// the row limit, or a core config the core refuses (a name limit of 0) are refused
+    /// even under a right checksum, and so are the other spellings of a right file (CRLF
+    /// line ends, a leading zero, a sign).
+    #[test]
+    fn a_settings_file_holds_only_settings_a_node_runs_with() {
+        let sealed = |body: &str| format!("{body}crc32 {:08x}\n", crc32fast::hash(body.as_bytes()));
+        let good = encode(&small());
+        let body = &good[..good.rfind("crc32").unwrap()];
+        assert_eq!(decode(&sealed(body)), Ok(small()));
+        for (from, to) in [
+            ("sessions 100", "sessions 0"),
+            ("sessions 100", "sessions 4294967295"),
+            ("max-name-len 40", "max-name-len 0"),
+            ("sessions 100", "sessions 0100"),
+            ("locks 200", "locks +200"),
+        ] {
+            let bad = body.replacen(from, to, 1);
+            assert!(decode(&sealed(&bad)).is_err(), "{to} read as settings");
+        }
+        assert!(
+            decode(&sealed(&body.replace('\n', "\r\n"))).is_err(),
+            "CRLF read"
+        );
     }
 
     /// A damaged settings file stops a start with `InvalidData` and is never rewritten.
@@ -520,7 +633,8 @@ mod tests {
         assert_eq!(p.ours(), Some(small()), "set once");
     }
 
-    /// A refusal by a peer is noted with its reason until that peer serves a request.
+    /// A refusal by a peer is noted with its reason until that peer serves a request (or
+    /// for [`REFUSAL_KEPT`] after it last came).
     #[test]
     fn a_peers_refusal_is_kept_until_it_serves_again() {
         let p = PeerSettings::default();

@@ -912,6 +912,30 @@ fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(Sna
     Ok(Some((f, state)))
 }
 
+/// The core settings the snapshot file at `path` was taken with (from its core
+/// snapshot's header), `None` when there is no file.
+///
+/// Errors: `InvalidData`, naming the path, when the file fails its checks or its data does
+/// not decode; I/O errors. Cost: O(file size) (the checksum), without restoring the state.
+pub(crate) fn snapshot_core(path: &Path) -> io::Result<Option<Config>> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    };
+    let bad = |m: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("snapshot {}: {m}", path.display()),
+        )
+    };
+    let f = decode_snap_file(&bytes).map_err(bad)?;
+    let d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
+    fencelock::snapshot_config(&d.core)
+        .map(Some)
+        .map_err(|e| bad(format!("does not decode: {e}")))
+}
+
 /// A backup of `shared`'s applied state, in the checksummed snapshot-file format
 /// (`snapshot.bin`'s): what `GET /snapshot` serves and `fencelock-node snapshot restore`
 /// reads. Returns the bytes and the log id it was taken at.

@@ -292,3 +292,74 @@ async fn a_holds_x_past_a_purge(c: &mut Cluster) -> (SessionId, SessionId, Token
     }
     (a, b, tok)
 }
+
+/// A directory written by the build before records no settings. Its first start with this
+/// build under another lock-delay than its snapshot's is refused — the snapshot is left
+/// where it is, not moved aside as corrupt — and records nothing, so the start with the
+/// cluster's lock-delay that follows succeeds and records those settings; a start with
+/// other table sizes after that is refused by the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgraded_directory_records_the_settings_of_its_first_good_start() {
+    let mut c = Cluster::start("settings-upgrade", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("granted");
+    c.converged().await;
+    let victim = c.leader().await;
+    c.nodes[&victim].raft.trigger().snapshot().await.unwrap();
+    let dir = c.base.join(format!("n{victim}"));
+    let snap = dir.join("snapshot.bin");
+    let start = Instant::now();
+    while !snap.exists() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no snapshot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.kill(victim).await;
+    // As the build before left it: no settings file.
+    std::fs::remove_file(dir.join(fencelock_server::settings::FILE)).unwrap();
+    let snapshot = std::fs::read(&snap).unwrap();
+    let mut wrong = c.config(victim);
+    wrong.service.core.lock_delay = 250;
+    let e = Node::start(wrong, c.net.factory(victim))
+        .await
+        .err()
+        .expect("a lock-delay other than the snapshot's is refused");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    assert!(
+        e.to_string()
+            .contains("--lock-delay-ms 250 here, 0 in the snapshot"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&snap).unwrap(), snapshot, "left where it was");
+    assert!(
+        !dir.join("snapshot.bin.corrupt").exists(),
+        "not taken for corrupt"
+    );
+    assert!(
+        !dir.join(fencelock_server::settings::FILE).exists(),
+        "a refused start records nothing"
+    );
+    c.boot(victim).await;
+    assert_eq!(
+        fencelock_server::settings::read_dir(&dir).unwrap(),
+        Some(c.config(victim).service),
+        "the good start recorded its settings"
+    );
+    c.converged().await;
+    c.kill(victim).await;
+    let mut bigger = c.config(victim);
+    bigger.service.sessions *= 2;
+    let e = Node::start(bigger, c.net.factory(victim))
+        .await
+        .err()
+        .expect("other table sizes than the record's are refused");
+    assert!(
+        e.to_string()
+            .contains("--sessions 32768 in this start, 16384 recorded"),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("restore it into a new cluster"),
+        "{e}"
+    );
+    c.shutdown().await;
+}

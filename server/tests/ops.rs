@@ -310,8 +310,17 @@ async fn single_node(
     node.initialize([(1, addr)].into_iter().collect())
         .await
         .unwrap();
+    // A leader, with its first entry (the blank one a new leader appends) applied: a test
+    // that reads `last_applied` to see that nothing was proposed must not see that entry
+    // land afterwards.
     let start = Instant::now();
-    while node.raft.metrics().borrow().current_leader != Some(1) {
+    loop {
+        let m = node.raft.metrics().borrow().clone();
+        let caught_up = m.last_log_index.is_some_and(|i| i >= 1)
+            && m.last_applied.map(|l| l.index) == m.last_log_index;
+        if m.current_leader == Some(1) && caught_up {
+            break;
+        }
         assert!(start.elapsed() < Duration::from_secs(10), "no leader");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -204,15 +204,24 @@ struct ForceArgs {
     /// survivor's log are lost, and that the old members must never be started again.
     #[arg(long, required = true)]
     accept_data_loss: bool,
-    /// Session table rows (as the survivor ran with).
-    #[arg(long, default_value_t = 1 << 14)]
-    sessions: usize,
-    /// Lock table rows.
-    #[arg(long, default_value_t = 1 << 14)]
-    locks: usize,
-    /// Claim pool rows.
-    #[arg(long, default_value_t = 1 << 15)]
-    claims: usize,
+    /// Session table rows of the new cluster (the state must fit). Default: as the survivor
+    /// records them, else 16 384.
+    #[arg(long)]
+    sessions: Option<usize>,
+    /// Lock table rows (default: as the survivor records them, else 16 384).
+    #[arg(long)]
+    locks: Option<usize>,
+    /// Claim pool rows (default: as the survivor records them, else 32 768).
+    #[arg(long)]
+    claims: Option<usize>,
+    /// The survivor's lock-delay (default: as it records it, else as its snapshot carries
+    /// it, else 0). Only needed for a survivor of an earlier build with no snapshot: the
+    /// state keeps the core settings it was made with.
+    #[arg(long)]
+    lock_delay_ms: Option<u64>,
+    /// The survivor's watcher limit (default as for --lock-delay-ms, else 4).
+    #[arg(long)]
+    max_watchers: Option<u32>,
 }
 
 /// The file of a data directory that a running node, and `force-new-cluster` reading it,
@@ -262,18 +271,33 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
     if a.token_floor > MAX_TOKEN {
         return Err(format!("--token-floor {} is above 2^53 - 1", a.token_floor));
     }
-    let service = fencelock_server::state_machine::ServiceConfig {
-        sessions: a.sessions,
-        locks: a.locks,
-        claims: a.claims,
-        ..Default::default()
-    };
     // Held until the new cluster is written: no node may start on the survivor meanwhile.
     let _lock = if a.from.is_dir() {
         lock_dir(&a.from)?
     } else {
         None // not a data directory: ops::force_new_cluster says so
     };
+    // What the survivor says it was made with fills in what the flags leave out.
+    let made = fencelock_server::settings::made_with(&a.from).map_err(|e| e.to_string())?;
+    let (recorded, core) = (made.recorded, made.core);
+    let default = fencelock_server::state_machine::ServiceConfig::default();
+    let base = recorded.unwrap_or(default);
+    let core = core.unwrap_or(default.core);
+    let service = fencelock_server::state_machine::ServiceConfig {
+        sessions: a.sessions.unwrap_or(base.sessions),
+        locks: a.locks.unwrap_or(base.locks),
+        claims: a.claims.unwrap_or(base.claims),
+        core: fencelock::Config {
+            lock_delay: a.lock_delay_ms.unwrap_or(core.lock_delay),
+            max_watchers: a.max_watchers.unwrap_or(core.max_watchers),
+            ..core
+        },
+    };
+    if service.sessions == 0 || service.locks == 0 || service.claims == 0 {
+        return Err("--sessions, --locks and --claims must be at least 1".into());
+    }
+    fencelock::check_rows(service.sessions.max(service.locks).max(service.claims))
+        .map_err(|e| format!("table sizes: {e}"))?;
     eprintln!(
         "fencelock-node: FORCING A NEW CLUSTER from {} — writes the lost members acknowledged \
          but {} never received are LOST; never start the old members again",
