@@ -870,6 +870,29 @@ fn open_snap_file(bytes: &[u8]) -> Result<(SnapFile, u8), String> {
     }
 }
 
+/// The snapshot file at `path` read and its frame checked (`decode_snap_file`), its state
+/// not restored: `Ok(None)` when there is none. Errors: I/O errors naming the path;
+/// `InvalidData` ([`corrupt_snap`]) for a file that fails its checks. Cost: O(file size).
+fn read_snap_frame(path: &Path) -> io::Result<Option<SnapFile>> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    };
+    decode_snap_file(&bytes)
+        .map(Some)
+        .map_err(|m| corrupt_snap(path, m))
+}
+
+/// The error for a snapshot file at `path` that is corrupt (`m` says how): `InvalidData`,
+/// which a start reads as "never use this file".
+fn corrupt_snap(path: &Path, m: String) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("snapshot {}: {m}", path.display()),
+    )
+}
+
 /// Reads, checks and restores the snapshot file at `path`: `Ok(None)` when there is none.
 ///
 /// Errors: I/O errors reading it; `InvalidData`, naming the path, when it is corrupt (see
@@ -877,18 +900,10 @@ fn open_snap_file(bytes: &[u8]) -> Result<(SnapFile, u8), String> {
 /// other core settings or too large for `config`'s tables (`decode_snapshot`).
 /// Cost: O(file size).
 fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(SnapFile, SmState)>> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    let Some(f) = read_snap_frame(path)? else {
+        return Ok(None);
     };
-    let bad = |m: String| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("snapshot {}: {m}", path.display()),
-        )
-    };
-    let f = decode_snap_file(&bytes).map_err(bad)?;
+    let bad = |m: String| corrupt_snap(path, m);
     let (state, last_applied, _) = decode_snapshot(config, &f.data).map_err(|e| {
         if e.kind() == io::ErrorKind::InvalidInput {
             // Sound, but not for these settings: never taken for a corrupt file.
@@ -918,18 +933,10 @@ fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(Sna
 /// Errors: `InvalidData`, naming the path, when the file fails its checks or its data does
 /// not decode; I/O errors. Cost: O(file size) (the checksum), without restoring the state.
 pub(crate) fn snapshot_core(path: &Path) -> io::Result<Option<Config>> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    let Some(f) = read_snap_frame(path)? else {
+        return Ok(None);
     };
-    let bad = |m: String| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("snapshot {}: {m}", path.display()),
-        )
-    };
-    let f = decode_snap_file(&bytes).map_err(bad)?;
+    let bad = |m: String| corrupt_snap(path, m);
     let d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
     fencelock::snapshot_config(&d.core)
         .map(Some)
