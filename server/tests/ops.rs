@@ -785,3 +785,57 @@ async fn concurrent_status_requests_share_the_disk_probe() {
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `force-new-cluster` keeps the survivor's core settings: asked to make a new cluster
+/// with another lock-delay than the survivor's state was made with, it refuses and names
+/// the difference (writing no node); with the survivor's, and larger tables, it succeeds
+/// and the new directory records exactly those settings, which its node then starts with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_new_cluster_keeps_the_survivors_core_settings() {
+    use fencelock_server::ops::force_new_cluster;
+    use fencelock_server::settings;
+    let (node, dir) = single_node("force-settings", |c| c.service.core.lock_delay = 250).await;
+    let survivor = node.config().service;
+    node.shutdown().await;
+    drop(node);
+    let from = dir.join("n1");
+    let member = || {
+        (
+            1,
+            NodeAddr {
+                raft: "mem:1".into(),
+                client: "mem:1".into(),
+            },
+        )
+    };
+    let to = dir.join("new");
+    let default = fencelock_server::state_machine::ServiceConfig::default();
+    let e = force_new_cluster(&from, &to, &default, member(), 0, 0)
+        .await
+        .expect_err("another lock-delay than the survivor's");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    assert!(
+        e.to_string()
+            .contains("--lock-delay-ms 0 given, 250 in the survivor's state"),
+        "{e}"
+    );
+    assert!(!to.join("snapshot.bin").exists() && !to.join("raft.log").exists());
+    let bigger = fencelock_server::state_machine::ServiceConfig {
+        sessions: survivor.sessions * 2,
+        ..survivor
+    };
+    force_new_cluster(&from, &to, &bigger, member(), 0, 0)
+        .await
+        .expect("the survivor's core settings, larger tables");
+    assert_eq!(settings::read_dir(&to).unwrap(), Some(bigger));
+    let mut cfg = NodeConfig::new(1, to.clone());
+    cfg.loopback_members = false;
+    cfg.service = bigger;
+    let net = fencelock_server::mem_network::MemNet::default();
+    let n = Node::start(cfg, net.factory(1))
+        .await
+        .expect("starts as recorded");
+    assert_eq!(n.shared.state().svc.config().lock_delay, 250);
+    n.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
