@@ -143,9 +143,7 @@ impl PeerSettings {
         }
         Err(Some(*ours))
     }
-}
 
-impl PeerSettings {
     /// Notes that node `to` refused a request of this node's because its settings are
     /// `theirs` (`None`: it had not started), and returns the error the request fails
     /// with. Logged as a warning at most every [`LOG_EVERY`] per peer. Cost: O(log peers).
@@ -179,12 +177,10 @@ impl PeerSettings {
     }
 
     /// Notes that node `to` served a request of this node's (its settings agree). Cost:
-    /// O(1) while no peer is noted as refusing, else O(log peers).
+    /// O(log peers noted as refusing): O(1) while there are none.
     pub fn served_by(&self, to: NodeId) {
         let mut m = self.refused_by.lock().unwrap_or_else(|p| p.into_inner());
-        if !m.is_empty() {
-            m.remove(&to);
-        }
+        m.remove(&to);
     }
 
     /// Why node `id` refuses this node's requests, if its latest answer was such a
@@ -405,9 +401,7 @@ pub fn record(dir: &Path, config: &ServiceConfig) -> io::Result<()> {
         f.sync_all().map_err(named)?;
     }
     fs::rename(&tmp, dir.join(FILE)).map_err(named)?;
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
+    crate::state_machine::sync_dir(dir)
 }
 
 /// The outbound side of the peer check: a Raft network that sends this node's settings with
