@@ -56,7 +56,7 @@
 // * `1xx`–`6xx`: the core's refusals, numbered exactly as the core's `Error::code()`
 //   (1xx session and lock rules, 2xx names and time, 3xx capacity, 4xx fencing,
 //   5xx bytes, 6xx the client's lease view).
-// * `9xx`: the ABI layer itself (bad pointers, bad arguments, panics). `904` is retired
+// * `9xx`: the ABI layer itself (bad pointers and handles, bad arguments, panics). `904` is retired
 //   (it was a placed service's "outputs pending"; a full event ring is now the core's
 //   `BUFFER_TOO_SMALL`) and is never reused.
 //
@@ -142,6 +142,11 @@ enum fencelock_result
   FENCELOCK_RESULT_INVALID_ARGUMENT = 903,
   // Caller-provided memory is not aligned as `fencelock_service_layout` said.
   FENCELOCK_RESULT_MISALIGNED_MEMORY = 905,
+  // The handle is not a live handle of the function's kind: another kind (a gate
+  // passed as a service), one already freed (certain for a placed service; while its
+  // memory is not reused, for the others), or memory that is no handle. Nothing is
+  // read past the handle's tag, and nothing changes.
+  FENCELOCK_RESULT_INVALID_HANDLE = 906,
   // The core refused with an error this build of the ABI has no code for (a core
   // newer than its ABI; never expected: a test checks every core error has its code).
   FENCELOCK_RESULT_UNKNOWN_ERROR = 998,
@@ -640,7 +645,8 @@ fencelock_result fencelock_result_message(uint32_t code, char *buf, size_t len, 
 fencelock_result fencelock_gate_new(size_t capacity, struct fencelock_gate **out_gate);
 
 // Frees a gate. NULL is fine; must not be called twice; the handle must not be used
-// afterwards. Cost: O(1).
+// afterwards. A pointer that is not a live gate (another kind of handle; a gate already
+// freed, while its memory is not reused) frees nothing. Cost: O(1).
 //
 // # Safety
 // `gate` NULL or a live gate handle.
@@ -744,7 +750,8 @@ fencelock_result fencelock_keeper_new(uint64_t ttl,
                                       struct fencelock_keeper **out_keeper);
 
 // Frees a keeper. NULL is fine; must not be called twice; the handle must not be used
-// afterwards. Cost: O(1).
+// afterwards. A pointer that is not a live keeper (another kind of handle; a keeper
+// already freed, while its memory is not reused) frees nothing. Cost: O(1).
 //
 // # Safety
 // `keeper` NULL or a live keeper handle.
@@ -852,7 +859,10 @@ fencelock_result fencelock_service_new(const struct fencelock_config *config,
 // Ends a service and frees what this library allocated for it. `NULL` is fine (does
 // nothing). Must not be called twice on the same handle, and the handle must not be
 // used afterwards. For a service placed with `_init_in`/`_restore_in`, the memory is
-// the caller's again once this returns. Cost: O(1) plus the queued events.
+// the caller's again once this returns, marked ended: a second free does nothing and
+// any other call on it is `INVALID_HANDLE` (until the caller reuses the memory). A
+// pointer that is not a live service (another kind of handle; a service already freed,
+// while its memory is not reused) frees nothing. Cost: O(1) plus the queued events.
 //
 // # Safety
 // `svc` is NULL or a live handle, not used concurrently or after this call.

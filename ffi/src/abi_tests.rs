@@ -2543,3 +2543,154 @@ fn a_batch_checks_its_own_arguments_first() {
     // SAFETY: live handle, freed once.
     unsafe { fencelock_service_free(svc) };
 }
+
+/// A handle passed where another kind is due — a gate or a keeper given to a service
+/// function, and every other pairing, as a `void *` host can — is refused with
+/// `INVALID_HANDLE` by inputs, getters, `_last_error` and `_free` (which frees nothing),
+/// and neither handle changes: not its state, not its last error. So is a pointer that
+/// is not aligned as a handle is.
+#[test]
+fn a_handle_of_another_kind_is_refused_and_changes_nothing() {
+    const BAD: fencelock_result = fencelock_result::InvalidHandle;
+    let svc = new_service(&config(2, 2, 2));
+    let s = open(svc, 0, 10);
+    assert_eq!(
+        acquire(svc, 0, s, "l", X, NONE).1.kind,
+        fencelock_reply_kind::Granted
+    );
+    let (mut gate, mut keeper) = (null_mut(), null_mut());
+    let (p, n) = name("r");
+    let mut msg = [0 as std::ffi::c_char; 128];
+    let mut len = 0;
+    // SAFETY: valid out-pointers; live handles.
+    unsafe {
+        assert_eq!(fencelock_gate_new(2, &mut gate), fencelock_result::Ok);
+        assert_eq!(
+            fencelock_keeper_new(10, 3, 2, &mut keeper),
+            fencelock_result::Ok
+        );
+        assert_eq!(fencelock_gate_admit(gate, p, n, 5), fencelock_result::Ok);
+        assert_eq!(
+            fencelock_keeper_keep_alive_sent(keeper, 1),
+            fencelock_result::Ok
+        );
+    }
+    let before = snapshot(svc);
+    let misaligned = |h: *mut u8| h.wrapping_add(1);
+    let services = [gate.cast::<u8>(), keeper.cast(), misaligned(svc.cast())];
+    for wrong in services.map(|h| h.cast::<fencelock_service>()) {
+        assert_eq!(tick(wrong, 1), BAD);
+        assert_eq!(
+            acquire(wrong, 1, s, "m", X, NONE),
+            (BAD, fencelock_reply::NONE),
+            "refused, and the reply zeroed"
+        );
+        let mut now = 7;
+        // SAFETY: a pointer of this library's (of another kind) or into one; locals.
+        unsafe {
+            assert_eq!(fencelock_service_now(wrong, &mut now), BAD);
+            assert_eq!(
+                fencelock_service_last_error(wrong, msg.as_mut_ptr(), msg.len(), &mut len),
+                BAD
+            );
+            fencelock_service_free(wrong);
+        }
+        assert_eq!(now, 7, "nothing written");
+    }
+    let gates = [svc.cast::<u8>(), keeper.cast(), misaligned(gate.cast())];
+    for wrong in gates.map(|h| h.cast::<fencelock_gate>()) {
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(fencelock_gate_admit(wrong, p, n, 9), BAD);
+            assert_eq!(fencelock_gate_check(wrong, p, n, 9), BAD);
+            assert_eq!(
+                fencelock_gate_last_error(wrong, msg.as_mut_ptr(), msg.len(), &mut len),
+                BAD
+            );
+            fencelock_gate_free(wrong);
+        }
+    }
+    let keepers = [svc.cast::<u8>(), gate.cast(), misaligned(keeper.cast())];
+    for wrong in keepers.map(|h| h.cast::<fencelock_keeper>()) {
+        let mut may = true;
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(fencelock_keeper_keep_alive_sent(wrong, 2), BAD);
+            assert_eq!(fencelock_keeper_may_act(wrong, 2, &mut may), BAD);
+            assert_eq!(
+                fencelock_keeper_last_error(wrong, msg.as_mut_ptr(), msg.len(), &mut len),
+                BAD
+            );
+            fencelock_keeper_free(wrong);
+        }
+        assert!(may, "nothing written");
+    }
+    // Each handle is as it was, and none recorded the others' refusals.
+    assert_eq!(snapshot(svc), before);
+    assert_eq!(last_error_of(svc), "ok");
+    let (mut extended, mut may) = (false, false);
+    // SAFETY: live handles, freed once.
+    unsafe {
+        assert_eq!(fencelock_gate_check(gate, p, n, 4), fencelock_result::Stale);
+        assert_eq!(fencelock_gate_admit(gate, p, n, 5), fencelock_result::Ok);
+        assert_eq!(
+            fencelock_keeper_keep_alive_acked(keeper, 1, &mut extended),
+            fencelock_result::Ok,
+            "the keeper still has its keep-alive sent at 1"
+        );
+        assert!(extended);
+        assert_eq!(
+            fencelock_keeper_may_act(keeper, 2, &mut may),
+            fencelock_result::Ok
+        );
+        assert!(may);
+        fencelock_service_free(svc);
+        fencelock_gate_free(gate);
+        fencelock_keeper_free(keeper);
+    }
+}
+
+/// A service placed in the caller's memory is marked ended by its `_free`: a call on it
+/// afterwards is `INVALID_HANDLE` (not a read of a dropped service), a second `_free`
+/// does nothing, and the memory takes a new service.
+#[test]
+fn a_placed_service_is_refused_after_its_free() {
+    let c = config(2, 2, 2);
+    let (mut size, mut align) = (0, 0);
+    // SAFETY: valid pointers to this test's locals.
+    unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
+    assert!(align <= 16);
+    let mut arena = vec![0u128; size / 16 + 1];
+    let mem = arena.as_mut_ptr().cast::<u8>();
+    let mut svc = null_mut();
+    // SAFETY: the arena is valid for `size` bytes, 16-aligned, and the service's.
+    unsafe {
+        assert_eq!(
+            fencelock_service_init_in(mem.cast(), size, &c, &mut svc),
+            fencelock_result::Ok
+        );
+    }
+    let s = open(svc, 0, 10);
+    // SAFETY: a live service, freed once; the arena outlives it.
+    unsafe { fencelock_service_free(svc) };
+    assert_eq!(tick(svc, 1), fencelock_result::InvalidHandle);
+    assert_eq!(
+        acquire(svc, 1, s, "l", X, NONE).0,
+        fencelock_result::InvalidHandle
+    );
+    // SAFETY: the arena is still the caller's; a second free finds no live service.
+    unsafe { fencelock_service_free(svc) };
+    let mut again = null_mut();
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            fencelock_service_init_in(mem.cast(), size, &c, &mut again),
+            fencelock_result::Ok
+        );
+    }
+    assert_eq!(again, svc, "the same memory");
+    assert_eq!(open(again, 0, 10), 1, "a new service, not the old one");
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(again) };
+    drop(arena);
+}

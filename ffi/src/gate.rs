@@ -4,19 +4,26 @@ use core::ffi::c_char;
 
 use fencelock::{Error, FenceGate, GateRow, Token};
 
-use crate::handle::{call, last_error, Handle, HandleState};
+use crate::handle::{call, last_error, tag_first, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{buf, bytes, fencelock_name, give, name, out, put, set, take, write_list};
 
 /// A fence gate: the highest token seen per resource; lower tokens are refused. Opaque:
 /// create with `fencelock_gate_new` or `fencelock_gate_restore`, free with
 /// `fencelock_gate_free`. Not thread-safe per handle.
+// `repr(C)`, so the tag (in `state`) is the handle's first eight bytes (asserted below).
+// Written as an always-true `cfg_attr` because cbindgen does not expand one: the header
+// keeps the type opaque (`header_is_current` fails if that ever changes).
+#[cfg_attr(all(), repr(C))]
 pub struct fencelock_gate {
-    gate: FenceGate<Vec<GateRow>>,
     state: HandleState,
+    gate: FenceGate<Vec<GateRow>>,
 }
 
+const _: () = assert!(tag_first(core::mem::offset_of!(fencelock_gate, state)));
+
 impl Handle for fencelock_gate {
+    const TAG: u64 = u64::from_le_bytes(*b"fl:gate.");
     fn state(&self) -> &HandleState {
         &self.state
     }
@@ -36,8 +43,8 @@ fn gate_rows(capacity: usize) -> Result<Vec<GateRow>, Fail> {
 
 fn gate_handle(gate: FenceGate<Vec<GateRow>>) -> fencelock_gate {
     fencelock_gate {
+        state: HandleState::new::<fencelock_gate>(),
         gate,
-        state: HandleState::default(),
     }
 }
 
@@ -65,7 +72,8 @@ pub unsafe extern "C" fn fencelock_gate_new(
 }
 
 /// Frees a gate. NULL is fine; must not be called twice; the handle must not be used
-/// afterwards. Cost: O(1).
+/// afterwards. A pointer that is not a live gate (another kind of handle; a gate already
+/// freed, while its memory is not reused) frees nothing. Cost: O(1).
 ///
 /// # Safety
 /// `gate` NULL or a live gate handle.

@@ -1,6 +1,20 @@
 //! The one call framework of every extern function on a handle (service, gate, keeper):
 //! the panic boundary, a poisoned handle refused first, then the argument checks, then
-//! the NULL check, and the record of the last failure for the handle's `last_error`.
+//! the handle check (NULL, or not a live handle of the function's kind), and the record
+//! of the last failure for the handle's `last_error`.
+//!
+//! **Handle kinds are checked.** C hands every handle around as a pointer, and a Python
+//! host through `ctypes` as a bare `c_void_p`, so a gate passed where a service is due
+//! type-checks there. The first eight bytes of every handle are a tag naming its kind
+//! ([`Handle::TAG`]), overwritten with [`FREED`] when the handle ends; every function
+//! reads the tag before it touches the handle and refuses any other with
+//! `INVALID_HANDLE`, changing nothing (SQLite checks its connection handles the same
+//! way, with a magic number, to report misuse instead of corrupting memory). What this
+//! catches for certain: a live handle of another kind, and a service placed in the
+//! caller's memory (`fencelock_service_init_in`) after its `_free`. What it catches when
+//! it can: a handle freed by `_free` whose memory the allocator has not yet handed out
+//! again (the call is still the caller's error; the check only makes it likely to be
+//! reported instead of silently corrupting memory).
 
 use core::cell::Cell;
 use core::ffi::c_char;
@@ -10,15 +24,32 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::write_message;
 
-/// What every handle carries besides its object: its last failure and whether a caught
-/// panic poisoned it. `Cell`s, so getters (which take a `const` handle) record too.
-#[derive(Default)]
+/// The tag of a handle that has ended (`_free`): no kind has it.
+pub(crate) const FREED: u64 = u64::from_le_bytes(*b"fl:freed");
+
+/// What every handle carries besides its object, as its first field: its kind's tag, its
+/// last failure and whether a caught panic poisoned it. `Cell`s, so getters (which take a
+/// `const` handle) record too.
+#[repr(C)]
 pub(crate) struct HandleState {
+    /// `T::TAG` of the handle's type while it lives, [`FREED`] after. First, at offset 0
+    /// of the handle (checked at compile time by [`tag_first`]), so it can be read through
+    /// a pointer to any handle kind.
+    tag: Cell<u64>,
     last: Cell<Option<Fail>>,
     poisoned: Cell<bool>,
 }
 
 impl HandleState {
+    /// The state of a new handle of kind `T`.
+    pub(crate) fn new<T: Handle>() -> Self {
+        HandleState {
+            tag: Cell::new(T::TAG),
+            last: Cell::new(None),
+            poisoned: Cell::new(false),
+        }
+    }
+
     /// Records `fail` as the handle's latest failure without failing the call: a batch's
     /// refused input, when the batch goes on.
     pub(crate) fn record(&self, fail: Fail) {
@@ -26,9 +57,44 @@ impl HandleState {
     }
 }
 
-/// A handle kind: gives access to its [`HandleState`].
+/// A handle kind: gives access to its [`HandleState`], which must be its first field
+/// (`#[repr(C)]`, asserted with [`tag_first`]).
 pub(crate) trait Handle: 'static {
+    /// The kind's tag: eight bytes no other kind (and not [`FREED`]) has.
+    const TAG: u64;
     fn state(&self) -> &HandleState;
+}
+
+/// Whether a handle type's tag is its first eight bytes: `offset` is
+/// `offset_of!(Type, state)`. For a compile-time assertion beside each handle type.
+pub(crate) const fn tag_first(offset: usize) -> bool {
+    offset == 0 && core::mem::offset_of!(HandleState, tag) == 0
+}
+
+/// `p` checked: `NULL_PARAMETER` for NULL, `INVALID_HANDLE` for a pointer whose first
+/// eight bytes are not `T`'s tag (another kind of handle, an ended one, or no handle;
+/// a misaligned pointer is none either). Reads those eight bytes only. Cost: O(1).
+///
+/// # Safety
+/// `p` is NULL or points to at least eight readable bytes, as every live handle of this
+/// library does (the caller's contract: a handle pointer is one this library gave).
+pub(crate) unsafe fn check<T: Handle>(p: *const T) -> Result<(), Fail> {
+    if p.is_null() {
+        return Err(fencelock_result::NullParameter.into());
+    }
+    let tag = p.cast::<u64>();
+    // SAFETY: non-NULL and aligned (checked first), eight readable bytes (contract).
+    if !tag.is_aligned() || unsafe { tag.read() } != T::TAG {
+        return Err(fencelock_result::InvalidHandle.into());
+    }
+    Ok(())
+}
+
+/// Marks a handle ended, just before it is dropped: from now on [`check`] refuses it
+/// (for certain while its memory is the caller's, as a placed service's is; until the
+/// allocator reuses it, for a handle this library allocated). Cost: O(1).
+pub(crate) fn end<T: Handle>(h: &T) {
+    h.state().tag.set(FREED);
 }
 
 /// How an extern function receives its handle: `*mut` (inputs, drains, changes) lends
@@ -39,12 +105,14 @@ pub(crate) trait HandlePtr: Copy {
     /// What the body gets.
     type Ref<'a>: Deref<Target = Self::Target>;
 
-    /// The handle behind the pointer, `None` for NULL.
+    /// The handle behind the pointer, once [`check`]ed: `NULL_PARAMETER` for NULL,
+    /// `INVALID_HANDLE` for one that is not a live handle of this kind.
     ///
     /// # Safety
-    /// `self` is NULL or a live handle that no other call uses (for `*const`: mutates)
-    /// during `'a`.
-    unsafe fn get<'a>(self) -> Option<Self::Ref<'a>>;
+    /// `self` is NULL or a handle of this library's (of any kind, for the check to refuse
+    /// a wrong one), and a live one of this kind is used by no other call (for `*const`:
+    /// mutated by none) during `'a`.
+    unsafe fn get<'a>(self) -> Result<Self::Ref<'a>, Fail>;
 
     /// `h` lent for a shorter time, usable again afterwards.
     fn reborrow<'b>(h: &'b mut Self::Ref<'_>) -> Self::Ref<'b>;
@@ -54,9 +122,11 @@ impl<T: Handle> HandlePtr for *mut T {
     type Target = T;
     type Ref<'a> = &'a mut T;
 
-    unsafe fn get<'a>(self) -> Option<&'a mut T> {
-        // SAFETY: the caller's contract: NULL or live and unaliased.
-        unsafe { self.as_mut() }
+    unsafe fn get<'a>(self) -> Result<&'a mut T, Fail> {
+        // SAFETY: the caller's contract.
+        unsafe { check::<T>(self) }?;
+        // SAFETY: non-NULL and tagged as a live `T` (checked); unaliased (contract).
+        Ok(unsafe { &mut *self })
     }
 
     fn reborrow<'b>(h: &'b mut &mut T) -> &'b mut T {
@@ -68,9 +138,11 @@ impl<T: Handle> HandlePtr for *const T {
     type Target = T;
     type Ref<'a> = &'a T;
 
-    unsafe fn get<'a>(self) -> Option<&'a T> {
-        // SAFETY: the caller's contract: NULL or live and not mutated meanwhile.
-        unsafe { self.as_ref() }
+    unsafe fn get<'a>(self) -> Result<&'a T, Fail> {
+        // SAFETY: the caller's contract.
+        unsafe { check::<T>(self) }?;
+        // SAFETY: non-NULL and tagged as a live `T` (checked); not mutated (contract).
+        Ok(unsafe { &*self })
     }
 
     fn reborrow<'b>(h: &'b mut &T) -> &'b T {
@@ -78,8 +150,9 @@ impl<T: Handle> HandlePtr for *const T {
     }
 }
 
-/// Runs `f` on a live handle: `NULL_PARAMETER` for NULL, `PANIC` for a poisoned one.
-/// A panic inside `f` poisons the handle.
+/// Runs `f` on a live handle: `NULL_PARAMETER` for NULL, `INVALID_HANDLE` for one that is
+/// not a live handle of its kind, `PANIC` for a poisoned one. A panic inside `f` poisons
+/// the handle.
 ///
 /// # Safety
 /// `p` is NULL or a live handle not used (for `*const`: not mutated) by another call at
@@ -89,7 +162,7 @@ pub(crate) unsafe fn with_handle<P: HandlePtr>(
     f: impl FnOnce(P::Ref<'_>) -> Result<(), Fail>,
 ) -> Result<(), Fail> {
     // SAFETY: the caller's contract.
-    let mut h = unsafe { p.get() }.ok_or(Fail::Code(fencelock_result::NullParameter))?;
+    let mut h = unsafe { p.get() }?;
     if h.state().poisoned.get() {
         return Err(fencelock_result::Panic.into());
     }
@@ -104,7 +177,7 @@ pub(crate) unsafe fn with_handle<P: HandlePtr>(
 
 /// The body of every extern function on a handle, inside the panic boundary: a poisoned
 /// handle is `PANIC` before anything else; then `args` checks and converts the other
-/// arguments (before a NULL handle is refused), then `body` runs on the handle through
+/// arguments (before a NULL or wrong handle is refused), then `body` runs on the handle through
 /// [`with_handle`]. Returns the result code, and remembers a
 /// failure (argument checks included; `DONE` is none) for the handle's `last_error`.
 ///
@@ -117,7 +190,7 @@ pub(crate) unsafe fn call<P: HandlePtr, A>(
 ) -> fencelock_result {
     let run = || -> Result<(), Fail> {
         // SAFETY: `p` is NULL or a live handle (the contract); the reference ends here.
-        if unsafe { p.get() }.is_some_and(|h| h.state().poisoned.get()) {
+        if unsafe { p.get() }.is_ok_and(|h| h.state().poisoned.get()) {
             return Err(fencelock_result::Panic.into());
         }
         let a = args()?;
@@ -128,9 +201,10 @@ pub(crate) unsafe fn call<P: HandlePtr, A>(
         Ok(Ok(())) => fencelock_result::Ok,
         Ok(Err(fail)) => {
             if !matches!(fail, Fail::Code(fencelock_result::Done)) {
-                // SAFETY: `p` is NULL or a live handle (the contract), and the one lent
-                // to `body` is gone.
-                if let Some(h) = unsafe { p.get() } {
+                // SAFETY: `p` is NULL or a handle (the contract), and the one lent to
+                // `body` is gone. A pointer that is not a live handle of this kind is
+                // not written to.
+                if let Ok(h) = unsafe { p.get() } {
                     h.state().last.set(Some(fail));
                 }
             }
@@ -154,8 +228,10 @@ pub(crate) unsafe fn last_error<T: Handle>(
     out_len: *mut usize,
 ) -> fencelock_result {
     ffi_panic_boundary!({
-        // SAFETY: NULL or live (contract).
-        let h = unsafe { h.as_ref() }.ok_or(fencelock_result::NullParameter)?;
+        // SAFETY: NULL or a handle (contract).
+        unsafe { check(h) }?;
+        // SAFETY: non-NULL and tagged as a live `T` (checked).
+        let h = unsafe { &*h };
         let msg = match h.state().last.get() {
             None => fencelock_result::Ok.message(),
             Some(fail) => fail.message(),

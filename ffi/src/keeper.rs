@@ -5,19 +5,26 @@ use core::ffi::c_char;
 
 use fencelock::SessionKeeper;
 
-use crate::handle::{call, last_error, Handle, HandleState};
+use crate::handle::{call, last_error, tag_first, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary};
 use crate::types::{fencelock_lease, give, out, put, set, take};
 
 /// A session keeper: when to send a keep-alive, whether the client may still act.
 /// Opaque: create with `fencelock_keeper_new`, free with `fencelock_keeper_free`. Not
 /// thread-safe per handle.
+// `repr(C)`, so the tag (in `state`) is the handle's first eight bytes (asserted below).
+// Written as an always-true `cfg_attr` because cbindgen does not expand one: the header
+// keeps the type opaque (`header_is_current` fails if that ever changes).
+#[cfg_attr(all(), repr(C))]
 pub struct fencelock_keeper {
-    keeper: SessionKeeper,
     state: HandleState,
+    keeper: SessionKeeper,
 }
 
+const _: () = assert!(tag_first(core::mem::offset_of!(fencelock_keeper, state)));
+
 impl Handle for fencelock_keeper {
+    const TAG: u64 = u64::from_le_bytes(*b"fl:keepr");
     fn state(&self) -> &HandleState {
         &self.state
     }
@@ -46,8 +53,8 @@ pub unsafe extern "C" fn fencelock_keeper_new(
             give(
                 dst,
                 fencelock_keeper {
+                    state: HandleState::new::<fencelock_keeper>(),
                     keeper,
-                    state: HandleState::default(),
                 },
             )
         };
@@ -56,7 +63,8 @@ pub unsafe extern "C" fn fencelock_keeper_new(
 }
 
 /// Frees a keeper. NULL is fine; must not be called twice; the handle must not be used
-/// afterwards. Cost: O(1).
+/// afterwards. A pointer that is not a live keeper (another kind of handle; a keeper
+/// already freed, while its memory is not reused) frees nothing. Cost: O(1).
 ///
 /// # Safety
 /// `keeper` NULL or a live keeper handle.

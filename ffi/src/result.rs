@@ -14,7 +14,7 @@ use fencelock::Error;
 /// * `1xx`–`6xx`: the core's refusals, numbered exactly as the core's `Error::code()`
 ///   (1xx session and lock rules, 2xx names and time, 3xx capacity, 4xx fencing,
 ///   5xx bytes, 6xx the client's lease view).
-/// * `9xx`: the ABI layer itself (bad pointers, bad arguments, panics). `904` is retired
+/// * `9xx`: the ABI layer itself (bad pointers and handles, bad arguments, panics). `904` is retired
 ///   (it was a placed service's "outputs pending"; a full event ring is now the core's
 ///   `BUFFER_TOO_SMALL`) and is never reused.
 ///
@@ -99,6 +99,11 @@ pub enum fencelock_result {
     InvalidArgument = 903,
     /// Caller-provided memory is not aligned as `fencelock_service_layout` said.
     MisalignedMemory = 905,
+    /// The handle is not a live handle of the function's kind: another kind (a gate
+    /// passed as a service), one already freed (certain for a placed service; while its
+    /// memory is not reused, for the others), or memory that is no handle. Nothing is
+    /// read past the handle's tag, and nothing changes.
+    InvalidHandle = 906,
     /// The core refused with an error this build of the ABI has no code for (a core
     /// newer than its ABI; never expected: a test checks every core error has its code).
     UnknownError = 998,
@@ -110,7 +115,7 @@ pub enum fencelock_result {
 impl fencelock_result {
     /// Every code. The core-range ones are checked against `Error::EXAMPLES` by a test,
     /// and the whole list against the generated header's constants.
-    pub(crate) const ALL: [fencelock_result; 35] = [
+    pub(crate) const ALL: [fencelock_result; 36] = [
         Self::Ok,
         Self::Done,
         Self::UnknownSession,
@@ -144,6 +149,7 @@ impl fencelock_result {
         Self::InvalidUtf8,
         Self::InvalidArgument,
         Self::MisalignedMemory,
+        Self::InvalidHandle,
         Self::UnknownError,
         Self::Panic,
     ];
@@ -188,6 +194,9 @@ impl fencelock_result {
                 "invalid argument: an enum value outside its enum, overlapping memory, a length past PTRDIFF_MAX, or a bad event limit"
             }
             Self::MisalignedMemory => "misaligned memory: align as fencelock_service_layout says",
+            Self::InvalidHandle => {
+                "invalid handle: not a live handle of this kind (another kind, or one already freed)"
+            }
             Self::UnknownError => {
                 "unknown error: the core refused with an error this ABI has no code for"
             }
@@ -334,6 +343,7 @@ mod tests {
             (fencelock_result::InvalidUtf8, 902),
             (fencelock_result::InvalidArgument, 903),
             (fencelock_result::MisalignedMemory, 905),
+            (fencelock_result::InvalidHandle, 906),
             (fencelock_result::UnknownError, 998),
             (fencelock_result::Panic, 999),
         ];

@@ -29,7 +29,7 @@ use fencelock::{
     Sink, Tick,
 };
 
-use crate::handle::{call, last_error, Handle, HandleState};
+use crate::handle::{call, check, end, last_error, tag_first, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
     arg, buf, buf_len, bytes, fencelock_capacity, fencelock_config, fencelock_holder,
@@ -209,14 +209,21 @@ enum Owner {
 ///
 /// Not thread-safe: calls on one handle must not overlap (distinct handles are
 /// independent).
+// `repr(C)`, so the tag (in `state`) is the handle's first eight bytes (asserted below).
+// Written as an always-true `cfg_attr` because cbindgen does not expand one: the header
+// keeps the type opaque (`header_is_current` fails if that ever changes).
+#[cfg_attr(all(), repr(C))]
 pub struct fencelock_service {
+    state: HandleState,
     svc: Service,
     queue: Queue,
     owner: Owner,
-    state: HandleState,
 }
 
+const _: () = assert!(tag_first(core::mem::offset_of!(fencelock_service, state)));
+
 impl Handle for fencelock_service {
+    const TAG: u64 = u64::from_le_bytes(*b"fl:servc");
     fn state(&self) -> &HandleState {
         &self.state
     }
@@ -374,10 +381,10 @@ unsafe fn build(
     // SAFETY: the handle sits at offset 0, aligned (the block's first part).
     unsafe {
         h.write(fencelock_service {
+            state: HandleState::new::<fencelock_service>(),
             svc,
             queue,
             owner,
-            state: HandleState::default(),
         })
     };
     Ok(h)
@@ -467,6 +474,8 @@ unsafe fn place(
     let need = ring_bound(cap, unsafe { (*h).svc.config().max_watchers });
     if need.is_none_or(|n| n > plan.ring.1) {
         // SAFETY: built above, never handed out; the memory is the caller's.
+        end(unsafe { &*h });
+        // SAFETY: as above.
         unsafe { ptr::drop_in_place(h) };
         return Err(fencelock_result::BufferTooSmall.into());
     }
@@ -612,19 +621,27 @@ pub unsafe extern "C" fn fencelock_service_new(
 /// Ends a service and frees what this library allocated for it. `NULL` is fine (does
 /// nothing). Must not be called twice on the same handle, and the handle must not be
 /// used afterwards. For a service placed with `_init_in`/`_restore_in`, the memory is
-/// the caller's again once this returns. Cost: O(1) plus the queued events.
+/// the caller's again once this returns, marked ended: a second free does nothing and
+/// any other call on it is `INVALID_HANDLE` (until the caller reuses the memory). A
+/// pointer that is not a live service (another kind of handle; a service already freed,
+/// while its memory is not reused) frees nothing. Cost: O(1) plus the queued events.
 ///
 /// # Safety
 /// `svc` is NULL or a live handle, not used concurrently or after this call.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_free(svc: *mut fencelock_service) {
     let _ = ffi_panic_boundary!({
-        if svc.is_null() {
+        // SAFETY: NULL or a handle (contract). NULL, another kind or an ended service:
+        // nothing to free.
+        if unsafe { check(svc) }.is_err() {
             return Ok(());
         }
-        // SAFETY: live handle (contract); read before it is dropped.
+        // SAFETY: a live service (checked); read before it is dropped.
         let owner = unsafe { (*svc).owner };
-        // SAFETY: live handle, dropped exactly once (contract: no second free).
+        // SAFETY: as above. Ended first, so a second free (or any later call) is refused
+        // for certain while the memory is the caller's.
+        end(unsafe { &*svc });
+        // SAFETY: a live service, dropped exactly once (its tag is gone now).
         unsafe { ptr::drop_in_place(svc) };
         if let Owner::Library(layout) = owner {
             // SAFETY: allocated by `create` with exactly this layout.

@@ -1074,13 +1074,19 @@ pub(crate) unsafe fn give<T>(dst: *mut *mut T, h: T) {
     unsafe { put(dst, Box::into_raw(Box::new(h))) }
 }
 
-/// Frees a handle made by [`give`]. NULL is fine.
+/// Frees a handle made by [`give`], marked ended first. NULL is fine, and so is anything
+/// [`check`](crate::handle::check) refuses (another kind of handle, an ended one): nothing
+/// is freed then.
 ///
 /// # Safety
-/// `p` is NULL or came from [`give`] and was not freed yet.
-pub(crate) unsafe fn take<T>(p: *mut T) {
-    if !p.is_null() {
-        // SAFETY: from Box::into_raw, freed once (contract).
+/// `p` is NULL or a handle of this library's; a live one of kind `T` came from [`give`].
+pub(crate) unsafe fn take<T: crate::handle::Handle>(p: *mut T) {
+    // SAFETY: forwarded contract.
+    if unsafe { crate::handle::check::<T>(p) }.is_ok() {
+        // SAFETY: a live `T` (checked), from Box::into_raw; ended before it is freed, so a
+        // second `take` finds no tag (while the memory is not reused).
+        crate::handle::end(unsafe { &*p });
+        // SAFETY: as above; freed once.
         drop(unsafe { Box::from_raw(p) });
     }
 }

@@ -268,6 +268,28 @@ def test_a_gate_refuses_negative_tokens_and_keeps_working():
         assert gate.entries() == {"r": 5}
 
 
+def test_a_handle_of_another_kind_is_refused_and_changes_nothing():
+    # Through ctypes every handle is a c_void_p, so nothing stops a gate's reaching a
+    # service function; the library reads the handle's kind tag and refuses it.
+    with fl.Service(2, 2, 2) as svc, fl.Gate(2) as gate, fl.Keeper(10, 3, 2) as keeper:
+        s = svc.open_session(0, 10).session
+        gate.admit("r", 5)
+        before = svc.snapshot()
+        bad = fl.Result.INVALID_HANDLE
+        assert fl._lib.fencelock_service_tick(gate._h, 1) == bad
+        assert fl._lib.fencelock_service_tick(keeper._h, 1) == bad
+        assert fl._lib.fencelock_gate_admit(svc._h, b"r", 1, 9) == bad
+        assert fl._lib.fencelock_keeper_keep_alive_sent(gate._h, 1) == bad
+        fl._lib.fencelock_service_free(keeper._h)  # frees nothing
+        assert svc.snapshot() == before and svc.now() == 0
+        with pytest.raises(fl.FencelockError) as e:
+            gate.admit("r", 4)
+        assert e.value.result == fl.Result.STALE
+        keeper.keep_alive_sent(1)
+        assert svc.keep_alive(1, s).expires_at == 11
+    assert "invalid handle" in fl.FencelockError(906).args[0]
+
+
 def test_names_are_str_or_bytes_like_and_nul_is_kept():
     with fl.Service(4, 4, 8, max_name_len=8) as svc:
         s = svc.open_session(0, 50).session

@@ -1097,6 +1097,66 @@ static void placed(void) {
   fencelock_service_free(svc);
 }
 
+/* A handle of another kind where one is due — what a cast through void * lets a C program
+ * (or a ctypes one) pass — is refused with INVALID_HANDLE and changes nothing; _free frees
+ * nothing. A placed service is refused after its _free, and a second _free is harmless. */
+static void wrong_handles(void) {
+  fencelock_config cfg = config(2, 2, 2);
+  fencelock_service *svc = NULL;
+  fencelock_gate *gate = NULL;
+  fencelock_keeper *keeper = NULL;
+  OK(fencelock_service_new(&cfg, &svc));
+  OK(fencelock_gate_new(2, &gate));
+  OK(fencelock_keeper_new(10, 3, 2, &keeper));
+  uint64_t s = open_session(svc, 0, 10);
+  OK(fencelock_gate_admit(gate, S("r"), 5));
+  size_t slen = 0;
+  uint8_t *before = snapshot(svc, &slen);
+  void *as_void = gate;
+  fencelock_service *not_a_service = as_void;
+  EXPECT(fencelock_service_acquire(not_a_service, 1, s, S("l"), FENCELOCK_MODE_EXCLUSIVE,
+                                   FENCELOCK_WAIT_NONE, 0, 0, &r),
+         FENCELOCK_RESULT_INVALID_HANDLE);
+  CHECK(no_reply());
+  EXPECT(fencelock_service_tick((fencelock_service *)(void *)keeper, 1),
+         FENCELOCK_RESULT_INVALID_HANDLE);
+  EXPECT(fencelock_gate_admit((fencelock_gate *)(void *)svc, S("r"), 9),
+         FENCELOCK_RESULT_INVALID_HANDLE);
+  EXPECT(fencelock_keeper_keep_alive_sent((fencelock_keeper *)(void *)gate, 1),
+         FENCELOCK_RESULT_INVALID_HANDLE);
+  char msg[128];
+  EXPECT(fencelock_gate_last_error((const fencelock_gate *)(void *)keeper, msg, sizeof msg, NULL),
+         FENCELOCK_RESULT_INVALID_HANDLE);
+  OK(fencelock_result_message(FENCELOCK_RESULT_INVALID_HANDLE, msg, sizeof msg, NULL));
+  CHECK(strncmp(msg, "invalid handle", 14) == 0);
+  /* _free of the wrong kind frees nothing: all three still work. */
+  fencelock_service_free((fencelock_service *)(void *)gate);
+  fencelock_gate_free((fencelock_gate *)(void *)keeper);
+  fencelock_keeper_free((fencelock_keeper *)(void *)svc);
+  CHECK(unchanged(svc, before, slen));
+  OK(fencelock_service_last_error(svc, msg, sizeof msg, NULL));
+  CHECK(strcmp(msg, "ok") == 0);
+  EXPECT(fencelock_gate_check(gate, S("r"), 4), FENCELOCK_RESULT_STALE);
+  OK(fencelock_keeper_keep_alive_sent(keeper, 1));
+  free(before);
+  fencelock_keeper_free(keeper);
+  fencelock_gate_free(gate);
+  fencelock_service_free(svc);
+
+  /* A placed service after its _free: the memory is ours, and says the service ended. */
+  size_t size = 0, align = 0;
+  OK(fencelock_service_layout(&cfg.capacity, &size, &align));
+  CHECK(size <= sizeof arena);
+  OK(fencelock_service_init_in(arena, size, &cfg, &svc));
+  s = open_session(svc, 0, 10);
+  fencelock_service_free(svc);
+  EXPECT(fencelock_service_keep_alive(svc, 1, s, 0, &r), FENCELOCK_RESULT_INVALID_HANDLE);
+  fencelock_service_free(svc); /* a second free: refused, harmless */
+  OK(fencelock_service_init_in(arena, size, &cfg, &svc));
+  CHECK(open_session(svc, 0, 10) == 1);
+  fencelock_service_free(svc);
+}
+
 /* fencelock_service_drain_events: every event of an input in one call, into the caller's
  * array; too small an array gets BUFFER_TOO_SMALL with the count needed and loses nothing;
  * hostile arguments are refused without dequeuing; a placed service's ring drains too. */
@@ -1343,6 +1403,7 @@ int main(void) {
   bad_input();
   messages();
   placed();
+  wrong_handles();
   heap_event_limit();
   drain_events_in_one_call();
   semaphores_labels_and_watches();
