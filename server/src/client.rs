@@ -381,7 +381,12 @@ impl Client {
         let reader = tokio::spawn(async move {
             let (pending, alive_tx) = (reader_pending, reader_alive);
             let mut r = BufReader::new(r);
-            while let Ok(Some(f)) = frame::read::<_, ServerFrame>(&mut r, MAX_SERVER_FRAME).await {
+            let ended = loop {
+                let f = match frame::read::<_, ServerFrame>(&mut r, MAX_SERVER_FRAME).await {
+                    Ok(Some(f)) => f,
+                    Ok(None) => break None,
+                    Err(e) => break frame::other_version(&e),
+                };
                 match f {
                     ServerFrame::Reply { id, result } => {
                         let tx = pending
@@ -393,12 +398,19 @@ impl Client {
                         }
                     }
                     ServerFrame::Push(o) => me.note(o, epoch),
-                    ServerFrame::Malformed(_) => break,
+                    ServerFrame::Malformed(_) => break None,
+                }
+            };
+            let _ = alive_tx.send(false);
+            // Fail whatever is still waiting: the caller retries elsewhere. A node of
+            // another wire version is named (it will refuse every request of this build).
+            let waiting = std::mem::take(&mut *pending.lock().unwrap_or_else(|p| p.into_inner()));
+            if let Some(v) = ended {
+                tracing::warn!("a node answered in another client wire format: {v}");
+                for (_, tx) in waiting {
+                    let _ = tx.send(Err(ClientError::Unavailable(v.to_string())));
                 }
             }
-            let _ = alive_tx.send(false);
-            // Fail whatever is still waiting: the caller retries elsewhere.
-            pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
             me.inner.changed.send_modify(|v| *v += 1);
         });
         let conn = Arc::new(Conn {

@@ -1,4 +1,17 @@
-//! Length-prefixed postcard frames: `len: u32 big-endian | postcard bytes`.
+//! Length-prefixed, versioned postcard frames:
+//! `len: u32 big-endian | version: u32 big-endian | postcard bytes` (`len` counts the
+//! version and the postcard bytes).
+//!
+//! **Why the version.** postcard is not self-describing: bytes of another encoding can
+//! decode, as something else. Nodes and clients of different builds meet on a rolling
+//! upgrade, and a Raft vote or a lock request read in another build's layout could be
+//! misread rather than refused. So each frame says which wire format it is in
+//! ([`Wire::VERSION`]: [`PEER_WIRE`] between nodes, [`CLIENT_WIRE`] between clients and
+//! nodes), in four bytes every version reads the same way, and a reader decodes nothing
+//! of a frame in another format: it gets [`OtherVersion`], and a node answers with a
+//! [`version_only`] frame (its own version, no body) before closing, so the other side
+//! can say which versions met. The layout of the prefix and of the version-only frame
+//! is fixed for good; everything after the version may change with it.
 
 use std::io;
 
@@ -26,6 +39,61 @@ pub const MAX_RAFT_FRAME: u32 = 8 << 20;
 /// The largest Raft RPC *answer* a node reads from a peer, in bytes (answers carry a vote,
 /// a log id or an error message: small).
 pub const MAX_RAFT_REPLY: u32 = 1 << 20;
+
+/// The version of the protocol between nodes (Raft requests and answers, pre-votes, with
+/// the sender's service settings). Raised whenever their encoding changes.
+pub const PEER_WIRE: u32 = 1;
+/// The version of the client protocol (`ClientFrame`, `ServerFrame`). Raised whenever
+/// their encoding changes.
+pub const CLIENT_WIRE: u32 = 1;
+
+/// A value sent as one frame: which wire format it belongs to.
+pub trait Wire {
+    /// The format's version, the first four bytes of each frame's body.
+    const VERSION: u32;
+}
+
+/// The error inside the `InvalidData` of a frame in another wire format than the one the
+/// reader expected ([`other_version`]). Nothing of the frame was decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OtherVersion {
+    /// The version the frame carried.
+    pub theirs: u32,
+    /// The version the reader speaks.
+    pub ours: u32,
+}
+
+impl std::fmt::Display for OtherVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the other side speaks wire version {}, this build version {}: nodes and clients \
+             of different wire versions do not talk (upgrade them together)",
+            self.theirs, self.ours
+        )
+    }
+}
+
+impl std::error::Error for OtherVersion {}
+
+/// The [`OtherVersion`] inside `e`, if `e` is [`read`]'s refusal of a frame in another
+/// wire format. Cost: O(1).
+pub fn other_version(e: &io::Error) -> Option<OtherVersion> {
+    e.get_ref()
+        .and_then(|i| i.downcast_ref::<OtherVersion>())
+        .copied()
+}
+
+/// A frame that says only "this side speaks `version`": the body is the version and
+/// nothing else. The answer to a frame of another version, which the other side's
+/// [`read`] reports as [`OtherVersion`] whatever its own version (no version's frames are
+/// empty after the version). Cost: O(1).
+pub fn version_only(version: u32) -> [u8; 8] {
+    let mut f = [0u8; 8];
+    f[..4].copy_from_slice(&4u32.to_be_bytes());
+    f[4..].copy_from_slice(&version.to_be_bytes());
+    f
+}
 
 /// The error inside the `InvalidData` of a frame over the limit ([`is_oversized`]).
 #[derive(Debug)]
@@ -64,11 +132,12 @@ pub enum Next<T> {
     Idle,
 }
 
-/// Encodes `v` as one frame (prefix included).
+/// Encodes `v` as one frame (length and version included).
 ///
 /// Errors: `InvalidData` if `v` cannot be encoded. Cost: O(encoded size).
-pub fn encode<T: Serialize>(v: &T) -> io::Result<Vec<u8>> {
+pub fn encode<T: Serialize + Wire>(v: &T) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; 4];
+    buf.extend_from_slice(&T::VERSION.to_be_bytes());
     let body =
         postcard::to_allocvec(v).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     buf.extend_from_slice(&body);
@@ -80,7 +149,7 @@ pub fn encode<T: Serialize>(v: &T) -> io::Result<Vec<u8>> {
 /// Writes one frame.
 ///
 /// Errors: I/O errors, `InvalidData` if `v` cannot be encoded. Cost: O(encoded size).
-pub async fn write<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, v: &T) -> io::Result<()> {
+pub async fn write<W: AsyncWrite + Unpin, T: Serialize + Wire>(w: &mut W, v: &T) -> io::Result<()> {
     let buf = encode(v)?;
     w.write_all(&buf).await?;
     w.flush().await
@@ -121,9 +190,11 @@ pub async fn write_all_progressing<W: AsyncWrite + Unpin>(
 
 /// Reads one frame of at most `max` bytes. `Ok(None)` at a clean end of stream.
 ///
-/// Errors: I/O errors; `InvalidData` for an oversized frame or bytes that do not decode
-/// as exactly one `T` (the caller then closes the connection). Cost: O(frame size).
-pub async fn read<R: AsyncRead + Unpin, T: DeserializeOwned>(
+/// Errors: I/O errors; `InvalidData` for an oversized frame, a frame of another wire
+/// version than `T`'s ([`OtherVersion`], see [`other_version`]; nothing after the version
+/// is decoded) or bytes that do not decode as exactly one `T` (the caller then closes
+/// the connection). Cost: O(frame size).
+pub async fn read<R: AsyncRead + Unpin, T: DeserializeOwned + Wire>(
     r: &mut R,
     max: u32,
 ) -> io::Result<Option<T>> {
@@ -149,7 +220,23 @@ pub async fn read<R: AsyncRead + Unpin, T: DeserializeOwned>(
             "connection closed inside a frame",
         ));
     }
-    match postcard::take_from_bytes::<T>(&body) {
+    let Some((version, body)) = body.split_first_chunk::<4>() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a frame shorter than its version",
+        ));
+    };
+    let theirs = u32::from_be_bytes(*version);
+    if theirs != T::VERSION {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            OtherVersion {
+                theirs,
+                ours: T::VERSION,
+            },
+        ));
+    }
+    match postcard::take_from_bytes::<T>(body) {
         Ok((v, [])) => Ok(Some(v)),
         Ok(_) => Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -166,7 +253,7 @@ pub async fn read<R: AsyncRead + Unpin, T: DeserializeOwned>(
 /// Errors: as [`read`]; `TimedOut` when a started frame is not complete within `whole`
 /// (the caller then closes the connection). Cost: O(frame size); nothing is consumed on
 /// [`Next::Idle`], so the caller may wait again.
-pub async fn read_timed<R: AsyncBufRead + Unpin, T: DeserializeOwned>(
+pub async fn read_timed<R: AsyncBufRead + Unpin, T: DeserializeOwned + Wire>(
     r: &mut R,
     max: u32,
     idle: Duration,
@@ -195,7 +282,27 @@ pub async fn read_timed<R: AsyncBufRead + Unpin, T: DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
     use std::future::Future;
+
+    #[derive(Serialize, Deserialize, Debug, PartialEq, Eq)]
+    struct Pair(u32, u64);
+    impl Wire for Pair {
+        const VERSION: u32 = 7;
+    }
+
+    #[derive(Serialize, Deserialize, Debug, PartialEq, Eq)]
+    struct One(u32);
+    impl Wire for One {
+        const VERSION: u32 = 7;
+    }
+
+    /// `One` as a later build would send it.
+    #[derive(Serialize, Deserialize, Debug, PartialEq, Eq)]
+    struct Later(u32);
+    impl Wire for Later {
+        const VERSION: u32 = 8;
+    }
 
     /// A reader on the other end that takes one byte every `every` (forever when `None`).
     struct Trickle {
@@ -262,15 +369,16 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
     }
 
-    async fn read_bytes(bytes: &[u8], max: u32) -> io::Result<Option<(u32, u64)>> {
+    async fn read_bytes(bytes: &[u8], max: u32) -> io::Result<Option<Pair>> {
         let mut r = bytes;
-        read::<_, (u32, u64)>(&mut r, max).await
+        read::<_, Pair>(&mut r, max).await
     }
 
     #[tokio::test]
     async fn frames_round_trip_and_bad_ones_are_refused() {
-        let f = encode(&(7u32, 300u64)).unwrap();
-        assert_eq!(read_bytes(&f, 64).await.unwrap(), Some((7, 300)));
+        let f = encode(&Pair(7, 300)).unwrap();
+        assert_eq!(&f[..8], &[0, 0, 0, 7, 0, 0, 0, 7], "length, then version");
+        assert_eq!(read_bytes(&f, 64).await.unwrap(), Some(Pair(7, 300)));
         assert_eq!(read_bytes(&[], 64).await.unwrap(), None, "clean end");
         // Over the limit: refused before reading the body, recognisably.
         let e = read_bytes(&f, 2).await.unwrap_err();
@@ -288,7 +396,10 @@ mod tests {
         trailing[3] += 1;
         trailing.push(0);
         assert!(read_bytes(&trailing, 64).await.is_err());
-        // Garbage that does not decode.
+        // Garbage that does not decode, with and without a version.
+        assert!(read_bytes(&[0, 0, 0, 6, 0, 0, 0, 7, 0xff, 0xff], 64)
+            .await
+            .is_err());
         assert!(read_bytes(&[0, 0, 0, 2, 0xff, 0xff], 64).await.is_err());
         // A huge claimed length with nothing behind it costs no allocation and fails.
         assert!(read_bytes(&[0x03, 0xff, 0xff, 0xff], u32::MAX)
@@ -303,24 +414,52 @@ mod tests {
         // Nothing arrives: Idle, and nothing consumed.
         let (a, _keep) = tokio::io::duplex(64);
         let mut r = tokio::io::BufReader::new(a);
-        let n = read_timed::<_, u32>(&mut r, 64, idle, whole).await.unwrap();
+        let n = read_timed::<_, One>(&mut r, 64, idle, whole).await.unwrap();
         assert_eq!(n, Next::Idle);
         // Half a frame, then silence: TimedOut.
         let (a, mut b) = tokio::io::duplex(64);
         b.write_all(&[0, 0, 0, 8, 1]).await.unwrap();
         let mut r = tokio::io::BufReader::new(a);
-        let e = read_timed::<_, u32>(&mut r, 64, idle, whole)
+        let e = read_timed::<_, One>(&mut r, 64, idle, whole)
             .await
             .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         // A whole frame, then a clean end.
         let (a, mut b) = tokio::io::duplex(64);
-        b.write_all(&encode(&7u32).unwrap()).await.unwrap();
+        b.write_all(&encode(&One(7)).unwrap()).await.unwrap();
         drop(b);
         let mut r = tokio::io::BufReader::new(a);
-        let n = read_timed::<_, u32>(&mut r, 64, idle, whole).await.unwrap();
-        assert_eq!(n, Next::Frame(7));
-        let n = read_timed::<_, u32>(&mut r, 64, idle, whole).await.unwrap();
+        let n = read_timed::<_, One>(&mut r, 64, idle, whole).await.unwrap();
+        assert_eq!(n, Next::Frame(One(7)));
+        let n = read_timed::<_, One>(&mut r, 64, idle, whole).await.unwrap();
         assert_eq!(n, Next::End);
+    }
+
+    /// A frame of another wire version is refused before its body is decoded — even one
+    /// whose bytes would decode as the reader's type — and says which versions met; a
+    /// version-only frame is read as that refusal by any version, and is no frame of the
+    /// reader's own version.
+    #[tokio::test]
+    async fn a_frame_of_another_version_is_refused_undecoded() {
+        let later = encode(&Later(5)).unwrap();
+        let mut r = &later[..];
+        let e = read::<_, One>(&mut r, 64).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(other_version(&e), Some(OtherVersion { theirs: 8, ours: 7 }));
+        assert!(e.to_string().contains("wire version 8"), "{e}");
+        assert!(r.is_empty(), "the whole frame was consumed");
+        let mut r = &version_only(8)[..];
+        let e = read::<_, One>(&mut r, 64).await.unwrap_err();
+        assert_eq!(other_version(&e).map(|v| v.theirs), Some(8));
+        let mut r = &version_only(7)[..];
+        let e = read::<_, One>(&mut r, 64).await.unwrap_err();
+        assert_eq!(
+            other_version(&e),
+            None,
+            "our version, but no body: malformed"
+        );
+        // Ours again: read.
+        let mut r = &encode(&One(5)).unwrap()[..];
+        assert_eq!(read::<_, One>(&mut r, 64).await.unwrap(), Some(One(5)));
     }
 }

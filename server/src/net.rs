@@ -61,7 +61,8 @@ use crate::admission::{Admission, Admitted};
 use crate::auth::{Grants, Principal, Tokens};
 use crate::election::{Elector, PreVoteNetwork, PreVoteRequest, PreVoteResponse};
 use crate::frame::{
-    self, Next, MAX_CLIENT_FRAME, MAX_RAFT_FRAME, MAX_RAFT_REPLY, MAX_SERVER_FRAME,
+    self, Next, Wire, CLIENT_WIRE, MAX_CLIENT_FRAME, MAX_RAFT_FRAME, MAX_RAFT_REPLY,
+    MAX_SERVER_FRAME, PEER_WIRE,
 };
 use crate::node::Node;
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame};
@@ -78,6 +79,14 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 struct RaftCall {
     settings: ServiceConfig,
     req: RaftReq,
+}
+
+impl Wire for RaftCall {
+    const VERSION: u32 = PEER_WIRE;
+}
+
+impl Wire for RaftResp {
+    const VERSION: u32 = PEER_WIRE;
 }
 
 /// A Raft RPC.
@@ -400,6 +409,8 @@ pub async fn serve_peers(listener: TcpListener, elector: Arc<Elector>, policy: P
 fn read_failed(stats: &NetStats, port: &str, e: &io::Error) -> &'static str {
     let reason = if frame::is_oversized(e) {
         "oversized"
+    } else if frame::other_version(e).is_some() {
+        "other_version"
     } else if e.kind() == io::ErrorKind::TimedOut {
         "read_timeout"
     } else {
@@ -459,7 +470,12 @@ async fn raft_conn<R, W>(
                 break;
             }
             Err(e) => {
-                read_failed(&policy.stats, PEER, &e);
+                if read_failed(&policy.stats, PEER, &e) == "other_version" {
+                    // Told this node's version the way every version reads, so its log
+                    // names both (`TcpConn::call`).
+                    let only = frame::version_only(PEER_WIRE);
+                    let _ = frame::write_all_progressing(&mut w, &only, policy.read_timeout).await;
+                }
                 break;
             }
         };
@@ -757,7 +773,12 @@ impl TcpConn {
                 io::ErrorKind::UnexpectedEof,
                 "connection closed",
             ))),
-            Err(e) => Err(CallError::Network(e)),
+            Err(e) => match frame::other_version(&e) {
+                Some(v) => Err(CallError::Unreachable(
+                    self.peers.other_version_at(self.to, v),
+                )),
+                None => Err(CallError::Network(e)),
+            },
         }
     }
 }
@@ -996,6 +1017,17 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// What the writer of a client connection writes. (As large as a `ServerFrame`, which
+/// the channel carried unboxed before; boxing would allocate for every reply.)
+#[allow(clippy::large_enum_variant)]
+enum Out {
+    /// A frame of the client protocol.
+    Frame(ServerFrame),
+    /// The answer to a frame of another wire version ([`frame::version_only`]); the
+    /// connection closes after it.
+    OtherVersion,
+}
+
 /// Serves one client connection. Its place (`slot`) is proven by a token accepted, or
 /// on a node without tokens by its first whole request ([`Admitted::prove`]).
 async fn client_conn<R, W>(
@@ -1020,8 +1052,7 @@ async fn client_conn<R, W>(
     // itself), or, without tokens, every client alike.
     let mut principal = Principal::Anyone;
     // Each reply travels with its in-flight permit, released once the reply is written.
-    let (out_tx, mut out_rx) =
-        mpsc::unbounded_channel::<(ServerFrame, Option<OwnedSemaphorePermit>)>();
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<(Out, Option<OwnedSemaphorePermit>)>();
     let (push, mut push_rx, overflow) = node.shared.hub.sink(PUSH_BACKLOG);
     let writer_done = Arc::new(Notify::new());
     let done = writer_done.clone();
@@ -1050,19 +1081,28 @@ async fn client_conn<R, W>(
                     None => break,
                 },
                 p = push_rx.recv(), if pushes_open => match p {
-                    Some(o) => (ServerFrame::Push(o), None),
+                    Some(o) => (Out::Frame(ServerFrame::Push(o)), None),
                     None => {
                         pushes_open = false;
                         continue;
                     }
                 },
             };
-            let closing = matches!(f, ServerFrame::Malformed(_));
+            let closing = matches!(f, Out::Frame(ServerFrame::Malformed(_)) | Out::OtherVersion);
+            let write = async {
+                match &f {
+                    Out::Frame(f) => write_to_client(&mut w, f, &stats, closing_timeout).await,
+                    Out::OtherVersion => {
+                        let only = frame::version_only(CLIENT_WIRE);
+                        frame::write_all_progressing(&mut w, &only, closing_timeout).await
+                    }
+                }
+            };
             // A client that stops reading blocks this write: it fails once it has made no
             // progress for the read timeout, or sooner when the push queue fills and its
             // overflow ends the connection.
             let written = tokio::select! {
-                r = write_to_client(&mut w, &f, &stats, closing_timeout) => match r {
+                r = write => match r {
                     Ok(()) => true,
                     Err(e) => {
                         if e.kind() == io::ErrorKind::TimedOut {
@@ -1139,7 +1179,8 @@ async fn client_conn<R, W>(
                     proven = true;
                 }
                 if let Err(result) = allowed {
-                    let _ = out_tx.send((ServerFrame::Reply { id, result }, Some(permit)));
+                    let _ =
+                        out_tx.send((Out::Frame(ServerFrame::Reply { id, result }), Some(permit)));
                     continue;
                 }
                 let node = node.clone();
@@ -1147,7 +1188,7 @@ async fn client_conn<R, W>(
                 let push = push.clone();
                 tokio::spawn(async move {
                     let result = node.handle_request_as(req, conn, &push, principal).await;
-                    let _ = out.send((ServerFrame::Reply { id, result }, Some(permit)));
+                    let _ = out.send((Out::Frame(ServerFrame::Reply { id, result }), Some(permit)));
                 });
             }
             Ok(Next::End) => break,
@@ -1162,7 +1203,13 @@ async fn client_conn<R, W>(
             }
             Err(e) => {
                 read_failed(&node.stats.net, CLIENT, &e);
-                let _ = out_tx.send((ServerFrame::Malformed(e.to_string()), None));
+                // A client of another wire version could not read a `Malformed`: it is
+                // told this node's version the way every version reads.
+                let out = match frame::other_version(&e) {
+                    Some(_) => Out::OtherVersion,
+                    None => Out::Frame(ServerFrame::Malformed(e.to_string())),
+                };
+                let _ = out_tx.send((out, None));
                 break;
             }
         }

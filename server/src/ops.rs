@@ -250,7 +250,7 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
     );
     r.register(
         "connections_closed",
-        "Connections closed by the node (idle, read_timeout, write_timeout, oversized, malformed, displaced), by port",
+        "Connections closed by the node (idle, read_timeout, write_timeout, oversized, other_version, malformed, displaced), by port",
         net.closed.clone(),
     );
     r.register(

@@ -1,5 +1,5 @@
 //! The client protocol: [`ClientFrame`]s in, [`ServerFrame`]s out, each a length-prefixed
-//! postcard frame ([`crate::frame`]). Requests carry an id chosen by the client; the reply
+//! postcard frame of wire version [`CLIENT_WIRE`] ([`crate::frame`]). Requests carry an id chosen by the client; the reply
 //! carries it back. A write's reply is the core's [`fencelock::Reply`] to its input
 //! ([`Reply::Done`]); the core's events ([`Output`]: a `Granted` after `Queued`, a wait
 //! timed out, an expiry, a release by expiry or close, a watched lock's `HolderChanged`)
@@ -9,6 +9,7 @@ use fencelock::{Holder, Mode, Output, Permits, SessionInfo, Waiter};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::SessionSecret;
+use crate::frame::{Wire, CLIENT_WIRE};
 use crate::types::{CoreError, NodeAddr};
 
 /// How long an acquire may wait.
@@ -238,6 +239,10 @@ pub struct ClientFrame {
     pub req: Request,
 }
 
+impl Wire for ClientFrame {
+    const VERSION: u32 = CLIENT_WIRE;
+}
+
 /// A successful reply.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reply {
@@ -422,6 +427,12 @@ pub enum ServerFrame {
     },
     /// An event for an attached session.
     Push(Output),
-    /// The node could not decode a frame; it closes the connection after this.
+    /// The node could not decode a frame; it closes the connection after this. (A frame
+    /// of another wire version is answered with [`crate::frame::version_only`] instead,
+    /// which a client of any version reads.)
     Malformed(String),
+}
+
+impl Wire for ServerFrame {
+    const VERSION: u32 = CLIENT_WIRE;
 }

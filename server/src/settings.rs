@@ -155,6 +155,27 @@ impl PeerSettings {
             ),
             _ => format!("node {to} refuses Raft requests: it has not started yet"),
         };
+        self.note_refusal(to, what)
+    }
+
+    /// Notes that node `to` answered a request of this node's in another wire format
+    /// (`v`: a build whose Raft messages this one cannot read, nor it this one's), and
+    /// returns the error the request fails with; noted and logged as
+    /// [`refused_by`](Self::refused_by). Cost: O(log peers).
+    pub fn other_version_at(&self, to: NodeId, v: crate::frame::OtherVersion) -> io::Error {
+        self.note_refusal(
+            to,
+            format!(
+                "node {to} speaks peer wire version {}, this node {}: nodes of different \
+                 wire versions cannot form a cluster (upgrade them together)",
+                v.theirs, v.ours
+            ),
+        )
+    }
+
+    /// Keeps `what` as node `to`'s refusal (for [`refusal_by`](Self::refusal_by)), logs it
+    /// at most every [`LOG_EVERY`] per peer, and returns it as an error.
+    fn note_refusal(&self, to: NodeId, what: String) -> io::Error {
         let mut m = self.refused_by.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         let logged = match m.get(&to) {

@@ -90,7 +90,13 @@ fn frames(mut bytes: &[u8]) -> Vec<ServerFrame> {
         if bytes.len() < 4 + len {
             break;
         }
-        out.push(postcard::from_bytes(&bytes[4..4 + len]).expect("a server frame"));
+        let (version, body) = bytes[4..4 + len].split_at(4);
+        assert_eq!(
+            version,
+            frame::CLIENT_WIRE.to_be_bytes(),
+            "this build's version"
+        );
+        out.push(postcard::from_bytes(body).expect("a server frame"));
         bytes = &bytes[4 + len..];
     }
     out
@@ -315,7 +321,8 @@ async fn an_oversized_frame_is_refused_and_its_connection_closed() {
     // A frame just under the limit is read (and refused as garbage, not for its size).
     let mut s = TcpStream::connect(&t.addrs[l].client).await.unwrap();
     let mut fits = 1000u32.to_be_bytes().to_vec();
-    fits.extend(std::iter::repeat_n(0xffu8, 1000));
+    fits.extend(frame::CLIENT_WIRE.to_be_bytes());
+    fits.extend(std::iter::repeat_n(0xffu8, 996));
     s.write_all(&fits).await.unwrap();
     let f = frames(&closed_within(&mut s, GENEROUS).await.expect("closed"));
     assert!(
@@ -328,9 +335,22 @@ async fn an_oversized_frame_is_refused_and_its_connection_closed() {
         .await
         .unwrap();
     assert!(closed_within(&mut s, GENEROUS).await.is_some());
+    // A frame of another wire version: answered with this node's version only, closed,
+    // and counted as such on each port.
+    for port in [&t.addrs[l].client, &t.addrs[l].raft] {
+        let mut s = TcpStream::connect(port).await.unwrap();
+        let mut other = 6u32.to_be_bytes().to_vec();
+        other.extend((frame::CLIENT_WIRE + frame::PEER_WIRE + 7).to_be_bytes());
+        other.extend([0, 0]);
+        s.write_all(&other).await.unwrap();
+        let got = closed_within(&mut s, GENEROUS).await.expect("closed");
+        assert_eq!(got.len(), 8, "a version-only frame: {got:?}");
+    }
     let stats = &t.nodes[l].stats.net;
     assert_eq!(closed(stats, "client", "oversized"), 1);
     assert_eq!(closed(stats, "peer", "oversized"), 1);
+    assert_eq!(closed(stats, "client", "other_version"), 1);
+    assert_eq!(closed(stats, "peer", "other_version"), 1);
     // The peers' own frames (entries, heartbeats) fit: the cluster replicates and serves.
     t.serves("after-oversized").await;
     t.stop().await;

@@ -449,6 +449,9 @@ async fn a_request_without_a_credential_is_malformed() {
         id: u64,
         req: Bare,
     }
+    impl frame::Wire for BareFrame {
+        const VERSION: u32 = frame::CLIENT_WIRE;
+    }
     let t = start("sec-bare").await;
     let client = t.client();
     let victim = client.open_session(60_000).await.unwrap();
@@ -949,6 +952,10 @@ enum ForgedRaft {
     #[allow(dead_code)]
     Append(()),
     Vote(openraft::raft::VoteRequest<u64>),
+}
+
+impl frame::Wire for ForgedRaft {
+    const VERSION: u32 = frame::PEER_WIRE;
 }
 
 /// Forged votes (a term far ahead, ~20 a second) at the leader's Raft port from a program

@@ -138,11 +138,12 @@ async fn garbage_and_oversized_frames_close_the_connection_not_the_node() {
     let f: Option<ServerFrame> = frame::read(&mut s, frame::MAX_CLIENT_FRAME).await.unwrap();
     assert!(matches!(f, Some(ServerFrame::Malformed(_))), "{f:?}");
     assert!(closed(&mut s).await);
-    // A frame of junk.
+    // A frame of junk in this build's wire version.
     let mut s = raw(&caddr).await;
-    s.write_all(&[0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff])
-        .await
-        .unwrap();
+    let mut junk = vec![0, 0, 0, 9];
+    junk.extend(frame::CLIENT_WIRE.to_be_bytes());
+    junk.extend([0xff; 5]);
+    s.write_all(&junk).await.unwrap();
     let f: Option<ServerFrame> = frame::read(&mut s, frame::MAX_CLIENT_FRAME).await.unwrap();
     assert!(matches!(f, Some(ServerFrame::Malformed(_))), "{f:?}");
     // Junk and an oversized frame on every Raft port.
@@ -548,4 +549,129 @@ async fn a_peer_of_other_settings_is_refused_over_tcp() {
         n.shutdown().await;
     }
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Every frame names its wire version, and a frame of another one is never decoded. A
+/// node answers a Raft or client frame of another version with a frame holding only its
+/// own version and closes; a node whose peer answers so names the versions as the
+/// peer's refusal (what `add-learner` reports), and a client told so by a node fails
+/// with the versions named, not a decoding error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_of_another_wire_version_is_named_not_misread() {
+    let later = frame::PEER_WIRE + 1;
+    // Node 3 is a later build: it answers every frame with its version, and closes.
+    let base = common::temp_dir("tcp-wire");
+    let three = common::bind_three().await;
+    let members = three.members.clone();
+    let addrs = three.addrs();
+    let mut nodes = Vec::new();
+    for (i, (r, c)) in three.listeners.into_iter().enumerate() {
+        let id = i as u64 + 1;
+        if id == 3 {
+            tokio::spawn(answer_every_frame_with(r, frame::version_only(later)));
+            continue;
+        }
+        let mut cfg = NodeConfig::new(id, base.join(format!("n{id}")));
+        cfg.grace_ms = 200;
+        let node = Node::start(cfg, TcpNetwork::default()).await.unwrap();
+        tokio::spawn(serve_raft(r, node.elector().clone()));
+        tokio::spawn(serve_clients(c, node.clone()));
+        nodes.push(node);
+    }
+    nodes[0].initialize(members).await.unwrap();
+    let start = std::time::Instant::now();
+    let leader = loop {
+        assert!(start.elapsed() < Duration::from_secs(10), "no leader");
+        if let Some(l) = nodes
+            .iter()
+            .find(|n| n.raft.metrics().borrow().state == openraft::ServerState::Leader)
+        {
+            break l.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let why = loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no refusal noted"
+        );
+        if let Some(w) = leader.elector().settings().refusal_by(3) {
+            break w;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        why.contains(&format!(
+            "node 3 speaks peer wire version {later}, this node {}",
+            frame::PEER_WIRE
+        )),
+        "{why}"
+    );
+    // The other way: a frame of the later version at a node's Raft port and at its client
+    // port is answered with the node's version only, then the connection closes.
+    let mut frame_of_later = vec![0, 0, 0, 6];
+    frame_of_later.extend(later.to_be_bytes());
+    frame_of_later.extend([0, 0]);
+    for (port, ours) in [
+        (&addrs[0].raft, frame::PEER_WIRE),
+        (&addrs[0].client, frame::CLIENT_WIRE),
+    ] {
+        let mut s = raw(port).await;
+        s.write_all(&frame_of_later).await.unwrap();
+        let mut got = [0u8; 8];
+        tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut got))
+            .await
+            .expect("an answer")
+            .unwrap();
+        assert_eq!(got, frame::version_only(ours), "{port}");
+        assert!(closed(&mut s).await, "{port}");
+    }
+    for n in &nodes {
+        n.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A client whose node answers in another client wire version fails with both versions
+/// named (after its retries), not with a decoding error or a bare "connection lost".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_another_wire_version_is_told_the_nodes() {
+    let later = frame::CLIENT_WIRE + 1;
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    tokio::spawn(answer_every_frame_with(l, frame::version_only(later)));
+    let mut options = fencelock_server::client::ClientOptions::default();
+    options.timeouts.retry_for = Duration::from_millis(500);
+    let client = Client::with_options(vec![addr], options);
+    match client.open_session(1_000).await {
+        Err(ClientError::Unavailable(m)) => assert!(
+            m.contains(&format!(
+                "speaks wire version {later}, this build version {}",
+                frame::CLIENT_WIRE
+            )),
+            "{m}"
+        ),
+        Err(other) => panic!("{other:?}"),
+        Ok(_) => panic!("opened a session on a node of another wire version"),
+    }
+}
+
+/// Accepts connections on `l` and answers each one's first frame with `answer`, then
+/// closes it: a node of another wire version, as this build sees one.
+async fn answer_every_frame_with(l: TcpListener, answer: [u8; 8]) {
+    loop {
+        let Ok((mut s, _)) = l.accept().await else {
+            return;
+        };
+        tokio::spawn(async move {
+            let mut len = [0u8; 4];
+            if s.read_exact(&mut len).await.is_err() {
+                return;
+            }
+            let mut body = vec![0u8; u32::from_be_bytes(len).min(1 << 24) as usize];
+            if s.read_exact(&mut body).await.is_ok() {
+                let _ = s.write_all(&answer).await;
+            }
+        });
+    }
 }
