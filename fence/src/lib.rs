@@ -56,7 +56,7 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let token = Token(std::env::var("FENCELOCK_TOKEN")?.parse()?);
 //! let db = postgres::Client::connect("host=/run/postgresql dbname=shop", postgres::NoTls)?;
-//! let mut fence = PgFence::new(db)?; // creates the table fencelock_fence if missing
+//! let mut fence = PgFence::new(db)?; // creates public.fencelock_fence if missing
 //! let paid = fence.write("ledger", token, |tx| {
 //!     // the same transaction as the token check: both commit, or neither
 //!     tx.execute("INSERT INTO ledger (amount) VALUES ($1)", &[&10_i64])
@@ -380,16 +380,13 @@ mod tests {
     }
 
     #[test]
-    fn the_sql_names_the_documented_table() {
-        for sql in [
-            sqlite::CREATE,
-            sqlite::ADMIT,
-            sqlite::HIGHEST,
-            pg::CREATE,
-            pg::ADMIT,
-            pg::HIGHEST,
-        ] {
-            assert!(sql.contains(FENCE_TABLE), "{sql}");
+    fn the_sql_names_the_documented_table_with_its_schema() {
+        for sql in [sqlite::CREATE, sqlite::ADMIT, sqlite::HIGHEST] {
+            assert!(sql.contains(&format!("main.{FENCE_TABLE} ")), "{sql}");
+        }
+        let table = format!("\"public\".\"{FENCE_TABLE}\"");
+        for sql in [pg::create(&table), pg::admit(&table), pg::highest(&table)] {
+            assert!(sql.contains(&format!("{table} ")), "{sql}");
         }
     }
 }

@@ -8,29 +8,57 @@ use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Toke
 // EXISTS, which can otherwise fail with a unique violation when two sessions race.
 const CREATE_LOCK: i64 = 0x6665_6e63_656c_6f63; // "fenceloc"
 
-pub(crate) const CREATE: &str = "CREATE TABLE IF NOT EXISTS fencelock_fence (
+/// `CREATE TABLE` of the fence table `table` (schema-qualified, quoted).
+pub(crate) fn create(table: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {table} (
     resource bytea PRIMARY KEY,
     highest bigint NOT NULL CHECK (highest > 0)
-)";
+)"
+    )
+}
 
-// Insert the resource's first token, or raise the stored one if it is not higher than
-// ours. ON CONFLICT DO UPDATE locks the conflicting row even when the WHERE fails, so the
-// row stays locked until this transaction ends. RETURNING yields no row: stale.
-pub(crate) const ADMIT: &str =
-    "INSERT INTO fencelock_fence AS f (resource, highest) VALUES ($1, $2)
+/// Insert the resource's first token, or raise the stored one if it is not higher than
+/// ours. ON CONFLICT DO UPDATE locks the conflicting row even when the WHERE fails, so the
+/// row stays locked until this transaction ends. RETURNING yields no row: stale.
+pub(crate) fn admit(table: &str) -> String {
+    format!(
+        "INSERT INTO {table} AS f (resource, highest) VALUES ($1, $2)
     ON CONFLICT (resource) DO UPDATE SET highest = EXCLUDED.highest
     WHERE f.highest <= EXCLUDED.highest
-    RETURNING f.highest";
+    RETURNING f.highest"
+    )
+}
 
-pub(crate) const HIGHEST: &str = "SELECT highest FROM fencelock_fence WHERE resource = $1";
+/// The resource's highest token.
+pub(crate) fn highest(table: &str) -> String {
+    format!("SELECT highest FROM {table} WHERE resource = $1")
+}
+
+/// `schema`.`FENCE_TABLE` as an SQL name, each part a quoted identifier (so any schema
+/// name means itself: no case folding, no injection).
+///
+/// Errors: a schema name PostgreSQL cannot have: empty, longer than 63 bytes (its
+/// `NAMEDATALEN` − 1; a longer one would be truncated, naming another schema), or with a
+/// NUL. Cost: O(name length).
+fn qualified(schema: &str) -> Result<String, StorageError> {
+    if schema.is_empty() || schema.len() > 63 || schema.contains('\0') {
+        return Err(StorageError::new(
+            "name the fence table's schema",
+            format!("{schema:?} is not a PostgreSQL schema name (1 to 63 bytes, no NUL)"),
+        ));
+    }
+    let quote = |id: &str| format!("\"{}\"", id.replace('"', "\"\""));
+    Ok(format!("{}.{}", quote(schema), quote(crate::FENCE_TABLE)))
+}
 
 /// A fence in a PostgreSQL database: the table `fencelock_fence` (see
-/// [`FENCE_TABLE`](crate::FENCE_TABLE)) next to your data, and every fenced write one
-/// transaction:
+/// [`FENCE_TABLE`](crate::FENCE_TABLE)) in one named schema (`public` unless you choose
+/// another, [`PgFence::in_schema`]), and every fenced write one transaction:
 ///
 /// ```sql
 /// BEGIN;
-/// INSERT INTO fencelock_fence AS f (resource, highest) VALUES ($1, $2)
+/// INSERT INTO "public"."fencelock_fence" AS f (resource, highest) VALUES ($1, $2)
 ///   ON CONFLICT (resource) DO UPDATE SET highest = EXCLUDED.highest
 ///   WHERE f.highest <= EXCLUDED.highest
 ///   RETURNING f.highest;          -- no row: stale (then read the highest back)
@@ -45,6 +73,15 @@ pub(crate) const HIGHEST: &str = "SELECT highest FROM fencelock_fence WHERE reso
 /// `READ COMMITTED`; under `REPEATABLE READ` or `SERIALIZABLE` a writer that waited for a
 /// concurrent one to commit gets a serialization failure instead
 /// ([`FenceError::is_retryable`]) and may simply retry.
+///
+/// **One table for every writer.** The table is always named with its schema, never
+/// looked up through the role's `search_path`: PostgreSQL's default path is
+/// `"$user", public`, so an unqualified name would give each role that has a schema of
+/// its own a fence of its own, and the two would not refuse each other's stale tokens.
+/// A fence is also refused at construction when the connection's `search_path` finds
+/// another `fencelock_fence` first (one made by an earlier build in a role's own schema,
+/// or by hand): writers using that one would not see this one's tokens. Give
+/// [`in_schema`](Self::in_schema) that schema, or move the rows and drop it.
 pub struct PgFence {
     client: Client,
     admit: Statement,
@@ -52,21 +89,33 @@ pub struct PgFence {
 }
 
 impl PgFence {
-    /// A fence on `client`, creating the fence table if it is missing (so a role that may
-    /// only read and write an existing table needs no CREATE on the schema) and preparing
-    /// its two statements. Every writer of a resource must find the same
-    /// `fencelock_fence` through its `search_path`: a role whose own schema comes first
-    /// would otherwise get a fence of its own, and the two would not refuse each other's
-    /// stale tokens.
+    /// The schema [`new`](Self::new) keeps the fence table in.
+    pub const DEFAULT_SCHEMA: &'static str = "public";
+
+    /// A fence on `client` with its table in `public`: [`in_schema`](Self::in_schema)
+    /// with [`DEFAULT_SCHEMA`](Self::DEFAULT_SCHEMA).
+    ///
+    /// Errors and cost: as there.
+    pub fn new(client: Client) -> Result<Self, StorageError> {
+        Self::in_schema(client, Self::DEFAULT_SCHEMA)
+    }
+
+    /// A fence on `client` with its table in `schema` (which must exist), creating the
+    /// table if it is missing (so a role that may only read and write an existing table
+    /// needs no CREATE on the schema) and preparing its two statements. Every writer of a
+    /// resource must use the same schema.
     ///
     /// The closure given to [`Fence::write`] must not end the transaction itself (no
     /// `COMMIT` or `ROLLBACK` statements): the fence commits or rolls back.
     ///
-    /// Errors: [`StorageError`] if the table cannot be found or created, or a statement
-    /// prepared. Cost: seven round trips (a transaction taking an advisory lock around a
-    /// look-up and, if missing, `CREATE TABLE`, then two prepares); make one fence per
-    /// connection and keep it.
-    pub fn new(mut client: Client) -> Result<Self, StorageError> {
+    /// Errors: [`StorageError`] if `schema` is no schema name (empty, over 63 bytes, a
+    /// NUL), if the connection's `search_path` finds another `fencelock_fence` first
+    /// (naming its schema), if the table cannot be found or created (a missing schema
+    /// included), or a statement prepared. Cost: seven round trips (a transaction taking
+    /// an advisory lock around a look-up and, if missing, `CREATE TABLE`, then two
+    /// prepares); make one fence per connection and keep it.
+    pub fn in_schema(mut client: Client, schema: &str) -> Result<Self, StorageError> {
+        let table = qualified(schema)?;
         let mut tx = client
             .transaction()
             .map_err(|e| StorageError::new("begin", e))?;
@@ -75,21 +124,42 @@ impl PgFence {
         // Created only when missing: CREATE ... IF NOT EXISTS needs CREATE on the schema
         // even when the table exists, which a least-privilege role (SELECT, INSERT and
         // UPDATE on a table an administrator made) does not have.
-        let exists: bool = tx
-            .query_one("SELECT to_regclass('fencelock_fence') IS NOT NULL", &[])
-            .and_then(|row| row.try_get(0))
+        // Ours (NULL: missing), and whatever the search_path finds under the bare name,
+        // with its schema.
+        let (ours, found, found_in): (Option<u32>, Option<u32>, Option<String>) = tx
+            .query_one(
+                "SELECT to_regclass($1)::oid, c.oid, n.nspname::text
+                 FROM (SELECT to_regclass($2)::oid AS oid) AS bare
+                 LEFT JOIN pg_class c ON c.oid = bare.oid
+                 LEFT JOIN pg_namespace n ON n.oid = c.relnamespace",
+                &[&table, &crate::FENCE_TABLE],
+            )
+            .and_then(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
             .map_err(|e| StorageError::new("look for the fence table", e))?;
-        if !exists {
-            tx.batch_execute(CREATE)
+        if found.is_some_and(|f| Some(f) != ours) {
+            return Err(StorageError::new(
+                "find one fence table",
+                format!(
+                    "this connection's search_path finds {}.{} before {table}: writers \
+                     using that table would not refuse this fence's stale tokens, nor it \
+                     theirs; pass its schema to PgFence::in_schema, or move its rows \
+                     into {table} and drop it",
+                    found_in.as_deref().unwrap_or("?"),
+                    crate::FENCE_TABLE
+                ),
+            ));
+        }
+        if ours.is_none() {
+            tx.batch_execute(&create(&table))
                 .map_err(|e| StorageError::new("create the fence table", e))?;
         }
         tx.commit()
             .map_err(|e| StorageError::new("create the fence table", e))?;
         let admit = client
-            .prepare(ADMIT)
+            .prepare(&admit(&table))
             .map_err(|e| StorageError::new("prepare the conditional upsert", e))?;
         let highest = client
-            .prepare(HIGHEST)
+            .prepare(&highest(&table))
             .map_err(|e| StorageError::new("prepare the highest-token read", e))?;
         Ok(PgFence {
             client,

@@ -7,28 +7,33 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Token};
 
-pub(crate) const CREATE: &str = "CREATE TABLE IF NOT EXISTS fencelock_fence (
+// Always `main.`: an unqualified name would find a TEMP table of the same name first.
+pub(crate) const CREATE: &str = "CREATE TABLE IF NOT EXISTS main.fencelock_fence (
     resource BLOB PRIMARY KEY NOT NULL,
     highest INTEGER NOT NULL CHECK (highest > 0)
 ) STRICT, WITHOUT ROWID";
 
 // Insert the resource's first token, or raise the stored one if it is not higher than
 // ours. RETURNING yields a row only when a row was written: none means stale.
-pub(crate) const ADMIT: &str = "INSERT INTO fencelock_fence (resource, highest) VALUES (?1, ?2)
+// (An unqualified `highest` in DO UPDATE is the stored row's.)
+pub(crate) const ADMIT: &str =
+    "INSERT INTO main.fencelock_fence (resource, highest) VALUES (?1, ?2)
     ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest
-    WHERE fencelock_fence.highest <= excluded.highest
+    WHERE highest <= excluded.highest
     RETURNING highest";
 
-pub(crate) const HIGHEST: &str = "SELECT highest FROM fencelock_fence WHERE resource = ?1";
+pub(crate) const HIGHEST: &str = "SELECT highest FROM main.fencelock_fence WHERE resource = ?1";
 
 /// A fence in an SQLite database: the table `fencelock_fence` (see
-/// [`FENCE_TABLE`](crate::FENCE_TABLE)) next to your data, and every fenced write one
+/// [`FENCE_TABLE`](crate::FENCE_TABLE)) in the connection's main database, next to your
+/// data (always named `main.fencelock_fence`, so a `TEMP` table or an attached
+/// database's table of the same name is never used instead), and every fenced write one
 /// `BEGIN IMMEDIATE` transaction:
 ///
 /// ```sql
-/// INSERT INTO fencelock_fence (resource, highest) VALUES (:resource, :token)
+/// INSERT INTO main.fencelock_fence (resource, highest) VALUES (:resource, :token)
 ///   ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest
-///   WHERE fencelock_fence.highest <= excluded.highest
+///   WHERE highest <= excluded.highest
 ///   RETURNING highest;            -- no row: stale (then read the highest back)
 /// -- your write
 /// COMMIT;

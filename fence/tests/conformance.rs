@@ -414,3 +414,143 @@ fn postgres_fence_works_for_a_role_without_create_on_the_schema() {
     );
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(3)));
 }
+
+/// PostgreSQL's default `search_path` is `"$user", public`: two roles that each have a
+/// schema of their own must still share one fence (the table is named with its schema,
+/// never looked up), so each refuses the other's stale token.
+#[test]
+fn postgres_roles_with_schemas_of_their_own_share_one_fence() {
+    let pg = common::Postgres::start();
+    let mut admin = pg.connect();
+    // Two roles with schemas of their own (first on their search_path) that may also
+    // create in public; whatever a creates, b may use. The first fence is a's: an
+    // unqualified name would have made the table in schema a, and b's in schema b.
+    admin
+        .batch_execute(
+            "CREATE ROLE a LOGIN; CREATE SCHEMA a AUTHORIZATION a;
+             CREATE ROLE b LOGIN; CREATE SCHEMA b AUTHORIZATION b;
+             GRANT CREATE, USAGE ON SCHEMA public TO a, b;
+             ALTER DEFAULT PRIVILEGES FOR ROLE a IN SCHEMA public
+               GRANT SELECT, INSERT, UPDATE ON TABLES TO b;",
+        )
+        .unwrap();
+    let role = |r: &str| {
+        let url = pg.url().replace("user=fencelock", &format!("user={r}"));
+        postgres::Client::connect(&url, postgres::NoTls).unwrap()
+    };
+    let (mut a, mut b) = (
+        PgFence::new(role("a")).unwrap(),
+        PgFence::new(role("b")).unwrap(),
+    );
+    a.admit("ledger", Token(5)).unwrap();
+    assert_eq!(
+        b.admit("ledger", Token(4)).unwrap_err().stale_highest(),
+        Some(Token(5)),
+        "b sees a's token"
+    );
+    b.admit("ledger", Token(6)).unwrap();
+    assert!(a.admit("ledger", Token(5)).is_err(), "and a sees b's");
+    let own: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'fencelock_fence'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(own, 1, "one fence table in the database");
+}
+
+/// A `fencelock_fence` that the connection's `search_path` finds before the fence's own
+/// (an earlier build's, made in a role's schema) refuses the fence with both names,
+/// changing nothing; given that schema, the fence uses the table and its tokens.
+#[test]
+fn postgres_fence_refuses_another_table_found_first_and_takes_its_schema() {
+    let pg = common::Postgres::start();
+    let mut c = pg.connect();
+    c.batch_execute(
+        "CREATE SCHEMA app;
+         CREATE TABLE app.fencelock_fence (resource bytea PRIMARY KEY,
+                                           highest bigint NOT NULL CHECK (highest > 0));
+         INSERT INTO app.fencelock_fence VALUES ('ledger', 9);
+         SET search_path = app, public;",
+    )
+    .unwrap();
+    let e = match PgFence::new(c) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a fence beside the one the search_path finds"),
+    };
+    assert!(
+        e.contains("finds app.fencelock_fence before \"public\".\"fencelock_fence\""),
+        "{e}"
+    );
+    let mut c = pg.connect();
+    let n: Option<String> = c
+        .query_one("SELECT to_regclass('public.fencelock_fence')::text", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, None, "nothing created");
+    c.batch_execute("SET search_path = app, public").unwrap();
+    let mut f = PgFence::in_schema(c, "app").unwrap();
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(9)));
+    assert_eq!(
+        f.admit("ledger", Token(8)).unwrap_err().stale_highest(),
+        Some(Token(9))
+    );
+}
+
+/// A schema name is an identifier, whatever it holds: quoted, never folded or spliced
+/// into the SQL; a name PostgreSQL cannot have is refused before anything is sent.
+#[test]
+fn postgres_fence_schema_names_are_identifiers() {
+    let pg = common::Postgres::start();
+    let mut c = pg.connect();
+    c.batch_execute(r#"CREATE SCHEMA "Odd ""name""; DROP TABLE x""#)
+        .unwrap();
+    let mut f = PgFence::in_schema(c, "Odd \"name\"; DROP TABLE x").unwrap();
+    f.admit("r", Token(2)).unwrap();
+    let n: i64 = f
+        .client()
+        .query_one(
+            r#"SELECT count(*) FROM "Odd ""name""; DROP TABLE x".fencelock_fence"#,
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+    for bad in ["", "a\0b", &"s".repeat(64)] {
+        let e = PgFence::in_schema(pg.connect(), bad)
+            .err()
+            .expect("refused");
+        assert_eq!(e.what(), "name the fence table's schema", "{bad:?}");
+    }
+    let e = PgFence::in_schema(pg.connect(), "missing")
+        .err()
+        .expect("refused");
+    assert_eq!(e.what(), "create the fence table");
+}
+
+/// The SQLite fence names its table in the main database: a `TEMP` table of the same
+/// name (which an unqualified name would find first) neither takes its writes nor
+/// answers its reads.
+#[test]
+fn sqlite_fence_ignores_a_temp_table_of_its_name() {
+    let mut f = SqliteFence::new(rusqlite::Connection::open_in_memory().unwrap()).unwrap();
+    f.admit("r", Token(5)).unwrap();
+    f.connection()
+        .execute_batch(
+            "CREATE TEMP TABLE fencelock_fence (resource BLOB PRIMARY KEY, highest INTEGER);
+             INSERT INTO temp.fencelock_fence VALUES (CAST('r' AS BLOB), 1);",
+        )
+        .unwrap();
+    assert_eq!(f.highest("r").unwrap(), Some(Token(5)));
+    assert_eq!(
+        f.admit("r", Token(4)).unwrap_err().stale_highest(),
+        Some(Token(5))
+    );
+    f.admit("r", Token(7)).unwrap();
+    let temp: i64 = f
+        .connection()
+        .query_row("SELECT highest FROM temp.fencelock_fence", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(temp, 1, "the TEMP table is untouched");
+}
