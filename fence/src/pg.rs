@@ -40,12 +40,23 @@ pub(crate) fn highest(table: &str) -> String {
 ///
 /// Errors: a schema name PostgreSQL cannot have: empty, longer than 63 bytes (its
 /// `NAMEDATALEN` − 1; a longer one would be truncated, naming another schema), or with a
-/// NUL. Cost: O(name length).
+/// NUL; or one of PostgreSQL's own: `pg_…` (`pg_temp` above all: each session's
+/// temporary schema, which would give every connection a fence of its own) and
+/// `information_schema`. Cost: O(name length).
 fn qualified(schema: &str) -> Result<String, StorageError> {
     if schema.is_empty() || schema.len() > 63 || schema.contains('\0') {
         return Err(StorageError::new(
             "name the fence table's schema",
             format!("{schema:?} is not a PostgreSQL schema name (1 to 63 bytes, no NUL)"),
+        ));
+    }
+    if schema.starts_with("pg_") || schema == "information_schema" {
+        return Err(StorageError::new(
+            "name the fence table's schema",
+            format!(
+                "{schema:?} is one of PostgreSQL's own schemas (pg_temp would give every \
+                 session a temporary fence of its own): name a schema every writer shares"
+            ),
         ));
     }
     let quote = |id: &str| format!("\"{}\"", id.replace('"', "\"\""));
@@ -140,10 +151,10 @@ impl PgFence {
             return Err(StorageError::new(
                 "find one fence table",
                 format!(
-                    "this connection's search_path finds {}.{} before {table}: writers \
+                    "this connection's search_path finds {:?}.{} before {table}: writers \
                      using that table would not refuse this fence's stale tokens, nor it \
-                     theirs; pass its schema to PgFence::in_schema, or move its rows \
-                     into {table} and drop it",
+                     theirs; pass its schema to PgFence::in_schema (unless it is a \
+                     temporary table), or move its rows into {table} and drop it",
                     found_in.as_deref().unwrap_or("?"),
                     crate::FENCE_TABLE
                 ),

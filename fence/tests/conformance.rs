@@ -480,7 +480,7 @@ fn postgres_fence_refuses_another_table_found_first_and_takes_its_schema() {
         Ok(_) => panic!("a fence beside the one the search_path finds"),
     };
     assert!(
-        e.contains("finds app.fencelock_fence before \"public\".\"fencelock_fence\""),
+        e.contains("finds \"app\".fencelock_fence before \"public\".\"fencelock_fence\""),
         "{e}"
     );
     let mut c = pg.connect();
@@ -517,7 +517,14 @@ fn postgres_fence_schema_names_are_identifiers() {
         .unwrap()
         .get(0);
     assert_eq!(n, 1);
-    for bad in ["", "a\0b", &"s".repeat(64)] {
+    for bad in [
+        "",
+        "a\0b",
+        &"s".repeat(64),
+        "pg_temp",
+        "pg_catalog",
+        "information_schema",
+    ] {
         let e = PgFence::in_schema(pg.connect(), bad)
             .err()
             .expect("refused");

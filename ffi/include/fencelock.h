@@ -8,7 +8,8 @@
  * array of the caller's), or one at a time with fencelock_service_poll_output. Before
  * applying an input the core advances to its `now` as fencelock_service_tick would; that
  * advance (and its events) stands even if the input is then refused, which changes
- * nothing else. Error precedence is the core's.
+ * nothing else. Error precedence is the core's. Every function on a handle returns
+ * INVALID_HANDLE for a handle of another kind (see ffi/README.md, "Ownership rules").
  *
  * See ffi/README.md for the ownership and error rules and an embedding example.
  */
@@ -143,9 +144,10 @@ enum fencelock_result
   // Caller-provided memory is not aligned as `fencelock_service_layout` said.
   FENCELOCK_RESULT_MISALIGNED_MEMORY = 905,
   // The handle is not a live handle of the function's kind: another kind (a gate
-  // passed as a service), one already freed (certain for a placed service; while its
-  // memory is not reused, for the others), or memory that is no handle. Nothing is
-  // read past the handle's tag, and nothing changes.
+  // passed as a service), a pointer not aligned as a handle, or a service placed in
+  // the caller's memory after its `_free`. Checked where NULL is, after the other
+  // arguments; nothing is read past the handle's tag, and nothing changes. (A handle
+  // the library allocated stays undefined behaviour to use after its `_free`.)
   FENCELOCK_RESULT_INVALID_HANDLE = 906,
   // The core refused with an error this build of the ABI has no code for (a core
   // newer than its ABI; never expected: a test checks every core error has its code).
@@ -645,8 +647,7 @@ fencelock_result fencelock_result_message(uint32_t code, char *buf, size_t len, 
 fencelock_result fencelock_gate_new(size_t capacity, struct fencelock_gate **out_gate);
 
 // Frees a gate. NULL is fine; must not be called twice; the handle must not be used
-// afterwards. A pointer that is not a live gate (another kind of handle; a gate already
-// freed, while its memory is not reused) frees nothing. Cost: O(1).
+// afterwards. A handle of another kind frees nothing. Cost: O(1).
 //
 // # Safety
 // `gate` NULL or a live gate handle.
@@ -750,8 +751,7 @@ fencelock_result fencelock_keeper_new(uint64_t ttl,
                                       struct fencelock_keeper **out_keeper);
 
 // Frees a keeper. NULL is fine; must not be called twice; the handle must not be used
-// afterwards. A pointer that is not a live keeper (another kind of handle; a keeper
-// already freed, while its memory is not reused) frees nothing. Cost: O(1).
+// afterwards. A handle of another kind frees nothing. Cost: O(1).
 //
 // # Safety
 // `keeper` NULL or a live keeper handle.
@@ -861,8 +861,7 @@ fencelock_result fencelock_service_new(const struct fencelock_config *config,
 // used afterwards. For a service placed with `_init_in`/`_restore_in`, the memory is
 // the caller's again once this returns, marked ended: a second free does nothing and
 // any other call on it is `INVALID_HANDLE` (until the caller reuses the memory). A
-// pointer that is not a live service (another kind of handle; a service already freed,
-// while its memory is not reused) frees nothing. Cost: O(1) plus the queued events.
+// handle of another kind frees nothing. Cost: O(1) plus the queued events.
 //
 // # Safety
 // `svc` is NULL or a live handle, not used concurrently or after this call.

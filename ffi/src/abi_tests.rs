@@ -2628,6 +2628,29 @@ fn a_handle_of_another_kind_is_refused_and_changes_nothing() {
     // Each handle is as it was, and none recorded the others' refusals.
     assert_eq!(snapshot(svc), before);
     assert_eq!(last_error_of(svc), "ok");
+    let read = |f: &dyn Fn(*mut std::ffi::c_char, usize, *mut usize) -> fencelock_result| {
+        let mut msg = [0 as std::ffi::c_char; 128];
+        let mut len = 0;
+        assert_eq!(
+            f(msg.as_mut_ptr(), msg.len(), &mut len),
+            fencelock_result::Ok
+        );
+        msg[..len]
+            .iter()
+            .map(|c| *c as u8 as char)
+            .collect::<String>()
+    };
+    // SAFETY: live handles; the buffers are the closure's.
+    unsafe {
+        assert_eq!(
+            read(&|b, l, o| fencelock_gate_last_error(gate, b, l, o)),
+            "ok"
+        );
+        assert_eq!(
+            read(&|b, l, o| fencelock_keeper_last_error(keeper, b, l, o)),
+            "ok"
+        );
+    }
     let (mut extended, mut may) = (false, false);
     // SAFETY: live handles, freed once.
     unsafe {

@@ -72,8 +72,7 @@ pub unsafe extern "C" fn fencelock_gate_new(
 }
 
 /// Frees a gate. NULL is fine; must not be called twice; the handle must not be used
-/// afterwards. A pointer that is not a live gate (another kind of handle; a gate already
-/// freed, while its memory is not reused) frees nothing. Cost: O(1).
+/// afterwards. A handle of another kind frees nothing. Cost: O(1).
 ///
 /// # Safety
 /// `gate` NULL or a live gate handle.

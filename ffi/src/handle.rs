@@ -7,14 +7,15 @@
 //! host through `ctypes` as a bare `c_void_p`, so a gate passed where a service is due
 //! type-checks there. The first eight bytes of every handle are a tag naming its kind
 //! ([`Handle::TAG`]), overwritten with [`FREED`] when the handle ends; every function
-//! reads the tag before it touches the handle and refuses any other with
-//! `INVALID_HANDLE`, changing nothing (SQLite checks its connection handles the same
-//! way, with a magic number, to report misuse instead of corrupting memory). What this
-//! catches for certain: a live handle of another kind, and a service placed in the
-//! caller's memory (`fencelock_service_init_in`) after its `_free`. What it catches when
-//! it can: a handle freed by `_free` whose memory the allocator has not yet handed out
-//! again (the call is still the caller's error; the check only makes it likely to be
-//! reported instead of silently corrupting memory).
+//! reads the tag before it touches the handle (where it checks for NULL: after the
+//! other arguments) and refuses any other with `INVALID_HANDLE`, changing nothing
+//! (SQLite checks its connection handles the same way, with a magic number, to report
+//! misuse instead of corrupting memory). What this catches: a live handle of another
+//! kind, a pointer not aligned as the kind's handles are, and a service placed in the
+//! caller's memory (`fencelock_service_init_in`) after its `_free`. What it does not:
+//! a handle this library allocated, used after its `_free` — the memory may be
+//! unmapped (a large service's is) or reused, so reading the tag is itself undefined
+//! behaviour and may crash; that stays the caller's error.
 
 use core::cell::Cell;
 use core::ffi::c_char;
@@ -71,9 +72,9 @@ pub(crate) const fn tag_first(offset: usize) -> bool {
     offset == 0 && core::mem::offset_of!(HandleState, tag) == 0
 }
 
-/// `p` checked: `NULL_PARAMETER` for NULL, `INVALID_HANDLE` for a pointer whose first
-/// eight bytes are not `T`'s tag (another kind of handle, an ended one, or no handle;
-/// a misaligned pointer is none either). Reads those eight bytes only. Cost: O(1).
+/// `p` checked: `NULL_PARAMETER` for NULL, `INVALID_HANDLE` for a pointer not aligned as
+/// a `T` is, or whose first eight bytes are not `T`'s tag (another kind of handle, an
+/// ended placed service). Reads those eight bytes only. Cost: O(1).
 ///
 /// # Safety
 /// `p` is NULL or points to at least eight readable bytes, as every live handle of this
@@ -82,17 +83,17 @@ pub(crate) unsafe fn check<T: Handle>(p: *const T) -> Result<(), Fail> {
     if p.is_null() {
         return Err(fencelock_result::NullParameter.into());
     }
-    let tag = p.cast::<u64>();
-    // SAFETY: non-NULL and aligned (checked first), eight readable bytes (contract).
-    if !tag.is_aligned() || unsafe { tag.read() } != T::TAG {
+    // SAFETY: non-NULL and aligned as a `T` (checked first; a `T` is at least as aligned
+    // as its `u64` tag), eight readable bytes (contract).
+    if !p.is_aligned() || unsafe { p.cast::<u64>().read() } != T::TAG {
         return Err(fencelock_result::InvalidHandle.into());
     }
     Ok(())
 }
 
 /// Marks a handle ended, just before it is dropped: from now on [`check`] refuses it
-/// (for certain while its memory is the caller's, as a placed service's is; until the
-/// allocator reuses it, for a handle this library allocated). Cost: O(1).
+/// while its memory is the caller's, as a placed service's is (a handle this library
+/// allocated is freed: using it again is the caller's undefined behaviour). Cost: O(1).
 pub(crate) fn end<T: Handle>(h: &T) {
     h.state().tag.set(FREED);
 }

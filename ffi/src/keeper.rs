@@ -63,8 +63,7 @@ pub unsafe extern "C" fn fencelock_keeper_new(
 }
 
 /// Frees a keeper. NULL is fine; must not be called twice; the handle must not be used
-/// afterwards. A pointer that is not a live keeper (another kind of handle; a keeper
-/// already freed, while its memory is not reused) frees nothing. Cost: O(1).
+/// afterwards. A handle of another kind frees nothing. Cost: O(1).
 ///
 /// # Safety
 /// `keeper` NULL or a live keeper handle.

@@ -100,9 +100,10 @@ pub enum fencelock_result {
     /// Caller-provided memory is not aligned as `fencelock_service_layout` said.
     MisalignedMemory = 905,
     /// The handle is not a live handle of the function's kind: another kind (a gate
-    /// passed as a service), one already freed (certain for a placed service; while its
-    /// memory is not reused, for the others), or memory that is no handle. Nothing is
-    /// read past the handle's tag, and nothing changes.
+    /// passed as a service), a pointer not aligned as a handle, or a service placed in
+    /// the caller's memory after its `_free`. Checked where NULL is, after the other
+    /// arguments; nothing is read past the handle's tag, and nothing changes. (A handle
+    /// the library allocated stays undefined behaviour to use after its `_free`.)
     InvalidHandle = 906,
     /// The core refused with an error this build of the ABI has no code for (a core
     /// newer than its ABI; never expected: a test checks every core error has its code).
@@ -195,7 +196,7 @@ impl fencelock_result {
             }
             Self::MisalignedMemory => "misaligned memory: align as fencelock_service_layout says",
             Self::InvalidHandle => {
-                "invalid handle: not a live handle of this kind (another kind, or one already freed)"
+                "invalid handle: not a live handle of this kind (another kind, or a placed service after its free)"
             }
             Self::UnknownError => {
                 "unknown error: the core refused with an error this ABI has no code for"

@@ -623,8 +623,7 @@ pub unsafe extern "C" fn fencelock_service_new(
 /// used afterwards. For a service placed with `_init_in`/`_restore_in`, the memory is
 /// the caller's again once this returns, marked ended: a second free does nothing and
 /// any other call on it is `INVALID_HANDLE` (until the caller reuses the memory). A
-/// pointer that is not a live service (another kind of handle; a service already freed,
-/// while its memory is not reused) frees nothing. Cost: O(1) plus the queued events.
+/// handle of another kind frees nothing. Cost: O(1) plus the queued events.
 ///
 /// # Safety
 /// `svc` is NULL or a live handle, not used concurrently or after this call.

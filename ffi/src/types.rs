@@ -1075,8 +1075,8 @@ pub(crate) unsafe fn give<T>(dst: *mut *mut T, h: T) {
 }
 
 /// Frees a handle made by [`give`], marked ended first. NULL is fine, and so is anything
-/// [`check`](crate::handle::check) refuses (another kind of handle, an ended one): nothing
-/// is freed then.
+/// [`check`](crate::handle::check) refuses (another kind of handle): nothing is freed
+/// then.
 ///
 /// # Safety
 /// `p` is NULL or a handle of this library's; a live one of kind `T` came from [`give`].

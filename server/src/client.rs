@@ -401,16 +401,20 @@ impl Client {
                     ServerFrame::Malformed(_) => break None,
                 }
             };
-            let _ = alive_tx.send(false);
             // Fail whatever is still waiting: the caller retries elsewhere. A node of
             // another wire version is named (it will refuse every request of this build).
+            // Answered before the connection is marked dead, so a sender that sees it dead
+            // finds the answer already there (`send`).
             let waiting = std::mem::take(&mut *pending.lock().unwrap_or_else(|p| p.into_inner()));
-            if let Some(v) = ended {
+            if let Some(v) = &ended {
                 tracing::warn!("a node answered in another client wire format: {v}");
-                for (_, tx) in waiting {
-                    let _ = tx.send(Err(ClientError::Unavailable(v.to_string())));
-                }
             }
+            for (_, tx) in waiting {
+                if let Some(v) = &ended {
+                    let _ = tx.send(Err(ClientError::Unavailable(v.to_string())));
+                } // else dropped: "connection lost"
+            }
+            let _ = alive_tx.send(false);
             me.inner.changed.send_modify(|v| *v += 1);
         });
         let conn = Arc::new(Conn {
@@ -466,7 +470,7 @@ impl Client {
             _ => self.inner.reply_timeout,
         };
         let id = self.inner.ids.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
+        let (tx, mut rx) = oneshot::channel();
         conn.pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -476,8 +480,12 @@ impl Client {
             frame::write(&mut *w, &ClientFrame { id, req }).await
         };
         // The reader may have died (and cleared `pending`) before our id went in; then no
-        // reply can come: fail now rather than after the reply timeout.
+        // reply can come: fail now rather than after the reply timeout — unless it left
+        // an answer for us on its way out (a node of another wire version, named).
         if written.is_err() || !*conn.alive.borrow() {
+            if let Ok(answer) = rx.try_recv() {
+                return answer;
+            }
             conn.pending
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

@@ -86,8 +86,9 @@ pub fn other_version(e: &io::Error) -> Option<OtherVersion> {
 
 /// A frame that says only "this side speaks `version`": the body is the version and
 /// nothing else. The answer to a frame of another version, which the other side's
-/// [`read`] reports as [`OtherVersion`] whatever its own version (no version's frames are
-/// empty after the version). Cost: O(1).
+/// [`read`] reports as [`OtherVersion`] (to a reader of the same version it is a
+/// malformed frame: no version's frames are empty after the version). A frame over the
+/// reader's size limit is refused as oversized before its version is read. Cost: O(1).
 pub fn version_only(version: u32) -> [u8; 8] {
     let mut f = [0u8; 8];
     f[..4].copy_from_slice(&4u32.to_be_bytes());

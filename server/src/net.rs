@@ -235,8 +235,8 @@ pub struct NetStats {
     /// still closing).
     pub refused: Family<Labels, Counter>,
     /// Connections closed by the node, by `port` and `reason` (`idle`, `read_timeout`,
-    /// `write_timeout`, `oversized`, `malformed`, `displaced`: an unproven connection
-    /// whose place a new one took).
+    /// `write_timeout`, `oversized`, `other_version`: a frame of another wire version,
+    /// `malformed`, `displaced`: an unproven connection whose place a new one took).
     pub closed: Family<Labels, Counter>,
     /// Failed `accept` calls (`EMFILE`…), by `port`.
     pub accept_errors: Family<Labels, Counter>,
