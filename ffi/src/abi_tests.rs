@@ -203,6 +203,33 @@ fn last_error_of(svc: *const fencelock_service) -> String {
     msg[..len].iter().map(|c| *c as u8 as char).collect()
 }
 
+/// What a `_last_error` call writes, through `f(buf, len, &len)`.
+fn message_of(f: &dyn Fn(*mut std::ffi::c_char, usize, *mut usize) -> fencelock_result) -> String {
+    let mut msg = [0 as std::ffi::c_char; 128];
+    let mut len = 0;
+    assert_eq!(
+        f(msg.as_mut_ptr(), msg.len(), &mut len),
+        fencelock_result::Ok
+    );
+    msg[..len].iter().map(|c| *c as u8 as char).collect()
+}
+
+/// A service of `c` placed in a 16-aligned arena of exactly its layout's size: the
+/// arena (which must outlive the service), the service, and the size.
+fn placed_service(c: &fencelock_config) -> (Vec<u128>, *mut fencelock_service, usize) {
+    let (mut size, mut align) = (0, 0);
+    // SAFETY: valid pointers to this function's locals.
+    let r = unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
+    assert_eq!(r, fencelock_result::Ok);
+    assert!(align <= 16);
+    let mut arena = vec![0u128; size / 16 + 1];
+    let mut svc = null_mut();
+    // SAFETY: the arena is 16-aligned and `size` bytes long; the caller keeps it.
+    let r = unsafe { fencelock_service_init_in(arena.as_mut_ptr().cast(), size, c, &mut svc) };
+    assert_eq!(r, fencelock_result::Ok);
+    (arena, svc, size)
+}
+
 /// The GC-pause timeline: A holds with token 34 and pauses; B keeps its session alive at
 /// 3, 6 and 9 with no tick in between (each input carries its own `now`); at 10 A expires
 /// and B is granted 35; the gate refuses 34; A's keeper had said stop at 8.
@@ -826,18 +853,7 @@ fn bad_input_is_refused_and_changes_nothing() {
 /// framework; a keeper refuses an ack of a keep-alive it never recorded.
 #[test]
 fn gates_and_keepers_have_a_last_error() {
-    let read = |f: &dyn Fn(*mut std::ffi::c_char, usize, *mut usize) -> fencelock_result| {
-        let mut msg = [0 as std::ffi::c_char; 128];
-        let mut len = 0;
-        assert_eq!(
-            f(msg.as_mut_ptr(), msg.len(), &mut len),
-            fencelock_result::Ok
-        );
-        msg[..len]
-            .iter()
-            .map(|c| *c as u8 as char)
-            .collect::<String>()
-    };
+    let read = message_of;
     let mut gate = null_mut();
     let mut keeper = null_mut();
     let (p, n) = name("r");
@@ -1115,15 +1131,7 @@ fn a_panic_poisons_the_handle() {
 /// and grants three waiters), wrapping around its end, and loses nothing.
 #[test]
 fn placed_ring_takes_a_burst_and_wraps() {
-    let c = config(3, 3, 6);
-    let (mut size, mut align) = (0, 0);
-    // SAFETY: valid pointers to this test's locals.
-    unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
-    let mut arena = vec![0u128; size / 16 + 1];
-    let mut svc = null_mut();
-    // SAFETY: the arena is 16-aligned, `size` bytes long, and outlives the service.
-    let r = unsafe { fencelock_service_init_in(arena.as_mut_ptr().cast(), size, &c, &mut svc) };
-    assert_eq!(r, fencelock_result::Ok);
+    let (arena, svc, _) = placed_service(&config(3, 3, 6));
     let a = open(svc, 0, 5);
     let b = open(svc, 0, 100);
     // Three rounds of 3 events move the ring's head to 9: C holds l0 with B waiting, and
@@ -1875,16 +1883,7 @@ fn defaults_and_buffer_sizes_are_the_cores() {
 /// tick) is `OK` with 0 events, not a caught panic that poisons the handle.
 #[test]
 fn a_placed_service_with_an_empty_ring_drains() {
-    let c = config(0, 1, 0);
-    let (mut size, mut align) = (0, 0);
-    // SAFETY: valid pointers to this test's locals.
-    let r = unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
-    assert_eq!(r, fencelock_result::Ok);
-    let mut arena = vec![0u128; size / 16 + 1];
-    let mut svc = null_mut();
-    // SAFETY: the arena is 16-aligned, `size` bytes long, and outlives the service.
-    let r = unsafe { fencelock_service_init_in(arena.as_mut_ptr().cast(), size, &c, &mut svc) };
-    assert_eq!(r, fencelock_result::Ok);
+    let (arena, svc, _) = placed_service(&config(0, 1, 0));
     assert_eq!(tick(svc, 1), fencelock_result::Ok);
     let mut reply = junk_reply();
     // SAFETY: live handle; reply writable.
@@ -2628,19 +2627,8 @@ fn a_handle_of_another_kind_is_refused_and_changes_nothing() {
     // Each handle is as it was, and none recorded the others' refusals.
     assert_eq!(snapshot(svc), before);
     assert_eq!(last_error_of(svc), "ok");
-    let read = |f: &dyn Fn(*mut std::ffi::c_char, usize, *mut usize) -> fencelock_result| {
-        let mut msg = [0 as std::ffi::c_char; 128];
-        let mut len = 0;
-        assert_eq!(
-            f(msg.as_mut_ptr(), msg.len(), &mut len),
-            fencelock_result::Ok
-        );
-        msg[..len]
-            .iter()
-            .map(|c| *c as u8 as char)
-            .collect::<String>()
-    };
-    // SAFETY: live handles; the buffers are the closure's.
+    let read = message_of;
+    // SAFETY: live handles; the buffers are `message_of`'s.
     unsafe {
         assert_eq!(
             read(&|b, l, o| fencelock_gate_last_error(gate, b, l, o)),
@@ -2679,20 +2667,8 @@ fn a_handle_of_another_kind_is_refused_and_changes_nothing() {
 #[test]
 fn a_placed_service_is_refused_after_its_free() {
     let c = config(2, 2, 2);
-    let (mut size, mut align) = (0, 0);
-    // SAFETY: valid pointers to this test's locals.
-    unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
-    assert!(align <= 16);
-    let mut arena = vec![0u128; size / 16 + 1];
+    let (mut arena, svc, size) = placed_service(&c);
     let mem = arena.as_mut_ptr().cast::<u8>();
-    let mut svc = null_mut();
-    // SAFETY: the arena is valid for `size` bytes, 16-aligned, and the service's.
-    unsafe {
-        assert_eq!(
-            fencelock_service_init_in(mem.cast(), size, &c, &mut svc),
-            fencelock_result::Ok
-        );
-    }
     let s = open(svc, 0, 10);
     // SAFETY: a live service, freed once; the arena outlives it.
     unsafe { fencelock_service_free(svc) };

@@ -527,16 +527,7 @@ async fn a_peer_of_other_settings_is_refused_over_tcp() {
         Ok(Acquired::Granted(_))
     ));
     // The leader heard node 3's answer, with the reason.
-    let why = loop {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no refusal noted"
-        );
-        if let Some(w) = leader.elector().settings().refusal_by(3) {
-            break w;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let why = refusal_noted(&leader, 3).await;
     assert!(why.contains("--lock-delay-ms 0 here, 100 there"), "{why}");
     let n3 = &nodes[2];
     assert!(n3.elector().settings().refused.get() > 0);
@@ -590,16 +581,7 @@ async fn a_peer_of_another_wire_version_is_named_not_misread() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let why = loop {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no refusal noted"
-        );
-        if let Some(w) = leader.elector().settings().refusal_by(3) {
-            break w;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let why = refusal_noted(&leader, 3).await;
     assert!(
         why.contains(&format!(
             "node 3 speaks peer wire version {later}, this node {}",
@@ -673,5 +655,20 @@ async fn answer_every_frame_with(l: TcpListener, answer: [u8; 8]) {
                 let _ = s.write_all(&answer).await;
             }
         });
+    }
+}
+
+/// Why `node` says node `id` refuses its Raft requests, once it has heard (at most 20 s).
+async fn refusal_noted(node: &Node, id: u64) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no refusal noted"
+        );
+        if let Some(w) = node.elector().settings().refusal_by(id) {
+            return w;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
