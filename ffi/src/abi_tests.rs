@@ -1061,6 +1061,26 @@ fn header_is_current() {
     );
 }
 
+/// A panic while the other arguments are checked, before the handle is touched, is
+/// `PANIC` for that call only: the handle is not poisoned and keeps working.
+#[test]
+fn a_panic_before_the_handle_is_used_does_not_poison_it() {
+    let svc = new_service(&config(2, 2, 2));
+    let s = open(svc, 0, 5);
+    let args = || -> Result<(), crate::result::Fail> {
+        if std::hint::black_box(true) {
+            panic!("boom in args (expected by this test)");
+        }
+        Ok(())
+    };
+    // SAFETY: live handle.
+    let r = unsafe { crate::handle::call(svc, args, |_, ()| Ok(())) };
+    assert_eq!(r, fencelock_result::Panic);
+    assert_eq!(keep_alive(svc, 1, s).0, fencelock_result::Ok);
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+}
+
 /// A panic inside a call poisons that handle (service, gate or keeper alike): every
 /// later call says `PANIC`, `last_error` still answers, and freeing it still works.
 #[test]
@@ -1074,8 +1094,8 @@ fn a_panic_poisons_the_handle() {
     let svc = new_service(&config(2, 2, 2));
     let s = open(svc, 0, 5);
     // SAFETY: live handle.
-    let r = unsafe { crate::handle::with_handle(svc, |_| boom()) };
-    assert_eq!(r.map_err(|f| f.code()), Err(fencelock_result::Panic));
+    let r = unsafe { crate::handle::call(svc, || Ok(()), |_, ()| boom()) };
+    assert_eq!(r, fencelock_result::Panic);
     let mut now = 7;
     assert_eq!(keep_alive(svc, 0, s).0, fencelock_result::Panic);
     // SAFETY: live (poisoned) handle.
@@ -1117,8 +1137,8 @@ fn a_panic_poisons_the_handle() {
             fencelock_keeper_new(10, 3, 2, &mut keeper),
             fencelock_result::Ok
         );
-        let r = crate::handle::with_handle(keeper, |_| boom());
-        assert_eq!(r.map_err(|f| f.code()), Err(fencelock_result::Panic));
+        let r = crate::handle::call(keeper, || Ok(()), |_, ()| boom());
+        assert_eq!(r, fencelock_result::Panic);
         assert_eq!(
             fencelock_keeper_may_act(keeper, 0, &mut may),
             fencelock_result::Panic
@@ -1688,7 +1708,7 @@ fn drain_events_moves_every_event_in_one_call() {
         Ok(())
     };
     // SAFETY: live handle.
-    let _ = unsafe { crate::handle::with_handle(svc, |_| boom()) };
+    let _ = unsafe { crate::handle::call(svc, || Ok(()), |_, ()| boom()) };
     n = 5;
     // SAFETY: live (poisoned) handle; `p` valid for 4 elements.
     unsafe {

@@ -114,9 +114,6 @@ pub(crate) trait HandlePtr: Copy {
     /// a wrong one), and a live one of this kind is used by no other call (for `*const`:
     /// mutated by none) during `'a`.
     unsafe fn get<'a>(self) -> Result<Self::Ref<'a>, Fail>;
-
-    /// `h` lent for a shorter time, usable again afterwards.
-    fn reborrow<'b>(h: &'b mut Self::Ref<'_>) -> Self::Ref<'b>;
 }
 
 impl<T: Handle> HandlePtr for *mut T {
@@ -128,10 +125,6 @@ impl<T: Handle> HandlePtr for *mut T {
         unsafe { check::<T>(self) }?;
         // SAFETY: non-NULL and tagged as a live `T` (checked); unaliased (contract).
         Ok(unsafe { &mut *self })
-    }
-
-    fn reborrow<'b>(h: &'b mut &mut T) -> &'b mut T {
-        h
     }
 }
 
@@ -145,74 +138,59 @@ impl<T: Handle> HandlePtr for *const T {
         // SAFETY: non-NULL and tagged as a live `T` (checked); not mutated (contract).
         Ok(unsafe { &*self })
     }
-
-    fn reborrow<'b>(h: &'b mut &T) -> &'b T {
-        h
-    }
 }
 
-/// Runs `f` on a live handle: `NULL_PARAMETER` for NULL, `INVALID_HANDLE` for one that is
-/// not a live handle of its kind, `PANIC` for a poisoned one. A panic inside `f` poisons
-/// the handle.
+/// The body of every extern function on a handle, inside one panic boundary: the handle
+/// is looked up once (NULL, or not a live handle of its kind, is refused — but only after
+/// the other arguments); a poisoned handle is `PANIC` before anything else; then `args`
+/// checks and converts the other arguments, then `body` runs on the handle. A panic inside
+/// `body` poisons the handle (one inside `args` does not: the handle was not touched).
+/// Returns the result code, and remembers a failure (argument checks included; `DONE` is
+/// none) for the handle's `last_error`.
 ///
 /// # Safety
 /// `p` is NULL or a live handle not used (for `*const`: not mutated) by another call at
 /// the same time.
-pub(crate) unsafe fn with_handle<P: HandlePtr>(
-    p: P,
-    f: impl FnOnce(P::Ref<'_>) -> Result<(), Fail>,
-) -> Result<(), Fail> {
-    // SAFETY: the caller's contract.
-    let mut h = unsafe { p.get() }?;
-    if h.state().poisoned.get() {
-        return Err(fencelock_result::Panic.into());
-    }
-    match catch_unwind(AssertUnwindSafe(|| f(P::reborrow(&mut h)))) {
-        Ok(r) => r,
-        Err(_) => {
-            h.state().poisoned.set(true);
-            Err(fencelock_result::Panic.into())
-        }
-    }
-}
-
-/// The body of every extern function on a handle, inside the panic boundary: a poisoned
-/// handle is `PANIC` before anything else; then `args` checks and converts the other
-/// arguments (before a NULL or wrong handle is refused), then `body` runs on the handle through
-/// [`with_handle`]. Returns the result code, and remembers a
-/// failure (argument checks included; `DONE` is none) for the handle's `last_error`.
-///
-/// # Safety
-/// As [`with_handle`].
 pub(crate) unsafe fn call<P: HandlePtr, A>(
     p: P,
     args: impl FnOnce() -> Result<A, Fail>,
     body: impl FnOnce(P::Ref<'_>, A) -> Result<(), Fail>,
 ) -> fencelock_result {
+    let in_body = Cell::new(false);
     let run = || -> Result<(), Fail> {
-        // SAFETY: `p` is NULL or a live handle (the contract); the reference ends here.
-        if unsafe { p.get() }.is_ok_and(|h| h.state().poisoned.get()) {
+        // SAFETY: `p` is NULL or a live handle (the contract); the reference ends with
+        // this closure.
+        let h = unsafe { p.get() };
+        if h.as_ref().is_ok_and(|h| h.state().poisoned.get()) {
             return Err(fencelock_result::Panic.into());
         }
         let a = args()?;
-        // SAFETY: forwarded contract.
-        unsafe { with_handle(p, |h| body(h, a)) }
+        let h = h?;
+        in_body.set(true);
+        body(h, a)
     };
-    match catch_unwind(AssertUnwindSafe(run)) {
-        Ok(Ok(())) => fencelock_result::Ok,
-        Ok(Err(fail)) => {
-            if !matches!(fail, Fail::Code(fencelock_result::Done)) {
-                // SAFETY: `p` is NULL or a handle (the contract), and the one lent to
-                // `body` is gone. A pointer that is not a live handle of this kind is
-                // not written to.
-                if let Ok(h) = unsafe { p.get() } {
-                    h.state().last.set(Some(fail));
-                }
+    let fail = match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(Ok(())) => return fencelock_result::Ok,
+        Ok(Err(fail)) => fail,
+        Err(_) => {
+            if !in_body.get() {
+                return fencelock_result::Panic;
             }
-            fail.code()
+            // SAFETY: as below; a handle that panicked is poisoned for good.
+            if let Ok(h) = unsafe { p.get() } {
+                h.state().poisoned.set(true);
+            }
+            fencelock_result::Panic.into()
         }
-        Err(_) => fencelock_result::Panic,
+    };
+    if !matches!(fail, Fail::Code(fencelock_result::Done)) {
+        // SAFETY: `p` is NULL or a handle (the contract), and the one lent to `body` is
+        // gone. A pointer that is not a live handle of this kind is not written to.
+        if let Ok(h) = unsafe { p.get() } {
+            h.state().last.set(Some(fail));
+        }
     }
+    fail.code()
 }
 
 /// The body of `fencelock_{service,gate,keeper}_last_error`: writes the detailed message
