@@ -721,7 +721,7 @@ impl<S: Storage> LockService<S> {
     }
 
     /// [`release`](Self::release) after the advance (also [`resign`](Self::resign)'s).
-    #[inline(always)]
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
     pub(crate) fn release_now(
         &mut self,
         session: SessionId,
@@ -1716,7 +1716,7 @@ impl View<'_> {
         Ok(Some(last_reply))
     }
 
-    #[inline]
+    #[cfg_attr(not(target_family = "wasm"), inline)]
     fn record(&mut self, s: u32, request: Option<u64>, target: u64, reply: Recorded) {
         if let Some(n) = request {
             let row = &mut self.s[s as usize];

@@ -202,7 +202,7 @@ impl TableState {
     }
 
     /// Takes a free row (its heap position is reset to `NIL`). O(1).
-    #[inline(always)]
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
     pub(crate) fn alloc<T: Row>(&mut self, rows: &mut [T]) -> Option<u32> {
         let slot = self.free;
         if slot == NIL {
