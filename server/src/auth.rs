@@ -210,7 +210,8 @@ impl fmt::Debug for Principal {
 /// What a token lets its bearer do, on the locks whose names start with a prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
-    /// Read a lock's holders and queue, a session's state and the members.
+    /// Read a lock's holders and queue, a session's state (with the empty prefix only:
+    /// sessions are read by id, which no prefix scopes) and the members.
     Read,
     /// [`Role::Read`], plus open, keep alive and close sessions, and acquire, release,
     /// cancel, watch and unwatch (and so campaign in and observe elections) on the locks of
@@ -257,7 +258,8 @@ impl Grants {
     }
 
     /// Whether these grants allow `req`. Reads need [`Role::Read`] (on the lock's prefix
-    /// for a lock's holders or queue); session inputs need [`Role::Lock`] (on the lock's
+    /// for a lock's holders or queue; with the empty prefix, on every lock, for a
+    /// session's state by id); session inputs need [`Role::Lock`] (on the lock's
     /// prefix for acquire, release, cancel); membership changes and forced releases need
     /// [`Role::Admin`]. Authenticating is always allowed. Cost: O(grants).
     ///
@@ -269,7 +271,19 @@ impl Grants {
             Request::Holders { lock } | Request::Waiters { lock } | Request::Permits { lock } => {
                 (Role::Read, Some(lock))
             }
-            Request::Session { .. } | Request::Members | Request::Status => (Role::Read, None),
+            // Ids are sequential and a session belongs to no lock prefix, so a session is
+            // read only by a token that may read every lock.
+            Request::Session { .. } => {
+                if self.0.iter().any(|g| g.prefix.is_empty()) {
+                    return Ok(());
+                }
+                return Err(ClientError::Forbidden(
+                    "reading a session needs a grant on every lock (prefix *): a session \
+                     is read by its id, which no prefix scopes"
+                        .into(),
+                ));
+            }
+            Request::Members | Request::Status => (Role::Read, None),
             Request::Open { .. }
             | Request::OpenLabeled { .. }
             | Request::KeepAlive { .. }
@@ -521,6 +535,37 @@ mod tests {
         assert!(root.authorize(&lock("any")).is_ok());
         assert!(Grants::all().authorize(&members).is_ok());
         assert!(Grants::default().authorize(&holders("x")).is_err());
+    }
+
+    /// A session is read by id, and ids are sequential: only a grant on every lock (the
+    /// empty prefix) reads one; prefixed grants, whatever their role, do not.
+    #[test]
+    fn a_session_is_read_only_with_a_grant_on_every_lock() {
+        let text = format!(
+            "admin * {}\nlock jobs/ {}\nread logs/ {}\nread * {}\nlock * {}\n",
+            token_hash("root"),
+            token_hash("ci"),
+            token_hash("logs"),
+            token_hash("viewer"),
+            token_hash("all-locks"),
+        );
+        let t = Tokens::parse(&text).unwrap();
+        let session = Request::Session { session: 1 };
+        for token in ["root", "viewer", "all-locks"] {
+            let g = t.authenticate(token).unwrap();
+            assert!(g.authorize(&session).is_ok(), "{token}");
+        }
+        for token in ["ci", "logs"] {
+            let g = t.authenticate(token).unwrap();
+            assert!(
+                matches!(g.authorize(&session), Err(ClientError::Forbidden(m)) if m.contains("prefix *")),
+                "{token}"
+            );
+            // What the prefix does scope stays readable.
+            let mine = if token == "ci" { "jobs/x" } else { "logs/x" };
+            assert!(g.authorize(&Request::Holders { lock: mine.into() }).is_ok());
+        }
+        assert!(Grants::default().authorize(&session).is_err());
     }
 
     /// Watching and observing are session requests on a lock: the lock role on the

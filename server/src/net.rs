@@ -212,6 +212,10 @@ impl Default for PeerPolicy {
 
 /// The `port` label of the client port's metrics.
 const CLIENT: &str = "client";
+/// The refusal of a second token on a connection that had one accepted.
+pub const AUTHENTICATED_ALREADY: &str =
+    "this connection is authenticated already: a token is accepted once per connection \
+     (open a new connection for another token)";
 /// The `port` label of the Raft port's metrics.
 const PEER: &str = "peer";
 
@@ -1157,6 +1161,12 @@ async fn client_conn<R, W>(
                 let Ok(permit) = permit else { break };
                 // Authentication is handled here, in order: the requests after it see it.
                 let allowed = match (&req, &policy.tokens) {
+                    // A token is accepted once per connection: what the connection was
+                    // attached to (its sessions' pushes) was attached under those grants,
+                    // so they are not replaced or narrowed afterwards.
+                    (Request::Authenticate { .. }, Some(_)) if grants.is_some() => {
+                        Err(Err(ClientError::BadRequest(AUTHENTICATED_ALREADY.into())))
+                    }
                     (Request::Authenticate { token }, Some(tokens)) => {
                         grants = tokens.authenticate(token);
                         principal = Principal::token(token);

@@ -128,7 +128,10 @@ pub enum Request {
         id: u64,
     },
     /// Present a bearer token (first, on a node that has a tokens file): the connection's
-    /// later requests are allowed what the token grants ([`crate::auth::Tokens`]).
+    /// later requests are allowed what the token grants ([`crate::auth::Tokens`]). A
+    /// token is accepted once per connection: after one was, another `Authenticate` is
+    /// refused (`BadRequest`) and changes nothing — the connection keeps its grants and
+    /// the sessions attached to it. A refused token may be followed by another.
     Authenticate {
         /// The token.
         token: String,

@@ -614,9 +614,18 @@ async fn a_read_only_token_cannot_acquire_and_a_lock_token_stays_in_its_prefix()
     assert!(viewer.holders("jobs/r").await.unwrap().is_empty());
     let r = viewer.open_session(60_000).await;
     assert!(matches!(r, Err(ClientError::Forbidden(_))), "{:?}", r.err());
-    // A session opened by someone else, with its credential, still needs the lock role.
+    // A request on a session opened by someone else needs the lock role first: a read
+    // token is refused `Forbidden` before its (made-up) credential is looked at.
     let jobs = t.client_with(JOBS);
     let s = jobs.open_session(60_000).await.unwrap();
+    // The lock token reads inside its prefix only, and reads no session by id (ids are
+    // sequential; a session belongs to no prefix); a read token for every lock does.
+    assert!(jobs.holders("jobs/r").await.unwrap().is_empty());
+    let r = jobs.holders("billing/r").await;
+    assert!(matches!(r, Err(ClientError::Forbidden(_))), "{r:?}");
+    let r = jobs.session_info(s.id()).await;
+    assert!(matches!(r, Err(ClientError::Forbidden(_))), "{r:?}");
+    assert!(viewer.session_info(s.id()).await.unwrap().is_some());
     let mut a = t.attacker().await;
     let (r, _) = a.call(authenticate(VIEWER)).await;
     assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
@@ -644,6 +653,95 @@ async fn a_read_only_token_cannot_acquire_and_a_lock_token_stays_in_its_prefix()
     assert!(t.client().holders("billing/r").await.unwrap().is_empty());
     s.release("jobs/r").await.unwrap();
     s.close().await.unwrap();
+    t.stop().await;
+}
+
+/// A token is accepted once per connection: a second `Authenticate` — an unknown token,
+/// one that grants less, the same one — is refused `BadRequest` and changes nothing. The
+/// connection keeps the grants its sessions were attached under: it still releases and
+/// acquires in its prefix, and its session's grant is still pushed to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_keeps_the_token_it_was_accepted_with() {
+    let t = start_with("sec-reauth", tokens()).await;
+    let mut a = t.attacker().await;
+    let (r, _) = a.call(authenticate(JOBS)).await;
+    assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
+    let (r, _) = a
+        .call(Request::Open {
+            ttl_ms: 60_000,
+            key: None,
+        })
+        .await;
+    let Ok(Reply::Opened { reply, secret, .. }) = r else {
+        panic!("{r:?}")
+    };
+    let fencelock::Reply::Opened { session, .. } = reply else {
+        panic!("{reply:?}")
+    };
+    let acquire = |lock: &str, wait| Request::Acquire {
+        session: session.0,
+        secret,
+        lock: lock.into(),
+        mode: Mode::Exclusive,
+        wait,
+        request: None,
+    };
+    let (r, _) = a.call(acquire("jobs/a", WaitSpec::None)).await;
+    assert!(
+        matches!(
+            r,
+            Ok(Reply::Done {
+                reply: fencelock::Reply::Granted { .. },
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    for token in ["not-a-token", VIEWER, JOBS, ADMIN] {
+        let (r, _) = a.call(authenticate(token)).await;
+        assert!(
+            matches!(&r, Err(ClientError::BadRequest(m)) if m.contains("authenticated already")),
+            "{token}: {r:?}"
+        );
+    }
+    // Still the lock token's grants: not the admin's (the last attempt), not the read
+    // token's, not none.
+    let (r, _) = a
+        .call(Request::Holders {
+            lock: "billing/x".into(),
+        })
+        .await;
+    assert!(matches!(r, Err(ClientError::Forbidden(_))), "{r:?}");
+    let (r, _) = a
+        .call(Request::Holders {
+            lock: "jobs/a".into(),
+        })
+        .await;
+    assert!(matches!(&r, Ok(Reply::Holders(h)) if h.len() == 1), "{r:?}");
+    // Its session's pushes still reach it: queued behind another holder, it is pushed
+    // the grant when that holder releases.
+    let other = t.client_with(JOBS).open_session(60_000).await.unwrap();
+    granted(&other, "jobs/b").await;
+    let (r, _) = a.call(acquire("jobs/b", WaitSpec::Forever)).await;
+    assert!(
+        matches!(
+            r,
+            Ok(Reply::Done {
+                reply: fencelock::Reply::Queued { .. },
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    other.release("jobs/b").await.unwrap();
+    let pushed = a.pushes_within(Duration::from_secs(5)).await;
+    assert!(
+        pushed
+            .iter()
+            .any(|o| matches!(o, Output::Granted { lock, session: s, .. } if lock.as_str() == "jobs/b" && *s == session)),
+        "{pushed:?}"
+    );
+    other.close().await.unwrap();
     t.stop().await;
 }
 
