@@ -12,8 +12,8 @@
 //! the valid prefix. What follows is judged: all zeros is the preallocated end of the log;
 //! a torn last write (any subset of its pages reached the disk) is cut — its bytes are
 //! zeroed — since it was never acknowledged; but if a *valid* later group exists anywhere
-//! after the failure, the failure is damage to acknowledged data, and the node refuses to
-//! start rather than cut it. The checksum covers the length, so a flipped length cannot
+//! after the failure (one whose own last bytes are zeros included), the failure is damage
+//! to acknowledged data, and the node refuses to start rather than cut it. The checksum covers the length, so a flipped length cannot
 //! pass for a torn tail; a group that checksums but does not decode (another version's
 //! records) also refuses to start. Nothing acknowledged is lost; nothing is cut silently.
 //! The very last group is told apart too: a write cut short leaves at least one of its
@@ -242,7 +242,12 @@ impl Inner {
                 self.log.split_off(&since);
             }
             Rec::Purge(id) => {
-                self.log = self.log.split_off(&(id.index + 1));
+                // A purge through the largest index purges everything (a checksummed but
+                // forged record must not overflow).
+                self.log = match id.index.checked_add(1) {
+                    Some(next) => self.log.split_off(&next),
+                    None => BTreeMap::new(),
+                };
                 if self.last_purged.is_none_or(|p| p < id) {
                     self.last_purged = Some(id);
                 }
@@ -453,10 +458,12 @@ impl LogStore {
         if written > pos {
             // Only the last group can be torn (every write is fsynced before the next), so a
             // valid group further on means the failure is damage to acknowledged data:
-            // cutting there would drop entries and votes. Refuse to start instead.
+            // cutting there would drop entries and votes. Refuse to start instead. A later
+            // group starts before `written` (its magic is not zero) but may end after it:
+            // its own last bytes may be zeros (a vote not committed ends in one), so it is
+            // read from the whole rest of the file.
             let later = (pos + 1..written).find(|&o| {
-                read_group(&bytes[o..written])
-                    .is_some_and(|(seq, _, _)| last_seq.is_none_or(|l| seq > l))
+                read_group(&bytes[o..]).is_some_and(|(seq, _, _)| last_seq.is_none_or(|l| seq > l))
             });
             if let Some(o) = later {
                 return Err(bad(format!(
@@ -725,5 +732,36 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    /// A purge record through the largest index (checksummed, so only a forged or
+    /// damaged-then-rechecksummed file holds one) purges everything on replay instead of
+    /// overflowing (a panic in a build with overflow checks, a purge of nothing without).
+    #[test]
+    fn a_purge_through_the_largest_index_does_not_overflow() {
+        let dir = std::env::temp_dir().join(format!("fl-purge-max-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
+        let entry = Entry {
+            log_id: id(1),
+            payload: EntryPayload::Blank,
+        };
+        let mut bytes = FILE_MAGIC.to_vec();
+        bytes.extend(encode_group(0, &[Rec::Entry(entry), Rec::Purge(id(u64::MAX))]).unwrap());
+        fs::write(dir.join("raft.log"), &bytes).unwrap();
+        let (log, cut) = LogStore::open_inner(&dir, COMPACT_BYTES, false).unwrap();
+        assert!(cut.is_none());
+        let inner = log.lock();
+        assert!(inner.log.is_empty(), "everything purged");
+        assert_eq!(inner.last_purged, Some(id(u64::MAX)));
+        drop(inner);
+        let _ = fs::remove_dir_all(&dir);
     }
 }

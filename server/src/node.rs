@@ -1368,24 +1368,33 @@ fn recordable(req: &Request) -> Result<(), ClientError> {
     Ok(())
 }
 
-/// Refuses to start a node whose `raft.log` is gone beside a `snapshot.bin`: missing or
-/// shorter than its header (`log` `None`, checked before the log is opened, so nothing is
-/// created), or holding nothing at all — no vote, no entry, no compaction point (`log`
-/// given). A node that has a snapshot always has a log that says so (a node that built
-/// or received one voted and compacted or holds entries; `snapshot restore` and
-/// `force-new-cluster` write the log's compaction point): without it the node would forget
-/// its vote (and vote twice in a term) and the entries it acknowledged.
+/// Refuses to start a node whose `raft.log` is gone beside a `snapshot.bin` or a
+/// `settings` file: missing or shorter than its header (`log` `None`, checked before the
+/// log is opened, so nothing is created), or — beside a snapshot — holding nothing at
+/// all: no vote, no entry, no compaction point (`log` given). A node that has a snapshot
+/// always has a log that says so (a node that built or received one voted and compacted
+/// or holds entries; `snapshot restore` and `force-new-cluster` write the log's compaction
+/// point): without it the node would forget its vote (and vote twice in a term) and the
+/// entries it acknowledged. A node's first start writes the log's header, durably, before
+/// it records its `settings` ([`crate::settings::record`]), so a directory with a
+/// settings file and no log header lost its log, snapshot or not (a node that never
+/// voted or took an entry has an empty log with a header, which starts).
 ///
 /// `snapshot restore` writes `snapshot.bin` first and the log after it, so a restore
 /// interrupted in between leaves this too: the message says to empty the directory and
 /// restore again (a second restore into it is refused, `AlreadyExists`).
 ///
-/// Errors: `InvalidData` naming both files. Cost: two `stat`s.
+/// Errors: `InvalidData` naming the files. Cost: three `stat`s.
 fn refuse_lost_log(dir: &std::path::Path, log: Option<&LogStore>) -> io::Result<()> {
     let (snap, path) = (dir.join("snapshot.bin"), dir.join("raft.log"));
-    if !snap.exists() {
+    let settings = dir.join(crate::settings::FILE);
+    let witness = if snap.exists() {
+        snap
+    } else if log.is_none() && settings.exists() {
+        settings
+    } else {
         return Ok(());
-    }
+    };
     let lost = match log {
         None => std::fs::metadata(&path)
             .map(|m| m.len() < crate::log_store::FILE_MAGIC.len() as u64)
@@ -1398,14 +1407,14 @@ fn refuse_lost_log(dir: &std::path::Path, log: Option<&LogStore>) -> io::Result<
     Err(io::Error::new(
         io::ErrorKind::InvalidData,
         format!(
-            "log {} is missing or empty beside snapshot {}: this node's vote and the entries \
-             it acknowledged after its snapshot are lost, and starting would let it vote twice \
+            "log {} is missing or empty beside {}: this node's vote and the entries \
+             it acknowledged are lost, and starting would let it vote twice \
              in a term: refusing to start (nothing was changed). Put raft.log back, or replace \
              the node: remove it with set-voters, move {} aside, and add a fresh node with a \
              new id (add-learner, set-voters); or, after an interrupted `snapshot restore`, \
              empty the directory and run the restore again",
             path.display(),
-            snap.display(),
+            witness.display(),
             dir.display()
         ),
     ))

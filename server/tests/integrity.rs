@@ -239,6 +239,52 @@ async fn a_missing_log_beside_a_snapshot_refuses_to_start() {
     c.shutdown().await;
 }
 
+/// Without a snapshot too: a node's first start writes its log's header before it records
+/// its `settings` file, so a directory with that file and no log (or a log shorter than
+/// its header) lost its vote and entries. It used to start as a fresh node — no vote, no
+/// entries — and could vote twice in a term (found by review). It refuses, naming both
+/// files, and creates nothing; with its log back it starts and catches up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_log_without_a_snapshot_refuses_to_start() {
+    let mut c = Cluster::start("lognosnap", 300).await;
+    let a = session_of(&c.propose(open(60_000)).await);
+    granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
+    c.converged().await;
+    let victim = c.leader().await;
+    c.kill(victim).await;
+    let dir = c.base.join(format!("n{victim}"));
+    assert!(!dir.join("snapshot.bin").exists(), "no snapshot yet");
+    assert!(dir.join(fencelock_server::settings::FILE).exists());
+    let log = dir.join("raft.log");
+    let saved = std::fs::read(&log).unwrap();
+    for empty in [false, true] {
+        if empty {
+            std::fs::write(&log, b"").unwrap();
+        } else {
+            std::fs::remove_file(&log).unwrap();
+        }
+        let err = match Node::start(c.config(victim), c.net.factory(victim)).await {
+            Ok(n) => panic!(
+                "started without its log (empty file: {empty}): vote {:?}",
+                n.log.vote()
+            ),
+            Err(e) => e,
+        };
+        let msg = err.to_string();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{msg}");
+        assert!(msg.contains(&log.display().to_string()), "{msg}");
+        assert!(msg.contains("settings"), "{msg}");
+        assert!(msg.contains("refusing to start"), "{msg}");
+        assert_eq!(log.exists(), empty, "a refused start creates nothing");
+    }
+    std::fs::write(&log, saved).unwrap();
+    c.boot(victim).await;
+    for h in holders_everywhere(&c, "x").await {
+        assert_eq!(h, vec![a.0]);
+    }
+    c.shutdown().await;
+}
+
 /// The log and the snapshot hold every open session's credential: a node that creates its
 /// data directory makes it private to its user (0700), and writes `raft.log` and
 /// `snapshot.bin` readable by that user only (0600), so another local user cannot read

@@ -102,7 +102,7 @@ async fn reopen_keeps_flushed_entries_and_vote() {
 }
 
 #[tokio::test]
-async fn torn_or_corrupt_tail_is_cut_not_fatal() {
+async fn a_torn_tail_is_cut_and_damage_is_refused() {
     let dir = common::temp_dir("torn");
     let _g = Guard(dir.clone());
     let last_group = {
@@ -398,6 +398,44 @@ async fn a_corrupt_length_in_the_middle_refuses_to_open() {
         before[FILE_MAGIC.len() + 16..],
         "nothing cut"
     );
+}
+
+/// Damage to the group before the last, when the last is a vote granted to a candidate
+/// (its bytes end in a zero: the vote is not committed). The scan for a valid group
+/// after the damage must see that last group although its final byte looks like the
+/// preallocated zeros; it used to stop at the last nonzero byte, miss the vote, take the
+/// damage for a torn tail and cut both groups, vote included (found by review).
+#[tokio::test]
+async fn damage_before_a_last_vote_that_ends_in_a_zero_refuses_to_open() {
+    let dir = common::temp_dir("damaged-before-vote");
+    let _g = Guard(dir.clone());
+    let path = dir.join("raft.log");
+    let damaged_at = {
+        let mut log = LogStore::open(&dir).unwrap();
+        for i in 1..=3 {
+            append(&mut log, vec![entry(1, i)]).await;
+        }
+        let at = log.file_len();
+        append(&mut log, vec![entry(1, 4)]).await;
+        log.save_vote(&Vote::new(2, 3)).await.unwrap();
+        at
+    };
+    let before = std::fs::read(&path).unwrap();
+    let end = before.iter().rposition(|&b| b != 0).unwrap() + 1;
+    let vote_group = LogStore::open(&dir).unwrap().file_len() as usize;
+    assert!(end < vote_group, "the vote's group ends in a zero byte");
+    // The fourth group's length: its top byte set, a length far past the end of the file.
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&[0x7f], damaged_at + 15).unwrap();
+    drop(f);
+    let damaged = std::fs::read(&path).unwrap();
+    let err = LogStore::open(&dir).err().expect("must refuse");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+    assert!(
+        err.to_string().contains("with a valid group after it"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), damaged, "nothing cut");
 }
 
 /// A file that is not a log of this format (an older version's, or anything else) is
