@@ -25,9 +25,10 @@
 //! stored highest token runs in the database.
 //!
 //! The SQL fences store the highest token in a signed 64-bit column, so they refuse a
-//! token above `i64::MAX` with [`FenceError::TokenOutOfRange`] (no real history reaches
-//! it: the token grows by one per grant, and 2^63 grants at a billion a second take 292
-//! years).
+//! token above `i64::MAX` with [`FenceError::TokenOutOfRange`]. Grants alone would take
+//! 292 years at a billion a second to get there, but tokens may skip (the core's
+//! `raise_revision`, a restore's revision floor, the server's `--skip-tokens`): keep such
+//! skips below 2^63, or every later write to an SQL fence is refused.
 //!
 //! ```
 //! use fencelock::{Error, Token};
@@ -117,7 +118,8 @@ pub trait Fence {
     ///
     /// Cost: the in-process gate O(name length) plus the write, under one mutex; the SQL
     /// fences one transaction — `BEGIN`, the conditional upsert, the write's statements,
-    /// (PostgreSQL: a `SELECT 1` that finds a transaction the write left aborted)
+    /// (PostgreSQL: one `SELECT` that finds a transaction the write left aborted or
+    /// ended itself)
     /// `COMMIT` (a stale one: `BEGIN`, the upsert, one read, `ROLLBACK`) — with the
     /// resource's fence row locked until it ends, so writes to one resource are serialised
     /// and writes to different resources are not (SQLite serialises all writers of the
@@ -139,7 +141,9 @@ pub trait Fence {
     fn highest(&mut self, resource: &str) -> Result<Option<Token>, StorageError>;
 
     /// Admits `token` for `resource` with nothing else written: [`write`](Self::write)
-    /// with an empty write.
+    /// with an empty write. It only raises the fence: its `Ok` grants nothing to a write
+    /// made afterwards on another connection or transaction (that is the check-then-write
+    /// race); fenced statements go through [`write`](Self::write)'s transaction.
     ///
     /// Errors: as [`write`](Self::write), never [`FenceError::Write`]. Cost: as `write`.
     fn admit(&mut self, resource: &str, token: Token) -> Result<(), FenceError<Infallible>> {

@@ -1,6 +1,7 @@
 //! [`PgFence`]: the fence row and the data in one PostgreSQL transaction.
 
-use postgres::{Client, Statement, Transaction};
+use postgres::types::Type;
+use postgres::{Client, Transaction};
 
 use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Token};
 
@@ -20,15 +21,23 @@ pub(crate) fn create(table: &str) -> String {
 
 /// Insert the resource's first token, or raise the stored one if it is not higher than
 /// ours. ON CONFLICT DO UPDATE locks the conflicting row even when the WHERE fails, so the
-/// row stays locked until this transaction ends. RETURNING yields no row: stale.
+/// row stays locked until this transaction ends. RETURNING yields no row: stale; else the
+/// token stored and the transaction's id (checked again before COMMIT: the write must not
+/// have ended the transaction).
 pub(crate) fn admit(table: &str) -> String {
     format!(
         "INSERT INTO {table} AS f (resource, highest) VALUES ($1, $2)
     ON CONFLICT (resource) DO UPDATE SET highest = EXCLUDED.highest
     WHERE f.highest <= EXCLUDED.highest
-    RETURNING f.highest"
+    RETURNING f.highest, txid_current()"
     )
 }
+
+/// Before COMMIT: true only in the transaction the fence began (its id, `$1`), so a write
+/// that ended it (a `COMMIT` or `ROLLBACK` of its own) is caught; it fails (25P02) in a
+/// transaction a swallowed error left aborted. It reads no table, so nothing the write
+/// set (`search_path`, a role) can make it fail otherwise.
+const STILL_OURS: &str = "SELECT txid_current_if_assigned() = $1";
 
 /// The resource's highest token.
 pub(crate) fn highest(table: &str) -> String {
@@ -72,8 +81,9 @@ fn qualified(schema: &str) -> Result<String, StorageError> {
 /// INSERT INTO "public"."fencelock_fence" AS f (resource, highest) VALUES ($1, $2)
 ///   ON CONFLICT (resource) DO UPDATE SET highest = EXCLUDED.highest
 ///   WHERE f.highest <= EXCLUDED.highest
-///   RETURNING f.highest;          -- no row: stale (then read the highest back)
+///   RETURNING f.highest, txid_current();   -- no row: stale (then read the highest back)
 /// -- your write, in the same transaction
+/// SELECT txid_current_if_assigned() = $xid;  -- still the fence's transaction, not aborted
 /// COMMIT;
 /// ```
 ///
@@ -95,8 +105,10 @@ fn qualified(schema: &str) -> Result<String, StorageError> {
 /// [`in_schema`](Self::in_schema) that schema, or move the rows and drop it.
 pub struct PgFence {
     client: Client,
-    admit: Statement,
-    highest: Statement,
+    /// The conditional upsert, for this fence's table.
+    admit: String,
+    /// The highest-token read, for this fence's table.
+    highest: String,
 }
 
 impl PgFence {
@@ -122,9 +134,10 @@ impl PgFence {
     /// Errors: [`StorageError`] if `schema` is no schema name (empty, over 63 bytes, a
     /// NUL), if the connection's `search_path` finds another `fencelock_fence` first
     /// (naming its schema), if the table cannot be found or created (a missing schema
-    /// included), or a statement prepared. Cost: seven round trips (a transaction taking
-    /// an advisory lock around a look-up and, if missing, `CREATE TABLE`, then two
-    /// prepares); make one fence per connection and keep it.
+    /// included). Cost: a transaction taking an advisory lock around a look-up and, if
+    /// missing, `CREATE TABLE` (about six round trips); make one fence per connection
+    /// and keep it. Its statements are not prepared (each is sent with its parameter
+    /// types), so a fence works behind a pooler in transaction mode (PgBouncer).
     pub fn in_schema(mut client: Client, schema: &str) -> Result<Self, StorageError> {
         let table = qualified(schema)?;
         let mut tx = client
@@ -166,16 +179,15 @@ impl PgFence {
         }
         tx.commit()
             .map_err(|e| StorageError::new("create the fence table", e))?;
-        let admit = client
-            .prepare(&admit(&table))
-            .map_err(|e| StorageError::new("prepare the conditional upsert", e))?;
-        let highest = client
-            .prepare(&highest(&table))
-            .map_err(|e| StorageError::new("prepare the highest-token read", e))?;
+        // Not prepared: a named prepared statement lives on one server connection, and
+        // behind a pooler in transaction mode the next transaction may run on another —
+        // where a statement of the same name may be another client's. Each statement is
+        // sent with its parameter types instead (the extended protocol's unnamed
+        // statement), which any pooler passes through whole.
         Ok(PgFence {
             client,
-            admit,
-            highest,
+            admit: admit(&table),
+            highest: highest(&table),
         })
     }
 
@@ -205,16 +217,25 @@ impl Fence for PgFence {
             .transaction()
             .map_err(|e| StorageError::new("begin", e))?;
         let admitted = tx
-            .query_opt(&self.admit, &[&key, &t])
+            .query_typed_opt(&self.admit, &[(&key, Type::BYTEA), (&t, Type::INT8)])
             .map_err(|e| StorageError::new("conditional upsert", e))?;
-        if admitted.is_none() {
+        let Some(admitted) = admitted else {
             let stored = tx
-                .query_opt(&self.highest, &[&key])
+                .query_typed_opt(&self.highest, &[(&key, Type::BYTEA)])
                 .map_err(|e| StorageError::new("read the highest token", e))?
                 .map(|row| row.try_get::<_, i64>(0))
                 .transpose()
                 .map_err(|e| StorageError::new("read the highest token", e))?;
             return Err(stale(token, stored)); // dropping tx rolls back
+        };
+        let (stored, xid) = admitted
+            .try_get::<_, i64>(0)
+            .and_then(|h| Ok((h, admitted.try_get::<_, i64>(1)?)))
+            .map_err(|e| StorageError::new("conditional upsert", e))?;
+        if stored != t {
+            return Err(
+                StorageError::corrupt("conditional upsert: another value came back").into(),
+            );
         }
         let out = match write(&mut tx) {
             Ok(out) => out,
@@ -226,17 +247,31 @@ impl Fence for PgFence {
             }
         };
         // A statement error the closure swallowed leaves the transaction aborted, and
-        // PostgreSQL answers COMMIT in an aborted transaction with ROLLBACK, not an error:
-        // one statement first, which fails (25P02) in an aborted transaction, so an `Ok`
-        // always means the write and the fence's raise both committed. It reads no table,
-        // so nothing the closure set (`search_path`, a role) can make it fail otherwise.
-        if let Err(e) = tx.batch_execute("SELECT 1") {
-            let what = if e.code() == Some(&postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) {
-                "the write left the transaction aborted"
-            } else {
-                "check the transaction before commit"
-            };
-            return Err(StorageError::new(what, e).into());
+        // PostgreSQL answers COMMIT in an aborted transaction with ROLLBACK, not an error;
+        // a closure that sent COMMIT or ROLLBACK of its own ended the fence's transaction,
+        // and COMMIT then only warns. One statement first (STILL_OURS), which fails
+        // (25P02) in an aborted transaction and is true only in the fence's own, so an
+        // `Ok` always means the write and the fence's raise committed together.
+        match tx.query_typed_one(STILL_OURS, &[(&xid, Type::INT8)]) {
+            Ok(row) if row.try_get::<_, Option<bool>>(0).ok().flatten() == Some(true) => {}
+            Ok(_) => {
+                return Err(StorageError::new(
+                    "the fenced transaction",
+                    "the write ended the fence's transaction itself (a COMMIT or ROLLBACK of \
+                     its own): what it did may be partly committed, outside the fence; read \
+                     your data back",
+                )
+                .into())
+            }
+            Err(e) => {
+                let what =
+                    if e.code() == Some(&postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) {
+                        "the write left the transaction aborted"
+                    } else {
+                        "check the transaction before commit"
+                    };
+                return Err(StorageError::new(what, e).into());
+            }
         }
         tx.commit().map_err(|e| StorageError::new("commit", e))?;
         Ok(out)
@@ -245,7 +280,7 @@ impl Fence for PgFence {
     fn highest(&mut self, resource: &str) -> Result<Option<Token>, StorageError> {
         let row = self
             .client
-            .query_opt(&self.highest, &[&resource.as_bytes()])
+            .query_typed_opt(&self.highest, &[(&resource.as_bytes(), Type::BYTEA)])
             .map_err(|e| StorageError::new("read the highest token", e))?;
         match row {
             None => Ok(None),

@@ -1,9 +1,12 @@
 //! [`SqliteFence`]: the fence row and the data in one SQLite transaction.
 
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{Connection, DropBehavior, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Token};
 
@@ -43,18 +46,47 @@ pub(crate) const HIGHEST: &str = "SELECT highest FROM main.fencelock_fence WHERE
 /// connection can move the fence between the check and the commit. Writers on other
 /// connections wait for the lock up to the connection's busy timeout (then
 /// [`FenceError::Storage`]). Every connection to the file may fence; they share the table.
+///
+/// **When SQLite rolls the transaction back on its own** inside your write — a conflict
+/// under `OR ROLLBACK` / `ON CONFLICT ROLLBACK`, a trigger's `RAISE(ROLLBACK, …)`, a full
+/// disk or an I/O error — the raise of the fence is undone and the connection falls back
+/// to autocommit, so a statement your write runs afterwards would commit on its own,
+/// unfenced, possibly after a newer holder's write. The fence keeps a commit hook on its
+/// connection that refuses every commit while your write runs, so such a statement fails
+/// (`SQLITE_CONSTRAINT_COMMITHOOK`) instead of landing, and the write as a whole is a
+/// [`FenceError::Storage`] ("rolled back by SQLite"), nothing of it committed. Do not
+/// replace the connection's commit hook (`connection()` lends it).
+///
+/// Whatever drop behaviour your write sets on the transaction, a failed write, a failed
+/// commit and a panic inside the write roll it back.
 pub struct SqliteFence {
     conn: Connection,
+    /// Set while a write runs: the commit hook then refuses every commit.
+    in_write: Arc<AtomicBool>,
+}
+
+/// Clears the write's flag however the write ends (a panic included).
+struct InWrite<'a>(&'a AtomicBool);
+
+impl Drop for InWrite<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 impl SqliteFence {
     /// A fence on `conn`, creating the fence table if it is missing.
     ///
     /// Errors: [`StorageError`] if the table cannot be created. Cost: one statement.
-    pub fn new(conn: Connection) -> Result<Self, StorageError> {
+    pub fn new(mut conn: Connection) -> Result<Self, StorageError> {
         conn.execute_batch(CREATE)
             .map_err(|e| StorageError::new("create the fence table", e))?;
-        Ok(SqliteFence { conn })
+        let in_write = Arc::new(AtomicBool::new(false));
+        let flag = in_write.clone();
+        // Returning true turns the commit into a rollback.
+        conn.commit_hook(Some(move || flag.load(Ordering::SeqCst)))
+            .map_err(|e| StorageError::new("install the commit hook", e))?;
+        Ok(SqliteFence { conn, in_write })
     }
 
     /// Opens (creating if needed) the database file at `path` in WAL mode with a busy
@@ -76,8 +108,9 @@ impl SqliteFence {
         &mut self.conn
     }
 
-    /// Gives the connection back. Cost: O(1).
-    pub fn into_inner(self) -> Connection {
+    /// Gives the connection back, without the fence's commit hook. Cost: O(1).
+    pub fn into_inner(mut self) -> Connection {
+        let _ = self.conn.commit_hook(None::<fn() -> bool>);
         self.conn
     }
 }
@@ -107,14 +140,36 @@ impl Fence for SqliteFence {
                 .map_err(|e| StorageError::new("read the highest token", e))?;
             return Err(stale(token, stored)); // dropping tx rolls back
         }
-        let out = match write(&mut tx) {
-            Ok(out) => out,
-            Err(e) => {
-                // Rolled back here, whatever drop behaviour the closure set.
+        let ran = {
+            self.in_write.store(true, Ordering::SeqCst);
+            let _armed = InWrite(&self.in_write);
+            catch_unwind(AssertUnwindSafe(|| write(&mut tx)))
+        };
+        // Rolled back on every way out but the commit below, whatever drop behaviour the
+        // closure set (a failed commit included).
+        tx.set_drop_behavior(DropBehavior::Rollback);
+        let out = match ran {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) => {
                 let _ = tx.rollback();
                 return Err(FenceError::Write(e));
             }
+            Err(panic) => {
+                drop(tx);
+                resume_unwind(panic);
+            }
         };
+        if tx.is_autocommit() {
+            // SQLite ended the transaction inside the write; the hook refused to commit
+            // anything the write ran after that.
+            return Err(StorageError::new(
+                "the fenced transaction",
+                "the transaction was rolled back by SQLite inside the write (a conflict \
+                 under OR ROLLBACK, a RAISE(ROLLBACK), a full disk or an I/O error): \
+                 nothing of it was written",
+            )
+            .into());
+        }
         tx.commit().map_err(|e| StorageError::new("commit", e))?;
         Ok(out)
     }

@@ -176,6 +176,89 @@ fn sqlite_fence_rolls_back_a_failed_write_and_refuses_what_it_cannot_store() {
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(35)));
 }
 
+/// SQLite rolls a transaction back on its own (here a conflict under `OR ROLLBACK`), and
+/// the write swallows the error and goes on. The raise of the fence was undone and the
+/// connection is in autocommit: the write's next statement would commit on its own,
+/// unfenced. The fence's commit hook refuses it, the write is reported as not written,
+/// and neither the data nor the fence moved (found by review).
+#[test]
+fn sqlite_fence_lets_nothing_through_after_sqlite_rolled_the_write_back() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    c.execute_batch(
+        "CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a');",
+    )
+    .unwrap();
+    let mut f = SqliteFence::new(c).unwrap();
+    f.admit("r", Token(5)).unwrap();
+    let r = f.write("r", Token(6), |tx| {
+        let conflict = tx.execute("INSERT OR ROLLBACK INTO t VALUES (1, 'dup')", []);
+        assert!(conflict.is_err(), "the conflict rolls the transaction back");
+        assert!(tx.is_autocommit(), "SQLite ended the transaction");
+        let after = tx.execute("UPDATE t SET v = 'stale' WHERE k = 1", []);
+        assert!(
+            after.is_err(),
+            "the unfenced statement is refused: {after:?}"
+        );
+        Ok::<_, rusqlite::Error>(())
+    });
+    match r {
+        Err(FenceError::Storage(e)) => {
+            assert!(e.to_string().contains("rolled back by SQLite"), "{e}")
+        }
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    let v: String = f
+        .connection()
+        .query_row("SELECT v FROM t WHERE k = 1", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, "a", "nothing of the write committed");
+    assert_eq!(
+        f.highest("r").unwrap(),
+        Some(Token(5)),
+        "the raise did not commit"
+    );
+    // Outside a write, the connection commits as before; and the fence goes on.
+    f.connection()
+        .execute("UPDATE t SET v = 'b' WHERE k = 1", [])
+        .unwrap();
+    f.write("r", Token(6), |tx| {
+        tx.execute("UPDATE t SET v = 'c' WHERE k = 1", [])
+    })
+    .unwrap();
+    assert_eq!(f.highest("r").unwrap(), Some(Token(6)));
+}
+
+/// A write that sets the transaction's drop behaviour to `Commit` and then panics
+/// commits nothing: the fence rolls back on every way out but its own commit.
+#[test]
+fn sqlite_fence_rolls_back_a_panicking_write_whatever_its_drop_behaviour() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    c.execute_batch("CREATE TABLE t (v TEXT)").unwrap();
+    let mut f = SqliteFence::new(c).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = f.write("r", Token(3), |tx| {
+            tx.set_drop_behavior(rusqlite::DropBehavior::Commit);
+            tx.execute("INSERT INTO t VALUES ('half')", [])?;
+            if std::hint::black_box(true) {
+                panic!("a bug in the write (expected by this test)");
+            }
+            Ok::<_, rusqlite::Error>(())
+        });
+    }));
+    assert!(r.is_err(), "the panic reaches the caller");
+    let n: i64 = f
+        .connection()
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0, "nothing of the write committed");
+    assert_eq!(f.highest("r").unwrap(), None, "the raise did not commit");
+    f.write("r", Token(3), |tx| {
+        tx.execute("INSERT INTO t VALUES ('whole')", [])
+    })
+    .unwrap();
+    assert_eq!(f.highest("r").unwrap(), Some(Token(3)));
+}
+
 #[test]
 fn sqlite_fence_refuses_a_hostile_fence_table_instead_of_trusting_it() {
     // A database file whose fence table was made by someone else, without the rule
@@ -356,6 +439,44 @@ fn postgres_fence_never_reports_an_aborted_transaction_as_written() {
         .get(0);
     assert_eq!(n, 0, "the write did not commit");
     // and the fence goes on: the same token, written properly, is admitted
+    f.write("ledger", Token(6), |tx| {
+        tx.execute("INSERT INTO ledger VALUES ('kept')", &[])
+    })
+    .unwrap();
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(6)));
+}
+
+/// A write that ends the fence's transaction itself (here a `ROLLBACK` of its own, which
+/// undoes the raise, then a statement that commits on its own) used to come back `Ok`:
+/// PostgreSQL answers the fence's COMMIT outside a transaction with a warning. The check
+/// before COMMIT finds the transaction is no longer the fence's and says so.
+#[test]
+fn postgres_fence_reports_a_write_that_ended_its_transaction() {
+    let pg = common::Postgres::start();
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    f.client()
+        .batch_execute("CREATE TABLE ledger (entry text NOT NULL)")
+        .unwrap();
+    let r = f.write("ledger", Token(6), |tx| {
+        tx.batch_execute("ROLLBACK")?;
+        tx.execute("INSERT INTO ledger VALUES ('outside')", &[])?;
+        Ok::<_, postgres::Error>(())
+    });
+    match r {
+        Err(FenceError::Storage(e)) => {
+            assert!(
+                e.to_string().contains("ended the fence's transaction"),
+                "{e}"
+            )
+        }
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    assert_eq!(
+        f.highest("ledger").unwrap(),
+        None,
+        "the raise was rolled back"
+    );
+    // The fence goes on.
     f.write("ledger", Token(6), |tx| {
         tx.execute("INSERT INTO ledger VALUES ('kept')", &[])
     })
