@@ -195,9 +195,26 @@ pub struct Node {
     elector_task: JoinHandle<()>,
     leadership: JoinHandle<()>,
     conn_ids: AtomicU64,
+    /// Read barriers, one at a time and shared ([`Node::linearizable`]).
+    reads: ReadBarriers,
     /// Per connection: the sessions opened through it (pruned of ended ones when
     /// checked) and opens in flight. An entry lives as long as its connection's guard.
     conn_sessions: Arc<Mutex<HashMap<u64, ConnSessions>>>,
+}
+
+/// Linearizable reads share their confirmation round: openraft 0.9 dials every voter
+/// afresh for each `ensure_linearizable` (a connection and, with TLS, a handshake per
+/// follower per read), so a client sending many reads at once made the leader open that
+/// many connections to every follower and fill their per-address Raft slots. Barriers run
+/// one at a time; a read waits for the one in progress and is answered by the first that
+/// *started after it arrived* (an earlier one may not cover a write committed just before
+/// the read): a burst of reads costs about two rounds, not one each.
+#[derive(Default)]
+struct ReadBarriers {
+    /// Barriers started so far (the id of the latest).
+    started: AtomicU64,
+    /// The last finished barrier: its id and its answer.
+    last: tokio::sync::Mutex<Option<(u64, Result<(), ClientError>)>>,
 }
 
 #[derive(Default)]
@@ -325,6 +342,7 @@ impl Node {
             elector_task,
             leadership,
             conn_ids: AtomicU64::new(1),
+            reads: ReadBarriers::default(),
             conn_sessions: Arc::default(),
         }))
     }
@@ -533,8 +551,45 @@ impl Node {
     /// confirmed it, and it applied everything committed before the read). Cost: one
     /// heartbeat round to a quorum.
     ///
-    /// Errors: `NotLeader`, `Unavailable` on timeout.
+    /// Concurrent reads share one confirmation round ([`ReadBarriers`]): a read waits for
+    /// the round in progress, then takes the answer of a round that started after it
+    /// arrived, or runs the next one.
+    ///
+    /// Errors: `NotLeader`, `Unavailable` on timeout (the request timeout, the wait for
+    /// the round in progress included).
     pub async fn linearizable(&self) -> Result<(), ClientError> {
+        let limit = Duration::from_millis(self.config.request_timeout_ms);
+        match tokio::time::timeout(limit, self.shared_confirmation()).await {
+            Ok(answer) => answer,
+            Err(_) => Err(ClientError::Unavailable(
+                "read confirmation timed out".into(),
+            )),
+        }
+    }
+
+    /// [`Node::linearizable`] without its time limit.
+    async fn shared_confirmation(&self) -> Result<(), ClientError> {
+        let arrived = self.reads.started.load(Ordering::SeqCst);
+        let mut last = self.reads.last.lock().await;
+        if let Some((id, answer)) = &*last {
+            if *id > arrived {
+                return answer.clone();
+            }
+        }
+        let id = self.reads.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let answer = self.confirm_leadership().await;
+        *last = Some((id, answer.clone()));
+        answer
+    }
+
+    /// Read barriers started on this node so far (each one confirmation round to a
+    /// quorum). Cost: O(1).
+    pub fn read_barriers(&self) -> u64 {
+        self.reads.started.load(Ordering::SeqCst)
+    }
+
+    /// One confirmation round for [`Node::linearizable`].
+    async fn confirm_leadership(&self) -> Result<(), ClientError> {
         let mut back = self.elector.watch_stepped_back();
         if *back.borrow() {
             return Err(stepped_back());

@@ -1040,3 +1040,47 @@ async fn a_node_with_other_settings_never_joins_the_cluster() {
     );
     c.shutdown().await;
 }
+
+/// Reads that arrive together share their confirmation round (openraft dials every voter
+/// afresh for each one, so a round per read let one client's burst of reads open that
+/// many connections to every follower): 64 reads at once take a few rounds, not 64; and
+/// each still sees every write acknowledged before it was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reads_share_their_confirmation_round() {
+    let c = Cluster::start("shared-reads", 300).await;
+    let leader = c.leader().await;
+    let node = c.nodes[&leader].clone();
+    let a = session_of(&c.propose(open(60_000)).await);
+    granted(&c.propose(acquire(a, "x", Wait::None, Some(1))).await).expect("A granted");
+    let before = node.read_barriers();
+    let reads: Vec<_> = (0..64)
+        .map(|_| {
+            let n = node.clone();
+            tokio::spawn(async move {
+                n.linearizable().await?;
+                Ok::<_, fencelock_server::protocol::ClientError>(
+                    n.shared.state().svc.holders("x").count(),
+                )
+            })
+        })
+        .collect();
+    for r in reads {
+        assert_eq!(r.await.unwrap(), Ok(1), "the acknowledged grant is seen");
+    }
+    let rounds = node.read_barriers() - before;
+    assert!((1..=8).contains(&rounds), "{rounds} rounds for 64 reads");
+    // A read after a write acknowledged later sees that write too.
+    release_and_check(&c, &node, a).await;
+    c.shutdown().await;
+}
+
+async fn release_and_check(
+    c: &Cluster,
+    node: &std::sync::Arc<fencelock_server::node::Node>,
+    a: SessionId,
+) {
+    let r = c.propose(release(a, "x", Some(2))).await;
+    assert!(r.reply.is_ok(), "{r:?}");
+    node.linearizable().await.unwrap();
+    assert_eq!(node.shared.state().svc.holders("x").count(), 0);
+}
