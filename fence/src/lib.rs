@@ -114,7 +114,9 @@ pub trait Fence {
     /// (SQL fences, token above `i64::MAX`); [`FenceError::Write`] with the error `write`
     /// returned; [`FenceError::Storage`] when the storage fails (connection lost, disk
     /// error, lock timeout). A storage failure at commit leaves the outcome unknown, as
-    /// any database commit does: read back before retrying.
+    /// any database commit does: read back before retrying — except a deferred
+    /// constraint's refusal of the commit (its message says so), which is certain: rolled
+    /// back, nothing written.
     ///
     /// Cost: the in-process gate O(name length) plus the write, under one mutex; the SQL
     /// fences one transaction — `BEGIN`, the conditional upsert, the write's statements,
@@ -224,6 +226,12 @@ pub struct StorageError {
     what: &'static str,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
+
+/// What a [`StorageError`] says when a deferred constraint refused the commit: the write
+/// broke it, the transaction was rolled back, nothing was written (certain, unlike other
+/// failures at commit).
+pub(crate) const DEFERRED: &str =
+    "commit refused by a deferred constraint the write broke (rolled back: nothing was written)";
 
 impl StorageError {
     pub(crate) fn new(

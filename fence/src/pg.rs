@@ -3,7 +3,7 @@
 use postgres::types::Type;
 use postgres::{Client, Transaction};
 
-use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Token};
+use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Token, DEFERRED};
 
 // Any constant: serialises concurrent `PgFence::new` calls around CREATE TABLE IF NOT
 // EXISTS, which can otherwise fail with a unique violation when two sessions race.
@@ -273,7 +273,15 @@ impl Fence for PgFence {
                 return Err(StorageError::new(what, e).into());
             }
         }
-        tx.commit().map_err(|e| StorageError::new("commit", e))?;
+        tx.commit().map_err(|e| {
+            // A deferred constraint (class 23) refuses the COMMIT itself: certain, rolled
+            // back — not the unknown outcome of a commit that failed on the way.
+            if e.code().is_some_and(|c| c.code().starts_with("23")) {
+                StorageError::new(DEFERRED, e)
+            } else {
+                StorageError::new("commit", e)
+            }
+        })?;
         Ok(out)
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, DropBehavior, OptionalExtension, Transaction, TransactionBehavior};
 
-use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Token};
+use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Token, DEFERRED};
 
 // Always `main.`: an unqualified name would find a TEMP table of the same name first.
 pub(crate) const CREATE: &str = "CREATE TABLE IF NOT EXISTS main.fencelock_fence (
@@ -170,7 +170,15 @@ impl Fence for SqliteFence {
             )
             .into());
         }
-        tx.commit().map_err(|e| StorageError::new("commit", e))?;
+        tx.commit().map_err(|e| {
+            // A deferred foreign key refuses the COMMIT itself, and the transaction is then
+            // rolled back by the drop (its behaviour set above): certain, nothing written.
+            if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) {
+                StorageError::new(DEFERRED, e)
+            } else {
+                StorageError::new("commit", e)
+            }
+        })?;
         Ok(out)
     }
 

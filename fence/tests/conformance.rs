@@ -228,6 +228,36 @@ fn sqlite_fence_lets_nothing_through_after_sqlite_rolled_the_write_back() {
     assert_eq!(f.highest("r").unwrap(), Some(Token(6)));
 }
 
+/// A deferred foreign key the write broke refuses the COMMIT: the fence rolls back
+/// (SQLite leaves the transaction open after such a refusal) and the error names it.
+#[test]
+fn sqlite_fence_names_a_deferred_constraints_refusal_of_the_commit() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    c.execute_batch(
+        "PRAGMA foreign_keys = ON;
+         CREATE TABLE parent (id INTEGER PRIMARY KEY);
+         CREATE TABLE child (p INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);",
+    )
+    .unwrap();
+    let mut f = SqliteFence::new(c).unwrap();
+    let r = f.write("r", Token(2), |tx| {
+        tx.execute("INSERT INTO child VALUES (7)", [])
+    });
+    match r {
+        Err(FenceError::Storage(e)) => {
+            assert!(e.to_string().contains("deferred constraint"), "{e}")
+        }
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    assert!(f.connection().is_autocommit(), "no transaction left open");
+    assert_eq!(f.highest("r").unwrap(), None, "the raise was rolled back");
+    let n: i64 = f
+        .connection()
+        .query_row("SELECT count(*) FROM child", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0, "nothing written");
+}
+
 /// A write that sets the transaction's drop behaviour to `Commit` and then panics
 /// commits nothing: the fence rolls back on every way out but its own commit.
 #[test]
@@ -444,6 +474,38 @@ fn postgres_fence_never_reports_an_aborted_transaction_as_written() {
     })
     .unwrap();
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(6)));
+}
+
+/// A deferred constraint the write broke refuses the COMMIT itself: the transaction is
+/// certainly rolled back, and the error says so instead of "outcome unknown".
+#[test]
+fn postgres_fence_names_a_deferred_constraints_refusal_of_the_commit() {
+    let pg = common::Postgres::start();
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    f.client()
+        .batch_execute("CREATE TABLE once (k int, UNIQUE (k) DEFERRABLE INITIALLY DEFERRED)")
+        .unwrap();
+    let r = f.write("once", Token(4), |tx| {
+        tx.execute("INSERT INTO once VALUES (1), (1)", &[])
+    });
+    match r {
+        Err(FenceError::Storage(e)) => {
+            assert!(e.to_string().contains("deferred constraint"), "{e}");
+            assert!(!e.is_retryable(), "{e}");
+        }
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    assert_eq!(
+        f.highest("once").unwrap(),
+        None,
+        "the raise was rolled back"
+    );
+    let n: i64 = f
+        .client()
+        .query_one("SELECT count(*) FROM once", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "nothing written");
 }
 
 /// A write that ends the fence's transaction itself (here a `ROLLBACK` of its own, which
