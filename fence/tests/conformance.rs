@@ -258,6 +258,38 @@ fn sqlite_fence_names_a_deferred_constraints_refusal_of_the_commit() {
     assert_eq!(n, 0, "nothing written");
 }
 
+/// The commit hook refuses commits only: a write that recovers from an error with a
+/// savepoint (released or rolled back inside the fence's transaction, which commits
+/// nothing) is written whole.
+#[test]
+fn sqlite_fence_keeps_a_write_that_uses_savepoints() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    c.execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY)")
+        .unwrap();
+    let mut f = SqliteFence::new(c).unwrap();
+    f.write("r", Token(9), |tx| {
+        let sp = tx.savepoint()?;
+        sp.execute("INSERT INTO t VALUES (1)", [])?;
+        sp.commit()?;
+        let mut sp = tx.savepoint()?;
+        assert!(
+            sp.execute("INSERT INTO t VALUES (1)", []).is_err(),
+            "a duplicate"
+        );
+        sp.rollback()?;
+        drop(sp);
+        tx.execute("INSERT INTO t VALUES (2)", [])?;
+        Ok::<_, rusqlite::Error>(())
+    })
+    .unwrap();
+    let n: i64 = f
+        .connection()
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(f.highest("r").unwrap(), Some(Token(9)));
+}
+
 /// A write that sets the transaction's drop behaviour to `Commit` and then panics
 /// commits nothing: the fence rolls back on every way out but its own commit.
 #[test]
