@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use common::{acquire, granted, keep_alive, open, session_of, Cluster};
 use fencelock::{Reply as CoreReply, SessionId, Token, Wait};
 use fencelock_server::node::Node;
+use fencelock_server::types::NodeId;
 
 /// Flips one byte in the middle of the file's payload; returns the original bytes.
 fn flip_middle_byte(path: &Path) -> Vec<u8> {
@@ -183,6 +184,35 @@ async fn a_missing_snapshot_over_a_compacted_log_refuses_to_start() {
     c.shutdown().await;
 }
 
+/// Starts the stopped node `victim` with its `raft.log` removed, then emptied: each start
+/// must be refused (`InvalidData`, naming the log, "refusing to start") and create
+/// nothing. Returns the two messages. The log is left empty.
+async fn refused_without_its_log(c: &Cluster, victim: NodeId) -> Vec<String> {
+    let log = c.base.join(format!("n{victim}/raft.log"));
+    let mut msgs = Vec::new();
+    for empty in [false, true] {
+        if empty {
+            std::fs::write(&log, b"").unwrap();
+        } else {
+            std::fs::remove_file(&log).unwrap();
+        }
+        let err = match Node::start(c.config(victim), c.net.factory(victim)).await {
+            Ok(n) => panic!(
+                "started without its log (empty file: {empty}): vote {:?}",
+                n.log.vote()
+            ),
+            Err(e) => e,
+        };
+        let msg = err.to_string();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{msg}");
+        assert!(msg.contains(&log.display().to_string()), "{msg}");
+        assert!(msg.contains("refusing to start"), "{msg}");
+        assert_eq!(log.exists(), empty, "a refused start creates nothing");
+        msgs.push(msg);
+    }
+    msgs
+}
+
 /// `raft.log` holds the node's vote and every entry after its snapshot. A data directory
 /// whose log is gone (or empty) beside a snapshot lost them: starting from the snapshot
 /// alone would forget whom it voted for in its term (it could vote twice) and the entries
@@ -207,29 +237,13 @@ async fn a_missing_log_beside_a_snapshot_refuses_to_start() {
     c.kill(victim).await;
     let log = c.base.join(format!("n{victim}/raft.log"));
     let saved = std::fs::read(&log).unwrap();
-    for empty in [false, true] {
-        if empty {
-            std::fs::write(&log, b"").unwrap();
-        } else {
-            std::fs::remove_file(&log).unwrap();
-        }
-        let err = match Node::start(c.config(victim), c.net.factory(victim)).await {
-            Ok(n) => panic!(
-                "started without its log (empty file: {empty}): vote {:?}",
-                n.log.vote()
-            ),
-            Err(e) => e,
-        };
-        let msg = err.to_string();
-        assert!(msg.contains(&log.display().to_string()), "{msg}");
-        assert!(msg.contains("refusing to start"), "{msg}");
+    for msg in refused_without_its_log(&c, victim).await {
         // `snapshot restore` writes the snapshot before the log: the way out of one that
         // was interrupted in between is named too.
         assert!(
             msg.contains("after an interrupted `snapshot restore`, empty the directory"),
             "{msg}"
         );
-        assert_eq!(log.exists(), empty, "a refused start creates nothing");
     }
     std::fs::write(&log, saved).unwrap();
     c.boot(victim).await;
@@ -257,25 +271,8 @@ async fn a_missing_log_without_a_snapshot_refuses_to_start() {
     assert!(dir.join(fencelock_server::settings::FILE).exists());
     let log = dir.join("raft.log");
     let saved = std::fs::read(&log).unwrap();
-    for empty in [false, true] {
-        if empty {
-            std::fs::write(&log, b"").unwrap();
-        } else {
-            std::fs::remove_file(&log).unwrap();
-        }
-        let err = match Node::start(c.config(victim), c.net.factory(victim)).await {
-            Ok(n) => panic!(
-                "started without its log (empty file: {empty}): vote {:?}",
-                n.log.vote()
-            ),
-            Err(e) => e,
-        };
-        let msg = err.to_string();
-        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{msg}");
-        assert!(msg.contains(&log.display().to_string()), "{msg}");
+    for msg in refused_without_its_log(&c, victim).await {
         assert!(msg.contains("settings"), "{msg}");
-        assert!(msg.contains("refusing to start"), "{msg}");
-        assert_eq!(log.exists(), empty, "a refused start creates nothing");
     }
     std::fs::write(&log, saved).unwrap();
     c.boot(victim).await;
