@@ -39,6 +39,7 @@ pub(crate) const HIGHEST: &str = "SELECT highest FROM main.fencelock_fence WHERE
 ///   WHERE highest <= excluded.highest
 ///   RETURNING highest;            -- no row: stale (then read the highest back)
 /// -- your write
+/// SELECT highest FROM main.fencelock_fence WHERE resource = :resource;  -- still :token
 /// COMMIT;
 /// ```
 ///
@@ -167,6 +168,26 @@ impl Fence for SqliteFence {
                 "the transaction was rolled back by SQLite inside the write (a conflict \
                  under OR ROLLBACK, a RAISE(ROLLBACK), a full disk or an I/O error): \
                  nothing of it was written",
+            )
+            .into());
+        }
+        // The transaction about to commit must still carry the raise: a write that ended
+        // the fence's transaction (its COMMIT is refused by the hook and rolls back) and
+        // began one of its own would otherwise commit its statements unfenced. The
+        // highest is ours only while the fence's raise stands (an equal token stored
+        // before is the same holder's: admitted either way), and no other writer can
+        // commit between this read and the COMMIT (this transaction holds the write
+        // lock once it wrote).
+        let stands: Option<i64> = tx
+            .query_row(HIGHEST, (key,), |r| r.get(0))
+            .optional()
+            .map_err(|e| StorageError::new("check the fence before commit", e))?;
+        if stands != Some(t) {
+            return Err(StorageError::new(
+                "the fenced transaction",
+                "the write ended the fence's transaction itself (a COMMIT, ROLLBACK or \
+                 BEGIN of its own): nothing of it was committed by the fence; read your \
+                 data back",
             )
             .into());
         }

@@ -258,6 +258,41 @@ fn sqlite_fence_names_a_deferred_constraints_refusal_of_the_commit() {
     assert_eq!(n, 0, "nothing written");
 }
 
+/// A write that ends the fence's transaction itself and begins its own: its `COMMIT` is
+/// refused by the fence's hook (and rolls the raise back), and what it runs in its own
+/// transaction afterwards is not committed by the fence either — the raise no longer
+/// stands when the fence checks it before committing.
+#[test]
+fn sqlite_fence_commits_nothing_for_a_write_that_began_its_own_transaction() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    c.execute_batch("CREATE TABLE t (v TEXT); INSERT INTO t VALUES ('a');")
+        .unwrap();
+    let mut f = SqliteFence::new(c).unwrap();
+    f.admit("r", Token(5)).unwrap();
+    let r = f.write("r", Token(6), |tx| {
+        assert!(tx.execute_batch("COMMIT").is_err(), "the hook refuses it");
+        tx.execute_batch("BEGIN")?;
+        tx.execute("UPDATE t SET v = 'stale'", [])?;
+        Ok::<_, rusqlite::Error>(())
+    });
+    match r {
+        Err(FenceError::Storage(e)) => {
+            assert!(
+                e.to_string().contains("ended the fence's transaction"),
+                "{e}"
+            )
+        }
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    assert!(f.connection().is_autocommit(), "no transaction left open");
+    let v: String = f
+        .connection()
+        .query_row("SELECT v FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, "a", "nothing of the write committed");
+    assert_eq!(f.highest("r").unwrap(), Some(Token(5)));
+}
+
 /// The commit hook refuses commits only: a write that recovers from an error with a
 /// savepoint (released or rolled back inside the fence's transaction, which commits
 /// nothing) is written whole.
