@@ -109,7 +109,14 @@ pub struct LogStore {
     disk: Arc<DiskHealth>,
     flushed_tx: Arc<watch::Sender<u64>>,
     flushed: watch::Receiver<u64>,
+    /// The last log id of the persisted snapshot, once the node's state machine is
+    /// attached ([`LogStore::purge_after_snapshots`]): a purge waits for it.
+    snapshots: Arc<std::sync::OnceLock<watch::Receiver<Option<LogId>>>>,
 }
+
+/// How long a purge waits for the snapshot that covers it to be persisted before it
+/// fails (a storage error stops the node, which restarts with its log whole).
+pub const PURGE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 fn io_err(e: impl std::error::Error + 'static) -> io::Error {
     io::Error::other(e.to_string())
@@ -503,6 +510,7 @@ impl LogStore {
             disk: Arc::new(DiskHealth::new(dir)),
             flushed_tx: Arc::new(flushed_tx),
             flushed,
+            snapshots: Arc::default(),
         };
         Ok((log, cut))
     }
@@ -515,6 +523,44 @@ impl LogStore {
     /// The last durable vote (for tests and diagnostics). Cost: O(1).
     pub fn vote(&self) -> Option<Vote> {
         self.lock().vote
+    }
+
+    /// From now on, a purge waits until the snapshot persisted by the state machine
+    /// (`persisted`: the last log id of `snapshot.bin`) covers what it purges. openraft
+    /// 0.9 queues the purge that follows an installed snapshot right after handing the
+    /// install to the state machine, without waiting for it: a purge made durable before
+    /// `snapshot.bin` was written, then a crash, left a node whose log was purged past
+    /// its snapshot, which could never start again. Set once (later calls are ignored).
+    /// Cost: O(1).
+    pub fn purge_after_snapshots(&self, persisted: watch::Receiver<Option<LogId>>) {
+        let _ = self.snapshots.set(persisted);
+    }
+
+    /// Waits until the persisted snapshot covers `log_id` (at once without an attached
+    /// state machine). Errors: `TimedOut` after [`PURGE_WAIT`], or when the state machine
+    /// is gone.
+    async fn snapshot_covers(&self, log_id: LogId) -> io::Result<()> {
+        let Some(rx) = self.snapshots.get() else {
+            return Ok(());
+        };
+        let mut rx = rx.clone();
+        let covered = |p: &Option<LogId>| p.is_some_and(|p| p.index >= log_id.index);
+        let waited = tokio::time::timeout(PURGE_WAIT, rx.wait_for(covered))
+            .await
+            .map(|r| r.map(|_| ()));
+        match waited {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(io::Error::other(format!(
+                "purging the log through {log_id}: the state machine is gone"
+            ))),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "purging the log through {log_id}: no snapshot covering it was persisted \
+                     within {PURGE_WAIT:?}; the log is kept whole"
+                ),
+            )),
+        }
     }
 
     /// The length of the log's header and groups in bytes (the file itself is longer: preallocated
@@ -699,6 +745,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        self.snapshot_covers(log_id)
+            .await
+            .map_err(|e| StorageIOError::write_logs(&e))?;
         let recs = [Rec::Purge(log_id)];
         self.disk
             .retry("purging the log", || self.lock().write(&recs))
@@ -762,6 +811,49 @@ mod tests {
         assert!(inner.log.is_empty(), "everything purged");
         assert_eq!(inner.last_purged, Some(id(u64::MAX)));
         drop(inner);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Once a state machine is attached, a purge is made durable only after a snapshot
+    /// covering it was persisted: it waits for the watch, and an older snapshot is not
+    /// enough.
+    #[tokio::test]
+    async fn a_purge_waits_for_the_snapshot_that_covers_it() {
+        let dir = std::env::temp_dir().join(format!("fl-purge-wait-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
+        let log = LogStore::open(&dir).unwrap();
+        {
+            let mut g = log.lock();
+            for i in 1..=5 {
+                let e = Rec::Entry(Entry {
+                    log_id: id(i),
+                    payload: EntryPayload::Blank,
+                });
+                g.write(std::slice::from_ref(&e)).unwrap();
+                g.apply(e);
+            }
+        }
+        let (tx, rx) = watch::channel(Some(id(1)));
+        log.purge_after_snapshots(rx);
+        let mut purger = log.clone();
+        let purge = tokio::spawn(async move { purger.purge(id(3)).await });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(
+            !purge.is_finished(),
+            "purged before any snapshot covered it"
+        );
+        tx.send_replace(Some(id(2)));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(!purge.is_finished(), "purged past the persisted snapshot");
+        assert_eq!(log.last_purged(), None);
+        tx.send_replace(Some(id(3)));
+        purge.await.unwrap().unwrap();
+        assert_eq!(log.last_purged(), Some(id(3)));
+        drop(log);
+        let reopened = LogStore::open(&dir).unwrap();
+        assert_eq!(reopened.last_purged(), Some(id(3)), "the purge is durable");
+        drop(reopened);
         let _ = fs::remove_dir_all(&dir);
     }
 }

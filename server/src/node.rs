@@ -264,6 +264,7 @@ impl Node {
         let (mut sm, shared) =
             StateMachine::open_checked(&config.dir, config.service, log.last_purged())?;
         sm.set_disk(log.disk());
+        log.purge_after_snapshots(shared.snapshot_persisted());
         if !recorded {
             // The directory's state passed its checks with these settings: from now on it
             // is theirs.

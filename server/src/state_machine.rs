@@ -772,9 +772,17 @@ pub struct Shared {
     /// builder and an installed snapshot never race and an older one never replaces a
     /// newer.
     persisted: Mutex<Option<LogId>>,
+    /// `persisted`, watched: the log store's purges wait for it
+    /// ([`LogStore::purge_after_snapshots`](crate::log_store::LogStore::purge_after_snapshots)).
+    persisted_tx: tokio::sync::watch::Sender<Option<LogId>>,
 }
 
 impl Shared {
+    /// The last log id of the persisted `snapshot.bin`, as it changes. Cost: O(1).
+    pub fn snapshot_persisted(&self) -> tokio::sync::watch::Receiver<Option<LogId>> {
+        self.persisted_tx.subscribe()
+    }
+
     /// Locks the state for a read. Keep the guard short: apply waits for it. Cost: O(1).
     pub fn state(&self) -> MutexGuard<'_, SmState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -1221,6 +1229,7 @@ impl StateMachine {
             stats: ApplyStats::default(),
             config,
             persisted: Mutex::new(persisted),
+            persisted_tx: tokio::sync::watch::Sender::new(persisted),
         });
         Ok((
             StateMachine {
@@ -1358,6 +1367,7 @@ impl StateMachine {
         fs::rename(&tmp, self.dir.join("snapshot.bin")).map_err(named)?;
         sync_dir(&self.dir)?;
         *persisted = f.meta.last_log_id;
+        self.shared.persisted_tx.send_replace(*persisted);
         Ok(())
     }
 }
