@@ -210,11 +210,45 @@ pub struct Node {
 /// *started after it arrived* (an earlier one may not cover a write committed just before
 /// the read): a burst of reads costs about two rounds, not one each.
 #[derive(Default)]
-struct ReadBarriers {
+pub struct ReadBarriers {
     /// Barriers started so far (the id of the latest).
     started: AtomicU64,
     /// The last finished barrier: its id and its answer.
     last: tokio::sync::Mutex<Option<(u64, Result<(), ClientError>)>>,
+}
+
+impl ReadBarriers {
+    /// The answer of a confirmation round that started after this call began: the one
+    /// in progress is waited for (at most `wait`; then `Unavailable`) and its answer
+    /// taken only if it started after this call; otherwise this call runs `round` itself
+    /// (under the round's own time limit, never cut short by another read's) and records
+    /// its answer for the reads that queued behind it. Cost: at most one round.
+    pub async fn share<F, R>(&self, wait: Duration, round: F) -> Result<(), ClientError>
+    where
+        F: FnOnce() -> R,
+        R: std::future::Future<Output = Result<(), ClientError>>,
+    {
+        let arrived = self.started.load(Ordering::SeqCst);
+        let Ok(mut last) = tokio::time::timeout(wait, self.last.lock()).await else {
+            return Err(ClientError::Unavailable(
+                "read confirmation timed out".into(),
+            ));
+        };
+        if let Some((id, answer)) = &*last {
+            if *id > arrived {
+                return answer.clone();
+            }
+        }
+        let id = self.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let answer = round().await;
+        *last = Some((id, answer.clone()));
+        answer
+    }
+
+    /// Rounds started so far. Cost: O(1).
+    pub fn started(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
 }
 
 #[derive(Default)]
@@ -552,41 +586,21 @@ impl Node {
     /// confirmed it, and it applied everything committed before the read). Cost: one
     /// heartbeat round to a quorum.
     ///
-    /// Concurrent reads share one confirmation round ([`ReadBarriers`]): a read waits for
-    /// the round in progress, then takes the answer of a round that started after it
-    /// arrived, or runs the next one.
+    /// Concurrent reads share one confirmation round ([`ReadBarriers::share`]): a read
+    /// waits for the round in progress, then takes the answer of a round that started
+    /// after it arrived, or runs the next one.
     ///
-    /// Errors: `NotLeader`, `Unavailable` on timeout (the request timeout, the wait for
-    /// the round in progress included).
+    /// Errors: `NotLeader`, `Unavailable` on timeout (the request timeout for the wait
+    /// for the round in progress, and again for its own round).
     pub async fn linearizable(&self) -> Result<(), ClientError> {
         let limit = Duration::from_millis(self.config.request_timeout_ms);
-        match tokio::time::timeout(limit, self.shared_confirmation()).await {
-            Ok(answer) => answer,
-            Err(_) => Err(ClientError::Unavailable(
-                "read confirmation timed out".into(),
-            )),
-        }
-    }
-
-    /// [`Node::linearizable`] without its time limit.
-    async fn shared_confirmation(&self) -> Result<(), ClientError> {
-        let arrived = self.reads.started.load(Ordering::SeqCst);
-        let mut last = self.reads.last.lock().await;
-        if let Some((id, answer)) = &*last {
-            if *id > arrived {
-                return answer.clone();
-            }
-        }
-        let id = self.reads.started.fetch_add(1, Ordering::SeqCst) + 1;
-        let answer = self.confirm_leadership().await;
-        *last = Some((id, answer.clone()));
-        answer
+        self.reads.share(limit, || self.confirm_leadership()).await
     }
 
     /// Read barriers started on this node so far (each one confirmation round to a
     /// quorum). Cost: O(1).
     pub fn read_barriers(&self) -> u64 {
-        self.reads.started.load(Ordering::SeqCst)
+        self.reads.started()
     }
 
     /// One confirmation round for [`Node::linearizable`].
@@ -1646,5 +1660,79 @@ async fn run_ticker(
             )
             .await;
         }
+    }
+}
+
+#[cfg(test)]
+mod read_barrier_tests {
+    use super::*;
+    use std::collections::VecDeque;
+    use tokio::sync::oneshot;
+
+    type Answer = Result<(), ClientError>;
+
+    /// Rounds that finish when the test says: each started round takes the next gate.
+    #[derive(Clone, Default)]
+    struct Gates(Arc<Mutex<VecDeque<oneshot::Receiver<Answer>>>>);
+
+    impl Gates {
+        fn round(&self) -> impl std::future::Future<Output = Answer> {
+            let gate = self
+                .0
+                .lock()
+                .unwrap()
+                .pop_front()
+                .expect("a gate per round");
+            async move { gate.await.unwrap() }
+        }
+    }
+
+    /// A read that arrives while a round is in progress is never given that round's
+    /// answer (the round may have confirmed the leader before a write the read must
+    /// see): it runs the next round, and every read that arrived with it shares it.
+    #[tokio::test]
+    async fn a_read_takes_only_a_round_that_started_after_it_arrived() {
+        let reads = Arc::new(ReadBarriers::default());
+        let gates = Gates::default();
+        let (first, second) = (oneshot::channel(), oneshot::channel());
+        gates.0.lock().unwrap().extend([first.1, second.1]);
+        let wait = Duration::from_secs(10);
+        let read = |reads: &Arc<ReadBarriers>| {
+            let (reads, gates) = (reads.clone(), gates.clone());
+            tokio::spawn(async move { reads.share(wait, || gates.round()).await })
+        };
+        // Waits (bounded) until `n` rounds have started; false if they never do.
+        let started = |n: u64| {
+            let reads = reads.clone();
+            async move {
+                tokio::time::timeout(Duration::from_secs(5), async {
+                    while reads.started() < n {
+                        tokio::task::yield_now().await;
+                    }
+                })
+                .await
+                .is_ok()
+            }
+        };
+        let a = read(&reads);
+        assert!(started(1).await, "the first read started a round");
+        // Two reads arrive while the first round is in progress.
+        let (b, c) = (read(&reads), read(&reads));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let round_one = Err(ClientError::Unavailable("round one".into()));
+        first.0.send(round_one.clone()).unwrap();
+        assert_eq!(a.await.unwrap(), round_one);
+        assert!(
+            started(2).await,
+            "the late reads started no round of their own"
+        );
+        assert!(
+            !b.is_finished() && !c.is_finished(),
+            "given the first round's answer"
+        );
+        second.0.send(Ok(())).unwrap();
+        assert_eq!(b.await.unwrap(), Ok(()));
+        assert_eq!(c.await.unwrap(), Ok(()));
+        assert_eq!(reads.started(), 2, "the two late reads shared one round");
     }
 }

@@ -1043,8 +1043,10 @@ async fn a_node_with_other_settings_never_joins_the_cluster() {
 
 /// Reads that arrive together share their confirmation round (openraft dials every voter
 /// afresh for each one, so a round per read let one client's burst of reads open that
-/// many connections to every follower): 64 reads at once take a few rounds, not 64; and
-/// each still sees every write acknowledged before it was sent.
+/// many connections to every follower): 64 reads at once take a few rounds, not 64, and
+/// each still sees the write acknowledged before the burst. That a read never takes the
+/// answer of a round that began before it arrived is the unit test
+/// `a_read_takes_only_a_round_that_started_after_it_arrived` (node.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_reads_share_their_confirmation_round() {
     let c = Cluster::start("shared-reads", 300).await;
