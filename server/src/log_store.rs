@@ -111,7 +111,18 @@ pub struct LogStore {
     flushed: watch::Receiver<u64>,
     /// The last log id of the persisted snapshot, once the node's state machine is
     /// attached ([`LogStore::purge_after_snapshots`]): a purge waits for it.
-    snapshots: Arc<std::sync::OnceLock<watch::Receiver<Option<LogId>>>>,
+    snapshots: Arc<std::sync::OnceLock<watch::Receiver<SnapshotProgress>>>,
+}
+
+/// What the state machine reports to the log store's purges: the snapshot persisted so
+/// far, and whether an install failed (then the node stops; a purge waiting for that
+/// install fails at once instead of holding openraft's core task for [`PURGE_WAIT`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotProgress {
+    /// The last log id of the persisted `snapshot.bin`.
+    pub persisted: Option<LogId>,
+    /// A received snapshot was refused or could not be written.
+    pub install_failed: bool,
 }
 
 /// How long a purge waits for the snapshot that covers it to be persisted before it
@@ -530,26 +541,32 @@ impl LogStore {
     /// 0.9 queues the purge that follows an installed snapshot right after handing the
     /// install to the state machine, without waiting for it: a purge made durable before
     /// `snapshot.bin` was written, then a crash, left a node whose log was purged past
-    /// its snapshot, which could never start again. Set once (later calls are ignored).
-    /// Cost: O(1).
-    pub fn purge_after_snapshots(&self, persisted: watch::Receiver<Option<LogId>>) {
+    /// its snapshot, which could never start again. openraft runs the purge on its core
+    /// task, so the node answers no Raft message while it waits: as long as the install
+    /// takes to write `snapshot.bin`. Set once (later calls are ignored). Cost: O(1).
+    pub fn purge_after_snapshots(&self, persisted: watch::Receiver<SnapshotProgress>) {
         let _ = self.snapshots.set(persisted);
     }
 
     /// Waits until the persisted snapshot covers `log_id` (at once without an attached
-    /// state machine). Errors: `TimedOut` after [`PURGE_WAIT`], or when the state machine
-    /// is gone.
+    /// state machine). Errors: `TimedOut` after [`PURGE_WAIT`]; an install that failed
+    /// before covering it; the state machine gone.
     async fn snapshot_covers(&self, log_id: LogId) -> io::Result<()> {
         let Some(rx) = self.snapshots.get() else {
             return Ok(());
         };
         let mut rx = rx.clone();
-        let covered = |p: &Option<LogId>| p.is_some_and(|p| p.index >= log_id.index);
-        let waited = tokio::time::timeout(PURGE_WAIT, rx.wait_for(covered))
-            .await
-            .map(|r| r.map(|_| ()));
+        let covered = |p: &SnapshotProgress| p.persisted.is_some_and(|p| p.index >= log_id.index);
+        let waited =
+            tokio::time::timeout(PURGE_WAIT, rx.wait_for(|p| covered(p) || p.install_failed))
+                .await
+                .map(|r| r.map(|p| covered(&p)));
         match waited {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(io::Error::other(format!(
+                "purging the log through {log_id}: the snapshot install that would cover it \
+                 failed; the log is kept whole"
+            ))),
             Ok(Err(_)) => Err(io::Error::other(format!(
                 "purging the log through {log_id}: the state machine is gone"
             ))),
@@ -834,7 +851,11 @@ mod tests {
                 g.apply(e);
             }
         }
-        let (tx, rx) = watch::channel(Some(id(1)));
+        let at = |i| SnapshotProgress {
+            persisted: Some(id(i)),
+            install_failed: false,
+        };
+        let (tx, rx) = watch::channel(at(1));
         log.purge_after_snapshots(rx);
         let mut purger = log.clone();
         let purge = tokio::spawn(async move { purger.purge(id(3)).await });
@@ -843,12 +864,25 @@ mod tests {
             !purge.is_finished(),
             "purged before any snapshot covered it"
         );
-        tx.send_replace(Some(id(2)));
+        tx.send_replace(at(2));
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         assert!(!purge.is_finished(), "purged past the persisted snapshot");
         assert_eq!(log.last_purged(), None);
-        tx.send_replace(Some(id(3)));
+        tx.send_replace(at(3));
         purge.await.unwrap().unwrap();
+        assert_eq!(log.last_purged(), Some(id(3)));
+        // A purge whose install fails ends at once, purging nothing.
+        let mut purger = log.clone();
+        let purge = tokio::spawn(async move { purger.purge(id(5)).await });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(!purge.is_finished(), "purged past the persisted snapshot");
+        tx.send_modify(|p| p.install_failed = true);
+        let e = tokio::time::timeout(std::time::Duration::from_secs(5), purge)
+            .await
+            .expect("a failed install ends the wait")
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("install"), "{e}");
         assert_eq!(log.last_purged(), Some(id(3)));
         drop(log);
         let reopened = LogStore::open(&dir).unwrap();

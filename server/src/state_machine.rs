@@ -774,12 +774,15 @@ pub struct Shared {
     persisted: Mutex<Option<LogId>>,
     /// `persisted`, watched: the log store's purges wait for it
     /// ([`LogStore::purge_after_snapshots`](crate::log_store::LogStore::purge_after_snapshots)).
-    persisted_tx: tokio::sync::watch::Sender<Option<LogId>>,
+    persisted_tx: tokio::sync::watch::Sender<crate::log_store::SnapshotProgress>,
 }
 
 impl Shared {
-    /// The last log id of the persisted `snapshot.bin`, as it changes. Cost: O(1).
-    pub fn snapshot_persisted(&self) -> tokio::sync::watch::Receiver<Option<LogId>> {
+    /// The last log id of the persisted `snapshot.bin`, and whether an install failed,
+    /// as they change. Cost: O(1).
+    pub fn snapshot_persisted(
+        &self,
+    ) -> tokio::sync::watch::Receiver<crate::log_store::SnapshotProgress> {
         self.persisted_tx.subscribe()
     }
 
@@ -1229,7 +1232,10 @@ impl StateMachine {
             stats: ApplyStats::default(),
             config,
             persisted: Mutex::new(persisted),
-            persisted_tx: tokio::sync::watch::Sender::new(persisted),
+            persisted_tx: tokio::sync::watch::Sender::new(crate::log_store::SnapshotProgress {
+                persisted,
+                install_failed: false,
+            }),
         });
         Ok((
             StateMachine {
@@ -1341,6 +1347,41 @@ impl StateMachine {
     }
 
     /// [`StateMachine::persist`], retried while the disk is full ([`DiskHealth::retry`]).
+    /// Decodes, checks and persists a received snapshot, then installs it. Errors: data
+    /// that does not decode or was taken elsewhere than `meta` says; the write's I/O error.
+    /// Cost: a decode of the whole state and a write of `data`.
+    async fn install_checked(
+        &mut self,
+        meta: &SnapshotMeta,
+        data: Vec<u8>,
+    ) -> Result<(), StorageError> {
+        let (state, last_applied, _) = decode_snapshot(&self.shared.config, &data)
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        // The check a start makes of `snapshot.bin` (`read_snap_file`): a snapshot whose
+        // data was taken elsewhere than its meta says is refused before it is persisted,
+        // not at the next start.
+        if last_applied != meta.last_log_id {
+            let e = io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "a received snapshot's data was taken at {last_applied:?}, its meta says {:?}",
+                    meta.last_log_id
+                ),
+            );
+            return Err(StorageIOError::read_snapshot(Some(meta.signature()), &e).into());
+        }
+        let f = SnapFile {
+            meta: meta.clone(),
+            data,
+        };
+        self.persist_retrying(&f)
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        *self.shared.state() = state;
+        self.current = Some(f);
+        Ok(())
+    }
+
     async fn persist_retrying(&self, f: &SnapFile) -> io::Result<()> {
         let disk = self.disk.clone();
         disk.retry("writing a snapshot", || self.persist(f)).await
@@ -1367,7 +1408,8 @@ impl StateMachine {
         fs::rename(&tmp, self.dir.join("snapshot.bin")).map_err(named)?;
         sync_dir(&self.dir)?;
         *persisted = f.meta.last_log_id;
-        self.shared.persisted_tx.send_replace(*persisted);
+        let last = *persisted;
+        self.shared.persisted_tx.send_modify(|p| p.persisted = last);
         Ok(())
     }
 }
@@ -1836,32 +1878,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
-        let data = snapshot.into_inner();
-        let (state, last_applied, _) = decode_snapshot(&self.shared.config, &data)
-            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
-        // The check a start makes of `snapshot.bin` (`read_snap_file`): a snapshot whose
-        // data was taken elsewhere than its meta says is refused before it is persisted,
-        // not at the next start.
-        if last_applied != meta.last_log_id {
-            let e = io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "a received snapshot's data was taken at {last_applied:?}, its meta says {:?}",
-                    meta.last_log_id
-                ),
-            );
-            return Err(StorageIOError::read_snapshot(Some(meta.signature()), &e).into());
-        }
-        let f = SnapFile {
-            meta: meta.clone(),
-            data,
-        };
-        self.persist_retrying(&f)
-            .await
-            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
-        *self.shared.state() = state;
-        self.current = Some(f);
-        Ok(())
+        let installed = self.install_checked(meta, snapshot.into_inner()).await;
+        // openraft queued the purge this install would cover: on a failure it must not
+        // wait for it.
+        let failed = installed.is_err();
+        self.shared
+            .persisted_tx
+            .send_if_modified(|p| std::mem::replace(&mut p.install_failed, failed) != failed);
+        installed
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
@@ -2101,12 +2125,26 @@ mod tests {
         assert!(e.to_string().contains("its meta says"), "{e}");
         assert!(!dir.join("snapshot.bin").exists(), "persisted anyway");
         assert_eq!(shared.state().last_applied, None, "installed anyway");
+        let progress = shared.snapshot_persisted();
+        assert!(
+            progress.borrow().install_failed,
+            "a purge would wait for it"
+        );
+        assert_eq!(progress.borrow().persisted, None);
         // The same data with its own log id is installed, and reads back at a start.
         f.meta.last_log_id = Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 7));
         sm.install_snapshot(&f.meta, Box::new(Cursor::new(f.data.clone())))
             .await
             .unwrap();
         assert_eq!(shared.state().last_applied, f.meta.last_log_id);
+        assert_eq!(
+            *progress.borrow(),
+            crate::log_store::SnapshotProgress {
+                persisted: f.meta.last_log_id,
+                install_failed: false
+            },
+            "purges see the persisted snapshot"
+        );
         let (g, _) = read_snap_file(&dir.join("snapshot.bin"), &config)
             .unwrap()
             .expect("persisted");
