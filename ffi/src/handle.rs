@@ -172,7 +172,8 @@ pub(crate) unsafe fn call<P: HandlePtr, A>(
     let fail = match catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(())) => return fencelock_result::Ok,
         Ok(Err(fail)) => fail,
-        Err(_) => {
+        Err(payload) => {
+            crate::result::drop_panic(payload);
             if !in_body.get() {
                 return fencelock_result::Panic;
             }
