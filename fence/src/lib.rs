@@ -120,9 +120,9 @@ pub trait Fence {
     ///
     /// Cost: the in-process gate O(name length) plus the write, under one mutex; the SQL
     /// fences one transaction — `BEGIN`, the conditional upsert, the write's statements,
-    /// (PostgreSQL: one `SELECT` that finds a transaction the write left aborted or
-    /// ended itself)
-    /// `COMMIT` (a stale one: `BEGIN`, the upsert, one read, `ROLLBACK`) — with the
+    /// one more statement before `COMMIT` (PostgreSQL: a `SELECT` that finds a transaction
+    /// the write left aborted or ended itself; SQLite: an indexed read of the fence row
+    /// that finds its raise still there), `COMMIT` (a stale one: `BEGIN`, the upsert, one read, `ROLLBACK`) — with the
     /// resource's fence row locked until it ends, so writes to one resource are serialised
     /// and writes to different resources are not (SQLite serialises all writers of the
     /// database file anyway).

@@ -29,15 +29,15 @@ pub(crate) fn admit(table: &str) -> String {
         "INSERT INTO {table} AS f (resource, highest) VALUES ($1, $2)
     ON CONFLICT (resource) DO UPDATE SET highest = EXCLUDED.highest
     WHERE f.highest <= EXCLUDED.highest
-    RETURNING f.highest, txid_current()"
+    RETURNING f.highest, pg_catalog.txid_current()"
     )
 }
 
 /// Before COMMIT: true only in the transaction the fence began (its id, `$1`), so a write
 /// that ended it (a `COMMIT` or `ROLLBACK` of its own) is caught; it fails (25P02) in a
-/// transaction a swallowed error left aborted. It reads no table, so nothing the write
-/// set (`search_path`, a role) can make it fail otherwise.
-const STILL_OURS: &str = "SELECT txid_current_if_assigned() = $1";
+/// transaction a swallowed error left aborted. It reads no table and names its function
+/// in `pg_catalog`, so nothing the write set (`search_path`, a role) can change its answer.
+const STILL_OURS: &str = "SELECT pg_catalog.txid_current_if_assigned() = $1";
 
 /// The resource's highest token.
 pub(crate) fn highest(table: &str) -> String {
@@ -81,9 +81,9 @@ fn qualified(schema: &str) -> Result<String, StorageError> {
 /// INSERT INTO "public"."fencelock_fence" AS f (resource, highest) VALUES ($1, $2)
 ///   ON CONFLICT (resource) DO UPDATE SET highest = EXCLUDED.highest
 ///   WHERE f.highest <= EXCLUDED.highest
-///   RETURNING f.highest, txid_current();   -- no row: stale (then read the highest back)
+///   RETURNING f.highest, pg_catalog.txid_current();   -- no row: stale (then read the highest back)
 /// -- your write, in the same transaction
-/// SELECT txid_current_if_assigned() = $xid;  -- still the fence's transaction, not aborted
+/// SELECT pg_catalog.txid_current_if_assigned() = $xid;  -- still the fence's transaction, not aborted
 /// COMMIT;
 /// ```
 ///

@@ -165,8 +165,9 @@ impl Fence for SqliteFence {
             // anything the write ran after that.
             return Err(StorageError::new(
                 "the fenced transaction",
-                "the transaction was rolled back by SQLite inside the write (a conflict \
-                 under OR ROLLBACK, a RAISE(ROLLBACK), a full disk or an I/O error): \
+                "the transaction ended inside the write: rolled back by SQLite (a \
+                 conflict under OR ROLLBACK, a RAISE(ROLLBACK), a full disk or an I/O \
+                 error) or ended by the write itself (a COMMIT or ROLLBACK of its own): \
                  nothing of it was written",
             )
             .into());
