@@ -255,8 +255,11 @@ impl StorageError {
 
     /// True when the same write may simply be made again (nothing was written): a
     /// PostgreSQL serialization failure (SQLSTATE 40001, under `REPEATABLE READ` or
-    /// `SERIALIZABLE`) or deadlock (40P01), or SQLite still busy or locked after the busy
-    /// timeout. Cost: O(length of the source chain).
+    /// `SERIALIZABLE`), deadlock (40P01), a lock wait past `lock_timeout` (55P03) or a
+    /// statement cancelled by `statement_timeout` (57014; PostgreSQL reports a cancel by
+    /// `pg_cancel_backend` the same way), or SQLite still busy or locked after the busy
+    /// timeout. Each ended the transaction with nothing of it written. Cost: O(length of
+    /// the source chain).
     pub fn is_retryable(&self) -> bool {
         use postgres::error::SqlState;
         let mut next: Option<&(dyn std::error::Error + 'static)> = self
@@ -266,8 +269,13 @@ impl StorageError {
         while let Some(e) = next {
             if let Some(pg) = e.downcast_ref::<postgres::Error>() {
                 if let Some(code) = pg.code() {
-                    return code == &SqlState::T_R_SERIALIZATION_FAILURE
-                        || code == &SqlState::T_R_DEADLOCK_DETECTED;
+                    return [
+                        SqlState::T_R_SERIALIZATION_FAILURE,
+                        SqlState::T_R_DEADLOCK_DETECTED,
+                        SqlState::LOCK_NOT_AVAILABLE,
+                        SqlState::QUERY_CANCELED,
+                    ]
+                    .contains(code);
                 }
             }
             if let Some(rusqlite::Error::SqliteFailure(f, _)) = e.downcast_ref::<rusqlite::Error>()

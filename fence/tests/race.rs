@@ -415,3 +415,73 @@ fn postgres_fence_blocks_the_same_resource_only() {
     assert_eq!(f.highest("a").unwrap(), Some(Token(6)));
     assert_eq!(f.highest("b").unwrap(), Some(Token(4)));
 }
+
+/// A writer that gives up waiting for a resource another write holds — past its
+/// `lock_timeout` or its `statement_timeout` — gets a retryable storage error, with nothing
+/// of its write done; retried once the resource is free, it goes through.
+#[test]
+fn postgres_fence_a_lock_or_statement_timeout_is_retryable() {
+    use std::sync::mpsc::channel;
+    let pg = common::Postgres::start();
+    let pg = &pg;
+    let (release_tx, release_rx) = channel::<()>();
+    let (held_tx, held_rx) = channel::<()>();
+    std::thread::scope(|s| {
+        let one = s.spawn(move || {
+            let mut f = PgFence::new(pg.connect()).unwrap();
+            f.write("a", Token(5), |_| {
+                held_tx.send(()).unwrap();
+                release_rx
+                    .recv_timeout(Duration::from_secs(30))
+                    .map_err(|_| "never released")
+            })
+            .unwrap();
+        });
+        held_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        for (setting, sqlstate) in [
+            (
+                "lock_timeout",
+                postgres::error::SqlState::LOCK_NOT_AVAILABLE,
+            ),
+            (
+                "statement_timeout",
+                postgres::error::SqlState::QUERY_CANCELED,
+            ),
+        ] {
+            let mut c = pg.connect();
+            c.batch_execute(&format!("SET {setting} = '50ms'")).unwrap();
+            let mut f = PgFence::new(c).unwrap();
+            let mut ran = false;
+            let e = f
+                .write("a", Token(6), |_| {
+                    ran = true;
+                    Ok::<_, &str>(())
+                })
+                .expect_err("went through a held resource");
+            assert!(e.is_retryable(), "{setting}: {e}");
+            assert!(!ran, "{setting}: the write ran");
+            let fencelock_fence::FenceError::Storage(storage) = &e else {
+                panic!("{setting}: not a storage error: {e}");
+            };
+            let mut next: Option<&(dyn std::error::Error + 'static)> = Some(storage);
+            let mut code = None;
+            while let Some(err) = next {
+                if let Some(p) = err.downcast_ref::<postgres::Error>() {
+                    code = p.code().cloned();
+                }
+                next = err.source();
+            }
+            assert_eq!(code, Some(sqlstate), "{setting}: {e}");
+        }
+        release_tx.send(()).unwrap();
+        one.join().unwrap();
+    });
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    assert_eq!(
+        f.highest("a").unwrap(),
+        Some(Token(5)),
+        "a timed-out write raised it"
+    );
+    f.write("a", Token(6), |_| Ok::<_, &str>(())).unwrap();
+    assert_eq!(f.highest("a").unwrap(), Some(Token(6)));
+}
