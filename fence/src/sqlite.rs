@@ -93,14 +93,23 @@ impl SqliteFence {
     /// Opens (creating if needed) the database file at `path` in WAL mode with a busy
     /// timeout of `busy`, and makes a fence on it.
     ///
-    /// Errors: [`StorageError`] if the file cannot be opened or set up. Cost: a file open
+    /// Errors: [`StorageError`] if the file cannot be opened or set up, or stays in
+    /// another journal mode (an in-memory database, a VFS without shared memory): set up
+    /// such a connection yourself and pass it to [`SqliteFence::new`]. Cost: a file open
     /// and two statements.
     pub fn open(path: impl AsRef<Path>, busy: Duration) -> Result<Self, StorageError> {
         let conn = Connection::open(path).map_err(|e| StorageError::new("open the database", e))?;
         conn.busy_timeout(busy)
             .map_err(|e| StorageError::new("set the busy timeout", e))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
             .map_err(|e| StorageError::new("switch to WAL", e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StorageError::new(
+                "switch to WAL",
+                format!("the database stayed in journal mode {mode:?}"),
+            ));
+        }
         Self::new(conn)
     }
 

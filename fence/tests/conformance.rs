@@ -503,6 +503,24 @@ fn sqlite_fence_busy_past_its_timeout_is_a_retryable_storage_error() {
     assert!(!FenceError::<()>::Refused(Error::ZeroToken).is_retryable());
 }
 
+/// `SqliteFence::open` leaves the file in WAL mode, and refuses a database that stays in
+/// another journal mode (an in-memory one) instead of promising WAL it does not have.
+#[test]
+fn sqlite_fence_open_sets_wal_or_refuses() {
+    let dir = common::TempDir::new("sqlite-wal");
+    let path = dir.path().join("wal.db");
+    let mut f = SqliteFence::open(&path, std::time::Duration::from_secs(1)).unwrap();
+    let mode: String = f
+        .connection()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let e = SqliteFence::open(":memory:", std::time::Duration::from_secs(1))
+        .err()
+        .expect("an in-memory database cannot be in WAL mode");
+    assert!(e.to_string().contains("journal mode \"memory\""), "{e}");
+}
+
 /// A statement error the write's closure catches and ignores leaves a PostgreSQL
 /// transaction aborted, where COMMIT answers ROLLBACK without an error: the fence reports
 /// a storage error, never `Ok` for a write and a raise that did not commit. A closure that
