@@ -1181,6 +1181,20 @@ impl LeaseGuard {
     }
 }
 
+/// What the client kept for the session — its credential for re-attaching, its lost
+/// mark, its latest lock events — goes with its handle: a long-lived client that opens and
+/// drops sessions keeps nothing of the dropped ones. (The service keeps the session until
+/// it is closed or expires; no keep-alives are sent for it any more.)
+impl Drop for Session {
+    fn drop(&mut self) {
+        let mut st = self.client.st();
+        st.lost.remove(&self.id);
+        st.attached.remove(&self.id);
+        let id = self.id;
+        st.lock_events.retain(|(session, _), _| *session != id);
+    }
+}
+
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
         self.task.abort();
@@ -1223,6 +1237,86 @@ mod tests {
             now: 1,
             index: 1,
         })
+    }
+
+    /// A dropped session leaves nothing in its client: not its credential, its lost mark
+    /// or its lock events (a client that opens and drops sessions for days grew by each).
+    #[tokio::test]
+    async fn a_dropped_session_leaves_nothing_in_its_client() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let client = Client::new(vec![addr]);
+        let node = tokio::spawn(async move {
+            let (a, _) = listener.accept().await.unwrap();
+            let (ar, mut aw) = a.into_split();
+            let mut ar = BufReader::new(ar);
+            for id in [1, 2] {
+                let f = next_request(&mut ar).await;
+                assert!(matches!(f.req, Request::Open { .. }), "{:?}", f.req);
+                let opened = fencelock::Reply::Opened {
+                    session: SessionId(id),
+                    expires_at: Tick(10_000),
+                };
+                let reply = Reply::Opened {
+                    reply: opened,
+                    secret: SessionSecret([id as u8; 16]),
+                    now: 1,
+                    index: 1,
+                };
+                answer(&mut aw, f.id, Ok(reply)).await;
+            }
+            // Session 1 is granted "x", then expires; session 2 is granted "x" too.
+            for push in [
+                granted(5),
+                Output::SessionExpired {
+                    session: SessionId(1),
+                },
+                Output::Granted {
+                    session: SessionId(2),
+                    lock: LockName::new("x").unwrap(),
+                    mode: Mode::Exclusive,
+                    token: Token(6),
+                },
+            ] {
+                frame::write(&mut aw, &ServerFrame::Push(push))
+                    .await
+                    .unwrap();
+            }
+            (ar, aw)
+        });
+        let one = client.open_session(10_000).await.unwrap();
+        let two = client.open_session(10_000).await.unwrap();
+        let mut changed = client.inner.changed.subscribe();
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            changed.wait_for(|_| {
+                let st = client.st();
+                st.lost.contains(&1) && st.lock_events.contains_key(&(2, "x".to_string()))
+            }),
+        )
+        .await
+        .expect("the pushes arrived")
+        .unwrap();
+        drop(changed);
+        assert!(one.is_lost());
+        drop(one);
+        {
+            let st = client.st();
+            assert!(!st.lost.contains(&1), "the lost mark stayed");
+            assert!(
+                !st.lock_events.keys().any(|(s, _)| *s == 1),
+                "its lock events stayed"
+            );
+            assert!(st.attached.contains_key(&2), "the other session's went too");
+            assert!(st.lock_events.contains_key(&(2, "x".to_string())));
+        }
+        drop(two);
+        {
+            let st = client.st();
+            assert!(st.attached.is_empty(), "a credential stayed");
+            assert!(st.lock_events.is_empty(), "a lock event stayed");
+        }
+        let _conn = node.await.unwrap();
     }
 
     /// A node that redirected the client (here: answered an acquire `NotLeader`) keeps

@@ -1030,6 +1030,8 @@ enum Out {
     /// The answer to a frame of another wire version ([`frame::version_only`]); the
     /// connection closes after it.
     OtherVersion,
+    /// A frame after which the connection closes (a refused token's `Unauthenticated`).
+    Last(ServerFrame),
 }
 
 /// Serves one client connection. Its place (`slot`) is proven by a token accepted, or
@@ -1092,10 +1094,15 @@ async fn client_conn<R, W>(
                     }
                 },
             };
-            let closing = matches!(f, Out::Frame(ServerFrame::Malformed(_)) | Out::OtherVersion);
+            let closing = matches!(
+                f,
+                Out::Frame(ServerFrame::Malformed(_)) | Out::OtherVersion | Out::Last(_)
+            );
             let write = async {
                 match &f {
-                    Out::Frame(f) => write_to_client(&mut w, f, &stats, closing_timeout).await,
+                    Out::Frame(f) | Out::Last(f) => {
+                        write_to_client(&mut w, f, &stats, closing_timeout).await
+                    }
                     Out::OtherVersion => {
                         let only = frame::version_only(CLIENT_WIRE);
                         frame::write_all_progressing(&mut w, &only, closing_timeout).await
@@ -1187,6 +1194,18 @@ async fn client_conn<R, W>(
                         break;
                     }
                     proven = true;
+                }
+                // A refused token ends the connection after its answer (as PostgreSQL
+                // does): every guess costs a new connection — with TLS a handshake — and
+                // takes one of the port's places, the per-address ones included.
+                if matches!(req, Request::Authenticate { .. }) && grants.is_none() {
+                    node.stats.net.close(CLIENT, "unauthenticated");
+                    let reply = ServerFrame::Reply {
+                        id,
+                        result: Err(ClientError::Unauthenticated),
+                    };
+                    let _ = out_tx.send((Out::Last(reply), Some(permit)));
+                    break;
                 }
                 if let Err(result) = allowed {
                     let _ =

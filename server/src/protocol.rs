@@ -131,7 +131,8 @@ pub enum Request {
     /// later requests are allowed what the token grants ([`crate::auth::Tokens`]). A
     /// token is accepted once per connection: after one was, another `Authenticate` is
     /// refused (`BadRequest`) and changes nothing — the connection keeps its grants and
-    /// the sessions attached to it. A refused token may be followed by another.
+    /// the sessions attached to it. A refused token is answered `Unauthenticated` and
+    /// ends the connection.
     Authenticate {
         /// The token.
         token: String,
