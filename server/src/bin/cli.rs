@@ -530,7 +530,8 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
 }
 
 /// Writes `bytes` to `path` whole or not at all: `path.tmp` (made anew, 0600: an export
-/// needs an admin token, so it is the admin's to share), fsync, rename.
+/// needs an admin token, so it is the admin's to share), fsync, rename, fsync of the
+/// directory (so the rename survives a crash).
 ///
 /// Errors: I/O errors, naming the path.
 fn write_synced(path: &std::path::Path, bytes: &[u8]) -> Res<()> {
@@ -543,6 +544,7 @@ fn write_synced(path: &std::path::Path, bytes: &[u8]) -> Res<()> {
     f.write_all(bytes).map_err(named)?;
     f.sync_all().map_err(named)?;
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
+    fencelock_server::disk::sync_parent_dir(path).map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -475,6 +475,8 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                         }
                         std::fs::rename(&tmp, &file)
                             .map_err(|e| format!("{}: {e}", file.display()))?;
+                        fencelock_server::disk::sync_parent_dir(&file)
+                            .map_err(|e| e.to_string())?;
                         println!(
                             "saved {} ({} bytes, log index {index}) from {addr}",
                             file.display(),
