@@ -485,3 +485,37 @@ fn postgres_fence_a_lock_or_statement_timeout_is_retryable() {
     f.write("a", Token(6), |_| Ok::<_, &str>(())).unwrap();
     assert_eq!(f.highest("a").unwrap(), Some(Token(6)));
 }
+
+/// Fences made at once on a database without the fence table — eight connections racing
+/// to create it — all come up, on one table: a token admitted through one is stale
+/// through every other.
+#[test]
+fn postgres_fences_made_at_once_on_an_empty_database_share_one_table() {
+    let pg = common::Postgres::start();
+    let pg = &pg;
+    let start = std::sync::Barrier::new(8);
+    let start = &start;
+    let fences: Vec<PgFence> = std::thread::scope(|s| {
+        let made: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(move || {
+                    let c = pg.connect();
+                    start.wait();
+                    PgFence::new(c)
+                })
+            })
+            .collect();
+        made.into_iter()
+            .map(|h| h.join().unwrap().expect("a fence made in the race"))
+            .collect()
+    });
+    let mut fences = fences.into_iter();
+    let mut first = fences.next().unwrap();
+    first.admit("r", Token(9)).unwrap();
+    for mut f in fences {
+        assert!(
+            f.admit("r", Token(8)).is_err(),
+            "a fence of its own admitted a stale token"
+        );
+    }
+}
