@@ -299,6 +299,17 @@ fn the_history_check_refuses_bad_histories() {
 /// (SQLSTATE 40001) instead of waiting; retried, the race gives the same guarantees.
 #[test]
 fn postgres_fence_race_under_serializable_with_retries() {
+    race_under_isolation("serializable");
+}
+
+/// `REPEATABLE READ` too: a writer that waited for a concurrent one to commit is told to
+/// retry (its snapshot is older than the row it would raise); retried, the same guarantees.
+#[test]
+fn postgres_fence_race_under_repeatable_read_with_retries() {
+    race_under_isolation("repeatable read");
+}
+
+fn race_under_isolation(level: &str) {
     let pg = common::Postgres::start();
     let mut first = PgFence::new(pg.connect()).unwrap();
     first.client().batch_execute(PG_SCHEMA).unwrap();
@@ -306,7 +317,7 @@ fn postgres_fence_race_under_serializable_with_retries() {
     let attempts = race(
         || {
             let mut c = pg.connect();
-            c.batch_execute("SET default_transaction_isolation = 'serializable'")
+            c.batch_execute(&format!("SET default_transaction_isolation = '{level}'"))
                 .unwrap();
             PgFence::new(c).unwrap()
         },
@@ -333,9 +344,9 @@ fn postgres_fence_race_under_serializable_with_retries() {
     );
     let landed = pg_history(first.client());
     let highest = first.highest(RESOURCE).unwrap().map(|t| t.0);
-    assert_race("postgres serializable", &attempts, &landed, highest);
+    assert_race(&format!("postgres {level}"), &attempts, &landed, highest);
     let (fence, write) = (retries.into_inner(), write_retries.into_inner());
-    println!("postgres serializable: {fence} retries at the fence, {write} at the write");
+    println!("postgres {level}: {fence} retries at the fence, {write} at the write");
     assert!(
         fence > 0,
         "no serialization failure at the fence: the case was not exercised"
