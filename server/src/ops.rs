@@ -456,6 +456,10 @@ pub struct Recovered {
     /// changed): a torn last write, or a last group written whole and then damaged, which
     /// a node refuses to start on (`None`: nothing).
     pub cut: Option<crate::log_store::TailCut>,
+    /// The survivor's `raft.log` was empty (or missing its header) beside its snapshot —
+    /// a node refuses to start on that: only the snapshot's state was recovered, and the
+    /// entries the survivor had after it are lost.
+    pub log_lost: bool,
 }
 
 /// The way out of a lost majority (etcd's `--force-new-cluster`): prepares `dir` as the
@@ -479,7 +483,9 @@ pub struct Recovered {
 /// What is lost: entries the lost majority committed that never reached the survivor's
 /// log — acknowledged grants, releases, opens and closes among them — and, if the last
 /// group of the survivor's log was written whole and then damaged (a node refuses to
-/// start on it), that group: it is cut and reported in [`Recovered::cut`].
+/// start on it), that group: it is cut and reported in [`Recovered::cut`]; and, if the
+/// survivor's `raft.log` is empty beside its snapshot, every entry after the snapshot
+/// ([`Recovered::log_lost`]).
 ///
 /// The survivor's state keeps the core settings it was made with (lock-delay, the
 /// watcher and name limits: as its directory records them, else as its snapshot carries
@@ -548,6 +554,11 @@ pub async fn force_new_cluster(
         let (mut log, cut) = crate::log_store::LogStore::open_accepting_loss(&scratch)
             .map_err(|e| Error::new(e.kind(), format!("{}/raft.log: {e}", from.display())))?;
         let committed = log.committed().map(|c| c.index);
+        // What a node's start refuses as a lost log is recovered from, but said.
+        let log_lost = scratch.join("snapshot.bin").exists()
+            && log.vote().is_none()
+            && log.last_index() == 0
+            && log.last_purged().is_none();
         // The survivor's state keeps the core settings it was made with (lock-delay decided
         // what its log's entries did): `service` must name them.
         if let Some(core) = crate::settings::made_with(from)?.core {
@@ -623,6 +634,7 @@ pub async fn force_new_cluster(
             revision_before: before,
             revision,
             cut,
+            log_lost,
         })
     }
     .await;

@@ -839,3 +839,54 @@ async fn force_new_cluster_keeps_the_survivors_core_settings() {
     n.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `force-new-cluster` from a survivor whose `raft.log` was emptied beside its snapshot (a
+/// node refuses to start on that) recovers the snapshot's state and says the log was lost;
+/// from an intact survivor it says nothing of the kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_new_cluster_says_when_the_survivors_log_was_lost() {
+    use fencelock_server::ops::force_new_cluster;
+    let (node, dir) = single_node("force-lostlog", |_| {}).await;
+    let sink = PushSink::new(4).0;
+    let r = node
+        .handle_request(
+            Request::Open {
+                ttl_ms: 600_000,
+                key: None,
+            },
+            node.next_conn_id(),
+            &sink,
+        )
+        .await;
+    assert!(matches!(r, Ok(Reply::Opened { .. })), "{r:?}");
+    node.raft.trigger().snapshot().await.unwrap();
+    let from = dir.join("n1");
+    let start = std::time::Instant::now();
+    while !from.join("snapshot.bin").exists() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no snapshot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.shutdown().await;
+    drop(node);
+    let service = fencelock_server::state_machine::ServiceConfig::default();
+    let member = || {
+        (
+            1,
+            NodeAddr {
+                raft: "mem:1".into(),
+                client: "mem:1".into(),
+            },
+        )
+    };
+    let whole = force_new_cluster(&from, &dir.join("whole"), &service, member(), 0, 0)
+        .await
+        .unwrap();
+    assert!(!whole.log_lost, "{whole:?}");
+    std::fs::write(from.join("raft.log"), b"").unwrap();
+    let lost = force_new_cluster(&from, &dir.join("lost"), &service, member(), 0, 0)
+        .await
+        .unwrap();
+    assert!(lost.log_lost, "{lost:?}");
+    assert_eq!(lost.sessions, 1, "the snapshot's state");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -329,6 +329,15 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
             }
         );
     }
+    if r.log_lost {
+        eprintln!(
+            "fencelock-node: the survivor's raft.log in {} is empty beside its snapshot: only \
+             the snapshot's state (log index {}) is recovered; the entries the survivor had \
+             after it are LOST",
+            a.from.display(),
+            r.snapshot_index.map_or("none".into(), |i| i.to_string())
+        );
+    }
     if r.revision > MAX_TOKEN {
         eprintln!(
             "fencelock-node: warning: the revision {} is above 2^53 - 1: JavaScript clients \
@@ -344,6 +353,7 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
         revision = r.revision,
         cut_at = r.cut.map(|c| c.at),
         cut_bytes = r.cut.map(|c| c.bytes),
+        log_lost = r.log_lost,
         "forced a new single-member cluster"
     );
     println!(
