@@ -915,7 +915,7 @@ fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(Sna
         return Ok(None);
     };
     let bad = |m: String| corrupt_snap(path, m);
-    let (state, last_applied, _) = decode_snapshot(config, &f.data).map_err(|e| {
+    let (state, last_applied, membership) = decode_snapshot(config, &f.data).map_err(|e| {
         if e.kind() == io::ErrorKind::InvalidInput {
             // Sound, but not for these settings: never taken for a corrupt file.
             io::Error::new(
@@ -933,6 +933,12 @@ fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(Sna
         return Err(bad(format!(
             "its data was taken at {last_applied:?}, its header says {:?}",
             f.meta.last_log_id
+        )));
+    }
+    if membership != f.meta.last_membership {
+        return Err(bad(format!(
+            "its data's membership is {membership:?}, its header's {:?}",
+            f.meta.last_membership
         )));
     }
     Ok(Some((f, state)))
@@ -1069,7 +1075,7 @@ pub fn restore_into(
 }
 
 /// The snapshot file's contents.
-#[derive(Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 struct SnapFile {
     meta: SnapshotMeta,
     data: Vec<u8>,
@@ -1079,7 +1085,7 @@ struct SnapFile {
 /// 1's fields ([`SnapDataV1`], its `open_keys` now only [`Principal::Unrecorded`]'s), then
 /// the keys of every other principal. Version 1 data does not decode as version 2 (it
 /// ends where `scoped_keys` would start), so [`SnapData::decode`] tells them apart.
-#[derive(Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 struct SnapData {
     last_applied: Option<LogId>,
     membership: StoredMembership,
@@ -1186,6 +1192,32 @@ fn decode_snapshot(
         )),
         e => io::Error::other(e.to_string()),
     })?;
+    // A snapshot lists each session's key and credential once (it is written from maps);
+    // a duplicate would leave the two maps of `OpenKeys` out of step, or one credential
+    // silently replacing another.
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some((s, _)) = d.owners.iter().find(|(s, _)| !seen.insert(*s)) {
+        return Err(io::Error::other(format!("session {s} has two credentials")));
+    }
+    let (mut sessions, mut keys) = (
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+    );
+    let all_keys = d
+        .open_keys
+        .iter()
+        .map(|(k, s)| (Principal::Unrecorded, *k, *s))
+        .chain(d.scoped_keys.iter().copied());
+    for (p, k, s) in all_keys {
+        if !keys.insert((p, k)) {
+            return Err(io::Error::other(format!(
+                "an open key is listed twice (session {s})"
+            )));
+        }
+        if !sessions.insert(s) {
+            return Err(io::Error::other(format!("session {s} has two open keys")));
+        }
+    }
     Ok((
         SmState {
             svc,
@@ -1355,19 +1387,27 @@ impl StateMachine {
         meta: &SnapshotMeta,
         data: Vec<u8>,
     ) -> Result<(), StorageError> {
-        let (state, last_applied, _) = decode_snapshot(&self.shared.config, &data)
+        let (state, last_applied, membership) = decode_snapshot(&self.shared.config, &data)
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
-        // The check a start makes of `snapshot.bin` (`read_snap_file`): a snapshot whose
-        // data was taken elsewhere than its meta says is refused before it is persisted,
-        // not at the next start.
-        if last_applied != meta.last_log_id {
-            let e = io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "a received snapshot's data was taken at {last_applied:?}, its meta says {:?}",
-                    meta.last_log_id
-                ),
-            );
+        // The checks a start makes of `snapshot.bin` (`read_snap_file`): a snapshot whose
+        // data was taken elsewhere, or with another membership, than its meta says is
+        // refused before it is persisted, not at the next start (openraft would install
+        // the meta's membership while this state machine kept the data's).
+        let disagrees = if last_applied != meta.last_log_id {
+            Some(format!(
+                "a received snapshot's data was taken at {last_applied:?}, its meta says {:?}",
+                meta.last_log_id
+            ))
+        } else if membership != meta.last_membership {
+            Some(format!(
+                "a received snapshot's data has the membership {membership:?}, its meta says {:?}",
+                meta.last_membership
+            ))
+        } else {
+            None
+        };
+        if let Some(m) = disagrees {
+            let e = io::Error::new(io::ErrorKind::InvalidData, m);
             return Err(StorageIOError::read_snapshot(Some(meta.signature()), &e).into());
         }
         let f = SnapFile {
@@ -1934,6 +1974,11 @@ mod tests {
             &mut out,
         )
         .unwrap();
+        let s2 = svc
+            .open_session(Tick(3), 10_000, &mut out)
+            .unwrap()
+            .opened()
+            .unwrap();
         let last = Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 7));
         let d = SnapData {
             last_applied: last,
@@ -1941,7 +1986,7 @@ mod tests {
             core: svc.snapshot_vec(),
             open_keys: vec![(42, s.0)],
             owners: vec![],
-            scoped_keys: vec![(Principal::token("ci"), 43, s.0)],
+            scoped_keys: vec![(Principal::token("ci"), 43, s2.0)],
         };
         let f = SnapFile {
             meta: SnapshotMeta {
@@ -2009,9 +2054,9 @@ mod tests {
         let path = dir.join("snapshot.bin");
         fs::write(&path, &bytes).unwrap();
         let (_, g) = read_snap_file(&path, &config).unwrap().expect("reads");
-        let s = SessionId(1);
+        let (s, s2) = (SessionId(1), SessionId(2));
         let (ci, other) = (Principal::token("ci"), Principal::token("other"));
-        assert_eq!(g.open_keys.get(ci, 43), Some(s));
+        assert_eq!(g.open_keys.get(ci, 43), Some(s2));
         assert_eq!(g.open_keys.get(other, 43), None, "another token's key");
         assert_eq!(g.open_keys.get(Principal::Anyone, 43), None);
         assert_eq!(g.open_keys.get(Principal::Unrecorded, 42), Some(s));
@@ -2020,14 +2065,14 @@ mod tests {
         let again = postcard::to_allocvec(&SnapData::of(&g)).unwrap();
         let d = SnapData::decode(&again).unwrap();
         assert_eq!(d.open_keys, vec![(42, 1)]);
-        assert_eq!(d.scoped_keys, vec![(ci, 43, 1)]);
+        assert_eq!(d.scoped_keys, vec![(ci, 43, 2)]);
         // Version 1: its own magic and layout.
         let d = SnapData::decode(&f.data).unwrap();
         let v1 = SnapDataV1 {
             last_applied: d.last_applied,
             membership: d.membership,
             core: d.core,
-            open_keys: vec![(42, 1), (43, 1)],
+            open_keys: vec![(42, 1), (43, 2)],
             owners: d.owners,
         };
         let old = SnapFile {
@@ -2046,7 +2091,7 @@ mod tests {
         fs::write(&path, &b).unwrap();
         let (_, g) = read_snap_file(&path, &config).unwrap().expect("v1 reads");
         assert_eq!(g.open_keys.get(Principal::Unrecorded, 42), Some(s));
-        assert_eq!(g.open_keys.get(Principal::Unrecorded, 43), Some(s));
+        assert_eq!(g.open_keys.get(Principal::Unrecorded, 43), Some(s2));
         assert_eq!(g.open_keys.get(ci, 43), None, "no principal was recorded");
         assert!(check_backup(&b).is_ok(), "a version-1 backup is accepted");
         // Version 2 data whose scoped keys do not decode is not read as version 1.
@@ -2094,18 +2139,81 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A snapshot whose header and data disagree about where it was taken is refused.
+    /// A membership other than the sample's (one voter).
+    fn other_membership() -> StoredMembership {
+        let addr = crate::types::NodeAddr {
+            raft: "a:1".into(),
+            client: "a:2".into(),
+        };
+        StoredMembership::new(
+            None,
+            openraft::Membership::new(
+                vec![std::iter::once(1).collect()],
+                std::iter::once((1, addr)).collect::<BTreeMap<_, _>>(),
+            ),
+        )
+    }
+
+    /// A snapshot whose header and data disagree about where it was taken, or about the
+    /// cluster's membership, is refused.
     #[test]
     fn a_snapshot_whose_meta_disagrees_with_its_data_is_refused() {
-        let (mut f, config) = sample();
-        f.meta.last_log_id = Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 8));
+        let (sound, config) = sample();
         let dir = std::env::temp_dir().join(format!("fencelock-snapmeta-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let path = dir.join("snapshot.bin");
-        fs::write(&path, encode_snap_file(&f).unwrap()).unwrap();
-        let e = read_snap_file(&path, &config).err().expect("refused");
-        assert!(e.to_string().contains("header says"), "{e}");
+        let mut elsewhere = sound.clone();
+        elsewhere.meta.last_log_id = Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 8));
+        let mut members = sound.clone();
+        members.meta.last_membership = other_membership();
+        for (f, says) in [(elsewhere, "header says"), (members, "membership")] {
+            fs::write(&path, encode_snap_file(&f).unwrap()).unwrap();
+            let e = read_snap_file(&path, &config).err().expect("refused");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        fs::write(&path, encode_snap_file(&sound).unwrap()).unwrap();
+        assert!(read_snap_file(&path, &config).unwrap().is_some());
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A snapshot that lists a session's credential, or an open key, twice is corrupt
+    /// (a snapshot is written from maps, so it never does): refused, not restored with one
+    /// silently replacing the other.
+    #[test]
+    fn a_snapshot_listing_a_credential_or_key_twice_is_refused() {
+        let (f, config) = sample();
+        let d = SnapData::decode(&f.data).unwrap();
+        let s = d.open_keys[0].1;
+        let twice_owned = SnapData {
+            owners: vec![(s, SessionSecret([1; 16])), (s, SessionSecret([2; 16]))],
+            ..d.clone()
+        };
+        let key_twice = SnapData {
+            open_keys: vec![(42, s), (42, s)],
+            scoped_keys: vec![],
+            ..d.clone()
+        };
+        let session_twice = SnapData {
+            open_keys: vec![(41, s), (42, s)],
+            scoped_keys: vec![],
+            ..d.clone()
+        };
+        for (bad, says) in [
+            (twice_owned, "two credentials"),
+            (key_twice, "listed twice"),
+            (session_twice, "two open keys"),
+        ] {
+            let bytes = postcard::to_allocvec(&bad).unwrap();
+            let e = decode_snapshot(&config, &bytes).err().expect("refused");
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        let owned_once = SnapData {
+            owners: vec![(s, SessionSecret([1; 16]))],
+            ..d
+        };
+        let bytes = postcard::to_allocvec(&owned_once).unwrap();
+        assert!(decode_snapshot(&config, &bytes).is_ok());
     }
 
     /// A received snapshot whose data was taken elsewhere than its meta says is refused
@@ -2125,6 +2233,16 @@ mod tests {
         assert!(e.to_string().contains("its meta says"), "{e}");
         assert!(!dir.join("snapshot.bin").exists(), "persisted anyway");
         assert_eq!(shared.state().last_applied, None, "installed anyway");
+        // The right log id with another membership in the meta: refused too.
+        let mut members = f.clone();
+        members.meta.last_log_id = Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 7));
+        members.meta.last_membership = other_membership();
+        let e = sm
+            .install_snapshot(&members.meta, Box::new(Cursor::new(members.data.clone())))
+            .await
+            .expect_err("refused");
+        assert!(e.to_string().contains("membership"), "{e}");
+        assert!(!dir.join("snapshot.bin").exists(), "persisted anyway");
         let progress = shared.snapshot_persisted();
         assert!(
             progress.borrow().install_failed,
