@@ -370,7 +370,6 @@ fn serialization_failure<E: std::error::Error + 'static>(e: &FenceError<E>) -> b
 /// waits (PostgreSQL reports it waiting on a lock), a writer of another resource does not.
 #[test]
 fn postgres_fence_blocks_the_same_resource_only() {
-    use std::sync::mpsc::channel;
     let pg = common::Postgres::start();
     let mut admin = PgFence::new(pg.connect()).unwrap().into_inner();
     let waiting_on_locks = |admin: &mut postgres::Client| -> i64 {
@@ -383,21 +382,9 @@ fn postgres_fence_blocks_the_same_resource_only() {
             .get(0)
     };
     let pg = &pg;
-    let (release_tx, release_rx) = channel::<()>();
-    let (held_tx, held_rx) = channel::<()>();
     std::thread::scope(|s| {
         // Writer 1 holds "a" inside its write until told to finish.
-        let one = s.spawn(move || {
-            let mut f = PgFence::new(pg.connect()).unwrap();
-            f.write("a", Token(5), |_| {
-                held_tx.send(()).unwrap();
-                release_rx
-                    .recv_timeout(Duration::from_secs(30))
-                    .map_err(|_| "never released")
-            })
-            .unwrap();
-        });
-        held_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        let (one, release_tx) = hold_a(s, pg);
         // Another resource goes through while "a" is held.
         let mut other = PgFence::new(pg.connect()).unwrap();
         other.admit("b", Token(4)).unwrap();
@@ -432,23 +419,10 @@ fn postgres_fence_blocks_the_same_resource_only() {
 /// of its write done; retried once the resource is free, it goes through.
 #[test]
 fn postgres_fence_a_lock_or_statement_timeout_is_retryable() {
-    use std::sync::mpsc::channel;
     let pg = common::Postgres::start();
     let pg = &pg;
-    let (release_tx, release_rx) = channel::<()>();
-    let (held_tx, held_rx) = channel::<()>();
     std::thread::scope(|s| {
-        let one = s.spawn(move || {
-            let mut f = PgFence::new(pg.connect()).unwrap();
-            f.write("a", Token(5), |_| {
-                held_tx.send(()).unwrap();
-                release_rx
-                    .recv_timeout(Duration::from_secs(30))
-                    .map_err(|_| "never released")
-            })
-            .unwrap();
-        });
-        held_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        let (one, release_tx) = hold_a(s, pg);
         for (setting, sqlstate) in [
             (
                 "lock_timeout",
@@ -529,4 +503,29 @@ fn postgres_fences_made_at_once_on_an_empty_database_share_one_table() {
             "a fence of its own admitted a stale token"
         );
     }
+}
+
+/// Spawns a writer that holds resource "a" (token 5) inside its write until told to finish
+/// (a send on the returned channel); returns once it holds it.
+fn hold_a<'scope>(
+    s: &'scope std::thread::Scope<'scope, '_>,
+    pg: &'scope common::Postgres,
+) -> (
+    std::thread::ScopedJoinHandle<'scope, ()>,
+    std::sync::mpsc::Sender<()>,
+) {
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+    let one = s.spawn(move || {
+        let mut f = PgFence::new(pg.connect()).unwrap();
+        f.write("a", Token(5), |_| {
+            held_tx.send(()).unwrap();
+            release_rx
+                .recv_timeout(Duration::from_secs(30))
+                .map_err(|_| "never released")
+        })
+        .unwrap();
+    });
+    held_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    (one, release_tx)
 }
