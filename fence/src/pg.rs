@@ -28,7 +28,7 @@ pub(crate) fn admit(table: &str) -> String {
     format!(
         "INSERT INTO {table} AS f (resource, highest) VALUES ($1, $2)
     ON CONFLICT (resource) DO UPDATE SET highest = EXCLUDED.highest
-    WHERE f.highest <= EXCLUDED.highest
+    WHERE f.highest OPERATOR(pg_catalog.<=) EXCLUDED.highest
     RETURNING f.highest, pg_catalog.txid_current()"
     )
 }
@@ -36,8 +36,9 @@ pub(crate) fn admit(table: &str) -> String {
 /// Before COMMIT: true only in the transaction the fence began (its id, `$1`), so a write
 /// that ended it (a `COMMIT` or `ROLLBACK` of its own) is caught; it fails (25P02) in a
 /// transaction a swallowed error left aborted. It reads no table and names its function
-/// in `pg_catalog`, so nothing the write set (`search_path`, a role) can change its answer.
-const STILL_OURS: &str = "SELECT pg_catalog.txid_current_if_assigned() = $1";
+/// and operator in `pg_catalog`, so nothing the write set (`search_path`, a role) can
+/// change its answer.
+const STILL_OURS: &str = "SELECT pg_catalog.txid_current_if_assigned() OPERATOR(pg_catalog.=) $1";
 
 /// The resource's highest token.
 pub(crate) fn highest(table: &str) -> String {
@@ -80,10 +81,10 @@ fn qualified(schema: &str) -> Result<String, StorageError> {
 /// BEGIN;
 /// INSERT INTO "public"."fencelock_fence" AS f (resource, highest) VALUES ($1, $2)
 ///   ON CONFLICT (resource) DO UPDATE SET highest = EXCLUDED.highest
-///   WHERE f.highest <= EXCLUDED.highest
+///   WHERE f.highest OPERATOR(pg_catalog.<=) EXCLUDED.highest
 ///   RETURNING f.highest, pg_catalog.txid_current();   -- no row: stale (then read the highest back)
 /// -- your write, in the same transaction
-/// SELECT pg_catalog.txid_current_if_assigned() = $xid;  -- still the fence's transaction, not aborted
+/// SELECT pg_catalog.txid_current_if_assigned() OPERATOR(pg_catalog.=) $xid;  -- still the fence's transaction, not aborted
 /// COMMIT;
 /// ```
 ///

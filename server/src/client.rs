@@ -124,6 +124,9 @@ struct State {
     /// Latest lock event per (session, lock), set by pushes.
     lock_events: HashMap<(u64, String), Acquired>,
     lost: HashSet<u64>,
+    /// Sessions a [`Session`] handle of this client exists for: only their lock events
+    /// and ends are kept (a dropped session's late pushes leave nothing behind).
+    handles: HashSet<u64>,
 }
 
 /// How a [`Client`] connects and authenticates.
@@ -287,7 +290,9 @@ impl Client {
         if epoch != st.epoch || epoch <= st.dropped {
             return;
         }
+        let kept = st.handles.contains(&o.session().0);
         match &o {
+            _ if !kept => {}
             Output::Granted {
                 session,
                 lock,
@@ -320,7 +325,9 @@ impl Client {
     fn lose(&self, session: u64) {
         {
             let mut st = self.st();
-            st.lost.insert(session);
+            if st.handles.contains(&session) {
+                st.lost.insert(session);
+            }
             st.attached.remove(&session);
         }
         self.inner.changed.send_modify(|v| *v += 1);
@@ -617,7 +624,11 @@ impl Client {
                         .opened()
                         .ok_or_else(|| ClientError::Unavailable("no session opened".into()))?
                         .0;
-                    self.st().attached.insert(id, secret);
+                    {
+                        let mut st = self.st();
+                        st.attached.insert(id, secret);
+                        st.handles.insert(id);
+                    }
                     return Ok(Session {
                         client: self.clone(),
                         id,
@@ -1188,6 +1199,7 @@ impl LeaseGuard {
 impl Drop for Session {
     fn drop(&mut self) {
         let mut st = self.client.st();
+        st.handles.remove(&self.id);
         st.lost.remove(&self.id);
         st.attached.remove(&self.id);
         let id = self.id;
@@ -1240,12 +1252,14 @@ mod tests {
     }
 
     /// A dropped session leaves nothing in its client: not its credential, its lost mark
-    /// or its lock events (a client that opens and drops sessions for days grew by each).
+    /// or its lock events, even when the service pushes its end or a grant after the drop
+    /// (a client that opens and drops sessions for days grew by each).
     #[tokio::test]
     async fn a_dropped_session_leaves_nothing_in_its_client() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let client = Client::new(vec![addr]);
+        let (late_tx, late_rx) = tokio::sync::oneshot::channel::<()>();
         let node = tokio::spawn(async move {
             let (a, _) = listener.accept().await.unwrap();
             let (ar, mut aw) = a.into_split();
@@ -1282,6 +1296,23 @@ mod tests {
                     .await
                     .unwrap();
             }
+            // After session 1's handle is dropped: a late grant and end for it, then an
+            // event of session 2 that says the late ones were read.
+            late_rx.await.unwrap();
+            for push in [
+                granted(7),
+                Output::SessionExpired {
+                    session: SessionId(1),
+                },
+                Output::WaitTimedOut {
+                    session: SessionId(2),
+                    lock: LockName::new("y").unwrap(),
+                },
+            ] {
+                frame::write(&mut aw, &ServerFrame::Push(push))
+                    .await
+                    .unwrap();
+            }
             (ar, aw)
         });
         let one = client.open_session(10_000).await.unwrap();
@@ -1297,19 +1328,33 @@ mod tests {
         .await
         .expect("the pushes arrived")
         .unwrap();
-        drop(changed);
         assert!(one.is_lost());
         drop(one);
-        {
+        let nothing_of_one = |when: &str| {
             let st = client.st();
-            assert!(!st.lost.contains(&1), "the lost mark stayed");
+            assert!(!st.lost.contains(&1), "{when}: the lost mark stayed");
             assert!(
                 !st.lock_events.keys().any(|(s, _)| *s == 1),
-                "its lock events stayed"
+                "{when}: its lock events stayed"
+            );
+            assert!(
+                !st.attached.contains_key(&1),
+                "{when}: its credential stayed"
             );
             assert!(st.attached.contains_key(&2), "the other session's went too");
             assert!(st.lock_events.contains_key(&(2, "x".to_string())));
-        }
+        };
+        nothing_of_one("dropped");
+        late_tx.send(()).unwrap();
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            changed.wait_for(|_| client.st().lock_events.contains_key(&(2, "y".to_string()))),
+        )
+        .await
+        .expect("the late pushes arrived")
+        .unwrap();
+        drop(changed);
+        nothing_of_one("after late pushes");
         drop(two);
         {
             let st = client.st();

@@ -993,6 +993,7 @@ pub fn backup(shared: &Shared) -> io::Result<(Vec<u8>, Option<LogId>)> {
 pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
     let f = decode_snap_file(bytes)?;
     let d = SnapData::decode(&f.data).map_err(|e| format!("does not decode: {e}"))?;
+    d.check_lists()?;
     d.last_applied
         .map(|l| l.index)
         .ok_or_else(|| "taken before anything was applied".into())
@@ -1019,6 +1020,7 @@ pub fn restore_into(
     let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, format!("backup: {m}"));
     let f = decode_snap_file(backup_bytes).map_err(bad)?;
     let d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
+    d.check_lists().map_err(bad)?;
     let svc = LockService::restore(config.storage(), &d.core)
         .map_err(|(_, e)| bad(format!("does not restore with these table sizes: {e}")))?;
     // The directory runs with these table sizes and the core settings the backup was
@@ -1162,6 +1164,37 @@ pub struct StateMachine {
     snap_seq: u64,
 }
 
+impl SnapData {
+    /// A snapshot lists each session's credential and open key once, and each open key
+    /// once (it is written from maps): a repeat would leave the two maps of `OpenKeys`
+    /// out of step (a stale key surviving `forget`), or one credential silently replacing
+    /// another. Errors: which list repeats what. Cost: O(n log n) in the lists' length.
+    fn check_lists(&self) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some((s, _)) = self.owners.iter().find(|(s, _)| !seen.insert(*s)) {
+            return Err(format!("session {s} has two credentials"));
+        }
+        let (mut sessions, mut keys) = (
+            std::collections::BTreeSet::new(),
+            std::collections::BTreeSet::new(),
+        );
+        let all_keys = self
+            .open_keys
+            .iter()
+            .map(|(k, s)| (Principal::Unrecorded, *k, *s))
+            .chain(self.scoped_keys.iter().copied());
+        for (p, k, s) in all_keys {
+            if !keys.insert((p, k)) {
+                return Err(format!("an open key is listed twice (session {s})"));
+            }
+            if !sessions.insert(s) {
+                return Err(format!("session {s} has two open keys"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Decodes and restores snapshot data into tables of `config`'s sizes.
 ///
 /// Errors: `InvalidInput` when the snapshot is sound but not this node's to restore —
@@ -1192,32 +1225,7 @@ fn decode_snapshot(
         )),
         e => io::Error::other(e.to_string()),
     })?;
-    // A snapshot lists each session's key and credential once (it is written from maps);
-    // a duplicate would leave the two maps of `OpenKeys` out of step, or one credential
-    // silently replacing another.
-    let mut seen = std::collections::BTreeSet::new();
-    if let Some((s, _)) = d.owners.iter().find(|(s, _)| !seen.insert(*s)) {
-        return Err(io::Error::other(format!("session {s} has two credentials")));
-    }
-    let (mut sessions, mut keys) = (
-        std::collections::BTreeSet::new(),
-        std::collections::BTreeSet::new(),
-    );
-    let all_keys = d
-        .open_keys
-        .iter()
-        .map(|(k, s)| (Principal::Unrecorded, *k, *s))
-        .chain(d.scoped_keys.iter().copied());
-    for (p, k, s) in all_keys {
-        if !keys.insert((p, k)) {
-            return Err(io::Error::other(format!(
-                "an open key is listed twice (session {s})"
-            )));
-        }
-        if !sessions.insert(s) {
-            return Err(io::Error::other(format!("session {s} has two open keys")));
-        }
-    }
+    d.check_lists().map_err(io::Error::other)?;
     Ok((
         SmState {
             svc,
@@ -1378,10 +1386,10 @@ impl StateMachine {
         self.disk = disk;
     }
 
-    /// [`StateMachine::persist`], retried while the disk is full ([`DiskHealth::retry`]).
     /// Decodes, checks and persists a received snapshot, then installs it. Errors: data
-    /// that does not decode or was taken elsewhere than `meta` says; the write's I/O error.
-    /// Cost: a decode of the whole state and a write of `data`.
+    /// that does not decode or was taken elsewhere, or with another membership, than
+    /// `meta` says; the write's I/O error. Cost: a decode of the whole state and a write
+    /// of `data`.
     async fn install_checked(
         &mut self,
         meta: &SnapshotMeta,
@@ -1422,6 +1430,7 @@ impl StateMachine {
         Ok(())
     }
 
+    /// [`StateMachine::persist`], retried while the disk is full ([`DiskHealth::retry`]).
     async fn persist_retrying(&self, f: &SnapFile) -> io::Result<()> {
         let disk = self.disk.clone();
         disk.retry("writing a snapshot", || self.persist(f)).await
@@ -2207,6 +2216,21 @@ mod tests {
             let bytes = postcard::to_allocvec(&bad).unwrap();
             let e = decode_snapshot(&config, &bytes).err().expect("refused");
             assert!(e.to_string().contains(says), "{e}");
+            // As a backup: refused by the check and by a restore, which writes nothing.
+            let backup = encode_snap_file(&SnapFile {
+                meta: f.meta.clone(),
+                data: bytes,
+            })
+            .unwrap();
+            let e = check_backup(&backup).expect_err("a backup check passed it");
+            assert!(e.contains(says), "{e}");
+            let dir =
+                std::env::temp_dir().join(format!("fencelock-duprestore-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&dir);
+            let e = restore_into(&backup, &dir, &config, BTreeMap::new()).expect_err("restored");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+            assert!(!dir.join("snapshot.bin").exists(), "a restore wrote it");
+            let _ = fs::remove_dir_all(&dir);
         }
         let owned_once = SnapData {
             owners: vec![(s, SessionSecret([1; 16]))],

@@ -332,8 +332,8 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
     if r.log_lost {
         eprintln!(
             "fencelock-node: the survivor's raft.log in {} is empty beside its snapshot: only \
-             the snapshot's state (log index {}) is recovered; the entries the survivor had \
-             after it are LOST",
+             the snapshot's state (log index {}) is recovered; any entries the survivor had \
+             after it are LOST (none, if the directory is an interrupted snapshot restore)",
             a.from.display(),
             r.snapshot_index.map_or("none".into(), |i| i.to_string())
         );
