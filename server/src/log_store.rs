@@ -531,6 +531,12 @@ impl LogStore {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// True when the log holds nothing: no vote, no entry, no purge — what a directory
+    /// whose `raft.log` was lost (deleted or emptied) opens as. Cost: O(log n).
+    pub fn holds_nothing(&self) -> bool {
+        self.vote().is_none() && self.last_index() == 0 && self.last_purged().is_none()
+    }
+
     /// The last durable vote (for tests and diagnostics). Cost: O(1).
     pub fn vote(&self) -> Option<Vote> {
         self.lock().vote

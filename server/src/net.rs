@@ -1198,18 +1198,15 @@ async fn client_conn<R, W>(
                 // A refused token ends the connection after its answer (as PostgreSQL
                 // does): every guess costs a new connection — with TLS a handshake — and
                 // takes one of the port's places, the per-address ones included.
-                if matches!(req, Request::Authenticate { .. }) && grants.is_none() {
-                    node.stats.net.close(CLIENT, "unauthenticated");
-                    let reply = ServerFrame::Reply {
-                        id,
-                        result: Err(ClientError::Unauthenticated),
-                    };
-                    let _ = out_tx.send((Out::Last(reply), Some(permit)));
-                    break;
-                }
+                let refused_token = matches!(req, Request::Authenticate { .. }) && grants.is_none();
                 if let Err(result) = allowed {
-                    let _ =
-                        out_tx.send((Out::Frame(ServerFrame::Reply { id, result }), Some(permit)));
+                    let reply = ServerFrame::Reply { id, result };
+                    if refused_token {
+                        node.stats.net.close(CLIENT, "unauthenticated");
+                        let _ = out_tx.send((Out::Last(reply), Some(permit)));
+                        break;
+                    }
+                    let _ = out_tx.send((Out::Frame(reply), Some(permit)));
                     continue;
                 }
                 let node = node.clone();

@@ -1469,7 +1469,7 @@ fn refuse_lost_log(dir: &std::path::Path, log: Option<&LogStore>) -> io::Result<
         None => std::fs::metadata(&path)
             .map(|m| m.len() < crate::log_store::FILE_MAGIC.len() as u64)
             .unwrap_or(true),
-        Some(l) => l.vote().is_none() && l.last_index() == 0 && l.last_purged().is_none(),
+        Some(l) => l.holds_nothing(),
     };
     if !lost {
         return Ok(());

@@ -555,10 +555,7 @@ pub async fn force_new_cluster(
             .map_err(|e| Error::new(e.kind(), format!("{}/raft.log: {e}", from.display())))?;
         let committed = log.committed().map(|c| c.index);
         // What a node's start refuses as a lost log is recovered from, but said.
-        let log_lost = scratch.join("snapshot.bin").exists()
-            && log.vote().is_none()
-            && log.last_index() == 0
-            && log.last_purged().is_none();
+        let log_lost = scratch.join("snapshot.bin").exists() && log.holds_nothing();
         // The survivor's state keeps the core settings it was made with (lock-delay decided
         // what its log's entries did): `service` must name them.
         if let Some(core) = crate::settings::made_with(from)?.core {
