@@ -32,7 +32,7 @@
 //! [`Principal`] that used it — the connection's bearer token (named in the log by the
 //! token's SHA-256, never the token), or, on a node without tokens, every client alike
 //! ([`Principal::Anyone`]: such a node cannot tell its clients apart). The principal
-//! travels in the open's log entry ([`crate::types::Op::OpenAs`]) like the secret, so every
+//! travels in the open's log entry ([`crate::types::Op::OpenCounted`]) like the secret, so every
 //! replica decides a retry the same way. The same key from another principal is not
 //! refused but opens a session of its own: a refusal would tell a client that someone else
 //! uses the key (an oracle) and let it block another's open by taking its key first.
@@ -102,11 +102,20 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// The secret of every open session, in the replicated state (see the module docs).
-/// Entries are removed when their session closes or expires.
+/// The secret of every open session, in the replicated state (see the module docs), and
+/// the principal that opened it when its open recorded one for counting
+/// ([`crate::types::Op::OpenCounted`]; opens of earlier builds did not), counted per
+/// principal for the session quota (`--max-sessions-per-token`): the same on every
+/// replica, since only the log decides it. Entries are removed when their session closes
+/// or expires.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Owners {
     by_session: BTreeMap<SessionId, SessionSecret>,
+    /// The principal of each session whose open recorded one (not
+    /// [`Principal::Unrecorded`]).
+    principal: BTreeMap<SessionId, Principal>,
+    /// How many open sessions each principal of `principal` has (no zero entries).
+    per_principal: BTreeMap<Principal, usize>,
 }
 
 impl Owners {
@@ -133,12 +142,42 @@ impl Owners {
         self.by_session.is_empty()
     }
 
-    pub(crate) fn insert(&mut self, session: SessionId, secret: SessionSecret) {
+    /// How many open sessions `principal` opened (0 for [`Principal::Unrecorded`], whose
+    /// sessions are not told apart). Cost: O(log principals).
+    pub fn sessions_of(&self, principal: Principal) -> usize {
+        self.per_principal.get(&principal).copied().unwrap_or(0)
+    }
+
+    /// The principal that opened `session`, if its open recorded one. Cost: O(log n).
+    pub fn principal_of(&self, session: SessionId) -> Option<Principal> {
+        self.principal.get(&session).copied()
+    }
+
+    /// Records an opened session's secret and the principal that opened it. Cost: O(log n).
+    pub(crate) fn insert(
+        &mut self,
+        session: SessionId,
+        secret: SessionSecret,
+        principal: Principal,
+    ) {
+        self.forget(session);
         self.by_session.insert(session, secret);
+        if principal != Principal::Unrecorded {
+            self.principal.insert(session, principal);
+            *self.per_principal.entry(principal).or_default() += 1;
+        }
     }
 
     pub(crate) fn forget(&mut self, session: SessionId) {
         self.by_session.remove(&session);
+        if let Some(p) = self.principal.remove(&session) {
+            if let Some(n) = self.per_principal.get_mut(&p) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_principal.remove(&p);
+                }
+            }
+        }
     }
 
     /// Forgets the secret of every session `outs` reports expired.
@@ -154,10 +193,31 @@ impl Owners {
         self.by_session.iter().map(|(s, k)| (s.0, *k)).collect()
     }
 
-    pub(crate) fn from_vec(v: Vec<(u64, SessionSecret)>) -> Owners {
-        Owners {
-            by_session: v.into_iter().map(|(s, k)| (SessionId(s), k)).collect(),
+    /// The recorded principals as a snapshot keeps them, in session order.
+    pub(crate) fn principals_vec(&self) -> Vec<(u64, Principal)> {
+        self.principal.iter().map(|(s, p)| (s.0, *p)).collect()
+    }
+
+    /// The owners of a snapshot: each session's secret, and the principals recorded
+    /// (checked first by the snapshot's list checks: each session once, each with a
+    /// secret, none [`Principal::Unrecorded`]).
+    pub(crate) fn from_vecs(
+        secrets: Vec<(u64, SessionSecret)>,
+        principals: Vec<(u64, Principal)>,
+    ) -> Owners {
+        let mut o = Owners {
+            by_session: secrets
+                .into_iter()
+                .map(|(s, k)| (SessionId(s), k))
+                .collect(),
+            ..Owners::default()
+        };
+        for (s, p) in principals {
+            if p != Principal::Unrecorded && o.principal.insert(SessionId(s), p).is_none() {
+                *o.per_principal.entry(p).or_default() += 1;
+            }
         }
+        o
     }
 }
 
@@ -165,7 +225,8 @@ impl Owners {
 /// the principal whose open used it, and a retried open with that key returns the session
 /// (and its credential) only to the same principal. Another principal presenting the same
 /// key opens a session of its own. It travels in the log entry that opens a session
-/// ([`crate::types::Op::OpenAs`]), so every replica scopes keys the same way.
+/// ([`crate::types::Op::OpenCounted`], [`crate::types::Op::OpenAs`]), so every replica
+/// scopes keys the same way.
 ///
 /// The raw bearer token is never stored: a token principal is named by the SHA-256 of its
 /// token, the very hash its lines in the tokens file hold (so an operator can tell which
@@ -175,7 +236,9 @@ pub enum Principal {
     /// Opens from log entries of earlier versions ([`crate::types::Op::Open`],
     /// [`crate::types::Op::OpenLabeled`]), which recorded no principal: their keys are
     /// answered only to opens of that form, never to an [`Principal::Anyone`] or
-    /// [`Principal::Token`] one.
+    /// [`Principal::Token`] one. Also what [`Owners`] records for the sessions of those
+    /// entries and of [`crate::types::Op::OpenAs`] (earlier builds of this version, whose
+    /// keys are scoped to their principal): counted for nobody.
     Unrecorded,
     /// Every client of a node without tokens (plain TCP on loopback, or TLS with
     /// `--insecure-no-tokens`): such a node cannot tell its clients apart, so they are
@@ -460,6 +523,40 @@ pub fn token_to_present(file: Option<&std::path::Path>) -> Result<Option<String>
 mod tests {
     use super::*;
 
+    /// Each recorded principal's open sessions are counted, and a session ends its count
+    /// however it ends (closed, expired); an unrecorded open counts for nobody, a session
+    /// recorded again counts once, and a snapshot's lists rebuild the same counts.
+    #[test]
+    fn owners_count_each_principals_open_sessions() {
+        let (a, b) = (Principal::token("a"), Principal::token("b"));
+        let k = SessionSecret([7; 16]);
+        let mut o = Owners::default();
+        o.insert(SessionId(1), k, a);
+        o.insert(SessionId(2), k, a);
+        o.insert(SessionId(3), k, b);
+        o.insert(SessionId(4), k, Principal::Unrecorded);
+        o.insert(SessionId(2), k, a);
+        assert_eq!((o.sessions_of(a), o.sessions_of(b)), (2, 1));
+        assert_eq!(o.sessions_of(Principal::Unrecorded), 0);
+        assert_eq!(o.principal_of(SessionId(3)), Some(b));
+        assert_eq!(o.principal_of(SessionId(4)), None);
+        let copy = Owners::from_vecs(o.to_vec(), o.principals_vec());
+        assert_eq!(copy, o, "a snapshot's lists rebuild the same owners");
+        o.forget(SessionId(1));
+        o.forget_expired(&[Output::SessionExpired {
+            session: SessionId(3),
+        }]);
+        assert_eq!((o.sessions_of(a), o.sessions_of(b)), (1, 0));
+        o.forget(SessionId(2));
+        o.forget(SessionId(2));
+        assert_eq!(o.sessions_of(a), 0, "forgotten twice, counted down once");
+        assert_eq!(o, {
+            let mut only4 = Owners::default();
+            only4.insert(SessionId(4), k, Principal::Unrecorded);
+            only4
+        });
+    }
+
     #[test]
     fn secrets_are_random_compared_exactly_and_not_printed() {
         let a = SessionSecret::random().unwrap();
@@ -630,7 +727,7 @@ mod tests {
     fn owners_know_only_open_sessions() {
         let mut o = Owners::default();
         let s = SessionSecret([7; 16]);
-        o.insert(SessionId(1), s);
+        o.insert(SessionId(1), s, Principal::Anyone);
         assert!(o.is_owner(SessionId(1), &s));
         assert!(!o.is_owner(SessionId(2), &s), "unknown session");
         assert!(!o.is_owner(SessionId(1), &SessionSecret([0; 16])));
@@ -638,7 +735,7 @@ mod tests {
             session: SessionId(1),
         }]);
         assert!(o.is_empty());
-        let back = Owners::from_vec([(3, s)].into_iter().collect::<Vec<_>>());
+        let back = Owners::from_vecs(vec![(3, s)], vec![]);
         assert_eq!(back.to_vec(), vec![(3, s)]);
     }
 }

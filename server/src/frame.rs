@@ -41,8 +41,9 @@ pub const MAX_RAFT_FRAME: u32 = 8 << 20;
 pub const MAX_RAFT_REPLY: u32 = 1 << 20;
 
 /// The version of the protocol between nodes (Raft requests and answers, pre-votes, with
-/// the sender's service settings). Raised whenever their encoding changes.
-pub const PEER_WIRE: u32 = 1;
+/// the sender's service settings). Raised whenever their encoding changes: 2 added the
+/// log entry `Op::OpenCounted`, which a node of version 1 cannot decode.
+pub const PEER_WIRE: u32 = 2;
 /// The version of the client protocol (`ClientFrame`, `ServerFrame`). Raised whenever
 /// their encoding changes.
 pub const CLIENT_WIRE: u32 = 1;

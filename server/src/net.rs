@@ -1299,6 +1299,16 @@ mod tests {
                 ),
                 principal: Principal::Token([0xff; 32]),
             },
+            Op::OpenCounted {
+                ttl: u64::MAX,
+                key: Some(u128::MAX),
+                secret,
+                label: Some(
+                    fencelock::Label::new(&"\u{10348}".repeat(fencelock::MAX_LABEL_LEN / 4))
+                        .unwrap(),
+                ),
+                principal: Principal::Token([0xff; 32]),
+            },
             Op::ForceRelease {
                 session,
                 lock: name.clone(),

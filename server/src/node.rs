@@ -87,6 +87,13 @@ pub struct NodeConfig {
     /// `ClientError::Limit { kind: "too_many_sessions" }` before anything is proposed.
     /// `None`: no quota.
     pub max_sessions_per_conn: Option<usize>,
+    /// The most sessions the clients of one bearer token may have open together (on any
+    /// connection, through any node: counted from the replicated state, plus this node's
+    /// opens in flight); one more is refused with `ClientError::Limit { kind:
+    /// "too_many_token_sessions" }` before anything is proposed. A retried open whose
+    /// key names a session still open is answered as before. Clients without a token (a
+    /// node without tokens) are not counted. `None`: no quota.
+    pub max_sessions_per_token: Option<usize>,
     /// Accept only loopback `host:port` addresses for a new member (true for plain-TCP
     /// nodes, which never dial anything else; `fencelock-node` sets false with TLS;
     /// the in-process test network names nodes `mem:N`).
@@ -111,6 +118,7 @@ impl NodeConfig {
             snapshot_logs: 20_000,
             max_ttl_ms: None,
             max_sessions_per_conn: None,
+            max_sessions_per_token: None,
             loopback_members: true,
         }
     }
@@ -200,6 +208,30 @@ pub struct Node {
     /// Per connection: the sessions opened through it (pruned of ended ones when
     /// checked) and opens in flight. An entry lives as long as its connection's guard.
     conn_sessions: Arc<Mutex<HashMap<u64, ConnSessions>>>,
+    /// Per token principal: this node's opens in flight (not applied here yet), for the
+    /// per-token session quota. An entry lives as long as its [`TokenOpen`] guards.
+    token_opens: Arc<Mutex<HashMap<Principal, usize>>>,
+}
+
+/// An open in flight under the per-token session quota ([`Node::reserve_token_open`]):
+/// counted for its principal until dropped, whether the open ends with an answer, an
+/// error, or its request future is dropped (an embedder's timeout), so a place is never
+/// held for good.
+struct TokenOpen {
+    principal: Principal,
+    opens: Arc<Mutex<HashMap<Principal, usize>>>,
+}
+
+impl Drop for TokenOpen {
+    fn drop(&mut self) {
+        let mut m = self.opens.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.principal) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.principal);
+            }
+        }
+    }
 }
 
 /// Linearizable reads share their confirmation round: openraft 0.9 dials every voter
@@ -379,6 +411,7 @@ impl Node {
             conn_ids: AtomicU64::new(1),
             reads: ReadBarriers::default(),
             conn_sessions: Arc::default(),
+            token_opens: Arc::default(),
         }))
     }
 
@@ -491,6 +524,55 @@ impl Node {
             conn,
             sessions: self.conn_sessions.clone(),
         }
+    }
+
+    /// Reserves an open by `principal` with `key` under the per-token session quota:
+    /// `Ok(None)` when nothing is counted (no quota, a client without a token, or a retry
+    /// whose key names a session still open, which opens nothing). The count is the
+    /// principal's open sessions in this node's applied state plus its opens in flight
+    /// here; a leader that took over counts the opens its predecessor had in flight once
+    /// it has applied them. Cost: O(log sessions + log principals).
+    fn reserve_token_open(
+        &self,
+        principal: Principal,
+        key: Option<u128>,
+    ) -> Result<Option<TokenOpen>, ClientError> {
+        let Some(max) = self.config.max_sessions_per_token else {
+            return Ok(None);
+        };
+        if !matches!(principal, Principal::Token(_)) || !self.leads() {
+            return Ok(None); // not counted; a follower's proposal answers `NotLeader`
+        }
+        // The state is read under the lock of the opens in flight (never the other way
+        // round): an open leaves the in-flight count only after it was applied here, so
+        // every open is seen at least once, in flight or applied.
+        let mut m = self.token_opens.lock().unwrap_or_else(|p| p.into_inner());
+        let open = {
+            let g = self.shared.state();
+            let retry = key
+                .and_then(|k| g.open_keys.get(principal, k))
+                .is_some_and(|s| g.svc.session(s).is_some());
+            if retry {
+                return Ok(None);
+            }
+            g.owners.sessions_of(principal)
+        };
+        let pending = m.get(&principal).copied().unwrap_or(0);
+        if open + pending >= max {
+            return Err(ClientError::Limit {
+                kind: "too_many_token_sessions".into(),
+                message: format!(
+                    "this token's clients already have {} sessions open (the maximum per \
+                     token is {max})",
+                    open + pending
+                ),
+            });
+        }
+        *m.entry(principal).or_default() += 1;
+        Ok(Some(TokenOpen {
+            principal,
+            opens: self.token_opens.clone(),
+        }))
     }
 
     /// Reserves an open for connection `conn` under the session quota. Cost: O(sessions
@@ -860,6 +942,7 @@ impl Node {
         secret: &SessionSecret,
         to: (u64, &PushSink),
     ) -> Result<bool, ClientError> {
+        self.check_owner(session, secret)?;
         let mut early = self.owns_locally(session, secret);
         if !early {
             self.linearizable().await?;
@@ -890,6 +973,16 @@ impl Node {
         }
     }
 
+    /// True while this node's metrics say it leads. The checks it makes before proposing
+    /// (a credential, the per-token quota) are made only then: a follower's applied state
+    /// may lag, and its answer is `NotLeader`, which sends the client to the leader.
+    /// Cost: O(1).
+    fn leads(&self) -> bool {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        m.state == ServerState::Leader && m.current_leader == Some(self.id)
+    }
+
     /// What a node that does not lead answers a request that must attach a connection:
     /// the leader it knows, if another.
     fn not_leading(&self) -> ClientError {
@@ -918,7 +1011,28 @@ impl Node {
 
     /// Proposes a session's input with the credential its sender presented.
     async fn write(&self, input: Input, secret: SessionSecret) -> Result<Reply, ClientError> {
+        if let Some(session) = input.session() {
+            self.check_owner(session, &secret)?;
+        }
         self.write_op(Op::Owned { input, secret }).await
+    }
+
+    /// Refuses, before anything is proposed, a write for a session that is open in this
+    /// node's applied state under another credential: the state machine would refuse it
+    /// too (a session's credential never changes and ids are never reused, so by the time
+    /// the entry applied the session would still be open under that credential, or ended),
+    /// but only after it took its place in the log, where a flood of such writes delays
+    /// every other client's. A session not open here (not applied yet, or ended) is left
+    /// to the state machine. Errors: `NotOwner`. Cost: O(log sessions).
+    fn check_owner(&self, session: SessionId, secret: &SessionSecret) -> Result<(), ClientError> {
+        if !self.leads() {
+            return Ok(()); // the proposal answers `NotLeader`, naming the leader
+        }
+        let g = self.shared.state();
+        if g.svc.session(session).is_some() && !g.owners.is_owner(session, secret) {
+            return Err(ClientError::NotOwner { session: session.0 });
+        }
+        Ok(())
     }
 
     async fn write_op(&self, op: Op) -> Result<Reply, ClientError> {
@@ -983,7 +1097,8 @@ impl Node {
 
     /// Opens a session (labelled when `label` is given) for `principal` on connection
     /// `conn`, whose pushes then go to `sink`: [`Request::Open`] and
-    /// [`Request::OpenLabeled`], as an [`Op::OpenAs`] (the key scoped to `principal`).
+    /// [`Request::OpenLabeled`], as an [`Op::OpenCounted`] (the key scoped to `principal`, the
+    /// session counted as its).
     async fn open(
         &self,
         ttl_ms: u64,
@@ -1002,13 +1117,14 @@ impl Node {
         }
         let secret =
             SessionSecret::random().map_err(|e| ClientError::Unavailable(e.to_string()))?;
-        let op = Op::OpenAs {
+        let op = Op::OpenCounted {
             ttl: ttl_ms,
             key,
             secret,
             label,
             principal,
         };
+        let _token = self.reserve_token_open(principal, key)?;
         self.reserve_open(conn)?;
         let reply = self.write_op(op).await;
         let session = match &reply {

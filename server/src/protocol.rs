@@ -34,7 +34,7 @@ pub enum Request {
         ttl_ms: u64,
         /// Idempotency key (random 128 bits, chosen by the client): a retry with the same
         /// key while the session lives answers with the same session and credential
-        /// ([`crate::types::Op::OpenAs`]) — from the same principal only (the connection's
+        /// ([`crate::types::Op::OpenCounted`]) — from the same principal only (the connection's
         /// token; every client of a node without tokens is one principal,
         /// [`crate::auth::Principal`]); the same key from another token opens a session of
         /// its own. Keep it as secret as the credential: clients sharing a token share
@@ -387,7 +387,8 @@ pub enum ClientError {
     /// stable word. Every kind but `reply_too_large` refuses before anything is proposed
     /// (nothing changed). Whether a retry can succeed depends on the kind: a number past a
     /// bound (`ttl_too_long`, `session_id_too_large`, `request_number_too_large`) never
-    /// will as it is; `too_many_sessions` can once sessions of the connection close.
+    /// will as it is; `too_many_sessions` can once sessions of the connection close, and
+    /// `too_many_token_sessions` once sessions opened with the same token close or expire.
     /// `reply_too_large` replaces an answer larger than a client reads, after the request
     /// was served (a write was applied): asking again can succeed once the answer is
     /// smaller (a lock with fewer holders or waiters).

@@ -5,8 +5,8 @@
 //! membership, returns each input's [`Reply`] to its proposer and pushes every event
 //! ([`Output`]) to the session it names through the [`Hub`] (a waiter's `Granted` reaches
 //! it without polling). A snapshot is the core's own versioned snapshot plus the last
-//! applied log id, the membership, the open keys and the sessions' credentials
-//! ([`crate::auth`]); it is written to `dir/snapshot.bin`
+//! applied log id, the membership, the open keys, the sessions' credentials and the
+//! principal each was opened by ([`crate::auth`]); it is written to `dir/snapshot.bin`
 //! (temp file, fsync, rename) so a restarted node rebuilds its state from it and the log
 //! after it.
 //!
@@ -14,9 +14,11 @@
 //!
 //! `snapshot.bin` is [`SNAP_MAGIC`] (the format and its version, 8 bytes), then
 //! `len: u64 LE | crc32(len, payload): u32 LE | payload` (postcard). Version 2 added each
-//! open key's principal ([`crate::auth::Principal`]); a version-1 file (earlier builds) is
-//! still read, its keys belonging to [`crate::auth::Principal::Unrecorded`], and this build
-//! writes version 2 (which an earlier build refuses as a header mismatch). A file that is short,
+//! open key's principal ([`crate::auth::Principal`]), version 3 each session's (what the
+//! per-token session quota counts). Files of versions 1 and 2 (earlier builds) are still
+//! read: version 1's keys belong to [`crate::auth::Principal::Unrecorded`], and the
+//! sessions of both count for no principal. This build writes version 3 (which an earlier
+//! build refuses as a header mismatch). A file that is short,
 //! of another format, fails its checksum, does not decode, or whose core snapshot the core
 //! refuses, is *corrupt*: it is never restored. At start ([`StateMachine::open_checked`]) a
 //! corrupt snapshot either refuses the start (the log was compacted past it, so the state
@@ -115,8 +117,8 @@ pub const MAX_QUEUED_PUSHES: usize = 8 * PUSH_BACKLOG;
 /// The largest snapshot data a node with tables of `config`'s sizes takes from a peer, in
 /// bytes ([`crate::election::Elector::set_snapshot_limit`]): four times a bound on the
 /// largest such a state can be — 160 bytes per session, lock and claim (the core's
-/// bound on one record of its snapshot), 256 more per session (its credential and
-/// idempotency key), and 1 MiB for the rest (counters, membership) — about 63 MB with
+/// bound on one record of its snapshot), 256 more per session (its credential,
+/// idempotency key and principal, 131 bytes at most), and 1 MiB for the rest (counters, membership) — about 63 MB with
 /// the default tables. A chunk past it is refused, so a peer cannot make a node buffer
 /// more than that. Cost: O(1).
 pub fn max_snapshot_bytes(config: &ServiceConfig) -> u64 {
@@ -593,8 +595,8 @@ pub struct SmState {
     pub last_applied: Option<LogId>,
     /// The last applied membership.
     pub membership: StoredMembership,
-    /// Idempotency keys of open sessions ([`Op::OpenAs`]): (principal, key) → session,
-    /// and back.
+    /// Idempotency keys of open sessions ([`Op::OpenCounted`], [`Op::OpenAs`]):
+    /// (principal, key) → session, and back.
     pub open_keys: OpenKeys,
     /// The credential of every open session ([`crate::auth`]).
     pub owners: Owners,
@@ -603,8 +605,8 @@ pub struct SmState {
 /// An open key as a snapshot keeps it: its principal, the key, the session it opened.
 type ScopedKey = (Principal, u128, u64);
 
-/// The idempotency keys of sessions opened with [`Op::OpenAs`] (and the earlier
-/// [`Op::Open`]), each scoped to the [`Principal`] whose open used it, forgotten when the
+/// The idempotency keys of sessions opened with [`Op::OpenCounted`] (and the earlier
+/// [`Op::OpenAs`] and [`Op::Open`]), each scoped to the [`Principal`] whose open used it, forgotten when the
 /// session ends (expires or closes). Replicated: every replica applies the same opens and
 /// ends, and snapshots carry it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -792,9 +794,13 @@ impl Shared {
     }
 }
 
-/// The first 8 bytes of `snapshot.bin`: this format, version 2 (open keys scoped by
-/// principal). Files of version 1 ([`SNAP_MAGIC_V1`]) are read too; this version writes 2.
-pub const SNAP_MAGIC: [u8; 8] = *b"FLSNAP\0\x02";
+/// The first 8 bytes of `snapshot.bin`: this format, version 3 (each session's principal).
+/// Files of versions 1 and 2 ([`SNAP_MAGIC_V1`], [`SNAP_MAGIC_V2`]) are read too; this
+/// version writes 3.
+pub const SNAP_MAGIC: [u8; 8] = *b"FLSNAP\0\x03";
+/// The first 8 bytes of a `snapshot.bin` of version 2 (open keys scoped by principal, no
+/// session's principal: its sessions count for no principal's quota).
+pub const SNAP_MAGIC_V2: [u8; 8] = *b"FLSNAP\0\x02";
 /// The first 8 bytes of a `snapshot.bin` of version 1 (open keys not scoped: read as
 /// [`Principal::Unrecorded`]'s).
 pub const SNAP_MAGIC_V1: [u8; 8] = *b"FLSNAP\0\x01";
@@ -808,13 +814,14 @@ fn snap_crc(len: u64, payload: &[u8]) -> u32 {
 }
 
 /// `f` as the bytes of a snapshot file (header, length, checksum, payload). The header
-/// names the version of `f.data`: version 2 for what this build takes, version 1 for data
-/// of that version kept as it came (a snapshot read at start from an earlier build's file,
+/// names the version of `f.data`: version 3 for what this build takes, 1 or 2 for data
+/// of those versions kept as it came (a snapshot read at start from an earlier build's file,
 /// or sent by a peer that has not been upgraded yet), so the file reads back. Cost:
 /// O(data) (the data is decoded to learn its version).
 fn encode_snap_file(f: &SnapFile) -> io::Result<Vec<u8>> {
     let magic = match SnapData::decode_versioned(&f.data) {
         Ok((_, 1)) => SNAP_MAGIC_V1,
+        Ok((_, 2)) => SNAP_MAGIC_V2,
         _ => SNAP_MAGIC,
     };
     let payload = postcard::to_allocvec(f).map_err(|e| io::Error::other(e.to_string()))?;
@@ -851,11 +858,12 @@ fn decode_snap_file(bytes: &[u8]) -> Result<SnapFile, String> {
 /// checksum and a copy of the data), without decoding the state.
 fn open_snap_file(bytes: &[u8]) -> Result<(SnapFile, u8), String> {
     let version = match bytes.get(..8) {
-        Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC => 2,
+        Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC => 3,
+        Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC_V2 => 2,
         Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC_V1 => 1,
         _ => {
             return Err(
-                "not a fencelock snapshot of a version this build reads, 1 or 2 \
+                "not a fencelock snapshot of a version this build reads, 1 to 3 \
                  (header mismatch)"
                     .into(),
             )
@@ -1019,10 +1027,11 @@ pub fn restore_into(
 ) -> io::Result<LogId> {
     let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, format!("backup: {m}"));
     let f = decode_snap_file(backup_bytes).map_err(bad)?;
-    let d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
+    let mut d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
     d.check_lists().map_err(bad)?;
     let svc = LockService::restore(config.storage(), &d.core)
         .map_err(|(_, e)| bad(format!("does not restore with these table sizes: {e}")))?;
+    d.keep_open_principals(&svc);
     // The directory runs with these table sizes and the core settings the backup was
     // taken with ([`crate::settings`]).
     let settings = ServiceConfig {
@@ -1053,6 +1062,7 @@ pub fn restore_into(
         open_keys: d.open_keys,
         owners: d.owners,
         scoped_keys: d.scoped_keys,
+        principals: d.principals,
     };
     let f = SnapFile {
         meta: SnapshotMeta {
@@ -1083,12 +1093,26 @@ struct SnapFile {
     data: Vec<u8>,
 }
 
-/// The snapshot data: the core snapshot plus openraft's bookkeeping. Version 2: version
-/// 1's fields ([`SnapDataV1`], its `open_keys` now only [`Principal::Unrecorded`]'s), then
-/// the keys of every other principal. Version 1 data does not decode as version 2 (it
-/// ends where `scoped_keys` would start), so [`SnapData::decode`] tells them apart.
+/// The snapshot data: the core snapshot plus openraft's bookkeeping. Version 3: version
+/// 2's fields ([`SnapDataV2`]), then the principal of each session whose open recorded
+/// one (in session order). Version 2: version 1's fields ([`SnapDataV1`], its
+/// `open_keys` now only [`Principal::Unrecorded`]'s), then the keys of every other
+/// principal. Data of each version ends where the next version's field would start, so
+/// it does not decode as a later version, and [`SnapData::decode`] tells them apart.
 #[derive(Clone, Serialize, Deserialize)]
 struct SnapData {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    core: Vec<u8>,
+    open_keys: Vec<(u128, u64)>,
+    owners: Vec<(u64, SessionSecret)>,
+    scoped_keys: Vec<ScopedKey>,
+    principals: Vec<(u64, Principal)>,
+}
+
+/// The snapshot data of version 2 (earlier builds): no session's principal.
+#[derive(Serialize, Deserialize)]
+struct SnapDataV2 {
     last_applied: Option<LogId>,
     membership: StoredMembership,
     core: Vec<u8>,
@@ -1118,25 +1142,41 @@ impl SnapData {
             open_keys,
             owners: g.owners.to_vec(),
             scoped_keys,
+            principals: g.owners.principals_vec(),
         }
     }
 
-    /// Decodes version 2 data, or version 1 data (its keys [`Principal::Unrecorded`]'s),
-    /// each only when the bytes are exactly that (none left over: a damaged version 2
-    /// never passes for a version 1 without its scoped keys, nor a version 1 with bytes
-    /// appended for a version 2). A snapshot from a peer has no header: its bytes say
-    /// which it is. Errors: neither decodes (the version 2 error). Cost: O(data).
+    /// Decodes version 3 data, or version 2 data (no session's principal), or version 1
+    /// data (its keys [`Principal::Unrecorded`]'s), each only when the bytes are exactly
+    /// that (none left over: damaged data of one version never passes for an earlier one
+    /// without its last field, nor an earlier one with bytes appended for a later one). A
+    /// snapshot from a peer has no header: its bytes say which it is. Errors: none
+    /// decodes (the version 3 error). Cost: O(data).
     fn decode(data: &[u8]) -> Result<SnapData, postcard::Error> {
         Self::decode_versioned(data).map(|(d, _)| d)
     }
 
-    /// [`SnapData::decode`], and which version the data was (1 or 2). Cost: O(data).
+    /// [`SnapData::decode`], and which version the data was (1 to 3). Cost: O(data).
     fn decode_versioned(data: &[u8]) -> Result<(SnapData, u8), postcard::Error> {
         let e = match postcard::take_from_bytes::<SnapData>(data) {
-            Ok((d, [])) => return Ok((d, 2)),
+            Ok((d, [])) => return Ok((d, 3)),
             Ok(_) => postcard::Error::DeserializeBadEncoding,
             Err(e) => e,
         };
+        if let Ok((v2, [])) = postcard::take_from_bytes::<SnapDataV2>(data) {
+            return Ok((
+                SnapData {
+                    last_applied: v2.last_applied,
+                    membership: v2.membership,
+                    core: v2.core,
+                    open_keys: v2.open_keys,
+                    owners: v2.owners,
+                    scoped_keys: v2.scoped_keys,
+                    principals: Vec::new(),
+                },
+                2,
+            ));
+        }
         let v1 = match postcard::take_from_bytes::<SnapDataV1>(data) {
             Ok((v1, [])) => v1,
             _ => return Err(e),
@@ -1149,6 +1189,7 @@ impl SnapData {
                 open_keys: v1.open_keys,
                 owners: v1.owners,
                 scoped_keys: Vec::new(),
+                principals: Vec::new(),
             },
             1,
         ))
@@ -1191,7 +1232,36 @@ impl SnapData {
                 return Err(format!("session {s} has two open keys"));
             }
         }
+        // Each principal belongs to a session with a credential, once, and is a recorded
+        // one: a repeat would count a session twice against a quota (one for a session not
+        // open in the core is dropped once it is restored: `keep_open_principals`).
+        let mut named = std::collections::BTreeSet::new();
+        for (s, p) in &self.principals {
+            if *p == Principal::Unrecorded {
+                return Err(format!("session {s} has the unrecorded principal listed"));
+            }
+            if !named.insert(*s) {
+                return Err(format!("session {s} has two principals"));
+            }
+            if !seen.contains(s) {
+                return Err(format!("session {s} has a principal but no credential"));
+            }
+        }
         Ok(())
+    }
+}
+
+impl SnapData {
+    /// Keeps only the principals of sessions open in `svc` (the restored core). This
+    /// build's apply forgets a session's principal when it closes or expires, so its own
+    /// snapshots have no other; one that does (damaged, forged) would count a session that
+    /// no close or expiry will ever take off its token's quota. It is dropped rather than
+    /// refused, as the credentials and open keys of sessions not open are tolerated: a
+    /// restart must never be refused over an entry that only a quota reads. Cost:
+    /// O(principals × log sessions).
+    fn keep_open_principals(&mut self, svc: &LockService<VecStorage>) {
+        self.principals
+            .retain(|(s, _)| svc.session(SessionId(*s)).is_some());
     }
 }
 
@@ -1206,7 +1276,7 @@ fn decode_snapshot(
     config: &ServiceConfig,
     data: &[u8],
 ) -> io::Result<(SmState, Option<LogId>, StoredMembership)> {
-    let d = SnapData::decode(data).map_err(|e| io::Error::other(e.to_string()))?;
+    let mut d = SnapData::decode(data).map_err(|e| io::Error::other(e.to_string()))?;
     let not_ours = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
     if let Ok(core) = fencelock::snapshot_config(&d.core) {
         let taken = ServiceConfig { core, ..*config };
@@ -1226,13 +1296,14 @@ fn decode_snapshot(
         e => io::Error::other(e.to_string()),
     })?;
     d.check_lists().map_err(io::Error::other)?;
+    d.keep_open_principals(&svc);
     Ok((
         SmState {
             svc,
             last_applied: d.last_applied,
             membership: d.membership.clone(),
             open_keys: OpenKeys::from_vecs(d.open_keys, d.scoped_keys),
-            owners: Owners::from_vec(d.owners),
+            owners: Owners::from_vecs(d.owners, d.principals),
         },
         d.last_applied,
         d.membership,
@@ -1582,6 +1653,7 @@ fn apply_op(
                 secret,
                 label: None,
                 principal: Principal::Unrecorded,
+                counted: false,
             };
             open_op(g, stamp, open, index, trace)
         }
@@ -1597,6 +1669,7 @@ fn apply_op(
                 secret,
                 label: Some(label),
                 principal: Principal::Unrecorded,
+                counted: false,
             };
             open_op(g, stamp, open, index, trace)
         }
@@ -1613,6 +1686,24 @@ fn apply_op(
                 secret,
                 label,
                 principal,
+                counted: false,
+            };
+            open_op(g, stamp, open, index, trace)
+        }
+        Op::OpenCounted {
+            ttl,
+            key,
+            secret,
+            label,
+            principal,
+        } => {
+            let open = OpenArgs {
+                ttl,
+                key,
+                secret,
+                label,
+                principal,
+                counted: true,
             };
             open_op(g, stamp, open, index, trace)
         }
@@ -1622,14 +1713,16 @@ fn apply_op(
     (events, result)
 }
 
-/// What an open op carries ([`Op::OpenAs`]; [`Op::Open`], [`Op::OpenLabeled`] as from
-/// [`Principal::Unrecorded`], `label` `None` for the former).
+/// What an open op carries ([`Op::OpenCounted`], [`Op::OpenAs`]; [`Op::Open`],
+/// [`Op::OpenLabeled`] as from [`Principal::Unrecorded`], `label` `None` for the former).
 struct OpenArgs {
     ttl: u64,
     key: Option<u128>,
     secret: SessionSecret,
     label: Option<Label>,
     principal: Principal,
+    /// Whether the session is recorded as `principal`'s ([`Op::OpenCounted`] only).
+    counted: bool,
 }
 
 /// Applies an open (`label` `None`: the core's `OpenSession`, otherwise its
@@ -1649,6 +1742,7 @@ fn open_op(
         secret,
         label,
         principal,
+        counted,
     } = open;
     // Advance first, so that a key whose session expires at `now` is free.
     let (now, mut events) = advance(g, stamp, Tick(0), trace);
@@ -1681,7 +1775,12 @@ fn open_op(
                 if let Some(key) = key {
                     g.open_keys.insert(principal, key, session);
                 }
-                g.owners.insert(session, secret);
+                let owner = if counted {
+                    principal
+                } else {
+                    Principal::Unrecorded
+                };
+                g.owners.insert(session, secret, owner);
                 result.secret = Some(secret);
             }
             (events, result)
@@ -1994,8 +2093,12 @@ mod tests {
             membership: StoredMembership::default(),
             core: svc.snapshot_vec(),
             open_keys: vec![(42, s.0)],
-            owners: vec![],
+            owners: vec![
+                (s.0, SessionSecret([1; 16])),
+                (s2.0, SessionSecret([2; 16])),
+            ],
             scoped_keys: vec![(Principal::token("ci"), 43, s2.0)],
+            principals: vec![(s2.0, Principal::token("ci"))],
         };
         let f = SnapFile {
             meta: SnapshotMeta {
@@ -2052,7 +2155,8 @@ mod tests {
     /// Open keys keep their principal through a snapshot file: the key `ci` used is
     /// `ci`'s only, a version-1 key stays `Unrecorded`'s. A version-1 file (earlier
     /// builds: its magic, keys without principals) still reads, every key
-    /// `Unrecorded`'s; this build writes version 2.
+    /// `Unrecorded`'s, as does a version-2 file (no session's principal); this build writes
+    /// version 3, with each session's principal.
     #[test]
     fn open_keys_keep_their_principal_through_a_snapshot_and_version_1_still_reads() {
         let (f, config) = sample();
@@ -2070,11 +2174,45 @@ mod tests {
         assert_eq!(g.open_keys.get(Principal::Anyone, 43), None);
         assert_eq!(g.open_keys.get(Principal::Unrecorded, 42), Some(s));
         assert_eq!(g.open_keys.get(ci, 42), None);
+        // Each session's principal, counted for the quota: `ci` opened one.
+        assert_eq!(g.owners.principal_of(s2), Some(ci));
+        assert_eq!(g.owners.principal_of(s), None);
+        assert_eq!(g.owners.sessions_of(ci), 1);
+        assert_eq!(g.owners.sessions_of(other), 0);
         // Written again from the restored state: the same keys, the same scopes.
         let again = postcard::to_allocvec(&SnapData::of(&g)).unwrap();
         let d = SnapData::decode(&again).unwrap();
         assert_eq!(d.open_keys, vec![(42, 1)]);
         assert_eq!(d.scoped_keys, vec![(ci, 43, 2)]);
+        assert_eq!(d.principals, vec![(2, ci)]);
+        // Version 2: its own magic and layout, the keys' scopes kept, no session counted.
+        let v2 = SnapDataV2 {
+            last_applied: d.last_applied,
+            membership: d.membership.clone(),
+            core: d.core.clone(),
+            open_keys: d.open_keys.clone(),
+            owners: d.owners.clone(),
+            scoped_keys: d.scoped_keys.clone(),
+        };
+        let old2 = SnapFile {
+            meta: f.meta.clone(),
+            data: postcard::to_allocvec(&v2).unwrap(),
+        };
+        let b = encode_snap_file(&old2).unwrap();
+        assert_eq!(
+            b[..8],
+            SNAP_MAGIC_V2,
+            "version-2 data gets a version-2 header"
+        );
+        fs::write(&path, &b).unwrap();
+        let (_, g2) = read_snap_file(&path, &config).unwrap().expect("v2 reads");
+        assert_eq!(g2.open_keys.get(ci, 43), Some(s2));
+        assert_eq!(
+            g2.owners.sessions_of(ci),
+            0,
+            "version 2 recorded no principal"
+        );
+        assert_eq!(g2.owners.len(), 2);
         // Version 1: its own magic and layout.
         let d = SnapData::decode(&f.data).unwrap();
         let v1 = SnapDataV1 {
@@ -2103,28 +2241,53 @@ mod tests {
         assert_eq!(g.open_keys.get(Principal::Unrecorded, 43), Some(s2));
         assert_eq!(g.open_keys.get(ci, 43), None, "no principal was recorded");
         assert!(check_backup(&b).is_ok(), "a version-1 backup is accepted");
-        // Version 2 data whose scoped keys do not decode is not read as version 1.
+        // Data whose scoped keys do not decode is not read as version 1.
         let mut bad = postcard::to_allocvec(&SnapData::of(&g)).unwrap();
         let n = postcard::to_allocvec(&v1).unwrap().len();
-        assert_eq!(bad.len(), n + 1, "an empty list of scoped keys is one byte");
-        bad[n] = 1; // one scoped key, then nothing
+        assert_eq!(
+            bad.len(),
+            n + 2,
+            "empty lists of scoped keys and principals are a byte each"
+        );
+        bad[n] = 1; // one scoped key, then an empty list
         assert!(SnapData::decode(&bad).is_err());
-        // A header that names the other version than its data is refused, both ways.
+        // Version 3 data whose principals do not decode is not read as version 2.
+        let mut bad = postcard::to_allocvec(&SnapData::of(&g)).unwrap();
+        *bad.last_mut().unwrap() = 1; // one principal, then nothing
+        assert!(SnapData::decode(&bad).is_err());
+        // A header that names the other version than its data is refused, every way.
         b[..8].copy_from_slice(&SNAP_MAGIC);
         let e = decode_snap_file(&b)
             .err()
-            .expect("v1 data under a v2 header");
+            .expect("v1 data under a v3 header");
         assert!(
-            e.contains("header says version 2, its data is of version 1"),
+            e.contains("header says version 3, its data is of version 1"),
             "{e}"
         );
         let mut b2 = encode_snap_file(&f).unwrap();
         b2[..8].copy_from_slice(&SNAP_MAGIC_V1);
         let e = decode_snap_file(&b2)
             .err()
-            .expect("v2 data under a v1 header");
+            .expect("v3 data under a v1 header");
         assert!(
-            e.contains("header says version 1, its data is of version 2"),
+            e.contains("header says version 1, its data is of version 3"),
+            "{e}"
+        );
+        b2[..8].copy_from_slice(&SNAP_MAGIC_V2);
+        let e = decode_snap_file(&b2)
+            .err()
+            .expect("v3 data under a v2 header");
+        assert!(
+            e.contains("header says version 2, its data is of version 3"),
+            "{e}"
+        );
+        let mut b3 = encode_snap_file(&old2).unwrap();
+        b3[..8].copy_from_slice(&SNAP_MAGIC);
+        let e = decode_snap_file(&b3)
+            .err()
+            .expect("v2 data under a v3 header");
+        assert!(
+            e.contains("header says version 3, its data is of version 2"),
             "{e}"
         );
         // A file whose checksummed contents go on after their end is refused.
@@ -2137,14 +2300,14 @@ mod tests {
         longer_file.extend_from_slice(&payload);
         let e = decode_snap_file(&longer_file).err().expect("refused");
         assert!(e.contains("bytes after its end"), "{e}");
-        // Version 2 data with a byte appended is neither version.
+        // Version 3 data with a byte appended is no version.
         let mut longer = postcard::to_allocvec(&SnapData::of(&g)).unwrap();
         longer.push(0);
         assert!(SnapData::decode(&longer).is_err());
         // A magic of another version is refused, naming what this build reads.
-        b[7] = 3;
+        b[7] = 4;
         let e = decode_snap_file(&b).err().expect("refused");
-        assert!(e.contains("1 or 2"), "{e}");
+        assert!(e.contains("1 to 3"), "{e}");
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -2186,9 +2349,11 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A snapshot that lists a session's credential, or an open key, twice is corrupt
-    /// (a snapshot is written from maps, so it never does): refused, not restored with one
-    /// silently replacing the other.
+    /// A snapshot that lists a session's credential, an open key or a session's principal
+    /// twice, or a principal for a session without a credential, is corrupt (a snapshot is
+    /// written from maps, so it never does): refused, not restored with one silently
+    /// replacing the other. A principal for a session the core does not have open is
+    /// dropped, so no quota counts it.
     #[test]
     fn a_snapshot_listing_a_credential_or_key_twice_is_refused() {
         let (f, config) = sample();
@@ -2208,10 +2373,26 @@ mod tests {
             scoped_keys: vec![],
             ..d.clone()
         };
+        let (p, ci) = (d.principals[0].0, Principal::token("ci"));
+        let two_principals = SnapData {
+            principals: vec![(p, ci), (p, Principal::token("other"))],
+            ..d.clone()
+        };
+        let principal_not_owned = SnapData {
+            principals: vec![(p, ci), (99, ci)],
+            ..d.clone()
+        };
+        let unrecorded_listed = SnapData {
+            principals: vec![(p, Principal::Unrecorded)],
+            ..d.clone()
+        };
         for (bad, says) in [
             (twice_owned, "two credentials"),
             (key_twice, "listed twice"),
             (session_twice, "two open keys"),
+            (two_principals, "two principals"),
+            (principal_not_owned, "no credential"),
+            (unrecorded_listed, "unrecorded principal"),
         ] {
             let bytes = postcard::to_allocvec(&bad).unwrap();
             let e = decode_snapshot(&config, &bytes).err().expect("refused");
@@ -2232,8 +2413,43 @@ mod tests {
             assert!(!dir.join("snapshot.bin").exists(), "a restore wrote it");
             let _ = fs::remove_dir_all(&dir);
         }
+        // A principal (and credential) for a session the core does not have open is
+        // dropped where the state is restored (a start, a received snapshot, a restore):
+        // it would count against the token's quota for good, and refusing it could refuse
+        // a restart over an entry only the quota reads.
+        let not_open = SnapData {
+            owners: [d.owners.clone(), vec![(99, SessionSecret([3; 16]))]].concat(),
+            principals: vec![(p, ci), (99, ci)],
+            ..d.clone()
+        };
+        let bytes = postcard::to_allocvec(&not_open).unwrap();
+        let (g, _, _) = decode_snapshot(&config, &bytes).expect("restores");
+        assert_eq!(g.owners.sessions_of(ci), 1, "only the open session counts");
+        assert_eq!(g.owners.principal_of(SessionId(99)), None);
+        assert_eq!(g.owners.principal_of(SessionId(p)), Some(ci));
+        let backup = encode_snap_file(&SnapFile {
+            meta: f.meta.clone(),
+            data: bytes,
+        })
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("fencelock-notopen-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        restore_into(&backup, &dir, &config, BTreeMap::new()).expect("restores");
+        let written = SnapData::decode(
+            &read_snap_frame(&dir.join("snapshot.bin"))
+                .unwrap()
+                .unwrap()
+                .data,
+        )
+        .unwrap();
+        assert_eq!(
+            written.principals,
+            vec![(p, ci)],
+            "the restore wrote it without"
+        );
+        let _ = fs::remove_dir_all(&dir);
         let owned_once = SnapData {
-            owners: vec![(s, SessionSecret([1; 16]))],
+            owners: vec![(s, SessionSecret([1; 16])), (p, SessionSecret([2; 16]))],
             ..d
         };
         let bytes = postcard::to_allocvec(&owned_once).unwrap();
@@ -2403,6 +2619,10 @@ mod tests {
             scoped_keys: sessions
                 .iter()
                 .map(|s| (Principal::Token([0xff; 32]), u128::MAX, s.0))
+                .collect(),
+            principals: sessions
+                .iter()
+                .map(|s| (s.0, Principal::Token([0xff; 32])))
                 .collect(),
         };
         let len = postcard::to_allocvec(&d).unwrap().len() as u64;

@@ -71,8 +71,8 @@ pub enum Op {
     /// ([`crate::auth`]); a retry is answered with the secret of the session the key
     /// opened, not its own.
     ///
-    /// Written by earlier versions only (this one proposes [`Op::OpenAs`]): applied as an
-    /// [`Op::OpenAs`] from [`Principal::Unrecorded`].
+    /// Written by earlier versions only (this one proposes [`Op::OpenCounted`]): applied as
+    /// an [`Op::OpenAs`] from [`Principal::Unrecorded`].
     Open {
         /// Time to live in ticks (milliseconds).
         ttl: u64,
@@ -97,7 +97,8 @@ pub enum Op {
         /// The session's label.
         label: Label,
     },
-    /// The open every node of this version proposes, for [`crate::protocol::Request::Open`]
+    /// The open earlier builds of this version proposed (this one proposes
+    /// [`Op::OpenCounted`]), for [`crate::protocol::Request::Open`]
     /// and [`crate::protocol::Request::OpenLabeled`] alike: [`Op::Open`] (`label` `None`) or
     /// [`Op::OpenLabeled`], with the idempotency key scoped to `principal`. A later open
     /// with the same key answers with the session that key opened only when it comes from
@@ -119,6 +120,25 @@ pub enum Op {
         label: Option<Label>,
         /// Who asked ([`Principal`]): the connection's token, or [`Principal::Anyone`] on
         /// a node without tokens.
+        principal: Principal,
+    },
+    /// The open this version proposes: [`Op::OpenAs`], and the session is recorded as
+    /// `principal`'s, counted for the per-token session quota on every replica (and kept
+    /// in snapshots). An [`Op::OpenAs`] entry, written by earlier builds, records no
+    /// session's principal: were it counted on replay, a replica restored from an earlier
+    /// build's snapshot would count the opens it replayed after that snapshot and a
+    /// replica with a later snapshot would not, and the replicas' counts would differ.
+    /// Appended after the earlier variants, which keep their encoding.
+    OpenCounted {
+        /// Time to live in ticks (milliseconds).
+        ttl: u64,
+        /// As in [`Op::Open`].
+        key: Option<u128>,
+        /// As in [`Op::Open`].
+        secret: SessionSecret,
+        /// As in [`Op::OpenAs`].
+        label: Option<Label>,
+        /// As in [`Op::OpenAs`]; the session is counted as this principal's.
         principal: Principal,
     },
 }

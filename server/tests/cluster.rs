@@ -584,13 +584,14 @@ async fn a_node_is_replaced_through_membership_changes() {
 /// and a key is forgotten when its session ends (then it opens a new session). Keys are
 /// scoped by principal: the same key from another principal opens a session of its own
 /// (its own credential), and the scoping survives the snapshot; an open of an earlier
-/// version's form (no principal) has keys of its own too.
+/// version's form (no principal) has keys of its own too. Each session's principal is
+/// replicated and kept the same way, and an expiry takes it off its principal's count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_retried_with_its_key_opens_one_session() {
     use fencelock_server::auth::SessionSecret;
     let mut c = Cluster::start("openkey", 300).await;
     let (p, q) = (Principal::token("team-p"), Principal::token("team-q"));
-    let open_as = |principal, ttl, key| Op::OpenAs {
+    let open_as = |principal, ttl, key| Op::OpenCounted {
         ttl,
         key: Some(key),
         secret: SessionSecret::random().unwrap(),
@@ -634,6 +635,16 @@ async fn an_open_retried_with_its_key_opens_one_session() {
         old
     );
     assert_eq!(leader.shared.state().svc.usage().sessions, 5, "no orphan");
+    // An earlier build's open of this version (`OpenAs`) scopes its key to p but records
+    // no principal: counted for nobody, on every replica alike.
+    let earlier = Op::OpenAs {
+        ttl: 600_000,
+        key: Some(45),
+        secret: SessionSecret::random().unwrap(),
+        label: None,
+        principal: p,
+    };
+    let uncounted = session_of(&leader.propose_op(earlier).await.unwrap());
     // Every replica knows the keys; a follower restarted from its own snapshot too.
     c.converged().await;
     let f = (1..=3).find(|id| *id != leader.id).unwrap();
@@ -654,6 +665,16 @@ async fn an_open_retried_with_its_key_opens_one_session() {
         assert_eq!(g.open_keys.get(q, 43), None, "node {}", n.id);
         assert_eq!(g.open_keys.get(Principal::Unrecorded, 42), Some(old));
         assert_eq!(g.open_keys.get(Principal::Anyone, 42), None);
+        assert_eq!(g.open_keys.get(p, 45), Some(uncounted), "node {}", n.id);
+        // Each session's principal too (what the per-token quota counts): the same on
+        // every replica, through the snapshot; the earlier builds' opens count for none.
+        // (`short` may have expired by now.)
+        let short_open = g.svc.session(short).is_some() as usize;
+        let counts = (g.owners.sessions_of(p), g.owners.sessions_of(q));
+        assert_eq!(counts, (2 + short_open, 1), "node {}", n.id);
+        assert_eq!(g.owners.principal_of(old), None, "node {}", n.id);
+        assert_eq!(g.owners.principal_of(uncounted), None, "node {}", n.id);
+        assert_eq!(g.owners.principal_of(a), Some(p), "node {}", n.id);
     }
     // The short session expires (nobody keeps it alive); its key is forgotten and opens
     // a new session.
@@ -663,6 +684,11 @@ async fn an_open_retried_with_its_key_opens_one_session() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(leader.shared.state().open_keys.get(p, 44), None);
+    assert_eq!(
+        leader.shared.state().owners.sessions_of(p),
+        2,
+        "an expired session leaves its principal's count"
+    );
     let reopened = session_of(&leader.propose_op(open(400, 44)).await.unwrap());
     assert_ne!(reopened, short);
     c.shutdown().await;

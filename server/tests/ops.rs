@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{acquire, granted, open, release, session_of, Cluster};
 use fencelock::{Input, LockName, Reply as CoreReply, Wait};
+use fencelock_server::auth::Principal;
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::ops::serve_ops;
 use fencelock_server::protocol::{ClientError, Reply, Request};
@@ -399,6 +400,234 @@ async fn ttl_and_per_connection_session_limits_refuse_before_proposing() {
         (refusals("ttl_too_long"), refusals("too_many_sessions")),
         (1, 1)
     );
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A write for a session open under another credential is refused `NotOwner` by the node
+/// it reaches, before anything is proposed: a flood of them takes no place in the log
+/// (the state machine refuses them too, but only once they are committed). Every kind of
+/// session write is checked so; the owner's own write then goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_with_another_sessions_credential_is_refused_before_it_is_proposed() {
+    use fencelock::Mode;
+    use fencelock_server::auth::SessionSecret;
+    use fencelock_server::protocol::WaitSpec;
+    let (node, dir) = single_node("foreign-write", |_| {}).await;
+    let sink = PushSink::new(16).0;
+    let conn = node.next_conn_id();
+    let _guard = node.connection(conn);
+    let (s, secret) = match node
+        .handle_request(
+            Request::Open {
+                ttl_ms: 60_000,
+                key: None,
+            },
+            conn,
+            &sink,
+        )
+        .await
+        .unwrap()
+    {
+        Reply::Opened { reply, secret, .. } => (reply.opened().unwrap().0, secret),
+        other => panic!("{other:?}"),
+    };
+    let wrong = SessionSecret([0x5a; 16]);
+    assert!(!wrong.matches(&secret));
+    let writes = |secret: SessionSecret| {
+        let lock = "jobs/x".to_string();
+        vec![
+            Request::KeepAlive { session: s, secret },
+            Request::Acquire {
+                session: s,
+                secret,
+                lock: lock.clone(),
+                mode: Mode::Exclusive,
+                wait: WaitSpec::None,
+                request: None,
+            },
+            Request::Release {
+                session: s,
+                secret,
+                lock: lock.clone(),
+                request: None,
+            },
+            Request::Cancel {
+                session: s,
+                secret,
+                lock: lock.clone(),
+                request: None,
+            },
+            Request::Watch {
+                session: s,
+                secret,
+                lock: lock.clone(),
+                request: None,
+            },
+            Request::Unwatch {
+                session: s,
+                secret,
+                lock,
+                request: None,
+            },
+            Request::Close {
+                session: s,
+                secret,
+                request: None,
+            },
+        ]
+    };
+    let applied = node.raft.metrics().borrow().last_log_index;
+    for req in writes(wrong) {
+        let what = format!("{req:?}");
+        let r = node.handle_request(req, conn, &sink).await;
+        assert!(
+            matches!(r, Err(ClientError::NotOwner { session }) if session == s),
+            "{what}: {r:?}"
+        );
+    }
+    assert_eq!(
+        node.raft.metrics().borrow().last_log_index,
+        applied,
+        "nothing proposed"
+    );
+    let r = node
+        .handle_request(writes(secret).remove(1), conn, &sink)
+        .await;
+    assert!(r.is_ok(), "the owner's acquire: {r:?}");
+    let after = node.raft.metrics().borrow().last_log_index;
+    assert!(after > applied);
+    // A session that is not open here is left to the state machine: proposed, and
+    // refused by the core (`unknown_session`).
+    let r = node
+        .handle_request(
+            Request::KeepAlive {
+                session: s + 1000,
+                secret: wrong,
+            },
+            conn,
+            &sink,
+        )
+        .await;
+    assert!(
+        matches!(&r, Err(ClientError::Core(e)) if e.kind == "unknown_session"),
+        "{r:?}"
+    );
+    assert!(
+        node.raft.metrics().borrow().last_log_index > after,
+        "proposed"
+    );
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--max-sessions-per-token`: the clients of one token share one quota, whatever
+/// connection they open on; one session too many is refused with a typed `Limit` before
+/// anything is proposed. Another token has a quota of its own, and clients without one are
+/// not counted; a retried open whose key names a session still open is answered, not
+/// refused; a session that closes or expires frees its place; an open whose request future
+/// is dropped in flight (an embedder's timeout) holds none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tokens_clients_share_one_session_quota_across_connections() {
+    let (node, dir) = single_node("token-quota", |c| {
+        c.max_sessions_per_token = Some(2);
+    })
+    .await;
+    let sink = PushSink::new(16).0;
+    let (a, b) = (Principal::token("team-a"), Principal::token("team-b"));
+    let open_as = |who: Principal, ttl_ms: u64, key: Option<u128>| {
+        let node = node.clone();
+        let sink = sink.clone();
+        async move {
+            let conn = node.next_conn_id();
+            let _guard = node.connection(conn);
+            node.handle_request_as(Request::Open { ttl_ms, key }, conn, &sink, who)
+                .await
+        }
+    };
+    let opened = |r: Result<Reply, ClientError>| match r {
+        Ok(Reply::Opened { reply, secret, .. }) => (reply.opened().unwrap(), secret),
+        other => panic!("{other:?}"),
+    };
+    let too_many = |r: &Result<Reply, ClientError>| matches!(r, Err(ClientError::Limit { kind, .. }) if kind == "too_many_token_sessions");
+    // An open whose request future is dropped in flight (polled once, so it is queued for
+    // the proposer, then dropped) keeps no place, whether or not it goes on to open a
+    // session. Another token's open after it goes through the same
+    // proposer, in order: once it is answered, the abandoned one has been applied or
+    // refused.
+    let mut abandoned = Box::pin(open_as(a, 60_000, None));
+    let first = std::future::poll_fn(|cx| {
+        use std::future::Future;
+        std::task::Poll::Ready(abandoned.as_mut().poll(cx).map(|r| format!("{r:?}")))
+    })
+    .await;
+    assert!(
+        first.is_pending(),
+        "the open ended at its first poll: {first:?}"
+    );
+    drop(abandoned);
+    opened(open_as(b, 5_000, None).await);
+    let kept = node.shared.state().owners.sessions_of(a);
+    assert!(kept <= 1);
+    let (s7, secret7) = opened(open_as(a, 5_000, Some(7)).await);
+    if kept == 0 {
+        opened(open_as(a, 60_000, None).await);
+    }
+    let applied = node.raft.metrics().borrow().last_applied;
+    let r = open_as(a, 5_000, None).await;
+    assert!(too_many(&r), "a third session on a third connection: {r:?}");
+    assert_eq!(
+        node.raft.metrics().borrow().last_applied,
+        applied,
+        "nothing proposed"
+    );
+    let r = open_as(a, 5_000, Some(7)).await;
+    assert_eq!(
+        opened(r).0,
+        s7,
+        "a retry of an open that opened is answered"
+    );
+    assert_eq!(node.shared.state().owners.sessions_of(a), 2);
+    // Another token has a quota of its own (it already has one session: the barrier's),
+    // and clients without a token are not counted: more than the quota each.
+    opened(open_as(b, 5_000, None).await);
+    assert!(too_many(&open_as(b, 5_000, None).await), "b's own quota");
+    for _ in 0..3 {
+        opened(open_as(Principal::Anyone, 5_000, None).await);
+    }
+    // A closed session frees its place.
+    let conn = node.next_conn_id();
+    node.handle_request_as(
+        Request::Close {
+            session: s7.0,
+            secret: secret7,
+            request: None,
+        },
+        conn,
+        &sink,
+        a,
+    )
+    .await
+    .unwrap();
+    let (short, _) = opened(open_as(a, 2_000, None).await);
+    assert!(too_many(&open_as(a, 5_000, None).await));
+    // So does an expired one (the leader's ticks expire it; nobody keeps it alive).
+    let start = Instant::now();
+    while node.shared.state().svc.session(short).is_some() {
+        assert!(start.elapsed() < Duration::from_secs(10), "never expired");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    opened(open_as(a, 5_000, None).await);
+    assert!(too_many(&open_as(a, 5_000, None).await));
+    let refusals = node
+        .stats
+        .refusals
+        .get_or_create(&vec![(
+            "kind".to_string(),
+            "too_many_token_sessions".to_string(),
+        )])
+        .get();
+    assert_eq!(refusals, 4);
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -93,6 +93,10 @@ struct Args {
     /// Refuse to open more sessions than this through one client connection; 0: no quota.
     #[arg(long, default_value_t = 1024)]
     max_sessions_per_conn: usize,
+    /// Refuse to open more sessions than this for the clients of one bearer token
+    /// together (on every connection, through any node); 0: no quota.
+    #[arg(long, default_value_t = 0)]
+    max_sessions_per_token: usize,
     /// Client connections at once; when full, one more takes the place of the oldest
     /// that has not yet had a token accepted, and is closed at once only if none.
     /// Lowered at start to fit the open-file limit (RLIMIT_NOFILE, raised to its hard
@@ -784,6 +788,8 @@ async fn run(args: Args) -> Result<(), String> {
     config.max_ttl_ms = (args.max_ttl_ms > 0).then_some(args.max_ttl_ms);
     config.max_sessions_per_conn =
         (args.max_sessions_per_conn > 0).then_some(args.max_sessions_per_conn);
+    config.max_sessions_per_token =
+        (args.max_sessions_per_token > 0).then_some(args.max_sessions_per_token);
     config.heartbeat_ms = args.heartbeat_ms;
     config.election_ms = (args.election_ms, 2 * args.election_ms);
     // Members off loopback are allowed (and dialled) only over TLS.

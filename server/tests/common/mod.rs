@@ -268,10 +268,14 @@ impl Cluster {
     /// not opened here).
     pub fn op(&self, input: Input) -> Op {
         match (input.session(), &input) {
-            (_, Input::OpenSession { ttl, .. }) => Op::Open {
+            // The open this build proposes: every session is recorded as `Anyone`'s, so
+            // the snapshots these tests take carry principals.
+            (_, Input::OpenSession { ttl, .. }) => Op::OpenCounted {
                 ttl: *ttl,
                 key: None,
                 secret: SessionSecret::random().unwrap(),
+                label: None,
+                principal: fencelock_server::auth::Principal::Anyone,
             },
             (Some(s), _) => {
                 let secret = self.secrets.lock().unwrap().get(&s).copied();
