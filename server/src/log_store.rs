@@ -21,7 +21,9 @@
 //! and none of whose sectors is zero, yet fails its checksum, was written whole and then
 //! damaged — the node refuses to start rather than drop what may be its latest vote or
 //! acknowledged entries. Only when the damage hits its header, or a sector of it is zero
-//! (as a torn one), is it cut like a torn write.
+//! (as a torn one), is it cut like a torn write. The replayed entries must also be in a
+//! Raft log's order (consecutive indices, terms that never go back, none at or before the
+//! purge point), or the node refuses to start: checksums prove bytes, not order.
 //!
 //! Preallocation: the file is grown ahead of the groups, [`PREALLOC`] bytes at a time, by
 //! writing zeros (and fsyncing the new size once). A write then overwrites blocks that
@@ -248,6 +250,43 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 impl Inner {
+    /// Checks the order of the replayed entries: consecutive indices, terms that never go
+    /// back, none at or before the purge point. Every append, truncation and purge keeps
+    /// it (appends are contiguous, a truncation cuts everything from its index on, a purge
+    /// everything up to its own). Not checked, as openraft's order of writes would have to
+    /// be relied on: the vote against the last entry's term, and the committed log id
+    /// against the last entry. Errors: the first break, described. Cost: O(entries).
+    fn check_order(&self) -> Result<(), String> {
+        let mut prev: Option<&LogId> = None;
+        for e in self.log.values() {
+            let id = &e.log_id;
+            if let Some(p) = self.last_purged.filter(|p| id.index <= p.index) {
+                return Err(format!(
+                    "entry {} is at or before the purge point {}",
+                    id.index, p.index
+                ));
+            }
+            if let Some(p) = prev {
+                if id.index != p.index + 1 {
+                    return Err(format!(
+                        "entry {} follows entry {}: an index is missing",
+                        id.index, p.index
+                    ));
+                }
+                if id.leader_id.get_term() < p.leader_id.get_term() {
+                    return Err(format!(
+                        "entry {} has term {}, below the term {} of the entry before it",
+                        id.index,
+                        id.leader_id.get_term(),
+                        p.leader_id.get_term()
+                    ));
+                }
+            }
+            prev = Some(id);
+        }
+        Ok(())
+    }
+
     fn apply(&mut self, rec: Rec) {
         match rec {
             Rec::Entry(e) => {
@@ -466,6 +505,15 @@ impl LogStore {
             pos += used;
             last_seq = Some(seq);
         }
+        // Checksums prove the bytes are as written, not that what was written is a Raft
+        // log: a replayed log whose entries skip an index, go back a term, or sit at or
+        // before its own purge point was not written by this store (a bug, or a forged
+        // file) and is not served.
+        inner.check_order().map_err(|m| {
+            bad(format!(
+                "{m}: the replayed log is not one this store writes; refusing to start (nothing was changed)"
+            ))
+        })?;
         let mut cut = None;
         // After the valid prefix: preallocated zeros, possibly after a torn last write.
         let written = pos
@@ -834,6 +882,61 @@ mod tests {
         assert!(inner.log.is_empty(), "everything purged");
         assert_eq!(inner.last_purged, Some(id(u64::MAX)));
         drop(inner);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A checksummed log whose entries are out of a Raft log's order — an index skipped,
+    /// a term going back, an entry at or before the purge point — is refused at start,
+    /// naming the break, and the file is left as it was; the same records in order open.
+    #[test]
+    fn a_log_out_of_raft_order_is_refused() {
+        let dir = std::env::temp_dir().join(format!("fl-order-{}", std::process::id()));
+        let id = |term, index| LogId::new(CommittedLeaderId::new(term, 1), index);
+        let entry = |term, index| {
+            Rec::Entry(Entry {
+                log_id: id(term, index),
+                payload: EntryPayload::Blank,
+            })
+        };
+        let open = |recs: Vec<Rec>| {
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir).unwrap();
+            let mut bytes = FILE_MAGIC.to_vec();
+            bytes.extend(encode_group(0, &recs).unwrap());
+            fs::write(dir.join("raft.log"), &bytes).unwrap();
+            let r = LogStore::open_inner(&dir, COMPACT_BYTES, false).map(|_| ());
+            assert_eq!(
+                fs::read(dir.join("raft.log")).unwrap(),
+                bytes,
+                "left as it was"
+            );
+            r
+        };
+        open(vec![entry(1, 1), entry(1, 2), entry(2, 3)]).expect("in order");
+        open(vec![Rec::Purge(id(1, 2)), entry(1, 3), entry(2, 4)]).expect("after its purge");
+        // A truncation then a later term: what a new leader's overwrite writes.
+        open(vec![
+            entry(1, 1),
+            entry(1, 2),
+            Rec::Truncate(2),
+            entry(2, 2),
+        ])
+        .expect("overwritten");
+        for (recs, says) in [
+            (vec![entry(1, 1), entry(1, 3)], "entry 3 follows entry 1"),
+            (
+                vec![entry(2, 1), entry(1, 2)],
+                "entry 2 has term 1, below the term 2",
+            ),
+            (
+                vec![Rec::Purge(id(1, 2)), entry(1, 2)],
+                "entry 2 is at or before the purge point 2",
+            ),
+        ] {
+            let e = open(recs).expect_err(says);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+            assert!(e.to_string().contains(says), "{e}");
+        }
         let _ = fs::remove_dir_all(&dir);
     }
 
