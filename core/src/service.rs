@@ -1152,6 +1152,14 @@ impl<S: Storage> LockService<S> {
         self.st.sessions.len == 0
     }
 
+    /// True when `session` is open. The check to use when only that matters:
+    /// [`session`](Self::session) also counts the session's holds and waits. Cost: O(1)
+    /// expected (the session's home row, else one index probe). Errors: none.
+    pub fn is_open(&self, session: SessionId) -> bool {
+        let t = self.storage.tables_ref();
+        find_session(t.session_index, t.sessions, session.0).is_some()
+    }
+
     /// A live session's state, `None` if it is not open. Cost: O(1) expected plus O(its
     /// holds and waits) to count them.
     pub fn session(&self, session: SessionId) -> Option<SessionInfo> {

@@ -507,3 +507,38 @@ fn sessions_away_from_their_home_row_are_found_and_others_refused() {
     });
     assert_eq!(e0, UnknownSession(SessionId(0)));
 }
+
+#[test]
+fn is_open_answers_for_sessions_at_home_away_closed_expired_and_never_opened() {
+    // Four rows: ids 1..=4 sit at their home rows ((id - 1) mod 4). Closing 2 frees row 1;
+    // 5's home row (0) is taken by 1, so 5 lands in row 1 and is found through the index.
+    let mut svc = svc(4);
+    let ids: Vec<SessionId> = (0..4).map(|_| open(&mut svc, 10)).collect();
+    assert_eq!(close(&mut svc, ids[1]).0, Reply::Closed);
+    let e = open(&mut svc, 10);
+    assert_eq!(e, SessionId(5));
+    for (id, open_now) in [
+        (0, false),
+        (1, true),
+        (2, false),
+        (3, true),
+        (4, true),
+        (5, true),
+    ] {
+        assert_eq!(svc.is_open(SessionId(id)), open_now, "session {id}");
+        assert_eq!(
+            svc.is_open(SessionId(id)),
+            svc.session(SessionId(id)).is_some()
+        );
+    }
+    // 9 has 5's home row too, and was never opened; u64::MAX is far past any id.
+    assert!(!svc.is_open(SessionId(9)));
+    assert!(!svc.is_open(SessionId(u64::MAX)));
+    // Expiry closes: 1, 3 and 4 expire at 10; 5 was opened at 0 with ttl 10 too.
+    keep_alive_at(&mut svc, 5, e);
+    tick(&mut svc, 10);
+    assert!(!svc.is_open(ids[0]) && !svc.is_open(ids[2]) && !svc.is_open(ids[3]));
+    assert!(svc.is_open(e), "kept alive until 15");
+    tick(&mut svc, 15);
+    assert!(!svc.is_open(e));
+}

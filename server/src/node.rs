@@ -551,7 +551,7 @@ impl Node {
             let g = self.shared.state();
             let retry = key
                 .and_then(|k| g.open_keys.get(principal, k))
-                .is_some_and(|s| g.svc.session(s).is_some());
+                .is_some_and(|s| g.svc.is_open(s));
             if retry {
                 return Ok(None);
             }
@@ -585,7 +585,7 @@ impl Node {
         let e = m.entry(conn).or_default();
         {
             let g = self.shared.state();
-            e.open.retain(|s| g.svc.session(SessionId(*s)).is_some());
+            e.open.retain(|s| g.svc.is_open(SessionId(*s)));
         }
         if e.open.len() + e.pending >= max {
             return Err(ClientError::Limit {
@@ -886,7 +886,7 @@ impl Node {
         (conn, sink): (u64, &PushSink),
         after_write: bool,
     ) -> Attach {
-        if g.svc.session(session).is_none() {
+        if !g.svc.is_open(session) {
             return Attach::SessionGone;
         }
         // Read before the metrics: a leadership change seen after them (its connections
@@ -1029,7 +1029,7 @@ impl Node {
             return Ok(()); // the proposal answers `NotLeader`, naming the leader
         }
         let g = self.shared.state();
-        if g.svc.session(session).is_some() && !g.owners.is_owner(session, secret) {
+        if g.svc.is_open(session) && !g.owners.is_owner(session, secret) {
             return Err(ClientError::NotOwner { session: session.0 });
         }
         Ok(())
@@ -1309,7 +1309,7 @@ impl Node {
                     // Checked and attached under the state lock: the session cannot end
                     // in between and leave a registration behind.
                     let g = self.shared.state();
-                    if g.svc.session(sid).is_none() {
+                    if !g.svc.is_open(sid) {
                         return Err(ClientError::Core(
                             fencelock::Error::UnknownSession(sid).into(),
                         ));

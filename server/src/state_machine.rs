@@ -1260,8 +1260,7 @@ impl SnapData {
     /// restart must never be refused over an entry that only a quota reads. Cost:
     /// O(principals × log sessions).
     fn keep_open_principals(&mut self, svc: &LockService<VecStorage>) {
-        self.principals
-            .retain(|(s, _)| svc.session(SessionId(*s)).is_some());
+        self.principals.retain(|(s, _)| svc.is_open(SessionId(*s)));
     }
 }
 
@@ -1613,7 +1612,7 @@ fn apply_op(
             // Advance first: a session that expires at this time is unknown to the core,
             // whatever the credential (the core's own first answer).
             let (_, mut events) = advance(g, stamp, input.now(), trace);
-            if g.svc.session(session).is_some() && !g.owners.is_owner(session, &secret) {
+            if g.svc.is_open(session) && !g.owners.is_owner(session, &secret) {
                 let r = refused(g, OpError::NotOwner { session: session.0 }, index);
                 return (events, r);
             }

@@ -69,6 +69,21 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
         deadlines.push(info.expires_at.0);
     }
     let live: BTreeSet<SessionId> = sessions.iter().copied().collect();
+    // `is_open` answers as the listing does: for every listed id, and for the ids next to
+    // them (closed, expired, or never opened), and id 0, which is never an open session.
+    let mut probe: BTreeSet<u64> = BTreeSet::from([0]);
+    for s in &sessions {
+        probe.extend([s.0.saturating_sub(1), s.0, s.0.saturating_add(1)]);
+    }
+    for id in probe {
+        if svc.is_open(SessionId(id)) != live.contains(&SessionId(id)) {
+            return Err(format!(
+                "is_open({id}) = {} but the listing says {}",
+                svc.is_open(SessionId(id)),
+                live.contains(&SessionId(id))
+            ));
+        }
+    }
     let locks: Vec<String> = svc.locks().map(|l| l.as_str().to_string()).collect();
     let unique: BTreeSet<&String> = locks.iter().collect();
     if unique.len() != locks.len() {
