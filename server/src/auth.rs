@@ -404,6 +404,14 @@ pub const MAX_TOKEN_LINES: usize = 10_000;
 /// The longest token accepted, in bytes.
 pub const MAX_TOKEN_LEN: usize = 1024;
 
+/// The largest tokens file a node reads (16 MiB: room for [`MAX_TOKEN_LINES`] lines with
+/// comments between). A larger one refuses the start, before it is read.
+pub const MAX_TOKENS_FILE: u64 = 16 << 20;
+
+/// The largest file a command-line tool reads its bearer token from (64 KiB; the token,
+/// its first line, is at most [`MAX_TOKEN_LEN`] bytes).
+pub const MAX_TOKEN_FILE: u64 = 64 << 10;
+
 fn hex32(s: &str) -> Option<[u8; 32]> {
     if s.len() != 64 || !s.is_ascii() {
         return None;
@@ -463,9 +471,10 @@ impl Tokens {
 
     /// Reads and parses a tokens file.
     ///
-    /// Errors: I/O errors and [`Tokens::parse`]'s, described. Cost: O(file).
+    /// Errors: I/O errors, a file over [`MAX_TOKENS_FILE`] bytes, and [`Tokens::parse`]'s,
+    /// described. Cost: O(file).
     pub fn load(path: &std::path::Path) -> Result<Tokens, String> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::disk::read_capped_text(path, MAX_TOKENS_FILE)
             .map_err(|e| format!("tokens file {}: {e}", path.display()))?;
         Tokens::parse(&text)
     }
@@ -502,11 +511,11 @@ pub fn token_hash(token: &str) -> String {
 /// snapshot save`): the first line of `file` when one is given, else the environment's
 /// `FENCELOCK_AUTH_TOKEN` (`None` when neither says one).
 ///
-/// Errors: the file cannot be read, or its first line is empty (a message naming the
-/// file). Cost: one file read.
+/// Errors: the file cannot be read or is over [`MAX_TOKEN_FILE`] bytes, or its first line
+/// is empty (a message naming the file). Cost: one file read.
 pub fn token_to_present(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
     if let Some(path) = file {
-        let text = std::fs::read_to_string(path)
+        let text = crate::disk::read_capped_text(path, MAX_TOKEN_FILE)
             .map_err(|e| format!("auth token file {}: {e}", path.display()))?;
         let token = text.lines().next().unwrap_or("").trim().to_string();
         if token.is_empty() {
@@ -522,6 +531,43 @@ pub fn token_to_present(file: Option<&std::path::Path>) -> Result<Option<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    /// A tokens file, or a token file, over its cap is refused by its size, naming it.
+    #[test]
+    fn token_files_over_their_caps_are_refused() {
+        let d = std::env::temp_dir().join(format!("fencelock-tokcap-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        let (tokens, token) = (d.join("tokens"), d.join("token"));
+        let line = format!("admin * {}\n", token_hash("t"));
+        fs::write(&tokens, &line).unwrap();
+        assert!(Tokens::load(&tokens).unwrap().authenticate("t").is_some());
+        fs::File::create(&tokens)
+            .unwrap()
+            .set_len(MAX_TOKENS_FILE + 1)
+            .unwrap();
+        let e = Tokens::load(&tokens).unwrap_err();
+        assert!(
+            e.contains("over this file's limit") && e.contains("tokens"),
+            "{e}"
+        );
+        fs::write(&token, "t\n").unwrap();
+        assert_eq!(
+            token_to_present(Some(&token)).unwrap().as_deref(),
+            Some("t")
+        );
+        fs::File::create(&token)
+            .unwrap()
+            .set_len(MAX_TOKEN_FILE + 1)
+            .unwrap();
+        let e = token_to_present(Some(&token)).unwrap_err();
+        assert!(
+            e.contains("over this file's limit") && e.contains("token"),
+            "{e}"
+        );
+        fs::remove_dir_all(&d).unwrap();
+    }
 
     /// Each recorded principal's open sessions are counted, and a session ends its count
     /// however it ends (closed, expired); an unrecorded open counts for nobody, a session

@@ -227,6 +227,44 @@ impl DiskHealth {
     }
 }
 
+/// Reads the whole file at `path` if it is at most `cap` bytes: the one way the server
+/// reads a file it did not just write (tokens, TLS keys and certificates, the settings
+/// file, snapshots and backups), so a wrong path (`/dev/zero`, a log named as a
+/// certificate) or a damaged file is a clear error, not a node out of memory. A file
+/// longer than `cap` is refused from its size before anything is read, and one that grows
+/// past `cap` while read (or has no size, as a device) when the read passes it.
+///
+/// Errors: the I/O error, its kind kept (`NotFound` included, so a caller can tell a
+/// missing file); `FileTooLarge` past the cap, saying the size and the cap (the caller
+/// names the file). Cost: O(min(file, cap)) bytes read and held.
+pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let too_large = |len: u64| {
+        io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("{len} bytes or more, over this file's limit of {cap} bytes"),
+        )
+    };
+    let file = fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    if len > cap {
+        return Err(too_large(len));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// [`read_capped`] for a text file: `InvalidData` when it is not UTF-8. Errors and cost as
+/// [`read_capped`]'s.
+pub fn read_capped_text(path: &Path, cap: u64) -> io::Result<String> {
+    String::from_utf8(read_capped(path, cap)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// Fsyncs the directory holding `path` (the current directory for a bare file name), so
 /// a rename that put `path` in place survives a crash. Errors: the I/O error, naming the
 /// directory. Cost: one `open` and one `fsync`.
@@ -241,6 +279,31 @@ pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_over_its_cap_is_refused_by_its_size_or_as_it_is_read() {
+        let dir = std::env::temp_dir().join(format!("fl-capped-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("f");
+        fs::write(&f, b"0123456789").unwrap();
+        assert_eq!(read_capped(&f, 10).unwrap(), b"0123456789", "at the cap");
+        let e = read_capped(&f, 9).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge, "{e}");
+        assert!(e.to_string().contains("limit of 9 bytes"), "{e}");
+        // A device has no size: refused when the read passes the cap.
+        let e = read_capped(Path::new("/dev/zero"), 1 << 16).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge, "{e}");
+        assert_eq!(
+            read_capped(&dir.join("missing"), 10).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        fs::write(&f, [0xff, 0xfe]).unwrap();
+        assert_eq!(
+            read_capped_text(&f, 10).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// The directory of a path, a bare file name's included (the current one), is found
     /// and synced; a missing one is an error naming it.

@@ -218,6 +218,10 @@ impl PeerSettings {
 /// The file in a data directory that records its settings.
 pub const FILE: &str = "settings";
 
+/// The largest settings file read (64 KiB; one is a few hundred bytes). A larger one is
+/// refused, naming it.
+pub const MAX_FILE: u64 = 64 << 10;
+
 /// The first line of a settings file (its format and version).
 const HEADER: &str = "fencelock-node settings 1";
 
@@ -358,10 +362,11 @@ pub fn check_dir(dir: &Path, config: &ServiceConfig) -> io::Result<bool> {
 /// The settings `dir` records, `None` when it records none.
 ///
 /// Errors: `InvalidData` for a damaged settings file (saying what is wrong and what to
-/// do); I/O errors naming the path. Cost: one small read.
+/// do); I/O errors naming the path, `FileTooLarge` for one over [`MAX_FILE`] bytes among
+/// them. Cost: one small read.
 pub fn read_dir(dir: &Path) -> io::Result<Option<ServiceConfig>> {
     let path = dir.join(FILE);
-    let bytes = match fs::read(&path) {
+    let bytes = match crate::disk::read_capped(&path, MAX_FILE) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
@@ -501,6 +506,28 @@ mod tests {
             );
         }
         assert!(encode(&small()).contains("\nlock-delay-ms 500\n"));
+    }
+
+    /// A settings file over [`MAX_FILE`] bytes is refused by its size, naming it; the
+    /// largest a real one can be is far under the cap.
+    #[test]
+    fn a_settings_file_over_its_cap_is_refused() {
+        let d = dir("cap");
+        record(&d, &ServiceConfig::default()).unwrap();
+        assert!((fs::metadata(d.join(FILE)).unwrap().len()) < MAX_FILE / 64);
+        fs::OpenOptions::new()
+            .write(true)
+            .open(d.join(FILE))
+            .unwrap()
+            .set_len(MAX_FILE + 1)
+            .unwrap();
+        let e = read_dir(&d).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge, "{e}");
+        assert!(
+            e.to_string().contains(&d.join(FILE).display().to_string()),
+            "{e}"
+        );
+        fs::remove_dir_all(&d).unwrap();
     }
 
     /// Every change of a single byte, a cut at every length and lines added are refused:

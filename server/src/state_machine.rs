@@ -131,6 +131,13 @@ pub fn max_snapshot_bytes(config: &ServiceConfig) -> u64 {
         .saturating_mul(4)
 }
 
+/// The largest snapshot file (`snapshot.bin`, or a backup) a node with `config`'s tables
+/// reads: [`max_snapshot_bytes`] and the file's header. A longer one is refused before it
+/// is read. Cost: O(1).
+pub fn max_snapshot_file_bytes(config: &ServiceConfig) -> u64 {
+    max_snapshot_bytes(config).saturating_add(SNAP_HEADER as u64)
+}
+
 /// Where a push goes: one connection attached to a session, with a bounded queue
 /// ([`PUSH_BACKLOG`] by default) counted in a node's push budget (made with
 /// [`Hub::sink`]) or in a budget of its own ([`PushSink::new`]). Cheap to clone.
@@ -890,10 +897,11 @@ fn open_snap_file(bytes: &[u8]) -> Result<(SnapFile, u8), String> {
 }
 
 /// The snapshot file at `path` read and its frame checked (`decode_snap_file`), its state
-/// not restored: `Ok(None)` when there is none. Errors: I/O errors naming the path;
-/// `InvalidData` ([`corrupt_snap`]) for a file that fails its checks. Cost: O(file size).
-fn read_snap_frame(path: &Path) -> io::Result<Option<SnapFile>> {
-    let bytes = match fs::read(path) {
+/// not restored: `Ok(None)` when there is none. Errors: I/O errors naming the path, a
+/// file over `cap` bytes (`FileTooLarge`) among them; `InvalidData` ([`corrupt_snap`])
+/// for a file that fails its checks. Cost: O(file size).
+fn read_snap_frame(path: &Path, cap: u64) -> io::Result<Option<SnapFile>> {
+    let bytes = match crate::disk::read_capped(path, cap) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
@@ -914,12 +922,14 @@ fn corrupt_snap(path: &Path, m: String) -> io::Error {
 
 /// Reads, checks and restores the snapshot file at `path`: `Ok(None)` when there is none.
 ///
-/// Errors: I/O errors reading it; `InvalidData`, naming the path, when it is corrupt (see
+/// Errors: I/O errors reading it, `FileTooLarge` for a file longer than a snapshot of
+/// `config`'s tables can be ([`max_snapshot_file_bytes`]: started with smaller tables than
+/// the file's, or not a snapshot); `InvalidData`, naming the path, when it is corrupt (see
 /// the module docs); `InvalidInput`, naming the path, when it is sound but taken with
 /// other core settings or too large for `config`'s tables (`decode_snapshot`).
 /// Cost: O(file size).
 fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(SnapFile, SmState)>> {
-    let Some(f) = read_snap_frame(path)? else {
+    let Some(f) = read_snap_frame(path, max_snapshot_file_bytes(config))? else {
         return Ok(None);
     };
     let bad = |m: String| corrupt_snap(path, m);
@@ -957,8 +967,10 @@ fn read_snap_file(path: &Path, config: &ServiceConfig) -> io::Result<Option<(Sna
 ///
 /// Errors: `InvalidData`, naming the path, when the file fails its checks or its data does
 /// not decode; I/O errors. Cost: O(file size) (the checksum), without restoring the state.
+/// The one snapshot read without a size cap: `force-new-cluster` asks it of a directory of
+/// an earlier build, to learn the settings that decide the tables (and so the cap).
 pub(crate) fn snapshot_core(path: &Path) -> io::Result<Option<Config>> {
-    let Some(f) = read_snap_frame(path)? else {
+    let Some(f) = read_snap_frame(path, u64::MAX)? else {
         return Ok(None);
     };
     let bad = |m: String| corrupt_snap(path, m);
@@ -2037,10 +2049,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
         // The builder (a clone) may have persisted a newer one: the file is the truth.
-        // A file that fails its checks is ignored here (the one in memory stays).
+        // A file that fails its checks, or is over the cap, is ignored here (the one in
+        // memory stays).
         // Its data is not decoded here (the peer that installs it decodes it): a file
         // read on every call must not cost a decode of the whole state each time.
-        if let Ok(bytes) = fs::read(self.dir.join("snapshot.bin")) {
+        let cap = max_snapshot_file_bytes(&self.shared.config);
+        if let Ok(bytes) = crate::disk::read_capped(&self.dir.join("snapshot.bin"), cap) {
             if let Ok((f, _)) = open_snap_file(&bytes) {
                 self.current = Some(f);
             }
@@ -2108,6 +2122,37 @@ mod tests {
             data: postcard::to_allocvec(&d).unwrap(),
         };
         (f, config)
+    }
+
+    /// A snapshot file longer than a snapshot of the node's tables can be is refused by
+    /// its size before it is read (a start is refused, the file left as it is); one at
+    /// the cap is read (and here judged corrupt, as it is zeros).
+    #[test]
+    fn a_snapshot_file_over_the_tables_cap_is_refused_unread() {
+        let (_, config) = sample();
+        let cap = max_snapshot_file_bytes(&config);
+        let dir = std::env::temp_dir().join(format!("fencelock-snapcap-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("snapshot.bin");
+        // Sparse: only its size is set.
+        fs::File::create(&path).unwrap().set_len(cap + 1).unwrap();
+        let e = StateMachine::open(&dir, config).err().expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge, "{e}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        assert!(
+            e.to_string().contains(&format!("limit of {cap} bytes")),
+            "{e}"
+        );
+        assert_eq!(fs::metadata(&path).unwrap().len(), cap + 1, "left as it is");
+        fs::File::create(&path).unwrap().set_len(cap).unwrap();
+        let e = StateMachine::open(&dir, config).err().expect("refused");
+        assert_eq!(
+            e.kind(),
+            io::ErrorKind::InvalidData,
+            "read and checked: {e}"
+        );
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Every single flipped bit of a snapshot file, anywhere (header, length, checksum,
@@ -2421,7 +2466,7 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         restore_into(&backup, &dir, &config, BTreeMap::new()).expect("restores");
         let written = SnapData::decode(
-            &read_snap_frame(&dir.join("snapshot.bin"))
+            &read_snap_frame(&dir.join("snapshot.bin"), u64::MAX)
                 .unwrap()
                 .unwrap()
                 .data,

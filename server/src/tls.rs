@@ -48,11 +48,11 @@ fn provider() -> Arc<CryptoProvider> {
 
 /// Every certificate in a PEM file.
 ///
-/// Errors: I/O, a PEM section that does not parse, or no certificate; described with the
-/// path. Cost: O(file).
+/// Errors: I/O, a file over [`MAX_PEM_FILE`] bytes, a PEM section that does not parse, or
+/// no certificate; described with the path. Cost: O(file).
 pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?
+    let pem = read_pem(path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("{}: {e}", path.display()))?;
     if certs.is_empty() {
@@ -63,9 +63,20 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 
 /// The private key in a PEM file (PKCS#8, PKCS#1 or SEC1).
 ///
-/// Errors: I/O, or no key that parses; described with the path. Cost: O(file).
+/// Errors: I/O, a file over [`MAX_PEM_FILE`] bytes, or no key that parses; described with
+/// the path. Cost: O(file).
 pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| format!("{}: {e}", path.display()))
+    PrivateKeyDer::from_pem_slice(&read_pem(path)?).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The largest PEM file (certificates, a CA bundle, a key) a node reads: 1 MiB, several
+/// times a system's whole CA bundle.
+pub const MAX_PEM_FILE: u64 = 1 << 20;
+
+/// The bytes of the PEM file at `path`. Errors: I/O, or over [`MAX_PEM_FILE`] bytes;
+/// described with the path. Cost: O(file).
+fn read_pem(path: &Path) -> Result<Vec<u8>, String> {
+    crate::disk::read_capped(path, MAX_PEM_FILE).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn roots(ca: &[CertificateDer<'static>]) -> Result<Arc<RootCertStore>, String> {
@@ -270,5 +281,41 @@ impl Pem {
             .map_err(|e| e.to_string())?;
         let key = PrivateKeyDer::from_pem_slice(self.key.as_bytes()).map_err(|e| e.to_string())?;
         NodeTls::from_parts(std::slice::from_ref(ca), certs, key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node's certificate and key load from their PEM files; a file over
+    /// [`MAX_PEM_FILE`] (or a device with no end, named by mistake) is refused, naming it.
+    #[test]
+    fn pem_files_load_and_an_oversized_one_is_refused() {
+        let d = std::env::temp_dir().join(format!("fencelock-pemcap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let ca = DevCa::new().unwrap();
+        let pem = ca.node(1, &["127.0.0.1"]).unwrap();
+        let (cert, key) = (d.join("node.pem"), d.join("node.key"));
+        std::fs::write(&cert, &pem.cert).unwrap();
+        std::fs::write(&key, &pem.key).unwrap();
+        assert_eq!(load_certs(&cert).unwrap().len(), 1);
+        load_key(&key).unwrap();
+        for path in [cert.as_path(), key.as_path()] {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .unwrap()
+                .set_len(MAX_PEM_FILE + 1)
+                .unwrap();
+        }
+        for e in [load_certs(&cert).unwrap_err(), load_key(&key).unwrap_err()] {
+            assert!(e.contains("over this file's limit"), "{e}");
+        }
+        assert!(load_certs(&cert).unwrap_err().contains("node.pem"));
+        let e = load_certs(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("over this file's limit"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -519,13 +519,19 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                 .iter()
                 .map(|p| parse_peer(p, true))
                 .collect::<Result<_, _>>()?;
-            let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
             let service = fencelock_server::state_machine::ServiceConfig {
                 sessions,
                 locks,
                 claims,
                 ..Default::default()
             };
+            let cap = fencelock_server::state_machine::max_snapshot_file_bytes(&service);
+            let bytes = fencelock_server::disk::read_capped(&file, cap).map_err(|e| {
+                format!(
+                    "{}: {e}, the limit for a backup restored into tables of these sizes",
+                    file.display()
+                )
+            })?;
             let index = fencelock_server::ops::restore(&bytes, &dir, &service, members)
                 .map_err(|e| format!("restoring {} into {}: {e}", file.display(), dir.display()))?;
             println!(
