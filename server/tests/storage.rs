@@ -117,13 +117,15 @@ async fn a_torn_tail_is_cut_and_damage_is_refused() {
     };
     let path = dir.join("raft.log");
     let good = LogStore::open(&dir).unwrap().file_len() as usize;
-    // A write cut short by a crash: its first bytes landed in the preallocated zeros.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .write_all_at(&[200, 0, 0, 0, 1, 2, 3], good as u64)
-        .unwrap();
+    // A write cut short by a crash: the sector holding its start landed in the
+    // preallocated zeros, the sectors after it did not.
+    let torn_end = {
+        let mut log = LogStore::open(&dir).unwrap();
+        append(&mut log, vec![entry_ops(1, 6, 600)]).await;
+        log.file_len()
+    };
+    assert!(torn_end - good as u64 > 2 * 512, "the write spans sectors");
+    lose(&path, (good as u64 / 512 + 1) * 512, torn_end);
     {
         let mut log = LogStore::open(&dir).unwrap();
         assert_eq!(indices(&mut log).await, vec![1, 2, 3, 4, 5]);
@@ -293,9 +295,8 @@ async fn a_torn_multi_page_append_with_a_lost_middle_page_is_cut() {
 /// sectors is still zero, as a write cut short by a crash leaves one — and then damaged:
 /// a node refuses to start on it and cuts nothing (the group may hold acknowledged
 /// entries or a vote), and force-new-cluster's open, which accepts data loss, cuts it and
-/// says what it cut. The same for a whole group whose header is damaged: a damaged
-/// checksum field is refused by a node and cut with data loss accepted; a damaged magic
-/// (the group's length cannot be trusted) is cut as a torn write by both.
+/// says what it cut. The same for a whole group whose header is damaged, in any field:
+/// the header's own checksum tells its damage from a torn write.
 #[tokio::test]
 async fn a_damaged_whole_last_group_is_refused_but_cut_by_force_new_cluster() {
     let dir = common::temp_dir("damaged-whole");
@@ -314,8 +315,11 @@ async fn a_damaged_whole_last_group_is_refused_but_cut_by_force_new_cluster() {
     // (what to damage, refused by a plain open, cut as damaged)
     let cases = [
         (at + (end - acked_end) as usize / 2, true, true), // a payload byte
-        (at + 17, true, true),                             // the checksum field
-        (at, false, false),                                // the group's magic
+        (at + 22, true, true),                             // the payload's checksum
+        (at + 17, true, true),                             // the header's checksum
+        (at + 13, true, true),                             // the length
+        (at + 5, true, true),                              // the sequence number
+        (at, true, true),                                  // the group's magic
     ];
     for (byte, refused, damaged) in cases {
         let mut bytes = orig.clone();

@@ -116,12 +116,22 @@ async fn a_data_directory_of_the_build_before_is_read_in_place() {
         *b"FLSNAP\0\x01",
         "the fixture is a version-1 snapshot"
     );
+    assert_eq!(
+        std::fs::read(dir.join("raft.log")).unwrap()[..8],
+        fencelock_server::log_store::FILE_MAGIC_V2,
+        "the fixture's log is of version 2"
+    );
     let raft = format!("127.0.0.1:{}", procs::free_port());
     let client = format!("127.0.0.1:{}", procs::free_port());
     let c = Client::new(vec![client.clone()]);
 
     let mut node = start(&dir, &raft, &client);
     left_as_it_was(&mut node, &c).await;
+    assert_eq!(
+        std::fs::read(dir.join("raft.log")).unwrap()[..8],
+        fencelock_server::log_store::FILE_MAGIC,
+        "the log was rewritten in this build's version"
+    );
     // The fencing revision goes on: the next grant's token is past every old one.
     let s = c.open_labeled(600_000, "new").await.expect("open");
     let got = s
