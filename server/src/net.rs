@@ -440,9 +440,11 @@ fn sender(req: &RaftReq) -> Option<NodeId> {
     vote.leader_id().voted_for()
 }
 
-/// Serves one peer connection's Raft requests in order. With `cert` (mutual TLS), a
-/// request is served only if [`check_peer`] allows its sender; the first that is not
-/// ends the connection unanswered. The first request served proves the connection's
+/// Serves one peer connection's Raft requests in order. With `cert` (mutual TLS), the
+/// connection is closed before anything is read unless the certificate names a member
+/// ([`crate::tls::check_member_cert`], counted as `not_a_member`), and a request is served
+/// only if [`check_peer`] allows its sender; the first that is not ends the connection
+/// unanswered. The first request served proves the connection's
 /// place (`admitted`, [`Admitted::prove`]): with mutual TLS, a member's; without, any
 /// whole request.
 async fn raft_conn<R, W>(
@@ -456,6 +458,19 @@ async fn raft_conn<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    if let Some(cert) = &cert {
+        let member = raft
+            .bound_raft()
+            .ok_or_else(|| "not started yet".to_string())
+            .and_then(|r| crate::tls::check_member_cert(r, cert));
+        if let Err(e) = member {
+            policy.stats.close(PEER, "not_a_member");
+            policy.stats.warn("refused-peer-not-a-member", || {
+                format!("refused a Raft connection before reading it: {e}")
+            });
+            return;
+        }
+    }
     let mut r = BufReader::new(r);
     let mut w = BufWriter::new(w);
     loop {
@@ -1625,6 +1640,70 @@ mod tests {
             .get_or_create(&labels(&[("port", PEER), ("reason", "write_timeout")]))
             .get();
         assert_eq!(closed, 1);
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Over mutual TLS, a peer whose certificate (of this CA) names no member is closed
+    /// before a byte it sent is decoded: its garbage is counted as `not_a_member`, never
+    /// as `malformed`. A member's certificate passes that check, and the same garbage is
+    /// then read and refused as malformed. Before the node knows a membership, every
+    /// certificate of the CA passes (a node being added is dialled before it knows one).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_certificate_of_no_member_is_refused_before_anything_is_read() {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let (node, dir) = unit_node("peer-not-member").await;
+        let ca = crate::tls::DevCa::new().unwrap();
+        let cert = |id: NodeId| {
+            let pem = ca.node(id, &["127.0.0.1"]).unwrap().cert;
+            CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
+        };
+        // A whole frame of this wire version whose body does not decode.
+        let mut garbage = 9u32.to_be_bytes().to_vec();
+        garbage.extend(frame::PEER_WIRE.to_be_bytes());
+        garbage.extend([0xff; 5]);
+        let policy = PeerPolicy::default();
+        let count = |reason: &str| {
+            policy
+                .stats
+                .closed
+                .get_or_create(&labels(&[("port", PEER), ("reason", reason)]))
+                .get()
+        };
+        let conn = |id: NodeId| {
+            raft_conn(
+                ThenEof(garbage.clone()),
+                tokio::io::sink(),
+                node.elector().clone(),
+                Some(cert(id)),
+                None,
+                &policy,
+            )
+        };
+        let bounded = Duration::from_secs(30);
+        tokio::time::timeout(bounded, conn(9)).await.unwrap();
+        assert_eq!(
+            (count("not_a_member"), count("malformed")),
+            (0, 1),
+            "no membership yet"
+        );
+        let me = NodeAddr {
+            raft: "127.0.0.1:1".into(),
+            client: "127.0.0.1:2".into(),
+        };
+        node.initialize([(1, me)].into()).await.unwrap();
+        tokio::time::timeout(bounded, conn(9)).await.unwrap();
+        assert_eq!(
+            (count("not_a_member"), count("malformed")),
+            (1, 1),
+            "node 9"
+        );
+        tokio::time::timeout(bounded, conn(1)).await.unwrap();
+        assert_eq!(
+            (count("not_a_member"), count("malformed")),
+            (1, 2),
+            "node 1"
+        );
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
     }

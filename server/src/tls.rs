@@ -196,6 +196,33 @@ pub fn check_peer(raft: &Raft, cert: &CertificateDer<'_>, from: NodeId) -> Resul
     Ok(())
 }
 
+/// Whether the peer that presented `cert` (already verified against the CA) may send Raft
+/// requests at all: its certificate names a member (voter or learner) of the membership
+/// `raft` knows, or `raft` knows none yet. Checked when a peer connects, before a byte it
+/// sends is decoded, so a holder of a certificate of this CA that is not a member's (a
+/// node removed, a certificate issued for something else) cannot make a node decode
+/// anything; each request is still checked by [`check_peer`], as membership changes.
+///
+/// Errors: the reason, when it may not. Cost: one certificate parse, a metrics read, one
+/// name check per member.
+pub fn check_member_cert(raft: &Raft, cert: &CertificateDer<'_>) -> Result<(), String> {
+    let ee = webpki::EndEntityCert::try_from(cert).map_err(|e| format!("peer certificate: {e}"))?;
+    let m = raft.metrics().borrow().membership_config.clone();
+    let members = m.membership();
+    if members.nodes().next().is_none() {
+        return Ok(());
+    }
+    let names = |id: NodeId| {
+        ServerName::try_from(node_name(id))
+            .is_ok_and(|n| ee.verify_is_valid_for_subject_name(&n).is_ok())
+    };
+    if members.nodes().any(|(id, _)| names(*id)) {
+        Ok(())
+    } else {
+        Err("the peer's certificate names no member".into())
+    }
+}
+
 /// A development certificate authority (rcgen): a fresh CA key and certificate, and
 /// node certificates signed by it. For tests and `fencelock-certs` (`make cluster`); a
 /// production cluster uses its own PKI with the same names ([`node_name`] plus the
