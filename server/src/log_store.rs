@@ -281,6 +281,43 @@ fn whole_but_damaged(bytes: &[u8], pos: usize, format: Format) -> bool {
     }
 }
 
+/// Where a valid group after the one that failed at `pos` starts, if any: one whose
+/// sequence number is past `last_seq` (the last replayed), starting before `written` (the
+/// end of the file's last nonzero byte); it is read from the whole rest of the file.
+///
+/// Version 3: headers that hold are followed group by group, and a group's interior is
+/// never searched, so a payload (lock names, chosen by clients) can neither pass for a
+/// later group — which would refuse a start over a torn write — nor cost a checksum per
+/// offset. From the first header that does not hold (version 2: from `pos`), every
+/// offset is tried, as a damaged header hides where the next group starts. Cost:
+/// O(groups) along held headers, then O(1) per offset, plus O(payload) for each offset
+/// whose header holds.
+fn later_group(
+    bytes: &[u8],
+    pos: usize,
+    written: usize,
+    last_seq: Option<u64>,
+    format: Format,
+) -> Option<usize> {
+    let valid = |o: usize| {
+        read_group(&bytes[o..], format).is_some_and(|(seq, _, _)| last_seq.is_none_or(|l| seq > l))
+    };
+    let mut from = pos;
+    if format == Format::V3 {
+        while let Some((_, len)) = read_header(&bytes[from..], format) {
+            let next = from + format.header() + len as usize;
+            if next >= written {
+                return None;
+            }
+            if valid(next) {
+                return Some(next);
+            }
+            from = next;
+        }
+    }
+    (from + 1..written).find(|&o| valid(o))
+}
+
 /// The records of a checksummed group; `None` if they do not decode (another format).
 fn decode_records(mut payload: &[u8]) -> Option<Vec<Rec>> {
     let mut recs = Vec::new();
@@ -595,11 +632,7 @@ impl LogStore {
             // group starts before `written` (its magic is not zero) but may end after it:
             // its own last bytes may be zeros (a vote not committed ends in one), so it is
             // read from the whole rest of the file.
-            let later = (pos + 1..written).find(|&o| {
-                read_group(&bytes[o..], format)
-                    .is_some_and(|(seq, _, _)| last_seq.is_none_or(|l| seq > l))
-            });
-            if let Some(o) = later {
+            if let Some(o) = later_group(&bytes, pos, written, last_seq, format) {
                 return Err(bad(format!(
                     "damaged group at byte {pos} with a valid group after it (byte {o}); refusing to cut acknowledged records"
                 )));
@@ -1159,6 +1192,59 @@ mod tests {
             drop(log);
             assert!(fs::read(&path).unwrap()[at..].iter().all(|&x| x == 0));
         }
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A torn last group (its header written, a later sector not) whose payload holds
+    /// what reads as a valid later group — bytes a client can choose, through lock names
+    /// — is cut as the torn write it is: its interior is never searched. A valid group
+    /// right after a damaged one (its header holding) is still found, and refuses the
+    /// start; and with the damaged group's header lost, the scan from there still finds it.
+    #[test]
+    fn a_group_forged_inside_a_torn_one_is_not_taken_for_a_later_group() {
+        let dir = temp("forged");
+        let path = dir.join("raft.log");
+        let mut bytes = FILE_MAGIC.to_vec();
+        bytes.extend(encode_group(0, &[blank(1)]).unwrap());
+        let at = bytes.len();
+        let group = encode_group(1, &(2..200).map(blank).collect::<Vec<_>>()).unwrap();
+        assert!(group.len() > 1024);
+        let mut torn = group.clone();
+        let forged = encode_group(7, &[]).unwrap();
+        torn[100..100 + forged.len()].copy_from_slice(&forged);
+        let mut plain = bytes.clone();
+        bytes.extend(&torn);
+        plain.extend(&group);
+        let end = bytes.len();
+        bytes.resize(end + 4096, 0);
+        plain.resize(end + 4096, 0);
+        let mut b = bytes.clone();
+        b[at + 600..end].fill(0); // the write cut short after its first sectors
+        fs::write(&path, &b).unwrap();
+        let log = LogStore::open(&dir).expect("a torn write is cut");
+        assert_eq!(state(&log).0, [1]);
+        drop(log);
+
+        // Damage (not a tear) to the group, with a valid group right after it: refused.
+        let mut b = plain;
+        b[at + 600] ^= 1;
+        b[end..end + 24].copy_from_slice(&encode_group(2, &[]).unwrap());
+        fs::write(&path, &b).unwrap();
+        let e = LogStore::open(&dir).err().expect("refused");
+        assert!(
+            e.to_string()
+                .contains(&format!("valid group after it (byte {end})")),
+            "{e}"
+        );
+        // Its header lost too: the scan from there finds the later group all the same.
+        b[at..at + 24].fill(0);
+        fs::write(&path, &b).unwrap();
+        let e = LogStore::open(&dir).err().expect("refused");
+        assert!(
+            e.to_string()
+                .contains(&format!("valid group after it (byte {end})")),
+            "{e}"
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 
