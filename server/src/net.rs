@@ -38,6 +38,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -240,8 +241,13 @@ pub struct NetStats {
     pub refused: Family<Labels, Counter>,
     /// Connections closed by the node, by `port` and `reason` (`idle`, `read_timeout`,
     /// `write_timeout`, `oversized`, `other_version`: a frame of another wire version,
-    /// `malformed`, `displaced`: an unproven connection whose place a new one took).
+    /// `malformed`, `displaced`: an unproven connection whose place a new one took,
+    /// `unauthenticated`, `not_a_member`: a peer certificate that names no member).
     pub closed: Family<Labels, Counter>,
+    /// Bytes of list answers (a lock's holders or waiters) computed and not yet written to
+    /// their clients, all connections together ([`ClientPolicy::max_unwritten_list_bytes`]).
+    pub unwritten_list_bytes: Gauge,
+    lists: Arc<ListBudget>,
     /// Failed `accept` calls (`EMFILE`…), by `port`.
     pub accept_errors: Family<Labels, Counter>,
     /// Raft connections open now (inbound).
@@ -251,7 +257,73 @@ pub struct NetStats {
     logged: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
+/// The bound on unwritten list answers ([`NetStats::reserve_list`]).
+#[derive(Debug)]
+struct ListBudget {
+    used: AtomicUsize,
+    limit: AtomicUsize,
+}
+
+impl Default for ListBudget {
+    fn default() -> Self {
+        ListBudget {
+            used: AtomicUsize::new(0),
+            limit: AtomicUsize::new(MAX_UNWRITTEN_LIST_BYTES),
+        }
+    }
+}
+
+/// A list answer's bytes, counted in [`NetStats::unwritten_list_bytes`] until dropped
+/// (once the answer is written, or its connection ends).
+#[derive(Debug)]
+pub struct ListBytes {
+    bytes: usize,
+    lists: Arc<ListBudget>,
+    gauge: Gauge,
+}
+
+impl Drop for ListBytes {
+    fn drop(&mut self) {
+        self.lists.used.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.gauge.dec_by(self.bytes as i64);
+    }
+}
+
 impl NetStats {
+    /// Sets the bound on unwritten list answers, in bytes. Cost: O(1).
+    pub fn set_list_budget(&self, bytes: usize) {
+        self.lists.limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts a list answer of `bytes` among the unwritten ones, if they stay within the
+    /// bound with it — or it is the only one (so an answer larger than the bound alone is
+    /// still served when nothing else waits). `None`: over the bound; the caller refuses
+    /// the request instead. Cost: O(1) (a compare-and-swap loop).
+    pub fn reserve_list(&self, bytes: usize) -> Option<ListBytes> {
+        let limit = self.lists.limit.load(Ordering::Relaxed);
+        let mut used = self.lists.used.load(Ordering::Acquire);
+        loop {
+            if used != 0 && used.saturating_add(bytes) > limit {
+                return None;
+            }
+            match self.lists.used.compare_exchange_weak(
+                used,
+                used + bytes,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => used = now,
+            }
+        }
+        self.unwritten_list_bytes.inc_by(bytes as i64);
+        Some(ListBytes {
+            bytes,
+            lists: self.lists.clone(),
+            gauge: self.unwritten_list_bytes.clone(),
+        })
+    }
+
     /// Logs `msg()` as a warning unless a line of `kind` was logged within [`LOG_EVERY`].
     /// Cost: O(1) (a map lookup).
     pub fn warn(&self, kind: &str, msg: impl FnOnce() -> String) {
@@ -915,7 +987,20 @@ pub struct ClientPolicy {
     /// [`PUSH_BACKLOG`] for each): when a push finds them spent, the connection holding
     /// the most is closed ([`crate::state_machine::Hub`]). Default [`MAX_QUEUED_PUSHES`].
     pub max_queued_pushes: usize,
+    /// At most this many bytes of list answers (a lock's holders or waiters) computed and
+    /// not yet written, for all client connections together: a list request that would
+    /// take them past it is answered `Limit { kind: "unwritten_lists" }` (one answer is
+    /// served whatever its size when no other waits). Default [`MAX_UNWRITTEN_LIST_BYTES`].
+    pub max_unwritten_list_bytes: usize,
 }
+
+/// The default bound on list answers computed and not yet written, all client connections
+/// together: 64 MiB. Without it, a client that asked for a long list many times over, on
+/// many connections, and read none of the answers, held the node's memory: each request
+/// in flight (up to [`MAX_IN_FLIGHT`] per connection) may hold an answer of up to
+/// [`MAX_SERVER_FRAME`] bytes. Every other answer is small, bounded by the in-flight
+/// count alone.
+pub const MAX_UNWRITTEN_LIST_BYTES: usize = 64 << 20;
 
 /// The default limit of client connections from one IP address.
 pub const MAX_CLIENT_PER_ADDR: usize = 512;
@@ -939,6 +1024,7 @@ impl Default for ClientPolicy {
             idle_timeout: CLIENT_IDLE_TIMEOUT,
             read_timeout: READ_TIMEOUT,
             max_queued_pushes: MAX_QUEUED_PUSHES,
+            max_unwritten_list_bytes: MAX_UNWRITTEN_LIST_BYTES,
         }
     }
 }
@@ -955,6 +1041,11 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
     stats.show_limit("client_connections", admission.total() as u64);
     node.shared.hub.set_push_budget(policy.max_queued_pushes);
     stats.show_limit("client_queued_pushes", policy.max_queued_pushes as u64);
+    stats.set_list_budget(policy.max_unwritten_list_bytes);
+    stats.show_limit(
+        "client_unwritten_list_bytes",
+        policy.max_unwritten_list_bytes as u64,
+    );
     stats.show_limit("client_connections_per_address", policy.max_per_addr as u64);
     stats.show_limit("client_frame_bytes", policy.max_frame.into());
     stats.show_limit(
@@ -1049,6 +1140,50 @@ enum Out {
     Last(ServerFrame),
 }
 
+/// What a reply holds until it is written: its request's in-flight permit (none for a
+/// push), and a list answer's bytes in the node's bound ([`NetStats::reserve_list`]).
+#[derive(Default)]
+struct Held {
+    _in_flight: Option<OwnedSemaphorePermit>,
+    _list: Option<ListBytes>,
+}
+
+impl Held {
+    fn new(in_flight: OwnedSemaphorePermit, list: Option<ListBytes>) -> Held {
+        Held {
+            _in_flight: Some(in_flight),
+            _list: list,
+        }
+    }
+}
+
+/// A list answer (a lock's holders or waiters) counted in the node's bound on unwritten
+/// list answers; over the bound it is dropped, and the request answered
+/// `Limit { kind: "unwritten_lists" }` instead. Any other result passes as it is. Cost:
+/// O(answer) for a list (its encoded size is measured), O(1) otherwise.
+fn budget_list(
+    stats: &crate::ops::NodeStats,
+    result: Result<Reply, ClientError>,
+) -> (Result<Reply, ClientError>, Option<ListBytes>) {
+    if !matches!(result, Ok(Reply::Holders(_) | Reply::Waiters(_))) {
+        return (result, None);
+    }
+    let size = postcard::ser_flavors::Size::default();
+    let bytes = postcard::serialize_with_flavor(&result, size).unwrap_or(usize::MAX);
+    if let Some(held) = stats.net.reserve_list(bytes) {
+        return (result, Some(held));
+    }
+    let e = ClientError::Limit {
+        kind: "unwritten_lists".into(),
+        message: format!(
+            "this answer ({bytes} bytes) would take the node's list answers that clients \
+             have not read yet past their bound; retry later"
+        ),
+    };
+    stats.refused(&e);
+    (Err(e), None)
+}
+
 /// Serves one client connection. Its place (`slot`) is proven by a token accepted, or
 /// on a node without tokens by its first whole request ([`Admitted::prove`]).
 async fn client_conn<R, W>(
@@ -1072,8 +1207,9 @@ async fn client_conn<R, W>(
     // Whom an open's idempotency key is scoped to: the token's (its hash, never the token
     // itself), or, without tokens, every client alike.
     let mut principal = Principal::Anyone;
-    // Each reply travels with its in-flight permit, released once the reply is written.
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<(Out, Option<OwnedSemaphorePermit>)>();
+    // Each reply travels with its in-flight permit, and a list answer with its bytes in
+    // the node's bound on unwritten ones: both released once the reply is written.
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<(Out, Held)>();
     let (push, mut push_rx, overflow) = node.shared.hub.sink(PUSH_BACKLOG);
     let writer_done = Arc::new(Notify::new());
     let done = writer_done.clone();
@@ -1102,7 +1238,7 @@ async fn client_conn<R, W>(
                     None => break,
                 },
                 p = push_rx.recv(), if pushes_open => match p {
-                    Some(o) => (Out::Frame(ServerFrame::Push(o)), None),
+                    Some(o) => (Out::Frame(ServerFrame::Push(o)), Held::default()),
                     None => {
                         pushes_open = false;
                         continue;
@@ -1218,10 +1354,10 @@ async fn client_conn<R, W>(
                     let reply = ServerFrame::Reply { id, result };
                     if refused_token {
                         node.stats.net.close(CLIENT, "unauthenticated");
-                        let _ = out_tx.send((Out::Last(reply), Some(permit)));
+                        let _ = out_tx.send((Out::Last(reply), Held::new(permit, None)));
                         break;
                     }
-                    let _ = out_tx.send((Out::Frame(reply), Some(permit)));
+                    let _ = out_tx.send((Out::Frame(reply), Held::new(permit, None)));
                     continue;
                 }
                 let node = node.clone();
@@ -1229,7 +1365,9 @@ async fn client_conn<R, W>(
                 let push = push.clone();
                 tokio::spawn(async move {
                     let result = node.handle_request_as(req, conn, &push, principal).await;
-                    let _ = out.send((Out::Frame(ServerFrame::Reply { id, result }), Some(permit)));
+                    let (result, list) = budget_list(&node.stats, result);
+                    let reply = Out::Frame(ServerFrame::Reply { id, result });
+                    let _ = out.send((reply, Held::new(permit, list)));
                 });
             }
             Ok(Next::End) => break,
@@ -1250,7 +1388,7 @@ async fn client_conn<R, W>(
                     Some(_) => Out::OtherVersion,
                     None => Out::Frame(ServerFrame::Malformed(e.to_string())),
                 };
-                let _ = out_tx.send((out, None));
+                let _ = out_tx.send((out, Held::default()));
                 break;
             }
         }
@@ -1438,6 +1576,101 @@ mod tests {
             "{read} of {sent} requests read from a client that reads no reply (bound {bound})"
         );
         conn.abort();
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// List answers computed and not yet written are bounded for the whole node. With
+    /// room for one, a client that asks for a lock's holders ten times and reads nothing
+    /// gets one list and nine `unwritten_lists` refusals, each with its id. Once its
+    /// answers are read, their bytes are released (the gauge back to 0), and a list is
+    /// counted again. Without the bound, all ten answers would wait in memory.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn list_answers_not_yet_read_are_bounded_for_the_node() {
+        let (node, dir) = unit_node("list-budget").await;
+        let me = NodeAddr {
+            raft: "127.0.0.1:1".into(),
+            client: "127.0.0.1:2".into(),
+        };
+        node.initialize([(1, me)].into()).await.unwrap();
+        let holders = Request::Holders { lock: "x".into() };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let empty = loop {
+            let sink = PushSink::new(8).0;
+            match node
+                .handle_request(holders.clone(), node.next_conn_id(), &sink)
+                .await
+            {
+                Err(ClientError::NotLeader { .. }) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                r => break r,
+            }
+        };
+        assert!(
+            matches!(empty, Ok(Reply::Holders(ref h)) if h.is_empty()),
+            "{empty:?}"
+        );
+        let one = postcard::to_allocvec(&empty).unwrap().len();
+        node.stats.net.set_list_budget(one);
+        let frames: Vec<u8> = (1..=10u64)
+            .flat_map(|id| {
+                frame::encode(&ClientFrame {
+                    id,
+                    req: holders.clone(),
+                })
+                .unwrap()
+            })
+            .collect();
+        // A pipe the node's first answer does not fit: nothing is read until all ten are
+        // answered.
+        let (server, mut client) = tokio::io::duplex(1);
+        let conn = tokio::spawn(client_conn(
+            ThenEof(frames),
+            server,
+            node.clone(),
+            None,
+            ClientPolicy::default(),
+        ));
+        let refused = || {
+            node.stats
+                .refusals
+                .get_or_create(&labels(&[("kind", "unwritten_lists")]))
+                .get()
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while refused() < 9 {
+            assert!(Instant::now() < deadline, "{} refused", refused());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(node.stats.net.unwritten_list_bytes.get(), one as i64);
+        let mut answers = std::collections::BTreeMap::new();
+        for _ in 0..10 {
+            let f = frame::read::<_, ServerFrame>(&mut client, MAX_SERVER_FRAME)
+                .await
+                .unwrap()
+                .unwrap();
+            let ServerFrame::Reply { id, result } = f else {
+                panic!("{f:?}")
+            };
+            answers.insert(id, result);
+        }
+        assert_eq!(answers.len(), 10, "one answer per id");
+        let lists = answers
+            .values()
+            .filter(|r| matches!(r, Ok(Reply::Holders(_))));
+        assert_eq!(lists.count(), 1);
+        let limited = answers.values().filter(
+            |r| matches!(r, Err(ClientError::Limit { kind, .. }) if kind == "unwritten_lists"),
+        );
+        assert_eq!(limited.count(), 9);
+        tokio::time::timeout(Duration::from_secs(30), conn)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(node.stats.net.unwritten_list_bytes.get(), 0, "released");
+        let (again, held) = budget_list(&node.stats, empty);
+        assert!(again.is_ok() && held.is_some(), "counted again");
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -244,13 +244,18 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
         net.peer_connections.clone(),
     );
     r.register(
+        "unwritten_list_bytes",
+        "Bytes of list answers (holders, waiters) computed and not yet written to their clients",
+        net.unwritten_list_bytes.clone(),
+    );
+    r.register(
         "connections_refused",
         "Connections closed at once by a connection limit, by port and reason",
         net.refused.clone(),
     );
     r.register(
         "connections_closed",
-        "Connections closed by the node (idle, read_timeout, write_timeout, oversized, other_version, malformed, displaced), by port",
+        "Connections closed by the node (idle, read_timeout, write_timeout, oversized, other_version, malformed, displaced, unauthenticated, not_a_member), by port",
         net.closed.clone(),
     );
     r.register(

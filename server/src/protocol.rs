@@ -388,7 +388,9 @@ pub enum ClientError {
     /// (nothing changed). Whether a retry can succeed depends on the kind: a number past a
     /// bound (`ttl_too_long`, `session_id_too_large`, `request_number_too_large`) never
     /// will as it is; `too_many_sessions` can once sessions of the connection close, and
-    /// `too_many_token_sessions` once sessions opened with the same token close or expire.
+    /// `too_many_token_sessions` once sessions opened with the same token close or expire;
+    /// `unwritten_lists` (a read of a lock's holders or queue, when the node holds too many
+    /// bytes of such answers its clients have not read yet) once they are read.
     /// `reply_too_large` replaces an answer larger than a client reads, after the request
     /// was served (a write was applied): asking again can succeed once the answer is
     /// smaller (a lock with fewer holders or waiters).

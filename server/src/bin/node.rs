@@ -118,6 +118,10 @@ struct Args {
     /// the connection holding the most is closed.
     #[arg(long, default_value_t = fencelock_server::state_machine::MAX_QUEUED_PUSHES)]
     max_queued_pushes: usize,
+    /// Bytes of list answers (a lock's holders or waiters) computed and not yet written,
+    /// for all client connections together; a list request past it is refused.
+    #[arg(long, default_value_t = fencelock_server::net::MAX_UNWRITTEN_LIST_BYTES)]
+    max_unwritten_list_bytes: usize,
     /// The largest client request frame (bytes); a longer one is refused and its
     /// connection closed.
     #[arg(long, default_value_t = 64 << 10)]
@@ -656,6 +660,10 @@ fn check_net_limits(args: &Args) -> Result<(), String> {
         ("--max-peer-connections", args.max_peer_connections as u64),
         ("--max-queued-pushes", args.max_queued_pushes as u64),
         (
+            "--max-unwritten-list-bytes",
+            args.max_unwritten_list_bytes as u64,
+        ),
+        (
             "--max-peer-connections-per-addr",
             args.max_peer_connections_per_addr as u64,
         ),
@@ -839,6 +847,7 @@ async fn run(args: Args) -> Result<(), String> {
         idle_timeout: Duration::from_millis(args.client_idle_timeout_ms),
         read_timeout: Duration::from_millis(args.read_timeout_ms),
         max_queued_pushes: args.max_queued_pushes,
+        max_unwritten_list_bytes: args.max_unwritten_list_bytes,
     };
     let client_task = tokio::spawn(serve_clients_with(client_l, node.clone(), policy));
     let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
