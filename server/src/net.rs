@@ -1925,6 +1925,12 @@ mod tests {
             client: "127.0.0.1:2".into(),
         };
         node.initialize([(1, me)].into()).await.unwrap();
+        // The membership the check reads is openraft's metrics': wait until they show it.
+        let deadline = Instant::now() + bounded;
+        while node.raft.metrics().borrow().membership_config.nodes().next().is_none() {
+            assert!(Instant::now() < deadline, "the membership never showed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         tokio::time::timeout(bounded, conn(9)).await.unwrap();
         assert_eq!(
             (count("not_a_member"), count("malformed")),
