@@ -6,7 +6,7 @@ use crate::storage::{
     claim_hash, watch_hash, Bucket, Chain, ClaimRow, LabelPool, LabelRow, Link, List, LockRow,
     Recorded, SessionRow, Storage, Tables, TaggedBucket, TtlClass, CLASSES, NO_CLASS,
 };
-use crate::table::{fnv1a, name_hash, TableState, NIL};
+use crate::table::{fnv1a, keyed_name_hash, NameKey, TableState, NIL};
 use crate::{
     Change, Error, Input, Label, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Sink,
     Table, Tick, Token, Wait, MAX_NAME_LEN,
@@ -187,6 +187,8 @@ pub(crate) struct State {
     /// Up to [`CLASSES`] ttls whose sessions are kept in deadline lists (see
     /// `View::renew`); which ttls they are depends on history and never shows outside.
     pub(crate) classes: [TtlClass; CLASSES],
+    /// The lock-name index's key ([`LockService::set_name_key`]); `None`: the public hash.
+    pub(crate) name_key: Option<NameKey>,
     /// TEST ONLY (feature `fault-injection`): see
     /// [`LockService::inject_fault_expiry_after_grants`].
     #[cfg(feature = "fault-injection")]
@@ -369,10 +371,32 @@ impl<S: Storage> LockService<S> {
             dirty_head: NIL,
             dirty_tail: NIL,
             classes: [TtlClass::EMPTY; CLASSES],
+            name_key: None,
             #[cfg(feature = "fault-injection")]
             fault_expiry_after_grants: false,
         };
         LockService { storage, st }
+    }
+
+    /// Sets the secret key the lock-name index hashes names with ([`NameKey`]): from now
+    /// on a name's place in the index depends on it, so names chosen to share a probe run
+    /// under the public hash (or under another key) are spread out. A host that serves
+    /// names it does not choose (a shared server's tenants) calls this after
+    /// [`new`](Self::new) or [`restore`](Self::restore), with a key from a random source;
+    /// it may be called again. Nothing else changes: replies, events, queries, snapshots
+    /// and [`poll_timeout`](Self::poll_timeout) are the same whatever the key, and with
+    /// none. Cost: O(lock rows), to rebuild the lock index; afterwards every input that
+    /// names a lock hashes the name with SipHash-1-3 (some 60 instructions more per
+    /// input for a short name). Errors: none.
+    pub fn set_name_key(&mut self, key: NameKey) {
+        self.st.name_key = Some(key);
+        self.view().rebuild_lock_index();
+    }
+
+    /// Whether lock names are hashed under a key ([`set_name_key`](Self::set_name_key)).
+    /// Cost: O(1).
+    pub fn is_name_keyed(&self) -> bool {
+        self.st.name_key.is_some()
     }
 
     /// Gives the storage back. Cost: O(1).
@@ -624,7 +648,7 @@ impl<S: Storage> LockService<S> {
         let s = v.session_slot(session)?;
         v.check_name(lock)?;
         let mode = mode.validate()?;
-        let hash = name_hash(lock.as_bytes());
+        let hash = v.name_hash(lock);
         let target = target(lock, Some(mode), request);
         if let Some(recorded) = v.check_request(s, request, Kind::Acquire, target)? {
             return Ok(v.replay_acquire(s, lock, hash, recorded));
@@ -734,7 +758,7 @@ impl<S: Storage> LockService<S> {
             Begin::Apply { s, target } => (s, target),
             Begin::Replay(recorded) => return Ok(recorded.reply()),
         };
-        let hash = name_hash(lock.as_bytes());
+        let hash = v.name_hash(lock);
         let c = v
             .lock_slot(lock, hash)
             .and_then(|l| v.claim_slot(s, l))
@@ -789,7 +813,7 @@ impl<S: Storage> LockService<S> {
             Begin::Replay(recorded) => return Ok(recorded.reply()),
         };
         let c = v
-            .lock_slot(lock, name_hash(lock.as_bytes()))
+            .lock_slot(lock, v.name_hash(lock))
             .and_then(|l| v.claim_slot(s, l))
             .filter(|c| !v.c[*c as usize].holding())
             .ok_or(Error::NotQueued(session))?;
@@ -831,7 +855,7 @@ impl<S: Storage> LockService<S> {
             Begin::Apply { s, target } => (s, target),
             Begin::Replay(recorded) => return Ok(recorded.reply()),
         };
-        let hash = name_hash(lock.as_bytes());
+        let hash = v.name_hash(lock);
         let l = v.lock_slot(lock, hash);
         let live = l.filter(|l| v.l[*l as usize].id != 0);
         if let Some(l) = live {
@@ -891,7 +915,7 @@ impl<S: Storage> LockService<S> {
             Begin::Replay(recorded) => return Ok(recorded.reply()),
         };
         let c = v
-            .lock_slot(lock, name_hash(lock.as_bytes()))
+            .lock_slot(lock, v.name_hash(lock))
             .filter(|l| v.l[*l as usize].id != 0)
             .and_then(|l| v.watch_slot(s, l))
             .ok_or(Error::NotWatching(session))?;
@@ -1239,7 +1263,7 @@ impl<S: Storage> LockService<S> {
     /// Cost: O(name length) expected.
     pub fn permits(&self, lock: &str) -> Option<Permits> {
         let t = self.storage.tables_ref();
-        let l = find_lock(t.lock_index, t.locks, lock)?;
+        let l = find_lock(t.lock_index, t.locks, self.st.name_key.as_ref(), lock)?;
         let row = &t.locks[l as usize];
         let any = if row.holders.head != NIL {
             row.holders.head
@@ -1262,7 +1286,7 @@ impl<S: Storage> LockService<S> {
     /// in the future. Cost: O(name length).
     pub fn lock_delay_until(&self, lock: &str) -> Option<Tick> {
         let t = self.storage.tables_ref();
-        let l = find_lock(t.lock_index, t.locks, lock)?;
+        let l = find_lock(t.lock_index, t.locks, self.st.name_key.as_ref(), lock)?;
         let until = t.locks[l as usize].delay_until;
         (until > self.st.now).then_some(Tick(until))
     }
@@ -1273,7 +1297,7 @@ impl<S: Storage> LockService<S> {
         holders: bool,
     ) -> impl Iterator<Item = (crate::storage::TablesRef<'_>, u32)> + '_ {
         let t = self.storage.tables_ref();
-        let head = match find_lock(t.lock_index, t.locks, lock) {
+        let head = match find_lock(t.lock_index, t.locks, self.st.name_key.as_ref(), lock) {
             Some(l) if holders => t.locks[l as usize].holders.head,
             Some(l) => t.locks[l as usize].waiters.head,
             None => NIL,
@@ -1390,8 +1414,13 @@ pub(crate) fn free_prev(s: &mut SessionRow) -> &mut u32 {
     &mut s.order.prev
 }
 
-pub(crate) fn find_lock(index: &[TaggedBucket], rows: &[LockRow], name: &str) -> Option<u32> {
-    TableState::find(index, rows, name_hash(name.as_bytes()), |r| {
+pub(crate) fn find_lock(
+    index: &[TaggedBucket],
+    rows: &[LockRow],
+    key: Option<&NameKey>,
+    name: &str,
+) -> Option<u32> {
+    TableState::find(index, rows, keyed_name_hash(key, name.as_bytes()), |r| {
         r.id != 0 && r.name.is(name)
     })
 }
@@ -1426,12 +1455,36 @@ pub(crate) struct View<'a> {
 }
 
 impl View<'_> {
+    /// The lock index's hash of `name`: keyed when the service has a [`NameKey`].
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
+    pub(crate) fn name_hash(&self, name: &str) -> u64 {
+        keyed_name_hash(self.st.name_key.as_ref(), name.as_bytes())
+    }
+
+    /// Empties the lock index and indexes again every row it held (the live locks and the
+    /// idle ones, the two lists through `order`) under the current key. Cost: O(lock
+    /// rows).
+    fn rebuild_lock_index(&mut self) {
+        use crate::table::BucketArray;
+        for b in 0..self.li.buckets() {
+            self.li.set_bucket(b, NIL, 0);
+        }
+        for head in [self.st.lock_order.head, self.st.idle_locks.head] {
+            let mut l = head;
+            while l != NIL {
+                let hash = self.name_hash(self.l[l as usize].name.as_str());
+                TableState::index_insert(self.li, l, hash);
+                l = self.l[l as usize].order.next;
+            }
+        }
+    }
+
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
     fn session_slot(&self, session: SessionId) -> Result<u32, Error> {
         find_session(self.si, self.s, session.0).ok_or(Error::UnknownSession(session))
     }
 
-    /// The live lock named `name`, whose [`name_hash`] is `hash`.
+    /// The live lock named `name`, whose [`View::name_hash`] is `hash`.
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
     fn lock_slot(&self, name: &str, hash: u64) -> Option<u32> {
         TableState::find(self.li, self.l, hash, |r| r.name.is(name))
@@ -1593,7 +1646,8 @@ impl View<'_> {
                     None if self.st.idle_locks.head != NIL => {
                         let slot = self.st.idle_locks.head;
                         self.st.idle_locks.remove(self.l, slot, lock_order);
-                        TableState::index_remove(self.li, self.l, slot);
+                        let old = self.name_hash(self.l[slot as usize].name.as_str());
+                        TableState::index_remove_hashed(self.li, self.l, slot, old);
                         slot
                     }
                     None => {
@@ -1878,7 +1932,7 @@ impl View<'_> {
     }
 
     /// Fills lock row `l`, just taken from the free list, as entry `id` named `name`.
-    /// `hash` is the name's [`name_hash`].
+    /// `hash` is the name's [`View::name_hash`].
     pub(crate) fn insert_lock(&mut self, l: u32, name: LockName, hash: u64, id: u64) {
         let row = &mut self.l[l as usize];
         row.id = id;

@@ -551,7 +551,7 @@ impl<S: Storage> LockService<S> {
             if r.name.is_empty() || r.name.len() > config.max_name_len as usize {
                 return Err(corrupt("lock name empty or too long"));
             }
-            if find_lock(v.li, v.l, r.name.as_str()).is_some() {
+            if find_lock(v.li, v.l, v.st.name_key.as_ref(), r.name.as_str()).is_some() {
                 return Err(corrupt("lock name twice"));
             }
             if r.delay_until != 0 && r.delay_until <= now {
@@ -566,7 +566,7 @@ impl<S: Storage> LockService<S> {
                 v.st.locks
                     .alloc(v.l)
                     .ok_or(Error::CapacityExceeded(Table::Locks))?;
-            let hash = crate::table::name_hash(r.name.as_str().as_bytes());
+            let hash = v.name_hash(r.name.as_str());
             v.insert_lock(l, r.name, hash, r.id);
             if r.delay_until > now {
                 v.l[l as usize].delay_until = r.delay_until;

@@ -47,7 +47,8 @@ fn a_service_is_its_rows_and_nothing_else() {
     let large = size_of::<fencelock::LockService<ArrayStorage<64, 64, 64>>>()
         - size_of::<ArrayStorage<64, 64, 64>>();
     assert_eq!(small, large);
-    assert!(small < 256, "fixed state: {small} bytes");
+    // (Counters, list heads, the ttl classes and the optional lock-name key.)
+    assert!(small <= 288, "fixed state: {small} bytes");
 }
 
 #[test]

@@ -1927,7 +1927,15 @@ mod tests {
         node.initialize([(1, me)].into()).await.unwrap();
         // The membership the check reads is openraft's metrics': wait until they show it.
         let deadline = Instant::now() + bounded;
-        while node.raft.metrics().borrow().membership_config.nodes().next().is_none() {
+        while node
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .nodes()
+            .next()
+            .is_none()
+        {
             assert!(Instant::now() < deadline, "the membership never showed");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

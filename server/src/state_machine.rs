@@ -87,11 +87,30 @@ impl ServiceConfig {
         VecStorage::new(self.sessions, self.locks, self.claims)
     }
 
-    /// An empty service.
+    /// An empty service, with a lock-name key ([`with_name_key`]).
     pub(crate) fn fresh(&self) -> LockService<VecStorage> {
         // Config is validated by the binary and tests; a bad one is a programming error.
-        LockService::new(self.storage(), self.core).expect("valid service config")
+        with_name_key(LockService::new(self.storage(), self.core).expect("valid service config"))
     }
+}
+
+/// `svc` with a lock-name key from the operating system's random source
+/// ([`fencelock::NameKey`]): lock names come from clients, and under the core's public
+/// hash a tenant could choose names that share one probe run of the lock index, making
+/// every lookup of them, and so every apply, slow for all. Each replica draws its own
+/// key, at every start and restore: the key changes nothing a replica answers, pushes
+/// or snapshots. If the source fails, the service keeps the public hash (logged).
+fn with_name_key(mut svc: LockService<VecStorage>) -> LockService<VecStorage> {
+    let mut b = [0u8; 16];
+    match getrandom::fill(&mut b) {
+        Ok(()) => {
+            let (k0, k1) = b.split_at(8);
+            let word = |w: &[u8]| w.try_into().map(u64::from_le_bytes).unwrap_or_default();
+            svc.set_name_key(fencelock::NameKey([word(k0), word(k1)]));
+        }
+        Err(e) => tracing::warn!("no random lock-name key ({e}): the public hash is used"),
+    }
+    svc
 }
 
 /// How many pushes may wait for one connection's writer. A connection whose client stops
@@ -1299,13 +1318,15 @@ fn decode_snapshot(
             )));
         }
     }
-    let svc = LockService::restore(config.storage(), &d.core).map_err(|(_, e)| match e {
-        fencelock::Error::CapacityExceeded(_) => not_ours(format!(
-            "it holds more than this node's tables do ({e}: sessions {}, locks {}, claims {})",
-            config.sessions, config.locks, config.claims
-        )),
-        e => io::Error::other(e.to_string()),
-    })?;
+    let svc = LockService::restore(config.storage(), &d.core)
+        .map(with_name_key)
+        .map_err(|(_, e)| match e {
+            fencelock::Error::CapacityExceeded(_) => not_ours(format!(
+                "it holds more than this node's tables do ({e}: sessions {}, locks {}, claims {})",
+                config.sessions, config.locks, config.claims
+            )),
+            e => io::Error::other(e.to_string()),
+        })?;
     d.check_lists().map_err(io::Error::other)?;
     d.keep_open_principals(&svc);
     Ok((
@@ -2122,6 +2143,20 @@ mod tests {
             data: postcard::to_allocvec(&d).unwrap(),
         };
         (f, config)
+    }
+
+    /// Every service a node serves from hashes lock names under a key of its own: a
+    /// fresh one, one restored from a snapshot file at start, and one installed from a
+    /// peer's snapshot (the same decode).
+    #[test]
+    fn every_served_service_has_a_name_key() {
+        let (f, config) = sample();
+        assert!(config.fresh().is_name_keyed());
+        let (g, _, _) = decode_snapshot(&config, &f.data).unwrap();
+        assert!(g.svc.is_name_keyed());
+        assert!(!LockService::new(config.storage(), config.core)
+            .unwrap()
+            .is_name_keyed());
     }
 
     /// A snapshot file longer than a snapshot of the node's tables can be is refused by
