@@ -14,9 +14,11 @@
 //! Replay reads groups in order; the first one that fails (checksum, sequence, magic) ends
 //! the valid prefix. What follows is judged: all zeros is the preallocated end of the log;
 //! a torn last write (any subset of its pages reached the disk) is cut — its bytes are
-//! zeroed — since it was never acknowledged; but if a *valid* later group exists anywhere
-//! after the failure (one whose own last bytes are zeros included), the failure is damage
-//! to acknowledged data, and the node refuses to start rather than cut it. The checksum covers the length, so a flipped length cannot
+//! zeroed — since it was never acknowledged; but if a *valid* later group exists after
+//! the failure, the failure is damage to acknowledged data, and the node refuses to start
+//! rather than cut it (a later group is looked for from one held header to the next,
+//! never inside a group; past a header that does not hold, at every offset). The
+//! checksum covers the length, so a flipped length cannot
 //! pass for a torn tail; a group that checksums but does not decode (another version's
 //! records) also refuses to start. Nothing acknowledged is lost; nothing is cut silently.
 //! The very last group is told apart too: a write cut short leaves at least one of its
@@ -74,6 +76,8 @@ pub const COMPACT_BYTES: u64 = 16 << 20;
 pub const PREALLOC: u64 = 8 << 20;
 /// A group larger than this is treated as corruption.
 const MAX_GROUP: u32 = 256 << 20;
+/// A compacted log is written as groups of at most this many bytes of records each.
+const COMPACT_GROUP_BYTES: usize = 16 << 20;
 /// The first 8 bytes of a log file: this format, version 3 (a group's header has a
 /// checksum of its own).
 pub const FILE_MAGIC: [u8; 8] = *b"FLLOG\0\0\x03";
@@ -88,10 +92,16 @@ enum Format {
     /// `b"FLG1" | seq | len | crc32(seq, len, payload)`: the length is trusted only
     /// with the whole group's checksum.
     V2,
-    /// `b"FLG1" | seq | len | crc32(the 16 bytes before) | crc32(seq, len, payload)`: a
-    /// header that holds gives the group's extent even when its payload is damaged.
+    /// `b"FLG1" | seq | len | crc32(the 16 bytes before) | crc32(seq, len, payload) |
+    /// payload | 0xFF`: a header that holds gives the group's extent even when its
+    /// payload is damaged, and the nonzero last byte makes the group's last sector tell a
+    /// torn write (still zero) from a whole one, whatever its payload ends in (a vote's
+    /// record ends in a zero byte).
     V3,
 }
+
+/// The last byte of a version-3 group.
+const GROUP_END: u8 = 0xff;
 
 impl Format {
     /// The bytes of a group's header.
@@ -99,6 +109,14 @@ impl Format {
         match self {
             Format::V2 => 20,
             Format::V3 => 24,
+        }
+    }
+
+    /// The bytes of a group with a payload of `len` bytes.
+    fn extent(self, len: u32) -> usize {
+        match self {
+            Format::V2 => 20 + len as usize,
+            Format::V3 => 24 + len as usize + 1,
         }
     }
 }
@@ -131,6 +149,9 @@ struct Inner {
     committed_unwritten: bool,
     last_purged: Option<LogId>,
     compact_bytes: u64,
+    /// The most bytes of records one group of a compacted log holds
+    /// ([`COMPACT_GROUP_BYTES`]; tests lower it).
+    compact_group_bytes: usize,
     /// Seconds per `fdatasync` of a group.
     fsync: Histogram,
 }
@@ -166,26 +187,39 @@ fn io_err(e: impl std::error::Error + 'static) -> io::Error {
     io::Error::other(e.to_string())
 }
 
+/// One record as a group's payload holds it: `len: u32 LE | postcard`.
+fn encode_record(r: &Rec) -> io::Result<Vec<u8>> {
+    let bytes = postcard::to_allocvec(r).map_err(io_err)?;
+    let mut rec = (bytes.len() as u32).to_le_bytes().to_vec();
+    rec.extend_from_slice(&bytes);
+    Ok(rec)
+}
+
 /// One group: header, then the records, each `len: u32 LE | postcard`.
 fn encode_group<'a>(seq: u64, recs: impl IntoIterator<Item = &'a Rec>) -> io::Result<Vec<u8>> {
     let mut payload = Vec::new();
     for r in recs {
-        let bytes = postcard::to_allocvec(r).map_err(io_err)?;
-        payload.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-        payload.extend_from_slice(&bytes);
+        payload.extend_from_slice(&encode_record(r)?);
     }
+    group_of(seq, &payload)
+}
+
+/// The group numbered `seq` holding `payload` (encoded records). Errors: a payload over
+/// [`MAX_GROUP`].
+fn group_of(seq: u64, payload: &[u8]) -> io::Result<Vec<u8>> {
     if payload.len() > MAX_GROUP as usize {
         return Err(io::Error::other("log group too large"));
     }
     let len = payload.len() as u32;
-    let mut buf = Vec::with_capacity(Format::V3.header() + payload.len());
+    let mut buf = Vec::with_capacity(Format::V3.extent(len));
     buf.extend_from_slice(&GROUP_MAGIC);
     buf.extend_from_slice(&seq.to_le_bytes());
     buf.extend_from_slice(&len.to_le_bytes());
     let header_crc = crc32fast::hash(&buf);
     buf.extend_from_slice(&header_crc.to_le_bytes());
-    buf.extend_from_slice(&group_crc(seq, len, &payload).to_le_bytes());
-    buf.extend_from_slice(&payload);
+    buf.extend_from_slice(&group_crc(seq, len, payload).to_le_bytes());
+    buf.extend_from_slice(payload);
+    buf.push(GROUP_END);
     Ok(buf)
 }
 
@@ -218,15 +252,19 @@ fn group_crc(seq: u64, len: u32, payload: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// The group at the front of `bytes` if its header ([`read_header`]) and checksum hold:
-/// `(seq, payload, bytes used)`. Cost: O(1) when the header does not hold, else
-/// O(payload).
+/// The group at the front of `bytes` if its header ([`read_header`]), checksum and (in
+/// version 3) last byte hold: `(seq, payload, bytes used)`. Cost: O(1) when the header
+/// does not hold, else O(payload).
 fn read_group(bytes: &[u8], format: Format) -> Option<(u64, &[u8], usize)> {
     let (seq, len) = read_header(bytes, format)?;
     let head = format.header();
     let crc = le_u32(&bytes[head - 4..])?;
     let payload = bytes.get(head..head + len as usize)?;
-    (group_crc(seq, len, payload) == crc).then_some((seq, payload, head + len as usize))
+    let used = format.extent(len);
+    if format == Format::V3 && bytes.get(used - 1) != Some(&GROUP_END) {
+        return None;
+    }
+    (group_crc(seq, len, payload) == crc).then_some((seq, payload, used))
 }
 
 /// The unit a disk writes whole (or not at all): the sector. A write cut short by a crash
@@ -255,10 +293,13 @@ fn every_sector_written(bytes: &[u8], from: usize, to: usize) -> bool {
 /// or at least meant to be) and then damaged.
 ///
 /// Version 3: when the header holds, its length is the one written, and the group is
-/// judged over its whole extent (a group that would end past the file is damage too: the
-/// file is grown and synced before a group is written into it). When the header does not
-/// hold, the header alone is judged: each sector of it written, yet it fails its own
-/// checksum, is damage; a sector of it zero is a torn write (cut).
+/// judged over its whole extent, whose last byte is never zero (a group that would end
+/// past the file is damage too: the file is grown and synced before a group is written
+/// into it). When the header does not hold, the header alone is judged: each sector of
+/// it written, yet it fails its own checksum, is damage, and so is a header cut off by
+/// the file's end; a sector of it zero is a torn write (cut). (A header that straddles a
+/// sector boundary and whose second part is only checksum bytes that happen to be zero
+/// is taken for torn: one chance in 2^8 or more per such straddle.)
 ///
 /// Version 2 (no header checksum): false when the header is visibly damaged (its magic,
 /// a length past [`MAX_GROUP`] or the file's end: it cannot be trusted) or a sector of the
@@ -268,14 +309,14 @@ fn whole_but_damaged(bytes: &[u8], pos: usize, format: Format) -> bool {
     let head = format.header();
     match read_header(&bytes[pos..], format) {
         Some((_, len)) => {
-            let end = pos + head + len as usize;
+            let end = pos + format.extent(len);
             if end > bytes.len() {
                 return format == Format::V3;
             }
             every_sector_written(bytes, pos, end)
         }
-        None if format == Format::V3 && pos + head <= bytes.len() => {
-            every_sector_written(bytes, pos, pos + head)
+        None if format == Format::V3 => {
+            pos + head > bytes.len() || every_sector_written(bytes, pos, pos + head)
         }
         None => false,
     }
@@ -286,10 +327,12 @@ fn whole_but_damaged(bytes: &[u8], pos: usize, format: Format) -> bool {
 /// end of the file's last nonzero byte); it is read from the whole rest of the file.
 ///
 /// Version 3: headers that hold are followed group by group, and a group's interior is
-/// never searched, so a payload (lock names, chosen by clients) can neither pass for a
-/// later group — which would refuse a start over a torn write — nor cost a checksum per
-/// offset. From the first header that does not hold (version 2: from `pos`), every
-/// offset is tried, as a damaged header hides where the next group starts. Cost:
+/// not searched, so a payload (lock names, chosen by clients) behind a header that holds
+/// can neither pass for a later group — which would refuse a start over a torn write —
+/// nor cost a checksum per offset. From the first header that does not hold (version 2:
+/// from `pos`), every offset is tried, as a damaged or lost header hides where the next
+/// group starts; there a client's bytes can still pass for a group, and the start is
+/// then refused (nothing is cut). Cost:
 /// O(groups) along held headers, then O(1) per offset, plus O(payload) for each offset
 /// whose header holds.
 fn later_group(
@@ -305,7 +348,7 @@ fn later_group(
     let mut from = pos;
     if format == Format::V3 {
         while let Some((_, len)) = read_header(&bytes[from..], format) {
-            let next = from + format.header() + len as usize;
+            let next = from + format.extent(len);
             if next >= written {
                 return None;
             }
@@ -326,7 +369,7 @@ fn decode_records(mut payload: &[u8]) -> Option<Vec<Rec>> {
             return None;
         }
         let n = u32::from_le_bytes(payload[..4].try_into().ok()?) as usize;
-        let body = payload.get(4..4 + n)?;
+        let body = payload.get(4..n.checked_add(4)?)?;
         recs.push(postcard::from_bytes(body).ok()?);
         payload = &payload[4 + n..];
     }
@@ -459,8 +502,22 @@ impl Inner {
         }
         recs.extend(self.log.values().map(|e| Rec::Entry(e.clone())));
         let kept = CompactError::Kept;
+        // As many groups as it takes, each at most `compact_group_bytes` of records (one
+        // group for the whole live log could pass MAX_GROUP, and then never be written).
         let mut buf = FILE_MAGIC.to_vec();
-        buf.extend_from_slice(&encode_group(self.next_seq, &recs).map_err(kept)?);
+        let mut payload = Vec::new();
+        let mut groups = 0;
+        for r in &recs {
+            let rec = encode_record(r).map_err(kept)?;
+            if !payload.is_empty() && payload.len() + rec.len() > self.compact_group_bytes {
+                buf.extend_from_slice(&group_of(self.next_seq + groups, &payload).map_err(kept)?);
+                groups += 1;
+                payload.clear();
+            }
+            payload.extend_from_slice(&rec);
+        }
+        buf.extend_from_slice(&group_of(self.next_seq + groups, &payload).map_err(kept)?);
+        groups += 1;
         let allocated = buf.len() as u64 + PREALLOC;
         let mut f = crate::disk::create_private_file(&tmp).map_err(kept)?;
         f.write_all(&buf).map_err(kept)?;
@@ -471,7 +528,7 @@ impl Inner {
         self.file = f;
         self.len = buf.len() as u64;
         self.allocated = allocated;
-        self.next_seq += 1;
+        self.next_seq += groups;
         self.committed_unwritten = false;
         if let Some(dir) = self.path.parent() {
             sync_dir(dir).map_err(CompactError::Renamed)?;
@@ -493,7 +550,9 @@ enum CompactError {
 /// What opening a log cut from its end ([`LogStore::open_accepting_loss`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TailCut {
-    /// The byte of the file where the cut starts (the end of the last valid group).
+    /// The byte of the file where the cut starts (the end of the last valid group). For a
+    /// version-2 log, an offset in the file as it was before it was rewritten as
+    /// version 3.
     pub at: u64,
     /// How many bytes were cut (zeroed) from there.
     pub bytes: u64,
@@ -592,12 +651,13 @@ impl LogStore {
             committed_unwritten: false,
             last_purged: None,
             compact_bytes,
+            compact_group_bytes: COMPACT_GROUP_BYTES,
             fsync: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
         };
         let mut pos = FILE_MAGIC.len();
         let mut last_seq: Option<u64> = None;
         while let Some((seq, payload, used)) = read_group(&bytes[pos..], format) {
-            if last_seq.is_some_and(|l| seq != l + 1) {
+            if last_seq.is_some_and(|l| l.checked_add(1) != Some(seq)) {
                 break;
             }
             let recs = decode_records(payload).ok_or_else(|| {
@@ -661,7 +721,12 @@ impl LogStore {
                 damaged,
             });
         }
-        inner.next_seq = last_seq.map_or(0, |l| l + 1);
+        inner.next_seq = match last_seq {
+            None => 0,
+            Some(l) => l.checked_add(1).ok_or_else(|| {
+                bad("the last group's sequence number is the largest there is: not a log this store writes; refusing to start".into())
+            })?,
+        };
         inner.len = pos as u64;
         if format == Format::V2 {
             // Rewritten in this version before anything is served or written (as a
@@ -1071,11 +1136,11 @@ mod tests {
         })
     }
 
-    /// A group as version 2 wrote it: no checksum of the header's own.
+    /// A group as version 2 wrote it: no checksum of the header's own, no last byte.
     fn encode_group_v2(seq: u64, recs: &[Rec]) -> Vec<u8> {
         let v3 = encode_group(seq, recs).unwrap();
         let mut g = v3[..16].to_vec();
-        g.extend_from_slice(&v3[20..]);
+        g.extend_from_slice(&v3[20..v3.len() - 1]);
         g
     }
 
@@ -1195,6 +1260,84 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
     }
 
+    /// A compaction writes the live log as several groups when it is larger than one may
+    /// hold (lowered here to 64 bytes), with consecutive sequence numbers: it reopens
+    /// whole, with the appends made after it.
+    #[test]
+    fn a_compacted_log_larger_than_a_group_is_written_as_several() {
+        let dir = temp("compact-groups");
+        let groups = |b: &[u8]| {
+            let (mut pos, mut n) = (8, 0);
+            while let Some((seq, _, used)) = read_group(&b[pos..], Format::V3) {
+                assert_eq!(seq, n + 1, "consecutive, after the log's own first group");
+                pos += used;
+                n += 1;
+            }
+            n
+        };
+        let log = LogStore::open(&dir).unwrap();
+        {
+            let mut g = log.lock();
+            let recs: Vec<Rec> = (1..=60).map(blank).collect();
+            g.write(&recs).unwrap();
+            for r in recs {
+                g.apply(r);
+            }
+            g.apply(Rec::Vote(Vote::new(3, 1)));
+            g.compact_group_bytes = 64;
+            g.compact().map_err(|_| "compaction failed").unwrap();
+            g.write(&[blank(61)]).unwrap();
+            g.apply(blank(61));
+        }
+        drop(log);
+        let file = fs::read(dir.join("raft.log")).unwrap();
+        assert!(groups(&file) > 5, "{} groups", groups(&file));
+        let log = LogStore::open(&dir).unwrap();
+        assert_eq!(state(&log).0, (1..=61).collect::<Vec<_>>());
+        assert_eq!(state(&log).1, Some(Vote::new(3, 1)));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A last group written whole and then damaged is refused even when its payload ends
+    /// in a zero byte (an uncommitted vote's does) alone in the group's last sector: the
+    /// group's nonzero last byte shows that sector was written. And a file cut off inside
+    /// a group's header is damage, not a torn write (the file is grown before a group is
+    /// written into it).
+    #[test]
+    fn a_damaged_vote_alone_in_its_last_sector_is_refused() {
+        let dir = temp("vote-end");
+        let path = dir.join("raft.log");
+        let vote = [Rec::Vote(Vote::new(2, 1))];
+        let voted = encode_group(1, &vote).unwrap();
+        assert_eq!(
+            voted[voted.len() - 2],
+            0,
+            "a vote's record ends in a zero byte"
+        );
+        let blanks = |n: u64| encode_group(0, &(1..=n).map(blank).collect::<Vec<_>>()).unwrap();
+        let n = (1..400)
+            .find(|&n| (8 + blanks(n).len() + voted.len()) % SECTOR == 1)
+            .expect("a first group that puts the vote's last byte alone in a sector");
+        let mut bytes = FILE_MAGIC.to_vec();
+        bytes.extend(blanks(n));
+        let at = bytes.len();
+        bytes.extend(&voted);
+        let end = bytes.len();
+        bytes.resize(end + 4096, 0);
+        fs::write(&path, &bytes).unwrap();
+        assert_eq!(LogStore::open(&dir).unwrap().vote(), Some(Vote::new(2, 1)));
+        let mut b = bytes.clone();
+        b[at + 25] ^= 0x01;
+        fs::write(&path, &b).unwrap();
+        let e = LogStore::open(&dir).err().expect("refused");
+        assert!(e.to_string().contains("refusing to cut it"), "{e}");
+        // Cut off inside the vote's header.
+        fs::write(&path, &bytes[..at + 10]).unwrap();
+        let e = LogStore::open(&dir).err().expect("refused");
+        assert!(e.to_string().contains("refusing to cut it"), "{e}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     /// A torn last group (its header written, a later sector not) whose payload holds
     /// what reads as a valid later group — bytes a client can choose, through lock names
     /// — is cut as the torn write it is: its interior is never searched. A valid group
@@ -1228,7 +1371,8 @@ mod tests {
         // Damage (not a tear) to the group, with a valid group right after it: refused.
         let mut b = plain;
         b[at + 600] ^= 1;
-        b[end..end + 24].copy_from_slice(&encode_group(2, &[]).unwrap());
+        let next = encode_group(2, &[]).unwrap();
+        b[end..end + next.len()].copy_from_slice(&next);
         fs::write(&path, &b).unwrap();
         let e = LogStore::open(&dir).err().expect("refused");
         assert!(
@@ -1290,10 +1434,16 @@ mod tests {
                             b[i] ^= 1 << next(8);
                         }
                     }
-                    1 => {
+                    1 if round % 2 == 0 => {
                         let a = 8 + next(end - 8);
                         let z = (a + 1 + next(700)).min(b.len());
                         b[a..z].fill(0);
+                    }
+                    // A lost tail: the sectors from one inside the last groups on (a
+                    // torn write loses whole sectors).
+                    1 => {
+                        let a = starts[36] + next(end - starts[36]);
+                        b[(a - a % SECTOR).max(8)..].fill(0);
                     }
                     2 => {
                         let a = 8 + next(end - 8);

@@ -405,10 +405,11 @@ async fn a_corrupt_length_in_the_middle_refuses_to_open() {
 }
 
 /// Damage to the group before the last, when the last is a vote granted to a candidate
-/// (its bytes end in a zero: the vote is not committed). The scan for a valid group
-/// after the damage must see that last group although its final byte looks like the
-/// preallocated zeros; it used to stop at the last nonzero byte, miss the vote, take the
-/// damage for a torn tail and cut both groups, vote included (found by review).
+/// (its record ends in a zero: the vote is not committed). The scan for a valid group
+/// after the damage must see that last group; it once stopped at the last nonzero byte,
+/// missed the vote (whose group then ended in that zero), took the damage for a torn
+/// tail and cut both groups, vote included (found by review). A group now ends in a
+/// nonzero byte of its own.
 #[tokio::test]
 async fn damage_before_a_last_vote_that_ends_in_a_zero_refuses_to_open() {
     let dir = common::temp_dir("damaged-before-vote");
@@ -427,7 +428,12 @@ async fn damage_before_a_last_vote_that_ends_in_a_zero_refuses_to_open() {
     let before = std::fs::read(&path).unwrap();
     let end = before.iter().rposition(|&b| b != 0).unwrap() + 1;
     let vote_group = LogStore::open(&dir).unwrap().file_len() as usize;
-    assert!(end < vote_group, "the vote's group ends in a zero byte");
+    assert_eq!(
+        before[vote_group - 2],
+        0,
+        "the vote's record ends in a zero byte"
+    );
+    assert_eq!(end, vote_group, "its group in a nonzero one");
     // The fourth group's length: its top byte set, a length far past the end of the file.
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.write_all_at(&[0x7f], damaged_at + 15).unwrap();
