@@ -232,13 +232,24 @@ impl DiskHealth {
 /// file, snapshots and backups), so a wrong path (`/dev/zero`, a log named as a
 /// certificate) or a damaged file is a clear error, not a node out of memory. A file
 /// longer than `cap` is refused from its size before anything is read, and one that grows
-/// past `cap` while read (or has no size, as a device) when the read passes it.
+/// past `cap` while read (or has no size, as a device) when the read passes it. Only a
+/// regular file or a device is opened: a FIFO or a socket (which could block the start
+/// for ever) is refused.
 ///
 /// Errors: the I/O error, its kind kept (`NotFound` included, so a caller can tell a
 /// missing file); `FileTooLarge` past the cap, saying the size and the cap (the caller
-/// names the file). Cost: O(min(file, cap)) bytes read and held.
+/// names the file); `InvalidInput` for a FIFO or a socket. Cost: O(min(file, cap)) bytes
+/// read and held.
 pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let kind = fs::metadata(path)?.file_type();
+    if kind.is_fifo() || kind.is_socket() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a FIFO or a socket, not a file",
+        ));
+    }
     let too_large = |len: u64| {
         io::Error::new(
             io::ErrorKind::FileTooLarge,
@@ -290,6 +301,17 @@ mod tests {
         let e = read_capped(&f, 9).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::FileTooLarge, "{e}");
         assert!(e.to_string().contains("limit of 9 bytes"), "{e}");
+        // A FIFO is refused before it is opened (opening it would wait for a writer).
+        let fifo = dir.join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        assert_eq!(
+            read_capped(&fifo, 10).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
         // A device has no size: refused when the read passes the cap.
         let e = read_capped(Path::new("/dev/zero"), 1 << 16).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::FileTooLarge, "{e}");

@@ -273,21 +273,55 @@ impl Default for ListBudget {
     }
 }
 
-/// A list answer's bytes, counted in [`NetStats::unwritten_list_bytes`] until dropped
-/// (once the answer is written, or its connection ends).
+/// Adds `bytes` to `used` if the sum stays within `limit`, or `used` is 0 (one answer is
+/// served whatever its size when no other waits). Cost: O(1) (a compare-and-swap loop).
+fn take_within(used: &AtomicUsize, bytes: usize, limit: usize) -> bool {
+    let mut now = used.load(Ordering::Acquire);
+    loop {
+        if now != 0 && now.saturating_add(bytes) > limit {
+            return false;
+        }
+        match used.compare_exchange_weak(
+            now,
+            now.saturating_add(bytes),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return true,
+            Err(n) => now = n,
+        }
+    }
+}
+
+/// A list answer's encoded bytes, counted in the node's bound and in its connection's
+/// share ([`NetStats::reserve_list`]) until dropped: once the answer is written, or its
+/// connection ends.
 #[derive(Debug)]
 pub struct ListBytes {
     bytes: usize,
     lists: Arc<ListBudget>,
+    conn: Arc<AtomicUsize>,
     gauge: Gauge,
 }
 
 impl Drop for ListBytes {
     fn drop(&mut self) {
         self.lists.used.fetch_sub(self.bytes, Ordering::AcqRel);
-        self.gauge.dec_by(self.bytes as i64);
+        self.conn.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.gauge
+            .dec_by(i64::try_from(self.bytes).unwrap_or(i64::MAX));
     }
 }
+
+/// List answers up to this many encoded bytes (about 50 holders with long labels, 400
+/// without) are not counted in the bound on unwritten list answers: a long list that
+/// others do not read never holds up a short one. They are bounded by the in-flight
+/// count alone, as every other answer is ([`MAX_IN_FLIGHT`] per connection).
+pub const LIST_FLOOR: usize = 4 << 10;
+
+/// One connection may hold at most this fraction (1/N) of the bound on unwritten list
+/// answers (besides one answer of any size, when it holds none).
+pub const LIST_SHARE: usize = 8;
 
 impl NetStats {
     /// Sets the bound on unwritten list answers, in bytes. Cost: O(1).
@@ -295,31 +329,26 @@ impl NetStats {
         self.lists.limit.store(bytes, Ordering::Relaxed);
     }
 
-    /// Counts a list answer of `bytes` among the unwritten ones, if they stay within the
-    /// bound with it — or it is the only one (so an answer larger than the bound alone is
-    /// still served when nothing else waits). `None`: over the bound; the caller refuses
-    /// the request instead. Cost: O(1) (a compare-and-swap loop).
-    pub fn reserve_list(&self, bytes: usize) -> Option<ListBytes> {
+    /// Counts a list answer of `bytes` (encoded) among the unwritten ones, if the node's
+    /// stay within the bound with it and the connection's (`conn`) within its share
+    /// ([`LIST_SHARE`]); each also takes one answer of any size when it holds none.
+    /// `None`: over one of them; the caller refuses the request instead. Cost: O(1) (two
+    /// compare-and-swap loops).
+    pub fn reserve_list(&self, bytes: usize, conn: &Arc<AtomicUsize>) -> Option<ListBytes> {
         let limit = self.lists.limit.load(Ordering::Relaxed);
-        let mut used = self.lists.used.load(Ordering::Acquire);
-        loop {
-            if used != 0 && used.saturating_add(bytes) > limit {
-                return None;
-            }
-            match self.lists.used.compare_exchange_weak(
-                used,
-                used + bytes,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => break,
-                Err(now) => used = now,
-            }
+        if !take_within(conn, bytes, limit / LIST_SHARE) {
+            return None;
         }
-        self.unwritten_list_bytes.inc_by(bytes as i64);
+        if !take_within(&self.lists.used, bytes, limit) {
+            conn.fetch_sub(bytes, Ordering::AcqRel);
+            return None;
+        }
+        self.unwritten_list_bytes
+            .inc_by(i64::try_from(bytes).unwrap_or(i64::MAX));
         Some(ListBytes {
             bytes,
             lists: self.lists.clone(),
+            conn: conn.clone(),
             gauge: self.unwritten_list_bytes.clone(),
         })
     }
@@ -531,12 +560,12 @@ async fn raft_conn<R, W>(
     W: AsyncWrite + Unpin,
 {
     if let Some(cert) = &cert {
-        let member = raft
-            .bound_raft()
-            .ok_or_else(|| "not started yet".to_string())
-            .and_then(|r| crate::tls::check_member_cert(r, cert));
-        if let Err(e) = member {
-            policy.stats.close(PEER, "not_a_member");
+        let member = match raft.bound_raft() {
+            None => Err(("not_started", "this node has not started yet".to_string())),
+            Some(r) => crate::tls::check_member_cert(r, cert).map_err(|e| ("not_a_member", e)),
+        };
+        if let Err((reason, e)) = member {
+            policy.stats.close(PEER, reason);
             policy.stats.warn("refused-peer-not-a-member", || {
                 format!("refused a Raft connection before reading it: {e}")
             });
@@ -994,12 +1023,14 @@ pub struct ClientPolicy {
     pub max_unwritten_list_bytes: usize,
 }
 
-/// The default bound on list answers computed and not yet written, all client connections
-/// together: 64 MiB. Without it, a client that asked for a long list many times over, on
+/// The default bound on list answers (a lock's holders or waiters) encoded and not yet
+/// written, all client connections together: 64 MiB, of which one connection may hold
+/// 1/[`LIST_SHARE`]. Without it, a client that asked for a long list many times over, on
 /// many connections, and read none of the answers, held the node's memory: each request
 /// in flight (up to [`MAX_IN_FLIGHT`] per connection) may hold an answer of up to
-/// [`MAX_SERVER_FRAME`] bytes. Every other answer is small, bounded by the in-flight
-/// count alone.
+/// [`MAX_SERVER_FRAME`] bytes. Lists up to [`LIST_FLOOR`] bytes, and every other answer
+/// (the largest, an admin's export page, some 40 KiB), are bounded by the in-flight count
+/// alone.
 pub const MAX_UNWRITTEN_LIST_BYTES: usize = 64 << 20;
 
 /// The default limit of client connections from one IP address.
@@ -1100,6 +1131,14 @@ async fn write_to_client<W: AsyncWrite + Unpin>(
     stats: &crate::ops::NodeStats,
     stall: Duration,
 ) -> io::Result<()> {
+    let buf = encode_for_client(f, stats)?;
+    frame::write_all_progressing(w, &buf, stall).await
+}
+
+/// `f` encoded as [`write_to_client`] writes it (a reply over [`MAX_SERVER_FRAME`]
+/// replaced by its `reply_too_large` refusal). Errors: encoding failures (none expected).
+/// Cost: O(frame size).
+fn encode_for_client(f: &ServerFrame, stats: &crate::ops::NodeStats) -> io::Result<Vec<u8>> {
     let mut buf = frame::encode(f)?;
     let len = buf.len() - 4;
     if let (true, ServerFrame::Reply { id, .. }) = (len > MAX_SERVER_FRAME as usize, f) {
@@ -1115,7 +1154,7 @@ async fn write_to_client<W: AsyncWrite + Unpin>(
             result: Err(e),
         })?;
     }
-    frame::write_all_progressing(w, &buf, stall).await
+    Ok(buf)
 }
 
 /// A task aborted when this is dropped.
@@ -1133,6 +1172,8 @@ impl Drop for AbortOnDrop {
 enum Out {
     /// A frame of the client protocol.
     Frame(ServerFrame),
+    /// A reply frame encoded already ([`reply_out`]: a list answer).
+    Encoded(Vec<u8>),
     /// The answer to a frame of another wire version ([`frame::version_only`]); the
     /// connection closes after it.
     OtherVersion,
@@ -1157,31 +1198,46 @@ impl Held {
     }
 }
 
-/// A list answer (a lock's holders or waiters) counted in the node's bound on unwritten
-/// list answers; over the bound it is dropped, and the request answered
-/// `Limit { kind: "unwritten_lists" }` instead. Any other result passes as it is. Cost:
-/// O(answer) for a list (its encoded size is measured), O(1) otherwise.
-fn budget_list(
+/// The reply to request `id` as the connection's writer takes it. A list answer (a
+/// lock's holders or waiters), the one kind that grows, is encoded here, and one over
+/// [`LIST_FLOOR`] bytes is counted, by the bytes it holds until written, in the node's
+/// bound on unwritten list answers and in the connection's share (`conn`); over either
+/// it is dropped, and the request answered `Limit { kind: "unwritten_lists" }` instead.
+/// Any other reply passes as it is, encoded when written. Cost: O(answer) for a list,
+/// O(1) otherwise.
+fn reply_out(
     stats: &crate::ops::NodeStats,
+    id: u64,
     result: Result<Reply, ClientError>,
-) -> (Result<Reply, ClientError>, Option<ListBytes>) {
-    if !matches!(result, Ok(Reply::Holders(_) | Reply::Waiters(_))) {
-        return (result, None);
+    conn: &Arc<AtomicUsize>,
+) -> (Out, Option<ListBytes>) {
+    let list = matches!(result, Ok(Reply::Holders(_) | Reply::Waiters(_)));
+    let f = ServerFrame::Reply { id, result };
+    if !list {
+        return (Out::Frame(f), None);
     }
-    let size = postcard::ser_flavors::Size::default();
-    let bytes = postcard::serialize_with_flavor(&result, size).unwrap_or(usize::MAX);
-    if let Some(held) = stats.net.reserve_list(bytes) {
-        return (result, Some(held));
+    // Encoding into a vector does not fail; if it did, the writer would say so.
+    let Ok(buf) = encode_for_client(&f, stats) else {
+        return (Out::Frame(f), None);
+    };
+    if buf.len() <= LIST_FLOOR {
+        return (Out::Encoded(buf), None);
+    }
+    if let Some(held) = stats.net.reserve_list(buf.len(), conn) {
+        return (Out::Encoded(buf), Some(held));
     }
     let e = ClientError::Limit {
         kind: "unwritten_lists".into(),
         message: format!(
-            "this answer ({bytes} bytes) would take the node's list answers that clients \
-             have not read yet past their bound; retry later"
+            "this answer ({} bytes) would take the list answers that clients have not read \
+             yet past the node's bound, or this connection's share of it; retry once they \
+             are read",
+            buf.len()
         ),
     };
     stats.refused(&e);
-    (Err(e), None)
+    let refusal = ServerFrame::Reply { id, result: Err(e) };
+    (Out::Frame(refusal), None)
 }
 
 /// Serves one client connection. Its place (`slot`) is proven by a token accepted, or
@@ -1254,6 +1310,9 @@ async fn client_conn<R, W>(
                     Out::Frame(f) | Out::Last(f) => {
                         write_to_client(&mut w, f, &stats, closing_timeout).await
                     }
+                    Out::Encoded(buf) => {
+                        frame::write_all_progressing(&mut w, buf, closing_timeout).await
+                    }
                     Out::OtherVersion => {
                         let only = frame::version_only(CLIENT_WIRE);
                         frame::write_all_progressing(&mut w, &only, closing_timeout).await
@@ -1296,6 +1355,8 @@ async fn client_conn<R, W>(
         done.notify_one();
     }));
     let limit = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    // This connection's list answers not yet written ([`reply_out`]), in bytes.
+    let conn_lists = Arc::new(AtomicUsize::new(0));
     let mut proven = false;
     loop {
         let next = tokio::select! {
@@ -1363,10 +1424,10 @@ async fn client_conn<R, W>(
                 let node = node.clone();
                 let out = out_tx.clone();
                 let push = push.clone();
+                let lists = conn_lists.clone();
                 tokio::spawn(async move {
                     let result = node.handle_request_as(req, conn, &push, principal).await;
-                    let (result, list) = budget_list(&node.stats, result);
-                    let reply = Out::Frame(ServerFrame::Reply { id, result });
+                    let (reply, list) = reply_out(&node.stats, id, result, &lists);
                     let _ = out.send((reply, Held::new(permit, list)));
                 });
             }
@@ -1580,11 +1641,14 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// List answers computed and not yet written are bounded for the whole node. With
-    /// room for one, a client that asks for a lock's holders ten times and reads nothing
-    /// gets one list and nine `unwritten_lists` refusals, each with its id. Once its
-    /// answers are read, their bytes are released (the gauge back to 0), and a list is
-    /// counted again. Without the bound, all ten answers would wait in memory.
+    /// List answers not yet written are bounded by their encoded bytes, for the node and
+    /// for each connection. A lock with 64 labelled holders makes a list over
+    /// [`LIST_FLOOR`]. With a connection's share ([`LIST_SHARE`]) room for one such list,
+    /// a client that asks for it ten times and reads nothing gets one list and nine
+    /// `unwritten_lists` refusals, each with its id, while a short list (an empty lock's
+    /// holders) is still served; once its answers are read, their bytes are released (the
+    /// gauge back to 0). Then each rule on its own: a connection past its share while the
+    /// node has room, and another connection past the node's bound.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn list_answers_not_yet_read_are_bounded_for_the_node() {
         let (node, dir) = unit_node("list-budget").await;
@@ -1593,44 +1657,89 @@ mod tests {
             client: "127.0.0.1:2".into(),
         };
         node.initialize([(1, me)].into()).await.unwrap();
-        let holders = Request::Holders { lock: "x".into() };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let empty = loop {
-            let sink = PushSink::new(8).0;
-            match node
-                .handle_request(holders.clone(), node.next_conn_id(), &sink)
-                .await
-            {
-                Err(ClientError::NotLeader { .. }) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(20)).await
+        let ask = |req: Request| {
+            let node = node.clone();
+            async move {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                loop {
+                    let sink = PushSink::new(8).0;
+                    match node
+                        .handle_request(req.clone(), node.next_conn_id(), &sink)
+                        .await
+                    {
+                        Err(ClientError::NotLeader { .. }) if Instant::now() < deadline => {
+                            tokio::time::sleep(Duration::from_millis(20)).await
+                        }
+                        r => return r,
+                    }
                 }
-                r => break r,
             }
         };
-        assert!(
-            matches!(empty, Ok(Reply::Holders(ref h)) if h.is_empty()),
-            "{empty:?}"
-        );
-        let one = postcard::to_allocvec(&empty).unwrap().len();
-        node.stats.net.set_list_budget(one);
-        let frames: Vec<u8> = (1..=10u64)
-            .flat_map(|id| {
+        for i in 0..64 {
+            let label = format!("{i:0>60}");
+            let opened = ask(Request::OpenLabeled {
+                ttl_ms: 600_000,
+                key: None,
+                label,
+            })
+            .await;
+            let Ok(Reply::Opened { reply, secret, .. }) = opened else {
+                panic!("{opened:?}")
+            };
+            let got = ask(Request::Acquire {
+                session: reply.opened().unwrap().0,
+                secret,
+                lock: "x".into(),
+                mode: Mode::Shared,
+                wait: WaitSpec::None,
+                request: None,
+            })
+            .await;
+            assert!(got.is_ok(), "{got:?}");
+        }
+        let holders = Request::Holders { lock: "x".into() };
+        let list = ask(holders.clone()).await;
+        let frame_len = |r: &Result<Reply, ClientError>| {
+            frame::encode(&ServerFrame::Reply {
+                id: 1,
+                result: r.clone(),
+            })
+            .unwrap()
+            .len()
+        };
+        let one = frame_len(&list);
+        assert!(one > LIST_FLOOR, "{one} bytes");
+        node.stats.net.set_list_budget(one * LIST_SHARE);
+        let mut reqs: Vec<(u64, Request)> = (1..=10).map(|id| (id, holders.clone())).collect();
+        reqs.push((
+            11,
+            Request::Holders {
+                lock: "empty".into(),
+            },
+        ));
+        let frames: Vec<u8> = reqs
+            .iter()
+            .flat_map(|(id, req)| {
                 frame::encode(&ClientFrame {
-                    id,
-                    req: holders.clone(),
+                    id: *id,
+                    req: req.clone(),
                 })
                 .unwrap()
             })
             .collect();
-        // A pipe the node's first answer does not fit: nothing is read until all ten are
-        // answered.
+        // A pipe the node's first answer does not fit: nothing is read until all are
+        // answered. The write timeout is long, so the connection is not cut meanwhile.
         let (server, mut client) = tokio::io::duplex(1);
+        let policy = ClientPolicy {
+            read_timeout: Duration::from_secs(120),
+            ..ClientPolicy::default()
+        };
         let conn = tokio::spawn(client_conn(
             ThenEof(frames),
             server,
             node.clone(),
             None,
-            ClientPolicy::default(),
+            policy,
         ));
         let refused = || {
             node.stats
@@ -1645,7 +1754,7 @@ mod tests {
         }
         assert_eq!(node.stats.net.unwritten_list_bytes.get(), one as i64);
         let mut answers = std::collections::BTreeMap::new();
-        for _ in 0..10 {
+        for _ in 0..11 {
             let f = frame::read::<_, ServerFrame>(&mut client, MAX_SERVER_FRAME)
                 .await
                 .unwrap()
@@ -1655,10 +1764,12 @@ mod tests {
             };
             answers.insert(id, result);
         }
-        assert_eq!(answers.len(), 10, "one answer per id");
-        let lists = answers
-            .values()
-            .filter(|r| matches!(r, Ok(Reply::Holders(_))));
+        assert_eq!(answers.len(), 11, "one answer per id");
+        assert!(
+            matches!(&answers[&11], Ok(Reply::Holders(h)) if h.is_empty()),
+            "short"
+        );
+        let lists = answers.values().filter(|r| **r == list);
         assert_eq!(lists.count(), 1);
         let limited = answers.values().filter(
             |r| matches!(r, Err(ClientError::Limit { kind, .. }) if kind == "unwritten_lists"),
@@ -1669,8 +1780,21 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(node.stats.net.unwritten_list_bytes.get(), 0, "released");
-        let (again, held) = budget_list(&node.stats, empty);
-        assert!(again.is_ok() && held.is_some(), "counted again");
+        let net = &node.stats.net;
+        let (a, b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        // A share of one list, the node room for eight: a connection's second is refused,
+        // another connection's first is not.
+        let first = net.reserve_list(one, &a);
+        assert!(first.is_some());
+        assert!(net.reserve_list(one, &a).is_none(), "over its share");
+        assert!(net.reserve_list(one, &b).is_some(), "another connection's");
+        assert_eq!(b.load(Ordering::Relaxed), 0, "released when dropped");
+        // The node's room for one list: another connection, holding none, is refused.
+        net.set_list_budget(one);
+        assert!(net.reserve_list(one, &b).is_none(), "over the node's bound");
+        assert_eq!(b.load(Ordering::Relaxed), 0, "its share given back");
+        drop(first);
+        assert!(net.reserve_list(one, &b).is_some());
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
     }

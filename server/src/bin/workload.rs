@@ -107,7 +107,10 @@ async fn main() {
         None => None,
     };
     let token = match &a.auth_token_file {
-        Some(p) => match std::fs::read_to_string(p) {
+        Some(p) => match fencelock_server::disk::read_capped_text(
+            p,
+            fencelock_server::auth::MAX_TOKEN_FILE,
+        ) {
             Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
             Ok(_) => {
                 eprintln!("fencelock-workload: {}: empty token file", p.display());
