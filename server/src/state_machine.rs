@@ -2163,7 +2163,7 @@ mod tests {
     /// its size before it is read (a start is refused, the file left as it is); one at
     /// the cap is read (and here judged corrupt, as it is zeros).
     #[test]
-    fn a_snapshot_file_over_the_tables_cap_is_refused_unread() {
+    fn a_snapshot_file_over_the_tables_cap_is_refused() {
         let (_, config) = sample();
         let cap = max_snapshot_file_bytes(&config);
         let dir = std::env::temp_dir().join(format!("fencelock-snapcap-{}", std::process::id()));
