@@ -385,9 +385,10 @@ impl<S: Storage> LockService<S> {
     /// [`new`](Self::new) or [`restore`](Self::restore), with a key from a random source;
     /// it may be called again. Nothing else changes: replies, events, queries, snapshots
     /// and [`poll_timeout`](Self::poll_timeout) are the same whatever the key, and with
-    /// none. Cost: O(lock rows), to rebuild the lock index; afterwards every input that
-    /// names a lock hashes the name with SipHash-1-3 (some 60 instructions more per
-    /// input for a short name). Errors: none.
+    /// none. To restore keyed, use [`restore_keyed`](Self::restore_keyed), which indexes
+    /// the rows under the key as it loads them. Cost: O(lock table capacity), to rebuild
+    /// the lock index; afterwards every input that names a lock hashes the name with
+    /// SipHash-1-3 (some 60 instructions more per input for a short name). Errors: none.
     pub fn set_name_key(&mut self, key: NameKey) {
         self.st.name_key = Some(key);
         self.view().rebuild_lock_index();

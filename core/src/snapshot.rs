@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::service::{find_lock, find_session, in_lock, Config, LockService, DEFAULT_MAX_WATCHERS};
 use crate::storage::{Recorded, Storage};
-use crate::table::NIL;
+use crate::table::{NameKey, NIL};
 use crate::{Error, Label, LockName, Mode, SessionId, Table};
 
 /// The four bytes every snapshot begins with.
@@ -343,6 +343,21 @@ impl<S: Storage> LockService<S> {
     /// [`Error::BadConfig`]. On error the storage is handed back (its rows are scratch).
     /// Cost: O(sessions + locks) expected + O(claims log claims) (the token check).
     pub fn restore(storage: S, bytes: &[u8]) -> Result<Self, (S, Error)> {
+        Self::restore_inner(storage, bytes, None)
+    }
+
+    /// [`restore`](Self::restore) with the lock-name index keyed by `key` from the start
+    /// ([`set_name_key`](Self::set_name_key)): the rows are indexed under the key as they
+    /// are loaded, so a snapshot whose names were chosen to collide under the public hash
+    /// costs no more than any other (restoring, then keying, would index them under the
+    /// public hash first: O(n²) for such names). The same checks, errors and result as
+    /// [`restore`](Self::restore), keyed. Cost: as `restore`'s, with each name hashed by
+    /// SipHash-1-3.
+    pub fn restore_keyed(storage: S, bytes: &[u8], key: NameKey) -> Result<Self, (S, Error)> {
+        Self::restore_inner(storage, bytes, Some(key))
+    }
+
+    fn restore_inner(storage: S, bytes: &[u8], key: Option<NameKey>) -> Result<Self, (S, Error)> {
         let (meta, v2, rest) = match read_header(bytes) {
             Ok(x) => x,
             Err(e) => return Err((storage, e)),
@@ -352,6 +367,7 @@ impl<S: Storage> LockService<S> {
             return Err((storage, e));
         }
         let mut svc = LockService::build(storage, meta.config);
+        svc.st.name_key = key;
         match svc.load(&meta, v2, rest) {
             // One state, one version: version 2 only for what version 1 cannot hold.
             Ok(()) if svc.needs_v2() != v2 => Err((

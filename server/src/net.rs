@@ -313,11 +313,12 @@ impl Drop for ListBytes {
     }
 }
 
-/// List answers up to this many encoded bytes (about 50 holders with long labels, 400
+/// List answers up to this many encoded bytes (about 6 holders with long labels, 50
 /// without) are not counted in the bound on unwritten list answers: a long list that
 /// others do not read never holds up a short one. They are bounded by the in-flight
-/// count alone, as every other answer is ([`MAX_IN_FLIGHT`] per connection).
-pub const LIST_FLOOR: usize = 4 << 10;
+/// count alone, as every other answer is ([`MAX_IN_FLIGHT`] per connection: 128 KiB of
+/// them at most).
+pub const LIST_FLOOR: usize = 512;
 
 /// One connection may hold at most this fraction (1/N) of the bound on unwritten list
 /// answers (besides one answer of any size, when it holds none).

@@ -94,23 +94,45 @@ impl ServiceConfig {
     }
 }
 
-/// `svc` with a lock-name key from the operating system's random source
-/// ([`fencelock::NameKey`]): lock names come from clients, and under the core's public
-/// hash a tenant could choose names that share one probe run of the lock index, making
-/// every lookup of them, and so every apply, slow for all. Each replica draws its own
-/// key, at every start and restore: the key changes nothing a replica answers, pushes
-/// or snapshots. If the source fails, the service keeps the public hash (logged).
-fn with_name_key(mut svc: LockService<VecStorage>) -> LockService<VecStorage> {
+/// A lock-name key from the operating system's random source ([`fencelock::NameKey`]):
+/// lock names come from clients, and under the core's public hash a tenant could choose
+/// names that share one probe run of the lock index, making every lookup of them, and so
+/// every apply, slow for all. Each replica draws its own key, at every start and
+/// restore: the key changes nothing a replica answers, pushes or snapshots. `None` (the
+/// public hash, logged) if the source fails.
+fn name_key() -> Option<fencelock::NameKey> {
     let mut b = [0u8; 16];
     match getrandom::fill(&mut b) {
         Ok(()) => {
             let (k0, k1) = b.split_at(8);
             let word = |w: &[u8]| w.try_into().map(u64::from_le_bytes).unwrap_or_default();
-            svc.set_name_key(fencelock::NameKey([word(k0), word(k1)]));
+            Some(fencelock::NameKey([word(k0), word(k1)]))
         }
-        Err(e) => tracing::warn!("no random lock-name key ({e}): the public hash is used"),
+        Err(e) => {
+            tracing::warn!("no random lock-name key ({e}): the public hash is used");
+            None
+        }
+    }
+}
+
+/// `svc` keyed with [`name_key`].
+fn with_name_key(mut svc: LockService<VecStorage>) -> LockService<VecStorage> {
+    if let Some(key) = name_key() {
+        svc.set_name_key(key);
     }
     svc
+}
+
+/// [`LockService::restore`], keyed with [`name_key`] before the rows are indexed.
+fn restore_keyed(
+    config: &ServiceConfig,
+    core: &[u8],
+) -> Result<LockService<VecStorage>, fencelock::Error> {
+    match name_key() {
+        Some(key) => LockService::restore_keyed(config.storage(), core, key),
+        None => LockService::restore(config.storage(), core),
+    }
+    .map_err(|(_, e)| e)
 }
 
 /// How many pushes may wait for one connection's writer. A connection whose client stops
@@ -1318,15 +1340,13 @@ fn decode_snapshot(
             )));
         }
     }
-    let svc = LockService::restore(config.storage(), &d.core)
-        .map(with_name_key)
-        .map_err(|(_, e)| match e {
-            fencelock::Error::CapacityExceeded(_) => not_ours(format!(
-                "it holds more than this node's tables do ({e}: sessions {}, locks {}, claims {})",
-                config.sessions, config.locks, config.claims
-            )),
-            e => io::Error::other(e.to_string()),
-        })?;
+    let svc = restore_keyed(config, &d.core).map_err(|e| match e {
+        fencelock::Error::CapacityExceeded(_) => not_ours(format!(
+            "it holds more than this node's tables do ({e}: sessions {}, locks {}, claims {})",
+            config.sessions, config.locks, config.claims
+        )),
+        e => io::Error::other(e.to_string()),
+    })?;
     d.check_lists().map_err(io::Error::other)?;
     d.keep_open_principals(&svc);
     Ok((
