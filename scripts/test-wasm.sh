@@ -52,8 +52,14 @@ scripts/build-wasm.sh
 # decoded input re-encoded to compare its length, which links the encoders of `Input`
 # and `Reply` into this build), the snapshot header judged field by field, and an
 # unknown input kind refused before any field is read.
-WASM_MAX_RAW=${WASM_MAX_RAW:-173474}
-WASM_MAX_GZIP=${WASM_MAX_GZIP:-70191}
+# Raised a seventh time, by exactly the measured growth (172 993 -> 173 586 raw, 69 829 ->
+# 69 996 gzipped: +593 / +167): the core's keyed lock-name hash (SipHash-1-3, reached
+# from every lookup's branch on the optional key, and the index rebuild), which a host
+# serving names others choose needs against hash flooding ("trust nothing at the edges").
+# The binding does not export set_name_key; the code is linked because the key is a
+# runtime field of the service.
+WASM_MAX_RAW=${WASM_MAX_RAW:-174067}
+WASM_MAX_GZIP=${WASM_MAX_GZIP:-70358}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {
   local raw gz
@@ -73,8 +79,11 @@ budget wasm/pkg/web/fencelock_wasm_bg.wasm "$WASM_MAX_RAW" "$WASM_MAX_GZIP"
 # Raised once, by exactly the measured growth (54 273 -> 54 661 raw, 24 219 -> 24 340
 # gzipped: +388 / +121): the class writes each lock name into a buffer the service owns
 # (no string allocated per call), which the module reads back as UTF-8.
-LITE_MAX_RAW=${LITE_MAX_RAW:-54973}
-LITE_MAX_GZIP=${LITE_MAX_GZIP:-24486}
+# Raised a second time, by exactly the measured growth (54 661 -> 55 191 raw, 24 340 ->
+# 24 751 gzipped: +530 / +411): the core's keyed lock-name hash, as for the full module
+# above; still within the goal.
+LITE_MAX_RAW=${LITE_MAX_RAW:-55503}
+LITE_MAX_GZIP=${LITE_MAX_GZIP:-24897}
 budget wasm/pkg/lite/web/fencelock_lite_bg.wasm "$LITE_MAX_RAW" "$LITE_MAX_GZIP"
 
 echo "[test-wasm] node --test wasm/tests/"
