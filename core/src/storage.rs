@@ -759,6 +759,9 @@ impl LockRow {
 }
 
 impl Indexed for LockRow {
+    /// The unkeyed hash: under a [`NameKey`](crate::NameKey) it is not the one the row is
+    /// indexed by. The lock index stores its entries' hash bits, so no index operation
+    /// reads this; remove a lock row with `index_remove_hashed` and `View::name_hash`.
     fn key_hash(&self) -> u64 {
         crate::table::name_hash(self.name.as_str().as_bytes())
     }

@@ -244,8 +244,9 @@ pub struct NetStats {
     /// `malformed`, `displaced`: an unproven connection whose place a new one took,
     /// `unauthenticated`, `not_a_member`: a peer certificate that names no member).
     pub closed: Family<Labels, Counter>,
-    /// Bytes of list answers (a lock's holders or waiters) computed and not yet written to
-    /// their clients, all connections together ([`ClientPolicy::max_unwritten_list_bytes`]).
+    /// Encoded bytes of list answers (a lock's holders or waiters) over [`LIST_FLOOR`] not
+    /// yet written to their clients, all connections together
+    /// ([`ClientPolicy::max_unwritten_list_bytes`]).
     pub unwritten_list_bytes: Gauge,
     lists: Arc<ListBudget>,
     /// Failed `accept` calls (`EMFILE`…), by `port`.
@@ -1660,21 +1661,7 @@ mod tests {
         node.initialize([(1, me)].into()).await.unwrap();
         let ask = |req: Request| {
             let node = node.clone();
-            async move {
-                let deadline = Instant::now() + Duration::from_secs(60);
-                loop {
-                    let sink = PushSink::new(8).0;
-                    match node
-                        .handle_request(req.clone(), node.next_conn_id(), &sink)
-                        .await
-                    {
-                        Err(ClientError::NotLeader { .. }) if Instant::now() < deadline => {
-                            tokio::time::sleep(Duration::from_millis(20)).await
-                        }
-                        r => return r,
-                    }
-                }
-            }
+            async move { ask_leader(&node, req).await }
         };
         for i in 0..64 {
             let label = format!("{i:0>60}");
@@ -1883,6 +1870,25 @@ mod tests {
         .await
         .unwrap();
         (node, dir)
+    }
+
+    /// `req` on a connection of its own (whose pushes nobody reads: its queue is dropped at
+    /// once), asked again while the node answers `NotLeader` (for at most 60 s: a one-
+    /// member node elects itself just after `initialize`).
+    async fn ask_leader(node: &Arc<Node>, req: Request) -> Result<Reply, ClientError> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let sink = PushSink::new(8).0;
+            match node
+                .handle_request(req.clone(), node.next_conn_id(), &sink)
+                .await
+            {
+                Err(ClientError::NotLeader { .. }) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                r => return r,
+            }
+        }
     }
 
     /// Yields `bytes`, then the end of the stream: a client that sent its requests and
@@ -2096,21 +2102,7 @@ mod tests {
         // are dropped at once, so they are detached by the first push).
         let ask = |req: Request| {
             let node = node.clone();
-            async move {
-                let deadline = Instant::now() + Duration::from_secs(60);
-                loop {
-                    let sink = PushSink::new(8).0;
-                    match node
-                        .handle_request(req.clone(), node.next_conn_id(), &sink)
-                        .await
-                    {
-                        Err(ClientError::NotLeader { .. }) if Instant::now() < deadline => {
-                            tokio::time::sleep(Duration::from_millis(20)).await
-                        }
-                        r => return r.unwrap(),
-                    }
-                }
-            }
+            async move { ask_leader(&node, req).await.unwrap() }
         };
         let open = || async {
             match ask(Request::Open {

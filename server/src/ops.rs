@@ -245,7 +245,7 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
     );
     r.register(
         "unwritten_list_bytes",
-        "Bytes of list answers (holders, waiters) computed and not yet written to their clients",
+        "Encoded bytes of list answers (holders, waiters) over 512 bytes not yet written to their clients",
         net.unwritten_list_bytes.clone(),
     );
     r.register(
