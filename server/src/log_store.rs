@@ -6,7 +6,8 @@
 //! crc32(seq, len, payload): u32 LE | payload`, the payload being records
 //! `len: u32 LE | postcard Rec`. Sequence numbers follow each other. A log of version 2
 //! ([`FILE_MAGIC_V2`]: the same groups without the header's own checksum) is read, judged
-//! by its own rules, and rewritten as version 3 before the node serves anything.
+//! by its own rules, and rewritten as version 3 once the node's other start checks have
+//! passed ([`LogStore::finish_upgrade`]) and before anything is written to it.
 //! Every group is fsynced before the call that wrote it returns (appends, votes,
 //! truncations, purges; the committed log id rides along in the next group), so at any
 //! moment at most one group — the last — is not yet durable.
@@ -30,7 +31,10 @@
 //! no sector of it zero, was written and then damaged (refused); one with a sector of it
 //! still zero is a torn write (cut). A header that holds gives the group's true length,
 //! so the judgment covers exactly the group's sectors. Only a sector of the group still
-//! zero, as a torn write leaves, is cut. The replayed entries must also be in a
+//! zero, as a torn write leaves, is cut. (This rests on no group written whole holding a
+//! sector's worth, 512 bytes, of zeros: records are short postcard values and random
+//! credentials, whose longest run of zeros is far shorter, and every group ends in the
+//! byte 0xFF.) The replayed entries must also be in a
 //! Raft log's order (consecutive indices, terms that never go back, none at or before the
 //! purge point), or the node refuses to start: checksums prove bytes, not order.
 //!
@@ -78,6 +82,11 @@ pub const PREALLOC: u64 = 8 << 20;
 const MAX_GROUP: u32 = 256 << 20;
 /// A compacted log is written as groups of at most this many bytes of records each.
 const COMPACT_GROUP_BYTES: usize = 16 << 20;
+/// The largest sequence number a group of a log this store opens may have: 2⁶², which a
+/// node writing a million groups a second reaches in 146 000 years. A log past it was not
+/// written by this store, and refusing it keeps every later sequence number (one a write,
+/// a few per compaction) far from overflowing.
+const MAX_SEQ: u64 = 1 << 62;
 /// The first 8 bytes of a log file: this format, version 3 (a group's header has a
 /// checksum of its own).
 pub const FILE_MAGIC: [u8; 8] = *b"FLLOG\0\0\x03";
@@ -154,6 +163,11 @@ struct Inner {
     compact_group_bytes: usize,
     /// Seconds per `fdatasync` of a group.
     fsync: Histogram,
+    /// The file is of version 2, read but not yet rewritten as version 3: the rewrite
+    /// waits for [`LogStore::finish_upgrade`] (once the node's other start checks have
+    /// passed, so a refused start leaves the file as the build before can read it) or for
+    /// the first write, which never mixes formats.
+    upgrade_pending: bool,
 }
 
 /// The log store. Cloning shares the same file and memory (the clone is the log reader).
@@ -462,6 +476,7 @@ impl Inner {
     /// and fsyncs it. Cost: one `write`, one `fdatasync` (and, every [`PREALLOC`] bytes,
     /// writing that many zeros and one `fsync`).
     fn write(&mut self, recs: &[Rec]) -> io::Result<()> {
+        self.upgrade()?;
         let committed = self
             .committed_unwritten
             .then_some(Rec::Committed(self.committed));
@@ -480,6 +495,34 @@ impl Inner {
         self.len = end;
         self.next_seq += 1;
         self.committed_unwritten = false;
+        Ok(())
+    }
+
+    /// Rewrites a version-2 file as version 3 (a compaction), if it is one; nothing
+    /// otherwise. Errors: the compaction's, with the path (a failure before the rename
+    /// leaves the version-2 file as it was, and a later start tries again). Cost: O(live
+    /// log) once, O(1) after.
+    fn upgrade(&mut self) -> io::Result<()> {
+        if !self.upgrade_pending {
+            return Ok(());
+        }
+        self.compact().map_err(|e| {
+            let e = match e {
+                CompactError::Kept(e) => {
+                    let _ = fs::remove_file(self.path.with_extension("tmp"));
+                    e
+                }
+                CompactError::Renamed(e) => e,
+            };
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "log {}: rewriting a version-2 log as version 3: {e}",
+                    self.path.display()
+                ),
+            )
+        })?;
+        tracing::info!("log {}: rewritten as version 3", self.path.display());
         Ok(())
     }
 
@@ -526,6 +569,7 @@ impl Inner {
         fs::rename(&tmp, &self.path).map_err(kept)?;
         // `raft.log` is the new file now: write to it from here on, whatever follows.
         self.file = f;
+        self.upgrade_pending = false;
         self.len = buf.len() as u64;
         self.allocated = allocated;
         self.next_seq += groups;
@@ -653,6 +697,7 @@ impl LogStore {
             compact_bytes,
             compact_group_bytes: COMPACT_GROUP_BYTES,
             fsync: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            upgrade_pending: false,
         };
         let mut pos = FILE_MAGIC.len();
         let mut last_seq: Option<u64> = None;
@@ -678,6 +723,15 @@ impl LogStore {
                 "{m}: the replayed log is not one this store writes; refusing to start (nothing was changed)"
             ))
         })?;
+        inner.next_seq = match last_seq {
+            None => 0,
+            Some(l) if l < MAX_SEQ => l + 1,
+            Some(l) => {
+                return Err(bad(format!(
+                    "the last group's sequence number, {l}, is past any this store writes (2^62): refusing to start (nothing was changed)"
+                )))
+            }
+        };
         let mut cut = None;
         // After the valid prefix: preallocated zeros, possibly after a torn last write.
         let written = pos
@@ -721,36 +775,8 @@ impl LogStore {
                 damaged,
             });
         }
-        inner.next_seq = match last_seq {
-            None => 0,
-            Some(l) => l.checked_add(1).ok_or_else(|| {
-                bad("the last group's sequence number is the largest there is: not a log this store writes; refusing to start".into())
-            })?,
-        };
         inner.len = pos as u64;
-        if format == Format::V2 {
-            // Rewritten in this version before anything is served or written (as a
-            // compaction: a temp file, fsynced, renamed over the log): every group this
-            // node writes from now on has a header checksum, and nothing mixes formats.
-            inner.compact().map_err(|e| {
-                let e = match e {
-                    // The version-2 log is as it was: a later start tries again.
-                    CompactError::Kept(e) => {
-                        let _ = fs::remove_file(path.with_extension("tmp"));
-                        e
-                    }
-                    CompactError::Renamed(e) => e,
-                };
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "log {}: rewriting a version-2 log as version 3: {e}; refusing to start",
-                        path.display()
-                    ),
-                )
-            })?;
-            tracing::info!("log {}: rewritten as version 3", path.display());
-        }
+        inner.upgrade_pending = format == Format::V2;
         let last = inner.log.keys().next_back().copied().unwrap_or(0);
         let (flushed_tx, flushed) = watch::channel(last);
         let log = LogStore {
@@ -766,6 +792,18 @@ impl LogStore {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // A poisoned lock means a panic mid-update; the on-disk log is still the truth.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Rewrites a version-2 log read by [`LogStore::open`] as version 3, as a compaction
+    /// (a temp file, fsynced, renamed over the log); nothing for a version-3 log. A node
+    /// calls it once its other start checks have passed, so that a start refused for
+    /// another reason leaves a version-2 log byte for byte as the build before wrote it
+    /// (the first write does it too, if nothing called this before).
+    ///
+    /// Errors: the rewrite's I/O errors, naming the file; before the rename the
+    /// version-2 file is kept as it was. Cost: O(live log) the first time, O(1) after.
+    pub fn finish_upgrade(&self) -> io::Result<()> {
+        self.lock().upgrade()
     }
 
     /// True when the log holds nothing: no vote, no entry, no purge — what a directory
@@ -1074,6 +1112,45 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
     }
 
+    /// A log whose last group's sequence number is past [`MAX_SEQ`] (only a forged file
+    /// holds one) is refused at start, before anything is cut or written, instead of
+    /// opening with a next sequence number a few writes from overflowing; one at the
+    /// bound opens and takes writes.
+    #[test]
+    fn a_sequence_number_past_the_bound_is_refused() {
+        let dir = temp("seq-max");
+        for (seq, opens) in [(MAX_SEQ - 1, true), (MAX_SEQ, false), (u64::MAX - 1, false)] {
+            let mut bytes = FILE_MAGIC.to_vec();
+            bytes.extend(encode_group(seq, &[blank(1)]).unwrap());
+            // A torn last write (its first 600 bytes landed, the rest did not): cut only
+            // if the log opens.
+            let at = bytes.len();
+            let torn = encode_group(
+                seq.wrapping_add(1),
+                &(2..200).map(blank).collect::<Vec<_>>(),
+            );
+            bytes.extend(&torn.unwrap()[..600]);
+            bytes.resize(at + 8192, 0);
+            fs::write(dir.join("raft.log"), &bytes).unwrap();
+            match LogStore::open(&dir) {
+                Ok(log) => {
+                    assert!(opens, "{seq} opened");
+                    let mut g = log.lock();
+                    assert_eq!(g.len as usize, at, "the torn write was cut");
+                    g.write(&[blank(2)]).unwrap();
+                    assert_eq!(g.next_seq, seq + 2);
+                }
+                Err(e) => {
+                    assert!(!opens, "{seq}: {e}");
+                    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+                    assert!(e.to_string().contains("2^62"), "{e}");
+                    assert_eq!(fs::read(dir.join("raft.log")).unwrap(), bytes, "{seq}");
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     /// A checksummed log whose entries are out of a Raft log's order — an index skipped,
     /// a term going back, an entry at or before the purge point — is refused at start,
     /// naming the break, and the file is left as it was; the same records in order open.
@@ -1158,10 +1235,10 @@ mod tests {
         (idx, g.vote, g.committed, g.last_purged)
     }
 
-    /// A log of version 2 is replayed by its own rules and rewritten as version 3 before
-    /// the store is handed out: the same state, a version-3 file, which reopens the same
-    /// and takes new appends. A version-2 log that is refused (damage before a valid
-    /// group) is left as it was, not rewritten.
+    /// A log of version 2 is replayed by its own rules, left as it was by opening, and
+    /// rewritten as version 3 by `finish_upgrade` (once) or by the first write: the same
+    /// state, a version-3 file, which reopens the same and takes new appends. A version-2
+    /// log that is refused (damage before a valid group) is left as it was.
     #[test]
     fn a_version_2_log_is_read_and_rewritten_as_version_3() {
         let dir = temp("v2");
@@ -1180,14 +1257,38 @@ mod tests {
         let want = (vec![2, 3, 4], Some(vote), Some(id(2)), Some(id(1)));
         let log = LogStore::open(&dir).unwrap();
         assert_eq!(state(&log), want);
+        assert_eq!(
+            fs::read(dir.join("raft.log")).unwrap(),
+            bytes,
+            "opening alone leaves the version-2 file as it was"
+        );
+        log.finish_upgrade().unwrap();
         let file = fs::read(dir.join("raft.log")).unwrap();
         assert_eq!(file[..8], FILE_MAGIC, "rewritten as version 3");
         assert!(read_group(&file[8..], Format::V3).is_some());
+        log.finish_upgrade().unwrap();
+        assert_eq!(fs::read(dir.join("raft.log")).unwrap(), file, "only once");
+        assert_eq!(state(&log), want);
         {
             let mut g = log.lock();
             g.write(&[blank(5)]).unwrap();
             g.apply(blank(5));
         }
+        drop(log);
+        let log = LogStore::open(&dir).unwrap();
+        assert_eq!(state(&log).0, [2, 3, 4, 5]);
+        drop(log);
+
+        // A write to a version-2 log nobody upgraded rewrites it first: no version-3
+        // group is ever appended to a version-2 file.
+        fs::write(dir.join("raft.log"), &bytes).unwrap();
+        let log = LogStore::open(&dir).unwrap();
+        {
+            let mut g = log.lock();
+            g.write(&[blank(5)]).unwrap();
+            g.apply(blank(5));
+        }
+        assert_eq!(fs::read(dir.join("raft.log")).unwrap()[..8], FILE_MAGIC);
         drop(log);
         let log = LogStore::open(&dir).unwrap();
         assert_eq!(state(&log).0, [2, 3, 4, 5]);

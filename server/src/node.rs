@@ -331,6 +331,9 @@ impl Node {
             StateMachine::open_checked(&config.dir, config.service, log.last_purged())?;
         sm.set_disk(log.disk());
         log.purge_after_snapshots(shared.snapshot_persisted());
+        // Every check has passed: a version-2 log becomes version 3 only now, so a start
+        // refused above left it as the build before can read it.
+        log.finish_upgrade()?;
         if !recorded {
             // The directory's state passed its checks with these settings: from now on it
             // is theirs.

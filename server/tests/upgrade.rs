@@ -154,3 +154,47 @@ async fn a_data_directory_of_the_build_before_is_read_in_place() {
     node.stop();
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A first start of this build that another check refuses (here a damaged snapshot) leaves
+/// the version-2 log byte for byte as the build before wrote it: the rewrite as version 3
+/// waits until every start check has passed, so that build can still start on it.
+#[test]
+fn a_refused_first_start_leaves_the_old_log_as_it_was() {
+    let base = common::temp_dir("upgrade-v1-refused");
+    let dir = base.join("n1");
+    fencelock_server::disk::create_private_dir(&dir).unwrap();
+    for f in ["snapshot.bin", "raft.log"] {
+        std::fs::copy(Path::new(FIXTURE).join(f), dir.join(f)).unwrap();
+    }
+    let mut snapshot = std::fs::read(dir.join("snapshot.bin")).unwrap();
+    let mid = snapshot.len() / 2;
+    snapshot[mid] ^= 0x40;
+    std::fs::write(dir.join("snapshot.bin"), &snapshot).unwrap();
+    let log_before = std::fs::read(dir.join("raft.log")).unwrap();
+    assert_eq!(log_before[..8], fencelock_server::log_store::FILE_MAGIC_V2);
+
+    let raft = format!("127.0.0.1:{}", procs::free_port());
+    let client = format!("127.0.0.1:{}", procs::free_port());
+    let mut node = start(&dir, &raft, &client);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = node.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the node started on a damaged snapshot"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+    assert!(!status.success(), "refused: {log}");
+    assert!(log.contains("snapshot"), "names the snapshot: {log}");
+    assert_eq!(
+        std::fs::read(dir.join("raft.log")).unwrap(),
+        log_before,
+        "the version-2 log is as the build before wrote it"
+    );
+    node.stop();
+    let _ = std::fs::remove_dir_all(&base);
+}
