@@ -233,8 +233,10 @@ impl DiskHealth {
 /// certificate) or a damaged file is a clear error, not a node out of memory. A file
 /// longer than `cap` is refused from its size before anything is read, and one that grows
 /// past `cap` while read (or has no size, as a device) when the read passes it. Only a
-/// regular file or a device is opened: a FIFO or a socket (which could block the start
-/// for ever) is refused.
+/// regular file or a device is read: a FIFO or a socket (which could block the start
+/// for ever) is refused. The file is opened without blocking and its type taken from the
+/// open handle, so a FIFO put in the file's place at any moment is refused too, never
+/// waited on.
 ///
 /// Errors: the I/O error, its kind kept (`NotFound` included, so a caller can tell a
 /// missing file); `FileTooLarge` past the cap, saying the size and the cap (the caller
@@ -242,22 +244,39 @@ impl DiskHealth {
 /// read and held.
 pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    use std::os::unix::fs::FileTypeExt;
-    let kind = fs::metadata(path)?.file_type();
-    if kind.is_fifo() || kind.is_socket() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "a FIFO or a socket, not a file",
-        ));
-    }
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let too_large = |len: u64| {
         io::Error::new(
             io::ErrorKind::FileTooLarge,
             format!("{len} bytes or more, over this file's limit of {cap} bytes"),
         )
     };
-    let file = fs::File::open(path)?;
-    let len = file.metadata()?.len();
+    // Non-blocking: opening a FIFO for reading would otherwise wait for a writer. (It
+    // changes nothing for a regular file; a socket cannot be opened at all.)
+    let not_a_file = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a FIFO or a socket, not a file",
+        )
+    };
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| {
+            let socket = fs::metadata(path).is_ok_and(|m| m.file_type().is_socket());
+            if socket {
+                not_a_file()
+            } else {
+                e
+            }
+        })?;
+    let meta = file.metadata()?;
+    let kind = meta.file_type();
+    if kind.is_fifo() || kind.is_socket() {
+        return Err(not_a_file());
+    }
+    let len = meta.len();
     if len > cap {
         return Err(too_large(len));
     }
@@ -301,7 +320,8 @@ mod tests {
         let e = read_capped(&f, 9).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::FileTooLarge, "{e}");
         assert!(e.to_string().contains("limit of 9 bytes"), "{e}");
-        // A FIFO is refused before it is opened (opening it would wait for a writer).
+        // A FIFO is refused, never waited on (opening it to read blocks until a writer
+        // comes; it is opened without blocking and its type read from the handle).
         let fifo = dir.join("fifo");
         assert!(std::process::Command::new("mkfifo")
             .arg(&fifo)
@@ -310,6 +330,13 @@ mod tests {
             .success());
         assert_eq!(
             read_capped(&fifo, 10).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        // So is a socket (which cannot be opened at all).
+        let socket = dir.join("socket");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        assert_eq!(
+            read_capped(&socket, 10).unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
         // A device has no size: refused when the read passes the cap.

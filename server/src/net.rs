@@ -28,7 +28,12 @@
 //! * pushes queued for a client: at most [`PUSH_BACKLOG`] per connection and
 //!   [`MAX_QUEUED_PUSHES`] for all of them ([`ClientPolicy::max_queued_pushes`]); a
 //!   connection that falls behind, or holds the most when the total is spent, is closed
-//!   and its queue dropped at once (`fencelock_push_closes_total{reason}`).
+//!   and its queue dropped at once (`fencelock_push_closes_total{reason}`);
+//! * list answers (a lock's holders or queue) encoded and not yet written: at most
+//!   [`MAX_UNWRITTEN_LIST_BYTES`] for all connections ([`ClientPolicy::max_unwritten_list_bytes`])
+//!   and 1/[`LIST_SHARE`] of it for one; a read past either is refused, and when the
+//!   node's bound is spent the connection holding the most is closed
+//!   (`fencelock_connections_closed_total{reason="unwritten_lists"}`).
 //!
 //! An `accept` that fails (no file descriptors left: `EMFILE`) is retried after a pause
 //! that doubles up to one second, counted in `fencelock_accept_errors_total{port}` and
@@ -242,7 +247,9 @@ pub struct NetStats {
     /// Connections closed by the node, by `port` and `reason` (`idle`, `read_timeout`,
     /// `write_timeout`, `oversized`, `other_version`: a frame of another wire version,
     /// `malformed`, `displaced`: an unproven connection whose place a new one took,
-    /// `unauthenticated`, `not_a_member`: a peer certificate that names no member).
+    /// `unauthenticated`, `not_a_member`: a peer certificate that names no member,
+    /// `unwritten_lists`: a client holding the most of the spent bound on unwritten list
+    /// answers).
     pub closed: Family<Labels, Counter>,
     /// Encoded bytes of list answers (a lock's holders or waiters) over [`LIST_FLOOR`] not
     /// yet written to their clients, all connections together
@@ -258,11 +265,15 @@ pub struct NetStats {
     logged: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
-/// The bound on unwritten list answers ([`NetStats::reserve_list`]).
+/// The bound on unwritten list answers ([`NetStats::reserve_list`]), and the shares of
+/// the connections that hold them ([`NetStats::list_share`]).
 #[derive(Debug)]
 struct ListBudget {
     used: AtomicUsize,
     limit: AtomicUsize,
+    /// Every connection's share, so the one holding the most can be closed when the
+    /// bound is spent; dead ones are pruned as the list grows.
+    shares: Mutex<Vec<std::sync::Weak<ListShare>>>,
 }
 
 impl Default for ListBudget {
@@ -270,7 +281,38 @@ impl Default for ListBudget {
         ListBudget {
             used: AtomicUsize::new(0),
             limit: AtomicUsize::new(MAX_UNWRITTEN_LIST_BYTES),
+            shares: Mutex::new(Vec::new()),
         }
+    }
+}
+
+/// One client connection's part of the bound on unwritten list answers: the encoded bytes
+/// of its list answers not yet written, and the signal that closes it when it holds the
+/// most of a spent bound ([`NetStats::reserve_list`]). Made by [`NetStats::list_share`].
+#[derive(Debug, Default)]
+pub struct ListShare {
+    held: AtomicUsize,
+    /// Told once the connection must close; its writer stops at once and drops what it
+    /// holds.
+    close: tokio::sync::Notify,
+    closing: std::sync::atomic::AtomicBool,
+}
+
+impl ListShare {
+    /// Bytes of list answers this connection holds unwritten. Cost: O(1).
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the connection has been told to close (at once if it was before).
+    /// Cost: O(1).
+    pub async fn closed(&self) {
+        self.close.notified().await
+    }
+
+    /// Whether the connection has been told to close. Cost: O(1).
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
     }
 }
 
@@ -301,14 +343,14 @@ fn take_within(used: &AtomicUsize, bytes: usize, limit: usize) -> bool {
 pub struct ListBytes {
     bytes: usize,
     lists: Arc<ListBudget>,
-    conn: Arc<AtomicUsize>,
+    conn: Arc<ListShare>,
     gauge: Gauge,
 }
 
 impl Drop for ListBytes {
     fn drop(&mut self) {
         self.lists.used.fetch_sub(self.bytes, Ordering::AcqRel);
-        self.conn.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.conn.held.fetch_sub(self.bytes, Ordering::AcqRel);
         self.gauge
             .dec_by(i64::try_from(self.bytes).unwrap_or(i64::MAX));
     }
@@ -326,23 +368,43 @@ pub const LIST_FLOOR: usize = 512;
 pub const LIST_SHARE: usize = 8;
 
 impl NetStats {
-    /// Sets the bound on unwritten list answers, in bytes. Cost: O(1).
+    /// Sets the bound on unwritten list answers, in bytes (shown as the limit
+    /// `client_unwritten_list_bytes`). Cost: O(1).
     pub fn set_list_budget(&self, bytes: usize) {
         self.lists.limit.store(bytes, Ordering::Relaxed);
+        self.show_limit("client_unwritten_list_bytes", bytes as u64);
+    }
+
+    /// A new connection's share of the bound on unwritten list answers, registered so
+    /// that [`NetStats::reserve_list`] can close it. Cost: O(1) amortized (the registry
+    /// drops the shares of ended connections each time it doubles).
+    pub fn list_share(&self) -> Arc<ListShare> {
+        let share = Arc::new(ListShare::default());
+        let mut shares = self.lists.shares.lock().unwrap_or_else(|p| p.into_inner());
+        if shares.len() >= 64 && shares.len().is_power_of_two() {
+            shares.retain(|w| w.strong_count() > 0);
+        }
+        shares.push(Arc::downgrade(&share));
+        share
     }
 
     /// Counts a list answer of `bytes` (encoded) among the unwritten ones, if the node's
     /// stay within the bound with it and the connection's (`conn`) within its share
     /// ([`LIST_SHARE`]); each also takes one answer of any size when it holds none.
-    /// `None`: over one of them; the caller refuses the request instead. Cost: O(1) (two
-    /// compare-and-swap loops).
-    pub fn reserve_list(&self, bytes: usize, conn: &Arc<AtomicUsize>) -> Option<ListBytes> {
+    /// `None`: over one of them; the caller refuses the request instead. When it is the
+    /// node's bound that is spent, the connection holding the most of it is also told to
+    /// close (unless it is closing already): it has read none of those answers, and
+    /// dropping them frees the bound for clients that read theirs, as the push budget
+    /// does. Cost: O(1) (two compare-and-swap loops); O(connections) when the node's bound
+    /// is spent.
+    pub fn reserve_list(&self, bytes: usize, conn: &Arc<ListShare>) -> Option<ListBytes> {
         let limit = self.lists.limit.load(Ordering::Relaxed);
-        if !take_within(conn, bytes, limit / LIST_SHARE) {
+        if !take_within(&conn.held, bytes, limit / LIST_SHARE) {
             return None;
         }
         if !take_within(&self.lists.used, bytes, limit) {
-            conn.fetch_sub(bytes, Ordering::AcqRel);
+            conn.held.fetch_sub(bytes, Ordering::AcqRel);
+            self.close_largest_list_holder();
             return None;
         }
         self.unwritten_list_bytes
@@ -353,6 +415,23 @@ impl NetStats {
             conn: conn.clone(),
             gauge: self.unwritten_list_bytes.clone(),
         })
+    }
+
+    /// Tells the connection holding the most unwritten list bytes to close, unless that
+    /// one is closing already (its bytes are on their way back). Cost: O(connections).
+    fn close_largest_list_holder(&self) {
+        let shares = self.lists.shares.lock().unwrap_or_else(|p| p.into_inner());
+        let largest = shares
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter(|s| s.held() > 0)
+            .max_by_key(|s| s.held());
+        drop(shares);
+        if let Some(s) = largest {
+            if !s.closing.swap(true, Ordering::AcqRel) {
+                s.close.notify_one();
+            }
+        }
     }
 
     /// Logs `msg()` as a warning unless a line of `kind` was logged within [`LOG_EVERY`].
@@ -1032,7 +1111,8 @@ pub struct ClientPolicy {
 /// in flight (up to [`MAX_IN_FLIGHT`] per connection) may hold an answer of up to
 /// [`MAX_SERVER_FRAME`] bytes. Lists up to [`LIST_FLOOR`] bytes, and every other answer
 /// (the largest, an admin's export page, some 40 KiB), are bounded by the in-flight count
-/// alone.
+/// alone. When it is spent, the connection holding the most of it is closed
+/// ([`NetStats::reserve_list`]).
 pub const MAX_UNWRITTEN_LIST_BYTES: usize = 64 << 20;
 
 /// The default limit of client connections from one IP address.
@@ -1075,10 +1155,6 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
     node.shared.hub.set_push_budget(policy.max_queued_pushes);
     stats.show_limit("client_queued_pushes", policy.max_queued_pushes as u64);
     stats.set_list_budget(policy.max_unwritten_list_bytes);
-    stats.show_limit(
-        "client_unwritten_list_bytes",
-        policy.max_unwritten_list_bytes as u64,
-    );
     stats.show_limit("client_connections_per_address", policy.max_per_addr as u64);
     stats.show_limit("client_frame_bytes", policy.max_frame.into());
     stats.show_limit(
@@ -1211,7 +1287,7 @@ fn reply_out(
     stats: &crate::ops::NodeStats,
     id: u64,
     result: Result<Reply, ClientError>,
-    conn: &Arc<AtomicUsize>,
+    conn: &Arc<ListShare>,
 ) -> (Out, Option<ListBytes>) {
     let list = matches!(result, Ok(Reply::Holders(_) | Reply::Waiters(_)));
     let f = ServerFrame::Reply { id, result };
@@ -1269,6 +1345,10 @@ async fn client_conn<R, W>(
     // the node's bound on unwritten ones: both released once the reply is written.
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<(Out, Held)>();
     let (push, mut push_rx, overflow) = node.shared.hub.sink(PUSH_BACKLOG);
+    // This connection's list answers not yet written ([`reply_out`]), in bytes, and the
+    // signal that closes it when it holds the most of the node's spent bound.
+    let conn_lists = node.stats.net.list_share();
+    let evicted = conn_lists.clone();
     let writer_done = Arc::new(Notify::new());
     let done = writer_done.clone();
     let stats = node.stats.clone();
@@ -1288,6 +1368,11 @@ async fn client_conn<R, W>(
             let (f, permit) = tokio::select! {
                 biased;
                 _ = overflow.notified() => {
+                    cut_off = true;
+                    break;
+                }
+                _ = evicted.closed() => {
+                    stats.net.close(CLIENT, "unwritten_lists");
                     cut_off = true;
                     break;
                 }
@@ -1339,15 +1424,22 @@ async fn client_conn<R, W>(
                     cut_off = true;
                     false
                 }
+                _ = evicted.closed() => {
+                    stats.net.close(CLIENT, "unwritten_lists");
+                    cut_off = true;
+                    false
+                }
             };
             drop(permit);
             if !written || closing {
                 break;
             }
         }
-        // The pushes still queued leave the node's push budget now, not when the client
-        // goes away.
+        // The pushes still queued leave the node's push budget now, and the list answers
+        // not written the bound on them, not when the client goes away.
         drop(push_rx);
+        out_rx.close();
+        while out_rx.try_recv().is_ok() {}
         // A client that is not reading would hold up the flush of what is buffered
         // forever: it is not waited for, and nobody else's is waited for long.
         if !cut_off {
@@ -1357,8 +1449,6 @@ async fn client_conn<R, W>(
         done.notify_one();
     }));
     let limit = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    // This connection's list answers not yet written ([`reply_out`]), in bytes.
-    let conn_lists = Arc::new(AtomicUsize::new(0));
     let mut proven = false;
     loop {
         let next = tokio::select! {
@@ -1643,17 +1733,17 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// List answers not yet written are bounded by their encoded bytes, for the node and
-    /// for each connection. A lock with 64 labelled holders makes a list over
-    /// [`LIST_FLOOR`]. With a connection's share ([`LIST_SHARE`]) room for one such list,
-    /// a client that asks for it ten times and reads nothing gets one list and nine
-    /// `unwritten_lists` refusals, each with its id, while a short list (an empty lock's
-    /// holders) is still served; once its answers are read, their bytes are released (the
-    /// gauge back to 0). Then each rule on its own: a connection past its share while the
-    /// node has room, and another connection past the node's bound.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn list_answers_not_yet_read_are_bounded_for_the_node() {
-        let (node, dir) = unit_node("list-budget").await;
+    /// A one-node cluster whose lock `x` has 64 holders with 60-byte labels: its holders
+    /// list (returned, with its encoded length) is over [`LIST_FLOOR`].
+    async fn long_list_node(
+        name: &str,
+    ) -> (
+        Arc<Node>,
+        std::path::PathBuf,
+        Result<Reply, ClientError>,
+        usize,
+    ) {
+        let (node, dir) = unit_node(name).await;
         let me = NodeAddr {
             raft: "127.0.0.1:1".into(),
             client: "127.0.0.1:2".into(),
@@ -1697,6 +1787,21 @@ mod tests {
         };
         let one = frame_len(&list);
         assert!(one > LIST_FLOOR, "{one} bytes");
+        (node, dir, list, one)
+    }
+
+    /// List answers not yet written are bounded by their encoded bytes, for the node and
+    /// for each connection. A lock with 64 labelled holders makes a list over
+    /// [`LIST_FLOOR`]. With a connection's share ([`LIST_SHARE`]) room for one such list,
+    /// a client that asks for it ten times and reads nothing gets one list and nine
+    /// `unwritten_lists` refusals, each with its id, while a short list (an empty lock's
+    /// holders) is still served; once its answers are read, their bytes are released (the
+    /// gauge back to 0). Then each rule on its own: a connection past its share while the
+    /// node has room, and another connection past the node's bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn list_answers_not_yet_read_are_bounded_for_the_node() {
+        let (node, dir, list, one) = long_list_node("list-budget").await;
+        let holders = Request::Holders { lock: "x".into() };
         node.stats.net.set_list_budget(one * LIST_SHARE);
         let mut reqs: Vec<(u64, Request)> = (1..=10).map(|id| (id, holders.clone())).collect();
         reqs.push((
@@ -1769,20 +1874,120 @@ mod tests {
             .unwrap();
         assert_eq!(node.stats.net.unwritten_list_bytes.get(), 0, "released");
         let net = &node.stats.net;
-        let (a, b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (a, b) = (net.list_share(), net.list_share());
         // A share of one list, the node room for eight: a connection's second is refused,
         // another connection's first is not.
         let first = net.reserve_list(one, &a);
         assert!(first.is_some());
         assert!(net.reserve_list(one, &a).is_none(), "over its share");
+        assert!(
+            !a.is_closing(),
+            "a connection over its own share is not closed"
+        );
         assert!(net.reserve_list(one, &b).is_some(), "another connection's");
-        assert_eq!(b.load(Ordering::Relaxed), 0, "released when dropped");
-        // The node's room for one list: another connection, holding none, is refused.
+        assert_eq!(b.held(), 0, "released when dropped");
+        // The node's room for one list: another connection, holding none, is refused,
+        // and the one holding the bound is told to close.
         net.set_list_budget(one);
         assert!(net.reserve_list(one, &b).is_none(), "over the node's bound");
-        assert_eq!(b.load(Ordering::Relaxed), 0, "its share given back");
+        assert_eq!(b.held(), 0, "its share given back");
+        assert!(
+            a.is_closing() && !b.is_closing(),
+            "the largest holder closes"
+        );
+        tokio::time::timeout(Duration::from_secs(5), a.closed())
+            .await
+            .expect("told to close");
         drop(first);
         assert!(net.reserve_list(one, &b).is_some());
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The node's bound on unwritten list answers, spent by one connection that reads
+    /// nothing, is not held against everyone else: another connection's long list is
+    /// refused (`unwritten_lists`), the connection holding the most is closed at once
+    /// (counted as `closed{reason="unwritten_lists"}`, its answers dropped and their bytes
+    /// released), and the same request, asked again, is answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_connection_holding_the_most_unread_lists_is_closed_when_the_bound_is_spent() {
+        let (node, dir, list, one) = long_list_node("list-evict").await;
+        let holders = Request::Holders { lock: "x".into() };
+        // Room for one long list on the node (a connection holding none takes one of any
+        // size, whatever its share).
+        node.stats.net.set_list_budget(one);
+        let ask_once = |id: u64| {
+            frame::encode(&ClientFrame {
+                id,
+                req: holders.clone(),
+            })
+            .unwrap()
+        };
+        let policy = ClientPolicy {
+            read_timeout: Duration::from_secs(120),
+            ..ClientPolicy::default()
+        };
+        let bounded = Duration::from_secs(30);
+        // The hog: asks once and reads nothing (a pipe its answer does not fit).
+        let (server, _hog_client) = tokio::io::duplex(1);
+        let hog = tokio::spawn(client_conn(
+            ThenEof(ask_once(1)),
+            server,
+            node.clone(),
+            None,
+            policy.clone(),
+        ));
+        let gauge = || node.stats.net.unwritten_list_bytes.get();
+        let deadline = Instant::now() + bounded;
+        while gauge() != one as i64 {
+            assert!(Instant::now() < deadline, "the hog's list was never held");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let closed = || {
+            node.stats
+                .net
+                .closed
+                .get_or_create(&labels(&[("port", CLIENT), ("reason", "unwritten_lists")]))
+                .get()
+        };
+        assert_eq!(closed(), 0);
+        // Another client, which reads its answers, asks for the list.
+        let reader = |id: u64| {
+            let (server, mut client) = tokio::io::duplex(1 << 20);
+            let conn = tokio::spawn(client_conn(
+                ThenEof(ask_once(id)),
+                server,
+                node.clone(),
+                None,
+                policy.clone(),
+            ));
+            async move {
+                let f = frame::read::<_, ServerFrame>(&mut client, MAX_SERVER_FRAME)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                tokio::time::timeout(bounded, conn).await.unwrap().unwrap();
+                match f {
+                    ServerFrame::Reply { id: got, result } if got == id => result,
+                    f => panic!("{f:?}"),
+                }
+            }
+        };
+        let first = tokio::time::timeout(bounded, reader(2)).await.unwrap();
+        assert!(
+            matches!(&first, Err(ClientError::Limit { kind, .. }) if kind == "unwritten_lists"),
+            "{first:?}"
+        );
+        // The hog is closed without waiting for its write timeout, and its bytes freed.
+        tokio::time::timeout(bounded, hog)
+            .await
+            .expect("the hog was closed")
+            .unwrap();
+        assert_eq!(closed(), 1);
+        assert_eq!(gauge(), 0, "released");
+        let again = tokio::time::timeout(bounded, reader(3)).await.unwrap();
+        assert_eq!(again, list, "answered once the hog is gone");
+        assert_eq!(closed(), 1, "a client that reads is never closed");
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
     }

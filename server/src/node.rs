@@ -1486,7 +1486,8 @@ impl Node {
 const MAX_NUMBER: u64 = crate::export::MAX_NUMBER;
 
 /// The longest ttl a client may ask for whatever the node's `--max-ttl-ms`: half of
-/// [`MAX_NUMBER`] (~142 000 years), so that a deadline (now + ttl) stays recordable.
+/// [`crate::export::MAX_NUMBER`] (~142 000 years), so that a deadline (now + ttl) stays
+/// recordable.
 pub const MAX_RECORDABLE_TTL: u64 = MAX_NUMBER / 2;
 
 /// Refuses a request carrying a number past what a recording of the history holds: a

@@ -781,3 +781,96 @@ async fn an_enormous_total_is_shown_as_the_node_runs_with_it() {
     c.abort();
     node.shutdown().await;
 }
+
+/// Every transport limit given on `fencelock-node`'s command line is the one the running
+/// node enforces: each flag, set to a value no default has, shows as that value in the
+/// node's `fencelock_net_limit{name}` gauges, which are set where each limit is applied
+/// (the bound on unwritten list answers by the call that sets it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_transport_limit_flag_reaches_the_running_node() {
+    let dir = common::temp_dir("limits-flags");
+    let (r, c, m) = (procs::free_port(), procs::free_port(), procs::free_port());
+    let (raft, client, metrics_addr) = (
+        format!("127.0.0.1:{r}"),
+        format!("127.0.0.1:{c}"),
+        format!("127.0.0.1:{m}"),
+    );
+    let peer_frame = fencelock_server::net::MIN_RAFT_FRAME as u64 + 7;
+    let flags: Vec<(&str, &str, u64)> = vec![
+        (
+            "--max-unwritten-list-bytes",
+            "client_unwritten_list_bytes",
+            777_777,
+        ),
+        ("--max-queued-pushes", "client_queued_pushes", 4_321),
+        (
+            "--max-client-connections-per-addr",
+            "client_connections_per_address",
+            17,
+        ),
+        ("--max-client-frame-bytes", "client_frame_bytes", 5_555),
+        (
+            "--client-idle-timeout-ms",
+            "client_idle_timeout_ms",
+            123_456,
+        ),
+        ("--read-timeout-ms", "client_read_timeout_ms", 6_543),
+        ("--read-timeout-ms", "peer_read_timeout_ms", 6_543),
+        ("--max-peer-frame-bytes", "peer_frame_bytes", peer_frame),
+        ("--peer-idle-timeout-ms", "peer_idle_timeout_ms", 234_567),
+        (
+            "--max-peer-connections-per-addr",
+            "peer_connections_per_address",
+            19,
+        ),
+    ];
+    let mut cmd = std::process::Command::new(procs::NODE);
+    cmd.args([
+        "--insecure-plaintext",
+        "--id",
+        "1",
+        "--init",
+        "--grace-ms",
+        "100",
+    ])
+    .arg("--dir")
+    .arg(dir.join("n1"))
+    .arg("--peer")
+    .arg(format!("1={raft}/{client}"))
+    .args(["--metrics-addr", &metrics_addr]);
+    let mut given = std::collections::BTreeSet::new();
+    for (flag, _, v) in &flags {
+        if given.insert(*flag) {
+            cmd.arg(flag).arg(v.to_string());
+        }
+    }
+    let log_path = dir.join("node.log");
+    let mut node = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .expect("fencelock-node starts");
+    let mut body = None;
+    for _ in 0..300 {
+        body = http_get(&metrics_addr, "/metrics").await;
+        let served = body
+            .as_deref()
+            .is_some_and(|b| b.contains("name=\"client_unwritten_list_bytes\""));
+        if served || node.try_wait().unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = node.kill();
+    let _ = node.wait();
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let m = metrics(&body.unwrap_or_else(|| panic!("no /metrics; the node's log:\n{log}")));
+    for (flag, name, v) in flags {
+        assert_eq!(
+            m.get(&format!("fencelock_net_limit{{name=\"{name}\"}}")),
+            Some(&(v as f64)),
+            "{flag} {v} does not show as {name}: {log}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
