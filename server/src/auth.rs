@@ -479,6 +479,50 @@ impl Tokens {
         Tokens::parse(&text)
     }
 
+    /// A digest of what the file grants, the same for every file that grants the same:
+    /// SHA-256 over its lines written canonically (`ROLE PREFIX sha256:HEX`, `*` for the
+    /// empty prefix), sorted, duplicates once; comments, blank lines, spacing and order do
+    /// not change it. Nodes that serve the same clients should show the same one
+    /// (`fencelock_tokens{digest}` in `/metrics`, the start's log line): every request is
+    /// checked by the node that receives it. Shown as its first 16 hex digits. Cost:
+    /// O(lines log lines).
+    pub fn digest(&self) -> String {
+        let mut lines: Vec<String> = self
+            .lines
+            .iter()
+            .map(|(hash, g)| {
+                let role = match g.role {
+                    Role::Read => "read",
+                    Role::Lock => "lock",
+                    Role::Admin => "admin",
+                };
+                let prefix = if g.prefix.is_empty() { "*" } else { &g.prefix };
+                let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+                format!("{role} {prefix} sha256:{hex}\n")
+            })
+            .collect();
+        lines.sort();
+        lines.dedup();
+        let mut h = Sha256::new();
+        for l in &lines {
+            h.update(l.as_bytes());
+        }
+        h.finalize()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// How many lines it holds (comments and blank lines not counted). Cost: O(1).
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// True when it holds no line (no token is accepted). Cost: O(1).
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
     /// The grants of `token`: `None` if no line has its hash (or it is longer than
     /// [`MAX_TOKEN_LEN`]). Every line is compared, in constant time each, whatever
     /// matches. Cost: one SHA-256 of the token, O(lines).
@@ -749,6 +793,33 @@ mod tests {
         assert!(viewer.authorize(&watch("jobs/x")).is_err());
         assert!(viewer.authorize(&open).is_err());
         assert!(viewer.authorize(&permits("anything")).is_ok());
+    }
+
+    /// The digest names what a tokens file grants: comments, spacing, order and repeated
+    /// lines do not change it; a line's role, prefix or hash, or one line more or less,
+    /// does.
+    #[test]
+    fn the_tokens_digest_follows_the_grants_not_the_text() {
+        let (a, b) = (token_hash("a"), token_hash("b"));
+        let digest = |text: &str| Tokens::parse(text).unwrap().digest();
+        let base = digest(&format!("admin * {a}\nlock jobs/ {b}\n"));
+        assert_eq!(base.len(), 16);
+        for same in [
+            format!("# ops\n\nlock   jobs/ {b}\n  admin * {a}\n"),
+            format!("admin * {a}\nlock jobs/ {b}\nadmin * {a}\n"),
+        ] {
+            assert_eq!(digest(&same), base, "{same}");
+        }
+        for other in [
+            format!("admin * {a}\nread jobs/ {b}\n"),
+            format!("admin * {a}\nlock job/ {b}\n"),
+            format!("admin * {a}\nlock jobs/ {a}\n"),
+            format!("admin * {a}\n"),
+            format!("admin * {a}\nlock jobs/ {b}\nread * {b}\n"),
+            String::new(),
+        ] {
+            assert_ne!(digest(&other), base, "{other}");
+        }
     }
 
     #[test]

@@ -262,6 +262,9 @@ pub struct NetStats {
     pub peer_connections: Gauge,
     /// The transport's limits, by `name` (as the node runs with them).
     pub limits: Family<Labels, Gauge>,
+    /// 1 for the tokens the client port checks, by `digest` ([`Tokens::digest`]; `none`
+    /// without tokens), so operators can see that every node checks the same.
+    pub tokens: Family<Labels, Gauge>,
     logged: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
@@ -473,6 +476,16 @@ impl NetStats {
         self.closed
             .get_or_create(&labels(&[("port", port), ("reason", reason)]))
             .inc();
+    }
+
+    /// Shows the digest of the tokens the client port checks (`None`: no tokens) in
+    /// [`NetStats::tokens`], in place of any shown before. Cost: O(lines log lines).
+    pub fn show_tokens(&self, tokens: Option<&Tokens>) {
+        let digest = tokens.map_or_else(|| "none".to_string(), Tokens::digest);
+        self.tokens.clear();
+        self.tokens
+            .get_or_create(&labels(&[("digest", &digest)]))
+            .set(1);
     }
 
     /// Records a limit as the node runs with it, shown as `fencelock_net_limit{name}`.
@@ -1155,6 +1168,7 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
     node.shared.hub.set_push_budget(policy.max_queued_pushes);
     stats.show_limit("client_queued_pushes", policy.max_queued_pushes as u64);
     stats.set_list_budget(policy.max_unwritten_list_bytes);
+    stats.show_tokens(policy.tokens.as_deref());
     stats.show_limit("client_connections_per_address", policy.max_per_addr as u64);
     stats.show_limit("client_frame_bytes", policy.max_frame.into());
     stats.show_limit(

@@ -255,7 +255,7 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
     );
     r.register(
         "connections_closed",
-        "Connections closed by the node (idle, read_timeout, write_timeout, oversized, other_version, malformed, displaced, unauthenticated, not_a_member), by port",
+        "Connections closed by the node (idle, read_timeout, write_timeout, oversized, other_version, malformed, displaced, unauthenticated, unwritten_lists, not_a_member, not_started), by port",
         net.closed.clone(),
     );
     r.register(
@@ -272,6 +272,11 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
         "net_limit",
         "The transport's limits as the node runs with them, by name",
         net.limits.clone(),
+    );
+    r.register(
+        "tokens",
+        "1 for the digest of the tokens the client port checks (none: no tokens); compare it across nodes",
+        net.tokens.clone(),
     );
     r
 }

@@ -785,7 +785,8 @@ async fn an_enormous_total_is_shown_as_the_node_runs_with_it() {
 /// Every transport limit given on `fencelock-node`'s command line is the one the running
 /// node enforces: each flag, set to a value no default has, shows as that value in the
 /// node's `fencelock_net_limit{name}` gauges, which are set where each limit is applied
-/// (the bound on unwritten list answers by the call that sets it).
+/// (the bound on unwritten list answers by the call that sets it). The tokens file's
+/// digest shows too (`fencelock_tokens{digest}`), the one `Tokens::digest` gives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_transport_limit_flag_reaches_the_running_node() {
     let dir = common::temp_dir("limits-flags");
@@ -824,20 +825,32 @@ async fn every_transport_limit_flag_reaches_the_running_node() {
             19,
         ),
     ];
+    let tokens_file = dir.join("tokens");
+    let tokens_text = format!(
+        "# ops\nadmin * {}\nlock jobs/ {}\n",
+        fencelock_server::auth::token_hash("a"),
+        fencelock_server::auth::token_hash("b")
+    );
+    std::fs::write(&tokens_file, &tokens_text).unwrap();
+    let digest = fencelock_server::auth::Tokens::parse(&tokens_text)
+        .unwrap()
+        .digest();
     let mut cmd = std::process::Command::new(procs::NODE);
-    cmd.args([
-        "--insecure-plaintext",
-        "--id",
-        "1",
-        "--init",
-        "--grace-ms",
-        "100",
-    ])
-    .arg("--dir")
-    .arg(dir.join("n1"))
-    .arg("--peer")
-    .arg(format!("1={raft}/{client}"))
-    .args(["--metrics-addr", &metrics_addr]);
+    cmd.arg("--tokens")
+        .arg(&tokens_file)
+        .args([
+            "--insecure-plaintext",
+            "--id",
+            "1",
+            "--init",
+            "--grace-ms",
+            "100",
+        ])
+        .arg("--dir")
+        .arg(dir.join("n1"))
+        .arg("--peer")
+        .arg(format!("1={raft}/{client}"))
+        .args(["--metrics-addr", &metrics_addr]);
     let mut given = std::collections::BTreeSet::new();
     for (flag, _, v) in &flags {
         if given.insert(*flag) {
@@ -872,5 +885,11 @@ async fn every_transport_limit_flag_reaches_the_running_node() {
             "{flag} {v} does not show as {name}: {log}"
         );
     }
+    assert_eq!(
+        m.get(&format!("fencelock_tokens{{digest=\"{digest}\"}}")),
+        Some(&1.0),
+        "{m:?}"
+    );
+    assert!(log.contains(&format!("2 lines, digest {digest}")), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -758,7 +758,17 @@ async fn run(args: Args) -> Result<(), String> {
         .ok_or("this node's id is not among the peers")?
         .clone();
     let tokens = match &args.tokens {
-        Some(path) => Some(std::sync::Arc::new(Tokens::load(path)?)),
+        Some(path) => {
+            let t = Tokens::load(path)?;
+            // Every node that serves the same clients should log (and show) the same.
+            tracing::info!(
+                "tokens file {}: {} lines, digest {}",
+                path.display(),
+                t.len(),
+                t.digest()
+            );
+            Some(std::sync::Arc::new(t))
+        }
         None if tls.is_some() && !args.insecure_no_tokens => {
             return Err(
                 "a node with TLS serves clients on the network: give --tokens FILE \
