@@ -1492,7 +1492,9 @@ mod tests {
     /// 3 and of version 2. Opening one never panics, and either refuses it or replays a
     /// prefix of what was written (the same entries, in order, from the first) — never
     /// anything else. And when a group after the first damaged one is intact (so the
-    /// damaged one was acknowledged), it is refused: nothing acknowledged is cut.
+    /// damaged one was acknowledged), it is refused: nothing acknowledged is cut. In
+    /// version 3, so is damage to the last group alone that leaves every sector of it
+    /// written (no sector of it zero, as a torn write leaves one): it was written whole.
     #[test]
     fn a_damaged_log_opens_as_a_prefix_or_is_refused() {
         let dir = temp("mutate");
@@ -1520,6 +1522,9 @@ mod tests {
             good.resize(end + 2048, 0);
             // (refused, a shorter prefix, everything)
             let mut seen = (0, 0, 0);
+            // Rounds whose damage is the last group's alone, with every sector of it
+            // written.
+            let mut whole_last = 0;
             for round in 0..1500 {
                 let mut b = good.clone();
                 match round % 5 {
@@ -1561,12 +1566,20 @@ mod tests {
                 let group_of = |i: usize| starts.iter().rposition(|&s| s <= i).unwrap_or(0);
                 let bounds = |j: usize| starts[j]..starts.get(j + 1).copied().unwrap_or(end);
                 let intact = |j: usize| b.get(bounds(j)) == Some(&good[bounds(j)]);
-                let acked_damage = (8..end)
-                    .find(|&i| b.get(i) != Some(&good[i]))
-                    .is_some_and(|d| (group_of(d) + 1..40).any(intact));
+                let first_damage = (8..end).find(|&i| b.get(i) != Some(&good[i]));
+                let acked_damage = first_damage.is_some_and(|d| (group_of(d) + 1..40).any(intact));
+                let last_written_whole = !v2
+                    && b.len() == good.len()
+                    && first_damage.is_some_and(|d| d >= starts[39])
+                    && every_sector_written(&b, starts[39], end);
+                whole_last += usize::from(last_written_whole);
                 match LogStore::open(&dir) {
                     Ok(log) => {
                         assert!(!acked_damage, "round {round}: acknowledged damage cut");
+                        assert!(
+                            !last_written_whole,
+                            "round {round}: a last group written whole and damaged was cut"
+                        );
                         let idx = state(&log).0;
                         let want: Vec<u64> = (1..=idx.len() as u64).collect();
                         assert_eq!(idx, want, "round {round}: not a prefix (v2: {v2})");
@@ -1586,6 +1599,10 @@ mod tests {
             assert!(
                 seen.0 > 100 && seen.1 > 20 && seen.2 > 10,
                 "{seen:?} (v2: {v2})"
+            );
+            assert!(
+                v2 || whole_last >= 5,
+                "{whole_last} rounds damaged the last group"
             );
         }
         let _ = fs::remove_dir_all(&dir);
