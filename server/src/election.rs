@@ -11,7 +11,10 @@
 //!   pre-vote is not refused by the lease afterwards). Only with a yes from a majority of
 //!   every voter configuration does the node call `raft.trigger().elect()`, which raises
 //!   its term. A node that cannot win — cut off, or with a stale log — never raises its
-//!   term, so when it comes back it cannot force the healthy leader to step down.
+//!   term, so when it comes back it cannot force the healthy leader to step down. An
+//!   answer also names the leader the answering voter follows: a node that missed the
+//!   change that made an unknown node leader learns it so ([`Elector::vouched_leaders`]),
+//!   and over mutual TLS takes that leader's entries although it is not yet a member.
 //! * **Leader stickiness** (dissertation §4.2.3). A real `RequestVote` is refused while
 //!   this node is a leader with a fresh quorum; on followers openraft's lease (no vote
 //!   within the maximum election timeout of hearing from the leader) does the same.
@@ -77,6 +80,10 @@ pub struct PreVoteRequest {
 pub struct PreVoteResponse {
     /// True if the receiver would grant a real vote now.
     pub granted: bool,
+    /// The leader the receiver follows now (as its Raft knows it), if any: what lets a
+    /// node that missed a membership change learn, from a member it knows, that a node it
+    /// does not know leads ([`Elector::vouched_leaders`]).
+    pub leader: Option<NodeId>,
 }
 
 /// The transport of pre-votes (the Raft transport of each network implements it).
@@ -142,6 +149,9 @@ struct State {
     probing: Option<Instant>,
     /// The latest credited time given out (see [`Elector::credited`]).
     shown: Option<Shown>,
+    /// The leader each member this node asked for a pre-vote said it follows (its latest
+    /// answer; see [`Elector::vouched_leaders`]).
+    vouched: BTreeMap<NodeId, NodeId>,
 }
 
 /// A credited time given out: what keeps it continuous within a term.
@@ -198,6 +208,7 @@ impl Elector {
                 leading: None,
                 stepped_back: None,
                 probing: None,
+                vouched: BTreeMap::new(),
                 shown: None,
             }),
             muted: AtomicBool::new(false),
@@ -489,16 +500,53 @@ impl Elector {
         r
     }
 
+    /// Records that member `voucher` follows `leader`, as a pre-vote answer would (tests).
+    #[cfg(test)]
+    pub(crate) fn vouch(&self, voucher: NodeId, leader: NodeId) {
+        self.lock().vouched.insert(voucher, leader);
+    }
+
     /// Answers a pre-vote (changes nothing). Cost: O(1).
     pub fn pre_vote(&self, req: &PreVoteRequest) -> PreVoteResponse {
         let Some(raft) = self.raft.get() else {
-            return PreVoteResponse { granted: false };
+            return PreVoteResponse {
+                granted: false,
+                leader: None,
+            };
         };
         let mine = raft.data_metrics().borrow().last_log;
         let live_leader = self.leading_fresh() || self.heard_leader_within(self.timing.max());
         let granted = !live_leader && req.last_log_id >= mine;
-        tracing::debug!(?req, granted, "pre-vote");
-        PreVoteResponse { granted }
+        let leader = raft.metrics().borrow().current_leader;
+        tracing::debug!(?req, granted, ?leader, "pre-vote");
+        PreVoteResponse { granted, leader }
+    }
+
+    /// The nodes that members of this node's membership, asked for a pre-vote, said they
+    /// follow as leader, whether or not this node knows them as members. A node cut off
+    /// while another was added, which that one then leads, knows the new leader only from
+    /// the entries that leader would send it; [`crate::tls::check_peer`] serves a vouched
+    /// leader's appends and snapshots (never its votes), so the node can learn the
+    /// membership from it. A node that hears no leader asks for pre-votes every election
+    /// timeout, so it learns this within about one. Each member's latest answer counts,
+    /// while it is still a member. Cost: O(members).
+    pub fn vouched_leaders(&self) -> BTreeSet<NodeId> {
+        let Some(raft) = self.raft.get() else {
+            return BTreeSet::new();
+        };
+        let members: BTreeSet<NodeId> = raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect();
+        self.lock()
+            .vouched
+            .iter()
+            .filter(|(voucher, _)| members.contains(voucher))
+            .map(|(_, leader)| *leader)
+            .collect()
     }
 
     /// Wraps `net` so that AppendEntries answers feed check-quorum and a stepped-back
@@ -659,10 +707,17 @@ impl Elector {
                 break;
             }
             match rx.recv().await {
-                Some((v, Some(a))) if a.granted => {
-                    yes.insert(v);
+                Some((v, Some(a))) => {
+                    if a.granted {
+                        yes.insert(v);
+                    }
+                    let mut st = self.lock();
+                    match a.leader {
+                        Some(l) if l != self.id => st.vouched.insert(v, l),
+                        _ => st.vouched.remove(&v),
+                    };
                 }
-                Some(_) => {}
+                Some((_, None)) => {}
                 None => break,
             }
         }

@@ -635,6 +635,16 @@ fn sender(req: &RaftReq) -> Option<NodeId> {
     vote.leader_id().voted_for()
 }
 
+/// Whether `req` is a leader's: an append or a snapshot under a committed vote (the
+/// sender, [`sender`], is then the leader it names). Cost: O(1).
+fn leads(req: &RaftReq) -> bool {
+    match req {
+        RaftReq::Append(x) => x.vote.is_committed(),
+        RaftReq::Snapshot(x) => x.vote.is_committed(),
+        RaftReq::Vote(_) | RaftReq::PreVote(_) => false,
+    }
+}
+
 /// Serves one peer connection's Raft requests in order. With `cert` (mutual TLS), the
 /// connection is closed before anything is read unless the certificate names a member
 /// ([`crate::tls::check_member_cert`], counted as `not_a_member`), and a request is served
@@ -656,7 +666,8 @@ async fn raft_conn<R, W>(
     if let Some(cert) = &cert {
         let member = match raft.bound_raft() {
             None => Err(("not_started", "this node has not started yet".to_string())),
-            Some(r) => crate::tls::check_member_cert(r, cert).map_err(|e| ("not_a_member", e)),
+            Some(r) => crate::tls::check_member_cert(r, cert, &raft.vouched_leaders())
+                .map_err(|e| ("not_a_member", e)),
         };
         if let Err((reason, e)) = member {
             policy.stats.close(PEER, reason);
@@ -698,7 +709,8 @@ async fn raft_conn<R, W>(
             let from = sender(&req);
             if let Err(e) = from.ok_or_else(|| "no sender".to_string()).and_then(|id| {
                 let r = raft.bound_raft().ok_or("not started yet")?;
-                check_peer(r, cert, id)
+                let vouched = leads(&req) && raft.vouched_leaders().contains(&id);
+                check_peer(r, cert, id, vouched)
             }) {
                 tracing::warn!("refused a Raft request from node {from:?}: {e}");
                 break;
@@ -2300,6 +2312,91 @@ mod tests {
             (count("not_a_member"), count("malformed")),
             (1, 2),
             "node 1"
+        );
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Over mutual TLS, a node that is not a member (node 9, with a certificate of the CA)
+    /// is closed before anything is read; once a member vouches that it leads
+    /// (`Elector::vouched_leaders`), its appends under its committed vote are served, and
+    /// its votes still are not (the connection ends unanswered).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_non_member_is_served_as_leader_only_when_a_member_vouches_for_it() {
+        use openraft::raft::{AppendEntriesRequest, VoteRequest};
+        use openraft::Vote;
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let (node, dir) = unit_node("peer-vouched").await;
+        let me = NodeAddr {
+            raft: "127.0.0.1:1".into(),
+            client: "127.0.0.1:2".into(),
+        };
+        node.initialize([(1, me)].into()).await.unwrap();
+        let bounded = Duration::from_secs(30);
+        let deadline = Instant::now() + bounded;
+        while node.raft.metrics().borrow().current_leader != Some(1) {
+            assert!(Instant::now() < deadline, "no leader");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let ca = crate::tls::DevCa::new().unwrap();
+        let pem = ca.node(9, &["127.0.0.9"]).unwrap().cert;
+        let cert = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        let term = node.raft.metrics().borrow().current_term + 5;
+        let call = |req: RaftReq| {
+            frame::encode(&RaftCall {
+                settings: node.config().service,
+                req,
+            })
+            .unwrap()
+        };
+        let vote = call(RaftReq::Vote(VoteRequest::new(Vote::new(term, 9), None)));
+        let append = call(RaftReq::Append(AppendEntriesRequest {
+            vote: Vote::new_committed(term, 9),
+            prev_log_id: None,
+            entries: vec![],
+            leader_commit: None,
+        }));
+        let policy = PeerPolicy::default();
+        let not_a_member = || {
+            policy
+                .stats
+                .closed
+                .get_or_create(&labels(&[("port", PEER), ("reason", "not_a_member")]))
+                .get()
+        };
+        // What node 9 gets back for `frame`: the bytes written before the connection ended.
+        let answer = |frame: Vec<u8>| {
+            let (server, mut client) = tokio::io::duplex(1 << 16);
+            let conn = raft_conn(
+                ThenEof(frame),
+                server,
+                node.elector().clone(),
+                Some(cert.clone()),
+                None,
+                &policy,
+            );
+            async move {
+                tokio::time::timeout(bounded, conn).await.unwrap();
+                let mut got = Vec::new();
+                tokio::io::AsyncReadExt::read_to_end(&mut client, &mut got)
+                    .await
+                    .unwrap();
+                got
+            }
+        };
+        assert!(answer(append.clone()).await.is_empty(), "no one vouched");
+        assert_eq!(not_a_member(), 1, "closed before reading");
+        node.elector().vouch(1, 9);
+        assert!(answer(vote).await.is_empty(), "a non-member's vote");
+        assert_eq!(not_a_member(), 1, "admitted: a member vouched for it");
+        let got = answer(append).await;
+        let resp = frame::read::<_, RaftResp>(&mut got.as_slice(), MAX_RAFT_FRAME)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(resp, RaftResp::Append(Ok(_))),
+            "the vouched leader's append"
         );
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);

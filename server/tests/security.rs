@@ -943,6 +943,220 @@ impl TlsCluster {
     }
 }
 
+/// One node of a mutual-TLS cluster on its own address, with the tasks serving its ports
+/// (aborted by [`TlsNode::stop`], so the ports can be bound again).
+struct TlsNode {
+    node: Arc<Node>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl TlsNode {
+    /// Node `id` on 127.0.0.`id`, its data in `base/n<id>`, serving `raft` and `client`
+    /// (bound on that address).
+    async fn start(
+        ca: &DevCa,
+        id: u64,
+        base: &std::path::Path,
+        raft: tokio::net::TcpListener,
+        client: tokio::net::TcpListener,
+    ) -> TlsNode {
+        let pem = ca.node(id, &[&format!("127.0.0.{id}")]).unwrap();
+        let tls = pem.node_tls(&ca.cert_der()).unwrap();
+        let mut cfg = NodeConfig::new(id, base.join(format!("n{id}")));
+        cfg.grace_ms = 200;
+        cfg.loopback_members = false;
+        let node = Node::start(cfg, TlsNetwork::new(tls.clone()))
+            .await
+            .unwrap();
+        let mut policy = tokens();
+        policy.tls = Some(tls.clients.clone());
+        let tasks = vec![
+            tokio::spawn(serve_raft_with(
+                raft,
+                node.elector().clone(),
+                Some(tls.clone()),
+            )),
+            tokio::spawn(serve_clients_with(client, node.clone(), policy)),
+        ];
+        TlsNode { node, tasks }
+    }
+
+    async fn stop(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        self.node.shutdown().await;
+    }
+}
+
+/// Binds `addr` (a port a stopped node held a moment ago), retrying for a few seconds.
+async fn bind_again(addr: &str) -> tokio::net::TcpListener {
+    for _ in 0..200 {
+        if let Ok(l) = tokio::net::TcpListener::bind(addr).await {
+            return l;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{addr} could not be bound again");
+}
+
+/// Waits up to `within` for `ok`, polling every 20 ms; true if it held.
+async fn eventually(within: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < within {
+        if ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ok()
+}
+
+/// A follower that was down while the cluster changed around it catches up from a leader
+/// it has never heard of, over mutual TLS. Nodes 1–3; a follower (F) stops; nodes 4 and 5
+/// join as learners and the voters become F, 4 and 5 (the other two stay as learners);
+/// the old leader stops and 4 or 5 is elected. F restarts knowing only the old
+/// membership, in which neither is a member: it refuses their connections — and would
+/// stay behind for good — until a member it knows (the third old node, which follows the
+/// new leader as a learner) says, answering its pre-vote, who leads. Then it takes that leader's entries
+/// and learns the membership. It never votes for, or takes a vote from, a non-member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_missed_a_membership_change_catches_up_from_the_new_leader() {
+    let ca = DevCa::new().unwrap();
+    let base = common::temp_dir("sec-tls-missed");
+    let mut listeners = std::collections::BTreeMap::new();
+    let mut members = std::collections::BTreeMap::new();
+    for id in 1..=5u64 {
+        let r = tokio::net::TcpListener::bind(format!("127.0.0.{id}:0"))
+            .await
+            .unwrap();
+        let c = tokio::net::TcpListener::bind(format!("127.0.0.{id}:0"))
+            .await
+            .unwrap();
+        let a = NodeAddr {
+            raft: r.local_addr().unwrap().to_string(),
+            client: c.local_addr().unwrap().to_string(),
+        };
+        members.insert(id, a);
+        listeners.insert(id, (r, c));
+    }
+    let mut nodes = std::collections::BTreeMap::new();
+    for id in 1..=3u64 {
+        let (r, c) = listeners.remove(&id).unwrap();
+        nodes.insert(id, TlsNode::start(&ca, id, &base, r, c).await);
+    }
+    let first: std::collections::BTreeMap<u64, NodeAddr> =
+        (1..=3).map(|id| (id, members[&id].clone())).collect();
+    nodes[&1].node.initialize(first).await.unwrap();
+    let within = Duration::from_secs(30);
+    let leader_of = |n: &TlsNode| n.node.raft.metrics().borrow().current_leader;
+    assert!(
+        eventually(within, || (1..=3)
+            .all(|id| leader_of(&nodes[&id]).is_some()))
+        .await,
+        "no leader"
+    );
+    let old = leader_of(&nodes[&1]).unwrap();
+    let f = (1..=3).find(|&id| id != old).unwrap();
+    nodes.remove(&f).unwrap().stop().await;
+
+    for id in [4u64, 5] {
+        let (r, c) = listeners.remove(&id).unwrap();
+        nodes.insert(id, TlsNode::start(&ca, id, &base, r, c).await);
+        nodes[&old]
+            .node
+            .raft
+            .add_learner(id, members[&id].clone(), true)
+            .await
+            .unwrap();
+    }
+    let voters: std::collections::BTreeSet<u64> = [f, 4, 5].into();
+    nodes[&old]
+        .node
+        .raft
+        .change_membership(voters.clone(), true)
+        .await
+        .unwrap();
+    // The old leader stops (openraft 0.9 keeps a leader that is no longer a voter
+    // leading); 4 or 5, which F has never heard of, is elected.
+    nodes.remove(&old).unwrap().stop().await;
+    let new_leader = |nodes: &std::collections::BTreeMap<u64, TlsNode>| {
+        [4u64, 5].into_iter().find(|id| {
+            let m = nodes[id].node.raft.metrics().borrow().clone();
+            m.state == openraft::ServerState::Leader
+                && m.membership_config.membership().get_joint_config().len() == 1
+        })
+    };
+    let found = eventually(within, || new_leader(&nodes).is_some()).await;
+    if !found {
+        for (id, n) in &nodes {
+            let m = n.node.raft.metrics().borrow().clone();
+            eprintln!(
+                "node {id}: {:?} term {} leader {:?} membership {:?}",
+                m.state, m.current_term, m.current_leader, m.membership_config
+            );
+        }
+    }
+    assert!(found, "neither 4 nor 5 leads");
+    let l = new_leader(&nodes).unwrap();
+    let other = (1..=3).find(|id| *id != f && *id != old).unwrap();
+    assert!(
+        eventually(within, || leader_of(&nodes[&other]) == Some(l)).await,
+        "node {other}, a learner now, does not follow {l}"
+    );
+
+    // F comes back on its own ports, knowing only nodes 1-3.
+    let (r, c) = (
+        bind_again(&members[&f].raft).await,
+        bind_again(&members[&f].client).await,
+    );
+    nodes.insert(f, TlsNode::start(&ca, f, &base, r, c).await);
+    let knows = |n: &TlsNode| {
+        let m = n.node.raft.metrics().borrow().clone();
+        let members: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+        members
+    };
+    assert!(
+        !knows(&nodes[&f]).contains(&l),
+        "F restarted knowing the new leader already"
+    );
+    let caught_up = eventually(within, || {
+        let voters_f: std::collections::BTreeSet<u64> = knows(&nodes[&f]).into_iter().collect();
+        voters_f == voters && leader_of(&nodes[&f]) == Some(l)
+    })
+    .await;
+    assert!(
+        caught_up,
+        "F never learned the membership from {l}: voters {:?}, leader {:?}",
+        knows(&nodes[&f]),
+        leader_of(&nodes[&f])
+    );
+    // And it takes the leader's entries from then on: a write through the new leader
+    // reaches F.
+    let target = nodes[&l].node.raft.metrics().borrow().last_log_index;
+    assert!(
+        eventually(within, || {
+            nodes[&f]
+                .node
+                .raft
+                .metrics()
+                .borrow()
+                .last_applied
+                .map(|x| x.index)
+                >= target
+        })
+        .await,
+        "F does not apply the new leader's log"
+    );
+    for (_, n) in nodes {
+        n.stop().await;
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// Elections run over mutual TLS too: openraft's own election timer is off, so the two
 /// nodes left after the leader stops can elect one only through pre-votes answered over
 /// TLS (each checked against the asking node's certificate) and then votes.
