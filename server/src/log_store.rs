@@ -54,7 +54,9 @@
 //! Cost: an append is one `write` and one `fdatasync`; the whole log is also kept in
 //! memory (a `BTreeMap`), bounded by openraft's snapshot-and-purge policy. When purges
 //! have left the file more than [`COMPACT_BYTES`] long it is rewritten (temp file, fsync,
-//! rename, fsync of the directory).
+//! rename, fsync of the directory), group by group as each fills, its entries encoded
+//! from the map without a copy: it holds one group (at most 16 MiB of records) besides
+//! the log.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -142,6 +144,21 @@ enum Rec {
     Committed(Option<LogId>),
 }
 
+/// A [`Rec`] that borrows its entry, encoded exactly as the `Rec` it stands for (serde
+/// writes a reference as the value; the variants are the same, in the same order): what
+/// compaction writes, so the live log is encoded without a copy of it.
+#[derive(Serialize)]
+enum RecRef<'a> {
+    Entry(&'a Entry),
+    /// Never compacted (a truncation is applied before), but kept so the variants line
+    /// up with [`Rec`]'s.
+    #[allow(dead_code)]
+    Truncate(u64),
+    Purge(LogId),
+    Vote(Vote),
+    Committed(Option<LogId>),
+}
+
 struct Inner {
     path: PathBuf,
     file: File,
@@ -202,7 +219,7 @@ fn io_err(e: impl std::error::Error + 'static) -> io::Error {
 }
 
 /// One record as a group's payload holds it: `len: u32 LE | postcard`.
-fn encode_record(r: &Rec) -> io::Result<Vec<u8>> {
+fn encode_record<R: Serialize>(r: &R) -> io::Result<Vec<u8>> {
     let bytes = postcard::to_allocvec(r).map_err(io_err)?;
     let mut rec = (bytes.len() as u32).to_le_bytes().to_vec();
     rec.extend_from_slice(&bytes);
@@ -535,42 +552,48 @@ impl Inner {
     /// not survive a crash and the node must not go on acknowledging writes.
     fn compact(&mut self) -> Result<(), CompactError> {
         let tmp = self.path.with_extension("tmp");
-        let mut recs = Vec::new();
-        if let Some(v) = self.vote {
-            recs.push(Rec::Vote(v));
-        }
-        recs.push(Rec::Committed(self.committed));
-        if let Some(p) = self.last_purged {
-            recs.push(Rec::Purge(p));
-        }
-        recs.extend(self.log.values().map(|e| Rec::Entry(e.clone())));
         let kept = CompactError::Kept;
+        let mut head = Vec::new();
+        if let Some(v) = self.vote {
+            head.push(RecRef::Vote(v));
+        }
+        head.push(RecRef::Committed(self.committed));
+        if let Some(p) = self.last_purged {
+            head.push(RecRef::Purge(p));
+        }
+        let recs = head.into_iter().chain(self.log.values().map(RecRef::Entry));
         // As many groups as it takes, each at most `compact_group_bytes` of records (one
-        // group for the whole live log could pass MAX_GROUP, and then never be written).
-        let mut buf = FILE_MAGIC.to_vec();
+        // group for the whole live log could pass MAX_GROUP, and then never be written),
+        // each written as it fills: what is held besides the log is one group.
+        let mut f = crate::disk::create_private_file(&tmp).map_err(kept)?;
+        f.write_all(&FILE_MAGIC).map_err(kept)?;
+        let mut len = FILE_MAGIC.len() as u64;
         let mut payload = Vec::new();
         let mut groups = 0;
-        for r in &recs {
-            let rec = encode_record(r).map_err(kept)?;
+        let mut put = |payload: &mut Vec<u8>, groups: &mut u64| -> io::Result<()> {
+            let g = group_of(self.next_seq + *groups, payload)?;
+            f.write_all(&g)?;
+            len += g.len() as u64;
+            *groups += 1;
+            payload.clear();
+            Ok(())
+        };
+        for r in recs {
+            let rec = encode_record(&r).map_err(kept)?;
             if !payload.is_empty() && payload.len() + rec.len() > self.compact_group_bytes {
-                buf.extend_from_slice(&group_of(self.next_seq + groups, &payload).map_err(kept)?);
-                groups += 1;
-                payload.clear();
+                put(&mut payload, &mut groups).map_err(kept)?;
             }
             payload.extend_from_slice(&rec);
         }
-        buf.extend_from_slice(&group_of(self.next_seq + groups, &payload).map_err(kept)?);
-        groups += 1;
-        let allocated = buf.len() as u64 + PREALLOC;
-        let mut f = crate::disk::create_private_file(&tmp).map_err(kept)?;
-        f.write_all(&buf).map_err(kept)?;
-        zero_fill(&f, buf.len() as u64, allocated).map_err(kept)?;
+        put(&mut payload, &mut groups).map_err(kept)?;
+        let allocated = len + PREALLOC;
+        zero_fill(&f, len, allocated).map_err(kept)?;
         f.sync_all().map_err(kept)?;
         fs::rename(&tmp, &self.path).map_err(kept)?;
         // `raft.log` is the new file now: write to it from here on, whatever follows.
         self.file = f;
         self.upgrade_pending = false;
-        self.len = buf.len() as u64;
+        self.len = len;
         self.allocated = allocated;
         self.next_seq += groups;
         self.committed_unwritten = false;
@@ -1110,6 +1133,32 @@ mod tests {
         assert_eq!(inner.last_purged, Some(id(u64::MAX)));
         drop(inner);
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Compaction encodes records through `RecRef` (borrowing entries): every variant
+    /// encodes exactly as the `Rec` it stands for, so a compacted log replays as written.
+    #[test]
+    fn a_borrowed_record_encodes_as_the_record() {
+        let id = LogId::new(CommittedLeaderId::new(3, 2), 7);
+        let entry = Entry {
+            log_id: id,
+            payload: EntryPayload::Blank,
+        };
+        let vote = Vote::new(4, 2);
+        let pairs = [
+            (Rec::Entry(entry.clone()), RecRef::Entry(&entry)),
+            (Rec::Truncate(9), RecRef::Truncate(9)),
+            (Rec::Purge(id), RecRef::Purge(id)),
+            (Rec::Vote(vote), RecRef::Vote(vote)),
+            (Rec::Committed(Some(id)), RecRef::Committed(Some(id))),
+            (Rec::Committed(None), RecRef::Committed(None)),
+        ];
+        for (owned, borrowed) in pairs {
+            assert_eq!(
+                encode_record(&owned).unwrap(),
+                encode_record(&borrowed).unwrap()
+            );
+        }
     }
 
     /// A log whose last group's sequence number is past [`MAX_SEQ`] (only a forged file
