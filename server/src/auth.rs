@@ -399,6 +399,10 @@ pub struct Tokens {
     lines: Vec<([u8; 32], Grant)>,
 }
 
+/// How many more times [`Tokens::digest`] hashes its digest: each guess of the file's
+/// tokens checked against a logged digest costs as many hashes.
+pub const DIGEST_ROUNDS: u32 = 100_000;
+
 /// At most this many lines in a tokens file (a limit, like every buffer's).
 pub const MAX_TOKEN_LINES: usize = 10_000;
 /// The longest token accepted, in bytes.
@@ -481,11 +485,13 @@ impl Tokens {
 
     /// A digest of what the file grants, the same for every file that grants the same:
     /// SHA-256 over its lines written canonically (`ROLE PREFIX sha256:HEX`, `*` for the
-    /// empty prefix), sorted, duplicates once; comments, blank lines, spacing and order do
-    /// not change it. Nodes that serve the same clients should show the same one
-    /// (`fencelock_tokens{digest}` in `/metrics`, the start's log line): every request is
-    /// checked by the node that receives it. Shown as its first 16 hex digits. Cost:
-    /// O(lines log lines).
+    /// empty prefix), sorted, duplicates once, then hashed again [`DIGEST_ROUNDS`] times;
+    /// comments, blank lines, spacing and order do not change it. Nodes that serve the
+    /// same clients should log the same one at start: every request is checked by the
+    /// node that receives it. Shown as its first 16 hex digits. It confirms a guess of
+    /// every token in the file together, so it is logged, not served: a file whose tokens
+    /// are all guessable (not random) could be guessed offline from it, each guess slowed
+    /// by the rounds. Cost: O(lines log lines) plus [`DIGEST_ROUNDS`] hashes (~20 ms).
     pub fn digest(&self) -> String {
         let mut lines: Vec<String> = self
             .lines
@@ -507,10 +513,11 @@ impl Tokens {
         for l in &lines {
             h.update(l.as_bytes());
         }
-        h.finalize()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        let mut d: [u8; 32] = h.finalize().into();
+        for _ in 0..DIGEST_ROUNDS {
+            d = Sha256::digest(d).into();
+        }
+        d[..8].iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// How many lines it holds (comments and blank lines not counted). Cost: O(1).

@@ -252,7 +252,8 @@ pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
         )
     };
     // Non-blocking: opening a FIFO for reading would otherwise wait for a writer. (It
-    // changes nothing for a regular file; a socket cannot be opened at all.)
+    // changes nothing for a regular file; a socket cannot be opened at all. A writer
+    // already waiting on the FIFO is let through by this open, and sees it closed.)
     let not_a_file = || {
         io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -64,7 +64,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::settings::PeerSettings;
-use crate::types::{LogId, NodeAddr, NodeId, Raft, TypeConfig};
+use crate::types::{LogId, NodeAddr, NodeId, Raft, TypeConfig, Vote};
 
 /// "Would you vote for me?" — asked before an election; changes nothing on the receiver.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,10 +80,10 @@ pub struct PreVoteRequest {
 pub struct PreVoteResponse {
     /// True if the receiver would grant a real vote now.
     pub granted: bool,
-    /// The leader the receiver follows now (as its Raft knows it), if any: what lets a
-    /// node that missed a membership change learn, from a member it knows, that a node it
-    /// does not know leads ([`Elector::vouched_leaders`]).
-    pub leader: Option<NodeId>,
+    /// The receiver's vote when it is committed: the leader it follows now (or itself)
+    /// and that leader's term. What lets a node that missed a membership change learn,
+    /// from a member it knows, that a node it does not know leads ([`Elector::vouched`]).
+    pub leader_vote: Option<Vote>,
 }
 
 /// The transport of pre-votes (the Raft transport of each network implements it).
@@ -149,9 +149,9 @@ struct State {
     probing: Option<Instant>,
     /// The latest credited time given out (see [`Elector::credited`]).
     shown: Option<Shown>,
-    /// The leader each member this node asked for a pre-vote said it follows (its latest
-    /// answer; see [`Elector::vouched_leaders`]).
-    vouched: BTreeMap<NodeId, NodeId>,
+    /// The committed vote each member this node asked for a pre-vote said it follows
+    /// (its latest answer), and when (see [`Elector::vouched`]).
+    vouched: BTreeMap<NodeId, (Vote, Instant)>,
 }
 
 /// A credited time given out: what keeps it continuous within a term.
@@ -500,10 +500,19 @@ impl Elector {
         r
     }
 
-    /// Records that member `voucher` follows `leader`, as a pre-vote answer would (tests).
+    /// Records that member `voucher` follows the committed `vote`, as a pre-vote answer
+    /// would now (`fresh`) or just too long ago to count (tests).
     #[cfg(test)]
-    pub(crate) fn vouch(&self, voucher: NodeId, leader: NodeId) {
-        self.lock().vouched.insert(voucher, leader);
+    pub(crate) fn vouch(&self, voucher: NodeId, vote: Vote, fresh: bool) {
+        let age = if fresh {
+            Duration::ZERO
+        } else {
+            self.vouch_ttl() + Duration::from_millis(1)
+        };
+        let at = Instant::now()
+            .checked_sub(age)
+            .expect("the machine is up that long");
+        self.lock().vouched.insert(voucher, (vote, at));
     }
 
     /// Answers a pre-vote (changes nothing). Cost: O(1).
@@ -511,28 +520,32 @@ impl Elector {
         let Some(raft) = self.raft.get() else {
             return PreVoteResponse {
                 granted: false,
-                leader: None,
+                leader_vote: None,
             };
         };
         let mine = raft.data_metrics().borrow().last_log;
         let live_leader = self.leading_fresh() || self.heard_leader_within(self.timing.max());
         let granted = !live_leader && req.last_log_id >= mine;
-        let leader = raft.metrics().borrow().current_leader;
-        tracing::debug!(?req, granted, ?leader, "pre-vote");
-        PreVoteResponse { granted, leader }
+        let vote = raft.metrics().borrow().vote;
+        let leader_vote = vote.is_committed().then_some(vote);
+        tracing::debug!(?req, granted, ?leader_vote, "pre-vote");
+        PreVoteResponse {
+            granted,
+            leader_vote,
+        }
     }
 
-    /// The nodes that members of this node's membership, asked for a pre-vote, said they
-    /// follow as leader, whether or not this node knows them as members. A node cut off
-    /// while another was added, which that one then leads, knows the new leader only from
-    /// the entries that leader would send it; [`crate::tls::check_peer`] serves a vouched
-    /// leader's appends and snapshots (never its votes), so the node can learn the
-    /// membership from it. A node that hears no leader asks for pre-votes every election
-    /// timeout, so it learns this within about one. Each member's latest answer counts,
-    /// while it is still a member. Cost: O(members).
-    pub fn vouched_leaders(&self) -> BTreeSet<NodeId> {
+    /// How long a member's word on whom it follows counts after it was given: four
+    /// maximum election timeouts (a node that hears no leader asks again every one).
+    fn vouch_ttl(&self) -> Duration {
+        4 * self.timing.max()
+    }
+
+    /// The fresh vouches of members this node knows as voters: (voucher, vote). Cost:
+    /// O(members).
+    fn fresh_vouches(&self) -> Vec<(NodeId, Vote)> {
         let Some(raft) = self.raft.get() else {
-            return BTreeSet::new();
+            return Vec::new();
         };
         let members: BTreeSet<NodeId> = raft
             .metrics()
@@ -541,11 +554,37 @@ impl Elector {
             .membership()
             .voter_ids()
             .collect();
+        let ttl = self.vouch_ttl();
         self.lock()
             .vouched
             .iter()
-            .filter(|(voucher, _)| members.contains(voucher))
-            .map(|(_, leader)| *leader)
+            .filter(|(voucher, (_, at))| members.contains(voucher) && at.elapsed() <= ttl)
+            .map(|(voucher, (vote, _))| (*voucher, *vote))
+            .collect()
+    }
+
+    /// Whether a member this node knows as a voter said, answering one of its pre-votes
+    /// within [`Elector::vouch_ttl`], that it follows exactly `vote` (committed: the same
+    /// term and leader). A node cut off while another was added, which that one then
+    /// leads, learns the membership only from the entries that leader would send it;
+    /// [`crate::tls::check_peer`] serves a leader's appends and snapshots under a vouched
+    /// vote (never votes), so the node can learn it. Only the vote a member follows
+    /// counts, so a stale word lets in nothing newer than what a member really followed
+    /// (openraft refuses a vote older than its own), and a node removed since cannot use
+    /// an old one to lead again. A node that hears no leader asks for pre-votes every
+    /// election timeout (a learner too, for this alone), so it learns within about one.
+    /// Cost: O(members).
+    pub fn vouched(&self, vote: &Vote) -> bool {
+        vote.is_committed() && self.fresh_vouches().iter().any(|(_, v)| v == vote)
+    }
+
+    /// The leaders of the votes [`Elector::vouched`] accepts now: nodes a connection's
+    /// certificate may name although this node does not know them as members. Cost:
+    /// O(members).
+    pub fn vouched_leaders(&self) -> BTreeSet<NodeId> {
+        self.fresh_vouches()
+            .iter()
+            .filter_map(|(_, v)| v.leader_id().voted_for())
             .collect()
     }
 
@@ -561,7 +600,8 @@ impl Elector {
     /// The election driver and the check-quorum watchdog; runs until the task is aborted.
     /// Every 20 ms: a leader checks its quorum time; any other voter whose randomized
     /// election timeout has passed without a leader runs a pre-vote round and, with a
-    /// majority, starts an election.
+    /// majority, starts an election (a learner runs the round too, only to learn whom
+    /// the voters follow).
     pub async fn run<P: PreVoteNetwork>(self: Arc<Self>, net: P) {
         let mut rng = seed(self.id);
         let mut timeout = self.draw(&mut rng);
@@ -635,14 +675,15 @@ impl Elector {
                 let last = st
                     .timer_reset
                     .max(st.heard_leader.unwrap_or(st.timer_reset));
-                is_voter && now.saturating_duration_since(last) >= timeout
+                now.saturating_duration_since(last) >= timeout
             };
             if !expired {
                 continue;
             }
             // A leader (stepped back or not) cannot campaign: openraft ignores elect() on a
-            // leader. It waits for the next leader's term.
-            if !leading && self.pre_vote_round(raft, &net, &voters).await {
+            // leader. It waits for the next leader's term. A learner asks too, never to
+            // campaign: the answers say whom the voters follow (`Elector::vouched`).
+            if !leading && self.pre_vote_round(raft, &net, &voters).await && is_voter {
                 tracing::info!(id = self.id, "pre-vote won: starting an election");
                 let _ = raft.trigger().elect().await;
             }
@@ -712,8 +753,10 @@ impl Elector {
                         yes.insert(v);
                     }
                     let mut st = self.lock();
-                    match a.leader {
-                        Some(l) if l != self.id => st.vouched.insert(v, l),
+                    match a.leader_vote {
+                        Some(vote) if vote.leader_id().voted_for() != Some(self.id) => {
+                            st.vouched.insert(v, (vote, Instant::now()))
+                        }
                         _ => st.vouched.remove(&v),
                     };
                 }

@@ -84,10 +84,10 @@ pub const PREALLOC: u64 = 8 << 20;
 const MAX_GROUP: u32 = 256 << 20;
 /// A compacted log is written as groups of at most this many bytes of records each.
 const COMPACT_GROUP_BYTES: usize = 16 << 20;
-/// The largest sequence number a group of a log this store opens may have: 2⁶², which a
-/// node writing a million groups a second reaches in 146 000 years. A log past it was not
-/// written by this store, and refusing it keeps every later sequence number (one a write,
-/// a few per compaction) far from overflowing.
+/// The bound on the sequence numbers of a log this store opens: its last group's must be
+/// below 2⁶², which a node writing a million groups a second reaches in 146 000 years. A
+/// log at or past it was not written by this store, and refusing it keeps every later
+/// sequence number (one a write, a few per compaction) far from overflowing.
 const MAX_SEQ: u64 = 1 << 62;
 /// The first 8 bytes of a log file: this format, version 3 (a group's header has a
 /// checksum of its own).
@@ -617,9 +617,7 @@ enum CompactError {
 /// What opening a log cut from its end ([`LogStore::open_accepting_loss`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TailCut {
-    /// The byte of the file where the cut starts (the end of the last valid group). For a
-    /// version-2 log, an offset in the file as it was before it was rewritten as
-    /// version 3.
+    /// The byte of the file where the cut starts (the end of the last valid group).
     pub at: u64,
     /// How many bytes were cut (zeroed) from there.
     pub bytes: u64,
@@ -751,7 +749,7 @@ impl LogStore {
             Some(l) if l < MAX_SEQ => l + 1,
             Some(l) => {
                 return Err(bad(format!(
-                    "the last group's sequence number, {l}, is past any this store writes (2^62): refusing to start (nothing was changed)"
+                    "the last group's sequence number, {l}, is not below 2^62 as every one this store writes is: refusing to start (nothing was changed)"
                 )))
             }
         };
@@ -1161,7 +1159,7 @@ mod tests {
         }
     }
 
-    /// A log whose last group's sequence number is past [`MAX_SEQ`] (only a forged file
+    /// A log whose last group's sequence number is not below [`MAX_SEQ`] (only a forged file
     /// holds one) is refused at start, before anything is cut or written, instead of
     /// opening with a next sequence number a few writes from overflowing; one at the
     /// bound opens and takes writes.

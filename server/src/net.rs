@@ -262,9 +262,6 @@ pub struct NetStats {
     pub peer_connections: Gauge,
     /// The transport's limits, by `name` (as the node runs with them).
     pub limits: Family<Labels, Gauge>,
-    /// 1 for the tokens the client port checks, by `digest` ([`Tokens::digest`]; `none`
-    /// without tokens), so operators can see that every node checks the same.
-    pub tokens: Family<Labels, Gauge>,
     logged: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
@@ -275,8 +272,9 @@ struct ListBudget {
     used: AtomicUsize,
     limit: AtomicUsize,
     /// Every connection's share, so the one holding the most can be closed when the
-    /// bound is spent; dead ones are pruned as the list grows.
-    shares: Mutex<Vec<std::sync::Weak<ListShare>>>,
+    /// bound is spent; dead ones are pruned when the list reaches the length beside it
+    /// (twice what was live at the last pruning).
+    shares: Mutex<(Vec<std::sync::Weak<ListShare>>, usize)>,
 }
 
 impl Default for ListBudget {
@@ -284,21 +282,37 @@ impl Default for ListBudget {
         ListBudget {
             used: AtomicUsize::new(0),
             limit: AtomicUsize::new(MAX_UNWRITTEN_LIST_BYTES),
-            shares: Mutex::new(Vec::new()),
+            shares: Mutex::new((Vec::new(), 64)),
         }
     }
 }
 
 /// One client connection's part of the bound on unwritten list answers: the encoded bytes
-/// of its list answers not yet written, and the signal that closes it when it holds the
-/// most of a spent bound ([`NetStats::reserve_list`]). Made by [`NetStats::list_share`].
+/// of its list answers not yet written, when its writer last finished a write, and the
+/// signal that closes it when it holds the most of a spent bound while its writer is
+/// stalled ([`NetStats::reserve_list`]). Made by [`NetStats::list_share`].
 #[derive(Debug, Default)]
 pub struct ListShare {
     held: AtomicUsize,
+    /// When the connection's writer last finished a write (or the connection began), in
+    /// [`progress_clock`] milliseconds.
+    progressed: std::sync::atomic::AtomicU64,
     /// Told once the connection must close; its writer stops at once and drops what it
     /// holds.
     close: tokio::sync::Notify,
     closing: std::sync::atomic::AtomicBool,
+}
+
+/// A writer whose last finished write is this old is stalled: its client is not reading
+/// (a write of the largest list, ~3 MiB, takes far less to a client that reads).
+pub const LIST_STALL: Duration = Duration::from_secs(2);
+
+/// Milliseconds on a process-wide monotonic clock that starts past [`LIST_STALL`], so
+/// that 0 is always long ago. Cost: O(1).
+fn progress_clock() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let ms = START.get_or_init(Instant::now).elapsed().as_millis();
+    u64::try_from(ms).unwrap_or(u64::MAX) + LIST_STALL.as_millis() as u64 + 1
 }
 
 impl ListShare {
@@ -307,10 +321,32 @@ impl ListShare {
         self.held.load(Ordering::Acquire)
     }
 
-    /// Resolves once the connection has been told to close (at once if it was before).
+    /// Notes that the connection's writer finished a write now. Cost: O(1).
+    pub fn progressed(&self) {
+        self.progressed.store(progress_clock(), Ordering::Release);
+    }
+
+    /// Whether the connection's writer has finished no write for [`LIST_STALL`].
+    /// Cost: O(1).
+    pub fn stalled(&self) -> bool {
+        progress_clock().saturating_sub(self.progressed.load(Ordering::Acquire))
+            >= LIST_STALL.as_millis() as u64
+    }
+
+    /// Resolves once the connection has been told to close: at once if it was before.
     /// Cost: O(1).
     pub async fn closed(&self) {
-        self.close.notified().await
+        let told = self.close.notified();
+        if self.is_closing() {
+            return;
+        }
+        told.await
+    }
+
+    /// Makes its last finished write long ago (tests).
+    #[cfg(test)]
+    fn backdate(&self) {
+        self.progressed.store(0, Ordering::Release);
     }
 
     /// Whether the connection has been told to close. Cost: O(1).
@@ -383,11 +419,14 @@ impl NetStats {
     /// drops the shares of ended connections each time it doubles).
     pub fn list_share(&self) -> Arc<ListShare> {
         let share = Arc::new(ListShare::default());
+        share.progressed();
         let mut shares = self.lists.shares.lock().unwrap_or_else(|p| p.into_inner());
-        if shares.len() >= 64 && shares.len().is_power_of_two() {
-            shares.retain(|w| w.strong_count() > 0);
+        let (list, prune_at) = &mut *shares;
+        if list.len() >= *prune_at {
+            list.retain(|w| w.strong_count() > 0);
+            *prune_at = (2 * list.len()).max(64);
         }
-        shares.push(Arc::downgrade(&share));
+        list.push(Arc::downgrade(&share));
         share
     }
 
@@ -395,11 +434,12 @@ impl NetStats {
     /// stay within the bound with it and the connection's (`conn`) within its share
     /// ([`LIST_SHARE`]); each also takes one answer of any size when it holds none.
     /// `None`: over one of them; the caller refuses the request instead. When it is the
-    /// node's bound that is spent, the connection holding the most of it is also told to
-    /// close (unless it is closing already): it has read none of those answers, and
-    /// dropping them frees the bound for clients that read theirs, as the push budget
-    /// does. Cost: O(1) (two compare-and-swap loops); O(connections) when the node's bound
-    /// is spent.
+    /// node's bound that is spent (and `conn` is not closing), the connection holding the
+    /// most of it among those whose writer is stalled ([`LIST_STALL`]: its client reads
+    /// nothing) is also told to close, unless it is closing already: dropping its answers
+    /// frees the bound for clients that read theirs, as the push budget does. A client
+    /// that reads is never closed for this. Cost: O(1) (two compare-and-swap loops);
+    /// O(connections) when the node's bound is spent.
     pub fn reserve_list(&self, bytes: usize, conn: &Arc<ListShare>) -> Option<ListBytes> {
         let limit = self.lists.limit.load(Ordering::Relaxed);
         if !take_within(&conn.held, bytes, limit / LIST_SHARE) {
@@ -407,7 +447,9 @@ impl NetStats {
         }
         if !take_within(&self.lists.used, bytes, limit) {
             conn.held.fetch_sub(bytes, Ordering::AcqRel);
-            self.close_largest_list_holder();
+            if !conn.is_closing() {
+                self.close_largest_list_holder();
+            }
             return None;
         }
         self.unwritten_list_bytes
@@ -425,9 +467,10 @@ impl NetStats {
     fn close_largest_list_holder(&self) {
         let shares = self.lists.shares.lock().unwrap_or_else(|p| p.into_inner());
         let largest = shares
+            .0
             .iter()
             .filter_map(std::sync::Weak::upgrade)
-            .filter(|s| s.held() > 0)
+            .filter(|s| s.held() > 0 && s.stalled())
             .max_by_key(|s| s.held());
         drop(shares);
         if let Some(s) = largest {
@@ -476,16 +519,6 @@ impl NetStats {
         self.closed
             .get_or_create(&labels(&[("port", port), ("reason", reason)]))
             .inc();
-    }
-
-    /// Shows the digest of the tokens the client port checks (`None`: no tokens) in
-    /// [`NetStats::tokens`], in place of any shown before. Cost: O(lines log lines).
-    pub fn show_tokens(&self, tokens: Option<&Tokens>) {
-        let digest = tokens.map_or_else(|| "none".to_string(), Tokens::digest);
-        self.tokens.clear();
-        self.tokens
-            .get_or_create(&labels(&[("digest", &digest)]))
-            .set(1);
     }
 
     /// Records a limit as the node runs with it, shown as `fencelock_net_limit{name}`.
@@ -635,14 +668,15 @@ fn sender(req: &RaftReq) -> Option<NodeId> {
     vote.leader_id().voted_for()
 }
 
-/// Whether `req` is a leader's: an append or a snapshot under a committed vote (the
-/// sender, [`sender`], is then the leader it names). Cost: O(1).
-fn leads(req: &RaftReq) -> bool {
-    match req {
-        RaftReq::Append(x) => x.vote.is_committed(),
-        RaftReq::Snapshot(x) => x.vote.is_committed(),
-        RaftReq::Vote(_) | RaftReq::PreVote(_) => false,
-    }
+/// The committed vote `req` is sent under if it is a leader's (an append or a snapshot;
+/// its sender, [`sender`], is the leader the vote names). Cost: O(1).
+fn leader_vote(req: &RaftReq) -> Option<&crate::types::Vote> {
+    let vote = match req {
+        RaftReq::Append(x) => &x.vote,
+        RaftReq::Snapshot(x) => &x.vote,
+        RaftReq::Vote(_) | RaftReq::PreVote(_) => return None,
+    };
+    vote.is_committed().then_some(vote)
 }
 
 /// Serves one peer connection's Raft requests in order. With `cert` (mutual TLS), the
@@ -709,7 +743,7 @@ async fn raft_conn<R, W>(
             let from = sender(&req);
             if let Err(e) = from.ok_or_else(|| "no sender".to_string()).and_then(|id| {
                 let r = raft.bound_raft().ok_or("not started yet")?;
-                let vouched = leads(&req) && raft.vouched_leaders().contains(&id);
+                let vouched = || leader_vote(&req).is_some_and(|v| raft.vouched(v));
                 check_peer(r, cert, id, vouched)
             }) {
                 tracing::warn!("refused a Raft request from node {from:?}: {e}");
@@ -1180,7 +1214,6 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
     node.shared.hub.set_push_budget(policy.max_queued_pushes);
     stats.show_limit("client_queued_pushes", policy.max_queued_pushes as u64);
     stats.set_list_budget(policy.max_unwritten_list_bytes);
-    stats.show_tokens(policy.tokens.as_deref());
     stats.show_limit("client_connections_per_address", policy.max_per_addr as u64);
     stats.show_limit("client_frame_bytes", policy.max_frame.into());
     stats.show_limit(
@@ -1457,6 +1490,9 @@ async fn client_conn<R, W>(
                 }
             };
             drop(permit);
+            if written {
+                evicted.progressed();
+            }
             if !written || closing {
                 break;
             }
@@ -1912,18 +1948,24 @@ mod tests {
         );
         assert!(net.reserve_list(one, &b).is_some(), "another connection's");
         assert_eq!(b.held(), 0, "released when dropped");
-        // The node's room for one list: another connection, holding none, is refused,
-        // and the one holding the bound is told to close.
+        // The node's room for one list: another connection, holding none, is refused.
+        // The one holding the bound is told to close only once its writer is stalled
+        // (a client reading its answers is not).
         net.set_list_budget(one);
         assert!(net.reserve_list(one, &b).is_none(), "over the node's bound");
         assert_eq!(b.held(), 0, "its share given back");
+        assert!(!a.is_closing(), "a holder whose writer progresses stays");
+        a.backdate();
+        assert!(net.reserve_list(one, &b).is_none(), "over the node's bound");
         assert!(
             a.is_closing() && !b.is_closing(),
-            "the largest holder closes"
+            "the largest stalled holder closes"
         );
-        tokio::time::timeout(Duration::from_secs(5), a.closed())
-            .await
-            .expect("told to close");
+        for _ in 0..2 {
+            tokio::time::timeout(Duration::from_secs(5), a.closed())
+                .await
+                .expect("told to close");
+        }
         drop(first);
         assert!(net.reserve_list(one, &b).is_some());
         node.shutdown().await;
@@ -1932,9 +1974,10 @@ mod tests {
 
     /// The node's bound on unwritten list answers, spent by one connection that reads
     /// nothing, is not held against everyone else: another connection's long list is
-    /// refused (`unwritten_lists`), the connection holding the most is closed at once
-    /// (counted as `closed{reason="unwritten_lists"}`, its answers dropped and their bytes
-    /// released), and the same request, asked again, is answered.
+    /// refused (`unwritten_lists`), the connection holding the most, whose writer has
+    /// been stalled for [`LIST_STALL`], is closed at once (counted as
+    /// `closed{reason="unwritten_lists"}`, its answers dropped and their bytes released),
+    /// and the same request, asked again, is answered.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_connection_holding_the_most_unread_lists_is_closed_when_the_bound_is_spent() {
         let (node, dir, list, one) = long_list_node("list-evict").await;
@@ -1969,6 +2012,9 @@ mod tests {
             assert!(Instant::now() < deadline, "the hog's list was never held");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        // Its writer has finished no write since it began: stalled once LIST_STALL has
+        // passed.
+        tokio::time::sleep(LIST_STALL + Duration::from_millis(200)).await;
         let closed = || {
             node.stats
                 .net
@@ -2318,9 +2364,11 @@ mod tests {
     }
 
     /// Over mutual TLS, a node that is not a member (node 9, with a certificate of the CA)
-    /// is closed before anything is read; once a member vouches that it leads
-    /// (`Elector::vouched_leaders`), its appends under its committed vote are served, and
-    /// its votes still are not (the connection ends unanswered).
+    /// is closed before anything is read. Once a member vouches that it follows node 9's
+    /// committed vote (`Elector::vouched`), node 9's appends under exactly that vote are
+    /// served, and nothing else of it: not its vote, not an append under another vote
+    /// (a later term, or not committed), and not once the word is too old or comes from a
+    /// node that is not a voter.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_non_member_is_served_as_leader_only_when_a_member_vouches_for_it() {
         use openraft::raft::{AppendEntriesRequest, VoteRequest};
@@ -2349,13 +2397,16 @@ mod tests {
             })
             .unwrap()
         };
+        let append = |vote: Vote<NodeId>| {
+            call(RaftReq::Append(AppendEntriesRequest {
+                vote,
+                prev_log_id: None,
+                entries: vec![],
+                leader_commit: None,
+            }))
+        };
+        let followed = Vote::new_committed(term, 9);
         let vote = call(RaftReq::Vote(VoteRequest::new(Vote::new(term, 9), None)));
-        let append = call(RaftReq::Append(AppendEntriesRequest {
-            vote: Vote::new_committed(term, 9),
-            prev_log_id: None,
-            entries: vec![],
-            leader_commit: None,
-        }));
         let policy = PeerPolicy::default();
         let not_a_member = || {
             policy
@@ -2384,12 +2435,26 @@ mod tests {
                 got
             }
         };
-        assert!(answer(append.clone()).await.is_empty(), "no one vouched");
+        assert!(answer(append(followed)).await.is_empty(), "no one vouched");
         assert_eq!(not_a_member(), 1, "closed before reading");
-        node.elector().vouch(1, 9);
+        // Word from a node that is not a voter here, or too old, counts for nothing.
+        node.elector().vouch(7, followed, true);
+        node.elector().vouch(1, followed, false);
+        assert!(
+            answer(append(followed)).await.is_empty(),
+            "not a voter's, or stale"
+        );
+        assert_eq!(not_a_member(), 2);
+        node.elector().vouch(1, followed, true);
         assert!(answer(vote).await.is_empty(), "a non-member's vote");
-        assert_eq!(not_a_member(), 1, "admitted: a member vouched for it");
-        let got = answer(append).await;
+        assert_eq!(not_a_member(), 2, "admitted: a member vouched for it");
+        for other in [Vote::new_committed(term + 1, 9), Vote::new(term, 9)] {
+            assert!(
+                answer(append(other)).await.is_empty(),
+                "{other}: not the vote followed"
+            );
+        }
+        let got = answer(append(followed)).await;
         let resp = frame::read::<_, RaftResp>(&mut got.as_slice(), MAX_RAFT_FRAME)
             .await
             .unwrap()

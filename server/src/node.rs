@@ -331,14 +331,6 @@ impl Node {
             StateMachine::open_checked(&config.dir, config.service, log.last_purged())?;
         sm.set_disk(log.disk());
         log.purge_after_snapshots(shared.snapshot_persisted());
-        // Every check has passed: a version-2 log becomes version 3 only now, so a start
-        // refused above left it as the build before can read it.
-        log.finish_upgrade()?;
-        if !recorded {
-            // The directory's state passed its checks with these settings: from now on it
-            // is theirs.
-            crate::settings::record(&config.dir, &config.service)?;
-        }
         let raft_config = openraft::Config {
             cluster_name: "fencelock".into(),
             heartbeat_interval: config.heartbeat_ms,
@@ -358,6 +350,14 @@ impl Node {
                 .validate()
                 .map_err(|e| io::Error::other(e.to_string()))?,
         );
+        // Every check has passed: a version-2 log becomes version 3 only now, so a start
+        // refused above left it as the build before can read it.
+        log.finish_upgrade()?;
+        if !recorded {
+            // The directory's state passed its checks with these settings: from now on it
+            // is theirs.
+            crate::settings::record(&config.dir, &config.service)?;
+        }
         let elector = Elector::new(
             config.id,
             ElectionTiming {

@@ -273,11 +273,7 @@ fn registry(node: &Node, g: &Gauges) -> Registry {
         "The transport's limits as the node runs with them, by name",
         net.limits.clone(),
     );
-    r.register(
-        "tokens",
-        "1 for the digest of the tokens the client port checks (none: no tokens); compare it across nodes",
-        net.tokens.clone(),
-    );
+
     r
 }
 

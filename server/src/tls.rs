@@ -19,8 +19,8 @@
 //!   its first entry — accepts any node with a CA-signed certificate: it has nothing to
 //!   lose.) One exception keeps a node that missed a membership change from being left
 //!   behind: a node it does not know as a member may append and install snapshots (never
-//!   vote) as leader when a member it knows says it follows that node as its leader
-//!   ([`crate::election::Elector::vouched_leaders`], learned from pre-vote answers).
+//!   vote) as leader, under exactly the committed vote a member it knows says it follows
+//!   ([`crate::election::Elector::vouched`], learned from pre-vote answers).
 //!
 //! Certificates and keys are read from PEM files ([`NodeTls::load`],
 //! [`client_config`]); `fencelock-certs` makes a development CA and node certificates.
@@ -183,19 +183,19 @@ impl NodeTls {
 /// Whether a Raft request that says it comes from node `from` may be served on a
 /// connection whose peer presented `cert` (already verified against the CA): the
 /// certificate must name `from` ([`node_name`]), and `from` must be a member (voter or
-/// learner) of the membership `raft` knows — unless it knows none yet, or the request is
-/// a leader's (`vouched_leader`: an append or snapshot under `from`'s committed vote)
-/// and a member this node knows follows `from` as its leader
-/// ([`crate::election::Elector::vouched_leaders`]): a node that missed `from`'s addition
-/// learns it only from `from`'s entries. Votes and pre-votes are never served from a
-/// node that is not a member.
+/// learner) of the membership `raft` knows — unless it knows none yet, or
+/// `vouched_leader()` says the request is a leader's under a vote a member follows (an
+/// append or snapshot under `from`'s committed vote, which a member this node knows said
+/// it follows: [`crate::election::Elector::vouched`]; asked only for a non-member): a
+/// node that missed `from`'s addition learns it only from `from`'s entries. Votes and
+/// pre-votes are never served from a node that is not a member.
 ///
 /// Errors: the reason, when it may not. Cost: one certificate name check, a metrics read.
 pub fn check_peer(
     raft: &Raft,
     cert: &CertificateDer<'_>,
     from: NodeId,
-    vouched_leader: bool,
+    vouched_leader: impl FnOnce() -> bool,
 ) -> Result<(), String> {
     let ee = webpki::EndEntityCert::try_from(cert).map_err(|e| format!("peer certificate: {e}"))?;
     let name = ServerName::try_from(node_name(from)).map_err(|e| e.to_string())?;
@@ -203,7 +203,7 @@ pub fn check_peer(
         .map_err(|_| format!("the peer's certificate is not node {from}'s"))?;
     let m = raft.metrics().borrow().membership_config.clone();
     let members = m.membership();
-    if members.nodes().next().is_some() && members.get_node(&from).is_none() && !vouched_leader {
+    if members.nodes().next().is_some() && members.get_node(&from).is_none() && !vouched_leader() {
         return Err(format!("node {from} is not a member"));
     }
     Ok(())
@@ -211,8 +211,9 @@ pub fn check_peer(
 
 /// Whether the peer that presented `cert` (already verified against the CA) may send Raft
 /// requests at all: its certificate names a member (voter or learner) of the membership
-/// `raft` knows, or one of `vouched` (leaders that members this node knows follow:
-/// [`crate::election::Elector::vouched_leaders`]), or `raft` knows no membership yet.
+/// `raft` knows, or one of `vouched` (leaders whose votes members this node knows
+/// follow: [`crate::election::Elector::vouched_leaders`]), or `raft` knows no membership
+/// yet.
 /// Checked when a peer connects, before a byte it sends is decoded, so a holder of a
 /// certificate of this CA that is not a member's (a node removed, a certificate issued
 /// for something else) cannot make a node decode anything; each request is still checked

@@ -1021,8 +1021,10 @@ async fn eventually(within: Duration, mut ok: impl FnMut() -> bool) -> bool {
 /// the old leader stops and 4 or 5 is elected. F restarts knowing only the old
 /// membership, in which neither is a member: it refuses their connections — and would
 /// stay behind for good — until a member it knows (the third old node, which follows the
-/// new leader as a learner) says, answering its pre-vote, who leads. Then it takes that leader's entries
-/// and learns the membership. It never votes for, or takes a vote from, a non-member.
+/// new leader as a learner) says, answering its pre-vote, whose vote it follows. Then it
+/// takes that leader's entries and learns the membership. (That a non-member's vote is
+/// still refused is `a_non_member_is_served_as_leader_only_when_a_member_vouches_for_it`
+/// in `src/net.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_that_missed_a_membership_change_catches_up_from_the_new_leader() {
     let ca = DevCa::new().unwrap();

@@ -189,7 +189,10 @@ fn a_refused_first_start_leaves_the_old_log_as_it_was() {
     };
     let log = std::fs::read_to_string(&node.log).unwrap_or_default();
     assert!(!status.success(), "refused: {log}");
-    assert!(log.contains("snapshot"), "names the snapshot: {log}");
+    assert!(
+        log.contains("snapshot.bin") && log.contains("refusing to start"),
+        "refused for the snapshot: {log}"
+    );
     assert_eq!(
         std::fs::read(dir.join("raft.log")).unwrap(),
         log_before,
