@@ -12,9 +12,11 @@
 //!   every voter configuration does the node call `raft.trigger().elect()`, which raises
 //!   its term. A node that cannot win — cut off, or with a stale log — never raises its
 //!   term, so when it comes back it cannot force the healthy leader to step down. An
-//!   answer also names the leader the answering voter follows: a node that missed the
-//!   change that made an unknown node leader learns it so ([`Elector::vouched_leaders`]),
-//!   and over mutual TLS takes that leader's entries although it is not yet a member.
+//!   answer also carries the committed vote of the leader the answering voter hears: a
+//!   node that missed the change that made an unknown node leader learns it so
+//!   ([`Elector::vouched`]; learners ask too, and so does a node following such a
+//!   leader, to keep the word fresh, never to campaign), and over mutual TLS takes that
+//!   leader's entries although it is not yet a member.
 //! * **Leader stickiness** (dissertation §4.2.3). A real `RequestVote` is refused while
 //!   this node is a leader with a fresh quorum; on followers openraft's lease (no vote
 //!   within the maximum election timeout of hearing from the leader) does the same.
@@ -80,8 +82,9 @@ pub struct PreVoteRequest {
 pub struct PreVoteResponse {
     /// True if the receiver would grant a real vote now.
     pub granted: bool,
-    /// The receiver's vote when it is committed: the leader it follows now (or itself)
-    /// and that leader's term. What lets a node that missed a membership change learn,
+    /// The receiver's vote when it is committed and its leader is live (heard within the
+    /// maximum election timeout, or the receiver itself leading with a fresh quorum): the
+    /// leader it follows now and that leader's term. What lets a node that missed a membership change learn,
     /// from a member it knows, that a node it does not know leads ([`Elector::vouched`]).
     pub leader_vote: Option<Vote>,
 }
@@ -526,8 +529,10 @@ impl Elector {
         let mine = raft.data_metrics().borrow().last_log;
         let live_leader = self.leading_fresh() || self.heard_leader_within(self.timing.max());
         let granted = !live_leader && req.last_log_id >= mine;
+        // Only a leader it hears now (or itself, leading with a fresh quorum): a vote
+        // whose leader has gone quiet — stepped down, removed — is vouched for by no one.
         let vote = raft.metrics().borrow().vote;
-        let leader_vote = vote.is_committed().then_some(vote);
+        let leader_vote = (live_leader && vote.is_committed()).then_some(vote);
         tracing::debug!(?req, granted, ?leader_vote, "pre-vote");
         PreVoteResponse {
             granted,
@@ -675,15 +680,31 @@ impl Elector {
                 let last = st
                     .timer_reset
                     .max(st.heard_leader.unwrap_or(st.timer_reset));
-                now.saturating_duration_since(last) >= timeout
+                let leaderless = now.saturating_duration_since(last) >= timeout;
+                // Following a leader this node does not know as a member (it missed the
+                // change that added it): the voters' word for it must stay fresh until the
+                // entries make it a member, a long snapshot transfer included.
+                let stranger = m.current_leader.is_some_and(|l| {
+                    l != self.id && m.membership_config.membership().get_node(&l).is_none()
+                });
+                let probe = stranger && now.saturating_duration_since(st.timer_reset) >= timeout;
+                // A node the membership no longer names (removed) asks no one.
+                let member = m
+                    .membership_config
+                    .membership()
+                    .get_node(&self.id)
+                    .is_some();
+                member && (leaderless || probe)
             };
             if !expired {
                 continue;
             }
             // A leader (stepped back or not) cannot campaign: openraft ignores elect() on a
             // leader. It waits for the next leader's term. A learner asks too, never to
-            // campaign: the answers say whom the voters follow (`Elector::vouched`).
-            if !leading && self.pre_vote_round(raft, &net, &voters).await && is_voter {
+            // campaign, and so does a node following a leader it does not know as a member:
+            // the answers say whom the voters follow (`Elector::vouched`).
+            let campaign = is_voter && !self.heard_leader_within(timeout);
+            if !leading && self.pre_vote_round(raft, &net, &voters).await && campaign {
                 tracing::info!(id = self.id, "pre-vote won: starting an election");
                 let _ = raft.trigger().elect().await;
             }

@@ -288,32 +288,27 @@ impl Default for ListBudget {
 }
 
 /// One client connection's part of the bound on unwritten list answers: the encoded bytes
-/// of its list answers not yet written, when its writer last finished a write, and the
-/// signal that closes it when it holds the most of a spent bound while its writer is
-/// stalled ([`NetStats::reserve_list`]). Made by [`NetStats::list_share`].
+/// of its list answers not yet written, when each was counted, and the signal that closes
+/// it when it holds the most of a spent bound while its oldest answer has waited
+/// [`LIST_STALL`] ([`NetStats::reserve_list`]). Made by [`NetStats::list_share`].
 #[derive(Debug, Default)]
 pub struct ListShare {
     held: AtomicUsize,
-    /// When the connection's writer last finished a write (or the connection began), in
-    /// [`progress_clock`] milliseconds.
-    progressed: std::sync::atomic::AtomicU64,
+    /// The answers counted and not yet dropped, by the order they were counted in: when
+    /// each was.
+    waiting: Mutex<BTreeMap<u64, Instant>>,
+    /// The number the next answer counted gets.
+    next: std::sync::atomic::AtomicU64,
     /// Told once the connection must close; its writer stops at once and drops what it
     /// holds.
     close: tokio::sync::Notify,
     closing: std::sync::atomic::AtomicBool,
 }
 
-/// A writer whose last finished write is this old is stalled: its client is not reading
-/// (a write of the largest list, ~3 MiB, takes far less to a client that reads).
+/// A connection whose oldest unwritten list answer has waited this long is not reading
+/// (a client that reads takes the largest list, ~3 MiB, in far less; one that reads
+/// slowly behind a long queue makes its oldest answer wait longer and longer).
 pub const LIST_STALL: Duration = Duration::from_secs(2);
-
-/// Milliseconds on a process-wide monotonic clock that starts past [`LIST_STALL`], so
-/// that 0 is always long ago. Cost: O(1).
-fn progress_clock() -> u64 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let ms = START.get_or_init(Instant::now).elapsed().as_millis();
-    u64::try_from(ms).unwrap_or(u64::MAX) + LIST_STALL.as_millis() as u64 + 1
-}
 
 impl ListShare {
     /// Bytes of list answers this connection holds unwritten. Cost: O(1).
@@ -321,16 +316,21 @@ impl ListShare {
         self.held.load(Ordering::Acquire)
     }
 
-    /// Notes that the connection's writer finished a write now. Cost: O(1).
-    pub fn progressed(&self) {
-        self.progressed.store(progress_clock(), Ordering::Release);
+    /// Whether its oldest unwritten list answer has waited [`LIST_STALL`] or more.
+    /// Cost: O(1) (a lock).
+    pub fn stalled(&self) -> bool {
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        waiting
+            .first_key_value()
+            .is_some_and(|(_, at)| at.elapsed() >= LIST_STALL)
     }
 
-    /// Whether the connection's writer has finished no write for [`LIST_STALL`].
-    /// Cost: O(1).
-    pub fn stalled(&self) -> bool {
-        progress_clock().saturating_sub(self.progressed.load(Ordering::Acquire))
-            >= LIST_STALL.as_millis() as u64
+    /// Counts an answer as waiting from now; its number. Cost: O(log answers).
+    fn wait(&self) -> u64 {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        waiting.insert(n, Instant::now());
+        n
     }
 
     /// Resolves once the connection has been told to close: at once if it was before.
@@ -343,15 +343,27 @@ impl ListShare {
         told.await
     }
 
-    /// Makes its last finished write long ago (tests).
+    /// Makes every waiting answer older than [`LIST_STALL`] (tests).
     #[cfg(test)]
     fn backdate(&self) {
-        self.progressed.store(0, Ordering::Release);
+        let long_ago = Instant::now()
+            .checked_sub(LIST_STALL + Duration::from_millis(1))
+            .expect("the machine is up that long");
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        for at in waiting.values_mut() {
+            *at = long_ago;
+        }
     }
 
-    /// Whether the connection has been told to close. Cost: O(1).
+    /// Whether the connection has been told to close, or has ended its writer. Cost:
+    /// O(1).
     pub fn is_closing(&self) -> bool {
         self.closing.load(Ordering::Acquire)
+    }
+
+    /// Marks the connection as ending: its late answers evict no one. Cost: O(1).
+    fn ended(&self) {
+        self.closing.store(true, Ordering::Release);
     }
 }
 
@@ -383,6 +395,8 @@ pub struct ListBytes {
     bytes: usize,
     lists: Arc<ListBudget>,
     conn: Arc<ListShare>,
+    /// Its number among the connection's waiting answers.
+    waiting: u64,
     gauge: Gauge,
 }
 
@@ -390,6 +404,11 @@ impl Drop for ListBytes {
     fn drop(&mut self) {
         self.lists.used.fetch_sub(self.bytes, Ordering::AcqRel);
         self.conn.held.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.conn
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.waiting);
         self.gauge
             .dec_by(i64::try_from(self.bytes).unwrap_or(i64::MAX));
     }
@@ -419,7 +438,6 @@ impl NetStats {
     /// drops the shares of ended connections each time it doubles).
     pub fn list_share(&self) -> Arc<ListShare> {
         let share = Arc::new(ListShare::default());
-        share.progressed();
         let mut shares = self.lists.shares.lock().unwrap_or_else(|p| p.into_inner());
         let (list, prune_at) = &mut *shares;
         if list.len() >= *prune_at {
@@ -435,10 +453,11 @@ impl NetStats {
     /// ([`LIST_SHARE`]); each also takes one answer of any size when it holds none.
     /// `None`: over one of them; the caller refuses the request instead. When it is the
     /// node's bound that is spent (and `conn` is not closing), the connection holding the
-    /// most of it among those whose writer is stalled ([`LIST_STALL`]: its client reads
-    /// nothing) is also told to close, unless it is closing already: dropping its answers
-    /// frees the bound for clients that read theirs, as the push budget does. A client
-    /// that reads is never closed for this. Cost: O(1) (two compare-and-swap loops);
+    /// most of it among those whose oldest unwritten answer has waited [`LIST_STALL`] (its
+    /// client is not reading, or reads too slowly to drain its queue) is also told to
+    /// close, unless it is closing already: dropping its answers frees the bound for
+    /// clients that read theirs, as the push budget does. A client whose answers are
+    /// taken as they come is not closed for this. Cost: O(1) (two compare-and-swap loops);
     /// O(connections) when the node's bound is spent.
     pub fn reserve_list(&self, bytes: usize, conn: &Arc<ListShare>) -> Option<ListBytes> {
         let limit = self.lists.limit.load(Ordering::Relaxed);
@@ -458,19 +477,21 @@ impl NetStats {
             bytes,
             lists: self.lists.clone(),
             conn: conn.clone(),
+            waiting: conn.wait(),
             gauge: self.unwritten_list_bytes.clone(),
         })
     }
 
-    /// Tells the connection holding the most unwritten list bytes to close, unless that
-    /// one is closing already (its bytes are on their way back). Cost: O(connections).
+    /// Tells the connection holding the most unwritten list bytes, among those not closing
+    /// already and whose oldest answer has waited [`LIST_STALL`], to close. Cost:
+    /// O(connections).
     fn close_largest_list_holder(&self) {
         let shares = self.lists.shares.lock().unwrap_or_else(|p| p.into_inner());
         let largest = shares
             .0
             .iter()
             .filter_map(std::sync::Weak::upgrade)
-            .filter(|s| s.held() > 0 && s.stalled())
+            .filter(|s| s.held() > 0 && !s.is_closing() && s.stalled())
             .max_by_key(|s| s.held());
         drop(shares);
         if let Some(s) = largest {
@@ -1490,15 +1511,14 @@ async fn client_conn<R, W>(
                 }
             };
             drop(permit);
-            if written {
-                evicted.progressed();
-            }
             if !written || closing {
                 break;
             }
         }
         // The pushes still queued leave the node's push budget now, and the list answers
-        // not written the bound on them, not when the client goes away.
+        // not written the bound on them, not when the client goes away; answers computed
+        // from now on evict no one.
+        evicted.ended();
         drop(push_rx);
         out_rx.close();
         while out_rx.try_recv().is_ok() {}
@@ -1937,6 +1957,9 @@ mod tests {
         assert_eq!(node.stats.net.unwritten_list_bytes.get(), 0, "released");
         let net = &node.stats.net;
         let (a, b) = (net.list_share(), net.list_share());
+        // Connections idle for longer than LIST_STALL: what counts is how long an answer
+        // waits, not how long ago the connection last read one.
+        tokio::time::sleep(LIST_STALL + Duration::from_millis(100)).await;
         // A share of one list, the node room for eight: a connection's second is refused,
         // another connection's first is not.
         let first = net.reserve_list(one, &a);
@@ -1949,12 +1972,12 @@ mod tests {
         assert!(net.reserve_list(one, &b).is_some(), "another connection's");
         assert_eq!(b.held(), 0, "released when dropped");
         // The node's room for one list: another connection, holding none, is refused.
-        // The one holding the bound is told to close only once its writer is stalled
-        // (a client reading its answers is not).
+        // The one holding the bound is told to close only once its oldest answer has
+        // waited LIST_STALL (a client reading its answers takes them sooner).
         net.set_list_budget(one);
         assert!(net.reserve_list(one, &b).is_none(), "over the node's bound");
         assert_eq!(b.held(), 0, "its share given back");
-        assert!(!a.is_closing(), "a holder whose writer progresses stays");
+        assert!(!a.is_closing(), "a holder whose answer has just come stays");
         a.backdate();
         assert!(net.reserve_list(one, &b).is_none(), "over the node's bound");
         assert!(
@@ -1974,8 +1997,8 @@ mod tests {
 
     /// The node's bound on unwritten list answers, spent by one connection that reads
     /// nothing, is not held against everyone else: another connection's long list is
-    /// refused (`unwritten_lists`), the connection holding the most, whose writer has
-    /// been stalled for [`LIST_STALL`], is closed at once (counted as
+    /// refused (`unwritten_lists`), the connection holding the most, whose oldest answer
+    /// has waited [`LIST_STALL`], is closed at once (counted as
     /// `closed{reason="unwritten_lists"}`, its answers dropped and their bytes released),
     /// and the same request, asked again, is answered.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2012,8 +2035,7 @@ mod tests {
             assert!(Instant::now() < deadline, "the hog's list was never held");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        // Its writer has finished no write since it began: stalled once LIST_STALL has
-        // passed.
+        // Its answer waits unread: stalled once LIST_STALL has passed.
         tokio::time::sleep(LIST_STALL + Duration::from_millis(200)).await;
         let closed = || {
             node.stats
@@ -2454,13 +2476,34 @@ mod tests {
                 "{other}: not the vote followed"
             );
         }
-        let got = answer(append(followed)).await;
-        let resp = frame::read::<_, RaftResp>(&mut got.as_slice(), MAX_RAFT_FRAME)
-            .await
-            .unwrap()
-            .unwrap();
+        let resp = |got: Vec<u8>| async move {
+            frame::read::<_, RaftResp>(&mut got.as_slice(), MAX_RAFT_FRAME)
+                .await
+                .unwrap()
+                .unwrap()
+        };
+        // Word for an older vote than this node's own (the leader it heard before, say):
+        // served to openraft, which refuses it.
+        let mine = node.raft.metrics().borrow().vote;
+        let older = Vote::new_committed(mine.leader_id().term - 1, 9);
+        node.elector().vouch(1, older, true);
+        let got = resp(answer(append(older)).await).await;
         assert!(
-            matches!(resp, RaftResp::Append(Ok(_))),
+            matches!(
+                got,
+                RaftResp::Append(Ok(openraft::raft::AppendEntriesResponse::HigherVote(_)))
+            ),
+            "an older vouched vote is refused by openraft"
+        );
+        // (Each voter's latest word counts: its word for the older vote replaced the
+        // other.)
+        node.elector().vouch(1, followed, true);
+        let got = resp(answer(append(followed)).await).await;
+        assert!(
+            matches!(
+                got,
+                RaftResp::Append(Ok(openraft::raft::AppendEntriesResponse::Success))
+            ),
             "the vouched leader's append"
         );
         node.shutdown().await;

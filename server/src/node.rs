@@ -350,8 +350,9 @@ impl Node {
                 .validate()
                 .map_err(|e| io::Error::other(e.to_string()))?,
         );
-        // Every check has passed: a version-2 log becomes version 3 only now, so a start
-        // refused above left it as the build before can read it.
+        // Every check of the directory and the settings has passed: a version-2 log
+        // becomes version 3 only now, so a start refused above left it as the build before
+        // can read it. (Only openraft's own start, below, can still fail after it.)
         log.finish_upgrade()?;
         if !recorded {
             // The directory's state passed its checks with these settings: from now on it

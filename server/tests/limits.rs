@@ -785,8 +785,9 @@ async fn an_enormous_total_is_shown_as_the_node_runs_with_it() {
 /// Every transport limit given on `fencelock-node`'s command line is the one the running
 /// node enforces: each flag, set to a value no default has, shows as that value in the
 /// node's `fencelock_net_limit{name}` gauges, which are set where each limit is applied
-/// (the bound on unwritten list answers by the call that sets it); the connection totals,
-/// fitted to the open-file limit, are tested with it (`under_a_low_open_file_limit…`).
+/// (the bound on unwritten list answers by the call that sets it). The connection totals
+/// are left out: the node fits them to its open-file limit (their fitting is
+/// `under_a_low_open_file_limit_the_node_serves_on_and_recovers`).
 /// The tokens file's digest (`Tokens::digest`) is in the start's log and not in
 /// `/metrics`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

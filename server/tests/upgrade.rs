@@ -190,7 +190,7 @@ fn a_refused_first_start_leaves_the_old_log_as_it_was() {
     let log = std::fs::read_to_string(&node.log).unwrap_or_default();
     assert!(!status.success(), "refused: {log}");
     assert!(
-        log.contains("snapshot.bin") && log.contains("refusing to start"),
+        log.contains("snapshot.bin") && log.contains("compacted up to index"),
         "refused for the snapshot: {log}"
     );
     assert_eq!(

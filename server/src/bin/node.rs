@@ -760,7 +760,7 @@ async fn run(args: Args) -> Result<(), String> {
     let tokens = match &args.tokens {
         Some(path) => {
             let t = Tokens::load(path)?;
-            // Every node that serves the same clients should log (and show) the same.
+            // Every node that serves the same clients should log the same digest.
             tracing::info!(
                 "tokens file {}: {} lines, digest {}",
                 path.display(),
