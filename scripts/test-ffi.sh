@@ -101,6 +101,9 @@ calls=tests/vectors/precedence.calls
 [ -f "$calls" ] || { echo "no $calls" >&2; exit 1; }
 "${VALGRIND[@]}" "$work/vectors" "${vectors[@]}" "$calls"
 
+step "C conformance runner again, every service keyed (fencelock_service_set_name_key): the same bytes"
+"$work/vectors" --keyed "${vectors[@]}" "$calls"
+
 step "the runner rejects tampered vectors and calls"
 python3 - "$work" "$calls" "${vectors[@]}" <<'PY'
 import sys

@@ -1,6 +1,8 @@
 //! [`FenceGate`]: the resource-side check that stops a stale holder.
 
-use crate::table::{name_hash, BucketArray, TableState, TaggedBucket, BUCKETS_PER_ROW};
+use crate::table::{
+    keyed_name_hash, BucketArray, NameKey, TableState, TaggedBucket, BUCKETS_PER_ROW,
+};
 use crate::{Error, LockName, Table, Token};
 
 /// The four bytes a fence-gate snapshot begins with.
@@ -49,10 +51,15 @@ impl BucketArray for [GateRow] {
 /// holder back in. Size the table for every resource the gate will ever guard.
 ///
 /// Storage is the caller's: `[GateRow; N]`, a `Vec<GateRow>` or a `&mut [GateRow]`.
+///
+/// A gate in front of resources whose names others choose (a shared store's tenants)
+/// takes a secret [`NameKey`] ([`set_name_key`](Self::set_name_key)), as a lock service
+/// does, so that names chosen to share a probe run cannot slow every check.
 #[derive(Debug)]
 pub struct FenceGate<R: AsRef<[GateRow]> + AsMut<[GateRow]>> {
     rows: R,
     st: TableState,
+    key: Option<NameKey>,
 }
 
 impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
@@ -70,14 +77,52 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
             *r = GateRow::EMPTY;
         }
         let st = TableState::init_append_only(rows.as_mut());
-        FenceGate { rows, st }
+        FenceGate {
+            rows,
+            st,
+            key: None,
+        }
+    }
+
+    fn hash(&self, resource: &str) -> u64 {
+        keyed_name_hash(self.key.as_ref(), resource.as_bytes())
     }
 
     fn find(&self, resource: &str) -> Option<u32> {
         let rows = self.rows.as_ref();
-        TableState::find(rows, rows, name_hash(resource.as_bytes()), |r| {
+        TableState::find(rows, rows, self.hash(resource), |r| {
             r.highest != 0 && r.name.as_str() == resource
         })
+    }
+
+    /// Sets the secret key the resource index hashes names with ([`NameKey`]), as
+    /// [`LockService::set_name_key`](crate::LockService::set_name_key) does for lock
+    /// names: names chosen to share a probe run under the public hash (or under another
+    /// key) are spread out. Call it after [`new`](Self::new) or [`restore`](Self::restore)
+    /// with a key from a random source (or restore with
+    /// [`restore_keyed`](Self::restore_keyed)); it may be called again. Nothing else
+    /// changes: answers, [`iter`](Self::iter) and snapshots are the same whatever the key.
+    /// Cost: O(capacity), to rebuild the index; afterwards every name is hashed with
+    /// SipHash-1-3. Errors: none.
+    pub fn set_name_key(&mut self, key: NameKey) {
+        self.key = Some(key);
+        let len = self.st.len;
+        let rows = self.rows.as_mut();
+        for b in 0..rows.buckets() {
+            rows.set_bucket(b, crate::table::NIL, 0);
+        }
+        // Rows are never freed: the live ones are exactly 0..len.
+        for r in 0..len {
+            let hash =
+                keyed_name_hash(self.key.as_ref(), rows[r as usize].name.as_str().as_bytes());
+            TableState::index_insert(rows, r, hash);
+        }
+    }
+
+    /// Whether resource names are hashed under a key ([`set_name_key`](Self::set_name_key)).
+    /// Cost: O(1).
+    pub fn is_name_keyed(&self) -> bool {
+        self.key.is_some()
     }
 
     /// Checks `token` for a write to `resource` without recording it: `Ok` means
@@ -118,7 +163,8 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
             .ok_or(Error::CapacityExceeded(Table::Resources))?;
         rows[r as usize].name = name;
         rows[r as usize].highest = token.0;
-        TableState::index_insert(rows, r, name_hash(resource.as_bytes()));
+        let hash = keyed_name_hash(self.key.as_ref(), resource.as_bytes());
+        TableState::index_insert(rows, r, hash);
         Ok(())
     }
 
@@ -208,10 +254,22 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     /// than [`MAX_ROWS`](crate::MAX_ROWS) rows); the rows come back with the error.
     /// Cost: O(resources).
     pub fn restore(rows: R, bytes: &[u8]) -> Result<Self, (R, Error)> {
+        Self::restore_inner(rows, bytes, None)
+    }
+
+    /// [`restore`](Self::restore) under a name key: the same checks and errors, and the
+    /// rows are indexed under `key` as they load (as [`set_name_key`](Self::set_name_key)
+    /// after `restore` would, without indexing them twice). Cost: O(resources).
+    pub fn restore_keyed(rows: R, bytes: &[u8], key: NameKey) -> Result<Self, (R, Error)> {
+        Self::restore_inner(rows, bytes, Some(key))
+    }
+
+    fn restore_inner(rows: R, bytes: &[u8], key: Option<NameKey>) -> Result<Self, (R, Error)> {
         if let Err(e) = crate::check_rows(rows.as_ref().len()) {
             return Err((rows, e));
         }
         let mut gate = FenceGate::build(rows);
+        gate.key = key;
         match gate.load(bytes) {
             // Over-long varints decode too; the canonical re-encoding is then shorter.
             Ok(()) if gate.snapshot_len() != bytes.len() => {
@@ -252,5 +310,87 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
             return Err(Error::CorruptSnapshot("trailing bytes"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a test's failed set-up is a failed test
+mod tests {
+    use super::*;
+    use crate::table::{home, name_hash, tag_of, NIL};
+    use std::{format, string::String, vec, vec::Vec};
+
+    /// How far past its home bucket each resource sits in the index, summed: the probes a
+    /// lookup of every resource makes beyond the first.
+    fn displacement(gate: &FenceGate<Vec<GateRow>>) -> usize {
+        let rows = gate.rows.as_slice();
+        let n = rows.buckets();
+        (0..n)
+            .filter_map(|b| {
+                let (slot, _) = rows.bucket(b);
+                (slot != NIL).then(|| {
+                    let h = home(tag_of(gate.hash(rows[slot as usize].name.as_str())), n);
+                    (b + n - h) % n
+                })
+            })
+            .sum()
+    }
+
+    /// Resource names chosen to share a home bucket under the public hash pile up in one
+    /// probe run; under a key (set on a live gate, or given to `restore_keyed`) they are
+    /// spread out, and every answer, the order and the snapshot bytes stay the same.
+    #[test]
+    fn a_name_key_spreads_resource_names_chosen_to_collide() {
+        let rows = 64;
+        let n = rows * BUCKETS_PER_ROW;
+        let target = home(tag_of(name_hash(b"r/0")), n);
+        let colliding: Vec<String> = (0..)
+            .map(|i| format!("r/{i}"))
+            .filter(|s| home(tag_of(name_hash(s.as_bytes())), n) == target)
+            .take(rows)
+            .collect();
+        let mut gate = FenceGate::new(vec![GateRow::EMPTY; rows]).unwrap();
+        for (i, name) in colliding.iter().enumerate() {
+            gate.admit(name, Token(i as u64 + 2)).unwrap();
+        }
+        // One run from the shared home: the k-th name sits k buckets past it.
+        assert_eq!(displacement(&gate), rows * (rows - 1) / 2);
+        let before = gate.snapshot_len();
+        let mut bytes = vec![0; before];
+        gate.snapshot(&mut bytes).unwrap();
+
+        let key = NameKey([0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210]);
+        gate.set_name_key(key);
+        assert!(gate.is_name_keyed());
+        // 64 names in 128 buckets at random: about half a probe each past home.
+        assert!(displacement(&gate) < 128, "{}", displacement(&gate));
+        let restored = FenceGate::restore_keyed(vec![GateRow::EMPTY; rows], &bytes, key)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        assert_eq!(displacement(&restored), displacement(&gate));
+        for g in [&gate, &restored] {
+            for (i, name) in colliding.iter().enumerate() {
+                assert_eq!(g.highest(name), Some(Token(i as u64 + 2)), "{name}");
+                assert_eq!(
+                    g.check(name, Token(i as u64 + 1)),
+                    Err(Error::Stale {
+                        token: Token(i as u64 + 1),
+                        highest: Token(i as u64 + 2)
+                    })
+                );
+            }
+            assert_eq!(g.highest("r/none"), None);
+            let order: Vec<&str> = g.iter().map(|(name, _)| name).collect();
+            assert_eq!(
+                order,
+                colliding.iter().map(String::as_str).collect::<Vec<_>>()
+            );
+            let mut again = vec![0; before];
+            assert_eq!(g.snapshot(&mut again), Ok(before));
+            assert_eq!(again, bytes);
+        }
+        assert!(!FenceGate::new(vec![GateRow::EMPTY; 1])
+            .unwrap()
+            .is_name_keyed());
     }
 }

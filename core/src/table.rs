@@ -130,14 +130,14 @@ pub(crate) struct TableState {
 }
 
 /// The high bits of a hash that a bucket stores.
-fn tag_of(hash: u64) -> u32 {
+pub(crate) fn tag_of(hash: u64) -> u32 {
     (hash >> 32) as u32
 }
 
 /// The home bucket of a stored tag among `n` buckets: Lemire's multiply-shift range
 /// reduction (no power-of-two requirement; `n` < 2³² since a table has < 2³¹ rows). It
 /// keeps the hash's *high* bits, so keys must be well mixed: see `name_hash`.
-fn home(tag: u32, n: usize) -> usize {
+pub(crate) fn home(tag: u32, n: usize) -> usize {
     ((tag as u64 * n as u64) >> 32) as usize
 }
 

@@ -43,6 +43,10 @@
 // length, little-endian.
 #define FENCELOCK_FRAME_PREFIX_LEN 2
 
+// Bytes in a name key (`fencelock_service_set_name_key`, `fencelock_gate_set_name_key`):
+// the core's `NameKey`, two 64-bit words, little-endian.
+#define FENCELOCK_NAME_KEY_LEN 16
+
 // How many recent keep-alive send times a keeper remembers to match acknowledgements
 // against (the core's `KEEPER_MEMORY`).
 #define FENCELOCK_KEEPER_MEMORY 8
@@ -688,6 +692,29 @@ fencelock_result fencelock_gate_highest(const struct fencelock_gate *gate,
                                         size_t resource_len,
                                         bool *seen,
                                         uint64_t *highest);
+
+// Sets the secret key the gate hashes resource names with (`key[..key_len]`, exactly
+// `FENCELOCK_NAME_KEY_LEN` bytes, from a random source; keep it secret): a gate in
+// front of resources whose names others choose takes one, so that names chosen to
+// share a probe run cannot slow every check. Nothing else changes: answers, entries
+// and snapshots are the same whatever the key. It may be called again; it is not in
+// snapshots (set it again after `fencelock_gate_restore`).
+//
+// Errors (nothing changes): `NULL_PARAMETER`, `INVALID_ARGUMENT` (another length).
+// Cost: O(capacity), to rebuild the index; afterwards each name is hashed with
+// SipHash-1-3.
+//
+// # Safety
+// `gate` NULL or live; `key` NULL or valid for `key_len` bytes.
+fencelock_result fencelock_gate_set_name_key(struct fencelock_gate *gate,
+                                             const uint8_t *key,
+                                             size_t key_len);
+
+// Whether the gate hashes names under a key (`*keyed`). Cost: O(1).
+//
+// # Safety
+// `gate` NULL or live; `keyed` NULL or writable.
+fencelock_result fencelock_gate_is_name_keyed(const struct fencelock_gate *gate, bool *keyed);
 
 // The resources with their highest tokens (`fencelock_name.highest`), in the order
 // first admitted, into `entries[..cap]`; `*count` = how many; `BUFFER_TOO_SMALL`
@@ -1376,11 +1403,36 @@ fencelock_result fencelock_service_event_limit(const struct fencelock_service *s
 // `svc` NULL or a live handle.
 fencelock_result fencelock_service_set_event_limit(struct fencelock_service *svc, size_t limit);
 
+// Sets the secret key the lock-name index hashes names with (`key[..key_len]`, exactly
+// `FENCELOCK_NAME_KEY_LEN` bytes, from a random source; keep it secret), the core's
+// `set_name_key`: a host that serves lock names others choose (a shared server's
+// clients) calls it after creating or restoring the service, so that names chosen to
+// share a probe run cannot slow every input. Nothing observable changes: replies,
+// events, queries and snapshots are the same whatever the key. It may be called again;
+// it is not in snapshots.
+//
+// Errors (nothing changes): `NULL_PARAMETER`, `INVALID_ARGUMENT` (another length),
+// `PANIC`. Cost: O(lock capacity), to rebuild the index; afterwards each input that
+// names a lock hashes it with SipHash-1-3 (some 60 instructions more for a short name).
+//
+// # Safety
+// `svc` NULL or a live handle; `key` NULL or valid for `key_len` bytes.
+fencelock_result fencelock_service_set_name_key(struct fencelock_service *svc,
+                                                const uint8_t *key,
+                                                size_t key_len);
+
 // The current tick. Cost: O(1).
 //
 // # Safety
 // `svc` NULL or a live handle; `now` NULL or writable.
 fencelock_result fencelock_service_now(const struct fencelock_service *svc, uint64_t *now);
+
+// Whether lock names are hashed under a key (`*keyed`,
+// `fencelock_service_set_name_key`). Cost: O(1).
+//
+// # Safety
+// `svc` NULL or a live handle; `keyed` NULL or writable.
+fencelock_result fencelock_service_is_name_keyed(const struct fencelock_service *svc, bool *keyed);
 
 // The next tick at which something is due (`*scheduled` true, `*at` the tick), or
 // nothing scheduled (`*scheduled` false, `*at` 0). Cost: O(1).

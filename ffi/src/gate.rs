@@ -6,7 +6,9 @@ use fencelock::{Error, FenceGate, GateRow, Token};
 
 use crate::handle::{call, last_error, tag_first, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
-use crate::types::{buf, bytes, fencelock_name, give, name, out, put, set, take, write_list};
+use crate::types::{
+    buf, bytes, fencelock_name, give, name, name_key, out, put, set, take, write_list,
+};
 
 /// A fence gate: the highest token seen per resource; lower tokens are refused. Opaque:
 /// create with `fencelock_gate_new` or `fencelock_gate_restore`, free with
@@ -161,6 +163,57 @@ pub unsafe extern "C" fn fencelock_gate_highest(
                 put(h, t.map_or(0, |t| t.0));
                 Ok(())
             },
+        )
+    }
+}
+
+/// Sets the secret key the gate hashes resource names with (`key[..key_len]`, exactly
+/// `FENCELOCK_NAME_KEY_LEN` bytes, from a random source; keep it secret): a gate in
+/// front of resources whose names others choose takes one, so that names chosen to
+/// share a probe run cannot slow every check. Nothing else changes: answers, entries
+/// and snapshots are the same whatever the key. It may be called again; it is not in
+/// snapshots (set it again after `fencelock_gate_restore`).
+///
+/// Errors (nothing changes): `NULL_PARAMETER`, `INVALID_ARGUMENT` (another length).
+/// Cost: O(capacity), to rebuild the index; afterwards each name is hashed with
+/// SipHash-1-3.
+///
+/// # Safety
+/// `gate` NULL or live; `key` NULL or valid for `key_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_set_name_key(
+    gate: *mut fencelock_gate,
+    key: *const u8,
+    key_len: usize,
+) -> fencelock_result {
+    // SAFETY: `gate` NULL or live; `key` NULL or valid for `key_len` bytes (contract).
+    unsafe {
+        call(
+            gate,
+            || name_key(key, key_len),
+            |g, key| {
+                g.gate.set_name_key(key);
+                Ok(())
+            },
+        )
+    }
+}
+
+/// Whether the gate hashes names under a key (`*keyed`). Cost: O(1).
+///
+/// # Safety
+/// `gate` NULL or live; `keyed` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_is_name_keyed(
+    gate: *const fencelock_gate,
+    keyed: *mut bool,
+) -> fencelock_result {
+    // SAFETY: `gate` NULL or live; `keyed` checked, then writable (contract).
+    unsafe {
+        call(
+            gate,
+            || out(keyed),
+            |g, dst| set(dst, g.gate.is_name_keyed()),
         )
     }
 }

@@ -35,8 +35,8 @@ use crate::types::{
     arg, buf, buf_len, bytes, fencelock_capacity, fencelock_config, fencelock_holder,
     fencelock_leader, fencelock_name, fencelock_op, fencelock_op_kind, fencelock_output,
     fencelock_permits, fencelock_reply, fencelock_session_info, fencelock_usage, fencelock_waiter,
-    label_buf, mode_arg, mode_out, name, name_copy, op_mode, out, put, set, wait_arg, write_list,
-    FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
+    label_buf, mode_arg, mode_out, name, name_copy, name_key, op_mode, out, put, set, wait_arg,
+    write_list, FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
 };
 
 type Service = LockService<LabeledSliceStorage<'static>>;
@@ -1802,6 +1802,39 @@ pub unsafe extern "C" fn fencelock_service_set_event_limit(
     }
 }
 
+/// Sets the secret key the lock-name index hashes names with (`key[..key_len]`, exactly
+/// `FENCELOCK_NAME_KEY_LEN` bytes, from a random source; keep it secret), the core's
+/// `set_name_key`: a host that serves lock names others choose (a shared server's
+/// clients) calls it after creating or restoring the service, so that names chosen to
+/// share a probe run cannot slow every input. Nothing observable changes: replies,
+/// events, queries and snapshots are the same whatever the key. It may be called again;
+/// it is not in snapshots.
+///
+/// Errors (nothing changes): `NULL_PARAMETER`, `INVALID_ARGUMENT` (another length),
+/// `PANIC`. Cost: O(lock capacity), to rebuild the index; afterwards each input that
+/// names a lock hashes it with SipHash-1-3 (some 60 instructions more for a short name).
+///
+/// # Safety
+/// `svc` NULL or a live handle; `key` NULL or valid for `key_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_set_name_key(
+    svc: *mut fencelock_service,
+    key: *const u8,
+    key_len: usize,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live; `key` NULL or valid for `key_len` bytes (contract).
+    unsafe {
+        service_call(
+            svc,
+            || name_key(key, key_len),
+            |h: &mut fencelock_service, key| {
+                h.svc.set_name_key(key);
+                Ok(())
+            },
+        )
+    }
+}
+
 // ======================================================================= queries
 //
 // Getters change nothing. They share `NULL_PARAMETER` and `PANIC` (poisoned handle).
@@ -1817,6 +1850,20 @@ pub unsafe extern "C" fn fencelock_service_now(
 ) -> fencelock_result {
     // SAFETY: `svc` NULL or live; `now` checked, then writable (contract).
     unsafe { service_call(svc, || out(now), |h, dst| set(dst, h.svc.now().0)) }
+}
+
+/// Whether lock names are hashed under a key (`*keyed`,
+/// `fencelock_service_set_name_key`). Cost: O(1).
+///
+/// # Safety
+/// `svc` NULL or a live handle; `keyed` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_is_name_keyed(
+    svc: *const fencelock_service,
+    keyed: *mut bool,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live; `keyed` checked, then writable (contract).
+    unsafe { service_call(svc, || out(keyed), |h, dst| set(dst, h.svc.is_name_keyed())) }
 }
 
 /// The next tick at which something is due (`*scheduled` true, `*at` the tick), or

@@ -24,6 +24,10 @@ pub const FENCELOCK_LABEL_BUF_LEN: usize = 65;
 /// length, little-endian.
 pub const FENCELOCK_FRAME_PREFIX_LEN: usize = 2;
 
+/// Bytes in a name key (`fencelock_service_set_name_key`, `fencelock_gate_set_name_key`):
+/// the core's `NameKey`, two 64-bit words, little-endian.
+pub const FENCELOCK_NAME_KEY_LEN: usize = 16;
+
 /// How many recent keep-alive send times a keeper remembers to match acknowledgements
 /// against (the core's `KEEPER_MEMORY`).
 pub const FENCELOCK_KEEPER_MEMORY: usize = 8;
@@ -896,6 +900,25 @@ pub(crate) unsafe fn bytes<'a>(p: *const u8, len: usize) -> Result<&'a [u8], Fai
     // SAFETY: non-NULL, at most isize::MAX bytes, and the caller promises `len` readable
     // bytes.
     Ok(unsafe { core::slice::from_raw_parts(p, len) })
+}
+
+/// A caller's name key: `NULL_PARAMETER`, then `INVALID_ARGUMENT` unless `len` is
+/// `FENCELOCK_NAME_KEY_LEN`.
+///
+/// # Safety
+/// As [`bytes`].
+pub(crate) unsafe fn name_key(p: *const u8, len: usize) -> Result<fencelock::NameKey, Fail> {
+    // SAFETY: NULL or valid for `len` bytes (the caller's contract).
+    let key = unsafe { bytes(p, len) }?;
+    let key: &[u8; FENCELOCK_NAME_KEY_LEN] = key
+        .try_into()
+        .map_err(|_| Fail::from(fencelock_result::InvalidArgument))?;
+    let word = |i: usize| {
+        let mut w = [0; 8];
+        w.copy_from_slice(&key[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(w)
+    };
+    Ok(fencelock::NameKey([word(0), word(1)]))
 }
 
 /// A caller name: `NULL_PARAMETER`, then `INVALID_UTF8`. Emptiness and length are the

@@ -1,7 +1,7 @@
 //! Gate conformance vectors: the files match the scenarios (they cannot go stale), the
 //! native gate replays them, and a replay catches a gate that answers differently.
 
-use fencelock::{Error, FenceGate, GateRow, Token};
+use fencelock::{Error, FenceGate, GateRow, NameKey, Token};
 use fencelock_tests::gate_vectors::{
     gate_scenarios, gate_vector_files, render_gate, replay_gate, GateUnderTest,
 };
@@ -36,6 +36,21 @@ fn native_gate_replays_every_gate_vector() {
             stats.admits > 0 && stats.refusals > 0 && stats.highest > 0,
             "{name}: {stats:?}"
         );
+    }
+}
+
+/// A gate keyed against names chosen to collide (`set_name_key`) answers every vector as
+/// the unkeyed one does.
+#[test]
+fn a_keyed_gate_replays_every_gate_vector() {
+    let files = gate_vector_files().unwrap();
+    for (i, (name, text)) in files.iter().enumerate() {
+        replay_gate(text, |c| {
+            let mut gate = FenceGate::new(vec![GateRow::EMPTY; c.resources]).unwrap();
+            gate.set_name_key(NameKey([i as u64 + 1, 0x5eed]));
+            gate
+        })
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
 

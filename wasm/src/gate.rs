@@ -51,6 +51,27 @@ impl FenceGate {
         Ok(FenceGate { core })
     }
 
+    /// Keys the resource-name index with a secret (`key`: 16 bytes from a random source,
+    /// `crypto.getRandomValues(new Uint8Array(16))`; keep it secret): a gate in front of
+    /// resources whose names others choose takes one, so that names chosen to share a
+    /// probe run cannot slow every check. Nothing else changes; a key is not in
+    /// snapshots. Throws `bad_argument` (not a `Uint8Array` of 16 bytes; nothing
+    /// changes). Cost: O(capacity).
+    #[wasm_bindgen(js_name = setNameKey)]
+    pub fn set_name_key(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] key: JsValue,
+    ) -> Result<(), JsValue> {
+        self.core.set_name_key(js::name_key(&key)?);
+        Ok(())
+    }
+
+    /// Whether `setNameKey` was called. Cost: O(1).
+    #[wasm_bindgen(js_name = isNameKeyed)]
+    pub fn is_name_keyed(&self) -> bool {
+        self.core.is_name_keyed()
+    }
+
     /// Admits a write to `resource` carrying `token` (accepted if it is at least the
     /// highest seen, which it then becomes). Throws, in the core's order, `zero_token`,
     /// `stale` (with `.token` and `.highest`), `empty_name`, `name_too_long`,

@@ -532,6 +532,24 @@ pub fn bytes(v: &JsValue, what: &str) -> Result<Vec<u8>, Fail> {
     copy(&plain_bytes(v, what)?, what)
 }
 
+/// A name key argument (`setNameKey`): a `Uint8Array` of exactly 16 bytes, the core's
+/// [`NameKey`](fencelock::NameKey) as two little-endian words; else `bad_argument`.
+pub fn name_key(v: &JsValue) -> Result<fencelock::NameKey, Fail> {
+    let plain = plain_bytes(v, "key")?;
+    if plain.length() != 16 {
+        return Err(Fail::BadArgument(cat(&[
+            "key must be 16 bytes, got ",
+            Dec::new(plain.length() as u64).as_str(),
+        ])));
+    }
+    let word = |at: u32| {
+        let mut w = [0u8; 8];
+        plain.subarray(at, at + 8).copy_to(&mut w);
+        u64::from_le_bytes(w)
+    };
+    Ok(fencelock::NameKey([word(0), word(8)]))
+}
+
 /// Copies a [`plain_bytes`] array into wasm memory (fallibly, as [`bytes`]).
 pub fn copy(plain: &Uint8Array, what: &str) -> Result<Vec<u8>, Fail> {
     let mut out = zeroed(plain.length() as usize, what)?;

@@ -852,6 +852,28 @@ impl LockService {
         counts(u.sessions, u.locks, u.claims)
     }
 
+    /// Keys the lock-name index with a secret (`key`: 16 bytes from a random source,
+    /// `crypto.getRandomValues(new Uint8Array(16))`; keep it secret), the core's
+    /// `set_name_key`: a host that serves lock names others choose calls it after `new` or
+    /// `restore`, so that names chosen to share a probe run cannot slow every call.
+    /// Nothing observable changes (answers, events, queries, snapshots); a key is not in
+    /// snapshots. Throws `bad_argument` (not a `Uint8Array` of 16 bytes; nothing
+    /// changes). Cost: O(lock capacity).
+    #[wasm_bindgen(js_name = setNameKey)]
+    pub fn set_name_key(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] key: JsValue,
+    ) -> Result<(), JsValue> {
+        self.core.set_name_key(js::name_key(&key)?);
+        Ok(())
+    }
+
+    /// Whether `setNameKey` was called. Cost: O(1).
+    #[wasm_bindgen(js_name = isNameKeyed)]
+    pub fn is_name_keyed(&self) -> bool {
+        self.core.is_name_keyed()
+    }
+
     /// The most events one input can emit now (core's `max_events()`). Cost: O(1).
     #[wasm_bindgen(js_name = maxEvents)]
     pub fn max_events(&self) -> f64 {

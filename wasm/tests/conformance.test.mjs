@@ -47,10 +47,10 @@ function serviceOf(arg, where) {
 
 /**
  * Replays one vector: after each `in`, the `out` lines (the events, in order) and exactly
- * one `reply` or `err`. A refused input's events are on the error's `.eventFrames` (the
+ * one `reply` or `err`. `keyed`: each service's lock-name index keyed first. A refused input's events are on the error's `.eventFrames` (the
  * advance to its `now` stands). Returns counts of what it checked.
  */
-export function replay(text, name) {
+export function replay(text, name, { keyed = false } = {}) {
   let svc = null;
   let pending = null; // { at, got: {reply, events} | null, err, outs: [] }
   const counts = { inputs: 0, events: 0, replies: 0, errors: 0, snapshots: 0, raises: 0 };
@@ -97,6 +97,10 @@ export function replay(text, name) {
       case 'config':
         open(at);
         svc = serviceOf(arg, at);
+        if (keyed) {
+          svc.setNameKey(crypto.getRandomValues(new Uint8Array(16)));
+          assert.ok(svc.isNameKeyed());
+        }
         break;
       case 'in': {
         open(at);
@@ -159,6 +163,12 @@ for (const file of files) {
     assert.ok(counts.inputs > 0, `${name} has no inputs`);
   });
 }
+
+test('keyed from crypto.getRandomValues, every vector gives the same bytes (setNameKey)', () => {
+  let inputs = 0;
+  for (const file of files) inputs += replay(readFileSync(file, 'utf8'), path.relative(repo, file), { keyed: true }).inputs;
+  assert.ok(inputs > 1000, `${inputs} inputs`);
+});
 
 test('the watches vector checks the new inputs and raise_revision against the native core', () => {
   const file = path.join(repo, 'wasm', 'tests', 'vectors', 'determinism_watches.vec');

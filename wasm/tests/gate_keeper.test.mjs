@@ -1,7 +1,7 @@
 // FenceGate and SessionKeeper through the built wasm package: every method.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FenceGate, SessionKeeper, hex } from './pkg.mjs';
+import { FenceGate, LockService, SessionKeeper, hex } from './pkg.mjs';
 
 test('FenceGate: admit, check, highest, entries, snapshot/restore', () => {
   const gate = new FenceGate(4);
@@ -34,6 +34,32 @@ test('FenceGate: admit, check, highest, entries, snapshot/restore', () => {
   assert.equal(gate.highest('max'), 2n ** 64n - 1n);
   // a capacity over the core's row limit is the core's bad_config
   assert.throws(() => new FenceGate(2 ** 31), (e) => e.code === 'bad_config');
+});
+
+test('setNameKey: 16 bytes or bad_argument (nothing changes); keyed answers are the same', () => {
+  const gate = new FenceGate(4);
+  const svc = new LockService({ sessions: 2, locks: 4, claims: 4 });
+  for (const h of [gate, svc]) {
+    assert.equal(h.isNameKeyed(), false);
+    for (const bad of [new Uint8Array(15), new Uint8Array(17), 'sixteen bytes!!!', null, [1, 2]]) {
+      assert.throws(() => h.setNameKey(bad), (e) => e.code === 'bad_argument', String(bad));
+    }
+    assert.equal(h.isNameKeyed(), false);
+  }
+  gate.admit('ledger', 2);
+  gate.setNameKey(crypto.getRandomValues(new Uint8Array(16)));
+  assert.equal(gate.isNameKeyed(), true);
+  assert.equal(gate.highest('ledger'), 2);
+  assert.throws(() => gate.admit('ledger', 1), (e) => e.code === 'stale' && e.highest === 2);
+  const before = hex(gate.snapshot());
+  gate.setNameKey(Buffer.alloc(16, 7)); // again, another key (a Buffer is a Uint8Array)
+  assert.equal(hex(gate.snapshot()), before);
+  assert.equal(hex(FenceGate.restore(gate.snapshot(), 4).snapshot()), before);
+  svc.setNameKey(crypto.getRandomValues(new Uint8Array(16)));
+  assert.equal(svc.isNameKeyed(), true);
+  const { reply } = svc.openSession(0, 10);
+  assert.equal(svc.acquire(1, reply.session, 'ledger', { mode: 'exclusive', wait: 'none' }).reply.token, 1);
+  assert.deepEqual(svc.locks(), ['ledger']);
 });
 
 test('SessionKeeper: unconfirmed, safe, jeopardy, expired; keep-alives; poll timeout', () => {

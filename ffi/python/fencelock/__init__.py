@@ -66,7 +66,7 @@ from typing import Any, Callable, ClassVar, Iterable, Literal, Optional, Union
 
 __all__ = [
     "ENV_VAR", "MAX_NAME_LEN", "MAX_FRAME_LEN", "KEEPER_MEMORY",
-    "MAX_LABEL_LEN", "DEFAULT_MAX_WATCHERS",
+    "MAX_LABEL_LEN", "DEFAULT_MAX_WATCHERS", "NAME_KEY_LEN",
     "Result", "Mode", "Permits", "Wait", "Reason", "Change", "LeaseState",
     "FencelockError", "ArgumentError", "message",
     "Opened", "KeptAlive", "Closed", "Granted", "Queued", "Busy", "Released", "Cancelled",
@@ -89,6 +89,8 @@ KEEPER_MEMORY = 8
 MAX_LABEL_LEN = 64
 #: The core's default for the most sessions watching one lock (Config::default()).
 DEFAULT_MAX_WATCHERS = 4
+#: Bytes in a name key (Service.set_name_key, Gate.set_name_key).
+NAME_KEY_LEN = 16
 _NAME_BUF_LEN = MAX_NAME_LEN + 1
 _LABEL_BUF_LEN = MAX_LABEL_LEN + 1
 _FRAME_PREFIX_LEN = 2
@@ -346,6 +348,13 @@ def _bytes(v: Any, what: str) -> bytes:
     raise ArgumentError(f"invalid argument: {what} must be bytes-like, not {type(v).__name__}")
 
 
+def _name_key(key: Any) -> bytes:
+    """A name key: the given 16 bytes, or 16 from the operating system's random source."""
+    if key is None:
+        return os.urandom(NAME_KEY_LEN)
+    return _bytes(key, "key")
+
+
 def _enum(cls: Any, v: Any, what: str) -> Any:
     try:
         return cls(v)
@@ -469,6 +478,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_service_event_limit": [_P, _PSIZE],
     "fencelock_service_set_event_limit": [_P, _SIZE],
     "fencelock_service_now": [_P, _PU64],
+    "fencelock_service_set_name_key": [_P, _BYTES, _SIZE],
+    "fencelock_service_is_name_keyed": [_P, _PBOOL],
     "fencelock_service_poll_timeout": [_P, _PBOOL, _PU64],
     "fencelock_service_revision": [_P, _PU64],
     "fencelock_service_config": [_P, C.POINTER(_Config)],
@@ -492,6 +503,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_gate_check": [_P, _BYTES, _SIZE, _U64],
     "fencelock_gate_highest": [_P, _BYTES, _SIZE, _PBOOL, _PU64],
     "fencelock_gate_entries": [_P, C.POINTER(_Name), _SIZE, _PSIZE],
+    "fencelock_gate_set_name_key": [_P, _BYTES, _SIZE],
+    "fencelock_gate_is_name_keyed": [_P, _PBOOL],
     "fencelock_gate_snapshot": [_P, _P, _SIZE, _PSIZE],
     "fencelock_gate_restore": [_SIZE, _BYTES, _SIZE, _PP],
     "fencelock_gate_last_error": [_P, _BYTES, _SIZE, _PSIZE],
@@ -1390,6 +1403,19 @@ class Service(_Handle):
         a placed service; nothing changes). Cost: O(1)."""
         self._call("fencelock_service_set_event_limit", _size(limit, "limit"))
 
+    def set_name_key(self, key: Optional[Union[bytes, bytearray, memoryview]] = None) -> None:
+        """Keys the lock-name index with a secret (`key`: NAME_KEY_LEN bytes; by default
+        os.urandom's), so that lock names others choose cannot be picked to share a probe
+        run and slow every call. Nothing observable changes (replies, events, queries,
+        snapshots); not kept in a snapshot: key a restored service again. Errors:
+        INVALID_ARGUMENT (another length; nothing changes). Cost: O(lock capacity)."""
+        raw = _name_key(key)
+        self._call("fencelock_service_set_name_key", raw, len(raw))
+
+    def is_name_keyed(self) -> bool:
+        """Whether set_name_key was called. Cost: O(1)."""
+        return self._get("fencelock_service_is_name_keyed", C.c_bool).value
+
     def max_events(self) -> int:
         """The most events one input can emit now (open sessions + 2 × holds and waits, plus
         the watchers' share: docs/SPEC.md §4). Cost: O(1)."""
@@ -1526,6 +1552,21 @@ class Gate(_Handle):
         raw, seen, top = _name(resource, "resource"), C.c_bool(), _U64()
         self._call("fencelock_gate_highest", raw, len(raw), C.byref(seen), C.byref(top))
         return top.value if seen.value else None
+
+    def set_name_key(self, key: Optional[Union[bytes, bytearray, memoryview]] = None) -> None:
+        """Keys the resource-name index with a secret (`key`: NAME_KEY_LEN bytes; by
+        default os.urandom's), so that resource names others choose cannot be picked to
+        share a probe run and slow every check. Nothing else changes; not kept in a
+        snapshot. Errors: INVALID_ARGUMENT (another length; nothing changes). Cost:
+        O(capacity)."""
+        raw = _name_key(key)
+        self._call("fencelock_gate_set_name_key", raw, len(raw))
+
+    def is_name_keyed(self) -> bool:
+        """Whether set_name_key was called. Cost: O(1)."""
+        keyed = C.c_bool()
+        self._call("fencelock_gate_is_name_keyed", C.byref(keyed))
+        return keyed.value
 
     def entries(self) -> dict[str, int]:
         """Every resource with its highest token, in the order first admitted. Cost:

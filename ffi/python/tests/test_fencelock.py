@@ -684,6 +684,7 @@ def test_result_codes_match_the_header_and_have_messages():
     assert fl.MAX_FRAME_LEN == int(re.search(r"FENCELOCK_MAX_FRAME_LEN (\d+)", text)[1])
     assert fl.KEEPER_MEMORY == int(re.search(r"FENCELOCK_KEEPER_MEMORY (\d+)", text)[1])
     assert fl.MAX_LABEL_LEN == int(re.search(r"FENCELOCK_MAX_LABEL_LEN (\d+)", text)[1])
+    assert fl.NAME_KEY_LEN == int(re.search(r"FENCELOCK_NAME_KEY_LEN (\d+)", text)[1])
     assert fl.DEFAULT_MAX_WATCHERS == int(
         re.search(r"FENCELOCK_DEFAULT_MAX_WATCHERS (\d+)", text)[1])
 
@@ -776,9 +777,10 @@ def test_error_precedence_table_through_the_typed_methods():
 VECTORS = os.path.join(HERE, "..", "..", "..", "tests", "vectors")
 
 
-def _replay(path):
+def _replay(path, keyed=False):
     """Replays one conformance vector through handle_frame: the events of each input (as
-    frames, in order), then exactly its reply frame or its error code, and snapshots."""
+    frames, in order), then exactly its reply frame or its error code, and snapshots.
+    `keyed`: the service's lock-name index keyed from os.urandom first."""
     svc, inputs, raises = None, 0, []
     lines = [line.strip() for line in open(path)]
     lines = [line for line in lines if line and not line.startswith("#")]
@@ -791,6 +793,9 @@ def _replay(path):
             svc = fl.Service(c["sessions"], c["locks"], c["claims"], c["lock_delay"],
                              c["max_name_len"],
                              c.get("max_watchers", fl.DEFAULT_MAX_WATCHERS))
+            if keyed:
+                svc.set_name_key()
+                assert svc.is_name_keyed()
         elif word == "snapshot":
             assert svc.snapshot().hex() == arg, f"{path}: snapshot before line {i}"
         elif word == "raise":
@@ -837,6 +842,33 @@ def test_conformance_vectors_through_frames():
     counts = [_replay(f) for f in files]
     assert sum(n for n, _ in counts) > 1200
     assert sum(r for _, r in counts) > 10
+
+
+def test_a_name_key_changes_no_answer():
+    # Keyed from os.urandom, every vector gives the same events, replies and snapshots.
+    files = sorted(os.path.join(VECTORS, f) for f in os.listdir(VECTORS) if f.endswith(".vec"))
+    files += sorted(os.path.join(WASM_VECTORS, f) for f in os.listdir(WASM_VECTORS)
+                    if f.endswith(".vec"))
+    assert sum(_replay(f, keyed=True)[0] for f in files) > 1200
+    with fl.Service(2, 4, 4) as svc, fl.Gate(4) as gate:
+        for h in (svc, gate):
+            assert not h.is_name_keyed()
+            # A key of another length, or not bytes, is refused and changes nothing.
+            refused(903, h.set_name_key, bytes(15))
+            refused(903, h.set_name_key, bytes(17))
+            with pytest.raises(fl.ArgumentError):
+                h.set_name_key("0123456789abcdef")
+            assert not h.is_name_keyed()
+            h.set_name_key(bytes(range(16)))
+            assert h.is_name_keyed()
+        s = svc.open_session(0, 10).session
+        assert svc.acquire(1, s, "ledger").token == 1
+        assert svc.locks() == ["ledger"]
+        gate.admit("ledger", 2)
+        refused(401, gate.admit, "ledger", 1)
+        gate.set_name_key()  # again, from os.urandom: the entries are kept
+        assert gate.entries() == {"ledger": 2}
+        assert gate.highest("ledger") == 2
 
 
 # ------------------------------------------------ semaphores, labels, watches, revision

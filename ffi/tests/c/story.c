@@ -201,6 +201,23 @@ static void gc_pause_timeline(void) {
   OK(fencelock_gate_highest(gate, S("storage"), &seen, &highest));
   CHECK(seen && highest == 35);
 
+  /* A gate whose resource names others choose takes a secret key (from a random source
+   * in real use): a key of another length is refused, and keying changes no answer. */
+  static const uint8_t key[FENCELOCK_NAME_KEY_LEN] = {7, 1, 8, 2, 8, 1, 8, 2,
+                                                      8, 4, 5, 9, 0, 4, 5, 2};
+  bool keyed = true;
+  EXPECT(fencelock_gate_set_name_key(gate, key, sizeof key - 1),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
+  EXPECT(fencelock_gate_set_name_key(gate, NULL, sizeof key), FENCELOCK_RESULT_NULL_PARAMETER);
+  OK(fencelock_gate_is_name_keyed(gate, &keyed));
+  CHECK(!keyed);
+  OK(fencelock_gate_set_name_key(gate, key, sizeof key));
+  OK(fencelock_gate_is_name_keyed(gate, &keyed));
+  CHECK(keyed);
+  EXPECT(fencelock_gate_admit(gate, S("storage"), 34), FENCELOCK_RESULT_STALE);
+  OK(fencelock_gate_highest(gate, S("storage"), &seen, &highest));
+  CHECK(seen && highest == 35);
+
   /* A's keeper would have told it to stop before any of this (ttl 10, margin 2). */
   fencelock_keeper *keeper = NULL;
   bool extended = false, may = false;
@@ -225,6 +242,14 @@ static void gc_pause_timeline(void) {
   fencelock_service *back = NULL;
   OK(fencelock_service_restore(&cap, snap, len, &back));
   CHECK(back != NULL && unchanged(back, snap, len));
+  /* Keyed after the restore (a key is not in snapshots): nothing observable changes. */
+  EXPECT(fencelock_service_set_name_key(back, key, sizeof key + 1),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
+  OK(fencelock_service_is_name_keyed(back, &keyed));
+  CHECK(!keyed);
+  OK(fencelock_service_set_name_key(back, key, sizeof key));
+  OK(fencelock_service_is_name_keyed(back, &keyed));
+  CHECK(keyed && unchanged(back, snap, len));
   OK(fencelock_service_release(back, 10, b, S("jobs/reindex"), 0, &r));
   CHECK(is_reply(FENCELOCK_REPLY_KIND_RELEASED, 35));
   CHECK(drain(back, outs, 80) == 0);

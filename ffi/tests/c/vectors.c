@@ -10,6 +10,9 @@
  * fencelock_service_raise_revision, closed by `revision <n>` (what it returned) or
  * `err <code>`.
  *
+ * `--keyed` first: every service is keyed (fencelock_service_set_name_key) before its first
+ * input; every byte must be the same.
+ *
  * FILE.calls (tests/vectors/precedence.calls): runs each line through the TYPED functions
  * (fencelock_service_open_session, _acquire, …; not frames) and checks the expected reply
  * kind or error code:
@@ -60,6 +63,9 @@ static unsigned long field(const char *cfg, const char *key) {
   return strtoul(p + strlen(key), NULL, 10);
 }
 
+/* `--keyed`: every service's lock-name index is keyed (fencelock_service_set_name_key). */
+static int keyed;
+
 /* A new service from a `config` line; NULL (and a failure) if refused. `max_watchers=` is
  * optional (the core's default when absent, as in the files written before watches). */
 static fencelock_service *configure(const char *text, fencelock_config *c) {
@@ -73,6 +79,13 @@ static fencelock_service *configure(const char *text, fencelock_config *c) {
   c->max_watchers = mw ? (uint32_t)strtoul(mw + strlen("max_watchers="), NULL, 10)
                        : FENCELOCK_DEFAULT_MAX_WATCHERS;
   if (fencelock_service_new(c, &svc) != FENCELOCK_RESULT_OK) fail("config refused");
+  if (keyed) {
+    /* A fixed key stands in for a random one: any key must give the same bytes. */
+    uint8_t key[FENCELOCK_NAME_KEY_LEN];
+    for (size_t i = 0; i < sizeof key; i++) key[i] = (uint8_t)(0x9e + 37 * i);
+    if (fencelock_service_set_name_key(svc, key, sizeof key) != FENCELOCK_RESULT_OK)
+      fail("name key refused");
+  }
   return svc;
 }
 
@@ -492,10 +505,15 @@ static int ends_with(const char *s, const char *tail) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s FILE.vec|FILE.calls...\n", argv[0]);
+    fprintf(stderr, "usage: %s [--keyed] FILE.vec|FILE.calls...\n", argv[0]);
     return 2;
   }
-  for (int i = 1; i < argc; i++) {
+  int first = 1;
+  if (strcmp(argv[1], "--keyed") == 0) {
+    keyed = 1;
+    first = 2;
+  }
+  for (int i = first; i < argc; i++) {
     file = argv[i];
     FILE *f = fopen(file, "r");
     if (!f) {
@@ -507,9 +525,10 @@ int main(int argc, char **argv) {
     else run_vec(f);
     fclose(f);
   }
-  printf("vectors.c: %d files, %d inputs, %d events, %d replies, %d snapshots, %d revision "
+  printf("vectors.c%s: %d files, %d inputs, %d events, %d replies, %d snapshots, %d revision "
          "raises, %d typed calls replayed, %d failed\n",
-         argc - 1, inputs, outputs, replies, snapshots, raises, calls, failures);
+         keyed ? " (keyed)" : "", argc - first, inputs, outputs, replies, snapshots, raises,
+         calls, failures);
   if (request_zero)
     printf("vectors.c: %d typed calls had request=0, which the typed functions cannot make "
            "(0 is \"no request number\" there): only their advance was applied\n",
