@@ -350,9 +350,9 @@ impl Node {
                 .validate()
                 .map_err(|e| io::Error::other(e.to_string()))?,
         );
-        // Every check of the directory and the settings has passed: a version-2 log
-        // becomes version 3 only now, so a start refused above left it as the build before
-        // can read it. (Only openraft's own start, below, can still fail after it.)
+        // Every check of the directory and the settings has passed: a log of version 2
+        // or 3 becomes version 4 only now, so a start refused above left it as the build
+        // before can read it. (Only openraft's own start, below, can still fail after it.)
         log.finish_upgrade()?;
         if !recorded {
             // The directory's state passed its checks with these settings: from now on it
@@ -1587,9 +1587,7 @@ fn refuse_lost_log(dir: &std::path::Path, log: Option<&LogStore>) -> io::Result<
         return Ok(());
     };
     let lost = match log {
-        None => std::fs::metadata(&path)
-            .map(|m| m.len() < crate::log_store::FILE_MAGIC.len() as u64)
-            .unwrap_or(true),
+        None => crate::log_store::lacks_header(&path),
         Some(l) => l.holds_nothing(),
     };
     if !lost {

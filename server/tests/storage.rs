@@ -6,7 +6,7 @@ mod common;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use fencelock_server::log_store::{LogStore, TailCut, FILE_MAGIC, PREALLOC};
+use fencelock_server::log_store::{LogStore, TailCut, FILE_HEADER_LEN, FILE_MAGIC, PREALLOC};
 use fencelock_server::state_machine::{ServiceConfig, StateMachine};
 use fencelock_server::types::{
     Cmd, Entry, LogId, Op, StorageError, TypeConfig, Vote, STAMPED_AT_APPLY,
@@ -168,7 +168,7 @@ async fn a_torn_tail_is_cut_and_damage_is_refused() {
     // A flipped byte in a group that has valid groups after it is not a torn append:
     // opening refuses, and the file is left as it was (nothing acknowledged is cut).
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes[FILE_MAGIC.len() + 30] ^= 0xff;
+    bytes[FILE_HEADER_LEN + 30] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
     let err = LogStore::open(&dir)
         .err()
@@ -215,7 +215,7 @@ async fn appends_overwrite_preallocated_zeros_and_grow_the_file() {
     let mut log = LogStore::open(&dir).unwrap();
     append(&mut log, (1..=3).map(|i| entry(1, i)).collect()).await;
     let size = std::fs::metadata(&path).unwrap().len();
-    let header = FILE_MAGIC.len() as u64;
+    let header = FILE_HEADER_LEN as u64;
     assert_eq!(size, header + PREALLOC, "first append preallocates");
     let bytes = std::fs::read(&path).unwrap();
     assert!(bytes[log.file_len() as usize..].iter().all(|&b| b == 0));
@@ -391,15 +391,15 @@ async fn a_corrupt_length_in_the_middle_refuses_to_open() {
     // The first group's length field (after the file header, magic and sequence number):
     // its top byte set, a length far past the end of the file.
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-    f.write_all_at(&[0x7f], (FILE_MAGIC.len() + 15) as u64)
+    f.write_all_at(&[0x7f], (FILE_HEADER_LEN + 15) as u64)
         .unwrap();
     drop(f);
     let err = LogStore::open(&dir).err().expect("must refuse");
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
     let after = std::fs::read(&path).unwrap();
     assert_eq!(
-        after[FILE_MAGIC.len() + 16..],
-        before[FILE_MAGIC.len() + 16..],
+        after[FILE_HEADER_LEN + 16..],
+        before[FILE_HEADER_LEN + 16..],
         "nothing cut"
     );
 }

@@ -156,7 +156,7 @@ async fn a_data_directory_of_the_build_before_is_read_in_place() {
 }
 
 /// A first start of this build that another check refuses (here a damaged snapshot) leaves
-/// the version-2 log byte for byte as the build before wrote it: the rewrite as version 3
+/// the version-2 log byte for byte as the build before wrote it: the rewrite as version 4
 /// waits until every start check has passed, so that build can still start on it.
 #[test]
 fn a_refused_first_start_leaves_the_old_log_as_it_was() {
