@@ -11,7 +11,9 @@ use fencelock_server::protocol::WaitSpec;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const NODE: &str = env!("CARGO_BIN_EXE_fencelock-node");
+mod procs;
+
+use procs::NODE;
 
 fn temp_dir(name: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
@@ -39,21 +41,10 @@ async fn get(addr: &str, path: &str) -> Option<(u16, String)> {
 /// metrics `metrics`) in `base/n1`, logging to `base/n1.log`; callers add their flags.
 fn one_node(base: &Path, p: &[u16], metrics: &str) -> Command {
     let mut cmd = Command::new(NODE);
-    cmd.args([
-        "--insecure-plaintext",
-        "--id",
-        "1",
-        "--init",
-        "--grace-ms",
-        "300",
-    ])
-    .arg("--dir")
-    .arg(base.join("n1"))
-    .arg("--peer")
-    .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]))
-    .args(["--metrics-addr", metrics])
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(base.join("n1.log")).unwrap());
+    let (raft, client) = (format!("127.0.0.1:{}", p[0]), format!("127.0.0.1:{}", p[1]));
+    procs::one_node_flags(&mut cmd, base, &raft, &client, metrics, 300)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(base.join("n1.log")).unwrap());
     cmd
 }
 

@@ -564,29 +564,6 @@ fn metrics(text: &str) -> std::collections::HashMap<String, f64> {
         .collect()
 }
 
-/// The flags of a one-node cluster in `dir/n1` on these addresses, plain TCP.
-fn one_node_flags(
-    cmd: &mut std::process::Command,
-    dir: &std::path::Path,
-    raft: &str,
-    client: &str,
-    metrics: &str,
-) {
-    cmd.args([
-        "--insecure-plaintext",
-        "--id",
-        "1",
-        "--init",
-        "--grace-ms",
-        "100",
-    ])
-    .arg("--dir")
-    .arg(dir.join("n1"))
-    .arg("--peer")
-    .arg(format!("1={raft}/{client}"))
-    .args(["--metrics-addr", metrics]);
-}
-
 async fn http_get(addr: &str, path: &str) -> Option<String> {
     let mut s = TcpStream::connect(addr).await.ok()?;
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
@@ -620,7 +597,7 @@ async fn under_a_low_open_file_limit_the_node_serves_on_and_recovers() {
     let log = std::fs::File::create(&log_path).unwrap();
     let mut node = std::process::Command::new("prlimit");
     node.arg("--nofile=128:128").arg("--").arg(procs::NODE);
-    one_node_flags(&mut node, &dir, &raft, &client, &metrics_addr);
+    procs::one_node_flags(&mut node, &dir, &raft, &client, &metrics_addr, 100);
     let mut node = node
         .stdout(std::process::Stdio::null())
         .stderr(log)
@@ -850,7 +827,7 @@ async fn every_transport_limit_flag_reaches_the_running_node() {
         .digest();
     let mut cmd = std::process::Command::new(procs::NODE);
     cmd.arg("--tokens").arg(&tokens_file);
-    one_node_flags(&mut cmd, &dir, &raft, &client, &metrics_addr);
+    procs::one_node_flags(&mut cmd, &dir, &raft, &client, &metrics_addr, 100);
     let mut given = std::collections::BTreeSet::new();
     for (flag, _, v) in &flags {
         if given.insert(*flag) {

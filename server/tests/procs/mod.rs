@@ -23,6 +23,26 @@ use tokio::net::{TcpListener, TcpStream};
 pub const NODE: &str = env!("CARGO_BIN_EXE_fencelock-node");
 pub const WORKLOAD: &str = env!("CARGO_BIN_EXE_fencelock-workload");
 
+/// Adds the flags of node 1 of a one-node cluster to `cmd` (which runs [`NODE`], perhaps
+/// through a wrapper such as `prlimit`): plaintext, `--init`, its data in `base/n1`, its
+/// Raft and client addresses, `/metrics` on `metrics`, and a start grace of `grace_ms`.
+pub fn one_node_flags<'a>(
+    cmd: &'a mut Command,
+    base: &Path,
+    raft: &str,
+    client: &str,
+    metrics: &str,
+    grace_ms: u32,
+) -> &'a mut Command {
+    cmd.args(["--insecure-plaintext", "--id", "1", "--init", "--grace-ms"])
+        .arg(grace_ms.to_string())
+        .arg("--dir")
+        .arg(base.join("n1"))
+        .arg("--peer")
+        .arg(format!("1={raft}/{client}"))
+        .args(["--metrics-addr", metrics])
+}
+
 /// A loopback port that is free now, drawn from 20000–31999 (below Linux's ephemeral range
 /// 32768–60999, so no outgoing connection takes it before the node binds it) and never handed
 /// out twice in this process.
