@@ -61,7 +61,8 @@ scripts/build-wasm.sh
 # Raised an eighth time, by exactly the measured growth (173 586 -> 176 020 raw, 69 994 ->
 # 70 646 gzipped: +2 434 / +652): setNameKey and isNameKeyed on LockService and
 # FenceGate (the key's argument check 359 B before wasm-opt, each export's wasm-bindgen
-# wrapper and unwind shim ~500 B), the core's lock-index rebuild now reachable (283 B)
+# wrapper and unwind shim ~500 B), the core's lock-index rebuild (283 B: the raise above
+# linked the keyed hash, which every lookup reaches, but nothing called the rebuild)
 # and the gate's own keyed index (its rebuild 248 B), which a host serving names others
 # choose needs against hash flooding ("trust nothing at the edges"). The small module
 # does not take a key and is unchanged.

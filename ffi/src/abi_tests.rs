@@ -933,6 +933,89 @@ fn gates_and_keepers_have_a_last_error() {
     }
 }
 
+/// The name key, on a service and a gate: NULL and every length but 16 refused with
+/// nothing changed (a wrong handle kind too); 16 bytes keyed, with every answer the same.
+#[test]
+fn name_keys_are_checked_then_change_no_answer() {
+    let svc = new_service(&config(4, 4, 8));
+    let mut gate = null_mut();
+    let key = [7u8; FENCELOCK_NAME_KEY_LEN + 1];
+    let mut keyed = true;
+    // SAFETY: live handles; `key` valid for every length passed with it (at most 17), or
+    // NULL; `keyed` writable.
+    unsafe {
+        assert_eq!(fencelock_gate_new(4, &mut gate), fencelock_result::Ok);
+        let s = open(svc, 0, 10);
+        assert_eq!(
+            acquire(svc, 0, s, "ledger", X, NONE).1.token,
+            1,
+            "granted before the key"
+        );
+        let (p, n) = name("ledger");
+        assert_eq!(fencelock_gate_admit(gate, p, n, 2), fencelock_result::Ok);
+        let before = snapshot(svc);
+        for len in [0, 15, 17] {
+            assert_eq!(
+                fencelock_service_set_name_key(svc, key.as_ptr(), len),
+                fencelock_result::InvalidArgument
+            );
+            assert_eq!(
+                fencelock_gate_set_name_key(gate, key.as_ptr(), len),
+                fencelock_result::InvalidArgument
+            );
+        }
+        assert_eq!(
+            fencelock_service_set_name_key(svc, null(), FENCELOCK_NAME_KEY_LEN),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(
+            fencelock_gate_set_name_key(null_mut(), key.as_ptr(), FENCELOCK_NAME_KEY_LEN),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(
+            fencelock_service_set_name_key(gate.cast(), key.as_ptr(), FENCELOCK_NAME_KEY_LEN),
+            fencelock_result::InvalidHandle
+        );
+        assert_eq!(
+            fencelock_service_is_name_keyed(svc, &mut keyed),
+            fencelock_result::Ok
+        );
+        assert!(!keyed);
+        assert_eq!(
+            fencelock_gate_is_name_keyed(gate, &mut keyed),
+            fencelock_result::Ok
+        );
+        assert!(!keyed);
+        assert_eq!(
+            fencelock_service_is_name_keyed(svc, null_mut()),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(
+            fencelock_service_set_name_key(svc, key.as_ptr(), FENCELOCK_NAME_KEY_LEN),
+            fencelock_result::Ok
+        );
+        assert_eq!(
+            fencelock_gate_set_name_key(gate, key.as_ptr(), FENCELOCK_NAME_KEY_LEN),
+            fencelock_result::Ok
+        );
+        assert_eq!(
+            fencelock_service_is_name_keyed(svc, &mut keyed),
+            fencelock_result::Ok
+        );
+        assert!(keyed);
+        assert_eq!(
+            fencelock_gate_is_name_keyed(gate, &mut keyed),
+            fencelock_result::Ok
+        );
+        assert!(keyed);
+        assert_eq!(snapshot(svc), before);
+        assert_eq!(release(svc, 1, s, "ledger").1.token, 1);
+        assert_eq!(fencelock_gate_admit(gate, p, n, 1), fencelock_result::Stale);
+        fencelock_gate_free(gate);
+        fencelock_service_free(svc);
+    }
+}
+
 #[test]
 fn every_code_has_a_message() {
     let mut buf = [0 as std::ffi::c_char; 128];

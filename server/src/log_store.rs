@@ -7,7 +7,9 @@
 //! u32 LE | crc32(salt ‖ seq, len, payload): u32 LE | payload | 0xFF`, the payload being
 //! records `len: u32 LE | postcard Rec`. Sequence numbers follow each other. The salt
 //! keeps bytes a client chose (lock names, inside entries) from passing for a group: it
-//! never leaves the file, and without it no checksum can be made to hold. A log of
+//! never leaves the file, and without it a planted group's checksums hold only by chance
+//! (CRC-32 is linear, so the salt hides 32 bits of state: one chance in 2³² per group
+//! planted, and only where a torn write lost a header). A log of
 //! version 3 ([`FILE_MAGIC_V3`]: an 8-byte header, the same groups without the salt) or
 //! of version 2 ([`FILE_MAGIC_V2`]: without the header's own checksum either) is read,
 //! judged by its own rules, and rewritten as version 4 once the node's other start checks
@@ -132,7 +134,7 @@ enum Format {
     V4([u8; SALT_LEN]),
 }
 
-/// The last byte of a version-3 group.
+/// The last byte of a group of version 3 or 4.
 const GROUP_END: u8 = 0xff;
 
 impl Format {
@@ -181,22 +183,35 @@ impl Format {
     }
 }
 
-/// Whether the log file at `path` lacks a whole header: missing, shorter than any
-/// version's header, or a version-4 header cut short (which [`LogStore::open`] would take
-/// for a new log's). A file of another kind or version is not judged here: opening it
-/// does. Cost: one `stat`, and an 8-byte read for a file shorter than
-/// [`FILE_HEADER_LEN`].
+/// Whether a file holding `bytes` is a new log, or one whose creation was cut short while
+/// its header was written: at most [`FILE_HEADER_LEN`] bytes, all zeros (the size made
+/// durable before the data), or fewer that are a prefix of [`FILE_MAGIC`] or the magic
+/// and part of the salt. No group is written before the header is durable, and none fits
+/// in so few bytes, so such a file holds nothing; [`LogStore::open`] writes it a header.
+fn is_new_log(bytes: &[u8]) -> bool {
+    bytes.len() <= FILE_HEADER_LEN && bytes.iter().all(|&b| b == 0)
+        || bytes.len() < FILE_HEADER_LEN
+            && (FILE_MAGIC.starts_with(bytes) || bytes.starts_with(&FILE_MAGIC))
+}
+
+/// Whether the log at `path` is missing or would open as a new log ([`is_new_log`]): what
+/// a node's start takes for a lost log beside its snapshot or settings. A whole header
+/// of any version, or a file of another kind (which opening refuses), is not lost; nor is
+/// anything [`FILE_HEADER_LEN`] bytes or longer but zeros. A path that is not a regular
+/// file, or cannot be read, counts as missing. Cost: one `stat`, and a read of at most
+/// [`FILE_HEADER_LEN`] bytes.
 pub fn lacks_header(path: &Path) -> bool {
     let len = match fs::metadata(path) {
         Ok(m) if m.is_file() => m.len(),
         _ => return true,
     };
-    if len >= FILE_HEADER_LEN as u64 {
+    if len > FILE_HEADER_LEN as u64 {
         return false;
     }
-    let mut magic = [0u8; 8];
-    let read = File::open(path).and_then(|mut f| f.read_exact(&mut magic));
-    read.is_err() || magic == FILE_MAGIC
+    let mut bytes = Vec::with_capacity(FILE_HEADER_LEN + 1);
+    let read =
+        File::open(path).and_then(|f| f.take(FILE_HEADER_LEN as u64 + 1).read_to_end(&mut bytes));
+    read.is_err() || is_new_log(&bytes)
 }
 
 /// A version-4 file header for `salt`.
@@ -413,7 +428,7 @@ fn every_sector_written(bytes: &[u8], from: usize, to: usize) -> bool {
 /// none of whose sectors is zero was written completely (and so fsynced and acknowledged,
 /// or at least meant to be) and then damaged.
 ///
-/// Version 3: when the header holds, its length is the one written, and the group is
+/// Versions 3 and 4: when the header holds, its length is the one written, and the group is
 /// judged over its whole extent, whose last byte is never zero (a group that would end
 /// past the file is damage too: the file is grown and synced before a group is written
 /// into it). When the header does not hold, the header alone is judged: each sector of
@@ -779,14 +794,7 @@ impl LogStore {
                 format!("log {}: {msg}", path.display()),
             )
         };
-        // A new log, or one whose creation was cut short while its header was written
-        // (a prefix of the magic, the magic and part of the salt, or zeros: no group
-        // comes before the header is durable, and none fits in fewer bytes).
-        let new = bytes.len() < FILE_HEADER_LEN
-            && (FILE_MAGIC.starts_with(&bytes)
-                || bytes.starts_with(&FILE_MAGIC)
-                || bytes.iter().all(|&b| b == 0));
-        if new {
+        if is_new_log(&bytes) {
             // Its header first, durable before anything relies on the file.
             let header = file_header(new_salt()?);
             file.set_len(0)?;
@@ -800,10 +808,11 @@ impl LogStore {
         }
         let format = match bytes.get(..FILE_MAGIC.len()) {
             Some(m) if m == FILE_MAGIC => {
-                let header = bytes.get(..FILE_HEADER_LEN).ok_or_else(|| {
-                    bad("its header is cut short (no salt); refusing to touch it".into())
-                })?;
-                if le_u32(&header[16..]) != Some(crc32fast::hash(&header[..16])) {
+                // Whole: a shorter file beginning with the magic is a new log's (above).
+                let header = bytes.get(..FILE_HEADER_LEN).unwrap_or_default();
+                if le_u32(header.get(16..).unwrap_or_default())
+                    != Some(crc32fast::hash(header.get(..16).unwrap_or_default()))
+                {
                     return Err(bad(
                             "its header (version and salt) fails its checksum: damaged; refusing to touch it"
                                 .into(),
@@ -1538,7 +1547,7 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
     }
 
-    /// A last group's header that straddles a sector boundary, in a version-3 log. A
+    /// A last group's header that straddles a sector boundary, in a version-4 log. A
     /// single flipped bit anywhere in it, with every sector written, is damage: refused,
     /// nothing changed (version 2 cut some of these as torn writes, losing what may have
     /// been acknowledged). The header's first sector lost, or its second (a write cut
@@ -1726,9 +1735,10 @@ mod tests {
     /// A torn last group whose header sector was lost too (so the scan for a later group
     /// tries every offset) and whose payload holds what a client could make read as a
     /// group — one checksummed without the salt, as version 3 would, or under another
-    /// salt — is cut as the torn write it is: only the file's own salt makes a group. The
-    /// same bytes under the file's salt (what no client can compute) would refuse the
-    /// start, so the scan does reach them.
+    /// salt, or with either checksum alone under the file's salt — is cut as the torn
+    /// write it is: only the file's own salt, in both checksums, makes a group. The same
+    /// bytes under the file's salt (what no client can compute) would refuse the start,
+    /// so the scan does reach them.
     #[test]
     fn a_group_forged_without_the_salt_is_not_taken_for_a_later_group() {
         let dir = temp("unsalted");
@@ -1738,12 +1748,28 @@ mod tests {
         let at = bytes.len();
         let group = encode_group(1, &(2..200).map(blank).collect::<Vec<_>>()).unwrap();
         let end = at + group.len();
-        for (forger, taken) in [
-            (Format::V3, false),
-            (Format::V4(*b"guessed!"), false),
-            (V4, true),
+        let salted = super::encode_group(V4, 7, &[]).unwrap();
+        let mut header_unsalted = salted.clone();
+        let crc = Format::V3.crc(&[&salted[..16]]).to_le_bytes();
+        header_unsalted[16..20].copy_from_slice(&crc);
+        let mut payload_unsalted = salted.clone();
+        let crc = group_crc(Format::V3, 7, 0, &[]).to_le_bytes();
+        payload_unsalted[20..24].copy_from_slice(&crc);
+        for (forger, forged, taken) in [
+            (
+                "unsalted",
+                super::encode_group(Format::V3, 7, &[]).unwrap(),
+                false,
+            ),
+            (
+                "another salt",
+                super::encode_group(Format::V4(*b"guessed!"), 7, &[]).unwrap(),
+                false,
+            ),
+            ("header unsalted", header_unsalted, false),
+            ("payload unsalted", payload_unsalted, false),
+            ("the file's salt", salted, true),
         ] {
-            let forged = super::encode_group(forger, 7, &[]).unwrap();
             let mut b = bytes.clone();
             b.extend(&group);
             b.resize(end + 4096, 0);
@@ -1801,9 +1827,23 @@ mod tests {
         assert!(lacks(Some(b"")));
         assert!(lacks(Some(&good[..12])));
         assert!(lacks(Some(&FILE_MAGIC[..5])));
+        assert!(lacks(Some(&[0; 12])));
+        assert!(lacks(Some(&[0; FILE_HEADER_LEN])));
         assert!(!lacks(Some(&FILE_MAGIC_V3)));
         assert!(!lacks(Some(&good[..FILE_HEADER_LEN])));
         assert!(!lacks(Some(b"not a log at all")));
+        assert!(!lacks(Some(&[0; FILE_HEADER_LEN + 1])));
+        // Each of those `lacks_header` takes for lost opens as a new log, and none of
+        // the others does.
+        for (bytes, lost) in [
+            (&good[..12], true),
+            (&[0u8; 12][..], true),
+            (&[0u8; FILE_HEADER_LEN][..], true),
+            (&FILE_MAGIC_V3[..], false),
+            (&[0u8; FILE_HEADER_LEN + 1][..], false),
+        ] {
+            assert_eq!(is_new_log(bytes), lost, "{bytes:?}");
+        }
 
         fs::write(&path, &good[..12]).unwrap();
         let log = LogStore::open(&dir).expect("a header cut short is a new log");
@@ -1812,7 +1852,12 @@ mod tests {
         let file = fs::read(&path).unwrap();
         assert_eq!(file.len(), FILE_HEADER_LEN);
         assert_eq!(file[..8], FILE_MAGIC);
-        assert_ne!(file[8..16], good[8..16], "with a salt of its own");
+        // Each new log draws a salt of its own.
+        fs::remove_file(&path).unwrap();
+        drop(LogStore::open(&dir).unwrap());
+        let other = fs::read(&path).unwrap();
+        assert_ne!(file[8..16], other[8..16], "a salt of its own");
+        assert_ne!(file[8..16], [0; SALT_LEN]);
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -1560,8 +1560,9 @@ fn recordable(req: &Request) -> Result<(), ClientError> {
 }
 
 /// Refuses to start a node whose `raft.log` is gone beside a `snapshot.bin` or a
-/// `settings` file: missing or shorter than its header (`log` `None`, checked before the
-/// log is opened, so nothing is created), or — beside a snapshot — holding nothing at
+/// `settings` file: missing, or what opening would take for a new log — no whole header
+/// ([`crate::log_store::lacks_header`]; `log` `None`, checked before the log is opened,
+/// so nothing is created) — or — beside a snapshot — holding nothing at
 /// all: no vote, no entry, no compaction point (`log` given). A node that has a snapshot
 /// always has a log that says so (a node that built or received one voted and compacted
 /// or holds entries; `snapshot restore` and `force-new-cluster` write the log's compaction
@@ -1575,7 +1576,8 @@ fn recordable(req: &Request) -> Result<(), ClientError> {
 /// interrupted in between leaves this too: the message says to empty the directory and
 /// restore again (a second restore into it is refused, `AlreadyExists`).
 ///
-/// Errors: `InvalidData` naming the files. Cost: three `stat`s.
+/// Errors: `InvalidData` naming the files. Cost: three `stat`s, and a read of at most 21
+/// bytes of a short log.
 fn refuse_lost_log(dir: &std::path::Path, log: Option<&LogStore>) -> io::Result<()> {
     let (snap, path) = (dir.join("snapshot.bin"), dir.join("raft.log"));
     let settings = dir.join(crate::settings::FILE);

@@ -54,9 +54,10 @@ const serviceMethods = [
   'resign', 'handle', 'handleFrame', 'now', 'pollTimeout', 'revision', 'holders', 'waiters',
   'session', 'sessions', 'locks', 'leader', 'lockDelayUntil', 'capacity', 'usage', 'maxEvents', 'config',
   'snapshot', 'openLabeled', 'watch', 'unwatch', 'permits', 'raiseRevision', 'internName',
+  'setNameKey', 'isNameKeyed',
 ];
 const inputMethods = new Set(['openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign', 'resign', 'handle', 'handleFrame', 'openLabeled', 'watch', 'unwatch']);
-const gateMethods = ['admit', 'check', 'highest', 'entries', 'snapshot'];
+const gateMethods = ['admit', 'check', 'highest', 'entries', 'snapshot', 'setNameKey', 'isNameKeyed'];
 const keeperMethods = ['keepAliveSent', 'keepAliveAcked', 'sessionLost', 'lease', 'mayAct', 'nextKeepAlive', 'pollTimeout'];
 
 /** A postcard varint (frames carry u64 as varints). */

@@ -1,6 +1,7 @@
 // FenceGate and SessionKeeper through the built wasm package: every method.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomFillSync } from 'node:crypto';
 import { FenceGate, LockService, SessionKeeper, hex } from './pkg.mjs';
 
 test('FenceGate: admit, check, highest, entries, snapshot/restore', () => {
@@ -47,7 +48,7 @@ test('setNameKey: 16 bytes or bad_argument (nothing changes); keyed answers are 
     assert.equal(h.isNameKeyed(), false);
   }
   gate.admit('ledger', 2);
-  gate.setNameKey(crypto.getRandomValues(new Uint8Array(16)));
+  gate.setNameKey(randomFillSync(new Uint8Array(16)));
   assert.equal(gate.isNameKeyed(), true);
   assert.equal(gate.highest('ledger'), 2);
   assert.throws(() => gate.admit('ledger', 1), (e) => e.code === 'stale' && e.highest === 2);
@@ -55,7 +56,7 @@ test('setNameKey: 16 bytes or bad_argument (nothing changes); keyed answers are 
   gate.setNameKey(Buffer.alloc(16, 7)); // again, another key (a Buffer is a Uint8Array)
   assert.equal(hex(gate.snapshot()), before);
   assert.equal(hex(FenceGate.restore(gate.snapshot(), 4).snapshot()), before);
-  svc.setNameKey(crypto.getRandomValues(new Uint8Array(16)));
+  svc.setNameKey(randomFillSync(new Uint8Array(16)));
   assert.equal(svc.isNameKeyed(), true);
   const { reply } = svc.openSession(0, 10);
   assert.equal(svc.acquire(1, reply.session, 'ledger', { mode: 'exclusive', wait: 'none' }).reply.token, 1);
