@@ -128,9 +128,9 @@ enum Format {
     V3,
     /// Version 3's groups, both checksums over the file's salt first: `crc32(salt ‖ the
     /// 16 header bytes)`, `crc32(salt ‖ seq, len, payload)`. Bytes a client chose (a lock
-    /// name inside an entry) cannot pass for a group without the salt, which never leaves
-    /// the file, so the scan for a later group past a lost header can no longer be made to
-    /// find one there and refuse a start over a torn write.
+    /// name inside an entry) pass for a group only by chance without the salt, which never
+    /// leaves the file (one in 2³²), so the scan for a later group past a lost header can
+    /// no longer be made to find one there and refuse a start over a torn write.
     V4([u8; SALT_LEN]),
 }
 
@@ -197,7 +197,7 @@ fn is_new_log(bytes: &[u8]) -> bool {
 /// Whether the log at `path` is missing or would open as a new log ([`is_new_log`]): what
 /// a node's start takes for a lost log beside its snapshot or settings. A whole header
 /// of any version, or a file of another kind (which opening refuses), is not lost; nor is
-/// anything [`FILE_HEADER_LEN`] bytes or longer but zeros. A path that is not a regular
+/// any file longer than [`FILE_HEADER_LEN`] bytes, zeros or not. A path that is not a regular
 /// file, or cannot be read, counts as missing. Cost: one `stat`, and a read of at most
 /// [`FILE_HEADER_LEN`] bytes.
 pub fn lacks_header(path: &Path) -> bool {
