@@ -106,6 +106,7 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     /// SipHash-1-3. Errors: none.
     pub fn set_name_key(&mut self, key: NameKey) {
         self.key = Some(key);
+        // Not `self.hash`: the rows are borrowed mutably while their names are hashed.
         let len = self.st.len;
         let rows = self.rows.as_mut();
         for b in 0..rows.buckets() {
@@ -113,8 +114,7 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         }
         // Rows are never freed: the live ones are exactly 0..len.
         for r in 0..len {
-            let hash =
-                keyed_name_hash(self.key.as_ref(), rows[r as usize].name.as_str().as_bytes());
+            let hash = keyed_name_hash(Some(&key), rows[r as usize].name.as_str().as_bytes());
             TableState::index_insert(rows, r, hash);
         }
     }
@@ -156,6 +156,7 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
             return Ok(());
         }
         let name = LockName::new(resource)?;
+        let hash = self.hash(resource);
         let rows = self.rows.as_mut();
         let r = self
             .st
@@ -163,7 +164,6 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
             .ok_or(Error::CapacityExceeded(Table::Resources))?;
         rows[r as usize].name = name;
         rows[r as usize].highest = token.0;
-        let hash = keyed_name_hash(self.key.as_ref(), resource.as_bytes());
         TableState::index_insert(rows, r, hash);
         Ok(())
     }

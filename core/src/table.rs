@@ -521,6 +521,23 @@ impl TableState {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct NameKey(pub [u64; 2]);
 
+impl NameKey {
+    /// Bytes in a key's byte form ([`from_bytes`](Self::from_bytes)): 16.
+    pub const LEN: usize = 16;
+
+    /// The key whose words are `bytes[0..8]` and `bytes[8..16]`, little-endian: the one
+    /// byte form every binding takes (16 bytes from the host's random source), so a key
+    /// means the same in Rust, C, Python and JavaScript. Cost: O(1). Errors: none (the
+    /// length is in the type; a binding checks it before calling).
+    pub const fn from_bytes(bytes: [u8; Self::LEN]) -> NameKey {
+        let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7] = bytes;
+        NameKey([
+            u64::from_le_bytes([a0, a1, a2, a3, a4, a5, a6, a7]),
+            u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7]),
+        ])
+    }
+}
+
 impl core::fmt::Debug for NameKey {
     /// Never prints the key.
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -712,6 +729,20 @@ mod tests {
         );
         assert_eq!(keyed_name_hash(None, b"x"), name_hash(b"x"));
         assert_eq!(std::format!("{a:?}"), "NameKey(..)");
+    }
+
+    /// The byte form is the two words, little-endian, in order: every binding hands the
+    /// core the same key for the same 16 bytes.
+    #[test]
+    fn a_key_from_bytes_is_its_two_little_endian_words() {
+        let mut bytes = [0u8; NameKey::LEN];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = i as u8 + 1;
+        }
+        assert_eq!(
+            NameKey::from_bytes(bytes),
+            NameKey([0x0807_0605_0403_0201, 0x100f_0e0d_0c0b_0a09])
+        );
     }
 
     /// Names that differ only in their last bytes (the usual naming scheme) must spread

@@ -44,7 +44,7 @@
 #define FENCELOCK_FRAME_PREFIX_LEN 2
 
 // Bytes in a name key (`fencelock_service_set_name_key`, `fencelock_gate_set_name_key`):
-// the core's `NameKey`, two 64-bit words, little-endian.
+// the core's `NameKey::from_bytes`, two 64-bit words, little-endian (`NameKey::LEN`).
 #define FENCELOCK_NAME_KEY_LEN 16
 
 // How many recent keep-alive send times a keeper remembers to match acknowledgements

@@ -25,7 +25,7 @@ pub const FENCELOCK_LABEL_BUF_LEN: usize = 65;
 pub const FENCELOCK_FRAME_PREFIX_LEN: usize = 2;
 
 /// Bytes in a name key (`fencelock_service_set_name_key`, `fencelock_gate_set_name_key`):
-/// the core's `NameKey`, two 64-bit words, little-endian.
+/// the core's `NameKey::from_bytes`, two 64-bit words, little-endian (`NameKey::LEN`).
 pub const FENCELOCK_NAME_KEY_LEN: usize = 16;
 
 /// How many recent keep-alive send times a keeper remembers to match acknowledgements
@@ -33,6 +33,7 @@ pub const FENCELOCK_NAME_KEY_LEN: usize = 16;
 pub const FENCELOCK_KEEPER_MEMORY: usize = 8;
 
 const _: () = assert!(FENCELOCK_MAX_NAME_LEN == MAX_NAME_LEN);
+const _: () = assert!(FENCELOCK_NAME_KEY_LEN == fencelock::NameKey::LEN);
 const _: () = assert!(FENCELOCK_KEEPER_MEMORY == fencelock::KEEPER_MEMORY);
 const _: () = assert!(FENCELOCK_NAME_BUF_LEN == FENCELOCK_MAX_NAME_LEN + 1);
 const _: () = assert!(FENCELOCK_MAX_LABEL_LEN == MAX_LABEL_LEN);
@@ -910,15 +911,10 @@ pub(crate) unsafe fn bytes<'a>(p: *const u8, len: usize) -> Result<&'a [u8], Fai
 pub(crate) unsafe fn name_key(p: *const u8, len: usize) -> Result<fencelock::NameKey, Fail> {
     // SAFETY: NULL or valid for `len` bytes (the caller's contract).
     let key = unsafe { bytes(p, len) }?;
-    let key: &[u8; FENCELOCK_NAME_KEY_LEN] = key
+    let key: [u8; FENCELOCK_NAME_KEY_LEN] = key
         .try_into()
         .map_err(|_| Fail::from(fencelock_result::InvalidArgument))?;
-    let word = |i: usize| {
-        let mut w = [0; 8];
-        w.copy_from_slice(&key[i * 8..i * 8 + 8]);
-        u64::from_le_bytes(w)
-    };
-    Ok(fencelock::NameKey([word(0), word(1)]))
+    Ok(fencelock::NameKey::from_bytes(key))
 }
 
 /// A caller name: `NULL_PARAMETER`, then `INVALID_UTF8`. Emptiness and length are the

@@ -101,13 +101,9 @@ impl ServiceConfig {
 /// restore: the key changes nothing a replica answers, pushes or snapshots. `None` (the
 /// public hash, logged) if the source fails.
 fn name_key() -> Option<fencelock::NameKey> {
-    let mut b = [0u8; 16];
+    let mut b = [0u8; fencelock::NameKey::LEN];
     match getrandom::fill(&mut b) {
-        Ok(()) => {
-            let (k0, k1) = b.split_at(8);
-            let word = |w: &[u8]| w.try_into().map(u64::from_le_bytes).unwrap_or_default();
-            Some(fencelock::NameKey([word(k0), word(k1)]))
-        }
+        Ok(()) => Some(fencelock::NameKey::from_bytes(b)),
         Err(e) => {
             tracing::warn!("no random lock-name key ({e}): the public hash is used");
             None

@@ -536,18 +536,15 @@ pub fn bytes(v: &JsValue, what: &str) -> Result<Vec<u8>, Fail> {
 /// [`NameKey`](fencelock::NameKey) as two little-endian words; else `bad_argument`.
 pub fn name_key(v: &JsValue) -> Result<fencelock::NameKey, Fail> {
     let plain = plain_bytes(v, "key")?;
-    if plain.length() != 16 {
+    let mut key = [0u8; fencelock::NameKey::LEN];
+    if plain.length() as usize != key.len() {
         return Err(Fail::BadArgument(cat(&[
             "key must be 16 bytes, got ",
             Dec::new(plain.length() as u64).as_str(),
         ])));
     }
-    let word = |at: u32| {
-        let mut w = [0u8; 8];
-        plain.subarray(at, at + 8).copy_to(&mut w);
-        u64::from_le_bytes(w)
-    };
-    Ok(fencelock::NameKey([word(0), word(8)]))
+    plain.copy_to(&mut key);
+    Ok(fencelock::NameKey::from_bytes(key))
 }
 
 /// Copies a [`plain_bytes`] array into wasm memory (fallibly, as [`bytes`]).
