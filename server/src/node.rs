@@ -250,21 +250,24 @@ pub struct ReadBarriers {
 }
 
 impl ReadBarriers {
-    /// The answer of a confirmation round that started after this call began: the one
-    /// in progress is waited for (at most `wait`; then `Unavailable`) and its answer
-    /// taken only if it started after this call; otherwise this call runs `round` itself
-    /// (under the round's own time limit, never cut short by another read's) and records
-    /// its answer for the reads that queued behind it. Cost: at most one round.
-    pub async fn share<F, R>(&self, wait: Duration, round: F) -> Result<(), ClientError>
+    /// The answer of a confirmation round that started after this call began, within
+    /// `limit` of the call: the round in progress is waited for and its answer taken only
+    /// if it started after this call; otherwise this call runs `round` itself, in what is
+    /// left of `limit`, and records its answer for the reads that queued behind it. A
+    /// round this call's deadline cuts short answers `Unavailable` here and is not
+    /// recorded: the reads behind run their own round under their own deadline, so no read
+    /// is cut short by another's, and none waits longer than its `limit` (waiting for a
+    /// round in progress counts). Cost: at most one round.
+    pub async fn share<F, R>(&self, limit: Duration, round: F) -> Result<(), ClientError>
     where
         F: FnOnce() -> R,
         R: std::future::Future<Output = Result<(), ClientError>>,
     {
+        let deadline = tokio::time::Instant::now() + limit;
+        let timed_out = || ClientError::Unavailable("read confirmation timed out".into());
         let arrived = self.started.load(Ordering::SeqCst);
-        let Ok(mut last) = tokio::time::timeout(wait, self.last.lock()).await else {
-            return Err(ClientError::Unavailable(
-                "read confirmation timed out".into(),
-            ));
+        let Ok(mut last) = tokio::time::timeout_at(deadline, self.last.lock()).await else {
+            return Err(timed_out());
         };
         if let Some((id, answer)) = &*last {
             if *id > arrived {
@@ -272,9 +275,13 @@ impl ReadBarriers {
             }
         }
         let id = self.started.fetch_add(1, Ordering::SeqCst) + 1;
-        let answer = round().await;
-        *last = Some((id, answer.clone()));
-        answer
+        match tokio::time::timeout_at(deadline, round()).await {
+            Ok(answer) => {
+                *last = Some((id, answer.clone()));
+                answer
+            }
+            Err(_) => Err(timed_out()),
+        }
     }
 
     /// Rounds started so far. Cost: O(1).
@@ -676,8 +683,8 @@ impl Node {
     /// waits for the round in progress, then takes the answer of a round that started
     /// after it arrived, or runs the next one.
     ///
-    /// Errors: `NotLeader`, `Unavailable` on timeout (the request timeout for the wait
-    /// for the round in progress, and again for its own round).
+    /// Errors: `NotLeader`, `Unavailable` when the request timeout passes (it counts from
+    /// the call: the wait for the round in progress and the read's own round share it).
     pub async fn linearizable(&self) -> Result<(), ClientError> {
         let limit = Duration::from_millis(self.config.request_timeout_ms);
         self.reads.share(limit, || self.confirm_leadership()).await
@@ -689,38 +696,36 @@ impl Node {
         self.reads.started()
     }
 
-    /// One confirmation round for [`Node::linearizable`].
+    /// One confirmation round for [`Node::linearizable`], which bounds its time.
     async fn confirm_leadership(&self) -> Result<(), ClientError> {
         let mut back = self.elector.watch_stepped_back();
         if *back.borrow() {
             return Err(stepped_back());
         }
         let fut = self.raft.ensure_linearizable();
-        let limit = Duration::from_millis(self.config.request_timeout_ms);
         // Biased: when the node steps back while the read is refused for want of a quorum,
         // both are ready at once, and the answer must be the same every time: not the
-        // leader (the client looks for the new one), never a random `Unavailable`.
+        // leader (the client looks for the new one), never a random `Unavailable`. (A
+        // step-back is seen before the time limit too: `wait_for` is ready at once for a
+        // node that already stepped back, and the limit's timer is polled after it.)
         let r = tokio::select! {
             biased;
             _ = back.wait_for(|b| *b) => return Err(stepped_back()),
-            r = tokio::time::timeout(limit, fut) => r,
+            r = fut => r,
         };
         if *back.borrow() {
             return Err(stepped_back());
         }
         match r {
-            Err(_) => Err(ClientError::Unavailable(
-                "read confirmation timed out".into(),
-            )),
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
                 let addr = f
                     .leader_node
                     .map(|n| n.client)
                     .or_else(|| self.leader_client_addr(f.leader_id));
                 Err(ClientError::NotLeader { leader: addr })
             }
-            Ok(Err(e)) => Err(ClientError::Unavailable(e.to_string())),
+            Err(e) => Err(ClientError::Unavailable(e.to_string())),
         }
     }
 
@@ -1855,5 +1860,99 @@ mod read_barrier_tests {
         assert_eq!(b.await.unwrap(), Ok(()));
         assert_eq!(c.await.unwrap(), Ok(()));
         assert_eq!(reads.started(), 2, "the two late reads shared one round");
+    }
+
+    /// Whether `took` is `want`, to the millisecond the timer wheel rounds deadlines to.
+    fn about(took: Duration, want: Duration) -> bool {
+        took.abs_diff(want) <= Duration::from_millis(2)
+    }
+
+    /// A read through `reads` under `limit`, spawned: its answer and how long it took
+    /// (in tokio's clock, which these tests pause: timers fire exactly at their time).
+    fn timed_read<F, R>(
+        reads: &Arc<ReadBarriers>,
+        limit: Duration,
+        round: F,
+    ) -> tokio::task::JoinHandle<(Answer, Duration)>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: std::future::Future<Output = Answer> + Send,
+    {
+        let reads = reads.clone();
+        tokio::spawn(async move {
+            let arrived = tokio::time::Instant::now();
+            let answer = reads.share(limit, round).await;
+            (answer, arrived.elapsed())
+        })
+    }
+
+    /// A read's time limit counts from its arrival: one that waits for a round in progress
+    /// runs its own round in what is left of its limit, not under a fresh one.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_waits_at_most_its_limit_counted_from_its_arrival() {
+        let reads = Arc::new(ReadBarriers::default());
+        let limit = Duration::from_secs(10);
+        // A round that gives up after a whole limit, as a leader cut off from its quorum.
+        let slow = move || async move {
+            tokio::time::sleep(limit).await;
+            Err(ClientError::Unavailable("no quorum".into()))
+        };
+        let a = timed_read(&reads, limit, slow);
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        assert_eq!(reads.started(), 1, "the first read runs a round");
+        // Arrives 6 s into the first round: waits 4 s for it, then has 6 s of its own.
+        let b = timed_read(&reads, limit, slow);
+        let (a, a_took) = a.await.unwrap();
+        assert!(matches!(a, Err(ClientError::Unavailable(_))), "{a:?}");
+        assert!(about(a_took, limit), "{a_took:?}");
+        let (b, b_took) = b.await.unwrap();
+        assert!(matches!(b, Err(ClientError::Unavailable(_))), "{b:?}");
+        assert!(
+            about(b_took, limit),
+            "the wait for the round in progress counts: {b_took:?}"
+        );
+        assert_eq!(reads.started(), 2, "the late read ran a round of its own");
+    }
+
+    /// A round that its reader's deadline cuts short is no answer for the reads queued
+    /// behind it, whose deadlines are later: each runs its own round under its own.
+    #[tokio::test(start_paused = true)]
+    async fn a_round_cut_short_by_its_readers_deadline_answers_no_other_read() {
+        let reads = Arc::new(ReadBarriers::default());
+        let limit = Duration::from_secs(10);
+        // The first round answers when the test says; every later one never answers.
+        let (open, first) = oneshot::channel::<Answer>();
+        let first = Arc::new(Mutex::new(Some(first)));
+        let round = move || {
+            let gate = first.lock().unwrap().take();
+            async move {
+                match gate {
+                    Some(gate) => gate.await.unwrap(),
+                    None => std::future::pending().await,
+                }
+            }
+        };
+        let x = timed_read(&reads, limit, round.clone());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let p = timed_read(&reads, limit, round.clone()); // arrives at 2 s
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let q = timed_read(&reads, limit, round); // arrives at 4 s
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        open.send(Ok(())).unwrap();
+        let (x, x_took) = x.await.unwrap();
+        assert_eq!(x, Ok(()));
+        assert!(about(x_took, Duration::from_secs(5)), "{x_took:?}");
+        // p runs the second round from 5 s; its deadline (12 s) cuts it short.
+        let (p, p_took) = p.await.unwrap();
+        assert!(matches!(p, Err(ClientError::Unavailable(_))), "{p:?}");
+        assert!(about(p_took, limit), "{p_took:?}");
+        // q is not handed p's time-out at 12 s: it runs a third round to its own 14 s.
+        let (q, q_took) = q.await.unwrap();
+        assert!(matches!(q, Err(ClientError::Unavailable(_))), "{q:?}");
+        assert!(
+            about(q_took, limit),
+            "cut short by another read's deadline: {q_took:?}"
+        );
+        assert_eq!(reads.started(), 3);
     }
 }
