@@ -141,6 +141,10 @@ struct State {
     heard_leader: Option<Instant>,
     /// When this node's election timer was last reset.
     timer_reset: Instant,
+    /// When this node last ended a pre-vote round (or was made): a node following a
+    /// leader it does not know as a member asks again a timeout after this, however
+    /// often it hears that leader ([`TimerView::step`]).
+    asked: Instant,
     acks: Acks,
     /// Voter configurations (one, or two during a joint change).
     voters: Vec<BTreeSet<NodeId>>,
@@ -200,6 +204,7 @@ impl Elector {
             st: Mutex::new(State {
                 heard_leader: None,
                 timer_reset: Instant::now(),
+                asked: Instant::now(),
                 acks: Acks {
                     term: 0,
                     per_peer: BTreeMap::new(),
@@ -623,7 +628,7 @@ impl Elector {
             let is_voter = voters.iter().any(|c| c.contains(&self.id));
             let leading = m.state == ServerState::Leader && m.current_leader == Some(self.id);
             let now = Instant::now();
-            let expired = {
+            let step = {
                 let mut st = self.lock();
                 st.voters = voters.clone();
                 if leading {
@@ -677,38 +682,36 @@ impl Elector {
                 if leading && st.stepped_back.is_none() {
                     st.timer_reset = now;
                 }
-                let last = st
-                    .timer_reset
-                    .max(st.heard_leader.unwrap_or(st.timer_reset));
-                let leaderless = now.saturating_duration_since(last) >= timeout;
-                // Following a leader this node does not know as a member (it missed the
-                // change that added it): the voters' word for it must stay fresh until the
-                // entries make it a member, a long snapshot transfer included.
-                let stranger = m.current_leader.is_some_and(|l| {
-                    l != self.id && m.membership_config.membership().get_node(&l).is_none()
-                });
-                let probe = stranger && now.saturating_duration_since(st.timer_reset) >= timeout;
-                // A node the membership no longer names (removed) asks no one.
-                let member = m
-                    .membership_config
-                    .membership()
-                    .get_node(&self.id)
-                    .is_some();
-                member && (leaderless || probe)
+                let membership = m.membership_config.membership();
+                TimerView {
+                    member: membership.get_node(&self.id).is_some(),
+                    voter: is_voter,
+                    leading,
+                    stranger: m
+                        .current_leader
+                        .is_some_and(|l| l != self.id && membership.get_node(&l).is_none()),
+                    since_reset: now.saturating_duration_since(st.timer_reset),
+                    since_leader: st.heard_leader.map(|h| now.saturating_duration_since(h)),
+                    since_asked: now.saturating_duration_since(st.asked),
+                }
+                .step(timeout)
             };
-            if !expired {
-                continue;
-            }
-            // A leader (stepped back or not) cannot campaign: openraft ignores elect() on a
-            // leader. It waits for the next leader's term. A learner asks too, never to
-            // campaign, and so does a node following a leader it does not know as a member:
-            // the answers say whom the voters follow (`Elector::vouched`).
-            let campaign = is_voter && !self.heard_leader_within(timeout);
-            if !leading && self.pre_vote_round(raft, &net, &voters).await && campaign {
+            let ask = match step {
+                TimerStep::Wait => continue,
+                TimerStep::Rearm => false,
+                TimerStep::Ask | TimerStep::Campaign => true,
+            };
+            if ask && self.pre_vote_round(raft, &net, &voters).await && step == TimerStep::Campaign
+            {
                 tracing::info!(id = self.id, "pre-vote won: starting an election");
                 let _ = raft.trigger().elect().await;
             }
-            self.lock().timer_reset = Instant::now();
+            let mut st = self.lock();
+            st.timer_reset = Instant::now();
+            if ask {
+                st.asked = st.timer_reset;
+            }
+            drop(st);
             timeout = self.draw(&mut rng);
         }
     }
@@ -787,6 +790,67 @@ impl Elector {
         }
         tracing::debug!(id = self.id, ?yes, "pre-vote round");
         won(&yes)
+    }
+}
+
+/// What one tick of the election timer does ([`TimerView::step`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TimerStep {
+    /// Nothing: the timer has not run out.
+    Wait,
+    /// Re-arm the timer and ask no one: a leader (stepped back or not) cannot campaign
+    /// (openraft ignores `elect()` on a leader); it waits for the next leader's term.
+    Rearm,
+    /// A pre-vote round only to learn whom the voters follow (their answers are the
+    /// vouches of [`Elector::vouched`]), never followed by an election: a learner, or a
+    /// node that heard a leader within the timeout.
+    Ask,
+    /// A pre-vote round, then an election if a majority of every configuration grants it.
+    Campaign,
+}
+
+/// What a node knows at one tick of its election timer, as durations since the events:
+/// the election rule, apart from the clock and Raft.
+#[derive(Clone, Copy, Debug)]
+struct TimerView {
+    /// The membership it knows names it (a removed node asks no one).
+    member: bool,
+    /// It is a voter (a learner never campaigns).
+    voter: bool,
+    /// It is the leader.
+    leading: bool,
+    /// It follows a leader it does not know as a member (it missed the change that
+    /// added that leader, and learns it only from that leader's entries).
+    stranger: bool,
+    /// Since the timer was last re-armed: a round, a granted vote, a leader heard.
+    since_reset: Duration,
+    /// Since it last heard a leader, if ever.
+    since_leader: Option<Duration>,
+    /// Since its last pre-vote round.
+    since_asked: Duration,
+}
+
+impl TimerView {
+    /// The step under election timeout `timeout`. A node that heard no one for a timeout
+    /// asks (a voter that heard no leader campaigns). A node following a stranger asks
+    /// every timeout *however often it hears that leader*: its appends and snapshot
+    /// chunks are served only under a fresh vouch ([`crate::tls::check_peer`]), and a
+    /// snapshot transfer can outlast one (a vouch counts for four maximum timeouts).
+    fn step(&self, timeout: Duration) -> TimerStep {
+        let quiet = self
+            .since_leader
+            .map_or(self.since_reset, |l| l.min(self.since_reset));
+        let leaderless = quiet >= timeout;
+        let probe = self.stranger && self.since_asked >= timeout;
+        if !self.member || !(leaderless || probe) {
+            TimerStep::Wait
+        } else if self.leading {
+            TimerStep::Rearm
+        } else if self.voter && self.since_leader.is_none_or(|l| l >= timeout) {
+            TimerStep::Campaign
+        } else {
+            TimerStep::Ask
+        }
     }
 }
 
@@ -925,6 +989,103 @@ mod tests {
 
     fn set(ids: &[NodeId]) -> BTreeSet<NodeId> {
         ids.iter().copied().collect()
+    }
+
+    /// A follower of a known leader, which it heard `heard` ago (its timer re-armed
+    /// then), its last pre-vote round `asked` ago.
+    fn follower(heard: u64, asked: u64) -> TimerView {
+        TimerView {
+            member: true,
+            voter: true,
+            leading: false,
+            stranger: false,
+            since_reset: Duration::from_millis(heard),
+            since_leader: Some(Duration::from_millis(heard)),
+            since_asked: Duration::from_millis(asked),
+        }
+    }
+
+    const TIMEOUT: Duration = Duration::from_millis(700);
+
+    /// A voter that hears its leader waits; one that has not for a timeout campaigns.
+    #[test]
+    fn a_voter_campaigns_only_when_it_has_not_heard_a_leader_for_a_timeout() {
+        assert_eq!(follower(100, 5_000).step(TIMEOUT), TimerStep::Wait);
+        assert_eq!(follower(699, 5_000).step(TIMEOUT), TimerStep::Wait);
+        assert_eq!(follower(700, 5_000).step(TIMEOUT), TimerStep::Campaign);
+        let never = TimerView {
+            since_leader: None,
+            ..follower(700, 700)
+        };
+        assert_eq!(never.step(TIMEOUT), TimerStep::Campaign);
+        // Re-armed by a round or a granted vote since it last heard the leader.
+        let rearmed = TimerView {
+            since_reset: Duration::from_millis(100),
+            ..follower(5_000, 100)
+        };
+        assert_eq!(rearmed.step(TIMEOUT), TimerStep::Wait);
+    }
+
+    /// A learner asks whom the voters follow when it hears no leader, never to campaign.
+    #[test]
+    fn a_learner_asks_but_never_campaigns() {
+        let learner = TimerView {
+            voter: false,
+            ..follower(700, 700)
+        };
+        assert_eq!(learner.step(TIMEOUT), TimerStep::Ask);
+        let hearing = TimerView {
+            voter: false,
+            ..follower(100, 5_000)
+        };
+        assert_eq!(hearing.step(TIMEOUT), TimerStep::Wait);
+    }
+
+    /// A node following a leader it does not know as a member asks every timeout although
+    /// it hears that leader all the time (a long snapshot transfer: each chunk re-arms the
+    /// timer), so the vouch its chunks are served under stays fresh; it never campaigns
+    /// against the leader it hears.
+    #[test]
+    fn a_node_following_a_stranger_keeps_asking_while_it_hears_that_leader() {
+        let transfer = |asked| TimerView {
+            stranger: true,
+            ..follower(20, asked)
+        };
+        assert_eq!(transfer(100).step(TIMEOUT), TimerStep::Wait);
+        assert_eq!(transfer(700).step(TIMEOUT), TimerStep::Ask);
+        assert_eq!(transfer(3_000).step(TIMEOUT), TimerStep::Ask);
+        let learner = TimerView {
+            voter: false,
+            ..transfer(700)
+        };
+        assert_eq!(learner.step(TIMEOUT), TimerStep::Ask);
+        // The same node once the entries make its leader a member: it hears it, and waits.
+        assert_eq!(follower(20, 3_000).step(TIMEOUT), TimerStep::Wait);
+    }
+
+    /// A node the membership no longer names asks no one; a leader re-arms its timer and
+    /// asks no one (openraft ignores `elect()` on a leader).
+    #[test]
+    fn a_removed_node_and_a_leader_ask_no_one() {
+        for view in [
+            TimerView {
+                member: false,
+                ..follower(5_000, 5_000)
+            },
+            TimerView {
+                member: false,
+                stranger: true,
+                ..follower(20, 5_000)
+            },
+        ] {
+            assert_eq!(view.step(TIMEOUT), TimerStep::Wait, "{view:?}");
+        }
+        let stepped_back = TimerView {
+            leading: true,
+            since_leader: None,
+            ..follower(5_000, 5_000)
+        };
+        assert_eq!(stepped_back.step(TIMEOUT), TimerStep::Rearm);
     }
 
     #[test]
