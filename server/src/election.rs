@@ -411,6 +411,9 @@ impl Elector {
         self.lock().leading.is_some() && !self.stepped_back()
     }
 
+    /// Records hearing a leader: re-arms the election timer, but not `asked` (a node
+    /// following a leader it does not know as a member must keep asking while it hears
+    /// it: [`TimerView::step`]).
     fn note_leader(&self) {
         let now = Instant::now();
         let mut st = self.lock();
@@ -574,8 +577,8 @@ impl Elector {
     }
 
     /// Whether a member this node knows as a voter said, answering one of its pre-votes
-    /// within [`Elector::vouch_ttl`], that it follows exactly `vote` (committed: the same
-    /// term and leader). A node cut off while another was added, which that one then
+    /// within `Elector::vouch_ttl` (four maximum election timeouts), that it follows
+    /// exactly `vote` (committed: the same term and leader). A node cut off while another was added, which that one then
     /// leads, learns the membership only from the entries that leader would send it;
     /// [`crate::tls::check_peer`] serves a leader's appends and snapshots under a vouched
     /// vote (never votes), so the node can learn it. Only the vote a member follows
@@ -798,8 +801,9 @@ impl Elector {
 enum TimerStep {
     /// Nothing: the timer has not run out.
     Wait,
-    /// Re-arm the timer and ask no one: a leader (stepped back or not) cannot campaign
-    /// (openraft ignores `elect()` on a leader); it waits for the next leader's term.
+    /// Re-arm the timer and ask no one: a leader cannot campaign (openraft ignores
+    /// `elect()` on a leader); it waits for the next leader's term. (Only a leader that
+    /// stepped back gets here: one with a quorum re-arms its timer every tick.)
     Rearm,
     /// A pre-vote round only to learn whom the voters follow (their answers are the
     /// vouches of [`Elector::vouched`]), never followed by an election: a learner, or a

@@ -194,7 +194,7 @@ fn is_new_log(bytes: &[u8]) -> bool {
             && (FILE_MAGIC.starts_with(bytes) || bytes.starts_with(&FILE_MAGIC))
 }
 
-/// Whether the log at `path` is missing or would open as a new log ([`is_new_log`]): what
+/// Whether the log at `path` is missing or would open as a new log (`is_new_log`): what
 /// a node's start takes for a lost log beside its snapshot or settings. A whole header
 /// of any version, or a file of another kind (which opening refuses), is not lost; nor is
 /// any file longer than [`FILE_HEADER_LEN`] bytes, zeros or not. A path that is not a regular

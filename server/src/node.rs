@@ -237,56 +237,113 @@ impl Drop for TokenOpen {
 /// Linearizable reads share their confirmation round: openraft 0.9 dials every voter
 /// afresh for each `ensure_linearizable` (a connection and, with TLS, a handshake per
 /// follower per read), so a client sending many reads at once made the leader open that
-/// many connections to every follower and fill their per-address Raft slots. Barriers run
+/// many connections to every follower and fill their per-address Raft slots. Rounds run
 /// one at a time; a read waits for the one in progress and is answered by the first that
 /// *started after it arrived* (an earlier one may not cover a write committed just before
 /// the read): a burst of reads costs about two rounds, not one each.
-#[derive(Default)]
+///
+/// How long a round lives and how long a read waits are separate: a round runs as a task
+/// of its own, under the request timeout from its own start, whoever is still waiting
+/// for it; a read waits at most its request timeout from its arrival, the wait for the
+/// round in progress included, and a read that gives up ends no round.
 pub struct ReadBarriers {
-    /// Barriers started so far (the id of the latest).
+    inner: Arc<BarrierState>,
+}
+
+struct BarrierState {
+    /// Rounds started so far (the id of the latest).
     started: AtomicU64,
-    /// The last finished barrier: its id and its answer.
-    last: tokio::sync::Mutex<Option<(u64, Result<(), ClientError>)>>,
+    /// Whether a round is in progress. Held while a round is started or recorded, so
+    /// exactly one starts when several reads find none in progress.
+    running: Mutex<bool>,
+    /// The last finished round: its id (0: none yet) and its answer.
+    last: tokio::sync::watch::Sender<(u64, Result<(), ClientError>)>,
+}
+
+impl Default for ReadBarriers {
+    fn default() -> Self {
+        ReadBarriers {
+            inner: Arc::new(BarrierState {
+                started: AtomicU64::new(0),
+                running: Mutex::new(false),
+                last: tokio::sync::watch::Sender::new((0, Ok(()))),
+            }),
+        }
+    }
+}
+
+fn read_timed_out() -> ClientError {
+    ClientError::Unavailable("read confirmation timed out".into())
 }
 
 impl ReadBarriers {
-    /// The answer of a confirmation round that started after this call began, within
-    /// `limit` of the call: the round in progress is waited for and its answer taken only
-    /// if it started after this call; otherwise this call runs `round` itself, in what is
-    /// left of `limit`, and records its answer for the reads that queued behind it. A
-    /// round this call's deadline cuts short answers `Unavailable` here and is not
-    /// recorded: the reads behind run their own round under their own deadline, so no read
-    /// is cut short by another's, and none waits longer than its `limit` (waiting for a
-    /// round in progress counts). Cost: at most one round.
+    /// The answer of a confirmation round that started after this call began, or
+    /// `Unavailable` once `limit` has passed since the call. If no round is in progress
+    /// when one is needed, this call starts `round` as a task of its own, under `limit`
+    /// from its start (a round past it answers `Unavailable`), and every read waiting for
+    /// it takes its answer. Cost: at most one round started by this call; its wait is
+    /// bounded by `limit`.
     pub async fn share<F, R>(&self, limit: Duration, round: F) -> Result<(), ClientError>
     where
         F: FnOnce() -> R,
-        R: std::future::Future<Output = Result<(), ClientError>>,
+        R: std::future::Future<Output = Result<(), ClientError>> + Send + 'static,
     {
         let deadline = tokio::time::Instant::now() + limit;
-        let timed_out = || ClientError::Unavailable("read confirmation timed out".into());
-        let arrived = self.started.load(Ordering::SeqCst);
-        let Ok(mut last) = tokio::time::timeout_at(deadline, self.last.lock()).await else {
-            return Err(timed_out());
+        let st = &self.inner;
+        let arrived = st.started.load(Ordering::SeqCst);
+        let mut last = st.last.subscribe();
+        let mut round = Some(round);
+        let wait = async {
+            loop {
+                {
+                    let seen = last.borrow_and_update();
+                    if seen.0 > arrived {
+                        return seen.1.clone();
+                    }
+                }
+                self.start_if_idle(arrived, limit, &mut round);
+                if last.changed().await.is_err() {
+                    // Unreachable: the sender lives as long as `self`.
+                    return Err(read_timed_out());
+                }
+            }
         };
-        if let Some((id, answer)) = &*last {
-            if *id > arrived {
-                return answer.clone();
-            }
+        tokio::time::timeout_at(deadline, wait)
+            .await
+            .unwrap_or_else(|_| Err(read_timed_out()))
+    }
+
+    /// Starts `round` unless a round is in progress or one that started after `arrived`
+    /// has finished (the caller has not seen it yet).
+    fn start_if_idle<F, R>(&self, arrived: u64, limit: Duration, round: &mut Option<F>)
+    where
+        F: FnOnce() -> R,
+        R: std::future::Future<Output = Result<(), ClientError>> + Send + 'static,
+    {
+        let st = &self.inner;
+        let mut running = st.running.lock().unwrap_or_else(|p| p.into_inner());
+        if *running || st.last.borrow().0 > arrived {
+            return;
         }
-        let id = self.started.fetch_add(1, Ordering::SeqCst) + 1;
-        match tokio::time::timeout_at(deadline, round()).await {
-            Ok(answer) => {
-                *last = Some((id, answer.clone()));
-                answer
-            }
-            Err(_) => Err(timed_out()),
-        }
+        let Some(round) = round.take() else { return };
+        *running = true;
+        let id = st.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let fut = round();
+        let st = st.clone();
+        tokio::spawn(async move {
+            let answer = tokio::time::timeout(limit, fut)
+                .await
+                .unwrap_or_else(|_| Err(read_timed_out()));
+            let mut running = st.running.lock().unwrap_or_else(|p| p.into_inner());
+            // The round before it (nothing reads it any more).
+            let _previous = st.last.send_replace((id, answer));
+            *running = false;
+        });
     }
 
     /// Rounds started so far. Cost: O(1).
     pub fn started(&self) -> u64 {
-        self.started.load(Ordering::SeqCst)
+        self.inner.started.load(Ordering::SeqCst)
     }
 }
 
@@ -631,12 +688,7 @@ impl Node {
     }
 
     fn leader_client_addr(&self, leader: Option<NodeId>) -> Option<String> {
-        let leader = leader?;
-        let m = self.raft.metrics().borrow().clone();
-        m.membership_config
-            .membership()
-            .get_node(&leader)
-            .map(|n| n.client.clone())
+        client_addr(&self.raft, leader)
     }
 
     /// Proposes `input` as a bare [`Op::Input`] (batched with concurrent requests by the
@@ -681,52 +733,30 @@ impl Node {
     ///
     /// Concurrent reads share one confirmation round ([`ReadBarriers::share`]): a read
     /// waits for the round in progress, then takes the answer of a round that started
-    /// after it arrived, or runs the next one.
+    /// after it arrived, or starts the next one.
     ///
-    /// Errors: `NotLeader`, `Unavailable` when the request timeout passes (it counts from
-    /// the call: the wait for the round in progress and the read's own round share it).
+    /// Errors: `NotLeader`; `Unavailable` when the request timeout passes (it counts from
+    /// the call: the wait for the round in progress counts), or `NotLeader` then if the
+    /// node has stepped back meanwhile (the client looks for the new leader).
     pub async fn linearizable(&self) -> Result<(), ClientError> {
         let limit = Duration::from_millis(self.config.request_timeout_ms);
-        self.reads.share(limit, || self.confirm_leadership()).await
+        let (raft, back) = (self.raft.clone(), self.elector.watch_stepped_back());
+        let r = self
+            .reads
+            .share(limit, move || confirm_leadership(raft, back))
+            .await;
+        match r {
+            Err(ClientError::Unavailable(_)) if *self.elector.watch_stepped_back().borrow() => {
+                Err(stepped_back())
+            }
+            r => r,
+        }
     }
 
     /// Read barriers started on this node so far (each one confirmation round to a
     /// quorum). Cost: O(1).
     pub fn read_barriers(&self) -> u64 {
         self.reads.started()
-    }
-
-    /// One confirmation round for [`Node::linearizable`], which bounds its time.
-    async fn confirm_leadership(&self) -> Result<(), ClientError> {
-        let mut back = self.elector.watch_stepped_back();
-        if *back.borrow() {
-            return Err(stepped_back());
-        }
-        let fut = self.raft.ensure_linearizable();
-        // Biased: when the node steps back while the read is refused for want of a quorum,
-        // both are ready at once, and the answer must be the same every time: not the
-        // leader (the client looks for the new one), never a random `Unavailable`. (A
-        // step-back is seen before the time limit too: `wait_for` is ready at once for a
-        // node that already stepped back, and the limit's timer is polled after it.)
-        let r = tokio::select! {
-            biased;
-            _ = back.wait_for(|b| *b) => return Err(stepped_back()),
-            r = fut => r,
-        };
-        if *back.borrow() {
-            return Err(stepped_back());
-        }
-        match r {
-            Ok(_) => Ok(()),
-            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
-                let addr = f
-                    .leader_node
-                    .map(|n| n.client)
-                    .or_else(|| self.leader_client_addr(f.leader_id));
-                Err(ClientError::NotLeader { leader: addr })
-            }
-            Err(e) => Err(ClientError::Unavailable(e.to_string())),
-        }
     }
 
     /// One page of the recording of `window` ([`Request::Export`]): rebuilt from this
@@ -1710,6 +1740,52 @@ async fn run_prober(disk: Arc<DiskHealth>) {
 }
 
 /// What a stepped-back leader answers: not the leader (it knows no better one).
+/// The client address of node `leader` in the membership `raft` knows, if any.
+fn client_addr(raft: &Raft, leader: Option<NodeId>) -> Option<String> {
+    let leader = leader?;
+    let m = raft.metrics().borrow().clone();
+    m.membership_config
+        .membership()
+        .get_node(&leader)
+        .map(|n| n.client.clone())
+}
+
+/// One confirmation round for [`Node::linearizable`] ([`ReadBarriers::share`] bounds its
+/// time). `back` watches whether the node stepped back (check-quorum).
+async fn confirm_leadership(
+    raft: Raft,
+    mut back: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ClientError> {
+    if *back.borrow() {
+        return Err(stepped_back());
+    }
+    let fut = raft.ensure_linearizable();
+    // Biased: when the node steps back while the read is refused for want of a quorum,
+    // both are ready at once, and the answer must be the same every time: not the
+    // leader (the client looks for the new one), never a random `Unavailable`. (A
+    // step-back is seen before the time limit too: `wait_for` is ready at once for a
+    // node that already stepped back, and the limit's timer is polled after it.)
+    let r = tokio::select! {
+        biased;
+        _ = back.wait_for(|b| *b) => return Err(stepped_back()),
+        r = fut => r,
+    };
+    if *back.borrow() {
+        return Err(stepped_back());
+    }
+    match r {
+        Ok(_) => Ok(()),
+        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+            let addr = f
+                .leader_node
+                .map(|n| n.client)
+                .or_else(|| client_addr(&raft, f.leader_id));
+            Err(ClientError::NotLeader { leader: addr })
+        }
+        Err(e) => Err(ClientError::Unavailable(e.to_string())),
+    }
+}
+
 fn stepped_back() -> ClientError {
     ClientError::NotLeader { leader: None }
 }
@@ -1876,7 +1952,7 @@ mod read_barrier_tests {
     ) -> tokio::task::JoinHandle<(Answer, Duration)>
     where
         F: FnOnce() -> R + Send + 'static,
-        R: std::future::Future<Output = Answer> + Send,
+        R: std::future::Future<Output = Answer> + Send + 'static,
     {
         let reads = reads.clone();
         tokio::spawn(async move {
@@ -1887,7 +1963,8 @@ mod read_barrier_tests {
     }
 
     /// A read's time limit counts from its arrival: one that waits for a round in progress
-    /// runs its own round in what is left of its limit, not under a fresh one.
+    /// and then starts the next gives up at its own deadline, not a limit after the next
+    /// round's start.
     #[tokio::test(start_paused = true)]
     async fn a_read_waits_at_most_its_limit_counted_from_its_arrival() {
         let reads = Arc::new(ReadBarriers::default());
@@ -1900,7 +1977,7 @@ mod read_barrier_tests {
         let a = timed_read(&reads, limit, slow);
         tokio::time::sleep(Duration::from_secs(6)).await;
         assert_eq!(reads.started(), 1, "the first read runs a round");
-        // Arrives 6 s into the first round: waits 4 s for it, then has 6 s of its own.
+        // Arrives 6 s into the first round: waits 4 s for it, then 6 s for the next.
         let b = timed_read(&reads, limit, slow);
         let (a, a_took) = a.await.unwrap();
         assert!(matches!(a, Err(ClientError::Unavailable(_))), "{a:?}");
@@ -1911,13 +1988,14 @@ mod read_barrier_tests {
             about(b_took, limit),
             "the wait for the round in progress counts: {b_took:?}"
         );
-        assert_eq!(reads.started(), 2, "the late read ran a round of its own");
+        assert_eq!(reads.started(), 2, "the late read started the next round");
     }
 
-    /// A round that its reader's deadline cuts short is no answer for the reads queued
-    /// behind it, whose deadlines are later: each runs its own round under its own.
+    /// A round lives its own time limit, whoever waits for it: a read that gives up ends
+    /// no round, and the reads still waiting take its answer or give up at their own
+    /// deadlines, never at another read's.
     #[tokio::test(start_paused = true)]
-    async fn a_round_cut_short_by_its_readers_deadline_answers_no_other_read() {
+    async fn a_read_that_gives_up_ends_no_round_and_cuts_no_other_read_short() {
         let reads = Arc::new(ReadBarriers::default());
         let limit = Duration::from_secs(10);
         // The first round answers when the test says; every later one never answers.
@@ -1942,17 +2020,78 @@ mod read_barrier_tests {
         let (x, x_took) = x.await.unwrap();
         assert_eq!(x, Ok(()));
         assert!(about(x_took, Duration::from_secs(5)), "{x_took:?}");
-        // p runs the second round from 5 s; its deadline (12 s) cuts it short.
+        // p and q arrived during the first round: one second round, from 5 s, for both.
         let (p, p_took) = p.await.unwrap();
         assert!(matches!(p, Err(ClientError::Unavailable(_))), "{p:?}");
         assert!(about(p_took, limit), "{p_took:?}");
-        // q is not handed p's time-out at 12 s: it runs a third round to its own 14 s.
+        // p gave up at 12 s; q waits for the same round to its own 14 s.
         let (q, q_took) = q.await.unwrap();
         assert!(matches!(q, Err(ClientError::Unavailable(_))), "{q:?}");
         assert!(
             about(q_took, limit),
             "cut short by another read's deadline: {q_took:?}"
         );
-        assert_eq!(reads.started(), 3);
+        assert_eq!(reads.started(), 2, "p and q shared the second round");
+    }
+
+    /// A read waiting for a round in progress gives up at its own deadline, even when the
+    /// round and the read that started it have longer ones.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_gives_up_at_its_deadline_while_a_round_is_in_progress() {
+        let reads = Arc::new(ReadBarriers::default());
+        let a = timed_read(&reads, Duration::from_secs(20), std::future::pending);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let b = timed_read(&reads, Duration::from_secs(10), std::future::pending);
+        let (b, b_took) = b.await.unwrap();
+        assert!(matches!(b, Err(ClientError::Unavailable(_))), "{b:?}");
+        assert!(about(b_took, Duration::from_secs(10)), "{b_took:?}");
+        assert_eq!(
+            reads.started(),
+            1,
+            "b waited for a's round, and started none"
+        );
+        let (a, a_took) = a.await.unwrap();
+        assert!(matches!(a, Err(ClientError::Unavailable(_))), "{a:?}");
+        assert!(about(a_took, Duration::from_secs(20)), "{a_took:?}");
+    }
+
+    /// Under a steady stream of reads with rounds that take 0.6 of the limit, rounds run
+    /// back to back, one per round-time (not one per read), and a read is answered unless
+    /// it arrived in the first 0.6 s of a round: it waits for that round and the next,
+    /// 3.6 s less its arrival's offset, past its 3 s. (Rounds cut short by their reader's
+    /// deadline, each a round of its own, once failed nearly every read after the first.)
+    #[tokio::test(start_paused = true)]
+    async fn steady_reads_with_slow_rounds_share_rounds_and_are_mostly_answered() {
+        let reads = Arc::new(ReadBarriers::default());
+        let limit = Duration::from_millis(3_000);
+        let slow = move || async move {
+            tokio::time::sleep(Duration::from_millis(1_800)).await;
+            Ok(())
+        };
+        let mut all = Vec::new();
+        // A read every 100 ms for 15 s.
+        for _ in 0..150 {
+            all.push(timed_read(&reads, limit, slow));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut answered = 0;
+        for r in all {
+            let (answer, took) = r.await.unwrap();
+            match answer {
+                Ok(()) => {
+                    answered += 1;
+                    assert!(took <= limit, "{took:?}");
+                }
+                Err(e) => {
+                    assert!(matches!(e, ClientError::Unavailable(_)), "{e:?}");
+                    assert!(about(took, limit), "{took:?}");
+                }
+            }
+        }
+        // About 12 of every 18 reads (1.2 s of each 1.8 s round).
+        assert!((90..=110).contains(&answered), "{answered} of 150 answered");
+        // 15 s of reads and the last read's round: about 18 s of 1.8 s rounds.
+        let rounds = reads.started();
+        assert!((9..=11).contains(&rounds), "{rounds} rounds for 150 reads");
     }
 }
