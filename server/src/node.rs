@@ -272,6 +272,30 @@ impl Default for ReadBarriers {
     }
 }
 
+/// Records a round's end when its task ends, however it ends: with its answer, or, when
+/// the task panicked or was dropped (the runtime shutting down) before it had one, with
+/// `Unavailable`, so the reads waiting for it are answered and the next read can start a
+/// round (a round left "in progress" for ever would fail every read after it).
+struct RoundDone {
+    st: Arc<BarrierState>,
+    id: u64,
+    answer: Option<Result<(), ClientError>>,
+}
+
+impl Drop for RoundDone {
+    fn drop(&mut self) {
+        let answer = self.answer.take().unwrap_or_else(|| {
+            Err(ClientError::Unavailable(
+                "read confirmation round failed".into(),
+            ))
+        });
+        let mut running = self.st.running.lock().unwrap_or_else(|p| p.into_inner());
+        // The round before it (nothing reads it any more).
+        let _previous = self.st.last.send_replace((self.id, answer));
+        *running = false;
+    }
+}
+
 fn read_timed_out() -> ClientError {
     ClientError::Unavailable("read confirmation timed out".into())
 }
@@ -329,15 +353,18 @@ impl ReadBarriers {
         *running = true;
         let id = st.started.fetch_add(1, Ordering::SeqCst) + 1;
         let fut = round();
-        let st = st.clone();
+        let done = RoundDone {
+            st: st.clone(),
+            id,
+            answer: None,
+        };
         tokio::spawn(async move {
+            let mut done = done;
             let answer = tokio::time::timeout(limit, fut)
                 .await
                 .unwrap_or_else(|_| Err(read_timed_out()));
-            let mut running = st.running.lock().unwrap_or_else(|p| p.into_inner());
-            // The round before it (nothing reads it any more).
-            let _previous = st.last.send_replace((id, answer));
-            *running = false;
+            done.answer = Some(answer);
+            drop(done); // records it
         });
     }
 
@@ -1960,6 +1987,23 @@ mod read_barrier_tests {
             let answer = reads.share(limit, round).await;
             (answer, arrived.elapsed())
         })
+    }
+
+    /// A round whose task panics still ends: the reads waiting for it are answered
+    /// `Unavailable` at once, and the next read starts a round of its own.
+    #[tokio::test(start_paused = true)]
+    async fn a_round_that_panics_is_answered_and_the_next_read_starts_another() {
+        let reads = Arc::new(ReadBarriers::default());
+        let limit = Duration::from_secs(10);
+        let a = timed_read(&reads, limit, || async {
+            panic!("a round that panics (expected)")
+        });
+        let (a, a_took) = a.await.unwrap();
+        assert!(matches!(a, Err(ClientError::Unavailable(_))), "{a:?}");
+        assert!(about(a_took, Duration::ZERO), "{a_took:?}");
+        let b = timed_read(&reads, limit, || async { Ok(()) });
+        assert_eq!(b.await.unwrap().0, Ok(()));
+        assert_eq!(reads.started(), 2);
     }
 
     /// A read's time limit counts from its arrival: one that waits for a round in progress
