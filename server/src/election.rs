@@ -1067,6 +1067,21 @@ mod tests {
         assert_eq!(follower(20, 3_000).step(TIMEOUT), TimerStep::Wait);
     }
 
+    /// Hearing a leader re-arms the election timer but leaves `asked` alone: the wiring
+    /// the keep-asking rule above depends on (an append or snapshot chunk from a leader
+    /// this node does not know must not postpone its next round).
+    #[test]
+    fn hearing_a_leader_rearms_the_timer_but_not_the_last_round() {
+        let e = elector();
+        let asked = e.lock().asked;
+        std::thread::sleep(Duration::from_millis(5));
+        e.note_leader();
+        let st = e.lock();
+        assert!(st.timer_reset > asked, "the timer is re-armed");
+        assert_eq!(st.heard_leader, Some(st.timer_reset));
+        assert_eq!(st.asked, asked, "the last round is not moved");
+    }
+
     /// A node the membership no longer names asks no one; a leader re-arms its timer and
     /// asks no one (openraft ignores `elect()` on a leader).
     #[test]
