@@ -578,9 +578,9 @@ impl Elector {
 
     /// Whether a member this node knows as a voter said, answering one of its pre-votes
     /// within `Elector::vouch_ttl` (four maximum election timeouts), that it follows
-    /// exactly `vote` (committed: the same term and leader). A node cut off while another was added, which that one then
-    /// leads, learns the membership only from the entries that leader would send it;
-    /// [`crate::tls::check_peer`] serves a leader's appends and snapshots under a vouched
+    /// exactly `vote` (committed: the same term and leader). A node cut off while another
+    /// was added, which that one then leads, learns the membership only from the entries
+    /// that leader would send it; [`crate::tls::check_peer`] serves a leader's appends and snapshots under a vouched
     /// vote (never votes), so the node can learn it. Only the vote a member follows
     /// counts, so a stale word lets in nothing newer than what a member really followed
     /// (openraft refuses a vote older than its own), and a node removed since cannot use

@@ -306,8 +306,8 @@ impl ReadBarriers {
     /// `Unavailable` once `limit` has passed since the call. If no round is in progress
     /// when one is needed, this call starts `round` as a task of its own, under `limit`
     /// from its start (a round past it answers `Unavailable`), and every read that
-    /// arrived before it started takes its answer. Cost: at most one round started by this call; its wait is
-    /// bounded by `limit`.
+    /// arrived before it started takes its answer. Cost: at most one round started by
+    /// this call; its wait is bounded by `limit`.
     pub async fn share<F, R>(&self, limit: Duration, round: F) -> Result<(), ClientError>
     where
         F: FnOnce() -> R,
@@ -346,13 +346,14 @@ impl ReadBarriers {
         R: std::future::Future<Output = Result<(), ClientError>> + Send + 'static,
     {
         let st = &self.inner;
-        let id = {
+        let (id, round) = {
             let mut running = st.running.lock().unwrap_or_else(|p| p.into_inner());
-            if *running || st.last.borrow().0 > arrived || round.is_none() {
+            if *running || st.last.borrow().0 > arrived {
                 return;
             }
+            let Some(round) = round.take() else { return };
             *running = true;
-            st.started.fetch_add(1, Ordering::SeqCst) + 1
+            (st.started.fetch_add(1, Ordering::SeqCst) + 1, round)
         };
         // From here the round is in progress, and `done` ends it however this goes: the
         // lock is released first, as `done`'s drop takes it (if `round()` panics, or
@@ -362,7 +363,6 @@ impl ReadBarriers {
             id,
             answer: None,
         };
-        let Some(round) = round.take() else { return };
         let fut = round();
         tokio::spawn(async move {
             let mut done = done;
@@ -720,10 +720,6 @@ impl Node {
         self.conn_ids.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn leader_client_addr(&self, leader: Option<NodeId>) -> Option<String> {
-        client_addr(&self.raft, leader)
-    }
-
     /// Proposes `input` as a bare [`Op::Input`] (batched with concurrent requests by the
     /// [`Proposer`], stamped with the leader's clock) and waits until it is committed and
     /// applied. Only an input that names no session (a tick) is applied this way; a
@@ -1062,7 +1058,7 @@ impl Node {
         let leader = self.raft.metrics().borrow().current_leader;
         let leader = leader.filter(|l| *l != self.id);
         ClientError::NotLeader {
-            leader: self.leader_client_addr(leader),
+            leader: client_addr(&self.raft, leader),
         }
     }
 
@@ -1535,7 +1531,7 @@ impl Node {
                 let addr = f
                     .leader_node
                     .map(|n| n.client)
-                    .or_else(|| self.leader_client_addr(f.leader_id));
+                    .or_else(|| client_addr(&self.raft, f.leader_id));
                 Err(ClientError::NotLeader { leader: addr })
             }
             // The previous change is still committing: transient, the client retries.
