@@ -204,7 +204,7 @@ const REASONS: &[&str] = &[
     "permits outside 1..=limit",
     "recorded reply does not fit its session",
     "resource twice",
-    "revision floor above 2^63",
+    "revision floor above 2^62",
     "session deadline not in (now, now + ttl]",
     "session ids out of order or beyond the counter",
     "snapshot version not the one its state is written in",

@@ -284,7 +284,7 @@ pub use output::{Change, Output, ReleaseReason};
 pub use reply::Reply;
 pub use service::{
     check_rows, Capacity, Config, Holder, LockService, Permits, SessionInfo, Usage, Waiter,
-    MAX_ROWS,
+    MAX_REVISION_FLOOR, MAX_ROWS,
 };
 #[cfg(feature = "alloc")]
 pub use sink::EventQueue;

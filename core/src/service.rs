@@ -271,6 +271,13 @@ pub struct LockService<S: Storage> {
     pub(crate) st: State,
 }
 
+/// The highest floor [`LockService::raise_revision`] accepts: 2^62. A snapshot restores a
+/// revision up to 2^63 (the bound that keeps a restored counter's `+= 1` from ever
+/// overflowing), so 2^62 grants — 146 years at a billion a second — lie between the
+/// highest floor and a revision whose snapshot could not be restored; and the tokens stay
+/// below 2^63, which a signed 64-bit database column holds.
+pub const MAX_REVISION_FLOOR: u64 = 1 << 62;
+
 /// The most rows any table (the service's three, a gate's) may have: row indexes are
 /// `u32` with one value reserved, and the bindings hand counts to 32-bit callers.
 pub const MAX_ROWS: usize = i32::MAX as usize;
@@ -1125,12 +1132,11 @@ impl<S: Storage> LockService<S> {
     /// Nothing else changes (sessions, holds and queues keep their tokens). Returns the
     /// revision now.
     ///
-    /// Errors: [`Error::BadConfig`] for a `floor` above 2^63 (the bound a snapshot
-    /// accepts, which keeps `+= 1` from ever overflowing); nothing changes then.
-    /// Cost: O(1).
+    /// Errors: [`Error::BadConfig`] for a `floor` above [`MAX_REVISION_FLOOR`] (2^62);
+    /// nothing changes then. Cost: O(1).
     pub fn raise_revision(&mut self, floor: u64) -> Result<u64, Error> {
-        if floor > 1u64 << 63 {
-            return Err(Error::BadConfig("revision floor above 2^63"));
+        if floor > MAX_REVISION_FLOOR {
+            return Err(Error::BadConfig("revision floor above 2^62"));
         }
         self.st.revision = self.st.revision.max(floor);
         Ok(self.st.revision)

@@ -5,8 +5,8 @@ mod common;
 use common::*;
 
 use fencelock::{
-    Config, Error, LockService, Mode, Table, Tick, VecStorage, Wait, SNAPSHOT_MAGIC,
-    SNAPSHOT_VERSION,
+    Config, Error, LockService, Mode, Table, Tick, VecStorage, Wait, MAX_REVISION_FLOOR,
+    SNAPSHOT_MAGIC, SNAPSHOT_VERSION,
 };
 
 /// Mirror of a claim's kind: 0 wait, 1 hold (version 1's `holding: bool`), 2 watch.
@@ -597,7 +597,7 @@ fn restore_survives_random_corruption_of_busy_snapshots() {
 
 /// `raise_revision`: the next grant's token is above the floor, holds keep their tokens, a
 /// lower floor changes nothing, the raised revision survives a snapshot, and a floor above
-/// 2^63 is refused with nothing changed.
+/// `MAX_REVISION_FLOOR` (2^62) is refused with nothing changed.
 #[test]
 fn raise_revision_puts_the_next_token_above_the_floor() {
     let mut svc = svc(4);
@@ -611,15 +611,17 @@ fn raise_revision_puts_the_next_token_above_the_floor() {
         "a lower floor changes nothing"
     );
     let before = svc.snapshot_vec();
-    assert_eq!(
-        svc.raise_revision((1u64 << 63) + 1),
-        Err(Error::BadConfig("revision floor above 2^63"))
-    );
-    assert_eq!(
-        svc.snapshot_vec(),
-        before,
-        "a refused floor changes nothing"
-    );
+    for floor in [MAX_REVISION_FLOOR + 1, (1u64 << 63) + 1, u64::MAX] {
+        assert_eq!(
+            svc.raise_revision(floor),
+            Err(Error::BadConfig("revision floor above 2^62"))
+        );
+        assert_eq!(
+            svc.snapshot_vec(),
+            before,
+            "a refused floor changes nothing"
+        );
+    }
     let mut svc = twin(&svc);
     assert_eq!(
         svc.revision(),
@@ -628,6 +630,26 @@ fn raise_revision_puts_the_next_token_above_the_floor() {
     );
     assert_eq!(x(&mut svc, b, "m").0, reply_x(1001));
     assert_eq!(release(&mut svc, a, "l").0, reply_released(1));
+}
+
+/// The highest floor `raise_revision` accepts leaves room for grants: a service raised to
+/// it grants above it, and its snapshot restores (the restore's bound is 2^63). A floor of
+/// 2^63 once passed `raise_revision`, and the next grant made every later snapshot of the
+/// service one that `restore` refused.
+#[test]
+fn a_service_raised_to_the_highest_floor_still_restores_from_its_snapshot() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 100);
+    assert_eq!(
+        svc.raise_revision(MAX_REVISION_FLOOR),
+        Ok(MAX_REVISION_FLOOR)
+    );
+    assert_eq!(x(&mut svc, a, "l").0, reply_x(MAX_REVISION_FLOOR + 1));
+    assert_eq!(x(&mut svc, a, "m").0, reply_x(MAX_REVISION_FLOOR + 2));
+    let mut copy = twin(&svc);
+    assert_eq!(copy.snapshot_vec(), svc.snapshot_vec());
+    assert_eq!(copy.revision(), MAX_REVISION_FLOOR + 2);
+    assert_eq!(x(&mut copy, a, "n").0, reply_x(MAX_REVISION_FLOOR + 3));
 }
 
 // ---------------------------------------------------------------- version 2 (§13.6)

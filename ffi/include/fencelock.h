@@ -1574,7 +1574,7 @@ fencelock_result fencelock_service_permits(const struct fencelock_service *svc,
 // keep their tokens. `*revision` gets the revision now. Not an input: no `now`, no
 // reply, no events.
 //
-// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `floor` above 2^63; nothing changes),
+// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `floor` above 2^62; nothing changes),
 // `PANIC`. Cost: O(1).
 //
 // # Safety

@@ -2253,7 +2253,7 @@ pub unsafe extern "C" fn fencelock_service_permits(
 /// keep their tokens. `*revision` gets the revision now. Not an input: no `now`, no
 /// reply, no events.
 ///
-/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `floor` above 2^63; nothing changes),
+/// Errors: `NULL_PARAMETER`, `BAD_CONFIG` (a `floor` above 2^62; nothing changes),
 /// `PANIC`. Cost: O(1).
 ///
 /// # Safety

@@ -502,7 +502,7 @@ pub struct Recovered {
 /// holding a node (`AlreadyExists`); `service`'s core settings not the survivor's, or a
 /// state that does not fit `service`'s table sizes (`InvalidInput`); a settings file,
 /// snapshot or log that fails its checks, a log with a gap after the snapshot, nothing
-/// applied, or a floor above 2^63 (`InvalidData`); I/O errors naming the path. `from` is
+/// applied, or a floor above 2^62 (`InvalidData`); I/O errors naming the path. `from` is
 /// never changed. Cost: O(log + snapshot size) and a few fsyncs.
 pub async fn force_new_cluster(
     from: &std::path::Path,

@@ -697,7 +697,7 @@ impl LockService {
     /// Raises the fencing revision to at least `floor` (a lower one changes nothing), so
     /// the next grant's token is above it; for a service recovered from a copy that may
     /// have missed grants. Returns the revision now. Not an input: no `now`, no events.
-    /// Throws `bad_config` (a floor above 2^63; nothing changes), `out_of_range`.
+    /// Throws `bad_config` (a floor above 2^62; nothing changes), `out_of_range`.
     /// Cost: O(1).
     #[wasm_bindgen(js_name = raiseRevision, unchecked_return_type = "U64")]
     pub fn raise_revision(

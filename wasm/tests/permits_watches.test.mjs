@@ -92,9 +92,9 @@ test('raiseRevision puts the next token above the floor; a refused floor changes
   assert.equal(svc.raiseRevision(5), 1000, 'a lower floor changes nothing');
   assert.equal(svc.raiseRevision(2n ** 60n), 2n ** 60n, 'exact as a bigint');
   const before = hex(svc.snapshot());
-  const e = thrown(() => svc.raiseRevision(2n ** 63n + 1n));
+  const e = thrown(() => svc.raiseRevision(2n ** 62n + 1n));
   assert.equal(e.code, 'bad_config');
-  assert.match(e.message, /2\^63/);
+  assert.match(e.message, /2\^62/);
   assert.equal(thrown(() => svc.raiseRevision(-1)).code, 'out_of_range');
   assert.equal(thrown(() => svc.raiseRevision('7')).code, 'out_of_range');
   assert.equal(hex(svc.snapshot()), before);

@@ -1376,7 +1376,7 @@ class Service(_Handle):
         """Raises the fencing revision to at least `floor` (a lower one changes nothing),
         so the next grant's token is above it; for a service recovered from a copy that
         may have missed grants. Returns the revision now. Not an input: no `now`, no
-        events. Errors: BAD_CONFIG (a floor above 2^63; nothing changes). Cost: O(1)."""
+        events. Errors: BAD_CONFIG (a floor above 2^62; nothing changes). Cost: O(1)."""
         v = _U64()
         self._call("fencelock_service_raise_revision", _u64(floor, "floor"), C.byref(v))
         return v.value

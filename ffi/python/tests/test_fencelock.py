@@ -960,8 +960,8 @@ def test_raise_revision_puts_the_next_token_above_the_floor():
         assert svc.raise_revision(1000) == 1000
         assert svc.raise_revision(5) == 1000
         before = svc.snapshot()
-        e = refused(fl.Result.BAD_CONFIG, svc.raise_revision, (1 << 63) + 1)
-        assert "2^63" in e.detail
+        e = refused(fl.Result.BAD_CONFIG, svc.raise_revision, (1 << 62) + 1)
+        assert "2^62" in e.detail
         with pytest.raises(fl.ArgumentError):
             svc.raise_revision(-1)
         with pytest.raises(fl.ArgumentError):

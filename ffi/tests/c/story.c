@@ -976,14 +976,14 @@ static void semaphores_labels_and_watches(void) {
   CHECK(!live && p.in_use == 0 && p.limit == 0);
 
   /* raise_revision: the next token is above the floor; a lower floor changes nothing; a
-   * floor above 2^63 and a NULL out-pointer are refused, changing nothing. */
+   * floor above 2^62 and a NULL out-pointer are refused, changing nothing. */
   uint64_t rev = 0;
   OK(fencelock_service_raise_revision(svc, 1000, &rev));
   CHECK(rev == 1000);
   OK(fencelock_service_raise_revision(svc, 5, &rev));
   CHECK(rev == 1000);
   before = snapshot(svc, &slen);
-  EXPECT(fencelock_service_raise_revision(svc, (UINT64_C(1) << 63) + 1, &rev),
+  EXPECT(fencelock_service_raise_revision(svc, (UINT64_C(1) << 62) + 1, &rev),
          FENCELOCK_RESULT_BAD_CONFIG);
   EXPECT(fencelock_service_raise_revision(svc, 2000, NULL), FENCELOCK_RESULT_NULL_PARAMETER);
   EXPECT(fencelock_service_raise_revision(NULL, 2000, &rev), FENCELOCK_RESULT_NULL_PARAMETER);
