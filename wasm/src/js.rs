@@ -380,18 +380,22 @@ pub fn name(v: &JsValue, what: &str) -> Result<Name, Fail> {
             &describe(v),
         ])));
     };
+    let lone = || Fail::BadArgument(cat(&[what, " holds a lone surrogate (not valid UTF-16)"]));
     let units = js.length();
     if units > STRING_COPY_LIMIT {
+        // Not copied, but checked all the same (a unit at a time, on this rare path): a
+        // lone surrogate is `bad_argument` at any length, before the core is called, as
+        // the C ABI's `INVALID_UTF8` is.
+        if !js.is_valid_utf16() {
+            return Err(lone());
+        }
         return Ok(Name::TooLong(units));
     }
     let text = String::from(js);
     // A lone surrogate comes out as U+FFFD; only then is the (per-unit) check worth it.
     // An ASCII name (the usual one) is told apart a word at a time, without decoding.
     if !text.is_ascii() && text.chars().any(|c| c == '\u{FFFD}') && !js.is_valid_utf16() {
-        return Err(Fail::BadArgument(cat(&[
-            what,
-            " holds a lone surrogate (not valid UTF-16)",
-        ])));
+        return Err(lone());
     }
     Ok(Name::Text(text))
 }

@@ -231,6 +231,13 @@ test('error details: stale_request, time_went_backwards, capacity_exceeded, unkn
   // a name never copied in reports its UTF-16 length (a lower bound of its bytes)
   const huge = thrown(() => svc.acquire(NOW, 1, 'y'.repeat(70_000), X()));
   assert.deepEqual([huge.code, huge.len, huge.max], ['name_too_long', 70_000, 8]);
+  // A lone surrogate is bad_argument at any length, a name never copied in as well, and
+  // refused before the core advances time (as C's INVALID_UTF8 and Python's are).
+  const before = svc.snapshot();
+  for (const lock of ['a\ud800'.repeat(40_000), 'a\ud800']) {
+    assert.equal(thrown(() => svc.acquire(NOW + 5, 1, lock, X())).code, 'bad_argument');
+    assert.deepEqual(svc.snapshot(), before, 'nothing changed, time included');
+  }
 });
 
 test('constructor refuses bad configs and capacities', () => {

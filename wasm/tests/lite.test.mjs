@@ -287,8 +287,10 @@ test('a refused argument changes nothing, and only numbers are numbers', () => {
   const huge = 'x'.repeat(1 << 22);
   assert.equal(svc.acquire(0, 99, huge), -101);
   assert.equal(svc.acquire(0, a, huge), -202);
-  assert.equal(svc.acquire(0, a, 'a\ud800'.repeat(40000)), -202, 'not scanned for surrogates either');
-  assert.equal(svc.acquire(0, a, 'a\ud800'.repeat(30000)), -702, 'copied, so checked');
+  // A lone surrogate is bad_argument at any length, before time moves.
+  assert.equal(svc.acquire(7, a, 'a\ud800'.repeat(40000)), -702, 'too long to copy, still checked');
+  assert.equal(svc.acquire(7, a, 'a\ud800'.repeat(30000)), -702);
+  assert.ok(svc.release(0, a, 'l') >= 0, 'no time passed: a release at 0 is still on time');
 });
 
 test('ticks, ttls and lock-delays stay below 2^52, so every number out is exact', () => {

@@ -30,11 +30,10 @@ const WIDTH = 8;
 
 /** A lone surrogate: a string holding one has no UTF-8 form. */
 const LONE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-/** Strings longer than this (UTF-16 units) are not copied into the module; the core is
- * given TOO_LONG instead, one byte over the longest name, and answers name_too_long in
- * its own order. (fencelock-wasm-args' STRING_COPY_LIMIT and TOO_LONG: the Rust test
- * `the_js_name_limits_are_the_bindings` holds these to them.) */
-const COPY_LIMIT = 65536;
+/** What the core is given for a well-formed string too long to be a name (over
+ * NAME_UNITS), which is not copied: one byte over the longest name, so it answers
+ * name_too_long in its own order. (fencelock-wasm-args' TOO_LONG: the Rust test
+ * `the_js_name_limits_are_the_bindings` holds it to it.) */
 const TOO_LONG = 'x'.repeat(65);
 
 /** A number argument as the module is to see it: a non-number becomes NaN, which the
@@ -63,7 +62,8 @@ const byteLengthOf = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(U8.pr
  * (the module refuses it as bad_argument, after the arguments it checks first). */
 function lockName(s) {
   if (typeof s !== 'string') return null;
-  if (s.length > COPY_LIMIT) return TOO_LONG;
+  // Checked at any length (nothing is copied here): a lone surrogate is bad_argument in
+  // every layer, before the module is called.
   const ok = isWellFormed !== undefined ? call(isWellFormed, s) : !LONE.test(s);
   if (!ok) return null;
   return s.length > NAME_UNITS ? TOO_LONG : s;
