@@ -106,7 +106,7 @@ use wasm_bindgen::prelude::*;
 
 /// Every `.code` a call can throw, with its `.errno`: one entry per kind of core error
 /// (from `fencelock::Error::EXAMPLES`, in code order), then `out_of_range`,
-/// `bad_argument` and `out_of_memory`. Cost: O(kinds).
+/// `bad_argument`, `out_of_memory` and `unknown_name`. Cost: O(kinds).
 #[wasm_bindgen(js_name = errorKinds, unchecked_return_type = "ErrorKind[]")]
 pub fn error_kinds() -> js_sys::Array {
     js::error_kinds()

@@ -14,8 +14,9 @@
 //! - Every input takes the host's `now` first and returns a reply code (`opened` 0 …
 //!   `ticked` 10, the numbering of the full module's typed calls, [`args::reply_code`])
 //!   or, when refused, minus the errno (the core's `Error::code()`, or the binding's
-//!   701 `out_of_range`, 702 `bad_argument`; 703 `out_of_memory` comes only from creating
-//!   a service).
+//!   701 `out_of_range`, 702 `bad_argument`; 703 `out_of_memory` comes from creating a
+//!   service, and from `takeEvents()` when there is no memory for the list: the events
+//!   are kept).
 //! - Events wait in order until `takeEvents()`, within the core's default event limit: a
 //!   call whose events might not fit is refused with `buffer_too_small` before anything
 //!   changes, as on the full module's typed calls.
