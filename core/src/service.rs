@@ -244,11 +244,13 @@ pub(crate) struct State {
 /// expiring k sessions is O(k log n) plus their events. No input scans a table (the
 /// queries and `snapshot` walk what they list).
 ///
-/// "Expected" assumes lock names not chosen against the index's hash, which has no seed
-/// (determinism): a client that can pick many names hashing to one place can make lookups
-/// of those names cost up to their number. A host that takes names from untrusted clients
-/// should bound how many locks each may create (the server's role prefixes do), or hash
-/// or prefix names with a secret before they reach the core.
+/// "Expected" assumes lock names not chosen against the index's hash. Unkeyed (the
+/// default) the hash has no seed (determinism): a client that can pick many names hashing
+/// to one place can make lookups of those names cost up to their number. A host that
+/// takes names from untrusted clients keys the index with a secret
+/// ([`set_name_key`](Self::set_name_key), and [`restore_keyed`](Self::restore_keyed) after
+/// a restart), and may also bound how many locks each client may create (the server's
+/// role prefixes do).
 ///
 /// A session is kept, when it can be, at the row its id names — (id − 1) mod the session
 /// rows, its home row — so a call that names a session finds it with one load and no

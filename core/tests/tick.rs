@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 
-use fencelock::{Config, Mode, ReleaseReason::*, Reply, Tick, Wait};
+use fencelock::{Config, Error, Mode, ReleaseReason::*, Reply, Tick, Wait};
 
 fn delayed(delay: u64) -> Svc {
     svc_with(
@@ -37,6 +37,35 @@ fn expiry_comes_before_any_grant_in_the_same_tick() {
             gx(c, "l", 2),
         ],
         "b's deadline had passed: it must not be granted (the lease-expiry race)"
+    );
+}
+
+#[test]
+fn an_advance_grants_locks_in_the_order_it_first_touched_them() {
+    // s1 holds a (shared) and then b; s2 shares a. Both expire at 10: s1 touches a (still
+    // shared by s2) before b (freed); s2 then frees a. a was touched first, so its waiter
+    // is granted first, although b was free before it.
+    let mut svc = svc(8);
+    let s1 = open(&mut svc, 10);
+    let s2 = open(&mut svc, 10);
+    let wa = open(&mut svc, 50);
+    let wb = open(&mut svc, 50);
+    acquire(&mut svc, s1, "a", Mode::Shared, Wait::None);
+    x(&mut svc, s1, "b");
+    acquire(&mut svc, s2, "a", Mode::Shared, Wait::None);
+    x(&mut svc, wa, "a");
+    x(&mut svc, wb, "b");
+    assert_eq!(
+        tick(&mut svc, 10),
+        vec![
+            expired(s1),
+            released(s1, "a", 1, Expired),
+            released(s1, "b", 2, Expired),
+            expired(s2),
+            released(s2, "a", 3, Expired),
+            gx(wa, "a", 4),
+            gx(wb, "b", 5),
+        ]
     );
 }
 
@@ -221,6 +250,39 @@ fn lock_delay_counts_from_the_tick_that_expired_the_session() {
     tick(&mut svc, 40);
     assert_eq!(svc.lock_delay_until("l"), Some(Tick(45)));
     assert_eq!(tick(&mut svc, 45), vec![gx(b, "l", 2)]);
+}
+
+#[test]
+fn a_lock_delay_cut_short_by_the_last_tick_grants_nobody() {
+    // `now + lock_delay` saturates: a delay begun within `lock_delay` of the last tick ends
+    // at it, early. I8 still holds, because nothing is alive to be granted there: no
+    // deadline lies past the last tick, so every session expires at it, before any grant.
+    let last = u64::MAX;
+    let mut svc = delayed(5);
+    tick(&mut svc, last - 10);
+    let a = open(&mut svc, 8); // expires at last - 2
+    let b = open(&mut svc, 10); // expires at last, the latest deadline there is
+    x(&mut svc, a, "l");
+    x(&mut svc, b, "l");
+    assert_eq!(
+        tick(&mut svc, last - 2),
+        vec![expired(a), released(a, "l", 1, Expired)]
+    );
+    assert_eq!(
+        svc.lock_delay_until("l"),
+        Some(Tick(last)),
+        "cut short: 2 ticks, not 5"
+    );
+    assert_eq!(tick(&mut svc, last - 1), vec![]);
+    assert_eq!(
+        tick(&mut svc, last),
+        vec![expired(b)],
+        "b expires before the delay's end could grant it"
+    );
+    assert_eq!(svc.usage().sessions, 0);
+    // and no session can be opened at the last tick to be granted later
+    let e = refused(&mut svc, |v, now, o| v.open_session(now, 1, o));
+    assert_eq!(e, Error::DeadlineOverflow);
 }
 
 #[test]
