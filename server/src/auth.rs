@@ -383,9 +383,9 @@ impl Grants {
 /// The file holds only SHA-256 hashes of the tokens, one grant per line:
 ///
 /// ```text
-/// # ROLE   PREFIX        TOKEN HASH                       (comment lines start with #)
+/// # ROLE   PREFIX        TOKEN HASH                       (a line starting with # is a comment)
 /// admin    *             sha256:<64 hex digits>
-/// lock     jobs/         sha256:<64 hex digits>
+/// lock     jobs/         sha256:<64 hex digits>   # and so is the rest from a field after the hash that starts with #
 /// read     *             sha256:<64 hex digits>
 /// ```
 ///
@@ -441,7 +441,12 @@ impl Tokens {
                 continue;
             }
             let bad = |why: &str| format!("tokens file line {}: {why}", n + 1);
-            let f: Vec<&str> = line.split_whitespace().collect();
+            let mut f: Vec<&str> = line.split_whitespace().collect();
+            // A comment may follow a grant: a field after the third that starts with `#`
+            // and everything after it (a prefix may hold `#`, so only there).
+            if let Some(c) = f.iter().skip(3).position(|w| w.starts_with('#')) {
+                f.truncate(3 + c);
+            }
             let [role, prefix, hash] = f[..] else {
                 return Err(bad("expected ROLE PREFIX sha256:HEX"));
             };
@@ -838,6 +843,7 @@ mod tests {
             "lock * sha256:abcd".to_string(),
             format!("lock * {}", &h[7..]),
             format!("lock * {h} extra"),
+            format!("lock * {h} extra # a comment after a fourth field"),
             "lock *".to_string(),
             format!("lock * sha256:{}", "zz".repeat(32)),
         ] {
@@ -845,6 +851,40 @@ mod tests {
             let e = Tokens::parse(&text).unwrap_err();
             assert!(e.contains("line 2"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_comment_may_follow_a_grant_and_a_prefix_may_hold_a_hash_sign() {
+        // The README's example: a comment after each grant's hash.
+        let text = format!(
+            "admin  *      {}   # membership, everything\nlock   jobs/  {} #open/acquire on jobs/*\nlock   #tmp/  {}\n",
+            token_hash("root"),
+            token_hash("ci"),
+            token_hash("tmp"),
+        );
+        let t = Tokens::parse(&text).unwrap();
+        let release = |l: &str| Request::Release {
+            session: 1,
+            secret: SessionSecret([0; 16]),
+            lock: l.into(),
+            request: None,
+        };
+        let ci = t.authenticate("ci").unwrap();
+        assert!(ci.authorize(&release("jobs/x")).is_ok());
+        assert!(ci.authorize(&release("other/x")).is_err());
+        // `#tmp/` is the prefix (second field), not a comment.
+        let tmp = t.authenticate("tmp").unwrap();
+        assert!(tmp.authorize(&release("#tmp/x")).is_ok());
+        assert!(tmp.authorize(&release("jobs/x")).is_err());
+        assert!(t.authenticate("root").is_some());
+        // The comment changes no grant: the digest is that of the same file without it.
+        let bare = format!(
+            "admin * {}\nlock jobs/ {}\nlock #tmp/ {}\n",
+            token_hash("root"),
+            token_hash("ci"),
+            token_hash("tmp"),
+        );
+        assert_eq!(t.digest(), Tokens::parse(&bare).unwrap().digest());
     }
 
     #[test]

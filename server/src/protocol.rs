@@ -169,7 +169,7 @@ pub enum Request {
     AddLearner {
         /// The new node's id.
         id: u64,
-        /// Its addresses (loopback only).
+        /// Its addresses (loopback only on a cluster without TLS).
         addr: NodeAddr,
     },
     /// Make exactly these nodes the voters (joint consensus; each must already be a member,

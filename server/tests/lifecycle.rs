@@ -461,7 +461,8 @@ async fn a_backup_is_served_only_to_an_admin_token() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// A log filter that does not parse is refused at start (exit 2, the error named), and a
+/// A log filter that does not parse, from `--log-level` or RUST_LOG, is refused at start
+/// (exit 2, the error and its source named), and a
 /// valid `--log-level` is taken over RUST_LOG: `--log-level error` hides the info line
 /// that `RUST_LOG=info` would show.
 #[test]
@@ -481,6 +482,21 @@ fn log_level_is_checked_and_overrides_rust_log() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad --log-level"));
+    // The same from RUST_LOG, without --log-level (it fell back to the default before).
+    let out = Command::new(NODE)
+        .env("RUST_LOG", "=bad[")
+        .args([
+            "--insecure-plaintext",
+            "--id",
+            "1",
+            "--dir",
+            "/nonexistent-never-used",
+        ])
+        .args(["--peer", "1=127.0.0.1:1/127.0.0.1:2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad RUST_LOG"));
 
     let base = temp_dir("loglevel");
     let run = |level: Option<&str>, n: u32| {
@@ -637,4 +653,41 @@ async fn a_tls_node_without_tokens_refuses_to_start_unless_told_to() {
     let _ = told.wait();
     assert!(up.is_ok(), "with --insecure-no-tokens the node serves");
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// `fencelock-certs` run again over an older set leaves each private key readable by its
+/// owner only, as a first run does (the file's mode was set only when it was created).
+#[test]
+fn certs_rewrites_a_key_file_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("certs");
+    let certs = env!("CARGO_BIN_EXE_fencelock-certs");
+    let run = || {
+        let out = Command::new(certs)
+            .arg("--dir")
+            .arg(&dir)
+            .args(["--node", "1=127.0.0.1"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let key = dir.join("node-1.key");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    run();
+    assert_eq!(mode(&key), 0o600);
+    let first = std::fs::read(&key).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    run();
+    assert_ne!(std::fs::read(&key).unwrap(), first, "a new key was written");
+    assert_eq!(
+        mode(&key),
+        0o600,
+        "the new key is not left readable by others"
+    );
+    assert_eq!(mode(&dir.join("ca.pem")), 0o644);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -10,7 +10,7 @@
 //! same names from your own CA.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
@@ -34,6 +34,10 @@ fn write(path: &Path, text: &str, mode: u32) -> Result<(), String> {
         .truncate(true)
         .mode(mode)
         .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    // `mode` applies only to a file this creates: a run over an older set must not leave a
+    // new private key in a file others can read.
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     f.write_all(text.as_bytes())
         .map_err(|e| format!("{}: {e}", path.display()))

@@ -19,7 +19,8 @@
 //!                                           (admin) the applied history as a recording (docs/RECORDING.md)
 //! ```
 //! The cluster's client addresses come from `--cluster` or `FENCELOCK_CLUSTER`
-//! (comma-separated; default the three of `make cluster`). The options `--cluster`,
+//! (comma-separated; default the three of `make cluster`: 127.0.0.1:7101, 127.0.0.2:7102,
+//! 127.0.0.3:7103). The options `--cluster`,
 //! `--ttl-ms`, `--timeout-ms`, `--connect-timeout-ms` and the TLS and token options may
 //! stand before or after the subcommand, and so may `--label` (the label of the session
 //! `lock`, `elect`, `watch` and `observe` open; default `HOSTNAME:PID`). TLS with `--tls-ca` / `FENCELOCK_TLS_CA` (or plain
@@ -94,7 +95,7 @@ struct Opts {
     #[arg(
         long,
         env = "FENCELOCK_CLUSTER",
-        default_value = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103",
+        default_value = "127.0.0.1:7101,127.0.0.2:7102,127.0.0.3:7103",
         global = true
     )]
     cluster: String,
@@ -194,8 +195,10 @@ FENCELOCK_PERMIT_LIMIT (removed under a plain lock)."
     #[command(
         after_help = "Exit status: 0 resigned (or stopped observing) on SIGINT, SIGTERM or SIGHUP; \
 2 not elected (the session ended while waiting); 3 the leadership lease (or the observing \
-session) was lost, or an administrator released the leadership; 1 the cluster did not answer \
-or refused; 128+N a signal N while waiting to be elected; 64 a usage error."
+session) was lost, before `epoch N` (the grant came too late to be safe) or after, or an \
+administrator released the leadership; 1 the cluster did not answer \
+or refused; 128+N a signal N while opening the session or waiting to be elected; 64 a usage \
+error."
     )]
     Elect {
         /// The election.
@@ -208,7 +211,7 @@ or refused; 128+N a signal N while waiting to be elected; 64 a usage error."
     /// elected (or leads when this starts), `none [released|closed|expired]` when it is
     /// vacant. Campaigns for nothing; runs until Ctrl-C.
     #[command(
-        after_help = "Exit status: 0 stopped by SIGINT, SIGTERM or SIGHUP; 3 the observing session \
+        after_help = "Exit status: 0 stopped by SIGINT, SIGTERM or SIGHUP once observing (128+N before: N the signal); 3 the observing session \
 was lost (it expired, or could not be kept alive for its ttl): changes after that are not \
 seen; 1 the cluster did not answer or refused (too many watchers of the name: \
 capacity_exceeded); 64 a usage error.\nAfter a reconnect to the cluster (a new leader) the \
@@ -222,7 +225,7 @@ current leader is printed again: changes while disconnected are summed up, not r
     /// CHANGE `holding` (a holder when the watch began), `granted`, `released`, `closed`
     /// or `expired`. Runs until Ctrl-C.
     #[command(
-        after_help = "Exit status: 0 stopped by SIGINT, SIGTERM or SIGHUP; 3 the watching session \
+        after_help = "Exit status: 0 stopped by SIGINT, SIGTERM or SIGHUP once watching (128+N before: N the signal); 3 the watching session \
 was lost (it expired, or could not be kept alive for its ttl): changes after that are not \
 seen; 1 the cluster did not answer or refused (too many watchers of the name: \
 capacity_exceeded); 64 a usage error.\nThe changes come in the order the cluster applied \
@@ -253,9 +256,9 @@ gathered is still printed); 64 a usage error."
     AddLearner {
         /// The node's id.
         id: u64,
-        /// Its Raft address (host:port, loopback).
+        /// Its Raft address (host:port; loopback only on a cluster without TLS).
         raft: String,
-        /// Its client address (host:port, loopback).
+        /// Its client address (host:port; loopback only on a cluster without TLS).
         client: String,
     },
     /// Make exactly these nodes the voters (comma-separated ids); members left out are removed.
@@ -1304,6 +1307,14 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
         }
     };
     match acquired {
+        // As `lock` does: a grant that arrives after the lease stopped being safe (a slow
+        // wait, a pause) is no leadership to announce.
+        Ok(Acquired::Granted(_)) if !guard.may_act() => {
+            eprintln!("fencelock: elected to {name} but the lease is no longer safe; resigning");
+            drop(guard);
+            end_session(opts, &session).await;
+            return Ok(ExitCode::from(EXIT_LEASE_LOST));
+        }
         Ok(Acquired::Granted(t)) => println!("epoch {}", t.0),
         Ok(other) => {
             eprintln!("fencelock: not elected: {other:?}");

@@ -591,15 +591,17 @@ const DEFAULT_LOG: &str = "info,openraft=warn";
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args = Args::parse();
-    let filter = match &args.log_level {
-        Some(l) => tracing_subscriber::EnvFilter::try_new(l),
-        None => tracing_subscriber::EnvFilter::try_from_default_env()
-            .or_else(|_| tracing_subscriber::EnvFilter::try_new(DEFAULT_LOG)),
+    // A filter that does not parse is refused from either source: an operator who set
+    // RUST_LOG and got the default instead would not know why the logs look as they do.
+    let (source, filter) = match (&args.log_level, std::env::var("RUST_LOG")) {
+        (Some(l), _) => ("--log-level", tracing_subscriber::EnvFilter::try_new(l)),
+        (None, Ok(l)) => ("RUST_LOG", tracing_subscriber::EnvFilter::try_new(l)),
+        (None, Err(_)) => ("", tracing_subscriber::EnvFilter::try_new(DEFAULT_LOG)),
     };
     let filter = match filter {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("fencelock-node: bad --log-level / RUST_LOG: {e}");
+            eprintln!("fencelock-node: bad {source}: {e}");
             std::process::exit(2);
         }
     };
