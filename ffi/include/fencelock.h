@@ -1203,7 +1203,8 @@ fencelock_result fencelock_service_tick(struct fencelock_service *svc, uint64_t 
 
 // Stands `session` as a candidate in `election` (an exclusive acquire that waits
 // forever): replies `GRANTED` = it leads, the token is its epoch; `QUEUED` = it waits in
-// line, and a `GRANTED` event promotes it.
+// line, and a `GRANTED` event promotes it. A repeated request number whose claim has
+// ended since replies `HOLD_ENDED` or `WAIT_ENDED`, as an acquire's does.
 //
 // Errors: those of `fencelock_service_acquire`. Cost: as acquire.
 //
@@ -1259,8 +1260,9 @@ fencelock_result fencelock_service_resign(struct fencelock_service *svc,
 // `NULL_PARAMETER` (`svc` or `done` NULL; `ops`, `replies` or `results` NULL with
 // `n` > 0), `INVALID_ARGUMENT` (`n` too large for any array), with `*done` 0 and
 // nothing applied; `BUFFER_TOO_SMALL` / `TIME_WENT_BACKWARDS` (stopped, above);
-// `PANIC` (the handle is poisoned; `*done` is 0 and the slots say nothing, though ops
-// before the one that panicked may have been applied).
+// `PANIC` (an op of this batch panicked and poisoned the handle: `*done` is 0 and the
+// slots say nothing, though ops before the one that panicked may have been applied; on
+// a handle poisoned before, nothing is written, as for every call).
 // `fencelock_service_last_error` describes the latest refused op (or the batch's own
 // failure). An op of a kind outside the enum is refused with `INVALID_ARGUMENT`.
 // Cost: O(n) calls, each its typed function's cost less the boundary's.
@@ -1357,7 +1359,8 @@ fencelock_result fencelock_service_poll_output(struct fencelock_service *svc,
 // `DONE`) with a single call.
 //
 // Errors: `NULL_PARAMETER` (`svc` or `count`, or `events` with `cap` > 0),
-// `BUFFER_TOO_SMALL`, `PANIC`. Cost: O(events drained).
+// `INVALID_ARGUMENT` (`cap` events past `PTRDIFF_MAX` bytes), `BUFFER_TOO_SMALL`,
+// `PANIC`. Cost: O(events drained).
 //
 // # Safety
 // `svc` NULL or a live handle; `events` NULL or valid for writing `cap` elements (their
@@ -1485,7 +1488,8 @@ fencelock_result fencelock_service_session(const struct fencelock_service *svc,
 
 // Open session ids in id order, into `ids[..cap]`; `*count` = how many there are.
 // `BUFFER_TOO_SMALL` (nothing written) if more than `cap`; `ids` may be NULL when `cap`
-// is 0. Cost: O(sessions).
+// is 0; `INVALID_ARGUMENT` (nothing written) for a `cap` past `PTRDIFF_MAX` bytes.
+// Cost: O(sessions).
 //
 // # Safety
 // `svc` NULL or a live handle; `ids` NULL or valid for `cap` elements; `count` NULL or

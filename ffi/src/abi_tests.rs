@@ -2097,6 +2097,86 @@ fn a_length_past_ptrdiff_max_is_refused_not_read() {
     }
 }
 
+/// An array capacity no memory can have (`cap` elements past `PTRDIFF_MAX` bytes: a
+/// `(size_t)-1`, or a count one past the largest array of that element) is refused by
+/// every function that writes a list, as the byte buffers are: `INVALID_ARGUMENT`, no
+/// element written, the count untouched, nothing drained. (Before, they wrote every item
+/// through a pointer whose real length was unknown.)
+#[test]
+fn an_array_capacity_past_ptrdiff_max_is_refused_not_written() {
+    /// Calls `f(slot, cap, count)` with room for one element, for each capacity past
+    /// `PTRDIFF_MAX` bytes of `T`, and checks it refused and wrote nothing.
+    fn refused<T>(what: &str, f: impl Fn(*mut T, usize, *mut usize) -> fencelock_result) {
+        /// Room for one element of any of these types, zeroed bytes (padding included).
+        #[repr(C, align(8))]
+        struct Slot([u8; 256]);
+        assert!(core::mem::size_of::<T>() <= 256 && core::mem::align_of::<T>() <= 8);
+        let caps = [
+            usize::MAX,
+            isize::MAX as usize / core::mem::size_of::<T>() + 1,
+        ];
+        for cap in caps {
+            let mut slot = Slot([0; 256]);
+            let mut count = 7usize;
+            let r = f((&mut slot as *mut Slot).cast::<T>(), cap, &mut count);
+            assert_eq!(
+                (r, count),
+                (fencelock_result::InvalidArgument, 7),
+                "{what} {cap}"
+            );
+            assert!(slot.0.iter().all(|&b| b == 0), "{what}: nothing written");
+        }
+    }
+    let svc = new_service(&config(2, 2, 2));
+    let a = open(svc, 0, 10);
+    let b = open(svc, 0, 10);
+    acquire(svc, 0, a, "l", X, NONE);
+    acquire(svc, 0, b, "l", X, FOREVER);
+    let (p, n) = name("l");
+    // In each closure: a live handle; `p` readable for `n`; the slot is one writable
+    // element and `count` writable, and the call must write neither.
+    refused::<u64>("sessions", |e, cap, c| {
+        // SAFETY: as said above.
+        unsafe { fencelock_service_sessions(svc, e, cap, c) }
+    });
+    refused::<fencelock_name>("locks", |e, cap, c| {
+        // SAFETY: as said above.
+        unsafe { fencelock_service_locks(svc, e, cap, c) }
+    });
+    refused::<fencelock_holder>("holders", |e, cap, c| {
+        // SAFETY: as said above.
+        unsafe { fencelock_service_holders(svc, p, n, e, cap, c) }
+    });
+    refused::<fencelock_waiter>("waiters", |e, cap, c| {
+        // SAFETY: as said above.
+        unsafe { fencelock_service_waiters(svc, p, n, e, cap, c) }
+    });
+    // Something to drain: a release grants b.
+    release(svc, 1, a, "l");
+    let queued = pending(svc);
+    assert!(queued > 0);
+    refused::<fencelock_output>("drain_events", |e, cap, c| {
+        // SAFETY: as said above.
+        unsafe { fencelock_service_drain_events(svc, e, cap, c) }
+    });
+    assert_eq!(pending(svc), queued, "nothing drained");
+    let mut gate = null_mut();
+    // SAFETY: out-pointer to a local; live gate; `p` readable for `n`.
+    unsafe {
+        assert_eq!(fencelock_gate_new(2, &mut gate), fencelock_result::Ok);
+        assert_eq!(fencelock_gate_admit(gate, p, n, 5), fencelock_result::Ok);
+    }
+    refused::<fencelock_name>("gate_entries", |e, cap, c| {
+        // SAFETY: as said above, for the gate.
+        unsafe { fencelock_gate_entries(gate, e, cap, c) }
+    });
+    // SAFETY: live handles, freed once.
+    unsafe {
+        fencelock_gate_free(gate);
+        fencelock_service_free(svc);
+    }
+}
+
 fn pending(svc: *mut fencelock_service) -> usize {
     let mut n = 0;
     // SAFETY: live handle; `n` writable.
@@ -2694,6 +2774,11 @@ fn a_handle_of_another_kind_is_refused_and_changes_nothing() {
             assert_eq!(
                 fencelock_service_last_error(wrong, msg.as_mut_ptr(), msg.len(), &mut len),
                 BAD
+            );
+            // Wrong in both ways: the argument's error, as every call answers.
+            assert_eq!(
+                fencelock_service_last_error(wrong, null_mut(), msg.len(), &mut len),
+                fencelock_result::NullParameter
             );
             fencelock_service_free(wrong);
         }

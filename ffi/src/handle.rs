@@ -208,6 +208,11 @@ pub(crate) unsafe fn last_error<T: Handle>(
     out_len: *mut usize,
 ) -> fencelock_result {
     ffi_panic_boundary!({
+        // The arguments first, then the handle, as every call checks them: a call wrong
+        // in both ways gets the argument's error. (The buffer is judged again, and
+        // written, below.)
+        // SAFETY: forwarded contract (c_char and u8 have the same layout).
+        unsafe { crate::types::buf(buf.cast::<u8>(), len) }?;
         // SAFETY: NULL or a handle (contract).
         unsafe { check(h) }?;
         // SAFETY: non-NULL and tagged as a live `T` (checked).

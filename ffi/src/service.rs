@@ -32,11 +32,11 @@ use fencelock::{
 use crate::handle::{call, check, end, last_error, tag_first, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
-    arg, buf, buf_len, bytes, fencelock_capacity, fencelock_config, fencelock_holder,
-    fencelock_leader, fencelock_name, fencelock_op, fencelock_op_kind, fencelock_output,
-    fencelock_permits, fencelock_reply, fencelock_session_info, fencelock_usage, fencelock_waiter,
-    label_buf, mode_arg, mode_out, name, name_copy, name_key, op_mode, out, put, set, wait_arg,
-    write_list, FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
+    arg, buf, buf_len, bytes, check_array_len, fencelock_capacity, fencelock_config,
+    fencelock_holder, fencelock_leader, fencelock_name, fencelock_op, fencelock_op_kind,
+    fencelock_output, fencelock_permits, fencelock_reply, fencelock_session_info, fencelock_usage,
+    fencelock_waiter, label_buf, mode_arg, mode_out, name, name_copy, name_key, op_mode, out, put,
+    set, wait_arg, write_list, FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
 };
 
 type Service = LockService<LabeledSliceStorage<'static>>;
@@ -1297,7 +1297,8 @@ pub unsafe extern "C" fn fencelock_service_tick(
 
 /// Stands `session` as a candidate in `election` (an exclusive acquire that waits
 /// forever): replies `GRANTED` = it leads, the token is its epoch; `QUEUED` = it waits in
-/// line, and a `GRANTED` event promotes it.
+/// line, and a `GRANTED` event promotes it. A repeated request number whose claim has
+/// ended since replies `HOLD_ENDED` or `WAIT_ENDED`, as an acquire's does.
 ///
 /// Errors: those of `fencelock_service_acquire`. Cost: as acquire.
 ///
@@ -1455,8 +1456,9 @@ unsafe fn apply_op(
 /// `NULL_PARAMETER` (`svc` or `done` NULL; `ops`, `replies` or `results` NULL with
 /// `n` > 0), `INVALID_ARGUMENT` (`n` too large for any array), with `*done` 0 and
 /// nothing applied; `BUFFER_TOO_SMALL` / `TIME_WENT_BACKWARDS` (stopped, above);
-/// `PANIC` (the handle is poisoned; `*done` is 0 and the slots say nothing, though ops
-/// before the one that panicked may have been applied).
+/// `PANIC` (an op of this batch panicked and poisoned the handle: `*done` is 0 and the
+/// slots say nothing, though ops before the one that panicked may have been applied; on
+/// a handle poisoned before, nothing is written, as for every call).
 /// `fencelock_service_last_error` describes the latest refused op (or the batch's own
 /// failure). An op of a kind outside the enum is refused with `INVALID_ARGUMENT`.
 /// Cost: O(n) calls, each its typed function's cost less the boundary's.
@@ -1701,7 +1703,8 @@ pub unsafe extern "C" fn fencelock_service_poll_output(
 /// `DONE`) with a single call.
 ///
 /// Errors: `NULL_PARAMETER` (`svc` or `count`, or `events` with `cap` > 0),
-/// `BUFFER_TOO_SMALL`, `PANIC`. Cost: O(events drained).
+/// `INVALID_ARGUMENT` (`cap` events past `PTRDIFF_MAX` bytes), `BUFFER_TOO_SMALL`,
+/// `PANIC`. Cost: O(events drained).
 ///
 /// # Safety
 /// `svc` NULL or a live handle; `events` NULL or valid for writing `cap` elements (their
@@ -1718,6 +1721,7 @@ pub unsafe extern "C" fn fencelock_service_drain_events(
         if events.is_null() && cap != 0 {
             return Err(fencelock_result::NullParameter.into());
         }
+        check_array_len::<fencelock_output>(cap)?;
         Ok(count)
     };
     // SAFETY: `svc` NULL or live; `count` checked, then writable; `events` non-NULL
@@ -2005,7 +2009,8 @@ pub unsafe extern "C" fn fencelock_service_session(
 
 /// Open session ids in id order, into `ids[..cap]`; `*count` = how many there are.
 /// `BUFFER_TOO_SMALL` (nothing written) if more than `cap`; `ids` may be NULL when `cap`
-/// is 0. Cost: O(sessions).
+/// is 0; `INVALID_ARGUMENT` (nothing written) for a `cap` past `PTRDIFF_MAX` bytes.
+/// Cost: O(sessions).
 ///
 /// # Safety
 /// `svc` NULL or a live handle; `ids` NULL or valid for `cap` elements; `count` NULL or

@@ -1021,9 +1021,19 @@ pub(crate) unsafe fn buf<'a>(p: *mut u8, cap: usize) -> Result<&'a mut [u8], Fai
     Ok(unsafe { core::slice::from_raw_parts_mut(p, cap) })
 }
 
+/// Refuses an array capacity no memory can have: `cap` elements of `T` past
+/// `PTRDIFF_MAX` bytes (a `(size_t)-1` from an error code, say) is `INVALID_ARGUMENT`.
+pub(crate) fn check_array_len<T>(cap: usize) -> Result<(), Fail> {
+    if cap > MAX_BUF_LEN / core::mem::size_of::<T>().max(1) {
+        return Err(fencelock_result::InvalidArgument.into());
+    }
+    Ok(())
+}
+
 /// Writes the items of `items` to the caller array `p[..cap]` all or nothing: sets
 /// `*count` to how many there are, and fails with `BUFFER_TOO_SMALL` (writing none) when
-/// they do not fit. NULL `p` is allowed with `cap == 0` (a count query).
+/// they do not fit. NULL `p` is allowed with `cap == 0` (a count query); a `cap` past
+/// `PTRDIFF_MAX` bytes is `INVALID_ARGUMENT` ([`check_array_len`]), nothing written.
 ///
 /// # Safety
 /// `p` is NULL or valid for writing `cap` `T`s; `count` is NULL or valid for writing.
@@ -1040,6 +1050,7 @@ where
     if p.is_null() && cap != 0 {
         return Err(fencelock_result::NullParameter.into());
     }
+    check_array_len::<T>(cap)?;
     let n = items().count();
     // SAFETY: checked non-NULL; the caller promises it is writable.
     unsafe { put(count, n) };

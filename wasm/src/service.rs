@@ -349,7 +349,8 @@ impl LockService {
     /// maxWatchers?}` (`maxWatchers`: the most sessions watching one lock, default 4, 0
     /// turns watches off).
     /// Cost: O(sessions + locks + claims) time, and the bytes per row documented in
-    /// `fencelock::storage` (about 100 per session, 140 per lock, 70 per claim).
+    /// `fencelock::storage` (88 per session and a 65-byte label row, 152 per lock, 72 per
+    /// claim).
     ///
     /// Throws `out_of_range` (a number that cannot be a `u64`), `bad_argument` (not an
     /// object, or a key it does not know, named in `.key`), `bad_config` (the core's, in its order: a bad `maxNameLen`, then a table over 2^31-1 rows),
@@ -545,8 +546,9 @@ impl LockService {
     }
 
     /// Stands `session` as a candidate in `election` (an exclusive acquire that waits
-    /// forever): reply `granted` (it leads; the token is its epoch) or `queued`. Throws as
-    /// `acquire`. Cost: as acquire.
+    /// forever): reply `granted` (it leads; the token is its epoch) or `queued`; a repeated
+    /// request number whose claim has ended since replies `hold_ended` or `wait_ended`, as
+    /// `acquire`'s does. Throws as `acquire`. Cost: as acquire.
     #[wasm_bindgen(unchecked_return_type = "Answer<AcquireReply>")]
     pub fn campaign(
         &mut self,

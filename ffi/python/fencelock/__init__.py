@@ -33,9 +33,12 @@ the library raises `ArgumentError` (a `FencelockError` with code 903 INVALID_ARG
 that is also a `ValueError`) before the library is called, so nothing changes, not even
 time: an integer outside its C type (negative, or 2^64 and above for a u64), a bool or a
 non-integer where an integer goes, a name that is neither str nor bytes-like, an unknown
-mode or wait, request number 0 (None means "no request number", which the C ABI spells
-0, so a real request number 0 cannot cross it), a closed handle. Nothing else is checked
-here: every other rule is the core's, in the core's order.
+mode or wait, an `until` given with a wait other than "until" (or left out with it),
+request number 0 (None means "no request number", which the C ABI spells 0, so a real
+request number 0 cannot cross it), a closed handle. A str name or label holding a lone
+surrogate (not encodable as UTF-8) raises FencelockError INVALID_UTF8 here too, the code
+the library gives bytes that are not UTF-8. Nothing else is checked here: every other
+rule is the core's, in the core's order.
 
 The library queues events up to a limit (`Service.event_limit()`, twice the most one input
 can emit at capacity by default): an input the queue has no room for is refused with
@@ -269,8 +272,9 @@ class FencelockError(Exception):
 class ArgumentError(FencelockError, ValueError):
     """A value this binding cannot hand to the library (code 903, INVALID_ARGUMENT): an
     integer outside its C type, a bool or non-integer for an integer, a name that is not
-    str or bytes-like, an unknown mode or wait, request number 0, a closed handle. Raised
-    before the library is called: nothing changed."""
+    str or bytes-like, an unknown mode or wait, an `until` that does not match the wait,
+    request number 0, a closed handle. Raised before the library is called: nothing
+    changed."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(Result.INVALID_ARGUMENT, detail)
@@ -1228,10 +1232,12 @@ class Service(_Handle):
                            "lock")
 
     def campaign(self, now: int, session: int, election: Name,
-                 request: Optional[int] = None) -> Union[Granted, Queued]:
+                 request: Optional[int] = None
+                 ) -> Union[Granted, Queued, HoldEnded, WaitEnded]:
         """Stands `session` in `election` (an exclusive acquire waiting forever): Granted =
-        it leads (the token is its epoch), Queued = it waits in line. Errors and cost: as
-        acquire."""
+        it leads (the token is its epoch), Queued = it waits in line; a repeated request
+        number whose claim has ended since replies HoldEnded or WaitEnded, as acquire does.
+        Errors and cost: as acquire."""
         return self._named(_lib.fencelock_service_campaign, now, session, election, request,
                            "election")
 

@@ -135,6 +135,12 @@ def test_queries_elections_waits_and_cancel():
         assert grant == (fl.GrantedEvent(session=b, lock="leader", mode="exclusive", token=3),)
         assert svc.resign(14, b, "leader") == fl.Released(token=3)
         assert svc.lock_delay_until("leader") is None
+        # A campaign retried (its request number repeated) after a resign made without a
+        # request number answers that its claim ended, as an acquire's retry does.
+        assert svc.campaign(15, b, "leader", request=7) == fl.Granted(
+            mode="exclusive", token=4)
+        assert svc.resign(15, b, "leader") == fl.Released(token=4)
+        assert svc.campaign(16, b, "leader", request=7) == fl.HoldEnded(token=4)
 
 
 def test_frames_in_and_out():
