@@ -141,7 +141,7 @@ def table(f):
         "| figure | value | source |",
         "|---|---|---|",
         f"| memory per session / live lock / hold or wait | {g('row.session')} / {g('row.lock')} / "
-        f"{g('row.claim')} bytes (the same on 32-bit targets) | `core/src/storage.rs` |",
+        f"{g('row.claim')} bytes (the same on every target where `u64` is 8-byte aligned, wasm32 and 32-bit ARM among them; a few bytes smaller on i686) | `core/src/storage.rs` |",
         f"| memory per holder label | {g('row.label')} bytes a label row: one per session of capacity by default (so in the C library, wasm and the server); a Rust host sizes the table (0 rows allowed) | `core/src/storage.rs` |",
         f"| memory per resource behind a `FenceGate` | {g('row.gate')} bytes | `core/src/storage.rs` |",
         f"| lock name | 1 to {g('limit.name')} bytes of UTF-8 | `core/src/types.rs` |",

@@ -215,7 +215,8 @@
 //! All memory is the host's: one row per session (88 bytes), per labelled session (65,
 //! in a label table the host sizes: by default one per session, 0 for a host that never
 //! labels), per live lock entry (152) and per hold, wait or watch (72), each with its two
-//! buckets of its table's hash index, the same on 64- and 32-bit targets; the table and
+//! buckets of its table's hash index, the same on every target where `u64` is 8-byte
+//! aligned (64-bit ones, wasm32, 32-bit ARM; a few bytes fewer on i686); the table and
 //! its reasoning are in [`storage`]. Capacities are fixed at construction; a full table is
 //! a typed error ([`Error::CapacityExceeded`]), never a panic.
 //!

@@ -25,10 +25,11 @@
 //! stored highest token runs in the database.
 //!
 //! The SQL fences store the highest token in a signed 64-bit column, so they refuse a
-//! token above `i64::MAX` with [`FenceError::TokenOutOfRange`]. Grants alone would take
-//! 292 years at a billion a second to get there, but tokens may skip (the core's
-//! `raise_revision`, a restore's revision floor, the server's `--skip-tokens`): keep such
-//! skips below 2^63, or every later write to an SQL fence is refused.
+//! token above `i64::MAX` with [`FenceError::TokenOutOfRange`]. fencelock's own tokens
+//! never get there: grants alone would take 292 years at a billion a second, and every
+//! skip is bounded (the core refuses a revision floor above 2^62, `MAX_REVISION_FLOOR`,
+//! which the server's `--skip-tokens` goes through; its `--token-floor` stops at
+//! 2^53 − 1). A token from another issuer, or from a snapshot edited by hand, can.
 //!
 //! ```
 //! use fencelock::{Error, Token};
@@ -105,7 +106,11 @@ pub trait Fence {
     ///
     /// On `Ok`, the write's effects and the new highest token (`max(highest, token)`) are
     /// both durable as far as the storage makes anything durable. On any `Err`, neither:
-    /// the transaction is rolled back and the highest token is unchanged.
+    /// the transaction is rolled back and the highest token is unchanged — except a
+    /// failure at commit (outcome unknown, see [`FenceError::Storage`]) and, in
+    /// PostgreSQL, a closure that ended the transaction itself (a `COMMIT` or `ROLLBACK`
+    /// of its own, which it must not send): that is reported, but what it ran after
+    /// ending it committed on its own, outside the fence.
     ///
     /// Errors: [`FenceError::Refused`] with [`Error::Stale`]`{ token, highest }` (a higher
     /// token was admitted before), [`Error::ZeroToken`], [`Error::EmptyName`],
@@ -154,7 +159,8 @@ pub trait Fence {
 }
 
 /// Why a fenced write did not happen. In every case nothing was written and the highest
-/// token is unchanged (but see [`FenceError::Storage`] at commit).
+/// token is unchanged (but see [`FenceError::Storage`]: a failure at commit, and a
+/// PostgreSQL write that ended the fence's transaction itself).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum FenceError<E> {
@@ -164,9 +170,14 @@ pub enum FenceError<E> {
     Refused(Error),
     /// An SQL fence cannot store a token above `i64::MAX`.
     TokenOutOfRange(Token),
-    /// The caller's write failed; the transaction was rolled back.
+    /// The caller's write failed; the transaction was rolled back. (Its errors are the
+    /// caller's to judge: under PostgreSQL's `REPEATABLE READ` or `SERIALIZABLE` one of its
+    /// statements can fail with a serialization failure, which may be retried as a
+    /// retryable [`StorageError`] is.)
     Write(E),
-    /// The storage failed.
+    /// The storage failed (see [`StorageError::is_retryable`] and
+    /// [`StorageError::commit_refused`]), or, in PostgreSQL, the write ended the fence's
+    /// transaction itself: what it ran after that committed outside the fence.
     Storage(StorageError),
 }
 
@@ -253,6 +264,13 @@ impl StorageError {
         self.what
     }
 
+    /// True when a deferred constraint the write broke refused the `COMMIT`: unlike any
+    /// other failure at commit, the outcome is known — rolled back, nothing written, the
+    /// highest token unchanged. Cost: O(1).
+    pub fn commit_refused(&self) -> bool {
+        self.what == DEFERRED
+    }
+
     /// True when the same write may simply be made again (nothing was written): a
     /// PostgreSQL serialization failure (SQLSTATE 40001, under `REPEATABLE READ` or
     /// `SERIALIZABLE`), deadlock (40P01), a lock wait past `lock_timeout` (55P03) or a
@@ -316,6 +334,16 @@ impl std::error::Error for StorageError {
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
     }
+}
+
+/// What an SQL fence's [`Fence::write`] refuses before storage is touched, for a caller
+/// that wants to know before it connects or does its work (as `fencelock-fence-write`
+/// does): [`FenceError::Refused`] with [`Error::ZeroToken`], [`Error::EmptyName`] or
+/// [`Error::NameTooLong`] (the core's own checks, in its order), then
+/// [`FenceError::TokenOutOfRange`]. `Ok` promises nothing about the stored highest token.
+/// Cost: O(name length).
+pub fn check_sql_input(resource: &str, token: Token) -> Result<(), FenceError<Infallible>> {
+    precheck(resource, token, true)
 }
 
 /// The checks made before storage is touched, by the core's own rule: token 0, then the

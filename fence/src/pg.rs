@@ -40,9 +40,11 @@ pub(crate) fn admit(table: &str) -> String {
 /// change its answer.
 const STILL_OURS: &str = "SELECT pg_catalog.txid_current_if_assigned() OPERATOR(pg_catalog.=) $1";
 
-/// The resource's highest token.
+/// The resource's highest token. Its operator is named in `pg_catalog`, as the admission's
+/// is, so a `search_path` a write set cannot give `highest()` or a stale refusal another
+/// `=`.
 pub(crate) fn highest(table: &str) -> String {
-    format!("SELECT highest FROM {table} WHERE resource = $1")
+    format!("SELECT highest FROM {table} WHERE resource OPERATOR(pg_catalog.=) $1")
 }
 
 /// `schema`.`FENCE_TABLE` as an SQL name, each part a quoted identifier (so any schema
@@ -126,14 +128,15 @@ impl PgFence {
 
     /// A fence on `client` with its table in `schema` (which must exist), creating the
     /// table if it is missing (so a role that may only read and write an existing table
-    /// needs no CREATE on the schema) and preparing its two statements. Every writer of a
-    /// resource must use the same schema.
+    /// needs no CREATE on the schema). Every writer of a resource must use the same schema.
     ///
     /// The closure given to [`Fence::write`] must not end the transaction itself (no
-    /// `COMMIT` or `ROLLBACK` statements): the fence commits or rolls back.
+    /// `COMMIT` or `ROLLBACK` statements): the fence commits or rolls back. One that does is
+    /// reported (a [`StorageError`]) but not undone: what it ran after its own `COMMIT` or
+    /// `ROLLBACK` committed statement by statement, outside the fence.
     ///
     /// Errors: [`StorageError`] if `schema` is no schema name (empty, over 63 bytes, a
-    /// NUL), if the connection's `search_path` finds another `fencelock_fence` first
+    /// NUL) or one of PostgreSQL's own (`pg_…`, `information_schema`), if the connection's `search_path` finds another `fencelock_fence` first
     /// (naming its schema), if the table cannot be found or created (a missing schema
     /// included). Cost: a transaction taking an advisory lock around a look-up and, if
     /// missing, `CREATE TABLE` (about six round trips); make one fence per connection

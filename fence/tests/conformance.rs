@@ -245,7 +245,10 @@ fn sqlite_fence_names_a_deferred_constraints_refusal_of_the_commit() {
     });
     match r {
         Err(FenceError::Storage(e)) => {
-            assert!(e.to_string().contains("deferred constraint"), "{e}")
+            assert!(
+                e.to_string().contains("deferred constraint") && e.commit_refused(),
+                "{e}"
+            )
         }
         other => panic!("expected a storage error, got {other:?}"),
     }
@@ -575,7 +578,10 @@ fn postgres_fence_names_a_deferred_constraints_refusal_of_the_commit() {
     });
     match r {
         Err(FenceError::Storage(e)) => {
-            assert!(e.to_string().contains("deferred constraint"), "{e}");
+            assert!(
+                e.to_string().contains("deferred constraint") && e.commit_refused(),
+                "{e}"
+            );
             assert!(!e.is_retryable(), "{e}");
         }
         other => panic!("expected a storage error, got {other:?}"),
@@ -596,7 +602,9 @@ fn postgres_fence_names_a_deferred_constraints_refusal_of_the_commit() {
 /// A write that ends the fence's transaction itself (here a `ROLLBACK` of its own, which
 /// undoes the raise, then a statement that commits on its own) used to come back `Ok`:
 /// PostgreSQL answers the fence's COMMIT outside a transaction with a warning. The check
-/// before COMMIT finds the transaction is no longer the fence's and says so.
+/// before COMMIT finds the transaction is no longer the fence's and says so. It cannot
+/// undo what the write ran after its ROLLBACK: that row committed outside the fence, as
+/// the docs say (a closure must not end the transaction).
 #[test]
 fn postgres_fence_reports_a_write_that_ended_its_transaction() {
     let pg = common::Postgres::start();
@@ -614,7 +622,8 @@ fn postgres_fence_reports_a_write_that_ended_its_transaction() {
             assert!(
                 e.to_string().contains("ended the fence's transaction"),
                 "{e}"
-            )
+            );
+            assert!(!e.commit_refused(), "the outcome is not a certain rollback");
         }
         other => panic!("expected a storage error, got {other:?}"),
     }
@@ -622,6 +631,15 @@ fn postgres_fence_reports_a_write_that_ended_its_transaction() {
         f.highest("ledger").unwrap(),
         None,
         "the raise was rolled back"
+    );
+    let outside: i64 = f
+        .client()
+        .query_one("SELECT count(*) FROM ledger WHERE entry = 'outside'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        outside, 1,
+        "what ran after the write's own ROLLBACK committed unfenced"
     );
     // The fence goes on.
     f.write("ledger", Token(6), |tx| {
@@ -828,4 +846,41 @@ fn sqlite_fence_ignores_a_temp_table_of_its_name() {
         .query_row("SELECT highest FROM temp.fencelock_fence", [], |r| r.get(0))
         .unwrap();
     assert_eq!(temp, 1, "the TEMP table is untouched");
+}
+
+/// The worker refuses what the fence would refuse without reading the database (token 0,
+/// a token no `BIGINT` holds, an empty resource) before it connects: exit 2, a bad
+/// argument, even with no database to reach — not 1, a database failure.
+#[test]
+fn the_worker_refuses_a_bad_token_or_resource_before_connecting() {
+    let worker = env!("CARGO_BIN_EXE_fencelock-fence-write");
+    for (token, resource, says) in [
+        ("0", "ledger", "zero token"),
+        ("9223372036854775808", "ledger", "9223372036854775808"),
+        ("5", "", "empty"),
+    ] {
+        let out = std::process::Command::new(worker)
+            .env("FENCELOCK_TOKEN", token)
+            .args([
+                "--pg",
+                "host=/nonexistent-fencelock-socket-dir",
+                "--note",
+                "x",
+            ])
+            .args(["--resource", resource])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "token {token} resource {resource:?}: {err}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "nothing done: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(err.to_lowercase().contains(says), "{err}");
+    }
 }

@@ -195,17 +195,42 @@ function only(obj, keys, n, what) {
   for (const k of Object.keys(obj)) if (!keys.includes(k)) throw new RecordingError(n, `${what} has an unknown field "${k}"`);
 }
 
+/**
+ * The UTF-8 length of a JS string, without making the bytes: the limits are the format's,
+ * in bytes, as the server's export counts them. A lone surrogate counts the 3 bytes of
+ * U+FFFD, which TextEncoder writes for it.
+ */
+export function utf8Length(s) {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 4;
+      i++;
+    } else n += 3;
+  }
+  return n;
+}
+
 /** Splits and checks the lines: sizes, checksums, JSON, shapes. Returns {header, entries}. */
 export function parseRecording(text) {
   if (typeof text !== 'string') throw new RecordingError(0, 'not text');
-  if (text.length > LIMITS.bytes) throw new RecordingError(0, `the file is larger than ${LIMITS.bytes} bytes`);
+  // A UTF-16 unit is at least one byte: the length alone refuses most oversized texts
+  // before they are measured.
+  if (text.length > LIMITS.bytes || utf8Length(text) > LIMITS.bytes) {
+    throw new RecordingError(0, `the file is larger than ${LIMITS.bytes} bytes`);
+  }
   const rows = text.split('\n');
   if (rows.at(-1) === '') rows.pop();
   if (!rows.length) throw new RecordingError(1, 'the file is empty');
   if (rows.length > LIMITS.lines) throw new RecordingError(LIMITS.lines + 1, `more than ${LIMITS.lines} lines`);
   const objs = rows.map((row, i) => {
     const n = i + 1;
-    if (row.length > LIMITS.lineBytes) throw new RecordingError(n, `longer than ${LIMITS.lineBytes} characters`);
+    if (row.length > LIMITS.lineBytes || utf8Length(row) > LIMITS.lineBytes) {
+      throw new RecordingError(n, `longer than ${LIMITS.lineBytes} bytes`);
+    }
     const tab = row.lastIndexOf('\t');
     if (tab < 0) throw new RecordingError(n, 'no checksum (each line is JSON, a tab, and its CRC-32)');
     const body = row.slice(0, tab);

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
-import { Recorder, verifyRecording, parseRecording, RecordingError, crc32, LIMITS, DEFAULT_TICK_MS } from '../src/recording.js';
+import { Recorder, verifyRecording, parseRecording, RecordingError, crc32, utf8Length, LIMITS, DEFAULT_TICK_MS } from '../src/recording.js';
 import { fmtTime, fmtTimeLong, axisTicks, ticksFor } from '../src/units.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -94,6 +94,16 @@ test('shapes, order and the header are checked before anything is applied', () =
   refuses(lie(text, 3, () => '{"now":'), 3, /not JSON/);
   refuses('', 1, /empty/);
   assert.throws(() => parseRecording('x'.repeat(LIMITS.bytes + 1)), /larger than/);
+  // The limits count UTF-8 bytes, as the format and the server's export do, not UTF-16
+  // units: 'é' is one unit and two bytes, '😀' two units and four bytes.
+  assert.throws(() => parseRecording('é'.repeat(LIMITS.bytes / 2 + 1)), /larger than .* bytes/);
+  refuses('é'.repeat(LIMITS.lineBytes / 2 + 1), 1, /longer than 16384 bytes/);
+  refuses('x'.repeat(LIMITS.lineBytes + 1), 1, /longer than 16384 bytes/);
+  // A line of exactly the limit passes the length check (and is refused for what follows).
+  refuses('é'.repeat(LIMITS.lineBytes / 2), 1, /no checksum/);
+  assert.equal(utf8Length('aé€😀'), 1 + 2 + 3 + 4);
+  assert.equal(utf8Length('\ud800x'), 3 + 1, 'a lone surrogate counts as U+FFFD');
+  assert.equal(utf8Length('é€😀'), new TextEncoder().encode('é€😀').length);
 });
 
 test('the Recorder refuses a bigint before applying it, and records a core refusal with its events', () => {

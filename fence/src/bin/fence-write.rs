@@ -91,6 +91,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // What the fence would refuse without reading the database is refused before it is
+    // touched: a bad argument, not a failure.
+    if let Err(e) = fencelock_fence::check_sql_input(&args.resource, token) {
+        eprintln!("fencelock-fence-write: {e}\n{USAGE}");
+        return ExitCode::from(2);
+    }
     let fail = |what: &str, e: &dyn std::error::Error| {
         let mut msg = e.to_string();
         let mut next = e.source();
@@ -154,7 +160,7 @@ fn main() -> ExitCode {
                 say(&format!("refused token={} highest={}", token.0, h.0));
                 ExitCode::from(4)
             }
-            // Judged before the database is touched: a bad argument, not a failure.
+            // Judged above already; kept so no refusal is ever reported as a failure.
             (None, FenceError::Refused(_) | FenceError::TokenOutOfRange(_)) => {
                 eprintln!("fencelock-fence-write: {e}\n{USAGE}");
                 ExitCode::from(2)
