@@ -316,7 +316,7 @@ function draw(w) {
   const before = ui.caption.textContent;
   ui.caption.innerHTML = `${m ? `<span class="ms" data-testid="milestone" data-n="${m.n ?? ''}" aria-label="${m.yours ? 'your intervention' : m.n == null ? 'outcome' : `milestone ${m.n}`}">${m.yours ? '✋' : milestoneMark(m.n)}</span> ` : ''}<span class="txt" data-testid="caption-text">${escHtml(w.caption)}</span>`;
   ui.caption.dataset.milestone = m ? (m.yours ? 'yours' : String(m.n ?? 'outcome')) : '';
-  const terms = termsAt(captions, tl.cursor);
+  const terms = termsAt(captions, tl.cursor, w.scene.key);
   ui.terms.innerHTML = terms.map((d) => `<p class="def" data-term="${escHtml(d.term)}"><dfn>${escHtml(d.term)}</dfn> — ${escHtml(d.def)}</p>`).join('');
   if (ui.caption.textContent !== before) ui.dock.scrollTop = 0; // a new caption is read from its start
   dockHint();

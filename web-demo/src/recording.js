@@ -115,7 +115,13 @@ export class Recorder {
     try {
       answer = this.svc.handle(input);
     } catch (e) {
-      if (e && typeof e.code === 'string' && e.errno < 700) this.#push({ now: input.now, input, error: e.code, events: e.events ?? [] });
+      // A core refusal is recorded with its advance's events — except `time_went_backwards`,
+      // which changes nothing, not even time (as a binding's own refusals, errno 7xx and up,
+      // change nothing): its line would have a `now` below the last, which the format
+      // refuses.
+      if (e && typeof e.code === 'string' && e.errno < 700 && e.code !== 'time_went_backwards') {
+        this.#push({ now: input.now, input, error: e.code, events: e.events ?? [] });
+      }
       throw e;
     }
     this.#push({ now: input.now, input, reply: answer.reply, events: answer.events });

@@ -839,7 +839,7 @@ export function renderOutcome(el, w) {
       // from the storage's decisions (the scene's verdict), never from the switch alone
       const parts = [];
       if (o.refused.length) parts.push(o.refused.map((r) => `${r.token} refused (stale: ${r.token} < ${r.highest})`).join(', '));
-      if (o.stale.length) parts.push(`stale ${o.stale.join(', ')} landed${o.corrupted ? ' beside another writer\'s data' : ' (the storage never saw the newer token)'}`);
+      if (o.stale.length) parts.push(`stale ${o.stale.join(', ')} landed${o.corrupted ? ' beside another writer\'s data' : w.stores.store?.fencing ? ' (the storage never saw the newer token)' : ' (the storage checks no token)'}`);
       parts.push(`accepted: ${o.accepted.join(' → ') || 'nothing'}`);
       kind = o.kind === 'corrupted' || o.kind === 'stale' ? 'corrupted' : o.kind;
       text = parts.join(' · ');
@@ -871,7 +871,7 @@ export function renderOutcome(el, w) {
     case 'lockdelay': {
       const parts = [];
       if (o.drain === 'drained') parts.push(`A's late write ${o.stale.join(', ')} drained before B started (lock-delay)`);
-      if (o.drain === 'broken') parts.push(`A's late write ${o.stale.join(', ')} landed inside B's run${o.corrupted ? ': data corrupted' : ''}`);
+      if (o.drain === 'broken') parts.push(`A's late write ${o.stale.join(', ')} landed after B began writing${o.corrupted ? ': data corrupted' : ''}`);
       if (o.drain === 'ok') parts.push('No late write');
       parts.push(`accepted: ${o.accepted.join(' → ') || 'nothing'}`);
       kind = o.drain === 'broken' ? 'corrupted' : 'ok';

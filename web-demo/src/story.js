@@ -9,7 +9,8 @@ export function milestoneMark(n) {
 
 /**
  * One sentence for each term, shown under the caption at the step where the term first
- * appears in a caption of this run.
+ * appears in a caption of this run. A fourth element names the one scene a definition is
+ * for; a term defined for the scene shown replaces its general definition there.
  */
 export const TERMS = [
   ['fencing token', /fencing token|fenceToken/i, 'A fencing token is a number the lock service hands out with every grant, larger than every one before it; the protected resource refuses a write whose token is lower than one it has already seen.'],
@@ -22,6 +23,9 @@ export const TERMS = [
   ['thundering herd', /thundering herd/i, 'A thundering herd: every waiter is woken for one free slot, all of them race, and all but one lose and go back to waiting.'],
   ['try-lock', /try-lock/i, 'A try-lock asks for the lock without waiting: the answer is "granted" or "busy".'],
   ['majority', /majority/i, 'A majority (2 of 3 replicas) must have applied an entry before it is acknowledged, so any later majority — and the leader it elects — includes a replica that has it.'],
+  // Redlock's words mean something else: its nodes share nothing, and its clients have no keeper.
+  ['own clock', /own clock/i, "Each Redlock node's own clock decides when a key on it expires, and the client's own clock when its validity runs out; nothing keeps the clocks in step, and a clock that jumps ends a key early.", 'redlock'],
+  ['majority', /majority/i, "Redlock's majority is 3 of 5 independent nodes, each granting on its own: no log, no replication, no leader — a node that forgets a key (a restart, a clock jump) can grant it to another client.", 'redlock'],
   ['asynchronous replication', /asynchronous/i, 'Asynchronous replication: the primary answers the client first and ships the change to its replica later, so a crash in between loses an acknowledged change.'],
 ];
 
@@ -36,8 +40,19 @@ export function captionsOf(timeline) {
   return out;
 }
 
-/** The definitions to show at step `cursor` (1-based): terms whose first caption use is here. */
-export function termsAt(captions, cursor) {
+/** The terms of scene `scene`: its own definitions, and the general ones it has none for. */
+export function termsOf(scene) {
+  const own = TERMS.filter(([, , , only]) => only === scene);
+  return TERMS.filter(([term, , , only]) => (only == null && !own.some(([t]) => t === term)) || only === scene);
+}
+
+/**
+ * The definitions to show at step `cursor` (1-based) of scene `scene`: terms whose first
+ * caption use is here.
+ */
+export function termsAt(captions, cursor, scene) {
   const now = captions[cursor - 1] ?? '';
-  return TERMS.filter(([, re]) => re.test(now) && !captions.slice(0, cursor - 1).some((c) => re.test(c))).map(([term, , def]) => ({ term, def }));
+  return termsOf(scene)
+    .filter(([, re]) => re.test(now) && !captions.slice(0, cursor - 1).some((c) => re.test(c)))
+    .map(([term, , def]) => ({ term, def }));
 }

@@ -212,7 +212,7 @@ test('the event log prints each core answer under the kind the wasm binding retu
       assert.ok(landed, 'a milestone for the landed 42');
       await scrubTo(landed.step);
       const cap = await text('[data-testid=caption-text]');
-      assert.match(cap, /count the day twice/);
+      assert.match(cap, /replaced the report W2, the lock's holder, had begun/);
       assert.doesNotMatch(cap, /incident|\$2M/);
     }
   }
@@ -1014,6 +1014,11 @@ const badge = (id) => page.getAttribute(`[data-testid=client-${id}]`, 'data-badg
 test('scene 6, clock jump, "checks tokens" on: B collects N3–N5 while A still believes; the storage orders random values by luck, the consensus side refuses token 1', async () => {
   await open(6);
   await setSwitch('fencing', true);
+  // the first caption's terms are defined as Redlock means them, not as the consensus scenes do
+  const defs = await page.locator('[data-testid=terms] [data-term]').evaluateAll((ps) => Object.fromEntries(ps.map((p) => [p.dataset.term, p.textContent])));
+  assert.match(defs.majority ?? '', /3 of 5 independent nodes/);
+  assert.match(defs['own clock'] ?? '', /Redlock node's own clock/);
+  assert.doesNotMatch(await text('[data-testid=caption-text]'), /B is in its wait queue/, 'B has not asked yet');
   // the story's stops, in order
   const labels = (await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.label);
   assert.deepEqual(labels.slice(0, 5), ['five nodes', 'A holds 3/5', 'A writes', 'N3 clock jumps', 'B holds 3/5']);
@@ -1044,6 +1049,10 @@ test('scene 6, clock jump, "checks tokens" on: B collects N3–N5 while A still 
   assert.match(await text('[data-testid=caption-text]'), /Checking tokens cannot help Redlock: its values are random, so their order means nothing — the storage turned away the rightful holder and let a stale writer through/);
   assert.match(await text('[data-testid=caption-text]'), /Consensus: A's token 1 refused \(1 < 2\)/);
   assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'corrupted');
+  // every consensus-side input went in at the service's clock, jumped or not: the core
+  // refused none of them as time gone back (B's keep-alive, release and close were)
+  const back = await page.locator('[data-testid=log] li').evaluateAll((ls) => ls.filter((l) => /time_went_backwards/.test(l.textContent)).length);
+  assert.equal(back, 0, 'no consensus input stamped behind the service clock');
   await shot('scene-6-jump');
 });
 

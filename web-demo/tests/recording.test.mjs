@@ -116,6 +116,12 @@ test('the Recorder refuses a bigint before applying it, and records a core refus
   assert.throws(() => rec.handle({ kind: 'tick', now: -1 }), { code: 'out_of_range' });
   assert.equal(rec.lines.length, 2, 'a binding refusal applied nothing and is not recorded');
   verifyRecording(api, rec.text());
+  // time_went_backwards changes nothing either, and its line would go back in time, which
+  // the format refuses: it is not recorded, and the recording still replays.
+  rec.handle({ kind: 'tick', now: 5 });
+  assert.throws(() => rec.handle({ kind: 'tick', now: 3 }), { code: 'time_went_backwards' });
+  assert.equal(rec.lines.length, 3);
+  verifyRecording(api, rec.text());
 });
 
 test('the Recorder refuses a deadline past 2^53 - 1 before applying it, and an unrecordable token', () => {

@@ -218,7 +218,7 @@ export const election = {
   key: 'election',
   title: '3 · Leader election',
   short: 'Election',
-  lede: 'Election is the acquire path with a longer lease. The fencing token doubles as the epoch number.',
+  lede: 'Election is the acquire path: an exclusive acquire that waits. The fencing token doubles as the epoch number.',
   fencingSwitch: true,
   lock: ELECTION,
   tryThis: [

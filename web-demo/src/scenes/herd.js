@@ -33,7 +33,7 @@ function setup(w, emit) {
   milestone(w, emit, 'seven clients wait', ['queue', 'herd']);
   emit({
     op: 'caption',
-    text: `Seven clients want ${JSON.stringify(LOCK)}. Left: the lock was held, so each request joins an ordered wait queue and the client sets a watch; there is no polling. ` +
+    text: `Seven clients want ${JSON.stringify(LOCK)}. Left: the lock was held, so each request joins an ordered wait queue, and the service tells a waiter when it is its turn (a Granted event); there is no polling. ` +
       `Right, for contrast: each client got "busy" from a try-lock and watches the key, to be told when it frees.`,
   });
 }

@@ -69,10 +69,10 @@ const base = pauseScene({
     noGrant: (w, P) => {
       const until = w.nodes.svc.core.lockDelayUntil(LOCK);
       return until != null
-        ? ` B is waiting, but the service holds the lock free until t=${until} (lock-delay ${P.delay} s), so a write A already sent can land before B starts.`
+        ? ` B is waiting, but the service holds the lock free until t=${until} (lock-delay ${P.delay} s), so a late write from A — one held up in the network, or one a paused A sends when it wakes — lands before B starts if it arrives by then.`
         : ' Nobody is waiting for it.';
     },
-    grantAfterDelay: (w, g) => `The lock-delay is over: the service grants the lock to the head of the queue, ${g.id}, with token ${g.token}. Anything A sent before it expired has had the whole delay to arrive.`,
+    grantAfterDelay: (w, g) => `The lock-delay is over: the service grants the lock to the head of the queue, ${g.id}, with token ${g.token}. Anything from A that arrived by now landed before B's run; anything later lands after B has begun writing.`,
     lesson: '',
     frozen(w) {
       const until = w.nodes.svc.core.lockDelayUntil(LOCK);

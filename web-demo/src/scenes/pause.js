@@ -65,7 +65,14 @@ export function pauseScene(cfg) {
       }
     }
     if (v.corrupted) out.push(`The resource now holds a stale writer's data beside another's: the data is corrupted.`);
-    else if (v.stale.length) out.push(`Nothing of another writer's was overwritten this time, but a write without the lock landed.`);
+    else if (v.stale.length) {
+      // Did a stale write land over what a newer holder had written, and is it still there?
+      const overwrote = v.stale.some((r) => s.rows.some((o) => o.accepted && !o.stale && o.token > r.token && o.t <= r.t));
+      const still = Object.values(s.contents).some((c) => c.stale);
+      out.push(overwrote
+        ? `A write without the lock landed over the data of the writer that held it${still ? ', and the resource still holds it' : ': the resource was wrong until that writer wrote again, and anything that read it in between took stale data as current'}.`
+        : `Nothing of another writer's was overwritten this time, but a write without the lock landed.`);
+    }
     if (!v.refused.length && !v.stale.length) {
       const expired = [...new Set(f.expiries.map((e) => e.id))];
       if (!expired.length) {
@@ -172,7 +179,7 @@ export function pauseScene(cfg) {
         label: `${id} sends ${token}`,
         focus: [id],
         text: ev.sent.expired
-          ? `${id} wakes. It still believes it holds ${W.token} ${token} — its lease check passed before the pause, so it does not check again — and sends its write with ${token}. The lock service expired its session while it slept.`
+          ? `${id} wakes. It still believes it holds ${W.token} ${token} — ${cfg.checksLease ? 'its lease check passed before the pause, so it does not check again' : 'it does not check its lease before writing, trusting its renewal thread to report a lost one'} — and sends its write with ${token}. The lock service expired its session while it slept.`
           : `${id} wakes and sends its write with ${W.token} ${token}. Its session never expired, so it really does still hold the lock.`,
       };
     }

@@ -124,7 +124,7 @@ function setup(w, emit, P) {
   emit({
     op: 'caption',
     text: `Five workers share a pool of ${LIMIT} database connections, guarded by a semaphore of ${LIMIT} permits named ${JSON.stringify(LOCK)}. ` +
-      `worker-1, worker-2 and worker-3 take one each. Left, a counter in Redis (simulated here): the key now says 0 free — and nothing more. ` +
+      `worker-1, worker-2 and worker-3 take one each. Left, a counter in Redis (simulated here; Redisson's RSemaphore is one such design): the key now says 0 free — and nothing more. ` +
       `Right, fencelock: each worker opened a session with a label, and each grant is a claim with its own fencing token (${g}). A dashboard has a session too; it will watch ${JSON.stringify(LOCK)}.`,
   });
 }

@@ -14,7 +14,7 @@
 // toss. The consensus side's token grows with every grant, and the same check refuses the
 // stale write.
 
-import { nextTime, milestone, rng } from './common.js';
+import { nextTime, milestone, rng, deadlineOf } from './common.js';
 import { storeVerdict } from './facts.js';
 
 const LOCK = 'orders/batch';
@@ -116,7 +116,8 @@ function setup(w, emit, P) {
   emit({
     op: 'caption',
     text: `Left, Redlock: five independent lock nodes N1–N5, each a real core with its own clock, no replication between them. A client holds the lock if a majority (3 of 5) grant it, each for a validity of ${TTL} s by that node's clock. ` +
-      `Right, for contrast: one consensus lock service whose grants carry a fencing token; there A already holds ${LOCK} with token ${tok} and B is in its wait queue.`,
+      `Right, for contrast: one consensus lock service whose grants carry a fencing token; there A already holds ${LOCK} with token ${tok}` +
+      (jump ? '; B asks for it when it does on the left.' : ' and B is in its wait queue.'),
   });
 }
 
@@ -240,8 +241,10 @@ function runJobs(w, emit, id, P, side) {
       advance();
       return { kind: 'unlock', id };
     case 'release': {
-      if (c.session && c.holding) emit({ op: 'core', node: 'svc', by: id, input: { type: 'release', session: c.session, lock: LOCK } });
-      if (c.session && !c.lost) emit({ op: 'core', node: 'svc', by: id, input: { type: 'closeSession', session: c.session } });
+      // Stamped with the service's clock, as every consensus-side input is: after a jump
+      // the scene's time is behind it, and the core would refuse the input as time gone back.
+      if (c.session && c.holding) emit({ op: 'core', node: 'svc', by: id, input: { type: 'release', now: nodeNow(w, 'svc'), session: c.session, lock: LOCK } });
+      if (c.session && !c.lost) emit({ op: 'core', node: 'svc', by: id, input: { type: 'closeSession', now: nodeNow(w, 'svc'), session: c.session } });
       advance();
       return { kind: 'release', id };
     }
@@ -255,6 +258,8 @@ function step(w, emit, P) {
   if (t === 0) return setup(w, emit, P);
   const ev = { did: [], expired: [], granted: [], jumped: false, woke: [] };
   if (P.scenario === 'jump' && t === 3 && P.jump > 0) {
+    // A's deadline by the consensus service's clock before the jump, for the caption
+    ev.deadlineCA = deadlineOf(w, 'svc', w.clients.CA);
     // the jump: N3's clock (say, an NTP correction or an operator) — and, on the right, the
     // consensus service's leader clock, by the same amount
     emit({ op: 'custom', kind: 'skew', node: 'N3', by: P.jump });
@@ -298,7 +303,7 @@ function step(w, emit, P) {
     const c = w.clients[id];
     if (c.inbox.length && c.status === 'running') emit({ op: 'inbox', id });
     if (c.status === 'running' && !c.lost && c.session && !c.mem.finished && t % HB === 2) {
-      emit({ op: 'core', node: 'svc', by: id, input: { type: 'keepAlive', session: c.session }, quiet: true });
+      emit({ op: 'core', node: 'svc', by: id, input: { type: 'keepAlive', now: nodeNow(w, 'svc'), session: c.session }, quiet: true });
       emit({ op: 'flash', from: id, to: 'svc', label: '♥', kind: 'hb' });
     }
   }
@@ -350,7 +355,8 @@ function caption(w, ev, P) {
       (rl.length ? `By that clock ${list(rl.map((e) => w.clients[e.id].name))}'s key on N3 has expired: N3 releases it. ` : `No key on N3 expires by it. `) +
       `${w.clients.A.holding ? `A cannot know: by its own clock its validity runs to t=${w.clients.A.mem.validUntil}.` : ''}`);
     if (cs.length || ev.granted.length)
-      parts.push(`On the right the same jump hits the consensus service's clock: ${cs.length ? `by it A's session (kept alive to t=12 by the old clock) has expired` : `A's session survives it`}${ev.granted.length ? `; B arrives and is granted token ${ev.granted[0].token}` : ''}.`);
+      parts.push(`On the right the same jump hits the consensus service's clock: ${cs.length ? `by it A's session (kept alive to t=${ev.deadlineCA} by the old clock) has expired` : `A's session survives it`}${ev.granted.length ? `; B arrives and is granted token ${ev.granted[0].token}` : ''} ` +
+        `(the worst case: fencelock's server counts its time from the leader's monotonic clock, which a clock step does not move).`);
     label = 'N3 clock jumps';
     focus = ['N3'];
   } else {
@@ -387,7 +393,7 @@ function caption(w, ev, P) {
     label = 'A pauses';
     focus = ['A', 'CA'];
   }
-  if (ev.woke.length) parts.push(`A wakes after ${P.pause} s on both sides; it does not check again (its check passed before the pause) and writes.`);
+  if (ev.woke.length) parts.push(`A wakes after ${P.pause} s on both sides and writes without checking again: on the left its validity check passed before the pause; on the right it had not checked at all.`);
   for (const d of writes) parts.push(`${d.inflight ? `A's part 2, sent with token ${d.inflight.token} at t=${d.inflight.sent} and held up in the network, arrives. ` : ''}${writeWords(w, d)}`);
   const bad = writes.filter((d) => !d.row.accepted || d.row.stale);
   if (writes.length && !label) {

@@ -120,7 +120,7 @@ function step(w, emit, P) {
   const run = (id) => w.clients[id].status === 'running';
   const acquire = { type: 'acquire', lock: LOCK, mode: 'exclusive', wait: 'forever' };
   let text = null;
-  if (t === 1) text = `The replicas apply the session entries. On the right, once two of three have applied them, the leader acknowledges the sessions to A and B.`;
+  if (t === 1) text = `The replicas begin applying the session entries, each at its own lag. On the right, once two of three have applied them, the leader acknowledges the sessions to A and B.`;
   const who = (id) => w.clients[id];
   const down = (id) => `${who(id).name} is ${who(id).status === 'dead' ? 'dead' : 'paused'}`;
   if (t === 2) {

@@ -53,7 +53,7 @@ export const shardPay = pauseScene({
     lesson: 'Lock renewal failure should be treated as fatal: stop work, do not assume the lock is held — and let the store check the token, because the worker cannot always know.',
     unfencedLesson: 'TTL locks alone are unsafe — storage must reject stale fencing tokens.',
     refusedExtra: "Its renewal thread would have reported the lost lease, but the PUT went first.",
-    staleExtra: 'Two workers have now both uploaded settlement totals for the same day, each sure it held the lock, so whatever reads report.xml next can count the day twice. With the check on, the store compares fenceToken 42 with the 43 it has seen and answers 412: the late upload never lands.',
+    staleExtra: "W1's late upload replaced the report W2, the lock's holder, had begun: report.xml now holds settlement totals from a worker that no longer held the lock, and whatever reads it before W2 uploads again takes them as the day's. With the check on, the store compares fenceToken 42 with the 43 it has seen and answers 412: the late upload never lands.",
     quiet(w, P, h) {
       const a = w.clients.W1;
       if (w.t === 10 && a.status === 'running' && h.deadline('W1') != null)
