@@ -467,36 +467,30 @@ async fn a_backup_is_served_only_to_an_admin_token() {
 /// that `RUST_LOG=info` would show.
 #[test]
 fn log_level_is_checked_and_overrides_rust_log() {
-    let out = Command::new(NODE)
-        .args([
-            "--log-level",
-            "=bad[",
-            "--insecure-plaintext",
-            "--id",
-            "1",
-            "--dir",
-            "/nonexistent-never-used",
-        ])
-        .args(["--peer", "1=127.0.0.1:1/127.0.0.1:2"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("bad --log-level"));
-    // The same from RUST_LOG, without --log-level (it fell back to the default before).
-    let out = Command::new(NODE)
-        .env("RUST_LOG", "=bad[")
-        .args([
-            "--insecure-plaintext",
-            "--id",
-            "1",
-            "--dir",
-            "/nonexistent-never-used",
-        ])
-        .args(["--peer", "1=127.0.0.1:1/127.0.0.1:2"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("bad RUST_LOG"));
+    // A bad filter from the flag, then from RUST_LOG alone (which fell back to the default
+    // before): exit 2, naming where it came from.
+    let refused = |flag: &[&str], env: Option<&str>, says: &str| {
+        let mut cmd = Command::new(NODE);
+        if let Some(v) = env {
+            cmd.env("RUST_LOG", v);
+        }
+        let out = cmd
+            .args(flag)
+            .args([
+                "--insecure-plaintext",
+                "--id",
+                "1",
+                "--dir",
+                "/nonexistent-never-used",
+            ])
+            .args(["--peer", "1=127.0.0.1:1/127.0.0.1:2"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says));
+    };
+    refused(&["--log-level", "=bad["], None, "bad --log-level");
+    refused(&[], Some("=bad["), "bad RUST_LOG");
 
     let base = temp_dir("loglevel");
     let run = |level: Option<&str>, n: u32| {

@@ -796,7 +796,7 @@ export function renderState(el, w) {
   for (const n of Object.values(w.nodes)) {
     if (w.scene.key === 'replication' || w.scene.key === 'herd') break;
     if (w.scene.key === 'redlock' && n.name !== 'svc') continue;
-    rows.push(['Core revision', `${n.core.revision()} <span class="muted">(the highest token granted so far; the next grant gets a higher one)</span>`]);
+    rows.push(['Core revision', `${n.core.revision()} <span class="muted">(no token granted so far is above it; the next grant gets a higher one)</span>`]);
   }
   if (w.scene.key === 'permits') {
     const k = w.custom.counter;
