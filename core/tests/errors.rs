@@ -30,16 +30,24 @@ fn unknown_session() {
     assert_eq!(e.to_string(), "unknown session: session 99 is not open");
     assert_eq!((e.code(), e.kind()), (101, "unknown_session"));
     // every input naming a session refuses it the same way
-    refused(&mut svc, |v, now, o| v.close_session(now, ghost, None, o));
-    refused(&mut svc, |v, now, o| {
-        v.acquire(now, ghost, "a", Mode::Shared, Wait::None, None, o)
-    });
-    refused(&mut svc, |v, now, o| v.release(now, ghost, "a", None, o));
-    refused(&mut svc, |v, now, o| v.cancel(now, ghost, "a", None, o));
-    refused(&mut svc, |v, now, o| v.campaign(now, ghost, "a", None, o));
-    refused(&mut svc, |v, now, o| v.resign(now, ghost, "a", None, o));
-    refused(&mut svc, |v, now, o| v.watch(now, ghost, "a", None, o));
-    refused(&mut svc, |v, now, o| v.unwatch(now, ghost, "a", None, o));
+    type Named<'a> = &'a dyn Fn(&mut Svc, Tick, &mut Events) -> Result<(), Error>;
+    let ghostly: [Named; 8] = [
+        &|v, now, o| v.close_session(now, ghost, None, o).map(|_| ()),
+        &|v, now, o| {
+            v.acquire(now, ghost, "a", Mode::Shared, Wait::None, None, o)
+                .map(|_| ())
+        },
+        &|v, now, o| v.release(now, ghost, "a", None, o).map(|_| ()),
+        &|v, now, o| v.cancel(now, ghost, "a", None, o).map(|_| ()),
+        &|v, now, o| v.campaign(now, ghost, "a", None, o).map(|_| ()),
+        &|v, now, o| v.resign(now, ghost, "a", None, o).map(|_| ()),
+        &|v, now, o| v.watch(now, ghost, "a", None, o).map(|_| ()),
+        &|v, now, o| v.unwatch(now, ghost, "a", None, o).map(|_| ()),
+    ];
+    for (i, call) in ghostly.iter().enumerate() {
+        let e = refused(&mut svc, |v, now, o| call(v, now, o));
+        assert_eq!(e, Error::UnknownSession(ghost), "call {i}");
+    }
 }
 
 fn permits(count: u32, limit: u32) -> Mode {
@@ -312,8 +320,14 @@ fn empty_name() {
     });
     assert_eq!(e, Error::EmptyName);
     assert_eq!(e.to_string(), "empty name: a name needs at least one byte");
-    refused(&mut svc, |v, now, o| v.release(now, a, "", None, o));
-    refused(&mut svc, |v, now, o| v.cancel(now, a, "", None, o));
+    assert_eq!(
+        refused(&mut svc, |v, now, o| v.release(now, a, "", None, o)),
+        Error::EmptyName
+    );
+    assert_eq!(
+        refused(&mut svc, |v, now, o| v.cancel(now, a, "", None, o)),
+        Error::EmptyName
+    );
 }
 
 #[test]
@@ -508,9 +522,10 @@ fn capacity_exceeded_locks_gives_the_claim_row_back() {
     x(&mut svc, a, "one");
     for _ in 0..5 {
         // each refusal takes a claim row and must give it back
-        refused(&mut svc, |v, now, o| {
+        let e = refused(&mut svc, |v, now, o| {
             v.acquire(now, a, "two", Mode::Exclusive, Wait::None, None, o)
         });
+        assert_eq!(e, Error::CapacityExceeded(Table::Locks));
     }
     assert_eq!(svc.usage().claims, 1);
     let b = open(&mut svc, 5);
@@ -688,8 +703,11 @@ fn time_went_backwards_for_every_input() {
     let t = Tick(6);
     let ghost = SessionId(99);
     type Call<'a> = &'a dyn Fn(&mut Svc, &mut Events) -> Result<Reply, Error>;
-    let calls: [Call; 10] = [
+    let calls: [Call; 13] = [
         &|v, o| v.open_session(t, 5, o),
+        &|v, o| v.open_labeled(t, 5, Label::new("worker-1").unwrap(), o),
+        &|v, o| v.watch(t, a, "a", None, o),
+        &|v, o| v.unwatch(t, b, "a", None, o),
         &|v, o| v.keep_alive(t, a, None, o),
         &|v, o| v.close_session(t, a, None, o),
         &|v, o| v.acquire(t, ghost, "", Mode::Exclusive, Wait::None, None, o),

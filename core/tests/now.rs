@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 
-use fencelock::{Config, Error, Input, Mode, ReleaseReason::*, SessionId, Tick, Wait};
+use fencelock::{Config, Error, Input, Label, Mode, ReleaseReason::*, SessionId, Tick, Wait};
 
 #[test]
 fn keep_alives_handled_as_they_arrive_keep_the_session_without_ticks() {
@@ -102,11 +102,50 @@ fn every_input(now: Tick, s: SessionId) -> Vec<Input> {
         Input::Cancel {
             now,
             session: s,
-            lock,
+            lock: lock.clone(),
             request: None,
         },
         Input::Tick { now },
+        Input::OpenLabeled {
+            now,
+            ttl: 5,
+            label: Label::new("worker-1").unwrap(),
+        },
+        Input::Watch {
+            now,
+            session: s,
+            lock: lock.clone(),
+            request: None,
+        },
+        Input::Unwatch {
+            now,
+            session: s,
+            lock,
+            request: None,
+        },
     ]
+}
+
+/// `every_input` holds every kind there is: one of each of `Input::kind`'s names.
+#[test]
+fn every_input_is_every_kind() {
+    let kinds: std::collections::BTreeSet<&str> = every_input(Tick(0), SessionId(1))
+        .iter()
+        .map(|i| i.kind())
+        .collect();
+    let all = [
+        "open_session",
+        "open_labeled",
+        "keep_alive",
+        "close_session",
+        "acquire",
+        "release",
+        "cancel",
+        "tick",
+        "watch",
+        "unwatch",
+    ];
+    assert_eq!(kinds, all.into_iter().collect());
 }
 
 #[test]
@@ -149,6 +188,32 @@ fn an_input_refused_after_its_advance_keeps_exactly_the_advance() {
     x(&mut base, b, "l");
     // at 10 a expires, l enters lock-delay, b waits on; each input below is then refused
     let refusals: Vec<(Input, Error)> = vec![
+        (
+            Input::OpenLabeled {
+                now: Tick(10),
+                ttl: 0,
+                label: Label::new("worker-1").unwrap(),
+            },
+            Error::BadTtl,
+        ),
+        (
+            Input::Watch {
+                now: Tick(10),
+                session: a,
+                lock: name("l"),
+                request: None,
+            },
+            Error::UnknownSession(a),
+        ),
+        (
+            Input::Unwatch {
+                now: Tick(10),
+                session: b,
+                lock: name("l"),
+                request: None,
+            },
+            Error::NotWatching(b),
+        ),
         (
             Input::OpenSession {
                 now: Tick(10),

@@ -1,11 +1,12 @@
 //! The caller's answer (docs/SPEC.md §3): each input returns its `Reply`, the same through
-//! the typed methods, `handle` and `handle_frame`; the events beside it are only those for
-//! other sessions or caused by time. (Replays of numbered requests: `retries.rs`.)
+//! `handle` and `handle_frame` (the typed methods against `handle`: the verification
+//! crate's `tests/src/calls.rs`); the events beside it are only those for other sessions or
+//! caused by time. (Replays of numbered requests: `retries.rs`.)
 
 mod common;
 use common::*;
 
-use fencelock::{Input, Mode, Reply, SessionId, Tick, Token, Wait, MAX_FRAME_LEN};
+use fencelock::{Input, Label, Mode, Reply, SessionId, Tick, Token, Wait, MAX_FRAME_LEN};
 
 /// Applies `input` through `handle_frame` on a twin and through `handle` on `svc`: both
 /// must give the same reply, events and bytes.
@@ -98,6 +99,38 @@ fn every_input_kind_returns_its_reply() {
             Input::Tick { now: Tick(3) },
             Reply::Ticked { now: Tick(3) },
             "ticked",
+        ),
+        (
+            Input::OpenLabeled {
+                now: Tick(3),
+                ttl: 10,
+                label: Label::new("worker-3").unwrap(),
+            },
+            Reply::Opened {
+                session: SessionId(3),
+                expires_at: Tick(13),
+            },
+            "opened",
+        ),
+        (
+            Input::Watch {
+                now: Tick(3),
+                session: b,
+                lock: name("w"),
+                request: None,
+            },
+            Reply::Watching { holders: 0 },
+            "watching",
+        ),
+        (
+            Input::Unwatch {
+                now: Tick(3),
+                session: b,
+                lock: name("w"),
+                request: None,
+            },
+            Reply::Unwatched,
+            "unwatched",
         ),
         (
             Input::CloseSession {

@@ -403,7 +403,7 @@ fn every_kind_of_numbered_request_replays_exactly_the_recorded_reply() {
     x(&mut svc, c, "held");
     x(&mut svc, c, "busy");
     type Call = fn(&mut Svc, Tick, &mut Events, SessionId, u64) -> Result<Reply, Error>;
-    let cases: [(&str, SessionId, Call, Reply); 6] = [
+    let cases: [(&str, SessionId, Call, Reply); 8] = [
         (
             "keep_alive",
             a,
@@ -439,6 +439,18 @@ fn every_kind_of_numbered_request_replays_exactly_the_recorded_reply() {
             b,
             |v, now, o, s, n| v.cancel(now, s, "held", Some(n), o),
             Reply::Cancelled,
+        ),
+        (
+            "watch",
+            a,
+            |v, now, o, s, n| v.watch(now, s, "quiet", Some(n), o),
+            Reply::Watching { holders: 0 },
+        ),
+        (
+            "unwatch",
+            a,
+            |v, now, o, s, n| v.unwatch(now, s, "quiet", Some(n), o),
+            Reply::Unwatched,
         ),
     ];
     for (number, (what, s, call, expected)) in (11..).zip(cases) {

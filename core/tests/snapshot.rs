@@ -536,8 +536,9 @@ fn restore_never_panics_on_mutated_or_truncated_bytes() {
             let mut v = good.clone();
             v[i] = b;
             if let Ok(svc) = LockService::restore(VecStorage::new(8, 8, 16), &v) {
-                // whatever was accepted is a state the service could be in
-                check_invariants(&svc);
+                // whatever was accepted is a state the service could be in: checked by
+                // queries, not by `restore` again
+                check_queries(&svc);
                 assert_eq!(svc.snapshot_vec(), v, "accepted bytes are canonical");
                 accepted += 1;
             }
@@ -583,7 +584,7 @@ fn restore_survives_random_corruption_of_busy_snapshots() {
             }
         }
         if let Ok(svc) = LockService::restore(VecStorage::new(8, 8, 16), &v) {
-            check_invariants(&svc);
+            check_queries(&svc);
             assert_eq!(
                 svc.snapshot_vec(),
                 v,

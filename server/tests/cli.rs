@@ -345,6 +345,122 @@ fn killing_the_cli_stops_the_command_and_its_grandchild() {
     );
 }
 
+/// A supervisor killed by a signal (the OOM killer, say) stops nothing itself: `lock` kills
+/// its process group before it closes the session, so the command and its grandchild do
+/// not run on after the lock could be granted again.
+#[test]
+fn a_killed_supervisor_leaves_no_command_running() {
+    let _s = serial();
+    let n = Node::start("supkill");
+    let mut holder = n.lock("L", WITH_GRANDCHILD);
+    let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
+    // The command's parent is the supervisor.
+    let stat = std::fs::read_to_string(format!("/proc/{cmd}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let supervisor: u32 = after_name.split(' ').nth(1).unwrap().parse().unwrap();
+    assert_ne!(
+        supervisor,
+        holder.id(),
+        "the command runs under the supervisor"
+    );
+    signal(supervisor, "-KILL");
+    wait_exit(&mut holder, Duration::from_secs(10));
+    assert!(
+        !running(cmd),
+        "the command still runs after its supervisor was killed"
+    );
+    assert!(
+        !running(gc),
+        "the grandchild still runs after its supervisor was killed"
+    );
+    assert_eq!(n.holder("L"), "", "the session was closed");
+}
+
+/// An administrator's release whose push never reaches the holder (lost on the way, as
+/// with a dropped connection or a leader that died before sending it) still ends the
+/// lease: `lock` reads the lock's holders every ttl/4, finds its hold gone, stops the
+/// command and exits 3; `elect` stops leading and exits 3. (The CLI talks to the node through a proxy that drops the node's
+/// frames to it while the release is applied: the push is lost whole, and the
+/// connection stays in step.)
+#[test]
+fn a_release_whose_push_was_lost_is_found_by_reading_the_holders() {
+    let _s = serial();
+    let n = Node::start("lostpush");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Link (2, 1) is a proxy in front of node 1's client port ("node 2" is a stand-in).
+    let targets =
+        std::collections::HashMap::from([(1, n.client.clone()), (2, "127.0.0.1:1".to_string())]);
+    let proxies = rt.block_on(procs::proxy::Proxies::start(&targets));
+    let via = format!("127.0.0.1:{}", proxies.ports[&(2, 1)]);
+    let mut holder = Command::new(CLI)
+        .env_remove("FENCELOCK_CLUSTER")
+        .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
+        .current_dir(&n.dir)
+        .args(["lock", "L", "--ttl-ms", "4000", "--cluster", &via])
+        .args(["--", "sh", "-c", WITH_GRANDCHILD])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
+    let held = n.holder("L");
+    let session = held.split_whitespace().next().unwrap().to_string();
+    // From here the node's frames to the CLI are lost: the release's push among them.
+    proxies.drop_messages(1, 2);
+    let st = n.cli(&["force-release", &session, "L"]).output().unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    assert_eq!(n.holder("L"), "", "released");
+    std::thread::sleep(Duration::from_millis(300));
+    proxies.heal();
+    let st = wait_exit(&mut holder, Duration::from_secs(10));
+    let err = stderr_of(&mut holder);
+    assert_eq!(st.code(), Some(3), "{err}");
+    assert!(err.contains("no longer held by this session"), "{err}");
+    assert!(
+        !err.contains("released by an administrator"),
+        "the push was lost: {err}"
+    );
+    assert!(!running(cmd) && !running(gc), "the command was stopped");
+
+    // `elect` the same way: it stops leading.
+    let mut leader = Command::new(CLI)
+        .env_remove("FENCELOCK_CLUSTER")
+        .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
+        .current_dir(&n.dir)
+        .args(["elect", "E", "--ttl-ms", "4000", "--cluster", &via])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("elected", Duration::from_secs(10), || {
+        !n.holder("E").is_empty()
+    });
+    let session = n.holder("E").split_whitespace().next().unwrap().to_string();
+    proxies.drop_messages(1, 2);
+    let st = n.cli(&["force-release", &session, "E"]).output().unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    proxies.heal();
+    let st = wait_exit(&mut leader, Duration::from_secs(10));
+    let err = stderr_of(&mut leader);
+    assert_eq!(st.code(), Some(3), "{err}");
+    assert!(err.contains("no longer this session's"), "{err}");
+    drop(rt);
+}
+
 #[test]
 fn a_lost_connection_is_reconnected_within_the_lease() {
     let _s = serial();
@@ -466,6 +582,39 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
     assert_eq!(st.status.code(), Some(64));
     let st = n.cli(&["lock", "L"]).output().unwrap();
     assert_eq!(st.status.code(), Some(64), "a lock without a command");
+    // A kill grace as long as the lease's margin (a fifth of the ttl: 600 ms of 3000)
+    // would let the command outlive its lease: refused before anything is asked.
+    let st = n
+        .cli(&[
+            "lock",
+            "L",
+            "--ttl-ms",
+            "3000",
+            "--kill-after-ms",
+            "600",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert!(err.contains("must be below the margin"), "{err}");
+    assert_eq!(n.holder("L"), "", "nothing was acquired");
+    // Below it, and by default (a tenth of a short ttl), the command runs.
+    for grace in [&["--kill-after-ms", "599"][..], &[]] {
+        let st = n
+            .cli(&["lock", "L", "--ttl-ms", "3000"])
+            .args(grace)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "{grace:?}: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+    }
 }
 
 #[test]

@@ -282,10 +282,13 @@ pub fn waiters(svc: &Svc, lock: &str) -> Vec<SessionId> {
     svc.waiters(lock).map(|w| w.session).collect()
 }
 
-/// Every state invariant of docs/SPEC.md §7, checked by the core's own validator:
+/// The state invariants of docs/SPEC.md §7, checked by the core's own validator:
 /// [`LockService::restore`] accepts a snapshot only if it holds all of them, so
-/// snapshot → restore → snapshot must succeed and give the same bytes. (The public-query
-/// checker lives in the verification crate, `fencelock-tests`, which depends on this one.)
+/// snapshot → restore → snapshot must succeed and give the same bytes. For a state the
+/// inputs made, that is a check by other code than the inputs'; for a state `restore`
+/// itself made it proves nothing more — use [`check_queries`] there too. (The full
+/// public-query checker lives in the verification crate, `fencelock-tests`, which depends
+/// on this one.)
 pub fn check_invariants(svc: &Svc) {
     let bytes = svc.snapshot_vec();
     let restored = twin(svc);
@@ -295,6 +298,41 @@ pub fn check_invariants(svc: &Svc) {
         "restore changed the snapshot"
     );
     assert_eq!(restored.poll_timeout(), svc.poll_timeout());
+}
+
+/// The invariants that public queries can show, checked without `restore`: at most one
+/// exclusive holder of a lock and then no other; every holder's token in 1..=revision and
+/// no two alike (I1, I2); no queue without a reason to wait (a lock with waiters is held
+/// or in lock-delay); every session deadline and wait deadline after `now`, and
+/// `poll_timeout` after `now`.
+pub fn check_queries(svc: &Svc) {
+    let now = svc.now();
+    let mut tokens = std::collections::BTreeSet::new();
+    for lock in svc.locks() {
+        let l = lock.as_str();
+        let hs = holders(svc, l);
+        let exclusive = hs.iter().filter(|h| h.1 == Mode::Exclusive).count();
+        assert!(exclusive == 0 || hs.len() == 1, "{l}: {hs:?}");
+        for &(_, _, token) in &hs {
+            assert!((1..=svc.revision()).contains(&token), "{l}: token {token}");
+            assert!(tokens.insert(token), "{l}: token {token} twice");
+        }
+        let ws: Vec<_> = svc.waiters(l).collect();
+        if !ws.is_empty() {
+            assert!(
+                !hs.is_empty() || svc.lock_delay_until(l).is_some(),
+                "{l}: waiters with nothing to wait for"
+            );
+        }
+        for w in ws {
+            assert!(w.deadline.is_none_or(|d| d > now), "{l}: {w:?}");
+        }
+    }
+    for s in svc.sessions() {
+        let info = svc.session(s).expect("a listed session has its info");
+        assert!(info.expires_at > now, "{info:?}");
+    }
+    assert!(svc.poll_timeout().is_none_or(|t| t > now));
 }
 
 /// A seeded xorshift64* generator: tests print the seed, and the same seed replays.

@@ -166,9 +166,11 @@ FENCELOCK_PERMIT_LIMIT (removed under a plain lock)."
         /// Try once; exit 2 if the lock is taken.
         #[arg(long = "try")]
         try_only: bool,
-        /// Grace (ms) between SIGTERM and SIGKILL when the command's group is stopped.
-        #[arg(long, default_value_t = 1_000)]
-        kill_after_ms: u64,
+        /// Grace (ms) between SIGTERM and SIGKILL when the command's group is stopped:
+        /// below the lease's margin (ttl/5), so the command is gone before the lease could
+        /// be; default 1000, or a tenth of the ttl if that is less.
+        #[arg(long)]
+        kill_after_ms: Option<u64>,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -436,6 +438,21 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             let mode = match (permits, limit) {
                 (Some(count), Some(limit)) => Mode::Permits { count, limit },
                 _ => Mode::Exclusive,
+            };
+            // The command is told to stop when the lease stops being safe, a margin (ttl/5)
+            // before the cluster could expire the session; SIGKILL must come within it.
+            let margin = opts.ttl_ms / 5;
+            let kill_after_ms = match kill_after_ms {
+                None => 1_000.min(opts.ttl_ms / 10),
+                Some(ms) if ms >= margin => {
+                    eprintln!(
+                        "fencelock: --kill-after-ms {ms} would let the command outlive its lease: \
+                         it must be below the margin, a fifth of --ttl-ms ({margin} ms); lower it \
+                         or raise --ttl-ms"
+                    );
+                    return Ok(ExitCode::from(EXIT_USAGE));
+                }
+                Some(ms) => ms,
             };
             let kill_after = Duration::from_millis(kill_after_ms);
             lock(opts, &name, mode, wait, kill_after, &command).await
@@ -1102,10 +1119,39 @@ async fn lock(
             return Err(format!("cannot start the supervisor: {e}").into());
         }
     };
+    // The supervisor leads the command's process group: its pid is the group's id.
+    let group = sup.id().map(|pid| Pid::from_raw(pid as i32));
     let mut check = tokio::time::interval(Duration::from_millis(20));
+    let (holding, mut gone) = watch_hold(
+        client.clone(),
+        name.to_string(),
+        session.id(),
+        token.0,
+        Duration::from_millis((opts.ttl_ms / 4).max(100)),
+    );
+    let _holding = AbortOnDrop(holding);
+    let mut checked = false;
     let ended = loop {
         tokio::select! {
-            st = sup.wait() => break Ended::Exited(st),
+            st = sup.wait() => {
+                // A supervisor ended by a signal (the OOM killer, a kill -9) stopped
+                // nothing: what it supervised would run on after the session is closed
+                // and the lock granted again. Kill the group before closing.
+                if st.as_ref().is_ok_and(|st| st.signal().is_some()) {
+                    if let Some(g) = group {
+                        let _ = killpg(g, Signal::SIGKILL);
+                    }
+                }
+                break Ended::Exited(st);
+            }
+            r = &mut gone, if !checked => {
+                // A oneshot must not be polled again once it has answered.
+                checked = true;
+                if r.is_ok() {
+                    eprintln!("fencelock: {name} is no longer held by this session (released without word reaching it)");
+                    guard.session_lost();
+                }
+            }
             sig = signals.recv() => {
                 eprintln!("fencelock: {sig}; stopping the command and releasing {name}");
                 stop(&mut sup, kill_after).await;
@@ -1141,6 +1187,51 @@ async fn lock(
         },
         Ended::Exited(Err(e)) => return Err(format!("waiting for the command: {e}").into()),
     })
+}
+
+/// Resolves once the cluster says `session` no longer holds `name` with `token`: a
+/// release this process was not pushed (the push lost with a dropped connection, or with a
+/// leader that died before sending it) is found by asking. A task of its own reads the
+/// lock's holders (a linearizable read) every `every`; an answer that could not be had
+/// says nothing (the lease guard judges silence). Abort the task when done with it.
+fn watch_hold(
+    client: Client,
+    name: String,
+    session: u64,
+    token: u64,
+    every: Duration,
+) -> (
+    tokio::task::JoinHandle<()>,
+    tokio::sync::oneshot::Receiver<()>,
+) {
+    let (gone, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await; // the first tick is now: the grant was just seen
+        loop {
+            tick.tick().await;
+            if let Ok(holders) = client.holders(&name).await {
+                if !holders
+                    .iter()
+                    .any(|h| h.session.0 == session && h.token.0 == token)
+                {
+                    let _ = gone.send(());
+                    return;
+                }
+            }
+        }
+    });
+    (task, rx)
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The command that starts the supervisor of `command` in a new process group: this very
@@ -1306,7 +1397,7 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             return Ok(by_signal(sig));
         }
     };
-    match acquired {
+    let epoch = match acquired {
         // As `lock` does: a grant that arrives after the lease stopped being safe (a slow
         // wait, a pause) is no leadership to announce.
         Ok(Acquired::Granted(_)) if !guard.may_act() => {
@@ -1315,7 +1406,10 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             end_session(opts, &session).await;
             return Ok(ExitCode::from(EXIT_LEASE_LOST));
         }
-        Ok(Acquired::Granted(t)) => println!("epoch {}", t.0),
+        Ok(Acquired::Granted(t)) => {
+            println!("epoch {}", t.0);
+            t.0
+        }
         Ok(other) => {
             eprintln!("fencelock: not elected: {other:?}");
             end_session(opts, &session).await;
@@ -1325,8 +1419,18 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             end_session(opts, &session).await;
             return Err(e.into());
         }
-    }
+    };
     let mut check = tokio::time::interval(Duration::from_millis(50));
+    let (holding, mut gone) = watch_hold(
+        client.clone(),
+        name.to_string(),
+        session.id(),
+        epoch,
+        Duration::from_millis((opts.ttl_ms / 4).max(100)),
+    );
+    // Every way out aborts the hold check.
+    let _holding = AbortOnDrop(holding);
+    let mut checked = false;
     loop {
         tokio::select! {
             _ = signals.recv() => {
@@ -1334,6 +1438,16 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
                 drop(guard);
                 end_session(opts, &session).await;
                 return Ok(ExitCode::SUCCESS);
+            }
+            r = &mut gone, if !checked => {
+                // A oneshot must not be polled again once it has answered.
+                checked = true;
+                if r.is_ok() {
+                    eprintln!("fencelock: leadership of {name} is no longer this session's (released without word reaching it)");
+                    drop(guard);
+                    end_session(opts, &session).await;
+                    return Ok(ExitCode::from(EXIT_LEASE_LOST));
+                }
             }
             p = pushes.recv() => {
                 // An administrator's forced release ends the leadership too.
