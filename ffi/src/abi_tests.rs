@@ -1061,8 +1061,11 @@ fn every_code_has_a_message() {
 }
 
 /// Every reply and event variant of the core maps to the constant of its own kind name
-/// (and none to `NONE`): each decodable frame of a variant index is tried, so a variant
-/// the core adds later fails this test until the ABI has a constant for it.
+/// (and none to `NONE`): short frames of each variant index are tried, and the variants
+/// they decode must be exactly the core's 13 replies and 5 events, every one of them. A
+/// variant the core adds later whose fields these frames spell (or one whose fields are
+/// longer, once its frame is added here) fails this test until the ABI has a constant
+/// for it.
 #[test]
 fn every_reply_and_event_kind_has_its_constant() {
     let snake = |name: String| {
@@ -1075,7 +1078,7 @@ fn every_reply_and_event_kind_has_its_constant() {
         }
         s
     };
-    let mut replies = 0;
+    let mut replies = std::collections::BTreeSet::new();
     for i in 0..64u8 {
         let tails: [&[u8]; 4] = [&[], &[1], &[1, 1], &[0, 1]];
         for tail in tails {
@@ -1085,18 +1088,24 @@ fn every_reply_and_event_kind_has_its_constant() {
                 assert_ne!(c.kind, fencelock_reply_kind::None, "{r:?}");
                 assert_eq!(c.kind as u32, u32::from(i) + 1, "{r:?}");
                 assert_eq!(snake(format!("{:?}", c.kind)), r.kind(), "{r:?}");
-                replies += 1;
+                replies.insert(i);
             }
         }
     }
-    assert!(replies >= 11, "{replies}");
-    let mut events = 0;
+    assert_eq!(
+        replies,
+        (0..13).collect(),
+        "every reply kind, and only those"
+    );
+    let mut events = std::collections::BTreeSet::new();
     for i in 0..64u8 {
-        let tails: [&[u8]; 4] = [
+        let tails: [&[u8]; 5] = [
             &[1],
             &[1, 1, b'a'],
             &[1, 1, b'a', 0, 1],
             &[1, 1, b'a', 1, 1],
+            // session, lock, holder, mode, token, change, empty label: HolderChanged
+            &[1, 1, b'a', 1, 0, 1, 0, 0],
         ];
         for tail in tails {
             let frame: Vec<u8> = [&[i][..], tail].concat();
@@ -1105,11 +1114,11 @@ fn every_reply_and_event_kind_has_its_constant() {
                 assert_ne!(c.kind, fencelock_output_kind::None, "{o:?}");
                 assert_eq!(c.kind as u32, u32::from(i) + 1, "{o:?}");
                 assert_eq!(snake(format!("{:?}", c.kind)), o.kind(), "{o:?}");
-                events += 1;
+                events.insert(i);
             }
         }
     }
-    assert!(events >= 4, "{events}");
+    assert_eq!(events, (0..5).collect(), "every event kind, and only those");
 }
 
 /// The committed header must be what cbindgen generates from the current source.

@@ -172,23 +172,9 @@ fn tmpfs_under(name: &str, size: &str, test: &str) -> Option<(PathBuf, PathBuf, 
     match mount_tmpfs(&dir, size) {
         Ok(m) => Some((base, dir, m)),
         Err(why) => {
-            cannot_mount(test, &why);
+            common::cannot_mount(test, &why);
             None
         }
-    }
-}
-
-/// A disk test that cannot mount its tmpfs fails, unless the runner opted out with
-/// `FENCELOCK_TESTS_NO_TMPFS=1` (a machine without root): then it says it was left out.
-/// A test that silently passes without running would claim what was never checked.
-fn cannot_mount(test: &str, why: &str) {
-    if std::env::var_os("FENCELOCK_TESTS_NO_TMPFS").is_some_and(|v| v == "1") {
-        eprintln!("LEFT OUT (FENCELOCK_TESTS_NO_TMPFS=1) {test}: {why}");
-    } else {
-        panic!(
-            "{test} needs a tmpfs mount (root): {why}; run as root, or set \
-             FENCELOCK_TESTS_NO_TMPFS=1 to leave the disk tests out"
-        );
     }
 }
 
@@ -255,7 +241,7 @@ async fn a_full_disk_makes_the_node_unready_and_it_recovers_when_space_returns()
         Ok(m) => m,
         Err(why) => {
             c.shutdown().await;
-            cannot_mount("a_full_disk_makes_the_node_unready…", &why);
+            common::cannot_mount("a_full_disk_makes_the_node_unready…", &why);
             return;
         }
     };

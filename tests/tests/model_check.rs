@@ -37,8 +37,8 @@
 //!   and a watcher is told of an expiry.
 
 use fencelock::{
-    Change, Config, Input, LockName, LockService, Mode, Output, Reply, SessionId, Tick, VecStorage,
-    Wait,
+    Change, Config, Input, LockName, LockService, Mode, Output, ReleaseReason, Reply, SessionId,
+    Tick, VecStorage, Wait,
 };
 use fencelock_tests::invariants::check_service;
 use stateright::{Checker, HasDiscoveries, Model, Property};
@@ -149,6 +149,9 @@ struct State {
     clients: Vec<Client>,
     /// The gate's highest admitted token per resource (0 = none yet).
     highest: Vec<u64>,
+    /// Per lock, the tick before which it may not be granted (lock-delay, I8), worked out
+    /// here from the expiries the service reported, not read from the service.
+    delay_until: Vec<u64>,
     stale_accepted: bool,
     stale_refused: bool,
     /// A Granted went to a session whose deadline had passed (the lease-expiry race).
@@ -412,15 +415,43 @@ impl LockModel {
                 ));
             }
             // I8: a lock in lock-delay after the input was granted nothing in it (the
-            // advance expires before it grants; an acquire comes after the advance).
+            // advance expires before it grants; an acquire comes after the advance). The
+            // delay is this checker's own: each holder's expiry reported in this input
+            // starts one, `lock_delay` ticks from the input's now (the longest wins).
+            let now = svc.now().0;
+            if self.lock_delay > 0 {
+                for o in events {
+                    if let Output::Released {
+                        lock: x,
+                        reason: ReleaseReason::Expired,
+                        ..
+                    } = o
+                    {
+                        if lock(x) == l {
+                            let until = now.saturating_add(self.lock_delay);
+                            st.delay_until[l] = st.delay_until[l].max(until);
+                        }
+                    }
+                }
+            }
+            let delayed = now < st.delay_until[l];
             let fresh = match (input, reply) {
                 (Input::Acquire { lock: x, .. }, Reply::Granted { token, .. }) => {
                     lock(x) == l && token.0 > st.revision
                 }
                 _ => false,
             };
-            if svc.lock_delay_until(NAMES[l]).is_some() && (fresh || !granted.is_empty()) {
+            if delayed && (fresh || !granted.is_empty()) {
                 return Err(format!("{} granted during its lock-delay", NAMES[l]));
+            }
+            // And the service says the same delay.
+            let says = svc.lock_delay_until(NAMES[l]).map(|t| t.0);
+            if says != delayed.then_some(st.delay_until[l]) {
+                return Err(format!(
+                    "{}: the service says lock-delay until {says:?}, the expiries say {:?}",
+                    NAMES[l],
+                    delayed.then_some(st.delay_until[l])
+                ));
             }
             // Never more permits than the limit.
             if let Some(limit) = self.permits {
@@ -596,6 +627,7 @@ impl Model for LockModel {
                 self.clients
             ],
             highest: vec![0; self.locks],
+            delay_until: vec![0; self.locks],
             stale_accepted: false,
             stale_refused: false,
             granted_to_dead: false,
