@@ -246,8 +246,11 @@ fn slice_storage_owned_by_the_caller_works_like_the_others() {
     let mut buf = vec![0u8; slice.snapshot_len()];
     slice.snapshot(&mut buf).unwrap();
     assert_eq!(buf, vec.snapshot_vec());
-    // the caller gets its memory back
-    let _storage = slice.into_storage();
+    // the caller gets its memory back, and it still serves: restored into, it holds the
+    // same state
+    let storage = slice.into_storage();
+    let again = LockService::restore(storage, &buf).unwrap();
+    assert_eq!(again.snapshot_vec(), buf);
 }
 
 /// Each table's index must have two buckets per row: slices of other lengths are refused

@@ -140,7 +140,8 @@ fn max_events_follows_usage_and_capacity_bounds_it() {
     assert_eq!(svc.max_events(), 2 + 2 * 2);
     let cap = svc.capacity();
     assert!(svc.max_events() <= (cap.sessions + 2 * cap.claims) as usize);
-    // a deque sized from the capacities is always enough, for every input
+    // a deque sized from the capacities is enough (here for a tick that expires both:
+    // the bound at capacity covers any input, SPEC §4)
     let mut roomy: Deque<Output, { 3 + 2 * 5 }> = Deque::new();
     svc.tick(Tick(10), &mut roomy).unwrap();
     assert_eq!(roomy.len(), 3, "a expired and released; b expired");

@@ -534,7 +534,8 @@ fn config_buffer_and_snapshot_errors_change_nothing() {
         let again = LockService::restore(storage, &before).expect("storage reusable");
         assert_eq!(again.snapshot_vec(), before);
     }
-    // The service that was snapshotted is untouched by all of this.
+    // The service that was snapshotted is untouched by all of this, and still works.
+    assert_eq!(v.snapshot_vec(), before);
     let later = Tick(v.now().0 + 1);
     v.tick(later, &mut Vec::new()).unwrap();
     check_service(&v).unwrap();

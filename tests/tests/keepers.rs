@@ -53,6 +53,9 @@ struct Client {
     session: Option<SessionId>,
     opening: bool,
     paused_until: u64,
+    /// The send time of the latest keep-alive (or open) of this session whose ack the
+    /// keeper took: the service's deadline is never before it + ttl.
+    acked: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -79,6 +82,7 @@ fn run(seed: u64, ticks: HostTicks, stamp: Stamp, counts: &mut Counts) -> Result
             session: None,
             opening: false,
             paused_until: 0,
+            acked: None,
         })
         .collect();
     let mut owner: BTreeMap<SessionId, usize> = BTreeMap::new();
@@ -96,14 +100,19 @@ fn run(seed: u64, ticks: HostTicks, stamp: Stamp, counts: &mut Counts) -> Result
                 Back::Opened { session, sent } => {
                     cl.session = Some(session);
                     cl.opening = false;
+                    cl.acked = None;
                     if let Some(k) = cl.keeper.as_mut() {
-                        let _ = k.keep_alive_acked(sent);
+                        if k.keep_alive_acked(sent) == Ok(true) {
+                            cl.acked = Some(sent);
+                        }
                     }
                 }
                 Back::Acked { session, sent } if cl.session == Some(session) => {
                     if let Some(k) = cl.keeper.as_mut() {
                         // An ack the keeper no longer remembers is refused: harmless.
-                        let _ = k.keep_alive_acked(sent);
+                        if k.keep_alive_acked(sent) == Ok(true) {
+                            cl.acked = cl.acked.max(Some(sent));
+                        }
                     }
                 }
                 Back::Lost { session } if cl.session == Some(session) => {
@@ -111,6 +120,7 @@ fn run(seed: u64, ticks: HostTicks, stamp: Stamp, counts: &mut Counts) -> Result
                         k.session_lost();
                     }
                     cl.session = None;
+                    cl.acked = None;
                 }
                 _ => {}
             }
@@ -231,6 +241,17 @@ fn run(seed: u64, ticks: HostTicks, stamp: Stamp, counts: &mut Counts) -> Result
                         "seed {seed} ({ticks:?}, {stamp:?}): at {t} the keeper of {session} says \
                          {lease:?}, the service's deadline is {deadline:?}"
                     ));
+                }
+                // ... and not before the last acknowledged send + ttl: the lease the keeper
+                // counts is one the service granted.
+                if let (Some(d), Some(sent)) = (deadline, cl.acked) {
+                    if d < sent + ttl {
+                        return Err(format!(
+                            "seed {seed} ({ticks:?}, {stamp:?}): at {t} the service's deadline \
+                             of {session}, {d}, is before its last acknowledged send {sent} + \
+                             ttl {ttl}"
+                        ));
+                    }
                 }
             }
         }
