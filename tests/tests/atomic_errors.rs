@@ -159,6 +159,8 @@ fn cancel(session: SessionId, lock: &str, request: Option<u64>) -> Input {
 fn every_service_error(base: &Svc, seen: &mut BTreeSet<u32>) {
     use Mode::{Exclusive as X, Shared as S};
     let at = |v: &Svc, i: Input| i.at(v.now());
+    // Which table each 301 came from: every one of them must be provoked.
+    let mut full: BTreeSet<String> = BTreeSet::new();
     // 101 unknown session
     let mut v = fork(base);
     let ghost = SessionId(v.next_session_id().0 + 100);
@@ -234,6 +236,7 @@ fn every_service_error(base: &Svc, seen: &mut BTreeSet<u32>) {
                 Err(Error::AlreadyWatching(_)) => {}
                 Err(Error::CapacityExceeded(Table::Watchers)) => {
                     refused(&mut w, input, 301, seen);
+                    full.insert("watchers".into());
                     break 'full;
                 }
                 Err(e) => panic!("unexpected {e}"),
@@ -286,9 +289,40 @@ fn every_service_error(base: &Svc, seen: &mut BTreeSet<u32>) {
                 ok(&mut w, input);
                 i += 1;
             }
-            Err(Error::CapacityExceeded(Table::Locks))
-            | Err(Error::CapacityExceeded(Table::Claims)) => {
+            Err(Error::CapacityExceeded(t @ (Table::Locks | Table::Claims))) => {
                 refused(&mut w, input, 301, seen);
+                full.insert(format!("{t:?}").to_lowercase());
+                break;
+            }
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    // The claim pool full before the lock table: the same state restored into one claim
+    // row more than it uses (and lock rows to spare), then new locks taken one by one.
+    let u = v.usage();
+    let c = v.capacity();
+    let mut w = LockService::restore(
+        VecStorage::new(
+            c.sessions as usize,
+            c.locks.max(u.locks + 3) as usize,
+            (u.claims + 1) as usize,
+        ),
+        &v.snapshot_vec(),
+    )
+    .expect("the state fits");
+    let s = open_or_reuse(&mut w, a);
+    let mut i = 0;
+    loop {
+        let input = at(&w, acquire(s, &format!("k{i}"), X, Wait::None, None));
+        let mut probe = fork(&w);
+        match probe.handle(input.clone(), &mut Vec::new()) {
+            Ok(_) => {
+                ok(&mut w, input);
+                i += 1;
+            }
+            Err(Error::CapacityExceeded(Table::Claims)) => {
+                refused(&mut w, input, 301, seen);
+                full.insert("claims".into());
                 break;
             }
             Err(e) => panic!("unexpected {e}"),
@@ -307,6 +341,7 @@ fn every_service_error(base: &Svc, seen: &mut BTreeSet<u32>) {
             }
             Err(Error::CapacityExceeded(Table::Sessions)) => {
                 refused(&mut w, input, 301, seen);
+                full.insert("sessions".into());
                 break;
             }
             Err(e) => panic!("unexpected {e}"),
@@ -335,6 +370,13 @@ fn every_service_error(base: &Svc, seen: &mut BTreeSet<u32>) {
         "a refused sink changed the service"
     );
     seen.insert(502);
+    assert_eq!(
+        full,
+        ["claims", "locks", "sessions", "watchers"]
+            .map(String::from)
+            .into(),
+        "301 from every table"
+    );
 }
 
 /// A sink with no room at all.
