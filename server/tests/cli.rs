@@ -376,6 +376,46 @@ fn a_killed_supervisor_leaves_no_command_running() {
     assert_eq!(n.holder("L"), "", "the session was closed");
 }
 
+/// A supervisor killed during the grace (SIGTERM sent, SIGKILL not yet) stops nothing:
+/// `lock` kills the group itself at once, so a command that ignores SIGTERM does not run on
+/// until the grace ends — or forever.
+#[test]
+fn a_supervisor_killed_during_the_grace_still_leaves_nothing_running() {
+    let _s = serial();
+    let n = Node::start("supgrace");
+    let mut holder = n
+        .cli(&["lock", "L", "--ttl-ms", LONG_TTL, "--kill-after-ms", "8000"])
+        .args(["--", "sh", "-c"])
+        .arg(format!("trap '' TERM; {WITH_GRANDCHILD}"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
+    let stat = std::fs::read_to_string(format!("/proc/{cmd}/stat")).unwrap();
+    let supervisor: u32 = stat[stat.rfind(')').unwrap() + 2..]
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    signal(holder.id(), "-TERM"); // lock stops the group: SIGTERM, ignored by the command
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(running(cmd), "the command ignores SIGTERM");
+    signal(supervisor, "-KILL");
+    let t0 = Instant::now();
+    wait_until(
+        "the command and its grandchild killed once the supervisor was",
+        PROMPT,
+        || !running(cmd) && !running(gc),
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(8),
+        "not left to the grace"
+    );
+    wait_exit(&mut holder, Duration::from_secs(10));
+    assert_eq!(n.holder("L"), "");
+}
+
 /// An administrator's release whose push never reaches the holder (lost on the way, as
 /// with a dropped connection or a leader that died before sending it) still ends the
 /// lease: `lock` reads the lock's holders every ttl/4, finds its hold gone, stops the

@@ -12,7 +12,8 @@
 //! the service lists its session, with a deadline after the clock (never before the last
 //! acknowledged send + ttl); and no `SessionExpired` ever names a session whose keeper
 //! says `Safe` or `Jeopardy` at that time. A broken host that stamps messages with the
-//! time of its last tick instead of its clock fails the same check, so the check can fail.
+//! time of its last tick instead of its clock fails these checks (each, with the other
+//! off), so they can fail.
 
 use std::collections::BTreeMap;
 
@@ -68,7 +69,15 @@ struct Counts {
 }
 
 /// Runs one seed; `Err` names the first session lost while its keeper said it was safe.
-fn run(seed: u64, ticks: HostTicks, stamp: Stamp, counts: &mut Counts) -> Result<(), String> {
+/// `bound`: also hold the deadline to the last acknowledged send + ttl (off only to show
+/// that the plainer check, a live session with a deadline ahead, can fail on its own).
+fn run(
+    seed: u64,
+    ticks: HostTicks,
+    stamp: Stamp,
+    bound: bool,
+    counts: &mut Counts,
+) -> Result<(), String> {
     let mut rng = Rng::new(seed);
     let n = rng.range(2, 6) as usize;
     let ttl = rng.range(6, 30);
@@ -244,7 +253,7 @@ fn run(seed: u64, ticks: HostTicks, stamp: Stamp, counts: &mut Counts) -> Result
                 }
                 // ... and not before the last acknowledged send + ttl: the lease the keeper
                 // counts is one the service granted.
-                if let (Some(d), Some(sent)) = (deadline, cl.acked) {
+                if let (true, Some(d), Some(sent)) = (bound, deadline, cl.acked) {
                     if d < sent + ttl {
                         return Err(format!(
                             "seed {seed} ({ticks:?}, {stamp:?}): at {t} the service's deadline \
@@ -274,7 +283,7 @@ fn hosts_that_tick_late_or_never_lose_no_session_a_keeper_considers_safe() {
     for ticks in [HostTicks::Late, HostTicks::Never] {
         let mut counts = Counts::default();
         for seed in 0..seeds() {
-            run(seed, ticks, Stamp::Clock, &mut counts).unwrap_or_else(|e| panic!("{e}"));
+            run(seed, ticks, Stamp::Clock, true, &mut counts).unwrap_or_else(|e| panic!("{e}"));
         }
         println!(
             "KEEPERS host ticks {ticks:?}: {} seeds, {counts:?}",
@@ -288,13 +297,28 @@ fn hosts_that_tick_late_or_never_lose_no_session_a_keeper_considers_safe() {
     }
 }
 
-/// The check can fail: a host that stamps messages with the service's last time instead
-/// of its clock loses sessions its clients' keepers consider safe.
+/// The checks can fail: a host that stamps messages with the service's last time instead
+/// of its clock gives deadlines short of the lease its clients' keepers count (the bound
+/// catches it first), and, without the bound, loses sessions those keepers consider safe.
 #[test]
 fn a_host_stamping_the_last_applied_time_is_caught() {
-    let mut counts = Counts::default();
-    let caught = (0..seeds())
-        .find_map(|seed| run(seed, HostTicks::Late, Stamp::LastApplied, &mut counts).err());
-    let e = caught.expect("a host stamping stale times was never caught");
-    println!("caught as expected: {e}");
+    for (bound, says) in [
+        (true, "last acknowledged send"),
+        (false, "the service's deadline is"),
+    ] {
+        let mut counts = Counts::default();
+        let caught = (0..seeds()).find_map(|seed| {
+            run(
+                seed,
+                HostTicks::Late,
+                Stamp::LastApplied,
+                bound,
+                &mut counts,
+            )
+            .err()
+        });
+        let e = caught.expect("a host stamping stale times was never caught");
+        assert!(e.contains(says), "bound {bound}: {e}");
+        println!("caught as expected: {e}");
+    }
 }

@@ -429,7 +429,7 @@ export class World {
   applyWrite(r) {
     const s = this.stores[r.store];
     const c = this.clients[r.by];
-    const row = { t: this.t, by: c.name, byId: c.id, token: r.token, data: r.data, accepted: true, stale: false, reason: '' };
+    const row = { t: this.t, by: c.name, byId: c.id, token: r.token, data: r.data, part: r.part ?? null, accepted: true, stale: false, reason: '' };
     if (s.gate) {
       // What the gate had seen when this write arrived, asked of the gate itself (captions
       // explain an acceptance by it).

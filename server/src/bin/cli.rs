@@ -1268,12 +1268,15 @@ async fn stop(sup: &mut tokio::process::Child, kill_after: Duration) {
     };
     let group = Pid::from_raw(pid as i32);
     let _ = killpg(group, Signal::SIGTERM);
-    if tokio::time::timeout(kill_after + Duration::from_secs(1), sup.wait())
-        .await
-        .is_err()
-    {
-        let _ = killpg(group, Signal::SIGKILL);
-        let _ = sup.wait().await;
+    match tokio::time::timeout(kill_after + Duration::from_secs(1), sup.wait()).await {
+        // The supervisor exited by itself: the group was empty.
+        Ok(Ok(st)) if st.signal().is_none() => {}
+        // Still running, or ended by a signal (its own SIGKILL of the group, or a kill from
+        // outside during the grace, which stopped nothing): SIGKILL whatever is left.
+        _ => {
+            let _ = killpg(group, Signal::SIGKILL);
+            let _ = sup.wait().await;
+        }
     }
 }
 

@@ -593,10 +593,15 @@ async fn main() {
     let args = Args::parse();
     // A filter that does not parse is refused from either source: an operator who set
     // RUST_LOG and got the default instead would not know why the logs look as they do.
+    // An empty RUST_LOG counts as unset.
     let (source, filter) = match (&args.log_level, std::env::var("RUST_LOG")) {
         (Some(l), _) => ("--log-level", tracing_subscriber::EnvFilter::try_new(l)),
-        (None, Ok(l)) => ("RUST_LOG", tracing_subscriber::EnvFilter::try_new(l)),
-        (None, Err(_)) => ("", tracing_subscriber::EnvFilter::try_new(DEFAULT_LOG)),
+        (None, Ok(l)) if !l.is_empty() => ("RUST_LOG", tracing_subscriber::EnvFilter::try_new(l)),
+        (None, Err(std::env::VarError::NotUnicode(_))) => {
+            eprintln!("fencelock-node: bad RUST_LOG: not UTF-8");
+            std::process::exit(2);
+        }
+        (None, _) => ("", tracing_subscriber::EnvFilter::try_new(DEFAULT_LOG)),
     };
     let filter = match filter {
         Ok(f) => f,

@@ -67,7 +67,7 @@ export function pauseScene(cfg) {
     if (v.corrupted) out.push(`The resource now holds a stale writer's data beside another's: the data is corrupted.`);
     else if (v.stale.length) {
       // Did a stale write land over what a newer holder had written, and is it still there?
-      const overwrote = v.stale.some((r) => s.rows.some((o) => o.accepted && !o.stale && o.token > r.token && o.t <= r.t));
+      const overwrote = v.stale.some((r) => s.rows.some((o) => o.accepted && !o.stale && o.part === r.part && o.token > r.token && o.t <= r.t));
       const still = Object.values(s.contents).some((c) => c.stale);
       out.push(overwrote
         ? `A write without the lock landed over the data of the writer that held it${still ? ', and the resource still holds it' : ': the resource was wrong until that writer wrote again, and anything that read it in between took stale data as current'}.`
