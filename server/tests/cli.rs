@@ -345,6 +345,14 @@ fn killing_the_cli_stops_the_command_and_its_grandchild() {
     );
 }
 
+/// The parent of `pid`: for the command `lock` runs, its supervisor.
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which is in parentheses: state, then ppid.
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    after_name.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
 /// A supervisor killed by a signal (the OOM killer, say) stops nothing itself: `lock` kills
 /// its process group before it closes the session, so the command and its grandchild do
 /// not run on after the lock could be granted again.
@@ -354,10 +362,7 @@ fn a_killed_supervisor_leaves_no_command_running() {
     let n = Node::start("supkill");
     let mut holder = n.lock("L", WITH_GRANDCHILD);
     let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
-    // The command's parent is the supervisor.
-    let stat = std::fs::read_to_string(format!("/proc/{cmd}/stat")).unwrap();
-    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
-    let supervisor: u32 = after_name.split(' ').nth(1).unwrap().parse().unwrap();
+    let supervisor = parent_of(cmd);
     assert_ne!(
         supervisor,
         holder.id(),
@@ -391,13 +396,7 @@ fn a_supervisor_killed_during_the_grace_still_leaves_nothing_running() {
         .spawn()
         .unwrap();
     let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
-    let stat = std::fs::read_to_string(format!("/proc/{cmd}/stat")).unwrap();
-    let supervisor: u32 = stat[stat.rfind(')').unwrap() + 2..]
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let supervisor = parent_of(cmd);
     signal(holder.id(), "-TERM"); // lock stops the group: SIGTERM, ignored by the command
     std::thread::sleep(Duration::from_millis(300));
     assert!(running(cmd), "the command ignores SIGTERM");
