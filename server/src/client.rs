@@ -21,6 +21,29 @@
 //! requests on a session while an acquire waits, drop the acquire's future first (say, in
 //! `tokio::select!`), then [`Session::cancel`] its wait; or use one session per task.
 //!
+//! # A request whose answer never came
+//!
+//! A numbered request can end without the core's answer: its future is dropped, or it
+//! fails with `Unavailable` (or `NotLeader`) after the retry period, when it may or may
+//! not have been applied. An acquire in that state may have left a wait in the queue, or
+//! a hold granted since, that no call returned; a watch, a watch. The session settles it
+//! before its next numbered request:
+//!
+//! - the same request again (the same lock, mode and wait) is the retry: it repeats the
+//!   first attempt's number, and the core's answer to it is the outcome;
+//! - any other request first repeats the unsettled acquire or watch with its own number
+//!   (applied at most once, so this gives its outcome), then withdraws what it left that
+//!   the caller never saw — cancels the wait, releases the hold (a hold whose token an
+//!   acquire of this handle returned is the caller's and is kept), ends the watch — and
+//!   only then is sent. [`Session::cancel`] of a dropped acquire's lock is that
+//!   withdrawal: it answers `Ok` when the settling withdrew a wait or hold of that lock.
+//!
+//! If the settling cannot finish (no leader in time), the new request is not sent and
+//! returns that error; the next one tries again. Until then the hold or wait stays in the
+//! service: a session that makes no further numbered request keeps it until it is
+//! closed or expires. A release, cancel or unwatch whose answer was lost needs nothing:
+//! applied or not, it left nothing behind.
+//!
 //! ```no_run
 //! # async fn f() -> Result<(), fencelock_server::protocol::ClientError> {
 //! use fencelock::Mode;
@@ -633,7 +656,7 @@ impl Client {
                         client: self.clone(),
                         id,
                         secret,
-                        requests: tokio::sync::Mutex::new(0),
+                        requests: tokio::sync::Mutex::new(Numbering::default()),
                     });
                 }
                 Ok(_) => return Err(ClientError::Unavailable("unexpected reply".into())),
@@ -843,8 +866,33 @@ pub struct Session {
     id: u64,
     /// The credential every request for this session carries.
     secret: SessionSecret,
-    /// The session's latest request number; held for the whole of a numbered request.
-    requests: tokio::sync::Mutex<u64>,
+    /// The session's request numbers and what is unsettled; held for the whole of a
+    /// numbered request.
+    requests: tokio::sync::Mutex<Numbering>,
+}
+
+/// A session's numbered requests, as its handle knows them.
+#[derive(Default)]
+struct Numbering {
+    /// The latest request number taken.
+    last: u64,
+    /// A request whose outcome the caller never learned, settled before the next one.
+    unsettled: Option<Unsettled>,
+    /// The token of each hold an acquire returned to the caller, until its release: what
+    /// tells a hold the caller knows from one it never saw.
+    known: HashMap<String, Token>,
+}
+
+/// What a numbered request that did not return the core's answer (it failed with a
+/// connection or availability error, or its future was dropped) may have left behind.
+enum Unsettled {
+    /// Sent with this number, perhaps applied: repeating it gives its outcome.
+    Sent { n: u64, req: Request },
+    /// An acquire of this lock was applied and granted or queued, and the caller never
+    /// saw it: a hold (of a token the caller does not know) or a wait may be left.
+    Claim(String),
+    /// A watch of this lock was applied and the caller never saw it.
+    Watch(String),
 }
 
 impl Session {
@@ -900,13 +948,172 @@ impl Session {
         &self,
         make: impl Fn(u64) -> Request,
     ) -> Result<fencelock::Reply, ClientError> {
-        let mut n = self.requests.lock().await;
-        *n += 1;
-        match self.client.call(make(*n)).await {
+        let mut g = self.requests.lock().await;
+        self.numbered_in(&mut g, make).await
+    }
+
+    /// [`Session::numbered`] with the numbering already locked.
+    async fn numbered_in(
+        &self,
+        g: &mut Numbering,
+        make: impl Fn(u64) -> Request,
+    ) -> Result<fencelock::Reply, ClientError> {
+        let n = self.number(g, &make).await?;
+        let r = self.client.call(make(n)).await;
+        if !matches!(&r, Err(e) if outcome_unknown(e)) {
+            g.unsettled = None;
+        }
+        match r {
             Ok(Reply::Done { reply, .. }) => Ok(reply),
             Ok(_) => Err(ClientError::Unavailable("unexpected reply".into())),
             Err(e) => Err(self.lost_if_unknown(e)),
         }
+    }
+
+    /// The number for the request `make` builds: the unsettled request's own number when
+    /// this request repeats it (a retry, answered by the core as the first attempt was),
+    /// otherwise — once the unsettled request is settled ([`Session::settle`]) — the next
+    /// one. The request is marked unsettled until its answer comes; whoever sends it clears
+    /// the mark then. Cost: nothing, or the settling's requests.
+    ///
+    /// Errors: the settling's, the request not sent.
+    async fn number(
+        &self,
+        g: &mut Numbering,
+        make: &impl Fn(u64) -> Request,
+    ) -> Result<u64, ClientError> {
+        if let Some(Unsettled::Sent { n, req }) = &g.unsettled {
+            if *req == make(*n) {
+                return Ok(*n);
+            }
+        }
+        self.settle(g).await?;
+        g.last += 1;
+        let n = g.last;
+        g.unsettled = Some(Unsettled::Sent { n, req: make(n) });
+        Ok(n)
+    }
+
+    /// Settles what an earlier numbered request may have left behind (see the module
+    /// docs): an acquire or watch whose answer was lost is repeated with its own number,
+    /// which gives its outcome and applies it at most once; then a hold, wait or watch it
+    /// made that the caller never saw is withdrawn — a wait cancelled, a hold of a token
+    /// no acquire returned released, a watch ended. A release, cancel or unwatch needs
+    /// nothing: whether or not it was applied, it left nothing. Returns the lock whose
+    /// hold or wait it withdrew, if any. What is not settled yet stays marked, for the
+    /// next try. Cost: nothing, or one request to repeat and up to three reads and
+    /// requests to withdraw.
+    ///
+    /// Errors: `Unavailable` (or another error whose outcome is unknown) of any of them.
+    async fn settle(&self, g: &mut Numbering) -> Result<Option<String>, ClientError> {
+        let mut withdrawn = None;
+        // Each round moves on (a wait granted in between is found again as a hold), so a
+        // few rounds always end it; the bound only stops a peer that answers nonsense.
+        for _ in 0..8 {
+            let next = match g.unsettled.as_ref() {
+                None => return Ok(withdrawn),
+                Some(Unsettled::Sent { req, .. }) => {
+                    let lock = match req {
+                        Request::Acquire { lock, .. } | Request::Watch { lock, .. } => lock.clone(),
+                        // A release, cancel or unwatch leaves nothing, applied or not.
+                        _ => {
+                            g.unsettled = None;
+                            continue;
+                        }
+                    };
+                    match self.client.call(req.clone()).await {
+                        Ok(Reply::Done { reply, .. }) => match reply {
+                            fencelock::Reply::Granted { token, .. }
+                                if g.known.get(&lock) != Some(&token) =>
+                            {
+                                Some(Unsettled::Claim(lock))
+                            }
+                            fencelock::Reply::Queued { .. } => Some(Unsettled::Claim(lock)),
+                            fencelock::Reply::Watching { .. } => Some(Unsettled::Watch(lock)),
+                            _ => None,
+                        },
+                        Ok(_) => None,
+                        Err(e) if outcome_unknown(&e) => return Err(e),
+                        // Refused: nothing was applied.
+                        Err(e) => {
+                            self.lost_if_unknown(e);
+                            None
+                        }
+                    }
+                }
+                Some(Unsettled::Claim(lock)) => {
+                    let lock = lock.clone();
+                    // The queue first: a wait can become a hold between the two reads,
+                    // never the other way round.
+                    let waits = self.client.waiters(&lock).await?;
+                    let req = if waits.iter().any(|w| w.session.0 == self.id) {
+                        Some(Request::Cancel {
+                            session: self.id,
+                            secret: self.secret,
+                            lock: lock.clone(),
+                            request: Some(g.last + 1),
+                        })
+                    } else {
+                        let holds = self.client.holders(&lock).await?;
+                        holds
+                            .iter()
+                            .any(|h| h.session.0 == self.id && g.known.get(&lock) != Some(&h.token))
+                            .then(|| Request::Release {
+                                session: self.id,
+                                secret: self.secret,
+                                lock: lock.clone(),
+                                request: Some(g.last + 1),
+                            })
+                    };
+                    match req {
+                        None => None,
+                        Some(req) => {
+                            g.last += 1;
+                            match self.client.call(req).await {
+                                Ok(_) => {
+                                    withdrawn = Some(lock);
+                                    None
+                                }
+                                Err(e) if outcome_unknown(&e) => return Err(e),
+                                // Granted or ended in between (`not_queued`, `not_holder`):
+                                // look again.
+                                Err(ClientError::Core(e))
+                                    if e.kind == "not_queued" || e.kind == "not_holder" =>
+                                {
+                                    Some(Unsettled::Claim(lock))
+                                }
+                                Err(e) => {
+                                    self.lost_if_unknown(e);
+                                    None
+                                }
+                            }
+                        }
+                    }
+                }
+                Some(Unsettled::Watch(lock)) => {
+                    g.last += 1;
+                    let req = Request::Unwatch {
+                        session: self.id,
+                        secret: self.secret,
+                        lock: lock.clone(),
+                        request: Some(g.last),
+                    };
+                    match self.client.call(req).await {
+                        Err(e) if outcome_unknown(&e) => return Err(e),
+                        // Ended, or already gone (`not_watching`, the session's end).
+                        Err(e) => {
+                            self.lost_if_unknown(e);
+                            None
+                        }
+                        Ok(_) => None,
+                    }
+                }
+            };
+            g.unsettled = next;
+        }
+        Err(ClientError::Unavailable(
+            "an earlier request could not be settled".into(),
+        ))
     }
 
     /// Acquires `lock`. Try-lock answers at once; with a waiting `wait`, a `Queued` answer
@@ -918,8 +1125,14 @@ impl Session {
     /// until this returns (see the module docs). Cost: one replicated write, plus one per
     /// reconnect while waiting.
     ///
+    /// An acquire that returns `Unavailable`, or whose future is dropped, is settled by
+    /// the session's next numbered request (see the module docs): repeating this call is
+    /// the retry and returns the first attempt's outcome; another request withdraws the
+    /// hold or wait it may have left first.
+    ///
     /// Errors: core refusals (already queued, mode mismatch, capacity…), `Unavailable`
-    /// (no leader answered within the retry period). A session that ended is
+    /// (no leader answered within the retry period; or an earlier request could not be
+    /// settled, and this one was not sent). A session that ended is
     /// `Ok(Acquired::SessionLost)`.
     pub async fn acquire(
         &self,
@@ -928,17 +1141,29 @@ impl Session {
         wait: WaitSpec,
     ) -> Result<Acquired, ClientError> {
         let key = (self.id, lock.to_string());
-        let mut n = self.requests.lock().await;
-        *n += 1;
-        let req = Request::Acquire {
+        let mut g = self.requests.lock().await;
+        let make = |n| Request::Acquire {
             session: self.id,
             secret: self.secret,
             lock: lock.into(),
             mode,
             wait,
-            request: Some(*n),
+            request: Some(n),
         };
-        self.client.st().lock_events.remove(&key);
+        let n = self.number(&mut g, &make).await?;
+        let out = self.acquire_as(&key, make(n)).await;
+        if !matches!(&out, Err(e) if outcome_unknown(e)) {
+            g.unsettled = None;
+        }
+        if let Ok(Acquired::Granted(token)) = out {
+            g.known.insert(lock.to_string(), token);
+        }
+        out
+    }
+
+    /// The acquire `req` (numbered), sent and repeated until its outcome is known.
+    async fn acquire_as(&self, key: &(u64, String), req: Request) -> Result<Acquired, ClientError> {
+        self.client.st().lock_events.remove(key);
         // Subscribed before sending: a push that overtakes the reply still wakes us.
         let mut changed = self.client.inner.changed.subscribe();
         loop {
@@ -963,7 +1188,7 @@ impl Session {
             loop {
                 {
                     let st = self.client.st();
-                    if let Some(ev) = st.lock_events.get(&key) {
+                    if let Some(ev) = st.lock_events.get(key) {
                         return Ok(*ev);
                     }
                     if st.lost.contains(&self.id) {
@@ -988,27 +1213,43 @@ impl Session {
     ///
     /// Errors: `Core(not_holder)` (for example after the session expired), `Unavailable`.
     pub async fn release(&self, lock: &str) -> Result<Token, ClientError> {
+        let mut g = self.requests.lock().await;
         let reply = self
-            .numbered(|n| Request::Release {
+            .numbered_in(&mut g, |n| Request::Release {
                 session: self.id,
                 secret: self.secret,
                 lock: lock.into(),
                 request: Some(n),
             })
-            .await?;
-        match reply {
+            .await;
+        if matches!(&reply, Ok(_) | Err(ClientError::Core(_))) {
+            // Released, or not held (any more): either way no hold the caller knows.
+            g.known.remove(lock);
+        }
+        match reply? {
             fencelock::Reply::Released { token } => Ok(token),
             _ => Err(ClientError::Unavailable("unexpected reply".into())),
         }
     }
 
-    /// Withdraws a queued acquire (whose future was dropped). Numbered. Cost: one
-    /// replicated write.
+    /// Withdraws a queued acquire (whose future was dropped). If that acquire is still
+    /// unsettled (see the module docs), settling it withdraws its wait — or the hold it
+    /// became after the future was dropped — and that is the answer: `Ok`. Numbered.
+    /// Cost: one replicated write (settling: one repeat, two reads and one write).
     ///
-    /// Errors: `Core(not_queued)`, `Unavailable`.
+    /// Errors: `Core(not_queued)` (no wait: never queued, granted and released, or
+    /// ended), `Unavailable`.
     pub async fn cancel(&self, lock: &str) -> Result<(), ClientError> {
+        let mut g = self.requests.lock().await;
+        // The acquire whose future was dropped is the unsettled one: settling it withdraws
+        // its wait (or the hold it became meanwhile), which is this cancel.
+        if matches!(&g.unsettled, Some(Unsettled::Sent { req: Request::Acquire { lock: l, .. }, .. }) if l == lock)
+            && self.settle(&mut g).await?.as_deref() == Some(lock)
+        {
+            return Ok(());
+        }
         match self
-            .numbered(|n| Request::Cancel {
+            .numbered_in(&mut g, |n| Request::Cancel {
                 session: self.id,
                 secret: self.secret,
                 lock: lock.into(),
@@ -1189,6 +1430,16 @@ impl LeaseGuard {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .session_lost();
+    }
+}
+
+/// Whether `e` leaves a request's outcome unknown: it may or may not have been applied
+/// (no leader answered in time, or the answer was too large to read after it was).
+fn outcome_unknown(e: &ClientError) -> bool {
+    match e {
+        ClientError::NotLeader { .. } | ClientError::Unavailable(_) => true,
+        ClientError::Limit { kind, .. } => kind == "reply_too_large",
+        _ => false,
     }
 }
 

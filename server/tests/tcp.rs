@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fencelock::Mode;
 use fencelock_server::auth::SessionSecret;
-use fencelock_server::client::{Acquired, Client};
+use fencelock_server::client::{Acquired, Client, Timeouts};
 use fencelock_server::frame;
 use fencelock_server::net::{serve_clients, serve_raft, TcpNetwork};
 use fencelock_server::node::{Node, NodeConfig};
@@ -414,6 +414,176 @@ async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outco
     // A still holds it; B's next numbered request follows on without a stale number.
     assert_eq!(direct.holders("slow").await.unwrap()[0].token, ta2);
     assert_eq!(b.release("job").await.unwrap(), tb);
+    t.stop().await;
+}
+
+/// The session ids holding and waiting for `lock`, as `client` reads them.
+async fn claims(client: &Client, lock: &str) -> (Vec<u64>, Vec<u64>) {
+    let held = client.holders(lock).await.unwrap();
+    let queued = client.waiters(lock).await.unwrap();
+    (
+        held.iter().map(|h| h.session.0).collect(),
+        queued.iter().map(|w| w.session.0).collect(),
+    )
+}
+
+/// Grants `lock` to `s` at once, or panics.
+async fn take(s: &fencelock_server::client::Session, lock: &str) -> fencelock::Token {
+    match s.acquire(lock, Mode::Exclusive, WaitSpec::None).await {
+        Ok(Acquired::Granted(t)) => t,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// An acquire whose future is dropped while it waits leaves nothing the caller cannot
+/// see: granted after it was dropped, its hold is released by the session's next
+/// numbered request (before that request is applied); dropped and then cancelled,
+/// `cancel` withdraws the wait — or, if it was granted meanwhile, the hold — and answers
+/// `Ok`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_acquire_leaves_no_hold_or_wait_behind() {
+    let t = start().await;
+    let l = t.leader().await;
+    let client = Client::new(vec![t.addrs[l].client.clone()]);
+    let a = client.open_session(30_000).await.unwrap();
+    let b = Arc::new(client.open_session(30_000).await.unwrap());
+    let bid = b.id();
+
+    // Dropped while queued, granted afterwards: the next request releases that hold.
+    take(&a, "job").await;
+    let b2 = b.clone();
+    let waiter =
+        tokio::spawn(async move { b2.acquire("job", Mode::Exclusive, WaitSpec::Forever).await });
+    queued(&client, "job", bid, "B queued on job").await;
+    waiter.abort();
+    let _ = waiter.await;
+    a.release("job").await.unwrap();
+    assert_eq!(
+        claims(&client, "job").await,
+        (vec![bid], vec![]),
+        "granted to B"
+    );
+    take(&b, "other").await;
+    assert_eq!(
+        claims(&client, "job").await,
+        (vec![], vec![]),
+        "the hold no call returned is released"
+    );
+
+    // Dropped while queued, then cancelled: the wait is withdrawn.
+    take(&a, "q").await;
+    let b2 = b.clone();
+    let waiter =
+        tokio::spawn(async move { b2.acquire("q", Mode::Exclusive, WaitSpec::Forever).await });
+    queued(&client, "q", bid, "B queued on q").await;
+    waiter.abort();
+    let _ = waiter.await;
+    b.cancel("q").await.unwrap();
+    assert_eq!(claims(&client, "q").await, (vec![a.id()], vec![]));
+
+    // Dropped while queued, granted, then cancelled: the hold is withdrawn.
+    let b2 = b.clone();
+    let waiter =
+        tokio::spawn(async move { b2.acquire("q", Mode::Exclusive, WaitSpec::Forever).await });
+    queued(&client, "q", bid, "B queued on q again").await;
+    waiter.abort();
+    let _ = waiter.await;
+    a.release("q").await.unwrap();
+    assert_eq!(claims(&client, "q").await, (vec![bid], vec![]));
+    b.cancel("q").await.unwrap();
+    assert_eq!(claims(&client, "q").await, (vec![], vec![]));
+    // Nothing is unsettled now: a cancel of nothing is refused as before.
+    match b.cancel("q").await {
+        Err(ClientError::Core(e)) => assert_eq!(e.kind, "not_queued"),
+        other => panic!("{other:?}"),
+    }
+    // B's own hold is untouched by all this.
+    assert_eq!(claims(&client, "other").await, (vec![bid], vec![]));
+    t.stop().await;
+}
+
+/// An acquire that fails `Unavailable` after its wait was queued (its connection cut
+/// for longer than the client retries) is settled by the session's next request: the
+/// same acquire again is its retry — its number repeated, the core's replay `Queued`,
+/// then the grant — where a fresh number would be refused `already_queued`; another
+/// request first cancels the wait no call returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_that_failed_unavailable_is_retried_or_withdrawn() {
+    let t = start().await;
+    let l = t.leader().await;
+    let proxy = Proxy::start(t.addrs[l].client.clone()).await;
+    let direct = Client::new(vec![t.addrs[l].client.clone()]);
+    let quick = Timeouts {
+        connect: Duration::from_millis(200),
+        reply: Duration::from_secs(2),
+        retry_for: Duration::from_millis(600),
+    };
+    let cut = Client::with_timeouts(vec![proxy.addr.clone()], quick);
+    let a = direct.open_session(30_000).await.unwrap();
+    let b = Arc::new(cut.open_session(30_000).await.unwrap());
+    let bid = b.id();
+
+    // Queued, then cut off until the acquire gives up.
+    let wait_for_job = |b: Arc<fencelock_server::client::Session>| async move {
+        b.acquire("job", Mode::Exclusive, WaitSpec::Forever).await
+    };
+    take(&a, "job").await;
+    let waiter = tokio::spawn(wait_for_job(b.clone()));
+    queued(&direct, "job", bid, "B queued").await;
+    proxy.down();
+    match tokio::time::timeout(Duration::from_secs(10), waiter).await {
+        Ok(Ok(Err(ClientError::Unavailable(_)))) => {}
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    proxy.up();
+    assert_eq!(claims(&direct, "job").await, (vec![a.id()], vec![bid]));
+    // The retry takes up the queued wait.
+    let waiter = tokio::spawn(wait_for_job(b.clone()));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(claims(&direct, "job").await, (vec![a.id()], vec![bid]));
+    a.release("job").await.unwrap();
+    let tb = match tokio::time::timeout(Duration::from_secs(10), waiter).await {
+        Ok(Ok(Ok(Acquired::Granted(t)))) => t,
+        other => panic!("the retry is granted, got {other:?}"),
+    };
+    assert_eq!(direct.holders("job").await.unwrap()[0].token, tb);
+
+    // Queued on another lock, cut off, then a different request: the wait is cancelled.
+    take(&a, "slow").await;
+    let b2 = b.clone();
+    let waiter =
+        tokio::spawn(async move { b2.acquire("slow", Mode::Exclusive, WaitSpec::Forever).await });
+    queued(&direct, "slow", bid, "B queued on slow").await;
+    proxy.down();
+    match tokio::time::timeout(Duration::from_secs(10), waiter).await {
+        Ok(Ok(Err(ClientError::Unavailable(_)))) => {}
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    proxy.up();
+    assert_eq!(b.release("job").await.unwrap(), tb);
+    assert_eq!(
+        claims(&direct, "slow").await,
+        (vec![a.id()], vec![]),
+        "the wait no call returned is cancelled"
+    );
+
+    // An acquire of a lock B holds, never sent (cut off), then a different request: the
+    // repeat is granted the token B already knows, and that hold is kept.
+    let tk = take(&b, "kept").await;
+    proxy.down();
+    match b.acquire("kept", Mode::Exclusive, WaitSpec::None).await {
+        Err(ClientError::Unavailable(_)) => {}
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    proxy.up();
+    take(&b, "next").await;
+    let held = direct.holders("kept").await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(
+        (held[0].session.0, held[0].token),
+        (bid, tk),
+        "B's hold is kept"
+    );
     t.stop().await;
 }
 
