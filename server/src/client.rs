@@ -1338,10 +1338,50 @@ impl Session {
 /// Keeps a session alive in the background and tracks the lease with the core's
 /// [`SessionKeeper`](fencelock::SessionKeeper): the holder may act only while
 /// [`LeaseGuard::may_act`] is true (until `last acknowledged send + ttl − margin`).
+///
+/// Its clock keeps counting while the host is suspended (Linux's `CLOCK_BOOTTIME`; the
+/// monotonic clock elsewhere), as the service's time does for a client that was away: a
+/// process that wakes from a suspend longer than its safe window is unsafe at once.
+/// (`Instant` is `CLOCK_MONOTONIC` on Linux, which stops while the host sleeps: a lease
+/// timed by it would still read safe after waking, until the next keep-alive failed.)
 pub struct LeaseGuard {
     keeper: Arc<Mutex<fencelock::SessionKeeper>>,
-    origin: Instant,
+    clock: LeaseClock,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// Milliseconds since the session was opened, on the clock [`LeaseGuard`] times the lease
+/// by.
+#[derive(Clone)]
+struct LeaseClock {
+    /// The clock's reading, in ms, when the open request was sent.
+    origin: u64,
+    read: fn() -> u64,
+}
+
+impl LeaseClock {
+    /// Cost: one clock read.
+    fn now(&self) -> u64 {
+        (self.read)().saturating_sub(self.origin)
+    }
+}
+
+/// A clock in ms that counts while the host is suspended: `CLOCK_BOOTTIME` on Linux and
+/// Android, the monotonic clock (`Instant`) elsewhere. Cost: one clock read.
+fn suspend_aware_ms() -> u64 {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use nix::time::{clock_gettime, ClockId};
+        if let Ok(t) = clock_gettime(ClockId::CLOCK_BOOTTIME) {
+            let secs = u64::try_from(t.tv_sec()).unwrap_or(0);
+            let ms = u64::try_from(t.tv_nsec()).unwrap_or(0) / 1_000_000;
+            return secs.saturating_mul(1000).saturating_add(ms);
+        }
+    }
+    // From the first read, plus a day: a reading is never below the age of an `Instant`
+    // taken before it (`start`'s `opened_at`), so the origin it gives does not saturate.
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    86_400_000 + START.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
 impl LeaseGuard {
@@ -1356,24 +1396,50 @@ impl LeaseGuard {
         margin_ms: u64,
         opened_at: Instant,
     ) -> Result<LeaseGuard, fencelock::Error> {
+        LeaseGuard::start_on(
+            session,
+            ttl_ms,
+            interval_ms,
+            margin_ms,
+            opened_at,
+            suspend_aware_ms,
+        )
+    }
+
+    /// [`LeaseGuard::start`] timed by `read` (ms).
+    fn start_on(
+        session: Arc<Session>,
+        ttl_ms: u64,
+        interval_ms: u64,
+        margin_ms: u64,
+        opened_at: Instant,
+        read: fn() -> u64,
+    ) -> Result<LeaseGuard, fencelock::Error> {
         let mut k = fencelock::SessionKeeper::new(ttl_ms, interval_ms, margin_ms)?;
         k.keep_alive_sent(0)?;
         k.keep_alive_acked(0)?;
         let keeper = Arc::new(Mutex::new(k));
-        let origin = opened_at;
+        // `opened_at` is on the monotonic clock: the same moment on this one.
+        let since = Instant::now()
+            .saturating_duration_since(opened_at)
+            .as_millis() as u64;
+        let clock = LeaseClock {
+            origin: read().saturating_sub(since),
+            read,
+        };
         let kk = keeper.clone();
+        let c = clock.clone();
         let task = tokio::spawn(async move {
-            let ms = |i: Instant| i.saturating_duration_since(origin).as_millis() as u64;
             loop {
                 let due = {
                     let k = kk.lock().unwrap_or_else(|p| p.into_inner());
-                    k.next_keep_alive(ms(Instant::now()))
+                    k.next_keep_alive(c.now())
                 };
-                let now = ms(Instant::now());
+                let now = c.now();
                 if due > now {
                     tokio::time::sleep(Duration::from_millis(due - now)).await;
                 }
-                let sent = ms(Instant::now());
+                let sent = c.now();
                 if kk
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -1403,16 +1469,14 @@ impl LeaseGuard {
         });
         Ok(LeaseGuard {
             keeper,
-            origin,
+            clock,
             task,
         })
     }
 
-    /// The lease now, by this process's monotonic clock. Cost: O(1).
+    /// The lease now, by the guard's clock (which counts a host suspend). Cost: O(1).
     pub fn lease(&self) -> fencelock::Lease {
-        let now = Instant::now()
-            .saturating_duration_since(self.origin)
-            .as_millis() as u64;
+        let now = self.clock.now();
         self.keeper
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -1703,6 +1767,54 @@ mod tests {
         assert!(
             pushes.try_recv().is_err(),
             "subscribers got a push of the old connection"
+        );
+    }
+
+    /// The fake clock of `a_suspend_longer_than_the_safe_window_makes_the_lease_unsafe`.
+    static FAKE_MS: AtomicU64 = AtomicU64::new(5_000_000);
+
+    fn fake_ms() -> u64 {
+        FAKE_MS.load(Ordering::SeqCst)
+    }
+
+    /// The lease is timed by the guard's clock, so a jump of that clock (what a host
+    /// suspend is to `CLOCK_BOOTTIME`) past the safe window makes it unsafe at the next
+    /// look, with no keep-alive attempt in between.
+    #[tokio::test]
+    async fn a_suspend_longer_than_the_safe_window_makes_the_lease_unsafe() {
+        // A session on a client with nowhere to send its keep-alives.
+        let client = Client::new(vec![]);
+        let session = Arc::new(Session {
+            client,
+            id: 1,
+            secret: SessionSecret([7; 16]),
+            requests: tokio::sync::Mutex::new(Numbering::default()),
+        });
+        let guard =
+            LeaseGuard::start_on(session, 10_000, 2_500, 2_000, Instant::now(), fake_ms).unwrap();
+        assert!(guard.may_act(), "just opened");
+        FAKE_MS.fetch_add(7_900, Ordering::SeqCst);
+        assert!(guard.may_act(), "inside ttl - margin of the open");
+        FAKE_MS.fetch_add(200, Ordering::SeqCst);
+        assert!(!guard.may_act(), "the suspend ran past ttl - margin");
+    }
+
+    /// On Linux the guard's clock is `CLOCK_BOOTTIME` (which a suspend advances), not the
+    /// monotonic clock `Instant` reads (which it does not).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_lease_clock_is_boottime_on_linux() {
+        use nix::time::{clock_gettime, ClockId};
+        let ms = |c| {
+            let t = clock_gettime(c).unwrap();
+            t.tv_sec() as u64 * 1000 + t.tv_nsec() as u64 / 1_000_000
+        };
+        let before = ms(ClockId::CLOCK_BOOTTIME);
+        let got = suspend_aware_ms();
+        let after = ms(ClockId::CLOCK_BOOTTIME);
+        assert!(
+            before <= got && got <= after,
+            "{before} <= {got} <= {after}"
         );
     }
 }
