@@ -361,6 +361,7 @@ impl Grants {
             | Request::SetVoters { .. }
             | Request::RemoveLearner { .. }
             | Request::ForceRelease { .. }
+            | Request::ForceReleaseHold { .. }
             | Request::Export { .. } => (Role::Admin, None),
         };
         if self.allows(role, lock.map(String::as_str)) {

@@ -761,15 +761,43 @@ impl Client {
 
     /// (Admin token.) Releases `session`'s hold on `lock` without its credential; returns
     /// the token of the hold that ended. The owner is pushed `Released` with reason
-    /// `Released`. Not numbered: a retry after an applied release finds the lock not held
-    /// (`not_holder`). Cost: one replicated write.
+    /// `Released`. Reads the hold's token first (a linearizable read), then releases that
+    /// hold only ([`Client::force_release_hold`]): a retry after an applied release, with
+    /// the session holding the lock again meanwhile, is refused `not_holder` and leaves
+    /// the new hold alone. Cost: one read and one replicated write.
     ///
-    /// Errors: `Forbidden` (not an admin token), `Core(unknown_session | not_holder…)`,
-    /// `Unavailable`.
+    /// Errors: `Forbidden` (not an admin token), `Core(unknown_session)`,
+    /// `Core(not_holder)` (the session does not hold the lock, or holds it again since
+    /// the read), `Unavailable`.
     pub async fn force_release(&self, session: u64, lock: &str) -> Result<Token, ClientError> {
-        let req = Request::ForceRelease {
+        let held = self.holders(lock).await?;
+        // Not held by the session: token 0, which no hold has, gets the cluster's refusal
+        // (`not_holder`, `unknown_session`, or `Forbidden` for a token that may read).
+        let token = held
+            .iter()
+            .find(|h| h.session.0 == session)
+            .map_or(Token(0), |h| h.token);
+        self.force_release_hold(session, lock, token).await
+    }
+
+    /// (Admin token.) Releases `session`'s hold on `lock` if its token is `token`, without
+    /// the session's credential; returns that token. The owner is pushed `Released` with
+    /// reason `Released`. Safe to retry: once applied, a repeat finds that hold gone and
+    /// is refused `not_holder`, whatever the session holds since. Cost: one replicated
+    /// write.
+    ///
+    /// Errors: `Forbidden` (not an admin token), `Core(unknown_session)`,
+    /// `Core(not_holder)` (no hold of that token), `Unavailable`.
+    pub async fn force_release_hold(
+        &self,
+        session: u64,
+        lock: &str,
+        token: Token,
+    ) -> Result<Token, ClientError> {
+        let req = Request::ForceReleaseHold {
             session,
             lock: lock.into(),
+            token: token.0,
         };
         match self.call(req).await? {
             Reply::Done {

@@ -43,8 +43,9 @@ pub const MAX_RAFT_REPLY: u32 = 1 << 20;
 /// The version of the protocol between nodes (Raft requests and answers, pre-votes, with
 /// the sender's service settings). Raised whenever their encoding changes: 2 added the
 /// log entry `Op::OpenCounted`, which a node of version 1 cannot decode; 3 the leader a
-/// pre-vote's answer names ([`crate::election::PreVoteResponse::leader_vote`]).
-pub const PEER_WIRE: u32 = 3;
+/// pre-vote's answer names ([`crate::election::PreVoteResponse::leader_vote`]); 4 the log
+/// entry `Op::ForceReleaseHold`.
+pub const PEER_WIRE: u32 = 4;
 /// The version of the client protocol (`ClientFrame`, `ServerFrame`). Raised whenever
 /// their encoding changes.
 pub const CLIENT_WIRE: u32 = 1;

@@ -2227,6 +2227,11 @@ mod zero_runs {
                 session: SessionId(s),
                 lock
             }),
+            (number(), name(), number()).prop_map(|(s, lock, t)| Op::ForceReleaseHold {
+                session: SessionId(s),
+                lock,
+                token: fencelock::Token(t)
+            }),
             (number(), key(), secret()).prop_map(|(ttl, key, secret)| Op::Open {
                 ttl,
                 key,
@@ -2374,6 +2379,11 @@ mod zero_runs {
             Op::ForceRelease {
                 session,
                 lock: name.clone(),
+            },
+            Op::ForceReleaseHold {
+                session,
+                lock: name.clone(),
+                token: fencelock::Token(0),
             },
             Op::OpenCounted {
                 ttl: 0,

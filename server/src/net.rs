@@ -1747,6 +1747,11 @@ mod tests {
                 session,
                 lock: name.clone(),
             },
+            Op::ForceReleaseHold {
+                session,
+                lock: name.clone(),
+                token: fencelock::Token(u64::MAX),
+            },
         ];
         for op in &widest {
             let n = postcard::to_allocvec(op).unwrap().len();

@@ -1447,6 +1447,21 @@ impl Node {
                 let session = SessionId(session);
                 self.write_op(Op::ForceRelease { session, lock }).await
             }
+            Request::ForceReleaseHold {
+                session,
+                lock,
+                token,
+            } => {
+                let lock = Self::input_name(&lock)?;
+                let session = SessionId(session);
+                let token = fencelock::Token(token);
+                self.write_op(Op::ForceReleaseHold {
+                    session,
+                    lock,
+                    token,
+                })
+                .await
+            }
             Request::AddLearner { id, addr } => {
                 for a in [&addr.raft, &addr.client] {
                     if a.is_empty() || a.len() > 255 {
@@ -1589,9 +1604,9 @@ fn recordable(req: &Request) -> Result<(), ClientError> {
         | Request::Unwatch {
             session, request, ..
         } => (Some(*session), *request, None),
-        Request::KeepAlive { session, .. } | Request::ForceRelease { session, .. } => {
-            (Some(*session), None, None)
-        }
+        Request::KeepAlive { session, .. }
+        | Request::ForceRelease { session, .. }
+        | Request::ForceReleaseHold { session, .. } => (Some(*session), None, None),
         _ => (None, None, None),
     };
     if let Some(s) = session.filter(|s| *s > MAX_NUMBER) {

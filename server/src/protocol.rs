@@ -232,6 +232,19 @@ pub enum Request {
         /// The lock name.
         lock: String,
     },
+    /// Administrator: release `session`'s hold on `lock` if its token is `token`
+    /// ([`Request::ForceRelease`], safe to retry): a hold of another token — the session
+    /// took the lock again after this release was applied — is refused `not_holder` and
+    /// kept. What [`crate::client::Client::force_release`] sends. Appended after the
+    /// earlier variants, which keep their encoding.
+    ForceReleaseHold {
+        /// The holding session.
+        session: u64,
+        /// The lock.
+        lock: String,
+        /// The token of the hold to release.
+        token: u64,
+    },
 }
 
 /// One frame from a client.

@@ -1692,6 +1692,30 @@ fn apply_op(
             }
             (events, result)
         }
+        Op::ForceReleaseHold {
+            session,
+            lock,
+            token,
+        } => {
+            // Checked before the advance: a hold that the advance ends is refused by the
+            // release itself, and one it grants has a new token, which is refused here. A
+            // session that is not open is the core's to refuse (`unknown_session`).
+            let other = g.svc.is_open(session)
+                && !g
+                    .svc
+                    .holders(lock.as_str())
+                    .any(|h| h.session == session && h.token == token);
+            if other {
+                let (_, events) = advance(g, stamp, crate::types::STAMPED_AT_APPLY, trace);
+                let r = refused(
+                    g,
+                    OpError::Core(CoreError::from(fencelock::Error::NotHolder(session))),
+                    index,
+                );
+                return (events, r);
+            }
+            return apply_op(g, stamp, Op::ForceRelease { session, lock }, index, trace);
+        }
         // Opens of earlier versions recorded no principal: their keys are scoped to
         // `Unrecorded`, which no open of this version presents.
         Op::Open { ttl, key, secret } => {

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io::Cursor;
 
-use fencelock::{Input, Label, LockName, SessionId, Tick};
+use fencelock::{Input, Label, LockName, SessionId, Tick, Token};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Principal, SessionSecret};
@@ -140,6 +140,20 @@ pub enum Op {
         label: Option<Label>,
         /// As in [`Op::OpenAs`]; the session is counted as this principal's.
         principal: Principal,
+    },
+    /// The forced release this version proposes: [`Op::ForceRelease`] of the hold whose
+    /// token is `token` only. If `session` holds `lock` with another token (it took the
+    /// lock again after an earlier forced release), or not at all, it is refused
+    /// `not_holder` and nothing changes — so an administrator's retry of a release that was
+    /// applied but whose answer was lost does not release the hold taken after it.
+    /// Appended after the earlier variants, which keep their encoding.
+    ForceReleaseHold {
+        /// The holding session.
+        session: SessionId,
+        /// The lock.
+        lock: LockName,
+        /// The token of the hold to release.
+        token: Token,
     },
 }
 

@@ -305,6 +305,11 @@ async fn numbers_a_client_chooses_cannot_make_the_history_unexportable() {
             session: huge,
             lock: lock(),
         },
+        Request::ForceReleaseHold {
+            session: huge,
+            lock: lock(),
+            token: 1,
+        },
     ];
     for req in by_session {
         let r = ask(req.clone()).await;

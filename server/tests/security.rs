@@ -760,6 +760,72 @@ async fn a_connection_keeps_the_token_it_was_accepted_with() {
     t.stop().await;
 }
 
+/// An administrator's forced release names the hold by its token, so a retry is safe: a
+/// repeat after it was applied — the owner having taken the lock again meanwhile — is
+/// refused `not_holder` and the new hold stays; a wrong token changes nothing; an unknown
+/// session is `unknown_session`; and a lock token may not send it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_release_retried_after_the_owner_took_the_lock_again_keeps_the_new_hold() {
+    let t = start_with("sec-force-retry", tokens()).await;
+    let admin = t.client();
+    let owner = t.client_with(JOBS).open_session(60_000).await.unwrap();
+    let sid = owner.id();
+    let grant = |r| match r {
+        Ok(Acquired::Granted(t)) => t,
+        other => panic!("{other:?}"),
+    };
+    let first = grant(
+        owner
+            .acquire("jobs/x", Mode::Exclusive, WaitSpec::None)
+            .await,
+    );
+    let not_holder = |r: Result<fencelock::Token, ClientError>| {
+        assert!(
+            matches!(&r, Err(ClientError::Core(e)) if e.kind == "not_holder"),
+            "{r:?}"
+        )
+    };
+    // A wrong token: refused, and the hold is untouched.
+    not_holder(
+        admin
+            .force_release_hold(sid, "jobs/x", fencelock::Token(first.0 + 1))
+            .await,
+    );
+    assert_eq!(admin.holders("jobs/x").await.unwrap()[0].token, first);
+    // Released by its token; the owner takes the lock again; the same request repeated
+    // (an administrator's retry after a lost answer) finds that hold gone.
+    assert_eq!(admin.force_release(sid, "jobs/x").await.unwrap(), first);
+    let again = grant(
+        owner
+            .acquire("jobs/x", Mode::Exclusive, WaitSpec::None)
+            .await,
+    );
+    assert!(again > first);
+    not_holder(admin.force_release_hold(sid, "jobs/x", first).await);
+    let held = admin.holders("jobs/x").await.unwrap();
+    assert_eq!(
+        (held[0].session.0, held[0].token),
+        (sid, again),
+        "the new hold stays"
+    );
+    // Not held, and not open.
+    not_holder(admin.force_release(sid, "jobs/none").await);
+    let r = admin.force_release_hold(sid + 100, "jobs/x", again).await;
+    assert!(
+        matches!(&r, Err(ClientError::Core(e)) if e.kind == "unknown_session"),
+        "{r:?}"
+    );
+    // Admin only.
+    let r = t
+        .client_with(JOBS)
+        .force_release_hold(sid, "jobs/x", again)
+        .await;
+    assert!(matches!(r, Err(ClientError::Forbidden(_))), "{r:?}");
+    assert_eq!(admin.force_release(sid, "jobs/x").await.unwrap(), again);
+    owner.close().await.unwrap();
+    t.stop().await;
+}
+
 /// A lock token cannot change the membership: adding a learner and setting the voters
 /// (the change that used to leave a cluster without a quorum) are `Forbidden`, and the
 /// members stay as they were.
