@@ -51,12 +51,12 @@
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use fencelock::{Change, Mode, Output, ReleaseReason};
 use fencelock_server::client::{
-    Acquired, Client, ClientOptions, LeaseGuard, Members, Session, Timeouts,
+    Acquired, Client, ClientOptions, LeaseGuard, LeaseInstant, Members, Session, Timeouts,
 };
 use fencelock_server::protocol::{ClientError, NodeStatus, WaitSpec};
 use fencelock_server::types::NodeAddr;
@@ -987,10 +987,10 @@ fn by_signal(sig: Signal) -> ExitCode {
 
 async fn open(opts: &Opts, client: &Client) -> Res<(Arc<Session>, LeaseGuard)> {
     let ttl_ms = opts.ttl_ms;
-    let opened_at = Instant::now();
+    let opened_at = LeaseInstant::now();
     let label = opts.label()?;
     let session = Arc::new(opts.deadline(client.open_labeled(ttl_ms, &label)).await?);
-    match LeaseGuard::start(session.clone(), ttl_ms, ttl_ms / 4, ttl_ms / 5, opened_at) {
+    match LeaseGuard::start_at(session.clone(), ttl_ms, ttl_ms / 4, ttl_ms / 5, opened_at) {
         Ok(guard) => Ok((session, guard)),
         Err(e) => {
             end_session(opts, &session).await;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use fencelock::Mode;
-use fencelock_server::client::{Acquired, Client, ClientOptions, LeaseGuard};
+use fencelock_server::client::{Acquired, Client, ClientOptions, LeaseGuard, LeaseInstant};
 use fencelock_server::protocol::{ClientError, WaitSpec};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -143,13 +143,13 @@ async fn main() {
     };
     'sessions: while start.elapsed() < Duration::from_millis(a.duration_ms) {
         thread += 1;
-        let opened_at = Instant::now();
+        let opened_at = LeaseInstant::now();
         let Ok(session) = client.open_session(a.ttl_ms).await else {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
         let session = Arc::new(session);
-        let Ok(guard) = LeaseGuard::start(
+        let Ok(guard) = LeaseGuard::start_at(
             session.clone(),
             a.ttl_ms,
             a.ttl_ms / 4,
