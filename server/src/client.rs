@@ -43,14 +43,16 @@
 //!   forgotten: no node can have it.
 //!
 //! If the settling cannot finish (no leader in time), the new request is not sent and
-//! returns that error (`Unavailable`, or another error of the repeat, the reads or the
+//! returns that error (`Unavailable` or `NotLeader`, of the repeat, the reads or the
 //! withdrawal); the next one tries again, and the same request is still the retry until a
 //! withdrawal has been sent. Until then the hold or wait stays in the service: a session
 //! that makes no further numbered request keeps it until it is closed or expires. A
 //! release, cancel or unwatch whose answer was lost needs nothing: applied or not, it
-//! left nothing behind. A numbered call that settles makes up to five requests in turn
-//! (the repeat, two reads, a withdrawal, its own), each retried for up to the client's
-//! `retry_for`. After a withdrawal, the next acquire of that lock takes its outcome from
+//! left nothing behind. A numbered call that settles makes about five requests in turn
+//! (the repeat, two reads, a withdrawal, its own; a few more if the wait is granted or
+//! ends meanwhile), each retried for up to the client's `retry_for`. A repeat refused by
+//! the node rather than the core (a token no longer allowed, a limit) cannot be settled:
+//! it is forgotten, and what the first attempt left stays until the session ends. After a withdrawal, the next acquire of that lock takes its outcome from
 //! the core's answers only: a push about the withdrawn claim may still be on its way.
 //!
 //! ```no_run
@@ -1107,8 +1109,11 @@ impl Session {
     /// retry. Cost: nothing, or one repeat, and up to two reads and one write per
     /// withdrawal.
     ///
-    /// Errors: any error of the repeat other than the core's refusal (which means nothing
-    /// was applied), and any error of the reads and withdrawals.
+    /// Errors: an error that leaves an outcome unknown (`Unavailable`, `NotLeader`) of the
+    /// repeat, the reads or the withdrawals. Any other refusal ends the settling: by the
+    /// core, nothing was applied or nothing is left; by the node (a token no longer
+    /// allowed, a limit), it cannot be settled, and what is left stays until the session
+    /// ends.
     async fn settle(&self, g: &mut Numbering) -> Result<Option<Withdrew>, ClientError> {
         let mut withdrew = None;
         // Each round moves on (a wait granted in between is found again as a hold), so a
@@ -1150,12 +1155,15 @@ impl Session {
                             _ => g.unsettled = None,
                         },
                         Ok(_) => g.unsettled = None,
-                        // Refused by the core: nothing was applied.
-                        Err(ClientError::Core(e)) => {
-                            self.lost_if_unknown(ClientError::Core(e));
+                        Err(e) if outcome_unknown(&e) => return Err(e),
+                        // Refused by the core: nothing was applied. Refused by the node
+                        // (a token no longer allowed, a limit): nor can it be settled, and
+                        // keeping the mark would refuse every later request the same way;
+                        // what the first attempt left stays until the session ends.
+                        Err(e) => {
+                            self.lost_if_unknown(e);
                             g.unsettled = None;
                         }
-                        Err(e) => return Err(e),
                     }
                 }
                 Some(Unsettled::Claim(lock)) => {
@@ -1180,14 +1188,33 @@ impl Session {
     /// the reads, never the other way round); clears the mark once nothing is left. The
     /// mark becomes [`Unsettled::Claim`] when a withdrawal is sent.
     ///
-    /// Errors: the reads' and the withdrawal's, other than `not_queued` / `not_holder`
-    /// (which mean: look again).
+    /// Errors: those of the reads and the withdrawal that leave an outcome unknown; a
+    /// `not_queued` / `not_holder` refusal means: look again; any other refusal ends it.
     async fn withdraw_claim(&self, g: &mut Numbering, lock: &str) -> Result<(), ClientError> {
+        // A read refused by the node (not a lost answer) cannot be settled either.
+        let give_up = |g: &mut Numbering, e: ClientError| {
+            if outcome_unknown(&e) {
+                Err(e)
+            } else {
+                g.unsettled = None;
+                Ok(())
+            }
+        };
         for _ in 0..4 {
-            let waits = self.client.waiters(lock).await?;
+            let waits = match self.client.waiters(lock).await {
+                Ok(w) => w,
+                Err(e) => return give_up(g, e),
+            };
             let cancel = waits.iter().any(|w| w.session.0 == self.id);
+            let holds = if cancel {
+                Vec::new()
+            } else {
+                match self.client.holders(lock).await {
+                    Ok(h) => h,
+                    Err(e) => return give_up(g, e),
+                }
+            };
             let release = !cancel && {
-                let holds = self.client.holders(lock).await?;
                 let mine = holds.iter().find(|h| h.session.0 == self.id);
                 if mine.map(|h| h.token) != g.known.get(lock).copied() {
                     // Whatever the caller was told of this lock is over.
@@ -1230,12 +1257,14 @@ impl Session {
                 }
                 // Granted or ended in between: look again.
                 Err(ClientError::Core(e)) if e.kind == "not_queued" || e.kind == "not_holder" => {}
-                Err(ClientError::Core(e)) => {
-                    self.lost_if_unknown(ClientError::Core(e));
+                Err(e) if outcome_unknown(&e) => return Err(e),
+                // Refused otherwise: by the core (the session's end) or by the node (a
+                // token no longer allowed): it cannot be withdrawn.
+                Err(e) => {
+                    self.lost_if_unknown(e);
                     g.unsettled = None;
                     return Ok(());
                 }
-                Err(e) => return Err(e),
             }
         }
         Err(ClientError::Unavailable(
@@ -1247,7 +1276,7 @@ impl Session {
     /// done (or once the core says there is none). The mark is [`Unsettled::Watch`] while
     /// the unwatch is out.
     ///
-    /// Errors: the unwatch's, other than the core's refusal.
+    /// Errors: the unwatch's that leave its outcome unknown; any refusal ends it.
     async fn withdraw_watch(&self, g: &mut Numbering, lock: &str) -> Result<(), ClientError> {
         g.unsettled = Some(Unsettled::Watch(lock.to_string()));
         g.last += 1;
@@ -1259,11 +1288,11 @@ impl Session {
         };
         match self.client.call(req).await {
             Ok(_) => {}
-            // Ended already (`not_watching`, the session's end).
-            Err(ClientError::Core(e)) => {
-                self.lost_if_unknown(ClientError::Core(e));
+            Err(e) if outcome_unknown(&e) => return Err(e),
+            // Ended already (`not_watching`, the session's end), or refused by the node.
+            Err(e) => {
+                self.lost_if_unknown(e);
             }
-            Err(e) => return Err(e),
         }
         g.unsettled = None;
         Ok(())
@@ -1310,14 +1339,18 @@ impl Session {
                 self.take(&mut g, &make)
             }
         };
-        let verify = g.withdrawn.remove(lock);
+        let verify = g.withdrawn.contains(lock);
         let out = self.acquire_as(&key, make(n), &written, verify).await;
-        if matches!(&out, Err(e) if outcome_unknown(e)) {
-            if verify {
-                g.withdrawn.insert(lock.to_string());
-            }
-        } else {
+        if !matches!(&out, Err(e) if outcome_unknown(e)) {
             g.unsettled = None;
+        }
+        if matches!(
+            out,
+            Ok(Acquired::Granted(_) | Acquired::TimedOut | Acquired::HoldEnded(_))
+        ) {
+            // A wait of this lock ran to its end by the core's answers: a push about the
+            // withdrawn claim, written before them, has arrived.
+            g.withdrawn.remove(lock);
         }
         match out {
             Ok(Acquired::Granted(token)) => {
@@ -1580,8 +1613,8 @@ impl LeaseClock {
 }
 
 /// [`LeaseInstant`]'s clock in ms. Which clock is chosen once, at the first read; a read
-/// of it that fails afterwards answers a time far in the future, so the lease reads
-/// expired rather than young. Cost: one clock read.
+/// of it that fails afterwards carries on from the last good one at the monotonic clock's
+/// pace. Cost: one clock read and an uncontended lock.
 fn lease_clock_ms() -> u64 {
     use std::sync::OnceLock;
     static INSTANT_ZERO: OnceLock<Instant> = OnceLock::new();
@@ -1602,6 +1635,8 @@ fn lease_clock_ms() -> u64 {
         #[cfg(any(target_os = "macos", target_os = "ios"))]
         const CLOCK: ClockId = ClockId::CLOCK_MONOTONIC;
         static SYSTEM: OnceLock<bool> = OnceLock::new();
+        // The latest good reading and when it was taken, for a read that fails.
+        static LAST: Mutex<Option<(u64, Instant)>> = Mutex::new(None);
         let read = || {
             clock_gettime(CLOCK).ok().map(|t| {
                 let secs = u64::try_from(t.tv_sec()).unwrap_or(0);
@@ -1610,7 +1645,17 @@ fn lease_clock_ms() -> u64 {
             })
         };
         if *SYSTEM.get_or_init(|| read().is_some()) {
-            return read().unwrap_or(u64::MAX / 2);
+            let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+            return match (read(), *last) {
+                (Some(ms), _) => {
+                    *last = Some((ms, Instant::now()));
+                    ms
+                }
+                // Failed after working (never seen): carry on from the last reading at
+                // the monotonic clock's pace, so time neither stops nor jumps.
+                (None, Some((ms, at))) => ms.saturating_add(at.elapsed().as_millis() as u64),
+                (None, None) => by_instant(),
+            };
         }
     }
     by_instant()

@@ -14,8 +14,8 @@
 //! * an op's advance to its time and the op's own input are one line (the core's `handle`
 //!   advances first, so replaying the input alone gives the same events, the advance's
 //!   first);
-//! * an op the server refused before the core saw it (a wrong credential, a retried open)
-//!   left only its advance: a `tick` line;
+//! * an op the server refused before the core saw it (a wrong credential, a retried open, a
+//!   forced release naming another hold's token) left only its advance: a `tick` line;
 //! * blank and membership entries left nothing in the core: no line.
 //!
 //! Limits: a recording has at most [`MAX_LINES`] lines, [`MAX_BYTES`] bytes and

@@ -1697,16 +1697,16 @@ fn apply_op(
             lock,
             token,
         } => {
-            // Checked before the advance: a hold that the advance ends is refused by the
-            // release itself, and one it grants has a new token, which is refused here. A
-            // session that is not open is the core's to refuse (`unknown_session`).
-            let other = g.svc.is_open(session)
-                && !g
-                    .svc
-                    .holders(lock.as_str())
-                    .any(|h| h.session == session && h.token == token);
+            // After the advance to the entry's time (which can end the hold, or grant the
+            // session a new one): a hold of another token is refused here; anything else
+            // is the core's release to answer (the hold of this token, or the core's own
+            // refusal: unknown session, bad name, not the holder).
+            let (_, mut events) = advance(g, stamp, crate::types::STAMPED_AT_APPLY, trace);
+            let other = g
+                .svc
+                .holders(lock.as_str())
+                .any(|h| h.session == session && h.token != token);
             if other {
-                let (_, events) = advance(g, stamp, crate::types::STAMPED_AT_APPLY, trace);
                 let r = refused(
                     g,
                     OpError::Core(CoreError::from(fencelock::Error::NotHolder(session))),
@@ -1714,7 +1714,9 @@ fn apply_op(
                 );
                 return (events, r);
             }
-            return apply_op(g, stamp, Op::ForceRelease { session, lock }, index, trace);
+            let (more, r) = apply_op(g, stamp, Op::ForceRelease { session, lock }, index, trace);
+            events.extend(more);
+            return (events, r);
         }
         // Opens of earlier versions recorded no principal: their keys are scoped to
         // `Unrecorded`, which no open of this version presents.

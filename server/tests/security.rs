@@ -815,6 +815,24 @@ async fn a_forced_release_retried_after_the_owner_took_the_lock_again_keeps_the_
         matches!(&r, Err(ClientError::Core(e)) if e.kind == "unknown_session"),
         "{r:?}"
     );
+    // Anything but a hold of another token gets the core's answer, as `ForceRelease`
+    // does: an empty name is `empty_name`, not `not_holder`.
+    let old = admin
+        .call(Request::ForceRelease {
+            session: sid,
+            lock: String::new(),
+        })
+        .await;
+    let new = admin.force_release_hold(sid, "", again).await;
+    match (&old, &new) {
+        (Err(ClientError::Core(a)), Err(ClientError::Core(b))) => {
+            assert_eq!(
+                (a.kind.as_str(), b.kind.as_str()),
+                ("empty_name", "empty_name")
+            )
+        }
+        other => panic!("{other:?}"),
+    }
     // Admin only.
     let r = t
         .client_with(JOBS)
