@@ -52,8 +52,10 @@
 //! (the repeat, two reads, a withdrawal, its own; a few more if the wait is granted or
 //! ends meanwhile), each retried for up to the client's `retry_for`. A repeat refused by
 //! the node rather than the core (a token no longer allowed, a limit) cannot be settled:
-//! it is forgotten, and what the first attempt left stays until the session ends. After a withdrawal, the next acquire of that lock takes its outcome from
-//! the core's answers only: a push about the withdrawn claim may still be on its way.
+//! it is forgotten, and what the first attempt left stays until the session ends. After a
+//! withdrawal, the next acquire of that lock takes its outcome from the core's answers
+//! only (until a wait of it ends): a push about the withdrawn claim may still be on its
+//! way.
 //!
 //! ```no_run
 //! # async fn f() -> Result<(), fencelock_server::protocol::ClientError> {
