@@ -427,6 +427,17 @@ async fn claims(client: &Client, lock: &str) -> (Vec<u64>, Vec<u64>) {
     )
 }
 
+/// `s` acquires `lock` (exclusive, waiting forever) in a task of its own, and `reader`
+/// sees it queued; then the acquire's future is dropped (the task aborted and joined).
+async fn queue_then_drop(reader: &Client, s: &Arc<fencelock_server::client::Session>, lock: &str) {
+    let (s2, name) = (s.clone(), lock.to_string());
+    let waiter =
+        tokio::spawn(async move { s2.acquire(&name, Mode::Exclusive, WaitSpec::Forever).await });
+    queued(reader, lock, s.id(), &format!("queued on {lock}")).await;
+    waiter.abort();
+    let _ = waiter.await;
+}
+
 /// Grants `lock` to `s` at once, or panics.
 async fn take(s: &fencelock_server::client::Session, lock: &str) -> fencelock::Token {
     match s.acquire(lock, Mode::Exclusive, WaitSpec::None).await {
@@ -451,12 +462,7 @@ async fn a_dropped_acquire_leaves_no_hold_or_wait_behind() {
 
     // Dropped while queued, granted afterwards: the next request releases that hold.
     take(&a, "job").await;
-    let b2 = b.clone();
-    let waiter =
-        tokio::spawn(async move { b2.acquire("job", Mode::Exclusive, WaitSpec::Forever).await });
-    queued(&client, "job", bid, "B queued on job").await;
-    waiter.abort();
-    let _ = waiter.await;
+    queue_then_drop(&client, &b, "job").await;
     a.release("job").await.unwrap();
     assert_eq!(
         claims(&client, "job").await,
@@ -472,22 +478,12 @@ async fn a_dropped_acquire_leaves_no_hold_or_wait_behind() {
 
     // Dropped while queued, then cancelled: the wait is withdrawn.
     take(&a, "q").await;
-    let b2 = b.clone();
-    let waiter =
-        tokio::spawn(async move { b2.acquire("q", Mode::Exclusive, WaitSpec::Forever).await });
-    queued(&client, "q", bid, "B queued on q").await;
-    waiter.abort();
-    let _ = waiter.await;
+    queue_then_drop(&client, &b, "q").await;
     b.cancel("q").await.unwrap();
     assert_eq!(claims(&client, "q").await, (vec![a.id()], vec![]));
 
     // Dropped while queued, granted, then cancelled: the hold is withdrawn.
-    let b2 = b.clone();
-    let waiter =
-        tokio::spawn(async move { b2.acquire("q", Mode::Exclusive, WaitSpec::Forever).await });
-    queued(&client, "q", bid, "B queued on q again").await;
-    waiter.abort();
-    let _ = waiter.await;
+    queue_then_drop(&client, &b, "q").await;
     a.release("q").await.unwrap();
     assert_eq!(claims(&client, "q").await, (vec![bid], vec![]));
     b.cancel("q").await.unwrap();
@@ -569,12 +565,7 @@ async fn an_acquire_that_failed_unavailable_is_retried_or_withdrawn() {
     // sends nothing; the same acquire after that is still its retry (the session's latest
     // request number does not move); a cancel cut off the same way and tried again
     // answers `Ok`.
-    let b2 = b.clone();
-    let waiter =
-        tokio::spawn(async move { b2.acquire("slow", Mode::Exclusive, WaitSpec::Forever).await });
-    queued(&direct, "slow", bid, "B queued on slow again").await;
-    waiter.abort();
-    let _ = waiter.await;
+    queue_then_drop(&direct, &b, "slow").await;
     proxy.down();
     match b.release("job").await {
         Err(ClientError::Unavailable(_)) => {}
