@@ -26,8 +26,8 @@
 //! A numbered request can end without the core's answer: its future is dropped, or it
 //! fails with an error that leaves its outcome unknown (`Unavailable`, `NotLeader`) after
 //! the retry period. An acquire in that state may have left a wait in the queue, or a
-//! hold granted since, that no call returned; a watch, a watch. The session settles it
-//! before its next numbered request:
+//! hold granted since, that no call returned; a watch in that state, a watch. The session
+//! settles it before its next numbered request:
 //!
 //! - the same request again (for an acquire: the same lock, mode and wait) is the retry:
 //!   it repeats the first attempt's number, and the core's answer to it is the outcome —
