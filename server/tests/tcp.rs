@@ -259,45 +259,168 @@ async fn opening_a_session_without_a_leader_does_not_spin() {
 }
 
 /// A loopback TCP proxy whose connections the test can cut: `down` closes every open
-/// connection and refuses new ones (accepts and closes them) until `up`.
+/// connection and refuses new ones (accepts and closes them) until `up`; `refuse` closes
+/// them and stops listening, so a connect fails before anything is written. It reads the
+/// node's side frame by frame (`frame`'s layout: length, version, then the postcard
+/// `ServerFrame`, whose first byte is its variant), so a test can also lose the node's
+/// answers ([`Faults::drop_replies`]) or hold its pushes back behind later answers
+/// ([`Faults::hold_pushes`]; released in order when it is cleared).
 struct Proxy {
     addr: String,
+    target: String,
     up: tokio::sync::watch::Sender<bool>,
+    faults: tokio::sync::watch::Sender<Faults>,
+    listening: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
+
+/// What the proxy does to the frames a node sends.
+#[derive(Clone, Copy, Debug, Default)]
+struct Faults {
+    /// `ServerFrame::Reply` frames are dropped.
+    drop_replies: bool,
+    /// `ServerFrame::Push` frames are kept back (the rest pass them).
+    hold_pushes: bool,
+}
+
+/// The variant byte of `ServerFrame::Reply` and `ServerFrame::Push` in postcard.
+const REPLY_FRAME: u8 = 0;
+const PUSH_FRAME: u8 = 1;
 
 impl Proxy {
     async fn start(target: String) -> Proxy {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
         let (up, _) = tokio::sync::watch::channel(true);
-        let up_rx = up.subscribe();
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = l.accept().await {
+        let (faults, _) = tokio::sync::watch::channel(Faults::default());
+        let p = Proxy {
+            addr,
+            target,
+            up,
+            faults,
+            listening: std::sync::Mutex::new(None),
+        };
+        p.listen(l);
+        p
+    }
+
+    fn listen(&self, l: TcpListener) {
+        let (up_rx, faults_rx, target) = (
+            self.up.subscribe(),
+            self.faults.subscribe(),
+            self.target.clone(),
+        );
+        let task = tokio::spawn(async move {
+            while let Ok((inbound, _)) = l.accept().await {
                 let mut up = up_rx.clone();
                 if !*up.borrow_and_update() {
                     continue; // dropped: closed at once
                 }
-                let target = target.clone();
+                let (target, faults) = (target.clone(), faults_rx.clone());
                 tokio::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(&target).await else {
+                    let Ok(outbound) = TcpStream::connect(&target).await else {
                         return;
                     };
+                    let (mut from_client, to_client) = inbound.into_split();
+                    let (from_node, mut to_node) = outbound.into_split();
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = tokio::io::copy(&mut from_client, &mut to_node) => {}
+                        _ = pass_node_frames(from_node, to_client, faults) => {}
                         _ = up.wait_for(|u| !*u) => {}
                     }
                 });
             }
         });
-        Proxy { addr, up }
+        *self.listening.lock().unwrap() = Some(task);
     }
 
     fn down(&self) {
         self.up.send_replace(false);
     }
 
-    fn up(&self) {
+    /// Listening again (if `refuse` stopped it), and connections pass.
+    async fn up(&self) {
+        if self.listening.lock().unwrap().is_none() {
+            // Same port: the client knows only this address.
+            self.listen(TcpListener::bind(&self.addr).await.unwrap());
+        }
         self.up.send_replace(true);
+    }
+
+    /// Closes every connection and stops listening: a connect is refused until `up`.
+    async fn refuse(&self) {
+        self.down();
+        let task = self.listening.lock().unwrap().take();
+        if let Some(task) = task {
+            task.abort();
+            let _ = task.await; // the listener is closed once the task is gone
+        }
+    }
+
+    fn set(&self, f: impl FnOnce(&mut Faults)) {
+        self.faults.send_modify(f);
+    }
+}
+
+/// Copies a node's frames to the client, as [`Faults`] says. Frames are read by a task
+/// of their own, so a change of faults never cuts a frame in two.
+async fn pass_node_frames(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut faults: tokio::sync::watch::Receiver<Faults>,
+) {
+    /// Ends the reader with the copy, however it ends.
+    struct Reader(tokio::task::JoinHandle<()>);
+    impl Drop for Reader {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let (tx, mut frames) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    let _reader = Reader(tokio::spawn(async move {
+        loop {
+            let mut len = [0u8; 4];
+            if from.read_exact(&mut len).await.is_err() {
+                return;
+            }
+            let mut f = len.to_vec();
+            f.resize(4 + u32::from_be_bytes(len) as usize, 0);
+            if from.read_exact(&mut f[4..]).await.is_err() || tx.send(f).await.is_err() {
+                return;
+            }
+        }
+    }));
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let f = tokio::select! {
+            f = frames.recv() => match f {
+                Some(f) => Some(f),
+                None => return,
+            },
+            changed = faults.changed() => match changed {
+                Ok(()) => None,
+                Err(_) => return,
+            },
+        };
+        let now = *faults.borrow_and_update();
+        let f = match f {
+            Some(f) if f.get(8) == Some(&REPLY_FRAME) && now.drop_replies => None,
+            Some(f) if f.get(8) == Some(&PUSH_FRAME) && now.hold_pushes => {
+                held.push(f);
+                None
+            }
+            f => f,
+        };
+        // Pushes held back go first once let through: still in the node's order.
+        let out = if now.hold_pushes {
+            Vec::new()
+        } else {
+            std::mem::take(&mut held)
+        };
+        for f in out.into_iter().chain(f) {
+            if to.write_all(&f).await.is_err() {
+                return;
+            }
+        }
     }
 }
 
@@ -367,7 +490,7 @@ async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outco
         !waiter.is_finished(),
         "the grant cannot reach B while it is cut off"
     );
-    proxy.up();
+    proxy.up().await;
     let got = tokio::time::timeout(Duration::from_secs(10), waiter)
         .await
         .expect("B learns its outcome once reconnected")
@@ -404,7 +527,7 @@ async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outco
         !waiter.is_finished(),
         "the timeout cannot reach B while it is cut off"
     );
-    proxy.up();
+    proxy.up().await;
     let got = tokio::time::timeout(Duration::from_secs(10), waiter)
         .await
         .expect("B learns its outcome once reconnected")
@@ -436,6 +559,16 @@ async fn queue_then_drop(reader: &Client, s: &Arc<fencelock_server::client::Sess
     queued(reader, lock, s.id(), &format!("queued on {lock}")).await;
     waiter.abort();
     let _ = waiter.await;
+}
+
+/// The latest request number the service applied for `session`, as `client` reads it.
+async fn last_request(client: &Client, session: u64) -> u64 {
+    client
+        .session_info(session)
+        .await
+        .unwrap()
+        .unwrap()
+        .last_request
 }
 
 /// Grants `lock` to `s` at once, or panics.
@@ -507,12 +640,7 @@ async fn an_acquire_that_failed_unavailable_is_retried_or_withdrawn() {
     let l = t.leader().await;
     let proxy = Proxy::start(t.addrs[l].client.clone()).await;
     let direct = Client::new(vec![t.addrs[l].client.clone()]);
-    let quick = Timeouts {
-        connect: Duration::from_millis(200),
-        reply: Duration::from_secs(2),
-        retry_for: Duration::from_millis(600),
-    };
-    let cut = Client::with_timeouts(vec![proxy.addr.clone()], quick);
+    let cut = Client::with_timeouts(vec![proxy.addr.clone()], quick());
     let a = direct.open_session(30_000).await.unwrap();
     let b = Arc::new(cut.open_session(30_000).await.unwrap());
     let bid = b.id();
@@ -529,7 +657,7 @@ async fn an_acquire_that_failed_unavailable_is_retried_or_withdrawn() {
         Ok(Ok(Err(ClientError::Unavailable(_)))) => {}
         other => panic!("expected Unavailable, got {other:?}"),
     }
-    proxy.up();
+    proxy.up().await;
     assert_eq!(claims(&direct, "job").await, (vec![a.id()], vec![bid]));
     // The retry takes up the queued wait.
     let waiter = tokio::spawn(wait_for_job(b.clone()));
@@ -553,7 +681,7 @@ async fn an_acquire_that_failed_unavailable_is_retried_or_withdrawn() {
         Ok(Ok(Err(ClientError::Unavailable(_)))) => {}
         other => panic!("expected Unavailable, got {other:?}"),
     }
-    proxy.up();
+    proxy.up().await;
     assert_eq!(b.release("job").await.unwrap(), tb);
     assert_eq!(
         claims(&direct, "slow").await,
@@ -571,16 +699,9 @@ async fn an_acquire_that_failed_unavailable_is_retried_or_withdrawn() {
         Err(ClientError::Unavailable(_)) => {}
         other => panic!("expected Unavailable, got {other:?}"),
     }
-    proxy.up();
+    proxy.up().await;
     assert_eq!(claims(&direct, "slow").await, (vec![a.id()], vec![bid]));
-    let last = || async {
-        direct
-            .session_info(bid)
-            .await
-            .unwrap()
-            .unwrap()
-            .last_request
-    };
+    let last = || last_request(&direct, bid);
     let before = last().await;
     let b2 = b.clone();
     let waiter =
@@ -599,7 +720,7 @@ async fn an_acquire_that_failed_unavailable_is_retried_or_withdrawn() {
         Err(ClientError::Unavailable(_)) => {}
         other => panic!("expected Unavailable, got {other:?}"),
     }
-    proxy.up();
+    proxy.up().await;
     b.cancel("slow").await.unwrap();
     assert_eq!(claims(&direct, "slow").await, (vec![a.id()], vec![]));
 
@@ -612,7 +733,7 @@ async fn an_acquire_that_failed_unavailable_is_retried_or_withdrawn() {
         Err(ClientError::Unavailable(_)) => {}
         other => panic!("expected Unavailable, got {other:?}"),
     }
-    proxy.up();
+    proxy.up().await;
     take(&b, "next").await;
     let held = direct.holders("kept").await.unwrap();
     assert_eq!(held.len(), 1);
@@ -621,6 +742,165 @@ async fn an_acquire_that_failed_unavailable_is_retried_or_withdrawn() {
         (bid, tk),
         "B's hold is kept"
     );
+    t.stop().await;
+}
+
+/// Timeouts short enough that a call through a cut [`Proxy`] gives up within seconds.
+fn quick() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_millis(200),
+        reply: Duration::from_secs(2),
+        retry_for: Duration::from_millis(600),
+    }
+}
+
+/// Runs `call`, which goes out through `proxy` and is applied, with the node's answers
+/// dropped until it gives up `Unavailable`; then cuts the connections and lets them
+/// through again.
+async fn answer_lost<T: std::fmt::Debug>(
+    proxy: &Proxy,
+    call: impl std::future::Future<Output = Result<T, ClientError>>,
+) {
+    proxy.set(|f| f.drop_replies = true);
+    match tokio::time::timeout(Duration::from_secs(10), call).await {
+        Ok(Err(ClientError::Unavailable(_))) => {}
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    proxy.set(|f| f.drop_replies = false);
+    proxy.down();
+    proxy.up().await;
+}
+
+/// The kind of the core's refusal `r` is, or a panic.
+fn refused<T: std::fmt::Debug>(r: Result<T, ClientError>) -> String {
+    match r {
+        Err(ClientError::Core(e)) => e.kind,
+        other => panic!("expected a core refusal, got {other:?}"),
+    }
+}
+
+/// A watch the service applied but whose answer was lost is settled as an acquire is:
+/// the same watch again is its retry and gets the first attempt's answer (the session's
+/// latest number does not move; a fresh number would be refused `already_watching`);
+/// another request first ends the watch no call
+/// returned, so a later watch of that lock is a new one; an unwatch of that lock is that
+/// ending, and answers `Ok`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_answer_was_lost_is_retried_or_withdrawn() {
+    let t = start().await;
+    let l = t.leader().await;
+    let proxy = Proxy::start(t.addrs[l].client.clone()).await;
+    let direct = Client::new(vec![t.addrs[l].client.clone()]);
+    let cut = Client::with_timeouts(vec![proxy.addr.clone()], quick());
+    let a = direct.open_session(30_000).await.unwrap();
+    let b = cut.open_session(30_000).await.unwrap();
+    take(&a, "w").await;
+
+    // The retry: the first attempt's number again, not a watch ended and begun anew.
+    answer_lost(&proxy, b.watch("w")).await;
+    let last = || last_request(&direct, b.id());
+    let applied = last().await;
+    assert_eq!(b.watch("w").await.unwrap(), 1, "the retry: one holder");
+    assert_eq!(last().await, applied, "the retry repeated the number");
+    assert_eq!(refused(b.watch("w").await), "already_watching");
+    b.unwatch("w").await.unwrap();
+
+    // Another request ends it first.
+    answer_lost(&proxy, b.watch("w")).await;
+    take(&b, "x").await;
+    assert_eq!(
+        b.watch("w").await.unwrap(),
+        1,
+        "a new watch: the lost one ended"
+    );
+    b.unwatch("w").await.unwrap();
+
+    // An unwatch of it.
+    answer_lost(&proxy, b.watch("w")).await;
+    b.unwatch("w").await.unwrap();
+    assert_eq!(refused(b.unwatch("w").await), "not_watching");
+    t.stop().await;
+}
+
+/// A numbered request none of whose frames went out (every connect refused until the
+/// call gave up) is forgotten by the session's next request, not repeated and withdrawn:
+/// the service sees only that next request — the session's latest number moves by the
+/// two numbers the client took, where a repeat and its withdrawal would add two more —
+/// and the lock the lost acquire named was never taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_never_went_out_is_forgotten() {
+    let t = start().await;
+    let l = t.leader().await;
+    let proxy = Proxy::start(t.addrs[l].client.clone()).await;
+    let direct = Client::new(vec![t.addrs[l].client.clone()]);
+    let cut = Client::with_timeouts(vec![proxy.addr.clone()], quick());
+    let b = cut.open_session(30_000).await.unwrap();
+    let last = || last_request(&direct, b.id());
+    take(&b, "first").await;
+    let before = last().await;
+    proxy.refuse().await;
+    // The client drops its cut connection (so nothing below is written to it).
+    assert!(matches!(
+        cut.status().await,
+        Err(ClientError::Unavailable(_))
+    ));
+    match b.acquire("never", Mode::Exclusive, WaitSpec::None).await {
+        Err(ClientError::Unavailable(_)) => {}
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    proxy.up().await;
+    take(&b, "next").await;
+    assert_eq!(
+        last().await,
+        before + 2,
+        "only the next request was applied"
+    );
+    assert_eq!(claims(&direct, "never").await, (vec![], vec![]));
+    t.stop().await;
+}
+
+/// A push about a claim that settling withdrew can arrive after the answers that came
+/// later (a node writes a connection's answers before its pushes): here the grant of a
+/// dropped acquire is held back until the session has released that hold (settling) and
+/// queued again for the same lock. The new acquire is not completed by that old grant (a
+/// dead token): it asks the core, keeps waiting, and returns the grant it is given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_push_about_a_withdrawn_claim_does_not_complete_a_new_acquire() {
+    let t = start().await;
+    let l = t.leader().await;
+    let proxy = Proxy::start(t.addrs[l].client.clone()).await;
+    let direct = Client::new(vec![t.addrs[l].client.clone()]);
+    let cut = Client::new(vec![proxy.addr.clone()]);
+    let a = direct.open_session(30_000).await.unwrap();
+    let b = Arc::new(cut.open_session(30_000).await.unwrap());
+    let bid = b.id();
+
+    take(&a, "r").await;
+    queue_then_drop(&direct, &b, "r").await;
+    proxy.set(|f| f.hold_pushes = true);
+    a.release("r").await.unwrap();
+    let old = direct.holders("r").await.unwrap();
+    assert_eq!(old[0].session.0, bid, "granted to B; its push held back");
+    take(&b, "other").await; // settles: releases the hold no call returned
+    take(&a, "r").await;
+    let b2 = b.clone();
+    let waiter =
+        tokio::spawn(async move { b2.acquire("r", Mode::Exclusive, WaitSpec::Forever).await });
+    queued(&direct, "r", bid, "B queued again").await;
+    proxy.set(|f| f.hold_pushes = false); // the old grant arrives now
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the old grant did not complete the new acquire"
+    );
+    assert_eq!(claims(&direct, "r").await, (vec![a.id()], vec![bid]));
+    a.release("r").await.unwrap();
+    let token = match tokio::time::timeout(Duration::from_secs(10), waiter).await {
+        Ok(Ok(Ok(Acquired::Granted(t)))) => t,
+        other => panic!("the new acquire is granted, got {other:?}"),
+    };
+    assert_ne!(token, old[0].token);
+    assert_eq!(direct.holders("r").await.unwrap()[0].token, token);
     t.stop().await;
 }
 
