@@ -45,10 +45,19 @@
 //! If the settling cannot finish (no leader in time), the new request is not sent and
 //! returns that error (`Unavailable` or `NotLeader`, of the repeat, the reads or the
 //! withdrawal); the next one tries again, and the same request is still the retry until a
-//! withdrawal has been sent. Until then the hold or wait stays in the service: a session
-//! that makes no further numbered request keeps it until it is closed or expires. A
-//! release, cancel or unwatch whose answer was lost needs nothing: applied or not, it
-//! left nothing behind. A numbered call that settles makes about five requests in turn
+//! withdrawal has been sent. A release, cancel or unwatch whose answer was lost needs
+//! nothing: applied or not, it left nothing behind.
+//!
+//! A session that makes no further numbered request is settled in the background: when
+//! none has begun [`Timeouts::settle_after`] after the one that left something
+//! unsettled (5 s by default), the client settles it as the next request would have — so
+//! an acquire abandoned by dropping its future, or given up after `Unavailable`, does not
+//! leave a wait or a hold that blocks others until the session ends. It tries up to four
+//! times, `settle_after` apart, and then leaves it to the next request. A request that
+//! begins within `settle_after` (the same acquire again, in a `select!` loop that drops
+//! and re-makes it) keeps the retry's place in the queue. A cancel or unwatch after a
+//! background withdrawal of its lock answers `Ok`, as it would had it withdrawn it
+//! itself. A numbered call that settles makes about five requests in turn
 //! (the repeat, two reads, a withdrawal, its own; a few more if the wait is granted or
 //! ends meanwhile), each retried for up to the client's `retry_for`. A repeat refused by
 //! the node rather than the core (a token no longer allowed, a limit) cannot be settled:
@@ -202,6 +211,9 @@ struct Inner {
     connect_timeout: Duration,
     /// How long one attempt waits for its reply (membership changes wait longer).
     reply_timeout: Duration,
+    /// How long an unanswered numbered request waits before it is settled in the
+    /// background ([`Timeouts::settle_after`]).
+    settle_after: Duration,
 }
 
 /// How long a [`Client`] waits. [`Timeouts::default`] is 2 s per connect, 5 s per reply,
@@ -219,6 +231,11 @@ pub struct Timeouts {
     /// take up to `retry_for + connect + reply`. A session's numbered request that first
     /// settles an earlier one makes up to five such calls in turn (see the module docs).
     pub retry_for: Duration,
+    /// How long a session waits, after a numbered request ended without the core's answer
+    /// (its future dropped, or an error that leaves its outcome unknown), for its next
+    /// numbered request — which settles it, or is its retry — before the client settles it
+    /// in the background (see the module docs).
+    pub settle_after: Duration,
 }
 
 impl Default for Timeouts {
@@ -227,6 +244,7 @@ impl Default for Timeouts {
             connect: Duration::from_secs(2),
             reply: Duration::from_secs(5),
             retry_for: Duration::from_secs(15),
+            settle_after: Duration::from_secs(5),
         }
     }
 }
@@ -236,7 +254,9 @@ impl Timeouts {
     /// keep-alive that cannot get through in a ttl is too late anyway), each reply awaited
     /// for at most a quarter of it (the keep-alive interval the CLI uses, capped at 5 s), so
     /// a stalled node is given up on while the lease can still be kept alive through
-    /// another one, and a connect for at most a quarter of it (capped at 2 s). Never
+    /// another one, and a connect for at most a quarter of it (capped at 2 s); an
+    /// unanswered request is settled in the background after a quarter of it too (capped
+    /// at 5 s), so what it left is gone well before the lease would have ended it. Never
     /// below 1 ms. Cost: O(1).
     pub fn for_ttl(ttl_ms: u64) -> Timeouts {
         let quarter = Duration::from_millis((ttl_ms / 4).max(1));
@@ -244,6 +264,7 @@ impl Timeouts {
             connect: quarter.min(Duration::from_secs(2)),
             reply: quarter.min(Duration::from_secs(5)),
             retry_for: Duration::from_millis(ttl_ms.max(1)),
+            settle_after: quarter.min(Duration::from_secs(5)),
         }
     }
 }
@@ -292,6 +313,7 @@ impl Client {
                 retry_for: timeouts.retry_for,
                 connect_timeout: timeouts.connect,
                 reply_timeout: timeouts.reply,
+                settle_after: timeouts.settle_after,
             }),
         }
     }
@@ -694,7 +716,7 @@ impl Client {
                         client: self.clone(),
                         id,
                         secret,
-                        requests: tokio::sync::Mutex::new(Numbering::default()),
+                        requests: Default::default(),
                     });
                 }
                 Ok(_) => return Err(ClientError::Unavailable("unexpected reply".into())),
@@ -933,8 +955,18 @@ pub struct Session {
     /// The credential every request for this session carries.
     secret: SessionSecret,
     /// The session's request numbers and what is unsettled; held for the whole of a
-    /// numbered request.
-    requests: tokio::sync::Mutex<Numbering>,
+    /// numbered request (and by a background settling, [`Abandoned`]).
+    requests: Arc<tokio::sync::Mutex<Numbering>>,
+}
+
+/// What settling needs of a session: its client, id and credential. Owned, so a
+/// background settling can outlive the call that left something unsettled (a [`Session`]
+/// itself cannot be shared with it: dropping one ends the client's record of the session).
+#[derive(Clone)]
+struct Settler {
+    client: Client,
+    id: u64,
+    secret: SessionSecret,
 }
 
 /// A session's numbered requests, as its handle knows them.
@@ -951,6 +983,12 @@ struct Numbering {
     /// timeout) may still be on its way, so the next acquire of such a lock takes its
     /// outcome from the core's answers only, never from a push.
     withdrawn: HashSet<String>,
+    /// How many numbered requests have begun: a background settling goes ahead only if
+    /// no request began after the one that armed it.
+    begun: u64,
+    /// What a background settling withdrew, until the next numbered request: a cancel or
+    /// unwatch of it answers `Ok`, as it would had it settled it itself.
+    settled: Option<Withdrew>,
 }
 
 /// What a numbered request that did not return the core's answer (it failed with an
@@ -979,6 +1017,60 @@ const MAX_WITHDRAWN: usize = 1024;
 enum Withdrew {
     Claim(String),
     Watch(String),
+}
+
+/// How many times a background settling tries (each after [`Timeouts::settle_after`])
+/// before it leaves what is unsettled to the session's next numbered request.
+const SETTLE_TRIES: u32 = 4;
+
+/// The guard of one numbered request ([`Session::begin`]). If the request ends with
+/// something unsettled — its future dropped, or an error that leaves its outcome unknown
+/// — dropping the guard starts a background settling: after
+/// [`Timeouts::settle_after`], if no numbered request of the session began meanwhile, it
+/// settles as the next request would have (see the module docs), so a session that makes
+/// no further numbered request does not keep a wait or hold that no call returned.
+/// [`Abandoned::finish`] disarms it when nothing is unsettled.
+struct Abandoned {
+    settle: Option<(Settler, Arc<tokio::sync::Mutex<Numbering>>)>,
+    /// The request's place in [`Numbering::begun`].
+    begun: u64,
+    after: Duration,
+}
+
+impl Abandoned {
+    /// The request is done: no background settling unless `g` still has something
+    /// unsettled. Cost: O(1).
+    fn finish(mut self, g: &Numbering) {
+        if g.unsettled.is_none() {
+            self.settle = None;
+        }
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some((settler, requests)) = self.settle.take() else {
+            return;
+        };
+        // No runtime (the program is ending): the next request, if any, settles it.
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (begun, after) = (self.begun, self.after);
+        rt.spawn(async move {
+            for _ in 0..SETTLE_TRIES {
+                tokio::time::sleep(after).await;
+                let mut g = requests.lock().await;
+                if g.begun != begun || g.unsettled.is_none() {
+                    return; // a later request settles it, or did
+                }
+                if let Ok(withdrew) = settler.settle(&mut g).await {
+                    g.settled = withdrew;
+                    return;
+                }
+            }
+        });
+    }
 }
 
 impl Session {
@@ -1022,10 +1114,30 @@ impl Session {
 
     /// Notes the session lost when `e` says the service does not know it; returns `e`.
     fn lost_if_unknown(&self, e: ClientError) -> ClientError {
-        if matches!(&e, ClientError::Core(c) if c.kind == "unknown_session") {
-            self.client.lose(self.id);
+        self.settler().lost_if_unknown(e)
+    }
+
+    /// What settling needs of this session. Cost: O(1).
+    fn settler(&self) -> Settler {
+        Settler {
+            client: self.client.clone(),
+            id: self.id,
+            secret: self.secret,
         }
-        e
+    }
+
+    /// Locks the session's numbering for one numbered request, with the guard that
+    /// settles in the background what the request leaves unsettled, unless another
+    /// begins first (see [`Abandoned`]). Cost: waits for the previous numbered request.
+    async fn begin(&self) -> (tokio::sync::MutexGuard<'_, Numbering>, Abandoned) {
+        let mut g = self.requests.lock().await;
+        g.begun += 1;
+        let abandoned = Abandoned {
+            settle: Some((self.settler(), self.requests.clone())),
+            begun: g.begun,
+            after: self.client.inner.settle_after,
+        };
+        (g, abandoned)
     }
 
     /// Sends the request `make` builds with the session's next number (after the previous
@@ -1034,25 +1146,39 @@ impl Session {
         &self,
         make: impl Fn(u64) -> Request,
     ) -> Result<fencelock::Reply, ClientError> {
-        let mut g = self.requests.lock().await;
-        let reply = self.numbered_in(&mut g, make, None).await?;
+        let reply = self.numbered_by(make, None).await?;
         reply.ok_or_else(|| ClientError::Unavailable("unexpected reply".into()))
     }
 
+    /// [`Session::numbered`], answering `None` (nothing sent) when settling withdrew
+    /// exactly `done_by` ([`Session::numbered_in`]).
+    async fn numbered_by(
+        &self,
+        make: impl Fn(u64) -> Request,
+        done_by: Option<Withdrew>,
+    ) -> Result<Option<fencelock::Reply>, ClientError> {
+        let (mut g, abandoned) = self.begin().await;
+        let reply = self.numbered_in(&mut g, make, done_by).await;
+        abandoned.finish(&g);
+        reply
+    }
+
     /// [`Session::numbered`] with the numbering already locked. `None` (nothing sent) when
-    /// settling the unsettled request withdrew exactly `done_by`: that was this request's
-    /// work (a cancel of a dropped acquire's lock, an unwatch of a dropped watch's).
+    /// settling the unsettled request withdrew exactly `done_by` — here, or in the
+    /// background since the previous request: that was this request's work (a cancel of a
+    /// dropped acquire's lock, an unwatch of a dropped watch's).
     async fn numbered_in(
         &self,
         g: &mut Numbering,
         make: impl Fn(u64) -> Request,
         done_by: Option<Withdrew>,
     ) -> Result<Option<fencelock::Reply>, ClientError> {
+        let background = g.settled.take();
         let (n, written) = match self.retry_of(g, &make) {
             Some(taken) => taken,
             None => {
-                let withdrew = self.settle(g).await?;
-                if withdrew.is_some() && withdrew == done_by {
+                let withdrew = self.settler().settle(g).await?;
+                if done_by.is_some() && (withdrew == done_by || background == done_by) {
                     return Ok(None);
                 }
                 self.take(g, &make)
@@ -1100,206 +1226,6 @@ impl Session {
         (n, written)
     }
 
-    /// Settles what an earlier numbered request may have left (see the module docs). An
-    /// acquire or watch that went out and whose answer was lost is repeated with its own
-    /// number — applied at most once, so the answer is its outcome — and what it left that
-    /// the caller never saw is withdrawn: a wait cancelled, a hold of a token no acquire
-    /// returned released, a watch ended. A request that never went out, and a release,
-    /// cancel or unwatch (which leave nothing, applied or not), are forgotten. Returns what
-    /// it withdrew. What is not settled stays marked, for the next try: until a
-    /// withdrawal is sent, the unsettled request itself, which the same request can still
-    /// retry. Cost: nothing, or one repeat, and up to two reads and one write per
-    /// withdrawal.
-    ///
-    /// Errors: an error that leaves an outcome unknown (`Unavailable`, `NotLeader`) of the
-    /// repeat, the reads or the withdrawals. Any other refusal ends the settling: by the
-    /// core, nothing was applied or nothing is left; by the node (a token no longer
-    /// allowed, a limit), it cannot be settled, and what is left stays until the session
-    /// ends.
-    async fn settle(&self, g: &mut Numbering) -> Result<Option<Withdrew>, ClientError> {
-        let mut withdrew = None;
-        // Each round moves on (a wait granted in between is found again as a hold), so a
-        // few rounds always end it; the bound only stops a peer that answers nonsense.
-        for _ in 0..8 {
-            match g.unsettled.as_ref() {
-                None => return Ok(withdrew),
-                Some(Unsettled::Sent { req, written, .. }) => {
-                    let lock = match req {
-                        Request::Acquire { lock, .. } | Request::Watch { lock, .. }
-                            if written.load(Ordering::SeqCst) =>
-                        {
-                            lock.clone()
-                        }
-                        // Never went out, or leaves nothing applied or not.
-                        _ => {
-                            g.unsettled = None;
-                            continue;
-                        }
-                    };
-                    let watch = matches!(req, Request::Watch { .. });
-                    match self.client.call(req.clone()).await {
-                        Ok(Reply::Done { reply, .. }) => match reply {
-                            fencelock::Reply::Granted { token, .. }
-                                if g.known.get(&lock) == Some(&token) =>
-                            {
-                                g.unsettled = None;
-                            }
-                            fencelock::Reply::Granted { .. } | fencelock::Reply::Queued { .. }
-                                if !watch =>
-                            {
-                                self.withdraw_claim(g, &lock).await?;
-                                withdrew = Some(Withdrew::Claim(lock));
-                            }
-                            fencelock::Reply::Watching { .. } if watch => {
-                                self.withdraw_watch(g, &lock).await?;
-                                withdrew = Some(Withdrew::Watch(lock));
-                            }
-                            _ => g.unsettled = None,
-                        },
-                        Ok(_) => g.unsettled = None,
-                        Err(e) if outcome_unknown(&e) => return Err(e),
-                        // Refused by the core: nothing was applied. Refused by the node
-                        // (a token no longer allowed, a limit): nor can it be settled, and
-                        // keeping the mark would refuse every later request the same way;
-                        // what the first attempt left stays until the session ends.
-                        Err(e) => {
-                            self.lost_if_unknown(e);
-                            g.unsettled = None;
-                        }
-                    }
-                }
-                Some(Unsettled::Claim(lock)) => {
-                    let lock = lock.clone();
-                    self.withdraw_claim(g, &lock).await?;
-                    withdrew = Some(Withdrew::Claim(lock));
-                }
-                Some(Unsettled::Watch(lock)) => {
-                    let lock = lock.clone();
-                    self.withdraw_watch(g, &lock).await?;
-                    withdrew = Some(Withdrew::Watch(lock));
-                }
-            }
-        }
-        Err(ClientError::Unavailable(
-            "an earlier request could not be settled".into(),
-        ))
-    }
-
-    /// Withdraws this session's wait for `lock`, or its hold of a token no acquire
-    /// returned, if either is there (read, in that order: a wait can become a hold between
-    /// the reads, never the other way round); clears the mark once nothing is left. The
-    /// mark becomes [`Unsettled::Claim`] when a withdrawal is sent.
-    ///
-    /// Errors: those of the reads and the withdrawal that leave an outcome unknown; a
-    /// `not_queued` / `not_holder` refusal means: look again; any other refusal ends it.
-    async fn withdraw_claim(&self, g: &mut Numbering, lock: &str) -> Result<(), ClientError> {
-        // A read refused by the node (not a lost answer) cannot be settled either.
-        let give_up = |g: &mut Numbering, e: ClientError| {
-            if outcome_unknown(&e) {
-                Err(e)
-            } else {
-                g.unsettled = None;
-                Ok(())
-            }
-        };
-        for _ in 0..4 {
-            let waits = match self.client.waiters(lock).await {
-                Ok(w) => w,
-                Err(e) => return give_up(g, e),
-            };
-            let cancel = waits.iter().any(|w| w.session.0 == self.id);
-            let holds = if cancel {
-                Vec::new()
-            } else {
-                match self.client.holders(lock).await {
-                    Ok(h) => h,
-                    Err(e) => return give_up(g, e),
-                }
-            };
-            let release = !cancel && {
-                let mine = holds.iter().find(|h| h.session.0 == self.id);
-                if mine.map(|h| h.token) != g.known.get(lock).copied() {
-                    // Whatever the caller was told of this lock is over.
-                    g.known.remove(lock);
-                }
-                mine.is_some_and(|h| g.known.get(lock) != Some(&h.token))
-            };
-            if !cancel && !release {
-                g.unsettled = None;
-                return Ok(());
-            }
-            g.unsettled = Some(Unsettled::Claim(lock.to_string()));
-            if g.withdrawn.len() >= MAX_WITHDRAWN {
-                // Bounded: a push this old has long arrived.
-                g.withdrawn.clear();
-            }
-            g.withdrawn.insert(lock.to_string());
-            g.last += 1;
-            let (session, secret, lock_name, request) =
-                (self.id, self.secret, lock.to_string(), Some(g.last));
-            let req = if cancel {
-                Request::Cancel {
-                    session,
-                    secret,
-                    lock: lock_name,
-                    request,
-                }
-            } else {
-                Request::Release {
-                    session,
-                    secret,
-                    lock: lock_name,
-                    request,
-                }
-            };
-            match self.client.call(req).await {
-                Ok(_) => {
-                    g.unsettled = None;
-                    return Ok(());
-                }
-                // Granted or ended in between: look again.
-                Err(ClientError::Core(e)) if e.kind == "not_queued" || e.kind == "not_holder" => {}
-                Err(e) if outcome_unknown(&e) => return Err(e),
-                // Refused otherwise: by the core (the session's end) or by the node (a
-                // token no longer allowed): it cannot be withdrawn.
-                Err(e) => {
-                    self.lost_if_unknown(e);
-                    g.unsettled = None;
-                    return Ok(());
-                }
-            }
-        }
-        Err(ClientError::Unavailable(
-            "an earlier request could not be settled".into(),
-        ))
-    }
-
-    /// Ends this session's watch of `lock` that the caller never saw; clears the mark once
-    /// done (or once the core says there is none). The mark is [`Unsettled::Watch`] while
-    /// the unwatch is out.
-    ///
-    /// Errors: the unwatch's that leave its outcome unknown; any refusal ends it.
-    async fn withdraw_watch(&self, g: &mut Numbering, lock: &str) -> Result<(), ClientError> {
-        g.unsettled = Some(Unsettled::Watch(lock.to_string()));
-        g.last += 1;
-        let req = Request::Unwatch {
-            session: self.id,
-            secret: self.secret,
-            lock: lock.to_string(),
-            request: Some(g.last),
-        };
-        match self.client.call(req).await {
-            Ok(_) => {}
-            Err(e) if outcome_unknown(&e) => return Err(e),
-            // Ended already (`not_watching`, the session's end), or refused by the node.
-            Err(e) => {
-                self.lost_if_unknown(e);
-            }
-        }
-        g.unsettled = None;
-        Ok(())
-    }
-
     /// Acquires `lock`. Try-lock answers at once; with a waiting `wait`, a `Queued` answer
     /// is followed by waiting for this session's `Granted` or `WaitTimedOut` push, or the
     /// session's end. If the connection is lost meanwhile (pushes may have been missed),
@@ -1312,7 +1238,8 @@ impl Session {
     /// An acquire that returns `Unavailable`, or whose future is dropped, is settled by
     /// the session's next numbered request (see the module docs): repeating this call is
     /// the retry and returns the first attempt's outcome; another request withdraws the
-    /// hold or wait it may have left first.
+    /// hold or wait it may have left first. If no numbered request begins within
+    /// [`Timeouts::settle_after`], the client withdraws them in the background.
     ///
     /// Errors: core refusals (already queued, mode mismatch, capacity…), `Unavailable`
     /// (no leader answered within the retry period). Like every numbered request, any
@@ -1325,7 +1252,8 @@ impl Session {
         wait: WaitSpec,
     ) -> Result<Acquired, ClientError> {
         let key = (self.id, lock.to_string());
-        let mut g = self.requests.lock().await;
+        let (mut g, abandoned) = self.begin().await;
+        g.settled = None;
         let make = |n| Request::Acquire {
             session: self.id,
             secret: self.secret,
@@ -1337,7 +1265,7 @@ impl Session {
         let (n, written) = match self.retry_of(&g, &make) {
             Some(taken) => taken,
             None => {
-                self.settle(&mut g).await?;
+                self.settler().settle(&mut g).await?;
                 self.take(&mut g, &make)
             }
         };
@@ -1364,6 +1292,7 @@ impl Session {
             Ok(Acquired::SessionLost) => g.known.clear(),
             _ => {}
         }
+        abandoned.finish(&g);
         out
     }
 
@@ -1432,7 +1361,7 @@ impl Session {
     ///
     /// Errors: `Core(not_holder)` (for example after the session expired), `Unavailable`.
     pub async fn release(&self, lock: &str) -> Result<Token, ClientError> {
-        let mut g = self.requests.lock().await;
+        let (mut g, abandoned) = self.begin().await;
         let reply = self
             .numbered_in(
                 &mut g,
@@ -1445,6 +1374,7 @@ impl Session {
                 None,
             )
             .await;
+        abandoned.finish(&g);
         if matches!(&reply, Ok(_) | Err(ClientError::Core(_))) {
             // Released, or not held (any more): either way no hold the caller knows.
             g.known.remove(lock);
@@ -1457,19 +1387,19 @@ impl Session {
 
     /// Withdraws a queued acquire (whose future was dropped). If that acquire is still
     /// unsettled (see the module docs), settling it withdraws its wait — or the hold it
-    /// became after the future was dropped — and that is the answer: `Ok`. Numbered.
+    /// became after the future was dropped — and that is the answer: `Ok`; so is a
+    /// withdrawal of this lock made in the background since the previous numbered
+    /// request. Numbered.
     /// Cost: one replicated write (settling: one repeat, two reads and one write).
     /// Errors of settling an earlier request are this call's (nothing sent).
     ///
     /// Errors: `Core(not_queued)` (no wait: never queued, granted and released, or
     /// ended), `Unavailable`.
     pub async fn cancel(&self, lock: &str) -> Result<(), ClientError> {
-        let mut g = self.requests.lock().await;
         // Settling a dropped acquire of this lock withdraws its wait (or the hold it became
         // meanwhile): that is this cancel's work, and its answer.
         match self
-            .numbered_in(
-                &mut g,
+            .numbered_by(
                 |n| Request::Cancel {
                     session: self.id,
                     secret: self.secret,
@@ -1516,12 +1446,10 @@ impl Session {
     ///
     /// Errors: `Core(not_watching)`, `Core(unknown_session)`, `Unavailable`.
     pub async fn unwatch(&self, lock: &str) -> Result<(), ClientError> {
-        let mut g = self.requests.lock().await;
         // Settling a watch of this lock whose answer was lost ends it: that is this
         // unwatch's work, and its answer.
         match self
-            .numbered_in(
-                &mut g,
+            .numbered_by(
                 |n| Request::Unwatch {
                     session: self.id,
                     secret: self.secret,
@@ -1794,6 +1722,216 @@ fn outcome_unknown(e: &ClientError) -> bool {
         ClientError::NotLeader { .. } | ClientError::Unavailable(_) => true,
         ClientError::Limit { kind, .. } => kind == "reply_too_large",
         _ => false,
+    }
+}
+
+impl Settler {
+    /// Notes the session lost when `e` says the service does not know it; returns `e`.
+    fn lost_if_unknown(&self, e: ClientError) -> ClientError {
+        if matches!(&e, ClientError::Core(c) if c.kind == "unknown_session") {
+            self.client.lose(self.id);
+        }
+        e
+    }
+
+    /// Settles what an earlier numbered request may have left (see the module docs). An
+    /// acquire or watch that went out and whose answer was lost is repeated with its own
+    /// number — applied at most once, so the answer is its outcome — and what it left that
+    /// the caller never saw is withdrawn: a wait cancelled, a hold of a token no acquire
+    /// returned released, a watch ended. A request that never went out, and a release,
+    /// cancel or unwatch (which leave nothing, applied or not), are forgotten. Returns what
+    /// it withdrew. What is not settled stays marked, for the next try: until a
+    /// withdrawal is sent, the unsettled request itself, which the same request can still
+    /// retry. Cost: nothing, or one repeat, and up to two reads and one write per
+    /// withdrawal.
+    ///
+    /// Errors: an error that leaves an outcome unknown (`Unavailable`, `NotLeader`) of the
+    /// repeat, the reads or the withdrawals. Any other refusal ends the settling: by the
+    /// core, nothing was applied or nothing is left; by the node (a token no longer
+    /// allowed, a limit), it cannot be settled, and what is left stays until the session
+    /// ends.
+    async fn settle(&self, g: &mut Numbering) -> Result<Option<Withdrew>, ClientError> {
+        let mut withdrew = None;
+        // Each round moves on (a wait granted in between is found again as a hold), so a
+        // few rounds always end it; the bound only stops a peer that answers nonsense.
+        for _ in 0..8 {
+            match g.unsettled.as_ref() {
+                None => return Ok(withdrew),
+                Some(Unsettled::Sent { req, written, .. }) => {
+                    let lock = match req {
+                        Request::Acquire { lock, .. } | Request::Watch { lock, .. }
+                            if written.load(Ordering::SeqCst) =>
+                        {
+                            lock.clone()
+                        }
+                        // Never went out, or leaves nothing applied or not.
+                        _ => {
+                            g.unsettled = None;
+                            continue;
+                        }
+                    };
+                    let watch = matches!(req, Request::Watch { .. });
+                    match self.client.call(req.clone()).await {
+                        Ok(Reply::Done { reply, .. }) => match reply {
+                            fencelock::Reply::Granted { token, .. }
+                                if g.known.get(&lock) == Some(&token) =>
+                            {
+                                g.unsettled = None;
+                            }
+                            fencelock::Reply::Granted { .. } | fencelock::Reply::Queued { .. }
+                                if !watch =>
+                            {
+                                self.withdraw_claim(g, &lock).await?;
+                                withdrew = Some(Withdrew::Claim(lock));
+                            }
+                            fencelock::Reply::Watching { .. } if watch => {
+                                self.withdraw_watch(g, &lock).await?;
+                                withdrew = Some(Withdrew::Watch(lock));
+                            }
+                            _ => g.unsettled = None,
+                        },
+                        Ok(_) => g.unsettled = None,
+                        Err(e) if outcome_unknown(&e) => return Err(e),
+                        // Refused by the core: nothing was applied. Refused by the node
+                        // (a token no longer allowed, a limit): nor can it be settled, and
+                        // keeping the mark would refuse every later request the same way;
+                        // what the first attempt left stays until the session ends.
+                        Err(e) => {
+                            self.lost_if_unknown(e);
+                            g.unsettled = None;
+                        }
+                    }
+                }
+                Some(Unsettled::Claim(lock)) => {
+                    let lock = lock.clone();
+                    self.withdraw_claim(g, &lock).await?;
+                    withdrew = Some(Withdrew::Claim(lock));
+                }
+                Some(Unsettled::Watch(lock)) => {
+                    let lock = lock.clone();
+                    self.withdraw_watch(g, &lock).await?;
+                    withdrew = Some(Withdrew::Watch(lock));
+                }
+            }
+        }
+        Err(ClientError::Unavailable(
+            "an earlier request could not be settled".into(),
+        ))
+    }
+
+    /// Withdraws this session's wait for `lock`, or its hold of a token no acquire
+    /// returned, if either is there (read, in that order: a wait can become a hold between
+    /// the reads, never the other way round); clears the mark once nothing is left. The
+    /// mark becomes [`Unsettled::Claim`] when a withdrawal is sent.
+    ///
+    /// Errors: those of the reads and the withdrawal that leave an outcome unknown; a
+    /// `not_queued` / `not_holder` refusal means: look again; any other refusal ends it.
+    async fn withdraw_claim(&self, g: &mut Numbering, lock: &str) -> Result<(), ClientError> {
+        // A read refused by the node (not a lost answer) cannot be settled either.
+        let give_up = |g: &mut Numbering, e: ClientError| {
+            if outcome_unknown(&e) {
+                Err(e)
+            } else {
+                g.unsettled = None;
+                Ok(())
+            }
+        };
+        for _ in 0..4 {
+            let waits = match self.client.waiters(lock).await {
+                Ok(w) => w,
+                Err(e) => return give_up(g, e),
+            };
+            let cancel = waits.iter().any(|w| w.session.0 == self.id);
+            let holds = if cancel {
+                Vec::new()
+            } else {
+                match self.client.holders(lock).await {
+                    Ok(h) => h,
+                    Err(e) => return give_up(g, e),
+                }
+            };
+            let release = !cancel && {
+                let mine = holds.iter().find(|h| h.session.0 == self.id);
+                if mine.map(|h| h.token) != g.known.get(lock).copied() {
+                    // Whatever the caller was told of this lock is over.
+                    g.known.remove(lock);
+                }
+                mine.is_some_and(|h| g.known.get(lock) != Some(&h.token))
+            };
+            if !cancel && !release {
+                g.unsettled = None;
+                return Ok(());
+            }
+            g.unsettled = Some(Unsettled::Claim(lock.to_string()));
+            if g.withdrawn.len() >= MAX_WITHDRAWN {
+                // Bounded: a push this old has long arrived.
+                g.withdrawn.clear();
+            }
+            g.withdrawn.insert(lock.to_string());
+            g.last += 1;
+            let (session, secret, lock_name, request) =
+                (self.id, self.secret, lock.to_string(), Some(g.last));
+            let req = if cancel {
+                Request::Cancel {
+                    session,
+                    secret,
+                    lock: lock_name,
+                    request,
+                }
+            } else {
+                Request::Release {
+                    session,
+                    secret,
+                    lock: lock_name,
+                    request,
+                }
+            };
+            match self.client.call(req).await {
+                Ok(_) => {
+                    g.unsettled = None;
+                    return Ok(());
+                }
+                // Granted or ended in between: look again.
+                Err(ClientError::Core(e)) if e.kind == "not_queued" || e.kind == "not_holder" => {}
+                Err(e) if outcome_unknown(&e) => return Err(e),
+                // Refused otherwise: by the core (the session's end) or by the node (a
+                // token no longer allowed): it cannot be withdrawn.
+                Err(e) => {
+                    self.lost_if_unknown(e);
+                    g.unsettled = None;
+                    return Ok(());
+                }
+            }
+        }
+        Err(ClientError::Unavailable(
+            "an earlier request could not be settled".into(),
+        ))
+    }
+
+    /// Ends this session's watch of `lock` that the caller never saw; clears the mark once
+    /// done (or once the core says there is none). The mark is [`Unsettled::Watch`] while
+    /// the unwatch is out.
+    ///
+    /// Errors: the unwatch's that leave its outcome unknown; any refusal ends it.
+    async fn withdraw_watch(&self, g: &mut Numbering, lock: &str) -> Result<(), ClientError> {
+        g.unsettled = Some(Unsettled::Watch(lock.to_string()));
+        g.last += 1;
+        let req = Request::Unwatch {
+            session: self.id,
+            secret: self.secret,
+            lock: lock.to_string(),
+            request: Some(g.last),
+        };
+        match self.client.call(req).await {
+            Ok(_) => {}
+            Err(e) if outcome_unknown(&e) => return Err(e),
+            // Ended already (`not_watching`, the session's end), or refused by the node.
+            Err(e) => {
+                self.lost_if_unknown(e);
+            }
+        }
+        g.unsettled = None;
+        Ok(())
     }
 }
 
@@ -2079,7 +2217,7 @@ mod tests {
             client,
             id: 1,
             secret: SessionSecret([7; 16]),
-            requests: tokio::sync::Mutex::new(Numbering::default()),
+            requests: Default::default(),
         });
         let opened_at = fake_ms();
         // The open took 3 s on this clock (a suspend while it was out).

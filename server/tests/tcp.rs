@@ -424,6 +424,38 @@ async fn pass_node_frames(
     }
 }
 
+/// Three nodes, a [`Proxy`] to the leader, and a session on each side of it.
+struct CutOff {
+    t: Tcp,
+    proxy: Proxy,
+    /// A client of the leader, and its session A.
+    direct: Client,
+    a: fencelock_server::client::Session,
+    /// A client through the proxy (with the timeouts given), and its session B.
+    cut: Client,
+    b: Arc<fencelock_server::client::Session>,
+}
+
+impl CutOff {
+    async fn start(timeouts: Timeouts) -> CutOff {
+        let t = start().await;
+        let l = t.leader().await;
+        let proxy = Proxy::start(t.addrs[l].client.clone()).await;
+        let direct = Client::new(vec![t.addrs[l].client.clone()]);
+        let cut = Client::with_timeouts(vec![proxy.addr.clone()], timeouts);
+        let a = direct.open_session(30_000).await.unwrap();
+        let b = Arc::new(cut.open_session(30_000).await.unwrap());
+        CutOff {
+            t,
+            proxy,
+            direct,
+            a,
+            cut,
+            b,
+        }
+    }
+}
+
 /// Polls (bounded, 10 s) until `f` holds.
 async fn eventually<F: std::future::Future<Output = bool>>(mut f: impl FnMut() -> F, what: &str) {
     for _ in 0..500 {
@@ -458,13 +490,14 @@ async fn queued(client: &Client, lock: &str, session: u64, what: &str) {
 /// (the core's `WaitEnded`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outcome() {
-    let t = start().await;
-    let l = t.leader().await;
-    let proxy = Proxy::start(t.addrs[l].client.clone()).await;
-    let direct = Client::new(vec![t.addrs[l].client.clone()]);
-    let cut = Client::new(vec![proxy.addr.clone()]);
-    let a = direct.open_session(30_000).await.unwrap();
-    let b = Arc::new(cut.open_session(30_000).await.unwrap());
+    let CutOff {
+        t,
+        proxy,
+        direct,
+        a,
+        cut,
+        b,
+    } = CutOff::start(Timeouts::default()).await;
     let ta = match a.acquire("job", Mode::Exclusive, WaitSpec::None).await {
         Ok(Acquired::Granted(t)) => t,
         other => panic!("{other:?}"),
@@ -588,7 +621,7 @@ async fn take(s: &fencelock_server::client::Session, lock: &str) -> fencelock::T
 async fn a_dropped_acquire_leaves_no_hold_or_wait_behind() {
     let t = start().await;
     let l = t.leader().await;
-    let client = Client::new(vec![t.addrs[l].client.clone()]);
+    let client = Client::with_timeouts(vec![t.addrs[l].client.clone()], by_next_request());
     let a = client.open_session(30_000).await.unwrap();
     let b = Arc::new(client.open_session(30_000).await.unwrap());
     let bid = b.id();
@@ -636,13 +669,14 @@ async fn a_dropped_acquire_leaves_no_hold_or_wait_behind() {
 /// request first cancels the wait no call returned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_that_failed_unavailable_is_retried_or_withdrawn() {
-    let t = start().await;
-    let l = t.leader().await;
-    let proxy = Proxy::start(t.addrs[l].client.clone()).await;
-    let direct = Client::new(vec![t.addrs[l].client.clone()]);
-    let cut = Client::with_timeouts(vec![proxy.addr.clone()], quick());
-    let a = direct.open_session(30_000).await.unwrap();
-    let b = Arc::new(cut.open_session(30_000).await.unwrap());
+    let CutOff {
+        t,
+        proxy,
+        direct,
+        a,
+        b,
+        ..
+    } = CutOff::start(quick()).await;
     let bid = b.id();
 
     // Queued, then cut off until the acquire gives up.
@@ -746,12 +780,93 @@ async fn an_acquire_that_failed_unavailable_is_retried_or_withdrawn() {
 }
 
 /// Timeouts short enough that a call through a cut [`Proxy`] gives up within seconds.
+/// What is unsettled is left to the session's next request (the background settling
+/// waits a minute), as the tests that use it need.
 fn quick() -> Timeouts {
     Timeouts {
         connect: Duration::from_millis(200),
         reply: Duration::from_secs(2),
         retry_for: Duration::from_millis(600),
+        settle_after: Duration::from_secs(60),
     }
+}
+
+/// The default timeouts, but what is unsettled is left to the session's next request
+/// (the background settling waits a minute), as the tests that use it need.
+fn by_next_request() -> Timeouts {
+    Timeouts {
+        settle_after: Duration::from_secs(60),
+        ..Timeouts::default()
+    }
+}
+
+/// A session that makes no further numbered request still loses what an acquire that
+/// never returned left behind: the client settles it in the background
+/// (`Timeouts::settle_after`) — a hold granted after the acquire's future was dropped
+/// is released, and a wait whose acquire failed `Unavailable` is cancelled. A cancel
+/// after such a background withdrawal answers `Ok`, as one that did the withdrawing
+/// would, and only that once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_unanswered_acquire_left_is_settled_in_the_background() {
+    let soon = Timeouts {
+        settle_after: Duration::from_millis(300),
+        ..quick()
+    };
+    let CutOff {
+        t,
+        proxy,
+        direct,
+        a,
+        b,
+        ..
+    } = CutOff::start(soon).await;
+    let (aid, bid) = (a.id(), b.id());
+    let now_claims = |lock: &'static str, want: (Vec<u64>, Vec<u64>)| {
+        let direct = direct.clone();
+        move || {
+            let (direct, want) = (direct.clone(), want.clone());
+            async move { claims(&direct, lock).await == want }
+        }
+    };
+
+    // Dropped while queued, granted (or not yet), then nothing more from B.
+    take(&a, "job").await;
+    queue_then_drop(&direct, &b, "job").await;
+    a.release("job").await.unwrap();
+    eventually(
+        now_claims("job", (vec![], vec![])),
+        "B's hold or wait withdrawn",
+    )
+    .await;
+
+    // Failed `Unavailable` while queued, then nothing more from B.
+    take(&a, "slow").await;
+    let b2 = b.clone();
+    let waiter =
+        tokio::spawn(async move { b2.acquire("slow", Mode::Exclusive, WaitSpec::Forever).await });
+    queued(&direct, "slow", bid, "B queued on slow").await;
+    proxy.down();
+    match tokio::time::timeout(Duration::from_secs(10), waiter).await {
+        Ok(Ok(Err(ClientError::Unavailable(_)))) => {}
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    proxy.up().await;
+    eventually(
+        now_claims("slow", (vec![aid], vec![])),
+        "B's wait cancelled",
+    )
+    .await;
+
+    // Dropped, withdrawn in the background, then cancelled.
+    queue_then_drop(&direct, &b, "slow").await;
+    eventually(
+        now_claims("slow", (vec![aid], vec![])),
+        "B's wait cancelled",
+    )
+    .await;
+    b.cancel("slow").await.unwrap();
+    assert_eq!(refused(b.cancel("slow").await), "not_queued");
+    t.stop().await;
 }
 
 /// Runs `call`, which goes out through `proxy` and is applied, with the node's answers
@@ -787,13 +902,14 @@ fn refused<T: std::fmt::Debug>(r: Result<T, ClientError>) -> String {
 /// ending, and answers `Ok`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_whose_answer_was_lost_is_retried_or_withdrawn() {
-    let t = start().await;
-    let l = t.leader().await;
-    let proxy = Proxy::start(t.addrs[l].client.clone()).await;
-    let direct = Client::new(vec![t.addrs[l].client.clone()]);
-    let cut = Client::with_timeouts(vec![proxy.addr.clone()], quick());
-    let a = direct.open_session(30_000).await.unwrap();
-    let b = cut.open_session(30_000).await.unwrap();
+    let CutOff {
+        t,
+        proxy,
+        direct,
+        a,
+        b,
+        ..
+    } = CutOff::start(quick()).await;
     take(&a, "w").await;
 
     // The retry: the first attempt's number again, not a watch ended and begun anew.
@@ -829,12 +945,14 @@ async fn a_watch_whose_answer_was_lost_is_retried_or_withdrawn() {
 /// and the lock the lost acquire named was never taken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_never_went_out_is_forgotten() {
-    let t = start().await;
-    let l = t.leader().await;
-    let proxy = Proxy::start(t.addrs[l].client.clone()).await;
-    let direct = Client::new(vec![t.addrs[l].client.clone()]);
-    let cut = Client::with_timeouts(vec![proxy.addr.clone()], quick());
-    let b = cut.open_session(30_000).await.unwrap();
+    let CutOff {
+        t,
+        proxy,
+        direct,
+        cut,
+        b,
+        ..
+    } = CutOff::start(quick()).await;
     let last = || last_request(&direct, b.id());
     take(&b, "first").await;
     let before = last().await;
@@ -866,13 +984,14 @@ async fn a_request_that_never_went_out_is_forgotten() {
 /// dead token): it asks the core, keeps waiting, and returns the grant it is given.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_push_about_a_withdrawn_claim_does_not_complete_a_new_acquire() {
-    let t = start().await;
-    let l = t.leader().await;
-    let proxy = Proxy::start(t.addrs[l].client.clone()).await;
-    let direct = Client::new(vec![t.addrs[l].client.clone()]);
-    let cut = Client::new(vec![proxy.addr.clone()]);
-    let a = direct.open_session(30_000).await.unwrap();
-    let b = Arc::new(cut.open_session(30_000).await.unwrap());
+    let CutOff {
+        t,
+        proxy,
+        direct,
+        a,
+        b,
+        ..
+    } = CutOff::start(by_next_request()).await;
     let bid = b.id();
 
     take(&a, "r").await;
@@ -919,6 +1038,7 @@ async fn a_read_larger_than_a_request_frame_is_answered() {
             connect: Duration::from_secs(2),
             reply: Duration::from_secs(5),
             retry_for: Duration::from_secs(5),
+            ..Timeouts::default()
         },
     );
     let n = 1000;

@@ -667,6 +667,7 @@ impl Opts {
             connect: self.connect_timeout(),
             reply: self.timeout().min(Timeouts::default().reply),
             retry_for: self.timeout(),
+            ..Timeouts::default()
         }
     }
 
@@ -722,6 +723,7 @@ async fn status(opts: &Opts, json: bool) -> Res<ExitCode> {
                     reply: opts.timeout(),
                     // One endpoint: retrying it is pointless once it refused.
                     retry_for: opts.connect_timeout().min(opts.timeout()),
+                    ..Timeouts::default()
                 },
             );
             set.spawn(async move {
