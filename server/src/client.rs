@@ -45,19 +45,23 @@
 //! If the settling cannot finish (no leader in time), the new request is not sent and
 //! returns that error (`Unavailable` or `NotLeader`, of the repeat, the reads or the
 //! withdrawal); the next one tries again, and the same request is still the retry until a
-//! withdrawal has been sent. A release, cancel or unwatch whose answer was lost needs
+//! withdrawal has been sent (here or in the background, below). A release, cancel or unwatch whose answer was lost needs
 //! nothing: applied or not, it left nothing behind.
 //!
 //! A session that makes no further numbered request is settled in the background: when
-//! none has begun [`Timeouts::settle_after`] after the one that left something
-//! unsettled (5 s by default), the client settles it as the next request would have — so
-//! an acquire abandoned by dropping its future, or given up after `Unavailable`, does not
-//! leave a wait or a hold that blocks others until the session ends. It tries up to four
-//! times, `settle_after` apart, and then leaves it to the next request. A request that
-//! begins within `settle_after` (the same acquire again, in a `select!` loop that drops
-//! and re-makes it) keeps the retry's place in the queue. A cancel or unwatch after a
-//! background withdrawal of its lock answers `Ok`, as it would had it withdrawn it
-//! itself. A numbered call that settles makes about five requests in turn
+//! none has begun [`Timeouts::settle_after`] after an acquire or watch was left unsettled
+//! (5 s by default, never less than 100 ms), the client settles it as the next request
+//! would have — so an acquire abandoned by dropping its future, or given up after
+//! `Unavailable`, does not leave a wait or a hold that blocks others until the session
+//! ends. It tries up to four times, `settle_after` apart, and then leaves it to the next
+//! request. A numbered request that begins meanwhile stops it and settles (or retries)
+//! itself, so a `select!` loop that drops and re-makes the same acquire keeps its place in
+//! the queue; but once the background has withdrawn the wait, the same acquire again is a
+//! new one. A cancel or unwatch of that lock, if it is the next numbered request after the
+//! background withdrawal, answers `Ok`, as it would had it withdrawn it itself. A release,
+//! cancel or unwatch whose answer was lost is left as it is (the same call again is its
+//! retry). Closing or dropping the [`Session`] stops the background settling; so does
+//! dropping the future outside a tokio runtime, where nothing can run in the background. A numbered call that settles makes about five requests in turn
 //! (the repeat, two reads, a withdrawal, its own; a few more if the wait is granted or
 //! ends meanwhile), each retried for up to the client's `retry_for`. A repeat refused by
 //! the node rather than the core (a token no longer allowed, a limit) cannot be settled:
@@ -217,8 +221,9 @@ struct Inner {
 }
 
 /// How long a [`Client`] waits. [`Timeouts::default`] is 2 s per connect, 5 s per reply,
-/// 15 s of retries; [`Timeouts::for_ttl`] derives them from a session's ttl so that a
-/// request never waits longer than the lease can survive.
+/// 15 s of retries, and 5 s before an unanswered acquire or watch is settled in the
+/// background; [`Timeouts::for_ttl`] derives them from a session's ttl so that a request
+/// never waits longer than the lease can survive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     /// How long one TCP connect to a node may take before the next node is tried.
@@ -234,7 +239,8 @@ pub struct Timeouts {
     /// How long a session waits, after a numbered request ended without the core's answer
     /// (its future dropped, or an error that leaves its outcome unknown), for its next
     /// numbered request — which settles it, or is its retry — before the client settles it
-    /// in the background (see the module docs).
+    /// in the background (see the module docs). At least 100 ms is waited whatever this
+    /// says.
     pub settle_after: Duration,
 }
 
@@ -255,9 +261,9 @@ impl Timeouts {
     /// for at most a quarter of it (the keep-alive interval the CLI uses, capped at 5 s), so
     /// a stalled node is given up on while the lease can still be kept alive through
     /// another one, and a connect for at most a quarter of it (capped at 2 s); an
-    /// unanswered request is settled in the background after a quarter of it too (capped
-    /// at 5 s), so what it left is gone well before the lease would have ended it. Never
-    /// below 1 ms. Cost: O(1).
+    /// unanswered acquire or watch is settled in the background after a quarter of it too
+    /// (capped at 5 s; at least 100 ms), so what it left is usually gone within a fraction
+    /// of the ttl rather than held while the session lives. Never below 1 ms. Cost: O(1).
     pub fn for_ttl(ttl_ms: u64) -> Timeouts {
         let quarter = Duration::from_millis((ttl_ms / 4).max(1));
         Timeouts {
@@ -717,6 +723,7 @@ impl Client {
                         id,
                         secret,
                         requests: Default::default(),
+                        background: Default::default(),
                     });
                 }
                 Ok(_) => return Err(ClientError::Unavailable("unexpected reply".into())),
@@ -957,6 +964,8 @@ pub struct Session {
     /// The session's request numbers and what is unsettled; held for the whole of a
     /// numbered request (and by a background settling, [`Abandoned`]).
     requests: Arc<tokio::sync::Mutex<Numbering>>,
+    /// Its pending background settling.
+    background: Background,
 }
 
 /// What settling needs of a session: its client, id and credential. Owned, so a
@@ -1023,25 +1032,54 @@ enum Withdrew {
 /// before it leaves what is unsettled to the session's next numbered request.
 const SETTLE_TRIES: u32 = 4;
 
-/// The guard of one numbered request ([`Session::begin`]). If the request ends with
-/// something unsettled — its future dropped, or an error that leaves its outcome unknown
-/// — dropping the guard starts a background settling: after
+/// The shortest wait before a background settling, whatever [`Timeouts::settle_after`]
+/// says: time for a `select!` loop to make its acquire again (its retry).
+const MIN_SETTLE_AFTER: Duration = Duration::from_millis(100);
+
+/// The session's background settling, if one is pending: at most one per session. A new
+/// numbered request, [`Session::close`] and dropping the [`Session`] stop it.
+type Background = Arc<Mutex<Option<tokio::task::AbortHandle>>>;
+
+/// Stops the session's pending background settling, if any. Cost: O(1).
+fn stop_background(b: &Background) {
+    if let Some(task) = b.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        task.abort();
+    }
+}
+
+/// True when settling `g` would withdraw something (or look for something to withdraw):
+/// an acquire or watch that went out, or a withdrawal whose answer was lost. A release,
+/// cancel or unwatch left nothing, and stays the retry of the same call. Cost: O(1).
+fn withdraws(g: &Numbering) -> bool {
+    match &g.unsettled {
+        Some(Unsettled::Sent { req, written, .. }) => {
+            matches!(req, Request::Acquire { .. } | Request::Watch { .. })
+                && written.load(Ordering::SeqCst)
+        }
+        Some(Unsettled::Claim(_) | Unsettled::Watch(_)) => true,
+        None => false,
+    }
+}
+
+/// The guard of one numbered request ([`Session::begin`]). If the request ends with an
+/// acquire or watch unsettled ([`withdraws`]) — its future dropped, or an error that
+/// leaves its outcome unknown — dropping the guard starts a background settling: after
 /// [`Timeouts::settle_after`], if no numbered request of the session began meanwhile, it
 /// settles as the next request would have (see the module docs), so a session that makes
 /// no further numbered request does not keep a wait or hold that no call returned.
-/// [`Abandoned::finish`] disarms it when nothing is unsettled.
+/// [`Abandoned::finish`] disarms it when there is nothing to withdraw.
 struct Abandoned {
-    settle: Option<(Settler, Arc<tokio::sync::Mutex<Numbering>>)>,
+    settle: Option<(Settler, Arc<tokio::sync::Mutex<Numbering>>, Background)>,
     /// The request's place in [`Numbering::begun`].
     begun: u64,
     after: Duration,
 }
 
 impl Abandoned {
-    /// The request is done: no background settling unless `g` still has something
-    /// unsettled. Cost: O(1).
+    /// The request is done: no background settling unless `g` has something to
+    /// withdraw. Cost: O(1).
     fn finish(mut self, g: &Numbering) {
-        if g.unsettled.is_none() {
+        if !withdraws(g) {
             self.settle = None;
         }
     }
@@ -1049,20 +1087,24 @@ impl Abandoned {
 
 impl Drop for Abandoned {
     fn drop(&mut self) {
-        let Some((settler, requests)) = self.settle.take() else {
+        let Some((settler, requests, background)) = self.settle.take() else {
             return;
         };
-        // No runtime (the program is ending): the next request, if any, settles it.
+        // Dropped outside a tokio runtime (the program ending, another executor):
+        // nothing runs in the background; the next request, if any, settles it.
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (begun, after) = (self.begun, self.after);
-        rt.spawn(async move {
+        let (begun, after) = (self.begun, self.after.max(MIN_SETTLE_AFTER));
+        let task = rt.spawn(async move {
             for _ in 0..SETTLE_TRIES {
                 tokio::time::sleep(after).await;
                 let mut g = requests.lock().await;
-                if g.begun != begun || g.unsettled.is_none() {
+                if g.begun != begun || !withdraws(&g) {
                     return; // a later request settles it, or did
+                }
+                if settler.client.st().lost.contains(&settler.id) {
+                    return; // closed or expired: nothing of it is left
                 }
                 if let Ok(withdrew) = settler.settle(&mut g).await {
                     g.settled = withdrew;
@@ -1070,6 +1112,13 @@ impl Drop for Abandoned {
                 }
             }
         });
+        let old = background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(task.abort_handle());
+        if let Some(old) = old {
+            old.abort();
+        }
     }
 }
 
@@ -1130,10 +1179,17 @@ impl Session {
     /// settles in the background what the request leaves unsettled, unless another
     /// begins first (see [`Abandoned`]). Cost: waits for the previous numbered request.
     async fn begin(&self) -> (tokio::sync::MutexGuard<'_, Numbering>, Abandoned) {
+        // This request settles what is unsettled itself (a background settling stopped
+        // between its calls leaves marks the next settling reads, as a dropped call does).
+        stop_background(&self.background);
         let mut g = self.requests.lock().await;
         g.begun += 1;
         let abandoned = Abandoned {
-            settle: Some((self.settler(), self.requests.clone())),
+            settle: Some((
+                self.settler(),
+                self.requests.clone(),
+                self.background.clone(),
+            )),
             begun: g.begun,
             after: self.client.inner.settle_after,
         };
@@ -1388,8 +1444,8 @@ impl Session {
     /// Withdraws a queued acquire (whose future was dropped). If that acquire is still
     /// unsettled (see the module docs), settling it withdraws its wait — or the hold it
     /// became after the future was dropped — and that is the answer: `Ok`; so is a
-    /// withdrawal of this lock made in the background since the previous numbered
-    /// request. Numbered.
+    /// withdrawal of this lock made in the background, if this cancel is the next numbered
+    /// request after it. Numbered.
     /// Cost: one replicated write (settling: one repeat, two reads and one write).
     /// Errors of settling an earlier request are this call's (nothing sent).
     ///
@@ -1423,6 +1479,11 @@ impl Session {
     /// are not sent again: after a reconnect ([`Client::epoch`] changed) unwatch and watch
     /// again to start from the current holders. Numbered. Cost: one replicated write.
     ///
+    /// A watch that fails `Unavailable`, or whose future is dropped, is settled as an
+    /// acquire is (see the module docs): the same watch again is its retry; another
+    /// numbered request, or the background settling after [`Timeouts::settle_after`],
+    /// ends the watch the caller never saw.
+    ///
     /// Errors: `Core(already_watching)`, `Core(capacity_exceeded)` (the lock's watchers or
     /// the claim table are full), `Core(unknown_session)`, `NotOwner`, `Unavailable`.
     pub async fn watch(&self, lock: &str) -> Result<u32, ClientError> {
@@ -1442,7 +1503,9 @@ impl Session {
 
     /// Ends this session's watch of `lock`; no event of it is pushed after the answer.
     /// If a watch of `lock` whose answer was lost is unsettled, settling it ends that
-    /// watch, and that is the answer: `Ok`. Numbered. Cost: one replicated write.
+    /// watch, and that is the answer: `Ok`; so is such a watch ended in the background, if
+    /// this unwatch is the next numbered request after that. Numbered. Cost: one
+    /// replicated write.
     ///
     /// Errors: `Core(not_watching)`, `Core(unknown_session)`, `Unavailable`.
     pub async fn unwatch(&self, lock: &str) -> Result<(), ClientError> {
@@ -1490,6 +1553,7 @@ impl Session {
             Err(e) => return Err(e),
         }
         self.client.lose(self.id);
+        stop_background(&self.background);
         Ok(())
     }
 }
@@ -1937,10 +2001,12 @@ impl Settler {
 
 /// What the client kept for the session — its credential for re-attaching, its lost
 /// mark, its latest lock events — goes with its handle: a long-lived client that opens and
-/// drops sessions keeps nothing of the dropped ones. (The service keeps the session until
-/// it is closed or expires; no keep-alives are sent for it any more.)
+/// drops sessions keeps nothing of the dropped ones, and its background settling, if one
+/// is pending, stops. (The service keeps the session until it is closed or expires; no
+/// keep-alives are sent for it any more.)
 impl Drop for Session {
     fn drop(&mut self) {
+        stop_background(&self.background);
         let mut st = self.client.st();
         st.handles.remove(&self.id);
         st.lost.remove(&self.id);
@@ -2218,6 +2284,7 @@ mod tests {
             id: 1,
             secret: SessionSecret([7; 16]),
             requests: Default::default(),
+            background: Default::default(),
         });
         let opened_at = fake_ms();
         // The open took 3 s on this clock (a suspend while it was out).

@@ -99,7 +99,11 @@ async fn force_new_cluster_from_a_survivor_keeps_state_and_tokens_rise() {
     let mut cluster = Cluster::start_secure(&dir);
     let secure = cluster.secure.as_ref().unwrap();
     let admin = secure.admin_token.clone();
-    let client = Client::with_options(cluster.clients.clone(), secure.client_options(&admin));
+    let mut options = secure.client_options(&admin);
+    // Session 3's acquire is dropped below, its wait queued, and the wait must be there
+    // after the recovery: nothing settles it in the background meanwhile.
+    options.timeouts.settle_after = Duration::from_secs(3600);
+    let client = Client::with_options(cluster.clients.clone(), options);
     eventually("a leader", 20, || cluster.leader()).await;
 
     let s1 = client.open_session(120_000).await.expect("session 1");

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencelock::Mode;
+use fencelock::{Mode, Output};
 use fencelock_server::auth::SessionSecret;
 use fencelock_server::client::{Acquired, Client, Timeouts};
 use fencelock_server::frame;
@@ -269,6 +269,8 @@ struct Proxy {
     addr: String,
     target: String,
     up: tokio::sync::watch::Sender<bool>,
+    /// Raised by each `down`: the connections open then close (however soon `up` follows).
+    cuts: tokio::sync::watch::Sender<u64>,
     faults: tokio::sync::watch::Sender<Faults>,
     listening: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -291,11 +293,13 @@ impl Proxy {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
         let (up, _) = tokio::sync::watch::channel(true);
+        let (cuts, _) = tokio::sync::watch::channel(0);
         let (faults, _) = tokio::sync::watch::channel(Faults::default());
         let p = Proxy {
             addr,
             target,
             up,
+            cuts,
             faults,
             listening: std::sync::Mutex::new(None),
         };
@@ -304,17 +308,19 @@ impl Proxy {
     }
 
     fn listen(&self, l: TcpListener) {
-        let (up_rx, faults_rx, target) = (
+        let (up, cuts_rx, faults_rx, target) = (
             self.up.subscribe(),
+            self.cuts.subscribe(),
             self.faults.subscribe(),
             self.target.clone(),
         );
         let task = tokio::spawn(async move {
             while let Ok((inbound, _)) = l.accept().await {
-                let mut up = up_rx.clone();
-                if !*up.borrow_and_update() {
+                if !*up.borrow() {
                     continue; // dropped: closed at once
                 }
+                let mut cuts = cuts_rx.clone();
+                cuts.borrow_and_update(); // only a later `down` cuts this one
                 let (target, faults) = (target.clone(), faults_rx.clone());
                 tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(&target).await else {
@@ -325,7 +331,7 @@ impl Proxy {
                     tokio::select! {
                         _ = tokio::io::copy(&mut from_client, &mut to_node) => {}
                         _ = pass_node_frames(from_node, to_client, faults) => {}
-                        _ = up.wait_for(|u| !*u) => {}
+                        _ = cuts.changed() => {}
                     }
                 });
             }
@@ -335,13 +341,25 @@ impl Proxy {
 
     fn down(&self) {
         self.up.send_replace(false);
+        self.cuts.send_modify(|n| *n += 1);
     }
 
     /// Listening again (if `refuse` stopped it), and connections pass.
     async fn up(&self) {
         if self.listening.lock().unwrap().is_none() {
-            // Same port: the client knows only this address.
-            self.listen(TcpListener::bind(&self.addr).await.unwrap());
+            // Same port: the client knows only this address (tried for a while, in case
+            // something holds it for a moment).
+            for _ in 0..100 {
+                if let Ok(l) = TcpListener::bind(&self.addr).await {
+                    self.listen(l);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert!(
+                self.listening.lock().unwrap().is_some(),
+                "cannot listen again"
+            );
         }
         self.up.send_replace(true);
     }
@@ -362,7 +380,8 @@ impl Proxy {
 }
 
 /// Copies a node's frames to the client, as [`Faults`] says. Frames are read by a task
-/// of their own, so a change of faults never cuts a frame in two.
+/// of their own, so a change of faults never cuts a frame in two. Faults apply to a frame
+/// when it is passed on, not when it was read: a test sets them on a quiet connection.
 async fn pass_node_frames(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
@@ -805,13 +824,13 @@ fn by_next_request() -> Timeouts {
 /// (`Timeouts::settle_after`) — a hold granted after the acquire's future was dropped
 /// is released, and a wait whose acquire failed `Unavailable` is cancelled. A cancel
 /// after such a background withdrawal answers `Ok`, as one that did the withdrawing
-/// would, and only that once.
+/// would, and only that once. A release whose answer was lost is not settled in the
+/// background: the same release later is its retry. A `select!` loop that drops the same
+/// acquire and makes it again, for longer than `settle_after` in all, keeps its place:
+/// each is the retry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_an_unanswered_acquire_left_is_settled_in_the_background() {
-    let soon = Timeouts {
-        settle_after: Duration::from_millis(300),
-        ..quick()
-    };
+    let settle_after = Duration::from_secs(2);
     let CutOff {
         t,
         proxy,
@@ -819,7 +838,11 @@ async fn what_an_unanswered_acquire_left_is_settled_in_the_background() {
         a,
         b,
         ..
-    } = CutOff::start(soon).await;
+    } = CutOff::start(Timeouts {
+        settle_after,
+        ..quick()
+    })
+    .await;
     let (aid, bid) = (a.id(), b.id());
     let now_claims = |lock: &'static str, want: (Vec<u64>, Vec<u64>)| {
         let direct = direct.clone();
@@ -829,15 +852,16 @@ async fn what_an_unanswered_acquire_left_is_settled_in_the_background() {
         }
     };
 
-    // Dropped while queued, granted (or not yet), then nothing more from B.
+    // Dropped while queued, granted, then nothing more from B.
     take(&a, "job").await;
     queue_then_drop(&direct, &b, "job").await;
     a.release("job").await.unwrap();
-    eventually(
-        now_claims("job", (vec![], vec![])),
-        "B's hold or wait withdrawn",
-    )
-    .await;
+    assert_eq!(
+        claims(&direct, "job").await,
+        (vec![bid], vec![]),
+        "granted to B"
+    );
+    eventually(now_claims("job", (vec![], vec![])), "B's hold released").await;
 
     // Failed `Unavailable` while queued, then nothing more from B.
     take(&a, "slow").await;
@@ -866,6 +890,49 @@ async fn what_an_unanswered_acquire_left_is_settled_in_the_background() {
     .await;
     b.cancel("slow").await.unwrap();
     assert_eq!(refused(b.cancel("slow").await), "not_queued");
+
+    // A release whose answer was lost is left for its retry, however long that takes.
+    let tk = take(&b, "kept").await;
+    answer_lost(&proxy, b.release("kept")).await;
+    tokio::time::sleep(settle_after + settle_after / 2).await;
+    assert_eq!(
+        b.release("kept").await.unwrap(),
+        tk,
+        "the first attempt's answer"
+    );
+
+    // Dropped and made again at once, three times over 1.5 × `settle_after`, with C
+    // queued behind B: B is still ahead of C, on its first number.
+    let c = direct.open_session(30_000).await.unwrap();
+    take(&a, "loop").await;
+    queue_then_drop(&direct, &b, "loop").await;
+    let c_waits =
+        tokio::spawn(async move { c.acquire("loop", Mode::Exclusive, WaitSpec::Forever).await });
+    let first = last_request(&direct, bid).await;
+    let remake = || {
+        let b = b.clone();
+        tokio::spawn(async move { b.acquire("loop", Mode::Exclusive, WaitSpec::Forever).await })
+    };
+    for _ in 0..3 {
+        let w = remake();
+        tokio::time::sleep(settle_after / 2).await;
+        w.abort();
+        let _ = w.await;
+    }
+    let w = remake();
+    let (_, queue) = claims(&direct, "loop").await;
+    assert_eq!(queue[0], bid, "B kept its place");
+    assert_eq!(
+        last_request(&direct, bid).await,
+        first,
+        "each was the retry"
+    );
+    a.release("loop").await.unwrap();
+    match tokio::time::timeout(Duration::from_secs(10), w).await {
+        Ok(Ok(Ok(Acquired::Granted(_)))) => {}
+        other => panic!("B is granted, got {other:?}"),
+    }
+    c_waits.abort();
     t.stop().await;
 }
 
@@ -977,6 +1044,26 @@ async fn a_request_that_never_went_out_is_forgotten() {
     t.stop().await;
 }
 
+/// The token of the next `Granted` push to `session` for `lock` that `pushes` receives.
+async fn grant_of(
+    pushes: &mut tokio::sync::broadcast::Receiver<Output>,
+    session: u64,
+    lock: &str,
+) -> fencelock::Token {
+    loop {
+        match pushes.recv().await {
+            Ok(Output::Granted {
+                session: s,
+                lock: l,
+                token,
+                ..
+            }) if s.0 == session && l.as_str() == lock => return token,
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 /// A push about a claim that settling withdrew can arrive after the answers that came
 /// later (a node writes a connection's answers before its pushes): here the grant of a
 /// dropped acquire is held back until the session has released that hold (settling) and
@@ -989,25 +1076,30 @@ async fn a_late_push_about_a_withdrawn_claim_does_not_complete_a_new_acquire() {
         proxy,
         direct,
         a,
+        cut,
         b,
-        ..
     } = CutOff::start(by_next_request()).await;
     let bid = b.id();
+    let mut pushes = cut.subscribe();
 
     take(&a, "r").await;
     queue_then_drop(&direct, &b, "r").await;
     proxy.set(|f| f.hold_pushes = true);
     a.release("r").await.unwrap();
     let old = direct.holders("r").await.unwrap();
-    assert_eq!(old[0].session.0, bid, "granted to B; its push held back");
+    assert_eq!(old[0].session.0, bid, "granted to B");
+    let held = tokio::time::timeout(Duration::from_millis(300), grant_of(&mut pushes, bid, "r"));
+    assert!(held.await.is_err(), "the grant's push is held back");
     take(&b, "other").await; // settles: releases the hold no call returned
     take(&a, "r").await;
     let b2 = b.clone();
     let waiter =
         tokio::spawn(async move { b2.acquire("r", Mode::Exclusive, WaitSpec::Forever).await });
     queued(&direct, "r", bid, "B queued again").await;
-    proxy.set(|f| f.hold_pushes = false); // the old grant arrives now
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.set(|f| f.hold_pushes = false);
+    let late = tokio::time::timeout(Duration::from_secs(10), grant_of(&mut pushes, bid, "r"));
+    assert_eq!(late.await.expect("the old grant arrives now"), old[0].token);
+    tokio::time::sleep(Duration::from_millis(300)).await; // time to act on it
     assert!(
         !waiter.is_finished(),
         "the old grant did not complete the new acquire"
