@@ -44,9 +44,10 @@
 //!
 //! If the settling cannot finish (no leader in time), the new request is not sent and
 //! returns that error (`Unavailable` or `NotLeader`, of the repeat, the reads or the
-//! withdrawal); the next one tries again, and the same request is still the retry until a
-//! withdrawal has been sent (here or in the background, below). A release, cancel or unwatch whose answer was lost needs
-//! nothing: applied or not, it left nothing behind.
+//! withdrawal); the next one tries again, and the same request is still the retry until it
+//! is settled: a withdrawal sent, or its outcome learned by a repeat that leaves nothing
+//! to withdraw (here, or in the background, below). A release, cancel or unwatch whose
+//! answer was lost needs nothing: applied or not, it left nothing behind.
 //!
 //! A session that makes no further numbered request is settled in the background: when
 //! none has begun [`Timeouts::settle_after`] after an acquire or watch was left unsettled
@@ -56,12 +57,14 @@
 //! ends. It tries up to four times, `settle_after` apart, and then leaves it to the next
 //! request. A numbered request that begins meanwhile stops it and settles (or retries)
 //! itself, so a `select!` loop that drops and re-makes the same acquire keeps its place in
-//! the queue; but once the background has withdrawn the wait, the same acquire again is a
-//! new one. A cancel or unwatch of that lock, if it is the next numbered request after the
-//! background withdrawal, answers `Ok`, as it would had it withdrawn it itself. A release,
-//! cancel or unwatch whose answer was lost is left as it is (the same call again is its
-//! retry). Closing or dropping the [`Session`] stops the background settling; so does
-//! dropping the future outside a tokio runtime, where nothing can run in the background. A numbered call that settles makes about five requests in turn
+//! the queue. Once the background has settled it, the same acquire again is a new one (a
+//! try-lock once answered `Busy` may now be granted; a timed wait has a new deadline). A
+//! cancel or unwatch of that lock, if it is the next numbered request after a background
+//! withdrawal, answers `Ok`, as it would had it withdrawn it itself. A release, cancel or
+//! unwatch whose answer was lost is left as it is (the same call again is its retry).
+//! Closing or dropping the [`Session`] stops the background settling, and none is started
+//! when the future is dropped outside a tokio runtime. A numbered call that settles makes
+//! about five requests in turn
 //! (the repeat, two reads, a withdrawal, its own; a few more if the wait is granted or
 //! ends meanwhile), each retried for up to the client's `retry_for`. A repeat refused by
 //! the node rather than the core (a token no longer allowed, a limit) cannot be settled:
@@ -236,11 +239,12 @@ pub struct Timeouts {
     /// take up to `retry_for + connect + reply`. A session's numbered request that first
     /// settles an earlier one makes up to five such calls in turn (see the module docs).
     pub retry_for: Duration,
-    /// How long a session waits, after a numbered request ended without the core's answer
-    /// (its future dropped, or an error that leaves its outcome unknown), for its next
-    /// numbered request — which settles it, or is its retry — before the client settles it
-    /// in the background (see the module docs). At least 100 ms is waited whatever this
-    /// says.
+    /// How long a session waits, after an acquire or watch ended without the core's
+    /// answer (its future dropped, or an error that leaves its outcome unknown), for its
+    /// next numbered request — which settles it, or is its retry — before the client
+    /// settles it in the background (see the module docs). At least 100 ms is waited
+    /// whatever this says; a very long time (an hour) leaves settling to the next request
+    /// alone.
     pub settle_after: Duration,
 }
 
@@ -1036,15 +1040,17 @@ const SETTLE_TRIES: u32 = 4;
 /// says: time for a `select!` loop to make its acquire again (its retry).
 const MIN_SETTLE_AFTER: Duration = Duration::from_millis(100);
 
-/// The session's background settling, if one is pending: at most one per session. A new
-/// numbered request, [`Session::close`] and dropping the [`Session`] stop it.
-type Background = Arc<Mutex<Option<tokio::task::AbortHandle>>>;
+/// The session's background settling, if one is pending, with the [`Numbering::begun`]
+/// it was armed at: at most one per session. A new numbered request, [`Session::close`]
+/// and dropping the [`Session`] stop it.
+type Background = Arc<Mutex<Option<(tokio::task::AbortHandle, u64)>>>;
 
-/// Stops the session's pending background settling, if any. Cost: O(1).
-fn stop_background(b: &Background) {
-    if let Some(task) = b.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        task.abort();
-    }
+/// Stops the session's pending background settling, if any; returns the `begun` it was
+/// armed at. Cost: O(1).
+fn stop_background(b: &Background) -> Option<u64> {
+    let (task, begun) = b.lock().unwrap_or_else(|p| p.into_inner()).take()?;
+    task.abort();
+    Some(begun)
 }
 
 /// True when settling `g` would withdraw something (or look for something to withdraw):
@@ -1083,6 +1089,11 @@ impl Abandoned {
             self.settle = None;
         }
     }
+
+    /// No background settling. Cost: O(1).
+    fn disarm(mut self) {
+        self.settle = None;
+    }
 }
 
 impl Drop for Abandoned {
@@ -1100,8 +1111,11 @@ impl Drop for Abandoned {
             for _ in 0..SETTLE_TRIES {
                 tokio::time::sleep(after).await;
                 let mut g = requests.lock().await;
+                // A later request settles it, or did. (Needed beside the stops in `begin`:
+                // a task re-armed by a `begin` dropped before it had the lock can wait
+                // here behind a request that began after it.)
                 if g.begun != begun || !withdraws(&g) {
-                    return; // a later request settles it, or did
+                    return;
                 }
                 if settler.client.st().lost.contains(&settler.id) {
                     return; // closed or expired: nothing of it is left
@@ -1115,8 +1129,8 @@ impl Drop for Abandoned {
         let old = background
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .replace(task.abort_handle());
-        if let Some(old) = old {
+            .replace((task.abort_handle(), begun));
+        if let Some((old, _)) = old {
             old.abort();
         }
     }
@@ -1177,23 +1191,38 @@ impl Session {
 
     /// Locks the session's numbering for one numbered request, with the guard that
     /// settles in the background what the request leaves unsettled, unless another
-    /// begins first (see [`Abandoned`]). Cost: waits for the previous numbered request.
+    /// begins first (see [`Abandoned`]). Stops the session's pending background settling:
+    /// this request settles what is unsettled itself. Cost: waits for the previous
+    /// numbered request.
     async fn begin(&self) -> (tokio::sync::MutexGuard<'_, Numbering>, Abandoned) {
-        // This request settles what is unsettled itself (a background settling stopped
-        // between its calls leaves marks the next settling reads, as a dropped call does).
-        stop_background(&self.background);
+        // Stopped at once, even mid-settle (its marks are written before each call, so
+        // the next settling reads them, as after a dropped call) — and armed again, as it
+        // was, if this call is dropped before it has the lock.
+        let stopped = stop_background(&self.background);
+        let rearm = self.abandoned(stopped);
         let mut g = self.requests.lock().await;
+        rearm.disarm();
+        // One armed while this call waited (by the request before it) is this one's too.
+        stop_background(&self.background);
         g.begun += 1;
-        let abandoned = Abandoned {
-            settle: Some((
-                self.settler(),
-                self.requests.clone(),
-                self.background.clone(),
-            )),
-            begun: g.begun,
-            after: self.client.inner.settle_after,
-        };
+        let abandoned = self.abandoned(Some(g.begun));
         (g, abandoned)
+    }
+
+    /// A guard that settles in the background what the request of `begun` leaves (none
+    /// for `None`). Cost: O(1).
+    fn abandoned(&self, begun: Option<u64>) -> Abandoned {
+        Abandoned {
+            settle: begun.map(|_| {
+                (
+                    self.settler(),
+                    self.requests.clone(),
+                    self.background.clone(),
+                )
+            }),
+            begun: begun.unwrap_or(0),
+            after: self.client.inner.settle_after,
+        }
     }
 
     /// Sends the request `make` builds with the session's next number (after the previous
@@ -1292,10 +1321,11 @@ impl Session {
     /// reconnect while waiting.
     ///
     /// An acquire that returns `Unavailable`, or whose future is dropped, is settled by
-    /// the session's next numbered request (see the module docs): repeating this call is
-    /// the retry and returns the first attempt's outcome; another request withdraws the
-    /// hold or wait it may have left first. If no numbered request begins within
-    /// [`Timeouts::settle_after`], the client withdraws them in the background.
+    /// the session's next numbered request (see the module docs): repeating this call
+    /// (within [`Timeouts::settle_after`], or before any other numbered request) is the
+    /// retry and returns the first attempt's outcome; another request withdraws the hold
+    /// or wait it may have left first. If no numbered request begins within
+    /// `settle_after`, the client settles it in the background.
     ///
     /// Errors: core refusals (already queued, mode mismatch, capacity…), `Unavailable`
     /// (no leader answered within the retry period). Like every numbered request, any
@@ -2029,6 +2059,45 @@ mod tests {
     use fencelock::{LockName, SessionId, Tick};
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
+
+    /// A numbered request's `begin` stops the session's pending background settling at
+    /// once; if the call is dropped before it has the numbering, the settling is armed
+    /// again as it was (same `begun`), not lost. Once it has the numbering, the slot is
+    /// empty and the request is the next one.
+    #[tokio::test]
+    async fn a_begin_dropped_before_the_lock_arms_the_background_settling_again() {
+        let session = Session {
+            client: Client::new(vec![]),
+            id: 1,
+            secret: SessionSecret([7; 16]),
+            requests: Default::default(),
+            background: Default::default(),
+        };
+        let held = session.requests.clone();
+        let mut g = held.lock().await;
+        g.begun = 1;
+        // A stand-in for a pending background settling armed by request 1.
+        let pending = tokio::spawn(std::future::pending::<()>());
+        *session.background.lock().unwrap() = Some((pending.abort_handle(), 1));
+
+        // Dropped while it waits for the numbering (held above).
+        let begin = session.begin();
+        assert!(tokio::time::timeout(Duration::from_millis(50), begin)
+            .await
+            .is_err());
+        assert!(pending.await.unwrap_err().is_cancelled(), "stopped at once");
+        let rearmed = session.background.lock().unwrap().take();
+        let (task, begun) = rearmed.expect("armed again");
+        assert_eq!(begun, 1);
+        task.abort();
+        drop(g);
+
+        // Not dropped: the slot is empty, and this is request 2.
+        let (g, abandoned) = session.begin().await;
+        assert_eq!(g.begun, 2);
+        assert!(session.background.lock().unwrap().is_none());
+        abandoned.disarm();
+    }
 
     async fn next_request<R: AsyncRead + Unpin>(r: &mut R) -> ClientFrame {
         frame::read(r, MAX_CLIENT_FRAME)

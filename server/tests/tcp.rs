@@ -316,11 +316,13 @@ impl Proxy {
         );
         let task = tokio::spawn(async move {
             while let Ok((inbound, _)) = l.accept().await {
+                // Only a `down` from here on cuts this one (so one before it is seen by
+                // the check of `up` that follows).
+                let mut cuts = cuts_rx.clone();
+                cuts.borrow_and_update();
                 if !*up.borrow() {
                     continue; // dropped: closed at once
                 }
-                let mut cuts = cuts_rx.clone();
-                cuts.borrow_and_update(); // only a later `down` cuts this one
                 let (target, faults) = (target.clone(), faults_rx.clone());
                 tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(&target).await else {
@@ -906,8 +908,10 @@ async fn what_an_unanswered_acquire_left_is_settled_in_the_background() {
     let c = direct.open_session(30_000).await.unwrap();
     take(&a, "loop").await;
     queue_then_drop(&direct, &b, "loop").await;
+    let cid = c.id();
     let c_waits =
         tokio::spawn(async move { c.acquire("loop", Mode::Exclusive, WaitSpec::Forever).await });
+    queued(&direct, "loop", cid, "C queued behind B").await;
     let first = last_request(&direct, bid).await;
     let remake = || {
         let b = b.clone();
@@ -921,7 +925,7 @@ async fn what_an_unanswered_acquire_left_is_settled_in_the_background() {
     }
     let w = remake();
     let (_, queue) = claims(&direct, "loop").await;
-    assert_eq!(queue[0], bid, "B kept its place");
+    assert_eq!(queue, vec![bid, cid], "B kept its place");
     assert_eq!(
         last_request(&direct, bid).await,
         first,
