@@ -50,25 +50,26 @@
 //! answer was lost needs nothing: applied or not, it left nothing behind.
 //!
 //! A session that makes no further numbered request is settled in the background: when
-//! none has begun [`Timeouts::settle_after`] after an acquire or watch was left unsettled
-//! (5 s by default, never less than 100 ms), the client settles it as the next request
-//! would have — so an acquire abandoned by dropping its future, or given up after
-//! `Unavailable`, does not leave a wait or a hold that blocks others until the session
-//! ends. It tries up to four times, `settle_after` apart, and then leaves it to the next
-//! request. A numbered request that begins meanwhile stops it and settles (or retries)
-//! itself, so a `select!` loop that drops and re-makes the same acquire keeps its place in
-//! the queue. Once the background has settled it, the same acquire again is a new one (a
-//! try-lock once answered `Busy` may now be granted; a timed wait has a new deadline). A
-//! cancel or unwatch of that lock, if it is the next numbered request after a background
-//! withdrawal, answers `Ok`, as it would had it withdrawn it itself. A release, cancel or
-//! unwatch whose answer was lost is left as it is (the same call again is its retry).
-//! Closing or dropping the [`Session`] stops the background settling, and none is started
-//! when the future is dropped outside a tokio runtime. A numbered call that settles makes
-//! about five requests in turn
-//! (the repeat, two reads, a withdrawal, its own; a few more if the wait is granted or
-//! ends meanwhile), each retried for up to the client's `retry_for`. A repeat refused by
-//! the node rather than the core (a token no longer allowed, a limit) cannot be settled:
-//! it is forgotten, and what the first attempt left stays until the session ends. After a
+//! none has begun [`Timeouts::settle_after`] after an acquire or watch was left
+//! unsettled (5 s by default, never less than 100 ms), the client settles it as the next
+//! request would have — so an acquire abandoned by dropping its future, or given up
+//! after `Unavailable`, does not leave a wait or a hold that blocks others until the
+//! session ends. It tries up to four times, `settle_after` apart, and then leaves it to
+//! the next request. A numbered request that begins meanwhile stops it and settles (or
+//! retries) itself, so a `select!` loop that drops and re-makes the same acquire keeps
+//! its place in the queue. Once the background has settled it, the same acquire again is
+//! a new one (a try-lock once answered `Busy` may now be granted; a timed wait has a new
+//! deadline). A cancel or unwatch of that lock, if it is the next numbered request after
+//! a background withdrawal, answers `Ok`, as it would had it withdrawn it itself. A
+//! release, cancel or unwatch whose answer was lost is left as it is (the same call
+//! again is its retry). Closing or dropping the [`Session`] stops the background
+//! settling, and none is started when the future is dropped outside a tokio runtime.
+//!
+//! A numbered call that settles makes about five requests in turn (the repeat, two
+//! reads, a withdrawal, its own; a few more if the wait is granted or ends meanwhile),
+//! each retried for up to the client's `retry_for`. A repeat refused by the node rather
+//! than the core (a token no longer allowed, a limit) cannot be settled: it is
+//! forgotten, and what the first attempt left stays until the session ends. After a
 //! withdrawal, the next acquire of that lock takes its outcome from the core's answers
 //! only (until a wait of it ends): a push about the withdrawn claim may still be on its
 //! way.
