@@ -1,6 +1,8 @@
 //! Three in-process nodes over the real TCP transport on 127.0.0.1, driven through the
-//! client library: redirects from a follower, pushed grants, linearizable reads, and bad
-//! input on both ports.
+//! client library: redirects from a follower, pushed grants, linearizable reads, bad
+//! input on both ports, and how a session settles requests whose answers never came
+//! (through a proxy that cuts connections, refuses connects, drops answers or holds
+//! pushes back).
 
 mod common;
 
