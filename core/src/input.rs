@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Label, LockName, Mode, SessionId, Tick, Wait};
+use crate::{Label, LockName, Mode, SessionId, Tick, Token, Wait};
 
 /// One input to [`LockService::handle`](crate::LockService::handle).
 ///
@@ -127,6 +127,22 @@ pub enum Input {
         /// Idempotent-retry number.
         request: Option<u64>,
     },
+    /// Release the session's hold on a lock only if it is the hold granted with `token`: a
+    /// later hold of the same session on the same lock (taken after this one ended) is
+    /// refused, not released. For a caller that names a hold by its token, such as an
+    /// operator who read the token from a listing, or a retry without a request number.
+    ReleaseHold {
+        /// The host's current tick.
+        now: Tick,
+        /// The holder.
+        session: SessionId,
+        /// The lock.
+        lock: LockName,
+        /// The token of the hold to release.
+        token: Token,
+        /// Idempotent-retry number.
+        request: Option<u64>,
+    },
 }
 
 impl Input {
@@ -142,7 +158,8 @@ impl Input {
             | Input::Tick { now }
             | Input::OpenLabeled { now, .. }
             | Input::Watch { now, .. }
-            | Input::Unwatch { now, .. } => *now,
+            | Input::Unwatch { now, .. }
+            | Input::ReleaseHold { now, .. } => *now,
         }
     }
 
@@ -157,7 +174,8 @@ impl Input {
             | Input::Release { session, .. }
             | Input::Cancel { session, .. }
             | Input::Watch { session, .. }
-            | Input::Unwatch { session, .. } => Some(*session),
+            | Input::Unwatch { session, .. }
+            | Input::ReleaseHold { session, .. } => Some(*session),
             Input::OpenSession { .. } | Input::OpenLabeled { .. } | Input::Tick { .. } => None,
         }
     }
@@ -171,14 +189,16 @@ impl Input {
             | Input::Release { request, .. }
             | Input::Cancel { request, .. }
             | Input::Watch { request, .. }
-            | Input::Unwatch { request, .. } => *request,
+            | Input::Unwatch { request, .. }
+            | Input::ReleaseHold { request, .. } => *request,
             Input::OpenSession { .. } | Input::OpenLabeled { .. } | Input::Tick { .. } => None,
         }
     }
 
     /// A short, stable, snake_case name for the kind of input: `"open_session"`,
     /// `"open_labeled"`, `"keep_alive"`, `"close_session"`, `"acquire"`, `"release"`,
-    /// `"cancel"`, `"tick"`, `"watch"` or `"unwatch"`. Cost: O(1). Errors: none.
+    /// `"cancel"`, `"tick"`, `"watch"`, `"unwatch"` or `"release_hold"`. Cost: O(1).
+    /// Errors: none.
     pub fn kind(&self) -> &'static str {
         match self {
             Input::OpenSession { .. } => "open_session",
@@ -191,6 +211,7 @@ impl Input {
             Input::Tick { .. } => "tick",
             Input::Watch { .. } => "watch",
             Input::Unwatch { .. } => "unwatch",
+            Input::ReleaseHold { .. } => "release_hold",
         }
     }
 
@@ -207,7 +228,8 @@ impl Input {
             | Input::Tick { now }
             | Input::OpenLabeled { now, .. }
             | Input::Watch { now, .. }
-            | Input::Unwatch { now, .. } => *now = tick,
+            | Input::Unwatch { now, .. }
+            | Input::ReleaseHold { now, .. } => *now = tick,
         }
         self
     }

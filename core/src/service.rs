@@ -481,6 +481,13 @@ impl<S: Storage> LockService<S> {
                 lock,
                 request,
             } => self.unwatch(now, session, lock.as_str(), request, out),
+            Input::ReleaseHold {
+                now,
+                session,
+                lock,
+                token,
+                request,
+            } => self.release_hold(now, session, lock.as_str(), token, request, out),
         }
     }
 
@@ -763,8 +770,53 @@ impl<S: Storage> LockService<S> {
         request: Option<u64>,
         out: &mut impl Sink,
     ) -> Result<Reply, Error> {
+        self.release_claim(session, lock, None, request, out)
+    }
+
+    /// Releases the session's hold on `lock` if it is the hold granted with `token`, as
+    /// [`release`](Self::release) does (the same reply and events). A session holds a lock
+    /// at most once, so the token names one hold: if the session holds the lock with
+    /// another token (it took the lock again after the hold this token names ended), that
+    /// hold stays and the answer is `NotHolder`. An operator forcing out a hold they read
+    /// from a listing, or a host retrying a release without a request number, names the
+    /// hold by its token so that the retry cannot release the session's next hold.
+    ///
+    /// A request number used for it is a different request from a `release` of the same
+    /// lock and from a `release_hold` with another token (`RequestReused`); its repeat
+    /// replays the recorded `Released`.
+    ///
+    /// Errors: as [`release`](Self::release), with [`Error::NotHolder`] also when the
+    /// session holds the lock with another token. Cost: as `release`.
+    pub fn release_hold(
+        &mut self,
+        now: Tick,
+        session: SessionId,
+        lock: &str,
+        token: Token,
+        request: Option<u64>,
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
+        self.advance(now, out)?;
+        self.release_claim(session, lock, Some(token.0), request, out)
+    }
+
+    /// The release of `session`'s hold on `lock` (only the hold of token `hold`, if
+    /// given), after the advance.
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
+    fn release_claim(
+        &mut self,
+        session: SessionId,
+        lock: &str,
+        hold: Option<u64>,
+        request: Option<u64>,
+        out: &mut impl Sink,
+    ) -> Result<Reply, Error> {
         let mut v = self.view();
-        let (s, target) = match v.begin(session, lock, request, Kind::Release)? {
+        let begun = match hold {
+            None => v.begin(session, lock, request, Kind::Release)?,
+            Some(token) => v.begin_hold(session, lock, token, request)?,
+        };
+        let (s, target) = match begun {
             Begin::Apply { s, target } => (s, target),
             Begin::Replay(recorded) => return Ok(recorded.reply()),
         };
@@ -772,7 +824,10 @@ impl<S: Storage> LockService<S> {
         let c = v
             .lock_slot(lock, hash)
             .and_then(|l| v.claim_slot(s, l))
-            .filter(|c| v.c[*c as usize].holding())
+            .filter(|c| {
+                let c = &v.c[*c as usize];
+                c.holding() && hold.is_none_or(|token| c.value == token)
+            })
             .ok_or(Error::NotHolder(session))?;
         let l = v.c[c as usize].lock();
         let token = v.c[c as usize].value;
@@ -1369,6 +1424,21 @@ fn target(name: &str, mode: Option<Mode>, request: Option<u64>) -> u64 {
     h
 }
 
+/// The fingerprint of a numbered `release_hold`: [`target`]'s of the name, then a byte
+/// no UTF-8 name or mode byte is (0xFC), then the token's eight bytes, so it differs from
+/// a plain release of the same lock and from a release of another hold.
+fn hold_target(name: &str, token: u64, request: Option<u64>) -> u64 {
+    if request.is_none() {
+        return 0;
+    }
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = (target(name, None, request) ^ 0xFC).wrapping_mul(PRIME);
+    for b in token.to_le_bytes() {
+        h = (h ^ b as u64).wrapping_mul(PRIME);
+    }
+    h
+}
+
 /// The recorded reply of a granted acquire in `mode`.
 fn granted(mode: Mode, token: u64) -> Recorded {
     match mode {
@@ -1729,6 +1799,27 @@ impl View<'_> {
             Some(recorded) => Begin::Replay(recorded),
             None => Begin::Apply { s, target },
         })
+    }
+
+    /// [`begin`](Self::begin) for a `release_hold` of the hold of `token`: a release
+    /// (so its repeat replays the recorded `Released`) whose fingerprint also covers the
+    /// token ([`hold_target`]).
+    fn begin_hold(
+        &self,
+        session: SessionId,
+        lock: &str,
+        token: u64,
+        request: Option<u64>,
+    ) -> Result<Begin, Error> {
+        let s = self.session_slot(session)?;
+        self.check_name(lock)?;
+        let target = hold_target(lock, token, request);
+        Ok(
+            match self.check_request(s, request, Kind::Release, target)? {
+                Some(recorded) => Begin::Replay(recorded),
+                None => Begin::Apply { s, target },
+            },
+        )
     }
 
     #[cfg_attr(not(target_family = "wasm"), inline(always))]

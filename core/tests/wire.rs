@@ -95,7 +95,14 @@ fn all_inputs(n: LockName, big: u64) -> Vec<Input> {
         Input::Unwatch {
             now,
             session: s,
+            lock: n.clone(),
+            request: Some(big),
+        },
+        Input::ReleaseHold {
+            now,
+            session: s,
             lock: n,
+            token: Token(big),
             request: Some(big),
         },
     ]
