@@ -372,6 +372,8 @@ enum fencelock_op_kind
   FENCELOCK_OP_KIND_CAMPAIGN = 9,
   // `fencelock_service_resign`: as `CAMPAIGN`.
   FENCELOCK_OP_KIND_RESIGN = 10,
+  // `fencelock_service_release_hold`: as `RELEASE`, with `token`.
+  FENCELOCK_OP_KIND_RELEASE_HOLD = 11,
 };
 #ifndef __cplusplus
 typedef uint32_t fencelock_op_kind;
@@ -498,10 +500,13 @@ typedef struct fencelock_op {
   // The idempotent-retry number, 0 = none (every kind but `OPEN_SESSION`).
   uint64_t request_number;
   // The lock (or election) name, UTF-8, `lock_len` bytes, no NUL needed (`ACQUIRE`,
-  // `RELEASE`, `CANCEL`, `WATCH`, `UNWATCH`, `CAMPAIGN`, `RESIGN`).
+  // `RELEASE`, `CANCEL`, `WATCH`, `UNWATCH`, `CAMPAIGN`, `RESIGN`, `RELEASE_HOLD`).
   const uint8_t *lock;
   // Bytes at `lock`.
   size_t lock_len;
+  // `RELEASE_HOLD`: the token of the hold to release. Appended: the earlier fields
+  // keep their offsets (the struct grew by 8 bytes).
+  uint64_t token;
 } fencelock_op;
 
 // One event, copied out of the service (it owns no memory). Fields an event kind does
@@ -1168,6 +1173,32 @@ fencelock_result fencelock_service_release(struct fencelock_service *svc,
                                            size_t lock_len,
                                            uint64_t request_number,
                                            struct fencelock_reply *reply);
+
+// Releases `session`'s hold on the lock named by `lock[..lock_len]` only if it is the
+// hold granted with `token`, exactly as `fencelock_service_release` would (the same
+// `RELEASED` reply and events). A session holds a lock at most once, so the token names
+// one hold: if the session holds the lock with another token (it took the lock again
+// after that hold ended), that hold stays and the call is refused with `NOT_HOLDER`.
+// For a caller that names a hold by its token (an operator forcing out a hold read from
+// `fencelock_service_holders`, a retry without a request number), so that a repeat
+// cannot release the session's next hold. A request number used for it covers the
+// token: the same number on a `release` of the lock or a `release_hold` with another
+// token is `REQUEST_REUSED`; its repeat replays the recorded `RELEASED`.
+//
+// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_HOLDER` (also
+// when the session holds the lock with another token), as release. Cost: as release.
+//
+// # Safety
+// As `fencelock_service_release`.
+fencelock_result fencelock_service_release_hold(struct fencelock_service *svc,
+                                                uint64_t now,
+                                                uint64_t session,
+                                                const uint8_t *lock,
+                                                size_t lock_len,
+                                                uint64_t token,
+                                                uint64_t request_number,
+                                                struct fencelock_reply *reply);
 
 // Withdraws a queued acquire. Replies `CANCELLED`; queues any `GRANTED` it unblocks,
 // each followed by `HOLDER_CHANGED` (`GRANTED`) to the lock's watchers.

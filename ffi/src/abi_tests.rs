@@ -147,6 +147,23 @@ fn release(
     (r, reply)
 }
 
+fn release_hold(
+    svc: *mut fencelock_service,
+    now: u64,
+    s: u64,
+    lock: &str,
+    token: u64,
+    request_number: u64,
+) -> (fencelock_result, fencelock_reply) {
+    let (p, n) = name(lock);
+    let mut reply = junk_reply();
+    // SAFETY: live handle; name valid for n bytes; reply writable.
+    let r = unsafe {
+        fencelock_service_release_hold(svc, now, s, p, n, token, request_number, &mut reply)
+    };
+    (r, reply)
+}
+
 fn keep_alive(
     svc: *mut fencelock_service,
     now: u64,
@@ -2369,6 +2386,223 @@ fn event_limits_are_set_within_the_bound() {
     drop(arena);
 }
 
+// ================================================================ release_hold
+
+/// The sessions and tokens holding `lock`, in grant order.
+fn holders_of(svc: *mut fencelock_service, lock: &str) -> Vec<(u64, u64)> {
+    let (p, n) = name(lock);
+    let mut holders = [std::mem::MaybeUninit::<fencelock_holder>::uninit(); 4];
+    let mut count = 0;
+    // SAFETY: live handle; name valid; 4 writable (uninitialised) slots; count writable.
+    let r = unsafe { fencelock_service_holders(svc, p, n, holders[0].as_mut_ptr(), 4, &mut count) };
+    assert_eq!(r, fencelock_result::Ok);
+    holders[..count]
+        .iter()
+        // SAFETY: OK: the first `count` slots were written.
+        .map(|h| unsafe { h.assume_init() })
+        .map(|h| (h.session, h.token))
+        .collect()
+}
+
+/// `fencelock_service_release_hold` releases the hold of its token exactly as
+/// `fencelock_service_release` would (the same result, reply, events and state as a
+/// twin's release); once the session has released and taken the lock again, the old
+/// token is refused with `NOT_HOLDER`, changing nothing (the state, the events, the new
+/// hold), and the new token releases. A numbered call covers its token. The ABI's own
+/// refusals change nothing, not even time; a frame and a batch op reach the same input.
+#[test]
+fn release_hold_releases_only_the_hold_of_its_token() {
+    use fencelock_reply_kind as R;
+    let c = config(4, 4, 8);
+    let (svc, twin) = (new_service(&c), new_service(&c));
+    let (mut a, mut b) = (0, 0);
+    for s in [svc, twin] {
+        (a, b) = (open(s, 0, 100), open(s, 0, 100));
+        assert_eq!(kind_token(acquire(s, 0, a, "l", X, NONE)), granted(1));
+        assert_eq!(acquire(s, 0, b, "l", X, FOREVER).1.kind, R::Queued);
+    }
+    // The hold of token 1: released as a release would, b granted 2.
+    let by_token = release_hold(svc, 1, a, "l", 1, 0);
+    let by_session = release(twin, 1, a, "l");
+    assert_eq!(by_token, by_session);
+    assert_eq!(
+        (
+            by_token.0,
+            by_token.1.kind,
+            by_token.1.token,
+            by_token.1.pending
+        ),
+        (fencelock_result::Ok, R::Released, 1, 1)
+    );
+    let (ev, twin_ev) = (drain_all(svc), drain_all(twin));
+    assert_eq!(format!("{ev:?}"), format!("{twin_ev:?}"));
+    assert_eq!(
+        ev.iter()
+            .map(|o| (o.kind, o.session, o.token))
+            .collect::<Vec<_>>(),
+        [(fencelock_output_kind::Granted, b, 2)]
+    );
+    assert_eq!(snapshot(svc), snapshot(twin));
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(twin) };
+
+    // b releases; a takes the lock again: token 3 is its hold now, token 1 is over.
+    assert_eq!(release(svc, 2, b, "l").1.token, 2);
+    assert_eq!(kind_token(acquire(svc, 2, a, "l", X, NONE)), granted(3));
+    let before = snapshot(svc);
+    let (r, reply) = release_hold(svc, 2, a, "l", 1, 0);
+    assert_eq!(
+        (r, reply),
+        (fencelock_result::NotHolder, fencelock_reply::NONE)
+    );
+    assert!(
+        last_error_of(svc).contains("holder"),
+        "{}",
+        last_error_of(svc)
+    );
+    assert_eq!(
+        snapshot(svc),
+        before,
+        "a refused release_hold changed the service"
+    );
+    assert_eq!(pending(svc), 0);
+    assert_eq!(holders_of(svc, "l"), [(a, 3)], "the new hold stays");
+    // Nor is another session's token a hold of this session.
+    assert_eq!(
+        release_hold(svc, 2, b, "l", 3, 0).0,
+        fencelock_result::NotHolder
+    );
+    // The session's errors come first, in release's order.
+    assert_eq!(
+        release_hold(svc, 2, 99, "", 3, 0).0,
+        fencelock_result::UnknownSession
+    );
+    assert_eq!(
+        release_hold(svc, 2, a, "", 3, 0).0,
+        fencelock_result::EmptyName
+    );
+    assert_eq!(snapshot(svc), before);
+    let (r, reply) = release_hold(svc, 2, a, "l", 3, 0);
+    assert_eq!(
+        (r, reply.kind, reply.token),
+        (fencelock_result::Ok, R::Released, 3)
+    );
+    assert!(holders_of(svc, "l").is_empty());
+
+    // A numbered call: its repeat replays, and the number covers the token.
+    assert_eq!(kind_token(acquire(svc, 3, a, "l", X, NONE)), granted(4));
+    let first = release_hold(svc, 3, a, "l", 4, 7);
+    assert_eq!(
+        (first.0, first.1.kind, first.1.token),
+        (fencelock_result::Ok, R::Released, 4)
+    );
+    assert_eq!(kind_token(acquire(svc, 3, a, "l", X, NONE)), granted(5));
+    assert_eq!(release_hold(svc, 3, a, "l", 4, 7), first, "replayed");
+    assert_eq!(
+        holders_of(svc, "l"),
+        [(a, 5)],
+        "the replay released nothing"
+    );
+    assert_eq!(
+        release_hold(svc, 3, a, "l", 5, 7).0,
+        fencelock_result::RequestReused
+    );
+    let (p, n) = name("l");
+    let mut reply = junk_reply();
+    // SAFETY: live handle; name valid; reply writable.
+    let r = unsafe { fencelock_service_release(svc, 3, a, p, n, 7, &mut reply) };
+    assert_eq!(r, fencelock_result::RequestReused);
+
+    // The ABI's own refusals, at a later `now`: nothing changes, not even time.
+    let before = snapshot(svc);
+    let bad_utf8 = [b'l', 0xff];
+    let mut reply = junk_reply();
+    // SAFETY: NULLs and a HUGE length (refused before anything is read) are what is
+    // tested; every other pointer is valid.
+    unsafe {
+        assert_eq!(
+            fencelock_service_release_hold(null_mut(), 9, a, p, n, 5, 0, &mut reply),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(
+            reply,
+            fencelock_reply::NONE,
+            "written once `reply` is checked"
+        );
+        assert_eq!(
+            fencelock_service_release_hold(svc, 9, a, p, n, 5, 0, null_mut()),
+            fencelock_result::NullParameter
+        );
+        reply = junk_reply();
+        assert_eq!(
+            fencelock_service_release_hold(svc, 9, a, null(), 1, 5, 0, &mut reply),
+            fencelock_result::NullParameter
+        );
+        assert_eq!(reply, fencelock_reply::NONE);
+        assert_eq!(
+            fencelock_service_release_hold(svc, 9, a, bad_utf8.as_ptr(), 2, 5, 0, &mut reply),
+            fencelock_result::InvalidUtf8
+        );
+        assert_eq!(
+            fencelock_service_release_hold(svc, 9, a, p, isize::MAX as usize + 1, 5, 0, &mut reply),
+            fencelock_result::InvalidArgument
+        );
+        let mut now = 0;
+        assert_eq!(fencelock_service_now(svc, &mut now), fencelock_result::Ok);
+        assert_eq!(now, 3, "not even time moved");
+    }
+    assert_eq!(snapshot(svc), before);
+
+    // The input's frame reaches the same call.
+    let frame = frame_of(Input::ReleaseHold {
+        now: Tick(4),
+        session: SessionId(a),
+        lock: LockName::new("l").unwrap(),
+        token: Token(4),
+        request: None,
+    });
+    let (r, reply, bytes) = handle_frame(svc, &frame);
+    assert_eq!((r, reply.kind), (fencelock_result::NotHolder, R::None));
+    assert!(bytes.is_empty());
+    let frame = frame_of(Input::ReleaseHold {
+        now: Tick(4),
+        session: SessionId(a),
+        lock: LockName::new("l").unwrap(),
+        token: Token(5),
+        request: None,
+    });
+    let (r, reply, bytes) = handle_frame(svc, &frame);
+    assert_eq!(
+        (r, reply.kind, reply.token),
+        (fencelock_result::Ok, R::Released, 5)
+    );
+    assert_eq!(bytes, reply_frame(Reply::Released { token: Token(5) }));
+
+    // And a batch's RELEASE_HOLD op, its `token` field the token.
+    use fencelock_op_kind as K;
+    assert_eq!(kind_token(acquire(svc, 5, a, "l", X, NONE)), granted(6));
+    let ops = [
+        fencelock_op {
+            token: 5,
+            ..op(K::ReleaseHold, a, "l")
+        },
+        fencelock_op {
+            token: 6,
+            ..op(K::ReleaseHold, a, "l")
+        },
+    ];
+    let (r, done, results, replies) = submit(svc, 5, &ops);
+    assert_eq!((r, done), (fencelock_result::Ok, 2));
+    assert_eq!(results, [fencelock_result::NotHolder, fencelock_result::Ok]);
+    assert_eq!(
+        (replies[0], replies[1].kind, replies[1].token),
+        (fencelock_reply::NONE, R::Released, 6)
+    );
+    assert!(holders_of(svc, "l").is_empty());
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+}
+
 // ===================================================================== batches
 
 /// An op of a batch (the names it points to must outlive the call).
@@ -2385,6 +2619,7 @@ fn op(kind: fencelock_op_kind, session: u64, lock: &str) -> fencelock_op {
         request_number: 0,
         lock: lock.as_ptr(),
         lock_len: lock.len(),
+        token: 0,
     }
 }
 
@@ -2429,6 +2664,9 @@ fn single(
             k if k == K::Unwatch as u32 => fencelock_service_unwatch(svc, now, s, p, n, q, r),
             k if k == K::Campaign as u32 => fencelock_service_campaign(svc, now, s, p, n, q, r),
             k if k == K::Resign as u32 => fencelock_service_resign(svc, now, s, p, n, q, r),
+            k if k == K::ReleaseHold as u32 => {
+                fencelock_service_release_hold(svc, now, s, p, n, o.token, q, r)
+            }
             // No typed function: what the batch must answer for a kind outside the enum.
             _ => {
                 *r = fencelock_reply::NONE;
@@ -2498,17 +2736,21 @@ fn a_batch_is_its_ops_one_by_one() {
     let batches = if cfg!(miri) { 12 } else { 400 };
     let mut seen = std::collections::BTreeSet::new();
     let mut opened: Vec<u64> = Vec::new();
+    let mut grants: Vec<(u64, usize, u64)> = Vec::new();
+    // Tokens from a generator of their own, so they do not shift the rest of the mix.
+    let mut token_rng = xorshift(0x70c3_e45d);
+    let mut released_by_token = 0;
     let pick = |n: u64, r: u64| r % n;
     for round in 0..batches {
         let now = round as u64 / 8;
         let len = (rng() % 9) as usize; // empty batches too
         let mut ops = Vec::new();
         for _ in 0..len {
-            // Kinds 1..=10 and, rarely, 0 or 11 (no kind).
+            // Kinds 1..=11 and, rarely, 0 or 12 (no kind).
             let kind = match rng() % 24 {
                 0 => 0,
-                1 => K::Resign as u32 + 1,
-                k => 1 + (k as u32 - 2) % 10,
+                1 => K::ReleaseHold as u32 + 1,
+                k => 1 + (k as u32 - 2) % 11,
             };
             let lock = names[pick(names.len() as u64, rng()) as usize];
             // Mostly one of the latest sessions opened, sometimes an unknown id.
@@ -2525,6 +2767,15 @@ fn a_batch_is_its_ops_one_by_one() {
             o.wait_until = now + rng() % 3;
             (o.count, o.limit) = (1 + (rng() % 3) as u32, 2);
             o.request_number = if rng() % 3 == 0 { round as u64 } else { 0 };
+            // A release-hold mostly names one of the latest grants (by its session, lock
+            // and token: a hold, or one that has ended), sometimes any small token.
+            o.token = token_rng() % 64;
+            if o.kind == K::ReleaseHold as u32 && !grants.is_empty() && token_rng() % 4 != 0 {
+                let n = grants.len();
+                let (s, l, t) = grants[n - 1 - pick(n.min(4) as u64, token_rng()) as usize];
+                (o.session, o.lock, o.lock_len, o.token) =
+                    (s, names[l].as_ptr(), names[l].len(), t);
+            }
             match rng() % 24 {
                 0 => o.lock = null(),
                 1 => (o.lock, o.lock_len) = (bad_utf8.as_ptr(), bad_utf8.len()),
@@ -2542,6 +2793,13 @@ fn a_batch_is_its_ops_one_by_one() {
             seen.insert(code as u32);
             if reply.kind == fencelock_reply_kind::Opened {
                 opened.push(reply.session);
+            }
+            if reply.kind == fencelock_reply_kind::Granted {
+                let lock = names.iter().position(|n| n.as_ptr() == o.lock);
+                grants.extend(lock.map(|l| (o.session, l, reply.token)));
+            }
+            if o.kind == K::ReleaseHold as u32 && code == fencelock_result::Ok {
+                released_by_token += 1;
             }
         }
         let (a, b) = (drain_all(batched), drain_all(typed));
@@ -2573,6 +2831,10 @@ fn a_batch_is_its_ops_one_by_one() {
             "{code:?} never came up: {seen:?}"
         );
     }
+    assert!(
+        released_by_token > 0 || cfg!(miri),
+        "no RELEASE_HOLD op released a hold"
+    );
     // SAFETY: live handles, each freed once.
     unsafe {
         fencelock_service_free(batched);

@@ -26,7 +26,7 @@ use fencelock::storage::{
 };
 use fencelock::{
     Error, EventLimit, Label, LabeledSliceStorage, LockService, Mode, Output, Reply, SessionId,
-    Sink, Tick,
+    Sink, Tick, Token,
 };
 
 use crate::handle::{call, check, end, last_error, tag_first, Handle, HandleState};
@@ -1228,6 +1228,56 @@ pub unsafe extern "C" fn fencelock_service_release(
     }
 }
 
+/// Releases `session`'s hold on the lock named by `lock[..lock_len]` only if it is the
+/// hold granted with `token`, exactly as `fencelock_service_release` would (the same
+/// `RELEASED` reply and events). A session holds a lock at most once, so the token names
+/// one hold: if the session holds the lock with another token (it took the lock again
+/// after that hold ended), that hold stays and the call is refused with `NOT_HOLDER`.
+/// For a caller that names a hold by its token (an operator forcing out a hold read from
+/// `fencelock_service_holders`, a retry without a request number), so that a repeat
+/// cannot release the session's next hold. A request number used for it covers the
+/// token: the same number on a `release` of the lock or a `release_hold` with another
+/// token is `REQUEST_REUSED`; its repeat replays the recorded `RELEASED`.
+///
+/// Errors: `TIME_WENT_BACKWARDS`, `BUFFER_TOO_SMALL`, then `UNKNOWN_SESSION`,
+/// `EMPTY_NAME`, `NAME_TOO_LONG`, `STALE_REQUEST`, `REQUEST_REUSED`, `NOT_HOLDER` (also
+/// when the session holds the lock with another token), as release. Cost: as release.
+///
+/// # Safety
+/// As `fencelock_service_release`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn fencelock_service_release_hold(
+    svc: *mut fencelock_service,
+    now: u64,
+    session: u64,
+    lock: *const u8,
+    lock_len: usize,
+    token: u64,
+    request_number: u64,
+    reply: *mut fencelock_reply,
+) -> fencelock_result {
+    // SAFETY: `svc` NULL or live; `lock` NULL or valid for `lock_len` bytes; `reply`
+    // checked, then writable (contract).
+    unsafe {
+        service_input(
+            svc,
+            reply,
+            || name(lock, lock_len),
+            |s, q, lock| {
+                s.release_hold(
+                    Tick(now),
+                    SessionId(session),
+                    lock,
+                    Token(token),
+                    request(request_number),
+                    q,
+                )
+            },
+        )
+    }
+}
+
 /// Withdraws a queued acquire. Replies `CANCELLED`; queues any `GRANTED` it unblocks,
 /// each followed by `HOLDER_CHANGED` (`GRANTED`) to the lock's watchers.
 ///
@@ -1388,6 +1438,7 @@ const OP_WATCH: u32 = fencelock_op_kind::Watch as u32;
 const OP_UNWATCH: u32 = fencelock_op_kind::Unwatch as u32;
 const OP_CAMPAIGN: u32 = fencelock_op_kind::Campaign as u32;
 const OP_RESIGN: u32 = fencelock_op_kind::Resign as u32;
+const OP_RELEASE_HOLD: u32 = fencelock_op_kind::ReleaseHold as u32;
 
 // `n` is judged against the op, the largest of the three elements.
 const _: () = assert!(
@@ -1428,6 +1479,7 @@ unsafe fn apply_op(
         OP_UNWATCH => s.unwatch(now, session(), lock()?, req(), q),
         OP_CAMPAIGN => s.campaign(now, session(), lock()?, req(), q),
         OP_RESIGN => s.resign(now, session(), lock()?, req(), q),
+        OP_RELEASE_HOLD => s.release_hold(now, session(), lock()?, Token(op.token), req(), q),
         _ => return Err(fencelock_result::InvalidArgument.into()),
     };
     Ok(reply?)

@@ -250,6 +250,8 @@ pub enum fencelock_op_kind {
     Campaign = 9,
     /// `fencelock_service_resign`: as `CAMPAIGN`.
     Resign = 10,
+    /// `fencelock_service_release_hold`: as `RELEASE`, with `token`.
+    ReleaseHold = 11,
 }
 
 /// One input of a batch (`fencelock_service_submit`): the arguments of the typed function
@@ -279,11 +281,27 @@ pub struct fencelock_op {
     /// The idempotent-retry number, 0 = none (every kind but `OPEN_SESSION`).
     pub request_number: u64,
     /// The lock (or election) name, UTF-8, `lock_len` bytes, no NUL needed (`ACQUIRE`,
-    /// `RELEASE`, `CANCEL`, `WATCH`, `UNWATCH`, `CAMPAIGN`, `RESIGN`).
+    /// `RELEASE`, `CANCEL`, `WATCH`, `UNWATCH`, `CAMPAIGN`, `RESIGN`, `RELEASE_HOLD`).
     pub lock: *const u8,
     /// Bytes at `lock`.
     pub lock_len: usize,
+    /// `RELEASE_HOLD`: the token of the hold to release. Appended: the earlier fields
+    /// keep their offsets (the struct grew by 8 bytes).
+    pub token: u64,
 }
+
+// The layout C callers compile against (64-bit targets): `token` was appended, so every
+// earlier field keeps the offset it had before it.
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(offset_of!(fencelock_op, session) == 24);
+    assert!(offset_of!(fencelock_op, request_number) == 48);
+    assert!(offset_of!(fencelock_op, lock) == 56);
+    assert!(offset_of!(fencelock_op, lock_len) == 64);
+    assert!(offset_of!(fencelock_op, token) == 72);
+    assert!(size_of::<fencelock_op>() == 80);
+};
 
 /// The mode of an acquire op: `EXCLUSIVE`, `SHARED`, or `PERMITS` with its count and
 /// limit (the core judges them: `BAD_PERMITS`).

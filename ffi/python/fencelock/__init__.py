@@ -442,7 +442,7 @@ class _Op(C.Structure):
                 ("count", C.c_uint32), ("limit", C.c_uint32), ("session", C.c_uint64),
                 ("ttl", C.c_uint64), ("wait_until", C.c_uint64),
                 ("request_number", C.c_uint64), ("lock", C.c_char_p),
-                ("lock_len", C.c_size_t)]
+                ("lock_len", C.c_size_t), ("token", C.c_uint64)]
 
 
 _P, _U64, _U32, _SIZE, _BYTES = C.c_void_p, C.c_uint64, C.c_uint32, C.c_size_t, C.c_char_p
@@ -468,6 +468,7 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_service_watch": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
     "fencelock_service_unwatch": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
     "fencelock_service_release": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
+    "fencelock_service_release_hold": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _U64, _PREPLY],
     "fencelock_service_cancel": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
     "fencelock_service_campaign": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
     "fencelock_service_resign": [_P, _U64, _U64, _BYTES, _SIZE, _U64, _PREPLY],
@@ -897,6 +898,8 @@ class Op:
         args = [repr(f[k]) for k in ("ttl", "session") if k in f]
         if self._name:
             args.append(repr(self._name.decode("utf-8", "replace")))
+        if "token" in f:
+            args.append(repr(f["token"]))
         return f"Op.{_OP_NAMES.get(f['kind'], '?')}({', '.join(args)})"
 
     @staticmethod
@@ -961,10 +964,18 @@ class Op:
     def resign(session: int, election: Name, request: Optional[int] = None) -> "Op":
         return Op._named(10, session, election, request, "election")
 
+    @staticmethod
+    def release_hold(session: int, lock: Name, token: int,
+                     request: Optional[int] = None) -> "Op":
+        raw = _name(lock, "lock")  # first, as the method checks it
+        return Op._make({"kind": 11, "session": _u64(session, "session"),
+                         "token": _u64(token, "token"), "request_number": _request(request)},
+                        raw)
+
 
 _OP_NAMES = {1: "open_session", 2: "keep_alive", 3: "close_session", 4: "acquire",
              5: "release", 6: "cancel", 7: "watch", 8: "unwatch", 9: "campaign",
-             10: "resign"}
+             10: "resign", 11: "release_hold"}
 
 
 @dataclass(frozen=True)
@@ -1205,6 +1216,22 @@ class Service(_Handle):
         STALE_REQUEST, REQUEST_REUSED, NOT_HOLDER. Cost: the advance, then O(name length +
         log claims + events)."""
         return self._named(_lib.fencelock_service_release, now, session, lock, request, "lock")
+
+    def release_hold(self, now: int, session: int, lock: Name, token: int,
+                     request: Optional[int] = None) -> Released:
+        """Releases the session's hold on `lock` only if it is the hold granted with
+        `token`, exactly as release would (the same Released reply and events); if the
+        session holds the lock with another token (it took the lock again after that hold
+        ended), that hold stays and the call raises NOT_HOLDER. For a caller that names a
+        hold by its token (read from holders(), or a retry without a request number), so
+        that a repeat cannot release the session's next hold. A request number covers the
+        token: the same number on a release of the lock, or a release_hold with another
+        token, is REQUEST_REUSED; its repeat replays Released. Errors: as release
+        (NOT_HOLDER also for another token). Cost: as release."""
+        raw = _name(lock, "lock")
+        return self._input(_lib.fencelock_service_release_hold, _u64(now, "now"),
+                           _u64(session, "session"), raw, len(raw), _u64(token, "token"),
+                           _request(request))
 
     def cancel(self, now: int, session: int, lock: Name,
                request: Optional[int] = None) -> Cancelled:

@@ -143,6 +143,63 @@ def test_queries_elections_waits_and_cancel():
         assert svc.campaign(16, b, "leader", request=7) == fl.HoldEnded(token=4)
 
 
+def test_release_hold_releases_only_the_hold_of_its_token():
+    with fl.Service(4, 4, 8) as svc, fl.Service(4, 4, 8) as twin:
+        for s in (svc, twin):
+            a = s.open_session(0, 100).session
+            b = s.open_session(0, 100).session
+            assert s.acquire(0, a, "l") == fl.Granted(mode="exclusive", token=1)
+            s.acquire(0, b, "l", wait="forever")
+        # The hold of token 1: released exactly as release does it (reply, events, state).
+        got = svc.release_hold(1, a, "l", 1)
+        assert got == twin.release(1, a, "l") == fl.Released(token=1)
+        assert got.events == (fl.GrantedEvent(session=b, lock="l", mode="exclusive",
+                                              token=2),)
+        assert svc.snapshot() == twin.snapshot()
+        # b releases and a takes the lock again: token 3 is its hold now, 1 is over.
+        svc.release(2, b, "l")
+        assert svc.acquire(2, a, "l") == fl.Granted(mode="exclusive", token=3)
+        before = svc.snapshot()
+        e = refused(fl.Result.NOT_HOLDER, svc.release_hold, 2, a, "l", 1)
+        assert e.kind == "not_holder" and e.events == []
+        refused(fl.Result.NOT_HOLDER, svc.release_hold, 2, b, "l", 3)  # another's token
+        # The session and name come first, as for release.
+        refused(fl.Result.UNKNOWN_SESSION, svc.release_hold, 2, 99, "", 3)
+        refused(fl.Result.EMPTY_NAME, svc.release_hold, 2, a, "", 3)
+        assert svc.snapshot() == before, "a refused release_hold changed the service"
+        assert [(h.session, h.token) for h in svc.holders("l")] == [(a, 3)]
+        assert svc.release_hold(2, a, "l", 3) == fl.Released(token=3)
+        assert svc.holders("l") == []
+        # A numbered call replays, and its number covers the token.
+        svc.acquire(3, a, "l")  # token 4
+        assert svc.release_hold(3, a, "l", 4, request=7) == fl.Released(token=4)
+        assert svc.acquire(3, a, "l") == fl.Granted(mode="exclusive", token=5)
+        assert svc.release_hold(3, a, "l", 4, request=7) == fl.Released(token=4)
+        assert [h.token for h in svc.holders("l")] == [5], "the replay released nothing"
+        refused(fl.Result.REQUEST_REUSED, svc.release_hold, 3, a, "l", 5, request=7)
+        refused(fl.Result.REQUEST_REUSED, svc.release, 3, a, "l", request=7)
+        # What cannot cross the ABI is refused before it: nothing changes, not even time.
+        before = svc.snapshot()
+        for bad in (-1, 2 ** 64, True, 1.0, "5"):
+            with pytest.raises(fl.ArgumentError):
+                svc.release_hold(9, a, "l", bad)
+        with pytest.raises(fl.ArgumentError):
+            svc.release_hold(9, a, "l", 5, request=0)
+        refused(fl.Result.INVALID_UTF8, svc.release_hold, 9, a, "\ud800", 5)
+        assert svc.snapshot() == before and svc.now() == 3
+        # A batch op: its token names the hold too.
+        got = svc.submit(4, [fl.Op.release_hold(a, "l", 4), fl.Op.release_hold(a, "l", 5)])
+        assert isinstance(got.answers[0], fl.FencelockError)
+        assert got.answers[0].code == fl.Result.NOT_HOLDER
+        assert got.answers[1] == fl.Released(token=5)
+        assert svc.holders("l") == []
+        assert repr(fl.Op.release_hold(a, "l", 5)) == f"Op.release_hold({a}, 'l', 5)"
+        if C.sizeof(C.c_void_p) == 8:  # the header's fencelock_op, `token` appended last
+            assert (C.sizeof(fl._Op), fl._Op.token.offset) == (80, 72)
+        with pytest.raises(fl.ArgumentError):
+            fl.Op.release_hold(a, "l", -1)
+
+
 def test_frames_in_and_out():
     with fl.Service(4, 4, 8) as svc:
         # OpenSession{now 0, ttl 10} -> Opened{session 1, expires_at 10}
@@ -525,6 +582,7 @@ def _one_by_one(svc, now, op):
         8: lambda: svc.unwatch(now, session, name, req),
         9: lambda: svc.campaign(now, session, name, req),
         10: lambda: svc.resign(now, session, name, req),
+        11: lambda: svc.release_hold(now, session, name, f["token"], req),
     }
     if kind == 4:
         mode = fl.Permits(f["count"], f["limit"]) if f["mode"] == 3 else \
@@ -553,7 +611,8 @@ def test_a_batch_answers_as_its_ops_one_by_one():
         (2, [fl.Op.release(1, JOB), fl.Op.keep_alive(2, request=2), fl.Op.keep_alive(9),
              fl.Op.campaign(1, "leader"), fl.Op.campaign(2, "leader"),
              fl.Op.acquire(1, "t", wait="until", until=5), fl.Op.resign(1, "leader")]),
-        (3, [fl.Op.close_session(2)]),
+        (3, [fl.Op.close_session(2), fl.Op.release_hold(1, "t", 4),  # 4 was the leader's
+             fl.Op.release_hold(1, "t", 5, request=3)]),
         (4, []),
         (20, [fl.Op.close_session(2), fl.Op.keep_alive(1), fl.Op.open_session(3)]),
     ]
@@ -764,6 +823,8 @@ def test_error_precedence_table_through_the_typed_methods():
             "acquire": lambda: svc.acquire(now, int(a["session"]), a["lock"], mode, wait,
                                            until, request),
             "release": lambda: svc.release(now, int(a["session"]), a["lock"], request),
+            "release_hold": lambda: svc.release_hold(now, int(a["session"]), a["lock"],
+                                                     int(a["token"]), request),
             "cancel": lambda: svc.cancel(now, int(a["session"]), a["lock"], request),
             "tick": lambda: svc.tick(now),
         }[method]

@@ -1337,6 +1337,126 @@ static void heap_event_limit(void) {
   fencelock_service_free(svc);
 }
 
+/* -------------------------------------------------------------------- release_hold */
+
+/* The one holder of lock "l" is `session` with `token` (or there is none: session 0). */
+static int holds_l(fencelock_service *svc, uint64_t session, uint64_t token) {
+  fencelock_holder holders[4];
+  size_t count = 99;
+  OK(fencelock_service_holders(svc, S("l"), holders, 4, &count));
+  if (session == 0) return count == 0;
+  return count == 1 && holders[0].session == session && holders[0].token == token;
+}
+
+/* fencelock_service_release_hold: the hold of its token is released as a release would
+ * (the same reply, events and state as a twin's release); after a release and a
+ * re-acquire the old token is refused with NOT_HOLDER, changing nothing, and the new
+ * hold stays until its own token releases it; a RELEASE_HOLD batch op; bad input. */
+static void release_hold(void) {
+  fencelock_config cfg = config(4, 4, 8);
+  fencelock_service *svc = NULL, *twin = NULL;
+  OK(fencelock_service_new(&cfg, &svc));
+  OK(fencelock_service_new(&cfg, &twin));
+  fencelock_service *both[2] = {svc, twin};
+  uint64_t a = 0, b = 0;
+  for (int i = 0; i < 2; i++) {
+    a = open_session(both[i], 0, 100);
+    b = open_session(both[i], 0, 100);
+    OK(fencelock_service_acquire(both[i], 0, a, S("l"), FENCELOCK_MODE_EXCLUSIVE,
+                                 FENCELOCK_WAIT_NONE, 0, 0, &r));
+    CHECK(is_reply(FENCELOCK_REPLY_KIND_GRANTED, 1));
+    OK(fencelock_service_acquire(both[i], 0, b, S("l"), FENCELOCK_MODE_EXCLUSIVE,
+                                 FENCELOCK_WAIT_FOREVER, 0, 0, &r));
+    CHECK(r.kind == FENCELOCK_REPLY_KIND_QUEUED);
+  }
+
+  /* a's hold of token 1: released, b granted 2, as a plain release does it. */
+  OK(fencelock_service_release_hold(svc, 1, a, S("l"), 1, 0, &r));
+  CHECK(is_reply(FENCELOCK_REPLY_KIND_RELEASED, 1) && r.pending == 1);
+  fencelock_reply by_token = r;
+  OK(fencelock_service_release(twin, 1, a, S("l"), 0, &r));
+  /* Field by field: the struct's tail padding is not written. */
+  CHECK(by_token.kind == r.kind && by_token.mode == r.mode && by_token.position == r.position &&
+        by_token.pending == r.pending && by_token.session == r.session &&
+        by_token.expires_at == r.expires_at && by_token.token == r.token && by_token.now == r.now &&
+        by_token.count == r.count && by_token.limit == r.limit && by_token.holders == r.holders);
+  fencelock_output outs[4], twin_outs[4];
+  CHECK(drain(svc, outs, 4) == 1 && drain(twin, twin_outs, 4) == 1);
+  CHECK(is_event(&outs[0], FENCELOCK_OUTPUT_KIND_GRANTED, b, "l", 2));
+  CHECK(is_event(&twin_outs[0], FENCELOCK_OUTPUT_KIND_GRANTED, b, "l", 2));
+  size_t len = 0;
+  uint8_t *snap = snapshot(twin, &len);
+  CHECK(unchanged(svc, snap, len));
+  free(snap);
+  fencelock_service_free(twin);
+
+  /* b releases; a takes the lock again: token 3 is its hold now, token 1 is over. */
+  OK(fencelock_service_release(svc, 2, b, S("l"), 0, &r));
+  OK(fencelock_service_acquire(svc, 2, a, S("l"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE,
+                               0, 0, &r));
+  CHECK(is_reply(FENCELOCK_REPLY_KIND_GRANTED, 3));
+  snap = snapshot(svc, &len);
+  EXPECT(fencelock_service_release_hold(svc, 2, a, S("l"), 1, 0, &r),
+         FENCELOCK_RESULT_NOT_HOLDER);
+  CHECK(no_reply());
+  char msg[128];
+  OK(fencelock_service_last_error(svc, msg, sizeof msg, NULL));
+  CHECK(strstr(msg, "holder") != NULL);
+  /* Another session's token is not a hold of this one either. */
+  EXPECT(fencelock_service_release_hold(svc, 2, b, S("l"), 3, 0, &r),
+         FENCELOCK_RESULT_NOT_HOLDER);
+  /* The session, then the name, come first, as for release. */
+  EXPECT(fencelock_service_release_hold(svc, 2, 99, S(""), 3, 0, &r),
+         FENCELOCK_RESULT_UNKNOWN_SESSION);
+  EXPECT(fencelock_service_release_hold(svc, 2, a, S(""), 3, 0, &r), FENCELOCK_RESULT_EMPTY_NAME);
+  CHECK(unchanged(svc, snap, len));
+  CHECK(drain(svc, outs, 4) == 0);
+  CHECK(holds_l(svc, a, 3)); /* the new hold stays */
+
+  /* What cannot be handed to the core, at a later now: nothing changes, not even time. */
+  static const uint8_t bad_utf8[] = {'l', 0xff};
+  EXPECT(fencelock_service_release_hold(NULL, 9, a, S("l"), 3, 0, &r),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_release_hold(svc, 9, a, S("l"), 3, 0, NULL),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_release_hold(svc, 9, a, NULL, 1, 3, 0, &r),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_service_release_hold(svc, 9, a, bad_utf8, sizeof bad_utf8, 3, 0, &r),
+         FENCELOCK_RESULT_INVALID_UTF8);
+  CHECK(no_reply());
+  uint64_t now = 0;
+  OK(fencelock_service_now(svc, &now));
+  CHECK(now == 2);
+  CHECK(unchanged(svc, snap, len));
+  free(snap);
+
+  /* The new hold's own token releases it. */
+  OK(fencelock_service_release_hold(svc, 3, a, S("l"), 3, 0, &r));
+  CHECK(is_reply(FENCELOCK_REPLY_KIND_RELEASED, 3) && r.pending == 0);
+  CHECK(holds_l(svc, 0, 0));
+
+  /* A batch op: `token` names the hold. */
+  OK(fencelock_service_acquire(svc, 4, a, S("l"), FENCELOCK_MODE_EXCLUSIVE, FENCELOCK_WAIT_NONE,
+                               0, 0, &r));
+  CHECK(is_reply(FENCELOCK_REPLY_KIND_GRANTED, 4));
+  fencelock_op ops[] = {
+      {.kind = FENCELOCK_OP_KIND_RELEASE_HOLD, .session = a, .lock = (const uint8_t *)"l",
+       .lock_len = 1, .token = 3}, /* over */
+      {.kind = FENCELOCK_OP_KIND_RELEASE_HOLD, .session = a, .lock = (const uint8_t *)"l",
+       .lock_len = 1, .token = 4},
+  };
+  fencelock_reply replies[2];
+  fencelock_result results[2];
+  size_t done = 99;
+  OK(fencelock_service_submit(svc, 4, ops, 2, replies, results, &done));
+  CHECK(done == 2);
+  CHECK(results[0] == FENCELOCK_RESULT_NOT_HOLDER && replies[0].kind == FENCELOCK_REPLY_KIND_NONE);
+  CHECK(results[1] == FENCELOCK_RESULT_OK && replies[1].kind == FENCELOCK_REPLY_KIND_RELEASED &&
+        replies[1].token == 4);
+  CHECK(holds_l(svc, 0, 0));
+  fencelock_service_free(svc);
+}
+
 /* ------------------------------------------------------------------------- batches */
 
 /* A batch from C: the GC-pause hand-off as one submit (designated initializers, the
@@ -1433,6 +1553,7 @@ int main(void) {
   drain_events_in_one_call();
   semaphores_labels_and_watches();
   batches();
+  release_hold();
   printf("story.c: %d checks, %d passed, %d failed\n", checks, checks - failures, failures);
   return failures ? 1 : 0;
 }

@@ -18,8 +18,9 @@
  * kind or error code:
  *   config sessions=N locks=N claims=N lock_delay=N max_name_len=N
  *   <method> key=value ... -> ok <reply kind>   |   -> err <code>
- * (methods open, open_labeled, keep_alive, close, acquire, release, cancel, watch, unwatch,
- * tick; mode x, s or p:<count>/<limit> through fencelock_service_acquire_permits). A row
+ * (methods open, open_labeled, keep_alive, close, acquire, release, release_hold (with
+ * token=N), cancel, watch, unwatch, tick; mode x, s or p:<count>/<limit> through
+ * fencelock_service_acquire_permits). A row
  * with request=0 cannot be made through the typed functions, which read 0 as "no request
  * number": the runner applies only the advance such a row makes (a tick to its now, what
  * a refused row leaves), as the Python runner does, and counts it.
@@ -446,6 +447,14 @@ static void run_call(fencelock_service *svc, char *text) {
     got = fencelock_service_unwatch(svc, now, session, name, lock_len, request, &reply);
   } else if (strcmp(method, "release") == 0) {
     got = fencelock_service_release(svc, now, session, name, lock_len, request, &reply);
+  } else if (strcmp(method, "release_hold") == 0) {
+    uint64_t token = 0;
+    if (!number(args, "token", &token)) {
+      fail("release_hold without token=");
+      return;
+    }
+    got = fencelock_service_release_hold(svc, now, session, name, lock_len, token, request,
+                                         &reply);
   } else if (strcmp(method, "cancel") == 0) {
     got = fencelock_service_cancel(svc, now, session, name, lock_len, request, &reply);
   } else {
