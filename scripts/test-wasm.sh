@@ -66,8 +66,15 @@ scripts/build-wasm.sh
 # and the gate's own keyed index (its rebuild 248 B), which a host serving names others
 # choose needs against hash flooding ("trust nothing at the edges"). The small module
 # does not take a key and is unchanged.
-WASM_MAX_RAW=${WASM_MAX_RAW:-176501}
-WASM_MAX_GZIP=${WASM_MAX_GZIP:-71010}
+# Raised a ninth time, by exactly the measured growth (175 967 -> 178 751 raw, 70 632 ->
+# 71 835 gzipped: +2 784 / +1 203): the core's ReleaseHold input (its method, the
+# fingerprint that covers the token, the frame variant's encoder and decoder: +1 153 /
+# +590 with the binding unchanged) and releaseHold with the release_hold kind of handle
+# (+1 631 / +613, most of it the new export's wrapper and shims), which moves the rule a
+# forced release of a named hold needs out of the server into the core ("one home for
+# each rule") and so into every binding.
+WASM_MAX_RAW=${WASM_MAX_RAW:-179285}
+WASM_MAX_GZIP=${WASM_MAX_GZIP:-72213}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {
   local raw gz

@@ -61,6 +61,8 @@
 //! call the object API makes, after the same checks in the same order.
 //! `acquireFastId` / `releaseFastId` take the lock as a number from `internName` (module
 //! `names`: a bounded table of names checked once), so no string crosses per call.
+//! `releaseHold` (the release of the hold one token names) has no fast path: it is an
+//! operator's or a retrying host's call, not a hot one.
 #![cfg_attr(target_arch = "wasm32", no_std)]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -203,7 +205,9 @@ export type Input =
   | { kind: "cancel"; now: U64; session: U64; lock: string; request?: U64 | null }
   | { kind: "tick"; now: U64 }
   | { kind: "watch"; now: U64; session: U64; lock: string; request?: U64 | null }
-  | { kind: "unwatch"; now: U64; session: U64; lock: string; request?: U64 | null };
+  | { kind: "unwatch"; now: U64; session: U64; lock: string; request?: U64 | null }
+  /** Release the session's hold on `lock` only if it was granted with `token` (else "not_holder", nothing changes). */
+  | { kind: "release_hold"; now: U64; session: U64; lock: string; token: U64; request?: U64 | null };
 
 export interface Capacities { sessions: number; locks: number; claims: number }
 /** Rows in use per table (LockService.usage). */

@@ -4,7 +4,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use fencelock::{
-    Config, Error, Output, Reply, SessionId, Tick, VecStorage, MAX_FRAME_LEN, MAX_NAME_LEN,
+    Config, Error, Output, Reply, SessionId, Tick, Token, VecStorage, MAX_FRAME_LEN, MAX_NAME_LEN,
 };
 use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
@@ -217,7 +217,8 @@ pub(crate) enum On {
     Unwatch,
 }
 
-/// `release`, `cancel`, `campaign` or `resign`: a session, a name, a request number.
+/// `release`, `cancel`, `campaign`, `resign`, `watch` or `unwatch`: a session, a name, a
+/// request number.
 fn named_input(
     core: &mut Core,
     out: &mut Events,
@@ -227,14 +228,38 @@ fn named_input(
     name: &JsValue,
     request: &JsValue,
 ) -> Result<Reply, Fail> {
+    held_input(core, out, on, now, session, name, None, request)
+}
+
+/// [`named_input`], or with a `token` `release_hold` (`on` is then `Release`): the token
+/// is checked after the name and before the request number, in the typed method's order.
+/// One copy for all of them, the typed methods and `handle` alike.
+#[allow(clippy::too_many_arguments)]
+fn held_input(
+    core: &mut Core,
+    out: &mut Events,
+    on: On,
+    now: &JsValue,
+    session: &JsValue,
+    name: &JsValue,
+    token: Option<&JsValue>,
+    request: &JsValue,
+) -> Result<Reply, Fail> {
     let (now, session) = (now_arg(now)?, session_arg(session)?);
     let what = match on {
         On::Release | On::Cancel | On::Watch | On::Unwatch => "lock",
         On::Campaign | On::Resign => "election",
     };
     let name = js::name(name, what)?;
+    let hold = match token {
+        Some(t) => Some(Token(js::num(t, "token")?)),
+        None => None,
+    };
     let request = request_arg(request)?;
-    let r = named_core(core, out, on, now, session, name.as_str(), request);
+    let r = match hold {
+        Some(token) => core.release_hold(now, session, name.as_str(), token, request, out),
+        None => named_core(core, out, on, now, session, name.as_str(), request),
+    };
     named(r, &name)
 }
 
@@ -286,6 +311,7 @@ impl LockService {
             Some("release" | "cancel" | "watch" | "unwatch") => {
                 &["kind", "now", "session", "lock", "request"]
             }
+            Some("release_hold") => &["kind", "now", "session", "lock", "token", "request"],
             Some("tick") => &["kind", "now"],
             _ => return Err(Fail::BadArgument(String::from(UNKNOWN_KIND))),
         };
@@ -317,9 +343,9 @@ impl LockService {
                 let lock = field("lock")?;
                 acquire_with(core, out, &now, &session, &lock, v, keys)
             }
-            Some(k @ ("release" | "cancel" | "watch" | "unwatch")) => {
+            Some(k @ ("release" | "cancel" | "watch" | "unwatch" | "release_hold")) => {
                 let on = match k {
-                    "release" => On::Release,
+                    "release" | "release_hold" => On::Release,
                     "cancel" => On::Cancel,
                     "watch" => On::Watch,
                     _ => On::Unwatch,
@@ -328,8 +354,25 @@ impl LockService {
                 session_arg(&session)?;
                 let lock = field("lock")?;
                 js::name(&lock, "lock")?;
+                // release_hold's token, between the lock and the request (the typed order)
+                let token = match k {
+                    "release_hold" => Some(field("token")?),
+                    _ => None,
+                };
+                if let Some(t) = &token {
+                    js::num(t, "token")?;
+                }
                 let request = field("request")?;
-                named_input(core, out, on, &now, &session, &lock, &request)
+                held_input(
+                    core,
+                    out,
+                    on,
+                    &now,
+                    &session,
+                    &lock,
+                    token.as_ref(),
+                    &request,
+                )
             }
             Some("tick") => tick_with(core, out, &now),
             // Every other kind was refused above, before any field was read.
@@ -341,7 +384,7 @@ impl LockService {
 /// The refusal of an input object whose `kind` is not one of the inputs.
 const UNKNOWN_KIND: &str = "input.kind must be one of open_session, open_labeled, \
                             keep_alive, close_session, acquire, release, cancel, tick, \
-                            watch, unwatch";
+                            watch, unwatch, release_hold";
 
 #[wasm_bindgen]
 impl LockService {
@@ -515,6 +558,42 @@ impl LockService {
         #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
         self.input(|core, out| named_input(core, out, On::Release, &now, &session, &lock, &request))
+    }
+
+    /// Releases the session's hold on `lock` only if it is the hold granted with `token`
+    /// (the core's `release_hold`): reply `{kind: "released", token}` and the events of a
+    /// `release`. If the session holds the lock with another token (it took the lock again
+    /// after the hold `token` names ended), that hold stays and nothing changes
+    /// (`not_holder`). For a caller that names a hold by its token: an operator forcing
+    /// out a hold read from a listing, a host retrying a release without a request number.
+    /// A request number used for it covers the token too: the same number on a `release`
+    /// of the lock or a `releaseHold` of another token is `request_reused`; its repeat
+    /// replays the recorded `released`. No typed fast path: it is not a hot call.
+    /// Throws as `release`: `time_went_backwards`, then `unknown_session`, name errors,
+    /// request-number errors, `not_holder`; before the core, `out_of_range` (also for a
+    /// `token` that cannot be a `u64`), `bad_argument`. Cost: as `release`.
+    #[wasm_bindgen(js_name = releaseHold, unchecked_return_type = "Answer<Released>")]
+    pub fn release_hold(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "U64")] now: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] session: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] lock: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "U64")] token: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "U64 | null")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.input(|core, out| {
+            let token = Some(&token);
+            held_input(
+                core,
+                out,
+                On::Release,
+                &now,
+                &session,
+                &lock,
+                token,
+                &request,
+            )
+        })
     }
 
     /// Withdraws a queued acquire: reply `{kind: "cancelled"}`; events: grants it

@@ -22,6 +22,7 @@ const precedence = path.join(repo, 'tests', 'vectors', 'precedence.calls');
 test('the vector set includes the native determinism vectors and the precedence table', () => {
   assert.ok(files.some((f) => f.endsWith(path.join('wasm', 'tests', 'vectors', 'determinism.vec'))));
   assert.ok(files.some((f) => f.endsWith(path.join('wasm', 'tests', 'vectors', 'determinism_watches.vec'))));
+  assert.ok(files.some((f) => f.endsWith(path.join('wasm', 'tests', 'vectors', 'determinism_release_hold.vec'))));
   // The core's own set (19 files when this was written; the native runner requires as many).
   const core = files.filter((f) => path.dirname(f) === dirs[0]);
   assert.ok(core.length >= 19, `tests/vectors/*.vec: ${core.length} files, expected at least 19`);
@@ -178,6 +179,20 @@ test('the watches vector checks the new inputs and raise_revision against the na
   assert.ok(c.raises > 10 && c.events > 50 && c.snapshots >= 30, JSON.stringify(c));
 });
 
+test('the release_hold vector checks ReleaseHold frames against the native core: released, and not_holder', () => {
+  const file = path.join(repo, 'wasm', 'tests', 'vectors', 'determinism_release_hold.vec');
+  const text = readFileSync(file, 'utf8');
+  const c = replay(text, 'determinism_release_hold.vec');
+  assert.equal(c.inputs, 600);
+  assert.equal(c.replies + c.errors, 600);
+  // the answers of its ReleaseHold frames (variant 10): Released (reply variant 6) and NotHolder (102)
+  const lines = text.split('\n');
+  const answers = lines.flatMap((l, i) => (l.startsWith('in 0a') ? [lines.slice(i + 1).find((m) => /^(reply|err) /.test(m))] : []));
+  assert.ok(answers.length > 100, `${answers.length} release_hold frames`);
+  assert.ok(answers.filter((a) => a.startsWith('reply 06')).length > 10);
+  assert.ok(answers.filter((a) => a === 'err 102').length > 20);
+});
+
 test('the vector runner notices a wrong revision, or an error where a revision was due', () => {
   const base = 'config sessions=2 locks=2 claims=2 lock_delay=0 max_name_len=64\nraise 5\n';
   assert.doesNotThrow(() => replay(base + 'revision 5\n', 't'));
@@ -258,6 +273,8 @@ export function call(svc, { method, args }, where) {
       return svc.acquire(now, num('session'), lock(), { mode: mode(), wait: wait(), request: request() });
     case 'release':
       return svc.release(now, num('session'), lock(), request());
+    case 'release_hold':
+      return svc.releaseHold(now, num('session'), lock(), num('token'), request());
     case 'cancel':
       return svc.cancel(now, num('session'), lock(), request());
     case 'tick':

@@ -36,6 +36,7 @@ function values(r, svc) {
     { mode: { permits: 2, limit: 3 }, wait: 'forever' }, { mode: { permits: 0, limit: 3 }, wait: 'none' },
     { mode: { permits: 1, limit: 2 ** 32 }, wait: 'none' }, { permits: 1, limit: 1 },
     { kind: 'watch', now: 3, session: 1, lock: 'l' }, { kind: 'open_labeled', now: 3, ttl: 4, label: 'w' },
+    { kind: 'release_hold', now: 3, session: 1, lock: 'l', token: 1 }, { kind: 'release_hold', now: 3, session: 1, lock: 'l', token: -1, request: 2 },
     { sessions: 2, locks: 2, claims: 2 }, { sessions: 2 ** 40, locks: 1, claims: 1 },
     () => 1, new Uint8Array([0, 10]), new Uint8Array([6, 3]), new ArrayBuffer(4), new Uint16Array(2),
     new Proxy({}, { get() { throw new Error('proxy get'); }, has() { throw new Error('proxy has'); } }),
@@ -54,9 +55,9 @@ const serviceMethods = [
   'resign', 'handle', 'handleFrame', 'now', 'pollTimeout', 'revision', 'holders', 'waiters',
   'session', 'sessions', 'locks', 'leader', 'lockDelayUntil', 'capacity', 'usage', 'maxEvents', 'config',
   'snapshot', 'openLabeled', 'watch', 'unwatch', 'permits', 'raiseRevision', 'internName',
-  'setNameKey', 'isNameKeyed',
+  'setNameKey', 'isNameKeyed', 'releaseHold',
 ];
-const inputMethods = new Set(['openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign', 'resign', 'handle', 'handleFrame', 'openLabeled', 'watch', 'unwatch']);
+const inputMethods = new Set(['openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign', 'resign', 'handle', 'handleFrame', 'openLabeled', 'watch', 'unwatch', 'releaseHold']);
 const gateMethods = ['admit', 'check', 'highest', 'entries', 'snapshot', 'setNameKey', 'isNameKeyed'];
 const keeperMethods = ['keepAliveSent', 'keepAliveAcked', 'sessionLost', 'lease', 'mayAct', 'nextKeepAlive', 'pollTimeout'];
 
@@ -178,7 +179,7 @@ function plausibleFrame(r, live, now) {
   const request = () => (r.chance(60) ? [0] : [1, v()]);
   // mostly the service's time, often a little later, sometimes earlier (refused)
   const at = varint(r.chance(10) ? Math.max(0, now - 1) : now + (r.chance(30) ? r.below(3) : 0));
-  const tag = r.below(10);
+  const tag = r.below(11);
   let f;
   switch (tag) {
     case 0: f = [0, ...at, r.chance(95) ? 20 + v() : 0]; break; // OpenSession{now, ttl}
@@ -193,6 +194,7 @@ function plausibleFrame(r, live, now) {
     case 7: f = [7, ...at, r.chance(95) ? 20 + v() : 0, ...name()]; break; // OpenLabeled{now, ttl, label}
     case 8: case 9: f = [tag, ...at, session(), ...name(), ...request()]; break; // Watch / Unwatch
     case 4: case 5: f = [tag, ...at, session(), ...name(), ...request()]; break; // Release / Cancel
+    case 10: f = [10, ...at, session(), ...name(), v(), ...request()]; break; // ReleaseHold{now, session, lock, token, request}
     default: f = [6, ...at]; // Tick{now}
   }
   if (r.chance(25)) {

@@ -21,6 +21,14 @@
 //! each binding's raise_revision is checked against the native core, snapshot bytes and
 //! every later token included.
 //!
+//! A third log, `determinism_release_hold.vec` (its own seed), adds `ReleaseHold` to the
+//! first log's inputs over fewer lock names, naming a hold the session has now, one it had
+//! before (the session may have taken the lock again since: `NotHolder`, nothing changes),
+//! or a token drawn at random, with and without request numbers (a repeat replays
+//! `Released`; the number of a release of another token is `RequestReused`). Its frames
+//! cross every binding's frame entry point too (the C, Python and JS runners replay every
+//! `wasm/tests/vectors/*.vec`).
+//!
 //! After a deliberate change of the core's behaviour, regenerate with
 //! `FENCELOCK_BLESS=1 cargo test -p fencelock-wasm --test native_vector` and review the
 //! diff.
@@ -29,11 +37,13 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use fencelock::{
-    Config, Input, Label, LockName, LockService, Mode, Output, SessionId, Tick, VecStorage, Wait,
+    Config, Input, Label, LockName, LockService, Mode, Output, SessionId, Tick, Token, VecStorage,
+    Wait,
 };
 
 const SEED: u64 = 0x5eed_f00d_2026_1129;
 const WATCHES_SEED: u64 = 0x5eed_f00d_2026_1201;
+const RELEASE_HOLD_SEED: u64 = 0x5eed_f00d_2026_1215;
 const INPUTS: usize = 600;
 
 /// SplitMix64: deterministic on every platform.
@@ -54,6 +64,50 @@ impl Rng {
     }
 }
 
+/// Which log: the first (the inputs before semaphores, labels and watches), the watches
+/// log, or the release-hold log.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Log {
+    Plain,
+    Watches,
+    ReleaseHold,
+}
+
+/// The holds the release-hold log names, as `(session, lock, token)`: those at the start
+/// of this input (`now`), and those seen at the start of an earlier one that are over now
+/// though their session is still open (`over`: the session may hold the lock again, with
+/// a newer token).
+#[derive(Default)]
+struct Holds {
+    now: Vec<(SessionId, LockName, u64)>,
+    over: Vec<(SessionId, LockName, u64)>,
+    seen: Vec<(SessionId, LockName, u64)>,
+    revision: u64,
+}
+
+impl Holds {
+    /// Brings the lists up to date with `svc` before an input.
+    fn update(&mut self, svc: &LockService<VecStorage>) {
+        self.now.clear();
+        for lock in svc.locks() {
+            for h in svc.holders(lock.as_str()) {
+                let hold = (h.session, lock.clone(), h.token.0);
+                if !self.seen.contains(&hold) {
+                    self.seen.push(hold.clone());
+                }
+                self.now.push(hold);
+            }
+        }
+        self.over.clear();
+        for hold in &self.seen {
+            if svc.session(hold.0).is_some() && !self.now.contains(hold) {
+                self.over.push(hold.clone());
+            }
+        }
+        self.revision = svc.revision();
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");
@@ -70,7 +124,18 @@ fn hex(bytes: &[u8]) -> String {
 /// With `watches`, a third of the draws are the newer inputs: acquires of 1–3 of a
 /// semaphore's 2 or 3 permits (sometimes a bad count or another limit), opens with a
 /// label, watch and unwatch.
-fn next_frame(rng: &mut Rng, now: &mut u64, live: &[SessionId], watches: bool) -> Vec<u8> {
+///
+/// In the release-hold log, 6 draws in 26 are `ReleaseHold`s: of a hold the session has
+/// now (its own token: released), of one an open session had before (over, perhaps
+/// taken again with a new token since: `NotHolder`), or of a token drawn at random, for
+/// the session and lock drawn. The other draws, and the generator's draws for them, are the first log's.
+fn next_frame(
+    rng: &mut Rng,
+    now: &mut u64,
+    live: &[SessionId],
+    log: Log,
+    holds: &Holds,
+) -> Vec<u8> {
     let at = match rng.below(10) {
         0 => now.saturating_sub(1 + rng.below(3)),
         1..=3 => {
@@ -89,8 +154,9 @@ fn next_frame(rng: &mut Rng, now: &mut u64, live: &[SessionId], watches: bool) -
     } else {
         SessionId(1 + rng.below(40))
     };
-    // Watches need a watcher and a holder on the same name: fewer names then.
-    let locks: &[&str] = if watches {
+    // Watches need a watcher and a holder on the same name, and a session takes a lock
+    // again more often among fewer: fewer names then.
+    let locks: &[&str] = if log != Log::Plain {
         &["a", "b", "lock-f"]
     } else {
         &["a", "b", "c", "d", "e", "lock-f", "election"]
@@ -101,7 +167,30 @@ fn next_frame(rng: &mut Rng, now: &mut u64, live: &[SessionId], watches: bool) -
     } else {
         None
     };
-    let input = match rng.below(if watches { 30 } else { 20 }) {
+    let draws = match log {
+        Log::Plain => 20,
+        Log::Watches => 30,
+        Log::ReleaseHold => 26,
+    };
+    let input = match rng.below(draws) {
+        20..=25 if log == Log::ReleaseHold => {
+            let (session, lock, token) = match rng.below(10) {
+                0..=3 if !holds.now.is_empty() => {
+                    holds.now[rng.below(holds.now.len() as u64) as usize].clone()
+                }
+                4..=7 if !holds.over.is_empty() => {
+                    holds.over[rng.below(holds.over.len() as u64) as usize].clone()
+                }
+                _ => (session, lock, rng.below(holds.revision + 2)),
+            };
+            Input::ReleaseHold {
+                now: at,
+                session,
+                lock,
+                token: Token(token),
+                request,
+            }
+        }
         20..=22 => Input::Acquire {
             now: at,
             session,
@@ -199,13 +288,18 @@ fn next_frame(rng: &mut Rng, now: &mut u64, live: &[SessionId], watches: bool) -
     buf[..n].to_vec()
 }
 
-fn render(watches: bool) -> String {
+fn render(log: Log) -> String {
     let (sessions, locks, claims, lock_delay, max_name_len) = (6, 5, 9, 3, 6);
+    let watches = log == Log::Watches;
     let mut text = String::new();
-    let (name, seed, max_watchers) = if watches {
-        ("determinism_watches", WATCHES_SEED, 1)
-    } else {
-        ("determinism", SEED, Config::default().max_watchers)
+    let (name, seed, max_watchers) = match log {
+        Log::Watches => ("determinism_watches", WATCHES_SEED, 1),
+        Log::Plain => ("determinism", SEED, Config::default().max_watchers),
+        Log::ReleaseHold => (
+            "determinism_release_hold",
+            RELEASE_HOLD_SEED,
+            Config::default().max_watchers,
+        ),
     };
     let _ = writeln!(
         text,
@@ -231,6 +325,7 @@ fn render(watches: bool) -> String {
     .expect("valid config");
     let mut rng = Rng(seed);
     let mut raises = Rng(!seed);
+    let mut holds = Holds::default();
     let mut now = 0;
     for i in 0..INPUTS {
         // near the end, jump time past 2^53: frames and snapshots keep the full u64
@@ -260,7 +355,10 @@ fn render(watches: bool) -> String {
             }
         }
         let live: Vec<SessionId> = svc.sessions().collect();
-        let frame = next_frame(&mut rng, &mut now, &live, watches);
+        if log == Log::ReleaseHold {
+            holds.update(&svc);
+        }
+        let frame = next_frame(&mut rng, &mut now, &live, log, &holds);
         let _ = writeln!(text, "in {}", hex(&frame));
         let mut events: Vec<Output> = Vec::new();
         let result = svc.handle_frame(&frame, &mut events);
@@ -307,7 +405,7 @@ fn check_file(name: &str, want: &str) {
 
 #[test]
 fn watches_vector_matches_the_native_core_and_covers_the_new_inputs() {
-    let want = render(true);
+    let want = render(Log::Watches);
     check_file("determinism_watches.vec", &want);
     // The new inputs' replies, events and refusals are in it, not only their frames.
     let mut seen = Vec::new();
@@ -335,7 +433,7 @@ fn watches_vector_matches_the_native_core_and_covers_the_new_inputs() {
 #[test]
 fn determinism_vector_matches_the_native_core() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/determinism.vec");
-    let want = render(false);
+    let want = render(Log::Plain);
     if std::env::var_os("FENCELOCK_BLESS").is_some() {
         std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
         std::fs::write(&path, &want).expect("write the vector");
@@ -383,4 +481,87 @@ fn determinism_vector_matches_the_native_core() {
         }
     }
     assert!(!open);
+}
+
+#[test]
+fn release_hold_vector_matches_the_native_core_and_covers_its_answers() {
+    let want = render(Log::ReleaseHold);
+    check_file("determinism_release_hold.vec", &want);
+    // What each ReleaseHold (frame variant 10) was answered: `Released` (reply variant 6),
+    // `NotHolder` (102) — also while the session holds the lock with another token — and
+    // the request-number answers of a numbered one.
+    let lines: Vec<&str> = want.lines().collect();
+    let mut answers: Vec<String> = Vec::new();
+    let mut with_request = 0;
+    let mut newer_hold_kept = 0;
+    // render's service, replayed alongside to see what each session held before its input
+    let mut svc = LockService::new(
+        VecStorage::new(6, 5, 9),
+        Config {
+            lock_delay: 3,
+            max_name_len: 6,
+            max_watchers: Config::default().max_watchers,
+        },
+    )
+    .expect("valid config");
+    for (i, line) in lines.iter().enumerate() {
+        let Some(hex) = line.strip_prefix("in ") else {
+            continue;
+        };
+        let frame: Vec<u8> = (0..hex.len() / 2)
+            .map(|k| u8::from_str_radix(&hex[2 * k..2 * k + 2], 16).expect("hex"))
+            .collect();
+        let input = Input::from_frame(&frame).ok();
+        let mut kept = None;
+        if let Some(Input::ReleaseHold {
+            session,
+            lock,
+            token,
+            request,
+            ..
+        }) = &input
+        {
+            let held = svc
+                .holders(lock.as_str())
+                .find(|h| h.session == *session)
+                .map(|h| h.token);
+            let answer = lines[i + 1..]
+                .iter()
+                .find(|l| l.starts_with("reply ") || l.starts_with("err "))
+                .expect("an answer");
+            if let Some(newer) = held.filter(|t| t != token && answer.starts_with("err 102")) {
+                kept = Some((*session, lock.clone(), newer));
+            }
+            if request.is_some() {
+                with_request += 1;
+            }
+            answers.push(answer.get(..8).unwrap_or(answer).to_string());
+        }
+        // (this log has no `raise` steps: the inputs alone make the state)
+        let _ = svc.handle_frame(&frame, &mut Vec::<Output>::new());
+        if let Some((session, lock, newer)) = kept {
+            assert!(
+                svc.holders(lock.as_str())
+                    .any(|h| h.session == session && h.token == newer),
+                "{line}: the session's newer hold stays"
+            );
+            newer_hold_kept += 1;
+        }
+    }
+    let count = |a: &str| answers.iter().filter(|x| x.starts_with(a)).count();
+    assert!(answers.len() > 100, "{} release_hold inputs", answers.len());
+    assert!(count("reply 06") > 10, "released: {answers:?}");
+    assert!(count("err 102") > 20, "not_holder: {answers:?}");
+    assert!(
+        newer_hold_kept >= 5,
+        "a ReleaseHold of an old token while the session holds the lock with a newer one: \
+         {newer_hold_kept}"
+    );
+    assert!(with_request > 20, "numbered: {with_request}");
+    for code in ["err 101", "err 106", "err 107", "err 205"] {
+        assert!(
+            count(code) > 0,
+            "no release_hold answered `{code}`: {answers:?}"
+        );
+    }
 }

@@ -21,9 +21,12 @@ for (const pkg of ['node', 'web']) {
     for (const k of ['opened', 'kept_alive', 'closed', 'granted', 'queued', 'busy', 'released', 'cancelled', 'hold_ended', 'wait_ended', 'ticked', 'watching', 'unwatched', 'session_expired', 'wait_timed_out', 'holder_changed']) {
       assert.match(dts, new RegExp(`kind: "${k}"`), k);
     }
-    for (const k of ['open_session', 'open_labeled', 'keep_alive', 'close_session', 'acquire', 'release', 'cancel', 'tick', 'watch', 'unwatch']) {
+    for (const k of ['open_session', 'open_labeled', 'keep_alive', 'close_session', 'acquire', 'release', 'cancel', 'tick', 'watch', 'unwatch', 'release_hold']) {
       assert.match(dts, new RegExp(`\\{ kind: "${k}"; now: U64`), `input ${k}`);
     }
+    // release_hold names the hold by its token, inside the Input union
+    const input = dts.slice(dts.indexOf('export type Input ='));
+    assert.match(input.slice(0, input.indexOf(';\n\n')), /\{ kind: "release_hold"; now: U64; session: U64; lock: string; token: U64; request\?: U64 \| null \}/);
     assert.doesNotMatch(dts, /\btype: "/, 'the discriminant is kind');
     // the typed fast path: codes in, a code out
     assert.match(dts, /export type FastMode = 0 \| 1 \| 2;/);
@@ -57,6 +60,7 @@ for (const pkg of ['node', 'web']) {
       'closeSession(now: U64, session: U64, request?: U64 | null): Answer<Closed>;',
       'acquire(now: U64, session: U64, lock: string, options: AcquireOptions): Answer<AcquireReply>;',
       'release(now: U64, session: U64, lock: string, request?: U64 | null): Answer<Released>;',
+      'releaseHold(now: U64, session: U64, lock: string, token: U64, request?: U64 | null): Answer<Released>;',
       'cancel(now: U64, session: U64, lock: string, request?: U64 | null): Answer<Cancelled>;',
       'tick(now: U64): Answer<Ticked>;',
       'openLabeled(now: U64, ttl: U64, label: string): Answer<Opened>;',

@@ -20,7 +20,7 @@ export const DEFAULT_TICK_MS = 1000;
 export const MAX_TICK_MS = 86400000;
 const isTickMs = (x) => Number.isSafeInteger(x) && x >= 1 && x <= MAX_TICK_MS;
 
-const INPUT_KINDS = new Set(['open_session', 'open_labeled', 'keep_alive', 'close_session', 'acquire', 'release', 'cancel', 'tick', 'watch', 'unwatch']);
+const INPUT_KINDS = new Set(['open_session', 'open_labeled', 'keep_alive', 'close_session', 'acquire', 'release', 'cancel', 'tick', 'watch', 'unwatch', 'release_hold']);
 
 // ------------------------------------------------------------------ CRC-32 (IEEE 802.3)
 
@@ -279,6 +279,8 @@ export function parseRecording(text) {
     only(o, ['now', 'input', 'reply', 'error', 'events'], n, 'an input line');
     if (!isObj(o.input) || !INPUT_KINDS.has(o.input.kind)) throw new RecordingError(n, `unknown input ${JSON.stringify(o.input?.kind)}`);
     if (o.input.now !== o.now) throw new RecordingError(n, `the input's now (${o.input.now}) is not the line's (${o.now})`);
+    // the token a release_hold names its hold by: a number the line can hold exactly, as "now"
+    if (o.input.kind === 'release_hold' && !isU(o.input.token)) throw new RecordingError(n, `release_hold's "token" is ${say(o.input.token)}: it must be a whole number from 0 to 2^53 - 1`);
     if (('reply' in o) === ('error' in o)) throw new RecordingError(n, 'an input line has exactly one of "reply" and "error"');
     if (!Array.isArray(o.events)) throw new RecordingError(n, '"events" is not a list');
     return { line: n, kind: 'input', ...o };

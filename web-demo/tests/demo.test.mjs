@@ -1725,3 +1725,37 @@ test('replay: a recording of a semaphore with labelled sessions and a watch show
   assert.match(await page.locator('[data-testid=service]').textContent(), new RegExp(`S${b} · token 2, S${c} · token 3`));
   assert.match(await text('[data-testid=log]'), /holder_changed \{session: 4, lock: "db\/pool", holder: 1, mode: \{"permits":1,"limit":2\}, token: 1, change: "expired", label: "worker-a \(pid 1\)"\}/);
 });
+
+test('replay: a forced release of a named hold (release_hold lines) shows the old token refused and the named hold released', async () => {
+  const { Recorder } = await import('../src/recording.js');
+  const api = createRequire(import.meta.url)(path.join(root, 'wasm', 'pkg', 'node', 'fencelock_wasm.js'));
+  const svc = new api.LockService({ sessions: 4, locks: 2, claims: 4 });
+  const rec = new Recorder(svc, { source: 'a forced release', tickMs: 1 });
+  const a = rec.handle({ kind: 'open_session', now: 0, ttl: 1000 }).reply.session;
+  const b = rec.handle({ kind: 'open_session', now: 0, ttl: 1000 }).reply.session;
+  rec.handle({ kind: 'acquire', now: 1, session: a, lock: 'jobs/x', mode: 'exclusive', wait: 'forever' }); // token 1
+  rec.handle({ kind: 'release', now: 2, session: a, lock: 'jobs/x' });
+  rec.handle({ kind: 'acquire', now: 3, session: a, lock: 'jobs/x', mode: 'exclusive', wait: 'forever' }); // token 2
+  rec.handle({ kind: 'acquire', now: 3, session: b, lock: 'jobs/x', mode: 'exclusive', wait: 'forever' });
+  // as a cluster's export writes a forced release: session, lock, token (line 8, then line 9)
+  assert.throws(() => rec.handle({ kind: 'release_hold', now: 4, session: a, lock: 'jobs/x', token: 1 }), { code: 'not_holder' });
+  rec.handle({ kind: 'release_hold', now: 5, session: a, lock: 'jobs/x', token: 2 });
+  // a retry of it, once the hold is over and the session holds the lock no more (line 10)
+  assert.throws(() => rec.handle({ kind: 'release_hold', now: 6, session: a, lock: 'jobs/x', token: 2 }), { code: 'not_holder' });
+  svc.free?.();
+  await open(1);
+  await openRecording(rec.text(), 'forced.flrec');
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'open', await text('[data-testid=rec-error]').catch(() => ''));
+  await scrubTo(8);
+  assert.match(await text('[data-testid=caption-text]'), new RegExp(`line 8\\): session ${a}'s release_hold of "jobs/x" with token 1 is refused: not_holder \\(it holds "jobs/x" with token 2 now, a later hold, which stays\\)`));
+  assert.match(await page.locator('[data-testid=service]').textContent(), new RegExp(`S${a} · token 2`), 'the later hold stays');
+  assert.match(await text('[data-testid=log]'), /release_hold\(now: 4, session: 1, lock: "jobs\/x", token: 1\)/);
+  await scrubTo(9);
+  assert.match(await text('[data-testid=caption-text]'), new RegExp(`line 9\\): session ${a}'s hold of "jobs/x" with token 2 is released by its token \\(release_hold\\)\\. session ${b}, waiting, is granted "jobs/x" with token 3`));
+  assert.match(await page.locator('[data-testid=service]').textContent(), new RegExp(`S${b} · token 3`));
+  await scrubTo(10);
+  assert.match(await text('[data-testid=caption-text]'), new RegExp(`line 10\\): session ${a}'s release_hold of "jobs/x" with token 2 is refused: not_holder \\(it no longer holds "jobs/x"\\)`));
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  assert.ok(ms.some((m) => m.label === 'release_hold ✗'), ms.map((m) => m.label).join(', '));
+  assert.ok(ms.some((m) => m.label === `session ${b} gets 3`));
+});

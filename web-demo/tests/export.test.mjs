@@ -2,6 +2,7 @@
 // processes on 127.0.0.1-3 (scripts/cluster.sh: TLS, an admin token), clients of the
 // `fencelock` CLI contending for one lock, a holder stopped with SIGSTOP until its session
 // expires and the next waiter is granted a newer token (the stale-holder moment), then
+// an administrator's forced release of another lock's holder (a `release_hold` line), then
 // kill -9 of the leader and more contention under the new one. `fencelock export` writes
 // the cluster's history as a recording; the test checks it against what the clients saw,
 // replays it in node with the real wasm core, then opens it in the demo page in headless
@@ -31,6 +32,8 @@ const BASE = process.env.DEMO_URL;
 const BIN = process.env.FENCELOCK_BIN;
 if (!BASE || !BIN) throw new Error('DEMO_URL or FENCELOCK_BIN is not set: run scripts/test-demo.sh');
 const LOCK = 'jobs/reindex';
+/** The lock an administrator forces a holder off. */
+const FORCED = 'jobs/forced';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 let dir;
@@ -39,6 +42,7 @@ let pids = [];
 let browser;
 let running = true; // the workers' loop; false ends it (also when a check fails)
 let stale; // the holder that is stopped
+let forcedToken; // the token of the hold forced out
 
 /** A base port whose six ports (BASE+i, BASE+100+i on 127.0.0.i) are free, below the ephemeral range. */
 async function freeBase() {
@@ -169,6 +173,23 @@ test('a real three-node incident (stopped holder, kill -9 of the leader) exporte
   process.kill(stale.pid, 'SIGCONT'); // it wakes believing it holds the lock; its lease check stops the command
   assert.equal(await staleDone, 3, `the woken holder exits 3 (lease lost): ${staleErr}`);
 
+  // an administrator forces a holder of another lock out: the release names the hold by
+  // its token, and the recording has it as a `release_hold` line the core answered
+  const forced = spawn(path.join(BIN, 'fencelock'), ['--ttl-ms', '3000', 'lock', FORCED, '--', 'sleep', '30'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let forcedErr = '';
+  forced.stderr.on('data', (d) => (forcedErr += d));
+  const forcedDone = new Promise((r) => forced.on('close', (code) => r(code)));
+  for (let k = 0; k < 300 && !/holding \S+ with token \d+\n/.test(forcedErr); k += 1) await sleep(50);
+  forcedToken = Number(forcedErr.match(/holding \S+ with token (\d+)/)?.[1]);
+  assert.ok(forcedToken > 0, `the holder got ${FORCED}: ${forcedErr}`);
+  const holder = await cli(['holder', FORCED]);
+  assert.equal(holder.code, 0, holder.err);
+  const [forcedSession, , heldToken] = holder.out.trim().split(' ');
+  assert.equal(Number(heldToken), forcedToken, holder.out);
+  const fr = await cli(['force-release', forcedSession, FORCED]);
+  assert.equal(fr.code, 0, fr.err);
+  assert.equal(await forcedDone, 3, `the forced-out holder exits 3: ${forcedErr}`);
+
   // 2. kill -9 the leader (the export names it), then more contention under the new one
   const first = await cli(['export', '-o', path.join(dir, 'before.flrec')]);
   assert.equal(first.code, 0, first.err);
@@ -203,6 +224,12 @@ test('a real three-node incident (stopped holder, kill -9 of the leader) exporte
     owner.set(g.token, g.session);
   }
   for (const t of seen) assert.ok(tokens.includes(t), `the recording has the grant of token ${t} a client saw`);
+  // the forced release: the core's release of the hold of that token
+  const byToken = rec.entries.filter((e) => e.input.kind === 'release_hold');
+  assert.equal(byToken.length, 1, 'one forced release');
+  assert.equal(byToken[0].input.lock, FORCED);
+  assert.equal(byToken[0].input.token, forcedToken);
+  assert.deepEqual(byToken[0].reply, { kind: 'released', token: forcedToken });
   // the stale-holder moment: the stopped holder's hold is released by its expiry, the next grant is newer
   const expired = rec.entries.findIndex((e) => e.events.some((ev) => ev.kind === 'released' && ev.lock === LOCK && ev.token === staleToken && ev.reason === 'expired'));
   assert.ok(expired >= 0, `the recording shows token ${staleToken}'s hold ending by expiry`);

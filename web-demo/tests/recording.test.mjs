@@ -246,3 +246,54 @@ test('a recording with labelled sessions, permits and a watch replays, and a lie
   const n = text.trim().split('\n').length;
   refuses(lie(text, n, (j) => j.replace('"label":"worker-c (pid 3)"', '"label":"worker-b (pid 2)"')), n, /the events differ/);
 });
+
+/**
+ * A forced release of a named hold, as a cluster's export writes it (`release_hold`, its
+ * fields in the export's order): session 1 held "jobs/x" with token 1, released it and took
+ * it again (token 2, session 2 waiting); the forced release of token 1 is refused
+ * not_holder and token 2 stays; the forced release of token 2 frees the lock for session 2.
+ */
+function forcedRelease() {
+  const svc = new api.LockService({ sessions: 4, locks: 2, claims: 4 });
+  const rec = new Recorder(svc, { source: 'a forced release', tickMs: 1 });
+  const a = rec.handle({ kind: 'open_session', now: 0, ttl: 1000 }).reply.session;
+  const b = rec.handle({ kind: 'open_session', now: 0, ttl: 1000 }).reply.session;
+  rec.handle({ kind: 'acquire', now: 1, session: a, lock: 'jobs/x', mode: 'exclusive', wait: 'forever' });
+  rec.handle({ kind: 'release', now: 2, session: a, lock: 'jobs/x' });
+  rec.handle({ kind: 'acquire', now: 3, session: a, lock: 'jobs/x', mode: 'exclusive', wait: 'forever' });
+  rec.handle({ kind: 'acquire', now: 3, session: b, lock: 'jobs/x', mode: 'exclusive', wait: 'forever' });
+  assert.throws(() => rec.handle({ kind: 'release_hold', now: 4, session: a, lock: 'jobs/x', token: 1 }), { code: 'not_holder' });
+  const freed = rec.handle({ kind: 'release_hold', now: 5, session: a, lock: 'jobs/x', token: 2, request: 1 });
+  assert.deepEqual(freed, { reply: { kind: 'released', token: 2 }, events: [{ kind: 'granted', session: b, lock: 'jobs/x', mode: 'exclusive', token: 3 }] });
+  svc.free?.();
+  return { text: rec.text(), a, b };
+}
+
+test('release_hold lines (a forced release of a named hold) replay: the old token refused not_holder, its own released', () => {
+  const { text, a, b } = forcedRelease();
+  const rows = text.trim().split('\n');
+  // the lines are the export's: kind, now, session, lock, token, request
+  assert.equal(rows[7].split('\t')[0], `{"now":4,"input":{"kind":"release_hold","now":4,"session":${a},"lock":"jobs/x","token":1},"error":"not_holder","events":[]}`);
+  assert.equal(rows[8].split('\t')[0], `{"now":5,"input":{"kind":"release_hold","now":5,"session":${a},"lock":"jobs/x","token":2,"request":1},"reply":{"kind":"released","token":2},"events":[{"kind":"granted","session":${b},"lock":"jobs/x","mode":"exclusive","token":3}]}`);
+  const rec = verifyRecording(api, text);
+  assert.deepEqual(rec.entries.filter((e) => e.input.kind === 'release_hold').map((e) => e.error ?? e.reply.kind), ['not_holder', 'released']);
+  // lies about it are found: the old token claimed released, the new one claimed refused,
+  // another token on the released line
+  refuses(lie(text, 8, (j) => j.replace('"error":"not_holder"', '"reply":{"kind":"released","token":1}')), 8, /the core refuses release_hold: not_holder .*the recording says it answered \{"kind":"released","token":1\}/);
+  refuses(lie(text, 9, (j) => j.replace(/"reply":\{[^}]*\}/, '"error":"not_holder"').replace(/"events":\[.*\]/, '"events":[]')), 9, /the core answers \{"kind":"released","token":2\}, the recording says it refused with not_holder/);
+  refuses(lie(text, 9, (j) => j.replace('"token":2,"request":1', '"token":1,"request":1')), 9, /the core refuses release_hold: not_holder/);
+});
+
+test('a release_hold line\'s token is checked like the other numbers of a line, before anything is applied', () => {
+  const { text } = forcedRelease();
+  for (const bad of ['-1', '1.5', '"1"', 'null', '9007199254740992', '{}']) {
+    refuses(lie(text, 8, (j) => j.replace('"token":1}', `"token":${bad}}`)), 8, /release_hold's "token" is .*: it must be a whole number from 0 to 2\^53 - 1/);
+  }
+  refuses(lie(text, 8, (j) => j.replace(',"token":1}', '}')), 8, /release_hold's "token" is nothing/);
+  // a field the input does not have is the binding's refusal (bad_argument), not the core's
+  refuses(lie(text, 8, (j) => j.replace('"token":1}', '"token":1,"holder":1}')), 8, /not one the core can be given: bad_argument/);
+  // the shape is checked before the replay: a bad token on the last line is found first
+  const last = text.trim().split('\n').length;
+  const both = lie(lie(text, 2, (j) => j.replace('"ttl":1000', '"ttl":7')), last, (j) => j.replace('"token":2,', '"token":-2,'));
+  refuses(both, last, /release_hold's "token" is -2/);
+});

@@ -118,7 +118,16 @@ export function replayScene(rec, name, { lock } = {}) {
     let label = null;
     let focus = [];
     const r = e.reply;
-    if (e.error) {
+    if (e.error && e.input.kind === 'release_hold') {
+      // a forced release of a hold named by its token: the session no longer holds the lock
+      // with it (the core, after this line, says whether it holds the lock again, and with what)
+      const lock = JSON.stringify(e.input.lock);
+      const held = e.error === 'not_holder' && w.nodes.svc?.core.holders(e.input.lock).find((h) => h.session === e.input.session);
+      const why = e.error !== 'not_holder' ? '' : held ? ` (it holds ${lock} with token ${held.token} now, a later hold, which stays)` : ` (it no longer holds ${lock})`;
+      parts.push(`${who(e.input.session)}'s release_hold of ${lock} with token ${e.input.token} is refused: ${e.error}${why}.`);
+      label = `${e.input.kind} ✗`;
+      focus = [sid(e.input.session)];
+    } else if (e.error) {
       parts.push(`${e.input.session != null ? who(e.input.session) : 'the host'}'s ${e.input.kind} is refused: ${e.error}.`);
       label = `${e.input.kind} ✗`;
       focus = [sid(e.input.session)];
@@ -131,6 +140,7 @@ export function replayScene(rec, name, { lock } = {}) {
       focus = [sid(e.input.session), 'svc'];
     } else if (r.kind === 'queued') parts.push(`${who(e.input.session)} waits for ${JSON.stringify(e.input.lock)} (queue position ${r.position}).`);
     else if (r.kind === 'busy') parts.push(`${who(e.input.session)} is told ${JSON.stringify(e.input.lock)} is busy.`);
+    else if (r.kind === 'released' && e.input.kind === 'release_hold') parts.push(`${who(e.input.session)}'s hold of ${JSON.stringify(e.input.lock)} with token ${r.token} is released by its token (release_hold).`);
     else if (r.kind === 'released') parts.push(`${who(e.input.session)} releases ${JSON.stringify(e.input.lock)} (token ${r.token}).`);
     else if (r.kind === 'kept_alive') parts.push(`${who(e.input.session)} keeps its session alive, now until ${r.expiresAt}.`);
     else if (r.kind === 'closed') parts.push(`${who(e.input.session)} closes its session.`);
