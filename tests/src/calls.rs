@@ -14,12 +14,13 @@
 //! ```
 //!
 //! * `method` ∈ `open`, `open_labeled`, `keep_alive`, `close`, `acquire`, `release`,
-//!   `cancel`, `watch`, `unwatch`, `tick`.
+//!   `release_hold`, `cancel`, `watch`, `unwatch`, `tick`.
 //! * Keys, each given exactly once, all of the method's and no other:
 //!   `open`: `now ttl`; `open_labeled`: `now ttl label`; `keep_alive`, `close`:
 //!   `now session request`; `acquire`: `now session lock mode wait request`;
-//!   `release`, `cancel`, `watch`, `unwatch`: `now session lock request`; `tick`: `now`.
-//! * Values: `now`, `ttl`, `session` are u64 in decimal; `lock` is the name's bytes (no
+//!   `release`, `cancel`, `watch`, `unwatch`: `now session lock request`; `release_hold`:
+//!   `now session lock token request`; `tick`: `now`.
+//! * Values: `now`, `ttl`, `session`, `token` are u64 in decimal; `lock` is the name's bytes (no
 //!   spaces; `lock=` is the empty name; at most 64 bytes, since a frame cannot carry a
 //!   longer name — a table shows `NameTooLong` with a small `max_name_len` instead);
 //!   `label` is the label's bytes (no spaces; `label=` is no label; at most 64 bytes, for
@@ -36,7 +37,7 @@
 use fencelock::{
     Error, Input, Label, LockName, LockService, Mode, Output, Reply, SessionId, Storage,
 };
-use fencelock::{Tick, VecStorage, Wait, MAX_LABEL_LEN, MAX_NAME_LEN};
+use fencelock::{Tick, Token, VecStorage, Wait, MAX_LABEL_LEN, MAX_NAME_LEN};
 
 use crate::vectors::{input_frame, VecConfig};
 
@@ -91,6 +92,10 @@ const KEYS: &[(&str, &[&str])] = &[
         &["now", "session", "lock", "mode", "wait", "request"],
     ),
     ("release", &["now", "session", "lock", "request"]),
+    (
+        "release_hold",
+        &["now", "session", "lock", "token", "request"],
+    ),
     ("cancel", &["now", "session", "lock", "request"]),
     ("watch", &["now", "session", "lock", "request"]),
     ("unwatch", &["now", "session", "lock", "request"]),
@@ -246,6 +251,13 @@ fn parse_call(call: &str) -> Result<Input, String> {
             lock: lock()?,
             request: request()?,
         },
+        "release_hold" => Input::ReleaseHold {
+            now,
+            session: session()?,
+            lock: lock()?,
+            token: Token(num("token")?),
+            request: request()?,
+        },
         "cancel" => Input::Cancel {
             now,
             session: session()?,
@@ -315,6 +327,13 @@ pub fn call_typed<S: Storage>(
             lock,
             request,
         } => svc.release(now, session, lock.as_str(), request, out),
+        Input::ReleaseHold {
+            now,
+            session,
+            lock,
+            token,
+            request,
+        } => svc.release_hold(now, session, lock.as_str(), token, request, out),
         Input::Cancel {
             now,
             session,

@@ -14,14 +14,15 @@
 //! Semaphores, labels and watches: one name of the profile (the third) is used mostly as
 //! a semaphore (`Permits` of 1–3 out of 3, now and then another limit: `LimitMismatch`),
 //! the others now and then with permits too (`LimitMismatch` against a plain lock); some
-//! sessions are opened with a label; clients watch and unwatch the names.
+//! sessions are opened with a label; clients watch and unwatch the names; some releases
+//! name the hold by a token (`ReleaseHold`), most of them one the session does not hold.
 //!
 //! The randomness comes from a [`Source`]: a seeded [`Rng`] (determinism, simulation) or
 //! a fixed list of draws ([`Draws`], which proptest generates and shrinks).
 
 use std::collections::BTreeMap;
 
-use fencelock::{Input, Label, LockName, Mode, SessionId, Tick, Wait};
+use fencelock::{Input, Label, LockName, Mode, SessionId, Tick, Token, Wait};
 
 use crate::rng::Rng;
 
@@ -65,6 +66,10 @@ impl Source for Draws<'_> {
 /// all its choices.
 pub const DRAWS_PER_INPUT: usize = 16;
 
+/// About how many of the generated acquires are granted (measured over the determinism
+/// seeds), for [`ClientLike::token`]'s guess.
+const GRANTS_PER_100_ACQUIRES: u64 = 50;
+
 /// The labels labelled sessions get (the empty one is "no label").
 const LABELS: [&str; 4] = ["worker-1", "worker-2", "", "host-a/pid-4242"];
 
@@ -100,6 +105,8 @@ pub struct ClientLike {
     profile: Profile,
     now: u64,
     opened: u64,
+    /// Acquires generated so far (a release naming a hold guesses its token from it).
+    acquires: u64,
     last_request: BTreeMap<u64, u64>,
 }
 
@@ -110,6 +117,7 @@ impl ClientLike {
             profile,
             now: 0,
             opened: 0,
+            acquires: 0,
             last_request: BTreeMap::new(),
         }
     }
@@ -151,6 +159,13 @@ impl ClientLike {
                 Some(*last)
             }
         }
+    }
+
+    /// A token for a release that names a hold: near the latest grant, which it guesses
+    /// as a share of the acquires so far (it sees no reply, so many name no hold).
+    fn token(&self, src: &mut impl Source) -> u64 {
+        let latest = self.acquires * GRANTS_PER_100_ACQUIRES / 100;
+        latest.saturating_sub(src.below(8)).max(1)
     }
 
     fn lock(&self, src: &mut impl Source) -> LockName {
@@ -224,6 +239,7 @@ impl ClientLike {
                 request: self.request(src, session),
             },
             6..=12 => {
+                self.acquires += 1;
                 let lock = self.lock(src);
                 let request = self.request(src, session);
                 let mode = self.mode(src, &lock);
@@ -241,10 +257,17 @@ impl ClientLike {
                     request,
                 }
             }
-            13..=15 => Input::Release {
+            13..=14 => Input::Release {
                 now,
                 lock: self.lock(src),
                 request: self.request(src, session),
+                session,
+            },
+            15 => Input::ReleaseHold {
+                now,
+                lock: self.lock(src),
+                request: self.request(src, session),
+                token: Token(self.token(src)),
                 session,
             },
             16 => Input::Cancel {

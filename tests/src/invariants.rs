@@ -437,6 +437,7 @@ impl Shadow {
         let own_events = matches!(
             input,
             Input::Release { .. }
+                | Input::ReleaseHold { .. }
                 | Input::Cancel { .. }
                 | Input::CloseSession { .. }
                 | Input::Acquire { .. }
@@ -918,7 +919,17 @@ impl Shadow {
                     return Err(format!("I3: busy, but {lock} was grantable in {mode}"));
                 }
             }
-            (Input::Release { session, lock, .. }, Reply::Released { token }) => {
+            (
+                Input::Release { session, lock, .. } | Input::ReleaseHold { session, lock, .. },
+                Reply::Released { token },
+            ) => {
+                if let Input::ReleaseHold { token: named, .. } = input {
+                    if *named != token {
+                        return Err(format!(
+                            "{session} asked to release {lock} ({named}) and released {token}"
+                        ));
+                    }
+                }
                 let holds = self.holds.entry(lock.as_str().to_string()).or_default();
                 let i = holds
                     .iter()
@@ -1066,6 +1077,7 @@ fn numbered(input: &Input) -> Option<(SessionId, u64)> {
         Input::KeepAlive { .. }
         | Input::Acquire { .. }
         | Input::Release { .. }
+        | Input::ReleaseHold { .. }
         | Input::Cancel { .. }
         | Input::Watch { .. }
         | Input::Unwatch { .. } => Some((input.session()?, input.request()?)),
@@ -1073,7 +1085,8 @@ fn numbered(input: &Input) -> Option<(SessionId, u64)> {
     }
 }
 
-/// Whether two numbered inputs are the same request (same kind, lock and mode).
+/// Whether two numbered inputs are the same request (same kind, lock and mode; and token,
+/// for a release of a named hold).
 fn same_request(a: &Input, b: &Input) -> bool {
     match (a, b) {
         (Input::KeepAlive { .. }, Input::KeepAlive { .. }) => true,
@@ -1085,6 +1098,18 @@ fn same_request(a: &Input, b: &Input) -> bool {
                 lock: l2, mode: m2, ..
             },
         ) => l1 == l2 && m1 == m2,
+        (
+            Input::ReleaseHold {
+                lock: l1,
+                token: t1,
+                ..
+            },
+            Input::ReleaseHold {
+                lock: l2,
+                token: t2,
+                ..
+            },
+        ) => l1 == l2 && t1 == t2,
         (Input::Release { lock: l1, .. }, Input::Release { lock: l2, .. })
         | (Input::Cancel { lock: l1, .. }, Input::Cancel { lock: l2, .. })
         | (Input::Watch { lock: l1, .. }, Input::Watch { lock: l2, .. })

@@ -62,8 +62,9 @@ enum Kind {
     Unwatch,
 }
 
-/// The arguments a request number was used for (the lock and, for acquire, the mode).
-type Target = Option<(String, Option<Mode>)>;
+/// The arguments a request number was used for (the lock and, for acquire, the mode; for
+/// a release of a named hold, its token).
+type Target = Option<(String, Option<Mode>, Option<u64>)>;
 
 #[derive(Clone, Debug)]
 struct Session {
@@ -221,7 +222,14 @@ impl Model {
                 lock,
                 request,
                 ..
-            } => self.release(*session, lock, *request, out),
+            } => self.release(*session, lock, None, *request, out),
+            Input::ReleaseHold {
+                session,
+                lock,
+                token,
+                request,
+                ..
+            } => self.release(*session, lock, Some(token.0), *request, out),
             Input::Cancel {
                 session,
                 lock,
@@ -385,7 +393,7 @@ impl Model {
                 return Err(Error::BadPermits { count, limit });
             }
         }
-        let target: Target = Some((name.clone(), Some(mode)));
+        let target: Target = Some((name.clone(), Some(mode), None));
         if let Some(recorded) = self.check_request(s, request, Kind::Acquire, &target)? {
             // A retry answers from the claim now (docs/SPEC.md §6): holding → Granted
             // (current token), queued → Queued (current position), neither → Busy stays
@@ -495,16 +503,18 @@ impl Model {
         }
     }
 
+    /// A release; of the hold granted with token `hold` only, if given (`ReleaseHold`).
     fn release(
         &mut self,
         s: SessionId,
         lock: &LockName,
+        hold: Option<u64>,
         request: Option<u64>,
         out: &mut Vec<Output>,
     ) -> Result<Reply, Error> {
         self.session(s)?;
         let name = self.name(lock)?;
-        let target: Target = Some((name.clone(), None));
+        let target: Target = Some((name.clone(), None, hold));
         if let Some(recorded) = self.check_request(s, request, Kind::Release, &target)? {
             let Recorded::Released(token) = recorded else {
                 unreachable!("the kind matched")
@@ -516,6 +526,7 @@ impl Model {
         let c = self
             .claim_of(s.0, &name)
             .filter(|c| self.claims[c].holding)
+            .filter(|c| hold.is_none_or(|t| self.claims[c].value == t))
             .ok_or(Error::NotHolder(s))?;
         let token = self.claims[&c].value;
         self.tell_watchers(c, Change::Released, out);
@@ -536,7 +547,7 @@ impl Model {
     ) -> Result<Reply, Error> {
         self.session(s)?;
         let name = self.name(lock)?;
-        let target: Target = Some((name.clone(), None));
+        let target: Target = Some((name.clone(), None, None));
         if self
             .check_request(s, request, Kind::Cancel, &target)?
             .is_some()
@@ -562,7 +573,7 @@ impl Model {
     ) -> Result<Reply, Error> {
         self.session(s)?;
         let name = self.name(lock)?;
-        let target: Target = Some((name.clone(), None));
+        let target: Target = Some((name.clone(), None, None));
         if let Some(recorded) = self.check_request(s, request, Kind::Watch, &target)? {
             let Recorded::Watching(holders) = recorded else {
                 unreachable!("the kind matched")
@@ -613,7 +624,7 @@ impl Model {
     ) -> Result<Reply, Error> {
         self.session(s)?;
         let name = self.name(lock)?;
-        let target: Target = Some((name.clone(), None));
+        let target: Target = Some((name.clone(), None, None));
         if self
             .check_request(s, request, Kind::Unwatch, &target)?
             .is_some()

@@ -341,6 +341,7 @@ impl Client {
         let lock = match input {
             Input::Acquire { lock, .. }
             | Input::Release { lock, .. }
+            | Input::ReleaseHold { lock, .. }
             | Input::Cancel { lock, .. }
             | Input::Watch { lock, .. }
             | Input::Unwatch { lock, .. } => lock.as_str().to_string(),
@@ -893,11 +894,30 @@ impl World {
                     self.rng.pick(&held).clone()
                 };
                 let request = self.request(c);
-                let input = Input::Release {
-                    now: self.stamp(),
-                    session,
-                    lock: LockName::new(&lock).expect("name"),
-                    request,
+                let name = LockName::new(&lock).expect("name");
+                // A quarter of the releases name the hold by its token (`ReleaseHold`), one
+                // in ten of those a token it does not hold the lock with (refused).
+                let input = if self.rng.chance(25) {
+                    let held = self.clients[c].held.get(&lock).map(|h| h.1 .0);
+                    let token = match held {
+                        Some(t) if !self.rng.chance(10) => t,
+                        Some(t) => t.saturating_sub(1 + self.rng.below(3)),
+                        None => 1 + self.rng.below(8),
+                    };
+                    Input::ReleaseHold {
+                        now: self.stamp(),
+                        session,
+                        lock: name,
+                        token: Token(token),
+                        request,
+                    }
+                } else {
+                    Input::Release {
+                        now: self.stamp(),
+                        session,
+                        lock: name,
+                        request,
+                    }
                 };
                 self.send(c, input)?;
             }

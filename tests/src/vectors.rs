@@ -298,6 +298,21 @@ impl Scenario {
             request,
         })
     }
+    fn rel_hold(
+        &mut self,
+        session: u64,
+        lock: &str,
+        token: u64,
+        request: Option<u64>,
+    ) -> &mut Self {
+        self.input(Input::ReleaseHold {
+            now: self.t(),
+            session: s(session),
+            lock: name(lock),
+            token: Token(token),
+            request,
+        })
+    }
     fn cancel(&mut self, session: u64, lock: &str) -> &mut Self {
         self.cancel_req(session, lock, None)
     }
@@ -455,7 +470,63 @@ pub fn scenarios() -> Vec<Scenario> {
         messages_without_ticks(),
         refused_after_the_advance(),
         semaphores_watches(),
+        release_hold(),
     ]
+}
+
+fn release_hold() -> Scenario {
+    let mut v = Scenario::new(
+        "20_release_hold",
+        "a release naming the hold by its token: it releases that hold as a release does, \
+         and refuses (changing nothing) once the session holds the lock with another token; \
+         a numbered one replays, and its number is not a plain release's",
+        VecConfig::default(),
+    );
+    v.open(10).open(10).open(10);
+    v.watch(3, "h").reply(Reply::Watching { holders: 0 });
+    v.acq(1, "h", X, Wait::None).token(1);
+    v.acq(2, "h", X, Wait::Forever).reply(r_queued(X, 1));
+    v.note("the hold of token 1 released: the waiter is granted, the watcher told both");
+    v.at(1)
+        .rel_hold(1, "h", 1, Some(1))
+        .reply(r_released(1))
+        .events(vec![
+            changed(3, "h", (1, ""), X, 1, Change::Released),
+            granted(2, "h", X, 2),
+            changed(3, "h", (2, ""), X, 2, Change::Granted),
+        ]);
+    v.note("its retry (the same number and token) replays and applies nothing");
+    v.rel_hold(1, "h", 1, Some(1))
+        .reply(r_released(1))
+        .events(vec![]);
+    v.note("the same number on a plain release, or with another token, is another request");
+    v.rel_req(1, "h", Some(1)).err(107);
+    v.rel_hold(1, "h", 2, Some(1)).err(107);
+    v.at(2)
+        .rel(2, "h")
+        .reply(r_released(2))
+        .events(vec![changed(3, "h", (2, ""), X, 2, Change::Released)]);
+    v.acq(1, "h", X, Wait::None).token(3);
+    v.snap();
+    v.note("session 1 holds h again (token 3): a release of its old hold (token 1) is refused");
+    v.rel_hold(1, "h", 1, None).err(102);
+    v.note("a token that is another session's hold, or a lock it waits for, is no hold of it");
+    v.rel_hold(2, "h", 3, None).err(102);
+    v.acq(2, "h", X, Wait::Forever).reply(r_queued(X, 1));
+    v.rel_hold(2, "h", 3, None).err(102);
+    v.note("the session, the name, then the number come first, as for a release");
+    v.rel_hold(9, "", 3, None).err(101);
+    v.snap();
+    v.at(3)
+        .rel_hold(1, "h", 3, None)
+        .reply(r_released(3))
+        .events(vec![
+            changed(3, "h", (1, ""), X, 3, Change::Released),
+            granted(2, "h", X, 4),
+            changed(3, "h", (2, ""), X, 4, Change::Granted),
+        ]);
+    v.snap();
+    v
 }
 
 fn basic() -> Scenario {

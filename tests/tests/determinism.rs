@@ -168,7 +168,7 @@ fn every_invariant_holds_after_every_input() {
     let (mut grants, mut refusals, mut untick) = (0, 0, 0);
     // Inputs of each kind, permit grants and watcher events seen.
     let mut kinds = std::collections::BTreeSet::new();
-    let (mut permit_grants, mut watch_events) = (0, 0);
+    let (mut permit_grants, mut watch_events, mut holds_released) = (0, 0, 0);
     for seed in seeds() {
         let ins = inputs(seed, 400);
         let mut svc = LockService::new(VecStorage::new(12, 4, 16), config()).unwrap();
@@ -197,6 +197,7 @@ fn every_invariant_holds_after_every_input() {
             refusals += r.is_err() as usize;
             untick += (behind && !events.is_empty()) as usize;
             kinds.insert(input.kind());
+            holds_released += (matches!(input, Input::ReleaseHold { .. }) && r.is_ok()) as usize;
             permit_grants += events
                 .iter()
                 .filter(|o| {
@@ -229,7 +230,9 @@ fn every_invariant_holds_after_every_input() {
         "grants {grants}, refusals {refusals}, advances by messages {untick}"
     );
     assert!(
-        seeds().len() == 1 || (kinds.len() == 10 && permit_grants > 50 && watch_events > 50),
-        "input kinds {kinds:?}, permit grants {permit_grants}, watcher events {watch_events}"
+        seeds().len() == 1
+            || (kinds.len() == 11 && permit_grants > 50 && watch_events > 50 && holds_released > 0),
+        "input kinds {kinds:?}, permit grants {permit_grants}, watcher events {watch_events}, \
+         holds released by token {holds_released}"
     );
 }

@@ -165,6 +165,7 @@ fn vectors_cover_every_input_kind_and_every_input_error() {
         "tick",
         "watch",
         "unwatch",
+        "release_hold",
     ]
     .into();
     assert_eq!(kinds, want_kinds);
