@@ -14,8 +14,8 @@
 //! * an op's advance to its time and the op's own input are one line (the core's `handle`
 //!   advances first, so replaying the input alone gives the same events, the advance's
 //!   first);
-//! * an op the server refused before the core saw it (a wrong credential, a retried open, a
-//!   forced release naming another hold's token) left only its advance: a `tick` line;
+//! * an op the server refused before the core saw it (a wrong credential, a retried open)
+//!   left only its advance: a `tick` line;
 //! * blank and membership entries left nothing in the core: no line.
 //!
 //! Limits: a recording has at most [`MAX_LINES`] lines, [`MAX_BYTES`] bytes and
@@ -217,6 +217,10 @@ fn input(j: &mut Json<'_>, i: &Input) -> Result<(), ExportError> {
             j.kv_str("label", label.as_str());
         }
         Input::Watch { lock, .. } | Input::Unwatch { lock, .. } => j.kv_str("lock", lock.as_str()),
+        Input::ReleaseHold { lock, token, .. } => {
+            j.kv_str("lock", lock.as_str());
+            j.kv_num("token", token.0)?;
+        }
         _ => return Err(j.unknown("an input")),
     }
     if let Some(r) = i.request() {
@@ -660,7 +664,9 @@ mod tests {
     }
 
     /// A refusal by the core is an `error` line with the advance's events; an op the server
-    /// refused before the core (a wrong credential) leaves its advance alone, a `tick` line.
+    /// refused before the core (a wrong credential) leaves its advance alone, a `tick` line;
+    /// a forced release of a hold the session no longer has is the core's refusal of a
+    /// `release_hold`.
     #[test]
     fn refusals_by_the_core_and_by_the_server_have_the_lines_the_core_would_give() {
         let stranger = Op::Owned {
@@ -684,6 +690,15 @@ mod tests {
                     request: None,
                 })],
             ),
+            entry(
+                4,
+                40,
+                vec![Op::ForceReleaseHold {
+                    session: SessionId(1),
+                    lock: LockName::new("jobs/x").expect("name"),
+                    token: fencelock::Token(3),
+                }],
+            ),
         ];
         let r = build(
             state_machine::empty_state(&config()),
@@ -701,7 +716,11 @@ mod tests {
             b[3],
             r#"{"now":30,"input":{"kind":"release","now":30,"session":1,"lock":"jobs/x"},"error":"not_holder","events":[]}"#
         );
-        assert_eq!(r.lines.len(), 4);
+        assert_eq!(
+            b[4],
+            r#"{"now":40,"input":{"kind":"release_hold","now":40,"session":1,"lock":"jobs/x","token":3},"error":"not_holder","events":[]}"#
+        );
+        assert_eq!(r.lines.len(), 5);
     }
 
     /// A window past the format's limits is refused, naming the last index that fits.
@@ -807,6 +826,16 @@ mod tests {
                     request: None,
                 },
                 r#"{"kind":"cancel","now":5,"session":3,"lock":"jobs/x"}"#,
+            ),
+            (
+                Input::ReleaseHold {
+                    now,
+                    session,
+                    lock: lock(),
+                    token: fencelock::Token(12),
+                    request: None,
+                },
+                r#"{"kind":"release_hold","now":5,"session":3,"lock":"jobs/x","token":12}"#,
             ),
             (Input::Tick { now }, r#"{"kind":"tick","now":5}"#),
         ];

@@ -1681,42 +1681,24 @@ fn apply_op(
                 lock: lock.clone(),
                 request: None,
             };
-            let (mut events, result) = apply_cmd(&mut g.svc, stamp, input, index, trace);
-            if let Ok(Reply::Released { token }) = result.reply {
-                events.push(Output::Released {
-                    session,
-                    lock,
-                    token,
-                    reason: ReleaseReason::Released,
-                });
-            }
-            (events, result)
+            forced_release(g, stamp, (input, session, lock), index, trace)
         }
         Op::ForceReleaseHold {
             session,
             lock,
             token,
         } => {
-            // After the advance to the entry's time (which can end the hold, or grant the
-            // session a new one): a hold of another token is refused here; anything else
-            // is the core's release to answer (the hold of this token, or the core's own
-            // refusal: unknown session, bad name, not the holder).
-            let (_, mut events) = advance(g, stamp, crate::types::STAMPED_AT_APPLY, trace);
-            let other = g
-                .svc
-                .holders(lock.as_str())
-                .any(|h| h.session == session && h.token != token);
-            if other {
-                let r = refused(
-                    g,
-                    OpError::Core(CoreError::from(fencelock::Error::NotHolder(session))),
-                    index,
-                );
-                return (events, r);
-            }
-            let (more, r) = apply_op(g, stamp, Op::ForceRelease { session, lock }, index, trace);
-            events.extend(more);
-            return (events, r);
+            // The core's release of the hold of this token: a hold of another token (the
+            // session took the lock again after an earlier forced release) is refused
+            // `not_holder` and stays.
+            let input = Input::ReleaseHold {
+                now: Tick(0),
+                session,
+                lock: lock.clone(),
+                token,
+                request: None,
+            };
+            forced_release(g, stamp, (input, session, lock), index, trace)
         }
         // Opens of earlier versions recorded no principal: their keys are scoped to
         // `Unrecorded`, which no open of this version presents.
@@ -1892,6 +1874,28 @@ pub(crate) fn apply_cmd(
         index,
         secret: None,
     };
+    (events, result)
+}
+
+/// An administrator's release of `session`'s hold on `lock` (`input`: the core's `Release`
+/// or `ReleaseHold` of it, without a credential): the core's answer, and for a release the
+/// `Released` event pushed to the holder, whose own releases are answered, never pushed.
+fn forced_release(
+    g: &mut SmState,
+    stamp: Option<u64>,
+    (input, session, lock): (Input, SessionId, LockName),
+    index: u64,
+    trace: &mut Trace<'_>,
+) -> (Vec<Output>, CmdResult) {
+    let (mut events, result) = apply_cmd(&mut g.svc, stamp, input, index, trace);
+    if let Ok(Reply::Released { token }) = result.reply {
+        events.push(Output::Released {
+            session,
+            lock,
+            token,
+            reason: ReleaseReason::Released,
+        });
+    }
     (events, result)
 }
 

@@ -142,12 +142,13 @@ pub enum Op {
         principal: Principal,
     },
     /// The forced release this version proposes: [`Op::ForceRelease`] of the hold whose
-    /// token is `token` only. If, at the entry's time, `session` holds `lock` with another
-    /// token (it took the lock again after an earlier forced release), it is refused
-    /// `not_holder` and nothing changes but the advance; otherwise the core's release
-    /// answers (releasing that hold, or refusing as it would `ForceRelease`). So an
-    /// administrator's retry of a release that was applied but whose answer was lost does
-    /// not release the hold taken after it.
+    /// token is `token` only, applied as the core's `Input::ReleaseHold` (docs/SPEC.md
+    /// §3). If, at the entry's time, `session` holds `lock` with another token (it took
+    /// the lock again after an earlier forced release), it is refused `not_holder` and
+    /// nothing changes but the advance; otherwise it answers as `ForceRelease` would
+    /// (releasing that hold, or the core's refusal). So an administrator's retry of a
+    /// release that was applied but whose answer was lost does not release the hold taken
+    /// after it.
     /// Appended after the earlier variants, which keep their encoding.
     ForceReleaseHold {
         /// The holding session.
