@@ -5,7 +5,9 @@
 mod common;
 use common::*;
 
-use fencelock::{Error, Input, LockName, Mode, Reply, SessionId, Token, Wait};
+use fencelock::{
+    Config, Error, Input, LockName, Mode, ReleaseReason, Reply, SessionId, Token, Wait,
+};
 
 fn release_hold(svc: &mut Svc, s: SessionId, lock: &str, token: u64) -> (Reply, Events) {
     run(svc, |v, now, o| {
@@ -55,11 +57,10 @@ fn a_token_of_another_session_or_a_wait_is_not_a_hold_of_this_one() {
     let b = open(&mut svc, 10);
     x(&mut svc, a, "l");
     acquire(&mut svc, b, "l", Mode::Exclusive, Wait::Forever);
-    // b waits; a's token is a's hold, not b's
-    for s in [a, b] {
-        let other = if s == a { 2 } else { 1 };
+    // b waits: token 1 is a's hold, not b's; a token no grant has had is nobody's
+    for (s, token) in [(b, 1), (a, 7)] {
         let e = refused(&mut svc, |v, now, o| {
-            v.release_hold(now, s, "l", Token(other), None, o)
+            v.release_hold(now, s, "l", Token(token), None, o)
         });
         assert_eq!(e, Error::NotHolder(s));
     }
@@ -160,4 +161,60 @@ fn the_input_and_its_frame_reach_the_same_method() {
         run(&mut svc, |v, _, o| v.handle(input, o)).0,
         reply_released(1)
     );
+}
+
+#[test]
+fn among_shared_holders_each_token_is_its_own_sessions_hold() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 10);
+    let b = open(&mut svc, 10);
+    let c = open(&mut svc, 10);
+    acquire(&mut svc, a, "l", Mode::Shared, Wait::None);
+    acquire(&mut svc, b, "l", Mode::Shared, Wait::None);
+    acquire(&mut svc, c, "l", Mode::Exclusive, Wait::Forever);
+    // a names b's hold: refused, both holds stay, c still waits
+    let e = refused(&mut svc, |v, now, o| {
+        v.release_hold(now, a, "l", Token(2), None, o)
+    });
+    assert_eq!(e, Error::NotHolder(a));
+    // a's own: released, and nobody is granted while b holds
+    assert_eq!(
+        release_hold(&mut svc, a, "l", 1),
+        (reply_released(1), vec![])
+    );
+    assert_eq!(svc.holders("l").map(|h| h.session).collect::<Vec<_>>(), [b]);
+    // b's: the exclusive waiter is granted
+    assert_eq!(
+        release_hold(&mut svc, b, "l", 2),
+        (reply_released(2), vec![gx(c, "l", 3)])
+    );
+}
+
+#[test]
+fn a_hold_ended_by_expiry_is_not_released_again_and_its_lock_delay_stands() {
+    let config = Config {
+        lock_delay: 5,
+        ..Config::default()
+    };
+    let mut svc = svc_with(4, 4, 8, config);
+    let a = open(&mut svc, 3);
+    let b = open(&mut svc, 100);
+    x(&mut svc, a, "l");
+    // a's deadline is 3: the advance to 4 expires it, its hold ends, and l is delayed
+    // until 4 + 5; the release by token finds no session
+    let (e, events) = refused_at(&mut svc, 4, |v, now, o| {
+        v.release_hold(now, a, "l", Token(1), None, o)
+    });
+    assert_eq!(e, Error::UnknownSession(a));
+    assert_eq!(
+        events,
+        vec![
+            fencelock::Output::SessionExpired { session: a },
+            released(a, "l", 1, ReleaseReason::Expired),
+        ]
+    );
+    assert_eq!(svc.lock_delay_until("l"), Some(fencelock::Tick(9)));
+    // the delay stands: b's try-lock is Busy
+    let (r, _) = acquire(&mut svc, b, "l", Mode::Exclusive, Wait::None);
+    assert_eq!(r, Reply::Busy);
 }

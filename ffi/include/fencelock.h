@@ -504,8 +504,10 @@ typedef struct fencelock_op {
   const uint8_t *lock;
   // Bytes at `lock`.
   size_t lock_len;
-  // `RELEASE_HOLD`: the token of the hold to release. Appended: the earlier fields
-  // keep their offsets (the struct grew by 8 bytes).
+  // `RELEASE_HOLD`: the token of the hold to release. Appended, so the earlier fields
+  // keep their offsets; the struct grew by 8 bytes, and so did the stride of a
+  // `fencelock_service_submit` array: a host built against an earlier header must be
+  // rebuilt.
   uint64_t token;
 } fencelock_op;
 

@@ -285,8 +285,10 @@ pub struct fencelock_op {
     pub lock: *const u8,
     /// Bytes at `lock`.
     pub lock_len: usize,
-    /// `RELEASE_HOLD`: the token of the hold to release. Appended: the earlier fields
-    /// keep their offsets (the struct grew by 8 bytes).
+    /// `RELEASE_HOLD`: the token of the hold to release. Appended, so the earlier fields
+    /// keep their offsets; the struct grew by 8 bytes, and so did the stride of a
+    /// `fencelock_service_submit` array: a host built against an earlier header must be
+    /// rebuilt.
     pub token: u64,
 }
 

@@ -516,6 +516,14 @@ mod tests {
         })
     }
 
+    fn force_release_hold(session: u64, token: u64) -> Op {
+        Op::ForceReleaseHold {
+            session: SessionId(session),
+            lock: LockName::new("jobs/x").expect("name"),
+            token: fencelock::Token(token),
+        }
+    }
+
     fn open(ttl: u64) -> Op {
         Op::Open {
             ttl,
@@ -699,6 +707,22 @@ mod tests {
                     token: fencelock::Token(3),
                 }],
             ),
+            entry(
+                5,
+                50,
+                vec![
+                    open(100),
+                    open(20),
+                    acquire(1, "jobs/x"),
+                    acquire(2, "jobs/x"),
+                ],
+            ),
+            // 1 holds jobs/x with token 1: a forced release of token 3 is refused and the
+            // hold stays (the server used to refuse it before the core: a tick line)...
+            entry(6, 60, vec![force_release_hold(1, 3)]),
+            // ...and the release of token 1 is one line, the advance's events first
+            // (session 3 expires at 70), then the grant to session 2.
+            entry(7, 100, vec![force_release_hold(1, 1)]),
         ];
         let r = build(
             state_machine::empty_state(&config()),
@@ -720,7 +744,15 @@ mod tests {
             b[4],
             r#"{"now":40,"input":{"kind":"release_hold","now":40,"session":1,"lock":"jobs/x","token":3},"error":"not_holder","events":[]}"#
         );
-        assert_eq!(r.lines.len(), 5);
+        assert_eq!(
+            b[9],
+            r#"{"now":60,"input":{"kind":"release_hold","now":60,"session":1,"lock":"jobs/x","token":3},"error":"not_holder","events":[]}"#
+        );
+        assert_eq!(
+            b[10],
+            r#"{"now":100,"input":{"kind":"release_hold","now":100,"session":1,"lock":"jobs/x","token":1},"reply":{"kind":"released","token":1},"events":[{"kind":"session_expired","session":3},{"kind":"granted","session":2,"lock":"jobs/x","mode":"exclusive","token":2}]}"#
+        );
+        assert_eq!(r.lines.len(), 11);
     }
 
     /// A window past the format's limits is refused, naming the last index that fits.

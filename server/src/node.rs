@@ -1572,14 +1572,15 @@ const MAX_NUMBER: u64 = crate::export::MAX_NUMBER;
 pub const MAX_RECORDABLE_TTL: u64 = MAX_NUMBER / 2;
 
 /// Refuses a request carrying a number past what a recording of the history holds: a
-/// session id or request number above [`MAX_NUMBER`] or a ttl above
-/// [`MAX_RECORDABLE_TTL`]. Applied, such a number would make every export of a window
+/// session id, request number or forced release's token above [`MAX_NUMBER`] or a ttl
+/// above [`MAX_RECORDABLE_TTL`]. Applied, such a number would make every export of a window
 /// holding its entry fail (`not_recordable`), whoever sent it — an input for a session
 /// that is not open reaches the core and is recorded too. Clients number requests 1, 2,
 /// 3…, and the cluster numbers sessions from 1, so no session it opened is refused; a
 /// wait is clamped instead (see `Request::Acquire`).
 ///
-/// Errors: `Limit` (`session_id_too_large`, `request_number_too_large`, `ttl_too_long`);
+/// Errors: `Limit` (`session_id_too_large`, `request_number_too_large`, `token_too_large`,
+/// `ttl_too_long`);
 /// nothing is proposed. Cost: O(1).
 fn recordable(req: &Request) -> Result<(), ClientError> {
     let (session, request, ttl) = match req {
@@ -1626,6 +1627,19 @@ fn recordable(req: &Request) -> Result<(), ClientError> {
                  can record"
             ),
         });
+    }
+    // A forced release names a hold by its token, which the export writes: a token above
+    // the history's largest number is no hold it could have recorded.
+    if let Request::ForceReleaseHold { token, .. } = req {
+        if *token > MAX_NUMBER {
+            return Err(ClientError::Limit {
+                kind: "token_too_large".into(),
+                message: format!(
+                    "token {token} is above {MAX_NUMBER}, the largest the cluster's history \
+                     can record (no hold it records has such a token)"
+                ),
+            });
+        }
     }
     if let Some(t) = ttl.filter(|t| *t > MAX_RECORDABLE_TTL) {
         return Err(ClientError::Limit {

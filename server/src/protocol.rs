@@ -399,8 +399,9 @@ pub enum ClientError {
     /// A limit of this node refused the request, or its answer; `kind` names the limit, a
     /// stable word. Every kind but `reply_too_large` refuses before anything is proposed
     /// (nothing changed). Whether a retry can succeed depends on the kind: a number past a
-    /// bound (`ttl_too_long`, `session_id_too_large`, `request_number_too_large`) never
-    /// will as it is; `too_many_sessions` can once sessions of the connection close, and
+    /// bound (`ttl_too_long`, `session_id_too_large`, `request_number_too_large`,
+    /// `token_too_large`) never will as it is; `too_many_sessions` can once sessions of the
+    /// connection close, and
     /// `too_many_token_sessions` once sessions opened with the same token close or expire;
     /// `unwritten_lists` (a read of a lock's holders or queue, when the node holds too many
     /// bytes of such answers its clients have not read yet) once they are read.

@@ -318,6 +318,29 @@ async fn numbers_a_client_chooses_cannot_make_the_history_unexportable() {
             "{req:?}: {r:?}"
         );
     }
+    // A forced release's token is written too: past the bound it is refused, at the bound
+    // it is applied (no hold has it: not_holder) and recorded.
+    const MAX: u64 = fencelock_server::export::MAX_NUMBER;
+    let r = ask(Request::ForceReleaseHold {
+        session: s,
+        lock: "x".into(),
+        token: MAX + 1,
+    })
+    .await;
+    assert!(
+        matches!(&r, Err(ClientError::Limit { kind, .. }) if kind == "token_too_large"),
+        "{r:?}"
+    );
+    let r = ask(Request::ForceReleaseHold {
+        session: s,
+        lock: "x".into(),
+        token: MAX,
+    })
+    .await;
+    assert!(
+        matches!(&r, Err(ClientError::Core(e)) if e.kind == "not_holder"),
+        "{r:?}"
+    );
     // A wait far past what a recording holds is accepted, as the longest it holds.
     let other = open().await;
     let r = ask(Request::Acquire {

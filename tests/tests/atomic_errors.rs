@@ -127,6 +127,16 @@ fn release(session: SessionId, lock: &str, request: Option<u64>) -> Input {
     }
 }
 
+fn release_hold(session: SessionId, lock: &str, token: u64, request: Option<u64>) -> Input {
+    Input::ReleaseHold {
+        now: T0,
+        session,
+        lock: name(lock),
+        token: fencelock::Token(token),
+        request,
+    }
+}
+
 fn watch(session: SessionId, lock: &str) -> Input {
     Input::Watch {
         now: T0,
@@ -181,11 +191,20 @@ fn every_service_error(base: &Svc, seen: &mut BTreeSet<u32>) {
     refused(&mut v, acquire(a, "zq", S, Wait::None, None), 105, seen);
     refused(&mut v, release(b, "zq", None), 102, seen);
     refused(&mut v, cancel(a, "zq", None), 103, seen);
+    // a release naming a token a does not hold zq with (its own is `held`)
+    let held = v
+        .holders("zq")
+        .find(|h| h.session == a)
+        .expect("a holds zq")
+        .token;
+    refused(&mut v, release_hold(a, "zq", held.0 + 1, None), 102, seen);
+    refused(&mut v, release_hold(b, "zq", held.0, None), 102, seen);
     // 106 stale request, 107 request reused
     let i = at(&v, keep_alive(a, Some(5)));
     ok(&mut v, i);
     refused(&mut v, keep_alive(a, Some(4)), 106, seen);
     refused(&mut v, release(a, "zq", Some(5)), 107, seen);
+    refused(&mut v, release_hold(a, "zq", held.0, Some(5)), 107, seen);
     refused(&mut v, acquire(a, "zq", X, Wait::None, Some(3)), 106, seen);
     // 108 limit mismatch, 207 bad permits (a holds 1 of the 2 permits of zp; zq is plain)
     let p = |count, limit| Mode::Permits { count, limit };

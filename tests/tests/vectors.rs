@@ -26,7 +26,7 @@ fn files() -> Vec<(String, String)> {
 fn native_runner_replays_every_vector() {
     let files = files();
     assert!(
-        files.len() >= 19,
+        files.len() >= 20,
         "expected the committed vectors, found {}",
         files.len()
     );

@@ -521,9 +521,6 @@ export function callCore(core, i, now) {
       return core.acquire(now, i.session, i.lock, acquire);
     case 'release':
       return core.release(now, i.session, i.lock);
-    case 'releaseHold':
-      // the release of the hold `token` names: refused not_holder if the session holds the lock with another
-      return core.releaseHold(now, i.session, i.lock, i.token);
     case 'cancel':
       return core.cancel(now, i.session, i.lock);
     case 'campaign':

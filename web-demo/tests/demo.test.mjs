@@ -1754,7 +1754,7 @@ test('replay: a forced release of a named hold (release_hold lines) shows the ol
   assert.match(await text('[data-testid=caption-text]'), new RegExp(`line 9\\): session ${a}'s hold of "jobs/x" with token 2 is released by its token \\(release_hold\\)\\. session ${b}, waiting, is granted "jobs/x" with token 3`));
   assert.match(await page.locator('[data-testid=service]').textContent(), new RegExp(`S${b} · token 3`));
   await scrubTo(10);
-  assert.match(await text('[data-testid=caption-text]'), new RegExp(`line 10\\): session ${a}'s release_hold of "jobs/x" with token 2 is refused: not_holder \\(it no longer holds "jobs/x"\\)`));
+  assert.match(await text('[data-testid=caption-text]'), new RegExp(`line 10\\): session ${a}'s release_hold of "jobs/x" with token 2 is refused: not_holder \\(it does not hold "jobs/x"\\)`));
   const ms = await page.evaluate(() => window.fencelockDemo.milestones);
   assert.ok(ms.some((m) => m.label === 'release_hold ✗'), ms.map((m) => m.label).join(', '));
   assert.ok(ms.some((m) => m.label === `session ${b} gets 3`));

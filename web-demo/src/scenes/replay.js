@@ -123,7 +123,7 @@ export function replayScene(rec, name, { lock } = {}) {
       // with it (the core, after this line, says whether it holds the lock again, and with what)
       const lock = JSON.stringify(e.input.lock);
       const held = e.error === 'not_holder' && w.nodes.svc?.core.holders(e.input.lock).find((h) => h.session === e.input.session);
-      const why = e.error !== 'not_holder' ? '' : held ? ` (it holds ${lock} with token ${held.token} now, a later hold, which stays)` : ` (it no longer holds ${lock})`;
+      const why = e.error !== 'not_holder' ? '' : held ? ` (it holds ${lock} with token ${held.token} now${held.token > e.input.token ? ', a later hold,' : ','} which stays)` : ` (it does not hold ${lock})`;
       parts.push(`${who(e.input.session)}'s release_hold of ${lock} with token ${e.input.token} is refused: ${e.error}${why}.`);
       label = `${e.input.kind} ✗`;
       focus = [sid(e.input.session)];
