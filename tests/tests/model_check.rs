@@ -35,6 +35,15 @@
 //!   session expired);
 //! * sometimes: the head waits while permits are free (a large head blocks smaller ones),
 //!   and a watcher is told of an expiry.
+//!
+//! An operator (configuration with `operator` set) lists a lock's holder and, at any later
+//! moment, forces that hold out by its token (`ReleaseHold`, unnumbered), and may send the
+//! same release again (a retry after a lost answer); the holder is told as the server
+//! tells it (a `Released` in its inbox, read when it runs).
+//! * always: a forced release ends only the hold it names — it is applied exactly when the
+//!   session holds the lock with that token after the advance, and answers that token;
+//! * sometimes: a forced release of an old token is refused while the session holds the
+//!   lock again with a later one (the retry that must not end the new hold).
 
 use fencelock::{
     Change, Config, Input, LockName, LockService, Mode, Output, ReleaseReason, Reply, SessionId,
@@ -90,6 +99,11 @@ struct LockModel {
     /// A broken retry (test-only): a repeated acquire is applied afresh instead of
     /// answered from the record (its number is dropped).
     retry_applies: bool,
+    /// An operator lists holders and forces them out by token (see the module doc).
+    operator: bool,
+    /// A broken operator (test-only): it forces a hold out by session (`Release`), not by
+    /// the token it listed.
+    force_by_session: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -167,6 +181,13 @@ struct State {
     retry_broken: Option<String>,
     /// A retry was answered from a claim that changed since (granted, or ended).
     retry_saw_change: bool,
+    /// Per lock, the holder (session, token) the operator last listed.
+    listed: Vec<Option<(u64, u64)>>,
+    /// A forced release ended a hold it did not name, or kept the one it named (what).
+    forced_wrong: Option<String>,
+    /// A forced release of an old token was refused while the session held the lock
+    /// with a later one.
+    forced_kept: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -183,6 +204,10 @@ enum Action {
     Close(usize),
     /// The client repeats its latest numbered input.
     Retry(usize),
+    /// The operator lists the lock's holder.
+    List(usize),
+    /// The operator forces out the hold it listed on the lock, by its token.
+    Force(usize),
     Tick,
     /// The lazy host's clock moves on; the service is not ticked.
     Elapse,
@@ -637,6 +662,9 @@ impl Model for LockModel {
             saw_expiry: false,
             retry_broken: None,
             retry_saw_change: false,
+            listed: vec![None; self.locks],
+            forced_wrong: None,
+            forced_kept: false,
         }]
     }
 
@@ -646,8 +674,17 @@ impl Model for LockModel {
             || st.broken.is_some()
             || st.watch_broken.is_some()
             || st.retry_broken.is_some()
+            || st.forced_wrong.is_some()
         {
             return; // a violation ends the path
+        }
+        if self.operator {
+            for l in 0..self.locks {
+                actions.push(Action::List(l));
+                if st.listed[l].is_some() {
+                    actions.push(Action::Force(l));
+                }
+            }
         }
         if st.now < self.max_time {
             actions.push(if self.lazy_host {
@@ -876,6 +913,63 @@ impl Model for LockModel {
                     return None;
                 }
             }
+            Action::List(l) => {
+                let svc = self.service(&st.svc);
+                let holder = svc.holders(NAMES[l]).next()?;
+                let seen = Some((holder.session.0, holder.token.0));
+                if st.listed[l] == seen {
+                    return None;
+                }
+                st.listed[l] = seen;
+            }
+            Action::Force(l) => {
+                let (session, token) = st.listed[l]?;
+                // The advance first, on its own, so that what follows is the release alone.
+                self.apply(&mut st, Input::Tick { now })?;
+                let held = self
+                    .service(&st.svc)
+                    .holders(NAMES[l])
+                    .find(|h| h.session.0 == session)
+                    .map(|h| h.token.0);
+                let lock = LockName::new(NAMES[l]).expect("name");
+                let session_id = SessionId(session);
+                let input = if self.force_by_session {
+                    Input::Release {
+                        now,
+                        session: session_id,
+                        lock,
+                        request: None,
+                    }
+                } else {
+                    Input::ReleaseHold {
+                        now,
+                        session: session_id,
+                        lock,
+                        token: fencelock::Token(token),
+                        request: None,
+                    }
+                };
+                match (self.apply(&mut st, input), held) {
+                    (Some(Reply::Released { token: t }), Some(h)) if t.0 == token && h == token => {
+                        // The server tells the holder (it reads it when it runs).
+                        if let Some(c) = st.clients.iter().position(|c| c.session == Some(session))
+                        {
+                            st.clients[c].inbox.push(Msg::Lost(l));
+                        }
+                    }
+                    (None, Some(h)) if h != token => st.forced_kept = true,
+                    (None, None) => {}
+                    (r, h) => {
+                        st.forced_wrong = Some(format!(
+                            "forced release of {}'s token {token} (it held {h:?}) answered {r:?}",
+                            session
+                        ))
+                    }
+                }
+                if st == *last {
+                    return None;
+                }
+            }
             Action::Deliver(i) => {
                 let c = &mut st.clients[i];
                 match c.inbox.remove(0) {
@@ -921,6 +1015,14 @@ impl Model for LockModel {
                 "a repeat is answered from a claim that changed",
                 |_, s: &State| s.retry_saw_change,
             ),
+            Property::always(
+                "a forced release ends only the hold it names",
+                |_, s: &State| s.forced_wrong.is_none(),
+            ),
+            Property::sometimes(
+                "a forced release of an old token keeps the later hold",
+                |_, s: &State| s.forced_kept,
+            ),
         ]
     }
 }
@@ -937,7 +1039,7 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
     let states = checker.unique_state_count();
     let depth = checker.max_depth();
     println!(
-        "MODELCHECK clients={} locks={} permits={:?} watchers={} shared={} timed={:?} cancel_close={} numbered={} numbered_keep_alives={} lock_delay={} max_time={} max_tokens={} host={} fence={} states={} depth={}",
+        "MODELCHECK clients={} locks={} permits={:?} watchers={} shared={} timed={:?} cancel_close={} numbered={} numbered_keep_alives={} operator={} lock_delay={} max_time={} max_tokens={} host={} fence={} states={} depth={}",
         m.clients,
         m.locks,
         m.permits,
@@ -947,6 +1049,7 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
         m.cancel_close,
         m.numbered,
         m.number_keep_alives,
+        m.operator,
         m.lock_delay,
         m.max_time,
         m.max_tokens,
@@ -958,6 +1061,10 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
     checker.assert_no_discovery("service invariants hold");
     checker.assert_no_discovery("permits, FIFO and watchers hold");
     checker.assert_no_discovery("a repeat applies nothing and answers as recorded");
+    checker.assert_no_discovery("a forced release ends only the hold it names");
+    if m.operator {
+        checker.assert_any_discovery("a forced release of an old token keeps the later hold");
+    }
     if m.numbered {
         checker.assert_any_discovery("a repeat is answered from a claim that changed");
     }
@@ -1012,6 +1119,8 @@ fn base(fence: bool) -> LockModel {
         numbered: false,
         number_keep_alives: false,
         retry_applies: false,
+        operator: false,
+        force_by_session: false,
     }
 }
 
@@ -1338,6 +1447,53 @@ fn a_retry_applied_twice_is_found() {
     );
     assert!(
         matches!(actions.last(), Some(Action::Retry(_))),
+        "{actions:?}"
+    );
+}
+
+/// An operator lists a lock's holder and forces that hold out by its token, at any moment
+/// after, as often as it likes (each repeat a retry after a lost answer): a forced release
+/// ends only the hold it names; a repeat after the session took the lock again is refused
+/// and the later hold stays (reached); a holder forced out that writes before it reads
+/// the news is refused by the fence (reached: `check` asserts it with two writers).
+#[test]
+fn forced_releases_by_token_end_only_the_named_hold() {
+    let m = LockModel {
+        operator: true,
+        ..base(true)
+    };
+    let (states, _, _) = check(m);
+    assert!(states > 1000, "suspiciously small state space: {states}");
+}
+
+/// The operator broken on purpose: it forces a hold out by session, as a plain release
+/// does. The checker must find the retry that ends the session's later hold.
+#[test]
+fn a_forced_release_by_session_is_found() {
+    let m = LockModel {
+        operator: true,
+        force_by_session: true,
+        ..base(true)
+    };
+    let property = "a forced release ends only the hold it names";
+    let checker = m
+        .checker()
+        .threads(1)
+        .finish_when(HasDiscoveries::AnyOf([property].into()))
+        .spawn_bfs()
+        .join();
+    let path = checker
+        .discovery(property)
+        .expect("the checker finds a forced release that ended a later hold");
+    println!("counterexample (forced release by session):\n{path}");
+    let actions = path.into_actions();
+    println!(
+        "FAULT force-release-by-session caught by the model checker: a {}-step path, {} states",
+        actions.len(),
+        checker.unique_state_count()
+    );
+    assert!(
+        matches!(actions.last(), Some(Action::Force(_))),
         "{actions:?}"
     );
 }
