@@ -812,11 +812,7 @@ impl<S: Storage> LockService<S> {
         out: &mut impl Sink,
     ) -> Result<Reply, Error> {
         let mut v = self.view();
-        let begun = match hold {
-            None => v.begin(session, lock, request, Kind::Release)?,
-            Some(token) => v.begin_hold(session, lock, token, request)?,
-        };
-        let (s, target) = match begun {
+        let (s, target) = match v.begin_as(session, lock, request, Kind::Release, hold)? {
             Begin::Apply { s, target } => (s, target),
             Begin::Replay(recorded) => return Ok(recorded.reply()),
         };
@@ -1392,6 +1388,10 @@ fn walk<T>(rows: &[T], head: u32, next: fn(&T) -> u32) -> impl Iterator<Item = u
     })
 }
 
+/// FNV-1a's 64-bit prime ([`fnv1a`]), with which the request fingerprints go on past the
+/// name.
+const PRIME: u64 = 0x0000_0100_0000_01b3;
+
 /// The fingerprint of a numbered request's arguments: FNV-1a over the lock name, then one
 /// byte for the mode (0xFE/0xFF never occur in UTF-8, so no name can imitate it). 0 for an
 /// unnumbered request, which records nothing and is never compared. It is 64 bits, not
@@ -1406,7 +1406,6 @@ fn target(name: &str, mode: Option<Mode>, request: Option<u64>) -> u64 {
     if request.is_none() {
         return 0;
     }
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut h = fnv1a(name.as_bytes());
     if let Some(mode) = mode {
         h ^= match mode {
@@ -1431,7 +1430,6 @@ fn hold_target(name: &str, token: u64, request: Option<u64>) -> u64 {
     if request.is_none() {
         return 0;
     }
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut h = (target(name, None, request) ^ 0xFC).wrapping_mul(PRIME);
     for b in token.to_le_bytes() {
         h = (h ^ b as u64).wrapping_mul(PRIME);
@@ -1792,34 +1790,31 @@ impl View<'_> {
         request: Option<u64>,
         kind: Kind,
     ) -> Result<Begin, Error> {
+        self.begin_as(session, lock, request, kind, None)
+    }
+
+    /// [`begin`](Self::begin), for a `release_hold` of the hold of token `hold` when
+    /// given: a release (so its repeat replays the recorded `Released`) whose fingerprint
+    /// also covers the token ([`hold_target`]).
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
+    fn begin_as(
+        &self,
+        session: SessionId,
+        lock: &str,
+        request: Option<u64>,
+        kind: Kind,
+        hold: Option<u64>,
+    ) -> Result<Begin, Error> {
         let s = self.session_slot(session)?;
         self.check_name(lock)?;
-        let target = target(lock, None, request);
+        let target = match hold {
+            None => target(lock, None, request),
+            Some(token) => hold_target(lock, token, request),
+        };
         Ok(match self.check_request(s, request, kind, target)? {
             Some(recorded) => Begin::Replay(recorded),
             None => Begin::Apply { s, target },
         })
-    }
-
-    /// [`begin`](Self::begin) for a `release_hold` of the hold of `token`: a release
-    /// (so its repeat replays the recorded `Released`) whose fingerprint also covers the
-    /// token ([`hold_target`]).
-    fn begin_hold(
-        &self,
-        session: SessionId,
-        lock: &str,
-        token: u64,
-        request: Option<u64>,
-    ) -> Result<Begin, Error> {
-        let s = self.session_slot(session)?;
-        self.check_name(lock)?;
-        let target = hold_target(lock, token, request);
-        Ok(
-            match self.check_request(s, request, Kind::Release, target)? {
-                Some(recorded) => Begin::Replay(recorded),
-                None => Begin::Apply { s, target },
-            },
-        )
     }
 
     #[cfg_attr(not(target_family = "wasm"), inline(always))]

@@ -1095,6 +1095,30 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
     (states, depth, cex)
 }
 
+/// Checks `m`, which carries the injected fault `fault`, breadth-first until `property`
+/// fails (it must), prints the counterexample and the `FAULT` line the verification
+/// figures count, and returns the counterexample's actions (a shortest path).
+fn fault_found(m: &LockModel, property: &'static str, fault: &str) -> Vec<Action> {
+    let checker = m
+        .clone()
+        .checker()
+        .threads(1)
+        .finish_when(HasDiscoveries::AnyOf([property].into()))
+        .spawn_bfs()
+        .join();
+    let path = checker
+        .discovery(property)
+        .unwrap_or_else(|| panic!("the checker must find {fault} ({property:?} fails)"));
+    println!("counterexample ({fault}):\n{path}");
+    let actions = path.into_actions();
+    println!(
+        "FAULT {fault} caught by the model checker: a {}-step path, {} states",
+        actions.len(),
+        checker.unique_state_count()
+    );
+    actions
+}
+
 fn full() -> bool {
     !cfg!(debug_assertions) || std::env::var_os("MODEL_CHECK_FULL").is_some()
 }
@@ -1236,23 +1260,7 @@ fn fault_core_expiry_after_grants_is_found() {
         core_fault: true,
         ..base(true)
     };
-    let checker = m
-        .clone()
-        .checker()
-        .threads(1)
-        .finish_when(HasDiscoveries::AnyOf(["no grant to a dead session"].into()))
-        .spawn_bfs()
-        .join();
-    let path = checker
-        .discovery("no grant to a dead session")
-        .expect("the checker must find a grant to a dead session");
-    println!("counterexample (core fault):\n{path}");
-    let actions = path.into_actions();
-    println!(
-        "FAULT core-expiry-after-grants caught by the model checker: a {}-step path, {} states",
-        actions.len(),
-        checker.unique_state_count()
-    );
+    let actions = fault_found(&m, "no grant to a dead session", "core-expiry-after-grants");
     assert!(matches!(actions.last(), Some(Action::Tick)), "{actions:?}");
     // The same path on the real core grants nobody dead.
     let good = LockModel {
@@ -1326,24 +1334,7 @@ fn a_lost_watcher_event_is_found() {
         lose_watcher_event: true,
         ..base(true)
     };
-    let checker = m
-        .checker()
-        .threads(1)
-        .finish_when(HasDiscoveries::AnyOf(
-            ["permits, FIFO and watchers hold"].into(),
-        ))
-        .spawn_bfs()
-        .join();
-    let path = checker
-        .discovery("permits, FIFO and watchers hold")
-        .expect("a lost watcher event must be found");
-    println!("counterexample (lost watcher event):\n{path}");
-    let actions = path.into_actions();
-    println!(
-        "FAULT watcher-event-lost caught by the model checker: a {}-step path, {} states",
-        actions.len(),
-        checker.unique_state_count()
-    );
+    let actions = fault_found(&m, "permits, FIFO and watchers hold", "watcher-event-lost");
     assert!(
         actions.iter().any(|a| matches!(a, Action::Watch(..))),
         "{actions:?}"
@@ -1428,22 +1419,10 @@ fn a_retry_applied_twice_is_found() {
         retry_applies: true,
         ..base(true)
     };
-    let property = "a repeat applies nothing and answers as recorded";
-    let checker = m
-        .checker()
-        .threads(1)
-        .finish_when(HasDiscoveries::AnyOf([property].into()))
-        .spawn_bfs()
-        .join();
-    let path = checker
-        .discovery(property)
-        .expect("a retry applied afresh must be found");
-    println!("counterexample (retry applied afresh):\n{path}");
-    let actions = path.into_actions();
-    println!(
-        "FAULT retry-applied-afresh caught by the model checker: a {}-step path, {} states",
-        actions.len(),
-        checker.unique_state_count()
+    let actions = fault_found(
+        &m,
+        "a repeat applies nothing and answers as recorded",
+        "retry-applied-afresh",
     );
     assert!(
         matches!(actions.last(), Some(Action::Retry(_))),
@@ -1475,22 +1454,10 @@ fn a_forced_release_by_session_is_found() {
         force_by_session: true,
         ..base(true)
     };
-    let property = "a forced release ends only the hold it names";
-    let checker = m
-        .checker()
-        .threads(1)
-        .finish_when(HasDiscoveries::AnyOf([property].into()))
-        .spawn_bfs()
-        .join();
-    let path = checker
-        .discovery(property)
-        .expect("the checker finds a forced release that ended a later hold");
-    println!("counterexample (forced release by session):\n{path}");
-    let actions = path.into_actions();
-    println!(
-        "FAULT force-release-by-session caught by the model checker: a {}-step path, {} states",
-        actions.len(),
-        checker.unique_state_count()
+    let actions = fault_found(
+        &m,
+        "a forced release ends only the hold it names",
+        "force-release-by-session",
     );
     assert!(
         matches!(actions.last(), Some(Action::Force(_))),

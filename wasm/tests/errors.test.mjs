@@ -4,7 +4,7 @@
 // is the core's (docs/SPEC.md §5): a multi-fault input gets the error the core gives.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { wasm, LockService, FenceGate, SessionKeeper, hex, thrown } from './pkg.mjs';
+import { wasm, LockService, FenceGate, SessionKeeper, hex, thrown, varint } from './pkg.mjs';
 
 // The kinds come from the binding (core's Error::EXAMPLES, then its own four), never
 // from a list written out here.
@@ -444,17 +444,6 @@ test('SessionKeeper refuses bad configs, backwards time, unknown acks, bad numbe
 
 // A snapshot (as a u64 host could write it) of an empty service with the given counters.
 function emptySnapshot({ now = 0, nextSession = 1, revision = 0 }) {
-  const varint = (n) => {
-    const out = [];
-    let v = BigInt(n);
-    do {
-      let b = Number(v & 0x7fn);
-      v >>= 7n;
-      if (v) b |= 0x80;
-      out.push(b);
-    } while (v);
-    return out;
-  };
   // "FLCK", version 1, config {lock_delay 0, max_name_len 64}, now, next_session,
   // revision, next_seq 1, next_lock 1, no sessions, locks or claims
   return new Uint8Array([0x46, 0x4c, 0x43, 0x4b, 1, 0, 64, ...varint(now), ...varint(nextSession),

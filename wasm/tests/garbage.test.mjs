@@ -7,7 +7,7 @@
 // fails the test. Replay a failure with FENCELOCK_SEED=<seed>.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LockService, FenceGate, SessionKeeper, hex, unhex, rng, seed } from './pkg.mjs';
+import { LockService, FenceGate, SessionKeeper, hex, unhex, rng, seed, varint } from './pkg.mjs';
 
 const ROUNDS = 4000;
 
@@ -60,19 +60,6 @@ const serviceMethods = [
 const inputMethods = new Set(['openSession', 'keepAlive', 'closeSession', 'acquire', 'release', 'cancel', 'tick', 'campaign', 'resign', 'handle', 'handleFrame', 'openLabeled', 'watch', 'unwatch', 'releaseHold']);
 const gateMethods = ['admit', 'check', 'highest', 'entries', 'snapshot', 'setNameKey', 'isNameKeyed'];
 const keeperMethods = ['keepAliveSent', 'keepAliveAcked', 'sessionLost', 'lease', 'mayAct', 'nextKeepAlive', 'pollTimeout'];
-
-/** A postcard varint (frames carry u64 as varints). */
-function varint(n) {
-  const out = [];
-  let v = BigInt(n);
-  do {
-    let b = Number(v & 0x7fn);
-    v >>= 7n;
-    if (v) b |= 0x80;
-    out.push(b);
-  } while (v);
-  return out;
-}
 
 /**
  * After `svc` refused an input: it changed nothing beyond the advance to its `now`. A

@@ -17,6 +17,19 @@ export const unhex = (text) => {
   return new Uint8Array(Buffer.from(text, 'hex'));
 };
 
+/** A postcard varint (frames and snapshots carry u64 as varints): its bytes. */
+export function varint(n) {
+  const out = [];
+  let v = BigInt(n);
+  do {
+    let b = Number(v & 0x7fn);
+    v >>= 7n;
+    if (v) b |= 0x80;
+    out.push(b);
+  } while (v);
+  return out;
+}
+
 /** Calls `fn`, requires it to throw a binding error, and returns the error. */
 export function thrown(fn) {
   let err;

@@ -7,7 +7,7 @@
 // argument checks come first, in argument order.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LockService, hex, thrown } from './pkg.mjs';
+import { LockService, hex, thrown, varint } from './pkg.mjs';
 
 const caps = { sessions: 8, locks: 8, claims: 16 };
 const X = (wait = 'none', request) => ({ mode: 'exclusive', wait, request });
@@ -20,19 +20,6 @@ function reacquired() {
   assert.deepEqual(svc.release(2, a, 'l').reply, { kind: 'released', token: 1 });
   assert.deepEqual(svc.acquire(3, a, 'l', X()).reply, { kind: 'granted', mode: 'exclusive', token: 2 });
   return { svc, a };
-}
-
-/** A postcard varint (frames carry u64 as varints). */
-function varint(n) {
-  const out = [];
-  let v = BigInt(n);
-  do {
-    let b = Number(v & 0x7fn);
-    v >>= 7n;
-    if (v) b |= 0x80;
-    out.push(b);
-  } while (v);
-  return out;
 }
 
 /** The frame of Input::ReleaseHold (variant 10): now, session, lock, token, request. */
