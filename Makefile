@@ -63,6 +63,7 @@ test-rust:
 test-nostd:
 	cargo build -p fencelock --target thumbv7em-none-eabihf
 	cargo build -p fencelock --target thumbv7em-none-eabihf --release
+	@scripts/test-bare-metal.sh
 
 demo: setup-demo
 	@scripts/demo.sh $(PORT)

@@ -66,7 +66,8 @@ if tests; then
   # for building the etcd comparison (server/bench, checked by make test), PostgreSQL;
   # for the package tests (scripts/test-packages.sh) virtual environments (Debian's
   # python3 has no ensurepip without python3-venv), pkg-config, readelf/strip (binutils);
-  # prlimit (util-linux) for the server's open-file-limit test.
+  # prlimit (util-linux) for the server's open-file-limit test; QEMU's Arm system
+  # emulator, to run the core built for a Cortex-M4 (scripts/test-bare-metal.sh).
   need_apt=()
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
   command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
@@ -78,6 +79,7 @@ if tests; then
   command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
   # prlimit runs a node under a lowered open-file limit (server/tests/limits.rs).
   command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
+  command -v qemu-system-arm >/dev/null 2>&1 || need_apt+=(qemu-system-arm)
   # A real PostgreSQL server for the fence tests (they start their own in a temp dir).
   # Debian keeps initdb and pg_ctl in /usr/lib/postgresql/VERSION/bin, not on PATH.
   have_pg() {

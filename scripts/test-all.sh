@@ -8,7 +8,7 @@ step "format and lints"
 make --no-print-directory lint
 step "Rust tests (core and workspace)"
 make --no-print-directory test-rust
-step "no_std build for a bare-metal target (thumbv7em-none-eabihf)"
+step "bare metal (thumbv7em-none-eabihf): the no_std build, and the vectors replayed on a Cortex-M4 in QEMU"
 make --no-print-directory test-nostd
 # partitions: the short form of the partition test (each fault once, ~80 s; the long,
 # randomised form is `make test-partitions`).

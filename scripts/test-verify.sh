@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Verification layer (tests/ and fuzz/): runs, in an optimised build,
-#   * the conformance vectors (native runner; freshness; coverage) and the C and wasm
-#     runners over the same files when those layers are built (test-ffi/test-wasm build them),
+#   * the conformance vectors (native runner; freshness; coverage) and the C, wasm and
+#     bare-metal runners over the same files when those layers are built (test-ffi,
+#     test-wasm and test-bare-metal build them),
 #   * the error-precedence table (tests/vectors/precedence.calls), typed and through frames,
 #   * the deterministic simulation: 10 000 seeds x 1 000 steps (SIM_SEEDS, SIM_STEPS),
 #   * stateright model checking (fence on: no stale write; fence off: the GC pause found),
@@ -62,6 +63,23 @@ if [ -x "$target/ffi-test/vectors" ]; then
   c_line=$("$target/ffi-test/vectors" "${vectors[@]}" tests/vectors/precedence.calls)
   echo "[verify] C ABI runner: $c_line"
   layers="$layers c"
+fi
+# The core built for a Cortex-M4F, in QEMU (scripts/test-bare-metal.sh builds it with the
+# vector files embedded; the release build is never the one built over a changed copy).
+bare="$target/bare-metal/thumbv7em-none-eabihf/release/fencelock-bare-metal"
+if [ -x "$bare" ] && command -v qemu-system-arm >/dev/null 2>&1; then
+  bare_line=$(timeout 120 qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic \
+    -monitor none -serial none -semihosting-config enable=on,target=native -kernel "$bare") || {
+    echo "$bare_line"
+    echo "[verify] bare-metal runner FAILED"
+    exit 1
+  }
+  echo "[verify] bare-metal runner (thumbv7em in QEMU): $bare_line"
+  grep -qF "thumbv7em vectors: ${#vectors[@]} files, " <<<"$bare_line" || {
+    echo "[verify] the bare-metal runner was built over other vector files: run scripts/test-bare-metal.sh"
+    exit 1
+  }
+  layers="$layers thumbv7em"
 fi
 if [ -f wasm/pkg/node/package.json ] && [ -f wasm/tests/conformance.test.mjs ]; then
   if node --test wasm/tests/conformance.test.mjs >"$log.wasm" 2>&1; then

@@ -1,0 +1,60 @@
+//! Puts `memory.x` where the linker finds it, and embeds every conformance vector file
+//! (`tests/vectors/*.vec`, `tests/vectors/gate/*.vec`) and every seeded random log
+//! (`wasm/tests/vectors/*.vec`), each list sorted by name, in the program: a file added
+//! there is replayed here with no change to this crate. `BARE_METAL_VECTORS` names
+//! another vectors directory in place of `tests/vectors` (laid out the same way); the
+//! test script uses it to show that a changed byte fails the run.
+
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn vec_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "vec"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn list(out: &mut String, name: &str, files: &[PathBuf]) {
+    writeln!(out, "const {name}: &[(&str, &str)] = &[").unwrap();
+    for f in files {
+        let file = f.file_name().unwrap().to_string_lossy();
+        writeln!(out, "    ({file:?}, include_str!({:?})),", f.display()).unwrap();
+        println!("cargo:rerun-if-changed={}", f.display());
+    }
+    writeln!(out, "];").unwrap();
+}
+
+fn main() {
+    let out = PathBuf::from(env::var_os("OUT_DIR").unwrap());
+    fs::copy("memory.x", out.join("memory.x")).unwrap();
+    println!("cargo:rustc-link-search={}", out.display());
+    println!("cargo:rerun-if-changed=memory.x");
+
+    println!("cargo:rerun-if-env-changed=BARE_METAL_VECTORS");
+    let dir = match env::var_os("BARE_METAL_VECTORS") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(&env::var_os("CARGO_MANIFEST_DIR").unwrap()).join("../vectors"),
+    };
+    let dir = dir
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
+    let seeded = manifest.join("../../wasm/tests/vectors");
+    let seeded = seeded
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{}: {e}", seeded.display()));
+    println!("cargo:rerun-if-changed={}", seeded.display());
+    println!("cargo:rerun-if-changed={}", dir.display());
+    println!("cargo:rerun-if-changed={}", dir.join("gate").display());
+    let mut src = String::new();
+    list(&mut src, "VECTORS", &vec_files(&dir));
+    list(&mut src, "GATE_VECTORS", &vec_files(&dir.join("gate")));
+    list(&mut src, "SEEDED", &vec_files(&seeded));
+    fs::write(out.join("vectors.rs"), src).unwrap();
+}

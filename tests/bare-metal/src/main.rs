@@ -1,0 +1,551 @@
+//! The conformance vectors on a microcontroller: every `tests/vectors/*.vec` file replayed
+//! byte for byte by the core built for a Cortex-M4F (`thumbv7em-none-eabihf`, no `alloc`,
+//! tables in arrays on the stack), and every `tests/vectors/gate/*.vec` file through a
+//! `FenceGate` over an array of rows. QEMU runs it (`scripts/test-bare-metal.sh`); it
+//! reports through semihosting and exits with failure at the first byte that differs.
+//!
+//! The vectors were written by the native core on x86_64; the C, Python and wasm runners
+//! replay them too. A pass here is the same replies, events, error codes and snapshot
+//! bytes from the code a 32-bit microcontroller runs.
+//!
+//! The grammar is the native runner's (`tests/src/vectors.rs`, `tests/src/gate_vectors.rs`):
+//! `config`, `in` (an input frame), `out` (each event, in order), `reply` or `err`
+//! (closing the `in`), `snapshot`; for a gate, `config resources=N`, `in` (a resource name
+//! and a token), `err CODE [highest=N]`, `highest NAME N`.
+
+#![no_std]
+#![no_main]
+
+use core::fmt;
+
+use cortex_m_rt::entry;
+use cortex_m_semihosting::{debug, hprintln};
+use fencelock::storage::{
+    Bucket, ClaimRow, LabelRow, LockRow, SessionRow, Tables, TaggedBucket, BUCKETS_PER_ROW,
+};
+use fencelock::{
+    Config, Error, FenceGate, GateRow, LabeledSliceStorage, LockService, Output, Token,
+    MAX_FRAME_LEN,
+};
+
+include!(concat!(env!("OUT_DIR"), "/vectors.rs"));
+
+/// The largest tables a vector file may ask for (its `config` line); a larger one fails
+/// the run by name rather than being skipped.
+const MAX_SESSIONS: usize = 64;
+const MAX_LOCKS: usize = 64;
+const MAX_CLAIMS: usize = 128;
+const MAX_RESOURCES: usize = 64;
+/// The most events one input of a vector file may emit here.
+const MAX_EVENTS: usize = 256;
+/// Room for a snapshot of the largest tables (a vector's are far smaller).
+const SNAPSHOT_BUF: usize = 32 * 1024;
+
+#[entry]
+fn main() -> ! {
+    let mut rows = Rows {
+        sessions: [SessionRow::EMPTY; MAX_SESSIONS],
+        session_index: [Bucket::EMPTY; BUCKETS_PER_ROW * MAX_SESSIONS],
+        locks: [LockRow::EMPTY; MAX_LOCKS],
+        lock_index: [TaggedBucket::EMPTY; BUCKETS_PER_ROW * MAX_LOCKS],
+        claims: [ClaimRow::EMPTY; MAX_CLAIMS],
+        claim_index: [Bucket::EMPTY; BUCKETS_PER_ROW * MAX_CLAIMS],
+        labels: [LabelRow::EMPTY; MAX_SESSIONS],
+        gate: [GateRow::EMPTY; MAX_RESOURCES],
+    };
+    let mut scratch = Scratch {
+        events: [[0; MAX_FRAME_LEN]; MAX_EVENTS],
+        event_len: [0; MAX_EVENTS],
+        frame: [0; 512],
+        snapshot: [0; SNAPSHOT_BUF],
+    };
+
+    let mut total = Stats::default();
+    for (file, text) in VECTORS {
+        total.add(&replay(file, text, &mut rows, &mut scratch));
+    }
+    let mut seeded = Stats::default();
+    for (file, text) in SEEDED {
+        seeded.add(&replay(file, text, &mut rows, &mut scratch));
+    }
+    let mut gate = GateStats::default();
+    for (file, text) in GATE_VECTORS {
+        gate.add(&replay_gate(file, text, &mut rows.gate, &mut scratch.frame));
+    }
+    hprintln!(
+        "thumbv7em vectors: {} files, {} inputs, {} events, {} replies, {} errors, {} snapshots; \
+         seeded logs: {} files, {} inputs, {} events, {} revision raises; \
+         gate: {} files, {} admits, {} refusals, {} highest",
+        VECTORS.len(),
+        total.inputs,
+        total.events,
+        total.replies,
+        total.errors,
+        total.snapshots,
+        SEEDED.len(),
+        seeded.inputs,
+        seeded.events,
+        seeded.raises,
+        GATE_VECTORS.len(),
+        gate.admits,
+        gate.refusals,
+        gate.highest
+    );
+    debug::exit(debug::EXIT_SUCCESS);
+    #[allow(clippy::empty_loop)]
+    loop {}
+}
+
+/// Reports where a file first differs (for bytes, the expected hex as the file has it
+/// and what this build produced) and ends the run with failure.
+fn fail(file: &str, line: usize, what: &str, bytes: Option<(&str, &[u8])>) -> ! {
+    hprintln!("FAIL {} line {}: {}", file, line, what);
+    if let Some((want, got)) = bytes {
+        hprintln!("  expected {}", want);
+        hprintln!("  got      {}", Hex(got));
+    }
+    debug::exit(debug::EXIT_FAILURE);
+    #[allow(clippy::empty_loop)]
+    loop {}
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    hprintln!("PANIC {}", info);
+    debug::exit(debug::EXIT_FAILURE);
+    #[allow(clippy::empty_loop)]
+    loop {}
+}
+
+/// Every table of the largest service and gate a vector may ask for; each file uses the
+/// first rows of each (a service and a gate clear the rows they are given).
+struct Rows {
+    sessions: [SessionRow; MAX_SESSIONS],
+    session_index: [Bucket; BUCKETS_PER_ROW * MAX_SESSIONS],
+    locks: [LockRow; MAX_LOCKS],
+    lock_index: [TaggedBucket; BUCKETS_PER_ROW * MAX_LOCKS],
+    claims: [ClaimRow; MAX_CLAIMS],
+    claim_index: [Bucket; BUCKETS_PER_ROW * MAX_CLAIMS],
+    labels: [LabelRow; MAX_SESSIONS],
+    gate: [GateRow; MAX_RESOURCES],
+}
+
+/// The encoded events of the latest input, a decoded frame and a snapshot.
+struct Scratch {
+    events: [[u8; MAX_FRAME_LEN]; MAX_EVENTS],
+    event_len: [usize; MAX_EVENTS],
+    frame: [u8; 512],
+    snapshot: [u8; SNAPSHOT_BUF],
+}
+
+/// What the latest `in` or `raise` returned, until a line closes it.
+enum Open {
+    /// The reply frame's length (in the caller's buffer), or the error's code.
+    Input(Result<usize, u32>),
+    /// The revision `raise_revision` returned, or the error's code.
+    Raise(Result<u64, u32>),
+}
+
+#[derive(Default)]
+struct Stats {
+    raises: usize,
+    inputs: usize,
+    events: usize,
+    replies: usize,
+    errors: usize,
+    snapshots: usize,
+}
+
+impl Stats {
+    fn add(&mut self, s: &Stats) {
+        self.inputs += s.inputs;
+        self.raises += s.raises;
+        self.events += s.events;
+        self.replies += s.replies;
+        self.errors += s.errors;
+        self.snapshots += s.snapshots;
+    }
+}
+
+#[derive(Default)]
+struct GateStats {
+    admits: usize,
+    refusals: usize,
+    highest: usize,
+}
+
+impl GateStats {
+    fn add(&mut self, s: &GateStats) {
+        self.admits += s.admits;
+        self.refusals += s.refusals;
+        self.highest += s.highest;
+    }
+}
+
+/// The lines of a vector file that say something: (line number, directive, the rest).
+fn directives(text: &str) -> impl Iterator<Item = (usize, &str, &str)> {
+    text.lines().enumerate().filter_map(|(n, line)| {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            return None;
+        }
+        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+        Some((n + 1, word, rest))
+    })
+}
+
+/// Replays one service vector file; ends the run at the first line that differs.
+fn replay(file: &str, text: &str, rows: &mut Rows, scratch: &mut Scratch) -> Stats {
+    let mut lines = directives(text);
+    let c = match lines.next() {
+        Some((ln, "config", rest)) => {
+            parse_config(rest).unwrap_or_else(|| fail(file, ln, "bad config line", None))
+        }
+        Some((ln, ..)) => fail(file, ln, "the first line is not a config line", None),
+        None => fail(file, 0, "no config line", None),
+    };
+    if c.sessions > MAX_SESSIONS || c.locks > MAX_LOCKS || c.claims > MAX_CLAIMS {
+        fail(file, 0, "tables larger than this runner's arrays", None);
+    }
+    // The tables a `VecStorage::new(sessions, locks, claims)` has: a label row per session.
+    let storage = LabeledSliceStorage {
+        tables: Tables {
+            sessions: &mut rows.sessions[..c.sessions],
+            session_index: &mut rows.session_index[..BUCKETS_PER_ROW * c.sessions],
+            locks: &mut rows.locks[..c.locks],
+            lock_index: &mut rows.lock_index[..BUCKETS_PER_ROW * c.locks],
+            claims: &mut rows.claims[..c.claims],
+            claim_index: &mut rows.claim_index[..BUCKETS_PER_ROW * c.claims],
+        },
+        labels: &mut rows.labels[..c.sessions],
+    };
+    let config = Config {
+        lock_delay: c.lock_delay,
+        max_name_len: c.max_name_len,
+        max_watchers: c.max_watchers,
+    };
+    let mut svc = LockService::new(storage, config)
+        .unwrap_or_else(|_| fail(file, 0, "the config line's service refused", None));
+
+    let mut stats = Stats::default();
+    // The latest `in`'s reply frame (its length) or error code, until a `reply` or `err`
+    // line closes it; or the latest `raise`'s revision or error code, until `revision` or
+    // `err` does.
+    let mut open: Option<Open> = None;
+    let mut reply = [0u8; MAX_FRAME_LEN];
+    // Its events not yet matched by an `out` line: `next..count` of `scratch.events`.
+    let (mut next, mut count) = (0usize, 0usize);
+    for (ln, word, rest) in lines {
+        match word {
+            "in" => {
+                if open.is_some() {
+                    fail(file, ln, "the previous `in` was not closed", None);
+                }
+                let len = decode(rest, &mut scratch.frame)
+                    .unwrap_or_else(|| fail(file, ln, "bad hex", None));
+                let (events, event_len) = (&mut scratch.events, &mut scratch.event_len);
+                let mut emitted = 0usize;
+                let mut overflow = false;
+                let r = svc.handle_frame(&scratch.frame[..len], &mut |o: Output| match (emitted
+                    < MAX_EVENTS)
+                    .then(|| o.to_frame(&mut events[emitted]))
+                {
+                    Some(Ok(n)) => {
+                        event_len[emitted] = n;
+                        emitted += 1;
+                    }
+                    _ => overflow = true,
+                });
+                if overflow {
+                    fail(file, ln, "more events than this runner keeps", None);
+                }
+                open = Some(Open::Input(match r {
+                    Ok(rep) => Ok(rep
+                        .to_frame(&mut reply)
+                        .unwrap_or_else(|_| fail(file, ln, "reply not encodable", None))),
+                    Err(e) => Err(e.code()),
+                }));
+                (next, count) = (0, emitted);
+                stats.inputs += 1;
+            }
+            // `raise_revision(floor)` between inputs (no frame carries it), closed by
+            // `revision N` (what it returned) or `err CODE`.
+            "raise" => {
+                if open.is_some() {
+                    fail(file, ln, "the previous `in` was not closed", None);
+                }
+                let floor: u64 = rest
+                    .parse()
+                    .unwrap_or_else(|_| fail(file, ln, "raise needs a decimal floor", None));
+                open = Some(Open::Raise(svc.raise_revision(floor).map_err(|e| e.code())));
+            }
+            "revision" => match open.take() {
+                Some(Open::Raise(Ok(r))) if rest.parse() == Ok(r) => stats.raises += 1,
+                Some(Open::Raise(_)) => fail(file, ln, "another revision, or an error", None),
+                _ => fail(file, ln, "revision without a `raise`", None),
+            },
+            "out" => {
+                if !matches!(open, Some(Open::Input(_))) {
+                    fail(file, ln, "out line after the reply or err", None);
+                }
+                if next == count {
+                    fail(file, ln, "an event expected, none emitted", None);
+                }
+                let got = &scratch.events[next][..scratch.event_len[next]];
+                next += 1;
+                if !same(rest, got) {
+                    fail(file, ln, "event differs", Some((rest, got)));
+                }
+                stats.events += 1;
+            }
+            "reply" | "err" => {
+                let got = open
+                    .take()
+                    .unwrap_or_else(|| fail(file, ln, "reply or err without an `in`", None));
+                if next != count {
+                    let extra = &scratch.events[next][..scratch.event_len[next]];
+                    fail(
+                        file,
+                        ln,
+                        "an event emitted, not listed",
+                        Some(("(none)", extra)),
+                    );
+                }
+                let got = match got {
+                    Open::Input(got) => got,
+                    Open::Raise(Err(code)) if word == "err" && rest.parse() == Ok(code) => {
+                        stats.raises += 1;
+                        continue;
+                    }
+                    Open::Raise(_) => fail(file, ln, "another outcome of the raise", None),
+                };
+                match (word, got) {
+                    ("reply", Ok(n)) if same(rest, &reply[..n]) => stats.replies += 1,
+                    ("reply", Ok(n)) => fail(file, ln, "reply differs", Some((rest, &reply[..n]))),
+                    ("reply", Err(_)) => fail(file, ln, "a reply expected, got an error", None),
+                    (_, Err(code)) if rest.parse() == Ok(code) => stats.errors += 1,
+                    (_, Err(_)) => fail(file, ln, "another error code", None),
+                    (_, Ok(_)) => fail(file, ln, "an error expected, got a reply", None),
+                }
+            }
+            "snapshot" => {
+                if open.is_some() {
+                    fail(file, ln, "the previous `in` was not closed", None);
+                }
+                let n = svc
+                    .snapshot(&mut scratch.snapshot)
+                    .unwrap_or_else(|_| fail(file, ln, "snapshot larger than the buffer", None));
+                if !same(rest, &scratch.snapshot[..n]) {
+                    fail(
+                        file,
+                        ln,
+                        "snapshot differs",
+                        Some((rest, &scratch.snapshot[..n])),
+                    );
+                }
+                stats.snapshots += 1;
+            }
+            // One service per file: a second would need the rows this one holds.
+            "config" => fail(file, ln, "a second config line in one file", None),
+            _ => fail(file, ln, "unknown directive", None),
+        }
+    }
+    if open.is_some() {
+        fail(
+            file,
+            text.lines().count(),
+            "the last `in` was not closed",
+            None,
+        );
+    }
+    stats
+}
+
+/// Replays one gate vector file; ends the run at the first line that differs.
+fn replay_gate(
+    file: &str,
+    text: &str,
+    rows: &mut [GateRow; MAX_RESOURCES],
+    frame: &mut [u8; 512],
+) -> GateStats {
+    let mut lines = directives(text);
+    let resources = match lines.next() {
+        Some((ln, "config", rest)) => rest
+            .strip_prefix("resources=")
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&r| (1..=MAX_RESOURCES).contains(&r))
+            .unwrap_or_else(|| fail(file, ln, "expected `config resources=N`, N fitting", None)),
+        Some((ln, ..)) => fail(file, ln, "the first line is not a config line", None),
+        None => fail(file, 0, "no config line", None),
+    };
+    let mut gate = FenceGate::new(&mut rows[..resources])
+        .unwrap_or_else(|_| fail(file, 0, "the config line's gate refused", None));
+
+    let mut stats = GateStats::default();
+    // The refusal of the latest `in`, not yet matched by an `err` line.
+    let mut pending: Option<Error> = None;
+    for (ln, word, rest) in lines {
+        if word != "err" && pending.is_some() {
+            fail(file, ln, "an admit was refused, no err line lists it", None);
+        }
+        match word {
+            "in" => {
+                let len = decode(rest, frame).unwrap_or_else(|| fail(file, ln, "bad hex", None));
+                let (name, token) = parse_admit(&frame[..len])
+                    .unwrap_or_else(|| fail(file, ln, "not an admit frame", None));
+                pending = gate.admit(name, Token(token)).err();
+                stats.admits += 1;
+            }
+            "err" => {
+                let mut parts = rest.split_whitespace();
+                let code: Option<u32> = parts.next().and_then(|c| c.parse().ok());
+                let want_highest = parts.next().map(|h| {
+                    h.strip_prefix("highest=")
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or_else(|| fail(file, ln, "expected highest=N", None))
+                });
+                let got = pending
+                    .take()
+                    .unwrap_or_else(|| fail(file, ln, "an err expected, the admit passed", None));
+                let got_highest = match got {
+                    Error::Stale { highest, .. } => Some(highest.0),
+                    _ => None,
+                };
+                if code != Some(got.code()) || got_highest != want_highest {
+                    fail(file, ln, "another refusal", None);
+                }
+                stats.refusals += 1;
+            }
+            "highest" => {
+                let (name, want) = rest
+                    .rsplit_once(' ')
+                    .unwrap_or_else(|| fail(file, ln, "expected `highest HEX N`", None));
+                let len = decode(name, frame).unwrap_or_else(|| fail(file, ln, "bad hex", None));
+                let name = core::str::from_utf8(&frame[..len])
+                    .unwrap_or_else(|_| fail(file, ln, "name not UTF-8", None));
+                let want: Option<u64> = want.parse().ok();
+                if Some(gate.highest(name).map_or(0, |t| t.0)) != want {
+                    fail(file, ln, "another highest token", None);
+                }
+                stats.highest += 1;
+            }
+            "config" => fail(file, ln, "a second config line in one file", None),
+            _ => fail(file, ln, "unknown directive", None),
+        }
+    }
+    if pending.is_some() {
+        fail(
+            file,
+            text.lines().count(),
+            "an admit was refused, no err line lists it",
+            None,
+        );
+    }
+    stats
+}
+
+/// A vector file's `config` line.
+struct VecConfig {
+    sessions: usize,
+    locks: usize,
+    claims: usize,
+    lock_delay: u64,
+    max_name_len: u32,
+    max_watchers: u32,
+}
+
+/// `sessions=8 locks=8 claims=16 lock_delay=0 max_name_len=64`, every key once, in any
+/// order, and optionally `max_watchers=N` (else the core's default). `None` for anything
+/// else.
+fn parse_config(rest: &str) -> Option<VecConfig> {
+    let (mut s, mut l, mut c, mut d, mut m, mut w) = (None, None, None, None, None, None);
+    for kv in rest.split_whitespace() {
+        let (k, v) = kv.split_once('=')?;
+        let slot = match k {
+            "sessions" => &mut s,
+            "locks" => &mut l,
+            "claims" => &mut c,
+            "lock_delay" => &mut d,
+            "max_name_len" => &mut m,
+            "max_watchers" => &mut w,
+            _ => return None,
+        };
+        if slot.replace(v.parse::<u64>().ok()?).is_some() {
+            return None;
+        }
+    }
+    Some(VecConfig {
+        sessions: usize::try_from(s?).ok()?,
+        locks: usize::try_from(l?).ok()?,
+        claims: usize::try_from(c?).ok()?,
+        lock_delay: d?,
+        max_name_len: u32::try_from(m?).ok()?,
+        max_watchers: match w {
+            Some(w) => u32::try_from(w).ok()?,
+            None => Config::default().max_watchers,
+        },
+    })
+}
+
+/// An admit frame: a varint length, the resource name's UTF-8 bytes, a varint token,
+/// nothing after. `None` otherwise.
+fn parse_admit(frame: &[u8]) -> Option<(&str, u64)> {
+    let mut at = 0usize;
+    let len = usize::try_from(varint(frame, &mut at)?).ok()?;
+    let end = at.checked_add(len).filter(|&e| e <= frame.len())?;
+    let name = core::str::from_utf8(&frame[at..end]).ok()?;
+    at = end;
+    let token = varint(frame, &mut at)?;
+    (at == frame.len()).then_some((name, token))
+}
+
+fn varint(frame: &[u8], at: &mut usize) -> Option<u64> {
+    let mut x = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *frame.get(*at)?;
+        *at += 1;
+        if shift == 63 && b > 1 {
+            return None;
+        }
+        x |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(x);
+        }
+    }
+    None
+}
+
+/// Decodes `hex` into the front of `out`; its length, or `None` for an odd length, a
+/// character that is not a hex digit or too many bytes.
+fn decode(hex: &str, out: &mut [u8]) -> Option<usize> {
+    let hex = hex.as_bytes();
+    if !hex.len().is_multiple_of(2) || hex.len() / 2 > out.len() {
+        return None;
+    }
+    for (i, pair) in hex.chunks_exact(2).enumerate() {
+        out[i] = nibble(pair[0])? << 4 | nibble(pair[1])?;
+    }
+    Some(hex.len() / 2)
+}
+
+fn nibble(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Whether the hex text `hex` (either case) is exactly `bytes`.
+fn same(hex: &str, bytes: &[u8]) -> bool {
+    let hex = hex.as_bytes();
+    hex.len() == 2 * bytes.len()
+        && hex.chunks_exact(2).zip(bytes).all(
+            |(p, &b)| matches!((nibble(p[0]), nibble(p[1])), (Some(h), Some(l)) if h << 4 | l == b),
+        )
+}
+
+/// Bytes as lowercase hex, for a failure's report.
+struct Hex<'a>(&'a [u8]);
+
+impl fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
