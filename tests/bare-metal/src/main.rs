@@ -1,8 +1,11 @@
 //! The conformance vectors on a microcontroller: every `tests/vectors/*.vec` file replayed
 //! byte for byte by the core built for a Cortex-M4F (`thumbv7em-none-eabihf`, no `alloc`,
 //! tables in arrays on the stack), and every `tests/vectors/gate/*.vec` file through a
-//! `FenceGate` over an array of rows. QEMU runs it (`scripts/test-bare-metal.sh`); it
-//! reports through semihosting and exits with failure at the first byte that differs.
+//! `FenceGate` over an array of rows. At each `snapshot` line the service is restored from
+//! its bytes into a second set of tables and the rest of the file runs there (so restore
+//! is checked by everything after it); each gate is restored at the end of its file. QEMU
+//! runs it (`scripts/test-bare-metal.sh`); it reports through semihosting and exits with
+//! failure at the first byte that differs.
 //!
 //! The vectors were written by the native core on x86_64; the C, Python and wasm runners
 //! replay them too. A pass here is the same replies, events, error codes and snapshot
@@ -43,16 +46,12 @@ const SNAPSHOT_BUF: usize = 32 * 1024;
 
 #[entry]
 fn main() -> ! {
-    let mut rows = Rows {
-        sessions: [SessionRow::EMPTY; MAX_SESSIONS],
-        session_index: [Bucket::EMPTY; BUCKETS_PER_ROW * MAX_SESSIONS],
-        locks: [LockRow::EMPTY; MAX_LOCKS],
-        lock_index: [TaggedBucket::EMPTY; BUCKETS_PER_ROW * MAX_LOCKS],
-        claims: [ClaimRow::EMPTY; MAX_CLAIMS],
-        claim_index: [Bucket::EMPTY; BUCKETS_PER_ROW * MAX_CLAIMS],
-        labels: [LabelRow::EMPTY; MAX_SESSIONS],
-        gate: [GateRow::EMPTY; MAX_RESOURCES],
-    };
+    // Two of each: a snapshot is restored into the other tables and the replay goes on there.
+    let mut rows = [Rows::EMPTY, Rows::EMPTY];
+    let mut gate_rows = [
+        [GateRow::EMPTY; MAX_RESOURCES],
+        [GateRow::EMPTY; MAX_RESOURCES],
+    ];
     let mut scratch = Scratch {
         events: [[0; MAX_FRAME_LEN]; MAX_EVENTS],
         event_len: [0; MAX_EVENTS],
@@ -70,12 +69,13 @@ fn main() -> ! {
     }
     let mut gate = GateStats::default();
     for (file, text) in GATE_VECTORS {
-        gate.add(&replay_gate(file, text, &mut rows.gate, &mut scratch.frame));
+        gate.add(&replay_gate(file, text, &mut gate_rows, &mut scratch));
     }
     hprintln!(
-        "thumbv7em vectors: {} files, {} inputs, {} events, {} replies, {} errors, {} snapshots; \
-         seeded logs: {} files, {} inputs, {} events, {} revision raises; \
-         gate: {} files, {} admits, {} refusals, {} highest",
+        "thumbv7em vectors: {} files, {} inputs, {} events, {} replies, {} errors, \
+         {} snapshots (each restored, the replay going on in the restored service); \
+         seeded logs: {} files, {} inputs, {} events, {} revision raises, {} snapshots restored; \
+         gate: {} files, {} admits, {} refusals, {} highest, each file's gate restored",
         VECTORS.len(),
         total.inputs,
         total.events,
@@ -86,6 +86,7 @@ fn main() -> ! {
         seeded.inputs,
         seeded.events,
         seeded.raises,
+        seeded.snapshots,
         GATE_VECTORS.len(),
         gate.admits,
         gate.refusals,
@@ -117,8 +118,8 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
     loop {}
 }
 
-/// Every table of the largest service and gate a vector may ask for; each file uses the
-/// first rows of each (a service and a gate clear the rows they are given).
+/// Every table of the largest service a vector may ask for; each file uses the first rows
+/// of each (a service clears the rows it is given, a restore overwrites them).
 struct Rows {
     sessions: [SessionRow; MAX_SESSIONS],
     session_index: [Bucket; BUCKETS_PER_ROW * MAX_SESSIONS],
@@ -127,7 +128,34 @@ struct Rows {
     claims: [ClaimRow; MAX_CLAIMS],
     claim_index: [Bucket; BUCKETS_PER_ROW * MAX_CLAIMS],
     labels: [LabelRow; MAX_SESSIONS],
-    gate: [GateRow; MAX_RESOURCES],
+}
+
+impl Rows {
+    const EMPTY: Rows = Rows {
+        sessions: [SessionRow::EMPTY; MAX_SESSIONS],
+        session_index: [Bucket::EMPTY; BUCKETS_PER_ROW * MAX_SESSIONS],
+        locks: [LockRow::EMPTY; MAX_LOCKS],
+        lock_index: [TaggedBucket::EMPTY; BUCKETS_PER_ROW * MAX_LOCKS],
+        claims: [ClaimRow::EMPTY; MAX_CLAIMS],
+        claim_index: [Bucket::EMPTY; BUCKETS_PER_ROW * MAX_CLAIMS],
+        labels: [LabelRow::EMPTY; MAX_SESSIONS],
+    };
+
+    /// The first rows of each table, as many as `c` asks for: the tables a
+    /// `VecStorage::new(sessions, locks, claims)` has (a label row per session).
+    fn storage(&mut self, c: &VecConfig) -> LabeledSliceStorage<'_> {
+        LabeledSliceStorage {
+            tables: Tables {
+                sessions: &mut self.sessions[..c.sessions],
+                session_index: &mut self.session_index[..BUCKETS_PER_ROW * c.sessions],
+                locks: &mut self.locks[..c.locks],
+                lock_index: &mut self.lock_index[..BUCKETS_PER_ROW * c.locks],
+                claims: &mut self.claims[..c.claims],
+                claim_index: &mut self.claim_index[..BUCKETS_PER_ROW * c.claims],
+            },
+            labels: &mut self.labels[..c.sessions],
+        }
+    }
 }
 
 /// The encoded events of the latest input, a decoded frame and a snapshot.
@@ -195,7 +223,7 @@ fn directives(text: &str) -> impl Iterator<Item = (usize, &str, &str)> {
 }
 
 /// Replays one service vector file; ends the run at the first line that differs.
-fn replay(file: &str, text: &str, rows: &mut Rows, scratch: &mut Scratch) -> Stats {
+fn replay(file: &str, text: &str, rows: &mut [Rows; 2], scratch: &mut Scratch) -> Stats {
     let mut lines = directives(text);
     let c = match lines.next() {
         Some((ln, "config", rest)) => {
@@ -207,24 +235,15 @@ fn replay(file: &str, text: &str, rows: &mut Rows, scratch: &mut Scratch) -> Sta
     if c.sessions > MAX_SESSIONS || c.locks > MAX_LOCKS || c.claims > MAX_CLAIMS {
         fail(file, 0, "tables larger than this runner's arrays", None);
     }
-    // The tables a `VecStorage::new(sessions, locks, claims)` has: a label row per session.
-    let storage = LabeledSliceStorage {
-        tables: Tables {
-            sessions: &mut rows.sessions[..c.sessions],
-            session_index: &mut rows.session_index[..BUCKETS_PER_ROW * c.sessions],
-            locks: &mut rows.locks[..c.locks],
-            lock_index: &mut rows.lock_index[..BUCKETS_PER_ROW * c.locks],
-            claims: &mut rows.claims[..c.claims],
-            claim_index: &mut rows.claim_index[..BUCKETS_PER_ROW * c.claims],
-        },
-        labels: &mut rows.labels[..c.sessions],
-    };
+    let [first, second] = rows;
+    // The tables the next snapshot is restored into.
+    let mut spare = second.storage(&c);
     let config = Config {
         lock_delay: c.lock_delay,
         max_name_len: c.max_name_len,
         max_watchers: c.max_watchers,
     };
-    let mut svc = LockService::new(storage, config)
+    let mut svc = LockService::new(first.storage(&c), config)
         .unwrap_or_else(|_| fail(file, 0, "the config line's service refused", None));
 
     let mut stats = Stats::default();
@@ -343,6 +362,22 @@ fn replay(file: &str, text: &str, rows: &mut Rows, scratch: &mut Scratch) -> Sta
                         Some((rest, &scratch.snapshot[..n])),
                     );
                 }
+                // The rest of the file runs in a service restored from these bytes, whose
+                // own snapshot must be the same bytes; the old tables become the spare.
+                let restored = LockService::restore(spare, &scratch.snapshot[..n])
+                    .unwrap_or_else(|_| fail(file, ln, "its snapshot refused by restore", None));
+                spare = core::mem::replace(&mut svc, restored).into_storage();
+                let n = svc
+                    .snapshot(&mut scratch.snapshot)
+                    .unwrap_or_else(|_| fail(file, ln, "snapshot larger than the buffer", None));
+                if !same(rest, &scratch.snapshot[..n]) {
+                    fail(
+                        file,
+                        ln,
+                        "the restored service's snapshot differs",
+                        Some((rest, &scratch.snapshot[..n])),
+                    );
+                }
                 stats.snapshots += 1;
             }
             // One service per file: a second would need the rows this one holds.
@@ -365,9 +400,11 @@ fn replay(file: &str, text: &str, rows: &mut Rows, scratch: &mut Scratch) -> Sta
 fn replay_gate(
     file: &str,
     text: &str,
-    rows: &mut [GateRow; MAX_RESOURCES],
-    frame: &mut [u8; 512],
+    rows: &mut [[GateRow; MAX_RESOURCES]; 2],
+    scratch: &mut Scratch,
 ) -> GateStats {
+    let [first, second] = rows;
+    let frame = &mut scratch.frame;
     let mut lines = directives(text);
     let resources = match lines.next() {
         Some((ln, "config", rest)) => rest
@@ -378,7 +415,7 @@ fn replay_gate(
         Some((ln, ..)) => fail(file, ln, "the first line is not a config line", None),
         None => fail(file, 0, "no config line", None),
     };
-    let mut gate = FenceGate::new(&mut rows[..resources])
+    let mut gate = FenceGate::new(&mut first[..resources])
         .unwrap_or_else(|_| fail(file, 0, "the config line's gate refused", None));
 
     let mut stats = GateStats::default();
@@ -432,6 +469,25 @@ fn replay_gate(
             "config" => fail(file, ln, "a second config line in one file", None),
             _ => fail(file, ln, "unknown directive", None),
         }
+    }
+    // Its snapshot, restored into the other rows, must give the same bytes again.
+    let end = text.lines().count();
+    let n = gate
+        .snapshot(&mut scratch.snapshot)
+        .unwrap_or_else(|_| fail(file, end, "gate snapshot larger than the buffer", None));
+    let restored = FenceGate::restore(&mut second[..resources], &scratch.snapshot[..n])
+        .unwrap_or_else(|_| fail(file, end, "the gate's snapshot refused by restore", None));
+    let mut again = [0u8; 4096];
+    let m = restored
+        .snapshot(&mut again)
+        .unwrap_or_else(|_| fail(file, end, "gate snapshot larger than the buffer", None));
+    if again[..m] != scratch.snapshot[..n] {
+        fail(
+            file,
+            end,
+            "the restored gate's snapshot differs",
+            Some(("(the gate's own)", &again[..m])),
+        );
     }
     if pending.is_some() {
         fail(
