@@ -213,7 +213,7 @@ QUOTES = [
     ("server/README.md", r"\[openraft\]\(https://docs.rs/openraft\) (\d+\.\d+) \(features", ["tools.openraft_minor"]),
     ("README.md", r"three nodes on openraft (\d+\.\d+),", ["tools.openraft_minor"]),
     ("README.md", r"\[openraft\]\(https://docs.rs/openraft\) (\d+\.\d+) on three nodes", ["tools.openraft_minor"]),
-    ("README.md", r"stable number \((\d+–\d+)\)", ["errors.range"]),
+    ("README.md", r"stable number \((\d+–\d+), among them", ["errors.range"]),
     ("server/README.md", r"median of (\d+) interleaved", ["cluster.runs"]),
     ("server/README.md", r"1 client ([\d.]+×) etcd's rate \(([\d.]+×) against an etcd client",
      ["cluster.one.etcd.rate", "cluster.one.leader.rate"]),
