@@ -66,8 +66,7 @@ if tests; then
   # for building the etcd comparison (server/bench, checked by make test), PostgreSQL;
   # for the package tests (scripts/test-packages.sh) virtual environments (Debian's
   # python3 has no ensurepip without python3-venv), pkg-config, readelf/strip (binutils);
-  # prlimit (util-linux) for the server's open-file-limit test; QEMU's Arm system
-  # emulator, to run the core built for a Cortex-M4 (scripts/test-bare-metal.sh).
+  # prlimit (util-linux) for the server's open-file-limit test.
   need_apt=()
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
   command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
@@ -79,7 +78,6 @@ if tests; then
   command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
   # prlimit runs a node under a lowered open-file limit (server/tests/limits.rs).
   command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
-  command -v qemu-system-arm >/dev/null 2>&1 || need_apt+=(qemu-system-arm)
   # A real PostgreSQL server for the fence tests (they start their own in a temp dir).
   # Debian keeps initdb and pg_ctl in /usr/lib/postgresql/VERSION/bin, not on PATH.
   have_pg() {
@@ -95,6 +93,15 @@ if tests; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  fi
+  # QEMU's Arm system emulator, to run the core built for a Cortex-M4
+  # (scripts/test-bare-metal.sh); alone, without the display, firmware and network
+  # packages it recommends.
+  if ! command -v qemu-system-arm >/dev/null 2>&1; then
+    log "apt-get install --no-install-recommends qemu-system-arm"
+    export DEBIAN_FRONTEND=noninteractive
+    [ ${#need_apt[@]} -gt 0 ] || apt-get update -qq
+    apt-get install -y -qq --no-install-recommends qemu-system-arm >/dev/null
   fi
 fi # tests
 

@@ -6,14 +6,17 @@
 # (mps2-an386), reporting through semihosting:
 #   1. its format and lints;
 #   2. the release profile (as firmware ships it: opt-level s, LTO) and the dev profile
-#      (the core's debug assertions on), each must pass every file, and its counts must
-#      name every file on disk;
-#   3. the program built over a copy of the vectors with one reply byte changed must fail,
+#      (the core's debug assertions on): each must pass every file, and the counts it
+#      prints must be the files' own (their `in`, `out`, `reply`, … lines);
+#   3. the program built over copies of the files with one byte changed (a reply, an
+#      event, a snapshot, a seeded log's revision, a gate's highest token) must fail,
 #      naming that file and line (so a pass above means something).
 # Needs qemu-system-arm and the thumbv7em-none-eabihf target (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '[bare-metal] %s\n' "$*"; }
+# The program embeds the directories these name (build.rs): never the caller's.
+unset BARE_METAL_VECTORS BARE_METAL_SEEDED
 
 command -v qemu-system-arm >/dev/null 2>&1 || {
   echo "qemu-system-arm is missing: scripts/setup.sh installs it (Debian package qemu-system-arm)" >&2
@@ -23,17 +26,30 @@ target=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 # Its own workspace (it builds for the bare-metal target only), beside the main one's.
 export CARGO_TARGET_DIR="$target/bare-metal"
-n_vectors=$(ls tests/vectors/*.vec | wc -l)
-n_seeded=$(ls wasm/tests/vectors/*.vec | wc -l)
-n_gate=$(ls tests/vectors/gate/*.vec | wc -l)
+
+# What the files hold, as the program must count it.
+count() { local word=$1; shift; cat "$@" | { grep -c "^$word " || true; }; }
+vec=(tests/vectors/*.vec)
+seeded=(wasm/tests/vectors/*.vec)
+gate=(tests/vectors/gate/*.vec)
+want="thumbv7em vectors: ${#vec[@]} files, $(count in "${vec[@]}") inputs, $(count out "${vec[@]}") events, \
+$(count reply "${vec[@]}") replies, $(count err "${vec[@]}") errors, $(count snapshot "${vec[@]}") snapshots; \
+seeded logs: ${#seeded[@]} files, $(count in "${seeded[@]}") inputs, $(count out "${seeded[@]}") events, \
+$(count raise "${seeded[@]}") revision raises, $(count snapshot "${seeded[@]}") snapshots; \
+gate: ${#gate[@]} files, $(count in "${gate[@]}") admits, $(count err "${gate[@]}") refusals, \
+$(count highest "${gate[@]}") highest; "
 
 cd tests/bare-metal
 log "format and lints"
 cargo fmt -- --check
 cargo clippy --locked --quiet -- -D warnings
 
-# One QEMU run; a hung program is stopped (a pass takes well under a second).
-run() { timeout 300 cargo run --locked --quiet "$@"; }
+# Build (no time limit), then one QEMU run: a hung program is stopped (a pass takes well
+# under a second).
+run() {
+  cargo build --locked --quiet "$@"
+  timeout 60 cargo run --locked --quiet "$@"
+}
 
 for profile in release dev; do
   flag=()
@@ -41,20 +57,29 @@ for profile in release dev; do
   log "$profile profile under qemu-system-arm -machine mps2-an386"
   out=$(run "${flag[@]}") || { echo "$out"; log "FAILED ($profile)"; exit 1; }
   echo "$out"
-  want="thumbv7em vectors: $n_vectors files, "
-  grep -qF "$want" <<<"$out" || { log "expected '$want…'"; exit 1; }
-  grep -qF "seeded logs: $n_seeded files, " <<<"$out" || { log "expected $n_seeded seeded logs"; exit 1; }
-  grep -qF "gate: $n_gate files, " <<<"$out" || { log "expected $n_gate gate files"; exit 1; }
+  grep -qF "$want" <<<"$out" || { log "expected the files' counts: '$want…'"; exit 1; }
 done
 
 log "a changed byte must fail the run"
-mutant=$(mktemp -d)
-trap 'rm -rf "$mutant"' EXIT
-cp -r ../vectors/. "$mutant/"
-file=$(cd "$mutant" && ls *.vec | tail -1)
-# The last reply line of the last file, its last hex digit changed.
-line=$(grep -n '^reply ' "$mutant/$file" | tail -1 | cut -d: -f1)
-python3 - "$mutant/$file" "$line" <<'EOF'
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+# mutant DIRECTIVE WHAT SET: copies of the vectors and seeded logs with the last DIRECTIVE
+# line of the last file of SET (vectors, gate or seeded) that has one changed in its last
+# digit; the dev build over them must fail with `FAIL <file> line <n>: WHAT`.
+mutant() {
+  local directive=$1 what=$2 set=$3 dir file line
+  rm -rf "$scratch/vectors" "$scratch/seeded"
+  cp -r ../vectors "$scratch/vectors"
+  cp -r ../../wasm/tests/vectors "$scratch/seeded"
+  case "$set" in
+    vectors) dir="$scratch/vectors" ;;
+    gate) dir="$scratch/vectors/gate" ;;
+    seeded) dir="$scratch/seeded" ;;
+  esac
+  file=$(cd "$dir" && grep -l "^$directive " *.vec | tail -1) ||
+    { log "no $set file has a $directive line"; exit 1; }
+  line=$(grep -n "^$directive " "$dir/$file" | tail -1 | cut -d: -f1)
+  python3 - "$dir/$file" "$line" <<'EOF'
 import sys
 path, n = sys.argv[1], int(sys.argv[2])
 lines = open(path).read().split("\n")
@@ -62,15 +87,21 @@ last = lines[n - 1][-1]
 lines[n - 1] = lines[n - 1][:-1] + ("1" if last == "0" else "0")
 open(path, "w").write("\n".join(lines))
 EOF
-if out=$(BARE_METAL_VECTORS="$mutant" run 2>&1); then
-  echo "$out"
-  log "FAILED: the changed reply on $file line $line passed"
-  exit 1
-fi
-grep -qF "FAIL $file line $line: reply differs" <<<"$out" || {
-  echo "$out"
-  log "FAILED: expected 'FAIL $file line $line: reply differs'"
-  exit 1
+  if out=$(BARE_METAL_VECTORS="$scratch/vectors" BARE_METAL_SEEDED="$scratch/seeded" run 2>&1); then
+    echo "$out"
+    log "FAILED: the changed $directive line of $file (line $line) passed"
+    exit 1
+  fi
+  grep -qF "FAIL $file line $line: $what" <<<"$out" || {
+    echo "$out"
+    log "FAILED: expected 'FAIL $file line $line: $what'"
+    exit 1
+  }
+  log "refused as it should be: $(grep -F FAIL <<<"$out")"
 }
-log "refused as it should be: $(grep -F FAIL <<<"$out")"
+mutant reply "reply differs" vectors
+mutant out "event differs" vectors
+mutant snapshot "snapshot differs" vectors
+mutant revision "another revision, or an error" seeded
+mutant highest "another highest token" gate
 log "ok"

@@ -1,9 +1,10 @@
 //! Puts `memory.x` where the linker finds it, and embeds every conformance vector file
 //! (`tests/vectors/*.vec`, `tests/vectors/gate/*.vec`) and every seeded random log
 //! (`wasm/tests/vectors/*.vec`), each list sorted by name, in the program: a file added
-//! there is replayed here with no change to this crate. `BARE_METAL_VECTORS` names
-//! another vectors directory in place of `tests/vectors` (laid out the same way); the
-//! test script uses it to show that a changed byte fails the run.
+//! there is replayed here with no change to this crate. `BARE_METAL_VECTORS` and
+//! `BARE_METAL_SEEDED` name other directories in place of `tests/vectors` and
+//! `wasm/tests/vectors` (laid out the same way); the test script uses them to show that a
+//! changed byte fails the run.
 
 use std::env;
 use std::fmt::Write as _;
@@ -35,6 +36,9 @@ fn main() {
     fs::copy("memory.x", out.join("memory.x")).unwrap();
     println!("cargo:rustc-link-search={}", out.display());
     println!("cargo:rerun-if-changed=memory.x");
+    // cortex-m-rt's linker script (which includes memory.x); from here rather than from
+    // rustflags, which a RUSTFLAGS in the environment would replace.
+    println!("cargo:rustc-link-arg-bins=-Tlink.x");
 
     println!("cargo:rerun-if-env-changed=BARE_METAL_VECTORS");
     let dir = match env::var_os("BARE_METAL_VECTORS") {
@@ -45,7 +49,11 @@ fn main() {
         .canonicalize()
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
-    let seeded = manifest.join("../../wasm/tests/vectors");
+    println!("cargo:rerun-if-env-changed=BARE_METAL_SEEDED");
+    let seeded = match env::var_os("BARE_METAL_SEEDED") {
+        Some(d) => PathBuf::from(d),
+        None => manifest.join("../../wasm/tests/vectors"),
+    };
     let seeded = seeded
         .canonicalize()
         .unwrap_or_else(|e| panic!("{}: {e}", seeded.display()));

@@ -59,38 +59,59 @@ fn main() -> ! {
         snapshot: [0; SNAPSHOT_BUF],
     };
 
+    // Each file twice: in one service from start to end, as every other runner does, then
+    // restoring at each snapshot line and going on in the restored service.
     let mut total = Stats::default();
-    for (file, text) in VECTORS {
-        total.add(&replay(file, text, &mut rows, &mut scratch));
-    }
     let mut seeded = Stats::default();
-    for (file, text) in SEEDED {
-        seeded.add(&replay(file, text, &mut rows, &mut scratch));
+    for restoring in [false, true] {
+        for (file, text) in VECTORS {
+            let s = replay(file, text, &mut rows, &mut scratch, restoring);
+            // Every vector file has inputs and snapshots (as the native runner requires).
+            if s.inputs == 0 || s.snapshots == 0 {
+                fail(file, 0, "a vector file without inputs or snapshots", None);
+            }
+            total.add(&s);
+        }
+        for (file, text) in SEEDED {
+            let s = replay(file, text, &mut rows, &mut scratch, restoring);
+            if s.inputs == 0 {
+                fail(file, 0, "a seeded log without inputs", None);
+            }
+            seeded.add(&s);
+        }
     }
     let mut gate = GateStats::default();
     for (file, text) in GATE_VECTORS {
-        gate.add(&replay_gate(file, text, &mut gate_rows, &mut scratch));
+        let s = replay_gate(file, text, &mut gate_rows, &mut scratch);
+        if s.admits == 0 {
+            fail(file, 0, "a gate vector file without admits", None);
+        }
+        gate.add(&s);
     }
+    // The counts are per pass (both passes count the same), so a script can compare them
+    // with the files' own lines.
     hprintln!(
         "thumbv7em vectors: {} files, {} inputs, {} events, {} replies, {} errors, \
-         {} snapshots (each restored, the replay going on in the restored service); \
-         seeded logs: {} files, {} inputs, {} events, {} revision raises, {} snapshots restored; \
-         gate: {} files, {} admits, {} refusals, {} highest, each file's gate restored",
+         {} snapshots; seeded logs: {} files, {} inputs, {} events, {} revision raises, \
+         {} snapshots; gate: {} files, {} admits, {} refusals, {} highest; \
+         each file replayed twice, the second time restoring at each snapshot \
+         ({} restores) and each gate restored at its end",
         VECTORS.len(),
-        total.inputs,
-        total.events,
-        total.replies,
-        total.errors,
-        total.snapshots,
+        total.inputs / 2,
+        total.events / 2,
+        total.replies / 2,
+        total.errors / 2,
+        total.snapshots / 2,
         SEEDED.len(),
-        seeded.inputs,
-        seeded.events,
-        seeded.raises,
-        seeded.snapshots,
+        seeded.inputs / 2,
+        seeded.events / 2,
+        seeded.raises / 2,
+        seeded.snapshots / 2,
         GATE_VECTORS.len(),
         gate.admits,
         gate.refusals,
-        gate.highest
+        gate.highest,
+        total.restores + seeded.restores,
     );
     debug::exit(debug::EXIT_SUCCESS);
     #[allow(clippy::empty_loop)]
@@ -176,6 +197,7 @@ enum Open {
 
 #[derive(Default)]
 struct Stats {
+    restores: usize,
     raises: usize,
     inputs: usize,
     events: usize,
@@ -188,6 +210,7 @@ impl Stats {
     fn add(&mut self, s: &Stats) {
         self.inputs += s.inputs;
         self.raises += s.raises;
+        self.restores += s.restores;
         self.events += s.events;
         self.replies += s.replies;
         self.errors += s.errors;
@@ -222,18 +245,27 @@ fn directives(text: &str) -> impl Iterator<Item = (usize, &str, &str)> {
     })
 }
 
-/// Replays one service vector file; ends the run at the first line that differs.
-fn replay(file: &str, text: &str, rows: &mut [Rows; 2], scratch: &mut Scratch) -> Stats {
+/// Replays one service vector file; ends the run at the first line that differs. With
+/// `restoring`, each `snapshot` line also restores the service from those bytes into the
+/// other tables, checks the restored service's snapshot, and the file goes on there.
+fn replay(
+    file: &str,
+    text: &str,
+    rows: &mut [Rows; 2],
+    scratch: &mut Scratch,
+    restoring: bool,
+) -> Stats {
     let mut lines = directives(text);
-    let c = match lines.next() {
-        Some((ln, "config", rest)) => {
-            parse_config(rest).unwrap_or_else(|| fail(file, ln, "bad config line", None))
-        }
+    let (cl, c) = match lines.next() {
+        Some((ln, "config", rest)) => (
+            ln,
+            parse_config(rest).unwrap_or_else(|| fail(file, ln, "bad config line", None)),
+        ),
         Some((ln, ..)) => fail(file, ln, "the first line is not a config line", None),
         None => fail(file, 0, "no config line", None),
     };
     if c.sessions > MAX_SESSIONS || c.locks > MAX_LOCKS || c.claims > MAX_CLAIMS {
-        fail(file, 0, "tables larger than this runner's arrays", None);
+        fail(file, cl, "tables larger than this runner's arrays", None);
     }
     let [first, second] = rows;
     // The tables the next snapshot is restored into.
@@ -244,7 +276,7 @@ fn replay(file: &str, text: &str, rows: &mut [Rows; 2], scratch: &mut Scratch) -
         max_watchers: c.max_watchers,
     };
     let mut svc = LockService::new(first.storage(&c), config)
-        .unwrap_or_else(|_| fail(file, 0, "the config line's service refused", None));
+        .unwrap_or_else(|_| fail(file, cl, "the config line's service refused", None));
 
     let mut stats = Stats::default();
     // The latest `in`'s reply frame (its length) or error code, until a `reply` or `err`
@@ -261,7 +293,7 @@ fn replay(file: &str, text: &str, rows: &mut [Rows; 2], scratch: &mut Scratch) -
                     fail(file, ln, "the previous `in` was not closed", None);
                 }
                 let len = decode(rest, &mut scratch.frame)
-                    .unwrap_or_else(|| fail(file, ln, "bad hex", None));
+                    .unwrap_or_else(|| fail(file, ln, "bad hex, or longer than the buffer", None));
                 let (events, event_len) = (&mut scratch.events, &mut scratch.event_len);
                 let mut emitted = 0usize;
                 let mut overflow = false;
@@ -362,6 +394,10 @@ fn replay(file: &str, text: &str, rows: &mut [Rows; 2], scratch: &mut Scratch) -
                         Some((rest, &scratch.snapshot[..n])),
                     );
                 }
+                stats.snapshots += 1;
+                if !restoring {
+                    continue;
+                }
                 // The rest of the file runs in a service restored from these bytes, whose
                 // own snapshot must be the same bytes; the old tables become the spare.
                 let restored = LockService::restore(spare, &scratch.snapshot[..n])
@@ -378,7 +414,7 @@ fn replay(file: &str, text: &str, rows: &mut [Rows; 2], scratch: &mut Scratch) -
                         Some((rest, &scratch.snapshot[..n])),
                     );
                 }
-                stats.snapshots += 1;
+                stats.restores += 1;
             }
             // One service per file: a second would need the rows this one holds.
             "config" => fail(file, ln, "a second config line in one file", None),
@@ -406,17 +442,21 @@ fn replay_gate(
     let [first, second] = rows;
     let frame = &mut scratch.frame;
     let mut lines = directives(text);
-    let resources = match lines.next() {
-        Some((ln, "config", rest)) => rest
-            .strip_prefix("resources=")
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|&r| (1..=MAX_RESOURCES).contains(&r))
-            .unwrap_or_else(|| fail(file, ln, "expected `config resources=N`, N fitting", None)),
+    let (cl, resources) = match lines.next() {
+        Some((ln, "config", rest)) => (
+            ln,
+            rest.strip_prefix("resources=")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|&r| (1..=MAX_RESOURCES).contains(&r))
+                .unwrap_or_else(|| {
+                    fail(file, ln, "expected `config resources=N`, N fitting", None)
+                }),
+        ),
         Some((ln, ..)) => fail(file, ln, "the first line is not a config line", None),
         None => fail(file, 0, "no config line", None),
     };
     let mut gate = FenceGate::new(&mut first[..resources])
-        .unwrap_or_else(|_| fail(file, 0, "the config line's gate refused", None));
+        .unwrap_or_else(|_| fail(file, cl, "the config line's gate refused", None));
 
     let mut stats = GateStats::default();
     // The refusal of the latest `in`, not yet matched by an `err` line.
@@ -427,7 +467,8 @@ fn replay_gate(
         }
         match word {
             "in" => {
-                let len = decode(rest, frame).unwrap_or_else(|| fail(file, ln, "bad hex", None));
+                let len = decode(rest, frame)
+                    .unwrap_or_else(|| fail(file, ln, "bad hex, or longer than the buffer", None));
                 let (name, token) = parse_admit(&frame[..len])
                     .unwrap_or_else(|| fail(file, ln, "not an admit frame", None));
                 pending = gate.admit(name, Token(token)).err();
@@ -457,7 +498,8 @@ fn replay_gate(
                 let (name, want) = rest
                     .rsplit_once(' ')
                     .unwrap_or_else(|| fail(file, ln, "expected `highest HEX N`", None));
-                let len = decode(name, frame).unwrap_or_else(|| fail(file, ln, "bad hex", None));
+                let len = decode(name, frame)
+                    .unwrap_or_else(|| fail(file, ln, "bad hex, or longer than the buffer", None));
                 let name = core::str::from_utf8(&frame[..len])
                     .unwrap_or_else(|_| fail(file, ln, "name not UTF-8", None));
                 let want: Option<u64> = want.parse().ok();
@@ -488,6 +530,14 @@ fn replay_gate(
             "the restored gate's snapshot differs",
             Some(("(the gate's own)", &again[..m])),
         );
+    }
+    // And it answers every query as the gate did.
+    if restored.len() != gate.len()
+        || gate
+            .iter()
+            .any(|(name, token)| restored.highest(name) != Some(token))
+    {
+        fail(file, end, "the restored gate answers otherwise", None);
     }
     if pending.is_some() {
         fail(
