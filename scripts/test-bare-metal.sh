@@ -8,6 +8,9 @@
 #   2. the release profile (as firmware ships it: opt-level s, LTO) and the dev profile
 #      (the core's debug assertions on): each must pass every file, and the counts it
 #      prints must be the files' own (their `in`, `out`, `reply`, … lines);
+#      It also prints the core's deepest stack for one input, snapshot and restore on the
+#      device; above the ceilings below the step fails (a microcontroller's stack is a few
+#      KB, and a change that makes a call much deeper should be seen, not shipped).
 #   3. the program built over copies of the files with one byte changed (a reply, an
 #      event, a snapshot, a seeded log's revision, a gate's highest token) must fail,
 #      naming that file and line (so a pass above means something).
@@ -51,6 +54,12 @@ run() {
   timeout 60 cargo run --locked --quiet "$@"
 }
 
+# Ceilings, in bytes, on the core's deepest stack (this build measured 2 908 / 676 / 1 620
+# in the release profile and 2 596 / 780 / 2 212 in the dev profile): about a third above.
+STACK_INPUT_MAX=4096
+STACK_SNAPSHOT_MAX=1536
+STACK_RESTORE_MAX=3072
+
 for profile in release dev; do
   flag=()
   [ "$profile" = release ] && flag=(--release)
@@ -58,6 +67,15 @@ for profile in release dev; do
   out=$(run "${flag[@]}") || { echo "$out"; log "FAILED ($profile)"; exit 1; }
   echo "$out"
   grep -qF "$want" <<<"$out" || { log "expected the files' counts: '$want…'"; exit 1; }
+  read -r input snapshot restore < <(sed -nE \
+    "s/.*deepest stack: ([0-9]+) B for an input, ([0-9]+) B for a snapshot, ([0-9]+) B for a restore.*/\1 \2 \3/p" <<<"$out")
+  [ -n "${restore:-}" ] || { log "no stack figures in its output"; exit 1; }
+  if [ "$input" -gt $STACK_INPUT_MAX ] || [ "$snapshot" -gt $STACK_SNAPSHOT_MAX ] ||
+    [ "$restore" -gt $STACK_RESTORE_MAX ]; then
+    log "FAILED: the core's stack ($input / $snapshot / $restore B) is over its ceilings" \
+      "($STACK_INPUT_MAX / $STACK_SNAPSHOT_MAX / $STACK_RESTORE_MAX B)"
+    exit 1
+  fi
 done
 
 log "a changed byte must fail the run"

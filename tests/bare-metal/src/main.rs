@@ -12,6 +12,10 @@
 //! replay them too. A pass here is the same replies, events, error codes and snapshot
 //! bytes from the code a 32-bit microcontroller runs.
 //!
+//! It also measures the stack the core uses on the device: the deepest of any input (the
+//! sink's encoding of its events included), snapshot and restore, by painting the free
+//! stack before each call (`stack`).
+//!
 //! The grammar is the native runner's (`tests/src/vectors.rs`, `tests/src/gate_vectors.rs`):
 //! `config`, `in` (an input frame), `out` (each event, in order), `reply` or `err`
 //! (closing the `in`), `snapshot`; for a gate, `config resources=N`, `in` (a resource name
@@ -60,6 +64,20 @@ fn main() -> ! {
         snapshot: [0; SNAPSHOT_BUF],
     };
 
+    // The stack gauge itself: a call that writes 1 000 bytes of stack measures at least that.
+    let (_, gauge) = stack::measure(|| {
+        let frame = [7u8; 1000];
+        core::hint::black_box(&frame);
+    });
+    if !gauge.is_some_and(|d| (1000..stack::DEPTH).contains(&d)) {
+        fail(
+            "(the stack gauge)",
+            0,
+            "a 1000-byte frame measured otherwise",
+            None,
+        );
+    }
+
     // Each file twice: in one service from start to end, as every other runner does, then
     // restoring at each snapshot line and going on in the restored service.
     let mut total = Stats::default();
@@ -96,7 +114,8 @@ fn main() -> ! {
          {} snapshots; seeded logs: {} files, {} inputs, {} events, {} revision raises, \
          {} snapshots; gate: {} files, {} admits, {} refusals, {} highest; \
          each file replayed twice, the second time restoring at each snapshot \
-         ({} restores) and each gate restored at its end",
+         ({} restores) and each gate restored at its end; \
+         the core's deepest stack: {} B for an input, {} B for a snapshot, {} B for a restore",
         VECTORS.len(),
         total.inputs / 2,
         total.events / 2,
@@ -113,6 +132,9 @@ fn main() -> ! {
         gate.refusals,
         gate.highest,
         total.restores + seeded.restores,
+        total.stack_input.max(seeded.stack_input),
+        total.stack_snapshot.max(seeded.stack_snapshot),
+        total.stack_restore.max(seeded.stack_restore),
     );
     debug::exit(debug::EXIT_SUCCESS);
     #[allow(clippy::empty_loop)]
@@ -198,6 +220,11 @@ enum Open {
 
 #[derive(Default)]
 struct Stats {
+    /// The deepest stack the core used for one input (with the sink's encoding of its
+    /// events), one snapshot and one restore, in bytes.
+    stack_input: usize,
+    stack_snapshot: usize,
+    stack_restore: usize,
     restores: usize,
     raises: usize,
     inputs: usize,
@@ -216,6 +243,9 @@ impl Stats {
         self.replies += s.replies;
         self.errors += s.errors;
         self.snapshots += s.snapshots;
+        self.stack_input = self.stack_input.max(s.stack_input);
+        self.stack_snapshot = self.stack_snapshot.max(s.stack_snapshot);
+        self.stack_restore = self.stack_restore.max(s.stack_restore);
     }
 }
 
@@ -298,19 +328,25 @@ fn replay(
                 let (events, event_len) = (&mut scratch.events, &mut scratch.event_len);
                 let mut emitted = 0usize;
                 let mut overflow = false;
-                let r = svc.handle_frame(&scratch.frame[..len], &mut |o: Output| {
-                    let Some(slot) = events.get_mut(emitted) else {
-                        overflow = true;
-                        return;
-                    };
-                    match o.to_frame(slot) {
-                        Ok(n) => {
-                            event_len[emitted] = n;
-                            emitted += 1;
+                let (r, depth) = stack::measure(|| {
+                    svc.handle_frame(&scratch.frame[..len], &mut |o: Output| {
+                        let Some(slot) = events.get_mut(emitted) else {
+                            overflow = true;
+                            return;
+                        };
+                        match o.to_frame(slot) {
+                            Ok(n) => {
+                                event_len[emitted] = n;
+                                emitted += 1;
+                            }
+                            Err(_) => overflow = true,
                         }
-                        Err(_) => overflow = true,
-                    }
+                    })
                 });
+                let depth = depth.unwrap_or_else(|| {
+                    fail(file, ln, "the input's stack went past the paint", None)
+                });
+                stats.stack_input = stats.stack_input.max(depth);
                 if overflow {
                     fail(
                         file,
@@ -392,9 +428,13 @@ fn replay(
                 if open.is_some() {
                     fail(file, ln, "the previous `in` was not closed", None);
                 }
-                let n = svc
-                    .snapshot(&mut scratch.snapshot)
-                    .unwrap_or_else(|_| fail(file, ln, "snapshot larger than the buffer", None));
+                let (n, depth) = stack::measure(|| svc.snapshot(&mut scratch.snapshot));
+                let depth = depth.unwrap_or_else(|| {
+                    fail(file, ln, "the snapshot's stack went past the paint", None)
+                });
+                stats.stack_snapshot = stats.stack_snapshot.max(depth);
+                let n =
+                    n.unwrap_or_else(|_| fail(file, ln, "snapshot larger than the buffer", None));
                 if !same(rest, &scratch.snapshot[..n]) {
                     fail(
                         file,
@@ -409,7 +449,13 @@ fn replay(
                 }
                 // The rest of the file runs in a service restored from these bytes, whose
                 // own snapshot must be the same bytes; the old tables become the spare.
-                let restored = LockService::restore(spare, &scratch.snapshot[..n])
+                let (restored, depth) =
+                    stack::measure(|| LockService::restore(spare, &scratch.snapshot[..n]));
+                let depth = depth.unwrap_or_else(|| {
+                    fail(file, ln, "the restore's stack went past the paint", None)
+                });
+                stats.stack_restore = stats.stack_restore.max(depth);
+                let restored = restored
                     .unwrap_or_else(|_| fail(file, ln, "its snapshot refused by restore", None));
                 spare = core::mem::replace(&mut svc, restored).into_storage();
                 let n = svc
@@ -662,5 +708,71 @@ struct Hex<'a>(&'a [u8]);
 impl fmt::Display for Hex<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+/// The stack the core uses for one call, measured by painting: the free stack below the
+/// caller is filled with a pattern before the call, and the lowest word the call changed
+/// is its depth. A frame the call reserved but never wrote is not seen (none of the
+/// core's is known to be), and interrupts are off, so nothing else writes there.
+mod stack {
+    use core::arch::asm;
+
+    /// How far below the caller the pattern reaches: a call that goes deeper fails the run.
+    pub const DEPTH: usize = 32 * 1024;
+    /// The words just below the caller are left alone (the painting loop's own room).
+    const MARGIN: usize = 64;
+    const PAINT: u32 = 0x5A5A_A5A5;
+
+    /// The caller's stack pointer (inlined: the caller's own).
+    #[inline(always)]
+    fn sp() -> usize {
+        let sp: usize;
+        // SAFETY: only reads the stack pointer register.
+        unsafe { asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+        sp
+    }
+
+    /// Runs `f`, returning its result and the stack it used below the caller (`None`: it
+    /// reached the bottom of the paint, so its depth is unknown). `f` runs in a function
+    /// that is never inlined, so none of its work can hide in the caller's frame.
+    #[inline(always)]
+    pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Option<usize>) {
+        let top = paint();
+        let r = below(f);
+        (r, used(top))
+    }
+
+    #[inline(never)]
+    fn below<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
+    /// Paints the free stack below the caller; returns the caller's stack pointer.
+    #[inline(always)]
+    fn paint() -> usize {
+        let top = sp();
+        let mut a = top - DEPTH;
+        while a < top - MARGIN {
+            // SAFETY: [top - DEPTH, top - MARGIN) is free stack: below every live frame
+            // (the caller's is above `top`, this loop keeps its state in registers), within
+            // the 4 MiB RAM of memory.x, word-aligned, and no interrupt is enabled.
+            unsafe { core::ptr::write_volatile(a as *mut u32, PAINT) };
+            a += 4;
+        }
+        top
+    }
+
+    /// The bytes below `top` that the calls since [`paint`] wrote; `None` if they reached
+    /// the bottom of the painted stack (the depth is then unknown).
+    #[inline(always)]
+    fn used(top: usize) -> Option<usize> {
+        let bottom = top - DEPTH;
+        let mut a = bottom;
+        // SAFETY: reads the words `paint` wrote (see there).
+        while a < top - MARGIN && unsafe { core::ptr::read_volatile(a as *const u32) } == PAINT {
+            a += 4;
+        }
+        (a > bottom).then_some(top - a)
     }
 }
