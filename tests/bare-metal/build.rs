@@ -21,6 +21,14 @@ fn vec_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The directory the environment variable `var` names, else `default`; must exist.
+fn directory(var: &str, default: PathBuf) -> PathBuf {
+    println!("cargo:rerun-if-env-changed={var}");
+    let dir = env::var_os(var).map_or(default, PathBuf::from);
+    dir.canonicalize()
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+}
+
 fn list(out: &mut String, name: &str, files: &[PathBuf]) {
     writeln!(out, "const {name}: &[(&str, &str)] = &[").unwrap();
     for f in files {
@@ -40,26 +48,15 @@ fn main() {
     // rustflags, which a RUSTFLAGS in the environment would replace.
     println!("cargo:rustc-link-arg-bins=-Tlink.x");
 
-    println!("cargo:rerun-if-env-changed=BARE_METAL_VECTORS");
-    let dir = match env::var_os("BARE_METAL_VECTORS") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(&env::var_os("CARGO_MANIFEST_DIR").unwrap()).join("../vectors"),
-    };
-    let dir = dir
-        .canonicalize()
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
-    println!("cargo:rerun-if-env-changed=BARE_METAL_SEEDED");
-    let seeded = match env::var_os("BARE_METAL_SEEDED") {
-        Some(d) => PathBuf::from(d),
-        None => manifest.join("../../wasm/tests/vectors"),
-    };
-    let seeded = seeded
-        .canonicalize()
-        .unwrap_or_else(|e| panic!("{}: {e}", seeded.display()));
-    println!("cargo:rerun-if-changed={}", seeded.display());
-    println!("cargo:rerun-if-changed={}", dir.display());
-    println!("cargo:rerun-if-changed={}", dir.join("gate").display());
+    let dir = directory("BARE_METAL_VECTORS", manifest.join("../vectors"));
+    let seeded = directory(
+        "BARE_METAL_SEEDED",
+        manifest.join("../../wasm/tests/vectors"),
+    );
+    for d in [&dir, &dir.join("gate"), &seeded] {
+        println!("cargo:rerun-if-changed={}", d.display());
+    }
     let mut src = String::new();
     list(&mut src, "VECTORS", &vec_files(&dir));
     list(&mut src, "GATE_VECTORS", &vec_files(&dir.join("gate")));
