@@ -78,6 +78,42 @@ for profile in release dev; do
   fi
 done
 
+# The core's flash: src/bin/footprint_all.rs (its whole API: frames, every input, replies
+# and events encoded, snapshot and restore, the gate, the keeper) less
+# src/bin/footprint_base.rs (the same program without the core), release profile; both must
+# run. Flash is every allocated section stored in the image (.vector_table, .text,
+# .rodata, .data's initial values). The ceiling is about a third above this build's 60 676 B.
+FLASH_CORE_MAX=80000
+log "the core's flash (release profile)"
+cargo build --locked --quiet --release --bins
+bins="$CARGO_TARGET_DIR/thumbv7em-none-eabihf/release"
+for b in footprint_base footprint_all; do
+  timeout 60 qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic -monitor none \
+    -serial none -semihosting-config enable=on,target=native -kernel "$bins/$b" ||
+    { log "FAILED: $b did not run to its end"; exit 1; }
+done
+flash=$(python3 - "$bins/footprint_base" "$bins/footprint_all" <<'EOF'
+import struct, sys
+def flash(path):
+    d = open(path, "rb").read()
+    if d[:4] != b"\x7fELF" or d[4] != 1 or d[5] != 1:
+        sys.exit(f"{path}: not a 32-bit little-endian ELF")
+    shoff, = struct.unpack_from("<I", d, 0x20)
+    shentsize, shnum = struct.unpack_from("<HH", d, 0x2E)
+    total = 0
+    for i in range(shnum):
+        _, typ, flags, _, _, size = struct.unpack_from("<IIIIII", d, shoff + i * shentsize)
+        if flags & 2 and typ != 8:  # SHF_ALLOC and not SHT_NOBITS: stored in the image
+            total += size
+    return total
+base, whole = (flash(p) for p in sys.argv[1:])
+print(base, whole, whole - base)
+EOF
+)
+read -r base whole core <<<"$flash"
+log "the core's whole API takes $core B of flash ($whole B with it, $base B without)"
+[ "$core" -le $FLASH_CORE_MAX ] || { log "FAILED: over its ceiling of $FLASH_CORE_MAX B"; exit 1; }
+
 log "a changed byte must fail the run"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
