@@ -723,6 +723,8 @@ mod stack {
     /// The words just below the caller are left alone (the painting loop's own room).
     const MARGIN: usize = 64;
     const PAINT: u32 = 0x5A5A_A5A5;
+    /// A static in RAM (.bss), to tell where the statics end.
+    static GUARD: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
 
     /// The caller's stack pointer (inlined: the caller's own).
     #[inline(always)]
@@ -752,6 +754,13 @@ mod stack {
     #[inline(always)]
     fn paint() -> usize {
         let top = sp();
+        // The window must lie above the statics (.data and .bss sit at the start of RAM):
+        // `GUARD` is one of them.
+        let statics = core::ptr::addr_of!(GUARD) as usize;
+        assert!(
+            top - DEPTH > statics + 4096,
+            "the stack paint would reach the statics"
+        );
         let mut a = top - DEPTH;
         while a < top - MARGIN {
             // SAFETY: [top - DEPTH, top - MARGIN) is free stack: below every live frame

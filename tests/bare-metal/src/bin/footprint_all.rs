@@ -1,9 +1,11 @@
-//! The core's whole API behind the thinnest program, to measure the flash it takes on a
-//! Cortex-M4F (`scripts/test-bare-metal.sh`: this program's flash less `footprint_base`'s):
-//! input frames decoded and handled (every input kind), replies and events encoded, a
-//! snapshot written and restored, a `FenceGate` admitting, snapshotting and restoring, a
-//! `SessionKeeper`. Its inputs are bytes the compiler cannot see through, so nothing is
-//! left out; its panic handler does not format, as a firmware's need not.
+//! The core's API, both sides of the wire, behind the thinnest program, to measure the
+//! flash it takes on a Cortex-M4F (`scripts/test-bare-metal.sh`: this program's flash less
+//! `footprint_base`'s): input frames decoded and handled (every input kind) and encoded
+//! again, replies and events encoded and decoded, the queries, `raise_revision`, a
+//! snapshot written and restored (plain and keyed), a `FenceGate` admitting, snapshotting
+//! and restoring, a `SessionKeeper`. Its inputs are bytes the compiler cannot see through
+//! and every result is consumed, so nothing is left out; its panic handler does not
+//! format, as a firmware's need not.
 
 #![no_std]
 #![no_main]
@@ -13,8 +15,8 @@ use core::hint::black_box;
 use cortex_m_rt::entry;
 use cortex_m_semihosting::debug;
 use fencelock::{
-    ArrayStorage, Config, FenceGate, GateRow, LockService, Output, SessionKeeper, Token,
-    MAX_FRAME_LEN,
+    ArrayStorage, Config, FenceGate, GateRow, Input, LockService, NameKey, Output, Reply,
+    SessionId, SessionKeeper, Token, MAX_FRAME_LEN,
 };
 
 type Service = LockService<ArrayStorage<4, 4, 8>>;
@@ -30,17 +32,35 @@ fn main() -> ! {
             let (input, tail) = tail.split_at(usize::from(n).min(tail.len()));
             rest = tail;
             let mut sink = |o: Output| {
-                let _ = black_box(o.to_frame(&mut frame));
+                if let Ok(n) = o.to_frame(&mut frame) {
+                    black_box(Output::from_frame(&frame[..n]).is_ok());
+                }
             };
             if let Ok(reply) = svc.handle_frame(input, &mut sink) {
                 let mut out = [0u8; MAX_FRAME_LEN];
-                let _ = black_box(reply.to_frame(&mut out));
+                if let Ok(n) = reply.to_frame(&mut out) {
+                    black_box(Reply::from_frame(&out[..n]).is_ok());
+                }
+            }
+            // A client's side: an input encoded.
+            if let Ok(i) = Input::from_frame(black_box(input)) {
+                let mut out = [0u8; MAX_FRAME_LEN];
+                black_box(i.to_frame(&mut out).is_ok());
             }
         }
+        let _ = black_box(svc.raise_revision(black_box(9)));
+        let name = core::str::from_utf8(&bytes[..4]).unwrap_or("");
+        black_box((svc.usage(), svc.poll_timeout(), svc.revision()));
+        black_box(svc.session(SessionId(black_box(1))));
+        black_box(svc.sessions().count() + svc.locks().count() + svc.holders(name).count());
+        black_box((svc.waiters(name).count(), svc.permits(name)));
         let mut snapshot = [0u8; 2048];
         if let Ok(n) = svc.snapshot(&mut snapshot) {
             let restored = Service::restore(ArrayStorage::new(), black_box(&snapshot[..n]));
             black_box(restored.is_ok());
+            let key = NameKey::from_bytes(black_box([1; 16]));
+            let keyed = Service::restore_keyed(ArrayStorage::new(), &snapshot[..n], key);
+            black_box(keyed.is_ok());
         }
     }
     if let Ok(mut gate) = FenceGate::new([GateRow::EMPTY; 4]) {
