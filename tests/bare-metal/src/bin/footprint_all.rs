@@ -25,7 +25,7 @@ type Service = LockService<ArrayStorage<4, 4, 8>>;
 fn main() -> ! {
     let bytes: &[u8] = black_box(&[0u8; 64]);
     let mut frame = [0u8; MAX_FRAME_LEN];
-    if let Ok(mut svc) = Service::new(ArrayStorage::new(), Config::default()) {
+    if let Ok(mut svc) = Service::new(ArrayStorage::new(), black_box(Config::default())) {
         // Frames: a length byte, then the frame.
         let mut rest = bytes;
         while let Some((&n, tail)) = rest.split_first() {
