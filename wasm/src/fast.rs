@@ -381,8 +381,19 @@ impl LockService {
         // rather than as an `f64` the engine converts from anything before the call.
         let id = match name_id.as_f64() {
             Some(x) => x,
-            // A bigint in range is a u64 (as `n as f64` it is refused past 2^53 - 1).
-            None => js::num(&name_id, "nameId")? as f64,
+            // A bigint in range is a u64; past 2^53 - 1 it is refused here, with its own
+            // digits (as an `f64` it would be refused with a rounded number it never was).
+            None => {
+                let n = js::num(&name_id, "nameId")?;
+                if n > js::MAX_SAFE {
+                    return Err(Fail::OutOfRange(cat(&[
+                        "nameId must be at most 2^53-1, got ",
+                        js::Dec::new(n).as_str(),
+                    ]))
+                    .into());
+                }
+                n as f64
+            }
         };
         Ok(self.names.forget(id)?)
     }

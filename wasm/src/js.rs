@@ -70,8 +70,9 @@ pub enum Fail {
     BadArgument(String),
     /// An object argument with a key the call does not know (a typo such as `lockdelay`
     /// must not be ignored): `key`, then the message. Thrown as a `TypeError` with code
-    /// `bad_argument` and the key as `.key`.
-    UnknownKey(String, String),
+    /// `bad_argument` and the key as `.key` (the caller's string itself, never copied
+    /// into wasm memory whole: a key may be any length).
+    UnknownKey(js_sys::JsString, String),
     /// The tables could not be allocated. Thrown as an `Error`.
     OutOfMemory(String),
     /// A name id that no `internName` gave, or one forgotten since (`.nameId`). Thrown
@@ -228,7 +229,7 @@ impl From<Fail> for JsValue {
         set(&err, "errno", &JsValue::from_f64(f64::from(f.errno())));
         let detail = |k: &str, v: u64| set(&err, k, &number(v));
         match &f {
-            Fail::UnknownKey(key, _) => set(&err, "key", &JsValue::from_str(key)),
+            Fail::UnknownKey(key, _) => set(&err, "key", key),
             Fail::UnknownName(id) => detail("nameId", *id),
             Fail::NamesFull => set(&err, "table", &JsValue::from_str("names")),
             _ => {}
@@ -403,7 +404,7 @@ pub fn name(v: &JsValue, what: &str) -> Result<Name, Fail> {
 /// `"exclusive"`, `"shared"` or `{permits: count, limit}` (two numbers up to 2^32-1;
 /// whether `1 <= count <= limit` is the core's to say, as `bad_permits`).
 pub fn parse_mode(v: &JsValue) -> Result<Mode, Fail> {
-    match v.as_string().as_deref() {
+    match keyword(v).as_deref() {
         Some("exclusive") => return Ok(Mode::Exclusive),
         Some("shared") => return Ok(Mode::Shared),
         _ => {}
@@ -436,26 +437,54 @@ pub fn label(v: &JsValue) -> Result<Label, Fail> {
 /// Refuses an object whose own string keys are not all in `known`: `bad_argument` naming
 /// the first unknown one (`.key`), so a misspelt option (`lockdelay`) is an error rather
 /// than a default silently used. Symbol keys are ignored; a `Proxy` whose `ownKeys` trap
-/// throws is `bad_argument`. Call it only on objects. Cost: O(keys × known).
+/// throws is `bad_argument`. A key longer than [`KEYWORD_LIMIT`] is unknown without being
+/// copied in (its message gives its length instead of its text): a key can be as long as
+/// a JS string, and copying one of a gigabyte three times would exhaust the module's
+/// memory. Call it only on objects. Cost: O(keys × known), plus the keys' lengths up to
+/// the limit.
 pub fn known_keys(v: &JsValue, what: &str, known: &[&str]) -> Result<(), Fail> {
     let keys = Reflect::own_keys(v)
         .map_err(|_| Fail::BadArgument(cat(&["reading the keys of ", what, " threw"])))?;
     for key in keys.iter() {
-        if let Some(key) = key.as_string() {
-            if !known.contains(&key.as_str()) {
-                let mut msg = cat(&[what, " has an unknown key \"", &key, "\" (known: "]);
-                for (i, k) in known.iter().enumerate() {
-                    if i > 0 {
-                        msg.push_str(", ");
-                    }
-                    msg.push_str(k);
-                }
-                msg.push(')');
-                return Err(Fail::UnknownKey(key, msg));
-            }
+        let Some(js) = key.dyn_ref::<js_sys::JsString>() else {
+            continue; // a symbol
+        };
+        let text = keyword(js);
+        if text.as_deref().is_some_and(|k| known.contains(&k)) {
+            continue;
         }
+        let mut msg = match &text {
+            Some(k) => cat(&[what, " has an unknown key \"", k, "\" (known: "]),
+            None => cat(&[
+                what,
+                " has an unknown key of ",
+                Dec::new(u64::from(js.length())).as_str(),
+                " UTF-16 units (known: ",
+            ]),
+        };
+        for (i, k) in known.iter().enumerate() {
+            if i > 0 {
+                msg.push_str(", ");
+            }
+            msg.push_str(k);
+        }
+        msg.push(')');
+        return Err(Fail::UnknownKey(js.clone(), msg));
     }
     Ok(())
+}
+
+/// The longest key or keyword (`"exclusive"`, `"open_labeled"`…) a string is compared
+/// with is far shorter than this; a longer string is none of them and is not copied.
+pub const KEYWORD_LIMIT: u32 = 64;
+
+/// `v`'s text when it is a string of at most [`KEYWORD_LIMIT`] UTF-16 units (a key, a
+/// mode, a wait, an input's kind); `None` for a longer string or another value: every
+/// keyword is short, so nothing longer needs copying into wasm memory to be refused.
+/// Cost: O(length), at most the limit.
+pub fn keyword(v: &JsValue) -> Option<String> {
+    let js = v.dyn_ref::<js_sys::JsString>()?;
+    (js.length() <= KEYWORD_LIMIT).then(|| String::from(js))
 }
 
 /// The keys of an acquire's options.
@@ -463,7 +492,7 @@ pub const ACQUIRE_KEYS: &[&str] = &["mode", "wait", "request"];
 
 /// `"none"`, `"forever"` or `{until: tick}`.
 pub fn parse_wait(v: &JsValue) -> Result<Wait, Fail> {
-    match v.as_string().as_deref() {
+    match keyword(v).as_deref() {
         Some("none") => return Ok(Wait::None),
         Some("forever") => return Ok(Wait::Forever),
         _ => {}

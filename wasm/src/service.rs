@@ -303,7 +303,7 @@ impl LockService {
     fn dispatch(core: &mut Core, v: &JsValue, out: &mut Events) -> Result<Reply, Fail> {
         let v = js::object(v, "input")?;
         let kind = js::get(v, "kind")?;
-        let keys: &[&str] = match kind.as_string().as_deref() {
+        let keys: &[&str] = match js::keyword(&kind).as_deref() {
             Some("open_session") => &["kind", "now", "ttl"],
             Some("open_labeled") => &["kind", "now", "ttl", "label"],
             Some("keep_alive" | "close_session") => &["kind", "now", "session", "request"],
@@ -323,7 +323,7 @@ impl LockService {
         // helper checks it again (a pure, repeatable check) before calling the core.
         let now = field("now")?;
         now_arg(&now)?;
-        match kind.as_string().as_deref() {
+        match js::keyword(&kind).as_deref() {
             Some("open_session") => open_with(core, out, &now, &field("ttl")?),
             Some("open_labeled") => {
                 let ttl = field("ttl")?;

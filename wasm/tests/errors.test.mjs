@@ -515,6 +515,42 @@ test('an unknown key in any object argument is a bad_argument naming it, and cha
   assert.equal(svc.acquire(1, a, 'l', opts).reply.kind, 'granted');
 });
 
+test('a key or keyword of any length is refused without being copied in: a long key is named by its length, and .key is the caller\'s string', () => {
+  const svc = new LockService({ sessions: 2, locks: 2, claims: 2 });
+  const a = svc.openSession(0, 10).reply.session;
+  const before = hex(svc.snapshot());
+  // 64 UTF-16 units is the longest key compared (every real key and keyword is shorter)
+  const at = 'k'.repeat(64);
+  let e = thrown(() => svc.acquire(1, a, 'l', { mode: 'exclusive', wait: 'none', [at]: 1 }));
+  expectError(e, 'bad_argument');
+  assert.equal(e.key, at);
+  assert.match(e.message, new RegExp(`unknown key "${at}"`));
+  // past it, and at 2^24 units (32 MB of UTF-16, 48 MB as UTF-8): the message gives the
+  // length, not the text, and the thrown .key is the very string passed
+  for (const long of ['k'.repeat(65), 'é'.repeat(2 ** 24)]) {
+    for (const call of [
+      () => svc.acquire(1, a, 'l', { mode: 'exclusive', wait: 'none', [long]: 1 }),
+      () => svc.handle({ kind: 'tick', now: 1, [long]: 1 }),
+      () => new LockService({ sessions: 2, locks: 2, claims: 2, [long]: 1 }),
+    ]) {
+      e = thrown(call);
+      expectError(e, 'bad_argument');
+      assert.ok(e instanceof TypeError);
+      assert.equal(e.key, long);
+      assert.ok(e.message.length < 200, `a short message: ${e.message.slice(0, 300)}`);
+      assert.match(e.message, new RegExp(`unknown key of ${long.length} UTF-16 units \\(known: `));
+    }
+    // a keyword of that length is none of the keywords: refused as any unknown one is
+    expectError(thrown(() => svc.acquire(1, a, 'l', { mode: long, wait: 'none' })), 'bad_argument');
+    expectError(thrown(() => svc.acquire(1, a, 'l', { mode: 'exclusive', wait: long })), 'bad_argument');
+    expectError(thrown(() => svc.handle({ kind: long, now: 1 })), 'bad_argument');
+  }
+  // Nothing was applied, and the service goes on.
+  assert.equal(hex(svc.snapshot()), before);
+  assert.equal(svc.acquire(1, a, 'l', { mode: 'exclusive', wait: 'none' }).reply.kind, 'granted');
+  svc.free();
+});
+
 test('every bad_frame carries .eventFrames (empty), a frame refused for its length too', () => {
   const svc = busyService();
   for (const frame of [new Uint8Array([]), new Uint8Array([0x2a]), new Uint8Array(100_000), new Uint8Array(64 << 20)]) {

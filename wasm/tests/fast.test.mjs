@@ -261,6 +261,10 @@ test('internName: names are judged as every lock name is, and the table is bound
   }
   assert.equal(svc.acquireFastId(0, s, a2, 0, 0), 3, 'id 2 is still interned');
   assert.equal(svc.releaseFastId(0, s, a2), 6);
+  // a bigint past 2^53 - 1 is out of range, named by its own digits (not a rounded number)
+  const big = thrown(() => svc.forgetName(2n ** 64n - 1n));
+  assert.equal(big.message, 'out of range: nameId must be at most 2^53-1, got 18446744073709551615');
+  assert.equal(thrown(() => svc.forgetName(2n ** 53n)).message, 'out of range: nameId must be at most 2^53-1, got 9007199254740992');
   svc.forgetName(BigInt(a2)); // a bigint is a u64 as anywhere: it names id 2
   assert.equal(thrown(() => svc.forgetName(a2)).code, 'unknown_name');
   // A service with no lock rows has no names; a restored one starts with none.
