@@ -427,6 +427,9 @@ function onKey(e) {
   if (ui.help.open) return;
   const t = e.target;
   const inField = t.closest?.('input, textarea, select');
+  // a field that takes text (the recording's search box): every key is its own, letters too
+  const typing = t.closest?.('textarea, select, [contenteditable=""], [contenteditable="true"]') ||
+    (t.tagName === 'INPUT' && !['range', 'checkbox', 'radio', 'button', 'submit', 'reset'].includes(t.type));
   const onButton = t.closest?.('button, [role="button"], [role="menuitem"]');
   if (!ui.menu.hidden && e.key === 'Escape') return closeMenu(true);
   switch (e.key) {
@@ -455,18 +458,22 @@ function onKey(e) {
       pause();
       return seek(timeline.length);
     case 'r':
+      if (typing) return;
       pause();
       return rebuild(1, { forget: true });
     case 's':
+      if (typing) return;
       ui.story.checked = !ui.story.checked;
       document.body.dataset.story = String(ui.story.checked);
       return;
     case 'f': {
+      if (typing) return;
       const sw = ui.controls.querySelector('input[role="switch"]');
       if (sw) sw.click();
       return;
     }
     case '?':
+      if (typing) return;
       return ui.help.showModal();
     default:
       if (/^[1-9]$/.test(e.key) && Number(e.key) <= SCENES.length && !inField) chooseScene(Number(e.key) - 1);

@@ -386,7 +386,13 @@ export class World {
         this.learnLost(c, 'the service expired its session');
         break;
       case 'sessionClosed':
+        // its holds end with their own released notes; a wait ends with the session
         c.session = null;
+        this.endWait(c);
+        break;
+      case 'waitCancelled':
+      case 'waitTimedOut':
+        if (o.lock === c.waitLock) this.endWait(c);
         break;
       case 'holderChanged':
         // a watcher's news of a holder of the lock it watches, in the order it reads them
@@ -395,6 +401,13 @@ export class World {
       default:
         break;
     }
+  }
+
+  /** The client is no longer in a queue: its badge and its timeline bar say so. */
+  endWait(c) {
+    c.waiting = null;
+    c.waitLock = null;
+    this.closeSpan(c.id, 'wait');
   }
 
   learnLost(c, why) {

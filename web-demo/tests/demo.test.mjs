@@ -316,6 +316,26 @@ test('scene 4: a replica that keeps up (lag 1) is safe too — the slider change
   assert.equal(await text('[data-testid=holders-redis]'), '1');
 });
 
+test('scene 4: a replica that applied nothing (lag 4) loses the sessions and A\'s grant — the captions say what the core says', async () => {
+  await open(4);
+  await setSlider('lag', 4);
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  await scrubTo(ms.find((m) => m.label === 'B asks').step);
+  const asks = await text('[data-testid=caption-text]');
+  assert.match(asks, /Left: B asks the promoted replica and is refused \(unknown_session\)/);
+  assert.doesNotMatch(asks, /queued/);
+  assert.match(await text('[data-testid=log]'), /refused acquire.*unknown_session/);
+  await jumpToEnd();
+  const end = await text('[data-testid=caption-text]');
+  assert.match(end, /lost A's grant \(token 1\) in the failover: the promoted replica lists no such holder/);
+  assert.doesNotMatch(end, /lost nothing that mattered/);
+  // A was told "granted", and the promoted replica's core does not list that grant
+  const o = await page.evaluate(() => window.fencelockDemo.outcome);
+  assert.deepEqual(o.redis.holders, [{ name: 'A', token: 1 }]);
+  assert.deepEqual(o.redis.forgotten, [{ name: 'A', token: 1 }]);
+  assert.deepEqual(o.raft.forgotten, []);
+});
+
 test('scene 5: ShardPay — lease 30 s, 45 s pause, token 42 gets 412 Precondition Failed, 43 is the output', async () => {
   await open(5);
   await playToEnd();
@@ -1274,6 +1294,23 @@ test('replay: search by lock name or session jumps to the lines that name it', a
   await page.locator('[data-testid=search]').fill('no/such/lock');
   await page.keyboard.press('Enter');
   assert.equal(await text('[data-testid=search-out]'), 'no line names "no/such/lock"');
+  // typed key by key, the letters and the ? are the field's, not the page's shortcuts
+  // (r resets, s toggles story mode, f flips a switch, ? opens the help)
+  await jumpToEnd();
+  const step = await page.getAttribute('[data-testid=clock]', 'data-step');
+  const story = await page.locator('[data-testid=story]').isChecked();
+  await page.locator('[data-testid=search]').fill('');
+  await page.locator('[data-testid=search]').focus();
+  await page.keyboard.type('jobs/reindex, sessions?');
+  assert.equal(await page.locator('[data-testid=search]').inputValue(), 'jobs/reindex, sessions?');
+  assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), step, 'no reset while typing');
+  assert.equal(await page.locator('[data-testid=story]').isChecked(), story, 'story mode untouched');
+  assert.equal(await page.evaluate(() => document.getElementById('help').open), false, 'no help dialog');
+  // out of the field the same keys are shortcuts again
+  await page.locator('[data-testid=search]').blur();
+  await page.keyboard.press('?');
+  assert.equal(await page.evaluate(() => document.getElementById('help').open), true);
+  await page.keyboard.press('Escape');
 });
 
 test('replay: a damaged recording is reported with its line and the page keeps working; a lying one too; drag and drop opens one', async () => {

@@ -1,6 +1,8 @@
 // The recording format without a browser: the Recorder over the node build of the wasm core
 // (wasm/pkg/node) writes what verifyRecording replays, and every kind of damage or lie in a
-// file is refused with the line it is on. Run by scripts/test-demo.sh.
+// file is refused with the line it is on; and the page's model of a replayed recording
+// (scenes/replay.js through world.js, what render.js draws) ends waits and captions writes
+// as the core and the fence decided. Run by scripts/test-demo.sh.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -296,4 +298,66 @@ test('a release_hold line\'s token is checked like the other numbers of a line, 
   const last = text.trim().split('\n').length;
   const both = lie(lie(text, 2, (j) => j.replace('"ttl":1000', '"ttl":7')), last, (j) => j.replace('"token":2,', '"token":-2,'));
   refuses(both, last, /release_hold's "token" is -2/);
+});
+
+test('replayed, a wait that ends without a grant (cancelled, timed out, its session closed) leaves no client queued on the page', async () => {
+  // the page's model (world.js through the recording scene), as render.js reads it
+  const { replayScene } = await import('../src/scenes/replay.js');
+  const { Timeline } = await import('../src/timeline.js');
+  const svc = new api.LockService({ sessions: 4, locks: 2, claims: 8 });
+  const rec = new Recorder(svc, { source: 'test' });
+  const [a, b, c, d] = [0, 0, 0, 0].map(() => rec.handle({ kind: 'open_session', now: 0, ttl: 100 }).reply.session);
+  rec.handle({ kind: 'acquire', now: 0, session: a, lock: 'l', mode: 'exclusive', wait: 'none' });
+  rec.handle({ kind: 'acquire', now: 1, session: b, lock: 'l', mode: 'exclusive', wait: { until: 5 } });
+  rec.handle({ kind: 'acquire', now: 1, session: c, lock: 'l', mode: 'exclusive', wait: 'forever' });
+  rec.handle({ kind: 'acquire', now: 1, session: d, lock: 'l', mode: 'exclusive', wait: 'forever' });
+  rec.handle({ kind: 'cancel', now: 2, session: c, lock: 'l' });
+  rec.handle({ kind: 'close_session', now: 3, session: d });
+  const tick = rec.handle({ kind: 'tick', now: 6 });
+  assert.deepEqual(tick.events.map((e) => e.kind), ['wait_timed_out']);
+  svc.free();
+  const tl = new Timeline(api, replayScene(verifyRecording(api, rec.text()), 'waits.flrec'), {});
+  const w = tl.seek(tl.length);
+  assert.deepEqual(w.nodes.svc.core.waiters('l'), [], 'the core has no waiter');
+  const queued = Object.values(w.clients).filter((cl) => cl.waiting != null).map((cl) => cl.name);
+  assert.deepEqual(queued, [], 'no client still believes it is queued');
+  const open = w.spans.filter((s) => s.kind === 'wait' && s.to === null).map((s) => `${s.lane}: ${s.label}`);
+  assert.deepEqual(open, [], 'no wait bar runs on');
+  // on the way, the three waiters were queued in order, then left one by one
+  const seen = [];
+  for (let step = 1; step <= tl.length; step += 1) {
+    const places = Object.values(tl.seek(step).clients).filter((cl) => cl.waiting != null).map((cl) => cl.waiting);
+    if (seen.at(-1) !== places.join()) seen.push(places.join());
+  }
+  assert.deepEqual(seen, ['', '1', '1,2', '1,2,3', '1,2', '1', '']);
+  tl.free?.();
+});
+
+test('replayed, a write is captioned by its own resource\'s fence, and a token no recorded grant gave has its own writer', async () => {
+  const { replayScene } = await import('../src/scenes/replay.js');
+  const { Timeline } = await import('../src/timeline.js');
+  const svc = new api.LockService({ sessions: 2, locks: 2, claims: 4 });
+  const rec = new Recorder(svc, { source: 'test' });
+  const a = rec.handle({ kind: 'open_session', now: 0, ttl: 100 }).reply.session;
+  const t1 = rec.handle({ kind: 'acquire', now: 0, session: a, lock: 'l', mode: 'exclusive', wait: 'none' }).reply.token;
+  rec.handle({ kind: 'release', now: 1, session: a, lock: 'l' });
+  const t2 = rec.handle({ kind: 'acquire', now: 1, session: a, lock: 'l', mode: 'exclusive', wait: 'none' }).reply.token;
+  const [gA, gB] = [new api.FenceGate(4), new api.FenceGate(4)];
+  rec.admit(gA, 2, 'resA', t2);
+  rec.admit(gB, 3, 'resB', t2 + 5); // a token from before the recording: no recorded grant
+  rec.admit(gA, 4, 'resA', t1); // refused by resA's fence, after a write to resB
+  for (const x of [svc, gA, gB]) x.free();
+  const tl = new Timeline(api, replayScene(verifyRecording(api, rec.text()), 'two.flrec'), {});
+  const captions = [];
+  for (let step = 1; step <= tl.length; step += 1) captions.push(tl.seek(step).caption);
+  assert.ok(captions.includes(`t=2 (now 2, line 6): a write to "resA" with token ${t2} (session ${a}'s) is accepted; the fence's highest is ${t2}.`), captions.join('\n'));
+  assert.ok(captions.includes(`t=3 (now 3, line 7): a write to "resB" with token ${t2 + 5} (no recorded grant gave it) is accepted; the fence's highest is ${t2 + 5}.`), captions.join('\n'));
+  assert.ok(captions.includes(`t=4 (now 4, line 8): a write to "resA" with token ${t1} (session ${a}'s) is refused by the fence: ${t1} < ${t2}.`), captions.join('\n'));
+  const w = tl.world;
+  assert.deepEqual(w.stores.store.rows.map((x) => [x.token, x.accepted]), [[t2, true], [t1, false]]);
+  assert.deepEqual(w.stores['store:resB'].rows.map((x) => [x.token, x.by]), [[t2 + 5, 'writer']]);
+  assert.deepEqual(Object.values(w.clients).map((c) => c.name).sort(), [`S${a}`, 'writer'], 'no client for a session that never was');
+  // the refusal is a milestone of the story (as the page lists them: a 'milestone' record of a step)
+  const milestones = tl.steps.flat().filter((r) => r.op === 'milestone').map((r) => r.label);
+  assert.ok(milestones.includes(`${t1} refused`), milestones.join(', '));
 });

@@ -62,6 +62,15 @@ export function replayScene(rec, name, { lock } = {}) {
     return w.clients[sid(s)];
   }
 
+  /** The store of a recorded resource: the first one is the scene's "store". */
+  const storeOf = (resource) => (resources.indexOf(resource) === 0 ? 'store' : `store:${resource}`);
+
+  /** Who writes with a token no recorded grant gave (one from before the recording began). */
+  function unknownWriter(w) {
+    if (!w.clients.writer) w.applyClient({ create: true, id: 'writer', name: 'writer', group: 'svc' });
+    return w.clients.writer;
+  }
+
   function apply(w, r) {
     if (r.kind !== 'entry') throw new Error(`unknown scene op ${r.kind}`);
     const e = rec.entries[r.i];
@@ -70,8 +79,8 @@ export function replayScene(rec, name, { lock } = {}) {
     const node = w.nodes.svc;
     if (e.kind === 'admit') {
       const owner = tokenOwner.get(e.admit.token);
-      const by = ensureClient(w, owner?.session) ?? ensureClient(w, 0);
-      const store = resources.indexOf(e.admit.resource) === 0 ? 'store' : `store:${e.admit.resource}`;
+      const by = ensureClient(w, owner?.session) ?? unknownWriter(w);
+      const store = storeOf(e.admit.resource);
       w.applyWrite({ store, by: by.id, token: e.admit.token, data: `write with token ${e.admit.token}` });
       return;
     }
@@ -109,10 +118,13 @@ export function replayScene(rec, name, { lock } = {}) {
     // t counts from the first line; with the header's tick_ms it carries its unit (exact)
     const at = `t=${tickSaid ? fmtTime(e.now - t0, tickMs) : e.now - t0} (now ${e.now}, line ${e.line})`;
     if (e.kind === 'admit') {
-      const row = Object.values(w.stores).flatMap((x) => x.rows).at(-1);
+      // the row this line wrote, in its own resource's store
+      const store = storeOf(e.admit.resource);
+      const row = w.stores[store]?.rows.at(-1);
       const owner = tokenOwner.get(e.admit.token);
-      if (row && !row.accepted) return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${owner ? ` (${who(owner.session)}'s)` : ''} is refused by the fence: ${e.admit.token} < ${row.highest}.`, label: `${e.admit.token} refused`, focus: ['store'] };
-      return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${owner ? ` (${who(owner.session)}'s)` : ''} is accepted; the fence's highest is ${w.highest('store') ?? e.admit.token}.`, label: null };
+      const whose = owner ? ` (${who(owner.session)}'s)` : ' (no recorded grant gave it)';
+      if (row && !row.accepted) return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${whose} is refused by the fence: ${e.admit.token} < ${row.highest}.`, label: `${e.admit.token} refused`, focus: [store] };
+      return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${whose} is accepted; the fence's highest is ${w.highest(store) ?? e.admit.token}.`, label: null };
     }
     const parts = [];
     let label = null;

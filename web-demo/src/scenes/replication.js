@@ -153,7 +153,7 @@ function step(w, emit, P) {
     text = b1 && b1.holding
       ? `Left: B acquires the "same" lock on the promoted replica and is granted (token ${b1.token}).` +
         (a1.holding && a1.status !== 'dead' ? ` A was told "granted" too: two holders, each with a legitimate grant — and even the token counter was lost with the primary.` : ' A holds nothing here, so this time one holder.')
-      : `${b1 ? 'Left: B asks and is queued.' : `Left: ${down('B1')}, so it asks for nothing.`} ${b2 ? 'Right: B asks too.' : `Right: ${down('B2')}.`}`;
+      : `${b1 ? (b1.waiting ? 'Left: B asks and is queued.' : `Left: B asks the promoted replica and is refused (unknown_session): the replica never applied B's session, so the failover lost the sessions too.`) : `Left: ${down('B1')}, so it asks for nothing.`} ${b2 ? 'Right: B asks too.' : `Right: ${down('B2')}.`}`;
   }
   if (t === 7) {
     const b2 = w.clients.B2;
@@ -174,7 +174,9 @@ function step(w, emit, P) {
       text: `Outcome — single Redis: ${holders(o.redis)}. Consensus: ${holders(o.raft)}${o.raft.queued.length ? `, ${o.raft.queued.join(', ')} waiting` : ''}. ` +
         (o.redis.holders.length > 1
           ? 'Asynchronous replication lost the lock in the failover; the replicated state machine did not. '
-          : 'This time the failover lost nothing that mattered — asynchronous replication is safe only by luck. ') +
+          : o.redis.forgotten.length
+            ? `Asynchronous replication lost ${o.redis.forgotten.map((h) => `${h.name}'s grant (token ${h.token})`).join(', ')} in the failover: the promoted replica lists no such holder, so the next client to ask is granted the lock while ${o.redis.forgotten.map((h) => h.name).join(', ')} still believes it holds it; the replicated state machine lost nothing. `
+            : 'This time the failover lost nothing that mattered — asynchronous replication is safe only by luck. ') +
         'Neither stops a paused holder: that still takes a fencing token.',
     });
     emit({ op: 'done' });
@@ -186,12 +188,23 @@ function holders(lane) {
   return `${n} holder${n === 1 ? '' : 's'}${n ? ` (${lane.holders.map((h) => `${h.name} with ${h.token}`).join(', ')})` : ''}`;
 }
 
+/**
+ * Each side's ending: the clients told "granted" (holders), the waiting ones, and — what the
+ * core of the side's head says — the told holders whose grant it does not list (forgotten).
+ */
 function outcome(w) {
-  const lane = (ids) => ({
-    holders: ids.filter((id) => w.clients[id].holding).map((id) => ({ name: w.clients[id].name, token: w.clients[id].token })),
-    queued: ids.filter((id) => w.clients[id].waiting).map((id) => w.clients[id].name),
-  });
-  return { redis: lane(['A1', 'B1']), raft: lane(['A2', 'B2']) };
+  const lane = (ids, L) => {
+    const head = w.nodes[L.head];
+    const listed = head?.alive ? head.core.holders(LOCK).map((h) => w.sessions[`${L.group}:${h.session}`]) : [];
+    const told = ids.filter((id) => w.clients[id].holding);
+    const who = (id) => ({ name: w.clients[id].name, token: w.clients[id].token });
+    return {
+      holders: told.map(who),
+      queued: ids.filter((id) => w.clients[id].waiting).map((id) => w.clients[id].name),
+      forgotten: told.filter((id) => !listed.includes(id)).map(who),
+    };
+  };
+  return { redis: lane(['A1', 'B1'], w.custom.redis), raft: lane(['A2', 'B2'], w.custom.raft) };
 }
 
 export const replication = {
