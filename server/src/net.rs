@@ -1654,6 +1654,9 @@ async fn client_conn<R, W>(
             }
         }
     }
+    // Requests still running may attach this connection, or reserve its session quota,
+    // after the registrations below are dropped: marked ended first, they do neither.
+    push.detach();
     node.shared.hub.detach_conn(conn);
     drop(out_tx);
     drop(push);

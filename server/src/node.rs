@@ -676,13 +676,20 @@ impl Node {
         }))
     }
 
-    /// Reserves an open for connection `conn` under the session quota. Cost: O(sessions
-    /// of that connection) (ended ones are pruned).
-    fn reserve_open(&self, conn: u64) -> Result<(), ClientError> {
+    /// Reserves an open for connection `conn` (whose pushes go to `sink`) under the
+    /// session quota. Once the connection has stopped reading (`sink` detached) nothing is
+    /// counted: it sends no more opens, its quota entry is gone (or about to go, with its
+    /// [`Connection`]), and one made now would stay for good — checked under the quota's
+    /// lock, which that removal takes after the mark. Errors: `Limit` at the quota.
+    /// Cost: O(sessions of that connection) (ended ones are pruned).
+    fn reserve_open(&self, conn: u64, sink: &PushSink) -> Result<(), ClientError> {
         let Some(max) = self.config.max_sessions_per_conn else {
             return Ok(());
         };
         let mut m = self.conn_sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sink.detached() {
+            return Ok(());
+        }
         let e = m.entry(conn).or_default();
         {
             let g = self.shared.state();
@@ -713,6 +720,16 @@ impl Node {
                 e.open.insert(s.0);
             }
         }
+    }
+
+    /// How many connections have an entry in the per-connection session quota
+    /// (`max_sessions_per_conn`): at most the connections open and those ending now (a
+    /// diagnostic; tests check that nothing outlives its connection). Cost: O(1).
+    pub fn conn_quota_entries(&self) -> usize {
+        self.conn_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     /// A fresh connection id for [`crate::state_machine::Hub::attach`]. Cost: O(1).
@@ -1194,7 +1211,7 @@ impl Node {
             principal,
         };
         let _token = self.reserve_token_open(principal, key)?;
-        self.reserve_open(conn)?;
+        self.reserve_open(conn, sink)?;
         let reply = self.write_op(op).await;
         let session = match &reply {
             Ok(Reply::Opened { reply: r, .. }) => r.opened(),
@@ -1214,8 +1231,10 @@ impl Node {
         sink: &PushSink,
         principal: Principal,
     ) -> Result<Reply, ClientError> {
-        // Check-quorum: a leader that stepped back serves nothing until it leads again.
-        if self.elector.stepped_back() {
+        // Check-quorum: a leader that stepped back serves nothing until it leads again —
+        // but its own view (`Status`, answered by any node from its local state), which is
+        // what an operator asks for in just such a partition.
+        if self.elector.stepped_back() && !matches!(req, Request::Status) {
             return Err(stepped_back());
         }
         recordable(&req)?;

@@ -325,6 +325,12 @@ pub async fn readiness(node: &Node) -> (bool, String) {
     };
     match (&m.running_state, m.current_leader) {
         (Err(e), _) => check(false, format!("leader: raft stopped: {e}")),
+        // Check-quorum: a leader that heard no majority within an election timeout
+        // serves nothing (its role still says leader until a new one is elected).
+        (Ok(()), Some(_)) if node.elector().stepped_back() => check(
+            false,
+            "leader: this node stepped back (no majority heard within an election timeout); it serves nothing until it leads again".into(),
+        ),
         (Ok(()), Some(l)) => check(true, format!("leader {l}")),
         (Ok(()), None) => check(false, "leader: none known".into()),
     }

@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fencelock::{
@@ -183,6 +183,9 @@ pub struct PushSink {
     tx: mpsc::Sender<Output>,
     overflow: Arc<Notify>,
     counted: Counted,
+    /// Set when its connection has stopped reading ([`PushSink::detach`]): nothing
+    /// attaches it from then on. Shared by every clone.
+    detached: Arc<AtomicBool>,
 }
 
 /// The receiving end of a [`PushSink`]: its connection's writer reads it. Pushes taken out
@@ -313,6 +316,7 @@ impl PushSink {
                 tx,
                 overflow: overflow.clone(),
                 counted: counted.clone(),
+                detached: Arc::default(),
             },
             PushQueue { rx, counted },
             overflow,
@@ -346,6 +350,20 @@ impl PushSink {
     /// Pushes queued and not yet taken by the writer. Cost: O(1).
     fn len(&self) -> usize {
         self.tx.max_capacity() - self.tx.capacity()
+    }
+
+    /// Marks the sink's connection ended, before its registrations are dropped
+    /// ([`Hub::detach_conn`]): a request of that connection still running (waiting for a
+    /// read barrier or its write) attaches nothing when it gets there, and reserves no
+    /// session quota for it, so nothing of a closed connection is left behind. Its
+    /// answers are still written if the writer is there to write them. Cost: O(1).
+    pub fn detach(&self) {
+        self.detached.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`PushSink::detach`] ran. Cost: O(1).
+    pub fn detached(&self) -> bool {
+        self.detached.load(Ordering::SeqCst)
     }
 
     /// Tells the connection to close; its queued pushes leave the budget now, not when its
@@ -455,6 +473,11 @@ impl Hub {
         sink: PushSink,
         from: u64,
     ) {
+        // A connection that has ended ([`PushSink::detach`], checked under the hub's lock,
+        // after which [`Hub::detach_conn`] takes it) is not attached: it would stay.
+        if sink.detached() {
+            return;
+        }
         let v = g.entry(session.0).or_default();
         let earlier = v.iter().find(|(c, _, _)| *c == conn).map(|(_, _, f)| *f);
         v.retain(|(c, _, _)| *c != conn);
@@ -462,7 +485,8 @@ impl Hub {
     }
 
     /// [`Hub::attach_from`] unless [`Hub::close_attached`] ran since `generation` was read
-    /// ([`Hub::generation`]); returns whether it attached. A node reads the generation
+    /// ([`Hub::generation`]); returns whether it attached (true for a sink whose
+    /// connection has ended, too: there is nothing to attach, and no leadership change). A node reads the generation
     /// before checking that it leads, so an attach that saw it leading just before a
     /// leadership change was handled is refused, never left behind. Cost: as there.
     pub fn attach_in(

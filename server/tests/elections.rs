@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::{session_of, Cluster};
 use fencelock::{Input, Tick};
-use fencelock_server::protocol::ClientError;
+use fencelock_server::protocol::{ClientError, Reply, Request};
+use fencelock_server::state_machine::PushSink;
 use fencelock_server::types::NodeId;
 
 fn term(c: &Cluster, id: NodeId) -> u64 {
@@ -116,6 +117,23 @@ async fn a_leader_whose_answers_are_lost_steps_back_and_its_time_stands_still() 
     let r = c.nodes[&l].linearizable().await;
     assert!(matches!(r, Err(ClientError::NotLeader { .. })), "{r:?}");
     assert!(asked.elapsed() < Duration::from_millis(500));
+    // Its own view is still answered (what an operator asks in this partition): its role
+    // is leader, and it is not ready, saying why.
+    let (sink, _queue, _) = PushSink::new(4);
+    let st = c.nodes[&l]
+        .handle_request(Request::Status, c.nodes[&l].next_conn_id(), &sink)
+        .await;
+    let Ok(Reply::Status(st)) = st else {
+        panic!("a stepped-back leader's status: {st:?}");
+    };
+    assert_eq!((st.id, st.role.as_str(), st.ready), (l, "leader", false));
+    assert!(
+        st.checks
+            .iter()
+            .any(|c| c.starts_with("fail leader: this node stepped back")),
+        "{:?}",
+        st.checks
+    );
     // Its time stands still.
     let s1 = c.nodes[&l].stamp();
     tokio::time::sleep(Duration::from_millis(1000)).await;

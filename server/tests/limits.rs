@@ -247,6 +247,89 @@ async fn open_raw(t: &Tcp) -> (TcpStream, u64, fencelock_server::auth::SessionSe
     panic!("no session opened");
 }
 
+/// A request still running when its client stops sending (FIN right after it: the
+/// connection's reader ends while the request waits for its read barrier or its write)
+/// leaves nothing of that connection behind once it ends: no push registration (each
+/// kept its push queue, about 7 KB, for good: a client could grow a node's memory without
+/// bound by attaching to an idle session over and over) and no session-quota entry. Its
+/// answer is still written before the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_outliving_its_connection_leaves_nothing_attached_or_counted() {
+    let t = Tcp::start_with(
+        "limits-outlive",
+        |c| c.max_sessions_per_conn = Some(64),
+        |node, r, c| {
+            let peer = PeerPolicy {
+                stats: node.stats.net.clone(),
+                ..PeerPolicy::default()
+            };
+            tokio::spawn(serve_peers(r, node.elector().clone(), peer));
+            tokio::spawn(serve_clients_with(c, node.clone(), ClientPolicy::default()));
+        },
+    )
+    .await;
+    // A session that holds nothing gets no pushes: nothing else would clear its
+    // registrations. Its own connection stays open (attached, with a quota entry).
+    let (_keep, session, secret) = open_raw(&t).await;
+    let l = t.leader().await;
+    let node = &t.nodes[l];
+    let first = node.next_conn_id();
+    for (what, req) in [
+        ("attach", Request::Attach { session, secret }),
+        (
+            "open",
+            Request::Open {
+                ttl_ms: 60_000,
+                key: None,
+            },
+        ),
+        ("keep-alive", Request::KeepAlive { session, secret }),
+    ] {
+        for id in 0..20 {
+            let mut s = TcpStream::connect(&t.addrs[l].client).await.unwrap();
+            frame::write(
+                &mut s,
+                &ClientFrame {
+                    id,
+                    req: req.clone(),
+                },
+            )
+            .await
+            .unwrap();
+            s.shutdown().await.unwrap();
+            let got = closed_within(&mut s, GENEROUS).await.expect("closed");
+            assert!(
+                frames(&got)
+                    .iter()
+                    .any(|f| matches!(f, ServerFrame::Reply { id: i, result: Ok(_) } if *i == id)),
+                "{what} {id}: answered before the close: {:?}",
+                frames(&got)
+            );
+        }
+    }
+    let last = node.next_conn_id();
+    assert_eq!(t.leader().await, l, "one leader throughout");
+    let left = |node: &Node| {
+        (first..last)
+            .filter(|c| node.shared.hub.has_conn(*c))
+            .count()
+    };
+    let quiet = async {
+        while left(node) > 0 || node.conn_quota_entries() > 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let ended = tokio::time::timeout(GENEROUS, quiet).await.is_ok();
+    assert!(
+        ended,
+        "{} of 60 closed connections still attached, {} quota entries (the open one's: 1)",
+        left(node),
+        node.conn_quota_entries()
+    );
+    t.serves("after-outliving").await;
+    t.stop().await;
+}
+
 /// A silent connection is closed after the idle timeout on both ports; a client whose
 /// connection has a session attached is not (it keeps its connection across several idle
 /// timeouts), and the peers' own connections are never idle.

@@ -85,6 +85,15 @@ impl TcpNodes {
     /// Starts nodes 1–3 (grace 200 ms, data under a fresh temp dir named after `name`),
     /// has `serve` serve each one's Raft and client listeners, and initializes the cluster.
     pub async fn start(name: &str, serve: impl Fn(&Arc<Node>, TcpListener, TcpListener)) -> Self {
+        Self::start_with(name, |_| {}, serve).await
+    }
+
+    /// As [`TcpNodes::start`], each node's config changed by `configure` first.
+    pub async fn start_with(
+        name: &str,
+        configure: impl Fn(&mut NodeConfig),
+        serve: impl Fn(&Arc<Node>, TcpListener, TcpListener),
+    ) -> Self {
         let base = temp_dir(name);
         let three = bind_three().await;
         let addrs = three.addrs();
@@ -92,6 +101,7 @@ impl TcpNodes {
         for (i, (r, c)) in three.listeners.into_iter().enumerate() {
             let mut cfg = NodeConfig::new(i as u64 + 1, base.join(format!("n{}", i + 1)));
             cfg.grace_ms = 200;
+            configure(&mut cfg);
             let node = Node::start(cfg, TcpNetwork::default()).await.unwrap();
             serve(&node, r, c);
             nodes.push(node);
