@@ -10,6 +10,9 @@
  * advance (and its events) stands even if the input is then refused, which changes
  * nothing else. Error precedence is the core's. Every function on a handle returns
  * INVALID_HANDLE for a handle of another kind (see ffi/README.md, "Ownership rules").
+ * Memory a function writes (a reply, a length, a value, an output buffer) must not
+ * overlap any other argument's memory, as with C's `restrict`, unless the function says
+ * it may (fencelock_service_handle_frame's frames; _holders/_waiters' name).
  *
  * See ffi/README.md for the ownership and error rules and an embedding example.
  */
@@ -640,7 +643,8 @@ extern "C" {
 //
 // Errors: `BUFFER_TOO_SMALL` (truncated; `*out_len` says how long it is),
 // `NULL_PARAMETER` (`buf` NULL with `len` > 0), `INVALID_ARGUMENT` (not a code: the
-// message written says so). Cost: O(message length).
+// message written says so, truncated or not — a short buffer does not change that
+// answer). Cost: O(message length).
 //
 // # Safety
 // `buf` NULL or valid for `len` bytes; `out_len` NULL or writable.

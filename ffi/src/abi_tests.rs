@@ -1054,6 +1054,21 @@ fn every_code_has_a_message() {
             fencelock_result_message(7, buf.as_mut_ptr(), buf.len(), null_mut()),
             fencelock_result::InvalidArgument
         );
+        // Not a code, whatever the buffer: a short one, a size query.
+        let mut need = 0;
+        assert_eq!(
+            fencelock_result_message(7, buf.as_mut_ptr(), 4, &mut need),
+            fencelock_result::InvalidArgument
+        );
+        assert_eq!(need, "unknown result code".len());
+        assert_eq!(
+            fencelock_result_message(7, null_mut(), 0, &mut need),
+            fencelock_result::InvalidArgument
+        );
+        assert_eq!(
+            fencelock_result_message(7, null_mut(), 8, &mut need),
+            fencelock_result::NullParameter
+        );
         assert_eq!(
             fencelock_result_message(401, buf.as_mut_ptr(), 4, &mut len),
             fencelock_result::BufferTooSmall
@@ -3051,6 +3066,40 @@ fn a_handle_of_another_kind_is_refused_and_changes_nothing() {
                 fencelock_service_last_error(wrong, null_mut(), msg.len(), &mut len),
                 fencelock_result::NullParameter
             );
+            // The list calls judge their own arguments before the handle too.
+            let (mut ids, mut names) = ([0u64; 4], [fencelock_name::new("", 0); 2]);
+            let mut count = 9usize;
+            let ro = wrong.cast_const();
+            let null = fencelock_result::NullParameter;
+            assert_eq!(
+                fencelock_service_sessions(ro, ids.as_mut_ptr(), 4, null_mut()),
+                null
+            );
+            assert_eq!(
+                fencelock_service_sessions(ro, null_mut(), 4, &mut count),
+                null
+            );
+            assert_eq!(
+                fencelock_service_sessions(ro, ids.as_mut_ptr(), usize::MAX, &mut count),
+                fencelock_result::InvalidArgument
+            );
+            assert_eq!(
+                fencelock_service_locks(ro, names.as_mut_ptr(), 2, null_mut()),
+                null
+            );
+            assert_eq!(
+                fencelock_service_holders(ro, p, n, null_mut(), 1, &mut count),
+                null
+            );
+            assert_eq!(
+                fencelock_service_waiters(ro, p, n, null_mut(), 1, &mut count),
+                null
+            );
+            assert_eq!(
+                fencelock_service_sessions(ro, ids.as_mut_ptr(), 4, &mut count),
+                BAD
+            );
+            assert_eq!(count, 9, "nothing written");
             fencelock_service_free(wrong);
         }
         assert_eq!(now, 7, "nothing written");
@@ -3061,6 +3110,22 @@ fn a_handle_of_another_kind_is_refused_and_changes_nothing() {
         unsafe {
             assert_eq!(fencelock_gate_admit(wrong, p, n, 9), BAD);
             assert_eq!(fencelock_gate_check(wrong, p, n, 9), BAD);
+            let mut entries = [fencelock_name::new("", 0); 2];
+            let mut count = 9usize;
+            let ro = wrong.cast_const();
+            assert_eq!(
+                fencelock_gate_entries(ro, entries.as_mut_ptr(), 2, null_mut()),
+                fencelock_result::NullParameter
+            );
+            assert_eq!(
+                fencelock_gate_entries(ro, null_mut(), 2, &mut count),
+                fencelock_result::NullParameter
+            );
+            assert_eq!(
+                fencelock_gate_entries(ro, entries.as_mut_ptr(), 2, &mut count),
+                BAD
+            );
+            assert_eq!(count, 9, "nothing written");
             assert_eq!(
                 fencelock_gate_last_error(wrong, msg.as_mut_ptr(), msg.len(), &mut len),
                 BAD

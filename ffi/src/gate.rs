@@ -7,7 +7,7 @@ use fencelock::{Error, FenceGate, GateRow, Token};
 use crate::handle::{call, last_error, tag_first, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
-    buf, bytes, fencelock_name, give, name, name_key, out, put, set, take, write_list,
+    buf, bytes, fencelock_name, give, list_out, name, name_key, out, put, set, take, write_list,
 };
 
 /// A fence gate: the highest token seen per resource; lower tokens are refused. Opaque:
@@ -236,9 +236,9 @@ pub unsafe extern "C" fn fencelock_gate_entries(
     unsafe {
         call(
             gate,
-            || Ok(()),
-            |g, ()| {
-                write_list(entries, cap, count, || {
+            || list_out(entries, cap, count),
+            |g, dst| {
+                write_list(dst, || {
                     g.gate.iter().map(|(n, t)| fencelock_name::new(n, t.0))
                 })
             },

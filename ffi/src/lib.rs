@@ -55,7 +55,8 @@ use result::ffi_panic_boundary;
 ///
 /// Errors: `BUFFER_TOO_SMALL` (truncated; `*out_len` says how long it is),
 /// `NULL_PARAMETER` (`buf` NULL with `len` > 0), `INVALID_ARGUMENT` (not a code: the
-/// message written says so). Cost: O(message length).
+/// message written says so, truncated or not — a short buffer does not change that
+/// answer). Cost: O(message length).
 ///
 /// # Safety
 /// `buf` NULL or valid for `len` bytes; `out_len` NULL or writable.
@@ -72,8 +73,14 @@ pub unsafe extern "C" fn fencelock_result_message(
             Some(r) => unsafe { types::write_message(&r.message(), buf, len, out_len) },
             None => {
                 // SAFETY: forwarded contract.
-                unsafe { types::write_message("unknown result code", buf, len, out_len) }?;
-                Err(fencelock_result::InvalidArgument.into())
+                let written =
+                    unsafe { types::write_message("unknown result code", buf, len, out_len) };
+                // A buffer refused outright is the buffer's error; a truncated message is
+                // still the answer to a code that is not one.
+                match written {
+                    Err(f @ result::Fail::Code(fencelock_result::NullParameter)) => Err(f),
+                    _ => Err(fencelock_result::InvalidArgument.into()),
+                }
             }
         }
     })

@@ -35,8 +35,8 @@ use crate::types::{
     arg, buf, buf_len, bytes, check_array_len, fencelock_capacity, fencelock_config,
     fencelock_holder, fencelock_leader, fencelock_name, fencelock_op, fencelock_op_kind,
     fencelock_output, fencelock_permits, fencelock_reply, fencelock_session_info, fencelock_usage,
-    fencelock_waiter, label_buf, mode_arg, mode_out, name, name_copy, name_key, op_mode, out, put,
-    set, wait_arg, write_list, FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
+    fencelock_waiter, label_buf, list_out, mode_arg, mode_out, name, name_copy, name_key, op_mode,
+    out, put, set, wait_arg, write_list, FENCELOCK_FRAME_PREFIX_LEN, FENCELOCK_MAX_FRAME_LEN,
 };
 
 type Service = LockService<LabeledSliceStorage<'static>>;
@@ -2078,8 +2078,8 @@ pub unsafe extern "C" fn fencelock_service_sessions(
     unsafe {
         service_call(
             svc,
-            || Ok(()),
-            |h, ()| write_list(ids, cap, count, || h.svc.sessions().map(|s| s.0)),
+            || list_out(ids, cap, count),
+            |h, dst| write_list(dst, || h.svc.sessions().map(|s| s.0)),
         )
     }
 }
@@ -2100,9 +2100,9 @@ pub unsafe extern "C" fn fencelock_service_locks(
     unsafe {
         service_call(
             svc,
-            || Ok(()),
-            |h, ()| {
-                write_list(names, cap, count, || {
+            || list_out(names, cap, count),
+            |h, dst| {
+                write_list(dst, || {
                     h.svc.locks().map(|l| fencelock_name::new(l.as_str(), 0))
                 })
             },
@@ -2130,9 +2130,9 @@ pub unsafe extern "C" fn fencelock_service_holders(
     unsafe {
         service_call(
             svc,
-            || name_copy(lock, lock_len),
-            |h, lock| {
-                write_list(holders, cap, count, || {
+            || Ok((name_copy(lock, lock_len)?, list_out(holders, cap, count)?)),
+            |h, (lock, dst)| {
+                write_list(dst, || {
                     let lock = lock.get();
                     lock.into_iter().flat_map(|l| h.svc.holders(l)).map(|x| {
                         let (mode, count, limit) = mode_out(x.mode);
@@ -2172,9 +2172,9 @@ pub unsafe extern "C" fn fencelock_service_waiters(
     unsafe {
         service_call(
             svc,
-            || name_copy(lock, lock_len),
-            |h, lock| {
-                write_list(waiters, cap, count, || {
+            || Ok((name_copy(lock, lock_len)?, list_out(waiters, cap, count)?)),
+            |h, (lock, dst)| {
+                write_list(dst, || {
                     let lock = lock.get();
                     lock.into_iter().flat_map(|l| h.svc.waiters(l)).map(|w| {
                         let (mode, count, limit) = mode_out(w.mode);

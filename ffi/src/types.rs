@@ -1050,36 +1050,45 @@ pub(crate) fn check_array_len<T>(cap: usize) -> Result<(), Fail> {
     Ok(())
 }
 
-/// Writes the items of `items` to the caller array `p[..cap]` all or nothing: sets
-/// `*count` to how many there are, and fails with `BUFFER_TOO_SMALL` (writing none) when
-/// they do not fit. NULL `p` is allowed with `cap == 0` (a count query); a `cap` past
-/// `PTRDIFF_MAX` bytes is `INVALID_ARGUMENT` ([`check_array_len`]), nothing written.
-///
-/// # Safety
-/// `p` is NULL or valid for writing `cap` `T`s; `count` is NULL or valid for writing.
-pub(crate) unsafe fn write_list<T, I>(
+/// A caller's array `p[..cap]` and its count out-pointer, checked by [`list_out`] with
+/// the other arguments, before the handle.
+pub(crate) struct ListOut<T> {
     p: *mut T,
     cap: usize,
     count: *mut usize,
-    items: impl Fn() -> I,
-) -> Result<(), Fail>
-where
-    I: Iterator<Item = T>,
-{
+}
+
+/// Checks a caller's list arguments: `count` NULL is `NULL_PARAMETER`, and so is a NULL
+/// `p` with `cap` > 0 (NULL with `cap` 0 is a count query); a `cap` past `PTRDIFF_MAX`
+/// bytes is `INVALID_ARGUMENT` ([`check_array_len`]). Nothing is written. Cost: O(1).
+pub(crate) fn list_out<T>(p: *mut T, cap: usize, count: *mut usize) -> Result<ListOut<T>, Fail> {
     let count = out(count)?;
     if p.is_null() && cap != 0 {
         return Err(fencelock_result::NullParameter.into());
     }
     check_array_len::<T>(cap)?;
+    Ok(ListOut { p, cap, count })
+}
+
+/// Writes the items of `items` to the caller array checked by [`list_out`], all or
+/// nothing: sets `*count` to how many there are, and fails with `BUFFER_TOO_SMALL`
+/// (writing none) when they do not fit.
+///
+/// # Safety
+/// `dst.p` is NULL or valid for writing `dst.cap` `T`s; `dst.count` is valid for writing.
+pub(crate) unsafe fn write_list<T, I>(dst: ListOut<T>, items: impl Fn() -> I) -> Result<(), Fail>
+where
+    I: Iterator<Item = T>,
+{
     let n = items().count();
-    // SAFETY: checked non-NULL; the caller promises it is writable.
-    unsafe { put(count, n) };
-    if n > cap {
+    // SAFETY: checked non-NULL by `list_out`; the caller promises it is writable.
+    unsafe { put(dst.count, n) };
+    if n > dst.cap {
         return Err(fencelock_result::BufferTooSmall.into());
     }
     for (i, item) in items().enumerate() {
         // SAFETY: i < n <= cap, and the caller promises `cap` writable elements.
-        unsafe { p.add(i).write(item) };
+        unsafe { dst.p.add(i).write(item) };
     }
     Ok(())
 }
