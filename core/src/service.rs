@@ -277,7 +277,9 @@ pub struct LockService<S: Storage> {
 /// revision up to 2^63 (the bound that keeps a restored counter's `+= 1` from ever
 /// overflowing), so 2^62 grants — 146 years at a billion a second — lie between the
 /// highest floor and a revision whose snapshot could not be restored; and the tokens stay
-/// below 2^63, which a signed 64-bit database column holds.
+/// below 2^63, which a signed 64-bit database column holds. (That room is a history's: a
+/// snapshot with a counter set near 2^63 by hand restores, and once the counter passes
+/// 2^63 the service's snapshots are refused by restore — docs/SPEC.md §1.)
 pub const MAX_REVISION_FLOOR: u64 = 1 << 62;
 
 /// The most rows any table (the service's three, a gate's) may have: row indexes are
