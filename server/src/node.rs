@@ -677,20 +677,25 @@ impl Node {
     }
 
     /// Reserves an open for connection `conn` (whose pushes go to `sink`) under the
-    /// session quota. Once the connection has stopped reading (`sink` detached) nothing is
-    /// counted: it sends no more opens, its quota entry is gone (or about to go, with its
-    /// [`Connection`]), and one made now would stay for good — checked under the quota's
-    /// lock, which that removal takes after the mark. Errors: `Limit` at the quota.
-    /// Cost: O(sessions of that connection) (ended ones are pruned).
+    /// session quota. Once the connection has stopped reading (`sink` detached), an open
+    /// still in flight is counted only while its quota entry is there: the entry goes
+    /// with its [`Connection`] (after the mark, under this lock), and one made after that
+    /// would stay for good — what the connection opened then is answered to nobody
+    /// anyway. Errors: `Limit` at the quota. Cost: O(sessions of that connection) (ended
+    /// ones are pruned).
     fn reserve_open(&self, conn: u64, sink: &PushSink) -> Result<(), ClientError> {
         let Some(max) = self.config.max_sessions_per_conn else {
             return Ok(());
         };
         let mut m = self.conn_sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if sink.detached() {
-            return Ok(());
-        }
-        let e = m.entry(conn).or_default();
+        let e = if sink.detached() {
+            match m.get_mut(&conn) {
+                Some(e) => e,
+                None => return Ok(()),
+            }
+        } else {
+            m.entry(conn).or_default()
+        };
         {
             let g = self.shared.state();
             e.open.retain(|s| g.svc.is_open(SessionId(*s)));

@@ -2,7 +2,8 @@
 //! (`fencelock-node --metrics-addr`), apart from the client and Raft ports.
 //!
 //! * `GET /livez` — 200 `ok` while the process serves HTTP.
-//! * `GET /readyz` — 200 when the node has a leader (itself or another), applies what is
+//! * `GET /readyz` — 200 when the node has a leader (itself or another; a leader that has
+//!   stepped back for want of a quorum is not ready), applies what is
 //!   committed (no more than [`APPLY_LAG`] entries behind) and can write its data
 //!   directory (a probe write + fsync succeeds and no write waits for space); else 503.
 //!   The body has one line per check, `ok NAME …` or `fail NAME …`.
@@ -311,6 +312,10 @@ impl Ops {
     }
 }
 
+/// How the `leader` readiness check of a leader that stepped back for want of a quorum
+/// begins (after `fail `): `fencelock status` reads it to name no such node the leader.
+pub const STEPPED_BACK: &str = "leader: this node stepped back";
+
 /// Whether the node is ready, with one line per check (see the module docs). Cost: one
 /// small write and fsync in the data directory.
 pub async fn readiness(node: &Node) -> (bool, String) {
@@ -329,7 +334,7 @@ pub async fn readiness(node: &Node) -> (bool, String) {
         // serves nothing (its role still says leader until a new one is elected).
         (Ok(()), Some(_)) if node.elector().stepped_back() => check(
             false,
-            "leader: this node stepped back (no majority heard within an election timeout); it serves nothing until it leads again".into(),
+            format!("{STEPPED_BACK} (no majority heard within an election timeout); it serves nothing until it leads again"),
         ),
         (Ok(()), Some(l)) => check(true, format!("leader {l}")),
         (Ok(()), None) => check(false, "leader: none known".into()),

@@ -536,7 +536,10 @@ impl Hub {
         self.node.store(node.saturating_add(1), Ordering::Relaxed);
     }
 
-    /// Removes every registration of connection `conn`. Cost: O(sessions attached).
+    /// Removes every registration of connection `conn`. A connection that ends calls
+    /// [`PushSink::detach`] on its sink first, so a request of it still running cannot
+    /// attach it again afterwards (that check and this removal take the same lock).
+    /// Cost: O(sessions attached).
     pub fn detach_conn(&self, conn: u64) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         g.retain(|_, v| {

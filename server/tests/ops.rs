@@ -390,6 +390,58 @@ async fn ttl_and_per_connection_session_limits_refuse_before_proposing() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A connection that has stopped reading (its push sink detached, as the transport marks
+/// it when the client's side ends) keeps its session quota for the opens still in flight
+/// while it is there; once it is gone, an open that arrives late counts nothing and leaves
+/// no quota entry or push registration behind (each would stay for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opens_of_an_ended_connection_leave_no_quota_entry_or_registration() {
+    let (node, dir) = single_node("quota-ended", |c| c.max_sessions_per_conn = Some(2)).await;
+    let sink = PushSink::new(16).0;
+    let conn = node.next_conn_id();
+    let guard = node.connection(conn);
+    let open = || {
+        let node = node.clone();
+        let sink = sink.clone();
+        async move {
+            node.handle_request(
+                Request::Open {
+                    ttl_ms: 60_000,
+                    key: None,
+                },
+                conn,
+                &sink,
+            )
+            .await
+        }
+    };
+    open().await.expect("a first open");
+    assert!(node.shared.hub.has_conn(conn), "attached while it reads");
+    sink.detach();
+    // Still there: an open in flight is counted as before (one place left, then none).
+    open()
+        .await
+        .expect("a second open, in flight when the client's side ended");
+    let r = open().await;
+    assert!(
+        matches!(&r, Err(ClientError::Limit { kind, .. }) if kind == "too_many_sessions"),
+        "{r:?}"
+    );
+    assert_eq!(node.conn_quota_entries(), 1);
+    // Gone (its registrations and quota entry with it): a late open counts nothing.
+    node.shared.hub.detach_conn(conn);
+    drop(guard);
+    assert_eq!(node.conn_quota_entries(), 0);
+    open()
+        .await
+        .expect("a late open: nothing to count it against");
+    assert_eq!(node.conn_quota_entries(), 0, "no entry made again");
+    assert!(!node.shared.hub.has_conn(conn), "nothing attached again");
+    assert_eq!(node.shared.state().svc.usage().sessions, 3);
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A write for a session open under another credential is refused `NotOwner` by the node
 /// it reaches, before anything is proposed: a flood of them takes no place in the log
 /// (the state machine refuses them too, but only once they are committed). Every kind of

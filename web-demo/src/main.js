@@ -428,7 +428,7 @@ function onKey(e) {
   const t = e.target;
   const inField = t.closest?.('input, textarea, select');
   // a field that takes text (the recording's search box): every key is its own, letters too
-  const typing = t.closest?.('textarea, select, [contenteditable=""], [contenteditable="true"]') ||
+  const typing = t.isContentEditable || t.closest?.('textarea, select') ||
     (t.tagName === 'INPUT' && !['range', 'checkbox', 'radio', 'button', 'submit', 'reset'].includes(t.type));
   const onButton = t.closest?.('button, [role="button"], [role="menuitem"]');
   if (!ui.menu.hidden && e.key === 'Escape') return closeMenu(true);

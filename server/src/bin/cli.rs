@@ -58,6 +58,7 @@ use fencelock::{Change, Mode, Output, ReleaseReason};
 use fencelock_server::client::{
     Acquired, Client, ClientOptions, LeaseGuard, LeaseInstant, Members, Session, Timeouts,
 };
+use fencelock_server::ops::STEPPED_BACK;
 use fencelock_server::protocol::{ClientError, NodeStatus, WaitSpec};
 use fencelock_server::types::NodeAddr;
 use nix::sys::signal::{killpg, Signal};
@@ -758,16 +759,11 @@ async fn status(opts: &Opts, json: bool) -> Res<ExitCode> {
                 .members(),
         )
         .await;
-    // The leader: the one that says so in the highest term any node knows.
     let ok: Vec<&NodeStatus> = answers
         .iter()
         .filter_map(|(_, r)| r.as_ref().ok())
         .collect();
-    let term = ok.iter().map(|s| s.term).max();
-    let leader = ok
-        .iter()
-        .find(|s| s.role == "leader" && Some(s.term) == term)
-        .map(|s| s.id);
+    let (leader, term) = leader_of(&ok);
     let members: Members = match &quorum {
         Ok(m) => m.clone(),
         Err(_) => ok
@@ -1665,9 +1661,68 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
     Ok(code)
 }
 
+/// The leader among the nodes' own views, and the highest term any of them knows: the
+/// node that says it leads in that term, unless it has stepped back for want of a quorum
+/// (it serves nothing; its own line says so). Cost: O(nodes × checks).
+fn leader_of(ok: &[&NodeStatus]) -> (Option<u64>, Option<u64>) {
+    let term = ok.iter().map(|s| s.term).max();
+    let stepped_back = |s: &NodeStatus| {
+        s.checks.iter().any(|c| {
+            c.strip_prefix("fail ")
+                .is_some_and(|c| c.starts_with(STEPPED_BACK))
+        })
+    };
+    let leader = ok
+        .iter()
+        .find(|s| s.role == "leader" && Some(s.term) == term && !stepped_back(s))
+        .map(|s| s.id);
+    (leader, term)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The node leading in the highest term is the leader, unless its readiness says it
+    /// stepped back; a leader of an older term never is.
+    #[test]
+    fn a_stepped_back_leader_is_not_named_the_leader() {
+        let node = |id: u64, role: &str, term: u64, checks: &[&str]| NodeStatus {
+            id,
+            version: String::new(),
+            role: role.into(),
+            term,
+            leader: None,
+            committed: 0,
+            applied: 0,
+            last_log: 0,
+            ready: checks.iter().all(|c| c.starts_with("ok ")),
+            checks: checks.iter().map(|c| c.to_string()).collect(),
+            voters: vec![],
+            learners: vec![],
+            sessions: (0, 0),
+            locks: (0, 0),
+            claims: (0, 0),
+            connections: (0, 0),
+        };
+        let back = format!("fail {STEPPED_BACK} (no majority heard)");
+        let (a, b, c) = (
+            node(1, "leader", 5, &["ok leader 1"]),
+            node(2, "follower", 5, &["ok leader 1"]),
+            node(3, "leader", 4, &["ok leader 3"]),
+        );
+        assert_eq!(leader_of(&[&a, &b, &c]), (Some(1), Some(5)));
+        let a_back = node(1, "leader", 5, &[back.as_str(), "ok disk /d"]);
+        assert_eq!(leader_of(&[&a_back, &b, &c]), (None, Some(5)));
+        // A leader not ready for another reason (its disk) is still the leader.
+        let a_disk = node(
+            1,
+            "leader",
+            5,
+            &["ok leader 1", "fail disk /d: a write waits"],
+        );
+        assert_eq!(leader_of(&[&a_disk, &b]), (Some(1), Some(5)));
+    }
 
     /// `export -o FILE` over a world-readable `FILE.tmp` left by a crash: the export is
     /// 0600 and holds only the new text.

@@ -118,12 +118,13 @@ export function replayScene(rec, name, { lock } = {}) {
     // t counts from the first line; with the header's tick_ms it carries its unit (exact)
     const at = `t=${tickSaid ? fmtTime(e.now - t0, tickMs) : e.now - t0} (now ${e.now}, line ${e.line})`;
     if (e.kind === 'admit') {
-      // the row this line wrote, in its own resource's store
+      // the row this line wrote, in its own resource's store (the stage draws the first
+      // resource's; a refusal by another's is shown on the writer)
       const store = storeOf(e.admit.resource);
       const row = w.stores[store]?.rows.at(-1);
       const owner = tokenOwner.get(e.admit.token);
       const whose = owner ? ` (${who(owner.session)}'s)` : ' (no recorded grant gave it)';
-      if (row && !row.accepted) return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${whose} is refused by the fence: ${e.admit.token} < ${row.highest}.`, label: `${e.admit.token} refused`, focus: [store] };
+      if (row && !row.accepted) return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${whose} is refused by the fence: ${e.admit.token} < ${row.highest}.`, label: `${e.admit.token} refused`, focus: [store === 'store' ? store : owner && sid(owner.session)] };
       return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${whose} is accepted; the fence's highest is ${w.highest(store) ?? e.admit.token}.`, label: null };
     }
     const parts = [];
