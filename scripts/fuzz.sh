@@ -17,6 +17,7 @@ trap 'rm -rf "$work"' EXIT
 FUZZ_FLAGS=(--sanitizer none)
 (cd fuzz && cargo +nightly fuzz build "${FUZZ_FLAGS[@]}" >/dev/null 2>&1) || (cd fuzz && cargo +nightly fuzz build "${FUZZ_FLAGS[@]}")
 total=0
+touch "$work/start" # reproducers written after this are this run's
 for t in $TARGETS; do
   mkdir -p "$work/$t"
   log="$work/$t.log"
@@ -28,8 +29,16 @@ for t in $TARGETS; do
   fi
   runs=$(awk '/^stat::number_of_executed_units:/ {print $2}' "$log" | tail -n1)
   runs=${runs:-$(grep -o 'Done [0-9]* runs' "$log" | awk '{print $2}' | tail -n1)}
+  # A run that cannot say it executed anything fuzzed nothing: that is a failure, not 0.
+  if ! [ "${runs:-0}" -gt 0 ] 2>/dev/null; then
+    tail -n 20 "$log"
+    echo "FUZZ target=$t FAILED: no executions recorded"
+    exit 1
+  fi
   corpus=$(ls "fuzz/corpus/$t" | wc -l)
-  echo "FUZZ target=$t seconds=$FUZZ_SECONDS executions=${runs:-?} seed_corpus=$corpus crashes=0"
-  total=$((total + ${runs:-0}))
+  crashes=$(find "fuzz/artifacts/$t" -type f -newer "$work/start" 2>/dev/null | wc -l)
+  echo "FUZZ target=$t seconds=$FUZZ_SECONDS executions=$runs seed_corpus=$corpus crashes=$crashes"
+  [ "$crashes" = 0 ] || { echo "FUZZ target=$t FAILED (reproducer in fuzz/artifacts/$t/)"; exit 1; }
+  total=$((total + runs))
 done
 echo "FUZZ total_executions=$total"

@@ -65,7 +65,7 @@ if tests; then
   # Debian packages: a real browser for the demo tests, valgrind for the C test, protoc
   # for building the etcd comparison (server/bench, checked by make test), PostgreSQL;
   # for the package tests (scripts/test-packages.sh) virtual environments (Debian's
-  # python3 has no ensurepip without python3-venv), pkg-config, readelf/strip (binutils);
+  # python3 has no ensurepip without python3-venv), pkg-config, readelf/strip (binutils), g++;
   # prlimit (util-linux) for the server's open-file-limit test.
   need_apt=()
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
@@ -76,6 +76,8 @@ if tests; then
   rm -rf "$probe"
   command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
   command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
+  # g++: the C ABI's header is checked to compile as C++ too (scripts/test-ffi.sh).
+  command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
   # prlimit runs a node under a lowered open-file limit (server/tests/limits.rs).
   command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
   # A real PostgreSQL server for the fence tests (they start their own in a temp dir).

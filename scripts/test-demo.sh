@@ -31,8 +31,8 @@ for _ in range(100):
 sys.exit("test-demo: the static server did not start")
 PY
 echo "[test-demo] serving web-demo on http://127.0.0.1:$port/"
-node --test web-demo/tests/recording.test.mjs
-DEMO_URL="http://127.0.0.1:$port/" node --test web-demo/tests/demo.test.mjs
+scripts/node-test.sh web-demo/tests/recording.test.mjs
+DEMO_URL="http://127.0.0.1:$port/" scripts/node-test.sh web-demo/tests/demo.test.mjs
 cargo build -q -p fencelock-server --bins
 bindir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug"
-DEMO_URL="http://127.0.0.1:$port/" FENCELOCK_BIN="$bindir" node --test web-demo/tests/export.test.mjs
+DEMO_URL="http://127.0.0.1:$port/" FENCELOCK_BIN="$bindir" scripts/node-test.sh web-demo/tests/export.test.mjs

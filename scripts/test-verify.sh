@@ -52,7 +52,12 @@ fi
 grep -oE "(SIM|MODELCHECK|KEEPERS) .*|replayed [0-9]+ vectors.*|precedence: .*|host [A-Za-z]+: .*|shrunk to [0-9]+ inputs|FAULT .*|fence off: .*" "$log" | sed 's/^/[verify] /'
 
 echo "[verify] fuzzing each target for ${fuzz_seconds}s"
-fuzz_out=$(FUZZ_SECONDS="$fuzz_seconds" scripts/fuzz.sh)
+# Captured for the figures below; on a failure (a crash, no executions) shown, then fatal.
+if ! fuzz_out=$(FUZZ_SECONDS="$fuzz_seconds" scripts/fuzz.sh); then
+  echo "$fuzz_out" | sed 's/^/[verify] /'
+  echo "[verify] fuzzing FAILED" >&2
+  exit 1
+fi
 echo "$fuzz_out" | sed 's/^/[verify] /'
 
 # The same vector files through the other layers, when their artifacts exist.
@@ -85,7 +90,7 @@ if [ -x "$bare" ] && command -v qemu-system-arm >/dev/null 2>&1; then
   layers="$layers thumbv7em"
 fi
 if [ -f wasm/pkg/node/package.json ] && [ -f wasm/tests/conformance.test.mjs ]; then
-  if node --test wasm/tests/conformance.test.mjs >"$log.wasm" 2>&1; then
+  if scripts/node-test.sh wasm/tests/conformance.test.mjs >"$log.wasm" 2>&1; then
     echo "[verify] wasm runner (node): $(grep -E '^# (pass|fail)' "$log.wasm" | tr '\n' ' ')"
     layers="$layers wasm"
   else

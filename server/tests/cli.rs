@@ -20,8 +20,10 @@ const CLI: &str = env!("CARGO_BIN_EXE_fencelock");
 /// A ttl no test waits out: a lock still held at a check was not released by the CLI.
 const LONG_TTL: &str = "60000";
 /// How soon, after the CLI holding a lock is told to stop, the next waiter must have run
-/// its command and exited: "at once", as opposed to a ttl later.
-const PROMPT: Duration = Duration::from_secs(1);
+/// its command and exited: "at once", as opposed to a ttl later — a bound well below the
+/// 60 s ttl and the 8 s kill grace it tells them from, and well above what a loaded
+/// machine takes to spawn, grant and exit (about 0.1 s here).
+const PROMPT: Duration = Duration::from_secs(5);
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -21,7 +21,7 @@ use fencelock_server::net::{
 };
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
-use fencelock_server::tls::{client_config_from, node_name, DevCa};
+use fencelock_server::tls::{client_config_from, node_name, DevCa, NodeTls};
 use fencelock_server::types::NodeAddr;
 use openraft::raft::VoteRequest;
 use openraft::Vote;
@@ -1359,16 +1359,35 @@ async fn a_plain_tcp_client_on_a_tls_port_is_refused() {
     c.t.stop().await;
 }
 
-/// The Raft RPC frame as it travels between peers (same shape as the node's).
+/// Some bytes in the Raft port's frame (a length prefix and the peer wire version), for
+/// the connections refused before the node reads a request (plain TCP on the TLS port,
+/// TLS without a certificate): what they carry is never decoded.
 #[derive(serde::Serialize)]
-enum ForgedRaft {
-    #[allow(dead_code)]
-    Append(()),
-    Vote(openraft::raft::VoteRequest<u64>),
+struct Garbage(u64);
+
+impl frame::Wire for Garbage {
+    const VERSION: u32 = frame::PEER_WIRE;
 }
 
-impl frame::Wire for ForgedRaft {
-    const VERSION: u32 = frame::PEER_WIRE;
+/// A vote sent the way a node sends one — the server's own network client, its own wire
+/// types, the cluster's service settings — over mutual TLS with `tls`: `Ok` with the
+/// answer when the node served it. So a refusal is the node's checks, never a frame it
+/// could not read.
+async fn real_vote(
+    tls: NodeTls,
+    settings: &std::sync::Arc<fencelock_server::settings::PeerSettings>,
+    to: (u64, &NodeAddr),
+    vote: Vote<u64>,
+) -> Result<openraft::raft::VoteResponse<u64>, String> {
+    use fencelock_server::settings::CarrySettings;
+    use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+    let mut net = TlsNetwork::new(tls);
+    net.carry(settings.clone());
+    let mut conn = net.new_client(to.0, to.1).await;
+    let option = RPCOption::new(Duration::from_secs(3));
+    conn.vote(VoteRequest::new(vote, None), option)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Forged votes (a term far ahead, ~20 a second) at the leader's Raft port from a program
@@ -1383,7 +1402,9 @@ async fn a_forged_peer_vote_without_a_member_certificate_is_refused() {
     let leader_id = l as u64 + 1;
     let raft_addr = c.t.addrs[l].raft.clone();
     let term = c.t.nodes[l].raft.metrics().borrow().current_term;
-    let forged = |from: u64| ForgedRaft::Vote(VoteRequest::new(Vote::new(term + 1000, from), None));
+    let forged = |from: u64| Vote::new(term + 1000, from);
+    let settings = c.t.nodes[l].elector().settings().clone();
+    let to = (leader_id, &c.t.addrs[l]);
     // The identities the attacker tries over TLS.
     let other_ca = DevCa::new().unwrap();
     let ca_der = c.ca.cert_der();
@@ -1406,20 +1427,26 @@ async fn a_forged_peer_vote_without_a_member_certificate_is_refused() {
                 // Plain TCP on the TLS Raft port.
                 0 => {
                     let mut s = TcpStream::connect(&raft_addr).await.unwrap();
-                    let _ = frame::write(&mut s, &forged(2)).await;
+                    let _ = frame::write(&mut s, &Garbage(term + 1000)).await;
                     read_any(&mut s).await
                 }
                 // TLS, no client certificate.
                 1 => {
                     let dial = tokio_rustls::TlsConnector::from(no_cert.clone());
-                    tls_vote(dial, leader_id, &raft_addr, &forged(2)).await
+                    tls_vote(dial, leader_id, &raft_addr, &Garbage(term + 1000)).await
                 }
                 // TLS, a certificate from another CA.
-                2 => tls_vote(foreign.dial.clone(), leader_id, &raft_addr, &forged(2)).await,
+                2 => real_vote(foreign.clone(), &settings, to, forged(2))
+                    .await
+                    .is_ok(),
                 // This CA's certificate for node 9, not a member.
-                3 => tls_vote(non_member.dial.clone(), leader_id, &raft_addr, &forged(9)).await,
+                3 => real_vote(non_member.clone(), &settings, to, forged(9))
+                    .await
+                    .is_ok(),
                 // Node 9's certificate, claiming to be node 2.
-                _ => tls_vote(non_member.dial.clone(), leader_id, &raft_addr, &forged(2)).await,
+                _ => real_vote(non_member.clone(), &settings, to, forged(2))
+                    .await
+                    .is_ok(),
             };
             tries += 1;
             answered += u32::from(got);
@@ -1454,6 +1481,19 @@ async fn a_forged_peer_vote_without_a_member_certificate_is_refused() {
             n.id
         );
     }
+    // The control: the same vote, sent the same way with a member's certificate, is
+    // served — so the refusals above were the identity checks. Its term is stale: the
+    // leader refuses the vote itself, and nothing changes.
+    let member =
+        c.ca.node(2, &["127.0.0.2"])
+            .unwrap()
+            .node_tls(&ca_der)
+            .unwrap();
+    let answer = real_vote(member, &settings, to, Vote::new(0, 2)).await;
+    assert!(
+        matches!(&answer, Ok(v) if !v.vote_granted),
+        "a member's vote was not served: {answer:?}"
+    );
     c.t.stop().await;
 }
 
@@ -1483,7 +1523,7 @@ async fn tls_vote(
     dial: tokio_rustls::TlsConnector,
     leader: u64,
     addr: &str,
-    req: &ForgedRaft,
+    req: &Garbage,
 ) -> bool {
     let tcp = TcpStream::connect(addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from(node_name(leader)).unwrap();

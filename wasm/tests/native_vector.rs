@@ -385,22 +385,35 @@ fn render(log: Log) -> String {
     text
 }
 
-/// The committed `name` must be `render(watches)` (or is rewritten with FENCELOCK_BLESS).
+/// The committed file at `path` must be `want`. With `FENCELOCK_BLESS=1` a file that
+/// differs is rewritten and the test still fails, naming it ("review the diff and run
+/// again without it"): a bless run never passes by comparing a file with itself.
+fn check_vector(path: &std::path::Path, want: &str, what: &str) {
+    let have = std::fs::read_to_string(path).unwrap_or_default();
+    if have == want {
+        return;
+    }
+    if std::env::var_os("FENCELOCK_BLESS").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
+        std::fs::write(path, want).expect("write the vector");
+        panic!(
+            "blessed {}: review the diff and run again without FENCELOCK_BLESS",
+            path.display()
+        );
+    }
+    panic!(
+        "{} differs from {what}; if the core changed on purpose, regenerate with \
+         FENCELOCK_BLESS=1 and review the diff",
+        path.display()
+    );
+}
+
+/// The committed `name` must be `render(watches)` ([`check_vector`]).
 fn check_file(name: &str, want: &str) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/vectors")
         .join(name);
-    if std::env::var_os("FENCELOCK_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
-        std::fs::write(&path, want).expect("write the vector");
-    }
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        have == want,
-        "{} differs from the native core's run; if the core changed on purpose, regenerate \
-         with FENCELOCK_BLESS=1 and review the diff",
-        path.display()
-    );
+    check_vector(&path, want, "the native core's run");
 }
 
 #[test]
@@ -434,16 +447,10 @@ fn watches_vector_matches_the_native_core_and_covers_the_new_inputs() {
 fn determinism_vector_matches_the_native_core() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/determinism.vec");
     let want = render(Log::Plain);
-    if std::env::var_os("FENCELOCK_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
-        std::fs::write(&path, &want).expect("write the vector");
-    }
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        have == want,
-        "{} differs from the native core's run of seed {SEED:#x}; if the core changed on \
-         purpose, regenerate with FENCELOCK_BLESS=1 and review the diff",
-        path.display()
+    check_vector(
+        &path,
+        &want,
+        &format!("the native core's run of seed {SEED:#x}"),
     );
     // the log exercises what it claims to: events and replies, refusals, undecodable
     // frames, time going backwards, big ticks, and a refused input whose advance emitted

@@ -3,7 +3,8 @@
 // service whose inputs are stamped with the service's (leader's) clock; worker-1 holds
 // jobs/reindex, pauses, misses its keep-alives and is expired; worker-2, queued, is granted
 // the next token; worker-1 wakes and its write with the old token is refused by the fence.
-//   node web-demo/recordings/make-sample.mjs
+//   node web-demo/recordings/make-sample.mjs            (writes the sample)
+//   node web-demo/recordings/make-sample.mjs --stdout   (prints it instead: the test compares)
 import { createRequire } from 'node:module';
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -43,5 +44,9 @@ try {
 }
 rec.handle({ kind: 'release', now: 118, session: w2, lock: 'jobs/reindex' });
 rec.handle({ kind: 'close_session', now: 118, session: w2 });
-writeFileSync(path.join(here, 'paused-holder.flrec'), rec.text());
-console.log(`wrote ${rec.lines.length} lines`);
+if (process.argv.includes('--stdout')) {
+  process.stdout.write(rec.text());
+} else {
+  writeFileSync(path.join(here, 'paused-holder.flrec'), rec.text());
+  console.log(`wrote ${rec.lines.length} lines`);
+}

@@ -114,6 +114,14 @@ async function stepOf(label) {
   return m.step;
 }
 
+/** The timeline's step count, as the page says it: more than one, or a loop over the steps
+ * would check nothing. */
+async function stepsOf() {
+  const n = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  assert.ok(n > 1, `the timeline has ${n} steps`);
+  return n;
+}
+
 async function scrubTo(step) {
   await page.locator('[data-testid=scrubber]').fill(String(step));
   await page.waitForFunction((s) => document.querySelector('[data-testid=clock]').dataset.step === String(s), step);
@@ -170,7 +178,7 @@ test('scene 1: scrubbing back replays into a fresh core and forward gives the sa
   await open(1);
   await jumpToEnd();
   const end = await snapshot();
-  const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  const length = await stepsOf();
   await scrubTo(5);
   const early = await snapshot();
   assert.notDeepEqual(early, end);
@@ -395,7 +403,7 @@ test('layout: no swimlane marker covers a label and every node fits its panel (e
     await open(1, size);
     for (let s = 1; s <= SCENE_COUNT; s += 1) {
       await page.click(`[data-testid=tab-${s}]`);
-      const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+      const length = await stepsOf();
       for (let k = 1; k <= length; k += 1) {
         await scrubTo(k);
         assert.deepEqual(await layoutProblems(), [], `scene ${s}, step ${k}, ${size.width} px wide`);
@@ -421,7 +429,7 @@ test('random interventions (seeded) in every scene: the page never errors and ea
     for (let s = 1; s <= SCENE_COUNT; s += 1) {
       await page.click(`[data-testid=tab-${s}]`);
       for (let round = 0; round < 3; round += 1) {
-        const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+        const length = await stepsOf();
         await scrubTo(1 + Math.floor(rnd() * length));
         const clients = await page.locator('[data-client]').evaluateAll((gs) => gs.map((g) => g.dataset.client));
         await page.click(`[data-client="${pick(clients)}"]`);
@@ -802,7 +810,7 @@ test('layout: the caption is on screen with the stage at every milestone and no 
   }
   await open(1, { width: 1280, height: 800 });
   assert.equal(await page.$eval('.transport', (e) => getComputedStyle(e).position), 'static', 'the bar is in the flow: it covers nothing');
-  const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  const length = await stepsOf();
   // scrolled so that the whole timeline shows under the stage, the bar still in view
   await page.evaluate(() => window.scrollTo(0, 100));
   const first = await page.$eval('[data-testid=step]', (e) => JSON.stringify(e.getBoundingClientRect()));
@@ -857,7 +865,7 @@ test('layout: no two stage labels overlap, and the drawings keep text legible (e
     await open(1, size);
     for (let s = 1; s <= SCENE_COUNT; s += 1) {
       await page.click(`[data-testid=tab-${s}]`);
-      const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+      const length = await stepsOf();
       for (let k = 1; k <= length; k += 1) {
         await scrubTo(k);
         assert.deepEqual(await stageOverlaps(), [], `scene ${s}, step ${k}, ${size.width} px wide`);
@@ -966,7 +974,7 @@ test('random interventions (seeded): every ending agrees with the recorded outpu
       await page.keyboard.press('r');
       if (s !== 2 && s !== 4 && rnd() < 0.4) await page.keyboard.press('f');
       for (let round = 0, n = 1 + Math.floor(rnd() * 3); round < n; round += 1) {
-        const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+        const length = await stepsOf();
         await scrubTo(1 + Math.floor(rnd() * length));
         const clients = await page.locator('[data-client]').evaluateAll((gs) => gs.map((g) => g.dataset.client));
         await page.click(`[data-client="${pick(clients)}"]`);
@@ -1359,7 +1367,7 @@ test('replay layout: no two stage labels overlap, no marker covers a label, text
       assert.equal(await page.locator('[data-testid=open-recording-phone]').isVisible(), false);
       await openRecording(sampleText());
     }
-    const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+    const length = await stepsOf();
     for (let k = 1; k <= length; k += 1) {
       await scrubTo(k);
       assert.deepEqual(await stageOverlaps(), [], `step ${k}, ${size.width} px wide`);
@@ -1477,7 +1485,7 @@ test('replay: a recording whose ticks are milliseconds (tick_ms 1, as a cluster 
   // on a phone the longer times fit: the ms recording at 390 px, every step, no overflow, clock whole
   await open(1, { width: 390, height: 844 });
   await openRecording(long, 'cluster-ms.flrec');
-  const steps = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  const steps = await stepsOf();
   for (const k of [1, 4, 7, 20, steps]) {
     await scrubTo(k);
     const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
@@ -1519,7 +1527,7 @@ test('replay: a waiter\'s bar on the timeline gives its place in the core\'s que
   await open(1);
   await openRecording(rec.text(), 'queue.flrec');
   assert.equal(await page.getAttribute('body', 'data-recording'), 'open');
-  const steps = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  const steps = await stepsOf();
   let compared = 0;
   for (let k = 1; k <= steps; k += 1) {
     await scrubTo(k);
@@ -1584,7 +1592,7 @@ async function permitsNow() {
 test('scene 8, permits that leak: permits in use are the core\'s and never above 3; the crashed holder\'s session expires, its permit returns and the head waiter gets a higher token; the counter side stays stuck', async () => {
   await open(8);
   assert.equal(await text('[data-testid=scene-title]'), '8 · Permits that leak');
-  const length = Number(await page.getAttribute('[data-testid=clock]', 'data-length'));
+  const length = await stepsOf();
   const ms = await page.evaluate(() => window.fencelockDemo.milestones);
   const crashStep = ms.find((m) => m.label === 'worker-2 crashes').step;
   let crashed = null; // worker-2's hold and session deadline, as the core gives them at the crash
