@@ -849,8 +849,9 @@ fn sqlite_fence_ignores_a_temp_table_of_its_name() {
 }
 
 /// The worker refuses what the fence would refuse without reading the database (token 0,
-/// a token no `BIGINT` holds, an empty resource) before it connects: exit 2, a bad
-/// argument, even with no database to reach — not 1, a database failure.
+/// a token no `BIGINT` holds, an empty resource, a semaphore's permits) before it
+/// connects: exit 2, a bad argument, even with no database to reach — not 1, a database
+/// failure.
 #[test]
 fn the_worker_refuses_a_bad_token_or_resource_before_connecting() {
     let worker = env!("CARGO_BIN_EXE_fencelock-fence-write");
@@ -883,4 +884,22 @@ fn the_worker_refuses_a_bad_token_or_resource_before_connecting() {
         );
         assert!(err.to_lowercase().contains(says), "{err}");
     }
+    // A semaphore's permit holder (`fencelock lock --permits` sets FENCELOCK_PERMITS): a
+    // fence serves exclusive holders only, so that is refused the same way, token good.
+    let out = std::process::Command::new(worker)
+        .env("FENCELOCK_TOKEN", "5")
+        .env("FENCELOCK_PERMITS", "1/3")
+        .args([
+            "--pg",
+            "host=/nonexistent-fencelock-socket-dir",
+            "--note",
+            "x",
+        ])
+        .args(["--resource", "ledger"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty());
+    assert!(err.contains("exclusive holders only"), "{err}");
 }

@@ -650,6 +650,20 @@ extern "C" {
 // `buf` NULL or valid for `len` bytes; `out_len` NULL or writable.
 fencelock_result fencelock_result_message(uint32_t code, char *buf, size_t len, size_t *out_len);
 
+// Writes this library's version (its crate version, `"0.2.0"`) NUL-terminated into
+// `buf[..len]` (truncated like `snprintf` if it does not fit); `*out_len` (may be NULL)
+// gets its length without the NUL. A binding checks it against the version it was
+// written for before it calls anything else: a 0.x release may change the ABI's
+// structs in the next, and a library of another release would be read with the wrong
+// layouts.
+//
+// Errors: `BUFFER_TOO_SMALL` (truncated; `*out_len` says how long it is),
+// `NULL_PARAMETER` (`buf` NULL with `len` > 0). Cost: O(1).
+//
+// # Safety
+// `buf` NULL or valid for `len` bytes; `out_len` NULL or writable.
+fencelock_result fencelock_version(char *buf, size_t len, size_t *out_len);
+
 // Creates an empty gate for up to `capacity` resources (entries are never evicted:
 // size it for every resource it will ever guard).
 //

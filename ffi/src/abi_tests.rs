@@ -1092,6 +1092,38 @@ fn every_code_has_a_message() {
     assert_eq!(untouched, 99);
 }
 
+/// The library says its crate version, as `result_message` writes text: whole, truncated
+/// with `BUFFER_TOO_SMALL` and the length needed, or refused for a NULL buffer.
+#[test]
+fn the_library_says_its_version() {
+    let mut buf = [0 as std::ffi::c_char; 16];
+    let mut len = 0;
+    // SAFETY: buf valid for its length; len writable.
+    unsafe {
+        assert_eq!(
+            fencelock_version(buf.as_mut_ptr(), buf.len(), &mut len),
+            fencelock_result::Ok
+        );
+    }
+    // SAFETY: NUL-terminated by the call.
+    let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    assert_eq!(text.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    assert_eq!(len, env!("CARGO_PKG_VERSION").len());
+    let mut need = 0;
+    // SAFETY: as above; a 2-byte window truncates; NULL with 0 is a size query.
+    unsafe {
+        assert_eq!(
+            fencelock_version(buf.as_mut_ptr(), 2, &mut need),
+            fencelock_result::BufferTooSmall
+        );
+        assert_eq!(need, len);
+        assert_eq!(
+            fencelock_version(null_mut(), 4, &mut need),
+            fencelock_result::NullParameter
+        );
+    }
+}
+
 /// Every reply and event variant of the core maps to the constant of its own kind name
 /// (and none to `NONE`): short frames of each variant index are tried, and the variants
 /// they decode must be exactly the core's 13 replies and 5 events, every one of them. A

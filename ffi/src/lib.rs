@@ -86,5 +86,29 @@ pub unsafe extern "C" fn fencelock_result_message(
     })
 }
 
+/// Writes this library's version (its crate version, `"0.2.0"`) NUL-terminated into
+/// `buf[..len]` (truncated like `snprintf` if it does not fit); `*out_len` (may be NULL)
+/// gets its length without the NUL. A binding checks it against the version it was
+/// written for before it calls anything else: a 0.x release may change the ABI's
+/// structs in the next, and a library of another release would be read with the wrong
+/// layouts.
+///
+/// Errors: `BUFFER_TOO_SMALL` (truncated; `*out_len` says how long it is),
+/// `NULL_PARAMETER` (`buf` NULL with `len` > 0). Cost: O(1).
+///
+/// # Safety
+/// `buf` NULL or valid for `len` bytes; `out_len` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_version(
+    buf: *mut c_char,
+    len: usize,
+    out_len: *mut usize,
+) -> fencelock_result {
+    ffi_panic_boundary!({
+        // SAFETY: forwarded contract.
+        unsafe { types::write_message(env!("CARGO_PKG_VERSION"), buf, len, out_len) }
+    })
+}
+
 #[cfg(test)]
 mod abi_tests;

@@ -14,8 +14,9 @@
 //! `fencelock_demo` (made if missing) through the fence, in one transaction with the
 //! token's admission. Prints `written token=T` and exits 0, or `refused token=T highest=H`
 //! and exits 4 when the fence refuses a stale token; 2 for bad arguments or environment
-//! (token 0 or above `i64::MAX`, an empty or over-long resource included: judged before
-//! the database is touched), 1 when the database fails.
+//! (token 0 or above `i64::MAX`, an empty or over-long resource, a semaphore's permits in
+//! `FENCELOCK_PERMITS` included: judged before the database is touched), 1 when the
+//! database fails.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -57,6 +58,15 @@ fn parse() -> Result<(Args, Token), String> {
             }
             _ => return Err(format!("unknown argument {a:?}")),
         }
+    }
+    // A fence admits one holder's token at a time: under a semaphore's permits
+    // (`fencelock lock --permits`) a holder whose hold is good would be refused as stale
+    // once another permit holder wrote (fence/README.md, "Exclusive holders only").
+    if let Ok(permits) = std::env::var("FENCELOCK_PERMITS") {
+        return Err(format!(
+            "FENCELOCK_PERMITS={permits:?}: a fence serves exclusive holders only; run me \
+             under `fencelock lock NAME --` without --permits"
+        ));
     }
     let token = std::env::var("FENCELOCK_TOKEN")
         .map_err(|_| "FENCELOCK_TOKEN is not set: run me under `fencelock lock NAME --`")?;

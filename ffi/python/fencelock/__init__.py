@@ -10,7 +10,8 @@
 
 The library (libfencelock.so) is found beside this module (the wheel puts it there), or
 wherever the environment variable FENCELOCK_LIB points (a path to the library file);
-FENCELOCK_LIB wins when set. Nothing depends on the current directory.
+FENCELOCK_LIB wins when set (a relative path is taken from the current directory, as any
+relative path is); without it nothing depends on the current directory.
 
 Every input takes the host's clock reading `now` first and returns the caller's reply, a
 small frozen dataclass whose `kind` is the core's `Reply::kind()` string ("opened",
@@ -68,10 +69,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Literal, Optional, Union
 
 __all__ = [
-    "ENV_VAR", "MAX_NAME_LEN", "MAX_FRAME_LEN", "KEEPER_MEMORY",
+    "__version__", "ENV_VAR", "MAX_NAME_LEN", "MAX_FRAME_LEN", "KEEPER_MEMORY",
     "MAX_LABEL_LEN", "DEFAULT_MAX_WATCHERS", "NAME_KEY_LEN",
     "Result", "Mode", "Permits", "Wait", "Reason", "Change", "LeaseState",
-    "FencelockError", "ArgumentError", "message",
+    "FencelockError", "ArgumentError", "message", "library_version",
     "Opened", "KeptAlive", "Closed", "Granted", "Queued", "Busy", "Released", "Cancelled",
     "HoldEnded", "WaitEnded", "Ticked", "Watching", "Unwatched", "Reply",
     "GrantedEvent", "ReleasedEvent", "SessionExpired", "WaitTimedOut", "HolderChanged",
@@ -80,6 +81,8 @@ __all__ = [
     "Service", "Gate", "Keeper",
 ]
 
+#: This package's version: the library it loads must say the same (fencelock_version).
+__version__ = "0.2.0"
 #: The one environment variable this package reads: a path to libfencelock.
 ENV_VAR = "FENCELOCK_LIB"
 #: The longest lock or resource name, in bytes (the core's MAX_NAME_LEN).
@@ -102,7 +105,7 @@ _LIB_FILE = {"darwin": "libfencelock.dylib", "win32": "fencelock.dll"}.get(sys.p
                                                                            "libfencelock.so")
 
 
-def _load() -> C.CDLL:
+def _load() -> tuple[C.CDLL, str]:
     path = os.environ.get(ENV_VAR)
     if path:
         where = f"{ENV_VAR}={path}"
@@ -110,14 +113,36 @@ def _load() -> C.CDLL:
         path = os.path.join(os.path.dirname(os.path.abspath(__file__)), _LIB_FILE)
         where = f"beside the module ({path})"
     try:
-        return C.CDLL(path)
+        lib = C.CDLL(path)
     except OSError as e:
         raise ImportError(
             f"fencelock: cannot load the C library {where}: {e}. Install the wheel (which "
             f"bundles it), or set {ENV_VAR} to the path of {_LIB_FILE}") from e
+    _check_version(lib, where)
+    return lib, where
 
 
-_lib = _load()
+def _check_version(lib: C.CDLL, where: str) -> None:
+    """ImportError unless `lib` says it is this package's version: the structs this
+    package lays out change between 0.x releases, and a library of another one would be
+    read with the wrong layouts."""
+    try:
+        version_of = lib.fencelock_version
+    except AttributeError as e:
+        raise ImportError(
+            f"fencelock: the C library {where} is not libfencelock {__version__} (it has no "
+            f"fencelock_version)") from e
+    version_of.argtypes = [C.c_char_p, C.c_size_t, C.POINTER(C.c_size_t)]
+    version_of.restype = C.c_uint32
+    buf = C.create_string_buffer(64)
+    found = buf.value.decode("utf-8", "replace") if version_of(buf, len(buf), None) == 0 else "?"
+    if found != __version__:
+        raise ImportError(
+            f"fencelock: the C library {where} is libfencelock {found}, this package "
+            f"{__version__}: use the library of the same release (the wheel bundles it)")
+
+
+_lib, _WHERE = _load()
 
 
 # ---------------------------------------------------------------------------- enums
@@ -268,6 +293,19 @@ class FencelockError(Exception):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.kind} {self.code}: {self.detail!r})"
 
+    def __reduce__(self) -> Any:
+        # pickle and copy rebuild it from its fields (its args hold only the message), so
+        # a refusal crosses a process pool whole: code, detail, events and frames.
+        return (_rebuilt_error, (type(self), self.code, self.detail, self.events,
+                                 self.event_frames))
+
+
+def _rebuilt_error(cls: type, code: int, detail: str, events: Iterable[Any],
+                   event_frames: Iterable[bytes]) -> FencelockError:
+    e = cls.__new__(cls)
+    FencelockError.__init__(e, code, detail, events, event_frames)
+    return e
+
 
 class ArgumentError(FencelockError, ValueError):
     """A value this binding cannot hand to the library (code 903, INVALID_ARGUMENT): an
@@ -278,6 +316,14 @@ class ArgumentError(FencelockError, ValueError):
 
     def __init__(self, detail: str) -> None:
         super().__init__(Result.INVALID_ARGUMENT, detail)
+
+
+def library_version() -> str:
+    """The version the loaded C library says it is (fencelock_version): this package's
+    own, or the import would have failed. Cost: O(1)."""
+    buf = C.create_string_buffer(64)
+    _lib.fencelock_version(buf, len(buf), None)
+    return buf.value.decode()
 
 
 def message(code: int) -> str:
@@ -450,6 +496,7 @@ _PP, _PSIZE, _PU64, _PBOOL = C.POINTER(_P), C.POINTER(_SIZE), C.POINTER(_U64), C
 _PREPLY = C.POINTER(_Reply)
 _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_result_message": [_U32, _BYTES, _SIZE, _PSIZE],
+    "fencelock_version": [_BYTES, _SIZE, _PSIZE],
     "fencelock_service_new": [C.POINTER(_Config), _PP],
     "fencelock_service_free": [_P],
     "fencelock_service_layout": [C.POINTER(_Capacity), _PSIZE, _PSIZE],
@@ -525,7 +572,10 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_keeper_last_error": [_P, _BYTES, _SIZE, _PSIZE],
 }
 for _fn, _args in _SIGNATURES.items():
-    _f = getattr(_lib, _fn)
+    try:
+        _f = getattr(_lib, _fn)
+    except AttributeError as _e:  # a library of this version has every function
+        raise ImportError(f"fencelock: the C library {_WHERE} lacks {_fn}") from _e
     _f.argtypes = _args
     _f.restype = None if _fn.endswith("_free") else C.c_uint32
 del _fn, _args, _f
@@ -823,9 +873,11 @@ class _Handle:
         self._h = handle
         self._mutex = threading.RLock()
         # The finalizer holds the handle (and a placed service's memory, which must
-        # outlive it), never the object itself.
+        # outlive it), never the object itself; and the handle's lock, so that it never
+        # frees the handle under a call another thread is making (at interpreter exit it
+        # runs while daemon threads still run).
         self._finalizer = weakref.finalize(self, _release, getattr(_lib, self._free), handle,
-                                           keep)
+                                           keep, self._mutex)
 
     def close(self) -> None:
         """Frees the library's memory for this handle. A second close does nothing; any
@@ -862,8 +914,17 @@ class _Handle:
             self._check(getattr(_lib, fn)(self._ptr(), *args))
 
 
-def _release(free: Callable[[C.c_void_p], None], handle: C.c_void_p, keep: Any) -> None:
-    free(handle)
+def _release(free: Callable[[C.c_void_p], None], handle: C.c_void_p, keep: Any,
+             mutex: threading.RLock) -> None:
+    # Calls hold the lock only for one library call (none blocks), so this waits briefly.
+    # Should it not get the lock in time (a thread stopped inside a call at exit), the
+    # handle is left to the process's end rather than freed under that call.
+    if not mutex.acquire(timeout=10):
+        return
+    try:
+        free(handle)
+    finally:
+        mutex.release()
     del keep  # a placed service's memory: only now may it go
 
 
