@@ -59,6 +59,7 @@ lint:
 
 test-rust:
 	cargo test --workspace --all-features
+	@scripts/check-ignored.sh
 
 test-nostd:
 	cargo build -p fencelock --target thumbv7em-none-eabihf
