@@ -376,8 +376,21 @@ impl Client {
                 st.lock_events
                     .insert((session.0, lock.to_string()), Acquired::TimedOut);
             }
-            Output::Released { session, lock, .. } => {
-                st.lock_events.remove(&(session.0, lock.to_string()));
+            Output::Released {
+                session,
+                lock,
+                token,
+                ..
+            } => {
+                // The end of a grant an acquire has not taken yet (both pushes read in one
+                // go: an administrator's forced release right after the grant) is that
+                // acquire's outcome: the hold it was granted ended. Dropping the grant
+                // would leave the acquire waiting for a push that never comes.
+                // Another hold's end (an earlier one) changes no pending outcome.
+                let key = (session.0, lock.to_string());
+                if st.lock_events.get(&key) == Some(&Acquired::Granted(*token)) {
+                    st.lock_events.insert(key, Acquired::HoldEnded(*token));
+                }
             }
             Output::SessionExpired { session } => {
                 st.lost.insert(session.0);
@@ -1423,8 +1436,9 @@ impl Session {
                         if st.lock_events.remove(key).is_some() {
                             break; // ask the core
                         }
-                    } else if let Some(ev) = st.lock_events.get(key) {
-                        return Ok(*ev);
+                    } else if let Some(ev) = st.lock_events.remove(key) {
+                        // Taken: a session that locks many names keeps no record of each.
+                        return Ok(ev);
                     }
                     if st.lost.contains(&self.id) {
                         return Ok(Acquired::SessionLost);
@@ -1463,8 +1477,13 @@ impl Session {
             .await;
         abandoned.finish(&g);
         if matches!(&reply, Ok(_) | Err(ClientError::Core(_))) {
-            // Released, or not held (any more): either way no hold the caller knows.
+            // Released, or not held (any more): either way no hold the caller knows, and
+            // no event of this lock is anyone's outcome any more.
             g.known.remove(lock);
+            self.client
+                .st()
+                .lock_events
+                .remove(&(self.id, lock.to_string()));
         }
         match reply? {
             Some(fencelock::Reply::Released { token }) => Ok(token),
@@ -2120,6 +2139,40 @@ mod tests {
             mode: Mode::Exclusive,
             token: Token(token),
         }
+    }
+
+    /// A grant and its forced release read in one go, before the waiting acquire looked:
+    /// its outcome is `HoldEnded` (it used to find nothing and wait for ever). The end of
+    /// another token's hold (an earlier one) leaves the pending grant as it is.
+    #[test]
+    fn a_grant_ended_before_its_acquire_looked_is_its_outcome() {
+        let client = Client::new(vec![]);
+        {
+            let mut st = client.st();
+            st.epoch = 1;
+            st.handles.insert(1);
+        }
+        let key = (1, "x".to_string());
+        let released = |token: u64| Output::Released {
+            session: SessionId(1),
+            lock: LockName::new("x").unwrap(),
+            token: Token(token),
+            reason: fencelock::ReleaseReason::Released,
+        };
+        client.note(granted(7), 1);
+        client.note(released(7), 1);
+        assert_eq!(
+            client.st().lock_events.get(&key),
+            Some(&Acquired::HoldEnded(Token(7)))
+        );
+        client.st().lock_events.clear();
+        client.note(granted(8), 1);
+        client.note(released(5), 1);
+        assert_eq!(
+            client.st().lock_events.get(&key),
+            Some(&Acquired::Granted(Token(8))),
+            "an earlier hold's end leaves the pending grant"
+        );
     }
 
     fn done(reply: fencelock::Reply) -> Result<Reply, ClientError> {

@@ -680,6 +680,55 @@ fn watchers_beyond_the_limit_are_refused() {
     wait_exit(&mut holder, Duration::from_secs(10));
 }
 
+/// A watcher whose reader went away (`fencelock watch L | grep -m1 …`: the pipe closed)
+/// ends as on a signal at its next line: exit 0, its session closed, so its watcher slot
+/// is free at once — it used to panic (exit 101) and hold the slot until its ttl ran out.
+#[test]
+fn a_watcher_whose_reader_is_gone_ends_and_frees_its_slot() {
+    use std::io::BufRead;
+    let _s = serial();
+    let n = Node::start_with("closedpipe", &["--max-watchers", "1"]);
+    let mut w = n
+        .cli(&["watch", "L", "--ttl-ms", LONG_TTL])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // In place once it says so (its first line on stderr); then its reader goes away.
+    let mut err = std::io::BufReader::new(w.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(first.contains("watches L"), "{first}");
+    drop(w.stdout.take());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let c = n.client();
+    let a = rt.block_on(c.open_labeled(60_000, "a")).unwrap();
+    match rt
+        .block_on(a.acquire("L", Mode::Exclusive, WaitSpec::None))
+        .unwrap()
+    {
+        Acquired::Granted(_) => {}
+        other => panic!("{other:?}"),
+    }
+    let st = wait_exit(&mut w, Duration::from_secs(20));
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+    assert_eq!(st.code(), Some(0), "{rest}");
+    // The one watcher slot is free: another watch takes it at once.
+    let (mut next, next_lines) = n.spawn(&["observe", "L"]);
+    let got = next_lines.wait(1);
+    assert!(
+        got[0].starts_with("leader ") && got[0].ends_with(" a"),
+        "{got:?}"
+    );
+    signal(next.id(), "-INT");
+    assert_eq!(
+        wait_exit(&mut next, Duration::from_secs(10)).code(),
+        Some(0)
+    );
+    rt.block_on(a.close()).unwrap();
+}
+
 /// A watcher keeps watching across the loss of the leader: once reconnected it starts the
 /// watch again (the current holders as `holding` lines) and sees later grants; it does
 /// not exit while its session lives.

@@ -1408,7 +1408,12 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             return Ok(ExitCode::from(EXIT_LEASE_LOST));
         }
         Ok(Acquired::Granted(t)) => {
-            println!("epoch {}", t.0);
+            if !say(&format!("epoch {}", t.0)) {
+                // Nobody reads who leads: resign at once rather than lead unheard.
+                drop(guard);
+                end_session(opts, &session).await;
+                return Err("stdout is closed: resigned".into());
+            }
             t.0
         }
         Ok(other) => {
@@ -1557,8 +1562,9 @@ fn watch_line(
 /// NAME and prints its holder changes (`show`) until a signal (exit 0) or the session is
 /// lost (exit 3). After a reconnect (pushes may have been missed) it unwatches and
 /// watches again, printing the current holders anew.
+// The stdout write stays in the arm's body: a write in a match guard would hide it.
+#[allow(clippy::collapsible_match)]
 async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
-    use std::io::Write;
     let mut signals = Signals::new()?;
     let client = opts.session_client();
     let mut pushes = client.subscribe();
@@ -1588,10 +1594,10 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
         session.id(),
         if holders == 1 { "" } else { "s" }
     );
-    if show == Show::Leader && holders == 0 {
-        println!("none");
+    if show == Show::Leader && holders == 0 && !say("none") {
+        end_session(opts, &session).await;
+        return Ok(ExitCode::SUCCESS); // nobody reads: as a signal ends it
     }
-    let _ = std::io::stdout().flush();
     let mut check = tokio::time::interval(Duration::from_millis(50));
     let code = loop {
         tokio::select! {
@@ -1603,8 +1609,9 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
                 Ok(Output::HolderChanged { session: s, lock, holder, mode, token, change, label })
                     if s.0 == session.id() && lock.as_str() == name =>
                 {
-                    println!("{}", watch_line(show, holder.0, mode, token.0, change, label.as_str()));
-                    let _ = std::io::stdout().flush();
+                    if !say(&watch_line(show, holder.0, mode, token.0, change, label.as_str())) {
+                        break ExitCode::SUCCESS; // the reader stopped: as a signal ends it
+                    }
                 }
                 Ok(Output::SessionExpired { session: s }) if s.0 == session.id() => {
                     eprintln!("fencelock: the watching session expired; changes of {name} are no longer seen");
@@ -1643,9 +1650,8 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
                 sig = signals.recv() => { let _ = sig; break ExitCode::SUCCESS; }
             } {
                 Ok(n) => {
-                    if show == Show::Leader && n == 0 {
-                        println!("none");
-                        let _ = std::io::stdout().flush();
+                    if show == Show::Leader && n == 0 && !say("none") {
+                        break ExitCode::SUCCESS; // the reader stopped: as a signal ends it
                     }
                 }
                 Err(e) => {
@@ -1659,6 +1665,15 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
     drop(guard);
     end_session(opts, &session).await;
     Ok(code)
+}
+
+/// Writes `line` to stdout and flushes it; false when stdout is gone (its reader closed
+/// the pipe: `fencelock watch L | grep -m1 …`). A caller then ends as on a signal, its
+/// session closed, rather than panicking (println!) with the session left to its ttl.
+fn say(line: &str) -> bool {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
 }
 
 /// The leader among the nodes' own views, and the highest term any of them knows: the
