@@ -204,7 +204,7 @@ pub(crate) struct State {
 ///   [`close_session`](Self::close_session), [`acquire`](Self::acquire),
 ///   [`release`](Self::release), [`cancel`](Self::cancel), [`tick`](Self::tick),
 ///   [`open_labeled`](Self::open_labeled), [`watch`](Self::watch),
-///   [`unwatch`](Self::unwatch)).
+///   [`unwatch`](Self::unwatch), [`release_hold`](Self::release_hold)).
 ///   Each carries the host's `now` and returns the caller's [`Reply`]; events for other
 ///   sessions, or caused by time, go to the [`Sink`] `out`, in order, before the call
 ///   returns. The service buffers nothing, so it can drop nothing.

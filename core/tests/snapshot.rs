@@ -5,7 +5,7 @@ mod common;
 use common::*;
 
 use fencelock::{
-    Config, Error, LockService, Mode, Table, Tick, VecStorage, Wait, MAX_REVISION_FLOOR,
+    Config, Error, LockService, Mode, SessionId, Table, Tick, VecStorage, Wait, MAX_REVISION_FLOOR,
     SNAPSHOT_MAGIC, SNAPSHOT_VERSION,
 };
 
@@ -163,6 +163,24 @@ fn restore_checks_counters() {
     let mut s = Snap::base();
     s.next_seq = u64::MAX;
     s.refused("counter beyond 2^63");
+    // The bound itself restores (docs/SPEC.md §1): a revision of exactly 2^63; the next
+    // grant takes it past, and from then on the service's snapshots are refused — typed,
+    // as the SPEC says, and its tokens are past what a signed 64-bit column holds.
+    let mut s = Snap::base();
+    s.revision = 1 << 63;
+    let mut svc = s.restore().expect("a revision of 2^63 restores");
+    svc.release(Tick(1), SessionId(1), "l", None, &mut |_| {})
+        .expect("session 1 releases");
+    assert_eq!(
+        svc.revision(),
+        (1 << 63) + 1,
+        "session 2 was granted the next token"
+    );
+    let bytes = svc.snapshot_vec();
+    match LockService::restore(VecStorage::new(4, 4, 8), &bytes) {
+        Err((_, e)) => assert_eq!(e, Error::CorruptSnapshot("counter beyond 2^63")),
+        Ok(_) => panic!("a revision past 2^63 restored"),
+    }
 }
 
 #[test]
