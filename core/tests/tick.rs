@@ -333,3 +333,27 @@ fn any_input_does_what_a_tick_to_its_now_would_first() {
     assert_eq!(alone, with_ticks);
     assert_eq!(stamped.snapshot_vec(), ticked.snapshot_vec());
 }
+
+#[test]
+fn an_expiring_sessions_holds_end_in_the_order_it_asked_for_them() {
+    // s queues for a (held by h) before it takes b at once; h's release then grants s a,
+    // so s holds b longer than a. When s expires, a ends first: a session's holds end in
+    // its acquires' arrival order, a hold granted after a wait counting from when it
+    // queued (docs/SPEC.md §2, step 1) — not in grant order.
+    let mut svc = svc(8);
+    let h = open(&mut svc, 50);
+    let s = open(&mut svc, 10);
+    assert_eq!(x(&mut svc, h, "a").0, reply_x(1));
+    assert_eq!(x(&mut svc, s, "a").0, reply_queued(Mode::Exclusive, 1));
+    assert_eq!(x(&mut svc, s, "b").0, reply_x(2));
+    assert_eq!(release(&mut svc, h, "a").1, vec![gx(s, "a", 3)]);
+    assert_eq!(
+        tick(&mut svc, 10),
+        vec![
+            expired(s),
+            released(s, "a", 3, Expired),
+            released(s, "b", 2, Expired),
+        ]
+    );
+    check_invariants(&svc);
+}
