@@ -729,6 +729,39 @@ fn a_watcher_whose_reader_is_gone_ends_and_frees_its_slot() {
     rt.block_on(a.close()).unwrap();
 }
 
+/// A CLI whose stderr is closed (`2>&-`, a reader gone) goes on without its messages: a
+/// watcher still prints its changes and ends on a signal with exit 0 (it panicked with
+/// 101 at its first message, leaving its session to the ttl).
+#[test]
+fn a_watcher_with_its_stderr_closed_still_watches() {
+    let _s = serial();
+    let n = Node::start("closedstderr");
+    let mut w = n
+        .cli(&["watch", "L", "--ttl-ms", LONG_TTL])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(w.stderr.take()); // before its first message
+    let lines = Lines::of(&mut w);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let c = n.client();
+    let a = rt.block_on(c.open_labeled(60_000, "a")).unwrap();
+    // Granted until the watch is in place (a grant before it is a `holding` line).
+    match rt
+        .block_on(a.acquire("L", Mode::Exclusive, WaitSpec::None))
+        .unwrap()
+    {
+        Acquired::Granted(_) => {}
+        other => panic!("{other:?}"),
+    }
+    let got = lines.wait(1);
+    assert!(got[0].contains(" a"), "{got:?}");
+    signal(w.id(), "-INT");
+    assert_eq!(wait_exit(&mut w, Duration::from_secs(10)).code(), Some(0));
+    rt.block_on(a.close()).unwrap();
+}
+
 /// A watcher keeps watching across the loss of the leader: once reconnected it starts the
 /// watch again (the current holders as `holding` lines) and sees later grants; it does
 /// not exit while its session lives.

@@ -48,6 +48,16 @@
 //! Every call is a safe one (std, tokio and the `nix` crate's safe wrappers of `prctl`,
 //! `killpg` and `waitpid`): no `unsafe`, no code between `fork` and `exec`.
 
+/// `eprintln!` that does not panic when stderr is closed (`2>&-`, a reader gone): a
+/// message nobody can read is dropped, and the command goes on to close its session and
+/// stop what it supervises, rather than dying with exit 101 and leaving both to the ttl.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus};
 use std::sync::Arc;
@@ -345,18 +355,18 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("fencelock: cannot start the runtime: {e}");
+            note!("fencelock: cannot start the runtime: {e}");
             return ExitCode::from(1);
         }
     };
     let opts = args.opts;
     if !matches!(args.cmd, Cmd::Supervise { .. }) {
         if let Err(e) = opts.connection() {
-            eprintln!("fencelock: {e}");
+            note!("fencelock: {e}");
             return ExitCode::from(1);
         }
         if let Err(e) = opts.label() {
-            eprintln!("fencelock: --label: {e}");
+            note!("fencelock: --label: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     }
@@ -367,7 +377,7 @@ fn main() -> ExitCode {
     } = &args.cmd
     {
         if *count == 0 || count > limit {
-            eprintln!("fencelock: --permits {count} --limit {limit}: ask for 1 to {limit} permits");
+            note!("fencelock: --permits {count} --limit {limit}: ask for 1 to {limit} permits");
             return ExitCode::from(EXIT_USAGE);
         }
     }
@@ -376,15 +386,17 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             match e.downcast_ref::<ClientError>() {
-                Some(ClientError::Unavailable(m)) => eprintln!(
+                Some(ClientError::Unavailable(m)) => note!(
                     "fencelock: no node of {} answered within {} ms (last: {m})",
-                    opts.cluster, opts.timeout_ms
+                    opts.cluster,
+                    opts.timeout_ms
                 ),
-                Some(ClientError::NotLeader { .. }) => eprintln!(
+                Some(ClientError::NotLeader { .. }) => note!(
                     "fencelock: no leader among {} within {} ms",
-                    opts.cluster, opts.timeout_ms
+                    opts.cluster,
+                    opts.timeout_ms
                 ),
-                _ => eprintln!("fencelock: {e}"),
+                _ => note!("fencelock: {e}"),
             }
             ExitCode::from(1)
         }
@@ -446,7 +458,7 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             let kill_after_ms = match kill_after_ms {
                 None => 1_000.min(opts.ttl_ms / 10),
                 Some(ms) if ms >= margin => {
-                    eprintln!(
+                    note!(
                         "fencelock: --kill-after-ms {ms} would let the command outlive its lease: \
                          it must be below the margin, a fifth of --ttl-ms ({margin} ms); lower it \
                          or raise --ttl-ms"
@@ -536,7 +548,7 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
                     page.from_index, page.to_index
                 ),
             };
-            eprintln!(
+            note!(
                 "fencelock: exported {} lines ({span}) from node {}, the leader{}",
                 lines.len(),
                 page.node,
@@ -1002,12 +1014,12 @@ async fn open(opts: &Opts, client: &Client) -> Res<(Arc<Session>, LeaseGuard)> {
 async fn end_session(opts: &Opts, session: &Session) {
     match tokio::time::timeout(opts.timeout(), session.close()).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => eprintln!(
+        Ok(Err(e)) => note!(
             "fencelock: could not close session {} ({e}); what it holds is freed when it expires ({} ms after its last keep-alive)",
             session.id(),
             opts.ttl_ms
         ),
-        Err(_) => eprintln!(
+        Err(_) => note!(
             "fencelock: could not close session {} within {} ms; what it holds is freed when it expires ({} ms after its last keep-alive)",
             session.id(),
             opts.timeout_ms,
@@ -1046,7 +1058,7 @@ async fn lock(
         r = session.acquire(name, mode, wait) => r,
         sig = signals.recv() => {
             // Closing ends the wait (and frees a grant made in the meantime).
-            eprintln!("fencelock: {sig} while waiting for {name}; leaving the queue");
+            note!("fencelock: {sig} while waiting for {name}; leaving the queue");
             end_session(opts, &session).await;
             return Ok(by_signal(sig));
         }
@@ -1062,14 +1074,12 @@ async fn lock(
             } else {
                 "the wait timed out"
             };
-            eprintln!("fencelock: lock {name} not acquired: {why}");
+            note!("fencelock: lock {name} not acquired: {why}");
             end_session(opts, &session).await;
             return Ok(ExitCode::from(EXIT_NOT_ACQUIRED));
         }
         Ok(Acquired::HoldEnded(_) | Acquired::SessionLost) => {
-            eprintln!(
-                "fencelock: the session ended before {name} was held; not running the command"
-            );
+            note!("fencelock: the session ended before {name} was held; not running the command");
             end_session(opts, &session).await;
             return Ok(ExitCode::from(EXIT_LEASE_LOST));
         }
@@ -1081,18 +1091,16 @@ async fn lock(
     // The grant may arrive after the lease stopped being safe (a slow wait, a pause): then
     // the command must not start at all.
     if !guard.may_act() {
-        eprintln!(
-            "fencelock: granted {name} but the lease is no longer safe; not running the command"
-        );
+        note!("fencelock: granted {name} but the lease is no longer safe; not running the command");
         end_session(opts, &session).await;
         return Ok(ExitCode::from(EXIT_LEASE_LOST));
     }
     match mode {
-        Mode::Permits { count, limit } => eprintln!(
+        Mode::Permits { count, limit } => note!(
             "fencelock: holding {count} of the {limit} permits of {name} with token {}",
             token.0
         ),
-        _ => eprintln!("fencelock: holding {name} with token {}", token.0),
+        _ => note!("fencelock: holding {name} with token {}", token.0),
     }
     let spawned = supervisor(kill_after, command).and_then(|mut c| {
         c.env("FENCELOCK_TOKEN", token.0.to_string())
@@ -1146,12 +1154,12 @@ async fn lock(
                 // A oneshot must not be polled again once it has answered.
                 checked = true;
                 if r.is_ok() {
-                    eprintln!("fencelock: {name} is no longer held by this session (released without word reaching it)");
+                    note!("fencelock: {name} is no longer held by this session (released without word reaching it)");
                     guard.session_lost();
                 }
             }
             sig = signals.recv() => {
-                eprintln!("fencelock: {sig}; stopping the command and releasing {name}");
+                note!("fencelock: {sig}; stopping the command and releasing {name}");
                 stop(&mut sup, kill_after).await;
                 break Ended::Signal(sig);
             }
@@ -1159,7 +1167,7 @@ async fn lock(
                 if let Ok(Output::Released { session: s, lock, reason, .. }) = p {
                     if s.0 == session.id() && lock.as_str() == name {
                         if reason == ReleaseReason::Released {
-                            eprintln!("fencelock: {name} was released by an administrator");
+                            note!("fencelock: {name} was released by an administrator");
                         }
                         guard.session_lost();
                     }
@@ -1168,7 +1176,7 @@ async fn lock(
             _ = check.tick() => {}
         }
         if !guard.may_act() {
-            eprintln!("fencelock: lease on {name} no longer safe; stopping the command");
+            note!("fencelock: lease on {name} no longer safe; stopping the command");
             stop(&mut sup, kill_after).await;
             break Ended::LeaseLost;
         }
@@ -1289,7 +1297,7 @@ async fn supervise(parent: u32, kill_after: Duration, command: &[String]) -> Exi
     let mut signals = match Signals::new() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("fencelock: supervisor: cannot catch signals: {e}");
+            note!("fencelock: supervisor: cannot catch signals: {e}");
             return ExitCode::from(1);
         }
     };
@@ -1311,7 +1319,7 @@ async fn supervise(parent: u32, kill_after: Duration, command: &[String]) -> Exi
     {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("fencelock: cannot run {}: {}", command[0], describe(&e));
+            note!("fencelock: cannot run {}: {}", command[0], describe(&e));
             return ExitCode::from(match e.kind() {
                 std::io::ErrorKind::NotFound => EXIT_NOT_FOUND,
                 _ => EXIT_CANNOT_RUN,
@@ -1402,7 +1410,7 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
         // As `lock` does: a grant that arrives after the lease stopped being safe (a slow
         // wait, a pause) is no leadership to announce.
         Ok(Acquired::Granted(_)) if !guard.may_act() => {
-            eprintln!("fencelock: elected to {name} but the lease is no longer safe; resigning");
+            note!("fencelock: elected to {name} but the lease is no longer safe; resigning");
             drop(guard);
             end_session(opts, &session).await;
             return Ok(ExitCode::from(EXIT_LEASE_LOST));
@@ -1417,7 +1425,7 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             t.0
         }
         Ok(other) => {
-            eprintln!("fencelock: not elected: {other:?}");
+            note!("fencelock: not elected: {other:?}");
             end_session(opts, &session).await;
             return Ok(ExitCode::from(EXIT_NOT_ACQUIRED));
         }
@@ -1449,7 +1457,7 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
                 // A oneshot must not be polled again once it has answered.
                 checked = true;
                 if r.is_ok() {
-                    eprintln!("fencelock: leadership of {name} is no longer this session's (released without word reaching it)");
+                    note!("fencelock: leadership of {name} is no longer this session's (released without word reaching it)");
                     drop(guard);
                     end_session(opts, &session).await;
                     return Ok(ExitCode::from(EXIT_LEASE_LOST));
@@ -1459,7 +1467,7 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
                 // An administrator's forced release ends the leadership too.
                 if let Ok(Output::Released { session: s, lock, .. }) = p {
                     if s.0 == session.id() && lock.as_str() == name {
-                        eprintln!("fencelock: leadership of {name} released by an administrator");
+                        note!("fencelock: leadership of {name} released by an administrator");
                         drop(guard);
                         end_session(opts, &session).await;
                         return Ok(ExitCode::from(EXIT_LEASE_LOST));
@@ -1468,7 +1476,7 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             }
             _ = check.tick() => {
                 if !guard.may_act() {
-                    eprintln!("fencelock: leadership lease lost");
+                    note!("fencelock: leadership lease lost");
                     drop(guard);
                     end_session(opts, &session).await;
                     return Ok(ExitCode::from(EXIT_LEASE_LOST));
@@ -1589,7 +1597,7 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
             return Err(e.into());
         }
     };
-    eprintln!(
+    note!(
         "fencelock: session {} watches {name} ({holders} holder{} now)",
         session.id(),
         if holders == 1 { "" } else { "s" }
@@ -1614,7 +1622,7 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
                     }
                 }
                 Ok(Output::SessionExpired { session: s }) if s.0 == session.id() => {
-                    eprintln!("fencelock: the watching session expired; changes of {name} are no longer seen");
+                    note!("fencelock: the watching session expired; changes of {name} are no longer seen");
                     break ExitCode::from(EXIT_LEASE_LOST);
                 }
                 // Pushes were dropped (this process fell behind): start again.
@@ -1624,9 +1632,7 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
             _ = check.tick() => {}
         }
         if session.is_lost() || !guard.may_act() {
-            eprintln!(
-                "fencelock: the watching session was lost; changes of {name} are no longer seen"
-            );
+            note!("fencelock: the watching session was lost; changes of {name} are no longer seen");
             break ExitCode::from(EXIT_LEASE_LOST);
         }
         if client.epoch() != epoch {
