@@ -1603,6 +1603,7 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
         if holders == 1 { "" } else { "s" }
     );
     if show == Show::Leader && holders == 0 && !say("none") {
+        drop(guard);
         end_session(opts, &session).await;
         return Ok(ExitCode::SUCCESS); // nobody reads: as a signal ends it
     }
