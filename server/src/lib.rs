@@ -18,7 +18,8 @@
 //! [`mem_network`] (an in-process network with faults, for tests), [`client`]; for
 //! operators, [`ops`] (health, metrics, backup and restore over HTTP), [`export`] (the
 //! applied history as a recording the demo page replays) and [`disk`] (a full disk stalls
-//! writes instead of killing the node).
+//! writes instead of killing the node); [`stdio`] (what the binaries print, without a
+//! panic when the reader is gone).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -42,5 +43,6 @@ pub mod proposer;
 pub mod protocol;
 pub mod settings;
 pub mod state_machine;
+pub mod stdio;
 pub mod tls;
 pub mod types;

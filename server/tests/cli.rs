@@ -807,3 +807,40 @@ fn status_counts_a_held_lock_and_exits_1_without_the_cluster() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// The one-shot commands print through a pipe whose reader is gone (`fencelock holder L |
+/// head -1` with several holders, `… | grep -q`) without a panic: the reader has what it
+/// wanted, so each exits 0 as it would have (`println!` panicked, exit 101). Output that
+/// cannot be written for any other reason (a full disk) fails the command with exit 1,
+/// saying so.
+#[test]
+fn a_read_whose_reader_is_gone_exits_as_it_would_have_and_a_full_stdout_fails() {
+    let _s = serial();
+    let n = Node::start("closedstdout");
+    let mut holder = n.lock("P", "echo $$ > cmd; exec sleep 60");
+    read_pid(&n.path("cmd"));
+    let gone = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        writer
+    };
+    for args in [
+        &["holder", "P"][..],
+        &["queue", "P"],
+        &["members"],
+        &["status"],
+        &["status", "--json"],
+    ] {
+        let out = n.cli(args).stdout(gone()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "fencelock {args:?}: {err}");
+        assert!(!err.contains("panicked"), "fencelock {args:?}: {err}");
+    }
+    let full = std::fs::File::create("/dev/full").unwrap();
+    let out = n.cli(&["holder", "P"]).stdout(full).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write to stdout"), "{err}");
+    signal(holder.id(), "-TERM");
+    wait_exit(&mut holder, Duration::from_secs(10));
+}

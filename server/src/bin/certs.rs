@@ -60,7 +60,7 @@ fn run(args: Args) -> Result<(), String> {
 
 fn main() {
     if let Err(e) = run(Args::parse()) {
-        eprintln!("fencelock-certs: {e}");
+        fencelock_server::stdio::note(&format!("fencelock-certs: {e}"));
         std::process::exit(1);
     }
 }

@@ -49,15 +49,16 @@
 //! `killpg` and `waitpid`): no `unsafe`, no code between `fork` and `exec`.
 
 /// `eprintln!` that does not panic when stderr is closed (`2>&-`, a reader gone): a
-/// message nobody can read is dropped, and the command goes on to close its session and
-/// stop what it supervises, rather than dying with exit 101 and leaving both to the ttl.
+/// message nobody can read is dropped ([`fencelock_server::stdio::note`]), and the command
+/// goes on to close its session and stop what it supervises, rather than dying with exit
+/// 101 and leaving both to the ttl.
 macro_rules! note {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
+    ($($arg:tt)*) => {
+        fencelock_server::stdio::note(&format!($($arg)*))
+    };
 }
 
+use fencelock_server::stdio::emit;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus};
 use std::sync::Arc;
@@ -414,23 +415,29 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
         } => Ok(supervise(parent, Duration::from_millis(kill_after_ms), &command).await),
         Cmd::Holder { name } => {
             let hs = opts.deadline(opts.client().holders(&name)).await?;
+            let mut text = String::new();
             for h in hs {
                 let line = format!("{} {} {}", h.session.0, mode_text(h.mode), h.token.0);
-                println!("{}", with_label(line, h.label.as_str()));
+                text += &with_label(line, h.label.as_str());
+                text.push('\n');
             }
+            emit(&text)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Queue { name } => {
             let ws = opts.deadline(opts.client().waiters(&name)).await?;
+            let mut text = String::new();
             for w in ws {
                 let line = format!("{} {}", w.session.0, mode_text(w.mode));
-                println!("{}", with_label(line, w.label.as_str()));
+                text += &with_label(line, w.label.as_str());
+                text.push('\n');
             }
+            emit(&text)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Permits { name } => {
             if let Some(p) = opts.deadline(opts.client().permits(&name)).await? {
-                println!("{} {}", p.in_use, p.limit);
+                emit(&format!("{} {}\n", p.in_use, p.limit))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -482,12 +489,8 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
         Cmd::Watch { name } => watch(opts, &name, Show::Changes).await,
         Cmd::Status { json } => status(opts, json).await,
         Cmd::Members => {
-            let (voters, learners) = opts.deadline(opts.client().members()).await?;
-            for (kind, list) in [("voter", voters), ("learner", learners)] {
-                for (id, a) in list {
-                    println!("{kind} {id} {} {}", a.raft, a.client);
-                }
-            }
+            let members = opts.deadline(opts.client().members()).await?;
+            emit(&members_text(&members))?;
             Ok(ExitCode::SUCCESS)
         }
         // A membership change may wait for a learner to catch up: no overall deadline.
@@ -511,7 +514,7 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
         }
         Cmd::ForceRelease { session, name } => {
             let t = opts.client().force_release(session, &name).await?;
-            println!("released token {}", t.0);
+            emit(&format!("released token {}\n", t.0))?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Export {
@@ -532,12 +535,7 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             text.push('\n');
             match &output {
                 Some(path) => write_synced(path, text.as_bytes())?,
-                None => {
-                    use std::io::Write;
-                    let mut out = std::io::stdout().lock();
-                    out.write_all(text.as_bytes())?;
-                    out.flush()?;
-                }
+                None => emit(&text)?,
             }
             let span = match page.span {
                 Some(((i0, t0), (i1, t1))) => {
@@ -786,9 +784,12 @@ async fn status(opts: &Opts, json: bool) -> Res<ExitCode> {
     };
     let confirmed = quorum.is_ok();
     if json {
-        println!("{}", status_json(&answers, leader, term, &quorum, &members));
+        emit(&format!(
+            "{}\n",
+            status_json(&answers, leader, term, &quorum, &members)
+        ))?;
     } else {
-        print_status(&answers, leader, term, &quorum, &members);
+        emit(&status_text(&answers, leader, term, &quorum, &members))?;
     }
     Ok(if confirmed {
         ExitCode::SUCCESS
@@ -797,28 +798,42 @@ async fn status(opts: &Opts, json: bool) -> Res<ExitCode> {
     })
 }
 
-fn print_status(
+/// `fencelock members`' lines: `voter|learner ID RAFT CLIENT`.
+fn members_text(members: &Members) -> String {
+    let mut text = String::new();
+    for (kind, list) in [("voter", &members.0), ("learner", &members.1)] {
+        for (id, a) in list {
+            text += &format!("{kind} {id} {} {}\n", a.raft, a.client);
+        }
+    }
+    text
+}
+
+/// `fencelock status`' table and the lines under it.
+fn status_text(
     answers: &[Answer],
     leader: Option<u64>,
     term: Option<u64>,
     quorum: &Result<Members, ClientError>,
     members: &Members,
-) {
+) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    // (Writing to a String cannot fail.)
+    macro_rules! put {
+        ($($arg:tt)*) => {{ let _ = writeln!(text, $($arg)*); }};
+    }
     let who = match leader {
         Some(l) => format!("leader {l}"),
         None => "no leader".to_string(),
     };
     let term = term.map_or("-".to_string(), |t| t.to_string());
     match quorum {
-        Ok(_) => println!("cluster: {who}, term {term}, quorum confirmed"),
-        Err(e) => println!("cluster: {who}, term {term}, quorum NOT confirmed ({e})"),
+        Ok(_) => put!("cluster: {who}, term {term}, quorum confirmed"),
+        Err(e) => put!("cluster: {who}, term {term}, quorum NOT confirmed ({e})"),
     }
-    for (kind, list) in [("voter", &members.0), ("learner", &members.1)] {
-        for (id, a) in list {
-            println!("{kind} {id} {} {}", a.raft, a.client);
-        }
-    }
-    println!(
+    text += &members_text(members);
+    put!(
         "{:<22} {:>3} {:<9} {:>5} {:>6} {:>9} {:>9} {:<5} {:>13} {:>13} {:>13} {:>11}",
         "ENDPOINT",
         "ID",
@@ -838,7 +853,7 @@ fn print_status(
     for (addr, r) in answers {
         match r {
             Ok(s) => {
-                println!(
+                put!(
                     "{:<22} {:>3} {:<9} {:>5} {:>6} {:>9} {:>9} {:<5} {:>13} {:>13} {:>13} {:>11}",
                     addr,
                     s.id,
@@ -858,13 +873,14 @@ fn print_status(
                 }
             }
             Err(e) => {
-                println!("{addr:<22} unreachable: {e}");
+                put!("{addr:<22} unreachable: {e}");
             }
         }
     }
     for n in notes {
-        println!("{n}");
+        put!("{n}");
     }
+    text
 }
 
 /// `s` as a JSON string literal.

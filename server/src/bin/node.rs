@@ -18,6 +18,13 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// `eprintln!` that does not panic when stderr is closed ([`fencelock_server::stdio::note`]).
+macro_rules! note {
+    ($($arg:tt)*) => {
+        fencelock_server::stdio::note(&format!($($arg)*))
+    };
+}
+
 use clap::Parser;
 use fencelock_server::auth::Tokens;
 use fencelock_server::net::{
@@ -26,6 +33,7 @@ use fencelock_server::net::{
 };
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::ops::{serve_ops_with, OpsPolicy};
+use fencelock_server::stdio::emit;
 use fencelock_server::tls::NodeTls;
 use fencelock_server::types::NodeAddr;
 use tokio::net::TcpListener;
@@ -306,7 +314,7 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
     }
     fencelock::check_rows(service.sessions.max(service.locks).max(service.claims))
         .map_err(|e| format!("table sizes: {e}"))?;
-    eprintln!(
+    note!(
         "fencelock-node: FORCING A NEW CLUSTER from {} — writes the lost members acknowledged \
          but {} never received are LOST; never start the old members again",
         a.from.display(),
@@ -323,7 +331,7 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
     .await
     .map_err(|e| format!("force-new-cluster from {}: {e}", a.from.display()))?;
     if let Some(c) = r.cut {
-        eprintln!(
+        note!(
             "fencelock-node: cut {} bytes at byte {} of the survivor's raft.log (in its copy; \
              {} is unchanged): {}",
             c.bytes,
@@ -338,7 +346,7 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
         );
     }
     if r.log_lost {
-        eprintln!(
+        note!(
             "fencelock-node: the survivor's raft.log in {} is empty beside its snapshot: only \
              the snapshot's state (log index {}) is recovered; any entries the survivor had \
              after it are LOST (none, if the directory is an interrupted snapshot restore)",
@@ -347,7 +355,7 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
         );
     }
     if r.revision > MAX_TOKEN {
-        eprintln!(
+        note!(
             "fencelock-node: warning: the revision {} is above 2^53 - 1: JavaScript clients \
              cannot read the new tokens exactly",
             r.revision
@@ -364,10 +372,10 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
         log_lost = r.log_lost,
         "forced a new single-member cluster"
     );
-    println!(
+    emit(&format!(
         "new cluster of node {id} in {}: state at log index {} (snapshot at {}, commit index \
          recorded {}), {} sessions, {} locks; highest token recorded {}, next token above {}; \
-         cut from the survivor's log: {}",
+         cut from the survivor's log: {}\n",
         a.dir.display(),
         r.index,
         r.snapshot_index.map_or("none".into(), |i| i.to_string()),
@@ -382,13 +390,13 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
             c.at,
             if c.damaged { "damaged" } else { "torn" }
         ))
-    );
-    println!(
+    ))?;
+    emit(&format!(
         "start it with --id {id} --dir {} --peer {} (no --init), then add members back with \
-         empty data directories: fencelock add-learner …, fencelock set-voters …",
+         empty data directories: fencelock add-learner …, fencelock set-voters …\n",
         a.dir.display(),
         a.peer
-    );
+    ))?;
     Ok(())
 }
 
@@ -495,11 +503,11 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                             .map_err(|e| format!("{}: {e}", file.display()))?;
                         fencelock_server::disk::sync_parent_dir(&file)
                             .map_err(|e| e.to_string())?;
-                        println!(
-                            "saved {} ({} bytes, log index {index}) from {addr}",
+                        emit(&format!(
+                            "saved {} ({} bytes, log index {index}) from {addr}\n",
                             file.display(),
                             bytes.len()
-                        );
+                        ))?;
                         return Ok(());
                     }
                     Ok((code, body)) => why.push(format!(
@@ -538,11 +546,11 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
             })?;
             let index = fencelock_server::ops::restore(&bytes, &dir, &service, members)
                 .map_err(|e| format!("restoring {} into {}: {e}", file.display(), dir.display()))?;
-            println!(
-                "restored {} (log index {index}) into {}",
+            emit(&format!(
+                "restored {} (log index {index}) into {}\n",
                 file.display(),
                 dir.display()
-            );
+            ))?;
             Ok(())
         }
     }
@@ -598,7 +606,7 @@ async fn main() {
         (Some(l), _) => ("--log-level", tracing_subscriber::EnvFilter::try_new(l)),
         (None, Ok(l)) if !l.is_empty() => ("RUST_LOG", tracing_subscriber::EnvFilter::try_new(l)),
         (None, Err(std::env::VarError::NotUnicode(_))) => {
-            eprintln!("fencelock-node: bad RUST_LOG: not UTF-8");
+            note!("fencelock-node: bad RUST_LOG: not UTF-8");
             std::process::exit(2);
         }
         (None, _) => ("", tracing_subscriber::EnvFilter::try_new(DEFAULT_LOG)),
@@ -606,7 +614,7 @@ async fn main() {
     let filter = match filter {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("fencelock-node: bad {source}: {e}");
+            note!("fencelock-node: bad {source}: {e}");
             std::process::exit(2);
         }
     };
@@ -622,7 +630,7 @@ async fn main() {
     };
     if let Err(e) = r {
         tracing::error!("{e}");
-        eprintln!("fencelock-node: {e}");
+        note!("fencelock-node: {e}");
         std::process::exit(1);
     }
 }
