@@ -314,6 +314,17 @@ async fn single_node(
     (node, dir)
 }
 
+/// An `Open` of a session with `ttl_ms` on connection `conn`, its pushes to `sink`.
+async fn open_on(
+    node: &Arc<Node>,
+    sink: &PushSink,
+    conn: u64,
+    ttl_ms: u64,
+) -> Result<Reply, ClientError> {
+    node.handle_request(Request::Open { ttl_ms, key: None }, conn, sink)
+        .await
+}
+
 /// `--max-ttl-ms` and `--max-sessions-per-conn`: a longer ttl, and one session too many on
 /// a connection, are refused with a typed `Limit` before anything is proposed (no session
 /// opens), counted by kind; another connection keeps working, and a closed session frees
@@ -328,14 +339,7 @@ async fn ttl_and_per_connection_session_limits_refuse_before_proposing() {
     let sink = PushSink::new(16).0;
     let (a, b) = (node.next_conn_id(), node.next_conn_id());
     let (_ga, _gb) = (node.connection(a), node.connection(b));
-    let open_on = |conn: u64, ttl_ms: u64| {
-        let node = node.clone();
-        let sink = sink.clone();
-        async move {
-            node.handle_request(Request::Open { ttl_ms, key: None }, conn, &sink)
-                .await
-        }
-    };
+    let open_on = |conn, ttl_ms| open_on(&node, &sink, conn, ttl_ms);
     let applied = node.raft.metrics().borrow().last_applied;
     let r = open_on(a, 10_001).await;
     assert!(
@@ -400,21 +404,7 @@ async fn opens_of_an_ended_connection_leave_no_quota_entry_or_registration() {
     let sink = PushSink::new(16).0;
     let conn = node.next_conn_id();
     let guard = node.connection(conn);
-    let open = || {
-        let node = node.clone();
-        let sink = sink.clone();
-        async move {
-            node.handle_request(
-                Request::Open {
-                    ttl_ms: 60_000,
-                    key: None,
-                },
-                conn,
-                &sink,
-            )
-            .await
-        }
-    };
+    let open = || open_on(&node, &sink, conn, 60_000);
     open().await.expect("a first open");
     assert!(node.shared.hub.has_conn(conn), "attached while it reads");
     sink.detach();

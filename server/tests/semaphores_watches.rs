@@ -24,7 +24,7 @@ use procs::{signal, stderr_of, wait_exit, wait_until};
 
 use fencelock::Mode;
 use fencelock_server::auth::SessionSecret;
-use fencelock_server::client::{Acquired, Client};
+use fencelock_server::client::{Acquired, Client, Session};
 use fencelock_server::protocol::{ClientError, Reply, Request, WaitSpec};
 
 const CLI: &str = env!("CARGO_BIN_EXE_fencelock");
@@ -178,6 +178,33 @@ impl Drop for Node {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Opens a session labelled `label` (ttl 60 s) and takes `lock` with a try-lock that must
+/// be granted.
+fn hold(rt: &tokio::runtime::Runtime, c: &Client, label: &str, lock: &str) -> Session {
+    let s = rt.block_on(c.open_labeled(60_000, label)).unwrap();
+    match rt
+        .block_on(s.acquire(lock, Mode::Exclusive, WaitSpec::None))
+        .unwrap()
+    {
+        Acquired::Granted(_) => {}
+        other => panic!("{label} takes {lock}: {other:?}"),
+    }
+    s
+}
+
+/// `fencelock observe LOCK` prints `label`'s session as the leader first, and ends with
+/// exit 0 on SIGINT.
+fn observe_leader(n: &Node, lock: &str, label: &str) {
+    let (mut o, lines) = n.spawn(&["observe", lock]);
+    let got = lines.wait(1);
+    assert!(
+        got[0].starts_with("leader ") && got[0].ends_with(&format!(" {label}")),
+        "{got:?}"
+    );
+    signal(o.id(), "-INT");
+    assert_eq!(wait_exit(&mut o, Duration::from_secs(10)).code(), Some(0));
 }
 
 /// Several `lock --permits 1 --limit 2` processes at once: never more than two commands
@@ -665,17 +692,7 @@ fn watchers_beyond_the_limit_are_refused() {
         wait_exit(&mut first, Duration::from_secs(10)).code(),
         Some(0)
     );
-    let (mut next, next_lines) = n.spawn(&["observe", "L"]);
-    let got = next_lines.wait(1);
-    assert!(
-        got[0].starts_with("leader ") && got[0].ends_with(" h"),
-        "{got:?}"
-    );
-    signal(next.id(), "-INT");
-    assert_eq!(
-        wait_exit(&mut next, Duration::from_secs(10)).code(),
-        Some(0)
-    );
+    observe_leader(&n, "L", "h");
     signal(holder.id(), "-TERM");
     wait_exit(&mut holder, Duration::from_secs(10));
 }
@@ -702,30 +719,13 @@ fn a_watcher_whose_reader_is_gone_ends_and_frees_its_slot() {
     drop(w.stdout.take());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let c = n.client();
-    let a = rt.block_on(c.open_labeled(60_000, "a")).unwrap();
-    match rt
-        .block_on(a.acquire("L", Mode::Exclusive, WaitSpec::None))
-        .unwrap()
-    {
-        Acquired::Granted(_) => {}
-        other => panic!("{other:?}"),
-    }
+    let a = hold(&rt, &c, "a", "L");
     let st = wait_exit(&mut w, Duration::from_secs(20));
     let mut rest = String::new();
     let _ = std::io::Read::read_to_string(&mut err, &mut rest);
     assert_eq!(st.code(), Some(0), "{rest}");
     // The one watcher slot is free: another watch takes it at once.
-    let (mut next, next_lines) = n.spawn(&["observe", "L"]);
-    let got = next_lines.wait(1);
-    assert!(
-        got[0].starts_with("leader ") && got[0].ends_with(" a"),
-        "{got:?}"
-    );
-    signal(next.id(), "-INT");
-    assert_eq!(
-        wait_exit(&mut next, Duration::from_secs(10)).code(),
-        Some(0)
-    );
+    observe_leader(&n, "L", "a");
     rt.block_on(a.close()).unwrap();
 }
 
@@ -746,15 +746,8 @@ fn a_watcher_with_its_stderr_closed_still_watches() {
     let lines = Lines::of(&mut w);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let c = n.client();
-    let a = rt.block_on(c.open_labeled(60_000, "a")).unwrap();
-    // Granted until the watch is in place (a grant before it is a `holding` line).
-    match rt
-        .block_on(a.acquire("L", Mode::Exclusive, WaitSpec::None))
-        .unwrap()
-    {
-        Acquired::Granted(_) => {}
-        other => panic!("{other:?}"),
-    }
+    // Granted before or after the watch is in place (before it: a `holding` line).
+    let a = hold(&rt, &c, "a", "L");
     let got = lines.wait(1);
     assert!(got[0].contains(" a"), "{got:?}");
     signal(w.id(), "-INT");
@@ -772,14 +765,7 @@ fn a_watcher_follows_the_lock_across_a_leader_failover() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let c = n.client();
     let (mut w, lines) = n.spawn(&["watch", "L", "--ttl-ms", "8000"]);
-    let a = rt.block_on(c.open_labeled(60_000, "a")).unwrap();
-    match rt
-        .block_on(a.acquire("L", Mode::Exclusive, WaitSpec::None))
-        .unwrap()
-    {
-        Acquired::Granted(_) => {}
-        other => panic!("{other:?}"),
-    }
+    let a = hold(&rt, &c, "a", "L");
     // Granted after the watch began, or held when it began.
     let first = lines.wait(1);
     assert!(
@@ -790,14 +776,7 @@ fn a_watcher_follows_the_lock_across_a_leader_failover() {
     let (leader, _) = rt.block_on(n.nodes.leader()).expect("a leader");
     n.nodes.kill9(leader);
     rt.block_on(a.release("L")).unwrap();
-    let b = rt.block_on(c.open_labeled(60_000, "b")).unwrap();
-    match rt
-        .block_on(b.acquire("L", Mode::Exclusive, WaitSpec::None))
-        .unwrap()
-    {
-        Acquired::Granted(_) => {}
-        other => panic!("{other:?}"),
-    }
+    let b = hold(&rt, &c, "b", "L");
     let seen_b = |l: &String| {
         (l.starts_with(&format!("granted {} ", b.id()))
             || l.starts_with(&format!("holding {} ", b.id())))
