@@ -913,3 +913,108 @@ fn restore_needs_a_label_row_per_labelled_session() {
     let back = LockService::restore(enough, &bytes).ok().unwrap();
     assert_eq!(back.snapshot_vec(), bytes);
 }
+
+#[test]
+fn a_permit_acquires_recorded_busy_is_version_1_and_its_recorded_grant_version_2() {
+    use fencelock::{Reply, Token};
+    // docs/SPEC.md §9, §13.6: a recorded `Busy` is version 1's whatever the acquire. Here
+    // the only trace of permits is b's latest recorded reply: the Busy of a permit
+    // try-lock, made while a held the whole semaphore (a's hold is gone since, and a
+    // numbered nothing).
+    let mut svc = svc(4);
+    let a = open(&mut svc, 100);
+    let b = open(&mut svc, 100);
+    let b_acquire = |svc: &mut Svc, n| {
+        run(svc, |v, now, o| {
+            v.acquire(now, b, "pool", p(1, 2), Wait::None, Some(n), o)
+        })
+    };
+    acquire(&mut svc, a, "pool", p(2, 2), Wait::None);
+    assert_eq!(b_acquire(&mut svc, 1), (Reply::Busy, vec![]));
+    assert_eq!(version(&svc), 2, "a's permit hold");
+    release(&mut svc, a, "pool");
+    assert_eq!(svc.usage().claims, 0, "nothing held, awaited or watched");
+    let bytes = svc.snapshot_vec();
+    assert_eq!(bytes[..5], *b"FLCK\x01", "the magic, then version 1");
+    // it restores, to the same bytes, with b's recorded Busy: its retry is answered Busy
+    let mut restored = twin(&svc);
+    assert_eq!(restored.snapshot_vec(), bytes);
+    assert_eq!(b_acquire(&mut restored, 1), (Reply::Busy, vec![]));
+    // contrast: the same acquire granted records a permit acquire's grant, which only
+    // version 2 can hold — and it outlives the hold
+    assert_eq!(
+        b_acquire(&mut svc, 2).0,
+        Reply::Granted {
+            mode: p(1, 2),
+            token: Token(2)
+        }
+    );
+    release(&mut svc, b, "pool");
+    assert_eq!(svc.usage().claims, 0, "nothing held, awaited or watched");
+    let bytes = svc.snapshot_vec();
+    assert_eq!(bytes[..5], *b"FLCK\x02", "the magic, then version 2");
+    let mut restored = twin(&svc);
+    assert_eq!(restored.snapshot_vec(), bytes);
+    assert_eq!(
+        b_acquire(&mut restored, 2),
+        (Reply::HoldEnded { token: Token(2) }, vec![])
+    );
+}
+
+#[test]
+fn restore_checks_the_record_counts_against_the_tables_before_reading_any_record() {
+    // docs/SPEC.md §9: the header's counts are checked against the tables before anything
+    // after the header is read. A real snapshot (two sessions, one lock, two claims) with
+    // its first session record made corrupt (ttl 0): into tables big enough it is
+    // CorruptSnapshot; into tables too small for any of its counts, CapacityExceeded of
+    // that table, though the corrupt record comes first.
+    let mut svc = svc(4);
+    let a = open(&mut svc, 10);
+    let b = open(&mut svc, 20);
+    x(&mut svc, a, "l");
+    x(&mut svc, b, "l");
+    let good = svc.snapshot_vec();
+    assert_eq!(good, Snap::base().bytes(), "the mirror's state");
+    // where session 1's record (id 1, ttl 10, expires_at 10, ...) begins: after the header,
+    // as long with no records (each count is one byte, 0 as 2)
+    let mut header = Snap::base();
+    header.sessions.clear();
+    header.locks.clear();
+    header.claims.clear();
+    let at = header.bytes().len();
+    assert_eq!(good[at..at + 3], [1, 10, 10], "id, ttl, expires_at");
+    let mut bad = good.clone();
+    bad[at + 1] = 0; // ttl 0, one byte as 10 was
+    let storage = |(sessions, locks, claims)| VecStorage::new(sessions, locks, claims);
+    let restore = |rows, bytes: &[u8]| {
+        LockService::restore(storage(rows), bytes)
+            .map(|svc| svc.snapshot_vec())
+            .map_err(|(_, e)| e)
+    };
+    assert_eq!(restore((2, 1, 2), &good), Ok(good.clone()));
+    assert_eq!(
+        restore((2, 1, 2), &bad),
+        Err(Error::CorruptSnapshot(
+            "session deadline not in (now, now + ttl]"
+        ))
+    );
+    for (rows, table) in [
+        ((1, 1, 2), Table::Sessions),
+        ((2, 0, 2), Table::Locks),
+        ((2, 1, 1), Table::Claims),
+    ] {
+        let e = Error::CapacityExceeded(table);
+        assert_eq!(restore(rows, &bad), Err(e), "{rows:?}");
+        assert_eq!(restore(rows, &good), Err(e), "{rows:?}");
+        let Err((back, _)) = LockService::restore(storage(rows), &bad) else {
+            panic!("{rows:?}: restored");
+        };
+        // restore changes no service (it makes one): the storage comes back, as large as
+        // it went in, and makes a service
+        let back = LockService::new(back, Config::default()).unwrap();
+        assert_eq!(
+            back.capacity(),
+            svc_with(rows.0, rows.1, rows.2, Config::default()).capacity()
+        );
+    }
+}

@@ -357,3 +357,41 @@ fn an_expiring_sessions_holds_end_in_the_order_it_asked_for_them() {
     );
     check_invariants(&svc);
 }
+
+#[test]
+fn an_expiring_session_touches_the_locks_it_watched_before_those_it_held() {
+    // e holds "held" (wh waits for it), and only then watches "watched", which f holds (ww
+    // waits for it). e and f expire in one advance, e first (same deadline, lower id).
+    // e touches "watched" as its watch ends — before "held", whose hold it asked for
+    // earlier — and f's expiry frees "watched" later in the same advance. The grant step
+    // goes in first-touch order (docs/SPEC.md §2, step 4): "watched" first, with the lower
+    // token, although "held" was freed first. Were the watch not a touch, or touched in
+    // the order e asked for its claims, "held" would be granted first.
+    let mut svc = svc(8);
+    let e = open(&mut svc, 10);
+    let f = open(&mut svc, 10);
+    let wh = open(&mut svc, 100);
+    let ww = open(&mut svc, 100);
+    assert_eq!(x(&mut svc, e, "held").0, reply_x(1));
+    assert_eq!(x(&mut svc, wh, "held").0, reply_queued(Mode::Exclusive, 1));
+    assert_eq!(x(&mut svc, f, "watched").0, reply_x(2));
+    assert_eq!(
+        x(&mut svc, ww, "watched").0,
+        reply_queued(Mode::Exclusive, 1)
+    );
+    let (reply, _) = run(&mut svc, |v, now, o| v.watch(now, e, "watched", None, o));
+    assert_eq!(reply, Reply::Watching { holders: 1 });
+    assert_eq!(
+        tick(&mut svc, 10),
+        vec![
+            expired(e),
+            released(e, "held", 1, Expired),
+            expired(f),
+            released(f, "watched", 2, Expired),
+            gx(ww, "watched", 3),
+            gx(wh, "held", 4),
+        ]
+    );
+    assert_eq!(holders(&svc, "watched"), vec![(ww, Mode::Exclusive, 3)]);
+    assert_eq!(holders(&svc, "held"), vec![(wh, Mode::Exclusive, 4)]);
+}

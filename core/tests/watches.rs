@@ -161,6 +161,60 @@ fn an_expiry_reaches_watchers_after_the_holders_release() {
 }
 
 #[test]
+fn in_one_advance_a_watcher_expiring_after_the_holder_hears_of_it_and_one_before_does_not() {
+    // Three deadlines passed by one tick: early (3), the holder h (5), late (7). Expiries
+    // go earliest deadline first (docs/SPEC.md §13.4, item 15): early's watch ends before h
+    // expires, so early hears nothing; late still watches when h expires, so it hears of
+    // h's expiry, just before its own SessionExpired. (late is opened before h: by id
+    // alone, late would expire first and hear nothing.)
+    let mut svc = svc(8);
+    let early = open(&mut svc, 3);
+    let late = open(&mut svc, 7);
+    let h = open_labeled(&mut svc, 5, "h");
+    x(&mut svc, h, "l");
+    watch(&mut svc, early, "l");
+    watch(&mut svc, late, "l");
+    assert_eq!(
+        tick(&mut svc, 10),
+        vec![
+            expired(early),
+            expired(h),
+            released(h, "l", 1, ReleaseReason::Expired),
+            hc(late, "l", h, X, 1, Change::Expired, "h"),
+            expired(late),
+        ]
+    );
+}
+
+#[test]
+fn watchers_due_at_the_holders_deadline_expire_by_id_and_only_a_later_id_hears_of_it() {
+    // lo, h and hi share one deadline; ties go by id (docs/SPEC.md §2, §13.4 item 15):
+    // lo (the lower id) expires before h and hears nothing, hi (the higher id) after h and
+    // hears of its expiry. The keep-alives, in the reverse of id order, renew them in that
+    // order: the tie is still broken by id, not by which was renewed first.
+    let mut svc = svc(8);
+    let lo = open(&mut svc, 10);
+    let h = open(&mut svc, 10);
+    let hi = open(&mut svc, 10);
+    x(&mut svc, h, "l");
+    watch(&mut svc, lo, "l");
+    watch(&mut svc, hi, "l");
+    for s in [hi, h, lo] {
+        assert_eq!(keep_alive_at(&mut svc, 5, s).0, reply_kept_alive(15));
+    }
+    assert_eq!(
+        tick(&mut svc, 15),
+        vec![
+            expired(lo),
+            expired(h),
+            released(h, "l", 1, ReleaseReason::Expired),
+            hc(hi, "l", h, X, 1, Change::Expired, ""),
+            expired(hi),
+        ]
+    );
+}
+
+#[test]
 fn no_event_reaches_a_watch_after_it_ended() {
     let mut svc = svc(8);
     let a = open(&mut svc, 100);
