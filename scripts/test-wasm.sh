@@ -5,7 +5,8 @@
 # trap, the .d.ts types, and every conformance vector incl. the native determinism one).
 # The native side of the determinism test runs in `cargo test` (wasm/tests/native_vector.rs).
 # Fails, before the JS tests, when a module (the full one, or the small one of wasm/lite)
-# is over its size budget (below).
+# is over its size budget (below), or when the package's TypeScript declarations do not
+# compile with the consumers in wasm/tests/types (tsc, below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build-wasm.sh
@@ -100,6 +101,48 @@ budget wasm/pkg/web/fencelock_wasm_bg.wasm "$WASM_MAX_RAW" "$WASM_MAX_GZIP"
 LITE_MAX_RAW=${LITE_MAX_RAW:-55503}
 LITE_MAX_GZIP=${LITE_MAX_GZIP:-24897}
 budget wasm/pkg/lite/web/fencelock_lite_bg.wasm "$LITE_MAX_RAW" "$LITE_MAX_GZIP"
+
+# The package's TypeScript declarations, compiled (tsc from tools/, strict, skipLibCheck
+# off) with the consumers in wasm/tests/types: copied into a temporary project whose
+# node_modules/fencelock links to wasm/pkg, so "fencelock" resolves by name through the
+# package's "exports" as a user's does. tsconfig.json resolves as node does
+# (nodenext), tsconfig.browser.json as a bundler for the web does (the "browser"
+# condition). Fails on any error (each `@ts-expect-error` there must be one, so types
+# that became `any` fail too), and unless each config read the declarations named below
+# (a name after "!": must not read), so a consumer that resolved elsewhere fails.
+types=$(mktemp -d)
+trap 'rm -rf "$types"' EXIT
+mkdir "$types/node_modules"
+ln -s "$(pwd -P)/wasm/pkg" "$types/node_modules/fencelock"
+cp wasm/tests/types/* "$types/"
+# tsc_check CONFIG DECLARATION...: DECLARATION relative to wasm/pkg.
+tsc_check() {
+  local config=$1 d out status=0
+  shift
+  echo "[test-wasm] tsc -p wasm/tests/types/$config"
+  out=$(tools/node_modules/.bin/tsc -p "$types/$config" --pretty false --listFiles) || status=$?
+  # Name the copies as the files they are copies of.
+  out=$(sed -e "s#^[./]*${types#/}/node_modules/fencelock/#wasm/pkg/#" \
+    -e "s#^[./]*${types#/}/#wasm/tests/types/#" <<<"$out")
+  if [ "$status" != 0 ]; then
+    grep -vE '^[^ (]+\.[cm]?ts$' <<<"$out" >&2 # the errors, without --listFiles' lines
+    echo "[test-wasm] FAIL: tsc -p wasm/tests/types/$config: type errors (above)" >&2
+    exit 1
+  fi
+  for d in "$@"; do
+    if [ "${d#!}" != "$d" ]; then
+      ! grep -qxF "$(pwd -P)/wasm/pkg/${d#!}" <<<"$out" ||
+        { echo "[test-wasm] FAIL: $config resolved wasm/pkg/${d#!}" >&2; exit 1; }
+    else
+      grep -qxF "$(pwd -P)/wasm/pkg/$d" <<<"$out" ||
+        { echo "[test-wasm] FAIL: $config did not read wasm/pkg/$d" >&2; exit 1; }
+    fi
+  done
+}
+tsc_check tsconfig.json node/fencelock_wasm.d.mts node/fencelock_wasm.d.ts \
+  web/fencelock_wasm.d.ts lite/node/index.d.mts
+tsc_check tsconfig.browser.json web/fencelock_wasm.d.ts lite/web/index.d.ts \
+  '!node/fencelock_wasm.d.mts' '!node/fencelock_wasm.d.ts' '!lite/node/index.d.mts'
 
 echo "[test-wasm] node --test wasm/tests/*.test.mjs"
 scripts/node-test.sh wasm/tests/*.test.mjs

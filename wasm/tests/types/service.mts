@@ -1,0 +1,225 @@
+// The package's main API as a TypeScript user writes it (wasm/README.md's examples):
+// `import init, { … } from 'fencelock'`. Checked by scripts/test-wasm.sh twice: as node
+// resolves it (tsconfig.json: the "node" + "import" export, node/fencelock_wasm.d.mts) and
+// as a bundler for the web does (tsconfig.browser.json: the "browser" export,
+// web/fencelock_wasm.d.ts). Type-checked only, never run. Every `@ts-expect-error` line
+// must be an error: were the declarations `any`, tsc would fail on the unused directive.
+import init, { FenceGate, LockService, SessionKeeper, errorKinds } from 'fencelock';
+import type {
+  AcquireReply, Answer, ErrorCode, FencelockError, Input, Lease, Mode, Output, Reply, U64,
+} from 'fencelock';
+
+await init(); // nothing to load in node; the browser build fetches its .wasm here
+
+// No method takes or returns `any`: a name here fails the check ("does not satisfy the
+// constraint 'never'") with the method's name. Every class, its statics, and the functions.
+type IsAny<T> = 0 extends 1 & T ? true : false;
+type AnyMethods<C> = {
+  [K in keyof C]: C[K] extends (...args: infer A) => infer R
+    ? IsAny<R> extends true ? K : true extends { [I in keyof A]: IsAny<A[I]> }[number] ? K : never
+    : IsAny<C[K]> extends true ? K : never;
+}[keyof C];
+type Statics<C extends abstract new (...args: never) => unknown> = Omit<C, 'prototype'> & {
+  new: (...args: ConstructorParameters<C>) => InstanceType<C>;
+};
+type None<T extends never> = T;
+export type NoAny = [
+  None<AnyMethods<LockService>>, None<AnyMethods<Statics<typeof LockService>>>,
+  None<AnyMethods<FenceGate>>, None<AnyMethods<Statics<typeof FenceGate>>>,
+  None<AnyMethods<SessionKeeper>>, None<AnyMethods<Statics<typeof SessionKeeper>>>,
+  None<AnyMethods<{ init: typeof init; errorKinds: typeof errorKinds }>>,
+];
+
+const svc = new LockService({ sessions: 64, locks: 64, claims: 256, lockDelay: 0 });
+// @ts-expect-error a required capacity (claims) is missing
+new LockService({ sessions: 64, locks: 64 });
+// @ts-expect-error an unknown key (the binding throws bad_argument with .key)
+new LockService({ sessions: 64, locks: 64, claims: 256, lockdelay: 5 });
+
+// Sessions: every input takes the host's clock first and returns {reply, events}.
+const a: U64 = svc.openSession(0, 10).reply.session;
+const b = svc.openLabeled(0, 30, 'worker-b').reply.session;
+// @ts-expect-error the ttl is required
+svc.openSession(0);
+// @ts-expect-error a label is a string
+svc.openLabeled(0, 30, 7);
+
+// Acquire (the object API), and read the reply by narrowing on `kind`.
+const first = svc.acquire(0, a, 'ledger', { mode: 'exclusive', wait: 'forever' });
+let token: U64 = 0;
+switch (first.reply.kind) {
+  case 'granted':
+    token = first.reply.token;
+    break;
+  case 'queued': {
+    const position: number = first.reply.position;
+    const mode: Mode = first.reply.mode;
+    console.log(position, mode);
+    break;
+  }
+  case 'hold_ended':
+    console.log(first.reply.token);
+    break;
+  case 'busy':
+  case 'wait_ended':
+    break;
+  default: {
+    const unreachable: never = first.reply;
+    console.log(unreachable);
+  }
+}
+// @ts-expect-error "released" is not a reply an acquire can get
+if (first.reply.kind === 'released') console.log('never');
+// @ts-expect-error a queued reply has no token
+if (first.reply.kind === 'queued') console.log(first.reply.token);
+// @ts-expect-error a lock name is a string
+svc.acquire(1, b, 42, { mode: 'exclusive', wait: 'none' });
+// @ts-expect-error the wait is required
+svc.acquire(1, b, 'ledger', { mode: 'exclusive' });
+// @ts-expect-error not a mode
+svc.acquire(1, b, 'ledger', { mode: 'exclusiv', wait: 'none' });
+
+const second = svc.acquire(1, b, 'ledger', { mode: 'exclusive', wait: { until: 20 }, request: 1 });
+if (second.reply.kind === 'queued') console.log(second.reply.position);
+svc.acquire(1, b, 'pool', { mode: { permits: 2, limit: 5 }, wait: 'none', request: 2n });
+
+// Events: route each to the session it names, narrowing on `kind`.
+function route(e: Output): void {
+  switch (e.kind) {
+    case 'granted':
+      console.log(e.session, e.lock, e.token, e.mode);
+      break;
+    case 'released':
+      console.log(e.session, e.lock, e.token, e.reason);
+      break;
+    case 'session_expired':
+      console.log(e.session);
+      break;
+    case 'wait_timed_out':
+      console.log(e.session, e.lock);
+      break;
+    case 'holder_changed':
+      console.log(e.session, e.lock, e.holder, e.change, e.label);
+      break;
+    default: {
+      const unreachable: never = e;
+      console.log(unreachable);
+    }
+  }
+  // @ts-expect-error no event kind "expired" (it is "session_expired")
+  if (e.kind === 'expired') console.log('never');
+}
+svc.tick(10).events.forEach(route);
+const watching = svc.watch(11, b, 'ledger');
+console.log(watching.reply.holders);
+watching.events.forEach(route);
+svc.unwatch(11, b, 'ledger');
+
+// Release, by name and by the hold's token.
+const released = svc.release(12, b, 'ledger', 3);
+const answer: Answer<AcquireReply> = first;
+console.log(answer.events.length);
+console.log(released.reply.kind === 'released' && released.reply.token);
+try {
+  svc.releaseHold(12, b, 'pool', token);
+} catch (e) {
+  const err = e as FencelockError;
+  if (err.code === 'not_holder') console.log(err.session, err.events?.length);
+}
+// @ts-expect-error the token is required
+svc.releaseHold(12, b, 'pool');
+
+// The other inputs, and the tagged form of `handle`.
+svc.keepAlive(13, b);
+svc.cancel(13, b, 'ledger');
+svc.campaign(13, b, 'leader');
+const resigned = svc.resign(14, b, 'leader');
+if (resigned.reply.kind === 'cancelled') console.log('was waiting');
+const input: Input = { kind: 'acquire', now: 14, session: b, lock: 'ledger', mode: 'shared', wait: 'none' };
+const handled: Reply = svc.handle(input).reply;
+if (handled.kind === 'granted') console.log(handled.token);
+svc.handle({ kind: 'release_hold', now: 15, session: b, lock: 'ledger', token: 9 });
+// @ts-expect-error no input kind "open" (it is "open_session")
+svc.handle({ kind: 'open', now: 15, ttl: 10 });
+svc.closeSession(16, b);
+
+// The typed fast path: numbers and the name in, one code out.
+const s = Number(svc.openSession(16, 30).reply.session);
+const code = svc.acquireFast(16, s, 'jobs/reindex', 0, 0);
+if (code === 3) console.log(svc.replyValue());
+else if (code < 0) {
+  const err: FencelockError | null = svc.lastError();
+  if (err) throw err;
+}
+if (svc.pendingEvents()) svc.takeEvents().forEach(route);
+svc.releaseFast(17, s, 'jobs/reindex');
+// @ts-expect-error the mode is a code 0, 1 or 2
+svc.acquireFast(17, s, 'jobs/reindex', 3, 0);
+// @ts-expect-error the fast path takes numbers, not bigints
+svc.acquireFast(17n, s, 'jobs/reindex', 0, 0);
+
+// The id calls: a name interned once, then a number per call.
+const ledger: number = svc.internName('ledger');
+if (svc.acquireFastId(18, s, ledger, 0, 1) === 3) console.log(svc.replyValue());
+svc.releaseFastId(18, s, ledger);
+svc.forgetName(ledger);
+// @ts-expect-error an id is a number, not a name
+svc.acquireFastId(18, s, 'ledger', 0, 1);
+
+// Queries, snapshot and restore, frames.
+const due: U64 | null = svc.pollTimeout();
+console.log(due, svc.now(), svc.revision(), svc.usage().claims, svc.maxEvents(), svc.config().lockDelay);
+for (const h of svc.holders('ledger')) console.log(h.session, h.mode, h.token, h.label);
+for (const w of svc.waiters('ledger')) console.log(w.session, w.deadline);
+console.log(svc.session(s)?.expiresAt, svc.sessions(), svc.locks(), svc.leader('leader')?.epoch);
+console.log(svc.permits('pool')?.inUse, svc.lockDelayUntil('ledger'), svc.raiseRevision(100));
+const copy = LockService.restore(svc.snapshot(), svc.capacity());
+const frame = copy.handleFrame(new Uint8Array([0x00, 0x0a, 0x0a]));
+const replyBytes: Uint8Array = frame.reply;
+console.log(replyBytes.length, frame.events.length);
+svc.setNameKey(crypto.getRandomValues(new Uint8Array(16)));
+console.log(svc.isNameKeyed());
+svc.setEventLimit(svc.eventLimit() * 2);
+copy.free();
+
+// The resource's gate: a late write carrying an old token is refused.
+{
+  using gate = new FenceGate(16);
+  gate.admit('ledger', 2);
+  try {
+    gate.admit('ledger', 1);
+  } catch (e) {
+    const err = e as FencelockError;
+    if (err.code === 'stale') console.log(err.token, err.highest);
+    // @ts-expect-error not an error code
+    if (err.code === 'stale_token') console.log('never');
+  }
+  console.log(gate.highest('ledger'), gate.entries()[0]?.resource, FenceGate.restore(gate.snapshot(), 16));
+  // @ts-expect-error a resource is a string
+  gate.check(1, 2);
+}
+
+// The client's view of its lease.
+const keeper = new SessionKeeper(30, 10, 5);
+keeper.keepAliveSent(0);
+const extended: boolean = keeper.keepAliveAcked(0);
+const lease: Lease = keeper.lease(5);
+switch (lease.state) {
+  case 'safe':
+    console.log(lease.until);
+    break;
+  case 'jeopardy':
+    console.log(lease.expiresAt);
+    break;
+  case 'expired':
+  case 'unconfirmed':
+    break;
+}
+console.log(extended, keeper.mayAct(5), keeper.nextKeepAlive(5), keeper.pollTimeout(5));
+keeper.sessionLost();
+// @ts-expect-error the margin is required
+new SessionKeeper(30, 10);
+
+const codes: ErrorCode[] = errorKinds().map((k) => k.code);
+console.log(codes, errorKinds()[0]?.errno);
+svc.free();
