@@ -592,14 +592,16 @@ def main():
                     w("  exported functions; the core at opt-level 2 or 3 would take about 10 % more off")
                     w("  for 11 KB.")
                 elif k == "wasm_str":
-                    w("  the name checked (`isWellFormed`) and written by the glue into the service's name")
-                    w("  buffer (`TextEncoder.encodeInto`, no allocation) on every call. The id calls above")
-                    w("  are the remedy: each name interned once.")
+                    w("  the name written by the glue into the service's name buffer on every call (no")
+                    w("  allocation: an ASCII name copied unit by unit, any other checked with `isWellFormed`")
+                    w("  and written by `TextEncoder.encodeInto`). The id calls above are the remedy: each")
+                    w("  name interned once.")
                 elif k == "wasm_lite_speed":
-                    w("  the name checked in JS (`isWellFormed`) and written into the service's name buffer")
-                    w("  (`TextEncoder.encodeInto`, no allocation) on every call, as the full module's")
-                    w("  string path does. The small module has no interned names, to stay small: a host")
-                    w("  that needs the id calls' speed loads the full module.")
+                    w("  the name written into the service's name buffer on every call, as the full")
+                    w("  module's string path does (no allocation: an ASCII name copied unit by unit, any")
+                    w("  other checked with `isWellFormed` and written by `TextEncoder.encodeInto`). The small")
+                    w("  module has no interned names, to stay small: a host that needs the id calls' speed")
+                    w("  loads the full module.")
                 else:
                     w("  the name copied in, the answer and each event built as JS values (JSON text")
                     w("  parsed). The fast paths above are the remedy for hosts that need speed.")

@@ -39,6 +39,7 @@
   delete p.acquireFastBuf;
   delete p.releaseFastBuf;
   const isWellFormed = String.prototype.isWellFormed;
+  const charCodeAt = String.prototype.charCodeAt;
   const encoder = new TextEncoder();
   const encodeInto = TextEncoder.prototype.encodeInto;
   const call = Function.prototype.call.bind(Function.prototype.call);
@@ -51,7 +52,6 @@
   // the name is to go the general way (or `svc` is no live service: that way says so).
   const put = (svc, lock) => {
     if (typeof lock !== 'string' || lock.length > NAME_UNITS) return -1;
-    if (isWellFormed === undefined || !call(isWellFormed, lock)) return -1; // (an engine before 2023)
     if (!(svc instanceof LockService)) return -1;
     let view = call(viewOf, views, svc);
     if (view === undefined || call(byteLengthOf, view) === 0) {
@@ -61,6 +61,19 @@
       call(setView, views, svc, view);
     }
     if (svc.__wbg_ptr === 0) return -1;
+    // An ASCII name (the common case) is copied unit by unit: it is its own UTF-8 and has
+    // no surrogate, and the loop costs less than a call into the engine's encoder (about
+    // 15 ns against 35 for a 14-character name). Any other is judged and written whole by
+    // the encoder, from the start.
+    const n = lock.length;
+    let i = 0;
+    for (; i < n; i++) {
+      const c = call(charCodeAt, lock, i);
+      if (c > 0x7f) break;
+      view[i] = c;
+    }
+    if (i === n) return n;
+    if (isWellFormed === undefined || !call(isWellFormed, lock)) return -1; // (an engine before 2023)
     const { read, written } = call(encodeInto, encoder, lock, view);
     return read === lock.length ? written : -1;
   };

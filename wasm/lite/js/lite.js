@@ -50,6 +50,7 @@ const opt = (x) => (x === undefined || x === null ? undefined : num(x));
 const NAME_UNITS = 64;
 const NAME_ROOM = 192;
 const isWellFormed = String.prototype.isWellFormed;
+const charCodeAt = String.prototype.charCodeAt;
 const encoder = new TextEncoder();
 const encodeInto = TextEncoder.prototype.encodeInto;
 const call = Function.prototype.call.bind(Function.prototype.call);
@@ -138,8 +139,7 @@ export function bind({ RawLite, wasmMemory }) {
      * The service is checked live right before the write, after everything that could
      * run other code; from there, only intrinsics taken when this module loaded run. */
     #put(lock) {
-      const text = lockName(lock);
-      if (text === null) return -1;
+      if (typeof lock !== 'string') return -1;
       const raw = this.#raw;
       let view = this.#view;
       if (view === null || call(byteLengthOf, view) === 0) {
@@ -148,6 +148,21 @@ export function bind({ RawLite, wasmMemory }) {
         this.#view = view;
       }
       if (raw.__wbg_ptr === 0) return -1;
+      // An ASCII name that fits (the common case) is copied unit by unit: it is its own
+      // UTF-8 and has no surrogate, and the loop costs less than a call into the engine's
+      // encoder. Any other is judged by lockName and written whole by the encoder.
+      const n = lock.length;
+      if (n <= NAME_UNITS) {
+        let i = 0;
+        for (; i < n; i++) {
+          const c = call(charCodeAt, lock, i);
+          if (c > 0x7f) break;
+          view[i] = c;
+        }
+        if (i === n) return n;
+      }
+      const text = lockName(lock);
+      if (text === null) return -1;
       return call(encodeInto, encoder, text, view).written;
     }
 
