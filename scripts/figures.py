@@ -7,7 +7,7 @@ Every figure is read from the place that decides it, never typed in here:
   name, frame limits core/src/types.rs MAX_NAME_LEN, core/src/wire.rs MAX_FRAME_LEN
   keeper memory      core/src/keeper.rs KEEPER_MEMORY
   version            Cargo.toml, [workspace.package] version
-  tool versions      Cargo.lock (wasm-bindgen), tools/package.json (binaryen, typescript),
+  tool versions      Cargo.lock (wasm-bindgen), tools/package.json (binaryen, typescript, vite),
                      server/Cargo.toml (openraft)
   error codes        core/src/error.rs, Error::code()
   server tables      server/src/bin/node.rs, the defaults of --sessions, --locks, --claims
@@ -76,6 +76,8 @@ def figures():
                            "tools/package.json")
     f["tools.typescript"] = (one(r'"typescript": "([\d.]+)"', read("tools/package.json"), "typescript"),
                              "tools/package.json")
+    f["tools.vite"] = (one(r'"vite": "([\d.]+)"', read("tools/package.json"), "vite"),
+                       "tools/package.json")
     openraft = one(r'openraft = \{ version = "=([\d.]+)"', read("server/Cargo.toml"), "openraft")
     f["tools.openraft"] = (openraft, "server/Cargo.toml")
     f["tools.openraft_minor"] = (".".join(openraft.split(".")[:2]), "server/Cargo.toml")
@@ -212,6 +214,7 @@ QUOTES = [
     ("wasm/README.md", r"wasm-bindgen version, ([\d.]+)\)", ["tools.wasm_bindgen"]),
     ("wasm/README.md", r"from npm's binaryen\s+(\d+)", ["tools.binaryen"]),
     ("wasm/README.md", r"`tsc` \(TypeScript\s+([\d.]+), pinned", ["tools.typescript"]),
+    ("wasm/README.md", r"with the Vite in `tools/` \(([\d.]+)\)", ["tools.vite"]),
     ("server/README.md", r"### Why openraft ([\d.]+), not", ["tools.openraft"]),
     ("server/README.md", r"\[openraft\]\(https://docs.rs/openraft\) (\d+\.\d+) \(features", ["tools.openraft_minor"]),
     ("README.md", r"three nodes on openraft (\d+\.\d+),", ["tools.openraft_minor"]),

@@ -108,9 +108,10 @@ if tests; then
 fi # tests
 
 # npm tools (playwright-core to drive Chromium, binaryen for wasm-opt, typescript's tsc to
-# type-check the package's declarations), pinned in tools/package-lock.json.
+# type-check the package's declarations, vite to bundle a page that uses the package),
+# pinned in tools/package-lock.json.
 if [ ! -x tools/node_modules/.bin/wasm-opt ] || [ ! -d tools/node_modules/playwright-core ] ||
-  [ ! -x tools/node_modules/.bin/tsc ]; then
+  [ ! -x tools/node_modules/.bin/tsc ] || [ ! -x tools/node_modules/.bin/vite ]; then
   log "npm ci in tools/"
   (cd tools && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -10,8 +10,17 @@
 #   JS      `npm pack wasm/pkg`, `npm install` of the tarball into a new project (offline),
 #           the package README's example imported as an ES module, a CommonJS require, and
 #           the browser build chosen by the "browser" export condition, and the small
-#           module (fencelock/lite) in node and under the "browser" condition.
-# Needs what scripts/setup.sh installs (python3-venv, pkg-config, the wasm toolchain).
+#           module (fencelock/lite) in node and under the "browser" condition;
+#   bundler the tarball installed into another new project (no vite of its own), with the
+#           page in wasm/tests/bundler/ (index.html, main.js: the GC-pause story through
+#           fencelock and fencelock/lite) and wasm/README.md's vite.config.js;
+#           wasm/tests/bundler/check.mjs runs the vite of tools/ on it: `vite build`, served
+#           by python3 -m http.server; the dev server with no config (which pre-bundles the
+#           package); the dev server with the config (which does not). Each, in headless
+#           Chromium, must show main.js's exact result, load both .wasm files as
+#           application/wasm, and log no error or warning.
+# Needs what scripts/setup.sh installs (python3-venv, pkg-config, the wasm toolchain,
+# tools/: vite, playwright-core; Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -148,4 +157,12 @@ const pkg = require("fencelock/package.json");
 const types = [pkg.types, ...JSON.stringify(pkg.exports).match(/[^"]+\.d\.m?ts/g)];
 for (const t of types) if (!fs.existsSync(path.join(dir, t))) throw new Error("missing " + t);
 console.log("types present:", [...new Set(types)].join(", "));')
+
+step "bundler: wasm/tests/bundler/ in a fresh project with the tarball, vite build and dev server, headless Chromium"
+mkdir "$tmp/web"
+printf '{ "name": "try-fencelock-web", "version": "1.0.0", "private": true, "type": "module" }\n' >"$tmp/web/package.json"
+(cd "$tmp/web" && npm install --offline --no-audit --no-fund --loglevel=error "$tmp/$tgz")
+cp wasm/tests/bundler/index.html wasm/tests/bundler/main.js "$tmp/web/"
+block wasm/README.md js "// vite.config.js" >"$tmp/web/vite.config.js"
+node wasm/tests/bundler/check.mjs "$tmp/web"
 echo "packages: all passed"
