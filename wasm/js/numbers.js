@@ -19,7 +19,8 @@
   // A short name crosses without an allocation: a string of at most NAME_UNITS UTF-16
   // units with no lone surrogate is written as UTF-8 straight into the service's name
   // buffer (fast.rs: `nameBuffer`, NAME_ROOM bytes), and the call passes its length; any
-  // other value goes the general way, which judges it. The buffer's view is kept per
+  // other value goes the general way, which judges it (and so does every name but an
+  // ASCII one on an engine without String.prototype.isWellFormed). The buffer's view is kept per
   // service and made again when the memory has grown (a grown memory detaches the old
   // view: its byteLength is 0). A genuine service is checked live (`__wbg_ptr`) right
   // before the write, after everything that could run other code; the intrinsics used

@@ -3,9 +3,9 @@
 // service's name buffer (192 bytes, NAME_ROOM) is recorded, and a test reads what was
 // written there. This shows what the other tests cannot see from answers alone, since a
 // name that misses the buffer still gets the right answer the general way: that short
-// names take the buffer (an ASCII one copied by the glue's loop, any other by
-// TextEncoder.encodeInto), that a grown memory gets a new view, and that a freed
-// service's buffer is never written.
+// names take the buffer (ASCII or not: the glue copies an ASCII name itself and has
+// TextEncoder.encodeInto write any other), that a grown memory gets a new view, and that
+// a freed service's buffer is never written.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -114,18 +114,19 @@ test('after the memory grows, the next name goes to a view of the new memory', (
 test('a freed service is never written, and the memory is left as it was', () => {
   for (const [make, call] of [
     [() => { const v = new LockService(caps); v.openSession(0, 100); return v; },
-      (v) => v.acquireFast(1, 1, 'zzzz', 0, 0)],
+      (v, name) => v.acquireFast(1, 1, name, 0, 0)],
     [() => { const v = new LiteService(caps); v.openSession(0, 100); return v; },
-      (v) => v.acquire(1, 1, 'zzzz')],
+      (v, name) => v.acquire(1, 1, name)],
   ]) {
     const at = views.length;
     const gone = make();
-    call(gone); // its buffer's view is made
+    call(gone, 'zzzz'); // its buffer's view is made
     const [view] = views.slice(at);
     assert.equal(nameIn(view), 'zzzz');
     gone.free();
     const before = U8.from(view); // (the freed bytes may be the allocator's now)
-    assert.throws(() => call(gone), /null pointer|freed/i);
+    // another name, so that a write of it would show
+    assert.throws(() => call(gone, 'qqqq'), /null pointer|freed/i);
     assert.equal(views.length, at + 1, 'no view made for a freed service');
     assert.deepEqual(U8.from(view), before, 'no write into a freed service');
   }

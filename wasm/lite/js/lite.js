@@ -42,8 +42,8 @@ const num = (x) => (typeof x === 'number' ? x : NaN);
 /** An optional number: undefined and null are none. */
 const opt = (x) => (x === undefined || x === null ? undefined : num(x));
 /** Names cross through a buffer each service owns in the module's memory: the class
- * writes the name's UTF-8 there (TextEncoder.encodeInto, no allocation) and passes its
- * length. A string of at most NAME_UNITS UTF-16 units fits (NAME_ROOM bytes, the crate's
+ * writes the name's UTF-8 there (no allocation: an ASCII name copied unit by unit, any
+ * other by TextEncoder.encodeInto) and passes its length. A string of at most NAME_UNITS UTF-16 units fits (NAME_ROOM bytes, the crate's
  * NAME_ROOM); a longer well-formed one cannot be a name, and the stand-in TOO_LONG is
  * written for it (the core answers name_too_long in its own order, as for the full
  * module); one with a lone surrogate is -1 (bad_argument), see lockName. */
@@ -51,6 +51,10 @@ const NAME_UNITS = 64;
 const NAME_ROOM = 192;
 const isWellFormed = String.prototype.isWellFormed;
 const charCodeAt = String.prototype.charCodeAt;
+// (The fallback for an engine without isWellFormed: the built-in exec, taken now, so that
+// judging a name runs no code of the caller's — `LONE.test(s)` would look up `test` and
+// `exec` on RegExp.prototype at the call, after the service's live check.)
+const regexpExec = RegExp.prototype.exec;
 const encoder = new TextEncoder();
 const encodeInto = TextEncoder.prototype.encodeInto;
 const call = Function.prototype.call.bind(Function.prototype.call);
@@ -65,7 +69,7 @@ function lockName(s) {
   if (typeof s !== 'string') return null;
   // Checked at any length (nothing is copied here): a lone surrogate is bad_argument in
   // every layer, before the module is called.
-  const ok = isWellFormed !== undefined ? call(isWellFormed, s) : !LONE.test(s);
+  const ok = isWellFormed !== undefined ? call(isWellFormed, s) : call(regexpExec, LONE, s) === null;
   if (!ok) return null;
   return s.length > NAME_UNITS ? TOO_LONG : s;
 }
