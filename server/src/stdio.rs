@@ -1,12 +1,14 @@
 //! How the binaries write what a user reads on stdout: a reader that stops reading is
 //! not a failure of the command, and no write panics.
 //!
-//! `println!` panics when stdout is closed (Rust ignores `SIGPIPE`, so a write to a pipe
-//! whose reader is gone fails with `BrokenPipe` instead of killing the process): `fencelock
-//! holder L | head -1` with several holders, or `fencelock-node snapshot save … >&-`, ended
-//! in a panic message and exit 101 after the command had done its work. The binaries write
-//! through [`emit`] instead, and write their messages to stderr through [`note`], which
-//! drops a message nobody can read.
+//! `println!` and `eprintln!` panic when the write fails, and a write to a pipe whose
+//! reader is gone fails (Rust ignores `SIGPIPE`, so the write returns `BrokenPipe` instead
+//! of killing the process): `fencelock holder L | head -1` with several holders, or
+//! `fencelock-node snapshot restore … | head -1`, ended in a panic message and exit 101
+//! after the command had done its work. (A stream closed outright, `>&-`, never did: Rust
+//! opens `/dev/null` in its place at startup.) The binaries write through [`emit`]
+//! instead, and write their messages to stderr through [`note`], which drops a message
+//! nobody can read.
 
 use std::io::{self, Write};
 
@@ -19,8 +21,8 @@ pub fn emit(text: &str) -> Result<(), String> {
     emit_to(&mut io::stdout().lock(), text)
 }
 
-/// Writes `line` and a newline to stderr, dropping it if stderr is closed (`2>&-`, a
-/// reader gone): a message nobody can read must not stop a command half way (after a
+/// Writes `line` and a newline to stderr, dropping it if it cannot be written (stderr a
+/// pipe whose reader is gone): a message nobody can read must not stop a command half way (after a
 /// durable change, or with a session and a supervised command to end), as `eprintln!`'s
 /// panic did. Cost: one write.
 pub fn note(line: &str) {

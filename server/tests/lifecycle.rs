@@ -296,6 +296,21 @@ async fn snapshot_save_and_restore_with_the_binary() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("saved "));
+    // A stdout that cannot be written (a full disk): the backup is made all the same and
+    // the command succeeds, its report on stderr, saying so.
+    let full = base.join("backup-full.fl");
+    let out = Command::new(NODE)
+        .args(["snapshot", "save"])
+        .arg(&full)
+        .args(["--from", &old.metrics.join(",")])
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("done, but cannot write to stdout"), "{err}");
+    assert!(err.contains("saved "), "{err}");
+    assert!(full.exists());
     drop(old);
 
     // New ports, new directories.

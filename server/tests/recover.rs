@@ -339,15 +339,33 @@ async fn force_new_cluster_from_a_survivor_of_a_later_term_serves() {
     let from = dir.join(format!("n{survivor}"));
     let new_dir = dir.join(format!("n{survivor}.new"));
     let me = cluster.peers[survivor as usize - 1].clone();
-    let out = force_new_cluster(&from, &new_dir, &me)
+    // Run as `… 2>&1 | head -1` would run it: its log and its report go to pipes whose
+    // readers are gone. It still succeeds (a log line or report it could not write
+    // panicked with exit 101 after the new cluster was written), and refuses what it
+    // refused, with its own status.
+    let gone = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        writer
+    };
+    let status = force_new_cluster(&from, &from, &me)
         .arg("--accept-data-loss")
-        .output()
+        .stdout(gone())
+        .stderr(gone())
+        .status()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "refused: recover only into a new directory"
     );
+    let status = force_new_cluster(&from, &new_dir, &me)
+        .arg("--accept-data-loss")
+        .stdout(gone())
+        .stderr(gone())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
     start_recovered(&mut cluster, survivor, &from, &new_dir);
     let h = eventually("the recovered node serves", 30, || async {
         client.holders("res").await.ok()

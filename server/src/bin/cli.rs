@@ -48,7 +48,7 @@
 //! Every call is a safe one (std, tokio and the `nix` crate's safe wrappers of `prctl`,
 //! `killpg` and `waitpid`): no `unsafe`, no code between `fork` and `exec`.
 
-/// `eprintln!` that does not panic when stderr is closed (`2>&-`, a reader gone): a
+/// `eprintln!` that does not panic when stderr's reader is gone (`2>&1 | head -1`): a
 /// message nobody can read is dropped ([`fencelock_server::stdio::note`]), and the command
 /// goes on to close its session and stop what it supervises, rather than dying with exit
 /// 101 and leaving both to the ttl.

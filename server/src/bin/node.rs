@@ -18,11 +18,26 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// `eprintln!` that does not panic when stderr is closed ([`fencelock_server::stdio::note`]).
+/// `eprintln!` that does not panic when stderr's reader is gone
+/// ([`fencelock_server::stdio::note`]).
 macro_rules! note {
     ($($arg:tt)*) => {
         fencelock_server::stdio::note(&format!($($arg)*))
     };
+}
+
+/// Prints the report of a command whose work is done and synced (a restore, a backup, a
+/// forced new cluster) on stdout. A reader that went away is no failure
+/// ([`fencelock_server::stdio::emit`]); if stdout cannot be written otherwise (a full
+/// disk), the report goes to stderr, saying so: the command still succeeded, and failing
+/// it would read as if nothing had been done.
+fn report(text: &str) {
+    if let Err(e) = fencelock_server::stdio::emit(text) {
+        note!(
+            "fencelock-node: done, but {e}; the report:\n{}",
+            text.trim_end()
+        );
+    }
 }
 
 use clap::Parser;
@@ -33,7 +48,6 @@ use fencelock_server::net::{
 };
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::ops::{serve_ops_with, OpsPolicy};
-use fencelock_server::stdio::emit;
 use fencelock_server::tls::NodeTls;
 use fencelock_server::types::NodeAddr;
 use tokio::net::TcpListener;
@@ -372,7 +386,7 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
         log_lost = r.log_lost,
         "forced a new single-member cluster"
     );
-    emit(&format!(
+    report(&format!(
         "new cluster of node {id} in {}: state at log index {} (snapshot at {}, commit index \
          recorded {}), {} sessions, {} locks; highest token recorded {}, next token above {}; \
          cut from the survivor's log: {}\n",
@@ -390,13 +404,13 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
             c.at,
             if c.damaged { "damaged" } else { "torn" }
         ))
-    ))?;
-    emit(&format!(
+    ));
+    report(&format!(
         "start it with --id {id} --dir {} --peer {} (no --init), then add members back with \
          empty data directories: fencelock add-learner …, fencelock set-voters …\n",
         a.dir.display(),
         a.peer
-    ))?;
+    ));
     Ok(())
 }
 
@@ -503,11 +517,11 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                             .map_err(|e| format!("{}: {e}", file.display()))?;
                         fencelock_server::disk::sync_parent_dir(&file)
                             .map_err(|e| e.to_string())?;
-                        emit(&format!(
+                        report(&format!(
                             "saved {} ({} bytes, log index {index}) from {addr}\n",
                             file.display(),
                             bytes.len()
-                        ))?;
+                        ));
                         return Ok(());
                     }
                     Ok((code, body)) => why.push(format!(
@@ -546,11 +560,11 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
             })?;
             let index = fencelock_server::ops::restore(&bytes, &dir, &service, members)
                 .map_err(|e| format!("restoring {} into {}: {e}", file.display(), dir.display()))?;
-            emit(&format!(
+            report(&format!(
                 "restored {} (log index {index}) into {}\n",
                 file.display(),
                 dir.display()
-            ))?;
+            ));
             Ok(())
         }
     }
@@ -622,6 +636,9 @@ async fn main() {
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr a pipe whose reader is gone) is lost;
+        // the default reports the failure with eprintln!, which panics on the same stderr.
+        .log_internal_errors(false)
         .init();
     let r = match args.cmd {
         Some(Sub::Snapshot(cmd)) => snapshot_cmd(cmd).await,
