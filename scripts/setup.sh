@@ -17,6 +17,19 @@ CARGO_FUZZ_VERSION=0.13.1
 
 log() { printf '[setup] %s\n' "$*"; }
 
+# node: the demo's build needs 20 or newer, the tests' bundler check (the pinned vite) 20.19
+# or newer within 20, or 22.12 or newer. Said now rather than 20 minutes into make test.
+node_ok=$(node -e '
+  const [a, b] = process.versions.node.split(".").map(Number);
+  const tests = process.argv[1] === "all";
+  console.log(a < 20 ? "no" : !tests ? "yes" : (a === 20 && b >= 19) || (a === 22 && b >= 12) || a > 22 ? "yes" : "no");
+' "$MODE" 2>/dev/null || echo missing)
+if [ "$node_ok" != yes ]; then
+  if tests; then want="20.19 or newer within 20, or 22.12 or newer"; else want="20 or newer"; fi
+  echo "[setup] node $(node --version 2>/dev/null || echo '(not found)'): $MODE needs node $want" >&2
+  exit 1
+fi
+
 # rustfmt and clippy on the default (stable) toolchain, for the lint step of test-all.sh.
 need_comp=()
 if tests; then
@@ -107,12 +120,18 @@ if tests; then
   fi
 fi # tests
 
-# npm tools (playwright-core to drive Chromium, binaryen for wasm-opt, typescript's tsc to
-# type-check the package's declarations, vite to bundle a page that uses the package),
-# pinned in tools/package-lock.json.
-if [ ! -x tools/node_modules/.bin/wasm-opt ] || [ ! -d tools/node_modules/playwright-core ] ||
-  [ ! -x tools/node_modules/.bin/tsc ] || [ ! -x tools/node_modules/.bin/vite ]; then
-  log "npm ci in tools/"
-  (cd tools && npm ci --no-audit --no-fund --loglevel=error)
+# npm tools, pinned in tools/package-lock.json: binaryen for wasm-opt (the build: a
+# dependency), and for the tests only (devDependencies) playwright-core to drive
+# Chromium, typescript's tsc to type-check the package's declarations and vite to bundle a
+# page that uses the package. The demo installs the first alone.
+if tests; then
+  if [ ! -x tools/node_modules/.bin/wasm-opt ] || [ ! -d tools/node_modules/playwright-core ] ||
+    [ ! -x tools/node_modules/.bin/tsc ] || [ ! -x tools/node_modules/.bin/vite ]; then
+    log "npm ci in tools/"
+    (cd tools && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+elif [ ! -x tools/node_modules/.bin/wasm-opt ]; then
+  log "npm ci --omit=dev in tools/ (wasm-opt)"
+  (cd tools && npm ci --omit=dev --no-audit --no-fund --loglevel=error)
 fi
 log "ok"
