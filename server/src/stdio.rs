@@ -12,31 +12,58 @@
 
 use std::io::{self, Write};
 
-/// Writes `text` to stdout and flushes it. A reader that went away (`BrokenPipe`) is not
-/// an error: the rest of the text is dropped and the command ends as it would have, as
-/// `ripgrep` and the CLI's `watch` do. Any other write error (a full disk: `> /dev/full`)
-/// is returned, naming stdout: the output is incomplete, so the command fails.
-/// Cost: one write of `text`.
+/// What became of a write to stdout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// All of it was written and flushed.
+    All,
+    /// The reader went away (`BrokenPipe`): the rest is dropped.
+    ReaderGone,
+    /// It could not be written for another reason (a full disk: `> /dev/full`), named.
+    Failed(String),
+}
+
+/// Writes `text` to stdout and flushes it, saying what became of it. Cost: one write of
+/// `text`.
+pub fn write_out(text: &str) -> Written {
+    write_to(&mut io::stdout().lock(), text)
+}
+
+/// [`write_out`] to any writer.
+pub fn write_to(out: &mut impl Write, text: &str) -> Written {
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Written::All,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Written::ReaderGone,
+        Err(e) => Written::Failed(format!("cannot write to stdout: {e}")),
+    }
+}
+
+/// Writes a one-shot command's `text` to stdout. A reader that went away is not an error:
+/// the rest of the text is dropped and the command ends as it would have, as `ripgrep`
+/// does. Any other write error is returned, naming stdout: the output is incomplete, so
+/// the command fails. Cost: one write of `text`.
 pub fn emit(text: &str) -> Result<(), String> {
-    emit_to(&mut io::stdout().lock(), text)
+    match write_out(text) {
+        Written::Failed(e) => Err(e),
+        Written::All | Written::ReaderGone => Ok(()),
+    }
 }
 
 /// Writes `line` and a newline to stderr, dropping it if it cannot be written (stderr a
-/// pipe whose reader is gone): a message nobody can read must not stop a command half way (after a
-/// durable change, or with a session and a supervised command to end), as `eprintln!`'s
-/// panic did. Cost: one write.
+/// pipe whose reader is gone): a message nobody can read must not stop a command half way
+/// (after a durable change, or with a session and a supervised command to end), as
+/// `eprintln!`'s panic did. Cost: one write.
 pub fn note(line: &str) {
     let mut err = io::stderr().lock();
     let _ = writeln!(err, "{line}");
 }
 
-/// [`emit`] to any writer.
-pub fn emit_to(out: &mut impl Write, text: &str) -> Result<(), String> {
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(format!("cannot write to stdout: {e}")),
-        Ok(()) => Ok(()),
-    }
+/// `eprintln!` that never panics: [`note`] of the formatted line.
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::stdio::note(&format!($($arg)*))
+    };
 }
 
 #[cfg(test)]
@@ -57,14 +84,15 @@ mod tests {
 
     #[test]
     fn a_gone_reader_is_not_an_error_and_any_other_failure_is() {
-        assert_eq!(
-            emit_to(&mut Failing(io::ErrorKind::BrokenPipe), "x\n"),
-            Ok(())
-        );
-        let e = emit_to(&mut Failing(io::ErrorKind::StorageFull), "x\n").unwrap_err();
-        assert!(e.starts_with("cannot write to stdout: "), "{e}");
+        let gone = Failing(io::ErrorKind::BrokenPipe);
+        assert_eq!(write_to(&mut { gone }, "x\n"), Written::ReaderGone);
+        let full = Failing(io::ErrorKind::StorageFull);
+        match write_to(&mut { full }, "x\n") {
+            Written::Failed(e) => assert!(e.starts_with("cannot write to stdout: "), "{e}"),
+            other => panic!("{other:?}"),
+        }
         let mut buf = Vec::new();
-        assert_eq!(emit_to(&mut buf, "a\nb\n"), Ok(()));
+        assert_eq!(write_to(&mut buf, "a\nb\n"), Written::All);
         assert_eq!(buf, b"a\nb\n");
     }
 }

@@ -755,6 +755,31 @@ fn a_watcher_with_its_stderr_closed_still_watches() {
     rt.block_on(a.close()).unwrap();
 }
 
+/// A watcher whose stdout cannot be written for another reason than a gone reader (a full
+/// disk) says so and exits 1 with its session closed, so its watcher slot is free at once
+/// (it ended with 0, as if its reader had only stopped reading).
+#[test]
+fn a_watcher_that_cannot_write_says_so_and_exits_1() {
+    let _s = serial();
+    let n = Node::start_with("fullstdout", &["--max-watchers", "1"]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let c = n.client();
+    let a = hold(&rt, &c, "a", "L");
+    // Its first line (`holding … a`) cannot be written.
+    let mut w = n
+        .cli(&["watch", "L", "--ttl-ms", LONG_TTL])
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_exit(&mut w, Duration::from_secs(20));
+    let err = stderr_of(&mut w);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write to stdout"), "{err}");
+    observe_leader(&n, "L", "a");
+    rt.block_on(a.close()).unwrap();
+}
+
 /// A watcher keeps watching across the loss of the leader: once reconnected it starts the
 /// watch again (the current holders as `holding` lines) and sees later grants; it does
 /// not exit while its session lives.

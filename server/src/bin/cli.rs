@@ -48,17 +48,8 @@
 //! Every call is a safe one (std, tokio and the `nix` crate's safe wrappers of `prctl`,
 //! `killpg` and `waitpid`): no `unsafe`, no code between `fork` and `exec`.
 
-/// `eprintln!` that does not panic when stderr's reader is gone (`2>&1 | head -1`): a
-/// message nobody can read is dropped ([`fencelock_server::stdio::note`]), and the command
-/// goes on to close its session and stop what it supervises, rather than dying with exit
-/// 101 and leaving both to the ttl.
-macro_rules! note {
-    ($($arg:tt)*) => {
-        fencelock_server::stdio::note(&format!($($arg)*))
-    };
-}
-
-use fencelock_server::stdio::emit;
+use fencelock_server::note;
+use fencelock_server::stdio::{emit, write_out, Written};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus};
 use std::sync::Arc;
@@ -1432,11 +1423,16 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             return Ok(ExitCode::from(EXIT_LEASE_LOST));
         }
         Ok(Acquired::Granted(t)) => {
-            if !say(&format!("epoch {}", t.0)) {
+            let why = match write_out(&format!("epoch {}\n", t.0)) {
+                Written::All => None,
+                Written::ReaderGone => Some("stdout's reader is gone".to_string()),
+                Written::Failed(e) => Some(e),
+            };
+            if let Some(why) = why {
                 // Nobody reads who leads: resign at once rather than lead unheard.
                 drop(guard);
                 end_session(opts, &session).await;
-                return Err("stdout is closed: resigned".into());
+                return Err(format!("{why}: resigned").into());
             }
             t.0
         }
@@ -1618,10 +1614,12 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
         session.id(),
         if holders == 1 { "" } else { "s" }
     );
-    if show == Show::Leader && holders == 0 && !say("none") {
-        drop(guard);
-        end_session(opts, &session).await;
-        return Ok(ExitCode::SUCCESS); // nobody reads: as a signal ends it
+    if show == Show::Leader && holders == 0 {
+        if let Some(code) = say("none") {
+            drop(guard);
+            end_session(opts, &session).await;
+            return Ok(code);
+        }
     }
     let mut check = tokio::time::interval(Duration::from_millis(50));
     let code = loop {
@@ -1634,8 +1632,8 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
                 Ok(Output::HolderChanged { session: s, lock, holder, mode, token, change, label })
                     if s.0 == session.id() && lock.as_str() == name =>
                 {
-                    if !say(&watch_line(show, holder.0, mode, token.0, change, label.as_str())) {
-                        break ExitCode::SUCCESS; // the reader stopped: as a signal ends it
+                    if let Some(code) = say(&watch_line(show, holder.0, mode, token.0, change, label.as_str())) {
+                        break code;
                     }
                 }
                 Ok(Output::SessionExpired { session: s }) if s.0 == session.id() => {
@@ -1673,8 +1671,10 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
                 sig = signals.recv() => { let _ = sig; break ExitCode::SUCCESS; }
             } {
                 Ok(n) => {
-                    if show == Show::Leader && n == 0 && !say("none") {
-                        break ExitCode::SUCCESS; // the reader stopped: as a signal ends it
+                    if show == Show::Leader && n == 0 {
+                        if let Some(code) = say("none") {
+                            break code;
+                        }
                     }
                 }
                 Err(e) => {
@@ -1690,13 +1690,20 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
     Ok(code)
 }
 
-/// Writes `line` to stdout and flushes it; false when stdout is gone (its reader closed
-/// the pipe: `fencelock watch L | grep -m1 …`). A caller then ends as on a signal, its
-/// session closed, rather than panicking (println!) with the session left to its ttl.
-fn say(line: &str) -> bool {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+/// Writes `line` to stdout for a command that holds a session (`watch`, `observe`):
+/// `None` once written; otherwise the exit code to end with, its session closed rather
+/// than left to its ttl — 0 when the reader stopped reading (`fencelock watch L | grep
+/// -m1 …`: as a signal ends it), 1 when stdout cannot be written for another reason
+/// (`> /dev/full`, said on stderr).
+fn say(line: &str) -> Option<ExitCode> {
+    match write_out(&format!("{line}\n")) {
+        Written::All => None,
+        Written::ReaderGone => Some(ExitCode::SUCCESS),
+        Written::Failed(e) => {
+            note!("fencelock: {e}");
+            Some(ExitCode::from(1))
+        }
+    }
 }
 
 /// The leader among the nodes' own views, and the highest term any of them knows: the

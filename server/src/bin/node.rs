@@ -18,13 +18,18 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// `eprintln!` that does not panic when stderr's reader is gone
-/// ([`fencelock_server::stdio::note`]).
-macro_rules! note {
-    ($($arg:tt)*) => {
-        fencelock_server::stdio::note(&format!($($arg)*))
-    };
-}
+use clap::Parser;
+use fencelock_server::auth::Tokens;
+use fencelock_server::net::{
+    loopback_addr, serve_clients_with, serve_peers, ClientPolicy, PeerPolicy, TcpNetwork,
+    TlsNetwork, MIN_RAFT_FRAME,
+};
+use fencelock_server::node::{Node, NodeConfig};
+use fencelock_server::note;
+use fencelock_server::ops::{serve_ops_with, OpsPolicy};
+use fencelock_server::tls::NodeTls;
+use fencelock_server::types::NodeAddr;
+use tokio::net::TcpListener;
 
 /// Prints the report of a command whose work is done and synced (a restore, a backup, a
 /// forced new cluster) on stdout. A reader that went away is no failure
@@ -39,18 +44,6 @@ fn report(text: &str) {
         );
     }
 }
-
-use clap::Parser;
-use fencelock_server::auth::Tokens;
-use fencelock_server::net::{
-    loopback_addr, serve_clients_with, serve_peers, ClientPolicy, PeerPolicy, TcpNetwork,
-    TlsNetwork, MIN_RAFT_FRAME,
-};
-use fencelock_server::node::{Node, NodeConfig};
-use fencelock_server::ops::{serve_ops_with, OpsPolicy};
-use fencelock_server::tls::NodeTls;
-use fencelock_server::types::NodeAddr;
-use tokio::net::TcpListener;
 
 #[derive(Parser)]
 #[command(
