@@ -445,18 +445,7 @@ async fn a_write_with_another_sessions_credential_is_refused_before_it_is_propos
     let sink = PushSink::new(16).0;
     let conn = node.next_conn_id();
     let _guard = node.connection(conn);
-    let (s, secret) = match node
-        .handle_request(
-            Request::Open {
-                ttl_ms: 60_000,
-                key: None,
-            },
-            conn,
-            &sink,
-        )
-        .await
-        .unwrap()
-    {
+    let (s, secret) = match open_on(&node, &sink, conn, 60_000).await.unwrap() {
         Reply::Opened { reply, secret, .. } => (reply.opened().unwrap().0, secret),
         other => panic!("{other:?}"),
     };
@@ -1105,16 +1094,7 @@ async fn force_new_cluster_says_when_the_survivors_log_was_lost() {
     use fencelock_server::ops::force_new_cluster;
     let (node, dir) = single_node("force-lostlog", |_| {}).await;
     let sink = PushSink::new(4).0;
-    let r = node
-        .handle_request(
-            Request::Open {
-                ttl_ms: 600_000,
-                key: None,
-            },
-            node.next_conn_id(),
-            &sink,
-        )
-        .await;
+    let r = open_on(&node, &sink, node.next_conn_id(), 600_000).await;
     assert!(matches!(r, Ok(Reply::Opened { .. })), "{r:?}");
     node.raft.trigger().snapshot().await.unwrap();
     let from = dir.join("n1");
