@@ -320,6 +320,45 @@ mod tests {
     use crate::table::{home, name_hash, tag_of, NIL};
     use std::{format, string::String, vec, vec::Vec};
 
+    /// Two resource names whose hashes share the 32 bits the index stores (found by a
+    /// birthday search over the public hash): the index cannot tell them apart, so only
+    /// the lookup's name comparison keeps each to its own row.
+    #[test]
+    fn resources_whose_stored_hash_bits_collide_keep_their_own_tokens() {
+        let mut seen = std::collections::HashMap::new();
+        let (a, b) = (0u32..)
+            .find_map(|i| {
+                let name = format!("r{i}");
+                let tag = tag_of(name_hash(name.as_bytes()));
+                seen.insert(tag, name.clone()).map(|first| (first, name))
+            })
+            .unwrap();
+        assert_eq!(
+            tag_of(name_hash(a.as_bytes())),
+            tag_of(name_hash(b.as_bytes()))
+        );
+        let mut g = FenceGate::new(vec![GateRow::EMPTY; 2]).unwrap();
+        g.admit(&a, Token(10)).unwrap();
+        assert_eq!(g.highest(&b), None, "{b} is not {a}");
+        assert_eq!(
+            g.check(&b, Token(1)),
+            Ok(()),
+            "a new resource takes any token"
+        );
+        g.admit(&b, Token(5)).unwrap();
+        assert_eq!(
+            (g.highest(&a), g.highest(&b)),
+            (Some(Token(10)), Some(Token(5)))
+        );
+        assert_eq!(
+            g.admit(&b, Token(4)),
+            Err(Error::Stale {
+                token: Token(4),
+                highest: Token(5)
+            })
+        );
+    }
+
     /// How far past its home bucket each resource sits in the index, summed: the probes a
     /// lookup of every resource makes beyond the first.
     fn displacement(gate: &FenceGate<Vec<GateRow>>) -> usize {
