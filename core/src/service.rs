@@ -2405,6 +2405,65 @@ mod tests {
     use crate::table::BucketArray;
     use crate::VecStorage;
 
+    /// Two lock names whose hashes share the 32 bits the lock index stores (a birthday
+    /// search over the public hash): the index cannot tell them apart, so only the
+    /// lookup's name comparison keeps each lock to its own holder and token.
+    #[test]
+    fn locks_whose_stored_hash_bits_collide_stay_apart() {
+        use crate::table::{name_hash, tag_of};
+        let mut seen = std::collections::HashMap::new();
+        let (a, b) = (0u32..)
+            .find_map(|i| {
+                let name = std::format!("l{i}");
+                let tag = tag_of(name_hash(name.as_bytes()));
+                seen.insert(tag, name.clone()).map(|first| (first, name))
+            })
+            .unwrap_or_else(|| unreachable!());
+        let mut svc = LockService::new(VecStorage::new(2, 2, 4), Config::default())
+            .unwrap_or_else(|_| unreachable!());
+        let open = |svc: &mut LockService<VecStorage>| match svc.open_session(
+            Tick(0),
+            100,
+            &mut |_: Output| {},
+        ) {
+            Ok(Reply::Opened { session, .. }) => session,
+            r => unreachable!("{r:?}"),
+        };
+        let (s1, s2) = (open(&mut svc), open(&mut svc));
+        let take = |svc: &mut LockService<VecStorage>, s, name: &str| {
+            svc.acquire(
+                Tick(0),
+                s,
+                name,
+                Mode::Exclusive,
+                Wait::None,
+                None,
+                &mut |_: Output| {},
+            )
+        };
+        assert_eq!(
+            take(&mut svc, s1, &a),
+            Ok(Reply::Granted {
+                mode: Mode::Exclusive,
+                token: Token(1)
+            })
+        );
+        assert_eq!(
+            take(&mut svc, s2, &b),
+            Ok(Reply::Granted {
+                mode: Mode::Exclusive,
+                token: Token(2)
+            }),
+            "{b} is not {a}"
+        );
+        let holder = |svc: &LockService<VecStorage>, name: &str| {
+            let h: std::vec::Vec<_> = svc.holders(name).map(|h| (h.session, h.token)).collect();
+            h
+        };
+        assert_eq!(holder(&svc, &a), [(s1, Token(1))]);
+        assert_eq!(holder(&svc, &b), [(s2, Token(2))]);
+    }
+
     /// The session index holds exactly the sessions away from their home rows, through
     /// any mix of opens and closes that wraps the ids round the table many times with
     /// sessions of every lifetime (a seeded walk; a stale bucket would, sooner or later,
