@@ -660,6 +660,21 @@ fn holder_and_queue_show_labels() {
     wait_exit(&mut holder, Duration::from_secs(10));
 }
 
+/// Runs `watch L` with `stdout` and expects it to end by itself with exit 1, its stderr
+/// naming `phrase`.
+fn watch_fails(n: &Node, stdout: Stdio, phrase: &str) {
+    let mut w = n
+        .cli(&["watch", "L", "--ttl-ms", LONG_TTL])
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_exit(&mut w, Duration::from_secs(20));
+    let err = stderr_of(&mut w);
+    assert_eq!(st.code(), Some(1), "watch L: {err}");
+    assert!(err.contains(phrase), "watch L: {err}");
+}
+
 /// A lock has at most `--max-watchers` watchers: one more `watch` is refused by the
 /// cluster (exit 1, `capacity_exceeded` named); once the watcher stops, another may watch.
 #[test]
@@ -677,16 +692,7 @@ fn watchers_beyond_the_limit_are_refused() {
     });
     let (mut first, lines) = n.spawn(&["watch", "L"]);
     assert_eq!(lines.wait(1).len(), 1, "the first watcher is in place");
-    let mut second = n
-        .cli(&["watch", "L"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let st = wait_exit(&mut second, Duration::from_secs(20));
-    let err = stderr_of(&mut second);
-    assert_eq!(st.code(), Some(1), "second watcher: {err}");
-    assert!(err.contains("capacity_exceeded"), "{err}");
+    watch_fails(&n, Stdio::null(), "capacity_exceeded");
     signal(first.id(), "-INT");
     assert_eq!(
         wait_exit(&mut first, Duration::from_secs(10)).code(),
@@ -766,16 +772,11 @@ fn a_watcher_that_cannot_write_says_so_and_exits_1() {
     let c = n.client();
     let a = hold(&rt, &c, "a", "L");
     // Its first line (`holding … a`) cannot be written.
-    let mut w = n
-        .cli(&["watch", "L", "--ttl-ms", LONG_TTL])
-        .stdout(std::fs::File::create("/dev/full").unwrap())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let st = wait_exit(&mut w, Duration::from_secs(20));
-    let err = stderr_of(&mut w);
-    assert_eq!(st.code(), Some(1), "{err}");
-    assert!(err.contains("cannot write to stdout"), "{err}");
+    watch_fails(
+        &n,
+        std::fs::File::create("/dev/full").unwrap().into(),
+        "cannot write to stdout",
+    );
     observe_leader(&n, "L", "a");
     rt.block_on(a.close()).unwrap();
 }
