@@ -26,6 +26,7 @@ fn admits_the_same_or_a_higher_token_and_refuses_a_lower_one() {
     assert!(g.is_empty());
     assert_eq!(g.highest("r"), None);
     g.admit("r", Token(5)).unwrap();
+    assert!(!g.is_empty(), "a resource is recorded");
     g.admit("r", Token(5)).unwrap(); // the same holder writes again
     assert_eq!(g.highest("r"), Some(Token(5)));
     g.admit("r", Token(9)).unwrap();
@@ -78,7 +79,9 @@ fn check_answers_like_admit_but_records_nothing() {
 #[test]
 fn a_full_gate_refuses_new_resources_but_serves_known_ones() {
     let mut g = gate::<2>();
+    assert!(!g.is_full());
     g.admit("a", Token(1)).unwrap();
+    assert!(!g.is_full(), "one of two rows is free");
     g.admit("b", Token(1)).unwrap();
     assert!(g.is_full());
     assert_eq!(g.capacity(), 2);
