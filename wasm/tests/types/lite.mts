@@ -4,20 +4,15 @@
 // only, never run.
 import init, { LiteService } from 'fencelock/lite';
 import type { LiteCode, LiteError, LiteEvent } from 'fencelock/lite';
+import type { AnyIn, None } from './noany.mjs';
 
 await init(); // the browser build fetches its .wasm here
 
-// No method takes or returns `any` (as in service.mts: a name here fails the check).
-type IsAny<T> = 0 extends 1 & T ? true : false;
-type AnyMethods<C> = {
-  [K in keyof C]: C[K] extends (...args: infer A) => infer R
-    ? IsAny<R> extends true ? K : true extends { [I in keyof A]: IsAny<A[I]> }[number] ? K : never
-    : IsAny<C[K]> extends true ? K : never;
-}[keyof C];
-type None<T extends never> = T;
+// No `any` anywhere in what a user calls or gets back (noany.mts, as in service.mts).
 export type NoAny = [
-  None<AnyMethods<LiteService>>,
-  None<AnyMethods<{ init: typeof init; new: (...args: ConstructorParameters<typeof LiteService>) => LiteService }>>,
+  None<AnyIn<LiteService, 'LiteService'>>,
+  None<AnyIn<{ init: typeof init; new: (...args: ConstructorParameters<typeof LiteService>) => LiteService }, 'lite',
+    LiteService | Awaited<ReturnType<typeof init>>>>,
 ];
 
 const svc = new LiteService({ sessions: 64, locks: 64, claims: 256, lockDelay: 0 });
