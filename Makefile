@@ -10,13 +10,14 @@ PORT ?= 8080
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: help install wheel install-cli setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-packages test-demo test-verify test-docs fuzz bench cluster bench-cluster lint test-partitions
+.PHONY: help install wheel install-cli setup setup-demo test demo test-rust test-nostd test-ffi test-wasm test-packages test-demo test-verify test-docs fuzz mutants bench cluster bench-cluster lint test-partitions
 
 help:
 	@echo "make test   - install what is missing, then run every test"
 	@echo "make demo   - build and serve the browser demo (PORT=$(PORT))"
 	@echo "make bench  - run the benchmarks and regenerate BENCHMARKS.md"
 	@echo "make fuzz   - fuzz each target for longer (FUZZ_SECONDS=300)"
+	@echo "make mutants - mutation-test the core (hours; MUTANTS_FILES=core/src/gate.rs for one file)"
 	@echo "make cluster       - run a local three-node replicated server and print how to use it"
 	@echo "make bench-cluster - measure that cluster against a three-member etcd (BENCHMARKS.md)"
 	@echo "make install-cli - build the fencelock CLI and install it as $(PREFIX)/bin/fencelock (PREFIX=..., DESTDIR=...)"
@@ -72,6 +73,10 @@ demo: setup-demo
 # Longer-running, optional targets; each script says what it needs.
 fuzz: setup
 	@scripts/fuzz.sh
+
+# Mutation testing of the core: not part of make test (hours for the whole crate).
+mutants:
+	@scripts/mutants.sh
 
 bench: setup
 	@scripts/bench.sh
