@@ -458,6 +458,27 @@ fn capacity_exceeded_sessions() {
     assert_eq!((e.code(), e.kind()), (301, "capacity_exceeded"));
 }
 
+/// A table of no rows is a table that is always full: each refuses as full (and nothing
+/// reads a row it does not have).
+#[test]
+fn tables_of_no_rows_refuse_as_full() {
+    let mut none = svc_with(0, 4, 4, Config::default());
+    let e = refused(&mut none, |v, now, o| v.open_session(now, 10, o));
+    assert_eq!(e, Error::CapacityExceeded(Table::Sessions));
+    let mut svc = svc_with(2, 0, 4, Config::default());
+    let a = open(&mut svc, 5);
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "l", Mode::Exclusive, Wait::None, None, o)
+    });
+    assert_eq!(e, Error::CapacityExceeded(Table::Locks));
+    let mut svc = svc_with(2, 4, 0, Config::default());
+    let a = open(&mut svc, 5);
+    let e = refused(&mut svc, |v, now, o| {
+        v.acquire(now, a, "l", Mode::Exclusive, Wait::None, None, o)
+    });
+    assert_eq!(e, Error::CapacityExceeded(Table::Claims));
+}
+
 #[test]
 fn capacity_exceeded_locks() {
     let mut svc = svc_with(2, 1, 4, Config::default());
