@@ -2464,6 +2464,67 @@ mod tests {
         assert_eq!(holder(&svc, &b), [(s2, Token(2))]);
     }
 
+    /// A name key decides where the lock index files a name: after `set_name_key` (and
+    /// after `restore_keyed`) the one bucket that holds the lock's row stores the keyed
+    /// hash's tag, not the public one's; a plain restore files it by the public hash
+    /// again. Through each, the lock keeps its holder.
+    #[test]
+    fn a_name_key_decides_where_the_lock_index_files_a_name() {
+        use crate::table::{keyed_name_hash, name_hash, tag_of, NameKey};
+        let key = NameKey([7, 11]);
+        let public = tag_of(name_hash(b"ledger"));
+        let keyed = tag_of(keyed_name_hash(Some(&key), b"ledger"));
+        assert_ne!(public, keyed);
+        // The tags of the buckets that hold a live row.
+        let filed = |svc: &mut LockService<VecStorage>| {
+            let v = svc.view();
+            let tags: std::vec::Vec<Option<u32>> = (0..v.li.buckets())
+                .map(|b| v.li.bucket(b))
+                .filter(|(row, _)| *row != NIL && v.l[*row as usize].id != 0)
+                .map(|(_, tag)| tag)
+                .collect();
+            tags
+        };
+        let holder = |svc: &LockService<VecStorage>| {
+            let h: std::vec::Vec<_> = svc.holders("ledger").map(|h| h.token).collect();
+            h
+        };
+        let mut svc = LockService::new(VecStorage::new(2, 4, 4), Config::default())
+            .unwrap_or_else(|_| unreachable!());
+        let Ok(Reply::Opened { session, .. }) =
+            svc.open_session(Tick(0), 100, &mut |_: Output| {})
+        else {
+            unreachable!()
+        };
+        let r = svc.acquire(
+            Tick(0),
+            session,
+            "ledger",
+            Mode::Exclusive,
+            Wait::None,
+            None,
+            &mut |_: Output| {},
+        );
+        assert!(matches!(r, Ok(Reply::Granted { .. })), "{r:?}");
+        assert!(!svc.is_name_keyed());
+        assert_eq!(filed(&mut svc), [Some(public)]);
+        svc.set_name_key(key);
+        assert!(svc.is_name_keyed());
+        assert_eq!(filed(&mut svc), [Some(keyed)]);
+        assert_eq!(holder(&svc), [Token(1)]);
+        let bytes = svc.snapshot_vec();
+        let mut plain = LockService::restore(VecStorage::new(2, 4, 4), &bytes)
+            .unwrap_or_else(|_| unreachable!());
+        assert!(!plain.is_name_keyed());
+        assert_eq!(filed(&mut plain), [Some(public)]);
+        assert_eq!(holder(&plain), [Token(1)]);
+        let mut again = LockService::restore_keyed(VecStorage::new(2, 4, 4), &bytes, key)
+            .unwrap_or_else(|_| unreachable!());
+        assert!(again.is_name_keyed());
+        assert_eq!(filed(&mut again), [Some(keyed)]);
+        assert_eq!(holder(&again), [Token(1)]);
+    }
+
     /// The session index holds exactly the sessions away from their home rows, through
     /// any mix of opens and closes that wraps the ids round the table many times with
     /// sessions of every lifetime (a seeded walk; a stale bucket would, sooner or later,
