@@ -11,8 +11,8 @@
 #   MUTANTS_JOBS   mutants built and tested at once (default 2; each a copy of the tree)
 #   MUTANTS_OUT    where the report goes (default target/mutants: mutants.out/missed.txt…)
 #
-# About 10 s a mutant on two cores (each rebuilds the core and its 22 test binaries), so
-# the whole crate (~1,350 mutants) is a run of hours: name files or a regex for less.
+# About 5 s a mutant on two cores (each rebuilds the core and its 22 test binaries), so
+# the whole crate (~1,350 mutants) is a run of about two hours: name files or a regex for less.
 # Exit status: 0 when every mutant was caught, unviable (does not build) or timed out (a
 # change the tests did not let finish: counted as caught, and said); 1 when one was missed.
 set -euo pipefail
@@ -23,8 +23,12 @@ if [ "$(cargo mutants --version 2>/dev/null | awk '{print $2}')" != "$MUTANTS_VE
   cargo install cargo-mutants --version "$MUTANTS_VERSION" --locked --quiet
 fi
 # Each job builds in its own copy of the tree, under its own target directory; a shared
-# CARGO_TARGET_DIR would have parallel jobs overwrite each other's build.
+# CARGO_TARGET_DIR would have parallel jobs overwrite each other's build. A job rebuilds
+# the same tree once per mutant, so incremental compilation (off in the workspace's
+# profile, whose test builds are made once) and no line tables make each rebuild about
+# 2.5 times faster; the copies are removed at the end.
 unset CARGO_TARGET_DIR
+export CARGO_PROFILE_DEV_INCREMENTAL=true CARGO_PROFILE_DEV_DEBUG=false
 read -r -a files <<<"${MUTANTS_FILES:-$(echo core/src/*.rs)}"
 args=()
 for f in "${files[@]}"; do args+=(--file "$f"); done
