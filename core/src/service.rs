@@ -2491,8 +2491,7 @@ mod tests {
         };
         let mut svc = LockService::new(VecStorage::new(2, 4, 4), Config::default())
             .unwrap_or_else(|_| unreachable!());
-        let Ok(Reply::Opened { session, .. }) =
-            svc.open_session(Tick(0), 100, &mut |_: Output| {})
+        let Ok(Reply::Opened { session, .. }) = svc.open_session(Tick(0), 100, &mut |_: Output| {})
         else {
             unreachable!()
         };
@@ -2523,6 +2522,67 @@ mod tests {
         assert!(again.is_name_keyed());
         assert_eq!(filed(&mut again), [Some(keyed)]);
         assert_eq!(holder(&again), [Token(1)]);
+    }
+
+    /// A numbered request's fingerprint (kept in snapshots, so it must not change) is
+    /// FNV-1a over the lock name and then: one mode byte (0xFE exclusive, 0xFF shared;
+    /// 0xFD and then count and limit, little-endian, for permits), nothing for a release
+    /// or cancel, 0xFC and the token for a `release_hold`. An unnumbered request's is 0.
+    #[test]
+    fn request_fingerprints_are_fnv1a_over_the_name_and_what_follows_it() {
+        use crate::table::fnv1a;
+        let cat = |parts: &[&[u8]]| fnv1a(&parts.concat());
+        let n = Some(1);
+        assert_eq!(
+            target("ledger", Some(Mode::Exclusive), n),
+            cat(&[b"ledger", &[0xFE]])
+        );
+        assert_eq!(
+            target("ledger", Some(Mode::Shared), n),
+            cat(&[b"ledger", &[0xFF]])
+        );
+        let (count, limit) = (2u32, 0x0102_0305u32);
+        assert_eq!(
+            target("ledger", Some(Mode::Permits { count, limit }), n),
+            cat(&[
+                b"ledger",
+                &[0xFD],
+                &count.to_le_bytes(),
+                &limit.to_le_bytes()
+            ])
+        );
+        assert_eq!(target("ledger", None, n), fnv1a(b"ledger"));
+        let token = 0x0102_0304_0506_0708u64;
+        assert_eq!(
+            hold_target("ledger", token, n),
+            cat(&[b"ledger", &[0xFC], &token.to_le_bytes()])
+        );
+        assert_eq!(target("ledger", Some(Mode::Exclusive), None), 0);
+        assert_eq!(hold_target("ledger", token, None), 0);
+    }
+
+    /// A session opened while its home row ((id − 1) mod rows) is free sits there, where
+    /// one load finds it, and only the others are in the session index: opening as many
+    /// sessions as rows into an empty table puts each at home and none in the index.
+    #[test]
+    fn sessions_sit_at_their_home_rows_when_those_are_free() {
+        let rows = 6;
+        let mut svc = LockService::new(VecStorage::new(rows, 1, 1), Config::default())
+            .unwrap_or_else(|_| unreachable!());
+        for _ in 0..rows {
+            let r = svc.open_session(Tick(0), 10, &mut |_: Output| {});
+            assert!(matches!(r, Ok(Reply::Opened { .. })), "{r:?}");
+        }
+        let v = svc.view();
+        let ids: std::vec::Vec<u64> = v.s.iter().map(|s| s.id).collect();
+        assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
+        assert!((0..v.si.buckets()).all(|b| v.si.bucket(b).0 == NIL));
+        assert_eq!(home_row(7, rows), Some(0));
+        assert_eq!(
+            home_row(1 << 40, rows),
+            Some((((1u64 << 40) - 1) % 6) as u32)
+        );
+        assert_eq!(home_row(1, 0), None);
     }
 
     /// The session index holds exactly the sessions away from their home rows, through

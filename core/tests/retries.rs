@@ -198,6 +198,26 @@ fn a_retried_resign_replays_even_after_the_next_leader_took_over() {
     assert_eq!(first, again);
 }
 
+/// The other way round: a candidate's resign (a cancel) retried after that session came to
+/// lead (it campaigned again, unnumbered, which records nothing) replays its cancel; it
+/// does not step the leader down.
+#[test]
+fn a_retried_candidate_resign_replays_even_after_it_came_to_lead() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 10);
+    let b = open(&mut svc, 10);
+    run(&mut svc, |v, now, o| v.campaign(now, a, "e", None, o));
+    run(&mut svc, |v, now, o| v.campaign(now, b, "e", Some(1), o));
+    let first = run(&mut svc, |v, now, o| v.resign(now, b, "e", Some(2), o));
+    assert_eq!(first, (Reply::Cancelled, vec![]));
+    run(&mut svc, |v, now, o| v.resign(now, a, "e", None, o));
+    run(&mut svc, |v, now, o| v.campaign(now, b, "e", None, o));
+    assert_eq!(svc.leader("e").unwrap().session, b);
+    let again = run(&mut svc, |v, now, o| v.resign(now, b, "e", Some(2), o));
+    assert_eq!(again, first);
+    assert_eq!(svc.leader("e").unwrap().session, b, "still leads");
+}
+
 #[test]
 fn request_numbers_survive_snapshot_and_restore() {
     let mut svc = svc(4);
