@@ -2585,6 +2585,25 @@ mod tests {
         assert_eq!(home_row(1, 0), None);
     }
 
+    /// Sessions of one ttl share a class (what makes their keep-alives O(1): a renewed
+    /// session goes to its class's tail), and each ttl has its own: three sessions of ttl
+    /// 10 and one of ttl 20 take two classes, not the deadline heap one by one.
+    #[test]
+    fn sessions_of_one_ttl_share_a_class() {
+        let mut svc = LockService::new(VecStorage::new(4, 1, 1), Config::default())
+            .unwrap_or_else(|_| unreachable!());
+        for ttl in [10, 20, 10, 10] {
+            let r = svc.open_session(Tick(0), ttl, &mut |_: Output| {});
+            assert!(matches!(r, Ok(Reply::Opened { .. })), "{r:?}");
+        }
+        let v = svc.view();
+        let class: std::vec::Vec<u8> = v.s.iter().map(|s| s.class).collect();
+        assert_ne!(class[0], NO_CLASS, "{class:?}");
+        assert_ne!(class[1], NO_CLASS, "{class:?}");
+        assert_ne!(class[0], class[1], "{class:?}");
+        assert_eq!([class[2], class[3]], [class[0], class[0]], "{class:?}");
+    }
+
     /// The session index holds exactly the sessions away from their home rows, through
     /// any mix of opens and closes that wraps the ids round the table many times with
     /// sessions of every lifetime (a seeded walk; a stale bucket would, sooner or later,
