@@ -1,34 +1,40 @@
 // The no-`any` check of the consumers (service.mts, lite.mts): `AnyIn<T, 'name'>` is the
-// path of every `any` found in T — T itself, a function's parameters and result, a
-// promise's value, an array's elements, an object's properties (a class's methods among
-// them), down to a few levels — and `never` when there is none; `None<…>` turns a path
-// into a compile error that names it ("'LockService.holders().then[]' does not satisfy
-// the constraint 'never'"). Type-level only: nothing here runs.
+// path of every `any` found in T — T itself, a function's parameters (a rest parameter's
+// elements among them) and result, a promise's value, an array's elements, an object's
+// properties (a class's methods among them), down to eight levels — and `never` when
+// there is none; `None<…>` turns a path into a compile error that names it
+// ("'LockService.holders()[].label' does not satisfy the constraint 'never'"). A type
+// deeper than eight levels is a failure too, never a silent pass. Only the last overload
+// of an overloaded function is seen. Type-level only: nothing here runs.
 
 /** True when T is `any` itself (nothing else is both 0 and 1 & T). */
 type IsAny<T> = 0 extends 1 & T ? true : false;
 /** One level less: Less[D] for D > 0, never below 0. */
-type Less = [never, 0, 1, 2, 3, 4, 5];
+type Less = [never, 0, 1, 2, 3, 4, 5, 6, 7];
 /** The standard library's types the declarations name, not looked into: they are not
  * ours, and theirs use `any` (a typed array's `thisArg`, `Response.json()`). (An empty
  * interface such as `WebAssembly.Module` must not be listed: every object extends it.) */
 type Builtin = ArrayBuffer | ArrayBufferView | WebAssembly.Memory | Response | Request | URL;
 
-export type AnyIn<T, P extends string, Stop = never, D extends number = 6> =
+export type AnyIn<T, P extends string, Stop = never, D extends number = 8> =
   IsAny<T> extends true ? P
-  : [D] extends [never] ? never
+  // A stop list every type extends would stop everything: name it as a failure.
+  : unknown extends Stop ? `${P}: the stop list takes every type`
+  : [D] extends [never] ? `${P}: deeper than the check looks`
   // (From here T is one member of a union at a time.) A class in Stop is checked at the
   // top on its own; the library's types are not ours.
   : T extends Builtin | Stop ? never
   : T extends PromiseLike<infer U> ? AnyIn<U, `${P}.then`, Stop, Less[D]>
   : T extends (...args: infer A) => infer R
-    ? { [I in keyof A]-?: AnyIn<A[I], `${P}(${I & string})`, Stop, Less[D]> }[number]
+    ? { [I in keyof A]-?: AnyIn<A[I], `${P}(${I & (string | number)})`, Stop, Less[D]> }[number]
       | AnyIn<R, `${P}()`, Stop, Less[D]>
   : T extends readonly (infer E)[] ? AnyIn<E, `${P}[]`, Stop, Less[D]>
   // An Error's own fields (code, events…); those of Error itself are the library's.
   : T extends Error ? AnyIn<Omit<T, keyof Error>, P, Stop, D>
   : T extends object
-    ? { [K in keyof T & string]-?: AnyIn<T[K], `${P}.${K}`, Stop, Less[D]> }[keyof T & string]
+    ? {
+      [K in keyof T & (string | number)]-?: AnyIn<T[K], `${P}.${K}`, Stop, Less[D]>;
+    }[keyof T & (string | number)]
   : never;
 
 /** A compile error naming the path unless T is never. */

@@ -32,10 +32,19 @@ export type NoAny = [
   None<AnyIn<Statics<typeof SessionKeeper>, 'SessionKeeper', Classes>>,
   None<AnyIn<{ init: typeof init; errorKinds: typeof errorKinds }, 'fencelock', Classes>>,
 ];
-// The check itself finds an `any` nested in a result (were it blind, this line would
-// not be an error and tsc would fail on the unused directive).
+// The check itself fails where it must (were it blind, a line below would not be an
+// error and tsc would fail on its unused directive): an `any` nested in a result, in a
+// rest parameter, with the stop list used above, and a type deeper than it looks.
 // @ts-expect-error 'probe.f().then.x[]' does not satisfy the constraint 'never'
 export type Probe = None<AnyIn<{ f(): Promise<{ x: any[] }> }, 'probe'>>;
+// @ts-expect-error 'probe.f(${number})'
+export type ProbeRest = None<AnyIn<{ f(...xs: any[]): void }, 'probe'>>;
+// @ts-expect-error 'probe.f()'
+export type ProbeStop = None<AnyIn<{ f(): any }, 'probe', Classes>>;
+// @ts-expect-error 'probe: the stop list takes every type'
+export type ProbeUnknown = None<AnyIn<{ x: number }, 'probe', unknown>>;
+// @ts-expect-error 'probe.a.b.c.d.e.f.g.h: deeper than the check looks'
+export type ProbeDeep = None<AnyIn<{ a: { b: { c: { d: { e: { f: { g: { h: { i: number } } } } } } } } }, 'probe'>>;
 
 const svc = new LockService({ sessions: 64, locks: 64, claims: 256, lockDelay: 0 });
 // @ts-expect-error a required capacity (claims) is missing
