@@ -29,11 +29,13 @@ fi
 # 2.5 times faster; the copies are removed at the end.
 unset CARGO_TARGET_DIR
 export CARGO_PROFILE_DEV_INCREMENTAL=true CARGO_PROFILE_DEV_DEBUG=false
-read -r -a files <<<"${MUTANTS_FILES:-$(echo core/src/*.rs)}"
+read -r -d '' -a files <<<"${MUTANTS_FILES:-$(echo core/src/*.rs)}" || true
 args=()
 for f in "${files[@]}"; do args+=(--file "$f"); done
 [ -n "${MUTANTS_RE:-}" ] && args+=(--re "$MUTANTS_RE")
 out="${MUTANTS_OUT:-target/mutants}"
+# No counts of an earlier run may be read as this one's.
+rm -rf "$out/mutants.out" "$out/mutants.out.old"
 mkdir -p "$out"
 set +e
 cargo mutants --package fencelock "${args[@]}" --jobs "${MUTANTS_JOBS:-2}" --output "$out"
@@ -49,6 +51,11 @@ case $rc in
   0 | 2 | 3) ;;
   *) echo "MUTANTS cargo-mutants failed (exit $rc): $d/log"; exit 1 ;;
 esac
+# A file or regex that matched no mutant tested nothing: that is no pass.
+if [ $(($(count caught) + missed + $(count timeout) + $(count unviable))) -eq 0 ]; then
+  echo "MUTANTS no mutant matched MUTANTS_FILES / MUTANTS_RE: nothing was tested"
+  exit 1
+fi
 if [ "$missed" -gt 0 ]; then
   echo "MUTANTS missed (no test noticed these changes):"
   cat "$d/missed.txt"

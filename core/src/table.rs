@@ -810,9 +810,10 @@ mod tests {
     }
 
     /// Every byte of a name, at every length, moves the tag the index stores and `home`
-    /// places by (the hash's high 32 bits): a name differing from another in any one
-    /// byte gets another tag. (That any of these 6,240 pairs shares a tag by chance has
-    /// odds of about 1.5 in a million; the hash is fixed, so the answer never changes.)
+    /// places by (the hash's high 32 bits): a name with one byte changed (to each of
+    /// three other values, at each position of each length up to 64) gets another tag.
+    /// (That any of these 6,240 pairs shares a tag by chance has odds of about 1.5 in a
+    /// million; the hash is fixed, so the answer never changes.)
     #[test]
     fn every_byte_of_a_name_moves_its_tag() {
         let base: std::vec::Vec<u8> = (0..64u8).map(|i| b'a' + i % 26).collect();

@@ -660,8 +660,8 @@ fn holder_and_queue_show_labels() {
     wait_exit(&mut holder, Duration::from_secs(10));
 }
 
-/// Runs `watch L` with `stdout` and expects it to end by itself with exit 1, its stderr
-/// naming `phrase`.
+/// Runs `watch L` (its session with a long ttl, so that no expiry ends it) with `stdout`
+/// and expects it to end by itself with exit 1, its stderr naming `phrase`.
 fn watch_fails(n: &Node, stdout: Stdio, phrase: &str) {
     let mut w = n
         .cli(&["watch", "L", "--ttl-ms", LONG_TTL])
