@@ -436,11 +436,10 @@ impl LabelRow {
 }
 
 /// The free rows of the label table, linked through the rows themselves (no memory of
-/// its own beyond two counters).
+/// its own beyond the first free row).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LabelPool {
     free: u32,
-    pub(crate) len: u32,
 }
 
 impl LabelPool {
@@ -453,7 +452,6 @@ impl LabelPool {
         }
         LabelPool {
             free: if n > 0 { 0 } else { NIL },
-            len: 0,
         }
     }
 
@@ -470,7 +468,6 @@ impl LabelPool {
         let row = &mut rows[slot as usize];
         self.free = row.label.link();
         row.label = label;
-        self.len += 1;
         Some(slot)
     }
 
@@ -478,7 +475,6 @@ impl LabelPool {
     pub(crate) fn release(&mut self, rows: &mut [LabelRow], slot: u32) {
         rows[slot as usize].label = Label::free_link(self.free);
         self.free = slot;
-        self.len -= 1;
     }
 }
 
@@ -1121,6 +1117,20 @@ impl Recorded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The claim index's keys: each (session row, lock row) pair has its own, and a watch's
+    /// differs from a hold's or wait's on the same lock (`mix` is a bijection, so this
+    /// is exact, not likely: the packing must be one-to-one).
+    #[test]
+    fn claim_and_watch_keys_are_all_distinct() {
+        let mut keys = std::collections::HashSet::new();
+        for s in [0u32, 1, 2, 63, 1 << 20, TOP - 2] {
+            for l in [0u32, 1, 2, 63, 1 << 20, TOP - 2] {
+                assert!(keys.insert(claim_hash(s, l)), "claim ({s}, {l})");
+                assert!(keys.insert(watch_hash(s, l)), "watch ({s}, {l})");
+            }
+        }
+    }
 
     /// The packed reply of a session row gives back every variant it was given.
     #[test]

@@ -109,6 +109,24 @@ fn a_timed_wait_times_out_at_its_deadline() {
     assert_eq!(release(&mut svc, a, "l"), (reply_released(1), vec![]));
 }
 
+/// Timed waits end in the order of their deadlines, not of their arrival: a wait queued
+/// later with an earlier deadline times out first, at its own deadline.
+#[test]
+fn timed_waits_end_in_deadline_order_not_arrival_order() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 100);
+    let b = open(&mut svc, 100);
+    let c = open(&mut svc, 100);
+    x(&mut svc, a, "l");
+    x(&mut svc, a, "m");
+    acquire(&mut svc, b, "l", Mode::Exclusive, Wait::Until(Tick(20)));
+    acquire(&mut svc, c, "m", Mode::Exclusive, Wait::Until(Tick(10)));
+    assert_eq!(svc.poll_timeout(), Some(Tick(10)));
+    assert_eq!(tick(&mut svc, 10), vec![timed_out(c, "m")]);
+    assert_eq!(tick(&mut svc, 19), vec![]);
+    assert_eq!(tick(&mut svc, 20), vec![timed_out(b, "l")]);
+}
+
 #[test]
 fn a_timed_wait_granted_in_time_is_not_timed_out() {
     let mut svc = svc(4);

@@ -624,6 +624,32 @@ fn restore_refuses_a_non_canonical_encoding_of_a_valid_state() {
     assert_eq!(e, Error::CorruptSnapshot("non-canonical encoding"));
 }
 
+/// Two holds (of different locks) with one token are refused wherever they stand in the
+/// snapshot. Restore finds a repeat by draining the holds from its deadline heap in token
+/// order; a heap that kept them in another order would bring this repeat out apart.
+#[test]
+fn restore_refuses_a_token_held_twice_whatever_the_order() {
+    let mut s = Snap::base();
+    s.next_session = 5;
+    s.next_lock = 5;
+    s.next_seq = 5;
+    s.revision = 3;
+    s.sessions = (1..=4)
+        .map(|i| (i, 10 * i, 10 * i, 0, Recorded::None, 0))
+        .collect();
+    s.locks = vec![(1, "k", 0), (2, "l", 0), (3, "m", 0), (4, "n", 0)];
+    s.claims = [2, 2, 1, 3]
+        .into_iter()
+        .zip(1..)
+        .map(|(token, i)| (i, i, Mode::Exclusive, HOLD, i, token))
+        .collect();
+    s.refused("a token held twice");
+    // The same with the second token its own: restored.
+    s.revision = 4;
+    s.claims[1].5 = 4;
+    assert!(s.restore().is_ok());
+}
+
 #[test]
 fn restore_survives_random_corruption_of_busy_snapshots() {
     let mut rng = Rng(0xc0ff_ee11);
