@@ -458,6 +458,21 @@ fn capacity_exceeded_sessions() {
     assert_eq!((e.code(), e.kind()), (301, "capacity_exceeded"));
 }
 
+/// A table prints as its name, the word the capacity error's message uses.
+#[test]
+fn a_table_prints_as_its_name() {
+    for (t, name) in [
+        (Table::Sessions, "sessions"),
+        (Table::Locks, "locks"),
+        (Table::Claims, "claims"),
+        (Table::Resources, "resources"),
+        (Table::Watchers, "watchers"),
+        (Table::Labels, "labels"),
+    ] {
+        assert_eq!((t.to_string(), t.name()), (name.to_string(), name));
+    }
+}
+
 /// A table of no rows is a table that is always full: each refuses as full (and nothing
 /// reads a row it does not have).
 #[test]

@@ -157,3 +157,13 @@ fn release_reasons_are_words() {
     assert_eq!(ReleaseReason::Closed.kind(), "closed");
     assert_eq!(ReleaseReason::Expired.kind(), "expired");
 }
+
+/// Labels order as their text does, by `<` as by `cmp`.
+#[test]
+fn labels_order_as_their_text() {
+    let (a, b) = (Label::new("alpha").unwrap(), Label::new("beta").unwrap());
+    assert!(a < b);
+    assert!(b >= a);
+    assert_eq!(a.partial_cmp(&b), Some(core::cmp::Ordering::Less));
+    assert_eq!(a.cmp(&b), core::cmp::Ordering::Less);
+}
