@@ -2410,15 +2410,7 @@ mod tests {
     /// lookup's name comparison keeps each lock to its own holder and token.
     #[test]
     fn locks_whose_stored_hash_bits_collide_stay_apart() {
-        use crate::table::{name_hash, tag_of};
-        let mut seen = std::collections::HashMap::new();
-        let (a, b) = (0u32..)
-            .find_map(|i| {
-                let name = std::format!("l{i}");
-                let tag = tag_of(name_hash(name.as_bytes()));
-                seen.insert(tag, name.clone()).map(|first| (first, name))
-            })
-            .unwrap_or_else(|| unreachable!());
+        let (a, b) = crate::table::names_sharing_a_tag("l");
         let mut svc = LockService::new(VecStorage::new(2, 2, 4), Config::default())
             .unwrap_or_else(|_| unreachable!());
         let open = |svc: &mut LockService<VecStorage>| match svc.open_session(

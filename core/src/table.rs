@@ -664,6 +664,21 @@ pub(crate) fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// Two distinct names, `{prefix}{i}`, whose public hashes share the 32 bits an index
+/// stores (a birthday search: about 2^16 names, ~0.1 s), for the tests of the indexes
+/// that store those bits (the lock table's and the gate's).
+#[cfg(test)]
+pub(crate) fn names_sharing_a_tag(prefix: &str) -> (std::string::String, std::string::String) {
+    let mut seen = std::collections::HashMap::new();
+    (0u32..)
+        .find_map(|i| {
+            let name = std::format!("{prefix}{i}");
+            let tag = tag_of(name_hash(name.as_bytes()));
+            seen.insert(tag, name.clone()).map(|first| (first, name))
+        })
+        .unwrap_or_else(|| unreachable!("2^32 names, 2^32 tags"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
