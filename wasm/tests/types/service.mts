@@ -21,7 +21,7 @@ await init(); // nothing to load in node; the browser build fetches its .wasm he
 type Raw = Awaited<ReturnType<typeof init>>;
 type Classes = LockService | FenceGate | SessionKeeper | Raw;
 type Statics<C extends abstract new (...args: never) => unknown> = Omit<C, 'prototype'> & {
-  new: (...args: ConstructorParameters<C>) => InstanceType<C>;
+  new: C; // its constructors, every overload (`ConstructorParameters` sees only the last)
 };
 export type NoAny = [
   None<AnyIn<LockService, 'LockService', Exclude<Classes, LockService>>>,
@@ -41,6 +41,13 @@ export type Probe = None<AnyIn<{ f(): Promise<{ x: any[] }> }, 'probe'>>;
 export type ProbeRest = None<AnyIn<{ f(...xs: any[]): void }, 'probe'>>;
 // @ts-expect-error 'probe.f()'
 export type ProbeStop = None<AnyIn<{ f(): any }, 'probe', Classes>>;
+// @ts-expect-error 'probe.f(0)': an overload before the last
+export type ProbeOverload = None<AnyIn<{ f(x: any): void; f(x: string): number }, 'probe'>>;
+// @ts-expect-error 'probe.f: more overloads than the check looks at'
+export type ProbeOverloads = None<AnyIn<{ f(): 1; f(x: 2): 2; f(x: 3): 3; f(x: 4): 4; f(x: 5): 5 }, 'probe'>>;
+declare class Built { constructor(x: any); constructor(); built: true } // (a member: an empty class, every type extends it)
+// @ts-expect-error 'probe.new(0)': a constructor's overload before the last
+export type ProbeNew = None<AnyIn<{ new: typeof Built }, 'probe', Built>>;
 // @ts-expect-error 'probe: the stop list takes every type'
 export type ProbeUnknown = None<AnyIn<{ x: number }, 'probe', unknown>>;
 // @ts-expect-error 'probe.a.b.c.d.e.f.g.h: deeper than the check looks'
