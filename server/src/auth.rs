@@ -282,7 +282,8 @@ pub enum Role {
     Lock,
     /// Everything: [`Role::Lock`] on every lock, membership changes, and releasing any
     /// session's hold ([`Request::ForceRelease`]), exporting the history ([`Request::Export`]:
-    /// it names every lock and session). An admin line's prefix must be empty.
+    /// it names every lock and session), taking a backup ([`Request::Backup`]: it holds
+    /// every session's credential). An admin line's prefix must be empty.
     Admin,
 }
 
@@ -362,7 +363,8 @@ impl Grants {
             | Request::RemoveLearner { .. }
             | Request::ForceRelease { .. }
             | Request::ForceReleaseHold { .. }
-            | Request::Export { .. } => (Role::Admin, None),
+            | Request::Export { .. }
+            | Request::Backup { .. } => (Role::Admin, None),
         };
         if self.allows(role, lock.map(String::as_str)) {
             return Ok(());
@@ -729,8 +731,20 @@ mod tests {
             Err(ClientError::Forbidden(m)) if m == "this token has no admin role"
         ));
         assert!(viewer.authorize(&export).is_err());
+        // a backup holds every session's credential: admins only
+        let backup = Request::Backup {
+            index: None,
+            offset: 0,
+            max_bytes: 0,
+        };
+        assert!(matches!(
+            ci.authorize(&backup),
+            Err(ClientError::Forbidden(m)) if m == "this token has no admin role"
+        ));
+        assert!(viewer.authorize(&backup).is_err());
         let root = t.authenticate("root").unwrap();
         assert!(root.authorize(&export).is_ok());
+        assert!(root.authorize(&backup).is_ok());
         assert!(root.authorize(&members).is_ok());
         assert!(root.authorize(&lock("any")).is_ok());
         assert!(Grants::all().authorize(&members).is_ok());

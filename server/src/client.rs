@@ -941,6 +941,78 @@ impl Client {
         }
     }
 
+    /// (Admin token.) A backup of the cluster's applied state: the checksummed
+    /// snapshot-file bytes `fencelock-node snapshot restore` reads (checked here before
+    /// they are returned), and the last page's answer (the log index, the node). Taken
+    /// over this authenticated connection — never over a metrics port — page by page
+    /// from the leader ([`Client::backup_paged`] with the largest pages); every page after
+    /// the first asks for the same log index, so the pages fit together even if writes go
+    /// on or the leader changes in between. A backup whose index the leader has meanwhile
+    /// compacted into a later snapshot is started again (at most three times).
+    /// Cost: one request per [`crate::protocol::BACKUP_PAGE`] bytes; the leader rebuilds
+    /// the state at the index from its snapshot and log for each.
+    ///
+    /// Errors: `Forbidden` (not an admin token), `BadRequest` (nothing applied yet),
+    /// `Unavailable` (no leader in time; pages that do not fit together or a backup that
+    /// fails its checks, both naming what was wrong).
+    pub async fn backup(&self) -> Result<(Vec<u8>, crate::protocol::BackupPage), ClientError> {
+        self.backup_paged(0).await
+    }
+
+    /// [`Client::backup`] in pages of at most `max_bytes` bytes (0: the largest, as
+    /// `backup` asks). Cost and errors: as [`Client::backup`].
+    pub async fn backup_paged(
+        &self,
+        max_bytes: u32,
+    ) -> Result<(Vec<u8>, crate::protocol::BackupPage), ClientError> {
+        let mut attempt = 0;
+        'again: loop {
+            attempt += 1;
+            let mut bytes: Vec<u8> = Vec::new();
+            let mut index = None;
+            loop {
+                let req = Request::Backup {
+                    index,
+                    offset: bytes.len() as u64,
+                    max_bytes,
+                };
+                let page = match self.call(req).await {
+                    Ok(Reply::Backup(p)) => p,
+                    Ok(_) => return Err(ClientError::Unavailable("unexpected reply".into())),
+                    // The index was compacted into a later snapshot on the leader (the
+                    // only refusal of a later page of ours): from the start.
+                    Err(ClientError::BadRequest(_)) if index.is_some() && attempt < 3 => {
+                        continue 'again
+                    }
+                    Err(e) => return Err(e),
+                };
+                let fits = index.is_none_or(|i| i == page.index)
+                    && !page.bytes.is_empty()
+                    && bytes.len() as u64 + page.bytes.len() as u64 <= page.total;
+                if !fits {
+                    return Err(ClientError::Unavailable(format!(
+                        "a page of the backup does not fit: {} bytes received, {} in the page                          (log index {}, {} in all)",
+                        bytes.len(),
+                        page.bytes.len(),
+                        page.index,
+                        page.total
+                    )));
+                }
+                index = Some(page.index);
+                bytes.extend_from_slice(&page.bytes);
+                if bytes.len() as u64 == page.total {
+                    crate::state_machine::check_backup(&bytes).map_err(|e| {
+                        ClientError::Unavailable(format!(
+                            "node {} sent a bad backup: {e}",
+                            page.node
+                        ))
+                    })?;
+                    return Ok((bytes, page));
+                }
+            }
+        }
+    }
+
     /// Removes learner `id` from the membership (not a voter: set the voters without it
     /// first). Safe to retry. Cost: one membership entry (two: joint consensus).
     ///

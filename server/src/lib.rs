@@ -16,7 +16,7 @@
 //! [`election`] (pre-vote, leader stickiness, check-quorum and the quorum-credited time
 //! openraft 0.9 lacks), [`node`] (a node: Raft + the leader's logical clock + request handling), [`net`] (TCP transport for Raft RPCs and the client protocol),
 //! [`mem_network`] (an in-process network with faults, for tests), [`client`]; for
-//! operators, [`ops`] (health, metrics, backup and restore over HTTP), [`export`] (the
+//! operators, [`ops`] (health, metrics, a backup over HTTP for clusters without tokens, restore), [`export`] (the
 //! applied history as a recording the demo page replays) and [`disk`] (a full disk stalls
 //! writes instead of killing the node); [`stdio`] (what the binaries print, without a
 //! panic when the reader is gone).

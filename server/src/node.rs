@@ -811,6 +811,20 @@ impl Node {
         self.reads.started()
     }
 
+    /// The state this node's `snapshot.bin` holds (`None`: none), read on a blocking
+    /// thread, for an export or a backup.
+    ///
+    /// Errors: `Unavailable` when it cannot be read. Cost: O(snapshot size).
+    async fn snapshot_state(&self) -> Result<Option<crate::state_machine::SmState>, ClientError> {
+        let (dir, config) = (self.config.dir.clone(), self.shared.config);
+        tokio::task::spawn_blocking(move || {
+            crate::state_machine::read_snapshot_state(&dir, &config)
+        })
+        .await
+        .map_err(|e| ClientError::Unavailable(e.to_string()))?
+        .map_err(|e| ClientError::Unavailable(format!("cannot read the snapshot: {e}")))
+    }
+
     /// One page of the recording of `window` ([`Request::Export`]): rebuilt from this
     /// node's snapshot (or the empty state, while the log holds every entry from the
     /// first) and its committed log, on a blocking thread. Call it on the leader after a
@@ -830,13 +844,7 @@ impl Node {
         use openraft::storage::RaftLogReader;
         let applied = self.shared.state().last_applied.map_or(0, |l| l.index);
         let purged = self.log.last_purged().map(|l| l.index);
-        let (dir, config) = (self.config.dir.clone(), self.shared.config);
-        let snap = tokio::task::spawn_blocking(move || {
-            crate::state_machine::read_snapshot_state(&dir, &config)
-        })
-        .await
-        .map_err(|e| ClientError::Unavailable(e.to_string()))?
-        .map_err(|e| ClientError::Unavailable(format!("cannot read the snapshot: {e}")))?;
+        let snap = self.snapshot_state().await?;
         let snap_index = snap
             .as_ref()
             .and_then(|s| s.last_applied)
@@ -956,6 +964,102 @@ impl Node {
             from_index: from,
             to_index: to,
             span: rec.span,
+            node: self.id,
+        })
+    }
+
+    /// One page of the backup at log index `index` (`None`: the last applied one)
+    /// ([`Request::Backup`]): the state at that index rebuilt from this node's snapshot (or
+    /// the empty state, while the log holds every entry from the first) and its committed
+    /// log, on a blocking thread, encoded as `GET /snapshot` encodes the live state — the
+    /// same state, the same bytes, on any node — so pages asked one by one fit together
+    /// whatever was written, and whoever led, in between. Call it on the leader after a
+    /// read barrier.
+    ///
+    /// Errors: `BadRequest` for an index not applied yet (or nothing applied at all: a
+    /// backup needs a state), one compacted into a later snapshot (start the backup
+    /// again), or an offset past the end; `Unavailable` when the snapshot cannot be read
+    /// or the log was compacted meanwhile (retry). Cost: reading the snapshot, then
+    /// re-applying every entry from it to `index`; O(backup) memory.
+    async fn backup_page(
+        &self,
+        index: Option<u64>,
+        offset: u64,
+        max_bytes: u32,
+    ) -> Result<crate::protocol::BackupPage, ClientError> {
+        use openraft::storage::RaftLogReader;
+        let applied = self.shared.state().last_applied.map_or(0, |l| l.index);
+        let index = index.unwrap_or(applied);
+        if index == 0 || index > applied {
+            return Err(ClientError::BadRequest(format!(
+                "no backup at log index {index}: this leader has applied log indices 1 to {applied}"
+            )));
+        }
+        let purged = self.log.last_purged().map(|l| l.index);
+        let snap = self.snapshot_state().await?;
+        let config = self.shared.config;
+        let snap_index = snap.as_ref().and_then(|s| s.last_applied).map(|l| l.index);
+        // From the snapshot when it is at or before the index; else from the empty state,
+        // while nothing was purged.
+        // (The log's first entry, the initial membership, is at index 0.)
+        let (start, from) = match snap {
+            Some(s) if snap_index.is_some_and(|i| i <= index) => {
+                (s, snap_index.unwrap_or(0) + 1)
+            }
+            _ if purged.is_none() => (crate::state_machine::empty_state(&config), 0),
+            _ => {
+                return Err(ClientError::BadRequest(format!(
+                    "log index {index} was compacted into a later snapshot (at {}): start the backup again",
+                    snap_index.unwrap_or(0)
+                )))
+            }
+        };
+        let mut log = self.log.clone();
+        let entries = log
+            .try_get_log_entries(from..=index)
+            .await
+            .map_err(|e| ClientError::Unavailable(e.to_string()))?;
+        // (From the empty state: from index 0, or 1 on a log that holds no entry 0.)
+        let first = entries.first().map_or(from, |e| e.log_id.index);
+        let contiguous = (first == from || (from == 0 && first == 1))
+            && entries.last().map(|e| e.log_id.index) == Some(index)
+            && entries
+                .iter()
+                .zip(first..)
+                .all(|(e, i)| e.log_id.index == i);
+        if !contiguous {
+            return Err(ClientError::Unavailable(
+                "the log was compacted while taking the backup; retry".into(),
+            ));
+        }
+        let (bytes, at) = tokio::task::spawn_blocking(move || {
+            let mut g = start;
+            crate::state_machine::replay_entries(&mut g, entries);
+            crate::state_machine::backup_of(&g)
+        })
+        .await
+        .map_err(|e| ClientError::Unavailable(e.to_string()))?
+        .map_err(|e| ClientError::Unavailable(format!("cannot encode the backup: {e}")))?;
+        if at.map(|l| l.index) != Some(index) {
+            return Err(ClientError::Unavailable(format!(
+                "the state rebuilt for log index {index} was at {at:?}; retry"
+            )));
+        }
+        let total = bytes.len() as u64;
+        if offset > total {
+            return Err(ClientError::BadRequest(format!(
+                "offset {offset} is past the end of the backup at log index {index} ({total} bytes)"
+            )));
+        }
+        let page = match max_bytes {
+            0 => crate::protocol::BACKUP_PAGE,
+            n => n.min(crate::protocol::BACKUP_PAGE),
+        };
+        let end = total.min(offset + page as u64);
+        Ok(crate::protocol::BackupPage {
+            bytes: bytes[offset as usize..end as usize].to_vec(),
+            total,
+            index,
             node: self.id,
         })
     }
@@ -1465,6 +1569,16 @@ impl Node {
                     to_time,
                 };
                 self.export_page(window, skip).await.map(Reply::Export)
+            }
+            Request::Backup {
+                index,
+                offset,
+                max_bytes,
+            } => {
+                self.linearizable().await?;
+                self.backup_page(index, offset, max_bytes)
+                    .await
+                    .map(Reply::Backup)
             }
             Request::ForceRelease { session, lock } => {
                 let lock = Self::input_name(&lock)?;

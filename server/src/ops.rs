@@ -13,9 +13,10 @@
 //!   it holds every acknowledged write): the applied state in the checksummed snapshot-file
 //!   format, its log index in the `x-fencelock-index` header. A follower answers 503
 //!   naming the leader's id. [`restore`] builds a new cluster's node from it. The backup
-//!   holds every open session's credential, so on a node with tokens it needs an admin
-//!   token (`Authorization: Bearer TOKEN`; 401 without a known one, 403 without the admin
-//!   role), as the client port's export does ([`serve_ops_with`]).
+//!   holds every open session's credential, and this port is plain HTTP that nothing
+//!   authenticates, so a node with tokens does not serve it here (403, whatever the
+//!   request carries): its backups go over the client port, to an admin token
+//!   (`Request::Backup`, `fencelock backup`; [`serve_ops_with`]).
 //!
 //! Cost of a scrape: O(number of metrics) plus one lock of the state machine; of a
 //! `/readyz`: at most one small write and fsync in the data directory (shared by the
@@ -27,7 +28,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -359,46 +360,17 @@ pub async fn readiness(node: &Node) -> (bool, String) {
     (ok, body)
 }
 
-/// The token of an `Authorization` value of the `Bearer` scheme, in any case (an HTTP
-/// authentication scheme is case-insensitive, RFC 9110 section 11.1: `bearer` and
-/// `BEARER` are `Bearer`); `None` for another scheme or no token. Cost: O(value).
-fn bearer(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim_start().split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
+/// What `GET /snapshot` answers on a node with tokens: a backup holds every session's
+/// credential, and this port is plain HTTP that nothing authenticates — a token sent to
+/// it would go to whatever listens on the address (another local program, while the node
+/// is down) — so such a node serves backups over its client port only.
+const BACKUP_OVER_CLIENT_PORT: &str = "a node with tokens serves a backup over its client port \
+only (fencelock backup FILE, with an admin token: TLS and the token's check, as every admin \
+command); this metrics port is plain HTTP, and it takes no token\n";
 
-/// Whether `headers` carry a bearer token with the admin role, when `tokens` are on:
-/// `Err` is the refusal to answer (401 without a known token, 403 without the role).
-/// Cost: one SHA-256 of the token, O(token lines).
-fn admin_only(
-    tokens: Option<&Tokens>,
-    headers: &HeaderMap,
-) -> Result<(), (StatusCode, &'static str)> {
-    let Some(tokens) = tokens else {
-        return Ok(());
-    };
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer);
-    match token.and_then(|t| tokens.authenticate(t)) {
-        None => Err((
-            StatusCode::UNAUTHORIZED,
-            "a backup holds every session's credential: present an admin token \
-             (Authorization: Bearer TOKEN; fencelock-node snapshot save --auth-token-file)\n",
-        )),
-        Some(g) if !g.is_admin() => Err((
-            StatusCode::FORBIDDEN,
-            "a backup holds every session's credential: this token has no admin role\n",
-        )),
-        Some(_) => Ok(()),
-    }
-}
-
-async fn snapshot(State(ops): State<Arc<Ops>>, headers: HeaderMap) -> Response {
-    if let Err(refused) = admin_only(ops.tokens.as_deref(), &headers) {
-        return refused.into_response();
+async fn snapshot(State(ops): State<Arc<Ops>>) -> Response {
+    if ops.tokens.is_some() {
+        return (StatusCode::FORBIDDEN, BACKUP_OVER_CLIENT_PORT).into_response();
     }
     let node = &ops.node;
     if let Err(e) = node.linearizable().await {
@@ -723,10 +695,11 @@ pub const OPS_CONNECTION_TIMEOUT: std::time::Duration = std::time::Duration::fro
 /// How the operations listener admits requests.
 #[derive(Clone, Debug)]
 pub struct OpsPolicy {
-    /// The node's tokens (its client port's): `GET /snapshot` is then served only to a
-    /// request carrying an admin token (`Authorization: Bearer TOKEN`), since the backup
-    /// holds every open session's credential; `/livez`, `/readyz` and `/metrics` (which
-    /// name no session) stay open. `None`: `/snapshot` is answered to anyone.
+    /// The node's tokens (its client port's): `GET /snapshot` is then not served (403;
+    /// the backup holds every open session's credential, and a token sent over this
+    /// plain-HTTP port could reach whatever listens on it: backups go over the client
+    /// port, [`crate::protocol::Request::Backup`]); `/livez`, `/readyz` and `/metrics`
+    /// (which name no session) stay open. `None`: `/snapshot` is answered to anyone.
     pub tokens: Option<Arc<Tokens>>,
     /// At most this many connections at once; one more is closed at once (counted in
     /// `connections_refused_total{port="ops",reason="total"}`). Default
@@ -905,38 +878,4 @@ pub async fn serve_ops_with(
     axum::serve(listener, app)
         .with_graceful_shutdown(stop)
         .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The scheme of `Authorization: Bearer TOKEN` is matched in any case (HTTP
-    /// authentication schemes are case-insensitive); the token itself is not.
-    #[test]
-    fn the_bearer_scheme_is_case_insensitive() {
-        let tokens = Tokens::parse(&format!(
-            "admin * {}\nread * {}\n",
-            crate::auth::token_hash("root"),
-            crate::auth::token_hash("viewer")
-        ))
-        .unwrap();
-        let ask = |value: &str| {
-            let mut h = HeaderMap::new();
-            h.insert(header::AUTHORIZATION, value.parse().unwrap());
-            admin_only(Some(&tokens), &h).map_err(|(code, _)| code)
-        };
-        for v in ["Bearer root", "bearer root", "BEARER root", "bEaReR  root "] {
-            assert_eq!(ask(v), Ok(()), "{v}");
-        }
-        assert_eq!(ask("bearer viewer"), Err(StatusCode::FORBIDDEN));
-        for v in ["Bearer ROOT", "Basic root", "Bearerroot", "Bearer ", "root"] {
-            assert_eq!(ask(v), Err(StatusCode::UNAUTHORIZED), "{v}");
-        }
-        assert_eq!(
-            admin_only(Some(&tokens), &HeaderMap::new()).map_err(|(c, _)| c),
-            Err(StatusCode::UNAUTHORIZED)
-        );
-        assert_eq!(admin_only(None, &HeaderMap::new()), Ok(()));
-    }
 }

@@ -245,7 +245,28 @@ pub enum Request {
         /// The token of the hold to release.
         token: u64,
     },
+    /// (Admin.) One page of a backup: the cluster's applied state at log index `index`, in
+    /// the checksummed snapshot-file format `fencelock-node snapshot restore` reads (it
+    /// holds every open session's credential, hence admin only). The leader answers after
+    /// a linearizable read barrier, rebuilding the state at `index` from its snapshot and
+    /// committed log, so every page of one backup comes from the same state even when
+    /// writes go on, or the leader changes, between pages. Appended after the earlier
+    /// variants, which keep their encoding.
+    Backup {
+        /// The backup's log index (`None`: the last applied one; ask every later page with
+        /// the index the first page's answer names).
+        index: Option<u64>,
+        /// The first byte wanted.
+        offset: u64,
+        /// At most this many bytes in the page (0, or more than [`BACKUP_PAGE`]:
+        /// [`BACKUP_PAGE`]).
+        max_bytes: u32,
+    },
 }
+
+/// The most bytes of a backup in one page ([`Request::Backup`]): well inside a reply
+/// frame ([`crate::frame::MAX_SERVER_FRAME`]).
+pub const BACKUP_PAGE: u32 = 4 << 20;
 
 /// One frame from a client.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -311,6 +332,21 @@ pub enum Reply {
     /// A semaphore's permits ([`Request::Permits`]): `None` when the name is not a live
     /// semaphore (no holds or waits by a permits acquire).
     Permits(Option<Permits>),
+    /// A page of a backup ([`Request::Backup`]).
+    Backup(BackupPage),
+}
+
+/// One page of a backup ([`Request::Backup`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupPage {
+    /// Bytes `offset..` of the backup, at most the page size asked for.
+    pub bytes: Vec<u8>,
+    /// How many bytes the whole backup has.
+    pub total: u64,
+    /// The log index the backup was taken at (ask the next pages with it).
+    pub index: u64,
+    /// The id of the node that answered (the leader).
+    pub node: u64,
 }
 
 /// One node's own view ([`Request::Status`]), as `/readyz` and `/metrics` see it.

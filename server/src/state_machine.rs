@@ -1049,11 +1049,21 @@ pub(crate) fn snapshot_core(path: &Path) -> io::Result<Option<Config>> {
 /// reads. Returns the bytes and the log id it was taken at.
 ///
 /// Errors: encoding failures (none expected). Cost: O(state size); holds the state lock
-/// while the core snapshot is taken.
+/// while the backup is encoded.
 pub fn backup(shared: &Shared) -> io::Result<(Vec<u8>, Option<LogId>)> {
+    let g = shared.state();
+    backup_of(&g)
+}
+
+/// [`backup`] of the state `g` (a copy rebuilt at a log index, for [`Request::Backup`]'s
+/// pages: the same state gives the same bytes).
+///
+/// Errors: encoding failures (none expected). Cost: O(state size).
+///
+/// [`Request::Backup`]: crate::protocol::Request::Backup
+pub(crate) fn backup_of(g: &SmState) -> io::Result<(Vec<u8>, Option<LogId>)> {
     let (data, last_applied, membership) = {
-        let g = shared.state();
-        let d = SnapData::of(&g);
+        let d = SnapData::of(g);
         (
             postcard::to_allocvec(&d).map_err(|e| io::Error::other(e.to_string()))?,
             g.last_applied,
@@ -1974,6 +1984,22 @@ pub(crate) fn replay_meta(g: &mut SmState, entry: &Entry) {
     g.last_applied = Some(entry.log_id);
     if let EntryPayload::Membership(m) = &entry.payload {
         g.membership = StoredMembership::new(Some(entry.log_id), m.clone());
+    }
+}
+
+/// Applies committed `entries` to a copy of the state, in order, as the node's apply does
+/// ([`replay_op`] op by op, [`replay_meta`] for the rest). Cost: as the node's apply.
+pub(crate) fn replay_entries(g: &mut SmState, entries: impl IntoIterator<Item = Entry>) {
+    for entry in entries {
+        match entry.payload {
+            EntryPayload::Normal(cmd) => {
+                g.last_applied = Some(entry.log_id);
+                for op in cmd.ops {
+                    replay_op(g, cmd.now, op, entry.log_id.index, &mut None);
+                }
+            }
+            _ => replay_meta(g, &entry),
+        }
     }
 }
 

@@ -266,9 +266,10 @@ fn spawn_cluster(base: &Path, init: bool) -> ProcCluster {
     }
 }
 
-/// `fencelock-node snapshot save` from a running cluster, `snapshot restore` into three new
-/// directories with new addresses, the new cluster started without `--init`: the same
-/// holder with the same token, and the lock is still taken.
+/// `fencelock-node snapshot save` from a running cluster (without tokens), the same backup
+/// over the client port, `snapshot restore` into three new directories with new
+/// addresses, the new cluster started without `--init`: the same holder with the same
+/// token, and the lock is still taken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshot_save_and_restore_with_the_binary() {
     let base = temp_dir("saverestore");
@@ -296,6 +297,22 @@ async fn snapshot_save_and_restore_with_the_binary() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("saved "));
+    // The client port's backup at the same log index (rebuilt from the snapshot and log)
+    // is the same bytes as this one (the live state, encoded).
+    let saved = std::fs::read(&file).unwrap();
+    let index = fencelock_server::state_machine::check_backup(&saved).expect("sound");
+    let req = fencelock_server::protocol::Request::Backup {
+        index: Some(index),
+        offset: 0,
+        max_bytes: 0,
+    };
+    match client.call(req).await.expect("a backup page") {
+        fencelock_server::protocol::Reply::Backup(p) => {
+            assert_eq!((p.index, p.total), (index, saved.len() as u64));
+            assert!(p.bytes == saved, "the client port's backup differs");
+        }
+        r => panic!("{r:?}"),
+    }
     // A stdout that cannot be written (a full disk): the backup is made all the same and
     // the command succeeds, its report on stderr, saying so.
     let full = base.join("backup-full.fl");
@@ -399,13 +416,15 @@ async fn get_as(addr: &str, path: &str, token: Option<&str>) -> Option<(u16, Str
     Some((head.split(' ').nth(1)?.parse().ok()?, body.to_string()))
 }
 
-/// A backup holds every open session's credential, so a node with tokens serves `GET
-/// /snapshot` to an admin token only: a local program without one (401) or with a lock
-/// token (403) gets nothing it could act for a session with, and `snapshot save` without
-/// an admin token fails and writes no file; with `--auth-token-file` holding the admin
-/// token it saves the backup.
+/// A backup holds every open session's credential, and the metrics port is plain HTTP
+/// that nothing authenticates (a token sent there reaches whatever listens on the address,
+/// say another local program while the node is down), so a node with tokens never serves
+/// `GET /snapshot` — not to a lock token, not to an admin one — and `snapshot save`, which
+/// sends no token, writes no file. The backup comes over the client port instead:
+/// `fencelock backup` with a lock token is refused and writes nothing; with the admin
+/// token it saves the file, which passes the backup checks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_backup_is_served_only_to_an_admin_token() {
+async fn a_node_with_tokens_serves_a_backup_over_its_client_port_to_an_admin_only() {
     let base = temp_dir("backupauth");
     let (admin, lock) = (
         "admin-token-of-the-backup-test",
@@ -421,11 +440,12 @@ async fn a_backup_is_served_only_to_an_admin_token() {
     std::fs::write(base.join("lock.token"), lock).unwrap();
     let p = ports(3);
     let metrics = format!("127.0.0.1:{}", p[2]);
+    let cluster = format!("127.0.0.1:{}", p[1]);
     let mut cmd = one_node(&base, &p, &metrics);
     cmd.arg("--tokens").arg(base.join("tokens"));
     let procs = Procs(vec![Some(cmd.spawn().unwrap())]);
     let client = Client::with_options(
-        vec![format!("127.0.0.1:{}", p[1])],
+        vec![cluster.clone()],
         fencelock_server::client::ClientOptions {
             token: Some(lock.into()),
             ..Default::default()
@@ -439,51 +459,122 @@ async fn a_backup_is_served_only_to_an_admin_token() {
         Acquired::Granted(_)
     ));
 
-    let (code, body) = get_as(&metrics, "/snapshot", None)
-        .await
-        .expect("an answer");
-    assert_eq!(code, 401, "no token: {body}");
-    assert!(body.contains("admin token"), "{body}");
-    let (code, body) = get_as(&metrics, "/snapshot", Some(lock))
-        .await
-        .expect("an answer");
-    assert_eq!(code, 403, "a lock token: {body}");
-    let (code, _) = get_as(&metrics, "/snapshot", Some("not-a-token"))
-        .await
-        .unwrap();
-    assert_eq!(code, 401, "an unknown token");
+    for token in [None, Some(lock), Some(admin), Some("not-a-token")] {
+        let (code, body) = get_as(&metrics, "/snapshot", token)
+            .await
+            .expect("an answer");
+        assert_eq!(code, 403, "{token:?}: {body}");
+        assert!(body.contains("fencelock backup FILE"), "{body}");
+    }
     // What stays open names no session.
     assert_eq!(get(&metrics, "/metrics").await.map(|r| r.0), Some(200));
 
     let file = base.join("backup.fl");
-    let save = |token_file: Option<&str>| {
-        let mut cmd = Command::new(NODE);
-        cmd.env_remove("FENCELOCK_AUTH_TOKEN")
-            .env_remove("FENCELOCK_AUTH_TOKEN_FILE")
-            .args(["snapshot", "save"])
+    let out = Command::new(NODE)
+        .args(["snapshot", "save"])
+        .arg(&file)
+        .args(["--from", &metrics])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "saved");
+    assert!(
+        err.contains("403") && err.contains("fencelock backup"),
+        "{err}"
+    );
+    assert!(!file.exists(), "a file was written");
+
+    let backup = |token_file: &str| {
+        Command::new(env!("CARGO_BIN_EXE_fencelock"))
+            .env_remove("FENCELOCK_CLUSTER")
+            .env_remove("FENCELOCK_AUTH_TOKEN")
+            .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
+            .args(["--cluster", &cluster])
+            .arg("--auth-token-file")
+            .arg(base.join(token_file))
+            .arg("backup")
             .arg(&file)
-            .args(["--from", &metrics]);
-        if let Some(f) = token_file {
-            cmd.arg("--auth-token-file").arg(base.join(f));
-        }
-        cmd.output().unwrap()
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
     };
-    for (token_file, code) in [(None, "401"), (Some("lock.token"), "403")] {
-        let out = save(token_file);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{token_file:?}: saved");
-        assert!(err.contains(code), "{token_file:?}: {err}");
-        assert!(!file.exists(), "{token_file:?}: a file was written");
-    }
-    let out = save(Some("admin.token"));
+    let out = backup("lock.token");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no admin role"), "{err}");
+    assert!(!file.exists(), "a lock token's backup wrote a file");
+    let out = backup("admin.token");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("saved "));
-    assert!(file.exists());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with(&format!("saved {} (", file.display())),
+        "{said}"
+    );
+    let bytes = std::fs::read(&file).unwrap();
+    let index = fencelock_server::state_machine::check_backup(&bytes).expect("a sound backup");
+    assert!(
+        said.contains(&format!("log index {index}) from node 1, the leader")),
+        "{said}"
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(
+            mode & 0o777,
+            0o600,
+            "a backup holds every session's credential"
+        );
+    }
     drop(procs);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// `snapshot save` trusts nothing that answers on a metrics address: it sends no token
+/// (not even with one in its environment, as the other commands read it) and reads no
+/// more than `--max-bytes` of an answer — a program listening there in a node's stead
+/// gets no credential and cannot make it read without end; no file is written.
+#[test]
+fn snapshot_save_sends_no_token_and_reads_a_bounded_answer() {
+    use std::io::{Read, Write};
+    let base = temp_dir("savesquat");
+    std::fs::write(base.join("admin.token"), "admin-token-never-sent").unwrap();
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = squatter.local_addr().unwrap().to_string();
+    let heard = std::thread::spawn(move || {
+        let (mut c, _) = squatter.accept().unwrap();
+        let mut req = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !req.ends_with(b"\r\n\r\n") {
+            let n = c.read(&mut buf).unwrap();
+            assert!(n > 0, "the request ended early");
+            req.extend_from_slice(&buf[..n]);
+        }
+        // A "backup" far larger than the limit asked for.
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
+        let _ = c.write_all(&[0u8; 100_000]);
+        String::from_utf8_lossy(&req).into_owned()
+    });
+    let file = base.join("backup.fl");
+    let out = Command::new(NODE)
+        .env("FENCELOCK_AUTH_TOKEN", "admin-token-never-sent")
+        .env("FENCELOCK_AUTH_TOKEN_FILE", base.join("admin.token"))
+        .args(["snapshot", "save"])
+        .arg(&file)
+        .args(["--from", &addr, "--max-bytes", "1000"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "saved");
+    assert!(err.contains("larger than --max-bytes 1000"), "{err}");
+    assert!(!file.exists(), "a file was written");
+    let req = heard.join().unwrap();
+    assert!(req.starts_with("GET /snapshot "), "{req}");
+    assert!(!req.to_ascii_lowercase().contains("authorization"), "{req}");
+    assert!(!req.contains("admin-token-never-sent"), "{req}");
     let _ = std::fs::remove_dir_all(&base);
 }
 

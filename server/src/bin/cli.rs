@@ -311,6 +311,20 @@ recording). Exit status: 0 written; 1 no leader in time, a window the cluster no
         #[arg(long)]
         to_time: Option<u64>,
     },
+    /// (Admin) Save a backup of the cluster's state to FILE, for `fencelock-node snapshot restore`.
+    #[command(
+        after_help = "The leader rebuilds its applied state at one log index from its snapshot \
+and committed log and sends it in pages over this command's connection (TLS, the admin token): \
+the sessions with their credentials, holds, queues, tokens and logical time, in the checksummed \
+snapshot-file format. The file is checked, written to FILE.tmp (0600: it holds every session's \
+credential), fsynced and renamed. Exit status: 0 saved; 1 not an admin token, no leader in \
+time, nothing applied yet, a backup that fails its checks, or the file could not be written \
+(no FILE then)."
+    )]
+    Backup {
+        /// Where to write the backup.
+        file: std::path::PathBuf,
+    },
     /// Internal: run COMMAND in this process's group and stop the group when told (see the
     /// crate docs). Started by `lock`; not for direct use.
     #[command(name = SUPERVISE, hide = true)]
@@ -508,6 +522,18 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             emit(&format!("released token {}\n", t.0))?;
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Backup { file } => {
+            let (bytes, page) = opts.client().backup().await?;
+            write_synced(&file, &bytes)?;
+            emit(&format!(
+                "saved {} ({} bytes, log index {}) from node {}, the leader\n",
+                file.display(),
+                bytes.len(),
+                page.index,
+                page.node
+            ))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Export {
             output,
             from_index,
@@ -552,7 +578,7 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
 }
 
 /// Writes `bytes` to `path` whole or not at all: `path.tmp` (made anew, 0600: an export
-/// needs an admin token, so it is the admin's to share), fsync, rename, fsync of the
+/// or a backup needs an admin token, so it is the admin's to share), fsync, rename, fsync of the
 /// directory (so the rename survives a crash).
 ///
 /// Errors: I/O errors, naming the path.

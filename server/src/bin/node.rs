@@ -410,7 +410,10 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
 #[derive(clap::Subcommand)]
 enum SnapCmd {
     /// Fetch a backup (GET /snapshot) from the leader among these metrics addresses and
-    /// write it to FILE (checked first; written to FILE.tmp, fsynced, renamed).
+    /// write it to FILE (checked first; written to FILE.tmp, fsynced, renamed). For a
+    /// cluster without tokens only: a node with --tokens serves backups over its client
+    /// port (`fencelock backup FILE`, with an admin token), never over this plain-HTTP
+    /// port, and this command sends no token.
     Save {
         /// Where to write the backup.
         file: PathBuf,
@@ -418,10 +421,9 @@ enum SnapCmd {
         /// answers.
         #[arg(long, required = true, value_delimiter = ',')]
         from: Vec<String>,
-        /// A file whose first line is an admin token (a node with --tokens serves a backup
-        /// only to one: it holds every session's credential); else FENCELOCK_AUTH_TOKEN.
-        #[arg(long, env = "FENCELOCK_AUTH_TOKEN_FILE")]
-        auth_token_file: Option<PathBuf>,
+        /// Refuse a backup larger than this many bytes (the answer is read into memory).
+        #[arg(long, default_value_t = 1 << 30)]
+        max_bytes: usize,
     },
     /// Prepare the data directory of one member of a NEW cluster from a backup. Run it for
     /// every member with the same FILE and the same --peer list, then start each member
@@ -447,9 +449,20 @@ enum SnapCmd {
     },
 }
 
-/// `GET /snapshot` from `addr` with hyper's HTTP/1 client, presenting `token` if given:
-/// (status, body).
-async fn fetch_backup(addr: &str, token: Option<&str>) -> Result<(u16, Vec<u8>), String> {
+/// How long `snapshot save` waits for one address's whole answer.
+const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `GET /snapshot` from `addr` with hyper's HTTP/1 client, in at most [`FETCH_TIMEOUT`]
+/// and `max_bytes` of body: (status, body). Sends no credential: nothing on this port
+/// proves it is a node.
+async fn fetch_backup(addr: &str, max_bytes: usize) -> Result<(u16, Vec<u8>), String> {
+    match tokio::time::timeout(FETCH_TIMEOUT, fetch_backup_untimed(addr, max_bytes)).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("{addr}: no whole answer in {FETCH_TIMEOUT:?}")),
+    }
+}
+
+async fn fetch_backup_untimed(addr: &str, max_bytes: usize) -> Result<(u16, Vec<u8>), String> {
     use http_body_util::BodyExt;
     let stream = tokio::net::TcpStream::connect(loopback(addr)?)
         .await
@@ -459,11 +472,8 @@ async fn fetch_backup(addr: &str, token: Option<&str>) -> Result<(u16, Vec<u8>),
             .await
             .map_err(|e| format!("{addr}: {e}"))?;
     let conn = tokio::spawn(conn);
-    let mut req = hyper::Request::get("/snapshot").header(hyper::header::HOST, addr);
-    if let Some(t) = token {
-        req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
-    }
-    let req = req
+    let req = hyper::Request::get("/snapshot")
+        .header(hyper::header::HOST, addr)
         .body(http_body_util::Empty::<hyper::body::Bytes>::new())
         .map_err(|e| e.to_string())?;
     let resp = send
@@ -471,11 +481,16 @@ async fn fetch_backup(addr: &str, token: Option<&str>) -> Result<(u16, Vec<u8>),
         .await
         .map_err(|e| format!("{addr}: {e}"))?;
     let status = resp.status().as_u16();
-    let body = resp
-        .into_body()
+    let body = http_body_util::Limited::new(resp.into_body(), max_bytes)
         .collect()
         .await
-        .map_err(|e| format!("{addr}: {e}"))?
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                format!("{addr}: the answer is larger than --max-bytes {max_bytes}")
+            } else {
+                format!("{addr}: {e}")
+            }
+        })?
         .to_bytes()
         .to_vec();
     conn.abort();
@@ -487,12 +502,11 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
         SnapCmd::Save {
             file,
             from,
-            auth_token_file,
+            max_bytes,
         } => {
-            let token = fencelock_server::auth::token_to_present(auth_token_file.as_deref())?;
             let mut why = Vec::new();
             for addr in &from {
-                match fetch_backup(addr, token.as_deref()).await {
+                match fetch_backup(addr, max_bytes).await {
                     Ok((200, bytes)) => {
                         let index = fencelock_server::state_machine::check_backup(&bytes)
                             .map_err(|e| format!("{addr} sent a bad backup: {e}"))?;
