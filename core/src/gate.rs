@@ -143,6 +143,20 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         }
     }
 
+    /// Checks `token` for a write to `resource` exactly as [`admit`](Self::admit) would,
+    /// without recording it: `Ok` means `admit` accepts it now, a new resource in a full
+    /// table included. For a host that checks, writes the data it guards, then admits, all
+    /// under one lock (so nothing changes in between).
+    ///
+    /// Errors: those of [`admit`](Self::admit). Cost: O(name length).
+    pub fn check_admit(&self, resource: &str, token: Token) -> Result<(), Error> {
+        self.check(resource, token)?;
+        if self.is_full() && self.highest(resource).is_none() {
+            return Err(Error::CapacityExceeded(Table::Resources));
+        }
+        Ok(())
+    }
+
     /// Admits a write to `resource` carrying `token`: accepted if `token` is at least the
     /// highest seen (the same holder writes many times), which then becomes the highest.
     ///
@@ -319,6 +333,50 @@ mod tests {
     use super::*;
     use crate::table::{home, name_hash, tag_of, NIL};
     use std::{format, string::String, vec, vec::Vec};
+
+    /// `check_admit` answers what `admit` then does, for every case of the rule: a zero
+    /// token, a stale one, a bad name, a known resource in a full table (accepted), a new
+    /// one in a full table (refused, where `check` says yes), and it records nothing.
+    #[test]
+    fn check_admit_answers_what_admit_does() {
+        let mut g = FenceGate::new(vec![GateRow::EMPTY; 2]).unwrap();
+        g.admit("a", Token(5)).unwrap();
+        let long = "x".repeat(crate::MAX_NAME_LEN + 1);
+        let cases: [(&str, u64); 7] = [
+            ("a", 0),
+            ("a", 4),
+            ("a", 5),
+            ("", 1),
+            (&long, 1),
+            ("b", 1),
+            ("c", 1),
+        ];
+        // Before and after the table fills ("b" fills it: then "c" is new in a full table).
+        for (resource, token) in cases {
+            let before = g.snapshot_len();
+            let said = g.check_admit(resource, Token(token));
+            assert_eq!(g.snapshot_len(), before, "check_admit recorded something");
+            let mut copy = FenceGate::new(vec![GateRow::EMPTY; 2]).unwrap();
+            for (r, t) in g.iter() {
+                copy.admit(r, t).unwrap();
+            }
+            assert_eq!(
+                said,
+                copy.admit(resource, Token(token)),
+                "{resource:?} {token}"
+            );
+            if said.is_ok() {
+                g.admit(resource, Token(token)).unwrap();
+            }
+        }
+        assert!(g.is_full());
+        assert_eq!(g.check("c", Token(1)), Ok(()), "check leaves capacity out");
+        assert_eq!(
+            g.check_admit("c", Token(1)),
+            Err(Error::CapacityExceeded(Table::Resources))
+        );
+        assert_eq!(g.check_admit("a", Token(9)), Ok(()), "a known resource");
+    }
 
     /// Two resource names whose hashes share the 32 bits the index stores (found by a
     /// birthday search over the public hash): the index cannot tell them apart, so only

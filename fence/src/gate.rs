@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use fencelock::{Error, FenceGate, GateRow, Table, Token};
+use fencelock::{Error, FenceGate, GateRow, Token};
 
 use crate::{precheck, Fence, FenceError, StorageError};
 
@@ -38,13 +38,18 @@ impl<D> GateFence<D> {
     /// A fence with room for `capacity` resources, guarding `data`.
     ///
     /// Errors: [`Error::BadConfig`](fencelock::Error) for more than
-    /// [`MAX_ROWS`](fencelock::MAX_ROWS) resources (checked before allocating).
-    /// Cost: O(capacity) (96 bytes a resource).
+    /// [`MAX_ROWS`](fencelock::MAX_ROWS) resources (checked before allocating) or more
+    /// than the allocator gives (refused, never an abort). Cost: O(capacity) (96 bytes a
+    /// resource).
     pub fn new(capacity: usize, data: D) -> Result<Self, fencelock::Error> {
         fencelock::check_rows(capacity)?;
+        let mut rows = Vec::new();
+        rows.try_reserve_exact(capacity)
+            .map_err(|_| Error::BadConfig("not enough memory for this gate capacity"))?;
+        rows.resize(capacity, GateRow::EMPTY);
         Ok(GateFence {
             inner: Arc::new(Mutex::new(Guarded {
-                gate: FenceGate::new(vec![GateRow::EMPTY; capacity])?,
+                gate: FenceGate::new(rows)?,
                 data,
             })),
         })
@@ -77,13 +82,8 @@ impl<D> Fence for GateFence<D> {
         precheck(resource, token, false)?;
         let mut g = self.lock()?;
         let Guarded { gate, data } = &mut *g;
-        gate.check(resource, token).map_err(FenceError::Refused)?;
-        // `check` answers for admit except a new resource in a full table (its own doc).
-        if gate.highest(resource).is_none() && gate.is_full() {
-            return Err(FenceError::Refused(Error::CapacityExceeded(
-                Table::Resources,
-            )));
-        }
+        gate.check_admit(resource, token)
+            .map_err(FenceError::Refused)?;
         let out = write(data).map_err(FenceError::Write)?;
         // Cannot fail: checked above under the same lock.
         gate.admit(resource, token).map_err(FenceError::Refused)?;

@@ -902,4 +902,41 @@ fn the_worker_refuses_a_bad_token_or_resource_before_connecting() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(out.stdout.is_empty());
     assert!(err.contains("exclusive holders only"), "{err}");
+    // Bytes that are not UTF-8, in an argument or in the environment: a bad argument or
+    // environment (exit 2, named), not a panic (101) — and a FENCELOCK_PERMITS of any
+    // bytes still refuses, where it was taken for unset.
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"\xff");
+    for (env, arg, says) in [
+        (None, Some(bad), "argument \"\\xff\" is not utf-8"),
+        (
+            Some("FENCELOCK_PERMITS"),
+            None,
+            "fencelock_permits=\"\\xff\" is not utf-8",
+        ),
+        (
+            Some("FENCELOCK_TOKEN"),
+            None,
+            "fencelock_token=\"\\xff\" is not utf-8",
+        ),
+        (
+            Some("FENCELOCK_LOCK"),
+            None,
+            "fencelock_lock=\"\\xff\" is not utf-8",
+        ),
+    ] {
+        let mut cmd = std::process::Command::new(worker);
+        cmd.env("FENCELOCK_TOKEN", "5")
+            .env_remove("FENCELOCK_PERMITS");
+        if let Some(name) = env {
+            cmd.env(name, bad);
+        }
+        cmd.args(["--pg", "host=/nonexistent-fencelock-socket-dir", "--note"]);
+        cmd.arg(arg.unwrap_or(std::ffi::OsStr::new("x")));
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{env:?} {arg:?}: {err}");
+        assert!(out.stdout.is_empty());
+        assert!(err.to_lowercase().contains(says), "{err}");
+    }
 }

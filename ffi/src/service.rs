@@ -799,7 +799,9 @@ pub unsafe extern "C" fn fencelock_service_restore(
 /// snapshot is read): overlapping ranges are refused with `INVALID_ARGUMENT`, as is an
 /// `out_service` inside `mem[..mem_len]`.
 ///
-/// Errors: those of both, and `INVALID_ARGUMENT`. Cost: O(capacity + snapshot length).
+/// Errors: those of both, and `INVALID_ARGUMENT`. Cost: O(`mem_len` + snapshot length):
+/// every slot of the ring, all of `mem` after the tables, is written (give it what the
+/// layout asks for, not more).
 ///
 /// # Safety
 /// As `fencelock_service_init_in` and `fencelock_service_restore`.
@@ -1510,7 +1512,8 @@ unsafe fn apply_op(
 /// nothing applied; `BUFFER_TOO_SMALL` / `TIME_WENT_BACKWARDS` (stopped, above);
 /// `PANIC` (an op of this batch panicked and poisoned the handle: `*done` is 0 and the
 /// slots say nothing, though ops before the one that panicked may have been applied; on
-/// a handle poisoned before, nothing is written, as for every call).
+/// a handle poisoned before, nothing is written, `*done` included — where a single
+/// input's function zeroes its `*reply`).
 /// `fencelock_service_last_error` describes the latest refused op (or the batch's own
 /// failure). An op of a kind outside the enum is refused with `INVALID_ARGUMENT`.
 /// Cost: O(n) calls, each its typed function's cost less the boundary's.

@@ -37,15 +37,33 @@ const USAGE: &str =
     "usage: fencelock-fence-write --pg CONNINFO --note TEXT [--resource NAME] [--delay-ms N] [--wait-for PATH]
   token from FENCELOCK_TOKEN; resource from --resource or FENCELOCK_LOCK";
 
+/// `name`'s value, `None` when unset; a value that is not UTF-8 is a bad environment,
+/// not an unset one (a `FENCELOCK_PERMITS` of any bytes must still refuse).
+fn env(name: &str) -> Result<Option<String>, String> {
+    match std::env::var(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(format!("{name}={v:?} is not UTF-8")),
+    }
+}
+
 fn parse() -> Result<(Args, Token), String> {
     let mut pg = None;
-    let mut resource = std::env::var("FENCELOCK_LOCK").ok();
+    let mut resource = env("FENCELOCK_LOCK")?;
     let mut note = None;
     let mut delay_ms = 0u64;
     let mut wait_for = None;
-    let mut it = std::env::args().skip(1);
+    // (`args()` panics on an argument that is not UTF-8: a bad argument is exit 2.)
+    let mut it = std::env::args_os().skip(1).map(|a| {
+        a.into_string()
+            .map_err(|a| format!("argument {a:?} is not UTF-8"))
+    });
     while let Some(a) = it.next() {
-        let mut val = || it.next().ok_or(format!("{a} needs a value"));
+        let a = a?;
+        let mut val = || {
+            it.next()
+                .unwrap_or_else(|| Err(format!("{a} needs a value")))
+        };
         match a.as_str() {
             "--pg" => pg = Some(val()?),
             "--resource" => resource = Some(val()?),
@@ -62,14 +80,14 @@ fn parse() -> Result<(Args, Token), String> {
     // A fence admits one holder's token at a time: under a semaphore's permits
     // (`fencelock lock --permits`) a holder whose hold is good would be refused as stale
     // once another permit holder wrote (fence/README.md, "Exclusive holders only").
-    if let Ok(permits) = std::env::var("FENCELOCK_PERMITS") {
+    if let Some(permits) = env("FENCELOCK_PERMITS")? {
         return Err(format!(
             "FENCELOCK_PERMITS={permits:?}: a fence serves exclusive holders only; run me \
              under `fencelock lock NAME --` without --permits"
         ));
     }
-    let token = std::env::var("FENCELOCK_TOKEN")
-        .map_err(|_| "FENCELOCK_TOKEN is not set: run me under `fencelock lock NAME --`")?;
+    let token = env("FENCELOCK_TOKEN")?
+        .ok_or("FENCELOCK_TOKEN is not set: run me under `fencelock lock NAME --`")?;
     let token = Token(
         token
             .parse()
