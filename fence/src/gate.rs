@@ -39,8 +39,8 @@ impl<D> GateFence<D> {
     ///
     /// Errors: [`Error::BadConfig`](fencelock::Error) for more than
     /// [`MAX_ROWS`](fencelock::MAX_ROWS) resources (checked before allocating) or more
-    /// than the allocator gives (refused, never an abort). Cost: O(capacity) (96 bytes a
-    /// resource).
+    /// than the allocator gives (refused, never an abort).
+    /// Cost: O(capacity) (96 bytes a resource).
     pub fn new(capacity: usize, data: D) -> Result<Self, fencelock::Error> {
         fencelock::check_rows(capacity)?;
         let mut rows = Vec::new();
