@@ -939,4 +939,22 @@ fn the_worker_refuses_a_bad_token_or_resource_before_connecting() {
         assert!(out.stdout.is_empty());
         assert!(err.to_lowercase().contains(says), "{err}");
     }
+    // FENCELOCK_LOCK is read only without --resource: given one, its bytes do not matter
+    // (the worker goes on to the database, which is not there: exit 1).
+    let out = std::process::Command::new(worker)
+        .env("FENCELOCK_TOKEN", "5")
+        .env_remove("FENCELOCK_PERMITS")
+        .env("FENCELOCK_LOCK", bad)
+        .args([
+            "--pg",
+            "host=/nonexistent-fencelock-socket-dir",
+            "--note",
+            "x",
+            "--resource",
+            "ledger",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
 }

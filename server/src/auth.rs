@@ -566,8 +566,8 @@ pub fn token_hash(token: &str) -> String {
     s
 }
 
-/// The bearer token a command-line tool presents (the `fencelock` CLI, `fencelock-node
-/// snapshot save`): the first line of `file` when one is given, else the environment's
+/// The bearer token the `fencelock` CLI presents (on its client connections only; no tool
+/// sends one to a metrics port): the first line of `file` when one is given, else the environment's
 /// `FENCELOCK_AUTH_TOKEN` (`None` when neither says one).
 ///
 /// Errors: the file cannot be read or is over [`MAX_TOKEN_FILE`] bytes, or its first line

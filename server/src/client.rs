@@ -948,7 +948,7 @@ impl Client {
     /// from the leader ([`Client::backup_paged`] with the largest pages); every page after
     /// the first asks for the same log index, so the pages fit together even if writes go
     /// on or the leader changes in between. A backup whose index the leader has meanwhile
-    /// compacted into a later snapshot is started again (at most three times).
+    /// compacted into a later snapshot is started again (three tries in all).
     /// Cost: one request per [`crate::protocol::BACKUP_PAGE`] bytes; the leader rebuilds
     /// the state at the index from its snapshot and log for each.
     ///
@@ -991,7 +991,7 @@ impl Client {
                     && bytes.len() as u64 + page.bytes.len() as u64 <= page.total;
                 if !fits {
                     return Err(ClientError::Unavailable(format!(
-                        "a page of the backup does not fit: {} bytes received, {} in the page                          (log index {}, {} in all)",
+                        "a page of the backup does not fit: {} bytes received, {} in the page (log index {}, {} in all)",
                         bytes.len(),
                         page.bytes.len(),
                         page.index,

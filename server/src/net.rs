@@ -1215,9 +1215,10 @@ pub struct ClientPolicy {
 /// 1/[`LIST_SHARE`]. Without it, a client that asked for a long list many times over, on
 /// many connections, and read none of the answers, held the node's memory: each request
 /// in flight (up to [`MAX_IN_FLIGHT`] per connection) may hold an answer of up to
-/// [`MAX_SERVER_FRAME`] bytes. Lists up to [`LIST_FLOOR`] bytes, and every other answer
-/// (the largest, an admin's export page, some 40 KiB), are bounded by the in-flight count
-/// alone. When it is spent, the connection holding the most of it is closed
+/// [`MAX_SERVER_FRAME`] bytes. An admin's backup pages (up to
+/// [`crate::protocol::BACKUP_PAGE`] each) count here too. Lists up to [`LIST_FLOOR`]
+/// bytes, and every other answer (the largest, an admin's export page, some 40 KiB), are
+/// bounded by the in-flight count alone. When it is spent, the connection holding the most of it is closed
 /// ([`NetStats::reserve_list`]).
 pub const MAX_UNWRITTEN_LIST_BYTES: usize = 64 << 20;
 
@@ -1383,7 +1384,7 @@ impl Held {
 }
 
 /// The reply to request `id` as the connection's writer takes it. A list answer (a
-/// lock's holders or waiters), the one kind that grows, is encoded here, and one over
+/// lock's holders or waiters) or a backup page, the kinds that grow, is encoded here, and one over
 /// [`LIST_FLOOR`] bytes is counted, by the bytes it holds until written, in the node's
 /// bound on unwritten list answers and in the connection's share (`conn`); over either
 /// it is dropped, and the request answered `Limit { kind: "unwritten_lists" }` instead.
@@ -1395,7 +1396,10 @@ fn reply_out(
     result: Result<Reply, ClientError>,
     conn: &Arc<ListShare>,
 ) -> (Out, Option<ListBytes>) {
-    let list = matches!(result, Ok(Reply::Holders(_) | Reply::Waiters(_)));
+    let list = matches!(
+        result,
+        Ok(Reply::Holders(_) | Reply::Waiters(_) | Reply::Backup(_))
+    );
     let f = ServerFrame::Reply { id, result };
     if !list {
         return (Out::Frame(f), None);

@@ -205,6 +205,9 @@ pub struct Node {
     conn_ids: AtomicU64,
     /// Read barriers, one at a time and shared ([`Node::linearizable`]).
     reads: ReadBarriers,
+    /// Backup pages rebuilt one at a time ([`Node::backup_page`]): each holds a copy of
+    /// the state and its encoding, so requests in flight do not multiply that.
+    backups: tokio::sync::Semaphore,
     /// Per connection: the sessions opened through it (pruned of ended ones when
     /// checked) and opens in flight. An entry lives as long as its connection's guard.
     conn_sessions: Arc<Mutex<HashMap<u64, ConnSessions>>>,
@@ -511,6 +514,7 @@ impl Node {
             leadership,
             conn_ids: AtomicU64::new(1),
             reads: ReadBarriers::default(),
+            backups: tokio::sync::Semaphore::new(1),
             conn_sessions: Arc::default(),
             token_opens: Arc::default(),
         }))
@@ -980,7 +984,8 @@ impl Node {
     /// backup needs a state), one compacted into a later snapshot (start the backup
     /// again), or an offset past the end; `Unavailable` when the snapshot cannot be read
     /// or the log was compacted meanwhile (retry). Cost: reading the snapshot, then
-    /// re-applying every entry from it to `index`; O(backup) memory.
+    /// re-applying every entry from it to `index`; O(backup) memory, one page's rebuild at
+    /// a time on a node (the others wait their turn).
     async fn backup_page(
         &self,
         index: Option<u64>,
@@ -996,6 +1001,12 @@ impl Node {
             )));
         }
         let purged = self.log.last_purged().map(|l| l.index);
+        // (Closed never: the semaphore lives as long as the node.)
+        let _turn = self
+            .backups
+            .acquire()
+            .await
+            .map_err(|e| ClientError::Unavailable(e.to_string()))?;
         let snap = self.snapshot_state().await?;
         let config = self.shared.config;
         let snap_index = snap.as_ref().and_then(|s| s.last_applied).map(|l| l.index);
@@ -1019,10 +1030,13 @@ impl Node {
             .try_get_log_entries(from..=index)
             .await
             .map_err(|e| ClientError::Unavailable(e.to_string()))?;
-        // (From the empty state: from index 0, or 1 on a log that holds no entry 0.)
+        // (From the empty state: from index 0, or 1 on a log that holds no entry 0. From a
+        // snapshot at the index itself: nothing to replay.)
         let first = entries.first().map_or(from, |e| e.log_id.index);
         let contiguous = (first == from || (from == 0 && first == 1))
-            && entries.last().map(|e| e.log_id.index) == Some(index)
+            && entries
+                .last()
+                .map_or(from == index + 1, |e| e.log_id.index == index)
             && entries
                 .iter()
                 .zip(first..)

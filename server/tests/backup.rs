@@ -123,6 +123,12 @@ async fn a_backup_is_the_state_at_its_index_in_pages_that_fit_whatever_is_writte
         one.bytes == want,
         "rebuilt from the snapshot: not the live state"
     );
+    // At the snapshot's own index: the snapshot alone, nothing to replay.
+    let s_index = snap.expect("a snapshot");
+    let p = page(&c, Some(s_index), 0, 0)
+        .await
+        .expect("the backup at the snapshot's index");
+    assert_eq!(check_backup(&p.bytes), Ok(s_index));
 
     // Refused: nothing at index 0, nothing past what is applied, no offset past the end.
     for i in [0, at + 1_000_000] {

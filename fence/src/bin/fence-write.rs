@@ -49,7 +49,7 @@ fn env(name: &str) -> Result<Option<String>, String> {
 
 fn parse() -> Result<(Args, Token), String> {
     let mut pg = None;
-    let mut resource = env("FENCELOCK_LOCK")?;
+    let mut resource = None;
     let mut note = None;
     let mut delay_ms = 0u64;
     let mut wait_for = None;
@@ -96,7 +96,11 @@ fn parse() -> Result<(Args, Token), String> {
     Ok((
         Args {
             pg: pg.ok_or("--pg is required")?,
-            resource: resource.ok_or("--resource or FENCELOCK_LOCK is required")?,
+            // (FENCELOCK_LOCK read only when --resource is not given.)
+            resource: match resource {
+                Some(r) => r,
+                None => env("FENCELOCK_LOCK")?.ok_or("--resource or FENCELOCK_LOCK is required")?,
+            },
             note: note.ok_or("--note is required")?,
             delay: Duration::from_millis(delay_ms),
             wait_for,

@@ -319,7 +319,7 @@ the sessions with their credentials, holds, queues, tokens and logical time, in 
 snapshot-file format. The file is checked, written to FILE.tmp (0600: it holds every session's \
 credential), fsynced and renamed. Exit status: 0 saved; 1 not an admin token, no leader in \
 time, nothing applied yet, a backup that fails its checks, or the file could not be written \
-(no FILE then)."
+(no FILE then). Each page's answer may take up to 60 s (or --timeout-ms, if longer)."
     )]
     Backup {
         /// Where to write the backup.
@@ -523,7 +523,13 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Backup { file } => {
-            let (bytes, page) = opts.client().backup().await?;
+            // A page is up to 4 MiB and the leader rebuilds the state for each: more time
+            // for one answer than a read's few bytes need.
+            let timeouts = Timeouts {
+                reply: opts.timeout().max(BACKUP_PAGE_TIME),
+                ..opts.client_timeouts()
+            };
+            let (bytes, page) = opts.with(timeouts).backup().await?;
             write_synced(&file, &bytes)?;
             emit(&format!(
                 "saved {} ({} bytes, log index {}) from node {}, the leader\n",
@@ -576,6 +582,9 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
         }
     }
 }
+
+/// How long `backup` waits for one page's answer at least (`--timeout-ms` when longer).
+const BACKUP_PAGE_TIME: Duration = Duration::from_secs(60);
 
 /// Writes `bytes` to `path` whole or not at all: `path.tmp` (made anew, 0600: an export
 /// or a backup needs an admin token, so it is the admin's to share), fsync, rename, fsync of the

@@ -885,7 +885,8 @@ async fn run(args: Args) -> Result<(), String> {
         stats: node.stats.net.clone(),
     };
     let raft_task = tokio::spawn(serve_peers(raft_l, node.elector().clone(), peer_policy));
-    // The metrics listener's /snapshot holds every session's credential: admin only.
+    // The metrics listener's /snapshot holds every session's credential: a node with
+    // tokens does not serve it there (its backups go over the client port).
     let ops_tokens = tokens.clone();
     let policy = ClientPolicy {
         tls: tls.map(|t| t.clients),
