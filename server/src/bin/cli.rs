@@ -587,8 +587,8 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
 const BACKUP_PAGE_TIME: Duration = Duration::from_secs(60);
 
 /// Writes `bytes` to `path` whole or not at all: `path.tmp` (made anew, 0600: an export
-/// or a backup needs an admin token, so it is the admin's to share), fsync, rename, fsync of the
-/// directory (so the rename survives a crash).
+/// or a backup needs an admin token, so it is the admin's to share), fsync, rename, fsync
+/// of the directory (so the rename survives a crash).
 ///
 /// Errors: I/O errors, naming the path.
 fn write_synced(path: &std::path::Path, bytes: &[u8]) -> Res<()> {
