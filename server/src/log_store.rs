@@ -2013,14 +2013,11 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
     }
 
-    /// A range that ends before it starts (or at its excluded start) holds no entry: it
-    /// is answered empty, where `BTreeMap::range` would panic.
-    #[tokio::test]
-    async fn an_empty_range_of_entries_is_empty_not_a_panic() {
-        let dir = std::env::temp_dir().join(format!("fl-empty-range-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+    /// A log at `dir` (made anew) holding blank entries 1 to 5 of term 1, written and
+    /// applied.
+    fn log_of_five_blanks(dir: &Path) -> LogStore {
         let id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
-        let mut log = LogStore::open(&dir).unwrap();
+        let log = LogStore::open(dir).unwrap();
         {
             let mut g = log.lock();
             for i in 1..=5 {
@@ -2032,6 +2029,16 @@ mod tests {
                 g.apply(e);
             }
         }
+        log
+    }
+
+    /// A range that ends before it starts (or at its excluded start) holds no entry: it
+    /// is answered empty, where `BTreeMap::range` would panic.
+    #[tokio::test]
+    async fn an_empty_range_of_entries_is_empty_not_a_panic() {
+        let dir = std::env::temp_dir().join(format!("fl-empty-range-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut log = log_of_five_blanks(&dir);
         use std::ops::Bound::{Excluded, Included};
         #[allow(clippy::reversed_empty_ranges)] // the point of the test
         let got = (
@@ -2068,18 +2075,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fl-purge-wait-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
-        let log = LogStore::open(&dir).unwrap();
-        {
-            let mut g = log.lock();
-            for i in 1..=5 {
-                let e = Rec::Entry(Entry {
-                    log_id: id(i),
-                    payload: EntryPayload::Blank,
-                });
-                g.write(std::slice::from_ref(&e)).unwrap();
-                g.apply(e);
-            }
-        }
+        let log = log_of_five_blanks(&dir);
         let at = |i| SnapshotProgress {
             persisted: Some(id(i)),
             install_failed: false,

@@ -1000,13 +1000,14 @@ impl Node {
                 "no backup at log index {index}: this leader has applied log indices 1 to {applied}"
             )));
         }
-        let purged = self.log.last_purged().map(|l| l.index);
         // (Closed never: the semaphore lives as long as the node.)
         let _turn = self
             .backups
             .acquire()
             .await
             .map_err(|e| ClientError::Unavailable(e.to_string()))?;
+        // Read after the wait: a purge may have come meanwhile.
+        let purged = self.log.last_purged().map(|l| l.index);
         let snap = self.snapshot_state().await?;
         let config = self.shared.config;
         let snap_index = snap.as_ref().and_then(|s| s.last_applied).map(|l| l.index);
