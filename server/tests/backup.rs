@@ -4,14 +4,20 @@
 //! and the bytes are those of the live state at that index (what `GET /snapshot` encodes);
 //! pages asked one by one, with writes between them, fit into that same backup; an index
 //! compacted into a later snapshot, one not applied yet and an offset past the end are
-//! refused. (The admin-only rule, the CLI and restoring the file: tests/lifecycle.rs.)
+//! refused. And the client's side, against a scripted node serving two real backups: a
+//! backup whose index is compacted between pages starts again (three starts at most),
+//! and pages that do not fit together or make a backup that fails its checks are refused.
+//! (The admin-only rule, the CLI and restoring the file: tests/lifecycle.rs.)
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{acquire, keep_alive, open, release, session_of, Cluster};
 use fencelock::Wait;
+use fencelock_server::client::Client;
 use fencelock_server::protocol::{BackupPage, ClientError, Reply, Request};
 use fencelock_server::state_machine::{backup, check_backup, PushSink};
 
@@ -146,4 +152,181 @@ async fn a_backup_is_the_state_at_its_index_in_pages_that_fit_whatever_is_writte
         "{e:?}"
     );
     c.shutdown().await;
+}
+
+/// The backup requests a scripted node got: (index pinned, offset), in order.
+type Asked = Arc<Mutex<Vec<(Option<u64>, u64)>>>;
+
+/// A node of the client protocol that answers each `Request::Backup` with what `answer`
+/// says for it, and records every backup request it gets (index pinned, offset).
+async fn scripted_node(
+    answer: impl Fn(Option<u64>, u64, u32) -> Result<Reply, ClientError> + Send + Sync + 'static,
+) -> (String, Asked) {
+    use fencelock_server::frame::{self, MAX_CLIENT_FRAME};
+    use fencelock_server::protocol::{ClientFrame, ServerFrame};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let asked: Asked = Arc::default();
+    let (answer, log) = (Arc::new(answer), asked.clone());
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = l.accept().await {
+            let (answer, log) = (answer.clone(), log.clone());
+            tokio::spawn(async move {
+                let (r, mut w) = sock.into_split();
+                let mut r = tokio::io::BufReader::new(r);
+                while let Ok(Some(f)) =
+                    frame::read::<_, ClientFrame>(&mut r, MAX_CLIENT_FRAME).await
+                {
+                    let result = match f.req {
+                        Request::Backup {
+                            index,
+                            offset,
+                            max_bytes,
+                        } => {
+                            log.lock().unwrap().push((index, offset));
+                            answer(index, offset, max_bytes)
+                        }
+                        other => Err(ClientError::BadRequest(format!("not scripted: {other:?}"))),
+                    };
+                    let reply = ServerFrame::Reply { id: f.id, result };
+                    if frame::write(&mut w, &reply).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (addr, asked)
+}
+
+/// Page `offset..offset + max` of `bytes`, a backup taken at `index`.
+fn page_of(bytes: &[u8], index: u64, offset: u64, max: u32) -> Result<Reply, ClientError> {
+    let start = offset as usize;
+    let end = bytes.len().min(start + max as usize);
+    Ok(Reply::Backup(BackupPage {
+        bytes: bytes[start..end].to_vec(),
+        total: bytes.len() as u64,
+        index,
+        node: 7,
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_client_starts_a_backup_again_when_its_index_is_compacted_and_checks_what_it_gets() {
+    // Two real backups of one cluster, at two log indices.
+    let c = Cluster::start("backup-client", 300).await;
+    let s = session_of(&c.propose(open(600_000)).await);
+    c.propose(acquire(s, "held", Wait::None, Some(1))).await;
+    let (old, old_at) = live(&c).await;
+    c.propose(acquire(s, "later", Wait::None, Some(2))).await;
+    let (new, new_at) = live(&c).await;
+    c.shutdown().await;
+    assert!(old_at < new_at && old.len() > 80 && new.len() > 80);
+    let compacted = move |i: u64| {
+        Err(ClientError::BadRequest(format!(
+            "log index {i} was compacted into a later snapshot (at {new_at}): start the backup again"
+        )))
+    };
+
+    // The old index is compacted after its first page: the backup starts again from the
+    // first page, gets the new index, and is the new backup whole.
+    let starts = Arc::new(AtomicUsize::new(0));
+    let (o, n, k) = (old.clone(), new.clone(), starts.clone());
+    let (addr, asked) = scripted_node(move |index, offset, max| match index {
+        None => {
+            assert_eq!(offset, 0, "a later page without the index");
+            match k.fetch_add(1, Ordering::SeqCst) {
+                0 => page_of(&o, old_at, 0, max),
+                _ => page_of(&n, new_at, 0, max),
+            }
+        }
+        Some(i) if i == old_at => compacted(i),
+        Some(i) => page_of(&n, i, offset, max),
+    })
+    .await;
+    let (bytes, last) = Client::new(vec![addr])
+        .backup_paged(40)
+        .await
+        .expect("a backup");
+    assert!(bytes == new, "not the backup at the new index");
+    assert_eq!((last.index, last.node), (new_at, 7));
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(
+        &asked[..3],
+        &[(None, 0), (Some(old_at), 40), (None, 0)],
+        "{asked:?}"
+    );
+    let pages = new.len().div_ceil(40);
+    assert_eq!(asked.len(), 2 + pages, "{asked:?}");
+    assert!(asked[3..]
+        .iter()
+        .enumerate()
+        .all(|(k, a)| *a == (Some(new_at), 40 * (k as u64 + 1))));
+
+    // Compacted every time: three starts, then the refusal.
+    let o = old.clone();
+    let (addr, asked) = scripted_node(move |index, offset, max| match index {
+        None => page_of(&o, old_at, offset, max),
+        Some(i) => compacted(i),
+    })
+    .await;
+    let e = Client::new(vec![addr])
+        .backup_paged(40)
+        .await
+        .expect_err("compacted");
+    assert!(
+        matches!(&e, ClientError::BadRequest(m) if m.starts_with(&format!("log index {old_at} was compacted"))),
+        "{e:?}"
+    );
+    let asked = asked.lock().unwrap().clone();
+    let starts = asked.iter().filter(|a| a.0.is_none()).count();
+    assert_eq!((starts, asked.len()), (3, 6), "{asked:?}");
+
+    // A later page of another index does not fit, nor does one past the total.
+    for (what, wrong) in [("index", 0u8), ("total", 1), ("empty", 2)] {
+        let (o, n) = (old.clone(), new.clone());
+        let (addr, _) = scripted_node(move |index, offset, max| match (index, wrong) {
+            (None, _) => page_of(&o, old_at, offset, max),
+            (Some(_), 0) => page_of(&n, new_at, offset, max),
+            (Some(_), 1) => match page_of(&o, old_at, offset, max) {
+                Ok(Reply::Backup(p)) => Ok(Reply::Backup(BackupPage {
+                    total: offset + 1,
+                    ..p
+                })),
+                r => r,
+            },
+            (Some(_), _) => Ok(Reply::Backup(BackupPage {
+                bytes: Vec::new(),
+                total: o.len() as u64,
+                index: old_at,
+                node: 7,
+            })),
+        })
+        .await;
+        let e = Client::new(vec![addr])
+            .backup_paged(40)
+            .await
+            .expect_err(what);
+        assert!(
+            matches!(&e, ClientError::Unavailable(m) if m.starts_with("a page of the backup does not fit: 40 bytes received, ")),
+            "{what}: {e:?}"
+        );
+    }
+
+    // Pages that fit but make a backup that fails its checks (one byte changed).
+    let mut bad = old.clone();
+    bad[old.len() / 2] ^= 0x20;
+    assert!(check_backup(&bad).is_err());
+    let (addr, _) = scripted_node(move |index, offset, max| {
+        page_of(&bad, index.unwrap_or(old_at), offset, max)
+    })
+    .await;
+    let e = Client::new(vec![addr])
+        .backup_paged(40)
+        .await
+        .expect_err("a bad backup");
+    assert!(
+        matches!(&e, ClientError::Unavailable(m) if m.starts_with("node 7 sent a bad backup: ")),
+        "{e:?}"
+    );
 }
