@@ -90,9 +90,13 @@ kept_pid=$!
 for _ in $(seq 1 100); do [ -n "$("$fl" holder kept)" ] && break; sleep 0.1; done
 kept_before=$("$fl" holder kept)
 [ -n "$kept_before" ] || { echo "kept lock never held"; exit 1; }
+# Node 4 names the members (one of them adds it): before it knows a membership it serves
+# Raft requests from the nodes its --peer list names and no other certificate of the CA.
+peers4=()
+for i in 1 2 3 4; do peers4+=(--peer "$i=127.0.0.$i:$((base + 100 + i))/127.0.0.$i:$((base + i))"); done
 "$tdir/debug/fencelock-node" --id 4 --dir "$dir/n4" --tokens "$dir/tokens" \
   --tls-ca "$dir/tls/ca.pem" --tls-cert "$dir/tls/node-4.pem" --tls-key "$dir/tls/node-4.key" \
-  --peer "4=127.0.0.4:$((base + 104))/127.0.0.4:$((base + 4))" >>"$dir/n4.log" 2>&1 &
+  "${peers4[@]}" >>"$dir/n4.log" 2>&1 &
 echo $! >>"$dir/pids"
 disown # killed with the others at the end; no job notice
 "$fl" add-learner 4 "127.0.0.4:$((base + 104))" "127.0.0.4:$((base + 4))"

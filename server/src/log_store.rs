@@ -84,7 +84,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::disk::DiskHealth;
-use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
+use crate::types::{
+    log_id_in_bounds, vote_in_bounds, Entry, LogId, StorageError, TypeConfig, Vote,
+};
 
 /// A purge leaves the file alone until it is at least this long; then it is rewritten.
 pub const COMPACT_BYTES: u64 = 16 << 20;
@@ -551,8 +553,25 @@ impl Inner {
     /// it (appends are contiguous, a truncation cuts everything from its index on, a purge
     /// everything up to its own). Not checked, as openraft's order of writes would have to
     /// be relied on: the vote against the last entry's term, and the committed log id
-    /// against the last entry. Errors: the first break, described. Cost: O(entries).
+    /// against the last entry. And every term and index, the vote's included, is below
+    /// [`crate::types::RAFT_NUMBER_BOUND`] (a vote past it would panic openraft's next
+    /// election: see there). Errors: the first break, described. Cost: O(entries).
     fn check_order(&self) -> Result<(), String> {
+        if let Some(v) = self.vote.filter(|v| !vote_in_bounds(v)) {
+            return Err(format!(
+                "the vote's term, {}, is not below 2^62 as every real one is",
+                v.leader_id().get_term()
+            ));
+        }
+        let ids = self.last_purged.iter().chain(self.committed.iter());
+        if let Some(id) = ids
+            .chain(self.log.values().map(|e| &e.log_id))
+            .find(|l| !log_id_in_bounds(l))
+        {
+            return Err(format!(
+                "log id {id} has a term or index not below 2^62 as every real one has"
+            ));
+        }
         let mut prev: Option<&LogId> = None;
         for e in self.log.values() {
             let id = &e.log_id;
@@ -1286,7 +1305,8 @@ mod tests {
 
     /// A purge record through the largest index (checksummed, so only a forged or
     /// damaged-then-rechecksummed file holds one) purges everything on replay instead of
-    /// overflowing (a panic in a build with overflow checks, a purge of nothing without).
+    /// overflowing (a panic in a build with overflow checks, a purge of nothing without);
+    /// the log is then refused, its purge point being past 2^62.
     #[test]
     fn a_purge_through_the_largest_index_does_not_overflow() {
         let dir = std::env::temp_dir().join(format!("fl-purge-max-{}", std::process::id()));
@@ -1300,12 +1320,18 @@ mod tests {
         let mut bytes = header();
         bytes.extend(encode_group(0, &[Rec::Entry(entry), Rec::Purge(id(u64::MAX))]).unwrap());
         fs::write(dir.join("raft.log"), &bytes).unwrap();
-        let (log, cut) = LogStore::open_inner(&dir, COMPACT_BYTES, false).unwrap();
-        assert!(cut.is_none());
-        let inner = log.lock();
-        assert!(inner.log.is_empty(), "everything purged");
-        assert_eq!(inner.last_purged, Some(id(u64::MAX)));
-        drop(inner);
+        let e = LogStore::open_inner(&dir, COMPACT_BYTES, false)
+            .err()
+            .expect("a purge point past the bound");
+        // Refused after the whole replay (an overflow there would have panicked this
+        // test's build, which checks overflows), naming the purge point.
+        assert!(
+            e.to_string().contains(&format!(
+                "log id {} has a term or index not below 2^62",
+                id(u64::MAX)
+            )),
+            "{e}"
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -1333,6 +1359,67 @@ mod tests {
                 encode_record(&borrowed).unwrap()
             );
         }
+    }
+
+    /// A log holding a vote, an entry, a commit point or a purge point whose term or index
+    /// is not below 2^62 (only a forged or damaged file, or an attack on a build that
+    /// took such a vote from a peer) is refused at start, naming it, and left as it was:
+    /// openraft's next election would panic on such a vote. Just below the bound opens.
+    #[test]
+    fn a_term_or_index_past_the_bound_is_refused_at_start() {
+        let dir = temp("term-max");
+        let at = |term: u64, index: u64| LogId::new(CommittedLeaderId::new(term, 1), index);
+        let b = crate::types::RAFT_NUMBER_BOUND;
+        let entry = |id: LogId| {
+            Rec::Entry(Entry {
+                log_id: id,
+                payload: EntryPayload::Blank,
+            })
+        };
+        let cases: Vec<(&str, Vec<Rec>, bool)> = vec![
+            (
+                "a vote below",
+                vec![Rec::Vote(Vote::new(b - 1, 1)), blank(1)],
+                true,
+            ),
+            (
+                "a vote at 2^62",
+                vec![Rec::Vote(Vote::new(b, 1)), blank(1)],
+                false,
+            ),
+            (
+                "a vote at u64::MAX",
+                vec![Rec::Vote(Vote::new(u64::MAX, 1))],
+                false,
+            ),
+            ("an entry's term", vec![entry(at(b, 1))], false),
+            (
+                "an entry's index",
+                vec![Rec::Purge(at(1, b - 2)), entry(at(1, b))],
+                false,
+            ),
+            (
+                "the commit point",
+                vec![blank(1), Rec::Committed(Some(at(b, 1)))],
+                false,
+            ),
+            ("the purge point", vec![Rec::Purge(at(1, b))], false),
+        ];
+        for (what, recs, opens) in cases {
+            let mut bytes = header();
+            bytes.extend(encode_group(0, &recs).unwrap());
+            fs::write(dir.join("raft.log"), &bytes).unwrap();
+            match LogStore::open(&dir) {
+                Ok(_) => assert!(opens, "{what}: opened"),
+                Err(e) => {
+                    assert!(!opens, "{what}: {e}");
+                    assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{what}");
+                    assert!(e.to_string().contains("not below 2^62"), "{what}: {e}");
+                    assert_eq!(fs::read(dir.join("raft.log")).unwrap(), bytes, "{what}");
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&dir);
     }
 
     /// A log whose last group's sequence number is not below [`MAX_SEQ`] (only a forged file

@@ -40,7 +40,7 @@
 //! logged at most every [`LOG_EVERY`]: the connection waits in the listen backlog until
 //! a descriptor is free, and the node keeps serving the connections it has.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -75,7 +75,7 @@ use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame};
 use crate::settings::{CarrySettings, PeerSettings};
 use crate::state_machine::{ServiceConfig, MAX_QUEUED_PUSHES, PUSH_BACKLOG};
 use crate::tls::{check_peer, node_name, NodeTls, HANDSHAKE_TIMEOUT};
-use crate::types::{NodeAddr, NodeId, TypeConfig};
+use crate::types::{log_id_in_bounds, vote_in_bounds, NodeAddr, NodeId, TypeConfig};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
@@ -127,11 +127,18 @@ pub async fn serve_raft(listener: TcpListener, elector: Arc<Elector>) {
 /// [`serve_raft`] over mutual TLS when `tls` is given ([`crate::tls`]): a peer must
 /// present a certificate signed by the cluster CA, and each request is served only if that
 /// certificate names the node the request says it comes from and that node is a member
-/// ([`crate::tls::check_peer`]); otherwise the connection is closed unanswered. Errors:
-/// none (a bad peer only loses its connection).
-pub async fn serve_raft_with(listener: TcpListener, elector: Arc<Elector>, tls: Option<NodeTls>) {
+/// ([`crate::tls::check_peer`]) — before this node knows a membership, one of
+/// `first_peers` ([`PeerPolicy::first_peers`]); otherwise the connection is closed
+/// unanswered. Errors: none (a bad peer only loses its connection).
+pub async fn serve_raft_with(
+    listener: TcpListener,
+    elector: Arc<Elector>,
+    tls: Option<NodeTls>,
+    first_peers: BTreeSet<NodeId>,
+) {
     let policy = PeerPolicy {
         tls,
+        first_peers,
         ..PeerPolicy::default()
     };
     serve_peers(listener, elector, policy).await
@@ -199,6 +206,12 @@ pub struct PeerPolicy {
     /// Where refusals, closes and connections are counted (the node's
     /// [`crate::ops::NodeStats::net`] for `/metrics`).
     pub stats: NetStats,
+    /// With mutual TLS: the only nodes whose Raft requests are served while this node
+    /// knows no membership yet — before `--init` reaches it, or before it is added as a
+    /// learner (`fencelock-node` passes its `--peer` list). Any other certificate of the
+    /// CA is closed before a byte it sent is read, as a non-member's is once a membership
+    /// is known. Default: none (such a node waits to be initialized itself).
+    pub first_peers: BTreeSet<NodeId>,
 }
 
 impl Default for PeerPolicy {
@@ -212,6 +225,7 @@ impl Default for PeerPolicy {
             idle_timeout: PEER_IDLE_TIMEOUT,
             read_timeout: READ_TIMEOUT,
             stats: NetStats::default(),
+            first_peers: BTreeSet::new(),
         }
     }
 }
@@ -247,7 +261,9 @@ pub struct NetStats {
     /// Connections closed by the node, by `port` and `reason` (`idle`, `read_timeout`,
     /// `write_timeout`, `oversized`, `other_version`: a frame of another wire version,
     /// `malformed`, `displaced`: an unproven connection whose place a new one took,
-    /// `unauthenticated`, `not_a_member`: a peer certificate that names no member,
+    /// `unauthenticated`, `not_a_member`: a peer certificate that names no member (before
+    /// a membership: none of [`PeerPolicy::first_peers`]), `past_bound`: a Raft request
+    /// with a term or log index past [`crate::types::RAFT_NUMBER_BOUND`],
     /// `unwritten_lists`: a client holding the most of the spent bound on unwritten list
     /// answers).
     pub closed: Family<Labels, Counter>,
@@ -715,6 +731,55 @@ fn sender(req: &RaftReq) -> Option<NodeId> {
     vote.leader_id().voted_for()
 }
 
+/// The first term or log index in `req` at or past [`crate::types::RAFT_NUMBER_BOUND`], named: no
+/// such request is served, whoever sends it (a member's included). Cost: O(entries).
+fn past_bound(req: &RaftReq) -> Option<String> {
+    let vote = |what: &str, v: &crate::types::Vote| {
+        (!vote_in_bounds(v)).then(|| format!("{what} term {}", v.leader_id().get_term()))
+    };
+    let id = |what: &str, l: &Option<crate::types::LogId>| {
+        l.as_ref()
+            .filter(|l| !log_id_in_bounds(l))
+            .map(|l| format!("{what} {l}"))
+    };
+    match req {
+        RaftReq::Append(x) => vote("vote", &x.vote)
+            .or_else(|| id("previous log id", &x.prev_log_id))
+            .or_else(|| id("commit point", &x.leader_commit))
+            .or_else(|| {
+                x.entries
+                    .iter()
+                    .find_map(|e| id("entry log id", &Some(e.log_id)))
+            }),
+        RaftReq::Vote(x) => vote("vote", &x.vote).or_else(|| id("last log id", &x.last_log_id)),
+        RaftReq::Snapshot(x) => vote("vote", &x.vote)
+            .or_else(|| id("snapshot log id", &x.meta.last_log_id))
+            .or_else(|| id("membership log id", x.meta.last_membership.log_id())),
+        RaftReq::PreVote(x) => id("last log id", &x.last_log_id),
+    }
+}
+
+/// [`past_bound`] for an answer: a peer's answer carrying such a number is not taken.
+/// Cost: O(1).
+fn answer_past_bound(resp: &RaftResp) -> Option<String> {
+    let vote = |v: &crate::types::Vote| {
+        (!vote_in_bounds(v)).then(|| format!("vote term {}", v.leader_id().get_term()))
+    };
+    let id = |l: &Option<crate::types::LogId>| {
+        l.as_ref()
+            .filter(|l| !log_id_in_bounds(l))
+            .map(|l| format!("log id {l}"))
+    };
+    match resp {
+        RaftResp::Append(Ok(AppendEntriesResponse::HigherVote(v))) => vote(v),
+        RaftResp::Append(Ok(AppendEntriesResponse::PartialSuccess(l))) => id(l),
+        RaftResp::Vote(Ok(v)) => vote(&v.vote).or_else(|| id(&v.last_log_id)),
+        RaftResp::Snapshot(Ok(v)) => vote(&v.vote),
+        RaftResp::PreVote(v) => v.leader_vote.as_ref().and_then(vote),
+        _ => None,
+    }
+}
+
 /// The committed vote `req` is sent under if it is a leader's (an append or a snapshot;
 /// its sender, [`sender`], is the leader the vote names). Cost: O(1).
 fn leader_vote(req: &RaftReq) -> Option<&crate::types::Vote> {
@@ -747,8 +812,10 @@ async fn raft_conn<R, W>(
     if let Some(cert) = &cert {
         let member = match raft.bound_raft() {
             None => Err(("not_started", "this node has not started yet".to_string())),
-            Some(r) => crate::tls::check_member_cert(r, cert, &raft.vouched_leaders())
-                .map_err(|e| ("not_a_member", e)),
+            Some(r) => {
+                crate::tls::check_member_cert(r, cert, &raft.vouched_leaders(), &policy.first_peers)
+                    .map_err(|e| ("not_a_member", e))
+            }
         };
         if let Err((reason, e)) = member {
             policy.stats.close(PEER, reason);
@@ -791,11 +858,21 @@ async fn raft_conn<R, W>(
             if let Err(e) = from.ok_or_else(|| "no sender".to_string()).and_then(|id| {
                 let r = raft.bound_raft().ok_or("not started yet")?;
                 let vouched = || leader_vote(&req).is_some_and(|v| raft.vouched(v));
-                check_peer(r, cert, id, vouched)
+                check_peer(r, cert, id, &policy.first_peers, vouched)
             }) {
                 tracing::warn!("refused a Raft request from node {from:?}: {e}");
                 break;
             }
+        }
+        if let Some(what) = past_bound(&req) {
+            policy.stats.close(PEER, "past_bound");
+            policy.stats.warn("refused-peer-past-bound", || {
+                format!(
+                    "refused a Raft request from node {:?}: its {what} is not below 2^62, as no real term or log index comes near",
+                    sender(&req)
+                )
+            });
+            break;
         }
         // A peer of other settings is answered with ours and served nothing; its
         // requests do not prove the connection's place.
@@ -1026,10 +1103,22 @@ impl TcpConn {
             Ok(RaftResp::SettingsDiffer(theirs)) => Err(CallError::Unreachable(
                 self.peers.refused_by(self.to, theirs.as_ref()),
             )),
-            Ok(resp) => {
-                self.peers.served_by(self.to);
-                Ok(resp)
-            }
+            Ok(resp) => match answer_past_bound(&resp) {
+                Some(what) => {
+                    self.conn = None;
+                    Err(CallError::Network(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "node {} answered with a {what}, not below 2^62: not taken",
+                            self.to
+                        ),
+                    )))
+                }
+                None => {
+                    self.peers.served_by(self.to);
+                    Ok(resp)
+                }
+            },
             Err(e) => Err(e),
         }
     }
@@ -2368,8 +2457,9 @@ mod tests {
     /// Over mutual TLS, a peer whose certificate (of this CA) names no member is closed
     /// before a byte it sent is decoded: its garbage is counted as `not_a_member`, never
     /// as `malformed`. A member's certificate passes that check, and the same garbage is
-    /// then read and refused as malformed. Before the node knows a membership, every
-    /// certificate of the CA passes (a node being added is dialled before it knows one).
+    /// then read and refused as malformed. Before the node knows a membership, only the
+    /// certificates of its first peers pass (a node being added is dialled by a member it
+    /// was told of before it knows one); any other of the CA is closed unread.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_peer_certificate_of_no_member_is_refused_before_anything_is_read() {
         use rustls::pki_types::{pem::PemObject, CertificateDer};
@@ -2383,7 +2473,10 @@ mod tests {
         let mut garbage = 9u32.to_be_bytes().to_vec();
         garbage.extend(frame::PEER_WIRE.to_be_bytes());
         garbage.extend([0xff; 5]);
-        let policy = PeerPolicy::default();
+        let policy = PeerPolicy {
+            first_peers: [2].into(),
+            ..PeerPolicy::default()
+        };
         let count = |reason: &str| {
             policy
                 .stats
@@ -2405,8 +2498,14 @@ mod tests {
         tokio::time::timeout(bounded, conn(9)).await.unwrap();
         assert_eq!(
             (count("not_a_member"), count("malformed")),
-            (0, 1),
-            "no membership yet"
+            (1, 0),
+            "no membership yet: node 9, not a first peer"
+        );
+        tokio::time::timeout(bounded, conn(2)).await.unwrap();
+        assert_eq!(
+            (count("not_a_member"), count("malformed")),
+            (1, 1),
+            "no membership yet: node 2, a first peer"
         );
         let me = NodeAddr {
             raft: "127.0.0.1:1".into(),
@@ -2430,13 +2529,20 @@ mod tests {
         tokio::time::timeout(bounded, conn(9)).await.unwrap();
         assert_eq!(
             (count("not_a_member"), count("malformed")),
-            (1, 1),
+            (2, 1),
             "node 9"
+        );
+        // Node 2 is no member of this membership: a first peer no longer.
+        tokio::time::timeout(bounded, conn(2)).await.unwrap();
+        assert_eq!(
+            (count("not_a_member"), count("malformed")),
+            (3, 1),
+            "node 2"
         );
         tokio::time::timeout(bounded, conn(1)).await.unwrap();
         assert_eq!(
             (count("not_a_member"), count("malformed")),
-            (1, 2),
+            (3, 2),
             "node 1"
         );
         node.shutdown().await;
@@ -2563,6 +2669,122 @@ mod tests {
                 RaftResp::Append(Ok(openraft::raft::AppendEntriesResponse::Success))
             ),
             "the vouched leader's append"
+        );
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Before a node knows a membership, a first peer's requests are served and no other
+    /// node's: node 2 (listed) has its vote granted; node 2's certificate claiming to be
+    /// node 3 (listed too) is not served. And no request carrying a term or log index
+    /// past 2^62 is served, whoever sends it: node 2's vote at term `u64::MAX` (which
+    /// openraft would store, and whose `term + 1` at the next election panics its core),
+    /// its pre-vote and append with such a log id — each refused unanswered, counted as
+    /// `past_bound`, the node's vote unchanged.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn before_a_membership_only_first_peers_are_served_and_no_term_past_the_bound() {
+        use openraft::raft::{AppendEntriesRequest, VoteRequest};
+        use openraft::{CommittedLeaderId, LogId, Vote};
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let (node, dir) = unit_node("peer-first").await;
+        let ca = crate::tls::DevCa::new().unwrap();
+        let pem = ca.node(2, &["127.0.0.2"]).unwrap().cert;
+        let cert = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        let policy = PeerPolicy {
+            first_peers: [2, 3].into(),
+            ..PeerPolicy::default()
+        };
+        let bounded = Duration::from_secs(30);
+        let count = |reason: &str| {
+            policy
+                .stats
+                .closed
+                .get_or_create(&labels(&[("port", PEER), ("reason", reason)]))
+                .get()
+        };
+        let call = |req: RaftReq| {
+            frame::encode(&RaftCall {
+                settings: node.config().service,
+                req,
+            })
+            .unwrap()
+        };
+        let answer = |frame: Vec<u8>| {
+            let (server, mut client) = tokio::io::duplex(1 << 16);
+            let conn = raft_conn(
+                ThenEof(frame),
+                server,
+                node.elector().clone(),
+                Some(cert.clone()),
+                None,
+                &policy,
+            );
+            async move {
+                tokio::time::timeout(bounded, conn).await.unwrap();
+                let mut got = Vec::new();
+                tokio::io::AsyncReadExt::read_to_end(&mut client, &mut got)
+                    .await
+                    .unwrap();
+                got
+            }
+        };
+        let far = u64::MAX;
+        let before = node.raft.metrics().borrow().vote;
+        let far_id = Some(LogId::new(CommittedLeaderId::new(far, 2), 1));
+        for (what, req) in [
+            (
+                "a vote at term u64::MAX",
+                RaftReq::Vote(VoteRequest::new(Vote::new(far, 2), None)),
+            ),
+            (
+                "a vote at term 2^62",
+                RaftReq::Vote(VoteRequest::new(Vote::new(1 << 62, 2), None)),
+            ),
+            (
+                "a vote whose last log id is past the bound",
+                RaftReq::Vote(VoteRequest::new(Vote::new(3, 2), far_id)),
+            ),
+            (
+                "a pre-vote whose last log id is past the bound",
+                RaftReq::PreVote(PreVoteRequest {
+                    candidate: 2,
+                    last_log_id: far_id,
+                }),
+            ),
+            (
+                "an append whose previous log id is past the bound",
+                RaftReq::Append(AppendEntriesRequest {
+                    vote: Vote::new_committed(3, 2),
+                    prev_log_id: Some(LogId::new(CommittedLeaderId::new(1, 2), far)),
+                    entries: vec![],
+                    leader_commit: None,
+                }),
+            ),
+        ] {
+            let n = count("past_bound");
+            assert!(answer(call(req)).await.is_empty(), "{what}: answered");
+            assert_eq!(count("past_bound"), n + 1, "{what}");
+            assert_eq!(
+                node.raft.metrics().borrow().vote,
+                before,
+                "{what}: the vote moved"
+            );
+        }
+        // Node 2's certificate, claiming to be node 3: not served.
+        let as_three = call(RaftReq::Vote(VoteRequest::new(Vote::new(3, 3), None)));
+        assert!(
+            answer(as_three).await.is_empty(),
+            "node 3's vote on node 2's certificate"
+        );
+        // Node 2 as itself, in a plain term: served, and granted.
+        let got = answer(call(RaftReq::Vote(VoteRequest::new(Vote::new(3, 2), None)))).await;
+        let got = frame::read::<_, RaftResp>(&mut got.as_slice(), MAX_RAFT_FRAME)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(&got, RaftResp::Vote(Ok(v)) if v.vote_granted),
+            "node 2's vote, a first peer's, in term 3"
         );
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);

@@ -98,13 +98,20 @@ pub struct NodeConfig {
     /// nodes, which never dial anything else; `fencelock-node` sets false with TLS;
     /// the in-process test network names nodes `mem:N`).
     pub loopback_members: bool,
+    /// How long (ms) the leader waits for a follower to take one snapshot chunk
+    /// ([`crate::net::SNAPSHOT_CHUNK`], 3 MiB) — for the last, to install the snapshot —
+    /// before it drops the connection and starts the transfer again (openraft's
+    /// `install_snapshot_timeout`, whose own default, 200 ms, needs about 120 Mbit/s per
+    /// chunk: a follower on a slower link never caught up). `fencelock-node` sets it to
+    /// `--read-timeout-ms`, which is how long the follower itself gives a frame to arrive.
+    pub snapshot_chunk_timeout_ms: u64,
 }
 
 impl NodeConfig {
     /// Defaults for a loopback cluster: grace 1 s, tick check every 20 ms, heartbeats
     /// every 50 ms (openraft also uses this as the AppendEntries timeout), election timeout
     /// 300–600 ms, requests time out after 3 s, a snapshot every 20 000 entries, members
-    /// on loopback addresses only.
+    /// on loopback addresses only, 10 s for a snapshot chunk.
     pub fn new(id: NodeId, dir: PathBuf) -> NodeConfig {
         NodeConfig {
             id,
@@ -120,6 +127,7 @@ impl NodeConfig {
             max_sessions_per_conn: None,
             max_sessions_per_token: None,
             loopback_members: true,
+            snapshot_chunk_timeout_ms: crate::net::READ_TIMEOUT.as_millis() as u64,
         }
     }
 }
@@ -440,6 +448,7 @@ impl Node {
             max_in_snapshot_log_to_keep: config.snapshot_logs / 4,
             // Every frame a node sends fits in any peer's frame limit (crate::net).
             snapshot_max_chunk_size: crate::net::SNAPSHOT_CHUNK,
+            install_snapshot_timeout: config.snapshot_chunk_timeout_ms,
             max_payload_entries: crate::net::entries_per_append(),
             // Elections are started by the Elector after a won pre-vote.
             enable_elect: false,

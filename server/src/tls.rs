@@ -15,9 +15,13 @@
 //!   from (the vote's node) must be the node the certificate names, and a member of the
 //!   cluster (voter or learner) as this node knows it. So a program without a member's
 //!   certificate and key cannot vote, append or install a snapshot, and neither can a node
-//!   removed from the cluster. (A node that knows no membership yet — a new learner before
-//!   its first entry — accepts any node with a CA-signed certificate: it has nothing to
-//!   lose.) One exception keeps a node that missed a membership change from being left
+//!   removed from the cluster. A node that knows no membership yet — before `--init`
+//!   reaches it, or a new node before its first entry — serves only the nodes its operator
+//!   listed for that time (`fencelock-node`'s `--peer` list: [`crate::net::PeerPolicy`]'s
+//!   `first_peers`): were it to take any certificate of the CA then, a removed member's
+//!   could give it a membership and state of its own making, or a vote in a term the
+//!   cluster's elections cannot follow. One exception keeps a node that missed a
+//!   membership change from being left
 //!   behind: a node it does not know as a member may append and install snapshots (never
 //!   vote) as leader, under exactly the committed vote a member it knows says it follows
 //!   ([`crate::election::Elector::vouched`], learned from pre-vote answers).
@@ -25,6 +29,7 @@
 //! Certificates and keys are read from PEM files ([`NodeTls::load`],
 //! [`client_config`]); `fencelock-certs` makes a development CA and node certificates.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -183,18 +188,21 @@ impl NodeTls {
 /// Whether a Raft request that says it comes from node `from` may be served on a
 /// connection whose peer presented `cert` (already verified against the CA): the
 /// certificate must name `from` ([`node_name`]), and `from` must be a member (voter or
-/// learner) of the membership `raft` knows — unless it knows none yet, or
+/// learner) of the membership `raft` knows — or, while it knows none yet, one of `first`
+/// (the nodes the operator listed for that time) — unless
 /// `vouched_leader()` says the request is a leader's under a vote a member follows (an
 /// append or snapshot under `from`'s committed vote, which a member this node knows said
 /// it follows: [`crate::election::Elector::vouched`]; asked only for a non-member): a
 /// node that missed `from`'s addition learns it only from `from`'s entries. Votes and
-/// pre-votes are never served from a node that is not a member.
+/// pre-votes are never served from a node that is not a member (or, before a membership,
+/// one of `first`).
 ///
 /// Errors: the reason, when it may not. Cost: one certificate name check, a metrics read.
 pub fn check_peer(
     raft: &Raft,
     cert: &CertificateDer<'_>,
     from: NodeId,
+    first: &BTreeSet<NodeId>,
     vouched_leader: impl FnOnce() -> bool,
 ) -> Result<(), String> {
     let ee = webpki::EndEntityCert::try_from(cert).map_err(|e| format!("peer certificate: {e}"))?;
@@ -203,7 +211,15 @@ pub fn check_peer(
         .map_err(|_| format!("the peer's certificate is not node {from}'s"))?;
     let m = raft.metrics().borrow().membership_config.clone();
     let members = m.membership();
-    if members.nodes().next().is_some() && members.get_node(&from).is_none() && !vouched_leader() {
+    if members.nodes().next().is_none() {
+        return match first.contains(&from) {
+            true => Ok(()),
+            false => Err(format!(
+                "node {from} is not among the nodes this node serves before it knows a membership"
+            )),
+        };
+    }
+    if members.get_node(&from).is_none() && !vouched_leader() {
         return Err(format!("node {from} is not a member"));
     }
     Ok(())
@@ -212,8 +228,8 @@ pub fn check_peer(
 /// Whether the peer that presented `cert` (already verified against the CA) may send Raft
 /// requests at all: its certificate names a member (voter or learner) of the membership
 /// `raft` knows, or one of `vouched` (leaders whose votes members this node knows
-/// follow: [`crate::election::Elector::vouched_leaders`]), or `raft` knows no membership
-/// yet.
+/// follow: [`crate::election::Elector::vouched_leaders`]), or, while `raft` knows no
+/// membership yet, one of `first`.
 /// Checked when a peer connects, before a byte it sends is decoded, so a holder of a
 /// certificate of this CA that is not a member's (a node removed, a certificate issued
 /// for something else) cannot make a node decode anything; each request is still checked
@@ -224,18 +240,24 @@ pub fn check_peer(
 pub fn check_member_cert(
     raft: &Raft,
     cert: &CertificateDer<'_>,
-    vouched: &std::collections::BTreeSet<NodeId>,
+    vouched: &BTreeSet<NodeId>,
+    first: &BTreeSet<NodeId>,
 ) -> Result<(), String> {
     let ee = webpki::EndEntityCert::try_from(cert).map_err(|e| format!("peer certificate: {e}"))?;
     let m = raft.metrics().borrow().membership_config.clone();
     let members = m.membership();
-    if members.nodes().next().is_none() {
-        return Ok(());
-    }
     let names = |id: NodeId| {
         ServerName::try_from(node_name(id))
             .is_ok_and(|n| ee.verify_is_valid_for_subject_name(&n).is_ok())
     };
+    if members.nodes().next().is_none() {
+        return match first.iter().any(|id| names(*id)) {
+            true => Ok(()),
+            false => Err(
+                "the peer's certificate names none of the nodes this node serves before it knows a membership".into(),
+            ),
+        };
+    }
     if members.nodes().any(|(id, _)| names(*id)) || vouched.iter().any(|id| names(*id)) {
         Ok(())
     } else {

@@ -293,3 +293,22 @@ pub type Vote = openraft::Vote<NodeId>;
 pub type StoredMembership = openraft::StoredMembership<NodeId, NodeAddr>;
 /// Snapshot meta.
 pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, NodeAddr>;
+
+/// Every Raft term and log index a node takes — from a peer, in a peer's answer, or
+/// replayed from its own log — is below this bound, 2^62. Terms grow by one an election
+/// and indices by one an entry, so no cluster comes near it: a number past it is forged
+/// or damaged. openraft works out `term + 1` for each election and unwraps the vote it
+/// makes of it; a vote at `u64::MAX`, taken by one node, reaches the others with its
+/// answers and appends, and the next election on each then panics its Raft core, for
+/// good (the vote is durable).
+pub const RAFT_NUMBER_BOUND: u64 = 1 << 62;
+
+/// Whether `id`'s term and index are below [`RAFT_NUMBER_BOUND`]. Cost: O(1).
+pub fn log_id_in_bounds(id: &LogId) -> bool {
+    id.leader_id.get_term() < RAFT_NUMBER_BOUND && id.index < RAFT_NUMBER_BOUND
+}
+
+/// Whether `vote`'s term is below [`RAFT_NUMBER_BOUND`]. Cost: O(1).
+pub fn vote_in_bounds(vote: &Vote) -> bool {
+    vote.leader_id().get_term() < RAFT_NUMBER_BOUND
+}

@@ -975,6 +975,7 @@ async fn start_tls(name: &str) -> TlsCluster {
             r,
             node.elector().clone(),
             Some(tls.clone()),
+            (1..=3).filter(|&p| p != id).collect(),
         ));
         let mut policy = tokens();
         policy.tls = Some(tls.clients.clone());
@@ -1036,7 +1037,8 @@ struct TlsNode {
 
 impl TlsNode {
     /// Node `id` on 127.0.0.`id`, its data in `base/n<id>`, serving `raft` and `client`
-    /// (bound on that address).
+    /// (bound on that address); before it knows a membership it serves nodes 1 to 3 (the
+    /// first members, one of which adds every later node).
     async fn start(
         ca: &DevCa,
         id: u64,
@@ -1059,6 +1061,7 @@ impl TlsNode {
                 raft,
                 node.elector().clone(),
                 Some(tls.clone()),
+                (1..=3).filter(|&p| p != id).collect(),
             )),
             tokio::spawn(serve_clients_with(client, node.clone(), policy)),
         ];
@@ -1494,6 +1497,69 @@ async fn a_forged_peer_vote_without_a_member_certificate_is_refused() {
         matches!(&answer, Ok(v) if !v.vote_granted),
         "a member's vote was not served: {answer:?}"
     );
+    c.t.stop().await;
+}
+
+/// A node waiting to be added knows no membership yet. Before, any certificate of the CA
+/// was served there: a removed member's (node 5's, here) could have it vote at term
+/// `u64::MAX`, a vote the leader meets when it adds the node and every later election
+/// then overflows on (openraft's `term + 1`, unwrapped), stopping the cluster for good.
+/// Now node 4 serves only the members its operator listed (1 to 3): node 5's vote (in a
+/// plain term) is not answered, and even a listed member's vote at that term is refused (no term or log
+/// index past 2^62 is served from anyone). Node 4's vote stays unset, it is added, the
+/// leader keeps its term, and the cluster commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_waiting_to_be_added_serves_only_its_listed_members_and_no_term_past_the_bound() {
+    let c = start_tls("sec-joining").await;
+    let l = c.leader().await;
+    let term = c.t.nodes[l].raft.metrics().borrow().current_term;
+    let settings = c.t.nodes[l].elector().settings().clone();
+    let r = tokio::net::TcpListener::bind("127.0.0.4:0").await.unwrap();
+    let cl = tokio::net::TcpListener::bind("127.0.0.4:0").await.unwrap();
+    let four = NodeAddr {
+        raft: r.local_addr().unwrap().to_string(),
+        client: cl.local_addr().unwrap().to_string(),
+    };
+    let joining = TlsNode::start(&c.ca, 4, &c.t.base, r, cl).await;
+    let ca_der = c.ca.cert_der();
+    let cert_of = |id: u64| {
+        c.ca.node(id, &[&format!("127.0.0.{id}")])
+            .unwrap()
+            .node_tls(&ca_der)
+            .unwrap()
+    };
+    // Node 5, not listed, even in a plain term: not answered.
+    let ahead = Vote::new(term + 1000, 5);
+    let answer = real_vote(cert_of(5), &settings, (4, &four), ahead).await;
+    assert!(
+        answer.is_err(),
+        "node 5, not listed, was answered: {answer:?}"
+    );
+    let far = Vote::new(u64::MAX, 2);
+    let answer = real_vote(cert_of(2), &settings, (4, &four), far).await;
+    assert!(
+        answer.is_err(),
+        "a vote at term u64::MAX was answered: {answer:?}"
+    );
+    let vote = joining.node.raft.metrics().borrow().vote;
+    assert_eq!(vote.leader_id().term, 0, "node 4 took a vote: {vote}");
+
+    let client = c.client();
+    client
+        .add_learner(4, four.clone())
+        .await
+        .expect("add-learner");
+    let after = c.t.nodes[l].raft.metrics().borrow().clone();
+    assert_eq!(
+        (after.current_term, after.state),
+        (term, openraft::ServerState::Leader),
+        "the leader changed term or stepped down"
+    );
+    let s = client.open_session(60_000).await.unwrap();
+    let t = granted(&s, "jobs/joined").await;
+    assert_eq!(s.release("jobs/joined").await.unwrap(), t);
+    s.close().await.unwrap();
+    joining.stop().await;
     c.t.stop().await;
 }
 

@@ -65,6 +65,9 @@ struct Args {
     #[arg(long, required = true)]
     dir: Option<PathBuf>,
     /// A member: ID=RAFT_ADDR/CLIENT_ADDR (repeat for each member, this node included).
+    /// With TLS, a node that knows no membership yet (before --init reaches it, or before
+    /// it is added) serves Raft requests only from the other nodes listed here: a node to
+    /// be added lists the members (any of which may be the leader that adds it).
     #[arg(long = "peer", required = true)]
     peers: Vec<String>,
     /// Initialize the cluster with the peers (once, on one node).
@@ -854,6 +857,7 @@ async fn run(args: Args) -> Result<(), String> {
     config.max_sessions_per_token =
         (args.max_sessions_per_token > 0).then_some(args.max_sessions_per_token);
     config.heartbeat_ms = args.heartbeat_ms;
+    config.snapshot_chunk_timeout_ms = args.read_timeout_ms;
     config.election_ms = (args.election_ms, 2 * args.election_ms);
     // Members off loopback are allowed (and dialled) only over TLS.
     config.loopback_members = !any_host;
@@ -883,6 +887,8 @@ async fn run(args: Args) -> Result<(), String> {
         idle_timeout: Duration::from_millis(args.peer_idle_timeout_ms),
         read_timeout: Duration::from_millis(args.read_timeout_ms),
         stats: node.stats.net.clone(),
+        // Before it knows a membership, a node serves only the other nodes it was given.
+        first_peers: peers.keys().copied().filter(|&p| p != id).collect(),
     };
     let raft_task = tokio::spawn(serve_peers(raft_l, node.elector().clone(), peer_policy));
     // The metrics listener's /snapshot holds every session's credential: a node with
