@@ -4,6 +4,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n=== %s ===\n' "$*"; }
 
+# Cargo.lock is what was reviewed: a lock file that no longer matches the manifests fails
+# here, where cargo would otherwise resolve again quietly (and rewrite it) on the way.
+step "lock files match the manifests"
+for manifest in Cargo.toml fuzz/Cargo.toml tests/bare-metal/Cargo.toml server/bench/Cargo.toml; do
+  cargo metadata --locked --format-version 1 --manifest-path "$manifest" >/dev/null
+done
 step "format and lints"
 make --no-print-directory lint
 step "Rust tests (core and workspace)"
@@ -14,6 +20,8 @@ make --no-print-directory test-nostd
 # randomised form is `make test-partitions`).
 # Every layer's script must be there: one missing (renamed, deleted) fails the run under
 # set -e rather than leaving the layer out unsaid.
+# (verify replays the vectors through every layer built before it: each must be there.)
+export VERIFY_ALL_LAYERS=1
 for layer in ffi wasm docs packages demo verify server fence partitions; do
   step "$layer"
   bash "scripts/test-$layer.sh"

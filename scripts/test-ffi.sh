@@ -162,8 +162,9 @@ pyout=$(PYTHONPATH=ffi/python "$venv/bin/python" -m pytest -q -p no:cacheprovide
   -W error::pytest.PytestUnhandledThreadExceptionWarning ffi/python/tests 2>&1) ||
   { echo "$pyout"; exit 1; }
 tail -n 1 <<<"$pyout"
-# A skipped test is not a passed one.
-if grep -qi "skipped" <<<"$pyout"; then echo "$pyout" >&2; echo "python tests were skipped" >&2; exit 1; fi
+# A skipped test is not a passed one, nor is an expected failure (xfail) or an unexpected
+# pass of one (xpass), nor a test left out (deselected).
+if grep -qiE "skipped|xfailed|xpassed|deselected" <<<"$pyout"; then echo "$pyout" >&2; echo "python tests were skipped, xfailed, xpassed or deselected" >&2; exit 1; fi
 example=$(cd "$work" && PYTHONPATH="$OLDPWD/ffi/python" python3 "$OLDPWD/ffi/python/example.py")
 echo "$example"
 [ "$(tail -n 1 <<<"$example" | cut -c1-12)" = "refused: 401" ] || { echo "example.py: A's stale write was not refused" >&2; exit 1; }

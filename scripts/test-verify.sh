@@ -122,6 +122,24 @@ detections=$(grep -c 'FAULT .* caught' "$log" || true)
 by_sim=$(grep -c 'FAULT .* caught by the simulation' "$log" || true)
 by_mc=$(grep -c 'FAULT .* caught by the model checker' "$log" || true)
 nlayers=$(wc -w <<<"$layers")
+# A runner left out is said, not just missing from the count; `make test` builds every
+# layer first and sets VERIFY_ALL_LAYERS=1, so there a layer left out fails the run.
+not_run=""
+for l in c thumbv7em wasm; do
+  grep -qw "$l" <<<"$layers" || not_run="$not_run $l"
+done
+for l in $not_run; do
+  case $l in
+    c) how="scripts/test-ffi.sh builds it" ;;
+    thumbv7em) how="scripts/test-bare-metal.sh builds it; needs qemu-system-arm" ;;
+    wasm) how="scripts/test-wasm.sh builds it" ;;
+  esac
+  echo "[verify] NOT RUN: the $l vector runner ($how)"
+done
+if [ -n "$not_run" ] && [ "${VERIFY_ALL_LAYERS:-}" = 1 ]; then
+  echo "[verify] FAILED: every layer's runner must run here (VERIFY_ALL_LAYERS=1); not run:$not_run" >&2
+  exit 1
+fi
 cat <<SUMMARY
 
 === verification figures ($(date -u +%Y-%m-%dT%H:%MZ), mode $mode) ===

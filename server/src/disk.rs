@@ -356,9 +356,10 @@ mod tests {
     }
 
     /// The directory of a path, a bare file name's included (the current one), is found
-    /// and synced; a missing one is an error naming it.
+    /// (and its sync succeeds: whether it reached the disk, no test here can see); a
+    /// missing one is an error naming it.
     #[test]
-    fn a_paths_directory_is_synced() {
+    fn a_paths_directory_is_found_and_a_missing_one_named() {
         let dir = std::env::temp_dir().join(format!("fl-syncparent-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         sync_parent_dir(&dir.join("backup.bin")).unwrap();

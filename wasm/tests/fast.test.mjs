@@ -73,7 +73,7 @@ function both(obj, fast, input) {
     assert.equal(fast.lastError(), null);
   }
   assert.equal(hex(fast.snapshot()), hex(obj.snapshot()), `${what}: same state`);
-  if (ids) byId(ids, input, code, events, err);
+  if (ids) byId(ids, input, code, events, err, fast);
   return [code, err ? err.code : null];
 }
 
@@ -90,8 +90,9 @@ function idOf(ids, lock) {
 }
 
 // Applies `input` through the id calls and asserts the string fast path's answer (`code`,
-// its events, the object API's error `err`, and the state of `fast` just checked).
-function byId(ids, input, code, events, err) {
+// its events, the object API's error `err`) and the string path's service `fast`: its
+// reply's number and its snapshot bytes, just checked against the object API's.
+function byId(ids, input, code, events, err, fast) {
   const id = idOf(ids, input.lock);
   const what = `${JSON.stringify(input)} by id`;
   if (id === null) {
@@ -119,7 +120,9 @@ function byId(ids, input, code, events, err) {
     if (err.code !== 'bad_argument') assert.equal(e.message, err.message, what);
   } else {
     assert.equal(ids.lastError(), null, what);
+    assert.equal(ids.replyValue(), fast.replyValue(), what);
   }
+  assert.equal(hex(ids.snapshot()), hex(fast.snapshot()), `${what}: same state`);
 }
 
 function pair() {
@@ -195,9 +198,13 @@ test('every refusal gives the object API error, as minus its errno, and changes 
     [R({ session: 1, request: 4 }), 'stale_request'],
   ];
   for (const [input, code] of cases) {
+    const before = hex(fast.snapshot());
     const [c, got] = both(obj, fast, input);
     assert.equal(got, code, JSON.stringify(input));
     assert.equal(c < 0, code !== null, JSON.stringify(input));
+    // Each is refused before the core, or by it at the service's own time (or earlier):
+    // nothing changed, not even the time.
+    if (code !== null) assert.equal(hex(fast.snapshot()), before, `${JSON.stringify(input)}: changed`);
   }
 });
 
