@@ -29,6 +29,14 @@ if [ "$node_ok" != yes ]; then
   echo "[setup] node $(node --version 2>/dev/null || echo '(not found)'): $MODE needs node $want" >&2
   exit 1
 fi
+# npm installs the tools below (Debian's nodejs package comes without it); the Python
+# wheel build (scripts/build_wheel.py, in the package tests) reads TOML with tomllib,
+# Python 3.11 or newer. Said now rather than minutes into make test.
+command -v npm >/dev/null 2>&1 || { echo "[setup] npm not found: $MODE needs npm (with node)" >&2; exit 1; }
+if tests && ! python3 -c 'import tomllib' 2>/dev/null; then
+  echo "[setup] python3 $(python3 -c 'import platform; print(platform.python_version())' 2>/dev/null || echo '(not found)'): the tests need Python 3.11 or newer" >&2
+  exit 1
+fi
 
 # rustfmt and clippy on the default (stable) toolchain, for the lint step of test-all.sh.
 need_comp=()
@@ -66,9 +74,16 @@ if tests; then
   fi
 
   # cargo-fuzz + nightly pieces for the fuzz smoke run and Miri.
-  if ! cargo fuzz --version >/dev/null 2>&1; then
+  if [ "$(cargo fuzz --version 2>/dev/null | awk '{print $2}')" != "$CARGO_FUZZ_VERSION" ]; then
     log "cargo install cargo-fuzz $CARGO_FUZZ_VERSION"
-    cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --quiet
+    cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --force --quiet
+  fi
+  # The nightly toolchain itself first: `component add` does not install a missing one,
+  # and whether `cargo +nightly` installs it on demand depends on rustup's version and
+  # RUSTUP_AUTO_INSTALL.
+  if ! rustup toolchain list | grep -q '^nightly'; then
+    log "rustup toolchain install nightly (minimal)"
+    rustup toolchain install nightly --profile minimal
   fi
   if ! cargo +nightly miri --version >/dev/null 2>&1; then
     log "rustup component add miri rust-src (nightly)"
@@ -81,7 +96,8 @@ if tests; then
   # python3 has no ensurepip without python3-venv), pkg-config, readelf/strip (binutils), g++;
   # prlimit (util-linux) for the server's open-file-limit test.
   need_apt=()
-  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+  # (The tests start /usr/bin/chromium: a chromium elsewhere on PATH is not the one.)
+  [ -x /usr/bin/chromium ] || need_apt+=(chromium)
   command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
   command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
   probe=$(mktemp -d)
@@ -124,14 +140,23 @@ fi # tests
 # dependency), and for the tests only (devDependencies) playwright-core to drive
 # Chromium, typescript's tsc to type-check the package's declarations and vite to bundle a
 # page that uses the package. The demo installs the first alone.
+# A stamp of the lock file they were installed from (and whether the test tools came
+# too) makes a changed pin reach a checkout that already has node_modules.
+lock_sum=$(sha256sum tools/package-lock.json | awk '{print $1}')
+stamp=tools/node_modules/.installed-from
+installed=$(cat "$stamp" 2>/dev/null || true)
 if tests; then
-  if [ ! -x tools/node_modules/.bin/wasm-opt ] || [ ! -d tools/node_modules/playwright-core ] ||
-    [ ! -x tools/node_modules/.bin/tsc ] || [ ! -x tools/node_modules/.bin/vite ]; then
+  if [ "$installed" != "all $lock_sum" ] || [ ! -x tools/node_modules/.bin/wasm-opt ] ||
+    [ ! -d tools/node_modules/playwright-core ] || [ ! -x tools/node_modules/.bin/tsc ] ||
+    [ ! -x tools/node_modules/.bin/vite ]; then
     log "npm ci in tools/"
     (cd tools && npm ci --no-audit --no-fund --loglevel=error)
+    echo "all $lock_sum" >"$stamp"
   fi
-elif [ ! -x tools/node_modules/.bin/wasm-opt ]; then
+elif [ "$installed" != "all $lock_sum" ] && [ "$installed" != "build $lock_sum" ] ||
+  [ ! -x tools/node_modules/.bin/wasm-opt ]; then
   log "npm ci --omit=dev in tools/ (wasm-opt)"
   (cd tools && npm ci --omit=dev --no-audit --no-fund --loglevel=error)
+  echo "build $lock_sum" >"$stamp"
 fi
 log "ok"
