@@ -58,6 +58,9 @@ let captions = []; // the caption of every recorded step (for first uses of term
 // timeline (after the switch, a slider, a return to the scene) so none vanishes silently.
 const kept = SCENES.map(() => []);
 let droppedNote = '';
+// Story mode per scene: on when a scene first opens, off once its own story has ended (free
+// play) or you turned it off; another scene keeps its own.
+const storyOn = SCENES.map(() => true);
 const params = SCENES.map((s) => Object.fromEntries(Object.entries(s.params).map(([k, p]) => [k, p.value])));
 
 // ------------------------------------------------------------------ boot
@@ -120,6 +123,7 @@ function openRecording(text, name) {
   SCENES[REPLAY] = replayScene(rec, name);
   params[REPLAY] = {};
   kept[REPLAY] = [];
+  storyOn[REPLAY] = true;
   renderTabs();
   chooseScene(REPLAY);
   document.body.dataset.recording = 'open';
@@ -135,7 +139,17 @@ async function openRecordingFile(file) {
     document.body.dataset.recording = 'error';
     return;
   }
-  openRecording(await file.text(), file.name);
+  let text;
+  try {
+    text = await file.text();
+  } catch (e) {
+    const err = $('rec-error');
+    err.textContent = `Could not open ${file.name}: the browser could not read it (${e?.message ?? e}). The page keeps what it showed.`;
+    err.hidden = false;
+    document.body.dataset.recording = 'error';
+    return;
+  }
+  openRecording(text, file.name);
 }
 
 function wireRecordings() {
@@ -189,6 +203,8 @@ function chooseScene(i) {
   ui.lede.textContent = s.lede;
   $('scene-lede-2').textContent = s.lede; // a phone shows the lede under the stage, not above it
   document.body.dataset.scene = s.key;
+  ui.story.checked = storyOn[i] ?? true;
+  document.body.dataset.story = String(ui.story.checked);
   if (!TEST) history.replaceState(null, '', `#scene-${i + 1}`);
   buildControls();
   rebuild(1);
@@ -256,7 +272,16 @@ function showInterventions() {
   if (list.length) parts.push(`Your interventions, replayed after every change: ${list.map((iv) => `<span class="iv" data-testid="iv">${describe(iv)}</span>`).join(', ')}.`);
   if (droppedNote) parts.push(`<span class="dropped" data-testid="iv-dropped">${droppedNote}.</span>`);
   ui.interventions.hidden = parts.length === 0;
-  ui.interventions.innerHTML = parts.join(' ');
+  writeLive(ui.interventions, parts.join(' '));
+}
+
+// What each live region (role=status) shows: a screen reader announces every write to one,
+// so a region is written only when its text changes, not on every draw.
+const written = new WeakMap();
+function writeLive(el, html) {
+  if (written.get(el) === html) return;
+  written.set(el, html);
+  el.innerHTML = html;
 }
 
 // ------------------------------------------------------------------ scene controls
@@ -314,7 +339,7 @@ function draw(w) {
   renderSwimlane(ui.swimlane, w, lastT, narrow);
   const m = w.milestone;
   const before = ui.caption.textContent;
-  ui.caption.innerHTML = `${m ? `<span class="ms" data-testid="milestone" data-n="${m.n ?? ''}" aria-label="${m.yours ? 'your intervention' : m.n == null ? 'outcome' : `milestone ${m.n}`}">${m.yours ? '✋' : milestoneMark(m.n)}</span> ` : ''}<span class="txt" data-testid="caption-text">${escHtml(w.caption)}</span>`;
+  writeLive(ui.caption, `${m ? `<span class="ms" data-testid="milestone" data-n="${m.n ?? ''}" aria-label="${m.yours ? 'your intervention' : m.n == null ? 'outcome' : `milestone ${m.n}`}">${m.yours ? '✋' : milestoneMark(m.n)}</span> ` : ''}<span class="txt" data-testid="caption-text">${escHtml(w.caption)}</span>`);
   ui.caption.dataset.milestone = m ? (m.yours ? 'yours' : String(m.n ?? 'outcome')) : '';
   const terms = termsAt(captions, tl.cursor, w.scene.key);
   ui.terms.innerHTML = terms.map((d) => `<p class="def" data-term="${escHtml(d.term)}"><dfn>${escHtml(d.term)}</dfn> — ${escHtml(d.def)}</p>`).join('');
@@ -378,13 +403,15 @@ function dockHint() {
 }
 ui.dock.addEventListener('scroll', dockHint, { passive: true });
 window.addEventListener('resize', dockHint);
-ui.dockMore.addEventListener('click', () => ui.dock.scrollBy({ top: ui.dock.clientHeight - 32, behavior: TEST ? 'auto' : 'smooth' }));
+const reducedMotion = window.matchMedia('(prefers-reduced-motion: reduce)');
+ui.dockMore.addEventListener('click', () => ui.dock.scrollBy({ top: ui.dock.clientHeight - 32, behavior: TEST || reducedMotion.matches ? 'auto' : 'smooth' }));
 
 /** The end of the recorded story: after it, play is free play (no stops). */
 function finished() {
   pause();
   if (ui.story.checked) {
     ui.story.checked = false;
+    storyOn[sceneIndex] = false;
     document.body.dataset.story = 'false';
     ui.terms.insertAdjacentHTML('beforeend', '<p class="def free" data-testid="free-play">The story is over: free play. Playback no longer stops at milestones (press <kbd>s</kbd> or tick “story” to bring the stops back). Change a switch or a slider, or click a client to pause, resume or kill it.</p>');
     dockHint();
@@ -404,6 +431,8 @@ const toggle = () => (timer ? pause() : play());
 function showSpeed() {
   const v = 2 ** Number(ui.speed.value);
   ui.speedOut.textContent = `${v >= 1 ? Math.round(v * 10) / 10 : Math.round(v * 100) / 100}×`;
+  // spoken as the speed it gives, not the slider's log-scale number
+  ui.speed.setAttribute('aria-valuetext', `${ui.speedOut.textContent} speed`);
 }
 
 function wireControls() {
@@ -412,7 +441,10 @@ function wireControls() {
   $('btn-back').addEventListener('click', () => (pause(), seek(timeline.cursor - 1)));
   $('btn-end').addEventListener('click', () => (pause(), seek(timeline.length)));
   $('btn-reset').addEventListener('click', () => (pause(), rebuild(1, { forget: true })));
-  ui.story.addEventListener('change', () => (document.body.dataset.story = String(ui.story.checked)));
+  ui.story.addEventListener('change', () => {
+    storyOn[sceneIndex] = ui.story.checked;
+    document.body.dataset.story = String(ui.story.checked);
+  });
   ui.scrubber.addEventListener('input', () => (pause(), seek(Number(ui.scrubber.value))));
   ui.speed.addEventListener('input', showSpeed);
   showSpeed();
@@ -464,11 +496,13 @@ function onKey(e) {
     case 's':
       if (typing) return;
       ui.story.checked = !ui.story.checked;
+      storyOn[sceneIndex] = ui.story.checked;
       document.body.dataset.story = String(ui.story.checked);
       return;
     case 'f': {
       if (typing) return;
-      const sw = ui.controls.querySelector('input[role="switch"]');
+      // the fencing switch only: a scene without one (scene 8's switch is its crash) ignores the key
+      const sw = ui.controls.querySelector('input[data-param="fencing"]');
       if (sw) sw.click();
       return;
     }

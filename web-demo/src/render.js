@@ -894,7 +894,10 @@ export function renderOutcome(el, w) {
       break;
     case 'replication':
       kind = o.redis.holders.length > 1 ? 'corrupted' : 'ok';
-      text = `Single Redis: ${o.redis.holders.length} holders (${o.redis.holders.map((h) => `${h.name}·${h.token}`).join(', ')}) · Consensus: ${o.raft.holders.length} holder (${o.raft.holders.map((h) => `${h.name}·${h.token}`).join(', ')})`;
+      {
+        const holders = (hs) => `${hs.length} holder${hs.length === 1 ? '' : 's'} (${hs.map((h) => `${h.name}·${h.token}`).join(', ')})`;
+        text = `Single Redis: ${holders(o.redis.holders)} · Consensus: ${holders(o.raft.holders)}`;
+      }
       break;
     default:
       break;

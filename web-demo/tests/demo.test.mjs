@@ -265,15 +265,20 @@ test('scene 1: clicking a client to kill it rewrites the future from that point'
 
 test('scene 1: keyboard — focus a client, Enter opens its menu, pause it, then resume it', async () => {
   await open(1);
-  await page.focus('[data-testid=client-B]');
+  // Tab from A reaches B, the next client on the stage
+  await page.focus('[data-testid=client-A]');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.client), 'B');
   await page.keyboard.press('Enter');
   await page.waitForSelector('#menu:not([hidden])');
   await page.keyboard.press('Enter'); // first item: pause
   assert.equal(await page.getAttribute('[data-testid=client-B]', 'data-status'), 'paused');
-  await page.focus('[data-testid=client-B]');
+  // focus came back to B: Enter opens its menu again, whose first item is now resume
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.client), 'B');
   await page.keyboard.press('Enter');
-  assert.equal(await page.locator('[data-testid=menu-resume]').count(), 1);
-  await page.click('[data-testid=menu-resume]');
+  await page.waitForSelector('#menu:not([hidden])');
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.action), 'resume');
+  await page.keyboard.press('Enter');
   assert.equal(await page.getAttribute('[data-testid=client-B]', 'data-status'), 'running');
   await page.keyboard.press('3');
   assert.equal(await page.getAttribute('[data-testid=tab-3]', 'aria-pressed'), 'true');
@@ -370,11 +375,15 @@ test('phone width (390 px): no horizontal scrolling, every scene still renders',
 });
 
 /** Overlaps seen now: swimlane labels a marker sits on, stage nodes outside their panel. */
-async function layoutProblems() {
-  return page.evaluate(() => {
+// (No swimlane where `laned` says the scene draws one, or no panel where `panelled` says it
+// draws them, is a problem too: the checks would otherwise pass on nothing when a selector
+// stops matching.)
+async function layoutProblems({ laned, panelled }) {
+  return page.evaluate(({ laned, panelled }) => {
     const found = [];
     const meet = (a, b) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
     const lane = document.querySelector('[data-testid=swimlane] svg');
+    if (laned && !lane) found.push('no swimlane drawn');
     if (lane) {
       const shapes = [...lane.querySelectorAll('g.mark > circle, g.mark > path')].map((e) => e.getBBox());
       for (const t of lane.querySelectorAll('text.span-label, g.mark text')) {
@@ -384,6 +393,7 @@ async function layoutProblems() {
     }
     const stage = document.querySelector('[data-testid=stage] svg');
     const panels = [...stage.querySelectorAll('.panel-bg rect')].map((r) => r.getBBox());
+    if (panelled && !panels.length) found.push('no panel drawn');
     if (panels.length) {
       for (const g of stage.querySelectorAll('g.node')) {
         const box = g.querySelector('rect.box');
@@ -395,7 +405,7 @@ async function layoutProblems() {
       }
     }
     return found;
-  });
+  }, { laned, panelled });
 }
 
 test('layout: no swimlane marker covers a label and every node fits its panel (each step, 1280 and 390 px)', async () => {
@@ -406,7 +416,7 @@ test('layout: no swimlane marker covers a label and every node fits its panel (e
       const length = await stepsOf();
       for (let k = 1; k <= length; k += 1) {
         await scrubTo(k);
-        assert.deepEqual(await layoutProblems(), [], `scene ${s}, step ${k}, ${size.width} px wide`);
+        assert.deepEqual(await layoutProblems({ laned: ![2, 4].includes(s), panelled: [4, 6, 8].includes(s) }), [], `scene ${s}, step ${k}, ${size.width} px wide`);
       }
     }
   }
@@ -574,14 +584,16 @@ test('story, scene 1: playback stops at each milestone and each caption matches 
   assert.equal(granted35.badges.A, 'GC pause · believes 34');
   assert.match(write35.caption, /B writes with token 35.*records 35/);
   assert.equal(write35.highest, '35');
-  // the payoff, beat 1: A wakes still believing 34 and sends; nothing refused yet
-  assert.match(sends.caption, /A wakes\. It still believes it holds token 34.*sends its write with 34/);
-  assert.equal(sends.badges.A, 'believes 34');
+  // the payoff, beat 1: A wakes still believing 34 and sends; its renewal thread's overdue
+  // keep-alive, sent as it wakes, is refused: A knows it lost the lock, after the write left;
+  // nothing refused by the storage yet
+  assert.match(sends.caption, /A wakes\. It still believes it holds token 34.*sends its write with 34\..*Now A knows it lost the lock — but the write has already left/);
+  assert.equal(sends.badges.A, 'lost the lock');
   assert.deepEqual(sends.refused, []);
   assert.ok(sends.flashLabels.includes('write 34'), 'the write is on its way, labelled');
   assert.deepEqual(sends.spots, ['A']);
-  // beat 2: 34 < 35, refused; only now does A know
-  assert.match(refused.caption, /^34 < 35: refused/);
+  // beat 2: 34 < 35, refused; knowing did not call the write back
+  assert.match(refused.caption, /^34 < 35: refused.*A had learnt it lost the lock after sending — too late/);
   assert.deepEqual(refused.refused, ['34 < 35']);
   assert.equal(refused.badges.A, 'lost the lock');
   assert.ok(refused.spots.includes('store'));
@@ -672,8 +684,12 @@ test('story, scene 3: the old leader wakes and sends epoch 7, then it bounces', 
   assert.ok(sends, `a stop for the send (${Object.keys(byLabel).join(' | ')})`);
   assert.deepEqual(sends.refused, []);
   assert.ok(sends.flashLabels.includes('epoch 7'));
+  // its overdue keep-alive, sent as it wakes, is refused: N1 knows before the DB answers, and
+  // the action it sent reaches the DB all the same
+  assert.match(sends.caption, /Its overdue keep-alive, sent as it wakes, is refused/);
+  assert.equal(sends.badges.N1, 'lost the lock');
   const bounced = stops[stops.indexOf(sends) + 1];
-  assert.match(bounced.caption, /^7 < 8: bounced/);
+  assert.match(bounced.caption, /^7 < 8: bounced.*N1 had learnt it was no longer leader after it sent the action — too late to call it back/);
   assert.deepEqual(bounced.refused, ['7 < 8']);
   assert.ok(stops[0].terms.includes('epoch'));
 });
@@ -698,8 +714,9 @@ test('story, scene 5: the 412 comes in two beats — W1 sends 42, then the store
   const stops = await walkStory();
   const i = stops.findIndex((s) => /^W1 wakes\. It still believes it holds fenceToken 42/.test(s.caption));
   assert.ok(i > 0);
-  assert.equal(stops[i].badges.W1, 'believes 42');
-  assert.match(stops[i + 1].caption, /^42 < 43: 412 Precondition Failed/);
+  assert.match(stops[i].caption, /Its renewal thread wakes too and sends the overdue keep-alive: refused/);
+  assert.equal(stops[i].badges.W1, 'lost the lock', 'the refused keep-alive told W1, after the PUT had gone');
+  assert.match(stops[i + 1].caption, /^42 < 43: 412 Precondition Failed.*Its renewal thread reported the lost lease as W1 woke, but the PUT went first/);
   assert.match(stops.at(-1).caption, /W1's write with fenceToken 42 got 412 Precondition Failed: the object store had already seen 43/);
 });
 
@@ -748,7 +765,10 @@ test('keys and links: Home/End do not scroll the page, a step closes a stale men
   assert.match(await text('#menu'), /A at t=0/);
   await page.keyboard.press('Escape');
   await page.click('[data-testid=client-A]');
-  await page.click('[data-testid=step]');
+  // the step from the keyboard, focus inside the menu (a click elsewhere would close it anyway)
+  assert.equal(await page.evaluate(() => !!document.activeElement.closest('#menu')), true);
+  await page.keyboard.press('ArrowRight');
+  assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), '2');
   assert.equal(await page.locator('#menu').isHidden(), true, 'the menu (which named t=0) closed when time moved');
   await page.goto(`${BASE}?test&scene=5#scene-2`);
   await page.waitForSelector('body[data-ready="1"]');
@@ -966,13 +986,14 @@ test('random interventions (seeded): every ending agrees with the recorded outpu
   };
   const pick = (xs) => xs[Math.floor(rnd() * xs.length)];
   await open(1);
+  const TRIALS = 36;
   let checked = 0;
   try {
-    for (let trial = 0; trial < 24; trial += 1) {
-      const s = pick([1, 3, 5, 1, 3, 5, 2, 4]);
+    for (let trial = 0; trial < TRIALS; trial += 1) {
+      const s = pick([1, 3, 5, 7, 1, 3, 5, 7, 2, 4, 6, 8]);
       await page.click(`[data-testid=tab-${s}]`);
       await page.keyboard.press('r');
-      if (s !== 2 && s !== 4 && rnd() < 0.4) await page.keyboard.press('f');
+      if ([1, 3, 5, 6].includes(s) && rnd() < 0.4) await page.keyboard.press('f');
       for (let round = 0, n = 1 + Math.floor(rnd() * 3); round < n; round += 1) {
         const length = await stepsOf();
         await scrubTo(1 + Math.floor(rnd() * length));
@@ -987,6 +1008,20 @@ test('random interventions (seeded): every ending agrees with the recorded outpu
       const cap = await text('[data-testid=caption-text]');
       const log = await page.locator('[data-testid=log] li').allInnerTexts();
       const logText = log.join('\n');
+      // "X was paused N s (t=a–b)": the log's pause and resume of X
+      const pausesHold = () => {
+        for (const m of cap.matchAll(/(\w+) was paused (\d+) s(?: \(t=(\d+)–(\d+)\))?/g)) {
+          const [, who, secs, from, to] = m;
+          const pauses = log.filter((l) => new RegExp(`^t=\\d+\\s+${who}\\s+${who} (enters a stop-the-world GC pause|paused \\(by you\\))`).test(l));
+          const p = from ? pauses.find((l) => new RegExp(`^t=${from}\\s`).test(l)) : pauses[0];
+          assert.ok(p, `${where}: the log has ${who}'s pause${from ? ` at t=${from}` : ''}`);
+          const t0 = Number(p.match(/^t=(\d+)/)[1]);
+          const r = log.find((l) => new RegExp(`^t=(\\d+)\\s+${who}\\s+${who} resumes`).test(l) && Number(l.match(/^t=(\d+)/)[1]) >= t0);
+          const t1 = r ? Number(r.match(/^t=(\d+)/)[1]) : null;
+          if (from) assert.deepEqual([Number(from), Number(to)], [t0, t1 ?? Number(to)], `${where}: ${m[0]}`);
+          if (t1 != null) assert.equal(Number(secs), t1 - t0, `${where}: ${m[0]}`);
+        }
+      };
       if (s === 1 || s === 3 || s === 5) {
         const rows = Object.values(await page.evaluate(() => window.fencelockDemo.rows))[0];
         const fencing = await page.locator('input[role=switch]').isChecked();
@@ -1002,18 +1037,50 @@ test('random interventions (seeded): every ending agrees with the recorded outpu
         const expired = /session_expired/.test(logText);
         if (/No session expired/.test(cap)) assert.ok(!expired, `${where}: the log has an expiry: ${cap}`);
         if (!expired && !refused.length && !stale.length) assert.match(cap, /No session expired/, `${where}: ${cap}`);
-        // "X was paused N s (t=a–b)": the log's pause and resume of X
-        for (const m of cap.matchAll(/(\w+) was paused (\d+) s(?: \(t=(\d+)–(\d+)\))?/g)) {
-          const [, who, secs, from, to] = m;
-          const pauses = log.filter((l) => new RegExp(`^t=\\d+\\s+${who}\\s+${who} (enters a stop-the-world GC pause|paused \\(by you\\))`).test(l));
-          const p = from ? pauses.find((l) => l.startsWith(`t=${from}\t`) || l.startsWith(`t=${from}\n`) || new RegExp(`^t=${from}\\s`).test(l)) : pauses[0];
-          assert.ok(p, `${where}: the log has ${who}'s pause${from ? ` at t=${from}` : ''}`);
-          const t0 = Number(p.match(/^t=(\d+)/)[1]);
-          const r = log.find((l) => new RegExp(`^t=(\\d+)\\s+${who}\\s+${who} resumes`).test(l) && Number(l.match(/^t=(\d+)/)[1]) >= t0);
-          const t1 = r ? Number(r.match(/^t=(\d+)/)[1]) : null;
-          if (from) assert.deepEqual([Number(from), Number(to)], [t0, t1 ?? Number(to)], `${where}: ${m[0]}`);
-          if (t1 != null) assert.equal(Number(secs), t1 - t0, `${where}: ${m[0]}`);
+        pausesHold();
+      } else if (s === 7) {
+        // lock-delay: no token check; every late write that landed is named with its time, and
+        // drained / inside B's run as the outcome (from the rows and the grants) says
+        const rows = (await page.evaluate(() => window.fencelockDemo.rows)).store;
+        const o = await outcomeNow();
+        const stale = rows.filter((r) => r.accepted && r.stale);
+        for (const r of stale) assert.ok(cap.includes(`late write landed at t=${r.t}`), `${where}: the ending names the late write at t=${r.t}: ${cap}`);
+        if (!stale.length) assert.doesNotMatch(cap, /late write landed/, `${where}: ${cap}`);
+        assert.doesNotMatch(cap, /refused/, `${where}: nothing checks tokens here: ${cap}`);
+        assert.equal(/it drained/.test(cap), o.drain === 'drained' || (o.drain === 'broken' && /it drained/.test(cap) && stale.length > 1), `${where}: drained (${o.drain}): ${cap}`);
+        assert.equal(/after B had started writing/.test(cap), o.drain === 'broken', `${where}: broken (${o.drain}): ${cap}`);
+        // A's session: the first one opened (A opens before B)
+        const aSession = logText.match(/reply: opened \{session: (\d+)/)[1];
+        if (/A's session never expired/.test(cap)) assert.doesNotMatch(logText, new RegExp(`session_expired \\{session: ${aSession}\\}`), `${where}: ${cap}`);
+        pausesHold();
+      } else if (s === 6) {
+        // Redlock and consensus: each side's refusals and stale writes, as the storages decided
+        const o = await outcomeNow();
+        const side = cap.match(/Outcome — Redlock: (.*?)\. Consensus: (.*?)\./);
+        assert.ok(side, `${where}: ${cap}`);
+        for (const [words, v, what] of [[side[1], o.redlock, 'value'], [side[2], o.consensus, 'token']]) {
+          for (const r of v.refused) assert.ok(words.includes(`${r.by}'s ${what} ${r.token} refused (${r.token} < ${r.highest})${r.legit ? ' while it held the lock' : ''}`), `${where}: ${words}`);
+          assert.equal((words.match(/ refused \(/g) ?? []).length, v.refused.length, `${where}: ${words}`);
+          for (const t of v.stale) assert.ok(words.includes(`stale ${t} landed`), `${where}: ${words}`);
+          assert.equal((words.match(/ landed/g) ?? []).length - (/no stale write landed/.test(words) ? 1 : 0), v.stale.length, `${where}: ${words}`);
+          assert.equal(/data corrupted/.test(words), v.corrupted, `${where}: ${words}`);
         }
+        const fencing = await page.locator('[data-testid=param-fencing]').isChecked();
+        assert.equal(/turn on/.test(cap), !fencing, `${where}: ${cap}`);
+      } else if (s === 8) {
+        // permits: every expiry and every grant after the start named with its time and token,
+        // the peak and the watcher's count the core's
+        const o = await outcomeNow();
+        const short = (l) => l.split(' (')[0];
+        assert.ok(o.fencelock.maxInUse <= 3, `${where}: ${JSON.stringify(o.fencelock)}`);
+        assert.ok(cap.includes(`Permits in use never went above 3 (at most ${o.fencelock.maxInUse})`), `${where}: ${cap}`);
+        assert.ok(cap.includes(`the dashboard read ${o.feed} holder changes`), `${where}: ${cap}`);
+        for (const e of o.fencelock.expiries) assert.ok(cap.includes(`${short(e.label)}'s permit came back when its session expired at t=${e.t}`) || e.token == null, `${where}: ${cap}`);
+        for (const g of o.fencelock.grants.filter((x) => x.t > 0)) assert.ok(cap.includes(`${short(g.label)} was granted token ${g.token} at t=${g.t}`) || cap.includes(`${short(g.label)} got token ${g.token} at t=${g.t}`), `${where}: ${short(g.label)}, ${g.token}, t=${g.t}: ${cap}`);
+        for (const l of o.counter.leaked) assert.ok(cap.includes(short(l)), `${where}: the leak of ${l}: ${cap}`);
+        assert.equal(/Still queued/.test(cap), o.fencelock.waiting.length > 0, `${where}: ${cap}`);
+        const pool = await page.evaluate(() => window.fencelockDemo.inspect('svc', 'db/pool'));
+        assert.equal(o.fencelock.inUse, pool.permits?.inUse ?? 0, `${where}: permits in use are the core's`);
       } else if (s === 2) {
         const [qw, qx] = await page.locator('[data-testid=counters-queue]').evaluate((g) => [g.dataset.wakeups, g.dataset.wasted]);
         const [hw, hx] = await page.locator('[data-testid=counters-herd]').evaluate((g) => [g.dataset.wakeups, g.dataset.wasted]);
@@ -1031,7 +1098,7 @@ test('random interventions (seeded): every ending agrees with the recorded outpu
     e.message = `${e.message} (replay with DEMO_SEED=${seed})`;
     throw e;
   }
-  assert.equal(checked, 24);
+  assert.equal(checked, TRIALS);
 });
 
 // ------------------------------------------------------------------ scene 6: Redlock
@@ -1192,14 +1259,36 @@ test('scene 7, lock-delay 6 s, pause 8 s: the service holds the lock free after 
   await shot('scene-7-drained');
 });
 
-test('scene 7: a write sent just before the expiry is on the wire and still lands (pause 4 s: sent at t=7, lands at t=8, drained)', async () => {
+test('scene 7: a write already on the wire lands though its sender learnt as it woke that it lost the lock (sent at t=11, keep-alive refused at t=11, lands at t=12)', async () => {
   await open(7);
-  await setSlider('pause', 4);
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  const sends = ms.find((m) => m.label === 'A sends 1');
+  const lands = ms.find((m) => m.label === '1 lands');
+  assert.deepEqual([sends?.t, lands?.t], [11, 12]);
+  await scrubTo(sends.step);
+  // A's renewal thread sent its overdue keep-alive as A woke: the service no longer knows the session
+  assert.equal(await badge('A'), 'lost the lock');
+  const log = await page.locator('[data-testid=log] li').allInnerTexts();
+  assert.ok(log.some((l) => /^t=11\s/.test(l) && /refused keepAlive\(session: 1\): unknown_session/.test(l)), log.join('\n'));
+  assert.ok(log.some((l) => /^t=11\s/.test(l) && /A learns it lost the lock: its keepAlive was refused: unknown_session/.test(l)), log.join('\n'));
+  assert.match(await text('[data-testid=caption-text]'), /Now A knows it lost the lock — but the write has already left/);
+  assert.deepEqual((await page.evaluate(() => window.fencelockDemo.rows)).store.filter((r) => r.stale), [], 'nothing stale has landed yet');
+  await scrubTo(lands.step);
+  const rows = (await page.evaluate(() => window.fencelockDemo.rows)).store;
+  assert.deepEqual(rows.filter((r) => r.stale).map((r) => [r.t, r.by, r.token]), [[12, 'A', 1]]);
   await jumpToEnd();
   const o = await outcomeNow();
   assert.equal(o.drain, 'drained');
   assert.deepEqual(o.stale, [1]);
-  assert.match(await text('[data-testid=caption-text]'), /A's late write landed at t=8, after its session expired at t=8/);
+});
+
+test('scene 7: A resumed early — the ending gives the pause A really had, not the slider\'s', async () => {
+  await open(7);
+  await intervene('A', 'resume', 5); // t=4: paused at t=3 for 8 s by the slider, resumed after 1 s
+  await jumpToEnd();
+  const cap = await text('[data-testid=caption-text]');
+  assert.match(cap, /A's session never expired: A was paused 1 s \(t=3–4\)/);
+  assert.doesNotMatch(cap, /8 s/);
 });
 
 test('scene 7: no lock-delay — B starts the moment A expires and A\'s late write lands inside B\'s run', async () => {
@@ -1220,7 +1309,7 @@ test('scene 7: a pause longer than the lock-delay still breaks it; a pause short
   let o = await outcomeNow();
   assert.equal(o.drain, 'broken');
   assert.equal(o.corrupted, true);
-  assert.match(await text('[data-testid=caption-text]'), /The 6 s lock-delay covers a write that arrives within 6 s of the expiry; A was paused 16 s, and a pause has no bound/);
+  assert.match(await text('[data-testid=caption-text]'), /The 6 s lock-delay covers a write that arrives within 6 s of the expiry; A was paused 16 s \(t=3–19\), and a pause has no bound/);
   await setSlider('pause', 2);
   await jumpToEnd();
   o = await outcomeNow();
@@ -1235,6 +1324,9 @@ const SAMPLE = path.join(root, 'web-demo', 'recordings', 'paused-holder.flrec');
 const sampleText = () => readFileSync(SAMPLE, 'utf8');
 
 async function openRecording(buffer, name = 'paused-holder.flrec') {
+  // the page sets data-recording when it has read this file ("open" or "error"): clear what an
+  // earlier file left, so the wait below is for this one
+  await page.evaluate(() => delete document.body.dataset.recording);
   await page.setInputFiles('[data-testid=rec-file]', { name, mimeType: 'text/plain', buffer: Buffer.from(buffer) });
   await page.waitForSelector('body[data-recording]', { state: 'attached' });
 }
@@ -1371,7 +1463,7 @@ test('replay layout: no two stage labels overlap, no marker covers a label, text
     for (let k = 1; k <= length; k += 1) {
       await scrubTo(k);
       assert.deepEqual(await stageOverlaps(), [], `step ${k}, ${size.width} px wide`);
-      assert.deepEqual(await layoutProblems(), [], `step ${k}, ${size.width} px wide`);
+      assert.deepEqual(await layoutProblems({ laned: true, panelled: false }), [], `step ${k}, ${size.width} px wide`);
       const small = await smallestDrawingText();
       assert.ok(small.min >= 12 - 0.01, `step ${k}, ${size.width} px: "${small.which}" is drawn at ${small.min.toFixed(1)} px`);
     }
@@ -1724,6 +1816,243 @@ test('scene 8: the session timeout moves the expiry and the grant; with no crash
   assert.match(await page.getAttribute('[data-testid=client-f1]', 'data-badge'), /^paused · /);
   const after = await permitsNow();
   assert.ok(!after.core.holders.some((h) => h.label.startsWith('worker-1')), 'the core no longer lists the paused worker-1');
+});
+
+/** Pauses or resumes a client from its menu at the given step. */
+async function intervene(id, action, step) {
+  await scrubTo(step);
+  await page.click(`#stage [data-client="${id}"]`);
+  await page.click(`#menu [data-action=${action}]`);
+}
+
+test('a client paused while the core granted it the lock learns of the grant when it resumes (scenes 2, 4, 8)', async () => {
+  // scene 2: C1 (head of the queue) paused at t=1; H releases at t=3 and the core grants C1
+  // token 2 while it is paused; resumed at t=4, C1 holds it, works, releases, and the queue
+  // goes on to serve everyone
+  await open(2);
+  await intervene('q1', 'pause', 2);
+  await intervene('q1', 'resume', 5);
+  await scrubTo(6); // its first step running again
+  assert.equal(await badge('q1'), 'holds 2', 'C1 read what reached it while paused');
+  await jumpToEnd();
+  const q = await page.evaluate(() => window.fencelockDemo.inspect('queue', 'jobs/nightly'));
+  assert.deepEqual([q.holders, q.waiters], [[], []], 'the ordered queue ends free and empty');
+  assert.equal(await page.getAttribute('[data-testid=counters-queue]', 'data-wakeups'), '6');
+  assert.ok(Number((await page.evaluate(() => window.fencelockDemo.milestones)).at(-1).t) < 60, 'the scene ends by itself, not at the time cap');
+  // scene 4: A paused right after it asked the consensus side (t=2); a majority applies its
+  // acquire at t=3 while it is paused; resumed at t=4, it holds token 1, as N2 says
+  await open(4);
+  await intervene('A2', 'pause', 3);
+  await intervene('A2', 'resume', 5);
+  await scrubTo(6);
+  assert.equal(await badge('A2'), 'holds 1');
+  await jumpToEnd();
+  assert.equal(await text('[data-testid=holders-raft]'), '1');
+  assert.match(await text('[data-testid=caption-text]'), /Consensus: 1 holder \(A with 1\)/);
+  // scene 8: worker-4 (fencelock) paused at t=6, granted at t=7 when worker-2's session
+  // expires, resumed at t=8: it holds its permit, finishes its job and releases; worker-5 follows
+  await open(8);
+  await intervene('f4', 'pause', 7);
+  await intervene('f4', 'resume', 9);
+  await scrubTo(10);
+  assert.equal(await badge('f4'), 'holds 4');
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.deepEqual(o.fencelock.waiting, []);
+  assert.ok(o.fencelock.grants.some((g) => g.label.startsWith('worker-5')), JSON.stringify(o.fencelock.grants));
+  const pool = await page.evaluate(() => window.fencelockDemo.inspect('svc', 'db/pool'));
+  assert.ok(!pool.holders.some((h) => h.label.startsWith('worker-4')), 'worker-4 released its permit');
+});
+
+test('scene 3: an action the old leader has sent reaches the DB whatever happens to N1 afterwards, and the ending says it bounced', async () => {
+  await open(3);
+  // N1 wakes and sends epoch 7; killed the moment after, its action is already on the wire
+  await intervene('N1', 'kill', await stepOf('N1 sends epoch 7'));
+  await jumpToEnd();
+  const rows = (await page.evaluate(() => window.fencelockDemo.rows)).db;
+  assert.deepEqual(rows.filter((r) => r.token === 7 && !r.accepted).map((r) => [r.by, r.highest]), [['N1', 8]], 'the sent epoch-7 action reached the DB and was refused');
+  const cap = await text('[data-testid=caption-text]');
+  assert.match(cap, /N1's action with epoch 7 bounced: the orders DB had already seen epoch 8 \(7 < 8\)/);
+  assert.doesNotMatch(cap, /No stale action reached the DB/);
+  // with the check off, the same action lands: two leaders acted
+  await setSwitch('fencing', false);
+  await jumpToEnd();
+  assert.match(await text('[data-testid=caption-text]'), /N1's action with epoch 7 landed although N2 had been elected with epoch 8/);
+});
+
+test('a pause that ends one tick before the deadline keeps the session: the woken client sends its overdue keep-alive (scenes 1, 3, 7)', async () => {
+  // scene 1: A's deadline is t=10 (session opened at t=0, paused at t=2 before its first
+  // heartbeat); a 7 s pause ends at t=9, the keep-alive goes out with the write, nothing expires
+  await open(1);
+  await setSwitch('fencing', false);
+  await setSlider('pause', 7);
+  const wake = (await page.evaluate(() => window.fencelockDemo.milestones)).find((m) => m.label === 'A sends 34');
+  assert.ok(wake, 'A wakes and sends its prepared write');
+  assert.equal(wake.t, 9);
+  await scrubTo(wake.step);
+  assert.match(await text('[data-testid=caption-text]'), /Its session never expired, so it really does still hold the lock/);
+  assert.equal(await badge('A'), 'holds 34', 'the core still lists A\'s grant');
+  const sessions = (await page.evaluate(() => window.fencelockDemo.inspect('svc', 'jobs/reindex'))).sessions;
+  assert.equal(sessions.find((x) => x.id === 2)?.expiresAt, 19, `the keep-alive sent as A woke renewed the session to t=19: ${JSON.stringify(sessions)}`);
+  assert.match(await text('[data-testid=caption-text]'), /the service extends the session to t=19/);
+  await jumpToEnd();
+  assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'ok');
+  assert.doesNotMatch(await text('[data-testid=log]'), /session_expired/);
+  assert.match(await text('[data-testid=caption-text]'), /No session expired: A was paused 7 s \(t=2–9\)/);
+  // an 8 s pause ends at the deadline: too late, the tick at t=10 expires A first
+  await setSlider('pause', 8);
+  await jumpToEnd();
+  assert.match(await text('[data-testid=log]'), /session_expired \{session: 2\}/);
+  assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'corrupted');
+  // scene 3: N1's deadline is t=13 (last heartbeat t=3); a 7 s pause from t=5 ends at t=12
+  await open(3);
+  await setSlider('pause', 7);
+  await jumpToEnd();
+  assert.doesNotMatch(await text('[data-testid=log]'), /session_expired/);
+  assert.match(await text('[data-testid=outcome]'), /One leader throughout · leader N1, epoch 7/);
+  const rows = (await page.evaluate(() => window.fencelockDemo.rows)).db;
+  const sent = rows.find((r) => r.t === 13);
+  assert.ok(sent && sent.by === 'N1' && sent.token === 7 && sent.accepted && !sent.stale, `the action N1 sent at t=12 landed as the leader's: ${JSON.stringify(rows)}`);
+  assert.match(await text('[data-testid=caption-text]'), /No session expired \(N1 was paused 7 s, less than the 10 s session timeout\): one leader throughout/);
+  // scene 7: A's deadline is t=8 (heartbeat at t=2, 6 s timeout); a 4 s pause from t=3 ends at t=7
+  await open(7);
+  await setSlider('pause', 4);
+  await jumpToEnd();
+  const o = await outcomeNow();
+  assert.equal(o.drain, 'ok');
+  assert.deepEqual(o.stale, []);
+  assert.doesNotMatch(await text('[data-testid=log]'), /session_expired/);
+  assert.match(await text('[data-testid=caption-text]'), /A's session never expired: A was paused 4 s \(t=3–7\)/);
+});
+
+test('story mode is kept per scene: a story that ended leaves free play to its own scene only', async () => {
+  await open(1);
+  await walkStory();
+  assert.equal(await page.locator('[data-testid=story]').isChecked(), false, 'scene 1 is in free play after its story');
+  await page.keyboard.press('2');
+  assert.equal(await page.locator('[data-testid=story]').isChecked(), true, 'scene 2 opens as a story');
+  assert.equal(await page.getAttribute('body', 'data-story'), 'true');
+  const ms = await page.evaluate(() => window.fencelockDemo.milestones);
+  await page.keyboard.press('Space');
+  await page.waitForSelector('body[data-playing="false"]');
+  assert.equal(await page.getAttribute('[data-testid=clock]', 'data-step'), String(ms[1].step), `play stopped at "${ms[1].label}"`);
+  await page.keyboard.press('1');
+  assert.equal(await page.locator('[data-testid=story]').isChecked(), false, 'scene 1 keeps its free play');
+});
+
+test('the f key toggles the fencing switch only: in scene 8 (no such switch) it leaves the crash alone', async () => {
+  await open(8);
+  const before = (await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.label);
+  assert.ok(before.includes('worker-2 crashes'));
+  await page.keyboard.press('f');
+  assert.equal(await page.locator('[data-testid=param-crash]').isChecked(), true);
+  assert.deepEqual((await page.evaluate(() => window.fencelockDemo.milestones)).map((m) => m.label), before);
+  await open(3);
+  await page.keyboard.press('f');
+  assert.equal(await page.locator('[data-testid=param-fencing]').isChecked(), false, 'scene 3: f turns the epoch check off');
+});
+
+test('scene 4: every replica applies a log entry at the time the head stamped on it, not when it gets to it', async () => {
+  await open(4);
+  const sessions = (node) => page.evaluate((n) => window.fencelockDemo.inspect(n, 'jobs/reindex').sessions.map((x) => [x.id, x.expiresAt]), node);
+  await scrubTo(3); // t=2: the replica (lag 2) has just applied the sessions opened at t=0
+  const p = await sessions('P');
+  assert.equal(p.length, 2);
+  assert.deepEqual(await sessions('R'), p, 'the replica\'s deadlines are the primary\'s');
+  await scrubTo(5); // t=4: N3 (lag 3) has applied them too
+  const n1 = await sessions('N1');
+  assert.equal(n1.length, 2);
+  assert.deepEqual(await sessions('N2'), n1);
+  assert.deepEqual(await sessions('N3'), n1);
+  // (and the outcome counts its holders in good English)
+  await jumpToEnd();
+  assert.match(await text('[data-testid=outcome]'), /Single Redis: 2 holders \(A·1, B·1\) · Consensus: 1 holder \(A·1\)$/);
+});
+
+test('replay: a write with a token no recorded grant has given yet is the unknown writer\'s on every pass, as its caption says', async () => {
+  const { Recorder } = await import('../src/recording.js');
+  const api = createRequire(import.meta.url)(path.join(root, 'wasm', 'pkg', 'node', 'fencelock_wasm.js'));
+  const svc = new api.LockService({ sessions: 4, locks: 2, claims: 4 });
+  const gate = new api.FenceGate(4);
+  const rec = new Recorder(svc, { source: 'an admit before the grant of its token' });
+  const a = rec.handle({ kind: 'open_session', now: 0, ttl: 30 }).reply.session;
+  rec.admit(gate, 1, 'out', 1); // token 1 from before the recording: no line has granted it yet
+  rec.handle({ kind: 'acquire', now: 2, session: a, lock: 'x', mode: 'exclusive', wait: 'none' });
+  rec.admit(gate, 3, 'out', 1);
+  await open(1);
+  await openRecording(rec.text(), 'early-admit.flrec');
+  const writers = () => page.evaluate(() => (window.fencelockDemo.rows.store ?? []).map((r) => r.by));
+  const length = await stepsOf();
+  const passes = [];
+  for (let k = 1; k <= length; k += 1) {
+    await scrubTo(k);
+    if (/no recorded grant gave it/.test(await text('[data-testid=caption-text]'))) assert.deepEqual(await writers(), ['writer'], `step ${k}: the caption and the row name the same writer`);
+  }
+  passes.push(await writers());
+  await page.keyboard.press('Home');
+  await page.keyboard.press('End');
+  passes.push(await writers());
+  await scrubTo(2);
+  await scrubTo(length);
+  passes.push(await writers());
+  assert.deepEqual(passes, [['writer', 'S1'], ['writer', 'S1'], ['writer', 'S1']]);
+  gate.free();
+  svc.free();
+});
+
+test('accessibility: the live regions are written only when their text changes, a switch\'s off state is visible (3:1), the speed is spoken as a speed', async () => {
+  await open(1);
+  // an intervention, so the interventions note (role=status) has something to show
+  await intervene('B', 'kill', await stepOf('B writes 35'));
+  await page.keyboard.press('Home');
+  await page.evaluate(() => {
+    window.__writes = { caption: 0, interventions: 0 };
+    for (const id of Object.keys(window.__writes)) {
+      const o = new MutationObserver((records) => (window.__writes[id] += records.length));
+      o.observe(document.getElementById(id), { childList: true, subtree: true, characterData: true });
+    }
+  });
+  const html = () => page.evaluate(() => ({ caption: document.getElementById('caption').innerHTML, interventions: document.getElementById('interventions').innerHTML }));
+  const length = await stepsOf();
+  let same = 0;
+  let changed = 0;
+  for (let k = 2; k <= length; k += 1) {
+    const before = await html();
+    await page.keyboard.press('ArrowRight');
+    // (an observer's records are delivered by the time an evaluate returns)
+    const writes = await page.evaluate(() => {
+      const w = { ...window.__writes };
+      for (const id of Object.keys(window.__writes)) window.__writes[id] = 0;
+      return w;
+    });
+    const after = await html();
+    for (const id of ['caption', 'interventions']) {
+      if (before[id] === after[id]) {
+        same += 1;
+        assert.equal(writes[id], 0, `step ${k}: #${id} was rewritten with the same text`);
+      } else {
+        changed += 1;
+        assert.ok(writes[id] > 0, `step ${k}: #${id} changed`);
+      }
+    }
+  }
+  assert.ok(same > 0 && changed > 0, `both cases were met (${same} unchanged, ${changed} changed)`);
+  // the switch, off: its track against the panel and its knob against the track, 3:1 at least
+  await setSwitch('fencing', false);
+  const [panel, knob] = await page.evaluate(`(() => { ${CONTRAST_FN}
+    const track = document.querySelector('[data-testid=param-fencing] + .track');
+    const bgOf = (el) => { for (let e = el; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c && c.a > 0) return c; } return { r: 255, g: 255, b: 255, a: 1 }; };
+    const t = rgb(getComputedStyle(track).backgroundColor);
+    return [ratio(t, bgOf(track.parentElement)), ratio(t, rgb(getComputedStyle(track, '::after').backgroundColor))];
+  })()`);
+  assert.ok(panel >= 3, `off track against the panel: ${panel.toFixed(2)}:1`);
+  assert.ok(knob >= 3, `knob against the off track: ${knob.toFixed(2)}:1`);
+  // the speed slider is spoken as the speed it gives, not its log-scale number
+  const speed = page.locator('[data-testid=speed]');
+  await speed.fill('-2');
+  assert.equal(await speed.getAttribute('aria-valuetext'), '0.25× speed');
+  await speed.fill('3');
+  assert.equal(await speed.getAttribute('aria-valuetext'), '8× speed');
 });
 
 test('scene 8 pictures: the moment the crashed holder\'s session expires, at 1280 and at 390 px', async () => {

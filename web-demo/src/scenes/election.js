@@ -48,24 +48,34 @@ function step(w, emit, P) {
   const freeze = t === PAUSE_AT && n1.status === 'running' && n1.holding;
   for (const id of IDS) {
     const c = w.clients[id];
+    if (c.mem.sent && c.mem.sentToken != null) {
+      // The payoff's second beat: the action sent last step is on the wire, so it reaches the
+      // DB with the epoch it was stamped with, whatever its sender has learnt or become since.
+      const was = c.status === 'dead' ? 'dead' : c.lost ? 'knew' : null;
+      emit({ op: 'write', store: 'db', by: id, token: c.mem.sentToken, data: `orders batch #${c.mem.acts + 1} (epoch ${c.mem.sentToken})` });
+      emit({ op: 'client', id, mem: { acts: c.mem.acts + 1, nextAct: t + 2, prepared: null, sent: false, sentToken: null } });
+      ev.acts.push({ id, row: w.stores.db.rows.at(-1), late: true, was });
+    }
     if (c.status !== 'running') continue;
     if (c.holding && c.mem.ledSince == null) emit({ op: 'client', id, mem: { ledSince: t, nextAct: t } });
     // A leader acts every 2 s, each action stamped with its epoch (the token it believes it
     // holds), after checking its lease by its own clock (the core's SessionKeeper).
-    const act = (late) => {
+    const act = () => {
       emit({ op: 'write', store: 'db', by: id, token: c.token, data: `orders batch #${c.mem.acts + 1} (epoch ${c.token})` });
       emit({ op: 'client', id, mem: { acts: c.mem.acts + 1, nextAct: t + 2, prepared: null, sent: false } });
-      ev.acts.push({ id, row: w.stores.db.rows.at(-1), late });
+      ev.acts.push({ id, row: w.stores.db.rows.at(-1), late: false });
     };
     if (c.holding && c.token != null && c.mem.prepared && !c.mem.sent) {
       // the payoff's first beat: the woken leader sends what it prepared; the DB answers next step
-      emit({ op: 'client', id, mem: { sent: true } });
+      emit({ op: 'client', id, mem: { sent: true, sentToken: c.token } });
       emit({ op: 'flash', from: id, to: 'db', label: `epoch ${c.token}`, kind: 'msg' });
-      ev.sent = { id, token: c.token, expired: facts(w).expiries.some((e) => e.id === id) };
+      const token = c.token;
+      // its renewal thread wakes too and sends the keep-alive that fell due while it slept
+      heartbeat(w, emit, id, ctx);
+      ev.sent = { id, token, expired: facts(w).expiries.some((e) => e.id === id), lost: w.clients[id].lost, deadline: deadlineOf(w, 'svc', w.clients[id]) };
       continue;
     }
-    if (c.holding && c.token != null && c.mem.prepared) act(true);
-    else if (c.holding && c.token != null && !c.mem.steppedDown && t >= (c.mem.nextAct ?? t)) {
+    if (c.holding && c.token != null && !c.mem.steppedDown && t >= (c.mem.nextAct ?? t)) {
       const lease = w.lease(id);
       if (lease && lease.state !== 'safe') {
         emit({ op: 'client', id, mem: { steppedDown: t } });
@@ -77,7 +87,7 @@ function step(w, emit, P) {
         emit({ op: 'client', id, set: { status: 'paused', pausedBy: 'gc' }, mem: { resumeAt: t + P.pause } });
         ev.paused = { lease };
         continue;
-      } else act(false);
+      } else act();
     }
     if (c.inbox.length) emit({ op: 'inbox', id });
     if (c.lost && c.mem.rejoinedAt == null) {
@@ -158,8 +168,9 @@ function caption(w, ev, P) {
       label: `${id} sends epoch ${token}`,
       focus: [id],
       text: ev.sent.expired
-        ? `${id} wakes. It still believes it leads with epoch ${token} — its lease check passed before the pause — and sends the action it prepared, stamped epoch ${token}. Its session expired while it slept.`
-        : `${id} wakes within its session timeout, still leader, and sends the action it prepared with epoch ${token}.`,
+        ? `${id} wakes. It still believes it leads with epoch ${token} — its lease check passed before the pause — and sends the action it prepared, stamped epoch ${token}. Its session expired while it slept.` +
+          (ev.sent.lost ? ` Its overdue keep-alive, sent as it wakes, is refused: now ${id} knows it no longer leads — but the action has already left.` : '')
+        : `${id} wakes within its session timeout, still leader, and sends the action it prepared with epoch ${token}; its overdue keep-alive goes out too${ev.sent.deadline != null ? ` and the service extends the session to t=${ev.sent.deadline}` : ''}.`,
     };
   }
   const act = ev.acts.find((a) => a.late) || ev.acts.find((a) => w.clients[a.id].mem.ledSince === w.t) || ev.acts[0] || null;
@@ -167,7 +178,13 @@ function caption(w, ev, P) {
     const r = act.row;
     const g = newerGrant(w, r.token, r.t);
     if (!r.accepted)
-      return { label: `epoch ${r.token} bounced`, focus: ['db', act.id], text: `${r.token} < ${r.highest}: bounced. Downstream systems reject epoch n once they have seen a higher one, so the old leader's action is refused; ${act.id} learns it is no longer leader. A brief overlap of two self-believed leaders is tolerable.` };
+      return {
+        label: `epoch ${r.token} bounced`,
+        focus: ['db', act.id],
+        text: `${r.token} < ${r.highest}: bounced. Downstream systems reject epoch n once they have seen a higher one, so the old leader's action is refused; ` +
+          (act.was === 'dead' ? `${act.id} is dead, but its action was already on the wire.` : act.was === 'knew' ? `${act.id} had learnt it was no longer leader after it sent the action — too late to call it back.` : `${act.id} learns it is no longer leader.`) +
+          ' A brief overlap of two self-believed leaders is tolerable.',
+      };
     if (r.stale && !s.fencing) return { label: `epoch ${r.token} lands`, focus: ['db'], text: `The orders DB checks nothing: ${act.id}'s action with epoch ${r.token} lands${g ? ` although ${g.id} leads with epoch ${g.token}` : ''} — two leaders acted (split brain).` };
     if (r.stale)
       return { label: `epoch ${r.token} accepted`, focus: ['db'], text: `Accepted — yet ${act.id} no longer leads${g ? ` (${g.id} was elected with epoch ${g.token})` : ''}. The DB's highest epoch was ${highestBefore(s, r) ?? r.token}: ${g ? g.token : 'the newer epoch'} never reached it, so it had nothing higher to refuse against.` };

@@ -57,7 +57,7 @@ export const gcPause = pauseScene({
       'from a promise about the future ("nobody else holds this") to a check in the present ("this token is stale", a fact).',
     unfencedLesson:
       'No timeout tuning fixes this: a longer timeout only moves the expiry and the window after it. A session timeout is a clock opinion; the resource\'s token check is a fact.',
-    staleExtra: 'Every component behaved correctly: the service expired a silent session, and A was merely slow.',
+    staleExtra: () => 'Every component behaved correctly: the service expired a silent session, and A was merely slow.',
     quiet(w, P) {
       const b = w.clients.B;
       if (b.holding && w.clients.A.status === 'paused') return { text: `B holds the lock and works. A, frozen, still believes it holds ${w.clients.A.token}.` };

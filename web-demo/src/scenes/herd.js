@@ -46,6 +46,8 @@ function step(w, emit, P) {
   const ticked = tickAll(w, emit, t);
   const qOuts = [...(ticked.queue || [])];
   const hOuts = [...(ticked.herd || [])];
+  // A client you resumed first reads what reached it while it was paused (a grant, an expiry).
+  for (const id of [...Q, ...H]) if (w.clients[id].status === 'running' && w.clients[id].inbox.length) emit({ op: 'inbox', id });
   // Ordered queue: the holder releases after HOLD seconds; the core grants exactly one waiter.
   let qReleaser = qOuts.some((o) => o.type === 'released' && o.reason === 'expired') ? 'the killed holder\'s expired session' : null;
   for (const id of Q) {

@@ -85,14 +85,19 @@ const base = pauseScene({
       const v = drainVerdict(w);
       const out = [];
       const exp = factsOf(w).expiries.find((e) => e.id === 'A');
+      // the pauses A really had (the scripted one, or yours), not the slider's
+      const pauses = w.spans.filter((sp) => sp.lane === 'A' && sp.kind === 'pause');
+      const paused = (sps) => sps.map((sp) => `${(sp.to ?? w.t) - sp.from} s (t=${sp.from}–${sp.to ?? w.t})`).join(' and ');
       if (!v.stale.length) {
-        out.push(exp ? 'No late write from A reached the storage after its session expired.' : `A's session never expired (its pause of ${P.pause} s fits in the ${P.ttl} s timeout): every write it made was its own.`);
+        out.push(exp
+          ? 'No late write from A reached the storage after its session expired.'
+          : `A's session never expired: ${pauses.length ? `A was paused ${paused(pauses)}, and its keep-alive reached the service before the session's deadline` : 'A was never paused'}. Every write it made was its own.`);
       }
       for (const r of v.drained) {
         out.push(`A's late write landed at t=${r.t}, after its session expired${exp ? ` at t=${exp.t}` : ''} but before B started${v.grantB ? ` (B was granted at t=${v.grantB.t}, when the ${P.delay} s lock-delay ended)` : ''}: it drained, and B's run then wrote over it. Lock-delay helped — because the write arrived within the delay.`);
       }
       for (const r of v.broken) {
-        out.push(`A's late write landed at t=${r.t}, after B had started writing at t=${v.bFirst.t}: the storage holds B's run with A's stale segment in it.${P.delay ? ` The ${P.delay} s lock-delay covers a write that arrives within ${P.delay} s of the expiry; A was paused ${P.pause} s, and a pause has no bound.` : ' With no lock-delay, B started the moment A expired.'} Only a resource that checks a fencing token refuses a write however late it is.`);
+        out.push(`A's late write landed at t=${r.t}, after B had started writing at t=${v.bFirst.t}: the storage holds B's run with A's stale segment in it.${P.delay ? ` The ${P.delay} s lock-delay covers a write that arrives within ${P.delay} s of the expiry; A was paused ${paused(pauses.filter((sp) => sp.from <= r.t)) || 'for longer'}, and a pause has no bound.` : ' With no lock-delay, B started the moment A expired.'} Only a resource that checks a fencing token refuses a write however late it is.`);
       }
       return out.join(' ');
     },

@@ -5,7 +5,7 @@
 // are recorded as facts when they arrive, and the storage's decisions are its rows. So an
 // intervention (a kill, an early resume) changes the words with the picture.
 
-import { nextTime, tickAll, runWorker, deadlineOf, milestone, whoseSession } from './common.js';
+import { nextTime, tickAll, runWorker, heartbeat, deadlineOf, milestone, whoseSession } from './common.js';
 import { applyFact as apply, facts, recordOutputs, highestBefore, newerGrant, storeVerdict } from './facts.js';
 
 /**
@@ -122,7 +122,12 @@ export function pauseScene(cfg) {
         // pause, still believing its token; the storage's answer is the next step.
         emit({ op: 'client', id, mem: { sent: idx, sentToken: c.token } });
         emit({ op: 'flash', from: id, to: 'store', label: `write ${c.token}`, kind: 'msg' });
-        ev.sent = { id, token: c.token, part: job.part, expired: facts(w).expiries.some((e) => e.id === id) };
+        const token = c.token;
+        // Its renewal thread wakes too and sends the keep-alive that fell due while it slept:
+        // it keeps a session the service still has, and its refusal tells a client whose
+        // session is gone — after the write has left.
+        heartbeat(w, emit, id, ctx);
+        ev.sent = { id, token, part: job.part, expired: facts(w).expiries.some((e) => e.id === id), lost: w.clients[id].lost, deadline: deadlineOf(w, 'svc', w.clients[id]) };
         continue;
       }
       const before = job?.part ? w.stores.store.contents[job.part] : null;
@@ -131,7 +136,7 @@ export function pauseScene(cfg) {
         // already on the wire, so it reaches the storage all the same.
         emit({ op: 'write', store: 'store', by: id, token: c.mem.sentToken, data: job.data, part: job.part });
         emit({ op: 'client', id, mem: { next: idx + 1, prepared: null, sentToken: null, finished: true } });
-        ev.writes.push({ id, kind: 'write', row: w.stores.store.rows.at(-1), late: true, before });
+        ev.writes.push({ id, kind: 'write', row: w.stores.store.rows.at(-1), late: true, before, knew: true });
         continue;
       }
       const did = runWorker(w, emit, id, wctx);
@@ -179,8 +184,9 @@ export function pauseScene(cfg) {
         label: `${id} sends ${token}`,
         focus: [id],
         text: ev.sent.expired
-          ? `${id} wakes. It still believes it holds ${W.token} ${token} — ${cfg.checksLease ? 'its lease check passed before the pause, so it does not check again' : 'it does not check its lease before writing, trusting its renewal thread to report a lost one'} — and sends its write with ${token}. The lock service expired its session while it slept.`
-          : `${id} wakes and sends its write with ${W.token} ${token}. Its session never expired, so it really does still hold the lock.`,
+          ? `${id} wakes. It still believes it holds ${W.token} ${token} — ${cfg.checksLease ? 'its lease check passed before the pause, so it does not check again' : 'it does not check its lease before writing, trusting its renewal thread to report a lost one'} — and sends its write with ${token}. The lock service expired its session while it slept.` +
+            (ev.sent.lost ? ` Its renewal thread wakes too and sends the overdue keep-alive: refused, the service no longer knows the session. Now ${id} knows it lost the lock — but the write has already left.` : '')
+          : `${id} wakes and sends its write with ${W.token} ${token}; its renewal thread sends the keep-alive that fell due while it slept${ev.sent.deadline != null ? `, and the service extends the session to t=${ev.sent.deadline}` : ''}. Its session never expired, so it really does still hold the lock.`,
       };
     }
     const late = ev.writes.find((x) => x.late);
@@ -189,9 +195,15 @@ export function pauseScene(cfg) {
       const r = wr.row;
       const g = newerGrant(w, r.token, r.t);
       if (!r.accepted)
-        return { label: `${r.token} ${s.http ? '412' : 'refused'}`, focus: ['store', wr.id], text: `${r.token} < ${r.highest}: ${W.refused}. The ${W.store} has already seen ${W.token} ${r.highest}, so it rejects the lower one as stale. ${wr.id} learns it lost the lock the only way a paused process can: by being told after the fact.${cfg.text.refusedExtra ? ` ${cfg.text.refusedExtra}` : ''}` };
+        return {
+          label: `${r.token} ${s.http ? '412' : 'refused'}`,
+          focus: ['store', wr.id],
+          text: `${r.token} < ${r.highest}: ${W.refused}. The ${W.store} has already seen ${W.token} ${r.highest}, so it rejects the lower one as stale. ` +
+            (wr.knew ? `${wr.id} had learnt it lost the lock after sending — too late: a write on the wire cannot be called back.` : `${wr.id} learns it lost the lock the only way a paused process can: by being told after the fact.`) +
+            (cfg.text.refusedExtra ? ` ${cfg.text.refusedExtra(wr)}` : ''),
+        };
       if (r.stale && !s.fencing)
-        return { label: `${r.token} lands`, focus: ['store'], text: `The ${W.store} checks nothing: ${wr.id}'s write with ${r.token} lands${wr.before && wr.before.by !== wr.id ? ` on top of ${wr.before.by}'s ${wr.before.token}` : ''}, ${g ? `although the lock service gave the lock to ${g.id} (${g.token})` : 'although its session had expired'}.${cfg.text.staleExtra ? ` ${cfg.text.staleExtra}` : ''}` };
+        return { label: `${r.token} lands`, focus: ['store'], text: `The ${W.store} checks nothing: ${wr.id}'s write with ${r.token} lands${wr.before && wr.before.by !== wr.id ? ` on top of ${wr.before.by}'s ${wr.before.token}` : ''}, ${g ? `although the lock service gave the lock to ${g.id} (${g.token})` : 'although its session had expired'}.${cfg.text.staleExtra?.(wr) ? ` ${cfg.text.staleExtra(wr)}` : ''}` };
       if (r.stale)
         return { label: `${r.token} accepted`, focus: ['store'], text: `Accepted — yet ${wr.id} no longer holds the lock${g ? ` (${g.id} was granted ${g.token})` : ''}. The ${W.store}'s highest ${W.token} was ${highestBefore(s, r) ?? r.token}: ${g ? g.token : 'the newer token'} never reached it, so it had nothing higher to refuse against. A fence only knows the tokens that were written to it.` };
       const first = s.rows.filter((x) => x.byId === wr.id).length === 1;

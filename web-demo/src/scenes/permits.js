@@ -138,6 +138,8 @@ function act(w, emit, P) {
   for (const id of F) {
     const c = w.clients[id];
     const x = spec(id);
+    // a worker you resumed first reads what reached it while it was paused (a grant, an expiry)
+    if (c.status === 'running' && c.inbox.length) emit({ op: 'inbox', id });
     if (c.status !== 'running' || c.lost || c.mem.finished) continue;
     if (c.holding && t >= c.grantedAt + holdOf(x, P)) {
       note(w, emit, did, emit({ op: 'core', node: 'svc', by: id, input: { type: 'release', session: c.session, lock: LOCK } }));
@@ -150,6 +152,8 @@ function act(w, emit, P) {
       note(w, emit, did, emit({ op: 'core', node: 'svc', by: id, input: { type: 'acquire', session: c.session, lock: LOCK, mode: perm, wait: 'forever' } }), id);
     }
   }
+  // the dashboard, resumed, reads the holder changes it was sent while paused, in order
+  if (w.clients[WATCHER.id].status === 'running' && w.clients[WATCHER.id].inbox.length) emit({ op: 'inbox', id: WATCHER.id });
   for (const id of [...F, WATCHER.id]) heartbeat(w, emit, id, { node: 'svc', hb: HB, hideHeartbeats: true });
   // the counter: a holder done with its job gives its permit back; a worker asks; a waiter
   // that hears of a free permit tries again (in the order they began waiting)
@@ -263,7 +267,7 @@ function step(w, emit, P) {
     }
     parts.push(
       `Right: no heartbeat from ${name(id)} in time: the service expires its session at t=${t} (timeout ${P.ttl} s) and its permit (token ${exp?.token ?? '?'}) returns.` +
-        (next ? ` The head of the queue, ${name(next.id)}, is granted with a new fencing token, ${next.token} — higher than every earlier one, so a storage that checks tokens would refuse anything the old holder still sends. The dashboard is told: expired, then granted.` : ' Nobody is waiting.') +
+        (next ? ` The head of the queue, ${name(next.id)}, is granted with a new fencing token, ${next.token} — higher than the old holder's, so a fence that keeps the token each permit was last handed with would refuse anything the old holder still sends with its lower one. The dashboard is told: expired, then granted.` : ' Nobody is waiting.') +
         ` Left: nothing happens — nothing can: the key has no idea a process died.`,
     );
   }

@@ -52,7 +52,9 @@ export function replayScene(rec, name, { lock } = {}) {
   const t0 = rec.entries[0]?.now ?? 0;
   const { tickMs, tickSaid } = rec;
   const mainLock = lock ?? locks[0] ?? '';
-  const tokenOwner = new Map(); // token -> {session, lock}, from the recorded grants
+  // token -> {session, lock}, from the recorded grants so far: kept in the world, so every
+  // replay into a fresh World (a scrub back) starts from none, as the first pass did
+  const tokenOwner = (w) => (w.custom.tokenOwner ??= new Map());
 
   function ensureClient(w, s) {
     if (s == null || w.clients[sid(s)]) return w.clients[sid(s)];
@@ -78,7 +80,7 @@ export function replayScene(rec, name, { lock } = {}) {
     w.custom.line = e.line;
     const node = w.nodes.svc;
     if (e.kind === 'admit') {
-      const owner = tokenOwner.get(e.admit.token);
+      const owner = tokenOwner(w).get(e.admit.token);
       const by = ensureClient(w, owner?.session) ?? unknownWriter(w);
       const store = storeOf(e.admit.resource);
       w.applyWrite({ store, by: by.id, token: e.admit.token, data: `write with token ${e.admit.token}` });
@@ -108,7 +110,7 @@ export function replayScene(rec, name, { lock } = {}) {
       by.lost = false;
     }
     const notes = notesOf(e.input, answer).filter((n) => n.type !== 'sessionOpened');
-    for (const n of notes) if (n.type === 'granted') tokenOwner.set(n.token, { session: n.session, lock: n.lock });
+    for (const n of notes) if (n.type === 'granted') tokenOwner(w).set(n.token, { session: n.session, lock: n.lock });
     w.deliver(node, {}, by, notes);
   }
 
@@ -122,7 +124,7 @@ export function replayScene(rec, name, { lock } = {}) {
       // resource's; a refusal by another's is shown on the writer)
       const store = storeOf(e.admit.resource);
       const row = w.stores[store]?.rows.at(-1);
-      const owner = tokenOwner.get(e.admit.token);
+      const owner = tokenOwner(w).get(e.admit.token);
       const whose = owner ? ` (${who(owner.session)}'s)` : ' (no recorded grant gave it)';
       if (row && !row.accepted) return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${whose} is refused by the fence: ${e.admit.token} < ${row.highest}.`, label: `${e.admit.token} refused`, focus: [store === 'store' ? store : owner && sid(owner.session)] };
       return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${whose} is accepted; the fence's highest is ${w.highest(store) ?? e.admit.token}.`, label: null };

@@ -74,7 +74,8 @@ function setup(w, emit) {
 /** Redis-style: the primary applies and answers immediately; the replica catches up later. */
 function redisRequest(w, emit, id, input) {
   const L = w.custom.redis;
-  emit({ op: 'custom', kind: 'append', lane: 'redis', by: id, input });
+  // the entry carries the head's time: every replica applies it at that time, whenever it does
+  emit({ op: 'custom', kind: 'append', lane: 'redis', by: id, input: { ...input, now: Math.max(w.t, 0) } });
   emit({ op: 'custom', kind: 'apply', lane: 'redis', node: L.head });
   emit({ op: 'custom', kind: 'ack', lane: 'redis', node: L.head, index: L.log.length - 1, why: 'at once, before any replica has it' });
 }
@@ -82,7 +83,7 @@ function redisRequest(w, emit, id, input) {
 /** Consensus: the leader appends and applies; the answer waits for a majority. */
 function raftRequest(w, emit, id, input) {
   const L = w.custom.raft;
-  emit({ op: 'custom', kind: 'append', lane: 'raft', by: id, input });
+  emit({ op: 'custom', kind: 'append', lane: 'raft', by: id, input: { ...input, now: Math.max(w.t, 0) } });
   emit({ op: 'custom', kind: 'apply', lane: 'raft', node: L.head });
 }
 
@@ -96,6 +97,8 @@ function step(w, emit, P) {
   const Rd = w.custom.redis;
   const Rf = w.custom.raft;
   const ev = [];
+  // A client you resumed first reads what reached it while it was paused (an acknowledged grant).
+  for (const id of ['A1', 'B1', 'A2', 'B2']) if (w.clients[id].status === 'running' && w.clients[id].inbox.length) emit({ op: 'inbox', id });
   // Replication: followers apply what the head shipped, each with its own lag.
   if (w.nodes[Rd.head].alive) {
     for (const n of ['P', 'R']) {

@@ -52,8 +52,12 @@ export const shardPay = pauseScene({
       `Standby W2 asks for the same lock and waits (queue position ${pos}).`,
     lesson: 'Lock renewal failure should be treated as fatal: stop work, do not assume the lock is held — and let the store check the token, because the worker cannot always know.',
     unfencedLesson: 'TTL locks alone are unsafe — storage must reject stale fencing tokens.',
-    refusedExtra: "Its renewal thread would have reported the lost lease, but the PUT went first.",
-    staleExtra: "W1's late upload replaced the report W2, the lock's holder, had begun: report.xml now holds settlement totals from a worker that no longer held the lock, and whatever reads it before W2 uploads again takes them as the day's. With the check on, the store compares fenceToken 42 with the 43 it has seen and answers 412: the late upload never lands.",
+    refusedExtra: (wr) => (wr.knew ? 'Its renewal thread reported the lost lease as W1 woke, but the PUT went first.' : 'Its renewal thread would have reported the lost lease, but the PUT went first.'),
+    // only when the late upload replaced another writer's report (a killed W2 may have written none)
+    staleExtra: (wr) =>
+      wr.before && wr.before.by !== wr.id
+        ? `${wr.id}'s late upload replaced the report ${wr.before.by}, the lock's holder, had begun: report.xml now holds settlement totals from a worker that no longer held the lock, and whatever reads it before ${wr.before.by} uploads again takes them as the day's. With the check on, the store would compare fenceToken ${wr.row.token} with the ${wr.before.token} it has seen and turn the late upload away.`
+        : '',
     quiet(w, P, h) {
       const a = w.clients.W1;
       if (w.t === 10 && a.status === 'running' && h.deadline('W1') != null)
