@@ -150,9 +150,9 @@ def table(f):
         f"| memory per resource behind a `FenceGate` | {g('row.gate')} bytes | `core/src/storage.rs` |",
         f"| lock name | 1 to {g('limit.name')} bytes of UTF-8 | `core/src/types.rs` |",
         f"| replicated server's tables (defaults; `--sessions`, `--locks`, `--claims`) | "
-        f"{g('server.sessions')} sessions, {g('server.locks')} locks, {g('server.claims')} holds + waits | "
+        f"{g('server.sessions')} sessions, {g('server.locks')} locks, {g('server.claims')} claims (holds, waits, watches) | "
         f"`server/src/bin/node.rs` |",
-        f"| input frame (postcard) | at most {g('limit.frame')} bytes | `core/src/wire.rs` |",
+        f"| a frame (postcard): an input, an output or a reply | at most {g('limit.frame')} bytes | `core/src/wire.rs` |",
         f"| core error codes | {g('errors.range')} | `core/src/error.rs` |",
         f"| wasm bundle for the browser (`.wasm` + JS glue) | ~{g('wasm.total_kb')} KB, "
         f"~{g('wasm.total_gzip_kb')} KB gzipped | [wasm/README.md](wasm/README.md#bundle-size) |",

@@ -17,7 +17,7 @@ pub enum Table {
     Sessions,
     /// The lock table (one entry per lock that is held, awaited, watched or in lock-delay).
     Locks,
-    /// The claim pool: one entry per (session, lock) hold or wait.
+    /// The claim pool: one entry per (session, lock) hold, wait or watch.
     Claims,
     /// A [`FenceGate`](crate::FenceGate)'s resource table.
     Resources,
@@ -62,13 +62,15 @@ impl fmt::Display for Table {
 pub enum Error {
     /// No live session has this id (never opened, closed, or expired).
     UnknownSession(SessionId),
-    /// The session does not hold the lock it tried to release.
+    /// The session does not hold the lock it tried to release (for
+    /// [`release_hold`](crate::LockService::release_hold): not under that token).
     NotHolder(SessionId),
     /// The session has no queued acquire on the lock it tried to cancel.
     NotQueued(SessionId),
     /// The session already waits for this lock; a second queue entry is never made.
     AlreadyQueued(SessionId),
-    /// The session holds the lock in the other mode (no upgrade or downgrade).
+    /// The session holds the lock in another mode (no upgrade or downgrade), or, for
+    /// [`Mode::Permits`](crate::Mode::Permits), with another count.
     ModeMismatch {
         /// The mode the session holds the lock in.
         held: Mode,
@@ -179,6 +181,7 @@ const REASONS: &[&str] = &[
     "a token held twice",
     "a waiter arrived before a holder",
     "a watch with a mode or value",
+    "bad version",
     "claim of an unknown session",
     "claim on an unknown lock",
     "claim sequence out of order or beyond the counter",
@@ -845,5 +848,24 @@ mod tests {
             }
         }
         assert!(found >= 25, "the scan found only {found} reasons");
+    }
+
+    /// The reasons a helper makes rather than the error's construction site (which the
+    /// scan above reads): the header varint's, for a snapshot and a gate.
+    #[test]
+    fn reasons_made_by_helpers_are_listed() {
+        for rest in [
+            &[][..],
+            &[0x80],
+            &[0x80, 0x80],
+            &[0xff, 0xff, 0xff],
+            &[0x80, 0x80, 0x80, 0x00],
+        ] {
+            let reason = crate::snapshot::bad_varint(rest);
+            assert!(
+                REASONS.contains(&reason),
+                "{reason:?} is missing from REASONS"
+            );
+        }
     }
 }

@@ -38,9 +38,11 @@
 //! ([`ArrayStorage`]), slices you own ([`SliceStorage`]) or, with feature `alloc`,
 //! `VecStorage` sized at run time. See [`storage`] for bytes per row.
 //!
-//! **2. Every input carries the host's `now` and returns the caller's [`Reply`].** Events
-//! for *other* sessions (a waiter granted, a session expired) go to a [`Sink`] — here a
-//! `heapless::Deque`, so not even the event buffer allocates.
+//! **2. Every input carries the host's `now` and returns the caller's [`Reply`].** Everything
+//! else it causes — events, mostly for *other* sessions (a waiter granted, a session
+//! expired) — goes to a [`Sink`], each naming the session to tell
+//! ([`Output::session`]) — here a `heapless::Deque`, so not even the event buffer
+//! allocates.
 //!
 //! ```
 //! use fencelock::{ArrayStorage, Config, LockService, Mode, Output, Reply, Tick, Token, Wait};
@@ -141,7 +143,8 @@
 //! holders together hold at most `limit` permits, granted in strict FIFO order, each grant
 //! with its own token. A session opened with a [`Label`] is shown by it; a
 //! [`watch`](LockService::watch) tells a session of every holder change of a lock
-//! ([`Output::HolderChanged`]) until it unwatches, closes or expires (§13):
+//! ([`Output::HolderChanged`]) until it unwatches, closes or expires (§13). (The events go
+//! to a `Vec` here, which needs feature `alloc`; a `heapless::Deque` works as above.)
 //!
 //! ```
 //! use fencelock::{ArrayStorage, Change, Config, Label, LockService, Mode, Output, Reply, Tick, Wait};
@@ -214,8 +217,8 @@
 //!
 //! All memory is the host's: one row per session (88 bytes), per labelled session (65,
 //! in a label table the host sizes: by default one per session, 0 for a host that never
-//! labels), per live lock entry (152) and per hold, wait or watch (72), each with its two
-//! buckets of its table's hash index, the same on every target where `u64` is 8-byte
+//! labels), per live lock entry (152) and per hold, wait or watch (72), each but the label
+//! rows with its two buckets of its table's hash index, the same on every target where `u64` is 8-byte
 //! aligned (64-bit ones, wasm32, 32-bit ARM; a few bytes fewer on i686); the table and
 //! its reasoning are in [`storage`]. Capacities are fixed at construction; a full table is
 //! a typed error ([`Error::CapacityExceeded`]), never a panic.
@@ -247,10 +250,10 @@
 //! | correctness matters (money, shared state) | consensus sessions + fencing | [`LockService`] replicated under a log + [`FenceGate`] at the resource + [`SessionKeeper`] at the client |
 //! | leader election | consensus lock; the token is the epoch | [`LockService::campaign`] / [`LockService::leader`]; downstream [`FenceGate`] |
 //! | the resource cannot check a token | redesign: idempotent operations, or avoid the lock | nothing here makes it safe: a [`FenceGate`] needs the resource's cooperation |
-//! | many waiters on one lock | an ordered wait queue with watches | FIFO queues; one [`Output::Granted`] per release is the watch firing |
+//! | many waiters on one lock | an ordered wait queue, each waiter told when it is its turn | FIFO queues; a release grants the next waiter (or the run of shared waiters, or the permit waiters that now fit), one [`Output::Granted`] each: nobody polls |
 //! | at most N at once (a connection pool, a rate of jobs) | a counting semaphore | [`Mode::Permits`]; every acquire carries the limit |
 //! | who holds it, and when that changes | a watch on the lock | [`LockService::watch`]; holders shown with their [`Label`] |
-//! | the lease cannot be renewed | treat it as fatal: stop work | [`SessionKeeper::may_act`] turns false at `ttl − margin`; [`SessionKeeper::session_lost`] on `SessionExpired` |
+//! | the lease cannot be renewed | treat it as fatal: stop work | [`SessionKeeper::may_act`] turns false at the last acknowledged send + `ttl − margin`; [`SessionKeeper::session_lost`] on `SessionExpired` |
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 use crate::{Mode, SessionId, Tick, Token};
 
 /// The answer to the session that sent an input, returned by the call (never through the
-/// [`Sink`](crate::Sink)). Events for *other* sessions, or caused by time, go to the sink
-/// as [`Output`](crate::Output)s.
+/// [`Sink`](crate::Sink)). Everything else the input causes goes to the sink as
+/// [`Output`](crate::Output)s: events for other sessions, caused by time, and a few for the
+/// caller (its holds' `Released` on close, a watch's `Holding` snapshot).
 ///
 /// A repeat of a session's latest request number returns the reply the original returned,
 /// except that an acquire's repeat answers from the session's claim on the lock *now* (see

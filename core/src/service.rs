@@ -205,9 +205,10 @@ pub(crate) struct State {
 ///   [`release`](Self::release), [`cancel`](Self::cancel), [`tick`](Self::tick),
 ///   [`open_labeled`](Self::open_labeled), [`watch`](Self::watch),
 ///   [`unwatch`](Self::unwatch), [`release_hold`](Self::release_hold)).
-///   Each carries the host's `now` and returns the caller's [`Reply`]; events for other
-///   sessions, or caused by time, go to the [`Sink`] `out`, in order, before the call
-///   returns. The service buffers nothing, so it can drop nothing.
+///   Each carries the host's `now` and returns the caller's [`Reply`]; every event —
+///   for other sessions, caused by time, or the few for the caller (its holds'
+///   `Released` on close, a watch's `Holding` snapshot) — goes to the [`Sink`] `out`, in
+///   order, before the call returns: route each by [`Output::session`](crate::Output::session). The service buffers nothing, so it can drop nothing.
 /// * **Time**: every input first advances the service to its `now`, exactly as
 ///   [`tick`](Self::tick) would, so messages need no tick between them. The host MUST
 ///   still call `tick` no later than [`poll_timeout`](Self::poll_timeout) says, so that
@@ -432,8 +433,8 @@ impl<S: Storage> LockService<S> {
 
     // ------------------------------------------------------------------ inputs
 
-    /// Applies one input and returns the caller's [`Reply`]; events for other sessions (and
-    /// those time caused) go to `out`, in order.
+    /// Applies one input and returns the caller's [`Reply`]; its events (everything but
+    /// the reply, see [`LockService`]) go to `out`, in order.
     ///
     /// Errors: those of the typed method the input names. Cost: that method's.
     pub fn handle(&mut self, input: Input, out: &mut impl Sink) -> Result<Reply, Error> {
@@ -844,8 +845,9 @@ impl<S: Storage> LockService<S> {
         })
     }
 
-    /// Withdraws a queued acquire. Replies `Cancelled`; emits `Granted` to any shared
-    /// waiters that were only blocked behind it.
+    /// Withdraws a queued acquire. Replies `Cancelled`; emits `Granted` to the waiters it
+    /// alone kept waiting (shared waiters behind it, or permit waiters that now fit),
+    /// each followed by its watchers' `HolderChanged`.
     ///
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
     /// advance) [`Error::UnknownSession`], name errors, request-number errors,

@@ -47,8 +47,9 @@ use crate::{Error, Label, LockName, Mode, SessionId, Table};
 /// The four bytes every snapshot begins with.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"FLCK";
 /// The newest snapshot format this build writes and reads (2). A state that uses no
-/// label, permit, watch or non-default `max_watchers` is written as version 1, which this
-/// build reads too.
+/// label, permit, watch or non-default `max_watchers`, and has no recorded reply of a
+/// watch, an unwatch or a permits acquire, is written as version 1, which this build reads
+/// too.
 pub const SNAPSHOT_VERSION: u16 = 2;
 
 /// The version written when nothing needs version 2.
