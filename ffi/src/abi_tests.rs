@@ -2803,7 +2803,9 @@ fn a_batch_is_its_ops_one_by_one() {
             // Mostly one of the latest sessions opened, sometimes an unknown id.
             let session = match opened.len() {
                 0 => 1,
-                n if rng() % 8 != 0 => opened[n - 1 - pick(n.min(3) as u64, rng()) as usize],
+                n if !rng().is_multiple_of(8) => {
+                    opened[n - 1 - pick(n.min(3) as u64, rng()) as usize]
+                }
                 _ => 1 + rng() % 64,
             };
             let mut o = op(K::OpenSession, session, lock);
@@ -2813,11 +2815,18 @@ fn a_batch_is_its_ops_one_by_one() {
             o.wait = [1, 2, 2, 3, 4][pick(5, rng()) as usize]; // 4 is no wait
             o.wait_until = now + rng() % 3;
             (o.count, o.limit) = (1 + (rng() % 3) as u32, 2);
-            o.request_number = if rng() % 3 == 0 { round as u64 } else { 0 };
+            o.request_number = if rng().is_multiple_of(3) {
+                round as u64
+            } else {
+                0
+            };
             // A release-hold mostly names one of the latest grants (by its session, lock
             // and token: a hold, or one that has ended), sometimes any small token.
             o.token = token_rng() % 64;
-            if o.kind == K::ReleaseHold as u32 && !grants.is_empty() && token_rng() % 4 != 0 {
+            if o.kind == K::ReleaseHold as u32
+                && !grants.is_empty()
+                && !token_rng().is_multiple_of(4)
+            {
                 let n = grants.len();
                 let (s, l, t) = grants[n - 1 - pick(n.min(4) as u64, token_rng()) as usize];
                 (o.session, o.lock, o.lock_len, o.token) =

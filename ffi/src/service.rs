@@ -462,7 +462,7 @@ unsafe fn place(
             plan(cap, rest, true)?
         }
     };
-    if (mem as usize) % plan.layout.align() != 0 {
+    if !(mem as usize).is_multiple_of(plan.layout.align()) {
         return Err(fencelock_result::MisalignedMemory.into());
     }
     if mem_len < plan.layout.size() {

@@ -1123,7 +1123,18 @@ impl TcpConn {
         }
     }
 
+    /// One request and its answer. The connection is taken out of `self.conn` for the call
+    /// and put back only once the answer is read whole: answers carry no request id, so a
+    /// call dropped half way — openraft times each out itself, around this, with the same
+    /// ttl (which timer fires first is a matter of rounding), or aborts its task — must
+    /// take its connection with it, or the next call would read this one's late answer as
+    /// its own (a follower's `Success` for entries it has not written yet).
     async fn call_inner(&mut self, req: RaftReq) -> Result<RaftResp, CallError> {
+        let Some(settings) = self.peers.ours() else {
+            return Err(CallError::Unreachable(io::Error::other(
+                "this node has not started",
+            )));
+        };
         if self.conn.is_none() {
             // Without TLS only loopback addresses are dialled; with it, any address.
             let s = match &self.tls {
@@ -1153,18 +1164,18 @@ impl TcpConn {
             };
             self.conn = Some((BufReader::new(r), BufWriter::new(w)));
         }
-        let Some((r, w)) = self.conn.as_mut() else {
+        let Some((mut r, mut w)) = self.conn.take() else {
             return Err(CallError::Unreachable(io::Error::other("no connection")));
         };
-        let Some(settings) = self.peers.ours() else {
-            return Err(CallError::Unreachable(io::Error::other(
-                "this node has not started",
-            )));
-        };
         let call = RaftCall { settings, req };
-        frame::write(w, &call).await.map_err(CallError::Network)?;
-        match frame::read::<_, RaftResp>(r, MAX_RAFT_REPLY).await {
-            Ok(Some(resp)) => Ok(resp),
+        frame::write(&mut w, &call)
+            .await
+            .map_err(CallError::Network)?;
+        match frame::read::<_, RaftResp>(&mut r, MAX_RAFT_REPLY).await {
+            Ok(Some(resp)) => {
+                self.conn = Some((r, w));
+                Ok(resp)
+            }
             Ok(None) => Err(CallError::Network(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "connection closed",
@@ -2786,6 +2797,76 @@ mod tests {
             matches!(&got, RaftResp::Vote(Ok(v)) if v.vote_granted),
             "node 2's vote, a first peer's, in term 3"
         );
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A Raft call dropped before its answer came (openraft times each call out itself,
+    /// around the transport's own timeout, with the same ttl) takes its connection with
+    /// it: the next call goes over a new connection and gets its own answer, never the
+    /// dropped call's late one. (Answers carry no request id: on a kept connection, every
+    /// later answer would be one behind — a follower's `Success` taken for entries it has
+    /// not written.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_raft_call_takes_its_connection_and_its_late_answer_with_it() {
+        let (node, dir) = unit_node("cancel-safe").await;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        // A peer answering in order, one connection at a time: the first request late
+        // (after 300 ms) and not granted, every later one at once and granted.
+        let peer = tokio::spawn(async move {
+            let mut n = 0u32;
+            let mut conns = 0u32;
+            while let Ok((s, _)) = l.accept().await {
+                conns += 1;
+                let (r, mut w) = s.into_split();
+                let mut r = BufReader::new(r);
+                while let Ok(Some(_)) = frame::read::<_, RaftCall>(&mut r, MAX_RAFT_FRAME).await {
+                    n += 1;
+                    if n == 1 {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                    let resp = RaftResp::PreVote(PreVoteResponse {
+                        granted: n > 1,
+                        leader_vote: None,
+                    });
+                    if frame::write(&mut w, &resp).await.is_err() {
+                        break;
+                    }
+                    if n >= 2 {
+                        return conns;
+                    }
+                }
+            }
+            conns
+        });
+        let mut net = TcpNetwork::default();
+        net.carry(node.elector().settings().clone());
+        let target = NodeAddr {
+            raft: addr,
+            client: "127.0.0.1:1".into(),
+        };
+        let mut conn = net.new_client(2, &target).await;
+        let ask = || {
+            RaftReq::PreVote(PreVoteRequest {
+                candidate: 1,
+                last_log_id: None,
+            })
+        };
+        let long = Duration::from_secs(10);
+        // Dropped from outside before its answer, as openraft's own timeout drops it.
+        let dropped = tokio::time::timeout(Duration::from_millis(50), conn.call(ask(), long)).await;
+        assert!(dropped.is_err(), "the first call was not cut short");
+        tokio::time::sleep(Duration::from_millis(500)).await; // its late answer is sent
+        match conn.call(ask(), long).await {
+            Ok(RaftResp::PreVote(p)) => {
+                assert!(p.granted, "the second call got the first's late answer")
+            }
+            Ok(_) => panic!("not a pre-vote answer"),
+            Err(_) => panic!("the second call failed"),
+        }
+        let conns = tokio::time::timeout(long, peer).await.unwrap().unwrap();
+        assert_eq!(conns, 2, "the second call did not dial anew");
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
     }

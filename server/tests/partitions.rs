@@ -265,7 +265,7 @@ impl Run {
     async fn episode(&mut self, fault: Fault, ms: u64, pick: u64) -> Episode {
         let l = self.leader().await;
         let fs: Vec<u64> = (1..=3).filter(|&x| x != l).collect();
-        let (f, g) = if pick % 2 == 0 {
+        let (f, g) = if pick.is_multiple_of(2) {
             (fs[0], fs[1])
         } else {
             (fs[1], fs[0])

@@ -16,7 +16,7 @@ pub fn encode(bytes: &[u8]) -> String {
 /// Errors: a message naming the problem.
 pub fn decode(text: &str) -> Result<Vec<u8>, String> {
     let t = text.as_bytes();
-    if t.len() % 2 != 0 {
+    if !t.len().is_multiple_of(2) {
         return Err(format!("odd-length hex {text:?}"));
     }
     let digit = |c: u8| -> Result<u8, String> {

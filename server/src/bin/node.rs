@@ -82,7 +82,9 @@ struct Args {
     /// Watchers a lock may have at most (0: no watches); every node must agree.
     #[arg(long, default_value_t = fencelock::Config::default().max_watchers)]
     max_watchers: u32,
-    /// Raft heartbeat interval (ms); also openraft's AppendEntries timeout.
+    /// Raft heartbeat interval (ms); also openraft's AppendEntries timeout, which covers
+    /// a new connection's TCP and TLS handshakes, the round trip and the follower's fsync:
+    /// raise it above those on a slow link (and --election-ms to several times it).
     #[arg(long, default_value_t = 50)]
     heartbeat_ms: u64,
     /// Raft election timeout, the lower bound (ms); the upper bound is twice it.
