@@ -25,8 +25,8 @@
 //!   request that follower accepted. The *quorum time* is the latest instant such that a
 //!   majority of every voter configuration (this node counting as always fresh) accepted a
 //!   request sent at or after it. A leader whose quorum time is older than the maximum
-//!   election timeout (when its followers may elect another leader) **steps back** for the
-//!   rest of its term: it answers clients
+//!   election timeout (when its followers may elect another leader) **steps back** until a
+//!   probe (below) succeeds or a later term takes over: it answers clients
 //!   `NotLeader` at once (and fails requests in flight), stops stamping time and proposing
 //!   ticks, and stops sending AppendEntries, so its followers stop hearing from it and
 //!   elect a leader that a majority can reach (one-way links included). openraft 0.9 has

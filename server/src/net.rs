@@ -2801,6 +2801,42 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// The leader clock stamps only in the term its anchor belongs to: anchored in a term
+    /// this node does not lead in now (the ticker, which alone resets the anchor, can be
+    /// held up on a write while the node loses its term and wins a later one), it gives no
+    /// stamp — the later term's entries are not stamped with the earlier term's time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_leader_clock_stamps_only_in_the_term_of_its_anchor() {
+        let (node, dir) = unit_node("clock-term").await;
+        let me = NodeAddr {
+            raft: "127.0.0.1:1".into(),
+            client: "127.0.0.1:2".into(),
+        };
+        node.initialize([(1, me)].into()).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while node.stamp().is_none() {
+            assert!(Instant::now() < deadline, "never anchored");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (term, anchored) = node.clock_term();
+        assert!(anchored);
+        assert_eq!(term, node.raft.metrics().borrow().current_term);
+        node.set_clock_term(term - 1);
+        assert_eq!(node.stamp(), None, "stamped with another term's anchor");
+        // (The ticker may meanwhile have reset the anchor it saw in the wrong term: it
+        // anchors again after the grace.)
+        node.set_clock_term(term);
+        while node.stamp().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "its own term's anchor gives no stamp"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A Raft call dropped before its answer came (openraft times each call out itself,
     /// around the transport's own timeout, with the same ttl) takes its connection with
     /// it: the next call goes over a new connection and gets its own answer, never the

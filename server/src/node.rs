@@ -160,11 +160,23 @@ impl LeaderClock {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The stamp for a proposal now: `Some` only on an anchored leader. It stands still
-    /// while the leader has no fresh quorum acknowledgement. Cost: O(1).
+    /// The stamp for a proposal now: `Some` only on a leader anchored in the term it leads
+    /// in now. It stands still while the leader has no fresh quorum acknowledgement.
+    /// (Only the ticker resets the anchor, and it can be waiting on a write for a while: a
+    /// node that lost its term and won a later one meanwhile must not stamp the new
+    /// term's entries with the old term's time, skipping the new term's grace.)
+    /// Cost: O(1).
     pub fn stamp(&self) -> Option<u64> {
         let mut c = self.lock();
         let (at, logical) = c.anchor?;
+        let leading_in_its_term = self.elector.bound_raft().is_some_and(|r| {
+            let metrics = r.metrics();
+            let m = metrics.borrow();
+            m.state == ServerState::Leader && m.current_term == c.term
+        });
+        if !leading_in_its_term {
+            return None;
+        }
         let credited = self.elector.credited(c.term).unwrap_or(at);
         let stamp = logical + credited.saturating_sub(at).as_millis() as u64;
         if stamp < c.last {
@@ -571,6 +583,20 @@ impl Node {
     /// Cost: O(1).
     pub fn stamp(&self) -> Option<u64> {
         self.clock.stamp()
+    }
+
+    /// The term the leader clock is anchored in, and whether it is (for tests).
+    #[cfg(test)]
+    pub(crate) fn clock_term(&self) -> (u64, bool) {
+        let c = self.clock.lock();
+        (c.term, c.anchor.is_some())
+    }
+
+    /// Makes the leader clock believe it is anchored in `term` (for tests: the anchor of
+    /// a term this node no longer leads in, as a ticker held up on a write leaves it).
+    #[cfg(test)]
+    pub(crate) fn set_clock_term(&self, term: u64) {
+        self.clock.lock().term = term;
     }
 
     /// The node's configuration. Cost: O(1).

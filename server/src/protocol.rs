@@ -406,7 +406,10 @@ pub struct ExportPage {
 /// Why a request failed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientError {
-    /// This node is not the leader; retry at `leader` (client address), if known.
+    /// This node is not the leader; retry at `leader` (client address), if known. For a
+    /// write the outcome is unknown: a leader that stepped back (or lost its term) while
+    /// the write was in a batch may still commit it, so retry with the same request number
+    /// (the core replays it instead of applying it twice).
     NotLeader {
         /// The leader's client address.
         leader: Option<String>,
