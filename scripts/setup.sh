@@ -81,7 +81,9 @@ if tests; then
   # The nightly toolchain itself first: `component add` does not install a missing one,
   # and whether `cargo +nightly` installs it on demand depends on rustup's version and
   # RUSTUP_AUTO_INSTALL.
-  if ! rustup toolchain list | grep -q '^nightly'; then
+  # (Asked of the toolchain itself: a dated nightly in `rustup toolchain list` is not the
+  # `nightly` that `cargo +nightly` runs.)
+  if ! rustup run nightly rustc --version >/dev/null 2>&1; then
     log "rustup toolchain install nightly (minimal)"
     rustup toolchain install nightly --profile minimal
   fi

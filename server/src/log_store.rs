@@ -903,6 +903,20 @@ impl LogStore {
             pos += used;
             last_seq = Some(seq);
         }
+        // force-new-cluster reads a survivor's log for its entries, never its vote (the new
+        // directory's vote is made from its last entry): a vote past the bound — one a
+        // forged peer request left on a build before that bound, which a node's start now
+        // refuses — is dropped there, said, so the documented way out stays open.
+        if accept_loss {
+            if let Some(v) = inner.vote.filter(|v| !vote_in_bounds(v)) {
+                tracing::warn!(
+                    "{}: the stored vote's term, {}, is not below 2^62 (no real term comes near): left out of the new cluster",
+                    path.display(),
+                    v.leader_id().get_term()
+                );
+                inner.vote = None;
+            }
+        }
         // Checksums prove the bytes are as written, not that what was written is a Raft
         // log: a replayed log whose entries skip an index, go back a term, or sit at or
         // before its own purge point was not written by this store (a bug, or a forged
@@ -1419,6 +1433,22 @@ mod tests {
                 }
             }
         }
+        // force-new-cluster's open (which reads a survivor's entries, never its vote)
+        // leaves such a vote out rather than refusing the way out; an entry past the bound
+        // is still refused there.
+        let mut bytes = header();
+        bytes.extend(encode_group(0, &[Rec::Vote(Vote::new(u64::MAX, 1)), blank(1)]).unwrap());
+        fs::write(dir.join("raft.log"), &bytes).unwrap();
+        let (log, _) = LogStore::open_accepting_loss(&dir).expect("the vote is left out");
+        assert_eq!((log.vote(), log.last_index()), (None, 1));
+        drop(log);
+        let mut bytes = header();
+        bytes.extend(encode_group(0, &[entry(at(b, 1))]).unwrap());
+        fs::write(dir.join("raft.log"), &bytes).unwrap();
+        let e = LogStore::open_accepting_loss(&dir)
+            .err()
+            .expect("an entry past the bound");
+        assert!(e.to_string().contains("not below 2^62"), "{e}");
         let _ = fs::remove_dir_all(&dir);
     }
 

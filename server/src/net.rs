@@ -731,17 +731,23 @@ fn sender(req: &RaftReq) -> Option<NodeId> {
     vote.leader_id().voted_for()
 }
 
-/// The first term or log index in `req` at or past [`crate::types::RAFT_NUMBER_BOUND`], named: no
-/// such request is served, whoever sends it (a member's included). Cost: O(entries).
+/// `what`'s term, named, if it is at or past [`crate::types::RAFT_NUMBER_BOUND`].
+fn vote_past_bound(what: &str, v: &crate::types::Vote) -> Option<String> {
+    (!vote_in_bounds(v)).then(|| format!("{what} term {}", v.leader_id().get_term()))
+}
+
+/// `what`, named, if its term or index is at or past [`crate::types::RAFT_NUMBER_BOUND`].
+fn id_past_bound(what: &str, l: &Option<crate::types::LogId>) -> Option<String> {
+    l.as_ref()
+        .filter(|l| !log_id_in_bounds(l))
+        .map(|l| format!("{what} {l}"))
+}
+
+/// The first term or log index in `req` at or past [`crate::types::RAFT_NUMBER_BOUND`],
+/// named: no such request is served, whoever sends it (a member's included). Cost:
+/// O(entries).
 fn past_bound(req: &RaftReq) -> Option<String> {
-    let vote = |what: &str, v: &crate::types::Vote| {
-        (!vote_in_bounds(v)).then(|| format!("{what} term {}", v.leader_id().get_term()))
-    };
-    let id = |what: &str, l: &Option<crate::types::LogId>| {
-        l.as_ref()
-            .filter(|l| !log_id_in_bounds(l))
-            .map(|l| format!("{what} {l}"))
-    };
+    let (vote, id) = (vote_past_bound, id_past_bound);
     match req {
         RaftReq::Append(x) => vote("vote", &x.vote)
             .or_else(|| id("previous log id", &x.prev_log_id))
@@ -762,20 +768,13 @@ fn past_bound(req: &RaftReq) -> Option<String> {
 /// [`past_bound`] for an answer: a peer's answer carrying such a number is not taken.
 /// Cost: O(1).
 fn answer_past_bound(resp: &RaftResp) -> Option<String> {
-    let vote = |v: &crate::types::Vote| {
-        (!vote_in_bounds(v)).then(|| format!("vote term {}", v.leader_id().get_term()))
-    };
-    let id = |l: &Option<crate::types::LogId>| {
-        l.as_ref()
-            .filter(|l| !log_id_in_bounds(l))
-            .map(|l| format!("log id {l}"))
-    };
+    let (vote, id) = (vote_past_bound, id_past_bound);
     match resp {
-        RaftResp::Append(Ok(AppendEntriesResponse::HigherVote(v))) => vote(v),
-        RaftResp::Append(Ok(AppendEntriesResponse::PartialSuccess(l))) => id(l),
-        RaftResp::Vote(Ok(v)) => vote(&v.vote).or_else(|| id(&v.last_log_id)),
-        RaftResp::Snapshot(Ok(v)) => vote(&v.vote),
-        RaftResp::PreVote(v) => v.leader_vote.as_ref().and_then(vote),
+        RaftResp::Append(Ok(AppendEntriesResponse::HigherVote(v))) => vote("vote", v),
+        RaftResp::Append(Ok(AppendEntriesResponse::PartialSuccess(l))) => id("log id", l),
+        RaftResp::Vote(Ok(v)) => vote("vote", &v.vote).or_else(|| id("log id", &v.last_log_id)),
+        RaftResp::Snapshot(Ok(v)) => vote("vote", &v.vote),
+        RaftResp::PreVote(v) => v.leader_vote.as_ref().and_then(|v| vote("vote", v)),
         _ => None,
     }
 }
@@ -2771,6 +2770,41 @@ mod tests {
                     leader_commit: None,
                 }),
             ),
+            (
+                "an append whose commit point is past the bound",
+                RaftReq::Append(AppendEntriesRequest {
+                    vote: Vote::new_committed(3, 2),
+                    prev_log_id: None,
+                    entries: vec![],
+                    leader_commit: far_id,
+                }),
+            ),
+            (
+                "an append of an entry whose log id is past the bound",
+                RaftReq::Append(AppendEntriesRequest {
+                    vote: Vote::new_committed(3, 2),
+                    prev_log_id: None,
+                    entries: vec![openraft::Entry {
+                        log_id: LogId::new(CommittedLeaderId::new(far, 2), 1),
+                        payload: openraft::EntryPayload::Blank,
+                    }],
+                    leader_commit: None,
+                }),
+            ),
+            (
+                "a snapshot whose log id is past the bound",
+                RaftReq::Snapshot(openraft::raft::InstallSnapshotRequest {
+                    vote: Vote::new_committed(3, 2),
+                    meta: openraft::SnapshotMeta {
+                        last_log_id: far_id,
+                        last_membership: Default::default(),
+                        snapshot_id: "s".into(),
+                    },
+                    offset: 0,
+                    data: vec![],
+                    done: true,
+                }),
+            ),
         ] {
             let n = count("past_bound");
             assert!(answer(call(req)).await.is_empty(), "{what}: answered");
@@ -2837,6 +2871,46 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A peer's answer carrying a term or log index past 2^62 is not taken (the call that
+    /// got it fails): a higher vote, a vote answer, a partial success, a snapshot answer, a
+    /// pre-vote answer's vote; the same answers in plain terms are taken.
+    #[test]
+    fn an_answer_past_the_bound_is_not_taken() {
+        use openraft::raft::{InstallSnapshotResponse, VoteResponse};
+        use openraft::{CommittedLeaderId, LogId, Vote};
+        let b = crate::types::RAFT_NUMBER_BOUND;
+        for (term, past) in [(7, false), (b - 1, false), (b, true), (u64::MAX, true)] {
+            let v = Vote::new_committed(term, 2);
+            let l = Some(LogId::new(CommittedLeaderId::new(term, 2), 3));
+            let answers = [
+                RaftResp::Append(Ok(AppendEntriesResponse::HigherVote(v))),
+                RaftResp::Append(Ok(AppendEntriesResponse::PartialSuccess(l))),
+                RaftResp::Vote(Ok(VoteResponse {
+                    vote: v,
+                    vote_granted: false,
+                    last_log_id: None,
+                })),
+                RaftResp::Vote(Ok(VoteResponse {
+                    vote: Vote::new(1, 2),
+                    vote_granted: false,
+                    last_log_id: l,
+                })),
+                RaftResp::Snapshot(Ok(InstallSnapshotResponse { vote: v })),
+                RaftResp::PreVote(PreVoteResponse {
+                    granted: false,
+                    leader_vote: Some(v),
+                }),
+            ];
+            for (k, a) in answers.iter().enumerate() {
+                assert_eq!(
+                    answer_past_bound(a).is_some(),
+                    past,
+                    "term {term}, answer {k}"
+                );
+            }
+        }
+    }
+
     /// A Raft call dropped before its answer came (openraft times each call out itself,
     /// around the transport's own timeout, with the same ttl) takes its connection with
     /// it: the next call goes over a new connection and gets its own answer, never the
@@ -2848,8 +2922,8 @@ mod tests {
         let (node, dir) = unit_node("cancel-safe").await;
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
-        // A peer answering in order, one connection at a time: the first request late
-        // (after 300 ms) and not granted, every later one at once and granted.
+        // A peer answering in order, one connection at a time: the second request late
+        // (after 300 ms) and not granted, every other one at once and granted.
         let peer = tokio::spawn(async move {
             let mut n = 0u32;
             let mut conns = 0u32;
@@ -2859,17 +2933,17 @@ mod tests {
                 let mut r = BufReader::new(r);
                 while let Ok(Some(_)) = frame::read::<_, RaftCall>(&mut r, MAX_RAFT_FRAME).await {
                     n += 1;
-                    if n == 1 {
+                    if n == 2 {
                         tokio::time::sleep(Duration::from_millis(300)).await;
                     }
                     let resp = RaftResp::PreVote(PreVoteResponse {
-                        granted: n > 1,
+                        granted: n != 2,
                         leader_vote: None,
                     });
                     if frame::write(&mut w, &resp).await.is_err() {
                         break;
                     }
-                    if n >= 2 {
+                    if n >= 3 {
                         return conns;
                     }
                 }
@@ -2890,19 +2964,26 @@ mod tests {
             })
         };
         let long = Duration::from_secs(10);
+        // A first call opens the connection (so the next is cut short after its request
+        // was written, not while connecting).
+        assert!(matches!(conn.call(ask(), long).await, Ok(RaftResp::PreVote(p)) if p.granted));
         // Dropped from outside before its answer, as openraft's own timeout drops it.
-        let dropped = tokio::time::timeout(Duration::from_millis(50), conn.call(ask(), long)).await;
-        assert!(dropped.is_err(), "the first call was not cut short");
+        let dropped =
+            tokio::time::timeout(Duration::from_millis(100), conn.call(ask(), long)).await;
+        assert!(dropped.is_err(), "the second call was not cut short");
         tokio::time::sleep(Duration::from_millis(500)).await; // its late answer is sent
         match conn.call(ask(), long).await {
             Ok(RaftResp::PreVote(p)) => {
-                assert!(p.granted, "the second call got the first's late answer")
+                assert!(
+                    p.granted,
+                    "the third call got the dropped call's late answer"
+                )
             }
             Ok(_) => panic!("not a pre-vote answer"),
-            Err(_) => panic!("the second call failed"),
+            Err(_) => panic!("the third call failed"),
         }
         let conns = tokio::time::timeout(long, peer).await.unwrap().unwrap();
-        assert_eq!(conns, 2, "the second call did not dial anew");
+        assert_eq!(conns, 2, "the call after the dropped one did not dial anew");
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -1506,8 +1506,8 @@ async fn a_forged_peer_vote_without_a_member_certificate_is_refused() {
 /// then overflows on (openraft's `term + 1`, unwrapped), stopping the cluster for good.
 /// Now node 4 serves only the members its operator listed (1 to 3): node 5's vote (in a
 /// plain term) is not answered, and even a listed member's vote at that term is refused (no term or log
-/// index past 2^62 is served from anyone). Node 4's vote stays unset, it is added, the
-/// leader keeps its term, and the cluster commits.
+/// index past 2^62 is served from anyone). Node 4's vote stays unset, it is added, no
+/// node takes a forged term, and the cluster commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_waiting_to_be_added_serves_only_its_listed_members_and_no_term_past_the_bound() {
     let c = start_tls("sec-joining").await;
@@ -1549,12 +1549,12 @@ async fn a_node_waiting_to_be_added_serves_only_its_listed_members_and_no_term_p
         .add_learner(4, four.clone())
         .await
         .expect("add-learner");
-    let after = c.t.nodes[l].raft.metrics().borrow().clone();
-    assert_eq!(
-        (after.current_term, after.state),
-        (term, openraft::ServerState::Leader),
-        "the leader changed term or stepped down"
-    );
+    // No node took a forged term (a natural election on a loaded machine may add a term
+    // or two; the forged ones are 1000 ahead, or u64::MAX).
+    for n in c.t.nodes.iter().chain([&joining.node]) {
+        let now = n.raft.metrics().borrow().current_term;
+        assert!(now < term + 1000, "node {} took a forged term: {now}", n.id);
+    }
     let s = client.open_session(60_000).await.unwrap();
     let t = granted(&s, "jobs/joined").await;
     assert_eq!(s.release("jobs/joined").await.unwrap(), t);
