@@ -1880,7 +1880,7 @@ test('scene 3: an action the old leader has sent reaches the DB whatever happens
   assert.match(await text('[data-testid=caption-text]'), /N1's action with epoch 7 landed although N2 had been elected with epoch 8/);
 });
 
-test('a pause that ends one tick before the deadline keeps the session: the woken client sends its overdue keep-alive (scenes 1, 3, 7)', async () => {
+test('a pause that ends one tick before the deadline keeps the session: the woken client sends its overdue keep-alive (scenes 1, 3, 7), and none that was not due (scene 5)', async () => {
   // scene 1: A's deadline is t=10 (session opened at t=0, paused at t=2 before its first
   // heartbeat); a 7 s pause ends at t=9, the keep-alive goes out with the write, nothing expires
   await open(1);
@@ -1923,6 +1923,16 @@ test('a pause that ends one tick before the deadline keeps the session: the woke
   assert.deepEqual(o.stale, []);
   assert.doesNotMatch(await text('[data-testid=log]'), /session_expired/);
   assert.match(await text('[data-testid=caption-text]'), /A's session never expired: A was paused 4 s \(t=3–7\)/);
+  // scene 5: a 5 s pause misses no keep-alive (heartbeats every 10 s): the woken W1 sends
+  // its write and nothing else, and the caption says no keep-alive went out
+  await open(5);
+  await setSlider('pause', 5);
+  const woke = (await page.evaluate(() => window.fencelockDemo.milestones)).find((m) => /^W1 sends/.test(m.label));
+  assert.ok(woke, 'W1 wakes and sends its write');
+  await scrubTo(woke.step);
+  const cap = await text('[data-testid=caption-text]');
+  assert.match(cap, /Its session never expired/);
+  assert.doesNotMatch(cap, /keep-alive|extends the session/, 'a keep-alive that was not due was said to go out');
 });
 
 test('story mode is kept per scene: a story that ended leaves free play to its own scene only', async () => {

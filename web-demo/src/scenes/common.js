@@ -133,3 +133,12 @@ export function milestone(w, emit, label, focus = [], outcome = false) {
 export function whoseSession(w, group, session) {
   return w.sessions[`${group}:${session}`] ?? null;
 }
+
+/**
+ * A running client you resumed first reads what reached it while it was paused (a grant,
+ * an expiry, a watcher's news), in order: each of `ids` that is running with anything in
+ * its inbox.
+ */
+export function readInboxes(w, emit, ids) {
+  for (const id of ids) if (w.clients[id].status === 'running' && w.clients[id].inbox.length) emit({ op: 'inbox', id });
+}

@@ -71,8 +71,11 @@ function step(w, emit, P) {
       emit({ op: 'flash', from: id, to: 'db', label: `epoch ${c.token}`, kind: 'msg' });
       const token = c.token;
       // its renewal thread wakes too and sends the keep-alive that fell due while it slept
+      // (only if one is due: a short pause may have missed none)
+      const before = deadlineOf(w, 'svc', w.clients[id]);
       heartbeat(w, emit, id, ctx);
-      ev.sent = { id, token, expired: facts(w).expiries.some((e) => e.id === id), lost: w.clients[id].lost, deadline: deadlineOf(w, 'svc', w.clients[id]) };
+      const after = deadlineOf(w, 'svc', w.clients[id]);
+      ev.sent = { id, token, expired: facts(w).expiries.some((e) => e.id === id), lost: w.clients[id].lost, renewed: after != null && after !== before ? after : null };
       continue;
     }
     if (c.holding && c.token != null && !c.mem.steppedDown && t >= (c.mem.nextAct ?? t)) {
@@ -170,7 +173,7 @@ function caption(w, ev, P) {
       text: ev.sent.expired
         ? `${id} wakes. It still believes it leads with epoch ${token} — its lease check passed before the pause — and sends the action it prepared, stamped epoch ${token}. Its session expired while it slept.` +
           (ev.sent.lost ? ` Its overdue keep-alive, sent as it wakes, is refused: now ${id} knows it no longer leads — but the action has already left.` : '')
-        : `${id} wakes within its session timeout, still leader, and sends the action it prepared with epoch ${token}; its overdue keep-alive goes out too${ev.sent.deadline != null ? ` and the service extends the session to t=${ev.sent.deadline}` : ''}.`,
+        : `${id} wakes within its session timeout, still leader, and sends the action it prepared with epoch ${token}${ev.sent.renewed != null ? `; its overdue keep-alive goes out too and the service extends the session to t=${ev.sent.renewed}` : ''}.`,
     };
   }
   const act = ev.acts.find((a) => a.late) || ev.acts.find((a) => w.clients[a.id].mem.ledSince === w.t) || ev.acts[0] || null;

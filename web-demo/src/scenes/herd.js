@@ -4,7 +4,7 @@
 // with try-locks against a second real core. The Busy answers are counted as wasted wake-ups.
 // Both lanes use the real core; only the herd's "notify everyone" is the (bad) client design.
 
-import { nextTime, tickAll, heartbeat, rng, milestone } from './common.js';
+import { nextTime, tickAll, heartbeat, rng, milestone, readInboxes } from './common.js';
 
 const LOCK = 'jobs/nightly';
 const N = 7; // one holder + six waiters
@@ -47,7 +47,7 @@ function step(w, emit, P) {
   const qOuts = [...(ticked.queue || [])];
   const hOuts = [...(ticked.herd || [])];
   // A client you resumed first reads what reached it while it was paused (a grant, an expiry).
-  for (const id of [...Q, ...H]) if (w.clients[id].status === 'running' && w.clients[id].inbox.length) emit({ op: 'inbox', id });
+  readInboxes(w, emit, [...Q, ...H]);
   // Ordered queue: the holder releases after HOLD seconds; the core grants exactly one waiter.
   let qReleaser = qOuts.some((o) => o.type === 'released' && o.reason === 'expired') ? 'the killed holder\'s expired session' : null;
   for (const id of Q) {

@@ -126,8 +126,11 @@ export function pauseScene(cfg) {
         // Its renewal thread wakes too and sends the keep-alive that fell due while it slept:
         // it keeps a session the service still has, and its refusal tells a client whose
         // session is gone — after the write has left.
+        // (Only if one is due: a short pause may have missed none.)
+        const before = deadlineOf(w, 'svc', w.clients[id]);
         heartbeat(w, emit, id, ctx);
-        ev.sent = { id, token, part: job.part, expired: facts(w).expiries.some((e) => e.id === id), lost: w.clients[id].lost, deadline: deadlineOf(w, 'svc', w.clients[id]) };
+        const after = deadlineOf(w, 'svc', w.clients[id]);
+        ev.sent = { id, token, part: job.part, expired: facts(w).expiries.some((e) => e.id === id), lost: w.clients[id].lost, renewed: after != null && after !== before ? after : null };
         continue;
       }
       const before = job?.part ? w.stores.store.contents[job.part] : null;
@@ -186,7 +189,7 @@ export function pauseScene(cfg) {
         text: ev.sent.expired
           ? `${id} wakes. It still believes it holds ${W.token} ${token} — ${cfg.checksLease ? 'its lease check passed before the pause, so it does not check again' : 'it does not check its lease before writing, trusting its renewal thread to report a lost one'} — and sends its write with ${token}. The lock service expired its session while it slept.` +
             (ev.sent.lost ? ` Its renewal thread wakes too and sends the overdue keep-alive: refused, the service no longer knows the session. Now ${id} knows it lost the lock — but the write has already left.` : '')
-          : `${id} wakes and sends its write with ${W.token} ${token}; its renewal thread sends the keep-alive that fell due while it slept${ev.sent.deadline != null ? `, and the service extends the session to t=${ev.sent.deadline}` : ''}. Its session never expired, so it really does still hold the lock.`,
+          : `${id} wakes and sends its write with ${W.token} ${token}${ev.sent.renewed != null ? `; its renewal thread sends the keep-alive that fell due while it slept, and the service extends the session to t=${ev.sent.renewed}` : ''}. Its session never expired, so it really does still hold the lock.`,
       };
     }
     const late = ev.writes.find((x) => x.late);

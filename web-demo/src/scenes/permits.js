@@ -10,7 +10,7 @@
 // waiters wait forever; on the right its session expires after its timeout, the permit
 // returns, and the head of the FIFO queue is granted with a new fencing token.
 
-import { nextTime, heartbeat, milestone } from './common.js';
+import { nextTime, heartbeat, milestone, readInboxes } from './common.js';
 
 const LOCK = 'db/pool';
 const LIMIT = 3;
@@ -139,7 +139,7 @@ function act(w, emit, P) {
     const c = w.clients[id];
     const x = spec(id);
     // a worker you resumed first reads what reached it while it was paused (a grant, an expiry)
-    if (c.status === 'running' && c.inbox.length) emit({ op: 'inbox', id });
+    readInboxes(w, emit, [id]);
     if (c.status !== 'running' || c.lost || c.mem.finished) continue;
     if (c.holding && t >= c.grantedAt + holdOf(x, P)) {
       note(w, emit, did, emit({ op: 'core', node: 'svc', by: id, input: { type: 'release', session: c.session, lock: LOCK } }));
@@ -153,7 +153,7 @@ function act(w, emit, P) {
     }
   }
   // the dashboard, resumed, reads the holder changes it was sent while paused, in order
-  if (w.clients[WATCHER.id].status === 'running' && w.clients[WATCHER.id].inbox.length) emit({ op: 'inbox', id: WATCHER.id });
+  readInboxes(w, emit, [WATCHER.id]);
   for (const id of [...F, WATCHER.id]) heartbeat(w, emit, id, { node: 'svc', hb: HB, hideHeartbeats: true });
   // the counter: a holder done with its job gives its permit back; a worker asks; a waiter
   // that hears of a free permit tries again (in the order they began waiting)

@@ -4,7 +4,7 @@
 // entry is acknowledged only once a majority has applied it. Each core decides its own grants;
 // this file only moves log entries between cores and decides when a client hears the answer.
 
-import { nextTime, milestone } from './common.js';
+import { nextTime, milestone, readInboxes } from './common.js';
 
 const LOCK = 'jobs/reindex';
 const RAFT_LAG = { N2: 1, N3: 3 }; // N3 sits behind a slow link
@@ -98,7 +98,7 @@ function step(w, emit, P) {
   const Rf = w.custom.raft;
   const ev = [];
   // A client you resumed first reads what reached it while it was paused (an acknowledged grant).
-  for (const id of ['A1', 'B1', 'A2', 'B2']) if (w.clients[id].status === 'running' && w.clients[id].inbox.length) emit({ op: 'inbox', id });
+  readInboxes(w, emit, ['A1', 'B1', 'A2', 'B2']);
   // Replication: followers apply what the head shipped, each with its own lag.
   if (w.nodes[Rd.head].alive) {
     for (const n of ['P', 'R']) {
