@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 
 [ -x /usr/bin/chromium ] || { echo "test-demo: /usr/bin/chromium missing: run scripts/setup.sh" >&2; exit 1; }
 [ -d tools/node_modules/playwright-core ] || { echo "test-demo: playwright-core missing: run scripts/setup.sh" >&2; exit 1; }
+# The browser is Debian's (not pinned with playwright-core): said, so a failure after a
+# browser upgrade can be told from one in the page.
+echo "test-demo: $(/usr/bin/chromium --version 2>/dev/null || echo 'chromium (version unknown)'), playwright-core $(node -p 'require("./tools/node_modules/playwright-core/package.json").version')"
 scripts/demo-pkg.sh
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
