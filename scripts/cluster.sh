@@ -87,7 +87,8 @@ fencelock cluster up: nodes 1-3 (pids ${pids[*]}), data and logs in $dir
   fencelock queue jobs/reindex         # waiters, head first
   fencelock elect scheduler            # prints "epoch N" when elected; Ctrl-C resigns
   kill -9 <a node pid>; then restart it with the same command line (see $dir/n*.log)
-  fencelock members                    # replace a node: add-learner ID RAFT CLIENT, set-voters 1,2,4
+  fencelock members                    # replace a node: start it with the members' --peer entries
+                                       # and its own, then add-learner ID RAFT CLIENT, set-voters 1,2,4
 USAGE
 if [ "${CLUSTER_DETACH:-0}" = 1 ]; then exit 0; fi
 trap 'stop; exit 0' INT TERM
