@@ -212,12 +212,12 @@ pub fn check_peer(
     let m = raft.metrics().borrow().membership_config.clone();
     let members = m.membership();
     if members.nodes().next().is_none() {
-        return match first.contains(&from) {
-            true => Ok(()),
-            false => Err(format!(
-                "node {from} is not among the nodes this node serves before it knows a membership"
-            )),
-        };
+        if first.contains(&from) {
+            return Ok(());
+        }
+        return Err(format!(
+            "node {from} is not among the nodes this node serves before it knows a membership"
+        ));
     }
     if members.get_node(&from).is_none() && !vouched_leader() {
         return Err(format!("node {from} is not a member"));
@@ -251,12 +251,12 @@ pub fn check_member_cert(
             .is_ok_and(|n| ee.verify_is_valid_for_subject_name(&n).is_ok())
     };
     if members.nodes().next().is_none() {
-        return match first.iter().any(|id| names(*id)) {
-            true => Ok(()),
-            false => Err(
-                "the peer's certificate names none of the nodes this node serves before it knows a membership".into(),
-            ),
-        };
+        if first.iter().any(|id| names(*id)) {
+            return Ok(());
+        }
+        return Err(
+            "the peer's certificate names none of the nodes this node serves before it knows a membership".into(),
+        );
     }
     if members.nodes().any(|(id, _)| names(*id)) || vouched.iter().any(|id| names(*id)) {
         Ok(())
