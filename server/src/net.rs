@@ -2487,13 +2487,7 @@ mod tests {
             first_peers: [2].into(),
             ..PeerPolicy::default()
         };
-        let count = |reason: &str| {
-            policy
-                .stats
-                .closed
-                .get_or_create(&labels(&[("port", PEER), ("reason", reason)]))
-                .get()
-        };
+        let count = |reason: &str| peer_closed(&policy, reason);
         let conn = |id: NodeId| {
             raft_conn(
                 ThenEof(garbage.clone()),
@@ -2559,6 +2553,51 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// `req` as node `node`'s peers send it: a whole frame with its settings.
+    fn raft_frame(node: &Node, req: RaftReq) -> Vec<u8> {
+        frame::encode(&RaftCall {
+            settings: node.config().service,
+            req,
+        })
+        .unwrap()
+    }
+
+    /// What a peer presenting `cert` gets back for `frame` on `node`'s Raft port under
+    /// `policy`: the bytes written before the connection ended (bounded: 30 s).
+    async fn raft_answer(
+        node: &Node,
+        cert: &rustls::pki_types::CertificateDer<'static>,
+        policy: &PeerPolicy,
+        frame: Vec<u8>,
+    ) -> Vec<u8> {
+        let (server, mut client) = tokio::io::duplex(1 << 16);
+        let conn = raft_conn(
+            ThenEof(frame),
+            server,
+            node.elector().clone(),
+            Some(cert.clone()),
+            None,
+            policy,
+        );
+        tokio::time::timeout(Duration::from_secs(30), conn)
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut client, &mut got)
+            .await
+            .unwrap();
+        got
+    }
+
+    /// How many peer connections `policy` counted closed for `reason`.
+    fn peer_closed(policy: &PeerPolicy, reason: &str) -> u64 {
+        policy
+            .stats
+            .closed
+            .get_or_create(&labels(&[("port", PEER), ("reason", reason)]))
+            .get()
+    }
+
     /// Over mutual TLS, a node that is not a member (node 9, with a certificate of the CA)
     /// is closed before anything is read. Once a member vouches that it follows node 9's
     /// committed vote (`Elector::vouched`), node 9's appends under exactly that vote are
@@ -2586,13 +2625,7 @@ mod tests {
         let pem = ca.node(9, &["127.0.0.9"]).unwrap().cert;
         let cert = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
         let term = node.raft.metrics().borrow().current_term + 5;
-        let call = |req: RaftReq| {
-            frame::encode(&RaftCall {
-                settings: node.config().service,
-                req,
-            })
-            .unwrap()
-        };
+        let call = |req: RaftReq| raft_frame(&node, req);
         let append = |vote: Vote<NodeId>| {
             call(RaftReq::Append(AppendEntriesRequest {
                 vote,
@@ -2604,33 +2637,9 @@ mod tests {
         let followed = Vote::new_committed(term, 9);
         let vote = call(RaftReq::Vote(VoteRequest::new(Vote::new(term, 9), None)));
         let policy = PeerPolicy::default();
-        let not_a_member = || {
-            policy
-                .stats
-                .closed
-                .get_or_create(&labels(&[("port", PEER), ("reason", "not_a_member")]))
-                .get()
-        };
-        // What node 9 gets back for `frame`: the bytes written before the connection ended.
-        let answer = |frame: Vec<u8>| {
-            let (server, mut client) = tokio::io::duplex(1 << 16);
-            let conn = raft_conn(
-                ThenEof(frame),
-                server,
-                node.elector().clone(),
-                Some(cert.clone()),
-                None,
-                &policy,
-            );
-            async move {
-                tokio::time::timeout(bounded, conn).await.unwrap();
-                let mut got = Vec::new();
-                tokio::io::AsyncReadExt::read_to_end(&mut client, &mut got)
-                    .await
-                    .unwrap();
-                got
-            }
-        };
+        let not_a_member = || peer_closed(&policy, "not_a_member");
+        // What node 9 gets back for `frame`.
+        let answer = |frame: Vec<u8>| raft_answer(&node, &cert, &policy, frame);
         assert!(answer(append(followed)).await.is_empty(), "no one vouched");
         assert_eq!(not_a_member(), 1, "closed before reading");
         // Word from a node that is not a voter here, or too old, counts for nothing.
@@ -2704,40 +2713,9 @@ mod tests {
             first_peers: [2, 3].into(),
             ..PeerPolicy::default()
         };
-        let bounded = Duration::from_secs(30);
-        let count = |reason: &str| {
-            policy
-                .stats
-                .closed
-                .get_or_create(&labels(&[("port", PEER), ("reason", reason)]))
-                .get()
-        };
-        let call = |req: RaftReq| {
-            frame::encode(&RaftCall {
-                settings: node.config().service,
-                req,
-            })
-            .unwrap()
-        };
-        let answer = |frame: Vec<u8>| {
-            let (server, mut client) = tokio::io::duplex(1 << 16);
-            let conn = raft_conn(
-                ThenEof(frame),
-                server,
-                node.elector().clone(),
-                Some(cert.clone()),
-                None,
-                &policy,
-            );
-            async move {
-                tokio::time::timeout(bounded, conn).await.unwrap();
-                let mut got = Vec::new();
-                tokio::io::AsyncReadExt::read_to_end(&mut client, &mut got)
-                    .await
-                    .unwrap();
-                got
-            }
-        };
+        let count = |reason: &str| peer_closed(&policy, reason);
+        let call = |req: RaftReq| raft_frame(&node, req);
+        let answer = |frame: Vec<u8>| raft_answer(&node, &cert, &policy, frame);
         let far = u64::MAX;
         let before = node.raft.metrics().borrow().vote;
         let far_id = Some(LogId::new(CommittedLeaderId::new(far, 2), 1));
