@@ -1983,11 +1983,7 @@ mod tests {
         usize,
     ) {
         let (node, dir) = unit_node(name).await;
-        let me = NodeAddr {
-            raft: "127.0.0.1:1".into(),
-            client: "127.0.0.1:2".into(),
-        };
-        node.initialize([(1, me)].into()).await.unwrap();
+        initialize_alone(&node).await;
         let ask = |req: Request| {
             let node = node.clone();
             async move { ask_leader(&node, req).await }
@@ -2311,6 +2307,15 @@ mod tests {
         }
     }
 
+    /// Makes unit node `node` (id 1) a cluster of itself (it then elects itself).
+    async fn initialize_alone(node: &Node) {
+        let me = NodeAddr {
+            raft: "127.0.0.1:1".into(),
+            client: "127.0.0.1:2".into(),
+        };
+        node.initialize([(1, me)].into()).await.unwrap();
+    }
+
     /// A one-member node (not initialised) in a fresh directory named for `test`; the
     /// caller removes the directory after `shutdown`.
     async fn unit_node(test: &str) -> (Arc<Node>, std::path::PathBuf) {
@@ -2511,11 +2516,7 @@ mod tests {
             (1, 1),
             "no membership yet: node 2, a first peer"
         );
-        let me = NodeAddr {
-            raft: "127.0.0.1:1".into(),
-            client: "127.0.0.1:2".into(),
-        };
-        node.initialize([(1, me)].into()).await.unwrap();
+        initialize_alone(&node).await;
         // The membership the check reads is openraft's metrics': wait until they show it.
         let deadline = Instant::now() + bounded;
         while node
@@ -2610,11 +2611,7 @@ mod tests {
         use openraft::Vote;
         use rustls::pki_types::{pem::PemObject, CertificateDer};
         let (node, dir) = unit_node("peer-vouched").await;
-        let me = NodeAddr {
-            raft: "127.0.0.1:1".into(),
-            client: "127.0.0.1:2".into(),
-        };
-        node.initialize([(1, me)].into()).await.unwrap();
+        initialize_alone(&node).await;
         let bounded = Duration::from_secs(30);
         let deadline = Instant::now() + bounded;
         while node.raft.metrics().borrow().current_leader != Some(1) {
@@ -2820,11 +2817,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_leader_clock_stamps_only_in_the_term_of_its_anchor() {
         let (node, dir) = unit_node("clock-term").await;
-        let me = NodeAddr {
-            raft: "127.0.0.1:1".into(),
-            client: "127.0.0.1:2".into(),
-        };
-        node.initialize([(1, me)].into()).await.unwrap();
+        initialize_alone(&node).await;
         let deadline = Instant::now() + Duration::from_secs(30);
         while node.stamp().is_none() {
             assert!(Instant::now() < deadline, "never anchored");
@@ -2973,11 +2966,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_that_stops_reading_its_pushes_is_closed_and_its_queue_freed() {
         let (node, dir) = unit_node("push-budget").await;
-        let me = NodeAddr {
-            raft: "127.0.0.1:1".into(),
-            client: "127.0.0.1:2".into(),
-        };
-        node.initialize([(1, me)].into()).await.unwrap();
+        initialize_alone(&node).await;
         // Requests on connections of their own, whose pushes nobody reads (their queues
         // are dropped at once, so they are detached by the first push).
         let ask = |req: Request| {
