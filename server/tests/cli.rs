@@ -813,6 +813,35 @@ fn status_counts_a_held_lock_and_exits_1_without_the_cluster() {
 /// wanted, so each exits 0 as it would have (`println!` panicked, exit 101). Output that
 /// cannot be written for any other reason (a full disk) fails the command with exit 1,
 /// saying so.
+/// An export is data, not a glance: a reader that goes away before its end gets a
+/// recording cut short, so `export` fails and says so instead of reporting the lines
+/// exported (`holder`'s reader may stop once it has seen enough; the test above).
+#[test]
+fn an_export_whose_reader_is_gone_fails_saying_so() {
+    let _s = serial();
+    let n = Node::start("exportgone");
+    let mut holder = n.lock("P", "echo $$ > cmd; exec sleep 60");
+    read_pid(&n.path("cmd"));
+    let out = n.cli(&["export"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recording = String::from_utf8(out.stdout).unwrap();
+    assert!(recording.lines().count() > 1, "{recording}");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = n.cli(&["export"]).stdout(writer).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("went away before the end"), "{err}");
+    assert!(!err.contains("exported"), "{err}");
+    signal(holder.id(), "-TERM");
+    wait_exit(&mut holder, Duration::from_secs(10));
+}
+
 #[test]
 fn a_read_whose_reader_is_gone_exits_as_it_would_have_and_a_full_stdout_fails() {
     let _s = serial();

@@ -558,7 +558,21 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             text.push('\n');
             match &output {
                 Some(path) => write_synced(path, text.as_bytes())?,
-                None => emit(&text)?,
+                // A recording cut short is not a recording: unlike a read's answer, whose
+                // reader may stop once it has seen enough, an export's reader that goes
+                // away loses data, so the command says so and fails.
+                None => match write_out(&text) {
+                    Written::All => {}
+                    Written::ReaderGone => {
+                        note!(
+                            "fencelock: export: the reader of stdout went away before the end: \
+                             what it got of the {} lines is incomplete",
+                            lines.len()
+                        );
+                        return Ok(ExitCode::from(1));
+                    }
+                    Written::Failed(e) => return Err(e.into()),
+                },
             }
             let span = match page.span {
                 Some(((i0, t0), (i1, t1))) => {
