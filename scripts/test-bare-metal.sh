@@ -70,6 +70,8 @@ for profile in release dev; do
   out=$(run "${flag[@]}") || { echo "$out"; log "FAILED ($profile)"; exit 1; }
   echo "$out"
   grep -qF "$want" <<<"$out" || { log "expected the files' counts: '$want…'"; exit 1; }
+  grep -qF "; 4 stretched length prefixes refused as on 64 bits" <<<"$out" ||
+    { log "expected 4 stretched length prefixes refused"; exit 1; }
   read -r input snapshot restore < <(sed -nE \
     "s/.*deepest stack: ([0-9]+) B for an input, ([0-9]+) B for a snapshot, ([0-9]+) B for a restore.*/\1 \2 \3/p" <<<"$out") || true
   [ -n "${restore:-}" ] || { log "no stack figures in its output"; exit 1; }

@@ -266,14 +266,21 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
     /// [`Error::CorruptSnapshot`], [`Error::CapacityExceeded`], [`Error::BadConfig`] (more
     /// than [`MAX_ROWS`](crate::MAX_ROWS) rows); the rows come back with the error.
-    /// Cost: O(resources).
+    /// Cost: O(capacity + resources): every row and bucket is cleared first.
+    ///
+    /// Restore only bytes as fresh as the data the gate guards: a gate restored from a
+    /// snapshot taken before it admitted a higher token has forgotten that token, and
+    /// admits the stale holder it refused (§11 of docs/SPEC.md). Keep the gate's state in
+    /// the same atomic write as the data (the SQLite and PostgreSQL fences keep it in a
+    /// table beside the data, written in the same transaction).
     pub fn restore(rows: R, bytes: &[u8]) -> Result<Self, (R, Error)> {
         Self::restore_inner(rows, bytes, None)
     }
 
     /// [`restore`](Self::restore) under a name key: the same checks and errors, and the
     /// rows are indexed under `key` as they load (as [`set_name_key`](Self::set_name_key)
-    /// after `restore` would, without indexing them twice). Cost: O(resources).
+    /// after `restore` would, without indexing them twice). Cost: as `restore`,
+    /// O(capacity + resources).
     pub fn restore_keyed(rows: R, bytes: &[u8], key: NameKey) -> Result<Self, (R, Error)> {
         Self::restore_inner(rows, bytes, Some(key))
     }
@@ -309,6 +316,12 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
             return Err(Error::CapacityExceeded(Table::Resources));
         }
         for _ in 0..count {
+            // A name's length prefix is one byte below 0x80 (names are at most 64 bytes);
+            // postcard reads it as a `usize` varint, which would take a prefix stretched
+            // to 6–10 bytes on a 64-bit target only: refused first, alike on every target.
+            if rest.first().is_some_and(|&b| b >= 0x80) {
+                return Err(Error::CorruptSnapshot("truncated resource record"));
+            }
             let ((name, highest), r) = postcard::take_from_bytes::<(LockName, u64)>(rest)
                 .map_err(|_| Error::CorruptSnapshot("truncated resource record"))?;
             rest = r;

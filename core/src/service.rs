@@ -75,21 +75,38 @@ impl Capacity {
     /// service ever needs more, so a bounded [`Sink`] with this much room always takes the
     /// next input: size an event ring by it. Saturates at `usize::MAX`. Cost: O(1).
     pub fn max_events(&self, max_watchers: u32) -> usize {
-        let claims = self.claims as usize;
-        event_bound(self.sessions as usize, claims, claims, max_watchers)
+        clamp(self.max_events_u64(max_watchers))
+    }
+
+    /// [`max_events`](Self::max_events) in 64 bits, never saturated (the tables hold
+    /// fewer than 2³¹ rows): what a heap queue's default limit is made from, so that it is
+    /// the same on 32- and 64-bit targets.
+    pub(crate) fn max_events_u64(&self, max_watchers: u32) -> u64 {
+        let claims = self.claims as u64;
+        event_bound(self.sessions as u64, claims, claims, max_watchers)
     }
 }
 
 /// The events one input can emit with `sessions` open, `holds` holds and waits, `watches`
 /// watches and at most `max_watchers` watchers per lock: the rule of
-/// [`LockService::max_events`], the one home of it. Saturating.
+/// [`LockService::max_events`], the one home of it. In 64 bits, so the bound is the same
+/// on every target (below 2³¹ rows it never overflows; saturating all the same).
 #[inline(always)]
-fn event_bound(sessions: usize, holds: usize, watches: usize, max_watchers: u32) -> usize {
-    let fan = (max_watchers as usize).min(watches);
+fn event_bound(sessions: u64, holds: u64, watches: u64, max_watchers: u32) -> u64 {
+    let fan = (max_watchers as u64).min(watches);
     let changes = holds.saturating_mul(2);
     sessions
         .saturating_add(changes)
         .saturating_add(changes.saturating_add(1).saturating_mul(fan))
+}
+
+/// `n` as a `usize`, `usize::MAX` past it (a 32-bit target). Cost: O(1).
+pub(crate) const fn clamp(n: u64) -> usize {
+    if n > usize::MAX as u64 {
+        usize::MAX
+    } else {
+        n as usize
+    }
 }
 
 /// Rows in use in each of the three tables, as returned by [`LockService::usage`].
@@ -1032,13 +1049,13 @@ impl<S: Storage> LockService<S> {
     /// `usize::MAX`.
     /// Cost: O(1).
     pub fn max_events(&self) -> usize {
-        let watches = self.st.watches as usize;
-        event_bound(
-            self.st.sessions.len as usize,
-            self.st.claims.len as usize - watches,
+        let watches = self.st.watches as u64;
+        clamp(event_bound(
+            self.st.sessions.len as u64,
+            self.st.claims.len as u64 - watches,
             watches,
             self.st.config.max_watchers,
-        )
+        ))
     }
 
     /// The shared first step of every input: refuse a `now` in the past or a sink too
@@ -1206,7 +1223,7 @@ impl<S: Storage> LockService<S> {
     ///
     /// [`EventLimit::new`]: crate::EventLimit::new
     pub fn default_event_limit(&self) -> crate::EventLimit {
-        crate::EventLimit::new(self.capacity().max_events(self.st.config.max_watchers))
+        crate::EventLimit::of_bound(self.capacity().max_events_u64(self.st.config.max_watchers))
     }
 
     /// Table capacities. Cost: O(1).

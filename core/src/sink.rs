@@ -56,57 +56,68 @@ impl<const N: usize> Sink for heapless::Deque<Output, N> {
 /// [`Sink::room`] is [`room`](Self::room) of what it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventLimit {
-    limit: usize,
-    bound: usize,
+    // In 64 bits, so that a bound past `usize::MAX` on a 32-bit target (large tables with
+    // many watchers) is judged as on a 64-bit one, not saturated into refusing every input.
+    limit: u64,
+    bound: u64,
 }
 
 impl EventLimit {
     /// No limit: a sink that takes every event of the input it is given to.
     pub const UNBOUNDED: EventLimit = EventLimit {
-        limit: usize::MAX,
+        limit: u64::MAX,
         bound: 0,
     };
 
     /// The default limit for a service whose bound at capacity is `bound`: twice it (a
     /// host that drains after each input never nears it). Cost: O(1).
     pub const fn new(bound: usize) -> EventLimit {
+        EventLimit::of_bound(bound as u64)
+    }
+
+    /// [`new`](Self::new) of a bound in 64 bits (the service's own, which a 32-bit
+    /// `usize` may not hold). Cost: O(1).
+    pub(crate) const fn of_bound(bound: u64) -> EventLimit {
         EventLimit {
             limit: bound.saturating_mul(2),
             bound,
         }
     }
 
-    /// The most events the queue may hold. Cost: O(1).
+    /// The most events the queue may hold (`usize::MAX` when more: a 32-bit target).
+    /// Cost: O(1).
     pub const fn limit(&self) -> usize {
-        self.limit
+        crate::service::clamp(self.limit)
     }
 
-    /// The bound the limit may not go below. Cost: O(1).
+    /// The bound the limit may not go below (`usize::MAX` when more: a 32-bit target).
+    /// Cost: O(1).
     pub const fn bound(&self) -> usize {
-        self.bound
+        crate::service::clamp(self.bound)
     }
 
     /// Sets the limit: at least [`bound`](Self::bound); one below what the queue holds
     /// refuses inputs until it is drained. Errors: `Err(bound)` below the bound, nothing
     /// changed (each binding words it as its own argument error). Cost: O(1).
     pub fn set(&mut self, limit: usize) -> Result<(), usize> {
-        if limit < self.bound {
-            return Err(self.bound);
+        if (limit as u64) < self.bound {
+            return Err(self.bound());
         }
-        self.limit = limit;
+        self.limit = limit as u64;
         Ok(())
     }
 
     /// The room to report as [`Sink::room`] while `queued` events are held: the limit less
     /// them, or `usize::MAX` once that covers the bound (room for any input, so the
     /// service skips working out [`max_events`](crate::LockService::max_events) — always,
-    /// for [`UNBOUNDED`](Self::UNBOUNDED)). Cost: O(1).
+    /// for [`UNBOUNDED`](Self::UNBOUNDED)). Computed in 64 bits: the same answer on every
+    /// target. Cost: O(1).
     pub fn room(&self, queued: usize) -> usize {
-        let room = self.limit.saturating_sub(queued);
-        if room >= self.bound && self.bound != usize::MAX {
+        let room = self.limit.saturating_sub(queued as u64);
+        if room >= self.bound {
             usize::MAX
         } else {
-            room
+            crate::service::clamp(room)
         }
     }
 }

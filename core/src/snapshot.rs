@@ -105,7 +105,7 @@ struct SessionRec {
     last_target: u64,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 struct LockRec {
     id: u64,
     name: LockName,
@@ -467,6 +467,16 @@ impl<S: Storage> LockService<S> {
             *rest = r;
             Ok(v)
         }
+        // A name or a label: at most 64 bytes, so its canonical length prefix is one byte
+        // below 0x80. postcard reads a string's length as a `usize` varint, so a prefix
+        // stretched to 6–10 bytes decodes on a 64-bit target and not on a 32-bit one:
+        // refused here, before postcard, the same way on every target.
+        fn take_str<'a, T: Deserialize<'a>>(rest: &mut &'a [u8]) -> Result<T, Error> {
+            if rest.first().is_some_and(|&b| b >= 0x80) {
+                return Err(Error::CorruptSnapshot("truncated record"));
+            }
+            take(rest)
+        }
         let corrupt = Error::CorruptSnapshot;
         let cap = self.capacity();
         if meta.sessions > cap.sessions {
@@ -507,7 +517,11 @@ impl<S: Storage> LockService<S> {
         let mut last_id = 0;
         for _ in 0..meta.sessions {
             let r: SessionRec = take(&mut rest)?;
-            let label: Label = if v2 { take(&mut rest)? } else { Label::EMPTY };
+            let label: Label = if v2 {
+                take_str(&mut rest)?
+            } else {
+                Label::EMPTY
+            };
             if r.id <= last_id || r.id >= meta.next_session {
                 return Err(corrupt("session ids out of order or beyond the counter"));
             }
@@ -560,7 +574,13 @@ impl<S: Storage> LockService<S> {
 
         let mut last_id = 0;
         for _ in 0..meta.locks {
-            let r: LockRec = take(&mut rest)?;
+            // Field by field (what the derived decoder does), so the name's length is
+            // judged as `take_str` does.
+            let r = LockRec {
+                id: take(&mut rest)?,
+                name: take_str(&mut rest)?,
+                delay_until: take(&mut rest)?,
+            };
             if r.id <= last_id || r.id >= meta.next_lock {
                 return Err(corrupt("lock ids out of order or beyond the counter"));
             }

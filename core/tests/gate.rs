@@ -246,6 +246,27 @@ fn restore_refuses_a_non_canonical_encoding() {
     );
 }
 
+/// postcard reads a string's length as a `usize` varint: a name's length prefix stretched
+/// to 6 bytes decodes on a 64-bit target (and failed only at the end, as a non-canonical
+/// encoding) but not on a 32-bit one. Restore refuses it first, as a truncated record,
+/// on every target (`tests/bare-metal` restores the same bytes on a Cortex-M4).
+#[test]
+fn a_name_length_stretched_past_five_bytes_is_a_truncated_record_on_every_target() {
+    let restore = |bytes: &[u8]| {
+        FenceGate::restore([GateRow::EMPTY; 2], bytes)
+            .map(|_| ())
+            .map_err(|e| e.1)
+    };
+    // "FLGT", version 1, one resource: "a" (its length 1 in 6 bytes) with token 5
+    let long = b"FLGT\x01\x01\x81\x80\x80\x80\x80\x00a\x05";
+    assert_eq!(
+        restore(long),
+        Err(Error::CorruptSnapshot("truncated resource record"))
+    );
+    // the same in its one encoding restores
+    assert!(restore(b"FLGT\x01\x01\x01a\x05").is_ok());
+}
+
 #[test]
 fn the_row_limit_is_the_one_check_rows() {
     // FenceGate::new (like LockService::new and both restores) refuses a table of more

@@ -1085,3 +1085,45 @@ fn restore_checks_the_record_counts_against_the_tables_before_reading_any_record
         );
     }
 }
+
+/// postcard reads a string's length as a `usize` varint, so a name's or a label's length
+/// prefix stretched to 6 bytes decodes on a 64-bit target and not on a 32-bit one (its
+/// varint stops at 5 bytes). Restore refuses it before postcard reads it, with the error a
+/// 32-bit target gives, whatever the storage's label rows (with none, a 64-bit restore
+/// used to get as far as the label and answer `CapacityExceeded(Labels)`).
+/// `tests/bare-metal` restores the same bytes on a Cortex-M4.
+#[test]
+fn a_name_or_label_length_stretched_past_five_bytes_is_a_truncated_record_on_every_target() {
+    let mut svc = svc(4);
+    let (reply, _) = run(&mut svc, |v, now, o| {
+        v.open_labeled(now, 10, fencelock::Label::new("lbl").unwrap(), o)
+    });
+    let a = reply.opened().unwrap();
+    acquire(&mut svc, a, "nm", Mode::Exclusive, Wait::None);
+    let good = svc.snapshot_vec();
+    for text in ["lbl", "nm"] {
+        let at = good
+            .windows(text.len())
+            .position(|w| w == text.as_bytes())
+            .unwrap()
+            - 1;
+        assert_eq!(good[at] as usize, text.len(), "{text}: its length prefix");
+        let mut long = good[..at].to_vec();
+        long.extend_from_slice(&[0x80 | text.len() as u8, 0x80, 0x80, 0x80, 0x80, 0x00]);
+        long.extend_from_slice(&good[at + 1..]);
+        // (with no label rows, the lock's record is never reached: the label's row is
+        // refused first, alike on every target)
+        let rows: &[usize] = if text == "lbl" { &[0, 4] } else { &[4] };
+        for &labels in rows {
+            let e = LockService::restore(VecStorage::with_labels(4, 4, 8, labels), &long)
+                .map(|_| ())
+                .unwrap_err()
+                .1;
+            assert_eq!(
+                e,
+                Error::CorruptSnapshot("truncated record"),
+                "{text}, {labels} label rows"
+            );
+        }
+    }
+}

@@ -358,6 +358,32 @@ test('the events the fast path keeps stop at the event limit: buffer_too_small, 
   assert.equal(again, refused.acquiring ? 4 : 6, 'once taken, the same call is applied');
 });
 
+// wasm32's usize is 32 bits: a service whose event bound passes 2^32 - 1 (many holds and
+// many watches, with maxWatchers as large) must judge its kept events as a 64-bit host
+// does, not saturate the bound and refuse every fast call once one event is kept.
+test('an event bound past 2^32 does not refuse the fast path once an event is kept', () => {
+  const n = 46341; // holds and watches: n + 2n + (2n + 1) x n > 2^32 - 1
+  const svc = new LockService({ sessions: 3, locks: 2 * n + 1, claims: 2 * n + 2, maxWatchers: n });
+  const s = svc.openSession(0, 1000).reply.session;
+  for (let i = 0; i < n; i++) {
+    assert.equal(svc.acquireFast(0, s, `h${i}`, 0, 0), 3);
+    assert.deepEqual(svc.watch(0, s, `w${i}`), { reply: { kind: 'watching', holders: 0 }, events: [] });
+  }
+  const bound = 3 + 2 * (n + 2) + (2 * (n + 2) + 1) * n;
+  assert.ok(svc.maxEvents() >= 2 ** 32 - 1, 'the current bound passes a 32-bit usize');
+  // One event kept: a release that grants a waiter.
+  const a = svc.openSession(0, 1000).reply.session;
+  const b = svc.openSession(0, 1000).reply.session;
+  assert.equal(svc.acquireFast(0, a, 'q', 0, 0), 3);
+  assert.equal(svc.acquireFast(0, b, 'q', 0, 1), 4);
+  assert.equal(svc.releaseFast(0, a, 'q'), 6);
+  assert.equal(svc.pendingEvents(), 1);
+  assert.ok(2 * bound - 1 >= bound, 'the default limit, twice the bound, covers the next input');
+  const code = svc.releaseFast(0, b, 'q');
+  assert.equal(code, 6, `refused: ${JSON.stringify(svc.lastError())}`);
+  assert.equal(svc.pendingEvents(), 1);
+});
+
 test('setEventLimit takes any limit from the bound up and refuses a lower one', () => {
   const svc = new LockService({ sessions: 3, locks: 3, claims: 4 }); // 4 watchers
   const bound = 3 + 2 * 4 + (2 * 4 + 1) * 4;
