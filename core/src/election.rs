@@ -70,10 +70,13 @@ impl<S: Storage> LockService<S> {
         }
     }
 
-    /// The current leader of `election`, if any. Cost: O(name length).
+    /// The current leader of `election`, if any: its exclusive holder (an election's
+    /// name held shared or in permits by plain acquires has none). Cost: O(name length):
+    /// an exclusive hold is its lock's only one (I1), so the first holder decides.
     pub fn leader(&self, election: &str) -> Option<Leader> {
         self.holders(election)
-            .find(|h| h.mode == Mode::Exclusive)
+            .next()
+            .filter(|h| h.mode == Mode::Exclusive)
             .map(|h| Leader {
                 session: h.session,
                 epoch: h.token,

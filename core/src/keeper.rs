@@ -33,8 +33,9 @@ pub enum Lease {
 ///
 /// The lease is counted from when the last *acknowledged* keep-alive was *sent*: the
 /// service received it no earlier, so its deadline is no earlier than `sent + ttl`. The
-/// holder must stop at `sent + ttl − margin`; the margin absorbs clock-rate drift and the
-/// time between checking and acting. A leader that cannot renew steps down by its own
+/// holder must stop at `sent + ttl − margin`; the margin absorbs clock-rate drift, the
+/// time between checking and acting, and the phase between the client's ticks and the
+/// service's (so it is at least one tick). A leader that cannot renew steps down by its own
 /// clock, erring toward a gap with no leader rather than two.
 ///
 /// Use: call [`keep_alive_sent`](Self::keep_alive_sent) when sending a keep-alive (or the
@@ -59,12 +60,15 @@ impl SessionKeeper {
     /// A keeper for a session of `ttl`, sending a keep-alive every `interval`, stopping
     /// `margin` before the lease could expire.
     ///
-    /// Errors: [`Error::BadConfig`] unless `0 < interval < ttl − margin` and
-    /// `margin < ttl` (a keep-alive must be able to land while the lease is still safe).
-    /// Cost: O(1).
+    /// Errors: [`Error::BadConfig`] unless `0 < margin < ttl` and
+    /// `0 < interval < ttl − margin` (a keep-alive must be able to land while the lease is
+    /// still safe). The margin is at least one tick: the client's clock and the service's
+    /// are read in whole ticks with any phase between them, so the service's tick can
+    /// begin up to one tick before the client's does, and with no margin the lease would
+    /// read safe for up to a tick after the session expired. Cost: O(1).
     pub fn new(ttl: u64, interval: u64, margin: u64) -> Result<Self, Error> {
-        if margin >= ttl {
-            return Err(Error::BadConfig("margin must be smaller than ttl"));
+        if margin == 0 || margin >= ttl {
+            return Err(Error::BadConfig("margin must be in 1..ttl"));
         }
         if interval == 0 || interval >= ttl - margin {
             return Err(Error::BadConfig(

@@ -655,7 +655,7 @@ fn bad_config() {
     .unwrap_err();
     assert_eq!(e.code(), 206);
     let e = SessionKeeper::new(10, 3, 10).unwrap_err();
-    assert_eq!(e.to_string(), "bad config: margin must be smaller than ttl");
+    assert_eq!(e.to_string(), "bad config: margin must be in 1..ttl");
 }
 
 /// A gate's refusals leave its snapshot byte-identical too.

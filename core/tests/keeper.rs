@@ -10,18 +10,13 @@ fn keeper() -> SessionKeeper {
 #[test]
 fn bad_configurations_are_refused_at_construction() {
     let bad = |ttl, interval, margin| SessionKeeper::new(ttl, interval, margin).unwrap_err();
-    assert_eq!(
-        bad(10, 3, 10),
-        Error::BadConfig("margin must be smaller than ttl")
-    );
-    assert_eq!(
-        bad(10, 3, 11),
-        Error::BadConfig("margin must be smaller than ttl")
-    );
-    assert_eq!(
-        bad(0, 0, 0),
-        Error::BadConfig("margin must be smaller than ttl")
-    );
+    assert_eq!(bad(10, 3, 10), Error::BadConfig("margin must be in 1..ttl"));
+    assert_eq!(bad(10, 3, 11), Error::BadConfig("margin must be in 1..ttl"));
+    assert_eq!(bad(0, 0, 0), Error::BadConfig("margin must be in 1..ttl"));
+    // No margin: the service's tick can begin up to a tick before the client's, so the
+    // lease would read safe for up to a tick after the session expired.
+    assert_eq!(bad(10, 3, 0), Error::BadConfig("margin must be in 1..ttl"));
+    assert_eq!(SessionKeeper::new(10, 8, 1).unwrap().config(), (10, 8, 1));
     let interval = Error::BadConfig("keep-alive interval must be in 1..ttl - margin");
     assert_eq!(bad(10, 8, 2), interval); // a keep-alive at 8 lands when the lease is no longer safe
     assert_eq!(bad(10, 9, 2), interval);

@@ -695,7 +695,7 @@ fn errors_decode_from_owned_bytes_with_their_reasons() {
     // (The two reasons a snapshot's or gate's header varint gives, made by a helper: what
     // tests/snapshot.rs and tests/gate.rs see `restore` and `load` return.)
     for e in Error::EXAMPLES.iter().copied().chain([
-        Error::BadConfig("margin must be smaller than ttl"),
+        Error::BadConfig("margin must be in 1..ttl"),
         Error::CorruptSnapshot("bad version"),
         Error::CorruptSnapshot("truncated header"),
     ]) {

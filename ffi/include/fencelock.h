@@ -792,7 +792,7 @@ fencelock_result fencelock_gate_last_error(const struct fencelock_gate *gate,
 // Creates a keeper for a session of `ttl`, sending a keep-alive every `interval`,
 // stopping `margin` before the lease could expire.
 //
-// Errors: `BAD_CONFIG` unless `0 < interval < ttl - margin` and `margin < ttl`;
+// Errors: `BAD_CONFIG` unless `0 < interval < ttl - margin` and `0 < margin < ttl`;
 // `NULL_PARAMETER`. Cost: O(1).
 //
 // # Safety

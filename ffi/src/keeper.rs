@@ -33,7 +33,7 @@ impl Handle for fencelock_keeper {
 /// Creates a keeper for a session of `ttl`, sending a keep-alive every `interval`,
 /// stopping `margin` before the lease could expire.
 ///
-/// Errors: `BAD_CONFIG` unless `0 < interval < ttl - margin` and `margin < ttl`;
+/// Errors: `BAD_CONFIG` unless `0 < interval < ttl - margin` and `0 < margin < ttl`;
 /// `NULL_PARAMETER`. Cost: O(1).
 ///
 /// # Safety

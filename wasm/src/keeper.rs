@@ -22,7 +22,7 @@ fn time(v: &JsValue, what: &str) -> Result<u64, Fail> {
 impl SessionKeeper {
     /// A keeper for a session of `ttl`, sending a keep-alive every `interval`, stopping
     /// `margin` before the lease could expire. Throws `bad_config` unless
-    /// `0 < interval < ttl - margin`, `out_of_range`. Cost: O(1).
+    /// `0 < margin < ttl` and `0 < interval < ttl - margin`, `out_of_range`. Cost: O(1).
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "U64")] ttl: JsValue,

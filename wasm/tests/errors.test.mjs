@@ -413,6 +413,7 @@ test('FenceGate.restore keeps a token above 2^53 - 1 (made by a u64 host) exactl
 test('SessionKeeper refuses bad configs, backwards time, unknown acks, bad numbers', () => {
   for (const [args, code] of [
     [[10, 3, 10], 'bad_config'],
+    [[10, 3, 0], 'bad_config'], // no margin: a tick's phase between the clocks is uncovered
     [[10, 0, 2], 'bad_config'],
     [[10, 8, 2], 'bad_config'],
     [[-10, 3, 2], 'out_of_range'],

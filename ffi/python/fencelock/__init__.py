@@ -1689,7 +1689,7 @@ class Gate(_Handle):
 class Keeper(_Handle):
     """A session keeper (fencelock_keeper): the client's own view of its lease — when to
     send a keep-alive, whether it may still act. Keeper(ttl, interval, margin). Errors:
-    BAD_CONFIG unless 0 < interval < ttl - margin and margin < ttl. Cost: O(1)."""
+    BAD_CONFIG unless 0 < interval < ttl - margin and 0 < margin < ttl. Cost: O(1)."""
 
     _free = "fencelock_keeper_free"
     _last_error = "fencelock_keeper_last_error"

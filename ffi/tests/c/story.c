@@ -616,6 +616,7 @@ static void bad_input(void) {
   fencelock_keeper *k = NULL;
   EXPECT(fencelock_keeper_new(10, 0, 2, &k), FENCELOCK_RESULT_BAD_CONFIG);
   EXPECT(fencelock_keeper_new(10, 3, 10, &k), FENCELOCK_RESULT_BAD_CONFIG);
+  EXPECT(fencelock_keeper_new(10, 3, 0, &k), FENCELOCK_RESULT_BAD_CONFIG); /* no margin */
   CHECK(k == NULL);
   OK(fencelock_keeper_new(10, 3, 2, &k));
   bool ext = true;
