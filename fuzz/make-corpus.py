@@ -2,16 +2,33 @@
 """Seeds fuzz/corpus/<target>/ from the conformance vectors (tests/vectors/*.vec):
 input, event and reply frames for frame_decode, snapshots for snapshot_restore, and each
 vector's input frames (length-prefixed, after a config byte) for input_sequence.
-Run from anywhere: python3 fuzz/make-corpus.py. Idempotent (files are named by hash)."""
-import glob, hashlib, os
+Run from anywhere: python3 fuzz/make-corpus.py. Idempotent (files are named by hash).
+With --check it writes nothing and fails, naming them, when seeds of the vectors are
+missing from the committed corpus (a vector added without reseeding: scripts/fuzz.sh
+would start without its frames and snapshots)."""
+import glob, hashlib, os, sys
 
 root = os.path.dirname(os.path.abspath(__file__))
 vectors = sorted(glob.glob(os.path.join(root, "..", "tests", "vectors", "*.vec")))
+check = sys.argv[1:] == ["--check"]
+if sys.argv[1:] and not check:
+    sys.exit("usage: make-corpus.py [--check]")
+missing = []
 
 def put(target, data):
     d = os.path.join(root, "corpus", target)
+    path = os.path.join(d, hashlib.sha1(data).hexdigest()[:16])
+    if check:
+        try:
+            with open(path, "rb") as f:
+                if f.read() == data:
+                    return
+        except FileNotFoundError:
+            pass
+        missing.append(os.path.relpath(path, os.path.join(root, "..")))
+        return
     os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, hashlib.sha1(data).hexdigest()[:16]), "wb") as f:
+    with open(path, "wb") as f:
         f.write(data)
 
 for path in vectors:
@@ -28,3 +45,12 @@ for path in vectors:
     # config byte 0x7f: 4 sessions, 4 locks, 8 claims, no lock-delay
     seq = bytes([0x7F]) + b"".join(bytes([len(f)]) + f for f in frames)
     put("input_sequence", seq)
+
+if missing:
+    print(f"fuzz corpus: {len(missing)} seeds of tests/vectors missing "
+          f"(run python3 fuzz/make-corpus.py and commit fuzz/corpus):", file=sys.stderr)
+    for m in missing:
+        print(f"  {m}", file=sys.stderr)
+    sys.exit(1)
+if check:
+    print(f"fuzz corpus: every seed of {len(vectors)} vector files is there")

@@ -51,6 +51,9 @@ if ! cargo test --profile verify -p fencelock-tests --features fault-injection -
 fi
 grep -oE "(SIM|MODELCHECK|KEEPERS) .*|replayed [0-9]+ vectors.*|precedence: .*|host [A-Za-z]+: .*|shrunk to [0-9]+ inputs|FAULT .*|fence off: .*" "$log" | sed 's/^/[verify] /'
 
+# The seed corpus must hold every vector's frames and snapshots (a vector added without
+# reseeding leaves the fuzzer to find its inputs again, or never).
+python3 fuzz/make-corpus.py --check | sed 's/^/[verify] /'
 echo "[verify] fuzzing each target for ${fuzz_seconds}s"
 # Captured for the figures below; on a failure (a crash, no executions) shown, then fatal.
 if ! fuzz_out=$(FUZZ_SECONDS="$fuzz_seconds" scripts/fuzz.sh); then
