@@ -60,7 +60,9 @@ pub enum Reply {
         /// The token of the hold that ended.
         token: Token,
     },
-    /// Only as the repeat of an acquire that was queued: the wait ended without a grant.
+    /// Only as the repeat of an acquire that was queued: the wait is over — it timed out
+    /// or was cancelled, or it was granted and that hold has ended since (a release
+    /// without a request number, or a forced one); the session holds nothing from it.
     WaitEnded,
     /// The answer to [`Input::Tick`](crate::Input): time is now `now`.
     Ticked {

@@ -650,8 +650,9 @@ impl<S: Storage> LockService<S> {
     ///     (found by walking the queue from its head: O(queue length), on this replay path
     ///     only);
     ///   - neither, recorded `Busy`: `Busy`;
-    ///   - neither, recorded `Queued`: `WaitEnded` (the wait ended without a grant; a
-    ///     cancel would have been the client's own later request);
+    ///   - neither, recorded `Queued`: `WaitEnded` (the wait is over: it timed out, or it
+    ///     was granted and that hold ended since, by a release without a number or a
+    ///     forced one; a cancel would have been the client's own later request);
     ///   - neither, recorded `Granted`: `HoldEnded` with the recorded token.
     ///
     /// Acquire emits no events of its own to the caller (only those of the advance to

@@ -62,6 +62,31 @@ fn a_repeated_queued_acquire_replays_queued_and_queues_once() {
     assert_eq!(waiters(&svc, "l"), vec![b]);
 }
 
+/// A wait that was granted, and whose hold then ended by a release without a number (or
+/// a forced one), answers its repeat `WaitEnded`: what was recorded is `Queued`, and the
+/// session holds nothing from it now (docs/SPEC.md §6 words it so).
+#[test]
+fn a_repeated_queued_acquire_granted_since_and_released_answers_wait_ended() {
+    let mut svc = svc(4);
+    let a = open(&mut svc, 100);
+    let b = open(&mut svc, 100);
+    x(&mut svc, a, "l");
+    let acquire = |svc: &mut Svc| {
+        run(svc, |v, now, o| {
+            v.acquire(now, b, "l", Mode::Exclusive, Wait::Forever, Some(1), o)
+        })
+    };
+    assert_eq!(acquire(&mut svc).0, reply_queued(Mode::Exclusive, 1));
+    release(&mut svc, a, "l");
+    assert_eq!(holders(&svc, "l"), vec![(b, Mode::Exclusive, 2)]);
+    let (r, _) = run(&mut svc, |v, now, o| {
+        v.release_hold(now, b, "l", Token(2), None, o)
+    });
+    assert_eq!(r, Reply::Released { token: Token(2) });
+    assert_eq!(acquire(&mut svc), (Reply::WaitEnded, vec![]));
+    assert!(holders(&svc, "l").is_empty(), "the repeat acquired nothing");
+}
+
 #[test]
 fn a_repeated_try_lock_replays_busy_even_once_the_lock_is_free() {
     let mut svc = svc(4);

@@ -217,7 +217,8 @@ enum fencelock_reply_kind
   // Only as the repeat of an acquire that was granted: that hold has since ended:
   // `token`.
   FENCELOCK_REPLY_KIND_HOLD_ENDED = 9,
-  // Only as the repeat of an acquire that was queued: the wait ended ungranted.
+  // Only as the repeat of an acquire that was queued: the wait is over (timed out or
+  // cancelled, or granted and that hold ended since); nothing of it is held.
   FENCELOCK_REPLY_KIND_WAIT_ENDED = 10,
   // The answer to a tick input frame: time is now `now`.
   FENCELOCK_REPLY_KIND_TICKED = 11,

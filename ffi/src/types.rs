@@ -581,7 +581,8 @@ pub enum fencelock_reply_kind {
     /// Only as the repeat of an acquire that was granted: that hold has since ended:
     /// `token`.
     HoldEnded = 9,
-    /// Only as the repeat of an acquire that was queued: the wait ended ungranted.
+    /// Only as the repeat of an acquire that was queued: the wait is over (timed out or
+    /// cancelled, or granted and that hold ended since); nothing of it is held.
     WaitEnded = 10,
     /// The answer to a tick input frame: time is now `now`.
     Ticked = 11,

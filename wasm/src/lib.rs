@@ -167,7 +167,7 @@ export type Released = { kind: "released"; token: U64 };
 export type Cancelled = { kind: "cancelled" };
 /** Only as the reply to a repeated acquire: the hold it answered has ended since. */
 export type HoldEnded = { kind: "hold_ended"; token: U64 };
-/** Only as the reply to a repeated acquire: the wait it answered ended without a grant. */
+/** Only as the reply to a repeated acquire that was queued: the wait is over (timed out or cancelled, or granted and that hold ended since); the session holds nothing from it. */
 export type WaitEnded = { kind: "wait_ended" };
 export type Ticked = { kind: "ticked"; now: U64 };
 /** The watch began; `holders` "holder_changed" events ("holding") for the watcher follow in the events. */
