@@ -66,6 +66,49 @@ fn vectors_are_fresh() {
     }
 }
 
+/// FNV-1a, 64 bits: enough to see a changed byte (this guards against accidents, not
+/// against forgery).
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// `vectors_are_fresh` holds the files to the generator, and the generator can be rerun:
+/// a change to an existing frame's or snapshot's bytes would pass every layer once the
+/// files were regenerated. `tests/vectors/FROZEN` holds each committed file's hash and
+/// length, so such a change is an edit of that list too, not a side effect.
+#[test]
+fn committed_vectors_keep_their_bytes() {
+    let list = std::fs::read_to_string(vectors_dir().join("FROZEN")).expect("tests/vectors/FROZEN");
+    let frozen: Vec<(&str, &str, &str)> = list
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 3, "FROZEN: {l:?} is not `file fnv1a64 bytes`");
+            (f[0], f[1], f[2])
+        })
+        .collect();
+    let files = files();
+    let names = |v: Vec<&str>| v.into_iter().map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        names(files.iter().map(|(n, _)| n.as_str()).collect()),
+        names(frozen.iter().map(|f| f.0).collect()),
+        "every committed vector file has its line in tests/vectors/FROZEN, and no other"
+    );
+    for ((name, text), (_, hash, len)) in files.iter().zip(&frozen) {
+        assert_eq!(
+            (
+                format!("{:016x}", fnv1a64(text.as_bytes())),
+                text.len().to_string()
+            ),
+            (hash.to_string(), len.to_string()),
+            "{name} changed: a committed vector keeps its bytes (tests/vectors/FROZEN)"
+        );
+    }
+}
+
 #[test]
 fn runner_detects_a_wrong_output_a_wrong_error_and_a_wrong_snapshot() {
     let (_, text) = files()
