@@ -19,14 +19,26 @@ type Svc = LockService<VecStorage>;
 /// Applies one input at the service's own time (so no advance): refused, the state is
 /// byte-identical; either way every invariant holds and the events stay within the
 /// bound `max_events` gave before the input.
-fn step(svc: &mut Svc, what: &str, f: impl FnOnce(&mut Svc, &mut Vec<Output>) -> Result<Reply, Error>) {
+fn step(
+    svc: &mut Svc,
+    what: &str,
+    f: impl FnOnce(&mut Svc, &mut Vec<Output>) -> Result<Reply, Error>,
+) {
     let before = svc.snapshot_vec();
     let bound = svc.max_events();
     let mut sink: Vec<Output> = Vec::new();
     let r = f(svc, &mut sink);
-    assert!(sink.len() <= bound, "{what}: {} events, bound {bound}", sink.len());
+    assert!(
+        sink.len() <= bound,
+        "{what}: {} events, bound {bound}",
+        sink.len()
+    );
     if r.is_err() {
-        assert_eq!(svc.snapshot_vec(), before, "{what}: refused, but the state changed");
+        assert_eq!(
+            svc.snapshot_vec(),
+            before,
+            "{what}: refused, but the state changed"
+        );
         assert!(sink.is_empty(), "{what}: refused, but emitted events");
     }
     if let Err(e) = check_service(svc) {
@@ -38,8 +50,13 @@ fn step(svc: &mut Svc, what: &str, f: impl FnOnce(&mut Svc, &mut Vec<Output>) ->
 fn tick(svc: &mut Svc, t: Tick, what: &str) {
     let bound = svc.max_events();
     let mut sink: Vec<Output> = Vec::new();
-    svc.tick(t, &mut sink).unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(sink.len() <= bound, "{what}: {} events, bound {bound}", sink.len());
+    svc.tick(t, &mut sink)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        sink.len() <= bound,
+        "{what}: {} events, bound {bound}",
+        sink.len()
+    );
     if let Err(e) = check_service(svc) {
         panic!("{what} on a restored state broke an invariant: {e}");
     }
@@ -84,8 +101,7 @@ fuzz_target!(|data: &[u8]| {
         let mut buf = vec![0u8; data.len() + 16];
         let n = gate.snapshot(&mut buf).expect("snapshot fits");
         assert_eq!(&buf[..n], data, "accepted gate bytes are not canonical");
-        let entries: Vec<(String, Token)> =
-            gate.iter().map(|(name, t)| (name.into(), t)).collect();
+        let entries: Vec<(String, Token)> = gate.iter().map(|(name, t)| (name.into(), t)).collect();
         assert_eq!(gate.len(), entries.len());
         for (i, (name, token)) in entries.iter().enumerate() {
             assert!(token.0 >= 1, "{name}: token 0 restored");
@@ -110,7 +126,11 @@ fuzz_target!(|data: &[u8]| {
                 Err(refusal),
                 "{name}: a token below its highest admitted"
             );
-            assert_eq!(gate.admit(name, *token), Ok(()), "{name}: its own token refused");
+            assert_eq!(
+                gate.admit(name, *token),
+                Ok(()),
+                "{name}: its own token refused"
+            );
         }
     }
 });
