@@ -94,10 +94,19 @@ fi
 vectors+=(wasm/tests/vectors/*.vec)
 calls=tests/vectors/precedence.calls
 [ -f "$calls" ] || { echo "no $calls" >&2; exit 1; }
-"${VALGRIND[@]}" "$work/vectors" "${vectors[@]}" "$calls"
+# The gate vectors (what every fence answers) through the C gate.
+gates=(tests/vectors/gate/*.vec)
+[ ${#gates[@]} -gt 0 ] || { echo "no gate vectors in tests/vectors/gate" >&2; exit 1; }
+count() { local word=$1; shift; cat "$@" | { grep -c "^$word " || true; }; }
+gate_want="gate files: $(count in "${gates[@]}") admits, $(count err "${gates[@]}") refusals, $(count highest "${gates[@]}") highest"
+out=$("${VALGRIND[@]}" "$work/vectors" "${vectors[@]}" "${gates[@]}" "$calls") || { echo "$out"; exit 1; }
+echo "$out"
+grep -qF "$gate_want" <<<"$out" || { echo "expected the gate files' counts: $gate_want" >&2; exit 1; }
 
-step "C conformance runner again, every service keyed (fencelock_service_set_name_key): the same bytes"
-"$work/vectors" --keyed "${vectors[@]}" "$calls"
+step "C conformance runner again, every service and gate keyed (fencelock_service_set_name_key, fencelock_gate_set_name_key): the same answers"
+out=$("$work/vectors" --keyed "${vectors[@]}" "${gates[@]}" "$calls") || { echo "$out"; exit 1; }
+echo "$out"
+grep -qF "$gate_want" <<<"$out" || { echo "expected the gate files' counts: $gate_want" >&2; exit 1; }
 
 step "the runner rejects tampered vectors and calls"
 python3 - "$work" "$calls" "${vectors[@]}" <<'PY'
@@ -134,6 +143,37 @@ for name, body in {"untampered": rows, "changed-kind": change("-> ok granted", "
     with open(f"{work}/tampered-{name}.calls", "w") as f:
         f.write("\n".join(body) + "\n")
 PY
+mkdir -p "$work/gate"
+python3 - "$work/gate" "${gates[@]}" <<'PY'
+import sys
+work, files = sys.argv[1], sys.argv[2:]
+# (each file's config line starts a new gate, so the files can run as one)
+lines = [l.rstrip("\n") for f in files for l in open(f)]
+def first(prefix):
+    return next(i for i, l in enumerate(lines) if l.startswith(prefix))
+def flip(line):
+    head, last = line[:-1], line[-1]
+    return head + ("1" if last != "1" else "2")
+cases = {"untampered": lines}
+i = first("highest "); cases["changed-highest"] = lines[:i] + [flip(lines[i])] + lines[i + 1:]
+i = first("err 401 highest="); cases["changed-stale-highest"] = lines[:i] + [flip(lines[i])] + lines[i + 1:]
+i = first("err 402"); cases["changed-refusal"] = lines[:i] + ["err 401"] + lines[i + 1:]
+i = first("err "); cases["missing-refusal"] = lines[:i] + lines[i + 1:]
+i = first("in "); cases["refusal-for-an-admit"] = lines[:i + 1] + ["err 401"] + lines[i + 1:]
+for name, body in cases.items():
+    with open(f"{work}/tampered-{name}.vec", "w") as f:
+        f.write("\n".join(body) + "\n")
+PY
+"$work/vectors" "$work/gate/tampered-untampered.vec" >/dev/null ||
+  { echo "the runner refused the untampered gate set" >&2; exit 1; }
+for t in "$work"/gate/tampered-*.vec; do
+  case "$t" in *untampered*) continue ;; esac
+  if "$work/vectors" "$t" >/dev/null 2>&1; then
+    echo "the runner accepted gate/$(basename "$t")" >&2
+    exit 1
+  fi
+  echo "rejected gate/$(basename "$t")"
+done
 for kind in vec calls; do
   "$work/vectors" "$work/tampered-untampered.$kind" >/dev/null ||
     { echo "the runner refused the untampered $kind set" >&2; exit 1; }

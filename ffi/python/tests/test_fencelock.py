@@ -1009,6 +1009,86 @@ def test_conformance_vectors_through_frames():
     assert sum(r for _, r in counts) > 10
 
 
+GATE_VECTORS = os.path.join(VECTORS, "gate")
+
+
+def _admit_frame(frame):
+    """(name, token) of an admit frame: postcard (str, u64), a one-byte length first."""
+    n = frame[0]
+    assert n < 0x80, "a name's length in one byte"
+    name, token, shift, i = frame[1:1 + n], 0, 0, 1 + n
+    while True:
+        b = frame[i]
+        i += 1
+        token |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            break
+    assert i == len(frame), "trailing bytes in an admit frame"
+    return name, token
+
+
+def _replay_gate(path, keyed=False):
+    """Replays one gate vector (tests/vectors/gate) through Gate: each admit's answer (a
+    STALE one with the highest Gate.highest gives), and each `highest` line. Returns the
+    (admits, refusals, highest) it checked."""
+    gate, pending, admits, refusals, highs = None, None, 0, 0, 0
+    name = None
+    for ln, line in enumerate(open(path), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        word, _, arg = line.partition(" ")
+        where = f"{os.path.basename(path)}:{ln}"
+        if word != "err":
+            assert pending is None, f"{where}: an admit was refused ({pending}), no err line"
+        if word == "config":
+            if gate is not None:
+                gate.close()
+            gate = fl.Gate(int(arg.removeprefix("resources=")))
+            if keyed:
+                gate.set_name_key()
+        elif word == "in":
+            name, token = _admit_frame(bytes.fromhex(arg))
+            try:
+                gate.admit(name, token)
+            except fl.FencelockError as e:
+                pending = e.code
+            admits += 1
+        elif word == "err":
+            code, _, highest = arg.partition(" ")
+            assert pending == int(code), f"{where}: {pending} for {line}"
+            if pending == fl.Result.STALE:
+                assert highest == f"highest={gate.highest(name)}", f"{where}"
+            else:
+                assert highest == "", f"{where}: only a STALE refusal names a highest"
+            pending = None
+            refusals += 1
+        elif word == "highest":
+            hexname, _, want = arg.rpartition(" ")
+            assert (gate.highest(bytes.fromhex(hexname)) or 0) == int(want), where
+            highs += 1
+        else:
+            raise AssertionError(f"{where}: unknown line {word!r}")
+    assert pending is None, f"{path}: the last admit was refused, no err line"
+    gate.close()
+    return admits, refusals, highs
+
+
+def test_gate_vectors_through_the_gate():
+    # What every fence must answer (tests/vectors/gate), through the C gate from Python,
+    # plain and keyed; every line of the files is checked.
+    files = sorted(os.path.join(GATE_VECTORS, f) for f in os.listdir(GATE_VECTORS)
+                   if f.endswith(".vec"))
+    assert files
+    text = "".join(open(f).read() for f in files)
+    want = tuple(sum(l.startswith(w + " ") for l in text.splitlines())
+                 for w in ("in", "err", "highest"))
+    for keyed in (False, True):
+        got = tuple(map(sum, zip(*(_replay_gate(f, keyed) for f in files))))
+        assert got == want, (keyed, got, want)
+
+
 def test_a_name_key_changes_no_answer():
     # Keyed from os.urandom, every vector gives the same events, replies and snapshots.
     files = sorted(os.path.join(VECTORS, f) for f in os.listdir(VECTORS) if f.endswith(".vec"))

@@ -13,6 +13,9 @@
  * `--keyed` first: every service is keyed (fencelock_service_set_name_key) before its first
  * input; every byte must be the same.
  *
+ * gate/FILE.vec (tests/vectors/gate): admits through fencelock_gate_admit and reads
+ * fencelock_gate_highest, as `run_gate` below says.
+ *
  * FILE.calls (tests/vectors/precedence.calls): runs each line through the TYPED functions
  * (fencelock_service_open_session, _acquire, …; not frames) and checks the expected reply
  * kind or error code:
@@ -507,6 +510,131 @@ static void run_calls(FILE *f) {
   fencelock_service_free(svc);
 }
 
+/* ------------------------------------------------------------- the gate vectors */
+
+/* The gate vectors (tests/vectors/gate): what every fence answers, through the C gate.
+ *   config resources=N        a new gate (fencelock_gate_new; --keyed: with a name key)
+ *   in <hex>                  fencelock_gate_admit of the frame's (name, token)
+ *   err <code> [highest=N]    the admit's refusal; a STALE one names the highest seen,
+ *                             which fencelock_gate_highest must give
+ *   highest <hex name> <N>    fencelock_gate_highest (0: never admitted)
+ * An `in` with no `err` line after it was admitted. */
+static int gate_admits, gate_refusals, gate_highest;
+
+/* An admit frame, postcard (name: str, token: u64): a one-byte length (the files' names
+ * are at most 65 bytes), the name, a varint. 0 when it is one. */
+static int admit_frame(const uint8_t *b, size_t n, size_t *name_len, uint64_t *token) {
+  if (n < 1 || b[0] >= 0x80 || (size_t)b[0] + 1 > n) return -1;
+  *name_len = b[0];
+  uint64_t v = 0;
+  size_t i = 1 + (size_t)b[0];
+  for (int shift = 0;; shift += 7) {
+    if (i >= n || shift > 63) return -1;
+    uint8_t x = b[i++];
+    v |= (uint64_t)(x & 0x7f) << shift;
+    if (!(x & 0x80)) break;
+  }
+  if (i != n) return -1;
+  *token = v;
+  return 0;
+}
+
+static void run_gate(FILE *f) {
+  fencelock_gate *gate = NULL;
+  char *text = NULL;
+  size_t cap = 0;
+  /* The latest admit's refusal (and its name, for a STALE's highest), until `err`. */
+  fencelock_result pending = FENCELOCK_RESULT_OK;
+  uint8_t *name = NULL;
+  size_t name_len = 0;
+  line_no = 0;
+  while (getline(&text, &cap, f) != -1) {
+    line_no++;
+    text[strcspn(text, "\r\n")] = 0;
+    if (!text[0] || text[0] == '#') continue;
+    char *rest = strchr(text, ' ');
+    if (rest) *rest++ = 0;
+    else rest = text + strlen(text);
+    if (strcmp(text, "err") != 0 && pending != FENCELOCK_RESULT_OK) {
+      fail("an admit was refused and no err line says so");
+      pending = FENCELOCK_RESULT_OK;
+    }
+    if (strcmp(text, "config") == 0) {
+      fencelock_gate_free(gate);
+      gate = NULL;
+      unsigned long n = strncmp(rest, "resources=", 10) == 0 ? strtoul(rest + 10, NULL, 10) : 0;
+      if (n == 0 || fencelock_gate_new(n, &gate) != FENCELOCK_RESULT_OK) {
+        fail("bad config line, or the gate refused it");
+        break;
+      }
+      if (keyed) {
+        uint8_t key[FENCELOCK_NAME_KEY_LEN];
+        for (size_t i = 0; i < sizeof key; i++) key[i] = (uint8_t)(0x9e + 37 * i);
+        if (fencelock_gate_set_name_key(gate, key, sizeof key) != FENCELOCK_RESULT_OK)
+          fail("name key refused");
+      }
+    } else if (!gate) {
+      fail("a line before the config line");
+      break;
+    } else if (strcmp(text, "in") == 0) {
+      uint8_t *frame = NULL;
+      long n = unhex(rest, &frame);
+      uint64_t token = 0;
+      if (n < 0 || admit_frame(frame, (size_t)n, &name_len, &token) != 0) {
+        fail("bad admit frame");
+        free(frame);
+        continue;
+      }
+      free(name);
+      name = malloc(name_len + 1);
+      memcpy(name, frame + 1, name_len);
+      free(frame);
+      pending = fencelock_gate_admit(gate, name, name_len, token);
+      gate_admits++;
+    } else if (strcmp(text, "err") == 0) {
+      char *end = NULL;
+      unsigned long code = strtoul(rest, &end, 10);
+      if (pending == FENCELOCK_RESULT_OK) fail("expected a refusal, the admit was admitted");
+      else if ((unsigned long)pending != code) fail("another refusal");
+      const char *h = strstr(end, "highest=");
+      if (h && pending == FENCELOCK_RESULT_STALE) {
+        bool seen = false;
+        uint64_t highest = 0;
+        if (fencelock_gate_highest(gate, name, name_len, &seen, &highest) != FENCELOCK_RESULT_OK ||
+            !seen || highest != strtoull(h + 8, NULL, 10))
+          fail("a stale admit's highest differs");
+      } else if (h || pending == FENCELOCK_RESULT_STALE) {
+        fail("a stale refusal names its highest, no other does");
+      }
+      pending = FENCELOCK_RESULT_OK;
+      gate_refusals++;
+    } else if (strcmp(text, "highest") == 0) {
+      char *space = strrchr(rest, ' ');
+      if (!space) {
+        fail("expected `highest HEX N`");
+        continue;
+      }
+      *space = 0;
+      uint8_t *r = NULL;
+      long n = unhex(rest, &r);
+      bool seen = false;
+      uint64_t highest = 0;
+      if (n < 0 || fencelock_gate_highest(gate, r, (size_t)n, &seen, &highest) != FENCELOCK_RESULT_OK)
+        fail("highest refused");
+      else if ((seen ? highest : 0) != strtoull(space + 1, NULL, 10) || (!seen && highest != 0))
+        fail("another highest token");
+      free(r);
+      gate_highest++;
+    } else {
+      fail("an unknown directive");
+    }
+  }
+  if (pending != FENCELOCK_RESULT_OK) fail("an admit was refused and no err line says so");
+  free(name);
+  free(text);
+  fencelock_gate_free(gate);
+}
+
 static int ends_with(const char *s, const char *tail) {
   size_t a = strlen(s), b = strlen(tail);
   return a >= b && strcmp(s + a - b, tail) == 0;
@@ -531,6 +659,7 @@ int main(int argc, char **argv) {
       continue;
     }
     if (ends_with(file, ".calls")) run_calls(f);
+    else if (strstr(file, "gate/")) run_gate(f);
     else run_vec(f);
     fclose(f);
   }
@@ -538,6 +667,9 @@ int main(int argc, char **argv) {
          "raises, %d typed calls replayed, %d failed\n",
          keyed ? " (keyed)" : "", argc - first, inputs, outputs, replies, snapshots, raises,
          calls, failures);
+  if (gate_admits || gate_refusals || gate_highest)
+    printf("vectors.c%s: gate files: %d admits, %d refusals, %d highest\n", keyed ? " (keyed)" : "",
+           gate_admits, gate_refusals, gate_highest);
   if (request_zero)
     printf("vectors.c: %d typed calls had request=0, which the typed functions cannot make "
            "(0 is \"no request number\" there): only their advance was applied\n",
