@@ -19,7 +19,12 @@
 //! * always: no write with a token lower than an accepted one is accepted at the resource —
 //!   holds with the fence check, and with the check off the checker must find the GC-pause
 //!   counterexample by itself;
-//! * sometimes: a stale write is attempted and refused (the scenario is reachable).
+//! * sometimes: a stale write is attempted and refused (the scenario is reachable);
+//! * every refused input (it has no successor state, so this is checked as it happens and
+//!   `check` fails on it): it changed nothing beyond the advance to its `now` (I5), and its
+//!   error is one its state calls for — an unknown session is not open, a release's session
+//!   does not hold the lock (or not with that token), a cancel's is not waiting, a table is
+//!   full; the model's inputs are well formed, so no other refusal is right.
 //!
 //! Semaphores and watches (configurations with `permits` / `watch` set): the locks are
 //! semaphores (client 0 asks for the whole limit, the others for one permit, so a large
@@ -51,6 +56,8 @@ use fencelock::{
 };
 use fencelock_tests::invariants::check_service;
 use stateright::{Checker, HasDiscoveries, Model, Property};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 const NAMES: [&str; 2] = ["a", "b"];
 /// Watches one client may begin in a run.
@@ -62,6 +69,21 @@ const MAX_REQUESTS: u64 = 4;
 /// queues takes a fresh claim number without a token, and a cancel frees it again: without
 /// a bound, acquire and cancel would make new states for ever).
 const MAX_ACQUIRES: u8 = 3;
+
+/// What the checker learned of refused inputs: a refused input has no successor state, so
+/// its checks cannot be state properties; they are kept here (shared by the model's
+/// clones) and `check` fails on any.
+#[derive(Clone, Debug, Default)]
+struct Refusals(Arc<Mutex<RefusalLog>>);
+
+#[derive(Debug, Default)]
+struct RefusalLog {
+    /// Refused inputs checked, by error code.
+    checked: BTreeMap<u32, usize>,
+    /// The first few that broke a rule: more than the advance changed (I5), or an error
+    /// the state did not call for.
+    wrong: Vec<String>,
+}
 
 #[derive(Clone, Debug)]
 struct LockModel {
@@ -104,6 +126,8 @@ struct LockModel {
     /// A broken operator (test-only): it forces a hold out by session (`Release`), not by
     /// the token it listed.
     force_by_session: bool,
+    /// Refused inputs, checked (see [`Refusals`]).
+    refusals: Refusals,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -337,9 +361,13 @@ impl LockModel {
             i => i.session(),
         };
         let mut events: Vec<Output> = Vec::new();
-        let reply = svc
-            .handle(input.clone().at(Tick(st.now)), &mut events)
-            .ok()?;
+        let reply = match svc.handle(input.clone().at(Tick(st.now)), &mut events) {
+            Ok(reply) => reply,
+            Err(e) => {
+                self.check_refusal(st, &svc, &input, &e, &events);
+                return None;
+            }
+        };
         if self.lose_watcher_event {
             if let Some(i) = events
                 .iter()
@@ -387,6 +415,75 @@ impl LockModel {
             }
         }
         Some(reply)
+    }
+
+    /// A refused input (docs/SPEC.md §5): it changed nothing beyond the advance to its
+    /// `now` — the service equals a copy only ticked there, with the same events (I5) —
+    /// and its error is one that state calls for (an unknown session is not open; a
+    /// release's session holds nothing there, or not that token; a cancel's is not
+    /// waiting; an acquire's already waits or holds in another mode; a table is full).
+    /// The model's inputs are well formed, so any other refusal is wrong. Recorded in
+    /// `self.refusals`.
+    fn check_refusal(
+        &self,
+        st: &State,
+        svc: &LockService<VecStorage>,
+        input: &Input,
+        e: &fencelock::Error,
+        events: &[Output],
+    ) {
+        use fencelock::Error as E;
+        let mut copy = self.service(&st.svc);
+        let mut advance: Vec<Output> = Vec::new();
+        let ticked = copy.tick(Tick(st.now), &mut advance);
+        let open = |s: SessionId| copy.is_open(s);
+        let holds =
+            |s: SessionId, lock: &LockName| copy.holders(lock.as_str()).find(|h| h.session == s);
+        let waits =
+            |s: SessionId, lock: &LockName| copy.waiters(lock.as_str()).any(|w| w.session == s);
+        let wrong = if ticked.is_err() {
+            Some(format!(
+                "{input:?}: refused {e:?}, and a tick to its now fails: {ticked:?}"
+            ))
+        } else if svc.snapshot_vec() != copy.snapshot_vec() || events != advance.as_slice() {
+            Some(format!(
+                "{input:?}: refused {e:?}, but changed more than its advance (I5)"
+            ))
+        } else {
+            let called_for = match (e, input) {
+                (E::UnknownSession(s), _) => input.session() == Some(*s) && !open(*s),
+                (E::CapacityExceeded(_), _) => true,
+                (E::NotHolder(s), Input::Release { lock, .. }) => holds(*s, lock).is_none(),
+                (E::NotHolder(s), Input::ReleaseHold { lock, token, .. }) => {
+                    holds(*s, lock).is_none_or(|h| h.token != *token)
+                }
+                (E::NotQueued(s), Input::Cancel { lock, .. }) => !waits(*s, lock),
+                (E::AlreadyQueued(s), Input::Acquire { lock, .. }) => waits(*s, lock),
+                (
+                    E::ModeMismatch { held },
+                    Input::Acquire {
+                        session,
+                        lock,
+                        mode,
+                        ..
+                    },
+                ) => holds(*session, lock).is_some_and(|h| h.mode == *held && h.mode != *mode),
+                // A client's watches are its own view here; a repeated watch or an
+                // unwatch of nothing is refused alike by every state that has it.
+                (E::AlreadyWatching(_), Input::Watch { .. })
+                | (E::NotWatching(_), Input::Unwatch { .. }) => true,
+                _ => false,
+            };
+            (!called_for)
+                .then(|| format!("{input:?}: refused {e:?}, which its state does not call for"))
+        };
+        let mut log = self.refusals.0.lock().expect("refusal log");
+        *log.checked.entry(e.code()).or_default() += 1;
+        if let Some(w) = wrong {
+            if log.wrong.len() < 5 {
+                log.wrong.push(w);
+            }
+        }
     }
 
     /// The semaphore and watch properties of one input (see the module doc): permits within
@@ -1036,6 +1133,13 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
         builder = builder.finish_when(HasDiscoveries::AnyFailures);
     }
     let checker = builder.spawn_bfs().join();
+    let refusals = std::mem::take(&mut *m.refusals.0.lock().expect("refusal log"));
+    assert!(
+        refusals.wrong.is_empty(),
+        "a refused input broke a rule: {:#?}",
+        refusals.wrong
+    );
+    println!("refusals checked, by error code: {:?}", refusals.checked);
     let states = checker.unique_state_count();
     let depth = checker.max_depth();
     println!(
@@ -1145,6 +1249,7 @@ fn base(fence: bool) -> LockModel {
         retry_applies: false,
         operator: false,
         force_by_session: false,
+        refusals: Refusals::default(),
     }
 }
 
