@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Seeds fuzz/corpus/<target>/ from the conformance vectors (tests/vectors/*.vec):
-input, event and reply frames for frame_decode, snapshots for snapshot_restore, and each
-vector's input frames (length-prefixed, after a config byte) for input_sequence.
+input, event and reply frames for frame_decode, snapshots for snapshot_restore, each
+vector's input frames (length-prefixed, after a config byte) for input_sequence, and the
+same frames and the snapshots (after a config byte) for c_abi.
 Run from anywhere: python3 fuzz/make-corpus.py. Idempotent (files are named by hash).
 With --check it writes nothing and fails, naming them, when seeds of the vectors are
 missing from the committed corpus (a vector added without reseeding: scripts/fuzz.sh
@@ -42,9 +43,14 @@ for path in vectors:
                 frames.append(data)
         elif word == "snapshot":
             put("snapshot_restore", bytes.fromhex(rest))
+            # c_abi: the snapshot after its first byte, restored onto the heap and placed
+            put("c_abi", bytes([0xFF]) + bytes.fromhex(rest))
     # config byte 0x7f: 4 sessions, 4 locks, 8 claims, no lock-delay
     seq = bytes([0x7F]) + b"".join(bytes([len(f)]) + f for f in frames)
     put("input_sequence", seq)
+    # c_abi: its first byte 0x7f is 4 sessions, 4 locks, 8 claims on the heap (0xff:
+    # placed in caller memory); then the frames, as input_sequence has them
+    put("c_abi", bytes([0x7F]) + b"".join(bytes([len(f)]) + f for f in frames))
 
 if missing:
     print(f"fuzz corpus: {len(missing)} seeds of tests/vectors missing "

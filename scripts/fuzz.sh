@@ -8,21 +8,31 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS="${FUZZ_SECONDS:-300}"
-TARGETS="${FUZZ_TARGETS:-frame_decode snapshot_restore input_sequence}"
+TARGETS="${FUZZ_TARGETS:-frame_decode snapshot_restore input_sequence c_abi}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# No sanitizer: the code under test is safe Rust (forbid(unsafe_code)), so ASan would only
-# slow the search; panics and failed assertions are what the targets report.
-FUZZ_FLAGS=(--sanitizer none)
-(cd fuzz && cargo +nightly fuzz build "${FUZZ_FLAGS[@]}" >/dev/null 2>&1) || (cd fuzz && cargo +nightly fuzz build "${FUZZ_FLAGS[@]}")
+# No sanitizer for the core's targets: the code under test is safe Rust
+# (forbid(unsafe_code)), so ASan would only slow the search; panics and failed assertions
+# are what they report. c_abi drives the C ABI, whose extern functions are `unsafe` code
+# handling caller pointers: it runs under AddressSanitizer, built in a target directory of
+# its own (fuzz/target/asan) so that neither build undoes the other.
+flags() { if [ "$1" = c_abi ]; then echo address; else echo none; fi; }
+dir() { if [ "$1" = c_abi ]; then echo "$PWD/fuzz/target/asan"; else echo "$PWD/fuzz/target"; fi; }
+for t in $TARGETS; do
+  build=(env CARGO_TARGET_DIR="$(dir "$t")" cargo +nightly fuzz build --sanitizer "$(flags "$t")" "$t")
+  (cd fuzz && "${build[@]}" >/dev/null 2>&1) || (cd fuzz && "${build[@]}")
+done
 total=0
 touch "$work/start" # reproducers written after this are this run's
 for t in $TARGETS; do
   mkdir -p "$work/$t"
   log="$work/$t.log"
-  if ! (cd fuzz && cargo +nightly fuzz run "${FUZZ_FLAGS[@]}" "$t" "$work/$t" "corpus/$t" -- \
-        -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -print_final_stats=1) >"$log" 2>&1; then
+  # -timeout: an input that takes 10 s is a failure (a loop), not a wait of libFuzzer's
+  # default 20 minutes.
+  if ! (cd fuzz && CARGO_TARGET_DIR="$(dir "$t")" cargo +nightly fuzz run --sanitizer "$(flags "$t")" \
+        "$t" "$work/$t" "corpus/$t" -- -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 \
+        -timeout=10 -print_final_stats=1) >"$log" 2>&1; then
     tail -n 60 "$log"
     echo "FUZZ target=$t FAILED (reproducer in fuzz/artifacts/$t/)"
     exit 1
