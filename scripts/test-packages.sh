@@ -7,6 +7,8 @@
 #   C       `make install PREFIX=<temp>` (and a DESTDIR staging install), the README's
 #           hello.c built with nothing but `pkg-config --cflags --libs fencelock`, linked
 #           to the versioned shared library through its soname, run from another directory;
+#           the conformance runner (ffi/tests/c/vectors.c) linked the same way, replaying
+#           every vector, gate vector and the precedence table through the installed build;
 #   JS      `npm pack wasm/pkg`, `npm install` of the tarball into a new project (offline),
 #           the package README's example imported as an ES module, a CommonJS require, and
 #           the browser build chosen by the "browser" export condition, and the small
@@ -90,6 +92,15 @@ grep -q "$soname => $prefix/lib/$soname" <<<"$linked" ||
 out=$(cd "$tmp" && LD_LIBRARY_PATH="$prefix/lib" "$tmp/c/hello")
 echo "$out"
 [ "$out" = "session 2 holds jobs/reindex, token 2" ] || { echo "unexpected hello output" >&2; exit 1; }
+# The installed library (release, LTO: what users link) replays the conformance vectors,
+# the gate vectors and the precedence table too; scripts/test-ffi.sh replays them against
+# the debug build.
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+# shellcheck disable=SC2086 # the flags are words
+cc -std=c11 -Wall -Wextra -Werror ffi/tests/c/vectors.c $(pkg-config --cflags --libs fencelock) -o "$tmp/c/vectors"
+unset PKG_CONFIG_PATH
+(cd "$tmp" && LD_LIBRARY_PATH="$prefix/lib" "$tmp/c/vectors" "$repo"/tests/vectors/*.vec \
+  "$repo"/wasm/tests/vectors/*.vec "$repo"/tests/vectors/gate/*.vec "$repo/tests/vectors/precedence.calls")
 # A packager's staging install: the files under DESTDIR, the pkg-config file naming PREFIX.
 make --no-print-directory install PREFIX=/opt/fencelock DESTDIR="$tmp/stage" >/dev/null
 grep -qx 'prefix=/opt/fencelock' "$tmp/stage/opt/fencelock/lib/pkgconfig/fencelock.pc" &&
