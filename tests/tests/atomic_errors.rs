@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 
 use fencelock::{
-    Config, Error, FenceGate, GateRow, Input, LockName, LockService, Mode, Output, SessionId,
-    SessionKeeper, Sink, Table, Tick, Token, VecStorage, Wait, SNAPSHOT_MAGIC,
+    Config, Error, FenceGate, GateRow, Input, Label, LockName, LockService, Mode, Output,
+    SessionId, SessionKeeper, Sink, Table, Tick, Token, VecStorage, Wait, SNAPSHOT_MAGIC,
 };
 use fencelock_tests::invariants::check_service;
 use fencelock_tests::vectors::ticked_copy;
@@ -389,9 +389,29 @@ fn every_service_error(base: &Svc, seen: &mut BTreeSet<u32>) {
         "a refused sink changed the service"
     );
     seen.insert(502);
+    // 301 from the label table: storage with fewer label rows than sessions, a second
+    // labelled open (an unlabelled one needs no row and is taken).
+    let mut w = LockService::new(VecStorage::with_labels(4, 4, 8, 1), Config::default())
+        .expect("a service with one label row");
+    let labelled = |w: &Svc| Input::OpenLabeled {
+        now: w.now(),
+        ttl: 10,
+        label: Label::new("worker").expect("a label"),
+    };
+    let first = labelled(&w);
+    ok(&mut w, first);
+    let input = labelled(&w);
+    let err = refused_atomically(&mut w, &input);
+    assert_eq!(err, Error::CapacityExceeded(Table::Labels), "{input:?}");
+    let plain = Input::OpenSession {
+        now: w.now(),
+        ttl: 10,
+    };
+    ok(&mut w, plain);
+    full.insert("labels".into());
     assert_eq!(
         full,
-        ["claims", "locks", "sessions", "watchers"]
+        ["claims", "labels", "locks", "sessions", "watchers"]
             .map(String::from)
             .into(),
         "301 from every table"
