@@ -43,6 +43,7 @@ seeded logs: ${#seeded[@]} files, $(count in "${seeded[@]}") inputs, $(count out
 $(count raise "${seeded[@]}") revision raises, $(count snapshot "${seeded[@]}") snapshots; \
 gate: ${#gate[@]} files, $(count in "${gate[@]}") admits, $(count err "${gate[@]}") refusals, \
 $(count highest "${gate[@]}") highest; "
+polls=$(count poll "${vec[@]}" "${seeded[@]}")
 
 cd tests/bare-metal
 log "format and lints"
@@ -70,8 +71,8 @@ for profile in release dev; do
   out=$(run "${flag[@]}") || { echo "$out"; log "FAILED ($profile)"; exit 1; }
   echo "$out"
   grep -qF "$want" <<<"$out" || { log "expected the files' counts: '$want…'"; exit 1; }
-  grep -qF "; 4 stretched length prefixes refused as on 64 bits" <<<"$out" ||
-    { log "expected 4 stretched length prefixes refused"; exit 1; }
+  grep -qF "; 4 stretched length prefixes refused as on 64 bits; $polls polls" <<<"$out" ||
+    { log "expected 4 stretched length prefixes refused and every poll line checked"; exit 1; }
   read -r input snapshot restore < <(sed -nE \
     "s/.*deepest stack: ([0-9]+) B for an input, ([0-9]+) B for a snapshot, ([0-9]+) B for a restore.*/\1 \2 \3/p" <<<"$out") || true
   [ -n "${restore:-}" ] || { log "no stack figures in its output"; exit 1; }
@@ -165,5 +166,6 @@ mutant reply "reply differs" vectors
 mutant out "event differs" vectors
 mutant snapshot "snapshot differs" vectors
 mutant revision "another revision, or an error" seeded
+mutant poll "poll_timeout differs" seeded
 mutant highest "another highest token" gate
 log "ok"

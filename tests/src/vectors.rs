@@ -1415,6 +1415,18 @@ pub fn replay(text: &str) -> Result<ReplayStats, String> {
                 }
                 stats.snapshots += 1;
             }
+            "poll" => {
+                closed(&open, ln)?;
+                let svc = svc
+                    .as_ref()
+                    .ok_or(format!("line {ln}: poll before config"))?;
+                let got = svc
+                    .poll_timeout()
+                    .map_or("none".to_string(), |t| t.0.to_string());
+                if got != rest {
+                    return Err(format!("line {ln}: poll_timeout is {got}, expected {rest}"));
+                }
+            }
             _ => return Err(format!("line {ln}: unknown directive {word:?}")),
         }
     }

@@ -57,7 +57,7 @@ function serviceOf(arg, where) {
 export function replay(text, name, { keyed = false } = {}) {
   let svc = null;
   let pending = null; // { at, got: {reply, events} | null, err, outs: [] }
-  const counts = { inputs: 0, events: 0, replies: 0, errors: 0, snapshots: 0, raises: 0 };
+  const counts = { inputs: 0, events: 0, replies: 0, errors: 0, snapshots: 0, raises: 0, polls: 0 };
   const open = (at) => assert.equal(pending, null, `${at}: the previous 'in' (${pending?.at}) has no reply/err line`);
   const close = (at, word, arg) => {
     assert.ok(pending, `${at}: '${word}' without 'in'`);
@@ -151,6 +151,12 @@ export function replay(text, name, { keyed = false } = {}) {
         assert.ok(svc, `${at}: 'snapshot' before 'config'`);
         assert.equal(hex(svc.snapshot()), arg, `${at}: snapshot bytes differ`);
         counts.snapshots++;
+        break;
+      case 'poll':
+        open(at);
+        assert.ok(svc, `${at}: 'poll' before 'config'`);
+        assert.equal(String(svc.pollTimeout() ?? 'none'), arg, `${at}: pollTimeout differs`);
+        counts.polls++;
         break;
       default:
         assert.fail(`${at}: unknown directive '${word}'`);

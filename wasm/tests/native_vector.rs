@@ -29,6 +29,10 @@
 //! cross every binding's frame entry point too (the C, Python and JS runners replay every
 //! `wasm/tests/vectors/*.vec`).
 //!
+//! After each `snapshot` line the logs have a `poll <tick>` (or `poll none`) line: what
+//! `poll_timeout` gives there, which every runner asks its build (the bare-metal and wasm
+//! ones on 32 bits).
+//!
 //! After a deliberate change of the core's behaviour, regenerate with
 //! `FENCELOCK_BLESS=1 cargo test -p fencelock-wasm --test native_vector` and review the
 //! diff.
@@ -380,6 +384,13 @@ fn render(log: Log) -> String {
         }
         if i % 20 == 19 || i == INPUTS - 1 {
             let _ = writeln!(text, "snapshot {}", hex(&svc.snapshot_vec()));
+            // What the host must wake for next: deadlines are u64 ticks in a heap, so
+            // the 32-bit builds answer it too.
+            match svc.poll_timeout() {
+                Some(t) => writeln!(text, "poll {}", t.0),
+                None => writeln!(text, "poll none"),
+            }
+            .expect("a String takes it");
         }
     }
     text

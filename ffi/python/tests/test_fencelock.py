@@ -963,6 +963,9 @@ def _replay(path, keyed=False):
                 assert svc.is_name_keyed()
         elif word == "snapshot":
             assert svc.snapshot().hex() == arg, f"{path}: snapshot before line {i}"
+        elif word == "poll":
+            got = svc.poll_timeout()
+            assert ("none" if got is None else str(got)) == arg, f"{path}: poll at line {i}"
         elif word == "raise":
             # raise_revision between inputs (wasm/tests/native_vector.rs): `revision <n>`
             # or `err <code>` closes it.

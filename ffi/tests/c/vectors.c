@@ -5,7 +5,8 @@
  * point (fencelock_service_handle_frame) and compares, byte for byte, the events it queued
  * (`out` lines, drained with fencelock_service_drain_frames; they come first, the advance's
  * first, and stand even when the input is refused), then exactly one `reply <hex>` (the
- * reply frame) or `err <code>` closing each `in`, and every `snapshot`. The directive
+ * reply frame) or `err <code>` closing each `in`, every `snapshot`, and every `poll <tick>`
+ * or `poll none` (fencelock_service_poll_timeout). The directive
  * `raise <floor>` (wasm/tests/vectors/determinism_watches.vec) calls
  * fencelock_service_raise_revision, closed by `revision <n>` (what it returned) or
  * `err <code>`.
@@ -38,7 +39,7 @@
 
 static const char *file;
 static long line_no;
-static int failures, inputs, outputs, replies, snapshots, calls, raises;
+static int failures, inputs, outputs, replies, snapshots, calls, raises, polls;
 
 static void fail(const char *what) {
   failures++;
@@ -277,6 +278,19 @@ static void run_vec(FILE *f) {
         free(snap);
       }
       free(want);
+    } else if (strncmp(text, "poll ", 5) == 0) {
+      settle();
+      bool due = false;
+      uint64_t at = 0;
+      char got[24];
+      if (!svc || fencelock_service_poll_timeout(svc, &due, &at) != FENCELOCK_RESULT_OK) {
+        fail("no service to poll");
+      } else {
+        if (due) snprintf(got, sizeof got, "%llu", (unsigned long long)at);
+        else snprintf(got, sizeof got, "none");
+        if (strcmp(got, text + 5) != 0) fail("poll_timeout differs");
+      }
+      polls++;
     } else {
       fail("unknown directive");
     }
@@ -663,9 +677,9 @@ int main(int argc, char **argv) {
     else run_vec(f);
     fclose(f);
   }
-  printf("vectors.c%s: %d files, %d inputs, %d events, %d replies, %d snapshots, %d revision "
-         "raises, %d typed calls replayed, %d failed\n",
-         keyed ? " (keyed)" : "", argc - first, inputs, outputs, replies, snapshots, raises,
+  printf("vectors.c%s: %d files, %d inputs, %d events, %d replies, %d snapshots, %d polls, "
+         "%d revision raises, %d typed calls replayed, %d failed\n",
+         keyed ? " (keyed)" : "", argc - first, inputs, outputs, replies, snapshots, polls, raises,
          calls, failures);
   if (gate_admits || gate_refusals || gate_highest)
     printf("vectors.c%s: gate files: %d admits, %d refusals, %d highest\n", keyed ? " (keyed)" : "",

@@ -117,7 +117,7 @@ fn main() -> ! {
          each file replayed twice, the second time restoring at each snapshot \
          ({} restores) and each gate restored at its end; \
          the core's deepest stack: {} B for an input, {} B for a snapshot, {} B for a restore; \
-         {} stretched length prefixes refused as on 64 bits",
+         {} stretched length prefixes refused as on 64 bits; {} polls",
         VECTORS.len(),
         total.inputs / 2,
         total.events / 2,
@@ -138,6 +138,7 @@ fn main() -> ! {
         total.stack_snapshot.max(seeded.stack_snapshot),
         total.stack_restore.max(seeded.stack_restore),
         stretched,
+        (total.polls + seeded.polls) / 2,
     );
     debug::exit(debug::EXIT_SUCCESS);
     #[allow(clippy::empty_loop)]
@@ -332,6 +333,7 @@ struct Stats {
     stack_restore: usize,
     restores: usize,
     raises: usize,
+    polls: usize,
     inputs: usize,
     events: usize,
     replies: usize,
@@ -343,6 +345,7 @@ impl Stats {
     fn add(&mut self, s: &Stats) {
         self.inputs += s.inputs;
         self.raises += s.raises;
+        self.polls += s.polls;
         self.restores += s.restores;
         self.events += s.events;
         self.replies += s.replies;
@@ -479,6 +482,23 @@ fn replay(
                     .parse()
                     .unwrap_or_else(|_| fail(file, ln, "raise needs a decimal floor", None));
                 open = Some(Open::Raise(svc.raise_revision(floor).map_err(|e| e.code())));
+            }
+            // `poll N` (or `poll none`): what poll_timeout gives here (deadlines are u64
+            // ticks in a heap: a 32-bit build must find the same next one).
+            "poll" => {
+                if open.is_some() {
+                    fail(file, ln, "the previous `in` was not closed", None);
+                }
+                let want = match rest {
+                    "none" => None,
+                    n => Some(n.parse::<u64>().unwrap_or_else(|_| {
+                        fail(file, ln, "poll needs a decimal tick or none", None)
+                    })),
+                };
+                if svc.poll_timeout().map(|t| t.0) != want {
+                    fail(file, ln, "poll_timeout differs", None);
+                }
+                stats.polls += 1;
             }
             "revision" => match open.take() {
                 Some(Open::Raise(Ok(r))) if rest.parse() == Ok(r) => stats.raises += 1,
