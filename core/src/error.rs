@@ -211,6 +211,7 @@ const REASONS: &[&str] = &[
     "session deadline not in (now, now + ttl]",
     "session ids out of order or beyond the counter",
     "snapshot version not the one its state is written in",
+    "tables_ref and labels_ref must give the rows tables_and_labels gives",
     "token outside 1..=revision",
     "trailing bytes",
     "truncated header",

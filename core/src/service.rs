@@ -353,8 +353,10 @@ enum Begin {
 impl<S: Storage> LockService<S> {
     /// A service with empty tables in `storage` (whatever the rows held is discarded).
     ///
-    /// Errors: [`Error::BadConfig`] for a bad `max_name_len` or a table of more than
-    /// 2³¹ − 1 rows. Cost: O(capacity).
+    /// Errors: [`Error::BadConfig`] for a bad `max_name_len`, a table of more than
+    /// 2³¹ − 1 rows, an index without two buckets per row, or a [`Storage`] whose
+    /// read-only views (`tables_ref`, `labels_ref`) give other tables than its mutable
+    /// ones. Cost: O(capacity).
     pub fn new(mut storage: S, config: Config) -> Result<Self, Error> {
         Self::check(&mut storage, &config)?;
         Ok(Self::build(storage, config))
@@ -367,7 +369,29 @@ impl<S: Storage> LockService<S> {
         check_rows(t.locks.len())?;
         check_rows(t.claims.len())?;
         check_rows(labels.len())?;
-        check_indexes(&t)
+        check_indexes(&t)?;
+        let lens = (
+            t.sessions.len(),
+            t.locks.len(),
+            t.claims.len(),
+            labels.len(),
+        );
+        // A host's `Storage` whose read-only views disagree with its mutable ones (say,
+        // `tables_and_labels` given labels but `labels_ref` left at its default) would
+        // write snapshots that restore refuses: refused here, before anything is built.
+        let r = storage.tables_ref();
+        if (
+            r.sessions.len(),
+            r.locks.len(),
+            r.claims.len(),
+            storage.labels_ref().len(),
+        ) != lens
+        {
+            return Err(Error::BadConfig(
+                "tables_ref and labels_ref must give the rows tables_and_labels gives",
+            ));
+        }
+        Ok(())
     }
 
     pub(crate) fn build(mut storage: S, config: Config) -> Self {

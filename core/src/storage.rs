@@ -100,7 +100,9 @@ pub trait Storage {
         (self.tables(), &mut [])
     }
     /// The label table, read-only: the same rows [`tables_and_labels`](Self::tables_and_labels)
-    /// gives (empty by default; implement both or neither). O(1).
+    /// gives (empty by default; implement both or neither: a service made or restored on
+    /// storage whose read-only views disagree with its mutable ones is refused with
+    /// [`BadConfig`](crate::Error::BadConfig)). O(1).
     fn labels_ref(&self) -> &[LabelRow] {
         &[]
     }

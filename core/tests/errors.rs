@@ -934,3 +934,43 @@ fn codes_and_kinds_are_unique_and_stable() {
         );
     }
 }
+
+/// A host's `Storage` that gives labels through `tables_and_labels` but leaves
+/// `labels_ref` at its default (the trait says: implement both or neither) would write
+/// version-2 snapshots without the labels, which restore refuses. The service refuses such
+/// storage when it is made or restored into.
+#[test]
+fn storage_whose_read_only_views_disagree_is_refused() {
+    use fencelock::storage::{LabelRow, Tables, TablesRef};
+    use fencelock::Storage;
+    struct HalfLabelled(VecStorage);
+    impl Storage for HalfLabelled {
+        fn tables(&mut self) -> Tables<'_> {
+            self.0.tables()
+        }
+        fn tables_ref(&self) -> TablesRef<'_> {
+            self.0.tables_ref()
+        }
+        fn tables_and_labels(&mut self) -> (Tables<'_>, &mut [LabelRow]) {
+            self.0.tables_and_labels()
+        }
+    }
+    let want =
+        Error::BadConfig("tables_ref and labels_ref must give the rows tables_and_labels gives");
+    let made = LockService::new(HalfLabelled(VecStorage::new(2, 2, 4)), Config::default());
+    assert_eq!(made.err(), Some(want));
+    let bytes = svc(2).snapshot_vec();
+    let restored = LockService::restore(HalfLabelled(VecStorage::new(2, 2, 4)), &bytes);
+    assert_eq!(restored.err().map(|(_, e)| e), Some(want));
+    // With no labels at all (both left at their defaults) it is consistent, and taken.
+    struct Unlabelled(VecStorage);
+    impl Storage for Unlabelled {
+        fn tables(&mut self) -> Tables<'_> {
+            self.0.tables()
+        }
+        fn tables_ref(&self) -> TablesRef<'_> {
+            self.0.tables_ref()
+        }
+    }
+    assert!(LockService::new(Unlabelled(VecStorage::new(2, 2, 4)), Config::default()).is_ok());
+}
