@@ -1042,6 +1042,20 @@ impl Shadow {
                 ));
             }
         }
+        // The other way round: a lock the service holds or queues for that no reply or
+        // event announced (the loops above visit only the locks the replies named).
+        for lock in svc.locks() {
+            let l = lock.as_str();
+            let known_held = self.holds.get(l).is_some_and(|h| !h.is_empty());
+            let known_queued = self.queues.get(l).is_some_and(|q| !q.is_empty());
+            if (svc.holders(l).next().is_some() && !known_held)
+                || (svc.waiters(l).next().is_some() && !known_queued)
+            {
+                return Err(format!(
+                    "lock {l:?}: held or queued in the service, announced by no reply or event"
+                ));
+            }
+        }
         if svc.revision() != self.max_token {
             return Err(format!(
                 "I2: revision {} but the highest token granted is {}",
