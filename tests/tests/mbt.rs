@@ -178,12 +178,24 @@ fn run(steps: &[(Clock, Input)], lock_delay: u64, max_watchers: u32) -> Result<(
 /// sequence got to.
 fn compare(
     inputs: &[Input],
-    (s, l, c): (usize, usize, usize),
+    tables: (usize, usize, usize),
     config: Config,
     reach: &mut Reach,
 ) -> Result<(), TestCaseError> {
+    compare_with(inputs, tables, config, config, reach)
+}
+
+/// [`compare`] with the model given its own config (the same one, but for the test that
+/// shows a service that differs from its model is caught).
+fn compare_with(
+    inputs: &[Input],
+    (s, l, c): (usize, usize, usize),
+    config: Config,
+    model_config: Config,
+    reach: &mut Reach,
+) -> Result<(), TestCaseError> {
     let mut svc = LockService::new(VecStorage::new(s, l, c), config).unwrap();
-    let mut model = Model::from_config(svc.capacity(), config);
+    let mut model = Model::from_config(svc.capacity(), model_config);
     let mut shadow = Shadow::new(config.lock_delay);
     for (i, input) in inputs.iter().enumerate() {
         let before = svc.snapshot_vec();
@@ -335,6 +347,42 @@ fn a_divergence_is_found_and_shrunk() {
             assert!(inputs.iter().any(|i| i.now() > Tick(0)), "{inputs:?}");
         }
         other => panic!("the difference was not found: {other:?}"),
+    }
+}
+
+/// The harness itself can fail: a service whose lock-delay differs from its model's (0
+/// against 3) is caught by `compare` on some generated sequence, as a core that broke the
+/// rule would be (the test above shows proptest finds and shrinks a difference between
+/// two models; this one, that the service side of the harness reports one).
+#[test]
+fn a_service_that_differs_from_its_model_is_caught() {
+    use proptest::test_runner::{TestError, TestRunner};
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 2000,
+        ..config(2000)
+    });
+    let config = |lock_delay| Config {
+        lock_delay,
+        max_name_len: 8,
+        max_watchers: 4,
+    };
+    let result = runner.run(&steps(), |steps| {
+        compare_with(
+            &stamp(&steps),
+            (4, 2, 5),
+            config(0),
+            config(3),
+            &mut Reach::default(),
+        )
+    });
+    match result {
+        Err(TestError::Fail(reason, minimal)) => {
+            println!(
+                "caught after shrinking to {} steps: {reason}",
+                minimal.len()
+            );
+        }
+        other => panic!("a service with another lock-delay than its model passed: {other:?}"),
     }
 }
 
