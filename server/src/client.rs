@@ -1783,7 +1783,8 @@ impl LeaseGuard {
     /// on the monotonic clock, so a suspend between it and this call is not counted:
     /// [`LeaseGuard::start_at`] counts it.
     ///
-    /// Errors: [`fencelock::Error::BadConfig`] unless `0 < interval < ttl − margin`.
+    /// Errors: [`fencelock::Error::BadConfig`] unless `0 < margin < ttl` and
+    /// `0 < interval < ttl − margin`.
     pub fn start(
         session: Arc<Session>,
         ttl_ms: u64,
@@ -1801,7 +1802,8 @@ impl LeaseGuard {
     /// [`LeaseGuard::start`], with `opened_at` ([`LeaseInstant::now`] taken before the
     /// open request was sent) on the lease's own clock.
     ///
-    /// Errors: [`fencelock::Error::BadConfig`] unless `0 < interval < ttl − margin`.
+    /// Errors: [`fencelock::Error::BadConfig`] unless `0 < margin < ttl` and
+    /// `0 < interval < ttl − margin`.
     pub fn start_at(
         session: Arc<Session>,
         ttl_ms: u64,
