@@ -151,9 +151,13 @@ pub enum Acquired {
     Granted(Token),
     /// Try-lock (or a deadline already passed) found it taken; nothing was queued.
     Busy,
-    /// A timed wait ran out without a grant (a `WaitTimedOut` push, or the core's
-    /// `WaitEnded` answer to the acquire's repeat after a reconnect).
+    /// A timed wait ran out without a grant (a `WaitTimedOut` push).
     TimedOut,
+    /// The wait is over and nothing of it is held, learned after a reconnect (the core's
+    /// `WaitEnded` answer to the acquire's repeat): it timed out, or it was granted while
+    /// the client was away and that hold has ended since (an operator's forced release).
+    /// Either way the lock is not held; the session lives on.
+    WaitEnded,
     /// The acquire was granted this token while the client was away, and that hold has
     /// already ended (the core's `HoldEnded` answer to the acquire's repeat): the token is
     /// no longer good.
@@ -1401,7 +1405,7 @@ impl Session {
     /// is followed by waiting for this session's `Granted` or `WaitTimedOut` push, or the
     /// session's end. If the connection is lost meanwhile (pushes may have been missed),
     /// the acquire repeats its request number once reconnected and takes the core's
-    /// answer: `Granted`, `Queued` (keep waiting), `WaitEnded` ([`Acquired::TimedOut`]) or
+    /// answer: `Granted`, `Queued` (keep waiting), `WaitEnded` ([`Acquired::WaitEnded`]) or
     /// `HoldEnded` ([`Acquired::HoldEnded`]). The session's other numbered requests wait
     /// until this returns (see the module docs). Cost: one replicated write, plus one per
     /// reconnect while waiting.
@@ -1448,7 +1452,10 @@ impl Session {
         }
         if matches!(
             out,
-            Ok(Acquired::Granted(_) | Acquired::TimedOut | Acquired::HoldEnded(_))
+            Ok(Acquired::Granted(_)
+                | Acquired::TimedOut
+                | Acquired::WaitEnded
+                | Acquired::HoldEnded(_))
         ) {
             // A wait of this lock ran to its end by the core's answers: a push about the
             // withdrawn claim, written before them, has arrived.
@@ -1495,7 +1502,7 @@ impl Session {
             match reply {
                 fencelock::Reply::Granted { token, .. } => return Ok(Acquired::Granted(token)),
                 fencelock::Reply::Busy => return Ok(Acquired::Busy),
-                fencelock::Reply::WaitEnded => return Ok(Acquired::TimedOut),
+                fencelock::Reply::WaitEnded => return Ok(Acquired::WaitEnded),
                 fencelock::Reply::HoldEnded { token } => return Ok(Acquired::HoldEnded(token)),
                 fencelock::Reply::Queued { .. } => {}
                 _ => return Err(ClientError::Unavailable("unexpected reply".into())),

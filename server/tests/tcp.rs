@@ -589,10 +589,49 @@ async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outco
         .expect("B learns its outcome once reconnected")
         .unwrap()
         .unwrap();
-    assert_eq!(got, Acquired::TimedOut);
+    // Learned from the acquire's repeat: the wait is over (here it timed out).
+    assert_eq!(got, Acquired::WaitEnded);
     // A still holds it; B's next numbered request follows on without a stale number.
     assert_eq!(direct.holders("slow").await.unwrap()[0].token, ta2);
     assert_eq!(b.release("job").await.unwrap(), tb);
+
+    // Granted while cut off, then forced out by an operator before B is back: the repeat
+    // answers WaitEnded too (nothing of the wait is held), not a timeout.
+    let tc = match a2.acquire("forced", Mode::Exclusive, WaitSpec::None).await {
+        Ok(Acquired::Granted(t)) => t,
+        other => panic!("{other:?}"),
+    };
+    let b4 = b.clone();
+    let waiter = tokio::spawn(async move {
+        b4.acquire("forced", Mode::Exclusive, WaitSpec::Forever)
+            .await
+    });
+    queued(&direct, "forced", bid, "B queued on forced").await;
+    proxy.down();
+    assert_eq!(a2.release("forced").await.unwrap(), tc);
+    let held = direct.holders("forced").await.unwrap();
+    assert_eq!(held[0].session.0, bid, "B was granted while cut off");
+    let granted = held[0].token;
+    assert_eq!(
+        direct
+            .force_release_hold(bid, "forced", granted)
+            .await
+            .unwrap(),
+        granted
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiter.is_finished(),
+        "nothing reaches B while it is cut off"
+    );
+    proxy.up().await;
+    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("B learns its outcome once reconnected")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, Acquired::WaitEnded);
+    assert!(direct.holders("forced").await.unwrap().is_empty());
     t.stop().await;
 }
 

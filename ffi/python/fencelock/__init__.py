@@ -659,7 +659,8 @@ class HoldEnded(_Answer):
 
 @dataclass(frozen=True)
 class WaitEnded(_Answer):
-    """Only as the repeat of a queued acquire whose wait ended ungranted."""
+    """Only as the repeat of a queued acquire whose wait is over: it timed out or was
+    cancelled, or it was granted and that hold has ended since; nothing of it is held."""
     kind: Literal["wait_ended"] = field(default="wait_ended", init=False)
 
 

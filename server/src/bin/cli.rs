@@ -1121,14 +1121,14 @@ async fn lock(
     };
     let token = match acquired {
         Ok(Acquired::Granted(t)) => t,
-        Ok(a @ (Acquired::Busy | Acquired::TimedOut)) => {
-            let why = if a == Acquired::Busy {
-                match mode {
+        Ok(a @ (Acquired::Busy | Acquired::TimedOut | Acquired::WaitEnded)) => {
+            let why = match a {
+                Acquired::Busy => match mode {
                     Mode::Permits { .. } => "not enough permits are free, or others wait first",
                     _ => "it is taken",
-                }
-            } else {
-                "the wait timed out"
+                },
+                Acquired::TimedOut => "the wait timed out",
+                _ => "the wait ended while this client was cut off (it timed out, or was granted and forced out since)",
             };
             note!("fencelock: lock {name} not acquired: {why}");
             end_session(opts, &session).await;
