@@ -45,8 +45,9 @@ for path in vectors:
             put("snapshot_restore", bytes.fromhex(rest))
             # c_abi: the snapshot after its first byte, restored onto the heap and placed
             put("c_abi", bytes([0xFF]) + bytes.fromhex(rest))
-    # config byte 0x7f: 4 sessions, 4 locks, 8 claims, no lock-delay; 0xbf and 0xff the
-    # same tables with lock-delay 1 and 3 (the same frames, other answers)
+    # config byte 0x7f: 4 sessions, 4 locks, 8 claims, no lock-delay; 0xbf: 4 claims and
+    # lock-delay 1; 0xff: 8 claims and lock-delay 3 (bit 6 is both a claims bit and a
+    # lock-delay bit): the same frames, other answers
     for cfg in (0x7F, 0xBF, 0xFF):
         put("input_sequence", bytes([cfg]) + b"".join(bytes([len(f)]) + f for f in frames))
     # c_abi: its first byte 0x7f is 4 sessions, 4 locks, 8 claims on the heap (0xff:

@@ -17,8 +17,9 @@ trap 'rm -rf "$work"' EXIT
 # are what they report. c_abi drives the C ABI, whose extern functions are `unsafe` code
 # handling caller pointers: it runs under AddressSanitizer, built in a target directory of
 # its own (fuzz/target/asan) so that neither build undoes the other.
+root=$PWD
 flags() { if [ "$1" = c_abi ]; then echo address; else echo none; fi; }
-dir() { if [ "$1" = c_abi ]; then echo "$PWD/fuzz/target/asan"; else echo "$PWD/fuzz/target"; fi; }
+dir() { if [ "$1" = c_abi ]; then echo "$root/fuzz/target/asan"; else echo "$root/fuzz/target"; fi; }
 for t in $TARGETS; do
   build=(env CARGO_TARGET_DIR="$(dir "$t")" cargo +nightly fuzz build --sanitizer "$(flags "$t")" "$t")
   (cd fuzz && "${build[@]}" >/dev/null 2>&1) || (cd fuzz && "${build[@]}")

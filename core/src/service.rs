@@ -370,23 +370,24 @@ impl<S: Storage> LockService<S> {
         check_rows(t.claims.len())?;
         check_rows(labels.len())?;
         check_indexes(&t)?;
-        let lens = (
-            t.sessions.len(),
-            t.locks.len(),
-            t.claims.len(),
-            labels.len(),
-        );
         // A host's `Storage` whose read-only views disagree with its mutable ones (say,
         // `tables_and_labels` given labels but `labels_ref` left at its default) would
-        // write snapshots that restore refuses: refused here, before anything is built.
-        let r = storage.tables_ref();
-        if (
-            r.sessions.len(),
-            r.locks.len(),
-            r.claims.len(),
-            storage.labels_ref().len(),
-        ) != lens
-        {
+        // write snapshots that restore refuses, or look rows up in other indexes than it
+        // fills: refused here, before anything is built. (Lengths: the views must be of
+        // the same rows, which only the host can make so.)
+        let lens = |t: &crate::storage::TablesRef<'_>, labels: usize| {
+            [
+                t.sessions.len(),
+                t.session_index.len(),
+                t.locks.len(),
+                t.lock_index.len(),
+                t.claims.len(),
+                t.claim_index.len(),
+                labels,
+            ]
+        };
+        let mutable = lens(&t.as_ref(), labels.len());
+        if lens(&storage.tables_ref(), storage.labels_ref().len()) != mutable {
             return Err(Error::BadConfig(
                 "tables_ref and labels_ref must give the rows tables_and_labels gives",
             ));

@@ -97,13 +97,20 @@ impl EventLimit {
     }
 
     /// Sets the limit: at least [`bound`](Self::bound); one below what the queue holds
-    /// refuses inputs until it is drained. Errors: `Err(bound)` below the bound, nothing
-    /// changed (each binding words it as its own argument error). Cost: O(1).
+    /// refuses inputs until it is drained. `usize::MAX` is "as many as this target can
+    /// hold" and is always taken (on a 32-bit target the bound can pass it). Errors:
+    /// `Err(bound)` below the bound, nothing changed (each binding words it as its own
+    /// argument error). Cost: O(1).
     pub fn set(&mut self, limit: usize) -> Result<(), usize> {
-        if (limit as u64) < self.bound {
+        let limit = if limit == usize::MAX {
+            u64::MAX
+        } else {
+            limit as u64
+        };
+        if limit < self.bound {
             return Err(self.bound());
         }
-        self.limit = limit as u64;
+        self.limit = limit;
         Ok(())
     }
 

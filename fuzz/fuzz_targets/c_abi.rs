@@ -27,7 +27,7 @@ use fencelock_ffi::{
     fencelock_service, fencelock_service_drain_frames, fencelock_service_free,
     fencelock_service_handle_frame, fencelock_service_layout_watchers, fencelock_service_new,
     fencelock_service_restore, fencelock_service_restore_in, fencelock_service_snapshot,
-    fencelock_service_snapshot_len, FENCELOCK_FRAME_PREFIX_LEN,
+    fencelock_service_snapshot_len,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -53,13 +53,28 @@ fn c_snapshot(svc: *mut fencelock_service) -> Vec<u8> {
     buf
 }
 
-/// Memory for a placed service: `size` bytes at `align`, as a `Vec<u64>` (align ≤ 8).
-fn arena(size: usize, align: usize) -> Vec<u64> {
-    assert!(
-        align <= 8,
-        "the layout asks for more than 8-byte alignment: {align}"
-    );
-    vec![0u64; size.div_ceil(8).max(1)]
+/// Exactly `len` bytes (at least 1) at `align`, so that AddressSanitizer sees a write
+/// past them; freed on drop.
+struct Arena {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl Arena {
+    fn new(len: usize, align: usize) -> Arena {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), align).expect("a layout");
+        // SAFETY: the layout's size is at least 1.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null(), "out of memory");
+        Arena { ptr, layout }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: allocated with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -111,13 +126,16 @@ fuzz_target!(|data: &[u8]| {
     let lr = unsafe { fencelock_service_layout_watchers(&cap, watchers, &mut size, &mut align) };
     assert_eq!(lr, fencelock_result::Ok);
     let mut placed_svc = null_mut();
-    let mut mem = arena(size, align);
+    // Each attempt in memory of exactly `len` bytes: a short one must be refused, and a
+    // write past it is AddressSanitizer's to see.
+    let mut mem = None;
     for len in [size, size / 2, size.saturating_sub(1)] {
+        let arena = Arena::new(len, align);
         let mut svc = null_mut();
-        // SAFETY: `mem` valid for `len` ≤ its size, aligned to 8; the rest valid and apart.
+        // SAFETY: `arena` valid for `len` bytes at `align`; the rest valid and apart.
         let r = unsafe {
             fencelock_service_restore_in(
-                mem.as_mut_ptr().cast(),
+                arena.ptr.cast(),
                 len,
                 &cap,
                 rest.as_ptr(),
@@ -130,12 +148,17 @@ fuzz_target!(|data: &[u8]| {
                 native.is_ok(),
                 "placed, the C ABI restores what the core refuses"
             );
+            assert_eq!(
+                len, size,
+                "restored into less memory than the layout asks for"
+            );
             assert_eq!(c_snapshot(svc), rest);
-            if len == size && placed {
+            if placed {
                 placed_svc = svc;
+                mem = Some(arena);
                 break;
             }
-            // SAFETY: live handle, freed once.
+            // SAFETY: live handle, freed once (before its memory).
             unsafe { fencelock_service_free(svc) };
         } else {
             assert!(svc.is_null());
@@ -269,7 +292,6 @@ fuzz_target!(|data: &[u8]| {
                 rec
             })
             .collect();
-        assert!(want.len() <= events.len() * (FENCELOCK_FRAME_PREFIX_LEN + MAX_FRAME_LEN));
         let short = (frame.first().copied().unwrap_or(0) as usize).min(want.len());
         for out_cap in [short, want.len()] {
             let mut out = vec![0u8; out_cap];

@@ -52,7 +52,7 @@
 
 use fencelock::{
     Change, Config, Input, LockName, LockService, Mode, Output, ReleaseReason, Reply, SessionId,
-    Tick, VecStorage, Wait,
+    Table, Tick, VecStorage, Wait,
 };
 use fencelock_tests::invariants::check_service;
 use stateright::{Checker, HasDiscoveries, Model, Property};
@@ -464,15 +464,27 @@ impl LockModel {
                 "{input:?}: refused {e:?}, but changed more than its advance (I5)"
             ))
         } else {
+            let (usage, cap) = (copy.usage(), copy.capacity());
+            let mine = |s: &SessionId| input.session() == Some(*s);
             let called_for = match (e, input) {
-                (E::UnknownSession(s), _) => input.session() == Some(*s) && !open(*s),
-                (E::CapacityExceeded(_), _) => true,
-                (E::NotHolder(s), Input::Release { lock, .. }) => holds(*s, lock).is_none(),
-                (E::NotHolder(s), Input::ReleaseHold { lock, token, .. }) => {
-                    holds(*s, lock).is_none_or(|h| h.token != *token)
+                (E::UnknownSession(s), _) => mine(s) && !open(*s),
+                // A full table: the one the input needed a row of is full.
+                (E::CapacityExceeded(Table::Sessions), Input::OpenSession { .. }) => {
+                    usage.sessions == cap.sessions
                 }
-                (E::NotQueued(s), Input::Cancel { lock, .. }) => !waits(*s, lock),
-                (E::AlreadyQueued(s), Input::Acquire { lock, .. }) => waits(*s, lock),
+                (E::CapacityExceeded(Table::Claims), _) => usage.claims == cap.claims,
+                (E::CapacityExceeded(Table::Locks), _) => usage.locks == cap.locks,
+                // Watchers per lock are not among the queries: a watch may meet the
+                // lock's limit (the semaphore-and-watch properties check the watchers).
+                (E::CapacityExceeded(Table::Watchers), Input::Watch { .. }) => self.watchers > 0,
+                (E::NotHolder(s), Input::Release { lock, .. }) => {
+                    mine(s) && holds(*s, lock).is_none()
+                }
+                (E::NotHolder(s), Input::ReleaseHold { lock, token, .. }) => {
+                    mine(s) && holds(*s, lock).is_none_or(|h| h.token != *token)
+                }
+                (E::NotQueued(s), Input::Cancel { lock, .. }) => mine(s) && !waits(*s, lock),
+                (E::AlreadyQueued(s), Input::Acquire { lock, .. }) => mine(s) && waits(*s, lock),
                 (
                     E::ModeMismatch { held },
                     Input::Acquire {
@@ -482,10 +494,11 @@ impl LockModel {
                         ..
                     },
                 ) => holds(*session, lock).is_some_and(|h| h.mode == *held && h.mode != *mode),
-                // A client's watches are its own view here; a repeated watch or an
-                // unwatch of nothing is refused alike by every state that has it.
-                (E::AlreadyWatching(_), Input::Watch { .. })
-                | (E::NotWatching(_), Input::Unwatch { .. }) => true,
+                // The service has no query of a session's watches: a repeated watch or an
+                // unwatch of nothing is taken as the session's own (checked against the
+                // input's session).
+                (E::AlreadyWatching(s), Input::Watch { .. })
+                | (E::NotWatching(s), Input::Unwatch { .. }) => mine(s),
                 _ => false,
             };
             (!called_for)

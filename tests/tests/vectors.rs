@@ -90,7 +90,21 @@ fn committed_vectors_keep_their_bytes() {
             (f[0], f[1], f[2])
         })
         .collect();
-    let files = files();
+    // The service vectors, then the gate vectors (named `gate/…`).
+    let mut files = files();
+    let gate = vectors_dir().join("gate");
+    let mut gates: Vec<(String, String)> = std::fs::read_dir(&gate)
+        .expect("tests/vectors/gate exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "vec"))
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("read vector");
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (format!("gate/{name}"), text)
+        })
+        .collect();
+    gates.sort();
+    files.extend(gates);
     let names = |v: Vec<&str>| v.into_iter().map(String::from).collect::<Vec<_>>();
     assert_eq!(
         names(files.iter().map(|(n, _)| n.as_str()).collect()),

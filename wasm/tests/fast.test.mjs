@@ -378,10 +378,16 @@ test('an event bound past 2^32 does not refuse the fast path once an event is ke
   assert.equal(svc.acquireFast(0, b, 'q', 0, 1), 4);
   assert.equal(svc.releaseFast(0, a, 'q'), 6);
   assert.equal(svc.pendingEvents(), 1);
-  assert.ok(2 * bound - 1 >= bound, 'the default limit, twice the bound, covers the next input');
   const code = svc.releaseFast(0, b, 'q');
   assert.equal(code, 6, `refused: ${JSON.stringify(svc.lastError())}`);
   assert.equal(svc.pendingEvents(), 1);
+  // The bound passes what a 32-bit limit can say: the largest limit is taken (as many as
+  // this target holds), and one below the bound is still refused.
+  assert.ok(bound > 2 ** 32 - 1);
+  svc.setEventLimit(2 ** 32 - 1);
+  assert.equal(svc.eventLimit(), 2 ** 32 - 1);
+  assert.equal(svc.acquireFast(0, a, 'q', 0, 1), 3, `refused: ${JSON.stringify(svc.lastError())}`);
+  assert.equal(thrown(() => svc.setEventLimit(2 ** 32 - 2)).code, 'bad_argument');
 });
 
 test('setEventLimit takes any limit from the bound up and refuses a lower one', () => {

@@ -1257,3 +1257,13 @@ def test_a_refusal_keeps_its_own_message_when_its_advance_queued_events():
         assert [ev.kind for ev in e.events] == ["session_expired"] * 9
         e = refused(fl.Result.TIME_WENT_BACKWARDS, svc.tick, 3)
         assert "backwards" in e.detail, repr(e)
+
+
+def test_a_keeper_needs_a_margin_of_a_tick_and_room_for_its_keep_alives():
+    # margin 0 would let the lease read safe up to a tick after the session expired (the
+    # client's ticks and the service's have any phase between them); margin >= ttl and
+    # an interval that cannot land while the lease is safe are refused too.
+    for ttl, interval, margin in [(10, 3, 0), (10, 3, 10), (10, 0, 2), (10, 8, 2)]:
+        refused(fl.Result.BAD_CONFIG, fl.Keeper, ttl, interval, margin)
+    with fl.Keeper(10, 8, 1) as keeper:
+        keeper.keep_alive_sent(0)

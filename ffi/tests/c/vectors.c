@@ -539,7 +539,6 @@ static int gate_admits, gate_refusals, gate_highest;
  * are at most 65 bytes), the name, a varint. 0 when it is one. */
 static int admit_frame(const uint8_t *b, size_t n, size_t *name_len, uint64_t *token) {
   if (n < 1 || b[0] >= 0x80 || (size_t)b[0] + 1 > n) return -1;
-  *name_len = b[0];
   uint64_t v = 0;
   size_t i = 1 + (size_t)b[0];
   for (int shift = 0;; shift += 7) {
@@ -549,8 +548,17 @@ static int admit_frame(const uint8_t *b, size_t n, size_t *name_len, uint64_t *t
     if (!(x & 0x80)) break;
   }
   if (i != n) return -1;
+  *name_len = b[0];
   *token = v;
   return 0;
+}
+
+/* Whether `path` is a gate vector: a file in a directory named `gate`. */
+static int in_gate_dir(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return 0;
+  size_t dir = (size_t)(slash - path);
+  return dir >= 4 && strncmp(slash - 4, "gate", 4) == 0 && (dir == 4 || slash[-5] == '/');
 }
 
 static void run_gate(FILE *f) {
@@ -673,7 +681,7 @@ int main(int argc, char **argv) {
       continue;
     }
     if (ends_with(file, ".calls")) run_calls(f);
-    else if (strstr(file, "gate/")) run_gate(f);
+    else if (in_gate_dir(file)) run_gate(f);
     else run_vec(f);
     fclose(f);
   }
