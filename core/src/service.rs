@@ -73,31 +73,35 @@ impl Capacity {
     /// table full and every claim a possible watch, S + 2·C + (2·C + 1)·min(`max_watchers`,
     /// C) for S sessions and C claims (S + 2·C with watches off). No input of such a
     /// service ever needs more, so a bounded [`Sink`] with this much room always takes the
-    /// next input: size an event ring by it. Saturates at `usize::MAX`. Cost: O(1).
+    /// next input: size an event ring by it. Saturates at `usize::MAX`; a table larger
+    /// than [`MAX_ROWS`] (which no service has) counts as `MAX_ROWS`. Cost: O(1).
     pub fn max_events(&self, max_watchers: u32) -> usize {
         clamp(self.max_events_u64(max_watchers))
     }
 
-    /// [`max_events`](Self::max_events) in 64 bits, never saturated (the tables hold
-    /// fewer than 2³¹ rows): what a heap queue's default limit is made from, so that it is
-    /// the same on 32- and 64-bit targets.
+    /// [`max_events`](Self::max_events) in 64 bits, never saturated: what a heap queue's
+    /// default limit is made from, so that it is the same on 32- and 64-bit targets.
     pub(crate) fn max_events_u64(&self, max_watchers: u32) -> u64 {
-        let claims = self.claims as u64;
-        event_bound(self.sessions as u64, claims, claims, max_watchers)
+        let rows = |n: u32| u64::from(n).min(MAX_ROWS as u64);
+        let claims = rows(self.claims);
+        event_bound(rows(self.sessions), claims, claims, max_watchers)
     }
 }
 
 /// The events one input can emit with `sessions` open, `holds` holds and waits, `watches`
 /// watches and at most `max_watchers` watchers per lock: the rule of
 /// [`LockService::max_events`], the one home of it. In 64 bits, so the bound is the same
-/// on every target (below 2³¹ rows it never overflows; saturating all the same).
+/// on every target. Each count is at most [`MAX_ROWS`] (a service's by `check_rows`,
+/// [`Capacity::max_events`]'s by clamping), so it cannot overflow: the bound is below
+/// 2³¹ + 2³² + (2³² + 1)·2³¹ < 2⁶⁴ (plain arithmetic: on wasm32 a saturating 64-bit
+/// multiply costs code the small module feels).
 #[inline(always)]
 fn event_bound(sessions: u64, holds: u64, watches: u64, max_watchers: u32) -> u64 {
+    debug_assert!(sessions <= MAX_ROWS as u64 && holds <= MAX_ROWS as u64);
+    debug_assert!(watches <= MAX_ROWS as u64);
     let fan = (max_watchers as u64).min(watches);
-    let changes = holds.saturating_mul(2);
-    sessions
-        .saturating_add(changes)
-        .saturating_add(changes.saturating_add(1).saturating_mul(fan))
+    let changes = 2 * holds;
+    sessions + changes + (changes + 1) * fan
 }
 
 /// `n` as a `usize`, `usize::MAX` past it (a 32-bit target). Cost: O(1).
@@ -372,19 +376,12 @@ impl<S: Storage> LockService<S> {
         check_indexes(&t)?;
         // A host's `Storage` whose read-only views disagree with its mutable ones (say,
         // `tables_and_labels` given labels but `labels_ref` left at its default) would
-        // write snapshots that restore refuses, or look rows up in other indexes than it
-        // fills: refused here, before anything is built. (Lengths: the views must be of
-        // the same rows, which only the host can make so.)
+        // write snapshots that restore refuses: refused here, before anything is built.
+        // The tables' and labels' lengths are compared (the views must be of the same
+        // rows, which only the host can make so; the indexes' lengths are left out, as
+        // the small wasm module counts every byte).
         let lens = |t: &crate::storage::TablesRef<'_>, labels: usize| {
-            [
-                t.sessions.len(),
-                t.session_index.len(),
-                t.locks.len(),
-                t.lock_index.len(),
-                t.claims.len(),
-                t.claim_index.len(),
-                labels,
-            ]
+            [t.sessions.len(), t.locks.len(), t.claims.len(), labels]
         };
         let mutable = lens(&t.as_ref(), labels.len());
         if lens(&storage.tables_ref(), storage.labels_ref().len()) != mutable {
