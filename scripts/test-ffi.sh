@@ -99,14 +99,21 @@ gates=(tests/vectors/gate/*.vec)
 [ ${#gates[@]} -gt 0 ] || { echo "no gate vectors in tests/vectors/gate" >&2; exit 1; }
 count() { local word=$1; shift; cat "$@" | { grep -c "^$word " || true; }; }
 gate_want="gate files: $(count in "${gates[@]}") admits, $(count err "${gates[@]}") refusals, $(count highest "${gates[@]}") highest"
+# Every line of the service vectors replayed, as the files count them.
+vec_want="$((${#vectors[@]} + ${#gates[@]} + 1)) files, $(count in "${vectors[@]}") inputs, \
+$(count out "${vectors[@]}") events, $(count reply "${vectors[@]}") replies, \
+$(count snapshot "${vectors[@]}") snapshots, $(count poll "${vectors[@]}") polls, \
+$(count raise "${vectors[@]}") revision raises"
 out=$("${VALGRIND[@]}" "$work/vectors" "${vectors[@]}" "${gates[@]}" "$calls") || { echo "$out"; exit 1; }
 echo "$out"
 grep -qF "$gate_want" <<<"$out" || { echo "expected the gate files' counts: $gate_want" >&2; exit 1; }
+grep -qF "$vec_want" <<<"$out" || { echo "expected the vector files' counts: $vec_want" >&2; exit 1; }
 
 step "C conformance runner again, every service and gate keyed (fencelock_service_set_name_key, fencelock_gate_set_name_key): the same answers"
 out=$("$work/vectors" --keyed "${vectors[@]}" "${gates[@]}" "$calls") || { echo "$out"; exit 1; }
 echo "$out"
 grep -qF "$gate_want" <<<"$out" || { echo "expected the gate files' counts: $gate_want" >&2; exit 1; }
+grep -qF "$vec_want" <<<"$out" || { echo "expected the vector files' counts: $vec_want" >&2; exit 1; }
 
 step "the runner rejects tampered vectors and calls"
 python3 - "$work" "$calls" "${vectors[@]}" <<'PY'
