@@ -66,7 +66,11 @@ echo "$fuzz_out" | sed 's/^/[verify] /'
 # The same vector files through the other layers, when their artifacts exist.
 vectors=(tests/vectors/*.vec)
 layers="native"
-if [ -x "$target/ffi-test/vectors" ]; then
+# A runner built before the core last changed replays an old core: not counted as run.
+stale() { [ -n "$(find core/src -newer "$1" -print -quit)" ]; }
+if [ -x "$target/ffi-test/vectors" ] && stale "$target/ffi-test/vectors"; then
+  echo "[verify] the C runner is older than core/src (scripts/test-ffi.sh rebuilds it)"
+elif [ -x "$target/ffi-test/vectors" ]; then
   # The C runner reads the precedence table too (through the typed C functions).
   c_line=$("$target/ffi-test/vectors" "${vectors[@]}" tests/vectors/precedence.calls)
   echo "[verify] C ABI runner: $c_line"
@@ -92,7 +96,9 @@ if [ -x "$bare" ] && command -v qemu-system-arm >/dev/null 2>&1; then
   }
   layers="$layers thumbv7em"
 fi
-if [ -f wasm/pkg/node/package.json ] && [ -f wasm/tests/conformance.test.mjs ]; then
+if [ -f wasm/pkg/node/package.json ] && stale wasm/pkg/node/package.json; then
+  echo "[verify] the wasm package is older than core/src (scripts/test-wasm.sh rebuilds it)"
+elif [ -f wasm/pkg/node/package.json ] && [ -f wasm/tests/conformance.test.mjs ]; then
   if scripts/node-test.sh wasm/tests/conformance.test.mjs >"$log.wasm" 2>&1; then
     echo "[verify] wasm runner (node): $(grep -E '^# (pass|fail)' "$log.wasm" | tr '\n' ' ')"
     layers="$layers wasm"
