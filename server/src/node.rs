@@ -1488,6 +1488,14 @@ impl Node {
                 request,
             } => {
                 let lock = Self::input_name(&lock)?;
+                // Attached before the write, so that a grant applied right after the
+                // acquire's entry is not missed — but only once the credential is known
+                // good here; otherwise after the state machine accepted it.
+                let sid = SessionId(session);
+                let early = self.attach_early(sid, &secret, (conn, sink)).await?;
+                // The deadline is fixed after the attach, which may wait for a read
+                // barrier: a wait of a few ms counted from before it could end before the
+                // acquire is even written.
                 let wait = match wait {
                     WaitSpec::None => Wait::None,
                     WaitSpec::Forever => Wait::Forever,
@@ -1500,11 +1508,6 @@ impl Node {
                         Wait::Until(Tick(now.saturating_add(ms).min(MAX_NUMBER)))
                     }
                 };
-                // Attached before the write, so that a grant applied right after the
-                // acquire's entry is not missed — but only once the credential is known
-                // good here; otherwise after the state machine accepted it.
-                let sid = SessionId(session);
-                let early = self.attach_early(sid, &secret, (conn, sink)).await?;
                 let input = Input::Acquire {
                     now: STAMPED_AT_APPLY,
                     session: sid,
