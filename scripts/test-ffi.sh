@@ -171,28 +171,23 @@ for name, body in cases.items():
     with open(f"{work}/tampered-{name}.vec", "w") as f:
         f.write("\n".join(body) + "\n")
 PY
-"$work/vectors" "$work/gate/tampered-untampered.vec" >/dev/null ||
-  { echo "the runner refused the untampered gate set" >&2; exit 1; }
-for t in "$work"/gate/tampered-*.vec; do
-  case "$t" in *untampered*) continue ;; esac
-  if "$work/vectors" "$t" >/dev/null 2>&1; then
-    echo "the runner accepted gate/$(basename "$t")" >&2
-    exit 1
-  fi
-  echo "rejected gate/$(basename "$t")"
-done
-for kind in vec calls; do
-  "$work/vectors" "$work/tampered-untampered.$kind" >/dev/null ||
-    { echo "the runner refused the untampered $kind set" >&2; exit 1; }
-done
-for t in "$work"/tampered-*.vec "$work"/tampered-*.calls; do
-  case "$t" in *untampered*) continue ;; esac
-  if "$work/vectors" "$t" >/dev/null 2>&1; then
-    echo "the runner accepted $(basename "$t")" >&2
-    exit 1
-  fi
-  echo "rejected $(basename "$t")"
-done
+# rejects FILE...: the runner accepts each untampered FILE and rejects every other.
+rejects() {
+  local t
+  for t in "$@"; do
+    case "$t" in
+      *untampered*)
+        "$work/vectors" "$t" >/dev/null || { echo "the runner refused ${t#"$work"/}" >&2; exit 1; } ;;
+      *)
+        if "$work/vectors" "$t" >/dev/null 2>&1; then
+          echo "the runner accepted ${t#"$work"/}" >&2
+          exit 1
+        fi
+        echo "rejected ${t#"$work"/}" ;;
+    esac
+  done
+}
+rejects "$work"/gate/tampered-*.vec "$work"/tampered-*.vec "$work"/tampered-*.calls
 
 step "Python package: pytest (ffi/python/tests) and the example, against the debug library"
 # A virtual environment of our own for pytest (pinned), made once per target directory.

@@ -546,12 +546,7 @@ async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outco
         !waiter.is_finished(),
         "the grant cannot reach B while it is cut off"
     );
-    proxy.up().await;
-    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .expect("B learns its outcome once reconnected")
-        .unwrap()
-        .unwrap();
+    let got = outcome_once_up(&proxy, waiter).await;
     assert_eq!(got, Acquired::Granted(tb));
     assert!(cut.epoch() > epoch, "B reconnected");
     let node = &t.nodes[t.leader().await];
@@ -583,12 +578,7 @@ async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outco
         !waiter.is_finished(),
         "the timeout cannot reach B while it is cut off"
     );
-    proxy.up().await;
-    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .expect("B learns its outcome once reconnected")
-        .unwrap()
-        .unwrap();
+    let got = outcome_once_up(&proxy, waiter).await;
     // Learned from the acquire's repeat: the wait is over (here it timed out).
     assert_eq!(got, Acquired::WaitEnded);
     // A still holds it; B's next numbered request follows on without a stale number.
@@ -624,15 +614,24 @@ async fn a_waiting_acquire_cut_off_repeats_its_request_number_and_gets_the_outco
         !waiter.is_finished(),
         "nothing reaches B while it is cut off"
     );
-    proxy.up().await;
-    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .expect("B learns its outcome once reconnected")
-        .unwrap()
-        .unwrap();
+    let got = outcome_once_up(&proxy, waiter).await;
     assert_eq!(got, Acquired::WaitEnded);
     assert!(direct.holders("forced").await.unwrap().is_empty());
     t.stop().await;
+}
+
+/// Brings the proxy back up and returns what the acquire `waiter` learned once its client
+/// reconnected (within 10 s).
+async fn outcome_once_up(
+    proxy: &Proxy,
+    waiter: tokio::task::JoinHandle<Result<Acquired, ClientError>>,
+) -> Acquired {
+    proxy.up().await;
+    tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("B learns its outcome once reconnected")
+        .unwrap()
+        .unwrap()
 }
 
 /// The session ids holding and waiting for `lock`, as `client` reads them.
