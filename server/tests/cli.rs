@@ -808,14 +808,16 @@ fn status_counts_a_held_lock_and_exits_1_without_the_cluster() {
     );
 }
 
-/// The one-shot commands print through a pipe whose reader is gone (`fencelock holder L |
-/// head -1` with several holders, `… | grep -q`) without a panic: the reader has what it
-/// wanted, so each exits 0 as it would have (`println!` panicked, exit 101). Output that
-/// cannot be written for any other reason (a full disk) fails the command with exit 1,
-/// saying so.
+/// The write end of a pipe whose reader is gone.
+fn reader_gone() -> std::io::PipeWriter {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    writer
+}
+
 /// An export is data, not a glance: a reader that goes away before its end gets a
 /// recording cut short, so `export` fails and says so instead of reporting the lines
-/// exported (`holder`'s reader may stop once it has seen enough; the test above).
+/// exported (`holder`'s reader may stop once it has seen enough; the test below).
 #[test]
 fn an_export_whose_reader_is_gone_fails_saying_so() {
     let _s = serial();
@@ -831,9 +833,7 @@ fn an_export_whose_reader_is_gone_fails_saying_so() {
     );
     let recording = String::from_utf8(out.stdout).unwrap();
     assert!(recording.lines().count() > 1, "{recording}");
-    let (reader, writer) = std::io::pipe().unwrap();
-    drop(reader);
-    let out = n.cli(&["export"]).stdout(writer).output().unwrap();
+    let out = n.cli(&["export"]).stdout(reader_gone()).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("went away before the end"), "{err}");
@@ -842,17 +842,17 @@ fn an_export_whose_reader_is_gone_fails_saying_so() {
     wait_exit(&mut holder, Duration::from_secs(10));
 }
 
+/// The one-shot commands print through a pipe whose reader is gone (`fencelock holder L |
+/// head -1` with several holders, `… | grep -q`) without a panic: the reader has what it
+/// wanted, so each exits 0 as it would have (`println!` panicked, exit 101). Output that
+/// cannot be written for any other reason (a full disk) fails the command with exit 1,
+/// saying so.
 #[test]
 fn a_read_whose_reader_is_gone_exits_as_it_would_have_and_a_full_stdout_fails() {
     let _s = serial();
     let n = Node::start("closedstdout");
     let mut holder = n.lock("P", "echo $$ > cmd; exec sleep 60");
     read_pid(&n.path("cmd"));
-    let gone = || {
-        let (reader, writer) = std::io::pipe().unwrap();
-        drop(reader);
-        writer
-    };
     for args in [
         &["holder", "P"][..],
         &["queue", "P"],
@@ -860,7 +860,7 @@ fn a_read_whose_reader_is_gone_exits_as_it_would_have_and_a_full_stdout_fails() 
         &["status"],
         &["status", "--json"],
     ] {
-        let out = n.cli(args).stdout(gone()).output().unwrap();
+        let out = n.cli(args).stdout(reader_gone()).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "fencelock {args:?}: {err}");
         assert!(!err.contains("panicked"), "fencelock {args:?}: {err}");
