@@ -3,12 +3,15 @@
 # scripts/test-verify.sh runs each for ~20 s). The committed corpus in fuzz/corpus/<target>
 # seeds every run and is never modified: new inputs go to a temporary directory, and a
 # crash leaves its reproducer in fuzz/artifacts/<target>/ (replay it with
-# `cargo +nightly fuzz run <target> <file>`). Prints one FUZZ line per target.
+# `cargo +nightly fuzz run --features server <target> <file>`; c_abi: `--sanitizer address`
+# and no feature). Prints one FUZZ line per target. The core's seeds come from the vectors
+# (fuzz/make-corpus.py), the server's from the build (`cargo run -p fencelock-server
+# --features fuzzing --example fuzz_seeds`).
 # Needs nightly and cargo-fuzz (scripts/setup.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS="${FUZZ_SECONDS:-300}"
-TARGETS="${FUZZ_TARGETS:-frame_decode snapshot_restore input_sequence c_abi}"
+TARGETS="${FUZZ_TARGETS:-frame_decode snapshot_restore input_sequence c_abi server_frames server_state}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -16,12 +19,16 @@ trap 'rm -rf "$work"' EXIT
 # (forbid(unsafe_code)), so ASan would only slow the search; panics and failed assertions
 # are what they report. c_abi drives the C ABI, whose extern functions are `unsafe` code
 # handling caller pointers: it runs under AddressSanitizer, built in a target directory of
-# its own (fuzz/target/asan) so that neither build undoes the other.
+# its own (fuzz/target/asan) so that neither build undoes the other. The server's targets
+# (server_frames, server_state: what a node reads from peers, clients and files) need the
+# fuzz crate's `server` feature; the other targets in fuzz/target are built with it too,
+# so that one set of dependencies serves them all.
 root=$PWD
 flags() { if [ "$1" = c_abi ]; then echo address; else echo none; fi; }
 dir() { if [ "$1" = c_abi ]; then echo "$root/fuzz/target/asan"; else echo "$root/fuzz/target"; fi; }
+features() { if [ "$1" = c_abi ]; then echo ""; else echo server; fi; }
 for t in $TARGETS; do
-  build=(env CARGO_TARGET_DIR="$(dir "$t")" cargo +nightly fuzz build --sanitizer "$(flags "$t")" "$t")
+  build=(env CARGO_TARGET_DIR="$(dir "$t")" cargo +nightly fuzz build --sanitizer "$(flags "$t")" --features "$(features "$t")" "$t")
   (cd fuzz && "${build[@]}" >/dev/null 2>&1) || (cd fuzz && "${build[@]}")
 done
 total=0
@@ -32,7 +39,7 @@ for t in $TARGETS; do
   # -timeout: an input that takes 10 s is a failure (a loop), not a wait of libFuzzer's
   # default 20 minutes.
   if ! (cd fuzz && CARGO_TARGET_DIR="$(dir "$t")" cargo +nightly fuzz run --sanitizer "$(flags "$t")" \
-        "$t" "$work/$t" "corpus/$t" -- -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 \
+        --features "$(features "$t")" "$t" "$work/$t" "corpus/$t" -- -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 \
         -timeout=10 -print_final_stats=1) >"$log" 2>&1; then
     tail -n 60 "$log"
     echo "FUZZ target=$t FAILED (reproducer in fuzz/artifacts/$t/)"

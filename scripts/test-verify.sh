@@ -9,7 +9,9 @@
 #   * model-based tests against the reference model (PROPTEST_CASES, default 2 000),
 #   * determinism, keepers vs hosts that tick late or never, atomic errors for every error
 #     kind, fuzz regressions, the fault-injection tests,
-#   * each fuzz target for VERIFY_FUZZ_SECONDS (default 20) seconds,
+#   * each fuzz target for VERIFY_FUZZ_SECONDS (default 20) seconds: the core's frames,
+#     snapshots and input sequences, the C ABI, and what a server node reads from peers,
+#     clients and files (frames, snapshots, log entries applied),
 # and prints the figures tests/README.md quotes ("verification figures" block).
 #
 #   scripts/test-verify.sh          what `make test` runs (a few minutes)
@@ -54,6 +56,8 @@ grep -oE "(SIM|MODELCHECK|KEEPERS) .*|replayed [0-9]+ vectors.*|precedence: .*|h
 # The seed corpus must hold every vector's frames and snapshots (a vector added without
 # reseeding leaves the fuzzer to find its inputs again, or never).
 python3 fuzz/make-corpus.py --check | sed 's/^/[verify] /'
+# The server targets' seeds: frames and entries as this build writes them.
+cargo run -q -p fencelock-server --features fuzzing --example fuzz_seeds -- --check
 echo "[verify] fuzzing each target for ${fuzz_seconds}s"
 # Captured for the figures below; on a failure (a crash, no executions) shown, then fatal.
 if ! fuzz_out=$(FUZZ_SECONDS="$fuzz_seconds" scripts/fuzz.sh); then

@@ -30,6 +30,8 @@ pub mod disk;
 pub mod election;
 pub mod export;
 pub mod frame;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod log_store;
 pub mod membership;
 // openraft's RPC error types are large; their size is dictated by the RaftNetwork trait.

@@ -82,7 +82,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 /// A Raft RPC on the wire, with the sender's service settings: the receiver serves it only
 /// if they are its own ([`crate::settings`]).
 #[derive(Serialize, Deserialize)]
-struct RaftCall {
+pub(crate) struct RaftCall {
     settings: ServiceConfig,
     req: RaftReq,
 }
@@ -97,7 +97,7 @@ impl Wire for RaftResp {
 
 /// A Raft RPC.
 #[derive(Serialize, Deserialize)]
-enum RaftReq {
+pub(crate) enum RaftReq {
     Append(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     Snapshot(InstallSnapshotRequest<TypeConfig>),
@@ -106,7 +106,7 @@ enum RaftReq {
 
 /// A Raft RPC's answer on the wire.
 #[derive(Serialize, Deserialize)]
-enum RaftResp {
+pub(crate) enum RaftResp {
     Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
@@ -777,6 +777,93 @@ fn answer_past_bound(resp: &RaftResp) -> Option<String> {
         RaftResp::PreVote(v) => v.leader_vote.as_ref().and_then(|v| vote("vote", v)),
         _ => None,
     }
+}
+
+/// What [`raft_conn`] makes of a decoded request before it serves it (past the bound or
+/// not, its sender and its kind), with the request re-encoded; for
+/// [`crate::fuzzing::peer_call`]. Cost: O(request).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_peer_call(call: RaftCall) -> crate::fuzzing::PeerCall {
+    if let Some(what) = past_bound(&call.req) {
+        return crate::fuzzing::PeerCall::PastBound(what);
+    }
+    let kind = match &call.req {
+        RaftReq::Append(_) => "append",
+        RaftReq::Vote(_) => "vote",
+        RaftReq::Snapshot(_) => "snapshot",
+        RaftReq::PreVote(_) => "pre-vote",
+    };
+    let _ = leader_vote(&call.req);
+    crate::fuzzing::PeerCall::Served {
+        sender: sender(&call.req),
+        kind,
+        reencoded: frame::encode(&call).expect("a decoded request re-encodes"),
+    }
+}
+
+/// What a node's client side makes of a decoded answer ([`answer_past_bound`]), with the
+/// answer re-encoded; for [`crate::fuzzing::peer_answer`]. Cost: O(answer).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_peer_answer(resp: RaftResp) -> (Option<String>, Vec<u8>) {
+    let bytes = frame::encode(&resp).expect("a decoded answer re-encodes");
+    (answer_past_bound(&resp), bytes)
+}
+
+/// Seeds for [`crate::fuzzing::peer_seeds`]: requests and answers as this build writes
+/// them. Cost: O(entries).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_peer_seeds(cmds: &[crate::types::Cmd]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    use crate::types::{Entry, LogId, Vote};
+    use openraft::{CommittedLeaderId, EntryPayload};
+    let settings = ServiceConfig::default();
+    let vote = Vote::new_committed(2, 1);
+    let last = Some(LogId::new(CommittedLeaderId::new(1, 1), 7));
+    let entries = cmds
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Entry {
+            log_id: LogId::new(CommittedLeaderId::new(2, 1), 8 + i as u64),
+            payload: EntryPayload::Normal(c.clone()),
+        })
+        .collect();
+    let reqs = [
+        RaftReq::Vote(VoteRequest::new(Vote::new(2, 1), last)),
+        RaftReq::PreVote(PreVoteRequest {
+            candidate: 1,
+            last_log_id: last,
+        }),
+        RaftReq::Append(AppendEntriesRequest {
+            vote,
+            prev_log_id: last,
+            entries,
+            leader_commit: last,
+        }),
+        RaftReq::Snapshot(InstallSnapshotRequest {
+            vote,
+            meta: Default::default(),
+            offset: 0,
+            data: vec![1, 2, 3],
+            done: true,
+        }),
+    ];
+    let calls = reqs
+        .into_iter()
+        .map(|req| frame::encode(&RaftCall { settings, req }).expect("encodes"))
+        .collect();
+    let resps = [
+        RaftResp::Vote(Ok(VoteResponse::new(vote, last, true))),
+        RaftResp::Append(Ok(AppendEntriesResponse::Success)),
+        RaftResp::PreVote(PreVoteResponse {
+            granted: true,
+            leader_vote: Some(vote),
+        }),
+        RaftResp::SettingsDiffer(Some(settings)),
+    ];
+    let answers = resps
+        .iter()
+        .map(|r| frame::encode(r).expect("encodes"))
+        .collect();
+    (calls, answers)
 }
 
 /// The committed vote `req` is sent under if it is a leader's (an append or a snapshot;

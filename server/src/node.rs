@@ -1773,7 +1773,7 @@ pub const MAX_RECORDABLE_TTL: u64 = MAX_NUMBER / 2;
 /// Errors: `Limit` (`session_id_too_large`, `request_number_too_large`, `token_too_large`,
 /// `ttl_too_long`);
 /// nothing is proposed. Cost: O(1).
-fn recordable(req: &Request) -> Result<(), ClientError> {
+pub(crate) fn recordable(req: &Request) -> Result<(), ClientError> {
     let (session, request, ttl) = match req {
         Request::Open { ttl_ms, .. } | Request::OpenLabeled { ttl_ms, .. } => {
             (None, None, Some(*ttl_ms))

@@ -905,11 +905,22 @@ fn encode_snap_file(f: &SnapFile) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// `data` in a snapshot file of this build's version, its length and checksum right, for
+/// the fuzz targets ([`crate::fuzzing::snapshot_file_of`]). Cost: O(data).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_snap_file(data: Vec<u8>) -> Vec<u8> {
+    let f = SnapFile {
+        meta: SnapshotMeta::default(),
+        data,
+    };
+    encode_snap_file(&f).expect("a snapshot file encodes")
+}
+
 /// Checks and decodes the bytes of a snapshot file; the error says what is wrong. Its
 /// data must be of the version its header names (the checksum covers length and payload,
 /// not the header's magic). Cost: O(file size), the data decoded once to learn its
 /// version (see [`open_snap_file`] for the frame alone).
-fn decode_snap_file(bytes: &[u8]) -> Result<SnapFile, String> {
+pub(crate) fn decode_snap_file(bytes: &[u8]) -> Result<SnapFile, String> {
     let (f, version) = open_snap_file(bytes)?;
     // Data that does not decode at all is refused, with its reason, where it is restored.
     if let Ok((_, v)) = SnapData::decode_versioned(&f.data) {
@@ -1174,9 +1185,9 @@ pub fn restore_into(
 
 /// The snapshot file's contents.
 #[derive(Clone, Serialize, Deserialize)]
-struct SnapFile {
+pub(crate) struct SnapFile {
     meta: SnapshotMeta,
-    data: Vec<u8>,
+    pub(crate) data: Vec<u8>,
 }
 
 /// The snapshot data: the core snapshot plus openraft's bookkeeping. Version 3: version
@@ -1357,7 +1368,7 @@ impl SnapData {
 /// holding more than `config`'s tables do — so a caller never mistakes a node started
 /// with the wrong settings for a corrupt file; any other error when the data does not
 /// decode or restore. Cost: O(data).
-fn decode_snapshot(
+pub(crate) fn decode_snapshot(
     config: &ServiceConfig,
     data: &[u8],
 ) -> io::Result<(SmState, Option<LogId>, StoredMembership)> {

@@ -1,0 +1,133 @@
+//! Arbitrary bytes as what a server node or client reads off a connection, selected by the
+//! first byte: a peer's Raft request (0), a peer's answer to one (1), a client's request
+//! frame (2), a node's frame to a client (3). Each is read by the reader the node or
+//! client uses (`fencelock_server::frame::read`, with the length prefix, the wire version
+//! and the size limit), then put through the checks made before anything is served: a Raft
+//! request's terms and indexes against the bound and its sender; a client request's
+//! authorisation under a spread of grants and the limits on its numbers. Nothing panics;
+//! what decodes re-encodes to a frame that decodes to the same value; the grants answer
+//! consistently (an admin is refused nothing; a grant on a prefix allows no lock outside
+//! it).
+#![no_main]
+
+use fencelock_server::auth::{Grant, Grants, Role};
+use fencelock_server::frame::{self, MAX_CLIENT_FRAME, MAX_SERVER_FRAME};
+use fencelock_server::fuzzing::{self, PeerCall};
+use fencelock_server::protocol::{ClientFrame, Request, ServerFrame};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, bytes)) = data.split_first() else {
+        return;
+    };
+    match which % 4 {
+        0 => {
+            if let Ok(PeerCall::Served { reencoded, .. }) = fuzzing::peer_call(bytes) {
+                // What was decoded, written again, is read as the same request.
+                match fuzzing::peer_call(&reencoded) {
+                    Ok(PeerCall::Served {
+                        reencoded: again, ..
+                    }) => {
+                        assert_eq!(again, reencoded, "a request re-encodes to one frame")
+                    }
+                    other => panic!("a re-encoded request reads back as {other:?}"),
+                }
+            }
+        }
+        1 => {
+            if let Ok((past, reencoded)) = fuzzing::peer_answer(bytes) {
+                let (past_again, again) =
+                    fuzzing::peer_answer(&reencoded).expect("a re-encoded answer reads back");
+                assert_eq!(past, past_again);
+                assert_eq!(again, reencoded, "an answer re-encodes to one frame");
+            }
+        }
+        2 => {
+            let Ok(Some(f)) = fuzzing::read_frame::<ClientFrame>(bytes, MAX_CLIENT_FRAME) else {
+                return;
+            };
+            let again = frame::encode(&f).expect("a decoded request re-encodes");
+            let back = fuzzing::read_frame::<ClientFrame>(&again, MAX_CLIENT_FRAME)
+                .expect("a re-encoded request reads back");
+            assert_eq!(back.as_ref(), Some(&f));
+            check_grants(&f.req);
+            let _ = fuzzing::recordable(&f.req);
+        }
+        _ => {
+            let Ok(Some(f)) = fuzzing::read_frame::<ServerFrame>(bytes, MAX_SERVER_FRAME) else {
+                return;
+            };
+            let again = frame::encode(&f).expect("a decoded frame re-encodes");
+            let back = fuzzing::read_frame::<ServerFrame>(&again, MAX_SERVER_FRAME)
+                .expect("a re-encoded frame reads back");
+            assert_eq!(back.as_ref(), Some(&f));
+        }
+    }
+});
+
+/// The request's lock, for the requests that name one.
+fn lock_of(req: &Request) -> Option<&str> {
+    match req {
+        Request::Acquire { lock, .. }
+        | Request::Release { lock, .. }
+        | Request::Cancel { lock, .. }
+        | Request::Holders { lock }
+        | Request::Waiters { lock }
+        | Request::Permits { lock }
+        | Request::Watch { lock, .. }
+        | Request::Unwatch { lock, .. }
+        | Request::ForceRelease { lock, .. }
+        | Request::ForceReleaseHold { lock, .. } => Some(lock),
+        _ => None,
+    }
+}
+
+fn check_grants(req: &Request) {
+    assert!(
+        Grants::all().authorize(req).is_ok(),
+        "an admin may do anything"
+    );
+    assert!(
+        Grants::default().authorize(req).is_ok() == matches!(req, Request::Authenticate { .. }),
+        "no grants allow authenticating only"
+    );
+    for role in [Role::Read, Role::Lock] {
+        let g = Grants(vec![Grant {
+            role,
+            prefix: "jobs/".into(),
+        }]);
+        if g.authorize(req).is_ok() {
+            if let Some(lock) = lock_of(req) {
+                assert!(
+                    lock.starts_with("jobs/"),
+                    "a grant on jobs/ allowed {req:?} on another lock"
+                );
+            }
+            if role == Role::Read {
+                assert!(
+                    !matches!(
+                        req,
+                        Request::Acquire { .. }
+                            | Request::Release { .. }
+                            | Request::Cancel { .. }
+                            | Request::Watch { .. }
+                            | Request::Unwatch { .. }
+                            | Request::KeepAlive { .. }
+                            | Request::Close { .. }
+                            | Request::Attach { .. }
+                            | Request::AddLearner { .. }
+                            | Request::RemoveLearner { .. }
+                            | Request::Open { .. }
+                            | Request::OpenLabeled { .. }
+                            | Request::ForceRelease { .. }
+                            | Request::ForceReleaseHold { .. }
+                            | Request::SetVoters { .. }
+                            | Request::Backup { .. }
+                            | Request::Export { .. }
+                    ),
+                    "a read grant allowed {req:?}"
+                );
+            }
+        }
+    }
+}

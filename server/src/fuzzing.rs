@@ -1,0 +1,164 @@
+//! What a node does with bytes it did not write — a peer's Raft frames and answers, a
+//! client's frames, a snapshot file or a peer's snapshot data, and the log entries it
+//! applies — as plain functions over bytes, with no network, disk or clock, for the fuzz
+//! targets `fuzz/fuzz_targets/server_frames.rs` and `server_state.rs`. Built only with the
+//! `fuzzing` feature; not part of the server's API.
+//!
+//! Each function runs the same code the node runs on those bytes (the frame reader, the
+//! checks a Raft request passes before it is served, the snapshot decoder and its
+//! checks, the apply of a log entry); nothing here re-implements a rule.
+
+use std::future::Future;
+use std::io;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use serde::de::DeserializeOwned;
+
+use crate::frame::{self, Wire, MAX_RAFT_FRAME, MAX_RAFT_REPLY};
+use crate::state_machine::{self, ServiceConfig, SmState};
+use crate::types::{Cmd, Entry, LogId, NodeId};
+
+/// Runs `f` to its end without a runtime: for futures that never wait (a frame read from a
+/// byte slice). `None` if it would wait, which none of this module's does.
+fn now<F: Future>(f: F) -> Option<F::Output> {
+    let mut f = pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => Some(v),
+        Poll::Pending => None,
+    }
+}
+
+/// `bytes` read as one frame of a `T` of at most `max` bytes, by the reader a node and a
+/// client use on their connections ([`frame::read`]): `Ok(None)` for no bytes at all.
+///
+/// Errors: as [`frame::read`]. Cost: O(bytes).
+pub fn read_frame<T: DeserializeOwned + Wire>(bytes: &[u8], max: u32) -> io::Result<Option<T>> {
+    let mut r = bytes;
+    now(frame::read::<_, T>(&mut r, max)).unwrap_or_else(|| Err(io::Error::other("waited")))
+}
+
+/// What a node's peer listener makes of a frame before it serves it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PeerCall {
+    /// Served (given mutual TLS, if the sender it names passes `check_peer`): the sender
+    /// it names, if any, and whether it is an append, a vote, a snapshot or a pre-vote.
+    Served {
+        /// The node the request says it comes from.
+        sender: Option<NodeId>,
+        /// `"append"`, `"vote"`, `"snapshot"` or `"pre-vote"`.
+        kind: &'static str,
+        /// The frame re-encoded from what was decoded.
+        reencoded: Vec<u8>,
+    },
+    /// Refused: a term or index at or past the bound, named.
+    PastBound(String),
+}
+
+/// `bytes` read as a peer's Raft request frame, as a node's peer listener reads it, and
+/// the checks made before it is served.
+///
+/// Errors: as [`frame::read`] (no frame: `UnexpectedEof`). Cost: O(bytes).
+pub fn peer_call(bytes: &[u8]) -> io::Result<PeerCall> {
+    let call = read_frame::<crate::net::RaftCall>(bytes, MAX_RAFT_FRAME)?
+        .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+    Ok(crate::net::fuzz_peer_call(call))
+}
+
+/// `bytes` read as a peer's answer to a Raft request, as a node's client side reads it:
+/// `Ok(None)` if it would be taken, `Ok(Some(what))` if refused for a term or index past
+/// the bound; with the frame re-encoded from what was decoded.
+///
+/// Errors: as [`frame::read`] (no frame: `UnexpectedEof`). Cost: O(bytes).
+pub fn peer_answer(bytes: &[u8]) -> io::Result<(Option<String>, Vec<u8>)> {
+    let resp = read_frame::<crate::net::RaftResp>(bytes, MAX_RAFT_REPLY)?
+        .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+    Ok(crate::net::fuzz_peer_answer(resp))
+}
+
+/// The checks a node makes of a client's request before it proposes anything (the limits
+/// on session ids, request numbers, tokens and ttls). Errors: the refusal. Cost: O(1).
+pub fn recordable(req: &crate::protocol::Request) -> Result<(), crate::protocol::ClientError> {
+    crate::node::recordable(req)
+}
+
+/// A replica's applied state, as a node keeps it, without its disk or network.
+pub struct Replica {
+    state: SmState,
+}
+
+impl Replica {
+    /// A new replica's empty state. Cost: O(tables).
+    pub fn new(config: ServiceConfig) -> Replica {
+        Replica {
+            state: state_machine::empty_state(&config),
+        }
+    }
+
+    /// The state a peer's snapshot data (`InstallSnapshot`, no file header) restores to,
+    /// decoded and checked as a node does before it installs it.
+    ///
+    /// Errors: as the node's install (the data does not decode, fails its checks, was taken
+    /// with other settings or holds more than the tables). Cost: O(data).
+    pub fn from_snapshot_data(config: ServiceConfig, data: &[u8]) -> io::Result<Replica> {
+        let (state, _, _) = state_machine::decode_snapshot(&config, data)?;
+        Ok(Replica { state })
+    }
+
+    /// The state a snapshot file (`snapshot.bin`, a backup) restores to, read and checked
+    /// as a node reads its file at start.
+    ///
+    /// Errors: as at start (header, length, checksum, decoding, the checks). Cost: O(file).
+    pub fn from_snapshot_file(config: ServiceConfig, bytes: &[u8]) -> io::Result<Replica> {
+        let f = state_machine::decode_snap_file(bytes)
+            .map_err(|m| io::Error::new(io::ErrorKind::InvalidData, m))?;
+        Replica::from_snapshot_data(config, &f.data)
+    }
+
+    /// Applies a committed entry at `index` (term 1, leader 1), as the node's apply does.
+    /// Cost: as the node's apply of its ops.
+    pub fn apply(&mut self, index: u64, cmd: Cmd) {
+        let log_id = LogId::new(openraft::CommittedLeaderId::new(1, 1), index);
+        let entry = Entry {
+            log_id,
+            payload: openraft::EntryPayload::Normal(cmd),
+        };
+        state_machine::replay_entries(&mut self.state, [entry]);
+    }
+
+    /// The index of the last entry applied (0: none). Cost: O(1).
+    pub fn last_index(&self) -> u64 {
+        self.state.last_applied.map_or(0, |l| l.index)
+    }
+
+    /// This state as a backup: the snapshot-file bytes `GET /snapshot` serves and a node
+    /// writes as `snapshot.bin`. Cost: O(state).
+    ///
+    /// Errors: encoding failures (none expected).
+    pub fn backup(&self) -> io::Result<Vec<u8>> {
+        state_machine::backup_of(&self.state).map(|(b, _)| b)
+    }
+}
+
+/// `data` as a snapshot file of the current version with a correct length and checksum
+/// (as a node writes one), so that a fuzzer's bytes get past the checksum to the decoder:
+/// a checksum detects damage, it does not authenticate, and a file can be written by
+/// anyone who can write the directory. Cost: O(data).
+pub fn snapshot_file_of(data: Vec<u8>) -> Vec<u8> {
+    state_machine::fuzz_snap_file(data)
+}
+
+
+/// Well-formed peer frames for the fuzz targets' seed corpus (`server/examples/fuzz_seeds.rs`):
+/// requests (a vote, a pre-vote, an append carrying `entries`, a snapshot chunk) and answers
+/// (granted, appended, settings differ), as this build writes them. Cost: O(entries).
+pub fn peer_seeds(entries: &[Cmd]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    crate::net::fuzz_peer_seeds(entries)
+}
+
+/// The data of a snapshot file (what a peer sends in `InstallSnapshot`), its frame checked.
+///
+/// Errors: what is wrong with the file. Cost: O(bytes).
+pub fn snapshot_data(file: &[u8]) -> Result<Vec<u8>, String> {
+    state_machine::decode_snap_file(file).map(|f| f.data)
+}
