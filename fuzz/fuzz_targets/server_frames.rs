@@ -82,6 +82,21 @@ fn lock_of(req: &Request) -> Option<&str> {
     }
 }
 
+/// The requests only an admin may make (membership, forced releases, the history, a
+/// backup with every credential in it).
+fn admin_only(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::AddLearner { .. }
+            | Request::SetVoters { .. }
+            | Request::RemoveLearner { .. }
+            | Request::ForceRelease { .. }
+            | Request::ForceReleaseHold { .. }
+            | Request::Export { .. }
+            | Request::Backup { .. }
+    )
+}
+
 fn check_grants(req: &Request) {
     assert!(
         Grants::all().authorize(req).is_ok(),
@@ -96,7 +111,39 @@ fn check_grants(req: &Request) {
             role,
             prefix: "jobs/".into(),
         }]);
-        if g.authorize(req).is_ok() {
+        let allowed = g.authorize(req).is_ok();
+        assert!(
+            !(allowed && admin_only(req)),
+            "{role:?} on jobs/ allowed {req:?}"
+        );
+        // What each role is for, on its prefix.
+        let in_prefix = lock_of(req).is_some_and(|l| l.starts_with("jobs/"));
+        let reads = matches!(req, Request::Members | Request::Status)
+            || (in_prefix
+                && matches!(
+                    req,
+                    Request::Holders { .. } | Request::Waiters { .. } | Request::Permits { .. }
+                ));
+        let writes = matches!(
+            req,
+            Request::Open { .. }
+                | Request::OpenLabeled { .. }
+                | Request::KeepAlive { .. }
+                | Request::Close { .. }
+                | Request::Attach { .. }
+        ) || (in_prefix
+            && matches!(
+                req,
+                Request::Acquire { .. }
+                    | Request::Release { .. }
+                    | Request::Cancel { .. }
+                    | Request::Watch { .. }
+                    | Request::Unwatch { .. }
+            ));
+        if reads || (writes && role == Role::Lock) {
+            assert!(allowed, "{role:?} on jobs/ refused {req:?}");
+        }
+        if allowed {
             if let Some(lock) = lock_of(req) {
                 assert!(
                     lock.starts_with("jobs/"),

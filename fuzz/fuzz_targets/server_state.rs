@@ -7,24 +7,27 @@
 //! Layout: a flags byte (bit 0: start from a snapshot; bit 1: the snapshot's bytes are a
 //! whole file, header and checksum as given, else they are the data, put in a file with a
 //! correct checksum — a checksum detects damage, it does not authenticate; bit 2: a
-//! lock-delay of 3 ms), then for a snapshot a 16-bit length and its bytes, then entries,
-//! each a 16-bit length and the postcard bytes of a `Cmd` (bytes that do not decode are
-//! not an entry: the log store refuses them before the apply).
+//! lock-delay of 3 ms; bits 3 to 7: after how many entries the second replica is restored
+//! from the first's backup), then for a snapshot a 16-bit length and its bytes, then
+//! entries, each a 16-bit length and the postcard bytes of a `Cmd` (bytes that do not
+//! decode are not an entry: the log store refuses them before the apply).
 //!
 //! Nothing panics, and:
-//! - a snapshot that is refused leaves nothing behind (there is no replica to use);
-//! - a state's backup is a file that passes the restore checks and restores to a state
-//!   whose backup is the same bytes (one state, one encoding);
-//! - a replica restored from another's backup, fed the same entries, ends in the same
-//!   state, byte for byte: the snapshot holds everything the apply reads (the core, the
-//!   open keys, the credentials and principals), and neither replica's random lock-name
-//!   key changes an answer or a byte.
+//! - a state's backup (where the second replica is restored, and at the end) is
+//!   a file that passes the restore checks (once an entry was applied: one taken before is
+//!   refused, by design) and restores to a state whose backup is the same bytes (one
+//!   state, one encoding);
+//! - a replica restored from another's backup, fed the same entries, answers each request
+//!   as the other does and ends in the same state, byte for byte: the snapshot holds
+//!   everything the apply reads (the core, the open keys, the credentials and
+//!   principals), and neither replica's random lock-name key changes an answer or a
+//!   byte.
 #![no_main]
 
 use fencelock::Config;
 use fencelock_server::fuzzing::{self, Replica};
 use fencelock_server::state_machine::ServiceConfig;
-use fencelock_server::types::Cmd;
+use fencelock_server::types::{Cmd, RAFT_NUMBER_BOUND};
 use libfuzzer_sys::fuzz_target;
 
 /// At most this many entries per input: the property is per entry, and each costs a
@@ -60,10 +63,16 @@ fuzz_target!(|data: &[u8]| {
     } else {
         Replica::new(config)
     };
-    let backup = a.backup().expect("a state backs up");
-    let mut b = round_trip(config, &backup);
+    let split = (flags >> 3) as usize;
+    let mut b = None;
     let mut applied = 0;
-    while let Some(bytes) = take(&mut rest) {
+    loop {
+        if applied == split && b.is_none() {
+            b = Some(round_trip(config, &a.backup().expect("a state backs up")));
+        }
+        let Some(bytes) = take(&mut rest) else {
+            break;
+        };
         if applied == MAX_ENTRIES {
             break;
         }
@@ -71,10 +80,22 @@ fuzz_target!(|data: &[u8]| {
             continue;
         };
         let index = a.last_index() + 1;
-        a.apply(index, cmd.clone());
-        b.apply(index, cmd);
+        if index >= RAFT_NUMBER_BOUND {
+            // No node appends past the bound (nor restores a snapshot at it).
+            break;
+        }
+        let answered = a.apply(index, cmd.clone());
+        if let Some(b) = &mut b {
+            assert_eq!(
+                b.apply(index, cmd),
+                answered,
+                "a replica restored from a backup answered otherwise"
+            );
+        }
         applied += 1;
     }
+    // Fewer entries than the split: restored at the end.
+    let b = b.unwrap_or_else(|| round_trip(config, &a.backup().expect("a state backs up")));
     let after_a = a.backup().expect("a state backs up");
     let after_b = b.backup().expect("a state backs up");
     assert!(
@@ -100,7 +121,8 @@ fn round_trip(config: ServiceConfig, backup: &[u8]) -> Replica {
     let r = Replica::from_snapshot_file(config, backup)
         .unwrap_or_else(|e| panic!("a backup does not restore: {e}"));
     if r.last_index() > 0 {
-        fencelock_server::state_machine::check_backup(backup).unwrap_or_else(|e| panic!("a backup fails its checks: {e}"));
+        fencelock_server::state_machine::check_backup(backup)
+            .unwrap_or_else(|e| panic!("a backup fails its checks: {e}"));
     }
     assert!(
         r.backup().expect("a state backs up") == backup,

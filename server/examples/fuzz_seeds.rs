@@ -69,7 +69,8 @@ fn main() {
             .flat_map(|e| [&(e.len() as u16).to_le_bytes()[..], e].concat())
             .collect()
     };
-    for flags in [0u8, 4] {
+    // Bits 3 to 7: the entry after which the second replica is restored (0 and 2).
+    for flags in [0u8, 4, 2 << 3] {
         put("server_state", [&[flags][..], &log(0)].concat());
     }
     // A replica after the first half of the entries, as a whole backup file (flags 3) and
@@ -87,7 +88,7 @@ fn main() {
     }
     let file = r.backup().unwrap();
     let data = fuzzing::snapshot_data(&file).unwrap();
-    for (flags, snap) in [(3u8, &file), (1, &data)] {
+    for (flags, snap) in [(3u8, &file), (1 | 1 << 3, &data)] {
         let mut seed = vec![flags];
         seed.extend_from_slice(&(snap.len() as u16).to_le_bytes());
         seed.extend_from_slice(snap);
@@ -119,7 +120,9 @@ fn owned(input: Input, secret: SessionSecret) -> Op {
     Op::Owned { input, secret }
 }
 
-/// Two sessions (one labelled, one opened three times with the same key), a hold, a wait, a
+/// Entries of this version (`Cmd::new`: a tick at each deadline) and, every other one, of
+/// earlier builds (one step to their time), so that both rules are fuzzed:
+/// two sessions (one labelled, one opened three times with the same key), a hold, a wait, a
 /// watch, a release granting the waiter, a forced release, a tick, an expiry.
 fn entries() -> Vec<Cmd> {
     let t = STAMPED_AT_APPLY;
@@ -131,7 +134,7 @@ fn entries() -> Vec<Cmd> {
         label,
         principal: Principal::Anyone,
     };
-    vec![
+    let old = vec![
         Cmd {
             now: Some(1),
             ops: vec![
@@ -226,7 +229,17 @@ fn entries() -> Vec<Cmd> {
             now: None,
             ops: vec![Op::Input(Input::Tick { now: Tick(90) })],
         },
-    ]
+    ];
+    old.into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            if i % 2 == 0 {
+                Cmd::new(c.now, c.ops)
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 fn requests() -> Vec<Request> {

@@ -13,7 +13,9 @@
 //! What a line is made of:
 //! * an op's advance to its time and the op's own input are one line (the core's `handle`
 //!   advances first, so replaying the input alone gives the same events, the advance's
-//!   first);
+//!   first); in entries that tick at each deadline (`Op::EachDeadline`, every entry this
+//!   version proposes), each deadline crossed on the way is a `tick` line of its own, at
+//!   that deadline's time, before the op's line;
 //! * an op the server refused before the core saw it (a wrong credential, a retried open)
 //!   left only its advance: a `tick` line;
 //! * blank and membership entries left nothing in the core: no line.
@@ -407,15 +409,16 @@ pub fn build(
         };
         g.last_applied = Some(entry.log_id);
         let in_index = window.from_index.is_none_or(|f| index >= f);
-        for op in cmd.ops.iter().cloned() {
-            let t = state_machine::time_of(g, cmd.now, &op);
+        let (stamp, ops) = state_machine::requests(cmd.clone());
+        for op in ops {
+            let t = state_machine::time_of(g, stamp, &op);
             if window.to_time.is_some_and(|to| t > to) {
                 break 'entries;
             }
             let recording =
                 !lines.is_empty() || (in_index && window.from_time.is_none_or(|f| t >= f));
             if !recording {
-                state_machine::replay_op(g, cmd.now, op, index, &mut None);
+                state_machine::replay_op(g, stamp, op, index, &mut None);
                 continue;
             }
             if lines.is_empty() {
@@ -432,7 +435,7 @@ pub fn build(
                 lines.push(h);
             }
             let mut calls = Vec::new();
-            state_machine::replay_op(g, cmd.now, op, index, &mut Some(&mut calls));
+            state_machine::replay_op(g, stamp, op, index, &mut Some(&mut calls));
             let at = format!("log index {index}");
             for l in op_lines(calls, &at)? {
                 let too_long = l.len() > MAX_LINE_BYTES;
@@ -616,6 +619,39 @@ mod tests {
         );
         assert_eq!(r.lines.len(), 7);
         assert_eq!(r.span, Some(((1, 10), (4, 150))));
+    }
+
+    /// An entry of this version (`Cmd::new`: a tick at each deadline) records each deadline
+    /// it crossed as a `tick` line at that deadline's time: session 1, opened at 10 with a
+    /// ttl of 100, expires at 110 and the lock goes to 2 then — the line says so — and the
+    /// entry's own tick at 150 finds nothing due.
+    #[test]
+    fn an_entry_that_ticks_at_each_deadline_has_a_tick_line_at_each() {
+        let mut entries = history();
+        entries[3] = Entry {
+            log_id: entries[3].log_id,
+            payload: EntryPayload::Normal(Cmd::new(
+                Some(150),
+                [Op::Input(Input::Tick { now: Tick(0) })],
+            )),
+        };
+        let r = build(
+            state_machine::empty_state(&config()),
+            entries,
+            Window::default(),
+            "test",
+        )
+        .expect("exports");
+        let b: Vec<&str> = r.lines.iter().map(|l| body(l)).collect();
+        assert_eq!(
+            b[6],
+            r#"{"now":110,"input":{"kind":"tick","now":110},"reply":{"kind":"ticked","now":110},"events":[{"kind":"session_expired","session":1},{"kind":"released","session":1,"lock":"jobs/x","token":1,"reason":"expired"},{"kind":"granted","session":2,"lock":"jobs/x","mode":"exclusive","token":2}]}"#
+        );
+        assert_eq!(
+            b[7],
+            r#"{"now":150,"input":{"kind":"tick","now":150},"reply":{"kind":"ticked","now":150},"events":[]}"#
+        );
+        assert_eq!(r.lines.len(), 8);
     }
 
     /// The header says how long a tick is: the cluster's logical time is milliseconds, so

@@ -17,15 +17,16 @@ use serde::de::DeserializeOwned;
 
 use crate::frame::{self, Wire, MAX_RAFT_FRAME, MAX_RAFT_REPLY};
 use crate::state_machine::{self, ServiceConfig, SmState};
-use crate::types::{Cmd, Entry, LogId, NodeId};
+use crate::types::{Cmd, CmdResult, LogId, NodeId};
 
 /// Runs `f` to its end without a runtime: for futures that never wait (a frame read from a
-/// byte slice). `None` if it would wait, which none of this module's does.
-fn now<F: Future>(f: F) -> Option<F::Output> {
+/// byte slice). Panics if it would wait, which none of this module's does (a harness that
+/// tested nothing would otherwise pass).
+fn now<F: Future>(f: F) -> F::Output {
     let mut f = pin!(f);
     match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => Some(v),
-        Poll::Pending => None,
+        Poll::Ready(v) => v,
+        Poll::Pending => panic!("a read from a byte slice waited"),
     }
 }
 
@@ -35,7 +36,7 @@ fn now<F: Future>(f: F) -> Option<F::Output> {
 /// Errors: as [`frame::read`]. Cost: O(bytes).
 pub fn read_frame<T: DeserializeOwned + Wire>(bytes: &[u8], max: u32) -> io::Result<Option<T>> {
     let mut r = bytes;
-    now(frame::read::<_, T>(&mut r, max)).unwrap_or_else(|| Err(io::Error::other("waited")))
+    now(frame::read::<_, T>(&mut r, max))
 }
 
 /// What a node's peer listener makes of a frame before it serves it.
@@ -115,15 +116,12 @@ impl Replica {
         Replica::from_snapshot_data(config, &f.data)
     }
 
-    /// Applies a committed entry at `index` (term 1, leader 1), as the node's apply does.
+    /// Applies a committed entry at `index` (term 1, leader 1), as the node's apply does;
+    /// returns what each request in it was answered (none for `Op::EachDeadline`).
     /// Cost: as the node's apply of its ops.
-    pub fn apply(&mut self, index: u64, cmd: Cmd) {
+    pub fn apply(&mut self, index: u64, cmd: Cmd) -> Vec<CmdResult> {
         let log_id = LogId::new(openraft::CommittedLeaderId::new(1, 1), index);
-        let entry = Entry {
-            log_id,
-            payload: openraft::EntryPayload::Normal(cmd),
-        };
-        state_machine::replay_entries(&mut self.state, [entry]);
+        state_machine::replay_cmd(&mut self.state, log_id, cmd)
     }
 
     /// The index of the last entry applied (0: none). Cost: O(1).
@@ -147,7 +145,6 @@ impl Replica {
 pub fn snapshot_file_of(data: Vec<u8>) -> Vec<u8> {
     state_machine::fuzz_snap_file(data)
 }
-
 
 /// Well-formed peer frames for the fuzz targets' seed corpus (`server/examples/fuzz_seeds.rs`):
 /// requests (a vote, a pre-vote, an append carrying `entries`, a snapshot chunk) and answers

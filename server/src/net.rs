@@ -1950,10 +1950,10 @@ mod tests {
             let n = postcard::to_allocvec(op).unwrap().len();
             assert!(n <= MAX_OP_BYTES, "{n} bytes: {op:?}");
         }
-        let batch = Cmd {
-            now: Some(u64::MAX),
-            ops: vec![widest[0].clone(); crate::proposer::MAX_BATCH],
-        };
+        let batch = Cmd::new(
+            Some(u64::MAX),
+            vec![widest[0].clone(); crate::proposer::MAX_BATCH],
+        );
         let n = postcard::to_allocvec(&batch).unwrap().len();
         assert!(n + 64 <= MAX_ENTRY_BYTES, "{n} bytes");
         let per = entries_per_append() as usize;

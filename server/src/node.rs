@@ -2102,10 +2102,7 @@ async fn run_ticker(
         if due {
             // Straight to openraft, not through the proposer: a batch is stamped when it
             // is formed, later than this tick, which the core would refuse as going back.
-            let cmd = Cmd {
-                now: None,
-                ops: vec![Op::Input(Input::Tick { now: Tick(stamp) })],
-            };
+            let cmd = Cmd::new(None, [Op::Input(Input::Tick { now: Tick(stamp) })]);
             let _ = tokio::time::timeout(
                 Duration::from_millis(config.request_timeout_ms),
                 raft.client_write(cmd),

@@ -99,10 +99,8 @@ async fn run(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, mut rx: mpsc::R
         }
         // The entry will land after everything appended so far.
         let target = log.last_index() + 1;
-        let cmd = Cmd {
-            now: clock.stamp(),
-            ops,
-        };
+        // Ticking at each deadline on the way to its time (`Op::EachDeadline`).
+        let cmd = Cmd::new(clock.stamp(), ops);
         let pending = match raft.client_write_ff(cmd).await {
             Ok(p) => p,
             Err(fatal) => {

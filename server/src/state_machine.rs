@@ -49,7 +49,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::auth::{Owners, Principal, SessionSecret};
 use crate::disk::DiskHealth;
 use crate::types::{
-    BatchResult, CmdResult, CoreError, Entry, LogId, Op, OpError, SnapshotMeta, StorageError,
+    BatchResult, Cmd, CmdResult, CoreError, Entry, LogId, Op, OpError, SnapshotMeta, StorageError,
     StoredMembership, TypeConfig,
 };
 
@@ -703,8 +703,16 @@ impl OpenKeys {
         self.by_key.is_empty()
     }
 
+    /// Remembers `key` as `principal`'s for `session`, in place of the session's earlier
+    /// key and of the session the key named before (so the two maps stay each other's
+    /// inverse whatever they held). Cost: O(log n).
     fn insert(&mut self, principal: Principal, key: u128, session: SessionId) {
-        self.by_key.insert((principal, key), session);
+        self.forget(session);
+        if let Some(earlier) = self.by_key.insert((principal, key), session) {
+            if self.by_session.get(&earlier) == Some(&(principal, key)) {
+                self.by_session.remove(&earlier);
+            }
+        }
         self.by_session.insert(session, (principal, key));
     }
 
@@ -1098,7 +1106,7 @@ pub(crate) fn backup_of(g: &SmState) -> io::Result<(Vec<u8>, Option<LogId>)> {
 pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
     let f = decode_snap_file(bytes)?;
     let d = SnapData::decode(&f.data).map_err(|e| format!("does not decode: {e}"))?;
-    d.check_lists()?;
+    d.check_contents()?;
     d.last_applied
         .map(|l| l.index)
         .ok_or_else(|| "taken before anything was applied".into())
@@ -1125,10 +1133,10 @@ pub fn restore_into(
     let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, format!("backup: {m}"));
     let f = decode_snap_file(backup_bytes).map_err(bad)?;
     let mut d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
-    d.check_lists().map_err(bad)?;
+    d.check_contents().map_err(bad)?;
     let svc = LockService::restore(config.storage(), &d.core)
         .map_err(|(_, e)| bad(format!("does not restore with these table sizes: {e}")))?;
-    d.keep_open_principals(&svc);
+    d.keep_open_sessions(&svc);
     // The directory runs with these table sizes and the core settings the backup was
     // taken with ([`crate::settings`]).
     let settings = ServiceConfig {
@@ -1306,8 +1314,21 @@ impl SnapData {
     /// A snapshot lists each session's credential and open key once, and each open key
     /// once (it is written from maps): a repeat would leave the two maps of `OpenKeys`
     /// out of step (a stale key surviving `forget`), or one credential silently replacing
-    /// another. Errors: which list repeats what. Cost: O(n log n) in the lists' length.
-    fn check_lists(&self) -> Result<(), String> {
+    /// another. And its log ids (the last applied, the membership's) are below
+    /// [`RAFT_NUMBER_BOUND`](crate::types::RAFT_NUMBER_BOUND), as every log id a node
+    /// takes from a peer or its own log is: the next entry's index is one more. Errors:
+    /// which list repeats what, or which log id is out of bounds. Cost: O(n log n) in the
+    /// lists' length.
+    fn check_contents(&self) -> Result<(), String> {
+        let ids = [
+            ("last applied", self.last_applied.as_ref()),
+            ("membership", self.membership.log_id().as_ref()),
+        ];
+        for (what, id) in ids {
+            if let Some(id) = id.filter(|id| !crate::types::log_id_in_bounds(id)) {
+                return Err(format!("its {what} log id {id} is not below 2^62"));
+            }
+        }
         let mut seen = std::collections::BTreeSet::new();
         if let Some((s, _)) = self.owners.iter().find(|(s, _)| !seen.insert(*s)) {
             return Err(format!("session {s} has two credentials"));
@@ -1331,7 +1352,7 @@ impl SnapData {
         }
         // Each principal belongs to a session with a credential, once, and is a recorded
         // one: a repeat would count a session twice against a quota (one for a session not
-        // open in the core is dropped once it is restored: `keep_open_principals`).
+        // open in the core is dropped once it is restored: `keep_open_sessions`).
         let mut named = std::collections::BTreeSet::new();
         for (s, p) in &self.principals {
             if *p == Principal::Unrecorded {
@@ -1349,15 +1370,21 @@ impl SnapData {
 }
 
 impl SnapData {
-    /// Keeps only the principals of sessions open in `svc` (the restored core). This
-    /// build's apply forgets a session's principal when it closes or expires, so its own
-    /// snapshots have no other; one that does (damaged, forged) would count a session that
-    /// no close or expiry will ever take off its token's quota. It is dropped rather than
-    /// refused, as the credentials and open keys of sessions not open are tolerated: a
-    /// restart must never be refused over an entry that only a quota reads. Cost:
-    /// O(principals × log sessions).
-    fn keep_open_principals(&mut self, svc: &LockService<VecStorage>) {
-        self.principals.retain(|(s, _)| svc.is_open(SessionId(*s)));
+    /// Keeps only the credentials, open keys and principals of sessions open in `svc`
+    /// (the restored core). This build's apply forgets all three when a session closes or
+    /// expires, so its own snapshots hold no other; one that does (damaged, forged, or
+    /// checksummed by whoever could write the file) would leave them waiting for the id
+    /// the core hands out next: a principal counted against a quota that no close or
+    /// expiry takes it off, and a key that answers whoever presents it with the session
+    /// later opened under that id, and its credential. Dropped rather than refused: a
+    /// restart must never be refused over entries that name no live session. Cost:
+    /// O(entries × log sessions).
+    fn keep_open_sessions(&mut self, svc: &LockService<VecStorage>) {
+        let open = |s: u64| svc.is_open(SessionId(s));
+        self.owners.retain(|(s, _)| open(*s));
+        self.open_keys.retain(|(_, s)| open(*s));
+        self.scoped_keys.retain(|(_, _, s)| open(*s));
+        self.principals.retain(|(s, _)| open(*s));
     }
 }
 
@@ -1391,8 +1418,8 @@ pub(crate) fn decode_snapshot(
         )),
         e => io::Error::other(e.to_string()),
     })?;
-    d.check_lists().map_err(io::Error::other)?;
-    d.keep_open_principals(&svc);
+    d.check_contents().map_err(io::Error::other)?;
+    d.keep_open_sessions(&svc);
     Ok((
         SmState {
             svc,
@@ -1646,17 +1673,89 @@ fn op_time(svc: &LockService<VecStorage>, stamp: Option<u64>, carried: Tick) -> 
     Tick(svc.now().0.max(stamp.unwrap_or(0)).max(carried.0))
 }
 
+/// How an entry's ops reach their time: its stamp, and whether they tick at each deadline
+/// on the way ([`Cmd::each_deadline`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stamp {
+    /// The entry's stamp ([`Cmd`]'s `now`).
+    pub(crate) now: Option<u64>,
+    /// Tick at each deadline before an op's time ([`Op::EachDeadline`]).
+    pub(crate) each_deadline: bool,
+}
+
+impl Stamp {
+    /// The stamp of `cmd`'s ops. Cost: O(1).
+    pub(crate) fn of(cmd: &Cmd) -> Stamp {
+        Stamp {
+            now: cmd.now,
+            each_deadline: cmd.each_deadline(),
+        }
+    }
+
+    /// No stamp, one step: for an input whose time the op has already reached.
+    const REACHED: Stamp = Stamp {
+        now: None,
+        each_deadline: false,
+    };
+}
+
+/// The ops of `cmd` that are requests (each answered, in order), without its
+/// [`Op::EachDeadline`], with the stamp they are applied under. Cost: O(1), the ops moved.
+pub(crate) fn requests(cmd: Cmd) -> (Stamp, impl Iterator<Item = Op>) {
+    let stamp = Stamp::of(&cmd);
+    (
+        stamp,
+        cmd.ops
+            .into_iter()
+            .filter(|op| !matches!(op, Op::EachDeadline)),
+    )
+}
+
+/// Ticks `svc` at each of its deadlines before `now`, earliest first (docs/SPEC.md §8.2:
+/// the host ticks at each `poll_timeout()`), so that what falls due between two entries
+/// happens in time order — a timed waiter whose turn comes before its deadline is granted,
+/// not timed out at the later time with the grant going to the next. Returns their events.
+/// Cost: one tick per distinct deadline before `now`.
+fn tick_each_deadline(
+    svc: &mut LockService<VecStorage>,
+    now: Tick,
+    trace: &mut Trace<'_>,
+) -> Vec<Output> {
+    let mut all = Vec::new();
+    // Each tick does everything due at its time, so the next deadline is later: the loop
+    // ends (and stops at any deadline not after the service's time, which a tick cannot
+    // take).
+    while let Some(at) = svc.poll_timeout().filter(|&d| d < now && d > svc.now()) {
+        let mut events = Vec::new();
+        let r = svc.tick(at, &mut events);
+        if let Some(t) = trace {
+            t.push(CoreCall {
+                input: Input::Tick { now: at },
+                reply: r.map(|()| Reply::Ticked { now: at }),
+                events: events.clone(),
+                advance: true,
+            });
+        }
+        all.extend(events);
+    }
+    all
+}
+
 /// Advances `g` to the time of an op carrying `carried` in an entry stamped `stamp` (as
 /// the core's own advance before an input would), forgetting the keys and secrets of the
 /// sessions that expire; returns the time and the advance's events. Cannot fail: the time
 /// is not before the service's and a `Vec` has room.
 fn advance(
     g: &mut SmState,
-    stamp: Option<u64>,
+    stamp: Stamp,
     carried: Tick,
     trace: &mut Trace<'_>,
 ) -> (Tick, Vec<Output>) {
-    let now = op_time(&g.svc, stamp, carried);
+    let now = op_time(&g.svc, stamp.now, carried);
+    let mut stepped = match stamp.each_deadline {
+        true => tick_each_deadline(&mut g.svc, now, trace),
+        false => Vec::new(),
+    };
     let mut events = Vec::new();
     let r = g.svc.tick(now, &mut events);
     if let Some(t) = trace {
@@ -1667,9 +1766,10 @@ fn advance(
             advance: true,
         });
     }
-    g.open_keys.forget_expired(&events);
-    g.owners.forget_expired(&events);
-    (now, events)
+    stepped.extend(events);
+    g.open_keys.forget_expired(&stepped);
+    g.owners.forget_expired(&stepped);
+    (now, stepped)
 }
 
 fn refused(g: &SmState, e: OpError, index: u64) -> CmdResult {
@@ -1685,12 +1785,24 @@ fn refused(g: &SmState, e: OpError, index: u64) -> CmdResult {
 /// proposer's result.
 fn apply_op(
     g: &mut SmState,
-    stamp: Option<u64>,
+    stamp: Stamp,
     op: Op,
     index: u64,
     trace: &mut Trace<'_>,
 ) -> (Vec<Output>, CmdResult) {
     let (events, result) = match op {
+        // Not a request: every loop over an entry's ops skips it (`requests`), so nothing
+        // reaches this arm; were it reached, it changes nothing and answers the time.
+        Op::EachDeadline => {
+            let now = g.svc.now();
+            let result = CmdResult {
+                reply: Ok(Reply::Ticked { now }),
+                now: now.0,
+                index,
+                secret: None,
+            };
+            (Vec::new(), result)
+        }
         Op::Input(input) => {
             if !matches!(input, Input::Tick { .. }) {
                 // Only the leader's tick travels without a credential.
@@ -1835,7 +1947,7 @@ struct OpenArgs {
 /// anything else (no key, a new key, a key only another principal used) opens a session.
 fn open_op(
     g: &mut SmState,
-    stamp: Option<u64>,
+    stamp: Stamp,
     open: OpenArgs,
     index: u64,
     trace: &mut Trace<'_>,
@@ -1873,7 +1985,7 @@ fn open_op(
                 None => Input::OpenSession { now, ttl },
                 Some(label) => Input::OpenLabeled { now, ttl, label },
             };
-            let (more, mut result) = apply_cmd(&mut g.svc, None, input, index, trace);
+            let (more, mut result) = apply_cmd(&mut g.svc, Stamp::REACHED, input, index, trace);
             events.extend(more);
             if let Ok(Reply::Opened { session, .. }) = result.reply {
                 if let Some(key) = key {
@@ -1897,13 +2009,18 @@ fn open_op(
 /// proposer's result (the core's reply or refusal).
 pub(crate) fn apply_cmd(
     svc: &mut LockService<VecStorage>,
-    stamp: Option<u64>,
+    stamp: Stamp,
     input: Input,
     index: u64,
     trace: &mut Trace<'_>,
 ) -> (Vec<Output>, CmdResult) {
     let carried = input.now();
-    let input = input.at(op_time(svc, stamp, carried));
+    let now = op_time(svc, stamp.now, carried);
+    let mut stepped = match stamp.each_deadline {
+        true => tick_each_deadline(svc, now, trace),
+        false => Vec::new(),
+    };
+    let input = input.at(now);
     let mut events = Vec::new();
     let recorded = trace.is_some().then(|| input.clone());
     let reply = svc.handle(input, &mut events);
@@ -1915,6 +2032,7 @@ pub(crate) fn apply_cmd(
             advance: false,
         });
     }
+    stepped.extend(events);
     let reply = reply.map_err(|e| OpError::Core(CoreError::from(e)));
     let result = CmdResult {
         reply,
@@ -1922,7 +2040,7 @@ pub(crate) fn apply_cmd(
         index,
         secret: None,
     };
-    (events, result)
+    (stepped, result)
 }
 
 /// An administrator's release of `session`'s hold on `lock` (`input`: the core's `Release`
@@ -1930,7 +2048,7 @@ pub(crate) fn apply_cmd(
 /// `Released` event pushed to the holder, whose own releases are answered, never pushed.
 fn forced_release(
     g: &mut SmState,
-    stamp: Option<u64>,
+    stamp: Stamp,
     (input, session, lock): (Input, SessionId, LockName),
     index: u64,
     trace: &mut Trace<'_>,
@@ -1968,24 +2086,18 @@ pub(crate) type Trace<'a> = Option<&'a mut Vec<CoreCall>>;
 
 /// The time op `op` of an entry stamped `stamp` will be applied at, given the state now
 /// (the latest of the stamp, the time the op carries and the service's). Cost: O(1).
-pub(crate) fn time_of(g: &SmState, stamp: Option<u64>, op: &Op) -> u64 {
+pub(crate) fn time_of(g: &SmState, stamp: Stamp, op: &Op) -> u64 {
     let carried = match op {
         Op::Input(i) | Op::Owned { input: i, .. } => i.now(),
         _ => Tick(0),
     };
-    op_time(&g.svc, stamp, carried).0
+    op_time(&g.svc, stamp.now, carried).0
 }
 
 /// Applies one op of a committed entry to a copy of the state, exactly as the node's apply
 /// does (same function, same order), minus pushes and metrics; the core calls go to
 /// `trace`. Used to re-run the log for an export. Cost: as the node's apply of the op.
-pub(crate) fn replay_op(
-    g: &mut SmState,
-    stamp: Option<u64>,
-    op: Op,
-    index: u64,
-    trace: &mut Trace<'_>,
-) {
+pub(crate) fn replay_op(g: &mut SmState, stamp: Stamp, op: Op, index: u64, trace: &mut Trace<'_>) {
     let _ = apply_op(g, stamp, op, index, trace);
 }
 
@@ -1998,16 +2110,23 @@ pub(crate) fn replay_meta(g: &mut SmState, entry: &Entry) {
     }
 }
 
+/// Applies the ops of the committed normal entry `cmd` at `log_id` to a copy of the state,
+/// as the node's apply does ([`replay_op`] op by op); returns their results, in order
+/// (none for [`Op::EachDeadline`]). Cost: as the node's apply.
+pub(crate) fn replay_cmd(g: &mut SmState, log_id: LogId, cmd: Cmd) -> Vec<CmdResult> {
+    g.last_applied = Some(log_id);
+    let (stamp, ops) = requests(cmd);
+    ops.map(|op| apply_op(g, stamp, op, log_id.index, &mut None).1)
+        .collect()
+}
+
 /// Applies committed `entries` to a copy of the state, in order, as the node's apply does
 /// ([`replay_op`] op by op, [`replay_meta`] for the rest). Cost: as the node's apply.
 pub(crate) fn replay_entries(g: &mut SmState, entries: impl IntoIterator<Item = Entry>) {
     for entry in entries {
         match entry.payload {
             EntryPayload::Normal(cmd) => {
-                g.last_applied = Some(entry.log_id);
-                for op in cmd.ops {
-                    replay_op(g, cmd.now, op, entry.log_id.index, &mut None);
-                }
+                replay_cmd(g, entry.log_id, cmd);
             }
             _ => replay_meta(g, &entry),
         }
@@ -2095,7 +2214,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 EntryPayload::Blank => results.push(BatchResult::default()),
                 EntryPayload::Normal(cmd) => {
                     let mut batch = Vec::with_capacity(cmd.ops.len());
-                    for op in cmd.ops {
+                    let (stamp, ops) = requests(cmd);
+                    for op in ops {
                         // Only the first op can advance time: the rest find it reached.
                         let closed = match &op {
                             Op::Owned {
@@ -2122,7 +2242,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             }
                             _ => None,
                         };
-                        let (events, result) = apply_op(&mut g, cmd.now, op, index, &mut None);
+                        let (events, result) = apply_op(&mut g, stamp, op, index, &mut None);
                         self.shared.stats.record(
                             &watched,
                             &result,
@@ -2253,6 +2373,169 @@ mod tests {
             data: postcard::to_allocvec(&d).unwrap(),
         };
         (f, config)
+    }
+
+    /// The state after `entries` (index 1 on), from an empty state of small tables, and
+    /// the results of the last entry.
+    fn after(entries: Vec<Cmd>) -> (SmState, Vec<CmdResult>) {
+        let config = ServiceConfig {
+            sessions: 8,
+            locks: 8,
+            claims: 8,
+            core: Config::default(),
+        };
+        let mut g = empty_state(&config);
+        let mut last = Vec::new();
+        for (i, cmd) in entries.into_iter().enumerate() {
+            let (stamp, ops) = requests(cmd);
+            last = ops
+                .map(|op| apply_op(&mut g, stamp, op, i as u64 + 1, &mut None).1)
+                .collect();
+        }
+        (g, last)
+    }
+
+    /// H holds L and expires at 10 000; W1 waits for L until 10 005, W2 for ever behind it;
+    /// the next entry comes at 10 015 (the leader's tick). `cmd` makes each entry.
+    fn deadlines_between_entries(cmd: fn(Option<u64>, Vec<Op>) -> Cmd) -> SmState {
+        let (h, w1, w2) = (
+            SessionSecret([1; 16]),
+            SessionSecret([2; 16]),
+            SessionSecret([3; 16]),
+        );
+        let open = |ttl, secret| Op::OpenCounted {
+            ttl,
+            key: None,
+            secret,
+            label: None,
+            principal: Principal::Anyone,
+        };
+        let acquire = |s: u64, secret, wait| Op::Owned {
+            input: Input::Acquire {
+                now: crate::types::STAMPED_AT_APPLY,
+                session: SessionId(s),
+                lock: LockName::new("L").unwrap(),
+                mode: Mode::Exclusive,
+                wait,
+                request: None,
+            },
+            secret,
+        };
+        let (g, results) = after(vec![
+            cmd(
+                Some(0),
+                vec![open(10_000, h), open(60_000, w1), open(60_000, w2)],
+            ),
+            cmd(
+                Some(1),
+                vec![
+                    acquire(1, h, Wait::None),
+                    acquire(2, w1, Wait::Until(Tick(10_005))),
+                    acquire(3, w2, Wait::Forever),
+                ],
+            ),
+            cmd(
+                Some(10_015),
+                vec![Op::Input(Input::Tick { now: Tick(10_015) })],
+            ),
+        ]);
+        assert_eq!(
+            results.len(),
+            1,
+            "one result per request, none for the marker"
+        );
+        assert_eq!(results[0].reply, Ok(Reply::Ticked { now: Tick(10_015) }));
+        g
+    }
+
+    /// The holder of L, if any.
+    fn holder(g: &SmState) -> Option<SessionId> {
+        g.svc.holders("L").next().map(|h| h.session)
+    }
+
+    /// An entry of this version ticks at each deadline on the way to its time: H expires
+    /// at 10 000 and L goes to W1, whose wait had 5 ms to run — as on a host that ticks at
+    /// each `poll_timeout()` (docs/SPEC.md §8.2).
+    #[test]
+    fn an_entry_ticks_at_each_deadline_before_its_time() {
+        let g = deadlines_between_entries(Cmd::new);
+        assert_eq!(holder(&g), Some(SessionId(2)), "W1 was granted at 10 000");
+        assert_eq!(g.svc.waiters("L").count(), 1, "W2 still waits");
+    }
+
+    /// An entry of an earlier build (no `EachDeadline`) is applied as that build applied
+    /// it, in one step to its time: H's expiry and W1's timeout both at 10 015, and L to W2
+    /// (what every replica of such a log answered, and must still).
+    #[test]
+    fn an_entry_of_an_earlier_build_advances_in_one_step_as_it_did() {
+        let g = deadlines_between_entries(|now, ops| Cmd { now, ops });
+        assert_eq!(holder(&g), Some(SessionId(3)), "W1 timed out, W2 granted");
+        assert_eq!(g.svc.waiters("L").count(), 0);
+    }
+
+    /// A snapshot whose open key and credential name a session the core has not opened
+    /// (here the id it hands out next: damaged, or forged and checksummed) restores
+    /// without them: a keyless open then takes that id, and an open presenting the stale
+    /// key opens a session of its own — it is not answered with the other's session and
+    /// credential — and the state's next backup passes its checks.
+    #[test]
+    fn keys_and_credentials_of_sessions_not_open_are_dropped_at_restore() {
+        let (f, config) = sample();
+        let mut d = SnapData::decode(&f.data).unwrap();
+        d.open_keys.push((99, 3));
+        d.owners.push((3, SessionSecret([9; 16])));
+        let data = postcard::to_allocvec(&d).unwrap();
+        let (mut g, _, _) = decode_snapshot(&config, &data).unwrap();
+        assert_eq!(g.open_keys.get(Principal::Unrecorded, 99), None);
+        assert_eq!(g.owners.get(SessionId(3)), None);
+        let open = |key| Op::Open {
+            ttl: 10_000,
+            key,
+            secret: SessionSecret([7; 16]),
+        };
+        let at = Stamp {
+            now: Some(4),
+            each_deadline: true,
+        };
+        let opened = |r: CmdResult| match r.reply {
+            Ok(Reply::Opened { session, .. }) => session,
+            other => panic!("{other:?}"),
+        };
+        let third = opened(apply_op(&mut g, at, open(None), 8, &mut None).1);
+        assert_eq!(third, SessionId(3), "the id the stale entries named");
+        let fourth = opened(apply_op(&mut g, at, open(Some(99)), 9, &mut None).1);
+        assert_eq!(
+            fourth,
+            SessionId(4),
+            "the stale key answered another's session"
+        );
+        g.last_applied = Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 9));
+        let (backup, _) = backup_of(&g).unwrap();
+        check_backup(&backup).unwrap();
+    }
+
+    /// A snapshot whose last applied or membership log id is at or past 2^62 is refused
+    /// (no log id past the bound is taken from a peer or a log either), as is a backup.
+    #[test]
+    fn a_snapshot_with_a_log_id_past_the_bound_is_refused() {
+        let (f, config) = sample();
+        let far = LogId::new(openraft::CommittedLeaderId::new(1, 1), 1 << 62);
+        let mut d = SnapData::decode(&f.data).unwrap();
+        d.last_applied = Some(far);
+        let data = postcard::to_allocvec(&d).unwrap();
+        let e = decode_snapshot(&config, &data).err().expect("refused");
+        assert!(e.to_string().contains("not below 2^62"), "{e}");
+        let file = encode_snap_file(&SnapFile {
+            meta: SnapshotMeta::default(),
+            data,
+        })
+        .unwrap();
+        let e = check_backup(&file).unwrap_err();
+        assert!(e.contains("not below 2^62"), "{e}");
+        let mut d = SnapData::decode(&f.data).unwrap();
+        d.membership = StoredMembership::new(Some(far), d.membership.membership().clone());
+        let data = postcard::to_allocvec(&d).unwrap();
+        assert!(decode_snapshot(&config, &data).is_err());
     }
 
     /// Every service a node serves from hashes lock names under a key of its own: a

@@ -158,6 +158,19 @@ pub enum Op {
         /// The token of the hold to release.
         token: Token,
     },
+    /// Not a request: the first op of every entry this version proposes, which says how
+    /// the entry's ops reach their time. With it, each op's advance ticks at every
+    /// deadline before the op's time, in time order, then at that time — as a host that
+    /// ticks at each `poll_timeout()` does (docs/SPEC.md §8.2). Without it (entries of
+    /// earlier builds, replayed from a log or a peer) an op advances to its time in one
+    /// step, as those builds applied it, so that every replica of an old entry answers
+    /// what the old build answered. The two differ when several deadlines fall between
+    /// two entries: in one step, a session's expiry, a timed wait's end and the grants they
+    /// allow all happen at the later time, so a waiter whose turn came before its own
+    /// deadline could time out instead of being granted. It is not applied and not
+    /// answered: every loop over an entry's ops skips it (the entry's results are its other
+    /// ops', in order); anywhere but first it is skipped the same way and turns nothing on. Appended after the earlier variants, which keep their encoding.
+    EachDeadline,
 }
 
 /// One replicated log entry: a batch of [`Op`]s, stamped with the proposing leader's
@@ -167,8 +180,10 @@ pub enum Op {
 /// time the input itself carries (only the leader's bare `Tick` carries one; client inputs
 /// carry [`STAMPED_AT_APPLY`]) and the service's current time — so time never goes
 /// backwards, stands still while no stamp moves it, and every replica applies exactly the
-/// same inputs at exactly the same times. The core advances to that time before applying
-/// each input (expiries, timeouts and grants first).
+/// same inputs at exactly the same times. Before each input, time advances to its time:
+/// through every deadline on the way, one tick at each, in entries that begin with
+/// [`Op::EachDeadline`] (every entry this version proposes), or in one step (expiries,
+/// timeouts and grants at once) in entries of earlier builds ([`Cmd::each_deadline`]).
 ///
 /// A batch holds the requests that arrived while the leader was flushing the previous
 /// entry (see [`crate::proposer`]): one entry, one fsync, however many requests.
@@ -178,6 +193,23 @@ pub struct Cmd {
     pub now: Option<u64>,
     /// The requests, applied in this order.
     pub ops: Vec<Op>,
+}
+
+impl Cmd {
+    /// An entry of this version: `ops` after [`Op::EachDeadline`], stamped `now`. Cost:
+    /// O(ops).
+    pub fn new(now: Option<u64>, ops: impl IntoIterator<Item = Op>) -> Cmd {
+        Cmd {
+            now,
+            ops: std::iter::once(Op::EachDeadline).chain(ops).collect(),
+        }
+    }
+
+    /// Whether its ops tick at each deadline on the way to their time (it begins with
+    /// [`Op::EachDeadline`]). Cost: O(1).
+    pub fn each_deadline(&self) -> bool {
+        matches!(self.ops.first(), Some(Op::EachDeadline))
+    }
 }
 
 impl fmt::Display for Cmd {
