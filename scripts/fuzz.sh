@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS="${FUZZ_SECONDS:-300}"
-TARGETS="${FUZZ_TARGETS:-frame_decode snapshot_restore input_sequence c_abi server_frames server_state}"
+TARGETS="${FUZZ_TARGETS:-frame_decode snapshot_restore input_sequence c_abi server_frames server_state server_log}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

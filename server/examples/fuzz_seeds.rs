@@ -1,5 +1,5 @@
 //! Writes the seed corpus of the server's fuzz targets (`fuzz/corpus/server_frames`,
-//! `fuzz/corpus/server_state`): well-formed frames and entries as this build writes
+//! `fuzz/corpus/server_state`, `fuzz/corpus/server_log`): well-formed frames and entries as this build writes
 //! them, so that the fuzzers start from inputs that get past decoding. Files are named by
 //! a hash of their bytes, so a rerun is idempotent; with `--check` nothing is written and
 //! the run fails, naming them, if seeds are missing.
@@ -95,6 +95,20 @@ fn main() {
         seed.extend(log(half));
         put("server_state", seed);
     }
+
+    // server_log: flags, a group count, the groups' payloads (16-bit lengths), damage
+    // (16-bit position, xor byte): whole, and with a byte of the last group flipped.
+    let payloads = fuzzing::log_seed_payloads(&entries);
+    let mut seed = vec![1u8, payloads.len() as u8];
+    for p in &payloads {
+        seed.extend_from_slice(&(p.len() as u16).to_le_bytes());
+        seed.extend_from_slice(p);
+    }
+    put("server_log", seed.clone());
+    let last = fuzzing::log_file(&payloads.iter().map(Vec::as_slice).collect::<Vec<_>>()).len() - 3;
+    seed.extend_from_slice(&(last as u16).to_le_bytes());
+    seed.push(0x10);
+    put("server_log", seed);
 
     if check && !missing.is_empty() {
         eprintln!(

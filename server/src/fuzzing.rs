@@ -159,3 +159,68 @@ pub fn peer_seeds(entries: &[Cmd]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 pub fn snapshot_data(file: &[u8]) -> Result<Vec<u8>, String> {
     state_machine::decode_snap_file(file).map(|f| f.data)
 }
+
+/// The salt of the log files [`log_file`] makes (a log's salt is random; a fixed one lets
+/// a fuzzer's bytes carry checksums that hold).
+pub const LOG_SALT: [u8; crate::log_store::SALT_LEN] = *b"fuzzsalt";
+
+/// A version-4 `raft.log` under [`LOG_SALT`] whose groups hold `payloads` as given (each
+/// a run of records, `len: u32 LE | postcard`, or anything else), with right checksums:
+/// a checksum detects damage, it does not authenticate. A payload no group can hold (a
+/// sector's worth of zeros) is left out. Cost: O(bytes).
+pub fn log_file(payloads: &[&[u8]]) -> Vec<u8> {
+    crate::log_store::fuzz_log_file(LOG_SALT, payloads)
+}
+
+/// Group payloads of well-formed records, entries holding `cmds` among them, for the seed
+/// corpus. Cost: O(cmds).
+pub fn log_seed_payloads(cmds: &[Cmd]) -> Vec<Vec<u8>> {
+    crate::log_store::fuzz_log_payloads(cmds)
+}
+
+/// What a node learns from its log at start.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LogRead {
+    /// The last log id ([`crate::log_store::LogStore::last_log_id`]).
+    pub last: Option<LogId>,
+    /// The vote.
+    pub vote: Option<crate::types::Vote>,
+    /// The commit point.
+    pub committed: Option<LogId>,
+    /// The purge point.
+    pub purged: Option<LogId>,
+    /// What was cut from the end (`open_accepting_loss` only): where, and whether damaged.
+    pub cut: Option<(u64, bool)>,
+}
+
+/// `bytes` as `dir/raft.log`, opened as a node opens its log at start (`accept_loss`: as
+/// `force-new-cluster --accept-data-loss` does); returns what the node learns and the
+/// file as the open left it (a torn tail zeroed, an older version rewritten).
+///
+/// Errors: the open's (a damaged or out-of-order log is refused); I/O errors.
+/// Cost: O(bytes), a few file writes.
+pub fn open_log(
+    dir: &std::path::Path,
+    bytes: &[u8],
+    accept_loss: bool,
+) -> io::Result<(LogRead, Vec<u8>)> {
+    use crate::log_store::LogStore;
+    let _ = std::fs::remove_dir_all(dir);
+    crate::disk::create_private_dir(dir)?;
+    let path = dir.join("raft.log");
+    std::fs::write(&path, bytes)?;
+    let (log, cut) = if accept_loss {
+        LogStore::open_accepting_loss(dir)?
+    } else {
+        (LogStore::open(dir)?, None)
+    };
+    let read = LogRead {
+        last: log.last_log_id(),
+        vote: log.vote(),
+        committed: log.committed(),
+        purged: log.last_purged(),
+        cut: cut.map(|c| (c.at, c.damaged)),
+    };
+    drop(log);
+    Ok((read, std::fs::read(&path)?))
+}

@@ -228,6 +228,59 @@ fn file_header(salt: [u8; SALT_LEN]) -> [u8; FILE_HEADER_LEN] {
     h
 }
 
+/// A version-4 log file under `salt` whose groups (numbered from 1) hold `payloads` as
+/// given, each with right checksums, skipping a payload no group can hold (a sector's
+/// worth of zeros, which no record encodes to); for the fuzz targets
+/// ([`crate::fuzzing::log_file`]). Cost: O(bytes).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_log_file(salt: [u8; SALT_LEN], payloads: &[&[u8]]) -> Vec<u8> {
+    let mut file = file_header(salt).to_vec();
+    let groups = payloads
+        .iter()
+        .filter(|p| longest_zero_run(p) < SECTOR - 64);
+    for (seq, p) in (1..).zip(groups) {
+        file.extend(group_of(Format::V4(salt), seq, p).expect("a small group"));
+    }
+    file
+}
+
+/// Group payloads of well-formed records (votes, entries holding `cmds`, a commit point,
+/// a truncation, a purge) as this build writes them, for the fuzz targets' seeds
+/// ([`crate::fuzzing::log_seed_payloads`]). Cost: O(cmds).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_log_payloads(cmds: &[crate::types::Cmd]) -> Vec<Vec<u8>> {
+    use openraft::{CommittedLeaderId, EntryPayload};
+    let at = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
+    let entry = |index, payload| {
+        Rec::Entry(Entry {
+            log_id: at(index),
+            payload,
+        })
+    };
+    let mut groups = vec![vec![
+        Rec::Vote(Vote::new(1, 1)),
+        entry(1, EntryPayload::Blank),
+    ]];
+    let entries = cmds
+        .iter()
+        .enumerate()
+        .map(|(i, c)| entry(i as u64 + 2, EntryPayload::Normal(c.clone())));
+    groups.push(entries.collect());
+    groups.push(vec![Rec::Committed(Some(at(2))), Rec::Truncate(3)]);
+    groups.push(vec![
+        Rec::Purge(at(1)),
+        Rec::Vote(Vote::new_committed(1, 1)),
+    ]);
+    groups
+        .iter()
+        .map(|recs| {
+            recs.iter()
+                .flat_map(|r| encode_record(r).expect("a record encodes"))
+                .collect()
+        })
+        .collect()
+}
+
 /// A new log's salt, from the operating system's random source. Errors: the source's.
 fn new_salt() -> io::Result<[u8; SALT_LEN]> {
     let mut salt = [0u8; SALT_LEN];
