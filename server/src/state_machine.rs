@@ -1376,14 +1376,17 @@ impl SnapData {
     /// checksummed by whoever could write the file) would leave them waiting for the id
     /// the core hands out next: a principal counted against a quota that no close or
     /// expiry takes it off, and a key that answers whoever presents it with the session
-    /// later opened under that id, and its credential. Dropped rather than refused: a
-    /// restart must never be refused over entries that name no live session. Cost:
-    /// O(entries × log sessions).
+    /// later opened under that id, and its credential. An open key of a session without
+    /// a credential is dropped too (this build records both at the open): a retried open
+    /// it answered would carry no credential. Dropped rather than refused: a restart must
+    /// never be refused over entries that name no live session. Cost: O(entries × log
+    /// sessions).
     fn keep_open_sessions(&mut self, svc: &LockService<VecStorage>) {
         let open = |s: u64| svc.is_open(SessionId(s));
         self.owners.retain(|(s, _)| open(*s));
-        self.open_keys.retain(|(_, s)| open(*s));
-        self.scoped_keys.retain(|(_, _, s)| open(*s));
+        let owned: std::collections::BTreeSet<u64> = self.owners.iter().map(|(s, _)| *s).collect();
+        self.open_keys.retain(|(_, s)| owned.contains(s));
+        self.scoped_keys.retain(|(_, _, s)| owned.contains(s));
         self.principals.retain(|(s, _)| open(*s));
     }
 }
@@ -2484,10 +2487,22 @@ mod tests {
         let mut d = SnapData::decode(&f.data).unwrap();
         d.open_keys.push((99, 3));
         d.owners.push((3, SessionSecret([9; 16])));
+        // Session 2 is open, its key (43, `ci`'s) kept but its credential gone.
+        d.owners.retain(|(s, _)| *s != 2);
+        d.principals.clear();
         let data = postcard::to_allocvec(&d).unwrap();
         let (mut g, _, _) = decode_snapshot(&config, &data).unwrap();
         assert_eq!(g.open_keys.get(Principal::Unrecorded, 99), None);
         assert_eq!(g.owners.get(SessionId(3)), None);
+        assert_eq!(
+            g.open_keys.get(Principal::token("ci"), 43),
+            None,
+            "a key whose session has no credential"
+        );
+        assert_eq!(
+            g.open_keys.get(Principal::Unrecorded, 42),
+            Some(SessionId(1))
+        );
         let open = |key| Op::Open {
             ttl: 10_000,
             key,
