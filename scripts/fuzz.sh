@@ -20,7 +20,8 @@ trap 'rm -rf "$work"' EXIT
 # are what they report. c_abi drives the C ABI, whose extern functions are `unsafe` code
 # handling caller pointers: it runs under AddressSanitizer, built in a target directory of
 # its own (fuzz/target/asan) so that neither build undoes the other. The server's targets
-# (server_frames, server_state: what a node reads from peers, clients and files) need the
+# (server_frames, server_state, server_log: what a node reads from peers, clients and its
+# files) need the
 # fuzz crate's `server` feature; the other targets in fuzz/target are built with it too,
 # so that one set of dependencies serves them all.
 root=$PWD

@@ -1,8 +1,9 @@
 //! What a node does with bytes it did not write — a peer's Raft frames and answers, a
 //! client's frames, a snapshot file or a peer's snapshot data, and the log entries it
-//! applies — as plain functions over bytes, with no network, disk or clock, for the fuzz
-//! targets `fuzz/fuzz_targets/server_frames.rs` and `server_state.rs`. Built only with the
-//! `fuzzing` feature; not part of the server's API.
+//! applies, and its Raft log file at start — as plain functions over bytes, with no
+//! network or clock (the log is written to a temporary directory and opened from there),
+//! for the fuzz targets `fuzz/fuzz_targets/server_frames.rs`, `server_state.rs` and
+//! `server_log.rs`. Built only with the `fuzzing` feature; not part of the server's API.
 //!
 //! Each function runs the same code the node runs on those bytes (the frame reader, the
 //! checks a Raft request passes before it is served, the snapshot decoder and its
