@@ -2,7 +2,7 @@
 //! `fuzz/corpus/server_state`, `fuzz/corpus/server_log`): well-formed frames and entries as this build writes
 //! them, so that the fuzzers start from inputs that get past decoding. Files are named by
 //! a hash of their bytes, so a rerun is idempotent; with `--check` nothing is written and
-//! the run fails, naming them, if seeds are missing.
+//! the run fails, naming them, if any are missing.
 //!
 //! `cargo run -p fencelock-server --features fuzzing --example fuzz_seeds [-- --check]`
 
@@ -205,8 +205,8 @@ fn entries() -> Vec<Cmd> {
                     },
                     S1,
                 ),
-                // A retried open, after the snapshot in the seeds that restore one:
-                // answered from the key the snapshot kept.
+                // A retried open: in the corpus inputs that restore a snapshot, it comes
+                // after the snapshot and is answered from the key the snapshot kept.
                 open(S1, 7, None),
                 Op::ForceRelease {
                     session: s2,

@@ -43,13 +43,11 @@ pub fn read_frame<T: DeserializeOwned + Wire>(bytes: &[u8], max: u32) -> io::Res
 /// What a node's peer listener makes of a frame before it serves it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum PeerCall {
-    /// Served (given mutual TLS, if the sender it names passes `check_peer`): the sender
-    /// it names, if any, and whether it is an append, a vote, a snapshot or a pre-vote.
+    /// Served (given mutual TLS, if the sender it names passes `check_peer`, which needs a
+    /// node and is not run here).
     Served {
         /// The node the request says it comes from.
         sender: Option<NodeId>,
-        /// `"append"`, `"vote"`, `"snapshot"` or `"pre-vote"`.
-        kind: &'static str,
         /// The frame re-encoded from what was decoded.
         reencoded: Vec<u8>,
     },

@@ -780,23 +780,15 @@ fn answer_past_bound(resp: &RaftResp) -> Option<String> {
 }
 
 /// What [`raft_conn`] makes of a decoded request before it serves it (past the bound or
-/// not, its sender and its kind), with the request re-encoded; for
+/// not, and the sender it names), with the request re-encoded; for
 /// [`crate::fuzzing::peer_call`]. Cost: O(request).
 #[cfg(feature = "fuzzing")]
 pub(crate) fn fuzz_peer_call(call: RaftCall) -> crate::fuzzing::PeerCall {
     if let Some(what) = past_bound(&call.req) {
         return crate::fuzzing::PeerCall::PastBound(what);
     }
-    let kind = match &call.req {
-        RaftReq::Append(_) => "append",
-        RaftReq::Vote(_) => "vote",
-        RaftReq::Snapshot(_) => "snapshot",
-        RaftReq::PreVote(_) => "pre-vote",
-    };
-    let _ = leader_vote(&call.req);
     crate::fuzzing::PeerCall::Served {
         sender: sender(&call.req),
-        kind,
         reencoded: frame::encode(&call).expect("a decoded request re-encodes"),
     }
 }
