@@ -153,6 +153,18 @@ impl Owners {
         self.principal.get(&session).copied()
     }
 
+    /// Whether `principal` may make requests naming `session` (with its credential): false
+    /// only when the session's open recorded a token principal and `principal` is another
+    /// token's. A session opened on a node without tokens ([`Principal::Anyone`]) or by an
+    /// earlier build ([`Principal::Unrecorded`]) answers to whoever holds its credential, and
+    /// every client of a node without tokens is [`Principal::Anyone`]. Cost: O(log n).
+    pub fn answers_to(&self, session: SessionId, principal: Principal) -> bool {
+        match (self.principal.get(&session), principal) {
+            (Some(Principal::Token(opener)), Principal::Token(caller)) => *opener == caller,
+            _ => true,
+        }
+    }
+
     /// Records an opened session's secret and the principal that opened it. Cost: O(log n).
     pub(crate) fn insert(
         &mut self,
@@ -900,6 +912,26 @@ mod tests {
             token_hash("tmp"),
         );
         assert_eq!(t.digest(), Tokens::parse(&bare).unwrap().digest());
+    }
+
+    #[test]
+    fn a_session_opened_with_a_token_answers_to_that_token_only() {
+        let mut o = Owners::default();
+        let s = SessionSecret([7; 16]);
+        let (jobs, other) = (Principal::token("jobs"), Principal::token("other"));
+        o.insert(SessionId(1), s, jobs);
+        o.insert(SessionId(2), s, Principal::Anyone);
+        o.insert(SessionId(3), s, Principal::Unrecorded);
+        assert!(o.answers_to(SessionId(1), jobs));
+        assert!(!o.answers_to(SessionId(1), other), "another token");
+        // A node without tokens cannot tell its clients apart: they are one principal.
+        assert!(o.answers_to(SessionId(1), Principal::Anyone));
+        // Opened without a token, or by an earlier build: the credential alone decides.
+        for s in [2, 3] {
+            assert!(o.answers_to(SessionId(s), jobs) && o.answers_to(SessionId(s), other));
+        }
+        o.forget(SessionId(1));
+        assert!(o.answers_to(SessionId(1), other), "ended: nobody's");
     }
 
     #[test]

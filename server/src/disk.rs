@@ -6,9 +6,15 @@
 //! files) go through [`DiskHealth::retry`], which on a full disk logs an error (at most
 //! every [`WARN_EVERY`]), marks the disk full, and retries every [`RETRY_EVERY`] until the
 //! write succeeds — the write is repeated at the same offset, so a partial one is simply
-//! overwritten. Meanwhile the node's Raft core waits (a leader stops heartbeating, so the
-//! others elect a new one), [`DiskHealth::is_stalled`] makes the node refuse client writes
-//! at once, and `/readyz` fails. A background probe ([`DiskHealth::probe`], every second)
+//! overwritten. Meanwhile, for a write of the log, the node's Raft core waits (a leader
+//! stops heartbeating, so the others elect a new one) and [`DiskHealth::is_stalled`] makes
+//! the node refuse client writes at once; a snapshot file's write holds up nothing else
+//! (openraft builds snapshots beside its core, and the log still has room: it is not
+//! compacted meanwhile), so client writes go on — refusing them would stop the whole
+//! cluster without a failover, and keep-alives refused while the leader's clock runs would
+//! expire sessions whose clients never lost the quorum. Either way `/readyz` fails
+//! ([`DiskHealth::is_full`]). Each write that waits counts for itself, so one writer's
+//! success never hides another's wait. A background probe ([`DiskHealth::probe`], every second)
 //! catches a full disk before a write needs the space — the log is preallocated, so it
 //! can still take entries for a while: the node is then unready ([`DiskHealth::is_full`])
 //! but keeps working, since refusing writes on a leader whose log still has room would stop
@@ -18,7 +24,7 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -29,11 +35,24 @@ pub const RETRY_EVERY: Duration = Duration::from_millis(200);
 /// A full disk is logged at most this often (as an error).
 pub const WARN_EVERY: Duration = Duration::from_secs(5);
 
+/// What a write that waits for space in [`DiskHealth::retry`] holds up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writer {
+    /// A write of the log (an append, the vote, a truncation, a purge): the Raft core
+    /// waits on it, so the node refuses client writes meanwhile.
+    Log,
+    /// A snapshot file: written beside the Raft core, which goes on meanwhile.
+    Snapshot,
+}
+
 /// Shared by the log store, the state machine and the node's health checks.
 #[derive(Debug)]
 pub struct DiskHealth {
     dir: PathBuf,
-    stalled: AtomicBool,
+    /// Log writes waiting for space now.
+    log_waiting: AtomicUsize,
+    /// Snapshot writes waiting for space now.
+    snapshot_waiting: AtomicUsize,
     probe_failed: AtomicBool,
     errors: Counter,
     probes: AtomicU64,
@@ -77,6 +96,22 @@ pub fn create_private_file(path: &Path) -> io::Result<fs::File> {
     Ok(f)
 }
 
+/// One write counted as waiting for space, until dropped.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Waiting<'a> {
+        count.fetch_add(1, Ordering::Relaxed);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The end and outcome of a shared probe (the error's kind and text).
 type SharedProbe = (Instant, Result<(), (io::ErrorKind, String)>);
 
@@ -93,7 +128,8 @@ impl DiskHealth {
     pub fn new(dir: &Path) -> DiskHealth {
         DiskHealth {
             dir: dir.to_path_buf(),
-            stalled: AtomicBool::new(false),
+            log_waiting: AtomicUsize::new(0),
+            snapshot_waiting: AtomicUsize::new(0),
             probe_failed: AtomicBool::new(false),
             errors: Counter::default(),
             probes: AtomicU64::new(0),
@@ -107,14 +143,25 @@ impl DiskHealth {
         &self.dir
     }
 
-    /// True while a write of the node waits for space. Cost: O(1).
+    /// True while a write of the log waits for space (the Raft core waits on it: client
+    /// writes are refused). Cost: O(1).
     pub fn is_stalled(&self) -> bool {
-        self.stalled.load(Ordering::Relaxed)
+        self.log_waiting.load(Ordering::Relaxed) > 0
     }
 
-    /// True while a write waits for space or the last probe failed. Cost: O(1).
+    /// True while any write waits for space (the log's or a snapshot's) or the last probe
+    /// failed: the node is unready. Cost: O(1).
     pub fn is_full(&self) -> bool {
-        self.stalled.load(Ordering::Relaxed) || self.probe_failed.load(Ordering::Relaxed)
+        self.is_stalled()
+            || self.snapshot_waiting.load(Ordering::Relaxed) > 0
+            || self.probe_failed.load(Ordering::Relaxed)
+    }
+
+    fn waiting(&self, writer: Writer) -> &AtomicUsize {
+        match writer {
+            Writer::Log => &self.log_waiting,
+            Writer::Snapshot => &self.snapshot_waiting,
+        }
     }
 
     /// The count of write and probe failures (full disk or other), shared. Cost: O(1).
@@ -127,29 +174,36 @@ impl DiskHealth {
         let mut last = self.last_warn.lock().unwrap_or_else(|p| p.into_inner());
         if last.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
             *last = Some(Instant::now());
-            tracing::error!(dir = %self.dir.display(), error = %e, "{what}: disk full; writes are refused and retried until space returns");
+            tracing::error!(dir = %self.dir.display(), error = %e, "{what}: disk full; retried until space returns");
         }
     }
 
     /// Runs `f` until it succeeds or fails with something other than a full disk (see
-    /// the module docs); `what` names the write in the log.
+    /// the module docs); `writer` says what the wait holds up, `what` names the write in
+    /// the log. While it waits it counts as one waiting write of its kind
+    /// ([`DiskHealth::is_stalled`], [`DiskHealth::is_full`]), until it ends — returns, or
+    /// is dropped.
     ///
     /// Errors: `f`'s error when it is not a full disk. Cost: `f`, plus the wait for space.
     pub async fn retry<T>(
         &self,
+        writer: Writer,
         what: &str,
         mut f: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
+        let mut waiting: Option<Waiting<'_>> = None;
         loop {
             match f() {
                 Ok(v) => {
-                    if self.stalled.swap(false, Ordering::Relaxed) {
-                        tracing::warn!(dir = %self.dir.display(), "{what}: the disk has room again; writes resume");
+                    if waiting.take().is_some() {
+                        tracing::warn!(dir = %self.dir.display(), "{what}: the disk has room again; the write is done");
                     }
                     return Ok(v);
                 }
                 Err(e) if is_full(&e) => {
-                    self.stalled.store(true, Ordering::Relaxed);
+                    if waiting.is_none() {
+                        waiting = Some(Waiting::new(self.waiting(writer)));
+                    }
                     self.warn(what, &e);
                     tokio::time::sleep(RETRY_EVERY).await;
                 }
@@ -370,6 +424,89 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
     use std::sync::Arc;
+
+    /// A write that fails with a full disk until `room` is set.
+    fn gated(room: &Arc<AtomicBool>) -> impl FnMut() -> io::Result<()> {
+        let room = room.clone();
+        move || {
+            if room.load(Ordering::Relaxed) {
+                Ok(())
+            } else {
+                Err(io::Error::from(io::ErrorKind::StorageFull))
+            }
+        }
+    }
+
+    /// Waits (bounded) until `cond` holds.
+    async fn until(cond: impl Fn() -> bool) {
+        for _ in 0..500 {
+            if cond() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("never");
+    }
+
+    /// A snapshot write that waits for space makes the node unready but does not stall
+    /// it (client writes go on: the log has room); a log write does. Each waiting write
+    /// counts for itself: one's success leaves the other's wait seen, and a wait that is
+    /// dropped (its future cancelled) stops counting.
+    #[tokio::test]
+    async fn each_waiting_write_counts_and_only_the_logs_stall_the_node() {
+        let dir = std::env::temp_dir().join(format!("fl-disk-waits-{}", std::process::id()));
+        let d = Arc::new(DiskHealth::new(&dir));
+        let (snap_room, log_room) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let snapshot = {
+            let (d, mut f) = (d.clone(), gated(&snap_room));
+            tokio::spawn(async move { d.retry(Writer::Snapshot, "snapshot", &mut f).await })
+        };
+        until(|| d.is_full()).await;
+        assert!(
+            !d.is_stalled(),
+            "a snapshot's wait holds up no client write"
+        );
+        let log = {
+            let (d, mut f) = (d.clone(), gated(&log_room));
+            tokio::spawn(async move { d.retry(Writer::Log, "append", &mut f).await })
+        };
+        until(|| d.is_stalled()).await;
+        log_room.store(true, Ordering::Relaxed);
+        log.await.unwrap().unwrap();
+        assert!(!d.is_stalled());
+        assert!(
+            d.is_full(),
+            "the snapshot still waits: its wait is not cleared by the log's success"
+        );
+        snapshot.abort();
+        let _ = snapshot.await;
+        assert!(!d.is_full(), "a cancelled wait stops counting");
+        // A second log write waiting beside the first: done one at a time.
+        log_room.store(false, Ordering::Relaxed);
+        let (a, b) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let waits: Vec<_> = [&a, &b]
+            .into_iter()
+            .map(|room| {
+                let (d, mut f) = (d.clone(), gated(room));
+                tokio::spawn(async move { d.retry(Writer::Log, "append", &mut f).await })
+            })
+            .collect();
+        until(|| d.log_waiting.load(Ordering::Relaxed) == 2).await;
+        a.store(true, Ordering::Relaxed);
+        until(|| d.log_waiting.load(Ordering::Relaxed) == 1).await;
+        assert!(d.is_stalled(), "the other log write still waits");
+        b.store(true, Ordering::Relaxed);
+        for w in waits {
+            w.await.unwrap().unwrap();
+        }
+        assert!(!d.is_stalled() && !d.is_full());
+    }
 
     /// However many ask at once, one probe runs for all of them (a current-thread runtime
     /// polls every caller before the first probe's end is seen); one asking afterwards

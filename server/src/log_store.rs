@@ -83,7 +83,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::disk::DiskHealth;
+use crate::disk::{DiskHealth, Writer};
 use crate::types::{
     log_id_in_bounds, vote_in_bounds, Entry, LogId, StorageError, TypeConfig, Vote,
 };
@@ -1243,7 +1243,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
         let recs = [Rec::Vote(*vote)];
         self.disk
-            .retry("writing the vote", || self.lock().write(&recs))
+            .retry(Writer::Log, "writing the vote", || self.lock().write(&recs))
             .await
             .map_err(|e| StorageIOError::write_vote(&e))?;
         self.lock().vote = Some(*vote);
@@ -1283,7 +1283,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         });
         let written = self
             .disk
-            .retry("appending to the log", || self.lock().write(&recs))
+            .retry(Writer::Log, "appending to the log", || {
+                self.lock().write(&recs)
+            })
             .await;
         if let Err(e) = written {
             callback.log_io_completed(Err(io::Error::new(e.kind(), e.to_string())));
@@ -1302,7 +1304,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let recs = [Rec::Truncate(log_id.index)];
         self.disk
-            .retry("truncating the log", || self.lock().write(&recs))
+            .retry(Writer::Log, "truncating the log", || {
+                self.lock().write(&recs)
+            })
             .await
             .map_err(|e| StorageIOError::write_logs(&e))?;
         self.lock().apply(Rec::Truncate(log_id.index));
@@ -1315,7 +1319,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .map_err(|e| StorageIOError::write_logs(&e))?;
         let recs = [Rec::Purge(log_id)];
         self.disk
-            .retry("purging the log", || self.lock().write(&recs))
+            .retry(Writer::Log, "purging the log", || self.lock().write(&recs))
             .await
             .map_err(|e| StorageIOError::write_logs(&e))?;
         let mut g = self.lock();

@@ -191,6 +191,58 @@ impl LeaderClock {
     }
 }
 
+/// What a node's applied state says of a request naming a session ([`session_verdict`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Open, its opener's token's (or one any holder of the credential may use), under
+    /// the credential presented.
+    Owner,
+    /// Open and the caller's token's, under another credential.
+    NotOwner,
+    /// Ended, or opened with another token: as good as unknown to this caller.
+    Unknown,
+    /// An id this state has not handed out (an open not applied here yet, or made up).
+    NotHandedOut,
+}
+
+impl Verdict {
+    /// The answer to a request naming `session` ([`Node::check_session`]). Cost: O(1).
+    fn answer(self, session: SessionId) -> Result<(), ClientError> {
+        match self {
+            Verdict::Owner => Ok(()),
+            Verdict::NotOwner => Err(ClientError::NotOwner { session: session.0 }),
+            Verdict::Unknown | Verdict::NotHandedOut => Err(ClientError::Core(
+                fencelock::Error::UnknownSession(session).into(),
+            )),
+        }
+    }
+}
+
+/// What `g` says of a request naming `session`, made by `principal` with `secret`: a
+/// session of another token is [`Verdict::Unknown`] whatever the credential, so the
+/// answer tells that caller nothing (see [`Node::check_session`]). Cost: O(log sessions).
+fn session_verdict(
+    g: &crate::state_machine::SmState,
+    session: SessionId,
+    secret: &SessionSecret,
+    principal: Principal,
+) -> Verdict {
+    if !g.svc.is_open(session) {
+        return if session.0 < g.svc.next_session_id().0 {
+            Verdict::Unknown
+        } else {
+            Verdict::NotHandedOut
+        };
+    }
+    if !g.owners.answers_to(session, principal) {
+        Verdict::Unknown
+    } else if g.owners.is_owner(session, secret) {
+        Verdict::Owner
+    } else {
+        Verdict::NotOwner
+    }
+}
+
 /// What [`Node::attach_locked`] did.
 enum Attach {
     /// The connection gets the session's pushes.
@@ -1175,28 +1227,19 @@ impl Node {
         }
     }
 
-    /// Attaches `to` to `session` before the session's write, so every output the write
-    /// or a later entry causes reaches it. A credential not known good here yet (an open
-    /// not applied on this node) is known after a read barrier; if it is still unknown,
-    /// the state machine will refuse the write. Returns whether it attached (false:
-    /// attach after the write, [`Node::attach_after_write`]). Cost: a read barrier only
-    /// for a credential not known here.
+    /// Checks a request naming `session` as [`Node::check_session`] does, then attaches
+    /// `to` to the session before its write, so every output the write or a later entry
+    /// causes reaches it. Errors: as [`Node::check_session`], and `NotLeader` when this
+    /// node no longer leads. Cost: as [`Node::check_session`].
     async fn attach_early(
         &self,
         session: SessionId,
         secret: &SessionSecret,
+        principal: Principal,
         to: (u64, &PushSink),
-    ) -> Result<bool, ClientError> {
-        self.check_owner(session, secret)?;
-        let mut early = self.owns_locally(session, secret);
-        if !early {
-            self.linearizable().await?;
-            early = self.owns_locally(session, secret);
-        }
-        if early {
-            self.attach_before_write(session, to)?;
-        }
-        Ok(early)
+    ) -> Result<(), ClientError> {
+        self.check_session(session, secret, principal).await?;
+        self.attach_before_write(session, to)
     }
 
     /// [`Node::attach_locked`] after the session's write was applied: `Err` when this
@@ -1254,30 +1297,55 @@ impl Node {
         LockName::new(lock).map_err(|e| ClientError::Core(e.into()))
     }
 
-    /// Proposes a session's input with the credential its sender presented.
-    async fn write(&self, input: Input, secret: SessionSecret) -> Result<Reply, ClientError> {
+    /// Proposes a session's input, made by `principal` with the credential it presented,
+    /// once [`Node::check_session`] let it through.
+    async fn write(
+        &self,
+        input: Input,
+        secret: SessionSecret,
+        principal: Principal,
+    ) -> Result<Reply, ClientError> {
         if let Some(session) = input.session() {
-            self.check_owner(session, &secret)?;
+            self.check_session(session, &secret, principal).await?;
         }
         self.write_op(Op::Owned { input, secret }).await
     }
 
-    /// Refuses, before anything is proposed, a write for a session that is open in this
-    /// node's applied state under another credential: the state machine would refuse it
-    /// too (a session's credential never changes and ids are never reused, so by the time
-    /// the entry applied the session would still be open under that credential, or ended),
-    /// but only after it took its place in the log, where a flood of such writes delays
-    /// every other client's. A session not open here (not applied yet, or ended) is left
-    /// to the state machine. Errors: `NotOwner`. Cost: O(log sessions).
-    fn check_owner(&self, session: SessionId, secret: &SessionSecret) -> Result<(), ClientError> {
+    /// The leader's check of a request naming `session`, made by `principal` with
+    /// `secret`, before anything is proposed or attached. Refused:
+    /// - `Core(unknown_session)` — the core's own answer — when the session is not open
+    ///   here (ended: its id is below the next one this state would hand out, and ids are
+    ///   never reused; or not handed out, still so after a read barrier has applied
+    ///   everything committed), and when it was opened with another token
+    ///   ([`Owners::answers_to`](crate::auth::Owners::answers_to)): a session answers only
+    ///   to the token that opened it, and a caller learns nothing about another token's
+    ///   sessions, not even whether one is open;
+    /// - `NotOwner` when it is open, the caller's token's, under another credential.
+    ///
+    /// So a write is proposed only for a session open here under that credential and
+    /// token, and takes no place in the log otherwise, where a flood of refused writes
+    /// would delay every other client's. By the time the entry applies the session is
+    /// still open under both (neither ever changes and ids are never reused) or ended,
+    /// and the state machine checks the credential again. Only the leader proposes:
+    /// elsewhere the answer is `NotLeader`. Cost: O(log sessions); a read barrier for an
+    /// id not handed out in this node's applied state.
+    async fn check_session(
+        &self,
+        session: SessionId,
+        secret: &SessionSecret,
+        principal: Principal,
+    ) -> Result<(), ClientError> {
         if !self.leads() {
-            return Ok(()); // the proposal answers `NotLeader`, naming the leader
+            return Err(self.not_leading());
         }
-        let g = self.shared.state();
-        if g.svc.is_open(session) && !g.owners.is_owner(session, secret) {
-            return Err(ClientError::NotOwner { session: session.0 });
+        let mut verdict = session_verdict(&self.shared.state(), session, secret, principal);
+        if verdict == Verdict::NotHandedOut {
+            // An open this node has not applied yet (it leads since): the barrier applies
+            // everything committed, and a client only knows ids of committed opens.
+            self.linearizable().await?;
+            verdict = session_verdict(&self.shared.state(), session, secret, principal);
         }
-        Ok(())
+        verdict.answer(session)
     }
 
     async fn write_op(&self, op: Op) -> Result<Reply, ClientError> {
@@ -1298,13 +1366,6 @@ impl Node {
                 index: r.index,
             }),
         }
-    }
-
-    /// True if this node's applied state says `secret` is `session`'s credential. A
-    /// session's credential never changes and ids are never reused, so a yes is final; a
-    /// no may only mean the open is not applied here yet (the state machine decides).
-    fn owns_locally(&self, session: SessionId, secret: &SessionSecret) -> bool {
-        self.shared.state().owners.is_owner(session, secret)
     }
 
     /// Serves one client request of a node without tokens, whose clients are one
@@ -1415,17 +1476,16 @@ impl Node {
                 let lock = Self::input_name(&lock)?;
                 // The watch's first events (one per current holder) are pushed by the very
                 // apply that answers it: the connection must be attached before the write.
-                // A credential not known good here yet (an open not applied on this node)
-                // is known after a read barrier; otherwise the state machine refuses it.
                 let sid = SessionId(session);
-                self.attach_early(sid, &secret, (conn, sink)).await?;
+                self.attach_early(sid, &secret, principal, (conn, sink))
+                    .await?;
                 let input = Input::Watch {
                     now: STAMPED_AT_APPLY,
                     session: sid,
                     lock,
                     request,
                 };
-                self.write(input, secret).await
+                self.write_op(Op::Owned { input, secret }).await
             }
             Request::Unwatch {
                 session,
@@ -1440,7 +1500,7 @@ impl Node {
                     lock,
                     request,
                 };
-                self.write(input, secret).await
+                self.write(input, secret, principal).await
             }
             Request::Permits { lock } => {
                 Self::name(&lock)?;
@@ -1451,21 +1511,16 @@ impl Node {
             Request::KeepAlive { session, secret } => {
                 // A keep-alive also routes the session's pushes to this connection: after a
                 // reconnect the client's first keep-alive re-attaches it. Attached before
-                // the write (after a read barrier when the credential is not known here
-                // yet), so nothing applied in between is missed; after it only if the
-                // barrier still did not show the credential (the write is then refused).
+                // the write, so nothing applied in between is missed.
                 let sid = SessionId(session);
-                let early = self.attach_early(sid, &secret, (conn, sink)).await?;
+                self.attach_early(sid, &secret, principal, (conn, sink))
+                    .await?;
                 let input = Input::KeepAlive {
                     now: STAMPED_AT_APPLY,
                     session: sid,
                     request: None,
                 };
-                let reply = self.write(input, secret).await?;
-                if !early {
-                    self.attach_after_write(sid, (conn, sink))?;
-                }
-                Ok(reply)
+                self.write_op(Op::Owned { input, secret }).await
             }
             Request::Close {
                 session,
@@ -1477,7 +1532,7 @@ impl Node {
                     session: SessionId(session),
                     request,
                 };
-                self.write(input, secret).await
+                self.write(input, secret, principal).await
             }
             Request::Acquire {
                 session,
@@ -1489,10 +1544,10 @@ impl Node {
             } => {
                 let lock = Self::input_name(&lock)?;
                 // Attached before the write, so that a grant applied right after the
-                // acquire's entry is not missed — but only once the credential is known
-                // good here; otherwise after the state machine accepted it.
+                // acquire's entry is not missed.
                 let sid = SessionId(session);
-                let early = self.attach_early(sid, &secret, (conn, sink)).await?;
+                self.attach_early(sid, &secret, principal, (conn, sink))
+                    .await?;
                 // The deadline is fixed after the attach, which may wait for a read
                 // barrier: a wait of a few ms counted from before it could end before the
                 // acquire is even written.
@@ -1500,10 +1555,20 @@ impl Node {
                     WaitSpec::None => Wait::None,
                     WaitSpec::Forever => Wait::Forever,
                     WaitSpec::ForMs(ms) => {
-                        let now = self
-                            .clock
-                            .stamp()
-                            .unwrap_or_else(|| self.shared.state().svc.now().0);
+                        let now = match self.clock.stamp() {
+                            Some(now) => now,
+                            None => {
+                                // No stamp: a new leader not anchored yet, whose entries
+                                // apply at the time its applied state reaches. That state
+                                // may lag behind committed entries stamped later by the
+                                // leader before, which would shorten the wait by the lag:
+                                // once a barrier has applied them, it is the acquire's time.
+                                self.linearizable().await?;
+                                self.clock
+                                    .stamp()
+                                    .unwrap_or_else(|| self.shared.state().svc.now().0)
+                            }
+                        };
                         // No later than a recording holds (~285 000 years: never).
                         Wait::Until(Tick(now.saturating_add(ms).min(MAX_NUMBER)))
                     }
@@ -1516,11 +1581,7 @@ impl Node {
                     wait,
                     request,
                 };
-                let reply = self.write(input, secret).await?;
-                if !early {
-                    self.attach_after_write(sid, (conn, sink))?;
-                }
-                Ok(reply)
+                self.write_op(Op::Owned { input, secret }).await
             }
             Request::Release {
                 session,
@@ -1535,7 +1596,7 @@ impl Node {
                     lock,
                     request,
                 };
-                self.write(input, secret).await
+                self.write(input, secret, principal).await
             }
             Request::Cancel {
                 session,
@@ -1550,23 +1611,17 @@ impl Node {
                     lock,
                     request,
                 };
-                self.write(input, secret).await
+                self.write(input, secret, principal).await
             }
             Request::Attach { session, secret } => {
                 self.linearizable().await?;
                 let sid = SessionId(session);
                 let attached = {
                     // Checked and attached under the state lock: the session cannot end
-                    // in between and leave a registration behind.
+                    // in between and leave a registration behind. After the barrier an id
+                    // not handed out here is not one (`Node::check_session`).
                     let g = self.shared.state();
-                    if !g.svc.is_open(sid) {
-                        return Err(ClientError::Core(
-                            fencelock::Error::UnknownSession(sid).into(),
-                        ));
-                    }
-                    if !g.owners.is_owner(sid, &secret) {
-                        return Err(ClientError::NotOwner { session });
-                    }
+                    session_verdict(&g, sid, &secret, principal).answer(sid)?;
                     self.attach_locked(&g, sid, (conn, sink), false)
                 };
                 // Confirmed leader by the read, yet not leading by the metrics (lost it

@@ -415,10 +415,14 @@ pub enum ClientError {
         leader: Option<String>,
     },
     /// The core refused the input; nothing changed (beyond the advance of logical time to
-    /// the entry's time, which stands).
+    /// the entry's time, which stands). Also the node's answer, before anything is
+    /// proposed, to a request naming a session that is not open in the leader's applied
+    /// state, or (on a node with tokens) that another token opened: `unknown_session`.
     Core(CoreError),
-    /// The request named an open session without that session's credential (a wrong or
-    /// missing secret); nothing changed.
+    /// The request named an open session of the caller's token without that session's
+    /// credential (a wrong or missing secret); nothing changed, beyond the advance of
+    /// logical time to the entry's time when the state machine refused it (the leader
+    /// refuses most before they are proposed).
     NotOwner {
         /// The session.
         session: u64,

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, Notify};
 
 use crate::auth::{Owners, Principal, SessionSecret};
-use crate::disk::DiskHealth;
+use crate::disk::{DiskHealth, Writer};
 use crate::types::{
     BatchResult, Cmd, CmdResult, CoreError, Entry, LogId, Op, OpError, SnapshotMeta, StorageError,
     StoredMembership, TypeConfig,
@@ -1630,7 +1630,8 @@ impl StateMachine {
     /// [`StateMachine::persist`], retried while the disk is full ([`DiskHealth::retry`]).
     async fn persist_retrying(&self, f: &SnapFile) -> io::Result<()> {
         let disk = self.disk.clone();
-        disk.retry("writing a snapshot", || self.persist(f)).await
+        disk.retry(Writer::Snapshot, "writing a snapshot", || self.persist(f))
+            .await
     }
 
     /// Writes `f` as `snapshot.bin` unless the file already holds a newer snapshot.

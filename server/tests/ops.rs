@@ -435,7 +435,9 @@ async fn opens_of_an_ended_connection_leave_no_quota_entry_or_registration() {
 /// A write for a session open under another credential is refused `NotOwner` by the node
 /// it reaches, before anything is proposed: a flood of them takes no place in the log
 /// (the state machine refuses them too, but only once they are committed). Every kind of
-/// session write is checked so; the owner's own write then goes through.
+/// session write is checked so; the owner's own write then goes through. A write for a
+/// session that is not open — ended, or an id never handed out — is refused
+/// `unknown_session` before it is proposed, too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_with_another_sessions_credential_is_refused_before_it_is_proposed() {
     use fencelock::Mode;
@@ -514,25 +516,32 @@ async fn a_write_with_another_sessions_credential_is_refused_before_it_is_propos
     assert!(r.is_ok(), "the owner's acquire: {r:?}");
     let after = node.raft.metrics().borrow().last_log_index;
     assert!(after > applied);
-    // A session that is not open here is left to the state machine: proposed, and
-    // refused by the core (`unknown_session`).
-    let r = node
-        .handle_request(
-            Request::KeepAlive {
-                session: s + 1000,
-                secret: wrong,
-            },
-            conn,
-            &sink,
-        )
-        .await;
-    assert!(
-        matches!(&r, Err(ClientError::Core(e)) if e.kind == "unknown_session"),
-        "{r:?}"
-    );
-    assert!(
-        node.raft.metrics().borrow().last_log_index > after,
-        "proposed"
+    // Sessions that are not open: one that ended (closed by its owner) and an id never
+    // handed out. Each is `unknown_session`, the core's answer, and nothing is proposed.
+    let (ended, ended_secret) = match open_on(&node, &sink, conn, 60_000).await.unwrap() {
+        Reply::Opened { reply, secret, .. } => (reply.opened().unwrap().0, secret),
+        other => panic!("{other:?}"),
+    };
+    let close = Request::Close {
+        session: ended,
+        secret: ended_secret,
+        request: None,
+    };
+    assert!(node.handle_request(close, conn, &sink).await.is_ok());
+    let after = node.raft.metrics().borrow().last_log_index;
+    for (session, secret) in [(ended, ended_secret), (ended, wrong), (s + 1000, wrong)] {
+        let r = node
+            .handle_request(Request::KeepAlive { session, secret }, conn, &sink)
+            .await;
+        assert!(
+            matches!(&r, Err(ClientError::Core(e)) if e.kind == "unknown_session"),
+            "{session}: {r:?}"
+        );
+    }
+    assert_eq!(
+        node.raft.metrics().borrow().last_log_index,
+        after,
+        "nothing proposed"
     );
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
@@ -881,6 +890,64 @@ async fn a_node_that_cannot_write_refuses_writes_and_recovers_by_itself() {
     node.shutdown().await;
     drop(_unmount);
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A snapshot file that waits for space on the leader holds up nothing else: openraft
+/// builds snapshots beside its core and the log still has room, so the node keeps taking
+/// writes. Its clients' keep-alives are served all through the wait (one refused while the
+/// leader's clock runs on would let its session expire though its client never lost the
+/// quorum), and the session outlives several of its ttls; the node is unready meanwhile
+/// (`is_full`), and ready again once the write is done. The wait is the node's own disk
+/// health, driven as the state machine's snapshot write drives it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_waiting_for_space_stalls_no_keep_alive() {
+    use fencelock_server::disk::Writer;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (node, dir) = single_node("snapshot-wait", |_| {}).await;
+    let sink = PushSink::new(16).0;
+    let conn = node.next_conn_id();
+    let _guard = node.connection(conn);
+    let (s, secret) = match open_on(&node, &sink, conn, 300).await.unwrap() {
+        Reply::Opened { reply, secret, .. } => (reply.opened().unwrap().0, secret),
+        other => panic!("{other:?}"),
+    };
+    let room = Arc::new(AtomicBool::new(false));
+    let snapshot = {
+        let (disk, room) = (node.disk(), room.clone());
+        tokio::spawn(async move {
+            disk.retry(Writer::Snapshot, "writing a snapshot", || {
+                if room.load(Ordering::Relaxed) {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::from(std::io::ErrorKind::StorageFull))
+                }
+            })
+            .await
+        })
+    };
+    let start = Instant::now();
+    while !node.disk().is_full() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the wait never began"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Five ttls of keep-alives, one every 100 ms (a third of the ttl, as a client sends).
+    while start.elapsed() < Duration::from_millis(1500) {
+        let r = node
+            .handle_request(Request::KeepAlive { session: s, secret }, conn, &sink)
+            .await;
+        assert!(matches!(r, Ok(Reply::Done { .. })), "{r:?}");
+        assert!(node.disk().is_full(), "unready while the snapshot waits");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(node.shared.state().svc.is_open(fencelock::SessionId(s)));
+    room.store(true, Ordering::Relaxed);
+    snapshot.await.unwrap().unwrap();
+    assert!(!node.disk().is_full(), "ready once the write is done");
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Whether the node closed `s` (end of stream or a reset) within `limit`.

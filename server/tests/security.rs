@@ -598,7 +598,8 @@ async fn another_tokens_open_key_opens_a_session_of_its_own() {
         "another token's open must not get the session"
     );
     assert!(!their_secret.matches(&secret), "nor its credential");
-    // Its own credential does not act for the first session.
+    // Its own credential does not act for the first session, which to another token is
+    // as good as not open.
     let (r, _) = other
         .call(Request::KeepAlive {
             session: session.0,
@@ -606,7 +607,7 @@ async fn another_tokens_open_key_opens_a_session_of_its_own() {
         })
         .await;
     assert!(
-        matches!(r, Err(ClientError::NotOwner { session: s }) if s == session.0),
+        matches!(&r, Err(ClientError::Core(e)) if e.kind == "unknown_session"),
         "{r:?}"
     );
     // Retries: each token gets its own session back.
@@ -757,6 +758,241 @@ async fn a_connection_keeps_the_token_it_was_accepted_with() {
         "{pushed:?}"
     );
     other.close().await.unwrap();
+    t.stop().await;
+}
+
+/// A second lock token for `jobs/`: another team's, with the same grants as [`JOBS`].
+const JOBS_B: &str = "lock-token-jobs-b-0123456789abcdef0123456789";
+
+impl Raw {
+    /// Opens a session (60 s) on this connection: its id and credential.
+    async fn open(&mut self) -> (u64, SessionSecret) {
+        let (r, _) = self
+            .call(Request::Open {
+                ttl_ms: 60_000,
+                key: None,
+            })
+            .await;
+        let Ok(Reply::Opened { reply, secret, .. }) = r else {
+            panic!("{r:?}")
+        };
+        (reply.opened().expect("opened").0, secret)
+    }
+}
+
+/// Every request that names a session, for `session` with `secret`, each named for a
+/// failure message.
+fn naming(session: u64, secret: SessionSecret) -> Vec<(&'static str, Request)> {
+    let lock = || "jobs/db".to_string();
+    vec![
+        ("keep-alive", Request::KeepAlive { session, secret }),
+        ("attach", Request::Attach { session, secret }),
+        (
+            "acquire",
+            Request::Acquire {
+                session,
+                secret,
+                lock: "jobs/other".into(),
+                mode: Mode::Exclusive,
+                wait: WaitSpec::None,
+                request: None,
+            },
+        ),
+        (
+            "timed acquire",
+            Request::Acquire {
+                session,
+                secret,
+                lock: lock(),
+                mode: Mode::Shared,
+                wait: WaitSpec::ForMs(50),
+                request: Some(9),
+            },
+        ),
+        (
+            "release",
+            Request::Release {
+                session,
+                secret,
+                lock: lock(),
+                request: None,
+            },
+        ),
+        (
+            "cancel",
+            Request::Cancel {
+                session,
+                secret,
+                lock: lock(),
+                request: None,
+            },
+        ),
+        (
+            "watch",
+            Request::Watch {
+                session,
+                secret,
+                lock: lock(),
+                request: None,
+            },
+        ),
+        (
+            "unwatch",
+            Request::Unwatch {
+                session,
+                secret,
+                lock: lock(),
+                request: None,
+            },
+        ),
+        (
+            "close",
+            Request::Close {
+                session,
+                secret,
+                request: None,
+            },
+        ),
+    ]
+}
+
+/// On a node with tokens a session answers only to the token that opened it. Another
+/// token holding its credential (leaked) — one whose grants cover the session's locks, or
+/// the admin's — is answered as if the session were not open, for every request that
+/// names a session, and takes no place in the log; and its answer, with the credential or
+/// a made-up one, is the one it gets for a session that ended, so it cannot tell which
+/// sessions of another token are open. The opener's token still gets `NotOwner` for a
+/// wrong credential, and the owner keeps its hold, its token and its pushes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_answers_only_to_the_token_that_opened_it() {
+    let mut policy = tokens();
+    let text = format!(
+        "admin * {}\nlock jobs/ {}\nlock jobs/ {}\nread * {}\n",
+        token_hash(ADMIN),
+        token_hash(JOBS),
+        token_hash(JOBS_B),
+        token_hash(VIEWER)
+    );
+    policy.tokens = Some(Arc::new(Tokens::parse(&text).unwrap()));
+    let t = start_with("sec-principal", policy).await;
+    let mut owner = t.attacker().await;
+    let (r, _) = owner.call(authenticate(JOBS)).await;
+    assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
+    let (victim, secret) = owner.open().await;
+    let (r, _) = owner
+        .call(Request::Acquire {
+            session: victim,
+            secret,
+            lock: "jobs/db".into(),
+            mode: Mode::Exclusive,
+            wait: WaitSpec::None,
+            request: None,
+        })
+        .await;
+    let Ok(Reply::Done {
+        reply: fencelock::Reply::Granted { token, .. },
+        index: before,
+        ..
+    }) = r
+    else {
+        panic!("{r:?}")
+    };
+    // A session of the same token that ended, for the comparison.
+    let (ended, ended_secret) = owner.open().await;
+    let (r, _) = owner
+        .call(Request::Close {
+            session: ended,
+            secret: ended_secret,
+            request: None,
+        })
+        .await;
+    assert!(r.is_ok(), "{r:?}");
+
+    let unknown = |s: u64| -> Result<Reply, ClientError> {
+        Err(ClientError::Core(
+            fencelock::Error::UnknownSession(fencelock::SessionId(s)).into(),
+        ))
+    };
+    let mut thieves = Vec::new();
+    for token in [JOBS_B, ADMIN] {
+        let mut thief = t.attacker().await;
+        let (r, _) = thief.call(authenticate(token)).await;
+        assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
+        for (leaked, made_up) in naming(victim, secret)
+            .into_iter()
+            .zip(naming(victim, guessed()))
+        {
+            let case = leaked.0;
+            let (r, pushed) = thief.call(leaked.1).await;
+            assert_eq!(
+                r,
+                unknown(victim),
+                "{token}: {case} with the leaked credential"
+            );
+            assert!(pushed.is_empty(), "{token}: {case}: {pushed:?}");
+            let (r, _) = thief.call(made_up.1).await;
+            assert_eq!(
+                r,
+                unknown(victim),
+                "{token}: {case} with a made-up credential"
+            );
+        }
+        for (case, req) in naming(ended, guessed()) {
+            let (r, _) = thief.call(req).await;
+            assert_eq!(r, unknown(ended), "{token}: {case} on the ended session");
+        }
+        thieves.push(thief);
+    }
+    // The opener's token: a wrong credential is `NotOwner`; the right one is served, and
+    // the hold is the same, with the same token, as before the attempts — none of which
+    // took a place in the log (the keep-alive is the next entry but for the ticker's).
+    let (r, _) = owner
+        .call(Request::KeepAlive {
+            session: victim,
+            secret: guessed(),
+        })
+        .await;
+    assert_eq!(r, Err(ClientError::NotOwner { session: victim }));
+    let (r, _) = owner
+        .call(Request::KeepAlive {
+            session: victim,
+            secret,
+        })
+        .await;
+    let Ok(Reply::Done { index: after, .. }) = r else {
+        panic!("{r:?}")
+    };
+    assert!(
+        after - before < 10,
+        "{} entries for 54 refused requests",
+        after - before
+    );
+    let (r, _) = owner
+        .call(Request::Holders {
+            lock: "jobs/db".into(),
+        })
+        .await;
+    let Ok(Reply::Holders(h)) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        h.iter().map(|x| (x.session.0, x.token)).collect::<Vec<_>>(),
+        vec![(victim, token)]
+    );
+    let (r, _) = owner
+        .call(Request::Release {
+            session: victim,
+            secret,
+            lock: "jobs/db".into(),
+            request: None,
+        })
+        .await;
+    assert!(r.is_ok(), "{r:?}");
+    // None of the thieves' connections was attached: the release is pushed to none.
+    for mut thief in thieves {
+        let pushed = thief.pushes_within(Duration::from_millis(300)).await;
+        assert!(pushed.is_empty(), "{pushed:?}");
+    }
     t.stop().await;
 }
 
