@@ -22,6 +22,12 @@ extern "C" {
     #[wasm_bindgen(js_name = Uint8Array)]
     type PlainCopy;
 
+    /// `a.length` as a number: js-sys's `length()` is a `u32`, which a `Uint8Array` of
+    /// 2^32 elements or more (which V8 makes) would wrap past every size check. Read
+    /// only on a [`plain_bytes`] copy, whose getter is the intrinsic one.
+    #[wasm_bindgen(method, getter, js_name = length)]
+    fn length_f64(this: &PlainCopy) -> f64;
+
     /// `new Uint8Array(src)`: a plain copy made from `src`'s internal slots, so a
     /// subclass's overridden `length` getter is never consulted; throws if detached.
     #[wasm_bindgen(constructor, js_class = "Uint8Array", catch)]
@@ -565,24 +571,34 @@ pub fn bytes(v: &JsValue, what: &str) -> Result<Vec<u8>, Fail> {
     copy(&plain_bytes(v, what)?, what)
 }
 
+/// The length of a [`plain_bytes`] copy, whole: 2^32 or more is not wrapped (a typed
+/// array's length is below 2^53). Cost: one crossing.
+pub fn byte_len(plain: &Uint8Array) -> u64 {
+    plain.unchecked_ref::<PlainCopy>().length_f64() as u64
+}
+
 /// A name key argument (`setNameKey`): a `Uint8Array` of exactly 16 bytes, the core's
 /// [`NameKey`](fencelock::NameKey) as two little-endian words; else `bad_argument`.
 pub fn name_key(v: &JsValue) -> Result<fencelock::NameKey, Fail> {
     let plain = plain_bytes(v, "key")?;
     let mut key = [0u8; fencelock::NameKey::LEN];
-    if plain.length() as usize != key.len() {
+    let n = byte_len(&plain);
+    if n != key.len() as u64 {
         return Err(Fail::BadArgument(cat(&[
             "key must be 16 bytes, got ",
-            Dec::new(plain.length() as u64).as_str(),
+            Dec::new(n).as_str(),
         ])));
     }
     plain.copy_to(&mut key);
     Ok(fencelock::NameKey::from_bytes(key))
 }
 
-/// Copies a [`plain_bytes`] array into wasm memory (fallibly, as [`bytes`]).
+/// Copies a [`plain_bytes`] array into wasm memory (fallibly, as [`bytes`]): one longer
+/// than the module's address space is `out_of_memory` too.
 pub fn copy(plain: &Uint8Array, what: &str) -> Result<Vec<u8>, Fail> {
-    let mut out = zeroed(plain.length() as usize, what)?;
+    let n = byte_len(plain);
+    let n = usize::try_from(n).map_err(|_| no_room(n, what))?;
+    let mut out = zeroed(n, what)?;
     plain.copy_to(&mut out);
     Ok(out)
 }
@@ -590,16 +606,20 @@ pub fn copy(plain: &Uint8Array, what: &str) -> Result<Vec<u8>, Fail> {
 /// `n` zero bytes, allocated fallibly (`out_of_memory` rather than an abort).
 pub fn zeroed(n: usize, what: &str) -> Result<Vec<u8>, Fail> {
     let mut out = Vec::new();
-    out.try_reserve_exact(n).map_err(|_| {
-        Fail::OutOfMemory(cat(&[
-            "cannot allocate ",
-            Dec::new(n as u64).as_str(),
-            " bytes for ",
-            what,
-        ]))
-    })?;
+    out.try_reserve_exact(n)
+        .map_err(|_| no_room(n as u64, what))?;
     out.resize(n, 0);
     Ok(out)
+}
+
+/// `out_of_memory` for `n` bytes of `what`.
+fn no_room(n: u64, what: &str) -> Fail {
+    Fail::OutOfMemory(cat(&[
+        "cannot allocate ",
+        Dec::new(n).as_str(),
+        " bytes for ",
+        what,
+    ]))
 }
 
 // ------------------------------------------------------------------------- values out

@@ -722,7 +722,7 @@ impl LockService {
         let frame = js::plain_bytes(&frame, "frame")?;
         // No input frame is longer than MAX_FRAME_LEN (the core's decoder would refuse it
         // as BadFrame too): refuse it without copying it in.
-        if frame.length() as usize > MAX_FRAME_LEN {
+        if js::byte_len(&frame) > MAX_FRAME_LEN as u64 {
             let err = JsValue::from(Fail::from(Error::BadFrame));
             let _ = Reflect::set(&err, &JsValue::from_str("eventFrames"), &Array::new());
             return Err(err);

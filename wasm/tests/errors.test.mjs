@@ -2,6 +2,7 @@
 // TypeError for wrong types/shapes) with the right .code and .errno, and leaves the
 // state exactly as it was (snapshot() byte-identical, no events). The error precedence
 // is the core's (docs/SPEC.md §5): a multi-fault input gets the error the core gives.
+import os from 'node:os';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { wasm, LockService, FenceGate, SessionKeeper, hex, thrown, varint } from './pkg.mjs';
@@ -561,4 +562,33 @@ test('every bad_frame carries .eventFrames (empty), a frame refused for its leng
   }
   // a frame that is not a Uint8Array never reached the core: no frames at all
   assert.equal(thrown(() => svc.handleFrame([6, 100])).eventFrames, undefined);
+});
+
+// A typed array may hold 2^32 elements or more (V8 makes one of exactly 2^32): its length
+// must not wrap to a small number past the size checks. Each call copies the array once
+// on the JS heap (4 GiB, about 4 s), so the test needs that much memory free.
+const hugeLength = 2 ** 32;
+const roomForHuge = os.freemem() >= 10 * 2 ** 30;
+test('byte arrays of 2^32 elements are refused, typed, and the handle stays usable', {
+  skip: roomForHuge ? false : 'needs 10 GiB of free memory for 4 GiB copies',
+  timeout: 120_000,
+}, () => {
+  let huge;
+  try {
+    huge = new Uint8Array(hugeLength);
+  } catch (e) {
+    assert.fail(`this engine makes no Uint8Array of 2^32 elements: ${e.message}`);
+  }
+  const svc = busyService();
+  const before = hex(svc.snapshot());
+  const frame = thrown(() => svc.handleFrame(huge));
+  expectError(frame, 'bad_frame');
+  const key = thrown(() => svc.setNameKey(huge));
+  expectError(key, 'bad_argument');
+  assert.match(key.message, /got 4294967296/, 'the whole length, not its low 32 bits');
+  const restore = thrown(() => LockService.restore(huge, { sessions: 3, locks: 3, claims: 4 }));
+  expectError(restore, 'out_of_memory');
+  assert.match(restore.message, /4294967296 bytes/);
+  assert.equal(hex(svc.snapshot()), before);
+  assert.deepEqual(svc.tick(NOW).events, [], 'the service still works');
 });
