@@ -47,8 +47,8 @@ enum Queue {
     /// holding more than `limit` events (`room` is `limit` minus what is queued).
     Heap {
         events: VecDeque<Output>,
-        /// The most events it may hold, at least the core's bound at capacity
-        /// ([`ring_bound`]; `usize::MAX` if that overflows): the core's rule.
+        /// The most events it may hold, at least the core's bound at capacity: by
+        /// default the core's `LockService::default_event_limit` (its rule).
         limit: EventLimit,
     },
     /// `fencelock_service_init_in`: fixed slots in the caller's block.
@@ -373,9 +373,9 @@ unsafe fn build(
     })?;
     if let Queue::Heap { limit, .. } = &mut queue {
         // The core's default: twice the bound (a host that never drains is refused with
-        // `BUFFER_TOO_SMALL` instead of growing the queue without end).
-        let b = ring_bound(&svc.capacity().into(), svc.config().max_watchers);
-        *limit = EventLimit::new(b.unwrap_or(usize::MAX));
+        // `BUFFER_TOO_SMALL` instead of growing the queue without end), worked out in 64
+        // bits as every binding's is.
+        *limit = svc.default_event_limit();
     }
     let h = mem.cast::<fencelock_service>();
     // SAFETY: the handle sits at offset 0, aligned (the block's first part).
@@ -547,7 +547,7 @@ impl fencelock_service {
             let o = self
                 .queue
                 .get(i)
-                .ok_or((0, Fail::Code(fencelock_result::Panic)))?;
+                .ok_or((0, Fail::Code(fencelock_result::UnknownError)))?;
             need +=
                 FENCELOCK_FRAME_PREFIX_LEN + o.to_frame(&mut frame).map_err(|e| (0, e.into()))?;
         }

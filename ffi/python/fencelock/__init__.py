@@ -983,6 +983,8 @@ class Op:
                 wait: Union[Wait, str] = Wait.NONE, until: Optional[int] = None,
                 request: Optional[int] = None) -> "Op":
         f: dict[str, Any] = {"kind": 4}
+        # In the order the C ABI checks them: the name, then the mode, then the wait.
+        raw = _name(lock, "lock")
         if isinstance(mode, Permits):
             f.update(mode=3, count=_u32(mode.count, "count"), limit=_u32(mode.limit, "limit"))
         else:
@@ -991,8 +993,6 @@ class Op:
         if (w is Wait.UNTIL) != (until is not None):
             raise ArgumentError("invalid argument: give `until` exactly when wait is 'until'")
         f.update(wait=_WAIT_NUM[w], wait_until=0 if until is None else _u64(until, "until"))
-        # In the order `acquire` checks them: the name before the session and request.
-        raw = _name(lock, "lock")
         f.update(session=_u64(session, "session"), request_number=_request(request))
         return Op._make(f, raw)
 
@@ -1247,6 +1247,8 @@ class Service(_Handle):
         BAD_PERMITS, STALE_REQUEST, REQUEST_REUSED, LIMIT_MISMATCH, ALREADY_QUEUED,
         MODE_MISMATCH, CAPACITY_EXCEEDED (the core's order). Cost: the advance, then
         O(name length + log claims)."""
+        # In the order the C ABI checks them: the name, then the mode, then the wait.
+        raw = _name(lock, "lock")
         permits = mode if isinstance(mode, Permits) else None
         if permits is not None:
             count, limit = _u32(permits.count, "count"), _u32(permits.limit, "limit")
@@ -1256,7 +1258,6 @@ class Service(_Handle):
         if (w is Wait.UNTIL) != (until is not None):
             raise ArgumentError("invalid argument: give `until` exactly when wait is 'until'")
         deadline = 0 if until is None else _u64(until, "until")
-        raw = _name(lock, "lock")
         if permits is not None:
             return self._input(_lib.fencelock_service_acquire_permits, _u64(now, "now"),
                                _u64(session, "session"), raw, len(raw), count, limit,

@@ -669,6 +669,10 @@ def test_a_batch_goes_on_past_a_full_queue_and_raises_only_for_time():
             refused(fl.Result.INVALID_UTF8, make, -1, "\ud800")
         refused(fl.Result.INVALID_UTF8, svc.acquire, 1, -1, "\ud800")
         refused(fl.Result.INVALID_UTF8, fl.Op.acquire, -1, "\ud800")
+        # ... and before the mode and the wait, as the C ABI judges them.
+        for bad in ({"mode": "neither"}, {"wait": "sometimes"}, {"wait": "until"}):
+            refused(fl.Result.INVALID_UTF8, svc.acquire, 1, a, "\ud800", **bad)
+            refused(fl.Result.INVALID_UTF8, fl.Op.acquire, a, "\ud800", **bad)
         assert repr(fl.Op.release(a, JOB)) == f"Op.release({a}, {JOB!r})"
         assert repr(fl.Op.open_session(7)) == "Op.open_session(7)"
         assert svc.snapshot() == before
