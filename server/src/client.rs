@@ -1717,6 +1717,19 @@ impl LeaseInstant {
     pub fn now() -> LeaseInstant {
         LeaseInstant(lease_clock_ms())
     }
+
+    /// Its reading in ms. On Linux, Android and Apple systems the clock is the system's,
+    /// so another process of the host reads the same moment alike (`fencelock lock` hands
+    /// its lease's deadline to its supervisor so); elsewhere it counts from this process's
+    /// first reading. Cost: O(1).
+    pub fn to_millis(self) -> u64 {
+        self.0
+    }
+
+    /// The moment whose [`to_millis`](Self::to_millis) is `ms`. Cost: O(1).
+    pub fn from_millis(ms: u64) -> LeaseInstant {
+        LeaseInstant(ms)
+    }
 }
 
 /// Milliseconds since the session was opened, on the clock [`LeaseGuard`] times the lease
@@ -1894,6 +1907,18 @@ impl LeaseGuard {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .lease(now)
+    }
+
+    /// When the lease stops being safe ([`fencelock::Lease::Safe`]'s `until`, on the
+    /// guard's clock): `None` when it is not safe now. Without a later acknowledged
+    /// keep-alive, [`may_act`](Self::may_act) turns false then. Cost: O(1).
+    pub fn safe_until(&self) -> Option<LeaseInstant> {
+        match self.lease() {
+            fencelock::Lease::Safe { until } => {
+                Some(LeaseInstant(self.clock.origin.saturating_add(until)))
+            }
+            _ => None,
+        }
     }
 
     /// True only while the lease is certainly valid. Cost: O(1).
@@ -2499,10 +2524,14 @@ mod tests {
         };
         let guard = LeaseGuard::start_on(session, 10_000, 2_500, 2_000, clock).unwrap();
         assert!(guard.may_act(), "3 s after the open");
+        // The deadline a supervisor is handed: ttl − margin after the open, on this clock.
+        let until = LeaseInstant::from_millis(opened_at + 8_000);
+        assert_eq!(guard.safe_until(), Some(until));
         FAKE_MS.fetch_add(4_999, Ordering::SeqCst);
         assert!(guard.may_act(), "inside ttl - margin of the open");
         FAKE_MS.fetch_add(1, Ordering::SeqCst);
         assert!(!guard.may_act(), "ttl - margin after the open");
+        assert_eq!(guard.safe_until(), None, "not safe: no deadline");
     }
 
     /// On Linux the guard's clock is `CLOCK_BOOTTIME`, which a suspend advances, not the

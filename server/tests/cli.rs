@@ -332,6 +332,60 @@ fn a_lost_lease_stops_the_command_and_its_grandchild() {
     );
 }
 
+/// `lock` stopped (Ctrl-Z, SIGSTOP, a debugger) sends no keep-alive, so its lease runs out
+/// while it cannot act. Its supervisor holds the lease's deadline and stops the command
+/// (and its grandchild) then, by itself: the command's last write comes before the next
+/// holder's grant, which the session's expiry makes. Resumed, `lock` says the lease was
+/// lost (exit 3).
+#[test]
+fn a_stopped_cli_still_stops_its_command_when_the_lease_runs_out() {
+    let _s = serial();
+    let n = Node::start("stopped");
+    // The command writes the time (ns) every 20 ms; so does the next holder's, once.
+    let mut holder = n
+        .cli(&["lock", "L", "--ttl-ms", "1500"])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "sleep 60 & echo $! > gc; echo $$ > cmd; while :; do date +%s%N >> ticks; sleep 0.02; done",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
+    signal(holder.id(), "-STOP");
+    let next = n
+        .cli(&["lock", "L", "--wait-ms", "20000", "--ttl-ms", LONG_TTL])
+        .args(["--", "sh", "-c", "date +%s%N > granted"])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(next.success(), "the next holder: {next:?}");
+    let granted = read_number(&n.path("granted"));
+    // Ten of the command's periods: a command still running has written after the grant.
+    std::thread::sleep(Duration::from_millis(200));
+    let last = std::fs::read_to_string(n.path("ticks"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().parse::<u64>().ok())
+        .max()
+        .expect("the command wrote");
+    assert!(
+        last < granted,
+        "the command wrote at {last} ns, after the next holder's grant at {granted} ns"
+    );
+    assert!(
+        !running(cmd) && !running(gc),
+        "the command's group still runs"
+    );
+    signal(holder.id(), "-CONT");
+    let st = wait_exit(&mut holder, Duration::from_secs(15));
+    let err = stderr_of(&mut holder);
+    assert_eq!(st.code(), Some(3), "stderr: {err}");
+    assert!(err.contains("no longer safe"), "stderr: {err}");
+}
+
 #[test]
 fn killing_the_cli_stops_the_command_and_its_grandchild() {
     let _s = serial();

@@ -40,9 +40,14 @@
 //!   itself after exec, then checks that its parent is still the `lock` process that
 //!   started it, which closes the race with a `lock` that died before that), and also
 //!   polls its parent id every 100 ms;
-//! * on SIGTERM, SIGINT or SIGHUP, or when `lock` is gone, or when COMMAND has ended and
-//!   left processes behind, sends SIGTERM to the group, and SIGKILL to the group (itself
-//!   included) after `--kill-after-ms` if anything is left;
+//! * holds the lease's deadline, which `lock` writes to a private file (16 bytes,
+//!   `LeaseFile`) whenever it moves and which the supervisor opens and unlinks at start,
+//!   on the clock the lease is timed by (it counts a suspend), so the deadline holds even
+//!   while `lock` is stopped (Ctrl-Z, SIGSTOP, a debugger) or blocked;
+//! * on SIGTERM, SIGINT or SIGHUP, or when `lock` is gone, or when the lease's deadline
+//!   passes, or when COMMAND has ended and left processes behind, sends SIGTERM to the
+//!   group, and SIGKILL to the group (itself included) after `--kill-after-ms` if anything
+//!   is left;
 //! * exits with COMMAND's status (128 + N if a signal N ended it) once nothing is left.
 //!
 //! Every call is a safe one (std, tokio and the `nix` crate's safe wrappers of `prctl`,
@@ -335,6 +340,9 @@ time, nothing applied yet, a backup that fails its checks, or the file could not
         /// Grace (ms) between SIGTERM and SIGKILL.
         #[arg(long)]
         kill_after_ms: u64,
+        /// The file through which `lock` tells the lease's deadline (`LeaseFile`).
+        #[arg(long)]
+        lease_file: std::path::PathBuf,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -416,8 +424,15 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
         Cmd::Supervise {
             parent,
             kill_after_ms,
+            lease_file,
             command,
-        } => Ok(supervise(parent, Duration::from_millis(kill_after_ms), &command).await),
+        } => Ok(supervise(
+            parent,
+            Duration::from_millis(kill_after_ms),
+            &lease_file,
+            &command,
+        )
+        .await),
         Cmd::Holder { name } => {
             let hs = opts.deadline(opts.client().holders(&name)).await?;
             let mut text = String::new();
@@ -1158,7 +1173,18 @@ async fn lock(
         ),
         _ => note!("fencelock: holding {name} with token {}", token.0),
     }
-    let spawned = supervisor(kill_after, command).and_then(|mut c| {
+    // The supervisor holds the lease's deadline too, and stops the command then by
+    // itself: this process may be stopped (Ctrl-Z, SIGSTOP, a debugger) or blocked (a
+    // full stderr) when the lease runs out.
+    let mut lease_file = match LeaseFile::create() {
+        Ok(f) => f,
+        Err(e) => {
+            end_session(opts, &session).await;
+            return Err(format!("cannot make the lease's deadline file: {e}").into());
+        }
+    };
+    lease_file.tell(guard.safe_until());
+    let spawned = supervisor(kill_after, &lease_file.path, command).and_then(|mut c| {
         c.env("FENCELOCK_TOKEN", token.0.to_string())
             .env("FENCELOCK_SESSION", session.id().to_string())
             .env("FENCELOCK_LOCK", name);
@@ -1204,6 +1230,12 @@ async fn lock(
                         let _ = killpg(g, Signal::SIGKILL);
                     }
                 }
+                // The supervisor stopped the command at the lease's deadline, which
+                // passed while this process could not act.
+                if !guard.may_act() {
+                    note!("fencelock: lease on {name} no longer safe; the command was stopped");
+                    break Ended::LeaseLost;
+                }
                 break Ended::Exited(st);
             }
             r = &mut gone, if !checked => {
@@ -1231,6 +1263,7 @@ async fn lock(
             }
             _ = check.tick() => {}
         }
+        lease_file.tell(guard.safe_until());
         if !guard.may_act() {
             note!("fencelock: lease on {name} no longer safe; stopping the command");
             stop(&mut sup, kill_after).await;
@@ -1301,6 +1334,7 @@ impl Drop for AbortOnDrop {
 /// the same version), in its hidden mode.
 fn supervisor(
     kill_after: Duration,
+    lease_file: &std::path::Path,
     command: &[String],
 ) -> std::io::Result<tokio::process::Command> {
     let exe = if cfg!(target_os = "linux") {
@@ -1315,6 +1349,8 @@ fn supervisor(
         .arg(std::process::id().to_string())
         .arg("--kill-after-ms")
         .arg(kill_after.as_millis().to_string())
+        .arg("--lease-file")
+        .arg(lease_file)
         .arg("--")
         .args(command)
         .process_group(0);
@@ -1342,9 +1378,84 @@ async fn stop(sup: &mut tokio::process::Child, kill_after: Duration) {
     }
 }
 
+/// The lease's deadline, which `lock` writes and its supervisor reads: a file of 16 bytes,
+/// the deadline's [`LeaseInstant::to_millis`] (0: not safe) and its bitwise complement,
+/// little-endian, rewritten in place with one write, so a read of two halves that do not
+/// match (a write under way) is told from a deadline. `lock` makes it (private to its
+/// user, in `$XDG_RUNTIME_DIR` or the temporary directory) before it starts the
+/// supervisor; the supervisor opens it and unlinks it, so it lives as long as the two
+/// hold it, and a cleaner of the temporary directory cannot take it from them.
+struct LeaseFile {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+    told: Option<u64>,
+}
+
+impl LeaseFile {
+    /// A new file, holding "not safe" until [`LeaseFile::tell`]. Errors: the I/O error.
+    fn create() -> std::io::Result<LeaseFile> {
+        let dir = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(std::path::PathBuf::from)
+            .filter(|d| d.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = dir.join(format!("fencelock-lease-{}-{nanos}", std::process::id()));
+        let file = fencelock_server::disk::create_private_file(&path)?;
+        let mut f = LeaseFile {
+            file,
+            path,
+            told: None,
+        };
+        f.tell(None);
+        Ok(f)
+    }
+
+    /// Writes `until` (`None`: not safe), if it is not what the file holds already.
+    fn tell(&mut self, until: Option<LeaseInstant>) {
+        use std::os::unix::fs::FileExt;
+        let ms = until.map_or(0, LeaseInstant::to_millis);
+        if self.told == Some(ms) {
+            return;
+        }
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&ms.to_le_bytes());
+        b[8..].copy_from_slice(&(!ms).to_le_bytes());
+        // A failed write leaves the deadline before, which passes: the command is
+        // stopped then, never later.
+        if self.file.write_all_at(&b, 0).is_ok() {
+            self.told = Some(ms);
+        }
+    }
+
+    /// The deadline `file` holds (0: not safe), `None` while a write is under way or it
+    /// cannot be read. Cost: one `pread`.
+    fn read(file: &std::fs::File) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut b = [0u8; 16];
+        file.read_exact_at(&mut b, 0).ok()?;
+        let ms = u64::from_le_bytes(b[..8].try_into().ok()?);
+        let check = u64::from_le_bytes(b[8..].try_into().ok()?);
+        (ms == !check).then_some(ms)
+    }
+}
+
+impl Drop for LeaseFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path); // the supervisor may have done it
+    }
+}
+
 /// The supervisor (hidden subcommand): see the crate docs. Returns the command's status,
-/// 126/127 if it could not be started, 1 if `parent` is no longer this process's parent.
-async fn supervise(parent: u32, kill_after: Duration, command: &[String]) -> ExitCode {
+/// 126/127 if it could not be started, 1 if `parent` is no longer this process's parent
+/// or the lease file cannot be read (the command is not started).
+async fn supervise(
+    parent: u32,
+    kill_after: Duration,
+    lease_file: &std::path::Path,
+    command: &[String],
+) -> ExitCode {
     use nix::errno::Errno;
     use nix::sys::wait::{waitpid, WaitStatus};
     use std::os::unix::process::parent_id;
@@ -1368,6 +1479,23 @@ async fn supervise(parent: u32, kill_after: Duration, command: &[String]) -> Exi
     if parent_id() != parent {
         return ExitCode::from(1); // `lock` died before the death signal was armed
     }
+    // The lease's deadline, as `lock` tells it; the command starts only if it is known.
+    let lease = std::fs::File::open(lease_file);
+    let _ = std::fs::remove_file(lease_file);
+    let (lease, mut safe_until) = match lease.map(|f| (LeaseFile::read(&f), f)) {
+        Ok((Some(until), f)) => (f, until),
+        Ok((None, _)) => {
+            note!(
+                "fencelock: supervisor: {}: no deadline",
+                lease_file.display()
+            );
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            note!("fencelock: supervisor: {}: {e}", lease_file.display());
+            return ExitCode::from(1);
+        }
+    };
     let group = nix::unistd::getpgrp();
     let child = match std::process::Command::new(&command[0])
         .args(&command[1..])
@@ -1402,6 +1530,8 @@ async fn supervise(parent: u32, kill_after: Duration, command: &[String]) -> Exi
     let mut status: Option<i32> = None;
     let mut kill_at: Option<tokio::time::Instant> = None;
     let mut poll = tokio::time::interval(Duration::from_millis(100));
+    // As often as `lock` looks at its lease; on the lease's clock, which counts a suspend.
+    let mut lease_check = tokio::time::interval(Duration::from_millis(20));
     loop {
         let stop = tokio::select! {
             r = reaped.recv() => match r {
@@ -1418,6 +1548,15 @@ async fn supervise(parent: u32, kill_after: Duration, command: &[String]) -> Exi
             },
             _ = signals.recv() => true,
             _ = poll.tick() => parent_id() != parent,
+            _ = lease_check.tick() => {
+                if let Some(until) = LeaseFile::read(&lease) {
+                    safe_until = until;
+                }
+                // Nothing is written here: a write to a full stderr could hold up the
+                // SIGKILL that must land before the lease can expire (`lock` says why
+                // when it runs again).
+                LeaseInstant::now() >= LeaseInstant::from_millis(safe_until)
+            }
             _ = sleep_until(kill_at) => {
                 let _ = killpg(group, Signal::SIGKILL); // this process included
                 continue;
