@@ -234,7 +234,9 @@ struct Inner {
 /// never waits longer than the lease can survive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
-    /// How long one TCP connect to a node may take before the next node is tried.
+    /// How long one TCP connect to a node may take before the next node is tried; with
+    /// TLS, its handshake is given as long again (and 5 s at most), so a node that accepts
+    /// and never answers (a stopped process's backlog) costs no more.
     pub connect: Duration,
     /// How long one attempt waits for its reply before the connection is dropped and the
     /// request retried (elsewhere, if the node is gone). Membership changes wait 30 s.
@@ -453,7 +455,11 @@ impl Client {
             Some(cfg) => {
                 let name = crate::tls::server_name(&addr).map_err(ClientError::BadRequest)?;
                 let connect = tokio_rustls::TlsConnector::from(cfg.clone()).connect(name, sock);
-                let t = tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, connect)
+                let limit = self
+                    .inner
+                    .connect_timeout
+                    .min(crate::tls::HANDSHAKE_TIMEOUT);
+                let t = tokio::time::timeout(limit, connect)
                     .await
                     .map_err(|_| ClientError::Unavailable(format!("TLS to {addr} timed out")))?
                     .map_err(|e| ClientError::Unavailable(format!("TLS to {addr}: {e}")))?;
@@ -1935,6 +1941,13 @@ impl LeaseGuard {
     }
 }
 
+/// Whether `e` refuses a read for a while only: the node's bound on list answers not yet
+/// read (`Limit { kind: "unwritten_lists" }`), which other clients' reads hold until they
+/// are read. Cost: O(1).
+fn for_a_while(e: &ClientError) -> bool {
+    matches!(e, ClientError::Limit { kind, .. } if kind == "unwritten_lists")
+}
+
 /// Whether `e` leaves a request's outcome unknown: it may or may not have been applied
 /// (no leader answered in time, or the answer was too large to read after it was).
 fn outcome_unknown(e: &ClientError) -> bool {
@@ -1966,10 +1979,11 @@ impl Settler {
     /// withdrawal.
     ///
     /// Errors: an error that leaves an outcome unknown (`Unavailable`, `NotLeader`) of the
-    /// repeat, the reads or the withdrawals. Any other refusal ends the settling: by the
-    /// core, nothing was applied or nothing is left; by the node (a token no longer
-    /// allowed, a limit), it cannot be settled, and what is left stays until the session
-    /// ends.
+    /// repeat, the reads or the withdrawals, and a read refused for a while (the node's
+    /// bound on unread lists: `Limit { kind: "unwritten_lists" }`). Any other refusal ends
+    /// the settling: by the core, nothing was applied or nothing is left; by the node (a
+    /// token no longer allowed, another limit), it cannot be settled, and what is left
+    /// stays until the session ends.
     async fn settle(&self, g: &mut Numbering) -> Result<Option<Withdrew>, ClientError> {
         let mut withdrew = None;
         // Each round moves on (a wait granted in between is found again as a hold), so a
@@ -2047,9 +2061,12 @@ impl Settler {
     /// Errors: those of the reads and the withdrawal that leave an outcome unknown; a
     /// `not_queued` / `not_holder` refusal means: look again; any other refusal ends it.
     async fn withdraw_claim(&self, g: &mut Numbering, lock: &str) -> Result<(), ClientError> {
-        // A read refused by the node (not a lost answer) cannot be settled either.
+        // A read refused by the node (not a lost answer) cannot be settled either — but
+        // one refused for a while (the node's bound on unread lists, which other clients'
+        // reads hold) is tried again: given up, the wait or hold would stay unseen while
+        // the session lives, and a cancel would report it gone.
         let give_up = |g: &mut Numbering, e: ClientError| {
-            if outcome_unknown(&e) {
+            if outcome_unknown(&e) || for_a_while(&e) {
                 Err(e)
             } else {
                 g.unsettled = None;
@@ -2186,6 +2203,47 @@ mod tests {
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
 
+    /// A node that accepts the TCP connection and never answers the TLS handshake (a
+    /// stopped process: the kernel accepts into its backlog) costs a call no more than the
+    /// connect timeout, not the 5 s a handshake may take at most: the lease's keep-alives
+    /// wait behind it.
+    #[tokio::test]
+    async fn a_handshake_that_never_comes_costs_at_most_the_connect_timeout() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let _held = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = l.accept().await {
+                held.push(s); // never read, never written
+            }
+        });
+        let ca = crate::tls::DevCa::new().unwrap();
+        let client = Client::with_options(
+            vec![addr],
+            ClientOptions {
+                tls: Some(crate::tls::client_config_from(&[ca.cert_der()]).unwrap()),
+                timeouts: Timeouts {
+                    connect: Duration::from_millis(300),
+                    reply: Duration::from_millis(300),
+                    retry_for: Duration::from_millis(100),
+                    ..Timeouts::default()
+                },
+                ..ClientOptions::default()
+            },
+        );
+        let start = Instant::now();
+        let r = client.holders("x").await;
+        assert!(
+            matches!(&r, Err(ClientError::Unavailable(m)) if m.contains("TLS") && m.contains("timed out")),
+            "{r:?}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
     /// A numbered request's `begin` stops the session's pending background settling at
     /// once; if the call is dropped before it has the numbering, the settling is armed
     /// again as it was (same `begun`), not lost. Once it has the numbering, the slot is
@@ -2287,6 +2345,115 @@ mod tests {
             now: 1,
             index: 1,
         })
+    }
+
+    /// A cancel that settles a dropped acquire does not report the wait withdrawn while
+    /// the node refuses, for a while, the read that finds it (its bound on unread lists,
+    /// which other clients hold): the cancel fails with that refusal and keeps the mark,
+    /// and the next one finds the wait and cancels it. Before, the refusal was taken as
+    /// "cannot be settled", the cancel answered `Ok` and the wait stayed queued.
+    #[tokio::test]
+    async fn a_read_refused_for_a_while_does_not_settle_a_dropped_acquire() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let client = Client::new(vec![addr]);
+        let (sent_tx, sent_rx) = tokio::sync::oneshot::channel::<()>();
+        let node = tokio::spawn(async move {
+            let (a, _) = listener.accept().await.unwrap();
+            let (ar, mut aw) = a.into_split();
+            let mut ar = BufReader::new(ar);
+            let f = next_request(&mut ar).await;
+            let opened = fencelock::Reply::Opened {
+                session: SessionId(1),
+                expires_at: Tick(60_000),
+            };
+            let reply = Reply::Opened {
+                reply: opened,
+                secret: SessionSecret([1; 16]),
+                now: 1,
+                index: 1,
+            };
+            answer(&mut aw, f.id, Ok(reply)).await;
+            // The acquire: read, never answered (its caller drops it).
+            let f = next_request(&mut ar).await;
+            assert!(matches!(f.req, Request::Acquire { .. }), "{:?}", f.req);
+            sent_tx.send(()).unwrap();
+            let queued = || {
+                Ok(Reply::Done {
+                    reply: fencelock::Reply::Queued {
+                        mode: Mode::Exclusive,
+                        position: 1,
+                    },
+                    now: 1,
+                    index: 2,
+                })
+            };
+            let mut seen = Vec::new();
+            let mut waiters_read = 0;
+            loop {
+                let f = next_request(&mut ar).await;
+                seen.push(
+                    format!("{:?}", f.req)
+                        .split([' ', '{'])
+                        .next()
+                        .unwrap()
+                        .to_string(),
+                );
+                let r = match f.req {
+                    Request::Acquire { .. } => queued(),
+                    Request::Waiters { .. } => {
+                        waiters_read += 1;
+                        if waiters_read == 1 {
+                            Err(ClientError::Limit {
+                                kind: "unwritten_lists".into(),
+                                message: "retry once they are read".into(),
+                            })
+                        } else {
+                            Ok(Reply::Waiters(vec![fencelock::Waiter {
+                                session: SessionId(1),
+                                mode: Mode::Exclusive,
+                                deadline: None,
+                                label: Default::default(),
+                            }]))
+                        }
+                    }
+                    Request::Cancel { .. } => Ok(Reply::Done {
+                        reply: fencelock::Reply::Cancelled,
+                        now: 1,
+                        index: 3,
+                    }),
+                    other => panic!("unexpected {other:?}"),
+                };
+                let cancelled = seen.last().is_some_and(|k| k == "Cancel");
+                answer(&mut aw, f.id, r).await;
+                if cancelled {
+                    return seen;
+                }
+            }
+        });
+        let session = client.open_session(60_000).await.unwrap();
+        tokio::select! {
+            _ = session.acquire("x", Mode::Exclusive, WaitSpec::Forever) => panic!("answered"),
+            _ = sent_rx => {} // the acquire went out: dropped now, its outcome unknown
+        }
+        let r = session.cancel("x").await;
+        assert!(
+            matches!(&r, Err(ClientError::Limit { kind, .. }) if kind == "unwritten_lists"),
+            "{r:?}"
+        );
+        session
+            .cancel("x")
+            .await
+            .expect("the second cancel withdraws the wait");
+        let seen = tokio::time::timeout(Duration::from_secs(10), node)
+            .await
+            .expect("a Cancel reached the node")
+            .unwrap();
+        assert_eq!(
+            seen,
+            ["Acquire", "Waiters", "Acquire", "Waiters", "Cancel"],
+            "each cancel repeats the acquire and reads the queue; the second withdraws"
+        );
     }
 
     /// A dropped session leaves nothing in its client: not its credential, its lost mark
