@@ -677,8 +677,9 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
     assert_eq!(st.status.code(), Some(64));
     let st = n.cli(&["lock", "L"]).output().unwrap();
     assert_eq!(st.status.code(), Some(64), "a lock without a command");
-    // A kill grace as long as the lease's margin (a fifth of the ttl: 600 ms of 3000)
-    // would let the command outlive its lease: refused before anything is asked.
+    // A kill grace as long as the lease's margin (a fifth of the ttl: 600 ms of 3000) less
+    // the 20 ms between two looks at the lease would let the command outlive its lease:
+    // refused before anything is asked.
     let st = n
         .cli(&[
             "lock",
@@ -686,7 +687,7 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
             "--ttl-ms",
             "3000",
             "--kill-after-ms",
-            "600",
+            "580",
             "--",
             "true",
         ])
@@ -697,7 +698,7 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
     assert!(err.contains("must be below the margin"), "{err}");
     assert_eq!(n.holder("L"), "", "nothing was acquired");
     // Below it, and by default (a tenth of a short ttl), the command runs.
-    for grace in [&["--kill-after-ms", "599"][..], &[]] {
+    for grace in [&["--kill-after-ms", "579"][..], &[]] {
         let st = n
             .cli(&["lock", "L", "--ttl-ms", "3000"])
             .args(grace)

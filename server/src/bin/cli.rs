@@ -84,6 +84,9 @@ const EXIT_USAGE: u8 = 64;
 const EXIT_NOT_FOUND: u8 = 127;
 /// Exit status when the command was found but could not be run (as a POSIX shell).
 const EXIT_CANNOT_RUN: u8 = 126;
+/// How often `lock`, and its supervisor, look at the lease: the SIGTERM at its end comes
+/// up to this much after it.
+const LEASE_CHECK: Duration = Duration::from_millis(20);
 /// The hidden subcommand that runs the supervisor.
 const SUPERVISE: &str = "__supervise";
 
@@ -479,16 +482,18 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
                 (Some(count), Some(limit)) => Mode::Permits { count, limit },
                 _ => Mode::Exclusive,
             };
-            // The command is told to stop when the lease stops being safe, a margin (ttl/5)
-            // before the cluster could expire the session; SIGKILL must come within it.
+            // The command is told to stop when the lease stops being safe (seen within a
+            // lease check), a margin (ttl/5) before the cluster could expire the session;
+            // SIGKILL must come within it.
             let margin = opts.ttl_ms / 5;
+            let check = LEASE_CHECK.as_millis() as u64;
             let kill_after_ms = match kill_after_ms {
                 None => 1_000.min(opts.ttl_ms / 10),
-                Some(ms) if ms >= margin => {
+                Some(ms) if ms.saturating_add(check) >= margin => {
                     note!(
                         "fencelock: --kill-after-ms {ms} would let the command outlive its lease: \
-                         it must be below the margin, a fifth of --ttl-ms ({margin} ms); lower it \
-                         or raise --ttl-ms"
+                         it must be below the margin, a fifth of --ttl-ms ({margin} ms), less \
+                         the {check} ms between two looks at the lease; lower it or raise --ttl-ms"
                     );
                     return Ok(ExitCode::from(EXIT_USAGE));
                 }
@@ -1209,7 +1214,7 @@ async fn lock(
     };
     // The supervisor leads the command's process group: its pid is the group's id.
     let group = sup.id().map(|pid| Pid::from_raw(pid as i32));
-    let mut check = tokio::time::interval(Duration::from_millis(20));
+    let mut check = tokio::time::interval(LEASE_CHECK);
     let (holding, mut gone) = watch_hold(
         client.clone(),
         name.to_string(),
@@ -1531,7 +1536,7 @@ async fn supervise(
     let mut kill_at: Option<tokio::time::Instant> = None;
     let mut poll = tokio::time::interval(Duration::from_millis(100));
     // As often as `lock` looks at its lease; on the lease's clock, which counts a suspend.
-    let mut lease_check = tokio::time::interval(Duration::from_millis(20));
+    let mut lease_check = tokio::time::interval(LEASE_CHECK);
     loop {
         let stop = tokio::select! {
             r = reaped.recv() => match r {
