@@ -533,8 +533,10 @@ impl<S: Storage> LockService<S> {
                 // A number is only ever recorded together with its reply (0 may precede
                 // any reply: request number 0 is legal).
                 Recorded::None => r.last_request == 0 && r.last_target == 0,
+                // Recorded at some time t >= 0 as t + ttl; later keep-alives without a
+                // number may have moved the session's deadline on since.
                 Recorded::KeptAlive { expires_at } => {
-                    r.last_target == 0 && expires_at <= r.expires_at
+                    r.last_target == 0 && r.ttl <= expires_at && expires_at <= r.expires_at
                 }
                 // A permit acquire's reply is recorded as `GrantedPermits`/`QueuedPermits`.
                 Recorded::Granted {

@@ -268,6 +268,17 @@ fn restore_checks_recorded_replies() {
     s.refused("recorded reply does not fit its session");
     let mut s = Snap::base();
     s.sessions[0].3 = 4;
+    s.sessions[0].4 = Recorded::KeptAlive { expires_at: 9 }; // below the ttl: no time t >= 0 gives t + ttl
+    s.refused("recorded reply does not fit its session");
+    let mut s = Snap::base();
+    s.sessions[0].3 = 4;
+    s.sessions[0].4 = Recorded::KeptAlive { expires_at: 10 }; // recorded at time 0
+    assert!(
+        s.restore().is_ok(),
+        "a keep-alive recorded at time 0 restores"
+    );
+    let mut s = Snap::base();
+    s.sessions[0].3 = 4;
     s.sessions[0].4 = Recorded::Released { token: 1 };
     s.sessions[0].5 = 0xdead_beef;
     assert!(s.restore().is_ok(), "a valid recorded reply restores");
