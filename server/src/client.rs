@@ -549,14 +549,16 @@ impl Client {
                 .await
             {
                 Ok(_) => {}
-                // It ended while we were away: nothing to attach, and nothing to wait for.
-                Err(ClientError::Core(e)) if e.kind == "unknown_session" => self.lose(session),
-                Err(e) => {
+                Err(e) if outcome_unknown(&e) => {
                     if let ClientError::NotLeader { leader } = &e {
                         self.st().preferred = leader.clone();
                     }
                     return Err(e);
                 }
+                // It ended while we were away (`unknown_session`), or the node refuses to
+                // keep it alive (a token no longer allowed to): it is lost, and the
+                // refusal is this session's alone — the connection serves the others.
+                Err(_) => self.lose(session),
             }
         }
         Ok(())
@@ -2345,6 +2347,81 @@ mod tests {
             now: 1,
             index: 1,
         })
+    }
+
+    /// A session the node refuses to re-attach on a new connection (its keep-alive
+    /// `Forbidden`: the token no longer allowed to) is lost, and the connection serves the
+    /// client's other sessions and its reads. Before, the refusal failed the whole connect,
+    /// so every call of the client failed with it.
+    #[tokio::test]
+    async fn a_session_refused_at_reattach_is_lost_and_the_rest_goes_on() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let client = Client::new(vec![addr]);
+        let node = tokio::spawn(async move {
+            {
+                let (a, _) = listener.accept().await.unwrap();
+                let (ar, mut aw) = a.into_split();
+                let mut ar = BufReader::new(ar);
+                for id in [1, 2] {
+                    let f = next_request(&mut ar).await;
+                    let reply = Reply::Opened {
+                        reply: fencelock::Reply::Opened {
+                            session: SessionId(id),
+                            expires_at: Tick(60_000),
+                        },
+                        secret: SessionSecret([id as u8; 16]),
+                        now: 1,
+                        index: 1,
+                    };
+                    answer(&mut aw, f.id, Ok(reply)).await;
+                }
+            } // the first connection is dropped
+            let (a, _) = listener.accept().await.unwrap();
+            let (ar, mut aw) = a.into_split();
+            let mut ar = BufReader::new(ar);
+            loop {
+                let f = next_request(&mut ar).await;
+                let r = match f.req {
+                    Request::KeepAlive { session: 1, .. } => Err(ClientError::Forbidden(
+                        "this token may not keep sessions alive".into(),
+                    )),
+                    Request::KeepAlive { .. } => Ok(Reply::Done {
+                        reply: fencelock::Reply::KeptAlive {
+                            expires_at: Tick(60_000),
+                        },
+                        now: 1,
+                        index: 2,
+                    }),
+                    Request::Holders { .. } => Ok(Reply::Holders(vec![])),
+                    other => panic!("unexpected {other:?}"),
+                };
+                let read = matches!(r, Ok(Reply::Holders(_)));
+                answer(&mut aw, f.id, r).await;
+                if read {
+                    return (ar, aw);
+                }
+            }
+        });
+        let one = client.open_session(60_000).await.unwrap();
+        let two = client.open_session(60_000).await.unwrap();
+        let mut changed = client.inner.changed.subscribe();
+        let mut tries = 0;
+        let r = loop {
+            // The first attempts may find the first connection still up, then closed.
+            tries += 1;
+            match client.holders("x").await {
+                Err(ClientError::Unavailable(_)) if tries < 100 => {
+                    let _ =
+                        tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
+                }
+                r => break r,
+            }
+        };
+        assert_eq!(r, Ok(vec![]), "the read is served");
+        assert!(one.is_lost(), "the refused session is lost");
+        assert!(!two.is_lost(), "the other is not");
+        let _conn = node.await.unwrap();
     }
 
     /// A cancel that settles a dropped acquire does not report the wait withdrawn while
