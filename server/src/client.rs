@@ -2298,6 +2298,29 @@ mod tests {
             .expect("written");
     }
 
+    /// Reads the next request, an open, and answers it: session `id`, a credential of
+    /// bytes `key`, its deadline `expires_at`.
+    async fn answer_open<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+        r: &mut R,
+        w: &mut W,
+        id: u64,
+        key: u8,
+        expires_at: u64,
+    ) {
+        let f = next_request(r).await;
+        assert!(matches!(f.req, Request::Open { .. }), "{:?}", f.req);
+        let reply = Reply::Opened {
+            reply: fencelock::Reply::Opened {
+                session: SessionId(id),
+                expires_at: Tick(expires_at),
+            },
+            secret: SessionSecret([key; 16]),
+            now: 1,
+            index: 1,
+        };
+        answer(w, f.id, Ok(reply)).await;
+    }
+
     fn granted(token: u64) -> Output {
         Output::Granted {
             session: SessionId(1),
@@ -2364,17 +2387,7 @@ mod tests {
                 let (ar, mut aw) = a.into_split();
                 let mut ar = BufReader::new(ar);
                 for id in [1, 2] {
-                    let f = next_request(&mut ar).await;
-                    let reply = Reply::Opened {
-                        reply: fencelock::Reply::Opened {
-                            session: SessionId(id),
-                            expires_at: Tick(60_000),
-                        },
-                        secret: SessionSecret([id as u8; 16]),
-                        now: 1,
-                        index: 1,
-                    };
-                    answer(&mut aw, f.id, Ok(reply)).await;
+                    answer_open(&mut ar, &mut aw, id, id as u8, 60_000).await;
                 }
             } // the first connection is dropped
             let (a, _) = listener.accept().await.unwrap();
@@ -2439,18 +2452,7 @@ mod tests {
             let (a, _) = listener.accept().await.unwrap();
             let (ar, mut aw) = a.into_split();
             let mut ar = BufReader::new(ar);
-            let f = next_request(&mut ar).await;
-            let opened = fencelock::Reply::Opened {
-                session: SessionId(1),
-                expires_at: Tick(60_000),
-            };
-            let reply = Reply::Opened {
-                reply: opened,
-                secret: SessionSecret([1; 16]),
-                now: 1,
-                index: 1,
-            };
-            answer(&mut aw, f.id, Ok(reply)).await;
+            answer_open(&mut ar, &mut aw, 1, 1, 60_000).await;
             // The acquire: read, never answered (its caller drops it).
             let f = next_request(&mut ar).await;
             assert!(matches!(f.req, Request::Acquire { .. }), "{:?}", f.req);
@@ -2547,19 +2549,7 @@ mod tests {
             let (ar, mut aw) = a.into_split();
             let mut ar = BufReader::new(ar);
             for id in [1, 2] {
-                let f = next_request(&mut ar).await;
-                assert!(matches!(f.req, Request::Open { .. }), "{:?}", f.req);
-                let opened = fencelock::Reply::Opened {
-                    session: SessionId(id),
-                    expires_at: Tick(10_000),
-                };
-                let reply = Reply::Opened {
-                    reply: opened,
-                    secret: SessionSecret([id as u8; 16]),
-                    now: 1,
-                    index: 1,
-                };
-                answer(&mut aw, f.id, Ok(reply)).await;
+                answer_open(&mut ar, &mut aw, id, id as u8, 10_000).await;
             }
             // Session 1 is granted "x", then expires; session 2 is granted "x" too.
             for push in [
@@ -2663,19 +2653,7 @@ mod tests {
             let (a, _) = listener.accept().await.unwrap();
             let (ar, mut aw) = a.into_split();
             let mut ar = BufReader::new(ar);
-            let f = next_request(&mut ar).await;
-            assert!(matches!(f.req, Request::Open { .. }), "{:?}", f.req);
-            let opened = fencelock::Reply::Opened {
-                session: SessionId(1),
-                expires_at: Tick(10_000),
-            };
-            let reply = Reply::Opened {
-                reply: opened,
-                secret: SessionSecret([7; 16]),
-                now: 1,
-                index: 1,
-            };
-            answer(&mut aw, f.id, Ok(reply)).await;
+            answer_open(&mut ar, &mut aw, 1, 7, 10_000).await;
             let f = next_request(&mut ar).await;
             assert!(matches!(f.req, Request::Acquire { .. }), "{:?}", f.req);
             let leader = Some(addr);

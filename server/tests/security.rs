@@ -682,18 +682,8 @@ async fn a_connection_keeps_the_token_it_was_accepted_with() {
     let mut a = t.attacker().await;
     let (r, _) = a.call(authenticate(JOBS)).await;
     assert!(matches!(r, Ok(Reply::Authenticated)), "{r:?}");
-    let (r, _) = a
-        .call(Request::Open {
-            ttl_ms: 60_000,
-            key: None,
-        })
-        .await;
-    let Ok(Reply::Opened { reply, secret, .. }) = r else {
-        panic!("{r:?}")
-    };
-    let fencelock::Reply::Opened { session, .. } = reply else {
-        panic!("{reply:?}")
-    };
+    let (session, secret) = a.open().await;
+    let session = fencelock::SessionId(session);
     let acquire = |lock: &str, wait| Request::Acquire {
         session: session.0,
         secret,
