@@ -2148,15 +2148,14 @@ async fn run_ticker(
             }
             continue;
         }
+        // The next deadline first, then the stamp, then the write with nothing between:
+        // the state lock can be held for a whole apply, and a stamp taken before waiting
+        // for it could reach the log in a later term of this node, its grace skipped. A
+        // deadline that moved meanwhile costs a tick with nothing due, or the next look.
+        let next = shared.state().svc.poll_timeout();
         let Some(stamp) = clock.stamp() else { continue };
-        let due = shared
-            .state()
-            .svc
-            .poll_timeout()
-            .is_some_and(|t| t.0 <= stamp);
-        if due {
-            // Straight to openraft, not through the proposer: a batch is stamped when it
-            // is formed, later than this tick, which the core would refuse as going back.
+        if next.is_some_and(|t| t.0 <= stamp) {
+            // Straight to openraft, not behind the proposer's queue: a deadline is due.
             let cmd = Cmd::new(None, [Op::Input(Input::Tick { now: Tick(stamp) })]);
             let _ = tokio::time::timeout(
                 Duration::from_millis(config.request_timeout_ms),
