@@ -38,8 +38,13 @@ impl Sink for alloc::vec::Vec<Output> {
 
 impl<const N: usize> Sink for heapless::Deque<Output, N> {
     fn event(&mut self, event: Output) {
-        // Cannot fail: the service checks `room` before it changes anything.
-        let _ = self.push_back(event);
+        // Cannot fail: the service checks `room` before it changes anything. Should the
+        // bound ever fall short, tests and fuzzing (debug builds) say so here.
+        let pushed = self.push_back(event);
+        debug_assert!(
+            pushed.is_ok(),
+            "a bounded sink was full: the event bound fell short"
+        );
     }
 
     fn room(&self) -> usize {
