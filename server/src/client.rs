@@ -588,13 +588,18 @@ impl Client {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id, tx);
-        let written = {
+        // Bounded like the reply: a node that stops reading would otherwise hold this
+        // request, and every other one behind the connection's writer, keep-alives
+        // included. A write cut short leaves the stream torn: the connection is dropped.
+        let written = tokio::time::timeout(wait, async {
             let mut w = conn.writer.lock().await;
             if let Some(flag) = written {
                 flag.store(true, Ordering::SeqCst);
             }
             frame::write(&mut *w, &ClientFrame { id, req }).await
-        };
+        })
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::from(std::io::ErrorKind::TimedOut)));
         // The reader may have died (and cleared `pending`) before our id went in; then no
         // reply can come: fail now rather than after the reply timeout — unless it left
         // an answer for us on its way out (a node of another wire version, named).
@@ -2370,6 +2375,48 @@ mod tests {
             now: 1,
             index: 1,
         })
+    }
+
+    /// A node that accepts and then reads nothing holds a request's write, not only its
+    /// reply: the write is bounded by the reply timeout too, and the call fails
+    /// `Unavailable` instead of waiting for ever (here the connection's first frame, a
+    /// token of 8 MiB, cannot go out: the node's receive buffer is small and never read).
+    #[tokio::test]
+    async fn a_node_that_reads_nothing_fails_the_call_within_its_timeouts() {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = socket.local_addr().unwrap().to_string();
+        let listener = socket.listen(8).unwrap();
+        let _held = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s); // never read
+            }
+        });
+        let client = Client::with_options(
+            vec![addr],
+            ClientOptions {
+                token: Some("t".repeat(8 << 20)),
+                timeouts: Timeouts {
+                    connect: Duration::from_millis(300),
+                    reply: Duration::from_millis(300),
+                    retry_for: Duration::from_millis(100),
+                    ..Timeouts::default()
+                },
+                ..ClientOptions::default()
+            },
+        );
+        let start = Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(10), client.holders("x"))
+            .await
+            .expect("the call ends");
+        assert!(matches!(&r, Err(ClientError::Unavailable(_))), "{r:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     /// A session the node refuses to re-attach on a new connection (its keep-alive
