@@ -8,9 +8,9 @@
 //! write succeeds — the write is repeated at the same offset, so a partial one is simply
 //! overwritten. Meanwhile, for a write of the log, the node's Raft core waits (a leader
 //! stops heartbeating, so the others elect a new one) and [`DiskHealth::is_stalled`] makes
-//! the node refuse client writes at once; a snapshot file's write holds up nothing else
-//! (openraft builds snapshots beside its core, and the log still has room: it is not
-//! compacted meanwhile), so client writes go on — refusing them would stop the whole
+//! the node refuse client writes at once; the file of a snapshot the node builds holds up
+//! nothing else (openraft builds snapshots beside its core, and the log still has room: it
+//! is not compacted meanwhile), so client writes go on — refusing them would stop the whole
 //! cluster without a failover, and keep-alives refused while the leader's clock runs would
 //! expire sessions whose clients never lost the quorum. Either way `/readyz` fails
 //! ([`DiskHealth::is_full`]). Each write that waits counts for itself, so one writer's

@@ -1221,8 +1221,7 @@ impl Node {
         let a = self.attach_locked(&self.shared.state(), session, to, false);
         match a {
             Attach::NotLeading => Err(self.not_leading()),
-            // Not open here: the write is refused (or, an open not applied here yet,
-            // attached after it).
+            // Ended since it was checked: the write is refused by the core.
             Attach::Attached | Attach::SessionGone => Ok(()),
         }
     }

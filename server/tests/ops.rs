@@ -896,7 +896,7 @@ async fn a_node_that_cannot_write_refuses_writes_and_recovers_by_itself() {
 /// builds snapshots beside its core and the log still has room, so the node keeps taking
 /// writes. Its clients' keep-alives are served all through the wait (one refused while the
 /// leader's clock runs on would let its session expire though its client never lost the
-/// quorum), and the session outlives several of its ttls; the node is unready meanwhile
+/// quorum), and the session outlives three of its ttls; the node is unready meanwhile
 /// (`is_full`), and ready again once the write is done. The wait is the node's own disk
 /// health, driven as the state machine's snapshot write drives it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -907,7 +907,7 @@ async fn a_snapshot_waiting_for_space_stalls_no_keep_alive() {
     let sink = PushSink::new(16).0;
     let conn = node.next_conn_id();
     let _guard = node.connection(conn);
-    let (s, secret) = match open_on(&node, &sink, conn, 300).await.unwrap() {
+    let (s, secret) = match open_on(&node, &sink, conn, 1_000).await.unwrap() {
         Reply::Opened { reply, secret, .. } => (reply.opened().unwrap().0, secret),
         other => panic!("{other:?}"),
     };
@@ -933,14 +933,14 @@ async fn a_snapshot_waiting_for_space_stalls_no_keep_alive() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Five ttls of keep-alives, one every 100 ms (a third of the ttl, as a client sends).
-    while start.elapsed() < Duration::from_millis(1500) {
+    // Three ttls of keep-alives, one every 250 ms (a quarter of the ttl, as the CLI sends).
+    while start.elapsed() < Duration::from_millis(3_000) {
         let r = node
             .handle_request(Request::KeepAlive { session: s, secret }, conn, &sink)
             .await;
         assert!(matches!(r, Ok(Reply::Done { .. })), "{r:?}");
         assert!(node.disk().is_full(), "unready while the snapshot waits");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(node.shared.state().svc.is_open(fencelock::SessionId(s)));
     room.store(true, Ordering::Relaxed);

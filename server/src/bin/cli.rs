@@ -488,7 +488,9 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             let margin = opts.ttl_ms / 5;
             let check = LEASE_CHECK.as_millis() as u64;
             let kill_after_ms = match kill_after_ms {
-                None => 1_000.min(opts.ttl_ms / 10),
+                None => 1_000
+                    .min(opts.ttl_ms / 10)
+                    .min(margin.saturating_sub(check + 1)),
                 Some(ms) if ms.saturating_add(check) >= margin => {
                     note!(
                         "fencelock: --kill-after-ms {ms} would let the command outlive its lease: \
@@ -1236,8 +1238,9 @@ async fn lock(
                     }
                 }
                 // The supervisor stopped the command at the lease's deadline, which
-                // passed while this process could not act.
-                if !guard.may_act() {
+                // passed while this process could not act (or a keep-alive's answer came
+                // within a lease check of it, too late to move it).
+                if !guard.may_act() || lease_file.passed() {
                     note!("fencelock: lease on {name} no longer safe; the command was stopped");
                     break Ended::LeaseLost;
                 }
@@ -1397,17 +1400,25 @@ struct LeaseFile {
 }
 
 impl LeaseFile {
-    /// A new file, holding "not safe" until [`LeaseFile::tell`]. Errors: the I/O error.
+    /// A new file, holding "not safe" until [`LeaseFile::tell`]: in `$XDG_RUNTIME_DIR`, or
+    /// the temporary directory when that is unset or cannot take it. Errors: the I/O error
+    /// of the temporary directory.
     fn create() -> std::io::Result<LeaseFile> {
-        let dir = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(std::path::PathBuf::from)
-            .filter(|d| d.is_dir())
-            .unwrap_or_else(std::env::temp_dir);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let path = dir.join(format!("fencelock-lease-{}-{nanos}", std::process::id()));
-        let file = fencelock_server::disk::create_private_file(&path)?;
+        let name = format!("fencelock-lease-{}-{nanos}", std::process::id());
+        let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(std::path::PathBuf::from);
+        let made = runtime
+            .map(|d| d.join(&name))
+            .and_then(|p| Some((fencelock_server::disk::create_private_file(&p).ok()?, p)));
+        let (file, path) = match made {
+            Some(made) => made,
+            None => {
+                let p = std::env::temp_dir().join(&name);
+                (fencelock_server::disk::create_private_file(&p)?, p)
+            }
+        };
         let mut f = LeaseFile {
             file,
             path,
@@ -1434,6 +1445,13 @@ impl LeaseFile {
         }
     }
 
+    /// True once the deadline last told has passed (or "not safe" was told). Cost: one
+    /// clock read.
+    fn passed(&self) -> bool {
+        self.told
+            .is_some_and(|ms| LeaseInstant::now() >= LeaseInstant::from_millis(ms))
+    }
+
     /// The deadline `file` holds (0: not safe), `None` while a write is under way or it
     /// cannot be read. Cost: one `pread`.
     fn read(file: &std::fs::File) -> Option<u64> {
@@ -1454,7 +1472,8 @@ impl Drop for LeaseFile {
 
 /// The supervisor (hidden subcommand): see the crate docs. Returns the command's status,
 /// 126/127 if it could not be started, 1 if `parent` is no longer this process's parent
-/// or the lease file cannot be read (the command is not started).
+/// or the lease file cannot be read, 3 if the lease's deadline has passed (in these three
+/// cases the command is not started).
 async fn supervise(
     parent: u32,
     kill_after: Duration,
@@ -1488,6 +1507,11 @@ async fn supervise(
     let lease = std::fs::File::open(lease_file);
     let _ = std::fs::remove_file(lease_file);
     let (lease, mut safe_until) = match lease.map(|f| (LeaseFile::read(&f), f)) {
+        // Passed already (`lock` held up between its look at the lease and this start):
+        // the command is not started, as `lock` would not have started it.
+        Ok((Some(until), _)) if LeaseInstant::now() >= LeaseInstant::from_millis(until) => {
+            return ExitCode::from(EXIT_LEASE_LOST);
+        }
         Ok((Some(until), f)) => (f, until),
         Ok((None, _)) => {
             note!(
