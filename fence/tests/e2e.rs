@@ -4,13 +4,13 @@
 //! the PostgreSQL fence.
 //!
 //! 1. Worker A is granted the lock (token `a`), reports ready, and is stopped with SIGSTOP
-//!    — it and its `fencelock lock` process, as a GC pause or a frozen VM stops a whole
-//!    client — before its write.
+//!    — it, its `fencelock lock` process and the supervisor between them, as a frozen VM
+//!    stops a whole client — before its write.
 //! 2. A's session expires (its heartbeats stopped); worker B is granted the lock with a
 //!    higher token `b` and writes.
-//! 3. Worker A is continued and makes its write with token `a`. Its `fencelock lock` is
-//!    still stopped, so nothing on the client side can stop the write in time: only the
-//!    storage can. PostgreSQL refuses it (stale, highest `b`).
+//! 3. Worker A is continued and makes its write with token `a`. Its `fencelock lock` and
+//!    supervisor are still stopped, so nothing on the client side can stop the write in
+//!    time: only the storage can. PostgreSQL refuses it (stale, highest `b`).
 //! 4. The table holds B's row only.
 //!
 //! Needs the server's binaries (`cargo build -p fencelock-server --bins`), looked up in
@@ -97,6 +97,18 @@ fn signal(sig: &str, pid: u32) {
         .status()
         .is_ok_and(|s| s.success());
     assert!(ok || sig == "CONT", "kill -{sig} {pid} failed");
+}
+
+/// The parent of `pid` (`/proc/PID/stat`'s fourth field): for a worker, the supervisor
+/// `fencelock lock` started it under.
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the worker runs");
+    let after_name = stat.rsplit(')').next().unwrap_or_default();
+    after_name
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("a parent pid")
 }
 
 /// Lines of a child's stdout, as they come.
@@ -246,8 +258,9 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
     };
 
     // 1. A holds the lock and is about to write (it writes once `go` exists, so it cannot
-    //    write before it is stopped, however slow this machine is); stop it and its lock
-    //    process.
+    //    write before it is stopped, however slow this machine is); stop it, its lock
+    //    process and the supervisor between them (which would otherwise stop A at the
+    //    lease's end: here nothing on A's host runs, as when the whole host is paused).
     let go = dir.path().join("go");
     let mut a_cli = worker("A", Some(&go));
     let a_out = lines(&mut a_cli);
@@ -255,10 +268,12 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
     let a_cli_i = procs.add(a_cli);
     let ready = wait_line(&a_out, "ready ", Duration::from_secs(20), "A");
     let (a_pid, a_token) = (field(&ready, "pid") as u32, field(&ready, "token"));
+    let a_sup_pid = parent_of(a_pid);
     signal("STOP", a_cli_pid);
+    signal("STOP", a_sup_pid);
     signal("STOP", a_pid);
     println!(
-        "A holds ledger with token {a_token}; stopped (worker pid {a_pid}, lock pid {a_cli_pid})"
+        "A holds ledger with token {a_token}; stopped (worker pid {a_pid}, lock pid {a_cli_pid}, supervisor pid {a_sup_pid})"
     );
 
     // 2. B waits for the lock, is granted it once A's session expired, and writes.
@@ -289,13 +304,15 @@ fn a_paused_worker_past_its_lease_is_refused_by_postgres() {
         "B was granted before A's lease could have run out"
     );
 
-    // 3. A wakes up and writes with its old token; its lock process stays stopped.
+    // 3. A wakes up and writes with its old token; its lock process and supervisor stay
+    //    stopped.
     std::fs::write(&go, b"").unwrap();
     signal("CONT", a_pid);
     let refused = wait_line(&a_out, "refused ", Duration::from_secs(20), "A");
     assert_eq!(field(&refused, "token"), a_token);
     assert_eq!(field(&refused, "highest"), b_token);
     println!("A continued: PostgreSQL refused token {a_token} (highest {b_token})");
+    signal("CONT", a_sup_pid);
     signal("CONT", a_cli_pid);
     let st = wait_exit(
         &mut procs.0[a_cli_i],
