@@ -2210,31 +2210,50 @@ mod tests {
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
 
+    /// A node that accepts connections and never reads or writes on them (a stopped
+    /// process: the kernel accepts into its backlog), its receive buffer `recv_buffer`
+    /// bytes if given: its address, and the task holding the connections.
+    fn silent_node(recv_buffer: Option<u32>) -> (String, tokio::task::JoinHandle<()>) {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        if let Some(n) = recv_buffer {
+            socket.set_recv_buffer_size(n).unwrap();
+        }
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = socket.local_addr().unwrap().to_string();
+        let listener = socket.listen(8).unwrap();
+        let held = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        (addr, held)
+    }
+
+    /// Timeouts that give up on a silent node within a second: 300 ms to connect and for
+    /// a reply, and no retry after the first attempt.
+    fn impatient() -> Timeouts {
+        Timeouts {
+            connect: Duration::from_millis(300),
+            reply: Duration::from_millis(300),
+            retry_for: Duration::from_millis(100),
+            ..Timeouts::default()
+        }
+    }
+
     /// A node that accepts the TCP connection and never answers the TLS handshake (a
     /// stopped process: the kernel accepts into its backlog) costs a call no more than the
     /// connect timeout, not the 5 s a handshake may take at most: the lease's keep-alives
     /// wait behind it.
     #[tokio::test]
     async fn a_handshake_that_never_comes_costs_at_most_the_connect_timeout() {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        let _held = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((s, _)) = l.accept().await {
-                held.push(s); // never read, never written
-            }
-        });
+        let (addr, _held) = silent_node(None);
         let ca = crate::tls::DevCa::new().unwrap();
         let client = Client::with_options(
             vec![addr],
             ClientOptions {
                 tls: Some(crate::tls::client_config_from(&[ca.cert_der()]).unwrap()),
-                timeouts: Timeouts {
-                    connect: Duration::from_millis(300),
-                    reply: Duration::from_millis(300),
-                    retry_for: Duration::from_millis(100),
-                    ..Timeouts::default()
-                },
+                timeouts: impatient(),
                 ..ClientOptions::default()
             },
         );
@@ -2383,27 +2402,12 @@ mod tests {
     /// token of 8 MiB, cannot go out: the node's receive buffer is small and never read).
     #[tokio::test]
     async fn a_node_that_reads_nothing_fails_the_call_within_its_timeouts() {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.set_recv_buffer_size(4096).unwrap();
-        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-        let addr = socket.local_addr().unwrap().to_string();
-        let listener = socket.listen(8).unwrap();
-        let _held = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((s, _)) = listener.accept().await {
-                held.push(s); // never read
-            }
-        });
+        let (addr, _held) = silent_node(Some(4096));
         let client = Client::with_options(
             vec![addr],
             ClientOptions {
                 token: Some("t".repeat(8 << 20)),
-                timeouts: Timeouts {
-                    connect: Duration::from_millis(300),
-                    reply: Duration::from_millis(300),
-                    retry_for: Duration::from_millis(100),
-                    ..Timeouts::default()
-                },
+                timeouts: impatient(),
                 ..ClientOptions::default()
             },
         );
