@@ -54,6 +54,24 @@ impl Config {
         }
         Ok(())
     }
+
+    /// The lock-name rule, its one home (inputs and restored snapshots both): 1 to
+    /// `max_name_len` bytes.
+    ///
+    /// Errors: [`Error::EmptyName`], [`Error::NameTooLong`]. Cost: O(1).
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
+    pub(crate) fn check_name(&self, name: &str) -> Result<(), Error> {
+        if name.is_empty() {
+            return Err(Error::EmptyName);
+        }
+        if name.len() > self.max_name_len as usize {
+            return Err(Error::NameTooLong {
+                len: name.len().min(u32::MAX as usize) as u32,
+                max: self.max_name_len,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Capacities of the three tables.
@@ -1863,16 +1881,7 @@ impl View<'_> {
 
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
     fn check_name(&self, name: &str) -> Result<(), Error> {
-        if name.is_empty() {
-            return Err(Error::EmptyName);
-        }
-        if name.len() > self.st.config.max_name_len as usize {
-            return Err(Error::NameTooLong {
-                len: name.len().min(u32::MAX as usize) as u32,
-                max: self.st.config.max_name_len,
-            });
-        }
-        Ok(())
+        self.st.config.check_name(name)
     }
 
     /// `Some(reply)` for a repeat of the latest request (replay it), `None` to apply.

@@ -587,7 +587,7 @@ impl<S: Storage> LockService<S> {
                 return Err(corrupt("lock ids out of order or beyond the counter"));
             }
             last_id = r.id;
-            if r.name.is_empty() || r.name.len() > config.max_name_len as usize {
+            if config.check_name(r.name.as_str()).is_err() {
                 return Err(corrupt("lock name empty or too long"));
             }
             if find_lock(v.li, v.l, v.st.name_key.as_ref(), r.name.as_str()).is_some() {
@@ -649,10 +649,8 @@ impl<S: Storage> LockService<S> {
             if v.claim_slot(s, l).is_some() {
                 return Err(corrupt("a session claims a lock twice"));
             }
-            if let Mode::Permits { count, limit } = r.mode {
-                if count == 0 || count > limit {
-                    return Err(corrupt("permits outside 1..=limit"));
-                }
+            if r.mode.validate().is_err() {
+                return Err(corrupt("permits outside 1..=limit"));
             }
             // Every hold and wait of a lock carries one limit (0: a plain lock).
             let limit = match r.mode {
