@@ -735,6 +735,71 @@ fn a_watcher_whose_reader_is_gone_ends_and_frees_its_slot() {
     rt.block_on(a.close()).unwrap();
 }
 
+/// A watcher whose reader stops reading (`fencelock watch L | slow-reader`) keeps its
+/// session: its stdout fills and its next write waits for the reader, but the keep-alives
+/// go on meanwhile. They used to stop with it (one thread did both) and the session expired
+/// while the watcher only waited. A signal still ends it then, with its session closed.
+#[test]
+fn a_watcher_whose_reader_stops_reading_keeps_its_session() {
+    use std::io::{BufRead, Read};
+    let _s = serial();
+    let n = Node::start("stalledreader");
+    let mut w = n
+        .cli(&["watch", "L", "--ttl-ms", "1000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(w.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    // "fencelock: session N watches L (0 holders now)"
+    let watcher: u64 = first
+        .split_whitespace()
+        .nth(2)
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("no session id in {first:?}"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let c = n.client();
+    // Lines of about 90 bytes (a long label): 600 grants and releases are ~100 KB, more
+    // than a pipe holds (64 KiB), and nothing reads the watcher's stdout yet.
+    let label = "x".repeat(60);
+    let a = rt.block_on(c.open_labeled(60_000, &label)).unwrap();
+    const CYCLES: usize = 600;
+    for _ in 0..CYCLES {
+        let got = rt
+            .block_on(a.acquire("L", Mode::Exclusive, WaitSpec::None))
+            .unwrap();
+        assert!(matches!(got, Acquired::Granted(_)), "{got:?}");
+        rt.block_on(a.release("L")).unwrap();
+    }
+    // Three ttls with the pipe full: the watcher's session lives, and the watcher runs.
+    std::thread::sleep(Duration::from_millis(3_000));
+    assert!(
+        rt.block_on(c.session_info(watcher)).unwrap().is_some(),
+        "the watcher's session expired while its stdout was not read"
+    );
+    assert!(w.try_wait().unwrap().is_none(), "the watcher ended");
+    // A signal ends it while its write still waits: exit 0, its session closed.
+    signal(w.id(), "-INT");
+    let st = wait_exit(&mut w, Duration::from_secs(10));
+    let mut rest = String::new();
+    let _ = err.read_to_string(&mut rest);
+    assert_eq!(st.code(), Some(0), "{rest}");
+    assert!(rt.block_on(c.session_info(watcher)).unwrap().is_none());
+    // What it wrote: a full pipe, not every change (the rest waited for the reader).
+    let mut out = String::new();
+    w.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let lines = out.lines().count();
+    assert!(
+        out.len() >= 60_000 && lines < 2 * CYCLES,
+        "{} bytes, {lines} lines of {} changes",
+        out.len(),
+        2 * CYCLES
+    );
+    rt.block_on(a.close()).unwrap();
+}
+
 /// A CLI whose stderr is closed (`2>&-`, a reader gone) goes on without its messages: a
 /// watcher still prints its changes and ends on a signal with exit 0 (it panicked with
 /// 101 at its first message, leaving its session to the ttl).

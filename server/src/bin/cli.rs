@@ -399,6 +399,9 @@ fn main() -> ExitCode {
         }
     }
     let res = rt.block_on(run(&opts, args.cmd));
+    // Without waiting for a write to stdout left blocked on a reader that never reads
+    // (`say_off_thread`): everything else was awaited by `run`.
+    rt.shutdown_background();
     match res {
         Ok(code) => code,
         Err(e) => {
@@ -1640,10 +1643,23 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             return Ok(ExitCode::from(EXIT_LEASE_LOST));
         }
         Ok(Acquired::Granted(t)) => {
-            let why = match write_out(&format!("epoch {}\n", t.0)) {
-                Written::All => None,
-                Written::ReaderGone => Some("stdout's reader is gone".to_string()),
-                Written::Failed(e) => Some(e),
+            let lost = || session.is_lost() || !guard.may_act();
+            let why = match say_off_thread(format!("epoch {}\n", t.0), &mut signals, &lost).await {
+                Said::Written(Written::All) => None,
+                Said::Written(Written::ReaderGone) => Some("stdout's reader is gone".to_string()),
+                Said::Written(Written::Failed(e)) => Some(e),
+                Said::Signal(sig) => {
+                    // Asked to stop before anyone read who leads: resign.
+                    drop(guard);
+                    end_session(opts, &session).await;
+                    return Ok(by_signal(sig));
+                }
+                Said::Lost => {
+                    note!("fencelock: elected to {name}, but the lease was lost before stdout was read; resigning");
+                    drop(guard);
+                    end_session(opts, &session).await;
+                    return Ok(ExitCode::from(EXIT_LEASE_LOST));
+                }
             };
             if let Some(why) = why {
                 // Nobody reads who leads: resign at once rather than lead unheard.
@@ -1831,8 +1847,9 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
         session.id(),
         if holders == 1 { "" } else { "s" }
     );
+    let lost = || session.is_lost() || !guard.may_act();
     if show == Show::Leader && holders == 0 {
-        if let Some(code) = say("none") {
+        if let Some(code) = say("none", &mut signals, &lost).await {
             drop(guard);
             end_session(opts, &session).await;
             return Ok(code);
@@ -1849,7 +1866,8 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
                 Ok(Output::HolderChanged { session: s, lock, holder, mode, token, change, label })
                     if s.0 == session.id() && lock.as_str() == name =>
                 {
-                    if let Some(code) = say(&watch_line(show, holder.0, mode, token.0, change, label.as_str())) {
+                    let line = watch_line(show, holder.0, mode, token.0, change, label.as_str());
+                    if let Some(code) = say(&line, &mut signals, &lost).await {
                         break code;
                     }
                 }
@@ -1863,7 +1881,7 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
             },
             _ = check.tick() => {}
         }
-        if session.is_lost() || !guard.may_act() {
+        if lost() {
             note!("fencelock: the watching session was lost; changes of {name} are no longer seen");
             break ExitCode::from(EXIT_LEASE_LOST);
         }
@@ -1889,7 +1907,7 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
             } {
                 Ok(n) => {
                     if show == Show::Leader && n == 0 {
-                        if let Some(code) = say("none") {
+                        if let Some(code) = say("none", &mut signals, &lost).await {
                             break code;
                         }
                     }
@@ -1907,18 +1925,63 @@ async fn watch(opts: &Opts, name: &str, show: Show) -> Res<ExitCode> {
     Ok(code)
 }
 
-/// Writes `line` to stdout for a command that holds a session (`watch`, `observe`):
-/// `None` once written; otherwise the exit code to end with, its session closed rather
-/// than left to its ttl — 0 when the reader stopped reading (`fencelock watch L | grep
-/// -m1 …`: as a signal ends it), 1 when stdout cannot be written for another reason
-/// (`> /dev/full`, said on stderr).
-fn say(line: &str) -> Option<ExitCode> {
-    match write_out(&format!("{line}\n")) {
-        Written::All => None,
-        Written::ReaderGone => Some(ExitCode::SUCCESS),
-        Written::Failed(e) => {
+/// How a write to stdout by a command that holds a session ended.
+enum Said {
+    /// The write ended (all of it written, or not: [`Written`] says).
+    Written(Written),
+    /// A signal came first: the write is abandoned.
+    Signal(Signal),
+    /// The session was lost first (`lost` said so): the write is abandoned.
+    Lost,
+}
+
+/// Writes `text` to stdout for a command that holds a session, on a thread of its own:
+/// the runtime has one thread, which also sends the session's keep-alives, and a write to
+/// a pipe nobody reads blocks until someone does (`fencelock watch L | slow-reader`). Done
+/// on that thread, it stopped the keep-alives and the session expired while the command
+/// only waited for its reader. Meanwhile a signal or a lost session (`lost`, looked at
+/// every 50 ms) ends the wait; the write then stays behind, blocked, and goes when the
+/// process exits (`main` does not wait for it). Lines keep their order: each is written
+/// before the next is begun. Cost: one write of `text`, and a thread from the runtime's
+/// pool while it blocks.
+async fn say_off_thread(text: String, signals: &mut Signals, lost: &dyn Fn() -> bool) -> Said {
+    let mut write = tokio::task::spawn_blocking(move || write_out(&text));
+    let mut check = tokio::time::interval(Duration::from_millis(50));
+    loop {
+        tokio::select! {
+            w = &mut write => {
+                return Said::Written(
+                    w.unwrap_or_else(|e| Written::Failed(format!("cannot write to stdout: {e}"))),
+                )
+            }
+            sig = signals.recv() => return Said::Signal(sig),
+            _ = check.tick() => {
+                if lost() {
+                    return Said::Lost;
+                }
+            }
+        }
+    }
+}
+
+/// Writes `line` to stdout for a command that holds a session (`watch`, `observe`), off
+/// the runtime's thread ([`say_off_thread`]): `None` once written; otherwise the exit code
+/// to end with, its session closed rather than left to its ttl — 0 when the reader
+/// stopped reading (`fencelock watch L | grep -m1 …`: as a signal ends it) or a signal
+/// came while the write waited for the reader, 3 when the session was lost meanwhile
+/// (said on stderr), 1 when stdout cannot be written for another reason (`> /dev/full`,
+/// said on stderr).
+async fn say(line: &str, signals: &mut Signals, lost: &dyn Fn() -> bool) -> Option<ExitCode> {
+    match say_off_thread(format!("{line}\n"), signals, lost).await {
+        Said::Written(Written::All) => None,
+        Said::Written(Written::ReaderGone) | Said::Signal(_) => Some(ExitCode::SUCCESS),
+        Said::Written(Written::Failed(e)) => {
             note!("fencelock: {e}");
             Some(ExitCode::from(1))
+        }
+        Said::Lost => {
+            note!("fencelock: the watching session was lost while stdout was not read");
+            Some(ExitCode::from(EXIT_LEASE_LOST))
         }
     }
 }
