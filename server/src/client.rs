@@ -144,6 +144,54 @@ impl Drop for Conn {
     }
 }
 
+/// How a hold watched by a [`HoldWatch`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldEnded {
+    /// Its `Released` event was pushed, with the reason: `Released` for an
+    /// administrator's forced release (a session's own release is answered, never
+    /// pushed), `Closed` or `Expired` for the session's end.
+    Pushed(fencelock::ReleaseReason),
+    /// A read of the lock's holders no longer lists it: it ended and its push was lost
+    /// (a dropped connection, a leader that died before sending it).
+    NotAmongHolders,
+    /// The session was lost (the service said it expired or closed).
+    SessionLost,
+    /// The watch itself stopped before it saw the hold end (not expected: its task
+    /// failed). The hold can no longer be vouched for: treat it as ended.
+    Unknown,
+}
+
+/// Watches one hold of a session ([`Session::watch_hold`]); stops when dropped.
+#[derive(Debug)]
+pub struct HoldWatch {
+    ended: watch::Receiver<Option<HoldEnded>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl HoldWatch {
+    /// How the hold ended, once the watch knows; `None` while it may still be held.
+    /// Cost: O(1).
+    pub fn ended_now(&self) -> Option<HoldEnded> {
+        *self.ended.borrow()
+    }
+
+    /// Resolves when the hold has ended, saying how. Cancel-safe (a `select!` arm);
+    /// after it resolved it resolves again at once, with the same answer.
+    pub async fn ended(&mut self) -> HoldEnded {
+        match self.ended.wait_for(Option::is_some).await {
+            Ok(end) => end.unwrap_or(HoldEnded::Unknown),
+            // The task is gone without a word (it panicked): nothing vouches for the hold.
+            Err(_) => HoldEnded::Unknown,
+        }
+    }
+}
+
+impl Drop for HoldWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// What an acquire ended with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Acquired {
@@ -1253,6 +1301,63 @@ impl Session {
     /// True once the service said this session expired or closed. Cost: O(1).
     pub fn is_lost(&self) -> bool {
         self.client.st().lost.contains(&self.id)
+    }
+
+    /// Watches the hold of `lock` granted with `token`: [`HoldWatch::ended`] resolves once
+    /// it is gone. Whatever ends it while the session lives on — an administrator's
+    /// forced release above all, which changes nothing a [`LeaseGuard`] sees — is pushed
+    /// to this client; but a push is lost with a dropped connection or a leader that died
+    /// before sending it. So the watch also reads the lock's holders (a linearizable read)
+    /// at once and then every `every`, and a hold no longer among them has ended too. The
+    /// first read covers a push that came before the watch began. A read that cannot be
+    /// had says nothing (a node away, a token without the read role): the lease guard
+    /// judges the silence. Drop the watch to stop it.
+    ///
+    /// Cost: a task, and a read of the lock's holders every `every` (a ttl/4 is what
+    /// `fencelock lock` and `elect` use). Must be called inside a tokio runtime.
+    pub fn watch_hold(&self, lock: &str, token: Token, every: Duration) -> HoldWatch {
+        let client = self.client.clone();
+        let (session, name) = (self.id, lock.to_string());
+        // Before the first read: a push after it is taken, one before it is in it.
+        let mut pushes = client.subscribe();
+        let (tx, ended) = watch::channel(None);
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let end = loop {
+                tokio::select! {
+                    p = pushes.recv() => match p {
+                        Ok(Output::Released { session: s, lock, token: t, reason })
+                            if s.0 == session && t == token && lock.as_str() == name =>
+                        {
+                            break HoldEnded::Pushed(reason);
+                        }
+                        Ok(Output::SessionExpired { session: s }) if s.0 == session => {
+                            break HoldEnded::SessionLost;
+                        }
+                        // Pushes were dropped (this watch fell behind): read at once.
+                        Err(broadcast::error::RecvError::Lagged(_)) => tick.reset_immediately(),
+                        Err(broadcast::error::RecvError::Closed) => break HoldEnded::Unknown,
+                        Ok(_) => {}
+                    },
+                    _ = tick.tick() => {
+                        if client.st().lost.contains(&session) {
+                            break HoldEnded::SessionLost;
+                        }
+                        if let Ok(holders) = client.holders(&name).await {
+                            if !holders.iter().any(|h| h.session.0 == session && h.token == token) {
+                                break HoldEnded::NotAmongHolders;
+                            }
+                        }
+                    }
+                }
+            };
+            let _ = tx.send(Some(end));
+        });
+        HoldWatch {
+            ended,
+            task: task.abort_handle(),
+        }
     }
 
     /// Keeps the session alive; returns its new deadline (logical ms). Carries no request

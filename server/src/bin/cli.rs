@@ -61,9 +61,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use fencelock::{Change, Mode, Output, ReleaseReason};
+use fencelock::{Change, Mode, Output, ReleaseReason, Token};
 use fencelock_server::client::{
-    Acquired, Client, ClientOptions, LeaseGuard, LeaseInstant, Members, Session, Timeouts,
+    Acquired, Client, ClientOptions, HoldEnded, LeaseGuard, LeaseInstant, Members, Session,
+    Timeouts,
 };
 use fencelock_server::ops::STEPPED_BACK;
 use fencelock_server::protocol::{ClientError, NodeStatus, WaitSpec};
@@ -1129,7 +1130,6 @@ async fn lock(
 ) -> Res<ExitCode> {
     let mut signals = Signals::new()?;
     let client = opts.session_client();
-    let mut pushes = client.subscribe();
     let (session, guard) = tokio::select! {
         r = open(opts, &client) => r?,
         // A session the cluster opened meanwhile holds nothing and expires by itself.
@@ -1220,14 +1220,8 @@ async fn lock(
     // The supervisor leads the command's process group: its pid is the group's id.
     let group = sup.id().map(|pid| Pid::from_raw(pid as i32));
     let mut check = tokio::time::interval(LEASE_CHECK);
-    let (holding, mut gone) = watch_hold(
-        client.clone(),
-        name.to_string(),
-        session.id(),
-        token.0,
-        Duration::from_millis((opts.ttl_ms / 4).max(100)),
-    );
-    let _holding = AbortOnDrop(holding);
+    // A forced release ends the hold but not the session: the lease guard cannot see it.
+    let mut hold = session.watch_hold(name, token, hold_check(opts));
     let mut checked = false;
     let ended = loop {
         tokio::select! {
@@ -1249,28 +1243,23 @@ async fn lock(
                 }
                 break Ended::Exited(st);
             }
-            r = &mut gone, if !checked => {
-                // A oneshot must not be polled again once it has answered.
+            end = hold.ended(), if !checked => {
                 checked = true;
-                if r.is_ok() {
-                    note!("fencelock: {name} is no longer held by this session (released without word reaching it)");
-                    guard.session_lost();
+                match end {
+                    HoldEnded::Pushed(ReleaseReason::Released) => {
+                        note!("fencelock: {name} was released by an administrator");
+                    }
+                    HoldEnded::NotAmongHolders | HoldEnded::Unknown => {
+                        note!("fencelock: {name} is no longer held by this session (released without word reaching it)");
+                    }
+                    HoldEnded::Pushed(_) | HoldEnded::SessionLost => {}
                 }
+                guard.session_lost();
             }
             sig = signals.recv() => {
                 note!("fencelock: {sig}; stopping the command and releasing {name}");
                 stop(&mut sup, kill_after).await;
                 break Ended::Signal(sig);
-            }
-            p = pushes.recv() => {
-                if let Ok(Output::Released { session: s, lock, reason, .. }) = p {
-                    if s.0 == session.id() && lock.as_str() == name {
-                        if reason == ReleaseReason::Released {
-                            note!("fencelock: {name} was released by an administrator");
-                        }
-                        guard.session_lost();
-                    }
-                }
             }
             _ = check.tick() => {}
         }
@@ -1295,49 +1284,10 @@ async fn lock(
     })
 }
 
-/// Resolves once the cluster says `session` no longer holds `name` with `token`: a
-/// release this process was not pushed (the push lost with a dropped connection, or with a
-/// leader that died before sending it) is found by asking. A task of its own reads the
-/// lock's holders (a linearizable read) every `every`; an answer that could not be had
-/// says nothing (the lease guard judges silence). Abort the task when done with it.
-fn watch_hold(
-    client: Client,
-    name: String,
-    session: u64,
-    token: u64,
-    every: Duration,
-) -> (
-    tokio::task::JoinHandle<()>,
-    tokio::sync::oneshot::Receiver<()>,
-) {
-    let (gone, rx) = tokio::sync::oneshot::channel();
-    let task = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await; // the first tick is now: the grant was just seen
-        loop {
-            tick.tick().await;
-            if let Ok(holders) = client.holders(&name).await {
-                if !holders
-                    .iter()
-                    .any(|h| h.session.0 == session && h.token.0 == token)
-                {
-                    let _ = gone.send(());
-                    return;
-                }
-            }
-        }
-    });
-    (task, rx)
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+/// How often `lock` and `elect` read the holders of what they hold, to find a release
+/// whose push was lost ([`Session::watch_hold`]): every ttl/4, at least every 100 ms.
+fn hold_check(opts: &Opts) -> Duration {
+    Duration::from_millis((opts.ttl_ms / 4).max(100))
 }
 
 /// The command that starts the supervisor of `command` in a new process group: this very
@@ -1621,7 +1571,6 @@ fn describe(e: &std::io::Error) -> String {
 async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
     let mut signals = Signals::new()?;
     let client = opts.session_client();
-    let mut pushes = client.subscribe();
     let (session, guard) = tokio::select! {
         r = open(opts, &client) => r?,
         sig = signals.recv() => return Ok(by_signal(sig)),
@@ -1680,16 +1629,8 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
         }
     };
     let mut check = tokio::time::interval(Duration::from_millis(50));
-    let (holding, mut gone) = watch_hold(
-        client.clone(),
-        name.to_string(),
-        session.id(),
-        epoch,
-        Duration::from_millis((opts.ttl_ms / 4).max(100)),
-    );
-    // Every way out aborts the hold check.
-    let _holding = AbortOnDrop(holding);
-    let mut checked = false;
+    // Every way out drops (stops) the hold's watch.
+    let mut hold = session.watch_hold(name, Token(epoch), hold_check(opts));
     loop {
         tokio::select! {
             _ = signals.recv() => {
@@ -1698,26 +1639,22 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
                 end_session(opts, &session).await;
                 return Ok(ExitCode::SUCCESS);
             }
-            r = &mut gone, if !checked => {
-                // A oneshot must not be polled again once it has answered.
-                checked = true;
-                if r.is_ok() {
-                    note!("fencelock: leadership of {name} is no longer this session's (released without word reaching it)");
-                    drop(guard);
-                    end_session(opts, &session).await;
-                    return Ok(ExitCode::from(EXIT_LEASE_LOST));
-                }
-            }
-            p = pushes.recv() => {
-                // An administrator's forced release ends the leadership too.
-                if let Ok(Output::Released { session: s, lock, .. }) = p {
-                    if s.0 == session.id() && lock.as_str() == name {
+            end = hold.ended() => {
+                match end {
+                    // An administrator's forced release ends the leadership too.
+                    HoldEnded::Pushed(ReleaseReason::Released) => {
                         note!("fencelock: leadership of {name} released by an administrator");
-                        drop(guard);
-                        end_session(opts, &session).await;
-                        return Ok(ExitCode::from(EXIT_LEASE_LOST));
+                    }
+                    HoldEnded::NotAmongHolders | HoldEnded::Unknown => {
+                        note!("fencelock: leadership of {name} is no longer this session's (released without word reaching it)");
+                    }
+                    HoldEnded::Pushed(_) | HoldEnded::SessionLost => {
+                        note!("fencelock: leadership lease lost");
                     }
                 }
+                drop(guard);
+                end_session(opts, &session).await;
+                return Ok(ExitCode::from(EXIT_LEASE_LOST));
             }
             _ = check.tick() => {
                 if !guard.may_act() {
