@@ -479,6 +479,10 @@ pub struct Recovered {
 /// The survivor's state keeps the core settings it was made with (lock-delay, the
 /// watcher and name limits: as its directory records them, else as its snapshot carries
 /// them); `service` must name those, and may give the new cluster other table sizes. The
+/// log is replayed in the tables the survivor ran with (as its directory records them: a
+/// table's size decides answers, such as an open a full table refused), and the result
+/// restored into `service`'s. A survivor that recorded no settings (a build before they
+/// were recorded) is replayed in `service`'s sizes: give it the sizes it ran with. The
 /// new directory records `service` ([`crate::settings`]).
 ///
 /// Errors: `from` without a log (`NotFound`); `dir` the same as `from`, or already
@@ -547,7 +551,8 @@ pub async fn force_new_cluster(
         let log_lost = scratch.join("snapshot.bin").exists() && log.holds_nothing();
         // The survivor's state keeps the core settings it was made with (lock-delay decided
         // what its log's entries did): `service` must name them.
-        if let Some(core) = crate::settings::made_with(from)?.core {
+        let made = crate::settings::made_with(from)?;
+        if let Some(core) = made.core {
             let made = crate::state_machine::ServiceConfig { core, ..*service };
             let diff = service.differences(&made, "given", "in the survivor's state");
             if !diff.is_empty() {
@@ -563,10 +568,21 @@ pub async fn force_new_cluster(
                 ));
             }
         }
+        // The log is replayed in the tables the survivor ran with, when it recorded them:
+        // a table's size decides answers (a full table refuses an open that a larger one
+        // grants, and with it every later session id), so a replay in `service`'s sizes
+        // could end elsewhere than the survivor did. The result is then restored into
+        // `service`'s sizes (refused if it does not fit).
+        let replay = made
+            .recorded
+            .map_or(*service, |r| crate::state_machine::ServiceConfig {
+                core: service.core,
+                ..r
+            });
         // A corrupt snapshot is refused, or (when the log still holds every entry) set
         // aside and the state rebuilt from the log, exactly as the node would at start.
         let (mut sm, shared) =
-            crate::state_machine::StateMachine::open_checked(&scratch, *service, log.last_purged())
+            crate::state_machine::StateMachine::open_checked(&scratch, replay, log.last_purged())
                 .map_err(|e| Error::new(e.kind(), format!("{}: {e}", from.display())))?;
         let (applied, _) = sm
             .applied_state()

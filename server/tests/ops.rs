@@ -1153,6 +1153,75 @@ async fn force_new_cluster_keeps_the_survivors_core_settings() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `force-new-cluster` into larger tables replays the survivor's log in the tables it ran
+/// with: an open its full session table refused stays refused, so the sessions opened
+/// after it keep their ids (replayed in the larger tables, that open succeeded and took
+/// the next id, and every later session's credential answered for another session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_new_cluster_replays_the_log_in_the_survivors_table_sizes() {
+    use fencelock_server::ops::force_new_cluster;
+    let (node, dir) = single_node("force-sizes", |c| c.service.sessions = 2).await;
+    let survivor = node.config().service;
+    let sink = PushSink::new(16).0;
+    let conn = node.next_conn_id();
+    let _g = node.connection(conn);
+    let opened = |r: Result<Reply, ClientError>| match r {
+        Ok(Reply::Opened { reply, secret, .. }) => (reply.opened().unwrap().0, secret),
+        other => panic!("{other:?}"),
+    };
+    let (a, secret_a) = opened(open_on(&node, &sink, conn, 600_000).await);
+    let (b, _) = opened(open_on(&node, &sink, conn, 600_000).await);
+    let full = open_on(&node, &sink, conn, 600_000).await;
+    assert!(
+        matches!(&full, Err(ClientError::Core(e)) if e.kind == "capacity_exceeded"),
+        "{full:?}"
+    );
+    node.handle_request(
+        Request::Close {
+            session: a,
+            secret: secret_a,
+            request: None,
+        },
+        conn,
+        &sink,
+    )
+    .await
+    .unwrap();
+    let (d, _) = opened(open_on(&node, &sink, conn, 600_000).await);
+    assert_eq!((a, b, d), (1, 2, 3));
+    node.shutdown().await;
+    drop(node);
+    let bigger = fencelock_server::state_machine::ServiceConfig {
+        sessions: 8,
+        ..survivor
+    };
+    let member = (
+        1,
+        NodeAddr {
+            raft: "mem:1".into(),
+            client: "mem:1".into(),
+        },
+    );
+    let to = dir.join("new");
+    let r = force_new_cluster(&dir.join("n1"), &to, &bigger, member, 0, 0)
+        .await
+        .expect("larger tables");
+    assert_eq!(r.sessions, 2, "B and D, as on the survivor: {r:?}");
+    let mut cfg = NodeConfig::new(1, to);
+    cfg.loopback_members = false;
+    cfg.service = bigger;
+    let net = fencelock_server::mem_network::MemNet::default();
+    let n = Node::start(cfg, net.factory(1)).await.unwrap();
+    {
+        let g = n.shared.state();
+        assert!(g.svc.session(fencelock::SessionId(b)).is_some());
+        assert!(g.svc.session(fencelock::SessionId(d)).is_some());
+        assert!(g.svc.session(fencelock::SessionId(4)).is_none());
+    }
+    n.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `force-new-cluster` from a survivor whose `raft.log` was emptied beside its snapshot (a
 /// node refuses to start on that) recovers the snapshot's state and says the log was lost;
 /// from an intact survivor it says nothing of the kind.
