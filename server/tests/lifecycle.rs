@@ -337,6 +337,28 @@ async fn snapshot_save_and_restore_with_the_binary() {
         .collect();
     let new_base = base.join("new");
     std::fs::create_dir_all(&new_base).unwrap();
+    // A directory whose LOCK is held (a node starting on it) is not restored into.
+    {
+        let busy = new_base.join("busy");
+        std::fs::create_dir_all(&busy).unwrap();
+        let lock = std::fs::File::create(busy.join("LOCK")).unwrap();
+        let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        let mut cmd = Command::new(NODE);
+        cmd.args(["snapshot", "restore"])
+            .arg(&file)
+            .arg("--dir")
+            .arg(&busy);
+        for peer in &peers {
+            cmd.args(["--peer", peer]);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "restored into a locked directory");
+        assert!(err.contains("is in use"), "{err}");
+        assert!(!busy.join("snapshot.bin").exists() && !busy.join("raft.log").exists());
+    }
     for i in 1..=3 {
         let mut cmd = Command::new(NODE);
         cmd.args(["snapshot", "restore"])

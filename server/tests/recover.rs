@@ -261,7 +261,8 @@ fn exits_within(child: &mut std::process::Child, secs: u64, what: &str) -> std::
 /// A running node holds its data directory's LOCK: `force-new-cluster` from it is refused
 /// (exit 1, naming the directory, nothing written), and so is a second node on it — while
 /// the first keeps serving. Once the node is killed (SIGKILL: its LOCK file stays, the
-/// lock does not) `force-new-cluster` from the same directory succeeds.
+/// lock does not) `force-new-cluster` from the same directory succeeds — but not into a
+/// new directory whose LOCK is held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_nodes_directory_is_refused_to_force_new_cluster_and_a_second_node() {
     let dir = fresh_dir("recover-lock");
@@ -308,6 +309,22 @@ async fn a_running_nodes_directory_is_refused_to_force_new_cluster_and_a_second_
 
     cluster.kill9(1);
     assert!(data.join("LOCK").exists());
+    // The new directory's LOCK held (a node starting on it): refused, nothing written.
+    {
+        std::fs::create_dir_all(&new_dir).unwrap();
+        let lock = std::fs::File::create(new_dir.join("LOCK")).unwrap();
+        let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        let out = exits_within(&mut force(), 20, "force-new-cluster");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{} is in use", new_dir.display())),
+            "{err}"
+        );
+        assert!(!new_dir.join("raft.log").exists() && !new_dir.join("snapshot.bin").exists());
+    }
     let out = exits_within(&mut force(), 30, "force-new-cluster");
     assert!(
         out.status.success(),

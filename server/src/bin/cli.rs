@@ -626,23 +626,13 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
 /// How long `backup` waits for one page's answer at least (`--timeout-ms` when longer).
 const BACKUP_PAGE_TIME: Duration = Duration::from_secs(60);
 
-/// Writes `bytes` to `path` whole or not at all: `path.tmp` (made anew, 0600: an export
-/// or a backup needs an admin token, so it is the admin's to share), fsync, rename, fsync
-/// of the directory (so the rename survives a crash).
+/// Writes `bytes` to `path` whole or not at all ([`fencelock_server::disk::write_file_synced`]:
+/// `path.tmp` made anew, 0600 — an export or a backup needs an admin token, so it is the
+/// admin's to share — fsync, rename, fsync of the directory).
 ///
 /// Errors: I/O errors, naming the path.
 fn write_synced(path: &std::path::Path, bytes: &[u8]) -> Res<()> {
-    use std::io::Write;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    let named = |e: std::io::Error| format!("{}: {e}", tmp.display());
-    let mut f = fencelock_server::disk::create_private_file(&tmp).map_err(named)?;
-    f.write_all(bytes).map_err(named)?;
-    f.sync_all().map_err(named)?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
-    fencelock_server::disk::sync_parent_dir(path).map_err(|e| e.to_string())?;
-    Ok(())
+    Ok(fencelock_server::disk::write_file_synced(path, bytes)?)
 }
 
 impl Opts {

@@ -305,6 +305,15 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
     } else {
         None // not a data directory: ops::force_new_cluster says so
     };
+    // Nor on the new directory, which would then write the same log as the recovery.
+    fencelock_server::disk::create_private_dir(&a.dir)
+        .map_err(|e| format!("{}: {e}", a.dir.display()))?;
+    let same = std::fs::canonicalize(&a.dir).ok() == std::fs::canonicalize(&a.from).ok();
+    let _new_lock = if same {
+        None // ops::force_new_cluster refuses it, saying why
+    } else {
+        lock_dir(&a.dir)?
+    };
     // What the survivor says it was made with fills in what the flags leave out.
     let made = fencelock_server::settings::made_with(&a.from).map_err(|e| e.to_string())?;
     let (recorded, core) = (made.recorded, made.core);
@@ -515,19 +524,9 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                     Ok((200, bytes)) => {
                         let index = fencelock_server::state_machine::check_backup(&bytes)
                             .map_err(|e| format!("{addr} sent a bad backup: {e}"))?;
-                        let tmp = file.with_extension("tmp");
-                        let named = |e: std::io::Error| format!("{}: {e}", tmp.display());
-                        {
-                            use std::io::Write;
-                            // A backup holds every session's credential: 0600.
-                            let mut f =
-                                fencelock_server::disk::create_private_file(&tmp).map_err(named)?;
-                            f.write_all(&bytes).map_err(named)?;
-                            f.sync_all().map_err(named)?;
-                        }
-                        std::fs::rename(&tmp, &file)
-                            .map_err(|e| format!("{}: {e}", file.display()))?;
-                        fencelock_server::disk::sync_parent_dir(&file)
+                        // A backup holds every session's credential: 0600, through
+                        // FILE.tmp (the whole name plus `.tmp`).
+                        fencelock_server::disk::write_file_synced(&file, &bytes)
                             .map_err(|e| e.to_string())?;
                         report(&format!(
                             "saved {} ({} bytes, log index {index}) from {addr}\n",
@@ -570,6 +569,11 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                     file.display()
                 )
             })?;
+            // Held until the restore is written: a node started on `dir` meanwhile (a
+            // unit restarting) would write the same log as the restore.
+            fencelock_server::disk::create_private_dir(&dir)
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+            let _lock = lock_dir(&dir)?;
             let index = fencelock_server::ops::restore(&bytes, &dir, &service, members)
                 .map_err(|e| format!("restoring {} into {}: {e}", file.display(), dir.display()))?;
             report(&format!(
