@@ -106,6 +106,10 @@ use crate::types::NodeAddr;
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply, ClientError>>>>>;
 
+/// The largest backup [`Client::backup`] collects (1 GiB, `fencelock-node snapshot save`'s
+/// default limit): a backup said to be larger is refused before its pages are taken.
+pub const MAX_BACKUP_BYTES: u64 = 1 << 30;
+
 type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
 type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
 
@@ -970,12 +974,14 @@ impl Client {
     /// Errors: `Forbidden` (not an admin token), `BadRequest` (a window this cluster no
     /// longer holds: the message names what it holds), `Limit` (a recording past the
     /// format's limits, naming the last index that fits), `Unavailable` (no leader in
-    /// time; a page that does not fit the ones before).
+    /// time; a page that does not fit the ones before, says another total than they did,
+    /// or takes the recording past the format's limits).
     pub async fn export(
         &self,
         window: crate::export::Window,
     ) -> Result<(Vec<String>, crate::protocol::ExportPage), ClientError> {
         let mut lines: Vec<String> = Vec::new();
+        let (mut total, mut bytes) = (None, 0usize);
         let mut pinned = window;
         loop {
             let req = Request::Export {
@@ -989,14 +995,28 @@ impl Client {
                 Reply::Export(p) => p,
                 _ => return Err(ClientError::Unavailable("unexpected reply".into())),
             };
-            if page.lines.is_empty() || lines.len() as u64 + page.lines.len() as u64 > page.total {
+            // Held to a recording's limits, and to the total the first page said: a node
+            // that answers otherwise (damaged, or not what it claims) cannot make this
+            // collect without end.
+            let page_bytes: usize = page.lines.iter().map(|l| l.len() + 1).sum();
+            let fits = !page.lines.is_empty()
+                && total.is_none_or(|t| t == page.total)
+                && page.total <= crate::export::MAX_LINES as u64
+                && lines.len() as u64 + page.lines.len() as u64 <= page.total
+                && bytes + page_bytes <= crate::export::MAX_BYTES;
+            if !fits {
                 return Err(ClientError::Unavailable(format!(
-                    "a page of the recording does not fit: {} lines received, {} in the page, {} in all",
+                    "a page of the recording does not fit: {} lines ({bytes} bytes) received, \
+                     {} in the page, {} in all (at most {} lines and {} bytes)",
                     lines.len(),
                     page.lines.len(),
-                    page.total
+                    page.total,
+                    crate::export::MAX_LINES,
+                    crate::export::MAX_BYTES
                 )));
             }
+            total = Some(page.total);
+            bytes += page_bytes;
             pinned.from_index = Some(page.from_index);
             pinned.to_index = Some(page.to_index);
             lines.extend(page.lines.iter().cloned());
@@ -1018,8 +1038,9 @@ impl Client {
     /// the state at the index from its snapshot and log for each.
     ///
     /// Errors: `Forbidden` (not an admin token), `BadRequest` (nothing applied yet),
-    /// `Unavailable` (no leader in time; pages that do not fit together or a backup that
-    /// fails its checks, both naming what was wrong).
+    /// `Unavailable` (no leader in time; pages that do not fit together — a total that
+    /// changes between pages or is above [`MAX_BACKUP_BYTES`] among them — or a backup
+    /// that fails its checks, both naming what was wrong).
     pub async fn backup(&self) -> Result<(Vec<u8>, crate::protocol::BackupPage), ClientError> {
         self.backup_paged(0).await
     }
@@ -1034,7 +1055,7 @@ impl Client {
         'again: loop {
             attempt += 1;
             let mut bytes: Vec<u8> = Vec::new();
-            let mut index = None;
+            let (mut index, mut total) = (None, None);
             loop {
                 let req = Request::Backup {
                     index,
@@ -1051,12 +1072,16 @@ impl Client {
                     }
                     Err(e) => return Err(e),
                 };
+                // Every page of one backup says the same total, at most MAX_BACKUP_BYTES: a
+                // node that answers otherwise cannot make this collect without end.
                 let fits = index.is_none_or(|i| i == page.index)
+                    && total.is_none_or(|t| t == page.total)
+                    && page.total <= MAX_BACKUP_BYTES
                     && !page.bytes.is_empty()
                     && bytes.len() as u64 + page.bytes.len() as u64 <= page.total;
                 if !fits {
                     return Err(ClientError::Unavailable(format!(
-                        "a page of the backup does not fit: {} bytes received, {} in the page (log index {}, {} in all)",
+                        "a page of the backup does not fit: {} bytes received, {} in the page (log index {}, {} in all, at most {MAX_BACKUP_BYTES})",
                         bytes.len(),
                         page.bytes.len(),
                         page.index,
@@ -1064,6 +1089,7 @@ impl Client {
                     )));
                 }
                 index = Some(page.index);
+                total = Some(page.total);
                 bytes.extend_from_slice(&page.bytes);
                 if bytes.len() as u64 == page.total {
                     crate::state_machine::check_backup(&bytes).map_err(|e| {
@@ -2526,6 +2552,80 @@ mod tests {
             "{:?}",
             start.elapsed()
         );
+    }
+
+    /// A node that answers backup and export pages whose total grows with each page (or
+    /// is past the limits) cannot make the client collect without end: a total other
+    /// than the first page's, or above the limit, is refused at that page.
+    #[tokio::test]
+    async fn paged_answers_are_held_to_the_first_pages_total_and_the_limits() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let node = tokio::spawn(async move {
+            let (a, _) = listener.accept().await.unwrap();
+            let (ar, mut aw) = a.into_split();
+            let mut ar = BufReader::new(ar);
+            let mut pages = 0u64;
+            loop {
+                let f = next_request(&mut ar).await;
+                pages += 1;
+                let r = match f.req {
+                    Request::Backup { offset, .. } => {
+                        Ok(Reply::Backup(crate::protocol::BackupPage {
+                            bytes: vec![0],
+                            // One more than received, whatever was said before.
+                            total: if offset == 0 && pages > 2 {
+                                MAX_BACKUP_BYTES + 1
+                            } else {
+                                offset + 2
+                            },
+                            index: 5,
+                            node: 1,
+                        }))
+                    }
+                    Request::Export { skip, .. } => {
+                        Ok(Reply::Export(crate::protocol::ExportPage {
+                            lines: vec!["x".into()],
+                            total: if skip == 0 && pages > 4 {
+                                crate::export::MAX_LINES as u64 + 1
+                            } else {
+                                skip + 2
+                            },
+                            from_index: 1,
+                            to_index: 9,
+                            span: None,
+                            node: 1,
+                        }))
+                    }
+                    other => panic!("unexpected {other:?}"),
+                };
+                answer(&mut aw, f.id, r).await;
+            }
+        });
+        let client = Client::with_timeouts(vec![addr], impatient());
+        async fn within<T>(what: impl std::future::Future<Output = T>) -> T {
+            tokio::time::timeout(Duration::from_secs(10), what)
+                .await
+                .expect("ends")
+        }
+        fn said<T: std::fmt::Debug>(r: Result<T, ClientError>) -> String {
+            match r {
+                Err(ClientError::Unavailable(m)) => m,
+                other => panic!("{other:?}"),
+            }
+        }
+        // Pages 1 and 2: the second says another total.
+        let m = said(within(client.backup()).await);
+        assert!(m.contains("does not fit") && m.contains("3 in all"), "{m}");
+        // Page 3: a total past the limit, refused at once.
+        let m = said(within(client.backup()).await);
+        assert!(m.contains("does not fit"), "{m}");
+        // Pages 4 and 5 (export): the second says another total; then one past the limit.
+        let m = said(within(client.export(Default::default())).await);
+        assert!(m.contains("does not fit") && m.contains("3 in all"), "{m}");
+        let m = said(within(client.export(Default::default())).await);
+        assert!(m.contains("20001 in all"), "{m}");
+        node.abort();
     }
 
     /// A session the node refuses to re-attach on a new connection (its keep-alive

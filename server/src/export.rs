@@ -422,15 +422,7 @@ pub fn build(
                 continue;
             }
             if lines.is_empty() {
-                let h = header_line(&g.svc, source)?;
-                if h.len() > MAX_LINE_BYTES {
-                    return Err(ExportError::TooLarge(format!(
-                        "the core's state at log index {index} is {} bytes as a header line, \
-                         more than the {MAX_LINE_BYTES} a recording line may have: a recording \
-                         cannot start there (its snapshot holds too many sessions and holds)",
-                        h.len()
-                    )));
-                }
+                let h = checked_header(&g.svc, source, index)?;
                 bytes += h.len() + 1;
                 lines.push(h);
             }
@@ -469,9 +461,31 @@ pub fn build(
         }
     }
     if lines.is_empty() {
-        lines.push(header_line(&g.svc, source)?);
+        // No op in the window: the recording is the header alone, held to the same limit.
+        let at = g.last_applied.map_or(0, |l| l.index);
+        lines.push(checked_header(&g.svc, source, at)?);
     }
     Ok(Recording { lines, span })
+}
+
+/// The header line of a recording that starts at log index `index`, refused when longer
+/// than a recording line may be. Errors: [`ExportError::TooLarge`], naming the index.
+/// Cost: the core's snapshot, encoded.
+fn checked_header(
+    svc: &fencelock::LockService<fencelock::VecStorage>,
+    source: &str,
+    index: u64,
+) -> Result<String, ExportError> {
+    let h = header_line(svc, source)?;
+    if h.len() > MAX_LINE_BYTES {
+        return Err(ExportError::TooLarge(format!(
+            "the core's state at log index {index} is {} bytes as a header line, more than \
+             the {MAX_LINE_BYTES} a recording line may have: a recording cannot start there \
+             (its snapshot holds too many sessions and holds)",
+            h.len()
+        )));
+    }
+    Ok(h)
 }
 
 #[cfg(test)]
@@ -789,6 +803,34 @@ mod tests {
             r#"{"now":100,"input":{"kind":"release_hold","now":100,"session":1,"lock":"jobs/x","token":1},"reply":{"kind":"released","token":1},"events":[{"kind":"session_expired","session":3},{"kind":"granted","session":2,"lock":"jobs/x","mode":"exclusive","token":2}]}"#
         );
         assert_eq!(r.lines.len(), 11);
+    }
+
+    /// A window with no op in it is the header alone, held to the line limit too: a state
+    /// too large for a header line is refused, not written as a line the page refuses.
+    #[test]
+    fn a_header_only_window_is_held_to_the_line_limit() {
+        let big = ServiceConfig {
+            sessions: 1024,
+            ..config()
+        };
+        // About 20 bytes of hex per session: 1 000 sessions are over 16 KiB.
+        let h = vec![entry(1, 1, (0..1000).map(|_| open(1_000_000)).collect())];
+        let late = Window {
+            from_time: Some(1_000_000_000),
+            ..Window::default()
+        };
+        let m = match build(state_machine::empty_state(&big), h, late, "t") {
+            Err(ExportError::TooLarge(m)) => m,
+            Err(e) => panic!("{e:?}"),
+            Ok(r) => panic!("built a header line of {} bytes", r.lines[0].len()),
+        };
+        assert!(
+            m.contains("log index 1 is") && m.contains("header line"),
+            "{m}"
+        );
+        let small = vec![entry(1, 1, vec![open(100)])];
+        let r = build(state_machine::empty_state(&config()), small, late, "t").unwrap();
+        assert_eq!((r.lines.len(), r.span), (1, None), "the header alone");
     }
 
     /// A window past the format's limits is refused, naming the last index that fits.
