@@ -277,8 +277,10 @@ pub struct Node {
     conn_ids: AtomicU64,
     /// Read barriers, one at a time and shared ([`Node::linearizable`]).
     reads: ReadBarriers,
-    /// Backup pages rebuilt one at a time ([`Node::backup_page`]): each holds a copy of
-    /// the state and its encoding, so requests in flight do not multiply that.
+    /// Backup and export pages rebuilt one at a time ([`Node::backup_page`],
+    /// [`Node::export_page`]): each holds a copy of the state and its encoding (an export
+    /// page also the log since the snapshot and the whole recording), so requests in flight
+    /// do not multiply that.
     backups: tokio::sync::Semaphore,
     /// Per connection: the sessions opened through it (pruned of ended ones when
     /// checked) and opens in flight. An entry lives as long as its connection's guard.
@@ -933,6 +935,13 @@ impl Node {
         skip: u64,
     ) -> Result<crate::protocol::ExportPage, ClientError> {
         use openraft::storage::RaftLogReader;
+        // One rebuild at a time, backups included (closed never: the semaphore lives as
+        // long as the node). Everything below is read after the wait.
+        let _turn = self
+            .backups
+            .acquire()
+            .await
+            .map_err(|e| ClientError::Unavailable(e.to_string()))?;
         let applied = self.shared.state().last_applied.map_or(0, |l| l.index);
         let purged = self.log.last_purged().map(|l| l.index);
         let snap = self.snapshot_state().await?;
@@ -1717,6 +1726,25 @@ impl Node {
                     if self.config.loopback_members {
                         crate::net::loopback_addr(a).map_err(ClientError::BadRequest)?;
                     }
+                }
+                // openraft keeps a member's address when it is added again: a new address
+                // for a known id would be answered as done and never dialled.
+                let m = self.raft.metrics().borrow().membership_config.clone();
+                if let Some(known) = m.membership().get_node(&id) {
+                    if m.voter_ids().any(|v| v == id) {
+                        return Err(ClientError::BadRequest(format!(
+                            "node {id} is a voter already: a node at another address needs a \
+                             new id (or set the voters without {id} and remove it first)"
+                        )));
+                    }
+                    if *known != addr {
+                        return Err(ClientError::BadRequest(format!(
+                            "node {id} is a learner already, at {} / {}: remove it first \
+                             (remove-learner) to give it another address, or use a new id",
+                            known.raft, known.client
+                        )));
+                    }
+                    // The same address: a retry, answered as an add is.
                 }
                 let fut = self.raft.add_learner(id, addr, true);
                 // openraft waits for a far-behind learner to catch up: one that refuses this

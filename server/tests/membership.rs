@@ -60,6 +60,24 @@ async fn a_voter_set_without_a_live_quorum_is_refused() {
     let r = admin(&c, Request::AddLearner { id: 9, addr }).await;
     assert!(matches!(r, Err(ClientError::Unavailable(_))), "{r:?}");
     assert_eq!(members(&c).await, (vec![1, 2, 3], vec![9]));
+    // A known id at another address is refused (openraft would keep the old one and the
+    // add would be answered as done); a voter's id too.
+    let moved = NodeAddr {
+        raft: "mem:19".into(),
+        client: "mem:19".into(),
+    };
+    let r = admin(
+        &c,
+        Request::AddLearner {
+            id: 9,
+            addr: moved.clone(),
+        },
+    )
+    .await;
+    refused(&r, "node 9 is a learner already, at mem:9");
+    let r = admin(&c, Request::AddLearner { id: 1, addr: moved }).await;
+    refused(&r, "node 1 is a voter already");
+    assert_eq!(members(&c).await, (vec![1, 2, 3], vec![9]), "unchanged");
     for voters in [vec![1, 9], vec![1, 2, 3, 9], vec![9]] {
         let r = admin(&c, Request::SetVoters { voters }).await;
         refused(&r, "[9]");
