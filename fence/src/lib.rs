@@ -11,7 +11,7 @@
 //!
 //! | implementation | storage | what makes it atomic |
 //! |---|---|---|
-//! | [`GateFence`] | a `FenceGate` and the data it guards, in process | one mutex around check, write and admit |
+//! | [`GateFence`] | a `FenceGate` and the data it guards, in process (keyed with [`GateFence::with_name_key`] when others choose the names) | one mutex around check, write and admit |
 //! | [`SqliteFence`] | an SQLite database (bundled build) | `BEGIN IMMEDIATE`: conditional upsert of the fence row, then the write, one transaction |
 //! | [`PgFence`] | a PostgreSQL database | conditional upsert of the fence row (which locks it until commit), then the write, one transaction |
 //!
@@ -118,16 +118,20 @@ pub trait Fence {
     /// [`Error::CapacityExceeded`] (a full in-process gate); [`FenceError::TokenOutOfRange`]
     /// (SQL fences, token above `i64::MAX`); [`FenceError::Write`] with the error `write`
     /// returned; [`FenceError::Storage`] when the storage fails (connection lost, disk
-    /// error, lock timeout). A storage failure at commit leaves the outcome unknown, as
+    /// error, lock timeout) or, in PostgreSQL, the connection is inside a transaction of
+    /// the caller's that has written ([`PgFence::IN_OPEN_TRANSACTION`]: nothing sent, that
+    /// transaction left open). A storage failure at commit leaves the outcome unknown, as
     /// any database commit does: read back before retrying — except a deferred
     /// constraint's refusal of the commit (its message says so), which is certain: rolled
     /// back, nothing written.
     ///
     /// Cost: the in-process gate O(name length) plus the write, under one mutex; the SQL
-    /// fences one transaction — `BEGIN`, the conditional upsert, the write's statements,
-    /// one more statement before `COMMIT` (PostgreSQL: a `SELECT` that finds a transaction
-    /// the write left aborted or ended itself; SQLite: an indexed read of the fence row
-    /// that finds its raise still there), `COMMIT` (a stale one: `BEGIN`, the upsert, one read, `ROLLBACK`) — with the
+    /// fences one transaction (PostgreSQL first sends one `SELECT` that finds a
+    /// transaction of the caller's left open, see [`PgFence`]) — `BEGIN`, the conditional
+    /// upsert, the write's statements, one more statement before `COMMIT` (PostgreSQL: a
+    /// `SELECT` that finds a transaction the write left aborted or ended itself; SQLite:
+    /// an indexed read of the fence row that finds its raise still there), `COMMIT` (a
+    /// stale one: `BEGIN`, the upsert, one read, `ROLLBACK`) — with the
     /// resource's fence row locked until it ends, so writes to one resource are serialised
     /// and writes to different resources are not (SQLite serialises all writers of the
     /// database file anyway).

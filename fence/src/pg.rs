@@ -40,6 +40,13 @@ pub(crate) fn admit(table: &str) -> String {
 /// change its answer.
 const STILL_OURS: &str = "SELECT pg_catalog.txid_current_if_assigned() OPERATOR(pg_catalog.=) $1";
 
+/// Before `BEGIN`: true when the connection is already inside a transaction that has
+/// written (its id is assigned): one the caller began through [`PgFence::client`] and left
+/// open, whose writes the fence's write would otherwise join (PostgreSQL answers a `BEGIN`
+/// inside a transaction with a warning only). Outside a transaction it runs on its own,
+/// with no id: false. Named in `pg_catalog`, as `STILL_OURS` is.
+const OUTER_WROTE: &str = "SELECT pg_catalog.txid_current_if_assigned() IS NOT NULL";
+
 /// The resource's highest token. Its operator is named in `pg_catalog`, as the admission's
 /// is, so a `search_path` a write set cannot give `highest()` or a stale refusal another
 /// `=`.
@@ -80,6 +87,7 @@ fn qualified(schema: &str) -> Result<String, StorageError> {
 /// another, [`PgFence::in_schema`]), and every fenced write one transaction:
 ///
 /// ```sql
+/// SELECT pg_catalog.txid_current_if_assigned() IS NOT NULL;  -- true: inside a transaction of yours that wrote: refused
 /// BEGIN;
 /// INSERT INTO "public"."fencelock_fence" AS f (resource, highest) VALUES ($1, $2)
 ///   ON CONFLICT (resource) DO UPDATE SET highest = EXCLUDED.highest
@@ -115,6 +123,13 @@ pub struct PgFence {
 }
 
 impl PgFence {
+    /// [`StorageError::what`] of a [`Fence::write`] refused because the connection is
+    /// inside a transaction of the caller's that has written (a `BEGIN` sent through
+    /// [`client`](Self::client) and not ended). Nothing was sent; that transaction is
+    /// still open.
+    pub const IN_OPEN_TRANSACTION: &'static str =
+        "refused: the connection is inside a transaction of the caller's";
+
     /// The schema [`new`](Self::new) keeps the fence table in.
     pub const DEFAULT_SCHEMA: &'static str = "public";
 
@@ -135,6 +150,15 @@ impl PgFence {
     /// reported (a [`StorageError`]) but not undone: what it ran after its own `COMMIT` or
     /// `ROLLBACK` committed statement by statement, outside the fence.
     ///
+    /// Every fenced write is a transaction of its own: do not call [`Fence::write`] with a
+    /// transaction of yours open on the client (a `BEGIN` sent through
+    /// [`client`](Self::client)). One that has written is found before the fence's `BEGIN`
+    /// and refused ([`IN_OPEN_TRANSACTION`](Self::IN_OPEN_TRANSACTION); nothing sent, your
+    /// transaction left open); one that has only read cannot be told from none
+    /// (PostgreSQL gives a transaction an id at its first write), so the fence's write
+    /// joins it, and the fence's `COMMIT` or `ROLLBACK` ends it, your reads and any
+    /// `SET LOCAL` with it.
+    ///
     /// Errors: [`StorageError`] if `schema` is no schema name (empty, over 63 bytes, a
     /// NUL) or one of PostgreSQL's own (`pg_…`, `information_schema`), if the connection's `search_path` finds another `fencelock_fence` first
     /// (naming its schema), if the table cannot be found or created (a missing schema
@@ -147,20 +171,24 @@ impl PgFence {
         let mut tx = client
             .transaction()
             .map_err(|e| StorageError::new("begin", e))?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CREATE_LOCK])
-            .map_err(|e| StorageError::new("lock for create", e))?;
+        // Sent with their parameter types, as every statement of the fence is (see below).
+        tx.query_typed(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[(&CREATE_LOCK, Type::INT8)],
+        )
+        .map_err(|e| StorageError::new("lock for create", e))?;
         // Created only when missing: CREATE ... IF NOT EXISTS needs CREATE on the schema
         // even when the table exists, which a least-privilege role (SELECT, INSERT and
         // UPDATE on a table an administrator made) does not have.
         // Ours (NULL: missing), and whatever the search_path finds under the bare name,
         // with its schema.
         let (ours, found, found_in): (Option<u32>, Option<u32>, Option<String>) = tx
-            .query_one(
+            .query_typed_one(
                 "SELECT to_regclass($1)::oid, c.oid, n.nspname::text
                  FROM (SELECT to_regclass($2)::oid AS oid) AS bare
                  LEFT JOIN pg_class c ON c.oid = bare.oid
                  LEFT JOIN pg_namespace n ON n.oid = c.relnamespace",
-                &[&table, &crate::FENCE_TABLE],
+                &[(&table, Type::TEXT), (&crate::FENCE_TABLE, Type::TEXT)],
             )
             .and_then(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
             .map_err(|e| StorageError::new("look for the fence table", e))?;
@@ -216,6 +244,25 @@ impl Fence for PgFence {
         precheck(resource, token, true)?;
         let key = resource.as_bytes();
         let t = token.0 as i64; // in range: precheck
+
+        // A transaction the caller left open that has written: refused before anything is
+        // sent that could end or join it (one that has only read cannot be told apart from
+        // none; see `in_schema`).
+        let outer = self
+            .client
+            .query_typed_one(OUTER_WROTE, &[])
+            .and_then(|row| row.try_get::<_, bool>(0))
+            .map_err(|e| StorageError::new("look for a transaction left open", e))?;
+        if outer {
+            return Err(StorageError::new(
+                Self::IN_OPEN_TRANSACTION,
+                "a transaction begun through client() and not ended, which has written: \
+                 the fence's write would have joined it, committed or rolled back with \
+                 statements that are not the fence's; nothing was sent, and that \
+                 transaction is still open: end it (COMMIT or ROLLBACK) first",
+            )
+            .into());
+        }
         let mut tx = self
             .client
             .transaction()

@@ -78,10 +78,36 @@ impl Drop for InWrite<'_> {
 impl SqliteFence {
     /// A fence on `conn`, creating the fence table if it is missing.
     ///
-    /// Errors: [`StorageError`] if the table cannot be created. Cost: one statement.
+    /// Refused, with nothing changed: a main database in journal mode `OFF` (SQLite's
+    /// `ROLLBACK` is then undefined, so a refused, failed or SQLite-ended write, and the
+    /// commit hook's refusal, could leave the raise or half the write behind; do not switch
+    /// to `OFF` later either), and a `main.fencelock_fence` that is not the fence's own
+    /// shape: a `STRICT`, `WITHOUT ROWID` table of exactly `resource BLOB PRIMARY KEY NOT
+    /// NULL` and `highest INTEGER NOT NULL` (made by hand or by another tool, it could
+    /// hold keys the fence never matches — a `TEXT` key never equals the fence's `BLOB` —
+    /// and so keep a second highest token for a resource). Its `CHECK (highest > 0)` is
+    /// not looked at: a stored token of 0 or less is never reported as a highest anyway.
+    ///
+    /// Errors: [`StorageError`] — [`what`](StorageError::what) is
+    /// [`JOURNAL_OFF`](Self::JOURNAL_OFF) or [`NOT_OUR_TABLE`](Self::NOT_OUR_TABLE) for
+    /// the refusals above, else the table cannot be read or created. Cost: four
+    /// statements.
     pub fn new(mut conn: Connection) -> Result<Self, StorageError> {
+        let mode: String = conn
+            .query_row("PRAGMA main.journal_mode", [], |r| r.get(0))
+            .map_err(|e| StorageError::new("read the journal mode", e))?;
+        if mode.eq_ignore_ascii_case("off") {
+            return Err(StorageError::new(
+                Self::JOURNAL_OFF,
+                "SQLite cannot roll a transaction back reliably in journal mode OFF; set \
+                 another (WAL, DELETE, MEMORY for an in-memory database) first",
+            ));
+        }
+        // Created only if missing (a no-op on a table of any shape), then checked: what
+        // is there now is what every fenced write will use.
         conn.execute_batch(CREATE)
             .map_err(|e| StorageError::new("create the fence table", e))?;
+        check_table(&conn)?;
         let in_write = Arc::new(AtomicBool::new(false));
         let flag = in_write.clone();
         // Returning true turns the commit into a rollback.
@@ -89,6 +115,15 @@ impl SqliteFence {
             .map_err(|e| StorageError::new("install the commit hook", e))?;
         Ok(SqliteFence { conn, in_write })
     }
+
+    /// [`StorageError::what`] of [`new`](Self::new)'s refusal of a main database in
+    /// journal mode `OFF`.
+    pub const JOURNAL_OFF: &'static str = "refused: the database is in journal mode OFF";
+
+    /// [`StorageError::what`] of [`new`](Self::new)'s refusal of a `main.fencelock_fence`
+    /// that is not the fence's own shape.
+    pub const NOT_OUR_TABLE: &'static str =
+        "refused: main.fencelock_fence is not the fence's own table";
 
     /// Opens (creating if needed) the database file at `path` in WAL mode with a busy
     /// timeout of `busy`, and makes a fence on it.
@@ -123,6 +158,79 @@ impl SqliteFence {
         let _ = self.conn.commit_hook(None::<fn() -> bool>);
         self.conn
     }
+}
+
+/// Refuses a `main.fencelock_fence` that is not [`CREATE`]'s shape: a `STRICT`,
+/// `WITHOUT ROWID` table whose columns are exactly `resource BLOB NOT NULL`, the primary
+/// key, and `highest INTEGER NOT NULL` (or `INT`), no defaults (hidden and generated
+/// columns count: `ncol` includes them).
+fn check_table(conn: &Connection) -> Result<(), StorageError> {
+    let read = |e| StorageError::new("read the fence table's shape", e);
+    let table: Option<(String, i64, bool, bool)> = conn
+        .query_row(
+            "SELECT type, ncol, wr, strict FROM pragma_table_list
+             WHERE schema = 'main' AND name = 'fencelock_fence' COLLATE NOCASE",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()
+        .map_err(read)?;
+    let mut st = conn
+        .prepare(
+            "SELECT name, type, \"notnull\", dflt_value IS NULL, pk
+             FROM pragma_table_info('fencelock_fence', 'main') ORDER BY cid",
+        )
+        .map_err(read)?;
+    let columns: Vec<(String, String, bool, bool, i64)> = st
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .map_err(read)?
+        .collect::<Result<_, _>>()
+        .map_err(read)?;
+    // Declared types as STRICT spells them, in any case (INT and INTEGER are one type).
+    let is = |c: &(String, String, bool, bool, i64), name: &str, types: &[&str], pk: i64| {
+        c.0.eq_ignore_ascii_case(name)
+            && types.iter().any(|t| c.1.eq_ignore_ascii_case(t))
+            && c.2
+            && c.3
+            && c.4 == pk
+    };
+    let ours = table == Some(("table".to_string(), 2, true, true))
+        && matches!(&columns[..], [r, h]
+            if is(r, "resource", &["BLOB"], 1) && is(h, "highest", &["INTEGER", "INT"], 0));
+    if ours {
+        return Ok(());
+    }
+    Err(StorageError::new(
+        SqliteFence::NOT_OUR_TABLE,
+        format!(
+            "it is {} with columns {:?}; the fence's is a STRICT, WITHOUT ROWID table \
+             (resource BLOB PRIMARY KEY NOT NULL, highest INTEGER NOT NULL CHECK \
+             (highest > 0)): move its rows into one of that shape",
+            match &table {
+                Some((kind, ncol, without_rowid, strict)) => format!(
+                    "a {kind} of {ncol} columns{}{}",
+                    if *strict { ", STRICT" } else { ", not STRICT" },
+                    if *without_rowid {
+                        ", WITHOUT ROWID"
+                    } else {
+                        ", with rowid"
+                    },
+                ),
+                None => "not a table".to_string(),
+            },
+            columns
+                .iter()
+                .map(|(name, ty, not_null, no_default, pk)| format!(
+                    "{name} {ty}{}{}{}",
+                    if *pk > 0 { " PRIMARY KEY" } else { "" },
+                    if *not_null { " NOT NULL" } else { "" },
+                    if *no_default { "" } else { " DEFAULT …" },
+                ))
+                .collect::<Vec<_>>(),
+        ),
+    ))
 }
 
 impl Fence for SqliteFence {

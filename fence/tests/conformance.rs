@@ -48,6 +48,30 @@ fn gate_fence_replays_the_gate_vectors() {
     replay_all("in-process gate", |n| GateFence::new(n, ()).unwrap());
 }
 
+/// A fence keyed for names others choose gives every answer an unkeyed one gives: the
+/// gate vectors, and random admits against a plain (unkeyed) `FenceGate`.
+#[test]
+fn gate_fence_with_a_name_key_answers_as_without_one() {
+    let key = fencelock::NameKey([0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210]);
+    let keyed = GateFence::with_name_key(8, (), key).unwrap();
+    assert!(keyed.is_name_keyed().unwrap());
+    assert!(!GateFence::new(8, ()).unwrap().is_name_keyed().unwrap());
+    replay_all("in-process gate, keyed", |n| {
+        GateFence::with_name_key(n, (), key).unwrap()
+    });
+    for seed in [1, 2, 3] {
+        random_vs_gate(
+            "in-process gate, keyed",
+            GateFence::with_name_key(8, (), key).unwrap(),
+            seed,
+        );
+    }
+    assert!(matches!(
+        GateFence::with_name_key(fencelock::MAX_ROWS + 1, (), key),
+        Err(Error::BadConfig(_))
+    ));
+}
+
 #[test]
 fn sqlite_fence_replays_the_gate_vectors() {
     replay_all("sqlite", |_| {
@@ -136,6 +160,34 @@ fn gate_fence_poisoned_by_a_panicking_write_refuses_with_a_storage_error() {
     ));
     assert!(f.highest("a").is_err());
     assert!(f.read(|d| *d).is_err());
+}
+
+/// A panic inside `read` reaches its caller and leaves the fence whole: the data was only
+/// read, so later writes, admits and reads go on (only a panicking write poisons it).
+#[test]
+fn gate_fence_survives_a_panicking_read() {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<&str>() != Some(&"read panics") {
+            hook(info)
+        }
+    }));
+    let mut f = GateFence::new(2, vec![1u32]).unwrap();
+    f.admit("a", Token(3)).unwrap();
+    let g = f.clone();
+    let r = std::thread::spawn(move || g.read(|_| -> u32 { panic!("read panics") })).join();
+    assert!(r.is_err(), "the panic reaches the reader");
+    f.write("a", Token(4), |d| {
+        d.push(4);
+        Ok::<_, ()>(())
+    })
+    .expect("a write after a panicking read");
+    assert_eq!(f.highest("a").unwrap(), Some(Token(4)));
+    assert_eq!(
+        f.admit("a", Token(3)).unwrap_err().stale_highest(),
+        Some(Token(4))
+    );
+    assert_eq!(f.read(|d| d.clone()).unwrap(), vec![1, 4]);
 }
 
 fn count(conn: &rusqlite::Connection, sql: &str) -> i64 {
@@ -359,22 +411,129 @@ fn sqlite_fence_rolls_back_a_panicking_write_whatever_its_drop_behaviour() {
     assert_eq!(f.highest("r").unwrap(), Some(Token(3)));
 }
 
+/// A `main.fencelock_fence` someone else made, of another shape than the fence's own, is
+/// refused at construction, naming the rule, and left as it was: the fence neither uses
+/// it nor writes to it. (A non-STRICT table takes TEXT keys from another tool, which never
+/// equal the fence's BLOB keys: two highest tokens for one resource.)
 #[test]
 fn sqlite_fence_refuses_a_hostile_fence_table_instead_of_trusting_it() {
-    // A database file whose fence table was made by someone else, without the rule
-    // `highest > 0`, and holds a negative token.
+    for (shape, why) in [
+        (
+            "CREATE TABLE fencelock_fence (resource BLOB PRIMARY KEY, highest INTEGER)",
+            "not STRICT, nullable",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource TEXT PRIMARY KEY NOT NULL,
+               highest INTEGER NOT NULL) STRICT, WITHOUT ROWID",
+            "TEXT keys",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource BLOB PRIMARY KEY NOT NULL,
+               highest INTEGER NOT NULL) STRICT",
+            "a rowid table",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource BLOB NOT NULL,
+               highest INTEGER NOT NULL PRIMARY KEY) STRICT, WITHOUT ROWID",
+            "keyed by the token",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource BLOB PRIMARY KEY NOT NULL,
+               highest INTEGER NOT NULL, note TEXT) STRICT, WITHOUT ROWID",
+            "a third column",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource BLOB PRIMARY KEY NOT NULL,
+               highest INTEGER NOT NULL, shadow INTEGER AS (highest + 1)) STRICT, WITHOUT ROWID",
+            "a generated column",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource BLOB PRIMARY KEY NOT NULL,
+               highest INTEGER NOT NULL DEFAULT 1) STRICT, WITHOUT ROWID",
+            "a default",
+        ),
+        (
+            "CREATE TABLE other (resource BLOB PRIMARY KEY NOT NULL, highest INTEGER NOT NULL);
+             CREATE VIEW fencelock_fence AS SELECT resource, highest FROM other",
+            "a view",
+        ),
+    ] {
+        let dir = common::TempDir::new("sqlite-hostile");
+        let path = dir.path().join("hostile.db");
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(shape).unwrap();
+        let before: Vec<String> = schema(&c);
+        let e = match SqliteFence::new(c) {
+            Err(e) => e,
+            Ok(_) => panic!("{why}: a fence on a table not its own"),
+        };
+        assert_eq!(e.what(), SqliteFence::NOT_OUR_TABLE, "{why}: {e}");
+        let c = rusqlite::Connection::open(&path).unwrap();
+        assert_eq!(schema(&c), before, "{why}: nothing changed");
+    }
+    // The fence's own shape, made by hand in any case and with INT, is taken.
     let c = rusqlite::Connection::open_in_memory().unwrap();
     c.execute_batch(
-        "CREATE TABLE fencelock_fence (resource BLOB PRIMARY KEY, highest INTEGER);
-         INSERT INTO fencelock_fence VALUES (CAST('ledger' AS BLOB), -5);",
+        "create table FENCELOCK_FENCE (Resource blob primary key not null,
+           highest int not null check (highest > 0)) strict, without rowid;
+         INSERT INTO fencelock_fence VALUES (CAST('ledger' AS BLOB), 9);",
     )
     .unwrap();
     let mut f = SqliteFence::new(c).unwrap();
+    assert_eq!(
+        f.admit("ledger", Token(8)).unwrap_err().stale_highest(),
+        Some(Token(9))
+    );
+}
+
+fn schema(c: &rusqlite::Connection) -> Vec<String> {
+    let mut st = c
+        .prepare("SELECT type || ' ' || name || ': ' || coalesce(sql, '') FROM sqlite_schema ORDER BY name")
+        .unwrap();
+    let rows = st.query_map([], |r| r.get(0)).unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
+}
+
+/// A token of 0 or less stored in the fence's own table (its CHECK bypassed, as
+/// `PRAGMA ignore_check_constraints` does) is never reported as a highest; an admission
+/// compares it like any number and overwrites it.
+#[test]
+fn sqlite_fence_never_reports_a_stored_token_of_zero_or_less() {
+    let mut f = SqliteFence::new(rusqlite::Connection::open_in_memory().unwrap()).unwrap();
+    f.connection()
+        .execute_batch(
+            "PRAGMA ignore_check_constraints = ON;
+             INSERT INTO fencelock_fence VALUES (CAST('ledger' AS BLOB), -5);
+             PRAGMA ignore_check_constraints = OFF;",
+        )
+        .unwrap();
     let e = f.highest("ledger").unwrap_err();
     assert_eq!(e.what(), "the fence table holds a token of 0 or less");
     // -5 <= 3, so the upsert overwrote it: the fence treats its own writes normally.
     f.admit("ledger", Token(3)).unwrap();
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(3)));
+}
+
+/// A connection in journal mode OFF, where SQLite's ROLLBACK is undefined (a refused or
+/// failed write could leave half of itself behind), is refused before anything is made.
+#[test]
+fn sqlite_fence_refuses_journal_mode_off() {
+    let dir = common::TempDir::new("sqlite-journal-off");
+    let path = dir.path().join("off.db");
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = c
+        .pragma_update_and_check(None, "journal_mode", "OFF", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "off");
+    let e = match SqliteFence::new(c) {
+        Err(e) => e,
+        Ok(_) => panic!("a fence in journal mode OFF"),
+    };
+    assert_eq!(e.what(), SqliteFence::JOURNAL_OFF, "{e}");
+    let c = rusqlite::Connection::open(&path).unwrap();
+    assert!(schema(&c).is_empty(), "nothing made: {:?}", schema(&c));
+    // In another mode, the same file takes a fence.
+    SqliteFence::new(c).unwrap().admit("r", Token(1)).unwrap();
 }
 
 #[test]
@@ -649,6 +808,61 @@ fn postgres_fence_reports_a_write_that_ended_its_transaction() {
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(6)));
 }
 
+/// A transaction the caller began through `client()` and left open, which has written:
+/// the fence's `BEGIN` would only warn, and its write would join that transaction (a
+/// stale refusal rolling back the caller's statements, a success committing them). The
+/// write is refused before anything is sent, the caller's transaction left as it was.
+#[test]
+fn postgres_fence_refuses_to_join_a_transaction_the_caller_left_open() {
+    let pg = common::Postgres::start();
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    f.client()
+        .batch_execute("CREATE TABLE audit (entry text NOT NULL)")
+        .unwrap();
+    f.admit("ledger", Token(5)).unwrap();
+    f.client()
+        .batch_execute("BEGIN; INSERT INTO audit VALUES ('mine')")
+        .unwrap();
+    for token in [4, 6] {
+        let mut ran = false;
+        let e = f
+            .write("ledger", Token(token), |_| {
+                ran = true;
+                Ok::<_, &str>(())
+            })
+            .expect_err("a write inside the caller's transaction");
+        match &e {
+            FenceError::Storage(s) => {
+                assert_eq!(s.what(), PgFence::IN_OPEN_TRANSACTION, "{e}");
+                assert!(!e.is_retryable(), "{e}");
+            }
+            other => panic!("token {token}: expected a storage error, got {other:?}"),
+        }
+        assert!(!ran, "token {token}: the write ran");
+    }
+    // The caller's transaction is still open, its write in it; the fence row is as it was.
+    let (mine, highest): (i64, i64) = f
+        .client()
+        .query_one(
+            "SELECT (SELECT count(*) FROM audit),
+                    (SELECT highest FROM fencelock_fence WHERE resource = 'ledger')",
+            &[],
+        )
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert_eq!((mine, highest), (1, 5));
+    f.client().batch_execute("ROLLBACK").unwrap();
+    let mine: i64 = f
+        .client()
+        .query_one("SELECT count(*) FROM audit", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(mine, 0, "the caller's own ROLLBACK ended it: it was open");
+    // With it ended, the fence goes on.
+    f.admit("ledger", Token(6)).unwrap();
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(6)));
+}
+
 /// The check made before COMMIT reads no table: a write that changes the transaction's
 /// `search_path` (here to one without the fence table) commits as any other.
 #[test]
@@ -846,6 +1060,38 @@ fn sqlite_fence_ignores_a_temp_table_of_its_name() {
         .query_row("SELECT highest FROM temp.fencelock_fence", [], |r| r.get(0))
         .unwrap();
     assert_eq!(temp, 1, "the TEMP table is untouched");
+}
+
+/// The worker's `ready` line carries the resource name escaped: a name with a newline (any
+/// UTF-8 is a name) cannot print a `written` line of its own before anything is written.
+#[test]
+fn the_worker_prints_the_resource_name_escaped() {
+    let pg = common::Postgres::start();
+    let worker = env!("CARGO_BIN_EXE_fencelock-fence-write");
+    let forged = "x\nwritten token=999";
+    let out = std::process::Command::new(worker)
+        .env("FENCELOCK_TOKEN", "5")
+        .env_remove("FENCELOCK_PERMITS")
+        .args(["--pg", &pg.url(), "--note", "n", "--resource", forged])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("ready pid="), "{lines:?}");
+    assert!(
+        lines[0].ends_with(r#" token=5 resource="x\nwritten token=999""#),
+        "{lines:?}"
+    );
+    assert_eq!(lines[1], "written token=5");
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    assert_eq!(f.highest(forged).unwrap(), Some(Token(5)));
 }
 
 /// The worker refuses what the fence would refuse without reading the database (token 0,

@@ -385,9 +385,21 @@ fn postgres_fence_blocks_the_same_resource_only() {
     std::thread::scope(|s| {
         // Writer 1 holds "a" inside its write until told to finish.
         let (one, release_tx) = hold_a(s, pg);
-        // Another resource goes through while "a" is held.
-        let mut other = PgFence::new(pg.connect()).unwrap();
-        other.admit("b", Token(4)).unwrap();
+        // Another resource goes through while "a" is held: on a thread, so that a fence
+        // that held it up fails this test instead of hanging it ("a" is let go first, so
+        // the scope's join does not wait on it either).
+        let (b_tx, b_rx) = std::sync::mpsc::channel();
+        s.spawn(move || {
+            let mut other = PgFence::new(pg.connect()).unwrap();
+            let _ = b_tx.send(other.admit("b", Token(4)).map_err(|e| e.to_string()));
+        });
+        match b_rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(r) => r.unwrap(),
+            Err(_) => {
+                let _ = release_tx.send(());
+                panic!("the writer of \"b\" was held up while \"a\" was held");
+            }
+        }
         // The same resource waits: seen waiting on a lock, not finished.
         let two = s.spawn(move || {
             let mut f = PgFence::new(pg.connect()).unwrap();
@@ -433,9 +445,12 @@ fn postgres_fence_a_lock_or_statement_timeout_is_retryable() {
                 postgres::error::SqlState::QUERY_CANCELED,
             ),
         ] {
-            let mut c = pg.connect();
-            c.batch_execute(&format!("SET {setting} = '50ms'")).unwrap();
-            let mut f = PgFence::new(c).unwrap();
+            // The fence is made first: its constructor's statements are not what this
+            // test times out.
+            let mut f = PgFence::new(pg.connect()).unwrap();
+            f.client()
+                .batch_execute(&format!("SET {setting} = '50ms'"))
+                .unwrap();
             let mut ran = false;
             let e = f
                 .write("a", Token(6), |_| {

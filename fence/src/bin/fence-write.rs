@@ -8,9 +8,10 @@
 //!
 //! Reads the token from `FENCELOCK_TOKEN` and the resource from `--resource`, else
 //! `FENCELOCK_LOCK` (both set by `fencelock lock`). Connects, prints
-//! `ready pid=P token=T resource=R`, waits `--delay-ms` and then until `--wait-for`'s path
-//! exists (at most a minute; both stand for the work before the write, the window a pause
-//! hits), then inserts `(resource, token, note)` into the table
+//! `ready pid=P token=T resource="R"` (the name quoted and escaped as a Rust string
+//! literal, so no name can print a line of its own), waits `--delay-ms` and then until
+//! `--wait-for`'s path exists (at most a minute; both stand for the work before the
+//! write, the window a pause hits), then inserts `(resource, token, note)` into the table
 //! `fencelock_demo` (made if missing) through the fence, in one transaction with the
 //! token's admission. Prints `written token=T` and exits 0, or `refused token=T highest=H`
 //! and exits 4 when the fence refuses a stale token; 2 for bad arguments or environment
@@ -156,8 +157,10 @@ fn main() -> ExitCode {
     ) {
         return fail("create fencelock_demo", &e);
     }
+    // The resource as a quoted, escaped string: a name may hold any UTF-8, a newline
+    // included, and printed raw it could forge a `written` line of its own.
     say(&format!(
-        "ready pid={} token={} resource={}",
+        "ready pid={} token={} resource={:?}",
         std::process::id(),
         token.0,
         args.resource
