@@ -13,8 +13,9 @@ scripts/build-wasm.sh
 
 # Size budget of the shipped module (wasm/pkg/web, after wasm-opt): fails when it grows.
 # The goal is 60 000 bytes raw and 25 000 gzipped; the module is not there yet (wasm/README.md
-# says where its bytes go), so the ceilings are the measured size plus about 2 % for a
-# different compiler release: lower them as the module shrinks, never raise them to let
+# says where its bytes go), so the ceilings started at the measured size plus about 2 %
+# for a different compiler release; each raise since added exactly the measured growth, so
+# the margin is now under 1 %: lower them as the module shrinks, never raise them to let
 # growth through.
 # Raised once, by exactly the measured growth (128 174 -> 151 538 raw, 52 137 -> 60 254
 # gzipped: +23 364 / +8 117), for semaphores, holder labels and watches. Those bytes,
@@ -89,8 +90,9 @@ budget() {
 }
 budget wasm/pkg/web/fencelock_wasm_bg.wasm "$WASM_MAX_RAW" "$WASM_MAX_GZIP"
 
-# The small module (wasm/lite, the package's "fencelock/lite"): the measured size plus
-# about 2 % for a different compiler release, as above, and within the project's goal for
+# The small module (wasm/lite, the package's "fencelock/lite"): a ceiling that started at
+# the measured size plus about 2 % for a different compiler release, as above (under 1 %
+# now, after raises by exactly the measured growth), and within the project's goal for
 # a first download (60 000 raw, 25 000 gzipped), which it meets; never raise it past that.
 # Raised once, by exactly the measured growth (54 273 -> 54 661 raw, 24 219 -> 24 340
 # gzipped: +388 / +121): the class writes each lock name into a buffer the service owns

@@ -13,8 +13,10 @@
 //! * [`FenceGate`] — the resource-side check: highest token per resource, lower refused.
 //! * [`SessionKeeper`] — the client-side lease view: keep-alive due? may I still act?
 //!
-//! It is `no_std`, allocates nothing, has no `unsafe`, reads no clock and does no I/O. It
-//! is a pure function of its inputs, so the same inputs give the same replies, events and
+//! It is `no_std`, has no `unsafe`, reads no clock, does no I/O and needs no allocator:
+//! the lock rules never allocate, and only the helpers of feature `alloc` do
+//! (`VecStorage`, the `Vec` and `EventQueue` sinks, `LockService::snapshot_vec`). It is a
+//! pure function of its inputs, so the same inputs give the same replies, events and
 //! snapshot bytes on every platform — which is what a replicated state machine under a
 //! consensus log needs. The contract is written down in `docs/SPEC.md` in the repository;
 //! section numbers (§n) and invariants (I*n*) below refer to it.

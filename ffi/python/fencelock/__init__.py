@@ -1167,9 +1167,10 @@ class Service(_Handle):
         return tuple(_event(slots[i]) for i in range(n.value))
 
     def drain_events(self) -> tuple[Event, ...]:
-        """Every queued event, oldest first, in one library call (every input method
-        drains the queue itself, so this finds events only from calls made on the
-        library directly). Cost: O(queued events)."""
+        """Every queued event, oldest first: one library call when at most 8 are
+        queued, two for more (the first says how many, the second takes them all; every
+        input method drains the queue itself, so this finds events only from calls made
+        on the library directly). Cost: O(queued events)."""
         with self._mutex:
             self._ptr()
             return self._events()
