@@ -872,6 +872,15 @@ impl LogStore {
             .create(true)
             .truncate(false)
             .open(&path)?;
+        // Only a regular file is read: a FIFO, a device or a socket in its place (a wrong
+        // restore of the directory, a planted file) would block the start for good or fill
+        // memory (`/dev/zero`), where a clear refusal is due.
+        if !file.metadata()?.file_type().is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: not a regular file", path.display()),
+            ));
+        }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let bad = |msg: String| {
@@ -1372,6 +1381,31 @@ mod tests {
     /// another format).
     fn encode_group<'a>(seq: u64, recs: impl IntoIterator<Item = &'a Rec>) -> io::Result<Vec<u8>> {
         super::encode_group(V4, seq, recs)
+    }
+
+    /// A `raft.log` that is no regular file (a FIFO here; a device, a socket) is refused at
+    /// open, naming it, instead of blocking the start for good or reading without end.
+    #[test]
+    fn a_log_that_is_no_regular_file_is_refused() {
+        let dir = std::env::temp_dir().join(format!("fl-log-fifo-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        nix::unistd::mkfifo(&dir.join("raft.log"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d = dir.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(LogStore::open_inner(&d, COMPACT_BYTES, false).err());
+        });
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the open ends")
+            .expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(
+            e.to_string().contains("raft.log: not a regular file"),
+            "{e}"
+        );
+        let _ = fs::remove_dir_all(&dir);
     }
 
     /// A purge record through the largest index (checksummed, so only a forged or

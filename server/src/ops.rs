@@ -537,6 +537,13 @@ pub async fn force_new_cluster(
     let result = async {
         for name in ["raft.log", "snapshot.bin"] {
             let src = from.join(name);
+            if src.exists() && !src.is_file() {
+                // A FIFO or a device would block the copy or fill the disk.
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("{}: not a regular file", src.display()),
+                ));
+            }
             if src.exists() {
                 std::fs::copy(&src, scratch.join(name))
                     .map_err(|e| Error::new(e.kind(), format!("{}: {e}", src.display())))?;
