@@ -30,6 +30,8 @@ const ui = {
   stage: $('stage'),
   swimlane: $('swimlane'),
   caption: $('caption'),
+  captionLive: $('caption-live'),
+  keys: $('keys'),
   terms: $('terms'),
   dock: $('dock'),
   dockMore: $('dock-more'),
@@ -62,6 +64,17 @@ let droppedNote = '';
 // play) or you turned it off; another scene keeps its own.
 const storyOn = SCENES.map(() => true);
 const params = SCENES.map((s) => Object.fromEntries(Object.entries(s.params).map(([k, p]) => [k, p.value])));
+// Single-key shortcuts (space, r, s, f, 1–9, ?) can be turned off ("single-key shortcuts" in
+// "Try it"), for speech input and stray key presses; the page remembers the choice. The
+// arrows, Home, End, Enter and Escape are not character keys and always work.
+const KEYS_STORE = 'fencelock-demo.single-keys';
+const storedKeys = () => {
+  try {
+    return localStorage.getItem(KEYS_STORE) !== 'off';
+  } catch {
+    return true;
+  }
+};
 
 // ------------------------------------------------------------------ boot
 
@@ -97,7 +110,9 @@ function buildTabs() {
 
 function renderTabs() {
   ui.tabs.innerHTML = SCENES.map(
-    (s, i) => `<button id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-pressed="false" title="${escHtml(s.title)} (key ${i + 1})" aria-label="${escHtml(s.title)}"><span class="n">${i + 1}</span> <span class="lbl">${escHtml(s.short)}</span></button>`,
+    // the accessible name is the visible text ("4 Replication"; a phone shows the number
+    // only), so a voice command naming what is on screen reaches it; the title describes it
+    (s, i) => `<button id="tab-${i + 1}" data-scene="${i}" data-testid="tab-${i + 1}" aria-pressed="false" title="${escHtml(s.title)} (key ${i + 1})" aria-label="${i + 1} ${escHtml(s.short)}"><span class="n">${i + 1}</span> <span class="lbl">${escHtml(s.short)}</span></button>`,
   ).join('');
   for (const b of ui.tabs.querySelectorAll('button')) b.setAttribute('aria-pressed', String(Number(b.dataset.scene) === sceneIndex));
 }
@@ -153,11 +168,13 @@ async function openRecordingFile(file) {
 }
 
 function wireRecordings() {
-  const input = $('rec-file');
-  input.addEventListener('change', () => {
-    openRecordingFile(input.files[0]);
-    input.value = '';
-  });
+  // the header's control, and the one a phone shows in "Try it" (each focusable where shown)
+  for (const input of [$('rec-file'), $('rec-file-phone')]) {
+    input.addEventListener('change', () => {
+      openRecordingFile(input.files[0]);
+      input.value = '';
+    });
+  }
   document.addEventListener('dragover', (e) => {
     if ([...(e.dataTransfer?.types ?? [])].includes('Files')) {
       e.preventDefault();
@@ -202,6 +219,10 @@ function chooseScene(i) {
   ui.title.textContent = s.title;
   ui.lede.textContent = s.lede;
   $('scene-lede-2').textContent = s.lede; // a phone shows the lede under the stage, not above it
+  // a recording's sessions take no intervention: the hint says so instead of offering one
+  $('hint-clients').textContent = s.key === 'replay'
+    ? 'A recording is what happened: its sessions cannot be paused, resumed or killed.'
+    : 'Click a client (or focus it and press Enter) to pause, resume or kill it. The future is recomputed from there.';
   document.body.dataset.scene = s.key;
   ui.story.checked = storyOn[i] ?? true;
   document.body.dataset.story = String(ui.story.checked);
@@ -344,6 +365,9 @@ function draw(w) {
   const terms = termsAt(captions, tl.cursor, w.scene.key);
   ui.terms.innerHTML = terms.map((d) => `<p class="def" data-term="${escHtml(d.term)}"><dfn>${escHtml(d.term)}</dfn> — ${escHtml(d.def)}</p>`).join('');
   if (ui.caption.textContent !== before) ui.dock.scrollTop = 0; // a new caption is read from its start
+  // while playing, a screen reader is told the milestones only (every step would queue
+  // announcement after announcement); when playback stops it is told where it stopped
+  if (!timer || m) announce();
   dockHint();
   renderState(ui.state, w);
   renderOutcome(ui.outcome, w);
@@ -419,11 +443,21 @@ function finished() {
 }
 
 function pause() {
+  const playing = timer != null;
   clearTimeout(timer);
   timer = null;
   ui.play.textContent = '▶︎';
   ui.play.setAttribute('aria-label', 'Play');
   document.body.dataset.playing = 'false';
+  if (playing) announce(); // where playback stopped
+}
+
+/** Writes the caption now shown to the live region a screen reader announces (when it changed). */
+function announce() {
+  const w = timeline.world;
+  const m = w.milestone;
+  const mark = m ? `${m.yours ? 'Your intervention' : m.n == null ? 'Outcome' : `Milestone ${m.n}`}: ` : '';
+  writeLive(ui.captionLive, escHtml(`${mark}${w.caption}`));
 }
 
 const toggle = () => (timer ? pause() : play());
@@ -448,6 +482,14 @@ function wireControls() {
   ui.scrubber.addEventListener('input', () => (pause(), seek(Number(ui.scrubber.value))));
   ui.speed.addEventListener('input', showSpeed);
   showSpeed();
+  ui.keys.checked = storedKeys();
+  ui.keys.addEventListener('change', () => {
+    try {
+      localStorage.setItem(KEYS_STORE, ui.keys.checked ? 'on' : 'off');
+    } catch {
+      // a browser that keeps no storage: the choice holds for this visit
+    }
+  });
   document.addEventListener('keydown', onKey);
   document.addEventListener('click', (e) => {
     if (!ui.menu.hidden && !e.target.closest('#menu') && !e.target.closest('[data-client]')) closeMenu();
@@ -464,6 +506,8 @@ function onKey(e) {
     (t.tagName === 'INPUT' && !['range', 'checkbox', 'radio', 'button', 'submit', 'reset'].includes(t.type));
   const onButton = t.closest?.('button, [role="button"], [role="menuitem"]');
   if (!ui.menu.hidden && e.key === 'Escape') return closeMenu(true);
+  // single-key shortcuts turned off: a character key does only what the focused control does
+  if (!ui.keys.checked && (e.key === ' ' || e.key.length === 1)) return;
   switch (e.key) {
     case ' ':
       if (onButton || (inField && t.type !== 'range')) return;
@@ -605,6 +649,10 @@ window.fencelockDemo = {
   /** The storage's decisions so far, as recorded rows (for checking the captions). */
   get rows() {
     return Object.fromEntries(Object.entries(timeline.world.stores).map(([k, s]) => [k, JSON.parse(JSON.stringify(s.rows))]));
+  },
+  /** What each storage holds now, part by part: {part: {by, token, stale}} (copies). */
+  get contents() {
+    return Object.fromEntries(Object.entries(timeline.world.stores).map(([k, s]) => [k, JSON.parse(JSON.stringify(s.contents))]));
   },
   get interventions() {
     return kept[sceneIndex].map((x) => ({ ...x }));

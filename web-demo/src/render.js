@@ -73,7 +73,7 @@ function leaseLine(w, c, x, y, side = false) {
   const at = frozen ? frozen.from : w.t;
   const l = w.lease(c.id, at);
   if (!l) return '';
-  const state = { safe: `safe ≤ t=${l.until}`, jeopardy: 'jeopardy', expired: 'expired', unconfirmed: 'unconfirmed' }[l.state];
+  const state = { safe: `safe until t=${l.until}`, jeopardy: 'jeopardy', expired: 'expired', unconfirmed: 'unconfirmed' }[l.state];
   const text = frozen ? `❚❚ own clock stopped at t=${at}` : `own clock: ${state}`;
   return `<text class="lease ${l.state} ${frozen ? 'stopped' : ''} ${side ? 'side' : ''}" x="${x}" y="${y}" data-lease="${l.state}" data-clock="${frozen ? 'stopped' : 'running'}">${esc(text)}</text>`;
 }
@@ -603,7 +603,8 @@ function placeFlashLabels(svg, W, H) {
 function drawNode(w, n) {
       switch (n.kind) {
         case 'client':
-          return drawClient(w, n, true);
+          // a recording is what happened: its sessions are not yours to pause or kill
+          return drawClient(w, n, w.scene.key !== 'replay');
         case 'service':
           return drawService(w, n);
         case 'store':
@@ -790,7 +791,7 @@ export function renderState(el, w) {
     rows.push(['Highest token seen', s.fencing ? `<b data-testid="state-highest">${hi ?? '—'}</b>` : '<span class="muted">not tracked</span>']);
     const acc = s.rows.filter((r) => r.accepted);
     const ref = s.rows.filter((r) => !r.accepted);
-    rows.push(['Accepted', acc.map((r) => `<span class="chip ${r.stale ? 'bad' : 'good'}" data-testid="accepted-${r.token}">${r.token}${r.stale ? ' (stale)' : ''}</span>`).join(' ') || '—']);
+    rows.push(['Accepted', acc.map((r) => `<span class="chip ${r.stale ? 'bad' : r.unknown ? 'unknown' : 'good'}" data-testid="accepted-${r.token}">${r.token}${r.stale ? ' (stale)' : r.unknown ? ' (writer unknown)' : ''}</span>`).join(' ') || '—']);
     rows.push(['Refused', ref.map((r) => `<span class="chip refused" data-testid="refused-${r.token}">${r.token} &lt; ${r.highest}</span>`).join(' ') || '—']);
   }
   for (const n of Object.values(w.nodes)) {
@@ -869,12 +870,11 @@ export function renderOutcome(el, w) {
       break;
     }
     case 'lockdelay': {
-      const parts = [];
-      if (o.drain === 'drained') parts.push(`A's late write ${o.stale.join(', ')} drained before B started (lock-delay)`);
-      if (o.drain === 'broken') parts.push(`A's late write ${o.stale.join(', ')} landed after B began writing${o.corrupted ? ': data corrupted' : ''}`);
-      if (o.drain === 'ok') parts.push('No late write');
+      // each late write: before or after B was granted, and whether anything wrote over it
+      const parts = o.late.map((x) => `A's late write ${x.token} (t=${x.t}) ${x.drained ? 'drained before B was granted' : 'landed after B was granted'}${x.over ? `; ${x.over.by} wrote over it at t=${x.over.t}` : o.corrupted ? ': data corrupted' : '; the storage still holds it'}`);
+      if (!o.late.length) parts.push('No late write');
       parts.push(`accepted: ${o.accepted.join(' → ') || 'nothing'}`);
-      kind = o.drain === 'broken' ? 'corrupted' : 'ok';
+      kind = o.late.some((x) => !x.drained || !x.over) ? 'corrupted' : 'ok';
       text = parts.join(' · ');
       break;
     }

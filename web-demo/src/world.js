@@ -458,36 +458,52 @@ export class World {
     }
     // Show what the fence would have prevented (or wrongly refused): does the lock service
     // (the core; for Redlock a majority of its cores) still list this writer's grant? It is
-    // only an observation for the picture; neither store acts on it.
-    const current = this.writerHolds(s, c, r.token);
-    if (row.accepted && !current) {
-      row.stale = true;
-      s.corrupted = true;
+    // only an observation for the picture; neither store acts on it. The lock is the
+    // store's, or the one a record names (a recording's write is judged against the lock
+    // whose grant its token was); a write whose token the page cannot place (`unknown`) is
+    // judged neither current nor stale.
+    const lock = r.lock ?? s.lock;
+    if (r.unknown) row.unknown = true;
+    else {
+      const current = this.writerHolds(s, c, r.token, lock);
+      if (row.accepted && !current) {
+        row.stale = true;
+        s.corrupted = true;
+      }
+      if (!row.accepted && current) row.legit = true;
     }
-    if (!row.accepted && current) row.legit = true;
+    // What the lock service listed for that lock as the write arrived (observations for the
+    // captions): its holders, as client ids, and the lock-delay it was held back by.
+    const node = this.nodes[s.node];
+    if (!s.quorum && node?.alive && lock) {
+      row.holders = node.core.holders(lock).map((h) => this.sessions[`${node.group}:${h.session}`] ?? null);
+      const until = node.core.lockDelayUntil(lock);
+      row.delayUntil = until == null ? null : Number(until);
+    }
     if (row.accepted && r.part) s.contents[r.part] = { by: c.name, token: r.token, stale: row.stale };
     s.rows.push(row);
     const status = s.http ? (row.accepted ? '200 OK' : '412 Precondition Failed') : row.accepted ? 'accepted' : 'refused';
     row.status = status;
-    const what = `${c.name} writes ${JSON.stringify(r.data)} with ${r.what ?? 'token'} ${r.token} → ${status}${row.reason ? ` (${row.reason})` : ''}`;
+    const what = `${c.name} writes ${JSON.stringify(r.data)} with ${r.what ?? 'token'} ${r.token} → ${status}${row.reason ? ` (${row.reason})` : ''}${row.unknown ? ' (writer unknown: no holder or recorded grant has this token)' : ''}`;
     this.addLog(s.label, what, row.accepted ? (row.stale ? 'bad' : 'good') : 'refused');
     this.flashes.push({ from: c.id, to: r.store, label: `write ${r.token}`, kind: row.accepted ? (row.stale ? 'bad' : 'good') : 'refused' });
     this.marks.push({ t: this.t, lane: c.id, kind: row.accepted ? (row.stale ? 'corrupt' : 'ok') : 'refused', label: `${r.token}` });
     this.marks.push({ t: this.t, lane: r.store, kind: row.accepted ? (row.stale ? 'corrupt' : 'ok') : 'refused', label: row.accepted ? `${r.token} ${s.http ? '200' : '✓'}` : `${r.token} ${s.http ? '412' : '✗'}` });
-    if (!row.accepted) this.learnLost(c, `the storage refused token ${r.token} (highest ${row.highest})`);
+    // (a dead sender learns nothing: its write was already on the wire)
+    if (!row.accepted && c.status !== 'dead') this.learnLost(c, `the storage refused token ${r.token} (highest ${row.highest})`);
   }
 
-  /** Does the core (or a majority of the quorum's cores) list `c`'s grant of `token` now? */
-  writerHolds(s, c, token) {
+  /** Does the core (or a majority of the quorum's cores) list `c`'s grant of `token` of `lock` now? */
+  writerHolds(s, c, token, lock = s.lock) {
     if (s.quorum) {
       const mine = s.quorum.filter((n) => {
         const node = this.nodes[n];
-        return node && node.alive && node.core.holders(s.lock).some((h) => this.sessions[`${node.group}:${h.session}`] === c.id);
+        return node && node.alive && node.core.holders(lock).some((h) => this.sessions[`${node.group}:${h.session}`] === c.id);
       });
       return mine.length * 2 > s.quorum.length;
     }
     const node = this.nodes[s.node];
-    const holders = node && node.alive ? node.core.holders(s.lock) : [];
+    const holders = node && node.alive && lock ? node.core.holders(lock) : [];
     return holders.some((h) => h.token === token && this.sessions[`${node.group}:${h.session}`] === c.id);
   }
 

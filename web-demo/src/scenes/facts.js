@@ -13,12 +13,18 @@ export function applyFact(w, r) {
 
 export const facts = (w) => w.custom.facts ?? { grants: [], expiries: [] };
 
-/** Records the grants and expiries among a core's outputs as facts of this run. */
-export function recordOutputs(w, emit, outs) {
+/**
+ * Records the grants and expiries among a core's outputs as facts of this run. With `lock`,
+ * an expiry also keeps the lock-delay the core then holds `lock` back for (`delayUntil`).
+ */
+export function recordOutputs(w, emit, outs, lock = null) {
   for (const o of outs || []) {
     const id = whoseSession(w, 'svc', o.session);
     if (o.type === 'granted') emit({ op: 'custom', kind: 'fact', list: 'grants', fact: { token: o.token, id } });
-    if (o.type === 'sessionExpired') emit({ op: 'custom', kind: 'fact', list: 'expiries', fact: { id } });
+    if (o.type === 'sessionExpired') {
+      const until = lock ? w.nodes.svc.core.lockDelayUntil(lock) : null;
+      emit({ op: 'custom', kind: 'fact', list: 'expiries', fact: until != null ? { id, delayUntil: Number(until) } : { id } });
+    }
   }
 }
 

@@ -38,8 +38,21 @@ export function pauseScene(cfg) {
   /** Why a client whose session expired never wrote after it (for the ending). */
   function whyNoLateWrite(w, id) {
     const c = w.clients[id];
-    if (c.status === 'dead') return `${id} was killed, so it never wrote again`;
-    if (c.status === 'paused') return `${id} is still paused (resume it earlier on the timeline to see its late write)`;
+    if (c.status === 'dead') {
+      // a write it had sent before it was killed still landed (it was on the wire)
+      const killed = w.marks.find((m) => m.lane === id && m.kind === 'crash')?.t;
+      const after = w.stores.store.rows.filter((r) => r.byId === id && killed != null && r.t > killed);
+      return after.length
+        ? `${id} was killed at t=${killed} after sending its write with ${after.map((r) => r.token).join(', ')}, which landed at t=${after.map((r) => r.t).join(', ')} while its session was still alive, so nothing later came from it`
+        : `${id} was killed, so it never wrote again`;
+    }
+    if (c.status === 'paused') {
+      const since = w.spans.filter((sp) => sp.lane === id && sp.kind === 'pause').at(-1)?.from;
+      const after = w.stores.store.rows.filter((r) => r.byId === id && since != null && r.t > since);
+      return after.length
+        ? `${id} is still paused; the write with ${after.map((r) => r.token).join(', ')} it had sent before the pause landed at t=${after.map((r) => r.t).join(', ')} while its session was still alive`
+        : `${id} is still paused (resume it earlier on the timeline to see its late write)`;
+    }
     if (c.mem.steppedDown) return `${id}'s own clock said its lease was no longer safe, so it stopped before writing`;
     if (c.lost) return `${id} learnt it had lost the lock before it wrote again`;
     return `${id} had nothing left to write`;
@@ -93,12 +106,15 @@ export function pauseScene(cfg) {
   function step(w, emit, P) {
     const t = nextTime(w, emit);
     if (t === 0) return setup(w, emit, P);
-    const ev = { expired: [], granted: [], writes: [], released: [], pausedNow: false, sent: null };
+    const ev = { expired: [], granted: [], writes: [], released: [], pausedNow: false, sent: null, heldBy: [], queued: [] };
+    // who the core had in the lock's queue before this tick (an expiry drops a waiter from it)
+    ev.queued = w.nodes.svc.core.waiters(cfg.lock).map((q) => whoseSession(w, 'svc', q.session));
     const outs = tickAll(w, emit, t).svc || [];
-    recordOutputs(w, emit, outs);
+    recordOutputs(w, emit, outs, cfg.lock);
     for (const o of outs) {
       if (o.type === 'sessionExpired') ev.expired.push(whoseSession(w, 'svc', o.session));
       if (o.type === 'granted') ev.granted.push({ token: o.token, id: whoseSession(w, 'svc', o.session) });
+      if (o.type === 'released' && o.reason === 'expired') ev.heldBy.push(whoseSession(w, 'svc', o.session));
     }
     const a = w.clients[A];
     if (a.status === 'paused' && a.pausedBy === 'gc' && t === a.mem.resumeAt) {
@@ -134,12 +150,16 @@ export function pauseScene(cfg) {
         continue;
       }
       const before = job?.part ? w.stores.store.contents[job.part] : null;
-      if (c.mem.sent === idx && c.mem.sentToken != null && job?.do === 'write' && c.lost) {
-        // The second beat when the sender has meanwhile learnt it lost the lock: the write is
-        // already on the wire, so it reaches the storage all the same.
+      if (c.mem.sent === idx && c.mem.sentToken != null && job?.do === 'write' && (c.lost || c.status !== 'running')) {
+        // The second beat when the sender has meanwhile learnt it lost the lock, or was
+        // killed or paused after sending: the write is already on the wire, so it reaches
+        // the storage all the same. (A running sender that still holds delivers it below,
+        // as its job's next write.)
+        const was = c.status === 'dead' ? 'dead' : c.status === 'paused' ? 'paused' : null;
         emit({ op: 'write', store: 'store', by: id, token: c.mem.sentToken, data: job.data, part: job.part });
-        emit({ op: 'client', id, mem: { next: idx + 1, prepared: null, sentToken: null, finished: true } });
-        ev.writes.push({ id, kind: 'write', row: w.stores.store.rows.at(-1), late: true, before, knew: true });
+        const next = idx + 1;
+        emit({ op: 'client', id, mem: { next, prepared: null, sentToken: null, finished: c.lost || was === 'dead' || next >= c.mem.jobs.length } });
+        ev.writes.push({ id, kind: 'write', row: w.stores.store.rows.at(-1), late: true, before, knew: c.lost && was !== 'dead', was });
         continue;
       }
       const did = runWorker(w, emit, id, wctx);
@@ -197,21 +217,23 @@ export function pauseScene(cfg) {
     if (wr) {
       const r = wr.row;
       const g = newerGrant(w, r.token, r.t);
+      // a write delivered after its sender was killed or paused: it was already on the wire
+      const onWire = wr.was ? ` ${wr.id} was ${wr.was === 'dead' ? 'killed' : 'paused'} after sending it, and the write arrived all the same: a write on the wire cannot be called back.` : '';
       if (!r.accepted)
         return {
           label: `${r.token} ${s.http ? '412' : 'refused'}`,
           focus: ['store', wr.id],
           text: `${r.token} < ${r.highest}: ${W.refused}. The ${W.store} has already seen ${W.token} ${r.highest}, so it rejects the lower one as stale. ` +
-            (wr.knew ? `${wr.id} had learnt it lost the lock after sending — too late: a write on the wire cannot be called back.` : `${wr.id} learns it lost the lock the only way a paused process can: by being told after the fact.`) +
+            (wr.was ? onWire.trim() : wr.knew ? `${wr.id} had learnt it lost the lock after sending — too late: a write on the wire cannot be called back.` : `${wr.id} learns it lost the lock the only way a paused process can: by being told after the fact.`) +
             (cfg.text.refusedExtra ? ` ${cfg.text.refusedExtra(wr)}` : ''),
         };
       if (r.stale && !s.fencing)
-        return { label: `${r.token} lands`, focus: ['store'], text: `The ${W.store} checks nothing: ${wr.id}'s write with ${r.token} lands${wr.before && wr.before.by !== wr.id ? ` on top of ${wr.before.by}'s ${wr.before.token}` : ''}, ${g ? `although the lock service gave the lock to ${g.id} (${g.token})` : 'although its session had expired'}.${cfg.text.staleExtra?.(wr) ? ` ${cfg.text.staleExtra(wr)}` : ''}` };
+        return { label: `${r.token} lands`, focus: ['store'], text: `The ${W.store} checks nothing: ${wr.id}'s write with ${r.token} lands${wr.before && wr.before.by !== wr.id ? ` on top of ${wr.before.by}'s ${wr.before.token}` : ''}, ${g ? `although the lock service gave the lock to ${g.id} (${g.token})` : 'although its session had expired'}.${cfg.text.staleExtra?.(wr) ? ` ${cfg.text.staleExtra(wr)}` : ''}${onWire}` };
       if (r.stale)
-        return { label: `${r.token} accepted`, focus: ['store'], text: `Accepted — yet ${wr.id} no longer holds the lock${g ? ` (${g.id} was granted ${g.token})` : ''}. The ${W.store}'s highest ${W.token} was ${highestBefore(s, r) ?? r.token}: ${g ? g.token : 'the newer token'} never reached it, so it had nothing higher to refuse against. A fence only knows the tokens that were written to it.` };
+        return { label: `${r.token} accepted`, focus: ['store'], text: `Accepted — yet ${wr.id} no longer holds the lock${g ? ` (${g.id} was granted ${g.token})` : ''}. The ${W.store}'s highest ${W.token} was ${highestBefore(s, r) ?? r.token}: ${g ? g.token : 'the newer token'} never reached it, so it had nothing higher to refuse against. A fence only knows the tokens that were written to it.${onWire}` };
       const first = s.rows.filter((x) => x.byId === wr.id).length === 1;
       if (wr.late || (late && r.accepted))
-        return { label: `${r.token} ok`, focus: ['store'], text: `Accepted: ${wr.id}'s session never expired, so ${r.token} is still the current ${W.token} and its write is legitimate.` };
+        return { label: `${r.token} ok`, focus: ['store'], text: `Accepted: ${wr.id}'s session never expired, so ${r.token} is still the current ${W.token} and its write is legitimate.${onWire}` };
       if (first)
         return {
           label: `${wr.id} writes ${r.token}`,
@@ -246,7 +268,7 @@ export function pauseScene(cfg) {
       return {
         label: g ? `${g.id} gets ${g.token}` : `${x} expires`,
         focus: g ? ['svc', g.id] : ['svc'],
-        text: `${who.join(' and ')} sent no heartbeat for the ${P.ttl}-second session timeout (${who.map(state).join('; ')}): the service expires the session and releases its lock.` +
+        text: `${who.join(' and ')} sent no heartbeat for the ${P.ttl}-second session timeout (${who.map(state).join('; ')}): the service expires the session${who.length > 1 ? 's' : ''}${expiryEnds(ev, who)}.` +
           (g ? ` In the same tick the head of the wait queue is notified: ${g.id} is granted ${W.token} ${g.token}.` : cfg.text.noGrant?.(w, P) ?? ' Nobody is waiting for it.') + still,
       };
     }
@@ -265,6 +287,17 @@ export function pauseScene(cfg) {
       return { text: `${A} is still frozen and unaware. The lock belongs to someone else now; ${A} will wake at t=${a.mem.resumeAt} believing it holds ${a.token}. This gap is the danger window: a longer timeout only moves it.` };
     }
     return cfg.text.quiet?.(w, P, { deadline: (id) => deadlineOf(w, 'svc', w.clients[id]) }) ?? null;
+  }
+
+  /** What an expiry ended, as the core's outputs say: a hold (released), a place in the queue. */
+  function expiryEnds(ev, who) {
+    const held = who.filter((id) => ev.heldBy.includes(id));
+    const queued = who.filter((id) => !held.includes(id) && ev.queued.includes(id));
+    const all = (xs) => xs.length === who.length;
+    const ends = [];
+    if (held.length) ends.push(`releases ${all(held) ? (who.length > 1 ? 'their locks' : 'its lock') : `${held.join(' and ')}'s lock`}`);
+    if (queued.length) ends.push(`drops ${all(queued) ? (who.length > 1 ? 'them' : 'it') : queued.join(' and ')} from the wait queue`);
+    return ends.length ? ` and ${ends.join(' and ')}` : '';
   }
 
   function t0(w, id) {

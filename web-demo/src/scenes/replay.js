@@ -7,6 +7,7 @@
 
 import { applyEntry } from '../recording.js';
 import { notesOf } from '../world.js';
+import { storeVerdict } from './facts.js';
 import { fmtTime, ticksFor } from '../units.js';
 
 const unhex = (s) => Uint8Array.from(s.match(/../g) ?? [], (b) => parseInt(b, 16));
@@ -51,10 +52,28 @@ export function replayScene(rec, name, { lock } = {}) {
   const shown = sessions.slice(0, MAX_LANES);
   const t0 = rec.entries[0]?.now ?? 0;
   const { tickMs, tickSaid } = rec;
+  // the lock the service box shows (a picture only: a write is judged against its own lock)
   const mainLock = lock ?? locks[0] ?? '';
-  // token -> {session, lock}, from the recorded grants so far: kept in the world, so every
-  // replay into a fresh World (a scrub back) starts from none, as the first pass did
+  // token -> {session, lock}, from the recorded grants and releases so far: kept in the
+  // world, so every replay into a fresh World (a scrub back) starts from none, as the first
+  // pass did
   const tokenOwner = (w) => (w.custom.tokenOwner ??= new Map());
+
+  /**
+   * Whose write a token is, asked of the core first: the session it lists as holding some
+   * lock with that token (a hold from before the recording began included); else the
+   * recorded grant or release that named it (a hold that has ended); else null — a token
+   * the page cannot place.
+   */
+  function placeToken(w, token) {
+    const core = w.nodes.svc.core;
+    for (const l of core.locks()) {
+      const h = core.holders(l).find((x) => Number(x.token) === token);
+      if (h) return { session: Number(h.session), lock: l, held: true };
+    }
+    const owner = tokenOwner(w).get(token);
+    return owner ? { ...owner, held: false } : null;
+  }
 
   function ensureClient(w, s) {
     if (s == null || w.clients[sid(s)]) return w.clients[sid(s)];
@@ -67,9 +86,9 @@ export function replayScene(rec, name, { lock } = {}) {
   /** The store of a recorded resource: the first one is the scene's "store". */
   const storeOf = (resource) => (resources.indexOf(resource) === 0 ? 'store' : `store:${resource}`);
 
-  /** Who writes with a token no recorded grant gave (one from before the recording began). */
+  /** Who writes with a token the page cannot place (no holder the core lists, no recorded grant). */
   function unknownWriter(w) {
-    if (!w.clients.writer) w.applyClient({ create: true, id: 'writer', name: 'writer', group: 'svc' });
+    if (!w.clients.writer) w.applyClient({ create: true, id: 'writer', name: 'unknown', group: 'svc' });
     return w.clients.writer;
   }
 
@@ -80,10 +99,13 @@ export function replayScene(rec, name, { lock } = {}) {
     w.custom.line = e.line;
     const node = w.nodes.svc;
     if (e.kind === 'admit') {
-      const owner = tokenOwner(w).get(e.admit.token);
+      // the writer and the lock its token is a grant of, from the core (see placeToken); the
+      // write is stale only if that session no longer holds that lock with it
+      const owner = placeToken(w, e.admit.token);
+      w.custom.admit = owner;
       const by = ensureClient(w, owner?.session) ?? unknownWriter(w);
       const store = storeOf(e.admit.resource);
-      w.applyWrite({ store, by: by.id, token: e.admit.token, data: `write with token ${e.admit.token}` });
+      w.applyWrite({ store, by: by.id, token: e.admit.token, data: `write with token ${e.admit.token}`, lock: owner?.lock, unknown: !owner });
       return;
     }
     let answer;
@@ -110,7 +132,10 @@ export function replayScene(rec, name, { lock } = {}) {
       by.lost = false;
     }
     const notes = notesOf(e.input, answer).filter((n) => n.type !== 'sessionOpened');
-    for (const n of notes) if (n.type === 'granted') tokenOwner(w).set(n.token, { session: n.session, lock: n.lock });
+    for (const n of notes) {
+      // a grant names its token; so does the end of a hold granted before the recording began
+      if (n.type === 'granted' || (n.type === 'released' && !tokenOwner(w).has(n.token))) tokenOwner(w).set(n.token, { session: n.session, lock: n.lock });
+    }
     w.deliver(node, {}, by, notes);
   }
 
@@ -124,10 +149,18 @@ export function replayScene(rec, name, { lock } = {}) {
       // resource's; a refusal by another's is shown on the writer)
       const store = storeOf(e.admit.resource);
       const row = w.stores[store]?.rows.at(-1);
-      const owner = tokenOwner(w).get(e.admit.token);
-      const whose = owner ? ` (${who(owner.session)}'s)` : ' (no recorded grant gave it)';
-      if (row && !row.accepted) return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${whose} is refused by the fence: ${e.admit.token} < ${row.highest}.`, label: `${e.admit.token} refused`, focus: [store === 'store' ? store : owner && sid(owner.session)] };
-      return { text: `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${whose} is accepted; the fence's highest is ${w.highest(store) ?? e.admit.token}.`, label: null };
+      const owner = w.custom.admit;
+      const lk = owner && JSON.stringify(owner.lock);
+      const whose = !owner
+        ? ''
+        : owner.held
+          ? ` (${who(owner.session)}'s: the core lists it holding ${lk} with token ${e.admit.token})`
+          : ` (${who(owner.session)}'s grant of ${lk}, which the core no longer lists)`;
+      const what = `${at}: a write to ${JSON.stringify(e.admit.resource)} with token ${e.admit.token}${whose}`;
+      const unknown = owner ? '' : ' Its writer is unknown: no session the core lists holds a lock with that token, and no recorded grant gave it, so the page calls the write neither current nor stale.';
+      if (row && !row.accepted) return { text: `${what} is refused by the fence: ${e.admit.token} < ${row.highest}.${unknown}`, label: `${e.admit.token} refused`, focus: [store === 'store' ? store : owner && sid(owner.session)] };
+      if (row?.stale) return { text: `${what} is accepted: a stale write landed — the fence had seen no token above ${w.highest(store) ?? e.admit.token}, and ${who(owner.session)} no longer holds ${lk} with it.`, label: `${e.admit.token} stale, landed`, focus: [store === 'store' ? store : sid(owner.session)] };
+      return { text: `${what} is accepted; the fence's highest is ${w.highest(store) ?? e.admit.token}.${unknown}`, label: null };
     }
     const parts = [];
     let label = null;
@@ -227,6 +260,9 @@ export function replayScene(rec, name, { lock } = {}) {
       apply(w, r);
     },
     outcome: () => null,
+    // the store's banner means what it means in the scenes (a recording's storage lines carry
+    // no data, so it never sees a stale writer's data beside another's: at most a stale write)
+    verdict: (w, store = 'store') => storeVerdict(w, store),
     /** The steps (1-based) whose line names `q` (a lock, a resource, or a session number). */
     find(q) {
       const query = q.trim().replace(/^session\s+/i, '');
