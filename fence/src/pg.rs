@@ -154,7 +154,7 @@ impl PgFence {
     /// transaction of yours open on the client (a `BEGIN` sent through
     /// [`client`](Self::client)). One that has written is found before the fence's `BEGIN`
     /// and refused ([`IN_OPEN_TRANSACTION`](Self::IN_OPEN_TRANSACTION); nothing sent, your
-    /// transaction left open); one that has only read cannot be told from none
+    /// transaction left open); one that has only read is not found by that check
     /// (PostgreSQL gives a transaction an id at its first write), so the fence's write
     /// joins it, and the fence's `COMMIT` or `ROLLBACK` ends it, your reads and any
     /// `SET LOCAL` with it.
@@ -246,8 +246,8 @@ impl Fence for PgFence {
         let t = token.0 as i64; // in range: precheck
 
         // A transaction the caller left open that has written: refused before anything is
-        // sent that could end or join it (one that has only read cannot be told apart from
-        // none; see `in_schema`).
+        // sent that could end or join it (one that has only read is not found by this;
+        // see `in_schema`).
         let outer = self
             .client
             .query_typed_one(OUTER_WROTE, &[])

@@ -85,8 +85,10 @@ impl SqliteFence {
     /// shape: a `STRICT`, `WITHOUT ROWID` table of exactly `resource BLOB PRIMARY KEY NOT
     /// NULL` and `highest INTEGER NOT NULL` (made by hand or by another tool, it could
     /// hold keys the fence never matches — a `TEXT` key never equals the fence's `BLOB` —
-    /// and so keep a second highest token for a resource). Its `CHECK (highest > 0)` is
-    /// not looked at: a stored token of 0 or less is never reported as a highest anyway.
+    /// and so keep a second highest token for a resource). The check is of the shape
+    /// only: its `CHECK (highest > 0)` is not looked at (a stored token of 0 or less is
+    /// never reported as a highest anyway), nor are triggers or indexes someone added to
+    /// a table of the right shape — keep the fence's table to the fence.
     ///
     /// Errors: [`StorageError`] — [`what`](StorageError::what) is
     /// [`JOURNAL_OFF`](Self::JOURNAL_OFF) or [`NOT_OUR_TABLE`](Self::NOT_OUR_TABLE) for

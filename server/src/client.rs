@@ -106,8 +106,9 @@ use crate::types::NodeAddr;
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply, ClientError>>>>>;
 
-/// The largest backup [`Client::backup`] collects (1 GiB, `fencelock-node snapshot save`'s
-/// default limit): a backup said to be larger is refused before its pages are taken.
+/// The largest backup [`Client::backup`] collects by default (1 GiB, `fencelock-node
+/// snapshot save`'s default limit): a backup said to be larger is refused before its pages
+/// are taken. [`Client::backup_within`] takes another limit.
 pub const MAX_BACKUP_BYTES: u64 = 1 << 30;
 
 type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
@@ -147,6 +148,10 @@ impl Drop for Conn {
         self.reader.abort();
     }
 }
+
+/// A read of a lock's holders in flight, owned by a [`HoldWatch`]'s task.
+type HoldersRead =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Holder>, ClientError>> + Send>>;
 
 /// How a hold watched by a [`HoldWatch`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1051,6 +1056,16 @@ impl Client {
         &self,
         max_bytes: u32,
     ) -> Result<(Vec<u8>, crate::protocol::BackupPage), ClientError> {
+        self.backup_within(max_bytes, MAX_BACKUP_BYTES).await
+    }
+
+    /// [`Client::backup_paged`], refusing a backup said to be larger than `limit` bytes
+    /// (instead of [`MAX_BACKUP_BYTES`]). Cost and errors: as [`Client::backup`].
+    pub async fn backup_within(
+        &self,
+        max_bytes: u32,
+        limit: u64,
+    ) -> Result<(Vec<u8>, crate::protocol::BackupPage), ClientError> {
         let mut attempt = 0;
         'again: loop {
             attempt += 1;
@@ -1072,16 +1087,16 @@ impl Client {
                     }
                     Err(e) => return Err(e),
                 };
-                // Every page of one backup says the same total, at most MAX_BACKUP_BYTES: a
+                // Every page of one backup says the same total, at most `limit`: a
                 // node that answers otherwise cannot make this collect without end.
                 let fits = index.is_none_or(|i| i == page.index)
                     && total.is_none_or(|t| t == page.total)
-                    && page.total <= MAX_BACKUP_BYTES
+                    && page.total <= limit
                     && !page.bytes.is_empty()
                     && bytes.len() as u64 + page.bytes.len() as u64 <= page.total;
                 if !fits {
                     return Err(ClientError::Unavailable(format!(
-                        "a page of the backup does not fit: {} bytes received, {} in the page (log index {}, {} in all, at most {MAX_BACKUP_BYTES})",
+                        "a page of the backup does not fit: {} bytes received, {} in the page (log index {}, {} in all, at most {limit})",
                         bytes.len(),
                         page.bytes.len(),
                         page.index,
@@ -1348,33 +1363,68 @@ impl Session {
         let mut pushes = client.subscribe();
         let (tx, ended) = watch::channel(None);
         let task = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
+            // At most a day between reads (a larger period would overflow the interval's
+            // clock arithmetic), at least a millisecond.
+            let every = every.clamp(Duration::from_millis(1), Duration::from_secs(86_400));
+            let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // What a push says of this hold: `Some(end)` when it ends it.
+            let ends = |p: &Output| match p {
+                Output::Released {
+                    session: s,
+                    lock,
+                    token: t,
+                    reason,
+                } if s.0 == session && *t == token && lock.as_str() == name => {
+                    Some(HoldEnded::Pushed(*reason))
+                }
+                Output::SessionExpired { session: s } if s.0 == session => {
+                    Some(HoldEnded::SessionLost)
+                }
+                _ => None,
+            };
+            // The read in flight, raced against the pushes: a push that comes while a
+            // read retries (a leader without its quorum) is taken at once.
+            let mut reading: Option<HoldersRead> = None;
             let end = loop {
                 tokio::select! {
+                    // Pushes first: of a push and a read that both say the hold ended, the
+                    // push says how.
+                    biased;
                     p = pushes.recv() => match p {
-                        Ok(Output::Released { session: s, lock, token: t, reason })
-                            if s.0 == session && t == token && lock.as_str() == name =>
-                        {
-                            break HoldEnded::Pushed(reason);
-                        }
-                        Ok(Output::SessionExpired { session: s }) if s.0 == session => {
-                            break HoldEnded::SessionLost;
+                        Ok(p) => {
+                            if let Some(end) = ends(&p) {
+                                break end;
+                            }
                         }
                         // Pushes were dropped (this watch fell behind): read at once.
                         Err(broadcast::error::RecvError::Lagged(_)) => tick.reset_immediately(),
                         Err(broadcast::error::RecvError::Closed) => break HoldEnded::Unknown,
-                        Ok(_) => {}
                     },
-                    _ = tick.tick() => {
+                    r = async { reading.as_mut().expect("guarded").await }, if reading.is_some() => {
+                        reading = None;
+                        let gone = r.is_ok_and(|holders| {
+                            !holders.iter().any(|h| h.session.0 == session && h.token == token)
+                        });
+                        if gone {
+                            // The push, when it came, came before the read's answer (both on
+                            // one connection, the push first): taken if it is waiting.
+                            let mut pushed = None;
+                            while let Ok(p) = pushes.try_recv() {
+                                if let Some(end) = ends(&p) {
+                                    pushed = Some(end);
+                                    break;
+                                }
+                            }
+                            break pushed.unwrap_or(HoldEnded::NotAmongHolders);
+                        }
+                    }
+                    _ = tick.tick(), if reading.is_none() => {
                         if client.st().lost.contains(&session) {
                             break HoldEnded::SessionLost;
                         }
-                        if let Ok(holders) = client.holders(&name).await {
-                            if !holders.iter().any(|h| h.session.0 == session && h.token == token) {
-                                break HoldEnded::NotAmongHolders;
-                            }
-                        }
+                        let (c, n) = (client.clone(), name.clone());
+                        reading = Some(Box::pin(async move { c.holders(&n).await }));
                     }
                 }
             };

@@ -81,7 +81,14 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
         .mode(0o700)
         .create(dir)?;
     for d in missing {
-        sync_parent_dir(d)?;
+        match sync_parent_dir(d) {
+            // A parent this user may enter and write but not read (a drop box, mode
+            // 0733) cannot be opened to be fsynced: the directory is made all the same,
+            // durable as the file system makes a new entry by itself (ext4 and XFS do,
+            // through their journals).
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {}
+            r => r?,
+        }
     }
     Ok(())
 }

@@ -1731,7 +1731,7 @@ impl Node {
                 // for a known id would be answered as done and never dialled.
                 let m = self.raft.metrics().borrow().membership_config.clone();
                 if let Some(known) = m.membership().get_node(&id) {
-                    if m.voter_ids().any(|v| v == id) {
+                    if *known != addr && m.voter_ids().any(|v| v == id) {
                         return Err(ClientError::BadRequest(format!(
                             "node {id} is a voter already: a node at another address needs a \
                              new id (or set the voters without {id} and remove it first)"
@@ -1744,7 +1744,9 @@ impl Node {
                             known.raft, known.client
                         )));
                     }
-                    // The same address: a retry, answered as an add is.
+                    // The same address: a retry (of a learner, or of a node made a voter
+                    // since), answered as an add is. (This node's view of the membership
+                    // may lag a change just made: a retry then sees the new one.)
                 }
                 let fut = self.raft.add_learner(id, addr, true);
                 // openraft waits for a far-behind learner to catch up: one that refuses this

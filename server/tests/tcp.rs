@@ -1418,17 +1418,19 @@ async fn refusal_noted(node: &Node, id: u64) -> String {
 
 /// A hold's watch (`Session::watch_hold`) ends when the hold does, while the session lives
 /// on (no lease guard sees it): an administrator's forced release is pushed and ends it at
-/// once; with that push lost (held back by the proxy), a read of the lock's holders ends
-/// it within a few reads. A hold that is still held does not end its watch.
+/// once (with no read due for an hour); with that push lost (held back by the proxy), a
+/// read of the lock's holders ends it within a few reads. A hold that is still held does
+/// not end its watch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_watch_ends_when_the_hold_is_forced_out_pushed_or_not() {
     use fencelock_server::client::HoldEnded;
     let c = CutOff::start(Timeouts::default()).await;
     let every = Duration::from_millis(100);
     let first = take(&c.b, "job").await;
-    let mut w = c.b.watch_hold("job", first, every);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(w.ended_now(), None, "held: several reads say so");
+    // One read at once, then none for an hour: only the push can end this watch.
+    let mut w = c.b.watch_hold("job", first, Duration::from_secs(3600));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(w.ended_now(), None, "held: the first read says so");
     assert_eq!(
         c.direct.force_release(c.b.id(), "job").await.unwrap(),
         first
@@ -1442,6 +1444,8 @@ async fn a_hold_watch_ends_when_the_hold_is_forced_out_pushed_or_not() {
     let second = take(&c.b, "job").await;
     assert!(second > first);
     let mut w = c.b.watch_hold("job", second, every);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert_eq!(w.ended_now(), None, "held: several reads say so");
     c.proxy.set(|f| f.hold_pushes = true);
     assert_eq!(
         c.direct.force_release(c.b.id(), "job").await.unwrap(),

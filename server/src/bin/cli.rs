@@ -61,7 +61,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use fencelock::{Change, Mode, Output, ReleaseReason, Token};
+use fencelock::{Change, Mode, Output, ReleaseReason};
 use fencelock_server::client::{
     Acquired, Client, ClientOptions, HoldEnded, LeaseGuard, LeaseInstant, Members, Session,
     Timeouts,
@@ -333,6 +333,10 @@ time, nothing applied yet, a backup that fails its checks, or the file could not
     Backup {
         /// Where to write the backup.
         file: std::path::PathBuf,
+        /// The largest backup taken (bytes): one said to be larger is refused before its
+        /// pages are collected.
+        #[arg(long, default_value_t = fencelock_server::client::MAX_BACKUP_BYTES)]
+        max_bytes: u64,
     },
     /// Internal: run COMMAND in this process's group and stop the group when told (see the
     /// crate docs). Started by `lock`; not for direct use.
@@ -548,14 +552,14 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             emit(&format!("released token {}\n", t.0))?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Backup { file } => {
+        Cmd::Backup { file, max_bytes } => {
             // A page is up to 4 MiB and the leader rebuilds the state for each: more time
             // for one answer than a read's few bytes need.
             let timeouts = Timeouts {
                 reply: opts.timeout().max(BACKUP_PAGE_TIME),
                 ..opts.client_timeouts()
             };
-            let (bytes, page) = opts.with(timeouts).backup().await?;
+            let (bytes, page) = opts.with(timeouts).backup_within(0, max_bytes).await?;
             write_synced(&file, &bytes)?;
             emit(&format!(
                 "saved {} ({} bytes, log index {}) from node {}, the leader\n",
@@ -1166,6 +1170,9 @@ async fn lock(
         end_session(opts, &session).await;
         return Ok(ExitCode::from(EXIT_LEASE_LOST));
     }
+    // A forced release ends the hold but not the session: the lease guard cannot see it.
+    // Watched from here, so that its push is taken from the start.
+    let mut hold = session.watch_hold(name, token, hold_check(opts));
     match mode {
         Mode::Permits { count, limit } => note!(
             "fencelock: holding {count} of the {limit} permits of {name} with token {}",
@@ -1210,8 +1217,6 @@ async fn lock(
     // The supervisor leads the command's process group: its pid is the group's id.
     let group = sup.id().map(|pid| Pid::from_raw(pid as i32));
     let mut check = tokio::time::interval(LEASE_CHECK);
-    // A forced release ends the hold but not the session: the lease guard cannot see it.
-    let mut hold = session.watch_hold(name, token, hold_check(opts));
     let mut checked = false;
     let ended = loop {
         tokio::select! {
@@ -1572,7 +1577,7 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             return Ok(by_signal(sig));
         }
     };
-    let epoch = match acquired {
+    let mut hold = match acquired {
         // As `lock` does: a grant that arrives after the lease stopped being safe (a slow
         // wait, a pause) is no leadership to announce.
         Ok(Acquired::Granted(_)) if !guard.may_act() => {
@@ -1582,6 +1587,9 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
             return Ok(ExitCode::from(EXIT_LEASE_LOST));
         }
         Ok(Acquired::Granted(t)) => {
+            // Watched before the epoch is written, so that a forced release's push is
+            // taken from the start.
+            let hold = session.watch_hold(name, t, hold_check(opts));
             let lost = || session.is_lost() || !guard.may_act();
             let why = match say_off_thread(format!("epoch {}\n", t.0), &mut signals, &lost).await {
                 Said::Written(Written::All) => None,
@@ -1606,7 +1614,7 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
                 end_session(opts, &session).await;
                 return Err(format!("{why}: resigned").into());
             }
-            t.0
+            hold
         }
         Ok(other) => {
             note!("fencelock: not elected: {other:?}");
@@ -1620,7 +1628,6 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
     };
     let mut check = tokio::time::interval(Duration::from_millis(50));
     // Every way out drops (stops) the hold's watch.
-    let mut hold = session.watch_hold(name, Token(epoch), hold_check(opts));
     loop {
         tokio::select! {
             _ = signals.recv() => {
@@ -1867,8 +1874,9 @@ enum Said {
 /// a pipe nobody reads blocks until someone does (`fencelock watch L | slow-reader`). Done
 /// on that thread, it stopped the keep-alives and the session expired while the command
 /// only waited for its reader. Meanwhile a signal or a lost session (`lost`, looked at
-/// every 50 ms) ends the wait; the write then stays behind, blocked, and goes when the
-/// process exits (`main` does not wait for it). Lines keep their order: each is written
+/// every 50 ms) ends the wait; the write then stays behind, blocked: a reader that reads
+/// before the process exits (it closes its session first) still gets the line, and the
+/// exit does not wait for it (`main`). Lines keep their order: each is written
 /// before the next is begun. Cost: one write of `text`, and a thread from the runtime's
 /// pool while it blocks.
 async fn say_off_thread(text: String, signals: &mut Signals, lost: &dyn Fn() -> bool) -> Said {

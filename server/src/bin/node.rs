@@ -305,15 +305,7 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
     } else {
         None // not a data directory: ops::force_new_cluster says so
     };
-    // Nor on the new directory, which would then write the same log as the recovery.
-    fencelock_server::disk::create_private_dir(&a.dir)
-        .map_err(|e| format!("{}: {e}", a.dir.display()))?;
-    let same = std::fs::canonicalize(&a.dir).ok() == std::fs::canonicalize(&a.from).ok();
-    let _new_lock = if same {
-        None // ops::force_new_cluster refuses it, saying why
-    } else {
-        lock_dir(&a.dir)?
-    };
+
     // What the survivor says it was made with fills in what the flags leave out.
     let made = fencelock_server::settings::made_with(&a.from).map_err(|e| e.to_string())?;
     let (recorded, core) = (made.recorded, made.core);
@@ -341,6 +333,21 @@ async fn force_new_cluster_cmd(a: ForceArgs) -> Result<(), String> {
         a.from.display(),
         a.from.display()
     );
+    // Nor on the new directory, which would then write the same log as the recovery:
+    // locked once the flags are checked and `--from` holds a log (else the recovery
+    // refuses, and no directory is left behind).
+    let _new_lock = if a.from.join("raft.log").is_file() {
+        fencelock_server::disk::create_private_dir(&a.dir)
+            .map_err(|e| format!("{}: {e}", a.dir.display()))?;
+        let same = std::fs::canonicalize(&a.dir).ok() == std::fs::canonicalize(&a.from).ok();
+        if same {
+            None // ops::force_new_cluster refuses it, saying why
+        } else {
+            lock_dir(&a.dir)?
+        }
+    } else {
+        None
+    };
     let r = fencelock_server::ops::force_new_cluster(
         &a.from,
         &a.dir,
@@ -569,6 +576,9 @@ async fn snapshot_cmd(cmd: SnapCmd) -> Result<(), String> {
                     file.display()
                 )
             })?;
+            // A damaged file is refused before `dir` is made.
+            fencelock_server::state_machine::check_backup(&bytes)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
             // Held until the restore is written: a node started on `dir` meanwhile (a
             // unit restarting) would write the same log as the restore.
             fencelock_server::disk::create_private_dir(&dir)
