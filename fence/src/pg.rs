@@ -40,12 +40,17 @@ pub(crate) fn admit(table: &str) -> String {
 /// change its answer.
 const STILL_OURS: &str = "SELECT pg_catalog.txid_current_if_assigned() OPERATOR(pg_catalog.=) $1";
 
-/// Before `BEGIN`: true when the connection is already inside a transaction that has
-/// written (its id is assigned): one the caller began through [`PgFence::client`] and left
-/// open, whose writes the fence's write would otherwise join (PostgreSQL answers a `BEGIN`
-/// inside a transaction with a warning only). Outside a transaction it runs on its own,
-/// with no id: false. Named in `pg_catalog`, as `STILL_OURS` is.
-const OUTER_WROTE: &str = "SELECT pg_catalog.txid_current_if_assigned() IS NOT NULL";
+/// Before `BEGIN`: true when the connection is already inside a transaction: one the
+/// caller began through [`PgFence::client`] and left open, which the fence's write would
+/// otherwise join (PostgreSQL answers a `BEGIN` inside a transaction with a warning only).
+/// Sent as a simple query, alone: outside a transaction it is the first and only command
+/// of a transaction of its own, whose start time is its own (PostgreSQL documents the two
+/// timestamps equal during a transaction's first command); inside one begun earlier, the
+/// transaction's start is the earlier `BEGIN`'s. One that has written has an id too.
+/// Named in `pg_catalog`, as `STILL_OURS` is.
+const OUTER_OPEN: &str = "SELECT pg_catalog.statement_timestamp() \
+     OPERATOR(pg_catalog.<>) pg_catalog.transaction_timestamp() \
+     OR pg_catalog.txid_current_if_assigned() IS NOT NULL";
 
 /// The resource's highest token. Its operator is named in `pg_catalog`, as the admission's
 /// is, so a `search_path` a write set cannot give `highest()` or a stale refusal another
@@ -87,7 +92,8 @@ fn qualified(schema: &str) -> Result<String, StorageError> {
 /// another, [`PgFence::in_schema`]), and every fenced write one transaction:
 ///
 /// ```sql
-/// SELECT pg_catalog.txid_current_if_assigned() IS NOT NULL;  -- true: inside a transaction of yours that wrote: refused
+/// SELECT statement_timestamp() <> transaction_timestamp()      -- a simple query; true: inside
+///        OR txid_current_if_assigned() IS NOT NULL;            -- a transaction of yours: refused
 /// BEGIN;
 /// INSERT INTO "public"."fencelock_fence" AS f (resource, highest) VALUES ($1, $2)
 ///   ON CONFLICT (resource) DO UPDATE SET highest = EXCLUDED.highest
@@ -124,7 +130,7 @@ pub struct PgFence {
 
 impl PgFence {
     /// [`StorageError::what`] of a [`Fence::write`] refused because the connection is
-    /// inside a transaction of the caller's that has written (a `BEGIN` sent through
+    /// inside a transaction of the caller's (a `BEGIN` sent through
     /// [`client`](Self::client) and not ended). Nothing was sent; that transaction is
     /// still open.
     pub const IN_OPEN_TRANSACTION: &'static str =
@@ -152,12 +158,11 @@ impl PgFence {
     ///
     /// Every fenced write is a transaction of its own: do not call [`Fence::write`] with a
     /// transaction of yours open on the client (a `BEGIN` sent through
-    /// [`client`](Self::client)). One that has written is found before the fence's `BEGIN`
-    /// and refused ([`IN_OPEN_TRANSACTION`](Self::IN_OPEN_TRANSACTION); nothing sent, your
-    /// transaction left open); one that has only read is not found by that check
-    /// (PostgreSQL gives a transaction an id at its first write), so the fence's write
-    /// joins it, and the fence's `COMMIT` or `ROLLBACK` ends it, your reads and any
-    /// `SET LOCAL` with it.
+    /// [`client`](Self::client)). Such a transaction, whether it has written or only read,
+    /// is found before the fence's `BEGIN` (a statement's start time is its transaction's
+    /// only when it is that transaction's first) and the write refused
+    /// ([`IN_OPEN_TRANSACTION`](Self::IN_OPEN_TRANSACTION); nothing sent, your transaction
+    /// left open).
     ///
     /// Errors: [`StorageError`] if `schema` is no schema name (empty, over 63 bytes, a
     /// NUL) or one of PostgreSQL's own (`pg_…`, `information_schema`), if the connection's `search_path` finds another `fencelock_fence` first
@@ -245,23 +250,36 @@ impl Fence for PgFence {
         let key = resource.as_bytes();
         let t = token.0 as i64; // in range: precheck
 
-        // A transaction the caller left open that has written: refused before anything is
-        // sent that could end or join it (one that has only read is not found by this;
-        // see `in_schema`).
-        let outer = self
+        // A transaction the caller left open: refused before anything is sent that could
+        // end or join it. A simple query (one message): the extended protocol's Bind and
+        // Execute would each set the statement's time (see `OUTER_OPEN`).
+        let answer = self
             .client
-            .query_typed_one(OUTER_WROTE, &[])
-            .and_then(|row| row.try_get::<_, bool>(0))
+            .simple_query(OUTER_OPEN)
             .map_err(|e| StorageError::new("look for a transaction left open", e))?;
-        if outer {
-            return Err(StorageError::new(
-                Self::IN_OPEN_TRANSACTION,
-                "a transaction begun through client() and not ended, which has written: \
-                 the fence's write would have joined it, committed or rolled back with \
-                 statements that are not the fence's; nothing was sent, and that \
-                 transaction is still open: end it (COMMIT or ROLLBACK) first",
-            )
-            .into());
+        let outer = answer.iter().find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => Some(r.get(0)),
+            _ => None,
+        });
+        match outer {
+            Some(Some("f")) => {}
+            Some(Some("t")) => {
+                return Err(StorageError::new(
+                    Self::IN_OPEN_TRANSACTION,
+                    "a transaction begun through client() and not ended: the fence's write \
+                     would have joined it, committed or rolled back with statements that are \
+                     not the fence's; nothing was sent, and that transaction is still open: \
+                     end it (COMMIT or ROLLBACK) first",
+                )
+                .into())
+            }
+            other => {
+                return Err(StorageError::new(
+                    "look for a transaction left open",
+                    format!("an answer that is not a boolean: {other:?}"),
+                )
+                .into())
+            }
         }
         let mut tx = self
             .client

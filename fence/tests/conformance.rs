@@ -808,10 +808,11 @@ fn postgres_fence_reports_a_write_that_ended_its_transaction() {
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(6)));
 }
 
-/// A transaction the caller began through `client()` and left open, which has written:
-/// the fence's `BEGIN` would only warn, and its write would join that transaction (a
-/// stale refusal rolling back the caller's statements, a success committing them). The
-/// write is refused before anything is sent, the caller's transaction left as it was.
+/// A transaction the caller began through `client()` and left open, one that has written
+/// or one that has only read: the fence's `BEGIN` would only warn, and its write would
+/// join that transaction (a stale refusal rolling back the caller's statements, a success
+/// committing them). The write is refused before anything is sent, the caller's
+/// transaction left as it was; writes one after another on their own are not refused.
 #[test]
 fn postgres_fence_refuses_to_join_a_transaction_the_caller_left_open() {
     let pg = common::Postgres::start();
@@ -858,9 +859,31 @@ fn postgres_fence_refuses_to_join_a_transaction_the_caller_left_open() {
         .unwrap()
         .get(0);
     assert_eq!(mine, 0, "the caller's own ROLLBACK ended it: it was open");
-    // With it ended, the fence goes on.
+    // One that has only read is found too, and left open.
+    f.client().batch_execute("BEGIN; SELECT 1").unwrap();
+    let e = f
+        .admit("ledger", Token(6))
+        .expect_err("a write inside the caller's read-only transaction");
+    assert!(
+        matches!(&e, FenceError::Storage(s) if s.what() == PgFence::IN_OPEN_TRANSACTION),
+        "{e}"
+    );
+    f.client()
+        .batch_execute("SET LOCAL statement_timeout = '7s'")
+        .expect("still inside it (SET LOCAL outside a transaction only warns)");
+    let local: String = f
+        .client()
+        .query_one("SHOW statement_timeout", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(local, "7s", "the caller's transaction is still open");
+    f.client().batch_execute("ROLLBACK").unwrap();
+    // With it ended, the fence goes on; and writes one after another are not taken for
+    // writes inside a transaction.
     f.admit("ledger", Token(6)).unwrap();
-    assert_eq!(f.highest("ledger").unwrap(), Some(Token(6)));
+    f.admit("ledger", Token(6)).unwrap();
+    f.admit("ledger", Token(7)).unwrap();
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(7)));
 }
 
 /// The check made before COMMIT reads no table: a write that changes the transaction's
