@@ -232,6 +232,10 @@ pub(crate) struct State {
     /// [`LockService::inject_fault_expiry_after_grants`].
     #[cfg(feature = "fault-injection")]
     fault_expiry_after_grants: bool,
+    /// TEST ONLY (feature `fault-injection`): see
+    /// [`LockService::inject_fault_reuse_token`].
+    #[cfg(feature = "fault-injection")]
+    fault_reuse_token: bool,
 }
 
 /// The lock service: a deterministic state machine with no clock and no I/O.
@@ -443,6 +447,8 @@ impl<S: Storage> LockService<S> {
             name_key: None,
             #[cfg(feature = "fault-injection")]
             fault_expiry_after_grants: false,
+            #[cfg(feature = "fault-injection")]
+            fault_reuse_token: false,
         };
         LockService { storage, st }
     }
@@ -1179,6 +1185,17 @@ impl<S: Storage> LockService<S> {
     #[doc(hidden)]
     pub fn inject_fault_expiry_after_grants(&mut self, on: bool) {
         self.st.fault_expiry_after_grants = on;
+    }
+
+    /// TEST ONLY — exists only with the non-default feature `fault-injection`, which no
+    /// shipped crate enables. `true` makes a grant reuse the latest token instead of a
+    /// fresh, higher one (a revision that fails to rise), so the verification suite
+    /// (`tests/`) can prove that its checks catch a core whose tokens do not rise. Never
+    /// use it otherwise. Cost: O(1).
+    #[cfg(feature = "fault-injection")]
+    #[doc(hidden)]
+    pub fn inject_fault_reuse_token(&mut self, on: bool) {
+        self.st.fault_reuse_token = on;
     }
 
     /// For a repeat of `session`'s latest numbered request: `Some(true)` if it was
@@ -2157,7 +2174,13 @@ impl View<'_> {
 
     /// Makes claim `c` a holder with a fresh token and returns the token.
     fn grant(&mut self, c: u32) -> u64 {
-        self.st.revision += 1;
+        #[cfg(feature = "fault-injection")]
+        let fresh = !self.st.fault_reuse_token || self.st.revision == 0;
+        #[cfg(not(feature = "fault-injection"))]
+        let fresh = true;
+        if fresh {
+            self.st.revision += 1;
+        }
         let token = self.st.revision;
         self.st.claims.unschedule(self.c, c);
         let l = self.c[c as usize].lock();

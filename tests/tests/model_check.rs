@@ -2,7 +2,7 @@
 //!
 //! The state is the service's canonical snapshot plus each client's view (its session,
 //! the tokens it believes it holds, an inbox of undelivered outputs) and
-//! the resource (highest token per resource, as a `FenceGate` keeps it). Every transition
+//! the resource (highest token per resource, checked by a real `FenceGate`). Every transition
 //! restores the service from the snapshot, applies one real input, checks the state
 //! invariants (`check_service`) and snapshots again, so equal states are deduplicated by
 //! their canonical bytes.
@@ -16,8 +16,14 @@
 //! clock moves without any tick, and only the inputs' own advances move the service's
 //! time (docs/SPEC.md §2). Properties:
 //! * always: the service's invariants hold after every input;
-//! * always: no write with a token lower than an accepted one is accepted at the resource —
-//!   holds with the fence check, and with the check off the checker must find the GC-pause
+//! * always: tokens rise — every fresh grant (an acquire's answer for a lock it did not
+//!   hold, each waiter granted) carries a token above every earlier grant's, tracked from
+//!   the grants, not from the service's revision (a core that reuses a token is caught:
+//!   `fault_core_reusing_a_token_is_found`);
+//! * always: no write with a token lower than an accepted one is accepted at the resource
+//!   (the check is the core's own `FenceGate`) — holds with the fence check by the gate's
+//!   construction, and means "a paused holder's write is refused once its successor
+//!   wrote" because tokens rise; with the check off the checker must find the GC-pause
 //!   counterexample by itself;
 //! * sometimes: a stale write is attempted and refused (the scenario is reachable);
 //! * every refused input (it has no successor state, so this is checked as it happens and
@@ -96,6 +102,9 @@ struct LockModel {
     lock_delay: u64,
     /// Run the core with its test-only fault (feature `fault-injection`).
     core_fault: bool,
+    /// Run the core with its test-only token fault (feature `fault-injection`): a grant
+    /// reuses the latest token.
+    reuse_token: bool,
     /// The host's clock moves without ticking the service (inputs carry it).
     lazy_host: bool,
     /// The locks are semaphores of this limit (client 0 asks for all of it, the others
@@ -185,8 +194,14 @@ struct State {
     /// The host's clock.
     now: u64,
     clients: Vec<Client>,
-    /// The gate's highest admitted token per resource (0 = none yet).
+    /// The gate's highest admitted token per resource (0 = none yet), kept in a real
+    /// `FenceGate` for each write.
     highest: Vec<u64>,
+    /// The highest token any grant has carried so far (0 = none yet), from the grants
+    /// the service answered and emitted — not from its own revision counter.
+    granted_max: u64,
+    /// A fresh grant carried a token not above every earlier grant's (what).
+    tokens_reused: Option<String>,
     /// Per lock, the tick before which it may not be granted (lock-delay, I8), worked out
     /// here from the expiries the service reported, not read from the service.
     delay_until: Vec<u64>,
@@ -249,7 +264,10 @@ impl LockModel {
         #[allow(unused_mut)]
         let mut svc = LockService::restore(storage, bytes).expect("own snapshot restores");
         #[cfg(feature = "fault-injection")]
-        svc.inject_fault_expiry_after_grants(self.core_fault);
+        {
+            svc.inject_fault_expiry_after_grants(self.core_fault);
+            svc.inject_fault_reuse_token(self.reuse_token);
+        }
         svc
     }
 
@@ -366,6 +384,16 @@ impl LockModel {
             Input::Unwatch { .. } | Input::Watch { .. } => None,
             i => i.session(),
         };
+        // Who held what before the input: a Granted answered for a hold that already was
+        // (a repeat, an acquire of a lock held) is no fresh grant.
+        let held_before: Vec<(u64, String, u64)> = NAMES[..self.locks]
+            .iter()
+            .flat_map(|l| {
+                svc.holders(l)
+                    .map(|h| (h.session.0, l.to_string(), h.token.0))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
         let mut events: Vec<Output> = Vec::new();
         let reply = match svc.handle(input.clone().at(Tick(st.now)), &mut events) {
             Ok(reply) => reply,
@@ -396,6 +424,30 @@ impl LockModel {
                     st.granted_to_dead = true;
                 }
             }
+        }
+        // Tokens rise (I2, what fencing rests on): every fresh grant — the answer to an
+        // acquire that did not hold before, then each waiter granted, in the order the
+        // service reported them — carries a token above every earlier grant's.
+        let answered = match (&input, &reply) {
+            (Input::Acquire { session, lock, .. }, Reply::Granted { token, .. })
+                if !held_before.contains(&(session.0, lock.to_string(), token.0)) =>
+            {
+                Some(token.0)
+            }
+            _ => None,
+        };
+        let emitted = events.iter().filter_map(|o| match o {
+            Output::Granted { token, .. } => Some(token.0),
+            _ => None,
+        });
+        for token in answered.into_iter().chain(emitted) {
+            if token <= st.granted_max && st.tokens_reused.is_none() {
+                st.tokens_reused = Some(format!(
+                    "{input:?}: granted token {token}, not above the earlier grants' {}",
+                    st.granted_max
+                ));
+            }
+            st.granted_max = st.granted_max.max(token);
         }
         if let Err(e) = check_service(&svc) {
             st.broken = Some(e);
@@ -776,6 +828,8 @@ impl Model for LockModel {
                 self.clients
             ],
             highest: vec![0; self.locks],
+            granted_max: 0,
+            tokens_reused: None,
             delay_until: vec![0; self.locks],
             stale_accepted: false,
             stale_refused: false,
@@ -797,6 +851,7 @@ impl Model for LockModel {
     fn actions(&self, st: &State, actions: &mut Vec<Action>) {
         if st.stale_accepted
             || st.granted_to_dead
+            || st.tokens_reused.is_some()
             || st.broken.is_some()
             || st.watch_broken.is_some()
             || st.retry_broken.is_some()
@@ -1026,7 +1081,17 @@ impl Model for LockModel {
             }
             Action::Write(i, l) => {
                 let token = st.clients[i].believes[l]?;
-                let admitted = !self.fence || token >= st.highest[l];
+                // The resource's check is the core's own `FenceGate`, holding the highest
+                // token admitted so far.
+                let admitted = !self.fence || {
+                    let mut gate = fencelock::FenceGate::new(vec![fencelock::GateRow::EMPTY; 4])
+                        .expect("a gate of 4 rows");
+                    if st.highest[l] > 0 {
+                        gate.admit(NAMES[l], fencelock::Token(st.highest[l]))
+                            .expect("the highest admitted again");
+                    }
+                    gate.check_admit(NAMES[l], fencelock::Token(token)).is_ok()
+                };
                 if admitted {
                     if token < st.highest[l] {
                         st.stale_accepted = true;
@@ -1120,6 +1185,7 @@ impl Model for LockModel {
         vec![
             Property::always("service invariants hold", |_, s: &State| s.broken.is_none()),
             Property::always("no stale write accepted", |_, s: &State| !s.stale_accepted),
+            Property::always("tokens rise", |_, s: &State| s.tokens_reused.is_none()),
             Property::always("no grant to a dead session", |_, s: &State| {
                 !s.granted_to_dead
             }),
@@ -1202,6 +1268,9 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
     checker.assert_no_discovery("permits, FIFO and watchers hold");
     checker.assert_no_discovery("a repeat applies nothing and answers as recorded");
     checker.assert_no_discovery("a forced release ends only the hold it names");
+    if !m.reuse_token {
+        checker.assert_no_discovery("tokens rise");
+    }
     if m.operator {
         checker.assert_any_discovery("a forced release of an old token keeps the later hold");
     }
@@ -1281,6 +1350,7 @@ fn base(fence: bool) -> LockModel {
         ttl: 2,
         lock_delay: 0,
         core_fault: false,
+        reuse_token: false,
         lazy_host: false,
         permits: None,
         watchers: 0,
@@ -1424,6 +1494,31 @@ fn fault_core_expiry_after_grants_is_found() {
         st = good.next_state(&st, a).expect("path replays");
     }
     assert!(!st.granted_to_dead);
+}
+
+/// A broken core (test-only feature `fault-injection`: a grant reuses the latest token, a
+/// revision that fails to rise): the checker must find a grant whose token is not above
+/// an earlier grant's — the reuse a paused holder's write would pass the fence with, since
+/// the fence admits a token equal to the highest it has seen. The same path on the real
+/// core grants rising tokens.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn fault_core_reusing_a_token_is_found() {
+    let m = LockModel {
+        reuse_token: true,
+        ..base(true)
+    };
+    let actions = fault_found(&m, "tokens rise", "core-reuses-a-token");
+    let good = LockModel {
+        reuse_token: false,
+        ..m
+    };
+    let mut st = good.init_states().remove(0);
+    for a in actions {
+        st = good.next_state(&st, a).expect("path replays");
+    }
+    assert!(st.tokens_reused.is_none(), "{:?}", st.tokens_reused);
+    assert!(st.granted_max >= 2, "the path granted twice");
 }
 
 /// Semaphores and watchers: clients on one semaphore of 2 permits (client 0 asks for
