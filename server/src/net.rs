@@ -1739,8 +1739,16 @@ async fn client_conn<R, W>(
         done.notify_one();
     }));
     let limit = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    // The requests this connection started. Its place, and its bound on requests in
+    // flight, are given back only once they are done: a connection whose writer ended
+    // (a failed or stalled write, a push overflow, an eviction) cannot answer them, so
+    // those still running are aborted then — an aborted write's outcome is unknown, as
+    // a timed-out one's is — rather than left running after a reconnect took its place.
+    let mut requests: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
     let mut proven = false;
     loop {
+        // Finished requests leave the set as the connection goes on.
+        while requests.try_join_next().is_some() {}
         let next = tokio::select! {
             f = frame::read_timed::<_, ClientFrame>(
                 &mut r,
@@ -1807,7 +1815,7 @@ async fn client_conn<R, W>(
                 let out = out_tx.clone();
                 let push = push.clone();
                 let lists = conn_lists.clone();
-                tokio::spawn(async move {
+                requests.spawn(async move {
                     let result = node.handle_request_as(req, conn, &push, principal).await;
                     let (reply, list) = reply_out(&node.stats, id, result, &lists);
                     let _ = out.send((reply, Held::new(permit, list)));
@@ -1842,7 +1850,11 @@ async fn client_conn<R, W>(
     node.shared.hub.detach_conn(conn);
     drop(out_tx);
     drop(push);
+    // After a reader's end (EOF) the writer waits for every request's answer, each
+    // holding a sender; once it has ended nothing more can be answered.
     let _ = (&mut writer.0).await;
+    requests.abort_all();
+    while requests.join_next().await.is_some() {}
 }
 
 #[cfg(test)]

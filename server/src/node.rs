@@ -1447,7 +1447,14 @@ impl Node {
         };
         self.opened(conn, session);
         if let Some(session) = session {
-            self.attach_after_write(session, (conn, sink))?;
+            // The session is open, and its credential is in this reply only: it is answered
+            // even when this node stopped leading before it could attach the connection
+            // (a keyless open refused here, retried, would open a second session and
+            // leave this one unusable until its ttl). The client attaches it on the next
+            // leader, as it attaches every session after a leader change.
+            if let Err(e) = self.attach_after_write(session, (conn, sink)) {
+                tracing::debug!("session {} opened but not attached: {e}", session.0);
+            }
         }
         reply
     }
