@@ -5,7 +5,7 @@
 #     test-wasm and test-bare-metal build them),
 #   * the error-precedence table (tests/vectors/precedence.calls), typed and through frames,
 #   * the deterministic simulation: 10 000 seeds x 1 000 steps (SIM_SEEDS, SIM_STEPS),
-#   * stateright model checking (fence on: no stale write; fence off: the GC pause found),
+#   * stateright model checking (fence on: tokens rise, no stale write; fence off: the GC pause found),
 #   * model-based tests against the reference model (PROPTEST_CASES, default 2 000),
 #   * determinism, keepers vs hosts that tick late or never, atomic errors for every error
 #     kind, fuzz regressions, the fault-injection tests,
@@ -158,7 +158,7 @@ cat <<SUMMARY
 === verification figures ($(date -u +%Y-%m-%dT%H:%MZ), mode $mode) ===
 simulation:      $(sed -E 's/.*seeds=([0-9]+) steps_per_seed=([0-9]+) first_seed=([0-9]+).*steps=([0-9]+) inputs=([0-9]+).*/\1 seeds x \2 steps from seed \3 (\4 steps, \5 inputs in all)/' <<<"$sim"), ${sim_failures:-?} failures
                  $(grep -Eo 'grants=[0-9]+ expiries=[0-9]+ waits=[0-9]+ pauses=[0-9]+' <<<"$sim") $(grep -Eo 'stale_writes_refused=[0-9]+' <<<"$sim")
-model checking:  $states states explored over $configs fence-on configurations, no stale write; fence off: counterexample found ($cex)
+model checking:  $states states explored over $configs fence-on configurations, tokens rise, no stale write; fence off: counterexample found ($cex)
 fuzzing:         $(sed -E 's/FUZZ target=([a-z_]+) seconds=([0-9]+) executions=([0-9?]+).*/\1 \3/' <<<"$fuzz_lines" | tr '\n' ';' | sed 's/;/ executions; /g')$fuzz_crashes crashes over $fuzz_targets targets
 vectors:         ${#vectors[@]} files ($inputs) replayed by $nlayers runners ($layers), each passed
 precedence:      ${precedence:-?} (native: typed and through frames; the C and wasm runners above read the same table)
