@@ -507,6 +507,13 @@ impl LockModel {
             |s: SessionId, lock: &LockName| copy.holders(lock.as_str()).find(|h| h.session == s);
         let waits =
             |s: SessionId, lock: &LockName| copy.waiters(lock.as_str()).any(|w| w.session == s);
+        // Whether `s` watches `lock`, as the checker kept it (see below).
+        let watching = |s: SessionId, lock: &LockName| {
+            let l = NAMES.iter().position(|n| *n == lock.as_str());
+            st.clients
+                .iter()
+                .any(|c| c.session == Some(s.0) && l.is_some_and(|l| c.watching[l]))
+        };
         let wrong = if ticked.is_err() {
             Some(format!(
                 "{input:?}: refused {e:?}, and a tick to its now fails: {ticked:?}"
@@ -526,9 +533,20 @@ impl LockModel {
                 }
                 (E::CapacityExceeded(Table::Claims), _) => usage.claims == cap.claims,
                 (E::CapacityExceeded(Table::Locks), _) => usage.locks == cap.locks,
-                // Watchers per lock are not among the queries: a watch may meet the
-                // lock's limit (the semaphore-and-watch properties check the watchers).
-                (E::CapacityExceeded(Table::Watchers), Input::Watch { .. }) => self.watchers > 0,
+                // Watches are not among the service's queries, but the checker knows them:
+                // each client's `watching`, kept from the service's own events (a watch
+                // begins with its `Holding` events or reply, ends with an unwatch or the
+                // session's end; only an expiry in this input's advance could end one
+                // unseen, and that refusal is `UnknownSession`, first).
+                (E::CapacityExceeded(Table::Watchers), Input::Watch { lock, .. }) => {
+                    let l = NAMES.iter().position(|n| *n == lock.as_str());
+                    let watchers = st
+                        .clients
+                        .iter()
+                        .filter(|c| l.is_some_and(|l| c.watching[l]))
+                        .count();
+                    watchers >= Config::default().max_watchers as usize
+                }
                 (E::NotHolder(s), Input::Release { lock, .. }) => {
                     mine(s) && holds(*s, lock).is_none()
                 }
@@ -546,11 +564,8 @@ impl LockModel {
                         ..
                     },
                 ) => holds(*session, lock).is_some_and(|h| h.mode == *held && h.mode != *mode),
-                // The service has no query of a session's watches: a repeated watch or an
-                // unwatch of nothing is taken as the session's own (checked against the
-                // input's session).
-                (E::AlreadyWatching(s), Input::Watch { .. })
-                | (E::NotWatching(s), Input::Unwatch { .. }) => mine(s),
+                (E::AlreadyWatching(s), Input::Watch { lock, .. }) => mine(s) && watching(*s, lock),
+                (E::NotWatching(s), Input::Unwatch { lock, .. }) => mine(s) && !watching(*s, lock),
                 _ => false,
             };
             (!called_for)
@@ -1519,6 +1534,59 @@ fn fault_core_reusing_a_token_is_found() {
     }
     assert!(st.tokens_reused.is_none(), "{:?}", st.tokens_reused);
     assert!(st.granted_max >= 2, "the path granted twice");
+}
+
+/// The refusal check calls a watch refusal right only when the checker's own record of
+/// the watches does: `AlreadyWatching` for a session that watches nothing, `NotWatching`
+/// for one that watches, and a full watcher list for a lock nobody watches are recorded as
+/// wrong (they used to be taken as called for whenever watches were on).
+#[test]
+fn watch_refusals_its_state_does_not_call_for_are_caught() {
+    let m = LockModel {
+        watchers: 1,
+        ..base(true)
+    };
+    let mut st = m.init_states().remove(0);
+    st = m.next_state(&st, Action::Open(1)).expect("client 1 opens");
+    let s = SessionId(st.clients[1].session.expect("open"));
+    let lock = LockName::new(NAMES[0]).expect("name");
+    let mut svc = m.service(&st.svc);
+    svc.tick(Tick(st.now), &mut Vec::new())
+        .expect("at its time");
+    let watch = Input::Watch {
+        now: Tick(st.now),
+        session: s,
+        lock: lock.clone(),
+        request: None,
+    };
+    let unwatch = Input::Unwatch {
+        now: Tick(st.now),
+        session: s,
+        lock,
+        request: None,
+    };
+    let wrong = |input: &Input, e: fencelock::Error, st: &State| {
+        m.check_refusal(st, &svc, input, &e, &[]);
+        let mut log = m.refusals.0.lock().expect("refusal log");
+        !std::mem::take(&mut log.wrong).is_empty()
+    };
+    assert!(wrong(&watch, fencelock::Error::AlreadyWatching(s), &st));
+    assert!(wrong(
+        &watch,
+        fencelock::Error::CapacityExceeded(Table::Watchers),
+        &st
+    ));
+    assert!(
+        !wrong(&unwatch, fencelock::Error::NotWatching(s), &st),
+        "it watches nothing"
+    );
+    let mut watching = st.clone();
+    watching.clients[1].watching[0] = true;
+    assert!(wrong(&unwatch, fencelock::Error::NotWatching(s), &watching));
+    assert!(
+        !wrong(&watch, fencelock::Error::AlreadyWatching(s), &watching),
+        "it watches"
+    );
 }
 
 /// Semaphores and watchers: clients on one semaphore of 2 permits (client 0 asks for
