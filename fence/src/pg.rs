@@ -253,10 +253,18 @@ impl Fence for PgFence {
         // A transaction the caller left open: refused before anything is sent that could
         // end or join it. A simple query (one message): the extended protocol's Bind and
         // Execute would each set the statement's time (see `OUTER_OPEN`).
-        let answer = self
-            .client
-            .simple_query(OUTER_OPEN)
-            .map_err(|e| StorageError::new("look for a transaction left open", e))?;
+        let answer = self.client.simple_query(OUTER_OPEN).map_err(|e| {
+            // A transaction of the caller's that failed answers nothing but this.
+            if e.code() == Some(&postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) {
+                StorageError::new(
+                    Self::IN_OPEN_TRANSACTION,
+                    "a transaction begun through client() has failed and was not ended: \
+                     nothing was sent; end it (ROLLBACK) first",
+                )
+            } else {
+                StorageError::new("look for a transaction left open", e)
+            }
+        })?;
         let outer = answer.iter().find_map(|m| match m {
             postgres::SimpleQueryMessage::Row(r) => Some(r.get(0)),
             _ => None,

@@ -878,6 +878,16 @@ fn postgres_fence_refuses_to_join_a_transaction_the_caller_left_open() {
         .get(0);
     assert_eq!(local, "7s", "the caller's transaction is still open");
     f.client().batch_execute("ROLLBACK").unwrap();
+    // One that failed is named the same way.
+    let _ = f.client().batch_execute("BEGIN; SELECT 1/0");
+    let e = f
+        .admit("ledger", Token(6))
+        .expect_err("a write inside the caller's failed transaction");
+    assert!(
+        matches!(&e, FenceError::Storage(s) if s.what() == PgFence::IN_OPEN_TRANSACTION),
+        "{e}"
+    );
+    f.client().batch_execute("ROLLBACK").unwrap();
     // With it ended, the fence goes on; and writes one after another are not taken for
     // writes inside a transaction.
     f.admit("ledger", Token(6)).unwrap();

@@ -1739,11 +1739,12 @@ async fn client_conn<R, W>(
         done.notify_one();
     }));
     let limit = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    // The requests this connection started. Its place, and its bound on requests in
-    // flight, are given back only once they are done: a connection whose writer ended
-    // (a failed or stalled write, a push overflow, an eviction) cannot answer them, so
-    // those still running are aborted then — an aborted write's outcome is unknown, as
-    // a timed-out one's is — rather than left running after a reconnect took its place.
+    // The requests this connection started. Its place, and with it its bound on requests
+    // in flight, are given back only once they are done, however it ends: a connection
+    // whose writer ended (a failed or stalled write, a push overflow, an eviction) used
+    // to give its place back at once while they ran on, so a client reconnecting at once
+    // was bounded by nothing. They are waited for, not aborted: an open holds its place
+    // in the per-token session quota until it is applied, and a rebuild its turn.
     let mut requests: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
     let mut proven = false;
     loop {
@@ -1851,9 +1852,9 @@ async fn client_conn<R, W>(
     drop(out_tx);
     drop(push);
     // After a reader's end (EOF) the writer waits for every request's answer, each
-    // holding a sender; once it has ended nothing more can be answered.
+    // holding a sender; after the writer's, nothing more can be answered, but what was
+    // asked still runs to its end, within its own time limits.
     let _ = (&mut writer.0).await;
-    requests.abort_all();
     while requests.join_next().await.is_some() {}
 }
 
