@@ -425,29 +425,39 @@ impl LockModel {
                 }
             }
         }
-        // Tokens rise (I2, what fencing rests on): every fresh grant — the answer to an
-        // acquire that did not hold before, then each waiter granted, in the order the
-        // service reported them — carries a token above every earlier grant's.
-        let answered = match (&input, &reply) {
-            (Input::Acquire { session, lock, .. }, Reply::Granted { token, .. })
-                if !held_before.contains(&(session.0, lock.to_string(), token.0)) =>
+        // Tokens rise (I2, what fencing rests on): every fresh grant of the input — each
+        // waiter granted (by its advance or by the input), and the acquire's answer for a
+        // hold it did not have before and was not granted in this advance — carries a token
+        // above every grant before the input, and no two carry the same. Order within the
+        // input is not assumed (an advance's grants come before the answer).
+        let mut fresh: Vec<u64> = events
+            .iter()
+            .filter_map(|o| match o {
+                Output::Granted { token, .. } => Some(token.0),
+                _ => None,
+            })
+            .collect();
+        if let (Input::Acquire { session, lock, .. }, Reply::Granted { token, .. }) =
+            (&input, &reply)
+        {
+            if !held_before.contains(&(session.0, lock.to_string(), token.0))
+                && !fresh.contains(&token.0)
             {
-                Some(token.0)
+                fresh.push(token.0);
             }
-            _ => None,
-        };
-        let emitted = events.iter().filter_map(|o| match o {
-            Output::Granted { token, .. } => Some(token.0),
-            _ => None,
-        });
-        for token in answered.into_iter().chain(emitted) {
-            if token <= st.granted_max && st.tokens_reused.is_none() {
-                st.tokens_reused = Some(format!(
-                    "{input:?}: granted token {token}, not above the earlier grants' {}",
-                    st.granted_max
-                ));
-            }
-            st.granted_max = st.granted_max.max(token);
+        }
+        fresh.sort_unstable();
+        let reused = fresh.first().is_some_and(|t| *t <= st.granted_max)
+            || fresh.windows(2).any(|w| w[0] == w[1]);
+        if reused && st.tokens_reused.is_none() {
+            st.tokens_reused = Some(format!(
+                "{input:?}: granted tokens {fresh:?}, not all above the earlier grants' {} \
+                 and distinct",
+                st.granted_max
+            ));
+        }
+        if let Some(top) = fresh.last() {
+            st.granted_max = st.granted_max.max(*top);
         }
         if let Err(e) = check_service(&svc) {
             st.broken = Some(e);
