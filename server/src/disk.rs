@@ -34,6 +34,10 @@ use prometheus_client::metrics::counter::Counter;
 pub const RETRY_EVERY: Duration = Duration::from_millis(200);
 /// A full disk is logged at most this often (as an error).
 pub const WARN_EVERY: Duration = Duration::from_secs(5);
+/// How long a health check waits for a disk probe ([`DiskHealth::probe_shared`]) before it
+/// reports the disk as hanging: less than a client's default reply timeout (5 s), so a
+/// `Status` request on a hung disk is answered, not timed out.
+pub const PROBE_WAIT: Duration = Duration::from_secs(3);
 
 /// What a write that waits for space in [`DiskHealth::retry`] holds up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,8 +62,12 @@ pub struct DiskHealth {
     probes: AtomicU64,
     last_warn: Mutex<Option<Instant>>,
     /// When the last [`DiskHealth::probe_shared`] probe ended, and its outcome; held while
-    /// one runs, so at most one runs at a time.
-    shared: tokio::sync::Mutex<Option<SharedProbe>>,
+    /// one runs (by the task that runs it, not by the caller that started it), so at most
+    /// one runs at a time.
+    shared: std::sync::Arc<tokio::sync::Mutex<Option<SharedProbe>>>,
+    /// Test only: each probe sleeps this many milliseconds first (a slow disk).
+    #[cfg(test)]
+    slow_ms: AtomicU64,
 }
 
 /// Creates `dir` and its missing parents private to this user (mode 0700): a data
@@ -181,7 +189,9 @@ impl DiskHealth {
             errors: Counter::default(),
             probes: AtomicU64::new(0),
             last_warn: Mutex::new(None),
-            shared: tokio::sync::Mutex::new(None),
+            shared: std::sync::Arc::new(tokio::sync::Mutex::new(None)),
+            #[cfg(test)]
+            slow_ms: AtomicU64::new(0),
         }
     }
 
@@ -275,27 +285,55 @@ impl DiskHealth {
     /// the data directory, beside the log's — and each caller's answer comes from a probe
     /// that ended after it asked.
     ///
-    /// Errors: the probe's, as [`DiskHealth::probe`]. Cost: at most one probe per caller,
-    /// usually a share of one.
-    pub async fn probe_shared(self: &std::sync::Arc<Self>) -> io::Result<()> {
+    /// A caller waits at most `limit`. A probe runs on in a task of its own after its
+    /// caller gave up, and holds the turn until it ends: on a hung disk, callers time out
+    /// one after another while one probe waits, instead of each starting another.
+    ///
+    /// Errors: the probe's, as [`DiskHealth::probe`]; `TimedOut` when no probe that
+    /// ended after the call did so within `limit` (a hung or very slow disk). Cost: at
+    /// most one probe per caller, usually a share of one.
+    pub async fn probe_shared(self: &std::sync::Arc<Self>, limit: Duration) -> io::Result<()> {
         let asked = Instant::now();
-        let mut last = self.shared.lock().await;
+        let hung = || {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "no probe of {} ended within {} ms: the disk may hang",
+                    self.dir.display(),
+                    limit.as_millis()
+                ),
+            )
+        };
+        let deadline = tokio::time::Instant::from_std(asked) + limit;
+        let mut last = tokio::time::timeout_at(deadline, self.shared.clone().lock_owned())
+            .await
+            .map_err(|_| hung())?;
         if let Some((ended, r)) = &*last {
             if *ended >= asked {
                 return r.clone().map_err(|(kind, m)| io::Error::new(kind, m));
             }
         }
+        let (tx, rx) = tokio::sync::oneshot::channel();
         let d = self.clone();
-        let r = tokio::task::spawn_blocking(move || d.probe())
-            .await
-            .unwrap_or_else(|e| Err(io::Error::other(e.to_string())));
-        *last = Some((
-            Instant::now(),
-            r.as_ref()
+        // The turn goes with the probe: a caller that stops waiting does not end it.
+        tokio::spawn(async move {
+            let r = tokio::task::spawn_blocking(move || d.probe())
+                .await
+                .unwrap_or_else(|e| Err(io::Error::other(e.to_string())));
+            let kept = r
+                .as_ref()
                 .map(|_| ())
-                .map_err(|e| (e.kind(), e.to_string())),
-        ));
-        r
+                .map_err(|e| (e.kind(), e.to_string()));
+            *last = Some((Instant::now(), kept));
+            let _ = tx.send(r);
+        });
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(io::Error::other(
+                "the disk probe's task ended without an answer",
+            )),
+            Err(_) => Err(hung()),
+        }
     }
 
     /// Checks that the directory takes a write: writes, fsyncs and removes a small file
@@ -303,6 +341,8 @@ impl DiskHealth {
     ///
     /// Errors: the failed step's, naming the file. Cost: one small write and one fsync.
     pub fn probe(&self) -> io::Result<()> {
+        #[cfg(test)]
+        std::thread::sleep(Duration::from_millis(self.slow_ms.load(Ordering::Relaxed)));
         let n = self.probes.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!(".probe-{n}"));
         let r = (|| {
@@ -595,14 +635,43 @@ mod tests {
         let asks: Vec<_> = (0..64)
             .map(|_| {
                 let d = d.clone();
-                tokio::spawn(async move { d.probe_shared().await })
+                tokio::spawn(async move { d.probe_shared(PROBE_WAIT).await })
             })
             .collect();
         for a in asks {
             a.await.unwrap().unwrap();
         }
         assert_eq!(d.probes(), 1, "64 callers at once, one probe");
-        d.probe_shared().await.unwrap();
+        d.probe_shared(PROBE_WAIT).await.unwrap();
+        assert_eq!(d.probes(), 2, "a later caller gets a probe of its own");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// On a disk that hangs, a caller gets `TimedOut` after its limit, and the probe it
+    /// started runs on holding the turn: callers that come meanwhile time out too
+    /// without starting another probe. Once it ends, a caller gets an answer again.
+    #[tokio::test]
+    async fn a_probe_that_hangs_times_its_callers_out_and_keeps_its_turn() {
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-disk-unit-hang-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        fs::create_dir_all(&dir).unwrap();
+        let d = Arc::new(DiskHealth::new(&dir));
+        d.slow_ms.store(600, Ordering::Relaxed);
+        let short = Duration::from_millis(100);
+        let first = d.probe_shared(short).await.unwrap_err();
+        assert_eq!(first.kind(), io::ErrorKind::TimedOut, "{first}");
+        assert!(first.to_string().contains("may hang"), "{first}");
+        let second = d.probe_shared(short).await.unwrap_err();
+        assert_eq!(second.kind(), io::ErrorKind::TimedOut, "{second}");
+        // The first probe is still sleeping before its write: none has counted yet, and
+        // the second caller found the turn taken instead of starting one of its own.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(d.probes(), 1, "one probe ran, for both callers");
+        d.slow_ms.store(0, Ordering::Relaxed);
+        d.probe_shared(short).await.unwrap();
         assert_eq!(d.probes(), 2, "a later caller gets a probe of its own");
         let _ = fs::remove_dir_all(&dir);
     }

@@ -2902,6 +2902,63 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A backup or export page waits for another page's rebuild at most the request
+    /// timeout, then is answered `Unavailable` (its connection's
+    /// place is not held without end); once the turn is free, the page is served.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_backup_page_waits_for_its_turn_a_bounded_time() {
+        let (node, dir) = unit_node("rebuild-turn").await;
+        initialize_alone(&node).await;
+        let opened = ask_leader(
+            &node,
+            Request::Open {
+                ttl_ms: 60_000,
+                key: None,
+            },
+        )
+        .await;
+        assert!(opened.is_ok(), "{opened:?}");
+        let backup = Request::Backup {
+            index: None,
+            offset: 0,
+            max_bytes: 1 << 20,
+        };
+        let export = Request::Export {
+            from_index: None,
+            to_index: None,
+            from_time: None,
+            to_time: None,
+            skip: 0,
+        };
+        let wait = Duration::from_millis(node.config().request_timeout_ms);
+        {
+            let _long_rebuild = node.hold_rebuild_turn().await;
+            for req in [backup.clone(), export] {
+                let asked = Instant::now();
+                // (Bounded here too, so a page that waits without end fails the test
+                // instead of hanging it.)
+                let limit = wait * 10;
+                match tokio::time::timeout(limit, ask_leader(&node, req.clone())).await {
+                    Ok(Err(ClientError::Unavailable(m))) => {
+                        assert!(m.contains("another backup or export page"), "{m}")
+                    }
+                    Err(_) => panic!("{req:?} still waits for its turn after {limit:?}"),
+                    Ok(r) => panic!("{req:?} while the turn is taken: {r:?}"),
+                }
+                // It waited for the turn first, rather than being refused at once.
+                assert!(
+                    asked.elapsed() >= wait,
+                    "{req:?} refused after {:?}",
+                    asked.elapsed()
+                );
+            }
+        }
+        let r = ask_leader(&node, backup).await;
+        assert!(matches!(r, Ok(Reply::Backup(_))), "{r:?}");
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// The leader clock stamps only in the term its anchor belongs to: anchored in a term
     /// this node does not lead in now (the ticker, which alone resets the anchor, can be
     /// held up on a write while the node loses its term and wins a later one), it gives no

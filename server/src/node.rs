@@ -935,13 +935,8 @@ impl Node {
         skip: u64,
     ) -> Result<crate::protocol::ExportPage, ClientError> {
         use openraft::storage::RaftLogReader;
-        // One rebuild at a time, backups included (closed never: the semaphore lives as
-        // long as the node). Everything below is read after the wait.
-        let _turn = self
-            .backups
-            .acquire()
-            .await
-            .map_err(|e| ClientError::Unavailable(e.to_string()))?;
+        // One rebuild at a time, backups included. Everything below is read after the wait.
+        let _turn = self.rebuild_turn().await?;
         let applied = self.shared.state().last_applied.map_or(0, |l| l.index);
         let purged = self.log.last_purged().map(|l| l.index);
         let snap = self.snapshot_state().await?;
@@ -1068,6 +1063,33 @@ impl Node {
         })
     }
 
+    /// The turn of one backup or export page ([`Node::backup_page`],
+    /// [`Node::export_page`]), waited for at most the request timeout, as a commit is: a
+    /// page waiting for its turn holds one of its connection's places, so it may not wait
+    /// without end behind another's long rebuild.
+    ///
+    /// Errors: `Unavailable` (retry) when the turn did not come within the wait.
+    /// Cost: O(1) besides the wait.
+    async fn rebuild_turn(&self) -> Result<tokio::sync::SemaphorePermit<'_>, ClientError> {
+        let wait = Duration::from_millis(self.config.request_timeout_ms);
+        match tokio::time::timeout(wait, self.backups.acquire()).await {
+            Ok(Ok(turn)) => Ok(turn),
+            // (Closed never: the semaphore lives as long as the node.)
+            Ok(Err(e)) => Err(ClientError::Unavailable(e.to_string())),
+            Err(_) => Err(ClientError::Unavailable(format!(
+                "another backup or export page has been rebuilding on this node for over {} ms: retry",
+                wait.as_millis()
+            ))),
+        }
+    }
+
+    /// Takes the rebuild turn and keeps it until the permit is dropped (for tests: a
+    /// rebuild that takes long).
+    #[cfg(test)]
+    pub(crate) async fn hold_rebuild_turn(&self) -> tokio::sync::SemaphorePermit<'_> {
+        self.backups.acquire().await.unwrap()
+    }
+
     /// One page of the backup at log index `index` (`None`: the last applied one)
     /// ([`Request::Backup`]): the state at that index rebuilt from this node's snapshot (or
     /// the empty state, while the log holds every entry from the first) and its committed
@@ -1096,12 +1118,7 @@ impl Node {
                 "no backup at log index {index}: this leader has applied log indices 1 to {applied}"
             )));
         }
-        // (Closed never: the semaphore lives as long as the node.)
-        let _turn = self
-            .backups
-            .acquire()
-            .await
-            .map_err(|e| ClientError::Unavailable(e.to_string()))?;
+        let _turn = self.rebuild_turn().await?;
         // Read after the wait: a purge may have come meanwhile.
         let purged = self.log.last_purged().map(|l| l.index);
         let snap = self.snapshot_state().await?;
@@ -2075,7 +2092,7 @@ async fn close_pushes_when_leadership_ends(id: NodeId, raft: Raft, shared: Arc<S
 /// `/readyz` failing) before a write needs the space, and its end is noticed too.
 async fn run_prober(disk: Arc<DiskHealth>) {
     loop {
-        let _ = disk.probe_shared().await;
+        let _ = disk.probe_shared(crate::disk::PROBE_WAIT).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }

@@ -5,8 +5,8 @@
 //! * `GET /readyz` — 200 when the node has a leader (itself or another; a leader that has
 //!   stepped back for want of a quorum is not ready), applies what is
 //!   committed (no more than [`APPLY_LAG`] entries behind) and can write its data
-//!   directory (a probe write + fsync succeeds and no write waits for space); else 503.
-//!   The body has one line per check, `ok NAME …` or `fail NAME …`.
+//!   directory (a probe write + fsync succeeds within [`crate::disk::PROBE_WAIT`] and no
+//!   write waits for space); else 503. The body has one line per check, `ok NAME …` or `fail NAME …`.
 //! * `GET /metrics` — Prometheus / OpenMetrics text (crate `prometheus-client`); see
 //!   [`serve_ops`] for the families.
 //! * `GET /snapshot` — a backup (on the leader only, after a linearizable read barrier, so
@@ -318,7 +318,8 @@ impl Ops {
 pub const STEPPED_BACK: &str = "leader: this node stepped back";
 
 /// Whether the node is ready, with one line per check (see the module docs). Cost: one
-/// small write and fsync in the data directory.
+/// small write and fsync in the data directory; it waits at most
+/// [`crate::disk::PROBE_WAIT`] for them (a hung disk is a failed check, not a hung answer).
 pub async fn readiness(node: &Node) -> (bool, String) {
     let m = node.raft.metrics().borrow().clone();
     let mut ok = true;
@@ -348,7 +349,7 @@ pub async fn readiness(node: &Node) -> (bool, String) {
     );
     let disk = node.disk();
     // Shared: a flood of Status requests or /readyz scrapes runs one probe at a time.
-    let probe = disk.probe_shared().await;
+    let probe = disk.probe_shared(crate::disk::PROBE_WAIT).await;
     match probe {
         Ok(()) if !disk.is_full() => check(true, format!("disk {}", disk.dir().display())),
         Ok(()) => check(

@@ -14,7 +14,9 @@
 //!
 //! Each op of a batch is applied on its own (in order): one op's refusal by the core
 //! does not affect the others. If the entry fails to commit, every request of the batch
-//! gets the same error.
+//! gets the same error. A request whose caller stopped waiting before it was gathered (it
+//! was answered `Unavailable` at its request timeout) is not proposed: its client retries
+//! with the same request number.
 
 use std::time::Duration;
 
@@ -86,17 +88,9 @@ impl Proposer {
 async fn run(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, mut rx: mpsc::Receiver<Proposal>) {
     let mut flushed = log.flushed();
     while let Some(first) = rx.recv().await {
-        let mut ops = vec![first.op];
-        let mut replies = vec![first.reply];
-        while ops.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(p) => {
-                    ops.push(p.op);
-                    replies.push(p.reply);
-                }
-                Err(_) => break,
-            }
-        }
+        let Some((ops, replies)) = gather(first, &mut rx) else {
+            continue;
+        };
         // The entry will land after everything appended so far.
         let target = log.last_index() + 1;
         // Ticking at each deadline on the way to its time (`Op::EachDeadline`).
@@ -122,6 +116,30 @@ async fn run(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, mut rx: mpsc::R
             _ = tokio::time::sleep(MAX_HOLD) => {}
         }
     }
+}
+
+/// The next batch: `first` and whatever else has queued, up to [`MAX_BATCH`] requests,
+/// without the requests whose callers have stopped waiting (a request timeout, a node
+/// stepping back: the caller was answered `Unavailable` and its client retries with the
+/// same request number, so proposing it would only add a write nobody waits for). `None`
+/// when every request gathered was abandoned. Cost: O(batch), no wait.
+fn gather(
+    first: Proposal,
+    rx: &mut mpsc::Receiver<Proposal>,
+) -> Option<(Vec<Op>, Vec<oneshot::Sender<Answer>>)> {
+    let mut ops = Vec::new();
+    let mut replies = Vec::new();
+    let mut next = Some(first);
+    while let Some(p) = next.take() {
+        if !p.reply.is_closed() {
+            ops.push(p.op);
+            replies.push(p.reply);
+        }
+        if ops.len() < MAX_BATCH {
+            next = rx.try_recv().ok();
+        }
+    }
+    (!ops.is_empty()).then_some((ops, replies))
 }
 
 type Outcome = Result<ClientWriteResult<TypeConfig>, oneshot::error::RecvError>;
@@ -164,5 +182,76 @@ fn answer(raft: &Raft, outcome: Outcome, replies: Vec<oneshot::Sender<Answer>>) 
                 )));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tick(now: u64) -> Op {
+        Op::Input(fencelock::Input::Tick {
+            now: fencelock::Tick(now),
+        })
+    }
+
+    /// A request whose caller stopped waiting is left out of the batch; the others keep
+    /// their order, and a batch of abandoned requests only is no batch.
+    #[test]
+    fn abandoned_requests_are_not_proposed() {
+        let (tx, mut rx) = mpsc::channel(QUEUE);
+        let mut waiting = Vec::new();
+        let mut proposal = |now: u64, abandoned: bool| {
+            let (reply, answer) = oneshot::channel();
+            if !abandoned {
+                waiting.push(answer);
+            }
+            Proposal {
+                op: tick(now),
+                reply,
+            }
+        };
+        let first = proposal(1, true);
+        for (now, abandoned) in [(2, false), (3, true), (4, false)] {
+            tx.try_send(proposal(now, abandoned)).ok().unwrap();
+        }
+        let (ops, replies) = gather(first, &mut rx).expect("two requests still wait");
+        let nows: Vec<_> = ops
+            .iter()
+            .map(|op| match op {
+                Op::Input(fencelock::Input::Tick { now }) => now.0,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(nows, [2, 4]);
+        assert_eq!(replies.len(), 2);
+        let first = proposal(5, true);
+        tx.try_send(proposal(6, true)).ok().unwrap();
+        assert!(gather(first, &mut rx).is_none(), "nobody waits for 5 or 6");
+        assert_eq!(waiting.len(), 2);
+    }
+
+    /// A batch holds at most [`MAX_BATCH`] requests; the rest wait for the next one.
+    #[test]
+    fn a_batch_holds_at_most_max_batch_requests() {
+        let (tx, mut rx) = mpsc::channel(QUEUE);
+        let mut answers = Vec::new();
+        let mut proposal = |now: u64| {
+            let (reply, answer) = oneshot::channel();
+            answers.push(answer);
+            Proposal {
+                op: tick(now),
+                reply,
+            }
+        };
+        let first = proposal(0);
+        for now in 1..=MAX_BATCH as u64 {
+            tx.try_send(proposal(now)).ok().unwrap();
+        }
+        let (ops, _) = gather(first, &mut rx).unwrap();
+        assert_eq!(ops.len(), MAX_BATCH);
+        let rest = rx.try_recv().expect("the last request waits");
+        let (ops, _) = gather(rest, &mut rx).unwrap();
+        assert_eq!(ops.len(), 1);
     }
 }
