@@ -52,6 +52,48 @@ const OUTER_OPEN: &str = "SELECT pg_catalog.statement_timestamp() \
      OPERATOR(pg_catalog.<>) pg_catalog.transaction_timestamp() \
      OR pg_catalog.txid_current_if_assigned() IS NOT NULL";
 
+/// Refuses a connection inside a transaction the caller began and left open (one that has
+/// written, only read, or failed), before anything is sent that could end or join it
+/// ([`PgFence::IN_OPEN_TRANSACTION`]). A simple query (one message): the extended
+/// protocol's Bind and Execute would each set the statement's time (see `OUTER_OPEN`).
+///
+/// Errors: [`PgFence::IN_OPEN_TRANSACTION`], or the query's own failure. Cost: one round
+/// trip.
+fn refuse_open_transaction(client: &mut Client) -> Result<(), StorageError> {
+    let answer = client.simple_query(OUTER_OPEN).map_err(|e| {
+        // A transaction of the caller's that failed answers nothing but this.
+        if e.code() == Some(&postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) {
+            StorageError::new(
+                PgFence::IN_OPEN_TRANSACTION,
+                "a transaction begun on this connection (through client(), or before the \
+                 fence was made) has failed and was not ended: nothing was sent; end it \
+                 (ROLLBACK) first",
+            )
+        } else {
+            StorageError::new("look for a transaction left open", e)
+        }
+    })?;
+    let outer = answer.iter().find_map(|m| match m {
+        postgres::SimpleQueryMessage::Row(r) => Some(r.get(0)),
+        _ => None,
+    });
+    match outer {
+        Some(Some("f")) => Ok(()),
+        Some(Some("t")) => Err(StorageError::new(
+            PgFence::IN_OPEN_TRANSACTION,
+            "a transaction begun on this connection (through client(), or before the \
+             fence was made) and not ended: the fence's own transaction would have joined \
+             it, committed or rolled back with statements that are not the fence's; \
+             nothing was sent, and that transaction is still open: end it (COMMIT or \
+             ROLLBACK) first",
+        )),
+        other => Err(StorageError::new(
+            "look for a transaction left open",
+            format!("an answer that is not a boolean: {other:?}"),
+        )),
+    }
+}
+
 /// The resource's highest token. Its operator is named in `pg_catalog`, as the admission's
 /// is, so a `search_path` a write set cannot give `highest()` or a stale refusal another
 /// `=`.
@@ -129,10 +171,10 @@ pub struct PgFence {
 }
 
 impl PgFence {
-    /// [`StorageError::what`] of a [`Fence::write`] refused because the connection is
-    /// inside a transaction of the caller's (a `BEGIN` sent through
-    /// [`client`](Self::client) and not ended). Nothing was sent; that transaction is
-    /// still open.
+    /// [`StorageError::what`] of a [`Fence::write`] (or a [`PgFence::in_schema`]) refused
+    /// because the connection is inside a transaction of the caller's (a `BEGIN` sent
+    /// through [`client`](Self::client), or before the fence was made, and not ended).
+    /// Nothing was sent; after a refused write that transaction is still open.
     pub const IN_OPEN_TRANSACTION: &'static str =
         "refused: the connection is inside a transaction of the caller's";
 
@@ -164,8 +206,15 @@ impl PgFence {
     /// ([`IN_OPEN_TRANSACTION`](Self::IN_OPEN_TRANSACTION); nothing sent, your transaction
     /// left open).
     ///
+    /// `client` must not be inside a transaction either: the look-up's transaction would
+    /// commit it. Such a client is refused
+    /// ([`IN_OPEN_TRANSACTION`](Self::IN_OPEN_TRANSACTION)) before anything else is sent,
+    /// and dropped with the error, as on any error: closing its connection rolls that
+    /// transaction back.
+    ///
     /// Errors: [`StorageError`] if `schema` is no schema name (empty, over 63 bytes, a
-    /// NUL) or one of PostgreSQL's own (`pg_…`, `information_schema`), if the connection's `search_path` finds another `fencelock_fence` first
+    /// NUL) or one of PostgreSQL's own (`pg_…`, `information_schema`), if `client` is
+    /// inside a transaction, if the connection's `search_path` finds another `fencelock_fence` first
     /// (naming its schema), if the table cannot be found or created (a missing schema
     /// included). Cost: a transaction taking an advisory lock around a look-up and, if
     /// missing, `CREATE TABLE` (about six round trips); make one fence per connection
@@ -173,6 +222,8 @@ impl PgFence {
     /// types), so a fence works behind a pooler in transaction mode (PgBouncer).
     pub fn in_schema(mut client: Client, schema: &str) -> Result<Self, StorageError> {
         let table = qualified(schema)?;
+        // Its transaction would commit the caller's.
+        refuse_open_transaction(&mut client)?;
         let mut tx = client
             .transaction()
             .map_err(|e| StorageError::new("begin", e))?;
@@ -250,45 +301,7 @@ impl Fence for PgFence {
         let key = resource.as_bytes();
         let t = token.0 as i64; // in range: precheck
 
-        // A transaction the caller left open: refused before anything is sent that could
-        // end or join it. A simple query (one message): the extended protocol's Bind and
-        // Execute would each set the statement's time (see `OUTER_OPEN`).
-        let answer = self.client.simple_query(OUTER_OPEN).map_err(|e| {
-            // A transaction of the caller's that failed answers nothing but this.
-            if e.code() == Some(&postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) {
-                StorageError::new(
-                    Self::IN_OPEN_TRANSACTION,
-                    "a transaction begun through client() has failed and was not ended: \
-                     nothing was sent; end it (ROLLBACK) first",
-                )
-            } else {
-                StorageError::new("look for a transaction left open", e)
-            }
-        })?;
-        let outer = answer.iter().find_map(|m| match m {
-            postgres::SimpleQueryMessage::Row(r) => Some(r.get(0)),
-            _ => None,
-        });
-        match outer {
-            Some(Some("f")) => {}
-            Some(Some("t")) => {
-                return Err(StorageError::new(
-                    Self::IN_OPEN_TRANSACTION,
-                    "a transaction begun through client() and not ended: the fence's write \
-                     would have joined it, committed or rolled back with statements that are \
-                     not the fence's; nothing was sent, and that transaction is still open: \
-                     end it (COMMIT or ROLLBACK) first",
-                )
-                .into())
-            }
-            other => {
-                return Err(StorageError::new(
-                    "look for a transaction left open",
-                    format!("an answer that is not a boolean: {other:?}"),
-                )
-                .into())
-            }
-        }
+        refuse_open_transaction(&mut self.client)?;
         let mut tx = self
             .client
             .transaction()

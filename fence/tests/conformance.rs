@@ -896,6 +896,44 @@ fn postgres_fence_refuses_to_join_a_transaction_the_caller_left_open() {
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(7)));
 }
 
+/// A client handed to the constructor inside a transaction of the caller's: the fence's
+/// look-up transaction would have committed it (PostgreSQL answers its `BEGIN` with a
+/// warning only). It is refused before anything is sent, and the caller's write is not
+/// committed; a client outside a transaction makes a fence as before.
+#[test]
+fn postgres_fence_is_not_made_inside_a_transaction_the_caller_left_open() {
+    let pg = common::Postgres::start();
+    let mut setup = pg.connect();
+    setup
+        .batch_execute("CREATE TABLE audit (entry text NOT NULL)")
+        .unwrap();
+    for opened in [
+        "BEGIN; INSERT INTO audit VALUES ('mine')",
+        "BEGIN; SELECT 1",
+        "BEGIN; SELECT 1/0",
+    ] {
+        let mut client = pg.connect();
+        let _ = client.batch_execute(opened);
+        let e = PgFence::new(client)
+            .err()
+            .unwrap_or_else(|| panic!("a fence made inside {opened:?}"));
+        assert_eq!(e.what(), PgFence::IN_OPEN_TRANSACTION, "{opened:?}: {e}");
+    }
+    let (mine, tables): (i64, i64) = setup
+        .query_one(
+            "SELECT (SELECT count(*) FROM audit),
+                    (SELECT count(*) FROM pg_class WHERE relname = 'fencelock_fence')",
+            &[],
+        )
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert_eq!(mine, 0, "the caller's write was committed by the fence");
+    assert_eq!(tables, 0, "a refused fence made its table");
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    f.admit("ledger", Token(1)).unwrap();
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(1)));
+}
+
 /// The check made before COMMIT reads no table: a write that changes the transaction's
 /// `search_path` (here to one without the fence table) commits as any other.
 #[test]
