@@ -7,7 +7,11 @@
 // fails the test. Replay a failure with FENCELOCK_SEED=<seed>.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LockService, FenceGate, SessionKeeper, hex, unhex, rng, seed, varint } from './pkg.mjs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import {
+  LockService, FenceGate, SessionKeeper, hex, unhex, rng, seed, varint, repo,
+} from './pkg.mjs';
 
 const ROUNDS = 4000;
 
@@ -221,4 +225,39 @@ test('random frames never trap; refused frames change nothing beyond the advance
   }
   assert.ok(decoded > 2000 && accepted > 500, `decoded ${decoded}, accepted ${accepted}`);
   assert.ok(advancedThenRefused > 0, 'no refused input after an advance with events');
+});
+
+// Freeing twice: the README promises that a second free(), or a free() after the object
+// was disposed (what a `using` scope does at its end), throws wasm-bindgen's null-pointer
+// error, and that nothing else is freed by it: another object of the class goes on.
+test('a second free(), or a free() after dispose, throws and frees nothing else', async () => {
+  const lite = await import(
+    pathToFileURL(path.join(repo, 'wasm', 'pkg', 'lite', 'node', 'index.mjs')).href);
+  const makers = {
+    LockService: () => new LockService({ sessions: 2, locks: 2, claims: 2 }),
+    FenceGate: () => new FenceGate(2),
+    SessionKeeper: () => new SessionKeeper(10, 3, 2),
+    LiteService: () => new lite.LiteService({ sessions: 2, locks: 2, claims: 2 }),
+  };
+  // One call each that reads the object's memory.
+  const use = {
+    LockService: (o) => o.openSession(0, 10).reply.kind,
+    FenceGate: (o) => o.admit('r', 1n),
+    SessionKeeper: (o) => o.keepAliveSent(0),
+    LiteService: (o) => o.openSession(0, 10),
+  };
+  for (const [name, make] of Object.entries(makers)) {
+    const kept = make();
+    use[name](kept);
+    for (const end of ['free', 'dispose']) {
+      const gone = make();
+      if (end === 'free') gone.free();
+      else gone[Symbol.dispose]();
+      assert.throws(() => gone.free(), /null pointer/, `${name}: a free() after ${end}`);
+      assert.throws(() => use[name](gone), /null pointer|freed/, `${name}: a call after ${end}`);
+    }
+    // The one that was not freed is whole: it still answers.
+    assert.doesNotThrow(() => use[name](kept), name);
+    kept.free();
+  }
 });

@@ -103,8 +103,10 @@ export declare class LiteService {
   eventLimit(): number;
   /** The events since the last take, in order, and forgets them. Throws out_of_memory (the events kept) if the list cannot be made. Cost: O(events). */
   takeEvents(): LiteEvent[];
-  /** Frees the module's memory for this service; every input or query after it throws. */
+  /** Frees the module's memory for this service; every input or query after it throws, and so does a second free(). */
   free(): void;
+  /** free(), for `using`: the service is freed at the end of its scope. */
+  [Symbol.dispose](): void;
 }
 
 /** The browser build fetches and compiles its .wasm here; in node it does nothing. */

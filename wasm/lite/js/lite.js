@@ -254,5 +254,7 @@ export function bind({ RawLite, wasmMemory }) {
       this.#raw.free();
     }
   }
+  // `using` frees it at the end of its scope, as the full module's classes do.
+  if (Symbol.dispose) LiteService.prototype[Symbol.dispose] = LiteService.prototype.free;
   return { LiteService };
 }

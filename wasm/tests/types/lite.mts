@@ -70,3 +70,6 @@ svc.release(14, b, 7);
 // @ts-expect-error numbers only: no bigints here
 svc.tick(15n);
 svc.free();
+// `using` frees a service at the end of its scope, as the full module's classes.
+const dispose: () => void = new LiteService({ sessions: 1, locks: 1, claims: 1 })[Symbol.dispose];
+console.log(dispose);
