@@ -1162,7 +1162,7 @@ impl<S: Storage> LockService<S> {
             v.mark_dirty(l);
         }
         while let Some(l) = v.st.locks.earliest(v.l) {
-            if v.l[l as usize].delay_until > now.0 {
+            if v.l[l as usize].in_delay(now.0) {
                 break;
             }
             v.st.locks.unschedule(v.l, l);
@@ -1426,8 +1426,8 @@ impl<S: Storage> LockService<S> {
     pub fn lock_delay_until(&self, lock: &str) -> Option<Tick> {
         let t = self.storage.tables_ref();
         let l = find_lock(t.lock_index, t.locks, self.st.name_key.as_ref(), lock)?;
-        let until = t.locks[l as usize].delay_until;
-        (until > self.st.now).then_some(Tick(until))
+        let row = &t.locks[l as usize];
+        row.in_delay(self.st.now).then_some(Tick(row.delay_until))
     }
 
     fn claims_of(
@@ -2281,7 +2281,7 @@ impl View<'_> {
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
     fn grantable_now(&self, l: u32, mode: Mode) -> bool {
         let lock = &self.l[l as usize];
-        if lock.delay_until > self.st.now || lock.waiters.len > 0 {
+        if lock.in_delay(self.st.now) || lock.waiters.len > 0 {
             return false;
         }
         self.fits(l, mode)
@@ -2423,7 +2423,7 @@ impl View<'_> {
     }
 
     fn grant_queue_head(&mut self, l: u32, out: &mut impl Sink) {
-        if self.l[l as usize].delay_until > self.st.now {
+        if self.l[l as usize].in_delay(self.st.now) {
             return;
         }
         loop {

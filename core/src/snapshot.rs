@@ -593,7 +593,7 @@ impl<S: Storage> LockService<S> {
             if find_lock(v.li, v.l, v.st.name_key.as_ref(), r.name.as_str()).is_some() {
                 return Err(corrupt("lock name twice"));
             }
-            if r.delay_until != 0 && r.delay_until <= now {
+            if r.delay_until != 0 && !crate::storage::delay_holds(r.delay_until, now) {
                 return Err(corrupt(
                     "lock-delay that is over is not zeroed (non-canonical)",
                 ));
@@ -607,7 +607,7 @@ impl<S: Storage> LockService<S> {
                     .ok_or(Error::CapacityExceeded(Table::Locks))?;
             let hash = v.name_hash(r.name.as_str());
             v.insert_lock(l, r.name, hash, r.id);
-            if r.delay_until > now {
+            if crate::storage::delay_holds(r.delay_until, now) {
                 v.l[l as usize].delay_until = r.delay_until;
                 v.st.locks.schedule(v.l, l);
             }
@@ -739,7 +739,7 @@ impl<S: Storage> LockService<S> {
         // grant.
         for l in 0..meta.locks as usize {
             let lock = &v.l[l];
-            let delayed = lock.delay_until > now;
+            let delayed = lock.in_delay(now);
             if lock.holders.len == 0 && lock.waiters.len == 0 && lock.watchers == NIL && !delayed {
                 return Err(corrupt("idle lock entry"));
             }

@@ -706,6 +706,14 @@ impl Row for SessionRow {
     }
 }
 
+/// Whether a lock-delay ending at `until` still holds at `now`: no grant before `until`
+/// (the bound is strict: at `until` itself a grant may come; 0 is no delay). The one
+/// home of that rule, for rows and snapshot records. Cost: O(1).
+#[inline(always)]
+pub(crate) fn delay_holds(until: u64, now: u64) -> bool {
+    until > now
+}
+
 /// One row of the lock table. Opaque: only the service reads it.
 #[derive(Clone, Debug)]
 pub struct LockRow {
@@ -746,6 +754,12 @@ impl LockRow {
 }
 
 impl LockRow {
+    /// Whether lock-delay still holds it at `now` ([`delay_holds`]). Cost: O(1).
+    #[inline(always)]
+    pub(crate) fn in_delay(&self, now: u64) -> bool {
+        delay_holds(self.delay_until, now)
+    }
+
     /// Its one claim, when it has exactly one (holder or waiter).
     pub(crate) fn only_claim(&self) -> u32 {
         if self.holders.head != NIL {
