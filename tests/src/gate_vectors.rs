@@ -317,6 +317,30 @@ pub struct GateReplayStats {
     pub highest: usize,
 }
 
+/// The refusal an `err CODE [highest=N]` line stands for, given the admit it answers
+/// (`resource`, `token`): `Stale` carries that token and the line's highest,
+/// `NameTooLong` that name's length and [`MAX_NAME_LEN`](fencelock::MAX_NAME_LEN), a full
+/// table is the gate's resources. `None` for a line no admit can be answered with.
+fn gate_error(code: u32, highest: Option<u64>, resource: &str, token: u64) -> Option<Error> {
+    let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let e = match (code, highest) {
+        (401, Some(h)) => Error::Stale {
+            token: Token(token),
+            highest: Token(h),
+        },
+        (_, Some(_)) => return None,
+        (201, None) => Error::EmptyName,
+        (202, None) => Error::NameTooLong {
+            len: len(resource.len()),
+            max: len(fencelock::MAX_NAME_LEN),
+        },
+        (301, None) => Error::CapacityExceeded(fencelock::Table::Resources),
+        (402, None) => Error::ZeroToken,
+        _ => return None,
+    };
+    (e.code() == code).then_some(e)
+}
+
 /// Replays a gate vector file's text: `make` builds the fence under test from the `config`
 /// line, then every admit's answer and every `highest` line are compared.
 ///
@@ -327,8 +351,9 @@ pub fn replay_gate<G: GateUnderTest>(
 ) -> Result<GateReplayStats, String> {
     let mut stats = GateReplayStats::default();
     let mut gate: Option<G> = None;
-    // The refusal of the latest `in`, not yet matched by an `err` line.
-    let mut pending: Option<Error> = None;
+    // The refusal of the latest `in` (with that admit's resource and token), not yet
+    // matched by an `err` line.
+    let mut pending: Option<(Error, String, u64)> = None;
     for (n, line) in text.lines().enumerate() {
         let ln = n + 1;
         let line = line.trim();
@@ -337,7 +362,7 @@ pub fn replay_gate<G: GateUnderTest>(
         }
         let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
         if word != "err" {
-            if let Some(e) = pending.take() {
+            if let Some((e, ..)) = pending.take() {
                 return Err(format!("line {ln}: admit refused with {e:?}, no err line"));
             }
         }
@@ -358,7 +383,7 @@ pub fn replay_gate<G: GateUnderTest>(
                     .ok_or(format!("line {ln}: in before config"))?;
                 let frame = hex::decode(rest).map_err(|e| format!("line {ln}: {e}"))?;
                 let (r, t) = parse_admit_frame(&frame).map_err(|e| format!("line {ln}: {e}"))?;
-                pending = g.admit(&r, Token(t)).err();
+                pending = g.admit(&r, Token(t)).err().map(|e| (e, r, t));
                 stats.admits += 1;
             }
             "err" => {
@@ -375,15 +400,17 @@ pub fn replay_gate<G: GateUnderTest>(
                     ),
                     None => None,
                 };
-                let got = pending.take().ok_or(format!(
+                let (got, resource, token) = pending.take().ok_or(format!(
                     "line {ln}: expected err {code}, the admit succeeded"
                 ))?;
-                let got_highest = match got {
-                    Error::Stale { highest, .. } => Some(highest.0),
-                    _ => None,
-                };
-                if got.code() != code || got_highest != want_highest {
-                    return Err(format!("line {ln}: expected `{line}`, got {got:?}"));
+                // The whole error, not its code alone: what the line names, with what
+                // the admit itself carried (its token, its name's length).
+                let want = gate_error(code, want_highest, &resource, token)
+                    .ok_or(format!("line {ln}: `{line}` is no refusal an admit gives"))?;
+                if got != want {
+                    return Err(format!(
+                        "line {ln}: expected `{line}` ({want:?}), got {got:?}"
+                    ));
                 }
                 stats.refusals += 1;
             }

@@ -83,6 +83,58 @@ fn replay_catches_a_gate_that_admits_a_lower_token() {
     );
 }
 
+/// A gate whose refusals carry the right code but not the right values: a stale
+/// refusal naming another token, a too-long name another length. The replay compares
+/// whole errors, so each is caught.
+struct WrongDetails(FenceGate<Vec<GateRow>>, bool);
+
+impl GateUnderTest for WrongDetails {
+    fn admit(&mut self, resource: &str, token: Token) -> Result<(), Error> {
+        match (self.0.admit(resource, token), self.1) {
+            (Err(Error::Stale { token, highest }), true) => Err(Error::Stale {
+                token: Token(token.0 ^ 1),
+                highest,
+            }),
+            (Err(Error::NameTooLong { len, max }), false) => {
+                Err(Error::NameTooLong { len: len + 1, max })
+            }
+            (r, _) => r,
+        }
+    }
+    fn highest(&mut self, resource: &str) -> Option<Token> {
+        self.0.highest(resource)
+    }
+}
+
+#[test]
+fn replay_catches_a_refusal_with_the_right_code_and_wrong_values() {
+    let files = gate_vector_files().unwrap();
+    for stale in [true, false] {
+        let mut caught = 0;
+        for (name, text) in &files {
+            if let Err(e) = replay_gate(text, |c| {
+                WrongDetails(
+                    FenceGate::new(vec![GateRow::EMPTY; c.resources]).unwrap(),
+                    stale,
+                )
+            }) {
+                let (code, what) = if stale {
+                    ("err 401", "Stale")
+                } else {
+                    ("err 202", "NameTooLong")
+                };
+                assert!(e.contains(code) && e.contains(what), "{name}: {e}");
+                caught += 1;
+            }
+        }
+        assert!(
+            caught > 0,
+            "wrong values in {} refusals passed",
+            if stale { "stale" } else { "name_too_long" }
+        );
+    }
+}
+
 #[test]
 fn replay_refuses_malformed_lines() {
     let make = |c: fencelock_tests::gate_vectors::GateConfig| {
