@@ -915,12 +915,24 @@ class _Handle:
             self._check(getattr(_lib, fn)(self._ptr(), *args))
 
 
+#: How long a finalizer waits for the handle's lock before it gives up freeing it.
+_FREE_WAIT = 10.0
+
+#: Handles (with a placed service's memory) a finalizer could not free: kept here, never
+#: freed, because a call of another thread may still be using them.
+_ABANDONED: list = []
+
+
 def _release(free: Callable[[C.c_void_p], None], handle: C.c_void_p, keep: Any,
              mutex: threading.RLock) -> None:
-    # Calls hold the lock only for one library call (none blocks), so this waits briefly.
-    # Should it not get the lock in time (a thread stopped inside a call at exit), the
-    # handle is left to the process's end rather than freed under that call.
-    if not mutex.acquire(timeout=10):
+    # A call holds the lock for its library calls and the Python work around them (an
+    # input with its drains, a whole submit, a list or a snapshot), none of which blocks,
+    # so this usually waits briefly. Should it not get the lock in time (a thread stopped
+    # inside a call at exit, or a very long call), the handle and a placed service's memory
+    # are kept to the process's end rather than freed under that call: this frame's
+    # reference to the memory is the last one, so it is parked, not dropped.
+    if not mutex.acquire(timeout=_FREE_WAIT):
+        _ABANDONED.append((handle, keep))
         return
     try:
         free(handle)

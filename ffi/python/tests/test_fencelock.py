@@ -785,6 +785,45 @@ def test_the_interpreter_exits_cleanly_while_a_daemon_thread_uses_a_handle(tmp_p
         assert (got.returncode, got.stdout) == (0, "exiting\n"), got.stderr[-2000:]
 
 
+def test_a_finalizer_that_cannot_take_the_lock_frees_neither_handle_nor_placed_memory(
+        monkeypatch):
+    # A finalizer that gives up waiting for the handle's lock (a call of another thread
+    # still running, at exit) must free nothing: not the handle, and not a placed
+    # service's memory, whose last reference it holds. The memory used to go with the
+    # finalizer's frame, under the running call.
+    monkeypatch.setattr(fl, "_FREE_WAIT", 0.05)
+    monkeypatch.setattr(fl, "_ABANDONED", [])
+    svc = fl.Service.placed(2, 2, 2)
+    svc.open_session(0, 50)
+    handle = svc._h
+    held, done = threading.Event(), threading.Event()
+    answers = []
+
+    def long_call():
+        with svc._mutex:
+            held.set()
+            done.wait()
+            # Still inside "its call": the handle and its memory must be whole.
+            now = C.c_uint64()
+            answers.append((fl._lib.fencelock_service_now(handle, C.byref(now)), now.value))
+
+    t = threading.Thread(target=long_call, daemon=True)
+    t.start()
+    held.wait()
+    try:
+        svc._finalizer()  # as at exit: the lock is taken, so it gives up
+        assert not svc._finalizer.alive
+        assert len(fl._ABANDONED) == 1, "the finalizer dropped what it could not free"
+        parked_handle, parked_memory = fl._ABANDONED[0]
+        assert parked_handle is handle and parked_memory is not None
+        del svc
+        gc.collect()
+    finally:
+        done.set()
+        t.join()
+    assert answers == [(fl.Result.OK, 0)], answers
+
+
 def test_an_error_pickles_and_copies_whole():
     # A refusal raised in a worker process reaches its parent through pickle.
     import copy
