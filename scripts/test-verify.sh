@@ -12,7 +12,8 @@
 #   * each fuzz target for VERIFY_FUZZ_SECONDS (default 20) seconds: the core's frames,
 #     snapshots and input sequences, the C ABI, and what a server node reads from peers,
 #     clients and files (frames, snapshots, log entries applied),
-# and prints the figures tests/README.md quotes ("verification figures" block).
+# and prints the figures tests/README.md quotes ("verification figures" block), failing
+# when one with a floor in tests/figure-floors.txt falls below it (scripts/figure-floors.sh).
 #
 #   scripts/test-verify.sh          what `make test` runs (a few minutes)
 #   scripts/test-verify.sh soak     a longer soak: 200 000 fresh seeds (SIM_SEEDS), seeds
@@ -72,6 +73,7 @@ vectors=(tests/vectors/*.vec)
 layers="native"
 # A runner built before the core last changed replays an old core: not counted as run.
 stale() { [ -n "$(find core/src -newer "$1" -print -quit)" ]; }
+c_line=""
 if [ -x "$target/ffi-test/vectors" ] && stale "$target/ffi-test/vectors"; then
   echo "[verify] the C runner is older than core/src (scripts/test-ffi.sh rebuilds it)"
 elif [ -x "$target/ffi-test/vectors" ]; then
@@ -166,4 +168,17 @@ keepers:         no session lost while its SessionKeeper said safe, hosts tickin
 faults injected: $faults ($(tr '\n' ' ' <<<"$fault_names" | sed 's/ $//')), $detections detections ($by_sim by the simulation, $by_mc by the model checker)
 tests:           $passed passed, $failed failed (fencelock-tests, optimised build; PROPTEST_CASES=$PROPTEST_CASES)
 SUMMARY
+# The figures must not shrink unnoticed: each counted one against its floor in
+# tests/figure-floors.txt (the C runner's typed calls only when it ran; a runner left out
+# is reported above, and fails a `make test`).
+floor_args=("faults-injected=$faults" "fault-detections=$detections")
+if [ -n "$c_line" ]; then
+  floor_args+=("c-typed-calls=$(grep -m1 -oE '[0-9]+ typed calls replayed' <<<"$c_line" | cut -d' ' -f1 || true)")
+fi
+if ! floor_out=$(scripts/figure-floors.sh "${floor_args[@]}"); then
+  echo "$floor_out" | sed 's/^/[verify] /'
+  echo "[verify] FAILED: a figure fell below its floor (tests/figure-floors.txt)" >&2
+  exit 1
+fi
+echo "$floor_out" | sed 's/^/[verify] /'
 [ "$failed" -eq 0 ]

@@ -15,6 +15,10 @@
 //!   `max_events` events, I8 lock-delay, I9 retries replay, I10 re-acquire keeps the
 //!   token, I-time (a keep-alive moves the deadline to its own `now` + ttl), and every
 //!   waiter accounted for.
+//!
+//! `tests/invariant_checks.rs` shows each of the [`Shadow`]'s checks firing on a doctored
+//! reply or event (and passing the same story as the core answered it), and
+//! [`check_service`]'s I2 on a core built with the test-only `fault-injection` feature.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

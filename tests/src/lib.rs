@@ -21,8 +21,9 @@
 //! * [`rng`]: the small seeded generator (no global randomness); [`hex`]: the vector
 //!   files' hex.
 //!
-//! Model checking (stateright), model-based tests (proptest), determinism, atomic errors
-//! and the keep-alive timing test live in `tests/tests/`.
+//! Model checking (stateright), model-based tests (proptest), determinism, atomic errors,
+//! the keep-alive timing test and the invariant checker's own tests (each check seen to
+//! fire) live in `tests/tests/`.
 
 pub mod calls;
 pub mod gate_vectors;
