@@ -385,19 +385,22 @@ typedef uint32_t fencelock_op_kind;
 
 // A fence gate: the highest token seen per resource; lower tokens are refused. Opaque:
 // create with `fencelock_gate_new` or `fencelock_gate_restore`, free with
-// `fencelock_gate_free`. Not thread-safe per handle.
+// `fencelock_gate_free`. Not thread-safe per handle: calls on one gate must not overlap,
+// `const` ones included (a failing call records its error in the handle).
 typedef struct fencelock_gate fencelock_gate;
 
 // A session keeper: when to send a keep-alive, whether the client may still act.
 // Opaque: create with `fencelock_keeper_new`, free with `fencelock_keeper_free`. Not
-// thread-safe per handle.
+// thread-safe per handle: calls on one keeper must not overlap, `const` ones included (a
+// failing call records its error in the handle).
 typedef struct fencelock_keeper fencelock_keeper;
 
 // A lock service. Opaque: create with `fencelock_service_new` (or `_init_in`,
 // `_restore`, `_restore_in`), free with `fencelock_service_free`.
 //
-// Not thread-safe: calls on one handle must not overlap (distinct handles are
-// independent).
+// Not thread-safe: calls on one handle must not overlap, `const` ones (the queries)
+// included: a failing call records its error in the handle for
+// `fencelock_service_last_error`. Distinct handles are independent.
 typedef struct fencelock_service fencelock_service;
 
 // A name copied out of a service or gate, with its highest token for gate entries.
@@ -481,9 +484,10 @@ typedef struct fencelock_reply {
 } fencelock_reply;
 
 // One input of a batch (`fencelock_service_submit`): the arguments of the typed function
-// its `kind` names, as fields. Fields that kind does not use are ignored (zero them:
-// `fencelock_op op = { .kind = ..., ... }`). Read only; the library keeps no pointer
-// to it after the call.
+// its `kind` names, as fields. Fields that kind does not use are ignored and never read,
+// so they may be left unset (`count` and `limit` are used only in mode `PERMITS`,
+// `wait_until` only with wait `UNTIL`); zeroing them (`fencelock_op op = { .kind = ...,
+// ... }`) is fine too. Read only; the library keeps no pointer to it after the call.
 typedef struct fencelock_op {
   // A `fencelock_op_kind`.
   uint32_t kind;
@@ -698,8 +702,10 @@ fencelock_result fencelock_gate_admit(struct fencelock_gate *gate,
                                       size_t resource_len,
                                       uint64_t token);
 
-// Checks `token` for `resource` without recording it. Errors: as admit, less capacity.
-// Cost: O(name length).
+// Checks `token` for `resource` without admitting it (the gate's tokens are unchanged).
+// Errors: as admit, less capacity. A refusal is still recorded for
+// `fencelock_gate_last_error`, so, as every call on a handle, it must not overlap another
+// call on the same gate (`const` included). Cost: O(name length).
 //
 // # Safety
 // As `fencelock_gate_admit`.
@@ -1326,8 +1332,9 @@ fencelock_result fencelock_service_resign(struct fencelock_service *svc,
 // `svc` NULL or a live handle; `ops` NULL or valid for reading `n` ops, each op's `lock`
 // NULL or valid for `lock_len` bytes when its kind names a lock; `replies` and
 // `results` NULL or valid for writing `n` elements (not read); `done` NULL or writable.
-// The arrays, `done` and the names do not overlap (each op is copied before it is
-// applied, but a reply written over a later op or name would change that input).
+// The arrays, `done` and the names do not overlap (each op is read before its reply is
+// written, but a reply written over a later op or name would change that input). An
+// op's fields its kind does not use may be left uninitialized: they are not read.
 fencelock_result fencelock_service_submit(struct fencelock_service *svc,
                                           uint64_t now,
                                           const struct fencelock_op *ops,

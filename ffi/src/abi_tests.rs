@@ -2961,6 +2961,78 @@ fn a_full_queue_stops_the_batch_where_it_is() {
     unsafe { fencelock_service_free(svc) };
 }
 
+/// An op's fields its kind does not use may be left uninitialized (the header says they
+/// are ignored): each op is built in uninitialized memory with only its kind's fields
+/// written, and the batch answers as the typed functions do. Under Miri (scripts/
+/// test-ffi.sh) a read of any other field, a typed copy of the whole op included, is
+/// reported as undefined behaviour.
+#[test]
+fn a_batch_reads_only_the_fields_each_op_uses() {
+    use core::mem::MaybeUninit;
+    use core::ptr::addr_of_mut;
+    use fencelock_op_kind as K;
+    let c = config(2, 2, 4);
+    let svc = new_service(&c);
+    let name = "l";
+    let mut ops = [MaybeUninit::<fencelock_op>::uninit(); 5];
+    let p = |i: usize, ops: &mut [MaybeUninit<fencelock_op>; 5]| ops[i].as_mut_ptr();
+    // SAFETY: each write is to a field of an op of this local array, in place.
+    unsafe {
+        let o = p(0, &mut ops); // open: kind and ttl
+        addr_of_mut!((*o).kind).write(K::OpenSession as u32);
+        addr_of_mut!((*o).ttl).write(100);
+        let o = p(1, &mut ops); // keep-alive: kind, session, request number
+        addr_of_mut!((*o).kind).write(K::KeepAlive as u32);
+        addr_of_mut!((*o).session).write(1);
+        addr_of_mut!((*o).request_number).write(0);
+        let o = p(2, &mut ops); // a try-lock: no count, limit, deadline or token
+        addr_of_mut!((*o).kind).write(K::Acquire as u32);
+        addr_of_mut!((*o).session).write(1);
+        addr_of_mut!((*o).request_number).write(0);
+        addr_of_mut!((*o).lock).write(name.as_ptr());
+        addr_of_mut!((*o).lock_len).write(name.len());
+        addr_of_mut!((*o).mode).write(X as u32);
+        addr_of_mut!((*o).wait).write(fencelock_wait::None as u32);
+        let o = p(3, &mut ops); // release: no mode, wait or token
+        addr_of_mut!((*o).kind).write(K::Release as u32);
+        addr_of_mut!((*o).session).write(1);
+        addr_of_mut!((*o).request_number).write(0);
+        addr_of_mut!((*o).lock).write(name.as_ptr());
+        addr_of_mut!((*o).lock_len).write(name.len());
+        let o = p(4, &mut ops); // close
+        addr_of_mut!((*o).kind).write(K::CloseSession as u32);
+        addr_of_mut!((*o).session).write(1);
+        addr_of_mut!((*o).request_number).write(0);
+    }
+    let mut results = [fencelock_result::Panic; 5];
+    let mut replies = [junk_reply(); 5];
+    let mut done = 0usize;
+    // SAFETY: live handle; this test's arrays of 5; each op's unwritten fields are ones
+    // its kind does not use.
+    let r = unsafe {
+        fencelock_service_submit(
+            svc,
+            5,
+            ops.as_ptr().cast(),
+            5,
+            replies.as_mut_ptr(),
+            results.as_mut_ptr(),
+            &mut done,
+        )
+    };
+    assert_eq!((r, done), (fencelock_result::Ok, 5));
+    assert_eq!(results, [fencelock_result::Ok; 5]);
+    let kinds: Vec<_> = replies.iter().map(|r| r.kind).collect();
+    use fencelock_reply_kind as R;
+    assert_eq!(
+        kinds,
+        [R::Opened, R::KeptAlive, R::Granted, R::Released, R::Closed]
+    );
+    assert_eq!(replies[2].token, replies[3].token);
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+}
+
 /// The batch's own arguments: NULLs and an impossible length are refused before any op,
 /// with `*done` 0 and nothing changed; an empty batch needs no arrays; a `now` behind
 /// the service's stops at the first op; a refused op is the handle's last error.

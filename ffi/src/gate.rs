@@ -12,7 +12,8 @@ use crate::types::{
 
 /// A fence gate: the highest token seen per resource; lower tokens are refused. Opaque:
 /// create with `fencelock_gate_new` or `fencelock_gate_restore`, free with
-/// `fencelock_gate_free`. Not thread-safe per handle.
+/// `fencelock_gate_free`. Not thread-safe per handle: calls on one gate must not overlap,
+/// `const` ones included (a failing call records its error in the handle).
 // `repr(C)`, so the tag (in `state`) is the handle's first eight bytes (asserted below).
 // Written as an always-true `cfg_attr` because cbindgen does not expand one: the header
 // keeps the type opaque (`header_is_current` fails if that ever changes).
@@ -115,8 +116,10 @@ pub unsafe extern "C" fn fencelock_gate_admit(
     }
 }
 
-/// Checks `token` for `resource` without recording it. Errors: as admit, less capacity.
-/// Cost: O(name length).
+/// Checks `token` for `resource` without admitting it (the gate's tokens are unchanged).
+/// Errors: as admit, less capacity. A refusal is still recorded for
+/// `fencelock_gate_last_error`, so, as every call on a handle, it must not overlap another
+/// call on the same gate (`const` included). Cost: O(name length).
 ///
 /// # Safety
 /// As `fencelock_gate_admit`.

@@ -11,7 +11,8 @@ use crate::types::{fencelock_lease, give, out, put, set, take};
 
 /// A session keeper: when to send a keep-alive, whether the client may still act.
 /// Opaque: create with `fencelock_keeper_new`, free with `fencelock_keeper_free`. Not
-/// thread-safe per handle.
+/// thread-safe per handle: calls on one keeper must not overlap, `const` ones included (a
+/// failing call records its error in the handle).
 // `repr(C)`, so the tag (in `state`) is the handle's first eight bytes (asserted below).
 // Written as an always-true `cfg_attr` because cbindgen does not expand one: the header
 // keeps the type opaque (`header_is_current` fails if that ever changes).

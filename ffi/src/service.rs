@@ -207,8 +207,9 @@ enum Owner {
 /// A lock service. Opaque: create with `fencelock_service_new` (or `_init_in`,
 /// `_restore`, `_restore_in`), free with `fencelock_service_free`.
 ///
-/// Not thread-safe: calls on one handle must not overlap (distinct handles are
-/// independent).
+/// Not thread-safe: calls on one handle must not overlap, `const` ones (the queries)
+/// included: a failing call records its error in the handle for
+/// `fencelock_service_last_error`. Distinct handles are independent.
 // `repr(C)`, so the tag (in `state`) is the handle's first eight bytes (asserted below).
 // Written as an always-true `cfg_attr` because cbindgen does not expand one: the header
 // keeps the type opaque (`header_is_current` fails if that ever changes).
@@ -1452,27 +1453,51 @@ const _: () = assert!(
 /// checks them (the name, then mode, then wait), then the core, at `now`.
 ///
 /// # Safety
-/// `op.lock` NULL or valid for `op.lock_len` bytes when `op.kind` names a lock.
+/// `op` valid for reading the fields its `kind` uses (the others may be uninitialized:
+/// each field is read on its own, never the whole struct); `lock` NULL or valid for
+/// `lock_len` bytes when `kind` names a lock.
 unsafe fn apply_op(
     s: &mut Service,
     q: &mut Queue,
     now: Tick,
-    op: &fencelock_op,
+    op: *const fencelock_op,
 ) -> Result<Reply, Fail> {
     // Each field is read only by the kinds that use it: the others are documented as
-    // ignored, so a caller may leave them unset.
-    let session = || SessionId(op.session);
-    let req = || request(op.request_number);
-    // SAFETY: read only for the kinds that name a lock (the caller's contract).
-    let lock = || unsafe { name(op.lock, op.lock_len) };
-    let reply = match op.kind {
-        OP_OPEN_SESSION => s.open_session(now, op.ttl, q),
+    // ignored, so a caller may leave them unset — and a typed copy of the whole struct
+    // would read those (undefined behaviour for an integer or pointer left unset).
+    macro_rules! field {
+        ($f:ident) => {
+            // SAFETY: `op` valid for its kind's fields (the caller's contract), read in
+            // place without a reference to the whole struct.
+            unsafe { core::ptr::addr_of!((*op).$f).read() }
+        };
+    }
+    let session = || SessionId(field!(session));
+    let req = || request(field!(request_number));
+    let lock = || {
+        let (at, len) = (field!(lock), field!(lock_len));
+        // SAFETY: read only for the kinds that name a lock (the caller's contract).
+        unsafe { name(at, len) }
+    };
+    let reply = match field!(kind) {
+        OP_OPEN_SESSION => s.open_session(now, field!(ttl), q),
         OP_KEEP_ALIVE => s.keep_alive(now, session(), req(), q),
         OP_CLOSE_SESSION => s.close_session(now, session(), req(), q),
         OP_ACQUIRE => {
             let lock = lock()?;
-            let mode = op_mode(op.mode, op.count, op.limit)?;
-            let wait = wait_arg(op.wait, op.wait_until)?;
+            // `count` and `limit` only with `PERMITS`, `wait_until` only with `UNTIL`.
+            let mode = match field!(mode) {
+                m if m == crate::types::fencelock_mode::Permits as u32 => {
+                    op_mode(m, field!(count), field!(limit))?
+                }
+                m => op_mode(m, 0, 0)?,
+            };
+            let wait = match field!(wait) {
+                w if w == crate::types::fencelock_wait::Until as u32 => {
+                    wait_arg(w, field!(wait_until))?
+                }
+                w => wait_arg(w, 0)?,
+            };
             s.acquire(now, session(), lock, mode, wait, req(), q)
         }
         OP_RELEASE => s.release(now, session(), lock()?, req(), q),
@@ -1481,7 +1506,7 @@ unsafe fn apply_op(
         OP_UNWATCH => s.unwatch(now, session(), lock()?, req(), q),
         OP_CAMPAIGN => s.campaign(now, session(), lock()?, req(), q),
         OP_RESIGN => s.resign(now, session(), lock()?, req(), q),
-        OP_RELEASE_HOLD => s.release_hold(now, session(), lock()?, Token(op.token), req(), q),
+        OP_RELEASE_HOLD => s.release_hold(now, session(), lock()?, Token(field!(token)), req(), q),
         _ => return Err(fencelock_result::InvalidArgument.into()),
     };
     Ok(reply?)
@@ -1522,8 +1547,9 @@ unsafe fn apply_op(
 /// `svc` NULL or a live handle; `ops` NULL or valid for reading `n` ops, each op's `lock`
 /// NULL or valid for `lock_len` bytes when its kind names a lock; `replies` and
 /// `results` NULL or valid for writing `n` elements (not read); `done` NULL or writable.
-/// The arrays, `done` and the names do not overlap (each op is copied before it is
-/// applied, but a reply written over a later op or name would change that input).
+/// The arrays, `done` and the names do not overlap (each op is read before its reply is
+/// written, but a reply written over a later op or name would change that input). An
+/// op's fields its kind does not use may be left uninitialized: they are not read.
 #[no_mangle]
 pub unsafe extern "C" fn fencelock_service_submit(
     svc: *mut fencelock_service,
@@ -1554,10 +1580,9 @@ pub unsafe extern "C" fn fencelock_service_submit(
     unsafe {
         service_call(svc, args, |h: &mut fencelock_service, done| {
             for i in 0..n {
-                // A copy: nothing borrowed from the caller's array while its slots are
-                // written.
-                let op = ops.add(i).read();
-                match apply_op(&mut h.svc, &mut h.queue, Tick(now), &op) {
+                // Its fields are read as its kind uses them, before its slots are
+                // written: nothing borrowed from the caller's array meanwhile.
+                match apply_op(&mut h.svc, &mut h.queue, Tick(now), ops.add(i)) {
                     Ok(r) => {
                         put(replies.add(i), reply_out(&r, &h.queue));
                         put(results.add(i), fencelock_result::Ok);

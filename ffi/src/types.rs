@@ -255,9 +255,10 @@ pub enum fencelock_op_kind {
 }
 
 /// One input of a batch (`fencelock_service_submit`): the arguments of the typed function
-/// its `kind` names, as fields. Fields that kind does not use are ignored (zero them:
-/// `fencelock_op op = { .kind = ..., ... }`). Read only; the library keeps no pointer
-/// to it after the call.
+/// its `kind` names, as fields. Fields that kind does not use are ignored and never read,
+/// so they may be left unset (`count` and `limit` are used only in mode `PERMITS`,
+/// `wait_until` only with wait `UNTIL`); zeroing them (`fencelock_op op = { .kind = ...,
+/// ... }`) is fine too. Read only; the library keeps no pointer to it after the call.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 #[allow(non_camel_case_types)]
