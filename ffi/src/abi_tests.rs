@@ -1488,6 +1488,59 @@ fn random_frames_never_crash_and_refusals_change_only_time() {
     unsafe { fencelock_service_free(svc) };
 }
 
+/// Bytes that are no gate snapshot are refused before the rows are allocated: with the
+/// largest capacity the core allows (2^31 − 1 rows, far more memory than a test machine
+/// has, so an allocation first would answer `BAD_CONFIG`, or touch it all), junk is
+/// `BAD_MAGIC` and a snapshot of another version `UNSUPPORTED_VERSION`; a real snapshot
+/// with resources still needs its rows, and restores into a gate that has them.
+#[test]
+fn a_gate_snapshot_is_judged_before_its_rows_are_allocated() {
+    let max = (1usize << 31) - 1;
+    let mut gate = null_mut();
+    let junk = [0u8; 4];
+    // SAFETY: valid pointers to this test's locals.
+    unsafe {
+        assert_eq!(
+            fencelock_gate_restore(max, junk.as_ptr(), junk.len(), &mut gate),
+            fencelock_result::BadMagic
+        );
+        assert!(gate.is_null());
+        let mut g = null_mut();
+        assert_eq!(fencelock_gate_new(2, &mut g), fencelock_result::Ok);
+        assert_eq!(
+            fencelock_gate_admit(g, "r".as_ptr(), 1, 5),
+            fencelock_result::Ok
+        );
+        let mut snap = [0u8; 64];
+        let mut n = 0;
+        assert_eq!(
+            fencelock_gate_snapshot(g, snap.as_mut_ptr(), snap.len(), &mut n),
+            fencelock_result::Ok
+        );
+        fencelock_gate_free(g);
+        // The version (a one-byte varint after the magic) made one no build writes.
+        let mut other = snap[..n].to_vec();
+        let at = fencelock::GATE_MAGIC.len();
+        assert_eq!(other[at], fencelock::GATE_VERSION as u8);
+        other[at] = 0x7f;
+        assert_eq!(
+            fencelock_gate_restore(max, other.as_ptr(), other.len(), &mut gate),
+            fencelock_result::UnsupportedVersion
+        );
+        assert!(gate.is_null());
+        // One resource: zero rows cannot hold it, two can.
+        assert_eq!(
+            fencelock_gate_restore(0, snap.as_ptr(), n, &mut gate),
+            fencelock_result::CapacityExceeded
+        );
+        assert_eq!(
+            fencelock_gate_restore(2, snap.as_ptr(), n, &mut gate),
+            fencelock_result::Ok
+        );
+        fencelock_gate_free(gate);
+    }
+}
+
 /// A huge capacity is refused with `BAD_CONFIG` before anything is allocated (never an
 /// abort on allocation failure, nor a panic on overflow), and a restore wrong in two ways
 /// gets the core's first error (bytes that are no snapshot before the row limit).

@@ -284,9 +284,11 @@ pub unsafe extern "C" fn fencelock_gate_snapshot(
 
 /// Creates a gate for up to `capacity` resources from `fencelock_gate_snapshot` bytes.
 ///
-/// Errors (nothing created): `BAD_MAGIC`, `UNSUPPORTED_VERSION`, `CORRUPT_SNAPSHOT`,
-/// `CAPACITY_EXCEEDED`, `NULL_PARAMETER`, `BAD_CONFIG` (as `fencelock_gate_new`).
-/// Cost: O(capacity + resources).
+/// Errors (nothing created), in this order: `NULL_PARAMETER`; `BAD_CONFIG` for more than
+/// 2^31 − 1 rows; the snapshot's header and an empty gate's bytes (`BAD_MAGIC`,
+/// `UNSUPPORTED_VERSION`, `CORRUPT_SNAPSHOT`), judged before any row is allocated;
+/// `BAD_CONFIG` for not enough memory; then the rest of the bytes (`CORRUPT_SNAPSHOT`,
+/// `CAPACITY_EXCEEDED`). Cost: O(capacity + resources).
 ///
 /// # Safety
 /// `snapshot` NULL or valid for `len` bytes; `out_gate` NULL or writable.
@@ -301,6 +303,16 @@ pub unsafe extern "C" fn fencelock_gate_restore(
         // SAFETY: NULL or valid for len bytes (contract).
         let bytes = unsafe { bytes(snapshot, len) }?;
         let dst = out(out_gate)?;
+        fencelock::check_rows(capacity)?;
+        // The bytes judged before any row is allocated, as a service's restore judges its
+        // header first: junk with a large capacity is refused without touching gigabytes.
+        // Into no rows, the core answers as into `capacity` rows up to the resource count
+        // (magic, version, header) and for an empty gate throughout; only a count above 0
+        // is over no rows' capacity, and needs the real rows to be judged.
+        match FenceGate::restore(Vec::new(), bytes) {
+            Err((_, Error::CapacityExceeded(_))) | Ok(_) => {}
+            Err((_, e)) => return Err(Fail::Core(e)),
+        }
         let gate =
             FenceGate::restore(gate_rows(capacity)?, bytes).map_err(|(_, e)| Fail::Core(e))?;
         // SAFETY: checked non-NULL, writable (contract).

@@ -39,13 +39,23 @@ impl FenceGate {
 
     /// Rebuilds a gate from `snapshot()` bytes into `capacity` rows. Throws `bad_magic`,
     /// `unsupported_version`, `corrupt_snapshot`, `capacity_exceeded`, `bad_config`,
-    /// `out_of_range`, `bad_argument`, `out_of_memory`. Cost: O(capacity + resources).
+    /// `out_of_range`, `bad_argument`, `out_of_memory`; the bytes' header is judged before
+    /// any row is allocated, so junk is `bad_magic` at any capacity the core allows.
+    /// Cost: O(capacity + resources).
     pub fn restore(
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
         #[wasm_bindgen(unchecked_param_type = "U64")] capacity: JsValue,
     ) -> Result<FenceGate, JsValue> {
         let bytes = js::bytes(&bytes, "snapshot")?;
         let n = js::num(&capacity, "capacity")?;
+        // The bytes judged before any row is allocated (as the C ABI does): into no rows
+        // the core answers as into `n` up to the resource count, and for an empty gate
+        // throughout; only a count above 0 needs the real rows to be judged.
+        crate::service::row_count(n)?;
+        match Core::restore(Vec::new(), &bytes) {
+            Err((_, fencelock::Error::CapacityExceeded(_))) | Ok(_) => {}
+            Err((_, e)) => return Err(Fail::from(e).into()),
+        }
         let core = Core::restore(rows(n, GateRow::EMPTY, "resources")?, &bytes)
             .map_err(|(_, e)| Fail::from(e))?;
         Ok(FenceGate { core })

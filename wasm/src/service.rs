@@ -16,7 +16,7 @@ use crate::names::Names;
 
 /// A table size from JS, checked by the core's one rule (`fencelock::check_rows`) before
 /// anything is allocated.
-fn row_count(n: u64) -> Result<usize, Fail> {
+pub(crate) fn row_count(n: u64) -> Result<usize, Fail> {
     Ok(fencelock_wasm_args::row_count(n)?)
 }
 

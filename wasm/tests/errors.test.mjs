@@ -387,6 +387,11 @@ test('FenceGate refuses stale, zero, bad names, a full table, bad args; nothing 
     [() => new FenceGate(2 ** 31), 'bad_config'],
     [() => new FenceGate(2 ** 31 - 1), 'out_of_memory'],
     [() => FenceGate.restore(new Uint8Array([1, 2, 3]), 4), 'bad_magic'],
+    // judged before its rows are allocated: junk is junk at any capacity; a snapshot with
+    // resources still needs the rows
+    [() => FenceGate.restore(new Uint8Array([1, 2, 3]), 2 ** 31 - 1), 'bad_magic'],
+    [() => FenceGate.restore(gate.snapshot(), 2 ** 31 - 1), 'out_of_memory'],
+    [() => FenceGate.restore(new Uint8Array([1, 2, 3]), 2 ** 31), 'bad_config'],
     [() => FenceGate.restore(gate.snapshot().slice(0, -1), 4), 'corrupt_snapshot'],
     [() => FenceGate.restore(gate.snapshot(), 1), 'capacity_exceeded'],
     [() => FenceGate.restore([0], 4), 'bad_argument'],
