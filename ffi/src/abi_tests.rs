@@ -1218,7 +1218,8 @@ fn header_is_current() {
 }
 
 /// A panic while the other arguments are checked, before the handle is touched, is
-/// `PANIC` for that call only: the handle is not poisoned and keeps working.
+/// `PANIC` for that call only: the handle is not poisoned and keeps working, and
+/// `last_error` names that panic (it named the failure before it).
 #[test]
 fn a_panic_before_the_handle_is_used_does_not_poison_it() {
     let svc = new_service(&config(2, 2, 2));
@@ -1232,6 +1233,11 @@ fn a_panic_before_the_handle_is_used_does_not_poison_it() {
     // SAFETY: live handle.
     let r = unsafe { crate::handle::call(svc, args, |_, ()| Ok(())) };
     assert_eq!(r, fencelock_result::Panic);
+    let said = last_error_of(svc);
+    assert!(
+        said.starts_with("panic"),
+        "last_error after the panic: {said:?}"
+    );
     assert_eq!(keep_alive(svc, 1, s).0, fencelock_result::Ok);
     // SAFETY: live handle, freed once.
     unsafe { fencelock_service_free(svc) };

@@ -149,8 +149,8 @@ impl<T: Handle> HandlePtr for *const T {
 /// none) for the handle's `last_error`.
 ///
 /// # Safety
-/// `p` is NULL or a live handle not used (for `*const`: not mutated) by another call at
-/// the same time.
+/// `p` is NULL or a live handle not used by another call at the same time (`*const`
+/// calls included: a failure is recorded in the handle).
 pub(crate) unsafe fn call<P: HandlePtr, A>(
     p: P,
     args: impl FnOnce() -> Result<A, Fail>,
@@ -174,12 +174,13 @@ pub(crate) unsafe fn call<P: HandlePtr, A>(
         Ok(Err(fail)) => fail,
         Err(payload) => {
             crate::result::drop_panic(payload);
-            if !in_body.get() {
-                return fencelock_result::Panic;
-            }
-            // SAFETY: as below; a handle that panicked is poisoned for good.
-            if let Ok(h) = unsafe { p.get() } {
-                h.state().poisoned.set(true);
+            // A panic in `args` leaves the handle untouched: not poisoned, but the
+            // failure is still its latest, for `last_error`.
+            if in_body.get() {
+                // SAFETY: as below; a handle that panicked is poisoned for good.
+                if let Ok(h) = unsafe { p.get() } {
+                    h.state().poisoned.set(true);
+                }
             }
             fencelock_result::Panic.into()
         }

@@ -386,15 +386,32 @@ def _name(v: Any, what: str = "name") -> bytes:
         except UnicodeEncodeError:  # lone surrogates: not UTF-8, as the library would say
             raise FencelockError(Result.INVALID_UTF8,
                                  f"invalid UTF-8: {what} {v!r} is not valid Unicode") from None
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v)
+    got = _buffer(v)
+    if got is not None:
+        return got
     raise ArgumentError(
         f"invalid argument: {what} must be str or bytes-like, not {type(v).__name__}")
 
 
-def _bytes(v: Any, what: str) -> bytes:
+def _buffer(v: Any) -> Optional[bytes]:
+    """A copy of the bytes of any bytes-like object (bytes, bytearray, memoryview, an
+    array.array, an mmap, anything with the buffer protocol), or None for anything else.
+    A copy, so another thread changing the object cannot change what the library reads."""
     if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v)
+    if isinstance(v, str):
+        return None
+    try:
+        with memoryview(v) as view:
+            return view.tobytes()
+    except Exception:  # not bytes-like (TypeError), or a buffer that refuses to be read
+        return None
+
+
+def _bytes(v: Any, what: str) -> bytes:
+    got = _buffer(v)
+    if got is not None:
+        return got
     raise ArgumentError(f"invalid argument: {what} must be bytes-like, not {type(v).__name__}")
 
 
@@ -1116,7 +1133,14 @@ class Service(_Handle):
 
     @staticmethod
     def _place(size: int, align: int) -> tuple[Any, int]:
-        mem = C.create_string_buffer(size + align)
+        # A block Python cannot allocate is the library's BAD_CONFIG, as a heap service's
+        # tables it cannot allocate are, not a MemoryError or OverflowError.
+        try:
+            mem = C.create_string_buffer(size + align)
+        except (MemoryError, OverflowError):
+            raise FencelockError(Result.BAD_CONFIG,
+                                 f"bad config: not enough memory for a placed service of "
+                                 f"{size} bytes") from None
         at = C.addressof(mem)
         return mem, at + (-at % align)
 
@@ -1128,7 +1152,8 @@ class Service(_Handle):
         (fencelock_service_init_in): the library allocates nothing for it, and its events
         queue in a fixed ring, so an input the ring has no room for is refused with
         BUFFER_TOO_SMALL (nothing changed). This wrapper drains the ring after every call,
-        so that never happens here. Cost: as Service()."""
+        so that never happens here. Errors: as Service(), BAD_CONFIG also when the block
+        cannot be allocated. Cost: as Service()."""
         cfg = cls._config(sessions, locks, claims, lock_delay, max_name_len, max_watchers)
         size, align = cls.layout(sessions, locks, claims, max_watchers)
         mem, at = cls._place(size, align)

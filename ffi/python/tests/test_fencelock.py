@@ -824,6 +824,47 @@ def test_a_finalizer_that_cannot_take_the_lock_frees_neither_handle_nor_placed_m
     assert answers == [(fl.Result.OK, 0)], answers
 
 
+def test_any_bytes_like_object_is_taken_and_anything_else_refused(tmp_path):
+    # "bytes-like" is the buffer protocol: an array.array or an mmap of a snapshot restores
+    # as its bytes do, and a name may be one too; a str, an int or a list is no bytes-like
+    # object and is refused, nothing changed.
+    import array
+    import mmap
+    with fl.Service(2, 2, 2) as svc:
+        a = svc.open_session(0, 50).session
+        svc.acquire(0, a, array.array("B", b"ledger"))
+        snap = svc.snapshot()
+        assert [h.session for h in svc.holders("ledger")] == [a]
+    path = tmp_path / "snap"
+    path.write_bytes(snap)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        for copy in (array.array("B", snap), m):
+            with fl.Service.restore(copy, 2, 2, 2) as back:
+                assert back.snapshot() == snap
+    with fl.Service(2, 2, 2) as svc:
+        before = svc.snapshot()
+        for bad in ("ledger", 7, [108]):
+            with pytest.raises(fl.ArgumentError):
+                fl.Service.restore(bad, 2, 2, 2)
+        with pytest.raises(fl.ArgumentError):
+            svc.acquire(0, 1, [108])
+        assert svc.snapshot() == before
+
+
+def test_a_placed_block_python_cannot_allocate_is_bad_config(monkeypatch):
+    # A heap service whose tables cannot be allocated is BAD_CONFIG; so is a placed one
+    # whose block Python cannot allocate (not a MemoryError or OverflowError).
+    def no_memory(*_):
+        raise MemoryError
+
+    monkeypatch.setattr(fl.C, "create_string_buffer", no_memory)
+    for make in (lambda: fl.Service.placed(2, 2, 2),
+                 lambda: fl.Service.restore_placed(b"junk", 2, 2, 2)):
+        with pytest.raises(fl.FencelockError) as e:
+            make()
+        assert e.value.code == fl.Result.BAD_CONFIG, e.value
+
+
 def test_an_error_pickles_and_copies_whole():
     # A refusal raised in a worker process reaches its parent through pickle.
     import copy
