@@ -68,7 +68,7 @@
 //   (it was a placed service's "outputs pending"; a full event ring is now the core's
 //   `BUFFER_TOO_SMALL`) and is never reused.
 //
-// [`fencelock_result_message`](crate::fencelock_result_message) writes a code's fixed
+// `fencelock_result_message` writes a code's fixed
 // message into a caller buffer; `fencelock_service_last_error`, `fencelock_gate_last_error`
 // and `fencelock_keeper_last_error` give the detailed message of a handle's last failure.
 enum fencelock_result

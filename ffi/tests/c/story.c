@@ -46,6 +46,7 @@ static fencelock_reply r;
 static size_t drain(fencelock_service *svc, fencelock_output *outs, size_t max) {
   size_t n = 0;
   fencelock_output o;
+  memset(&o, 0xA5, sizeof o); /* a poll that fails without writing must not read as DONE */
   while (fencelock_service_poll_output(svc, &o) == FENCELOCK_RESULT_OK) {
     if (n < max) outs[n] = o;
     n++;
@@ -69,7 +70,8 @@ static int is_reply(fencelock_reply_kind kind, uint64_t token) {
 
 static int no_reply(void) {
   return r.kind == FENCELOCK_REPLY_KIND_NONE && r.mode == FENCELOCK_MODE_NONE && r.token == 0 &&
-         r.session == 0 && r.expires_at == 0 && r.position == 0 && r.now == 0;
+         r.session == 0 && r.expires_at == 0 && r.position == 0 && r.now == 0 &&
+         r.pending == 0 && r.count == 0 && r.limit == 0 && r.holders == 0;
 }
 
 /* The service's snapshot in a malloc'd buffer (*len bytes). */
