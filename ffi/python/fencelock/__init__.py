@@ -1383,7 +1383,9 @@ class Service(_Handle):
         one call per input: Python's per-call cost is paid once. When the event queue has
         no room for an op, the events so far are drained and the rest is submitted again,
         so every op is applied. Errors (raised): TIME_WENT_BACKWARDS (nothing applied),
-        ArgumentError for an element that is not an Op. Cost: O(ops + events)."""
+        ArgumentError for an element that is not an Op, BUFFER_TOO_SMALL should an op not
+        fit even an empty queue (nothing applied, nothing to drain), PANIC (the handle is
+        poisoned). Cost: O(ops + events)."""
         t = _u64(now, "now")
         ops = list(ops)
         for o in ops:
