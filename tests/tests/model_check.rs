@@ -26,6 +26,10 @@
 //!   wrote" because tokens rise; with the check off the checker must find the GC-pause
 //!   counterexample by itself;
 //! * sometimes: a stale write is attempted and refused (the scenario is reachable);
+//! * reached, where the configuration has them (recorded beside the states, so it splits
+//!   none; [`Reached`]): a timed wait ending at its deadline, a wait cancelled, a session
+//!   closed while it held or waited, and under lock-delay a semaphore's waiter kept back —
+//!   a configuration named after them that never reached them would check nothing of them;
 //! * every refused input (it has no successor state, so this is checked as it happens and
 //!   `check` fails on it): it changed nothing beyond the advance to its `now` (I5), and its
 //!   error is one its state calls for — an unknown session is not open, a release's session
@@ -62,7 +66,7 @@ use fencelock::{
 };
 use fencelock_tests::invariants::check_service;
 use stateright::{Checker, HasDiscoveries, Model, Property};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 const NAMES: [&str; 2] = ["a", "b"];
@@ -81,6 +85,22 @@ const MAX_ACQUIRES: u8 = 3;
 /// clones) and `check` fails on any.
 #[derive(Clone, Debug, Default)]
 struct Refusals(Arc<Mutex<RefusalLog>>);
+
+/// What the exploration did at least once, named: a configuration named after timed
+/// waits, cancels or a semaphore under lock-delay must be seen to reach them, or its
+/// checks of them mean nothing. Kept beside the states (shared by the model's clones),
+/// so it splits none; `check` asserts the ones its configuration calls for.
+#[derive(Clone, Debug, Default)]
+struct Reached(Arc<Mutex<BTreeSet<&'static str>>>);
+
+/// A timed wait ended at its deadline (a `WaitTimedOut` event).
+const TIMED_OUT: &str = "a timed wait ended at its deadline";
+/// A wait was cancelled (a `Cancelled` reply).
+const CANCELLED: &str = "a wait was cancelled";
+/// A session was closed while it held or waited for a lock.
+const CLOSED_WITH_CLAIMS: &str = "a session holding or waiting was closed";
+/// A semaphore's waiter was kept back by lock-delay.
+const SEMAPHORE_DELAYED: &str = "a semaphore's waiter was kept back by lock-delay";
 
 #[derive(Debug, Default)]
 struct RefusalLog {
@@ -137,6 +157,8 @@ struct LockModel {
     force_by_session: bool,
     /// Refused inputs, checked (see [`Refusals`]).
     refusals: Refusals,
+    /// What the exploration reached (see [`Reached`]).
+    reached: Reached,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -411,6 +433,7 @@ impl LockModel {
             }
         }
         let now = svc.now().0;
+        self.note_reached(&svc, &input, &reply, &events, &queues, &held_before);
         // FIFO grants and I8 (nothing granted during lock-delay) in every configuration;
         // the permit and watcher checks inside apply only where those are in use.
         if let Err(e) =
@@ -491,6 +514,44 @@ impl LockModel {
             }
         }
         Some(reply)
+    }
+
+    /// Records what this input reached ([`Reached`]): a timed wait ending, a cancel, a
+    /// session closed with claims, a semaphore's waiter kept back by lock-delay. `queues`
+    /// and `held` are the waiters and holders before the input.
+    fn note_reached(
+        &self,
+        svc: &LockService<VecStorage>,
+        input: &Input,
+        reply: &Reply,
+        events: &[Output],
+        queues: &[Vec<u64>],
+        held: &[(u64, String, u64)],
+    ) {
+        let mut seen = self.reached.0.lock().expect("reached");
+        if events
+            .iter()
+            .any(|o| matches!(o, Output::WaitTimedOut { .. }))
+        {
+            seen.insert(TIMED_OUT);
+        }
+        if matches!(reply, Reply::Cancelled) {
+            seen.insert(CANCELLED);
+        }
+        if let (Input::CloseSession { session, .. }, Reply::Closed) = (input, reply) {
+            let s = session.0;
+            if held.iter().any(|h| h.0 == s) || queues.iter().flatten().any(|&w| w == s) {
+                seen.insert(CLOSED_WITH_CLAIMS);
+            }
+        }
+        let now = svc.now();
+        if self.permits.is_some()
+            && NAMES[..self.locks].iter().any(|l| {
+                svc.waiters(l).next().is_some() && svc.lock_delay_until(l).is_some_and(|t| t > now)
+            })
+        {
+            seen.insert(SEMAPHORE_DELAYED);
+        }
     }
 
     /// A refused input (docs/SPEC.md §5): it changed nothing beyond the advance to its
@@ -1267,6 +1328,27 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
         refusals.wrong
     );
     println!("refusals checked, by error code: {:?}", refusals.checked);
+    let reached = std::mem::take(&mut *m.reached.0.lock().expect("reached"));
+    // A configuration named after these reaches them (checked where the whole space is
+    // explored: with the fence off the run stops at the first failure).
+    let mut wanted = Vec::new();
+    if m.timed.is_some() {
+        wanted.push(TIMED_OUT);
+    }
+    if m.cancel_close {
+        wanted.extend([CANCELLED, CLOSED_WITH_CLAIMS]);
+    }
+    if m.permits.is_some() && m.lock_delay > 0 {
+        wanted.push(SEMAPHORE_DELAYED);
+    }
+    if m.fence {
+        for w in &wanted {
+            assert!(
+                reached.contains(w),
+                "never reached: {w} (reached: {reached:?})"
+            );
+        }
+    }
     let states = checker.unique_state_count();
     let depth = checker.max_depth();
     println!(
@@ -1389,6 +1471,7 @@ fn base(fence: bool) -> LockModel {
         operator: false,
         force_by_session: false,
         refusals: Refusals::default(),
+        reached: Reached::default(),
     }
 }
 
