@@ -707,3 +707,76 @@ fn short_sequences_reach_semaphores_and_watches() {
     assert!(r.changes[0] > 0 && r.changes[1] > 0, "{r:?}");
     assert!(r.new_refusals.iter().all(|n| *n > 0), "{r:?}");
 }
+
+/// The wasm build's determinism logs (`wasm/tests/vectors/*.vec`: seeded random inputs
+/// whose answers the native core wrote, replayed byte for byte through the wasm build)
+/// agree with the reference model too, input by input, as every sequence above does:
+/// otherwise they would pin the core's answers down without anything judging them. A
+/// log's first `raise` step (`raise_revision`, which the model does not have) ends its
+/// comparison there.
+#[test]
+fn the_wasm_determinism_logs_agree_with_the_reference_model() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wasm/tests/vectors");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "vec"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "the determinism logs: {files:?}");
+    let mut reach = Reach::default();
+    let mut compared = 0;
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("a log");
+        let (mut tables, mut config) = ((0, 0, 0), Config::default());
+        let mut inputs = Vec::new();
+        for line in text.lines() {
+            let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+            match word {
+                "config" => {
+                    for pair in rest.split_whitespace() {
+                        let (k, v) = pair.split_once('=').expect("key=value");
+                        let n: u64 = v.parse().expect("a number");
+                        match k {
+                            "sessions" => tables.0 = n as usize,
+                            "locks" => tables.1 = n as usize,
+                            "claims" => tables.2 = n as usize,
+                            "lock_delay" => config.lock_delay = n,
+                            "max_name_len" => config.max_name_len = n as u32,
+                            "max_watchers" => config.max_watchers = n as u32,
+                            other => panic!("{}: unknown config key {other}", path.display()),
+                        }
+                    }
+                }
+                // A frame that is no input is refused before anything (the logs hold
+                // some, for the frame entry point): nothing for the model to follow.
+                "in" => {
+                    let frame = fencelock_tests::hex::decode(rest).expect("hex");
+                    if let Ok(input) = Input::from_frame(&frame) {
+                        inputs.push(input);
+                    }
+                }
+                "raise" => break,
+                _ => {}
+            }
+        }
+        assert!(
+            inputs.len() >= 50,
+            "{}: {} inputs",
+            path.display(),
+            inputs.len()
+        );
+        compare(&inputs, tables, config, &mut reach)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        compared += inputs.len();
+    }
+    println!(
+        "wasm determinism logs: {compared} inputs of {} files agree with the model; reached {reach:?}",
+        files.len()
+    );
+    assert!(compared >= 1000, "{compared} inputs compared");
+    assert!(
+        reach.refused > 0 && reach.expired_holders > 0 && reach.delayed > 0,
+        "{reach:?}"
+    );
+}
