@@ -11,8 +11,10 @@
 //! other arguments) and refuses any other with `INVALID_HANDLE`, changing nothing
 //! (SQLite checks its connection handles the same way, with a magic number, to report
 //! misuse instead of corrupting memory). What this catches: a live handle of another
-//! kind, a pointer not aligned as the kind's handles are, and a service placed in the
-//! caller's memory (`fencelock_service_init_in`) after its `_free`. What it does not:
+//! kind, a pointer not aligned as the kind's handles are, a service placed in the
+//! caller's memory (`fencelock_service_init_in`) after its `_free`, and a byte copy of a
+//! handle at another address (each handle keeps its own address beside its tag: a placed
+//! service's block copied or moved still points into the original). What it does not:
 //! a handle this library allocated, used after its `_free` — the memory may be
 //! unmapped (a large service's is) or reused, so reading the tag is itself undefined
 //! behaviour and may crash; that stays the caller's error.
@@ -37,15 +39,23 @@ pub(crate) struct HandleState {
     /// of the handle (checked at compile time by [`tag_first`]), so it can be read through
     /// a pointer to any handle kind.
     tag: Cell<u64>,
+    /// The handle's own address once it is in place ([`settle`]): a byte-for-byte copy of
+    /// a handle (a placed service's block copied or moved by the host) carries its
+    /// original's, and [`check`] refuses it. Second, at offset 8 (asserted below).
+    home: Cell<usize>,
     last: Cell<Option<Fail>>,
     poisoned: Cell<bool>,
 }
 
+const _: () = assert!(core::mem::offset_of!(HandleState, home) == 8);
+
 impl HandleState {
-    /// The state of a new handle of kind `T`.
+    /// The state of a new handle of kind `T`, not in place yet (its home is set by
+    /// [`settle`] where the handle ends up).
     pub(crate) fn new<T: Handle>() -> Self {
         HandleState {
             tag: Cell::new(T::TAG),
+            home: Cell::new(0),
             last: Cell::new(None),
             poisoned: Cell::new(false),
         }
@@ -73,8 +83,10 @@ pub(crate) const fn tag_first(offset: usize) -> bool {
 }
 
 /// `p` checked: `NULL_PARAMETER` for NULL, `INVALID_HANDLE` for a pointer not aligned as
-/// a `T` is, or whose first eight bytes are not `T`'s tag (another kind of handle, an
-/// ended placed service). Reads those eight bytes only. Cost: O(1).
+/// a `T` is, whose first eight bytes are not `T`'s tag (another kind of handle, an
+/// ended placed service), or whose next word is not `p` itself (a copy of a handle made
+/// elsewhere: a placed service's block copied or moved). Reads those bytes only.
+/// Cost: O(1).
 ///
 /// # Safety
 /// `p` is NULL or points to at least eight readable bytes, as every live handle of this
@@ -88,7 +100,22 @@ pub(crate) unsafe fn check<T: Handle>(p: *const T) -> Result<(), Fail> {
     if !p.is_aligned() || unsafe { p.cast::<u64>().read() } != T::TAG {
         return Err(fencelock_result::InvalidHandle.into());
     }
+    // SAFETY: a live handle of kind `T` (its tag), so its state's `home` word is at
+    // offset 8 (asserted above), aligned as the handle is.
+    if unsafe { p.cast::<u8>().add(8).cast::<usize>().read() } != p as usize {
+        return Err(fencelock_result::InvalidHandle.into());
+    }
     Ok(())
+}
+
+/// Records where the handle `p` lives, once it is there for good (boxed, or written into
+/// its block): from then on [`check`] refuses a copy of it elsewhere. Cost: O(1).
+///
+/// # Safety
+/// `p` points to a live handle of kind `T`, used by no other call.
+pub(crate) unsafe fn settle<T: Handle>(p: *mut T) {
+    // SAFETY: a live handle (contract).
+    unsafe { &*p }.state().home.set(p as usize);
 }
 
 /// Marks a handle ended, just before it is dropped: from now on [`check`] refuses it
@@ -111,8 +138,8 @@ pub(crate) trait HandlePtr: Copy {
     ///
     /// # Safety
     /// `self` is NULL or a handle of this library's (of any kind, for the check to refuse
-    /// a wrong one), and a live one of this kind is used by no other call (for `*const`:
-    /// mutated by none) during `'a`.
+    /// a wrong one), and a live one of this kind is used by no other call during `'a`
+    /// (`*const` calls included: a failure is recorded in the handle).
     unsafe fn get<'a>(self) -> Result<Self::Ref<'a>, Fail>;
 }
 
@@ -175,14 +202,16 @@ pub(crate) unsafe fn call<P: HandlePtr, A>(
         Err(payload) => {
             crate::result::drop_panic(payload);
             // A panic in `args` leaves the handle untouched: not poisoned, but the
-            // failure is still its latest, for `last_error`.
-            if in_body.get() {
+            // failure is still its latest, for `last_error` (which says so).
+            if !in_body.get() {
+                Fail::PanicInArguments
+            } else {
                 // SAFETY: as below; a handle that panicked is poisoned for good.
                 if let Ok(h) = unsafe { p.get() } {
                     h.state().poisoned.set(true);
                 }
+                fencelock_result::Panic.into()
             }
-            fencelock_result::Panic.into()
         }
     };
     if !matches!(fail, Fail::Code(fencelock_result::Done)) {

@@ -219,6 +219,9 @@ fn core_range(code: u32) -> bool {
 pub(crate) enum Fail {
     Core(Error),
     Code(fencelock_result),
+    /// `PANIC` while a call's arguments were checked: the handle was not touched, so it is
+    /// not poisoned (its message says so, unlike a poisoning panic's).
+    PanicInArguments,
 }
 
 impl Fail {
@@ -226,6 +229,7 @@ impl Fail {
         match self {
             Fail::Core(e) => fencelock_result::from_error(&e),
             Fail::Code(c) => c,
+            Fail::PanicInArguments => fencelock_result::Panic,
         }
     }
 
@@ -234,6 +238,10 @@ impl Fail {
         match self {
             Fail::Core(e) => e.to_string(),
             Fail::Code(c) => c.message(),
+            Fail::PanicInArguments => "panic: caught at the ABI boundary while the call's \
+                                       arguments were checked; the handle was not touched \
+                                       and is not poisoned"
+                .to_string(),
         }
     }
 }

@@ -386,7 +386,8 @@ unsafe fn build(
             svc,
             queue,
             owner,
-        })
+        });
+        crate::handle::settle(h);
     };
     Ok(h)
 }

@@ -1130,9 +1130,13 @@ pub(crate) unsafe fn write_message(
 ///
 /// # Safety
 /// `dst` was checked non-NULL by [`out`] and is writable.
-pub(crate) unsafe fn give<T>(dst: *mut *mut T, h: T) {
-    // SAFETY: forwarded contract.
-    unsafe { put(dst, Box::into_raw(Box::new(h))) }
+pub(crate) unsafe fn give<T: crate::handle::Handle>(dst: *mut *mut T, h: T) {
+    let p = Box::into_raw(Box::new(h));
+    // SAFETY: just boxed, in place for good; forwarded contract for `dst`.
+    unsafe {
+        crate::handle::settle(p);
+        put(dst, p)
+    }
 }
 
 /// Frees a handle made by [`give`], marked ended first. NULL is fine, and so is anything
