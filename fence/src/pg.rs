@@ -222,8 +222,21 @@ impl PgFence {
     /// types), so a fence works behind a pooler in transaction mode (PgBouncer).
     pub fn in_schema(mut client: Client, schema: &str) -> Result<Self, StorageError> {
         let table = qualified(schema)?;
-        // Its transaction would commit the caller's.
-        refuse_open_transaction(&mut client)?;
+        // Its transaction would commit the caller's. (The client goes with the error, so
+        // the message says what becomes of that transaction then.)
+        refuse_open_transaction(&mut client).map_err(|e| {
+            if e.what() == Self::IN_OPEN_TRANSACTION {
+                StorageError::new(
+                    Self::IN_OPEN_TRANSACTION,
+                    "the client was handed over inside a transaction of yours: the fence's \
+                     table look-up would have committed it; nothing was sent, and the client \
+                     is dropped with this error, which closes its connection and rolls that \
+                     transaction back",
+                )
+            } else {
+                e
+            }
+        })?;
         let mut tx = client
             .transaction()
             .map_err(|e| StorageError::new("begin", e))?;

@@ -68,6 +68,9 @@ pub struct DiskHealth {
     /// Test only: each probe sleeps this many milliseconds first (a slow disk).
     #[cfg(test)]
     slow_ms: AtomicU64,
+    /// Test only: probes begun (counted before that sleep).
+    #[cfg(test)]
+    begun: AtomicU64,
 }
 
 /// Creates `dir` and its missing parents private to this user (mode 0700): a data
@@ -192,6 +195,8 @@ impl DiskHealth {
             shared: std::sync::Arc::new(tokio::sync::Mutex::new(None)),
             #[cfg(test)]
             slow_ms: AtomicU64::new(0),
+            #[cfg(test)]
+            begun: AtomicU64::new(0),
         }
     }
 
@@ -342,7 +347,10 @@ impl DiskHealth {
     /// Errors: the failed step's, naming the file. Cost: one small write and one fsync.
     pub fn probe(&self) -> io::Result<()> {
         #[cfg(test)]
-        std::thread::sleep(Duration::from_millis(self.slow_ms.load(Ordering::Relaxed)));
+        {
+            self.begun.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(self.slow_ms.load(Ordering::Relaxed)));
+        }
         let n = self.probes.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!(".probe-{n}"));
         let r = (|| {
@@ -659,20 +667,28 @@ mod tests {
         ));
         fs::create_dir_all(&dir).unwrap();
         let d = Arc::new(DiskHealth::new(&dir));
-        d.slow_ms.store(600, Ordering::Relaxed);
+        d.slow_ms.store(2000, Ordering::Relaxed);
         let short = Duration::from_millis(100);
         let first = d.probe_shared(short).await.unwrap_err();
         assert_eq!(first.kind(), io::ErrorKind::TimedOut, "{first}");
         assert!(first.to_string().contains("may hang"), "{first}");
+        // (Its probe has begun, and sleeps on: a hung disk.)
+        let until = Instant::now() + Duration::from_secs(30);
+        while d.begun.load(Ordering::Relaxed) == 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let second = d.probe_shared(short).await.unwrap_err();
         assert_eq!(second.kind(), io::ErrorKind::TimedOut, "{second}");
-        // The first probe is still sleeping before its write: none has counted yet, and
-        // the second caller found the turn taken instead of starting one of its own.
-        tokio::time::sleep(Duration::from_millis(700)).await;
-        assert_eq!(d.probes(), 1, "one probe ran, for both callers");
+        // The first probe, still sleeping, holds the turn: the second caller found it
+        // taken instead of beginning a probe of its own.
+        assert_eq!(d.begun.load(Ordering::Relaxed), 1, "a second probe began");
         d.slow_ms.store(0, Ordering::Relaxed);
-        d.probe_shared(short).await.unwrap();
-        assert_eq!(d.probes(), 2, "a later caller gets a probe of its own");
+        // A generous limit: this caller waits for the first probe, which ends after it
+        // asked, and takes its outcome; a caller after that gets a probe of its own.
+        d.probe_shared(Duration::from_secs(30)).await.unwrap();
+        assert_eq!(d.begun.load(Ordering::Relaxed), 1);
+        d.probe_shared(Duration::from_secs(30)).await.unwrap();
+        assert_eq!(d.begun.load(Ordering::Relaxed), 2);
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -2902,12 +2902,19 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A backup or export page waits for another page's rebuild at most the request
-    /// timeout, then is answered `Unavailable` (its connection's
+    /// A backup or export page waits for another page's rebuild at most
+    /// `rebuild_turn_wait_ms`, then is answered `Unavailable` (its connection's
     /// place is not held without end); once the turn is free, the page is served.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_backup_page_waits_for_its_turn_a_bounded_time() {
-        let (node, dir) = unit_node("rebuild-turn").await;
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-net-unit-rebuild-turn-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        let mut config = crate::node::NodeConfig::new(1, dir.clone());
+        config.rebuild_turn_wait_ms = 500;
+        let node = Node::start(config, TcpNetwork::default()).await.unwrap();
         initialize_alone(&node).await;
         let opened = ask_leader(
             &node,
@@ -2930,7 +2937,7 @@ mod tests {
             to_time: None,
             skip: 0,
         };
-        let wait = Duration::from_millis(node.config().request_timeout_ms);
+        let wait = Duration::from_millis(node.config().rebuild_turn_wait_ms);
         {
             let _long_rebuild = node.hold_rebuild_turn().await;
             for req in [backup.clone(), export] {

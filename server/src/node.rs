@@ -105,13 +105,19 @@ pub struct NodeConfig {
     /// chunk: a follower on a slower link never caught up). `fencelock-node` sets it to
     /// `--read-timeout-ms`, which is how long the follower itself gives a frame to arrive.
     pub snapshot_chunk_timeout_ms: u64,
+    /// How long (ms) a backup or export page waits for another page's rebuild before it is
+    /// answered `Unavailable` (the client asks again while its retries last): bounded, as a
+    /// waiting page holds one of its connection's places, and below the CLI's 60 s wait
+    /// for a page, so the CLI hears why.
+    pub rebuild_turn_wait_ms: u64,
 }
 
 impl NodeConfig {
     /// Defaults for a loopback cluster: grace 1 s, tick check every 20 ms, heartbeats
     /// every 50 ms (openraft also uses this as the AppendEntries timeout), election timeout
     /// 300–600 ms, requests time out after 3 s, a snapshot every 20 000 entries, members
-    /// on loopback addresses only, 10 s for a snapshot chunk.
+    /// on loopback addresses only, 10 s for a snapshot chunk, 30 s for a backup or export
+    /// page's rebuild turn.
     pub fn new(id: NodeId, dir: PathBuf) -> NodeConfig {
         NodeConfig {
             id,
@@ -128,6 +134,7 @@ impl NodeConfig {
             max_sessions_per_token: None,
             loopback_members: true,
             snapshot_chunk_timeout_ms: crate::net::READ_TIMEOUT.as_millis() as u64,
+            rebuild_turn_wait_ms: 30_000,
         }
     }
 }
@@ -1064,14 +1071,14 @@ impl Node {
     }
 
     /// The turn of one backup or export page ([`Node::backup_page`],
-    /// [`Node::export_page`]), waited for at most the request timeout, as a commit is: a
+    /// [`Node::export_page`]), waited for at most [`NodeConfig::rebuild_turn_wait_ms`]: a
     /// page waiting for its turn holds one of its connection's places, so it may not wait
-    /// without end behind another's long rebuild.
+    /// without end behind others' long rebuilds (waiting pages take the turn in order).
     ///
     /// Errors: `Unavailable` (retry) when the turn did not come within the wait.
     /// Cost: O(1) besides the wait.
     async fn rebuild_turn(&self) -> Result<tokio::sync::SemaphorePermit<'_>, ClientError> {
-        let wait = Duration::from_millis(self.config.request_timeout_ms);
+        let wait = Duration::from_millis(self.config.rebuild_turn_wait_ms);
         match tokio::time::timeout(wait, self.backups.acquire()).await {
             Ok(Ok(turn)) => Ok(turn),
             // (Closed never: the semaphore lives as long as the node.)

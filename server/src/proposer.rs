@@ -119,9 +119,10 @@ async fn run(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, mut rx: mpsc::R
 }
 
 /// The next batch: `first` and whatever else has queued, up to [`MAX_BATCH`] requests,
-/// without the requests whose callers have stopped waiting (a request timeout, a node
-/// stepping back: the caller was answered `Unavailable` and its client retries with the
-/// same request number, so proposing it would only add a write nobody waits for). `None`
+/// without the requests whose callers have stopped waiting (answered `Unavailable` at
+/// their request timeout, or `NotLeader` when the node stepped back: their clients retry
+/// with the same request number, so proposing them would only add writes nobody waits
+/// for). `None`
 /// when every request gathered was abandoned. Cost: O(batch), no wait.
 fn gather(
     first: Proposal,

@@ -1167,7 +1167,8 @@ class Service(_Handle):
         """`restore` into one block of memory this object owns
         (fencelock_service_restore_in; see `placed`), sized for `max_watchers`, which
         must be at least the snapshot's (else BUFFER_TOO_SMALL: the ring could not hold
-        one input's events). Errors: as restore. Cost: as restore."""
+        one input's events). Errors: as restore, and BAD_CONFIG when the block cannot be
+        allocated (found before the bytes are read). Cost: as restore."""
         raw = _bytes(snapshot, "snapshot")
         size, align = cls.layout(sessions, locks, claims, max_watchers)
         mem, at = cls._place(size, align)

@@ -857,9 +857,11 @@ def test_a_placed_block_python_cannot_allocate_is_bad_config(monkeypatch):
     def no_memory(*_):
         raise MemoryError
 
+    with fl.Service(2, 2, 2) as svc:
+        snap = svc.snapshot()
     monkeypatch.setattr(fl.C, "create_string_buffer", no_memory)
     for make in (lambda: fl.Service.placed(2, 2, 2),
-                 lambda: fl.Service.restore_placed(b"junk", 2, 2, 2)):
+                 lambda: fl.Service.restore_placed(snap, 2, 2, 2)):
         with pytest.raises(fl.FencelockError) as e:
             make()
         assert e.value.code == fl.Result.BAD_CONFIG, e.value
