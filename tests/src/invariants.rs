@@ -358,6 +358,13 @@ impl Shadow {
         self.real_now = now;
     }
 
+    /// Records a `raise_revision` the service answered with `revision`: the revision may
+    /// now be above every token granted, and the next grant must be above it (I2).
+    /// Cost: O(1).
+    pub fn raised(&mut self, revision: u64) {
+        self.max_token = self.max_token.max(revision);
+    }
+
     /// Records the input about to be applied. Cost: O(locks).
     pub fn before(&mut self, input: &Input) {
         let bound = self.event_bound();

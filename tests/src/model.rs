@@ -914,6 +914,20 @@ impl Model {
         self.revision
     }
 
+    /// Raises the revision to at least `floor` (recovery after lost replicas: the next
+    /// grant's token is above it); a lower floor changes nothing. Returns the revision.
+    ///
+    /// Errors: `BadConfig` for a floor above 2^62 (room left for grants); nothing changes.
+    pub fn raise_revision(&mut self, floor: u64) -> Result<u64, Error> {
+        if floor > 1 << 62 {
+            return Err(Error::BadConfig("revision floor above 2^62"));
+        }
+        if floor > self.revision {
+            self.revision = floor;
+        }
+        Ok(self.revision)
+    }
+
     /// Open sessions in id order.
     pub fn sessions(&self) -> Vec<SessionId> {
         self.sessions.keys().map(|id| SessionId(*id)).collect()

@@ -182,13 +182,15 @@ fn compare(
     config: Config,
     reach: &mut Reach,
 ) -> Result<(), TestCaseError> {
-    compare_with(inputs, tables, config, config, reach)
+    compare_with(inputs, &[], tables, config, config, reach)
 }
 
 /// [`compare`] with the model given its own config (the same one, but for the test that
-/// shows a service that differs from its model is caught).
+/// shows a service that differs from its model is caught), and `raises`: `(i, floor)`
+/// raises the revision of both to `floor` before input `i` (their answers compared).
 fn compare_with(
     inputs: &[Input],
+    raises: &[(usize, u64)],
     (s, l, c): (usize, usize, usize),
     config: Config,
     model_config: Config,
@@ -198,6 +200,13 @@ fn compare_with(
     let mut model = Model::from_config(svc.capacity(), model_config);
     let mut shadow = Shadow::new(config.lock_delay);
     for (i, input) in inputs.iter().enumerate() {
+        for &(_, floor) in raises.iter().filter(|r| r.0 == i) {
+            let (got, want) = (svc.raise_revision(floor), model.raise_revision(floor));
+            prop_assert_eq!(got, want, "raise to {} before step {}", floor, i);
+            if let Ok(revision) = got {
+                shadow.raised(revision);
+            }
+        }
         let before = svc.snapshot_vec();
         let ticked = ticked_copy(&svc, input.now().max(svc.now()));
         let latest = input
@@ -369,6 +378,7 @@ fn a_service_that_differs_from_its_model_is_caught() {
     let result = runner.run(&steps(), |steps| {
         compare_with(
             &stamp(&steps),
+            &[],
             (4, 2, 5),
             config(0),
             config(3),
@@ -712,8 +722,7 @@ fn short_sequences_reach_semaphores_and_watches() {
 /// whose answers the native core wrote, replayed byte for byte through the wasm build)
 /// agree with the reference model too, input by input, as every sequence above does:
 /// otherwise they would pin the core's answers down without anything judging them. A
-/// log's first `raise` step (`raise_revision`, which the model does not have) ends its
-/// comparison there.
+/// log's `raise` steps (`raise_revision`) are made on both, their answers compared.
 #[test]
 fn the_wasm_determinism_logs_agree_with_the_reference_model() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wasm/tests/vectors");
@@ -725,11 +734,11 @@ fn the_wasm_determinism_logs_agree_with_the_reference_model() {
     files.sort();
     assert!(files.len() >= 3, "the determinism logs: {files:?}");
     let mut reach = Reach::default();
-    let mut compared = 0;
+    let (mut compared, mut raised) = (0, 0);
     for path in &files {
         let text = std::fs::read_to_string(path).expect("a log");
         let (mut tables, mut config) = ((0, 0, 0), Config::default());
-        let mut inputs = Vec::new();
+        let (mut inputs, mut raises) = (Vec::new(), Vec::new());
         for line in text.lines() {
             let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
             match word {
@@ -756,7 +765,7 @@ fn the_wasm_determinism_logs_agree_with_the_reference_model() {
                         inputs.push(input);
                     }
                 }
-                "raise" => break,
+                "raise" => raises.push((inputs.len(), rest.parse().expect("a floor"))),
                 _ => {}
             }
         }
@@ -766,15 +775,19 @@ fn the_wasm_determinism_logs_agree_with_the_reference_model() {
             path.display(),
             inputs.len()
         );
-        compare(&inputs, tables, config, &mut reach)
+        compare_with(&inputs, &raises, tables, config, config, &mut reach)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        raised += raises.len();
         compared += inputs.len();
     }
     println!(
-        "wasm determinism logs: {compared} inputs of {} files agree with the model; reached {reach:?}",
+        "wasm determinism logs: {compared} inputs and {raised} raises of {} files agree with the model; reached {reach:?}",
         files.len()
     );
-    assert!(compared >= 1000, "{compared} inputs compared");
+    assert!(
+        compared >= 1500 && raised >= 20,
+        "{compared} inputs and {raised} raises compared"
+    );
     assert!(
         reach.refused > 0 && reach.expired_holders > 0 && reach.delayed > 0,
         "{reach:?}"
