@@ -76,6 +76,8 @@ else
     {
       printf '\n// Appended by scripts/build-wasm.sh from wasm/js/numbers.js (its comments say why).\n'
       grep -v '^[[:space:]]*//' wasm/js/numbers.js
+      printf '\n// Appended by scripts/build-wasm.sh from wasm/js/guard.js (its comments say why).\n'
+      grep -v '^[[:space:]]*//' wasm/js/guard.js
     } >>"$tmp/$t/fencelock_wasm.js"
   done
   # An ES-module face for node over the CommonJS build, naming every export of it (read

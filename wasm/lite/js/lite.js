@@ -170,50 +170,64 @@ export function bind({ RawLite, wasmMemory }) {
       return call(encodeInto, encoder, text, view).written;
     }
 
+    /** The module's object, or a bad_argument error for a freed service: thrown here, in
+     * JS, for a call into wasm on a freed object is refused from inside wasm, and each
+     * such refusal leaked its stack space (the module is built to abort on panic) until
+     * every service of the module trapped. */
+    #live() {
+      const raw = this.#raw;
+      if (raw.__wbg_ptr === 0) {
+        const e = failure(702);
+        e.message = 'bad_argument: this LiteService was freed';
+        throw e;
+      }
+      return raw;
+    }
+
     #answer(code) {
       this.#errno = code < 0 ? -code : 0;
       return code;
     }
 
     openSession(now, ttl) {
-      return this.#answer(this.#raw.openSession(num(now), num(ttl)));
+      return this.#answer(this.#live().openSession(num(now), num(ttl)));
     }
 
     keepAlive(now, session, request) {
-      return this.#answer(this.#raw.keepAlive(num(now), num(session), opt(request)));
+      return this.#answer(this.#live().keepAlive(num(now), num(session), opt(request)));
     }
 
     closeSession(now, session, request) {
-      return this.#answer(this.#raw.closeSession(num(now), num(session), opt(request)));
+      return this.#answer(this.#live().closeSession(num(now), num(session), opt(request)));
     }
 
     acquire(now, session, lock, mode = 0, wait = 0, until, request, count, limit) {
       const len = this.#put(lock);
-      return this.#answer(this.#raw.acquire(num(now), num(session), len, num(mode),
+      return this.#answer(this.#live().acquire(num(now), num(session), len, num(mode),
         num(wait), opt(until), opt(request), opt(count), opt(limit)));
     }
 
     release(now, session, lock, request) {
       const len = this.#put(lock);
-      return this.#answer(this.#raw.release(num(now), num(session), len, opt(request)));
+      return this.#answer(this.#live().release(num(now), num(session), len, opt(request)));
     }
 
     cancel(now, session, lock, request) {
       const len = this.#put(lock);
-      return this.#answer(this.#raw.cancel(num(now), num(session), len, opt(request)));
+      return this.#answer(this.#live().cancel(num(now), num(session), len, opt(request)));
     }
 
     tick(now) {
-      return this.#answer(this.#raw.tick(num(now)));
+      return this.#answer(this.#live().tick(num(now)));
     }
 
     pollTimeout() {
-      const t = this.#raw.pollTimeout();
+      const t = this.#live().pollTimeout();
       return t < 0 ? null : t;
     }
 
     replyValue() {
-      return this.#raw.value();
+      return this.#live().value();
     }
 
     lastError() {
@@ -223,22 +237,22 @@ export function bind({ RawLite, wasmMemory }) {
     }
 
     pendingEvents() {
-      return this.#raw.pendingEvents();
+      return this.#live().pendingEvents();
     }
 
     eventLimit() {
-      return this.#raw.eventLimit();
+      return this.#live().eventLimit();
     }
 
     takeEvents() {
-      const n = this.#raw.takeEvents();
+      const n = this.#live().takeEvents();
       // The module keeps the events when it cannot hand them over (no memory for the list).
-      if (n.length === 0 && this.#raw.pendingEvents() > 0) throw failure(703);
+      if (n.length === 0 && this.#live().pendingEvents() > 0) throw failure(703);
       const out = [];
       for (let i = 0, at = 0; at < n.length; i += 1, at += WIDTH) {
         const kind = EVENTS[n[at]] ?? 'unknown';
         const e = { kind, session: n[at + 1] };
-        if (n[at + 2] === 1) e.lock = this.#raw.takenLock(i);
+        if (n[at + 2] === 1) e.lock = this.#live().takenLock(i);
         if (kind === 'granted') {
           const m = n[at + 4];
           e.mode = m === 2 ? { permits: n[at + 5], limit: n[at + 6] } : MODES[m];
@@ -251,7 +265,7 @@ export function bind({ RawLite, wasmMemory }) {
     }
 
     free() {
-      this.#raw.free();
+      this.#live().free();
     }
   }
   // `using` frees it at the end of its scope, as the full module's classes do.
