@@ -26,10 +26,9 @@
   // before the write, after everything that could run other code; the intrinsics used
   // from then on were taken when this module loaded, so no code of the caller's runs
   // between the write and the call. The buffer entry points are taken off the prototype:
-  // only this glue calls them. A write during one of the service's own calls (a getter
-  // of an object API argument calling acquireFast) lands in the buffer while that call
-  // runs; nothing reads the buffer but the buffer calls, and those are then refused as
-  // re-entrant (wasm-bindgen's borrow check), so it shows nowhere.
+  // only this glue calls them. A fast call during one of the service's own calls (a
+  // getter of an object API argument calling acquireFast) is refused as re-entrant before
+  // it writes anything (wasm/js/guard.js wraps these methods, after this glue).
   const NAME_UNITS = 64;
   const NAME_ROOM = 3 * NAME_UNITS;
   const { nameBuffer, acquireFastBuf, releaseFastBuf } = p;
