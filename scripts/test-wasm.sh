@@ -75,7 +75,11 @@ scripts/build-wasm.sh
 # (+1 631 / +613, most of it the new export's wrapper and shims), which moves the rule a
 # forced release of a named hold needs out of the server into the core ("one home for
 # each rule") and so into every binding.
-WASM_MAX_RAW=${WASM_MAX_RAW:-179285}
+# Raised a tenth time, by exactly the measured growth (179 285 -> 179 291 raw; gzip
+# within its ceiling): the gate snapshot's header read became a core function of its own
+# (`gate_snapshot_resources`), which the binding calls before it allocates a restore's
+# rows, instead of a restore into no rows (one home for the rule, in the core).
+WASM_MAX_RAW=${WASM_MAX_RAW:-179291}
 WASM_MAX_GZIP=${WASM_MAX_GZIP:-72213}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {

@@ -10,6 +10,31 @@ pub const GATE_MAGIC: [u8; 4] = *b"FLGT";
 /// The gate snapshot format this build writes and reads.
 pub const GATE_VERSION: u16 = 1;
 
+/// How many resources a [`FenceGate::snapshot`]'s bytes hold, read from their header
+/// with the checks [`FenceGate::restore`] makes first (magic, version, count), so that a
+/// host can refuse bytes that are no gate snapshot before it allocates rows to restore
+/// them into. It does not check the rest; `restore` does.
+///
+/// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`], [`Error::CorruptSnapshot`]
+/// (a truncated header). Cost: O(1).
+pub fn gate_snapshot_resources(bytes: &[u8]) -> Result<u32, Error> {
+    read_gate_header(bytes).map(|(count, _)| count)
+}
+
+/// A gate snapshot's header: its resource count and the bytes after it. Errors: as
+/// [`gate_snapshot_resources`]. Cost: O(1).
+fn read_gate_header(bytes: &[u8]) -> Result<(u32, &[u8]), Error> {
+    // Magic, version, count: each judged before the next is read, as a lock service's
+    // snapshot header is (the magic alone is a truncated header, not a foreign file).
+    let rest = bytes.strip_prefix(&GATE_MAGIC).ok_or(Error::BadMagic)?;
+    let (version, rest) = postcard::take_from_bytes::<u16>(rest)
+        .map_err(|_| Error::CorruptSnapshot(crate::snapshot::bad_varint(rest)))?;
+    if version != GATE_VERSION {
+        return Err(Error::UnsupportedVersion(version));
+    }
+    postcard::take_from_bytes::<u32>(rest).map_err(|_| Error::CorruptSnapshot("truncated header"))
+}
+
 /// The highest token a [`FenceGate`] has seen for one resource. Opaque row of its table.
 #[derive(Clone, Debug)]
 pub struct GateRow {
@@ -302,16 +327,7 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     }
 
     fn load(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        // Magic, version, count: each judged before the next is read, as a lock service's
-        // snapshot header is (the magic alone is a truncated header, not a foreign file).
-        let rest = bytes.strip_prefix(&GATE_MAGIC).ok_or(Error::BadMagic)?;
-        let (version, rest) = postcard::take_from_bytes::<u16>(rest)
-            .map_err(|_| Error::CorruptSnapshot(crate::snapshot::bad_varint(rest)))?;
-        if version != GATE_VERSION {
-            return Err(Error::UnsupportedVersion(version));
-        }
-        let (count, mut rest) = postcard::take_from_bytes::<u32>(rest)
-            .map_err(|_| Error::CorruptSnapshot("truncated header"))?;
+        let (count, mut rest) = read_gate_header(bytes)?;
         if count as usize > self.capacity() {
             return Err(Error::CapacityExceeded(Table::Resources));
         }
@@ -346,6 +362,28 @@ mod tests {
     use super::*;
     use crate::table::{home, name_hash, tag_of, NIL};
     use std::{format, string::String, vec, vec::Vec};
+
+    /// `gate_snapshot_resources` reads the count a snapshot holds and refuses what restore
+    /// refuses first, with the same error, whatever the rows: junk, another version, a
+    /// header cut short.
+    #[test]
+    fn a_snapshots_header_is_judged_as_restore_judges_it() {
+        let mut g = FenceGate::new(vec![GateRow::EMPTY; 4]).unwrap();
+        g.admit("a", Token(5)).unwrap();
+        g.admit("b", Token(2)).unwrap();
+        let mut buf = vec![0u8; g.snapshot_len()];
+        let n = g.snapshot(&mut buf).unwrap();
+        let snap = &buf[..n];
+        assert_eq!(gate_snapshot_resources(snap), Ok(2));
+        let mut other = snap.to_vec();
+        other[GATE_MAGIC.len()] = 0x7f;
+        let cut = &snap[..GATE_MAGIC.len() + 1];
+        for bad in [&b"junk"[..], &other, cut] {
+            let e = gate_snapshot_resources(bad).unwrap_err();
+            let restored = FenceGate::restore(vec![GateRow::EMPTY; 4], bad).map(|_| ());
+            assert_eq!(restored.unwrap_err().1, e, "{bad:?}");
+        }
+    }
 
     /// `check_admit` answers what `admit` then does, for every case of the rule: a zero
     /// token, a stale one, a bad name, a known resource in a full table (accepted), a new

@@ -283,7 +283,7 @@ mod wire;
 pub use election::Leader;
 pub use error::{Error, Message, Piece, Table};
 pub use fields::Field;
-pub use gate::{FenceGate, GateRow, GATE_MAGIC, GATE_VERSION};
+pub use gate::{gate_snapshot_resources, FenceGate, GateRow, GATE_MAGIC, GATE_VERSION};
 pub use input::Input;
 pub use keeper::{Lease, SessionKeeper, KEEPER_MEMORY};
 pub use output::{Change, Output, ReleaseReason};

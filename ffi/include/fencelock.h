@@ -774,8 +774,8 @@ fencelock_result fencelock_gate_snapshot(const struct fencelock_gate *gate,
 // Creates a gate for up to `capacity` resources from `fencelock_gate_snapshot` bytes.
 //
 // Errors (nothing created), in this order: `NULL_PARAMETER`; `BAD_CONFIG` for more than
-// 2^31 − 1 rows; the snapshot's header and an empty gate's bytes (`BAD_MAGIC`,
-// `UNSUPPORTED_VERSION`, `CORRUPT_SNAPSHOT`), judged before any row is allocated;
+// 2^31 − 1 rows; the snapshot's header (`BAD_MAGIC`, `UNSUPPORTED_VERSION`,
+// `CORRUPT_SNAPSHOT`), judged before any row is allocated;
 // `BAD_CONFIG` for not enough memory; then the rest of the bytes (`CORRUPT_SNAPSHOT`,
 // `CAPACITY_EXCEEDED`). Cost: O(capacity + resources).
 //

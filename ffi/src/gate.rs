@@ -285,8 +285,8 @@ pub unsafe extern "C" fn fencelock_gate_snapshot(
 /// Creates a gate for up to `capacity` resources from `fencelock_gate_snapshot` bytes.
 ///
 /// Errors (nothing created), in this order: `NULL_PARAMETER`; `BAD_CONFIG` for more than
-/// 2^31 − 1 rows; the snapshot's header and an empty gate's bytes (`BAD_MAGIC`,
-/// `UNSUPPORTED_VERSION`, `CORRUPT_SNAPSHOT`), judged before any row is allocated;
+/// 2^31 − 1 rows; the snapshot's header (`BAD_MAGIC`, `UNSUPPORTED_VERSION`,
+/// `CORRUPT_SNAPSHOT`), judged before any row is allocated;
 /// `BAD_CONFIG` for not enough memory; then the rest of the bytes (`CORRUPT_SNAPSHOT`,
 /// `CAPACITY_EXCEEDED`). Cost: O(capacity + resources).
 ///
@@ -304,15 +304,9 @@ pub unsafe extern "C" fn fencelock_gate_restore(
         let bytes = unsafe { bytes(snapshot, len) }?;
         let dst = out(out_gate)?;
         fencelock::check_rows(capacity)?;
-        // The bytes judged before any row is allocated, as a service's restore judges its
-        // header first: junk with a large capacity is refused without touching gigabytes.
-        // Into no rows, the core answers as into `capacity` rows up to the resource count
-        // (magic, version, header) and for an empty gate throughout; only a count above 0
-        // is over no rows' capacity, and needs the real rows to be judged.
-        match FenceGate::restore(Vec::new(), bytes) {
-            Err((_, Error::CapacityExceeded(_))) | Ok(_) => {}
-            Err((_, e)) => return Err(Fail::Core(e)),
-        }
+        // The header judged before any row is allocated, as a service's restore judges its
+        // own first: junk with a large capacity is refused without touching gigabytes.
+        fencelock::gate_snapshot_resources(bytes)?;
         let gate =
             FenceGate::restore(gate_rows(capacity)?, bytes).map_err(|(_, e)| Fail::Core(e))?;
         // SAFETY: checked non-NULL, writable (contract).

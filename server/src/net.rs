@@ -2411,17 +2411,22 @@ mod tests {
     /// A one-member node (not initialised) in a fresh directory named for `test`; the
     /// caller removes the directory after `shutdown`.
     async fn unit_node(test: &str) -> (Arc<Node>, std::path::PathBuf) {
+        unit_node_with(test, |_| {}).await
+    }
+
+    /// [`unit_node`] with its configuration changed by `set` first.
+    async fn unit_node_with(
+        test: &str,
+        set: impl FnOnce(&mut crate::node::NodeConfig),
+    ) -> (Arc<Node>, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!(
             "fencelock-net-unit-{test}-{}-{:?}",
             std::process::id(),
             Instant::now()
         ));
-        let node = Node::start(
-            crate::node::NodeConfig::new(1, dir.clone()),
-            TcpNetwork::default(),
-        )
-        .await
-        .unwrap();
+        let mut config = crate::node::NodeConfig::new(1, dir.clone());
+        set(&mut config);
+        let node = Node::start(config, TcpNetwork::default()).await.unwrap();
         (node, dir)
     }
 
@@ -2907,14 +2912,7 @@ mod tests {
     /// place is not held without end); once the turn is free, the page is served.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_backup_page_waits_for_its_turn_a_bounded_time() {
-        let dir = std::env::temp_dir().join(format!(
-            "fencelock-net-unit-rebuild-turn-{}-{:?}",
-            std::process::id(),
-            Instant::now()
-        ));
-        let mut config = crate::node::NodeConfig::new(1, dir.clone());
-        config.rebuild_turn_wait_ms = 500;
-        let node = Node::start(config, TcpNetwork::default()).await.unwrap();
+        let (node, dir) = unit_node_with("rebuild-turn", |c| c.rebuild_turn_wait_ms = 500).await;
         initialize_alone(&node).await;
         let opened = ask_leader(
             &node,

@@ -48,14 +48,9 @@ impl FenceGate {
     ) -> Result<FenceGate, JsValue> {
         let bytes = js::bytes(&bytes, "snapshot")?;
         let n = js::num(&capacity, "capacity")?;
-        // The bytes judged before any row is allocated (as the C ABI does): into no rows
-        // the core answers as into `n` up to the resource count, and for an empty gate
-        // throughout; only a count above 0 needs the real rows to be judged.
+        // The header judged before any row is allocated (as the C ABI does).
         crate::service::row_count(n)?;
-        match Core::restore(Vec::new(), &bytes) {
-            Err((_, fencelock::Error::CapacityExceeded(_))) | Ok(_) => {}
-            Err((_, e)) => return Err(Fail::from(e).into()),
-        }
+        fencelock::gate_snapshot_resources(&bytes).map_err(Fail::from)?;
         let core = Core::restore(rows(n, GateRow::EMPTY, "resources")?, &bytes)
             .map_err(|(_, e)| Fail::from(e))?;
         Ok(FenceGate { core })
