@@ -35,6 +35,21 @@ fn read_gate_header(bytes: &[u8]) -> Result<(u32, &[u8]), Error> {
     postcard::take_from_bytes::<u32>(rest).map_err(|_| Error::CorruptSnapshot("truncated header"))
 }
 
+/// The checks on a gate's rows before anything is built in them: at most
+/// [`MAX_ROWS`](crate::MAX_ROWS), and the same rows through both views (a host type whose
+/// `as_ref` were shorter than its `as_mut` would have the gate read past it), as
+/// [`LockService`](crate::LockService) checks its storage's views. Errors:
+/// [`Error::BadConfig`]. Cost: O(1).
+fn check_gate_rows<R: AsRef<[GateRow]> + AsMut<[GateRow]>>(rows: &mut R) -> Result<(), Error> {
+    crate::check_rows(rows.as_ref().len())?;
+    if rows.as_ref().len() != rows.as_mut().len() {
+        return Err(Error::BadConfig(
+            "the gate's rows must be the same through as_ref and as_mut",
+        ));
+    }
+    Ok(())
+}
+
 /// The highest token a [`FenceGate`] has seen for one resource. Opaque row of its table.
 #[derive(Clone, Debug)]
 pub struct GateRow {
@@ -90,10 +105,11 @@ pub struct FenceGate<R: AsRef<[GateRow]> + AsMut<[GateRow]>> {
 impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     /// An empty gate over `rows` (their content is discarded).
     ///
-    /// Errors: [`Error::BadConfig`] for more than [`MAX_ROWS`](crate::MAX_ROWS) rows.
-    /// Cost: O(capacity).
-    pub fn new(rows: R) -> Result<Self, Error> {
-        crate::check_rows(rows.as_ref().len())?;
+    /// Errors: [`Error::BadConfig`] for more than [`MAX_ROWS`](crate::MAX_ROWS) rows, or
+    /// for a host type whose `as_ref` and `as_mut` views differ in length. Cost:
+    /// O(capacity).
+    pub fn new(mut rows: R) -> Result<Self, Error> {
+        check_gate_rows(&mut rows)?;
         Ok(Self::build(rows))
     }
 
@@ -216,8 +232,10 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     /// Resources with their highest tokens, in the order first admitted. Cost: O(1) per item.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Token)> + '_ {
         // Rows are never freed, so the live ones are exactly 0..len, in admission order.
-        self.rows.as_ref()[..self.st.len as usize]
+        self.rows
+            .as_ref()
             .iter()
+            .take(self.st.len as usize)
             .map(|r| (r.name.as_str(), Token(r.highest)))
     }
 
@@ -290,8 +308,10 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     ///
     /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
     /// [`Error::CorruptSnapshot`], [`Error::CapacityExceeded`], [`Error::BadConfig`] (more
-    /// than [`MAX_ROWS`](crate::MAX_ROWS) rows); the rows come back with the error.
-    /// Cost: O(capacity + resources): every row and bucket is cleared first.
+    /// than [`MAX_ROWS`](crate::MAX_ROWS) rows, or `as_ref` and `as_mut` of different
+    /// lengths); the rows come back with the error. Cost: O(capacity + resources): every
+    /// row and bucket is cleared once the header (magic, version, count within the
+    /// capacity) has passed — the rows come back untouched when it does not.
     ///
     /// Restore only bytes as fresh as the data the gate guards: a gate restored from a
     /// snapshot taken before it admitted a higher token has forgotten that token, and
@@ -310,9 +330,18 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         Self::restore_inner(rows, bytes, Some(key))
     }
 
-    fn restore_inner(rows: R, bytes: &[u8], key: Option<NameKey>) -> Result<Self, (R, Error)> {
-        if let Err(e) = crate::check_rows(rows.as_ref().len()) {
+    fn restore_inner(mut rows: R, bytes: &[u8], key: Option<NameKey>) -> Result<Self, (R, Error)> {
+        if let Err(e) = check_gate_rows(&mut rows) {
             return Err((rows, e));
+        }
+        // The header is judged before a row is cleared: bytes that are no snapshot, or
+        // that hold more resources than fit, cost O(1) and leave the rows as they were.
+        match read_gate_header(bytes) {
+            Err(e) => return Err((rows, e)),
+            Ok((count, _)) if count as usize > rows.as_ref().len() => {
+                return Err((rows, Error::CapacityExceeded(Table::Resources)))
+            }
+            Ok(_) => {}
         }
         let mut gate = FenceGate::build(rows);
         gate.key = key;
@@ -383,6 +412,57 @@ mod tests {
             let restored = FenceGate::restore(vec![GateRow::EMPTY; 4], bad).map(|_| ());
             assert_eq!(restored.unwrap_err().1, e, "{bad:?}");
         }
+    }
+
+    /// Bytes whose header restore refuses — no gate snapshot, another version, more
+    /// resources than the rows hold — come back with the rows as they were: nothing is
+    /// cleared before the header has passed.
+    #[test]
+    fn a_refused_header_leaves_the_rows_untouched() {
+        let mut g = FenceGate::new(vec![GateRow::EMPTY; 4]).unwrap();
+        for r in ["a", "b", "c"] {
+            g.admit(r, Token(3)).unwrap();
+        }
+        let mut buf = vec![0u8; g.snapshot_len()];
+        let n = g.snapshot(&mut buf).unwrap();
+        let too_many = &buf[..n];
+        let mut sentinel = vec![GateRow::EMPTY; 2];
+        sentinel[1].highest = 7;
+        sentinel[1].name = LockName::new("kept").unwrap();
+        for (bad, e) in [
+            (&b"junk"[..], Error::BadMagic),
+            (too_many, Error::CapacityExceeded(Table::Resources)),
+        ] {
+            let (rows, got) = FenceGate::restore(sentinel.clone(), bad).unwrap_err();
+            assert_eq!(got, e);
+            assert_eq!((rows[1].highest, rows[1].name.as_str()), (7, "kept"));
+        }
+    }
+
+    /// Rows whose `as_ref` is shorter than their `as_mut` (a host's type that lies) are
+    /// refused by `new` and `restore` with `BadConfig`, instead of a gate that would read
+    /// past the shorter view.
+    #[test]
+    fn rows_whose_two_views_differ_are_refused() {
+        struct Short(Vec<GateRow>);
+        impl AsRef<[GateRow]> for Short {
+            fn as_ref(&self) -> &[GateRow] {
+                &self.0[1..]
+            }
+        }
+        impl AsMut<[GateRow]> for Short {
+            fn as_mut(&mut self) -> &mut [GateRow] {
+                &mut self.0
+            }
+        }
+        let short = || Short(vec![GateRow::EMPTY; 3]);
+        assert!(matches!(FenceGate::new(short()), Err(Error::BadConfig(_))));
+        let mut g = FenceGate::new(vec![GateRow::EMPTY; 3]).unwrap();
+        g.admit("a", Token(1)).unwrap();
+        let mut buf = vec![0u8; g.snapshot_len()];
+        let n = g.snapshot(&mut buf).unwrap();
+        let refused = FenceGate::restore(short(), &buf[..n]).map(|_| ());
+        assert!(matches!(refused, Err((_, Error::BadConfig(_)))));
     }
 
     /// `check_admit` answers what `admit` then does, for every case of the rule: a zero

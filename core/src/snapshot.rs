@@ -353,7 +353,11 @@ impl<S: Storage> LockService<S> {
     /// costs no more than any other (restoring, then keying, would index them under the
     /// public hash first: O(n²) for such names). The same checks, errors and result as
     /// [`restore`](Self::restore), keyed. Cost: as `restore`'s, with each name hashed by
-    /// SipHash-1-3.
+    /// SipHash-1-3. The key is for names only: session ids (and claims) are indexed by a
+    /// public hash, for the service hands ids out itself — but a snapshot's ids are its
+    /// author's, and ids chosen to share one run of the session index can make restore
+    /// O(sessions²) and each of their lookups O(sessions) until they end. Restore a
+    /// snapshot of a source that may choose ids to that end only with that cost in mind.
     pub fn restore_keyed(storage: S, bytes: &[u8], key: NameKey) -> Result<Self, (S, Error)> {
         Self::restore_inner(storage, bytes, Some(key))
     }
