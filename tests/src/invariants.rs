@@ -6,7 +6,8 @@
 //! * [`check_service`]: the state invariants, from the service's public queries alone
 //!   (I1 mutual exclusion, I2 tokens in `1..=revision` and never held twice, I4 no dead or
 //!   past-deadline session listed, I3 no waiter left behind on a lock that could grant
-//!   it, I8 lock-delay in the future only, I10 no session twice on a lock; counts,
+//!   it, I8 lock-delay in the future only, within lock-delay of now, and with no exclusive
+//!   holder, I2 holders' tokens rising in grant order, I10 no session twice on a lock; counts,
 //!   deadlines, `poll_timeout`).
 //! * [`check_round_trip`]: snapshot → restore → snapshot gives the same bytes (§9).
 //! * [`Shadow`]: the history invariants, from each input's reply and events: I2 strictly
@@ -17,25 +18,107 @@
 //!   waiter accounted for.
 //!
 //! `tests/invariant_checks.rs` shows each of the [`Shadow`]'s checks firing on a doctored
-//! reply or event (and passing the same story as the core answered it), and
-//! [`check_service`]'s I2 on a core built with the test-only `fault-injection` feature.
+//! reply or event (and passing the same story as the core answered it), each of
+//! [`check_service`]'s on one doctored query answer ([`Queries`]), and its I2 on a core
+//! built with the test-only `fault-injection` feature.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use fencelock::{
-    Change, Error, Input, Label, LockName, LockService, Mode, Output, Permits, ReleaseReason,
-    Reply, SessionId, Storage, Token, VecStorage,
+    Capacity, Change, Error, Holder, Input, Label, LockName, LockService, Mode, Output, Permits,
+    ReleaseReason, Reply, SessionId, SessionInfo, Storage, Tick, Token, Usage, VecStorage, Waiter,
 };
+
+/// The queries [`check_service`] reads, and nothing else: a [`LockService`] answers them
+/// as it is; `tests/invariant_checks.rs` wraps one to doctor a single answer into what a
+/// broken core would report, and so sees each check fire.
+pub trait Queries {
+    /// [`LockService::now`].
+    fn now(&self) -> Tick;
+    /// [`LockService::revision`].
+    fn revision(&self) -> u64;
+    /// [`LockService::capacity`].
+    fn capacity(&self) -> Capacity;
+    /// [`LockService::usage`].
+    fn usage(&self) -> Usage;
+    /// [`LockService::sessions`], collected.
+    fn sessions(&self) -> Vec<SessionId>;
+    /// [`LockService::session`].
+    fn session(&self, s: SessionId) -> Option<SessionInfo>;
+    /// [`LockService::is_open`].
+    fn is_open(&self, s: SessionId) -> bool;
+    /// [`LockService::locks`], collected as strings.
+    fn locks(&self) -> Vec<String>;
+    /// [`LockService::holders`], collected.
+    fn holders(&self, lock: &str) -> Vec<Holder>;
+    /// [`LockService::waiters`], collected.
+    fn waiters(&self, lock: &str) -> Vec<Waiter>;
+    /// [`LockService::lock_delay_until`].
+    fn lock_delay_until(&self, lock: &str) -> Option<Tick>;
+    /// [`LockService::permits`].
+    fn permits(&self, lock: &str) -> Option<Permits>;
+    /// [`LockService::poll_timeout`].
+    fn poll_timeout(&self) -> Option<Tick>;
+    /// The lock-delay of [`LockService::config`].
+    fn lock_delay(&self) -> u64;
+}
+
+impl<S: Storage> Queries for LockService<S> {
+    fn now(&self) -> Tick {
+        LockService::now(self)
+    }
+    fn revision(&self) -> u64 {
+        LockService::revision(self)
+    }
+    fn capacity(&self) -> Capacity {
+        LockService::capacity(self)
+    }
+    fn usage(&self) -> Usage {
+        LockService::usage(self)
+    }
+    fn sessions(&self) -> Vec<SessionId> {
+        LockService::sessions(self).collect()
+    }
+    fn session(&self, s: SessionId) -> Option<SessionInfo> {
+        LockService::session(self, s)
+    }
+    fn is_open(&self, s: SessionId) -> bool {
+        LockService::is_open(self, s)
+    }
+    fn locks(&self) -> Vec<String> {
+        LockService::locks(self)
+            .map(|l| l.as_str().to_string())
+            .collect()
+    }
+    fn holders(&self, lock: &str) -> Vec<Holder> {
+        LockService::holders(self, lock).collect()
+    }
+    fn waiters(&self, lock: &str) -> Vec<Waiter> {
+        LockService::waiters(self, lock).collect()
+    }
+    fn lock_delay_until(&self, lock: &str) -> Option<Tick> {
+        LockService::lock_delay_until(self, lock)
+    }
+    fn permits(&self, lock: &str) -> Option<Permits> {
+        LockService::permits(self, lock)
+    }
+    fn poll_timeout(&self) -> Option<Tick> {
+        LockService::poll_timeout(self)
+    }
+    fn lock_delay(&self) -> u64 {
+        LockService::config(self).lock_delay
+    }
+}
 
 /// Checks every state invariant of `svc` through its queries.
 ///
 /// Errors: a description of the first violation.
-pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
+pub fn check_service(svc: &(impl Queries + ?Sized)) -> Result<(), String> {
     let now = svc.now().0;
     let revision = svc.revision();
     let cap = svc.capacity();
     let len = svc.usage();
-    let sessions: Vec<SessionId> = svc.sessions().collect();
+    let sessions: Vec<SessionId> = svc.sessions();
     if sessions.windows(2).any(|w| w[0] >= w[1]) {
         return Err(format!(
             "sessions not in strictly increasing id order: {sessions:?}"
@@ -88,7 +171,7 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
             ));
         }
     }
-    let locks: Vec<String> = svc.locks().map(|l| l.as_str().to_string()).collect();
+    let locks: Vec<String> = svc.locks();
     let unique: BTreeSet<&String> = locks.iter().collect();
     if unique.len() != locks.len() {
         return Err(format!("a lock is listed twice: {locks:?}"));
@@ -105,8 +188,8 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
     let mut claims = 0u32;
     let mut watched_only = 0u32;
     for lock in &locks {
-        let holders: Vec<_> = svc.holders(lock).collect();
-        let waiters: Vec<_> = svc.waiters(lock).collect();
+        let holders = svc.holders(lock);
+        let waiters = svc.waiters(lock);
         let delay = svc.lock_delay_until(lock);
         if holders.is_empty() && waiters.is_empty() && delay.is_none() {
             // Only a watch keeps such an entry (counted against the watch rows below).
@@ -116,6 +199,20 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
             if d.0 <= now {
                 return Err(format!(
                     "I8: lock {lock:?}: delay {d} reported though not after now"
+                ));
+            }
+            // A delay begins when a holder's session ends, at the latest now.
+            if d.0 > now.saturating_add(svc.lock_delay()) {
+                return Err(format!(
+                    "I8: lock {lock:?}: delay {d} beyond now + lock-delay {}",
+                    svc.lock_delay()
+                ));
+            }
+            // No grant during a delay, and one begins only when the last exclusive hold
+            // ended (shared holders may remain).
+            if holders.iter().any(|h| h.mode == Mode::Exclusive) {
+                return Err(format!(
+                    "I8: lock {lock:?}: an exclusive holder during its delay: {holders:?}"
                 ));
             }
             deadlines.push(d.0);
@@ -189,6 +286,12 @@ pub fn check_service<S: Storage>(svc: &LockService<S>) -> Result<(), String> {
                 return Err(format!("I10: lock {lock:?}: {} holds twice", h.session));
             }
             *holds.entry(h.session).or_default() += 1;
+        }
+        // Holders are listed in grant order, so their tokens rise.
+        if holders.windows(2).any(|w| w[0].token >= w[1].token) {
+            return Err(format!(
+                "I2: lock {lock:?}: holders' tokens not rising in grant order: {holders:?}"
+            ));
         }
         for w in &waiters {
             if !live.contains(&w.session) {

@@ -10,15 +10,17 @@
 //! (`agrees_with`), as the simulation does (in one story only after its last input: see
 //! the I2 test).
 //!
-//! `check_service` reads the service's queries, which a test cannot doctor: its I2 is
-//! seen to fire on a core built with the test-only `fault-injection` feature (grants that
-//! reuse a token); tests/README.md says why its other invariants need a broken core.
+//! `check_service` reads the service through its queries ([`Queries`]): each of its checks
+//! is seen to fire on one query's answer doctored (the real service's answers pass), and
+//! its I2 also on a core built with the test-only `fault-injection` feature (grants that
+//! reuse a token).
 
+use fencelock::{Capacity, Holder, Permits, SessionInfo, Usage, Waiter};
 use fencelock::{
     Config, Error, Input, LockName, LockService, Mode, Output, ReleaseReason, Reply, SessionId,
     Tick, Token, VecStorage, Wait,
 };
-use fencelock_tests::invariants::Shadow;
+use fencelock_tests::invariants::{Queries, Shadow};
 
 const X: Mode = Mode::Exclusive;
 
@@ -1151,5 +1153,534 @@ fn a_core_that_grants_before_it_expires_is_caught_by_the_shadow_as_i4() {
         } else {
             passes("the real core", got);
         }
+    }
+}
+
+/// Overrides of single answers of a real service's queries, each what a broken core might
+/// report; an answer not overridden is the service's own.
+#[derive(Default)]
+struct Forged {
+    usage: Option<Usage>,
+    sessions: Option<Vec<SessionId>>,
+    session: Option<(SessionId, Option<SessionInfo>)>,
+    is_open: Option<(SessionId, bool)>,
+    locks: Option<Vec<String>>,
+    holders: Option<(&'static str, Vec<Holder>)>,
+    waiters: Option<(&'static str, Vec<Waiter>)>,
+    delay: Option<(&'static str, Option<Tick>)>,
+    permits: Option<(&'static str, Option<Permits>)>,
+    poll_timeout: Option<Option<Tick>>,
+}
+
+/// A real service seen through [`Forged`] answers.
+struct Doctored<'a> {
+    svc: &'a LockService<VecStorage>,
+    doctor: Forged,
+}
+
+/// The doctor's answer for the key `is` accepts, if it has one.
+fn pick<K, V: Clone>(o: &Option<(K, V)>, is: impl Fn(&K) -> bool) -> Option<V> {
+    o.as_ref().filter(|(k, _)| is(k)).map(|(_, v)| v.clone())
+}
+
+impl Queries for Doctored<'_> {
+    fn now(&self) -> Tick {
+        self.svc.now()
+    }
+    fn revision(&self) -> u64 {
+        self.svc.revision()
+    }
+    fn capacity(&self) -> Capacity {
+        self.svc.capacity()
+    }
+    fn usage(&self) -> Usage {
+        self.doctor.usage.unwrap_or_else(|| self.svc.usage())
+    }
+    fn sessions(&self) -> Vec<SessionId> {
+        self.doctor
+            .sessions
+            .clone()
+            .unwrap_or_else(|| Queries::sessions(self.svc))
+    }
+    fn session(&self, s: SessionId) -> Option<SessionInfo> {
+        pick(&self.doctor.session, |k| *k == s).unwrap_or_else(|| self.svc.session(s))
+    }
+    fn is_open(&self, s: SessionId) -> bool {
+        pick(&self.doctor.is_open, |k| *k == s).unwrap_or_else(|| self.svc.is_open(s))
+    }
+    fn locks(&self) -> Vec<String> {
+        self.doctor
+            .locks
+            .clone()
+            .unwrap_or_else(|| Queries::locks(self.svc))
+    }
+    fn holders(&self, lock: &str) -> Vec<Holder> {
+        pick(&self.doctor.holders, |k| *k == lock)
+            .unwrap_or_else(|| Queries::holders(self.svc, lock))
+    }
+    fn waiters(&self, lock: &str) -> Vec<Waiter> {
+        pick(&self.doctor.waiters, |k| *k == lock)
+            .unwrap_or_else(|| Queries::waiters(self.svc, lock))
+    }
+    fn lock_delay_until(&self, lock: &str) -> Option<Tick> {
+        pick(&self.doctor.delay, |k| *k == lock).unwrap_or_else(|| self.svc.lock_delay_until(lock))
+    }
+    fn permits(&self, lock: &str) -> Option<Permits> {
+        pick(&self.doctor.permits, |k| *k == lock).unwrap_or_else(|| self.svc.permits(lock))
+    }
+    fn poll_timeout(&self) -> Option<Tick> {
+        self.doctor
+            .poll_timeout
+            .unwrap_or_else(|| self.svc.poll_timeout())
+    }
+    fn lock_delay(&self) -> u64 {
+        self.svc.config().lock_delay
+    }
+}
+
+fn named(name: &str) -> LockName {
+    LockName::new(name).expect("a name")
+}
+
+/// A state that reaches every check of `check_service`: s1 holds "a", s2 waits for it
+/// until 50; s3 holds one of the two permits of "sem" and watches "w" (an idle lock kept
+/// by its watch alone); s4 held "d" and expired, so "d" is in lock-delay and the token it
+/// had (the latest) is held by no one.
+fn checked_state() -> LockService<VecStorage> {
+    let config = Config {
+        lock_delay: 20,
+        ..Config::default()
+    };
+    let mut svc = LockService::new(VecStorage::new(8, 8, 8), config).expect("a service");
+    let inputs = [
+        open(0, 100),
+        open(0, 100),
+        open(0, 100),
+        open(0, 5),
+        acquire(1, 1, a(), X, Wait::None),
+        acquire(1, 2, a(), X, Wait::Until(Tick(50))),
+        acquire(
+            1,
+            3,
+            named("sem"),
+            Mode::Permits { count: 1, limit: 2 },
+            Wait::None,
+        ),
+        acquire(1, 4, named("d"), X, Wait::None),
+        Input::Watch {
+            now: Tick(1),
+            session: s(3),
+            lock: named("w"),
+            request: None,
+        },
+        tick(10),
+    ];
+    for input in inputs {
+        svc.handle(input, &mut Vec::new()).expect("applied");
+    }
+    svc
+}
+
+/// `check_service`'s every check, each seen to fire: the real service's queries pass, and
+/// each doctored answer — one query answering what a broken core would — fails with that
+/// check's message. (The I2 test above shows one firing on a broken core itself.)
+#[test]
+fn each_check_of_check_service_fires_on_one_doctored_answer() {
+    use fencelock_tests::invariants::check_service;
+    let svc = checked_state();
+    // The story reached what the checks need.
+    assert_eq!(svc.now(), Tick(10));
+    assert_eq!(svc.sessions().collect::<Vec<_>>(), [s(1), s(2), s(3)]);
+    let delay = svc.lock_delay_until("d").expect("d in lock-delay").0;
+    assert!(delay < 50, "the earliest deadline");
+    assert_eq!(svc.waiters("a").count(), 1);
+    assert!(svc.locks().any(|l| l.as_str() == "w"));
+    let holder = |lock: &str| svc.holders(lock).next().expect("a holder");
+    let waiter = svc.waiters("a").next().expect("a waiter");
+    let info = |id: u64| svc.session(s(id)).expect("open");
+    let usage = svc.usage();
+    let revision = svc.revision();
+    // The token "d" was granted, held by no one now.
+    let free = Token(revision);
+    let with = |doctor: Forged| check_service(&Doctored { svc: &svc, doctor });
+    passes("the real service", with(Forged::default()));
+
+    let poll_timeout_words =
+        format!("poll_timeout None but the earliest deadline is Some({delay})");
+    let mut cases: Vec<(&str, Forged, &str, &str)> = vec![
+        (
+            "the sessions listed out of order",
+            Forged {
+                sessions: Some(vec![s(2), s(1), s(3)]),
+                ..Forged::default()
+            },
+            "",
+            "not in strictly increasing id order",
+        ),
+        (
+            "one session more counted than listed",
+            Forged {
+                usage: Some(Usage {
+                    sessions: usage.sessions + 1,
+                    ..usage
+                }),
+                ..Forged::default()
+            },
+            "",
+            "session count",
+        ),
+        (
+            "a listed session not found",
+            Forged {
+                session: Some((s(1), None)),
+                ..Forged::default()
+            },
+            "",
+            "listed but not found",
+        ),
+        (
+            "a session's info under another id",
+            Forged {
+                session: Some((
+                    s(1),
+                    Some(SessionInfo {
+                        id: s(9),
+                        ..info(1)
+                    }),
+                )),
+                ..Forged::default()
+            },
+            "",
+            "info names",
+        ),
+        (
+            "a session listed at its deadline",
+            Forged {
+                session: Some((
+                    s(1),
+                    Some(SessionInfo {
+                        expires_at: Tick(10),
+                        ..info(1)
+                    }),
+                )),
+                ..Forged::default()
+            },
+            "I4:",
+            "is listed but expired",
+        ),
+        (
+            "a deadline beyond now + ttl",
+            Forged {
+                session: Some((
+                    s(1),
+                    Some(SessionInfo {
+                        expires_at: Tick(111),
+                        ..info(1)
+                    }),
+                )),
+                ..Forged::default()
+            },
+            "I-time:",
+            "beyond now + ttl",
+        ),
+        (
+            "id 0 said to be open",
+            Forged {
+                is_open: Some((s(0), true)),
+                ..Forged::default()
+            },
+            "",
+            "is_open(0) = true but the listing says false",
+        ),
+        (
+            "a lock listed twice",
+            Forged {
+                locks: Some(vec!["a".into(), "sem".into(), "a".into()]),
+                ..Forged::default()
+            },
+            "",
+            "a lock is listed twice",
+        ),
+        (
+            "one lock more counted than listed",
+            Forged {
+                usage: Some(Usage {
+                    locks: usage.locks + 1,
+                    ..usage
+                }),
+                ..Forged::default()
+            },
+            "",
+            "lock count",
+        ),
+        (
+            "a lock-delay reported that has ended",
+            Forged {
+                delay: Some(("d", Some(Tick(10)))),
+                ..Forged::default()
+            },
+            "I8:",
+            "reported though not after now",
+        ),
+        (
+            "a lock-delay longer than the service's",
+            Forged {
+                delay: Some(("d", Some(Tick(10 + 20 + 1)))),
+                ..Forged::default()
+            },
+            "I8:",
+            "beyond now + lock-delay 20",
+        ),
+        (
+            "an exclusive holder during a lock-delay",
+            Forged {
+                holders: Some((
+                    "d",
+                    vec![Holder {
+                        token: free,
+                        ..holder("a")
+                    }],
+                )),
+                ..Forged::default()
+            },
+            "I8:",
+            "an exclusive holder during its delay",
+        ),
+        (
+            "holders whose tokens do not rise in grant order",
+            Forged {
+                holders: Some((
+                    "a",
+                    vec![
+                        Holder {
+                            mode: Mode::Shared,
+                            token: free,
+                            ..holder("a")
+                        },
+                        Holder {
+                            session: s(3),
+                            mode: Mode::Shared,
+                            ..holder("a")
+                        },
+                    ],
+                )),
+                ..Forged::default()
+            },
+            "I2:",
+            "tokens not rising in grant order",
+        ),
+        (
+            "a second exclusive holder",
+            Forged {
+                holders: Some((
+                    "a",
+                    vec![
+                        holder("a"),
+                        Holder {
+                            session: s(3),
+                            token: free,
+                            ..holder("a")
+                        },
+                    ],
+                )),
+                ..Forged::default()
+            },
+            "I1:",
+            "mutual exclusion violated",
+        ),
+        (
+            "more permits held than the limit",
+            Forged {
+                holders: Some((
+                    "sem",
+                    vec![Holder {
+                        mode: Mode::Permits { count: 3, limit: 2 },
+                        ..holder("sem")
+                    }],
+                )),
+                ..Forged::default()
+            },
+            "I11:",
+            "permits held, limit 2",
+        ),
+        (
+            "a plain waiter on a semaphore",
+            Forged {
+                waiters: Some((
+                    "sem",
+                    vec![Waiter {
+                        session: s(2),
+                        ..waiter
+                    }],
+                )),
+                ..Forged::default()
+            },
+            "I11:",
+            "plain and permit claims or two limits",
+        ),
+        (
+            "a semaphore's permits not reported",
+            Forged {
+                permits: Some(("sem", None)),
+                ..Forged::default()
+            },
+            "",
+            "permits() says None",
+        ),
+        (
+            "a token above the revision",
+            Forged {
+                holders: Some((
+                    "a",
+                    vec![Holder {
+                        token: Token(revision + 1),
+                        ..holder("a")
+                    }],
+                )),
+                ..Forged::default()
+            },
+            "I2:",
+            "outside 1..=",
+        ),
+        (
+            "a lock held by a session that is not open",
+            Forged {
+                holders: Some((
+                    "a",
+                    vec![Holder {
+                        session: s(4),
+                        ..holder("a")
+                    }],
+                )),
+                ..Forged::default()
+            },
+            "I4:",
+            "held by dead",
+        ),
+        (
+            "one session holding twice",
+            Forged {
+                holders: Some((
+                    "a",
+                    vec![
+                        Holder {
+                            mode: Mode::Shared,
+                            ..holder("a")
+                        },
+                        Holder {
+                            mode: Mode::Shared,
+                            token: free,
+                            ..holder("a")
+                        },
+                    ],
+                )),
+                ..Forged::default()
+            },
+            "I10:",
+            "holds twice",
+        ),
+        (
+            "a waiter whose session is not open",
+            Forged {
+                waiters: Some((
+                    "a",
+                    vec![Waiter {
+                        session: s(4),
+                        ..waiter
+                    }],
+                )),
+                ..Forged::default()
+            },
+            "I4:",
+            ": dead session 4 waits",
+        ),
+        (
+            "the holder also waiting",
+            Forged {
+                waiters: Some((
+                    "a",
+                    vec![Waiter {
+                        session: s(1),
+                        ..waiter
+                    }],
+                )),
+                ..Forged::default()
+            },
+            "I10:",
+            "holds/waits twice",
+        ),
+        (
+            "a wait past its deadline",
+            Forged {
+                waiters: Some((
+                    "a",
+                    vec![Waiter {
+                        deadline: Some(Tick(10)),
+                        ..waiter
+                    }],
+                )),
+                ..Forged::default()
+            },
+            "I3:",
+            "past its deadline",
+        ),
+        (
+            "a waiter left behind on a free lock",
+            Forged {
+                holders: Some(("a", vec![])),
+                ..Forged::default()
+            },
+            "I3:",
+            "could be granted but waits",
+        ),
+        (
+            "fewer claim rows counted than holds and waits",
+            Forged {
+                usage: Some(Usage { claims: 2, ..usage }),
+                ..Forged::default()
+            },
+            "",
+            "claims 3 / len 2",
+        ),
+        (
+            "a lock kept though nothing holds, waits for or watches it",
+            Forged {
+                usage: Some(Usage { claims: 3, ..usage }),
+                ..Forged::default()
+            },
+            "",
+            "1 locks are idle but listed, with 0 watch rows",
+        ),
+        (
+            "a session's count of holds that the locks do not show",
+            Forged {
+                session: Some((
+                    s(1),
+                    Some(SessionInfo {
+                        holds: 2,
+                        ..info(1)
+                    }),
+                )),
+                ..Forged::default()
+            },
+            "",
+            "info says 2/0 holds/waits, locks say 1/0",
+        ),
+        (
+            "no next deadline though sessions and waits are due",
+            Forged {
+                poll_timeout: Some(None),
+                ..Forged::default()
+            },
+            "",
+            &poll_timeout_words,
+        ),
+    ];
+    // Each doctored answer above is one a real core could not give here.
+    assert_eq!(usage.claims, 4, "two holds, one wait and one watch");
+    assert_eq!(holder("a").token, Token(1));
+    assert!(holder("a").token != free && holder("sem").token != free);
+    for (story, doctor, prefix, words) in cases.drain(..) {
+        caught(story, with(doctor), prefix, words);
     }
 }
