@@ -53,6 +53,9 @@ pub enum PeerCall {
     },
     /// Refused: a term or index at or past the bound, named.
     PastBound(String),
+    /// Refused: an append whose entries skip an index, go back a term, or pass its vote's
+    /// term, named.
+    BadAppend(String),
 }
 
 /// `bytes` read as a peer's Raft request frame, as a node's peer listener reads it, and

@@ -95,10 +95,46 @@ impl Wire for RaftResp {
     const VERSION: u32 = PEER_WIRE;
 }
 
+/// The most entries one AppendEntries may carry: above the [`entries_per_append`] a
+/// leader sends (a test holds it so), small enough that a frame's decoded size stays
+/// within some megabytes (each entry at most [`crate::types::MAX_CMD_OPS`] ops). A longer
+/// list, which no node sends, is refused as it decodes, before it is allocated.
+pub const MAX_APPEND_ENTRIES: usize = 256;
+
+/// [`AppendEntriesRequest`]'s fields, in its order (so its encoding), with the entries
+/// capped at [`MAX_APPEND_ENTRIES`].
+#[derive(Deserialize)]
+struct AppendWire {
+    vote: crate::types::Vote,
+    prev_log_id: Option<crate::types::LogId>,
+    #[serde(deserialize_with = "capped_entries")]
+    entries: Vec<crate::types::Entry>,
+    leader_commit: Option<crate::types::LogId>,
+}
+
+fn capped_entries<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<crate::types::Entry>, D::Error> {
+    crate::types::capped_vec::<D, crate::types::Entry, MAX_APPEND_ENTRIES>(d)
+}
+
+fn capped_append<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<AppendEntriesRequest<TypeConfig>, D::Error> {
+    let w = AppendWire::deserialize(d)?;
+    Ok(AppendEntriesRequest {
+        vote: w.vote,
+        prev_log_id: w.prev_log_id,
+        entries: w.entries,
+        leader_commit: w.leader_commit,
+    })
+}
+
 /// A Raft RPC.
 #[derive(Serialize, Deserialize)]
 pub(crate) enum RaftReq {
-    Append(AppendEntriesRequest<TypeConfig>),
+    /// At most [`MAX_APPEND_ENTRIES`] entries (a longer list does not decode).
+    Append(#[serde(deserialize_with = "capped_append")] AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     Snapshot(InstallSnapshotRequest<TypeConfig>),
     PreVote(PreVoteRequest),
@@ -262,7 +298,8 @@ pub struct NetStats {
     /// `write_timeout`, `oversized`, `other_version`: a frame of another wire version,
     /// `malformed`, `displaced`: an unproven connection whose place a new one took,
     /// `unauthenticated`, `not_a_member`: a peer certificate that names no member (before
-    /// a membership: none of [`PeerPolicy::first_peers`]), `past_bound`: a Raft request
+    /// a membership: none of [`PeerPolicy::first_peers`]), `bad_append`: an append whose
+    /// entries skip an index or go back a term (see `bad_append`), `past_bound`: a Raft request
     /// with a term or log index past [`crate::types::RAFT_NUMBER_BOUND`],
     /// `unwritten_lists`: a client holding the most of the spent bound on unwritten list
     /// answers).
@@ -645,7 +682,9 @@ impl Drop for PeerGauge {
 
 /// [`serve_raft`] under `policy` (TLS as [`serve_raft_with`], and the limits of
 /// [`PeerPolicy`]). Errors: none (a bad or slow peer only loses its connection). Cost per
-/// connection: a task and at most `policy.max_frame` bytes of buffer while a frame arrives.
+/// connection: a task and at most `policy.max_frame` bytes of buffer while a frame arrives,
+/// and what the frame decodes into (its lists capped: [`MAX_APPEND_ENTRIES`] entries of at
+/// most [`crate::types::MAX_CMD_OPS`] ops).
 pub async fn serve_peers(listener: TcpListener, elector: Arc<Elector>, policy: PeerPolicy) {
     let admission = Admission::new(policy.max_connections, policy.max_per_addr);
     let stats = &policy.stats;
@@ -765,6 +804,53 @@ fn past_bound(req: &RaftReq) -> Option<String> {
     }
 }
 
+/// What is wrong with an append's shape, if anything: entries that do not follow its
+/// previous log id one index at a time, a term that goes back (below the previous log
+/// id's or an earlier entry's), or a term above the vote it is sent under. Every leader
+/// sends only appends of that shape; openraft checks it only in debug builds, and this
+/// node's log would take such an append as it is — a hole or a term going back, which
+/// stops Raft when it applies past it and makes the log refuse to open at the next start
+/// (`LogStore::open`'s order check). No such request is served, whoever sends it (a
+/// member's included). Cost: O(entries).
+fn bad_append(req: &RaftReq) -> Option<String> {
+    let RaftReq::Append(x) = req else {
+        return None;
+    };
+    let vote_term = x.vote.leader_id().get_term();
+    let mut prev = x.prev_log_id;
+    if let Some(p) = prev.filter(|p| p.leader_id.get_term() > vote_term) {
+        return Some(format!(
+            "previous log id {p} has a term above its vote's, {vote_term}"
+        ));
+    }
+    for e in &x.entries {
+        let id = e.log_id;
+        let expected = prev.map_or(0, |p| p.index + 1);
+        if id.index != expected {
+            return Some(format!(
+                "entry {} where entry {expected} must come next",
+                id.index
+            ));
+        }
+        let term = id.leader_id.get_term();
+        if let Some(p) = prev.filter(|p| term < p.leader_id.get_term()) {
+            return Some(format!(
+                "entry {} has term {term}, below the term {} of the entry before it",
+                id.index,
+                p.leader_id.get_term()
+            ));
+        }
+        if term > vote_term {
+            return Some(format!(
+                "entry {} has term {term}, above its vote's, {vote_term}",
+                id.index
+            ));
+        }
+        prev = Some(id);
+    }
+    None
+}
+
 /// [`past_bound`] for an answer: a peer's answer carrying such a number is not taken.
 /// Cost: O(1).
 fn answer_past_bound(resp: &RaftResp) -> Option<String> {
@@ -786,6 +872,9 @@ fn answer_past_bound(resp: &RaftResp) -> Option<String> {
 pub(crate) fn fuzz_peer_call(call: RaftCall) -> crate::fuzzing::PeerCall {
     if let Some(what) = past_bound(&call.req) {
         return crate::fuzzing::PeerCall::PastBound(what);
+    }
+    if let Some(what) = bad_append(&call.req) {
+        return crate::fuzzing::PeerCall::BadAppend(what);
     }
     crate::fuzzing::PeerCall::Served {
         sender: sender(&call.req),
@@ -947,6 +1036,16 @@ async fn raft_conn<R, W>(
             policy.stats.warn("refused-peer-past-bound", || {
                 format!(
                     "refused a Raft request from node {:?}: its {what} is not below 2^62, as no real term or log index comes near",
+                    sender(&req)
+                )
+            });
+            break;
+        }
+        if let Some(what) = bad_append(&req) {
+            policy.stats.close(PEER, "bad_append");
+            policy.stats.warn("refused-peer-bad-append", || {
+                format!(
+                    "refused an append from node {:?}: {what} (no leader sends such an append; its log would not open again)",
                     sender(&req)
                 )
             });
@@ -2904,6 +3003,130 @@ mod tests {
             "node 2's vote, a first peer's, in term 3"
         );
         node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An AppendEntries of [`MAX_APPEND_ENTRIES`] entries decodes, one of more does not
+    /// (refused as its list decodes, before it is allocated), and a leader's appends
+    /// ([`entries_per_append`]) are within the cap.
+    #[tokio::test]
+    async fn an_append_of_more_entries_than_the_cap_does_not_decode() {
+        use openraft::raft::AppendEntriesRequest;
+        use openraft::{CommittedLeaderId, LogId, Vote};
+        assert!(entries_per_append() as usize <= MAX_APPEND_ENTRIES);
+        let frame_of = |n: u64| {
+            frame::encode(&RaftCall {
+                settings: ServiceConfig::default(),
+                req: RaftReq::Append(AppendEntriesRequest {
+                    vote: Vote::new_committed(3, 2),
+                    prev_log_id: None,
+                    entries: (0..n)
+                        .map(|i| openraft::Entry {
+                            log_id: LogId::new(CommittedLeaderId::new(1, 2), i),
+                            payload: openraft::EntryPayload::Blank,
+                        })
+                        .collect(),
+                    leader_commit: None,
+                }),
+            })
+            .unwrap()
+        };
+        let read = |bytes: Vec<u8>| async move {
+            frame::read::<_, RaftCall>(&mut bytes.as_slice(), MAX_RAFT_FRAME).await
+        };
+        let full = read(frame_of(MAX_APPEND_ENTRIES as u64))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(&full.req, RaftReq::Append(a) if a.entries.len() == MAX_APPEND_ENTRIES));
+        let over = read(frame_of(MAX_APPEND_ENTRIES as u64 + 1)).await;
+        assert!(
+            over.is_err(),
+            "decoded an append of more entries than the cap"
+        );
+    }
+
+    /// An append whose entries skip an index, go back a term (against its previous log id
+    /// or an earlier entry), or carry a term above its vote's is closed unanswered, counted
+    /// as `bad_append`, and nothing is written: openraft takes such an append in a release
+    /// build, and this node's log would then not open again. The same sender's well-formed
+    /// append is served, and the log opens after the node stops.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_append_that_skips_an_index_or_goes_back_a_term_is_refused_unanswered() {
+        use openraft::raft::AppendEntriesRequest;
+        use openraft::{CommittedLeaderId, LogId, Vote};
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let (node, dir) = unit_node("peer-bad-append").await;
+        let ca = crate::tls::DevCa::new().unwrap();
+        let pem = ca.node(2, &["127.0.0.2"]).unwrap().cert;
+        let cert = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        let policy = PeerPolicy {
+            first_peers: [2].into(),
+            ..PeerPolicy::default()
+        };
+        let id = |term: u64, index: u64| LogId::new(CommittedLeaderId::new(term, 2), index);
+        let append = |prev: Option<LogId<u64>>, ids: &[(u64, u64)]| {
+            RaftReq::Append(AppendEntriesRequest {
+                vote: Vote::new_committed(3, 2),
+                prev_log_id: prev,
+                entries: ids
+                    .iter()
+                    .map(|&(term, index)| openraft::Entry {
+                        log_id: id(term, index),
+                        payload: openraft::EntryPayload::Blank,
+                    })
+                    .collect(),
+                leader_commit: None,
+            })
+        };
+        let last = || node.raft.metrics().borrow().last_log_index;
+        assert_eq!(last(), None, "a fresh node");
+        for (what, req) in [
+            ("the first entry not at index 0", append(None, &[(1, 1)])),
+            ("an index skipped", append(None, &[(1, 0), (1, 2)])),
+            ("a term going back", append(None, &[(2, 0), (1, 1)])),
+            (
+                "a term below the previous log id's",
+                append(Some(id(2, 0)), &[(1, 1)]),
+            ),
+            (
+                "not right after the previous log id",
+                append(Some(id(1, 0)), &[(1, 2)]),
+            ),
+            ("a term above the vote's", append(None, &[(1, 0), (4, 1)])),
+            (
+                "a previous log id above the vote's term",
+                append(Some(id(4, 0)), &[]),
+            ),
+        ] {
+            let n = peer_closed(&policy, "bad_append");
+            let got = raft_answer(&node, &cert, &policy, raft_frame(&node, req)).await;
+            assert!(got.is_empty(), "{what}: answered");
+            assert_eq!(peer_closed(&policy, "bad_append"), n + 1, "{what}");
+            assert_eq!(last(), None, "{what}: written");
+        }
+        let got = raft_answer(
+            &node,
+            &cert,
+            &policy,
+            raft_frame(&node, append(None, &[(1, 0), (2, 1), (3, 2)])),
+        )
+        .await;
+        let got = frame::read::<_, RaftResp>(&mut got.as_slice(), MAX_RAFT_FRAME)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(&got, RaftResp::Append(Ok(AppendEntriesResponse::Success))),
+            "the well-formed append not taken"
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while last() != Some(2) {
+            assert!(Instant::now() < deadline, "written: {:?}", last());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        node.shutdown().await;
+        crate::log_store::LogStore::open(&dir).expect("the log opens");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

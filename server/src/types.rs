@@ -191,8 +191,53 @@ pub enum Op {
 pub struct Cmd {
     /// The leader's logical time when it proposed this entry.
     pub now: Option<u64>,
-    /// The requests, applied in this order.
+    /// The requests, applied in this order: at most [`MAX_CMD_OPS`] (a longer list does
+    /// not decode).
+    #[serde(deserialize_with = "capped_ops")]
     pub ops: Vec<Op>,
+}
+
+/// The most ops one entry holds: a batch of [`crate::proposer::MAX_BATCH`] requests after
+/// [`Op::EachDeadline`]. Every entry a node proposes holds at most this many; a longer
+/// list, which only a forged or damaged entry has, is refused as it decodes, before it is
+/// allocated — a peer's frame of one-byte ops would otherwise decode into some hundred
+/// times its size.
+pub const MAX_CMD_OPS: usize = crate::proposer::MAX_BATCH + 1;
+
+fn capped_ops<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Op>, D::Error> {
+    capped_vec::<D, Op, MAX_CMD_OPS>(d)
+}
+
+/// A sequence of at most `N` elements, refused as soon as it says or shows that it holds
+/// more (before an element past `N` is decoded or room for it allocated). The encoding is
+/// a plain `Vec`'s. Errors: the decoder's `invalid_length`, or its own. Cost: O(elements).
+pub(crate) fn capped_vec<'de, D, T, const N: usize>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Capped<T, const N: usize>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>, const N: usize> serde::de::Visitor<'de> for Capped<T, N> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a sequence of at most {N} elements")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let said = seq.size_hint().unwrap_or(0);
+            if said > N {
+                return Err(serde::de::Error::invalid_length(said, &self));
+            }
+            let mut out = Vec::with_capacity(said);
+            while let Some(x) = seq.next_element()? {
+                if out.len() == N {
+                    return Err(serde::de::Error::invalid_length(N + 1, &self));
+                }
+                out.push(x);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Capped::<T, N>(std::marker::PhantomData))
 }
 
 impl Cmd {
@@ -343,4 +388,34 @@ pub fn log_id_in_bounds(id: &LogId) -> bool {
 /// Whether `vote`'s term is below [`RAFT_NUMBER_BOUND`]. Cost: O(1).
 pub fn vote_in_bounds(vote: &Vote) -> bool {
     vote.leader_id().get_term() < RAFT_NUMBER_BOUND
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry of [`MAX_CMD_OPS`] ops decodes; one more op is refused as the list
+    /// decodes, as is a list whose length prefix claims more than it holds.
+    #[test]
+    fn an_entry_with_more_ops_than_a_batch_does_not_decode() {
+        let cmd = |n: usize| Cmd {
+            now: Some(1),
+            ops: vec![Op::EachDeadline; n],
+        };
+        let full = postcard::to_stdvec(&cmd(MAX_CMD_OPS)).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<Cmd>(&full).unwrap(),
+            cmd(MAX_CMD_OPS)
+        );
+        let over = postcard::to_stdvec(&cmd(MAX_CMD_OPS + 1)).unwrap();
+        assert!(postcard::from_bytes::<Cmd>(&over).is_err());
+        // A length prefix of 2^28 ops with a few ops behind it.
+        let mut claimed = vec![1, 1];
+        claimed.extend([0x80, 0x80, 0x80, 0x80, 0x01]);
+        claimed.extend(postcard::to_stdvec(&Op::EachDeadline).unwrap());
+        assert!(postcard::from_bytes::<Cmd>(&claimed).is_err());
+        let mut one = vec![1, 1, 1];
+        one.extend(postcard::to_stdvec(&Op::EachDeadline).unwrap());
+        assert_eq!(postcard::from_bytes::<Cmd>(&one).unwrap(), cmd(1));
+    }
 }
