@@ -8,5 +8,20 @@ PORT="${1:-${PORT:-8080}}"
 
 scripts/demo-pkg.sh
 
-echo "fencelock demo: http://127.0.0.1:${PORT}/   (Ctrl-C to stop)"
-exec python3 -m http.server "$PORT" --bind 127.0.0.1 --directory web-demo
+# The URL is printed once the port is bound, so a port in use says so instead of a URL
+# that serves nothing.
+exec python3 - "$PORT" <<'PY'
+import functools, http.server, sys
+port = int(sys.argv[1])
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory="web-demo")
+try:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+except OSError as e:
+    sys.exit(f"fencelock demo: cannot serve on 127.0.0.1:{port}: {e.strerror}; "
+             f"choose another port: make demo PORT=8081")
+print(f"fencelock demo: http://127.0.0.1:{port}/   (Ctrl-C to stop)", flush=True)
+try:
+    server.serve_forever()
+except KeyboardInterrupt:
+    pass
+PY

@@ -12,7 +12,9 @@ done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-node --test "$@" 2>&1 | tee "$log" || status=$?
+# The TAP reporter, whose summary lines are read below: node 23 and later default to
+# another even when the output is not a terminal.
+node --test --test-reporter=tap "$@" 2>&1 | tee "$log" || status=$?
 count() { sed -n "s/^# $1 \([0-9][0-9]*\)\$/\1/p" "$log" | tail -n 1; }
 tests=$(count tests) pass=$(count pass) fail=$(count fail) skipped=$(count skipped) todo=$(count todo)
 cancelled=$(count cancelled)
