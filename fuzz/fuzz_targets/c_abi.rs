@@ -12,7 +12,9 @@
 //! * as a gate snapshot: `fencelock_gate_restore` gives the core's answer.
 //!
 //! The first byte chooses the tables (1–4 sessions and locks, 1–8 claims) and whether the
-//! service is placed in caller memory.
+//! service is placed in caller memory; then come a snapshot (`[n: u16 LE]` and `n`
+//! bytes) and the frames (`[len: u8][frame]…`), so that a restored service is handed
+//! inputs the fuzzer chooses.
 #![no_main]
 
 use core::ptr::null_mut;
@@ -81,6 +83,13 @@ fuzz_target!(|data: &[u8]| {
     let Some((&head, rest)) = data.split_first() else {
         return;
     };
+    // Then `[n: u16 LE][snapshot: n bytes][len: u8][frame]…`: the snapshot restored (on
+    // the heap, placed, as a gate), the frames handed to the restored service — or, when
+    // the snapshot is refused, to a fresh one.
+    let Some((n, rest)) = rest.split_first_chunk::<2>() else {
+        return;
+    };
+    let (snap, frame_bytes) = rest.split_at((u16::from_le_bytes(*n) as usize).min(rest.len()));
     let cap = fencelock_capacity {
         sessions: 1 + (head & 3) as u32,
         locks: 1 + ((head >> 2) & 3) as u32,
@@ -96,10 +105,10 @@ fuzz_target!(|data: &[u8]| {
     };
 
     // The bytes as a service snapshot.
-    let native = LockService::restore(storage(), rest);
+    let native = LockService::restore(storage(), snap);
     let mut heap = null_mut();
-    // SAFETY: `cap` and `rest` valid; `heap` writable.
-    let r = unsafe { fencelock_service_restore(&cap, rest.as_ptr(), rest.len(), &mut heap) };
+    // SAFETY: `cap` and `snap` valid; `heap` writable.
+    let r = unsafe { fencelock_service_restore(&cap, snap.as_ptr(), snap.len(), &mut heap) };
     match &native {
         Ok(_) => {
             assert_eq!(
@@ -109,7 +118,7 @@ fuzz_target!(|data: &[u8]| {
             );
             assert_eq!(
                 c_snapshot(heap),
-                rest,
+                snap,
                 "a restored service re-snapshots to its bytes"
             );
         }
@@ -138,8 +147,8 @@ fuzz_target!(|data: &[u8]| {
                 arena.ptr.cast(),
                 len,
                 &cap,
-                rest.as_ptr(),
-                rest.len(),
+                snap.as_ptr(),
+                snap.len(),
                 &mut svc,
             )
         };
@@ -152,7 +161,7 @@ fuzz_target!(|data: &[u8]| {
                 len, size,
                 "restored into less memory than the layout asks for"
             );
-            assert_eq!(c_snapshot(svc), rest);
+            assert_eq!(c_snapshot(svc), snap);
             if placed {
                 placed_svc = svc;
                 mem = Some(arena);
@@ -207,7 +216,7 @@ fuzz_target!(|data: &[u8]| {
             (fresh, core)
         }
     };
-    let mut frames = rest;
+    let mut frames = frame_bytes;
     let mut n = 0u8;
     while let Some((&len, tail)) = frames.split_first() {
         let len = (len as usize).min(tail.len());
@@ -323,11 +332,11 @@ fuzz_target!(|data: &[u8]| {
     drop(mem);
 
     // The bytes as a gate snapshot.
-    let native = FenceGate::restore(vec![GateRow::EMPTY; cap.claims as usize], rest);
+    let native = FenceGate::restore(vec![GateRow::EMPTY; cap.claims as usize], snap);
     let mut gate: *mut fencelock_gate = null_mut();
-    // SAFETY: `rest` valid; `gate` writable.
+    // SAFETY: `snap` valid; `gate` writable.
     let r = unsafe {
-        fencelock_gate_restore(cap.claims as usize, rest.as_ptr(), rest.len(), &mut gate)
+        fencelock_gate_restore(cap.claims as usize, snap.as_ptr(), snap.len(), &mut gate)
     };
     match native {
         Ok(_) => {
@@ -336,11 +345,11 @@ fuzz_target!(|data: &[u8]| {
                 fencelock_result::Ok,
                 "the core restores a gate the C ABI refuses"
             );
-            let mut buf = vec![0u8; rest.len()];
+            let mut buf = vec![0u8; snap.len()];
             let mut got = 0usize;
             // SAFETY: live gate; `buf` valid for its length; writable.
             let s = unsafe { fencelock_gate_snapshot(gate, buf.as_mut_ptr(), buf.len(), &mut got) };
-            assert_eq!((s, &buf[..got]), (fencelock_result::Ok, rest));
+            assert_eq!((s, &buf[..got]), (fencelock_result::Ok, snap));
         }
         Err((_, e)) => {
             assert_eq!(

@@ -1,17 +1,24 @@
-//! Arbitrary bytes as a service snapshot and as a gate snapshot: restore never panics; a
-//! snapshot it accepts must pass the same invariant checks as a live service
-//! (`check_service`), re-snapshot to the same bytes (snapshots are canonical), and keep
-//! working: inputs on every restored session and lock (keep-alive, acquire and watch of
-//! every lock, release, close, and a new session doing the same), then a tick to the next
-//! deadline and a long one, each keeping every invariant, emitting no more events than
-//! `max_events` allowed before it, and leaving the state byte-identical when refused. An
-//! accepted gate answers for each resource its token, admits it and refuses one below it.
+//! Arbitrary bytes as a service snapshot and as a gate snapshot, followed by input frames:
+//! `[n: u16 LE][snapshot: n bytes][len: u8][frame]…`. Restore never panics; a snapshot it
+//! accepts must pass the same invariant checks as a live service (`check_service`),
+//! re-snapshot to the same bytes (snapshots are canonical), and keep working: the frames
+//! (at most 32) handed to the restored service first — so a restored session's recorded
+//! request number and reply meet the retry it can be asked (the fuzzer chooses the
+//! inputs, their times and request numbers) — each keeping every invariant, emitting no
+//! more events than `max_events` allowed before it, and, refused, leaving the state as
+//! the advance to its time alone would (byte-identical when it did not advance); then
+//! inputs on every restored session and lock (keep-alive, acquire and watch of every
+//! lock, release, close, and a new session doing the same), then a tick to the next
+//! deadline and a long one, with the same checks. An accepted gate answers for each
+//! resource its token, admits it and refuses one below it.
 #![no_main]
 
 use fencelock::{
-    Error, FenceGate, GateRow, LockService, Mode, Output, Reply, Tick, Token, VecStorage, Wait,
+    Error, FenceGate, GateRow, Input, LockService, Mode, Output, Reply, Tick, Token, VecStorage,
+    Wait,
 };
 use fencelock_tests::invariants::{check_round_trip, check_service};
+use fencelock_tests::vectors::ticked_copy;
 use libfuzzer_sys::fuzz_target;
 
 type Svc = LockService<VecStorage>;
@@ -62,13 +69,78 @@ fn tick(svc: &mut Svc, t: Tick, what: &str) {
     }
 }
 
+/// One input frame handed to a restored service: every invariant holds after it, its
+/// events stay within the bound, and a refusal leaves only what the advance to its time
+/// would (nothing, when the frame does not decode or its time is behind).
+fn frame(svc: &mut Svc, frame: &[u8]) {
+    let before = svc.snapshot_vec();
+    let bound = svc.max_events();
+    let decoded = Input::from_frame(frame);
+    let ticked = decoded
+        .as_ref()
+        .ok()
+        .map(|i| ticked_copy(svc, i.now().max(svc.now())));
+    let mut events: Vec<Output> = Vec::new();
+    let r = svc.handle_frame(frame, &mut events);
+    assert!(
+        events.len() <= bound,
+        "{decoded:?}: {} events, bound {bound}",
+        events.len()
+    );
+    if let Err(e) = r {
+        match (e, ticked) {
+            (Error::BadFrame | Error::TimeWentBackwards { .. }, _) | (_, None) => {
+                assert!(
+                    events.is_empty(),
+                    "{decoded:?}: refused, but emitted events"
+                );
+                assert_eq!(
+                    svc.snapshot_vec(),
+                    before,
+                    "{decoded:?}: refused, but changed"
+                );
+            }
+            (_, Some((copy, advance))) => {
+                assert_eq!(
+                    events, advance,
+                    "{decoded:?}: refused, but emitted more than its advance"
+                );
+                assert_eq!(
+                    svc.snapshot_vec(),
+                    copy.snapshot_vec(),
+                    "{decoded:?}: refused, but changed more than its advance"
+                );
+            }
+        }
+    }
+    if let Err(e) = check_service(svc) {
+        panic!("{decoded:?} on a restored state broke an invariant: {e}");
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
-    if let Ok(mut svc) = LockService::restore(VecStorage::new(8, 8, 16), data) {
+    let Some((len, rest)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let (snapshot, mut frames) = rest.split_at((u16::from_le_bytes(*len) as usize).min(rest.len()));
+    if let Ok(mut svc) = LockService::restore(VecStorage::new(8, 8, 16), snapshot) {
         if let Err(e) = check_service(&svc) {
             panic!("restore accepted a state that breaks an invariant: {e}");
         }
-        assert_eq!(svc.snapshot_vec(), data, "accepted bytes are not canonical");
+        assert_eq!(
+            svc.snapshot_vec(),
+            snapshot,
+            "accepted bytes are not canonical"
+        );
         check_round_trip(&svc).expect("round trip");
+        for _ in 0..32 {
+            let Some((&n, tail)) = frames.split_first() else {
+                break;
+            };
+            let (f, after) = tail.split_at((n as usize).min(tail.len()));
+            frames = after;
+            frame(&mut svc, f);
+        }
         let now = svc.now();
         let locks: Vec<String> = svc.locks().map(|l| l.as_str().into()).collect();
         let mut sessions: Vec<_> = svc.sessions().collect();
@@ -97,10 +169,10 @@ fuzz_target!(|data: &[u8]| {
         let far = Tick(svc.now().0.saturating_add(1_000_000));
         tick(&mut svc, far, "a long tick");
     }
-    if let Ok(mut gate) = FenceGate::restore(vec![GateRow::EMPTY; 8], data) {
-        let mut buf = vec![0u8; data.len() + 16];
+    if let Ok(mut gate) = FenceGate::restore(vec![GateRow::EMPTY; 8], snapshot) {
+        let mut buf = vec![0u8; snapshot.len() + 16];
         let n = gate.snapshot(&mut buf).expect("snapshot fits");
-        assert_eq!(&buf[..n], data, "accepted gate bytes are not canonical");
+        assert_eq!(&buf[..n], snapshot, "accepted gate bytes are not canonical");
         let entries: Vec<(String, Token)> = gate.iter().map(|(name, t)| (name.into(), t)).collect();
         assert_eq!(gate.len(), entries.len());
         for (i, (name, token)) in entries.iter().enumerate() {
