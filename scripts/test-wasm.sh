@@ -79,7 +79,11 @@ scripts/build-wasm.sh
 # within its ceiling): the gate snapshot's header read became a core function of its own
 # (`gate_snapshot_resources`), which the binding calls before it allocates a restore's
 # rows, instead of a restore into no rows (one home for the rule, in the core).
-WASM_MAX_RAW=${WASM_MAX_RAW:-179291}
+# Raised an eleventh time, by exactly the measured growth (179 291 -> 179 308 raw; gzip
+# within its ceiling): the gate refuses rows whose two views differ in length, and its
+# restore judges the header before it clears a row (the header is read once, and handed
+# to the record loop).
+WASM_MAX_RAW=${WASM_MAX_RAW:-179308}
 WASM_MAX_GZIP=${WASM_MAX_GZIP:-72213}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {

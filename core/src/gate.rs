@@ -336,16 +336,16 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         }
         // The header is judged before a row is cleared: bytes that are no snapshot, or
         // that hold more resources than fit, cost O(1) and leave the rows as they were.
-        match read_gate_header(bytes) {
+        let (count, records) = match read_gate_header(bytes) {
             Err(e) => return Err((rows, e)),
             Ok((count, _)) if count as usize > rows.as_ref().len() => {
                 return Err((rows, Error::CapacityExceeded(Table::Resources)))
             }
-            Ok(_) => {}
-        }
+            Ok(header) => header,
+        };
         let mut gate = FenceGate::build(rows);
         gate.key = key;
-        match gate.load(bytes) {
+        match gate.load(count, records) {
             // Over-long varints decode too; the canonical re-encoding is then shorter.
             Ok(()) if gate.snapshot_len() != bytes.len() => {
                 Err((gate.rows, Error::CorruptSnapshot("non-canonical encoding")))
@@ -355,11 +355,9 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         }
     }
 
-    fn load(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let (count, mut rest) = read_gate_header(bytes)?;
-        if count as usize > self.capacity() {
-            return Err(Error::CapacityExceeded(Table::Resources));
-        }
+    /// Admits `count` resource records from `rest` (a header's count, judged within the
+    /// capacity, and the bytes after it).
+    fn load(&mut self, count: u32, mut rest: &[u8]) -> Result<(), Error> {
         for _ in 0..count {
             // A name's length prefix is one byte below 0x80 (names are at most 64 bytes);
             // postcard reads it as a `usize` varint, which would take a prefix stretched
