@@ -48,7 +48,20 @@ PY
 )
 [ -n "$base" ] || { echo "no free loopback ports"; exit 1; }
 CLUSTER_DIR=$dir CLUSTER_DETACH=1 CLUSTER_BASE_PORT=$base CLUSTER_PROFILE=debug scripts/cluster.sh >/dev/null
-cleanup() { xargs -r kill <"$dir/pids" 2>/dev/null || true; rm -rf "$dir"; }
+# On a failure the nodes' logs are shown before the directory goes: they are what a CI
+# log can be read by.
+cleanup() {
+  local rc=$?
+  xargs -r kill <"$dir/pids" 2>/dev/null || true
+  if [ "$rc" != 0 ]; then
+    for f in "$dir"/n*.log; do
+      [ -f "$f" ] || continue
+      echo "--- $(basename "$f"), its last 40 lines:"
+      tail -n 40 "$f"
+    done
+  fi
+  rm -rf "$dir"
+}
 trap cleanup EXIT
 export FENCELOCK_CLUSTER="127.0.0.1:$((base + 1)),127.0.0.2:$((base + 2)),127.0.0.3:$((base + 3))"
 export FENCELOCK_AUTH_TOKEN_FILE="$dir/admin.token" FENCELOCK_TLS_CA="$dir/tls/ca.pem"

@@ -42,7 +42,7 @@ if [ "$mode" = soak ]; then
   fuzz_seconds="${VERIFY_FUZZ_SECONDS:-300}"
 fi
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "$log.wasm"' EXIT
 
 echo "[verify] cargo test --profile verify -p fencelock-tests --features fault-injection (vectors, precedence, simulation, model checking, model-based, determinism, keepers, atomic errors, faults)"
 if ! cargo test --profile verify -p fencelock-tests --features fault-injection -- --nocapture --test-threads 1 >"$log" 2>&1; then
@@ -171,7 +171,8 @@ SUMMARY
 # The figures must not shrink unnoticed: each counted one against its floor in
 # tests/figure-floors.txt (the C runner's typed calls only when it ran; a runner left out
 # is reported above, and fails a `make test`).
-floor_args=("faults-injected=$faults" "fault-detections=$detections")
+floor_args=("faults-injected=$faults" "fault-detections=$detections" "tests-passed=$passed"
+  "fuzz-targets=$fuzz_targets" "model-configs=$configs")
 if [ -n "$c_line" ]; then
   floor_args+=("c-typed-calls=$(grep -m1 -oE '[0-9]+ typed calls replayed' <<<"$c_line" | cut -d' ' -f1 || true)")
 fi
