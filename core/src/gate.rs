@@ -424,11 +424,14 @@ mod tests {
         let mut buf = vec![0u8; g.snapshot_len()];
         let n = g.snapshot(&mut buf).unwrap();
         let too_many = &buf[..n];
+        let mut other = too_many.to_vec();
+        other[GATE_MAGIC.len()] = 0x7f;
         let mut sentinel = vec![GateRow::EMPTY; 2];
         sentinel[1].highest = 7;
         sentinel[1].name = LockName::new("kept").unwrap();
         for (bad, e) in [
             (&b"junk"[..], Error::BadMagic),
+            (&other[..], Error::UnsupportedVersion(0x7f)),
             (too_many, Error::CapacityExceeded(Table::Resources)),
         ] {
             let (rows, got) = FenceGate::restore(sentinel.clone(), bad).unwrap_err();

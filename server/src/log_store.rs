@@ -655,65 +655,6 @@ impl Inner {
         Ok(())
     }
 
-    /// Whether appending `entries` keeps the order [`Inner::check_order`] checks at
-    /// start: they follow one another one index at a time, none at or before the purge
-    /// point, the first right after an entry of the log (or the purge point) with a term
-    /// not below it, and no term going back. openraft checks this only in debug builds; a
-    /// peer's append is checked before it gets here (`net::bad_append`), so this is the
-    /// last guard, against a bug: a log that broke it would stop Raft when it applies past
-    /// the hole and would not open again. Errors: the first break, described. Cost:
-    /// O(entries + log n).
-    fn check_append(&self, entries: &[Entry]) -> Result<(), String> {
-        let Some(first) = entries.first().map(|e| e.log_id) else {
-            return Ok(());
-        };
-        if let Some(p) = self.last_purged.filter(|p| first.index <= p.index) {
-            return Err(format!(
-                "entry {} is at or before the purge point {}",
-                first.index, p.index
-            ));
-        }
-        // What the first entry follows once everything from its index on is replaced.
-        let before = first.index.checked_sub(1).and_then(|i| {
-            self.log
-                .get(&i)
-                .map(|e| e.log_id)
-                .or(self.last_purged.filter(|p| p.index == i))
-        });
-        let kept_below = self.log.range(..first.index).next_back().map(|(i, _)| *i);
-        if before.is_none() && (kept_below.is_some() || self.last_purged.is_some()) {
-            return Err(format!(
-                "entry {} does not follow the log, whose last entry below it is {}",
-                first.index,
-                kept_below
-                    .or(self.last_purged.map(|p| p.index))
-                    .map_or("none".to_string(), |i| i.to_string())
-            ));
-        }
-        let mut prev = before;
-        for e in entries {
-            let id = e.log_id;
-            if let Some(p) = prev {
-                if id.index != p.index + 1 {
-                    return Err(format!(
-                        "entry {} follows entry {}: an index is missing",
-                        id.index, p.index
-                    ));
-                }
-                if id.leader_id.get_term() < p.leader_id.get_term() {
-                    return Err(format!(
-                        "entry {} has term {}, below the term {} of the entry before it",
-                        id.index,
-                        id.leader_id.get_term(),
-                        p.leader_id.get_term()
-                    ));
-                }
-            }
-            prev = Some(id);
-        }
-        Ok(())
-    }
-
     fn apply(&mut self, rec: Rec) {
         match rec {
             Rec::Entry(e) => {
@@ -1344,17 +1285,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let entries: Vec<Entry> = entries.into_iter().collect();
-        let order = self.lock().check_append(&entries);
-        if let Err(m) = order {
-            let e = io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{m}: an append this log does not take (it would not open again)"),
-            );
-            tracing::error!("{e}");
-            callback.log_io_completed(Err(io::Error::new(e.kind(), e.to_string())));
-            return Err(StorageIOError::write_logs(&e).into());
-        }
         let recs: Vec<Rec> = entries.into_iter().map(Rec::Entry).collect();
         let last = recs.iter().fold(0, |m, r| match r {
             Rec::Entry(e) => m.max(e.log_id.index),
@@ -1704,100 +1634,6 @@ mod tests {
             assert_eq!(e.kind(), io::ErrorKind::InvalidData);
             assert!(e.to_string().contains(says), "{e}");
         }
-        let _ = fs::remove_dir_all(&dir);
-    }
-
-    /// An append that would break the order a log is checked for at start (an index
-    /// skipped, inside it or after the log's last entry; a term going back, inside it or
-    /// against the entry it follows; an entry at or before the purge point) is refused
-    /// with that break named; a leader's appends — after the last entry, after a purge
-    /// point, and an overwrite from an index the log holds with a later term — are taken.
-    /// Each append taken is applied, and the log then opens again.
-    #[test]
-    fn an_append_that_would_break_the_logs_order_is_refused() {
-        let dir = temp("append-order");
-        let id = |term, index| LogId::new(CommittedLeaderId::new(term, 1), index);
-        let entries = |ids: &[(u64, u64)]| -> Vec<Entry> {
-            ids.iter()
-                .map(|&(term, index)| Entry {
-                    log_id: id(term, index),
-                    payload: EntryPayload::Blank,
-                })
-                .collect()
-        };
-        let mut bytes = header();
-        let recs = [Rec::Purge(id(1, 2)), blank(3), blank(4), blank(5)];
-        bytes.extend(encode_group(0, &recs).unwrap());
-        fs::write(dir.join("raft.log"), &bytes).unwrap();
-        let log = LogStore::open(&dir).unwrap();
-        for (what, ids, says) in [
-            (
-                "a hole after the last entry",
-                vec![(1, 7)],
-                "entry 7 does not follow the log, whose last entry below it is 5",
-            ),
-            (
-                "a hole inside",
-                vec![(1, 6), (1, 8)],
-                "entry 8 follows entry 6: an index is missing",
-            ),
-            (
-                "a term going back inside",
-                vec![(2, 6), (1, 7)],
-                "entry 7 has term 1, below the term 2",
-            ),
-            ("an overwrite from an index the log holds", vec![(1, 4)], ""),
-            (
-                "at the purge point",
-                vec![(1, 2), (1, 3)],
-                "entry 2 is at or before the purge point 2",
-            ),
-        ] {
-            let ids: Vec<(u64, u64)> = ids;
-            let got = log.lock().check_append(&entries(&ids));
-            if says.is_empty() {
-                // Entry 4 again after entry 3 (both term 1): everything from 4 replaced.
-                assert_eq!(got, Ok(()), "{what}");
-            } else {
-                let e = got.expect_err(what);
-                assert!(e.contains(says), "{what}: {e}");
-            }
-        }
-        // What a leader appends is taken: after the last entry; an overwrite from an
-        // index the log holds, with a later term; after that.
-        for ids in [vec![(1, 6), (2, 7)], vec![(2, 5), (2, 6)], vec![(3, 7)]] {
-            let batch = entries(&ids);
-            let mut g = log.lock();
-            assert_eq!(g.check_append(&batch), Ok(()), "{ids:?}");
-            let recs: Vec<Rec> = batch.into_iter().map(Rec::Entry).collect();
-            g.write(&recs).unwrap();
-            for r in recs {
-                g.apply(r);
-            }
-        }
-        // A term going back against the entry it follows (7, of term 3).
-        let e = log
-            .lock()
-            .check_append(&entries(&[(2, 8)]))
-            .expect_err("term back");
-        assert!(e.contains("entry 8 has term 2, below the term 3"), "{e}");
-        drop(log);
-        let log = LogStore::open(&dir).expect("opens again");
-        assert_eq!(state(&log).0, vec![3, 4, 5, 6, 7]);
-        // A log emptied by its purge takes only what follows the purge point.
-        let mut bytes = header();
-        bytes.extend(encode_group(0, &[Rec::Purge(id(1, 5))]).unwrap());
-        fs::write(dir.join("raft.log"), &bytes).unwrap();
-        let log = LogStore::open(&dir).unwrap();
-        assert_eq!(log.lock().check_append(&entries(&[(1, 6)])), Ok(()));
-        let e = log
-            .lock()
-            .check_append(&entries(&[(1, 7)]))
-            .expect_err("a hole");
-        assert!(
-            e.contains("entry 7 does not follow the log, whose last entry below it is 5"),
-            "{e}"
-        );
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -14,7 +14,7 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
+use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -208,11 +208,8 @@ impl MemNet {
                 "reply dropped",
             ))));
         }
-        res.map_err(|e| {
-            RPCError::Network(NetworkError::new(&io::Error::other(format!(
-                "remote error: {e}"
-            ))))
-        })
+        // As over TCP: an error the peer answered is its own.
+        crate::net::remote(to, res)
     }
 }
 

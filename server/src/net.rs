@@ -299,7 +299,8 @@ pub struct NetStats {
     /// `malformed`, `displaced`: an unproven connection whose place a new one took,
     /// `unauthenticated`, `not_a_member`: a peer certificate that names no member (before
     /// a membership: none of [`PeerPolicy::first_peers`]), `bad_append`: an append whose
-    /// entries skip an index or go back a term (see `bad_append`), `past_bound`: a Raft request
+    /// entries do not follow its previous log id one index at a time, go back a term, or
+    /// carry a term above its vote's (see `bad_append`), `past_bound`: a Raft request
     /// with a term or log index past [`crate::types::RAFT_NUMBER_BOUND`],
     /// `unwritten_lists`: a client holding the most of the spent bound on unwritten list
     /// answers).
@@ -806,12 +807,14 @@ fn past_bound(req: &RaftReq) -> Option<String> {
 
 /// What is wrong with an append's shape, if anything: entries that do not follow its
 /// previous log id one index at a time, a term that goes back (below the previous log
-/// id's or an earlier entry's), or a term above the vote it is sent under. Every leader
-/// sends only appends of that shape; openraft checks it only in debug builds, and this
+/// id's or an earlier entry's), or a term above the vote it is sent under. A leader sends
+/// only appends of that shape (one deposed meanwhile could still send its stream's last,
+/// under its old vote, which this node would refuse as stale anyway); openraft checks it only in debug builds, and this
 /// node's log would take such an append as it is — a hole or a term going back, which
 /// stops Raft when it applies past it and makes the log refuse to open at the next start
 /// (`LogStore::open`'s order check). No such request is served, whoever sends it (a
-/// member's included). Cost: O(entries).
+/// member's included). This is the one check: the log store writes what openraft hands
+/// it, as openraft's storage suite requires of it. Cost: O(entries).
 fn bad_append(req: &RaftReq) -> Option<String> {
     let RaftReq::Append(x) = req else {
         return None;
@@ -1045,7 +1048,7 @@ async fn raft_conn<R, W>(
             policy.stats.close(PEER, "bad_append");
             policy.stats.warn("refused-peer-bad-append", || {
                 format!(
-                    "refused an append from node {:?}: {what} (no leader sends such an append; its log would not open again)",
+                    "refused an append from node {:?}: {what} (no current leader sends such an append: a forged one, or a stale stream of a deposed leader; taken, this node's log would not open again)",
                     sender(&req)
                 )
             });
@@ -1374,12 +1377,16 @@ fn rpc_err<E: std::error::Error>(e: CallError) -> RPCError<NodeId, NodeAddr, E> 
     }
 }
 
-fn remote<T, E: std::error::Error>(r: Result<T, E>) -> Result<T, RPCError<NodeId, NodeAddr, E>> {
-    r.map_err(|e| {
-        RPCError::Network(NetworkError::new(&io::Error::other(format!(
-            "remote error: {e}"
-        ))))
-    })
+/// A peer's answer as openraft takes it: an error the peer answered is the peer's own
+/// (`RemoteError`), not a network fault, so openraft can act on it — a snapshot mismatch
+/// restarts the transfer from offset 0 (a follower that restarted mid-transfer, or one
+/// refusing a chunk past its limit), and a follower whose Raft stopped is seen as stopped
+/// rather than retried as if the network were flaky. Cost: O(1).
+pub(crate) fn remote<T, E: std::error::Error>(
+    to: NodeId,
+    r: Result<T, E>,
+) -> Result<T, RPCError<NodeId, NodeAddr, E>> {
+    r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(to, e)))
 }
 
 fn unexpected<E: std::error::Error>() -> RPCError<NodeId, NodeAddr, E> {
@@ -1395,7 +1402,7 @@ impl RaftNetwork<TypeConfig> for TcpConn {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
         match self.call(RaftReq::Append(rpc), option.hard_ttl()).await {
-            Ok(RaftResp::Append(r)) => remote(r),
+            Ok(RaftResp::Append(r)) => remote(self.to, r),
             Ok(_) => Err(unexpected()),
             Err(e) => Err(rpc_err(e)),
         }
@@ -1410,7 +1417,7 @@ impl RaftNetwork<TypeConfig> for TcpConn {
         RPCError<NodeId, NodeAddr, RaftError<NodeId, InstallSnapshotError>>,
     > {
         match self.call(RaftReq::Snapshot(rpc), option.hard_ttl()).await {
-            Ok(RaftResp::Snapshot(r)) => remote(r),
+            Ok(RaftResp::Snapshot(r)) => remote(self.to, r),
             Ok(_) => Err(unexpected()),
             Err(e) => Err(rpc_err(e)),
         }
@@ -1422,7 +1429,7 @@ impl RaftNetwork<TypeConfig> for TcpConn {
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
         match self.call(RaftReq::Vote(rpc), option.hard_ttl()).await {
-            Ok(RaftResp::Vote(r)) => remote(r),
+            Ok(RaftResp::Vote(r)) => remote(self.to, r),
             Ok(_) => Err(unexpected()),
             Err(e) => Err(rpc_err(e)),
         }
@@ -3004,6 +3011,40 @@ mod tests {
         );
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An error a peer answered reaches openraft as that peer's own error, its kind kept:
+    /// a snapshot mismatch (on which openraft restarts a transfer from offset 0) and a
+    /// stopped Raft, not a network fault.
+    #[test]
+    fn a_peers_answered_error_reaches_openraft_as_its_own() {
+        use openraft::error::{Fatal, InstallSnapshotError, RaftError, SnapshotMismatch};
+        use openraft::SnapshotSegmentId;
+        let seg = |offset| SnapshotSegmentId {
+            id: "s".into(),
+            offset,
+        };
+        let mismatch: Result<(), RaftError<NodeId, InstallSnapshotError>> = Err(
+            RaftError::APIError(InstallSnapshotError::SnapshotMismatch(SnapshotMismatch {
+                expect: seg(0),
+                got: seg(7),
+            })),
+        );
+        match remote(2, mismatch) {
+            Err(RPCError::RemoteError(e)) => {
+                assert_eq!(e.target, 2);
+                assert!(matches!(
+                    e.source,
+                    RaftError::APIError(InstallSnapshotError::SnapshotMismatch(_))
+                ));
+            }
+            other => panic!("{other:?}"),
+        }
+        let stopped: Result<(), RaftError<NodeId>> = Err(RaftError::Fatal(Fatal::Stopped));
+        assert!(matches!(
+            remote(3, stopped),
+            Err(RPCError::RemoteError(e)) if e.target == 3 && matches!(e.source, RaftError::Fatal(Fatal::Stopped))
+        ));
     }
 
     /// An AppendEntries of [`MAX_APPEND_ENTRIES`] entries decodes, one of more does not
