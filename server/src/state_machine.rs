@@ -1236,6 +1236,88 @@ struct SnapDataV1 {
     owners: Vec<(u64, SessionSecret)>,
 }
 
+/// A sequence's length, learned by decoding its elements one at a time and dropping each:
+/// what a list of a snapshot's data holds, without allocating the list.
+struct ListLen<T>(usize, std::marker::PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ListLen<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+            type Value = ListLen<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<ListLen<T>, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<T>()?.is_some() {
+                    n += 1;
+                }
+                Ok(ListLen(n, std::marker::PhantomData))
+            }
+        }
+        d.deserialize_seq(V(std::marker::PhantomData))
+    }
+}
+
+/// The most entries a list of a snapshot's data (open keys, credentials, principals) may
+/// hold for `config`: each names a live session, so at most one per session row — twice
+/// that and 1 024 more, as room for what no build writes but a refusal at start must not
+/// hit.
+fn list_cap(config: &ServiceConfig) -> usize {
+    config.sessions.saturating_mul(2).saturating_add(1024)
+}
+
+/// Refuses snapshot data whose lists hold more entries than [`list_cap`], before they are
+/// decoded: counted one element at a time, so that data of compact entries (two bytes
+/// for a principal, some fifty in memory) cannot make a node allocate many times its
+/// size, whoever sent it. Data that does not decode is left to [`SnapData::decode`],
+/// which says why. Errors: `InvalidData`, naming the list. Cost: O(data), no allocation
+/// but one element at a time.
+fn check_list_lengths(config: &ServiceConfig, data: &[u8]) -> io::Result<()> {
+    let cap = list_cap(config);
+    let over = |what: &str, n: usize| -> io::Result<()> {
+        if n > cap {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "its data lists {n} {what}, more than the {cap} a node of {} session rows can hold",
+                    config.sessions
+                ),
+            ));
+        }
+        Ok(())
+    };
+    // The fields in order (each version's data is the next one's without its last
+    // fields): stop quietly where the data ends or does not decode.
+    let Ok((_, rest)) = postcard::take_from_bytes::<(Option<LogId>, StoredMembership)>(data) else {
+        return Ok(());
+    };
+    let Ok((_, rest)) = postcard::take_from_bytes::<ListLen<u8>>(rest) else {
+        return Ok(());
+    };
+    let Ok((keys, rest)) = postcard::take_from_bytes::<ListLen<(u128, u64)>>(rest) else {
+        return Ok(());
+    };
+    over("open keys", keys.0)?;
+    let Ok((owners, rest)) = postcard::take_from_bytes::<ListLen<(u64, SessionSecret)>>(rest)
+    else {
+        return Ok(());
+    };
+    over("session credentials", owners.0)?;
+    let Ok((scoped, rest)) = postcard::take_from_bytes::<ListLen<ScopedKey>>(rest) else {
+        return Ok(());
+    };
+    over("scoped open keys", scoped.0)?;
+    let Ok((principals, _)) = postcard::take_from_bytes::<ListLen<(u64, Principal)>>(rest) else {
+        return Ok(());
+    };
+    over("session principals", principals.0)
+}
+
 impl SnapData {
     /// The snapshot data of `g`. Cost: O(state size).
     fn of(g: &SmState) -> SnapData {
@@ -1402,6 +1484,7 @@ pub(crate) fn decode_snapshot(
     config: &ServiceConfig,
     data: &[u8],
 ) -> io::Result<(SmState, Option<LogId>, StoredMembership)> {
+    check_list_lengths(config, data)?;
     let mut d = SnapData::decode(data).map_err(|e| io::Error::other(e.to_string()))?;
     let not_ours = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
     if let Ok(core) = fencelock::snapshot_config(&d.core) {
@@ -2828,6 +2911,82 @@ mod tests {
     /// written from maps, so it never does): refused, not restored with one silently
     /// replacing the other. A principal for a session the core does not have open is
     /// dropped, so no quota counts it.
+    /// Snapshot data whose lists hold more entries than a node of its tables can have
+    /// (each names a live session) is refused before they are decoded, naming the list —
+    /// for each list, in data of each version (a principal's entry is two bytes, some
+    /// fifty in memory) — and the same lists at the cap are left to the other checks.
+    #[test]
+    fn a_snapshot_listing_more_entries_than_sessions_is_refused_before_it_is_decoded() {
+        let (f, config) = sample();
+        let d = SnapData::decode(&f.data).unwrap();
+        let cap = list_cap(&config);
+        let over = cap + 1;
+        let cases = [
+            (
+                SnapData {
+                    principals: vec![(1, Principal::Unrecorded); over],
+                    ..d.clone()
+                },
+                "session principals",
+            ),
+            (
+                SnapData {
+                    scoped_keys: vec![(Principal::Unrecorded, 1, 1); over],
+                    ..d.clone()
+                },
+                "scoped open keys",
+            ),
+            (
+                SnapData {
+                    owners: vec![(1, SessionSecret([0; 16])); over],
+                    ..d.clone()
+                },
+                "session credentials",
+            ),
+            (
+                SnapData {
+                    open_keys: vec![(1, 1); over],
+                    ..d.clone()
+                },
+                "open keys",
+            ),
+        ];
+        for (bad, list) in cases {
+            let bytes = postcard::to_allocvec(&bad).unwrap();
+            let e = decode_snapshot(&config, &bytes).err().expect("refused");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+            assert!(
+                e.to_string()
+                    .contains(&format!("lists {over} {list}, more than the {cap}")),
+                "{e}"
+            );
+        }
+        // Version 1 data (no scoped keys, no principals) is counted too.
+        let v1 = SnapDataV1 {
+            last_applied: d.last_applied,
+            membership: d.membership.clone(),
+            core: d.core.clone(),
+            open_keys: vec![(1, 1); over],
+            owners: d.owners.clone(),
+        };
+        let e = decode_snapshot(&config, &postcard::to_allocvec(&v1).unwrap())
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("open keys, more than"), "{e}");
+        // At the cap, the count passes and the other checks judge (here: a principal
+        // listed for sessions with no credential).
+        let at_cap = SnapData {
+            principals: vec![(1, Principal::Unrecorded); cap],
+            ..d.clone()
+        };
+        let e = decode_snapshot(&config, &postcard::to_allocvec(&at_cap).unwrap())
+            .err()
+            .expect("refused by another check");
+        assert!(!e.to_string().contains("more than the"), "{e}");
+        // The sample itself is well within.
+        assert!(decode_snapshot(&config, &f.data).is_ok());
+    }
+
     #[test]
     fn a_snapshot_listing_a_credential_or_key_twice_is_refused() {
         let (f, config) = sample();
