@@ -212,6 +212,7 @@ const REASONS: &[&str] = &[
     "session ids out of order or beyond the counter",
     "snapshot version not the one its state is written in",
     "tables_ref and labels_ref must give the rows tables_and_labels gives",
+    "the gate's rows must be the same through as_ref and as_mut",
     "token outside 1..=revision",
     "trailing bytes",
     "truncated header",
