@@ -2680,13 +2680,9 @@ mod tests {
     /// was told of before it knows one); any other of the CA is closed unread.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_peer_certificate_of_no_member_is_refused_before_anything_is_read() {
-        use rustls::pki_types::{pem::PemObject, CertificateDer};
         let (node, dir) = unit_node("peer-not-member").await;
         let ca = crate::tls::DevCa::new().unwrap();
-        let cert = |id: NodeId| {
-            let pem = ca.node(id, &["127.0.0.1"]).unwrap().cert;
-            CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
-        };
+        let cert = |id: NodeId| node_cert(&ca, id, "127.0.0.1");
         // A whole frame of this wire version whose body does not decode.
         let mut garbage = 9u32.to_be_bytes().to_vec();
         garbage.extend(frame::PEER_WIRE.to_be_bytes());
@@ -2793,6 +2789,17 @@ mod tests {
         got
     }
 
+    /// The certificate `ca` gives node `id` for address `ip`, as a peer presents it.
+    fn node_cert(
+        ca: &crate::tls::DevCa,
+        id: NodeId,
+        ip: &str,
+    ) -> rustls::pki_types::CertificateDer<'static> {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let pem = ca.node(id, &[ip]).unwrap().cert;
+        CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
+    }
+
     /// How many peer connections `policy` counted closed for `reason`.
     fn peer_closed(policy: &PeerPolicy, reason: &str) -> u64 {
         policy
@@ -2812,7 +2819,6 @@ mod tests {
     async fn a_non_member_is_served_as_leader_only_when_a_member_vouches_for_it() {
         use openraft::raft::{AppendEntriesRequest, VoteRequest};
         use openraft::Vote;
-        use rustls::pki_types::{pem::PemObject, CertificateDer};
         let (node, dir) = unit_node("peer-vouched").await;
         initialize_alone(&node).await;
         let bounded = Duration::from_secs(30);
@@ -2822,8 +2828,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let ca = crate::tls::DevCa::new().unwrap();
-        let pem = ca.node(9, &["127.0.0.9"]).unwrap().cert;
-        let cert = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        let cert = node_cert(&ca, 9, "127.0.0.9");
         let term = node.raft.metrics().borrow().current_term + 5;
         let call = |req: RaftReq| raft_frame(&node, req);
         let append = |vote: Vote<NodeId>| {
@@ -2904,11 +2909,9 @@ mod tests {
     async fn before_a_membership_only_first_peers_are_served_and_no_term_past_the_bound() {
         use openraft::raft::{AppendEntriesRequest, VoteRequest};
         use openraft::{CommittedLeaderId, LogId, Vote};
-        use rustls::pki_types::{pem::PemObject, CertificateDer};
         let (node, dir) = unit_node("peer-first").await;
         let ca = crate::tls::DevCa::new().unwrap();
-        let pem = ca.node(2, &["127.0.0.2"]).unwrap().cert;
-        let cert = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        let cert = node_cert(&ca, 2, "127.0.0.2");
         let policy = PeerPolicy {
             first_peers: [2, 3].into(),
             ..PeerPolicy::default()
@@ -3096,11 +3099,9 @@ mod tests {
     async fn an_append_that_skips_an_index_or_goes_back_a_term_is_refused_unanswered() {
         use openraft::raft::AppendEntriesRequest;
         use openraft::{CommittedLeaderId, LogId, Vote};
-        use rustls::pki_types::{pem::PemObject, CertificateDer};
         let (node, dir) = unit_node("peer-bad-append").await;
         let ca = crate::tls::DevCa::new().unwrap();
-        let pem = ca.node(2, &["127.0.0.2"]).unwrap().cert;
-        let cert = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        let cert = node_cert(&ca, 2, "127.0.0.2");
         let policy = PeerPolicy {
             first_peers: [2].into(),
             ..PeerPolicy::default()

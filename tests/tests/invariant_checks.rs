@@ -1172,6 +1172,16 @@ struct Forged {
     poll_timeout: Option<Option<Tick>>,
 }
 
+/// A [`Forged`] with one answer overridden: `forged!(holders, ("a", vec![...]))`.
+macro_rules! forged {
+    ($field:ident, $value:expr) => {
+        Forged {
+            $field: Some($value),
+            ..Forged::default()
+        }
+    };
+}
+
 /// A real service seen through [`Forged`] answers.
 struct Doctored<'a> {
     svc: &'a LockService<VecStorage>,
@@ -1310,146 +1320,129 @@ fn each_check_of_check_service_fires_on_one_doctored_answer() {
     let mut cases: Vec<(&str, Forged, &str, &str)> = vec![
         (
             "the sessions listed out of order",
-            Forged {
-                sessions: Some(vec![s(2), s(1), s(3)]),
-                ..Forged::default()
-            },
+            forged!(sessions, vec![s(2), s(1), s(3)]),
             "",
             "not in strictly increasing id order",
         ),
         (
             "one session more counted than listed",
-            Forged {
-                usage: Some(Usage {
+            forged!(
+                usage,
+                Usage {
                     sessions: usage.sessions + 1,
                     ..usage
-                }),
-                ..Forged::default()
-            },
+                }
+            ),
             "",
             "session count",
         ),
         (
             "a listed session not found",
-            Forged {
-                session: Some((s(1), None)),
-                ..Forged::default()
-            },
+            forged!(session, (s(1), None)),
             "",
             "listed but not found",
         ),
         (
             "a session's info under another id",
-            Forged {
-                session: Some((
+            forged!(
+                session,
+                (
                     s(1),
                     Some(SessionInfo {
                         id: s(9),
                         ..info(1)
                     }),
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "",
             "info names",
         ),
         (
             "a session listed at its deadline",
-            Forged {
-                session: Some((
+            forged!(
+                session,
+                (
                     s(1),
                     Some(SessionInfo {
                         expires_at: Tick(10),
                         ..info(1)
                     }),
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I4:",
             "is listed but expired",
         ),
         (
             "a deadline beyond now + ttl",
-            Forged {
-                session: Some((
+            forged!(
+                session,
+                (
                     s(1),
                     Some(SessionInfo {
                         expires_at: Tick(111),
                         ..info(1)
                     }),
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I-time:",
             "beyond now + ttl",
         ),
         (
             "id 0 said to be open",
-            Forged {
-                is_open: Some((s(0), true)),
-                ..Forged::default()
-            },
+            forged!(is_open, (s(0), true)),
             "",
             "is_open(0) = true but the listing says false",
         ),
         (
             "a lock listed twice",
-            Forged {
-                locks: Some(vec!["a".into(), "sem".into(), "a".into()]),
-                ..Forged::default()
-            },
+            forged!(locks, vec!["a".into(), "sem".into(), "a".into()]),
             "",
             "a lock is listed twice",
         ),
         (
             "one lock more counted than listed",
-            Forged {
-                usage: Some(Usage {
+            forged!(
+                usage,
+                Usage {
                     locks: usage.locks + 1,
                     ..usage
-                }),
-                ..Forged::default()
-            },
+                }
+            ),
             "",
             "lock count",
         ),
         (
             "a lock-delay reported that has ended",
-            Forged {
-                delay: Some(("d", Some(Tick(10)))),
-                ..Forged::default()
-            },
+            forged!(delay, ("d", Some(Tick(10)))),
             "I8:",
             "reported though not after now",
         ),
         (
             "a lock-delay longer than the service's",
-            Forged {
-                delay: Some(("d", Some(Tick(10 + 20 + 1)))),
-                ..Forged::default()
-            },
+            forged!(delay, ("d", Some(Tick(10 + 20 + 1)))),
             "I8:",
             "beyond now + lock-delay 20",
         ),
         (
             "an exclusive holder during a lock-delay",
-            Forged {
-                holders: Some((
+            forged!(
+                holders,
+                (
                     "d",
                     vec![Holder {
                         token: free,
                         ..holder("a")
                     }],
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I8:",
             "an exclusive holder during its delay",
         ),
         (
             "holders whose tokens do not rise in grant order",
-            Forged {
-                holders: Some((
+            forged!(
+                holders,
+                (
                     "a",
                     vec![
                         Holder {
@@ -1463,16 +1456,16 @@ fn each_check_of_check_service_fires_on_one_doctored_answer() {
                             ..holder("a")
                         },
                     ],
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I2:",
             "tokens not rising in grant order",
         ),
         (
             "a second exclusive holder",
-            Forged {
-                holders: Some((
+            forged!(
+                holders,
+                (
                     "a",
                     vec![
                         holder("a"),
@@ -1482,85 +1475,82 @@ fn each_check_of_check_service_fires_on_one_doctored_answer() {
                             ..holder("a")
                         },
                     ],
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I1:",
             "mutual exclusion violated",
         ),
         (
             "more permits held than the limit",
-            Forged {
-                holders: Some((
+            forged!(
+                holders,
+                (
                     "sem",
                     vec![Holder {
                         mode: Mode::Permits { count: 3, limit: 2 },
                         ..holder("sem")
                     }],
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I11:",
             "permits held, limit 2",
         ),
         (
             "a plain waiter on a semaphore",
-            Forged {
-                waiters: Some((
+            forged!(
+                waiters,
+                (
                     "sem",
                     vec![Waiter {
                         session: s(2),
                         ..waiter
                     }],
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I11:",
             "plain and permit claims or two limits",
         ),
         (
             "a semaphore's permits not reported",
-            Forged {
-                permits: Some(("sem", None)),
-                ..Forged::default()
-            },
+            forged!(permits, ("sem", None)),
             "",
             "permits() says None",
         ),
         (
             "a token above the revision",
-            Forged {
-                holders: Some((
+            forged!(
+                holders,
+                (
                     "a",
                     vec![Holder {
                         token: Token(revision + 1),
                         ..holder("a")
                     }],
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I2:",
             "outside 1..=",
         ),
         (
             "a lock held by a session that is not open",
-            Forged {
-                holders: Some((
+            forged!(
+                holders,
+                (
                     "a",
                     vec![Holder {
                         session: s(4),
                         ..holder("a")
                     }],
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I4:",
             "held by dead",
         ),
         (
             "one session holding twice",
-            Forged {
-                holders: Some((
+            forged!(
+                holders,
+                (
                     "a",
                     vec![
                         Holder {
@@ -1573,105 +1563,92 @@ fn each_check_of_check_service_fires_on_one_doctored_answer() {
                             ..holder("a")
                         },
                     ],
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I10:",
             "holds twice",
         ),
         (
             "a waiter whose session is not open",
-            Forged {
-                waiters: Some((
+            forged!(
+                waiters,
+                (
                     "a",
                     vec![Waiter {
                         session: s(4),
                         ..waiter
                     }],
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I4:",
             ": dead session 4 waits",
         ),
         (
             "the holder also waiting",
-            Forged {
-                waiters: Some((
+            forged!(
+                waiters,
+                (
                     "a",
                     vec![Waiter {
                         session: s(1),
                         ..waiter
                     }],
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I10:",
             "holds/waits twice",
         ),
         (
             "a wait past its deadline",
-            Forged {
-                waiters: Some((
+            forged!(
+                waiters,
+                (
                     "a",
                     vec![Waiter {
                         deadline: Some(Tick(10)),
                         ..waiter
                     }],
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "I3:",
             "past its deadline",
         ),
         (
             "a waiter left behind on a free lock",
-            Forged {
-                holders: Some(("a", vec![])),
-                ..Forged::default()
-            },
+            forged!(holders, ("a", vec![])),
             "I3:",
             "could be granted but waits",
         ),
         (
             "fewer claim rows counted than holds and waits",
-            Forged {
-                usage: Some(Usage { claims: 2, ..usage }),
-                ..Forged::default()
-            },
+            forged!(usage, Usage { claims: 2, ..usage }),
             "",
             "claims 3 / len 2",
         ),
         (
             "a lock kept though nothing holds, waits for or watches it",
-            Forged {
-                usage: Some(Usage { claims: 3, ..usage }),
-                ..Forged::default()
-            },
+            forged!(usage, Usage { claims: 3, ..usage }),
             "",
             "1 locks are idle but listed, with 0 watch rows",
         ),
         (
             "a session's count of holds that the locks do not show",
-            Forged {
-                session: Some((
+            forged!(
+                session,
+                (
                     s(1),
                     Some(SessionInfo {
                         holds: 2,
                         ..info(1)
                     }),
-                )),
-                ..Forged::default()
-            },
+                )
+            ),
             "",
             "info says 2/0 holds/waits, locks say 1/0",
         ),
         (
             "no next deadline though sessions and waits are due",
-            Forged {
-                poll_timeout: Some(None),
-                ..Forged::default()
-            },
+            forged!(poll_timeout, None),
             "",
             &poll_timeout_words,
         ),
