@@ -83,8 +83,15 @@ scripts/build-wasm.sh
 # within its ceiling): the gate refuses rows whose two views differ in length, and its
 # restore judges the header before it clears a row (the header is read once, and handed
 # to the record loop).
-WASM_MAX_RAW=${WASM_MAX_RAW:-179308}
-WASM_MAX_GZIP=${WASM_MAX_GZIP:-72213}
+# Raised a twelfth time, by exactly the measured growth (179 308 -> 180 612 raw, 71 911 ->
+# 72 423 gzipped: +1 304 / +512): the core keys its session and claim indexes under the
+# name key too (+622 / +432: the keyed hash reached from every session and claim lookup's
+# branch on the key, and the rebuild of both indexes), and `restore` of both classes takes
+# an optional key, restoring keyed as the rows load (+682 / +80), which a host restoring
+# snapshot bytes others wrote needs against ids or names chosen to collide ("trust
+# nothing at the edges").
+WASM_MAX_RAW=${WASM_MAX_RAW:-180612}
+WASM_MAX_GZIP=${WASM_MAX_GZIP:-72725}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {
   local raw gz
@@ -108,8 +115,11 @@ budget wasm/pkg/web/fencelock_wasm_bg.wasm "$WASM_MAX_RAW" "$WASM_MAX_GZIP"
 # Raised a second time, by exactly the measured growth (54 661 -> 55 191 raw, 24 340 ->
 # 24 751 gzipped: +530 / +411): the core's keyed lock-name hash, as for the full module
 # above; still within the goal.
-LITE_MAX_RAW=${LITE_MAX_RAW:-55503}
-LITE_MAX_GZIP=${LITE_MAX_GZIP:-24897}
+# Raised a third time, by exactly the measured growth (55 291 -> 55 362 raw, 24 818 ->
+# 24 914 gzipped: +71 / +96): the core's session and claim lookups branch on the key, as
+# for the full module above (this module never sets one); still within the goal.
+LITE_MAX_RAW=${LITE_MAX_RAW:-55574}
+LITE_MAX_GZIP=${LITE_MAX_GZIP:-24993}
 budget wasm/pkg/lite/web/fencelock_lite_bg.wasm "$LITE_MAX_RAW" "$LITE_MAX_GZIP"
 
 # The package's TypeScript declarations, compiled (tsc from tools/, strict, skipLibCheck

@@ -237,7 +237,7 @@
 //! | atomic errors (I5) | a refused input changes nothing beyond the advance to its `now`; one error precedence in every layer (§5) |
 //! | idempotent retries (I9) | a repeat of a session's latest request number applies nothing twice and returns the recorded reply (an acquire's brought up to date, §6) |
 //! | determinism (I6) | same inputs → same replies, events and snapshot bytes on every platform |
-//! | names chosen to collide | with a host's secret [`NameKey`] ([`LockService::set_name_key`], [`FenceGate::set_name_key`]), lock and resource names are indexed by SipHash-1-3 under it, which changes nothing observable |
+//! | names chosen to collide | with a host's secret [`NameKey`] ([`LockService::set_name_key`], [`LockService::restore_keyed`], [`FenceGate::set_name_key`]), lock and resource names, and a snapshot's session ids and the claims on them, are indexed by SipHash-1-3 under it, which changes nothing observable |
 //! | nothing lost (I7) | the reply is returned; events go straight to the host's sink, at most [`max_events`](LockService::max_events) per input, checked against a bounded sink's room before anything changes |
 //! | lock-delay (I8) | after an *expiry*, the lock is not granted again for `lock_delay` ticks |
 //! | permits (I11) | never more permits of a semaphore held than its limit; strict FIFO, a large request at the head is never overtaken |

@@ -3,10 +3,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::storage::{
-    claim_hash, watch_hash, Bucket, Chain, ClaimRow, LabelPool, LabelRow, Link, List, LockRow,
-    Recorded, SessionRow, Storage, Tables, TaggedBucket, TtlClass, CLASSES, NO_CLASS,
+    claim_hash, session_hash, watch_hash, Bucket, Chain, ClaimRow, LabelPool, LabelRow, Link, List,
+    LockRow, Recorded, SessionRow, Storage, Tables, TaggedBucket, TtlClass, CLASSES, NO_CLASS,
 };
-use crate::table::{fnv1a, keyed_name_hash, NameKey, TableState, NIL};
+use crate::table::{fnv1a, keyed_name_hash, Indexed, NameKey, TableState, NIL};
 use crate::{
     Change, Error, Input, Label, LockName, Mode, Output, ReleaseReason, Reply, SessionId, Sink,
     Table, Tick, Token, Wait, MAX_NAME_LEN,
@@ -453,26 +453,41 @@ impl<S: Storage> LockService<S> {
         LockService { storage, st }
     }
 
-    /// Sets the secret key the lock-name index hashes names with ([`NameKey`]): from now
-    /// on a name's place in the index depends on it, so names chosen to share a probe run
-    /// under the public hash (or under another key) are spread out. A host that serves
-    /// names it does not choose (a shared server's tenants) calls this after
-    /// [`new`](Self::new) or [`restore`](Self::restore), with a key from a random source;
-    /// it may be called again. Nothing else changes: replies, events, queries, snapshots
-    /// and [`poll_timeout`](Self::poll_timeout) are the same whatever the key, and with
-    /// none. To restore keyed, use [`restore_keyed`](Self::restore_keyed), which indexes
-    /// the rows under the key as it loads them. Cost: O(lock table capacity), to rebuild
-    /// the lock index; afterwards every input that names a lock hashes the name with
-    /// SipHash-1-3 (some 60 instructions more per input for a short name). Errors: none.
+    /// Sets the secret key the indexes hash with ([`NameKey`]): from now on a name's place
+    /// in the lock index depends on it, so names chosen to share a probe run under the
+    /// public hash (or under another key) are spread out; so are the session ids and
+    /// claims of the session and claim indexes (which a snapshot's author steers through
+    /// its ids). A host that serves names it does not choose (a shared server's tenants)
+    /// calls this after [`new`](Self::new) or [`restore`](Self::restore), with a key from
+    /// a random source; it may be called again. Nothing else changes: replies, events,
+    /// queries, snapshots and [`poll_timeout`](Self::poll_timeout) are the same whatever
+    /// the key, and with none. To restore bytes of a source that may choose them, use
+    /// [`restore_keyed`](Self::restore_keyed), which indexes the rows under the key as it
+    /// loads them. Cost: O(capacity of the three tables), to rebuild the indexes;
+    /// afterwards every input that names a lock hashes the name with SipHash-1-3 (some 60
+    /// instructions more per input for a short name), as does a lookup of a session away
+    /// from its home row or of a claim on a lock with two or more (some 70). Errors: none.
     pub fn set_name_key(&mut self, key: NameKey) {
         self.st.name_key = Some(key);
-        self.view().rebuild_lock_index();
+        self.view().rebuild_indexes();
     }
 
-    /// Whether lock names are hashed under a key ([`set_name_key`](Self::set_name_key)).
+    /// Whether the indexes hash under a key ([`set_name_key`](Self::set_name_key)).
     /// Cost: O(1).
     pub fn is_name_keyed(&self) -> bool {
         self.st.name_key.is_some()
+    }
+
+    /// The row of live session `session`, if it is open ([`find_session`]). Cost: O(1)
+    /// expected.
+    fn session_row(&self, session: SessionId) -> Option<u32> {
+        let t = self.storage.tables_ref();
+        find_session(
+            t.session_index,
+            t.sessions,
+            self.st.name_key.as_ref(),
+            session.0,
+        )
     }
 
     /// Gives the storage back. Cost: O(1).
@@ -1206,7 +1221,7 @@ impl<S: Storage> LockService<S> {
         request: Option<u64>,
     ) -> Option<bool> {
         let t = self.storage.tables_ref();
-        let row = &t.sessions[find_session(t.session_index, t.sessions, session.0)? as usize];
+        let row = &t.sessions[self.session_row(session)? as usize];
         if request != Some(row.last_request) {
             return None;
         }
@@ -1319,15 +1334,14 @@ impl<S: Storage> LockService<S> {
     /// [`session`](Self::session) also counts the session's holds and waits. Cost: O(1)
     /// expected (the session's home row, else one index probe). Errors: none.
     pub fn is_open(&self, session: SessionId) -> bool {
-        let t = self.storage.tables_ref();
-        find_session(t.session_index, t.sessions, session.0).is_some()
+        self.session_row(session).is_some()
     }
 
     /// A live session's state, `None` if it is not open. Cost: O(1) expected plus O(its
     /// holds and waits) to count them.
     pub fn session(&self, session: SessionId) -> Option<SessionInfo> {
         let t = self.storage.tables_ref();
-        let s = find_session(t.session_index, t.sessions, session.0)?;
+        let s = self.session_row(session)?;
         let row = &t.sessions[s as usize];
         let (mut holds, mut waits) = (0, 0);
         let mut c = row.claims.head;
@@ -1536,7 +1550,12 @@ fn queued(mode: Mode, position: u32) -> Recorded {
 /// is, without reading the index; else through the index, which holds exactly the
 /// sessions away from their home rows. Cost: O(1) expected.
 #[cfg_attr(not(target_family = "wasm"), inline(always))]
-pub(crate) fn find_session(index: &[Bucket], rows: &[SessionRow], id: u64) -> Option<u32> {
+pub(crate) fn find_session(
+    index: &[Bucket],
+    rows: &[SessionRow],
+    key: Option<&NameKey>,
+    id: u64,
+) -> Option<u32> {
     if id == 0 {
         return None; // the id of a free row
     }
@@ -1544,7 +1563,7 @@ pub(crate) fn find_session(index: &[Bucket], rows: &[SessionRow], id: u64) -> Op
     if rows[home as usize].id == id {
         return Some(home);
     }
-    TableState::find(index, rows, crate::table::mix(id), |r| r.id == id)
+    TableState::find(index, rows, session_hash(key, id), |r| r.id == id)
 }
 
 /// The home row of session `id`, the row it takes at open when that row is free:
@@ -1617,13 +1636,39 @@ impl View<'_> {
         keyed_name_hash(self.st.name_key.as_ref(), name.as_bytes())
     }
 
-    /// Empties the lock index and indexes again every row it held (the live locks and the
-    /// idle ones, the two lists through `order`) under the current key. Cost: O(lock
-    /// rows).
-    fn rebuild_lock_index(&mut self) {
+    /// Empties the three indexes and indexes again every row each held, under the
+    /// current key: the live locks and the idle ones (the two lists through `order`), the
+    /// sessions away from their home rows, the watches and the holds and waits of locks
+    /// with two or more. Cost: O(capacity of the three tables).
+    fn rebuild_indexes(&mut self) {
         use crate::table::BucketArray;
         for b in 0..self.li.buckets() {
             self.li.set_bucket(b, NIL, 0);
+        }
+        for b in 0..self.si.buckets() {
+            self.si.set_bucket(b, NIL, 0);
+        }
+        for b in 0..self.ci.buckets() {
+            self.ci.set_bucket(b, NIL, 0);
+        }
+        let mut s = self.st.session_order.head;
+        while s != NIL {
+            let id = self.s[s as usize].id;
+            if home_row(id, self.s.len()) != Some(s) {
+                let hash = session_hash(self.key(), id);
+                TableState::index_insert(self.si, s, hash);
+            }
+            s = self.s[s as usize].order.next;
+        }
+        let mut c = self.st.claim_order.head;
+        while c != NIL {
+            let row = &self.c[c as usize];
+            let lock = &self.l[row.lock() as usize];
+            if row.watching() || lock.holders.len + lock.waiters.len >= 2 {
+                let hash = row.key_hash(self.key());
+                TableState::index_insert(self.ci, c, hash);
+            }
+            c = row.order.next;
         }
         for head in [self.st.lock_order.head, self.st.idle_locks.head] {
             let mut l = head;
@@ -1635,9 +1680,16 @@ impl View<'_> {
         }
     }
 
+    /// The key the indexes hash under ([`LockService::set_name_key`]), if any. Cost: O(1).
+    #[cfg_attr(not(target_family = "wasm"), inline(always))]
+    pub(crate) fn key(&self) -> Option<&NameKey> {
+        self.st.name_key.as_ref()
+    }
+
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
     fn session_slot(&self, session: SessionId) -> Result<u32, Error> {
-        find_session(self.si, self.s, session.0).ok_or(Error::UnknownSession(session))
+        find_session(self.si, self.s, self.st.name_key.as_ref(), session.0)
+            .ok_or(Error::UnknownSession(session))
     }
 
     /// The live lock named `name`, whose [`View::name_hash`] is `hash`.
@@ -1658,7 +1710,7 @@ impl View<'_> {
                 let only = lock.only_claim();
                 (self.c[only as usize].session() == s).then_some(only)
             }
-            _ => TableState::find(self.ci, self.c, claim_hash(s, l), |r| {
+            _ => TableState::find(self.ci, self.c, claim_hash(self.key(), s, l), |r| {
                 r.session() == s && r.lock() == l && !r.watching()
             }),
         }
@@ -1678,7 +1730,7 @@ impl View<'_> {
         if self.l[l as usize].watchers == NIL {
             return None;
         }
-        TableState::find(self.ci, self.c, watch_hash(s, l), |r| {
+        TableState::find(self.ci, self.c, watch_hash(self.key(), s, l), |r| {
             r.session() == s && r.lock() == l && r.watching()
         })
     }
@@ -1803,7 +1855,8 @@ impl View<'_> {
                         let slot = self.st.idle_locks.head;
                         self.st.idle_locks.remove(self.l, slot, lock_order);
                         let old = self.name_hash(self.l[slot as usize].name.as_str());
-                        TableState::index_remove_hashed(self.li, self.l, slot, old);
+                        let key = self.st.name_key;
+                        TableState::index_remove_hashed(self.li, self.l, slot, old, key.as_ref());
                         slot
                     }
                     None => {
@@ -1976,7 +2029,8 @@ impl View<'_> {
         row.claims = Chain::EMPTY;
         // Only a session away from its home row is indexed (see `find_session`).
         if home_row(id, self.s.len()) != Some(slot) {
-            TableState::index_insert(self.si, slot, crate::table::mix(id));
+            let hash = session_hash(self.key(), id);
+            TableState::index_insert(self.si, slot, hash);
         }
         self.st.session_order.push_back(self.s, slot, session_order);
     }
@@ -2130,11 +2184,15 @@ impl View<'_> {
             1 => {
                 let only = lock.only_claim();
                 let other = &self.c[only as usize];
-                let hash = claim_hash(other.session(), other.lock());
+                let hash = claim_hash(self.key(), other.session(), other.lock());
                 TableState::index_insert(self.ci, only, hash);
-                TableState::index_insert(self.ci, c, claim_hash(s, l));
+                let hash = claim_hash(self.key(), s, l);
+                TableState::index_insert(self.ci, c, hash);
             }
-            _ => TableState::index_insert(self.ci, c, claim_hash(s, l)),
+            _ => {
+                let hash = claim_hash(self.key(), s, l);
+                TableState::index_insert(self.ci, c, hash);
+            }
         }
         let mut list = self.s[s as usize].claims;
         list.push_back(self.c, c, in_session);
@@ -2150,7 +2208,8 @@ impl View<'_> {
         row.set_watch(s, l);
         row.seq = seq;
         row.value = 0;
-        TableState::index_insert(self.ci, c, watch_hash(s, l));
+        let hash = watch_hash(self.key(), s, l);
+        TableState::index_insert(self.ci, c, hash);
         let head = self.l[l as usize].watchers;
         if head == NIL {
             self.l[l as usize].watchers = c;
@@ -2230,10 +2289,14 @@ impl View<'_> {
             0 => {}
             1 => {
                 let only = lock.only_claim();
-                TableState::index_remove(self.ci, self.c, c);
-                TableState::index_remove(self.ci, self.c, only);
+                let key = self.st.name_key;
+                TableState::index_remove(self.ci, self.c, c, key.as_ref());
+                TableState::index_remove(self.ci, self.c, only, key.as_ref());
             }
-            _ => TableState::index_remove(self.ci, self.c, c),
+            _ => {
+                let key = self.st.name_key;
+                TableState::index_remove(self.ci, self.c, c, key.as_ref());
+            }
         }
         // Free (no session); `insert_claim` sets every field when the row is taken again.
         self.c[c as usize].free();
@@ -2270,7 +2333,9 @@ impl View<'_> {
         list.remove(self.c, c, in_session);
         self.s[s as usize].claims = list;
         self.st.claim_order.remove(self.c, c, claim_order);
-        TableState::index_remove_hashed(self.ci, self.c, c, watch_hash(s, l));
+        let key = self.st.name_key;
+        let hash = watch_hash(key.as_ref(), s, l);
+        TableState::index_remove_hashed(self.ci, self.c, c, hash, key.as_ref());
         self.st.watches -= 1;
         self.c[c as usize].free();
         self.st.claims.release(self.c, c);
@@ -2337,7 +2402,8 @@ impl View<'_> {
         }
         self.unschedule_session(s);
         if home_row(self.s[s as usize].id, self.s.len()) != Some(s) {
-            TableState::index_remove(self.si, self.s, s);
+            let key = self.st.name_key;
+            TableState::index_remove(self.si, self.s, s, key.as_ref());
         }
         self.st.session_order.remove(self.s, s, session_order);
         let label = self.s[s as usize].label;
@@ -2709,7 +2775,7 @@ mod tests {
             assert_eq!(indexed, away, "step {step}");
             away_seen = away_seen.max(away);
             for s in &live {
-                assert!(find_session(v.si, v.s, s.0).is_some(), "{s:?} lost");
+                assert!(find_session(v.si, v.s, None, s.0).is_some(), "{s:?} lost");
             }
         }
         assert!(

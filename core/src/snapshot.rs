@@ -347,17 +347,15 @@ impl<S: Storage> LockService<S> {
         Self::restore_inner(storage, bytes, None)
     }
 
-    /// [`restore`](Self::restore) with the lock-name index keyed by `key` from the start
+    /// [`restore`](Self::restore) with the indexes keyed by `key` from the start
     /// ([`set_name_key`](Self::set_name_key)): the rows are indexed under the key as they
-    /// are loaded, so a snapshot whose names were chosen to collide under the public hash
-    /// costs no more than any other (restoring, then keying, would index them under the
-    /// public hash first: O(n²) for such names). The same checks, errors and result as
-    /// [`restore`](Self::restore), keyed. Cost: as `restore`'s, with each name hashed by
-    /// SipHash-1-3. The key is for names only: session ids (and claims) are indexed by a
-    /// public hash, for the service hands ids out itself — but a snapshot's ids are its
-    /// author's, and ids chosen to share one run of the session index can make restore
-    /// O(sessions²) and each of their lookups O(sessions) until they end. Restore a
-    /// snapshot of a source that may choose ids to that end only with that cost in mind.
+    /// are loaded, so a snapshot whose lock names, or whose session ids, were chosen to
+    /// share one probe run under the public hash costs no more than any other (restoring,
+    /// then keying, would index them under the public hash first: O(n²) for such a
+    /// snapshot). The way to restore bytes of a source that may choose them. The same
+    /// checks, errors and result as [`restore`](Self::restore), keyed. Cost: as
+    /// `restore`'s, with each name, each session away from its home row and each claim
+    /// of a lock with two or more hashed by SipHash-1-3.
     pub fn restore_keyed(storage: S, bytes: &[u8], key: NameKey) -> Result<Self, (S, Error)> {
         Self::restore_inner(storage, bytes, Some(key))
     }
@@ -624,8 +622,8 @@ impl<S: Storage> LockService<S> {
                 return Err(corrupt("claim sequence out of order or beyond the counter"));
             }
             last_seq = r.seq;
-            let s =
-                find_session(v.si, v.s, r.session).ok_or(corrupt("claim of an unknown session"))?;
+            let s = find_session(v.si, v.s, v.st.name_key.as_ref(), r.session)
+                .ok_or(corrupt("claim of an unknown session"))?;
             // Locks were restored into rows 0..n in id order: binary search by id.
             let n = meta.locks as usize;
             let l = v.l[..n]
@@ -761,5 +759,105 @@ impl<S: Storage> LockService<S> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::VecStorage;
+    use crate::table::{home, mix, tag_of, BucketArray, Indexed};
+
+    /// The longest distance, in buckets, from an entry of the session index to its home
+    /// bucket under the service's key: the most one lookup probes past.
+    fn longest_probe(svc: &mut LockService<VecStorage>) -> usize {
+        let v = svc.view();
+        let n = v.si.buckets();
+        (0..n)
+            .filter_map(|b| {
+                let slot = v.si.bucket(b).0;
+                (slot != NIL).then(|| {
+                    let h = home(tag_of(v.s[slot as usize].key_hash(v.key())), n);
+                    (b + n - h) % n
+                })
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// A snapshot's session ids are its author's. Ids chosen to share one home row and,
+    /// under the public mixer, one home bucket of the session index make one probe run
+    /// as long as the sessions: each lookup O(sessions), and the restore O(sessions²).
+    /// Restored under a key, the same sessions are spread out; the service is the same
+    /// (every session found, the snapshot byte for byte).
+    #[test]
+    fn session_ids_chosen_to_collide_are_spread_out_by_a_keyed_restore() {
+        const ROWS: usize = 256;
+        const CHOSEN: usize = 100;
+        // Every id ≡ 1 (mod ROWS): home row 0, so all but the first are indexed; and
+        // each one's public hash in home bucket 0 of the index's 2 × ROWS.
+        let ids: std::vec::Vec<u64> = (0u64..)
+            .map(|j| 1 + j * ROWS as u64)
+            .filter(|id| home(tag_of(mix(*id)), 2 * ROWS) == 0)
+            .take(CHOSEN)
+            .collect();
+        let mut buf = std::vec![0u8; 64 * 1024];
+        let mut w = Writer {
+            buf: &mut buf,
+            used: 0,
+            need: 0,
+        };
+        let config = Config::default();
+        w.put(&Header {
+            magic: SNAPSHOT_MAGIC,
+            version: V1,
+        });
+        w.put(&MetaV1 {
+            config: ConfigV1 {
+                lock_delay: config.lock_delay,
+                max_name_len: config.max_name_len,
+            },
+            now: 0,
+            next_session: ids[CHOSEN - 1] + 1,
+            revision: 0,
+            next_seq: 1,
+            next_lock: 1,
+            sessions: CHOSEN as u32,
+            locks: 0,
+            claims: 0,
+        });
+        for id in &ids {
+            w.put(&SessionRec {
+                id: *id,
+                ttl: 10,
+                expires_at: 10,
+                last_request: 0,
+                last_reply: Recorded::None,
+                last_target: 0,
+            });
+        }
+        assert_eq!(w.need, w.used, "the buffer holds the snapshot");
+        let used = w.used;
+        let bytes = &buf[..used];
+        let storage = || VecStorage::new(ROWS, 1, 1);
+
+        let mut plain = LockService::restore(storage(), bytes)
+            .unwrap_or_else(|(_, e)| unreachable!("restore: {e:?}"));
+        assert_eq!(longest_probe(&mut plain), CHOSEN - 2, "one run, unkeyed");
+
+        let key = NameKey([0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210]);
+        let mut keyed = LockService::restore_keyed(storage(), bytes, key)
+            .unwrap_or_else(|(_, e)| unreachable!("keyed restore: {e:?}"));
+        let longest = longest_probe(&mut keyed);
+        assert!(longest < 16, "keyed: a probe run of {longest}");
+        for id in &ids {
+            assert!(keyed.is_open(SessionId(*id)), "session {id}");
+        }
+        assert_eq!(keyed.snapshot_vec(), bytes);
+
+        // Keying the unkeyed service later re-indexes its sessions the same way.
+        plain.set_name_key(key);
+        assert_eq!(longest_probe(&mut plain), longest);
+        assert!(ids.iter().all(|id| plain.is_open(SessionId(*id))));
     }
 }

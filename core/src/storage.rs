@@ -65,7 +65,7 @@
 //! `core/tests/memory.rs` checks them on the host. On a target where `u64` is only 4-byte
 //! aligned (i686) rows can be a few bytes smaller, never larger.
 
-use crate::table::{Aux, Indexed, Row, NIL};
+use crate::table::{Aux, Indexed, NameKey, Row, NIL};
 pub use crate::table::{Bucket, TaggedBucket, BUCKETS_PER_ROW};
 use crate::{Label, LockName, Mode};
 
@@ -689,9 +689,15 @@ impl TtlClass {
 }
 
 impl Indexed for SessionRow {
-    fn key_hash(&self) -> u64 {
-        crate::table::mix(self.id)
+    fn key_hash(&self, key: Option<&NameKey>) -> u64 {
+        session_hash(key, self.id)
     }
+}
+
+/// The index key of session `id` (for a session away from its home row). Cost: O(1).
+#[cfg_attr(not(target_family = "wasm"), inline(always))]
+pub(crate) fn session_hash(key: Option<&NameKey>, id: u64) -> u64 {
+    crate::table::keyed_int_hash(key, id)
 }
 
 impl Row for SessionRow {
@@ -771,11 +777,11 @@ impl LockRow {
 }
 
 impl Indexed for LockRow {
-    /// The unkeyed hash: under a [`NameKey`](crate::NameKey) it is not the one the row is
-    /// indexed by. The lock index stores its entries' hash bits, so no index operation
-    /// reads this; remove a lock row with `index_remove_hashed` and `View::name_hash`.
-    fn key_hash(&self) -> u64 {
-        crate::table::name_hash(self.name.as_str().as_bytes())
+    /// The lock index stores its entries' hash bits, so no index operation reads this
+    /// but a debug check; remove a lock row with `index_remove_hashed` and
+    /// `View::name_hash`.
+    fn key_hash(&self, key: Option<&NameKey>) -> u64 {
+        crate::table::keyed_name_hash(key, self.name.as_str().as_bytes())
     }
 }
 
@@ -914,11 +920,11 @@ impl ClaimRow {
 }
 
 impl Indexed for ClaimRow {
-    fn key_hash(&self) -> u64 {
+    fn key_hash(&self, key: Option<&NameKey>) -> u64 {
         if self.watching() {
-            watch_hash(self.session(), self.lock())
+            watch_hash(key, self.session(), self.lock())
         } else {
-            claim_hash(self.session(), self.lock())
+            claim_hash(key, self.session(), self.lock())
         }
     }
 }
@@ -935,14 +941,15 @@ impl Row for ClaimRow {
     }
 }
 
-pub(crate) fn claim_hash(session: u32, lock: u32) -> u64 {
-    crate::table::mix(((session as u64) << 32) | lock as u64)
+/// The index key of session row `session`'s hold or wait on lock row `lock`. Cost: O(1).
+pub(crate) fn claim_hash(key: Option<&NameKey>, session: u32, lock: u32) -> u64 {
+    crate::table::keyed_int_hash(key, ((session as u64) << 32) | lock as u64)
 }
 
 /// The index key of a watch: the lock's row with the top bit set, which no row number
 /// has, so a session's watch and its hold or wait on the same lock never share a key.
-pub(crate) fn watch_hash(session: u32, lock: u32) -> u64 {
-    claim_hash(session, lock | TOP)
+pub(crate) fn watch_hash(key: Option<&NameKey>, session: u32, lock: u32) -> u64 {
+    claim_hash(key, session, lock | TOP)
 }
 
 /// Links of an intrusive doubly-linked list (row numbers).
@@ -1142,9 +1149,34 @@ mod tests {
         let mut keys = std::collections::HashSet::new();
         for s in [0u32, 1, 2, 63, 1 << 20, TOP - 2] {
             for l in [0u32, 1, 2, 63, 1 << 20, TOP - 2] {
-                assert!(keys.insert(claim_hash(s, l)), "claim ({s}, {l})");
-                assert!(keys.insert(watch_hash(s, l)), "watch ({s}, {l})");
+                assert!(keys.insert(claim_hash(None, s, l)), "claim ({s}, {l})");
+                assert!(keys.insert(watch_hash(None, s, l)), "watch ({s}, {l})");
             }
+        }
+    }
+
+    /// Claim keys (row pairs, which a snapshot's author steers through its session ids)
+    /// chosen to share one home bucket under the public mixer do not share one under a
+    /// key: 64 such pairs land in at least 48 different buckets of 512 (a run of 64
+    /// becomes runs of one or two).
+    #[test]
+    fn claim_keys_chosen_to_collide_are_spread_out_by_a_key() {
+        use crate::table::{home, tag_of};
+        let n = 512;
+        let key = NameKey([0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210]);
+        type KeyHash = fn(Option<&NameKey>, u32, u32) -> u64;
+        let kinds: [(&str, KeyHash); 2] = [("claim", claim_hash), ("watch", watch_hash)];
+        for (kind, hash) in kinds {
+            let pairs: std::vec::Vec<(u32, u32)> = (0u32..)
+                .map(|i| (i % 256, i / 256))
+                .filter(|(s, l)| home(tag_of(hash(None, *s, *l)), n) == 0)
+                .take(64)
+                .collect();
+            let homes: std::collections::BTreeSet<usize> = pairs
+                .iter()
+                .map(|(s, l)| home(tag_of(hash(Some(&key), *s, *l)), n))
+                .collect();
+            assert!(homes.len() >= 48, "{kind}: {} buckets", homes.len());
         }
     }
 

@@ -108,8 +108,9 @@ impl Aux {
 
 /// A row type whose table has a hash index.
 pub(crate) trait Indexed {
-    /// The hash of this entry's key (only called on live rows).
-    fn key_hash(&self) -> u64;
+    /// The hash of this entry's key under the service's index key (only called on live
+    /// rows).
+    fn key_hash(&self, key: Option<&NameKey>) -> u64;
 }
 
 /// A row type that a [`TableState`] can allocate and schedule.
@@ -343,9 +344,10 @@ impl TableState {
         index: &mut I,
         rows: &[T],
         slot: u32,
+        key: Option<&NameKey>,
     ) {
-        let hash = rows[slot as usize].key_hash();
-        Self::index_remove_hashed(index, rows, slot, hash);
+        let hash = rows[slot as usize].key_hash(key);
+        Self::index_remove_hashed(index, rows, slot, hash, key);
     }
 
     /// [`index_remove`](Self::index_remove) of a row whose key hash the caller has. With
@@ -355,6 +357,7 @@ impl TableState {
         rows: &[T],
         slot: u32,
         hash: u64,
+        key: Option<&NameKey>,
     ) {
         let n = index.buckets();
         let mut b = home(tag_of(hash), n);
@@ -364,7 +367,7 @@ impl TableState {
         // The caller's hash is the one the entry was indexed under: its stored bits, or,
         // in an index without them, its row's key hash (a keyed name hash is stored).
         debug_assert!(index.bucket(b).1.map_or_else(
-            || hash == rows[slot as usize].key_hash(),
+            || hash == rows[slot as usize].key_hash(key),
             |t| t == tag_of(hash)
         ));
         // Backward shift: pull later members of the probe run into the hole.
@@ -376,7 +379,7 @@ impl TableState {
             if s == NIL {
                 break;
             }
-            let t = t.unwrap_or_else(|| tag_of(rows[s as usize].key_hash()));
+            let t = t.unwrap_or_else(|| tag_of(rows[s as usize].key_hash(key)));
             let h = home(t, n);
             // Move s into the hole unless its home lies cyclically in (hole, j].
             let stays = if hole <= j {
@@ -508,14 +511,18 @@ impl TableState {
     }
 }
 
-/// A secret key for the lock-name index ([`LockService::set_name_key`](crate::LockService::set_name_key)).
+/// A secret key for the indexes of a service or a gate
+/// ([`LockService::set_name_key`](crate::LockService::set_name_key)).
 ///
 /// Without one, the index hashes names with a fixed, public function, so whoever chooses
 /// lock names (a tenant of a shared server) can choose many that share a home bucket, and
 /// make every lookup of them probe past all the others: O(n) per operation, for every
 /// client of the service. With a key the names are hashed by SipHash-1-3 under it, which
-/// an attacker who does not know the key cannot aim at. The key places rows in the index
-/// and nothing else: replies, events, queries and snapshots are the same whatever the key
+/// an attacker who does not know the key cannot aim at. A service's session and claim
+/// indexes are hashed under it too: the service hands session ids out itself, but a
+/// snapshot's ids are its author's
+/// ([`LockService::restore_keyed`](crate::LockService::restore_keyed)). The key places
+/// rows in the indexes and nothing else: replies, events, queries and snapshots are the same whatever the key
 /// (and without one), so replicas may each pick their own. Pick it from a random source,
 /// and keep it secret (it is not in snapshots).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -552,6 +559,19 @@ pub(crate) fn keyed_name_hash(key: Option<&NameKey>, bytes: &[u8]) -> u64 {
     match key {
         None => name_hash(bytes),
         Some(k) => siphash::<1, 3>(k.0, bytes),
+    }
+}
+
+/// The index hash of an integer key (a session id, a claim's two row numbers) under
+/// `key`: [`mix`] without one, SipHash-1-3 of its 8 little-endian bytes with one, so that
+/// ids or rows chosen to share a probe run under the public mixer (a snapshot's author
+/// chooses its session ids) are spread out. Cost: O(1): a few instructions unkeyed, about
+/// 70 keyed.
+#[cfg_attr(not(target_family = "wasm"), inline(always))]
+pub(crate) fn keyed_int_hash(key: Option<&NameKey>, x: u64) -> u64 {
+    match key {
+        None => mix(x),
+        Some(k) => siphash::<1, 3>(k.0, &x.to_le_bytes()),
     }
 }
 

@@ -786,6 +786,25 @@ fencelock_result fencelock_gate_restore(size_t capacity,
                                         size_t len,
                                         struct fencelock_gate **out_gate);
 
+// `fencelock_gate_restore` with the resource-name index keyed by `key[..key_len]`
+// (exactly `FENCELOCK_NAME_KEY_LEN` bytes, from a random source; keep it secret) as its
+// rows are loaded: the core's `FenceGate::restore_keyed`. The way to restore bytes of a
+// source that may choose them: names chosen to share one probe run make an unkeyed
+// restore O(n²) (and `fencelock_gate_set_name_key` after it comes too late for that).
+//
+// Errors (nothing created): `NULL_PARAMETER`, `INVALID_ARGUMENT` (a key of another
+// length), then those of `fencelock_gate_restore`, in its order. Cost: as
+// `fencelock_gate_restore`, with each name hashed by SipHash-1-3.
+//
+// # Safety
+// As `fencelock_gate_restore`; `key` NULL or valid for `key_len` bytes.
+fencelock_result fencelock_gate_restore_keyed(size_t capacity,
+                                              const uint8_t *snapshot,
+                                              size_t len,
+                                              const uint8_t *key,
+                                              size_t key_len,
+                                              struct fencelock_gate **out_gate);
+
 // Writes the detailed message of the most recent failed call on this gate (the core's
 // text, with the tokens of a `STALE` refusal), or "ok" if none failed yet. Buffer rules as `fencelock_result_message`; a poisoned
 // gate still answers. Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL` (truncated).
@@ -999,6 +1018,27 @@ fencelock_result fencelock_service_restore(const struct fencelock_capacity *capa
                                            const uint8_t *snapshot,
                                            size_t len,
                                            struct fencelock_service **out_service);
+
+// `fencelock_service_restore` with the service's indexes keyed by `key[..key_len]`
+// (exactly `FENCELOCK_NAME_KEY_LEN` bytes, from a random source; keep it secret) as its
+// rows are loaded: the core's `restore_keyed`. The way to restore bytes of a source that
+// may choose them: lock names, or session ids, chosen to share one probe run of an index
+// make an unkeyed restore O(n²) (and `fencelock_service_set_name_key` after it comes too
+// late for that). The service answers as one restored unkeyed and then keyed.
+//
+// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (a key of another length), then those of
+// `fencelock_service_restore`, in its order. Nothing is created on error. Cost: as
+// `fencelock_service_restore`, with each name, each session away from its home row and
+// each claim of a lock with two or more hashed by SipHash-1-3.
+//
+// # Safety
+// As `fencelock_service_restore`; `key` NULL or valid for `key_len` bytes.
+fencelock_result fencelock_service_restore_keyed(const struct fencelock_capacity *capacity,
+                                                 const uint8_t *snapshot,
+                                                 size_t len,
+                                                 const uint8_t *key,
+                                                 size_t key_len,
+                                                 struct fencelock_service **out_service);
 
 // `fencelock_service_restore` into caller memory (see `fencelock_service_init_in`).
 // The event ring takes all of `mem` after the tables; it must hold the bound for the

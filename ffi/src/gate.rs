@@ -315,6 +315,43 @@ pub unsafe extern "C" fn fencelock_gate_restore(
     })
 }
 
+/// `fencelock_gate_restore` with the resource-name index keyed by `key[..key_len]`
+/// (exactly `FENCELOCK_NAME_KEY_LEN` bytes, from a random source; keep it secret) as its
+/// rows are loaded: the core's `FenceGate::restore_keyed`. The way to restore bytes of a
+/// source that may choose them: names chosen to share one probe run make an unkeyed
+/// restore O(n²) (and `fencelock_gate_set_name_key` after it comes too late for that).
+///
+/// Errors (nothing created): `NULL_PARAMETER`, `INVALID_ARGUMENT` (a key of another
+/// length), then those of `fencelock_gate_restore`, in its order. Cost: as
+/// `fencelock_gate_restore`, with each name hashed by SipHash-1-3.
+///
+/// # Safety
+/// As `fencelock_gate_restore`; `key` NULL or valid for `key_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_gate_restore_keyed(
+    capacity: usize,
+    snapshot: *const u8,
+    len: usize,
+    key: *const u8,
+    key_len: usize,
+    out_gate: *mut *mut fencelock_gate,
+) -> fencelock_result {
+    ffi_panic_boundary!({
+        // SAFETY: NULL or valid for len bytes (contract).
+        let bytes = unsafe { bytes(snapshot, len) }?;
+        let dst = out(out_gate)?;
+        // SAFETY: NULL or valid for key_len bytes (contract).
+        let key = unsafe { name_key(key, key_len) }?;
+        fencelock::check_rows(capacity)?;
+        fencelock::gate_snapshot_resources(bytes)?;
+        let gate = FenceGate::restore_keyed(gate_rows(capacity)?, bytes, key)
+            .map_err(|(_, e)| Fail::Core(e))?;
+        // SAFETY: checked non-NULL, writable (contract).
+        unsafe { give(dst, gate_handle(gate)) };
+        Ok(())
+    })
+}
+
 /// Writes the detailed message of the most recent failed call on this gate (the core's
 /// text, with the tokens of a `STALE` refusal), or "ok" if none failed yet. Buffer rules as `fencelock_result_message`; a poisoned
 /// gate still answers. Errors: `NULL_PARAMETER`, `BUFFER_TOO_SMALL` (truncated).

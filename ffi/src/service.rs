@@ -793,6 +793,47 @@ pub unsafe extern "C" fn fencelock_service_restore(
     })
 }
 
+/// `fencelock_service_restore` with the service's indexes keyed by `key[..key_len]`
+/// (exactly `FENCELOCK_NAME_KEY_LEN` bytes, from a random source; keep it secret) as its
+/// rows are loaded: the core's `restore_keyed`. The way to restore bytes of a source that
+/// may choose them: lock names, or session ids, chosen to share one probe run of an index
+/// make an unkeyed restore O(n²) (and `fencelock_service_set_name_key` after it comes too
+/// late for that). The service answers as one restored unkeyed and then keyed.
+///
+/// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (a key of another length), then those of
+/// `fencelock_service_restore`, in its order. Nothing is created on error. Cost: as
+/// `fencelock_service_restore`, with each name, each session away from its home row and
+/// each claim of a lock with two or more hashed by SipHash-1-3.
+///
+/// # Safety
+/// As `fencelock_service_restore`; `key` NULL or valid for `key_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn fencelock_service_restore_keyed(
+    capacity: *const fencelock_capacity,
+    snapshot: *const u8,
+    len: usize,
+    key: *const u8,
+    key_len: usize,
+    out_service: *mut *mut fencelock_service,
+) -> fencelock_result {
+    ffi_panic_boundary!({
+        // SAFETY: NULL or valid (contract).
+        let cap = unsafe { arg(capacity) }?;
+        // SAFETY: NULL or valid for len bytes (contract).
+        let bytes = unsafe { bytes(snapshot, len) }?;
+        let dst = out(out_service)?;
+        // SAFETY: NULL or valid for key_len bytes (contract).
+        let key = unsafe { name_key(key, key_len) }?;
+        judge_snapshot(bytes)?;
+        let h = create(cap, |s| {
+            LockService::restore_keyed(s, bytes, key).map_err(|(_, e)| e)
+        })?;
+        // SAFETY: checked non-NULL, writable (contract).
+        unsafe { put(dst, h) };
+        Ok(())
+    })
+}
+
 /// `fencelock_service_restore` into caller memory (see `fencelock_service_init_in`).
 /// The event ring takes all of `mem` after the tables; it must hold the bound for the
 /// snapshot's `max_watchers` (size `mem` with `fencelock_service_layout_watchers`),

@@ -9,7 +9,9 @@
 //!   reply frame or the result code of a twin core service fed the same frames, and
 //!   `fencelock_service_drain_frames` (output buffers of any size) gives its events, byte
 //!   for byte, all or nothing;
-//! * as a gate snapshot: `fencelock_gate_restore` gives the core's answer.
+//! * as a gate snapshot: `fencelock_gate_restore` gives the core's answer;
+//! * both restored keyed too (`fencelock_service_restore_keyed`,
+//!   `fencelock_gate_restore_keyed`): the same answer as unkeyed, and the same bytes.
 //!
 //! The first byte chooses the tables (1–4 sessions and locks, 1–8 claims) and whether the
 //! service is placed in caller memory; then come a snapshot (`[n: u16 LE]` and `n`
@@ -25,15 +27,19 @@ use fencelock::{
 };
 use fencelock_ffi::{
     fencelock_capacity, fencelock_config, fencelock_gate, fencelock_gate_free,
-    fencelock_gate_restore, fencelock_gate_snapshot, fencelock_reply, fencelock_result,
-    fencelock_service, fencelock_service_drain_frames, fencelock_service_free,
+    fencelock_gate_restore, fencelock_gate_restore_keyed, fencelock_gate_snapshot, fencelock_reply,
+    fencelock_result, fencelock_service, fencelock_service_drain_frames, fencelock_service_free,
     fencelock_service_handle_frame, fencelock_service_layout_watchers, fencelock_service_new,
-    fencelock_service_restore, fencelock_service_restore_in, fencelock_service_snapshot,
-    fencelock_service_snapshot_len,
+    fencelock_service_restore, fencelock_service_restore_in, fencelock_service_restore_keyed,
+    fencelock_service_snapshot, fencelock_service_snapshot_len,
 };
 use libfuzzer_sys::fuzz_target;
 
 type Core = LockService<VecStorage>;
+
+/// The key of the keyed restores (any key answers as none; a fixed one keeps runs
+/// reproducible).
+const KEY: [u8; 16] = *b"fuzz-c-abi-key!!";
 
 fn code(r: fencelock_result) -> u32 {
     r as u32
@@ -127,6 +133,27 @@ fuzz_target!(|data: &[u8]| {
             assert!(heap.is_null(), "a refused restore created a service");
         }
     }
+    // Keyed as it loads: the same answer and, restored, the same bytes.
+    let mut keyed = null_mut();
+    // SAFETY: `cap`, `snap` and `KEY` valid; `keyed` writable.
+    let rk = unsafe {
+        fencelock_service_restore_keyed(
+            &cap,
+            snap.as_ptr(),
+            snap.len(),
+            KEY.as_ptr(),
+            KEY.len(),
+            &mut keyed,
+        )
+    };
+    assert_eq!(rk, r, "keyed, the restore answers otherwise");
+    if rk == fencelock_result::Ok {
+        assert_eq!(c_snapshot(keyed), snap, "keyed, other bytes");
+    } else {
+        assert!(keyed.is_null(), "a refused keyed restore created a service");
+    }
+    // SAFETY: NULL or a live handle, freed once.
+    unsafe { fencelock_service_free(keyed) };
     // Placed: the layout for the snapshot's max_watchers (the default when it has none),
     // exactly, and cut short.
     let watchers = native.as_ref().map_or(4, |s| s.config().max_watchers);
@@ -362,4 +389,20 @@ fuzz_target!(|data: &[u8]| {
     }
     // SAFETY: NULL or a live gate, freed once.
     unsafe { fencelock_gate_free(gate) };
+    let mut keyed: *mut fencelock_gate = null_mut();
+    // SAFETY: `snap` and `KEY` valid; `keyed` writable.
+    let rk = unsafe {
+        fencelock_gate_restore_keyed(
+            cap.claims as usize,
+            snap.as_ptr(),
+            snap.len(),
+            KEY.as_ptr(),
+            KEY.len(),
+            &mut keyed,
+        )
+    };
+    assert_eq!(rk, r, "keyed, the gate's restore answers otherwise");
+    assert_eq!(keyed.is_null(), rk != fencelock_result::Ok);
+    // SAFETY: NULL or a live gate, freed once.
+    unsafe { fencelock_gate_free(keyed) };
 });

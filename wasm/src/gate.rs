@@ -37,22 +37,31 @@ impl FenceGate {
         Ok(FenceGate { core })
     }
 
-    /// Rebuilds a gate from `snapshot()` bytes into `capacity` rows. Throws `bad_magic`,
+    /// Rebuilds a gate from `snapshot()` bytes into `capacity` rows; with `key` (16 bytes
+    /// from a random source) its index keyed as the rows load, for bytes of a source that
+    /// may choose the names (`setNameKey` after an unkeyed restore comes too late: names
+    /// chosen to share a probe run make that restore O(n²)). Throws `bad_magic`,
     /// `unsupported_version`, `corrupt_snapshot`, `capacity_exceeded`, `bad_config`,
-    /// `out_of_range`, `bad_argument`, `out_of_memory`; the bytes' header is judged before
-    /// any row is allocated, so junk is `bad_magic` at any capacity the core allows.
-    /// Cost: O(capacity + resources).
+    /// `out_of_range`, `bad_argument` (a key too: not a `Uint8Array` of 16 bytes),
+    /// `out_of_memory`; the bytes' header is judged before any row is allocated, so junk
+    /// is `bad_magic` at any capacity the core allows. Cost: O(capacity + resources).
     pub fn restore(
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
         #[wasm_bindgen(unchecked_param_type = "U64")] capacity: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Uint8Array")] key: JsValue,
     ) -> Result<FenceGate, JsValue> {
         let bytes = js::bytes(&bytes, "snapshot")?;
         let n = js::num(&capacity, "capacity")?;
+        let key = js::optional_name_key(&key)?;
         // The header judged before any row is allocated (as the C ABI does).
         crate::service::row_count(n)?;
         fencelock::gate_snapshot_resources(&bytes).map_err(Fail::from)?;
-        let core = Core::restore(rows(n, GateRow::EMPTY, "resources")?, &bytes)
-            .map_err(|(_, e)| Fail::from(e))?;
+        let rows = rows(n, GateRow::EMPTY, "resources")?;
+        let core = match key {
+            Some(key) => Core::restore_keyed(rows, &bytes, key),
+            None => Core::restore(rows, &bytes),
+        }
+        .map_err(|(_, e)| Fail::from(e))?;
         Ok(FenceGate { core })
     }
 

@@ -577,6 +577,15 @@ pub fn byte_len(plain: &Uint8Array) -> u64 {
     plain.unchecked_ref::<PlainCopy>().length_f64() as u64
 }
 
+/// An optional name key argument (`restore`'s): `undefined` is none, anything else as
+/// [`name_key`]. Cost: O(1).
+pub fn optional_name_key(v: &JsValue) -> Result<Option<fencelock::NameKey>, Fail> {
+    if v.is_undefined() {
+        return Ok(None);
+    }
+    name_key(v).map(Some)
+}
+
 /// A name key argument (`setNameKey`): a `Uint8Array` of exactly 16 bytes, the core's
 /// [`NameKey`](fencelock::NameKey) as two little-endian words; else `bad_argument`.
 pub fn name_key(v: &JsValue) -> Result<fencelock::NameKey, Fail> {

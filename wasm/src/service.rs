@@ -437,14 +437,20 @@ impl LockService {
     }
 
     /// Rebuilds a service from `snapshot()` bytes into new tables of the given capacities
-    /// (`{sessions, locks, claims}`; the config comes from the snapshot). Cost:
+    /// (`{sessions, locks, claims}`; the config comes from the snapshot). With `key` (16
+    /// bytes from a random source; keep it secret) the indexes are keyed as the rows load
+    /// (the core's `restore_keyed`): the way to restore bytes of a source that may choose
+    /// them, whose lock names or session ids chosen to share one probe run would make an
+    /// unkeyed restore O(n²) (`setNameKey` after it comes too late for that). Cost:
     /// O(capacity + snapshot).
     ///
     /// Throws `bad_magic`, `unsupported_version`, `corrupt_snapshot`, `capacity_exceeded`,
-    /// `bad_config`, and the argument errors of the constructor.
+    /// `bad_config`, and the argument errors of the constructor; `bad_argument` for a key
+    /// that is not a `Uint8Array` of 16 bytes (judged before the bytes are read).
     pub fn restore(
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Capacities")] capacities: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Uint8Array")] key: JsValue,
     ) -> Result<LockService, JsValue> {
         let bytes = js::bytes(&bytes, "snapshot")?;
         js::known_keys(
@@ -453,11 +459,16 @@ impl LockService {
             &["sessions", "locks", "claims"],
         )?;
         let caps = self::capacities(&capacities)?;
+        let key = js::optional_name_key(&key)?;
         // The core's order: what the snapshot says (magic, version, header, config), then
         // the tables (checked and allocated here), then the rest of the snapshot.
         fencelock::snapshot_config(&bytes).map_err(Fail::from)?;
         let storage = storage(caps)?;
-        let core = Core::restore(storage, &bytes).map_err(|(_, e)| Fail::from(e))?;
+        let core = match key {
+            Some(key) => Core::restore_keyed(storage, &bytes, key),
+            None => Core::restore(storage, &bytes),
+        }
+        .map_err(|(_, e)| Fail::from(e))?;
         Ok(LockService::with(core))
     }
 

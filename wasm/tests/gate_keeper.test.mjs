@@ -63,6 +63,31 @@ test('setNameKey: 16 bytes or bad_argument (nothing changes); keyed answers are 
   assert.deepEqual(svc.locks(), ['ledger']);
 });
 
+test('restore with a key: keyed as the rows load, the same state; a bad key is bad_argument first', () => {
+  const svc = new LockService({ sessions: 2, locks: 4, claims: 4 });
+  const { reply } = svc.openSession(0, 10);
+  svc.acquire(1, reply.session, 'ledger', { mode: 'exclusive', wait: 'none' });
+  const gate = new FenceGate(4);
+  gate.admit('ledger', 2);
+  const [snap, gsnap] = [svc.snapshot(), gate.snapshot()];
+  const caps = { sessions: 2, locks: 4, claims: 4 };
+  for (const bad of [new Uint8Array(15), 'sixteen bytes!!!', null]) {
+    assert.throws(() => LockService.restore(snap, caps, bad), (e) => e.code === 'bad_argument', String(bad));
+    assert.throws(() => FenceGate.restore(gsnap, 4, bad), (e) => e.code === 'bad_argument', String(bad));
+    // judged before the bytes: junk with a bad key is still bad_argument
+    assert.throws(() => LockService.restore(new Uint8Array(3), caps, bad), (e) => e.code === 'bad_argument');
+  }
+  const back = LockService.restore(snap, caps, randomFillSync(new Uint8Array(16)));
+  assert.equal(back.isNameKeyed(), true);
+  assert.equal(hex(back.snapshot()), hex(snap));
+  assert.equal(back.release(2, reply.session, 'ledger').reply.token, 1);
+  assert.equal(LockService.restore(snap, caps, undefined).isNameKeyed(), false);
+  const gate2 = FenceGate.restore(gsnap, 4, randomFillSync(new Uint8Array(16)));
+  assert.equal(gate2.isNameKeyed(), true);
+  assert.equal(hex(gate2.snapshot()), hex(gsnap));
+  assert.throws(() => gate2.admit('ledger', 1), (e) => e.code === 'stale' && e.highest === 2);
+});
+
 test('SessionKeeper: unconfirmed, safe, jeopardy, expired; keep-alives; poll timeout', () => {
   const k = new SessionKeeper(10, 3, 2); // ttl 10, keep-alive every 3, stop 2 before expiry
   assert.deepEqual(k.lease(0), { state: 'unconfirmed' });

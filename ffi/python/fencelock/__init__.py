@@ -520,6 +520,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_service_layout_watchers": [C.POINTER(_Capacity), _U32, _PSIZE, _PSIZE],
     "fencelock_service_init_in": [_P, _SIZE, C.POINTER(_Config), _PP],
     "fencelock_service_restore": [C.POINTER(_Capacity), _BYTES, _SIZE, _PP],
+    "fencelock_service_restore_keyed": [C.POINTER(_Capacity), _BYTES, _SIZE, _BYTES, _SIZE,
+                                        _PP],
     "fencelock_service_restore_in": [_P, _SIZE, C.POINTER(_Capacity), _BYTES, _SIZE, _PP],
     "fencelock_service_open_session": [_P, _U64, _U64, _PREPLY],
     "fencelock_service_keep_alive": [_P, _U64, _U64, _U64, _PREPLY],
@@ -576,6 +578,7 @@ _SIGNATURES: dict[str, list[Any]] = {
     "fencelock_gate_is_name_keyed": [_P, _PBOOL],
     "fencelock_gate_snapshot": [_P, _P, _SIZE, _PSIZE],
     "fencelock_gate_restore": [_SIZE, _BYTES, _SIZE, _PP],
+    "fencelock_gate_restore_keyed": [_SIZE, _BYTES, _SIZE, _BYTES, _SIZE, _PP],
     "fencelock_gate_last_error": [_P, _BYTES, _SIZE, _PSIZE],
     "fencelock_keeper_new": [_U64, _U64, _U64, _PP],
     "fencelock_keeper_free": [_P],
@@ -1178,14 +1181,25 @@ class Service(_Handle):
 
     @classmethod
     def restore(cls, snapshot: Union[bytes, bytearray, memoryview], sessions: int, locks: int,
-                claims: int) -> Service:
+                claims: int,
+                key: Optional[Union[bytes, bytearray, memoryview]] = None) -> Service:
         """A service from `snapshot()` bytes, with tables of these capacities; lock-delay
-        and the name limit come from the snapshot. Errors, in the core's order: BAD_MAGIC,
-        UNSUPPORTED_VERSION, CORRUPT_SNAPSHOT, BAD_CONFIG, CAPACITY_EXCEEDED. Cost:
-        O(capacity + snapshot length)."""
+        and the name limit come from the snapshot. With `key` (NAME_KEY_LEN bytes, e.g.
+        os.urandom(NAME_KEY_LEN); keep it secret) its indexes are keyed as the rows load
+        (fencelock_service_restore_keyed): the way to restore bytes of a source that may
+        choose them, whose lock names or session ids chosen to share one probe run would
+        make an unkeyed restore O(n²) (set_name_key after it comes too late for that).
+        Errors, in the core's order: BAD_MAGIC, UNSUPPORTED_VERSION, CORRUPT_SNAPSHOT,
+        BAD_CONFIG, CAPACITY_EXCEEDED; INVALID_ARGUMENT first for a key of another length.
+        Cost: O(capacity + snapshot length)."""
         raw = _bytes(snapshot, "snapshot")
         cap = cls._capacity(sessions, locks, claims)
-        h = _new(_lib.fencelock_service_restore, C.byref(cap), raw, len(raw))
+        if key is None:
+            h = _new(_lib.fencelock_service_restore, C.byref(cap), raw, len(raw))
+        else:
+            k = _bytes(key, "key")
+            h = _new(_lib.fencelock_service_restore_keyed, C.byref(cap), raw, len(raw), k,
+                     len(k))
         return cls(0, 0, 0, _handle=h)
 
     # --- inputs: each takes now first, returns the reply with the events beside it
@@ -1665,11 +1679,20 @@ class Gate(_Handle):
         super().__init__(_handle)
 
     @classmethod
-    def restore(cls, snapshot: Union[bytes, bytearray, memoryview], capacity: int) -> Gate:
-        """A gate from `snapshot()` bytes. Errors: BAD_MAGIC, UNSUPPORTED_VERSION,
-        CORRUPT_SNAPSHOT, CAPACITY_EXCEEDED, BAD_CONFIG. Cost: O(capacity + resources)."""
+    def restore(cls, snapshot: Union[bytes, bytearray, memoryview], capacity: int,
+                key: Optional[Union[bytes, bytearray, memoryview]] = None) -> Gate:
+        """A gate from `snapshot()` bytes; with `key` (NAME_KEY_LEN bytes), its index keyed
+        as the rows load (fencelock_gate_restore_keyed), for bytes of a source that may
+        choose the names. Errors: BAD_MAGIC, UNSUPPORTED_VERSION, CORRUPT_SNAPSHOT,
+        CAPACITY_EXCEEDED, BAD_CONFIG; INVALID_ARGUMENT first for a key of another length.
+        Cost: O(capacity + resources)."""
         raw = _bytes(snapshot, "snapshot")
-        h = _new(_lib.fencelock_gate_restore, _size(capacity, "capacity"), raw, len(raw))
+        cap = _size(capacity, "capacity")
+        if key is None:
+            h = _new(_lib.fencelock_gate_restore, cap, raw, len(raw))
+        else:
+            k = _bytes(key, "key")
+            h = _new(_lib.fencelock_gate_restore_keyed, cap, raw, len(raw), k, len(k))
         return cls(0, _handle=h)
 
     def admit(self, resource: Name, token: int) -> None:

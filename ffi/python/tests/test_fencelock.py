@@ -1205,6 +1205,18 @@ def test_a_name_key_changes_no_answer():
         gate.set_name_key()  # again, from os.urandom: the entries are kept
         assert gate.entries() == {"ledger": 2}
         assert gate.highest("ledger") == 2
+        # Restored keyed from the start: the same service and gate, keyed; a key of
+        # another length is refused before the bytes are read.
+        snap, gsnap = svc.snapshot(), gate.snapshot()
+        refused(903, fl.Service.restore, snap, 2, 4, 4, key=bytes(15))
+        refused(903, fl.Gate.restore, gsnap, 4, key=bytes(17))
+        with fl.Service.restore(snap, 2, 4, 4, key=os.urandom(fl.NAME_KEY_LEN)) as back, \
+                fl.Gate.restore(gsnap, 4, key=os.urandom(fl.NAME_KEY_LEN)) as gate2:
+            assert back.is_name_keyed() and gate2.is_name_keyed()
+            assert back.snapshot() == snap and gate2.snapshot() == gsnap
+            assert back.locks() == ["ledger"]
+            assert back.release(2, s, "ledger").token == 1
+            refused(401, gate2.admit, "ledger", 1)
 
 
 # ------------------------------------------------ semaphores, labels, watches, revision

@@ -257,6 +257,24 @@ static void gc_pause_timeline(void) {
   CHECK(drain(back, outs, 80) == 0);
   CHECK(unchanged(svc, snap, len)); /* the original is untouched */
 
+  /* Restored keyed from the start (bytes whose names or session ids others chose): a key
+   * of another length or NULL is refused and nothing is created; then the same service. */
+  fencelock_service *keyed_back = NULL;
+  EXPECT(fencelock_service_restore_keyed(&cap, snap, len, key, sizeof key - 1, &keyed_back),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
+  EXPECT(fencelock_service_restore_keyed(&cap, snap, len, NULL, sizeof key, &keyed_back),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  CHECK(keyed_back == NULL);
+  EXPECT(fencelock_service_restore_keyed(&cap, snap, 3, key, sizeof key, &keyed_back),
+         FENCELOCK_RESULT_BAD_MAGIC);
+  CHECK(keyed_back == NULL);
+  OK(fencelock_service_restore_keyed(&cap, snap, len, key, sizeof key, &keyed_back));
+  OK(fencelock_service_is_name_keyed(keyed_back, &keyed));
+  CHECK(keyed && unchanged(keyed_back, snap, len));
+  OK(fencelock_service_release(keyed_back, 10, b, S("jobs/reindex"), 0, &r));
+  CHECK(is_reply(FENCELOCK_REPLY_KIND_RELEASED, 35));
+  fencelock_service_free(keyed_back);
+
   /* The gate's snapshot round-trips too. */
   size_t glen = 0;
   EXPECT(fencelock_gate_snapshot(gate, NULL, 0, &glen), FENCELOCK_RESULT_BUFFER_TOO_SMALL);
@@ -268,6 +286,17 @@ static void gc_pause_timeline(void) {
   EXPECT(fencelock_gate_admit(gate2, S("storage"), 34), FENCELOCK_RESULT_STALE);
   OK(fencelock_gate_entries(gate2, names, 8, &count));
   CHECK(count == 1 && names[0].highest == 35 && strcmp(names[0].name, "storage") == 0);
+  fencelock_gate *gate3 = NULL;
+  EXPECT(fencelock_gate_restore_keyed(4, gsnap, glen, key, sizeof key + 1, &gate3),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
+  CHECK(gate3 == NULL);
+  OK(fencelock_gate_restore_keyed(4, gsnap, glen, key, sizeof key, &gate3));
+  OK(fencelock_gate_is_name_keyed(gate3, &keyed));
+  CHECK(keyed);
+  EXPECT(fencelock_gate_admit(gate3, S("storage"), 34), FENCELOCK_RESULT_STALE);
+  OK(fencelock_gate_highest(gate3, S("storage"), &seen, &highest));
+  CHECK(seen && highest == 35);
+  fencelock_gate_free(gate3);
 
   free(snap);
   fencelock_service_free(back);

@@ -202,6 +202,10 @@ const replyBytes: Uint8Array = frame.reply;
 console.log(replyBytes.length, frame.events.length);
 svc.setNameKey(crypto.getRandomValues(new Uint8Array(16)));
 console.log(svc.isNameKeyed());
+// Restored keyed as the rows load (bytes others wrote); the key is bytes, not text.
+LockService.restore(svc.snapshot(), svc.capacity(), crypto.getRandomValues(new Uint8Array(16))).free();
+// @ts-expect-error a key is a Uint8Array
+LockService.restore(svc.snapshot(), svc.capacity(), 'sixteen bytes!!!');
 svc.setEventLimit(svc.eventLimit() * 2);
 copy.free();
 
@@ -218,6 +222,7 @@ copy.free();
     if (err.code === 'stale_token') console.log('never');
   }
   console.log(gate.highest('ledger'), gate.entries()[0]?.resource, FenceGate.restore(gate.snapshot(), 16));
+  FenceGate.restore(gate.snapshot(), 16, crypto.getRandomValues(new Uint8Array(16))).free();
   // @ts-expect-error a resource is a string
   gate.check(1, 2);
 }
