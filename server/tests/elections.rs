@@ -266,3 +266,88 @@ async fn a_stepped_back_leader_with_the_longest_log_resumes_when_no_one_else_can
     c.converged().await;
     c.shutdown().await;
 }
+
+/// Only voters campaign: a follower that has heard no leader for longer than its lease
+/// grants a voter's RequestVote, but refuses one from a learner of the cluster (and from
+/// a node it does not know), and answers a learner's pre-vote with no; its term stays.
+/// A learner's key could otherwise collect a quorum's votes and lead: its appends under
+/// that committed vote would be taken by every member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_is_refused_a_vote_that_a_voter_is_granted() {
+    use fencelock_server::election::PreVoteRequest;
+    use fencelock_server::types::NodeAddr;
+    use openraft::raft::VoteRequest;
+    use openraft::Vote;
+    let c = Cluster::start("elect-learner-vote", 200).await;
+    let l = c.leader().await;
+    let learner = NodeAddr {
+        raft: "mem:4".into(),
+        client: "mem:4".into(),
+    };
+    c.nodes[&l]
+        .raft
+        .add_learner(4, learner, false)
+        .await
+        .expect("add learner 4");
+    let f = others(&c, l)[0];
+    let knows_learner = |id: NodeId| {
+        let m = c.nodes[&id]
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .clone();
+        let m = m.membership();
+        m.get_node(&4).is_some() && !m.voter_ids().any(|v| v == 4)
+    };
+    let start = Instant::now();
+    while !knows_learner(f) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "4 never reached {f} as a learner"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.net.isolate(f);
+    // Several maximum election timeouts (300-600 ms) without a leader: the lease is over.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let node = &c.nodes[&f];
+    let t0 = term(&c, f);
+    let last = node.raft.data_metrics().borrow().last_log;
+    let ask = |candidate: NodeId| PreVoteRequest {
+        candidate,
+        last_log_id: last,
+    };
+    assert!(
+        !node.elector().pre_vote(&ask(4)).granted,
+        "a learner's pre-vote"
+    );
+    assert!(
+        !node.elector().pre_vote(&ask(9)).granted,
+        "a stranger's pre-vote"
+    );
+    let voter = others(&c, f)
+        .into_iter()
+        .find(|&v| v != 4)
+        .expect("another voter");
+    assert!(
+        node.elector().pre_vote(&ask(voter)).granted,
+        "a voter's pre-vote"
+    );
+    for candidate in [4, 9] {
+        let r = node
+            .elector()
+            .vote(VoteRequest::new(Vote::new(t0 + 10, candidate), last))
+            .await
+            .expect("answered");
+        assert!(!r.vote_granted, "node {candidate}'s vote was granted");
+        assert_eq!(term(&c, f), t0, "node {candidate}'s vote moved the term");
+    }
+    let r = node
+        .elector()
+        .vote(VoteRequest::new(Vote::new(t0 + 10, voter), last))
+        .await
+        .expect("answered");
+    assert!(r.vote_granted, "a voter's vote, once the lease is over");
+    c.shutdown().await;
+}
