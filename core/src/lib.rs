@@ -295,7 +295,7 @@ pub use service::{
 #[cfg(feature = "alloc")]
 pub use sink::EventQueue;
 pub use sink::{EventLimit, Sink};
-pub use snapshot::{snapshot_config, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
+pub use snapshot::{snapshot_config, SNAPSHOT_HEADER_MAX_LEN, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 #[cfg(feature = "alloc")]
 pub use storage::VecStorage;
 pub use storage::{ArrayStorage, LabeledSliceStorage, SliceStorage, Storage};

@@ -390,6 +390,14 @@ impl<S: Storage> LockService<S> {
     }
 }
 
+/// The most bytes [`snapshot_config`] and [`gate_snapshot_resources`](crate::gate_snapshot_resources)
+/// read: a service snapshot's header at its longest (the magic, a three-byte version and
+/// the meta record with every varint at its widest; a gate's header is shorter). Their
+/// answer for any bytes is their answer for the first `SNAPSHOT_HEADER_MAX_LEN` of them,
+/// so a host holding the bytes elsewhere (a JS array, a file) can judge that prefix before
+/// it copies or reads the rest.
+pub const SNAPSHOT_HEADER_MAX_LEN: usize = 92;
+
 /// The config a [`LockService::snapshot`] was taken with, read from its header and
 /// checked as [`Config::validate`] checks one: the refusals [`LockService::restore`] makes
 /// before it looks at the storage, for a host that allocates the tables to restore into
@@ -783,6 +791,49 @@ mod tests {
             })
             .max()
             .unwrap_or(0)
+    }
+
+    /// The header judgements read at most `SNAPSHOT_HEADER_MAX_LEN` bytes: a service
+    /// header with every field at its widest encoding (over-long varints decode) is
+    /// judged the same from its first `SNAPSHOT_HEADER_MAX_LEN` bytes as whole, and one
+    /// byte fewer is a truncated header; a gate's header is shorter.
+    #[test]
+    fn the_header_judgements_read_at_most_the_header_max_len() {
+        let widest = |value: u64, width: usize| -> std::vec::Vec<u8> {
+            let mut out: std::vec::Vec<u8> = (0..width)
+                .map(|i| ((value >> (7 * i)) & 0x7f) as u8 | 0x80)
+                .collect();
+            if let Some(last) = out.last_mut() {
+                *last &= 0x7f;
+            }
+            out
+        };
+        let mut b = SNAPSHOT_MAGIC.to_vec();
+        b.extend(widest(SNAPSHOT_VERSION as u64, 3));
+        b.extend(widest(5, 10)); // lock_delay
+        b.extend(widest(64, 5)); // max_name_len
+        b.extend(widest(4, 5)); // max_watchers
+        for _ in 0..5 {
+            b.extend(widest(1, 10)); // now and the four counters
+        }
+        for _ in 0..3 {
+            b.extend(widest(0, 5)); // the three row counts
+        }
+        assert_eq!(b.len(), SNAPSHOT_HEADER_MAX_LEN);
+        let whole = snapshot_config(&b);
+        assert!(whole.is_ok(), "{whole:?}");
+        b.extend([0xffu8; 64]);
+        assert_eq!(snapshot_config(&b), whole);
+        assert_eq!(snapshot_config(&b[..SNAPSHOT_HEADER_MAX_LEN]), whole);
+        assert_eq!(
+            snapshot_config(&b[..SNAPSHOT_HEADER_MAX_LEN - 1]),
+            Err(Error::CorruptSnapshot("truncated header"))
+        );
+        let mut g = crate::GATE_MAGIC.to_vec();
+        g.extend(widest(crate::GATE_VERSION as u64, 3));
+        g.extend(widest(7, 5));
+        assert!(g.len() <= SNAPSHOT_HEADER_MAX_LEN);
+        assert_eq!(crate::gate_snapshot_resources(&g), Ok(7));
     }
 
     /// A snapshot's session ids are its author's. Ids chosen to share one home row and,

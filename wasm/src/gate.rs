@@ -50,12 +50,14 @@ impl FenceGate {
         #[wasm_bindgen(unchecked_param_type = "U64")] capacity: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "Uint8Array")] key: JsValue,
     ) -> Result<FenceGate, JsValue> {
-        let bytes = js::bytes(&bytes, "snapshot")?;
+        let plain = js::plain_bytes(&bytes, "snapshot")?;
         let n = js::num(&capacity, "capacity")?;
         let key = js::optional_name_key(&key)?;
-        // The header judged before any row is allocated (as the C ABI does).
+        // The header judged before any row is allocated (as the C ABI does), from its own
+        // bytes: junk is not copied into the module's memory, which would stay grown.
         crate::service::row_count(n)?;
-        fencelock::gate_snapshot_resources(&bytes).map_err(Fail::from)?;
+        fencelock::gate_snapshot_resources(&js::head(&plain, "snapshot")?).map_err(Fail::from)?;
+        let bytes = js::copy(&plain, "snapshot")?;
         let rows = rows(n, GateRow::EMPTY, "resources")?;
         let core = match key {
             Some(key) => Core::restore_keyed(rows, &bytes, key),

@@ -564,13 +564,6 @@ pub fn plain_bytes(v: &JsValue, what: &str) -> Result<Uint8Array, Fail> {
         .map_err(|_| Fail::BadArgument(cat(&[what, " cannot be read (a detached buffer?)"])))
 }
 
-/// The bytes of a `Uint8Array` argument, copied into wasm memory with a fallible
-/// allocation: an array too large for the module's memory is `out_of_memory`, not an
-/// abort.
-pub fn bytes(v: &JsValue, what: &str) -> Result<Vec<u8>, Fail> {
-    copy(&plain_bytes(v, what)?, what)
-}
-
 /// The length of a [`plain_bytes`] copy, whole: 2^32 or more is not wrapped (a typed
 /// array's length is below 2^53). Cost: one crossing.
 pub fn byte_len(plain: &Uint8Array) -> u64 {
@@ -602,8 +595,19 @@ pub fn name_key(v: &JsValue) -> Result<fencelock::NameKey, Fail> {
     Ok(fencelock::NameKey::from_bytes(key))
 }
 
-/// Copies a [`plain_bytes`] array into wasm memory (fallibly, as [`bytes`]): one longer
-/// than the module's address space is `out_of_memory` too.
+/// The first [`SNAPSHOT_HEADER_MAX_LEN`](fencelock::SNAPSHOT_HEADER_MAX_LEN) bytes of a
+/// [`plain_bytes`] array (all of a shorter one), copied in: what the core's header
+/// judgements read, so that bytes they refuse are never copied into the module's memory
+/// whole (it never shrinks). Errors: `out_of_memory` (for those few bytes). Cost: O(1).
+pub fn head(plain: &Uint8Array, what: &str) -> Result<Vec<u8>, Fail> {
+    // At most the header's length, so it fits a u32.
+    let n = byte_len(plain).min(fencelock::SNAPSHOT_HEADER_MAX_LEN as u64) as u32;
+    copy(&plain.subarray(0, n), what)
+}
+
+/// Copies a [`plain_bytes`] array into wasm memory with a fallible allocation: an array
+/// too large for the module's memory (or longer than its address space) is
+/// `out_of_memory`, not an abort.
 pub fn copy(plain: &Uint8Array, what: &str) -> Result<Vec<u8>, Fail> {
     let n = byte_len(plain);
     let n = usize::try_from(n).map_err(|_| no_room(n, what))?;

@@ -446,13 +446,16 @@ impl LockService {
     ///
     /// Throws `bad_magic`, `unsupported_version`, `corrupt_snapshot`, `capacity_exceeded`,
     /// `bad_config`, and the argument errors of the constructor; `bad_argument` for a key
-    /// that is not a `Uint8Array` of 16 bytes (judged before the bytes are read).
+    /// that is not a `Uint8Array` of 16 bytes (judged before the bytes are read);
+    /// `out_of_memory` when the bytes, whose header holds, do not fit the module's memory.
+    /// Bytes whose header is refused are judged by it alone and never copied into the
+    /// module's memory.
     pub fn restore(
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Capacities")] capacities: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "Uint8Array")] key: JsValue,
     ) -> Result<LockService, JsValue> {
-        let bytes = js::bytes(&bytes, "snapshot")?;
+        let plain = js::plain_bytes(&bytes, "snapshot")?;
         js::known_keys(
             js::object(&capacities, "capacities")?,
             "capacities",
@@ -461,9 +464,12 @@ impl LockService {
         let caps = self::capacities(&capacities)?;
         let key = js::optional_name_key(&key)?;
         // The core's order: what the snapshot says (magic, version, header, config), then
-        // the tables (checked and allocated here), then the rest of the snapshot.
-        fencelock::snapshot_config(&bytes).map_err(Fail::from)?;
+        // the tables (checked and allocated here), then the rest of the snapshot. The
+        // header is judged from its own bytes: junk is refused without a copy into the
+        // module's memory, which would stay grown.
+        fencelock::snapshot_config(&js::head(&plain, "snapshot")?).map_err(Fail::from)?;
         let storage = storage(caps)?;
+        let bytes = js::copy(&plain, "snapshot")?;
         let core = match key {
             Some(key) => Core::restore_keyed(storage, &bytes, key),
             None => Core::restore(storage, &bytes),

@@ -593,7 +593,13 @@ test('byte arrays of 2^32 elements are refused, typed, and the handle stays usab
   const key = thrown(() => svc.setNameKey(huge));
   expectError(key, 'bad_argument');
   assert.match(key.message, /got 4294967296/, 'the whole length, not its low 32 bits');
-  const restore = thrown(() => LockService.restore(huge, { sessions: 3, locks: 3, claims: 4 }));
+  const caps = { sessions: 3, locks: 3, claims: 4 };
+  // Judged by its header first: zeros are no snapshot, and nothing is copied in.
+  expectError(thrown(() => LockService.restore(huge, caps)), 'bad_magic');
+  expectError(thrown(() => FenceGate.restore(huge, 4)), 'bad_magic');
+  // A header that holds: the rest is copied in, which the module's memory cannot hold.
+  huge.set(svc.snapshot());
+  const restore = thrown(() => LockService.restore(huge, caps));
   expectError(restore, 'out_of_memory');
   assert.match(restore.message, /4294967296 bytes/);
   assert.equal(hex(svc.snapshot()), before);

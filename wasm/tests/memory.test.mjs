@@ -1,0 +1,49 @@
+// What a refused call costs the module's memory, which never shrinks: a wasm instance's
+// memory only grows, so bytes copied in for a call that is then refused stay taken for
+// the life of the page. The instance is caught as the package creates it (the glue keeps
+// it private), so its memory can be measured.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const instances = [];
+const Instance = WebAssembly.Instance;
+WebAssembly.Instance = class extends Instance {
+  constructor(module, imports) {
+    super(module, imports);
+    instances.push(this);
+  }
+};
+const here = path.dirname(fileURLToPath(import.meta.url));
+const pkg = createRequire(import.meta.url)(path.join(here, '..', 'pkg', 'node', 'fencelock_wasm.js'));
+WebAssembly.Instance = Instance;
+const { LockService, FenceGate } = pkg;
+
+test('the package instance was caught', () => {
+  assert.equal(instances.length, 1);
+  assert.ok(instances[0].exports.memory instanceof WebAssembly.Memory);
+});
+
+test('junk given to restore is refused by its header, and not copied into the module', () => {
+  const memory = instances[0].exports.memory;
+  const caps = { sessions: 4, locks: 4, claims: 8 };
+  // A good restore first, so that what a restore needs besides the bytes is there.
+  LockService.restore(new LockService(caps).snapshot(), caps).free();
+  FenceGate.restore(new FenceGate(4).snapshot(), 4).free();
+  const before = memory.buffer.byteLength;
+  const junk = new Uint8Array(48 << 20); // 48 MiB of zeros: no snapshot's magic
+  for (let i = 0; i < 3; i++) {
+    assert.throws(() => LockService.restore(junk, caps), (e) => e.code === 'bad_magic');
+    assert.throws(() => FenceGate.restore(junk, 4), (e) => e.code === 'bad_magic');
+  }
+  // A real snapshot's magic followed by junk: refused by its header too (the version).
+  const magic = new LockService(caps).snapshot().subarray(0, 4);
+  const bad = new Uint8Array(48 << 20);
+  bad.set(magic);
+  bad.fill(0xff, 4, 64);
+  assert.throws(() => LockService.restore(bad, caps), (e) => e.code === 'unsupported_version' || e.code === 'corrupt_snapshot');
+  const grown = memory.buffer.byteLength - before;
+  assert.ok(grown < 1 << 20, `the module's memory grew by ${grown} bytes`);
+});
