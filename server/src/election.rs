@@ -20,11 +20,12 @@
 //! * **Leader stickiness** (dissertation §4.2.3). A real `RequestVote` is refused while
 //!   this node is a leader with a fresh quorum; on followers openraft's lease (no vote
 //!   within the maximum election timeout of hearing from the leader) does the same.
-//! * **Only voters campaign.** A `RequestVote` from a candidate this node does not know as
-//!   a voter (a learner, or a node the membership does not name) is refused, and such a
-//!   node's pre-vote is never granted: a learner's key could otherwise collect a quorum's
-//!   votes and lead. While a node knows no membership yet (before `--init` reaches it)
-//!   any candidate may ask it.
+//!   A vote (or pre-vote) is *not* refused for coming from a node this node knows only as
+//!   a learner: a node that missed a membership change knows a newly promoted voter as a
+//!   learner, and its vote may be the one a quorum needs (grow a cluster from one node to
+//!   three, lose the first while the third lags: only the second can lead, and only with
+//!   the third's vote). A learner that campaigns is as dangerous as a voter that lies;
+//!   the membership is the trust boundary, not the voter set.
 //! * **Check-quorum** (etcd's `CheckQuorum`). Every AppendEntries a leader sends goes
 //!   through [`QuorumNetwork`], which records, per follower, the send time of the latest
 //!   request that follower accepted. The *quorum time* is the latest instant such that a
@@ -92,16 +93,6 @@ pub struct PreVoteResponse {
     /// leader it follows now and that leader's term. What lets a node that missed a membership change learn,
     /// from a member it knows, that a node it does not know leads ([`Elector::vouched`]).
     pub leader_vote: Option<Vote>,
-}
-
-/// Whether node `id` may campaign as `raft` knows the cluster: a voter of its membership
-/// (of either configuration of a joint one), or anyone while it knows no membership yet
-/// (a node not yet initialized, which the first members' elections reach). Cost: a
-/// metrics read, O(voters).
-fn may_campaign(raft: &Raft, id: NodeId) -> bool {
-    let m = raft.metrics().borrow().membership_config.clone();
-    let members = m.membership();
-    members.nodes().next().is_none() || members.voter_ids().any(|v| v == id)
 }
 
 /// The transport of pre-votes (the Raft transport of each network implements it).
@@ -503,12 +494,10 @@ impl Elector {
         r
     }
 
-    /// Handles an incoming RequestVote: refused from a candidate this node does not know
-    /// as a voter (a learner, or a node it does not know: only voters campaign, and a
-    /// learner granted a quorum's votes would lead with a vote the members follow), and
-    /// while this node leads with a fresh quorum (stickiness); else openraft decides (its
-    /// lease refuses it within the maximum election timeout of hearing from a leader). A
-    /// granted vote restarts the election timer.
+    /// Handles an incoming RequestVote: refused while this node leads with a fresh
+    /// quorum (stickiness), else openraft decides (its lease refuses it within the maximum
+    /// election timeout of hearing from a leader). A granted vote restarts the election
+    /// timer.
     ///
     /// Errors: openraft's.
     pub async fn vote(
@@ -516,8 +505,7 @@ impl Elector {
         req: VoteRequest<NodeId>,
     ) -> Result<VoteResponse<NodeId>, RaftError<NodeId>> {
         let raft = self.raft()?;
-        let candidate = req.vote.leader_id().voted_for();
-        if self.leading_fresh() || !candidate.is_some_and(|c| may_campaign(raft, c)) {
+        if self.leading_fresh() {
             let m = raft.metrics().borrow().clone();
             let last = raft.data_metrics().borrow().last_log;
             return Ok(VoteResponse::new(m.vote, last, false));
@@ -554,9 +542,7 @@ impl Elector {
         };
         let mine = raft.data_metrics().borrow().last_log;
         let live_leader = self.leading_fresh() || self.heard_leader_within(self.timing.max());
-        // A learner asks to learn whom the members follow, never to campaign: its answer
-        // is never a yes (a real vote from it is refused, `vote`).
-        let granted = !live_leader && req.last_log_id >= mine && may_campaign(raft, req.candidate);
+        let granted = !live_leader && req.last_log_id >= mine;
         // Only a leader it hears now (or itself, leading with a fresh quorum): a vote
         // whose leader has gone quiet — stepped down, removed — is vouched for by no one.
         let vote = raft.metrics().borrow().vote;
