@@ -24,7 +24,7 @@
 //!   a learner: a node that missed a membership change knows a newly promoted voter as a
 //!   learner, and its vote may be the one a quorum needs (grow a cluster from one node to
 //!   three, lose the first while the third lags: only the second can lead, and only with
-//!   the third's vote). A learner that campaigns is as dangerous as a voter that lies;
+//!   the third's vote; `a_voter_promoted_while_a_node_lagged_is_elected_with_that_nodes_vote`). A learner that campaigns is as dangerous as a voter that lies;
 //!   the membership is the trust boundary, not the voter set.
 //! * **Check-quorum** (etcd's `CheckQuorum`). Every AppendEntries a leader sends goes
 //!   through [`QuorumNetwork`], which records, per follower, the send time of the latest

@@ -266,3 +266,62 @@ async fn a_stepped_back_leader_with_the_longest_log_resumes_when_no_one_else_can
     c.converged().await;
     c.shutdown().await;
 }
+
+/// A node that missed a membership change still votes for a voter it knows only as a
+/// learner: grown from one voter to three while the third node was cut off, that node
+/// still sees the other two as a voter and a learner when the first is lost; the second
+/// can lead only with the third's pre-vote and vote, and does. (A rule serving votes only
+/// from the voters a node knows would leave this cluster without a leader until the first
+/// node came back.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_promoted_while_a_node_lagged_is_elected_with_that_nodes_vote() {
+    use std::collections::BTreeSet;
+    let mut c = Cluster::start("elect-promoted-lagging", 200).await;
+    let voters = |c: &Cluster, id: NodeId| -> BTreeSet<NodeId> {
+        let m = c.nodes[&id]
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .clone();
+        m.membership().voter_ids().collect()
+    };
+    // Down to the leader alone (the other two kept as learners), as after a recovery.
+    let first = c.leader().await;
+    let [second, third] = <[NodeId; 2]>::try_from(others(&c, first)).expect("two others");
+    c.nodes[&first]
+        .raft
+        .change_membership(BTreeSet::from([first]), true)
+        .await
+        .expect("to the leader alone");
+    let start = Instant::now();
+    while c
+        .nodes
+        .keys()
+        .any(|id| voters(&c, *id) != BTreeSet::from([first]))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the one-voter membership never reached every node"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The third cut off; the first and the second take the change to three voters.
+    c.net.isolate(third);
+    c.nodes[&first]
+        .raft
+        .change_membership(BTreeSet::from([first, second, third]), true)
+        .await
+        .expect("to three voters without the third");
+    assert_eq!(voters(&c, second), BTreeSet::from([first, second, third]));
+    assert_eq!(
+        voters(&c, third),
+        BTreeSet::from([first]),
+        "the third saw the change"
+    );
+    // The first lost, the third back: only the second can lead, with the third's vote.
+    c.kill(first).await;
+    c.net.heal();
+    assert_eq!(c.leader_among(&[second, third]).await, second);
+    c.shutdown().await;
+}
