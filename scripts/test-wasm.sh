@@ -88,13 +88,12 @@ scripts/build-wasm.sh
 # name key too (+622 / +432: the keyed hash reached from every session and claim lookup's
 # branch on the key, and the rebuild of both indexes), and `restore` of both classes takes
 # an optional key, restoring keyed as the rows load (+682 / +80), which a host restoring
-# snapshot bytes others wrote needs against ids or names chosen to collide ("trust
-# nothing at the edges").
+# snapshot bytes others wrote needs against ids or names chosen to collide.
 # Raised a thirteenth time, by exactly the measured growth (180 612 -> 181 226 raw,
 # 72 423 -> 72 786 gzipped: +614 / +363): `restore` of both classes judges a snapshot's
 # header from its first bytes (the core's SNAPSHOT_HEADER_MAX_LEN) before it copies the
 # rest into the module's memory, which never shrinks: junk no longer leaves the page's
-# memory grown by its size ("every queue and buffer has a limit").
+# memory grown by its size.
 WASM_MAX_RAW=${WASM_MAX_RAW:-181226}
 WASM_MAX_GZIP=${WASM_MAX_GZIP:-73088}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.

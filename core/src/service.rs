@@ -226,7 +226,8 @@ pub(crate) struct State {
     /// Up to [`CLASSES`] ttls whose sessions are kept in deadline lists (see
     /// `View::renew`); which ttls they are depends on history and never shows outside.
     pub(crate) classes: [TtlClass; CLASSES],
-    /// The lock-name index's key ([`LockService::set_name_key`]); `None`: the public hash.
+    /// The key of all three indexes ([`LockService::set_name_key`]); `None`: the public
+    /// hashes.
     pub(crate) name_key: Option<NameKey>,
     /// TEST ONLY (feature `fault-injection`): see
     /// [`LockService::inject_fault_expiry_after_grants`].
@@ -466,7 +467,8 @@ impl<S: Storage> LockService<S> {
     /// loads them. Cost: O(capacity of the three tables), to rebuild the indexes;
     /// afterwards every input that names a lock hashes the name with SipHash-1-3 (some 60
     /// instructions more per input for a short name), as does a lookup of a session away
-    /// from its home row or of a claim on a lock with two or more (some 70). Errors: none.
+    /// from its home row, of a watch, or of a hold or wait on a lock with two or more
+    /// (some 70). Errors: none.
     pub fn set_name_key(&mut self, key: NameKey) {
         self.st.name_key = Some(key);
         self.view().rebuild_indexes();

@@ -354,8 +354,8 @@ impl<S: Storage> LockService<S> {
     /// then keying, would index them under the public hash first: O(n²) for such a
     /// snapshot). The way to restore bytes of a source that may choose them. The same
     /// checks, errors and result as [`restore`](Self::restore), keyed. Cost: as
-    /// `restore`'s, with each name, each session away from its home row and each claim
-    /// of a lock with two or more hashed by SipHash-1-3.
+    /// `restore`'s, with each name, each session away from its home row, each watch and
+    /// each hold or wait of a lock with two or more hashed by SipHash-1-3.
     pub fn restore_keyed(storage: S, bytes: &[u8], key: NameKey) -> Result<Self, (S, Error)> {
         Self::restore_inner(storage, bytes, Some(key))
     }

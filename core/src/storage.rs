@@ -777,9 +777,8 @@ impl LockRow {
 }
 
 impl Indexed for LockRow {
-    /// The lock index stores its entries' hash bits, so no index operation reads this
-    /// but a debug check; remove a lock row with `index_remove_hashed` and
-    /// `View::name_hash`.
+    /// The lock index stores its entries' hash bits, so no index operation calls this:
+    /// remove a lock row with `index_remove_hashed` and `View::name_hash`.
     fn key_hash(&self, key: Option<&NameKey>) -> u64 {
         crate::table::keyed_name_hash(key, self.name.as_str().as_bytes())
     }
@@ -1157,8 +1156,8 @@ mod tests {
 
     /// Claim keys (row pairs, which a snapshot's author steers through its session ids)
     /// chosen to share one home bucket under the public mixer do not share one under a
-    /// key: 64 such pairs land in at least 48 different buckets of 512 (a run of 64
-    /// becomes runs of one or two).
+    /// key: 64 such pairs land in at least 48 different buckets of 512, where the public
+    /// mixer puts all 64 in one.
     #[test]
     fn claim_keys_chosen_to_collide_are_spread_out_by_a_key() {
         use crate::table::{home, tag_of};

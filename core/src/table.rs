@@ -1,5 +1,6 @@
-//! Fixed-capacity tables over caller-provided rows: a free list, a seedless hash index
-//! and an indexed min-heap of deadlines.
+//! Fixed-capacity tables over caller-provided rows: a free list, a hash index (a public,
+//! seedless hash, or SipHash-1-3 under the host's [`NameKey`]) and an indexed min-heap
+//! of deadlines.
 //!
 //! The hash index of each of the service's tables is a dense array of its own (two
 //! [`Bucket`]s or [`TaggedBucket`]s per table row, so the load stays ≤ 50 %), apart
@@ -14,7 +15,7 @@
 //! an entry's home bucket is computed from the stored bits alone, so a deletion's
 //! backward shift never reads a row or re-hashes a name. Tables keyed by integers
 //! (sessions, claims) store row numbers only ([`Bucket`]): their key is one load from
-//! the row and one mix. A gate's rows carry their own two buckets (a gate is
+//! the row and one mix (a SipHash of 8 bytes under a key). A gate's rows carry their own two buckets (a gate is
 //! append-only and small), so its rows are its index array too.
 
 pub(crate) const NIL: u32 = u32::MAX;
@@ -64,7 +65,8 @@ impl BucketArray for [TaggedBucket] {
 }
 
 /// One bucket of the hash index of a table keyed by integers (sessions, claims): a row
-/// number only, since such a key is one load from the row and one mix. Opaque: only the
+/// number only, since such a key is one load from the row and one mix (or, under a key,
+/// one SipHash of 8 bytes). Opaque: only the
 /// service reads it. 4 bytes; two per session or claim row.
 #[derive(Clone, Copy, Debug)]
 pub struct Bucket {
@@ -522,9 +524,9 @@ impl TableState {
 /// indexes are hashed under it too: the service hands session ids out itself, but a
 /// snapshot's ids are its author's
 /// ([`LockService::restore_keyed`](crate::LockService::restore_keyed)). The key places
-/// rows in the indexes and nothing else: replies, events, queries and snapshots are the same whatever the key
-/// (and without one), so replicas may each pick their own. Pick it from a random source,
-/// and keep it secret (it is not in snapshots).
+/// rows in the indexes and nothing else: replies, events, queries and snapshots are the
+/// same whatever the key (and without one), so replicas may each pick their own. Pick it
+/// from a random source, and keep it secret (it is not in snapshots).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct NameKey(pub [u64; 2]);
 
@@ -626,8 +628,8 @@ fn siphash<const C: usize, const D: usize>(key: [u64; 2], bytes: &[u8]) -> u64 {
 /// (plain FNV-1a's do not: `lock/0001`, `lock/0002`… shared a home bucket and probed
 /// linearly), and one multiply per 8 bytes is a shorter dependency chain than FNV-1a's
 /// one per byte. Seedless and the same on every platform; it only places rows in the
-/// index and is never persisted. (Integer keys are hashed by [`mix`] alone; `fnv1a` stays
-/// as it is for the persisted request fingerprint.)
+/// index and is never persisted. (Unkeyed, integer keys are hashed by [`mix`] alone;
+/// `fnv1a` stays as it is for the persisted request fingerprint.)
 #[cfg_attr(not(target_family = "wasm"), inline(always))]
 pub(crate) fn name_hash(bytes: &[u8]) -> u64 {
     // Eight bytes per step (little-endian, so the same on every platform), then the

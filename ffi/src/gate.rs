@@ -321,8 +321,9 @@ pub unsafe extern "C" fn fencelock_gate_restore(
 /// source that may choose them: names chosen to share one probe run make an unkeyed
 /// restore O(n²) (and `fencelock_gate_set_name_key` after it comes too late for that).
 ///
-/// Errors (nothing created): `NULL_PARAMETER`, `INVALID_ARGUMENT` (a key of another
-/// length), then those of `fencelock_gate_restore`, in its order. Cost: as
+/// Errors (nothing created): the arguments', one by one in their order (`NULL_PARAMETER`
+/// for a NULL pointer, `INVALID_ARGUMENT` for a snapshot length past `PTRDIFF_MAX` or a
+/// key of another length), then those of `fencelock_gate_restore`, in its order. Cost: as
 /// `fencelock_gate_restore`, with each name hashed by SipHash-1-3.
 ///
 /// # Safety

@@ -800,8 +800,10 @@ pub unsafe extern "C" fn fencelock_service_restore(
 /// make an unkeyed restore O(n²) (and `fencelock_service_set_name_key` after it comes too
 /// late for that). The service answers as one restored unkeyed and then keyed.
 ///
-/// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (a key of another length), then those of
-/// `fencelock_service_restore`, in its order. Nothing is created on error. Cost: as
+/// Errors: the arguments', one by one in their order (`NULL_PARAMETER` for a NULL
+/// pointer, `INVALID_ARGUMENT` for a snapshot length past `PTRDIFF_MAX` or a key of
+/// another length), then the snapshot's, as `fencelock_service_restore` judges them.
+/// Nothing is created on error. Cost: as
 /// `fencelock_service_restore`, with each name, each session away from its home row and
 /// each claim of a lock with two or more hashed by SipHash-1-3.
 ///
@@ -1928,17 +1930,21 @@ pub unsafe extern "C" fn fencelock_service_set_event_limit(
     }
 }
 
-/// Sets the secret key the lock-name index hashes names with (`key[..key_len]`, exactly
+/// Sets the secret key the service's indexes hash with (`key[..key_len]`, exactly
 /// `FENCELOCK_NAME_KEY_LEN` bytes, from a random source; keep it secret), the core's
 /// `set_name_key`: a host that serves lock names others choose (a shared server's
-/// clients) calls it after creating or restoring the service, so that names chosen to
-/// share a probe run cannot slow every input. Nothing observable changes: replies,
-/// events, queries and snapshots are the same whatever the key. It may be called again;
-/// it is not in snapshots.
+/// clients) calls it after creating the service, so that names chosen to share a probe
+/// run cannot slow every input; the session and claim indexes are keyed too (a
+/// snapshot's author chooses its session ids: restore such bytes with
+/// `fencelock_service_restore_keyed`). Nothing observable changes: replies, events,
+/// queries and snapshots are the same whatever the key. It may be called again; it is
+/// not in snapshots.
 ///
 /// Errors (nothing changes): `NULL_PARAMETER`, `INVALID_ARGUMENT` (another length),
-/// `PANIC`. Cost: O(lock capacity), to rebuild the index; afterwards each input that
-/// names a lock hashes it with SipHash-1-3 (some 60 instructions more for a short name).
+/// `PANIC`. Cost: O(capacity of the three tables), to rebuild the indexes; afterwards
+/// each input that names a lock hashes it with SipHash-1-3 (some 60 instructions more for
+/// a short name), as does a lookup of a session away from its home row, a watch, or a
+/// hold or wait on a lock with two or more.
 ///
 /// # Safety
 /// `svc` NULL or a live handle; `key` NULL or valid for `key_len` bytes.

@@ -403,6 +403,17 @@ fuzz_target!(|data: &[u8]| {
     };
     assert_eq!(rk, r, "keyed, the gate's restore answers otherwise");
     assert_eq!(keyed.is_null(), rk != fencelock_result::Ok);
+    if rk == fencelock_result::Ok {
+        let mut buf = vec![0u8; snap.len()];
+        let mut got = 0usize;
+        // SAFETY: live gate; `buf` valid for its length; writable.
+        let s = unsafe { fencelock_gate_snapshot(keyed, buf.as_mut_ptr(), buf.len(), &mut got) };
+        assert_eq!(
+            (s, &buf[..got]),
+            (fencelock_result::Ok, snap),
+            "keyed, other bytes"
+        );
+    }
     // SAFETY: NULL or a live gate, freed once.
     unsafe { fencelock_gate_free(keyed) };
 });

@@ -950,13 +950,14 @@ impl LockService {
         counts(u.sessions, u.locks, u.claims)
     }
 
-    /// Keys the lock-name index with a secret (`key`: 16 bytes from a random source,
+    /// Keys the service's indexes with a secret (`key`: 16 bytes from a random source,
     /// `crypto.getRandomValues(new Uint8Array(16))`; keep it secret), the core's
-    /// `set_name_key`: a host that serves lock names others choose calls it after `new` or
-    /// `restore`, so that names chosen to share a probe run cannot slow every call.
-    /// Nothing observable changes (answers, events, queries, snapshots); a key is not in
-    /// snapshots. Throws `bad_argument` (not a `Uint8Array` of 16 bytes; nothing
-    /// changes). Cost: O(lock capacity).
+    /// `set_name_key`: a host that serves lock names others choose calls it after `new`,
+    /// so that names chosen to share a probe run cannot slow every call; the session and
+    /// claim indexes are keyed too (a snapshot's author chooses its session ids: restore
+    /// such bytes with `restore`'s key). Nothing observable changes (answers, events,
+    /// queries, snapshots); a key is not in snapshots. Throws `bad_argument` (not a
+    /// `Uint8Array` of 16 bytes; nothing changes). Cost: O(capacity of the three tables).
     #[wasm_bindgen(js_name = setNameKey)]
     pub fn set_name_key(
         &mut self,

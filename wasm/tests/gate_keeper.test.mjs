@@ -76,6 +76,7 @@ test('restore with a key: keyed as the rows load, the same state; a bad key is b
     assert.throws(() => FenceGate.restore(gsnap, 4, bad), (e) => e.code === 'bad_argument', String(bad));
     // judged before the bytes: junk with a bad key is still bad_argument
     assert.throws(() => LockService.restore(new Uint8Array(3), caps, bad), (e) => e.code === 'bad_argument');
+    assert.throws(() => FenceGate.restore(new Uint8Array(3), 4, bad), (e) => e.code === 'bad_argument');
   }
   const back = LockService.restore(snap, caps, randomFillSync(new Uint8Array(16)));
   assert.equal(back.isNameKeyed(), true);

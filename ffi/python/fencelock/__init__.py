@@ -1555,11 +1555,13 @@ class Service(_Handle):
         self._call("fencelock_service_set_event_limit", _size(limit, "limit"))
 
     def set_name_key(self, key: Optional[Union[bytes, bytearray, memoryview]] = None) -> None:
-        """Keys the lock-name index with a secret (`key`: NAME_KEY_LEN bytes; by default
+        """Keys the service's indexes with a secret (`key`: NAME_KEY_LEN bytes; by default
         os.urandom's), so that lock names others choose cannot be picked to share a probe
-        run and slow every call. Nothing observable changes (replies, events, queries,
-        snapshots); not kept in a snapshot: key a restored service again. Errors:
-        INVALID_ARGUMENT (another length; nothing changes). Cost: O(lock capacity)."""
+        run and slow every call; the session and claim indexes are keyed too (a
+        snapshot's author chooses its session ids: restore such bytes with restore's
+        `key`). Nothing observable changes (replies, events, queries, snapshots); not kept
+        in a snapshot: key a restored service again. Errors: INVALID_ARGUMENT (another
+        length; nothing changes). Cost: O(capacity of the three tables)."""
         raw = _name_key(key)
         self._call("fencelock_service_set_name_key", raw, len(raw))
 

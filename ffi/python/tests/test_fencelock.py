@@ -1206,10 +1206,15 @@ def test_a_name_key_changes_no_answer():
         assert gate.entries() == {"ledger": 2}
         assert gate.highest("ledger") == 2
         # Restored keyed from the start: the same service and gate, keyed; a key of
-        # another length is refused before the bytes are read.
+        # another length is refused before the bytes are read (junk with it is the key's
+        # refusal, junk alone is bad magic).
         snap, gsnap = svc.snapshot(), gate.snapshot()
         refused(903, fl.Service.restore, snap, 2, 4, 4, key=bytes(15))
         refused(903, fl.Gate.restore, gsnap, 4, key=bytes(17))
+        refused(903, fl.Service.restore, b"xyz", 2, 4, 4, key=bytes(15))
+        refused(903, fl.Gate.restore, b"xyz", 4, key=bytes(17))
+        refused(503, fl.Service.restore, b"xyz", 2, 4, 4, key=bytes(16))
+        refused(503, fl.Gate.restore, b"xyz", 4, key=bytes(16))
         with fl.Service.restore(snap, 2, 4, 4, key=os.urandom(fl.NAME_KEY_LEN)) as back, \
                 fl.Gate.restore(gsnap, 4, key=os.urandom(fl.NAME_KEY_LEN)) as gate2:
             assert back.is_name_keyed() and gate2.is_name_keyed()

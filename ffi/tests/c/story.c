@@ -265,6 +265,9 @@ static void gc_pause_timeline(void) {
   EXPECT(fencelock_service_restore_keyed(&cap, snap, len, NULL, sizeof key, &keyed_back),
          FENCELOCK_RESULT_NULL_PARAMETER);
   CHECK(keyed_back == NULL);
+  /* The key is judged before the bytes: junk with a bad key is the key's refusal. */
+  EXPECT(fencelock_service_restore_keyed(&cap, snap, 3, key, sizeof key - 1, &keyed_back),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
   EXPECT(fencelock_service_restore_keyed(&cap, snap, 3, key, sizeof key, &keyed_back),
          FENCELOCK_RESULT_BAD_MAGIC);
   CHECK(keyed_back == NULL);
@@ -289,6 +292,12 @@ static void gc_pause_timeline(void) {
   fencelock_gate *gate3 = NULL;
   EXPECT(fencelock_gate_restore_keyed(4, gsnap, glen, key, sizeof key + 1, &gate3),
          FENCELOCK_RESULT_INVALID_ARGUMENT);
+  EXPECT(fencelock_gate_restore_keyed(4, gsnap, glen, NULL, sizeof key, &gate3),
+         FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_gate_restore_keyed(4, gsnap, 3, key, sizeof key - 1, &gate3),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
+  EXPECT(fencelock_gate_restore_keyed(4, gsnap, 3, key, sizeof key, &gate3),
+         FENCELOCK_RESULT_BAD_MAGIC);
   CHECK(gate3 == NULL);
   OK(fencelock_gate_restore_keyed(4, gsnap, glen, key, sizeof key, &gate3));
   OK(fencelock_gate_is_name_keyed(gate3, &keyed));
