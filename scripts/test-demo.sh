@@ -18,21 +18,28 @@ cd "$(dirname "$0")/.."
 echo "test-demo: $(/usr/bin/chromium --version 2>/dev/null || echo 'chromium (version unknown)'), playwright-core $(node -p 'require("./tools/node_modules/playwright-core/package.json").version')"
 scripts/demo-pkg.sh
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+# The static server binds port 0 itself and reports the port it got, so no other process
+# can take the port between a choice and the bind (and be tested in its place).
 log=$(mktemp)
-python3 -m http.server "$port" --bind 127.0.0.1 --directory web-demo >"$log" 2>&1 &
-server=$!
-trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
-python3 - "$port" <<'PY'
-import socket, sys, time
-for _ in range(100):
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close()
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.05)
-sys.exit("test-demo: the static server did not start")
+python3 -u - "$log.port" >"$log" 2>&1 <<'PY' &
+import functools, http.server, os, sys
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory="web-demo")
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+tmp = sys.argv[1] + ".tmp"
+with open(tmp, "w") as f:
+    f.write(str(server.server_address[1]))
+os.replace(tmp, sys.argv[1])
+server.serve_forever()
 PY
+server=$!
+trap 'kill "$server" 2>/dev/null || true; rm -f "$log" "$log.port" "$log.port.tmp"' EXIT
+for _ in $(seq 100); do
+  [ -s "$log.port" ] && break
+  kill -0 "$server" 2>/dev/null || { cat "$log" >&2; echo "test-demo: the static server did not start" >&2; exit 1; }
+  sleep 0.05
+done
+[ -s "$log.port" ] || { cat "$log" >&2; echo "test-demo: the static server did not start" >&2; exit 1; }
+port=$(cat "$log.port")
 echo "[test-demo] serving web-demo on http://127.0.0.1:$port/"
 scripts/node-test.sh web-demo/tests/recording.test.mjs
 DEMO_URL="http://127.0.0.1:$port/" scripts/node-test.sh web-demo/tests/demo.test.mjs
