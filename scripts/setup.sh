@@ -87,7 +87,10 @@ if tests; then
     log "rustup toolchain install nightly (minimal)"
     rustup toolchain install nightly --profile minimal
   fi
-  if ! cargo +nightly miri --version >/dev/null 2>&1; then
+  # Both halves: Miri builds its own standard library from rust-src, so miri alone passes
+  # `miri --version` and then fails the first `cargo miri test`.
+  if ! cargo +nightly miri --version >/dev/null 2>&1 ||
+    ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
     log "rustup component add miri rust-src (nightly)"
     rustup component add miri rust-src --toolchain nightly
   fi
