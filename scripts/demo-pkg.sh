@@ -7,7 +7,9 @@ src=wasm/pkg/web
 stale=0
 if [ ! -f "$src/fencelock_wasm_bg.wasm" ]; then
   stale=1
-elif [ -n "$(find core/src wasm/src wasm/args/src core/Cargo.toml wasm/Cargo.toml wasm/args/Cargo.toml Cargo.lock scripts/wasm-flags.sh scripts/build-wasm.sh wasm/js -newer "$src/fencelock_wasm_bg.wasm" -print -quit 2>/dev/null)" ]; then
+# What the build reads: the two crates and the core, the workspace manifest (its release
+# profile) and lock file, the build's flags and scripts, and the JS it wraps.
+elif [ -n "$(find core/src wasm/src wasm/args/src core/Cargo.toml wasm/Cargo.toml wasm/args/Cargo.toml Cargo.toml Cargo.lock scripts/wasm-flags.sh scripts/build-wasm.sh wasm/js -newer "$src/fencelock_wasm_bg.wasm" -print -quit 2>/dev/null)" ]; then
   stale=1
 fi
 if [ "$stale" = 1 ]; then
