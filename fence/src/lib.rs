@@ -363,6 +363,14 @@ fn precheck<E>(resource: &str, token: Token, sql: bool) -> Result<(), FenceError
     Ok(())
 }
 
+/// Whether `resource` is a name a resource can have (the core's checks: not empty, not
+/// too long). An SQL fence's `highest` answers `None` for any other without asking the
+/// database, as [`fencelock::FenceGate::highest`] does, whatever a hand-made row holds.
+/// Cost: O(1).
+fn nameable(resource: &str) -> bool {
+    precheck::<()>(resource, Token(1), false).is_ok()
+}
+
 /// A token read back from an SQL fence table: must be positive.
 fn stored_token(h: i64) -> Result<Token, StorageError> {
     u64::try_from(h)

@@ -94,6 +94,73 @@ fn refuse_open_transaction(client: &mut Client) -> Result<(), StorageError> {
     }
 }
 
+/// Refuses a fence table found in place that is not [`create`]'s shape: an ordinary table
+/// whose columns are exactly `resource bytea NOT NULL` and `highest bigint NOT NULL`, with
+/// no default or generated value, and a unique index on `resource` alone (no expression,
+/// no predicate). A table made by hand or by another tool could hold `text` keys (which
+/// the fence's `bytea` keys never equal, so a resource would have two highest tokens) or
+/// a NULL highest (which no admission would ever overwrite, closing that resource for
+/// good). Every name is read from `pg_catalog`, as the write statements name theirs.
+///
+/// Errors: [`PgFence::NOT_OUR_TABLE`], describing the table found, or the look-up's own
+/// failure. Cost: one round trip.
+fn check_table(tx: &mut Transaction<'_>, table: &str) -> Result<(), StorageError> {
+    let read = |e| StorageError::new("read the fence table's shape", e);
+    let row = tx
+        .query_typed_one(
+            "SELECT c.relkind::text,
+               pg_catalog.array_to_string(ARRAY(
+                 SELECT a.attname::text OPERATOR(pg_catalog.||) ' '
+                   OPERATOR(pg_catalog.||) pg_catalog.format_type(a.atttypid, a.atttypmod)
+                   OPERATOR(pg_catalog.||) CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
+                   OPERATOR(pg_catalog.||) CASE WHEN a.atthasdef
+                     OR a.attgenerated OPERATOR(pg_catalog.<>) '' THEN ' DEFAULT' ELSE '' END
+                 FROM pg_catalog.pg_attribute a
+                 WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid
+                   AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+                 ORDER BY a.attnum), ', '),
+               EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+                 JOIN pg_catalog.pg_attribute k
+                   ON k.attrelid OPERATOR(pg_catalog.=) c.oid
+                  AND k.attname OPERATOR(pg_catalog.=) 'resource'
+                 WHERE i.indrelid OPERATOR(pg_catalog.=) c.oid AND i.indisunique
+                   AND i.indnatts OPERATOR(pg_catalog.=) 1
+                   AND i.indexprs IS NULL AND i.indpred IS NULL
+                   AND i.indkey[0] OPERATOR(pg_catalog.=) k.attnum)
+             FROM pg_catalog.pg_class c
+             WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)::oid",
+            &[(&table, Type::TEXT)],
+        )
+        .map_err(read)?;
+    let kind: String = row.try_get(0).map_err(read)?;
+    let columns: String = row.try_get(1).map_err(read)?;
+    let keyed: bool = row.try_get(2).map_err(read)?;
+    if kind == "r" && keyed && columns == "resource bytea NOT NULL, highest bigint NOT NULL" {
+        return Ok(());
+    }
+    Err(StorageError::new(
+        PgFence::NOT_OUR_TABLE,
+        format!(
+            "{table} is {} with columns ({columns}){}; the fence's is a table of \
+             (resource bytea PRIMARY KEY, highest bigint NOT NULL CHECK (highest > 0)): \
+             move its rows into one of that shape",
+            match kind.as_str() {
+                "r" => "a table",
+                "p" => "a partitioned table",
+                "v" => "a view",
+                "m" => "a materialized view",
+                "f" => "a foreign table",
+                _ => "not a table",
+            },
+            if keyed {
+                ""
+            } else {
+                " and no unique index on resource alone"
+            },
+        ),
+    ))
+}
+
 /// The resource's highest token. Its operator is named in `pg_catalog`, as the admission's
 /// is, so a `search_path` a write set cannot give `highest()` or a stale refusal another
 /// `=`.
@@ -178,6 +245,10 @@ impl PgFence {
     pub const IN_OPEN_TRANSACTION: &'static str =
         "refused: the connection is inside a transaction of the caller's";
 
+    /// [`StorageError::what`] of [`in_schema`](Self::in_schema)'s refusal of a fence table
+    /// that is not the fence's own shape.
+    pub const NOT_OUR_TABLE: &'static str = "refused: the fence table is not the fence's own";
+
     /// The schema [`new`](Self::new) keeps the fence table in.
     pub const DEFAULT_SCHEMA: &'static str = "public";
 
@@ -215,8 +286,9 @@ impl PgFence {
     /// Errors: [`StorageError`] if `schema` is no schema name (empty, over 63 bytes, a
     /// NUL) or one of PostgreSQL's own (`pg_…`, `information_schema`), if `client` is
     /// inside a transaction, if the connection's `search_path` finds another `fencelock_fence` first
-    /// (naming its schema), if the table cannot be found or created (a missing schema
-    /// included). Cost: a transaction taking an advisory lock around a look-up and, if
+    /// (naming its schema), if the table found is not the fence's shape
+    /// ([`NOT_OUR_TABLE`](Self::NOT_OUR_TABLE)), if the table cannot be found or created (a
+    /// missing schema included). Cost: a transaction taking an advisory lock around a look-up and, if
     /// missing, `CREATE TABLE` (about six round trips); make one fence per connection
     /// and keep it. Its statements are not prepared (each is sent with its parameter
     /// types), so a fence works behind a pooler in transaction mode (PgBouncer).
@@ -277,6 +349,8 @@ impl PgFence {
         if ours.is_none() {
             tx.batch_execute(&create(&table))
                 .map_err(|e| StorageError::new("create the fence table", e))?;
+        } else {
+            check_table(&mut tx, &table)?;
         }
         tx.commit()
             .map_err(|e| StorageError::new("create the fence table", e))?;
@@ -343,9 +417,26 @@ impl Fence for PgFence {
         let out = match write(&mut tx) {
             Ok(out) => out,
             Err(e) => {
-                // Rolled back here, not left to the drop: nothing the closure did to the
-                // transaction decides what happens to its writes and the fence's raise.
+                // Rolled back here, not left to the drop — but first the same check as
+                // before a COMMIT: a write that sent COMMIT (or ROLLBACK) of its own and
+                // then failed has already ended the fence's transaction, and what it did
+                // may have committed with the raise; that is not the certain rollback
+                // `Write` says. An aborted transaction (the check fails with 25P02) is
+                // still the fence's, and rolls back.
+                let ended = matches!(
+                    tx.query_typed_one(STILL_OURS, &[(&xid, Type::INT8)]),
+                    Ok(row) if row.try_get::<_, Option<bool>>(0).ok().flatten() != Some(true)
+                );
                 let _ = tx.rollback();
+                if ended {
+                    return Err(StorageError::new(
+                        "the fenced transaction",
+                        "the write failed after it ended the fence's transaction itself (a \
+                         COMMIT or ROLLBACK of its own): what it did, and the fence's raise, \
+                         may be partly committed; read your data back",
+                    )
+                    .into());
+                }
                 return Err(FenceError::Write(e));
             }
         };
@@ -389,6 +480,9 @@ impl Fence for PgFence {
     }
 
     fn highest(&mut self, resource: &str) -> Result<Option<Token>, StorageError> {
+        if !crate::nameable(resource) {
+            return Ok(None);
+        }
         let row = self
             .client
             .query_typed_opt(&self.highest, &[(&resource.as_bytes(), Type::BYTEA)])

@@ -324,6 +324,9 @@ impl Fence for SqliteFence {
     }
 
     fn highest(&mut self, resource: &str) -> Result<Option<Token>, StorageError> {
+        if !crate::nameable(resource) {
+            return Ok(None);
+        }
         let stored: Option<i64> = self
             .conn
             .query_row(HIGHEST, (resource.as_bytes(),), |r| r.get(0))

@@ -758,6 +758,51 @@ fn postgres_fence_names_a_deferred_constraints_refusal_of_the_commit() {
     assert_eq!(n, 0, "nothing written");
 }
 
+/// A write that sends a `COMMIT` of its own and then fails: the raise and what it wrote
+/// before committed, so the answer is not `Write` (a certain rollback) but a storage
+/// error that says the write ended the fence's transaction. The raise stands.
+#[test]
+fn postgres_fence_reports_a_failed_write_that_committed_its_transaction() {
+    let pg = common::Postgres::start();
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    f.client()
+        .batch_execute("CREATE TABLE ledger (entry text NOT NULL)")
+        .unwrap();
+    let r = f.write("ledger", Token(7), |tx| {
+        tx.execute("INSERT INTO ledger VALUES ('before')", &[])?;
+        tx.batch_execute("COMMIT")?;
+        tx.execute("INSERT INTO no_such_table VALUES (1)", &[])?;
+        Ok::<_, postgres::Error>(())
+    });
+    match r {
+        Err(FenceError::Storage(e)) => {
+            assert!(
+                e.to_string().contains("ended the fence's transaction"),
+                "{e}"
+            );
+            assert!(!e.commit_refused(), "the outcome is not a certain rollback");
+        }
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    assert_eq!(
+        f.highest("ledger").unwrap(),
+        Some(Token(7)),
+        "the raise committed with the write's own COMMIT"
+    );
+    let before: i64 = f
+        .client()
+        .query_one("SELECT count(*) FROM ledger WHERE entry = 'before'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(before, 1);
+    // A write that fails in the fence's own transaction is still `Write`, rolled back.
+    let r = f.write("ledger", Token(8), |tx| {
+        tx.execute("INSERT INTO no_such_table VALUES (1)", &[])
+    });
+    assert!(matches!(r, Err(FenceError::Write(_))), "{r:?}");
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(7)));
+}
+
 /// A write that ends the fence's transaction itself (here a `ROLLBACK` of its own, which
 /// undoes the raise, then a statement that commits on its own) used to come back `Ok`:
 /// PostgreSQL answers the fence's COMMIT outside a transaction with a warning. The check
@@ -1274,4 +1319,112 @@ fn the_worker_refuses_a_bad_token_or_resource_before_connecting() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
+}
+
+/// `highest` of a name no resource can have (empty, or longer than 64 bytes) is `None`
+/// without asking the table, as the gate answers, even when a hand-made row holds one.
+#[test]
+fn sql_fences_answer_none_for_a_name_no_resource_can_have() {
+    let long = "n".repeat(65);
+    let mut s = SqliteFence::new(rusqlite::Connection::open_in_memory().unwrap()).unwrap();
+    for name in ["", long.as_str()] {
+        s.connection()
+            .execute(
+                "INSERT INTO main.fencelock_fence (resource, highest) VALUES (?1, 9)",
+                (name.as_bytes(),),
+            )
+            .unwrap();
+        assert_eq!(s.highest(name).unwrap(), None, "sqlite {name:?}");
+    }
+    let pg = common::Postgres::start();
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    for name in ["", long.as_str()] {
+        f.client()
+            .execute(
+                "INSERT INTO public.fencelock_fence (resource, highest) VALUES ($1, 9)",
+                &[&name.as_bytes()],
+            )
+            .unwrap();
+        assert_eq!(f.highest(name).unwrap(), None, "postgres {name:?}");
+    }
+    // A name that can be is read as before.
+    f.admit("ledger", Token(3)).unwrap();
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(3)));
+}
+
+/// A fence table found in place that is not the fence's own shape is refused at
+/// construction (`PgFence::NOT_OUR_TABLE`), changing nothing: `text` keys would never
+/// equal the fence's `bytea` keys (two highest tokens for one resource), a NULL highest
+/// would close its resource for good. The fence's own shape, made by hand, is taken.
+#[test]
+fn postgres_fence_refuses_a_hostile_fence_table_instead_of_trusting_it() {
+    let pg = common::Postgres::start();
+    let mut c = pg.connect();
+    for (shape, why) in [
+        (
+            "CREATE TABLE fencelock_fence (resource text PRIMARY KEY, highest bigint NOT NULL)",
+            "text keys",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource bytea PRIMARY KEY, highest bigint)",
+            "a nullable highest",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource bytea PRIMARY KEY, highest integer NOT NULL)",
+            "a 32-bit highest",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource bytea NOT NULL, highest bigint NOT NULL)",
+            "no key",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource bytea NOT NULL, highest bigint NOT NULL);
+             CREATE UNIQUE INDEX ON fencelock_fence (resource) WHERE highest > 5",
+            "a partial key",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource bytea PRIMARY KEY,
+               highest bigint NOT NULL, note text)",
+            "a third column",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource bytea PRIMARY KEY,
+               highest bigint NOT NULL DEFAULT 1)",
+            "a default",
+        ),
+        (
+            "CREATE TABLE other (resource bytea PRIMARY KEY, highest bigint NOT NULL);
+             CREATE VIEW fencelock_fence AS SELECT resource, highest FROM other",
+            "a view",
+        ),
+    ] {
+        c.batch_execute(shape).unwrap();
+        let e = match PgFence::new(pg.connect()) {
+            Err(e) => e,
+            Ok(_) => panic!("{why}: a fence on a table not its own"),
+        };
+        assert_eq!(e.what(), PgFence::NOT_OUR_TABLE, "{why}: {e}");
+        let kept: Option<u32> = c
+            .query_one("SELECT to_regclass('public.fencelock_fence')::oid", &[])
+            .unwrap()
+            .get(0);
+        assert!(kept.is_some(), "{why}: the table is still there");
+        c.batch_execute(if why == "a view" {
+            "DROP VIEW fencelock_fence; DROP TABLE other"
+        } else {
+            "DROP TABLE fencelock_fence"
+        })
+        .unwrap();
+    }
+    // The fence's own shape, made by hand (a UNIQUE constraint for the key), is taken.
+    c.batch_execute(
+        "CREATE TABLE fencelock_fence (resource bytea NOT NULL UNIQUE, highest bigint NOT NULL);
+         INSERT INTO fencelock_fence VALUES ('ledger'::bytea, 9)",
+    )
+    .unwrap();
+    let mut f = PgFence::new(pg.connect()).unwrap();
+    assert_eq!(
+        f.admit("ledger", Token(8)).unwrap_err().stale_highest(),
+        Some(Token(9))
+    );
 }
