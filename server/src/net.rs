@@ -1736,8 +1736,10 @@ async fn client_conn<R, W>(
     // itself), or, without tokens, every client alike.
     let mut principal = Principal::Anyone;
     // Each reply travels with its in-flight permit, and a list answer with its bytes in
-    // the node's bound on unwritten ones: both released once the reply is written.
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<(Out, Held)>();
+    // the node's bound on unwritten ones: both released once the reply is written; and
+    // with the count of pushes queued when it was made (`PushSink::sent`), which are
+    // written before it.
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<(Out, Held, u64)>();
     let (push, mut push_rx, overflow) = node.shared.hub.sink(PUSH_BACKLOG);
     // This connection's list answers not yet written ([`reply_out`]), in bytes, and the
     // signal that closes it when it holds the most of the node's spent bound.
@@ -1757,29 +1759,44 @@ async fn client_conn<R, W>(
         let mut pushes_open = true;
         // Told to close for its pushes, or a write stalled: the client is not reading.
         let mut cut_off = false;
+        // Frames taken out of the two queues, to be written in this order.
+        let mut next: std::collections::VecDeque<(Out, Held)> = Default::default();
         loop {
-            // Replies first: a Malformed frame must be written before the connection ends.
-            let (f, permit) = tokio::select! {
-                biased;
-                _ = overflow.notified() => {
-                    cut_off = true;
-                    break;
-                }
-                _ = evicted.closed() => {
-                    stats.net.close(CLIENT, "unwritten_lists");
-                    cut_off = true;
-                    break;
-                }
-                f = out_rx.recv() => match f {
-                    Some(f) => f,
-                    None => break,
-                },
-                p = push_rx.recv(), if pushes_open => match p {
-                    Some(o) => (Out::Frame(ServerFrame::Push(o)), Held::default()),
-                    None => {
-                        pushes_open = false;
-                        continue;
+            // Replies first (a Malformed frame must be written before the connection
+            // ends), but never ahead of a push queued before the reply was made: the
+            // outputs of what was applied before an answer reach the client before it.
+            let (f, permit) = match next.pop_front() {
+                Some(f) => f,
+                None => tokio::select! {
+                    biased;
+                    _ = overflow.notified() => {
+                        cut_off = true;
+                        break;
                     }
+                    _ = evicted.closed() => {
+                        stats.net.close(CLIENT, "unwritten_lists");
+                        cut_off = true;
+                        break;
+                    }
+                    f = out_rx.recv() => match f {
+                        Some((f, held, pushed)) => {
+                            while push_rx.taken() < pushed {
+                                // Queued before the reply was stamped: there now.
+                                let Ok(o) = push_rx.try_recv() else { break };
+                                next.push_back((Out::Frame(ServerFrame::Push(o)), Held::default()));
+                            }
+                            next.push_back((f, held));
+                            continue;
+                        }
+                        None => break,
+                    },
+                    p = push_rx.recv(), if pushes_open => match p {
+                        Some(o) => (Out::Frame(ServerFrame::Push(o)), Held::default()),
+                        None => {
+                            pushes_open = false;
+                            continue;
+                        }
+                    },
                 },
             };
             let closing = matches!(
@@ -1912,10 +1929,10 @@ async fn client_conn<R, W>(
                     let reply = ServerFrame::Reply { id, result };
                     if refused_token {
                         node.stats.net.close(CLIENT, "unauthenticated");
-                        let _ = out_tx.send((Out::Last(reply), Held::new(permit, None)));
+                        let _ = out_tx.send((Out::Last(reply), Held::new(permit, None), 0));
                         break;
                     }
-                    let _ = out_tx.send((Out::Frame(reply), Held::new(permit, None)));
+                    let _ = out_tx.send((Out::Frame(reply), Held::new(permit, None), 0));
                     continue;
                 }
                 let node = node.clone();
@@ -1924,8 +1941,10 @@ async fn client_conn<R, W>(
                 let lists = conn_lists.clone();
                 requests.spawn(async move {
                     let result = node.handle_request_as(req, conn, &push, principal).await;
+                    // Every push queued by now goes out before this answer.
+                    let pushed = push.sent();
                     let (reply, list) = reply_out(&node.stats, id, result, &lists);
-                    let _ = out.send((reply, Held::new(permit, list)));
+                    let _ = out.send((reply, Held::new(permit, list), pushed));
                 });
             }
             Ok(Next::End) => break,
@@ -1946,7 +1965,7 @@ async fn client_conn<R, W>(
                     Some(_) => Out::OtherVersion,
                     None => Out::Frame(ServerFrame::Malformed(e.to_string())),
                 };
-                let _ = out_tx.send((out, Held::default()));
+                let _ = out_tx.send((out, Held::default(), 0));
                 break;
             }
         }
@@ -3382,6 +3401,140 @@ mod tests {
     /// to it, is closed by the node's push budget (lowered to 1): its connection ends
     /// (the node does not wait for a flush the client will never take) and its queued
     /// pushes leave the budget; the session itself is untouched.
+    /// A push is written before every answer made after it was queued, however many
+    /// answers wait ahead of it: a client that reads nothing while its waiting session is
+    /// granted, then asks more, finds the grant before the later answers. (Replies went
+    /// first whenever any waited, so a grant could arrive after the answer to the next
+    /// acquire of its lock, and be taken for that acquire's outcome.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_push_is_written_before_the_answers_made_after_it() {
+        let (node, dir) = unit_node("push-order").await;
+        initialize_alone(&node).await;
+        let ask = |req: Request| {
+            let node = node.clone();
+            async move { ask_leader(&node, req).await.unwrap() }
+        };
+        let open = || async {
+            match ask(Request::Open {
+                ttl_ms: 600_000,
+                key: None,
+            })
+            .await
+            {
+                Reply::Opened {
+                    reply: fencelock::Reply::Opened { session, .. },
+                    secret,
+                    ..
+                } => (session.0, secret),
+                other => panic!("{other:?}"),
+            }
+        };
+        let (a, a_secret) = open().await;
+        let (b, b_secret) = open().await;
+        ask(Request::Acquire {
+            session: a,
+            secret: a_secret,
+            lock: "l".into(),
+            mode: Mode::Exclusive,
+            wait: WaitSpec::None,
+            request: None,
+        })
+        .await;
+        // Requests go in through one pipe; answers come out through one of a byte, so the
+        // node's writer stops at its first frame until the test reads.
+        let (mut requests, req_end) = tokio::io::duplex(1 << 16);
+        let (resp_end, mut answers) = tokio::io::duplex(1);
+        let policy = ClientPolicy {
+            read_timeout: Duration::from_secs(120),
+            ..ClientPolicy::default()
+        };
+        let task = tokio::spawn(client_conn(req_end, resp_end, node.clone(), None, policy));
+        let send = |id: u64, req: Request| frame::encode(&ClientFrame { id, req }).unwrap();
+        async fn read(answers: &mut tokio::io::DuplexStream) -> ServerFrame {
+            frame::read::<_, ServerFrame>(answers, MAX_SERVER_FRAME)
+                .await
+                .unwrap()
+                .unwrap()
+        }
+        use tokio::io::AsyncWriteExt;
+        requests
+            .write_all(&send(
+                1,
+                Request::Acquire {
+                    session: b,
+                    secret: b_secret,
+                    lock: "l".into(),
+                    mode: Mode::Exclusive,
+                    wait: WaitSpec::Forever,
+                    request: Some(1),
+                },
+            ))
+            .await
+            .unwrap();
+        let queued = read(&mut answers).await;
+        assert!(
+            matches!(
+                &queued,
+                ServerFrame::Reply {
+                    id: 1,
+                    result: Ok(Reply::Done {
+                        reply: fencelock::Reply::Queued { .. },
+                        ..
+                    })
+                }
+            ),
+            "{queued:?}"
+        );
+        // Answers pile up unread; then B is granted (a push), then more answers.
+        for id in 100..120 {
+            requests
+                .write_all(&send(id, Request::Members))
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        ask(Request::Release {
+            session: a,
+            secret: a_secret,
+            lock: "l".into(),
+            request: None,
+        })
+        .await;
+        for id in 200..206 {
+            requests
+                .write_all(&send(id, Request::Members))
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut order = Vec::new();
+        for _ in 0..27 {
+            order.push(match read(&mut answers).await {
+                ServerFrame::Reply { id, .. } => id,
+                ServerFrame::Push(fencelock::Output::Granted { session, .. }) if session.0 == b => {
+                    0
+                }
+                other => panic!("{other:?}"),
+            });
+        }
+        let grant = order
+            .iter()
+            .position(|id| *id == 0)
+            .expect("the grant pushed");
+        let later = order
+            .iter()
+            .position(|id| *id >= 200)
+            .expect("the later answers");
+        assert!(
+            grant < later,
+            "the grant came after a later answer: {order:?}"
+        );
+        drop(requests);
+        let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_that_stops_reading_its_pushes_is_closed_and_its_queue_freed() {
         let (node, dir) = unit_node("push-budget").await;

@@ -183,6 +183,8 @@ pub struct PushSink {
     tx: mpsc::Sender<Output>,
     overflow: Arc<Notify>,
     counted: Counted,
+    /// Pushes queued so far, over the queue's life (counted once each is in the queue).
+    sent: Arc<AtomicU64>,
     /// Set when its connection has stopped reading ([`PushSink::detach`]): nothing
     /// attaches it from then on. Shared by every clone.
     detached: Arc<AtomicBool>,
@@ -195,6 +197,8 @@ pub struct PushSink {
 pub struct PushQueue {
     rx: mpsc::Receiver<Output>,
     counted: Counted,
+    /// Pushes taken out so far.
+    taken: u64,
 }
 
 /// How one queue's pushes are counted in a budget: the budget's total, and the queue's own
@@ -270,6 +274,7 @@ impl PushQueue {
         let o = self.rx.recv().await;
         if o.is_some() {
             self.counted.take();
+            self.taken += 1;
         }
         o
     }
@@ -278,7 +283,14 @@ impl PushQueue {
     pub fn try_recv(&mut self) -> Result<Output, mpsc::error::TryRecvError> {
         let o = self.rx.try_recv()?;
         self.counted.take();
+        self.taken += 1;
         Ok(o)
+    }
+
+    /// How many pushes were taken out so far: with [`PushSink::sent`], what a writer
+    /// needs to write every push queued before a reply ahead of that reply. Cost: O(1).
+    pub fn taken(&self) -> u64 {
+        self.taken
     }
 }
 
@@ -316,9 +328,14 @@ impl PushSink {
                 tx,
                 overflow: overflow.clone(),
                 counted: counted.clone(),
+                sent: Arc::default(),
                 detached: Arc::default(),
             },
-            PushQueue { rx, counted },
+            PushQueue {
+                rx,
+                counted,
+                taken: 0,
+            },
             overflow,
         )
     }
@@ -338,13 +355,26 @@ impl PushSink {
             self.counted.take();
         }
         match r {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                // After the send: a reply stamped with this count finds the push queued.
+                self.sent.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.close();
                 Err(Unsent::Full)
             }
             Err(mpsc::error::TrySendError::Closed(_)) => Err(Unsent::Closed),
         }
+    }
+
+    /// How many pushes were queued so far, over the queue's life. A reply stamped with it
+    /// when made is written after each of them: the outputs of every entry applied before
+    /// a request's answer reach the client before that answer, whatever else the
+    /// connection has to write (a client relies on it: the grant of a wait it then sees
+    /// released must not arrive after the answer to its next acquire). Cost: O(1).
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::SeqCst)
     }
 
     /// Pushes queued and not yet taken by the writer. Cost: O(1).

@@ -201,17 +201,19 @@ fn a_command_that_cannot_start_is_named_and_the_lock_freed() {
 
 /// The command learns what it holds from its environment: the lock's name and its token;
 /// a plain lock's command has no permit variables, even when the CLI's own environment has
-/// them (an outer semaphore holder's, say).
+/// them (an outer semaphore holder's, say), and never the cluster's bearer token the CLI
+/// was given.
 #[test]
 fn the_command_is_told_what_it_holds_and_nothing_inherited() {
     let _s = serial();
     let n = Node::start("env");
     let script = "echo \"$FENCELOCK_LOCK $FENCELOCK_TOKEN ${FENCELOCK_PERMITS-none} \
-                  ${FENCELOCK_PERMIT_LIMIT-none}\" > env";
+                  ${FENCELOCK_PERMIT_LIMIT-none} ${FENCELOCK_AUTH_TOKEN-none}\" > env";
     let mut c = n
         .cli(&["lock", "jobs/env", "--ttl-ms", LONG_TTL])
         .env("FENCELOCK_PERMITS", "3")
         .env("FENCELOCK_PERMIT_LIMIT", "4")
+        .env("FENCELOCK_AUTH_TOKEN", "the-cluster-token")
         .args(["--", "sh", "-c", script])
         .stderr(Stdio::piped())
         .spawn()
@@ -220,10 +222,14 @@ fn the_command_is_told_what_it_holds_and_nothing_inherited() {
     assert!(st.success(), "lock exited {st:?}: {}", stderr_of(&mut c));
     let env = std::fs::read_to_string(n.path("env")).unwrap();
     let f: Vec<&str> = env.split_whitespace().collect();
-    assert_eq!(f.len(), 4, "{env:?}");
+    assert_eq!(f.len(), 5, "{env:?}");
     assert_eq!(f[0], "jobs/env", "{env:?}");
     assert!(f[1].parse::<u64>().is_ok_and(|t| t > 0), "token: {env:?}");
-    assert_eq!(f[2..], ["none", "none"], "permit variables: {env:?}");
+    assert_eq!(f[2..4], ["none", "none"], "permit variables: {env:?}");
+    assert_eq!(
+        f[4], "none",
+        "the bearer token reached the command: {env:?}"
+    );
 }
 
 #[test]
@@ -697,6 +703,23 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
     let err = String::from_utf8_lossy(&st.stderr);
     assert!(err.contains("must be below the margin"), "{err}");
     assert_eq!(n.holder("L"), "", "nothing was acquired");
+    // A ttl too short to keep a session alive is a usage error, said before a session is
+    // opened (it used to open one, then close it and exit 1), for every command that
+    // opens one.
+    for cmd in [
+        &["lock", "L", "--ttl-ms", "4", "--", "true"][..],
+        &["elect", "E", "--ttl-ms", "4"],
+        &["watch", "L", "--ttl-ms", "0"],
+        &["observe", "E", "--ttl-ms", "4"],
+    ] {
+        let st = n.cli(cmd).output().unwrap();
+        assert_eq!(st.status.code(), Some(64), "{cmd:?}");
+        let err = String::from_utf8_lossy(&st.stderr);
+        assert!(
+            err.contains("too short to keep a session alive"),
+            "{cmd:?}: {err}"
+        );
+    }
     // Below it, and by default (a tenth of a short ttl), the command runs.
     for grace in [&["--kill-after-ms", "579"][..], &[]] {
         let st = n

@@ -140,6 +140,11 @@ struct Opts {
     /// `holder`, `queue` and watchers (UTF-8, at most 64 bytes; default HOSTNAME:PID).
     #[arg(long, env = "FENCELOCK_LABEL", global = true)]
     label: Option<String>,
+    /// How to connect (TLS, token), read once by `main` before any command runs: every
+    /// client is made with it, so a token or CA file that cannot be read again later
+    /// (rotated, a descriptor limit) never turns into a client without them.
+    #[arg(skip)]
+    resolved: Option<ClientOptions>,
 }
 
 #[derive(Subcommand)]
@@ -381,14 +386,30 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let opts = args.opts;
+    let mut opts = args.opts;
     if !matches!(args.cmd, Cmd::Supervise { .. }) {
-        if let Err(e) = opts.connection() {
-            note!("fencelock: {e}");
-            return ExitCode::from(1);
+        match opts.connection() {
+            Ok(c) => opts.resolved = Some(c),
+            Err(e) => {
+                note!("fencelock: {e}");
+                return ExitCode::from(1);
+            }
         }
         if let Err(e) = opts.label() {
             note!("fencelock: --label: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
+    // The commands that open a session keep it alive by the core's keeper rule (every
+    // ttl/4, stopping ttl/5 before its end): a ttl too short for it is a usage error,
+    // said before anything is opened.
+    if matches!(
+        args.cmd,
+        Cmd::Lock { .. } | Cmd::Elect { .. } | Cmd::Observe { .. } | Cmd::Watch { .. }
+    ) {
+        let ttl = opts.ttl_ms;
+        if let Err(e) = fencelock::SessionKeeper::new(ttl, ttl / 4, ttl / 5) {
+            note!("fencelock: --ttl-ms {ttl}: too short to keep a session alive ({e}); give at least 5");
             return ExitCode::from(EXIT_USAGE);
         }
     }
@@ -717,15 +738,25 @@ impl Opts {
     }
 
     fn with_addrs(&self, addrs: Vec<String>, timeouts: Timeouts) -> Client {
-        // `main` checked `connection()` before running any command.
-        let options = self.connection().unwrap_or_default();
-        Client::with_options(
-            addrs,
-            ClientOptions {
-                timeouts,
-                ..options
-            },
-        )
+        // `main` read the connection settings before running any command. Without them
+        // (a command that makes no client), a client reaches no node: it never falls back
+        // to plain TCP or to no token.
+        match &self.resolved {
+            Some(options) => Client::with_options(
+                addrs,
+                ClientOptions {
+                    timeouts,
+                    ..options.clone()
+                },
+            ),
+            None => Client::with_options(
+                Vec::new(),
+                ClientOptions {
+                    timeouts,
+                    ..ClientOptions::default()
+                },
+            ),
+        }
     }
 
     fn client(&self) -> Client {
@@ -1192,6 +1223,11 @@ async fn lock(
     };
     lease_file.tell(guard.safe_until());
     let spawned = supervisor(kill_after, &lease_file.path, command).and_then(|mut c| {
+        // The cluster's bearer token is this client's, not the command's: with it the
+        // command could open sessions, and with an admin token force releases and take
+        // backups (which hold every session's credential).
+        c.env_remove("FENCELOCK_AUTH_TOKEN")
+            .env_remove("FENCELOCK_AUTH_TOKEN_FILE");
         c.env("FENCELOCK_TOKEN", token.0.to_string())
             .env("FENCELOCK_SESSION", session.id().to_string())
             .env("FENCELOCK_LOCK", name);
