@@ -243,6 +243,12 @@ struct State {
     handles: HashSet<u64>,
 }
 
+/// Whether a plain-TCP connection (no TLS) may go to `peer`: only on this machine, a
+/// loopback address, as a node serves plain TCP only there. Cost: O(1).
+fn plaintext_allowed(peer: std::net::SocketAddr) -> bool {
+    peer.ip().is_loopback()
+}
+
 /// How a [`Client`] connects and authenticates.
 #[derive(Clone, Default)]
 pub struct ClientOptions {
@@ -506,6 +512,18 @@ impl Client {
         let _ = sock.set_nodelay(true);
         let (r, w): (BoxRead, BoxWrite) = match &self.inner.options.tls {
             None => {
+                // Plain TCP is for a cluster on one machine: the token and every session's
+                // credential would cross any other link in the clear (an address given by
+                // mistake, a node's redirect, a member's address from `status`).
+                let peer = sock
+                    .peer_addr()
+                    .map_err(|e| ClientError::Unavailable(format!("connect to {addr}: {e}")))?;
+                if !plaintext_allowed(peer) {
+                    return Err(ClientError::BadRequest(format!(
+                        "{addr} ({peer}) is not a loopback address: plain TCP (no TLS) \
+                         connects only on this machine; give the cluster's CA to use TLS"
+                    )));
+                }
                 let (r, w) = sock.into_split();
                 (Box::new(r), Box::new(w))
             }
@@ -594,7 +612,13 @@ impl Client {
     async fn start_conn(&self, conn: &Conn) -> Result<(), ClientError> {
         // The token first: every later request on this connection is judged by it.
         if let Some(token) = self.inner.options.token.clone() {
-            self.send(conn, Request::Authenticate { token }).await?;
+            self.send(
+                conn,
+                Request::Authenticate {
+                    token: token.into(),
+                },
+            )
+            .await?;
         }
         // Renew every session at once on the new connection — after a leader change this
         // is the first chance to — which also re-attaches it (its pushes come here now).
@@ -2390,6 +2414,23 @@ mod tests {
     use fencelock::{LockName, SessionId, Tick};
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
+
+    /// Plain TCP goes only to loopback peers (IPv4's whole 127/8, IPv6's ::1): a token or
+    /// a session's credential never crosses another link in the clear.
+    #[test]
+    fn plain_tcp_only_to_loopback() {
+        for ok in ["127.0.0.1:7101", "127.0.0.3:7103", "[::1]:7101"] {
+            assert!(plaintext_allowed(ok.parse().unwrap()), "{ok}");
+        }
+        for no in [
+            "10.0.0.5:7101",
+            "192.168.1.2:1",
+            "[2001:db8::1]:7101",
+            "0.0.0.0:1",
+        ] {
+            assert!(!plaintext_allowed(no.parse().unwrap()), "{no}");
+        }
+    }
 
     /// A node that accepts connections and never reads or writes on them (a stopped
     /// process: the kernel accepts into its backlog), its receive buffer `recv_buffer`

@@ -1901,8 +1901,8 @@ async fn client_conn<R, W>(
                         Err(Err(ClientError::BadRequest(AUTHENTICATED_ALREADY.into())))
                     }
                     (Request::Authenticate { token }, Some(tokens)) => {
-                        grants = tokens.authenticate(token);
-                        principal = Principal::token(token);
+                        grants = tokens.authenticate(token.as_str());
+                        principal = Principal::token(token.as_str());
                         Err(match grants {
                             Some(_) => Ok(Reply::Authenticated),
                             None => Err(ClientError::Unauthenticated),

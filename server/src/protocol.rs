@@ -23,6 +23,39 @@ pub enum WaitSpec {
     Forever,
 }
 
+/// A bearer token as [`Request::Authenticate`] carries it: the same bytes on the wire as
+/// a string, but its `Debug` never prints it (a request logged, or shown in a failed
+/// assertion, does not give the token away).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BearerToken(pub String);
+
+impl BearerToken {
+    /// The token's text. Cost: O(1).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for BearerToken {
+    /// Never prints the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(..)")
+    }
+}
+
+impl From<String> for BearerToken {
+    fn from(token: String) -> Self {
+        BearerToken(token)
+    }
+}
+
+impl From<&str> for BearerToken {
+    fn from(token: &str) -> Self {
+        BearerToken(token.to_string())
+    }
+}
+
 /// A client request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
@@ -135,7 +168,7 @@ pub enum Request {
     /// ends the connection.
     Authenticate {
         /// The token.
-        token: String,
+        token: BearerToken,
     },
     /// Administrator: release `session`'s hold on `lock` without its credential. The
     /// owner is told by a pushed `Released` with reason `Released` (its own releases are
@@ -499,4 +532,25 @@ pub enum ServerFrame {
 
 impl Wire for ServerFrame {
     const VERSION: u32 = CLIENT_WIRE;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bearer token travels as the string it is (the wire is unchanged) and is never
+    /// printed by `Debug`, alone or inside a request.
+    #[test]
+    fn a_bearer_token_is_a_string_on_the_wire_and_hidden_in_debug() {
+        let secret = "s3cret-bearer-token";
+        let req = Request::Authenticate {
+            token: secret.into(),
+        };
+        assert!(!format!("{req:?}").contains(secret), "{req:?}");
+        assert!(!format!("{:?}", BearerToken::from(secret)).contains(secret));
+        assert_eq!(
+            postcard::to_allocvec(&BearerToken::from(secret)).unwrap(),
+            postcard::to_allocvec(&secret.to_string()).unwrap()
+        );
+    }
 }

@@ -292,7 +292,7 @@ impl Cluster {
         let mut reqs = Vec::new();
         if let Some(s) = &self.secure {
             reqs.push(Request::Authenticate {
-                token: s.read_token.clone(),
+                token: s.read_token.clone().into(),
             });
         }
         reqs.push(Request::Holders { lock: "res".into() });
