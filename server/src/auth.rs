@@ -432,7 +432,8 @@ pub const MAX_TOKENS_FILE: u64 = 16 << 20;
 pub const MAX_TOKEN_FILE: u64 = 64 << 10;
 
 fn hex32(s: &str) -> Option<[u8; 32]> {
-    if s.len() != 64 || !s.is_ascii() {
+    // Hex digits only: `from_str_radix` also takes a leading `+` ("+a" is 10).
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let mut out = [0u8; 32];
@@ -686,6 +687,27 @@ mod tests {
         assert!(!a.matches(&c), "one bit differs");
         assert_eq!(format!("{a:?}"), "SessionSecret(..)");
         assert!(!ct_eq(b"ab", b"abc"));
+    }
+
+    /// A hash is 64 hex digits and nothing else: `+a` pairs (which `from_str_radix`
+    /// would read as numbers) and other signs make the line malformed.
+    #[test]
+    fn a_hash_of_anything_but_hex_digits_is_refused() {
+        let good = token_hash("ci");
+        assert!(Tokens::parse(&format!("lock jobs/ {good}\n")).is_ok());
+        let digits = good.trim_start_matches("sha256:");
+        for bad in [
+            "+a".repeat(32),
+            format!("+{}", &digits[1..]),
+            format!("-{}", &digits[1..]),
+            format!("{} ", &digits[..63]),
+        ] {
+            assert_eq!(bad.len(), 64);
+            assert!(
+                Tokens::parse(&format!("lock jobs/ sha256:{bad}\n")).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

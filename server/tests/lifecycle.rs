@@ -79,6 +79,37 @@ fn start_error(dir: &Path) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Flags that cannot describe a cluster are refused before anything starts, naming them:
+/// a node named twice by `--peer` (the second address would silently replace the first),
+/// and an `--election-ms` whose double (the timeout range's top) does not fit.
+#[test]
+fn a_peer_named_twice_or_an_election_timeout_out_of_range_is_refused() {
+    let base = temp_dir("badFlags");
+    let p = ports(4);
+    let one = |i: usize| format!("1=127.0.0.1:{}/127.0.0.1:{}", p[i], p[i + 1]);
+    let run = |extra: &[String]| {
+        Command::new(NODE)
+            .args(["--insecure-plaintext", "--id", "1", "--dir"])
+            .arg(base.join("data"))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--peer".into(), one(0), "--peer".into(), one(2)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--peer names node 1 twice"), "{err}");
+    let out = run(&[
+        "--peer".into(),
+        one(0),
+        "--election-ms".into(),
+        u64::MAX.to_string(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--election-ms is too large"), "{err}");
+}
+
 /// A data directory that cannot be created or written makes the node exit 1 with a
 /// message naming it: one under a regular file, and (as root) a read-only mount.
 #[test]

@@ -1184,7 +1184,15 @@ async fn lock(
             end_session(opts, &session).await;
             return Ok(ExitCode::from(EXIT_NOT_ACQUIRED));
         }
-        Ok(Acquired::HoldEnded(_) | Acquired::SessionLost) => {
+        Ok(Acquired::HoldEnded(_)) => {
+            note!(
+                "fencelock: {name} was granted while this client was cut off, and released since \
+                 (by an administrator); not running the command"
+            );
+            end_session(opts, &session).await;
+            return Ok(ExitCode::from(EXIT_LEASE_LOST));
+        }
+        Ok(Acquired::SessionLost) => {
             note!("fencelock: the session ended before {name} was held; not running the command");
             end_session(opts, &session).await;
             return Ok(ExitCode::from(EXIT_LEASE_LOST));

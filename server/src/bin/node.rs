@@ -806,11 +806,14 @@ async fn run(args: Args) -> Result<(), String> {
         }
     };
     let any_host = tls.is_some();
-    let peers: BTreeMap<u64, NodeAddr> = args
-        .peers
-        .iter()
-        .map(|p| parse_peer(p, any_host))
-        .collect::<Result<_, _>>()?;
+    let mut peers: BTreeMap<u64, NodeAddr> = BTreeMap::new();
+    for p in &args.peers {
+        let (pid, addr) = parse_peer(p, any_host)?;
+        // One address per node: a second would silently replace the first.
+        if peers.insert(pid, addr).is_some() {
+            return Err(format!("--peer names node {pid} twice"));
+        }
+    }
     let me = peers
         .get(&id)
         .ok_or("this node's id is not among the peers")?
@@ -874,7 +877,12 @@ async fn run(args: Args) -> Result<(), String> {
         (args.max_sessions_per_token > 0).then_some(args.max_sessions_per_token);
     config.heartbeat_ms = args.heartbeat_ms;
     config.snapshot_chunk_timeout_ms = args.read_timeout_ms;
-    config.election_ms = (args.election_ms, 2 * args.election_ms);
+    config.election_ms = (
+        args.election_ms,
+        args.election_ms
+            .checked_mul(2)
+            .ok_or("--election-ms is too large")?,
+    );
     // Members off loopback are allowed (and dialled) only over TLS.
     config.loopback_members = !any_host;
     let dial: BTreeMap<u64, String> = args
