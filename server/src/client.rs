@@ -2309,6 +2309,7 @@ impl Settler {
             };
             if !cancel && !release {
                 g.unsettled = None;
+                self.forget_lock_event(lock);
                 return Ok(());
             }
             g.unsettled = Some(Unsettled::Claim(lock.to_string()));
@@ -2338,6 +2339,7 @@ impl Settler {
             match self.client.call(req).await {
                 Ok(_) => {
                     g.unsettled = None;
+                    self.forget_lock_event(lock);
                     return Ok(());
                 }
                 // Granted or ended in between: look again.
@@ -2355,6 +2357,18 @@ impl Settler {
         Err(ClientError::Unavailable(
             "an earlier request could not be settled".into(),
         ))
+    }
+
+    /// Drops a pushed event of `lock` for this session that no acquire took: once a claim
+    /// is withdrawn (or found gone) it is no one's outcome, and pushes of what was applied
+    /// before the withdrawal's answer came before that answer. Without this, an acquire
+    /// whose future was dropped left its grant in the client's map for the session's life,
+    /// one entry per lock name. Cost: O(1).
+    fn forget_lock_event(&self, lock: &str) {
+        self.client
+            .st()
+            .lock_events
+            .remove(&(self.id, lock.to_string()));
     }
 
     /// Ends this session's watch of `lock` that the caller never saw; clears the mark once
