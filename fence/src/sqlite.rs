@@ -55,8 +55,10 @@ pub(crate) const HIGHEST: &str = "SELECT highest FROM main.fencelock_fence WHERE
 /// unfenced, possibly after a newer holder's write. The fence keeps a commit hook on its
 /// connection that refuses every commit while your write runs, so such a statement fails
 /// (`SQLITE_CONSTRAINT_COMMITHOOK`) instead of landing, and the write as a whole is a
-/// [`FenceError::Storage`] ("rolled back by SQLite"), nothing of it committed. Do not
-/// replace the connection's commit hook (`connection()` lends it).
+/// [`FenceError::Storage`] ("rolled back by SQLite"), nothing of it committed. A rollback
+/// hook notes any rollback while your write runs, so a write that goes on in a transaction
+/// of its own after one is refused too, however its statements end. Do not replace the
+/// connection's commit or rollback hook (`connection()` lends it).
 ///
 /// Whatever drop behaviour your write sets on the transaction, a failed write, a failed
 /// commit and a panic inside the write roll it back.
@@ -64,6 +66,10 @@ pub struct SqliteFence {
     conn: Connection,
     /// Set while a write runs: the commit hook then refuses every commit.
     in_write: Arc<AtomicBool>,
+    /// Set by the rollback hook when a transaction rolls back while a write runs (SQLite
+    /// rolled the fence's back, the write sent ROLLBACK, or the commit hook refused a
+    /// COMMIT): the fence's transaction ended inside the write, whatever came after.
+    rolled_back: Arc<AtomicBool>,
 }
 
 /// Clears the write's flag however the write ends (a panic included).
@@ -115,7 +121,20 @@ impl SqliteFence {
         // Returning true turns the commit into a rollback.
         conn.commit_hook(Some(move || flag.load(Ordering::SeqCst)))
             .map_err(|e| StorageError::new("install the commit hook", e))?;
-        Ok(SqliteFence { conn, in_write })
+        // Not called for ROLLBACK TO a savepoint, which a write may use freely.
+        let rolled_back = Arc::new(AtomicBool::new(false));
+        let (flag, rolled) = (in_write.clone(), rolled_back.clone());
+        conn.rollback_hook(Some(move || {
+            if flag.load(Ordering::SeqCst) {
+                rolled.store(true, Ordering::SeqCst);
+            }
+        }))
+        .map_err(|e| StorageError::new("install the rollback hook", e))?;
+        Ok(SqliteFence {
+            conn,
+            in_write,
+            rolled_back,
+        })
     }
 
     /// [`StorageError::what`] of [`new`](Self::new)'s refusal of a main database in
@@ -155,9 +174,11 @@ impl SqliteFence {
         &mut self.conn
     }
 
-    /// Gives the connection back, without the fence's commit hook. Cost: O(1).
+    /// Gives the connection back, without the fence's commit and rollback hooks. Cost:
+    /// O(1).
     pub fn into_inner(mut self) -> Connection {
         let _ = self.conn.commit_hook(None::<fn() -> bool>);
+        let _ = self.conn.rollback_hook(None::<fn()>);
         self.conn
     }
 }
@@ -261,6 +282,7 @@ impl Fence for SqliteFence {
             return Err(stale(token, stored)); // dropping tx rolls back
         }
         let ran = {
+            self.rolled_back.store(false, Ordering::SeqCst);
             self.in_write.store(true, Ordering::SeqCst);
             let _armed = InWrite(&self.in_write);
             catch_unwind(AssertUnwindSafe(|| write(&mut tx)))
@@ -288,6 +310,19 @@ impl Fence for SqliteFence {
                  conflict under OR ROLLBACK, a RAISE(ROLLBACK), a full disk or an I/O \
                  error) or ended by the write itself (a COMMIT or ROLLBACK of its own): \
                  nothing of it was written",
+            )
+            .into());
+        }
+        if self.rolled_back.load(Ordering::SeqCst) {
+            // It ended (the rollback hook saw it) and the write began a transaction of its
+            // own since: what it ran before the end was undone, so even when the stored
+            // highest is this token (the same holder wrote before, which the check below
+            // cannot tell) the write is not whole.
+            return Err(StorageError::new(
+                "the fenced transaction",
+                "the write ended the fence's transaction itself, or SQLite rolled it back, \
+                 and the write went on in a transaction of its own: nothing of it was \
+                 committed by the fence",
             )
             .into());
         }

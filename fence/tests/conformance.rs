@@ -313,6 +313,44 @@ fn sqlite_fence_names_a_deferred_constraints_refusal_of_the_commit() {
     assert_eq!(n, 0, "nothing written");
 }
 
+/// A write that rolls the fence's transaction back and goes on in one of its own, under a
+/// token already stored (the same holder writing again): the raise read back before the
+/// COMMIT is the stored one, so only the rollback, which the fence notes, tells that the
+/// write's first statement was undone. Refused, nothing of it committed (it used to come
+/// back `Ok` with only the statement after the rollback written).
+#[test]
+fn sqlite_fence_commits_nothing_after_a_rollback_even_under_an_equal_token() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    c.execute_batch("CREATE TABLE t (v TEXT)").unwrap();
+    let mut f = SqliteFence::new(c).unwrap();
+    f.admit("r", Token(5)).unwrap();
+    let r = f.write("r", Token(5), |tx| {
+        tx.execute("INSERT INTO t VALUES ('first')", [])?;
+        tx.execute_batch("ROLLBACK; BEGIN")?;
+        tx.execute("INSERT INTO t VALUES ('second')", [])?;
+        Ok::<_, rusqlite::Error>(())
+    });
+    assert!(matches!(r, Err(FenceError::Storage(_))), "{r:?}");
+    assert!(f.connection().is_autocommit(), "no transaction left open");
+    let n: i64 = f
+        .connection()
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0, "nothing of the write committed");
+    assert_eq!(f.highest("r").unwrap(), Some(Token(5)));
+    // The fence goes on, and a savepoint rolled back to is no rollback of the write.
+    f.write("r", Token(5), |tx| {
+        tx.execute_batch("SAVEPOINT s; INSERT INTO t VALUES ('undone'); ROLLBACK TO s; RELEASE s")?;
+        tx.execute("INSERT INTO t VALUES ('kept')", [])
+    })
+    .unwrap();
+    let v: String = f
+        .connection()
+        .query_row("SELECT group_concat(v) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, "kept");
+}
+
 /// A write that ends the fence's transaction itself and begins its own: its `COMMIT` is
 /// refused by the fence's hook (and rolls the raise back), and what it runs in its own
 /// transaction afterwards is not committed by the fence either — the raise no longer
