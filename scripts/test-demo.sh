@@ -20,8 +20,9 @@ scripts/demo-pkg.sh
 
 # The static server binds port 0 itself and reports the port it got, so no other process
 # can take the port between a choice and the bind (and be tested in its place).
-log=$(mktemp)
-python3 -u - "$log.port" >"$log" 2>&1 <<'PY' &
+work=$(mktemp -d)
+log=$work/server.log
+python3 -u - "$work/port" >"$log" 2>&1 <<'PY' &
 import functools, http.server, os, sys
 handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory="web-demo")
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -32,14 +33,15 @@ os.replace(tmp, sys.argv[1])
 server.serve_forever()
 PY
 server=$!
-trap 'kill "$server" 2>/dev/null || true; rm -f "$log" "$log.port" "$log.port.tmp"' EXIT
-for _ in $(seq 100); do
-  [ -s "$log.port" ] && break
+trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+# Up to 20 s: a loaded machine can be slow to start Python.
+for _ in $(seq 400); do
+  [ -s "$work/port" ] && break
   kill -0 "$server" 2>/dev/null || { cat "$log" >&2; echo "test-demo: the static server did not start" >&2; exit 1; }
   sleep 0.05
 done
-[ -s "$log.port" ] || { cat "$log" >&2; echo "test-demo: the static server did not start" >&2; exit 1; }
-port=$(cat "$log.port")
+[ -s "$work/port" ] || { cat "$log" >&2; echo "test-demo: the static server did not start" >&2; exit 1; }
+port=$(cat "$work/port")
 echo "[test-demo] serving web-demo on http://127.0.0.1:$port/"
 scripts/node-test.sh web-demo/tests/recording.test.mjs
 DEMO_URL="http://127.0.0.1:$port/" scripts/node-test.sh web-demo/tests/demo.test.mjs

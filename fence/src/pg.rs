@@ -40,6 +40,12 @@ pub(crate) fn admit(table: &str) -> String {
 /// change its answer.
 const STILL_OURS: &str = "SELECT pg_catalog.txid_current_if_assigned() OPERATOR(pg_catalog.=) $1";
 
+/// The state of the fence's transaction by its id (`$1`), after it ended: `committed`,
+/// `aborted`, or `in progress`. Read after a failed write is rolled back, which is then
+/// `aborted` unless the write committed the fence's transaction itself. Named in
+/// `pg_catalog`, as `STILL_OURS` is.
+const TXID_STATUS: &str = "SELECT pg_catalog.txid_status($1)";
+
 /// Before `BEGIN`: true when the connection is already inside a transaction: one the
 /// caller began through [`PgFence::client`] and left open, which the fence's write would
 /// otherwise join (PostgreSQL answers a `BEGIN` inside a transaction with a warning only).
@@ -97,7 +103,9 @@ fn refuse_open_transaction(client: &mut Client) -> Result<(), StorageError> {
 /// Refuses a fence table found in place that is not [`create`]'s shape: an ordinary table
 /// whose columns are exactly `resource bytea NOT NULL` and `highest bigint NOT NULL`, with
 /// no default or generated value, and a unique index on `resource` alone (no expression,
-/// no predicate). A table made by hand or by another tool could hold `text` keys (which
+/// no predicate, valid and not deferrable: what `ON CONFLICT` can use). Generated and
+/// identity columns count as defaults. (Catalog columns of PostgreSQL 10 and later.) A
+/// table made by hand or by another tool could hold `text` keys (which
 /// the fence's `bytea` keys never equal, so a resource would have two highest tokens) or
 /// a NULL highest (which no admission would ever overwrite, closing that resource for
 /// good). Every name is read from `pg_catalog`, as the write statements name theirs.
@@ -114,7 +122,7 @@ fn check_table(tx: &mut Transaction<'_>, table: &str) -> Result<(), StorageError
                    OPERATOR(pg_catalog.||) pg_catalog.format_type(a.atttypid, a.atttypmod)
                    OPERATOR(pg_catalog.||) CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
                    OPERATOR(pg_catalog.||) CASE WHEN a.atthasdef
-                     OR a.attgenerated OPERATOR(pg_catalog.<>) '' THEN ' DEFAULT' ELSE '' END
+                     OR a.attidentity OPERATOR(pg_catalog.<>) '' THEN ' DEFAULT' ELSE '' END
                  FROM pg_catalog.pg_attribute a
                  WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid
                    AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
@@ -124,6 +132,7 @@ fn check_table(tx: &mut Transaction<'_>, table: &str) -> Result<(), StorageError
                    ON k.attrelid OPERATOR(pg_catalog.=) c.oid
                   AND k.attname OPERATOR(pg_catalog.=) 'resource'
                  WHERE i.indrelid OPERATOR(pg_catalog.=) c.oid AND i.indisunique
+                   AND i.indisvalid AND i.indimmediate
                    AND i.indnatts OPERATOR(pg_catalog.=) 1
                    AND i.indexprs IS NULL AND i.indpred IS NULL
                    AND i.indkey[0] OPERATOR(pg_catalog.=) k.attnum)
@@ -428,7 +437,17 @@ impl Fence for PgFence {
                     Ok(row) if row.try_get::<_, Option<bool>>(0).ok().flatten() != Some(true)
                 );
                 let _ = tx.rollback();
-                if ended {
+                // A write that sent COMMIT, then BEGIN, and failed in its own transaction
+                // leaves that one aborted (the check above fails as for one of ours): the
+                // fence's own transaction is asked after by its id.
+                let committed = ended
+                    || self
+                        .client
+                        .query_typed_one(TXID_STATUS, &[(&xid, Type::INT8)])
+                        .ok()
+                        .and_then(|row| row.try_get::<_, Option<String>>(0).ok().flatten())
+                        .is_some_and(|s| s != "aborted");
+                if committed {
                     return Err(StorageError::new(
                         "the fenced transaction",
                         "the write failed after it ended the fence's transaction itself (a \

@@ -833,12 +833,27 @@ fn postgres_fence_reports_a_failed_write_that_committed_its_transaction() {
         .unwrap()
         .get(0);
     assert_eq!(before, 1);
-    // A write that fails in the fence's own transaction is still `Write`, rolled back.
+    // The same after a BEGIN of its own, whose transaction the failure left aborted: the
+    // fence's, committed by the write's COMMIT, is found by its id.
     let r = f.write("ledger", Token(8), |tx| {
+        tx.batch_execute("COMMIT; BEGIN")?;
+        tx.execute("INSERT INTO no_such_table VALUES (1)", &[])?;
+        Ok::<_, postgres::Error>(())
+    });
+    match r {
+        Err(FenceError::Storage(e)) => assert!(
+            e.to_string().contains("ended the fence's transaction"),
+            "{e}"
+        ),
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(8)));
+    // A write that fails in the fence's own transaction is still `Write`, rolled back.
+    let r = f.write("ledger", Token(9), |tx| {
         tx.execute("INSERT INTO no_such_table VALUES (1)", &[])
     });
     assert!(matches!(r, Err(FenceError::Write(_))), "{r:?}");
-    assert_eq!(f.highest("ledger").unwrap(), Some(Token(7)));
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(8)));
 }
 
 /// A write that ends the fence's transaction itself (here a `ROLLBACK` of its own, which
@@ -1429,6 +1444,16 @@ fn postgres_fence_refuses_a_hostile_fence_table_instead_of_trusting_it() {
             "CREATE TABLE fencelock_fence (resource bytea PRIMARY KEY,
                highest bigint NOT NULL DEFAULT 1)",
             "a default",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource bytea PRIMARY KEY,
+               highest bigint GENERATED ALWAYS AS IDENTITY)",
+            "an identity column",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource bytea NOT NULL, highest bigint NOT NULL,
+               UNIQUE (resource) DEFERRABLE)",
+            "a deferrable key",
         ),
         (
             "CREATE TABLE other (resource bytea PRIMARY KEY, highest bigint NOT NULL);

@@ -246,7 +246,9 @@ struct State {
 /// Whether a plain-TCP connection (no TLS) may go to `peer`: only on this machine, a
 /// loopback address, as a node serves plain TCP only there. Cost: O(1).
 fn plaintext_allowed(peer: std::net::SocketAddr) -> bool {
-    peer.ip().is_loopback()
+    // `::ffff:127.0.0.1`, an IPv4 loopback address as a dual-stack socket reports it,
+    // is one too.
+    peer.ip().to_canonical().is_loopback()
 }
 
 /// How a [`Client`] connects and authenticates.
@@ -2433,7 +2435,12 @@ mod tests {
     /// a session's credential never crosses another link in the clear.
     #[test]
     fn plain_tcp_only_to_loopback() {
-        for ok in ["127.0.0.1:7101", "127.0.0.3:7103", "[::1]:7101"] {
+        for ok in [
+            "127.0.0.1:7101",
+            "127.0.0.3:7103",
+            "[::1]:7101",
+            "[::ffff:127.0.0.1]:7101",
+        ] {
             assert!(plaintext_allowed(ok.parse().unwrap()), "{ok}");
         }
         for no in [
@@ -2441,6 +2448,7 @@ mod tests {
             "192.168.1.2:1",
             "[2001:db8::1]:7101",
             "0.0.0.0:1",
+            "[::ffff:10.0.0.5]:7101",
         ] {
             assert!(!plaintext_allowed(no.parse().unwrap()), "{no}");
         }

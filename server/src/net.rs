@@ -1098,7 +1098,8 @@ pub fn loopback_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
     let a: std::net::SocketAddr = addr
         .parse()
         .map_err(|e| format!("bad address {addr}: {e}"))?;
-    if !a.ip().is_loopback() {
+    // An IPv4 loopback address written in IPv6 (`::ffff:127.0.0.1`) is one too.
+    if !a.ip().to_canonical().is_loopback() {
         return Err(format!("{addr} is not a loopback address (refused)"));
     }
     Ok(a)
@@ -1759,14 +1760,27 @@ async fn client_conn<R, W>(
         let mut pushes_open = true;
         // Told to close for its pushes, or a write stalled: the client is not reading.
         let mut cut_off = false;
-        // Frames taken out of the two queues, to be written in this order.
-        let mut next: std::collections::VecDeque<(Out, Held)> = Default::default();
+        // A reply taken out of its queue and waiting for the pushes queued before it was
+        // made (the count beside it), which go out first, one at a time: each push leaves
+        // its queue (and the node's push budget) only as it is written.
+        let mut waiting: Option<(Out, Held, u64)> = None;
         loop {
             // Replies first (a Malformed frame must be written before the connection
             // ends), but never ahead of a push queued before the reply was made: the
             // outputs of what was applied before an answer reach the client before it.
-            let (f, permit) = match next.pop_front() {
-                Some(f) => f,
+            let (f, permit) = match waiting.take() {
+                Some((f, held, pushed)) if push_rx.taken() < pushed => {
+                    match push_rx.try_recv() {
+                        Ok(o) => {
+                            waiting = Some((f, held, pushed));
+                            (Out::Frame(ServerFrame::Push(o)), Held::default())
+                        }
+                        // Counted once in the queue, so there; gone only with the
+                        // queue itself (the connection is ending): the reply goes.
+                        Err(_) => (f, held),
+                    }
+                }
+                Some((f, held, _)) => (f, held),
                 None => tokio::select! {
                     biased;
                     _ = overflow.notified() => {
@@ -1779,13 +1793,8 @@ async fn client_conn<R, W>(
                         break;
                     }
                     f = out_rx.recv() => match f {
-                        Some((f, held, pushed)) => {
-                            while push_rx.taken() < pushed {
-                                // Queued before the reply was stamped: there now.
-                                let Ok(o) = push_rx.try_recv() else { break };
-                                next.push_back((Out::Frame(ServerFrame::Push(o)), Held::default()));
-                            }
-                            next.push_back((f, held));
+                        Some(reply) => {
+                            waiting = Some(reply);
                             continue;
                         }
                         None => break,
@@ -3397,10 +3406,6 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A client that attaches to a session and then reads nothing, while grants are pushed
-    /// to it, is closed by the node's push budget (lowered to 1): its connection ends
-    /// (the node does not wait for a flush the client will never take) and its queued
-    /// pushes leave the budget; the session itself is untouched.
     /// A push is written before every answer made after it was queued, however many
     /// answers wait ahead of it: a client that reads nothing while its waiting session is
     /// granted, then asks more, finds the grant before the later answers. (Replies went
@@ -3450,11 +3455,16 @@ mod tests {
         };
         let task = tokio::spawn(client_conn(req_end, resp_end, node.clone(), None, policy));
         let send = |id: u64, req: Request| frame::encode(&ClientFrame { id, req }).unwrap();
+        // Bounded: a frame that never comes fails the test instead of hanging it.
         async fn read(answers: &mut tokio::io::DuplexStream) -> ServerFrame {
-            frame::read::<_, ServerFrame>(answers, MAX_SERVER_FRAME)
-                .await
-                .unwrap()
-                .unwrap()
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                frame::read::<_, ServerFrame>(answers, MAX_SERVER_FRAME),
+            )
+            .await
+            .expect("a frame within 30 s")
+            .unwrap()
+            .unwrap()
         }
         use tokio::io::AsyncWriteExt;
         requests
@@ -3535,6 +3545,10 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A client that attaches to a session and then reads nothing, while grants are pushed
+    /// to it, is closed by the node's push budget (lowered to 1): its connection ends
+    /// (the node does not wait for a flush the client will never take) and its queued
+    /// pushes leave the budget; the session itself is untouched.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_that_stops_reading_its_pushes_is_closed_and_its_queue_freed() {
         let (node, dir) = unit_node("push-budget").await;

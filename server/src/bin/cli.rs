@@ -111,7 +111,8 @@ struct Opts {
         global = true
     )]
     cluster: String,
-    /// Session time-to-live (ms) of `lock` and `elect`.
+    /// Session time-to-live (ms) of the session `lock`, `elect`, `watch` and `observe`
+    /// open (at least 5).
     #[arg(long, default_value_t = 10_000, global = true)]
     ttl_ms: u64,
     /// How long to keep trying to reach the cluster (ms) before failing (exit 1): for a
