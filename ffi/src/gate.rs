@@ -299,20 +299,40 @@ pub unsafe extern "C" fn fencelock_gate_restore(
     len: usize,
     out_gate: *mut *mut fencelock_gate,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        // SAFETY: NULL or valid for len bytes (contract).
-        let bytes = unsafe { bytes(snapshot, len) }?;
-        let dst = out(out_gate)?;
-        fencelock::check_rows(capacity)?;
-        // The header judged before any row is allocated, as a service's restore judges its
-        // own first: junk with a large capacity is refused without touching gigabytes.
-        fencelock::gate_snapshot_resources(bytes)?;
-        let gate =
-            FenceGate::restore(gate_rows(capacity)?, bytes).map_err(|(_, e)| Fail::Core(e))?;
-        // SAFETY: checked non-NULL, writable (contract).
-        unsafe { give(dst, gate_handle(gate)) };
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    ffi_panic_boundary!({ unsafe { restore(capacity, snapshot, len, || Ok(None), out_gate) } })
+}
+
+/// The body of `fencelock_gate_restore` and `_restore_keyed`: the arguments in their order
+/// (`key` after the out-pointer), the row count, the snapshot's header, then the rows
+/// made and the snapshot restored into them, keyed when `key` gives one.
+///
+/// # Safety
+/// As `fencelock_gate_restore`; `key` reads only what its caller may.
+unsafe fn restore(
+    capacity: usize,
+    snapshot: *const u8,
+    len: usize,
+    key: impl FnOnce() -> Result<Option<fencelock::NameKey>, Fail>,
+    out_gate: *mut *mut fencelock_gate,
+) -> Result<(), Fail> {
+    // SAFETY: NULL or valid for len bytes (contract).
+    let bytes = unsafe { bytes(snapshot, len) }?;
+    let dst = out(out_gate)?;
+    let key = key()?;
+    fencelock::check_rows(capacity)?;
+    // The header judged before any row is allocated, as a service's restore judges its
+    // own first: junk with a large capacity is refused without touching gigabytes.
+    fencelock::gate_snapshot_resources(bytes)?;
+    let rows = gate_rows(capacity)?;
+    let gate = match key {
+        Some(key) => FenceGate::restore_keyed(rows, bytes, key),
+        None => FenceGate::restore(rows, bytes),
+    }
+    .map_err(|(_, e)| Fail::Core(e))?;
+    // SAFETY: checked non-NULL, writable (contract).
+    unsafe { give(dst, gate_handle(gate)) };
+    Ok(())
 }
 
 /// `fencelock_gate_restore` with the resource-name index keyed by `key[..key_len]`
@@ -338,18 +358,16 @@ pub unsafe extern "C" fn fencelock_gate_restore_keyed(
     out_gate: *mut *mut fencelock_gate,
 ) -> fencelock_result {
     ffi_panic_boundary!({
-        // SAFETY: NULL or valid for len bytes (contract).
-        let bytes = unsafe { bytes(snapshot, len) }?;
-        let dst = out(out_gate)?;
-        // SAFETY: NULL or valid for key_len bytes (contract).
-        let key = unsafe { name_key(key, key_len) }?;
-        fencelock::check_rows(capacity)?;
-        fencelock::gate_snapshot_resources(bytes)?;
-        let gate = FenceGate::restore_keyed(gate_rows(capacity)?, bytes, key)
-            .map_err(|(_, e)| Fail::Core(e))?;
-        // SAFETY: checked non-NULL, writable (contract).
-        unsafe { give(dst, gate_handle(gate)) };
-        Ok(())
+        // SAFETY: forwarded contract; `key` NULL or valid for `key_len` bytes (contract).
+        unsafe {
+            restore(
+                capacity,
+                snapshot,
+                len,
+                || name_key(key, key_len).map(Some),
+                out_gate,
+            )
+        }
     })
 }
 

@@ -779,18 +779,40 @@ pub unsafe extern "C" fn fencelock_service_restore(
     len: usize,
     out_service: *mut *mut fencelock_service,
 ) -> fencelock_result {
-    ffi_panic_boundary!({
-        // SAFETY: NULL or valid (contract).
-        let cap = unsafe { arg(capacity) }?;
-        // SAFETY: NULL or valid for len bytes (contract).
-        let bytes = unsafe { bytes(snapshot, len) }?;
-        let dst = out(out_service)?;
-        judge_snapshot(bytes)?;
-        let h = create(cap, |s| LockService::restore(s, bytes).map_err(|(_, e)| e))?;
-        // SAFETY: checked non-NULL, writable (contract).
-        unsafe { put(dst, h) };
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    ffi_panic_boundary!({ unsafe { restore(capacity, snapshot, len, || Ok(None), out_service) } })
+}
+
+/// The body of `fencelock_service_restore` and `_restore_keyed`: the arguments in their
+/// order (`key` after the out-pointer), the snapshot's header, then the tables made and
+/// the snapshot restored into them, keyed when `key` gives one.
+///
+/// # Safety
+/// As `fencelock_service_restore`; `key` reads only what its caller may.
+unsafe fn restore(
+    capacity: *const fencelock_capacity,
+    snapshot: *const u8,
+    len: usize,
+    key: impl FnOnce() -> Result<Option<fencelock::NameKey>, Fail>,
+    out_service: *mut *mut fencelock_service,
+) -> Result<(), Fail> {
+    // SAFETY: NULL or valid (contract).
+    let cap = unsafe { arg(capacity) }?;
+    // SAFETY: NULL or valid for len bytes (contract).
+    let bytes = unsafe { bytes(snapshot, len) }?;
+    let dst = out(out_service)?;
+    let key = key()?;
+    judge_snapshot(bytes)?;
+    let h = create(cap, |s| {
+        match key {
+            Some(key) => LockService::restore_keyed(s, bytes, key),
+            None => LockService::restore(s, bytes),
+        }
+        .map_err(|(_, e)| e)
+    })?;
+    // SAFETY: checked non-NULL, writable (contract).
+    unsafe { put(dst, h) };
+    Ok(())
 }
 
 /// `fencelock_service_restore` with the service's indexes keyed by `key[..key_len]`
@@ -819,20 +841,16 @@ pub unsafe extern "C" fn fencelock_service_restore_keyed(
     out_service: *mut *mut fencelock_service,
 ) -> fencelock_result {
     ffi_panic_boundary!({
-        // SAFETY: NULL or valid (contract).
-        let cap = unsafe { arg(capacity) }?;
-        // SAFETY: NULL or valid for len bytes (contract).
-        let bytes = unsafe { bytes(snapshot, len) }?;
-        let dst = out(out_service)?;
-        // SAFETY: NULL or valid for key_len bytes (contract).
-        let key = unsafe { name_key(key, key_len) }?;
-        judge_snapshot(bytes)?;
-        let h = create(cap, |s| {
-            LockService::restore_keyed(s, bytes, key).map_err(|(_, e)| e)
-        })?;
-        // SAFETY: checked non-NULL, writable (contract).
-        unsafe { put(dst, h) };
-        Ok(())
+        // SAFETY: forwarded contract; `key` NULL or valid for `key_len` bytes (contract).
+        unsafe {
+            restore(
+                capacity,
+                snapshot,
+                len,
+                || name_key(key, key_len).map(Some),
+                out_service,
+            )
+        }
     })
 }
 

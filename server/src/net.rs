@@ -2564,6 +2564,26 @@ mod tests {
         (node, dir)
     }
 
+    /// A session of a long ttl opened on the leader: its id and credential.
+    async fn open_on_leader(node: &Arc<Node>) -> (u64, SessionSecret) {
+        match ask_leader(
+            node,
+            Request::Open {
+                ttl_ms: 600_000,
+                key: None,
+            },
+        )
+        .await
+        {
+            Ok(Reply::Opened {
+                reply: fencelock::Reply::Opened { session, .. },
+                secret,
+                ..
+            }) => (session.0, secret),
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// `req` on a connection of its own (whose pushes nobody reads: its queue is dropped at
     /// once), asked again while the node answers `NotLeader` (for at most 60 s: a one-
     /// member node elects itself just after `initialize`).
@@ -3419,23 +3439,8 @@ mod tests {
             let node = node.clone();
             async move { ask_leader(&node, req).await.unwrap() }
         };
-        let open = || async {
-            match ask(Request::Open {
-                ttl_ms: 600_000,
-                key: None,
-            })
-            .await
-            {
-                Reply::Opened {
-                    reply: fencelock::Reply::Opened { session, .. },
-                    secret,
-                    ..
-                } => (session.0, secret),
-                other => panic!("{other:?}"),
-            }
-        };
-        let (a, a_secret) = open().await;
-        let (b, b_secret) = open().await;
+        let (a, a_secret) = open_on_leader(&node).await;
+        let (b, b_secret) = open_on_leader(&node).await;
         ask(Request::Acquire {
             session: a,
             secret: a_secret,
@@ -3559,23 +3564,8 @@ mod tests {
             let node = node.clone();
             async move { ask_leader(&node, req).await.unwrap() }
         };
-        let open = || async {
-            match ask(Request::Open {
-                ttl_ms: 600_000,
-                key: None,
-            })
-            .await
-            {
-                Reply::Opened {
-                    reply: fencelock::Reply::Opened { session, .. },
-                    secret,
-                    ..
-                } => (session.0, secret),
-                other => panic!("{other:?}"),
-            }
-        };
-        let (a, a_secret) = open().await;
-        let (b, b_secret) = open().await;
+        let (a, a_secret) = open_on_leader(&node).await;
+        let (b, b_secret) = open_on_leader(&node).await;
         let locks = ["p0", "p1", "p2"];
         for (session, secret, wait) in [
             (a, a_secret, WaitSpec::None),
