@@ -1,7 +1,7 @@
 //! [`PgFence`]: the fence row and the data in one PostgreSQL transaction.
 
 use postgres::types::Type;
-use postgres::{Client, Transaction};
+use postgres::{Client, IsolationLevel, Transaction};
 
 use crate::{precheck, stale, stored_token, Fence, FenceError, StorageError, Token, DEFERRED};
 
@@ -298,7 +298,8 @@ impl PgFence {
     /// (naming its schema), if the table found is not the fence's shape
     /// ([`NOT_OUR_TABLE`](Self::NOT_OUR_TABLE)), if the table cannot be found or created (a
     /// missing schema included). Cost: a transaction taking an advisory lock around a look-up and, if
-    /// missing, `CREATE TABLE` (about six round trips); make one fence per connection
+    /// missing, `CREATE TABLE` (about six round trips; the transaction is `READ COMMITTED`
+    /// whatever the connection's default); make one fence per connection
     /// and keep it. Its statements are not prepared (each is sent with its parameter
     /// types), so a fence works behind a pooler in transaction mode (PgBouncer).
     pub fn in_schema(mut client: Client, schema: &str) -> Result<Self, StorageError> {
@@ -318,8 +319,14 @@ impl PgFence {
                 e
             }
         })?;
+        // READ COMMITTED whatever the connection's default: under REPEATABLE READ or
+        // SERIALIZABLE the snapshot would be taken as the advisory lock's statement starts,
+        // before it waits for a constructor creating the table, and the look-up after the
+        // wait would not see that table's catalog rows.
         let mut tx = client
-            .transaction()
+            .build_transaction()
+            .isolation_level(IsolationLevel::ReadCommitted)
+            .start()
             .map_err(|e| StorageError::new("begin", e))?;
         // Sent with their parameter types, as every statement of the fence is (see below).
         tx.query_typed(

@@ -1032,6 +1032,63 @@ fn postgres_fence_is_not_made_inside_a_transaction_the_caller_left_open() {
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(1)));
 }
 
+/// A connection whose transactions default to REPEATABLE READ (or SERIALIZABLE) takes its
+/// snapshot when the constructor's first statement starts — before it waits for another
+/// constructor creating the table. The look-up after the wait must still see the table
+/// that one committed: the constructor's transaction is READ COMMITTED whatever the
+/// connection's default.
+#[test]
+fn postgres_fence_made_while_another_creates_the_table_sees_it_under_any_isolation() {
+    let pg = common::Postgres::start();
+    for isolation in ["repeatable read", "serializable"] {
+        let mut creator = pg.connect();
+        creator
+            .batch_execute("DROP TABLE IF EXISTS fencelock_fence")
+            .unwrap();
+        // Holds the constructors' advisory lock, as a constructor creating the table does.
+        creator
+            .batch_execute("BEGIN; SELECT pg_advisory_xact_lock(7378424937698848611)")
+            .unwrap();
+        let mut waiting = pg.connect();
+        waiting
+            .batch_execute(&format!(
+                "SET default_transaction_isolation = '{isolation}'"
+            ))
+            .unwrap();
+        let made = std::thread::spawn(move || PgFence::new(waiting).map(|_| ()));
+        let mut watch = pg.connect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let blocked: i64 = watch
+                .query_one(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+                    &[],
+                )
+                .unwrap()
+                .get(0);
+            if blocked == 1 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the constructor never waited"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        creator
+            .batch_execute(
+                "CREATE TABLE fencelock_fence (
+                   resource bytea PRIMARY KEY,
+                   highest bigint NOT NULL CHECK (highest > 0));
+                 COMMIT",
+            )
+            .unwrap();
+        made.join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{isolation}: {e}"));
+    }
+}
+
 /// The check made before COMMIT reads no table: a write that changes the transaction's
 /// `search_path` (here to one without the fence table) commits as any other.
 #[test]
