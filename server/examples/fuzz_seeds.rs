@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use fencelock::{Input, Label, LockName, Mode, SessionId, Tick, Wait};
-use fencelock_server::auth::{Principal, SessionSecret};
+use fencelock_server::auth::{OpenKey, Principal, SessionSecret};
 use fencelock_server::frame;
 use fencelock_server::fuzzing::{self, Replica};
 use fencelock_server::protocol::{ClientFrame, Request, ServerFrame, WaitSpec};
@@ -143,7 +143,7 @@ fn entries() -> Vec<Cmd> {
     let (s1, s2) = (SessionId(1), SessionId(2));
     let open = |secret, key, label: Option<Label>| Op::OpenCounted {
         ttl: 50,
-        key: Some(key),
+        key: Some(OpenKey(key)),
         secret,
         label,
         principal: Principal::Anyone,
@@ -260,7 +260,7 @@ fn requests() -> Vec<Request> {
     vec![
         Request::Open {
             ttl_ms: 5000,
-            key: Some(9),
+            key: Some(OpenKey(9)),
         },
         Request::Acquire {
             session: 1,

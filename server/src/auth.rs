@@ -56,6 +56,22 @@ impl fmt::Debug for SessionSecret {
     }
 }
 
+/// An open's idempotency key: 128 random bits chosen by the client
+/// ([`crate::protocol::Request::Open`]). While its session is open, a retry with the key
+/// (from the same principal) is answered with the session's credential, so the key is
+/// kept as secret as the credential: `Debug` does not print it (a log entry's or a
+/// request's debug output, in openraft's logs or a trace, shows `OpenKey(..)`). The wire
+/// form is the bare `u128`'s.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OpenKey(pub u128);
+
+impl fmt::Debug for OpenKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OpenKey(..)")
+    }
+}
+
 /// An error drawing random bytes from the operating system.
 #[derive(Debug)]
 pub struct RandomError(String);
@@ -687,6 +703,40 @@ mod tests {
         assert!(!a.matches(&c), "one bit differs");
         assert_eq!(format!("{a:?}"), "SessionSecret(..)");
         assert!(!ct_eq(b"ab", b"abc"));
+    }
+
+    /// A retry with an open's key is answered with the session's credential, so neither
+    /// a client's request nor the log entry that carries the key prints it (openraft logs
+    /// entries with `Debug`); on the wire it is the bare `u128`.
+    #[test]
+    fn open_keys_are_not_printed_and_encode_as_the_bare_number() {
+        let key = 0x5eed_1234_5678_9abc_def0_1234_5678_9abcu128;
+        let digits = [format!("{key}"), format!("{key:x}"), format!("{key:#x}")];
+        let req = Request::Open {
+            ttl_ms: 1_000,
+            key: Some(OpenKey(key)),
+        };
+        let op = crate::types::Op::OpenCounted {
+            ttl: 1_000,
+            key: Some(OpenKey(key)),
+            secret: SessionSecret([7; 16]),
+            label: None,
+            principal: Principal::Anyone,
+        };
+        let cmd = crate::types::Cmd {
+            now: Some(1),
+            ops: vec![op],
+        };
+        for shown in [format!("{req:?}"), format!("{cmd:?}"), format!("{cmd:#?}")] {
+            assert!(shown.contains("OpenKey(..)"), "{shown}");
+            for d in &digits {
+                assert!(!shown.contains(d.as_str()), "{shown} shows the key");
+            }
+        }
+        assert_eq!(
+            postcard::to_allocvec(&OpenKey(key)).unwrap(),
+            postcard::to_allocvec(&key).unwrap()
+        );
     }
 
     /// A hash is 64 hex digits and nothing else: `+a` pairs (which `from_str_radix`

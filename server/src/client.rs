@@ -99,7 +99,7 @@ use tokio::io::{AsyncRead, AsyncWrite, BufReader, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, oneshot, watch};
 
-use crate::auth::SessionSecret;
+use crate::auth::{OpenKey, SessionSecret};
 use crate::frame::{self, MAX_SERVER_FRAME};
 use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
 use crate::types::NodeAddr;
@@ -1165,9 +1165,9 @@ impl Client {
 
 /// A random 128-bit idempotency key from the operating system's random source: unique per
 /// open, and as hard to guess as the credential a retry with it is answered with.
-fn fresh_key() -> Result<u128, ClientError> {
+fn fresh_key() -> Result<OpenKey, ClientError> {
     crate::auth::random_bytes()
-        .map(u128::from_le_bytes)
+        .map(|b| OpenKey(u128::from_le_bytes(b)))
         .map_err(|e| ClientError::Unavailable(e.to_string()))
 }
 

@@ -2344,7 +2344,7 @@ mod zero_runs {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::auth::{Principal, SessionSecret};
+    use crate::auth::{OpenKey, Principal, SessionSecret};
     use crate::types::{Cmd, NodeAddr, Op};
 
     /// The longest address a node accepts for a member (`Request::AddLearner`).
@@ -2380,8 +2380,12 @@ mod zero_runs {
         prop_oneof![Just([0; 16]), any::<[u8; 16]>()].prop_map(SessionSecret)
     }
 
-    fn key() -> impl Strategy<Value = Option<u128>> {
-        prop_oneof![Just(None), Just(Some(0)), any::<u128>().prop_map(Some)]
+    fn key() -> impl Strategy<Value = Option<OpenKey>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(OpenKey(0))),
+            any::<u128>().prop_map(|k| Some(OpenKey(k)))
+        ]
     }
 
     fn principal() -> impl Strategy<Value = Principal> {
@@ -2649,7 +2653,7 @@ mod zero_runs {
             },
             Op::OpenCounted {
                 ttl: 0,
-                key: Some(0),
+                key: Some(OpenKey(0)),
                 secret,
                 label: Some(label),
                 principal: Principal::Token([0; 32]),

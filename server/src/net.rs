@@ -2052,12 +2052,12 @@ mod tests {
             },
             Op::Open {
                 ttl: u64::MAX,
-                key: Some(u128::MAX),
+                key: Some(crate::auth::OpenKey(u128::MAX)),
                 secret,
             },
             Op::OpenAs {
                 ttl: u64::MAX,
-                key: Some(u128::MAX),
+                key: Some(crate::auth::OpenKey(u128::MAX)),
                 secret,
                 label: Some(
                     fencelock::Label::new(&"\u{10348}".repeat(fencelock::MAX_LABEL_LEN / 4))
@@ -2067,7 +2067,7 @@ mod tests {
             },
             Op::OpenCounted {
                 ttl: u64::MAX,
-                key: Some(u128::MAX),
+                key: Some(crate::auth::OpenKey(u128::MAX)),
                 secret,
                 label: Some(
                     fencelock::Label::new(&"\u{10348}".repeat(fencelock::MAX_LABEL_LEN / 4))

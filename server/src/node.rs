@@ -41,7 +41,7 @@ use openraft::network::RaftNetworkFactory;
 use openraft::ServerState;
 use tokio::task::JoinHandle;
 
-use crate::auth::{Principal, SessionSecret};
+use crate::auth::{OpenKey, Principal, SessionSecret};
 use crate::disk::DiskHealth;
 use crate::election::{ElectionTiming, Elector, PreVoteNetwork};
 use crate::log_store::LogStore;
@@ -736,7 +736,7 @@ impl Node {
     fn reserve_token_open(
         &self,
         principal: Principal,
-        key: Option<u128>,
+        key: Option<OpenKey>,
     ) -> Result<Option<TokenOpen>, ClientError> {
         let Some(max) = self.config.max_sessions_per_token else {
             return Ok(None);
@@ -1440,7 +1440,7 @@ impl Node {
     async fn open(
         &self,
         ttl_ms: u64,
-        key: Option<u128>,
+        key: Option<OpenKey>,
         label: Option<Label>,
         (conn, sink): (u64, &PushSink),
         principal: Principal,

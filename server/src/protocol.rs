@@ -8,7 +8,7 @@
 use fencelock::{Holder, Mode, Output, Permits, SessionInfo, Waiter};
 use serde::{Deserialize, Serialize};
 
-use crate::auth::SessionSecret;
+use crate::auth::{OpenKey, SessionSecret};
 use crate::frame::{Wire, CLIENT_WIRE};
 use crate::types::{CoreError, NodeAddr};
 
@@ -72,7 +72,7 @@ pub enum Request {
         /// [`crate::auth::Principal`]); the same key from another token opens a session of
         /// its own. Keep it as secret as the credential: clients sharing a token share
         /// its keys.
-        key: Option<u128>,
+        key: Option<OpenKey>,
     },
     /// Keep a session alive (a keep-alive is a log entry; no request number needed: a
     /// keep-alive applied twice is harmless).
@@ -228,7 +228,7 @@ pub enum Request {
         /// Time to live in milliseconds.
         ttl_ms: u64,
         /// Idempotency key, as in [`Request::Open`].
-        key: Option<u128>,
+        key: Option<OpenKey>,
         /// The label.
         label: String,
     },

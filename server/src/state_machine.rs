@@ -46,7 +46,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, Notify};
 
-use crate::auth::{Owners, Principal, SessionSecret};
+use crate::auth::{OpenKey, Owners, Principal, SessionSecret};
 use crate::disk::{DiskHealth, Writer};
 use crate::types::{
     BatchResult, Cmd, CmdResult, CoreError, Entry, LogId, Op, OpError, SnapshotMeta, StorageError,
@@ -712,14 +712,14 @@ type ScopedKey = (Principal, u128, u64);
 /// ends, and snapshots carry it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpenKeys {
-    by_key: BTreeMap<(Principal, u128), SessionId>,
-    by_session: BTreeMap<SessionId, (Principal, u128)>,
+    by_key: BTreeMap<(Principal, OpenKey), SessionId>,
+    by_session: BTreeMap<SessionId, (Principal, OpenKey)>,
 }
 
 impl OpenKeys {
     /// The session `principal` opened with `key`, if it is still remembered (a key of
     /// another principal is not seen). Cost: O(log n).
-    pub fn get(&self, principal: Principal, key: u128) -> Option<SessionId> {
+    pub fn get(&self, principal: Principal, key: OpenKey) -> Option<SessionId> {
         self.by_key.get(&(principal, key)).copied()
     }
 
@@ -736,7 +736,7 @@ impl OpenKeys {
     /// Remembers `key` as `principal`'s for `session`, in place of the session's earlier
     /// key and of the session the key named before (so the two maps stay each other's
     /// inverse whatever they held). Cost: O(log n).
-    fn insert(&mut self, principal: Principal, key: u128, session: SessionId) {
+    fn insert(&mut self, principal: Principal, key: OpenKey, session: SessionId) {
         self.forget(session);
         if let Some(earlier) = self.by_key.insert((principal, key), session) {
             if self.by_session.get(&earlier) == Some(&(principal, key)) {
@@ -768,8 +768,8 @@ impl OpenKeys {
         let (mut unrecorded, mut scoped) = (Vec::new(), Vec::new());
         for ((p, k), s) in &self.by_key {
             match p {
-                Principal::Unrecorded => unrecorded.push((*k, s.0)),
-                p => scoped.push((*p, *k, s.0)),
+                Principal::Unrecorded => unrecorded.push((k.0, s.0)),
+                p => scoped.push((*p, k.0, s.0)),
             }
         }
         (unrecorded, scoped)
@@ -778,10 +778,10 @@ impl OpenKeys {
     fn from_vecs(unrecorded: Vec<(u128, u64)>, scoped: Vec<ScopedKey>) -> OpenKeys {
         let mut k = OpenKeys::default();
         for (key, s) in unrecorded {
-            k.insert(Principal::Unrecorded, key, SessionId(s));
+            k.insert(Principal::Unrecorded, OpenKey(key), SessionId(s));
         }
         for (p, key, s) in scoped {
-            k.insert(p, key, SessionId(s));
+            k.insert(p, OpenKey(key), SessionId(s));
         }
         k
     }
@@ -2050,7 +2050,7 @@ fn apply_op(
 /// [`Op::OpenLabeled`] as from [`Principal::Unrecorded`], `label` `None` for the former).
 struct OpenArgs {
     ttl: u64,
-    key: Option<u128>,
+    key: Option<OpenKey>,
     secret: SessionSecret,
     label: Option<Label>,
     principal: Principal,
@@ -2606,15 +2606,15 @@ mod tests {
         d.principals.clear();
         let data = postcard::to_allocvec(&d).unwrap();
         let (mut g, _, _) = decode_snapshot(&config, &data).unwrap();
-        assert_eq!(g.open_keys.get(Principal::Unrecorded, 99), None);
+        assert_eq!(g.open_keys.get(Principal::Unrecorded, OpenKey(99)), None);
         assert_eq!(g.owners.get(SessionId(3)), None);
         assert_eq!(
-            g.open_keys.get(Principal::token("ci"), 43),
+            g.open_keys.get(Principal::token("ci"), OpenKey(43)),
             None,
             "a key whose session has no credential"
         );
         assert_eq!(
-            g.open_keys.get(Principal::Unrecorded, 42),
+            g.open_keys.get(Principal::Unrecorded, OpenKey(42)),
             Some(SessionId(1))
         );
         let open = |key| Op::Open {
@@ -2632,7 +2632,7 @@ mod tests {
         };
         let third = opened(apply_op(&mut g, at, open(None), 8, &mut None).1);
         assert_eq!(third, SessionId(3), "the id the stale entries named");
-        let fourth = opened(apply_op(&mut g, at, open(Some(99)), 9, &mut None).1);
+        let fourth = opened(apply_op(&mut g, at, open(Some(OpenKey(99))), 9, &mut None).1);
         assert_eq!(
             fourth,
             SessionId(4),
@@ -2770,11 +2770,15 @@ mod tests {
         let (_, g) = read_snap_file(&path, &config).unwrap().expect("reads");
         let (s, s2) = (SessionId(1), SessionId(2));
         let (ci, other) = (Principal::token("ci"), Principal::token("other"));
-        assert_eq!(g.open_keys.get(ci, 43), Some(s2));
-        assert_eq!(g.open_keys.get(other, 43), None, "another token's key");
-        assert_eq!(g.open_keys.get(Principal::Anyone, 43), None);
-        assert_eq!(g.open_keys.get(Principal::Unrecorded, 42), Some(s));
-        assert_eq!(g.open_keys.get(ci, 42), None);
+        assert_eq!(g.open_keys.get(ci, OpenKey(43)), Some(s2));
+        assert_eq!(
+            g.open_keys.get(other, OpenKey(43)),
+            None,
+            "another token's key"
+        );
+        assert_eq!(g.open_keys.get(Principal::Anyone, OpenKey(43)), None);
+        assert_eq!(g.open_keys.get(Principal::Unrecorded, OpenKey(42)), Some(s));
+        assert_eq!(g.open_keys.get(ci, OpenKey(42)), None);
         // Each session's principal, counted for the quota: `ci` opened one.
         assert_eq!(g.owners.principal_of(s2), Some(ci));
         assert_eq!(g.owners.principal_of(s), None);
@@ -2807,7 +2811,7 @@ mod tests {
         );
         fs::write(&path, &b).unwrap();
         let (_, g2) = read_snap_file(&path, &config).unwrap().expect("v2 reads");
-        assert_eq!(g2.open_keys.get(ci, 43), Some(s2));
+        assert_eq!(g2.open_keys.get(ci, OpenKey(43)), Some(s2));
         assert_eq!(
             g2.owners.sessions_of(ci),
             0,
@@ -2838,9 +2842,16 @@ mod tests {
         );
         fs::write(&path, &b).unwrap();
         let (_, g) = read_snap_file(&path, &config).unwrap().expect("v1 reads");
-        assert_eq!(g.open_keys.get(Principal::Unrecorded, 42), Some(s));
-        assert_eq!(g.open_keys.get(Principal::Unrecorded, 43), Some(s2));
-        assert_eq!(g.open_keys.get(ci, 43), None, "no principal was recorded");
+        assert_eq!(g.open_keys.get(Principal::Unrecorded, OpenKey(42)), Some(s));
+        assert_eq!(
+            g.open_keys.get(Principal::Unrecorded, OpenKey(43)),
+            Some(s2)
+        );
+        assert_eq!(
+            g.open_keys.get(ci, OpenKey(43)),
+            None,
+            "no principal was recorded"
+        );
         assert!(check_backup(&b).is_ok(), "a version-1 backup is accepted");
         // Data whose scoped keys do not decode is not read as version 1.
         let mut bad = postcard::to_allocvec(&SnapData::of(&g)).unwrap();

@@ -6,7 +6,7 @@ use std::io::Cursor;
 use fencelock::{Input, Label, LockName, SessionId, Tick, Token};
 use serde::{Deserialize, Serialize};
 
-use crate::auth::{Principal, SessionSecret};
+use crate::auth::{OpenKey, Principal, SessionSecret};
 
 /// A node's two loopback addresses: Raft RPCs and the client protocol. Stored in the Raft
 /// membership so that any node can tell a client where the leader listens.
@@ -78,7 +78,7 @@ pub enum Op {
         ttl: u64,
         /// Chosen by the client, unique per open it means (random 128 bits); `None`: no
         /// retry is recognised.
-        key: Option<u128>,
+        key: Option<OpenKey>,
         /// The new session's credential (128 bits from the proposing node's OS random
         /// source).
         secret: SessionSecret,
@@ -91,7 +91,7 @@ pub enum Op {
         /// Time to live in ticks (milliseconds).
         ttl: u64,
         /// As in [`Op::Open`].
-        key: Option<u128>,
+        key: Option<OpenKey>,
         /// As in [`Op::Open`].
         secret: SessionSecret,
         /// The session's label.
@@ -113,7 +113,7 @@ pub enum Op {
         /// Time to live in ticks (milliseconds).
         ttl: u64,
         /// As in [`Op::Open`].
-        key: Option<u128>,
+        key: Option<OpenKey>,
         /// As in [`Op::Open`].
         secret: SessionSecret,
         /// The session's label (`None`: the core's `OpenSession`).
@@ -133,7 +133,7 @@ pub enum Op {
         /// Time to live in ticks (milliseconds).
         ttl: u64,
         /// As in [`Op::Open`].
-        key: Option<u128>,
+        key: Option<OpenKey>,
         /// As in [`Op::Open`].
         secret: SessionSecret,
         /// As in [`Op::OpenAs`].

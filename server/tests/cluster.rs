@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::{acquire, granted, keep_alive, open, release, session_of, Cluster};
 use fencelock::{Output, Reply as CoreReply, SessionId, Wait};
-use fencelock_server::auth::Principal;
+use fencelock_server::auth::{OpenKey, Principal};
 use fencelock_server::protocol::{Reply, Request};
 use fencelock_server::state_machine::{PushSink, PUSH_BACKLOG};
 use fencelock_server::types::{Op, OpError};
@@ -593,7 +593,7 @@ async fn an_open_retried_with_its_key_opens_one_session() {
     let (p, q) = (Principal::token("team-p"), Principal::token("team-q"));
     let open_as = |principal, ttl, key| Op::OpenCounted {
         ttl,
-        key: Some(key),
+        key: Some(OpenKey(key)),
         secret: SessionSecret::random().unwrap(),
         label: None,
         principal,
@@ -625,7 +625,7 @@ async fn an_open_retried_with_its_key_opens_one_session() {
     // An earlier version's open (no principal recorded) neither sees nor is seen by them.
     let legacy = |key| Op::Open {
         ttl: 600_000,
-        key: Some(key),
+        key: Some(OpenKey(key)),
         secret: SessionSecret::random().unwrap(),
     };
     let old = session_of(&leader.propose_op(legacy(42)).await.unwrap());
@@ -639,7 +639,7 @@ async fn an_open_retried_with_its_key_opens_one_session() {
     // no principal: counted for nobody, on every replica alike.
     let earlier = Op::OpenAs {
         ttl: 600_000,
-        key: Some(45),
+        key: Some(OpenKey(45)),
         secret: SessionSecret::random().unwrap(),
         label: None,
         principal: p,
@@ -659,13 +659,21 @@ async fn an_open_retried_with_its_key_opens_one_session() {
     c.converged().await;
     for n in c.nodes.values() {
         let g = n.shared.state();
-        assert_eq!(g.open_keys.get(p, 42), Some(a), "node {}", n.id);
-        assert_eq!(g.open_keys.get(p, 43), Some(b), "node {}", n.id);
-        assert_eq!(g.open_keys.get(q, 42), Some(qa), "node {}", n.id);
-        assert_eq!(g.open_keys.get(q, 43), None, "node {}", n.id);
-        assert_eq!(g.open_keys.get(Principal::Unrecorded, 42), Some(old));
-        assert_eq!(g.open_keys.get(Principal::Anyone, 42), None);
-        assert_eq!(g.open_keys.get(p, 45), Some(uncounted), "node {}", n.id);
+        assert_eq!(g.open_keys.get(p, OpenKey(42)), Some(a), "node {}", n.id);
+        assert_eq!(g.open_keys.get(p, OpenKey(43)), Some(b), "node {}", n.id);
+        assert_eq!(g.open_keys.get(q, OpenKey(42)), Some(qa), "node {}", n.id);
+        assert_eq!(g.open_keys.get(q, OpenKey(43)), None, "node {}", n.id);
+        assert_eq!(
+            g.open_keys.get(Principal::Unrecorded, OpenKey(42)),
+            Some(old)
+        );
+        assert_eq!(g.open_keys.get(Principal::Anyone, OpenKey(42)), None);
+        assert_eq!(
+            g.open_keys.get(p, OpenKey(45)),
+            Some(uncounted),
+            "node {}",
+            n.id
+        );
         // Each session's principal too (what the per-token quota counts): the same on
         // every replica, through the snapshot; the earlier builds' opens count for none.
         // (`short` may have expired by now.)
@@ -683,7 +691,7 @@ async fn an_open_retried_with_its_key_opens_one_session() {
         assert!(start.elapsed() < Duration::from_secs(10), "never expired");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(leader.shared.state().open_keys.get(p, 44), None);
+    assert_eq!(leader.shared.state().open_keys.get(p, OpenKey(44)), None);
     assert_eq!(
         leader.shared.state().owners.sessions_of(p),
         2,
@@ -718,7 +726,7 @@ async fn replies_answer_the_caller_and_events_are_pushed_to_the_sessions_they_na
     };
     let open = |key| Request::Open {
         ttl_ms: 600_000,
-        key: Some(key),
+        key: Some(OpenKey(key)),
     };
     let (a, secret_a) = opened(node.handle_request(open(7), conn_a, &sink_a).await);
     let (b, secret_b) = opened(node.handle_request(open(8), conn_b, &sink_b).await);
@@ -790,9 +798,14 @@ async fn replies_answer_the_caller_and_events_are_pushed_to_the_sessions_they_na
     c.converged().await;
     for n in c.nodes.values() {
         let g = n.shared.state();
-        assert_eq!(g.open_keys.get(Principal::Anyone, 7), None, "node {}", n.id);
         assert_eq!(
-            g.open_keys.get(Principal::Anyone, 8),
+            g.open_keys.get(Principal::Anyone, OpenKey(7)),
+            None,
+            "node {}",
+            n.id
+        );
+        assert_eq!(
+            g.open_keys.get(Principal::Anyone, OpenKey(8)),
             Some(b),
             "node {}",
             n.id
@@ -879,7 +892,7 @@ async fn a_deposed_leader_closes_its_session_connections_and_pushes_nothing_more
         .handle_request(
             Request::Open {
                 ttl_ms: 60_000,
-                key: Some(1),
+                key: Some(OpenKey(1)),
             },
             conn,
             &sink,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{acquire, granted, open, release, session_of, Cluster};
 use fencelock::{Input, LockName, Reply as CoreReply, Wait};
-use fencelock_server::auth::Principal;
+use fencelock_server::auth::{OpenKey, Principal};
 use fencelock_server::node::{Node, NodeConfig};
 use fencelock_server::ops::serve_ops;
 use fencelock_server::protocol::{ClientError, Reply, Request};
@@ -561,7 +561,7 @@ async fn a_tokens_clients_share_one_session_quota_across_connections() {
     .await;
     let sink = PushSink::new(16).0;
     let (a, b) = (Principal::token("team-a"), Principal::token("team-b"));
-    let open_as = |who: Principal, ttl_ms: u64, key: Option<u128>| {
+    let open_as = |who: Principal, ttl_ms: u64, key: Option<OpenKey>| {
         let node = node.clone();
         let sink = sink.clone();
         async move {
@@ -595,7 +595,7 @@ async fn a_tokens_clients_share_one_session_quota_across_connections() {
     opened(open_as(b, 5_000, None).await);
     let kept = node.shared.state().owners.sessions_of(a);
     assert!(kept <= 1);
-    let (s7, secret7) = opened(open_as(a, 5_000, Some(7)).await);
+    let (s7, secret7) = opened(open_as(a, 5_000, Some(OpenKey(7))).await);
     if kept == 0 {
         opened(open_as(a, 60_000, None).await);
     }
@@ -607,7 +607,7 @@ async fn a_tokens_clients_share_one_session_quota_across_connections() {
         applied,
         "nothing proposed"
     );
-    let r = open_as(a, 5_000, Some(7)).await;
+    let r = open_as(a, 5_000, Some(OpenKey(7))).await;
     assert_eq!(
         opened(r).0,
         s7,

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencelock::{Mode, Output};
-use fencelock_server::auth::SessionSecret;
 use fencelock_server::auth::{token_hash, Tokens};
+use fencelock_server::auth::{OpenKey, SessionSecret};
 use fencelock_server::client::ClientOptions;
 use fencelock_server::client::{Acquired, Client, Session};
 use fencelock_server::frame;
@@ -578,7 +578,7 @@ async fn another_tokens_open_key_opens_a_session_of_its_own() {
     };
     let open = Request::Open {
         ttl_ms: 60_000,
-        key: Some(0x5eed_0000_0000_0000_0000_0000_0000_0001),
+        key: Some(OpenKey(0x5eed_0000_0000_0000_0000_0000_0000_0001)),
     };
     let connect = |token: &'static str| {
         let t = &t;
