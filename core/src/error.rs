@@ -199,6 +199,7 @@ const REASONS: &[&str] = &[
     "lock-delay beyond now + lock_delay",
     "lock-delay that is over is not zeroed (non-canonical)",
     "lock-delay with an exclusive holder",
+    "longer than its records can be",
     "margin must be in 1..ttl",
     "max_name_len must be 1..=64",
     "more permits held than the limit",

@@ -21,6 +21,29 @@ pub fn gate_snapshot_resources(bytes: &[u8]) -> Result<u32, Error> {
     read_gate_header(bytes).map(|(count, _)| count)
 }
 
+/// The most bytes a gate snapshot with this header can be: the header as written, then
+/// each resource it counts at its longest canonical record (a 64-byte name and a `u64`
+/// token at their longest). [`FenceGate::restore`] refuses longer bytes
+/// (`CorruptSnapshot("longer than its records can be")`) with the header's other
+/// refusals, before a row is cleared, so its answer for any bytes is its answer for their
+/// first `gate_snapshot_max_len + 1`: a host holding the bytes elsewhere copies at most
+/// that many. Read from the first [`SNAPSHOT_HEADER_MAX_LEN`](crate::SNAPSHOT_HEADER_MAX_LEN)
+/// bytes as from the whole.
+///
+/// Errors: as [`gate_snapshot_resources`]. Cost: O(1).
+pub fn gate_snapshot_max_len(bytes: &[u8]) -> Result<usize, Error> {
+    let (count, rest) = read_gate_header(bytes)?;
+    Ok((bytes.len() - rest.len()).saturating_add(records_max_len(count)))
+}
+
+/// A resource record at its longest: a name and a `u64` token.
+const RECORD_MAX_LEN: usize = crate::snapshot::STR_MAX_LEN + crate::snapshot::U64_MAX_LEN;
+
+/// The most bytes `count` resource records can take. Cost: O(1).
+fn records_max_len(count: u32) -> usize {
+    (count as usize).saturating_mul(RECORD_MAX_LEN)
+}
+
 /// A gate snapshot's header: its resource count and the bytes after it. Errors: as
 /// [`gate_snapshot_resources`]. Cost: O(1).
 fn read_gate_header(bytes: &[u8]) -> Result<(u32, &[u8]), Error> {
@@ -303,15 +326,17 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     }
 
     /// Rebuilds a gate in `rows` from [`snapshot`](Self::snapshot) bytes, checking magic,
-    /// version, names (valid, unique), tokens (≥ 1), capacity, no trailing bytes and the
-    /// canonical encoding (exactly the bytes `snapshot` writes).
+    /// version, names (valid, unique), tokens (≥ 1), capacity, length (no longer than the
+    /// records the header counts can be: [`gate_snapshot_max_len`]), no trailing bytes and
+    /// the canonical encoding (exactly the bytes `snapshot` writes).
     ///
     /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
     /// [`Error::CorruptSnapshot`], [`Error::CapacityExceeded`], [`Error::BadConfig`] (more
     /// than [`MAX_ROWS`](crate::MAX_ROWS) rows, or `as_ref` and `as_mut` of different
     /// lengths); the rows come back with the error. Cost: O(capacity + resources): every
     /// row and bucket is cleared once the header (magic, version, count within the
-    /// capacity) has passed — the rows come back untouched when it does not.
+    /// capacity, length within what the count allows) has passed — the rows come back
+    /// untouched when it does not.
     ///
     /// Restore only bytes as fresh as the data the gate guards: a gate restored from a
     /// snapshot taken before it admitted a higher token has forgotten that token, and
@@ -340,6 +365,12 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
             Err(e) => return Err((rows, e)),
             Ok((count, _)) if count as usize > rows.as_ref().len() => {
                 return Err((rows, Error::CapacityExceeded(Table::Resources)))
+            }
+            Ok((count, records)) if records.len() > records_max_len(count) => {
+                return Err((
+                    rows,
+                    Error::CorruptSnapshot("longer than its records can be"),
+                ))
             }
             Ok(header) => header,
         };

@@ -283,7 +283,9 @@ mod wire;
 pub use election::Leader;
 pub use error::{Error, Message, Piece, Table};
 pub use fields::Field;
-pub use gate::{gate_snapshot_resources, FenceGate, GateRow, GATE_MAGIC, GATE_VERSION};
+pub use gate::{
+    gate_snapshot_max_len, gate_snapshot_resources, FenceGate, GateRow, GATE_MAGIC, GATE_VERSION,
+};
 pub use input::Input;
 pub use keeper::{Lease, SessionKeeper, KEEPER_MEMORY};
 pub use output::{Change, Output, ReleaseReason};
@@ -295,7 +297,9 @@ pub use service::{
 #[cfg(feature = "alloc")]
 pub use sink::EventQueue;
 pub use sink::{EventLimit, Sink};
-pub use snapshot::{snapshot_config, SNAPSHOT_HEADER_MAX_LEN, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
+pub use snapshot::{
+    snapshot_config, snapshot_max_len, SNAPSHOT_HEADER_MAX_LEN, SNAPSHOT_MAGIC, SNAPSHOT_VERSION,
+};
 #[cfg(feature = "alloc")]
 pub use storage::VecStorage;
 pub use storage::{ArrayStorage, LabeledSliceStorage, SliceStorage, Storage};

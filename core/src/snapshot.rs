@@ -337,7 +337,9 @@ impl<S: Storage> LockService<S> {
     /// bytes; and a snapshot must be in the version its state is written in (version 1
     /// exactly when nothing of version 2 is in use).
     /// Trailing bytes and non-canonical encodings (over-long varints) are refused, so
-    /// restore accepts exactly the bytes [`snapshot`](Self::snapshot) writes.
+    /// restore accepts exactly the bytes [`snapshot`](Self::snapshot) writes; bytes longer
+    /// than the records the header counts can be ([`snapshot_max_len`]) are refused
+    /// before a record is read.
     ///
     /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`] (neither 1 nor 2),
     /// [`Error::CorruptSnapshot`] (says which check failed), [`Error::CapacityExceeded`],
@@ -411,6 +413,52 @@ pub fn snapshot_config(bytes: &[u8]) -> Result<Config, Error> {
     let (meta, _, _) = read_header(bytes)?;
     meta.config.validate()?;
     Ok(meta.config)
+}
+
+/// The most bytes a snapshot with this header can be: the header as written, then each
+/// record it counts at its longest canonical encoding. [`LockService::restore`] refuses
+/// longer bytes (`CorruptSnapshot("longer than its records can be")`) before it reads a
+/// record, so its answer for any bytes is its answer for their first
+/// `snapshot_max_len + 1`: a host holding the bytes elsewhere (a JS array, a file) copies
+/// at most that many, however much junk follows a header. Read from the first
+/// [`SNAPSHOT_HEADER_MAX_LEN`] bytes as from the whole.
+///
+/// Errors: as [`snapshot_config`] (the config is judged as there, so a binding that
+/// needs no config from the header asks only this). Cost: O(1).
+pub fn snapshot_max_len(bytes: &[u8]) -> Result<usize, Error> {
+    let (meta, v2, rest) = read_header(bytes)?;
+    meta.config.validate()?;
+    Ok((bytes.len() - rest.len()).saturating_add(records_max_len(&meta, v2)))
+}
+
+/// A `u64` varint at its longest (postcard's canonical encoding of `u64::MAX`).
+pub(crate) const U64_MAX_LEN: usize = 10;
+/// A `u32` varint at its longest.
+const U32_MAX_LEN: usize = 5;
+/// A name or a label (at most 64 bytes) with its one-byte length.
+pub(crate) const STR_MAX_LEN: usize = 1 + crate::MAX_NAME_LEN;
+/// A [`Mode`] at its longest: `Permits` with two `u32`s.
+const MODE_MAX_LEN: usize = 1 + 2 * U32_MAX_LEN;
+/// A [`SessionRec`] at its longest: five `u64`s and a recorded `Granted` (a mode and a
+/// token); version 2 appends a label.
+const SESSION_REC_MAX_LEN: usize = 5 * U64_MAX_LEN + (1 + MODE_MAX_LEN + U64_MAX_LEN);
+/// A [`LockRec`] at its longest: two `u64`s and a name.
+const LOCK_REC_MAX_LEN: usize = 2 * U64_MAX_LEN + STR_MAX_LEN;
+/// A [`ClaimRec`] at its longest: four `u64`s, a mode and a kind.
+const CLAIM_REC_MAX_LEN: usize = 4 * U64_MAX_LEN + MODE_MAX_LEN + 1;
+
+/// The most bytes the records a header counts can take. Cost: O(1).
+fn records_max_len(meta: &Meta, v2: bool) -> usize {
+    let session = SESSION_REC_MAX_LEN + if v2 { STR_MAX_LEN } else { 0 };
+    [
+        (meta.sessions, session),
+        (meta.locks, LOCK_REC_MAX_LEN),
+        (meta.claims, CLAIM_REC_MAX_LEN),
+    ]
+    .iter()
+    .fold(0usize, |sum, &(n, len)| {
+        sum.saturating_add((n as usize).saturating_mul(len))
+    })
 }
 
 /// Why a header's `u16` varint at the start of `rest` did not decode: cut short (at most
@@ -511,6 +559,11 @@ impl<S: Storage> LockService<S> {
             || meta.revision > limit
         {
             return Err(corrupt("counter beyond 2^63"));
+        }
+        // Judged before a record is read: a host that copies the bytes in from elsewhere
+        // copies at most `snapshot_max_len + 1` of them and gets this same answer.
+        if rest.len() > records_max_len(meta, v2) {
+            return Err(corrupt("longer than its records can be"));
         }
         let config = meta.config;
         {
@@ -771,10 +824,12 @@ impl<S: Storage> LockService<S> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a test's failed set-up is a failed test
 mod tests {
     use super::*;
     use crate::storage::VecStorage;
     use crate::table::{home, mix, tag_of, BucketArray, Indexed};
+    use crate::{Tick, Wait};
 
     /// The longest distance, in buckets, from an entry of the session index to its home
     /// bucket under the service's key: the most one lookup probes past.
@@ -791,6 +846,159 @@ mod tests {
             })
             .max()
             .unwrap_or(0)
+    }
+
+    /// Each record's longest canonical encoding is the constant `records_max_len` counts
+    /// it at: every field at its widest (`u64::MAX`, a 64-byte name or label, a permits
+    /// mode of two `u32::MAX`), and the widest recorded reply is `Granted`.
+    #[test]
+    fn the_record_bounds_are_the_widest_records() {
+        let wide = Mode::Permits {
+            count: u32::MAX,
+            limit: u32::MAX,
+        };
+        let replies = [
+            Recorded::None,
+            Recorded::KeptAlive {
+                expires_at: u64::MAX,
+            },
+            Recorded::Granted {
+                mode: wide,
+                token: u64::MAX,
+            },
+            Recorded::Queued {
+                mode: wide,
+                position: u32::MAX,
+            },
+            Recorded::Busy,
+            Recorded::Released { token: u64::MAX },
+            Recorded::Cancelled,
+            Recorded::GrantedPermits { token: u64::MAX },
+            Recorded::QueuedPermits { position: u32::MAX },
+            Recorded::Watching { holders: u32::MAX },
+            Recorded::Unwatched,
+        ];
+        let widest_session = replies
+            .iter()
+            .map(|&last_reply| {
+                enc_len(&SessionRec {
+                    id: u64::MAX,
+                    ttl: u64::MAX,
+                    expires_at: u64::MAX,
+                    last_request: u64::MAX,
+                    last_reply,
+                    last_target: u64::MAX,
+                })
+            })
+            .max();
+        assert_eq!(widest_session, Some(SESSION_REC_MAX_LEN));
+        let name = "n".repeat(crate::MAX_NAME_LEN);
+        let label = Label::new(&"l".repeat(crate::MAX_LABEL_LEN)).unwrap();
+        assert_eq!(enc_len(&label), STR_MAX_LEN);
+        let lock = LockRec {
+            id: u64::MAX,
+            name: LockName::new(&name).unwrap(),
+            delay_until: u64::MAX,
+        };
+        assert_eq!(enc_len(&lock), LOCK_REC_MAX_LEN);
+        for kind in [ClaimKind::Wait, ClaimKind::Hold, ClaimKind::Watch] {
+            let claim = ClaimRec {
+                session: u64::MAX,
+                lock: u64::MAX,
+                mode: wide,
+                kind,
+                seq: u64::MAX,
+                value: u64::MAX,
+            };
+            assert_eq!(enc_len(&claim), CLAIM_REC_MAX_LEN);
+        }
+    }
+
+    /// A record's encoded length, for the test above.
+    fn enc_len<T: Serialize>(v: &T) -> usize {
+        let mut buf = [0u8; 256];
+        postcard::to_slice(v, &mut buf).map_or(usize::MAX, |b| b.len())
+    }
+
+    /// Junk after a header is refused before a record is read once it is longer than the
+    /// records the header counts can be, so the answer for any bytes is the answer for
+    /// their first `snapshot_max_len + 1` — what a host copying them in from elsewhere
+    /// copies. Snapshots of the widest states stay within the bound.
+    #[test]
+    fn bytes_longer_than_their_records_can_be_are_refused_as_their_prefix_is() {
+        let mut svc = LockService::new(VecStorage::new(4, 4, 8), Config::default()).unwrap();
+        let mut out = std::vec::Vec::new();
+        let label = Label::new(&"l".repeat(crate::MAX_LABEL_LEN)).unwrap();
+        let name = "n".repeat(crate::MAX_NAME_LEN);
+        let a = svc.open_labeled(Tick(1), 1_000, label, &mut out).unwrap();
+        let b = svc.open_session(Tick(1), 1_000, &mut out).unwrap();
+        let (a, b) = (a.opened().unwrap(), b.opened().unwrap());
+        let permits = Mode::Permits { count: 2, limit: 3 };
+        svc.acquire(Tick(2), a, &name, permits, Wait::None, Some(7), &mut out)
+            .unwrap();
+        svc.acquire(Tick(2), b, &name, permits, Wait::Forever, Some(9), &mut out)
+            .unwrap();
+        let mut buf = std::vec![0u8; svc.snapshot_len()];
+        let n = svc.snapshot(&mut buf).unwrap();
+        let good = &buf[..n];
+        let max = snapshot_max_len(good).unwrap();
+        assert!(n <= max, "{n} > {max}");
+        assert_eq!(
+            snapshot_max_len(&good[..SNAPSHOT_HEADER_MAX_LEN.min(n)]),
+            Ok(max),
+            "read from the header alone"
+        );
+        let mut other = good.to_vec();
+        other[SNAPSHOT_MAGIC.len()] = 0x7f;
+        for bad in [&b"junk"[..], &good[..5], &other] {
+            assert_eq!(
+                snapshot_max_len(bad).err(),
+                snapshot_config(bad).err(),
+                "the header's refusals, as snapshot_config's: {bad:?}"
+            );
+        }
+        let restore = |bytes: &[u8]| {
+            LockService::restore(VecStorage::new(4, 4, 8), bytes)
+                .map(|_| ())
+                .map_err(|(_, e)| e)
+        };
+        assert_eq!(restore(good), Ok(()));
+        let mut padded = good.to_vec();
+        padded.resize(max, 0);
+        assert_eq!(
+            restore(&padded),
+            Err(Error::CorruptSnapshot("trailing bytes")),
+            "within the bound: read as before"
+        );
+        padded.resize(max + 1, 0);
+        let beyond = restore(&padded);
+        assert_eq!(
+            beyond,
+            Err(Error::CorruptSnapshot("longer than its records can be"))
+        );
+        padded.resize(max + (1 << 20), 0xff);
+        assert_eq!(restore(&padded), beyond);
+        assert_eq!(restore(&padded[..max + 1]), beyond, "the prefix's answer");
+        // The gate's bound, the same way.
+        let mut g = crate::FenceGate::new(std::vec![crate::GateRow::EMPTY; 2]).unwrap();
+        g.admit(&name, crate::Token(u64::MAX)).unwrap();
+        let mut gbuf = std::vec![0u8; g.snapshot_len()];
+        let gn = g.snapshot(&mut gbuf).unwrap();
+        let gmax = crate::gate_snapshot_max_len(&gbuf[..gn]).unwrap();
+        assert_eq!(gn, gmax, "one resource at its widest");
+        let grestore = |bytes: &[u8]| {
+            crate::FenceGate::restore(std::vec![crate::GateRow::EMPTY; 2], bytes)
+                .map(|_| ())
+                .map_err(|(_, e)| e)
+        };
+        assert_eq!(grestore(&gbuf[..gn]), Ok(()));
+        let mut gpadded = gbuf[..gn].to_vec();
+        gpadded.resize(gmax + (1 << 20), 0);
+        assert_eq!(
+            grestore(&gpadded),
+            Err(Error::CorruptSnapshot("longer than its records can be"))
+        );
+        assert_eq!(grestore(&gpadded[..gmax + 1]), grestore(&gpadded));
     }
 
     /// The header judgements read at most `SNAPSHOT_HEADER_MAX_LEN` bytes: a service

@@ -8,7 +8,10 @@
 // every object of the module, trapped. So every method here is judged in JS first: a
 // freed object, or one in a call, is refused with a coded error (`bad_argument`) before
 // anything enters wasm. The typed fast paths run no caller code while they run, so they
-// only check; every other method marks its object busy for the length of its call.
+// only check; every other method marks its object busy for the length of its call. The
+// object must be an instance of the method's own class (a FenceGate lent as `this` to a
+// LockService method would hand wasm a pointer to the wrong kind of object), and the busy
+// mark is kept in a WeakSet, not on the object, so a frozen object is guarded as well.
 {
   const refused = (message) => {
     const e = new TypeError(message);
@@ -17,16 +20,20 @@
     return e;
   };
   const apply = Reflect.apply;
-  const BUSY = Symbol('fencelock: in a call');
+  const busy = new WeakSet();
+  // Bound once, so a page that changes WeakSet.prototype later changes nothing here.
+  const isBusy = WeakSet.prototype.has.bind(busy);
+  const mark = WeakSet.prototype.add.bind(busy);
+  const unmark = WeakSet.prototype.delete.bind(busy);
   const CHECK_ONLY = new Set(['acquireFast', 'releaseFast', 'acquireFastId', 'releaseFastId']);
   for (const cls of [LockService, FenceGate, SessionKeeper]) {
     const p = cls.prototype;
     const kind = cls.name;
     const judge = (o) => {
-      if (o === null || typeof o !== 'object' || !o.__wbg_ptr) {
+      if (!(o instanceof cls) || !o.__wbg_ptr) {
         throw refused(`invalid argument: this ${kind} was freed (or is no ${kind})`);
       }
-      if (o[BUSY]) {
+      if (isBusy(o)) {
         throw refused(`invalid argument: this ${kind} is in a call already (an argument's getter called it again)`);
       }
     };
@@ -44,11 +51,11 @@
         : {
             [name](...args) {
               judge(this);
-              this[BUSY] = true;
+              mark(this);
               try {
                 return apply(f, this, args);
               } finally {
-                this[BUSY] = false;
+                unmark(this);
               }
             },
           }[name];

@@ -518,9 +518,9 @@ pub fn parse_wait(v: &JsValue) -> Result<Wait, Fail> {
 /// that throws): `bad_argument`; a key not in `known`: `bad_argument` naming it; then as
 /// [`parse_mode`], [`parse_wait`], [`opt_num`].
 pub fn acquire_options(v: &JsValue, known: &[&str]) -> Result<(Mode, Wait, Option<u64>), Fail> {
-    if is_plain_object(v) {
-        known_keys(v, "options", known)?;
-    }
+    // A plain object only: an array or a function would skip the check of its keys, and a
+    // misspelt one (`reqeust`) would be ignored.
+    known_keys(object(v, "options")?, "options", known)?;
     let o: &AcquireOptions = v.unchecked_ref();
     let bad = |_| {
         Fail::BadArgument(cat(&[
@@ -602,6 +602,15 @@ pub fn name_key(v: &JsValue) -> Result<fencelock::NameKey, Fail> {
 pub fn head(plain: &Uint8Array, what: &str) -> Result<Vec<u8>, Fail> {
     // At most the header's length, so it fits a u32.
     let n = byte_len(plain).min(fencelock::SNAPSHOT_HEADER_MAX_LEN as u64) as u32;
+    copy(&plain.subarray(0, n), what)
+}
+
+/// Copies at most the first `most` bytes of a [`plain_bytes`] array into wasm memory, as
+/// [`copy`] does: for snapshots, whose restore answers for any bytes as for their first
+/// `snapshot_max_len + 1` (the core's rule), so junk after a header is never copied in.
+pub fn copy_at_most(plain: &Uint8Array, most: usize, what: &str) -> Result<Vec<u8>, Fail> {
+    let n = byte_len(plain).min(most as u64);
+    let n = u32::try_from(n).map_err(|_| no_room(n, what))?;
     copy(&plain.subarray(0, n), what)
 }
 

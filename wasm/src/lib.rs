@@ -212,6 +212,9 @@ export type Input =
 export interface Capacities { sessions: number; locks: number; claims: number }
 /** Rows in use per table (LockService.usage). */
 export interface Usage { sessions: number; locks: number; claims: number }
+/** What LockService.restore takes: the capacities only (the config is the snapshot's, so a
+ * ServiceConfig's own keys are refused, at run time and here). */
+export type RestoreCapacities = Capacities & { lockDelay?: never; maxNameLen?: never; maxWatchers?: never };
 export interface ServiceConfig extends Capacities {
   /** Ticks a lock stays ungrantable after its holder's session expired (default 0). */
   lockDelay?: U64;

@@ -449,10 +449,13 @@ impl LockService {
     /// that is not a `Uint8Array` of 16 bytes (judged before the bytes are read);
     /// `out_of_memory` when the bytes, whose header holds, do not fit the module's memory.
     /// Bytes whose header is refused are judged by it alone and never copied into the
-    /// module's memory.
+    /// module's memory; of the rest, no more is copied than the records the header counts
+    /// can be, plus one byte (the core refuses longer bytes before reading a record).
     pub fn restore(
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Capacities")] capacities: JsValue,
+        // The capacities only: a `ServiceConfig` (which extends them) is refused at run
+        // time, its config keys being the snapshot's, so the type refuses one too.
+        #[wasm_bindgen(unchecked_param_type = "RestoreCapacities")] capacities: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "Uint8Array")] key: JsValue,
     ) -> Result<LockService, JsValue> {
         let plain = js::plain_bytes(&bytes, "snapshot")?;
@@ -465,11 +468,14 @@ impl LockService {
         let key = js::optional_name_key(&key)?;
         // The core's order: what the snapshot says (magic, version, header, config), then
         // the tables (checked and allocated here), then the rest of the snapshot. The
-        // header is judged from its own bytes: junk is refused without a copy into the
-        // module's memory, which would stay grown.
-        fencelock::snapshot_config(&js::head(&plain, "snapshot")?).map_err(Fail::from)?;
+        // header is judged from its own bytes, and no more of the rest is copied than the
+        // records it counts can be (plus one byte, which the core refuses as it refuses
+        // the whole): junk is never copied into the module's memory, which would stay
+        // grown.
+        let most =
+            fencelock::snapshot_max_len(&js::head(&plain, "snapshot")?).map_err(Fail::from)?;
         let storage = storage(caps)?;
-        let bytes = js::copy(&plain, "snapshot")?;
+        let bytes = js::copy_at_most(&plain, most.saturating_add(1), "snapshot")?;
         let core = match key {
             Some(key) => Core::restore_keyed(storage, &bytes, key),
             None => Core::restore(storage, &bytes),

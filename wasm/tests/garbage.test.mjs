@@ -305,3 +305,50 @@ test('calls on a freed or busy object, however many, leave the module working', 
   assert.equal(small.openSession(0, 10), 0);
   for (const o of [live, busy, fresh, small]) o.free();
 });
+
+// The guard judges `this` by its class, not by its having a pointer: a FenceGate lent as
+// `this` to a LockService method (or the other way round) would have handed wasm a pointer
+// to an object of another kind. And its busy mark is not a property of the object, so a
+// frozen object is guarded as any other: a getter that calls it again is refused in JS,
+// every time, and the module goes on.
+test('a method lent to an object of another class, or called again on a frozen one, is refused', () => {
+  const svc = new LockService({ sessions: 2, locks: 2, claims: 2 });
+  const gate = new FenceGate(2);
+  const keeper = new SessionKeeper(10, 3, 2);
+  const before = Buffer.from(svc.snapshot()).toString('hex');
+  const gateBefore = Buffer.from(gate.snapshot()).toString('hex');
+  const wrong = (e) => e.code === 'bad_argument' && e.errno === 702 && /is no/.test(e.message);
+  assert.throws(() => LockService.prototype.tick.call(gate, 1), wrong);
+  assert.throws(() => LockService.prototype.snapshot.call(keeper), wrong);
+  assert.throws(() => LockService.prototype.acquireFastId.call(gate, 1, 1, 0, 0, 0), wrong);
+  assert.throws(() => FenceGate.prototype.admit.call(svc, 'r', 1), wrong);
+  assert.throws(() => SessionKeeper.prototype.keepAliveSent.call(gate, 0), wrong);
+  const lookalike = Object.create(LockService.prototype);
+  assert.throws(() => lookalike.tick(1), wrong, 'no pointer at all');
+  assert.equal(Buffer.from(svc.snapshot()).toString('hex'), before);
+  assert.equal(Buffer.from(gate.snapshot()).toString('hex'), gateBefore);
+
+  const frozen = new LockService({ sessions: 2, locks: 2, claims: 2 });
+  const s = frozen.openSession(0, 100).reply.session;
+  Object.freeze(frozen);
+  let reentered = 0;
+  for (let i = 0; i < 20_000; i++) {
+    frozen.acquire(1, s, 'l', {
+      get mode() {
+        try {
+          frozen.tick(1);
+        } catch (e) {
+          if (e.code === 'bad_argument' && /in a call/.test(e.message)) reentered++;
+        }
+        return 'exclusive';
+      },
+      wait: 'none',
+    });
+    frozen.release(1, s, 'l');
+  }
+  assert.equal(reentered, 20_000, 'every nested call refused by the guard');
+  assert.equal(frozen.now(), 1, 'and the frozen service still answers');
+  // (A frozen object cannot be freed: the glue's free() writes its pointer. The
+  // finalizer frees it once it is collected.)
+  for (const o of [svc, gate, keeper]) o.free();
+});

@@ -47,3 +47,39 @@ test('junk given to restore is refused by its header, and not copied into the mo
   const grown = memory.buffer.byteLength - before;
   assert.ok(grown < 1 << 20, `the module's memory grew by ${grown} bytes`);
 });
+
+test('junk after a good header is refused without being copied into the module', () => {
+  const memory = instances[0].exports.memory;
+  const caps = { sessions: 4, locks: 4, claims: 8 };
+  const svc = new LockService(caps);
+  const s = svc.openSession(0, 1000).reply.session;
+  svc.acquire(1, s, 'ledger', { mode: 'exclusive', wait: 'none' });
+  const good = svc.snapshot();
+  svc.free();
+  const gate = new FenceGate(4);
+  gate.admit('ledger', 7n);
+  const goodGate = gate.snapshot();
+  gate.free();
+  LockService.restore(good, caps).free();
+  FenceGate.restore(goodGate, 4).free();
+  const before = memory.buffer.byteLength;
+  const padded = (bytes) => {
+    const out = new Uint8Array(bytes.length + (48 << 20));
+    out.set(bytes);
+    return out;
+  };
+  const [svcJunk, gateJunk] = [padded(good), padded(goodGate)];
+  for (let i = 0; i < 3; i++) {
+    assert.throws(() => LockService.restore(svcJunk, caps),
+      (e) => e.code === 'corrupt_snapshot' && /longer than its records can be/.test(e.message));
+    assert.throws(() => FenceGate.restore(gateJunk, 4),
+      (e) => e.code === 'corrupt_snapshot' && /longer than its records can be/.test(e.message));
+  }
+  const grown = memory.buffer.byteLength - before;
+  assert.ok(grown < 1 << 20, `the module's memory grew by ${grown} bytes`);
+  // Junk within the bound is copied and judged as before.
+  const short = new Uint8Array(good.length + 1);
+  short.set(good);
+  assert.throws(() => LockService.restore(short, caps),
+    (e) => e.code === 'corrupt_snapshot' && /trailing bytes/.test(e.message));
+});

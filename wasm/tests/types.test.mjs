@@ -79,7 +79,7 @@ for (const pkg of ['node', 'web']) {
       'session(id: U64): SessionInfo | null;',
       'leader(election: string): Leader | null;',
       'snapshot(): Uint8Array;',
-      'static restore(bytes: Uint8Array, capacities: Capacities, key?: Uint8Array): LockService;',
+      'static restore(bytes: Uint8Array, capacities: RestoreCapacities, key?: Uint8Array): LockService;',
       'admit(resource: string, token: U64): void;',
       'entries(): GateEntry[];',
       'static restore(bytes: Uint8Array, capacity: U64, key?: Uint8Array): FenceGate;',

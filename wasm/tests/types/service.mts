@@ -7,7 +7,7 @@
 import init, { FenceGate, LockService, SessionKeeper, errorKinds } from 'fencelock';
 import type { AnyIn, None } from './noany.mjs';
 import type {
-  AcquireReply, Answer, ErrorCode, FencelockError, Input, Lease, Mode, Output, Reply, U64,
+  AcquireReply, Answer, ErrorCode, FencelockError, Input, Lease, Mode, Output, Reply, ServiceConfig, U64,
 } from 'fencelock';
 
 await init(); // nothing to load in node; the browser build fetches its .wasm here
@@ -206,6 +206,10 @@ console.log(svc.isNameKeyed());
 LockService.restore(svc.snapshot(), svc.capacity(), crypto.getRandomValues(new Uint8Array(16))).free();
 // @ts-expect-error a key is a Uint8Array
 LockService.restore(svc.snapshot(), svc.capacity(), 'sixteen bytes!!!');
+// The capacities only: a config (which extends them) is refused at run time, and by the type.
+const withConfig: ServiceConfig = { sessions: 4, locks: 4, claims: 8, lockDelay: 5 };
+// @ts-expect-error the config comes from the snapshot
+LockService.restore(svc.snapshot(), withConfig);
 svc.setEventLimit(svc.eventLimit() * 2);
 copy.free();
 
