@@ -986,9 +986,16 @@ fencelock_result fencelock_service_layout_watchers(const struct fencelock_capaci
 // `max_watchers` (`fencelock_service_layout` for the default).
 //
 // The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
+// A block that still holds a live service placed at `mem` (not freed) is refused with
+// `INVALID_ARGUMENT` before anything is written, here and by
+// `fencelock_service_restore_in`, so a refused call leaves that service as it was; a
+// live service elsewhere inside `mem[..mem_len]` cannot be told and is undefined
+// behaviour. (The library keeps the addresses of the placed services not freed, so
+// `mem` may be uninitialised.)
 //
-// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (`mem_len` past `PTRDIFF_MAX`, or
-// `out_service` inside `mem[..mem_len]`, where the service would overwrite it),
+// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (`mem_len` past `PTRDIFF_MAX`,
+// `out_service` inside `mem[..mem_len]`, where the service would overwrite it, or a
+// live service at `mem`),
 // `BAD_CONFIG` (as `fencelock_service_new`), `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL`
 // (`mem_len` below the layout's size for the config's `max_watchers`).
 // Cost: O(capacity).
@@ -1399,7 +1406,7 @@ fencelock_result fencelock_service_submit(struct fencelock_service *svc,
 //   one is `BUFFER_TOO_SMALL` with `*reply_len` = `FENCELOCK_MAX_FRAME_LEN`, before
 //   anything is decoded or applied.
 // * `reply_len` may be NULL; it gets the reply frame's length (0 when none is written,
-//   and on any refusal).
+//   and on any refusal but the short `reply_frame` above, which gets the size needed).
 // * The input frame is copied before anything is written, so `frame` and `reply_frame`
 //   may be the same buffer (or overlap). A frame longer than `FENCELOCK_MAX_FRAME_LEN`
 //   is `BAD_FRAME` (no valid input is longer).

@@ -1690,6 +1690,77 @@ fn handle_frame_may_reuse_one_buffer() {
     unsafe { fencelock_service_free(svc) };
 }
 
+/// Memory that still holds a live placed service is refused by `_init_in` and
+/// `_restore_in` before a byte is written: a restore refused late (a record cut short)
+/// used to have emptied the live service's tables and event ring under the handle its
+/// host still held, which went on passing the handle check.
+#[test]
+fn a_block_holding_a_live_service_is_not_built_over() {
+    let c = config(4, 4, 8);
+    let (mut arena, svc, size) = placed_service(&c);
+    let mem = arena.as_mut_ptr().cast::<u8>();
+    let (a, b) = (open(svc, 0, 100), open(svc, 0, 100));
+    assert_eq!(kind_token(acquire(svc, 1, a, "l", X, NONE)), granted(1));
+    acquire(svc, 1, b, "l", X, FOREVER);
+    let snap = snapshot(svc);
+    close(svc, 2, a); // a's release and b's grant wait in the ring, not drained
+    let before = snapshot(svc);
+    let mut out = null_mut();
+    // SAFETY: the arena is the live service's block, `size` bytes; nothing is written.
+    unsafe {
+        assert_eq!(
+            fencelock_service_restore_in(
+                mem.cast(),
+                size,
+                &c.capacity,
+                snap.as_ptr(),
+                snap.len() - 1,
+                &mut out
+            ),
+            fencelock_result::InvalidArgument
+        );
+        assert_eq!(
+            fencelock_service_restore_in(
+                mem.cast(),
+                size,
+                &c.capacity,
+                snap.as_ptr(),
+                snap.len(),
+                &mut out
+            ),
+            fencelock_result::InvalidArgument,
+            "a good snapshot too: the block is in use"
+        );
+        assert_eq!(
+            fencelock_service_init_in(mem.cast(), size, &c, &mut out),
+            fencelock_result::InvalidArgument
+        );
+    }
+    assert!(out.is_null());
+    assert_eq!(snapshot(svc), before, "the live service is as it was");
+    let events: Vec<String> = drain(svc).iter().map(lock_of).collect();
+    assert_eq!(events, ["l", "l"], "its queued events are still there");
+    // Freed, the block is the caller's again.
+    // SAFETY: live handle, freed once; the arena outlives it.
+    unsafe {
+        fencelock_service_free(svc);
+        assert_eq!(
+            fencelock_service_restore_in(
+                mem.cast(),
+                size,
+                &c.capacity,
+                snap.as_ptr(),
+                snap.len(),
+                &mut out
+            ),
+            fencelock_result::Ok
+        );
+        assert_eq!(snapshot(out), snap);
+        fencelock_service_free(out);
+    }
+    drop(arena);
+}
+
 /// Snapshot bytes inside the memory being restored into are refused, not read while
 /// overwritten.
 #[test]

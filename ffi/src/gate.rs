@@ -304,7 +304,7 @@ pub unsafe extern "C" fn fencelock_gate_restore(
 }
 
 /// The body of `fencelock_gate_restore` and `_restore_keyed`: the arguments in their order
-/// (`key` after the out-pointer), the row count, the snapshot's header, then the rows
+/// (`key` before the out-pointer, as the keyed function takes them), the row count, the snapshot's header, then the rows
 /// made and the snapshot restored into them, keyed when `key` gives one.
 ///
 /// # Safety
@@ -318,8 +318,8 @@ unsafe fn restore(
 ) -> Result<(), Fail> {
     // SAFETY: NULL or valid for len bytes (contract).
     let bytes = unsafe { bytes(snapshot, len) }?;
-    let dst = out(out_gate)?;
     let key = key()?;
+    let dst = out(out_gate)?;
     fencelock::check_rows(capacity)?;
     // The header judged before any row is allocated, as a service's restore judges its
     // own first: junk with a large capacity is refused without touching gigabytes.

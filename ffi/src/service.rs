@@ -19,7 +19,8 @@
 use core::ffi::{c_char, c_void};
 use core::ptr;
 use std::alloc::{self, Layout};
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Mutex, MutexGuard};
 
 use fencelock::storage::{
     Bucket, ClaimRow, LabelRow, LockRow, SessionRow, Tables, TaggedBucket, BUCKETS_PER_ROW,
@@ -470,6 +471,20 @@ unsafe fn place(
     if mem_len < plan.layout.size() {
         return Err(fencelock_result::BufferTooSmall.into());
     }
+    // A live service placed at this very address (not freed yet) is refused before a byte
+    // is written: building over it would empty its tables under the handle its host still
+    // holds, which would still pass the handle check — and a refused restore would leave
+    // it so. (A live block elsewhere inside `mem` cannot be told: the contract's.) Known
+    // from the list of placed services, so `mem` itself, which may be uninitialised, is
+    // read only when it is on that list, and then only its tag and home (a host that
+    // reused the memory without a `_free` has written over them).
+    if placed().contains(&(mem as usize))
+        // SAFETY: non-NULL, aligned for the handle, at least a handle's bytes (checked),
+        // and a service's handle was written there (the list).
+        && unsafe { check(mem.cast::<fencelock_service>()) }.is_ok()
+    {
+        return Err(fencelock_result::InvalidArgument.into());
+    }
     // SAFETY: non-NULL, aligned, big enough (checked), exclusively the service's (contract).
     let h = unsafe { build(mem.cast(), &plan, Owner::Caller, make) }?;
     // SAFETY: just built, and nobody else has it yet.
@@ -481,7 +496,18 @@ unsafe fn place(
         unsafe { ptr::drop_in_place(h) };
         return Err(fencelock_result::BufferTooSmall.into());
     }
+    placed().insert(h as usize);
     Ok(h)
+}
+
+/// The addresses of the services placed in caller memory (`_init_in`, `_restore_in`) and
+/// not freed yet: how [`place`] tells a block that still holds a live service without
+/// reading memory that may be uninitialised. One entry per live placed service.
+static PLACED: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+
+/// [`PLACED`], whatever a panic elsewhere left it as (each change is one insert or remove).
+fn placed() -> MutexGuard<'static, BTreeSet<usize>> {
+    PLACED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The body of every extern function on a service handle (see [`call`]).
@@ -644,9 +670,12 @@ pub unsafe extern "C" fn fencelock_service_free(svc: *mut fencelock_service) {
         end(unsafe { &*svc });
         // SAFETY: a live service, dropped exactly once (its tag is gone now).
         unsafe { ptr::drop_in_place(svc) };
-        if let Owner::Library(layout) = owner {
+        match owner {
             // SAFETY: allocated by `create` with exactly this layout.
-            unsafe { alloc::dealloc(svc.cast(), layout) };
+            Owner::Library(layout) => unsafe { alloc::dealloc(svc.cast(), layout) },
+            Owner::Caller => {
+                placed().remove(&(svc as usize));
+            }
         }
         Ok(())
     });
@@ -719,9 +748,16 @@ pub unsafe extern "C" fn fencelock_service_layout_watchers(
 /// `max_watchers` (`fencelock_service_layout` for the default).
 ///
 /// The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
+/// A block that still holds a live service placed at `mem` (not freed) is refused with
+/// `INVALID_ARGUMENT` before anything is written, here and by
+/// `fencelock_service_restore_in`, so a refused call leaves that service as it was; a
+/// live service elsewhere inside `mem[..mem_len]` cannot be told and is undefined
+/// behaviour. (The library keeps the addresses of the placed services not freed, so
+/// `mem` may be uninitialised.)
 ///
-/// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (`mem_len` past `PTRDIFF_MAX`, or
-/// `out_service` inside `mem[..mem_len]`, where the service would overwrite it),
+/// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (`mem_len` past `PTRDIFF_MAX`,
+/// `out_service` inside `mem[..mem_len]`, where the service would overwrite it, or a
+/// live service at `mem`),
 /// `BAD_CONFIG` (as `fencelock_service_new`), `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL`
 /// (`mem_len` below the layout's size for the config's `max_watchers`).
 /// Cost: O(capacity).
@@ -784,7 +820,7 @@ pub unsafe extern "C" fn fencelock_service_restore(
 }
 
 /// The body of `fencelock_service_restore` and `_restore_keyed`: the arguments in their
-/// order (`key` after the out-pointer), the snapshot's header, then the tables made and
+/// order (`key` before the out-pointer, as the keyed function takes them), the snapshot's header, then the tables made and
 /// the snapshot restored into them, keyed when `key` gives one.
 ///
 /// # Safety
@@ -800,8 +836,8 @@ unsafe fn restore(
     let cap = unsafe { arg(capacity) }?;
     // SAFETY: NULL or valid for len bytes (contract).
     let bytes = unsafe { bytes(snapshot, len) }?;
-    let dst = out(out_service)?;
     let key = key()?;
+    let dst = out(out_service)?;
     judge_snapshot(bytes)?;
     let h = create(cap, |s| {
         match key {
@@ -1681,7 +1717,7 @@ pub unsafe extern "C" fn fencelock_service_submit(
 ///   one is `BUFFER_TOO_SMALL` with `*reply_len` = `FENCELOCK_MAX_FRAME_LEN`, before
 ///   anything is decoded or applied.
 /// * `reply_len` may be NULL; it gets the reply frame's length (0 when none is written,
-///   and on any refusal).
+///   and on any refusal but the short `reply_frame` above, which gets the size needed).
 /// * The input frame is copied before anything is written, so `frame` and `reply_frame`
 ///   may be the same buffer (or overlap). A frame longer than `FENCELOCK_MAX_FRAME_LEN`
 ///   is `BAD_FRAME` (no valid input is longer).

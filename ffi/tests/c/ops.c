@@ -29,6 +29,7 @@ static fencelock_op ops[BATCH];
 static fencelock_reply replies[BATCH];
 static fencelock_result results[BATCH];
 static fencelock_output events[64];
+_Static_assert(BATCH <= sizeof events / sizeof events[0], "a batch's events fit the array");
 static volatile uint64_t seen; /* keeps every read of a reply or event */
 
 static void die(const char *what, fencelock_result r) {
@@ -41,11 +42,14 @@ static void drain_poll(fencelock_service *svc) {
   while (fencelock_service_poll_output(svc, &o) == FENCELOCK_RESULT_OK) seen += o.token;
 }
 
-/* The reply says how many events are queued: drain only when there are some. */
+/* The reply says how many events are queued: drain only when there are some. The
+ * array's own length is the capacity (all or nothing: more than fit is BUFFER_TOO_SMALL,
+ * and the run dies rather than have the library write past the array). */
 static void drain_pending(fencelock_service *svc) {
   if (reply.pending == 0) return;
   size_t n = 0;
-  fencelock_result r = fencelock_service_drain_events(svc, events, reply.pending, &n);
+  fencelock_result r =
+      fencelock_service_drain_events(svc, events, sizeof events / sizeof events[0], &n);
   if (r != FENCELOCK_RESULT_OK) die("drain_events", r);
   for (size_t i = 0; i < n; i++) seen += events[i].token;
 }

@@ -265,6 +265,9 @@ static void gc_pause_timeline(void) {
   EXPECT(fencelock_service_restore_keyed(&cap, snap, len, NULL, sizeof key, &keyed_back),
          FENCELOCK_RESULT_NULL_PARAMETER);
   CHECK(keyed_back == NULL);
+  /* The arguments in their order: the key (4th, 5th) before the out-pointer (6th). */
+  EXPECT(fencelock_service_restore_keyed(&cap, snap, len, key, sizeof key - 1, NULL),
+         FENCELOCK_RESULT_INVALID_ARGUMENT);
   /* The key is judged before the bytes: junk with a bad key is the key's refusal. */
   EXPECT(fencelock_service_restore_keyed(&cap, snap, 3, key, sizeof key - 1, &keyed_back),
          FENCELOCK_RESULT_INVALID_ARGUMENT);
@@ -294,6 +297,8 @@ static void gc_pause_timeline(void) {
          FENCELOCK_RESULT_INVALID_ARGUMENT);
   EXPECT(fencelock_gate_restore_keyed(4, gsnap, glen, NULL, sizeof key, &gate3),
          FENCELOCK_RESULT_NULL_PARAMETER);
+  EXPECT(fencelock_gate_restore_keyed(4, gsnap, glen, key, sizeof key + 1, NULL),
+         FENCELOCK_RESULT_INVALID_ARGUMENT); /* the key before the out-pointer */
   EXPECT(fencelock_gate_restore_keyed(4, gsnap, 3, key, sizeof key - 1, &gate3),
          FENCELOCK_RESULT_INVALID_ARGUMENT);
   EXPECT(fencelock_gate_restore_keyed(4, gsnap, 3, key, sizeof key, &gate3),
