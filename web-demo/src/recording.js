@@ -96,7 +96,41 @@ export class Recorder {
       if (capacity[k] > LIMITS.rows) throw new RangeError(`a recording's core has at most ${LIMITS.rows} ${k}, this service ${capacity[k]}`);
     }
     this.svc = svc;
-    this.lines = [line({ format: FORMAT, version: VERSION, source, ...(tickMs === undefined ? {} : { tick_ms: tickMs }), capacity, config: svc.config(), snapshot: hex(svc.snapshot()) })];
+    this.lines = [];
+    this.bytes = 0;
+    /** The latest `now` written: a line's `now` never goes back (the reader refuses it). */
+    this.last = 0;
+    /** The resources admitted so far: each one's fence starts empty in the replay. */
+    this.resources = new Set();
+    const header = line({ format: FORMAT, version: VERSION, source, ...(tickMs === undefined ? {} : { tick_ms: tickMs }), capacity, config: svc.config(), snapshot: hex(svc.snapshot()) });
+    const fault = this.#overLimits(header);
+    if (fault) throw new RangeError(`the header ${fault} (a service of many sessions, or a long source, writes a header the reader refuses)`);
+    this.#add(header);
+  }
+
+  /** Why `text`, added as the next line, would make a recording the reader refuses; null when it fits. */
+  #overLimits(text) {
+    const n = utf8Length(text);
+    if (n > LIMITS.lineBytes) return `is ${n} bytes, over the ${LIMITS.lineBytes} a line may be`;
+    if (this.lines.length + 1 > LIMITS.lines) return `would be line ${this.lines.length + 1}, past the ${LIMITS.lines} a recording may have`;
+    if (this.bytes + n + 1 > LIMITS.bytes) return `would make the recording ${this.bytes + n + 1} bytes, over the ${LIMITS.bytes} it may be`;
+    return null;
+  }
+
+  #add(text) {
+    this.lines.push(text);
+    this.bytes += utf8Length(text) + 1;
+  }
+
+  /**
+   * Refuses, before anything is applied, a line the recording has no room for or whose
+   * `now` goes back (below a storage decision's: one below the service's own time is the
+   * core's `time_went_backwards`, thrown as the service throws it).
+   */
+  #admissible(now, service) {
+    if (this.lines.length + 1 > LIMITS.lines) throw new RangeError(`a recording has at most ${LIMITS.lines} lines: this one is full`);
+    const own = service ? Number(this.svc.now()) : -1;
+    if (typeof now === 'number' && now < this.last && now >= own) throw new RangeError(`a recording's times never go back: now ${now} after ${this.last}`);
   }
 
   /**
@@ -110,6 +144,7 @@ export class Recorder {
   handle(input) {
     this.#usable();
     json(input); // a bigint cannot be recorded: refuse before applying
+    this.#admissible(input?.now, true);
     this.#deadlineFits(input);
     let answer;
     try {
@@ -140,14 +175,26 @@ export class Recorder {
     }
   }
 
-  /** Records one line, or stops the recorder if the line cannot be written (see handle). */
+  /**
+   * Records one line, or stops the recorder if the line cannot be written (see handle): a
+   * value JSON cannot hold, or a line over the reader's limits (an answer of many events).
+   */
   #push(obj) {
+    let text;
     try {
-      this.lines.push(line(obj));
+      text = line(obj);
     } catch (e) {
-      this.broken = `line ${this.lines.length + 1} cannot be recorded (${e.message}); the service applied it, so the recording stops here`;
-      throw new RangeError(this.broken);
+      this.#stop(e.message);
     }
+    const fault = this.#overLimits(text);
+    if (fault) this.#stop(`it ${fault}`);
+    this.#add(text);
+    this.last = Math.max(this.last, obj.now);
+  }
+
+  #stop(why) {
+    this.broken = `line ${this.lines.length + 1} cannot be recorded (${why}); the service applied it, so the recording stops here`;
+    throw new RangeError(this.broken);
   }
 
   #usable() {
@@ -162,7 +209,14 @@ export class Recorder {
   admit(gate, now, resource, token) {
     this.#usable();
     if (!Number.isSafeInteger(token) || token < 1) throw new RangeError(`a recording holds tokens from 1 to 2^53 - 1, not ${String(token)}`);
-    json({ now, resource }); // a bigint `now` cannot be recorded either
+    if (!isU(now)) throw new RangeError(`a recording's now is a whole number from 0 to 2^53 - 1, not ${String(now)}`);
+    json({ now, resource }); // a name JSON cannot hold is refused too
+    this.#admissible(now, false);
+    // The replay starts each resource's fence empty: a gate that already held a token for
+    // it would answer differently from the replay's.
+    if (!this.resources.has(resource) && typeof resource === 'string' && gate.highest(resource) != null) {
+      throw new RangeError(`the gate already holds a token for ${JSON.stringify(resource)} from before the recording; a replay starts every resource's fence empty (admit through a fresh gate)`);
+    }
     let ok = true;
     let highest = null;
     try {
@@ -172,6 +226,7 @@ export class Recorder {
       ok = false;
       highest = e.highest;
     }
+    this.resources.add(resource);
     this.#push({ now, admit: { resource, token }, result: ok ? 'accepted' : 'stale', ...(ok ? {} : { highest }) });
     return ok;
   }
@@ -331,7 +386,7 @@ export function applyEntry(api, svc, gates, e) {
     const { resource, token } = e.admit;
     let gate = gates.get(resource);
     if (!gate) {
-      gate = new api.FenceGate(64);
+      gate = new api.FenceGate(1); // one resource per gate: a row each, not more
       gates.set(resource, gate);
     }
     let result = 'accepted';

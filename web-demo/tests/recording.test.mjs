@@ -145,6 +145,57 @@ test('the Recorder refuses a deadline past 2^53 - 1 before applying it, and an u
   verifyRecording(api, rec.text());
 });
 
+test('the Recorder writes only what its reader reads: the header, each line and the file within the limits, times that never go back', () => {
+  // A header over a line's limit: a long source, or a service of many sessions.
+  const svc0 = new api.LockService({ sessions: 2, locks: 1, claims: 2 });
+  assert.throws(() => new Recorder(svc0, { source: 'x'.repeat(LIMITS.lineBytes) }), RangeError);
+  const many = new api.LockService({ sessions: 1000, locks: 1, claims: 2 });
+  for (let i = 0; i < 1000; i++) many.openSession(0, 1000);
+  assert.throws(() => new Recorder(many), /over the 16384 a line may be/);
+
+  // A storage decision ahead of the service's time: a later input may not go back below it.
+  const svc = new api.LockService({ sessions: 2, locks: 1, claims: 2 });
+  const gate = new api.FenceGate(4);
+  const rec = new Recorder(svc);
+  rec.handle({ kind: 'tick', now: 5 });
+  rec.admit(gate, 10, 'r', 1);
+  assert.throws(() => rec.handle({ kind: 'tick', now: 7 }), /never go back/);
+  assert.equal(svc.now(), 5, 'refused before it was applied');
+  assert.throws(() => rec.handle({ kind: 'tick', now: 3 }), { code: 'time_went_backwards' }, 'below the service\'s own time: the core\'s refusal');
+  for (const bad of [9, 1.5, -1, '11', 11n]) assert.throws(() => rec.admit(gate, bad, 'r', 2), RangeError, String(bad));
+  assert.equal(gate.highest('r'), 1, 'the gate saw none of them');
+  rec.handle({ kind: 'tick', now: 10 });
+  rec.admit(gate, 10, 'r', 2);
+  // A gate that held a token for a resource before the recording answers otherwise than
+  // the replay's fresh fence: refused; a resource the recording admitted is fine.
+  const old = new api.FenceGate(4);
+  old.admit('s', 7);
+  assert.throws(() => rec.admit(old, 10, 's', 3), /already holds a token/);
+  assert.equal(old.highest('s'), 7);
+  rec.admit(gate, 11, 's', 3);
+  verifyRecording(api, rec.text());
+
+  // An input whose line would be over the limit (an expiry releasing many holds) stands,
+  // and the recorder stops there; what it wrote still replays.
+  const big = new api.LockService({ sessions: 2, locks: 400, claims: 400 });
+  const brec = new Recorder(big);
+  const s = brec.handle({ kind: 'open_session', now: 0, ttl: 10 }).reply.session;
+  for (let i = 0; i < 400; i++) brec.handle({ kind: 'acquire', now: 1, session: s, lock: `lock-${i}`, mode: 'exclusive', wait: 'none' });
+  assert.throws(() => brec.handle({ kind: 'tick', now: 20 }), /cannot be recorded .*over the 16384 a line may be/);
+  assert.equal(big.sessions().length, 0, 'the expiry stands');
+  assert.throws(() => brec.handle({ kind: 'tick', now: 21 }), /stops here/);
+  verifyRecording(api, brec.text());
+
+  // The last line a recording may have, and no more: refused before it is applied.
+  const full = new api.LockService({ sessions: 1, locks: 1, claims: 1 });
+  const frec = new Recorder(full);
+  for (let t = 1; t < LIMITS.lines; t++) frec.handle({ kind: 'tick', now: t });
+  assert.equal(frec.lines.length, LIMITS.lines);
+  assert.throws(() => frec.handle({ kind: 'tick', now: LIMITS.lines }), /at most 20000 lines/);
+  assert.equal(full.now(), LIMITS.lines - 1);
+  verifyRecording(api, frec.text());
+});
+
 test('a line whose refusal is the binding\'s (out_of_range, bad_argument), not the core\'s, is refused', () => {
   const text = small();
   // line 4 acquires; make its lock a number and claim the binding's refusal

@@ -251,7 +251,7 @@ export function pauseScene(cfg) {
         label: `${A} pauses`,
         focus: [A],
         text: `${l && l.state === 'safe' ? `${A} checks its lease by its own clock (safe until t=${l.until}) and is about to write — then ` : ''}${A} hits a ${P.pause}-second stop-the-world garbage-collection pause. ` +
-          `Nothing in ${A} runs: no work, no heartbeats, and its own clock stops. The service has ${A}'s session deadline at t=${d} (last heartbeat + the ${P.ttl}-second session timeout).`,
+          `Nothing in ${A} runs: no work, no heartbeats, and its own clock stops. The service has ${A}'s session deadline at t=${d} (its last heartbeat, or the open if it has sent none, + the ${P.ttl}-second session timeout).`,
       };
     }
     if (ev.steppedDown)

@@ -267,7 +267,7 @@ function step(w, emit, P) {
     }
     parts.push(
       `Right: no heartbeat from ${name(id)} in time: the service expires its session at t=${t} (timeout ${P.ttl} s) and its permit (token ${exp?.token ?? '?'}) returns.` +
-        (next ? ` The head of the queue, ${name(next.id)}, is granted with a new fencing token, ${next.token} — higher than the old holder's, so a fence that keeps the token each permit was last handed with would refuse anything the old holder still sends with its lower one. The dashboard is told: expired, then granted.` : ' Nobody is waiting.') +
+        (next ? ` The head of the queue, ${name(next.id)}, is granted with a new fencing token, ${next.token} — higher than any token granted before, so a resource that only this holder uses (a connection of its own, say) can refuse anything the old holder still sends with its lower one. A semaphore's holders hold different tokens at once, so one highest-token check over the whole pool would refuse them too. The dashboard is told: expired, then granted.` : ' Nobody is waiting.') +
         ` Left: nothing happens — nothing can: the key has no idea a process died.`,
     );
   }

@@ -215,7 +215,7 @@ export function replayScene(rec, name, { lock } = {}) {
     if (i < 0) {
       emit({ op: 'time', t: 0 });
       emit({ op: 'node', create: true, node: 'svc', label: 'Lock service', group: 'svc', restore: { snapshot: unhex(rec.header.snapshot), capacity: rec.header.capacity } });
-      resources.forEach((res, k) => emit({ op: 'store', create: true, store: k === 0 ? 'store' : `store:${res}`, label: res.length <= 12 ? `Storage · ${res}` : 'Storage', resource: res, lock: mainLock, node: 'svc', fencing: true, rows: 64 }));
+      resources.forEach((res, k) => emit({ op: 'store', create: true, store: k === 0 ? 'store' : `store:${res}`, label: res.length <= 12 ? `Storage · ${res}` : 'Storage', resource: res, lock: mainLock, node: 'svc', fencing: true, rows: 1 }));
       emit({ op: 'custom', kind: 'start' });
       emit({ op: 'caption', text: `The recording's start: a core restored from its snapshot (${rec.header.capacity.sessions} sessions, ${rec.header.capacity.locks} locks). Play, step or scrub through its ${rec.entries.length} lines.` });
       return;
