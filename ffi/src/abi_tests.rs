@@ -1690,6 +1690,115 @@ fn handle_frame_may_reuse_one_buffer() {
     unsafe { fencelock_service_free(svc) };
 }
 
+/// A pointer that is not aligned for its type — an in-struct, an out-value, an array of
+/// outputs or of ops, an optional length — is `MISALIGNED_MEMORY`, with nothing read or
+/// written through it and nothing changed (an unaligned access is undefined behaviour,
+/// and faults on strict-alignment targets). NULL keeps its own error.
+#[test]
+fn a_misaligned_pointer_is_refused_and_nothing_changes() {
+    let c = config(4, 4, 8);
+    let svc = new_service(&c);
+    let s = open(svc, 0, 100);
+    let t = open(svc, 0, 100);
+    assert_eq!(kind_token(acquire(svc, 1, s, "l", X, NONE)), granted(1));
+    acquire(svc, 1, t, "l", X, FOREVER);
+    close(svc, 2, s); // two events queued
+    let before = snapshot(svc);
+    let mut raw = vec![0u64; 4096];
+    let base = raw.as_mut_ptr().cast::<u8>();
+    let mis = || fencelock_result::MisalignedMemory;
+    let (lock, lock_len) = name("l");
+    // SAFETY: every pointer is inside `raw` (one byte past an aligned start, so misaligned
+    // for anything wider than a byte); none is read or written, which is what is tested.
+    unsafe {
+        let mut out = null_mut();
+        let cfg = base.add(1).cast::<fencelock_config>();
+        assert_eq!(fencelock_service_new(cfg, &mut out), mis());
+        assert_eq!(fencelock_service_now(svc, base.add(1).cast::<u64>()), mis());
+        let reply = base.add(4).cast::<fencelock_reply>();
+        assert_eq!(
+            fencelock_service_acquire(
+                svc,
+                3,
+                t,
+                lock,
+                lock_len,
+                X as u32,
+                NONE as u32,
+                0,
+                0,
+                reply
+            ),
+            mis()
+        );
+        let mut n = 0usize;
+        let events = base.add(4).cast::<fencelock_output>();
+        assert_eq!(
+            fencelock_service_drain_events(svc, events, 8, &mut n),
+            mis()
+        );
+        assert_eq!(
+            fencelock_service_drain_events(svc, null_mut(), 0, base.add(1).cast::<usize>()),
+            mis(),
+            "the count too"
+        );
+        let mut done = 7usize;
+        let (mut replies, mut results) = ([fencelock_reply::NONE; 2], [fencelock_result::Ok; 2]);
+        let ops = base.add(4).cast::<fencelock_op>();
+        assert_eq!(
+            fencelock_service_submit(
+                svc,
+                3,
+                ops,
+                1,
+                replies.as_mut_ptr(),
+                results.as_mut_ptr(),
+                &mut done
+            ),
+            mis()
+        );
+        assert_eq!(done, 0);
+        let frame = frame_of(Input::Tick { now: Tick(3) });
+        let mut reply_frame = [0u8; FENCELOCK_MAX_FRAME_LEN];
+        let mut r = junk_reply();
+        assert_eq!(
+            fencelock_service_handle_frame(
+                svc,
+                frame.as_ptr(),
+                frame.len(),
+                &mut r,
+                reply_frame.as_mut_ptr(),
+                reply_frame.len(),
+                base.add(1).cast::<usize>()
+            ),
+            mis()
+        );
+        let mut msg = [0 as std::ffi::c_char; 64];
+        assert_eq!(
+            fencelock_result_message(
+                903,
+                msg.as_mut_ptr(),
+                msg.len(),
+                base.add(1).cast::<usize>()
+            ),
+            mis()
+        );
+        assert_eq!(
+            raw.iter().filter(|w| **w != 0).count(),
+            0,
+            "nothing written"
+        );
+        let mut now = 0u64;
+        assert_eq!(fencelock_service_now(svc, &mut now), fencelock_result::Ok);
+        assert_eq!(now, 2, "no input applied");
+    }
+    assert_eq!(snapshot(svc), before);
+    assert_eq!(drain(svc).len(), 2, "the queued events are still there");
+    // SAFETY: live handle, freed once.
+    unsafe { fencelock_service_free(svc) };
+    drop(raw);
+}
+
 /// Memory that still holds a live placed service is refused by `_init_in` and
 /// `_restore_in` before a byte is written: a restore refused late (a record cut short)
 /// used to have emptied the live service's tables and event ring under the handle its

@@ -97,7 +97,10 @@ pub enum fencelock_result {
     /// long: nothing is read or written), or an event limit the queue cannot take
     /// (`fencelock_service_set_event_limit`).
     InvalidArgument = 903,
-    /// Caller-provided memory is not aligned as `fencelock_service_layout` said.
+    /// A pointer not aligned for its type: caller-provided memory for a placed service not
+    /// aligned as `fencelock_service_layout` said, or any argument (an in-struct, an
+    /// out-value, an array) not aligned as its C type is. Checked with NULL, in argument
+    /// order; nothing is read or written through it.
     MisalignedMemory = 905,
     /// The handle is not a live handle of the function's kind: another kind (a gate
     /// passed as a service), a pointer not aligned as a handle, or a service placed in
@@ -194,7 +197,9 @@ impl fencelock_result {
             Self::InvalidArgument => {
                 "invalid argument: an enum value outside its enum, overlapping memory, a length past PTRDIFF_MAX, or a bad event limit"
             }
-            Self::MisalignedMemory => "misaligned memory: align as fencelock_service_layout says",
+            Self::MisalignedMemory => {
+                "misaligned memory: a pointer not aligned for its type (placed memory: as fencelock_service_layout says)"
+            }
             Self::InvalidHandle => {
                 "invalid handle: not a live handle of this kind (another kind, or a placed service after its free)"
             }

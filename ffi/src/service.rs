@@ -33,7 +33,7 @@ use fencelock::{
 use crate::handle::{call, check, end, last_error, tag_first, Handle, HandleState};
 use crate::result::{fencelock_result, ffi_panic_boundary, Fail};
 use crate::types::{
-    arg, buf, buf_len, bytes, check_array_len, fencelock_capacity, fencelock_config,
+    aligned, arg, buf, buf_len, bytes, check_array_len, fencelock_capacity, fencelock_config,
     fencelock_holder, fencelock_leader, fencelock_name, fencelock_op, fencelock_op_kind,
     fencelock_output, fencelock_permits, fencelock_reply, fencelock_session_info, fencelock_usage,
     fencelock_waiter, label_buf, list_out, mode_arg, mode_out, name, name_copy, name_key, op_mode,
@@ -547,8 +547,8 @@ unsafe fn service_input<A>(
             set(dst, reply_out(&r, &h.queue))
         })
     };
-    if result != fencelock_result::Ok && !reply.is_null() {
-        // SAFETY: non-NULL, writable (contract); nothing else holds it now.
+    if result != fencelock_result::Ok && !reply.is_null() && reply.is_aligned() {
+        // SAFETY: non-NULL, aligned, writable (contract); nothing else holds it now.
         unsafe { put(reply, fencelock_reply::NONE) };
     }
     result
@@ -1665,6 +1665,9 @@ pub unsafe extern "C" fn fencelock_service_submit(
         if n != 0 && (ops.is_null() || replies.is_null() || results.is_null()) {
             return Err(fencelock_result::NullParameter.into());
         }
+        aligned(ops)?;
+        aligned(replies)?;
+        aligned(results)?;
         // No array of the largest element (an op; the const assertion below) can be
         // longer.
         if n > isize::MAX as usize / core::mem::size_of::<fencelock_op>() {
@@ -1741,11 +1744,12 @@ pub unsafe extern "C" fn fencelock_service_handle_frame(
     reply_cap: usize,
     reply_len: *mut usize,
 ) -> fencelock_result {
-    if !reply_len.is_null() {
-        // SAFETY: non-NULL and writable (contract).
+    if !reply_len.is_null() && reply_len.is_aligned() {
+        // SAFETY: non-NULL, aligned and writable (contract).
         unsafe { reply_len.write(0) };
     }
     let args = || -> Result<_, Fail> {
+        aligned(reply_len)?;
         if frame.is_null() {
             return Err(fencelock_result::NullParameter.into());
         }
@@ -1899,6 +1903,7 @@ pub unsafe extern "C" fn fencelock_service_drain_events(
         if events.is_null() && cap != 0 {
             return Err(fencelock_result::NullParameter.into());
         }
+        aligned(events)?;
         check_array_len::<fencelock_output>(cap)?;
         Ok(count)
     };

@@ -858,23 +858,35 @@ impl From<Lease> for fencelock_lease {
 
 // ------------------------------------------------------------ pointer checks
 
-/// `p` as a shared reference, or `NULL_PARAMETER`.
+/// `MISALIGNED_MEMORY` for a pointer that is not NULL and not aligned for a `T`: checked
+/// before anything is read or written through it (a misaligned access is undefined
+/// behaviour in Rust, and faults on strict-alignment targets). Cost: O(1).
+pub(crate) fn aligned<T>(p: *const T) -> Result<(), Fail> {
+    if p.is_null() || p.is_aligned() {
+        Ok(())
+    } else {
+        Err(fencelock_result::MisalignedMemory.into())
+    }
+}
+
+/// `p` as a shared reference, or `NULL_PARAMETER`, or `MISALIGNED_MEMORY`.
 ///
 /// # Safety
 /// `p` is NULL or points to a valid `T` that lives as long as `'a` and is not mutated.
 pub(crate) unsafe fn arg<'a, T>(p: *const T) -> Result<&'a T, Fail> {
-    // SAFETY: the caller's contract: NULL or valid; as_ref checks NULL.
+    aligned(p)?;
+    // SAFETY: the caller's contract: NULL or valid; aligned (checked); as_ref checks NULL.
     unsafe { p.as_ref() }.ok_or(Fail::Code(fencelock_result::NullParameter))
 }
 
-/// A required out-pointer, checked for NULL. Written with `ptr::write` only, so the
-/// caller's memory may be uninitialised.
+/// A required out-pointer, checked for NULL, then alignment. Written with `ptr::write`
+/// only, so the caller's memory may be uninitialised.
 pub(crate) fn out<T>(p: *mut T) -> Result<*mut T, Fail> {
     if p.is_null() {
-        Err(fencelock_result::NullParameter.into())
-    } else {
-        Ok(p)
+        return Err(fencelock_result::NullParameter.into());
     }
+    aligned(p)?;
+    Ok(p)
 }
 
 /// Writes `v` through an out-pointer already checked by [`out`].
@@ -1068,6 +1080,7 @@ pub(crate) fn list_out<T>(p: *mut T, cap: usize, count: *mut usize) -> Result<Li
     if p.is_null() && cap != 0 {
         return Err(fencelock_result::NullParameter.into());
     }
+    aligned(p)?;
     check_array_len::<T>(cap)?;
     Ok(ListOut { p, cap, count })
 }
@@ -1109,6 +1122,7 @@ pub(crate) unsafe fn write_message(
 ) -> Result<(), Fail> {
     // SAFETY: forwarded contract (c_char and u8 have the same layout).
     let dst = unsafe { self::buf(buf.cast::<u8>(), len) }?;
+    aligned(out_len)?;
     // Written only once the buffer is judged: a NULL or oversized buffer writes nothing.
     if !out_len.is_null() {
         // SAFETY: non-NULL and the caller promises it is writable.

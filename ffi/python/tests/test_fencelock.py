@@ -959,6 +959,44 @@ def test_every_function_of_the_header_is_wrapped():
     assert unused == []
 
 
+def test_every_wrapped_signature_matches_the_header():
+    """Each function's ctypes argument list against its prototype in the header: as many
+    arguments, a pointer where the header has one, and each number as wide as the C type
+    (an argument inserted in the header, or widened, would otherwise pass every later one
+    in the wrong slot without a test noticing). The struct pointed to is the header's
+    when the package names one; `void *` stands for any pointer it passes as an address."""
+    text = open(HEADER).read()
+    protos = dict(re.findall(r"^(?:fencelock_result|void) (fencelock_\w+)\(([^)]*)\);",
+                             text, re.M))
+    assert set(protos) == set(fl._SIGNATURES)
+    widths = {"uint64_t": 8, "uint32_t": 4, "size_t": C.sizeof(C.c_size_t), "bool": 1,
+              "fencelock_result": 4}
+    for fn, args in fl._SIGNATURES.items():
+        params = [p.strip() for p in protos[fn].split(",") if p.strip() not in ("", "void")]
+        assert len(params) == len(args), f"{fn}: {len(params)} in the header, {len(args)} wrapped"
+        for i, (param, t) in enumerate(zip(params, args)):
+            where = f"{fn} argument {i + 1} ({param})"
+            is_ptr = t in (C.c_void_p, C.c_char_p) or issubclass(t, C._Pointer)
+            if "*" in param:
+                assert is_ptr, f"{where}: the header has a pointer, the package {t.__name__}"
+                target = re.sub(r"^(const\s+)?(struct\s+)?", "", param.split("*")[0]).strip()
+                if issubclass(t, C._Pointer) and t._type_ not in (C.c_void_p,):
+                    pointee = t._type_
+                    name = getattr(pointee, "__name__", "")
+                    if target in widths:
+                        assert C.sizeof(pointee) == widths[target], f"{where}: points to {name}"
+                    elif target.startswith("fencelock_") and param.count("*") == 1:
+                        # the package's struct for the header's: _Reply for fencelock_reply
+                        want = "_" + "".join(w.capitalize() for w in
+                                             target.removeprefix("fencelock_").split("_"))
+                        assert name == want, f"{where}: points to {name}, not {want}"
+            else:
+                assert not is_ptr, f"{where}: the header has a number, the package a pointer"
+                ctype = param.rsplit(" ", 1)[0].strip()
+                assert ctype in widths, f"{where}: a C type this test does not know"
+                assert C.sizeof(t) == widths[ctype], f"{where}: {C.sizeof(t)} bytes wrapped"
+
+
 CALLS = os.path.join(HERE, "..", "..", "..", "tests", "vectors", "precedence.calls")
 
 
