@@ -219,6 +219,22 @@ impl DiskHealth {
             || self.probe_failed.load(Ordering::Relaxed)
     }
 
+    /// True while a snapshot's write waits for space. Cost: O(1).
+    pub fn snapshot_stalled(&self) -> bool {
+        self.snapshot_waiting.load(Ordering::Relaxed) > 0
+    }
+
+    /// Marks a snapshot write waiting for space (`true`) or no longer (tests).
+    #[cfg(test)]
+    pub(crate) fn set_snapshot_waiting(&self, waiting: bool) {
+        let w = &self.snapshot_waiting;
+        if waiting {
+            w.fetch_add(1, Ordering::Relaxed);
+        } else {
+            w.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     fn waiting(&self, writer: Writer) -> &AtomicUsize {
         match writer {
             Writer::Log => &self.log_waiting,

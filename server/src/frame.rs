@@ -192,7 +192,9 @@ pub async fn write_all_progressing<W: AsyncWrite + Unpin>(
         .map_err(|_| stalled())?
 }
 
-/// Reads one frame of at most `max` bytes. `Ok(None)` at a clean end of stream.
+/// Reads one frame of at most `max` bytes. `Ok(None)` at an end of stream before a
+/// frame's body: none of its four length bytes, or only some of them (a peer's last
+/// write cut short; nothing of a frame was there to answer).
 ///
 /// Errors: I/O errors; `InvalidData` for an oversized frame, a frame of another wire
 /// version than `T`'s ([`OtherVersion`], see [`other_version`]; nothing after the version

@@ -371,7 +371,8 @@ pub struct SnapshotProgress {
 }
 
 /// How long a purge waits for the snapshot that covers it to be persisted before it
-/// fails (a storage error stops the node, which restarts with its log whole).
+/// fails (a storage error stops the node, which restarts with its log whole) — counted
+/// only while no snapshot write is waiting for disk space.
 pub const PURGE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 fn io_err(e: impl std::error::Error + 'static) -> io::Error {
@@ -1095,18 +1096,28 @@ impl LogStore {
     }
 
     /// Waits until the persisted snapshot covers `log_id` (at once without an attached
-    /// state machine). Errors: `TimedOut` after [`PURGE_WAIT`]; an install that failed
-    /// before covering it; the state machine gone.
+    /// state machine). Errors: `TimedOut` after [`PURGE_WAIT`] — never while a snapshot's
+    /// write is waiting for disk space; an install that failed before covering it; the
+    /// state machine gone.
     async fn snapshot_covers(&self, log_id: LogId) -> io::Result<()> {
         let Some(rx) = self.snapshots.get() else {
             return Ok(());
         };
         let mut rx = rx.clone();
         let covered = |p: &SnapshotProgress| p.persisted.is_some_and(|p| p.index >= log_id.index);
-        let waited =
-            tokio::time::timeout(PURGE_WAIT, rx.wait_for(|p| covered(p) || p.install_failed))
-                .await
-                .map(|r| r.map(|p| covered(&p)));
+        // No time limit while a snapshot's write waits for disk space: it is retried until
+        // the space returns (the node is unready meanwhile), and a purge failed then would
+        // stop Raft on this node for good, space or not.
+        let waited = loop {
+            let waited =
+                tokio::time::timeout(PURGE_WAIT, rx.wait_for(|p| covered(p) || p.install_failed))
+                    .await
+                    .map(|r| r.map(|p| covered(&p)));
+            if waited.is_err() && self.disk.snapshot_stalled() {
+                continue;
+            }
+            break waited;
+        };
         match waited {
             Ok(Ok(true)) => Ok(()),
             Ok(Ok(false)) => Err(io::Error::other(format!(
@@ -2321,6 +2332,41 @@ mod tests {
         let reopened = LogStore::open(&dir).unwrap();
         assert_eq!(reopened.last_purged(), Some(id(3)), "the purge is durable");
         drop(reopened);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A purge waiting for a received snapshot whose write waits for disk space is not
+    /// timed out: failed, it would stop Raft on this node for good, although the node
+    /// resumes by itself once space returns. Without such a write, the wait ends after
+    /// `PURGE_WAIT` as before. (Virtual time.)
+    #[tokio::test(start_paused = true)]
+    async fn a_purge_waits_past_its_limit_while_the_snapshot_waits_for_space() {
+        let dir = std::env::temp_dir().join(format!("fl-purge-space-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
+        let log = log_of_five_blanks(&dir);
+        let at = |i| SnapshotProgress {
+            persisted: Some(id(i)),
+            install_failed: false,
+        };
+        let (tx, rx) = watch::channel(at(1));
+        log.purge_after_snapshots(rx);
+        log.disk().set_snapshot_waiting(true);
+        let waiter = log.clone();
+        let wait = tokio::spawn(async move { waiter.snapshot_covers(id(3)).await });
+        tokio::time::sleep(PURGE_WAIT * 3).await;
+        assert!(
+            !wait.is_finished(),
+            "timed out while the snapshot waited for space"
+        );
+        log.disk().set_snapshot_waiting(false);
+        tx.send_replace(at(3));
+        wait.await.unwrap().unwrap();
+        // Nothing waiting for space: the limit holds.
+        let waiter = log.clone();
+        let e = waiter.snapshot_covers(id(5)).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        drop(log);
         let _ = fs::remove_dir_all(&dir);
     }
 }

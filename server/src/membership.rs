@@ -16,6 +16,10 @@
 //! nodes one wants to drop are simply left out of the set, and a set whose members are all
 //! live has a live majority by construction (the joint phase also needs the old set's
 //! majority, which the probe's commit just proved).
+//!
+//! And a membership a peer sends (in an entry or a snapshot) is capped and checked as it
+//! decodes ([`decode_membership`]): one that names a voter without addresses would stop
+//! Raft on every node that stored it, at every start.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -100,4 +104,168 @@ pub async fn check_live(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The most members (voters and learners) a membership may name: far above any cluster
+/// this server is built for, and what bounds the memory a peer's membership decodes into
+/// (an empty voter set is one byte on the wire and some 24 in memory; see
+/// [`decode_membership`]).
+pub const MAX_MEMBERS: usize = 256;
+
+/// The longest address (`raft` or `client`) a member may have, in bytes: the limit
+/// `AddLearner` has always applied.
+pub const MAX_ADDR_LEN: usize = 255;
+
+/// The wire form of openraft's `Membership` (its fields, in its order), each list capped
+/// as it decodes.
+#[derive(serde::Deserialize)]
+struct MembershipWire {
+    #[serde(deserialize_with = "capped_configs")]
+    configs: Vec<Vec<NodeId>>,
+    #[serde(deserialize_with = "capped_nodes")]
+    nodes: Vec<(NodeId, crate::types::NodeAddr)>,
+}
+
+/// At most two configs (a joint one), each of at most [`MAX_MEMBERS`] voters.
+fn capped_configs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Vec<NodeId>>, D::Error> {
+    struct Config(Vec<NodeId>);
+    impl<'de> serde::Deserialize<'de> for Config {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            crate::types::capped_vec::<D, NodeId, MAX_MEMBERS>(d).map(Config)
+        }
+    }
+    crate::types::capped_vec::<D, Config, 2>(d).map(|v| v.into_iter().map(|c| c.0).collect())
+}
+
+/// At most [`MAX_MEMBERS`] (id, addresses) entries: a map on the wire.
+fn capped_nodes<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<(NodeId, crate::types::NodeAddr)>, D::Error> {
+    struct Capped;
+    impl<'de> serde::de::Visitor<'de> for Capped {
+        type Value = Vec<(NodeId, crate::types::NodeAddr)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "a map of at most {MAX_MEMBERS} members")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let said = map.size_hint().unwrap_or(0);
+            if said > MAX_MEMBERS {
+                return Err(serde::de::Error::invalid_length(said, &self));
+            }
+            let mut out = Vec::with_capacity(said);
+            while let Some(entry) = map.next_entry()? {
+                if out.len() == MAX_MEMBERS {
+                    return Err(serde::de::Error::invalid_length(MAX_MEMBERS + 1, &self));
+                }
+                out.push(entry);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Capped)
+}
+
+/// What is wrong with a membership a peer sent (or a snapshot holds), if anything: more
+/// than two configs, an empty one (unless there are none, the state of a cluster not yet
+/// initialised, and `empty_ok`), a voter without addresses — openraft unwraps every
+/// voter's node when it campaigns or replicates, so such an entry, once in the log, would
+/// stop Raft on every start — a node named twice, or an address over [`MAX_ADDR_LEN`]
+/// bytes. Cost: O(members · log members).
+fn membership_fault(
+    configs: &[Vec<NodeId>],
+    nodes: &[(NodeId, crate::types::NodeAddr)],
+    empty_ok: bool,
+) -> Option<String> {
+    if configs.is_empty() && !(empty_ok && nodes.is_empty()) {
+        return Some("a membership without a voter set".into());
+    }
+    let known: BTreeSet<NodeId> = nodes.iter().map(|(id, _)| *id).collect();
+    if known.len() != nodes.len() {
+        return Some("a member named twice".into());
+    }
+    for c in configs {
+        if c.is_empty() {
+            return Some("an empty voter set".into());
+        }
+        if let Some(v) = c.iter().find(|v| !known.contains(v)) {
+            return Some(format!("voter {v} has no addresses"));
+        }
+    }
+    if let Some((id, _)) = nodes
+        .iter()
+        .find(|(_, a)| a.raft.len() > MAX_ADDR_LEN || a.client.len() > MAX_ADDR_LEN)
+    {
+        return Some(format!(
+            "member {id} has an address over {MAX_ADDR_LEN} bytes"
+        ));
+    }
+    None
+}
+
+/// Decodes openraft's `Membership` (its own encoding) with its lists capped as they
+/// decode ([`MAX_MEMBERS`], two configs) and refuses one [`membership_fault`] finds, so
+/// that no peer's frame (a member's included) decodes into a membership larger than a
+/// few kilobytes, or one that would stop Raft. For `#[serde(deserialize_with)]`.
+/// Errors: the decoder's, naming the fault. Cost: O(members · log members).
+pub fn decode_membership<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<crate::types::Membership, D::Error> {
+    decode(d, false)
+}
+
+fn decode<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    empty_ok: bool,
+) -> Result<crate::types::Membership, D::Error> {
+    use serde::Deserialize;
+    let w = MembershipWire::deserialize(d)?;
+    if let Some(fault) = membership_fault(&w.configs, &w.nodes, empty_ok) {
+        return Err(serde::de::Error::custom(fault));
+    }
+    let configs = w
+        .configs
+        .into_iter()
+        .map(|c| c.into_iter().collect())
+        .collect();
+    let nodes: std::collections::BTreeMap<_, _> = w.nodes.into_iter().collect();
+    Ok(openraft::Membership::new(configs, nodes))
+}
+
+/// [`decode_membership`] for openraft's `StoredMembership` (its log id, then the
+/// membership): a membership without a log id (a cluster not yet initialised) may be
+/// empty. For `#[serde(deserialize_with)]`. Errors and cost: as there.
+pub fn decode_stored<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<crate::types::StoredMembership, D::Error> {
+    use serde::Deserialize;
+    struct Stored(crate::types::StoredMembership);
+    impl<'de> Deserialize<'de> for Stored {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            /// openraft's `StoredMembership`, its fields in its order.
+            #[derive(Deserialize)]
+            struct Wire {
+                log_id: Option<crate::types::LogId>,
+                #[serde(deserialize_with = "decode_any")]
+                membership: crate::types::Membership,
+            }
+            let Wire {
+                log_id,
+                membership: m,
+            } = Wire::deserialize(d)?;
+            if log_id.is_some() && m.get_joint_config().is_empty() {
+                return Err(serde::de::Error::custom("a membership without a voter set"));
+            }
+            Ok(Stored(openraft::StoredMembership::new(log_id, m)))
+        }
+    }
+    Stored::deserialize(d).map(|s| s.0)
+}
+
+fn decode_any<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<crate::types::Membership, D::Error> {
+    decode(d, true)
 }

@@ -2,7 +2,8 @@
 //! length-prefixed postcard frames ([`crate::frame`]).
 //!
 //! A garbage, truncated or oversized frame closes that connection (the client port first
-//! answers [`ServerFrame::Malformed`]); it never takes the node down.
+//! answers [`ServerFrame::Malformed`]; a stream that ends inside a frame's four-byte
+//! length is an end of stream, closed without an answer); it never takes the node down.
 //!
 //! # Limits
 //!
@@ -115,7 +116,79 @@ struct AppendWire {
 fn capped_entries<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Vec<crate::types::Entry>, D::Error> {
-    crate::types::capped_vec::<D, crate::types::Entry, MAX_APPEND_ENTRIES>(d)
+    crate::types::capped_vec::<D, EntryWire, MAX_APPEND_ENTRIES>(d)
+        .map(|v| v.into_iter().map(EntryWire::into_entry).collect())
+}
+
+/// openraft's `Entry`, its fields in its order (so its encoding), its membership decoded
+/// by [`crate::membership::decode_membership`]: capped as it decodes, and refused when it
+/// names a voter without addresses (which would stop Raft wherever it is in the log).
+#[derive(Deserialize)]
+struct EntryWire {
+    log_id: crate::types::LogId,
+    payload: PayloadWire,
+}
+
+/// openraft's `EntryPayload`, its variants in its order.
+#[derive(Deserialize)]
+enum PayloadWire {
+    Blank,
+    Normal(crate::types::Cmd),
+    Membership(
+        #[serde(deserialize_with = "crate::membership::decode_membership")]
+        crate::types::Membership,
+    ),
+}
+
+impl EntryWire {
+    fn into_entry(self) -> crate::types::Entry {
+        let payload = match self.payload {
+            PayloadWire::Blank => openraft::EntryPayload::Blank,
+            PayloadWire::Normal(c) => openraft::EntryPayload::Normal(c),
+            PayloadWire::Membership(m) => openraft::EntryPayload::Membership(m),
+        };
+        openraft::Entry {
+            log_id: self.log_id,
+            payload,
+        }
+    }
+}
+
+/// [`InstallSnapshotRequest`]'s fields, in its order, its membership decoded by
+/// [`crate::membership::decode_stored`] (the snapshot's data is checked as it installs).
+#[derive(Deserialize)]
+struct SnapshotWire {
+    vote: crate::types::Vote,
+    meta: SnapshotMetaWire,
+    offset: u64,
+    data: Vec<u8>,
+    done: bool,
+}
+
+/// openraft's `SnapshotMeta`, its fields in its order.
+#[derive(Deserialize)]
+struct SnapshotMetaWire {
+    last_log_id: Option<crate::types::LogId>,
+    #[serde(deserialize_with = "crate::membership::decode_stored")]
+    last_membership: crate::types::StoredMembership,
+    snapshot_id: String,
+}
+
+fn checked_snapshot<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<InstallSnapshotRequest<TypeConfig>, D::Error> {
+    let w = SnapshotWire::deserialize(d)?;
+    Ok(InstallSnapshotRequest {
+        vote: w.vote,
+        meta: openraft::SnapshotMeta {
+            last_log_id: w.meta.last_log_id,
+            last_membership: w.meta.last_membership,
+            snapshot_id: w.meta.snapshot_id,
+        },
+        offset: w.offset,
+        data: w.data,
+        done: w.done,
+    })
 }
 
 fn capped_append<'de, D: serde::Deserializer<'de>>(
@@ -133,10 +206,12 @@ fn capped_append<'de, D: serde::Deserializer<'de>>(
 /// A Raft RPC.
 #[derive(Serialize, Deserialize)]
 pub(crate) enum RaftReq {
-    /// At most [`MAX_APPEND_ENTRIES`] entries (a longer list does not decode).
+    /// At most [`MAX_APPEND_ENTRIES`] entries (a longer list does not decode), each
+    /// membership capped and checked as it decodes.
     Append(#[serde(deserialize_with = "capped_append")] AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
-    Snapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Its membership capped and checked as it decodes.
+    Snapshot(#[serde(deserialize_with = "checked_snapshot")] InstallSnapshotRequest<TypeConfig>),
     PreVote(PreVoteRequest),
 }
 
@@ -298,7 +373,9 @@ pub struct NetStats {
     /// `write_timeout`, `oversized`, `other_version`: a frame of another wire version,
     /// `malformed`, `displaced`: an unproven connection whose place a new one took,
     /// `unauthenticated`, `not_a_member`: a peer certificate that names no member (before
-    /// a membership: none of [`PeerPolicy::first_peers`]), `bad_append`: an append whose
+    /// a membership: none of [`PeerPolicy::first_peers`]), or a request it may not send
+    /// (another sender, a member removed meanwhile), `tls_handshake`: a TLS handshake that
+    /// failed or timed out, or a peer without a certificate, `bad_append`: an append whose
     /// entries do not follow its previous log id one index at a time, go back a term, or
     /// carry a term above its vote's (see `bad_append`), `past_bound`: a Raft request
     /// with a term or log index past [`crate::types::RAFT_NUMBER_BOUND`],
@@ -726,9 +803,11 @@ pub async fn serve_peers(listener: TcpListener, elector: Arc<Elector>, policy: P
                 let Ok(Ok(s)) =
                     tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.peers.accept(sock)).await
                 else {
+                    policy.stats.close(PEER, "tls_handshake");
                     return;
                 };
                 let Some(cert) = s.get_ref().1.peer_certificates().and_then(|c| c.first()) else {
+                    policy.stats.close(PEER, "tls_handshake");
                     return;
                 };
                 let cert = cert.clone().into_owned();
@@ -1030,7 +1109,10 @@ async fn raft_conn<R, W>(
                 let vouched = || leader_vote(&req).is_some_and(|v| raft.vouched(v));
                 check_peer(r, cert, id, &policy.first_peers, vouched)
             }) {
-                tracing::warn!("refused a Raft request from node {from:?}: {e}");
+                policy.stats.close(PEER, "not_a_member");
+                policy.stats.warn("refused-peer-not-a-member", || {
+                    format!("refused a Raft request from node {from:?}: {e}")
+                });
                 break;
             }
         }
@@ -1582,6 +1664,8 @@ pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: 
                 if let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(sock)).await {
                     let (r, w) = tokio::io::split(s);
                     client_conn(r, w, node, Some(&slot), policy).await;
+                } else {
+                    stats.close(CLIENT, "tls_handshake");
                 }
             };
             // Displaced, it is attached to no session: no request of it was served.
@@ -2797,6 +2881,29 @@ mod tests {
             (3, 2),
             "node 1"
         );
+        // Node 1's certificate on a request claiming to come from node 5: refused, and
+        // counted as the connection-level refusals are.
+        let claim = raft_frame(
+            &node,
+            RaftReq::Vote(VoteRequest {
+                vote: openraft::Vote::new(7, 5),
+                last_log_id: None,
+            }),
+        );
+        let other = raft_conn(
+            ThenEof(claim),
+            tokio::io::sink(),
+            node.elector().clone(),
+            Some(cert(1)),
+            None,
+            &policy,
+        );
+        tokio::time::timeout(bounded, other).await.unwrap();
+        assert_eq!(
+            (count("not_a_member"), count("malformed")),
+            (4, 2),
+            "a request from another sender than the certificate's"
+        );
         node.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -2905,13 +3012,15 @@ mod tests {
         assert_eq!(not_a_member(), 2);
         node.elector().vouch(1, followed, true);
         assert!(answer(vote).await.is_empty(), "a non-member's vote");
-        assert_eq!(not_a_member(), 2, "admitted: a member vouched for it");
+        // Admitted (a member vouched for it), then its vote refused: counted by request.
+        assert_eq!(not_a_member(), 3, "the vote refused as a request");
         for other in [Vote::new_committed(term + 1, 9), Vote::new(term, 9)] {
             assert!(
                 answer(append(other)).await.is_empty(),
                 "{other}: not the vote followed"
             );
         }
+        assert_eq!(not_a_member(), 5, "each counted");
         let resp = |got: Vec<u8>| async move {
             frame::read::<_, RaftResp>(&mut got.as_slice(), MAX_RAFT_FRAME)
                 .await
@@ -3136,6 +3245,217 @@ mod tests {
             over.is_err(),
             "decoded an append of more entries than the cap"
         );
+    }
+
+    /// A membership in an append's entry, or in a snapshot's meta, decodes as openraft's
+    /// own encoding (a good one re-encodes to the same bytes) with its lists capped as they
+    /// decode, and one that names a voter without addresses — which openraft would unwrap
+    /// when this node campaigns or replicates, from wherever it sits in the log, on every
+    /// start — or has more configs or members than a membership can, or an address too
+    /// long, does not decode at all: the connection is closed as for any bad frame.
+    #[tokio::test]
+    async fn a_membership_a_peer_sends_is_capped_and_checked_as_it_decodes() {
+        use crate::membership::{MAX_ADDR_LEN, MAX_MEMBERS};
+        use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest};
+        use openraft::{CommittedLeaderId, LogId, Vote};
+        use std::collections::BTreeMap;
+
+        /// Any membership's bytes, as openraft's `Membership` encodes (configs, nodes).
+        #[derive(Serialize)]
+        struct Raw {
+            configs: Vec<BTreeSet<u64>>,
+            nodes: BTreeMap<u64, NodeAddr>,
+        }
+        let addr = |n: u64| NodeAddr {
+            raft: format!("127.0.0.1:{}", 7000 + n),
+            client: format!("127.0.0.1:{}", 8000 + n),
+        };
+        let nodes = |ids: &[u64]| {
+            ids.iter()
+                .map(|&i| (i, addr(i)))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let set = |ids: &[u64]| ids.iter().copied().collect::<BTreeSet<u64>>();
+        let log_id = |i| LogId::new(CommittedLeaderId::new(1, 2), i);
+        let read = |bytes: Vec<u8>| async move {
+            frame::read::<_, RaftCall>(&mut bytes.as_slice(), MAX_RAFT_FRAME).await
+        };
+
+        // A good joint membership, in an entry made by openraft's own types: decoded, it
+        // re-encodes to the very bytes.
+        let good =
+            openraft::Membership::new(vec![set(&[1, 2]), set(&[2, 3])], nodes(&[1, 2, 3, 4]));
+        let call = RaftCall {
+            settings: ServiceConfig::default(),
+            req: RaftReq::Append(AppendEntriesRequest {
+                vote: Vote::new_committed(3, 2),
+                prev_log_id: None,
+                entries: vec![
+                    openraft::Entry {
+                        log_id: log_id(0),
+                        payload: openraft::EntryPayload::Blank,
+                    },
+                    openraft::Entry {
+                        log_id: log_id(1),
+                        payload: openraft::EntryPayload::Normal(crate::types::Cmd {
+                            now: Some(5),
+                            ops: vec![],
+                        }),
+                    },
+                    openraft::Entry {
+                        log_id: log_id(2),
+                        payload: openraft::EntryPayload::Membership(good.clone()),
+                    },
+                ],
+                leader_commit: None,
+            }),
+        };
+        let bytes = frame::encode(&call).unwrap();
+        let back = read(bytes.clone()).await.unwrap().unwrap();
+        assert_eq!(
+            frame::encode(&back).unwrap(),
+            bytes,
+            "openraft's own encoding"
+        );
+        let snapshot = |m: crate::types::StoredMembership| RaftCall {
+            settings: ServiceConfig::default(),
+            req: RaftReq::Snapshot(InstallSnapshotRequest {
+                vote: Vote::new_committed(3, 2),
+                meta: openraft::SnapshotMeta {
+                    last_log_id: Some(log_id(9)),
+                    last_membership: m,
+                    snapshot_id: "9-1".into(),
+                },
+                offset: 0,
+                data: vec![1, 2, 3],
+                done: true,
+            }),
+        };
+        for m in [
+            openraft::StoredMembership::new(Some(log_id(2)), good.clone()),
+            openraft::StoredMembership::default(),
+        ] {
+            let bytes = frame::encode(&snapshot(m)).unwrap();
+            let back = read(bytes.clone()).await.unwrap().unwrap();
+            assert_eq!(
+                frame::encode(&back).unwrap(),
+                bytes,
+                "a snapshot's meta too"
+            );
+        }
+
+        // Bad memberships, as bytes openraft's types would not make: none decodes, in an
+        // append's entry or in a snapshot's meta.
+        let long = NodeAddr {
+            raft: "x".repeat(MAX_ADDR_LEN + 1),
+            client: "127.0.0.1:1".into(),
+        };
+        let many: Vec<u64> = (0..=MAX_MEMBERS as u64).collect();
+        let bad = [
+            (
+                "a voter without addresses",
+                Raw {
+                    configs: vec![set(&[1, 9])],
+                    nodes: nodes(&[1]),
+                },
+            ),
+            (
+                "three configs",
+                Raw {
+                    configs: vec![set(&[1]), set(&[1]), set(&[1])],
+                    nodes: nodes(&[1]),
+                },
+            ),
+            (
+                "an empty voter set",
+                Raw {
+                    configs: vec![set(&[1]), set(&[])],
+                    nodes: nodes(&[1]),
+                },
+            ),
+            (
+                "no voter set",
+                Raw {
+                    configs: vec![],
+                    nodes: nodes(&[1]),
+                },
+            ),
+            (
+                "too many voters",
+                Raw {
+                    configs: vec![set(&many)],
+                    nodes: nodes(&many),
+                },
+            ),
+            (
+                "too many members",
+                Raw {
+                    configs: vec![set(&[1])],
+                    nodes: nodes(&many),
+                },
+            ),
+            (
+                "a long address",
+                Raw {
+                    configs: vec![set(&[1])],
+                    nodes: [(1, long)].into_iter().collect(),
+                },
+            ),
+        ];
+        // The membership's bytes in place of the good one's, in both frames.
+        let good_raw = postcard::to_allocvec(&Raw {
+            configs: vec![set(&[1, 2]), set(&[2, 3])],
+            nodes: nodes(&[1, 2, 3, 4]),
+        })
+        .unwrap();
+        assert_eq!(
+            good_raw,
+            postcard::to_allocvec(&good).unwrap(),
+            "Raw is openraft's layout"
+        );
+        let in_place = |frame: &[u8], m: &Raw| {
+            let at = frame
+                .windows(good_raw.len())
+                .position(|w| w == good_raw.as_slice())
+                .expect("the good membership's bytes");
+            let mut out = frame[..at].to_vec();
+            out.extend(postcard::to_allocvec(m).unwrap());
+            out.extend(&frame[at + good_raw.len()..]);
+            // The frame's length prefix (four bytes, big-endian) counts what follows it.
+            let len = (out.len() - 4) as u32;
+            out[..4].copy_from_slice(&len.to_be_bytes());
+            out
+        };
+        let append_bytes = frame::encode(&call).unwrap();
+        let snap_bytes = frame::encode(&snapshot(openraft::StoredMembership::new(
+            Some(log_id(2)),
+            good.clone(),
+        )))
+        .unwrap();
+        for (what, m) in &bad {
+            assert!(
+                read(in_place(&append_bytes, m)).await.is_err(),
+                "an append with {what} decoded"
+            );
+            assert!(
+                read(in_place(&snap_bytes, m)).await.is_err(),
+                "a snapshot with {what} decoded"
+            );
+        }
+        // Millions of empty voter sets, a byte each, are refused at the list's length.
+        let mut huge = in_place(
+            &append_bytes,
+            &Raw {
+                configs: vec![],
+                nodes: BTreeMap::new(),
+            },
+        );
+        let at = huge
+            .windows(2)
+            .rposition(|w| w == [0, 0])
+            .expect("the empty lists");
+        huge.splice(at..at + 1, [0x80, 0x80, 0x80, 0x02]); // 4 Mi configs said
+        assert!(read(huge).await.is_err());
     }
 
     /// An append whose entries skip an index, go back a term (against its previous log id

@@ -1749,7 +1749,7 @@ impl Node {
             }
             Request::AddLearner { id, addr } => {
                 for a in [&addr.raft, &addr.client] {
-                    if a.is_empty() || a.len() > 255 {
+                    if a.is_empty() || a.len() > crate::membership::MAX_ADDR_LEN {
                         return Err(ClientError::BadRequest(format!("bad node address {a:?}")));
                     }
                     // A member the transport would never dial would stay in the membership
@@ -1778,6 +1778,12 @@ impl Node {
                     // The same address: a retry (of a learner, or of a node made a voter
                     // since), answered as an add is. (This node's view of the membership
                     // may lag a change just made: a retry then sees the new one.)
+                } else if m.membership().nodes().count() >= crate::membership::MAX_MEMBERS {
+                    // Peers refuse a membership of more members as it decodes.
+                    return Err(ClientError::BadRequest(format!(
+                        "the cluster has {} members, the most it can have",
+                        crate::membership::MAX_MEMBERS
+                    )));
                 }
                 let fut = self.raft.add_learner(id, addr, true);
                 // openraft waits for a far-behind learner to catch up: one that refuses this

@@ -27,7 +27,7 @@
 //! replaying the log — never served as it is. The vote and the log live in `raft.log`,
 //! whose groups carry checksums of their own ([`crate::log_store`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
@@ -150,6 +150,15 @@ pub const PUSH_BACKLOG: usize = 16 * 1024;
 /// change goes to every watcher), and each time the budget is spent the connection holding
 /// the most is closed ([`Hub`]).
 pub const MAX_QUEUED_PUSHES: usize = 8 * PUSH_BACKLOG;
+
+/// The most connections attached to one session at once. A session's credential may
+/// attach it from any number of connections (`Attach`, `KeepAlive`), and every attach,
+/// push and close of that session walks its attachments: past this many, attaching
+/// another tells the session's oldest attached connection to close (counted in
+/// `push_closes` as `session_attachments`; its client reconnects and attaches again, as
+/// after any close). A client library attaches each session from one connection, so
+/// eight leave room for a few processes sharing one session.
+pub const MAX_ATTACHED_PER_SESSION: usize = 8;
 
 /// The largest snapshot data a node with tables of `config`'s sizes takes from a peer, in
 /// bytes ([`crate::election::Elector::set_snapshot_limit`]): four times a bound on the
@@ -407,6 +416,74 @@ impl PushSink {
 /// One attachment: connection id, its sink, the first log index whose outputs it gets.
 type Sub = (u64, PushSink, u64);
 
+/// The attachments by session, and the sessions each connection is attached to: each the
+/// other's inverse, so that a connection's end and the idle check touch that connection's
+/// own attachments only, however many others there are.
+#[derive(Default)]
+struct Subs {
+    by_session: HashMap<u64, Vec<Sub>>,
+    by_conn: HashMap<u64, HashSet<u64>>,
+}
+
+impl Subs {
+    /// Adds `sub` to `session` (the caller removed that connection's earlier one). O(1).
+    fn add(&mut self, session: u64, sub: Sub) {
+        self.by_conn.entry(sub.0).or_default().insert(session);
+        self.by_session.entry(session).or_default().push(sub);
+    }
+
+    /// Removes the attachments of `session` whose connection `drop` says. O(its attachments).
+    fn remove_where(&mut self, session: u64, drop: impl Fn(u64) -> bool) {
+        let Some(v) = self.by_session.get_mut(&session) else {
+            return;
+        };
+        let by_conn = &mut self.by_conn;
+        v.retain(|(c, _, _)| {
+            if !drop(*c) {
+                return true;
+            }
+            if let Some(set) = by_conn.get_mut(c) {
+                set.remove(&session);
+                if set.is_empty() {
+                    by_conn.remove(c);
+                }
+            }
+            false
+        });
+        if v.is_empty() {
+            self.by_session.remove(&session);
+        }
+    }
+
+    /// Removes every attachment of `session`. O(its attachments).
+    fn remove_session(&mut self, session: u64) {
+        self.remove_where(session, |_| true);
+    }
+
+    /// Removes every attachment of connection `conn`. O(its sessions' attachments).
+    fn remove_conn(&mut self, conn: u64) {
+        for session in self.by_conn.remove(&conn).unwrap_or_default() {
+            if let Some(v) = self.by_session.get_mut(&session) {
+                v.retain(|(c, _, _)| *c != conn);
+                if v.is_empty() {
+                    self.by_session.remove(&session);
+                }
+            }
+        }
+    }
+
+    /// Every attachment. O(1) to make.
+    fn all(&self) -> impl Iterator<Item = &Sub> {
+        self.by_session.values().flatten()
+    }
+
+    /// How many attachments there are. O(sessions attached).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.by_session.values().map(Vec::len).sum()
+    }
+}
+
 /// Routes applied outputs to attached sessions; optionally keeps a journal of every
 /// applied output (tests use it to check order and expiry).
 ///
@@ -419,8 +496,9 @@ type Sub = (u64, PushSink, u64);
 /// queued pushes back to the budget at once, so the pushes that follow in the same apply
 /// find room again instead of closing one reader after another.
 pub struct Hub {
-    /// Per session: (connection, sink, first log index whose outputs it gets).
-    subs: Mutex<HashMap<u64, Vec<Sub>>>,
+    /// Per session: (connection, sink, first log index whose outputs it gets); and per
+    /// connection, its sessions.
+    subs: Mutex<Subs>,
     /// The node whose hub this is, plus one (0: not set, every entry's outputs are
     /// pushed; node ids start at 0).
     node: AtomicU64,
@@ -431,7 +509,9 @@ pub struct Hub {
     queued: Arc<AtomicUsize>,
     budget: AtomicUsize,
     /// Connections closed for their pushes, by `reason`: `push_backlog` (its own queue was
-    /// full), `push_budget` (the node's budget was spent and it held the most).
+    /// full), `push_budget` (the node's budget was spent and it held the most),
+    /// `session_attachments` (the oldest of a session's connections when one more
+    /// attached than [`MAX_ATTACHED_PER_SESSION`]).
     pub push_closes: Family<Vec<(String, String)>, Counter>,
 }
 
@@ -480,8 +560,9 @@ impl Hub {
             .inc();
     }
 
-    /// Registers `sink` (identified by `conn`) for the outputs naming `session`.
-    /// Cost: O(attachments of that session).
+    /// Registers `sink` (identified by `conn`) for the outputs naming `session`; past
+    /// [`MAX_ATTACHED_PER_SESSION`] connections the session's oldest is told to close.
+    /// Cost: O(attachments of that session), at most that many.
     pub fn attach(&self, session: SessionId, conn: u64, sink: PushSink) {
         self.attach_from(session, conn, sink, 0);
     }
@@ -493,25 +574,37 @@ impl Hub {
     /// applied may hold its outcome (a keep-alive must not skip a pending grant).
     pub fn attach_from(&self, session: SessionId, conn: u64, sink: PushSink, from: u64) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
-        Self::insert(&mut g, session, conn, sink, from);
+        self.insert(&mut g, session, conn, sink, from);
     }
 
-    fn insert(
-        g: &mut HashMap<u64, Vec<Sub>>,
-        session: SessionId,
-        conn: u64,
-        sink: PushSink,
-        from: u64,
-    ) {
+    fn insert(&self, g: &mut Subs, session: SessionId, conn: u64, sink: PushSink, from: u64) {
         // A connection that has ended ([`PushSink::detach`], checked under the hub's lock,
         // after which [`Hub::detach_conn`] takes it) is not attached: it would stay.
         if sink.detached() {
             return;
         }
-        let v = g.entry(session.0).or_default();
-        let earlier = v.iter().find(|(c, _, _)| *c == conn).map(|(_, _, f)| *f);
-        v.retain(|(c, _, _)| *c != conn);
-        v.push((conn, sink, earlier.map_or(from, |e| e.min(from))));
+        let earlier = g
+            .by_session
+            .get(&session.0)
+            .and_then(|v| v.iter().find(|(c, _, _)| *c == conn).map(|(_, _, f)| *f));
+        g.remove_where(session.0, |c| c == conn);
+        let attached = g.by_session.get(&session.0).map_or(0, Vec::len);
+        if attached >= MAX_ATTACHED_PER_SESSION {
+            if let Some((oldest, old_sink, _)) = g
+                .by_session
+                .get(&session.0)
+                .and_then(|v| v.first())
+                .cloned()
+            {
+                old_sink.close();
+                self.count_close("session_attachments");
+                g.remove_where(session.0, |c| c == oldest);
+            }
+        }
+        g.add(
+            session.0,
+            (conn, sink, earlier.map_or(from, |e| e.min(from))),
+        );
     }
 
     /// [`Hub::attach_from`] unless [`Hub::close_attached`] ran since `generation` was read
@@ -531,7 +624,7 @@ impl Hub {
         if self.generation.load(Ordering::SeqCst) != generation {
             return false;
         }
-        Self::insert(&mut g, session, conn, sink, from);
+        self.insert(&mut g, session, conn, sink, from);
         true
     }
 
@@ -547,13 +640,13 @@ impl Hub {
     pub fn close_attached(&self) -> usize {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         self.generation.fetch_add(1, Ordering::SeqCst);
-        let mut conns = std::collections::HashSet::new();
-        for (c, sink, _) in g.values().flatten() {
+        let mut conns = HashSet::new();
+        for (c, sink, _) in g.all() {
             if conns.insert(*c) {
                 sink.close();
             }
         }
-        g.clear();
+        *g = Subs::default();
         conns.len()
     }
 
@@ -569,20 +662,18 @@ impl Hub {
     /// Removes every registration of connection `conn`. A connection that ends calls
     /// [`PushSink::detach`] on its sink first, so a request of it still running cannot
     /// attach it again afterwards (that check and this removal take the same lock).
-    /// Cost: O(sessions attached).
+    /// Cost: O(the attachments of the sessions `conn` is attached to), each session's at
+    /// most [`MAX_ATTACHED_PER_SESSION`].
     pub fn detach_conn(&self, conn: u64) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
-        g.retain(|_, v| {
-            v.retain(|(c, _, _)| *c != conn);
-            !v.is_empty()
-        });
+        g.remove_conn(conn);
     }
 
     /// Whether connection `conn` is attached to any session (open sessions only: a
-    /// session's registrations go when it expires or closes). Cost: O(attachments).
+    /// session's registrations go when it expires or closes). Cost: O(1).
     pub fn has_conn(&self, conn: u64) -> bool {
         let g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
-        g.values().any(|v| v.iter().any(|(c, _, _)| *c == conn))
+        g.by_conn.contains_key(&conn)
     }
 
     /// Starts keeping a journal of every applied output with its log index (tests;
@@ -631,8 +722,12 @@ impl Hub {
         let session = o.session().0;
         // Connections to detach from every session (closed), and from this one (gone).
         let (mut closed, mut gone) = (Vec::new(), Vec::new());
-        for i in 0..g.get(&session).map_or(0, Vec::len) {
-            let (conn, sink, from) = g[&session][i].clone();
+        for i in 0..g.by_session.get(&session).map_or(0, Vec::len) {
+            let Some((conn, sink, from)) =
+                g.by_session.get(&session).and_then(|v| v.get(i)).cloned()
+            else {
+                break;
+            };
             if !send || index < from || closed.contains(&conn) {
                 continue;
             }
@@ -640,8 +735,7 @@ impl Hub {
                 && self.counts(&sink)
             {
                 let most = g
-                    .values()
-                    .flatten()
+                    .all()
                     .filter(|(c, s, _)| !closed.contains(c) && self.counts(s))
                     .max_by_key(|(_, s, _)| s.len());
                 let (victim, vs) = match most {
@@ -664,27 +758,19 @@ impl Hub {
                 Err(Unsent::Closed) => gone.push(conn),
             }
         }
-        if !closed.is_empty() {
-            g.retain(|_, v| {
-                v.retain(|(c, _, _)| !closed.contains(c));
-                !v.is_empty()
-            });
+        for c in closed {
+            g.remove_conn(c);
         }
-        if let Some(v) = g.get_mut(&session) {
-            v.retain(|(c, _, _)| !gone.contains(c));
-            if v.is_empty() {
-                g.remove(&session);
-            }
-        }
+        g.remove_where(session, |c| gone.contains(&c));
         if matches!(o, Output::SessionExpired { .. }) {
-            g.remove(&session);
+            g.remove_session(session);
         }
     }
 
     /// Forgets the registrations of a session that ended (closed). Cost: O(1).
     fn forget(&self, session: SessionId) {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
-        g.remove(&session.0);
+        g.remove_session(session.0);
     }
 }
 
@@ -1150,8 +1236,10 @@ pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
 /// taken with (lock-delay, the limits) as its settings ([`crate::settings`]): the node
 /// starts only with those.
 ///
-/// Errors: `InvalidData` for a backup that fails its checks (corrupt, or not restorable
-/// with `config`), or one taken before anything was applied; `AlreadyExists` when `dir`
+/// Errors: `InvalidInput` for no members (or more than
+/// [`MAX_MEMBERS`](crate::membership::MAX_MEMBERS)); `InvalidData` for a backup that
+/// fails its checks (corrupt, or not restorable with `config`), or one taken before
+/// anything was applied; `AlreadyExists` when `dir`
 /// already has a snapshot or a log (a restore never overwrites a node); I/O errors naming
 /// the path. Cost: O(backup size).
 pub fn restore_into(
@@ -1161,6 +1249,17 @@ pub fn restore_into(
     members: std::collections::BTreeMap<u64, crate::types::NodeAddr>,
 ) -> io::Result<LogId> {
     let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, format!("backup: {m}"));
+    // A membership a node would refuse as it reads it (`crate::membership`).
+    if members.is_empty() || members.len() > crate::membership::MAX_MEMBERS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a restored cluster has 1 to {} members, not {}",
+                crate::membership::MAX_MEMBERS,
+                members.len()
+            ),
+        ));
+    }
     let f = decode_snap_file(backup_bytes).map_err(bad)?;
     let mut d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
     d.check_contents().map_err(bad)?;
@@ -1237,6 +1336,7 @@ pub(crate) struct SnapFile {
 #[derive(Clone, Serialize, Deserialize)]
 struct SnapData {
     last_applied: Option<LogId>,
+    #[serde(deserialize_with = "crate::membership::decode_stored")]
     membership: StoredMembership,
     core: Vec<u8>,
     open_keys: Vec<(u128, u64)>,
@@ -1249,6 +1349,7 @@ struct SnapData {
 #[derive(Serialize, Deserialize)]
 struct SnapDataV2 {
     last_applied: Option<LogId>,
+    #[serde(deserialize_with = "crate::membership::decode_stored")]
     membership: StoredMembership,
     core: Vec<u8>,
     open_keys: Vec<(u128, u64)>,
@@ -1260,6 +1361,7 @@ struct SnapDataV2 {
 #[derive(Serialize, Deserialize)]
 struct SnapDataV1 {
     last_applied: Option<LogId>,
+    #[serde(deserialize_with = "crate::membership::decode_stored")]
     membership: StoredMembership,
     core: Vec<u8>,
     open_keys: Vec<(u128, u64)>,
@@ -1323,7 +1425,15 @@ fn check_list_lengths(config: &ServiceConfig, data: &[u8]) -> io::Result<()> {
     };
     // The fields in order (each version's data is the next one's without its last
     // fields): stop quietly where the data ends or does not decode.
-    let Ok((_, rest)) = postcard::take_from_bytes::<(Option<LogId>, StoredMembership)>(data) else {
+    /// The data's first two fields, its membership capped and checked as it decodes.
+    #[derive(Deserialize)]
+    struct Head(
+        #[allow(dead_code)] Option<LogId>,
+        #[allow(dead_code)]
+        #[serde(deserialize_with = "crate::membership::decode_stored")]
+        StoredMembership,
+    );
+    let Ok((_, rest)) = postcard::take_from_bytes::<Head>(data) else {
         return Ok(());
     };
     let Ok((_, rest)) = postcard::take_from_bytes::<ListLen<u8>>(rest) else {
@@ -2492,6 +2602,64 @@ mod tests {
         (f, config)
     }
 
+    /// The members of a restored cluster of one node.
+    fn one_member() -> BTreeMap<u64, crate::types::NodeAddr> {
+        [(1, crate::types::NodeAddr::default())]
+            .into_iter()
+            .collect()
+    }
+
+    /// A snapshot's data holds the membership too: one that names a voter without
+    /// addresses (which would stop Raft on the node that installs it) is refused as the
+    /// data decodes, and a good one restores as it was.
+    #[test]
+    fn a_snapshots_membership_is_checked_as_its_data_decodes() {
+        use std::collections::{BTreeMap, BTreeSet};
+        #[derive(Serialize)]
+        struct Raw {
+            configs: Vec<BTreeSet<u64>>,
+            nodes: BTreeMap<u64, crate::types::NodeAddr>,
+        }
+        let (f, config) = sample();
+        let mut d = SnapData::decode(&f.data).unwrap();
+        let addr = crate::types::NodeAddr {
+            raft: "127.0.0.1:7001".into(),
+            client: "127.0.0.1:8001".into(),
+        };
+        let voters: BTreeSet<u64> = [1].into_iter().collect();
+        let nodes: BTreeMap<u64, _> = [(1, addr.clone())].into_iter().collect();
+        let log = Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), 3));
+        d.membership = StoredMembership::new(
+            log,
+            openraft::Membership::new(vec![voters.clone()], nodes.clone()),
+        );
+        let data = postcard::to_allocvec(&d).unwrap();
+        let (_, _, m) = decode_snapshot(&config, &data).unwrap();
+        assert_eq!(m, d.membership);
+        let good = postcard::to_allocvec(&Raw {
+            configs: vec![voters],
+            nodes: nodes.clone(),
+        })
+        .unwrap();
+        let bad = postcard::to_allocvec(&Raw {
+            configs: vec![[1, 9].into_iter().collect()],
+            nodes,
+        })
+        .unwrap();
+        let at = data
+            .windows(good.len())
+            .position(|w| w == good.as_slice())
+            .unwrap();
+        let mut spliced = data[..at].to_vec();
+        spliced.extend(&bad);
+        spliced.extend(&data[at + good.len()..]);
+        // (postcard keeps no message of a decoder's own error: the refusal is the check.)
+        assert!(
+            decode_snapshot(&config, &spliced).is_err(),
+            "a voter without addresses decoded"
+        );
+    }
+
     /// The state after `entries` (index 1 on), from an empty state of small tables, and
     /// the results of the last entry.
     fn after(entries: Vec<Cmd>) -> (SmState, Vec<CmdResult>) {
@@ -3082,7 +3250,7 @@ mod tests {
             let dir =
                 std::env::temp_dir().join(format!("fencelock-duprestore-{}", std::process::id()));
             let _ = fs::remove_dir_all(&dir);
-            let e = restore_into(&backup, &dir, &config, BTreeMap::new()).expect_err("restored");
+            let e = restore_into(&backup, &dir, &config, one_member()).expect_err("restored");
             assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
             assert!(!dir.join("snapshot.bin").exists(), "a restore wrote it");
             let _ = fs::remove_dir_all(&dir);
@@ -3108,7 +3276,7 @@ mod tests {
         .unwrap();
         let dir = std::env::temp_dir().join(format!("fencelock-notopen-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        restore_into(&backup, &dir, &config, BTreeMap::new()).expect("restores");
+        restore_into(&backup, &dir, &config, one_member()).expect("restores");
         let written = SnapData::decode(
             &read_snap_frame(&dir.join("snapshot.bin"), u64::MAX)
                 .unwrap()
@@ -3481,6 +3649,83 @@ mod hub_tests {
             0,
             "the stalled queue was not counted twice"
         );
+    }
+
+    /// One session attached from more connections than [`MAX_ATTACHED_PER_SESSION`]: each
+    /// attach past the cap tells the session's oldest connection to close (counted), so
+    /// the session's attachments stay within the cap and every attach, push and close of
+    /// it walks at most that many. A connection's end touches its own attachments only.
+    #[tokio::test]
+    async fn a_session_keeps_at_most_its_cap_of_connections_and_closes_the_oldest() {
+        let hub = Hub::default();
+        let s = SessionId(7);
+        let closes = |hub: &Hub| {
+            hub.push_closes
+                .get_or_create(&vec![(
+                    "reason".to_string(),
+                    "session_attachments".to_string(),
+                )])
+                .get()
+        };
+        let mut conns = Vec::new();
+        for c in 1..=20u64 {
+            let (sink, rx, close) = hub.sink(100);
+            hub.attach(s, c, sink);
+            conns.push((c, rx, close));
+        }
+        let attached = hub.subs.lock().unwrap().len();
+        assert_eq!(attached, MAX_ATTACHED_PER_SESSION, "the cap");
+        assert_eq!(closes(&hub), (20 - MAX_ATTACHED_PER_SESSION) as u64);
+        let told = |n: Arc<Notify>| async move {
+            tokio::time::timeout(std::time::Duration::from_secs(10), n.notified())
+                .await
+                .is_ok()
+        };
+        let cut = 20 - MAX_ATTACHED_PER_SESSION;
+        for (c, _, close) in &conns[..cut] {
+            assert!(!hub.has_conn(*c), "connection {c} was the oldest");
+            assert!(
+                told(close.clone()).await,
+                "connection {c} was not told to close"
+            );
+        }
+        for (c, _, _) in &conns[cut..] {
+            assert!(hub.has_conn(*c), "connection {c} is among the newest");
+        }
+        // The newest get the session's pushes; attaching one again keeps the count.
+        let out = Output::WaitTimedOut {
+            session: s,
+            lock: fencelock::LockName::new("x").expect("name"),
+        };
+        hub.push(1, &out);
+        for (c, rx, _) in &mut conns[cut..] {
+            assert_eq!(rx.try_recv().ok(), Some(out.clone()), "connection {c}");
+        }
+        let (again, _rx, _) = hub.sink(100);
+        hub.attach(s, 20, again);
+        assert_eq!(
+            closes(&hub),
+            cut as u64,
+            "a connection attached again is no new one"
+        );
+        // Another session's connection ends: this session's attachments are untouched.
+        let (other, _orx, _) = hub.sink(100);
+        hub.attach(SessionId(8), 99, other);
+        hub.detach_conn(99);
+        assert!(!hub.has_conn(99));
+        assert_eq!(hub.subs.lock().unwrap().len(), MAX_ATTACHED_PER_SESSION);
+        // The two indexes stay each other's inverse through all of it.
+        let g = hub.subs.lock().unwrap();
+        for (session, v) in &g.by_session {
+            for (c, _, _) in v {
+                assert!(g.by_conn[c].contains(session));
+            }
+        }
+        for (c, sessions) in &g.by_conn {
+            for session in sessions {
+                assert!(g.by_session[session].iter().any(|(x, _, _)| x == c));
+            }
+        }
     }
 
     /// A queue dropped while its connection is still attached: the pushes in it leave the

@@ -368,6 +368,8 @@ pub type StorageError = openraft::StorageError<NodeId>;
 pub type Vote = openraft::Vote<NodeId>;
 /// Stored membership.
 pub type StoredMembership = openraft::StoredMembership<NodeId, NodeAddr>;
+/// A membership: voter sets (one, or two while joint) and every member's addresses.
+pub type Membership = openraft::Membership<NodeId, NodeAddr>;
 /// Snapshot meta.
 pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, NodeAddr>;
 
