@@ -24,6 +24,7 @@ help:
 	@echo "make install PREFIX=/usr/local - install the C library, header and fencelock.pc (DESTDIR respected)"
 	@echo "make wheel  - build the Python wheel (with the library inside) into target/wheels/"
 	@echo "make test-docs - run every README example as written and check the quoted figures (part of make test)"
+	@echo "make test-ffi / test-wasm / test-demo / test-verify - one layer's tests (part of make test; after make setup)"
 	@echo "make test-partitions - the server's partition test, long form (PARTITION_SECONDS=480 of random faults)"
 
 # Packages a user installs: the C library under PREFIX (DESTDIR for staging), the wheel.
@@ -41,6 +42,19 @@ test-docs:
 # The packages as a user installs them (also part of make test).
 test-packages:
 	@scripts/test-packages.sh
+
+# One layer's tests each (all part of make test; each needs what `make setup` installs).
+test-ffi:
+	@scripts/test-ffi.sh
+
+test-wasm:
+	@scripts/test-wasm.sh
+
+test-demo:
+	@scripts/test-demo.sh
+
+test-verify:
+	@scripts/test-verify.sh
 
 setup:
 	@scripts/setup.sh

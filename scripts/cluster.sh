@@ -57,8 +57,10 @@ for i in 1 2 3; do
     security=(--tokens "$dir/tokens" --tls-ca "$dir/tls/ca.pem"
       --tls-cert "$dir/tls/node-$i.pem" --tls-key "$dir/tls/node-$i.key")
   fi
-  "$bin/fencelock-node" --id "$i" --dir "$dir/n$i" "${security[@]}" \
-    "${peers[@]}" "${init[@]}" >>"$dir/n$i.log" 2>&1 &
+  cmd=("$bin/fencelock-node" --id "$i" --dir "$dir/n$i" "${security[@]}" "${peers[@]}")
+  # Its command line to restart it with (no --init: the cluster exists by then).
+  printf '%q ' "${cmd[@]}" >"$dir/n$i.cmd"; printf '>>%q 2>&1 &\n' "$dir/n$i.log" >>"$dir/n$i.cmd"
+  "${cmd[@]}" "${init[@]}" >>"$dir/n$i.log" 2>&1 &
   pids+=($!)
 done
 printf '%s\n' "${pids[@]}" >"$dir/pids"
@@ -86,7 +88,7 @@ fencelock cluster up: nodes 1-3 (pids ${pids[*]}), data and logs in $dir
   fencelock holder jobs/reindex        # SESSION MODE TOKEN [LABEL]
   fencelock queue jobs/reindex         # waiters, head first
   fencelock elect scheduler            # prints "epoch N" when elected; Ctrl-C resigns
-  kill -9 <a node pid>; then restart it with the same command line (see $dir/n*.log)
+  kill -9 <a node pid>; then restart it: sh $dir/nN.cmd (its command line, for node N)
   fencelock members                    # replace a node: start it with the members' --peer entries
                                        # and its own, then add-learner ID RAFT CLIENT, set-voters 1,2,4
 USAGE
