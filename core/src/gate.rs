@@ -16,14 +16,15 @@ pub const GATE_VERSION: u16 = 1;
 /// them into. It does not check the rest; `restore` does.
 ///
 /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`], [`Error::CorruptSnapshot`]
-/// (a truncated header). Cost: O(1).
+/// (`"bad version"`: a version that is no `u16` varint; `"truncated header"`: a header
+/// that does not decode). Cost: O(1).
 pub fn gate_snapshot_resources(bytes: &[u8]) -> Result<u32, Error> {
     read_gate_header(bytes).map(|(count, _)| count)
 }
 
 /// The most bytes a gate snapshot with this header can be: the header as written, then
-/// each resource it counts at its longest canonical record (a 64-byte name and a `u64`
-/// token at their longest). [`FenceGate::restore`] refuses longer bytes
+/// each resource it counts at its longest record (a 64-byte name and a `u64` token at
+/// their widest). [`FenceGate::restore`] refuses longer bytes
 /// (`CorruptSnapshot("longer than its records can be")`) with the header's other
 /// refusals, before a row is cleared, so its answer for any bytes is its answer for their
 /// first `gate_snapshot_max_len + 1`: a host holding the bytes elsewhere copies at most
@@ -184,7 +185,7 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     }
 
     /// Whether resource names are hashed under a key ([`set_name_key`](Self::set_name_key)).
-    /// Cost: O(1).
+    /// Errors: none. Cost: O(1).
     pub fn is_name_keyed(&self) -> bool {
         self.key.is_some()
     }
@@ -246,13 +247,15 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
         Ok(())
     }
 
-    /// The highest token admitted for `resource`, if any. Cost: O(name length).
+    /// The highest token admitted for `resource`, if any. Errors: none. Cost: O(name
+    /// length).
     pub fn highest(&self, resource: &str) -> Option<Token> {
         self.find(resource)
             .map(|r| Token(self.rows.as_ref()[r as usize].highest))
     }
 
-    /// Resources with their highest tokens, in the order first admitted. Cost: O(1) per item.
+    /// Resources with their highest tokens, in the order first admitted. Errors: none.
+    /// Cost: O(1) per item.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Token)> + '_ {
         // Rows are never freed, so the live ones are exactly 0..len, in admission order.
         self.rows
@@ -262,22 +265,22 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
             .map(|r| (r.name.as_str(), Token(r.highest)))
     }
 
-    /// Resources recorded. Cost: O(1).
+    /// Resources recorded. Errors: none. Cost: O(1).
     pub fn len(&self) -> usize {
         self.st.len as usize
     }
 
-    /// True before the first admitted write. Cost: O(1).
+    /// True before the first admitted write. Errors: none. Cost: O(1).
     pub fn is_empty(&self) -> bool {
         self.st.len == 0
     }
 
-    /// How many resources fit. Cost: O(1).
+    /// How many resources fit. Errors: none. Cost: O(1).
     pub fn capacity(&self) -> usize {
         self.rows.as_ref().len()
     }
 
-    /// True when a new resource would be refused. Cost: O(1).
+    /// True when a new resource would be refused. Errors: none. Cost: O(1).
     pub fn is_full(&self) -> bool {
         self.st.is_full()
     }
@@ -320,7 +323,7 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     }
 
     /// The size of [`snapshot`](Self::snapshot)'s output in bytes (exact, also beyond
-    /// the `u32` that [`Error::BufferTooSmall`] can say). Cost: O(resources).
+    /// the `u32` that [`Error::BufferTooSmall`] can say). Errors: none. Cost: O(resources).
     pub fn snapshot_len(&self) -> usize {
         self.write_snapshot(&mut []).map_or(0, |(_, need)| need)
     }

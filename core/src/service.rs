@@ -92,7 +92,8 @@ impl Capacity {
     /// C) for S sessions and C claims (S + 2·C with watches off). No input of such a
     /// service ever needs more, so a bounded [`Sink`] with this much room always takes the
     /// next input: size an event ring by it. Saturates at `usize::MAX`; a table larger
-    /// than [`MAX_ROWS`] (which no service has) counts as `MAX_ROWS`. Cost: O(1).
+    /// than [`MAX_ROWS`] (which no service has) counts as `MAX_ROWS`. Errors: none. Cost:
+    /// O(1).
     pub fn max_events(&self, max_watchers: u32) -> usize {
         clamp(self.max_events_u64(max_watchers))
     }
@@ -475,7 +476,7 @@ impl<S: Storage> LockService<S> {
     }
 
     /// Whether the indexes hash under a key ([`set_name_key`](Self::set_name_key)).
-    /// Cost: O(1).
+    /// Errors: none. Cost: O(1).
     pub fn is_name_keyed(&self) -> bool {
         self.st.name_key.is_some()
     }
@@ -492,7 +493,7 @@ impl<S: Storage> LockService<S> {
         )
     }
 
-    /// Gives the storage back. Cost: O(1).
+    /// Gives the storage back. Errors: none. Cost: O(1).
     pub fn into_storage(self) -> S {
         self.storage
     }
@@ -1111,7 +1112,7 @@ impl<S: Storage> LockService<S> {
     /// sessions, `H` = claims, `W` = claims: [`Capacity::max_events`]) is always enough,
     /// and without watches `capacity().sessions + 2 × capacity().claims` is. Saturates at
     /// `usize::MAX`.
-    /// Cost: O(1).
+    /// Errors: none. Cost: O(1).
     pub fn max_events(&self) -> usize {
         let watches = self.st.watches as u64;
         clamp(event_bound(
@@ -1236,13 +1237,14 @@ impl<S: Storage> LockService<S> {
 
     // ----------------------------------------------------------------- getters
 
-    /// The current tick. Cost: O(1).
+    /// The current tick. Errors: none. Cost: O(1).
     pub fn now(&self) -> Tick {
         Tick(self.st.now)
     }
 
     /// The next tick at which something is due (a session deadline, a wait deadline or
-    /// the end of a lock-delay), or `None` if nothing is scheduled. Cost: O(1).
+    /// the end of a lock-delay), or `None` if nothing is scheduled. Errors: none. Cost:
+    /// O(1).
     pub fn poll_timeout(&self) -> Option<Tick> {
         let t = self.storage.tables_ref();
         let a = self
@@ -1263,13 +1265,13 @@ impl<S: Storage> LockService<S> {
         [a, b, c].into_iter().flatten().min().map(Tick)
     }
 
-    /// The configuration. Cost: O(1).
+    /// The configuration. Errors: none. Cost: O(1).
     pub fn config(&self) -> Config {
         self.st.config
     }
 
     /// The highest token granted so far (0 before the first grant). The next grant gets a
-    /// higher one. Cost: O(1).
+    /// higher one. Errors: none. Cost: O(1).
     pub fn revision(&self) -> u64 {
         self.st.revision
     }
@@ -1294,14 +1296,14 @@ impl<S: Storage> LockService<S> {
     /// The limit a heap event queue of this service starts with (an `EventQueue`'s, or a
     /// binding's that keeps events until its host takes them): [`EventLimit::new`] of the
     /// most events one input can emit at capacity, [`Capacity::max_events`] for the
-    /// config's `max_watchers`. Cost: O(1).
+    /// config's `max_watchers`. Errors: none. Cost: O(1).
     ///
     /// [`EventLimit::new`]: crate::EventLimit::new
     pub fn default_event_limit(&self) -> crate::EventLimit {
         crate::EventLimit::of_bound(self.capacity().max_events_u64(self.st.config.max_watchers))
     }
 
-    /// Table capacities. Cost: O(1).
+    /// Table capacities. Errors: none. Cost: O(1).
     pub fn capacity(&self) -> Capacity {
         let t = self.storage.tables_ref();
         Capacity {
@@ -1312,7 +1314,7 @@ impl<S: Storage> LockService<S> {
     }
 
     /// Rows in use per table (open sessions, live lock entries, holds + waits + watches).
-    /// Cost: O(1).
+    /// Errors: none. Cost: O(1).
     pub fn usage(&self) -> Usage {
         Usage {
             sessions: self.st.sessions.len,
@@ -1322,12 +1324,12 @@ impl<S: Storage> LockService<S> {
     }
 
     /// Watches in use (of [`usage`](Self::usage)`().claims`, which counts them with the
-    /// holds and waits). Cost: O(1).
+    /// holds and waits). Errors: none. Cost: O(1).
     pub fn watches(&self) -> u32 {
         self.st.watches
     }
 
-    /// True when no session is open. Cost: O(1).
+    /// True when no session is open. Errors: none. Cost: O(1).
     pub fn is_empty(&self) -> bool {
         self.st.sessions.len == 0
     }
@@ -1339,8 +1341,8 @@ impl<S: Storage> LockService<S> {
         self.session_row(session).is_some()
     }
 
-    /// A live session's state, `None` if it is not open. Cost: O(1) expected plus O(its
-    /// holds and waits) to count them.
+    /// A live session's state, `None` if it is not open. Errors: none. Cost: O(1)
+    /// expected plus O(its claims: holds, waits and watches) to count them.
     pub fn session(&self, session: SessionId) -> Option<SessionInfo> {
         let t = self.storage.tables_ref();
         let s = self.session_row(session)?;
@@ -1367,7 +1369,7 @@ impl<S: Storage> LockService<S> {
         })
     }
 
-    /// Open sessions, in id order. Cost: O(1) per item.
+    /// Open sessions, in id order. Errors: none. Cost: O(1) per item.
     pub fn sessions(&self) -> impl Iterator<Item = SessionId> + '_ {
         let rows = self.storage.tables_ref().sessions;
         walk(rows, self.st.session_order.head, |r: &SessionRow| {
@@ -1377,14 +1379,15 @@ impl<S: Storage> LockService<S> {
     }
 
     /// Lock entries (held, awaited, watched or in lock-delay), in creation order. Idle locks are
-    /// evicted, so a lock nobody uses is not listed. Cost: O(1) per item.
+    /// evicted, so a lock nobody uses is not listed. Errors: none. Cost: O(1) per item.
     pub fn locks(&self) -> impl Iterator<Item = &LockName> + '_ {
         let rows = self.storage.tables_ref().locks;
         walk(rows, self.st.lock_order.head, |r: &LockRow| r.order.next)
             .map(|l| &rows[l as usize].name)
     }
 
-    /// The holders of `lock` in grant order (empty if free or unknown). Cost: O(name
+    /// The holders of `lock` in grant order (empty if free or unknown). Errors: none.
+    /// Cost: O(name
     /// length) + O(1) per item.
     pub fn holders(&self, lock: &str) -> impl Iterator<Item = Holder> + '_ {
         self.claims_of(lock, true).map(|(t, c)| {
@@ -1399,7 +1402,7 @@ impl<S: Storage> LockService<S> {
         })
     }
 
-    /// The queue of `lock`, head first. Cost: O(name length) + O(1) per item.
+    /// The queue of `lock`, head first. Errors: none. Cost: O(name length) + O(1) per item.
     pub fn waiters(&self, lock: &str) -> impl Iterator<Item = Waiter> + '_ {
         self.claims_of(lock, false).map(|(t, c)| {
             let claim = &t.claims[c as usize];
@@ -1415,7 +1418,7 @@ impl<S: Storage> LockService<S> {
 
     /// The permits of `lock` while it is a live semaphore (held or awaited in
     /// [`Mode::Permits`]); `None` otherwise (free, unknown, or a plain lock).
-    /// Cost: O(name length) expected.
+    /// Errors: none. Cost: O(name length) expected.
     pub fn permits(&self, lock: &str) -> Option<Permits> {
         let t = self.storage.tables_ref();
         let l = find_lock(t.lock_index, t.locks, self.st.name_key.as_ref(), lock)?;
@@ -1438,7 +1441,7 @@ impl<S: Storage> LockService<S> {
     }
 
     /// The tick before which `lock` will not be granted because of lock-delay, if that is
-    /// in the future. Cost: O(name length).
+    /// in the future. Errors: none. Cost: O(name length).
     pub fn lock_delay_until(&self, lock: &str) -> Option<Tick> {
         let t = self.storage.tables_ref();
         let l = find_lock(t.lock_index, t.locks, self.st.name_key.as_ref(), lock)?;

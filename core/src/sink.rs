@@ -75,7 +75,12 @@ impl EventLimit {
     };
 
     /// The default limit for a service whose bound at capacity is `bound`: twice it (a
-    /// host that drains after each input never nears it). Cost: O(1).
+    /// host that drains after each input never nears it). `bound` must be at least the
+    /// service's [`max_events`](crate::LockService::max_events) at capacity
+    /// ([`default_event_limit`](crate::LockService::default_event_limit) is this limit made
+    /// from it): with room for `bound` events the queue reports room for any input, so a
+    /// smaller `bound` would let one input's events take the queue past its limit.
+    /// Errors: none. Cost: O(1).
     pub const fn new(bound: usize) -> EventLimit {
         EventLimit::of_bound(bound as u64)
     }

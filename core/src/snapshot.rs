@@ -279,13 +279,13 @@ impl<S: Storage> LockService<S> {
     /// The id the next [`open_session`](Self::open_session) will assign (ids count up from
     /// 1 and are never reused; the counter is part of the snapshot). A binding whose host
     /// numbers are narrower than `u64` (JavaScript's 2^53 - 1) checks it before opening a
-    /// session, so it never emits an id it cannot represent. Cost: O(1).
+    /// session, so it never emits an id it cannot represent. Errors: none. Cost: O(1).
     pub fn next_session_id(&self) -> SessionId {
         SessionId(self.st.next_session)
     }
 
     /// The size of [`snapshot`](Self::snapshot)'s output in bytes.
-    /// Cost: O(sessions + locks + claims).
+    /// Errors: none. Cost: O(sessions + locks + claims).
     pub fn snapshot_len(&self) -> usize {
         let mut w = Writer {
             buf: &mut [],
@@ -315,7 +315,8 @@ impl<S: Storage> LockService<S> {
         Ok(w.used)
     }
 
-    /// The snapshot in a new vector (feature `alloc`). Cost: as [`snapshot`](Self::snapshot).
+    /// The snapshot in a new vector (feature `alloc`). Errors: none. Cost: as
+    /// [`snapshot`](Self::snapshot).
     #[cfg(feature = "alloc")]
     pub fn snapshot_vec(&self) -> alloc::vec::Vec<u8> {
         let mut v = alloc::vec![0u8; self.snapshot_len()];
@@ -344,7 +345,9 @@ impl<S: Storage> LockService<S> {
     /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`] (neither 1 nor 2),
     /// [`Error::CorruptSnapshot`] (says which check failed), [`Error::CapacityExceeded`],
     /// [`Error::BadConfig`]. On error the storage is handed back (its rows are scratch).
-    /// Cost: O(sessions + locks) expected + O(claims log claims) (the token check).
+    /// Cost: O(capacity) to clear the tables (every row, bucket and label row, whatever
+    /// the snapshot holds), then O(sessions + locks) expected + O(claims log claims) (the
+    /// token check).
     pub fn restore(storage: S, bytes: &[u8]) -> Result<Self, (S, Error)> {
         Self::restore_inner(storage, bytes, None)
     }
@@ -408,7 +411,8 @@ pub const SNAPSHOT_HEADER_MAX_LEN: usize = 92;
 /// snapshot; `restore` does.
 ///
 /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`] (neither 1 nor 2),
-/// [`Error::CorruptSnapshot`] (`"truncated header"`), [`Error::BadConfig`]. Cost: O(1).
+/// [`Error::CorruptSnapshot`] (`"bad version"`: a version that is no `u16` varint;
+/// `"truncated header"`: a header that does not decode), [`Error::BadConfig`]. Cost: O(1).
 pub fn snapshot_config(bytes: &[u8]) -> Result<Config, Error> {
     let (meta, _, _) = read_header(bytes)?;
     meta.config.validate()?;
@@ -416,7 +420,8 @@ pub fn snapshot_config(bytes: &[u8]) -> Result<Config, Error> {
 }
 
 /// The most bytes a snapshot with this header can be: the header as written, then each
-/// record it counts at its longest canonical encoding. [`LockService::restore`] refuses
+/// record it counts at its longest (every field at its widest minimal varint, a name or
+/// label of 64 bytes: more than any record restore accepts). [`LockService::restore`] refuses
 /// longer bytes (`CorruptSnapshot("longer than its records can be")`) before it reads a
 /// record, so its answer for any bytes is its answer for their first
 /// `snapshot_max_len + 1`: a host holding the bytes elsewhere (a JS array, a file) copies
@@ -848,9 +853,11 @@ mod tests {
             .unwrap_or(0)
     }
 
-    /// Each record's longest canonical encoding is the constant `records_max_len` counts
-    /// it at: every field at its widest (`u64::MAX`, a 64-byte name or label, a permits
-    /// mode of two `u32::MAX`), and the widest recorded reply is `Granted`.
+    /// Each record's longest encoding is the constant `records_max_len` counts it at:
+    /// every field at its widest minimal varint (`u64::MAX`, a 64-byte name or label, a
+    /// permits mode of two `u32::MAX`), the widest recorded reply `Granted` — wider than
+    /// any record restore accepts (ids stay below 2^63, and a permits grant is recorded
+    /// otherwise), so the bound is safe.
     #[test]
     fn the_record_bounds_are_the_widest_records() {
         let wide = Mode::Permits {

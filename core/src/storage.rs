@@ -85,8 +85,10 @@ const _: () = assert!(
 /// [`LabeledSliceStorage`] and (feature `alloc`) `VecStorage`; implement it for anything
 /// else that owns the rows. The lengths must not change while a service uses the storage.
 pub trait Storage {
-    /// The three tables, mutably. Called once per input: it must be O(1) and must return
-    /// slices of the same lengths every time (a service never re-checks them).
+    /// The three tables, mutably. The service calls
+    /// [`tables_and_labels`](Self::tables_and_labels) once per input, whose default calls
+    /// this (the provided storages override both). It must be O(1) and must return slices
+    /// of the same lengths every time (a service never re-checks them).
     fn tables(&mut self) -> Tables<'_>;
     /// The three tables, read-only. Called by every query; O(1) like
     /// [`tables`](Self::tables).

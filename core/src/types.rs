@@ -21,7 +21,7 @@ pub const MAX_LABEL_LEN: usize = 64;
 pub struct Tick(pub u64);
 
 impl Tick {
-    /// `self + ticks`, or `None` on overflow. Cost: O(1).
+    /// `self + ticks`, or `None` on overflow. Errors: none. Cost: O(1).
     pub fn checked_add(self, ticks: u64) -> Option<Tick> {
         self.0.checked_add(ticks).map(Tick)
     }
@@ -139,18 +139,18 @@ impl LockName {
         Ok(LockName(s))
     }
 
-    /// The name as text. Cost: O(1).
+    /// The name as text. Errors: none. Cost: O(1).
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }
 
-    /// Length in bytes. Cost: O(1).
+    /// Length in bytes. Errors: none. Cost: O(1).
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
     /// True for the empty name, which only a default value has (an input carrying it is
-    /// refused with [`Error::EmptyName`]). Cost: O(1).
+    /// refused with [`Error::EmptyName`]). Errors: none. Cost: O(1).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -213,7 +213,9 @@ impl TryFrom<&str> for LockName {
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Label {
     len: u8,
-    // Bytes past `len` are always zero, so the derived equality and hash are the text's.
+    // Bytes past `len` are always zero — in every label but a free label-table row, which
+    // holds a free-list link there and is never shown — so the derived equality and hash
+    // are the text's.
     bytes: [u8; MAX_LABEL_LEN],
 }
 
@@ -241,18 +243,19 @@ impl Label {
         Ok(out)
     }
 
-    /// The label as text. Cost: O(len) (the bytes were checked UTF-8 when the label was
+    /// The label as text. Errors: none. Cost: O(len) (the bytes were checked UTF-8 when
+    /// the label was
     /// made; the crate has no `unsafe` to skip the re-check).
     pub fn as_str(&self) -> &str {
         core::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
     }
 
-    /// Length in bytes. Cost: O(1).
+    /// Length in bytes. Errors: none. Cost: O(1).
     pub fn len(&self) -> usize {
         self.len as usize
     }
 
-    /// True for the empty label (no label). Cost: O(1).
+    /// True for the empty label (no label). Errors: none. Cost: O(1).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
