@@ -87,7 +87,7 @@ const _: () = assert!(
 pub trait Storage {
     /// The three tables, mutably. The service calls
     /// [`tables_and_labels`](Self::tables_and_labels) once per input, whose default calls
-    /// this (the provided storages override both). It must be O(1) and must return slices
+    /// this (a storage with a label table overrides both). It must be O(1) and must return slices
     /// of the same lengths every time (a service never re-checks them).
     fn tables(&mut self) -> Tables<'_>;
     /// The three tables, read-only. Called by every query; O(1) like

@@ -99,8 +99,8 @@ pub enum fencelock_result {
     InvalidArgument = 903,
     /// A pointer not aligned for its type: caller-provided memory for a placed service not
     /// aligned as `fencelock_service_layout` said, or any argument (an in-struct, an
-    /// out-value, an array) not aligned as its C type is. Checked with NULL, in argument
-    /// order; nothing is read or written through it.
+    /// out-value, an array) not aligned as its C type is. Checked before anything is read
+    /// or written through the pointer; nothing changes.
     MisalignedMemory = 905,
     /// The handle is not a live handle of the function's kind: another kind (a gate
     /// passed as a service), a pointer not aligned as a handle, or a service placed in

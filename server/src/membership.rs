@@ -168,9 +168,9 @@ fn capped_nodes<'de, D: serde::Deserializer<'de>>(
     d.deserialize_map(Capped)
 }
 
-/// What is wrong with a membership a peer sent (or a snapshot holds), if anything: more
-/// than two configs, an empty one (unless there are none, the state of a cluster not yet
-/// initialised, and `empty_ok`), a voter without addresses — openraft unwraps every
+/// What is wrong with a membership a peer sent (or a snapshot holds), if anything (the
+/// counts are capped as it decodes, before this): no config (unless, with `empty_ok`, no
+/// member either: a cluster not yet initialised), an empty one, a voter without addresses — openraft unwraps every
 /// voter's node when it campaigns or replicates, so such an entry, once in the log, would
 /// stop Raft on every start — a node named twice, or an address over [`MAX_ADDR_LEN`]
 /// bytes. Cost: O(members · log members).
@@ -203,6 +203,24 @@ fn membership_fault(
         ));
     }
     None
+}
+
+/// The members a node starts a cluster with (`--init`, a restore): refused as a peer
+/// would refuse their membership (one voter set of them all), so that nothing is written
+/// that the other nodes, or this one at its next start, cannot read. Errors: what is
+/// wrong, in words. Cost: O(members · log members).
+pub fn check_members(
+    members: &std::collections::BTreeMap<NodeId, crate::types::NodeAddr>,
+) -> Result<(), String> {
+    if members.is_empty() || members.len() > MAX_MEMBERS {
+        return Err(format!(
+            "a cluster has 1 to {MAX_MEMBERS} members, not {}",
+            members.len()
+        ));
+    }
+    let voters: Vec<NodeId> = members.keys().copied().collect();
+    let nodes: Vec<_> = members.iter().map(|(id, a)| (*id, a.clone())).collect();
+    membership_fault(&[voters], &nodes, false).map_or(Ok(()), Err)
 }
 
 /// Decodes openraft's `Membership` (its own encoding) with its lists capped as they
@@ -264,8 +282,59 @@ pub fn decode_stored<'de, D: serde::Deserializer<'de>>(
     Stored::deserialize(d).map(|s| s.0)
 }
 
+/// openraft's `SnapshotMeta` (its fields in its order) with its membership decoded by
+/// [`decode_stored`]: for a snapshot's meta from a peer or in a file. For
+/// `#[serde(deserialize_with)]`. Errors and cost: as there.
+pub fn decode_meta<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<crate::types::SnapshotMeta, D::Error> {
+    use serde::Deserialize;
+    /// openraft's `SnapshotMeta`, its fields in its order.
+    #[derive(Deserialize)]
+    struct Wire {
+        last_log_id: Option<crate::types::LogId>,
+        #[serde(deserialize_with = "decode_stored")]
+        last_membership: crate::types::StoredMembership,
+        snapshot_id: String,
+    }
+    let w = Wire::deserialize(d)?;
+    Ok(openraft::SnapshotMeta {
+        last_log_id: w.last_log_id,
+        last_membership: w.last_membership,
+        snapshot_id: w.snapshot_id,
+    })
+}
+
 fn decode_any<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<crate::types::Membership, D::Error> {
     decode(d, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::NodeAddr;
+    use std::collections::BTreeMap;
+
+    /// The members a node starts or restores a cluster with are refused, before anything
+    /// is written, when a peer would refuse their membership as it decodes.
+    #[test]
+    fn members_no_peer_would_read_are_refused_before_a_cluster_is_made() {
+        let addr = |raft: &str| NodeAddr {
+            raft: raft.into(),
+            client: "127.0.0.1:7101".into(),
+        };
+        let members = |n: u64| {
+            (1..=n)
+                .map(|i| (i, addr("127.0.0.1:7201")))
+                .collect::<BTreeMap<_, _>>()
+        };
+        assert_eq!(check_members(&members(3)), Ok(()));
+        assert_eq!(check_members(&members(MAX_MEMBERS as u64)), Ok(()));
+        assert!(check_members(&members(0)).is_err());
+        assert!(check_members(&members(MAX_MEMBERS as u64 + 1)).is_err());
+        let long: BTreeMap<_, _> = [(1, addr(&"x".repeat(MAX_ADDR_LEN + 1)))].into();
+        assert!(check_members(&long).unwrap_err().contains("address"));
+    }
 }

@@ -49,7 +49,7 @@ use crate::ops::NodeStats;
 use crate::proposer::Proposer;
 use crate::protocol::{ClientError, Reply, Request, WaitSpec};
 use crate::settings::CarrySettings;
-use crate::state_machine::{PushSink, ServiceConfig, Shared, StateMachine};
+use crate::state_machine::{AttachIn, PushSink, ServiceConfig, Shared, StateMachine};
 use crate::types::{
     Cmd, CmdResult, NodeAddr, NodeId, Op, OpError, Raft, TypeConfig, STAMPED_AT_APPLY,
 };
@@ -258,6 +258,23 @@ enum Attach {
     SessionGone,
     /// This node does not lead (by its metrics): nothing attached.
     NotLeading,
+    /// The session has the most connections attached
+    /// ([`crate::state_machine::MAX_ATTACHED_PER_SESSION`]): nothing attached.
+    Full,
+}
+
+/// The refusal of a request whose connection cannot be attached to `session`: it has
+/// [`crate::state_machine::MAX_ATTACHED_PER_SESSION`] other connections attached.
+fn session_full(session: SessionId) -> ClientError {
+    ClientError::Limit {
+        kind: "session_connections".into(),
+        message: format!(
+            "session {} is attached from {} connections, the most: use one of them, or \
+             close one",
+            session.0,
+            crate::state_machine::MAX_ATTACHED_PER_SESSION
+        ),
+    }
 }
 
 /// A running node.
@@ -610,6 +627,7 @@ impl Node {
         &self,
         members: std::collections::BTreeMap<NodeId, NodeAddr>,
     ) -> Result<(), String> {
+        crate::membership::check_members(&members)?;
         self.raft
             .initialize(members)
             .await
@@ -1232,14 +1250,14 @@ impl Node {
             return Attach::NotLeading;
         };
         let from = if after_write { 0 } else { from };
-        if self
+        match self
             .shared
             .hub
             .attach_in(generation, session, conn, sink.clone(), from)
         {
-            Attach::Attached
-        } else {
-            Attach::NotLeading
+            AttachIn::Attached => Attach::Attached,
+            AttachIn::Full => Attach::Full,
+            AttachIn::Stale => Attach::NotLeading,
         }
     }
 
@@ -1254,6 +1272,7 @@ impl Node {
         let a = self.attach_locked(&self.shared.state(), session, to, false);
         match a {
             Attach::NotLeading => Err(self.not_leading()),
+            Attach::Full => Err(session_full(session)),
             // Ended since it was checked: the write is refused by the core.
             Attach::Attached | Attach::SessionGone => Ok(()),
         }
@@ -1289,6 +1308,7 @@ impl Node {
             Attach::NotLeading => Err(ClientError::Unavailable(
                 "this node stopped leading before the session could be attached; retry".into(),
             )),
+            Attach::Full => Err(session_full(session)),
             Attach::Attached | Attach::SessionGone => Ok(()),
         }
     }
@@ -1668,6 +1688,7 @@ impl Node {
                 match attached {
                     Attach::Attached => Ok(Reply::Attached),
                     Attach::NotLeading => Err(self.not_leading()),
+                    Attach::Full => Err(session_full(sid)),
                     Attach::SessionGone => Err(ClientError::Core(
                         fencelock::Error::UnknownSession(sid).into(),
                     )),

@@ -410,7 +410,8 @@ async fn snapshot(State(ops): State<Arc<Ops>>) -> Response {
 /// the membership is in the snapshot). Like `etcdctl snapshot restore`: the old cluster's
 /// members and log are not carried over.
 ///
-/// Errors: a corrupt backup or one the table sizes cannot hold (`InvalidData`), a `dir`
+/// Errors: members no node would read (`InvalidInput`: none, more than 256, an address
+/// over 255 bytes), a corrupt backup or one the table sizes cannot hold (`InvalidData`), a `dir`
 /// that already holds a node (`AlreadyExists`), I/O errors naming the path. Cost:
 /// O(backup size) plus two fsyncs.
 pub fn restore(

@@ -152,13 +152,14 @@ pub const PUSH_BACKLOG: usize = 16 * 1024;
 pub const MAX_QUEUED_PUSHES: usize = 8 * PUSH_BACKLOG;
 
 /// The most connections attached to one session at once. A session's credential may
-/// attach it from any number of connections (`Attach`, `KeepAlive`), and every attach,
-/// push and close of that session walks its attachments: past this many, attaching
-/// another tells the session's oldest attached connection to close (counted in
-/// `push_closes` as `session_attachments`; its client reconnects and attaches again, as
-/// after any close). A client library attaches each session from one connection, so
-/// eight leave room for a few processes sharing one session.
-pub const MAX_ATTACHED_PER_SESSION: usize = 8;
+/// attach it from any number of connections (`Attach`, and every request naming the
+/// session), and every attach and push of that session walks its attachments: one more
+/// connection is refused (the request is answered `Limit { kind: "session_connections" }`
+/// before anything is written; the connections attached go on). A client library
+/// attaches each session from one connection, so this leaves room for many processes
+/// sharing one session, and none is closed for another's sake (closing the oldest would
+/// have them take each other's place without end).
+pub const MAX_ATTACHED_PER_SESSION: usize = 64;
 
 /// The largest snapshot data a node with tables of `config`'s sizes takes from a peer, in
 /// bytes ([`crate::election::Elector::set_snapshot_limit`]): four times a bound on the
@@ -416,6 +417,18 @@ impl PushSink {
 /// One attachment: connection id, its sink, the first log index whose outputs it gets.
 type Sub = (u64, PushSink, u64);
 
+/// What [`Hub::attach_in`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachIn {
+    /// Attached (or the connection had ended: nothing to attach).
+    Attached,
+    /// A leadership change was handled since the generation was read: nothing attached.
+    Stale,
+    /// The session has [`MAX_ATTACHED_PER_SESSION`] other connections attached: nothing
+    /// attached.
+    Full,
+}
+
 /// The attachments by session, and the sessions each connection is attached to: each the
 /// other's inverse, so that a connection's end and the idle check touch that connection's
 /// own attachments only, however many others there are.
@@ -509,9 +522,7 @@ pub struct Hub {
     queued: Arc<AtomicUsize>,
     budget: AtomicUsize,
     /// Connections closed for their pushes, by `reason`: `push_backlog` (its own queue was
-    /// full), `push_budget` (the node's budget was spent and it held the most),
-    /// `session_attachments` (the oldest of a session's connections when one more
-    /// attached than [`MAX_ATTACHED_PER_SESSION`]).
+    /// full), `push_budget` (the node's budget was spent and it held the most).
     pub push_closes: Family<Vec<(String, String)>, Counter>,
 }
 
@@ -560,11 +571,11 @@ impl Hub {
             .inc();
     }
 
-    /// Registers `sink` (identified by `conn`) for the outputs naming `session`; past
-    /// [`MAX_ATTACHED_PER_SESSION`] connections the session's oldest is told to close.
-    /// Cost: O(attachments of that session), at most that many.
-    pub fn attach(&self, session: SessionId, conn: u64, sink: PushSink) {
-        self.attach_from(session, conn, sink, 0);
+    /// Registers `sink` (identified by `conn`) for the outputs naming `session`; false
+    /// (nothing registered) when the session has [`MAX_ATTACHED_PER_SESSION`] other
+    /// connections attached. Cost: O(attachments of that session), at most that many.
+    pub fn attach(&self, session: SessionId, conn: u64, sink: PushSink) -> bool {
+        self.attach_from(session, conn, sink, 0)
     }
 
     /// [`Hub::attach`] for the outputs of log entries from index `from` on only: a node
@@ -572,46 +583,41 @@ impl Hub {
     /// again to a client that already saw them. Cost: as there.
     /// Attaching a connection again keeps its earlier `from`: entries appended but not yet
     /// applied may hold its outcome (a keep-alive must not skip a pending grant).
-    pub fn attach_from(&self, session: SessionId, conn: u64, sink: PushSink, from: u64) {
+    /// False, nothing registered, when the session has [`MAX_ATTACHED_PER_SESSION`] other
+    /// connections attached.
+    pub fn attach_from(&self, session: SessionId, conn: u64, sink: PushSink, from: u64) -> bool {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
-        self.insert(&mut g, session, conn, sink, from);
+        Self::insert(&mut g, session, conn, sink, from)
     }
 
-    fn insert(&self, g: &mut Subs, session: SessionId, conn: u64, sink: PushSink, from: u64) {
+    /// Registers `sink` as [`Hub::attach_from`] says; false when the session is full.
+    fn insert(g: &mut Subs, session: SessionId, conn: u64, sink: PushSink, from: u64) -> bool {
         // A connection that has ended ([`PushSink::detach`], checked under the hub's lock,
         // after which [`Hub::detach_conn`] takes it) is not attached: it would stay.
         if sink.detached() {
-            return;
+            return true;
         }
-        let earlier = g
-            .by_session
-            .get(&session.0)
-            .and_then(|v| v.iter().find(|(c, _, _)| *c == conn).map(|(_, _, f)| *f));
+        let attached = g.by_session.get(&session.0);
+        let earlier =
+            attached.and_then(|v| v.iter().find(|(c, _, _)| *c == conn).map(|(_, _, f)| *f));
+        if earlier.is_none() && attached.map_or(0, Vec::len) >= MAX_ATTACHED_PER_SESSION {
+            return false;
+        }
         g.remove_where(session.0, |c| c == conn);
-        let attached = g.by_session.get(&session.0).map_or(0, Vec::len);
-        if attached >= MAX_ATTACHED_PER_SESSION {
-            if let Some((oldest, old_sink, _)) = g
-                .by_session
-                .get(&session.0)
-                .and_then(|v| v.first())
-                .cloned()
-            {
-                old_sink.close();
-                self.count_close("session_attachments");
-                g.remove_where(session.0, |c| c == oldest);
-            }
-        }
         g.add(
             session.0,
             (conn, sink, earlier.map_or(from, |e| e.min(from))),
         );
+        true
     }
 
     /// [`Hub::attach_from`] unless [`Hub::close_attached`] ran since `generation` was read
-    /// ([`Hub::generation`]); returns whether it attached (true for a sink whose
-    /// connection has ended, too: there is nothing to attach, and no leadership change). A node reads the generation
-    /// before checking that it leads, so an attach that saw it leading just before a
-    /// leadership change was handled is refused, never left behind. Cost: as there.
+    /// ([`Hub::generation`]): [`AttachIn::Attached`] (also for a sink whose connection has
+    /// ended: there is nothing to attach, and no leadership change), [`AttachIn::Stale`],
+    /// or [`AttachIn::Full`] when the session has [`MAX_ATTACHED_PER_SESSION`] other
+    /// connections attached. A node reads the generation before checking that it leads, so
+    /// an attach that saw it leading just before a leadership change was handled is
+    /// refused, never left behind. Cost: as there.
     pub fn attach_in(
         &self,
         generation: u64,
@@ -619,13 +625,16 @@ impl Hub {
         conn: u64,
         sink: PushSink,
         from: u64,
-    ) -> bool {
+    ) -> AttachIn {
         let mut g = self.subs.lock().unwrap_or_else(|p| p.into_inner());
         if self.generation.load(Ordering::SeqCst) != generation {
-            return false;
+            return AttachIn::Stale;
         }
-        self.insert(&mut g, session, conn, sink, from);
-        true
+        if Self::insert(&mut g, session, conn, sink, from) {
+            AttachIn::Attached
+        } else {
+            AttachIn::Full
+        }
     }
 
     /// How many times [`Hub::close_attached`] ran (for [`Hub::attach_in`]). Cost: O(1).
@@ -1236,8 +1245,10 @@ pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
 /// taken with (lock-delay, the limits) as its settings ([`crate::settings`]): the node
 /// starts only with those.
 ///
-/// Errors: `InvalidInput` for no members (or more than
-/// [`MAX_MEMBERS`](crate::membership::MAX_MEMBERS)); `InvalidData` for a backup that
+/// Errors: `InvalidInput` for members no node would read
+/// ([`check_members`](crate::membership::check_members): none, more than
+/// [`MAX_MEMBERS`](crate::membership::MAX_MEMBERS), an address over 255 bytes);
+/// `InvalidData` for a backup that
 /// fails its checks (corrupt, or not restorable with `config`), or one taken before
 /// anything was applied; `AlreadyExists` when `dir`
 /// already has a snapshot or a log (a restore never overwrites a node); I/O errors naming
@@ -1250,16 +1261,8 @@ pub fn restore_into(
 ) -> io::Result<LogId> {
     let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, format!("backup: {m}"));
     // A membership a node would refuse as it reads it (`crate::membership`).
-    if members.is_empty() || members.len() > crate::membership::MAX_MEMBERS {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "a restored cluster has 1 to {} members, not {}",
-                crate::membership::MAX_MEMBERS,
-                members.len()
-            ),
-        ));
-    }
+    crate::membership::check_members(&members)
+        .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
     let f = decode_snap_file(backup_bytes).map_err(bad)?;
     let mut d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
     d.check_contents().map_err(bad)?;
@@ -1323,6 +1326,9 @@ pub fn restore_into(
 /// The snapshot file's contents.
 #[derive(Clone, Serialize, Deserialize)]
 pub(crate) struct SnapFile {
+    /// Its membership capped and checked as it decodes, as a peer's is (a backup file is
+    /// no more trusted than a peer).
+    #[serde(deserialize_with = "crate::membership::decode_meta")]
     meta: SnapshotMeta,
     pub(crate) data: Vec<u8>,
 }
@@ -3651,68 +3657,62 @@ mod hub_tests {
         );
     }
 
-    /// One session attached from more connections than [`MAX_ATTACHED_PER_SESSION`]: each
-    /// attach past the cap tells the session's oldest connection to close (counted), so
-    /// the session's attachments stay within the cap and every attach, push and close of
-    /// it walks at most that many. A connection's end touches its own attachments only.
-    #[tokio::test]
-    async fn a_session_keeps_at_most_its_cap_of_connections_and_closes_the_oldest() {
+    /// One session attached from more connections than [`MAX_ATTACHED_PER_SESSION`]: the
+    /// ones past the cap are refused (nothing registered, nobody closed — closing the
+    /// oldest would have them take each other's place without end), so every attach and
+    /// push of the session walks at most that many; a connection attached again is no new
+    /// one, and one that leaves makes room. A connection's end touches its own
+    /// attachments only.
+    #[test]
+    fn a_session_takes_at_most_its_cap_of_connections_and_refuses_more() {
         let hub = Hub::default();
         let s = SessionId(7);
-        let closes = |hub: &Hub| {
-            hub.push_closes
-                .get_or_create(&vec![(
-                    "reason".to_string(),
-                    "session_attachments".to_string(),
-                )])
-                .get()
-        };
+        let cap = MAX_ATTACHED_PER_SESSION as u64;
         let mut conns = Vec::new();
-        for c in 1..=20u64 {
-            let (sink, rx, close) = hub.sink(100);
-            hub.attach(s, c, sink);
-            conns.push((c, rx, close));
+        for c in 1..=cap + 6 {
+            let (sink, rx, _) = hub.sink(100);
+            let attached = hub.attach(s, c, sink);
+            assert_eq!(attached, c <= cap, "connection {c}");
+            conns.push((c, rx));
         }
-        let attached = hub.subs.lock().unwrap().len();
-        assert_eq!(attached, MAX_ATTACHED_PER_SESSION, "the cap");
-        assert_eq!(closes(&hub), (20 - MAX_ATTACHED_PER_SESSION) as u64);
-        let told = |n: Arc<Notify>| async move {
-            tokio::time::timeout(std::time::Duration::from_secs(10), n.notified())
-                .await
-                .is_ok()
-        };
-        let cut = 20 - MAX_ATTACHED_PER_SESSION;
-        for (c, _, close) in &conns[..cut] {
-            assert!(!hub.has_conn(*c), "connection {c} was the oldest");
-            assert!(
-                told(close.clone()).await,
-                "connection {c} was not told to close"
-            );
+        assert_eq!(
+            hub.subs.lock().unwrap().len(),
+            MAX_ATTACHED_PER_SESSION,
+            "the cap"
+        );
+        for (c, _) in &conns {
+            assert_eq!(hub.has_conn(*c), *c <= cap, "connection {c}");
         }
-        for (c, _, _) in &conns[cut..] {
-            assert!(hub.has_conn(*c), "connection {c} is among the newest");
-        }
-        // The newest get the session's pushes; attaching one again keeps the count.
+        let closes: u64 = ["push_backlog", "push_budget"]
+            .iter()
+            .map(|r| {
+                hub.push_closes
+                    .get_or_create(&vec![("reason".to_string(), r.to_string())])
+                    .get()
+            })
+            .sum();
+        assert_eq!(closes, 0, "nobody closed");
+        // The attached get the session's pushes; the refused none.
         let out = Output::WaitTimedOut {
             session: s,
             lock: fencelock::LockName::new("x").expect("name"),
         };
         hub.push(1, &out);
-        for (c, rx, _) in &mut conns[cut..] {
-            assert_eq!(rx.try_recv().ok(), Some(out.clone()), "connection {c}");
+        for (c, rx) in &mut conns {
+            let got = rx.try_recv().ok();
+            assert_eq!(got.is_some(), *c <= cap, "connection {c}");
         }
+        // Attached again: no new connection. One leaves: a refused one now fits.
         let (again, _rx, _) = hub.sink(100);
-        hub.attach(s, 20, again);
-        assert_eq!(
-            closes(&hub),
-            cut as u64,
-            "a connection attached again is no new one"
-        );
+        assert!(hub.attach(s, cap, again), "attached again");
+        hub.detach_conn(1);
+        let (late, _lrx, _) = hub.sink(100);
+        assert!(hub.attach(s, cap + 1, late), "room once one left");
         // Another session's connection ends: this session's attachments are untouched.
         let (other, _orx, _) = hub.sink(100);
-        hub.attach(SessionId(8), 99, other);
-        hub.detach_conn(99);
-        assert!(!hub.has_conn(99));
+        assert!(hub.attach(SessionId(8), 999, other));
+        hub.detach_conn(999);
+        assert!(!hub.has_conn(999));
         assert_eq!(hub.subs.lock().unwrap().len(), MAX_ATTACHED_PER_SESSION);
         // The two indexes stay each other's inverse through all of it.
         let g = hub.subs.lock().unwrap();

@@ -1263,3 +1263,81 @@ async fn force_new_cluster_says_when_the_survivors_log_was_lost() {
     assert_eq!(lost.sessions, 1, "the snapshot's state");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One session is attached from at most `MAX_ATTACHED_PER_SESSION` connections: a request
+/// naming it from one connection more (an attach, a keep-alive) is refused with a typed
+/// `Limit` before anything is written, and the connections attached go on; once one of
+/// them ends, the refused one gets its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_attached_from_too_many_connections_refuses_one_more() {
+    use fencelock_server::state_machine::MAX_ATTACHED_PER_SESSION;
+    let (node, dir) = single_node("attach-cap", |_| {}).await;
+    let who = Principal::Anyone;
+    let first = node.next_conn_id();
+    let first_guard = node.connection(first);
+    let first_sink = PushSink::new(16).0;
+    let (session, secret) = match node
+        .handle_request_as(
+            Request::Open {
+                ttl_ms: 60_000,
+                key: None,
+            },
+            first,
+            &first_sink,
+            who,
+        )
+        .await
+    {
+        Ok(Reply::Opened { reply, secret, .. }) => (reply.opened().unwrap().0, secret),
+        other => panic!("{other:?}"),
+    };
+    let attach = |conn: u64, sink: PushSink| {
+        let node = node.clone();
+        async move {
+            node.handle_request_as(Request::Attach { session, secret }, conn, &sink, who)
+                .await
+        }
+    };
+    let mut kept = Vec::new();
+    for _ in 1..MAX_ATTACHED_PER_SESSION {
+        let conn = node.next_conn_id();
+        kept.push(node.connection(conn));
+        let r = attach(conn, PushSink::new(16).0).await;
+        assert!(matches!(r, Ok(Reply::Attached)), "{r:?}");
+    }
+    let full = |r: &Result<Reply, ClientError>| matches!(r, Err(ClientError::Limit { kind, .. }) if kind == "session_connections");
+    let conn = node.next_conn_id();
+    let _guard = node.connection(conn);
+    let sink = PushSink::new(16).0;
+    let r = attach(conn, sink.clone()).await;
+    assert!(full(&r), "{r:?}");
+    let before = node.raft.metrics().borrow().last_log_index;
+    let r = node
+        .handle_request_as(Request::KeepAlive { session, secret }, conn, &sink, who)
+        .await;
+    assert!(full(&r), "a keep-alive from it too: {r:?}");
+    assert_eq!(
+        node.raft.metrics().borrow().last_log_index,
+        before,
+        "nothing written"
+    );
+    // An attached connection goes on; one ends, and the refused one fits.
+    let r = node
+        .handle_request_as(
+            Request::KeepAlive { session, secret },
+            first,
+            &first_sink,
+            who,
+        )
+        .await;
+    assert!(matches!(r, Ok(Reply::Done { .. })), "{r:?}");
+    // (What the transport does when a connection ends.)
+    first_sink.detach();
+    node.shared.hub.detach_conn(first);
+    drop(first_guard);
+    let r = attach(conn, sink).await;
+    assert!(matches!(r, Ok(Reply::Attached)), "{r:?}");
+    drop(kept);
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
