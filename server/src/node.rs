@@ -312,6 +312,10 @@ pub struct Node {
     /// Per token principal: this node's opens in flight (not applied here yet), for the
     /// per-token session quota. An entry lives as long as its [`TokenOpen`] guards.
     token_opens: Arc<Mutex<HashMap<Principal, usize>>>,
+    /// Held by an `add-learner` from its checks of the membership to its change: the
+    /// membership it reads (the metrics') then shows every change an earlier one made, so
+    /// two adds at once cannot both pass the member cap, or the same id at two addresses.
+    adding_learner: tokio::sync::Mutex<()>,
 }
 
 /// An open in flight under the per-token session quota ([`Node::reserve_token_open`]):
@@ -616,6 +620,7 @@ impl Node {
             backups: tokio::sync::Semaphore::new(1),
             conn_sessions: Arc::default(),
             token_opens: Arc::default(),
+            adding_learner: tokio::sync::Mutex::new(()),
         }))
     }
 
@@ -1779,6 +1784,8 @@ impl Node {
                         crate::net::loopback_addr(a).map_err(ClientError::BadRequest)?;
                     }
                 }
+                // One add at a time, each reading the membership the one before it left.
+                let _adding = self.adding_learner.lock().await;
                 // openraft keeps a member's address when it is added again: a new address
                 // for a known id would be answered as done and never dialled.
                 let m = self.raft.metrics().borrow().membership_config.clone();
