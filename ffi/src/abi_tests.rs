@@ -1815,31 +1815,25 @@ fn a_block_holding_a_live_service_is_not_built_over() {
     close(svc, 2, a); // a's release and b's grant wait in the ring, not drained
     let before = snapshot(svc);
     let mut out = null_mut();
-    // SAFETY: the arena is the live service's block, `size` bytes; nothing is written.
+    // `_restore_in` of the first `len` bytes of the snapshot into the arena.
+    let restore_in = |len: usize, out: &mut *mut fencelock_service| {
+        // SAFETY: the arena is `size` bytes (a live service's block, or free again); the
+        // snapshot is valid for `len` <= its length; `out` is writable.
+        unsafe {
+            fencelock_service_restore_in(mem.cast(), size, &c.capacity, snap.as_ptr(), len, out)
+        }
+    };
+    assert_eq!(
+        restore_in(snap.len() - 1, &mut out),
+        fencelock_result::InvalidArgument
+    );
+    assert_eq!(
+        restore_in(snap.len(), &mut out),
+        fencelock_result::InvalidArgument,
+        "a good snapshot too: the block is in use"
+    );
+    // SAFETY: as above; nothing is written.
     unsafe {
-        assert_eq!(
-            fencelock_service_restore_in(
-                mem.cast(),
-                size,
-                &c.capacity,
-                snap.as_ptr(),
-                snap.len() - 1,
-                &mut out
-            ),
-            fencelock_result::InvalidArgument
-        );
-        assert_eq!(
-            fencelock_service_restore_in(
-                mem.cast(),
-                size,
-                &c.capacity,
-                snap.as_ptr(),
-                snap.len(),
-                &mut out
-            ),
-            fencelock_result::InvalidArgument,
-            "a good snapshot too: the block is in use"
-        );
         assert_eq!(
             fencelock_service_init_in(mem.cast(), size, &c, &mut out),
             fencelock_result::InvalidArgument
@@ -1851,22 +1845,11 @@ fn a_block_holding_a_live_service_is_not_built_over() {
     assert_eq!(events, ["l", "l"], "its queued events are still there");
     // Freed, the block is the caller's again.
     // SAFETY: live handle, freed once; the arena outlives it.
-    unsafe {
-        fencelock_service_free(svc);
-        assert_eq!(
-            fencelock_service_restore_in(
-                mem.cast(),
-                size,
-                &c.capacity,
-                snap.as_ptr(),
-                snap.len(),
-                &mut out
-            ),
-            fencelock_result::Ok
-        );
-        assert_eq!(snapshot(out), snap);
-        fencelock_service_free(out);
-    }
+    unsafe { fencelock_service_free(svc) };
+    assert_eq!(restore_in(snap.len(), &mut out), fencelock_result::Ok);
+    assert_eq!(snapshot(out), snap);
+    // SAFETY: the restored handle, freed once.
+    unsafe { fencelock_service_free(out) };
     drop(arena);
 }
 

@@ -154,8 +154,8 @@ impl EntryWire {
     }
 }
 
-/// [`InstallSnapshotRequest`]'s fields, in its order, its membership decoded by
-/// [`crate::membership::decode_stored`] (the snapshot's data is checked as it installs).
+/// [`InstallSnapshotRequest`]'s fields, in its order, its meta decoded by
+/// [`crate::membership::decode_meta`] (the snapshot's data is checked as it installs).
 #[derive(Deserialize)]
 struct SnapshotWire {
     vote: crate::types::Vote,
