@@ -99,8 +99,9 @@ scripts/build-wasm.sh
 # snapshot than the records its header counts can be (the core's snapshot_max_len), so
 # junk after a good header no longer grows the module's memory either; acquire options
 # must be a plain object. (The gzipped size of one build varies by a few bytes from
-# checkout to checkout: the ceiling keeps its earlier margin.)
-WASM_MAX_RAW=${WASM_MAX_RAW:-181887}
+# checkout to checkout: the ceiling keeps its earlier margin.) +276 B raw, +122 gzipped: a
+# snapshot's header or record that is whole but holds no value is told from one cut short.
+WASM_MAX_RAW=${WASM_MAX_RAW:-182163}
 WASM_MAX_GZIP=${WASM_MAX_GZIP:-73495}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {

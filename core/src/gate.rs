@@ -16,8 +16,8 @@ pub const GATE_VERSION: u16 = 1;
 /// them into. It does not check the rest; `restore` does.
 ///
 /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`], [`Error::CorruptSnapshot`]
-/// (`"bad version"`: a version that is no `u16` varint; `"truncated header"`: a header
-/// that does not decode). Cost: O(1).
+/// (`"bad version"`: a version that is no `u16` varint; `"truncated header"`: bytes that
+/// end inside the header; `"bad header"`: a count that is no `u32` varint). Cost: O(1).
 pub fn gate_snapshot_resources(bytes: &[u8]) -> Result<u32, Error> {
     read_gate_header(bytes).map(|(count, _)| count)
 }
@@ -56,7 +56,13 @@ fn read_gate_header(bytes: &[u8]) -> Result<(u32, &[u8]), Error> {
     if version != GATE_VERSION {
         return Err(Error::UnsupportedVersion(version));
     }
-    postcard::take_from_bytes::<u32>(rest).map_err(|_| Error::CorruptSnapshot("truncated header"))
+    postcard::take_from_bytes::<u32>(rest).map_err(|e| {
+        Error::CorruptSnapshot(crate::snapshot::cut_or_bad(
+            e,
+            "truncated header",
+            "bad header",
+        ))
+    })
 }
 
 /// The checks on a gate's rows before anything is built in them: at most
@@ -397,10 +403,16 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
             // postcard reads it as a `usize` varint, which would take a prefix stretched
             // to 6–10 bytes on a 64-bit target only: refused first, alike on every target.
             if rest.first().is_some_and(|&b| b >= 0x80) {
-                return Err(Error::CorruptSnapshot("truncated resource record"));
+                return Err(Error::CorruptSnapshot("bad resource record"));
             }
-            let ((name, highest), r) = postcard::take_from_bytes::<(LockName, u64)>(rest)
-                .map_err(|_| Error::CorruptSnapshot("truncated resource record"))?;
+            let ((name, highest), r) =
+                postcard::take_from_bytes::<(LockName, u64)>(rest).map_err(|e| {
+                    Error::CorruptSnapshot(crate::snapshot::cut_or_bad(
+                        e,
+                        "truncated resource record",
+                        "bad resource record",
+                    ))
+                })?;
             rest = r;
             if name.is_empty() || highest == 0 {
                 return Err(Error::CorruptSnapshot("empty resource name or token 0"));

@@ -412,7 +412,9 @@ pub const SNAPSHOT_HEADER_MAX_LEN: usize = 92;
 ///
 /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`] (neither 1 nor 2),
 /// [`Error::CorruptSnapshot`] (`"bad version"`: a version that is no `u16` varint;
-/// `"truncated header"`: a header that does not decode), [`Error::BadConfig`]. Cost: O(1).
+/// `"truncated header"`: bytes that end inside the header; `"bad header"`: a header field
+/// that is no value of its type, such as a varint past its range), [`Error::BadConfig`].
+/// Cost: O(1).
 pub fn snapshot_config(bytes: &[u8]) -> Result<Config, Error> {
     let (meta, _, _) = read_header(bytes)?;
     meta.config.validate()?;
@@ -516,17 +518,28 @@ fn read_header(bytes: &[u8]) -> Result<(Meta, bool, &[u8]), Error> {
             (meta, rest)
         })
     };
-    match meta {
-        Ok((meta, rest)) => Ok((meta, v2, rest)),
-        Err(_) => Err(Error::CorruptSnapshot("truncated header")),
+    meta.map(|(meta, rest)| (meta, v2, rest))
+        .map_err(|e| Error::CorruptSnapshot(cut_or_bad(e, "truncated header", "bad header")))
+}
+
+/// The reason for bytes postcard did not decode: `cut` when they ended inside the value
+/// (more bytes could have made it whole), `bad` when they hold something no value is (a
+/// varint longer than its type or past its range, an enum tag or a bool that is none,
+/// text that is not UTF-8 or longer than its limit). Cost: O(1).
+pub(crate) fn cut_or_bad(e: postcard::Error, cut: &'static str, bad: &'static str) -> &'static str {
+    if e == postcard::Error::DeserializeUnexpectedEnd {
+        cut
+    } else {
+        bad
     }
 }
 
 impl<S: Storage> LockService<S> {
     fn load(&mut self, meta: &Meta, v2: bool, mut rest: &[u8]) -> Result<(), Error> {
         fn take<'a, T: Deserialize<'a>>(rest: &mut &'a [u8]) -> Result<T, Error> {
-            let (v, r) = postcard::take_from_bytes::<T>(rest)
-                .map_err(|_| Error::CorruptSnapshot("truncated record"))?;
+            let (v, r) = postcard::take_from_bytes::<T>(rest).map_err(|e| {
+                Error::CorruptSnapshot(cut_or_bad(e, "truncated record", "bad record"))
+            })?;
             *rest = r;
             Ok(v)
         }
@@ -536,7 +549,7 @@ impl<S: Storage> LockService<S> {
         // refused here, before postcard, the same way on every target.
         fn take_str<'a, T: Deserialize<'a>>(rest: &mut &'a [u8]) -> Result<T, Error> {
             if rest.first().is_some_and(|&b| b >= 0x80) {
-                return Err(Error::CorruptSnapshot("truncated record"));
+                return Err(Error::CorruptSnapshot("bad record"));
             }
             take(rest)
         }

@@ -190,6 +190,29 @@ fn restore_refuses_bad_bytes_with_typed_errors() {
         restore(&good[..good.len() - 1]),
         Err(Error::CorruptSnapshot("truncated resource record"))
     );
+    // whole but no value: a count past a u32's range, a token varint past a u64's, a
+    // name that is not UTF-8
+    assert_eq!(
+        restore(b"FLGT\x01\xff\xff\xff\xff\x1f"),
+        Err(Error::CorruptSnapshot("bad header"))
+    );
+    assert_eq!(
+        restore(b"FLGT\x01\xff\xff"),
+        Err(Error::CorruptSnapshot("truncated header"))
+    );
+    let past_u64 = [0xffu8; 11];
+    assert_eq!(
+        restore(&[&b"FLGT\x01\x01\x01a"[..], &past_u64[..]].concat()),
+        Err(Error::CorruptSnapshot("bad resource record"))
+    );
+    assert_eq!(
+        restore(b"FLGT\x01\x01\x01\xff\x05"),
+        Err(Error::CorruptSnapshot("bad resource record"))
+    );
+    assert_eq!(
+        restore(b"FLGT\x01\x01\x01a\xff"),
+        Err(Error::CorruptSnapshot("truncated resource record"))
+    );
     let mut v = good.clone();
     v.push(0);
     assert_eq!(restore(&v), Err(Error::CorruptSnapshot("trailing bytes")));
@@ -248,10 +271,10 @@ fn restore_refuses_a_non_canonical_encoding() {
 
 /// postcard reads a string's length as a `usize` varint: a name's length prefix stretched
 /// to 6 bytes decodes on a 64-bit target (and failed only at the end, as a non-canonical
-/// encoding) but not on a 32-bit one. Restore refuses it first, as a truncated record,
-/// on every target (`tests/bare-metal` restores the same bytes on a Cortex-M4).
+/// encoding) but not on a 32-bit one. Restore refuses it first, as a bad record, on
+/// every target (`tests/bare-metal` restores the same bytes on a Cortex-M4).
 #[test]
-fn a_name_length_stretched_past_five_bytes_is_a_truncated_record_on_every_target() {
+fn a_name_length_stretched_past_five_bytes_is_a_bad_record_on_every_target() {
     let restore = |bytes: &[u8]| {
         FenceGate::restore([GateRow::EMPTY; 2], bytes)
             .map(|_| ())
@@ -261,7 +284,7 @@ fn a_name_length_stretched_past_five_bytes_is_a_truncated_record_on_every_target
     let long = b"FLGT\x01\x01\x81\x80\x80\x80\x80\x00a\x05";
     assert_eq!(
         restore(long),
-        Err(Error::CorruptSnapshot("truncated resource record"))
+        Err(Error::CorruptSnapshot("bad resource record"))
     );
     // the same in its one encoding restores
     assert!(restore(b"FLGT\x01\x01\x01a\x05").is_ok());

@@ -433,6 +433,46 @@ fn restore_checks_framing_capacity_and_config() {
             "{bad:x?}"
         );
     }
+    // A header or a record that ends early is truncated; one that is whole but holds
+    // what no value is (a varint past its type's range, a bool that is neither) is
+    // bad, whatever follows it.
+    assert_eq!(
+        good[6], 64,
+        "max_name_len, after the magic, version and lock_delay"
+    );
+    let past_u32 = [0xff, 0xff, 0xff, 0xff, 0x1f];
+    let bad_header = [&good[..6], &past_u32[..], &good[7..]].concat();
+    assert_eq!(
+        restore(&bad_header),
+        Err(Error::CorruptSnapshot("bad header"))
+    );
+    assert_eq!(
+        restore(&bad_header[..8]),
+        Err(Error::CorruptSnapshot("truncated header"))
+    );
+    let mut tail = Vec::new();
+    put(
+        &mut tail,
+        &(2u64, 1u64, Mode::Exclusive, WAIT, 2u64, u64::MAX),
+    );
+    assert!(
+        good.ends_with(&tail),
+        "the last record is the waiter's claim"
+    );
+    let at = good.len() - tail.len();
+    let mut kind = Vec::new();
+    put(&mut kind, &(2u64, 1u64, Mode::Exclusive));
+    assert_eq!(tail[kind.len()], 0, "its kind, WAIT");
+    let mut bad_record = good.clone();
+    bad_record[at + kind.len()] = 3; // a version 1 kind is a bool: 0 or 1
+    assert_eq!(
+        restore(&bad_record),
+        Err(Error::CorruptSnapshot("bad record"))
+    );
+    assert_eq!(
+        restore(&bad_record[..at + kind.len()]),
+        Err(Error::CorruptSnapshot("truncated record"))
+    );
     for (storage, table) in [
         (VecStorage::new(1, 4, 8), Table::Sessions),
         (VecStorage::new(4, 0, 8), Table::Locks),
@@ -942,7 +982,7 @@ fn restore_checks_labels_and_recorded_replies_of_version_2() {
     assert!(s.restore().is_ok());
     let long: &'static str = Box::leak("x".repeat(65).into_boxed_str());
     s.labels[1] = long;
-    s.refused("truncated record");
+    s.refused("bad record");
     let mut s = Snap::base2();
     s.sessions[0].3 = 4;
     s.sessions[0].4 = Recorded::GrantedPermits { token: 2 }; // beyond revision
@@ -1104,7 +1144,7 @@ fn restore_checks_the_record_counts_against_the_tables_before_reading_any_record
 /// used to get as far as the label and answer `CapacityExceeded(Labels)`).
 /// `tests/bare-metal` restores the same bytes on a Cortex-M4.
 #[test]
-fn a_name_or_label_length_stretched_past_five_bytes_is_a_truncated_record_on_every_target() {
+fn a_name_or_label_length_stretched_past_five_bytes_is_a_bad_record_on_every_target() {
     let mut svc = svc(4);
     let (reply, _) = run(&mut svc, |v, now, o| {
         v.open_labeled(now, 10, fencelock::Label::new("lbl").unwrap(), o)
@@ -1132,7 +1172,7 @@ fn a_name_or_label_length_stretched_past_five_bytes_is_a_truncated_record_on_eve
                 .1;
             assert_eq!(
                 e,
-                Error::CorruptSnapshot("truncated record"),
+                Error::CorruptSnapshot("bad record"),
                 "{text}, {labels} label rows"
             );
         }

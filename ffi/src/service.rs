@@ -799,10 +799,10 @@ pub unsafe extern "C" fn fencelock_service_init_in(
 /// checked before the bytes are accepted.
 ///
 /// Errors, in the core's order: `NULL_PARAMETER`, `BAD_MAGIC`, `UNSUPPORTED_VERSION`,
-/// `CORRUPT_SNAPSHOT` (a version that is no `u16`, or a truncated header), `BAD_CONFIG`
+/// `CORRUPT_SNAPSHOT` (a version that is no `u16`, or a header cut short or bad), `BAD_CONFIG`
 /// (its config, then a table of more than 2^31 − 1 rows, or not enough memory),
 /// `CAPACITY_EXCEEDED` (the snapshot
-/// does not fit), `CORRUPT_SNAPSHOT` (a record breaks an invariant, or is truncated).
+/// does not fit), `CORRUPT_SNAPSHOT` (a record breaks an invariant, is cut short or is bad).
 /// Nothing is created on error. Cost: O(capacity + snapshot length).
 ///
 /// # Safety

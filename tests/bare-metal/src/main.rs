@@ -146,7 +146,7 @@ fn main() -> ! {
 }
 
 /// A name's or a label's length prefix stretched to 6 bytes, restored: refused as a
-/// truncated record, as natively (`core/tests/snapshot.rs` and `core/tests/gate.rs` restore
+/// bad record, as natively (`core/tests/snapshot.rs` and `core/tests/gate.rs` restore
 /// the same bytes on x86_64). postcard reads a string's length as a `usize` varint, which
 /// stops at 5 bytes here and at 10 on a 64-bit target; the core refuses such a prefix
 /// before postcard reads it, so both targets refuse alike. Returns how many were refused.
@@ -160,13 +160,8 @@ fn stretched_lengths(
     // "FLGT", version 1, one resource: "a" (its length 1 in 6 bytes) with token 5
     let long = b"FLGT\x01\x01\x81\x80\x80\x80\x80\x00a\x05";
     match FenceGate::restore(&mut gate_rows[0][..2], &long[..]) {
-        Err((_, Error::CorruptSnapshot("truncated resource record"))) => refused += 1,
-        _ => fail(
-            WHERE,
-            0,
-            "a gate's stretched name not a truncated record",
-            None,
-        ),
+        Err((_, Error::CorruptSnapshot("bad resource record"))) => refused += 1,
+        _ => fail(WHERE, 0, "a gate's stretched name not a bad record", None),
     }
     // A service with a labelled session ("lbl") holding a lock ("nm").
     let c = VecConfig {
@@ -235,13 +230,8 @@ fn stretched_lengths(
             labels: &mut all[..labels],
         };
         match LockService::restore(storage, &long[..m]) {
-            Err((_, Error::CorruptSnapshot("truncated record"))) => refused += 1,
-            _ => fail(
-                WHERE,
-                0,
-                "a stretched name or label not a truncated record",
-                None,
-            ),
+            Err((_, Error::CorruptSnapshot("bad record"))) => refused += 1,
+            _ => fail(WHERE, 0, "a stretched name or label not a bad record", None),
         }
     }
     refused
