@@ -6,8 +6,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want=tests/ignored-tests.txt
-have=$(cargo test -q --workspace --all-features -- --ignored --list 2>/dev/null |
-  sed -n 's/^\(.*\): test$/\1/p' | sort)
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
+# cargo's own messages are kept aside and shown only when the listing fails (a build
+# error would otherwise end the run with no word of why).
+if ! list=$(cargo test -q --workspace --all-features -- --ignored --list 2>"$err"); then
+  echo "check-ignored: listing the ignored tests failed:" >&2
+  cat "$err" >&2
+  exit 1
+fi
+have=$(echo "$list" | sed -n 's/^\(.*\): test$/\1/p' | sort)
 expected=$(grep -v '^#' "$want" | sed 's/[[:space:]]*#.*//' | grep -v '^$' | sort)
 if [ "$have" != "$expected" ]; then
   echo "check-ignored: the ignored tests differ from $want:" >&2

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Serves the browser demo (web-demo/) on 127.0.0.1. Builds the wasm core first when its
-# package is missing or older than the sources, and copies it into web-demo/pkg/ (gitignored).
+# inputs changed (scripts/build-wasm.sh's stamp), and copies it into web-demo/pkg/
+# (gitignored). PORT=0 serves on a port the system picks, and prints that one.
 # Usage: scripts/demo.sh [PORT]   (make demo PORT=8080)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,8 @@ try:
 except OSError as e:
     sys.exit(f"fencelock demo: cannot serve on 127.0.0.1:{port}: {e.strerror}; "
              f"choose another port: make demo PORT=8081")
-print(f"fencelock demo: http://127.0.0.1:{port}/   (Ctrl-C to stop)", flush=True)
+print(f"fencelock demo: http://127.0.0.1:{server.server_address[1]}/   (Ctrl-C to stop)",
+      flush=True)
 try:
     server.serve_forever()
 except KeyboardInterrupt:

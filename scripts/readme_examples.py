@@ -44,6 +44,7 @@ import functools
 import http.server
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -262,6 +263,9 @@ def run_rust(tmp, text, toml, env):
                 'publish = false\n\n[workspace]\n\n' + deps)
     with open(os.path.join(crate, "src", "main.rs"), "w") as f:
         f.write(text)
+    # The project's reviewed versions, not whatever crates.io has newest today: cargo
+    # keeps the locked versions, adds the reader's package and drops what it does not use.
+    shutil.copy(os.path.join(ROOT, "Cargo.lock"), os.path.join(crate, "Cargo.lock"))
     code, log = run("cargo run --quiet", crate, env)
     run(f"rm -rf {crate}", tmp)
     return code == 0, log

@@ -101,6 +101,13 @@ if tests; then
   # python3 has no ensurepip without python3-venv), pkg-config, readelf/strip (binutils), g++;
   # prlimit (util-linux) for the server's open-file-limit test.
   need_apt=()
+  # An earlier run cut off inside apt-get (Ctrl-C) leaves packages unpacked but not
+  # configured: their programs exist, so the checks below pass, and every later apt-get
+  # refuses to run until dpkg finishes them. Finished here first.
+  if [ -n "$(dpkg --audit 2>/dev/null)" ]; then
+    log "dpkg --configure -a (an earlier install was cut off)"
+    DEBIAN_FRONTEND=noninteractive dpkg --configure -a
+  fi
   # (The tests start /usr/bin/chromium: a chromium elsewhere on PATH is not the one.)
   [ -x /usr/bin/chromium ] || need_apt+=(chromium)
   command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)

@@ -28,6 +28,23 @@ rm -f "$log"
 step "CLI against a real cluster (scripts/cluster.sh, detached, on spare ports)"
 tdir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 dir=$(mktemp -d "${TMPDIR:-/tmp}/fencelock-clitest.XXXXXX")
+# Set before the cluster starts: one that does not come up (cluster.sh stops its own
+# nodes) still has its logs shown and its directory (TLS keys, the admin token) removed.
+# On a failure the nodes' logs are shown before the directory goes: they are what a CI
+# log can be read by.
+cleanup() {
+  local rc=$?
+  [ -f "$dir/pids" ] && { xargs -r kill <"$dir/pids" 2>/dev/null || true; }
+  if [ "$rc" != 0 ]; then
+    for f in "$dir"/n*.log; do
+      [ -f "$f" ] || continue
+      echo "--- $(basename "$f"), its last 40 lines:"
+      tail -n 40 "$f"
+    done
+  fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
 # a base port whose eight ports (BASE+i and BASE+100+i on 127.0.0.i, i = 1..4; node 4 joins later) are free (bounded tries),
 # all below Linux's ephemeral range (32768-60999) so an outgoing connection cannot take one
 base=$(python3 - <<'PY'
@@ -48,21 +65,6 @@ PY
 )
 [ -n "$base" ] || { echo "no free loopback ports"; exit 1; }
 CLUSTER_DIR=$dir CLUSTER_DETACH=1 CLUSTER_BASE_PORT=$base CLUSTER_PROFILE=debug scripts/cluster.sh >/dev/null
-# On a failure the nodes' logs are shown before the directory goes: they are what a CI
-# log can be read by.
-cleanup() {
-  local rc=$?
-  xargs -r kill <"$dir/pids" 2>/dev/null || true
-  if [ "$rc" != 0 ]; then
-    for f in "$dir"/n*.log; do
-      [ -f "$f" ] || continue
-      echo "--- $(basename "$f"), its last 40 lines:"
-      tail -n 40 "$f"
-    done
-  fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
 export FENCELOCK_CLUSTER="127.0.0.1:$((base + 1)),127.0.0.2:$((base + 2)),127.0.0.3:$((base + 3))"
 export FENCELOCK_AUTH_TOKEN_FILE="$dir/admin.token" FENCELOCK_TLS_CA="$dir/tls/ca.pem"
 fl="$tdir/debug/fencelock"

@@ -20,6 +20,15 @@ if (!BASE) throw new Error('DEMO_URL is not set: run scripts/test-demo.sh');
 const OUT = path.join(root, 'web-demo', 'test-output');
 mkdirSync(OUT, { recursive: true });
 
+// The READMEs' pictures: taken on every run into OUT (gitignored), and over the tracked
+// files in web-demo/ only on request (UPDATE_SCREENSHOTS=1), so that a run with another
+// Chromium or other fonts leaves the checkout as it was.
+async function readmeShot(name) {
+  const file = path.join(OUT, name);
+  await page.screenshot({ path: file });
+  if (process.env.UPDATE_SCREENSHOTS === '1') copyFileSync(file, path.join(root, 'web-demo', name));
+}
+
 // scenes 1–5 (a paused holder, a wait queue, an election, replication, an HTTP object
 // store), 6 (Redlock), 7 (lock-delay), 8 (permits that leak)
 const SCENE_COUNT = 8;
@@ -156,10 +165,10 @@ test('scene 1, fencing on: played to the end, the storage refuses 34 as stale an
   await scrubTo(await stepOf('34 refused'));
   assert.match(await text('[data-testid=caption]'), /34 < 35: refused/);
   await page.evaluate(() => document.activeElement?.blur());
-  await page.screenshot({ path: path.join(root, 'web-demo', 'screenshot.png') });
+  await readmeShot('screenshot.png');
   await page.setViewportSize({ width: 390, height: 844 });
   await page.evaluate(() => (window.scrollTo(0, 0), document.activeElement?.blur()));
-  await page.screenshot({ path: path.join(root, 'web-demo', 'screenshot-phone.png') });
+  await readmeShot('screenshot-phone.png');
 });
 
 test('scene 1, fencing off: A\'s stale write lands and the data is shown corrupted', async () => {
@@ -2098,14 +2107,14 @@ test('scene 8 pictures: the moment the crashed holder\'s session expires, at 128
   await open(8);
   await scrubTo((await page.evaluate(() => window.fencelockDemo.milestones)).find((m) => /session expires$/.test(m.label)).step);
   await page.evaluate(() => document.activeElement?.blur());
-  await page.screenshot({ path: path.join(root, 'web-demo', 'screenshot-permits.png') });
+  await readmeShot('screenshot-permits.png');
   // a phone opens the scene afresh (its tab row scrolls the chosen tab into view)
   await open(8, { width: 390, height: 844 });
   await scrubTo((await page.evaluate(() => window.fencelockDemo.milestones)).find((m) => /session expires$/.test(m.label)).step);
   await page.evaluate(() => (window.scrollTo(0, 0), document.activeElement?.blur()));
   const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   assert.ok(over <= 0, `the phone layout overflows by ${over}px`);
-  await page.screenshot({ path: path.join(root, 'web-demo', 'screenshot-permits-phone.png') });
+  await readmeShot('screenshot-permits-phone.png');
   // the timeline's lane names (shorter on a phone) are whole
   const cut = await page.$$eval('[data-testid=swimlane] text.lane-label', (ts) => ts.filter((t) => t.getBBox().x < 0).map((t) => t.textContent));
   assert.deepEqual(cut, [], 'lane names cut off at the left');
