@@ -997,6 +997,50 @@ def test_every_wrapped_signature_matches_the_header():
                 assert C.sizeof(t) == widths[ctype], f"{where}: {C.sizeof(t)} bytes wrapped"
 
 
+def test_every_struct_has_the_headers_layout(tmp_path):
+    """Each ctypes structure against the header's struct of its name, as the C compiler lays
+    it out: the same fields in the same order, and each at the compiler's offset and of its
+    size, the whole of its size and alignment. ctypes computes its own layout from the
+    field list, so a field added, widened or moved in the header would otherwise have every
+    later field read from the wrong bytes, with nothing failing."""
+    text = open(HEADER).read()
+    structs = dict(re.findall(r"^typedef struct (fencelock_\w+) \{(.*?)^\} \1;", text, re.M | re.S))
+    assert len(structs) >= 13, sorted(structs)
+    probe = ["#include <stdalign.h>", "#include <stddef.h>", "#include <stdio.h>",
+             '#include "fencelock.h"', "int main(void) {"]
+    classes = {}
+    for cname, body in structs.items():
+        name = "_" + "".join(w.capitalize() for w in cname.removeprefix("fencelock_").split("_"))
+        cls = getattr(fl, name, None)
+        assert cls is not None, f"{cname} has no ctypes structure {name} in the package"
+        classes[cname] = cls
+        fields = re.findall(r"^\s*[^/\s][^;]*?(\w+)(?:\[\w+\])?;", body, re.M)
+        assert fields == [f for f, _ in cls._fields_], f"{cname}: the header's fields, then {name}'s"
+        probe.append(f'printf("{cname} - %zu %zu\\n", sizeof({cname}), alignof({cname}));')
+        for f in fields:
+            probe.append(f'printf("{cname} {f} %zu %zu\\n", offsetof({cname}, {f}), '
+                         f"sizeof((({cname} *)0)->{f}));")
+    probe += ["return 0;", "}"]
+    src, exe = tmp_path / "layout.c", tmp_path / "layout"
+    src.write_text("\n".join(probe) + "\n")
+    cc = os.environ.get("CC", "cc")
+    built = subprocess.run([cc, "-std=c11", "-Wall", "-Werror", "-I", os.path.dirname(HEADER),
+                            str(src), "-o", str(exe)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    seen = 0
+    for line in out.splitlines():
+        cname, field, a, b = line.split()
+        cls = classes[cname]
+        if field == "-":
+            assert (C.sizeof(cls), C.alignment(cls)) == (int(a), int(b)), f"{cname}: size, alignment"
+        else:
+            d = getattr(cls, field)
+            assert (d.offset, d.size) == (int(a), int(b)), f"{cname}.{field}: offset, size"
+        seen += 1
+    assert seen == len(structs) + sum(len(c._fields_) for c in classes.values())
+
+
 CALLS = os.path.join(HERE, "..", "..", "..", "tests", "vectors", "precedence.calls")
 
 
