@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::{OpenKey, SessionSecret};
 use crate::frame::{Wire, CLIENT_WIRE};
+use crate::membership::MAX_MEMBERS;
 use crate::types::{CoreError, NodeAddr};
 
 /// How long an acquire may wait.
@@ -351,9 +352,11 @@ pub enum Reply {
     Authenticated,
     /// The cluster's members.
     Members {
-        /// Voting members, by id.
+        /// Voting members, by id (at most [`MAX_MEMBERS`]: more is a malformed frame).
+        #[serde(deserialize_with = "members")]
         voters: Vec<(u64, NodeAddr)>,
-        /// Learners (receive the log, do not vote), by id.
+        /// Learners (receive the log, do not vote), by id (at most [`MAX_MEMBERS`]).
+        #[serde(deserialize_with = "members")]
         learners: Vec<(u64, NodeAddr)>,
     },
     /// A membership change was committed.
@@ -403,11 +406,14 @@ pub struct NodeStatus {
     pub last_log: u64,
     /// Whether `/readyz` would pass.
     pub ready: bool,
-    /// The readiness checks, one line each (`ok …` / `fail …`).
+    /// The readiness checks, one line each (`ok …` / `fail …`; at most [`MAX_CHECKS`]).
+    #[serde(deserialize_with = "checks")]
     pub checks: Vec<String>,
-    /// The voters in its membership, by id.
+    /// The voters in its membership, by id (at most [`MAX_MEMBERS`]).
+    #[serde(deserialize_with = "members")]
     pub voters: Vec<(u64, NodeAddr)>,
-    /// The learners in its membership, by id.
+    /// The learners in its membership, by id (at most [`MAX_MEMBERS`]).
+    #[serde(deserialize_with = "members")]
     pub learners: Vec<(u64, NodeAddr)>,
     /// Sessions open, and the table's rows.
     pub sessions: (u64, u64),
@@ -419,10 +425,33 @@ pub struct NodeStatus {
     pub connections: (u64, u64),
 }
 
+/// The most readiness checks a [`NodeStatus`] may list (a node lists a handful).
+pub const MAX_CHECKS: usize = 64;
+
+/// A member list of a reply: at most [`MAX_MEMBERS`] entries, as a node's own membership
+/// is (a node answering more is refused as a malformed frame before the entries past the
+/// limit are decoded, so it cannot make a client hold millions of them, or `fencelock
+/// status` dial them). Cost: O(entries).
+fn members<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(u64, NodeAddr)>, D::Error> {
+    crate::types::capped_vec::<D, (u64, NodeAddr), MAX_MEMBERS>(d)
+}
+
+/// [`NodeStatus::checks`]: at most [`MAX_CHECKS`] lines. Cost: O(lines).
+fn checks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    crate::types::capped_vec::<D, String, MAX_CHECKS>(d)
+}
+
+/// [`ExportPage::lines`]: at most [`crate::export::MAX_LINES`]. Cost: O(lines).
+fn export_lines<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    crate::types::capped_vec::<D, String, { crate::export::MAX_LINES }>(d)
+}
+
 /// One page of a recording: its lines from `skip` on, as many as fit one frame.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExportPage {
-    /// Lines `skip..` of the recording (each `JSON \t crc32`, no newline).
+    /// Lines `skip..` of the recording (each `JSON \t crc32`, no newline; at most
+    /// [`crate::export::MAX_LINES`], as many as a recording has).
+    #[serde(deserialize_with = "export_lines")]
     pub lines: Vec<String>,
     /// How many lines the whole recording has.
     pub total: u64,
@@ -552,5 +581,82 @@ mod tests {
             postcard::to_allocvec(&BearerToken::from(secret)).unwrap(),
             postcard::to_allocvec(&secret.to_string()).unwrap()
         );
+    }
+
+    fn status(checks: usize, voters: usize, learners: usize) -> NodeStatus {
+        let member = |i: usize| {
+            let addr = NodeAddr {
+                raft: format!("127.0.0.1:{i}"),
+                client: format!("127.0.0.1:{}", i + 1),
+            };
+            (i as u64, addr)
+        };
+        NodeStatus {
+            id: 1,
+            version: "0".into(),
+            role: "follower".into(),
+            term: 1,
+            leader: None,
+            committed: 0,
+            applied: 0,
+            last_log: 0,
+            ready: true,
+            checks: vec!["ok".into(); checks],
+            voters: (0..voters).map(member).collect(),
+            learners: (0..learners).map(member).collect(),
+            sessions: (0, 1),
+            locks: (0, 1),
+            claims: (0, 1),
+            connections: (0, 1),
+        }
+    }
+
+    /// A reply's member lists and readiness checks decode up to a node's own limits and
+    /// are refused past them, before the entries past the limit are decoded: a node
+    /// cannot have a client hold (or `fencelock status` dial) millions of members.
+    #[test]
+    fn member_lists_and_checks_past_their_limits_are_refused() {
+        let decode = |st: NodeStatus| {
+            let bytes = postcard::to_allocvec(&ServerFrame::Reply {
+                id: 1,
+                result: Ok(Reply::Status(st)),
+            })
+            .unwrap();
+            postcard::from_bytes::<ServerFrame>(&bytes).map(|_| ())
+        };
+        let m = MAX_MEMBERS;
+        assert!(decode(status(MAX_CHECKS, m, m)).is_ok());
+        assert!(decode(status(MAX_CHECKS + 1, 1, 0)).is_err());
+        assert!(decode(status(1, m + 1, 0)).is_err());
+        assert!(decode(status(1, 1, m + 1)).is_err());
+        let members = |voters: usize, learners: usize| {
+            let st = status(0, voters, learners);
+            let bytes = postcard::to_allocvec(&ServerFrame::Reply {
+                id: 1,
+                result: Ok(Reply::Members {
+                    voters: st.voters,
+                    learners: st.learners,
+                }),
+            })
+            .unwrap();
+            postcard::from_bytes::<ServerFrame>(&bytes).map(|_| ())
+        };
+        assert!(members(m, m).is_ok());
+        assert!(members(m + 1, 0).is_err());
+        assert!(members(0, m + 1).is_err());
+        let export = |lines: usize| {
+            let page = ExportPage {
+                lines: vec![String::new(); lines],
+                total: lines as u64,
+                from_index: 0,
+                to_index: 0,
+                span: None,
+                node: 1,
+            };
+            let bytes = postcard::to_allocvec(&Reply::Export(page)).unwrap();
+            postcard::from_bytes::<Reply>(&bytes).map(|_| ())
+        };
+        assert!(export(crate::export::MAX_LINES).is_ok());
+        assert!(export(crate::export::MAX_LINES + 1).is_err());
     }
 }

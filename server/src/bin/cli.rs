@@ -55,6 +55,7 @@
 
 use fencelock_server::note;
 use fencelock_server::stdio::{emit, write_out, Written};
+use std::collections::HashSet;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus};
 use std::sync::Arc;
@@ -66,6 +67,7 @@ use fencelock_server::client::{
     Acquired, Client, ClientOptions, HoldEnded, LeaseGuard, LeaseInstant, Members, Session,
     Timeouts,
 };
+use fencelock_server::membership::MAX_MEMBERS;
 use fencelock_server::ops::STEPPED_BACK;
 use fencelock_server::protocol::{ClientError, NodeStatus, WaitSpec};
 use fencelock_server::types::NodeAddr;
@@ -797,6 +799,9 @@ impl Opts {
     }
 }
 
+/// How many endpoints `status` asks at once.
+const STATUS_AT_ONCE: usize = 32;
+
 /// What one endpoint answered to `status`: its status, or why there is none.
 type Answer = (String, Result<NodeStatus, String>);
 
@@ -805,6 +810,10 @@ type Answer = (String, Result<NodeStatus, String>);
 /// linearizable read through it. Exit 0 only if that read succeeded.
 async fn status(opts: &Opts, json: bool) -> Res<ExitCode> {
     let mut addrs = opts.addrs();
+    let mut known: HashSet<String> = addrs.iter().cloned().collect();
+    // The members the given addresses name, followed up to a cluster's most members (a
+    // node's reply lists at most that many; several nodes may name different ones).
+    let mut named = 0;
     let mut answers: Vec<Answer> = Vec::new();
     // Round 1: the given addresses; round 2: members they named that were not given.
     for _ in 0..2 {
@@ -818,7 +827,14 @@ async fn status(opts: &Opts, json: bool) -> Res<ExitCode> {
         }
         let limit = opts.timeout() + opts.connect_timeout();
         let mut set = tokio::task::JoinSet::new();
+        let mut round: Vec<(usize, String, Result<NodeStatus, String>)> = Vec::new();
         for (i, addr) in todo.into_iter().enumerate() {
+            // A few endpoints at a time: each client holds its buffers and a connection.
+            while set.len() >= STATUS_AT_ONCE {
+                if let Some(Ok(r)) = set.join_next().await {
+                    round.push(r);
+                }
+            }
             let c = opts.with_addrs(
                 vec![addr.clone()],
                 Timeouts {
@@ -837,7 +853,6 @@ async fn status(opts: &Opts, json: bool) -> Res<ExitCode> {
                 (i, addr, r)
             });
         }
-        let mut round: Vec<(usize, String, Result<NodeStatus, String>)> = Vec::new();
         while let Some(r) = set.join_next().await {
             if let Ok(r) = r {
                 round.push(r);
@@ -847,7 +862,8 @@ async fn status(opts: &Opts, json: bool) -> Res<ExitCode> {
         for (_, addr, r) in round {
             if let Ok(st) = &r {
                 for (_, a) in st.voters.iter().chain(&st.learners) {
-                    if !addrs.contains(&a.client) {
+                    if named < MAX_MEMBERS && known.insert(a.client.clone()) {
+                        named += 1;
                         addrs.push(a.client.clone());
                     }
                 }
