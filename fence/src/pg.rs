@@ -108,7 +108,12 @@ fn refuse_open_transaction(client: &mut Client) -> Result<(), StorageError> {
 /// table made by hand or by another tool could hold `text` keys (which
 /// the fence's `bytea` keys never equal, so a resource would have two highest tokens) or
 /// a NULL highest (which no admission would ever overwrite, closing that resource for
-/// good). Every name is read from `pg_catalog`, as the write statements name theirs.
+/// good). It must also be logged (an `UNLOGGED` table is emptied by a crash and missing
+/// on a promoted standby, while the data it guards is not: every highest token would be
+/// forgotten, letting stale holders back in) and have no tables inheriting from it (whose
+/// rows reads would see but its key would not). Row-level security, rules and triggers
+/// someone added are not checked. Every name is read from `pg_catalog`, as the write
+/// statements name theirs.
 ///
 /// Errors: [`PgFence::NOT_OUR_TABLE`], describing the table found, or the look-up's own
 /// failure. Cost: one round trip.
@@ -135,7 +140,10 @@ fn check_table(tx: &mut Transaction<'_>, table: &str) -> Result<(), StorageError
                    AND i.indisvalid AND i.indimmediate
                    AND i.indnatts OPERATOR(pg_catalog.=) 1
                    AND i.indexprs IS NULL AND i.indpred IS NULL
-                   AND i.indkey[0] OPERATOR(pg_catalog.=) k.attnum)
+                   AND i.indkey[0] OPERATOR(pg_catalog.=) k.attnum),
+               c.relpersistence::text,
+               EXISTS (SELECT 1 FROM pg_catalog.pg_inherits h
+                 WHERE h.inhparent OPERATOR(pg_catalog.=) c.oid)
              FROM pg_catalog.pg_class c
              WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)::oid",
             &[(&table, Type::TEXT)],
@@ -144,7 +152,15 @@ fn check_table(tx: &mut Transaction<'_>, table: &str) -> Result<(), StorageError
     let kind: String = row.try_get(0).map_err(read)?;
     let columns: String = row.try_get(1).map_err(read)?;
     let keyed: bool = row.try_get(2).map_err(read)?;
-    if kind == "r" && keyed && columns == "resource bytea NOT NULL, highest bigint NOT NULL" {
+    let persistence: String = row.try_get(3).map_err(read)?;
+    let inherited: bool = row.try_get(4).map_err(read)?;
+    let logged = persistence == "p";
+    if kind == "r"
+        && keyed
+        && logged
+        && !inherited
+        && columns == "resource bytea NOT NULL, highest bigint NOT NULL"
+    {
         return Ok(());
     }
     Err(StorageError::new(
@@ -161,11 +177,23 @@ fn check_table(tx: &mut Transaction<'_>, table: &str) -> Result<(), StorageError
                 "f" => "a foreign table",
                 _ => "not a table",
             },
-            if keyed {
-                ""
-            } else {
-                " and no unique index on resource alone"
-            },
+            [
+                (!keyed, " and no unique index on resource alone"),
+                (
+                    !logged,
+                    " and not logged (PostgreSQL empties an unlogged table after a crash \
+                     and does not replicate it: every highest token would be forgotten)",
+                ),
+                (
+                    inherited,
+                    " and tables that inherit from it (their rows are read as its own but \
+                     not checked by its key)",
+                ),
+            ]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, why)| *why)
+            .collect::<String>(),
         ),
     ))
 }
@@ -174,7 +202,7 @@ fn check_table(tx: &mut Transaction<'_>, table: &str) -> Result<(), StorageError
 /// is, so a `search_path` a write set cannot give `highest()` or a stale refusal another
 /// `=`.
 pub(crate) fn highest(table: &str) -> String {
-    format!("SELECT highest FROM {table} WHERE resource OPERATOR(pg_catalog.=) $1")
+    format!("SELECT highest FROM ONLY {table} WHERE resource OPERATOR(pg_catalog.=) $1")
 }
 
 /// `schema`.`FENCE_TABLE` as an SQL name, each part a quoted identifier (so any schema

@@ -1517,6 +1517,17 @@ fn postgres_fence_refuses_a_hostile_fence_table_instead_of_trusting_it() {
              CREATE VIEW fencelock_fence AS SELECT resource, highest FROM other",
             "a view",
         ),
+        (
+            "CREATE UNLOGGED TABLE fencelock_fence (resource bytea PRIMARY KEY,
+               highest bigint NOT NULL)",
+            "an unlogged table",
+        ),
+        (
+            "CREATE TABLE fencelock_fence (resource bytea PRIMARY KEY, highest bigint NOT NULL);
+             CREATE TABLE other () INHERITS (fencelock_fence);
+             INSERT INTO other VALUES ('ledger'::bytea, 100)",
+            "a table inherited from",
+        ),
     ] {
         c.batch_execute(shape).unwrap();
         let e = match PgFence::new(pg.connect()) {
@@ -1529,10 +1540,10 @@ fn postgres_fence_refuses_a_hostile_fence_table_instead_of_trusting_it() {
             .unwrap()
             .get(0);
         assert!(kept.is_some(), "{why}: the table is still there");
-        c.batch_execute(if why == "a view" {
-            "DROP VIEW fencelock_fence; DROP TABLE other"
-        } else {
-            "DROP TABLE fencelock_fence"
+        c.batch_execute(match why {
+            "a view" => "DROP VIEW fencelock_fence; DROP TABLE other",
+            "a table inherited from" => "DROP TABLE other; DROP TABLE fencelock_fence",
+            _ => "DROP TABLE fencelock_fence",
         })
         .unwrap();
     }
