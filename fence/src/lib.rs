@@ -110,7 +110,10 @@ pub trait Fence {
     /// failure at commit (outcome unknown, see [`FenceError::Storage`]) and, in
     /// PostgreSQL, a closure that ended the transaction itself (a `COMMIT` or `ROLLBACK`
     /// of its own, which it must not send): that is reported, but what it ran after
-    /// ending it committed on its own, outside the fence.
+    /// ending it committed on its own, outside the fence. `write` must not touch the fence
+    /// table either: one that deleted or lowered its resource's row is refused before
+    /// commit ([`FenceError::Storage`], nothing written), as committed it would let the
+    /// next stale token in.
     ///
     /// Errors: [`FenceError::Refused`] with [`Error::Stale`]`{ token, highest }` (a higher
     /// token was admitted before), [`Error::ZeroToken`], [`Error::EmptyName`],

@@ -326,9 +326,10 @@ impl Fence for SqliteFence {
             )
             .into());
         }
-        // The transaction about to commit must still carry the raise: a write that ended
-        // the fence's transaction (its COMMIT is refused by the hook and rolls back) and
-        // began one of its own would otherwise commit its statements unfenced. The
+        // The transaction about to commit must still carry the raise: a write that
+        // deleted or lowered the fence's own row would otherwise commit, and the next
+        // stale token be admitted (the rollback hook above catches a write that ended the
+        // fence's transaction and began one of its own before it gets here). The
         // highest is ours only while the fence's raise stands (an equal token stored
         // before is the same holder's: admitted either way), and no other writer can
         // commit between this read and the COMMIT (this transaction holds the write
@@ -340,9 +341,9 @@ impl Fence for SqliteFence {
         if stands != Some(t) {
             return Err(StorageError::new(
                 "the fenced transaction",
-                "the write ended the fence's transaction itself (a COMMIT, ROLLBACK or \
-                 BEGIN of its own): nothing of it was committed by the fence; read your \
-                 data back",
+                "the write deleted or lowered the fence's own row for this resource, or \
+                 ended the fence's transaction itself: nothing of it was committed by the \
+                 fence (a write must not touch the fence table); read your data back",
             )
             .into());
         }
