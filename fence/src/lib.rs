@@ -122,7 +122,7 @@ pub trait Fence {
     /// (SQL fences, token above `i64::MAX`); [`FenceError::Write`] with the error `write`
     /// returned; [`FenceError::Storage`] when the storage fails (connection lost, disk
     /// error, lock timeout) or, in PostgreSQL, the connection is inside a transaction of
-    /// the caller's ([`PgFence::IN_OPEN_TRANSACTION`]: nothing sent, that
+    /// the caller's ([`PgFence::IN_OPEN_TRANSACTION`]: nothing written, that
     /// transaction left open). A storage failure at commit leaves the outcome unknown, as
     /// any database commit does: read back before retrying — except a deferred
     /// constraint's refusal of the commit (its message says so), which is certain: rolled

@@ -85,7 +85,7 @@ fn refuse_open_transaction(client: &mut Client) -> Result<(), StorageError> {
             StorageError::new(
                 PgFence::IN_OPEN_TRANSACTION,
                 "a transaction begun on this connection (through client(), or before the \
-                 fence was made) has failed and was not ended: nothing was sent; end it \
+                 fence was made) has failed and was not ended: nothing was written; end it \
                  (ROLLBACK) first",
             )
         } else {
@@ -103,7 +103,7 @@ fn refuse_open_transaction(client: &mut Client) -> Result<(), StorageError> {
             "a transaction begun on this connection (through client(), or before the \
              fence was made) and not ended: the fence's own transaction would have joined \
              it, committed or rolled back with statements that are not the fence's; \
-             nothing was sent, and that transaction is still open: end it (COMMIT or \
+             nothing was written, and that transaction is still open: end it (COMMIT or \
              ROLLBACK) first",
         )),
         other => Err(StorageError::new(
@@ -293,7 +293,11 @@ impl PgFence {
     /// [`StorageError::what`] of a [`Fence::write`] (or a [`PgFence::in_schema`]) refused
     /// because the connection is inside a transaction of the caller's (a `BEGIN` sent
     /// through [`client`](Self::client), or before the fence was made, and not ended).
-    /// Nothing was sent; after a refused write that transaction is still open.
+    /// Nothing was written; after a refused write that transaction is still open. (The
+    /// probe that found it, one read-only `SELECT`, ran inside it: in a `REPEATABLE READ`
+    /// or `SERIALIZABLE` transaction that had run no query yet, that takes its snapshot,
+    /// and a later `SET TRANSACTION` in it fails; a probe cancelled by a
+    /// `statement_timeout` aborts it.)
     pub const IN_OPEN_TRANSACTION: &'static str =
         "refused: the connection is inside a transaction of the caller's";
 
@@ -326,12 +330,12 @@ impl PgFence {
     /// [`client`](Self::client)). Such a transaction, whether it has written or only read,
     /// is found before the fence's `BEGIN` (a statement's start time is its transaction's
     /// only when it is that transaction's first) and the write refused
-    /// ([`IN_OPEN_TRANSACTION`](Self::IN_OPEN_TRANSACTION); nothing sent, your transaction
-    /// left open).
+    /// ([`IN_OPEN_TRANSACTION`](Self::IN_OPEN_TRANSACTION); nothing written, your
+    /// transaction left open, its probe aside: see that constant).
     ///
     /// `client` must not be inside a transaction either: the look-up's transaction would
     /// commit it. Such a client is refused
-    /// ([`IN_OPEN_TRANSACTION`](Self::IN_OPEN_TRANSACTION)) before anything else is sent,
+    /// ([`IN_OPEN_TRANSACTION`](Self::IN_OPEN_TRANSACTION)) before anything but that probe is sent,
     /// and dropped with the error, as on any error: closing its connection rolls that
     /// transaction back.
     ///
@@ -354,7 +358,7 @@ impl PgFence {
                 StorageError::new(
                     Self::IN_OPEN_TRANSACTION,
                     "the client was handed over inside a transaction of yours: the fence's \
-                     table look-up would have committed it; nothing was sent, and the client \
+                     table look-up would have committed it; nothing was written, and the client \
                      is dropped with this error, which closes its connection and rolls that \
                      transaction back",
                 )

@@ -151,7 +151,9 @@ fn main() -> ExitCode {
         Err(e) => return fail("set up the fence", &e),
     };
     if let Err(e) = fence.client().batch_execute(
-        "BEGIN; SELECT pg_advisory_xact_lock(7);
+        // A key of its own ("fl-demo" in ASCII), not a small number an application
+        // may hold for its own ends, which would block the worker before `ready`.
+        "BEGIN; SELECT pg_advisory_xact_lock(28829389838183791);
          CREATE TABLE IF NOT EXISTS fencelock_demo (resource text NOT NULL, token bigint NOT NULL, note text NOT NULL);
          COMMIT;",
     ) {
