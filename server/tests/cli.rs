@@ -443,6 +443,59 @@ fn a_killed_supervisor_leaves_no_command_running() {
     assert_eq!(n.holder("L"), "", "the session was closed");
 }
 
+/// A parent that ignores SIGCHLD (some daemons and process managers do) passes that on
+/// through exec, so the kernel reaped `lock`'s supervisor unseen: `lock` exited 1 instead
+/// of with the command's status, and skipped stopping the command's group when its
+/// supervisor was killed (the command ran on after the lock was passed on).
+#[test]
+fn a_parent_that_ignores_sigchld_changes_nothing() {
+    let _s = serial();
+    let n = Node::start("sigchld");
+    let ignoring = |script: &str| {
+        Command::new("perl")
+            .args([
+                "-e",
+                "$SIG{CHLD} = 'IGNORE'; exec @ARGV or die \"exec: $!\"",
+                "--",
+            ])
+            .args([
+                CLI,
+                "lock",
+                "L",
+                "--ttl-ms",
+                LONG_TTL,
+                "--cluster",
+                &n.client,
+            ])
+            .args(["--", "sh", "-c", script])
+            .env_remove("FENCELOCK_CLUSTER")
+            .env("FENCELOCK_INSECURE_PLAINTEXT", "true")
+            .current_dir(&n.dir)
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start perl")
+    };
+    let mut c = ignoring("exit 7");
+    let st = wait_exit(&mut c, Duration::from_secs(20));
+    assert_eq!(st.code(), Some(7), "stderr: {}", stderr_of(&mut c));
+    assert_eq!(n.holder("L"), "", "the session was closed");
+
+    let mut holder = ignoring(WITH_GRANDCHILD);
+    let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
+    signal(parent_of(cmd), "-KILL");
+    wait_exit(&mut holder, Duration::from_secs(10));
+    assert!(
+        !running(cmd),
+        "the command runs on after its supervisor was killed"
+    );
+    assert!(
+        !running(gc),
+        "the grandchild runs on after its supervisor was killed"
+    );
+    assert_eq!(n.holder("L"), "", "the session was closed");
+}
+
 /// A supervisor killed during the grace (SIGTERM sent, SIGKILL not yet) stops nothing:
 /// `lock` kills the group itself at once, so a command that ignores SIGTERM does not run on
 /// until the grace ends — or forever.

@@ -389,6 +389,18 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // A parent that ignores SIGCHLD (some daemons and process managers do) passes that on
+    // through exec, and the kernel would then reap this process's children unseen: `lock`
+    // would miss its supervisor's status (and skip stopping the command's group when the
+    // supervisor is killed), and the supervisor its command's. A handler of our own
+    // (tokio's, installed for the life of the process) undoes that before anything is
+    // spawned; exec resets a handled signal to its default for the children.
+    if let Err(e) = rt.block_on(async {
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).map(drop)
+    }) {
+        note!("fencelock: cannot catch SIGCHLD: {e}");
+        return ExitCode::from(1);
+    }
     let mut opts = args.opts;
     if !matches!(args.cmd, Cmd::Supervise { .. }) {
         match opts.connection() {
@@ -1285,7 +1297,8 @@ async fn lock(
                 // A supervisor ended by a signal (the OOM killer, a kill -9) stopped
                 // nothing: what it supervised would run on after the session is closed
                 // and the lock granted again. Kill the group before closing.
-                if st.as_ref().is_ok_and(|st| st.signal().is_some()) {
+                // (A wait that failed says nothing of how it ended: the same.)
+                if st.as_ref().map_or(true, |st| st.signal().is_some()) {
                     if let Some(g) = group {
                         let _ = killpg(g, Signal::SIGKILL);
                     }
