@@ -1775,7 +1775,13 @@ impl Node {
             }
             Request::AddLearner { id, addr } => {
                 for a in [&addr.raft, &addr.client] {
-                    if a.is_empty() || a.len() > crate::membership::MAX_ADDR_LEN {
+                    // (An address is `host:port`: no whitespace or control character,
+                    // which would let it forge a line where `members` and `status` print
+                    // it.)
+                    if a.is_empty()
+                        || a.len() > crate::membership::MAX_ADDR_LEN
+                        || a.chars().any(|c| c.is_whitespace() || c.is_control())
+                    {
                         return Err(ClientError::BadRequest(format!("bad node address {a:?}")));
                     }
                     // A member the transport would never dial would stay in the membership

@@ -78,6 +78,23 @@ async fn a_voter_set_without_a_live_quorum_is_refused() {
     let r = admin(&c, Request::AddLearner { id: 1, addr: moved }).await;
     refused(&r, "node 1 is a voter already");
     assert_eq!(members(&c).await, (vec![1, 2, 3], vec![9]), "unchanged");
+    // An address that is no `host:port` (empty, over 255 bytes, or with whitespace or a
+    // control character, which would forge a line where `members` prints it) is refused.
+    for bad in [
+        "",
+        &"m".repeat(256),
+        "mem:8\nvoter 7 x y",
+        "mem 8",
+        "mem:8\u{1b}[2J",
+    ] {
+        let addr = NodeAddr {
+            raft: "mem:8".into(),
+            client: bad.into(),
+        };
+        let r = admin(&c, Request::AddLearner { id: 8, addr }).await;
+        refused(&r, "bad node address");
+        assert_eq!(members(&c).await, (vec![1, 2, 3], vec![9]), "unchanged");
+    }
     for voters in [vec![1, 9], vec![1, 2, 3, 9], vec![9]] {
         let r = admin(&c, Request::SetVoters { voters }).await;
         refused(&r, "[9]");

@@ -448,16 +448,18 @@ fn main() -> ExitCode {
         Err(e) => {
             match e.downcast_ref::<ClientError>() {
                 Some(ClientError::Unavailable(m)) => note!(
-                    "fencelock: no node of {} answered within {} ms (last: {m})",
+                    "fencelock: no node of {} answered within {} ms (last: {})",
                     opts.cluster,
-                    opts.timeout_ms
+                    opts.timeout_ms,
+                    shown(m)
                 ),
                 Some(ClientError::NotLeader { .. }) => note!(
                     "fencelock: no leader among {} within {} ms",
                     opts.cluster,
                     opts.timeout_ms
                 ),
-                _ => note!("fencelock: {e}"),
+                // (A node's words among them: printed as `shown` prints them.)
+                _ => note!("fencelock: {}", shown(&e.to_string())),
             }
             ExitCode::from(1)
         }
@@ -923,10 +925,45 @@ fn members_text(members: &Members) -> String {
     let mut text = String::new();
     for (kind, list) in [("voter", &members.0), ("learner", &members.1)] {
         for (id, a) in list {
-            text += &format!("{kind} {id} {} {}\n", a.raft, a.client);
+            text += &format!("{kind} {id} {} {}\n", field(&a.raft), field(&a.client));
         }
     }
     text
+}
+
+/// Text a node sent (an address, a role, a check, an error message), as one field of a
+/// line printed for a person or a script: at most [`SHOWN_MAX`] characters (then `…`),
+/// whitespace and what [`hides_text`] names escaped, so a node cannot forge a line (an
+/// address holding `\nvoter 9 …`), split a field or send a terminal its controls, as
+/// labels cannot. Cost: O(text length).
+fn field(text: &str) -> String {
+    escaped(text, |c| c.is_whitespace() || hides_text(c))
+}
+
+/// [`field`] for a message: its spaces kept. Cost: O(text length).
+fn shown(text: &str) -> String {
+    escaped(text, |c| c != ' ' && (c.is_whitespace() || hides_text(c)))
+}
+
+/// The most characters of a node's text [`field`] and [`shown`] print.
+const SHOWN_MAX: usize = 1024;
+
+fn escaped(text: &str, escape: impl Fn(char) -> bool) -> String {
+    let mut out = String::with_capacity(text.len().min(SHOWN_MAX));
+    for (i, c) in text.chars().enumerate() {
+        if i == SHOWN_MAX {
+            out.push('…');
+            break;
+        }
+        if !escape(c) {
+            out.push(c);
+        } else if c == ' ' {
+            out.push_str("\\u{20}"); // (escape_default leaves a space as it is)
+        } else {
+            out.extend(c.escape_default());
+        }
+    }
+    out
 }
 
 /// `fencelock status`' table and the lines under it.
@@ -950,7 +987,10 @@ fn status_text(
     let term = term.map_or("-".to_string(), |t| t.to_string());
     match quorum {
         Ok(_) => put!("cluster: {who}, term {term}, quorum confirmed"),
-        Err(e) => put!("cluster: {who}, term {term}, quorum NOT confirmed ({e})"),
+        Err(e) => put!(
+            "cluster: {who}, term {term}, quorum NOT confirmed ({})",
+            shown(&e.to_string())
+        ),
     }
     text += &members_text(members);
     put!(
@@ -975,9 +1015,9 @@ fn status_text(
             Ok(s) => {
                 put!(
                     "{:<22} {:>3} {:<9} {:>5} {:>6} {:>9} {:>9} {:<5} {:>13} {:>13} {:>13} {:>11}",
-                    addr,
+                    field(addr),
                     s.id,
-                    s.role,
+                    field(&s.role),
                     s.term,
                     s.leader.map_or("-".to_string(), |l| l.to_string()),
                     s.committed,
@@ -989,11 +1029,11 @@ fn status_text(
                     of(s.connections),
                 );
                 for c in s.checks.iter().filter(|c| !c.starts_with("ok ")) {
-                    notes.push(format!("{addr} (node {}): {c}", s.id));
+                    notes.push(format!("{} (node {}): {}", field(addr), s.id, shown(c)));
                 }
             }
             Err(e) => {
-                put!("{addr:<22} unreachable: {e}");
+                put!("{:<22} unreachable: {}", field(addr), shown(e));
             }
         }
     }
@@ -2016,6 +2056,61 @@ fn leader_of(ok: &[&NodeStatus]) -> (Option<u64>, Option<u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A node's text cannot forge a line of `members` or `status`, split a field, or send
+    /// the terminal its controls; it is cut at `SHOWN_MAX` characters.
+    #[test]
+    fn a_nodes_text_is_printed_escaped_and_cut() {
+        let addr = |raft: &str| NodeAddr {
+            raft: raft.into(),
+            client: "b:1".into(),
+        };
+        let members = (
+            vec![(1, addr("a:1\nvoter 9 x y"))],
+            vec![(2, addr("c d\u{202e}"))],
+        );
+        let text = members_text(&members);
+        assert_eq!(
+            text,
+            "voter 1 a:1\\nvoter\\u{20}9\\u{20}x\\u{20}y b:1\n\
+             learner 2 c\\u{20}d\\u{202e} b:1\n"
+        );
+        assert_eq!(shown("fail x\u{1b}[2J ok"), "fail x\\u{1b}[2J ok");
+        let long = "x".repeat(SHOWN_MAX + 5);
+        assert_eq!(shown(&long).chars().count(), SHOWN_MAX + 1);
+        assert!(shown(&long).ends_with('…'));
+        let st = NodeStatus {
+            id: 3,
+            version: "0".into(),
+            role: "leader\n".into(),
+            term: 1,
+            leader: Some(3),
+            committed: 0,
+            applied: 0,
+            last_log: 0,
+            ready: false,
+            checks: vec!["fail disk\r\nvoter 9 x y".into()],
+            voters: vec![],
+            learners: vec![],
+            sessions: (0, 1),
+            locks: (0, 1),
+            claims: (0, 1),
+            connections: (0, 1),
+        };
+        let answers = vec![
+            ("n\n1".to_string(), Ok(st)),
+            ("n2".to_string(), Err("refused\u{1b}[2J".to_string())),
+        ];
+        let text = status_text(
+            &answers,
+            None,
+            None,
+            &Ok((vec![], vec![])),
+            &(vec![], vec![]),
+        );
+        assert_eq!(text.lines().count(), 5, "{text}");
+        assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text}");
+    }
 
     /// The node leading in the highest term is the leader, unless its readiness says it
     /// stepped back; a leader of an older term never is.
