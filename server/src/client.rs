@@ -1006,7 +1006,8 @@ impl Client {
     /// longer holds: the message names what it holds), `Limit` (a recording past the
     /// format's limits, naming the last index that fits), `Unavailable` (no leader in
     /// time; a page that does not fit the ones before, says another total than they did,
-    /// or takes the recording past the format's limits).
+    /// or takes the recording past the format's limits; a line that is not whole or not
+    /// as its checksum says, by [`crate::export::line_fault`], its number named).
     pub async fn export(
         &self,
         window: crate::export::Window,
@@ -1046,6 +1047,19 @@ impl Client {
                     crate::export::MAX_BYTES
                 )));
             }
+            // Each line whole and as its checksum says, before any is kept: a damaged
+            // page is not written out as a recording.
+            if let Some((k, why)) = page
+                .lines
+                .iter()
+                .enumerate()
+                .find_map(|(k, l)| crate::export::line_fault(l).map(|why| (k, why)))
+            {
+                return Err(ClientError::Unavailable(format!(
+                    "line {} of the recording {why}",
+                    lines.len() + k + 1
+                )));
+            }
             total = Some(page.total);
             bytes += page_bytes;
             pinned.from_index = Some(page.from_index);
@@ -1070,8 +1084,9 @@ impl Client {
     ///
     /// Errors: `Forbidden` (not an admin token), `BadRequest` (nothing applied yet),
     /// `Unavailable` (no leader in time; pages that do not fit together — a total that
-    /// changes between pages or is above [`MAX_BACKUP_BYTES`] among them — or a backup
-    /// that fails its checks, both naming what was wrong).
+    /// changes between pages or is above [`MAX_BACKUP_BYTES`] among them, or a page
+    /// shorter than asked that is not the last — or a backup that fails its checks, both
+    /// naming what was wrong).
     pub async fn backup(&self) -> Result<(Vec<u8>, crate::protocol::BackupPage), ClientError> {
         self.backup_paged(0).await
     }
@@ -1092,6 +1107,11 @@ impl Client {
         max_bytes: u32,
         limit: u64,
     ) -> Result<(Vec<u8>, crate::protocol::BackupPage), ClientError> {
+        // The bytes a page brings, as the node sizes it.
+        let page_size = match max_bytes {
+            0 => crate::protocol::BACKUP_PAGE,
+            n => n.min(crate::protocol::BACKUP_PAGE),
+        };
         let mut attempt = 0;
         'again: loop {
             attempt += 1;
@@ -1113,11 +1133,15 @@ impl Client {
                     }
                     Err(e) => return Err(e),
                 };
-                // Every page of one backup says the same total, at most `limit`: a
-                // node that answers otherwise cannot make this collect without end.
+                // Every page of one backup says the same total, at most `limit`, and
+                // is as long as asked (the rest, when less is left): a node that
+                // answers otherwise cannot make this collect without end, or a byte at
+                // a time.
+                let left = page.total.saturating_sub(bytes.len() as u64);
                 let fits = index.is_none_or(|i| i == page.index)
                     && total.is_none_or(|t| t == page.total)
                     && page.total <= limit
+                    && page.bytes.len() as u64 >= left.min(u64::from(page_size))
                     && !page.bytes.is_empty()
                     && bytes.len() as u64 + page.bytes.len() as u64 <= page.total;
                 if !fits {
@@ -2698,7 +2722,7 @@ mod tests {
                     }
                     Request::Export { skip, .. } => {
                         Ok(Reply::Export(crate::protocol::ExportPage {
-                            lines: vec!["x".into()],
+                            lines: vec![crate::export::line("{}".into())],
                             total: if skip == 0 && pages > 4 {
                                 crate::export::MAX_LINES as u64 + 1
                             } else {
@@ -2727,17 +2751,93 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        // Pages 1 and 2: the second says another total.
-        let m = said(within(client.backup()).await);
+        // Pages 1 and 2 (of one byte, as asked): the second says another total.
+        let m = said(within(client.backup_paged(1)).await);
         assert!(m.contains("does not fit") && m.contains("3 in all"), "{m}");
         // Page 3: a total past the limit, refused at once.
-        let m = said(within(client.backup()).await);
+        let m = said(within(client.backup_paged(1)).await);
         assert!(m.contains("does not fit"), "{m}");
         // Pages 4 and 5 (export): the second says another total; then one past the limit.
         let m = said(within(client.export(Default::default())).await);
         assert!(m.contains("does not fit") && m.contains("3 in all"), "{m}");
         let m = said(within(client.export(Default::default())).await);
         assert!(m.contains("20001 in all"), "{m}");
+        node.abort();
+    }
+
+    /// A backup page shorter than asked (a node that would have a backup taken a byte at a
+    /// time, a billion requests for a gigabyte) and an export line that is not whole or
+    /// not as its checksum says are refused before anything is kept.
+    #[tokio::test]
+    async fn short_backup_pages_and_damaged_export_lines_are_refused() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let node = tokio::spawn(async move {
+            let (a, _) = listener.accept().await.unwrap();
+            let (ar, mut aw) = a.into_split();
+            let mut ar = BufReader::new(ar);
+            let mut exports = 0;
+            loop {
+                let f = next_request(&mut ar).await;
+                let r = match f.req {
+                    Request::Backup { .. } => {
+                        Ok(Reply::Backup(crate::protocol::BackupPage {
+                            bytes: vec![0],
+                            total: 1025,
+                            index: 5,
+                            node: 1,
+                        }))
+                    }
+                    Request::Export { .. } => {
+                        exports += 1;
+                        let good = crate::export::line("{}".into());
+                        let bad = match exports {
+                            1 => "{}\t00000000".to_string(),
+                            2 => format!("{}\n{good}", crate::export::line("{}".into())),
+                            3 => "{}".to_string(),
+                            _ => "x".repeat(crate::export::MAX_LINE_BYTES + 1),
+                        };
+                        Ok(Reply::Export(crate::protocol::ExportPage {
+                            lines: vec![good, bad],
+                            total: 3,
+                            from_index: 1,
+                            to_index: 9,
+                            span: None,
+                            node: 1,
+                        }))
+                    }
+                    other => panic!("unexpected {other:?}"),
+                };
+                answer(&mut aw, f.id, r).await;
+            }
+        });
+        let client = Client::with_timeouts(vec![addr], impatient());
+        async fn within<T>(what: impl std::future::Future<Output = T>) -> T {
+            tokio::time::timeout(Duration::from_secs(10), what)
+                .await
+                .expect("ends")
+        }
+        fn said<T: std::fmt::Debug>(r: Result<T, ClientError>) -> String {
+            match r {
+                Err(ClientError::Unavailable(m)) => m,
+                other => panic!("{other:?}"),
+            }
+        }
+        let m = said(within(client.backup()).await);
+        assert!(
+            m.contains("does not fit") && m.contains("1 in the page"),
+            "{m}"
+        );
+        let m = said(within(client.backup_paged(512)).await);
+        assert!(m.contains("does not fit"), "{m}");
+        for why in [
+            "line 2 of the recording does not match its checksum",
+            "line 2 of the recording holds a line break",
+            "line 2 of the recording has no checksum",
+            "line 2 of the recording is longer than a recording line may be",
+        ] {
+            assert_eq!(said(within(client.export(Default::default())).await), why);
+        }
         node.abort();
     }
 

@@ -99,9 +99,34 @@ impl std::fmt::Display for ExportError {
 impl std::error::Error for ExportError {}
 
 /// `text` and its CRC-32 (IEEE), as one recording line.
-fn line(text: String) -> String {
+pub(crate) fn line(text: String) -> String {
     let crc = crc32fast::hash(text.as_bytes());
     format!("{text}\t{crc:08x}")
+}
+
+/// What is wrong with `l` as a recording line, if anything: longer than
+/// [`MAX_LINE_BYTES`], holding a line break, or not its text, a tab and the text's CRC-32
+/// as eight lowercase hex digits (as [`line`] writes it). The client checks each line an
+/// export receives before it writes any, as the demo page checks each it reads.
+/// Cost: O(line length).
+pub fn line_fault(l: &str) -> Option<&'static str> {
+    if l.len() > MAX_LINE_BYTES {
+        return Some("is longer than a recording line may be");
+    }
+    if l.contains(['\n', '\r']) {
+        return Some("holds a line break");
+    }
+    let Some((text, crc)) = l.rsplit_once('\t') else {
+        return Some("has no checksum");
+    };
+    let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if crc.len() != 8 || !crc.bytes().all(hex) {
+        return Some("has no checksum");
+    }
+    if u32::from_str_radix(crc, 16).ok() != Some(crc32fast::hash(text.as_bytes())) {
+        return Some("does not match its checksum");
+    }
+    None
 }
 
 /// JSON text being built; numbers are checked against [`MAX_NUMBER`].
