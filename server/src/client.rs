@@ -647,6 +647,29 @@ impl Client {
         Ok(())
     }
 
+    /// Follows a node's `NotLeader`: its hint becomes the next address tried, unless it
+    /// is no address (over [`crate::membership::MAX_ADDR_LEN`] bytes, or with whitespace
+    /// or a control character), and returns how long to wait first: 50 ms with no leader
+    /// known; none for the first two hops of a call, then 50 ms doubling to 1 s, so two
+    /// nodes naming each other (stale views in an election, or a faulty node naming
+    /// itself) cost a few connections a second, not a reconnect storm. Cost: O(hint).
+    fn redirected(&self, leader: Option<String>, hops: &mut u32) -> Duration {
+        let leader = leader.filter(|a| {
+            a.len() <= crate::membership::MAX_ADDR_LEN
+                && !a.chars().any(|c| c.is_whitespace() || c.is_control())
+        });
+        let known = leader.is_some();
+        self.st().preferred = leader;
+        if !known {
+            return Duration::from_millis(50);
+        }
+        *hops += 1;
+        match hops.checked_sub(3) {
+            None => Duration::ZERO,
+            Some(n) => Duration::from_millis(50u64 << n.min(5)).min(Duration::from_secs(1)),
+        }
+    }
+
     async fn send(&self, conn: &Conn, req: Request) -> Result<Reply, ClientError> {
         self.send_marking(conn, req, None).await
     }
@@ -745,6 +768,7 @@ impl Client {
     ) -> Result<(Reply, u64), ClientError> {
         let start = Instant::now();
         let mut last = ClientError::Unavailable("not tried".into());
+        let mut hops = 0;
         while start.elapsed() < self.inner.retry_for {
             let conn = match self.connect().await {
                 Ok(c) => c,
@@ -762,12 +786,9 @@ impl Client {
                 Ok(r) => return Ok((r, conn.epoch)),
                 Err(ClientError::NotLeader { leader }) => {
                     self.drop_conn(&conn);
-                    let known = leader.is_some();
-                    self.st().preferred = leader.clone();
+                    let pause = self.redirected(leader.clone(), &mut hops);
                     last = ClientError::NotLeader { leader };
-                    if !known {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
+                    tokio::time::sleep(pause).await;
                 }
                 Err(ClientError::Unavailable(m)) => {
                     self.drop_conn(&conn);
@@ -803,6 +824,7 @@ impl Client {
 
     async fn open(&self, ttl_ms: u64, label: Option<String>) -> Result<Session, ClientError> {
         let start = Instant::now();
+        let mut hops = 0;
         let key = fresh_key()?;
         loop {
             let conn = self.connect().await;
@@ -849,13 +871,10 @@ impl Client {
                     if start.elapsed() > self.inner.retry_for {
                         return Err(ClientError::NotLeader { leader });
                     }
-                    // No leader known (an election, or no quorum): wait before asking again,
-                    // as `call` does, instead of reconnecting in a tight loop.
-                    let known = leader.is_some();
-                    self.st().preferred = leader;
-                    if !known {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
+                    // As `call` follows a redirect: no leader known (an election, or no
+                    // quorum), or hop after hop, wait before asking again.
+                    let pause = self.redirected(leader, &mut hops);
+                    tokio::time::sleep(pause).await;
                 }
                 Err(ClientError::Unavailable(m)) => {
                     if start.elapsed() > self.inner.retry_for {
@@ -2765,6 +2784,54 @@ mod tests {
         node.abort();
     }
 
+    /// A node that answers every request with a redirect to itself (a faulty node, or two
+    /// that name each other in an election) is followed twice at once, then with a pause
+    /// that doubles: a few connections in a second, not a reconnect storm; a hint that is
+    /// no address is not followed at all.
+    #[tokio::test]
+    async fn redirects_hop_after_hop_back_off() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let count = accepted.clone();
+        let me = addr.clone();
+        let node = tokio::spawn(async move {
+            loop {
+                let (a, _) = listener.accept().await.unwrap();
+                count.fetch_add(1, Ordering::SeqCst);
+                let me = me.clone();
+                tokio::spawn(async move {
+                    let (ar, mut aw) = a.into_split();
+                    let mut ar = BufReader::new(ar);
+                    while let Ok(Some(f)) =
+                        frame::read::<_, ClientFrame>(&mut ar, MAX_CLIENT_FRAME).await
+                    {
+                        let leader = Some(if matches!(f.req, Request::Holders { .. }) {
+                            me.clone()
+                        } else {
+                            format!("{me}\nvoter 9")
+                        });
+                        answer(&mut aw, f.id, Err(ClientError::NotLeader { leader })).await;
+                    }
+                });
+            }
+        });
+        let timeouts = Timeouts {
+            retry_for: Duration::from_secs(1),
+            ..impatient()
+        };
+        let client = Client::with_timeouts(vec![addr.clone()], timeouts);
+        let r = client.holders("x").await;
+        assert!(matches!(r, Err(ClientError::NotLeader { .. })), "{r:?}");
+        let n = accepted.swap(0, Ordering::SeqCst);
+        assert!((3..=12).contains(&n), "{n} connections in a second");
+        // A hint that is no address is not the next address tried.
+        let r = client.permits("x").await;
+        assert!(matches!(r, Err(ClientError::NotLeader { .. })), "{r:?}");
+        assert_eq!(client.st().preferred, None);
+        node.abort();
+    }
+
     /// A backup page shorter than asked (a node that would have a backup taken a byte at a
     /// time, a billion requests for a gigabyte) and an export line that is not whole or
     /// not as its checksum says are refused before anything is kept.
@@ -2780,14 +2847,12 @@ mod tests {
             loop {
                 let f = next_request(&mut ar).await;
                 let r = match f.req {
-                    Request::Backup { .. } => {
-                        Ok(Reply::Backup(crate::protocol::BackupPage {
-                            bytes: vec![0],
-                            total: 1025,
-                            index: 5,
-                            node: 1,
-                        }))
-                    }
+                    Request::Backup { .. } => Ok(Reply::Backup(crate::protocol::BackupPage {
+                        bytes: vec![0],
+                        total: 1025,
+                        index: 5,
+                        node: 1,
+                    })),
                     Request::Export { .. } => {
                         exports += 1;
                         let good = crate::export::line("{}".into());
