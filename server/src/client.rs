@@ -507,11 +507,7 @@ impl Client {
                 }
             }
         };
-        let sock = tokio::time::timeout(self.inner.connect_timeout, TcpStream::connect(&addr))
-            .await
-            .map_err(|_| ClientError::Unavailable(format!("connect to {addr} timed out")))?
-            .map_err(|e| ClientError::Unavailable(format!("connect to {addr}: {e}")))?;
-        let _ = sock.set_nodelay(true);
+        let sock = dial(&addr, self.inner.connect_timeout).await?;
         let (r, w): (BoxRead, BoxWrite) = match &self.inner.options.tls {
             None => {
                 // Plain TCP is for a cluster on one machine: the token and every session's
@@ -1204,6 +1200,22 @@ impl Client {
     pub async fn set_voters(&self, voters: Vec<u64>) -> Result<(), ClientError> {
         self.call(Request::SetVoters { voters }).await.map(|_| ())
     }
+}
+
+/// A TCP connection to `addr` within `limit`, with no Nagle delay and with the node's TCP
+/// keep-alive timings ([`crate::net::keep_alive`]): a node that vanished without a FIN or
+/// RST (power lost, a NAT mapping dropped) is found dead after a minute of silence, and
+/// the connection fails — an acquire that waits in a queue sends nothing, and would
+/// otherwise wait on it for ever (unless a lease guard's keep-alives time out first).
+/// Errors: `Unavailable` (timed out, refused). Cost: one connect.
+async fn dial(addr: &str, limit: Duration) -> Result<TcpStream, ClientError> {
+    let sock = tokio::time::timeout(limit, TcpStream::connect(addr))
+        .await
+        .map_err(|_| ClientError::Unavailable(format!("connect to {addr} timed out")))?
+        .map_err(|e| ClientError::Unavailable(format!("connect to {addr}: {e}")))?;
+    let _ = sock.set_nodelay(true);
+    let _ = crate::net::keep_alive(&sock);
+    Ok(sock)
 }
 
 /// A random 128-bit idempotency key from the operating system's random source: unique per
@@ -2782,6 +2794,28 @@ mod tests {
         let m = said(within(client.export(Default::default())).await);
         assert!(m.contains("20001 in all"), "{m}");
         node.abort();
+    }
+
+    /// The client's connections probe a silent node as the node's probe its clients: an
+    /// acquire waiting in a queue sends nothing, and a node gone without a FIN or RST
+    /// would otherwise leave it waiting for ever.
+    #[tokio::test]
+    async fn a_connection_to_a_node_probes_it_when_silent() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let sock = dial(&addr, Duration::from_secs(5)).await.unwrap();
+        let s = socket2::SockRef::from(&sock);
+        assert!(s.keepalive().unwrap());
+        assert_eq!(s.tcp_keepalive_time().unwrap(), crate::net::KEEPALIVE_IDLE);
+        assert_eq!(
+            s.tcp_keepalive_interval().unwrap(),
+            crate::net::KEEPALIVE_INTERVAL
+        );
+        assert_eq!(
+            s.tcp_keepalive_retries().unwrap(),
+            crate::net::KEEPALIVE_PROBES
+        );
+        assert!(s.tcp_nodelay().unwrap());
     }
 
     /// A node that answers every request with a redirect to itself (a faulty node, or two

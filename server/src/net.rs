@@ -729,7 +729,7 @@ pub const KEEPALIVE_PROBES: u32 = 3;
 /// a client that reconnects attaches its session to the new connection as well. A live
 /// peer's kernel answers the probes; nothing is sent above TCP. Cost: one system call.
 /// Errors: the system call's.
-fn keep_alive(sock: &TcpStream) -> io::Result<()> {
+pub(crate) fn keep_alive(sock: &TcpStream) -> io::Result<()> {
     let ka = socket2::TcpKeepalive::new()
         .with_time(KEEPALIVE_IDLE)
         .with_interval(KEEPALIVE_INTERVAL)
