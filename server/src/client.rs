@@ -308,7 +308,12 @@ pub struct Timeouts {
     pub reply: Duration,
     /// How long one call keeps retrying (redirects, lost connections, `Unavailable`)
     /// before it fails with the last error. Checked before each attempt, so a call can
-    /// take up to `retry_for + connect + reply`. A session's numbered request that first
+    /// take up to `retry_for` plus one attempt, and an attempt on a new connection is
+    /// more than `connect + reply`: the connect (`connect`), a TLS handshake (at most
+    /// `connect`), the token's answer (`reply`), each attached session's re-attaching
+    /// keep-alive (`reply` each), then the request (`reply`) — with a token and one
+    /// session, about `retry_for + 2·connect + 3·reply`. (A lease guard times the lease
+    /// from acknowledged sends, so a slow call costs time, not safety.) A session's numbered request that first
     /// settles an earlier one makes up to five such calls in turn (see the module docs).
     pub retry_for: Duration,
     /// How long a session waits, after an acquire or watch ended without the core's
