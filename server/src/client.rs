@@ -235,8 +235,13 @@ struct State {
     dropped: u64,
     /// Sessions to re-attach after a reconnect, with their credentials.
     attached: HashMap<u64, SessionSecret>,
-    /// Latest lock event per (session, lock), set by pushes.
+    /// Latest lock event per (session, lock), set by pushes for the pairs in `awaiting`
+    /// only, so it holds at most one entry per acquire in flight (a node pushing grants of
+    /// a million names for a session grows nothing).
     lock_events: HashMap<(u64, String), Acquired>,
+    /// The (session, lock) pairs an acquire is waiting on, with how many acquires wait
+    /// on each ([`Session::acquire_as`] adds and removes itself).
+    awaiting: HashMap<(u64, String), usize>,
     lost: HashSet<u64>,
     /// Sessions a [`Session`] handle of this client exists for: only their lock events
     /// and ends are kept (a dropped session's late pushes leave nothing behind).
@@ -445,12 +450,16 @@ impl Client {
                 token,
                 ..
             } => {
-                st.lock_events
-                    .insert((session.0, lock.to_string()), Acquired::Granted(*token));
+                let key = (session.0, lock.to_string());
+                if st.awaiting.contains_key(&key) {
+                    st.lock_events.insert(key, Acquired::Granted(*token));
+                }
             }
             Output::WaitTimedOut { session, lock } => {
-                st.lock_events
-                    .insert((session.0, lock.to_string()), Acquired::TimedOut);
+                let key = (session.0, lock.to_string());
+                if st.awaiting.contains_key(&key) {
+                    st.lock_events.insert(key, Acquired::TimedOut);
+                }
             }
             Output::Released {
                 session,
@@ -1207,6 +1216,36 @@ impl Client {
     }
 }
 
+/// An acquire's claim on the pushes of its (session, lock): while it lives, `note` keeps
+/// that pair's lock events (any earlier one was dropped when it began); when it ends, the
+/// pair's entry goes once no other acquire waits on it.
+struct Awaiting<'a> {
+    client: &'a Client,
+    key: &'a (u64, String),
+}
+
+impl<'a> Awaiting<'a> {
+    fn new(client: &'a Client, key: &'a (u64, String)) -> Awaiting<'a> {
+        let mut st = client.st();
+        st.lock_events.remove(key);
+        *st.awaiting.entry(key.clone()).or_insert(0) += 1;
+        Awaiting { client, key }
+    }
+}
+
+impl Drop for Awaiting<'_> {
+    fn drop(&mut self) {
+        let mut st = self.client.st();
+        if let Some(n) = st.awaiting.get_mut(self.key) {
+            *n -= 1;
+            if *n == 0 {
+                st.awaiting.remove(self.key);
+                st.lock_events.remove(self.key);
+            }
+        }
+    }
+}
+
 /// A TCP connection to `addr` within `limit`, with no Nagle delay and with the node's TCP
 /// keep-alive timings ([`crate::net::keep_alive`]): a node that vanished without a FIN or
 /// RST (power lost, a NAT mapping dropped) is found dead after a minute of silence, and
@@ -1766,7 +1805,7 @@ impl Session {
         written: &AtomicBool,
         verify: bool,
     ) -> Result<Acquired, ClientError> {
-        self.client.st().lock_events.remove(key);
+        let _awaiting = Awaiting::new(&self.client, key);
         // Subscribed before sending: a push that overtakes the reply still wakes us.
         let mut changed = self.client.inner.changed.subscribe();
         loop {
@@ -2658,18 +2697,69 @@ mod tests {
         }
     }
 
-    /// A grant and its forced release read in one go, before the waiting acquire looked:
-    /// its outcome is `HoldEnded` (it used to find nothing and wait for ever). The end of
-    /// another token's hold (an earlier one) leaves the pending grant as it is.
+    /// Only the pairs an acquire waits on keep their lock events: a node pushing grants
+    /// and timeouts of many names for a session grows nothing, and an acquire's pairs
+    /// are gone once it ended.
     #[test]
-    fn a_grant_ended_before_its_acquire_looked_is_its_outcome() {
+    fn lock_events_are_kept_only_for_pairs_an_acquire_waits_on() {
         let client = Client::new(vec![]);
         {
             let mut st = client.st();
             st.epoch = 1;
             st.handles.insert(1);
         }
+        let push = |name: &str, token: u64| Output::Granted {
+            session: SessionId(1),
+            lock: LockName::new(name).unwrap(),
+            mode: Mode::Exclusive,
+            token: Token(token),
+        };
+        for i in 0..10_000 {
+            client.note(push(&format!("n{i}"), i + 1), 1);
+            client.note(
+                Output::WaitTimedOut {
+                    session: SessionId(1),
+                    lock: LockName::new(&format!("t{i}")).unwrap(),
+                },
+                1,
+            );
+        }
+        assert!(client.st().lock_events.is_empty());
         let key = (1, "x".to_string());
+        {
+            let waiting = Awaiting::new(&client, &key);
+            let again = Awaiting::new(&client, &key);
+            client.note(push("x", 7), 1);
+            client.note(push("y", 8), 1);
+            assert_eq!(client.st().lock_events.len(), 1);
+            assert_eq!(
+                client.st().lock_events.get(&key),
+                Some(&Acquired::Granted(Token(7)))
+            );
+            drop(again);
+            assert!(
+                client.st().lock_events.contains_key(&key),
+                "one still waits"
+            );
+            drop(waiting);
+        }
+        let st = client.st();
+        assert!(st.lock_events.is_empty() && st.awaiting.is_empty());
+    }
+
+    /// A grant and its forced release read in one go, before the waiting acquire looked:
+    /// its outcome is `HoldEnded` (it used to find nothing and wait for ever). The end of
+    /// another token's hold (an earlier one) leaves the pending grant as it is.
+    #[test]
+    fn a_grant_ended_before_its_acquire_looked_is_its_outcome() {
+        let client = Client::new(vec![]);
+        let key = (1, "x".to_string());
+        {
+            let mut st = client.st();
+            st.epoch = 1;
+            st.handles.insert(1);
+            st.awaiting.insert(key.clone(), 1);
+        }
         let released = |token: u64| Output::Released {
             session: SessionId(1),
             lock: LockName::new("x").unwrap(),
@@ -3116,6 +3206,11 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let client = Client::new(vec![addr]);
+        // As if an acquire waited on each pair the node pushes about (only those pairs'
+        // events are kept).
+        for key in [(1, "x"), (2, "x"), (2, "y")] {
+            client.st().awaiting.insert((key.0, key.1.to_string()), 1);
+        }
         let (late_tx, late_rx) = tokio::sync::oneshot::channel::<()>();
         let node = tokio::spawn(async move {
             let (a, _) = listener.accept().await.unwrap();
