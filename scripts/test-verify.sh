@@ -15,7 +15,9 @@
 # and prints the figures tests/README.md quotes ("verification figures" block), failing
 # when one with a floor in tests/figure-floors.txt falls below it (scripts/figure-floors.sh).
 #
-#   scripts/test-verify.sh          what `make test` runs (a few minutes)
+#   scripts/test-verify.sh          what `make test` runs (a few minutes), at its own sizes:
+#                                   FENCELOCK_SEED, SIM_SEEDS, SIM_STEPS, SIM_FIRST_SEED
+#                                   and PROPTEST_CASES in the environment are ignored (said)
 #   scripts/test-verify.sh soak     a longer soak: 200 000 fresh seeds (SIM_SEEDS), seeds
 #                                   10 000 onwards, and 300 s per fuzz target
 # A failing seed is printed with the command that replays it (SEED=<n> ... replay_seed).
@@ -32,6 +34,17 @@ export CARGO_PROFILE_VERIFY_LTO=false
 export CARGO_PROFILE_VERIFY_CODEGEN_UNITS=16
 export CARGO_PROFILE_VERIFY_DEBUG_ASSERTIONS=true
 export CARGO_PROFILE_VERIFY_OVERFLOW_CHECKS=true
+# What the figures say is what ran: a seed, step count or case count left in the
+# environment (to replay one failure, say) would shrink the run with no figure showing it
+# (one determinism seed instead of 60, its coverage checks off), so `make test` sets them.
+if [ "$mode" = test ]; then
+  for v in FENCELOCK_SEED SIM_STEPS SIM_FIRST_SEED PROPTEST_CASES SIM_SEEDS; do
+    if [ -n "${!v:-}" ]; then
+      echo "[verify] $v=${!v} in the environment: ignored (the full run's sizes are used)"
+      unset "$v"
+    fi
+  done
+fi
 export PROPTEST_CASES="${PROPTEST_CASES:-2000}"
 # The full sizes (a debug-assertion build would otherwise pick the quick ones).
 export SIM_SEEDS="${SIM_SEEDS:-10000}" MODEL_CHECK_FULL=1 VERIFY_FULL=1

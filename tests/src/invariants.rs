@@ -847,6 +847,17 @@ impl Shadow {
                 // I3 FIFO: an event grant goes to the head of the queue.
                 let q = self.queues.entry(lock.as_str().to_string()).or_default();
                 match q.front() {
+                    // The advance times out every wait whose deadline came before it grants
+                    // (SPEC §2): a head granted at or past its deadline was owed a timeout.
+                    Some(w)
+                        if w.session == *session && w.deadline.is_some_and(|d| d <= self.now) =>
+                    {
+                        return Err(format!(
+                            "I3: {session} granted {lock} at {} on a wait that ended at {}: not timed out first",
+                            self.now,
+                            w.deadline.unwrap_or_default()
+                        ));
+                    }
                     Some(w) if w.session == *session && w.mode == *mode => {
                         q.pop_front();
                         self.waits_ended += 1;

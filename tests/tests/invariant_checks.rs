@@ -477,6 +477,31 @@ fn a_grant_out_of_queue_order_or_a_wrong_busy_or_queue_position_is_caught_as_i3(
         "a timed wait before its deadline",
         run(0, &timed(3), as_answered),
     );
+    // Released at its deadline: the advance times s2's wait out before the release could
+    // grant it; a core that granted first gave s2 the lock its wait had already ended on.
+    let release_at = [second_asker(Wait::Until(Tick(5))), vec![release(5, 1)]].concat();
+    passes(
+        "a timed wait that ends as the lock is released",
+        run(0, &release_at, as_answered),
+    );
+    caught(
+        "a timed wait granted at its deadline instead of timed out",
+        run(
+            0,
+            &release_at,
+            events_at(4, |e| {
+                e.retain(|o| !matches!(o, Output::WaitTimedOut { .. }));
+                e.push(Output::Granted {
+                    session: s(2),
+                    lock: a(),
+                    mode: X,
+                    token: Token(2),
+                });
+            }),
+        ),
+        "I3:",
+        "not timed out first",
+    );
     caught(
         "a timed wait that times out before its deadline",
         run(
