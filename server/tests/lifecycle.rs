@@ -745,6 +745,36 @@ async fn open_metrics_connections_do_not_hold_up_a_stop() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// `--init` with more peers than a cluster may have members (256: the peers would refuse
+/// the membership as they decode it) is refused before the node binds or writes anything.
+#[test]
+fn init_with_more_peers_than_a_cluster_may_have_is_refused_up_front() {
+    let base = temp_dir("initmany");
+    let p = ports(2);
+    let mut cmd = Command::new(NODE);
+    cmd.args(["--id", "1", "--init", "--insecure-plaintext"])
+        .arg("--dir")
+        .arg(base.join("n1"))
+        .arg("--peer")
+        .arg(format!("1=127.0.0.1:{}/127.0.0.1:{}", p[0], p[1]));
+    for i in 2..=257u32 {
+        cmd.arg("--peer").arg(format!(
+            "{i}=127.0.0.1:{}/127.0.0.1:{}",
+            10_000 + i,
+            20_000 + i
+        ));
+    }
+    let out = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--init") && err.contains("256"), "{err}");
+    assert!(!base.join("n1/raft.log").exists(), "nothing written");
+}
+
 /// A node with TLS serves clients on the network; without `--tokens` every one of them
 /// could do everything (force releases, membership changes, exports). It refuses to start
 /// that way — exit 1 naming `--tokens` — unless told to with `--insecure-no-tokens`

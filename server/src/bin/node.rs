@@ -819,6 +819,11 @@ async fn run(args: Args) -> Result<(), String> {
         .get(&id)
         .ok_or("this node's id is not among the peers")?
         .clone();
+    // The membership --init would propose, judged before anything binds or is written (a
+    // cluster's most members: the peers would refuse more as they decode it).
+    if args.init {
+        fencelock_server::membership::check_members(&peers).map_err(|e| format!("--init: {e}"))?;
+    }
     let tokens = match &args.tokens {
         Some(path) => {
             let t = Tokens::load(path)?;
