@@ -111,9 +111,9 @@ pub trait Fence {
     /// PostgreSQL, a closure that ended the transaction itself (a `COMMIT` or `ROLLBACK`
     /// of its own, which it must not send): that is reported, but what it ran after
     /// ending it committed on its own, outside the fence. `write` must not touch the fence
-    /// table either: one that deleted or lowered its resource's row is refused before
-    /// commit ([`FenceError::Storage`], nothing written), as committed it would let the
-    /// next stale token in.
+    /// table either: deleting or lowering its resource's row would let the next stale
+    /// token in (the SQLite fence refuses such a write before commit, with
+    /// [`FenceError::Storage`] and nothing written; the PostgreSQL fence does not catch it).
     ///
     /// Errors: [`FenceError::Refused`] with [`Error::Stale`]`{ token, highest }` (a higher
     /// token was admitted before), [`Error::ZeroToken`], [`Error::EmptyName`],

@@ -327,7 +327,7 @@ impl Fence for SqliteFence {
             .into());
         }
         // The transaction about to commit must still carry the raise: a write that
-        // deleted or lowered the fence's own row would otherwise commit, and the next
+        // deleted or changed the fence's own row would otherwise commit, and the next
         // stale token be admitted (the rollback hook above catches a write that ended the
         // fence's transaction and began one of its own before it gets here). The
         // highest is ours only while the fence's raise stands (an equal token stored
@@ -341,7 +341,7 @@ impl Fence for SqliteFence {
         if stands != Some(t) {
             return Err(StorageError::new(
                 "the fenced transaction",
-                "the write deleted or lowered the fence's own row for this resource, or \
+                "the write deleted or changed the fence's own row for this resource, or \
                  ended the fence's transaction itself: nothing of it was committed by the \
                  fence (a write must not touch the fence table); read your data back",
             )
