@@ -644,7 +644,7 @@ impl Client {
                 Ok(_) => {}
                 Err(e) if outcome_unknown(&e) => {
                     if let ClientError::NotLeader { leader } = &e {
-                        self.st().preferred = leader.clone();
+                        self.st().preferred = leader.clone().filter(|a| usable_hint(a));
                     }
                     return Err(e);
                 }
@@ -658,26 +658,29 @@ impl Client {
     }
 
     /// Follows a node's `NotLeader`: its hint becomes the next address tried, unless it
-    /// is no address (over [`crate::membership::MAX_ADDR_LEN`] bytes, or with whitespace
-    /// or a control character), and returns how long to wait first: 50 ms with no leader
-    /// known; none for the first two hops of a call, then 50 ms doubling to 1 s, so two
-    /// nodes naming each other (stale views in an election, or a faulty node naming
-    /// itself) cost a few connections a second, not a reconnect storm. Cost: O(hint).
-    fn redirected(&self, leader: Option<String>, hops: &mut u32) -> Duration {
-        let leader = leader.filter(|a| {
-            a.len() <= crate::membership::MAX_ADDR_LEN
-                && !a.chars().any(|c| c.is_whitespace() || c.is_control())
-        });
-        let known = leader.is_some();
+    /// is no address ([`usable_hint`]), and returns how long to wait first: 50 ms with no
+    /// leader known; none for a leader not named before in this call (a new leader is
+    /// followed at once); for one named again, 50 ms doubling to 1 s — so two nodes naming
+    /// each other, or a faulty node naming itself, cost a few connections a second, not a
+    /// reconnect storm. Cost: O(hint + names seen, at most [`HINTS_KEPT`]).
+    fn redirected(&self, leader: Option<String>, hops: &mut Hops) -> Duration {
+        let leader = leader.filter(|a| usable_hint(a));
+        let pause = match &leader {
+            None => Duration::from_millis(50),
+            Some(a) if !hops.seen.contains(a) => {
+                if hops.seen.len() < HINTS_KEPT {
+                    hops.seen.push(a.clone());
+                }
+                Duration::ZERO
+            }
+            Some(_) => {
+                hops.repeats += 1;
+                Duration::from_millis(50u64 << (hops.repeats - 1).min(5))
+                    .min(Duration::from_secs(1))
+            }
+        };
         self.st().preferred = leader;
-        if !known {
-            return Duration::from_millis(50);
-        }
-        *hops += 1;
-        match hops.checked_sub(3) {
-            None => Duration::ZERO,
-            Some(n) => Duration::from_millis(50u64 << n.min(5)).min(Duration::from_secs(1)),
-        }
+        pause
     }
 
     async fn send(&self, conn: &Conn, req: Request) -> Result<Reply, ClientError> {
@@ -778,7 +781,7 @@ impl Client {
     ) -> Result<(Reply, u64), ClientError> {
         let start = Instant::now();
         let mut last = ClientError::Unavailable("not tried".into());
-        let mut hops = 0;
+        let mut hops = Hops::default();
         while start.elapsed() < self.inner.retry_for {
             let conn = match self.connect().await {
                 Ok(c) => c,
@@ -798,7 +801,9 @@ impl Client {
                     self.drop_conn(&conn);
                     let pause = self.redirected(leader.clone(), &mut hops);
                     last = ClientError::NotLeader { leader };
-                    tokio::time::sleep(pause).await;
+                    // (No pause past the call's end: it would only delay its failure.)
+                    let left = self.inner.retry_for.saturating_sub(start.elapsed());
+                    tokio::time::sleep(pause.min(left)).await;
                 }
                 Err(ClientError::Unavailable(m)) => {
                     self.drop_conn(&conn);
@@ -834,7 +839,7 @@ impl Client {
 
     async fn open(&self, ttl_ms: u64, label: Option<String>) -> Result<Session, ClientError> {
         let start = Instant::now();
-        let mut hops = 0;
+        let mut hops = Hops::default();
         let key = fresh_key()?;
         loop {
             let conn = self.connect().await;
@@ -884,7 +889,8 @@ impl Client {
                     // As `call` follows a redirect: no leader known (an election, or no
                     // quorum), or hop after hop, wait before asking again.
                     let pause = self.redirected(leader, &mut hops);
-                    tokio::time::sleep(pause).await;
+                    let left = self.inner.retry_for.saturating_sub(start.elapsed());
+                    tokio::time::sleep(pause.min(left)).await;
                 }
                 Err(ClientError::Unavailable(m)) => {
                     if start.elapsed() > self.inner.retry_for {
@@ -1214,6 +1220,26 @@ impl Client {
     pub async fn set_voters(&self, voters: Vec<u64>) -> Result<(), ClientError> {
         self.call(Request::SetVoters { voters }).await.map(|_| ())
     }
+}
+
+/// The leaders one call was sent to by redirects ([`Client::redirected`]).
+#[derive(Default)]
+struct Hops {
+    /// The leaders named so far (the first [`HINTS_KEPT`]).
+    seen: Vec<String>,
+    /// How many redirects named one of them again.
+    repeats: u32,
+}
+
+/// How many distinct leader hints one call remembers.
+const HINTS_KEPT: usize = 16;
+
+/// Whether a node's leader hint can be an address to follow: at most
+/// [`crate::membership::MAX_ADDR_LEN`] bytes, no whitespace or control character. Cost:
+/// O(hint).
+fn usable_hint(a: &str) -> bool {
+    a.len() <= crate::membership::MAX_ADDR_LEN
+        && !a.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// An acquire's claim on the pushes of its (session, lock): while it lives, `note` keeps
@@ -2913,10 +2939,39 @@ mod tests {
         assert!(s.tcp_nodelay().unwrap());
     }
 
+    /// A leader named for the first time in a call is followed at once, one named again
+    /// after a pause that doubles: a new leader after an election is not kept waiting by
+    /// the stale hints that came before it.
+    #[test]
+    fn a_new_leader_is_followed_at_once_a_repeated_one_after_a_pause() {
+        let client = Client::new(vec![]);
+        let mut hops = Hops::default();
+        let mut hint = |a: &str| {
+            client
+                .redirected(Some(a.to_string()), &mut hops)
+                .as_millis()
+        };
+        assert_eq!(
+            ["a:1", "a:1", "a:1", "b:2", "a:1", "c:3"].map(&mut hint),
+            [0, 50, 100, 0, 200, 0]
+        );
+        assert_eq!(client.st().preferred.as_deref(), Some("c:3"));
+        let mut hops = Hops::default();
+        assert_eq!(
+            client.redirected(None, &mut hops),
+            Duration::from_millis(50)
+        );
+        let bad = client.redirected(Some("a:1\nx".into()), &mut hops);
+        assert_eq!(
+            (bad, client.st().preferred.clone()),
+            (Duration::from_millis(50), None)
+        );
+    }
+
     /// A node that answers every request with a redirect to itself (a faulty node, or two
-    /// that name each other in an election) is followed twice at once, then with a pause
-    /// that doubles: a few connections in a second, not a reconnect storm; a hint that is
-    /// no address is not followed at all.
+    /// that name each other in an election) is followed at once the first time, then with
+    /// a pause that doubles: a few connections in a second, not a reconnect storm; a hint
+    /// that is no address is not followed at all.
     #[tokio::test]
     async fn redirects_hop_after_hop_back_off() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
