@@ -394,8 +394,13 @@ fn main() -> ExitCode {
     // would miss its supervisor's status (and skip stopping the command's group when the
     // supervisor is killed), and the supervisor its command's. A handler of our own
     // (tokio's, installed for the life of the process) undoes that before anything is
-    // spawned; exec resets a handled signal to its default for the children.
+    // spawned, in the two modes that spawn (`lock` and its supervisor); exec resets a
+    // handled signal to its default for the children.
+    let spawns = matches!(args.cmd, Cmd::Lock { .. } | Cmd::Supervise { .. });
     if let Err(e) = rt.block_on(async {
+        if !spawns {
+            return Ok(());
+        }
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).map(drop)
     }) {
         note!("fencelock: cannot catch SIGCHLD: {e}");
