@@ -644,7 +644,9 @@ impl Client {
                 Ok(_) => {}
                 Err(e) if outcome_unknown(&e) => {
                     if let ClientError::NotLeader { leader } = &e {
-                        self.st().preferred = leader.clone().filter(|a| usable_hint(a));
+                        self.st().preferred = leader
+                            .clone()
+                            .filter(|a| crate::membership::address_text(a));
                     }
                     return Err(e);
                 }
@@ -658,13 +660,13 @@ impl Client {
     }
 
     /// Follows a node's `NotLeader`: its hint becomes the next address tried, unless it
-    /// is no address ([`usable_hint`]), and returns how long to wait first: 50 ms with no
+    /// is no address ([`crate::membership::address_text`]), and returns how long to wait first: 50 ms with no
     /// leader known; none for a leader not named before in this call (a new leader is
     /// followed at once); for one named again, 50 ms doubling to 1 s — so two nodes naming
     /// each other, or a faulty node naming itself, cost a few connections a second, not a
     /// reconnect storm. Cost: O(hint + names seen, at most [`HINTS_KEPT`]).
     fn redirected(&self, leader: Option<String>, hops: &mut Hops) -> Duration {
-        let leader = leader.filter(|a| usable_hint(a));
+        let leader = leader.filter(|a| crate::membership::address_text(a));
         let pause = match &leader {
             None => Duration::from_millis(50),
             Some(a) if !hops.seen.contains(a) => {
@@ -1233,14 +1235,6 @@ struct Hops {
 
 /// How many distinct leader hints one call remembers.
 const HINTS_KEPT: usize = 16;
-
-/// Whether a node's leader hint can be an address to follow: at most
-/// [`crate::membership::MAX_ADDR_LEN`] bytes, no whitespace or control character. Cost:
-/// O(hint).
-fn usable_hint(a: &str) -> bool {
-    a.len() <= crate::membership::MAX_ADDR_LEN
-        && !a.chars().any(|c| c.is_whitespace() || c.is_control())
-}
 
 /// An acquire's claim on the pushes of its (session, lock): while it lives, `note` keeps
 /// that pair's lock events (any earlier one was dropped when it began); when it ends, the
@@ -2678,6 +2672,21 @@ mod tests {
         abandoned.disarm();
     }
 
+    /// `what`, which must end within 10 s.
+    async fn within<T>(what: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(10), what)
+            .await
+            .expect("ends")
+    }
+
+    /// The message of an `Unavailable`; anything else fails the test.
+    fn said<T: std::fmt::Debug>(r: Result<T, ClientError>) -> String {
+        match r {
+            Err(ClientError::Unavailable(m)) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
     async fn next_request<R: AsyncRead + Unpin>(r: &mut R) -> ClientFrame {
         frame::read(r, MAX_CLIENT_FRAME)
             .await
@@ -2892,17 +2901,6 @@ mod tests {
             }
         });
         let client = Client::with_timeouts(vec![addr], impatient());
-        async fn within<T>(what: impl std::future::Future<Output = T>) -> T {
-            tokio::time::timeout(Duration::from_secs(10), what)
-                .await
-                .expect("ends")
-        }
-        fn said<T: std::fmt::Debug>(r: Result<T, ClientError>) -> String {
-            match r {
-                Err(ClientError::Unavailable(m)) => m,
-                other => panic!("{other:?}"),
-            }
-        }
         // Pages 1 and 2 (of one byte, as asked): the second says another total.
         let m = said(within(client.backup_paged(1)).await);
         assert!(m.contains("does not fit") && m.contains("3 in all"), "{m}");
@@ -3061,17 +3059,6 @@ mod tests {
             }
         });
         let client = Client::with_timeouts(vec![addr], impatient());
-        async fn within<T>(what: impl std::future::Future<Output = T>) -> T {
-            tokio::time::timeout(Duration::from_secs(10), what)
-                .await
-                .expect("ends")
-        }
-        fn said<T: std::fmt::Debug>(r: Result<T, ClientError>) -> String {
-            match r {
-                Err(ClientError::Unavailable(m)) => m,
-                other => panic!("{other:?}"),
-            }
-        }
         let m = said(within(client.backup()).await);
         assert!(
             m.contains("does not fit") && m.contains("1 in the page"),

@@ -116,6 +116,16 @@ pub const MAX_MEMBERS: usize = 256;
 /// `AddLearner` has always applied.
 pub const MAX_ADDR_LEN: usize = 255;
 
+/// Whether `a` can be a node's `host:port`: 1 to [`MAX_ADDR_LEN`] bytes with no whitespace
+/// or control character (which would let it forge a line where `members` and `status`
+/// print it). What `add-learner` takes, and what a client follows as a leader hint.
+/// Cost: O(a).
+pub fn address_text(a: &str) -> bool {
+    !a.is_empty()
+        && a.len() <= MAX_ADDR_LEN
+        && !a.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
 /// The wire form of openraft's `Membership` (its fields, in its order), each list capped
 /// as it decodes.
 #[derive(serde::Deserialize)]

@@ -1775,13 +1775,7 @@ impl Node {
             }
             Request::AddLearner { id, addr } => {
                 for a in [&addr.raft, &addr.client] {
-                    // (An address is `host:port`: no whitespace or control character,
-                    // which would let it forge a line where `members` and `status` print
-                    // it.)
-                    if a.is_empty()
-                        || a.len() > crate::membership::MAX_ADDR_LEN
-                        || a.chars().any(|c| c.is_whitespace() || c.is_control())
-                    {
+                    if !crate::membership::address_text(a) {
                         return Err(ClientError::BadRequest(format!("bad node address {a:?}")));
                     }
                     // A member the transport would never dial would stay in the membership

@@ -2062,6 +2062,29 @@ fn leader_of(ok: &[&NodeStatus]) -> (Option<u64>, Option<u64>) {
 mod tests {
     use super::*;
 
+    /// A node's status: `id`, its role and term, its readiness checks (ready when every
+    /// one is `ok …`), no members, empty tables.
+    fn node(id: u64, role: &str, term: u64, checks: &[&str]) -> NodeStatus {
+        NodeStatus {
+            id,
+            version: String::new(),
+            role: role.into(),
+            term,
+            leader: None,
+            committed: 0,
+            applied: 0,
+            last_log: 0,
+            ready: checks.iter().all(|c| c.starts_with("ok ")),
+            checks: checks.iter().map(|c| c.to_string()).collect(),
+            voters: vec![],
+            learners: vec![],
+            sessions: (0, 0),
+            locks: (0, 0),
+            claims: (0, 0),
+            connections: (0, 0),
+        }
+    }
+
     /// A node's text cannot forge a line of `members` or `status`, split a field, or send
     /// the terminal its controls; it is cut at `SHOWN_MAX` characters.
     #[test]
@@ -2084,24 +2107,7 @@ mod tests {
         let long = "x".repeat(SHOWN_MAX + 5);
         assert_eq!(shown(&long).chars().count(), SHOWN_MAX + 1);
         assert!(shown(&long).ends_with('…'));
-        let st = NodeStatus {
-            id: 3,
-            version: "0".into(),
-            role: "leader\n".into(),
-            term: 1,
-            leader: Some(3),
-            committed: 0,
-            applied: 0,
-            last_log: 0,
-            ready: false,
-            checks: vec!["fail disk\r\nvoter 9 x y".into()],
-            voters: vec![],
-            learners: vec![],
-            sessions: (0, 1),
-            locks: (0, 1),
-            claims: (0, 1),
-            connections: (0, 1),
-        };
+        let st = node(3, "leader\n", 1, &["fail disk\r\nvoter 9 x y"]);
         let answers = vec![
             ("n\n1".to_string(), Ok(st)),
             ("n2".to_string(), Err("refused\u{1b}[2J".to_string())),
@@ -2121,24 +2127,6 @@ mod tests {
     /// stepped back; a leader of an older term never is.
     #[test]
     fn a_stepped_back_leader_is_not_named_the_leader() {
-        let node = |id: u64, role: &str, term: u64, checks: &[&str]| NodeStatus {
-            id,
-            version: String::new(),
-            role: role.into(),
-            term,
-            leader: None,
-            committed: 0,
-            applied: 0,
-            last_log: 0,
-            ready: checks.iter().all(|c| c.starts_with("ok ")),
-            checks: checks.iter().map(|c| c.to_string()).collect(),
-            voters: vec![],
-            learners: vec![],
-            sessions: (0, 0),
-            locks: (0, 0),
-            claims: (0, 0),
-            connections: (0, 0),
-        };
         let back = format!("fail {STEPPED_BACK} (no majority heard)");
         let (a, b, c) = (
             node(1, "leader", 5, &["ok leader 1"]),
