@@ -36,7 +36,9 @@ time: an integer outside its C type (negative, or 2^64 and above for a u64), a b
 non-integer where an integer goes, a name that is neither str nor bytes-like, an unknown
 mode or wait, an `until` given with a wait other than "until" (or left out with it),
 request number 0 (None means "no request number", which the C ABI spells 0, so a real
-request number 0 cannot cross it), a closed handle. A str name or label holding a lone
+request number 0 cannot cross it). A call on a closed handle raises `HandleError` (code 906
+INVALID_HANDLE, the code the library gives a handle after its free where it can tell; also
+a `ValueError`, as for a closed file), before the library is called. A str name or label holding a lone
 surrogate (not encodable as UTF-8) raises FencelockError INVALID_UTF8 here too, the code
 the library gives bytes that are not UTF-8. Nothing else is checked here: every other
 rule is the core's, in the core's order.
@@ -72,7 +74,7 @@ __all__ = [
     "__version__", "ENV_VAR", "MAX_NAME_LEN", "MAX_FRAME_LEN", "KEEPER_MEMORY",
     "MAX_LABEL_LEN", "DEFAULT_MAX_WATCHERS", "NAME_KEY_LEN",
     "Result", "Mode", "Permits", "Wait", "Reason", "Change", "LeaseState",
-    "FencelockError", "ArgumentError", "message", "library_version",
+    "FencelockError", "ArgumentError", "HandleError", "message", "library_version",
     "Opened", "KeptAlive", "Closed", "Granted", "Queued", "Busy", "Released", "Cancelled",
     "HoldEnded", "WaitEnded", "Ticked", "Watching", "Unwatched", "Reply",
     "GrantedEvent", "ReleasedEvent", "SessionExpired", "WaitTimedOut", "HolderChanged",
@@ -311,11 +313,19 @@ class ArgumentError(FencelockError, ValueError):
     """A value this binding cannot hand to the library (code 903, INVALID_ARGUMENT): an
     integer outside its C type, a bool or non-integer for an integer, a name that is not
     str or bytes-like, an unknown mode or wait, an `until` that does not match the wait,
-    request number 0, a closed handle. Raised before the library is called: nothing
-    changed."""
+    request number 0. Raised before the library is called: nothing changed."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(Result.INVALID_ARGUMENT, detail)
+
+
+class HandleError(FencelockError, ValueError):
+    """A call on a handle after its close (code 906, INVALID_HANDLE: what the library
+    answers a handle used after its free where it can tell). Raised before the library
+    is called: nothing changed."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(Result.INVALID_HANDLE, detail)
 
 
 def library_version() -> str:
@@ -902,7 +912,7 @@ class _Handle:
 
     def close(self) -> None:
         """Frees the library's memory for this handle. A second close does nothing; any
-        other call afterwards raises ArgumentError. Cost: O(1) plus queued events."""
+        other call afterwards raises HandleError. Cost: O(1) plus queued events."""
         with self._mutex:
             self._finalizer()
 
@@ -918,7 +928,7 @@ class _Handle:
 
     def _ptr(self) -> C.c_void_p:
         if not self._finalizer.alive:
-            raise ArgumentError(f"invalid argument: this {self._what} is closed")
+            raise HandleError(f"invalid handle: this {self._what} is closed")
         return self._h
 
     def _detail(self) -> str:
@@ -1398,7 +1408,8 @@ class Service(_Handle):
         one call per input: Python's per-call cost is paid once. When the event queue has
         no room for an op, the events so far are drained and the rest is submitted again,
         so every op is applied. Errors (raised): TIME_WENT_BACKWARDS (nothing applied),
-        ArgumentError for an element that is not an Op, BUFFER_TOO_SMALL should an op not
+        ArgumentError for an element that is not an Op, HandleError on a closed handle,
+        BUFFER_TOO_SMALL should an op not
         fit even an empty queue (nothing applied, nothing to drain), PANIC (the handle is
         poisoned). Cost: O(ops + events)."""
         t = _u64(now, "now")
