@@ -207,6 +207,16 @@ impl<E> FenceError<E> {
     }
 }
 
+impl<E> FenceError<E> {
+    /// True for a [`FenceError::Storage`] that [`StorageError::may_have_committed`] says
+    /// may have committed some of the write: read your data back. Every other error
+    /// (a refusal, your write's own error, a storage failure before `COMMIT`) leaves
+    /// nothing written. Cost: O(1).
+    pub fn may_have_committed(&self) -> bool {
+        matches!(self, FenceError::Storage(e) if e.may_have_committed())
+    }
+}
+
 impl<E> From<StorageError> for FenceError<E> {
     fn from(e: StorageError) -> Self {
         FenceError::Storage(e)
@@ -243,6 +253,8 @@ impl<E: std::error::Error + 'static> std::error::Error for FenceError<E> {
 pub struct StorageError {
     what: &'static str,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    /// Some of the write, or the fence's raise, may have committed.
+    unknown: bool,
 }
 
 /// What a [`StorageError`] says when a deferred constraint refused the commit: the write
@@ -259,11 +271,28 @@ impl StorageError {
         StorageError {
             what,
             source: Some(source.into()),
+            unknown: false,
+        }
+    }
+
+    /// A failure after which some of the write, or the fence's raise, may have committed
+    /// ([`may_have_committed`](Self::may_have_committed)).
+    pub(crate) fn outcome_unknown(
+        what: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        StorageError {
+            unknown: true,
+            ..StorageError::new(what, source)
         }
     }
 
     pub(crate) fn corrupt(what: &'static str) -> Self {
-        StorageError { what, source: None }
+        StorageError {
+            what,
+            source: None,
+            unknown: false,
+        }
     }
 
     /// What the fence was doing, or which rule a stored row broke. Cost: O(1).
@@ -276,6 +305,19 @@ impl StorageError {
     /// highest token unchanged. Cost: O(1).
     pub fn commit_refused(&self) -> bool {
         self.what == DEFERRED
+    }
+
+    /// True when some of what the write did, or the fence's raise of the highest token,
+    /// may have committed: a `COMMIT` that failed on the way (the connection lost, an I/O
+    /// error; a deferred constraint's refusal is certain and is not this), or, in
+    /// PostgreSQL, a write that ended the fence's transaction itself (a `COMMIT` or
+    /// `ROLLBACK` of its own). Read your data back before you write again. False for
+    /// every other storage error: the fence never sent `COMMIT`, or the database rolled
+    /// the transaction back, so nothing of the write and no raise committed — unless the
+    /// write itself committed behind the fence's back in a way it could not see (a write
+    /// must not end its transaction; the fence catches the ways the docs list). Cost: O(1).
+    pub fn may_have_committed(&self) -> bool {
+        self.unknown
     }
 
     /// True when the same write may simply be made again (nothing was written): a

@@ -423,7 +423,23 @@ impl PgFence {
     pub fn into_inner(self) -> Client {
         self.client
     }
+
+    /// After the fence rolled back a transaction that failed: whether its own
+    /// transaction (id `xid`) committed anyway, ended by a `COMMIT` the write sent
+    /// itself. False when the status cannot be read. Cost: one round trip.
+    fn committed_anyway(&mut self, xid: i64) -> bool {
+        self.client
+            .query_typed_one(TXID_STATUS, &[(&xid, Type::INT8)])
+            .ok()
+            .and_then(|row| row.try_get::<_, Option<String>>(0).ok().flatten())
+            .is_some_and(|s| s != "aborted")
+    }
 }
+
+/// What a write that ended the fence's transaction itself is told.
+const ENDED_ITSELF: &str = "the write ended the fence's transaction itself (a COMMIT or \
+     ROLLBACK of its own): what it did may be partly committed, outside the fence; read your \
+     data back";
 
 impl Fence for PgFence {
     type Tx<'t> = Transaction<'t>;
@@ -479,15 +495,8 @@ impl Fence for PgFence {
                 // A write that sent COMMIT, then BEGIN, and failed in its own transaction
                 // leaves that one aborted (the check above fails as for one of ours): the
                 // fence's own transaction is asked after by its id.
-                let committed = ended
-                    || self
-                        .client
-                        .query_typed_one(TXID_STATUS, &[(&xid, Type::INT8)])
-                        .ok()
-                        .and_then(|row| row.try_get::<_, Option<String>>(0).ok().flatten())
-                        .is_some_and(|s| s != "aborted");
-                if committed {
-                    return Err(StorageError::new(
+                if ended || self.committed_anyway(xid) {
+                    return Err(StorageError::outcome_unknown(
                         "the fenced transaction",
                         "the write failed after it ended the fence's transaction itself (a \
                          COMMIT or ROLLBACK of its own): what it did, and the fence's raise, \
@@ -512,22 +521,26 @@ impl Fence for PgFence {
         match tx.query_typed_one(STILL_OURS, &[(&xid, Type::INT8)]) {
             Ok(row) if row.try_get::<_, Option<bool>>(0).ok().flatten() == Some(true) => {}
             Ok(_) => {
-                return Err(StorageError::new(
-                    "the fenced transaction",
-                    "the write ended the fence's transaction itself (a COMMIT or ROLLBACK of \
-                     its own): what it did may be partly committed, outside the fence; read \
-                     your data back",
+                return Err(
+                    StorageError::outcome_unknown("the fenced transaction", ENDED_ITSELF).into(),
                 )
-                .into())
             }
             Err(e) => {
-                let what =
-                    if e.code() == Some(&postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) {
-                        "the write left the transaction aborted"
-                    } else {
-                        "check the transaction before commit"
-                    };
-                return Err(StorageError::new(what, e).into());
+                if e.code() != Some(&postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION) {
+                    return Err(StorageError::new("check the transaction before commit", e).into());
+                }
+                // Aborted: the fence's transaction, or one the write began after a COMMIT
+                // of its own (then the fence's committed, with the raise): asked after by
+                // its id once this one is rolled back, as for a write that failed.
+                let _ = tx.rollback();
+                if self.committed_anyway(xid) {
+                    return Err(StorageError::outcome_unknown(
+                        "the fenced transaction",
+                        ENDED_ITSELF,
+                    )
+                    .into());
+                }
+                return Err(StorageError::new("the write left the transaction aborted", e).into());
             }
         }
         tx.commit().map_err(|e| {
@@ -536,7 +549,7 @@ impl Fence for PgFence {
             if e.code().is_some_and(|c| c.code().starts_with("23")) {
                 StorageError::new(DEFERRED, e)
             } else {
-                StorageError::new("commit", e)
+                StorageError::outcome_unknown("commit", e)
             }
         })?;
         Ok(out)

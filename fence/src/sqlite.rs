@@ -353,7 +353,7 @@ impl Fence for SqliteFence {
             if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) {
                 StorageError::new(DEFERRED, e)
             } else {
-                StorageError::new("commit", e)
+                StorageError::outcome_unknown("commit", e)
             }
         })?;
         Ok(out)

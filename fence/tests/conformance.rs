@@ -779,7 +779,10 @@ fn postgres_fence_never_reports_an_aborted_transaction_as_written() {
         Ok::<_, postgres::Error>(())
     });
     match r {
-        Err(FenceError::Storage(e)) => assert!(e.to_string().contains("aborted"), "{e}"),
+        Err(FenceError::Storage(e)) => {
+            assert!(e.to_string().contains("aborted"), "{e}");
+            assert!(!e.may_have_committed(), "nothing committed: {e}");
+        }
         other => panic!("expected a storage error, got {other:?}"),
     }
     assert_eq!(
@@ -820,6 +823,7 @@ fn postgres_fence_names_a_deferred_constraints_refusal_of_the_commit() {
                 "{e}"
             );
             assert!(!e.is_retryable(), "{e}");
+            assert!(!e.may_have_committed(), "{e}");
         }
         other => panic!("expected a storage error, got {other:?}"),
     }
@@ -834,6 +838,32 @@ fn postgres_fence_names_a_deferred_constraints_refusal_of_the_commit() {
         .unwrap()
         .get(0);
     assert_eq!(n, 0, "nothing written");
+    // Any other failure of the COMMIT is an outcome the fence cannot know (here a deferred
+    // trigger's exception, which did roll back; a lost connection would not say): it says
+    // the write may have committed.
+    f.client()
+        .batch_execute(
+            "CREATE TABLE late (k int);
+             CREATE FUNCTION late_fails() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN RAISE EXCEPTION 'refused late'; END $$;
+             CREATE CONSTRAINT TRIGGER late_fails AFTER INSERT ON late
+               DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION late_fails();",
+        )
+        .unwrap();
+    let r = f.write("late", Token(4), |tx| {
+        tx.execute("INSERT INTO late VALUES (1)", &[])
+    });
+    match r {
+        Err(e @ FenceError::Storage(_)) => {
+            assert!(e.may_have_committed(), "{e}");
+            let FenceError::Storage(s) = &e else {
+                unreachable!()
+            };
+            assert!(!s.commit_refused() && s.what() == "commit", "{e}");
+        }
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    assert_eq!(f.highest("late").unwrap(), None);
 }
 
 /// A write that sends a `COMMIT` of its own and then fails: the raise and what it wrote
@@ -859,6 +889,7 @@ fn postgres_fence_reports_a_failed_write_that_committed_its_transaction() {
                 "{e}"
             );
             assert!(!e.commit_refused(), "the outcome is not a certain rollback");
+            assert!(e.may_have_committed(), "{e}");
         }
         other => panic!("expected a storage error, got {other:?}"),
     }
@@ -882,18 +913,35 @@ fn postgres_fence_reports_a_failed_write_that_committed_its_transaction() {
     });
     match r {
         Err(FenceError::Storage(e)) => assert!(
-            e.to_string().contains("ended the fence's transaction"),
+            e.to_string().contains("ended the fence's transaction") && e.may_have_committed(),
             "{e}"
         ),
         other => panic!("expected a storage error, got {other:?}"),
     }
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(8)));
-    // A write that fails in the fence's own transaction is still `Write`, rolled back.
+    // The same when the write swallows that failure and returns `Ok`: the transaction it
+    // leaves aborted is its own, and the fence's committed. (This read "the write left the
+    // transaction aborted", which says nothing committed.)
     let r = f.write("ledger", Token(9), |tx| {
+        tx.batch_execute("COMMIT; BEGIN")?;
+        let _ignored = tx.execute("INSERT INTO no_such_table VALUES (1)", &[]);
+        Ok::<_, postgres::Error>(())
+    });
+    match r {
+        Err(FenceError::Storage(e)) => assert!(
+            e.to_string().contains("ended the fence's transaction") && e.may_have_committed(),
+            "{e}"
+        ),
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(9)));
+    // A write that fails in the fence's own transaction is still `Write`, rolled back.
+    let r = f.write("ledger", Token(10), |tx| {
         tx.execute("INSERT INTO no_such_table VALUES (1)", &[])
     });
     assert!(matches!(r, Err(FenceError::Write(_))), "{r:?}");
-    assert_eq!(f.highest("ledger").unwrap(), Some(Token(8)));
+    assert!(!r.unwrap_err().may_have_committed());
+    assert_eq!(f.highest("ledger").unwrap(), Some(Token(9)));
 }
 
 /// A write that ends the fence's transaction itself (here a `ROLLBACK` of its own, which
@@ -921,6 +969,7 @@ fn postgres_fence_reports_a_write_that_ended_its_transaction() {
                 "{e}"
             );
             assert!(!e.commit_refused(), "the outcome is not a certain rollback");
+            assert!(e.may_have_committed(), "{e}");
         }
         other => panic!("expected a storage error, got {other:?}"),
     }
