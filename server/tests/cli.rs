@@ -736,6 +736,13 @@ fn options_follow_the_subcommand_and_usage_errors_exit_64() {
     assert_eq!(st.status.code(), Some(64));
     let st = n.cli(&["lock", "L"]).output().unwrap();
     assert_eq!(st.status.code(), Some(64), "a lock without a command");
+    // --try and --wait-ms say two different things: refused, not one silently chosen.
+    let st = n
+        .cli(&["lock", "L", "--try", "--wait-ms", "5", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(64), "--try with --wait-ms");
+    assert_eq!(n.holder("L"), "", "nothing was acquired");
     // A kill grace as long as the lease's margin (a fifth of the ttl: 600 ms of 3000) less
     // the 20 ms between two looks at the lease would let the command outlive its lease:
     // refused before anything is asked.

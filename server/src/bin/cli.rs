@@ -184,7 +184,7 @@ FENCELOCK_PERMIT_LIMIT (removed under a plain lock)."
         #[arg(long)]
         wait_ms: Option<u64>,
         /// Try once; exit 2 if the lock is taken.
-        #[arg(long = "try")]
+        #[arg(long = "try", conflicts_with = "wait_ms")]
         try_only: bool,
         /// Grace (ms) between SIGTERM and SIGKILL when the command's group is stopped:
         /// below the lease's margin (ttl/5), so the command is gone before the lease could
@@ -524,6 +524,7 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             kill_after_ms,
             command,
         } => {
+            // clap refuses --try with --wait-ms (a usage error, exit 64).
             let wait = match (try_only, wait_ms) {
                 (true, _) => WaitSpec::None,
                 (false, Some(ms)) => WaitSpec::ForMs(ms),
