@@ -402,8 +402,18 @@ impl Grants {
             Role::Lock => "lock",
             Role::Admin => "admin",
         };
+        // The refusal names the lock only when it can be one: the name is the client's,
+        // unchecked here, as long as its frame, and escaped it grows up to sixfold, so a
+        // refusal repeating it whole would queue far more than the request sent.
         Err(ClientError::Forbidden(match lock {
-            Some(l) => format!("this token has no {what} role on {l:?}"),
+            Some(l) if l.len() <= fencelock::MAX_NAME_LEN => {
+                format!("this token has no {what} role on {l:?}")
+            }
+            Some(l) => format!(
+                "this token has no {what} role on a name of {} bytes (no lock name is over {})",
+                l.len(),
+                fencelock::MAX_NAME_LEN
+            ),
             None => format!("this token has no {what} role"),
         }))
     }
@@ -898,6 +908,21 @@ mod tests {
             Err(ClientError::Forbidden(m)) if m == "this token has no lock role on \"other/x\""
         ));
         assert!(ci.authorize(&unwatch("other/x")).is_err());
+        // A name longer than any lock's is not repeated: its refusal stays small, however
+        // long the frame and however much escaping would grow it.
+        let long = "\u{1}".repeat(60_000);
+        match ci.authorize(&watch(&long)) {
+            Err(ClientError::Forbidden(m)) => assert_eq!(
+                m,
+                "this token has no lock role on a name of 60000 bytes (no lock name is over 64)"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let edge = "\u{1}".repeat(fencelock::MAX_NAME_LEN);
+        match ci.authorize(&watch(&edge)) {
+            Err(ClientError::Forbidden(m)) => assert!(m.len() < 400, "{m}"),
+            other => panic!("{other:?}"),
+        }
         assert!(ci.authorize(&open).is_ok());
         assert!(ci.authorize(&permits("jobs/x")).is_ok());
         let viewer = t.authenticate("v").unwrap();

@@ -36,7 +36,9 @@ pub const RETRY_EVERY: Duration = Duration::from_millis(200);
 pub const WARN_EVERY: Duration = Duration::from_secs(5);
 /// How long a health check waits for a disk probe ([`DiskHealth::probe_shared`]) before it
 /// reports the disk as hanging: less than a client's default reply timeout (5 s), so a
-/// `Status` request on a hung disk is answered, not timed out.
+/// `Status` request on a hung disk is answered, not timed out — while no log write is
+/// hung: those run inline on the node's one runtime thread, and one that hangs in its
+/// `fdatasync` stops the whole node (server/README.md, "Disk probes").
 pub const PROBE_WAIT: Duration = Duration::from_secs(3);
 
 /// What a write that waits for space in [`DiskHealth::retry`] holds up.
