@@ -101,7 +101,10 @@ scripts/build-wasm.sh
 # must be a plain object. (The gzipped size of one build varies by a few bytes from
 # checkout to checkout: the ceiling keeps its earlier margin.) +276 B raw, +122 gzipped: a
 # snapshot's header or record that is whole but holds no value is told from one cut short.
-WASM_MAX_RAW=${WASM_MAX_RAW:-182163}
+# +61 B raw (gzip within its ceiling): a `Storage` whose read-only indexes are shorter than
+# its mutable ones is refused when the service is made (a query's probe of a full short
+# index never ended); the small module grows as much, within its ceiling.
+WASM_MAX_RAW=${WASM_MAX_RAW:-182224}
 WASM_MAX_GZIP=${WASM_MAX_GZIP:-73495}
 # budget FILE MAX_RAW MAX_GZIP: fails when the .wasm is over either ceiling.
 budget() {

@@ -73,6 +73,7 @@ impl<S: Storage> LockService<S> {
     /// The current leader of `election`, if any: its exclusive holder (an election's
     /// name held shared or in permits by plain acquires has none). Cost: O(name length):
     /// an exclusive hold is its lock's only one (I1), so the first holder decides.
+    /// Errors: none.
     pub fn leader(&self, election: &str) -> Option<Leader> {
         self.holders(election)
             .next()

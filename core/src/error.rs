@@ -31,7 +31,7 @@ pub enum Table {
 
 impl Table {
     /// The table's name: `"sessions"`, `"locks"`, `"claims"`, `"resources"`,
-    /// `"watchers"` or `"labels"`. Cost: O(1).
+    /// `"watchers"` or `"labels"`. Cost: O(1). Errors: none.
     pub fn name(self) -> &'static str {
         match self {
             Table::Sessions => "sessions",
@@ -371,7 +371,7 @@ impl Error {
 
     /// A stable number for this kind of error, never reused: 1xx session and lock rules,
     /// 2xx names and time, 3xx capacity, 4xx fencing, 5xx bytes, 6xx the client's lease
-    /// view. Cost: O(1).
+    /// view. Cost: O(1). Errors: none.
     pub fn code(&self) -> u32 {
         match self {
             Error::UnknownSession(_) => 101,
@@ -405,7 +405,7 @@ impl Error {
     }
 
     /// A short, stable, snake_case name for the kind of error (`"unknown_session"`…),
-    /// used as the `code` string in JavaScript. Cost: O(1).
+    /// used as the `code` string in JavaScript. Cost: O(1). Errors: none.
     pub fn kind(&self) -> &'static str {
         match self {
             Error::UnknownSession(_) => "unknown_session",
@@ -458,7 +458,7 @@ pub type Message = [Piece; 5];
 
 impl Error {
     /// The message `Display` writes, as pieces: the one home of every error's text.
-    /// Cost: O(1), no allocation.
+    /// Cost: O(1), no allocation. Errors: none.
     pub fn message(&self) -> Message {
         use Piece::{Number as N, Text as T};
         const E: Piece = T("");

@@ -19,6 +19,7 @@ pub enum Field<'a> {
 
 impl ReleaseReason {
     /// The reason as a word: `"released"`, `"closed"` or `"expired"`. Cost: O(1).
+    /// Errors: none.
     pub fn kind(self) -> &'static str {
         match self {
             ReleaseReason::Released => "released",
@@ -32,7 +33,7 @@ impl Reply {
     /// Hands `f` each field of this reply besides its [`kind`](Self::kind), in order:
     /// `opened` → `session`, `expiresAt`; `kept_alive` → `expiresAt`; `granted` → `mode`,
     /// `token`; `queued` → `mode`, `position`; `released` and `hold_ended` → `token`;
-    /// `ticked` → `now`; `watching` → `holders`; the others none. Cost: O(1).
+    /// `ticked` → `now`; `watching` → `holders`; the others none. Cost: O(1). Errors: none.
     pub fn fields<'a>(&'a self, mut f: impl FnMut(&'static str, Field<'a>)) {
         use Field::{Mode as M, Number as N};
         match *self {
@@ -69,7 +70,7 @@ impl Output {
     /// `session` first (the session the event is for), then `granted` → `lock`, `mode`,
     /// `token`; `released` → `lock`, `token`, `reason`; `wait_timed_out` → `lock`;
     /// `holder_changed` → `lock`, `holder`, `mode`, `token`, `change`, `label`;
-    /// `session_expired` nothing more. Cost: O(1).
+    /// `session_expired` nothing more. Cost: O(1). Errors: none.
     pub fn fields<'a>(&'a self, mut f: impl FnMut(&'static str, Field<'a>)) {
         use Field::{Mode as M, Number as N, Text as T};
         f("session", N(self.session().0));

@@ -359,7 +359,7 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     /// [`restore`](Self::restore) under a name key: the same checks and errors, and the
     /// rows are indexed under `key` as they load (as [`set_name_key`](Self::set_name_key)
     /// after `restore` would, without indexing them twice). Cost: as `restore`,
-    /// O(capacity + resources).
+    /// O(capacity + resources). Errors: as `restore`.
     pub fn restore_keyed(rows: R, bytes: &[u8], key: NameKey) -> Result<Self, (R, Error)> {
         Self::restore_inner(rows, bytes, Some(key))
     }

@@ -59,7 +59,7 @@ pub enum Input {
         session: SessionId,
         /// The lock.
         lock: LockName,
-        /// Exclusive or shared.
+        /// Exclusive, shared, or `count` of a semaphore's `limit` permits.
         mode: Mode,
         /// Try-lock, timed wait or wait forever.
         wait: Wait,

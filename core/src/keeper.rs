@@ -38,6 +38,11 @@ pub enum Lease {
 /// service's (so it is at least one tick). A leader that cannot renew steps down by its own
 /// clock, erring toward a gap with no leader rather than two.
 ///
+/// Every time given to it must come from a monotonic clock (never stepped back: not the
+/// wall clock). It keeps no record of the times [`lease`](Self::lease) is asked at, so a
+/// clock stepped back between two calls makes a lease that read `Expired` read `Safe`
+/// again; only a send time before the previous one is caught.
+///
 /// Use: call [`keep_alive_sent`](Self::keep_alive_sent) when sending a keep-alive (or the
 /// open), [`keep_alive_acked`](Self::keep_alive_acked) with that send time when its
 /// acknowledgement arrives, [`lease`](Self::lease) before every action on the resource,
@@ -91,6 +96,9 @@ impl SessionKeeper {
     }
 
     /// Records that a keep-alive (or the session open) was sent at `at`.
+    ///
+    /// A send at the same time as the previous one records nothing new (it is the same
+    /// send time to match an acknowledgement against).
     ///
     /// Errors: [`Error::TimeWentBackwards`] if `at` is before the previous send (nothing
     /// recorded). Cost: O(1) ([`KEEPER_MEMORY`] moves when the memory is full).

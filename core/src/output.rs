@@ -33,7 +33,7 @@ pub enum Change {
 
 impl Change {
     /// A short, stable, snake_case name: `"holding"`, `"granted"`, `"released"`,
-    /// `"closed"` or `"expired"`. Cost: O(1).
+    /// `"closed"` or `"expired"`. Cost: O(1). Errors: none.
     pub fn kind(self) -> &'static str {
         match self {
             Change::Holding => "holding",
@@ -114,7 +114,7 @@ pub enum Output {
 }
 
 impl Output {
-    /// The session the host must notify of this event. Cost: O(1).
+    /// The session the host must notify of this event. Cost: O(1). Errors: none.
     pub fn session(&self) -> SessionId {
         match self {
             Output::Granted { session, .. }
@@ -126,7 +126,7 @@ impl Output {
     }
 
     /// The lock the event is about: every event but [`Output::SessionExpired`] names one.
-    /// Cost: O(1).
+    /// Cost: O(1). Errors: none.
     pub fn lock(&self) -> Option<&LockName> {
         match self {
             Output::Granted { lock, .. }
@@ -138,7 +138,7 @@ impl Output {
     }
 
     /// A short, stable, snake_case name for the kind of event (`"granted"`…), the
-    /// discriminant the JS and Python bindings use. Cost: O(1).
+    /// discriminant the JS and Python bindings use. Cost: O(1). Errors: none.
     pub fn kind(&self) -> &'static str {
         match self {
             Output::Granted { .. } => "granted",

@@ -46,7 +46,8 @@ pub enum Reply {
         /// 1 = next in line.
         position: u32,
     },
-    /// A try-lock (or a deadline not after now) found the lock taken: nothing was queued.
+    /// A try-lock (or a deadline not after now) found the lock taken, or in lock-delay
+    /// with nothing holding it: nothing was queued.
     Busy,
     /// The hold ended; `token` is no longer good.
     Released {
@@ -81,6 +82,7 @@ pub enum Reply {
 
 impl Reply {
     /// The fencing token of a `Granted`, `Released` or `HoldEnded` reply. Cost: O(1).
+    /// Errors: none.
     pub fn token(&self) -> Option<Token> {
         match self {
             Reply::Granted { token, .. }
@@ -90,7 +92,7 @@ impl Reply {
         }
     }
 
-    /// The new session of an `Opened` reply. Cost: O(1).
+    /// The new session of an `Opened` reply. Cost: O(1). Errors: none.
     pub fn opened(&self) -> Option<SessionId> {
         match self {
             Reply::Opened { session, .. } => Some(*session),
@@ -99,7 +101,7 @@ impl Reply {
     }
 
     /// A short, stable, snake_case name for the kind of reply (`"granted"`…), the
-    /// discriminant the JS and Python bindings use. Cost: O(1).
+    /// discriminant the JS and Python bindings use. Cost: O(1). Errors: none.
     pub fn kind(&self) -> &'static str {
         match self {
             Reply::Opened { .. } => "opened",

@@ -383,8 +383,8 @@ impl<S: Storage> LockService<S> {
     ///
     /// Errors: [`Error::BadConfig`] for a bad `max_name_len`, a table of more than
     /// 2³¹ − 1 rows, an index without two buckets per row, or a [`Storage`] whose
-    /// read-only views (`tables_ref`, `labels_ref`) give other tables than its mutable
-    /// ones. Cost: O(capacity).
+    /// read-only views (`tables_ref`, `labels_ref`) give other tables or indexes (by
+    /// length) than its mutable ones. Cost: O(capacity).
     pub fn new(mut storage: S, config: Config) -> Result<Self, Error> {
         Self::check(&mut storage, &config)?;
         Ok(Self::build(storage, config))
@@ -401,11 +401,20 @@ impl<S: Storage> LockService<S> {
         // A host's `Storage` whose read-only views disagree with its mutable ones (say,
         // `tables_and_labels` given labels but `labels_ref` left at its default) would
         // write snapshots that restore refuses: refused here, before anything is built.
-        // The tables' and labels' lengths are compared (the views must be of the same
-        // rows, which only the host can make so; the indexes' lengths are left out, as
-        // the small wasm module counts every byte).
+        // The tables', indexes' and labels' lengths are compared (the views must be of
+        // the same rows, which only the host can make so): a read-only index shorter than
+        // the one kept at most half full could be full, and a query's probe of it, which
+        // ends only at a free bucket, would never end.
         let lens = |t: &crate::storage::TablesRef<'_>, labels: usize| {
-            [t.sessions.len(), t.locks.len(), t.claims.len(), labels]
+            [
+                t.sessions.len(),
+                t.session_index.len(),
+                t.locks.len(),
+                t.lock_index.len(),
+                t.claims.len(),
+                t.claim_index.len(),
+                labels,
+            ]
         };
         let mutable = lens(&t.as_ref(), labels.len());
         if lens(&storage.tables_ref(), storage.labels_ref().len()) != mutable {

@@ -95,13 +95,13 @@ impl EventLimit {
     }
 
     /// The most events the queue may hold (`usize::MAX` when more: a 32-bit target).
-    /// Cost: O(1).
+    /// Cost: O(1). Errors: none.
     pub const fn limit(&self) -> usize {
         crate::service::clamp(self.limit)
     }
 
     /// The bound the limit may not go below (`usize::MAX` when more: a 32-bit target).
-    /// Cost: O(1).
+    /// Cost: O(1). Errors: none.
     pub const fn bound(&self) -> usize {
         crate::service::clamp(self.bound)
     }
@@ -128,7 +128,7 @@ impl EventLimit {
     /// them, or `usize::MAX` once that covers the bound (room for any input, so the
     /// service skips working out [`max_events`](crate::LockService::max_events) — always,
     /// for [`UNBOUNDED`](Self::UNBOUNDED)). Computed in 64 bits: the same answer on every
-    /// target. Cost: O(1).
+    /// target. Cost: O(1). Errors: none.
     pub fn room(&self, queued: usize) -> usize {
         let room = self.limit.saturating_sub(queued as u64);
         if room >= self.bound {
@@ -154,6 +154,7 @@ pub struct EventQueue {
 #[cfg(feature = "alloc")]
 impl EventQueue {
     /// An empty queue within `limit`. Cost: O(1), no allocation until the first event.
+    /// Errors: none.
     pub const fn new(limit: EventLimit) -> EventQueue {
         EventQueue {
             events: alloc::vec::Vec::new(),
@@ -161,23 +162,23 @@ impl EventQueue {
         }
     }
 
-    /// The events held, oldest first. Cost: O(1).
+    /// The events held, oldest first. Cost: O(1). Errors: none.
     pub fn events(&self) -> &[Output] {
         &self.events
     }
 
-    /// Forgets the events held (keeping the allocation). Cost: O(events).
+    /// Forgets the events held (keeping the allocation). Cost: O(events). Errors: none.
     pub fn clear(&mut self) {
         self.events.clear()
     }
 
-    /// The limit it keeps within. Cost: O(1).
+    /// The limit it keeps within. Cost: O(1). Errors: none.
     pub fn limit(&self) -> &EventLimit {
         &self.limit
     }
 
     /// Sets the limit ([`EventLimit::set`]): errors `Err(bound)` below the bound, nothing
-    /// changed. Cost: O(1).
+    /// changed. Cost: O(1). Errors: the bound, as said.
     pub fn set_limit(&mut self, limit: usize) -> Result<(), usize> {
         self.limit.set(limit)
     }

@@ -361,6 +361,7 @@ impl<S: Storage> LockService<S> {
     /// checks, errors and result as [`restore`](Self::restore), keyed. Cost: as
     /// `restore`'s, with each name, each session away from its home row, each watch and
     /// each hold or wait of a lock with two or more hashed by SipHash-1-3.
+    /// Errors: as `restore`.
     pub fn restore_keyed(storage: S, bytes: &[u8], key: NameKey) -> Result<Self, (S, Error)> {
         Self::restore_inner(storage, bytes, Some(key))
     }

@@ -218,6 +218,7 @@ pub struct ArrayStorage<const S: usize, const L: usize, const C: usize, const N:
 
 impl<const S: usize, const L: usize, const C: usize, const N: usize> ArrayStorage<S, L, C, N> {
     /// Empty tables. `const`, so it can initialise a `static`. Cost: O(S + L + C + N).
+    /// Errors: none.
     pub const fn new() -> Self {
         ArrayStorage {
             tables: ArrayTables {
@@ -317,6 +318,10 @@ impl VecStorage {
     /// Allocates the tables (the host's allocation; the service makes none), with a label
     /// row for every session. Cost: O(sessions + locks + claims) time and the memory in
     /// the module table.
+    ///
+    /// Errors: none returned; as `vec!`, a size whose bytes overflow `isize` panics and
+    /// one the allocator refuses aborts. Sizes from untrusted input go through
+    /// [`try_new`](Self::try_new).
     pub fn new(sessions: usize, locks: usize, claims: usize) -> Self {
         Self::with_labels(sessions, locks, claims, sessions)
     }
@@ -324,7 +329,7 @@ impl VecStorage {
     /// As [`new`](Self::new), with `labels` label rows: at most that many open sessions
     /// carry a holder label at once (0: labelled opens are refused with
     /// [`CapacityExceeded(Table::Labels)`](crate::Error::CapacityExceeded)).
-    /// Cost: O(sessions + locks + claims + labels).
+    /// Cost: O(sessions + locks + claims + labels). Errors: as [`new`](Self::new).
     pub fn with_labels(sessions: usize, locks: usize, claims: usize, labels: usize) -> Self {
         VecStorage {
             sessions: alloc::vec![SessionRow::EMPTY; sessions],

@@ -973,4 +973,22 @@ fn storage_whose_read_only_views_disagree_is_refused() {
         }
     }
     assert!(LockService::new(Unlabelled(VecStorage::new(2, 2, 4)), Config::default()).is_ok());
+    // A read-only index shorter than the mutable one (here one bucket of the session
+    // index's four): refused too — once that bucket were taken, a query's probe, which
+    // ends only at a free bucket, would never end.
+    struct ShortIndex(VecStorage);
+    impl Storage for ShortIndex {
+        fn tables(&mut self) -> Tables<'_> {
+            self.0.tables()
+        }
+        fn tables_ref(&self) -> TablesRef<'_> {
+            let t = self.0.tables_ref();
+            TablesRef {
+                session_index: &t.session_index[..1],
+                ..t
+            }
+        }
+    }
+    let made = LockService::new(ShortIndex(VecStorage::new(2, 2, 4)), Config::default());
+    assert_eq!(made.err(), Some(want));
 }
