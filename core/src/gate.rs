@@ -37,6 +37,18 @@ pub fn gate_snapshot_max_len(bytes: &[u8]) -> Result<usize, Error> {
     Ok((bytes.len() - rest.len()).saturating_add(records_max_len(count)))
 }
 
+/// As [`gate_snapshot_max_len`], for a restore into `rows` rows: a header that counts more
+/// resources is refused by its count (`CapacityExceeded(Resources)`) before a record is
+/// read, so such a count is taken as the rows. What a binding that holds the bytes
+/// elsewhere copies at most, plus one byte, once it knows its rows.
+///
+/// Errors: as [`gate_snapshot_resources`]. Cost: O(1).
+pub fn gate_snapshot_max_len_within(bytes: &[u8], rows: usize) -> Result<usize, Error> {
+    let (count, rest) = read_gate_header(bytes)?;
+    let count = count.min(u32::try_from(rows).unwrap_or(u32::MAX));
+    Ok((bytes.len() - rest.len()).saturating_add(records_max_len(count)))
+}
+
 /// A resource record at its longest: a name and a `u64` token.
 const RECORD_MAX_LEN: usize = crate::snapshot::STR_MAX_LEN + crate::snapshot::U64_MAX_LEN;
 

@@ -284,7 +284,8 @@ pub use election::Leader;
 pub use error::{Error, Message, Piece, Table};
 pub use fields::Field;
 pub use gate::{
-    gate_snapshot_max_len, gate_snapshot_resources, FenceGate, GateRow, GATE_MAGIC, GATE_VERSION,
+    gate_snapshot_max_len, gate_snapshot_max_len_within, gate_snapshot_resources, FenceGate,
+    GateRow, GATE_MAGIC, GATE_VERSION,
 };
 pub use input::Input;
 pub use keeper::{Lease, SessionKeeper, KEEPER_MEMORY};
@@ -298,7 +299,8 @@ pub use service::{
 pub use sink::EventQueue;
 pub use sink::{EventLimit, Sink};
 pub use snapshot::{
-    snapshot_config, snapshot_max_len, SNAPSHOT_HEADER_MAX_LEN, SNAPSHOT_MAGIC, SNAPSHOT_VERSION,
+    snapshot_config, snapshot_max_len, snapshot_max_len_within, SNAPSHOT_HEADER_MAX_LEN,
+    SNAPSHOT_MAGIC, SNAPSHOT_VERSION,
 };
 #[cfg(feature = "alloc")]
 pub use storage::VecStorage;

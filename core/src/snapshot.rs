@@ -439,6 +439,23 @@ pub fn snapshot_max_len(bytes: &[u8]) -> Result<usize, Error> {
     Ok((bytes.len() - rest.len()).saturating_add(records_max_len(&meta, v2)))
 }
 
+/// As [`snapshot_max_len`], for a restore into tables of `capacity`: a header that counts
+/// more sessions, locks or claims than its table has rows is refused by those counts
+/// (`CapacityExceeded`) before a record is read, so such a count is taken as the rows.
+/// What a binding that holds the bytes elsewhere copies at most, plus one byte, once it
+/// knows the tables it restores into: a header claiming more records than the tables
+/// hold brings no more bytes in than the tables could.
+///
+/// Errors: as [`snapshot_config`]. Cost: O(1).
+pub fn snapshot_max_len_within(bytes: &[u8], capacity: crate::Capacity) -> Result<usize, Error> {
+    let (mut meta, v2, rest) = read_header(bytes)?;
+    meta.config.validate()?;
+    meta.sessions = meta.sessions.min(capacity.sessions);
+    meta.locks = meta.locks.min(capacity.locks);
+    meta.claims = meta.claims.min(capacity.claims);
+    Ok((bytes.len() - rest.len()).saturating_add(records_max_len(&meta, v2)))
+}
+
 /// A `u64` varint at its longest (postcard's canonical encoding of `u64::MAX`).
 pub(crate) const U64_MAX_LEN: usize = 10;
 /// A `u32` varint at its longest.
@@ -1020,6 +1037,66 @@ mod tests {
             Err(Error::CorruptSnapshot("longer than its records can be"))
         );
         assert_eq!(grestore(&gpadded[..gmax + 1]), grestore(&gpadded));
+    }
+
+    /// Within tables: the bound counts no more records than the tables hold, since a
+    /// header counting more is refused by its counts before a record is read — the same
+    /// answer from the bound's prefix as from bytes of any length. Within the tables it
+    /// is `snapshot_max_len`.
+    #[test]
+    fn a_header_counting_more_than_the_tables_hold_is_bounded_by_the_tables() {
+        let cap = crate::Capacity {
+            sessions: 2,
+            locks: 2,
+            claims: 4,
+        };
+        let svc = LockService::new(VecStorage::new(2, 2, 4), Config::default()).unwrap();
+        let mut buf = std::vec![0u8; svc.snapshot_len()];
+        let n = svc.snapshot(&mut buf).unwrap();
+        let empty = &buf[..n];
+        assert_eq!(snapshot_max_len_within(empty, cap), snapshot_max_len(empty));
+        // An empty service's snapshot ends with its three counts: sessions → 2^32 - 1.
+        let mut huge = empty[..n - 3].to_vec();
+        huge.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0]);
+        let whole = snapshot_max_len(&huge).unwrap();
+        let within = snapshot_max_len_within(&huge, cap).unwrap();
+        assert!(whole > 1 << 32, "{whole}");
+        assert!(within < 1000, "{within}");
+        let restore = |bytes: &[u8]| {
+            LockService::restore(VecStorage::new(2, 2, 4), bytes)
+                .map(|_| ())
+                .map_err(|(_, e)| e)
+        };
+        let refused = Err(Error::CapacityExceeded(crate::Table::Sessions));
+        huge.resize(within + (1 << 16), 0xff);
+        assert_eq!(restore(&huge), refused);
+        assert_eq!(restore(&huge[..within + 1]), refused, "the prefix's answer");
+        // The gate's, the same way: a count of 2^32 - 1 resources into 2 rows.
+        let g = crate::FenceGate::new(std::vec![crate::GateRow::EMPTY; 2]).unwrap();
+        let mut gbuf = std::vec![0u8; g.snapshot_len()];
+        let gn = g.snapshot(&mut gbuf).unwrap();
+        assert_eq!(
+            crate::gate_snapshot_max_len_within(&gbuf[..gn], 2),
+            crate::gate_snapshot_max_len(&gbuf[..gn])
+        );
+        let mut ghuge = gbuf[..gn - 1].to_vec(); // an empty gate's ends with its count, 0
+        ghuge.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        let gwithin = crate::gate_snapshot_max_len_within(&ghuge, 2).unwrap();
+        assert!(crate::gate_snapshot_max_len(&ghuge).unwrap() > 1 << 32);
+        assert!(gwithin < 1000, "{gwithin}");
+        ghuge.resize(gwithin + (1 << 16), 0xff);
+        let grestore = |bytes: &[u8]| {
+            crate::FenceGate::restore(std::vec![crate::GateRow::EMPTY; 2], bytes)
+                .map(|_| ())
+                .map_err(|(_, e)| e)
+        };
+        let grefused = Err(Error::CapacityExceeded(crate::Table::Resources));
+        assert_eq!(grestore(&ghuge), grefused);
+        assert_eq!(
+            grestore(&ghuge[..gwithin + 1]),
+            grefused,
+            "the prefix's answer"
+        );
     }
 
     /// The header judgements read at most `SNAPSHOT_HEADER_MAX_LEN` bytes: a service

@@ -45,8 +45,8 @@ impl FenceGate {
     /// `out_of_range`, `bad_argument` (a key too: not a `Uint8Array` of 16 bytes),
     /// `out_of_memory`; the bytes' header is judged before any row is allocated, so junk
     /// is `bad_magic` at any capacity the core allows, and no more of the rest is copied
-    /// into the module's memory than the records the header counts can be, plus one
-    /// byte. Cost: O(capacity + resources).
+    /// into the module's memory than the records the header counts (at most `capacity`)
+    /// can be, plus one byte. Cost: O(capacity + resources).
     pub fn restore(
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
         #[wasm_bindgen(unchecked_param_type = "U64")] capacity: JsValue,
@@ -58,9 +58,10 @@ impl FenceGate {
         // The header judged before any row is allocated (as the C ABI does), from its own
         // bytes, and no more of the rest copied than the records it counts can be, plus
         // one byte: junk is not copied into the module's memory, which would stay grown.
-        crate::service::row_count(n)?;
-        let most =
-            fencelock::gate_snapshot_max_len(&js::head(&plain, "snapshot")?).map_err(Fail::from)?;
+        let rows_n = crate::service::row_count(n)?;
+        // No more than `n` rows' records: a header counting more is refused by its count.
+        let most = fencelock::gate_snapshot_max_len_within(&js::head(&plain, "snapshot")?, rows_n)
+            .map_err(Fail::from)?;
         let bytes = js::copy_at_most(&plain, most.saturating_add(1), "snapshot")?;
         let rows = rows(n, GateRow::EMPTY, "resources")?;
         let core = match key {

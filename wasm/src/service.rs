@@ -450,7 +450,8 @@ impl LockService {
     /// `out_of_memory` when the bytes, whose header holds, do not fit the module's memory.
     /// Bytes whose header is refused are judged by it alone and never copied into the
     /// module's memory; of the rest, no more is copied than the records the header counts
-    /// can be, plus one byte (the core refuses longer bytes before reading a record).
+    /// (at most the tables' rows) can be, plus one byte (the core refuses longer bytes, and
+    /// a header counting more rows than a table has, before reading a record).
     pub fn restore(
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
         // The capacities only: a `ServiceConfig` (which extends them) is refused at run
@@ -472,8 +473,17 @@ impl LockService {
         // records it counts can be (plus one byte, which the core refuses as it refuses
         // the whole): junk is never copied into the module's memory, which would stay
         // grown.
-        let most =
-            fencelock::snapshot_max_len(&js::head(&plain, "snapshot")?).map_err(Fail::from)?;
+        // The copy is bounded by the tables too (a header counting more rows than a table
+        // has is refused by its counts before a record): capacities past a u32 are past
+        // every table's limit, refused below before anything is copied.
+        let within = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        let cap = fencelock::Capacity {
+            sessions: within(caps[0]),
+            locks: within(caps[1]),
+            claims: within(caps[2]),
+        };
+        let most = fencelock::snapshot_max_len_within(&js::head(&plain, "snapshot")?, cap)
+            .map_err(Fail::from)?;
         let storage = storage(caps)?;
         let bytes = js::copy_at_most(&plain, most.saturating_add(1), "snapshot")?;
         let core = match key {

@@ -502,6 +502,7 @@ test('the name buffer follows the memory when it grows, and a freed service is n
     assert.equal(b.acquire(1, 1, 'kept'), 3);
     assert.throws(() => gone.acquire(1, 1, 'z'.repeat(64)), /null pointer|freed/i);
     assert.throws(() => gone.release(1, 1, 'z'.repeat(64)), /null pointer|freed/i);
+    assert.throws(() => gone.lastError(), /freed/i, 'every call after free() throws');
     assert.equal(b.acquire(1, 1, 'kept'), 3, `a service of ${n} rows: its hold is intact`);
     assert.equal(b.release(1, 1, 'kept'), 6, `a service of ${n} rows`);
     assert.equal(b.release(1, 1, 'kept'), -102);

@@ -77,6 +77,27 @@ test('junk after a good header is refused without being copied into the module',
   }
   const grown = memory.buffer.byteLength - before;
   assert.ok(grown < 1 << 20, `the module's memory grew by ${grown} bytes`);
+  // A header that counts more records than the tables hold (here 2^32 - 1 sessions, or
+  // resources) brings no more bytes in than the tables could: it is refused by its counts
+  // (the core's capacity_exceeded), and the bytes after it were never copied in whole.
+  // An empty service's snapshot ends with its three counts (0, 0, 0: one byte each):
+  // the sessions' becomes 2^32 - 1.
+  const fresh = new LockService(caps);
+  const empty = fresh.snapshot();
+  fresh.free();
+  const huge = new Uint8Array(empty.length + (48 << 20));
+  huge.set(empty);
+  huge.set([0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0], empty.length - 3);
+  const hugeGate = new Uint8Array(48 << 20);
+  hugeGate.set(goodGate.subarray(0, 5)); // "FLGT" and the version
+  hugeGate.set([0xff, 0xff, 0xff, 0xff, 0x0f], 5);
+  const beforeHuge = memory.buffer.byteLength;
+  for (let i = 0; i < 3; i++) {
+    assert.throws(() => LockService.restore(huge, caps), (e) => e.code === 'capacity_exceeded');
+    assert.throws(() => FenceGate.restore(hugeGate, 4), (e) => e.code === 'capacity_exceeded');
+  }
+  const grownHuge = memory.buffer.byteLength - beforeHuge;
+  assert.ok(grownHuge < 1 << 20, `the module's memory grew by ${grownHuge} bytes`);
   // Junk within the bound is copied and judged as before.
   const short = new Uint8Array(good.length + 1);
   short.set(good);

@@ -231,6 +231,7 @@ export function bind({ RawLite, wasmMemory }) {
     }
 
     lastError() {
+      this.#live(); // a freed service's calls all throw, this one too
       const errno = this.#errno;
       this.#errno = 0;
       return errno === 0 ? null : failure(errno);
