@@ -650,7 +650,8 @@ extern "C" {
 // message length without the NUL.
 //
 // Errors: `BUFFER_TOO_SMALL` (truncated; `*out_len` says how long it is),
-// `NULL_PARAMETER` (`buf` NULL with `len` > 0), `INVALID_ARGUMENT` (not a code: the
+// `NULL_PARAMETER` (`buf` NULL with `len` > 0), `MISALIGNED_MEMORY` (`out_len`), and
+// `INVALID_ARGUMENT`: `len` past `PTRDIFF_MAX` (nothing written), or not a code (the
 // message written says so, truncated or not — a short buffer does not change that
 // answer). Cost: O(message length).
 //
@@ -989,16 +990,16 @@ fencelock_result fencelock_service_layout_watchers(const struct fencelock_capaci
 // `max_watchers` (`fencelock_service_layout` for the default).
 //
 // The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
-// A block that still holds a live service placed at `mem` (not freed) is refused with
+// A block that still holds a live placed service (not freed), at `mem` or anywhere in
+// `mem[..mem_len]`, or that reaches into such a service's block, is refused with
 // `INVALID_ARGUMENT` before anything is written, here and by
-// `fencelock_service_restore_in`, so a refused call leaves that service as it was; a
-// live service elsewhere inside `mem[..mem_len]` cannot be told and is undefined
-// behaviour. (The library keeps the addresses of the placed services not freed, so
+// `fencelock_service_restore_in`, so a refused call leaves that service as it was. (The
+// library keeps the addresses and block lengths of the placed services not freed, so
 // `mem` may be uninitialised.)
 //
 // Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (`mem_len` past `PTRDIFF_MAX`,
 // `out_service` inside `mem[..mem_len]`, where the service would overwrite it, or a
-// live service at `mem`),
+// live service's block overlapping it),
 // `BAD_CONFIG` (as `fencelock_service_new`), `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL`
 // (`mem_len` below the layout's size for the config's `max_watchers`).
 // Cost: O(capacity).

@@ -1783,6 +1783,30 @@ fn a_misaligned_pointer_is_refused_and_nothing_changes() {
             ),
             mis()
         );
+        // And for a number that is no code: the buffer's error, with nothing written
+        // (it was INVALID_ARGUMENT, which says "not a code: the message written says so").
+        msg.fill(0x58);
+        assert_eq!(
+            fencelock_result_message(
+                4242,
+                msg.as_mut_ptr(),
+                msg.len(),
+                base.add(1).cast::<usize>()
+            ),
+            mis()
+        );
+        assert!(msg.iter().all(|&b| b == 0x58), "nothing written");
+        // A handle's last error checks `out_len` before the handle, as every call checks
+        // its arguments first: no handle at all (zeros), with a misaligned `out_len`.
+        assert_eq!(
+            fencelock_service_last_error(
+                base.add(8).cast::<fencelock_service>(),
+                msg.as_mut_ptr(),
+                msg.len(),
+                base.add(1).cast::<usize>()
+            ),
+            mis()
+        );
         assert_eq!(
             raw.iter().filter(|w| **w != 0).count(),
             0,
@@ -1849,6 +1873,81 @@ fn a_block_holding_a_live_service_is_not_built_over() {
     assert_eq!(restore_in(snap.len(), &mut out), fencelock_result::Ok);
     assert_eq!(snapshot(out), snap);
     // SAFETY: the restored handle, freed once.
+    unsafe { fencelock_service_free(out) };
+    drop(arena);
+}
+
+/// A block that overlaps a live placed service's block without starting where it does —
+/// one that holds it further in, or one that starts inside it — is refused as the same
+/// address is: before, the first was built over it (its tables emptied under its host's
+/// handle) and the second left it passing the handle check over another service's rows.
+#[test]
+fn a_block_overlapping_a_live_service_is_not_built_over() {
+    let c = config(4, 4, 8);
+    let (mut size, mut align) = (0, 0);
+    // SAFETY: valid pointers to this test's locals.
+    unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
+    assert!(align <= 16);
+    let stride = size.div_ceil(16) * 16;
+    let mut arena = vec![0u128; 3 * stride / 16 + 1];
+    let base = arena.as_mut_ptr().cast::<u8>();
+    let mut live = null_mut();
+    // SAFETY: the arena is 16-aligned and holds `size` bytes from `stride` on.
+    let r = unsafe { fencelock_service_init_in(base.add(stride).cast(), size, &c, &mut live) };
+    assert_eq!(r, fencelock_result::Ok);
+    let a = open(live, 0, 100);
+    assert_eq!(kind_token(acquire(live, 1, a, "l", X, NONE)), granted(1));
+    let before = snapshot(live);
+    let snap = before.clone();
+    for (at, len, what) in [
+        (0, 3 * stride, "a block holding the live one further in"),
+        (0, stride + 16, "a block reaching into the live one"),
+        (
+            stride + 16 * ((size / 16) / 2),
+            2 * stride - 16 * ((size / 16) / 2),
+            "a block starting inside the live one",
+        ),
+    ] {
+        let mut out = null_mut();
+        // SAFETY: `at..at + len` is inside the arena and 16-aligned; nothing is written.
+        unsafe {
+            assert_eq!(
+                fencelock_service_init_in(base.add(at).cast(), len, &c, &mut out),
+                fencelock_result::InvalidArgument,
+                "{what}"
+            );
+            assert_eq!(
+                fencelock_service_restore_in(
+                    base.add(at).cast(),
+                    len,
+                    &c.capacity,
+                    snap.as_ptr(),
+                    snap.len(),
+                    &mut out
+                ),
+                fencelock_result::InvalidArgument,
+                "{what}"
+            );
+        }
+        assert!(out.is_null());
+    }
+    assert_eq!(snapshot(live), before, "the live service is as it was");
+    // A block beside it, not overlapping, is taken.
+    let mut beside = null_mut();
+    // SAFETY: the first `stride` bytes of the arena, 16-aligned, no live service in them.
+    let r = unsafe { fencelock_service_init_in(base.cast(), size, &c, &mut beside) };
+    assert_eq!(r, fencelock_result::Ok);
+    // SAFETY: live handles, each freed once; the arena outlives them.
+    unsafe {
+        fencelock_service_free(beside);
+        fencelock_service_free(live);
+    }
+    // Freed, the whole arena is the caller's again.
+    let mut out = null_mut();
+    // SAFETY: the arena's bytes, 16-aligned; no live service in them now.
+    let r = unsafe { fencelock_service_init_in(base.cast(), 3 * stride, &c, &mut out) };
+    assert_eq!(r, fencelock_result::Ok);
+    // SAFETY: live handle, freed once.
     unsafe { fencelock_service_free(out) };
     drop(arena);
 }

@@ -243,6 +243,7 @@ pub(crate) unsafe fn last_error<T: Handle>(
         // written, below.)
         // SAFETY: forwarded contract (c_char and u8 have the same layout).
         unsafe { crate::types::buf(buf.cast::<u8>(), len) }?;
+        crate::types::aligned(out_len)?;
         // SAFETY: NULL or a handle (contract).
         unsafe { check(h) }?;
         // SAFETY: non-NULL and tagged as a live `T` (checked).

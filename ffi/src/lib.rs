@@ -54,7 +54,8 @@ use result::ffi_panic_boundary;
 /// message length without the NUL.
 ///
 /// Errors: `BUFFER_TOO_SMALL` (truncated; `*out_len` says how long it is),
-/// `NULL_PARAMETER` (`buf` NULL with `len` > 0), `INVALID_ARGUMENT` (not a code: the
+/// `NULL_PARAMETER` (`buf` NULL with `len` > 0), `MISALIGNED_MEMORY` (`out_len`), and
+/// `INVALID_ARGUMENT`: `len` past `PTRDIFF_MAX` (nothing written), or not a code (the
 /// message written says so, truncated or not — a short buffer does not change that
 /// answer). Cost: O(message length).
 ///
@@ -75,11 +76,14 @@ pub unsafe extern "C" fn fencelock_result_message(
                 // SAFETY: forwarded contract.
                 let written =
                     unsafe { types::write_message("unknown result code", buf, len, out_len) };
-                // A buffer refused outright is the buffer's error; a truncated message is
-                // still the answer to a code that is not one.
+                // A buffer refused outright (NULL, `out_len` misaligned, a length past
+                // PTRDIFF_MAX: nothing written) is the buffer's error; a message written,
+                // whole or truncated, is the answer to a code that is not one.
                 match written {
-                    Err(f @ result::Fail::Code(fencelock_result::NullParameter)) => Err(f),
-                    _ => Err(fencelock_result::InvalidArgument.into()),
+                    Ok(()) | Err(result::Fail::Code(fencelock_result::BufferTooSmall)) => {
+                        Err(fencelock_result::InvalidArgument.into())
+                    }
+                    Err(f) => Err(f),
                 }
             }
         }

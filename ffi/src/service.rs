@@ -19,7 +19,7 @@
 use core::ffi::{c_char, c_void};
 use core::ptr;
 use std::alloc::{self, Layout};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
 use fencelock::storage::{
@@ -471,18 +471,33 @@ unsafe fn place(
     if mem_len < plan.layout.size() {
         return Err(fencelock_result::BufferTooSmall.into());
     }
-    // A live service placed at this very address (not freed yet) is refused before a byte
-    // is written: building over it would empty its tables under the handle its host still
+    // A block that holds a live placed service (not freed yet), at `mem` or anywhere
+    // inside, or that reaches into one's block, is refused before a byte is written:
+    // building over it would empty that service's tables under the handle its host still
     // holds, which would still pass the handle check — and a refused restore would leave
-    // it so. (A live block elsewhere inside `mem` cannot be told: the contract's.) Known
-    // from the list of placed services, so `mem` itself, which may be uninitialised, is
-    // read only when it is on that list, and then only its tag and home (a host that
-    // reused the memory without a `_free` has written over them).
-    if placed().contains(&(mem as usize))
-        // SAFETY: non-NULL, aligned for the handle, at least a handle's bytes (checked),
-        // and a service's handle was written there (the list).
-        && unsafe { check(mem.cast::<fencelock_service>()) }.is_ok()
-    {
+    // it so. Known from the list of placed services and their blocks, so `mem`, which may
+    // be uninitialised, is read only where a service's handle was written, and then only
+    // that handle's tag and home (a host that reused the memory without a `_free` has
+    // written over them: such an entry is no live service, and goes once this block is
+    // built). A block that begins before `mem` is not read (its memory is its host's):
+    // it is not freed, so it is taken as live.
+    let (start, stop) = (mem as usize, (mem as usize).saturating_add(mem_len));
+    let head = 8 + core::mem::size_of::<usize>(); // what `check` reads: tag and home
+    let live_within = {
+        let p = placed();
+        p.range(..start)
+            .any(|(&at, &len)| at.saturating_add(len) > start)
+            || p.range(start..stop).any(|(&at, _)| {
+                at.saturating_add(head) > stop
+                    // SAFETY: `at - start + head <= mem_len` (checked), inside `mem`, and a
+                    // service's handle was written there (the list): aligned as one.
+                    || unsafe {
+                        check(mem.cast::<u8>().add(at - start).cast::<fencelock_service>())
+                    }
+                    .is_ok()
+            })
+    };
+    if live_within {
         return Err(fencelock_result::InvalidArgument.into());
     }
     // SAFETY: non-NULL, aligned, big enough (checked), exclusively the service's (contract).
@@ -496,17 +511,21 @@ unsafe fn place(
         unsafe { ptr::drop_in_place(h) };
         return Err(fencelock_result::BufferTooSmall.into());
     }
-    placed().insert(h as usize);
+    let mut p = placed();
+    // What the list held inside this block was no live service (checked above).
+    p.retain(|&at, _| !(start..stop).contains(&at));
+    p.insert(h as usize, mem_len);
     Ok(h)
 }
 
 /// The addresses of the services placed in caller memory (`_init_in`, `_restore_in`) and
-/// not freed yet: how [`place`] tells a block that still holds a live service without
-/// reading memory that may be uninitialised. One entry per live placed service.
-static PLACED: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+/// not freed yet, each with the length of the block it was given: how [`place`] tells a
+/// block that holds, or overlaps, a live service without reading memory that may be
+/// uninitialised. One entry per live placed service.
+static PLACED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
 
 /// [`PLACED`], whatever a panic elsewhere left it as (each change is one insert or remove).
-fn placed() -> MutexGuard<'static, BTreeSet<usize>> {
+fn placed() -> MutexGuard<'static, BTreeMap<usize, usize>> {
     PLACED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -748,16 +767,16 @@ pub unsafe extern "C" fn fencelock_service_layout_watchers(
 /// `max_watchers` (`fencelock_service_layout` for the default).
 ///
 /// The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
-/// A block that still holds a live service placed at `mem` (not freed) is refused with
+/// A block that still holds a live placed service (not freed), at `mem` or anywhere in
+/// `mem[..mem_len]`, or that reaches into such a service's block, is refused with
 /// `INVALID_ARGUMENT` before anything is written, here and by
-/// `fencelock_service_restore_in`, so a refused call leaves that service as it was; a
-/// live service elsewhere inside `mem[..mem_len]` cannot be told and is undefined
-/// behaviour. (The library keeps the addresses of the placed services not freed, so
+/// `fencelock_service_restore_in`, so a refused call leaves that service as it was. (The
+/// library keeps the addresses and block lengths of the placed services not freed, so
 /// `mem` may be uninitialised.)
 ///
 /// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (`mem_len` past `PTRDIFF_MAX`,
 /// `out_service` inside `mem[..mem_len]`, where the service would overwrite it, or a
-/// live service at `mem`),
+/// live service's block overlapping it),
 /// `BAD_CONFIG` (as `fencelock_service_new`), `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL`
 /// (`mem_len` below the layout's size for the config's `max_watchers`).
 /// Cost: O(capacity).
