@@ -55,7 +55,8 @@ ordinary character: "a\\0b" is a three-character name, kept whole both ways.
 Handles (`Service`, `Gate`, `Keeper`) are context managers; `close()` frees the library's
 memory at once, and a finalizer frees it when an unclosed handle is garbage-collected.
 A handle serializes its own calls with a lock, so sharing one between threads is safe
-(though the calls do not run in parallel).
+(though the calls do not run in parallel); a close() made from inside one of its calls (a
+signal handler, say) frees it as that call returns.
 """
 
 from __future__ import annotations
@@ -893,6 +894,34 @@ def _event(o: _Output) -> Event:
 
 # -------------------------------------------------------------------------- handles
 
+class _InCall:
+    """A handle's lock for one call (re-entrant: a call may make others), counting the
+    calls in progress on the thread that holds it, so that a close() made from inside one
+    — a signal handler, an argument's __index__, a __del__ run by the garbage collector —
+    frees the handle only as the outermost call returns, never under it. It holds the
+    finalizer, not the handle object, so it makes no reference cycle."""
+
+    __slots__ = ("mutex", "finalizer", "depth", "pending")
+
+    def __init__(self, mutex: threading.RLock, finalizer: weakref.finalize) -> None:
+        self.mutex = mutex
+        self.finalizer = finalizer
+        self.depth = 0
+        self.pending = False
+
+    def __enter__(self) -> None:
+        self.mutex.acquire()
+        self.depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.depth -= 1
+        try:
+            if self.depth == 0 and self.pending:
+                self.finalizer()
+        finally:
+            self.mutex.release()
+
+
 class _Handle:
     """An owned library handle: freed by close(), the with-block's end, or a finalizer."""
 
@@ -909,16 +938,23 @@ class _Handle:
         # runs while daemon threads still run).
         self._finalizer = weakref.finalize(self, _release, getattr(_lib, self._free), handle,
                                            keep, self._mutex)
+        self._in_call = _InCall(self._mutex, self._finalizer)
 
     def close(self) -> None:
         """Frees the library's memory for this handle. A second close does nothing; any
-        other call afterwards raises HandleError. Cost: O(1) plus queued events."""
+        other call afterwards raises HandleError. Made from inside a call on this handle
+        (a signal handler, an argument's __index__), it takes effect at once for every
+        later call and frees the memory as that call returns. Cost: O(1) plus queued
+        events."""
         with self._mutex:
+            if self._in_call.depth:
+                self._in_call.pending = True
+                return
             self._finalizer()
 
     @property
     def closed(self) -> bool:
-        return not self._finalizer.alive
+        return self._in_call.pending or not self._finalizer.alive
 
     def __enter__(self) -> Any:
         return self
@@ -927,7 +963,7 @@ class _Handle:
         self.close()
 
     def _ptr(self) -> C.c_void_p:
-        if not self._finalizer.alive:
+        if self._in_call.pending or not self._finalizer.alive:
             raise HandleError(f"invalid handle: this {self._what} is closed")
         return self._h
 
@@ -941,7 +977,7 @@ class _Handle:
             raise FencelockError(code, self._detail())
 
     def _call(self, fn: str, *args: Any) -> None:
-        with self._mutex:
+        with self._in_call:
             self._check(getattr(_lib, fn)(self._ptr(), *args))
 
 
@@ -1180,8 +1216,10 @@ class Service(_Handle):
         """`restore` into one block of memory this object owns
         (fencelock_service_restore_in; see `placed`), sized for `max_watchers`, which
         must be at least the snapshot's (else BUFFER_TOO_SMALL: the ring could not hold
-        one input's events). Errors: as restore, and BAD_CONFIG when the block cannot be
-        allocated (found before the bytes are read). Cost: as restore."""
+        one input's events). Errors: as restore, except that BAD_CONFIG for capacities
+        no block can be laid out for (a table over 2^31 - 1 rows), or a block that cannot
+        be allocated, is found first, before the bytes are read (the block is laid out and
+        allocated before the library is called). Cost: as restore."""
         raw = _bytes(snapshot, "snapshot")
         size, align = cls.layout(sessions, locks, claims, max_watchers)
         mem, at = cls._place(size, align)
@@ -1233,7 +1271,7 @@ class Service(_Handle):
         queued, two for more (the first says how many, the second takes them all; every
         input method drains the queue itself, so this finds events only from calls made
         on the library directly). Cost: O(queued events)."""
-        with self._mutex:
+        with self._in_call:
             self._ptr()
             return self._events()
 
@@ -1241,7 +1279,7 @@ class Service(_Handle):
         """The oldest queued event, or None when none is queued (the one-at-a-time form
         of drain_events). Cost: O(1)."""
         o = _Output()
-        with self._mutex:
+        with self._in_call:
             code = _lib.fencelock_service_poll_output(self._ptr(), C.byref(o))
             if code == Result.DONE:
                 return None
@@ -1250,7 +1288,7 @@ class Service(_Handle):
 
     def _input(self, fn: Callable[..., int], *args: Any) -> Any:
         c = _Reply()
-        with self._mutex:
+        with self._in_call:
             code = fn(self._ptr(), *args, C.byref(c))
             # The refusal's message, read before the drain (whose own calls would replace it).
             detail = self._detail() if code != Result.OK else ""
@@ -1428,7 +1466,7 @@ class Service(_Handle):
             c.lock, c.lock_len = o._name, len(o._name)
         answers: list[Any] = []
         events: list[Event] = []
-        with self._mutex:
+        with self._in_call:
             at = 0
             while True:
                 done = _SIZE()
@@ -1458,7 +1496,7 @@ class Service(_Handle):
         — what every input does first. Call it when poll_timeout() comes due. Errors:
         TIME_WENT_BACKWARDS. Cost: O(1) with nothing due, else O(log n) per deadline."""
         now = _u64(now, "now")
-        with self._mutex:
+        with self._in_call:
             code = _lib.fencelock_service_tick(self._ptr(), now)
             detail = self._detail() if code != Result.OK else ""
             events = self._events()
@@ -1474,7 +1512,7 @@ class Service(_Handle):
         """
         raw = _bytes(frame, "frame")
         c, out, n = _Reply(), C.create_string_buffer(MAX_FRAME_LEN), _SIZE()
-        with self._mutex:
+        with self._in_call:
             code = _lib.fencelock_service_handle_frame(self._ptr(), raw, len(raw),
                                                        C.byref(c), out, MAX_FRAME_LEN,
                                                        C.byref(n))
@@ -1509,7 +1547,7 @@ class Service(_Handle):
         """The queued events as postcard frames, oldest first (every input method drains
         the queue itself, so this finds events only from a placed service's refusals or
         calls made on the library directly). Cost: O(queued events)."""
-        with self._mutex:
+        with self._in_call:
             self._ptr()
             return self._drain_frames()
 
@@ -1603,8 +1641,9 @@ class Service(_Handle):
     def session(self, session: int) -> Optional[SessionInfo]:
         """A live session's state, or None if it is not open. Cost: O(its claims)."""
         s = _SessionInfo()
-        with self._mutex:
-            code = _lib.fencelock_service_session(self._ptr(), _u64(session, "session"),
+        with self._in_call:
+            sid = _u64(session, "session")
+            code = _lib.fencelock_service_session(self._ptr(), sid,
                                                   C.byref(s))
             if code == Result.UNKNOWN_SESSION:
                 return None
@@ -1613,7 +1652,7 @@ class Service(_Handle):
                            _text(s.label, s.label_len))
 
     def _list(self, fn: str, ctype: Any, *args: Any) -> list[Any]:
-        with self._mutex:
+        with self._in_call:
             h, count = self._ptr(), _SIZE()
             code = getattr(_lib, fn)(h, *args, None, 0, C.byref(count))
             if code not in (Result.OK, Result.BUFFER_TOO_SMALL):
@@ -1668,7 +1707,7 @@ class Service(_Handle):
     def snapshot(self) -> bytes:
         """The canonical snapshot of the state (not the queued events). Cost:
         O(sessions + locks + claims)."""
-        with self._mutex:
+        with self._in_call:
             h, need = self._ptr(), _SIZE()
             self._check(_lib.fencelock_service_snapshot_len(h, C.byref(need)))
             buf = C.create_string_buffer(max(need.value, 1))
@@ -1744,7 +1783,7 @@ class Gate(_Handle):
     def entries(self) -> dict[str, int]:
         """Every resource with its highest token, in the order first admitted. Cost:
         O(resources)."""
-        with self._mutex:
+        with self._in_call:
             h, count = self._ptr(), _SIZE()
             code = _lib.fencelock_gate_entries(h, None, 0, C.byref(count))
             if code not in (Result.OK, Result.BUFFER_TOO_SMALL):
@@ -1755,7 +1794,7 @@ class Gate(_Handle):
 
     def snapshot(self) -> bytes:
         """The gate's snapshot bytes. Cost: O(resources)."""
-        with self._mutex:
+        with self._in_call:
             h, need = self._ptr(), _SIZE()
             code = _lib.fencelock_gate_snapshot(h, None, 0, C.byref(need))
             if code not in (Result.OK, Result.BUFFER_TOO_SMALL):

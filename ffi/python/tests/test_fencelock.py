@@ -696,6 +696,36 @@ def test_every_handle_is_a_context_manager_and_closes_once():
         assert e.value.code == fl.Result.INVALID_HANDLE and isinstance(e.value, ValueError)
 
 
+def test_a_close_from_inside_a_call_frees_the_handle_only_as_the_call_returns():
+    # An argument's __index__ closes the service while the call that converts it holds
+    # the handle (as a signal handler or a __del__ run by the collector could): the call
+    # is refused as on a closed handle, and the library is never given the freed handle.
+    # (This used to free a 100 000-session service under the call, which then read it.)
+    svc = fl.Service(100000, 16, 16)
+    s = svc.open_session(0, 10).session
+
+    class Closing:
+        def __index__(self):
+            svc.close()
+            return s
+
+    e = refused(fl.Result.INVALID_HANDLE, svc.session, Closing())
+    assert isinstance(e, fl.HandleError)
+    assert svc.closed and not svc._finalizer.alive, "freed as the call returned"
+    # Deeper in a call, after its handle was checked: the close takes effect for every
+    # later call at once, and the memory is freed as the outermost call returns.
+    svc = fl.Service(4, 4, 8)
+    with svc._in_call:
+        with svc._in_call:
+            svc.close()
+            assert svc.closed and svc._finalizer.alive, "not freed under the calls"
+            with pytest.raises(fl.HandleError):
+                svc.tick(1)
+        assert svc._finalizer.alive, "the outer call still runs"
+    assert not svc._finalizer.alive
+    svc.close()  # a second close does nothing
+
+
 def _rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
