@@ -882,6 +882,16 @@ impl Node {
 
     /// [`Node::propose`] for any [`Op`] (an idempotent open). Errors and cost: as there.
     pub async fn propose_op(&self, op: Op) -> Result<CmdResult, ClientError> {
+        self.propose_op_holding(op, None).await
+    }
+
+    /// [`Node::propose_op`], with `hold` kept until the entry's outcome is known, however
+    /// soon the caller gives up ([`crate::proposer::Hold`]). Cost and errors: as there.
+    async fn propose_op_holding(
+        &self,
+        op: Op,
+        hold: Option<crate::proposer::Hold>,
+    ) -> Result<CmdResult, ClientError> {
         if self.log.disk().is_stalled() {
             return Err(ClientError::Unavailable(format!(
                 "the disk of {} is full: writes are refused until space returns",
@@ -889,7 +899,7 @@ impl Node {
             )));
         }
         let mut back = self.elector.watch_stepped_back();
-        let fut = self.proposer.propose(op);
+        let fut = self.proposer.propose_holding(op, hold);
         let limit = Duration::from_millis(self.config.request_timeout_ms);
         tokio::select! {
             r = tokio::time::timeout(limit, fut) => match r {
@@ -1406,7 +1416,17 @@ impl Node {
     }
 
     async fn write_op(&self, op: Op) -> Result<Reply, ClientError> {
-        let r = self.propose_op(op).await?;
+        self.write_op_holding(op, None).await
+    }
+
+    /// [`Node::write_op`], with `hold` kept until the entry's outcome is known
+    /// ([`crate::proposer::Hold`]).
+    async fn write_op_holding(
+        &self,
+        op: Op,
+        hold: Option<crate::proposer::Hold>,
+    ) -> Result<Reply, ClientError> {
+        let r = self.propose_op_holding(op, hold).await?;
         match (r.reply, r.secret) {
             (Err(OpError::Core(e)), _) => Err(ClientError::Core(e)),
             (Err(OpError::NotOwner { session }), _) => Err(ClientError::NotOwner { session }),
@@ -1487,9 +1507,13 @@ impl Node {
             label,
             principal,
         };
-        let _token = self.reserve_token_open(principal, key)?;
+        // The token's open in flight is counted until its entry applied or failed, not only
+        // while this call waits: an open given up at the request timeout may still commit,
+        // and the token's clients would pass the quota again meanwhile.
+        let token = self.reserve_token_open(principal, key)?;
         self.reserve_open(conn, sink)?;
-        let reply = self.write_op(op).await;
+        let hold = token.map(|t| Box::new(t) as crate::proposer::Hold);
+        let reply = self.write_op_holding(op, hold).await;
         let session = match &reply {
             Ok(Reply::Opened { reply: r, .. }) => r.opened(),
             _ => None,

@@ -40,9 +40,16 @@ pub const MAX_HOLD: Duration = Duration::from_millis(20);
 
 type Answer = Result<CmdResult, ClientError>;
 
+/// What a proposal keeps until its outcome is known — answered after its entry applied
+/// or failed, or dropped unproposed — whether or not its caller still waits: a
+/// reservation made for it (a token's open in flight), which must outlive a caller that
+/// gave up at its request timeout while the entry may still commit.
+pub(crate) type Hold = Box<dyn Send>;
+
 struct Proposal {
     op: Op,
     reply: oneshot::Sender<Answer>,
+    hold: Option<Hold>,
 }
 
 /// The handle requests are proposed through (cheap to clone).
@@ -75,9 +82,15 @@ impl Proposer {
     /// Errors: `NotLeader`, `Unavailable` (the proposer stopped, or the entry could not
     /// commit). Waits while [`QUEUE`] requests are already queued (backpressure).
     pub async fn propose(&self, op: Op) -> Answer {
+        self.propose_holding(op, None).await
+    }
+
+    /// [`propose`](Self::propose), with `hold` kept until the proposal's outcome is known
+    /// ([`Hold`]), not only while the caller waits. Cost and errors: as `propose`.
+    pub(crate) async fn propose_holding(&self, op: Op, hold: Option<Hold>) -> Answer {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Proposal { op, reply })
+            .send(Proposal { op, reply, hold })
             .await
             .map_err(|_| ClientError::Unavailable("node is shutting down".into()))?;
         rx.await
@@ -88,7 +101,7 @@ impl Proposer {
 async fn run(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, mut rx: mpsc::Receiver<Proposal>) {
     let mut flushed = log.flushed();
     while let Some(first) = rx.recv().await {
-        let Some((ops, replies)) = gather(first, &mut rx) else {
+        let Some((ops, replies, holds)) = gather(first, &mut rx) else {
             continue;
         };
         // The entry will land after everything appended so far.
@@ -107,7 +120,12 @@ async fn run(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, mut rx: mpsc::R
         let (done_tx, mut done_rx) = oneshot::channel::<()>();
         let raft2 = raft.clone();
         tokio::spawn(async move {
-            answer(&raft2, pending.await, replies);
+            let outcome = pending.await;
+            // The outcome is known (applied, or failed): what the batch held goes now,
+            // before anyone is answered — a caller answered must not find its own
+            // reservation still counted beside what it reserved for.
+            drop(holds);
+            answer(&raft2, outcome, replies);
             let _ = done_tx.send(());
         });
         tokio::select! {
@@ -124,23 +142,26 @@ async fn run(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, mut rx: mpsc::R
 /// with the same request number, so proposing them would only add writes nobody waits
 /// for). `None`
 /// when every request gathered was abandoned. Cost: O(batch), no wait.
-fn gather(
-    first: Proposal,
-    rx: &mut mpsc::Receiver<Proposal>,
-) -> Option<(Vec<Op>, Vec<oneshot::Sender<Answer>>)> {
+type Batch = (Vec<Op>, Vec<oneshot::Sender<Answer>>, Vec<Hold>);
+
+fn gather(first: Proposal, rx: &mut mpsc::Receiver<Proposal>) -> Option<Batch> {
     let mut ops = Vec::new();
     let mut replies = Vec::new();
+    let mut holds = Vec::new();
     let mut next = Some(first);
     while let Some(p) = next.take() {
+        // An abandoned request is dropped here, what it held with it: it is never
+        // proposed.
         if !p.reply.is_closed() {
             ops.push(p.op);
             replies.push(p.reply);
+            holds.extend(p.hold);
         }
         if ops.len() < MAX_BATCH {
             next = rx.try_recv().ok();
         }
     }
-    (!ops.is_empty()).then_some((ops, replies))
+    (!ops.is_empty()).then_some((ops, replies, holds))
 }
 
 type Outcome = Result<ClientWriteResult<TypeConfig>, oneshot::error::RecvError>;
@@ -196,12 +217,22 @@ mod tests {
         })
     }
 
-    /// A request whose caller stopped waiting is left out of the batch; the others keep
-    /// their order, and a batch of abandoned requests only is no batch.
+    /// Counts its drops: what a proposal holds.
+    struct Held(Arc<std::sync::atomic::AtomicUsize>);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// A request whose caller stopped waiting is left out of the batch, and what it held
+    /// is let go (it is never proposed); the others keep their order and their holds go
+    /// with the batch, and a batch of abandoned requests only is no batch.
     #[test]
     fn abandoned_requests_are_not_proposed() {
         let (tx, mut rx) = mpsc::channel(QUEUE);
         let mut waiting = Vec::new();
+        let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut proposal = |now: u64, abandoned: bool| {
             let (reply, answer) = oneshot::channel();
             if !abandoned {
@@ -210,13 +241,19 @@ mod tests {
             Proposal {
                 op: tick(now),
                 reply,
+                hold: Some(Box::new(Held(dropped.clone())) as Hold),
             }
         };
         let first = proposal(1, true);
         for (now, abandoned) in [(2, false), (3, true), (4, false)] {
             tx.try_send(proposal(now, abandoned)).ok().unwrap();
         }
-        let (ops, replies) = gather(first, &mut rx).expect("two requests still wait");
+        let (ops, replies, holds) = gather(first, &mut rx).expect("two requests still wait");
+        let gone = || dropped.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(gone(), 2, "the abandoned requests' holds are let go");
+        assert_eq!(holds.len(), 2, "the others' go with the batch");
+        drop(holds);
+        assert_eq!(gone(), 4);
         let nows: Vec<_> = ops
             .iter()
             .map(|op| match op {
@@ -243,16 +280,17 @@ mod tests {
             Proposal {
                 op: tick(now),
                 reply,
+                hold: None,
             }
         };
         let first = proposal(0);
         for now in 1..=MAX_BATCH as u64 {
             tx.try_send(proposal(now)).ok().unwrap();
         }
-        let (ops, _) = gather(first, &mut rx).unwrap();
+        let (ops, _, _) = gather(first, &mut rx).unwrap();
         assert_eq!(ops.len(), MAX_BATCH);
         let rest = rx.try_recv().expect("the last request waits");
-        let (ops, _) = gather(rest, &mut rx).unwrap();
+        let (ops, _, _) = gather(rest, &mut rx).unwrap();
         assert_eq!(ops.len(), 1);
     }
 }

@@ -658,6 +658,71 @@ async fn a_tokens_clients_share_one_session_quota_across_connections() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// An open given up at its request timeout may still commit: until its entry applied or
+/// failed it stays counted against its token's quota. (The reservation used to go with
+/// the call, so an open right after a timed-out one passed the check while the first was
+/// still on its way, and the token ended with more sessions than its quota.) Here every
+/// request times out at once (a timeout of 0), before its entry is through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_that_timed_out_stays_counted_until_its_entry_applied() {
+    let (node, dir) = single_node("token-quota-timeout", |c| {
+        c.max_sessions_per_token = Some(1);
+        c.request_timeout_ms = 0;
+    })
+    .await;
+    let sink = PushSink::new(16).0;
+    let mut timed_out = 0;
+    for round in 0..20u64 {
+        let who = Principal::token(&format!("team-{round}"));
+        let open = || {
+            let node = node.clone();
+            let sink = sink.clone();
+            async move {
+                let conn = node.next_conn_id();
+                let _guard = node.connection(conn);
+                node.handle_request_as(
+                    Request::Open {
+                        ttl_ms: 60_000,
+                        key: None,
+                    },
+                    conn,
+                    &sink,
+                    who,
+                )
+                .await
+            }
+        };
+        // Two opens, one right after the other (each its own client's retry).
+        for _ in 0..2 {
+            if matches!(open().await, Err(ClientError::Unavailable(_))) {
+                timed_out += 1;
+            }
+        }
+        // Once everything proposed has applied, the token has at most its one session.
+        let start = Instant::now();
+        loop {
+            let m = node.raft.metrics().borrow().clone();
+            if m.last_applied.map(|l| l.index) == m.last_log_index && node.proposer_queue() == 0 {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "never applied");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let n = node.shared.state().owners.sessions_of(who);
+        assert!(
+            n <= 1,
+            "round {round}: token has {n} sessions, its quota is 1"
+        );
+    }
+    assert!(
+        timed_out > 0,
+        "no open timed out: the test did not test its case"
+    );
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// `GET path` on `addr`: (status, head, body bytes).
 async fn get_raw(addr: &str, path: &str) -> (u16, String, Vec<u8>) {
     let mut s = TcpStream::connect(addr).await.expect("connect");
