@@ -308,14 +308,17 @@ impl StorageError {
     }
 
     /// True when some of what the write did, or the fence's raise of the highest token,
-    /// may have committed: a `COMMIT` that failed on the way (the connection lost, an I/O
-    /// error; a deferred constraint's refusal is certain and is not this), or, in
-    /// PostgreSQL, a write that ended the fence's transaction itself (a `COMMIT` or
-    /// `ROLLBACK` of its own). Read your data back before you write again. False for
-    /// every other storage error: the fence never sent `COMMIT`, or the database rolled
-    /// the transaction back, so nothing of the write and no raise committed — unless the
-    /// write itself committed behind the fence's back in a way it could not see (a write
-    /// must not end its transaction; the fence catches the ways the docs list). Cost: O(1).
+    /// may have committed: a `COMMIT` whose outcome the database did not say (PostgreSQL:
+    /// no answer, the connection lost, or a `FATAL` one, the server ending the session;
+    /// SQLite: an error other than busy, such as an I/O error), or, in PostgreSQL, a write
+    /// that ended the fence's transaction itself (a `COMMIT` or `ROLLBACK` of its own).
+    /// Read your data back before you write again. False for every other storage error:
+    /// the fence never sent `COMMIT`, or the database refused it and rolled back (an
+    /// `ERROR` answer in PostgreSQL — a deferred constraint, a serialization failure, a
+    /// deferred trigger's exception — or SQLite busy), so nothing of the write and no raise
+    /// committed — unless the write itself committed behind the fence's back in a way it
+    /// could not see (a write must not end its transaction; the fence catches the ways the
+    /// docs list). Cost: O(1).
     pub fn may_have_committed(&self) -> bool {
         self.unknown
     }

@@ -548,6 +548,12 @@ impl Fence for PgFence {
             // back — not the unknown outcome of a commit that failed on the way.
             if e.code().is_some_and(|c| c.code().starts_with("23")) {
                 StorageError::new(DEFERRED, e)
+            } else if e.as_db_error().is_some_and(|d| d.severity() == "ERROR") {
+                // An ERROR the server answered COMMIT with (a serialization failure, a
+                // deferred trigger's exception) aborted the transaction: certain, nothing
+                // written. No answer (the connection lost) or a FATAL one (the server
+                // ending the session, perhaps after the commit) leaves it unknown.
+                StorageError::new("commit", e)
             } else {
                 StorageError::outcome_unknown("commit", e)
             }

@@ -352,6 +352,12 @@ impl Fence for SqliteFence {
             // rolled back by the drop (its behaviour set above): certain, nothing written.
             if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) {
                 StorageError::new(DEFERRED, e)
+            } else if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            ) {
+                // Busy at COMMIT: the transaction stays open, and the drop rolls it back.
+                StorageError::new("commit", e)
             } else {
                 StorageError::outcome_unknown("commit", e)
             }

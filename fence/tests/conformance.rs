@@ -838,9 +838,8 @@ fn postgres_fence_names_a_deferred_constraints_refusal_of_the_commit() {
         .unwrap()
         .get(0);
     assert_eq!(n, 0, "nothing written");
-    // Any other failure of the COMMIT is an outcome the fence cannot know (here a deferred
-    // trigger's exception, which did roll back; a lost connection would not say): it says
-    // the write may have committed.
+    // Any ERROR the server answers COMMIT with rolled the transaction back (here a deferred
+    // trigger's exception): certain too, not an unknown outcome.
     f.client()
         .batch_execute(
             "CREATE TABLE late (k int);
@@ -855,7 +854,7 @@ fn postgres_fence_names_a_deferred_constraints_refusal_of_the_commit() {
     });
     match r {
         Err(e @ FenceError::Storage(_)) => {
-            assert!(e.may_have_committed(), "{e}");
+            assert!(!e.may_have_committed(), "{e}");
             let FenceError::Storage(s) = &e else {
                 unreachable!()
             };
@@ -864,6 +863,53 @@ fn postgres_fence_names_a_deferred_constraints_refusal_of_the_commit() {
         other => panic!("expected a storage error, got {other:?}"),
     }
     assert_eq!(f.highest("late").unwrap(), None);
+    // A COMMIT the server never finished answering (the session ended while a deferred
+    // trigger ran: another client terminated it) is an outcome the fence cannot know: it
+    // says the write may have committed.
+    f.client()
+        .batch_execute(
+            "CREATE TABLE slow (k int);
+             CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN PERFORM pg_sleep(5); RETURN NULL; END $$;
+             CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON slow
+               DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit();",
+        )
+        .unwrap();
+    let pid: i32 = f
+        .client()
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    let mut admin = pg.connect();
+    let killer = std::thread::spawn(move || {
+        // Until the fence's session is inside the slow trigger (its COMMIT sent).
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_secs(20) {
+            let waiting: bool = admin
+                .query_one(
+                    "SELECT count(*) > 0 FROM pg_stat_activity WHERE pid = $1 AND query ILIKE 'commit%'",
+                    &[&pid],
+                )
+                .unwrap()
+                .get(0);
+            if waiting {
+                admin
+                    .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+                    .unwrap();
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        false
+    });
+    let r = f.write("slow", Token(5), |tx| {
+        tx.execute("INSERT INTO slow VALUES (1)", &[])
+    });
+    assert!(killer.join().unwrap(), "the COMMIT was never seen running");
+    match r {
+        Err(e @ FenceError::Storage(_)) => assert!(e.may_have_committed(), "{e}"),
+        other => panic!("expected a storage error, got {other:?}"),
+    }
 }
 
 /// A write that sends a `COMMIT` of its own and then fails: the raise and what it wrote

@@ -990,16 +990,17 @@ fencelock_result fencelock_service_layout_watchers(const struct fencelock_capaci
 // `max_watchers` (`fencelock_service_layout` for the default).
 //
 // The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
-// A block that still holds a live placed service (not freed), at `mem` or anywhere in
-// `mem[..mem_len]`, or that reaches into such a service's block, is refused with
-// `INVALID_ARGUMENT` before anything is written, here and by
-// `fencelock_service_restore_in`, so a refused call leaves that service as it was. (The
-// library keeps the addresses and block lengths of the placed services not freed, so
-// `mem` may be uninitialised.)
+// A block whose bytes the service would take (the layout's size from `mem`) hold a live
+// placed service (not freed), at `mem` or further in, or reach into the bytes one took,
+// is refused with `INVALID_ARGUMENT` before anything is written, here and by
+// `fencelock_service_restore_in`, so a refused call leaves that service as it was; the
+// rest of a longer block stays the caller's, and may hold another service. (The library
+// keeps the address and size of each placed service not freed, so `mem` may be
+// uninitialised.)
 //
 // Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (`mem_len` past `PTRDIFF_MAX`,
 // `out_service` inside `mem[..mem_len]`, where the service would overwrite it, or a
-// live service's block overlapping it),
+// live service's bytes overlapping the ones it would take),
 // `BAD_CONFIG` (as `fencelock_service_new`), `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL`
 // (`mem_len` below the layout's size for the config's `max_watchers`).
 // Cost: O(capacity).

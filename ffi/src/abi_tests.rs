@@ -1877,17 +1877,20 @@ fn a_block_holding_a_live_service_is_not_built_over() {
     drop(arena);
 }
 
-/// A block that overlaps a live placed service's block without starting where it does —
-/// one that holds it further in, or one that starts inside it — is refused as the same
-/// address is: before, the first was built over it (its tables emptied under its host's
-/// handle) and the second left it passing the handle check over another service's rows.
+/// Bytes a new service would take that overlap a live placed service's without starting
+/// where it does — reaching into it from before, starting inside it, or holding it
+/// further in (a restore's ring takes the rest of its block) — are refused as the same
+/// address is: before, the first and third were built over it (its tables emptied under
+/// its host's handle) and the second left it passing the handle check over another
+/// service's rows. The rest of a longer block, past what a service takes, stays the
+/// caller's: another service may live there.
 #[test]
 fn a_block_overlapping_a_live_service_is_not_built_over() {
     let c = config(4, 4, 8);
     let (mut size, mut align) = (0, 0);
     // SAFETY: valid pointers to this test's locals.
     unsafe { fencelock_service_layout(&c.capacity, &mut size, &mut align) };
-    assert!(align <= 16);
+    assert!(align <= 16 && size > 32);
     let stride = size.div_ceil(16) * 16;
     let mut arena = vec![0u128; 3 * stride / 16 + 1];
     let base = arena.as_mut_ptr().cast::<u8>();
@@ -1899,53 +1902,73 @@ fn a_block_overlapping_a_live_service_is_not_built_over() {
     assert_eq!(kind_token(acquire(live, 1, a, "l", X, NONE)), granted(1));
     let before = snapshot(live);
     let snap = before.clone();
-    for (at, len, what) in [
-        (0, 3 * stride, "a block holding the live one further in"),
-        (0, stride + 16, "a block reaching into the live one"),
+    let inside = stride + 16 * (size / 32);
+    for (at, len, init, what) in [
         (
-            stride + 16 * ((size / 16) / 2),
-            2 * stride - 16 * ((size / 16) / 2),
-            "a block starting inside the live one",
+            stride - 16,
+            size,
+            true,
+            "reaching into the live one from before",
+        ),
+        (inside, size, true, "starting inside the live one"),
+        (
+            inside,
+            size,
+            false,
+            "a restore starting inside the live one",
+        ),
+        (
+            0,
+            3 * stride,
+            false,
+            "a restore whose ring would take the rest, over the live one",
         ),
     ] {
         let mut out = null_mut();
         // SAFETY: `at..at + len` is inside the arena and 16-aligned; nothing is written.
-        unsafe {
-            assert_eq!(
-                fencelock_service_init_in(base.add(at).cast(), len, &c, &mut out),
-                fencelock_result::InvalidArgument,
-                "{what}"
-            );
-            assert_eq!(
+        let r = unsafe {
+            if init {
+                fencelock_service_init_in(base.add(at).cast(), len, &c, &mut out)
+            } else {
                 fencelock_service_restore_in(
                     base.add(at).cast(),
                     len,
                     &c.capacity,
                     snap.as_ptr(),
                     snap.len(),
-                    &mut out
-                ),
-                fencelock_result::InvalidArgument,
-                "{what}"
-            );
-        }
+                    &mut out,
+                )
+            }
+        };
+        assert_eq!(r, fencelock_result::InvalidArgument, "{what}");
         assert!(out.is_null());
     }
     assert_eq!(snapshot(live), before, "the live service is as it was");
-    // A block beside it, not overlapping, is taken.
+    // A service given the whole arena takes only its layout's size from its start, which
+    // the live one's bytes do not reach: taken.
     let mut beside = null_mut();
-    // SAFETY: the first `stride` bytes of the arena, 16-aligned, no live service in them.
-    let r = unsafe { fencelock_service_init_in(base.cast(), size, &c, &mut beside) };
+    // SAFETY: the arena's bytes, 16-aligned; the service writes only its first `size`.
+    let r = unsafe { fencelock_service_init_in(base.cast(), 3 * stride, &c, &mut beside) };
     assert_eq!(r, fencelock_result::Ok);
+    assert_eq!(snapshot(live), before, "the live service is as it was");
     // SAFETY: live handles, each freed once; the arena outlives them.
     unsafe {
         fencelock_service_free(beside);
         fencelock_service_free(live);
     }
-    // Freed, the whole arena is the caller's again.
+    // Freed, the whole arena is the caller's again, a restore's ring included.
     let mut out = null_mut();
     // SAFETY: the arena's bytes, 16-aligned; no live service in them now.
-    let r = unsafe { fencelock_service_init_in(base.cast(), 3 * stride, &c, &mut out) };
+    let r = unsafe {
+        fencelock_service_restore_in(
+            base.cast(),
+            3 * stride,
+            &c.capacity,
+            snap.as_ptr(),
+            snap.len(),
+            &mut out,
+        )
+    };
     assert_eq!(r, fencelock_result::Ok);
     // SAFETY: live handle, freed once.
     unsafe { fencelock_service_free(out) };

@@ -471,17 +471,19 @@ unsafe fn place(
     if mem_len < plan.layout.size() {
         return Err(fencelock_result::BufferTooSmall.into());
     }
-    // A block that holds a live placed service (not freed yet), at `mem` or anywhere
-    // inside, or that reaches into one's block, is refused before a byte is written:
-    // building over it would empty that service's tables under the handle its host still
-    // holds, which would still pass the handle check — and a refused restore would leave
-    // it so. Known from the list of placed services and their blocks, so `mem`, which may
-    // be uninitialised, is read only where a service's handle was written, and then only
-    // that handle's tag and home (a host that reused the memory without a `_free` has
-    // written over them: such an entry is no live service, and goes once this block is
-    // built). A block that begins before `mem` is not read (its memory is its host's):
-    // it is not freed, so it is taken as live.
-    let (start, stop) = (mem as usize, (mem as usize).saturating_add(mem_len));
+    // The bytes the new service would take (its layout's size from `mem`: the rest of a
+    // longer block is not written) must hold no live placed service (not freed yet), at
+    // `mem` or further in, nor reach into one's bytes: building over it would empty its
+    // tables under the handle its host still holds, which would still pass the handle
+    // check — and a refused restore would leave it so. Known from the list of placed
+    // services and the bytes each took, so `mem`, which may be uninitialised, is read
+    // only where the list says a handle was written, and then only its tag and home: a
+    // host that reused the memory without a `_free` has written over them, and such an
+    // entry is no live service (it goes when this block is built). One that begins before
+    // `mem` is not read (those bytes are not the caller's to lend here): not freed, it is
+    // taken as live, and only its `_free` lets its bytes go.
+    let start = mem as usize;
+    let stop = start.saturating_add(plan.layout.size());
     let head = 8 + core::mem::size_of::<usize>(); // what `check` reads: tag and home
     let live_within = {
         let p = placed();
@@ -489,8 +491,11 @@ unsafe fn place(
             .any(|(&at, &len)| at.saturating_add(len) > start)
             || p.range(start..stop).any(|(&at, _)| {
                 at.saturating_add(head) > stop
-                    // SAFETY: `at - start + head <= mem_len` (checked), inside `mem`, and a
-                    // service's handle was written there (the list): aligned as one.
+                    // SAFETY: `at - start + head <= plan.layout.size() <= mem_len` (checked
+                    // above and here): inside `mem`, which the caller lends for reading and
+                    // writing (the contract); aligned as a handle, since one was placed
+                    // there. Its bytes may be anything a host wrote since, which `check`
+                    // reads as plain integers and compares.
                     || unsafe {
                         check(mem.cast::<u8>().add(at - start).cast::<fencelock_service>())
                     }
@@ -512,14 +517,14 @@ unsafe fn place(
         return Err(fencelock_result::BufferTooSmall.into());
     }
     let mut p = placed();
-    // What the list held inside this block was no live service (checked above).
+    // What the list held inside these bytes was no live service (checked above).
     p.retain(|&at, _| !(start..stop).contains(&at));
-    p.insert(h as usize, mem_len);
+    p.insert(h as usize, plan.layout.size());
     Ok(h)
 }
 
 /// The addresses of the services placed in caller memory (`_init_in`, `_restore_in`) and
-/// not freed yet, each with the length of the block it was given: how [`place`] tells a
+/// not freed yet, each with the bytes it took (its layout's size): how [`place`] tells a
 /// block that holds, or overlaps, a live service without reading memory that may be
 /// uninitialised. One entry per live placed service.
 static PLACED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
@@ -767,16 +772,17 @@ pub unsafe extern "C" fn fencelock_service_layout_watchers(
 /// `max_watchers` (`fencelock_service_layout` for the default).
 ///
 /// The memory must stay valid, unmoved and untouched until `fencelock_service_free`.
-/// A block that still holds a live placed service (not freed), at `mem` or anywhere in
-/// `mem[..mem_len]`, or that reaches into such a service's block, is refused with
-/// `INVALID_ARGUMENT` before anything is written, here and by
-/// `fencelock_service_restore_in`, so a refused call leaves that service as it was. (The
-/// library keeps the addresses and block lengths of the placed services not freed, so
-/// `mem` may be uninitialised.)
+/// A block whose bytes the service would take (the layout's size from `mem`) hold a live
+/// placed service (not freed), at `mem` or further in, or reach into the bytes one took,
+/// is refused with `INVALID_ARGUMENT` before anything is written, here and by
+/// `fencelock_service_restore_in`, so a refused call leaves that service as it was; the
+/// rest of a longer block stays the caller's, and may hold another service. (The library
+/// keeps the address and size of each placed service not freed, so `mem` may be
+/// uninitialised.)
 ///
 /// Errors: `NULL_PARAMETER`, `INVALID_ARGUMENT` (`mem_len` past `PTRDIFF_MAX`,
 /// `out_service` inside `mem[..mem_len]`, where the service would overwrite it, or a
-/// live service's block overlapping it),
+/// live service's bytes overlapping the ones it would take),
 /// `BAD_CONFIG` (as `fencelock_service_new`), `MISALIGNED_MEMORY`, `BUFFER_TOO_SMALL`
 /// (`mem_len` below the layout's size for the config's `max_watchers`).
 /// Cost: O(capacity).

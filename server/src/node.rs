@@ -311,29 +311,47 @@ pub struct Node {
     conn_sessions: Arc<Mutex<HashMap<u64, ConnSessions>>>,
     /// Per token principal: this node's opens in flight (not applied here yet), for the
     /// per-token session quota. An entry lives as long as its [`TokenOpen`] guards.
-    token_opens: Arc<Mutex<HashMap<Principal, usize>>>,
+    token_opens: Arc<Mutex<TokenOpens>>,
     /// Held by an `add-learner` from its checks of the membership to its change: the
     /// membership it reads (the metrics') then shows every change an earlier one made, so
     /// two adds at once cannot both pass the member cap, or the same id at two addresses.
     adding_learner: tokio::sync::Mutex<()>,
 }
 
+/// The opens in flight under the per-token session quota: how many per principal, and
+/// the keys they carry (a retry of one of them, by its key, is no new open).
+#[derive(Default)]
+struct TokenOpens {
+    count: HashMap<Principal, usize>,
+    keys: HashMap<(Principal, OpenKey), usize>,
+}
+
 /// An open in flight under the per-token session quota ([`Node::reserve_token_open`]):
-/// counted for its principal until dropped, whether the open ends with an answer, an
-/// error, or its request future is dropped (an embedder's timeout), so a place is never
-/// held for good.
+/// counted for its principal (and its key known) until dropped — once its entry applied
+/// or failed, or it was dropped unproposed ([`crate::proposer::Hold`]) — so a place is
+/// never held for good.
 struct TokenOpen {
     principal: Principal,
-    opens: Arc<Mutex<HashMap<Principal, usize>>>,
+    key: Option<OpenKey>,
+    /// Counted against the quota (false for a retry of an open in flight by its key,
+    /// which opens nothing new: only its key is kept known).
+    counted: bool,
+    opens: Arc<Mutex<TokenOpens>>,
 }
 
 impl Drop for TokenOpen {
     fn drop(&mut self) {
         let mut m = self.opens.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = m.get_mut(&self.principal) {
+        let less = |n: &mut usize| {
             *n -= 1;
-            if *n == 0 {
-                m.remove(&self.principal);
+            *n == 0
+        };
+        if self.counted && m.count.get_mut(&self.principal).is_some_and(less) {
+            m.count.remove(&self.principal);
+        }
+        if let Some(k) = self.key {
+            if m.keys.get_mut(&(self.principal, k)).is_some_and(less) {
+                m.keys.remove(&(self.principal, k));
             }
         }
     }
@@ -781,7 +799,28 @@ impl Node {
             }
             g.owners.sessions_of(principal)
         };
-        let pending = m.get(&principal).copied().unwrap_or(0);
+        let keep = |m: &mut TokenOpens, counted: bool| {
+            if counted {
+                *m.count.entry(principal).or_default() += 1;
+            }
+            if let Some(k) = key {
+                *m.keys.entry((principal, k)).or_default() += 1;
+            }
+            TokenOpen {
+                principal,
+                key,
+                counted,
+                opens: self.token_opens.clone(),
+            }
+        };
+        // A retry of an open still in flight (its key, not applied yet: a first attempt
+        // that timed out) opens nothing new once either applies: not counted again, or
+        // the retry a client makes after a timeout would be refused while its first
+        // attempt, which it can no longer use, takes the place.
+        if key.is_some_and(|k| m.keys.contains_key(&(principal, k))) {
+            return Ok(Some(keep(&mut m, false)));
+        }
+        let pending = m.count.get(&principal).copied().unwrap_or(0);
         if open + pending >= max {
             return Err(ClientError::Limit {
                 kind: "too_many_token_sessions".into(),
@@ -792,11 +831,7 @@ impl Node {
                 ),
             });
         }
-        *m.entry(principal).or_default() += 1;
-        Ok(Some(TokenOpen {
-            principal,
-            opens: self.token_opens.clone(),
-        }))
+        Ok(Some(keep(&mut m, true)))
     }
 
     /// Reserves an open for connection `conn` (whose pushes go to `sink`) under the

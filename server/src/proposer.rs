@@ -111,6 +111,7 @@ async fn run(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, mut rx: mpsc::R
         let pending = match raft.client_write_ff(cmd).await {
             Ok(p) => p,
             Err(fatal) => {
+                drop(holds); // nothing was proposed: let go before anyone is answered
                 for r in replies {
                     let _ = r.send(Err(ClientError::Unavailable(fatal.to_string())));
                 }

@@ -661,8 +661,10 @@ async fn a_tokens_clients_share_one_session_quota_across_connections() {
 /// An open given up at its request timeout may still commit: until its entry applied or
 /// failed it stays counted against its token's quota. (The reservation used to go with
 /// the call, so an open right after a timed-out one passed the check while the first was
-/// still on its way, and the token ended with more sessions than its quota.) Here every
-/// request times out at once (a timeout of 0), before its entry is through.
+/// still on its way, and the token ended with more sessions than its quota.) A retry of
+/// it by its key — what a client sends after a timeout — is no new open and is not
+/// refused meanwhile. Here every request times out at once (a timeout of 0), before its
+/// entry is through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_that_timed_out_stays_counted_until_its_entry_applied() {
     let (node, dir) = single_node("token-quota-timeout", |c| {
@@ -671,33 +673,32 @@ async fn an_open_that_timed_out_stays_counted_until_its_entry_applied() {
     })
     .await;
     let sink = PushSink::new(16).0;
-    let mut timed_out = 0;
+    let too_many = |r: &Result<Reply, ClientError>| matches!(r, Err(ClientError::Limit { kind, .. }) if kind == "too_many_token_sessions");
+    let mut committed_unanswered = 0;
     for round in 0..20u64 {
         let who = Principal::token(&format!("team-{round}"));
-        let open = || {
+        let open = |key: Option<OpenKey>| {
             let node = node.clone();
             let sink = sink.clone();
             async move {
                 let conn = node.next_conn_id();
                 let _guard = node.connection(conn);
-                node.handle_request_as(
-                    Request::Open {
-                        ttl_ms: 60_000,
-                        key: None,
-                    },
-                    conn,
-                    &sink,
-                    who,
-                )
-                .await
+                let req = Request::Open {
+                    ttl_ms: 60_000,
+                    key,
+                };
+                node.handle_request_as(req, conn, &sink, who).await
             }
         };
-        // Two opens, one right after the other (each its own client's retry).
-        for _ in 0..2 {
-            if matches!(open().await, Err(ClientError::Unavailable(_))) {
-                timed_out += 1;
-            }
-        }
+        // A first attempt, its retry by the same key, and another client's open, one right
+        // after the other.
+        let first = open(Some(OpenKey(round as u128))).await;
+        let retry = open(Some(OpenKey(round as u128))).await;
+        assert!(
+            !too_many(&retry),
+            "round {round}: the retry was refused: {retry:?}"
+        );
+        let other = open(None).await;
         // Once everything proposed has applied, the token has at most its one session.
         let start = Instant::now();
         loop {
@@ -714,10 +715,19 @@ async fn an_open_that_timed_out_stays_counted_until_its_entry_applied() {
             n <= 1,
             "round {round}: token has {n} sessions, its quota is 1"
         );
+        let unanswered =
+            |r: &Result<Reply, ClientError>| matches!(r, Err(ClientError::Unavailable(_)));
+        if n == 1
+            && [&first, &retry, &other]
+                .iter()
+                .all(|r| unanswered(r) || too_many(r))
+        {
+            committed_unanswered += 1;
+        }
     }
     assert!(
-        timed_out > 0,
-        "no open timed out: the test did not test its case"
+        committed_unanswered > 0,
+        "no open that timed out committed: the test did not test its case"
     );
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);

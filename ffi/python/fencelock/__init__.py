@@ -895,31 +895,30 @@ def _event(o: _Output) -> Event:
 # -------------------------------------------------------------------------- handles
 
 class _InCall:
-    """A handle's lock for one call (re-entrant: a call may make others), counting the
-    calls in progress on the thread that holds it, so that a close() made from inside one
-    — a signal handler, an argument's __index__, a __del__ run by the garbage collector —
-    frees the handle only as the outermost call returns, never under it. It holds the
+    """Counts the calls in progress on a handle, on the thread that holds its lock (a call
+    may make others), so that a close() made from inside one — a signal handler, an
+    argument's __index__, a __del__ run by the garbage collector — frees the handle only
+    as the outermost call returns, never under it. Entered after the handle's lock, in the
+    same with-statement (`with self._mutex, self._in_call:`), so that the lock itself is
+    taken and let go by the lock's own context manager, which nothing interrupts halfway:
+    a KeyboardInterrupt at the wrong moment here can at worst leave the count too high,
+    and then a close() marks the handle closed and its finalizer frees it. It holds the
     finalizer, not the handle object, so it makes no reference cycle."""
 
-    __slots__ = ("mutex", "finalizer", "depth", "pending")
+    __slots__ = ("finalizer", "depth", "pending")
 
-    def __init__(self, mutex: threading.RLock, finalizer: weakref.finalize) -> None:
-        self.mutex = mutex
+    def __init__(self, finalizer: weakref.finalize) -> None:
         self.finalizer = finalizer
         self.depth = 0
         self.pending = False
 
     def __enter__(self) -> None:
-        self.mutex.acquire()
         self.depth += 1
 
     def __exit__(self, *exc: object) -> None:
         self.depth -= 1
-        try:
-            if self.depth == 0 and self.pending:
-                self.finalizer()
-        finally:
-            self.mutex.release()
+        if self.depth == 0 and self.pending:
+            self.finalizer()
 
 
 class _Handle:
@@ -938,7 +937,7 @@ class _Handle:
         # runs while daemon threads still run).
         self._finalizer = weakref.finalize(self, _release, getattr(_lib, self._free), handle,
                                            keep, self._mutex)
-        self._in_call = _InCall(self._mutex, self._finalizer)
+        self._in_call = _InCall(self._finalizer)
 
     def close(self) -> None:
         """Frees the library's memory for this handle. A second close does nothing; any
@@ -977,7 +976,7 @@ class _Handle:
             raise FencelockError(code, self._detail())
 
     def _call(self, fn: str, *args: Any) -> None:
-        with self._in_call:
+        with self._mutex, self._in_call:
             self._check(getattr(_lib, fn)(self._ptr(), *args))
 
 
@@ -1271,7 +1270,7 @@ class Service(_Handle):
         queued, two for more (the first says how many, the second takes them all; every
         input method drains the queue itself, so this finds events only from calls made
         on the library directly). Cost: O(queued events)."""
-        with self._in_call:
+        with self._mutex, self._in_call:
             self._ptr()
             return self._events()
 
@@ -1279,7 +1278,7 @@ class Service(_Handle):
         """The oldest queued event, or None when none is queued (the one-at-a-time form
         of drain_events). Cost: O(1)."""
         o = _Output()
-        with self._in_call:
+        with self._mutex, self._in_call:
             code = _lib.fencelock_service_poll_output(self._ptr(), C.byref(o))
             if code == Result.DONE:
                 return None
@@ -1288,7 +1287,7 @@ class Service(_Handle):
 
     def _input(self, fn: Callable[..., int], *args: Any) -> Any:
         c = _Reply()
-        with self._in_call:
+        with self._mutex, self._in_call:
             code = fn(self._ptr(), *args, C.byref(c))
             # The refusal's message, read before the drain (whose own calls would replace it).
             detail = self._detail() if code != Result.OK else ""
@@ -1466,7 +1465,7 @@ class Service(_Handle):
             c.lock, c.lock_len = o._name, len(o._name)
         answers: list[Any] = []
         events: list[Event] = []
-        with self._in_call:
+        with self._mutex, self._in_call:
             at = 0
             while True:
                 done = _SIZE()
@@ -1496,7 +1495,7 @@ class Service(_Handle):
         — what every input does first. Call it when poll_timeout() comes due. Errors:
         TIME_WENT_BACKWARDS. Cost: O(1) with nothing due, else O(log n) per deadline."""
         now = _u64(now, "now")
-        with self._in_call:
+        with self._mutex, self._in_call:
             code = _lib.fencelock_service_tick(self._ptr(), now)
             detail = self._detail() if code != Result.OK else ""
             events = self._events()
@@ -1512,7 +1511,7 @@ class Service(_Handle):
         """
         raw = _bytes(frame, "frame")
         c, out, n = _Reply(), C.create_string_buffer(MAX_FRAME_LEN), _SIZE()
-        with self._in_call:
+        with self._mutex, self._in_call:
             code = _lib.fencelock_service_handle_frame(self._ptr(), raw, len(raw),
                                                        C.byref(c), out, MAX_FRAME_LEN,
                                                        C.byref(n))
@@ -1547,7 +1546,7 @@ class Service(_Handle):
         """The queued events as postcard frames, oldest first (every input method drains
         the queue itself, so this finds events only from a placed service's refusals or
         calls made on the library directly). Cost: O(queued events)."""
-        with self._in_call:
+        with self._mutex, self._in_call:
             self._ptr()
             return self._drain_frames()
 
@@ -1641,7 +1640,7 @@ class Service(_Handle):
     def session(self, session: int) -> Optional[SessionInfo]:
         """A live session's state, or None if it is not open. Cost: O(its claims)."""
         s = _SessionInfo()
-        with self._in_call:
+        with self._mutex, self._in_call:
             sid = _u64(session, "session")
             code = _lib.fencelock_service_session(self._ptr(), sid,
                                                   C.byref(s))
@@ -1652,7 +1651,7 @@ class Service(_Handle):
                            _text(s.label, s.label_len))
 
     def _list(self, fn: str, ctype: Any, *args: Any) -> list[Any]:
-        with self._in_call:
+        with self._mutex, self._in_call:
             h, count = self._ptr(), _SIZE()
             code = getattr(_lib, fn)(h, *args, None, 0, C.byref(count))
             if code not in (Result.OK, Result.BUFFER_TOO_SMALL):
@@ -1707,7 +1706,7 @@ class Service(_Handle):
     def snapshot(self) -> bytes:
         """The canonical snapshot of the state (not the queued events). Cost:
         O(sessions + locks + claims)."""
-        with self._in_call:
+        with self._mutex, self._in_call:
             h, need = self._ptr(), _SIZE()
             self._check(_lib.fencelock_service_snapshot_len(h, C.byref(need)))
             buf = C.create_string_buffer(max(need.value, 1))
@@ -1783,7 +1782,7 @@ class Gate(_Handle):
     def entries(self) -> dict[str, int]:
         """Every resource with its highest token, in the order first admitted. Cost:
         O(resources)."""
-        with self._in_call:
+        with self._mutex, self._in_call:
             h, count = self._ptr(), _SIZE()
             code = _lib.fencelock_gate_entries(h, None, 0, C.byref(count))
             if code not in (Result.OK, Result.BUFFER_TOO_SMALL):
@@ -1794,7 +1793,7 @@ class Gate(_Handle):
 
     def snapshot(self) -> bytes:
         """The gate's snapshot bytes. Cost: O(resources)."""
-        with self._in_call:
+        with self._mutex, self._in_call:
             h, need = self._ptr(), _SIZE()
             code = _lib.fencelock_gate_snapshot(h, None, 0, C.byref(need))
             if code not in (Result.OK, Result.BUFFER_TOO_SMALL):

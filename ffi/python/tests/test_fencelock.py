@@ -715,8 +715,8 @@ def test_a_close_from_inside_a_call_frees_the_handle_only_as_the_call_returns():
     # Deeper in a call, after its handle was checked: the close takes effect for every
     # later call at once, and the memory is freed as the outermost call returns.
     svc = fl.Service(4, 4, 8)
-    with svc._in_call:
-        with svc._in_call:
+    with svc._mutex, svc._in_call:
+        with svc._mutex, svc._in_call:
             svc.close()
             assert svc.closed and svc._finalizer.alive, "not freed under the calls"
             with pytest.raises(fl.HandleError):
