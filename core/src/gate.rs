@@ -33,8 +33,7 @@ pub fn gate_snapshot_resources(bytes: &[u8]) -> Result<u32, Error> {
 ///
 /// Errors: as [`gate_snapshot_resources`]. Cost: O(1).
 pub fn gate_snapshot_max_len(bytes: &[u8]) -> Result<usize, Error> {
-    let (count, rest) = read_gate_header(bytes)?;
-    Ok((bytes.len() - rest.len()).saturating_add(records_max_len(count)))
+    gate_snapshot_max_len_within(bytes, usize::MAX)
 }
 
 /// As [`gate_snapshot_max_len`], for a restore into `rows` rows: a header that counts more

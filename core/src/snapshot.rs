@@ -434,9 +434,12 @@ pub fn snapshot_config(bytes: &[u8]) -> Result<Config, Error> {
 /// Errors: as [`snapshot_config`] (the config is judged as there, so a binding that
 /// needs no config from the header asks only this). Cost: O(1).
 pub fn snapshot_max_len(bytes: &[u8]) -> Result<usize, Error> {
-    let (meta, v2, rest) = read_header(bytes)?;
-    meta.config.validate()?;
-    Ok((bytes.len() - rest.len()).saturating_add(records_max_len(&meta, v2)))
+    let any = crate::Capacity {
+        sessions: u32::MAX,
+        locks: u32::MAX,
+        claims: u32::MAX,
+    };
+    snapshot_max_len_within(bytes, any)
 }
 
 /// As [`snapshot_max_len`], for a restore into tables of `capacity`: a header that counts

@@ -950,6 +950,13 @@ fn postgres_fence_reports_a_failed_write_that_committed_its_transaction() {
         .unwrap()
         .get(0);
     assert_eq!(before, 1);
+    let ended_itself = |r: Result<(), FenceError<postgres::Error>>| match r {
+        Err(FenceError::Storage(e)) => assert!(
+            e.to_string().contains("ended the fence's transaction") && e.may_have_committed(),
+            "{e}"
+        ),
+        other => panic!("expected a storage error, got {other:?}"),
+    };
     // The same after a BEGIN of its own, whose transaction the failure left aborted: the
     // fence's, committed by the write's COMMIT, is found by its id.
     let r = f.write("ledger", Token(8), |tx| {
@@ -957,13 +964,7 @@ fn postgres_fence_reports_a_failed_write_that_committed_its_transaction() {
         tx.execute("INSERT INTO no_such_table VALUES (1)", &[])?;
         Ok::<_, postgres::Error>(())
     });
-    match r {
-        Err(FenceError::Storage(e)) => assert!(
-            e.to_string().contains("ended the fence's transaction") && e.may_have_committed(),
-            "{e}"
-        ),
-        other => panic!("expected a storage error, got {other:?}"),
-    }
+    ended_itself(r);
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(8)));
     // The same when the write swallows that failure and returns `Ok`: the transaction it
     // leaves aborted is its own, and the fence's committed. (This read "the write left the
@@ -973,13 +974,7 @@ fn postgres_fence_reports_a_failed_write_that_committed_its_transaction() {
         let _ignored = tx.execute("INSERT INTO no_such_table VALUES (1)", &[]);
         Ok::<_, postgres::Error>(())
     });
-    match r {
-        Err(FenceError::Storage(e)) => assert!(
-            e.to_string().contains("ended the fence's transaction") && e.may_have_committed(),
-            "{e}"
-        ),
-        other => panic!("expected a storage error, got {other:?}"),
-    }
+    ended_itself(r);
     assert_eq!(f.highest("ledger").unwrap(), Some(Token(9)));
     // A write that fails in the fence's own transaction is still `Write`, rolled back.
     let r = f.write("ledger", Token(10), |tx| {
