@@ -258,6 +258,7 @@ impl From<Fail> for JsValue {
                     detail("request", request);
                     detail("latest", latest);
                 }
+                Error::RequestReused { request } => detail("request", request),
                 Error::NameTooLong { len, max } => {
                     detail("len", u64::from(len));
                     detail("max", u64::from(max));

@@ -269,7 +269,7 @@ export interface FencelockError extends Error {
   /** "time_went_backwards": the current time and the time asked for. */
   now?: U64;
   requested?: U64;
-  /** "stale_request": the number carried and the session's latest. */
+  /** "stale_request", "request_reused": the number carried; "stale_request": the session's latest. */
   request?: U64;
   latest?: U64;
   /** "name_too_long", "label_too_long": the length in bytes (UTF-16 units, a lower bound, past 65 536) and the limit. */

@@ -214,11 +214,13 @@ for (const [name, call, code, setup] of serviceCases) {
   });
 }
 
-test('error details: stale_request, time_went_backwards, capacity_exceeded, unknown_session', () => {
+test('error details: stale_request, request_reused, time_went_backwards, capacity_exceeded, unknown_session', () => {
   const svc = busyService();
   const e1 = thrown(() => svc.keepAlive(NOW, 1, 4));
   assert.equal(e1.request, 4);
   assert.equal(e1.latest, 5);
+  const reused = thrown(() => svc.keepAlive(NOW, 1, 5));
+  assert.deepEqual([reused.code, reused.request, reused.latest], ['request_reused', 5, undefined]);
   const e2 = thrown(() => svc.tick(7));
   assert.deepEqual([e2.now, e2.requested], [100, 7]);
   svc.openSession(NOW, 1);
