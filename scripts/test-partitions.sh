@@ -19,13 +19,8 @@ printf -- '--- partitions: fixed schedule%s\n' "$([ "$secs" -gt 0 ] && echo " + 
 log=$(mktemp)
 # Optimised binaries: the bounds are about the protocol's timing (election timeouts, ~1 s),
 # not about how slowly unoptimized code runs on a shared 2-core machine. The profile is
-# scripts/test-verify.sh's (optimised, no LTO, debug assertions and overflow checks on):
+# the workspace's `verify` (Cargo.toml: optimised, no LTO, debug assertions and overflow checks on):
 # the release profile's fat LTO would cost minutes of build for nothing the test measures.
-export CARGO_PROFILE_VERIFY_INHERITS=release
-export CARGO_PROFILE_VERIFY_LTO=false
-export CARGO_PROFILE_VERIFY_CODEGEN_UNITS=16
-export CARGO_PROFILE_VERIFY_DEBUG_ASSERTIONS=true
-export CARGO_PROFILE_VERIFY_OVERFLOW_CHECKS=true
 if ! PARTITION_SECONDS=$secs cargo test --profile verify -q -p fencelock-server --test partitions -- --ignored --nocapture --exact "$TEST" >"$log" 2>&1; then
   cat "$log"; rm -f "$log"; echo "partition test FAILED"; exit 1
 fi

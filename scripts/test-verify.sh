@@ -27,18 +27,11 @@ cd "$(dirname "$0")/.."
 mode="${1:-test}"
 target=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-# An optimised profile without LTO (the workspace's release profile has fat LTO and one
-# codegen unit, which triples the build time and buys nothing here).
-export CARGO_PROFILE_VERIFY_INHERITS=release
-export CARGO_PROFILE_VERIFY_LTO=false
-export CARGO_PROFILE_VERIFY_CODEGEN_UNITS=16
-export CARGO_PROFILE_VERIFY_DEBUG_ASSERTIONS=true
-export CARGO_PROFILE_VERIFY_OVERFLOW_CHECKS=true
 # What the figures say is what ran: a seed, step count or case count left in the
 # environment (to replay one failure, say) would shrink the run with no figure showing it
 # (one determinism seed instead of 60, its coverage checks off), so `make test` sets them.
 if [ "$mode" = test ]; then
-  for v in FENCELOCK_SEED SIM_STEPS SIM_FIRST_SEED PROPTEST_CASES SIM_SEEDS; do
+  for v in FENCELOCK_SEED SIM_STEPS SIM_FIRST_SEED PROPTEST_CASES PROPTEST_RNG_SEED SIM_SEEDS SEED SIM_HOST; do
     if [ -n "${!v:-}" ]; then
       echo "[verify] $v=${!v} in the environment: ignored (the full run's sizes are used)"
       unset "$v"

@@ -83,6 +83,36 @@ pub enum HostLoop {
     NeverTicks,
 }
 
+impl HostLoop {
+    /// Every loop, each with its name ([`HostLoop::name`]).
+    pub const ALL: [HostLoop; 3] = [HostLoop::TickFirst, HostLoop::OnTimer, HostLoop::NeverTicks];
+
+    /// Its name in a replay line (`SIM_HOST=`): `tick_first`, `on_timer`, `never_ticks`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HostLoop::TickFirst => "tick_first",
+            HostLoop::OnTimer => "on_timer",
+            HostLoop::NeverTicks => "never_ticks",
+        }
+    }
+}
+
+impl Fault {
+    /// Every fault this build has; its `Debug` name is what a replay line's `SIM_FAULT=`
+    /// says.
+    pub fn all() -> Vec<Fault> {
+        let mut all = vec![
+            Fault::None,
+            Fault::GateAcceptsLower,
+            Fault::HostStampsStaleTime,
+            Fault::RouterDropsReleasedWatcherEvents,
+        ];
+        #[cfg(feature = "fault-injection")]
+        all.push(Fault::CoreExpiryAfterGrants);
+        all
+    }
+}
+
 /// One simulation run's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct SimConfig {
@@ -192,6 +222,12 @@ pub struct SimFailure {
     pub seed: u64,
     /// The step at which a check failed.
     pub step: u64,
+    /// The run's length in steps (`SimConfig::steps`).
+    pub steps: u32,
+    /// The host loop, when the run was given one (otherwise the seed chose it).
+    pub host: Option<HostLoop>,
+    /// The fault injected, if any.
+    pub fault: Fault,
     /// What failed.
     pub message: String,
     /// The last events before the failure.
@@ -205,10 +241,21 @@ impl std::fmt::Display for SimFailure {
             "simulation failed: seed {} step {}: {}",
             self.seed, self.step, self.message
         )?;
+        // Everything that chose the run's path, and the profile it failed in (debug
+        // assertions and overflow checks on, as in `make test`).
+        write!(f, "replay: SEED={}", self.seed)?;
+        if self.steps != SimConfig::new(0).steps {
+            write!(f, " SIM_STEPS={}", self.steps)?;
+        }
+        if let Some(host) = self.host {
+            write!(f, " SIM_HOST={}", host.name())?;
+        }
+        if self.fault != Fault::None {
+            write!(f, " SIM_FAULT={:?}", self.fault)?;
+        }
         writeln!(
             f,
-            "replay: SEED={} cargo test --release -p fencelock-tests --test sim -- replay_seed --nocapture",
-            self.seed
+            " cargo test --profile verify -p fencelock-tests --features fault-injection --test sim -- replay_seed --nocapture"
         )?;
         writeln!(f, "last events:")?;
         for t in &self.trace {
@@ -1156,6 +1203,9 @@ pub fn run(cfg: SimConfig) -> Result<SimReport, Box<SimFailure>> {
         Err(message) => Err(Box::new(SimFailure {
             seed: cfg.seed,
             step: w.step,
+            steps: cfg.steps,
+            host: cfg.host,
+            fault: cfg.fault,
             message,
             trace: w.trace.into_iter().collect(),
         })),

@@ -52,17 +52,63 @@ fn replay_seed() {
     let seed = env_u64("SEED").unwrap_or(7);
     let mut cfg = SimConfig::new(seed);
     cfg.round_trip_every = 1;
-    // SIM_HOST=tick_first|on_timer|never_ticks replays the seed with that host loop.
-    cfg.host = std::env::var("SIM_HOST").ok().map(|h| match h.as_str() {
-        "tick_first" => HostLoop::TickFirst,
-        "on_timer" => HostLoop::OnTimer,
-        "never_ticks" => HostLoop::NeverTicks,
-        other => panic!("SIM_HOST={other:?}: tick_first, on_timer or never_ticks"),
+    // What a failure's replay line names besides the seed: its length, its host loop and
+    // its fault, when they are not the defaults.
+    if let Some(steps) = env_u64("SIM_STEPS") {
+        cfg.steps = steps as u32;
+    }
+    cfg.host = std::env::var("SIM_HOST").ok().map(|h| {
+        HostLoop::ALL
+            .into_iter()
+            .find(|l| l.name() == h)
+            .unwrap_or_else(|| panic!("SIM_HOST={h:?}: tick_first, on_timer or never_ticks"))
     });
+    if let Ok(f) = std::env::var("SIM_FAULT") {
+        cfg.fault = Fault::all()
+            .into_iter()
+            .find(|x| format!("{x:?}") == f)
+            .unwrap_or_else(|| panic!("SIM_FAULT={f:?}: one of {:?}", Fault::all()));
+    }
     match run(cfg) {
         Ok(r) => println!("seed {seed}: ok, {r:?}"),
         Err(f) => panic!("{f}"),
     }
+}
+
+/// A failure's replay line names every setting that chose its path, so the run it prints
+/// is the run that failed: the seed, a length other than the default, a host loop given
+/// to the run, a fault, and the profile `make test` ran it in (debug assertions on).
+#[test]
+fn a_failure_prints_a_replay_line_that_reproduces_it() {
+    let mut cfg = SimConfig::new(0);
+    cfg.fault = Fault::HostStampsStaleTime;
+    cfg.host = Some(HostLoop::OnTimer);
+    cfg.steps = 1500;
+    let f = (0..300)
+        .find_map(|seed| run(SimConfig { seed, ..cfg }).err())
+        .expect("the broken host is caught on some seed");
+    let line = f.to_string();
+    let replay = line
+        .lines()
+        .find(|l| l.starts_with("replay: "))
+        .expect("a replay line");
+    assert_eq!(
+        replay,
+        format!(
+            "replay: SEED={} SIM_STEPS=1500 SIM_HOST=on_timer SIM_FAULT=HostStampsStaleTime \
+             cargo test --profile verify -p fencelock-tests --features fault-injection \
+             --test sim -- replay_seed --nocapture",
+            f.seed
+        )
+    );
+    // What the line names, read back as replay_seed reads it, fails the same way.
+    let again = run(SimConfig {
+        seed: f.seed,
+        round_trip_every: 1,
+        ..cfg
+    })
+    .expect_err("the replay fails too");
+    assert_eq!((again.step, &again.message), (f.step, &f.message));
 }
 
 #[test]
@@ -139,7 +185,7 @@ fn every_host_loop_passes_the_same_seeds() {
     // 20 seeds per loop in a quick debug run, 200 in an optimised one or with VERIFY_FULL.
     let full = !cfg!(debug_assertions) || std::env::var_os("VERIFY_FULL").is_some();
     let seeds = if full { 200 } else { 20 };
-    for host in [HostLoop::TickFirst, HostLoop::OnTimer, HostLoop::NeverTicks] {
+    for host in HostLoop::ALL {
         let mut untick = 0;
         for seed in 0..seeds {
             let mut cfg = SimConfig::new(seed);
