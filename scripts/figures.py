@@ -14,6 +14,9 @@ Every figure is read from the place that decides it, never typed in here:
   wasm bundle        wasm/README.md's size table, written by `UPDATE_DOCS=1 scripts/build-wasm.sh`
                      (the full module's rows, then the small module's)
   cluster benchmark  BENCHMARKS.md's cluster table, written by `make bench-cluster`
+  test inputs        tests/vectors (the vector files and their `in` lines, the precedence
+                     table's rows and refusals), tests/ignored-tests.txt, the ceilings of
+                     scripts/test-bare-metal.sh
 
 README.md's "Figures" table is generated from them (between `<!-- figures:begin -->` and
 `<!-- figures:end -->`); every other quote is listed in QUOTES below with the pattern
@@ -135,6 +138,28 @@ def figures():
             f[f"cluster.{key}.{sk}.p99"] = (r[5] + "×", src)
         f[f"cluster.{key}.fencelock.ops"] = (by[(scen, "fencelock")][2], src)
         f[f"cluster.{key}.etcd.ops"] = (by[(scen, "etcd")][2], src)
+    # What tests/README.md says the verification replays, counted from the files.
+    vec_dir = os.path.join(ROOT, "tests", "vectors")
+    vecs = sorted(n for n in os.listdir(vec_dir) if n.endswith(".vec"))
+    src = "tests/vectors/*.vec"
+    f["vectors.files"] = (str(len(vecs)), src)
+    f["vectors.inputs"] = (str(sum(line.startswith("in ") for n in vecs
+                                   for line in read(f"tests/vectors/{n}").splitlines())), src)
+    calls = [line for line in read("tests/vectors/precedence.calls").splitlines()
+             if "->" in line and not line.lstrip().startswith("#")]
+    src = "tests/vectors/precedence.calls"
+    f["precedence.rows"] = (str(len(calls)), src)
+    f["precedence.refusals"] = (str(sum("-> err" in line for line in calls)), src)
+    ignored = [line for line in read("tests/ignored-tests.txt").splitlines()
+               if line.strip() and not line.lstrip().startswith("#")]
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+    f["tests.ignored"] = (words.get(len(ignored), str(len(ignored))), "tests/ignored-tests.txt")
+    bare = read("scripts/test-bare-metal.sh")
+    src = "scripts/test-bare-metal.sh"
+    for key, var in (("input", "STACK_INPUT_MAX"), ("snapshot", "STACK_SNAPSHOT_MAX"),
+                     ("restore", "STACK_RESTORE_MAX"), ("flash", "FLASH_CORE_MAX")):
+        v = int(one(r"(?m)^%s=(\d+)$" % var, bare, var))
+        f[f"bare.{key}"] = (f"{v:,}".replace(",", " "), src)
     return f
 
 
@@ -225,6 +250,13 @@ QUOTES = [
      ["cluster.one.etcd.rate", "cluster.one.leader.rate"]),
     ("server/README.md", r"`--sessions N`, `--locks N`, `--claims N` \| ([\d ]+), ([\d ]+), ([\d ]+) \|",
      ["server.sessions", "server.locks", "server.claims"]),
+    ("tests/README.md", r"vectors: +(\d+) files \(replayed \d+ vectors, (\d+) inputs\)",
+     ["vectors.files", "vectors.inputs"]),
+    ("tests/README.md", r"precedence: +(\d+) rows, (\d+) refusals", ["precedence.rows", "precedence.refusals"]),
+    ("tests/README.md", r"tests must be the (\w+) `ignored-tests.txt` names", ["tests.ignored"]),
+    ("tests/README.md", r"ceilings \(([\d ]+) / ([\d ]+) / ([\d ]+) bytes\)",
+     ["bare.input", "bare.snapshot", "bare.restore"]),
+    ("tests/README.md", r"the ceiling ([\d ]+)\)\. The files are", ["bare.flash"]),
 ]
 
 

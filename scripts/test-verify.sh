@@ -77,11 +77,12 @@ echo "$fuzz_out" | sed 's/^/[verify] /'
 # The same vector files through the other layers, when their artifacts exist.
 vectors=(tests/vectors/*.vec)
 layers="native"
-# A runner built before the core last changed replays an old core: not counted as run.
-stale() { [ -n "$(find core/src -newer "$1" -print -quit)" ]; }
+# A runner built before its sources last changed (the core's or its binding's) replays old
+# code: not counted as run. stale ARTIFACT DIR...
+stale() { local a=$1; shift; [ -n "$(find "$@" -newer "$a" -print -quit)" ]; }
 c_line=""
-if [ -x "$target/ffi-test/vectors" ] && stale "$target/ffi-test/vectors"; then
-  echo "[verify] the C runner is older than core/src (scripts/test-ffi.sh rebuilds it)"
+if [ -x "$target/ffi-test/vectors" ] && stale "$target/ffi-test/vectors" core/src ffi/src ffi/include ffi/tests/c; then
+  echo "[verify] the C runner is older than its sources (scripts/test-ffi.sh rebuilds it)"
 elif [ -x "$target/ffi-test/vectors" ]; then
   # The C runner reads the precedence table too (through the typed C functions).
   c_line=$("$target/ffi-test/vectors" "${vectors[@]}" tests/vectors/precedence.calls)
@@ -108,8 +109,8 @@ if [ -x "$bare" ] && command -v qemu-system-arm >/dev/null 2>&1; then
   }
   layers="$layers thumbv7em"
 fi
-if [ -f wasm/pkg/node/package.json ] && stale wasm/pkg/node/package.json; then
-  echo "[verify] the wasm package is older than core/src (scripts/test-wasm.sh rebuilds it)"
+if [ -f wasm/pkg/node/package.json ] && stale wasm/pkg/node/package.json core/src wasm/src wasm/js; then
+  echo "[verify] the wasm package is older than its sources (scripts/test-wasm.sh rebuilds it)"
 elif [ -f wasm/pkg/node/package.json ] && [ -f wasm/tests/conformance.test.mjs ]; then
   if scripts/node-test.sh wasm/tests/conformance.test.mjs >"$log.wasm" 2>&1; then
     echo "[verify] wasm runner (node): $(grep -E '^# (pass|fail)' "$log.wasm" | tr '\n' ' ')"
@@ -169,7 +170,7 @@ simulation:      $(sed -E 's/.*seeds=([0-9]+) steps_per_seed=([0-9]+) first_seed
 model checking:  $states states explored over $configs fence-on configurations, tokens rise, no stale write; fence off: counterexample found ($cex)
 fuzzing:         $(sed -E 's/FUZZ target=([a-z_]+) seconds=([0-9]+) executions=([0-9?]+).*/\1 \3/' <<<"$fuzz_lines" | tr '\n' ';' | sed 's/;/ executions; /g')$fuzz_crashes crashes over $fuzz_targets targets
 vectors:         ${#vectors[@]} files ($inputs) replayed by $nlayers runners ($layers), each passed
-precedence:      ${precedence:-?} (native: typed and through frames; the C and wasm runners above read the same table)
+precedence:      ${precedence:-?} (native: typed and through frames; the wasm runner above replays every row, the C runner every row but those with request=0, which C's typed calls take as no number: an advance there)
 keepers:         no session lost while its SessionKeeper said safe, hosts ticking late / never (seeds: ${keepers:-?})
 faults injected: $faults ($(tr '\n' ' ' <<<"$fault_names" | sed 's/ $//')), $detections detections ($by_sim by the simulation, $by_mc by the model checker)
 tests:           $passed passed, $failed failed (fencelock-tests, optimised build; PROPTEST_CASES=$PROPTEST_CASES)

@@ -218,8 +218,20 @@ fn compare_with(
         shadow.before(input);
         let got = svc.handle(input.clone(), &mut events);
         let want = model.apply(input);
-        prop_assert_eq!(&got, &want.result, "step {}: {:?}", i, input);
-        prop_assert_eq!(&events, &want.events, "step {}: {:?}", i, input);
+        prop_assert_eq!(
+            &got,
+            &want.result,
+            "model reply differs: step {}: {:?}",
+            i,
+            input
+        );
+        prop_assert_eq!(
+            &events,
+            &want.events,
+            "model events differ: step {}: {:?}",
+            i,
+            input
+        );
         match &got {
             Ok(reply) => reach.saw(input, latest, reply, &events, behind, &svc),
             Err(e) => {
@@ -392,11 +404,14 @@ fn a_service_that_differs_from_its_model_is_caught() {
                 minimal.len()
             );
             // Caught by comparing the service with the model (`service …, model …` for
-            // queries and usage, `left`/`right` for replies and events), not by anything
-            // else that can fail a case.
+            // queries and usage, "model reply differs" / "model events differ" for
+            // replies and events), not by anything else that can fail a case (the
+            // atomicity checks' messages name no model).
             let reason = reason.to_string();
             assert!(
-                reason.contains("model") || reason.contains("left:"),
+                reason.contains("model reply differs")
+                    || reason.contains("model events differ")
+                    || reason.contains(", model "),
                 "failed for another reason: {reason}"
             );
         }

@@ -27,9 +27,12 @@
 //!   counterexample by itself;
 //! * sometimes: a stale write is attempted and refused (the scenario is reachable);
 //! * reached, where the configuration has them (recorded beside the states, so it splits
-//!   none; [`Reached`]): a timed wait ending at its deadline, a wait cancelled, a session
-//!   closed while it held or waited, and under lock-delay a semaphore's waiter kept back —
-//!   a configuration named after them that never reached them would check nothing of them;
+//!   none; [`Reached`]): a keep-alive that moved a deadline, a timed wait ending at its
+//!   deadline, a wait cancelled, a session closed while it held or waited, under
+//!   lock-delay a semaphore's waiter kept back, a numbered keep-alive repeated, a shared
+//!   grant, two shared holders and a run of two shared waiters granted at once, a holder
+//!   forced out by the operator whose write the fence refused — a configuration that has
+//!   them and never reached them would check nothing of them;
 //! * every refused input (it has no successor state, so this is checked as it happens and
 //!   `check` fails on it): it changed nothing beyond the advance to its `now` (I5), and its
 //!   error is one its state calls for — an unknown session is not open, a release's session
@@ -101,6 +104,19 @@ const CANCELLED: &str = "a wait was cancelled";
 const CLOSED_WITH_CLAIMS: &str = "a session holding or waiting was closed";
 /// A semaphore's waiter was kept back by lock-delay.
 const SEMAPHORE_DELAYED: &str = "a semaphore's waiter was kept back by lock-delay";
+/// A keep-alive moved a session's deadline (a `KeptAlive` reply that changed the state).
+const KEPT_ALIVE: &str = "a keep-alive moved a deadline";
+/// A repeated numbered keep-alive was answered from its record.
+const KEEP_ALIVE_REPEATED: &str = "a numbered keep-alive was repeated";
+/// A lock was granted in shared mode (a reply or a `Granted` event).
+const SHARED_GRANTED: &str = "a lock was granted in shared mode";
+/// Two sessions held one lock in shared mode at once.
+const TWO_SHARED: &str = "two sessions held one lock in shared mode";
+/// One input granted a run of two shared waiters at once (the queue's head run).
+const SHARED_RUN: &str = "one input granted two shared waiters";
+/// A holder the operator forced out wrote with its token before it read the news, and
+/// the fence refused the write.
+const FORCED_STALE_REFUSED: &str = "a forced-out holder's write was refused";
 
 #[derive(Debug, Default)]
 struct RefusalLog {
@@ -137,6 +153,8 @@ struct LockModel {
     /// Odd-numbered clients acquire in shared mode (readers: they write nothing), the
     /// others exclusively.
     shared: bool,
+    /// With `shared`, client 2 reads too (two readers beside one writer).
+    two_readers: bool,
     /// The last client waits this many ticks (`Wait::Until`), the others for ever.
     timed: Option<u64>,
     /// Clients may cancel their waits and close their sessions.
@@ -165,6 +183,8 @@ struct LockModel {
 enum Msg {
     Granted(usize, u64),
     Lost(usize),
+    /// The operator forced its hold on the lock out (the server's notice).
+    Forced(usize),
     SessionGone,
     /// A timed wait ended without a grant.
     WaitEnded(usize),
@@ -302,7 +322,7 @@ impl LockModel {
                 limit,
             },
             Some(limit) => Mode::Permits { count: 1, limit },
-            None if self.shared && i % 2 == 1 => Mode::Shared,
+            None if self.shared && (i % 2 == 1 || self.two_readers && i == 2) => Mode::Shared,
             None => Mode::Exclusive,
         }
     }
@@ -543,6 +563,28 @@ impl LockModel {
             if held.iter().any(|h| h.0 == s) || queues.iter().flatten().any(|&w| w == s) {
                 seen.insert(CLOSED_WITH_CLAIMS);
             }
+        }
+        let shared = |m: &Mode| *m == Mode::Shared;
+        if matches!(reply, Reply::Granted { mode, .. } if shared(mode))
+            || events
+                .iter()
+                .any(|o| matches!(o, Output::Granted { mode, .. } if shared(mode)))
+        {
+            seen.insert(SHARED_GRANTED);
+        }
+        if NAMES[..self.locks]
+            .iter()
+            .any(|l| svc.holders(l).filter(|h| shared(&h.mode)).count() >= 2)
+        {
+            seen.insert(TWO_SHARED);
+        }
+        if events
+            .iter()
+            .filter(|o| matches!(o, Output::Granted { mode, .. } if shared(mode)))
+            .count()
+            >= 2
+        {
+            seen.insert(SHARED_RUN);
         }
         let now = svc.now();
         if self.permits.is_some()
@@ -1046,6 +1088,7 @@ impl Model for LockModel {
                 if st.svc == before {
                     return None;
                 }
+                self.reached.0.lock().expect("reached").insert(KEPT_ALIVE);
                 if let Some(request) = request {
                     let last = Last {
                         kind: Kind::KeepAlive,
@@ -1131,6 +1174,13 @@ impl Model for LockModel {
                 if reply != last.reply {
                     st.retry_saw_change = true;
                 }
+                if last.kind == Kind::KeepAlive {
+                    self.reached
+                        .0
+                        .lock()
+                        .expect("reached")
+                        .insert(KEEP_ALIVE_REPEATED);
+                }
                 // What the client learns from the answer.
                 let c = &mut st.clients[i];
                 match reply {
@@ -1185,6 +1235,13 @@ impl Model for LockModel {
                     st.highest[l] = st.highest[l].max(token);
                 } else {
                     st.stale_refused = true;
+                    if st.clients[i].inbox.contains(&Msg::Forced(l)) {
+                        self.reached
+                            .0
+                            .lock()
+                            .expect("reached")
+                            .insert(FORCED_STALE_REFUSED);
+                    }
                 }
                 if st == *last {
                     return None;
@@ -1231,7 +1288,7 @@ impl Model for LockModel {
                         // The server tells the holder (it reads it when it runs).
                         if let Some(c) = st.clients.iter().position(|c| c.session == Some(session))
                         {
-                            st.clients[c].inbox.push(Msg::Lost(l));
+                            st.clients[c].inbox.push(Msg::Forced(l));
                         }
                     }
                     (None, Some(h)) if h != token => st.forced_kept = true,
@@ -1254,7 +1311,7 @@ impl Model for LockModel {
                         c.believes[l] = Some(t);
                         c.waiting[l] = false;
                     }
-                    Msg::Lost(l) => c.believes[l] = None,
+                    Msg::Lost(l) | Msg::Forced(l) => c.believes[l] = None,
                     Msg::WaitEnded(l) => c.waiting[l] = false,
                     Msg::SessionGone => {
                         c.session = None;
@@ -1347,6 +1404,22 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
     if m.permits.is_some() && m.lock_delay > 0 {
         wanted.push(SEMAPHORE_DELAYED);
     }
+    // Every configuration has keep-alives; a numbered one may be repeated.
+    wanted.push(KEPT_ALIVE);
+    if m.number_keep_alives {
+        wanted.push(KEEP_ALIVE_REPEATED);
+    }
+    // From the configuration, not from `mode()`: a model whose readers became writers
+    // must fail here, not ask for less.
+    if m.shared && m.permits.is_none() {
+        wanted.push(SHARED_GRANTED);
+        if m.two_readers {
+            wanted.extend([TWO_SHARED, SHARED_RUN]);
+        }
+    }
+    if m.operator && !m.shared && m.permits.is_none() {
+        wanted.push(FORCED_STALE_REFUSED);
+    }
     if m.fence {
         for w in &wanted {
             assert!(
@@ -1363,12 +1436,14 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
         assert!(states > 1000, "suspiciously small state space: {states}");
     }
     println!(
-        "MODELCHECK clients={} locks={} permits={:?} watchers={} shared={} timed={:?} cancel_close={} numbered={} numbered_keep_alives={} operator={} lock_delay={} max_time={} max_tokens={} host={} fence={} states={} depth={}",
+        "MODELCHECK clients={} locks={} permits={:?} watchers={} readers={} timed={:?} cancel_close={} numbered={} numbered_keep_alives={} operator={} lock_delay={} max_time={} max_tokens={} host={} fence={} states={} depth={}",
         m.clients,
         m.locks,
         m.permits,
         m.watchers,
-        m.shared,
+        (0..m.clients)
+            .filter(|i| m.mode(*i) == Mode::Shared)
+            .count(),
         m.timed,
         m.cancel_close,
         m.numbered,
@@ -1474,6 +1549,7 @@ fn base(fence: bool) -> LockModel {
         watchers: 0,
         lose_watcher_event: false,
         shared: false,
+        two_readers: false,
         timed: None,
         cancel_close: false,
         numbered: false,
@@ -1767,7 +1843,9 @@ fn a_lost_watcher_event_is_found() {
 /// invariants (mutual exclusion with shared holders, nothing granted to a closed or
 /// expired session) and grants in queue order after every input. `MODEL_CHECK_FULL` (or a
 /// release build) adds three clients — a reader between two writers, so a stale write is
-/// reachable — with waits for ever and no cancel or close (1.2 million states).
+/// reachable — with waits for ever and no cancel or close, and three
+/// clients of which two read, so that two sessions share the lock and a release grants a
+/// run of shared waiters at once (both reached: `check` asserts them).
 #[test]
 fn shared_timed_cancel_and_close() {
     let m = LockModel {
@@ -1785,6 +1863,14 @@ fn shared_timed_cancel_and_close() {
             max_time: 3,
             max_tokens: 3,
             shared: true,
+            ..base(true)
+        });
+        check(LockModel {
+            clients: 3,
+            max_time: 3,
+            max_tokens: 3,
+            shared: true,
+            two_readers: true,
             ..base(true)
         });
     }
@@ -1846,13 +1932,23 @@ fn a_retry_applied_twice_is_found() {
         matches!(actions.last(), Some(Action::Retry(_))),
         "{actions:?}"
     );
+    // The same path with the retry answered from its record breaks nothing.
+    let good = LockModel {
+        retry_applies: false,
+        ..m
+    };
+    let mut st = good.init_states().remove(0);
+    for a in actions {
+        st = good.next_state(&st, a).expect("path replays");
+    }
+    assert_eq!(st.retry_broken, None);
 }
 
 /// An operator lists a lock's holder and forces that hold out by its token, at any moment
 /// after, as often as it likes (each repeat a retry after a lost answer): a forced release
 /// ends only the hold it names; a repeat after the session took the lock again is refused
 /// and the later hold stays (reached); a holder forced out that writes before it reads
-/// the news is refused by the fence (reached: `check` asserts it with two writers).
+/// the news is refused by the fence (reached: `check` asserts [`FORCED_STALE_REFUSED`]).
 #[test]
 fn forced_releases_by_token_end_only_the_named_hold() {
     let m = LockModel {
