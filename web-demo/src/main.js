@@ -135,12 +135,29 @@ function openRecording(text, name) {
   }
   err.hidden = true;
   pause();
-  SCENES[REPLAY] = replayScene(rec, name);
-  params[REPLAY] = {};
-  kept[REPLAY] = [];
-  storyOn[REPLAY] = true;
-  renderTabs();
-  chooseScene(REPLAY);
+  // what the page shows now, to go back to if the verified recording still cannot be shown
+  // (a page bug, or no memory left for its cores)
+  const was = { scene: SCENES[REPLAY], params: params[REPLAY], kept: kept[REPLAY], story: storyOn[REPLAY], index: sceneIndex, cursor: timeline.cursor };
+  try {
+    SCENES[REPLAY] = replayScene(rec, name);
+    params[REPLAY] = {};
+    kept[REPLAY] = [];
+    storyOn[REPLAY] = true;
+    renderTabs();
+    chooseScene(REPLAY);
+  } catch (e) {
+    if (was.scene) SCENES[REPLAY] = was.scene;
+    else SCENES.length = REPLAY;
+    params[REPLAY] = was.params;
+    kept[REPLAY] = was.kept;
+    storyOn[REPLAY] = was.story;
+    renderTabs();
+    chooseScene(was.index, was.cursor);
+    err.textContent = `Could not open ${name}: unexpected error: ${e?.message ?? e}. The page keeps what it showed.`;
+    err.hidden = false;
+    document.body.dataset.recording = 'error';
+    return false;
+  }
   document.body.dataset.recording = 'open';
   return true;
 }
@@ -208,7 +225,7 @@ function searchNext(q) {
   out.textContent = `match ${hits.indexOf(next) + 1} of ${hits.length} (line ${next})`;
 }
 
-function chooseScene(i) {
+function chooseScene(i, cursor = 1) {
   if (!(i >= 0 && i < SCENES.length && SCENES[i])) i = 0;
   pause();
   sceneIndex = i;
@@ -228,7 +245,7 @@ function chooseScene(i) {
   document.body.dataset.story = String(ui.story.checked);
   if (!TEST) history.replaceState(null, '', `#scene-${i + 1}`);
   buildControls();
-  rebuild(1);
+  rebuild(cursor);
 }
 
 /** What an intervention does to the client, as records (the same on every replay). */
@@ -255,30 +272,35 @@ function applicable(iv, w) {
 /**
  * A new timeline from the scene script with the current parameters; replays your kept
  * interventions into it (each at its step), drops the ones that no longer apply with a
- * visible note, and keeps the cursor.
+ * visible note, and keeps the cursor. The new timeline is built whole before the old one is
+ * let go: if building it throws, the page still has the old one, with its cores alive.
  */
 function rebuild(cursor, { forget = false } = {}) {
-  timeline?.world?.dispose();
-  timeline = new Timeline(api, SCENES[sceneIndex], { ...params[sceneIndex] });
+  const next = new Timeline(api, SCENES[sceneIndex], { ...params[sceneIndex] });
   const dropped = [];
-  if (forget) {
-    if (kept[sceneIndex].length) dropped.push(`reset: ${kept[sceneIndex].length} intervention${kept[sceneIndex].length > 1 ? 's' : ''} removed`);
-    kept[sceneIndex] = [];
-  }
+  const list = forget ? [] : kept[sceneIndex];
+  if (forget && kept[sceneIndex].length) dropped.push(`reset: ${kept[sceneIndex].length} intervention${kept[sceneIndex].length > 1 ? 's' : ''} removed`);
   const still = [];
-  for (const iv of kept[sceneIndex]) {
-    if (iv.step > timeline.length) {
-      dropped.push(`${describe(iv)} dropped: the scene now ends at t=${lastTime(timeline)}`);
-      continue;
+  try {
+    for (const iv of list) {
+      if (iv.step > next.length) {
+        dropped.push(`${describe(iv)} dropped: the scene now ends at t=${lastTime(next)}`);
+        continue;
+      }
+      const why = applicable(iv, next.seek(iv.step));
+      if (why) {
+        dropped.push(`${describe(iv)} dropped: ${why}`);
+        continue;
+      }
+      next.intervene(interventionRecords(iv));
+      still.push(iv);
     }
-    const why = applicable(iv, timeline.seek(iv.step));
-    if (why) {
-      dropped.push(`${describe(iv)} dropped: ${why}`);
-      continue;
-    }
-    timeline.intervene(interventionRecords(iv));
-    still.push(iv);
+  } catch (e) {
+    next.world?.dispose();
+    throw e;
   }
+  timeline?.world?.dispose();
+  timeline = next;
   kept[sceneIndex] = still;
   droppedNote = dropped.join('; ');
   captions = captionsOf(timeline);
@@ -330,11 +352,24 @@ function buildControls() {
   for (const input of ui.controls.querySelectorAll('[data-param]')) {
     const k = input.dataset.param;
     const d = s.params[k];
+    const out = ui.controls.querySelector(`output[data-for="${k}"]`);
+    const show = (v) => {
+      if (d.type === 'switch') input.checked = v;
+      else input.value = String(v);
+      if (out) out.textContent = `${v}${d.unit ?? ''}`;
+    };
     input.addEventListener(d.type === 'range' ? 'input' : 'change', () => {
+      const before = p[k];
       p[k] = d.type === 'switch' ? input.checked : d.type === 'choice' ? input.value : Number(input.value);
-      const out = ui.controls.querySelector(`output[data-for="${k}"]`);
       if (out) out.textContent = `${p[k]}${d.unit ?? ''}`;
-      rebuild(timeline.cursor);
+      try {
+        rebuild(timeline.cursor);
+      } catch (e) {
+        // the page keeps the timeline it had: the control shows the value that timeline has
+        p[k] = before;
+        show(before);
+        throw e;
+      }
     });
   }
 }
@@ -494,6 +529,11 @@ function wireControls() {
   document.addEventListener('click', (e) => {
     if (!ui.menu.hidden && !e.target.closest('#menu') && !e.target.closest('[data-client]')) closeMenu();
   });
+  // focus moved out of the menu to another control: it closes, as on a click outside. (Focus
+  // that goes nowhere — a click on a button some browsers do not focus — is left to the click.)
+  ui.menu.addEventListener('focusout', (e) => {
+    if (!ui.menu.hidden && e.relatedTarget && !ui.menu.contains(e.relatedTarget)) closeMenu(false);
+  });
 }
 
 function onKey(e) {
@@ -582,7 +622,7 @@ function openMenu(id, e) {
   if (c.status === 'paused') items.push(['resume', `Resume ${c.name}`]);
   if (c.status !== 'dead') items.push(['kill', `Kill ${c.name}`]);
   items.push(['close', 'Cancel']);
-  ui.menu.innerHTML = `<p class="menu-title">${c.name} at t=${timeline.world.t}</p>` + items.map(([a, l]) => `<button role="menuitem" data-action="${a}" data-testid="menu-${a}">${l}</button>`).join('');
+  ui.menu.innerHTML = `<p class="menu-title" id="menu-title">${escHtml(c.name)} at t=${timeline.world.t}</p>` + items.map(([a, l]) => `<button role="menuitem" data-action="${a}" data-testid="menu-${a}">${escHtml(l)}</button>`).join('');
   const node = e.currentTarget.getBoundingClientRect ? e.currentTarget.getBoundingClientRect() : { left: 0, bottom: 0 };
   ui.menu.style.left = `${Math.min(window.scrollX + node.left, window.scrollX + document.documentElement.clientWidth - 200)}px`;
   ui.menu.style.top = `${window.scrollY + node.bottom + 4}px`;
@@ -611,6 +651,9 @@ function openMenu(id, e) {
     const i = bs.indexOf(document.activeElement);
     if (ev.key === 'ArrowDown') (bs[(i + 1) % bs.length].focus(), ev.preventDefault());
     if (ev.key === 'ArrowUp') (bs[(i - 1 + bs.length) % bs.length].focus(), ev.preventDefault());
+    // Tab leaves a menu and closes it: focus goes back to its client, and the key then moves
+    // on from there, to the next control after (or, with Shift, before) that client
+    if (ev.key === 'Tab') closeMenu(true);
   };
 }
 

@@ -814,10 +814,14 @@ export function renderState(el, w) {
     }
   }
   if (w.scene.key === 'replication') {
+    const sides = w.scene.outcome(w);
     for (const [lane, label] of [['redis', 'Single Redis'], ['raft', 'Consensus']]) {
       const ids = lane === 'redis' ? ['A1', 'B1'] : ['A2', 'B2'];
       const hs = ids.filter((id) => w.clients[id].holding);
-      rows.push([`${label}: clients told "granted"`, `<b class="${hs.length > 1 ? 'bad' : 'good'}" data-testid="holders-${lane}">${hs.length}</b> ${hs.map((id) => `${w.clients[id].name}·${w.clients[id].token}`).join(', ')}`]);
+      // a grant the serving node's core does not list is lost, though its client was told it
+      const lost = sides[lane].serving ? sides[lane].forgotten : [];
+      const note = lost.length ? ` <span class="bad" data-testid="lost-${lane}">— ${esc(sides[lane].head)} does not list ${lost.map((h) => `${esc(h.name)}·${h.token}`).join(', ')} (grant lost)</span>` : '';
+      rows.push([`${label}: clients told "granted"`, `<b class="${hs.length > 1 || lost.length ? 'bad' : 'good'}" data-testid="holders-${lane}">${hs.length}</b> ${hs.map((id) => `${w.clients[id].name}·${w.clients[id].token}`).join(', ')}${note}`]);
     }
   }
   el.innerHTML = `<table class="kv">${rows.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join('')}</table>`;
@@ -893,10 +897,13 @@ export function renderOutcome(el, w) {
       text = `Ordered queue: ${o.queue.wakeups} wake-ups, ${o.queue.wasted} wasted · Herd: ${o.herd.wakeups} wake-ups, ${o.herd.wasted} wasted`;
       break;
     case 'replication':
-      kind = o.redis.holders.length > 1 ? 'corrupted' : 'ok';
       {
-        const holders = (hs) => `${hs.length} holder${hs.length === 1 ? '' : 's'} (${hs.map((h) => `${h.name}·${h.token}`).join(', ')})`;
-        text = `Single Redis: ${holders(o.redis.holders)} · Consensus: ${holders(o.raft.holders)}`;
+        // unsafe: two clients told "granted", or one told a grant the serving core does not list
+        const lost = (x) => (x.serving ? x.forgotten : []);
+        kind = o.redis.holders.length > 1 || lost(o.redis).length || o.raft.holders.length > 1 || lost(o.raft).length ? 'corrupted' : 'ok';
+        const side = (x) => `${x.holders.length} holder${x.holders.length === 1 ? '' : 's'} (${x.holders.map((h) => `${h.name}·${h.token}`).join(', ')})` +
+          (lost(x).length ? ` — ${x.head} does not list ${lost(x).map((h) => `${h.name}·${h.token}`).join(', ')} (grant lost)` : '');
+        text = `Single Redis: ${side(o.redis)} · Consensus: ${side(o.raft)}`;
       }
       break;
     default:

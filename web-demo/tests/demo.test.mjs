@@ -131,6 +131,18 @@ async function stepsOf() {
   return n;
 }
 
+/**
+ * The timeline ends with the scene's own outcome: its last milestone is the outcome (not one
+ * of yours), at the last step. A timeline the page cut short at its step cap, or whose script
+ * stopped emitting, also ends with body[data-done] — but with no outcome milestone.
+ */
+async function assertOutcomeReached(where) {
+  const [ms, length] = await page.evaluate(() => [window.fencelockDemo.milestones, window.fencelockDemo.length]);
+  const last = ms.at(-1);
+  assert.ok(last && last.n === null && !last.yours, `${where}: the last milestone is the outcome (it is ${JSON.stringify(last)})`);
+  assert.equal(last.step, length, `${where}: the outcome is the last step`);
+}
+
 async function scrubTo(step) {
   await page.locator('[data-testid=scrubber]').fill(String(step));
   await page.waitForFunction((s) => document.querySelector('[data-testid=clock]').dataset.step === String(s), step);
@@ -293,6 +305,33 @@ test('scene 1: keyboard — focus a client, Enter opens its menu, pause it, then
   assert.equal(await page.getAttribute('[data-testid=tab-3]', 'aria-pressed'), 'true');
 });
 
+test('scene 1: keyboard — the client menu is named by its title, and Tab out of it closes it', async () => {
+  await open(1);
+  const openOn = async (id) => {
+    await page.focus(`[data-testid=client-${id}]`);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#menu:not([hidden])');
+  };
+  await openOn('A');
+  assert.equal(await page.getByRole('menu', { name: 'A at t=0' }).count(), 1, 'the menu\'s accessible name is its title');
+  // the arrows move between its items; Tab leaves the menu: it closes and focus moves on
+  // from A, to B
+  await page.keyboard.press('ArrowDown');
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.action), 'kill');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.locator('#menu').isHidden(), true, 'Tab out of the menu closes it');
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.client), 'B');
+  // Shift+Tab out of B's menu: it closes and focus moves back, to A
+  await openOn('B');
+  await page.keyboard.press('Shift+Tab');
+  assert.equal(await page.locator('#menu').isHidden(), true, 'Shift+Tab out of the menu closes it');
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.client), 'A');
+  // focus moved to another control by other means (a script, a screen reader) closes it too
+  await openOn('A');
+  await page.focus('[data-testid=step]');
+  assert.equal(await page.locator('#menu').isHidden(), true, 'focus elsewhere closes the menu');
+});
+
 test('scene 2: the ordered queue wakes exactly one waiter per release; the herd wastes wake-ups on Busy', async () => {
   await open(2);
   await playToEnd();
@@ -336,6 +375,8 @@ test('scene 4: a replica that keeps up (lag 1) is safe too — the slider change
   await setSlider('lag', 1);
   await jumpToEnd();
   assert.equal(await text('[data-testid=holders-redis]'), '1');
+  assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'ok');
+  assert.equal(await page.locator('[data-testid=lost-redis]').count(), 0);
 });
 
 test('scene 4: a replica that applied nothing (lag 4) loses the sessions and A\'s grant — the captions say what the core says', async () => {
@@ -356,6 +397,13 @@ test('scene 4: a replica that applied nothing (lag 4) loses the sessions and A\'
   assert.deepEqual(o.redis.holders, [{ name: 'A', token: 1 }]);
   assert.deepEqual(o.redis.forgotten, [{ name: 'A', token: 1 }]);
   assert.deepEqual(o.raft.forgotten, []);
+  // the Outcome box and the State panel say so too: one told holder, and unsafe
+  assert.equal(await page.getAttribute('[data-testid=outcome]', 'data-kind'), 'corrupted');
+  assert.match(await text('[data-testid=outcome]'), /^Unsafe Single Redis: 1 holder \(A·1\) — the promoted replica does not list A·1 \(grant lost\) · Consensus: 1 holder \(A·1\)$/);
+  assert.equal(await page.getAttribute('[data-testid=holders-redis]', 'class'), 'bad');
+  assert.match(await text('[data-testid=lost-redis]'), /the promoted replica does not list A·1 \(grant lost\)/);
+  assert.equal(await page.getAttribute('[data-testid=holders-raft]', 'class'), 'good');
+  assert.equal(await page.locator('[data-testid=lost-raft]').count(), 0);
 });
 
 test('scene 5: ShardPay — lease 30 s, 45 s pause, token 42 gets 412 Precondition Failed, 43 is the output', async () => {
@@ -431,7 +479,7 @@ test('layout: no swimlane marker covers a label and every node fits its panel (e
   }
 });
 
-test('random interventions (seeded) in every scene: the page never errors and each scene still reaches its end', async () => {
+test('random interventions (seeded) in every scene: the page never errors and each scene still reaches its outcome', async () => {
   // mulberry32; the seed is printed on failure and replays exactly
   const seed = Number(process.env.DEMO_SEED ?? 20261129);
   let a = seed >>> 0;
@@ -456,7 +504,7 @@ test('random interventions (seeded) in every scene: the page never errors and ea
         await page.click(`#menu [data-action="${pick(actions)}"]`);
       }
       await jumpToEnd();
-      assert.equal(await page.getAttribute('body', 'data-done'), 'true', `scene ${s} reached its end`);
+      await assertOutcomeReached(`scene ${s}`);
     }
   } catch (e) {
     e.message = `${e.message} (replay with DEMO_SEED=${seed})`;
@@ -659,30 +707,61 @@ test('story, scene 2: a release with an empty queue says nobody is woken', async
 });
 
 test('story, scenes 2 and 4: every stop\'s caption matches the picture', async () => {
+  // each check below runs only on a caption that makes its claim: the counts say that every
+  // claim was met at least once, so a reworded caption cannot leave a check silently unused
+  const fired = {};
+  const check = (name) => (fired[name] = (fired[name] ?? 0) + 1);
   await open(2);
   for (const st of await walkStory()) {
     const m = st.caption.match(/head of its wait queue: (\w+) \(token (\d+)\)/);
     if (m) {
       const id = Object.entries(await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#stage [data-client]')].map((g) => [g.dataset.client, g.querySelector('.name').textContent])))).find(([k, v]) => k.startsWith('q') && v === m[1])?.[0];
       assert.equal(st.badges[id], `holds ${m[2]}`, st.caption);
+      check('2: head of the queue granted');
     }
     const h = st.caption.match(/(\w+) wins; the core answers "busy" to the other (\d+)/);
-    if (h) assert.ok(Object.entries(st.badges).some(([k, v]) => k.startsWith('h') && v.startsWith('holds')), st.caption);
+    if (h) {
+      assert.ok(Object.entries(st.badges).some(([k, v]) => k.startsWith('h') && v.startsWith('holds')), st.caption);
+      check('2: the herd\'s winner holds');
+    }
   }
   await open(4);
   const stops = await walkStory();
   const alive = async (id) => page.getAttribute(`[data-testid=replica-${id}]`, 'data-alive');
   for (const st of stops) {
     await scrubTo(st.step);
-    if (/only now is A told: granted, token (\d+)/.test(st.caption)) assert.equal(st.badges.A2, `holds ${st.caption.match(/token (\d+)/)[1]}`);
-    if (/Left: the primary dies/.test(st.caption)) assert.equal(await alive('P'), 'false');
-    if (/the leader N1 dies/.test(st.caption)) assert.equal(await alive('N1'), 'false');
-    if (/Right: (N\d) is elected/.test(st.caption)) assert.match(await page.locator(`[data-testid=replica-${st.caption.match(/Right: (N\d) is elected/)[1]}]`).textContent(), /★ leader/);
-    if (/B acquires the "same" lock .* granted \(token (\d+)\)/.test(st.caption)) assert.equal(st.badges.B1, `holds ${st.caption.match(/granted \(token (\d+)\)/)[1]}`);
-    if (/two holders/.test(st.caption)) assert.equal(await text('[data-testid=holders-redis]'), '2');
-    if (/queued B \(position (\d+)\)/.test(st.caption)) assert.equal(st.badges.B2, `queued #${st.caption.match(/position (\d+)/)[1]}`);
+    if (/only now is A told: granted, token (\d+)/.test(st.caption)) {
+      assert.equal(st.badges.A2, `holds ${st.caption.match(/token (\d+)/)[1]}`);
+      check('4: A told granted');
+    }
+    if (/Left: the primary dies/.test(st.caption)) {
+      assert.equal(await alive('P'), 'false');
+      check('4: the primary dies');
+    }
+    if (/the leader N1 dies/.test(st.caption)) {
+      assert.equal(await alive('N1'), 'false');
+      check('4: N1 dies');
+    }
+    if (/Right: (N\d) is elected/.test(st.caption)) {
+      assert.match(await page.locator(`[data-testid=replica-${st.caption.match(/Right: (N\d) is elected/)[1]}]`).textContent(), /★ leader/);
+      check('4: a leader is elected');
+    }
+    if (/B acquires the "same" lock .* granted \(token (\d+)\)/.test(st.caption)) {
+      assert.equal(st.badges.B1, `holds ${st.caption.match(/granted \(token (\d+)\)/)[1]}`);
+      check('4: B granted on the replica');
+    }
+    if (/two holders/.test(st.caption)) {
+      assert.equal(await text('[data-testid=holders-redis]'), '2');
+      check('4: two holders');
+    }
+    if (/queued B \(position (\d+)\)/.test(st.caption)) {
+      assert.equal(st.badges.B2, `queued #${st.caption.match(/position (\d+)/)[1]}`);
+      check('4: B queued');
+    }
   }
   assert.match(stops.at(-1).caption, /single Redis: 2 holders \(A with 1, B with 1\)\. Consensus: 1 holder \(A with 1\), B waiting/);
+  const names = ['2: head of the queue granted', '2: the herd\'s winner holds', '4: A told granted', '4: the primary dies', '4: N1 dies', '4: a leader is elected', '4: B granted on the replica', '4: two holders', '4: B queued'];
+  assert.deepEqual(names.filter((n) => !fired[n]), [], `every check ran at least once (ran: ${JSON.stringify(fired)})`);
 });
 
 test('story, scene 3: the old leader wakes and sends epoch 7, then it bounces', async () => {
@@ -1013,7 +1092,7 @@ test('random interventions (seeded): every ending agrees with the recorded outpu
       }
       await jumpToEnd();
       const where = `trial ${trial}, scene ${s}`;
-      assert.equal(await page.getAttribute('body', 'data-done'), 'true', `${where}: reached its end`);
+      await assertOutcomeReached(where);
       const cap = await text('[data-testid=caption-text]');
       const log = await page.locator('[data-testid=log] li').allInnerTexts();
       const logText = log.join('\n');
@@ -1125,6 +1204,111 @@ test('random interventions (seeded): every ending agrees with the recorded outpu
     throw e;
   }
   assert.equal(checked, TRIALS);
+});
+
+/** Every step of the timeline from the first: its caption, each client's status, the service box. */
+async function everyStep() {
+  await scrubTo(1);
+  return page.evaluate(() => {
+    const q = (sel) => document.querySelector(sel);
+    const out = [];
+    for (;;) {
+      out.push({
+        step: Number(q('[data-testid=clock]').dataset.step),
+        caption: q('[data-testid=caption-text]').textContent,
+        status: Object.fromEntries([...document.querySelectorAll('#stage [data-client]')].map((g) => [g.dataset.client, g.dataset.status])),
+        service: q('#stage [data-testid=service]')?.textContent.replace(/\s+/g, ' ') ?? '',
+      });
+      if (document.body.dataset.atEnd === 'true') return out;
+      q('[data-testid=step]').click(); // draws synchronously
+    }
+  });
+}
+
+test('captions at every step (not only the stops) say what a client does as its status says, and who holds the lock as the core says, after interventions (scenes 1, 3, 5, 7; seeded)', async () => {
+  const seed = Number(process.env.DEMO_SEED ?? 20261207);
+  let a = seed >>> 0;
+  const rnd = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const pick = (xs) => xs[Math.floor(rnd() * xs.length)];
+  const fired = {};
+  const check = (name) => (fired[name] = (fired[name] ?? 0) + 1);
+  /** Checks every caption of the current timeline against the picture of its step. */
+  const checkAll = async (where) => {
+    for (const st of await everyStep()) {
+      const at = `${where}, step ${st.step}: "${st.caption}"`;
+      const running = (id, claim) => {
+        assert.equal(st.status[id], 'running', `${at}: ${claim}, but ${id} is ${st.status[id]}`);
+        check(claim.replace(id, 'X'));
+      };
+      for (const [, id] of st.caption.matchAll(/\b([A-Z]\w*) keeps heartbeating/g)) running(id, `${id} keeps heartbeating`);
+      for (const [, id] of st.caption.matchAll(/\b([A-Z]\w*) holds the lock and works/g)) running(id, `${id} works`);
+      for (const [, x, y] of st.caption.matchAll(/\b([A-Z]\w*) and ([A-Z]\w*) heartbeat and wait/g)) {
+        running(x, `${x} heartbeats and waits`);
+        running(y, `${y} heartbeats and waits`);
+      }
+      for (const [, id] of st.caption.matchAll(/\b([A-Z]\w*) heartbeats and waits/g)) running(id, `${id} heartbeats and waits`);
+      for (const [, id, epoch] of st.caption.matchAll(/\b([A-Z]\w*) leads with epoch (\d+) and acts/g)) {
+        running(id, `${id} acts as leader`);
+        assert.match(st.service, new RegExp(`holder ${id} · token ${epoch}(?!\\d)`), `${at}: the service lists ${id} with epoch ${epoch}`);
+      }
+      // a frozen client whose session is gone: the caption names who holds the lock now, as
+      // the service lists it (killing the other client can leave nobody)
+      if (/is still frozen and unaware/.test(st.caption)) {
+        const held = st.caption.match(/\b(\w+) \((?:token|fenceToken) (\d+)\) holds it now/) ?? st.caption.match(/\b(\w+) holds the lock now/);
+        if (held) {
+          assert.match(st.service, new RegExp(`holder ${held[1]} · token ${held[2] ?? '\\d+'}(?!\\d)`), `${at}: the service lists that holder`);
+          check('X holds it now');
+        } else {
+          assert.match(st.caption, /\bnobody holds it now/, `${at}: the caption names who holds the lock`);
+          assert.match(st.service, /holder free/, `${at}: the service lists no holder`);
+          check('nobody holds it now');
+        }
+      }
+    }
+  };
+  try {
+    // the runs that once went wrong, then seeded random ones
+    await open(1);
+    await intervene('B', 'kill', 2); // t=1: B's session expires with A's, and nobody is granted
+    await checkAll('scene 1, B killed at t=1');
+    await page.keyboard.press('r');
+    await intervene('A', 'pause', 2); // you pause A (no GC pause then); B is granted at A's expiry
+    await intervene('B', 'pause', (await stepOf('B gets 35')) + 4); // B works, then is paused while it holds
+    await checkAll('scene 1, A and B paused');
+    await page.click('[data-testid=tab-3]');
+    await intervene('N2', 'kill', 2);
+    await checkAll('scene 3, N2 killed at t=1');
+    await page.keyboard.press('r');
+    await intervene('N2', 'kill', (await stepOf('N2 leads, epoch 8')) + 1); // the leader the core lists is dead
+    await checkAll('scene 3, N2 killed as it leads');
+    for (let trial = 0; trial < 12; trial += 1) {
+      const s = pick([1, 3, 5, 7]);
+      await page.click(`[data-testid=tab-${s}]`);
+      await page.keyboard.press('r');
+      for (let round = 0, n = 1 + Math.floor(rnd() * 2); round < n; round += 1) {
+        const length = await stepsOf();
+        await scrubTo(1 + Math.floor(rnd() * length));
+        const clients = await page.locator('[data-client]').evaluateAll((gs) => gs.map((g) => g.dataset.client));
+        await page.click(`[data-client="${pick(clients)}"]`);
+        const actions = await page.locator('#menu [data-action]').evaluateAll((bs) => bs.map((b) => b.dataset.action).filter((x) => x !== 'close'));
+        await page.click(`#menu [data-action="${pick(actions)}"]`);
+      }
+      await checkAll(`trial ${trial}, scene ${s}`);
+    }
+  } catch (e) {
+    e.message = `${e.message} (replay with DEMO_SEED=${seed})`;
+    throw e;
+  }
+  // each kind of claim was met and checked at least once
+  for (const claim of ['X keeps heartbeating', 'X works', 'X heartbeats and waits', 'X acts as leader', 'X holds it now', 'nobody holds it now']) {
+    assert.ok(fired[claim] >= 1, `the claim "${claim}" was checked (checked: ${JSON.stringify(fired)})`);
+  }
 });
 
 // ------------------------------------------------------------------ scene 6: Redlock
@@ -1475,6 +1659,77 @@ test('replay: a damaged recording is reported with its line and the page keeps w
   await page.waitForFunction(() => document.body.dataset.recording === 'open');
   assert.equal(await text('[data-testid=scene-title]'), 'Recording · dropped.flrec');
   assert.equal(await page.locator('[data-testid=rec-error]').isHidden(), true);
+});
+
+test('replay: a verified recording that still cannot be shown (its cores fail to start) is reported, and the page keeps its scene, step and interventions with live cores', async () => {
+  await open(1);
+  await intervene('B', 'kill', 2); // t=1
+  await scrubTo(5);
+  const before = await snapshot();
+  // the core module the page imported (a module is loaded once per URL): from here on, a
+  // restored core fails to start, as it would with no memory left. The check of the file
+  // restores one core first; that one is let through, so the file passes it.
+  await page.evaluate(async () => {
+    const { LockService } = await import(new URL('pkg/fencelock_wasm.js', document.baseURI).href);
+    const restore = LockService.restore;
+    let calls = 0;
+    window.restoreFails = { undo: () => (LockService.restore = restore) };
+    LockService.restore = function (...args) {
+      calls += 1;
+      if (calls > 1) throw new Error('no memory left for the core');
+      return restore.apply(this, args);
+    };
+  });
+  await openRecording(sampleText());
+  await page.evaluate(() => window.restoreFails.undo());
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'error');
+  assert.match(await text('[data-testid=rec-error]'), /^Could not open paused-holder\.flrec: unexpected error: no memory left for the core\. The page keeps what it showed\.$/);
+  assert.equal(await page.getAttribute('body', 'data-scene'), 'gc');
+  assert.equal(await page.getAttribute('[data-testid=tab-1]', 'aria-pressed'), 'true');
+  assert.equal(await page.locator('[data-testid=tab-9]').count(), 0);
+  assert.equal(await text('[data-testid=scene-title]'), '1 · The GC pause');
+  assert.deepEqual(await page.evaluate(() => window.fencelockDemo.interventions.map((x) => `${x.action} ${x.name} at t=${x.t}`)), ['kill B at t=1']);
+  assert.deepEqual(await snapshot(), before, 'the same step, drawn the same');
+  // its cores are alive: stepping forward and back, and a slider, call into them
+  await page.click('[data-testid=step]');
+  await page.click('[data-testid=step-back]');
+  assert.deepEqual(await snapshot(), before);
+  await setSlider('ttl', 12);
+  await jumpToEnd();
+  await assertOutcomeReached('scene 1 after the failed open');
+  // and the recording opens once its cores can start
+  await openRecording(sampleText());
+  assert.equal(await page.getAttribute('body', 'data-recording'), 'open');
+  assert.equal(await text('[data-testid=scene-title]'), 'Recording · paused-holder.flrec');
+});
+
+test('a slider whose new timeline fails to build leaves the page on the old one, with live cores and the slider back where it was', async () => {
+  await open(1);
+  await scrubTo(4);
+  const before = await snapshot();
+  // the next core the page makes fails to tick, as it would with no memory left
+  await page.evaluate(async () => {
+    const { LockService } = await import(new URL('pkg/fencelock_wasm.js', document.baseURI).href);
+    const tick = LockService.prototype.tick;
+    LockService.prototype.tick = function () {
+      LockService.prototype.tick = tick;
+      throw new Error('no memory left for the core');
+    };
+  });
+  const thrown = page.waitForEvent('pageerror');
+  await setSlider('ttl', 12);
+  // the failure is the page's own error, reported as such; nothing else went wrong
+  assert.equal((await thrown).message, 'no memory left for the core');
+  assert.deepEqual(problems.splice(0), ['pageerror: no memory left for the core']);
+  assert.equal(await page.locator('[data-testid=param-ttl]').inputValue(), '10');
+  assert.equal(await page.locator('output[data-for=ttl]').textContent(), '10s');
+  assert.deepEqual(await snapshot(), before);
+  await page.click('[data-testid=step]');
+  await page.click('[data-testid=step-back]');
+  assert.deepEqual(await snapshot(), before, 'the old timeline\'s cores still answer');
+  await jumpToEnd();
+  await assertOutcomeReached('scene 1 after the failed rebuild');
+  assert.deepEqual(problems, []);
 });
 
 test('replay layout: no two stage labels overlap, no marker covers a label, text stays legible (every step, 1280 and 390 px)', async () => {
@@ -2011,7 +2266,7 @@ test('scene 4: every replica applies a log entry at the time the head stamped on
   assert.deepEqual(await sessions('N3'), n1);
   // (and the outcome counts its holders in good English)
   await jumpToEnd();
-  assert.match(await text('[data-testid=outcome]'), /Single Redis: 2 holders \(A·1, B·1\) · Consensus: 1 holder \(A·1\)$/);
+  assert.match(await text('[data-testid=outcome]'), /Single Redis: 2 holders \(A·1, B·1\) — the promoted replica does not list A·1 \(grant lost\) · Consensus: 1 holder \(A·1\)$/);
 });
 
 test('replay: a write with a token no recorded grant has given yet is the unknown writer\'s on every pass, as its caption says', async () => {

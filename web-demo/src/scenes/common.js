@@ -92,10 +92,18 @@ export function runWorker(w, emit, id, ctx) {
   return did;
 }
 
+/**
+ * Does this client still send keep-alives? A running process with a session, work left, and
+ * no news that it lost the lock. (Client behaviour, for the heartbeat and the captions.)
+ */
+export function heartbeats(c) {
+  return c.status === 'running' && !c.lost && !!c.session && !c.mem.finished;
+}
+
 /** Sends a keep-alive when one is due (every `hb` seconds since the last one sent). */
 export function heartbeat(w, emit, id, ctx) {
   const c = w.clients[id];
-  if (c.status !== 'running' || c.lost || !c.session || c.mem.finished) return;
+  if (!heartbeats(c)) return;
   if (w.t - (c.mem.lastHb ?? 0) < ctx.hb) return;
   emit({ op: 'client', id, mem: { lastHb: w.t } });
   emit({ op: 'core', node: ctx.node, by: id, input: { type: 'keepAlive', session: c.session }, quiet: true });

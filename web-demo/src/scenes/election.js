@@ -1,7 +1,7 @@
 // Scene 3: leader election with the same mechanism. The fencing token is the epoch; the old
 // leader's action bounces off a FenceGate downstream.
 
-import { nextTime, tickAll, heartbeat, deadlineOf, milestone, whoseSession } from './common.js';
+import { nextTime, tickAll, heartbeat, heartbeats, deadlineOf, milestone, whoseSession } from './common.js';
 import { applyFact, facts, recordOutputs, highestBefore, newerGrant, storeVerdict } from './facts.js';
 
 const ELECTION = 'election/orders-primary';
@@ -227,11 +227,45 @@ function caption(w, ev, P) {
     const d = deadlineOf(w, 'svc', n1);
     return {
       text: d != null
-        ? `N1 is frozen; N2 and N3 heartbeat and wait. The service will expire N1's session at t=${d} unless a heartbeat arrives.`
-        : `${leaderNow(w)} and acts with its epoch. N1 is still frozen, an old leader that does not know it.`,
+        ? `N1 is frozen; ${othersNow(w)}. The service will expire N1's session at t=${d} unless a heartbeat arrives.`
+        : `${leaderActs(w)} N1 is still frozen, an old leader that does not know it.`,
     };
   }
   return null;
+}
+
+const and = (ids) => ids.join(' and ');
+
+/** What N2 and N3 do while N1 is frozen: from their status and the core's wait queue. */
+function othersNow(w) {
+  const others = IDS.filter((id) => id !== 'N1');
+  const queued = w.nodes.svc.core.waiters(ELECTION).map((q) => whoseSession(w, 'svc', q.session));
+  const of = (pred) => others.filter((id) => pred(w.clients[id], id));
+  const waiting = of((c, id) => heartbeats(c) && queued.includes(id));
+  const beating = of((c, id) => heartbeats(c) && !queued.includes(id));
+  const paused = of((c) => c.status === 'paused');
+  const dead = of((c) => c.status === 'dead');
+  const idle = of((c) => c.status === 'running' && !heartbeats(c));
+  const parts = [];
+  if (waiting.length) parts.push(`${and(waiting)} ${waiting.length > 1 ? 'heartbeat and wait' : 'heartbeats and waits'}`);
+  if (beating.length) parts.push(`${and(beating)} ${beating.length > 1 ? 'heartbeat' : 'heartbeats'}`);
+  if (paused.length) parts.push(`${and(paused)} ${paused.length > 1 ? 'are' : 'is'} paused too`);
+  if (dead.length) parts.push(`${and(dead)} ${dead.length > 1 ? 'are' : 'is'} dead`);
+  if (idle.length) parts.push(`${and(idle)} no longer ${idle.length > 1 ? 'heartbeat' : 'heartbeats'}`);
+  return parts.join('; ');
+}
+
+/** The leader the core lists, and whether its process can act (it may be dead or paused). */
+function leaderActs(w) {
+  const l = w.nodes.svc.core.leader(ELECTION);
+  if (!l) return 'Nobody leads right now.';
+  const id = whoseSession(w, 'svc', l.session);
+  const c = id && w.clients[id];
+  if (!c) return `${leaderNow(w)}.`;
+  if (c.status === 'dead') return `The service still lists ${id} as leader with epoch ${l.epoch}, but ${id} is dead: no leader acts now.`;
+  if (c.status === 'paused') return `${id} leads with epoch ${l.epoch}, but it is paused: it does not act.`;
+  if (c.mem.steppedDown != null) return `${id} leads with epoch ${l.epoch}, but its own clock told it to step down: it does not act.`;
+  return `${id} leads with epoch ${l.epoch} and acts with it.`;
 }
 
 export const election = {

@@ -58,10 +58,16 @@ export const gcPause = pauseScene({
     unfencedLesson:
       'No timeout tuning fixes this: a longer timeout only moves the expiry and the window after it. A session timeout is a clock opinion; the resource\'s token check is a fact.',
     staleExtra: () => 'Every component behaved correctly: the service expired a silent session, and A was merely slow.',
-    quiet(w, P) {
+    quiet(w) {
+      const a = w.clients.A;
       const b = w.clients.B;
-      if (b.holding && w.clients.A.status === 'paused') return { text: `B holds the lock and works. A, frozen, still believes it holds ${w.clients.A.token}.` };
-      return null;
+      if (!b.holding || a.status !== 'paused') return null;
+      const still = `A, frozen, still believes it holds ${a.token}.`;
+      // B works only while it runs, and holds the lock only while the core lists its grant
+      const listed = w.nodes.svc.core.holders(LOCK).some((h) => w.sessions[`svc:${h.session}`] === 'B');
+      if (b.status === 'running') return listed ? { text: `B holds the lock and works. ${still}` } : null;
+      if (b.status === 'paused') return { text: `${listed ? 'B holds the lock but is paused too: it does no work.' : 'B is paused too, and the service no longer lists its grant.'} ${still}` };
+      return { text: `B is dead${listed ? `; the service still lists its grant (token ${b.token}): its session has not expired yet` : ''}. ${still}` };
     },
   },
 });

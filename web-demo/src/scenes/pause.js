@@ -5,7 +5,7 @@
 // are recorded as facts when they arrive, and the storage's decisions are its rows. So an
 // intervention (a kill, an early resume) changes the words with the picture.
 
-import { nextTime, tickAll, runWorker, heartbeat, deadlineOf, milestone, whoseSession } from './common.js';
+import { nextTime, tickAll, runWorker, heartbeat, heartbeats, deadlineOf, milestone, whoseSession } from './common.js';
 import { applyFact as apply, facts, recordOutputs, highestBefore, newerGrant, storeVerdict } from './facts.js';
 
 /**
@@ -281,10 +281,14 @@ export function pauseScene(cfg) {
     const a = w.clients[A];
     if (a.status === 'paused' && a.pausedBy === 'gc') {
       const d = deadlineOf(w, 'svc', a);
-      if (d != null) return { text: `${A} is frozen (${t0(w, A)} of ${P.pause} seconds). ${B} keeps heartbeating; ${A} sends nothing. The service only sees silence; ${A}'s session deadline is t=${d}.` };
+      if (d != null) return { text: `${A} is frozen (${t0(w, A)} of ${P.pause} seconds). ${otherNow(w, B)}; ${A} sends nothing. The service only sees silence; ${A}'s session deadline is t=${d}.` };
       const own = cfg.text.frozen?.(w, P);
       if (own) return { text: own };
-      return { text: `${A} is still frozen and unaware. The lock belongs to someone else now; ${A} will wake at t=${a.mem.resumeAt} believing it holds ${a.token}. This gap is the danger window: a longer timeout only moves it.` };
+      // who holds the lock now is the core's answer (B may have been killed, and its session
+      // expired with A's: then nobody does)
+      const hs = w.nodes.svc.core.holders(cfg.lock).map((h) => `${whoseSession(w, 'svc', h.session) ?? `session ${h.session}`} (${W.token} ${h.token})`);
+      const now = hs.length ? `${hs.join(' and ')} ${hs.length > 1 ? 'hold' : 'holds'} it now` : 'nobody holds it now';
+      return { text: `${A} is still frozen and unaware. Its session is gone, and its hold on the lock with it: ${now}. ${A} will wake at t=${a.mem.resumeAt} believing it holds ${a.token}. This gap is the danger window: a longer timeout only moves it.` };
     }
     return cfg.text.quiet?.(w, P, { deadline: (id) => deadlineOf(w, 'svc', w.clients[id]) }) ?? null;
   }
@@ -298,6 +302,15 @@ export function pauseScene(cfg) {
     if (held.length) ends.push(`releases ${all(held) ? (who.length > 1 ? 'their locks' : 'its lock') : `${held.join(' and ')}'s lock`}`);
     if (queued.length) ends.push(`drops ${all(queued) ? (who.length > 1 ? 'them' : 'it') : queued.join(' and ')} from the wait queue`);
     return ends.length ? ` and ${ends.join(' and ')}` : '';
+  }
+
+  /** What the other client does while A is frozen, from its status (killed and paused ones send nothing). */
+  function otherNow(w, id) {
+    const c = w.clients[id];
+    if (heartbeats(c)) return `${id} keeps heartbeating`;
+    if (c.status === 'dead') return `${id} is dead`;
+    if (c.status === 'paused') return `${id} is paused too`;
+    return `${id} no longer heartbeats`;
   }
 
   function t0(w, id) {

@@ -194,6 +194,8 @@ function holders(lane) {
 /**
  * Each side's ending: the clients told "granted" (holders), the waiting ones, and — what the
  * core of the side's head says — the told holders whose grant it does not list (forgotten).
+ * `head` names the node that serves the side now and `serving` says whether it is up (while
+ * no node is up, nothing is listed: a grant is forgotten only by a node that answers).
  */
 function outcome(w) {
   const lane = (ids, L) => {
@@ -205,6 +207,8 @@ function outcome(w) {
       holders: told.map(who),
       queued: ids.filter((id) => w.clients[id].waiting).map((id) => w.clients[id].name),
       forgotten: told.filter((id) => !listed.includes(id)).map(who),
+      head: L.head === 'R' ? 'the promoted replica' : L.head === 'P' ? 'the primary' : `the leader ${L.head}`,
+      serving: !!head?.alive,
     };
   };
   return { redis: lane(['A1', 'B1'], w.custom.redis), raft: lane(['A2', 'B2'], w.custom.raft) };
