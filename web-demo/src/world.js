@@ -28,6 +28,14 @@ export function fmtInput(i) {
 
 const clone = (v) => (v === undefined ? v : JSON.parse(JSON.stringify(v)));
 
+/**
+ * Redlock's rule, the one home of it on this page: `got` of `of` nodes is a majority. (Client
+ * logic of the design scene 6 contrasts, not a fencelock rule.)
+ */
+export function isMajority(got, of) {
+  return got * 2 > of;
+}
+
 export class World {
   /**
    * @param api   the wasm module ({LockService, FenceGate})
@@ -500,7 +508,7 @@ export class World {
         const node = this.nodes[n];
         return node && node.alive && node.core.holders(lock).some((h) => this.sessions[`${node.group}:${h.session}`] === c.id);
       });
-      return mine.length * 2 > s.quorum.length;
+      return isMajority(mine.length, s.quorum.length);
     }
     const node = this.nodes[s.node];
     const holders = node && node.alive && lock ? node.core.holders(lock) : [];

@@ -16,10 +16,10 @@
 
 import { nextTime, milestone, rng, deadlineOf } from './common.js';
 import { storeVerdict } from './facts.js';
+import { isMajority } from '../world.js';
 
 const LOCK = 'orders/batch';
 const NODES = ['N1', 'N2', 'N3', 'N4', 'N5'];
-const MAJORITY = 3;
 const TTL = 10; // the lock's validity, in each node's seconds (Redlock's PX)
 const DRIFT = 1; // the client's allowance for clock drift (Redlock subtracts it)
 const CTTL = 10; // the consensus side's session timeout
@@ -164,7 +164,7 @@ function redlockAcquire(w, emit, id, P) {
       emit({ op: 'core', node: n, by: id, deliver: false, quiet: true, input: { type: 'closeSession', now, session } });
     }
   }
-  const ok = got.length >= MAJORITY;
+  const ok = isMajority(got.length, NODES.length);
   if (ok) {
     const validUntil = w.t + TTL - DRIFT;
     emit({ op: 'client', id, set: { holding: true, token: value, lost: false }, mem: { attempts: attempt, held: got, validUntil, base: w.t, value } });
@@ -459,7 +459,7 @@ function badge(w, c) {
   if (c.group !== 'redlock' || c.status === 'dead') return null;
   if (c.holding && c.token != null) {
     const n = heldOn(w, c.id).length;
-    return n >= MAJORITY ? { text: `holds ${c.token} · ${n}/5`, cls: 'holds' } : { text: `believes ${c.token} · ${n}/5`, cls: 'stale' };
+    return isMajority(n, NODES.length) ? { text: `holds ${c.token} · ${n}/${NODES.length}`, cls: 'holds' } : { text: `believes ${c.token} · ${n}/${NODES.length}`, cls: 'stale' };
   }
   if (c.lost) return { text: 'lost the lock', cls: 'lost' };
   if (c.mem.finished) return { text: 'done', cls: 'idle' };
