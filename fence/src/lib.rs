@@ -328,10 +328,15 @@ impl StorageError {
     /// `SERIALIZABLE`), deadlock (40P01), a lock wait past `lock_timeout` (55P03) or a
     /// statement cancelled by `statement_timeout` (57014; PostgreSQL reports a cancel by
     /// `pg_cancel_backend` the same way), or SQLite still busy or locked after the busy
-    /// timeout. Each ended the transaction with nothing of it written. Cost: O(length of
-    /// the source chain).
+    /// timeout. Each ended the transaction with nothing of it written. Never when
+    /// [`may_have_committed`](Self::may_have_committed): a write that may have committed
+    /// is not made again blindly, whatever its cause says. Cost: O(length of the source
+    /// chain).
     pub fn is_retryable(&self) -> bool {
         use postgres::error::SqlState;
+        if self.unknown {
+            return false;
+        }
         let mut next: Option<&(dyn std::error::Error + 'static)> = self
             .source
             .as_deref()
@@ -447,6 +452,24 @@ fn stale<E>(token: Token, stored: Option<i64>) -> FenceError<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cause that would be retried (SQLite busy) is not, once the outcome is unknown:
+    /// the caller must find out whether the write committed before it makes it again.
+    #[test]
+    fn an_error_that_may_have_committed_is_never_retryable() {
+        let busy = || {
+            rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                None,
+            )
+        };
+        let certain = StorageError::new("commit", busy());
+        assert!(certain.is_retryable() && !certain.may_have_committed());
+        let unknown = StorageError::outcome_unknown("commit", busy());
+        assert!(unknown.may_have_committed());
+        assert!(!unknown.is_retryable(), "{unknown}");
+        assert!(!FenceError::<()>::Storage(unknown).is_retryable());
+    }
 
     #[test]
     fn precheck_is_the_cores_order_then_the_sql_range() {

@@ -362,7 +362,7 @@ impl PgFence {
             .map_err(|e| StorageError::new("begin", e))?;
         // Sent with their parameter types, as every statement of the fence is (see below).
         tx.query_typed(
-            "SELECT pg_advisory_xact_lock($1)",
+            "SELECT pg_catalog.pg_advisory_xact_lock($1)",
             &[(&CREATE_LOCK, Type::INT8)],
         )
         .map_err(|e| StorageError::new("lock for create", e))?;
@@ -370,13 +370,16 @@ impl PgFence {
         // even when the table exists, which a least-privilege role (SELECT, INSERT and
         // UPDATE on a table an administrator made) does not have.
         // Ours (NULL: missing), and whatever the search_path finds under the bare name,
-        // with its schema.
+        // with its schema. Every function, catalog and operator named in `pg_catalog`, as
+        // the write's statements are: a schema the search_path lists before it cannot
+        // answer for them.
         let (ours, found, found_in): (Option<u32>, Option<u32>, Option<String>) = tx
             .query_typed_one(
-                "SELECT to_regclass($1)::oid, c.oid, n.nspname::text
-                 FROM (SELECT to_regclass($2)::oid AS oid) AS bare
-                 LEFT JOIN pg_class c ON c.oid = bare.oid
-                 LEFT JOIN pg_namespace n ON n.oid = c.relnamespace",
+                "SELECT pg_catalog.to_regclass($1)::pg_catalog.oid, c.oid, n.nspname::pg_catalog.text
+                 FROM (SELECT pg_catalog.to_regclass($2)::pg_catalog.oid AS oid) AS bare
+                 LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) bare.oid
+                 LEFT JOIN pg_catalog.pg_namespace n
+                   ON n.oid OPERATOR(pg_catalog.=) c.relnamespace",
                 &[(&table, Type::TEXT), (&crate::FENCE_TABLE, Type::TEXT)],
             )
             .and_then(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
@@ -548,7 +551,12 @@ impl Fence for PgFence {
             // back — not the unknown outcome of a commit that failed on the way.
             if e.code().is_some_and(|c| c.code().starts_with("23")) {
                 StorageError::new(DEFERRED, e)
-            } else if e.as_db_error().is_some_and(|d| d.severity() == "ERROR") {
+            } else if e.as_db_error().is_some_and(|d| match d.parsed_severity() {
+                // The untranslated field: `severity()` is in the server's `lc_messages`
+                // ("FEHLER", "ERREUR"…); a server before 9.6 sends only that one.
+                Some(s) => s == postgres::error::Severity::Error,
+                None => d.severity() == "ERROR",
+            }) {
                 // An ERROR the server answered COMMIT with (a serialization failure, a
                 // deferred trigger's exception) aborted the transaction: certain, nothing
                 // written. No answer (the connection lost) or a FATAL one (the server

@@ -363,28 +363,34 @@ fn sqlite_fence_commits_nothing_for_a_write_that_began_its_own_transaction() {
         .unwrap();
     let mut f = SqliteFence::new(c).unwrap();
     f.admit("r", Token(5)).unwrap();
-    let r = f.write("r", Token(6), |tx| {
-        assert!(tx.execute_batch("COMMIT").is_err(), "the hook refuses it");
-        tx.execute_batch("BEGIN")?;
-        tx.execute("UPDATE t SET v = 'stale'", [])?;
-        Ok::<_, rusqlite::Error>(())
-    });
-    match r {
-        Err(FenceError::Storage(e)) => {
-            assert!(
-                e.to_string().contains("ended the fence's transaction"),
-                "{e}"
-            )
+    // Under a higher token and under the stored one (the same holder writing again, where
+    // the raise read back before the COMMIT is the stored one and cannot tell): the
+    // rollback hook's refusal, by its own words, in both.
+    for token in [6, 5] {
+        let r = f.write("r", Token(token), |tx| {
+            assert!(tx.execute_batch("COMMIT").is_err(), "the hook refuses it");
+            tx.execute_batch("BEGIN")?;
+            tx.execute("UPDATE t SET v = 'stale'", [])?;
+            Ok::<_, rusqlite::Error>(())
+        });
+        match r {
+            Err(FenceError::Storage(e)) => {
+                assert!(
+                    e.to_string()
+                        .contains("went on in a transaction of its own"),
+                    "token {token}: {e}"
+                )
+            }
+            other => panic!("token {token}: expected a storage error, got {other:?}"),
         }
-        other => panic!("expected a storage error, got {other:?}"),
+        assert!(f.connection().is_autocommit(), "no transaction left open");
+        let v: String = f
+            .connection()
+            .query_row("SELECT v FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, "a", "token {token}: nothing of the write committed");
+        assert_eq!(f.highest("r").unwrap(), Some(Token(5)));
     }
-    assert!(f.connection().is_autocommit(), "no transaction left open");
-    let v: String = f
-        .connection()
-        .query_row("SELECT v FROM t", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(v, "a", "nothing of the write committed");
-    assert_eq!(f.highest("r").unwrap(), Some(Token(5)));
 }
 
 /// A write that deletes or changes the fence's own row for its resource (a reset helper
