@@ -18,7 +18,7 @@
 # default 2), BENCH_WARMUP_SECS (default 0.5), BENCH_SAMPLES (default 20),
 # BENCH_FILTER (a criterion filter regex; default all), BENCH_JS_SECS (default 1),
 # BENCH_PAIRS_ROUNDS (interleaved goal pairs, default 200), BENCH_WASM_ROUNDS (the two
-# round counts of the wasm instruction count, default "24 224"), BENCH_WASM=0 /
+# round counts of the wasm instruction count, default "6 56"), BENCH_WASM=0 /
 # BENCH_CALLGRIND=0 to skip those parts (the report then says "not measured" for what
 # they measure), BENCH_OUT (default BENCHMARKS.md).
 # With the defaults the whole run takes about 7–9 minutes on 2 cores (plus a cold
@@ -31,13 +31,20 @@ MEASURE=${BENCH_MEASURE_SECS:-2}
 WARMUP=${BENCH_WARMUP_SECS:-0.5}
 SAMPLES=${BENCH_SAMPLES:-20}
 FILTER=${BENCH_FILTER:-}
-OUT=${BENCH_OUT:-BENCHMARKS.md}
+# A filtered run measures some rows only: its report goes beside the results, not over
+# the run of record, unless BENCH_OUT says where.
+if [ -n "$FILTER" ]; then
+  OUT=${BENCH_OUT:-}
+else
+  OUT=${BENCH_OUT:-BENCHMARKS.md}
+fi
 
 target=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 side="$target/bench-report"
 rm -rf "$side" "$target/criterion" # the report reads this run's results only
 mkdir -p "$side"
+[ -n "$OUT" ] || OUT="$side/BENCHMARKS.partial.md"
 
 nproc_=$(nproc)
 python3 - "$side/meta.json" <<EOF
@@ -59,9 +66,15 @@ json.dump({
   "kernel": platform.release(),
   "load_before": " ".join(open("/proc/loadavg").read().split()[0:3]),
   "criterion": "warm-up ${WARMUP} s, measurement ${MEASURE} s, ${SAMPLES} samples per benchmark",
-  "commit": sh("git", "rev-parse", "--short", "HEAD") + (" + uncommitted changes in core/ffi/wasm/benches" if sh("git", "status", "--porcelain", "--untracked-files=no", "--", "core", "ffi", "wasm", "benches", ":!*.md") else ""),
+  "commit": sh("git", "rev-parse", "--short", "HEAD") + (" + uncommitted changes in the code measured (core, ffi, wasm, benches, scripts, Cargo.toml, Cargo.lock)" if sh("git", "status", "--porcelain", "--untracked-files=no", "--", "core", "ffi", "wasm", "benches", "scripts", "Cargo.toml", "Cargo.lock", ":!*.md") else ""),
 }, open(sys.argv[1], "w"), indent=1)
 EOF
+
+# The workloads' own unit tests first (each does what its name says: every acquire
+# granted, every hand-off a grant, the sizes as labelled), in the optimised build the
+# timings use: a tree where they fail is not measured.
+log "the workloads' unit tests (cargo test --release -p fencelock-bench --lib)"
+cargo test --release --quiet -p fencelock-bench --lib
 
 log "criterion: benches core + ffi (measurement ${MEASURE}s, warm-up ${WARMUP}s, ${SAMPLES} samples)"
 # shellcheck disable=SC2086
@@ -101,39 +114,62 @@ if [ "$callgrind" = 1 ]; then
   # the operations added, which cancels the setup and the first, cold repetition (as
   # scripts/bench-ffi-ops.sh does). The cache and branch simulation give D1 misses and
   # mispredicts per op.
-  # The simulated last-level cache is the per-core cache /proc/cpuinfo reports (valgrind
-  # would otherwise take a shared L3, which a VM may report as hundreds of MB), so "LL
-  # misses" are what misses this core's own cache.
+  # The simulated last-level cache is the cache /proc/cpuinfo reports, rounded down to a
+  # power of two (valgrind simulates no other size) and at most 32 MiB (a VM may report
+  # its host's shared cache, hundreds of MB, as if it were one core's); valgrind's own
+  # guess when /proc/cpuinfo says nothing. The size used is in the report.
   ll_kb=$(sed -n 's/^cache size[[:space:]]*:[[:space:]]*\([0-9]*\) KB.*/\1/p' /proc/cpuinfo | head -n 1)
   ll_opt=()
-  if [ -n "$ll_kb" ] && [ "$ll_kb" -ge 64 ] && [ $((ll_kb & (ll_kb - 1))) = 0 ]; then
+  if [ -n "$ll_kb" ] && [ "$ll_kb" -ge 64 ]; then
+    p=64
+    while [ $((p * 2)) -le "$ll_kb" ] && [ $((p * 2)) -le 32768 ]; do p=$((p * 2)); done
+    ll_kb=$p
     ll_opt=("--LL=$((ll_kb * 1024)),16,64")
   else
     ll_kb=0
   fi
-  counts() { # program toggle args... -> "ir d1 ll bm" of the toggled functions
-    local prog=$1 toggle=$2
+  counts() { # program toggle args... -> "ir d1 ll bm" of the toggled functions, or "failed"
+    local prog=$1 toggle=$2 out
     shift 2
-    valgrind --tool=callgrind --cache-sim=yes --branch-sim=yes "${ll_opt[@]}" \
-      --toggle-collect="$toggle" --callgrind-out-file=/dev/null "$prog" "$@" 2>&1 | python3 -c '
+    # A run that failed (the program panicked, valgrind could not run it) or counted
+    # nothing is no count: "failed", said on stderr, never a 0 that a ratio would take as
+    # a real (and met) figure.
+    if ! out=$(valgrind --tool=callgrind --cache-sim=yes --branch-sim=yes "${ll_opt[@]}" \
+      --toggle-collect="$toggle" --callgrind-out-file=/dev/null "$prog" "$@" 2>&1); then
+      log "callgrind: $prog $* failed: $(tail -n 3 <<<"$out" | tr '\n' ' ')" >&2
+      echo failed
+      return
+    fi
+    python3 -c '
 import re, sys
 t = sys.stdin.read()
 def n(label):
     m = re.search(label + r":\s+([\d,]+)", t)
-    return int(m.group(1).replace(",", "")) if m else 0
-print(n(r"I\s+refs"), n(r"D1\s+misses"), n(r"LLd\s+misses"), n("Mispredicts"))
-'
+    return int(m.group(1).replace(",", "")) if m else None
+v = [n(r"I\s+refs"), n(r"D1\s+misses"), n(r"LLd\s+misses"), n("Mispredicts")]
+print("failed" if None in v or v[0] == 0 else " ".join(map(str, v)))
+' <<<"$out"
   }
   per_op() { # workload size lo hi ops_per_rep [program toggle] -> {"ir":..,"d1":..,"ll":..,"bm":..} per op
     local prog=${6:-$ops} toggle=${7:-fencelock_bench::*::run} a b
     a=$(counts "$prog" "$toggle" "$1" "$2" "$3")
     b=$(counts "$prog" "$toggle" "$1" "$2" "$4")
+    # A failed run, or a count that did not grow with the repetitions (the toggled
+    # function no longer found), is reported as an error: the report says "no callgrind
+    # count" for it.
     python3 -c '
 import sys
+if "failed" in (sys.argv[1], sys.argv[2]):
+    print("{\"error\": \"a callgrind run failed\"}")
+    sys.exit()
 a = [int(x) for x in sys.argv[1].split()]
 b = [int(x) for x in sys.argv[2].split()]
 ops = (int(sys.argv[4]) - int(sys.argv[3])) * int(sys.argv[5])
-print("{\"ir\": %.1f, \"d1\": %.2f, \"ll\": %.2f, \"bm\": %.2f}" % tuple((y - x) / ops for x, y in zip(a, b)))
+per = [(y - x) / ops for x, y in zip(a, b)]
+if per[0] <= 0:
+    print("{\"error\": \"the count did not grow with the repetitions\"}")
+else:
+    print("{\"ir\": %.1f, \"d1\": %.2f, \"ll\": %.2f, \"bm\": %.2f}" % tuple(per))
 ' "$a" "$b" "$3" "$4" "$5"
   }
   # Repetitions: about 2k operations at the low count and three times that at the high one.
@@ -166,6 +202,10 @@ print("{\"ir\": %.1f, \"d1\": %.2f, \"ll\": %.2f, \"bm\": %.2f}" % tuple((y - x)
       echo "\"c_host_uncontended/1024\": $(per_op uncontended_pending 1024 2 6 1024 "$side/c/ops" run_uncontended_pending),"
       # ... and 64 inputs per fencelock_service_submit call (information beside the goal).
       echo "\"c_host_batch/1024\": $(per_op uncontended_batch 1024 2 6 1024 "$side/c/ops" run_uncontended_batch),"
+    elif command -v gcc >/dev/null 2>&1; then
+      skip c-host "the C host (ffi/tests/c/ops.c) did not build" >&2
+    else
+      skip c-host "gcc not installed" >&2
     fi
     echo "\"ll_kb\": $ll_kb"
     echo "}"
@@ -191,7 +231,8 @@ if [ "${BENCH_WASM:-1}" != 0 ]; then
     if UPDATE_DOCS=1 scripts/build-wasm.sh >/dev/null; then
       built=true
     else
-      log "wasm build failed; measuring the existing wasm/pkg if any"
+      log "wasm build failed; its sizes are reported as the existing wasm/pkg's, marked, and its speed is not measured"
+      skip wasm-build "the wasm build failed: wasm/pkg is from an earlier build"
     fi
   fi
   # The floor: the core's lock rules behind the thinnest binding, built the same way.
@@ -229,25 +270,35 @@ if [ "${BENCH_WASM:-1}" != 0 ]; then
     node benches/js/bench.mjs wasm/pkg/node >"$side/wasm.json"
     if [ "$callgrind" = 1 ]; then
       # Instructions per acquire + release through node, as benches/js/instructions.cjs's
-      # header says: the whole process at two round counts (256 pairs a round), V8 on
+      # header says: the whole process at two round counts (1024 pairs a round), V8 on
       # one thread compiling the module up front, the difference divided by the pairs added.
-      read -r lo hi <<<"${BENCH_WASM_ROUNDS:-24 224}"
+      read -r lo hi <<<"${BENCH_WASM_ROUNDS:-6 56}"
       log "callgrind: wasm under node, rounds $lo -> $hi"
-      wasm_ir() { # workload rounds -> instructions of the whole process
-        valgrind --tool=callgrind --smc-check=all-non-file --callgrind-out-file=/dev/null \
+      wasm_ir() { # workload rounds -> "instructions pairs_per_round" of the whole process ("" if it failed)
+        local out
+        if out=$(valgrind --tool=callgrind --smc-check=all-non-file --callgrind-out-file=/dev/null \
           node --single-threaded --no-liftoff --no-wasm-tier-up \
-          benches/js/instructions.cjs wasm/pkg/node "$1" "$2" 2>&1 |
-          sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | head -n 1
+          benches/js/instructions.cjs wasm/pkg/node "$1" "$2" 2>&1); then
+          echo "$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' <<<"$out" | head -n 1) $(sed -n 's/^pairs_per_round=\([0-9]*\) .*/\1/p' <<<"$out" | head -n 1)"
+        else
+          log "callgrind: wasm workload $1 failed: $(tail -n 3 <<<"$out" | tr '\n' ' ')" >&2
+        fi
       }
       {
-        echo "{\"rounds\": [$lo, $hi], \"pairs_per_round\": 256,"
-        sep=""
+        echo "{\"rounds\": [$lo, $hi],"
         for w in acqrel-id acqrel-fast acqrel acqrel-lite; do
           a=$(wasm_ir "$w" "$lo")
           b=$(wasm_ir "$w" "$hi")
-          printf '%s"%s": %s\n' "$sep" "$w" "$(python3 -c "print(round(($b - $a) / (($hi - $lo) * 256), 1))")"
-          sep=","
+          # A workload that failed (the small module missing, say), or whose count did not
+          # grow, is null: "no wasm count" in the report, and the rest of the run goes on.
+          printf '"%s": %s,\n' "$w" "$(python3 -c '
+import sys
+a, b, lo, hi = sys.argv[1].split(), sys.argv[2].split(), int(sys.argv[3]), int(sys.argv[4])
+ok = len(a) == 2 and len(b) == 2 and a[1] == b[1] and int(b[0]) > int(a[0])
+print(round((int(b[0]) - int(a[0])) / ((hi - lo) * int(a[1])), 1) if ok else "null")
+' "$a" "$b" "$lo" "$hi")"
         done
+        echo "\"pairs_per_round\": $(sed -n 's/^const PAIRS_PER_ROUND = \([0-9]*\);$/\1/p' benches/js/instructions.cjs)"
         echo "}"
       } >"$side/wasm-callgrind.json"
     fi

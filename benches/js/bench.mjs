@@ -31,6 +31,20 @@ const SECS = Number(process.env.BENCH_JS_SECS ?? '1');
 const SAMPLES = 5;
 const FOREVER_TTL = 2 ** 40;
 let sink = 0; // keeps results observable
+// Reply codes of the typed calls: granted 3, released 6.
+const CODES = 3 + 6;
+/**
+ * Checked after a timed run, outside its time: `got` (the sum of the replies' codes, or
+ * of their kinds' lengths) is `each` for every one of `pairs` acquire + release pairs, so
+ * every acquire was granted and every release released — a refused call is never timed
+ * as an operation.
+ */
+function granted(got, pairs, each) {
+  if (got !== pairs * each) {
+    throw new Error(`not every acquire was granted and every release released (${got} against ${pairs * each})`);
+  }
+  sink += got;
+}
 
 const names = (prefix, n) =>
   Array.from({ length: n }, (_, i) => `${prefix}/${String(i).padStart(8, '0')}`);
@@ -61,11 +75,14 @@ function uncontended(n) {
     perIter: n,
     run(iters) {
       const t = now();
+      let got = 0;
       for (let k = 0; k < iters; k++) {
-        for (const name of ns) sink += svc.acquire(0, s, name, TRY).events.length;
-        for (const name of ns) sink += svc.release(0, s, name).events.length;
+        for (const name of ns) got += svc.acquire(0, s, name, TRY).reply.kind.length;
+        for (const name of ns) got += svc.release(0, s, name).reply.kind.length;
       }
-      return Number(now() - t);
+      const ns_ = Number(now() - t);
+      granted(got, iters * n, 'granted'.length + 'released'.length);
+      return ns_;
     },
   };
 }
@@ -79,11 +96,13 @@ function uncontendedFast(n) {
     perIter: n,
     run(iters) {
       const t = now();
+      let got = 0;
       for (let k = 0; k < iters; k++) {
-        for (const name of ns) sink += svc.acquireFast(0, s, name, 0, 0);
-        for (const name of ns) sink += svc.releaseFast(0, s, name);
+        for (const name of ns) got += svc.acquireFast(0, s, name, 0, 0);
+        for (const name of ns) got += svc.releaseFast(0, s, name);
       }
       const ns_ = Number(now() - t);
+      granted(got, iters * n, CODES);
       if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
       return ns_;
     },
@@ -100,11 +119,13 @@ function uncontendedId(n) {
     perIter: n,
     run(iters) {
       const t = now();
+      let got = 0;
       for (let k = 0; k < iters; k++) {
-        for (const id of ids) sink += svc.acquireFastId(0, s, id, 0, 0);
-        for (const id of ids) sink += svc.releaseFastId(0, s, id);
+        for (const id of ids) got += svc.acquireFastId(0, s, id, 0, 0);
+        for (const id of ids) got += svc.releaseFastId(0, s, id);
       }
       const ns_ = Number(now() - t);
+      granted(got, iters * n, CODES);
       if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
       return ns_;
     },
@@ -122,11 +143,13 @@ function uncontendedLite(n) {
     perIter: n,
     run(iters) {
       const t = now();
+      let got = 0;
       for (let k = 0; k < iters; k++) {
-        for (const name of ns) sink += svc.acquire(0, s, name, 0, 0);
-        for (const name of ns) sink += svc.release(0, s, name);
+        for (const name of ns) got += svc.acquire(0, s, name, 0, 0);
+        for (const name of ns) got += svc.release(0, s, name);
       }
       const ns_ = Number(now() - t);
+      granted(got, iters * n, CODES);
       if (svc.pendingEvents() !== 0) throw new Error('uncontended acquire/release left events');
       return ns_;
     },
