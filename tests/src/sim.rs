@@ -101,15 +101,14 @@ impl Fault {
     /// Every fault this build has; its `Debug` name is what a replay line's `SIM_FAULT=`
     /// says.
     pub fn all() -> Vec<Fault> {
-        let mut all = vec![
+        vec![
             Fault::None,
             Fault::GateAcceptsLower,
             Fault::HostStampsStaleTime,
             Fault::RouterDropsReleasedWatcherEvents,
-        ];
-        #[cfg(feature = "fault-injection")]
-        all.push(Fault::CoreExpiryAfterGrants);
-        all
+            #[cfg(feature = "fault-injection")]
+            Fault::CoreExpiryAfterGrants,
+        ]
     }
 }
 
