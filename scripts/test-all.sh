@@ -10,6 +10,16 @@ step "lock files match the manifests"
 for manifest in Cargo.toml fuzz/Cargo.toml tests/bare-metal/Cargo.toml server/bench/Cargo.toml; do
   cargo metadata --locked --format-version 1 --manifest-path "$manifest" >/dev/null
 done
+# A failure's replay line sets these to rerun one seed, one run, one proptest case by
+# hand; left in the environment they would change what the whole run tests (a fault
+# injected into a seed, a shorter simulation), so the whole run starts without them.
+for v in SEED SIM_STEPS SIM_HOST SIM_FAULT SIM_SEEDS SIM_FIRST_SEED FENCELOCK_SEED \
+  PROPTEST_CASES PROPTEST_RNG_SEED; do
+  if [ -n "${!v:-}" ]; then
+    echo "[test-all] $v=${!v} in the environment: ignored (a replay's setting)"
+    unset "$v"
+  fi
+done
 step "format and lints"
 make --no-print-directory lint
 step "Rust tests (core and workspace)"

@@ -31,7 +31,7 @@ target=$(cargo metadata --format-version 1 --no-deps |
 # environment (to replay one failure, say) would shrink the run with no figure showing it
 # (one determinism seed instead of 60, its coverage checks off), so `make test` sets them.
 if [ "$mode" = test ]; then
-  for v in FENCELOCK_SEED SIM_STEPS SIM_FIRST_SEED PROPTEST_CASES PROPTEST_RNG_SEED SIM_SEEDS SEED SIM_HOST; do
+  for v in FENCELOCK_SEED SIM_STEPS SIM_FIRST_SEED PROPTEST_CASES PROPTEST_RNG_SEED SIM_SEEDS SEED SIM_HOST SIM_FAULT SIM_MODEL; do
     if [ -n "${!v:-}" ]; then
       echo "[verify] $v=${!v} in the environment: ignored (the full run's sizes are used)"
       unset "$v"

@@ -227,6 +227,8 @@ pub struct SimFailure {
     pub host: Option<HostLoop>,
     /// The fault injected, if any.
     pub fault: Fault,
+    /// Whether the run compared the service with the reference model.
+    pub check_model: bool,
     /// What failed.
     pub message: String,
     /// The last events before the failure.
@@ -251,6 +253,9 @@ impl std::fmt::Display for SimFailure {
         }
         if self.fault != Fault::None {
             write!(f, " SIM_FAULT={:?}", self.fault)?;
+        }
+        if !self.check_model {
+            write!(f, " SIM_MODEL=off")?;
         }
         writeln!(
             f,
@@ -1205,6 +1210,7 @@ pub fn run(cfg: SimConfig) -> Result<SimReport, Box<SimFailure>> {
             steps: cfg.steps,
             host: cfg.host,
             fault: cfg.fault,
+            check_model: cfg.check_model,
             message,
             trace: w.trace.into_iter().collect(),
         })),

@@ -63,6 +63,11 @@ fn replay_seed() {
             .find(|l| l.name() == h)
             .unwrap_or_else(|| panic!("SIM_HOST={h:?}: tick_first, on_timer or never_ticks"))
     });
+    match std::env::var("SIM_MODEL").as_deref() {
+        Ok("off") => cfg.check_model = false,
+        Ok(other) => panic!("SIM_MODEL={other:?}: off, or unset"),
+        Err(_) => {}
+    }
     if let Ok(f) = std::env::var("SIM_FAULT") {
         cfg.fault = Fault::all()
             .into_iter()
@@ -77,13 +82,15 @@ fn replay_seed() {
 
 /// A failure's replay line names every setting that chose its path, so the run it prints
 /// is the run that failed: the seed, a length other than the default, a host loop given
-/// to the run, a fault, and the profile `make test` ran it in (debug assertions on).
+/// to the run, a fault, the model check turned off, and the profile `make test` ran it
+/// in (debug assertions on).
 #[test]
 fn a_failure_prints_a_replay_line_that_reproduces_it() {
     let mut cfg = SimConfig::new(0);
     cfg.fault = Fault::HostStampsStaleTime;
     cfg.host = Some(HostLoop::OnTimer);
     cfg.steps = 1500;
+    cfg.check_model = false;
     let f = (0..300)
         .find_map(|seed| run(SimConfig { seed, ..cfg }).err())
         .expect("the broken host is caught on some seed");
@@ -96,7 +103,7 @@ fn a_failure_prints_a_replay_line_that_reproduces_it() {
         replay,
         format!(
             "replay: SEED={} SIM_STEPS=1500 SIM_HOST=on_timer SIM_FAULT=HostStampsStaleTime \
-             cargo test --profile verify -p fencelock-tests --features fault-injection \
+             SIM_MODEL=off cargo test --profile verify -p fencelock-tests --features fault-injection \
              --test sim -- replay_seed --nocapture",
             f.seed
         )
