@@ -20,7 +20,8 @@
 # BENCH_PAIRS_ROUNDS (interleaved goal pairs, default 200), BENCH_WASM_ROUNDS (the two
 # round counts of the wasm instruction count, default "6 56"), BENCH_WASM=0 /
 # BENCH_CALLGRIND=0 to skip those parts (the report then says "not measured" for what
-# they measure), BENCH_OUT (default BENCHMARKS.md).
+# they measure), BENCH_OUT (default BENCHMARKS.md; with BENCH_FILTER, the partial report goes
+# to bench-report/BENCHMARKS.partial.md in the target dir unless BENCH_OUT says where).
 # With the defaults the whole run takes about 7–9 minutes on 2 cores (plus a cold
 # release build, ~1–3 min, and a cold build of the wasm floor, ~1 min).
 set -euo pipefail
@@ -232,8 +233,10 @@ if [ "${BENCH_WASM:-1}" != 0 ]; then
       built=true
     else
       log "wasm build failed; its sizes are reported as the existing wasm/pkg's, marked, and its speed is not measured"
-      skip wasm-build "the wasm build failed: wasm/pkg is from an earlier build"
     fi
+  fi
+  if [ "$built" != true ]; then
+    skip wasm-build "the wasm build failed or did not run: wasm/pkg is not this run's build"
   fi
   # The floor: the core's lock rules behind the thinnest binding, built the same way.
   log "scripts/wasm-floor.sh (the size floor of a module)"
@@ -265,7 +268,7 @@ if [ "${BENCH_WASM:-1}" != 0 ]; then
   else
     skip wasm-size "no wasm/pkg/web (the wasm build failed)"
   fi
-  if [ -f wasm/pkg/node/fencelock_wasm.js ]; then
+  if [ "$built" = true ] && [ -f wasm/pkg/node/fencelock_wasm.js ]; then
     log "wasm under node: benches/js/bench.mjs"
     node benches/js/bench.mjs wasm/pkg/node >"$side/wasm.json"
     if [ "$callgrind" = 1 ]; then
@@ -302,7 +305,7 @@ print(round((int(b[0]) - int(a[0])) / ((hi - lo) * int(a[1])), 1) if ok else "nu
         echo "}"
       } >"$side/wasm-callgrind.json"
     fi
-  else
+  elif [ "$built" = true ]; then
     skip wasm "no wasm/pkg/node (the wasm build failed)"
   fi
 else
