@@ -562,7 +562,10 @@ impl Client {
             st.epoch += 1;
             st.epoch
         };
-        let me = self.clone();
+        // The reader holds the client weakly: a strong handle here would keep the client
+        // (and through it this connection) alive for as long as the node keeps the
+        // connection open, after the program dropped every handle of its own.
+        let me = Arc::downgrade(&self.inner);
         let reader_pending = pending.clone();
         let reader_alive = alive_tx.clone();
         let reader = tokio::spawn(async move {
@@ -584,7 +587,10 @@ impl Client {
                             let _ = tx.send(result);
                         }
                     }
-                    ServerFrame::Push(o) => me.note(o, epoch),
+                    ServerFrame::Push(o) => match me.upgrade() {
+                        Some(inner) => Client { inner }.note(o, epoch),
+                        None => break None,
+                    },
                     ServerFrame::Malformed(_) => break None,
                 }
             };
@@ -602,7 +608,9 @@ impl Client {
                 } // else dropped: "connection lost"
             }
             let _ = alive_tx.send(false);
-            me.inner.changed.send_modify(|v| *v += 1);
+            if let Some(inner) = me.upgrade() {
+                inner.changed.send_modify(|v| *v += 1);
+            }
         });
         let conn = Arc::new(Conn {
             writer: tokio::sync::Mutex::new(BufWriter::new(w)),
@@ -1850,6 +1858,13 @@ impl Session {
             loop {
                 {
                     let mut st = self.client.st();
+                    // A session known lost first: a grant pushed before the loss is no
+                    // hold now (its session's expiry released it), and answering it would
+                    // start a holder on a lock it no longer has.
+                    if st.lost.contains(&self.id) {
+                        st.lock_events.remove(key);
+                        return Ok(Acquired::SessionLost);
+                    }
                     if verify {
                         if st.lock_events.remove(key).is_some() {
                             break; // ask the core
@@ -1857,9 +1872,6 @@ impl Session {
                     } else if let Some(ev) = st.lock_events.remove(key) {
                         // Taken: a session that locks many names keeps no record of each.
                         return Ok(ev);
-                    }
-                    if st.lost.contains(&self.id) {
-                        return Ok(Acquired::SessionLost);
                     }
                 }
                 // The connection that answered died (a node restart, a leader change, or
@@ -2040,6 +2052,9 @@ pub struct LeaseGuard {
     keeper: Arc<Mutex<fencelock::SessionKeeper>>,
     clock: LeaseClock,
     task: tokio::task::JoinHandle<()>,
+    /// Its session: a loss the client already knows of (a `SessionExpired` push, a
+    /// re-attach refused) ends the lease at once, not at the guard's next keep-alive.
+    session: Arc<Session>,
 }
 
 /// A moment on the clock a [`LeaseGuard`] times leases by: one that counts while the host
@@ -2191,6 +2206,7 @@ impl LeaseGuard {
         let keeper = Arc::new(Mutex::new(k));
         let kk = keeper.clone();
         let c = clock.clone();
+        let guarded = session.clone();
         let task = tokio::spawn(async move {
             loop {
                 let due = {
@@ -2236,16 +2252,18 @@ impl LeaseGuard {
             keeper,
             clock,
             task,
+            session: guarded,
         })
     }
 
     /// The lease now, by the guard's clock (which counts a host suspend). Cost: O(1).
     pub fn lease(&self) -> fencelock::Lease {
         let now = self.clock.now();
-        self.keeper
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .lease(now)
+        let mut keeper = self.keeper.lock().unwrap_or_else(|p| p.into_inner());
+        if self.session.is_lost() {
+            keeper.session_lost();
+        }
+        keeper.lease(now)
     }
 
     /// When the lease stops being safe ([`fencelock::Lease::Safe`]'s `until`, on the
@@ -2260,7 +2278,8 @@ impl LeaseGuard {
         }
     }
 
-    /// True only while the lease is certainly valid. Cost: O(1).
+    /// True only while the lease is certainly valid: false past its safe window, and at
+    /// once when the client knows the session is lost. Cost: O(1).
     pub fn may_act(&self) -> bool {
         matches!(self.lease(), fencelock::Lease::Safe { .. })
     }
@@ -2852,6 +2871,34 @@ mod tests {
         );
     }
 
+    /// A client the program dropped closes its connection: the reader task holds it
+    /// weakly, so the last handle going drops the connection, and its reader stops. (It
+    /// held the client, which held the connection: the node saw the connection stay open
+    /// until its own idle timeout, 60 s.)
+    #[tokio::test]
+    async fn a_dropped_client_closes_its_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let node = tokio::spawn(async move {
+            let (a, _) = listener.accept().await.unwrap();
+            let (ar, mut aw) = a.into_split();
+            let mut ar = BufReader::new(ar);
+            let f = next_request(&mut ar).await;
+            assert!(matches!(f.req, Request::Holders { .. }), "{:?}", f.req);
+            answer(&mut aw, f.id, Ok(Reply::Holders(vec![]))).await;
+            // What comes next: the end of the stream, once the client is gone.
+            frame::read::<_, ClientFrame>(&mut ar, MAX_CLIENT_FRAME).await
+        });
+        let client = Client::with_timeouts(vec![addr], impatient());
+        assert_eq!(within(client.holders("x")).await, Ok(vec![]));
+        drop(client);
+        let end = tokio::time::timeout(Duration::from_secs(5), node)
+            .await
+            .expect("the connection is closed once the client is dropped")
+            .unwrap();
+        assert!(matches!(end, Ok(None)), "{end:?}");
+    }
+
     /// A node that answers backup and export pages whose total grows with each page (or
     /// is past the limits) cannot make the client collect without end: a total other
     /// than the first page's, or above the limit, is refused at that page.
@@ -3346,6 +3393,47 @@ mod tests {
         let _conn = node.await.unwrap();
     }
 
+    /// A waiting acquire that finds its session lost answers `SessionLost`, even when a
+    /// grant was pushed before the loss: the session's expiry released that hold, and a
+    /// `Granted` would start a holder on a lock it no longer has.
+    #[tokio::test]
+    async fn a_waiting_acquire_of_a_lost_session_is_not_granted() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let client = Client::new(vec![addr]);
+        let node = tokio::spawn(async move {
+            let (a, _) = listener.accept().await.unwrap();
+            let (ar, mut aw) = a.into_split();
+            let mut ar = BufReader::new(ar);
+            answer_open(&mut ar, &mut aw, 1, 7, 10_000).await;
+            let f = next_request(&mut ar).await;
+            assert!(matches!(f.req, Request::Acquire { .. }), "{:?}", f.req);
+            let queued = fencelock::Reply::Queued {
+                mode: Mode::Exclusive,
+                position: 1,
+            };
+            answer(&mut aw, f.id, done(queued)).await;
+            // The grant, then the session's expiry, in one write: the client reads both
+            // before the acquire looks again.
+            let mut both = frame::encode(&ServerFrame::Push(granted(5))).unwrap();
+            both.extend(
+                frame::encode(&ServerFrame::Push(Output::SessionExpired {
+                    session: SessionId(1),
+                }))
+                .unwrap(),
+            );
+            aw.write_all(&both).await.unwrap();
+            (ar, aw)
+        });
+        let session = client.open_session(10_000).await.unwrap();
+        let got = within(session.acquire("x", Mode::Exclusive, WaitSpec::Forever))
+            .await
+            .unwrap();
+        assert_eq!(got, Acquired::SessionLost);
+        assert!(client.st().lock_events.is_empty(), "the grant was not kept");
+        let _conn = node.await.unwrap();
+    }
+
     /// A node that redirected the client (here: answered an acquire `NotLeader`) keeps
     /// its end of the connection open and later pushes a grant on it, as a deposed leader
     /// applying entries late does. The client closes that connection when it drops it —
@@ -3464,6 +3552,34 @@ mod tests {
         FAKE_MS.fetch_add(1, Ordering::SeqCst);
         assert!(!guard.may_act(), "ttl - margin after the open");
         assert_eq!(guard.safe_until(), None, "not safe: no deadline");
+    }
+
+    /// A loss the client already knows of ends the lease at the next look: the guard does
+    /// not wait for its own next keep-alive to find out (with a keep-alive interval of a
+    /// quarter of the ttl, a holder could act for that long on a session the client had
+    /// been told was gone).
+    #[tokio::test]
+    async fn a_session_the_client_knows_lost_ends_the_lease_at_once() {
+        let client = Client::new(vec![]);
+        let session = Arc::new(Session {
+            client: client.clone(),
+            id: 1,
+            secret: SessionSecret([7; 16]),
+            requests: Default::default(),
+            background: Default::default(),
+        });
+        client.st().handles.insert(1);
+        let now = lease_clock_ms();
+        let clock = LeaseClock {
+            origin: now,
+            read: lease_clock_ms,
+        };
+        let guard = LeaseGuard::start_on(session, 60_000, 15_000, 2_000, clock).unwrap();
+        assert!(guard.may_act(), "just opened");
+        // The client hears the session is gone (a push, a refused re-attach).
+        client.lose(1);
+        assert!(!guard.may_act(), "the client knows the session is lost");
+        assert_eq!(guard.lease(), fencelock::Lease::Expired);
     }
 
     /// On Linux the guard's clock is `CLOCK_BOOTTIME`, which a suspend advances, not the

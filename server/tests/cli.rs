@@ -338,6 +338,57 @@ fn a_lost_lease_stops_the_command_and_its_grandchild() {
     );
 }
 
+/// A command that ignores SIGTERM and stops its own supervisor (the supervisor is its
+/// parent) cannot outlive the lease: when the lease is lost, `lock` SIGKILLs the group
+/// itself at the end of the grace, as the stopped supervisor would have, not a second
+/// later. The lease became unsafe at most ttl − margin after the node died; the command's
+/// last write must come before ttl after it, when the cluster could have expired the
+/// session (the grace, 500 ms here, and the 20 ms look at the lease fit the margin).
+#[test]
+fn a_stopped_supervisor_does_not_carry_the_command_past_the_lease() {
+    let _s = serial();
+    let mut n = Node::start("stuck");
+    let mut holder = n
+        .cli(&["lock", "L", "--ttl-ms", "5000"])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "trap '' TERM; echo $$ > cmd; kill -STOP $PPID; \
+             while :; do date +%s%N >> ticks; sleep 0.02; done",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let cmd = read_pid(&n.path("cmd"));
+    // The command has stopped its supervisor once it writes.
+    let ticks = n.path("ticks");
+    wait_until("the command's first write", Duration::from_secs(20), || {
+        ticks.exists()
+    });
+    let killed_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    n.kill9(); // no keep-alive is acknowledged again
+    let st = wait_exit(&mut holder, Duration::from_secs(20));
+    let err = stderr_of(&mut holder);
+    assert_eq!(st.code(), Some(3), "stderr: {err}");
+    assert!(!running(cmd), "the command still runs");
+    let last = std::fs::read_to_string(n.path("ticks"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().parse::<u64>().ok())
+        .max()
+        .expect("the command wrote");
+    let after_ms = last.saturating_sub(killed_at) / 1_000_000;
+    assert!(
+        after_ms < 5_000,
+        "the command wrote {after_ms} ms after the last keep-alive could be acknowledged: \
+         past the ttl, when the session could have expired"
+    );
+}
+
 /// `lock` stopped (Ctrl-Z, SIGSTOP, a debugger) sends no keep-alive, so its lease runs out
 /// while it cannot act. Its supervisor holds the lease's deadline and stops the command
 /// (and its grandchild) then, by itself: the command's last write comes before the next

@@ -1373,7 +1373,7 @@ async fn lock(
             }
             sig = signals.recv() => {
                 note!("fencelock: {sig}; stopping the command and releasing {name}");
-                stop(&mut sup, kill_after).await;
+                stop(&mut sup, kill_after, Duration::from_secs(1)).await;
                 break Ended::Signal(sig);
             }
             _ = check.tick() => {}
@@ -1381,7 +1381,7 @@ async fn lock(
         lease_file.tell(guard.safe_until());
         if !guard.may_act() {
             note!("fencelock: lease on {name} no longer safe; stopping the command");
-            stop(&mut sup, kill_after).await;
+            stop(&mut sup, kill_after, Duration::ZERO).await;
             break Ended::LeaseLost;
         }
     };
@@ -1435,14 +1435,17 @@ fn supervisor(
 
 /// Stops the supervisor's group: SIGTERM to the group (the supervisor then waits until
 /// every process of it is gone, SIGKILLing the rest after `kill_after`); if the
-/// supervisor itself has not exited a second after that, SIGKILL to the group.
-async fn stop(sup: &mut tokio::process::Child, kill_after: Duration) {
+/// supervisor itself has not exited `slack` after that, SIGKILL to the group. A lost
+/// lease gives no slack: `kill_after` is within the margin before the cluster could
+/// expire the session, and a supervisor that is stopped or stuck must not carry the
+/// command past it; a signal, with no such deadline, gives the supervisor a second.
+async fn stop(sup: &mut tokio::process::Child, kill_after: Duration, slack: Duration) {
     let Some(pid) = sup.id() else {
         return; // already exited and reaped
     };
     let group = Pid::from_raw(pid as i32);
     let _ = killpg(group, Signal::SIGTERM);
-    match tokio::time::timeout(kill_after + Duration::from_secs(1), sup.wait()).await {
+    match tokio::time::timeout(kill_after + slack, sup.wait()).await {
         // The supervisor exited by itself: the group was empty.
         Ok(Ok(st)) if st.signal().is_none() => {}
         // Still running, or ended by a signal (its own SIGKILL of the group, or a kill from
