@@ -629,7 +629,7 @@ impl Client {
     }
 
     /// Authenticates a new connection and re-attaches every session to it.
-    async fn start_conn(&self, conn: &Conn) -> Result<(), ClientError> {
+    async fn start_conn(&self, conn: &Arc<Conn>) -> Result<(), ClientError> {
         // The token first: every later request on this connection is judged by it.
         if let Some(token) = self.inner.options.token.clone() {
             self.send(
@@ -642,13 +642,27 @@ impl Client {
         }
         // Renew every session at once on the new connection — after a leader change this
         // is the first chance to — which also re-attaches it (its pushes come here now).
+        // Sent side by side, at most REATTACH_AT_ONCE in flight (below a node's limit per
+        // connection): the node's proposer puts the keep-alives that arrive during one
+        // flush into one entry, so hundreds of sessions re-attach in a few replicated
+        // writes, not one write each while every other call waits for this connection.
         let sessions: Vec<(u64, SessionSecret)> =
             self.st().attached.iter().map(|(s, k)| (*s, *k)).collect();
+        let room = Arc::new(tokio::sync::Semaphore::new(REATTACH_AT_ONCE));
+        let mut sent = tokio::task::JoinSet::new();
         for (session, secret) in sessions {
-            match self
-                .send(conn, Request::KeepAlive { session, secret })
-                .await
-            {
+            let (me, conn, room) = (self.clone(), conn.clone(), room.clone());
+            sent.spawn(async move {
+                let _turn = room.acquire_owned().await;
+                let r = me.send(&conn, Request::KeepAlive { session, secret }).await;
+                (session, r)
+            });
+        }
+        while let Some(done) = sent.join_next().await {
+            let Ok((session, r)) = done else {
+                continue; // not aborted or panicked here: a send ends in its result
+            };
+            match r {
                 Ok(_) => {}
                 Err(e) if outcome_unknown(&e) => {
                     if let ClientError::NotLeader { leader } = &e {
@@ -656,6 +670,8 @@ impl Client {
                             .clone()
                             .filter(|a| crate::membership::address_text(a));
                     }
+                    // The connection is dropped; the keep-alives still out go with it.
+                    sent.abort_all();
                     return Err(e);
                 }
                 // It ended while we were away (`unknown_session`), or the node refuses to
@@ -1240,6 +1256,10 @@ struct Hops {
     /// How many redirects named one of them again.
     repeats: u32,
 }
+
+/// How many sessions a new connection re-attaches at once (keep-alives in flight on it):
+/// well below a node's limit per connection (`net::MAX_IN_FLIGHT`, 256).
+const REATTACH_AT_ONCE: usize = 64;
 
 /// How many distinct leader hints one call remembers.
 const HINTS_KEPT: usize = 16;
@@ -3122,6 +3142,77 @@ mod tests {
             assert_eq!(said(within(client.export(Default::default())).await), why);
         }
         node.abort();
+    }
+
+    /// A new connection re-attaches its sessions side by side, not one replicated
+    /// keep-alive after another while every other call waits: here the node answers none
+    /// of the keep-alives until it has read them all (one at a time, the second would never
+    /// come, and the read below would wait for ever).
+    #[tokio::test]
+    async fn sessions_are_reattached_side_by_side() {
+        const N: u64 = 5;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let client = Client::new(vec![addr]);
+        let node = tokio::spawn(async move {
+            {
+                let (a, _) = listener.accept().await.unwrap();
+                let (ar, mut aw) = a.into_split();
+                let mut ar = BufReader::new(ar);
+                for id in 1..=N {
+                    answer_open(&mut ar, &mut aw, id, id as u8, 60_000).await;
+                }
+            } // the first connection is dropped
+            let (a, _) = listener.accept().await.unwrap();
+            let (ar, mut aw) = a.into_split();
+            let mut ar = BufReader::new(ar);
+            let mut ids = Vec::new();
+            let mut sessions = std::collections::BTreeSet::new();
+            while ids.len() < N as usize {
+                let f = next_request(&mut ar).await;
+                match f.req {
+                    Request::KeepAlive { session, .. } => {
+                        sessions.insert(session);
+                        ids.push(f.id);
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            assert_eq!(sessions, (1..=N).collect(), "each session once");
+            for id in ids {
+                let kept = fencelock::Reply::KeptAlive {
+                    expires_at: Tick(60_000),
+                };
+                answer(&mut aw, id, done(kept)).await;
+            }
+            let f = next_request(&mut ar).await;
+            assert!(matches!(f.req, Request::Holders { .. }), "{:?}", f.req);
+            answer(&mut aw, f.id, Ok(Reply::Holders(vec![]))).await;
+            (ar, aw)
+        });
+        let mut held = Vec::new();
+        for _ in 0..N {
+            held.push(client.open_session(60_000).await.unwrap());
+        }
+        let mut changed = client.inner.changed.subscribe();
+        let mut tries = 0;
+        let r = loop {
+            // The first attempts may find the first connection still up, then closed.
+            tries += 1;
+            match within(client.holders("x")).await {
+                Err(ClientError::Unavailable(_)) if tries < 100 => {
+                    let _ =
+                        tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
+                }
+                r => break r,
+            }
+        };
+        assert_eq!(r, Ok(vec![]), "the read is served on the new connection");
+        assert!(
+            held.iter().all(|s| !s.is_lost()),
+            "every session re-attached"
+        );
+        let _conn = within(node).await.unwrap();
     }
 
     /// A session the node refuses to re-attach on a new connection (its keep-alive
