@@ -659,8 +659,11 @@ impl Client {
             });
         }
         while let Some(done) = sent.join_next().await {
-            let Ok((session, r)) = done else {
-                continue; // not aborted or panicked here: a send ends in its result
+            let (session, r) = match done {
+                Ok(sent) => sent,
+                // Nothing aborts them while they are read here, and a send does not
+                // panic: one that did is a bug, and goes on as the panic it was.
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
             };
             match r {
                 Ok(_) => {}
