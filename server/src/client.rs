@@ -2721,6 +2721,26 @@ mod tests {
             .expect("ends")
     }
 
+    /// A read of lock `x`'s holders once the client has reconnected: the first attempts
+    /// may find the first connection still up, then closed (`Unavailable`), and are
+    /// repeated, at most 100 times.
+    async fn holders_after_reconnect(
+        client: &Client,
+    ) -> Result<Vec<fencelock::Holder>, ClientError> {
+        let mut changed = client.inner.changed.subscribe();
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match within(client.holders("x")).await {
+                Err(ClientError::Unavailable(_)) if tries < 100 => {
+                    let _ =
+                        tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// The message of an `Unavailable`; anything else fails the test.
     fn said<T: std::fmt::Debug>(r: Result<T, ClientError>) -> String {
         match r {
@@ -3197,19 +3217,7 @@ mod tests {
         for _ in 0..N {
             held.push(client.open_session(60_000).await.unwrap());
         }
-        let mut changed = client.inner.changed.subscribe();
-        let mut tries = 0;
-        let r = loop {
-            // The first attempts may find the first connection still up, then closed.
-            tries += 1;
-            match within(client.holders("x")).await {
-                Err(ClientError::Unavailable(_)) if tries < 100 => {
-                    let _ =
-                        tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
-                }
-                r => break r,
-            }
-        };
+        let r = holders_after_reconnect(&client).await;
         assert_eq!(r, Ok(vec![]), "the read is served on the new connection");
         assert!(
             held.iter().all(|s| !s.is_lost()),
@@ -3264,19 +3272,7 @@ mod tests {
         });
         let one = client.open_session(60_000).await.unwrap();
         let two = client.open_session(60_000).await.unwrap();
-        let mut changed = client.inner.changed.subscribe();
-        let mut tries = 0;
-        let r = loop {
-            // The first attempts may find the first connection still up, then closed.
-            tries += 1;
-            match client.holders("x").await {
-                Err(ClientError::Unavailable(_)) if tries < 100 => {
-                    let _ =
-                        tokio::time::timeout(Duration::from_millis(50), changed.changed()).await;
-                }
-                r => break r,
-            }
-        };
+        let r = holders_after_reconnect(&client).await;
         assert_eq!(r, Ok(vec![]), "the read is served");
         assert!(one.is_lost(), "the refused session is lost");
         assert!(!two.is_lost(), "the other is not");

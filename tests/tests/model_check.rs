@@ -1529,6 +1529,15 @@ fn fault_found(m: &LockModel, property: &'static str, fault: &str) -> Vec<Action
     actions
 }
 
+/// The state `m` reaches along `actions` from its initial state (each must apply).
+fn replay(m: &LockModel, actions: Vec<Action>) -> State {
+    let mut st = m.init_states().remove(0);
+    for a in actions {
+        st = m.next_state(&st, a).expect("path replays");
+    }
+    st
+}
+
 fn full() -> bool {
     !cfg!(debug_assertions) || std::env::var_os("MODEL_CHECK_FULL").is_some()
 }
@@ -1687,10 +1696,7 @@ fn fault_core_expiry_after_grants_is_found() {
         core_fault: false,
         ..m
     };
-    let mut st = good.init_states().remove(0);
-    for a in actions {
-        st = good.next_state(&st, a).expect("path replays");
-    }
+    let st = replay(&good, actions);
     assert!(!st.granted_to_dead);
 }
 
@@ -1711,10 +1717,7 @@ fn fault_core_reusing_a_token_is_found() {
         reuse_token: false,
         ..m
     };
-    let mut st = good.init_states().remove(0);
-    for a in actions {
-        st = good.next_state(&st, a).expect("path replays");
-    }
+    let st = replay(&good, actions);
     assert!(st.tokens_reused.is_none(), "{:?}", st.tokens_reused);
     assert!(st.granted_max >= 2, "the path granted twice");
 }
@@ -1937,10 +1940,7 @@ fn a_retry_applied_twice_is_found() {
         retry_applies: false,
         ..m
     };
-    let mut st = good.init_states().remove(0);
-    for a in actions {
-        st = good.next_state(&st, a).expect("path replays");
-    }
+    let st = replay(&good, actions);
     assert_eq!(st.retry_broken, None);
 }
 

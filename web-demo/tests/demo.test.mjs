@@ -9,6 +9,7 @@ import { createRequire } from 'node:module';
 import { mkdirSync, copyFileSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import { rng } from '../src/scenes/common.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..', '..');
@@ -480,16 +481,9 @@ test('layout: no swimlane marker covers a label and every node fits its panel (e
 });
 
 test('random interventions (seeded) in every scene: the page never errors and each scene still reaches its outcome', async () => {
-  // mulberry32; the seed is printed on failure and replays exactly
+  // the seed is printed on failure and replays exactly
   const seed = Number(process.env.DEMO_SEED ?? 20261129);
-  let a = seed >>> 0;
-  const rnd = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rnd = rng(seed); // the page's own seeded generator (mulberry32)
   const pick = (xs) => xs[Math.floor(rnd() * xs.length)];
   await open(1);
   try {
@@ -1064,14 +1058,7 @@ test('contrast: the palette pairs and every text drawn in each scene meet WCAG A
 
 test('random interventions (seeded): every ending agrees with the recorded outputs and the storage\'s decisions', async () => {
   const seed = Number(process.env.DEMO_SEED ?? 20261201);
-  let a = seed >>> 0;
-  const rnd = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rnd = rng(seed); // the page's own seeded generator (mulberry32)
   const pick = (xs) => xs[Math.floor(rnd() * xs.length)];
   await open(1);
   const TRIALS = 36;
@@ -1227,14 +1214,7 @@ async function everyStep() {
 
 test('captions at every step (not only the stops) say what a client does as its status says, and who holds the lock as the core says, after interventions (scenes 1, 3, 5, 7; seeded)', async () => {
   const seed = Number(process.env.DEMO_SEED ?? 20261207);
-  let a = seed >>> 0;
-  const rnd = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rnd = rng(seed); // the page's own seeded generator (mulberry32)
   const pick = (xs) => xs[Math.floor(rnd() * xs.length)];
   const fired = {};
   const check = (name) => (fired[name] = (fired[name] ?? 0) + 1);

@@ -20,24 +20,20 @@ use fencelock_bench::*;
 /// Fastest of `rounds` batches, in ns per op, for each of two workloads run alternately.
 fn pair(rounds: usize, ops: usize, mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64) {
     let (mut best_a, mut best_b) = (f64::MAX, f64::MAX);
-    let per_op = |t: Instant| t.elapsed().as_nanos() as f64 / ops as f64;
+    let time = |f: &mut dyn FnMut()| {
+        let t = Instant::now();
+        f();
+        t.elapsed().as_nanos() as f64 / ops as f64
+    };
     // Each side goes first in every other round, so neither always runs after the other
     // (on caches the other warmed or evicted, at the other's clock frequency).
     for round in 0..rounds {
         if round % 2 == 0 {
-            let t = Instant::now();
-            a();
-            best_a = best_a.min(per_op(t));
-            let t = Instant::now();
-            b();
-            best_b = best_b.min(per_op(t));
+            best_a = best_a.min(time(&mut a));
+            best_b = best_b.min(time(&mut b));
         } else {
-            let t = Instant::now();
-            b();
-            best_b = best_b.min(per_op(t));
-            let t = Instant::now();
-            a();
-            best_a = best_a.min(per_op(t));
+            best_b = best_b.min(time(&mut b));
+            best_a = best_a.min(time(&mut a));
         }
     }
     (best_a, best_b)
