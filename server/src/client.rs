@@ -516,8 +516,10 @@ impl Client {
                     if st.addrs.is_empty() {
                         return Err(ClientError::Unavailable("no addresses".into()));
                     }
+                    // The next address in turn, the first one first.
+                    let a = st.addrs[st.rr % st.addrs.len()].clone();
                     st.rr = (st.rr + 1) % st.addrs.len();
-                    st.addrs[st.rr].clone()
+                    a
                 }
             }
         };
@@ -871,8 +873,21 @@ impl Client {
         let mut hops = Hops::default();
         let key = fresh_key()?;
         loop {
-            let conn = self.connect().await;
-            let res = match conn {
+            let res = match self.connect().await {
+                // A refused token stays refused: no retry.
+                Err(e @ (ClientError::Unauthenticated | ClientError::Forbidden(_))) => {
+                    return Err(e)
+                }
+                // Any other failure to connect (this address refused, unreachable, or not
+                // one this client may use) is this address's, as in `call`: the next is
+                // tried, until the call's time is up.
+                Err(e) => {
+                    if start.elapsed() > self.inner.retry_for {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
                 Ok(c) => {
                     let key = Some(key);
                     let req = match &label {
@@ -889,7 +904,6 @@ impl Client {
                     }
                     r
                 }
-                Err(e) => Err(e),
             };
             match res {
                 Ok(Reply::Opened { reply, secret, .. }) => {
@@ -2940,6 +2954,69 @@ mod tests {
             .expect("the connection is closed once the client is dropped")
             .unwrap();
         assert!(matches!(end, Ok(None)), "{end:?}");
+    }
+
+    /// The first connection goes to the first address given (it went to the second: the
+    /// turn moved before the address was taken). Here the second is a node that never
+    /// answers, and the call has time for one attempt only.
+    #[tokio::test]
+    async fn the_first_address_is_tried_first() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let first = listener.local_addr().unwrap().to_string();
+        let (second, _held) = silent_node(None);
+        let node = tokio::spawn(async move {
+            let (a, _) = listener.accept().await.unwrap();
+            let (ar, mut aw) = a.into_split();
+            let mut ar = BufReader::new(ar);
+            let f = next_request(&mut ar).await;
+            answer(&mut aw, f.id, Ok(Reply::Holders(vec![]))).await;
+            (ar, aw)
+        });
+        let client = Client::with_timeouts(vec![first, second], impatient());
+        assert_eq!(within(client.holders("x")).await, Ok(vec![]));
+        drop(within(node).await.unwrap());
+    }
+
+    /// Opening a session passes over an address whose connection is refused for any reason
+    /// but the token (here the first node refuses it `BadRequest`, as one this client may
+    /// not use is refused) and opens the session on the next, as every other call does: it
+    /// stopped at the first such refusal.
+    #[tokio::test]
+    async fn an_open_passes_over_an_address_it_cannot_use() {
+        let refusing = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let serving = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addrs = [&refusing, &serving].map(|l| l.local_addr().unwrap().to_string());
+        let node = tokio::spawn(async move {
+            let (a, _) = refusing.accept().await.unwrap();
+            let (ar, mut aw) = a.into_split();
+            let mut ar = BufReader::new(ar);
+            let f = next_request(&mut ar).await;
+            assert!(matches!(f.req, Request::Authenticate { .. }), "{:?}", f.req);
+            answer(
+                &mut aw,
+                f.id,
+                Err(ClientError::BadRequest("not here".into())),
+            )
+            .await;
+            let (b, _) = serving.accept().await.unwrap();
+            let (br, mut bw) = b.into_split();
+            let mut br = BufReader::new(br);
+            let f = next_request(&mut br).await;
+            assert!(matches!(f.req, Request::Authenticate { .. }), "{:?}", f.req);
+            answer(&mut bw, f.id, Ok(Reply::Authenticated)).await;
+            answer_open(&mut br, &mut bw, 7, 1, 100).await;
+            (ar, aw, br, bw)
+        });
+        let client = Client::with_options(
+            addrs.to_vec(),
+            ClientOptions {
+                token: Some("t".into()),
+                ..ClientOptions::default()
+            },
+        );
+        let session = within(client.open_session(1000)).await.unwrap();
+        assert_eq!(session.id(), 7);
+        drop(within(node).await.unwrap());
     }
 
     /// A node that answers backup and export pages whose total grows with each page (or

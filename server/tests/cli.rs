@@ -199,6 +199,27 @@ fn a_command_that_cannot_start_is_named_and_the_lock_freed() {
     assert_eq!(n.holder("jobs/reindex"), "", "lock left held");
 }
 
+/// The supervisor's own failure (here, no lease file to read) does not start the command
+/// and exits 125, which `lock` passes on: a status of its own, not the 1 that `lock` gives
+/// to "the cluster did not answer", nor one the command could have given.
+#[test]
+fn a_supervisor_that_cannot_start_exits_125_without_the_command() {
+    let dir = temp_dir("supfail");
+    let _ = std::fs::remove_file(dir.join("ran"));
+    let out = Command::new(CLI)
+        .current_dir(&dir)
+        .args(["__supervise", "--parent", &std::process::id().to_string()])
+        .args(["--kill-after-ms", "100", "--lease-file"])
+        .arg(dir.join("no-such-lease"))
+        .args(["--", "sh", "-c", "touch ran"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "stderr: {err}");
+    assert!(err.contains("fencelock: supervisor: "), "stderr: {err}");
+    assert!(!dir.join("ran").exists(), "the command was started");
+}
+
 /// The command learns what it holds from its environment: the lock's name and its token;
 /// a plain lock's command has no permit variables, even when the CLI's own environment has
 /// them (an outer semaphore holder's, say), and never the cluster's bearer token the CLI

@@ -87,6 +87,13 @@ const EXIT_USAGE: u8 = 64;
 const EXIT_NOT_FOUND: u8 = 127;
 /// Exit status when the command was found but could not be run (as a POSIX shell).
 const EXIT_CANNOT_RUN: u8 = 126;
+/// Exit status of the supervisor's own failure (it could not catch signals or read the
+/// lease file `lock` wrote, or `lock` was gone before it started): the command was not
+/// started. 125, as GNU `timeout` and `env` report their own failure, so that it cannot be
+/// read as the command's 1.
+const EXIT_SUPERVISOR: u8 = 125;
+/// The most of a host-name file read for the default label (POSIX's `HOST_NAME_MAX`).
+const HOST_NAME_MAX: u64 = 255;
 /// How often `lock`, and its supervisor, look at the lease: the SIGTERM at its end comes
 /// up to this much after it.
 const LEASE_CHECK: Duration = Duration::from_millis(20);
@@ -158,7 +165,7 @@ enum Cmd {
 running had to be killed); 2 not acquired (--try, --wait-ms); 3 the lease was lost; 1 the \
 cluster did not answer or refused (a --limit other than the semaphore's, --permits on a plain \
 lock or the other way round: limit_mismatch); 126/127 the command could not be run / was not \
-found; 128+N this process got signal N (SIGINT 130, SIGTERM 143, SIGHUP 129); 64 a usage \
+found; 125 its supervisor failed before starting it; 128+N this process got signal N (SIGINT 130, SIGTERM 143, SIGHUP 129); 64 a usage \
 error (--permits 0, more permits than --limit, a label over 64 bytes).\n\
 The command runs in its own process group: the whole group is stopped (SIGTERM, SIGKILL after \
 --kill-after-ms) when the lease is lost, on a signal, when the command exits, and when this \
@@ -219,8 +226,8 @@ FENCELOCK_PERMIT_LIMIT (removed under a plain lock)."
 2 not elected (the session ended while waiting); 3 the leadership lease (or the observing \
 session) was lost, before `epoch N` (the grant came too late to be safe) or after, or an \
 administrator released the leadership; 1 the cluster did not answer \
-or refused; 128+N a signal N while opening the session or waiting to be elected; 64 a usage \
-error."
+or refused; 128+N a signal N while opening the session or waiting to be elected (or once \
+elected, before the `epoch N` line was written: it resigns); 64 a usage error."
     )]
     Elect {
         /// The election.
@@ -377,6 +384,13 @@ fn main() -> ExitCode {
             };
         }
     };
+    // This process's own failure before its subcommand runs: 1, or 125 for the supervisor,
+    // whose status `lock` passes on as the command's (see `EXIT_SUPERVISOR`).
+    let failed = ExitCode::from(if matches!(args.cmd, Cmd::Supervise { .. }) {
+        EXIT_SUPERVISOR
+    } else {
+        1
+    });
     // One thread: the supervisor is spawned from the main thread, and PR_SET_PDEATHSIG
     // fires when the thread that spawned it ends, which must be when this process ends.
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -386,7 +400,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             note!("fencelock: cannot start the runtime: {e}");
-            return ExitCode::from(1);
+            return failed;
         }
     };
     // A parent that ignores SIGCHLD (some daemons and process managers do) passes that on
@@ -404,7 +418,7 @@ fn main() -> ExitCode {
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).map(drop)
     }) {
         note!("fencelock: cannot catch SIGCHLD: {e}");
-        return ExitCode::from(1);
+        return failed;
     }
     let mut opts = args.opts;
     if !matches!(args.cmd, Cmd::Supervise { .. }) {
@@ -705,24 +719,10 @@ impl Opts {
             fencelock::Label::new(l).map_err(|e| e.to_string())?;
             return Ok(l.clone());
         }
-        let host = ["/proc/sys/kernel/hostname", "/etc/hostname"]
-            .iter()
-            .find_map(|p| {
-                std::fs::read_to_string(p)
-                    .ok()
-                    .map(|h| h.trim().to_string())
-                    .filter(|h| !h.is_empty())
-            })
-            .unwrap_or_else(|| "localhost".into());
-        let mut l = format!("{host}:{}", std::process::id());
-        while l.len() > fencelock::MAX_LABEL_LEN {
-            // Keep the pid: cut the host name.
-            let cut = l.rfind(':').unwrap_or(l.len());
-            let mut h = l[..cut].to_string();
-            h.pop();
-            l = format!("{h}{}", &l[cut..]);
-        }
-        Ok(l)
+        Ok(default_label(
+            &["/proc/sys/kernel/hostname", "/etc/hostname"].map(std::path::Path::new),
+            std::process::id(),
+        ))
     }
 
     fn connect_timeout(&self) -> Duration {
@@ -1542,9 +1542,9 @@ impl Drop for LeaseFile {
 }
 
 /// The supervisor (hidden subcommand): see the crate docs. Returns the command's status,
-/// 126/127 if it could not be started, 1 if `parent` is no longer this process's parent
-/// or the lease file cannot be read, 3 if the lease's deadline has passed (in these three
-/// cases the command is not started).
+/// 126/127 if it could not be started, 125 (`EXIT_SUPERVISOR`) if it cannot catch signals,
+/// `parent` is no longer this process's parent or the lease file cannot be read, 3 if the
+/// lease's deadline has passed (in these three cases the command is not started).
 async fn supervise(
     parent: u32,
     kill_after: Duration,
@@ -1560,7 +1560,7 @@ async fn supervise(
         Ok(s) => s,
         Err(e) => {
             note!("fencelock: supervisor: cannot catch signals: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(EXIT_SUPERVISOR);
         }
     };
     #[cfg(target_os = "linux")]
@@ -1572,7 +1572,7 @@ async fn supervise(
         let _ = nix::sys::prctl::set_child_subreaper(true);
     }
     if parent_id() != parent {
-        return ExitCode::from(1); // `lock` died before the death signal was armed
+        return ExitCode::from(EXIT_SUPERVISOR); // `lock` died before the death signal was armed
     }
     // The lease's deadline, as `lock` tells it; the command starts only if it is known.
     let lease = std::fs::File::open(lease_file);
@@ -1589,11 +1589,11 @@ async fn supervise(
                 "fencelock: supervisor: {}: no deadline",
                 lease_file.display()
             );
-            return ExitCode::from(1);
+            return ExitCode::from(EXIT_SUPERVISOR);
         }
         Err(e) => {
             note!("fencelock: supervisor: {}: {e}", lease_file.display());
-            return ExitCode::from(1);
+            return ExitCode::from(EXIT_SUPERVISOR);
         }
     };
     let group = nix::unistd::getpgrp();
@@ -2062,6 +2062,33 @@ fn leader_of(ok: &[&NodeStatus]) -> (Option<u64>, Option<u64>) {
     (leader, term)
 }
 
+/// `HOST:PID`, with HOST the first of `host_files` that names one (trimmed; else
+/// `localhost`), cut at a character boundary so that the label fits
+/// [`fencelock::MAX_LABEL_LEN`] bytes with the pid whole. A host name is at most 255 bytes
+/// (POSIX; Linux's at most 64): what a file holds past that is no host name and is not
+/// read. Cost: one read of at most 255 bytes per file tried.
+fn default_label(host_files: &[&std::path::Path], pid: u32) -> String {
+    use std::io::Read;
+    let host = host_files
+        .iter()
+        .find_map(|p| {
+            let mut b = Vec::new();
+            let f = std::fs::File::open(p).ok()?;
+            f.take(HOST_NAME_MAX).read_to_end(&mut b).ok()?;
+            let h = String::from_utf8_lossy(&b).trim().to_string();
+            (!h.is_empty()).then_some(h)
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let pid = format!(":{pid}");
+    let mut room = fencelock::MAX_LABEL_LEN
+        .saturating_sub(pid.len())
+        .min(host.len());
+    while !host.is_char_boundary(room) {
+        room -= 1;
+    }
+    format!("{}{pid}", &host[..room])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2087,6 +2114,42 @@ mod tests {
             claims: (0, 0),
             connections: (0, 0),
         }
+    }
+
+    /// The default label is `HOST:PID` within the label's 64 bytes, the pid kept whole and
+    /// the host cut at a character boundary; a host-name file is read only up to a host
+    /// name's length (a huge one costs no more), and an empty or missing one is passed over.
+    #[test]
+    fn the_default_label_keeps_the_pid_and_reads_no_more_than_a_host_name() {
+        let dir = std::env::temp_dir().join(format!("fencelock-label-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let missing = dir.join("missing");
+        let empty = file("empty", " \n");
+        let plain = file("plain", "build-3\n");
+        assert_eq!(
+            default_label(&[&missing, &empty, &plain], 81723),
+            "build-3:81723"
+        );
+        assert_eq!(default_label(&[&missing, &empty], 7), "localhost:7");
+        // 'é' is two bytes: the cut falls inside one and moves back to its start.
+        let long = file(
+            "long",
+            &format!("{}é{}", "a".repeat(57), "b".repeat(1 << 20)),
+        );
+        let l = default_label(&[&long], 12345);
+        assert_eq!(l, format!("{}:12345", "a".repeat(57)));
+        let l = default_label(&[&long], 7);
+        assert_eq!(l, format!("{}é{}:7", "a".repeat(57), "b".repeat(3)));
+        assert_eq!(l.len(), fencelock::MAX_LABEL_LEN);
+        // Past 255 bytes nothing is read: a file of 255 spaces and then a name names no host.
+        let spaced = file("spaced", &format!("{}far", " ".repeat(255)));
+        assert_eq!(default_label(&[&spaced, &plain], 1), "build-3:1");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A node's text cannot forge a line of `members` or `status`, split a field, or send
