@@ -10,6 +10,12 @@
  * advance (and its events) stands even if the input is then refused, which changes
  * nothing else. Error precedence is the core's. Every function on a handle returns
  * INVALID_HANDLE for a handle of another kind (see ffi/README.md, "Ownership rules").
+ * Besides its own list, any function may refuse, before anything changes (a service
+ * input: before the core sees it, so not even time moves): NULL_PARAMETER (a NULL handle
+ * or required pointer), MISALIGNED_MEMORY (a pointer not aligned for its type),
+ * INVALID_ARGUMENT (a length past PTRDIFF_MAX, a value outside its enum), INVALID_UTF8 (a
+ * name or label that is not UTF-8), and PANIC (a panic caught at the boundary, or a
+ * handle poisoned by an earlier one: PANIC before any other check).
  * Memory a function writes (a reply, a length, a value, an output buffer) must not
  * overlap any other argument's memory, as with C's `restrict`, unless the function says
  * it may (fencelock_service_handle_frame's frames; _holders/_waiters' name).
@@ -155,8 +161,9 @@ enum fencelock_result
   FENCELOCK_RESULT_MISALIGNED_MEMORY = 905,
   // The handle is not a live handle of the function's kind: another kind (a gate
   // passed as a service), a pointer not aligned as a handle, or a service placed in
-  // the caller's memory after its `_free`. Checked where NULL is, after the other
-  // arguments; nothing is read past the handle's tag, and nothing changes. (A handle
+  // the caller's memory after its `_free`. Reported where NULL is, after the other
+  // arguments (the tag is read first: a poisoned handle is `PANIC` before them);
+  // nothing is read past the handle's tag and address, and nothing changes. (A handle
   // the library allocated stays undefined behaviour to use after its `_free`.)
   FENCELOCK_RESULT_INVALID_HANDLE = 906,
   // The core refused with an error this build of the ABI has no code for (a core
@@ -694,7 +701,7 @@ void fencelock_gate_free(struct fencelock_gate *gate);
 // Admits a write to `resource` carrying `token`: accepted if `token` is at least the
 // highest seen, which it then becomes.
 //
-// Errors (nothing recorded): `STALE` (a higher token was seen: see
+// Errors (the gate's tokens unchanged; the refusal is kept for `fencelock_gate_last_error`): `STALE` (a higher token was seen: see
 // `fencelock_gate_highest`), `ZERO_TOKEN`, `EMPTY_NAME`, `NAME_TOO_LONG`,
 // `INVALID_UTF8`, `CAPACITY_EXCEEDED` (a new resource when full), `NULL_PARAMETER`.
 // Cost: O(name length).
@@ -1090,7 +1097,8 @@ fencelock_result fencelock_service_open_session(struct fencelock_service *svc,
                                                 struct fencelock_reply *reply);
 
 // Opens a session labelled `label[..label_len]` (UTF-8, at most `FENCELOCK_MAX_LABEL_LEN`
-// bytes; empty = no label), expiring `ttl` ticks after `now`. The label is shown with
+// bytes; empty = no label, but `label` is not NULL even then: `NULL_PARAMETER`), expiring
+// `ttl` ticks after `now`. The label is shown with
 // the session (`fencelock_service_session`), its holds and waits (`_holders`,
 // `_waiters`) and in the `HOLDER_CHANGED` events its holds cause. Replies `OPENED`
 // (`session`, `expires_at`).

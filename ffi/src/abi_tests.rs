@@ -1293,7 +1293,7 @@ fn a_panic_before_the_handle_is_used_does_not_poison_it() {
     assert_eq!(
         said,
         "panic: caught at the ABI boundary while the call's arguments were checked; the \
-         handle was not touched and is not poisoned"
+         handle was not changed and is not poisoned"
     );
     assert_eq!(keep_alive(svc, 1, s).0, fencelock_result::Ok);
     // SAFETY: live handle, freed once.

@@ -91,7 +91,7 @@ pub unsafe extern "C" fn fencelock_gate_free(gate: *mut fencelock_gate) {
 /// Admits a write to `resource` carrying `token`: accepted if `token` is at least the
 /// highest seen, which it then becomes.
 ///
-/// Errors (nothing recorded): `STALE` (a higher token was seen: see
+/// Errors (the gate's tokens unchanged; the refusal is kept for `fencelock_gate_last_error`): `STALE` (a higher token was seen: see
 /// `fencelock_gate_highest`), `ZERO_TOKEN`, `EMPTY_NAME`, `NAME_TOO_LONG`,
 /// `INVALID_UTF8`, `CAPACITY_EXCEEDED` (a new resource when full), `NULL_PARAMETER`.
 /// Cost: O(name length).

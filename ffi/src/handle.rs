@@ -171,7 +171,7 @@ impl<T: Handle> HandlePtr for *const T {
 /// is looked up once (NULL, or not a live handle of its kind, is refused — but only after
 /// the other arguments); a poisoned handle is `PANIC` before anything else; then `args`
 /// checks and converts the other arguments, then `body` runs on the handle. A panic inside
-/// `body` poisons the handle (one inside `args` does not: the handle was not touched).
+/// `body` poisons the handle (one inside `args` does not: the handle was not changed).
 /// Returns the result code, and remembers a failure (argument checks included; `DONE` is
 /// none) for the handle's `last_error`.
 ///

@@ -104,8 +104,9 @@ pub enum fencelock_result {
     MisalignedMemory = 905,
     /// The handle is not a live handle of the function's kind: another kind (a gate
     /// passed as a service), a pointer not aligned as a handle, or a service placed in
-    /// the caller's memory after its `_free`. Checked where NULL is, after the other
-    /// arguments; nothing is read past the handle's tag, and nothing changes. (A handle
+    /// the caller's memory after its `_free`. Reported where NULL is, after the other
+    /// arguments (the tag is read first: a poisoned handle is `PANIC` before them);
+    /// nothing is read past the handle's tag and address, and nothing changes. (A handle
     /// the library allocated stays undefined behaviour to use after its `_free`.)
     InvalidHandle = 906,
     /// The core refused with an error this build of the ABI has no code for (a core
@@ -224,8 +225,8 @@ fn core_range(code: u32) -> bool {
 pub(crate) enum Fail {
     Core(Error),
     Code(fencelock_result),
-    /// `PANIC` while a call's arguments were checked: the handle was not touched, so it is
-    /// not poisoned (its message says so, unlike a poisoning panic's).
+    /// `PANIC` while a call's arguments were checked: the handle was not changed (only its
+    /// tag read), so it is not poisoned (its message says so, unlike a poisoning panic's).
     PanicInArguments,
 }
 
@@ -244,7 +245,7 @@ impl Fail {
             Fail::Core(e) => e.to_string(),
             Fail::Code(c) => c.message(),
             Fail::PanicInArguments => "panic: caught at the ABI boundary while the call's \
-                                       arguments were checked; the handle was not touched \
+                                       arguments were checked; the handle was not changed \
                                        and is not poisoned"
                 .to_string(),
         }

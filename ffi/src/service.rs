@@ -689,6 +689,10 @@ pub unsafe extern "C" fn fencelock_service_free(svc: *mut fencelock_service) {
         }
         // SAFETY: a live service (checked); read before it is dropped.
         let owner = unsafe { (*svc).owner };
+        // A placed service's tag is ended and the service unlisted under the lock that
+        // `place` reads listed tags under, so the two never overlap. (Dropping a service
+        // takes no lock.)
+        let listed = matches!(owner, Owner::Caller).then(placed);
         // SAFETY: as above. Ended first, so a second free (or any later call) is refused
         // for certain while the memory is the caller's.
         end(unsafe { &*svc });
@@ -698,7 +702,9 @@ pub unsafe extern "C" fn fencelock_service_free(svc: *mut fencelock_service) {
             // SAFETY: allocated by `create` with exactly this layout.
             Owner::Library(layout) => unsafe { alloc::dealloc(svc.cast(), layout) },
             Owner::Caller => {
-                placed().remove(&(svc as usize));
+                if let Some(mut p) = listed {
+                    p.remove(&(svc as usize));
+                }
             }
         }
         Ok(())
@@ -1021,7 +1027,8 @@ pub unsafe extern "C" fn fencelock_service_open_session(
 }
 
 /// Opens a session labelled `label[..label_len]` (UTF-8, at most `FENCELOCK_MAX_LABEL_LEN`
-/// bytes; empty = no label), expiring `ttl` ticks after `now`. The label is shown with
+/// bytes; empty = no label, but `label` is not NULL even then: `NULL_PARAMETER`), expiring
+/// `ttl` ticks after `now`. The label is shown with
 /// the session (`fencelock_service_session`), its holds and waits (`_holders`,
 /// `_waiters`) and in the `HOLDER_CHANGED` events its holds cause. Replies `OPENED`
 /// (`session`, `expires_at`).
