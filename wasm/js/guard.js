@@ -10,8 +10,15 @@
 // anything enters wasm. The typed fast paths run no caller code while they run, so they
 // only check; every other method marks its object busy for the length of its call. The
 // object must be an instance of the method's own class (a FenceGate lent as `this` to a
-// LockService method would hand wasm a pointer to the wrong kind of object), and the busy
-// mark is kept in a WeakSet, not on the object, so a frozen object is guarded as well.
+// LockService method would hand wasm a pointer to the wrong kind of object). The busy mark
+// is kept by the object's pointer in a Set, not on the object, so a frozen object is
+// guarded as well, and so is a Proxy of the object or an object made with
+// Object.create(it) (a reactive store's wrapper, say): each reaches the same pointer. Such
+// a stand-in may call every method but free: the glue's free unregisters `this` from the
+// clean-up that frees an object's memory when it is collected, and only the object itself
+// is registered there, so a stand-in's free would leave the object's memory to be freed a
+// second time (and the object itself, still holding its pointer, to use it after the
+// free). free (and Symbol.dispose) is refused unless `this` is the object itself.
 {
   const refused = (message) => {
     const e = new TypeError(message);
@@ -20,21 +27,53 @@
     return e;
   };
   const apply = Reflect.apply;
-  const busy = new WeakSet();
-  // Bound once, so a page that changes WeakSet.prototype later changes nothing here.
-  const isBusy = WeakSet.prototype.has.bind(busy);
-  const mark = WeakSet.prototype.add.bind(busy);
-  const unmark = WeakSet.prototype.delete.bind(busy);
+  // Pointers of the objects in a call; one Set for the three classes (their objects live
+  // in one memory, so no two live ones share a pointer).
+  const busy = new Set();
+  // Bound once, so a page that changes Set.prototype later changes nothing here.
+  const isBusy = Set.prototype.has.bind(busy);
+  const mark = Set.prototype.add.bind(busy);
+  const unmark = Set.prototype.delete.bind(busy);
+  // The clean-up registries' unregister, taken now: true only for an object registered,
+  // which is the object itself. (An engine without FinalizationRegistry has none, and the
+  // glue none either: nothing is freed at collection there, so no free is freed twice.)
+  const unregister = typeof FinalizationRegistry === 'undefined' ? undefined : FinalizationRegistry.prototype.unregister;
+  const register = typeof FinalizationRegistry === 'undefined' ? undefined : FinalizationRegistry.prototype.register;
+  const registry = new Map([
+    [LockService, LockServiceFinalization],
+    [FenceGate, FenceGateFinalization],
+    [SessionKeeper, SessionKeeperFinalization],
+  ]);
   const CHECK_ONLY = new Set(['acquireFast', 'releaseFast', 'acquireFastId', 'releaseFastId']);
   for (const cls of [LockService, FenceGate, SessionKeeper]) {
     const p = cls.prototype;
     const kind = cls.name;
+    const clean = registry.get(cls);
+    // The object's pointer, once judged live and not in a call.
     const judge = (o) => {
-      if (!(o instanceof cls) || !o.__wbg_ptr) {
+      const ptr = o instanceof cls ? o.__wbg_ptr : 0;
+      if (!ptr) {
         throw refused(`invalid argument: this ${kind} was freed (or is no ${kind})`);
       }
-      if (isBusy(o)) {
+      if (isBusy(ptr)) {
         throw refused(`invalid argument: this ${kind} is in a call already (an argument's getter called it again)`);
+      }
+      return ptr;
+    };
+    // free: only the object itself (see above). Its registration goes here; the glue's
+    // own unregister that follows finds none, which is harmless. A free that then fails
+    // (a frozen object: the glue cannot write its pointer, and frees nothing) registers
+    // it again, as the glue had, so that it is still freed once collected.
+    const freeItself = (o, ptr, f, args) => {
+      if (unregister === undefined) return apply(f, o, args);
+      if (!apply(unregister, clean, [o])) {
+        throw refused(`invalid argument: free() is called on the ${kind} itself, not on a Proxy of it or an object made from it`);
+      }
+      try {
+        return apply(f, o, args);
+      } catch (e) {
+        apply(register, clean, [o, ptr, o]);
+        throw e;
       }
     };
     for (const name of Object.getOwnPropertyNames(p)) {
@@ -50,12 +89,12 @@
           }[name]
         : {
             [name](...args) {
-              judge(this);
-              mark(this);
+              const ptr = judge(this);
+              mark(ptr);
               try {
-                return apply(f, this, args);
+                return name === 'free' ? freeItself(this, ptr, f, args) : apply(f, this, args);
               } finally {
-                unmark(this);
+                unmark(ptr);
               }
             },
           }[name];

@@ -82,20 +82,20 @@
     if (len >= 0) {
       return call(acquireFastBuf, this, num(now), num(session), len, num(mode), num(wait), opt(until), opt(request), opt(count), opt(limit));
     }
-    return acquireFast.call(this, num(now), num(session), lock, num(mode), num(wait), opt(until), opt(request), opt(count), opt(limit));
+    return call(acquireFast, this, num(now), num(session), lock, num(mode), num(wait), opt(until), opt(request), opt(count), opt(limit));
   };
   p.releaseFast = function releaseFastNumbers(now, session, lock, request) {
     const len = put(this, lock);
     if (len >= 0) return call(releaseFastBuf, this, num(now), num(session), len, opt(request));
-    return releaseFast.call(this, num(now), num(session), lock, opt(request));
+    return call(releaseFast, this, num(now), num(session), lock, opt(request));
   };
   p.acquireFastId = function acquireFastIdNumbers(now, session, nameId, mode, wait, until, request, count, limit) {
-    return acquireFastId.call(this, num(now), num(session), num(nameId), num(mode), num(wait), opt(until), opt(request), opt(count), opt(limit));
+    return call(acquireFastId, this, num(now), num(session), num(nameId), num(mode), num(wait), opt(until), opt(request), opt(count), opt(limit));
   };
   p.releaseFastId = function releaseFastIdNumbers(now, session, nameId, request) {
-    return releaseFastId.call(this, num(now), num(session), num(nameId), opt(request));
+    return call(releaseFastId, this, num(now), num(session), num(nameId), opt(request));
   };
   p.setEventLimit = function setEventLimitNumbers(limit) {
-    return setEventLimit.call(this, num(limit));
+    return call(setEventLimit, this, num(limit));
   };
 }

@@ -350,5 +350,60 @@ test('a method lent to an object of another class, or called again on a frozen o
   assert.equal(frozen.now(), 1, 'and the frozen service still answers');
   // (A frozen object cannot be freed: the glue's free() writes its pointer. The
   // finalizer frees it once it is collected.)
+  assert.throws(() => frozen.free(), TypeError);
+  assert.equal(frozen.now(), 1, 'a free that failed freed nothing');
   for (const o of [svc, gate, keeper]) o.free();
+});
+
+// A Proxy of an object (a reactive store's wrapper) and an object made with
+// Object.create(it) reach the same pointer. Either may call the object's methods, and is
+// judged busy while the object is in a call; neither may free it. The glue's free would
+// take the stand-in off the clean-up that frees an object when it is collected, and only
+// the object itself is on it: the object's memory would be freed a second time when it
+// is collected, and the object, still holding its pointer, would use it after the free.
+test('a Proxy of an object, or an object made from it, may call it but not free it', () => {
+  const makers = {
+    LockService: () => new LockService({ sessions: 2, locks: 2, claims: 2 }),
+    FenceGate: () => new FenceGate(2),
+    SessionKeeper: () => new SessionKeeper(10, 3, 2),
+  };
+  const use = {
+    LockService: (o) => o.tick(o.now() + 1).reply.kind,
+    FenceGate: (o) => o.highest('r'),
+    SessionKeeper: (o) => o.mayAct(0),
+  };
+  const notItself = (e) => e.code === 'bad_argument' && e.errno === 702 && /itself/.test(e.message);
+  const freed = (e) => e.code === 'bad_argument' && /freed/.test(e.message);
+  for (const [name, make] of Object.entries(makers)) {
+    const o = make();
+    const standIns = [new Proxy(o, {}), Object.create(o)];
+    for (const s of standIns) {
+      assert.equal(use[name](s), use[name](o), `${name}: a stand-in calls the object`);
+      assert.throws(() => s.free(), notItself, `${name}: free() through a stand-in`);
+      assert.throws(() => s[Symbol.dispose](), notItself, `${name}: dispose through a stand-in`);
+      assert.doesNotThrow(() => use[name](o), `${name}: the object is whole`);
+    }
+    o.free();
+    for (const s of standIns) {
+      assert.throws(() => use[name](s), freed, `${name}: a stand-in of a freed object`);
+      assert.throws(() => s.free(), freed, `${name}: free() of a stand-in of a freed object`);
+    }
+  }
+  const svc = new LockService({ sessions: 2, locks: 2, claims: 2 });
+  const s = svc.openSession(0, 100).reply.session;
+  const view = new Proxy(svc, {});
+  let reentered = 0;
+  svc.acquire(1, s, 'l', {
+    get mode() {
+      try {
+        view.tick(1);
+      } catch (e) {
+        if (e.code === 'bad_argument' && /in a call/.test(e.message)) reentered++;
+      }
+      return 'exclusive';
+    },
+    wait: 'none',
+  });
+  assert.equal(reentered, 1, "a Proxy's call during the object's own is refused");
+  svc.free();
 });

@@ -28,8 +28,6 @@ const KEYS = ['sessions', 'locks', 'claims', 'lockDelay', 'maxNameLen'];
 /** Numbers per event in RawLite.takeEvents (the crate's EVENT_WIDTH). */
 const WIDTH = 8;
 
-/** A lone surrogate: a string holding one has no UTF-8 form. */
-const LONE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 /** What the core is given for a well-formed string too long to be a name (over
  * NAME_UNITS), which is not copied: one byte over the longest name, so it answers
  * name_too_long in its own order. (fencelock-wasm-args' TOO_LONG: the Rust test
@@ -51,16 +49,30 @@ const NAME_UNITS = 64;
 const NAME_ROOM = 192;
 const isWellFormed = String.prototype.isWellFormed;
 const charCodeAt = String.prototype.charCodeAt;
-// (The fallback for an engine without isWellFormed: the built-in exec, taken now, so that
-// judging a name runs no code of the caller's — `LONE.test(s)` would look up `test` and
-// `exec` on RegExp.prototype at the call, after the service's live check.)
-const regexpExec = RegExp.prototype.exec;
 const encoder = new TextEncoder();
 const encodeInto = TextEncoder.prototype.encodeInto;
 const call = Function.prototype.call.bind(Function.prototype.call);
 const U8 = Uint8Array;
 const bufferOf = Object.getOwnPropertyDescriptor(WebAssembly.Memory.prototype, 'buffer').get;
 const byteLengthOf = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(U8.prototype), 'byteLength').get;
+
+/** String.prototype.isWellFormed for an engine without it (Safari before 16.4): no lone
+ * surrogate, a lead (D800–DBFF) not followed by a trail (DC00–DFFF) or a trail not after a
+ * lead. A loop over the units with the built-in charCodeAt taken at load, so judging a
+ * name runs no code of the caller's; not a regular expression, whose lookbehind those
+ * engines cannot even parse (the module would not load). */
+function wellFormed(s) {
+  for (let i = 0; i < s.length; i++) {
+    const u = call(charCodeAt, s, i);
+    if (u >= 0xdc00 && u <= 0xdfff) return false;
+    if (u >= 0xd800 && u <= 0xdbff) {
+      const t = call(charCodeAt, s, i + 1); // NaN past the end
+      if (!(t >= 0xdc00 && t <= 0xdfff)) return false;
+      i++;
+    }
+  }
+  return true;
+}
 
 /** A lock name as the module is to read it: the string, the stand-in TOO_LONG for one too
  * long to be a name, or null for a value that is not a string without a lone surrogate
@@ -69,7 +81,7 @@ function lockName(s) {
   if (typeof s !== 'string') return null;
   // Checked at any length (nothing is copied here): a lone surrogate is bad_argument in
   // every layer, before the module is called.
-  const ok = isWellFormed !== undefined ? call(isWellFormed, s) : call(regexpExec, LONE, s) === null;
+  const ok = isWellFormed !== undefined ? call(isWellFormed, s) : wellFormed(s);
   if (!ok) return null;
   return s.length > NAME_UNITS ? TOO_LONG : s;
 }
