@@ -284,7 +284,8 @@ pub(crate) struct State {
 /// # Cost
 ///
 /// Every input is its advance plus O(1) expected, plus O(log n) per deadline it moves,
-/// plus O(1) per event, except close/expiry which is O(claims of that session), and an
+/// plus O(1) per event, except close/expiry which is O(claims of that session), each
+/// timed wait or lock-delay among them O(log n) more (its deadline leaves or enters a heap), and an
 /// acquire retried (same request number) while its session waits, which finds its queue
 /// position by walking the queue, O(waiters ahead). An advance with nothing due is O(1);
 /// expiring k sessions is O(k log n) plus their events. No input scans a table (the
@@ -309,9 +310,12 @@ pub(crate) struct State {
 /// Session deadlines of up to four ttls at a time are kept in one list per ttl, in
 /// deadline order, with only each list's head in the deadline heap: a keep-alive (whose
 /// new deadline, now + ttl, is the latest of its ttl) moves its session to the tail in
-/// O(1), whatever the number of sessions. Sessions of other ttls, and those restored from
-/// a snapshot until their first keep-alive, are in the heap on their own (O(log n) per
-/// keep-alive). Which ttls have lists depends on history and never shows: replies,
+/// O(1), whatever the number of sessions — and when the session headed its list (the one
+/// due first, as the next keep-alive's session often is), its list's new head takes its
+/// place in the deadline heap, O(log h) for the h entries there: the four lists' heads and
+/// the sessions in no list, so at most 2 sifts of a 4-entry heap once every session's ttl
+/// has a list. Sessions of other ttls, and those restored from a snapshot until their
+/// first keep-alive, are in the heap on their own (O(log n) per keep-alive). Which ttls have lists depends on history and never shows: replies,
 /// events, [`poll_timeout`](Self::poll_timeout) and snapshots are the same either way.
 #[derive(Debug)]
 pub struct LockService<S: Storage> {
@@ -655,8 +659,9 @@ impl<S: Storage> LockService<S> {
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
     /// advance) [`Error::UnknownSession`], request-number errors,
     /// [`Error::DeadlineOverflow`]. Cost: the advance, then O(1) expected (the session
-    /// moves to the tail of its ttl's deadline list), O(log sessions) for a session alone
-    /// in its list or in none (see the type's Cost section).
+    /// moves to the tail of its ttl's deadline list; O(log h) more when it headed the list,
+    /// h the deadline heap's entries: see the type's Cost section), O(log sessions) for a
+    /// session alone in its list or in none.
     pub fn keep_alive(
         &mut self,
         now: Tick,
@@ -689,7 +694,7 @@ impl<S: Storage> LockService<S> {
     ///
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`], then (after the
     /// advance) [`Error::UnknownSession`], request-number errors. Cost: the advance, then
-    /// O(its claims + events).
+    /// O(its claims + events), plus O(log claims) per timed wait dropped.
     pub fn close_session(
         &mut self,
         now: Tick,
@@ -1097,7 +1102,9 @@ impl<S: Storage> LockService<S> {
     /// input does exactly this first, with the `now` it carries.
     ///
     /// Errors: [`Error::TimeWentBackwards`], [`Error::BufferTooSmall`] (nothing changed).
-    /// Cost: O(1) with nothing due, else O(log n) per due deadline plus the events.
+    /// Cost: O(1) with nothing due, else O(log n) per due deadline plus the events, and an
+    /// expiring session's claims as [`close_session`](Self::close_session)'s (a timed
+    /// wait dropped, a lock-delay begun: O(log n) each, with or without an event).
     pub fn tick(&mut self, now: Tick, out: &mut impl Sink) -> Result<(), Error> {
         self.advance(now, out)
     }
@@ -2139,8 +2146,9 @@ impl View<'_> {
     }
 
     /// Moves session `s`'s deadline to `expires_at` (now + ttl): the tail of its class, so
-    /// no heap sift unless it is alone in it or not in a class. Cost: O(1) for a session in
-    /// a class with other members; O(log n) otherwise.
+    /// no heap sift unless it is alone in it, heads it, or is not in a class. Cost: O(1) for
+    /// a session in a class with other members, O(log h) more when it heads the class (its
+    /// successor takes its heap entry, h the heap's entries); O(log n) otherwise.
     fn renew(&mut self, s: u32, expires_at: u64) {
         let c = self.s[s as usize].class as usize;
         if c != NO_CLASS as usize && self.st.classes[c].tail == s {

@@ -86,7 +86,8 @@ const _: () = assert!(
 /// else that owns the rows. The lengths must not change while a service uses the storage.
 pub trait Storage {
     /// The three tables, mutably. The service calls
-    /// [`tables_and_labels`](Self::tables_and_labels) once per input, whose default calls
+    /// [`tables_and_labels`](Self::tables_and_labels) once or twice per input (twice when
+    /// the input moves time forward: its advance, then the input), whose default calls
     /// this (a storage with a label table overrides both). It must be O(1) and must return slices
     /// of the same lengths every time (a service never re-checks them).
     fn tables(&mut self) -> Tables<'_>;

@@ -1843,8 +1843,21 @@ impl Node {
                         crate::net::loopback_addr(a).map_err(ClientError::BadRequest)?;
                     }
                 }
-                // One add at a time, each reading the membership the one before it left.
-                let _adding = self.adding_learner.lock().await;
+                // One add at a time, each reading the membership the one before it left. A
+                // call waits for the one before it for at most its request timeout, as
+                // every other wait of a request is bounded: a script retrying an add of a
+                // node that never comes up would otherwise queue its calls behind one
+                // another, each holding one of its connection's places for minutes.
+                let Ok(_adding) = tokio::time::timeout(
+                    Duration::from_millis(self.config.request_timeout_ms),
+                    self.adding_learner.lock(),
+                )
+                .await
+                else {
+                    return Err(ClientError::Unavailable(
+                        "another add-learner is in progress; try again".into(),
+                    ));
+                };
                 // openraft keeps a member's address when it is added again: a new address
                 // for a known id would be answered as done and never dialled.
                 let m = self.raft.metrics().borrow().membership_config.clone();

@@ -139,6 +139,74 @@ async fn a_voter_set_without_a_live_quorum_is_refused() {
     c.shutdown().await;
 }
 
+/// Adds go one at a time, and a second add waits for the first at most its request
+/// timeout: here the first adds a node that never comes up (it holds its turn for several
+/// seconds, waiting for the node to catch up), and the second, sent while it waits, is
+/// answered `Unavailable` ("in progress") within about the request timeout, not after the
+/// first's whole wait and then its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_add_learner_waits_for_the_one_before_it_a_bounded_time() {
+    let c = Cluster::start_with("members-turn", 300, 600).await;
+    let dead = |id: u64| NodeAddr {
+        raft: format!("mem:{id}"),
+        client: format!("mem:{id}"),
+    };
+    let first = {
+        let node = c.nodes[&c.leader().await].clone();
+        tokio::spawn(async move {
+            let (sink, _rx, _) = PushSink::new(PUSH_BACKLOG);
+            let started = Instant::now();
+            let r = node
+                .handle_request(
+                    Request::AddLearner {
+                        id: 9,
+                        addr: dead(9),
+                    },
+                    node.next_conn_id(),
+                    &sink,
+                )
+                .await;
+            (r, started.elapsed())
+        })
+    };
+    // The first has its turn (it is a learner now, waiting to catch up).
+    let t0 = Instant::now();
+    while members(&c).await.1 != vec![9] {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the first add never began"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let started = Instant::now();
+    let r = admin(
+        &c,
+        Request::AddLearner {
+            id: 10,
+            addr: dead(10),
+        },
+    )
+    .await;
+    let waited = started.elapsed();
+    assert!(
+        matches!(&r, Err(ClientError::Unavailable(m)) if m.contains("in progress")),
+        "{r:?}"
+    );
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    let (r, took) = first.await.unwrap();
+    assert!(matches!(r, Err(ClientError::Unavailable(_))), "{r:?}");
+    assert!(
+        took > waited,
+        "the first add was still waiting: {took:?} <= {waited:?}"
+    );
+    assert_eq!(
+        members(&c).await,
+        (vec![1, 2, 3], vec![9]),
+        "the second added nothing"
+    );
+    c.shutdown().await;
+}
+
 /// A keep-alive of `session` proposed straight to node `l` (retrying while it is not ready:
 /// once `l` is the only voter, the others no longer follow it, so no majority of live
 /// nodes names it leader). Returns the result and when it came back.
