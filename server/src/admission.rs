@@ -28,6 +28,20 @@ use tokio::sync::Notify;
 /// never holds more than its total plus this many sockets).
 pub const MAX_CLOSING: usize = 8;
 
+/// What a per-address limit counts a connection from `ip` against: an IPv4 address (an
+/// IPv4-mapped IPv6 one as that IPv4 address), or an IPv6 address's /64 prefix, the
+/// smallest block one site is given (a LAN's hosts pick their own addresses within it,
+/// and one host can use as many of them as it likes), with the rest zeroed. Cost: O(1).
+pub(crate) fn source(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+    }
+}
+
 /// The places of one port. Cheap to clone (shared).
 #[derive(Clone)]
 pub(crate) struct Admission {
@@ -38,11 +52,11 @@ pub(crate) struct Admission {
 
 #[derive(Default)]
 struct Places {
-    /// Connections holding a place: id → source address.
+    /// Connections holding a place: id → [`source`].
     live: HashMap<u64, IpAddr>,
     /// Of those, the ones not yet proven, oldest first, with the signal that closes them.
     unproven: BTreeMap<u64, Arc<Notify>>,
-    /// Places held per source address.
+    /// Places held per source ([`source`]).
     per_addr: HashMap<IpAddr, usize>,
     /// Displaced connections not yet dropped.
     closing: usize,
@@ -87,11 +101,13 @@ impl Admission {
         self.total
     }
 
-    /// A place for one more connection from `ip`: refused with `per_address` when `ip`
-    /// holds its limit; when the total is full, the oldest unproven connection is told to
-    /// close and this one takes its place; refused with `total` when none is unproven, or
-    /// `closing` when [`MAX_CLOSING`] are still closing. Cost: O(log n) for n connections.
+    /// A place for one more connection from `ip`: refused with `per_address` when its
+    /// [`source`] holds its limit; when the total is full, the oldest unproven connection is
+    /// told to close and this one takes its place; refused with `total` when none is
+    /// unproven, or `closing` when [`MAX_CLOSING`] are still closing. Cost: O(log n) for n
+    /// connections.
     pub(crate) fn admit(&self, ip: IpAddr) -> Result<Admitted, Refusal> {
+        let ip = source(ip);
         let mut p = self.places.lock().unwrap_or_else(|e| e.into_inner());
         if p.per_addr.get(&ip).copied().unwrap_or(0) >= self.per_addr {
             return Err(("per_address", self.per_addr));
@@ -194,6 +210,31 @@ mod tests {
     fn is_displaced(a: &Admitted) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
         matches!(pin!(a.displaced()).poll(&mut cx), Poll::Ready(()))
+    }
+
+    /// The per-address limit counts an IPv6 address by its /64: a host that takes a new
+    /// address of its prefix for each connection is held to the limit as one address is;
+    /// another /64 is another source. An IPv4-mapped address is its IPv4 address.
+    #[test]
+    fn the_per_address_limit_counts_an_ipv6_prefix_as_one_address() {
+        let a = Admission::new(16, 2);
+        let v6 = |s: &str| s.parse::<IpAddr>().unwrap();
+        let _held = [
+            a.admit(v6("2001:db8:1:2::1")).unwrap(),
+            a.admit(v6("2001:db8:1:2:ffff:ffff:ffff:ffff")).unwrap(),
+        ];
+        assert_eq!(
+            a.admit(v6("2001:db8:1:2:abcd::9")).err(),
+            Some(("per_address", 2))
+        );
+        assert!(a.admit(v6("2001:db8:1:3::1")).is_ok(), "another /64");
+        let _v4 = [a.admit(ip(7)).unwrap(), a.admit(ip(7)).unwrap()];
+        assert_eq!(
+            a.admit(v6("::ffff:127.0.0.7")).err(),
+            Some(("per_address", 2)),
+            "a mapped address is its IPv4 address"
+        );
+        assert_eq!(source(v6("2001:db8:1:2:3:4:5:6")), v6("2001:db8:1:2::"));
     }
 
     /// A full total makes room by displacing the oldest unproven connection, never a
