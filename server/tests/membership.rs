@@ -44,7 +44,7 @@ fn refused(r: &Result<Reply, ClientError>, naming: &str) {
     }
 }
 
-/// The brick: a learner that does not exist (node 9, never started) is added, then
+/// The brick: a learner that does not exist (node 9, never started) is added, then
 /// made a voter with node 1 (`set-voters 1,9`), which would leave two voters, one of them
 /// dead: no quorum, forever. Refused by name, and nothing changes; so is a set that
 /// includes a voter cut off by a partition. The dead learner is removed again, and a set
@@ -139,71 +139,47 @@ async fn a_voter_set_without_a_live_quorum_is_refused() {
     c.shutdown().await;
 }
 
-/// Adds go one at a time, and a second add waits for the first at most its request
-/// timeout: here the first adds a node that never comes up (it holds its turn for several
-/// seconds, waiting for the node to catch up), and the second, sent while it waits, is
-/// answered `Unavailable` ("in progress") within about the request timeout, not after the
-/// first's whole wait and then its own.
+/// Adds go one at a time, and each waits for the one before it at most the request
+/// timeout T. Here five adds of nodes that never come up are sent at once; each that has
+/// its turn holds it about T (it waits that long for its node to catch up). Every add is
+/// answered within about 2T (a wait for its turn, then its own), and at least one is
+/// answered "in progress" (of the four behind the first, at most one can have its turn
+/// before its wait ends). Before, they queued: the fifth was answered after about 5T.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_add_learner_waits_for_the_one_before_it_a_bounded_time() {
-    let c = Cluster::start_with("members-turn", 300, 600).await;
-    let dead = |id: u64| NodeAddr {
-        raft: format!("mem:{id}"),
-        client: format!("mem:{id}"),
-    };
-    let first = {
-        let node = c.nodes[&c.leader().await].clone();
-        tokio::spawn(async move {
-            let (sink, _rx, _) = PushSink::new(PUSH_BACKLOG);
-            let started = Instant::now();
-            let r = node
-                .handle_request(
-                    Request::AddLearner {
-                        id: 9,
-                        addr: dead(9),
-                    },
-                    node.next_conn_id(),
-                    &sink,
-                )
-                .await;
-            (r, started.elapsed())
+    const T_MS: u64 = 1000;
+    let c = Cluster::start_with("members-turn", 300, T_MS).await;
+    let node = c.nodes[&c.leader().await].clone();
+    let adds: Vec<_> = (9..14u64)
+        .map(|id| {
+            let node = node.clone();
+            tokio::spawn(async move {
+                let (sink, _rx, _) = PushSink::new(PUSH_BACKLOG);
+                let addr = NodeAddr {
+                    raft: format!("mem:{id}"),
+                    client: format!("mem:{id}"),
+                };
+                let started = Instant::now();
+                let req = Request::AddLearner { id, addr };
+                let r = node.handle_request(req, node.next_conn_id(), &sink).await;
+                (r, started.elapsed())
+            })
         })
-    };
-    // The first has its turn (it is a learner now, waiting to catch up).
-    let t0 = Instant::now();
-    while members(&c).await.1 != vec![9] {
+        .collect();
+    let mut in_progress = 0;
+    for add in adds {
+        let (r, took) = add.await.unwrap();
+        match &r {
+            Err(ClientError::Unavailable(m)) if m.contains("in progress") => in_progress += 1,
+            Err(ClientError::Unavailable(m)) if m.contains("is a learner now") => {}
+            other => panic!("{other:?}"),
+        }
         assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the first add never began"
+            took < Duration::from_millis(2 * T_MS + 1500),
+            "an add answered after {took:?}: {r:?}"
         );
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let started = Instant::now();
-    let r = admin(
-        &c,
-        Request::AddLearner {
-            id: 10,
-            addr: dead(10),
-        },
-    )
-    .await;
-    let waited = started.elapsed();
-    assert!(
-        matches!(&r, Err(ClientError::Unavailable(m)) if m.contains("in progress")),
-        "{r:?}"
-    );
-    assert!(waited < Duration::from_secs(3), "{waited:?}");
-    let (r, took) = first.await.unwrap();
-    assert!(matches!(r, Err(ClientError::Unavailable(_))), "{r:?}");
-    assert!(
-        took > waited,
-        "the first add was still waiting: {took:?} <= {waited:?}"
-    );
-    assert_eq!(
-        members(&c).await,
-        (vec![1, 2, 3], vec![9]),
-        "the second added nothing"
-    );
+    assert!(in_progress >= 1, "no add was answered \"in progress\"");
     c.shutdown().await;
 }
 
