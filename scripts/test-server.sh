@@ -94,6 +94,20 @@ for _ in $(seq 1 100); do grep -q '^epoch [1-9]' "$elog" && break; sleep 0.1; do
 kill "$elect_pid" 2>/dev/null || true
 set +e; wait "$elect_pid"; set -e
 grep -q '^epoch [1-9]' "$elog" || { echo "elect printed: $(cat "$elog")"; exit 1; }
+# The client library's example (server/examples/hold_lock.rs, whose `main` the top-level
+# README shows: checked to be the same text) holds a lock with its token and lets it go.
+python3 - <<'PY' || exit 1
+import re, sys
+readme = open("README.md").read()
+m = re.search(r"<!-- excerpt: [^\n]*server/examples/hold_lock\.rs[^\n]*-->\n```rust\n(.*?)```\n", readme, re.S)
+example = open("server/examples/hold_lock.rs").read()
+if not m or not example.endswith(m.group(1)):
+    sys.exit("README.md's client example is not the end of server/examples/hold_lock.rs")
+PY
+cargo build -q -p fencelock-server --example hold_lock
+out=$("$tdir/debug/examples/hold_lock")
+grep -q '^writing as the holder of jobs/reindex, token [1-9]' <<<"$out" || { echo "hold_lock printed: $out"; exit 1; }
+[ -z "$("$fl" holder jobs/reindex)" ] || { echo "hold_lock left jobs/reindex held"; exit 1; }
 # status over TLS with a token: every node's row ready, the leader's quorum confirmed (exit 0)
 st=$("$fl" status) || { echo "status failed on a healthy cluster: $st"; exit 1; }
 grep -q '^cluster: leader [1-3], term [0-9]*, quorum confirmed' <<<"$st" && [ "$(grep -c ' yes ' <<<"$st")" = 3 ] ||

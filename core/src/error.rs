@@ -57,6 +57,9 @@ impl fmt::Display for Table {
 /// the reason texts of [`CorruptSnapshot`](Error::CorruptSnapshot) and
 /// [`BadConfig`](Error::BadConfig) are mapped back to this build's own `&'static str`s
 /// (an unknown one decodes as `"unrecognised reason"`).
+///
+/// It is a [`core::error::Error`] (std's `Error`), with its message as its `Display`, so
+/// `?` turns it into a `Box<dyn Error>` or an `anyhow::Error` in a host's code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub enum Error {
@@ -657,6 +660,8 @@ impl fmt::Display for Error {
     }
 }
 
+impl core::error::Error for Error {}
+
 /// The inverse of `From<ErrorRepr>`: an exhaustive match, so a variant added to `Error`
 /// but not to `ErrorRepr` fails to compile (in test builds).
 #[cfg(test)]
@@ -699,6 +704,15 @@ impl From<Error> for ErrorRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An `Error` is a `core::error::Error` whose description is its message: a host's
+    /// `?` into `Box<dyn Error>` (the server client's example does it) keeps the text.
+    #[test]
+    fn an_error_is_a_std_error_with_its_message() {
+        let boxed: Box<dyn core::error::Error> = Box::new(Error::BadTtl);
+        assert_eq!(boxed.to_string(), Error::BadTtl.to_string());
+        assert!(boxed.source().is_none());
+    }
 
     /// The text of every kind, fixed: `Display` writes the pieces of `message()`, and the
     /// bindings (the wasm build writes the pieces itself) show these words.
