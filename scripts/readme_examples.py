@@ -263,7 +263,7 @@ def run_rust(tmp, text, toml, env):
                 'publish = false\n\n[workspace]\n\n' + deps)
     with open(os.path.join(crate, "src", "main.rs"), "w") as f:
         f.write(text)
-    # The project's reviewed versions, not whatever crates.io has newest today: cargo
+    # The project's pinned versions, not whatever crates.io has newest today: cargo
     # keeps the locked versions, adds the reader's package and drops what it does not use.
     shutil.copy(os.path.join(ROOT, "Cargo.lock"), os.path.join(crate, "Cargo.lock"))
     code, log = run("cargo run --quiet", crate, env)

@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n=== %s ===\n' "$*"; }
 
-# Cargo.lock is what was reviewed: a lock file that no longer matches the manifests fails
+# Cargo.lock is the pinned dependency set: a lock file that no longer matches the manifests fails
 # here, where cargo would otherwise resolve again quietly (and rewrite it) on the way.
 step "lock files match the manifests"
 for manifest in Cargo.toml fuzz/Cargo.toml tests/bare-metal/Cargo.toml server/bench/Cargo.toml; do

@@ -233,7 +233,7 @@
 //! | fencing (I2) | each grant's token is greater than every earlier one, never 0, kept across eviction and restore |
 //! | FIFO, no herd (I3) | waiters granted in arrival order; a release wakes one exclusive waiter or the run of shared ones at the head |
 //! | no grant to the dead (I4) | in every advance, expiry precedes every grant |
-//! | time in every input (§2) | each input advances to its own `now` first: a host that never ticks between messages loses no session |
+//! | time in every input (§2) | each input advances to its own `now` first: a host that never ticks between messages loses no session whose keep-alive arrives, stamped, before its deadline |
 //! | atomic errors (I5) | a refused input changes nothing beyond the advance to its `now`; one error precedence in every layer (§5) |
 //! | idempotent retries (I9) | a repeat of a session's latest request number applies nothing twice and returns the recorded reply (an acquire's brought up to date, §6) |
 //! | determinism (I6) | same inputs → same replies, events and snapshot bytes on every platform |

@@ -232,7 +232,7 @@ fn sqlite_fence_rolls_back_a_failed_write_and_refuses_what_it_cannot_store() {
 /// the write swallows the error and goes on. The raise of the fence was undone and the
 /// connection is in autocommit: the write's next statement would commit on its own,
 /// unfenced. The fence's commit hook refuses it, the write is reported as not written,
-/// and neither the data nor the fence moved (found by review).
+/// and neither the data nor the fence moved.
 #[test]
 fn sqlite_fence_lets_nothing_through_after_sqlite_rolled_the_write_back() {
     let c = rusqlite::Connection::open_in_memory().unwrap();

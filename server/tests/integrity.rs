@@ -256,7 +256,7 @@ async fn a_missing_log_beside_a_snapshot_refuses_to_start() {
 /// Without a snapshot too: a node's first start writes its log's header before it records
 /// its `settings` file, so a directory with that file and no log (or a log shorter than
 /// its header) lost its vote and entries. It used to start as a fresh node — no vote, no
-/// entries — and could vote twice in a term (found by review). It refuses, naming both
+/// entries — and could vote twice in a term. It refuses, naming both
 /// files, and creates nothing; with its log back it starts and catches up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_log_without_a_snapshot_refuses_to_start() {

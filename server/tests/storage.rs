@@ -264,8 +264,8 @@ fn lose(path: &std::path::Path, from: u64, to: u64) {
 
 /// One append of many entries (a follower catching up) spans pages; power is lost before
 /// its fdatasync and a middle page never reached the disk while later ones did. Nothing of
-/// it was acknowledged: opening cuts it and keeps the acknowledged entries. (Found by
-/// review: the per-record rule refused to start here.)
+/// it was acknowledged: opening cuts it and keeps the acknowledged entries. (The
+/// per-record rule used to refuse to start here.)
 #[tokio::test]
 async fn a_torn_multi_page_append_with_a_lost_middle_page_is_cut() {
     let dir = common::temp_dir("torn-middle");
@@ -375,7 +375,7 @@ async fn a_torn_large_entry_whose_header_page_was_lost_is_cut() {
 
 /// A flipped length field in an acknowledged group with groups after it is damage, not a
 /// torn tail: the checksum covers the length, a valid group follows, so opening refuses
-/// and cuts nothing. (Found by review: it used to cut everything from there silently.)
+/// and cuts nothing. (It used to cut everything from there silently.)
 #[tokio::test]
 async fn a_corrupt_length_in_the_middle_refuses_to_open() {
     let dir = common::temp_dir("corrupt-len");
@@ -408,7 +408,7 @@ async fn a_corrupt_length_in_the_middle_refuses_to_open() {
 /// (its record ends in a zero: the vote is not committed). The scan for a valid group
 /// after the damage must see that last group; it once stopped at the last nonzero byte,
 /// missed the vote (whose group then ended in that zero), took the damage for a torn
-/// tail and cut both groups, vote included (found by review). A group now ends in a
+/// tail and cut both groups, vote included. A group now ends in a
 /// nonzero byte of its own.
 #[tokio::test]
 async fn damage_before_a_last_vote_that_ends_in_a_zero_refuses_to_open() {

@@ -504,7 +504,7 @@ test('an unknown key in any object argument is a bad_argument naming it, and cha
     assert.equal(e.key, key);
     assert.match(e.message, new RegExp(`unknown key "${key}"`));
   };
-  // The typo of the issue: lockdelay for lockDelay used to leave lock-delay at 0.
+  // A typo, lockdelay for lockDelay, is refused: it used to leave lock-delay at 0.
   unknown(() => new LockService({ sessions: 2, locks: 2, claims: 2, lockdelay: 5 }), 'lockdelay');
   unknown(() => new LockService({ sessions: 2, locks: 2, claim: 2 }), 'claim');
   const svc = new LockService({ sessions: 2, locks: 2, claims: 2, lockDelay: 5, maxNameLen: 8 });

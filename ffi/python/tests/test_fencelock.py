@@ -304,7 +304,7 @@ def test_integers_that_do_not_fit_raise_and_change_nothing():
         refused(903, svc.keep_alive, 0, s, request=0)
         refused(903, svc.keep_alive, 0, s, request=-1)
         assert svc.keep_alive(0, s, request=1) == fl.KeptAlive(expires_at=10)
-    # The story of the issue: tick(-1) used to move time to the end.
+    # tick(-1) is refused: it used to move time to the end.
     with fl.Service(2, 2, 2) as svc:
         refused(903, svc.tick, -1)
         assert svc.now() == 0
