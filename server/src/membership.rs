@@ -28,7 +28,7 @@ use fencelock::{Input, Tick};
 
 use crate::node::Node;
 use crate::protocol::ClientError;
-use crate::types::{NodeId, Op};
+use crate::types::{NodeAddr, NodeId, Op};
 
 /// Refuses `voters` unless each is a member that is reachable and caught up (see the
 /// module docs). Call on the leader. Cost: one replicated write (the probe) and polling of
@@ -115,6 +115,40 @@ pub const MAX_MEMBERS: usize = 256;
 /// The longest address (`raft` or `client`) a member may have, in bytes: the limit
 /// `AddLearner` has always applied.
 pub const MAX_ADDR_LEN: usize = 255;
+
+/// The most bytes a membership may take in a log entry ([`membership_bytes`]): as many as
+/// the largest batch of ops, so that [`crate::net::MAX_ENTRY_BYTES`] bounds an entry of
+/// either kind, and an AppendEntries fits every node's frame limit
+/// ([`crate::net::MIN_RAFT_FRAME`]). `add-learner`, and a cluster's first members
+/// ([`check_members`]), are refused past it: all [`MAX_MEMBERS`] of addresses of up to
+/// 100 bytes fit, or about 120 of the longest.
+pub const MAX_MEMBERSHIP_BYTES: usize = crate::proposer::MAX_BATCH * crate::net::MAX_OP_BYTES;
+
+/// Why `members` (a membership's, or one about to be) would not fit
+/// [`MAX_MEMBERSHIP_BYTES`], in words; `None` when it fits. Cost: O(members).
+pub fn oversized<'a>(members: impl IntoIterator<Item = (NodeId, &'a NodeAddr)>) -> Option<String> {
+    let bytes = membership_bytes(members);
+    (bytes > MAX_MEMBERSHIP_BYTES).then(|| {
+        format!(
+            "the membership would take up to {bytes} bytes in a log entry, more than \
+             {MAX_MEMBERSHIP_BYTES}: give the members shorter addresses"
+        )
+    })
+}
+
+/// An upper bound on the bytes the membership of `nodes` takes in a log entry, whatever
+/// its voters: a joint config, two of them, each naming every member, beside the members'
+/// addresses. Cost: O(members).
+pub fn membership_bytes<'a>(nodes: impl IntoIterator<Item = (NodeId, &'a NodeAddr)>) -> usize {
+    let varint = |n: u64| (64 - n.leading_zeros()).max(1).div_ceil(7) as usize;
+    // The lengths of the config list, of each config and of the node map (each at most 3
+    // bytes for at most MAX_MEMBERS), then per member: its id in either config and as the
+    // map's key, and its two addresses with their lengths.
+    nodes.into_iter().fold(4 * 3, |n, (id, a)| {
+        let text = |s: &str| varint(s.len() as u64) + s.len();
+        n + 3 * varint(id) + text(&a.raft) + text(&a.client)
+    })
+}
 
 /// Whether `a` can be a node's `host:port`: 1 to [`MAX_ADDR_LEN`] bytes with no whitespace
 /// or control character (which would let it forge a line where `members` and `status`
@@ -230,7 +264,10 @@ pub fn check_members(
     }
     let voters: Vec<NodeId> = members.keys().copied().collect();
     let nodes: Vec<_> = members.iter().map(|(id, a)| (*id, a.clone())).collect();
-    membership_fault(&[voters], &nodes, false).map_or(Ok(()), Err)
+    membership_fault(&[voters], &nodes, false).map_or(Ok(()), Err)?;
+    // As `add-learner` refuses a member past it (a membership a peer already holds is
+    // read whatever its size: the bound is for what is written from now on).
+    oversized(members.iter().map(|(id, a)| (*id, a))).map_or(Ok(()), Err)
 }
 
 /// Decodes openraft's `Membership` (its own encoding) with its lists capped as they
@@ -324,8 +361,41 @@ fn decode_any<'de, D: serde::Deserializer<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::NodeAddr;
     use std::collections::BTreeMap;
+
+    /// `membership_bytes` bounds what a membership really takes (openraft's own
+    /// encoding, in a joint config that names every member twice), by at most a few
+    /// bytes: for small and huge ids, short and longest addresses.
+    #[test]
+    fn membership_bytes_bounds_the_encoding_closely() {
+        for (n, id_at, len) in [
+            (1, 1, 1),
+            (3, 1, 14),
+            (7, 1, MAX_ADDR_LEN),
+            (200, 1 << 40, 3),
+        ] {
+            let nodes: BTreeMap<NodeId, NodeAddr> = (0..n)
+                .map(|i| {
+                    let a = "a".repeat(len);
+                    (
+                        id_at + i,
+                        NodeAddr {
+                            raft: a.clone(),
+                            client: a,
+                        },
+                    )
+                })
+                .collect();
+            let all: BTreeSet<NodeId> = nodes.keys().copied().collect();
+            let joint = openraft::Membership::new(vec![all.clone(), all], nodes.clone());
+            let real = postcard::to_allocvec(&joint).unwrap().len();
+            let bound = membership_bytes(nodes.iter().map(|(i, a)| (*i, a)));
+            assert!(
+                real <= bound && bound <= real + 12,
+                "{n} members: {real} > {bound}"
+            );
+        }
+    }
 
     /// The members a node starts or restores a cluster with are refused, before anything
     /// is written, when a peer would refuse their membership as it decodes.
@@ -346,5 +416,26 @@ mod tests {
         assert!(check_members(&members(MAX_MEMBERS as u64 + 1)).is_err());
         let long: BTreeMap<_, _> = [(1, addr(&"x".repeat(MAX_ADDR_LEN + 1)))].into();
         assert!(check_members(&long).unwrap_err().contains("address"));
+        // Every member may have an address of 100 bytes; not every one of the longest.
+        let wide = |len: usize| {
+            (1..=MAX_MEMBERS as u64)
+                .map(|i| {
+                    let a = format!("{}:{i:03}", "h".repeat(len - 4));
+                    (
+                        i,
+                        NodeAddr {
+                            raft: a.clone(),
+                            client: a,
+                        },
+                    )
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        assert_eq!(check_members(&wide(100)), Ok(()));
+        let why = check_members(&wide(MAX_ADDR_LEN)).unwrap_err();
+        assert!(
+            why.contains("bytes in a log entry, more than 65536"),
+            "{why}"
+        );
     }
 }

@@ -266,7 +266,8 @@ pub const SNAPSHOT_CHUNK: u64 = 3 << 20;
 /// ones: a 64-byte lock name, every number at its widest).
 pub const MAX_OP_BYTES: usize = 256;
 /// An upper bound on one encoded log entry: a batch of [`crate::proposer::MAX_BATCH`] ops,
-/// its stamp and log id, with room for a membership entry of a cluster of dozens of nodes.
+/// or a membership of [`crate::membership::MAX_MEMBERSHIP_BYTES`] (no larger), with the
+/// entry's stamp and log id.
 pub const MAX_ENTRY_BYTES: usize = crate::proposer::MAX_BATCH * MAX_OP_BYTES + 4096;
 /// The smallest Raft frame limit a node accepts (`--max-peer-frame-bytes`), and the
 /// largest frame a node sends: a snapshot chunk plus 1 MiB, and an AppendEntries of at most
@@ -2166,6 +2167,35 @@ mod tests {
             vec![widest[0].clone(); crate::proposer::MAX_BATCH],
         );
         let n = postcard::to_allocvec(&batch).unwrap().len();
+        assert!(n + 64 <= MAX_ENTRY_BYTES, "{n} bytes");
+        // A membership entry, at the most `add-learner` lets a membership take (members of
+        // the longest addresses and the widest ids, as many as fit), fits the bound too.
+        let long = "a".repeat(crate::membership::MAX_ADDR_LEN);
+        let mut nodes = std::collections::BTreeMap::new();
+        for i in 0.. {
+            let a = crate::types::NodeAddr {
+                raft: long.clone(),
+                client: long.clone(),
+            };
+            nodes.insert(u64::MAX - i, a);
+            if crate::membership::oversized(nodes.iter().map(|(i, a)| (*i, a))).is_some() {
+                nodes.pop_first();
+                break;
+            }
+        }
+        assert!(nodes.len() >= 100, "{} members", nodes.len());
+        let all: std::collections::BTreeSet<u64> = nodes.keys().copied().collect();
+        let entry = crate::types::Entry {
+            log_id: openraft::LogId::new(
+                openraft::CommittedLeaderId::new(u64::MAX, u64::MAX),
+                u64::MAX,
+            ),
+            payload: openraft::EntryPayload::Membership(openraft::Membership::new(
+                vec![all.clone(), all],
+                nodes,
+            )),
+        };
+        let n = postcard::to_allocvec(&entry).unwrap().len();
         assert!(n + 64 <= MAX_ENTRY_BYTES, "{n} bytes");
         let per = entries_per_append() as usize;
         assert!(per >= 32, "{per} entries per append");

@@ -1884,6 +1884,13 @@ impl Node {
                         "the cluster has {} members, the most it can have",
                         crate::membership::MAX_MEMBERS
                     )));
+                } else {
+                    // Every log entry, a membership's included, must fit the entry bound
+                    // that sizes an AppendEntries below every node's frame limit.
+                    let members = m.membership().nodes().map(|(i, a)| (*i, a));
+                    if let Some(why) = crate::membership::oversized(members.chain([(id, &addr)])) {
+                        return Err(ClientError::BadRequest(format!("with node {id} {why}")));
+                    }
                 }
                 let fut = self.raft.add_learner(id, addr, true);
                 // openraft waits for a far-behind learner to catch up: one that refuses this
