@@ -29,15 +29,17 @@ use tokio::sync::Notify;
 pub const MAX_CLOSING: usize = 8;
 
 /// What a per-address limit counts a connection from `ip` against: an IPv4 address (an
-/// IPv4-mapped IPv6 one as that IPv4 address), or an IPv6 address's /64 prefix, the
-/// smallest block one site is given (a LAN's hosts pick their own addresses within it,
-/// and one host can use as many of them as it likes), with the rest zeroed. Cost: O(1).
-pub(crate) fn source(ip: IpAddr) -> IpAddr {
+/// IPv4-mapped IPv6 one as that IPv4 address), and an IPv6 address whole or, with
+/// `by_prefix`, its /64 prefix (the rest zeroed): the smallest block one site is given,
+/// within which a LAN's hosts pick their own addresses, and one host as many as it likes.
+/// Cost: O(1).
+pub(crate) fn source(ip: IpAddr, by_prefix: bool) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+            None if by_prefix => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+            None => ip,
         },
     }
 }
@@ -47,6 +49,8 @@ pub(crate) fn source(ip: IpAddr) -> IpAddr {
 pub(crate) struct Admission {
     total: usize,
     per_addr: usize,
+    /// IPv6 sources are /64 prefixes ([`source`]).
+    by_prefix: bool,
     places: Arc<Mutex<Places>>,
 }
 
@@ -92,7 +96,16 @@ impl Admission {
         Admission {
             total: total.min(i64::MAX as usize),
             per_addr,
+            by_prefix: false,
             places: Arc::default(),
+        }
+    }
+
+    /// The same, counting an IPv6 source by its /64 prefix ([`source`]). Cost: O(1).
+    pub(crate) fn by_prefix(self) -> Admission {
+        Admission {
+            by_prefix: true,
+            ..self
         }
     }
 
@@ -107,7 +120,7 @@ impl Admission {
     /// unproven, or `closing` when [`MAX_CLOSING`] are still closing. Cost: O(log n) for n
     /// connections.
     pub(crate) fn admit(&self, ip: IpAddr) -> Result<Admitted, Refusal> {
-        let ip = source(ip);
+        let ip = source(ip, self.by_prefix);
         let mut p = self.places.lock().unwrap_or_else(|e| e.into_inner());
         if p.per_addr.get(&ip).copied().unwrap_or(0) >= self.per_addr {
             return Err(("per_address", self.per_addr));
@@ -212,12 +225,13 @@ mod tests {
         matches!(pin!(a.displaced()).poll(&mut cx), Poll::Ready(()))
     }
 
-    /// The per-address limit counts an IPv6 address by its /64: a host that takes a new
-    /// address of its prefix for each connection is held to the limit as one address is;
-    /// another /64 is another source. An IPv4-mapped address is its IPv4 address.
+    /// With `by_prefix` (the client port), the per-address limit counts an IPv6 address by
+    /// its /64: a host that takes a new address of its prefix for each connection is held
+    /// to the limit as one address is; another /64 is another source. An IPv4-mapped
+    /// address is its IPv4 address, with or without.
     #[test]
     fn the_per_address_limit_counts_an_ipv6_prefix_as_one_address() {
-        let a = Admission::new(16, 2);
+        let a = Admission::new(16, 2).by_prefix();
         let v6 = |s: &str| s.parse::<IpAddr>().unwrap();
         let _held = [
             a.admit(v6("2001:db8:1:2::1")).unwrap(),
@@ -234,7 +248,18 @@ mod tests {
             Some(("per_address", 2)),
             "a mapped address is its IPv4 address"
         );
-        assert_eq!(source(v6("2001:db8:1:2:3:4:5:6")), v6("2001:db8:1:2::"));
+        assert_eq!(
+            source(v6("2001:db8:1:2:3:4:5:6"), true),
+            v6("2001:db8:1:2::")
+        );
+        // Without: each IPv6 address is its own source (a mapped one is still IPv4).
+        let exact = Admission::new(16, 1);
+        let _one = exact.admit(v6("2001:db8:1:2::1")).unwrap();
+        assert!(exact.admit(v6("2001:db8:1:2::2")).is_ok());
+        assert_eq!(
+            source(v6("::ffff:10.0.0.1"), false),
+            IpAddr::from([10, 0, 0, 1])
+        );
     }
 
     /// A full total makes room by displacing the oldest unproven connection, never a

@@ -753,6 +753,8 @@ impl Drop for PeerGauge {
 /// and what the frame decodes into (its lists capped: [`MAX_APPEND_ENTRIES`] entries of at
 /// most [`crate::types::MAX_CMD_OPS`] ops).
 pub async fn serve_peers(listener: TcpListener, elector: Arc<Elector>, policy: PeerPolicy) {
+    // Each IPv6 address its own source: the members of a cluster often share one LAN's
+    // /64, and counted together they would share one limit.
     let admission = Admission::new(policy.max_connections, policy.max_per_addr);
     let stats = &policy.stats;
     // The limits as the node runs with them: a total clamped by `Admission::new` shows
@@ -1608,7 +1610,7 @@ impl Default for ClientPolicy {
 /// [`serve_clients`] under `policy`. Errors and cost: as there; a request the connection's
 /// token does not allow is answered `Unauthenticated` or `Forbidden` and not served.
 pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: ClientPolicy) {
-    let admission = Admission::new(policy.max_connections, policy.max_per_addr);
+    let admission = Admission::new(policy.max_connections, policy.max_per_addr).by_prefix();
     let stats = node.stats.net.clone();
     node.stats.client_limit.store(
         admission.total() as u64,
