@@ -29,17 +29,21 @@ use tokio::sync::Notify;
 pub const MAX_CLOSING: usize = 8;
 
 /// What a per-address limit counts a connection from `ip` against: an IPv4 address (an
-/// IPv4-mapped IPv6 one as that IPv4 address), and an IPv6 address whole or, with
-/// `by_prefix`, its /64 prefix (the rest zeroed): the smallest block one site is given,
-/// within which a LAN's hosts pick their own addresses, and one host as many as it likes.
+/// IPv4-mapped IPv6 one as that IPv4 address), and an IPv6 address's first `v6_prefix`
+/// bits (the rest zeroed; 128, the default, is the address whole). A /64 is the smallest
+/// block one site is given, within which a host may use as many addresses as it likes.
 /// Cost: O(1).
-pub(crate) fn source(ip: IpAddr, by_prefix: bool) -> IpAddr {
+pub(crate) fn source(ip: IpAddr, v6_prefix: u8) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => IpAddr::V4(v4),
-            None if by_prefix => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
-            None => ip,
+            None => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(v6_prefix.min(128)))
+                    .unwrap_or(0);
+                IpAddr::V6((u128::from(v6) & mask).into())
+            }
         },
     }
 }
@@ -49,8 +53,8 @@ pub(crate) fn source(ip: IpAddr, by_prefix: bool) -> IpAddr {
 pub(crate) struct Admission {
     total: usize,
     per_addr: usize,
-    /// IPv6 sources are /64 prefixes ([`source`]).
-    by_prefix: bool,
+    /// The bits of an IPv6 address that name its source ([`source`]).
+    v6_prefix: u8,
     places: Arc<Mutex<Places>>,
 }
 
@@ -96,15 +100,16 @@ impl Admission {
         Admission {
             total: total.min(i64::MAX as usize),
             per_addr,
-            by_prefix: false,
+            v6_prefix: 128,
             places: Arc::default(),
         }
     }
 
-    /// The same, counting an IPv6 source by its /64 prefix ([`source`]). Cost: O(1).
-    pub(crate) fn by_prefix(self) -> Admission {
+    /// The same, counting an IPv6 source by its first `bits` bits ([`source`]; at most
+    /// 128). Cost: O(1).
+    pub(crate) fn ipv6_prefix(self, bits: u8) -> Admission {
         Admission {
-            by_prefix: true,
+            v6_prefix: bits.min(128),
             ..self
         }
     }
@@ -120,7 +125,7 @@ impl Admission {
     /// unproven, or `closing` when [`MAX_CLOSING`] are still closing. Cost: O(log n) for n
     /// connections.
     pub(crate) fn admit(&self, ip: IpAddr) -> Result<Admitted, Refusal> {
-        let ip = source(ip, self.by_prefix);
+        let ip = source(ip, self.v6_prefix);
         let mut p = self.places.lock().unwrap_or_else(|e| e.into_inner());
         if p.per_addr.get(&ip).copied().unwrap_or(0) >= self.per_addr {
             return Err(("per_address", self.per_addr));
@@ -225,13 +230,14 @@ mod tests {
         matches!(pin!(a.displaced()).poll(&mut cx), Poll::Ready(()))
     }
 
-    /// With `by_prefix` (the client port), the per-address limit counts an IPv6 address by
-    /// its /64: a host that takes a new address of its prefix for each connection is held
-    /// to the limit as one address is; another /64 is another source. An IPv4-mapped
-    /// address is its IPv4 address, with or without.
+    /// With a prefix of 64 bits (the client port's `--client-ipv6-prefix-len 64`), the
+    /// per-address limit counts an IPv6 address by its /64: a host that takes a new
+    /// address of its prefix for each connection is held to the limit as one address is;
+    /// another /64 is another source. An IPv4-mapped address is its IPv4 address, with any
+    /// prefix.
     #[test]
     fn the_per_address_limit_counts_an_ipv6_prefix_as_one_address() {
-        let a = Admission::new(16, 2).by_prefix();
+        let a = Admission::new(16, 2).ipv6_prefix(64);
         let v6 = |s: &str| s.parse::<IpAddr>().unwrap();
         let _held = [
             a.admit(v6("2001:db8:1:2::1")).unwrap(),
@@ -248,16 +254,17 @@ mod tests {
             Some(("per_address", 2)),
             "a mapped address is its IPv4 address"
         );
-        assert_eq!(
-            source(v6("2001:db8:1:2:3:4:5:6"), true),
-            v6("2001:db8:1:2::")
-        );
-        // Without: each IPv6 address is its own source (a mapped one is still IPv4).
+        let addr = v6("2001:db8:1:2:3:4:5:6");
+        assert_eq!(source(addr, 64), v6("2001:db8:1:2::"));
+        assert_eq!(source(addr, 48), v6("2001:db8:1::"));
+        assert_eq!(source(addr, 0), v6("::"));
+        // By default each IPv6 address is its own source (a mapped one is still IPv4).
         let exact = Admission::new(16, 1);
         let _one = exact.admit(v6("2001:db8:1:2::1")).unwrap();
         assert!(exact.admit(v6("2001:db8:1:2::2")).is_ok());
+        assert_eq!(source(addr, 128), addr);
         assert_eq!(
-            source(v6("::ffff:10.0.0.1"), false),
+            source(v6("::ffff:10.0.0.1"), 128),
             IpAddr::from([10, 0, 0, 1])
         );
     }

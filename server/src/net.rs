@@ -1543,6 +1543,12 @@ pub struct ClientPolicy {
     /// At most this many of them from one IP address; one more is closed at once.
     /// Default [`MAX_CLIENT_PER_ADDR`].
     pub max_per_addr: usize,
+    /// How many leading bits of an IPv6 address name its source for `max_per_addr`: 128
+    /// (the default) counts each address alone; 64 counts a /64, within which one host may
+    /// use any number of addresses, but so may every host of the LAN (or, with some
+    /// Kubernetes address plans, of the cluster), which then share the limit. An
+    /// IPv4-mapped address counts as its IPv4 address either way.
+    pub ipv6_prefix_len: u8,
     /// The largest request frame accepted, in bytes: a longer one is answered
     /// [`ServerFrame::Malformed`] naming the limit, and the connection closed. Default
     /// [`MAX_CLIENT_FRAME`].
@@ -1598,6 +1604,7 @@ impl Default for ClientPolicy {
             tokens: None,
             max_connections: MAX_CLIENT_CONNECTIONS,
             max_per_addr: MAX_CLIENT_PER_ADDR,
+            ipv6_prefix_len: 128,
             max_frame: MAX_CLIENT_FRAME,
             idle_timeout: CLIENT_IDLE_TIMEOUT,
             read_timeout: READ_TIMEOUT,
@@ -1610,7 +1617,8 @@ impl Default for ClientPolicy {
 /// [`serve_clients`] under `policy`. Errors and cost: as there; a request the connection's
 /// token does not allow is answered `Unauthenticated` or `Forbidden` and not served.
 pub async fn serve_clients_with(listener: TcpListener, node: Arc<Node>, policy: ClientPolicy) {
-    let admission = Admission::new(policy.max_connections, policy.max_per_addr).by_prefix();
+    let admission = Admission::new(policy.max_connections, policy.max_per_addr)
+        .ipv6_prefix(policy.ipv6_prefix_len);
     let stats = node.stats.net.clone();
     node.stats.client_limit.store(
         admission.total() as u64,

@@ -124,9 +124,15 @@ struct Args {
     /// limit first).
     #[arg(long, default_value_t = 4096)]
     max_client_connections: usize,
-    /// Client connections at once from one IP address.
+    /// Client connections at once from one IP address (IPv6: see
+    /// --client-ipv6-prefix-len).
     #[arg(long, default_value_t = 512)]
     max_client_connections_per_addr: usize,
+    /// The leading bits of a client's IPv6 address that --max-client-connections-per-addr
+    /// counts it by: 128 each address alone; 64 its /64, within which one host may use any
+    /// number of addresses (but every host of a LAN shares it).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u8).range(1..=128))]
+    client_ipv6_prefix_len: u8,
     /// Raft connections at once, from all addresses; when full, one more takes the place
     /// of the oldest that has not yet sent a member's request, and is closed at once only
     /// if none.
@@ -929,6 +935,7 @@ async fn run(args: Args) -> Result<(), String> {
         tokens,
         max_connections: client_connections,
         max_per_addr: args.max_client_connections_per_addr,
+        ipv6_prefix_len: args.client_ipv6_prefix_len,
         max_frame: args.max_client_frame_bytes,
         idle_timeout: Duration::from_millis(args.client_idle_timeout_ms),
         read_timeout: Duration::from_millis(args.read_timeout_ms),
