@@ -18,7 +18,8 @@
 // clean-up that frees an object's memory when it is collected, and only the object itself
 // is registered there, so a stand-in's free would leave the object's memory to be freed a
 // second time (and the object itself, still holding its pointer, to use it after the
-// free). free (and Symbol.dispose) is refused unless `this` is the object itself.
+// free). free (and Symbol.dispose) is refused unless `this` is the object itself, on
+// every engine (below).
 {
   const refused = (message) => {
     const e = new TypeError(message);
@@ -35,9 +36,13 @@
   const mark = Set.prototype.add.bind(busy);
   const unmark = Set.prototype.delete.bind(busy);
   // The clean-up registries' unregister, taken now: true only for an object registered,
-  // which is the object itself. (An engine without FinalizationRegistry has none, and the
-  // glue none either: nothing is freed at collection there, so no free is freed twice.)
+  // which is the object itself. An engine without FinalizationRegistry (the glue then
+  // frees nothing at collection) tells the object itself by its own pointer property: an
+  // object made with Object.create(it) only inherits it (its free would zero a pointer
+  // of its own and leave the object's, to be used after the free), while a Proxy's
+  // forwards to the object (its free zeroes the object's pointer: nothing is left).
   const unregister = typeof FinalizationRegistry === 'undefined' ? undefined : FinalizationRegistry.prototype.unregister;
+  const hasOwn = Object.prototype.hasOwnProperty;
   const register = typeof FinalizationRegistry === 'undefined' ? undefined : FinalizationRegistry.prototype.register;
   const registry = new Map([
     [LockService, LockServiceFinalization],
@@ -65,14 +70,16 @@
     // (a frozen object: the glue cannot write its pointer, and frees nothing) registers
     // it again, as the glue had, so that it is still freed once collected.
     const freeItself = (o, ptr, f, args) => {
-      if (unregister === undefined) return apply(f, o, args);
-      if (!apply(unregister, clean, [o])) {
+      const itself = unregister === undefined ? apply(hasOwn, o, ['__wbg_ptr']) : apply(unregister, clean, [o]);
+      if (!itself) {
         throw refused(`invalid argument: free() is called on the ${kind} itself, not on a Proxy of it or an object made from it`);
       }
       try {
         return apply(f, o, args);
       } catch (e) {
-        apply(register, clean, [o, ptr, o]);
+        // Registered again only if the glue's free failed before it took the pointer
+        // (a frozen object): once it has, the memory may be freed already.
+        if (unregister !== undefined && o.__wbg_ptr === ptr) apply(register, clean, [o, ptr, o]);
         throw e;
       }
     };

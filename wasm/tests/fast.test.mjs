@@ -516,3 +516,31 @@ test('the name buffer follows the memory when it grows, and a freed service is n
     assert.equal(LockService.prototype[m], undefined, m);
   }
 });
+
+// The fast paths call the generated methods with Function.prototype.call as it was when
+// the module loaded: a page that replaced it (here, with one that frees the service) runs
+// nothing between the guard's check and the call into wasm.
+test('a replaced Function.prototype.call runs in no fast path', () => {
+  const svc = new LockService(caps);
+  const s = svc.openSession(0, 100).reply.session;
+  const id = svc.internName('l');
+  const call = Function.prototype.call;
+  let called = 0;
+  Function.prototype.call = function freeing() { called += 1; svc.free(); return 0; };
+  let codes;
+  try {
+    codes = [
+      svc.acquireFastId(1, s, id, 0, 0),
+      svc.releaseFastId(1, s, id),
+      svc.acquireFast(1, s, 'x'.repeat(70), 0, 0), // too long for the buffer: the general way
+      svc.releaseFast(1, s, 'é'.repeat(40)),
+    ];
+    svc.setEventLimit(100);
+  } finally {
+    Function.prototype.call = call;
+  }
+  assert.equal(called, 0, 'the replaced call ran');
+  assert.deepEqual(codes.slice(0, 2), [3, 6]);
+  assert.equal(svc.now(), 1, 'the service is alive');
+  svc.free();
+});
