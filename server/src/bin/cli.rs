@@ -1340,14 +1340,16 @@ async fn lock(
     let ended = loop {
         tokio::select! {
             st = sup.wait() => {
-                // A supervisor ended by a signal (the OOM killer, a kill -9) stopped
-                // nothing: what it supervised would run on after the session is closed
-                // and the lock granted again. Kill the group before closing.
-                // (A wait that failed says nothing of how it ended: the same.)
-                if st.as_ref().map_or(true, |st| st.signal().is_some()) {
-                    if let Some(g) = group {
-                        let _ = killpg(g, Signal::SIGKILL);
-                    }
+                // A supervisor ended by a signal (the OOM killer, a kill -9), or by a
+                // failure of its own (a panic: exit 101), may have stopped nothing: what
+                // it supervised would run on after the session is closed and the lock
+                // granted again. So the group is killed before closing, whatever the
+                // end: after a supervisor's normal end on Linux it is empty (the supervisor
+                // waits for all of it), and the kill finds nobody; elsewhere it stops what
+                // the command left behind, as the supervisor would have. (A wait that failed says
+                // nothing of how it ended: the same.)
+                if let Some(g) = group {
+                    let _ = killpg(g, Signal::SIGKILL);
                 }
                 // The supervisor stopped the command at the lease's deadline, which
                 // passed while this process could not act (or a keep-alive's answer came
@@ -1597,6 +1599,34 @@ async fn supervise(
         }
     };
     let group = nix::unistd::getpgrp();
+    // Reaps every child (the command and the orphans that come here) and reports (pid,
+    // status as a shell would print it); `None` once there is no child left. Made before
+    // the command starts (it begins to wait once told to), so that a thread the system
+    // refuses (a process limit) fails this supervisor with the command not started, not
+    // with a panic while it runs unwatched.
+    let (tx, mut reaped) = tokio::sync::mpsc::unbounded_channel::<Option<(i32, i32)>>();
+    let (begin, begun) = std::sync::mpsc::channel::<()>();
+    let reaper = std::thread::Builder::new().spawn(move || {
+        if begun.recv().is_err() {
+            return; // the command did not start
+        }
+        loop {
+            let event = match waitpid(None, None) {
+                Ok(WaitStatus::Exited(pid, code)) => Some((pid.as_raw(), code)),
+                Ok(WaitStatus::Signaled(pid, sig, _)) => Some((pid.as_raw(), 128 + sig as i32)),
+                Ok(_) | Err(Errno::EINTR) => continue,
+                Err(_) => None, // ECHILD: nobody left
+            };
+            let last = event.is_none();
+            if tx.send(event).is_err() || last {
+                return;
+            }
+        }
+    });
+    if let Err(e) = reaper {
+        note!("fencelock: supervisor: cannot start a thread: {e}");
+        return ExitCode::from(EXIT_SUPERVISOR);
+    }
     let child = match std::process::Command::new(&command[0])
         .args(&command[1..])
         .spawn()
@@ -1612,21 +1642,7 @@ async fn supervise(
     };
     let command_pid = child.id() as i32;
     drop(child); // reaped below, with every orphan (a std Child does nothing on drop)
-                 // Reaps every child (the command and the orphans that came here) and reports
-                 // (pid, status as a shell would print it); `None` once there is no child left.
-    let (tx, mut reaped) = tokio::sync::mpsc::unbounded_channel::<Option<(i32, i32)>>();
-    std::thread::spawn(move || loop {
-        let event = match waitpid(None, None) {
-            Ok(WaitStatus::Exited(pid, code)) => Some((pid.as_raw(), code)),
-            Ok(WaitStatus::Signaled(pid, sig, _)) => Some((pid.as_raw(), 128 + sig as i32)),
-            Ok(_) | Err(Errno::EINTR) => continue,
-            Err(_) => None, // ECHILD: nobody left
-        };
-        let last = event.is_none();
-        if tx.send(event).is_err() || last {
-            return;
-        }
-    });
+    let _ = begin.send(()); // the reaper waits for it, alive (it was made above)
     let mut status: Option<i32> = None;
     let mut kill_at: Option<tokio::time::Instant> = None;
     let mut poll = tokio::time::interval(Duration::from_millis(100));
