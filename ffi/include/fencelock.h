@@ -14,8 +14,10 @@
  * input: before the core sees it, so not even time moves): NULL_PARAMETER (a NULL handle
  * or required pointer), MISALIGNED_MEMORY (a pointer not aligned for its type),
  * INVALID_ARGUMENT (a length past PTRDIFF_MAX, a value outside its enum), INVALID_UTF8 (a
- * name or label that is not UTF-8), and PANIC (a panic caught at the boundary, or a
- * handle poisoned by an earlier one: PANIC before any other check).
+ * name or label that is not UTF-8), and PANIC (a handle poisoned by an earlier panic:
+ * PANIC before any other check; a panic while the arguments are judged). A panic caught
+ * at the boundary inside the function's own work is PANIC too, but may come after a
+ * change, and poisons the handle for good.
  * Memory a function writes (a reply, a length, a value, an output buffer) must not
  * overlap any other argument's memory, as with C's `restrict`, unless the function says
  * it may (fencelock_service_handle_frame's frames; _holders/_waiters' name).

@@ -1247,7 +1247,8 @@ pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
 ///
 /// Errors: `InvalidInput` for members no node would read
 /// ([`check_members`](crate::membership::check_members): none, more than
-/// [`MAX_MEMBERS`](crate::membership::MAX_MEMBERS), an address over 255 bytes);
+/// [`MAX_MEMBERS`](crate::membership::MAX_MEMBERS), an address over 255 bytes, a
+/// membership over [`MAX_MEMBERSHIP_BYTES`](crate::membership::MAX_MEMBERSHIP_BYTES));
 /// `InvalidData` for a backup that
 /// fails its checks (corrupt, or not restorable with `config`), or one taken before
 /// anything was applied; `AlreadyExists` when `dir`

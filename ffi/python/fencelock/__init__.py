@@ -275,9 +275,9 @@ _LEASE_OF = {1: LeaseState.UNCONFIRMED, 2: LeaseState.SAFE, 3: LeaseState.JEOPAR
 class FencelockError(Exception):
     """A refusal. `.code` is the fencelock_result number, `.result` the `Result` (or the
     bare number if this package does not know it), `.kind` its lower-case name (the core's
-    `Error::kind()` for core codes), `.detail` the detailed message (also `str(e)`; for a
-    refused constructor, `Service(...)`, `Service.restore(...)`, `Gate(...)` and the
-    like, the code's fixed message: the ABI keeps no detail without a handle),
+    `Error::kind()` for core codes), `.detail` the detailed message (also `str(e)`; when
+    the library refuses a constructor, `Service(...)`, `Service.restore(...)`, `Gate(...)`
+    and the like, the code's fixed message: the ABI keeps no detail without a handle),
     `.events` the events that stand (a refused input's advance to its `now`), and
     `.event_frames` the same as frames when the call was `handle_frame`."""
 

@@ -2091,7 +2091,19 @@ fn default_label(host_files: &[&std::path::Path], pid: u32) -> String {
             let mut b = Vec::new();
             let f = std::fs::File::open(p).ok()?;
             f.take(HOST_NAME_MAX).read_to_end(&mut b).ok()?;
-            let h = String::from_utf8_lossy(&b).trim().to_string();
+            // A name cut at the 255th byte may end inside a character: only that end is
+            // let go; a file that is not UTF-8 otherwise names no host.
+            let h = match String::from_utf8(b) {
+                Ok(h) => h,
+                Err(e) if e.utf8_error().error_len().is_none() => {
+                    let valid = e.utf8_error().valid_up_to();
+                    let mut b = e.into_bytes();
+                    b.truncate(valid);
+                    String::from_utf8(b).ok()?
+                }
+                Err(_) => return None,
+            };
+            let h = h.trim().to_string();
             (!h.is_empty()).then_some(h)
         })
         .unwrap_or_else(|| "localhost".into());
@@ -2165,6 +2177,14 @@ mod tests {
         // Past 255 bytes nothing is read: a file of 255 spaces and then a name names no host.
         let spaced = file("spaced", &format!("{}far", " ".repeat(255)));
         assert_eq!(default_label(&[&spaced, &plain], 1), "build-3:1");
+        // A file that is not UTF-8 names no host; one cut at byte 255 inside a character
+        // loses only that character (here the 128th 'é' is cut, and the label is cut to 62
+        // bytes, 31 of them).
+        let binary = dir.join("binary");
+        std::fs::write(&binary, b"host\xff\xfe").unwrap();
+        assert_eq!(default_label(&[&binary, &plain], 1), "build-3:1");
+        let cut = file("cut", &"é".repeat(200));
+        assert_eq!(default_label(&[&cut], 1), format!("{}:1", "é".repeat(31)));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
