@@ -869,81 +869,31 @@ impl Client {
     }
 
     async fn open(&self, ttl_ms: u64, label: Option<String>) -> Result<Session, ClientError> {
-        let start = Instant::now();
-        let mut hops = Hops::default();
-        let key = fresh_key()?;
-        loop {
-            let res = match self.connect().await {
-                // A refused token stays refused: no retry.
-                Err(e @ (ClientError::Unauthenticated | ClientError::Forbidden(_))) => {
-                    return Err(e)
-                }
-                // Any other failure to connect (this address refused, unreachable, or not
-                // one this client may use) is this address's, as in `call`: the next is
-                // tried, until the call's time is up.
-                Err(e) => {
-                    if start.elapsed() > self.inner.retry_for {
-                        return Err(e);
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-                Ok(c) => {
-                    let key = Some(key);
-                    let req = match &label {
-                        None => Request::Open { ttl_ms, key },
-                        Some(label) => Request::OpenLabeled {
-                            ttl_ms,
-                            key,
-                            label: label.clone(),
-                        },
-                    };
-                    let r = self.send(&c, req).await;
-                    if r.is_err() {
-                        self.drop_conn(&c);
-                    }
-                    r
-                }
-            };
-            match res {
-                Ok(Reply::Opened { reply, secret, .. }) => {
-                    let id = reply
-                        .opened()
-                        .ok_or_else(|| ClientError::Unavailable("no session opened".into()))?
-                        .0;
-                    {
-                        let mut st = self.st();
-                        st.attached.insert(id, secret);
-                        st.handles.insert(id);
-                    }
-                    return Ok(Session {
-                        client: self.clone(),
-                        id,
-                        secret,
-                        requests: Default::default(),
-                        background: Default::default(),
-                    });
-                }
-                Ok(_) => return Err(ClientError::Unavailable("unexpected reply".into())),
-                Err(ClientError::NotLeader { leader }) => {
-                    if start.elapsed() > self.inner.retry_for {
-                        return Err(ClientError::NotLeader { leader });
-                    }
-                    // As `call` follows a redirect: no leader known (an election, or no
-                    // quorum), or hop after hop, wait before asking again.
-                    let pause = self.redirected(leader, &mut hops);
-                    let left = self.inner.retry_for.saturating_sub(start.elapsed());
-                    tokio::time::sleep(pause.min(left)).await;
-                }
-                Err(ClientError::Unavailable(m)) => {
-                    if start.elapsed() > self.inner.retry_for {
-                        return Err(ClientError::Unavailable(m));
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Err(e) => return Err(e),
-            }
+        // Retried as every call is (`call`): each attempt carries the same key.
+        let key = Some(fresh_key()?);
+        let req = match label {
+            None => Request::Open { ttl_ms, key },
+            Some(label) => Request::OpenLabeled { ttl_ms, key, label },
+        };
+        let Reply::Opened { reply, secret, .. } = self.call(req).await? else {
+            return Err(ClientError::Unavailable("unexpected reply".into()));
+        };
+        let id = reply
+            .opened()
+            .ok_or_else(|| ClientError::Unavailable("no session opened".into()))?
+            .0;
+        {
+            let mut st = self.st();
+            st.attached.insert(id, secret);
+            st.handles.insert(id);
         }
+        Ok(Session {
+            client: self.clone(),
+            id,
+            secret,
+            requests: Default::default(),
+            background: Default::default(),
+        })
     }
 
     /// Linearizable read of a lock's holders. Cost: one round trip plus a quorum
@@ -2763,6 +2713,19 @@ mod tests {
         }
     }
 
+    /// A fake node's side of the next connection `listener` accepts: its reader, buffered
+    /// as the client's frames are read, and its writer.
+    async fn accepted(
+        listener: &TcpListener,
+    ) -> (
+        BufReader<tokio::net::tcp::OwnedReadHalf>,
+        tokio::net::tcp::OwnedWriteHalf,
+    ) {
+        let (a, _) = listener.accept().await.unwrap();
+        let (r, w) = a.into_split();
+        (BufReader::new(r), w)
+    }
+
     async fn next_request<R: AsyncRead + Unpin>(r: &mut R) -> ClientFrame {
         frame::read(r, MAX_CLIENT_FRAME)
             .await
@@ -2937,9 +2900,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let node = tokio::spawn(async move {
-            let (a, _) = listener.accept().await.unwrap();
-            let (ar, mut aw) = a.into_split();
-            let mut ar = BufReader::new(ar);
+            let (mut ar, mut aw) = accepted(&listener).await;
             let f = next_request(&mut ar).await;
             assert!(matches!(f.req, Request::Holders { .. }), "{:?}", f.req);
             answer(&mut aw, f.id, Ok(Reply::Holders(vec![]))).await;
@@ -2965,9 +2926,7 @@ mod tests {
         let first = listener.local_addr().unwrap().to_string();
         let (second, _held) = silent_node(None);
         let node = tokio::spawn(async move {
-            let (a, _) = listener.accept().await.unwrap();
-            let (ar, mut aw) = a.into_split();
-            let mut ar = BufReader::new(ar);
+            let (mut ar, mut aw) = accepted(&listener).await;
             let f = next_request(&mut ar).await;
             answer(&mut aw, f.id, Ok(Reply::Holders(vec![]))).await;
             (ar, aw)
@@ -2987,9 +2946,7 @@ mod tests {
         let serving = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addrs = [&refusing, &serving].map(|l| l.local_addr().unwrap().to_string());
         let node = tokio::spawn(async move {
-            let (a, _) = refusing.accept().await.unwrap();
-            let (ar, mut aw) = a.into_split();
-            let mut ar = BufReader::new(ar);
+            let (mut ar, mut aw) = accepted(&refusing).await;
             let f = next_request(&mut ar).await;
             assert!(matches!(f.req, Request::Authenticate { .. }), "{:?}", f.req);
             answer(
@@ -2998,9 +2955,7 @@ mod tests {
                 Err(ClientError::BadRequest("not here".into())),
             )
             .await;
-            let (b, _) = serving.accept().await.unwrap();
-            let (br, mut bw) = b.into_split();
-            let mut br = BufReader::new(br);
+            let (mut br, mut bw) = accepted(&serving).await;
             let f = next_request(&mut br).await;
             assert!(matches!(f.req, Request::Authenticate { .. }), "{:?}", f.req);
             answer(&mut bw, f.id, Ok(Reply::Authenticated)).await;
@@ -3027,9 +2982,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let node = tokio::spawn(async move {
-            let (a, _) = listener.accept().await.unwrap();
-            let (ar, mut aw) = a.into_split();
-            let mut ar = BufReader::new(ar);
+            let (mut ar, mut aw) = accepted(&listener).await;
             let mut pages = 0u64;
             loop {
                 let f = next_request(&mut ar).await;
@@ -3189,9 +3142,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let node = tokio::spawn(async move {
-            let (a, _) = listener.accept().await.unwrap();
-            let (ar, mut aw) = a.into_split();
-            let mut ar = BufReader::new(ar);
+            let (mut ar, mut aw) = accepted(&listener).await;
             let mut exports = 0;
             loop {
                 let f = next_request(&mut ar).await;
@@ -3256,16 +3207,12 @@ mod tests {
         let client = Client::new(vec![addr]);
         let node = tokio::spawn(async move {
             {
-                let (a, _) = listener.accept().await.unwrap();
-                let (ar, mut aw) = a.into_split();
-                let mut ar = BufReader::new(ar);
+                let (mut ar, mut aw) = accepted(&listener).await;
                 for id in 1..=N {
                     answer_open(&mut ar, &mut aw, id, id as u8, 60_000).await;
                 }
             } // the first connection is dropped
-            let (a, _) = listener.accept().await.unwrap();
-            let (ar, mut aw) = a.into_split();
-            let mut ar = BufReader::new(ar);
+            let (mut ar, mut aw) = accepted(&listener).await;
             let mut ids = Vec::new();
             let mut sessions = std::collections::BTreeSet::new();
             while ids.len() < N as usize {
@@ -3314,16 +3261,12 @@ mod tests {
         let client = Client::new(vec![addr]);
         let node = tokio::spawn(async move {
             {
-                let (a, _) = listener.accept().await.unwrap();
-                let (ar, mut aw) = a.into_split();
-                let mut ar = BufReader::new(ar);
+                let (mut ar, mut aw) = accepted(&listener).await;
                 for id in [1, 2] {
                     answer_open(&mut ar, &mut aw, id, id as u8, 60_000).await;
                 }
             } // the first connection is dropped
-            let (a, _) = listener.accept().await.unwrap();
-            let (ar, mut aw) = a.into_split();
-            let mut ar = BufReader::new(ar);
+            let (mut ar, mut aw) = accepted(&listener).await;
             loop {
                 let f = next_request(&mut ar).await;
                 let r = match f.req {
@@ -3368,9 +3311,7 @@ mod tests {
         let client = Client::new(vec![addr]);
         let (sent_tx, sent_rx) = tokio::sync::oneshot::channel::<()>();
         let node = tokio::spawn(async move {
-            let (a, _) = listener.accept().await.unwrap();
-            let (ar, mut aw) = a.into_split();
-            let mut ar = BufReader::new(ar);
+            let (mut ar, mut aw) = accepted(&listener).await;
             answer_open(&mut ar, &mut aw, 1, 1, 60_000).await;
             // The acquire: read, never answered (its caller drops it).
             let f = next_request(&mut ar).await;
@@ -3469,9 +3410,7 @@ mod tests {
         }
         let (late_tx, late_rx) = tokio::sync::oneshot::channel::<()>();
         let node = tokio::spawn(async move {
-            let (a, _) = listener.accept().await.unwrap();
-            let (ar, mut aw) = a.into_split();
-            let mut ar = BufReader::new(ar);
+            let (mut ar, mut aw) = accepted(&listener).await;
             for id in [1, 2] {
                 answer_open(&mut ar, &mut aw, id, id as u8, 10_000).await;
             }
@@ -3569,9 +3508,7 @@ mod tests {
         let addr = listener.local_addr().unwrap().to_string();
         let client = Client::new(vec![addr]);
         let node = tokio::spawn(async move {
-            let (a, _) = listener.accept().await.unwrap();
-            let (ar, mut aw) = a.into_split();
-            let mut ar = BufReader::new(ar);
+            let (mut ar, mut aw) = accepted(&listener).await;
             answer_open(&mut ar, &mut aw, 1, 7, 10_000).await;
             let f = next_request(&mut ar).await;
             assert!(matches!(f.req, Request::Acquire { .. }), "{:?}", f.req);
@@ -3615,9 +3552,7 @@ mod tests {
         let mut pushes = client.subscribe();
         let node = tokio::spawn(async move {
             // The first connection: the open, then the acquire, redirected back here.
-            let (a, _) = listener.accept().await.unwrap();
-            let (ar, mut aw) = a.into_split();
-            let mut ar = BufReader::new(ar);
+            let (mut ar, mut aw) = accepted(&listener).await;
             answer_open(&mut ar, &mut aw, 1, 7, 10_000).await;
             let f = next_request(&mut ar).await;
             assert!(matches!(f.req, Request::Acquire { .. }), "{:?}", f.req);
@@ -3625,9 +3560,7 @@ mod tests {
             answer(&mut aw, f.id, Err(ClientError::NotLeader { leader })).await;
             // The second: the keep-alive that re-attaches the session, then the acquire
             // again, queued.
-            let (b, _) = listener.accept().await.unwrap();
-            let (br, mut bw) = b.into_split();
-            let mut br = BufReader::new(br);
+            let (mut br, mut bw) = accepted(&listener).await;
             let f = next_request(&mut br).await;
             assert!(matches!(f.req, Request::KeepAlive { .. }), "{:?}", f.req);
             let kept = fencelock::Reply::KeptAlive {

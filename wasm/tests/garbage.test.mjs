@@ -12,6 +12,7 @@ import { pathToFileURL } from 'node:url';
 import {
   LockService, FenceGate, SessionKeeper, hex, unhex, rng, seed, varint, repo,
 } from './pkg.mjs';
+import { objectsOf } from './objects.mjs';
 
 const ROUNDS = 4000;
 
@@ -362,30 +363,20 @@ test('a method lent to an object of another class, or called again on a frozen o
 // the object itself is on it: the object's memory would be freed a second time when it
 // is collected, and the object, still holding its pointer, would use it after the free.
 test('a Proxy of an object, or an object made from it, may call it but not free it', () => {
-  const makers = {
-    LockService: () => new LockService({ sessions: 2, locks: 2, claims: 2 }),
-    FenceGate: () => new FenceGate(2),
-    SessionKeeper: () => new SessionKeeper(10, 3, 2),
-  };
-  const use = {
-    LockService: (o) => o.tick(o.now() + 1).reply.kind,
-    FenceGate: (o) => o.highest('r'),
-    SessionKeeper: (o) => o.mayAct(0),
-  };
   const notItself = (e) => e.code === 'bad_argument' && e.errno === 702 && /itself/.test(e.message);
   const freed = (e) => e.code === 'bad_argument' && /freed/.test(e.message);
-  for (const [name, make] of Object.entries(makers)) {
+  for (const [name, { make, use }] of Object.entries(objectsOf({ LockService, FenceGate, SessionKeeper }))) {
     const o = make();
     const standIns = [new Proxy(o, {}), Object.create(o)];
     for (const s of standIns) {
-      assert.equal(use[name](s), use[name](o), `${name}: a stand-in calls the object`);
+      assert.equal(use(s), use(o), `${name}: a stand-in calls the object`);
       assert.throws(() => s.free(), notItself, `${name}: free() through a stand-in`);
       assert.throws(() => s[Symbol.dispose](), notItself, `${name}: dispose through a stand-in`);
-      assert.doesNotThrow(() => use[name](o), `${name}: the object is whole`);
+      assert.doesNotThrow(() => use(o), `${name}: the object is whole`);
     }
     o.free();
     for (const s of standIns) {
-      assert.throws(() => use[name](s), freed, `${name}: a stand-in of a freed object`);
+      assert.throws(() => use(s), freed, `${name}: a stand-in of a freed object`);
       assert.throws(() => s.free(), freed, `${name}: free() of a stand-in of a freed object`);
     }
   }

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { objectsOf } from './objects.mjs';
 
 delete globalThis.FinalizationRegistry;
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -19,29 +20,19 @@ const { LockService, FenceGate, SessionKeeper } = require(
 
 test('without FinalizationRegistry, free() is refused through a child, and a Proxy frees the object', () => {
   assert.equal(globalThis.FinalizationRegistry, undefined);
-  const makers = {
-    LockService: () => new LockService({ sessions: 2, locks: 2, claims: 2 }),
-    FenceGate: () => new FenceGate(2),
-    SessionKeeper: () => new SessionKeeper(10, 3, 2),
-  };
-  const use = {
-    LockService: (o) => o.tick(o.now() + 1).reply.kind,
-    FenceGate: (o) => o.highest('r'),
-    SessionKeeper: (o) => o.mayAct(0),
-  };
   const notItself = (e) => e.code === 'bad_argument' && /itself/.test(e.message);
   const freed = (e) => e.code === 'bad_argument' && /freed/.test(e.message);
-  for (const [name, make] of Object.entries(makers)) {
+  for (const [name, { make, use }] of Object.entries(objectsOf({ LockService, FenceGate, SessionKeeper }))) {
     const o = make();
     const child = Object.create(o);
-    assert.equal(use[name](child), use[name](o), `${name}: a child calls the object`);
+    assert.equal(use(child), use(o), `${name}: a child calls the object`);
     assert.throws(() => child.free(), notItself, `${name}: free() through a child`);
     assert.throws(() => child[Symbol.dispose](), notItself, `${name}: dispose through a child`);
-    assert.doesNotThrow(() => use[name](o), `${name}: the object is whole`);
+    assert.doesNotThrow(() => use(o), `${name}: the object is whole`);
     const view = new Proxy(o, {});
     view.free();
-    assert.throws(() => use[name](o), freed, `${name}: freed through its Proxy`);
+    assert.throws(() => use(o), freed, `${name}: freed through its Proxy`);
     assert.throws(() => o.free(), freed, `${name}: and not freed twice`);
-    assert.throws(() => use[name](child), freed, `${name}: nor used through the child`);
+    assert.throws(() => use(child), freed, `${name}: nor used through the child`);
   }
 });
