@@ -110,17 +110,37 @@ impl TcpNodes {
         TcpNodes { nodes, addrs, base }
     }
 
-    /// The node that is leader now, waiting up to `tries` × 20 ms.
+    /// The node that is leader now with a majority following it, waiting up to `tries` ×
+    /// 20 ms: the leader and at least one other node that names it leader and knows the
+    /// membership. A leader seen before then may hold the only copy of the cluster's first
+    /// entries (the membership `initialize` wrote on node 1 alone): a test that stops it
+    /// then leaves two nodes that know no membership, and no election can follow.
     pub async fn leader_within(&self, tries: u32) -> usize {
         for _ in 0..tries {
-            for (i, n) in self.nodes.iter().enumerate() {
-                if n.raft.metrics().borrow().state == openraft::ServerState::Leader {
+            let m: Vec<_> = self
+                .nodes
+                .iter()
+                .map(|n| n.raft.metrics().borrow().clone())
+                .collect();
+            if let Some(i) = m
+                .iter()
+                .position(|m| m.state == openraft::ServerState::Leader)
+            {
+                let id = self.nodes[i].id;
+                let following = m
+                    .iter()
+                    .filter(|f| {
+                        f.current_leader == Some(id)
+                            && f.membership_config.membership().nodes().next().is_some()
+                    })
+                    .count();
+                if following * 2 > m.len() {
                     return i;
                 }
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        panic!("no leader");
+        panic!("no leader that a majority follows");
     }
 
     pub async fn stop(self) {
