@@ -436,22 +436,31 @@ pub enum AttachIn {
 struct Subs {
     by_session: HashMap<u64, Vec<Sub>>,
     by_conn: HashMap<u64, HashSet<u64>>,
+    /// Connections attached to no session any more, with their sinks, until they attach
+    /// again or end: the pushes queued for them before their sessions closed or expired
+    /// still count in the budget, so they stay among the connections a spent budget may
+    /// close (or a client could fill the budget, close its sessions, read a trickle, and
+    /// have every other reader closed in its place). At most one per connection.
+    unattached: HashMap<u64, PushSink>,
 }
 
 impl Subs {
     /// Adds `sub` to `session` (the caller removed that connection's earlier one). O(1).
     fn add(&mut self, session: u64, sub: Sub) {
+        self.unattached.remove(&sub.0);
         self.by_conn.entry(sub.0).or_default().insert(session);
         self.by_session.entry(session).or_default().push(sub);
     }
 
-    /// Removes the attachments of `session` whose connection `drop` says. O(its attachments).
+    /// Removes the attachments of `session` whose connection `drop` says; a connection
+    /// left attached to nothing, its sink not told to close, is kept as unattached.
+    /// O(its attachments).
     fn remove_where(&mut self, session: u64, drop: impl Fn(u64) -> bool) {
         let Some(v) = self.by_session.get_mut(&session) else {
             return;
         };
-        let by_conn = &mut self.by_conn;
-        v.retain(|(c, _, _)| {
+        let (by_conn, unattached) = (&mut self.by_conn, &mut self.unattached);
+        v.retain(|(c, sink, _)| {
             if !drop(*c) {
                 return true;
             }
@@ -459,6 +468,9 @@ impl Subs {
                 set.remove(&session);
                 if set.is_empty() {
                     by_conn.remove(c);
+                    if !sink.counted.released() {
+                        unattached.insert(*c, sink.clone());
+                    }
                 }
             }
             false
@@ -473,8 +485,10 @@ impl Subs {
         self.remove_where(session, |_| true);
     }
 
-    /// Removes every attachment of connection `conn`. O(its sessions' attachments).
+    /// Removes every attachment of connection `conn`, and forgets it as unattached.
+    /// O(its sessions' attachments).
     fn remove_conn(&mut self, conn: u64) {
+        self.unattached.remove(&conn);
         for session in self.by_conn.remove(&conn).unwrap_or_default() {
             if let Some(v) = self.by_session.get_mut(&session) {
                 v.retain(|(c, _, _)| *c != conn);
@@ -490,6 +504,14 @@ impl Subs {
         self.by_session.values().flatten()
     }
 
+    /// Every connection whose queue a spent budget may close: each attachment's (a
+    /// connection once per session it is attached to), then the unattached. O(1) to make.
+    fn candidates(&self) -> impl Iterator<Item = (u64, &PushSink)> {
+        self.all()
+            .map(|(c, s, _)| (*c, s))
+            .chain(self.unattached.iter().map(|(c, s)| (*c, s)))
+    }
+
     /// How many attachments there are. O(sessions attached).
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -502,10 +524,11 @@ impl Subs {
 ///
 /// Pushes queued for all connections together are bounded by the push budget
 /// ([`Hub::set_push_budget`], default [`MAX_QUEUED_PUSHES`]) as well as per connection
-/// ([`PUSH_BACKLOG`]). A push that finds the budget spent closes the attached connection
-/// holding the most queued pushes — the pushing one if none holds more — as if it had
-/// fallen behind: so a client that stops reading cannot get others cut off by filling the
-/// budget. A connection told to close (for the budget or its own full queue) gives all its
+/// ([`PUSH_BACKLOG`]). A push that finds the budget spent closes the connection holding
+/// the most queued pushes — attached to a session, or attached to none any more (its
+/// sessions closed or expired with pushes still queued for it); the pushing one if none
+/// holds more — as if it had fallen behind: so a client that stops reading cannot get
+/// others cut off by filling the budget, with its sessions open or not. A connection told to close (for the budget or its own full queue) gives all its
 /// queued pushes back to the budget at once, so the pushes that follow in the same apply
 /// find room again instead of closing one reader after another.
 pub struct Hub {
@@ -655,7 +678,11 @@ impl Hub {
                 sink.close();
             }
         }
-        *g = Subs::default();
+        // The unattached are no session's: they stay what a spent budget may close.
+        *g = Subs {
+            unattached: std::mem::take(&mut g.unattached),
+            ..Subs::default()
+        };
         conns.len()
     }
 
@@ -722,8 +749,8 @@ impl Hub {
     /// ([`Hub::set_node`]; `None`, or no node set: pushed); otherwise only the
     /// registrations of a session that expired are forgotten. A connection whose queue is
     /// full, or that the push budget closes (see [`Hub`]), is told to close and detached.
-    /// Cost: O(attachments of the session); when the budget is spent, O(all attachments)
-    /// to find the connection to close.
+    /// Cost: O(attachments of the session); when the budget is spent, O(all attachments
+    /// and unattached connections) to find the connection to close.
     fn push_of(&self, index: u64, o: &Output, proposer: Option<u64>) {
         let node = self.node.load(Ordering::Relaxed);
         let send = node == 0 || proposer.is_none_or(|p| p.saturating_add(1) == node);
@@ -744,11 +771,11 @@ impl Hub {
                 && self.counts(&sink)
             {
                 let most = g
-                    .all()
-                    .filter(|(c, s, _)| !closed.contains(c) && self.counts(s))
-                    .max_by_key(|(_, s, _)| s.len());
+                    .candidates()
+                    .filter(|(c, s)| !closed.contains(c) && self.counts(s))
+                    .max_by_key(|(_, s)| s.len());
                 let (victim, vs) = match most {
-                    Some((c, s, _)) if s.len() > sink.len() => (*c, s.clone()),
+                    Some((c, s)) if s.len() > sink.len() => (c, s.clone()),
                     _ => (conn, sink.clone()),
                 };
                 vs.close();
@@ -3609,6 +3636,71 @@ mod hub_tests {
         assert_eq!(hub.queued_pushes(), 0, "the reader's push left with it");
         drop(reader_rx);
         assert_eq!(hub.queued_pushes(), 0);
+    }
+
+    /// A connection that filled the budget and then closed (or lost to expiry) every
+    /// session it was attached to is still the one closed when the budget is spent: its
+    /// pushes still count, so were it passed over, each push to a reader would close that
+    /// reader instead, for as long as the stalled client read a trickle. Once it
+    /// attaches again, or ends, it is an unattached connection no more.
+    #[tokio::test]
+    async fn a_connection_whose_sessions_ended_is_still_closed_for_the_budget() {
+        let hub = Hub::default();
+        let out = |s| Output::WaitTimedOut {
+            session: SessionId(s),
+            lock: fencelock::LockName::new("x").expect("name"),
+        };
+        let budget = |hub: &Hub| {
+            hub.push_closes
+                .get_or_create(&vec![("reason".to_string(), "push_budget".to_string())])
+                .get()
+        };
+        // Connection 1 holds sessions 1 and 3; its pushes fill the budget; then session 1
+        // closes and session 3 expires.
+        let (stalled, _stalled_rx, stalled_close) = hub.sink(100);
+        hub.attach(SessionId(1), 1, stalled.clone());
+        hub.attach(SessionId(3), 1, stalled);
+        for i in 0..4 {
+            hub.push(i, &out(1));
+        }
+        hub.forget(SessionId(1));
+        hub.push(
+            4,
+            &Output::SessionExpired {
+                session: SessionId(3),
+            },
+        );
+        assert!(!hub.has_conn(1), "attached to no session");
+        assert_eq!(hub.queued_pushes(), 5, "its pushes still count");
+        hub.set_push_budget(5);
+        let (reader, mut reader_rx, _) = hub.sink(100);
+        hub.attach(SessionId(2), 2, reader);
+        hub.push(10, &out(2));
+        assert_eq!(
+            reader_rx.try_recv().ok(),
+            Some(out(2)),
+            "the reader got its push"
+        );
+        assert!(hub.has_conn(2), "the reader is kept");
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_secs(10), stalled_close.notified())
+                .await
+                .is_ok(),
+            "the stalled connection was not told to close"
+        );
+        assert_eq!(budget(&hub), 1);
+        assert_eq!(hub.queued_pushes(), 0, "its pushes left the budget");
+        assert!(hub.subs.lock().unwrap().unattached.is_empty());
+        // Attaching again, or ending, takes a connection off the unattached.
+        let (s4, _rx4, _) = hub.sink(100);
+        hub.attach(SessionId(4), 4, s4.clone());
+        hub.forget(SessionId(4));
+        assert!(hub.subs.lock().unwrap().unattached.contains_key(&4));
+        hub.attach(SessionId(5), 4, s4);
+        assert!(!hub.subs.lock().unwrap().unattached.contains_key(&4));
+        hub.forget(SessionId(5));
+        hub.detach_conn(4);
+        assert!(hub.subs.lock().unwrap().unattached.is_empty());
     }
 
     /// One apply pushes all its outputs in one go, before any writer runs. A connection
