@@ -271,7 +271,7 @@ pub fn check_members(
 }
 
 /// Decodes openraft's `Membership` (its own encoding) with its lists capped as they
-/// decode ([`MAX_MEMBERS`], two configs) and refuses one [`membership_fault`] finds, so
+/// decode ([`MAX_MEMBERS`], two configs) and refuses one `membership_fault` finds, so
 /// that no peer's frame (a member's included) decodes into a membership larger than a
 /// few kilobytes, or one that would stop Raft. For `#[serde(deserialize_with)]`.
 /// Errors: the decoder's, naming the fault. Cost: O(members · log members).

@@ -371,9 +371,9 @@ pub struct NetStats {
     /// `unwritten_lists`: a client holding the most of the spent bound on unwritten list
     /// answers).
     pub closed: Family<Labels, Counter>,
-    /// Encoded bytes of list answers (a lock's holders or waiters) over [`LIST_FLOOR`] not
-    /// yet written to their clients, all connections together
-    /// ([`ClientPolicy::max_unwritten_list_bytes`]).
+    /// Encoded bytes of list answers (a lock's holders or waiters, and the other answers
+    /// that grow: see `reply_out`) over [`LIST_FLOOR`] not yet written to their clients,
+    /// all connections together ([`ClientPolicy::max_unwritten_list_bytes`]).
     pub unwritten_list_bytes: Gauge,
     lists: Arc<ListBudget>,
     /// Failed `accept` calls (`EMFILE`…), by `port`.
@@ -1567,8 +1567,9 @@ pub struct ClientPolicy {
     /// [`PUSH_BACKLOG`] for each): when a push finds them spent, the connection holding
     /// the most is closed ([`crate::state_machine::Hub`]). Default [`MAX_QUEUED_PUSHES`].
     pub max_queued_pushes: usize,
-    /// At most this many bytes of list answers (a lock's holders or waiters) computed and
-    /// not yet written, for all client connections together: a list request that would
+    /// At most this many bytes of list answers (a lock's holders or waiters, and the
+    /// other answers that grow: see `reply_out`) computed and not yet written, for all
+    /// client connections together: a list request that would
     /// take them past it is answered `Limit { kind: "unwritten_lists" }` (one answer is
     /// served whatever its size when no other waits). Default [`MAX_UNWRITTEN_LIST_BYTES`].
     pub max_unwritten_list_bytes: usize,
@@ -1580,9 +1581,10 @@ pub struct ClientPolicy {
 /// many connections, and read none of the answers, held the node's memory: each request
 /// in flight (up to [`MAX_IN_FLIGHT`] per connection) may hold an answer of up to
 /// [`MAX_SERVER_FRAME`] bytes. An admin's backup pages (up to
-/// [`crate::protocol::BACKUP_PAGE`] each) count here too. Lists up to [`LIST_FLOOR`]
-/// bytes, and every other answer (the largest, an admin's export page, some 40 KiB), are
-/// bounded by the in-flight count alone. When it is spent, the connection holding the most of it is closed
+/// [`crate::protocol::BACKUP_PAGE`] each), export pages (some 40 KiB) and the answers that
+/// list the membership (`Members`, `Status`: up to 64 KiB with the largest membership)
+/// count here too. Those up to [`LIST_FLOOR`] bytes, and every other answer (a few
+/// hundred bytes at most), are bounded by the in-flight count alone. When it is spent, the connection holding the most of it is closed
 /// ([`NetStats::reserve_list`]).
 pub const MAX_UNWRITTEN_LIST_BYTES: usize = 64 << 20;
 
@@ -1752,8 +1754,9 @@ impl Held {
 }
 
 /// The reply to request `id` as the connection's writer takes it. A list answer (a
-/// lock's holders or waiters) or a backup page, the kinds that grow, is encoded here, and one over
-/// [`LIST_FLOOR`] bytes is counted, by the bytes it holds until written, in the node's
+/// lock's holders or waiters), a backup or export page, or an answer that lists the
+/// membership (`Members`, `Status`: up to `MAX_MEMBERSHIP_BYTES` each), the kinds that
+/// grow, is encoded here, and one over [`LIST_FLOOR`] bytes is counted, by the bytes it holds until written, in the node's
 /// bound on unwritten list answers and in the connection's share (`conn`); over either
 /// it is dropped, and the request answered `Limit { kind: "unwritten_lists" }` instead.
 /// Any other reply passes as it is, encoded when written. Cost: O(answer) for a list,
@@ -1766,7 +1769,12 @@ fn reply_out(
 ) -> (Out, Option<ListBytes>) {
     let list = matches!(
         result,
-        Ok(Reply::Holders(_) | Reply::Waiters(_) | Reply::Backup(_))
+        Ok(Reply::Holders(_)
+            | Reply::Waiters(_)
+            | Reply::Backup(_)
+            | Reply::Export(_)
+            | Reply::Members { .. }
+            | Reply::Status(_))
     );
     let f = ServerFrame::Reply { id, result };
     if !list {
@@ -2624,6 +2632,95 @@ mod tests {
             roundtrip(fits).await,
             ServerFrame::Reply { id: 8, result: Ok(Reply::Holders(h)) } if h.len() == n / 2
         ));
+    }
+
+    /// The answers that list the membership (`Members`, `Status`) and export pages are
+    /// counted in the bound on unwritten list answers as lists are, once past
+    /// [`LIST_FLOOR`]: a membership may take 64 KiB, and a connection's 256 such answers
+    /// unread would otherwise hold 16 MiB that no bound counts. Short ones pass uncounted,
+    /// and one past the connection's share is refused.
+    #[test]
+    fn long_membership_and_export_answers_count_as_lists() {
+        let stats = crate::ops::NodeStats::default();
+        stats.net.set_list_budget(LIST_SHARE * 4096);
+        let share = stats.net.list_share();
+        let addr = |n: usize| NodeAddr {
+            raft: format!("{}:1", "r".repeat(n)),
+            client: format!("{}:2", "c".repeat(n)),
+        };
+        let members = |n: usize, k: u64| Reply::Members {
+            voters: (1..=k).map(|i| (i, addr(n))).collect(),
+            learners: Vec::new(),
+        };
+        let status = |n: usize, k: u64| {
+            Reply::Status(crate::protocol::NodeStatus {
+                id: 1,
+                version: String::new(),
+                role: "leader".into(),
+                term: 1,
+                leader: Some(1),
+                committed: 0,
+                applied: 0,
+                last_log: 0,
+                ready: true,
+                checks: Vec::new(),
+                voters: Vec::new(),
+                learners: (1..=k).map(|i| (i, addr(n))).collect(),
+                sessions: (0, 0),
+                locks: (0, 0),
+                claims: (0, 0),
+                connections: (0, 0),
+            })
+        };
+        let export = |k: usize| {
+            Reply::Export(crate::protocol::ExportPage {
+                lines: vec!["x".repeat(100); k],
+                total: k as u64,
+                from_index: 1,
+                to_index: 1,
+                span: None,
+                node: 1,
+            })
+        };
+        let held = || stats.net.unwritten_list_bytes.get();
+        for (what, long, short) in [
+            ("members", members(100, 8), members(5, 3)),
+            ("status", status(100, 8), status(5, 3)),
+            ("export", export(8), export(1)),
+        ] {
+            let (_, counted) = reply_out(&stats, 1, Ok(short), &share);
+            assert!(counted.is_none(), "a short {what} answer is not counted");
+            assert_eq!(held(), 0);
+            let (out, counted) = reply_out(&stats, 2, Ok(long), &share);
+            let Out::Encoded(buf) = &out else {
+                panic!("a long {what} answer is encoded when made")
+            };
+            assert!(buf.len() > LIST_FLOOR);
+            assert!(counted.is_some(), "a long {what} answer is counted");
+            assert_eq!(held(), buf.len() as i64, "{what}");
+            drop(counted);
+            assert_eq!(held(), 0, "{what}: its bytes come back once written");
+        }
+        // Past the connection's share (an eighth of the bound) while it holds one, the
+        // next is refused.
+        stats.net.set_list_budget(LIST_SHARE * 1024);
+        let (_, first) = reply_out(&stats, 3, Ok(members(100, 8)), &share);
+        assert!(
+            first.is_some(),
+            "one answer of any size while it holds none"
+        );
+        let (out, counted) = reply_out(&stats, 4, Ok(status(100, 8)), &share);
+        assert!(counted.is_none());
+        assert!(
+            matches!(
+                out,
+                Out::Frame(ServerFrame::Reply {
+                    result: Err(ClientError::Limit { ref kind, .. }),
+                    ..
+                }) if kind == "unwritten_lists"
+            ),
+            "a members answer past the share is refused"
+        );
     }
 
     /// Yields `bytes`, then nothing more (pending forever, never the end).

@@ -1,6 +1,6 @@
 //! The core's [`LockService`] as openraft's state machine.
 //!
-//! `apply` runs each committed [`Cmd`](crate::types::Cmd) through the core, each input
+//! `apply` runs each committed [`Cmd`] through the core, each input
 //! stamped with the entry's time ([`Input::at`]), records the last applied log id and
 //! membership, returns each input's [`Reply`] to its proposer and pushes every event
 //! ([`Output`]) to the session it names through the [`Hub`] (a waiter's `Granted` reaches
