@@ -68,7 +68,7 @@
 //! from the map without a copy: it holds one group (at most 16 MiB of records) besides
 //! the log.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -326,6 +326,14 @@ struct Inner {
     /// The sequence number of the next group.
     next_seq: u64,
     log: BTreeMap<u64, Entry>,
+    /// The weight of the entries in `log` ([`weight`]), as running totals: one per entry,
+    /// in index order, the total of every entry ever held up to and including it
+    /// (`weights_base` is the total before the first). So the weight of any run of the
+    /// entries held is one subtraction.
+    weights: VecDeque<u64>,
+    weights_base: u64,
+    /// The index of the entry `weights[0]` stands for.
+    weights_first: u64,
     vote: Option<Vote>,
     committed: Option<LogId>,
     /// A committed log id saved since the last group, written with the next one.
@@ -377,6 +385,17 @@ pub const PURGE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 fn io_err(e: impl std::error::Error + 'static) -> io::Error {
     io::Error::other(e.to_string())
+}
+
+/// An entry's weight in the log's memory: one, plus one per op it carries (an op takes
+/// `size_of::<Op>()`, 160 bytes, in memory; an entry is at most [`crate::types::MAX_CMD_OPS`]
+/// of them). What the node's log budget counts ([`crate::node::NodeConfig::snapshot_ops`]).
+/// Cost: O(1).
+pub fn weight(e: &Entry) -> u64 {
+    match &e.payload {
+        openraft::EntryPayload::Normal(cmd) => 1 + cmd.ops.len() as u64,
+        _ => 1,
+    }
 }
 
 /// One record as a group's payload holds it: `len: u32 LE | postcard`.
@@ -662,10 +681,17 @@ impl Inner {
                 let index = e.log_id.index;
                 // Appends are contiguous: an entry at `index` replaces everything from it on.
                 self.log.split_off(&index);
+                self.cut_weights(index);
+                if self.weights.is_empty() {
+                    self.weights_first = index;
+                }
+                let total = self.weights.back().copied().unwrap_or(self.weights_base);
+                self.weights.push_back(total.saturating_add(weight(&e)));
                 self.log.insert(index, e);
             }
             Rec::Truncate(since) => {
                 self.log.split_off(&since);
+                self.cut_weights(since);
             }
             Rec::Purge(id) => {
                 // A purge through the largest index purges everything (a checksummed but
@@ -674,6 +700,7 @@ impl Inner {
                     Some(next) => self.log.split_off(&next),
                     None => BTreeMap::new(),
                 };
+                self.purge_weights(id.index);
                 if self.last_purged.is_none_or(|p| p < id) {
                     self.last_purged = Some(id);
                 }
@@ -681,6 +708,45 @@ impl Inner {
             Rec::Vote(v) => self.vote = Some(v),
             Rec::Committed(c) => self.committed = c,
         }
+    }
+
+    /// The running weight total through index `through` (the base for `None` or an index
+    /// before the entries held; the whole for one past them). Cost: O(1).
+    fn total_through(&self, through: Option<u64>) -> u64 {
+        match through {
+            Some(i) if i >= self.weights_first && !self.weights.is_empty() => {
+                let at = (i - self.weights_first).min(self.weights.len() as u64 - 1);
+                self.weights
+                    .get(at as usize)
+                    .copied()
+                    .unwrap_or(self.weights_base)
+            }
+            _ => self.weights_base,
+        }
+    }
+
+    /// Drops the weights of the entries from index `from` on (cut from the end).
+    /// Cost: O(1) amortised.
+    fn cut_weights(&mut self, from: u64) {
+        let keep = from.saturating_sub(self.weights_first);
+        if keep < self.weights.len() as u64 {
+            self.weights.truncate(keep as usize);
+        }
+    }
+
+    /// Drops the weights of the entries up to and including index `through` (purged from
+    /// the front); their total becomes the base. Cost: O(entries purged).
+    fn purge_weights(&mut self, through: u64) {
+        let gone = through
+            .saturating_add(1)
+            .saturating_sub(self.weights_first)
+            .min(self.weights.len() as u64);
+        for _ in 0..gone {
+            if let Some(w) = self.weights.pop_front() {
+                self.weights_base = w;
+            }
+        }
+        self.weights_first = self.weights_first.saturating_add(gone);
     }
 
     /// Writes `recs` as one group (with a committed log id saved since the last group)
@@ -941,6 +1007,9 @@ impl LogStore {
             allocated: bytes.len() as u64,
             next_seq: 0,
             log: BTreeMap::new(),
+            weights: VecDeque::new(),
+            weights_base: 0,
+            weights_first: 0,
             vote: None,
             committed: None,
             committed_unwritten: false,
@@ -1206,6 +1275,44 @@ impl LogStore {
     /// first). Cost: O(1).
     pub fn last_purged(&self) -> Option<LogId> {
         self.lock().last_purged
+    }
+
+    /// The total [`weight`] of the entries held after index `after` (all of them for
+    /// `None`). Cost: O(1).
+    pub fn weight_after(&self, after: Option<u64>) -> u64 {
+        let g = self.lock();
+        let Some(&last) = g.weights.back() else {
+            return 0;
+        };
+        last - g.total_through(after)
+    }
+
+    /// The index a purge through which leaves at most `keep` of [`weight`] among the
+    /// entries held up to and including `upto`: the smallest such, `None` when the
+    /// entries held through `upto` weigh `keep` or less already. Cost: O(log entries).
+    pub fn purge_point(&self, upto: u64, keep: u64) -> Option<u64> {
+        let g = self.lock();
+        let first = g.weights_first;
+        if g.weights.is_empty() || upto < first {
+            return None;
+        }
+        let upto = upto.min(first + g.weights.len() as u64 - 1);
+        let end = g.total_through(Some(upto));
+        if end - g.weights_base <= keep {
+            return None;
+        }
+        // The first position (of those through `upto`) whose running total leaves at most
+        // `keep` after it; the totals grow, so what they leave shrinks: a binary search.
+        let (mut lo, mut hi) = (0u64, upto - first);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if end - g.weights[mid as usize] > keep {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(first + lo)
     }
 
     /// The last log id in the log. Cost: O(log n).
@@ -1668,6 +1775,99 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    /// The log's weights (one per entry, plus one per op) follow its appends, cuts and
+    /// purges, and a replay of the file rebuilds them: the weight after any point, and
+    /// the point a purge must reach to keep at most a weight, agree with the entries'
+    /// own at every step.
+    #[test]
+    fn the_logs_weight_follows_appends_cuts_and_purges() {
+        use crate::types::{Cmd, Op};
+        use fencelock::{Input, Tick};
+        let dir = temp("weights");
+        let entry = |index: u64, ops: usize| {
+            Rec::Entry(Entry {
+                log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+                payload: if ops == 0 {
+                    EntryPayload::Blank
+                } else {
+                    EntryPayload::Normal(Cmd {
+                        now: Some(0),
+                        ops: vec![Op::Input(Input::Tick { now: Tick(0) }); ops],
+                    })
+                },
+            })
+        };
+        let purge = |index: u64| Rec::Purge(LogId::new(CommittedLeaderId::new(1, 1), index));
+        let check = |log: &LogStore| {
+            let held: Vec<(u64, u64)> = log
+                .lock()
+                .log
+                .values()
+                .map(|e| (e.log_id.index, weight(e)))
+                .collect();
+            let sum = |f: &dyn Fn(u64) -> bool| -> u64 {
+                held.iter().filter(|(i, _)| f(*i)).map(|(_, w)| w).sum()
+            };
+            for a in std::iter::once(None).chain((0..12).map(Some)) {
+                let want = sum(&|i| a.is_none_or(|a| i > a));
+                assert_eq!(log.weight_after(a), want, "after {a:?} of {held:?}");
+            }
+            let total = sum(&|_| true);
+            for upto in 0..12 {
+                for keep in 0..=total + 1 {
+                    let want = if sum(&|i| i <= upto) <= keep {
+                        None
+                    } else {
+                        held.iter()
+                            .map(|(i, _)| *i)
+                            .find(|&p| sum(&|i| i > p && i <= upto) <= keep)
+                    };
+                    assert_eq!(
+                        log.purge_point(upto, keep),
+                        want,
+                        "through {upto} keeping {keep} of {held:?}"
+                    );
+                }
+            }
+        };
+        let write = |log: &LogStore, recs: Vec<Rec>| {
+            let mut g = log.lock();
+            g.write(&recs).unwrap();
+            for r in recs {
+                g.apply(r);
+            }
+        };
+        let log = LogStore::open(&dir).unwrap();
+        check(&log);
+        write(
+            &log,
+            vec![entry(1, 0), entry(2, 3), entry(3, 1), entry(4, 5)],
+        );
+        check(&log);
+        write(&log, vec![Rec::Truncate(3)]);
+        check(&log);
+        write(&log, vec![entry(3, 2), entry(4, 0), entry(5, 7)]);
+        check(&log);
+        write(&log, vec![entry(4, 1)]);
+        check(&log);
+        write(&log, vec![purge(2)]);
+        check(&log);
+        write(
+            &log,
+            vec![entry(5, 4), entry(6, 2), entry(7, 0), entry(8, 6)],
+        );
+        check(&log);
+        drop(log);
+        let log = LogStore::open(&dir).unwrap();
+        check(&log);
+        write(&log, vec![purge(8)]);
+        assert_eq!(log.weight_after(None), 0);
+        check(&log);
+        write(&log, vec![entry(9, 3), entry(10, 1)]);
+        check(&log);
+        let _ = fs::remove_dir_all(&dir);
     }
 
     /// The replayed state: (entry indices, vote, committed, last purged).

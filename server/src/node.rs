@@ -78,6 +78,17 @@ pub struct NodeConfig {
     pub election_ms: (u64, u64),
     /// Build a snapshot (and purge the log before it) after this many applied entries.
     pub snapshot_logs: u64,
+    /// Build a snapshot also once the entries after the last one weigh this much: one per
+    /// entry plus one per op it carries ([`crate::log_store::weight`]; an op takes 160
+    /// bytes in memory). An entry carries up to [`crate::types::MAX_CMD_OPS`] ops, so a
+    /// bound by count alone let `snapshot_logs` full entries, and a quarter more kept after
+    /// the snapshot, hold about 1 GB of memory. The node asks openraft for that snapshot
+    /// itself, and for the purge [`NodeConfig::snapshot_keep_ops`] calls for.
+    pub snapshot_ops: u64,
+    /// Of the entries the last snapshot covers, keep at most this weight in the log (for
+    /// followers a little behind); openraft's own rule keeps `snapshot_logs / 4` entries,
+    /// whatever they weigh.
+    pub snapshot_keep_ops: u64,
     /// The longest session ttl (ms) a client may open; a longer one is refused with
     /// `ClientError::Limit { kind: "ttl_too_long" }` before anything is proposed. `None`:
     /// only the core's own bound.
@@ -115,7 +126,8 @@ pub struct NodeConfig {
 impl NodeConfig {
     /// Defaults for a loopback cluster: grace 1 s, tick check every 20 ms, heartbeats
     /// every 50 ms (openraft also uses this as the AppendEntries timeout), election timeout
-    /// 300–600 ms, requests time out after 3 s, a snapshot every 20 000 entries, members
+    /// 300–600 ms, requests time out after 3 s, a snapshot every 20 000 entries or 262 144
+    /// of weight (about 42 MB of ops) and at most 65 536 kept after it (about 10 MB), members
     /// on loopback addresses only, 10 s for a snapshot chunk, 30 s for a backup or export
     /// page's rebuild turn.
     pub fn new(id: NodeId, dir: PathBuf) -> NodeConfig {
@@ -129,6 +141,8 @@ impl NodeConfig {
             heartbeat_ms: 50,
             election_ms: (300, 600),
             snapshot_logs: 20_000,
+            snapshot_ops: SNAPSHOT_OPS,
+            snapshot_keep_ops: SNAPSHOT_KEEP_OPS,
             max_ttl_ms: None,
             max_sessions_per_conn: None,
             max_sessions_per_token: None,
@@ -296,6 +310,7 @@ pub struct Node {
     ticker: JoinHandle<()>,
     proposer_task: JoinHandle<()>,
     prober: JoinHandle<()>,
+    log_budget: JoinHandle<()>,
     elector_task: JoinHandle<()>,
     leadership: JoinHandle<()>,
     conn_ids: AtomicU64,
@@ -611,6 +626,7 @@ impl Node {
             config.clone(),
         ));
         let prober = tokio::spawn(run_prober(log.disk()));
+        let log_budget = tokio::spawn(run_log_budget(raft.clone(), log.clone(), config.clone()));
         tokio::spawn(log_raft_changes(raft.clone()));
         shared.hub.set_node(config.id);
         let leadership = tokio::spawn(close_pushes_when_leadership_ends(
@@ -631,6 +647,7 @@ impl Node {
             ticker,
             proposer_task,
             prober,
+            log_budget,
             elector_task,
             leadership,
             conn_ids: AtomicU64::new(1),
@@ -665,6 +682,7 @@ impl Node {
         self.ticker.abort();
         self.proposer_task.abort();
         self.prober.abort();
+        self.log_budget.abort();
         self.elector_task.abort();
         self.leadership.abort();
         if tokio::time::timeout(SHUTDOWN_WAIT, self.raft.shutdown())
@@ -2204,6 +2222,56 @@ async fn close_pushes_when_leadership_ends(id: NodeId, raft: Raft, shared: Arc<S
         leading = now;
         if rx.changed().await.is_err() {
             return;
+        }
+    }
+}
+
+/// The default [`NodeConfig::snapshot_ops`]: 2^18 of weight, about 42 MB of ops.
+pub const SNAPSHOT_OPS: u64 = 1 << 18;
+/// The default [`NodeConfig::snapshot_keep_ops`]: 2^16 of weight, about 10 MB of ops.
+pub const SNAPSHOT_KEEP_OPS: u64 = 1 << 16;
+/// How long a snapshot asked for by [`run_log_budget`] may take before it is asked again.
+const SNAPSHOT_ASK_AGAIN: Duration = Duration::from_secs(60);
+
+/// Bounds the log's memory by its weight as well as by its count of entries (openraft's
+/// own rule, [`NodeConfig::snapshot_logs`]): every 100 ms, once the entries after the
+/// last snapshot weigh more than [`NodeConfig::snapshot_ops`], asks openraft for a
+/// snapshot (once: again when it is built, or after [`SNAPSHOT_ASK_AGAIN`]); once the
+/// entries held through the last snapshot weigh more than
+/// [`NodeConfig::snapshot_keep_ops`], asks for the purge that leaves that much (openraft
+/// purges no entry its replication still needs, and the log store none its persisted
+/// snapshot does not cover). So the log holds about `snapshot_ops + snapshot_keep_ops`
+/// of weight, plus what arrives while a snapshot is built. Ends when openraft does.
+/// Cost per round: O(log entries).
+async fn run_log_budget(raft: Raft, log: LogStore, config: NodeConfig) {
+    let mut iv = tokio::time::interval(Duration::from_millis(100));
+    iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The applied index a snapshot was asked at, and when.
+    let mut asked: Option<(u64, Instant)> = None;
+    let mut purge_asked = 0;
+    loop {
+        iv.tick().await;
+        let m = raft.metrics().borrow().clone();
+        let snap = m.snapshot.map(|s| s.index);
+        if asked.is_some_and(|(at, when)| {
+            snap.is_some_and(|s| s >= at) || when.elapsed() >= SNAPSHOT_ASK_AGAIN
+        }) {
+            asked = None;
+        }
+        if asked.is_none() && log.weight_after(snap) > config.snapshot_ops {
+            let at = m.last_applied.map_or(0, |l| l.index);
+            if raft.trigger().snapshot().await.is_err() {
+                return;
+            }
+            asked = Some((at, Instant::now()));
+        }
+        if let Some(p) = snap.and_then(|s| log.purge_point(s, config.snapshot_keep_ops)) {
+            if p > purge_asked {
+                if raft.trigger().purge_log(p).await.is_err() {
+                    return;
+                }
+                purge_asked = p;
+            }
         }
     }
 }

@@ -14,6 +14,60 @@ use fencelock_server::types::{Op, OpError};
 
 const TTL: u64 = 1500;
 
+/// The log is bounded by its weight (one per entry plus one per op) as well as by its
+/// count of entries: with the count rule at 20 000 entries (and openraft's own purge
+/// keeping 5 000), 400 one-op entries (weight 800) still get every node a snapshot
+/// and a purge down to the weight kept, so no node holds more than about
+/// `snapshot_ops + snapshot_keep_ops` of weight. A flood of full entries (257 ops
+/// each, 160 bytes an op) would otherwise hold ~1 GB before the count rule acts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_is_snapshotted_and_purged_by_its_weight_too() {
+    let (ops, keep) = (200, 80);
+    let c = Cluster::start_configured("log-weight", 300, 2000, |config| {
+        config.snapshot_logs = 20_000;
+        config.snapshot_ops = ops;
+        config.snapshot_keep_ops = keep;
+    })
+    .await;
+    let s = session_of(&c.propose(open(60_000)).await);
+    for _ in 0..400 {
+        c.propose(keep_alive(s)).await;
+    }
+    // Each entry here weighs 2 (one op); a few more than the bound may arrive while a
+    // snapshot is built.
+    let most = (ops + keep) / 2 + 20;
+    let start = Instant::now();
+    loop {
+        let held: Vec<(u64, Option<u64>, Option<u64>, u64)> = c
+            .nodes
+            .values()
+            .map(|n| {
+                let m = n.raft.metrics().borrow().clone();
+                let purged = m.purged.map(|p| p.index);
+                let last = m.last_log_index.unwrap_or(0);
+                (
+                    n.id,
+                    m.snapshot.map(|s| s.index),
+                    purged,
+                    last - purged.unwrap_or(0),
+                )
+            })
+            .collect();
+        if held
+            .iter()
+            .all(|&(_, snap, purged, n)| snap.is_some() && purged.is_some() && n <= most)
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "(node, snapshot, purged through, entries held) {held:?}: not bounded by weight"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.shutdown().await;
+}
+
 /// The leader dies while A holds a lock and B, C wait. Keep-alives stop at the kill and
 /// resume only after more than a ttl of wall time has passed since the last acknowledged
 /// one: logical time stands still from the old leader's last entry until the new leader's

@@ -167,6 +167,17 @@ impl Cluster {
 
     /// A cluster whose proposals give up (`Unavailable`) after `request_timeout_ms`.
     pub async fn start_with(name: &str, grace_ms: u64, request_timeout_ms: u64) -> Cluster {
+        Self::start_configured(name, grace_ms, request_timeout_ms, |_| {}).await
+    }
+
+    /// As [`Cluster::start_with`], each node's first config changed by `configure` (a
+    /// node booted again later gets [`Cluster::config`]'s).
+    pub async fn start_configured(
+        name: &str,
+        grace_ms: u64,
+        request_timeout_ms: u64,
+        configure: impl Fn(&mut NodeConfig),
+    ) -> Cluster {
         let mut c = Cluster {
             net: MemNet::default(),
             nodes: HashMap::new(),
@@ -176,7 +187,9 @@ impl Cluster {
             secrets: Default::default(),
         };
         for id in 1..=3 {
-            c.boot(id).await;
+            let mut config = c.config(id);
+            configure(&mut config);
+            c.boot_with(config).await;
         }
         let members: BTreeMap<NodeId, NodeAddr> = (1..=3)
             .map(|id| {
