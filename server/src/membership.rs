@@ -329,9 +329,16 @@ pub fn decode_stored<'de, D: serde::Deserializer<'de>>(
     Stored::deserialize(d).map(|s| s.0)
 }
 
+/// The longest snapshot id taken from a peer or a file. A node names its snapshots
+/// `<term>-<node>-<index>-<n>` (or `backup-<index>`, `restored-<index>`): well under
+/// it. A longer one would otherwise be bounded by the frame alone (8 MiB), and is logged
+/// and answered with when a chunk is refused.
+pub const MAX_SNAPSHOT_ID: usize = 256;
+
 /// openraft's `SnapshotMeta` (its fields in its order) with its membership decoded by
 /// [`decode_stored`]: for a snapshot's meta from a peer or in a file. For
-/// `#[serde(deserialize_with)]`. Errors and cost: as there.
+/// `#[serde(deserialize_with)]`. Errors: as there, and a snapshot id over
+/// [`MAX_SNAPSHOT_ID`] bytes. Cost: as there.
 pub fn decode_meta<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<crate::types::SnapshotMeta, D::Error> {
@@ -345,6 +352,12 @@ pub fn decode_meta<'de, D: serde::Deserializer<'de>>(
         snapshot_id: String,
     }
     let w = Wire::deserialize(d)?;
+    if w.snapshot_id.len() > MAX_SNAPSHOT_ID {
+        return Err(serde::de::Error::custom(format_args!(
+            "a snapshot id of {} bytes (at most {MAX_SNAPSHOT_ID})",
+            w.snapshot_id.len()
+        )));
+    }
     Ok(openraft::SnapshotMeta {
         last_log_id: w.last_log_id,
         last_membership: w.last_membership,
@@ -362,6 +375,26 @@ fn decode_any<'de, D: serde::Deserializer<'de>>(
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    /// A snapshot's meta decodes with an id of up to [`MAX_SNAPSHOT_ID`] bytes and is
+    /// refused with a longer one (which would be logged and echoed when a chunk is refused).
+    #[test]
+    fn a_snapshot_id_past_its_bound_is_refused() {
+        #[derive(serde::Deserialize)]
+        struct Meta(#[serde(deserialize_with = "decode_meta")] crate::types::SnapshotMeta);
+        let meta = |n: usize| {
+            postcard::to_allocvec(&openraft::SnapshotMeta::<u64, NodeAddr> {
+                last_log_id: None,
+                last_membership: openraft::StoredMembership::default(),
+                snapshot_id: "s".repeat(n),
+            })
+            .unwrap()
+        };
+        let ok = postcard::from_bytes::<Meta>(&meta(MAX_SNAPSHOT_ID)).unwrap();
+        assert_eq!(ok.0.snapshot_id.len(), MAX_SNAPSHOT_ID);
+        assert!(postcard::from_bytes::<Meta>(&meta(MAX_SNAPSHOT_ID + 1)).is_err());
+        assert!(postcard::from_bytes::<Meta>(&meta(1 << 20)).is_err());
+    }
 
     /// `membership_bytes` bounds what a membership really takes (openraft's own
     /// encoding, in a joint config that names every member twice), by at most a few
