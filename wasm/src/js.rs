@@ -24,7 +24,9 @@ extern "C" {
 
     /// `a.length` as a number: js-sys's `length()` is a `u32`, which a `Uint8Array` of
     /// 2^32 elements or more (which V8 makes) would wrap past every size check. Read
-    /// only on a [`plain_bytes`] copy, whose getter is the intrinsic one.
+    /// only on a [`plain_bytes`] copy, whose getter is `%TypedArray%.prototype`'s, never
+    /// a subclass's or the object's own (a built-in replaced by the page is outside what
+    /// the binding defends: see its README).
     #[wasm_bindgen(method, getter, js_name = length)]
     fn length_f64(this: &PlainCopy) -> f64;
 
@@ -556,13 +558,19 @@ pub fn object<'a>(v: &'a JsValue, what: &str) -> Result<&'a JsValue, Fail> {
 
 /// A `Uint8Array` argument (a `Buffer` is one too), as a plain `Uint8Array` copy made from
 /// its internal slots: a subclass's overridden getters are never consulted, so its
-/// `length` cannot lie or throw. The copy is on the JS heap, not in wasm memory.
+/// `length` cannot lie or throw. The copy is on the JS heap, not in wasm memory, and made
+/// before the length is judged: an argument too large for the JS heap to copy is refused
+/// as one that cannot be read.
 pub fn plain_bytes(v: &JsValue, what: &str) -> Result<Uint8Array, Fail> {
     let arr = v.dyn_ref::<Uint8Array>().ok_or_else(|| {
         Fail::BadArgument(cat(&[what, " must be a Uint8Array, got ", &describe(v)]))
     })?;
-    plain_uint8_array(arr)
-        .map_err(|_| Fail::BadArgument(cat(&[what, " cannot be read (a detached buffer?)"])))
+    plain_uint8_array(arr).map_err(|_| {
+        Fail::BadArgument(cat(&[
+            what,
+            " cannot be read (a detached buffer, or one too large to copy?)",
+        ]))
+    })
 }
 
 /// The length of a [`plain_bytes`] copy, whole: 2^32 or more is not wrapped (a typed
