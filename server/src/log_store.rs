@@ -588,7 +588,33 @@ fn later_group(
     (from + 1..written).find(|&o| valid(o))
 }
 
-/// The records of a checksummed group; `None` if they do not decode (another format).
+/// [`Rec`] as it is read back: an entry's membership decoded as a peer's is
+/// ([`crate::net::EntryWire`]: capped as it decodes, refused when it names a voter without
+/// addresses, which would stop Raft at every start), so a damaged or planted group that
+/// checksums decodes into no membership larger than a peer could send.
+#[derive(Deserialize)]
+enum RecWire {
+    Entry(crate::net::EntryWire),
+    Truncate(u64),
+    Purge(LogId),
+    Vote(Vote),
+    Committed(Option<LogId>),
+}
+
+impl RecWire {
+    fn into_rec(self) -> Rec {
+        match self {
+            RecWire::Entry(e) => Rec::Entry(e.into_entry()),
+            RecWire::Truncate(i) => Rec::Truncate(i),
+            RecWire::Purge(id) => Rec::Purge(id),
+            RecWire::Vote(v) => Rec::Vote(v),
+            RecWire::Committed(c) => Rec::Committed(c),
+        }
+    }
+}
+
+/// The records of a checksummed group; `None` if they do not decode (another format, or
+/// a membership [`RecWire`] refuses).
 fn decode_records(mut payload: &[u8]) -> Option<Vec<Rec>> {
     let mut recs = Vec::new();
     while !payload.is_empty() {
@@ -597,7 +623,7 @@ fn decode_records(mut payload: &[u8]) -> Option<Vec<Rec>> {
         }
         let n = u32::from_le_bytes(payload[..4].try_into().ok()?) as usize;
         let body = payload.get(4..n.checked_add(4)?)?;
-        recs.push(postcard::from_bytes(body).ok()?);
+        recs.push(postcard::from_bytes::<RecWire>(body).ok()?.into_rec());
         payload = &payload[4 + n..];
     }
     Some(recs)
@@ -1696,6 +1722,75 @@ mod tests {
                     assert_eq!(fs::read(dir.join("raft.log")).unwrap(), bytes, "{seq}");
                 }
             }
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A membership read back from `raft.log` is decoded as a peer's is: one naming a
+    /// voter without addresses (which would stop Raft at every start), or more members
+    /// than a membership may have, refuses the start naming its group, and the file is
+    /// left as it was; a sound one is read.
+    #[test]
+    fn a_membership_in_the_log_is_decoded_as_a_peers() {
+        use crate::types::NodeAddr;
+        use std::collections::BTreeSet;
+        // openraft's `Membership::new` fills in a voter's missing node, so the faults are
+        // encoded by hand: `Rec::Entry` of an entry whose payload is a membership (variant
+        // 2), its fields in openraft's order.
+        #[derive(Serialize)]
+        enum RecForged {
+            Entry { log_id: LogId, payload: Payload },
+        }
+        #[derive(Serialize)]
+        enum Payload {
+            _Blank,
+            _Normal,
+            Membership {
+                configs: Vec<BTreeSet<u64>>,
+                nodes: BTreeMap<u64, NodeAddr>,
+            },
+        }
+        let dir = temp("log-membership");
+        let addr = || NodeAddr {
+            raft: "127.0.0.1:1".into(),
+            client: "127.0.0.1:2".into(),
+        };
+        let with = |voters: BTreeSet<u64>, nodes: BTreeMap<u64, NodeAddr>| RecForged::Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), 1),
+            payload: Payload::Membership {
+                configs: vec![voters],
+                nodes,
+            },
+        };
+        let open = |rec: RecForged| {
+            let mut bytes = header();
+            bytes.extend(group_of(V4, 0, &encode_record(&rec).unwrap()).unwrap());
+            fs::write(dir.join("raft.log"), &bytes).unwrap();
+            let r = LogStore::open_inner(&dir, COMPACT_BYTES, false).map(|_| ());
+            assert_eq!(
+                fs::read(dir.join("raft.log")).unwrap(),
+                bytes,
+                "left as it was"
+            );
+            r
+        };
+        let sound: BTreeMap<u64, NodeAddr> = (1..=3).map(|i| (i, addr())).collect();
+        open(with((1..=3).collect(), sound.clone())).expect("a sound membership");
+        let mut lacking = sound.clone();
+        lacking.remove(&3);
+        let too_many: BTreeMap<u64, NodeAddr> = (1..=crate::membership::MAX_MEMBERS as u64 + 1)
+            .map(|i| (i, addr()))
+            .collect();
+        for (what, rec) in [
+            (
+                "a voter without addresses",
+                with((1..=3).collect(), lacking),
+            ),
+            ("too many members", with([1].into(), too_many)),
+        ] {
+            let e = open(rec).expect_err(what);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{what}");
+            assert!(e.to_string().contains("does not decode"), "{what}: {e}");
         }
         let _ = fs::remove_dir_all(&dir);
     }

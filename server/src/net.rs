@@ -123,8 +123,9 @@ fn capped_entries<'de, D: serde::Deserializer<'de>>(
 /// openraft's `Entry`, its fields in its order (so its encoding), its membership decoded
 /// by [`crate::membership::decode_membership`]: capped as it decodes, and refused when it
 /// names a voter without addresses (which would stop Raft wherever it is in the log).
+/// Also how the log store reads the entries of `raft.log` back.
 #[derive(Deserialize)]
-struct EntryWire {
+pub(crate) struct EntryWire {
     log_id: crate::types::LogId,
     payload: PayloadWire,
 }
@@ -141,7 +142,7 @@ enum PayloadWire {
 }
 
 impl EntryWire {
-    fn into_entry(self) -> crate::types::Entry {
+    pub(crate) fn into_entry(self) -> crate::types::Entry {
         let payload = match self.payload {
             PayloadWire::Blank => openraft::EntryPayload::Blank,
             PayloadWire::Normal(c) => openraft::EntryPayload::Normal(c),
