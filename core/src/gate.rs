@@ -348,7 +348,9 @@ impl<R: AsRef<[GateRow]> + AsMut<[GateRow]>> FenceGate<R> {
     /// Rebuilds a gate in `rows` from [`snapshot`](Self::snapshot) bytes, checking magic,
     /// version, names (valid, unique), tokens (≥ 1), capacity, length (no longer than the
     /// records the header counts can be: [`gate_snapshot_max_len`]), no trailing bytes and
-    /// the canonical encoding (exactly the bytes `snapshot` writes).
+    /// the canonical encoding (exactly the bytes `snapshot` writes). The bytes carry no
+    /// checksum: a highest token lowered, or a name changed, by damage restores as it
+    /// reads and admits a stale holder, so store them with a checksum of your own.
     ///
     /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
     /// [`Error::CorruptSnapshot`], [`Error::CapacityExceeded`], [`Error::BadConfig`] (more

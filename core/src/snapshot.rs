@@ -340,7 +340,10 @@ impl<S: Storage> LockService<S> {
     /// Trailing bytes and non-canonical encodings (over-long varints) are refused, so
     /// restore accepts exactly the bytes [`snapshot`](Self::snapshot) writes; bytes longer
     /// than the records the header counts can be ([`snapshot_max_len`]) are refused
-    /// before a record is read.
+    /// before a record is read. The bytes carry no checksum: a value changed by damage
+    /// that still makes a consistent state (a revision lowered below a token handed out)
+    /// restores as that state, so store snapshots with a checksum of your own
+    /// (docs/SPEC.md §9).
     ///
     /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`] (neither 1 nor 2),
     /// [`Error::CorruptSnapshot`] (says which check failed), [`Error::CapacityExceeded`],

@@ -785,6 +785,8 @@ fencelock_result fencelock_gate_snapshot(const struct fencelock_gate *gate,
                                          size_t *len);
 
 // Creates a gate for up to `capacity` resources from `fencelock_gate_snapshot` bytes.
+// The bytes carry no checksum: store them with one of your own (a highest token lowered
+// by damage restores as it reads).
 //
 // Errors (nothing created), in this order: `NULL_PARAMETER`; `BAD_CONFIG` for more than
 // 2^31 − 1 rows; the snapshot's header (`BAD_MAGIC`, `UNSUPPORTED_VERSION`,
@@ -1024,7 +1026,8 @@ fencelock_result fencelock_service_init_in(void *mem,
 
 // Creates a service from snapshot bytes (`fencelock_service_snapshot`) with tables of
 // `capacity`; lock-delay and the name limit come from the snapshot. Every invariant is
-// checked before the bytes are accepted.
+// checked before the bytes are accepted. The bytes carry no checksum: store them with
+// one of your own (a revision lowered by damage restores as a consistent state).
 //
 // Errors, in the core's order: `NULL_PARAMETER`, `BAD_MAGIC`, `UNSUPPORTED_VERSION`,
 // `CORRUPT_SNAPSHOT` (a version that is no `u16`, or a header cut short or bad), `BAD_CONFIG`

@@ -283,6 +283,8 @@ pub unsafe extern "C" fn fencelock_gate_snapshot(
 }
 
 /// Creates a gate for up to `capacity` resources from `fencelock_gate_snapshot` bytes.
+/// The bytes carry no checksum: store them with one of your own (a highest token lowered
+/// by damage restores as it reads).
 ///
 /// Errors (nothing created), in this order: `NULL_PARAMETER`; `BAD_CONFIG` for more than
 /// 2^31 − 1 rows; the snapshot's header (`BAD_MAGIC`, `UNSUPPORTED_VERSION`,

@@ -827,7 +827,8 @@ pub unsafe extern "C" fn fencelock_service_init_in(
 
 /// Creates a service from snapshot bytes (`fencelock_service_snapshot`) with tables of
 /// `capacity`; lock-delay and the name limit come from the snapshot. Every invariant is
-/// checked before the bytes are accepted.
+/// checked before the bytes are accepted. The bytes carry no checksum: store them with
+/// one of your own (a revision lowered by damage restores as a consistent state).
 ///
 /// Errors, in the core's order: `NULL_PARAMETER`, `BAD_MAGIC`, `UNSUPPORTED_VERSION`,
 /// `CORRUPT_SNAPSHOT` (a version that is no `u16`, or a header cut short or bad), `BAD_CONFIG`

@@ -37,7 +37,8 @@ impl FenceGate {
         Ok(FenceGate { core })
     }
 
-    /// Rebuilds a gate from `snapshot()` bytes into `capacity` rows; with `key` (16 bytes
+    /// Rebuilds a gate from `snapshot()` bytes (which carry no checksum: store them with one
+    /// of your own) into `capacity` rows; with `key` (16 bytes
     /// from a random source) its index keyed as the rows load, for bytes of a source that
     /// may choose the names (`setNameKey` after an unkeyed restore comes too late: names
     /// chosen to share a probe run make that restore O(n²)). Throws `bad_magic`,

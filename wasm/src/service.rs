@@ -437,7 +437,9 @@ impl LockService {
     }
 
     /// Rebuilds a service from `snapshot()` bytes into new tables of the given capacities
-    /// (`{sessions, locks, claims}`; the config comes from the snapshot). With `key` (16
+    /// (`{sessions, locks, claims}`; the config comes from the snapshot). The bytes carry
+    /// no checksum: store them with one of your own (a revision lowered by damage restores
+    /// as a consistent state). With `key` (16
     /// bytes from a random source; keep it secret) the indexes are keyed as the rows load
     /// (the core's `restore_keyed`): the way to restore bytes of a source that may choose
     /// them, whose lock names or session ids chosen to share one probe run would make an

@@ -1233,7 +1233,8 @@ class Service(_Handle):
                 claims: int,
                 key: Optional[Union[bytes, bytearray, memoryview]] = None) -> Service:
         """A service from `snapshot()` bytes, with tables of these capacities; lock-delay
-        and the name limit come from the snapshot. With `key` (NAME_KEY_LEN bytes, e.g.
+        and the name limit come from the snapshot (the bytes carry no checksum: store them
+        with one of your own, as a revision lowered by damage restores). With `key` (NAME_KEY_LEN bytes, e.g.
         os.urandom(NAME_KEY_LEN); keep it secret) its indexes are keyed as the rows load
         (fencelock_service_restore_keyed): the way to restore bytes of a source that may
         choose them, whose lock names or session ids chosen to share one probe run would
@@ -1734,7 +1735,8 @@ class Gate(_Handle):
     @classmethod
     def restore(cls, snapshot: Union[bytes, bytearray, memoryview], capacity: int,
                 key: Optional[Union[bytes, bytearray, memoryview]] = None) -> Gate:
-        """A gate from `snapshot()` bytes; with `key` (NAME_KEY_LEN bytes), its index keyed
+        """A gate from `snapshot()` bytes (they carry no checksum: store them with one of
+        your own); with `key` (NAME_KEY_LEN bytes), its index keyed
         as the rows load (fencelock_gate_restore_keyed), for bytes of a source that may
         choose the names. Errors: BAD_MAGIC, UNSUPPORTED_VERSION, CORRUPT_SNAPSHOT,
         CAPACITY_EXCEEDED, BAD_CONFIG; INVALID_ARGUMENT first for a key of another length.
