@@ -361,6 +361,10 @@ impl DiskHealth {
 
     /// Checks that the directory takes a write: writes, fsyncs and removes a small file
     /// (`.probe-N`, a new N each time, so concurrent probes do not collide). Records the outcome for [`DiskHealth::is_full`].
+    /// Whatever is at that name first (a probe's file left by a crash, or something
+    /// planted: a symbolic link, a FIFO) is removed, never opened, and the file is made
+    /// new: so a link to `raft.log` is not followed (which would truncate the log) and a
+    /// FIFO does not block the probe for good.
     ///
     /// Errors: the failed step's, naming the file. Cost: one small write and one fsync.
     pub fn probe(&self) -> io::Result<()> {
@@ -372,7 +376,15 @@ impl DiskHealth {
         let n = self.probes.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!(".probe-{n}"));
         let r = (|| {
-            let mut f = fs::File::create(&path)?;
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)?;
             f.write_all(&[0u8; 4096])?;
             f.sync_all()?;
             fs::remove_file(&path)
@@ -644,6 +656,37 @@ mod tests {
             w.await.unwrap().unwrap();
         }
         assert!(!d.is_stalled() && !d.is_full());
+    }
+
+    /// A probe's name already taken — by a symbolic link to a file of the node's, or by a
+    /// FIFO — is removed, not opened: the link's target keeps its bytes, and the probe
+    /// neither blocks on the FIFO nor fails.
+    #[test]
+    fn a_probe_never_opens_what_is_at_its_name() {
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-disk-unit-planted-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("raft.log");
+        fs::write(&victim, b"the node's log").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(".probe-0")).unwrap();
+        nix::unistd::mkfifo(&dir.join(".probe-1"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let d = DiskHealth::new(&dir);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = (d.probe(), d.probe());
+            let _ = tx.send(r);
+        });
+        let (first, second) = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a probe blocked on what was at its name");
+        first.unwrap();
+        second.unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"the node's log");
+        assert!(!dir.join(".probe-0").exists() && !dir.join(".probe-1").exists());
+        let _ = fs::remove_dir_all(&dir);
     }
 
     /// However many ask at once, one probe runs for all of them (a current-thread runtime

@@ -885,3 +885,47 @@ fn certs_rewrites_a_key_file_owner_only() {
     assert_eq!(mode(&dir.join("ca.pem")), 0o644);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A data directory whose `LOCK` is no regular file is refused at once, naming it: a FIFO
+/// (opening one to write waits for a reader, which would hang the start silently) and a
+/// symbolic link (not followed: the file it names keeps its bytes).
+#[test]
+fn a_lock_file_that_is_no_regular_file_is_refused() {
+    let base = std::env::temp_dir().join(format!("fl-lockfile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let fifo = base.join("fifo");
+    let link = base.join("link");
+    for d in [&fifo, &link] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    nix::unistd::mkfifo(&fifo.join("LOCK"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let target = base.join("target");
+    std::fs::write(&target, b"keep").unwrap();
+    std::os::unix::fs::symlink(&target, link.join("LOCK")).unwrap();
+    for dir in [&fifo, &link] {
+        let mut child = Command::new(NODE)
+            .args(["--id", "1", "--peer", "1=127.0.0.1:1/127.0.0.1:2", "--dir"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > until {
+                let _ = child.kill();
+                panic!("the start on {} did not end", dir.display());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(!status.success(), "{err}");
+        assert!(err.contains("LOCK"), "{err}");
+    }
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    let _ = std::fs::remove_dir_all(&base);
+}

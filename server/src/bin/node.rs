@@ -268,26 +268,46 @@ const LOCK_FILE: &str = "LOCK";
 /// Takes the exclusive lock on `dir`'s [`LOCK_FILE`] (creating the file), held until the
 /// returned value is dropped; an error naming `dir` if another process holds it. `None`
 /// (no lock) only when `dir` is on a read-only filesystem without a LOCK file: no node can
-/// be writing there.
+/// be writing there. A LOCK that is no regular file is refused, naming it: a symbolic
+/// link is not followed, and a FIFO is opened without waiting for a reader (it would
+/// block the start silently) and then refused.
 fn lock_dir(dir: &Path) -> Result<Option<nix::fcntl::Flock<std::fs::File>>, String> {
     use nix::fcntl::{Flock, FlockArg};
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(LOCK_FILE);
+    let flags = (nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits();
     let file = match std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(flags)
         .open(&path)
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::ReadOnlyFilesystem => {
-            match std::fs::File::open(&path) {
+            match std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(flags)
+                .open(&path)
+            {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(format!("{}: {e}", path.display())),
             }
         }
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        // A FIFO without a reader (ENXIO), a symbolic link (ELOOP), …
+        Err(e) => {
+            return Err(format!(
+                "{}: {e} (a {LOCK_FILE} must be a regular file)",
+                path.display()
+            ))
+        }
     };
+    match file.metadata() {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Err(format!("{} is no regular file", path.display())),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    }
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(held) => Ok(Some(held)),
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(format!(
