@@ -558,14 +558,9 @@ impl Node {
     where
         N: RaftNetworkFactory<TypeConfig> + PreVoteNetwork + CarrySettings,
     {
-        let recorded = crate::settings::check_dir(&config.dir, &config.service)?;
-        refuse_lost_log(&config.dir, None)?;
-        let log = LogStore::open(&config.dir)?;
-        refuse_lost_log(&config.dir, Some(&log))?;
-        let (mut sm, shared) =
-            StateMachine::open_checked(&config.dir, config.service, log.last_purged())?;
-        sm.set_disk(log.disk());
-        log.purge_after_snapshots(shared.snapshot_persisted());
+        // Timing openraft refuses (an election timeout not above the heartbeat, say) is
+        // refused before the directory is opened: opening it may cut a torn log tail or
+        // move a corrupt snapshot aside, which a refused start must not have done.
         let raft_config = openraft::Config {
             cluster_name: "fencelock".into(),
             heartbeat_interval: config.heartbeat_ms,
@@ -586,6 +581,14 @@ impl Node {
                 .validate()
                 .map_err(|e| io::Error::other(e.to_string()))?,
         );
+        let recorded = crate::settings::check_dir(&config.dir, &config.service)?;
+        refuse_lost_log(&config.dir, None)?;
+        let log = LogStore::open(&config.dir)?;
+        refuse_lost_log(&config.dir, Some(&log))?;
+        let (mut sm, shared) =
+            StateMachine::open_checked(&config.dir, config.service, log.last_purged())?;
+        sm.set_disk(log.disk());
+        log.purge_after_snapshots(shared.snapshot_persisted());
         // Every check of the directory and the settings has passed: a log of version 2
         // or 3 becomes version 4 only now, so a start refused above left it as the build
         // before can read it. (Only openraft's own start, below, can still fail after it.)
@@ -2672,5 +2675,28 @@ mod read_barrier_tests {
         assert_eq!(answered, 97, "of 150 reads");
         // Nine rounds while reads arrive, and a tenth for the last ones.
         assert_eq!(reads.started(), 10);
+    }
+}
+
+#[cfg(test)]
+mod start_tests {
+    use super::*;
+
+    /// Timing openraft refuses (an election timeout no longer than the heartbeat) is
+    /// refused before the directory is opened: nothing is written into it (opening it
+    /// makes the log, and may cut a torn tail or move a corrupt snapshot aside).
+    #[tokio::test]
+    async fn a_start_refused_for_its_timing_writes_nothing() {
+        let dir = std::env::temp_dir().join(format!("fl-start-timing-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut config = NodeConfig::new(1, dir.clone());
+        config.heartbeat_ms = 500;
+        config.election_ms = (500, 500);
+        let started = Node::start(config, crate::net::TcpNetwork::default()).await;
+        assert!(started.is_err(), "openraft takes this timing");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
