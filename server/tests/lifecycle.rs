@@ -850,7 +850,8 @@ async fn a_tls_node_without_tokens_refuses_to_start_unless_told_to() {
 }
 
 /// `fencelock-certs` run again over an older set leaves each private key readable by its
-/// owner only, as a first run does (the file's mode was set only when it was created).
+/// owner only, as a first run does (the file's mode was set only when it was created),
+/// and writes each file whole, renamed into place.
 #[test]
 fn certs_rewrites_a_key_file_owner_only() {
     use std::os::unix::fs::PermissionsExt;
@@ -883,6 +884,22 @@ fn certs_rewrites_a_key_file_owner_only() {
         "the new key is not left readable by others"
     );
     assert_eq!(mode(&dir.join("ca.pem")), 0o644);
+    // Each file is written beside its place and renamed into it: what was at the name (a
+    // link to another file, here) is replaced, never written through.
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"keep").unwrap();
+    std::fs::remove_file(&key).unwrap();
+    std::os::unix::fs::symlink(&victim, &key).unwrap();
+    run();
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+    assert!(std::fs::symlink_metadata(&key).unwrap().is_file());
+    assert_eq!(mode(&key), 0o600);
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains("tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -9,8 +9,7 @@
 //! CA's key is not kept: to add a node later, make a new set. For production, issue the
 //! same names from your own CA.
 
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
@@ -27,19 +26,13 @@ struct Args {
     nodes: Vec<String>,
 }
 
+/// Writes `text` to `path` whole: into a new private file beside it, fsynced, then
+/// renamed into place (so a crash or a second run leaves the old file or the new one,
+/// never half of either), and given `mode` (a key stays private throughout; a
+/// certificate becomes readable once it is whole).
 fn write(path: &Path, text: &str, mode: u32) -> Result<(), String> {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    // `mode` applies only to a file this creates: a run over an older set must not leave a
-    // new private key in a file others can read.
-    f.set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    f.write_all(text.as_bytes())
+    fencelock_server::disk::write_file_synced(path, text.as_bytes()).map_err(|e| e.to_string())?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
