@@ -957,6 +957,9 @@ impl LogStore {
     ) -> io::Result<(LogStore, Option<TailCut>)> {
         crate::disk::create_private_dir(dir)?;
         let path = dir.join("raft.log");
+        // An I/O error names the file (a `raft.log` that is a directory, unreadable, or on
+        // a failing disk), not only the directory the node was started on.
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
         // It holds the credentials of open sessions: this user's only.
         let mut file = OpenOptions::new()
             .mode(0o600)
@@ -964,18 +967,19 @@ impl LogStore {
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)?;
+            .open(&path)
+            .map_err(named)?;
         // Only a regular file is read: a FIFO, a device or a socket in its place (a wrong
         // restore of the directory, a planted file) would block the start for good or fill
         // memory (`/dev/zero`), where a clear refusal is due.
-        if !file.metadata()?.file_type().is_file() {
+        if !file.metadata().map_err(named)?.file_type().is_file() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{}: not a regular file", path.display()),
             ));
         }
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
+        file.read_to_end(&mut bytes).map_err(named)?;
         let bad = |msg: String| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -985,9 +989,9 @@ impl LogStore {
         if is_new_log(&bytes) {
             // Its header first, durable before anything relies on the file.
             let header = file_header(new_salt()?);
-            file.set_len(0)?;
-            file.write_all_at(&header, 0)?;
-            file.sync_all()?;
+            file.set_len(0).map_err(named)?;
+            file.write_all_at(&header, 0).map_err(named)?;
+            file.sync_all().map_err(named)?;
             if let Some(d) = path.parent() {
                 sync_dir(d)?;
             }
@@ -1025,7 +1029,7 @@ impl LogStore {
             Format::V4(_) => format,
             _ => Format::V4(new_salt()?),
         };
-        let writer = OpenOptions::new().write(true).open(&path)?;
+        let writer = OpenOptions::new().write(true).open(&path).map_err(named)?;
         let mut inner = Inner {
             path: path.clone(),
             file: writer,
@@ -1128,8 +1132,8 @@ impl LogStore {
                     "a torn last write"
                 }
             );
-            zero_fill(&file, pos as u64, written as u64)?;
-            file.sync_all()?;
+            zero_fill(&file, pos as u64, written as u64).map_err(named)?;
+            file.sync_all().map_err(named)?;
             cut = Some(TailCut {
                 at: pos as u64,
                 bytes: (written - pos) as u64,
@@ -1870,6 +1874,17 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    /// An I/O error at start names `raft.log`, not only the directory: here a directory
+    /// in its place.
+    #[test]
+    fn an_io_error_at_start_names_the_log() {
+        let dir = temp("log-io-error");
+        fs::create_dir_all(dir.join("raft.log")).unwrap();
+        let e = LogStore::open(&dir).err().expect("a directory is no log");
+        assert!(e.to_string().contains("raft.log"), "{e}");
+        let _ = fs::remove_dir_all(&dir);
     }
 
     /// The log's weights (one per entry, plus one per op) follow its appends, cuts and
