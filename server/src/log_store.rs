@@ -378,6 +378,18 @@ pub struct SnapshotProgress {
     pub install_failed: bool,
 }
 
+/// What the node's log budget reads of the log ([`LogStore::try_budget`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// The [`weight`] of the entries after the last snapshot and up to the last applied
+    /// one: what a snapshot built now would cover.
+    pub coverable: u64,
+    /// The weight of the entries held up to and including the last snapshot's.
+    pub through_snap: u64,
+    /// Where a purge would leave the weight kept ([`LogStore::purge_point`]).
+    pub purge_point: Option<u64>,
+}
+
 /// How long a purge waits for the snapshot that covers it to be persisted before it
 /// fails (a storage error stops the node, which restarts with its log whole) — counted
 /// only while no snapshot write is waiting for disk space.
@@ -749,6 +761,39 @@ impl Inner {
             }
             _ => self.weights_base,
         }
+    }
+
+    /// As [`LogStore::weight_after`].
+    fn weight_after(&self, after: Option<u64>) -> u64 {
+        let Some(&last) = self.weights.back() else {
+            return 0;
+        };
+        last - self.total_through(after)
+    }
+
+    /// As [`LogStore::purge_point`].
+    fn purge_point(&self, upto: u64, keep: u64) -> Option<u64> {
+        let first = self.weights_first;
+        if self.weights.is_empty() || upto < first {
+            return None;
+        }
+        let upto = upto.min(first + self.weights.len() as u64 - 1);
+        let end = self.total_through(Some(upto));
+        if end - self.weights_base <= keep {
+            return None;
+        }
+        // The first position (of those through `upto`) whose running total leaves at most
+        // `keep` after it; the totals grow, so what they leave shrinks: a binary search.
+        let (mut lo, mut hi) = (0u64, upto - first);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if end - self.weights[mid as usize] > keep {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(first + lo)
     }
 
     /// Drops the weights of the entries from index `from` on (cut from the end).
@@ -1308,41 +1353,45 @@ impl LogStore {
     }
 
     /// The total [`weight`] of the entries held after index `after` (all of them for
-    /// `None`). Cost: O(1).
+    /// `None`). Waits for the log's lock. Cost: O(1).
     pub fn weight_after(&self, after: Option<u64>) -> u64 {
-        let g = self.lock();
-        let Some(&last) = g.weights.back() else {
-            return 0;
-        };
-        last - g.total_through(after)
+        self.lock().weight_after(after)
     }
 
     /// The index a purge through which leaves at most `keep` of [`weight`] among the
     /// entries held up to and including `upto`: the smallest such, `None` when the
-    /// entries held through `upto` weigh `keep` or less already. Cost: O(log entries).
+    /// entries held through `upto` weigh `keep` or less already. Waits for the log's lock.
+    /// Cost: O(log entries).
     pub fn purge_point(&self, upto: u64, keep: u64) -> Option<u64> {
-        let g = self.lock();
-        let first = g.weights_first;
-        if g.weights.is_empty() || upto < first {
-            return None;
-        }
-        let upto = upto.min(first + g.weights.len() as u64 - 1);
-        let end = g.total_through(Some(upto));
-        if end - g.weights_base <= keep {
-            return None;
-        }
-        // The first position (of those through `upto`) whose running total leaves at most
-        // `keep` after it; the totals grow, so what they leave shrinks: a binary search.
-        let (mut lo, mut hi) = (0u64, upto - first);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if end - g.weights[mid as usize] > keep {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        Some(first + lo)
+        self.lock().purge_point(upto, keep)
+    }
+
+    /// What the node's log budget reads ([`Budget`]), with the last snapshot at `snap`,
+    /// the last applied entry at `applied` and `keep` of weight to keep; `None` when the
+    /// log's lock is taken (a write holds it through its fsync, and the budget must not
+    /// wait on the disk: it asks again later). Cost: O(log entries).
+    pub fn try_budget(&self, snap: Option<u64>, applied: Option<u64>, keep: u64) -> Option<Budget> {
+        let g = match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        let coverable = match (snap, applied) {
+            (s, Some(a)) if s.is_none_or(|s| s < a) => g.weight_after(s) - g.weight_after(Some(a)),
+            _ => 0,
+        };
+        let (through_snap, purge_point) = match snap {
+            Some(s) => (
+                g.weight_after(None) - g.weight_after(Some(s)),
+                g.purge_point(s, keep),
+            ),
+            None => (0, None),
+        };
+        Some(Budget {
+            coverable,
+            through_snap,
+            purge_point,
+        })
     }
 
     /// The last log id in the log. Cost: O(log n).
@@ -1923,6 +1972,23 @@ mod tests {
             for a in std::iter::once(None).chain((0..12).map(Some)) {
                 let want = sum(&|i| a.is_none_or(|a| i > a));
                 assert_eq!(log.weight_after(a), want, "after {a:?} of {held:?}");
+            }
+            // What the budget reads: the weight a snapshot built now would cover (after
+            // the snapshot, through the last applied entry), and what is held through it.
+            for snap in std::iter::once(None).chain((0..12).map(Some)) {
+                for applied in std::iter::once(None).chain((0..12).map(Some)) {
+                    let b = log.try_budget(snap, applied, 2).expect("the lock is free");
+                    let coverable = match applied {
+                        Some(a) if snap.is_none_or(|s| s < a) => {
+                            sum(&|i| snap.is_none_or(|s| i > s) && i <= a)
+                        }
+                        _ => 0,
+                    };
+                    assert_eq!(b.coverable, coverable, "{snap:?} {applied:?} of {held:?}");
+                    let through = snap.map_or(0, |s| sum(&|i| i <= s));
+                    assert_eq!(b.through_snap, through, "{snap:?} of {held:?}");
+                    assert_eq!(b.purge_point, snap.and_then(|s| log.purge_point(s, 2)));
+                }
             }
             let total = sum(&|_| true);
             for upto in 0..12 {

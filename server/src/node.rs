@@ -86,8 +86,9 @@ pub struct NodeConfig {
     /// itself, and for the purge [`NodeConfig::snapshot_keep_ops`] calls for.
     pub snapshot_ops: u64,
     /// Of the entries the last snapshot covers, keep at most this weight in the log (for
-    /// followers a little behind); openraft's own rule keeps `snapshot_logs / 4` entries,
-    /// whatever they weigh.
+    /// followers a little behind; a leader keeps what its slowest follower lacks while
+    /// that is under four times `snapshot_ops`); the count rule keeps `snapshot_logs / 4`
+    /// entries, whatever they weigh.
     pub snapshot_keep_ops: u64,
     /// The longest session ttl (ms) a client may open; a longer one is refused with
     /// `ClientError::Limit { kind: "ttl_too_long" }` before anything is proposed. `None`:
@@ -127,7 +128,8 @@ impl NodeConfig {
     /// Defaults for a loopback cluster: grace 1 s, tick check every 20 ms, heartbeats
     /// every 50 ms (openraft also uses this as the AppendEntries timeout), election timeout
     /// 300–600 ms, requests time out after 3 s, a snapshot every 20 000 entries or 262 144
-    /// of weight (about 42 MB of ops) and at most 65 536 kept after it (about 10 MB), members
+    /// of weight (about 42 MB of ops) and at most 65 536 of what it covers kept (about
+    /// 10 MB), members
     /// on loopback addresses only, 10 s for a snapshot chunk, 30 s for a backup or export
     /// page's rebuild turn.
     pub fn new(id: NodeId, dir: PathBuf) -> NodeConfig {
@@ -567,7 +569,10 @@ impl Node {
             election_timeout_min: config.election_ms.0,
             election_timeout_max: config.election_ms.1,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(config.snapshot_logs),
-            max_in_snapshot_log_to_keep: config.snapshot_logs / 4,
+            // openraft's own purge after a snapshot is off (told to keep every entry, it
+            // never purges): `run_log_budget` purges, by count as openraft did and by
+            // weight, so that no two rules move the purge point.
+            max_in_snapshot_log_to_keep: u64::MAX,
             // Every frame a node sends fits in any peer's frame limit (crate::net).
             snapshot_max_chunk_size: crate::net::SNAPSHOT_CHUNK,
             install_snapshot_timeout: config.snapshot_chunk_timeout_ms,
@@ -2236,45 +2241,80 @@ pub const SNAPSHOT_KEEP_OPS: u64 = 1 << 16;
 /// How long a snapshot asked for by [`run_log_budget`] may take before it is asked again.
 const SNAPSHOT_ASK_AGAIN: Duration = Duration::from_secs(60);
 
-/// Bounds the log's memory by its weight as well as by its count of entries (openraft's
-/// own rule, [`NodeConfig::snapshot_logs`]): every 100 ms, once the entries after the
-/// last snapshot weigh more than [`NodeConfig::snapshot_ops`], asks openraft for a
-/// snapshot (once: again when it is built, or after [`SNAPSHOT_ASK_AGAIN`]); once the
-/// entries held through the last snapshot weigh more than
-/// [`NodeConfig::snapshot_keep_ops`], asks for the purge that leaves that much (openraft
-/// purges no entry its replication still needs, and the log store none its persisted
-/// snapshot does not cover). So the log holds about `snapshot_ops + snapshot_keep_ops`
-/// of weight, plus what arrives while a snapshot is built. Ends when openraft does.
-/// Cost per round: O(log entries).
+/// Bounds the log by its weight as well as by its count of entries, and does the node's
+/// purging (openraft's own purge after a snapshot is off: `Node::start`). Every 100 ms:
+///
+/// * once the entries a snapshot built now would cover (after the last snapshot, up to
+///   the last applied entry) weigh more than [`NodeConfig::snapshot_ops`], asks openraft
+///   for a snapshot (openraft's own rule asks every [`NodeConfig::snapshot_logs`]
+///   entries); asked again once the snapshot changes, or after [`SNAPSHOT_ASK_AGAIN`];
+/// * purges what the snapshot covers down to the last `snapshot_logs / 4` entries (the
+///   count rule, openraft's as it was), and further down to
+///   [`NodeConfig::snapshot_keep_ops`] of weight (the weight rule) — on a leader, not
+///   past what every follower has (it would then need the snapshot) while the entries
+///   through the snapshot weigh at most four times `snapshot_ops`; past that, memory
+///   comes first. openraft purges nothing a replication in flight still reads, and the
+///   log store nothing its persisted snapshot does not cover.
+///
+/// The log's lock is held through a write's fsync: the task tries it a few times and
+/// skips the round if it stays taken, so a stalled disk never holds a runtime thread.
+/// Ends when openraft does. Cost per round: O(log entries held + members).
 async fn run_log_budget(raft: Raft, log: LogStore, config: NodeConfig) {
     let mut iv = tokio::time::interval(Duration::from_millis(100));
     iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The applied index a snapshot was asked at, and when.
-    let mut asked: Option<(u64, Instant)> = None;
-    let mut purge_asked = 0;
+    // The snapshot there was when one was asked for, and when.
+    let mut asked: Option<(Option<u64>, Instant)> = None;
+    let mut purge_asked: Option<u64> = None;
+    let keep_entries = config.snapshot_logs / 4;
     loop {
         iv.tick().await;
         let m = raft.metrics().borrow().clone();
         let snap = m.snapshot.map(|s| s.index);
-        if asked.is_some_and(|(at, when)| {
-            snap.is_some_and(|s| s >= at) || when.elapsed() >= SNAPSHOT_ASK_AGAIN
-        }) {
+        let applied = m.last_applied.map(|l| l.index);
+        if asked.is_some_and(|(at, when)| at != snap || when.elapsed() >= SNAPSHOT_ASK_AGAIN) {
             asked = None;
         }
-        if asked.is_none() && log.weight_after(snap) > config.snapshot_ops {
-            let at = m.last_applied.map_or(0, |l| l.index);
+        let mut budget = None;
+        for _ in 0..10 {
+            budget = log.try_budget(snap, applied, config.snapshot_keep_ops);
+            if budget.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let Some(b) = budget else {
+            continue;
+        };
+        if asked.is_none() && b.coverable > config.snapshot_ops {
             if raft.trigger().snapshot().await.is_err() {
                 return;
             }
-            asked = Some((at, Instant::now()));
+            asked = Some((snap, Instant::now()));
         }
-        if let Some(p) = snap.and_then(|s| log.purge_point(s, config.snapshot_keep_ops)) {
-            if p > purge_asked {
-                if raft.trigger().purge_log(p).await.is_err() {
-                    return;
-                }
-                purge_asked = p;
+        let Some(s) = snap else {
+            continue;
+        };
+        let by_count = s.checked_sub(keep_entries);
+        let by_weight = match (b.purge_point, m.replication.as_ref()) {
+            (Some(p), Some(followers))
+                if !followers.is_empty() && b.through_snap <= 4 * config.snapshot_ops =>
+            {
+                // The least any follower has (`None`: one has nothing yet).
+                let slowest = followers
+                    .values()
+                    .map(|l| l.map(|l| l.index))
+                    .min()
+                    .flatten();
+                slowest.map(|x| p.min(x))
             }
+            (p, _) => p,
+        };
+        let p = by_count.max(by_weight);
+        if let Some(p) = p.filter(|&p| purge_asked.is_none_or(|a| p > a)) {
+            if raft.trigger().purge_log(p).await.is_err() {
+                return;
+            }
+            purge_asked = Some(p);
         }
     }
 }

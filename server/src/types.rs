@@ -396,6 +396,17 @@ pub fn vote_in_bounds(vote: &Vote) -> bool {
 mod tests {
     use super::*;
 
+    /// An op takes at most 160 bytes in memory: the figure the log's weight bound is
+    /// documented in (`crate::log_store::weight`, `NodeConfig::snapshot_ops`).
+    #[test]
+    fn an_op_takes_at_most_160_bytes() {
+        assert!(
+            std::mem::size_of::<Op>() <= 160,
+            "{}",
+            std::mem::size_of::<Op>()
+        );
+    }
+
     /// An entry of [`MAX_CMD_OPS`] ops decodes; one more op is refused as the list
     /// decodes, as is a list whose length prefix claims more than it holds.
     #[test]

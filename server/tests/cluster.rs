@@ -15,11 +15,12 @@ use fencelock_server::types::{Op, OpError};
 const TTL: u64 = 1500;
 
 /// The log is bounded by its weight (one per entry plus one per op) as well as by its
-/// count of entries: with the count rule at 20 000 entries (and openraft's own purge
-/// keeping 5 000), 400 one-op entries (weight 800) still get every node a snapshot
-/// and a purge down to the weight kept, so no node holds more than about
-/// `snapshot_ops + snapshot_keep_ops` of weight. A flood of full entries (257 ops
-/// each, 160 bytes an op) would otherwise hold ~1 GB before the count rule acts.
+/// count of entries: with the count rule at 20 000 entries (keeping 5 000 after a
+/// snapshot), 400 entries of one request each (two ops with the entry's deadline op:
+/// weight 3, 1 200 in all) still get every node a snapshot and a purge down to the
+/// weight kept, so no node holds more than about `snapshot_ops + snapshot_keep_ops` of
+/// weight. A flood of full entries (257 ops each, 160 bytes an op) would otherwise hold
+/// ~1 GB before the count rule acts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_is_snapshotted_and_purged_by_its_weight_too() {
     let (ops, keep) = (200, 80);
@@ -33,9 +34,9 @@ async fn the_log_is_snapshotted_and_purged_by_its_weight_too() {
     for _ in 0..400 {
         c.propose(keep_alive(s)).await;
     }
-    // Each entry here weighs 2 (one op); a few more than the bound may arrive while a
-    // snapshot is built.
-    let most = (ops + keep) / 2 + 20;
+    // Each entry here weighs 3; a few more than the bound may arrive while a snapshot is
+    // built.
+    let most = (ops + keep) / 3 + 20;
     let start = Instant::now();
     loop {
         let held: Vec<(u64, Option<u64>, Option<u64>, u64)> = c
@@ -65,6 +66,75 @@ async fn the_log_is_snapshotted_and_purged_by_its_weight_too() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    c.shutdown().await;
+}
+
+/// A leader purges by weight no further than its slowest follower has (that follower
+/// would then need the whole snapshot), while what the snapshot covers weighs at most
+/// four times `snapshot_ops`: a follower cut off for 100 entries (weight 300, under the
+/// 800 of that cap) finds its next entries still in the leader's log, though the weight
+/// kept is 80.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_keeps_what_its_slowest_follower_lacks_under_the_cap() {
+    let (ops, keep) = (200, 80);
+    let c = Cluster::start_configured("log-weight-lag", 300, 2000, |config| {
+        config.snapshot_logs = 20_000;
+        config.snapshot_ops = ops;
+        config.snapshot_keep_ops = keep;
+    })
+    .await;
+    let s = session_of(&c.propose(open(60_000)).await);
+    let leader = c.leader().await;
+    let lagging = *c.nodes.keys().find(|&&id| id != leader).unwrap();
+    let has = c.nodes[&lagging]
+        .raft
+        .metrics()
+        .borrow()
+        .last_log_index
+        .unwrap_or(0);
+    c.net.isolate(lagging);
+    let others: Vec<_> = c
+        .nodes
+        .keys()
+        .copied()
+        .filter(|&id| id != lagging)
+        .collect();
+    for _ in 0..100 {
+        c.propose_among(&others, keep_alive(s)).await;
+    }
+    // The leader has built a snapshot by weight (300 > 200) and purged nothing the
+    // lagging follower lacks.
+    let start = Instant::now();
+    loop {
+        let m = c.nodes[&leader].raft.metrics().borrow().clone();
+        if m.snapshot.is_some() {
+            let purged = m.purged.map(|p| p.index);
+            assert!(
+                purged.is_none_or(|p| p <= has),
+                "purged through {purged:?} while node {lagging} has only {has}"
+            );
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no snapshot by weight"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A few rounds of the budget later, still not.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let purged = c.nodes[&leader]
+        .raft
+        .metrics()
+        .borrow()
+        .purged
+        .map(|p| p.index);
+    assert!(
+        purged.is_none_or(|p| p <= has),
+        "purged through {purged:?}, node {lagging} has {has}"
+    );
+    c.net.heal();
+    c.converged().await;
     c.shutdown().await;
 }
 
