@@ -941,7 +941,9 @@ impl Client {
     /// Linearizable read of the cluster's members: `(voters, learners)`, each by id.
     /// Cost: as [`Client::holders`].
     ///
-    /// Errors: `Unavailable`.
+    /// Errors: `Unavailable`; `Limit { kind: "unwritten_lists" }` when the answer is over
+    /// 512 bytes and the node's bound on answers not yet read is spent (as for a long
+    /// list: not retried, ask again).
     pub async fn members(&self) -> Result<Members, ClientError> {
         match self.call(Request::Members).await? {
             Reply::Members { voters, learners } => Ok((voters, learners)),
@@ -953,7 +955,8 @@ impl Client {
     /// a linearizable read; no redirect): make the client with that node's address alone to
     /// ask a given node. Cost: one round trip, and the node's readiness check.
     ///
-    /// Errors: `Unavailable` (the node did not answer), `Unauthenticated` / `Forbidden`.
+    /// Errors: `Unavailable` (the node did not answer), `Unauthenticated` / `Forbidden`;
+    /// `Limit { kind: "unwritten_lists" }` as for [`Client::members`].
     pub async fn status(&self) -> Result<crate::protocol::NodeStatus, ClientError> {
         match self.call(Request::Status).await? {
             Reply::Status(s) => Ok(s),
@@ -1032,7 +1035,8 @@ impl Client {
     ///
     /// Errors: `Forbidden` (not an admin token), `BadRequest` (a window this cluster no
     /// longer holds: the message names what it holds), `Limit` (a recording past the
-    /// format's limits, naming the last index that fits), `Unavailable` (no leader in
+    /// format's limits, naming the last index that fits; or `unwritten_lists` for a page,
+    /// as for [`Client::members`]), `Unavailable` (no leader in
     /// time; a page that does not fit the ones before, says another total than they did,
     /// or takes the recording past the format's limits; a line that is not whole or not
     /// as its checksum says, by [`crate::export::line_fault`], its number named).

@@ -295,12 +295,19 @@ fn lock_dir(dir: &Path) -> Result<Option<nix::fcntl::Flock<std::fs::File>>, Stri
                 Err(e) => return Err(format!("{}: {e}", path.display())),
             }
         }
-        // A FIFO without a reader (ENXIO), a symbolic link (ELOOP), …
         Err(e) => {
-            return Err(format!(
-                "{}: {e} (a {LOCK_FILE} must be a regular file)",
-                path.display()
-            ))
+            // A FIFO without a reader (ENXIO), a symbolic link (ELOOP).
+            let kind = matches!(
+                e.raw_os_error(),
+                Some(c) if c == nix::errno::Errno::ENXIO as i32
+                    || c == nix::errno::Errno::ELOOP as i32
+            );
+            let why = if kind {
+                format!(" (a {LOCK_FILE} must be a regular file)")
+            } else {
+                String::new()
+            };
+            return Err(format!("{}: {e}{why}", path.display()));
         }
     };
     match file.metadata() {
