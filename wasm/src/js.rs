@@ -565,12 +565,10 @@ pub fn plain_bytes(v: &JsValue, what: &str) -> Result<Uint8Array, Fail> {
     let arr = v.dyn_ref::<Uint8Array>().ok_or_else(|| {
         Fail::BadArgument(cat(&[what, " must be a Uint8Array, got ", &describe(v)]))
     })?;
-    plain_uint8_array(arr).map_err(|_| {
-        Fail::BadArgument(cat(&[
-            what,
-            " cannot be read (a detached buffer, or one too large to copy?)",
-        ]))
-    })
+    // One message for both ways the copy fails (a detached buffer, or one too large for
+    // the JS heap to copy): a longer one would cost the module bytes.
+    plain_uint8_array(arr)
+        .map_err(|_| Fail::BadArgument(cat(&[what, " cannot be read (a detached buffer?)"])))
 }
 
 /// The length of a [`plain_bytes`] copy, whole: 2^32 or more is not wrapped (a typed
