@@ -763,6 +763,28 @@ impl Inner {
         }
     }
 
+    /// As [`LogStore::try_budget`].
+    fn budget(&self, snap: Option<u64>, applied: Option<u64>, keep: u64) -> Budget {
+        let coverable = match (snap, applied) {
+            (s, Some(a)) if s.is_none_or(|s| s < a) => {
+                self.weight_after(s) - self.weight_after(Some(a))
+            }
+            _ => 0,
+        };
+        let (through_snap, purge_point) = match snap {
+            Some(s) => (
+                self.weight_after(None) - self.weight_after(Some(s)),
+                self.purge_point(s, keep),
+            ),
+            None => (0, None),
+        };
+        Budget {
+            coverable,
+            through_snap,
+            purge_point,
+        }
+    }
+
     /// As [`LogStore::weight_after`].
     fn weight_after(&self, after: Option<u64>) -> u64 {
         let Some(&last) = self.weights.back() else {
@@ -1369,29 +1391,22 @@ impl LogStore {
     /// What the node's log budget reads ([`Budget`]), with the last snapshot at `snap`,
     /// the last applied entry at `applied` and `keep` of weight to keep; `None` when the
     /// log's lock is taken (a write holds it through its fsync, and the budget must not
-    /// wait on the disk: it asks again later). Cost: O(log entries).
+    /// wait on the disk from a runtime thread: see [`LogStore::budget`]). Cost: O(log
+    /// entries).
     pub fn try_budget(&self, snap: Option<u64>, applied: Option<u64>, keep: u64) -> Option<Budget> {
-        let g = match self.inner.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
-        let coverable = match (snap, applied) {
-            (s, Some(a)) if s.is_none_or(|s| s < a) => g.weight_after(s) - g.weight_after(Some(a)),
-            _ => 0,
-        };
-        let (through_snap, purge_point) = match snap {
-            Some(s) => (
-                g.weight_after(None) - g.weight_after(Some(s)),
-                g.purge_point(s, keep),
-            ),
-            None => (0, None),
-        };
-        Some(Budget {
-            coverable,
-            through_snap,
-            purge_point,
-        })
+        match self.inner.try_lock() {
+            Ok(g) => Some(g.budget(snap, applied, keep)),
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                Some(p.into_inner().budget(snap, applied, keep))
+            }
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// [`LogStore::try_budget`], waiting for the log's lock: for a blocking thread, when
+    /// the lock was found taken round after round. Cost: as there, and the wait.
+    pub fn budget(&self, snap: Option<u64>, applied: Option<u64>, keep: u64) -> Budget {
+        self.lock().budget(snap, applied, keep)
     }
 
     /// The last log id in the log. Cost: O(log n).
@@ -1978,6 +1993,7 @@ mod tests {
             for snap in std::iter::once(None).chain((0..12).map(Some)) {
                 for applied in std::iter::once(None).chain((0..12).map(Some)) {
                     let b = log.try_budget(snap, applied, 2).expect("the lock is free");
+                    assert_eq!(log.budget(snap, applied, 2), b);
                     let coverable = match applied {
                         Some(a) if snap.is_none_or(|s| s < a) => {
                             sum(&|i| snap.is_none_or(|s| i > s) && i <= a)

@@ -336,7 +336,10 @@ pub struct Node {
 }
 
 /// The opens in flight under the per-token session quota: how many per principal, and
-/// the keys they carry (a retry of one of them, by its key, is no new open).
+/// the keys they carry (a retry of one of them, by its key, is no new open). `count`
+/// counts each open without a key, and each key once however many attempts carry it:
+/// a key stays counted while any attempt with it is in flight, so a retry made while
+/// its first attempt was in flight, which then goes unproposed, still holds the place.
 #[derive(Default)]
 struct TokenOpens {
     count: HashMap<Principal, usize>,
@@ -350,9 +353,6 @@ struct TokenOpens {
 struct TokenOpen {
     principal: Principal,
     key: Option<OpenKey>,
-    /// Counted against the quota (false for a retry of an open in flight by its key,
-    /// which opens nothing new: only its key is kept known).
-    counted: bool,
     opens: Arc<Mutex<TokenOpens>>,
 }
 
@@ -363,13 +363,20 @@ impl Drop for TokenOpen {
             *n -= 1;
             *n == 0
         };
-        if self.counted && m.count.get_mut(&self.principal).is_some_and(less) {
-            m.count.remove(&self.principal);
-        }
-        if let Some(k) = self.key {
-            if m.keys.get_mut(&(self.principal, k)).is_some_and(less) {
-                m.keys.remove(&(self.principal, k));
+        // A key leaves the count with its last attempt in flight; an open without one
+        // leaves it alone.
+        let uncounted = match self.key {
+            Some(k) => {
+                let last = m.keys.get_mut(&(self.principal, k)).is_some_and(less);
+                if last {
+                    m.keys.remove(&(self.principal, k));
+                }
+                last
             }
+            None => true,
+        };
+        if uncounted && m.count.get_mut(&self.principal).is_some_and(less) {
+            m.count.remove(&self.principal);
         }
     }
 }
@@ -825,26 +832,33 @@ impl Node {
             }
             g.owners.sessions_of(principal)
         };
-        let keep = |m: &mut TokenOpens, counted: bool| {
-            if counted {
+        let keep = |m: &mut TokenOpens| {
+            let first = match key {
+                Some(k) => {
+                    let n = m.keys.entry((principal, k)).or_default();
+                    *n += 1;
+                    *n == 1
+                }
+                None => true,
+            };
+            if first {
                 *m.count.entry(principal).or_default() += 1;
-            }
-            if let Some(k) = key {
-                *m.keys.entry((principal, k)).or_default() += 1;
             }
             TokenOpen {
                 principal,
                 key,
-                counted,
                 opens: self.token_opens.clone(),
             }
         };
         // A retry of an open still in flight (its key, not applied yet: a first attempt
-        // that timed out) opens nothing new once either applies: not counted again, or
-        // the retry a client makes after a timeout would be refused while its first
-        // attempt, which it can no longer use, takes the place.
+        // that timed out) opens nothing new once either applies: its key is counted
+        // once, or the retry a client makes after a timeout would be refused while its
+        // first attempt, which it can no longer use, takes the place. The key stays
+        // counted while either is in flight: if the first goes unproposed (its caller
+        // gone before the proposer took it) and the retry opens the session, the place
+        // was held all along.
         if key.is_some_and(|k| m.keys.contains_key(&(principal, k))) {
-            return Ok(Some(keep(&mut m, false)));
+            return Ok(Some(keep(&mut m)));
         }
         let pending = m.count.get(&principal).copied().unwrap_or(0);
         if open + pending >= max {
@@ -857,7 +871,7 @@ impl Node {
                 ),
             });
         }
-        Ok(Some(keep(&mut m, true)))
+        Ok(Some(keep(&mut m)))
     }
 
     /// Reserves an open for connection `conn` (whose pushes go to `sink`) under the
@@ -2240,6 +2254,9 @@ pub const SNAPSHOT_OPS: u64 = 1 << 18;
 pub const SNAPSHOT_KEEP_OPS: u64 = 1 << 16;
 /// How long a snapshot asked for by [`run_log_budget`] may take before it is asked again.
 const SNAPSHOT_ASK_AGAIN: Duration = Duration::from_secs(60);
+/// Rounds of [`run_log_budget`] in a row that may find the log's lock taken before it
+/// waits for it on a blocking thread.
+const MISSED_ROUNDS: u32 = 10;
 
 /// Bounds the log by its weight as well as by its count of entries, and does the node's
 /// purging (openraft's own purge after a snapshot is off: `Node::start`). Every 100 ms:
@@ -2257,7 +2274,9 @@ const SNAPSHOT_ASK_AGAIN: Duration = Duration::from_secs(60);
 ///   log store nothing its persisted snapshot does not cover.
 ///
 /// The log's lock is held through a write's fsync: the task tries it a few times and
-/// skips the round if it stays taken, so a stalled disk never holds a runtime thread.
+/// skips the round if it stays taken, so a stalled disk never holds a runtime thread;
+/// after [`MISSED_ROUNDS`] such rounds in a row it waits for the lock on a blocking
+/// thread, so that writes back to back cannot put off its purging for good.
 /// Ends when openraft does. Cost per round: O(log entries held + members).
 async fn run_log_budget(raft: Raft, log: LogStore, config: NodeConfig) {
     let mut iv = tokio::time::interval(Duration::from_millis(100));
@@ -2266,6 +2285,8 @@ async fn run_log_budget(raft: Raft, log: LogStore, config: NodeConfig) {
     let mut asked: Option<(Option<u64>, Instant)> = None;
     let mut purge_asked: Option<u64> = None;
     let keep_entries = config.snapshot_logs / 4;
+    // Rounds in a row that found the log's lock taken.
+    let mut missed = 0;
     loop {
         iv.tick().await;
         let m = raft.metrics().borrow().clone();
@@ -2281,6 +2302,20 @@ async fn run_log_budget(raft: Raft, log: LogStore, config: NodeConfig) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if budget.is_some() {
+            missed = 0;
+        } else {
+            missed += 1;
+            // Found taken round after round (writes back to back): wait for it on a
+            // blocking thread, so that the purging this task does still happens.
+            if missed >= MISSED_ROUNDS {
+                let (log, keep) = (log.clone(), config.snapshot_keep_ops);
+                budget = tokio::task::spawn_blocking(move || log.budget(snap, applied, keep))
+                    .await
+                    .ok();
+                missed = 0;
+            }
         }
         let Some(b) = budget else {
             continue;
@@ -2721,6 +2756,54 @@ mod read_barrier_tests {
 #[cfg(test)]
 mod start_tests {
     use super::*;
+
+    /// An open by key, retried while its first attempt is in flight, holds one place of
+    /// the token's quota between the two, not one each, and keeps holding it when the
+    /// first attempt goes unproposed (its caller gone before the proposer took it) while
+    /// the retry may still open the session: another open is refused until the retry's
+    /// outcome is known. (Before, the first attempt alone was counted: with it gone, an
+    /// open without a key passed, and the token ended with two sessions under a quota
+    /// of one.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_retry_holds_its_keys_place_when_its_first_attempt_goes_unproposed() {
+        let dir = std::env::temp_dir().join(format!("fl-token-retry-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let net = crate::mem_network::MemNet::default();
+        let mut config = NodeConfig::new(1, dir.clone());
+        config.loopback_members = false;
+        config.grace_ms = 0;
+        config.max_sessions_per_token = Some(1);
+        let node = Node::start(config, net.factory(1)).await.unwrap();
+        net.add(1, node.elector().clone());
+        let addr = NodeAddr {
+            raft: "mem:1".into(),
+            client: "mem:1".into(),
+        };
+        node.initialize([(1, addr)].into_iter().collect())
+            .await
+            .unwrap();
+        let start = Instant::now();
+        while !node.leads() {
+            assert!(start.elapsed() < Duration::from_secs(10), "no leader");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let who = Principal::token("team");
+        let key = Some(OpenKey(7));
+        let refused = |r: &Result<Option<TokenOpen>, ClientError>| matches!(r, Err(ClientError::Limit { kind, .. }) if kind == "too_many_token_sessions");
+        let first = node.reserve_token_open(who, key).unwrap();
+        let retry = node.reserve_token_open(who, key);
+        assert!(!refused(&retry), "the retry is no new open");
+        assert!(refused(&node.reserve_token_open(who, None)), "quota of one");
+        drop(first); // unproposed
+        assert!(
+            refused(&node.reserve_token_open(who, None)),
+            "the retry still holds the place"
+        );
+        drop(retry);
+        assert!(node.reserve_token_open(who, None).unwrap().is_some());
+        node.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// Timing openraft refuses (an election timeout no longer than the heartbeat) is
     /// refused before the directory is opened: nothing is written into it (opening it
