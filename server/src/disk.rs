@@ -663,11 +663,8 @@ mod tests {
     /// neither blocks on the FIFO nor fails.
     #[test]
     fn a_probe_never_opens_what_is_at_its_name() {
-        let dir = std::env::temp_dir().join(format!(
-            "fencelock-disk-unit-planted-{}-{:?}",
-            std::process::id(),
-            Instant::now()
-        ));
+        let dir = std::env::temp_dir().join(format!("fl-probe-planted-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         let victim = dir.join("raft.log");
         fs::write(&victim, b"the node's log").unwrap();

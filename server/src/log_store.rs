@@ -386,7 +386,8 @@ pub struct Budget {
     pub coverable: u64,
     /// The weight of the entries held up to and including the last snapshot's.
     pub through_snap: u64,
-    /// Where a purge would leave the weight kept ([`LogStore::purge_point`]).
+    /// The index a purge through which leaves the weight kept among the entries held up
+    /// to the last snapshot's (`None`: they weigh no more than that already).
     pub purge_point: Option<u64>,
 }
 
@@ -785,7 +786,8 @@ impl Inner {
         }
     }
 
-    /// As [`LogStore::weight_after`].
+    /// The total [`weight`] of the entries held after index `after` (all of them for
+    /// `None`). Cost: O(1).
     fn weight_after(&self, after: Option<u64>) -> u64 {
         let Some(&last) = self.weights.back() else {
             return 0;
@@ -793,7 +795,9 @@ impl Inner {
         last - self.total_through(after)
     }
 
-    /// As [`LogStore::purge_point`].
+    /// The index a purge through which leaves at most `keep` of [`weight`] among the
+    /// entries held up to and including `upto`: the smallest such, `None` when the
+    /// entries held through `upto` weigh `keep` or less already. Cost: O(log entries).
     fn purge_point(&self, upto: u64, keep: u64) -> Option<u64> {
         let first = self.weights_first;
         if self.weights.is_empty() || upto < first {
@@ -1372,20 +1376,6 @@ impl LogStore {
     /// first). Cost: O(1).
     pub fn last_purged(&self) -> Option<LogId> {
         self.lock().last_purged
-    }
-
-    /// The total [`weight`] of the entries held after index `after` (all of them for
-    /// `None`). Waits for the log's lock. Cost: O(1).
-    pub fn weight_after(&self, after: Option<u64>) -> u64 {
-        self.lock().weight_after(after)
-    }
-
-    /// The index a purge through which leaves at most `keep` of [`weight`] among the
-    /// entries held up to and including `upto`: the smallest such, `None` when the
-    /// entries held through `upto` weigh `keep` or less already. Waits for the log's lock.
-    /// Cost: O(log entries).
-    pub fn purge_point(&self, upto: u64, keep: u64) -> Option<u64> {
-        self.lock().purge_point(upto, keep)
     }
 
     /// What the node's log budget reads ([`Budget`]), with the last snapshot at `snap`,
@@ -1986,7 +1976,7 @@ mod tests {
             };
             for a in std::iter::once(None).chain((0..12).map(Some)) {
                 let want = sum(&|i| a.is_none_or(|a| i > a));
-                assert_eq!(log.weight_after(a), want, "after {a:?} of {held:?}");
+                assert_eq!(log.lock().weight_after(a), want, "after {a:?} of {held:?}");
             }
             // What the budget reads: the weight a snapshot built now would cover (after
             // the snapshot, through the last applied entry), and what is held through it.
@@ -2003,7 +1993,10 @@ mod tests {
                     assert_eq!(b.coverable, coverable, "{snap:?} {applied:?} of {held:?}");
                     let through = snap.map_or(0, |s| sum(&|i| i <= s));
                     assert_eq!(b.through_snap, through, "{snap:?} of {held:?}");
-                    assert_eq!(b.purge_point, snap.and_then(|s| log.purge_point(s, 2)));
+                    assert_eq!(
+                        b.purge_point,
+                        snap.and_then(|s| log.lock().purge_point(s, 2))
+                    );
                 }
             }
             let total = sum(&|_| true);
@@ -2017,7 +2010,7 @@ mod tests {
                             .find(|&p| sum(&|i| i > p && i <= upto) <= keep)
                     };
                     assert_eq!(
-                        log.purge_point(upto, keep),
+                        log.lock().purge_point(upto, keep),
                         want,
                         "through {upto} keeping {keep} of {held:?}"
                     );
@@ -2055,7 +2048,7 @@ mod tests {
         let log = LogStore::open(&dir).unwrap();
         check(&log);
         write(&log, vec![purge(8)]);
-        assert_eq!(log.weight_after(None), 0);
+        assert_eq!(log.lock().weight_after(None), 0);
         check(&log);
         write(&log, vec![entry(9, 3), entry(10, 1)]);
         check(&log);

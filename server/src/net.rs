@@ -1581,11 +1581,11 @@ pub struct ClientPolicy {
 /// 1/[`LIST_SHARE`]. Without it, a client that asked for a long list many times over, on
 /// many connections, and read none of the answers, held the node's memory: each request
 /// in flight (up to [`MAX_IN_FLIGHT`] per connection) may hold an answer of up to
-/// [`MAX_SERVER_FRAME`] bytes. An admin's backup pages (up to
-/// [`crate::protocol::BACKUP_PAGE`] each), export pages (some 40 KiB) and the answers that
-/// list the membership (`Members`, `Status`: up to 64 KiB with the largest membership)
-/// count here too. Those up to [`LIST_FLOOR`] bytes, and every other answer (a few
-/// hundred bytes at most), are bounded by the in-flight count alone. When it is spent, the connection holding the most of it is closed
+/// [`MAX_SERVER_FRAME`] bytes. Every answer over [`LIST_FLOOR`] bytes counts here: besides
+/// the lists, an admin's backup pages (up to [`crate::protocol::BACKUP_PAGE`] each), export
+/// pages (some 40 KiB) and the answers that list a large membership (`Members`, `Status`:
+/// up to 64 KiB). Shorter answers, and refusals, are bounded by the in-flight count
+/// alone. When it is spent, the connection holding the most of it is closed
 /// ([`NetStats::reserve_list`]).
 pub const MAX_UNWRITTEN_LIST_BYTES: usize = 64 << 20;
 
@@ -1754,31 +1754,23 @@ impl Held {
     }
 }
 
-/// The reply to request `id` as the connection's writer takes it. A list answer (a
-/// lock's holders or waiters), a backup or export page, or an answer that lists the
-/// membership (`Members`, `Status`: up to `MAX_MEMBERSHIP_BYTES` each), the kinds that
-/// grow, is encoded here, and one over [`LIST_FLOOR`] bytes is counted, by the bytes it holds until written, in the node's
-/// bound on unwritten list answers and in the connection's share (`conn`); over either
-/// it is dropped, and the request answered `Limit { kind: "unwritten_lists" }` instead.
-/// Any other reply passes as it is, encoded when written. Cost: O(answer) for a list,
-/// O(1) otherwise.
+/// The reply to request `id` as the connection's writer takes it. An answer is encoded
+/// here, and one over [`LIST_FLOOR`] bytes — the kinds that grow: a lock's holders or
+/// waiters, a backup or export page, or one that lists a large membership (`Members`,
+/// `Status`: up to `MAX_MEMBERSHIP_BYTES`) — is counted, by the bytes it holds until
+/// written, in the node's bound on unwritten list answers and in the connection's share
+/// (`conn`); over either it is dropped, and the request answered `Limit { kind:
+/// "unwritten_lists" }` instead. A refusal passes as it is, encoded when written.
+/// Cost: O(answer).
 fn reply_out(
     stats: &crate::ops::NodeStats,
     id: u64,
     result: Result<Reply, ClientError>,
     conn: &Arc<ListShare>,
 ) -> (Out, Option<ListBytes>) {
-    let list = matches!(
-        result,
-        Ok(Reply::Holders(_)
-            | Reply::Waiters(_)
-            | Reply::Backup(_)
-            | Reply::Export(_)
-            | Reply::Members { .. }
-            | Reply::Status(_))
-    );
+    let answered = result.is_ok();
     let f = ServerFrame::Reply { id, result };
-    if !list {
+    if !answered {
         return (Out::Frame(f), None);
     }
     // Encoding into a vector does not fail; if it did, the writer would say so.

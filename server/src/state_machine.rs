@@ -3570,6 +3570,13 @@ mod hub_tests {
         }
     }
 
+    /// How many connections the hub closed for its push budget.
+    fn push_budget_closes(hub: &Hub) -> u64 {
+        hub.push_closes
+            .get_or_create(&vec![("reason".to_string(), "push_budget".to_string())])
+            .get()
+    }
+
     /// With the push budget spent, a push closes the connection holding the most queued
     /// pushes — a stalled one, not the reader the push is for — and goes on to its own;
     /// when the pushing connection holds the most, it is the one closed. A dropped queue
@@ -3583,11 +3590,7 @@ mod hub_tests {
             session: s,
             lock: fencelock::LockName::new("x").expect("name"),
         };
-        let budget = |hub: &Hub| {
-            hub.push_closes
-                .get_or_create(&vec![("reason".to_string(), "push_budget".to_string())])
-                .get()
-        };
+        let budget = push_budget_closes;
         let (stalled, stalled_rx, stalled_close) = hub.sink(100);
         let (reader, mut reader_rx, reader_close) = hub.sink(100);
         hub.attach(s1, 1, stalled);
@@ -3650,11 +3653,7 @@ mod hub_tests {
             session: SessionId(s),
             lock: fencelock::LockName::new("x").expect("name"),
         };
-        let budget = |hub: &Hub| {
-            hub.push_closes
-                .get_or_create(&vec![("reason".to_string(), "push_budget".to_string())])
-                .get()
-        };
+        let budget = push_budget_closes;
         // Connection 1 holds sessions 1 and 3; its pushes fill the budget; then session 1
         // closes and session 3 expires.
         let (stalled, _stalled_rx, stalled_close) = hub.sink(100);
@@ -3730,10 +3729,7 @@ mod hub_tests {
         for (i, s) in [2, 3, 2, 3].into_iter().enumerate() {
             hub.push(10 + i as u64, &out(s));
         }
-        let closes = hub
-            .push_closes
-            .get_or_create(&vec![("reason".to_string(), "push_budget".to_string())])
-            .get();
+        let closes = push_budget_closes(&hub);
         assert_eq!(closes, 1, "only the stalled connection was closed");
         assert!(!hub.has_conn(1));
         assert!(hub.has_conn(2) && hub.has_conn(3), "both readers kept");

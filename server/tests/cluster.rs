@@ -14,6 +14,21 @@ use fencelock_server::types::{Op, OpError};
 
 const TTL: u64 = 1500;
 
+/// The log bounds of the two tests below: a snapshot once 200 of weight since the last
+/// one, 80 kept after it, and the count rule far off (20 000 entries).
+const WEIGHT_OPS: u64 = 200;
+const WEIGHT_KEEP: u64 = 80;
+
+/// A cluster with the log bounds above.
+async fn weighed_cluster(name: &str) -> Cluster {
+    Cluster::start_configured(name, 300, 2000, |config| {
+        config.snapshot_logs = 20_000;
+        config.snapshot_ops = WEIGHT_OPS;
+        config.snapshot_keep_ops = WEIGHT_KEEP;
+    })
+    .await
+}
+
 /// The log is bounded by its weight (one per entry plus one per op) as well as by its
 /// count of entries: with the count rule at 20 000 entries (keeping 5 000 after a
 /// snapshot), 400 entries of one request each (two ops with the entry's deadline op:
@@ -23,13 +38,8 @@ const TTL: u64 = 1500;
 /// ~1 GB before the count rule acts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_is_snapshotted_and_purged_by_its_weight_too() {
-    let (ops, keep) = (200, 80);
-    let c = Cluster::start_configured("log-weight", 300, 2000, |config| {
-        config.snapshot_logs = 20_000;
-        config.snapshot_ops = ops;
-        config.snapshot_keep_ops = keep;
-    })
-    .await;
+    let (ops, keep) = (WEIGHT_OPS, WEIGHT_KEEP);
+    let c = weighed_cluster("log-weight").await;
     let s = session_of(&c.propose(open(60_000)).await);
     for _ in 0..400 {
         c.propose(keep_alive(s)).await;
@@ -76,13 +86,7 @@ async fn the_log_is_snapshotted_and_purged_by_its_weight_too() {
 /// kept is 80.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_keeps_what_its_slowest_follower_lacks_under_the_cap() {
-    let (ops, keep) = (200, 80);
-    let c = Cluster::start_configured("log-weight-lag", 300, 2000, |config| {
-        config.snapshot_logs = 20_000;
-        config.snapshot_ops = ops;
-        config.snapshot_keep_ops = keep;
-    })
-    .await;
+    let c = weighed_cluster("log-weight-lag").await;
     let s = session_of(&c.propose(open(60_000)).await);
     let leader = c.leader().await;
     let lagging = *c.nodes.keys().find(|&&id| id != leader).unwrap();

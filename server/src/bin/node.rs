@@ -145,9 +145,10 @@ struct Args {
     /// the connection holding the most is closed.
     #[arg(long, default_value_t = fencelock_server::state_machine::MAX_QUEUED_PUSHES)]
     max_queued_pushes: usize,
-    /// Bytes of the answers that grow (a lock's holders or waiters, backup and export
-    /// pages, the membership's members and status) over 512 bytes, computed and not yet
-    /// written, for all client connections together; a request past it is refused.
+    /// Bytes of answers over 512 bytes (those that grow: a lock's holders or waiters,
+    /// backup and export pages, members and status with a large membership), computed
+    /// and not yet written, for all client connections together; a request past it is
+    /// refused.
     #[arg(long, default_value_t = fencelock_server::net::MAX_UNWRITTEN_LIST_BYTES)]
     max_unwritten_list_bytes: usize,
     /// The largest client request frame (bytes); a longer one is refused and its
