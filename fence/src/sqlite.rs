@@ -87,7 +87,11 @@ impl SqliteFence {
     /// Refused, with nothing changed: a main database in journal mode `OFF` (SQLite's
     /// `ROLLBACK` is then undefined, so a refused, failed or SQLite-ended write, and the
     /// commit hook's refusal, could leave the raise or half the write behind; do not switch
-    /// to `OFF` later either), and a `main.fencelock_fence` that is not the fence's own
+    /// to `OFF` later either); a main database with `synchronous = OFF` (a power loss or
+    /// an operating-system crash can then corrupt it, and a fence row that goes back
+    /// lets a stale token's write in; do not switch to it later either — `NORMAL` in WAL
+    /// mode may lose the last commits to a power loss, each raise with its own write, and
+    /// `FULL` keeps every acknowledged one); and a `main.fencelock_fence` that is not the fence's own
     /// shape: a `STRICT`, `WITHOUT ROWID` table of exactly `resource BLOB PRIMARY KEY NOT
     /// NULL` and `highest INTEGER NOT NULL` (made by hand or by another tool, it could
     /// hold keys the fence never matches — a `TEXT` key never equals the fence's `BLOB` —
@@ -97,9 +101,9 @@ impl SqliteFence {
     /// a table of the right shape — keep the fence's table to the fence.
     ///
     /// Errors: [`StorageError`] — [`what`](StorageError::what) is
-    /// [`JOURNAL_OFF`](Self::JOURNAL_OFF) or [`NOT_OUR_TABLE`](Self::NOT_OUR_TABLE) for
-    /// the refusals above, else the table cannot be read or created. Cost: four
-    /// statements.
+    /// [`JOURNAL_OFF`](Self::JOURNAL_OFF), [`SYNCHRONOUS_OFF`](Self::SYNCHRONOUS_OFF) or
+    /// [`NOT_OUR_TABLE`](Self::NOT_OUR_TABLE) for the refusals above, else the table
+    /// cannot be read or created. Cost: five statements.
     pub fn new(mut conn: Connection) -> Result<Self, StorageError> {
         let mode: String = conn
             .query_row("PRAGMA main.journal_mode", [], |r| r.get(0))
@@ -109,6 +113,16 @@ impl SqliteFence {
                 Self::JOURNAL_OFF,
                 "SQLite cannot roll a transaction back reliably in journal mode OFF; set \
                  another (WAL, DELETE, MEMORY for an in-memory database) first",
+            ));
+        }
+        let sync: i64 = conn
+            .query_row("PRAGMA main.synchronous", [], |r| r.get(0))
+            .map_err(|e| StorageError::new("read the synchronous setting", e))?;
+        if sync == 0 {
+            return Err(StorageError::new(
+                Self::SYNCHRONOUS_OFF,
+                "with synchronous OFF a power loss or an operating-system crash can corrupt \
+                 the database, the fence's highest tokens with it; set NORMAL or FULL first",
             ));
         }
         // Created only if missing (a no-op on a table of any shape), then checked: what
@@ -140,6 +154,10 @@ impl SqliteFence {
     /// [`StorageError::what`] of [`new`](Self::new)'s refusal of a main database in
     /// journal mode `OFF`.
     pub const JOURNAL_OFF: &'static str = "refused: the database is in journal mode OFF";
+
+    /// [`StorageError::what`] of [`new`](Self::new)'s refusal of a main database with
+    /// `synchronous = OFF`.
+    pub const SYNCHRONOUS_OFF: &'static str = "refused: the database has synchronous OFF";
 
     /// [`StorageError::what`] of [`new`](Self::new)'s refusal of a `main.fencelock_fence`
     /// that is not the fence's own shape.

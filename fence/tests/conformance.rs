@@ -620,6 +620,25 @@ fn sqlite_fence_refuses_journal_mode_off() {
     SqliteFence::new(c).unwrap().admit("r", Token(1)).unwrap();
 }
 
+/// A connection with `synchronous = OFF`, where a power loss can corrupt the database and
+/// with it the highest tokens, is refused before anything is made; NORMAL is taken.
+#[test]
+fn sqlite_fence_refuses_synchronous_off() {
+    let dir = common::TempDir::new("sqlite-sync-off");
+    let path = dir.path().join("off.db");
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.pragma_update(None, "synchronous", "OFF").unwrap();
+    let e = match SqliteFence::new(c) {
+        Err(e) => e,
+        Ok(_) => panic!("a fence with synchronous OFF"),
+    };
+    assert_eq!(e.what(), SqliteFence::SYNCHRONOUS_OFF, "{e}");
+    let c = rusqlite::Connection::open(&path).unwrap();
+    assert!(schema(&c).is_empty(), "nothing made: {:?}", schema(&c));
+    c.pragma_update(None, "synchronous", "NORMAL").unwrap();
+    SqliteFence::new(c).unwrap().admit("r", Token(1)).unwrap();
+}
+
 #[test]
 fn postgres_fence_rolls_back_a_failed_write_and_survives_a_lost_connection() {
     let pg = common::Postgres::start();

@@ -195,9 +195,10 @@ pub struct LogRead {
     pub cut: Option<(u64, bool)>,
 }
 
-/// `bytes` as `dir/raft.log`, opened as a node opens its log at start (`accept_loss`: as
-/// `force-new-cluster --accept-data-loss` does); returns what the node learns and the
-/// file as the open left it (a torn tail zeroed, an older version rewritten).
+/// `bytes` as `dir/raft.log`, opened as a node opens its log at a start that passes its
+/// checks (`LogStore::open`, then the torn tail cut as `finish_open` cuts it; `accept_loss`:
+/// as `force-new-cluster --accept-data-loss` opens it); returns what the node learns and
+/// the file as that left it (a torn tail zeroed; an older version is not rewritten here).
 ///
 /// Errors: the open's (a damaged or out-of-order log is refused); I/O errors.
 /// Cost: O(bytes), a few file writes.
@@ -214,7 +215,11 @@ pub fn open_log(
     let (log, cut) = if accept_loss {
         LogStore::open_accepting_loss(dir)?
     } else {
-        (LogStore::open(dir)?, None)
+        let log = LogStore::open(dir)?;
+        // What a node's start does once its other checks pass, less the rewrite of an
+        // older version (under a salt drawn anew each time).
+        log.finish_cut()?;
+        (log, None)
     };
     let read = LogRead {
         last: log.last_log_id(),

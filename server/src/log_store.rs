@@ -13,7 +13,7 @@
 //! version 3 ([`FILE_MAGIC_V3`]: an 8-byte header, the same groups without the salt) or
 //! of version 2 ([`FILE_MAGIC_V2`]: without the header's own checksum either) is read,
 //! judged by its own rules, and rewritten as version 4 once the node's other start checks
-//! have passed ([`LogStore::finish_upgrade`]) and before anything is written to it. A
+//! have passed ([`LogStore::finish_open`]) and before anything is written to it. A
 //! version-4 header that fails its checksum refuses the start (its salt is what every
 //! group is read with).
 //! Every group is fsynced before the call that wrote it returns (appends, votes,
@@ -23,7 +23,9 @@
 //! Replay reads groups in order; the first one that fails (checksum, sequence, magic) ends
 //! the valid prefix. What follows is judged: all zeros is the preallocated end of the log;
 //! a torn last write (any subset of its pages reached the disk) is cut — its bytes are
-//! zeroed — since it was never acknowledged; but if a *valid* later group exists after
+//! zeroed, once the node's other start checks have passed ([`LogStore::finish_open`]; a
+//! start refused after the log was read leaves the file as it was) and before anything
+//! is written — since it was never acknowledged; but if a *valid* later group exists after
 //! the failure, the failure is damage to acknowledged data, and the node refuses to start
 //! rather than cut it (a later group is looked for from one held header to the next,
 //! never inside a group; past a header that does not hold, at every offset). The
@@ -346,10 +348,14 @@ struct Inner {
     /// Seconds per `fdatasync` of a group.
     fsync: Histogram,
     /// The file is of version 2 or 3, read but not yet rewritten as version 4: the
-    /// rewrite waits for [`LogStore::finish_upgrade`] (once the node's other start checks
+    /// rewrite waits for [`LogStore::finish_open`] (once the node's other start checks
     /// have passed, so a refused start leaves the file as the build before can read it)
     /// or for the first write, which never mixes formats.
     upgrade_pending: bool,
+    /// A torn last write found at open, `[at, end)` of the file, not yet zeroed: the cut
+    /// waits, as the rewrite does, for [`LogStore::finish_open`] or the first write (a
+    /// compaction drops it with the rest of the old file).
+    pending_cut: Option<(u64, u64)>,
     /// The format this store writes: version 4 under the file's salt (for a file of an
     /// older version, a salt drawn at open, which its rewrite puts in the header).
     out: Format,
@@ -850,7 +856,7 @@ impl Inner {
     /// and fsyncs it. Cost: one `write`, one `fdatasync` (and, every [`PREALLOC`] bytes,
     /// writing that many zeros and one `fsync`).
     fn write(&mut self, recs: &[Rec]) -> io::Result<()> {
-        self.upgrade()?;
+        self.settle()?;
         let committed = self
             .committed_unwritten
             .then_some(Rec::Committed(self.committed));
@@ -872,13 +878,35 @@ impl Inner {
         Ok(())
     }
 
-    /// Rewrites a file of version 2 or 3 as version 4 (a compaction), if it is one;
-    /// nothing otherwise. Errors: the compaction's, with the path (a failure before the
-    /// rename leaves the old file as it was, and a later start tries again). Cost:
-    /// O(live log) once, O(1) after.
-    fn upgrade(&mut self) -> io::Result<()> {
+    /// Zeroes the torn last write found at open, if one waits (then fsyncs). Errors: the
+    /// zeroing's, with the path. Cost: O(torn bytes) once, O(1) after.
+    fn cut_torn_tail(&mut self) -> io::Result<()> {
+        if let Some((at, end)) = self.pending_cut {
+            let named = |e: io::Error| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "log {}: cutting a torn last write: {e}",
+                        self.path.display()
+                    ),
+                )
+            };
+            zero_fill(&self.file, at, end).map_err(named)?;
+            self.file.sync_all().map_err(named)?;
+            self.pending_cut = None;
+        }
+        Ok(())
+    }
+
+    /// What the open left for the start's checks to pass first: rewrites a file of
+    /// version 2 or 3 as version 4 (a compaction, which leaves any torn tail behind with
+    /// the old file), else zeroes a torn last write found at open; nothing when neither
+    /// is pending. Errors: the compaction's or the zeroing's, with the path (a failure
+    /// before the rename leaves the old file as it was, and a later start tries again).
+    /// Cost: O(live log) once for a rewrite, O(torn bytes) once for a cut, O(1) after.
+    fn settle(&mut self) -> io::Result<()> {
         if !self.upgrade_pending {
-            return Ok(());
+            return self.cut_torn_tail();
         }
         self.compact().map_err(|e| {
             let e = match e {
@@ -954,6 +982,7 @@ impl Inner {
         // `raft.log` is the new file now: write to it from here on, whatever follows.
         self.file = f;
         self.upgrade_pending = false;
+        self.pending_cut = None;
         self.len = len;
         self.allocated = allocated;
         self.next_seq += groups;
@@ -990,12 +1019,15 @@ pub struct TailCut {
 impl LogStore {
     /// Opens (or creates) the log file `dir/raft.log`, replaying its valid prefix and
     /// cutting off a torn tail (the last write, damaged by a crash before its fsync, so
-    /// never acknowledged).
+    /// never acknowledged): at once in memory, in the file only at
+    /// [`LogStore::finish_open`] or the first write, so a start refused in between leaves
+    /// the file as it was.
     ///
-    /// Errors: I/O errors opening, reading or zeroing the file; `InvalidData` for a
+    /// Errors: I/O errors opening or reading the file; `InvalidData` for a
     /// damaged group with a valid group after it, or a last group written whole and then
     /// damaged (cutting there could lose acknowledged entries or votes), a checksummed
-    /// group that does not decode, or a file that is not a log of this format.
+    /// group that does not decode, or a file that is not a log of this format (one whose
+    /// header names a later version says so: a later build's).
     /// Cost: O(file size).
     pub fn open(dir: &Path) -> io::Result<LogStore> {
         Self::open_with_compaction(dir, COMPACT_BYTES)
@@ -1012,8 +1044,9 @@ impl LogStore {
     /// `--accept-data-loss` on a copy of a survivor's log: a last group that was written
     /// whole and then damaged (which [`LogStore::open`] refuses) is cut like a torn one.
     /// Returns what was cut from the end of the log, torn or damaged (`None`: nothing), so
-    /// that the tool can say so. A damaged group with a valid group after it is still
-    /// refused: cutting there would drop every later group, not one.
+    /// that the tool can say so; what it cuts is cut in the file at once. A damaged group
+    /// with a valid group after it is still refused: cutting there would drop every later
+    /// group, not one.
     ///
     /// Errors: as [`LogStore::open`], but for the whole-but-damaged last group.
     /// Cost: O(file size).
@@ -1087,6 +1120,16 @@ impl LogStore {
             }
             Some(m) if m == FILE_MAGIC_V3 => Format::V3,
             Some(m) if m == FILE_MAGIC_V2 => Format::V2,
+            Some([b'F', b'L', b'L', b'O', b'G', 0, 0, v]) if *v > FILE_MAGIC[7] => {
+                // Its header's checksum is of a format this build cannot know: a later
+                // build's file, or a damaged version byte. Refused either way.
+                return Err(bad(format!(
+                    "its header names version {v}, which this build does not read (versions \
+                     2 to {}): a later build's log (run the build that wrote it), or a damaged \
+                     header; refusing to touch it",
+                    FILE_MAGIC[7]
+                )));
+            }
             _ => {
                 return Err(bad(
                     "not a fencelock log of this version (header mismatch); refusing to touch it"
@@ -1119,6 +1162,7 @@ impl LogStore {
             compact_group_bytes: COMPACT_GROUP_BYTES,
             fsync: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             upgrade_pending: false,
+            pending_cut: None,
             out,
         };
         let mut pos = format.file_header();
@@ -1200,11 +1244,16 @@ impl LogStore {
                 if damaged {
                     "a last group written whole and then damaged (data loss accepted)"
                 } else {
-                    "a torn last write"
+                    "a torn last write (once the start's checks pass)"
                 }
             );
-            zero_fill(&file, pos as u64, written as u64).map_err(named)?;
-            file.sync_all().map_err(named)?;
+            if accept_loss {
+                // Accepting loss is what this open is for: cut now.
+                zero_fill(&file, pos as u64, written as u64).map_err(named)?;
+                file.sync_all().map_err(named)?;
+            } else {
+                inner.pending_cut = Some((pos as u64, written as u64));
+            }
             cut = Some(TailCut {
                 at: pos as u64,
                 bytes: (written - pos) as u64,
@@ -1230,16 +1279,25 @@ impl LogStore {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Rewrites a log of version 2 or 3 read by [`LogStore::open`] as version 4, as a
-    /// compaction (a temp file, fsynced, renamed over the log); nothing for a version-4
-    /// log. A node calls it once its other start checks have passed, so that a start
-    /// refused for another reason leaves an older log byte for byte as the build before
-    /// wrote it (the first write does it too, if nothing called this before).
+    /// Does to the file what [`LogStore::open`] found but left for now: rewrites a log of
+    /// version 2 or 3 as version 4, as a compaction (a temp file, fsynced, renamed over
+    /// the log), else zeroes a torn last write and fsyncs; nothing when neither is
+    /// pending. A node calls it once its other start checks have passed, so that a start
+    /// refused for another reason leaves the log byte for byte as it found it (an older
+    /// one as the build before can read it); the first write does it too, if nothing
+    /// called this before.
     ///
-    /// Errors: the rewrite's I/O errors, naming the file; before the rename the older
-    /// file is kept as it was. Cost: O(live log) the first time, O(1) after.
-    pub fn finish_upgrade(&self) -> io::Result<()> {
-        self.lock().upgrade()
+    /// Errors: the rewrite's or the cut's I/O errors, naming the file; before the rename
+    /// the older file is kept as it was. Cost: O(live log) or O(torn bytes) the first
+    /// time, O(1) after.
+    pub fn finish_open(&self) -> io::Result<()> {
+        self.lock().settle()
+    }
+
+    /// [`LogStore::finish_open`]'s cut alone, no rewrite (which draws a new salt): what
+    /// the fuzz target compares, open after open. Errors and cost: the cut's.
+    pub(crate) fn finish_cut(&self) -> io::Result<()> {
+        self.lock().cut_torn_tail()
     }
 
     /// True when the log holds nothing: no vote, no entry, no purge — what a directory
@@ -2063,7 +2121,7 @@ mod tests {
     }
 
     /// A log of version 3 (no salt) is read, left as it was by opening, and rewritten as
-    /// version 4 under a salt of its own by `finish_upgrade`: the same state, which
+    /// version 4 under a salt of its own by `finish_open`: the same state, which
     /// reopens the same and takes new appends.
     #[test]
     fn a_version_3_log_is_read_and_rewritten_as_version_4() {
@@ -2085,7 +2143,7 @@ mod tests {
             bytes,
             "left as it was"
         );
-        log.finish_upgrade().unwrap();
+        log.finish_open().unwrap();
         let file = fs::read(dir.join("raft.log")).unwrap();
         let salt: [u8; SALT_LEN] = file[8..16].try_into().unwrap();
         assert_eq!(
@@ -2107,7 +2165,7 @@ mod tests {
     }
 
     /// A log of version 2 is replayed by its own rules, left as it was by opening, and
-    /// rewritten as version 4 by `finish_upgrade` (once) or by the first write: the same
+    /// rewritten as version 4 by `finish_open` (once) or by the first write: the same
     /// state, a version-4 file, which reopens the same and takes new appends. A version-2
     /// log that is refused (damage before a valid group) is left as it was.
     #[test]
@@ -2133,13 +2191,13 @@ mod tests {
             bytes,
             "opening alone leaves the version-2 file as it was"
         );
-        log.finish_upgrade().unwrap();
+        log.finish_open().unwrap();
         let file = fs::read(dir.join("raft.log")).unwrap();
         assert_eq!(file[..8], FILE_MAGIC, "rewritten as version 4");
         let salt: [u8; SALT_LEN] = file[8..16].try_into().unwrap();
         assert_eq!(file[..FILE_HEADER_LEN], file_header(salt), "with a salt");
         assert!(read_group(&file[FILE_HEADER_LEN..], Format::V4(salt)).is_some());
-        log.finish_upgrade().unwrap();
+        log.finish_open().unwrap();
         assert_eq!(fs::read(dir.join("raft.log")).unwrap(), file, "only once");
         assert_eq!(state(&log), want);
         {
@@ -2228,6 +2286,7 @@ mod tests {
             let log = open(&b).unwrap_or_else(|e| panic!("{lost:?} lost: {e}"));
             assert_eq!(state(&log).0.len() as u64, next - 1, "{lost:?} lost");
             assert_eq!(log.file_len(), at as u64);
+            log.finish_open().unwrap();
             drop(log);
             assert!(fs::read(&path).unwrap()[at..].iter().all(|&x| x == 0));
         }

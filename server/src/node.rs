@@ -602,9 +602,10 @@ impl Node {
         sm.set_disk(log.disk());
         log.purge_after_snapshots(shared.snapshot_persisted());
         // Every check of the directory and the settings has passed: a log of version 2
-        // or 3 becomes version 4 only now, so a start refused above left it as the build
-        // before can read it. (Only openraft's own start, below, can still fail after it.)
-        log.finish_upgrade()?;
+        // or 3 becomes version 4, and a torn last write is cut, only now, so a start
+        // refused above left the file as it found it. (Only openraft's own start, below,
+        // can still fail after it.)
+        log.finish_open()?;
         if !recorded {
             // The directory's state passed its checks with these settings: from now on it
             // is theirs.

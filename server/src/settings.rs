@@ -225,6 +225,22 @@ pub const MAX_FILE: u64 = 64 << 10;
 /// The first line of a settings file (its format and version).
 const HEADER: &str = "fencelock-node settings 1";
 
+/// The version a settings file of a later build names (a checksummed file whose first
+/// line is [`HEADER`] with a version above 1), `None` for any other text. Cost: O(file
+/// size).
+fn later_version(text: &str) -> Option<u64> {
+    let at = text.strip_suffix('\n')?.rfind('\n')?;
+    let (body, last) = text.split_at(at + 1);
+    let crc = u32::from_str_radix(last.strip_prefix("crc32 ")?.strip_suffix('\n')?, 16).ok()?;
+    let v = body
+        .split('\n')
+        .next()?
+        .strip_prefix("fencelock-node settings ")?
+        .parse::<u64>()
+        .ok()?;
+    (v > 1 && crc32fast::hash(body.as_bytes()) == crc).then_some(v)
+}
+
 /// `config` as a settings file: a header line, one line per setting (`key value`, keys
 /// named like the flags), and a last line `crc32 <hex>` over every byte before it — text
 /// an operator can read, checksummed like every file a node keeps. Cost: O(1).
@@ -322,7 +338,7 @@ pub fn decode(text: &str) -> Result<ServiceConfig, String> {
 /// nothing. Called at every start, before anything else reads or writes the directory.
 ///
 /// Errors (nothing is changed by any of them): `InvalidInput` naming each setting that
-/// differs from the recorded one; `InvalidData` for a settings file that is damaged (it is
+/// differs from the recorded one, or for a settings file of a later build; `InvalidData` for a settings file that is damaged (it is
 /// never rewritten); I/O errors naming the path. Cost: one small read.
 pub fn check_dir(dir: &Path, config: &ServiceConfig) -> io::Result<bool> {
     let Some(recorded) = read_dir(dir)? else {
@@ -362,7 +378,8 @@ pub fn check_dir(dir: &Path, config: &ServiceConfig) -> io::Result<bool> {
 /// The settings `dir` records, `None` when it records none.
 ///
 /// Errors: `InvalidData` for a damaged settings file (saying what is wrong and what to
-/// do); I/O errors naming the path, `FileTooLarge` for one over [`MAX_FILE`] bytes among
+/// do); `InvalidInput` for one a later build wrote (its checksummed header names a later
+/// version); I/O errors naming the path, `FileTooLarge` for one over [`MAX_FILE`] bytes among
 /// them. Cost: one small read.
 pub fn read_dir(dir: &Path) -> io::Result<Option<ServiceConfig>> {
     let path = dir.join(FILE);
@@ -371,6 +388,17 @@ pub fn read_dir(dir: &Path) -> io::Result<Option<ServiceConfig>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     };
+    if let Some(v) = std::str::from_utf8(&bytes).ok().and_then(later_version) {
+        // Not damaged: a later build's, which still reads this directory.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is of version {v}, written by a later build (this build reads version \
+                 1); refusing to start (nothing was changed): run the build that wrote it",
+                path.display()
+            ),
+        ));
+    }
     std::str::from_utf8(&bytes)
         .map_err(|_| "not text".to_string())
         .and_then(decode)
@@ -654,6 +682,40 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
         assert!(e.to_string().contains("is damaged"), "{e}");
         assert_eq!(fs::read(d.join(FILE)).unwrap(), b, "left as it was");
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// A settings file a later build wrote (checksummed, its header naming a later
+    /// version) stops a start as a later build's (`InvalidInput`), not as damage, and is
+    /// never rewritten; one of version 1 with a bad checksum is still damage.
+    #[test]
+    fn a_settings_file_of_a_later_build_stops_a_start_and_stays() {
+        let d = dir("later");
+        fs::create_dir_all(&d).unwrap();
+        let good = encode(&small());
+        let body = good[..good.rfind("crc32").unwrap()].replacen(
+            "settings 1\n",
+            "settings 2\nlease-ms 40\n",
+            1,
+        );
+        let later = format!("{body}crc32 {:08x}\n", crc32fast::hash(body.as_bytes()));
+        fs::write(d.join(FILE), &later).unwrap();
+        let e = check_dir(&d, &small()).expect_err("later");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(
+            e.to_string()
+                .contains("version 2, written by a later build"),
+            "{e}"
+        );
+        assert_eq!(
+            fs::read_to_string(d.join(FILE)).unwrap(),
+            later,
+            "left as it was"
+        );
+        let unsealed = later.replacen("lease-ms 40", "lease-ms 41", 1);
+        fs::write(d.join(FILE), &unsealed).unwrap();
+        let e = check_dir(&d, &small()).expect_err("damaged");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
         let _ = fs::remove_dir_all(&d);
     }
 

@@ -23,8 +23,11 @@
 //! refuses, is *corrupt*: it is never restored. At start ([`StateMachine::open_checked`]) a
 //! corrupt snapshot either refuses the start (the log was compacted past it, so the state
 //! cannot be rebuilt from this node's own files) or, when the log still holds every entry
-//! from the first, is moved aside to `snapshot.bin.corrupt` and the state is rebuilt by
-//! replaying the log — never served as it is. The vote and the log live in `raft.log`,
+//! from the first, is moved aside to `snapshot.bin.corrupt` (`.corrupt.2`, `.3`, … when
+//! that name is taken: one moved aside before is never replaced) and the state is rebuilt
+//! by replaying the log — never served as it is. A file whose header names a later version
+//! of the format is taken for a later build's, not for corrupt: the start is refused and
+//! the file left as it is. The vote and the log live in `raft.log`,
 //! whose groups carry checksums of their own ([`crate::log_store`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -1036,6 +1039,19 @@ pub const SNAP_MAGIC_V2: [u8; 8] = *b"FLSNAP\0\x02";
 /// [`Principal::Unrecorded`]'s).
 pub const SNAP_MAGIC_V1: [u8; 8] = *b"FLSNAP\0\x01";
 const SNAP_HEADER: usize = 8 + 8 + 4;
+/// What every version's first 8 bytes begin with: the format; the version is the 8th.
+const SNAP_FORMAT: &[u8; 7] = b"FLSNAP\0";
+/// The newest snapshot file version this build reads (and writes).
+const SNAP_VERSION: u8 = 3;
+
+/// The version a snapshot file of a later build names in its header (a format this build
+/// recognises, a version above [`SNAP_VERSION`]), `None` for any other bytes. Cost: O(1).
+fn later_snap_version(bytes: &[u8]) -> Option<u8> {
+    match bytes.get(..8) {
+        Some([f @ .., v]) if f == SNAP_FORMAT && *v > SNAP_VERSION => Some(*v),
+        _ => None,
+    }
+}
 
 fn snap_crc(len: u64, payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
@@ -1104,11 +1120,15 @@ fn open_snap_file(bytes: &[u8]) -> Result<(SnapFile, u8), String> {
         Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC_V2 => 2,
         Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC_V1 => 1,
         _ => {
-            return Err(
-                "not a fencelock snapshot of a version this build reads, 1 to 3 \
-                 (header mismatch)"
+            return Err(match later_snap_version(bytes) {
+                Some(v) => format!(
+                    "its header names version {v}, which this build does not read (versions \
+                     1 to {SNAP_VERSION}): a later build's snapshot, or a damaged header"
+                ),
+                None => "not a fencelock snapshot of a version this build reads, 1 to 3 \
+                         (header mismatch)"
                     .into(),
-            )
+            })
         }
     };
     let len = u64::from_le_bytes(bytes[8..16].try_into().map_err(|_| "short header")?);
@@ -1141,9 +1161,61 @@ fn read_snap_frame(path: &Path, cap: u64) -> io::Result<Option<SnapFile>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     };
+    if let Some(v) = later_snap_version(&bytes) {
+        // Most likely a later build's file (whose checks this build cannot know), which
+        // that build still reads: never moved aside as corrupt. Were it a damaged version
+        // byte instead, refusing the start is still the safe way.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "snapshot {}: its header names version {v}, which this build does not read \
+                 (versions 1 to {SNAP_VERSION}): written by a later build, or damaged in its \
+                 header; refusing to start (nothing was changed): run the build that wrote it, \
+                 or, if it is damaged, move it aside yourself",
+                path.display()
+            ),
+        ));
+    }
     decode_snap_file(&bytes)
         .map(Some)
         .map_err(|m| corrupt_snap(path, m))
+}
+
+/// The most corrupt snapshots a directory keeps aside (`snapshot.bin.corrupt`, then
+/// `snapshot.bin.corrupt.2` and on; with this many kept, a start that would move one more
+/// aside is refused).
+pub const MAX_CORRUPT_KEPT: u32 = 64;
+
+/// The name a corrupt `snapshot.bin` in `dir` is moved aside to: `snapshot.bin.corrupt`,
+/// else the first of `snapshot.bin.corrupt.2`, `.3`, … that names nothing (a dangling
+/// link counts as something), so an earlier one is never renamed over: each is the
+/// evidence of its own failure.
+///
+/// Errors: `AlreadyExists`, naming the directory, when [`MAX_CORRUPT_KEPT`] are kept
+/// already (the start is refused, nothing changed: remove the old ones); I/O errors
+/// looking at a name. Cost: one `lstat` per name tried.
+fn corrupt_aside(dir: &Path) -> io::Result<PathBuf> {
+    for n in 1..=MAX_CORRUPT_KEPT {
+        let name = match n {
+            1 => "snapshot.bin.corrupt".to_string(),
+            n => format!("snapshot.bin.corrupt.{n}"),
+        };
+        let at = dir.join(name);
+        match fs::symlink_metadata(&at) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(at),
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", at.display()))),
+            Ok(_) => {}
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!(
+            "{}: {MAX_CORRUPT_KEPT} corrupt snapshots are kept aside already \
+             (snapshot.bin.corrupt, snapshot.bin.corrupt.2, …); refusing to start (nothing \
+             was changed): look at them, then remove them",
+            dir.display()
+        ),
+    ))
 }
 
 /// The error for a snapshot file at `path` that is corrupt (`m` says how): `InvalidData`,
@@ -1747,7 +1819,9 @@ impl StateMachine {
     /// the log still holds every entry from the first). A corrupt snapshot is never served:
     ///
     /// * with `log_purged == None` the state can be rebuilt from the log alone: the file is
-    ///   moved aside to `snapshot.bin.corrupt` (logged as an error) and the node starts
+    ///   moved aside to `snapshot.bin.corrupt`, or the first free of `.corrupt.2` to
+    ///   `.corrupt.64` (logged as an error; with all 64 taken the start is refused,
+    ///   `AlreadyExists`, nothing changed) and the node starts
     ///   from the empty state, replaying its log (a leader may also install a snapshot);
     /// * otherwise entries the snapshot stood for are gone from this node's log, so the
     ///   start is refused (`InvalidData` naming the path and the purge point) and nothing
@@ -1784,7 +1858,7 @@ impl StateMachine {
                         ),
                     ));
                 }
-                let aside = dir.join("snapshot.bin.corrupt");
+                let aside = corrupt_aside(dir)?;
                 fs::rename(&path, &aside).map_err(|r| {
                     io::Error::new(
                         r.kind(),
@@ -3383,6 +3457,69 @@ mod tests {
             .unwrap()
             .expect("persisted");
         assert_eq!(g.meta.last_log_id, f.meta.last_log_id);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A snapshot file a later build wrote (the format's header, a version above this
+    /// build's) is not corrupt: the start is refused (`InvalidInput`, naming the version),
+    /// and the file stays where it is, even where a corrupt one would be moved aside.
+    #[test]
+    fn a_snapshot_of_a_later_build_stops_a_start_and_stays() {
+        let (f, config) = sample();
+        let dir = std::env::temp_dir().join(format!("fencelock-snaplater-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("snapshot.bin");
+        let mut bytes = encode_snap_file(&f).unwrap();
+        bytes[7] = SNAP_VERSION + 1;
+        fs::write(&path, &bytes).unwrap();
+        let e = StateMachine::open_checked(&dir, config, None)
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("names version 4"), "{e}");
+        assert!(e.to_string().contains("written by a later build"), "{e}");
+        assert_eq!(fs::read(&path).unwrap(), bytes, "left where it was");
+        assert!(!dir.join("snapshot.bin.corrupt").exists(), "moved aside");
+        // A backup of a later build is refused saying so, too.
+        let e = check_backup(&bytes).expect_err("refused");
+        assert!(e.contains("a later build's snapshot"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A corrupt snapshot is moved aside under a name that holds nothing yet: an earlier
+    /// one (the evidence of an earlier failure) is never renamed over; with
+    /// `MAX_CORRUPT_KEPT` kept, the start is refused and nothing moves.
+    #[test]
+    fn a_corrupt_snapshot_never_replaces_one_moved_aside_before() {
+        let (f, config) = sample();
+        let dir = std::env::temp_dir().join(format!("fencelock-snapaside-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("snapshot.bin");
+        let corrupt = |n: u8| {
+            let mut b = encode_snap_file(&f).unwrap();
+            let mid = b.len() / 2;
+            b[mid] ^= n;
+            b
+        };
+        let (one, two) = (corrupt(1), corrupt(2));
+        fs::write(&path, &one).unwrap();
+        StateMachine::open_checked(&dir, config, None).expect("rebuilt from the log");
+        fs::write(&path, &two).unwrap();
+        StateMachine::open_checked(&dir, config, None).expect("rebuilt from the log");
+        assert_eq!(fs::read(dir.join("snapshot.bin.corrupt")).unwrap(), one);
+        assert_eq!(fs::read(dir.join("snapshot.bin.corrupt.2")).unwrap(), two);
+        for n in 3..=MAX_CORRUPT_KEPT {
+            fs::write(dir.join(format!("snapshot.bin.corrupt.{n}")), b"kept").unwrap();
+        }
+        fs::write(&path, &one).unwrap();
+        let e = StateMachine::open_checked(&dir, config, None)
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        assert_eq!(fs::read(&path).unwrap(), one, "left where it was");
+        assert_eq!(fs::read(dir.join("snapshot.bin.corrupt")).unwrap(), one);
         fs::remove_dir_all(&dir).unwrap();
     }
 

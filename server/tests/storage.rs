@@ -127,9 +127,18 @@ async fn a_torn_tail_is_cut_and_damage_is_refused() {
     assert!(torn_end - good as u64 > 2 * 512, "the write spans sectors");
     lose(&path, (good as u64 / 512 + 1) * 512, torn_end);
     {
+        let lost = std::fs::read(&path).unwrap();
         let mut log = LogStore::open(&dir).unwrap();
         assert_eq!(indices(&mut log).await, vec![1, 2, 3, 4, 5]);
         assert_eq!(log.file_len() as usize, good);
+        // Cut in memory only until the start's checks pass: a start refused now would
+        // leave the file as it was.
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            lost,
+            "cut before finish_open"
+        );
+        log.finish_open().unwrap();
     }
     let bytes = std::fs::read(&path).unwrap();
     assert!(bytes[good..].iter().all(|&b| b == 0), "torn tail zeroed");
@@ -283,6 +292,7 @@ async fn a_torn_multi_page_append_with_a_lost_middle_page_is_cut() {
     let mut log = LogStore::open(&dir).expect("a torn unacknowledged append is cut, not fatal");
     assert_eq!(indices(&mut log).await, vec![1, 2]);
     assert_eq!(log.file_len(), acked_end);
+    log.finish_open().unwrap();
     drop(log);
     let bytes = std::fs::read(&path).unwrap();
     assert!(
@@ -357,6 +367,50 @@ async fn a_damaged_whole_last_group_is_refused_but_cut_by_force_new_cluster() {
         let mut log = LogStore::open(&dir).unwrap();
         assert_eq!(indices(&mut log).await, vec![1]);
     }
+}
+
+/// A node start refused after its log was read (here for a snapshot a later build wrote,
+/// which the state machine reads after the log) leaves a torn tail in the file as it
+/// found it: the cut waits for the start's checks. The start that passes them cuts it.
+#[tokio::test]
+async fn a_start_refused_after_the_log_was_read_leaves_its_torn_tail() {
+    use fencelock_server::net::TcpNetwork;
+    use fencelock_server::node::{Node, NodeConfig};
+    let dir = common::temp_dir("torn-refused");
+    let _g = Guard(dir.clone());
+    let path = dir.join("raft.log");
+    let (acked_end, end) = acked_then_last(
+        &dir,
+        vec![entry_ops(1, 0, 1), entry_ops(1, 1, 1)],
+        vec![entry_ops(1, 2, 6000)],
+    )
+    .await;
+    assert!(end - acked_end > PAGE, "the entry spans pages");
+    lose(&path, acked_end, (acked_end / PAGE + 1) * PAGE);
+    let torn = std::fs::read(&path).unwrap();
+    assert!(torn[end as usize - 1] != 0, "the tail's last page landed");
+    let later = dir.join("snapshot.bin");
+    std::fs::write(&later, b"FLSNAP\0\x09 and what a later build put after it").unwrap();
+    let e = Node::start(NodeConfig::new(1, dir.clone()), TcpNetwork::default())
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("later build"), "{e}");
+    assert!(
+        std::fs::read(&path).unwrap() == torn,
+        "the refused start cut the tail"
+    );
+    std::fs::remove_file(&later).unwrap();
+    let node = Node::start(NodeConfig::new(1, dir.clone()), TcpNetwork::default())
+        .await
+        .expect("starts");
+    node.shutdown().await;
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(
+        bytes[acked_end as usize..].iter().all(|&b| b == 0),
+        "the started node cut the tail"
+    );
 }
 
 /// A large entry spans pages; the page holding its header was lost, later pages written.
