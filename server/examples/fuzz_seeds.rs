@@ -212,6 +212,7 @@ fn entries() -> Vec<Cmd> {
                     session: s2,
                     lock: name("l"),
                 },
+                Op::ForceClose { session: s2 },
                 owned(
                     Input::KeepAlive {
                         now: t,
@@ -281,6 +282,7 @@ fn requests() -> Vec<Request> {
             lock: "other".into(),
             token: 4,
         },
+        Request::ForceClose { session: 1 },
     ]
 }
 

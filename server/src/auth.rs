@@ -308,8 +308,9 @@ pub enum Role {
     /// cancel, watch and unwatch (and so campaign in and observe elections) on the locks of
     /// its prefix.
     Lock,
-    /// Everything: [`Role::Lock`] on every lock, membership changes, and releasing any
-    /// session's hold ([`Request::ForceRelease`]), exporting the history ([`Request::Export`]:
+    /// Everything: [`Role::Lock`] on every lock, membership changes, releasing any
+    /// session's hold ([`Request::ForceRelease`]) and closing any session
+    /// ([`Request::ForceClose`]), exporting the history ([`Request::Export`]:
     /// it names every lock and session), taking a backup ([`Request::Backup`]: it holds
     /// every session's credential). An admin line's prefix must be empty.
     Admin,
@@ -391,6 +392,7 @@ impl Grants {
             | Request::RemoveLearner { .. }
             | Request::ForceRelease { .. }
             | Request::ForceReleaseHold { .. }
+            | Request::ForceClose { .. }
             | Request::Export { .. }
             | Request::Backup { .. } => (Role::Admin, None),
         };

@@ -1024,6 +1024,26 @@ impl Client {
         }
     }
 
+    /// (Admin token.) Closes `session` without its credential: its holds are released
+    /// (each granted on to the next waiter with a new token, and pushed to the owner as
+    /// `Released` with reason `Closed`), its waits and watches end, the owner is pushed
+    /// `SessionExpired` (so its client counts the session lost at once), and its next
+    /// request is refused `unknown_session` — what ends a revoked or compromised token's sessions
+    /// now rather than at their ttl. Cost: one replicated write.
+    ///
+    /// Errors: `Forbidden` (not an admin token), `Core(unknown_session)` (not open: never
+    /// opened, already ended, or closed by a first attempt whose answer was lost — a
+    /// retry is safe and changes nothing), `Unavailable`.
+    pub async fn force_close(&self, session: u64) -> Result<(), ClientError> {
+        match self.call(Request::ForceClose { session }).await? {
+            Reply::Done {
+                reply: fencelock::Reply::Closed,
+                ..
+            } => Ok(()),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
     /// (Admin token.) The recording of what the cluster applied over `window`
     /// ([`crate::export`], the format of `docs/RECORDING.md`): its lines, without
     /// newlines, and the last page's answer (the resolved indices, the span, the node).

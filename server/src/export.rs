@@ -830,6 +830,49 @@ mod tests {
         assert_eq!(r.lines.len(), 11);
     }
 
+    /// An administrator's close is written as the core's `close_session` line (no request
+    /// number), with the core's events only: the hold's release and the grant to the
+    /// waiter. The `SessionExpired` the owner is pushed is no event of the core, and is
+    /// not in the recording. A repeat is the core's `unknown_session`.
+    #[test]
+    fn a_forced_close_is_a_close_session_line_with_the_cores_events() {
+        let h = vec![
+            entry(1, 10, vec![open(100), open(100)]),
+            entry(2, 20, vec![acquire(1, "jobs/x"), acquire(2, "jobs/x")]),
+            entry(
+                3,
+                30,
+                vec![Op::ForceClose {
+                    session: SessionId(1),
+                }],
+            ),
+            entry(
+                4,
+                40,
+                vec![Op::ForceClose {
+                    session: SessionId(1),
+                }],
+            ),
+        ];
+        let r = build(
+            state_machine::empty_state(&config()),
+            h,
+            Window::default(),
+            "t",
+        )
+        .unwrap();
+        let b: Vec<&str> = r.lines.iter().map(|l| body(l)).collect();
+        assert_eq!(
+            b[5],
+            r#"{"now":30,"input":{"kind":"close_session","now":30,"session":1},"reply":{"kind":"closed"},"events":[{"kind":"released","session":1,"lock":"jobs/x","token":1,"reason":"closed"},{"kind":"granted","session":2,"lock":"jobs/x","mode":"exclusive","token":2}]}"#
+        );
+        assert_eq!(
+            b[6],
+            r#"{"now":40,"input":{"kind":"close_session","now":40,"session":1},"error":"unknown_session","events":[]}"#
+        );
+        assert_eq!(r.lines.len(), 7);
+    }
+
     /// A window with no op in it is the header alone, held to the line limit too: a state
     /// too large for a header line is refused, not written as a line the page refuses.
     #[test]

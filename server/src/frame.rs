@@ -44,8 +44,8 @@ pub const MAX_RAFT_REPLY: u32 = 1 << 20;
 /// the sender's service settings). Raised whenever their encoding changes: 2 added the
 /// log entry `Op::OpenCounted`, which a node of version 1 cannot decode; 3 the leader a
 /// pre-vote's answer names ([`crate::election::PreVoteResponse::leader_vote`]); 4 the log
-/// entry `Op::ForceReleaseHold`; 5 `Op::EachDeadline`.
-pub const PEER_WIRE: u32 = 5;
+/// entry `Op::ForceReleaseHold`; 5 `Op::EachDeadline`; 6 `Op::ForceClose`.
+pub const PEER_WIRE: u32 = 6;
 /// The version of the client protocol (`ClientFrame`, `ServerFrame`). Raised whenever
 /// their encoding changes.
 pub const CLIENT_WIRE: u32 = 1;

@@ -1296,6 +1296,7 @@ impl LogStore {
 
     /// [`LogStore::finish_open`]'s cut alone, no rewrite (which draws a new salt): what
     /// the fuzz target compares, open after open. Errors and cost: the cut's.
+    #[cfg(feature = "fuzzing")]
     pub(crate) fn finish_cut(&self) -> io::Result<()> {
         self.lock().cut_torn_tail()
     }
@@ -2988,6 +2989,9 @@ mod zero_runs {
                 lock,
                 token: fencelock::Token(t)
             }),
+            number().prop_map(|s| Op::ForceClose {
+                session: SessionId(s)
+            }),
             (number(), key(), secret()).prop_map(|(ttl, key, secret)| Op::Open {
                 ttl,
                 key,
@@ -3141,6 +3145,7 @@ mod zero_runs {
                 lock: name.clone(),
                 token: fencelock::Token(0),
             },
+            Op::ForceClose { session },
             Op::OpenCounted {
                 ttl: 0,
                 key: Some(OpenKey(0)),

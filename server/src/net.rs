@@ -2168,6 +2168,7 @@ mod tests {
                 lock: name.clone(),
                 token: fencelock::Token(u64::MAX),
             },
+            Op::ForceClose { session },
         ];
         for op in &widest {
             let n = postcard::to_allocvec(op).unwrap().len();

@@ -1873,6 +1873,12 @@ impl Node {
                 })
                 .await
             }
+            Request::ForceClose { session } => {
+                self.write_op(Op::ForceClose {
+                    session: SessionId(session),
+                })
+                .await
+            }
             Request::AddLearner { id, addr } => {
                 for a in [&addr.raft, &addr.client] {
                     if !crate::membership::address_text(a) {
@@ -2067,7 +2073,8 @@ pub(crate) fn recordable(req: &Request) -> Result<(), ClientError> {
         } => (Some(*session), *request, None),
         Request::KeepAlive { session, .. }
         | Request::ForceRelease { session, .. }
-        | Request::ForceReleaseHold { session, .. } => (Some(*session), None, None),
+        | Request::ForceReleaseHold { session, .. }
+        | Request::ForceClose { session } => (Some(*session), None, None),
         _ => (None, None, None),
     };
     if let Some(s) = session.filter(|s| *s > MAX_NUMBER) {

@@ -296,6 +296,19 @@ pub enum Request {
         /// [`BACKUP_PAGE`]).
         max_bytes: u32,
     },
+    /// Administrator: close `session` without its credential, ending its holds, waits and
+    /// watches now rather than at its ttl (a revoked or compromised token's sessions).
+    /// Answered `Closed`; a session that is not open is refused `unknown_session` (so a
+    /// retry whose first answer was lost is told the session is gone). The owner's
+    /// connections are pushed `Released` with reason `Closed` for each hold, then
+    /// `SessionExpired` (the push for a session that ended without its asking, here with no
+    /// deadline passed), and its next request for the session is refused `unknown_session`. What
+    /// [`crate::client::Client::force_close`] sends. Appended after the earlier variants,
+    /// which keep their encoding.
+    ForceClose {
+        /// The session.
+        session: u64,
+    },
 }
 
 /// The most bytes of a backup in one page ([`Request::Backup`]): well inside a reply

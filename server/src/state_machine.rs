@@ -2195,6 +2195,24 @@ fn apply_op(
             };
             forced_release(g, stamp, (input, session, lock), index, trace)
         }
+        Op::ForceClose { session } => {
+            let input = Input::CloseSession {
+                now: Tick(0),
+                session,
+                request: None,
+            };
+            let (mut events, result) = apply_cmd(&mut g.svc, stamp, input, index, trace);
+            if matches!(result.reply, Ok(Reply::Closed)) {
+                g.open_keys.forget(session);
+                g.owners.forget(session);
+                // The owner did not ask: tell it as the service tells a session that ended
+                // without its asking (no deadline passed; the core's own events, above,
+                // released its holds with reason `Closed`). Pushed, not recorded: the core
+                // emitted no such event.
+                events.push(Output::SessionExpired { session });
+            }
+            (events, result)
+        }
         // Opens of earlier versions recorded no principal: their keys are scoped to
         // `Unrecorded`, which no open of this version presents.
         Op::Open { ttl, key, secret } => {
@@ -2556,7 +2574,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             Op::Owned {
                                 input: Input::CloseSession { session, .. },
                                 ..
-                            } => Some(*session),
+                            }
+                            | Op::ForceClose { session } => Some(*session),
                             _ => None,
                         };
                         // (session, lock, is an acquire) for the wait-time histogram.
@@ -2575,7 +2594,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             Some(Input::CloseSession { session, .. }) => {
                                 Some((session.0, LockName::default(), false))
                             }
-                            _ => None,
+                            _ => closed.map(|s| (s.0, LockName::default(), false)),
                         };
                         let (events, result) = apply_op(&mut g, stamp, op, index, &mut None);
                         self.shared.stats.record(

@@ -171,6 +171,21 @@ pub enum Op {
     /// answered: every loop over an entry's ops skips it (the entry's results are its other
     /// ops', in order); anywhere but first it is skipped the same way and turns nothing on. Appended after the earlier variants, which keep their encoding.
     EachDeadline,
+    /// An administrator's close of `session`, without the session's credential (the node
+    /// checked the requester's admin token): what ends a revoked or compromised token's
+    /// sessions at once instead of at their ttl. Applied as the core's `CloseSession` (no
+    /// request number): its watches end, each of its holds is released (reason `Closed`,
+    /// pushed to the owner's connections like any event of the session, and the lock
+    /// granted on to the next waiter with a new token), its waits end; its open key and
+    /// credential are forgotten, as at any close. Then the owner's connections are pushed
+    /// `SessionExpired`, the push for a session that ended without its asking (no deadline
+    /// passed; the core emits no such event for a close, so a recording has none). A session that is not open is refused
+    /// `unknown_session`, so a retry after a lost answer changes nothing. Appended after the
+    /// earlier variants, which keep their encoding.
+    ForceClose {
+        /// The session.
+        session: SessionId,
+    },
 }
 
 /// One replicated log entry: a batch of [`Op`]s, stamped with the proposing leader's

@@ -1070,6 +1070,120 @@ async fn a_forced_release_retried_after_the_owner_took_the_lock_again_keeps_the_
     t.stop().await;
 }
 
+/// An administrator closes another token's session without its credential: its hold is
+/// released (pushed to the owner as `Released`, reason `Closed`) and granted to the next
+/// waiter with a new token, its wait elsewhere ends, and its owner's next request is
+/// refused `unknown_session`. A repeat is refused `unknown_session` and changes nothing;
+/// a lock or read token may not send it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_closes_another_tokens_session_and_only_an_admin_may() {
+    let t = start_with("sec-force-close", tokens()).await;
+    let admin = t.client();
+    let owner_client = t.client_with(JOBS);
+    let mut pushes = owner_client.subscribe();
+    let owner = owner_client.open_session(60_000).await.unwrap();
+    let next = t.client_with(JOBS).open_session(60_000).await.unwrap();
+    let grant = |r| match r {
+        Ok(Acquired::Granted(t)) => t,
+        other => panic!("{other:?}"),
+    };
+    let first = grant(
+        owner
+            .acquire("jobs/x", Mode::Exclusive, WaitSpec::None)
+            .await,
+    );
+    // The owner waits behind `next` on another lock; `next` waits behind the owner. Once
+    // both are queued, the administrator closes the owner's session.
+    grant(
+        next.acquire("jobs/y", Mode::Exclusive, WaitSpec::None)
+            .await,
+    );
+    let queued = |lock: &'static str| {
+        let admin = &admin;
+        async move {
+            for _ in 0..250 {
+                if admin.waiters(lock).await.unwrap().len() == 1 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            panic!("no waiter on {lock}");
+        }
+    };
+    // Well within the sessions' ttl: the owner learns of the close from its push, not
+    // from a keep-alive refused later.
+    let waits = tokio::time::timeout(Duration::from_secs(15), async {
+        tokio::join!(
+            owner.acquire("jobs/y", Mode::Exclusive, WaitSpec::Forever),
+            next.acquire("jobs/x", Mode::Exclusive, WaitSpec::Forever),
+            async {
+                queued("jobs/x").await;
+                queued("jobs/y").await;
+                // Lock and read tokens are refused, and change nothing.
+                for token in [JOBS, VIEWER] {
+                    let r = t.client_with(token).force_close(owner.id()).await;
+                    assert!(
+                        matches!(r, Err(ClientError::Forbidden(_))),
+                        "{token}: {r:?}"
+                    );
+                }
+                assert_eq!(
+                    admin.holders("jobs/x").await.unwrap()[0].session.0,
+                    owner.id()
+                );
+                admin.force_close(owner.id()).await.unwrap();
+            },
+        )
+    });
+    let (owner_wait, next_wait, ()) = waits.await.expect("the waits end at the close");
+    // The hold went to the waiter, with a later token; the owner's wait ended.
+    let second = grant(next_wait);
+    assert!(second > first, "{second:?} after {first:?}");
+    assert!(
+        matches!(owner_wait, Ok(Acquired::SessionLost)),
+        "{owner_wait:?}"
+    );
+    assert!(owner.is_lost());
+    let held = admin.holders("jobs/x").await.unwrap();
+    assert_eq!(
+        held.iter()
+            .map(|h| (h.session.0, h.token))
+            .collect::<Vec<_>>(),
+        vec![(next.id(), second)]
+    );
+    assert!(admin.waiters("jobs/y").await.unwrap().is_empty());
+    // The owner was told its hold ended with its session.
+    let told = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match pushes.recv().await {
+                Ok(Output::Released {
+                    session, reason, ..
+                }) if session.0 == owner.id() => return reason,
+                Ok(_) => {}
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+    })
+    .await
+    .expect("the owner is told");
+    assert_eq!(told, fencelock::ReleaseReason::Closed);
+    let gone = |r: Result<(), ClientError>| {
+        assert!(
+            matches!(&r, Err(ClientError::Core(e)) if e.kind == "unknown_session"),
+            "{r:?}"
+        )
+    };
+    gone(owner.keep_alive().await.map(|_| ()));
+    // A repeat (an administrator's retry after a lost answer) is told it is gone.
+    gone(admin.force_close(owner.id()).await);
+    assert_eq!(
+        admin.holders("jobs/x").await.unwrap()[0].session.0,
+        next.id()
+    );
+    next.close().await.unwrap();
+    t.stop().await;
+}
+
 /// A lock token cannot change the membership: adding a learner and setting the voters
 /// (the change that used to leave a cluster without a quorum) are `Forbidden`, and the
 /// members stay as they were.

@@ -15,6 +15,7 @@
 //! fencelock set-voters ID[,ID…]             make exactly these nodes the voters (each live, caught up)
 //! fencelock remove-learner ID               drop a learner (one that never caught up)
 //! fencelock force-release SESSION NAME      (admin) release SESSION's hold on NAME
+//! fencelock force-close SESSION             (admin) close SESSION: its holds, waits and watches end now
 //! fencelock export [-o FILE] [--from-index I] [--to-index I] [--from-time MS] [--to-time MS]
 //!                                           (admin) the applied history as a recording (docs/RECORDING.md)
 //! ```
@@ -307,6 +308,16 @@ gathered is still printed); 64 a usage error."
         session: u64,
         /// The lock.
         name: String,
+    },
+    /// (Admin) close a session without its credential: its holds are released (each to the
+    /// next waiter, with a new token), its waits and watches end, and its owner's next
+    /// request is refused. Ends a revoked token's sessions now rather than at their ttl.
+    #[command(
+        after_help = "Exit status: 0 closed; 1 not closed: the session is not open (never opened, already ended, or closed by an earlier attempt whose answer was lost), the token is no admin token, or no leader answered in time."
+    )]
+    ForceClose {
+        /// The session (see `holder`, `queue`).
+        session: u64,
     },
     /// (Admin) Write what the cluster applied as a recording (docs/RECORDING.md), for the demo page.
     #[command(
@@ -608,6 +619,11 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
         Cmd::ForceRelease { session, name } => {
             let t = opts.client().force_release(session, &name).await?;
             emit(&format!("released token {}\n", t.0))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::ForceClose { session } => {
+            opts.client().force_close(session).await?;
+            emit(&format!("closed session {session}\n"))?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Backup { file, max_bytes } => {
