@@ -602,6 +602,48 @@ fn a_supervisor_killed_during_the_grace_still_leaves_nothing_running() {
     assert_eq!(n.holder("L"), "");
 }
 
+/// An administrator's `force-close` of a `lock`'s session ends the lease at once, not at
+/// the session's ttl: `lock` stops its command and exits 3, and the lock is free. A second
+/// `force-close` of the same session fails (exit 1), saying the session is not open.
+#[test]
+fn force_close_ends_a_lock_at_once() {
+    let _s = serial();
+    let n = Node::start("forceclose");
+    let mut holder = n
+        .cli(&["lock", "L", "--ttl-ms", LONG_TTL])
+        .args(["--", "sh", "-c", WITH_GRANDCHILD])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
+    let session = n.holder("L").split_whitespace().next().unwrap().to_string();
+    let t0 = Instant::now();
+    let st = n.cli(&["force-close", &session]).output().unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&st.stdout),
+        format!("closed session {session}\n")
+    );
+    assert_eq!(n.holder("L"), "", "released");
+    let st = wait_exit(&mut holder, Duration::from_secs(10));
+    let err = stderr_of(&mut holder);
+    assert_eq!(st.code(), Some(3), "{err}");
+    assert!(err.contains("closed by an administrator"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "left to the ttl");
+    assert!(!running(cmd) && !running(gc), "the command was stopped");
+    let again = n.cli(&["force-close", &session]).output().unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    let msg = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        msg.contains("unknown_session") || msg.contains("unknown session"),
+        "{msg}"
+    );
+}
+
 /// An administrator's release whose push never reaches the holder (lost on the way, as
 /// with a dropped connection or a leader that died before sending it) still ends the
 /// lease: `lock` reads the lock's holders every ttl/4, finds its hold gone, stops the

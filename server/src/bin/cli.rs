@@ -1382,6 +1382,11 @@ async fn lock(
                     HoldEnded::Pushed(ReleaseReason::Released) => {
                         note!("fencelock: {name} was released by an administrator");
                     }
+                    // This process closes its session only after the hold's watch: a
+                    // close while it holds is an administrator's.
+                    HoldEnded::Pushed(ReleaseReason::Closed) => {
+                        note!("fencelock: the session holding {name} was closed by an administrator");
+                    }
                     HoldEnded::NotAmongHolders | HoldEnded::Unknown => {
                         note!("fencelock: {name} is no longer held by this session (released without word reaching it)");
                     }
@@ -1796,6 +1801,9 @@ async fn elect(opts: &Opts, name: &str) -> Res<ExitCode> {
                     // An administrator's forced release ends the leadership too.
                     HoldEnded::Pushed(ReleaseReason::Released) => {
                         note!("fencelock: leadership of {name} released by an administrator");
+                    }
+                    HoldEnded::Pushed(ReleaseReason::Closed) => {
+                        note!("fencelock: the session leading {name} was closed by an administrator");
                     }
                     HoldEnded::NotAmongHolders | HoldEnded::Unknown => {
                         note!("fencelock: leadership of {name} is no longer this session's (released without word reaching it)");
