@@ -18,11 +18,14 @@
 //!   that deadline's time, before the op's line;
 //! * an op the server refused before the core saw it (a wrong credential, a retried open)
 //!   left only its advance: a `tick` line;
-//! * blank and membership entries left nothing in the core: no line.
+//! * blank and membership entries left nothing in the core: no line;
+//! * the last line is the end line, `{"end":{"lines":N}}` with N the lines before it
+//!   (version 2), so a file cut short at a line boundary is refused, not replayed as a
+//!   shorter window.
 //!
 //! Limits: a recording has at most [`MAX_LINES`] lines, [`MAX_BYTES`] bytes and
-//! [`MAX_LINE_BYTES`] bytes a line, the demo page's limits; a window past them is refused
-//! with the last index that fits.
+//! [`MAX_LINE_BYTES`] bytes a line (the end line included), the demo page's limits; a
+//! window past them is refused with the last index that fits.
 
 use std::fmt::Write as _;
 
@@ -34,8 +37,8 @@ use crate::types::Entry;
 
 /// The recording format this module writes.
 pub const FORMAT: &str = "fencelock-recording";
-/// Its version.
-pub const VERSION: u32 = 1;
+/// Its version: 2 ends every recording with its end line (version 1 had none).
+pub const VERSION: u32 = 2;
 /// How long one tick of the lines' `now` is, in milliseconds, as the header's `tick_ms`
 /// says: the cluster's logical clock counts milliseconds of leader-active time
 /// ([`crate::node`]), so one tick is 1 ms (the page shows the times in ms and s, not in
@@ -456,7 +459,11 @@ pub fn build(
             let at = format!("log index {index}");
             for l in op_lines(calls, &at)? {
                 let too_long = l.len() > MAX_LINE_BYTES;
-                if too_long || lines.len() >= MAX_LINES || bytes + l.len() + 1 > MAX_BYTES {
+                // Room is kept for the end line.
+                if too_long
+                    || lines.len() + 1 >= MAX_LINES
+                    || bytes + l.len() + 1 + END_LINE_ROOM > MAX_BYTES
+                {
                     let advice = match fits {
                         Some(i) => format!(
                             "export up to log index {i} (--to-index {i}) and the rest from {} on",
@@ -490,7 +497,17 @@ pub fn build(
         let at = g.last_applied.map_or(0, |l| l.index);
         lines.push(checked_header(&g.svc, source, at)?);
     }
+    lines.push(end_line(lines.len()));
     Ok(Recording { lines, span })
+}
+
+/// The most bytes an end line takes, its line break included (`{"end":{"lines":N}}`, a
+/// tab, 8 hex digits: 35 bytes with N of five digits).
+const END_LINE_ROOM: usize = 48;
+
+/// The end line of a recording whose other lines are `n`. Cost: O(1).
+fn end_line(n: usize) -> String {
+    line(format!(r#"{{"end":{{"lines":{n}}}}}"#))
 }
 
 /// The header line of a recording that starts at log index `index`, refused when longer
@@ -635,7 +652,7 @@ mod tests {
         )
         .expect("exports");
         let b: Vec<&str> = r.lines.iter().map(|l| body(l)).collect();
-        assert!(b[0].starts_with(r#"{"format":"fencelock-recording","version":1,"source":"test","tick_ms":1,"capacity":{"sessions":8,"locks":8,"claims":8},"config":{"lockDelay":0,"maxNameLen":"#), "{}", b[0]);
+        assert!(b[0].starts_with(r#"{"format":"fencelock-recording","version":2,"source":"test","tick_ms":1,"capacity":{"sessions":8,"locks":8,"claims":8},"config":{"lockDelay":0,"maxNameLen":"#), "{}", b[0]);
         assert_eq!(
             b[1],
             r#"{"now":10,"input":{"kind":"open_session","now":10,"ttl":100},"reply":{"kind":"opened","session":1,"expiresAt":110},"events":[]}"#
@@ -656,7 +673,9 @@ mod tests {
             b[6],
             r#"{"now":150,"input":{"kind":"tick","now":150},"reply":{"kind":"ticked","now":150},"events":[{"kind":"session_expired","session":1},{"kind":"released","session":1,"lock":"jobs/x","token":1,"reason":"expired"},{"kind":"granted","session":2,"lock":"jobs/x","mode":"exclusive","token":2}]}"#
         );
-        assert_eq!(r.lines.len(), 7);
+        // Last, the end line: the count of the lines before it.
+        assert_eq!(b[7], r#"{"end":{"lines":7}}"#);
+        assert_eq!(r.lines.len(), 8);
         assert_eq!(r.span, Some(((1, 10), (4, 150))));
     }
 
@@ -690,7 +709,7 @@ mod tests {
             b[7],
             r#"{"now":150,"input":{"kind":"tick","now":150},"reply":{"kind":"ticked","now":150},"events":[]}"#
         );
-        assert_eq!(r.lines.len(), 8);
+        assert_eq!(r.lines.len(), 9);
     }
 
     /// The header says how long a tick is: the cluster's logical time is milliseconds, so
@@ -726,7 +745,8 @@ mod tests {
             ..Window::default()
         };
         let part = build(state_machine::empty_state(&config()), history(), w, "t").unwrap();
-        assert_eq!(part.lines[1..], all.lines[3..5]);
+        assert_eq!(part.lines[1..3], all.lines[3..5]);
+        assert_eq!(body(&part.lines[3]), r#"{"end":{"lines":3}}"#);
         assert_ne!(
             part.lines[0], all.lines[0],
             "the header's snapshot has the two sessions"
@@ -827,7 +847,7 @@ mod tests {
             b[10],
             r#"{"now":100,"input":{"kind":"release_hold","now":100,"session":1,"lock":"jobs/x","token":1},"reply":{"kind":"released","token":1},"events":[{"kind":"session_expired","session":3},{"kind":"granted","session":2,"lock":"jobs/x","mode":"exclusive","token":2}]}"#
         );
-        assert_eq!(r.lines.len(), 11);
+        assert_eq!(r.lines.len(), 12);
     }
 
     /// An administrator's close is written as the core's `close_session` line (no request
@@ -870,7 +890,7 @@ mod tests {
             b[6],
             r#"{"now":40,"input":{"kind":"close_session","now":40,"session":1},"error":"unknown_session","events":[]}"#
         );
-        assert_eq!(r.lines.len(), 7);
+        assert_eq!(r.lines.len(), 8);
     }
 
     /// A window with no op in it is the header alone, held to the line limit too: a state
@@ -898,7 +918,8 @@ mod tests {
         );
         let small = vec![entry(1, 1, vec![open(100)])];
         let r = build(state_machine::empty_state(&config()), small, late, "t").unwrap();
-        assert_eq!((r.lines.len(), r.span), (1, None), "the header alone");
+        assert_eq!((r.lines.len(), r.span), (2, None), "the header alone");
+        assert_eq!(body(&r.lines[1]), r#"{"end":{"lines":1}}"#);
     }
 
     /// A window past the format's limits is refused, naming the last index that fits.
@@ -926,8 +947,9 @@ mod tests {
         let ExportError::TooLarge(m) = e else {
             panic!("{e:?}")
         };
-        // the header, the open (index 1), then one line per keep-alive: index 19 999 is line 20 000
-        assert!(m.contains("--to-index 19999"), "{m}");
+        // the header, the open (index 1), then one line per keep-alive: index 19 998 is line
+        // 19 999, and the end line the 20 000th
+        assert!(m.contains("--to-index 19998"), "{m}");
     }
 
     /// Every input shape in the format's words: kind, `now`, the session, the shape's own

@@ -168,7 +168,13 @@ async fn a_compacted_window_is_refused_naming_what_is_left_and_the_rest_comes_in
     );
     assert_eq!(lines.len() as u64, p1.total);
     // the header, then input lines in time order, each carrying the leader's stamp
-    assert!(body(&lines[0]).starts_with(r#"{"format":"fencelock-recording","version":1,"#));
+    assert!(body(&lines[0]).starts_with(r#"{"format":"fencelock-recording","version":2,"#));
+    // ...and last the end line, counting the lines before it
+    let (end, lines) = lines.split_last().unwrap();
+    assert_eq!(
+        body(end),
+        format!(r#"{{"end":{{"lines":{}}}}}"#, lines.len())
+    );
     let mut last = 0;
     let mut released = 0;
     for l in &lines[1..] {

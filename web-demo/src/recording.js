@@ -5,12 +5,18 @@
 //
 // Every line is `<JSON>\t<crc32>`: one JSON object, a tab, and the CRC-32 (IEEE) of the JSON
 // text's UTF-8 bytes as 8 lowercase hex digits. Line 1 is the header, every other line one
-// applied input (or one storage decision). Nothing in a recording is trusted: sizes are
+// applied input (or one storage decision), and in version 2 the last line is the end line,
+// `{"end":{"lines":N}}`, N the lines before it (a file cut short is refused). Nothing in a recording is trusted: sizes are
 // limited, every line's checksum and shape is checked, and every answer is compared with
 // the one the real core gives when the input is replayed.
 
 export const FORMAT = 'fencelock-recording';
-export const VERSION = 1;
+/** The version this module writes (2: with an end line); it reads 1 and 2. */
+export const VERSION = 2;
+const READS = [1, 2];
+/** The most bytes an end line takes, its line break included (N up to 20 000). */
+const END_ROOM = 48;
+const endLine = (n) => line({ end: { lines: n } });
 /** Limits on what the page will read: bytes of a file, lines, bytes of one line. */
 export const LIMITS = { bytes: 8 * 1024 * 1024, lines: 20000, lineBytes: 16 * 1024, rows: 65536 };
 
@@ -110,10 +116,11 @@ export class Recorder {
 
   /** Why `text`, added as the next line, would make a recording the reader refuses; null when it fits. */
   #overLimits(text) {
+    // Room is kept for the end line `text()` adds.
     const n = utf8Length(text);
     if (n > LIMITS.lineBytes) return `is ${n} bytes, over the ${LIMITS.lineBytes} a line may be`;
-    if (this.lines.length + 1 > LIMITS.lines) return `would be line ${this.lines.length + 1}, past the ${LIMITS.lines} a recording may have`;
-    if (this.bytes + n + 1 > LIMITS.bytes) return `would make the recording ${this.bytes + n + 1} bytes, over the ${LIMITS.bytes} it may be`;
+    if (this.lines.length + 2 > LIMITS.lines) return `would be line ${this.lines.length + 1}, past the ${LIMITS.lines - 1} a recording may have before its end line`;
+    if (this.bytes + n + 1 + END_ROOM > LIMITS.bytes) return `would make the recording ${this.bytes + n + 1} bytes and its end line, over the ${LIMITS.bytes} it may be`;
     return null;
   }
 
@@ -128,7 +135,7 @@ export class Recorder {
    * core's `time_went_backwards`, thrown as the service throws it).
    */
   #admissible(now, service) {
-    if (this.lines.length + 1 > LIMITS.lines) throw new RangeError(`a recording has at most ${LIMITS.lines} lines: this one is full`);
+    if (this.lines.length + 2 > LIMITS.lines) throw new RangeError(`a recording has at most ${LIMITS.lines} lines, its end line included: this one is full`);
     const own = service ? Number(this.svc.now()) : -1;
     if (typeof now === 'number' && now < this.last && now >= own) throw new RangeError(`a recording's times never go back: now ${now} after ${this.last}`);
   }
@@ -233,7 +240,7 @@ export class Recorder {
 
   /** The recording: its lines, each ending in a newline. Cost: O(size). */
   text() {
-    return `${this.lines.join('\n')}\n`;
+    return `${[...this.lines, endLine(this.lines.length)].join('\n')}\n`;
   }
 }
 
@@ -309,7 +316,19 @@ export function parseRecording(text) {
   });
   const header = objs[0];
   if (header.format !== FORMAT) throw new RecordingError(1, `not a fencelock recording (format is ${JSON.stringify(header.format)})`);
-  if (header.version !== VERSION) throw new RecordingError(1, `version ${JSON.stringify(header.version)} is not supported (this page reads ${VERSION})`);
+  if (!READS.includes(header.version)) throw new RecordingError(1, `version ${JSON.stringify(header.version)} is not supported (this page reads ${READS.join(' and ')})`);
+  let body = objs.slice(1);
+  if (header.version >= 2) {
+    // The end line: the last, counting the lines before it. Without it, or with another
+    // count, lines were lost (a file cut short at a line break) or added.
+    const n = objs.length;
+    const end = objs[n - 1];
+    if (n < 2 || !('end' in end)) throw new RecordingError(n, 'the last line is not the end line {"end":{"lines":N}}: the recording was cut short');
+    only(end, ['end'], n, 'the end line');
+    if (!isObj(end.end) || end.end.lines !== n - 1) throw new RecordingError(n, `the end line counts ${say(isObj(end.end) ? end.end.lines : end.end)} lines before it, the file has ${n - 1}: lines were lost or added`);
+    only(end.end, ['lines'], n, 'the end line');
+    body = body.slice(0, -1);
+  }
   only(header, ['format', 'version', 'source', 'tick_ms', 'capacity', 'config', 'snapshot'], 1, 'the header');
   if ('tick_ms' in header && !isTickMs(header.tick_ms)) throw new RecordingError(1, `"tick_ms" is ${say(header.tick_ms)}: it must be a whole number of milliseconds from 1 to ${MAX_TICK_MS} (how long one tick of "now" is)`);
   if (!isObj(header.capacity) || !['sessions', 'locks', 'claims'].every((k) => isU(header.capacity[k]))) throw new RecordingError(1, 'the header has no capacity {sessions, locks, claims}');
@@ -320,8 +339,9 @@ export function parseRecording(text) {
   if (!isObj(header.config)) throw new RecordingError(1, 'the header has no config');
   if (!unhex(header.snapshot)) throw new RecordingError(1, 'the header\'s snapshot is not hex');
   let last = 0;
-  const entries = objs.slice(1).map((o, i) => {
+  const entries = body.map((o, i) => {
     const n = i + 2;
+    if ('end' in o) throw new RecordingError(n, header.version >= 2 ? 'an end line before the last line' : 'an end line in a recording of version 1, which has none');
     if (!isU(o.now)) throw new RecordingError(n, '"now" is not a non-negative integer');
     if (o.now < last) throw new RecordingError(n, `"now" goes back (${o.now} after ${last})`);
     last = o.now;

@@ -75,6 +75,32 @@ test('damage is found by the checksum of the line it is on', () => {
   refuses(rows.join('\n'), 3, /no checksum/);
 });
 
+test('a recording cut short at a line break, or with lines added, is refused at its end line; one of version 1 has none', () => {
+  const text = small();
+  const rows = text.trim().split('\n');
+  const n = rows.length;
+  assert.equal(rows[n - 1].split('\t')[0], `{"end":{"lines":${n - 1}}}`);
+  // cut after any whole line: the last line read is not the end line
+  for (const keep of [1, 2, n - 1]) {
+    refuses(`${rows.slice(0, keep).join('\n')}\n`, keep, /not the end line .*cut short/);
+  }
+  // a line lost in the middle (or one repeated), the end line kept: the count differs
+  const lost = [...rows.slice(0, 3), ...rows.slice(4)].join('\n');
+  refuses(lost, n - 1, new RegExp(`counts ${n - 1} lines before it, the file has ${n - 2}`));
+  const twice = [...rows.slice(0, 3), rows[2], ...rows.slice(3)].join('\n');
+  refuses(twice, n + 1, new RegExp(`counts ${n - 1} lines before it, the file has ${n}`));
+  // an end line anywhere else, or with more in it, is refused
+  refuses([...rows.slice(0, 2), rows[n - 1], ...rows.slice(2)].join('\n'), n + 1, /counts/);
+  refuses(lie(text, n, (j) => j.replace('}}', ',"bytes":1}}')), n, /the end line has an unknown field "bytes"/);
+  refuses(lie(text, n, (j) => j.replace('}}', '},"more":1}')), n, /the end line has an unknown field "more"/);
+  const early = [rows[0], rows[n - 1], ...rows.slice(1)].join('\n');
+  refuses(lie(early, n + 1, (j) => j.replace(`"lines":${n - 1}`, `"lines":${n}`)), 2, /an end line before the last line/);
+  // version 1 (written before the end line): read without one, and refused with one
+  const v1 = lie(rows.slice(0, n - 1).join('\n'), 1, (j) => j.replace('"version":2', '"version":1'));
+  assert.equal(verifyRecording(api, v1).entries.length, n - 2);
+  refuses(lie(text, 1, (j) => j.replace('"version":2', '"version":1')), n, /an end line in a recording of version 1/);
+});
+
 test('a line whose answer differs from the core\'s is refused with the line and both answers', () => {
   const text = small();
   refuses(lie(text, 4, (b) => b.replace('"token":1', '"token":4')), 4, /the core answers \{"kind":"granted","mode":"exclusive","token":1\}, the recording says .*"token":4/);
@@ -86,7 +112,7 @@ test('a line whose answer differs from the core\'s is refused with the line and 
 test('shapes, order and the header are checked before anything is applied', () => {
   const text = small();
   refuses(lie(text, 1, (b) => b.replace('"fencelock-recording"', '"something-else"')), 1, /not a fencelock recording/);
-  refuses(lie(text, 1, (b) => b.replace('"version":1', '"version":2')), 1, /version 2 is not supported/);
+  refuses(lie(text, 1, (b) => b.replace('"version":2', '"version":3')), 1, /version 3 is not supported/);
   refuses(lie(text, 1, (b) => b.replace(/"snapshot":"[0-9a-f]+"/, '"snapshot":"zz"')), 1, /snapshot is not hex/);
   refuses(lie(text, 1, (b) => b.replace(/"snapshot":"[0-9a-f]+"/, '"snapshot":"00ff"')), 1, /refuses the starting snapshot/);
   refuses(lie(text, 1, (b) => b.replace('"lockDelay":0', '"lockDelay":3')), 1, /lockDelay is 0, the header says 3/);
@@ -186,13 +212,15 @@ test('the Recorder writes only what its reader reads: the header, each line and 
   assert.throws(() => brec.handle({ kind: 'tick', now: 21 }), /stops here/);
   verifyRecording(api, brec.text());
 
-  // The last line a recording may have, and no more: refused before it is applied.
+  // The last line a recording may have before its end line, and no more: refused before
+  // it is applied; the text, end line included, is the most lines a reader takes.
   const full = new api.LockService({ sessions: 1, locks: 1, claims: 1 });
   const frec = new Recorder(full);
-  for (let t = 1; t < LIMITS.lines; t++) frec.handle({ kind: 'tick', now: t });
-  assert.equal(frec.lines.length, LIMITS.lines);
-  assert.throws(() => frec.handle({ kind: 'tick', now: LIMITS.lines }), /at most 20000 lines/);
-  assert.equal(full.now(), LIMITS.lines - 1);
+  for (let t = 1; t < LIMITS.lines - 1; t++) frec.handle({ kind: 'tick', now: t });
+  assert.equal(frec.lines.length, LIMITS.lines - 1);
+  assert.throws(() => frec.handle({ kind: 'tick', now: LIMITS.lines }), /at most 20000 lines, its end line included/);
+  assert.equal(full.now(), LIMITS.lines - 2);
+  assert.equal(frec.text().split('\n').length - 1, LIMITS.lines);
   verifyRecording(api, frec.text());
 });
 
@@ -237,7 +265,7 @@ test('the header\'s tick_ms: written by the Recorder when asked, a second when a
   assert.equal(ms.header.tick_ms, 1);
   assert.equal(ms.tickMs, 1);
   assert.equal(ms.tickSaid, true);
-  assert.match(r.lines[0], /^\{"format":"fencelock-recording","version":1,"source":"ms test","tick_ms":1,/);
+  assert.match(r.lines[0], /^\{"format":"fencelock-recording","version":2,"source":"ms test","tick_ms":1,/);
   // malformed: refused on line 1, naming the field, before anything is applied
   for (const bad of ['0', '-1', '1.5', '"1"', 'null', '86400001', '{}']) {
     refuses(lie(r.text(), 1, (b) => b.replace('"tick_ms":1', `"tick_ms":${bad}`)), 1, /"tick_ms" is .*: it must be a whole number of milliseconds from 1 to 86400000/);
@@ -296,8 +324,8 @@ test('a recording with labelled sessions, permits and a watch replays, and a lie
   const changed = tick.events.filter((e) => e.kind === 'holder_changed');
   assert.deepEqual(changed.map((e) => [e.session, e.change, e.holder, e.label]), [[dash, 'expired', a, 'worker-a (pid 1)'], [dash, 'granted', c, 'worker-c (pid 3)']]);
   assert.deepEqual(rec.entries.find((e) => e.input.session === c && e.input.kind === 'acquire').reply, { kind: 'queued', mode: { permits: 1, limit: 2 }, position: 1 });
-  // the tick is the last line: say the dashboard was told of worker-b instead
-  const n = text.trim().split('\n').length;
+  // the tick is the last line before the end line: say the dashboard was told of worker-b instead
+  const n = text.trim().split('\n').length - 1;
   refuses(lie(text, n, (j) => j.replace('"label":"worker-c (pid 3)"', '"label":"worker-b (pid 2)"')), n, /the events differ/);
 });
 
@@ -346,8 +374,8 @@ test('a release_hold line\'s token is checked like the other numbers of a line, 
   refuses(lie(text, 8, (j) => j.replace(',"token":1}', '}')), 8, /release_hold's "token" is nothing/);
   // a field the input does not have is the binding's refusal (bad_argument), not the core's
   refuses(lie(text, 8, (j) => j.replace('"token":1}', '"token":1,"holder":1}')), 8, /not one the core can be given: bad_argument/);
-  // the shape is checked before the replay: a bad token on the last line is found first
-  const last = text.trim().split('\n').length;
+  // the shape is checked before the replay: a bad token on the last input line is found first
+  const last = text.trim().split('\n').length - 1;
   const both = lie(lie(text, 2, (j) => j.replace('"ttl":1000', '"ttl":7')), last, (j) => j.replace('"token":2,', '"token":-2,'));
   refuses(both, last, /release_hold's "token" is -2/);
 });
