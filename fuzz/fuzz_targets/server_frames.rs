@@ -96,6 +96,7 @@ fn admin_only(req: &Request) -> bool {
             | Request::RemoveLearner { .. }
             | Request::ForceRelease { .. }
             | Request::ForceReleaseHold { .. }
+            | Request::ForceClose { .. }
             | Request::Export { .. }
             | Request::Backup { .. }
     )

@@ -11,8 +11,9 @@
 //!
 //! Nothing panics, and:
 //! - the same bytes open the same way twice (the same log read, or the same refusal);
-//! - a log that opens opens again, from the file as the open left it (a torn tail
-//!   zeroed, an older version rewritten), to the same log: recovery is idempotent;
+//! - a log that opens opens again, from the file as a start that passed its checks left
+//!   it (a torn tail zeroed; the rewrite of an older version, under a salt drawn anew,
+//!   is left out), to the same log: recovery is idempotent;
 //! - a log that opens opens accepting loss too, to the same log (accepting loss only
 //!   cuts what the strict open refuses).
 #![no_main]

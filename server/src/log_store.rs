@@ -1244,7 +1244,7 @@ impl LogStore {
                 if damaged {
                     "a last group written whole and then damaged (data loss accepted)"
                 } else {
-                    "a torn last write (once the start's checks pass)"
+                    "a torn last write (in the file once the start's checks pass)"
                 }
             );
             if accept_loss {

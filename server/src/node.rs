@@ -559,17 +559,20 @@ impl Node {
     /// requests from peers with other settings are refused ([`crate::settings`]).
     ///
     /// Errors: a directory made with other service settings (`InvalidInput`, naming each:
-    /// [`crate::settings::check_dir`]) or with a damaged settings file; I/O errors opening
-    /// the log or the snapshot; a damaged log, or a corrupt snapshot over a compacted log
-    /// (`InvalidData`, naming the file: see [`StateMachine::open_checked`]); openraft
-    /// start-up errors.
+    /// [`crate::settings::check_dir`]) or with a damaged settings file; a settings file or
+    /// a snapshot a later build wrote (`InvalidInput`, naming it; a log of a later build is
+    /// `InvalidData`, as any log this build does not read); I/O errors opening the log or
+    /// the snapshot; a damaged log, or a corrupt snapshot over a compacted log
+    /// (`InvalidData`, naming the file: see [`StateMachine::open_checked`]); 64 corrupt
+    /// snapshots kept aside already (`AlreadyExists`); openraft start-up errors. Every
+    /// refusal before openraft's own start leaves the directory as it found it.
     pub async fn start<N>(config: NodeConfig, mut network: N) -> io::Result<Arc<Node>>
     where
         N: RaftNetworkFactory<TypeConfig> + PreVoteNetwork + CarrySettings,
     {
         // Timing openraft refuses (an election timeout not above the heartbeat, say) is
-        // refused before the directory is opened: opening it may cut a torn log tail or
-        // move a corrupt snapshot aside, which a refused start must not have done.
+        // refused before the directory is opened: opening it makes the log and may move a
+        // corrupt snapshot aside, which a refused start must not have done.
         let raft_config = openraft::Config {
             cluster_name: "fencelock".into(),
             heartbeat_interval: config.heartbeat_ms,
@@ -2815,7 +2818,7 @@ mod start_tests {
 
     /// Timing openraft refuses (an election timeout no longer than the heartbeat) is
     /// refused before the directory is opened: nothing is written into it (opening it
-    /// makes the log, and may cut a torn tail or move a corrupt snapshot aside).
+    /// makes the log, and may move a corrupt snapshot aside).
     #[tokio::test]
     async fn a_start_refused_for_its_timing_writes_nothing() {
         let dir = std::env::temp_dir().join(format!("fl-start-timing-{}", std::process::id()));

@@ -1153,7 +1153,8 @@ fn open_snap_file(bytes: &[u8]) -> Result<(SnapFile, u8), String> {
 
 /// The snapshot file at `path` read and its frame checked (`decode_snap_file`), its state
 /// not restored: `Ok(None)` when there is none. Errors: I/O errors naming the path, a
-/// file over `cap` bytes (`FileTooLarge`) among them; `InvalidData` ([`corrupt_snap`])
+/// file over `cap` bytes (`FileTooLarge`) among them; `InvalidInput` for a file whose
+/// header names a later version (a later build's); `InvalidData` ([`corrupt_snap`])
 /// for a file that fails its checks. Cost: O(file size).
 fn read_snap_frame(path: &Path, cap: u64) -> io::Result<Option<SnapFile>> {
     let bytes = match crate::disk::read_capped(path, cap) {
@@ -1170,8 +1171,8 @@ fn read_snap_frame(path: &Path, cap: u64) -> io::Result<Option<SnapFile>> {
             format!(
                 "snapshot {}: its header names version {v}, which this build does not read \
                  (versions 1 to {SNAP_VERSION}): written by a later build, or damaged in its \
-                 header; refusing to start (nothing was changed): run the build that wrote it, \
-                 or, if it is damaged, move it aside yourself",
+                 header; refused, nothing was changed: run the build that wrote it, or, if it \
+                 is damaged, move it aside yourself",
                 path.display()
             ),
         ));
@@ -1748,6 +1749,12 @@ pub(crate) fn decode_snapshot(
             "it holds more than this node's tables do ({e}: sessions {}, locks {}, claims {})",
             config.sessions, config.locks, config.claims
         )),
+        // Checksummed bytes the core reads no version of: a later build's core snapshot
+        // inside a file whose own format this build reads. Never taken for corrupt.
+        fencelock::Error::UnsupportedVersion(v) => not_ours(format!(
+            "its core snapshot is of version {v}, which this build's core does not read: \
+             written by a later build (run the build that wrote it)"
+        )),
         e => io::Error::other(e.to_string()),
     })?;
     d.check_contents().map_err(io::Error::other)?;
@@ -1772,8 +1779,9 @@ impl StateMachine {
     /// Errors: I/O errors, naming the path; `InvalidData`, naming the path, for a corrupt
     /// snapshot file (bad header, length or checksum, or contents that do not decode or
     /// restore) — it is never used; `InvalidInput`, naming the path, for a sound snapshot
-    /// taken with other core settings or too large for `config`'s tables — the start is
-    /// refused and the file left as it is. Cost: O(snapshot size).
+    /// taken with other core settings or too large for `config`'s tables, or one a later
+    /// build wrote (its header, or its core snapshot's, names a later version) — the start
+    /// is refused and the file left as it is. Cost: O(snapshot size).
     pub fn open(dir: &Path, config: ServiceConfig) -> io::Result<(StateMachine, Arc<Shared>)> {
         crate::disk::create_private_dir(dir)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
@@ -2201,15 +2209,12 @@ fn apply_op(
                 session,
                 request: None,
             };
-            let (mut events, result) = apply_cmd(&mut g.svc, stamp, input, index, trace);
+            // The owner is also pushed `SessionExpired` (by the apply loop: a push, not an
+            // event of the core, so neither recorded nor counted as an expiry).
+            let (events, result) = apply_cmd(&mut g.svc, stamp, input, index, trace);
             if matches!(result.reply, Ok(Reply::Closed)) {
                 g.open_keys.forget(session);
                 g.owners.forget(session);
-                // The owner did not ask: tell it as the service tells a session that ended
-                // without its asking (no deadline passed; the core's own events, above,
-                // released its holds with reason `Closed`). Pushed, not recorded: the core
-                // emitted no such event.
-                events.push(Output::SessionExpired { session });
             }
             (events, result)
         }
@@ -2596,6 +2601,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             }
                             _ => closed.map(|s| (s.0, LockName::default(), false)),
                         };
+                        let forced = matches!(op, Op::ForceClose { .. });
                         let (events, result) = apply_op(&mut g, stamp, op, index, &mut None);
                         self.shared.stats.record(
                             &watched,
@@ -2608,6 +2614,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             self.shared.hub.push_of(index, o, proposer);
                         }
                         if let (Some(s), Ok(Reply::Closed)) = (closed, &result.reply) {
+                            if forced {
+                                // An administrator's close: the owner did not ask. It is
+                                // told as the service tells a session that ended without
+                                // its asking (no deadline passed; the core's events above
+                                // released its holds with reason `Closed`). Not an event of
+                                // the core: pushed only, not counted as an expiry.
+                                let gone = Output::SessionExpired { session: s };
+                                self.shared.hub.push_of(index, &gone, proposer);
+                            }
                             self.shared.hub.forget(s);
                         }
                         batch.push(result);
@@ -3503,6 +3518,30 @@ mod tests {
         // A backup of a later build is refused saying so, too.
         let e = check_backup(&bytes).expect_err("refused");
         assert!(e.contains("a later build's snapshot"), "{e}");
+        // A later build's core snapshot inside a file whose own format this build reads
+        // (the core's version raised alone): refused the same way, never moved aside.
+        let mut d = SnapData::decode(&f.data).unwrap();
+        assert!(
+            matches!(d.core[4], 1 | 2),
+            "the core snapshot's version, after its magic"
+        );
+        d.core[4] = 3;
+        let later_core = SnapFile {
+            meta: f.meta.clone(),
+            data: postcard::to_allocvec(&d).unwrap(),
+        };
+        let bytes = encode_snap_file(&later_core).unwrap();
+        fs::write(&path, &bytes).unwrap();
+        let e = StateMachine::open_checked(&dir, config, None)
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(
+            e.to_string().contains("core snapshot is of version 3"),
+            "{e}"
+        );
+        assert_eq!(fs::read(&path).unwrap(), bytes, "left where it was");
+        assert!(!dir.join("snapshot.bin.corrupt").exists(), "moved aside");
         fs::remove_dir_all(&dir).unwrap();
     }
 

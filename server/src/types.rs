@@ -177,7 +177,9 @@ pub enum Op {
     /// request number): its watches end, each of its holds is released (reason `Closed`,
     /// pushed to the owner's connections like any event of the session, and the lock
     /// granted on to the next waiter with a new token), its waits end; its open key and
-    /// credential are forgotten, as at any close. Then the owner's connections are pushed
+    /// credential are forgotten, as at any close. No lock-delay: the core keeps that for an
+    /// expiry, and this is a close (fencing tokens refuse the old holder's late writes).
+    /// Then the owner's connections are pushed
     /// `SessionExpired`, the push for a session that ended without its asking (no deadline
     /// passed; the core emits no such event for a close, so a recording has none). A session that is not open is refused
     /// `unknown_session`, so a retry after a lost answer changes nothing. Appended after the

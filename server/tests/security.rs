@@ -1112,6 +1112,13 @@ async fn an_admin_closes_another_tokens_session_and_only_an_admin_may() {
     };
     // Well within the sessions' ttl: the owner learns of the close from its push, not
     // from a keep-alive refused later.
+    let expiries = || {
+        t.nodes
+            .iter()
+            .map(|n| n.shared.stats.expiries.get())
+            .sum::<u64>()
+    };
+    let before = expiries();
     let waits = tokio::time::timeout(Duration::from_secs(15), async {
         tokio::join!(
             owner.acquire("jobs/y", Mode::Exclusive, WaitSpec::Forever),
@@ -1136,6 +1143,10 @@ async fn an_admin_closes_another_tokens_session_and_only_an_admin_may() {
         )
     });
     let (owner_wait, next_wait, ()) = waits.await.expect("the waits end at the close");
+    // Not an expiry: no node's metric of expired sessions counts it (each node has
+    // applied the close once every node's answer below has been read).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(expiries(), before, "a forced close counted as an expiry");
     // The hold went to the waiter, with a later token; the owner's wait ended.
     let second = grant(next_wait);
     assert!(second > first, "{second:?} after {first:?}");

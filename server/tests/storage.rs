@@ -413,6 +413,50 @@ async fn a_start_refused_after_the_log_was_read_leaves_its_torn_tail() {
     );
 }
 
+/// A torn tail left for the start's checks is cut by the first write if nothing cut it
+/// before (a store opened without `finish_open`): an append or a vote shorter than the
+/// torn group, written where it began, leaves none of its sectors behind, and the log
+/// reopens with the new write last. (Left behind, they would follow the new group, none of
+/// their sectors zero, and the next open would take them for damage and refuse.)
+#[tokio::test]
+async fn the_first_write_cuts_a_torn_tail_left_for_the_checks() {
+    for vote in [false, true] {
+        let dir = common::temp_dir(if vote { "torn-vote" } else { "torn-append" });
+        let _g = Guard(dir.clone());
+        let path = dir.join("raft.log");
+        let (acked_end, end) =
+            acked_then_last(&dir, vec![entry_ops(1, 1, 1)], vec![entry_ops(1, 2, 6000)]).await;
+        assert!(end - acked_end > 2 * PAGE, "the entry spans pages");
+        lose(&path, acked_end, (acked_end / PAGE + 1) * PAGE);
+        {
+            let mut log = LogStore::open(&dir).expect("cut, not fatal");
+            assert_eq!(indices(&mut log).await, vec![1]);
+            if vote {
+                log.save_vote(&Vote::new(2, 1)).await.unwrap();
+            } else {
+                append(&mut log, vec![entry(1, 2)]).await;
+            }
+        }
+        let mut log = LogStore::open(&dir).expect("the first write cut the torn tail");
+        let len = log.file_len() as usize;
+        if vote {
+            assert_eq!(indices(&mut log).await, vec![1]);
+            assert_eq!(log.vote(), Some(Vote::new(2, 1)));
+        } else {
+            assert_eq!(indices(&mut log).await, vec![1, 2]);
+        }
+        assert!(
+            len < end as usize,
+            "the new group is shorter than the torn one"
+        );
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            bytes[len..].iter().all(|&b| b == 0),
+            "the torn group's sectors remain"
+        );
+    }
+}
+
 /// A large entry spans pages; the page holding its header was lost, later pages written.
 #[tokio::test]
 async fn a_torn_large_entry_whose_header_page_was_lost_is_cut() {
