@@ -1029,18 +1029,28 @@ impl Client {
     /// `Released` with reason `Closed`), its waits and watches end, the owner is pushed
     /// `SessionExpired` (so its client counts the session lost at once), and its next
     /// request is refused `unknown_session` — what ends a revoked or compromised token's sessions
-    /// now rather than at their ttl. Cost: one replicated write.
+    /// now rather than at their ttl. Reads the session first (a linearizable read): one
+    /// that is not open is refused. One that was open and is gone when the close is
+    /// applied is closed all the same, by this call (an attempt applied whose answer was
+    /// lost, then retried) or meanwhile: `Ok`, since what was asked holds. Cost: one read
+    /// and one replicated write.
     ///
-    /// Errors: `Forbidden` (not an admin token), `Core(unknown_session)` (not open: never
-    /// opened, already ended, or closed by a first attempt whose answer was lost — a
-    /// retry is safe and changes nothing), `Unavailable`.
+    /// Errors: `Forbidden` (not an admin token), `Core(unknown_session)` (not open at the
+    /// read: never opened, or already ended), `Unavailable`.
     pub async fn force_close(&self, session: u64) -> Result<(), ClientError> {
-        match self.call(Request::ForceClose { session }).await? {
-            Reply::Done {
+        if self.session_info(session).await?.is_none() {
+            return Err(ClientError::Core(
+                fencelock::Error::UnknownSession(fencelock::SessionId(session)).into(),
+            ));
+        }
+        match self.call(Request::ForceClose { session }).await {
+            Ok(Reply::Done {
                 reply: fencelock::Reply::Closed,
                 ..
-            } => Ok(()),
-            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+            }) => Ok(()),
+            Err(ClientError::Core(e)) if e.kind == "unknown_session" => Ok(()),
+            Ok(_) => Err(ClientError::Unavailable("unexpected reply".into())),
+            Err(e) => Err(e),
         }
     }
 

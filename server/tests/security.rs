@@ -1185,8 +1185,18 @@ async fn an_admin_closes_another_tokens_session_and_only_an_admin_may() {
         )
     };
     gone(owner.keep_alive().await.map(|_| ()));
-    // A repeat (an administrator's retry after a lost answer) is told it is gone.
+    // A repeat is told it is gone: the client's read finds it not open, and the request
+    // itself (what the client's own retry of a lost answer sends) is refused and changes
+    // nothing.
     gone(admin.force_close(owner.id()).await);
+    gone(
+        admin
+            .call(Request::ForceClose {
+                session: owner.id(),
+            })
+            .await
+            .map(|_| ()),
+    );
     assert_eq!(
         admin.holders("jobs/x").await.unwrap()[0].session.0,
         next.id()
