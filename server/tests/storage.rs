@@ -265,6 +265,13 @@ fn entry_ops(term: u64, index: u64, ops: usize) -> Entry {
 
 /// Overwrites `from..to` of the file with zeros: what a preallocated page reads as when
 /// its write-back had not happened before the power went.
+/// True when every byte of the file at `path` from `at` on is zero (cut, or never written).
+fn zeros_from(path: &std::path::Path, at: u64) -> bool {
+    std::fs::read(path).unwrap()[at as usize..]
+        .iter()
+        .all(|&b| b == 0)
+}
+
 fn lose(path: &std::path::Path, from: u64, to: u64) {
     let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
     f.write_all_at(&vec![0u8; (to - from) as usize], from)
@@ -294,11 +301,7 @@ async fn a_torn_multi_page_append_with_a_lost_middle_page_is_cut() {
     assert_eq!(log.file_len(), acked_end);
     log.finish_open().unwrap();
     drop(log);
-    let bytes = std::fs::read(&path).unwrap();
-    assert!(
-        bytes[acked_end as usize..].iter().all(|&b| b == 0),
-        "torn bytes zeroed"
-    );
+    assert!(zeros_from(&path, acked_end), "torn bytes zeroed");
 }
 
 /// A last group of many sectors (one entry of several KiB) written whole — none of its
@@ -406,11 +409,22 @@ async fn a_start_refused_after_the_log_was_read_leaves_its_torn_tail() {
         .await
         .expect("starts");
     node.shutdown().await;
-    let bytes = std::fs::read(&path).unwrap();
     assert!(
-        bytes[acked_end as usize..].iter().all(|&b| b == 0),
+        zeros_from(&path, acked_end),
         "the started node cut the tail"
     );
+}
+
+/// A log in `dir` of entry 1, then a large entry 2 spanning pages whose first page (its
+/// header) was lost and later pages written: a torn last write. Returns the log's path and
+/// where the torn group ended.
+async fn torn_large_entry(dir: &Path) -> (PathBuf, u64) {
+    let path = dir.join("raft.log");
+    let (acked_end, end) =
+        acked_then_last(dir, vec![entry_ops(1, 1, 1)], vec![entry_ops(1, 2, 6000)]).await;
+    assert!(end - acked_end > 2 * PAGE, "the entry spans pages");
+    lose(&path, acked_end, (acked_end / PAGE + 1) * PAGE);
+    (path, end)
 }
 
 /// A torn tail left for the start's checks is cut by the first write if nothing cut it
@@ -423,11 +437,7 @@ async fn the_first_write_cuts_a_torn_tail_left_for_the_checks() {
     for vote in [false, true] {
         let dir = common::temp_dir(if vote { "torn-vote" } else { "torn-append" });
         let _g = Guard(dir.clone());
-        let path = dir.join("raft.log");
-        let (acked_end, end) =
-            acked_then_last(&dir, vec![entry_ops(1, 1, 1)], vec![entry_ops(1, 2, 6000)]).await;
-        assert!(end - acked_end > 2 * PAGE, "the entry spans pages");
-        lose(&path, acked_end, (acked_end / PAGE + 1) * PAGE);
+        let (path, end) = torn_large_entry(&dir).await;
         {
             let mut log = LogStore::open(&dir).expect("cut, not fatal");
             assert_eq!(indices(&mut log).await, vec![1]);
@@ -438,22 +448,15 @@ async fn the_first_write_cuts_a_torn_tail_left_for_the_checks() {
             }
         }
         let mut log = LogStore::open(&dir).expect("the first write cut the torn tail");
-        let len = log.file_len() as usize;
+        let len = log.file_len();
         if vote {
             assert_eq!(indices(&mut log).await, vec![1]);
             assert_eq!(log.vote(), Some(Vote::new(2, 1)));
         } else {
             assert_eq!(indices(&mut log).await, vec![1, 2]);
         }
-        assert!(
-            len < end as usize,
-            "the new group is shorter than the torn one"
-        );
-        let bytes = std::fs::read(&path).unwrap();
-        assert!(
-            bytes[len..].iter().all(|&b| b == 0),
-            "the torn group's sectors remain"
-        );
+        assert!(len < end, "the new group is shorter than the torn one");
+        assert!(zeros_from(&path, len), "the torn group's sectors remain");
     }
 }
 
@@ -462,11 +465,7 @@ async fn the_first_write_cuts_a_torn_tail_left_for_the_checks() {
 async fn a_torn_large_entry_whose_header_page_was_lost_is_cut() {
     let dir = common::temp_dir("torn-header");
     let _g = Guard(dir.clone());
-    let path = dir.join("raft.log");
-    let (acked_end, end) =
-        acked_then_last(&dir, vec![entry_ops(1, 1, 1)], vec![entry_ops(1, 2, 6000)]).await;
-    assert!(end - acked_end > 2 * PAGE, "the entry spans pages");
-    lose(&path, acked_end, (acked_end / PAGE + 1) * PAGE);
+    torn_large_entry(&dir).await;
     let mut log = LogStore::open(&dir).expect("cut, not fatal");
     assert_eq!(indices(&mut log).await, vec![1]);
 }
