@@ -502,7 +502,7 @@ pub fn build(
 }
 
 /// The most bytes an end line takes, its line break included (`{"end":{"lines":N}}`, a
-/// tab, 8 hex digits: 35 bytes with N of five digits).
+/// tab, 8 hex digits and the break: 34 bytes with N of five digits).
 const END_LINE_ROOM: usize = 48;
 
 /// The end line of a recording whose other lines are `n`. Cost: O(1).

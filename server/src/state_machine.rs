@@ -1368,7 +1368,12 @@ pub fn restore_into(
     let mut d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
     d.check_contents().map_err(bad)?;
     let svc = LockService::restore(config.storage(), &d.core)
-        .map_err(|(_, e)| bad(format!("does not restore with these table sizes: {e}")))?;
+        .map_err(|(_, e)| match e {
+            fencelock::Error::UnsupportedVersion(v) if v > fencelock::SNAPSHOT_VERSION => bad(
+                format!("its core snapshot is of version {v}, written by a later build: restore it with that build"),
+            ),
+            e => bad(format!("does not restore with these table sizes: {e}")),
+        })?;
     d.keep_open_sessions(&svc);
     // The directory runs with these table sizes and the core settings the backup was
     // taken with ([`crate::settings`]).
@@ -1749,12 +1754,14 @@ pub(crate) fn decode_snapshot(
             "it holds more than this node's tables do ({e}: sessions {}, locks {}, claims {})",
             config.sessions, config.locks, config.claims
         )),
-        // Checksummed bytes the core reads no version of: a later build's core snapshot
+        // Checksummed bytes of a core snapshot version above the core's: a later build's,
         // inside a file whose own format this build reads. Never taken for corrupt.
-        fencelock::Error::UnsupportedVersion(v) => not_ours(format!(
-            "its core snapshot is of version {v}, which this build's core does not read: \
+        fencelock::Error::UnsupportedVersion(v) if v > fencelock::SNAPSHOT_VERSION => {
+            not_ours(format!(
+                "its core snapshot is of version {v}, which this build's core does not read: \
              written by a later build (run the build that wrote it)"
-        )),
+            ))
+        }
         e => io::Error::other(e.to_string()),
     })?;
     d.check_contents().map_err(io::Error::other)?;
@@ -3542,6 +3549,21 @@ mod tests {
         );
         assert_eq!(fs::read(&path).unwrap(), bytes, "left where it was");
         assert!(!dir.join("snapshot.bin.corrupt").exists(), "moved aside");
+        // Given to `snapshot restore` as a backup: refused, saying whose it is.
+        let members = BTreeMap::from([(
+            1,
+            crate::types::NodeAddr {
+                raft: "127.0.0.1:1".into(),
+                client: "127.0.0.1:2".into(),
+            },
+        )]);
+        let e = restore_into(&bytes, &dir.join("new"), &config, members)
+            .expect_err("a later build's backup");
+        assert!(
+            e.to_string()
+                .contains("version 3, written by a later build"),
+            "{e}"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -263,8 +263,6 @@ fn entry_ops(term: u64, index: u64, ops: usize) -> Entry {
     }
 }
 
-/// Overwrites `from..to` of the file with zeros: what a preallocated page reads as when
-/// its write-back had not happened before the power went.
 /// True when every byte of the file at `path` from `at` on is zero (cut, or never written).
 fn zeros_from(path: &std::path::Path, at: u64) -> bool {
     std::fs::read(path).unwrap()[at as usize..]
@@ -272,6 +270,8 @@ fn zeros_from(path: &std::path::Path, at: u64) -> bool {
         .all(|&b| b == 0)
 }
 
+/// Overwrites `from..to` of the file with zeros: what a preallocated page reads as when
+/// its write-back had not happened before the power went.
 fn lose(path: &std::path::Path, from: u64, to: u64) {
     let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
     f.write_all_at(&vec![0u8; (to - from) as usize], from)

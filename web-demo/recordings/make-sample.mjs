@@ -48,5 +48,5 @@ if (process.argv.includes('--stdout')) {
   process.stdout.write(rec.text());
 } else {
   writeFileSync(path.join(here, 'paused-holder.flrec'), rec.text());
-  console.log(`wrote ${rec.lines.length} lines`);
+  console.log(`wrote ${rec.lines.length + 1} lines (the last, the end line)`);
 }

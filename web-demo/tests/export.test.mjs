@@ -211,7 +211,7 @@ test('a real three-node incident (stopped holder, kill -9 of the leader) exporte
   assert.notEqual(now, leader, 'the export came from the new leader');
   const text = readFileSync(file, 'utf8');
   const rec = parseRecording(text);
-  console.log(`exported: ${rec.entries.length + 1} lines, ${text.length} bytes; ${ex.err.trim()}`);
+  console.log(`exported: ${rec.entries.length + 2} lines (the header and end line among them), ${text.length} bytes; ${ex.err.trim()}`);
   assert.ok(text.length > 40 * 1024, `the recording (${text.length} bytes) came in more than one page`);
   const grants = grantsOf(rec.entries);
   const tokens = grants.map((g) => g.token);

@@ -313,10 +313,11 @@ gathered is still printed); 64 a usage error."
     /// next waiter, with a new token), its waits and watches end, and its owner's next
     /// request is refused. Ends a revoked token's sessions now rather than at their ttl.
     #[command(
-        after_help = "Reads the session first. Exit status: 0 closed (also when it ended \
-between the read and the close: an attempt whose answer was lost, retried, finds it gone); 1 \
-not closed: the session was not open at the read (never opened, or already ended), the token \
-is no admin token, or no leader answered in time."
+        after_help = "Reads the session first. Exit status: 0 the session is closed: by this \
+command, or, when it ended between the read and the close (an attempt whose answer was lost, \
+retried, finds it gone; or it expired or closed meanwhile), otherwise; 1 the session was not \
+open at the read (never opened, or already ended: a run that timed out may have closed it), \
+the token is no admin token, or no leader answered in time."
     )]
     ForceClose {
         /// The session (see `holder`, `queue`).
