@@ -609,6 +609,17 @@ mod tests {
         ]
     }
 
+    /// The recording of all of `h`, from the empty state, with `source` in its header.
+    fn whole(h: Vec<Entry>, source: &str) -> Recording {
+        build(
+            state_machine::empty_state(&config()),
+            h,
+            Window::default(),
+            source,
+        )
+        .expect("exports")
+    }
+
     fn body(l: &str) -> &str {
         let (json, crc) = l.rsplit_once('\t').expect("a tab");
         assert_eq!(format!("{:08x}", crc32fast::hash(json.as_bytes())), crc);
@@ -644,13 +655,7 @@ mod tests {
     /// expiry that releases the first holder and grants the waiter the next token.
     #[test]
     fn a_history_becomes_checksummed_lines_in_the_formats_words() {
-        let r = build(
-            state_machine::empty_state(&config()),
-            history(),
-            Window::default(),
-            "test",
-        )
-        .expect("exports");
+        let r = whole(history(), "test");
         let b: Vec<&str> = r.lines.iter().map(|l| body(l)).collect();
         assert!(b[0].starts_with(r#"{"format":"fencelock-recording","version":2,"source":"test","tick_ms":1,"capacity":{"sessions":8,"locks":8,"claims":8},"config":{"lockDelay":0,"maxNameLen":"#), "{}", b[0]);
         assert_eq!(
@@ -693,13 +698,7 @@ mod tests {
                 [Op::Input(Input::Tick { now: Tick(0) })],
             )),
         };
-        let r = build(
-            state_machine::empty_state(&config()),
-            entries,
-            Window::default(),
-            "test",
-        )
-        .expect("exports");
+        let r = whole(entries, "test");
         let b: Vec<&str> = r.lines.iter().map(|l| body(l)).collect();
         assert_eq!(
             b[6],
@@ -716,13 +715,7 @@ mod tests {
     /// a reader shows `now` 1500 as 1.5 s, not 1500 s.
     #[test]
     fn the_header_says_a_tick_is_one_millisecond() {
-        let r = build(
-            state_machine::empty_state(&config()),
-            history(),
-            Window::default(),
-            "test",
-        )
-        .expect("exports");
+        let r = whole(history(), "test");
         let header = body(&r.lines[0]);
         assert_eq!(header.matches(r#""tick_ms":"#).count(), 1, "{header}");
         assert!(header.contains(r#","tick_ms":1,"#), "{header}");
@@ -732,13 +725,7 @@ mod tests {
     /// what came earlier, and only the window's inputs have lines.
     #[test]
     fn a_window_starts_from_the_state_before_it() {
-        let all = build(
-            state_machine::empty_state(&config()),
-            history(),
-            Window::default(),
-            "t",
-        )
-        .unwrap();
+        let all = whole(history(), "t");
         let w = Window {
             from_index: Some(2),
             to_index: Some(2),
@@ -819,13 +806,7 @@ mod tests {
             // (session 3 expires at 70), then the grant to session 2.
             entry(7, 100, vec![force_release_hold(1, 1)]),
         ];
-        let r = build(
-            state_machine::empty_state(&config()),
-            h,
-            Window::default(),
-            "t",
-        )
-        .unwrap();
+        let r = whole(h, "t");
         let b: Vec<&str> = r.lines.iter().map(|l| body(l)).collect();
         assert_eq!(
             b[2],
@@ -874,13 +855,7 @@ mod tests {
                 }],
             ),
         ];
-        let r = build(
-            state_machine::empty_state(&config()),
-            h,
-            Window::default(),
-            "t",
-        )
-        .unwrap();
+        let r = whole(h, "t");
         let b: Vec<&str> = r.lines.iter().map(|l| body(l)).collect();
         assert_eq!(
             b[5],

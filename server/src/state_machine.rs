@@ -1039,16 +1039,15 @@ pub const SNAP_MAGIC_V2: [u8; 8] = *b"FLSNAP\0\x02";
 /// [`Principal::Unrecorded`]'s).
 pub const SNAP_MAGIC_V1: [u8; 8] = *b"FLSNAP\0\x01";
 const SNAP_HEADER: usize = 8 + 8 + 4;
-/// What every version's first 8 bytes begin with: the format; the version is the 8th.
-const SNAP_FORMAT: &[u8; 7] = b"FLSNAP\0";
-/// The newest snapshot file version this build reads (and writes).
-const SNAP_VERSION: u8 = 3;
+/// The newest snapshot file version this build reads (and writes): [`SNAP_MAGIC`]'s last
+/// byte (the 7 before it name the format, in every version).
+const SNAP_VERSION: u8 = SNAP_MAGIC[7];
 
 /// The version a snapshot file of a later build names in its header (a format this build
 /// recognises, a version above [`SNAP_VERSION`]), `None` for any other bytes. Cost: O(1).
 fn later_snap_version(bytes: &[u8]) -> Option<u8> {
     match bytes.get(..8) {
-        Some([f @ .., v]) if f == SNAP_FORMAT && *v > SNAP_VERSION => Some(*v),
+        Some([f @ .., v]) if f == &SNAP_MAGIC[..7] && *v > SNAP_VERSION => Some(*v),
         _ => None,
     }
 }
@@ -1116,7 +1115,7 @@ pub(crate) fn decode_snap_file(bytes: &[u8]) -> Result<SnapFile, String> {
 /// checksum and a copy of the data), without decoding the state.
 fn open_snap_file(bytes: &[u8]) -> Result<(SnapFile, u8), String> {
     let version = match bytes.get(..8) {
-        Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC => 3,
+        Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC => SNAP_VERSION,
         Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC_V2 => 2,
         Some(m) if bytes.len() >= SNAP_HEADER && m == SNAP_MAGIC_V1 => 1,
         _ => {
@@ -1125,9 +1124,10 @@ fn open_snap_file(bytes: &[u8]) -> Result<(SnapFile, u8), String> {
                     "its header names version {v}, which this build does not read (versions \
                      1 to {SNAP_VERSION}): a later build's snapshot, or a damaged header"
                 ),
-                None => "not a fencelock snapshot of a version this build reads, 1 to 3 \
-                         (header mismatch)"
-                    .into(),
+                None => format!(
+                    "not a fencelock snapshot of a version this build reads, 1 to \
+                     {SNAP_VERSION} (header mismatch)"
+                ),
             })
         }
     };
@@ -2122,6 +2122,15 @@ fn advance(
     (now, stepped)
 }
 
+/// After a close of `session` (its owner's or an administrator's) answered `result`: once
+/// closed, its open key and its credential are forgotten. Cost: O(log n).
+fn forget_closed(g: &mut SmState, session: SessionId, result: &CmdResult) {
+    if matches!(result.reply, Ok(Reply::Closed)) {
+        g.open_keys.forget(session);
+        g.owners.forget(session);
+    }
+}
+
 fn refused(g: &SmState, e: OpError, index: u64) -> CmdResult {
     CmdResult {
         reply: Err(e),
@@ -2178,9 +2187,8 @@ fn apply_op(
             let closing = matches!(input, Input::CloseSession { .. });
             let (more, result) = apply_cmd(&mut g.svc, stamp, input, index, trace);
             events.extend(more);
-            if closing && matches!(result.reply, Ok(Reply::Closed)) {
-                g.open_keys.forget(session);
-                g.owners.forget(session);
+            if closing {
+                forget_closed(g, session, &result);
             }
             (events, result)
         }
@@ -2219,10 +2227,7 @@ fn apply_op(
             // The owner is also pushed `SessionExpired` (by the apply loop: a push, not an
             // event of the core, so neither recorded nor counted as an expiry).
             let (events, result) = apply_cmd(&mut g.svc, stamp, input, index, trace);
-            if matches!(result.reply, Ok(Reply::Closed)) {
-                g.open_keys.forget(session);
-                g.owners.forget(session);
-            }
+            forget_closed(g, session, &result);
             (events, result)
         }
         // Opens of earlier versions recorded no principal: their keys are scoped to

@@ -996,15 +996,7 @@ async fn a_forced_release_retried_after_the_owner_took_the_lock_again_keeps_the_
     let admin = t.client();
     let owner = t.client_with(JOBS).open_session(60_000).await.unwrap();
     let sid = owner.id();
-    let grant = |r| match r {
-        Ok(Acquired::Granted(t)) => t,
-        other => panic!("{other:?}"),
-    };
-    let first = grant(
-        owner
-            .acquire("jobs/x", Mode::Exclusive, WaitSpec::None)
-            .await,
-    );
+    let first = granted(&owner, "jobs/x").await;
     let not_holder = |r: Result<fencelock::Token, ClientError>| {
         assert!(
             matches!(&r, Err(ClientError::Core(e)) if e.kind == "not_holder"),
@@ -1021,11 +1013,7 @@ async fn a_forced_release_retried_after_the_owner_took_the_lock_again_keeps_the_
     // Released by its token; the owner takes the lock again; the same request repeated
     // (an administrator's retry after a lost answer) finds that hold gone.
     assert_eq!(admin.force_release(sid, "jobs/x").await.unwrap(), first);
-    let again = grant(
-        owner
-            .acquire("jobs/x", Mode::Exclusive, WaitSpec::None)
-            .await,
-    );
+    let again = granted(&owner, "jobs/x").await;
     assert!(again > first);
     not_holder(admin.force_release_hold(sid, "jobs/x", first).await);
     let held = admin.holders("jobs/x").await.unwrap();
@@ -1083,21 +1071,10 @@ async fn an_admin_closes_another_tokens_session_and_only_an_admin_may() {
     let mut pushes = owner_client.subscribe();
     let owner = owner_client.open_session(60_000).await.unwrap();
     let next = t.client_with(JOBS).open_session(60_000).await.unwrap();
-    let grant = |r| match r {
-        Ok(Acquired::Granted(t)) => t,
-        other => panic!("{other:?}"),
-    };
-    let first = grant(
-        owner
-            .acquire("jobs/x", Mode::Exclusive, WaitSpec::None)
-            .await,
-    );
+    let first = granted(&owner, "jobs/x").await;
     // The owner waits behind `next` on another lock; `next` waits behind the owner. Once
     // both are queued, the administrator closes the owner's session.
-    grant(
-        next.acquire("jobs/y", Mode::Exclusive, WaitSpec::None)
-            .await,
-    );
+    granted(&next, "jobs/y").await;
     let queued = |lock: &'static str| {
         let admin = &admin;
         async move {
@@ -1148,7 +1125,9 @@ async fn an_admin_closes_another_tokens_session_and_only_an_admin_may() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(expiries(), before, "a forced close counted as an expiry");
     // The hold went to the waiter, with a later token; the owner's wait ended.
-    let second = grant(next_wait);
+    let Ok(Acquired::Granted(second)) = next_wait else {
+        panic!("{next_wait:?}")
+    };
     assert!(second > first, "{second:?} after {first:?}");
     assert!(
         matches!(owner_wait, Ok(Acquired::SessionLost)),
