@@ -86,8 +86,8 @@ fn lock_of(req: &Request) -> Option<&str> {
     }
 }
 
-/// The requests only an admin may make (membership, forced releases, the history, a
-/// backup with every credential in it).
+/// The requests only an admin may make (membership, forced releases and closes, the list
+/// of sessions with their owners, the history, a backup with every credential in it).
 fn admin_only(req: &Request) -> bool {
     matches!(
         req,
@@ -97,6 +97,7 @@ fn admin_only(req: &Request) -> bool {
             | Request::ForceRelease { .. }
             | Request::ForceReleaseHold { .. }
             | Request::ForceClose { .. }
+            | Request::Sessions { .. }
             | Request::Export { .. }
             | Request::Backup { .. }
     )

@@ -283,6 +283,11 @@ fn requests() -> Vec<Request> {
             token: 4,
         },
         Request::ForceClose { session: 1 },
+        Request::Sessions {
+            after: 1,
+            owner: Some(Principal::Anyone),
+            limit: 10,
+        },
     ]
 }
 

@@ -169,6 +169,17 @@ impl Owners {
         self.principal.get(&session).copied()
     }
 
+    /// The sessions with a recorded secret (every open one: each open records its secret)
+    /// and ids above `after`, in id order, each with the principal that opened it
+    /// ([`Principal::Unrecorded`] when its open recorded none). Cost: O(log n) to start,
+    /// then O(log n) per item.
+    pub fn after(&self, after: SessionId) -> impl Iterator<Item = (SessionId, Principal)> + '_ {
+        use std::ops::Bound::{Excluded, Unbounded};
+        self.by_session
+            .range((Excluded(after), Unbounded))
+            .map(|(s, _)| (*s, self.principal_of(*s).unwrap_or(Principal::Unrecorded)))
+    }
+
     /// Whether `principal` may make requests naming `session` (with its credential): false
     /// only when the session's open recorded a token principal and `principal` is another
     /// token's. A session opened on a node without tokens ([`Principal::Anyone`]) or by an
@@ -281,6 +292,43 @@ impl Principal {
     pub fn token(token: &str) -> Principal {
         Principal::Token(Sha256::digest(token.as_bytes()).into())
     }
+
+    /// A principal as [`Principal`]'s `Display` writes it: `sha256:` and 64 hex digits (the
+    /// hash field of the token's lines in a tokens file), `anyone` or `unrecorded`.
+    /// Cost: O(1).
+    ///
+    /// Errors: any other text, with a message saying what is expected.
+    pub fn parse(text: &str) -> Result<Principal, String> {
+        match text {
+            "anyone" => Ok(Principal::Anyone),
+            "unrecorded" => Ok(Principal::Unrecorded),
+            _ => text
+                .strip_prefix("sha256:")
+                .and_then(hex32)
+                .map(Principal::Token)
+                .ok_or_else(|| {
+                    format!(
+                        "{text:?} is no owner: expected sha256: and 64 hex digits (the hash \
+                         of the token's lines in the tokens file), anyone or unrecorded"
+                    )
+                }),
+        }
+    }
+}
+
+impl fmt::Display for Principal {
+    /// `sha256:` and the whole hash in hex for a token (as its tokens-file lines hold it),
+    /// `anyone`, `unrecorded`: what [`Principal::parse`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Principal::Unrecorded => f.write_str("unrecorded"),
+            Principal::Anyone => f.write_str("anyone"),
+            Principal::Token(h) => {
+                f.write_str("sha256:")?;
+                h.iter().try_for_each(|b| write!(f, "{b:02x}"))
+            }
+        }
+    }
 }
 
 impl fmt::Debug for Principal {
@@ -310,7 +358,8 @@ pub enum Role {
     Lock,
     /// Everything: [`Role::Lock`] on every lock, membership changes, releasing any
     /// session's hold ([`Request::ForceRelease`]) and closing any session
-    /// ([`Request::ForceClose`]), exporting the history ([`Request::Export`]:
+    /// ([`Request::ForceClose`]), listing every session with the principal that opened it
+    /// ([`Request::Sessions`]), exporting the history ([`Request::Export`]:
     /// it names every lock and session), taking a backup ([`Request::Backup`]: it holds
     /// every session's credential). An admin line's prefix must be empty.
     Admin,
@@ -393,6 +442,7 @@ impl Grants {
             | Request::ForceRelease { .. }
             | Request::ForceReleaseHold { .. }
             | Request::ForceClose { .. }
+            | Request::Sessions { .. }
             | Request::Export { .. }
             | Request::Backup { .. } => (Role::Admin, None),
         };
@@ -838,13 +888,51 @@ mod tests {
             Err(ClientError::Forbidden(m)) if m == "this token has no admin role"
         ));
         assert!(viewer.authorize(&backup).is_err());
+        // the list of sessions names who opened each: admins only
+        let sessions = Request::Sessions {
+            after: 0,
+            owner: None,
+            limit: 0,
+        };
+        assert!(matches!(
+            ci.authorize(&sessions),
+            Err(ClientError::Forbidden(m)) if m == "this token has no admin role"
+        ));
+        assert!(viewer.authorize(&sessions).is_err());
         let root = t.authenticate("root").unwrap();
         assert!(root.authorize(&export).is_ok());
         assert!(root.authorize(&backup).is_ok());
+        assert!(root.authorize(&sessions).is_ok());
         assert!(root.authorize(&members).is_ok());
         assert!(root.authorize(&lock("any")).is_ok());
         assert!(Grants::all().authorize(&members).is_ok());
         assert!(Grants::default().authorize(&holders("x")).is_err());
+    }
+
+    /// A principal is written as the tokens file names its token (`sha256:` and the whole
+    /// hash), `anyone` or `unrecorded`, and read back from exactly that; other text is
+    /// refused with what is expected.
+    #[test]
+    fn a_principal_reads_back_what_it_writes_as_the_tokens_file_names_it() {
+        let token = Principal::token("ci");
+        assert_eq!(token.to_string(), token_hash("ci"));
+        for p in [token, Principal::Anyone, Principal::Unrecorded] {
+            assert_eq!(Principal::parse(&p.to_string()), Ok(p));
+        }
+        assert_eq!(Principal::Anyone.to_string(), "anyone");
+        assert_eq!(Principal::Unrecorded.to_string(), "unrecorded");
+        let hex = token_hash("ci");
+        for bad in [
+            "",
+            "Anyone",
+            &hex[..hex.len() - 1],
+            &hex["sha256:".len()..],
+            &format!("{hex}0"),
+            &hex.replace("sha256:", "sha1:"),
+        ] {
+            let e = Principal::parse(bad).unwrap_err();
+            assert!(e.contains("64 hex digits"), "{bad}: {e}");
+        }
     }
 
     /// A session is read by id, and ids are sequential: only a grant on every lock (the

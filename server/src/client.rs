@@ -99,9 +99,11 @@ use tokio::io::{AsyncRead, AsyncWrite, BufReader, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, oneshot, watch};
 
-use crate::auth::{OpenKey, SessionSecret};
+use crate::auth::{OpenKey, Principal, SessionSecret};
 use crate::frame::{self, MAX_SERVER_FRAME};
-use crate::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
+use crate::protocol::{
+    ClientError, ClientFrame, ListedSession, Reply, Request, ServerFrame, SessionsPage, WaitSpec,
+};
 use crate::types::NodeAddr;
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply, ClientError>>>>>;
@@ -1052,6 +1054,84 @@ impl Client {
             Ok(_) => Err(ClientError::Unavailable("unexpected reply".into())),
             Err(e) => Err(e),
         }
+    }
+
+    /// (Admin token.) One page of the open sessions ([`Request::Sessions`]): those with ids
+    /// above `after` that `owner` opened (every one when `None`), in id order, at most
+    /// `limit` (0: [`crate::protocol::SESSIONS_PAGE`]), each with its owner. Cost: one
+    /// linearizable read; the leader looks at up to [`crate::protocol::SESSIONS_SCAN`]
+    /// sessions.
+    ///
+    /// Errors: `Forbidden` (not an admin token), `Unavailable`; `Limit { kind:
+    /// "unwritten_lists" }` as for [`Client::members`].
+    pub async fn sessions_page(
+        &self,
+        after: u64,
+        owner: Option<Principal>,
+        limit: u32,
+    ) -> Result<SessionsPage, ClientError> {
+        match self
+            .call(Request::Sessions {
+                after,
+                owner,
+                limit,
+            })
+            .await?
+        {
+            Reply::Sessions(page) => Ok(page),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
+    /// (Admin token.) Every open session that `owner` opened (every one when `None`), in
+    /// id order, page by page ([`Client::sessions_page`]). Each page is a linearizable read
+    /// of its own: a session opened meanwhile below the pages already read is not listed,
+    /// and one listed may have ended by the time this returns. Cost: one read per
+    /// [`crate::protocol::SESSIONS_PAGE`] sessions listed or
+    /// [`crate::protocol::SESSIONS_SCAN`] looked at.
+    ///
+    /// Errors: as [`Client::sessions_page`]; `Unavailable` when a page's `next` does not
+    /// move past its `after` (no answer of a correct node), rather than asking forever.
+    pub async fn sessions(
+        &self,
+        owner: Option<Principal>,
+    ) -> Result<Vec<ListedSession>, ClientError> {
+        let mut all = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = self.sessions_page(after, owner, 0).await?;
+            all.extend(page.sessions);
+            match page.next {
+                None => return Ok(all),
+                Some(n) if n > after => after = n,
+                Some(n) => {
+                    return Err(ClientError::Unavailable(format!(
+                        "a page of sessions after {after} said to go on after {n}"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// (Admin token.) Closes every open session that `owner` opened
+    /// ([`Client::sessions`], then [`Client::force_close`] for each): what ends a revoked
+    /// token's sessions, once the token is out of every node's tokens file (so it cannot
+    /// open more meanwhile). A listed session that has ended by its close is passed over.
+    /// Returns the sessions this call closed, in id order. Cost: the listing, then one read
+    /// and one replicated write per session.
+    ///
+    /// Errors: as [`Client::sessions`] and [`Client::force_close`] (the first failure ends
+    /// the call; the sessions closed before it stay closed, and a retry lists the rest).
+    pub async fn force_close_owner(&self, owner: Principal) -> Result<Vec<u64>, ClientError> {
+        let mut closed = Vec::new();
+        for s in self.sessions(Some(owner)).await? {
+            match self.force_close(s.info.id.0).await {
+                Ok(()) => closed.push(s.info.id.0),
+                Err(ClientError::Core(e)) if e.kind == "unknown_session" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(closed)
     }
 
     /// (Admin token.) The recording of what the cluster applied over `window`

@@ -1819,6 +1819,17 @@ impl Node {
                 let g = self.shared.state();
                 Ok(Reply::Session(g.svc.session(SessionId(session))))
             }
+            Request::Sessions {
+                after,
+                owner,
+                limit,
+            } => {
+                self.linearizable().await?;
+                let g = self.shared.state();
+                Ok(Reply::Sessions(crate::state_machine::sessions_page(
+                    &g, after, owner, limit,
+                )))
+            }
             Request::Members => {
                 self.linearizable().await?;
                 let m = self.shared.state().membership.membership().clone();

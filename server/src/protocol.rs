@@ -8,7 +8,7 @@
 use fencelock::{Holder, Mode, Output, Permits, SessionInfo, Waiter};
 use serde::{Deserialize, Serialize};
 
-use crate::auth::{OpenKey, SessionSecret};
+use crate::auth::{OpenKey, Principal, SessionSecret};
 use crate::frame::{Wire, CLIENT_WIRE};
 use crate::membership::MAX_MEMBERS;
 use crate::types::{CoreError, NodeAddr};
@@ -309,7 +309,33 @@ pub enum Request {
         /// The session.
         session: u64,
     },
+    /// Administrator, linearizable read: a page of the open sessions in id order, each with
+    /// the principal that opened it — how an administrator finds a revoked token's
+    /// sessions to [`Request::ForceClose`] them (a session that only watches is named by
+    /// no lock's holders or queue). The sessions with ids above `after`, at most `limit`
+    /// of them (0, or more than [`SESSIONS_PAGE`]: [`SESSIONS_PAGE`]), only those `owner`
+    /// opened when it is given; at most [`SESSIONS_SCAN`] sessions are looked at for one
+    /// page, so a filter that matches few answers a short page with `next` set rather than
+    /// hold the state for the whole table. Pages are read one by one: a session opened
+    /// after the page that would have held it is not listed. What
+    /// [`crate::client::Client::sessions`] sends. Appended after the earlier variants,
+    /// which keep their encoding.
+    Sessions {
+        /// List ids above this (0: from the first).
+        after: u64,
+        /// Only the sessions this principal opened (`None`: every one).
+        owner: Option<Principal>,
+        /// At most this many sessions in the page.
+        limit: u32,
+    },
 }
+
+/// The most sessions in one page of [`Request::Sessions`].
+pub const SESSIONS_PAGE: u32 = 1000;
+
+/// The most sessions one [`Request::Sessions`] page looks at (listed or passed over by
+/// its `owner` filter).
+pub const SESSIONS_SCAN: usize = 10_000;
 
 /// The most bytes of a backup in one page ([`Request::Backup`]): well inside a reply
 /// frame ([`crate::frame::MAX_SERVER_FRAME`]).
@@ -383,6 +409,28 @@ pub enum Reply {
     Permits(Option<Permits>),
     /// A page of a backup ([`Request::Backup`]).
     Backup(BackupPage),
+    /// A page of the open sessions ([`Request::Sessions`]).
+    Sessions(SessionsPage),
+}
+
+/// One page of the open sessions ([`Request::Sessions`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsPage {
+    /// The sessions, in id order.
+    pub sessions: Vec<ListedSession>,
+    /// `Some(id)`: more sessions may follow; ask again with `after` this id. `None`: this
+    /// page reached the last open session.
+    pub next: Option<u64>,
+}
+
+/// One open session as [`Request::Sessions`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedSession {
+    /// The core's view of it (ttl, deadline, holds, waits, label).
+    pub info: SessionInfo,
+    /// Who opened it: a token's principal, [`Principal::Anyone`] on a node without tokens,
+    /// or [`Principal::Unrecorded`] for an open by an earlier build, which recorded none.
+    pub owner: Principal,
 }
 
 /// One page of a backup ([`Request::Backup`]).

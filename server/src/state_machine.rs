@@ -51,6 +51,7 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::auth::{OpenKey, Owners, Principal, SessionSecret};
 use crate::disk::{DiskHealth, Writer};
+use crate::protocol::{ListedSession, SessionsPage, SESSIONS_PAGE, SESSIONS_SCAN};
 use crate::types::{
     BatchResult, Cmd, CmdResult, CoreError, Entry, LogId, Op, OpError, SnapshotMeta, StorageError,
     StoredMembership, TypeConfig,
@@ -2122,6 +2123,48 @@ fn advance(
     (now, stepped)
 }
 
+/// The page of the open sessions that [`crate::protocol::Request::Sessions`] asks for:
+/// the sessions with ids above `after` that `owner` opened (every one when `None`), in id
+/// order, at most `limit` of them (0 or more than [`SESSIONS_PAGE`]: that many), looking at
+/// no more than [`SESSIONS_SCAN`] sessions. `next` names the last session looked at when
+/// more follow it. Cost: O(log n) plus, per session looked at, O(log n) and, per session
+/// listed, O(its claims).
+pub(crate) fn sessions_page(
+    g: &SmState,
+    after: u64,
+    owner: Option<Principal>,
+    limit: u32,
+) -> SessionsPage {
+    let limit = match limit {
+        0 => SESSIONS_PAGE,
+        n => n.min(SESSIONS_PAGE),
+    } as usize;
+    let mut sessions = Vec::new();
+    let mut looked = 0;
+    let mut last = None;
+    let mut rest = g.owners.after(SessionId(after)).peekable();
+    while let Some((session, opener)) = rest.next_if(|_| looked < SESSIONS_SCAN) {
+        looked += 1;
+        last = Some(session.0);
+        if owner.is_some_and(|o| o != opener) {
+            continue;
+        }
+        // Every session with a recorded secret is open (secrets are forgotten at a close
+        // or expiry, and a snapshot's are checked against its sessions).
+        if let Some(info) = g.svc.session(session) {
+            sessions.push(ListedSession {
+                info,
+                owner: opener,
+            });
+        }
+        if sessions.len() == limit {
+            break;
+        }
+    }
+    let next = rest.peek().and(last);
+    SessionsPage { sessions, next }
+}
+
 /// After a close of `session` (its owner's or an administrator's) answered `result`: once
 /// closed, its open key and its credential are forgotten. Cost: O(log n).
 fn forget_closed(g: &mut SmState, session: SessionId, result: &CmdResult) {
@@ -2832,6 +2875,78 @@ mod tests {
                 .collect();
         }
         (g, last)
+    }
+
+    /// A page of the sessions lists ids above its `after` in id order, each with its opener,
+    /// at most its limit (0 and anything past the page size: the page size), and looks at no
+    /// more than the scan bound: an owner whose sessions all come after that many others'
+    /// gets an empty page that says where to go on, then its sessions.
+    #[test]
+    fn a_page_of_sessions_keeps_its_limit_and_its_scan_bound() {
+        let (a, b) = (Principal::token("a"), Principal::token("b"));
+        let n = SESSIONS_SCAN as u64 + 2;
+        let config = ServiceConfig {
+            sessions: n as usize,
+            locks: 1,
+            claims: 1,
+            core: Config::default(),
+        };
+        let mut g = empty_state(&config);
+        for i in 1..=n {
+            let op = Op::OpenCounted {
+                ttl: 60_000,
+                key: None,
+                secret: SessionSecret([i as u8; 16]),
+                label: None,
+                // The last two are b's, after SESSIONS_SCAN of a's.
+                principal: if i <= SESSIONS_SCAN as u64 { a } else { b },
+            };
+            let stamp = Stamp {
+                now: Some(0),
+                each_deadline: false,
+            };
+            let (_, r) = apply_op(&mut g, stamp, op, i, &mut None);
+            assert!(r.reply.is_ok(), "{r:?}");
+        }
+        let ids =
+            |p: &SessionsPage| -> Vec<u64> { p.sessions.iter().map(|s| s.info.id.0).collect() };
+        // The page size, whatever the limit past it.
+        for limit in [0, SESSIONS_PAGE, SESSIONS_PAGE + 1, u32::MAX] {
+            let p = sessions_page(&g, 0, None, limit);
+            assert_eq!(ids(&p), (1..=SESSIONS_PAGE as u64).collect::<Vec<_>>());
+            assert_eq!(p.next, Some(SESSIONS_PAGE as u64));
+        }
+        let p = sessions_page(&g, 5, Some(a), 2);
+        assert_eq!((ids(&p), p.next), (vec![6, 7], Some(7)));
+        assert!(p.sessions.iter().all(|s| s.owner == a));
+        // b's: none among the first SESSIONS_SCAN looked at; then both, and the end.
+        let p = sessions_page(&g, 0, Some(b), 0);
+        assert_eq!((ids(&p), p.next), (vec![], Some(SESSIONS_SCAN as u64)));
+        let p = sessions_page(&g, SESSIONS_SCAN as u64, Some(b), 0);
+        assert_eq!((ids(&p), p.next), (vec![n - 1, n], None));
+        assert!(p.sessions.iter().all(|s| s.owner == b));
+        // The last page of all, and one past the end.
+        let p = sessions_page(&g, n - 1, None, 0);
+        assert_eq!((ids(&p), p.next), (vec![n], None));
+        let p = sessions_page(&g, n, None, 0);
+        assert_eq!((ids(&p), p.next), (vec![], None));
+        // A closed session is not listed (its secret is forgotten at the close).
+        let close = Op::Owned {
+            input: Input::CloseSession {
+                now: crate::types::STAMPED_AT_APPLY,
+                session: SessionId(n),
+                request: None,
+            },
+            secret: SessionSecret([n as u8; 16]),
+        };
+        let stamp = Stamp {
+            now: Some(1),
+            each_deadline: false,
+        };
+        let (_, r) = apply_op(&mut g, stamp, close, n + 1, &mut None);
+        assert_eq!(r.reply, Ok(Reply::Closed));
+        let p = sessions_page(&g, n - 2, None, 0);
+        assert_eq!((ids(&p), p.next), (vec![n - 1], None));
     }
 
     /// H holds L and expires at 10 000; W1 waits for L until 10 005, W2 for ever behind it;

@@ -649,6 +649,80 @@ fn force_close_ends_a_lock_at_once() {
     );
 }
 
+/// `sessions` prints each open session with its owner (`anyone` on a cluster without
+/// tokens), ttl, deadline, holds, waits and label; `--owner` lists only that owner's.
+/// `force-close --owner` closes every session the owner opened, which ends a `lock` at
+/// once. An owner that names no principal, or a `force-close` with neither a session nor
+/// an owner, is a usage error (64) before anything is asked.
+#[test]
+fn sessions_lists_each_owner_and_force_close_owner_closes_them_all() {
+    let _s = serial();
+    let n = Node::start("sessions");
+    let mut holder = n
+        .cli(&["lock", "L", "--ttl-ms", LONG_TTL, "--label", "job-7"])
+        .args(["--", "sh", "-c", WITH_GRANDCHILD])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (gc, cmd) = (read_pid(&n.path("gc")), read_pid(&n.path("cmd")));
+    let session = n.holder("L").split_whitespace().next().unwrap().to_string();
+    let listed = |args: &[&str]| {
+        let out = n.cli(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let text = listed(&["sessions"]);
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert_eq!(fields.len(), 7, "{text}");
+    assert_eq!(
+        fields[..3],
+        [session.as_str(), "anyone", LONG_TTL],
+        "{text}"
+    );
+    assert!(fields[3].parse::<u64>().is_ok_and(|t| t > 0), "{text}");
+    assert_eq!(fields[4..], ["1", "0", "job-7"], "{text}");
+    assert_eq!(listed(&["sessions", "--owner", "anyone"]), text);
+    let nobody = format!("sha256:{}", "0".repeat(64));
+    assert_eq!(listed(&["sessions", "--owner", &nobody]), "");
+    for args in [
+        &["sessions", "--owner", "root"][..],
+        &["force-close", "--owner", "sha256:00"],
+        &["force-close"],
+        &["force-close", &session, "--owner", "anyone"],
+    ] {
+        let out = n.cli(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{args:?}");
+    }
+    let out = n.cli(&["sessions", "--owner", "root"]).output().unwrap();
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(msg.contains("64 hex digits"), "{msg}");
+    assert_eq!(
+        n.holder("L").split_whitespace().next(),
+        Some(session.as_str())
+    );
+    let t0 = Instant::now();
+    assert_eq!(
+        listed(&["force-close", "--owner", "anyone"]),
+        format!("closed session {session}\nclosed 1 session opened by anyone\n")
+    );
+    assert_eq!(n.holder("L"), "", "released");
+    let st = wait_exit(&mut holder, Duration::from_secs(10));
+    let err = stderr_of(&mut holder);
+    assert_eq!(st.code(), Some(3), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "left to the ttl");
+    assert!(!running(cmd) && !running(gc), "the command was stopped");
+    assert_eq!(listed(&["sessions"]), "");
+    assert_eq!(
+        listed(&["force-close", "--owner", "anyone"]),
+        "closed 0 sessions opened by anyone\n"
+    );
+}
+
 /// An administrator's release whose push never reaches the holder (lost on the way, as
 /// with a dropped connection or a leader that died before sending it) still ends the
 /// lease: `lock` reads the lock's holders every ttl/4, finds its hold gone, stops the

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use fencelock::{Mode, Output};
 use fencelock_server::auth::{token_hash, Tokens};
-use fencelock_server::auth::{OpenKey, SessionSecret};
+use fencelock_server::auth::{OpenKey, Principal, SessionSecret};
 use fencelock_server::client::ClientOptions;
 use fencelock_server::client::{Acquired, Client, Session};
 use fencelock_server::frame;
@@ -20,7 +20,9 @@ use fencelock_server::net::{
     serve_clients_with, serve_raft, serve_raft_with, ClientPolicy, TlsNetwork,
 };
 use fencelock_server::node::{Node, NodeConfig};
-use fencelock_server::protocol::{ClientError, ClientFrame, Reply, Request, ServerFrame, WaitSpec};
+use fencelock_server::protocol::{
+    ClientError, ClientFrame, ListedSession, Reply, Request, ServerFrame, WaitSpec,
+};
 use fencelock_server::tls::{client_config_from, node_name, DevCa, NodeTls};
 use fencelock_server::types::NodeAddr;
 use openraft::raft::VoteRequest;
@@ -1181,6 +1183,67 @@ async fn an_admin_closes_another_tokens_session_and_only_an_admin_may() {
         next.id()
     );
     next.close().await.unwrap();
+    t.stop().await;
+}
+
+/// An administrator lists the open sessions, each with the token that opened it, every one
+/// or one owner's, page by page; and closes every session of one token at once, the one
+/// that only watches too (no lock's holders or queue name it), and no other token's. No
+/// lock or read token may list them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_lists_the_sessions_by_owner_and_closes_all_of_one_tokens() {
+    let t = start_with("sec-sessions", tokens()).await;
+    let admin = t.client();
+    let jobs = t.client_with(JOBS);
+    let holding = jobs.open_session(60_000).await.unwrap();
+    let watching = jobs.open_session(60_000).await.unwrap();
+    let other = admin.open_session(60_000).await.unwrap();
+    granted(&holding, "jobs/x").await;
+    assert_eq!(watching.watch("jobs/x").await.unwrap(), 1);
+    let (j, a) = (Principal::token(JOBS), Principal::token(ADMIN));
+    let ids = |l: &[ListedSession]| -> Vec<(u64, Principal)> {
+        l.iter().map(|s| (s.info.id.0, s.owner)).collect()
+    };
+    let all = admin.sessions(None).await.unwrap();
+    assert_eq!(
+        ids(&all),
+        vec![(holding.id(), j), (watching.id(), j), (other.id(), a)]
+    );
+    assert_eq!((all[0].info.holds, all[1].info.holds), (1, 0));
+    assert_eq!(
+        ids(&admin.sessions(Some(a)).await.unwrap()),
+        vec![(other.id(), a)]
+    );
+    // Page by page: each says where the next begins, the last that there is none.
+    let first = admin.sessions_page(0, Some(j), 1).await.unwrap();
+    assert_eq!(ids(&first.sessions), vec![(holding.id(), j)]);
+    assert_eq!(first.next, Some(holding.id()));
+    let second = admin.sessions_page(holding.id(), Some(j), 1).await.unwrap();
+    assert_eq!(ids(&second.sessions), vec![(watching.id(), j)]);
+    let last = admin
+        .sessions_page(second.next.expect("more after it"), Some(j), 1)
+        .await
+        .unwrap();
+    assert_eq!((ids(&last.sessions), last.next), (vec![], None));
+    for token in [JOBS, VIEWER] {
+        let r = t.client_with(token).sessions(None).await;
+        assert!(
+            matches!(r, Err(ClientError::Forbidden(_))),
+            "{token}: {r:?}"
+        );
+    }
+    // The jobs token's two sessions end, the watch with them; the admin's stays.
+    let closed = admin.force_close_owner(j).await.unwrap();
+    assert_eq!(closed, vec![holding.id(), watching.id()]);
+    assert_eq!(
+        ids(&admin.sessions(None).await.unwrap()),
+        vec![(other.id(), a)]
+    );
+    assert!(admin.holders("jobs/x").await.unwrap().is_empty());
+    assert!(admin.session_info(watching.id()).await.unwrap().is_none());
+    // Nothing left of that token's: a repeat closes none.
+    assert_eq!(admin.force_close_owner(j).await.unwrap(), Vec::<u64>::new());
+    other.close().await.unwrap();
     t.stop().await;
 }
 

@@ -16,6 +16,8 @@
 //! fencelock remove-learner ID               drop a learner (one that never caught up)
 //! fencelock force-release SESSION NAME      (admin) release SESSION's hold on NAME
 //! fencelock force-close SESSION             (admin) close SESSION: its holds, waits and watches end now
+//! fencelock force-close --owner OWNER       (admin) close every session OWNER opened (a revoked token's)
+//! fencelock sessions [--owner OWNER]        (admin) the open sessions, each with who opened it
 //! fencelock export [-o FILE] [--from-index I] [--to-index I] [--from-time MS] [--to-time MS]
 //!                                           (admin) the applied history as a recording (docs/RECORDING.md)
 //! ```
@@ -64,13 +66,14 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use fencelock::{Change, Mode, Output, ReleaseReason};
+use fencelock_server::auth::Principal;
 use fencelock_server::client::{
     Acquired, Client, ClientOptions, HoldEnded, LeaseGuard, LeaseInstant, Members, Session,
     Timeouts,
 };
 use fencelock_server::membership::MAX_MEMBERS;
 use fencelock_server::ops::STEPPED_BACK;
-use fencelock_server::protocol::{ClientError, NodeStatus, WaitSpec};
+use fencelock_server::protocol::{ClientError, ListedSession, NodeStatus, WaitSpec};
 use fencelock_server::types::NodeAddr;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -320,8 +323,31 @@ open at the read (never opened, or already ended: a run that timed out may have 
 the token is no admin token, or no leader answered in time."
     )]
     ForceClose {
-        /// The session (see `holder`, `queue`).
-        session: u64,
+        /// The session (see `holder`, `queue`, `sessions`).
+        #[arg(required_unless_present = "owner", conflicts_with = "owner")]
+        session: Option<u64>,
+        /// Close every open session this owner opened instead (as `sessions --owner` lists
+        /// them), each as above: `sha256:HEX` (the hash field of the token's lines in the
+        /// tokens file), `anyone` or `unrecorded`. Take the token out of every node's tokens
+        /// file first, so that it cannot open more meanwhile.
+        #[arg(long, value_parser = Principal::parse)]
+        owner: Option<Principal>,
+    },
+    /// (Admin) Print the open sessions in id order, one per line: `SESSION OWNER TTL_MS
+    /// EXPIRES_AT_MS HOLDS WAITS [LABEL]` (OWNER: `sha256:HEX`, the hash of the token that
+    /// opened it as its tokens-file lines hold it; `anyone` on a cluster without tokens;
+    /// `unrecorded` for an open by an earlier build). EXPIRES_AT_MS is on the cluster's
+    /// logical clock.
+    #[command(
+        after_help = "Read page by page from the leader, each page a linearizable read of its \
+own: a session opened while the pages are read may be left out, and one listed may have ended \
+since. Exit status: 0 listed (also when there are none); 1 the token is no admin token, or no \
+leader answered in time."
+    )]
+    Sessions {
+        /// Only the sessions this owner opened: `sha256:HEX`, `anyone` or `unrecorded`.
+        #[arg(long, value_parser = Principal::parse)]
+        owner: Option<Principal>,
     },
     /// (Admin) Write what the cluster applied as a recording (docs/RECORDING.md), for the demo page.
     #[command(
@@ -625,9 +651,38 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             emit(&format!("released token {}\n", t.0))?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::ForceClose { session } => {
+        Cmd::ForceClose {
+            session: Some(session),
+            ..
+        } => {
             opts.client().force_close(session).await?;
             emit(&format!("closed session {session}\n"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::ForceClose {
+            session: None,
+            owner: Some(owner),
+        } => {
+            let closed = opts.client().force_close_owner(owner).await?;
+            let mut text: String = closed
+                .iter()
+                .map(|s| format!("closed session {s}\n"))
+                .collect();
+            let noun = if closed.len() == 1 {
+                "session"
+            } else {
+                "sessions"
+            };
+            text += &format!("closed {} {noun} opened by {owner}\n", closed.len());
+            emit(&text)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        // Not both and not neither: clap refuses those before this runs.
+        Cmd::ForceClose { .. } => Ok(ExitCode::from(EXIT_USAGE)),
+        Cmd::Sessions { owner } => {
+            let list = opts.client().sessions(owner).await?;
+            let text: String = list.iter().map(session_line).collect();
+            emit(&text)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Backup { file, max_bytes } => {
@@ -1846,6 +1901,18 @@ fn mode_text(m: Mode) -> String {
 /// could change how the line reads ([`hides_text`]) are printed escaped (`\n`,
 /// `\u{1b}`, `\u{202e}`): one holder is always one line, shown in the order its
 /// characters come; other text, accented or not Latin, is printed as it is.
+/// One line of `sessions`: `SESSION OWNER TTL_MS EXPIRES_AT_MS HOLDS WAITS [LABEL]`.
+fn session_line(s: &ListedSession) -> String {
+    let i = &s.info;
+    let line = format!(
+        "{} {} {} {} {} {}",
+        i.id.0, s.owner, i.ttl, i.expires_at.0, i.holds, i.waits
+    );
+    let mut line = with_label(line, i.label.as_str());
+    line.push('\n');
+    line
+}
+
 fn with_label(line: String, label: &str) -> String {
     if label.is_empty() {
         return line;
