@@ -169,8 +169,9 @@ impl Owners {
         self.principal.get(&session).copied()
     }
 
-    /// The sessions with a recorded secret (every open one: each open records its secret)
-    /// and ids above `after`, in id order, each with the principal that opened it
+    /// The sessions with a recorded secret (every session an open entry made: each records
+    /// its secret; a snapshot restored without one's, damaged or forged, leaves that
+    /// session out) and ids above `after`, in id order, each with the principal that opened it
     /// ([`Principal::Unrecorded`] when its open recorded none). Cost: O(log n) to start,
     /// then O(log n) per item.
     pub fn after(&self, after: SessionId) -> impl Iterator<Item = (SessionId, Principal)> + '_ {

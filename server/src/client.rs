@@ -1062,8 +1062,8 @@ impl Client {
     /// linearizable read; the leader looks at up to [`crate::protocol::SESSIONS_SCAN`]
     /// sessions.
     ///
-    /// Errors: `Forbidden` (not an admin token), `Unavailable`; `Limit { kind:
-    /// "unwritten_lists" }` as for [`Client::members`].
+    /// Errors: `Unauthenticated` / `Forbidden` (no token, or not an admin token),
+    /// `Unavailable`; `Limit { kind: "unwritten_lists" }` as for [`Client::members`].
     pub async fn sessions_page(
         &self,
         after: u64,
@@ -1085,8 +1085,9 @@ impl Client {
 
     /// (Admin token.) Every open session that `owner` opened (every one when `None`), in
     /// id order, page by page ([`Client::sessions_page`]). Each page is a linearizable read
-    /// of its own: a session opened meanwhile below the pages already read is not listed,
-    /// and one listed may have ended by the time this returns. Cost: one read per
+    /// of its own: ids only grow, so a session opened meanwhile is listed by a later page,
+    /// and only one opened after the last page is missed; one listed may have ended by the
+    /// time this returns. Cost: one read per
     /// [`crate::protocol::SESSIONS_PAGE`] sessions listed or
     /// [`crate::protocol::SESSIONS_SCAN`] looked at.
     ///
@@ -1117,21 +1118,26 @@ impl Client {
     /// ([`Client::sessions`], then [`Client::force_close`] for each): what ends a revoked
     /// token's sessions, once the token is out of every node's tokens file (so it cannot
     /// open more meanwhile). A listed session that has ended by its close is passed over.
-    /// Returns the sessions this call closed, in id order. Cost: the listing, then one read
-    /// and one replicated write per session.
+    /// Returns the sessions this call closed, in id order, and how the call ended. Cost:
+    /// the listing, then one read and one replicated write per session.
     ///
-    /// Errors: as [`Client::sessions`] and [`Client::force_close`] (the first failure ends
-    /// the call; the sessions closed before it stay closed, and a retry lists the rest).
-    pub async fn force_close_owner(&self, owner: Principal) -> Result<Vec<u64>, ClientError> {
+    /// Errors (the second value): as [`Client::sessions`] and [`Client::force_close`].
+    /// The first failure ends the call; the sessions closed before it are in the first
+    /// value and stay closed, and a retry lists the rest.
+    pub async fn force_close_owner(&self, owner: Principal) -> (Vec<u64>, Result<(), ClientError>) {
         let mut closed = Vec::new();
-        for s in self.sessions(Some(owner)).await? {
+        let listed = match self.sessions(Some(owner)).await {
+            Ok(l) => l,
+            Err(e) => return (closed, Err(e)),
+        };
+        for s in listed {
             match self.force_close(s.info.id.0).await {
                 Ok(()) => closed.push(s.info.id.0),
                 Err(ClientError::Core(e)) if e.kind == "unknown_session" => {}
-                Err(e) => return Err(e),
+                Err(e) => return (closed, Err(e)),
             }
         }
-        Ok(closed)
+        (closed, Ok(()))
     }
 
     /// (Admin token.) The recording of what the cluster applied over `window`

@@ -1756,7 +1756,7 @@ impl Held {
 
 /// The reply to request `id` as the connection's writer takes it. An answer is encoded
 /// here, and one over [`LIST_FLOOR`] bytes — the kinds that grow: a lock's holders or
-/// waiters, a backup or export page, or one that lists a large membership (`Members`,
+/// waiters, a backup, export or sessions page, or one that lists a large membership (`Members`,
 /// `Status`: up to `MAX_MEMBERSHIP_BYTES`) — is counted, by the bytes it holds until
 /// written, in the node's bound on unwritten list answers and in the connection's share
 /// (`conn`); over either it is dropped, and the request answered `Limit { kind:

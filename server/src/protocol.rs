@@ -316,8 +316,11 @@ pub enum Request {
     /// of them (0, or more than [`SESSIONS_PAGE`]: [`SESSIONS_PAGE`]), only those `owner`
     /// opened when it is given; at most [`SESSIONS_SCAN`] sessions are looked at for one
     /// page, so a filter that matches few answers a short page with `next` set rather than
-    /// hold the state for the whole table. Pages are read one by one: a session opened
-    /// after the page that would have held it is not listed. What
+    /// hold the state for the whole table. Pages are read one by one; ids only grow, so a
+    /// session opened while they are read is on a later page, and only one opened after the
+    /// last page is missed. Listed are the sessions with a credential: every session an
+    /// open entry made (a snapshot restored without one's credential, damaged or forged,
+    /// leaves a session nobody can act for, unlisted, until its ttl ends it). What
     /// [`crate::client::Client::sessions`] sends. Appended after the earlier variants,
     /// which keep their encoding.
     Sessions {
@@ -429,7 +432,8 @@ pub struct ListedSession {
     /// The core's view of it (ttl, deadline, holds, waits, label).
     pub info: SessionInfo,
     /// Who opened it: a token's principal, [`Principal::Anyone`] on a node without tokens,
-    /// or [`Principal::Unrecorded`] for an open by an earlier build, which recorded none.
+    /// or [`Principal::Unrecorded`] for an open whose entry an earlier build wrote
+    /// (`Open`, `OpenLabeled`, and `OpenAs`, whose opener counts for the quota only).
     pub owner: Principal,
 }
 

@@ -2150,7 +2150,7 @@ pub(crate) fn sessions_page(
             continue;
         }
         // Every session with a recorded secret is open (secrets are forgotten at a close
-        // or expiry, and a snapshot's are checked against its sessions).
+        // or expiry, and a snapshot's are kept only for its open sessions).
         if let Some(info) = g.svc.session(session) {
             sessions.push(ListedSession {
                 info,
@@ -2947,6 +2947,89 @@ mod tests {
         assert_eq!(r.reply, Ok(Reply::Closed));
         let p = sessions_page(&g, n - 2, None, 0);
         assert_eq!((ids(&p), p.next), (vec![n - 1], None));
+    }
+
+    /// The list of sessions names each session's opener as its open entry recorded it: an
+    /// `OpenCounted`'s principal; `Unrecorded` for the opens of earlier builds (`Open`,
+    /// `OpenLabeled`, and `OpenAs`, whose principal is not kept); an expired session is
+    /// gone from it; and a restored state lists the same.
+    #[test]
+    fn the_sessions_listed_are_the_open_ones_each_with_its_recorded_opener() {
+        let a = Principal::token("a");
+        let secret = SessionSecret([5; 16]);
+        let open_as = |principal| Op::OpenAs {
+            ttl: 60_000,
+            key: None,
+            secret,
+            label: None,
+            principal,
+        };
+        let counted = |ttl, principal| Op::OpenCounted {
+            ttl,
+            key: None,
+            secret,
+            label: None,
+            principal,
+        };
+        let old = Op::OpenLabeled {
+            ttl: 60_000,
+            key: None,
+            secret,
+            label: Label::new("old").unwrap(),
+        };
+        let (g, _) = after(vec![
+            Cmd {
+                now: Some(0),
+                ops: vec![
+                    Op::Open {
+                        ttl: 60_000,
+                        key: None,
+                        secret,
+                    },
+                    old,
+                    open_as(a),
+                    counted(60_000, a),
+                    counted(10, Principal::Anyone),
+                    counted(60_000, Principal::Anyone),
+                ],
+            },
+            // Past session 5's ttl: it expires.
+            Cmd {
+                now: Some(100),
+                ops: vec![Op::Input(Input::Tick { now: Tick(100) })],
+            },
+        ]);
+        let listed = |g: &SmState| -> Vec<(u64, Principal, String)> {
+            let p = sessions_page(g, 0, None, 0);
+            assert_eq!(p.next, None);
+            p.sessions
+                .iter()
+                .map(|s| (s.info.id.0, s.owner, s.info.label.as_str().to_string()))
+                .collect()
+        };
+        let u = Principal::Unrecorded;
+        let want = vec![
+            (1, u, String::new()),
+            (2, u, "old".to_string()),
+            (3, u, String::new()),
+            (4, a, String::new()),
+            (6, Principal::Anyone, String::new()),
+        ];
+        assert_eq!(listed(&g), want);
+        let ids =
+            |p: SessionsPage| -> Vec<u64> { p.sessions.iter().map(|s| s.info.id.0).collect() };
+        assert_eq!(ids(sessions_page(&g, 0, Some(u), 0)), vec![1, 2, 3]);
+        assert_eq!(ids(sessions_page(&g, 0, Some(a), 0)), vec![4]);
+        // Through a snapshot: the same list.
+        let data = postcard::to_allocvec(&SnapData::of(&g)).unwrap();
+        let config = ServiceConfig {
+            sessions: 8,
+            locks: 8,
+            claims: 8,
+            core: Config::default(),
+        };
+        let (restored, _, _) = decode_snapshot(&config, &data).unwrap();
+        assert_eq!(listed(&restored), want);
     }
 
     /// H holds L and expires at 10 000; W1 waits for L until 10 005, W2 for ever behind it;

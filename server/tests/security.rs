@@ -1233,7 +1233,8 @@ async fn an_admin_lists_the_sessions_by_owner_and_closes_all_of_one_tokens() {
         );
     }
     // The jobs token's two sessions end, the watch with them; the admin's stays.
-    let closed = admin.force_close_owner(j).await.unwrap();
+    let (closed, done) = admin.force_close_owner(j).await;
+    assert!(done.is_ok(), "{done:?}");
     assert_eq!(closed, vec![holding.id(), watching.id()]);
     assert_eq!(
         ids(&admin.sessions(None).await.unwrap()),
@@ -1242,7 +1243,16 @@ async fn an_admin_lists_the_sessions_by_owner_and_closes_all_of_one_tokens() {
     assert!(admin.holders("jobs/x").await.unwrap().is_empty());
     assert!(admin.session_info(watching.id()).await.unwrap().is_none());
     // Nothing left of that token's: a repeat closes none.
-    assert_eq!(admin.force_close_owner(j).await.unwrap(), Vec::<u64>::new());
+    let (closed, done) = admin.force_close_owner(j).await;
+    assert!(done.is_ok() && closed.is_empty(), "{closed:?} {done:?}");
+    // A lock token may not: nothing listed, nothing closed.
+    let (closed, done) = t.client_with(JOBS).force_close_owner(a).await;
+    assert!(closed.is_empty(), "{closed:?}");
+    assert!(matches!(done, Err(ClientError::Forbidden(_))), "{done:?}");
+    assert_eq!(
+        ids(&admin.sessions(None).await.unwrap()),
+        vec![(other.id(), a)]
+    );
     other.close().await.unwrap();
     t.stop().await;
 }

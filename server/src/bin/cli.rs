@@ -320,7 +320,13 @@ gathered is still printed); 64 a usage error."
 command, or, when it ended between the read and the close (an attempt whose answer was lost, \
 retried, finds it gone; or it expired or closed meanwhile), otherwise; 1 the session was not \
 open at the read (never opened, or already ended: a run that timed out may have closed it), \
-the token is no admin token, or no leader answered in time."
+the token is no admin token, or no leader answered in time. With --owner: lists that owner's \
+sessions (as `sessions --owner`), then closes each, printing `closed session N` for each \
+closed and a last line with how many; a listed session that has ended by its turn is passed \
+over. Exit status: 0 every listed session is closed or gone (none listed included); 1 the \
+token is no admin token, or no leader answered in time for the list or a close: the sessions \
+printed before the error stay closed, and a second run closes the rest. `--owner unrecorded` \
+closes every session opened by an earlier build's entries, whichever token opened them."
     )]
     ForceClose {
         /// The session (see `holder`, `queue`, `sessions`).
@@ -336,13 +342,15 @@ the token is no admin token, or no leader answered in time."
     /// (Admin) Print the open sessions in id order, one per line: `SESSION OWNER TTL_MS
     /// EXPIRES_AT_MS HOLDS WAITS [LABEL]` (OWNER: `sha256:HEX`, the hash of the token that
     /// opened it as its tokens-file lines hold it; `anyone` on a cluster without tokens;
-    /// `unrecorded` for an open by an earlier build). EXPIRES_AT_MS is on the cluster's
+    /// `unrecorded` for an open an earlier build wrote). EXPIRES_AT_MS is on the cluster's
     /// logical clock.
     #[command(
         after_help = "Read page by page from the leader, each page a linearizable read of its \
-own: a session opened while the pages are read may be left out, and one listed may have ended \
-since. Exit status: 0 listed (also when there are none); 1 the token is no admin token, or no \
-leader answered in time."
+own (each with its own --timeout-ms): ids only grow, so a session opened while the pages are \
+read is listed by a later one, and only one opened after the last page is missed; one listed \
+may have ended since. Exit status: 0 listed (also when there are none); 1 the token is no \
+admin token, no leader answered in time, or the node's bound on unread long answers was spent \
+(ask again)."
     )]
     Sessions {
         /// Only the sessions this owner opened: `sha256:HEX`, `anyone` or `unrecorded`.
@@ -663,18 +671,23 @@ async fn run(opts: &Opts, cmd: Cmd) -> Res<ExitCode> {
             session: None,
             owner: Some(owner),
         } => {
-            let closed = opts.client().force_close_owner(owner).await?;
-            let mut text: String = closed
+            let (closed, result) = opts.client().force_close_owner(owner).await;
+            // What was closed is said even when a later close failed: those stay closed.
+            let text: String = closed
                 .iter()
                 .map(|s| format!("closed session {s}\n"))
                 .collect();
+            emit(&text)?;
+            result?;
             let noun = if closed.len() == 1 {
                 "session"
             } else {
                 "sessions"
             };
-            text += &format!("closed {} {noun} opened by {owner}\n", closed.len());
-            emit(&text)?;
+            emit(&format!(
+                "closed {} {noun} opened by {owner}\n",
+                closed.len()
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
         // Not both and not neither: clap refuses those before this runs.
@@ -1897,11 +1910,8 @@ fn mode_text(m: Mode) -> String {
     }
 }
 
-/// `line`, then ` LABEL` unless the label is empty. The characters of the label that
-/// could change how the line reads ([`hides_text`]) are printed escaped (`\n`,
-/// `\u{1b}`, `\u{202e}`): one holder is always one line, shown in the order its
-/// characters come; other text, accented or not Latin, is printed as it is.
-/// One line of `sessions`: `SESSION OWNER TTL_MS EXPIRES_AT_MS HOLDS WAITS [LABEL]`.
+/// One line of `sessions`: `SESSION OWNER TTL_MS EXPIRES_AT_MS HOLDS WAITS [LABEL]`, the
+/// label escaped as [`with_label`] does.
 fn session_line(s: &ListedSession) -> String {
     let i = &s.info;
     let line = format!(
@@ -1913,6 +1923,10 @@ fn session_line(s: &ListedSession) -> String {
     line
 }
 
+/// `line`, then ` LABEL` unless the label is empty. The characters of the label that
+/// could change how the line reads ([`hides_text`]) are printed escaped (`\n`,
+/// `\u{1b}`, `\u{202e}`): one holder is always one line, shown in the order its
+/// characters come; other text, accented or not Latin, is printed as it is.
 fn with_label(line: String, label: &str) -> String {
     if label.is_empty() {
         return line;
