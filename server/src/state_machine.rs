@@ -1326,13 +1326,34 @@ pub(crate) fn backup_of(g: &SmState) -> io::Result<(Vec<u8>, Option<LogId>)> {
     Ok((encode_snap_file(&f)?, last_applied))
 }
 
-/// Checks a backup's bytes (format, checksum, contents decode); returns its log index.
+/// What to say of a core snapshot the core refused with `e`, when `e` says a later build
+/// wrote it (a version above [`fencelock::SNAPSHOT_VERSION`]: checksummed bytes inside a
+/// file whose own format this build reads, never taken for corrupt); `None` otherwise.
+/// Cost: O(1).
+fn later_core(e: &fencelock::Error) -> Option<String> {
+    match e {
+        fencelock::Error::UnsupportedVersion(v) if *v > fencelock::SNAPSHOT_VERSION => {
+            Some(format!(
+                "its core snapshot is of version {v}, which this build's core does not read: \
+                 written by a later build (run the build that wrote it)"
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Checks a backup's bytes (format, checksum, contents decode, the core snapshot's header
+/// readable by this build); returns its log index.
 ///
-/// Errors: what is wrong, described. Cost: O(backup size).
+/// Errors: what is wrong, described (a core snapshot of a later version as a later
+/// build's). Cost: O(backup size).
 pub fn check_backup(bytes: &[u8]) -> Result<u64, String> {
     let f = decode_snap_file(bytes)?;
     let d = SnapData::decode(&f.data).map_err(|e| format!("does not decode: {e}"))?;
     d.check_contents()?;
+    fencelock::snapshot_config(&d.core).map_err(|e| {
+        later_core(&e).unwrap_or_else(|| format!("its core snapshot is unreadable: {e}"))
+    })?;
     d.last_applied
         .map(|l| l.index)
         .ok_or_else(|| "taken before anything was applied".into())
@@ -1368,13 +1389,10 @@ pub fn restore_into(
     let f = decode_snap_file(backup_bytes).map_err(bad)?;
     let mut d = SnapData::decode(&f.data).map_err(|e| bad(format!("does not decode: {e}")))?;
     d.check_contents().map_err(bad)?;
-    let svc = LockService::restore(config.storage(), &d.core)
-        .map_err(|(_, e)| match e {
-            fencelock::Error::UnsupportedVersion(v) if v > fencelock::SNAPSHOT_VERSION => bad(
-                format!("its core snapshot is of version {v}, written by a later build: restore it with that build"),
-            ),
-            e => bad(format!("does not restore with these table sizes: {e}")),
-        })?;
+    let svc = LockService::restore(config.storage(), &d.core).map_err(|(_, e)| {
+        bad(later_core(&e)
+            .unwrap_or_else(|| format!("does not restore with these table sizes: {e}")))
+    })?;
     d.keep_open_sessions(&svc);
     // The directory runs with these table sizes and the core settings the backup was
     // taken with ([`crate::settings`]).
@@ -1755,15 +1773,11 @@ pub(crate) fn decode_snapshot(
             "it holds more than this node's tables do ({e}: sessions {}, locks {}, claims {})",
             config.sessions, config.locks, config.claims
         )),
-        // Checksummed bytes of a core snapshot version above the core's: a later build's,
-        // inside a file whose own format this build reads. Never taken for corrupt.
-        fencelock::Error::UnsupportedVersion(v) if v > fencelock::SNAPSHOT_VERSION => {
-            not_ours(format!(
-                "its core snapshot is of version {v}, which this build's core does not read: \
-             written by a later build (run the build that wrote it)"
-            ))
-        }
-        e => io::Error::other(e.to_string()),
+        // A later build's core snapshot: never taken for corrupt.
+        e => match later_core(&e) {
+            Some(m) => not_ours(m),
+            None => io::Error::other(e.to_string()),
+        },
     })?;
     d.check_contents().map_err(io::Error::other)?;
     d.keep_open_sessions(&svc);
@@ -3760,13 +3774,22 @@ mod tests {
                 client: "127.0.0.1:2".into(),
             },
         )]);
+        let later = "core snapshot is of version 3, which this build's core does not read: \
+                     written by a later build";
         let e = restore_into(&bytes, &dir.join("new"), &config, members)
             .expect_err("a later build's backup");
-        assert!(
-            e.to_string()
-                .contains("version 3, written by a later build"),
-            "{e}"
-        );
+        assert!(e.to_string().contains(later), "{e}");
+        // And by the check a backup gets when it is taken or before it is restored.
+        let e = check_backup(&bytes).expect_err("a later build's backup passed its check");
+        assert!(e.contains(later), "{e}");
+        // A core snapshot whose header this build cannot read is refused by the check too.
+        d.core[0] ^= 0xff;
+        let bad_magic = SnapFile {
+            meta: f.meta.clone(),
+            data: postcard::to_allocvec(&d).unwrap(),
+        };
+        let e = check_backup(&encode_snap_file(&bad_magic).unwrap()).expect_err("bad magic");
+        assert!(e.contains("core snapshot is unreadable"), "{e}");
         fs::remove_dir_all(&dir).unwrap();
     }
 
