@@ -2076,7 +2076,7 @@ pub(crate) fn requests(cmd: Cmd) -> (Stamp, impl Iterator<Item = Op>) {
     )
 }
 
-/// Ticks `svc` at each of its deadlines before `now`, earliest first (docs/SPEC.md §8.2:
+/// Ticks `svc` at each of its deadlines before `now`, earliest first (docs/SPEC.md §8, item 2:
 /// the host ticks at each `poll_timeout()`), so that what falls due between two entries
 /// happens in time order — a timed waiter whose turn comes before its deadline is granted,
 /// not timed out at the later time with the grant going to the next. Returns their events.
@@ -3106,7 +3106,7 @@ mod tests {
 
     /// An entry of this version ticks at each deadline on the way to its time: H expires
     /// at 10 000 and L goes to W1, whose wait had 5 ms to run — as on a host that ticks at
-    /// each `poll_timeout()` (docs/SPEC.md §8.2).
+    /// each `poll_timeout()` (docs/SPEC.md §8, item 2).
     #[test]
     fn an_entry_ticks_at_each_deadline_before_its_time() {
         let g = deadlines_between_entries(Cmd::new);

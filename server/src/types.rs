@@ -161,7 +161,7 @@ pub enum Op {
     /// Not a request: the first op of every entry this version proposes, which says how
     /// the entry's ops reach their time. With it, each op's advance ticks at every
     /// deadline before the op's time, in time order, then at that time — as a host that
-    /// ticks at each `poll_timeout()` does (docs/SPEC.md §8.2). Without it (entries of
+    /// ticks at each `poll_timeout()` does (docs/SPEC.md §8, item 2). Without it (entries of
     /// earlier builds, replayed from a log or a peer) an op advances to its time in one
     /// step, as those builds applied it, so that every replica of an old entry answers
     /// what the old build answered. The two differ when several deadlines fall between
