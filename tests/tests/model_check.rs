@@ -108,6 +108,9 @@ const SEMAPHORE_DELAYED: &str = "a semaphore's waiter was kept back by lock-dela
 const KEPT_ALIVE: &str = "a keep-alive moved a deadline";
 /// A repeated numbered keep-alive was answered from its record.
 const KEEP_ALIVE_REPEATED: &str = "a numbered keep-alive was repeated";
+/// A lazy host's repeat carried an advance that changed the service (an expiry, a timed
+/// wait ended, a grant), checked to change nothing more.
+const LAZY_REPEAT_ADVANCED: &str = "a lazy host's repeat carried an advance";
 /// A lock was granted in shared mode (a reply or a `Granted` event).
 const SHARED_GRANTED: &str = "a lock was granted in shared mode";
 /// Two sessions held one lock in shared mode at once.
@@ -1155,10 +1158,26 @@ impl Model for LockModel {
             Action::Retry(i) => {
                 let session = SessionId(st.clients[i].session?);
                 let last = st.clients[i].last.clone()?;
-                // The advance the repeat makes first, on its own, so that what follows is
-                // the repeat alone.
-                self.apply(&mut st, Input::Tick { now })?;
-                let before = st.svc.clone();
+                // What the service must be after the repeat: as after the advance to its time
+                // alone. A ticking host ticks first, so what follows is the repeat alone; a
+                // lazy host's repeat carries its own advance (docs/SPEC.md §2), which must be
+                // all it changes.
+                let before = if self.lazy_host {
+                    let mut advanced = self.service(&st.svc);
+                    advanced.tick(now, &mut Vec::new()).ok()?;
+                    let advanced = advanced.snapshot_vec();
+                    if advanced != st.svc {
+                        self.reached
+                            .0
+                            .lock()
+                            .expect("reached")
+                            .insert(LAZY_REPEAT_ADVANCED);
+                    }
+                    advanced
+                } else {
+                    self.apply(&mut st, Input::Tick { now })?;
+                    st.svc.clone()
+                };
                 let request = if self.retry_applies && last.kind == Kind::Acquire {
                     None
                 } else {
@@ -1408,6 +1427,9 @@ fn check(m: LockModel) -> (usize, usize, Option<Vec<Action>>) {
     wanted.push(KEPT_ALIVE);
     if m.number_keep_alives {
         wanted.push(KEEP_ALIVE_REPEATED);
+    }
+    if m.lazy_host && m.numbered {
+        wanted.push(LAZY_REPEAT_ADVANCED);
     }
     // From the configuration, not from `mode()`: a model whose readers became writers
     // must fail here, not ask for less.
@@ -1916,7 +1938,8 @@ fn numbered_retries_apply_nothing() {
 
 /// The retry property has teeth: with a repeated acquire applied afresh (its number
 /// dropped) instead of answered from the record, the checker finds a repeat that changes
-/// the service (a timed wait that ended queued again).
+/// the service (a timed wait that ended queued again), under a ticking host and under a
+/// lazy one.
 #[test]
 fn a_retry_applied_twice_is_found() {
     let m = LockModel {
@@ -1938,10 +1961,31 @@ fn a_retry_applied_twice_is_found() {
     // The same path with the retry answered from its record breaks nothing.
     let good = LockModel {
         retry_applies: false,
-        ..m
+        ..m.clone()
     };
     let st = replay(&good, actions);
     assert_eq!(st.retry_broken, None);
+    // Under a lazy host, whose repeat is not ticked first but carries its own advance, the
+    // check still has teeth: the service after the repeat is compared with the service
+    // after that advance alone.
+    let lazy = LockModel {
+        lazy_host: true,
+        ..m
+    };
+    let actions = fault_found(
+        &lazy,
+        "a repeat applies nothing and answers as recorded",
+        "retry-applied-afresh",
+    );
+    assert!(
+        matches!(actions.last(), Some(Action::Retry(_))),
+        "{actions:?}"
+    );
+    let good = LockModel {
+        retry_applies: false,
+        ..lazy
+    };
+    assert_eq!(replay(&good, actions).retry_broken, None);
 }
 
 /// An operator lists a lock's holder and forces that hold out by its token, at any moment
