@@ -175,4 +175,34 @@ fn check_grants(req: &Request) {
             }
         }
     }
+    // The same roles on every lock (`*`): still nothing of an admin's (the list of
+    // sessions with their openers, a forced close…); a session's state and every lock's
+    // reads are allowed; the read role still writes nothing.
+    for role in [Role::Read, Role::Lock] {
+        let g = Grants(vec![Grant {
+            role,
+            prefix: String::new(),
+        }]);
+        let allowed = g.authorize(req).is_ok();
+        assert!(
+            !(allowed && admin_only(req)),
+            "{role:?} on * allowed {req:?}"
+        );
+        let reads = matches!(
+            req,
+            Request::Members
+                | Request::Status
+                | Request::Session { .. }
+                | Request::Holders { .. }
+                | Request::Waiters { .. }
+                | Request::Permits { .. }
+        );
+        let writes = session_write(req) || lock_write(req);
+        if reads || (writes && role == Role::Lock) {
+            assert!(allowed, "{role:?} on * refused {req:?}");
+        }
+        if allowed && role == Role::Read {
+            assert!(!writes, "a read grant on * allowed {req:?}");
+        }
+    }
 }
