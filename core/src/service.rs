@@ -1418,6 +1418,26 @@ impl<S: Storage> LockService<S> {
         })
     }
 
+    /// `session`'s hold of `lock` (its mode, token and label), `None` when it holds none:
+    /// it waits for the lock or only watches it, the lock is not live, or the session is
+    /// not open. What a client that holds a lock asks to learn whether its hold still
+    /// stands, without reading every holder of a semaphore. Errors: none. Cost: O(name
+    /// length) + O(1) expected.
+    pub fn hold(&self, session: SessionId, lock: &str) -> Option<Holder> {
+        let t = self.storage.tables_ref();
+        let key = self.st.name_key.as_ref();
+        let s = self.session_row(session)?;
+        let l = find_lock(t.lock_index, t.locks, key, lock)?;
+        let c = claim_slot(t.locks, t.claims, t.claim_index, key, s, l)?;
+        let claim = &t.claims[c as usize];
+        claim.holding().then(|| Holder {
+            session,
+            mode: claim.mode(),
+            token: Token(claim.value),
+            label: label_of(self.storage.labels_ref(), &t.sessions[s as usize]),
+        })
+    }
+
     /// The queue of `lock`, head first. Errors: none. Cost: O(name length) + O(1) per item.
     pub fn waiters(&self, lock: &str) -> impl Iterator<Item = Waiter> + '_ {
         self.claims_of(lock, false).map(|(t, c)| {
@@ -1621,6 +1641,31 @@ pub(crate) fn find_lock(
     })
 }
 
+/// The hold or wait of session row `s` on lock row `l` (not a watch). A lock's only claim
+/// is found from the lock row; the claim index holds only the claims of locks with two or
+/// more (see [`View::insert_claim`]). Cost: O(1) expected.
+#[cfg_attr(not(target_family = "wasm"), inline(always))]
+pub(crate) fn claim_slot(
+    locks: &[LockRow],
+    claims: &[ClaimRow],
+    index: &[Bucket],
+    key: Option<&NameKey>,
+    s: u32,
+    l: u32,
+) -> Option<u32> {
+    let lock = &locks[l as usize];
+    match lock.holders.len + lock.waiters.len {
+        0 => None,
+        1 => {
+            let only = lock.only_claim();
+            (claims[only as usize].session() == s).then_some(only)
+        }
+        _ => TableState::find(index, claims, claim_hash(key, s, l), |r| {
+            r.session() == s && r.lock() == l && !r.watching()
+        }),
+    }
+}
+
 pub(crate) fn in_lock(c: &mut ClaimRow) -> &mut Link {
     &mut c.in_lock
 }
@@ -1719,22 +1764,10 @@ impl View<'_> {
         TableState::find(self.li, self.l, hash, |r| r.name.is(name))
     }
 
-    /// The claim of session `s` on lock `l`. A lock's only claim is found from the lock
-    /// row; the claim index holds only the claims of locks with two or more (see
-    /// [`insert_claim`](Self::insert_claim)). Cost: O(1) expected.
+    /// The claim of session `s` on lock `l` ([`claim_slot`]). Cost: O(1) expected.
     #[cfg_attr(not(target_family = "wasm"), inline(always))]
     pub(crate) fn claim_slot(&self, s: u32, l: u32) -> Option<u32> {
-        let lock = &self.l[l as usize];
-        match lock.holders.len + lock.waiters.len {
-            0 => None,
-            1 => {
-                let only = lock.only_claim();
-                (self.c[only as usize].session() == s).then_some(only)
-            }
-            _ => TableState::find(self.ci, self.c, claim_hash(self.key(), s, l), |r| {
-                r.session() == s && r.lock() == l && !r.watching()
-            }),
-        }
+        claim_slot(self.l, self.c, self.ci, self.key(), s, l)
     }
 
     /// How many sessions watch lock `l`. Cost: O(1).

@@ -397,6 +397,47 @@ fn labels_show_in_sessions_holders_and_waiters() {
     );
 }
 
+/// `hold` names a session's own hold of a lock, with its mode, token and label: found
+/// from the lock row when it is the lock's only claim and through the claim index among
+/// several; a wait, a watch, another session's hold, a lock not live, a session not open
+/// and a hold released are none.
+#[test]
+fn a_hold_is_read_by_its_session_and_lock_alone() {
+    let mut svc = svc_with(6, 4, 12, Config::default());
+    let a = open_labeled(&mut svc, 100, "A");
+    let b = open(&mut svc, 100);
+    let c = open(&mut svc, 100);
+    let d = open(&mut svc, 100);
+    x(&mut svc, a, "solo");
+    acquire(&mut svc, a, "l", Mode::Shared, Wait::None);
+    acquire(&mut svc, b, "l", Mode::Shared, Wait::None);
+    acquire(&mut svc, c, "l", Mode::Exclusive, Wait::Forever);
+    watch(&mut svc, d, "l");
+    let held = |svc: &Svc, s, lock| svc.hold(s, lock).map(|h| (h.mode, h.token.0, h.label));
+    assert_eq!(
+        held(&svc, a, "solo"),
+        Some((Mode::Exclusive, 1, label("A")))
+    );
+    assert_eq!(held(&svc, a, "l"), Some((Mode::Shared, 2, label("A"))));
+    assert_eq!(held(&svc, b, "l"), Some((Mode::Shared, 3, Label::EMPTY)));
+    // Each as the holders read lists it.
+    for h in svc.holders("l") {
+        assert_eq!(svc.hold(h.session, "l"), Some(h));
+    }
+    assert_eq!(held(&svc, c, "l"), None, "a wait is no hold");
+    assert_eq!(held(&svc, d, "l"), None, "a watch is no hold");
+    assert_eq!(held(&svc, b, "solo"), None, "another session's");
+    assert_eq!(held(&svc, a, "none"), None, "no such lock");
+    assert_eq!(held(&svc, SessionId(99), "l"), None, "no such session");
+    release(&mut svc, a, "l");
+    assert_eq!(held(&svc, a, "l"), None, "released");
+    assert_eq!(held(&svc, b, "l"), Some((Mode::Shared, 3, Label::EMPTY)));
+    // A semaphore's permits holder, its mode with its count and limit.
+    let permits = Mode::Permits { count: 2, limit: 3 };
+    acquire(&mut svc, d, "pool", permits, Wait::None);
+    assert_eq!(held(&svc, d, "pool"), Some((permits, 4, Label::EMPTY)));
+}
+
 #[test]
 fn input_kinds_are_stable() {
     use fencelock::Input;

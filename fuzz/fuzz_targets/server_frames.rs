@@ -81,7 +81,8 @@ fn lock_of(req: &Request) -> Option<&str> {
         | Request::Watch { lock, .. }
         | Request::Unwatch { lock, .. }
         | Request::ForceRelease { lock, .. }
-        | Request::ForceReleaseHold { lock, .. } => Some(lock),
+        | Request::ForceReleaseHold { lock, .. }
+        | Request::Hold { lock, .. } => Some(lock),
         _ => None,
     }
 }
@@ -153,7 +154,10 @@ fn check_grants(req: &Request) {
             || (in_prefix
                 && matches!(
                     req,
-                    Request::Holders { .. } | Request::Waiters { .. } | Request::Permits { .. }
+                    Request::Holders { .. }
+                        | Request::Waiters { .. }
+                        | Request::Permits { .. }
+                        | Request::Hold { .. }
                 ));
         let writes = session_write(req) || (in_prefix && lock_write(req));
         if reads || (writes && role == Role::Lock) {
@@ -196,6 +200,7 @@ fn check_grants(req: &Request) {
                 | Request::Holders { .. }
                 | Request::Waiters { .. }
                 | Request::Permits { .. }
+                | Request::Hold { .. }
         );
         let writes = session_write(req) || lock_write(req);
         if reads || (writes && role == Role::Lock) {

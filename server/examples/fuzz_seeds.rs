@@ -288,6 +288,10 @@ fn requests() -> Vec<Request> {
             owner: Some(Principal::Anyone),
             limit: 10,
         },
+        Request::Hold {
+            lock: "jobs/a".into(),
+            session: 1,
+        },
     ]
 }
 

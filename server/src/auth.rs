@@ -411,9 +411,10 @@ impl Grants {
     pub fn authorize(&self, req: &Request) -> Result<(), ClientError> {
         let (role, lock) = match req {
             Request::Authenticate { .. } => return Ok(()),
-            Request::Holders { lock } | Request::Waiters { lock } | Request::Permits { lock } => {
-                (Role::Read, Some(lock))
-            }
+            Request::Holders { lock }
+            | Request::Waiters { lock }
+            | Request::Permits { lock }
+            | Request::Hold { lock, .. } => (Role::Read, Some(lock)),
             // Ids are sequential and a session belongs to no lock prefix, so a session is
             // read only by a token that may read every lock.
             Request::Session { .. } => {
@@ -968,7 +969,8 @@ mod tests {
     }
 
     /// Watching and observing are session requests on a lock: the lock role on the
-    /// lock's prefix; a labelled open is an open; a semaphore's permits are a read.
+    /// lock's prefix; a labelled open is an open; a semaphore's permits and a session's
+    /// hold of a lock are reads.
     #[test]
     fn watches_need_the_lock_role_on_the_prefix_and_permits_the_read_role() {
         let h = token_hash("ci");
@@ -1016,10 +1018,18 @@ mod tests {
         }
         assert!(ci.authorize(&open).is_ok());
         assert!(ci.authorize(&permits("jobs/x")).is_ok());
+        // A session's hold of a lock is a read of the lock, on its prefix.
+        let hold = |l: &str| Request::Hold {
+            lock: l.into(),
+            session: 1,
+        };
+        assert!(ci.authorize(&hold("jobs/x")).is_ok());
+        assert!(ci.authorize(&hold("other/x")).is_err());
         let viewer = t.authenticate("v").unwrap();
         assert!(viewer.authorize(&watch("jobs/x")).is_err());
         assert!(viewer.authorize(&open).is_err());
         assert!(viewer.authorize(&permits("anything")).is_ok());
+        assert!(viewer.authorize(&hold("anything")).is_ok());
     }
 
     /// The digest names what a tokens file grants: comments, spacing, order and repeated

@@ -151,9 +151,10 @@ impl Drop for Conn {
     }
 }
 
-/// A read of a lock's holders in flight, owned by a [`HoldWatch`]'s task.
-type HoldersRead =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Holder>, ClientError>> + Send>>;
+/// A read of a session's hold in flight, owned by a [`HoldWatch`]'s task.
+type HoldRead = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Option<Holder>, ClientError>> + Send>,
+>;
 
 /// How a hold watched by a [`HoldWatch`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,7 +163,7 @@ pub enum HoldEnded {
     /// administrator's forced release (a session's own release is answered, never
     /// pushed), `Closed` or `Expired` for the session's end.
     Pushed(fencelock::ReleaseReason),
-    /// A read of the lock's holders no longer lists it: it ended and its push was lost
+    /// A read of the session's hold no longer finds it: it ended and its push was lost
     /// (a dropped connection, a leader that died before sending it).
     NotAmongHolders,
     /// The session was lost (the service said it expired or closed).
@@ -909,6 +910,23 @@ impl Client {
         }
     }
 
+    /// Linearizable read of `session`'s hold of `lock` ([`Request::Hold`]): its mode, token
+    /// and label, `None` when it holds none (it waits or only watches, or the session or
+    /// the lock is gone). One hold, however many a semaphore has. Cost: as
+    /// [`Client::holders`], with an answer of one holder at most.
+    ///
+    /// Errors: bad name, `Forbidden` (no read role on the lock's prefix), `Unavailable`.
+    pub async fn hold(&self, session: u64, lock: &str) -> Result<Option<Holder>, ClientError> {
+        let req = Request::Hold {
+            lock: lock.into(),
+            session,
+        };
+        match self.call(req).await? {
+            Reply::Hold(h) => Ok(h),
+            _ => Err(ClientError::Unavailable("unexpected reply".into())),
+        }
+    }
+
     /// Linearizable read of a semaphore's permits in use and its limit (`None`: the name
     /// is not a live semaphore). Cost: as [`Client::holders`].
     ///
@@ -1616,14 +1634,16 @@ impl Session {
     /// it is gone. Whatever ends it while the session lives on — an administrator's
     /// forced release above all, which changes nothing a [`LeaseGuard`] sees — is pushed
     /// to this client; but a push is lost with a dropped connection or a leader that died
-    /// before sending it. So the watch also reads the lock's holders (a linearizable read)
-    /// at once and then every `every`, and a hold no longer among them has ended too. The
-    /// first read covers a push that came before the watch began. A read that cannot be
-    /// had says nothing (a node away, a token without the read role): the lease guard
-    /// judges the silence. Drop the watch to stop it.
+    /// before sending it. So the watch also reads this session's hold of the lock
+    /// ([`Client::hold`], a linearizable read) at once and then every `every`, and a hold
+    /// not there, or there with another token, has ended too. The first read covers a push
+    /// that came before the watch began. A read that cannot be had says nothing (a node
+    /// away, a token without the read role): the lease guard judges the silence. Drop the
+    /// watch to stop it.
     ///
-    /// Cost: a task, and a read of the lock's holders every `every` (a ttl/4 is what
-    /// `fencelock lock` and `elect` use). Must be called inside a tokio runtime.
+    /// Cost: a task, and a read of one hold every `every` (a ttl/4 is what `fencelock lock`
+    /// and `elect` use), its answer one holder at most however many a semaphore has. Must
+    /// be called inside a tokio runtime.
     pub fn watch_hold(&self, lock: &str, token: Token, every: Duration) -> HoldWatch {
         let client = self.client.clone();
         let (session, name) = (self.id, lock.to_string());
@@ -1653,7 +1673,7 @@ impl Session {
             };
             // The read in flight, raced against the pushes: a push that comes while a
             // read retries (a leader without its quorum) is taken at once.
-            let mut reading: Option<HoldersRead> = None;
+            let mut reading: Option<HoldRead> = None;
             let end = loop {
                 tokio::select! {
                     // Pushes first: of a push and a read that both say the hold ended, the
@@ -1671,9 +1691,7 @@ impl Session {
                     },
                     r = async { reading.as_mut().expect("guarded").await }, if reading.is_some() => {
                         reading = None;
-                        let gone = r.is_ok_and(|holders| {
-                            !holders.iter().any(|h| h.session.0 == session && h.token == token)
-                        });
+                        let gone = r.is_ok_and(|hold| hold.is_none_or(|h| h.token != token));
                         if gone {
                             // The push, when it came, came before the read's answer (both on
                             // one connection, the push first): taken if it is waiting.
@@ -1692,7 +1710,7 @@ impl Session {
                             break HoldEnded::SessionLost;
                         }
                         let (c, n) = (client.clone(), name.clone());
-                        reading = Some(Box::pin(async move { c.holders(&n).await }));
+                        reading = Some(Box::pin(async move { c.hold(session, &n).await }));
                     }
                 }
             };

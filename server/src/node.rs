@@ -1808,6 +1808,12 @@ impl Node {
                 let g = self.shared.state();
                 Ok(Reply::Holders(g.svc.holders(&lock).collect()))
             }
+            Request::Hold { lock, session } => {
+                Self::name(&lock)?;
+                self.linearizable().await?;
+                let g = self.shared.state();
+                Ok(Reply::Hold(g.svc.hold(SessionId(session), &lock)))
+            }
             Request::Waiters { lock } => {
                 Self::name(&lock)?;
                 self.linearizable().await?;

@@ -331,6 +331,18 @@ pub enum Request {
         /// At most this many sessions in the page.
         limit: u32,
     },
+    /// Linearizable read: `session`'s hold of `lock` (`None`: it holds none — it waits or
+    /// only watches, or the session or the lock is gone). How a holder learns whether its
+    /// hold stands without reading every holder of a semaphore (what
+    /// [`crate::client::Session::watch_hold`] sends). Needs the read role on the lock's
+    /// prefix, as [`Request::Holders`] does. Appended after the earlier variants, which
+    /// keep their encoding.
+    Hold {
+        /// The lock.
+        lock: String,
+        /// The session.
+        session: u64,
+    },
 }
 
 /// The most sessions in one page of [`Request::Sessions`].
@@ -414,6 +426,8 @@ pub enum Reply {
     Backup(BackupPage),
     /// A page of the open sessions ([`Request::Sessions`]).
     Sessions(SessionsPage),
+    /// A session's hold of a lock ([`Request::Hold`]).
+    Hold(Option<Holder>),
 }
 
 /// One page of the open sessions ([`Request::Sessions`]).

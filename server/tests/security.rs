@@ -1259,6 +1259,51 @@ async fn an_admin_lists_the_sessions_by_owner_and_closes_all_of_one_tokens() {
     t.stop().await;
 }
 
+/// A read of one session's hold of a lock names that hold (its token), or none for a
+/// waiter or a hold released, and needs the read role on the lock's prefix, as the
+/// holders read does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_read_names_one_sessions_hold_and_needs_the_read_role() {
+    let t = start_with("sec-hold", tokens()).await;
+    let jobs = t.client_with(JOBS);
+    let holder = jobs.open_session(60_000).await.unwrap();
+    let waiter = jobs.open_session(60_000).await.unwrap();
+    let token = granted(&holder, "jobs/x").await;
+    let viewer = t.client_with(VIEWER);
+    let (waited, ()) = tokio::time::timeout(Duration::from_secs(15), async {
+        tokio::join!(
+            waiter.acquire("jobs/x", Mode::Exclusive, WaitSpec::Forever),
+            async {
+                while viewer.waiters("jobs/x").await.unwrap().is_empty() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                for reader in [JOBS, VIEWER, ADMIN] {
+                    let c = t.client_with(reader);
+                    let h = c.hold(holder.id(), "jobs/x").await.unwrap();
+                    let h = h.map(|h| (h.session.0, h.token));
+                    assert_eq!(h, Some((holder.id(), token)), "{reader}");
+                    let w = c.hold(waiter.id(), "jobs/x").await.unwrap();
+                    assert_eq!(w, None, "a wait is no hold");
+                }
+                // Outside the lock token's prefix: refused, as a holders read is.
+                let r = jobs.hold(holder.id(), "other/x").await;
+                assert!(matches!(r, Err(ClientError::Forbidden(_))), "{r:?}");
+                holder.release("jobs/x").await.unwrap();
+            },
+        )
+    })
+    .await
+    .expect("the wait ends with the release");
+    let Ok(Acquired::Granted(next)) = waited else {
+        panic!("{waited:?}")
+    };
+    assert_eq!(viewer.hold(holder.id(), "jobs/x").await.unwrap(), None);
+    let h = viewer.hold(waiter.id(), "jobs/x").await.unwrap();
+    assert_eq!(h.map(|h| h.token), Some(next));
+    assert!(next > token);
+    t.stop().await;
+}
+
 /// A lock token cannot change the membership: adding a learner and setting the voters
 /// (the change that used to leave a cluster without a quorum) are `Forbidden`, and the
 /// members stay as they were.

@@ -1494,7 +1494,7 @@ async fn lock(
     })
 }
 
-/// How often `lock` and `elect` read the holders of what they hold, to find a release
+/// How often `lock` and `elect` read their hold of what they hold, to find a release
 /// whose push was lost ([`Session::watch_hold`]): every ttl/4, at least every 100 ms.
 fn hold_check(opts: &Opts) -> Duration {
     Duration::from_millis((opts.ttl_ms / 4).max(100))
